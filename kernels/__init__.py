@@ -1,0 +1,1 @@
+"""kernels: executors (reference, host, CuPy), Numba kernels, Communicator, fusion, sweeps."""

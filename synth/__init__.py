@@ -1,0 +1,1 @@
+"""synth: collective definitions, schedule IR, verifier, cost model, bounds, baselines, solver."""

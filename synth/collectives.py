@@ -1,0 +1,230 @@
+"""The one definition of each collective: chunks, pre/postconditions and buffer layout.
+
+Every module (verifier, solver, baselines, executors, MSCCL export, sweep) reads this.
+
+Terms
+-----
+n
+    number of ranks.
+C
+    ``chunks_per_rank``: how finely each rank's *block* is cut.
+count
+    elements of one **block**: what one rank contributes or receives.  Per collective:
+
+    ==============  ==============================  ===========================  =====================
+    collective      block = count elements is ...   input buffer (per rank)      output buffer
+    ==============  ==============================  ===========================  =====================
+    allgather       each rank's input               1 block                      n blocks
+    reducescatter   each rank's output              n blocks                     1 block
+    allreduce       the whole buffer                1 block (n*C pieces)         1 block
+    broadcast       the whole buffer                1 block (root's counts)      1 block
+    reduce          the whole buffer                1 block                      1 block (root's counts)
+    gather          each rank's input               1 block                      n blocks (root only)
+    scatter         each rank's output              n blocks (root only)         1 block
+    alltoall        what one rank sends one peer    n blocks                     n blocks
+    ==============  ==============================  ===========================  =====================
+
+Chunks and where they live
+--------------------------
+A block is cut into P pieces (P = n*C for allreduce, C otherwise) the way
+``numpy.array_split`` does: piece k spans ``[k*q + min(k, r), (k+1)*q + min(k+1, r))`` with
+``q, r = divmod(count, P)``, so counts that do not divide evenly give the first ``r`` pieces one
+extra element (pieces may be empty when count < P).  Chunk ids and positions
+(``block b, piece k`` means elements ``b*count + piece(k)`` of that buffer):
+
+- allgather:     id ``r*C+c``; pre [r]; post all;  input of r: (0, c);  output: (r, c)
+- reducescatter: id ``r*C+c``; pre all; post [r];  input of every rank: (r, c);  output of r: (0, c)
+- allreduce:     id ``g`` < n*C; pre all; post all; input and output: (0, g)
+- broadcast:     id ``c`` < C; pre [root]; post all; input and output: (0, c)
+- reduce:        id ``c`` < C; pre all; post [root]; input and output: (0, c)
+- gather:        id ``r*C+c``; pre [r]; post [root]; input of r: (0, c);  output of root: (r, c)
+- scatter:       id ``r*C+c``; pre [root]; post [r]; input of root: (r, c);  output of r: (0, c)
+- alltoall:      id ``(s*n+d)*C+c``; pre [s]; post [d]; input of s: (d, c);  output of d: (s, c)
+
+In-place variants alias the buffers as NCCL does: allgather's input is block r of rank r's
+output; reducescatter's output is block r of rank r's input; the others use one buffer.
+
+For combining collectives ``pre`` lists the ranks holding a contribution; each rank in
+``post`` must end with the reduction of all of them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from topo_probe.errors import UnsupportedCollective
+
+COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce",
+               "gather", "scatter", "alltoall")
+COMBINING = frozenset({"reducescatter", "allreduce", "reduce"})
+ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
+REDUCE_OPS = ("sum", "prod", "max", "min", "avg")
+
+#: accepted spellings -> canonical name (nccl-tests, MSCCL and cupy spellings)
+ALIASES = {
+    "all_gather": "allgather", "allgather": "allgather",
+    "reduce_scatter": "reducescatter", "reducescatter": "reducescatter",
+    "all_reduce": "allreduce", "allreduce": "allreduce",
+    "broadcast": "broadcast", "bcast": "broadcast",
+    "reduce": "reduce", "gather": "gather", "scatter": "scatter",
+    "alltoall": "alltoall", "all_to_all": "alltoall", "alltoallv": "alltoall",
+}
+
+#: nccl-tests bus-bandwidth factor numerator/denominator as a function of n
+BUSBW_FACTOR = {
+    "allreduce": lambda n: 2 * (n - 1) / n,
+    "allgather": lambda n: (n - 1) / n,
+    "reducescatter": lambda n: (n - 1) / n,
+    "alltoall": lambda n: (n - 1) / n,
+    "gather": lambda n: (n - 1) / n,
+    "scatter": lambda n: (n - 1) / n,
+    "broadcast": lambda n: 1.0,
+    "reduce": lambda n: 1.0,
+}
+
+
+def canonical(name: str) -> str:
+    """Canonical collective name for any accepted spelling; raises UnsupportedCollective."""
+    key = name.strip().lower().replace("-", "_")
+    if key in ALIASES:
+        return ALIASES[key]
+    raise UnsupportedCollective(f"unknown collective {name!r}; expected one of {', '.join(COLLECTIVES)}")
+
+
+@dataclass(frozen=True)
+class Chunk:
+    """One chunk: ``pre`` ranks hold it (or a contribution) before, ``post`` ranks must hold
+    it (fully reduced, for combining collectives) after."""
+
+    id: int
+    pre: tuple[int, ...]
+    post: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class Position:
+    """Where a chunk lives in a rank's buffer: ``block`` index and ``piece`` index."""
+
+    block: int
+    piece: int
+
+
+@dataclass(frozen=True)
+class CollectiveSpec:
+    """A collective instance: name, ranks, chunks per rank, root; see module docstring."""
+
+    name: str
+    ranks: int
+    chunks_per_rank: int
+    root: int | None = None
+
+    def __post_init__(self) -> None:
+        name = canonical(self.name)
+        object.__setattr__(self, "name", name)
+        if self.ranks < 1:
+            raise UnsupportedCollective(f"{name}: ranks must be >= 1, got {self.ranks}")
+        if self.chunks_per_rank < 1:
+            raise UnsupportedCollective(f"{name}: chunks_per_rank must be >= 1, got {self.chunks_per_rank}")
+        if name in ROOTED:
+            if self.root is None or not 0 <= self.root < self.ranks:
+                raise UnsupportedCollective(f"{name}: root must be a rank in 0..{self.ranks - 1}, got {self.root}")
+        elif self.root is not None:
+            raise UnsupportedCollective(f"{name} takes no root (got root={self.root})")
+
+    @property
+    def combining(self) -> bool:
+        return self.name in COMBINING
+
+    @property
+    def num_chunks(self) -> int:
+        n, c = self.ranks, self.chunks_per_rank
+        return {"allgather": n * c, "reducescatter": n * c, "allreduce": n * c, "broadcast": c,
+                "reduce": c, "gather": n * c, "scatter": n * c, "alltoall": n * n * c}[self.name]
+
+    @property
+    def pieces_per_block(self) -> int:
+        return self.ranks * self.chunks_per_rank if self.name == "allreduce" else self.chunks_per_rank
+
+    def input_blocks(self) -> int:
+        """Blocks in each rank's input buffer (the root's, for scatter)."""
+        return self.ranks if self.name in ("reducescatter", "scatter", "alltoall") else 1
+
+    def output_blocks(self) -> int:
+        """Blocks in each rank's output buffer (the root's, for gather)."""
+        return self.ranks if self.name in ("allgather", "gather", "alltoall") else 1
+
+    def chunks(self) -> list[Chunk]:
+        n, C, root = self.ranks, self.chunks_per_rank, self.root
+        everyone = tuple(range(n))
+        out = []
+        for g in range(self.num_chunks):
+            if self.name == "allgather":
+                pre, post = (g // C,), everyone
+            elif self.name == "reducescatter":
+                pre, post = everyone, (g // C,)
+            elif self.name == "allreduce":
+                pre, post = everyone, everyone
+            elif self.name == "broadcast":
+                pre, post = (root,), everyone
+            elif self.name == "reduce":
+                pre, post = everyone, (root,)
+            elif self.name == "gather":
+                pre, post = (g // C,), (root,)
+            elif self.name == "scatter":
+                pre, post = (root,), (g // C,)
+            else:  # alltoall
+                s, d = divmod(g // C, n)
+                pre, post = (s,), (d,)
+            out.append(Chunk(g, pre, post))
+        return out
+
+    def input_position(self, chunk: int, rank: int) -> Position | None:
+        """Position of ``chunk`` in ``rank``'s input buffer, or None if that rank has none."""
+        n, C = self.ranks, self.chunks_per_rank
+        name = self.name
+        if name in ("allgather", "gather"):
+            return Position(0, chunk % C) if chunk // C == rank else None
+        if name == "reducescatter":
+            return Position(chunk // C, chunk % C)
+        if name in ("allreduce", "reduce"):
+            return Position(0, chunk)
+        if name == "broadcast":
+            return Position(0, chunk) if rank == self.root else None
+        if name == "scatter":
+            return Position(chunk // C, chunk % C) if rank == self.root else None
+        s, d = divmod(chunk // C, n)
+        return Position(d, chunk % C) if s == rank else None
+
+    def output_position(self, chunk: int, rank: int) -> Position | None:
+        """Position of ``chunk`` in ``rank``'s output buffer, or None if it does not end there."""
+        n, C = self.ranks, self.chunks_per_rank
+        name = self.name
+        if name == "allgather":
+            return Position(chunk // C, chunk % C)
+        if name in ("reducescatter", "scatter"):
+            return Position(0, chunk % C) if chunk // C == rank else None
+        if name in ("allreduce", "broadcast"):
+            return Position(0, chunk)
+        if name == "reduce":
+            return Position(0, chunk) if rank == self.root else None
+        if name == "gather":
+            return Position(chunk // C, chunk % C) if rank == self.root else None
+        s, d = divmod(chunk // C, n)
+        return Position(s, chunk % C) if d == rank else None
+
+
+def piece_bounds(count: int, pieces: int, k: int) -> tuple[int, int]:
+    """Element range [start, stop) of piece ``k`` when ``count`` elements are cut into
+    ``pieces`` pieces like ``numpy.array_split``.
+
+    >>> [piece_bounds(10, 4, k) for k in range(4)]
+    [(0, 3), (3, 6), (6, 8), (8, 10)]
+    """
+    q, r = divmod(count, pieces)
+    return k * q + min(k, r), (k + 1) * q + min(k + 1, r)
+
+
+def element_range(spec: CollectiveSpec, count: int, pos: Position) -> tuple[int, int]:
+    """Element range [start, stop) of a chunk position in a buffer of blocks of ``count``."""
+    a, b = piece_bounds(count, spec.pieces_per_block, pos.piece)
+    return pos.block * count + a, pos.block * count + b

@@ -1,0 +1,65 @@
+"""Every error the toolkit raises on purpose, in one place.
+
+The classes say what went wrong for the user (a bad topology file, a schedule that does
+not implement its collective, a solver that proved infeasibility or gave up), so callers
+can catch them by situation.  Messages carry the offending value and the rule it broke.
+"Infeasible" and "gave up" are different classes: never ``None`` for both.
+
+All package layers (topo_probe, synth, kernels) import their errors from here so that
+imports keep pointing one way (kernels -> synth -> topo_probe).
+"""
+
+from __future__ import annotations
+
+
+class TopocollError(Exception):
+    """Base class of every error raised on purpose by this toolkit."""
+
+
+class TopologyError(TopocollError, ValueError):
+    """A topology (file, preset name, parsed text or graph) is malformed or unusable.
+
+    The message names the source (file, line/column or JSON field) and the rule broken.
+    """
+
+
+class ProbeError(TopocollError):
+    """Probing the local machine failed in a way that cannot be recorded as a soft reason."""
+
+
+class ScheduleInvalid(TopocollError, ValueError):
+    """A schedule does not implement its collective, or breaks a capacity rule.
+
+    Attributes ``step``, ``transfer``, ``rank`` and ``chunk`` locate the first violation
+    (``None`` where not applicable); ``rule`` is a short machine-readable rule name.
+    """
+
+    def __init__(self, message: str, *, rule: str = "invalid", step: int | None = None,
+                 transfer: int | None = None, rank: int | None = None,
+                 chunk: int | None = None) -> None:
+        super().__init__(message)
+        self.rule = rule
+        self.step = step
+        self.transfer = transfer
+        self.rank = rank
+        self.chunk = chunk
+
+
+class ScheduleFormatError(TopocollError, ValueError):
+    """A schedule document (JSON or XML) is malformed: a field is missing or has a bad value."""
+
+
+class SynthesisInfeasible(TopocollError):
+    """The solver proved that no schedule exists for the requested instance."""
+
+
+class SynthesisTimeout(TopocollError):
+    """The solver hit its time limit without finding a schedule (and without proving none exists)."""
+
+
+class UnsupportedCollective(TopocollError, ValueError):
+    """The collective / topology / option combination is not supported."""
+
+
+class DeviceUnavailable(TopocollError, RuntimeError):
+    """A GPU backend was asked for but no usable GPU (or CUDA library) is present."""
