@@ -1,0 +1,156 @@
+"""One entry point for every way of naming a topology: :func:`load_topology`.
+
+``spec`` is a preset name (:data:`topo_probe.presets.PRESETS`) or a file holding one of:
+
+* our JSON (``{"format": "topocoll.topology", ...}``),
+* a link-matrix JSON (``{"format": "link-matrix", ...}``),
+* an NCCL topology XML dump (``NCCL_TOPO_DUMP_FILE``; text starting with ``<``),
+* ``nvidia-smi topo -m`` output (a header row ``GPU0 GPU1 ...``).
+
+The format is detected from the content, never the file extension.  An existing file wins
+over a preset of the same name.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from pathlib import Path
+
+from topo_probe.errors import TopologyError
+from topo_probe.model import Topology
+
+_GPU_HEADER = re.compile(r"^\s*GPU0(\s|$)", re.MULTILINE)
+
+
+def parse_gpu_list(text: str) -> list[int]:
+    """Parse a ``--gpus`` list such as ``"0,2-5"`` into ``[0, 2, 3, 4, 5]`` (order kept).
+
+    Raises
+    ------
+    TopologyError
+        One line naming the bad item (not an index or range, reversed range, repeated GPU).
+
+    Examples
+    --------
+    >>> parse_gpu_list("0,2-5")
+    [0, 2, 3, 4, 5]
+    >>> parse_gpu_list("3, 1")
+    [3, 1]
+    >>> parse_gpu_list("1,x")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.TopologyError: --gpus '1,x': 'x' is not a GPU index or range like 2-5
+    """
+    out: list[int] = []
+    if not text.strip():
+        raise TopologyError("--gpus: empty GPU list")
+    for item in text.split(","):
+        item = item.strip()
+        m = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", item)
+        if not m:
+            raise TopologyError(f"--gpus {text!r}: {item!r} is not a GPU index or range like 2-5")
+        lo = int(m.group(1))
+        hi = int(m.group(2)) if m.group(2) is not None else lo
+        if hi < lo:
+            raise TopologyError(f"--gpus {text!r}: range {item!r} runs backwards")
+        for g in range(lo, hi + 1):
+            if g in out:
+                raise TopologyError(f"--gpus {text!r}: GPU {g} is listed twice")
+            out.append(g)
+    return out
+
+
+def _missing(what: str, module: str, source: str) -> TopologyError:
+    return TopologyError(f"{source}: looks like {what} but its parser ({module}) is not available")
+
+
+def _parse_text(text: str, source: str, nvlink_gbps: float | None) -> Topology:
+    stripped = text.lstrip("\ufeff \t\r\n")
+    if stripped.startswith("{"):
+        try:
+            doc = json.loads(stripped)
+        except json.JSONDecodeError as exc:
+            raise TopologyError(f"{source}: invalid JSON: {exc.msg} at line {exc.lineno} "
+                                f"column {exc.colno}") from None
+        fmt = doc.get("format") if isinstance(doc, dict) else None
+        if fmt == "topocoll.topology":
+            from topo_probe.serialize import topology_from_dict
+            return topology_from_dict(doc, source=source)
+        if fmt == "link-matrix":
+            try:
+                from topo_probe.parsers.link_matrix import parse_link_matrix
+            except ImportError:
+                raise _missing("a link-matrix JSON", "topo_probe.parsers.link_matrix", source) from None
+            return parse_link_matrix(doc, source=source)
+        raise TopologyError(f"{source}: JSON format {fmt!r} is not one of 'topocoll.topology', 'link-matrix'")
+    if stripped.startswith("<"):
+        try:
+            from topo_probe.parsers.nccl_xml import parse_nccl_xml
+        except ImportError:
+            raise _missing("an NCCL topology XML", "topo_probe.parsers.nccl_xml", source) from None
+        return parse_nccl_xml(text, source=source)
+    if _GPU_HEADER.search(text):
+        try:
+            from topo_probe.parsers.nvsmi import parse_nvsmi_topo
+        except ImportError:
+            raise _missing("nvidia-smi topo -m output", "topo_probe.parsers.nvsmi", source) from None
+        return parse_nvsmi_topo(text, nvlink_gbps=nvlink_gbps, source=source)
+    raise TopologyError(f"{source}: cannot tell the format: expected topocoll.topology or link-matrix JSON, "
+                        f"NCCL topology XML, or nvidia-smi topo -m output")
+
+
+def _set_nvlink_speed(topo: Topology, nvlink_gbps: float) -> None:
+    for u, v, d in topo.graph.edges(data=True):
+        if d["kind"] == "nvlink":
+            d["bandwidth_gbps"] = d["links"] * float(nvlink_gbps)
+    topo.assumptions.append(f"NVLink speed set to {nvlink_gbps} GB/s per link per direction")
+
+
+def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float | None = None) -> Topology:
+    """Load a topology from a preset name or a file (format detected from its content).
+
+    Parameters
+    ----------
+    spec : str
+        Preset name or path (see the module docstring).
+    gpus : list of int, optional
+        Keep only these GPUs, renumbered 0.. in the given order (:meth:`Topology.subset`).
+    nvlink_gbps : float, optional
+        NVLink speed per link per direction (GB/s).  Passed to the ``nvidia-smi`` parser;
+        for the other sources every ``nvlink`` edge is set to ``links * nvlink_gbps``.
+
+    Raises
+    ------
+    TopologyError
+        Unknown preset / missing file / unrecognised or malformed content (names the file).
+
+    Examples
+    --------
+    >>> load_topology("dgx1-v100", gpus=[0, 1, 4]).smi_label(0, 2)
+    'NV2'
+    """
+    from topo_probe.presets import PRESETS, get_preset
+
+    if nvlink_gbps is not None and not nvlink_gbps > 0:
+        raise TopologyError(f"--nvlink-gbps must be > 0, got {nvlink_gbps!r}")
+    path = Path(spec)
+    if path.is_file():
+        try:
+            text = path.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            raise TopologyError(f"{spec}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+        topo = _parse_text(text, spec, nvlink_gbps)
+        is_nvsmi = not text.lstrip("\ufeff \t\r\n").startswith(("{", "<"))
+    elif spec in PRESETS:
+        topo, is_nvsmi = get_preset(spec), False
+    elif path.exists():
+        raise TopologyError(f"{spec}: is not a regular file")
+    else:
+        raise TopologyError(f"{spec!r} is neither an existing file nor a preset "
+                            f"(presets: {', '.join(sorted(PRESETS))})")
+    if nvlink_gbps is not None and not is_nvsmi:
+        _set_nvlink_speed(topo, nvlink_gbps)
+    if gpus is not None:
+        topo = topo.subset(gpus)
+    return topo
