@@ -100,7 +100,8 @@ def _parse_text(text: str, source: str, nvlink_gbps: float | None) -> Topology:
                         f"NCCL topology XML, or nvidia-smi topo -m output")
 
 
-def _set_nvlink_speed(topo: Topology, nvlink_gbps: float) -> None:
+def set_nvlink_speed(topo: Topology, nvlink_gbps: float) -> None:
+    """Set every ``nvlink`` edge of ``topo`` to ``links * nvlink_gbps`` GB/s (in place)."""
     for u, v, d in topo.graph.edges(data=True):
         if d["kind"] == "nvlink":
             d["bandwidth_gbps"] = d["links"] * float(nvlink_gbps)
@@ -150,7 +151,7 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
         raise TopologyError(f"{spec!r} is neither an existing file nor a preset "
                             f"(presets: {', '.join(sorted(PRESETS))})")
     if nvlink_gbps is not None and not is_nvsmi:
-        _set_nvlink_speed(topo, nvlink_gbps)
+        set_nvlink_speed(topo, nvlink_gbps)
     if gpus is not None:
         topo = topo.subset(gpus)
     return topo

@@ -1,0 +1,154 @@
+"""load_topology: content-based dispatch, --gpus / --nvlink-gbps handling, errors naming the file."""
+
+import json
+import sys
+import types
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topo_probe.errors import TopologyError
+from topo_probe.generators import ring
+from topo_probe.load import load_topology, parse_gpu_list
+from topo_probe.presets import PRESETS, get_preset
+from topo_probe.serialize import save_topology, topology_to_dict
+
+
+@pytest.fixture
+def fake_parsers(monkeypatch):
+    """Stand-ins for topo_probe.parsers.* recording how they were called."""
+    calls = []
+
+    def make(mod, fn):
+        def parse(arg, **kw):
+            calls.append((fn, arg, kw))
+            return ring(2)
+        m = types.ModuleType(f"topo_probe.parsers.{mod}")
+        setattr(m, fn, parse)
+        monkeypatch.setitem(sys.modules, f"topo_probe.parsers.{mod}", m)
+
+    try:
+        import topo_probe.parsers  # noqa: F401  (the real package, once it exists)
+    except ImportError:
+        monkeypatch.setitem(sys.modules, "topo_probe.parsers", types.ModuleType("topo_probe.parsers"))
+    make("nvsmi", "parse_nvsmi_topo")
+    make("nccl_xml", "parse_nccl_xml")
+    make("link_matrix", "parse_link_matrix")
+    return calls
+
+
+def test_preset_name():
+    assert load_topology("dgx-h100") == get_preset("dgx-h100")
+
+
+def test_our_json_detected_by_content(tmp_path):
+    t = get_preset("dgx1-v100")
+    path = tmp_path / "machine.txt"  # extension says nothing
+    save_topology(t, path)
+    assert load_topology(str(path)) == t
+    sub = load_topology(str(path), gpus=[5, 0, 1])
+    assert sub.num_gpus == 3 and sub.nvlink_count(0, 1) == t.nvlink_count(5, 0)
+
+
+def test_nvsmi_dispatch(fake_parsers, fixtures_dir):
+    path = str(fixtures_dir / "nvsmi_topo_dgx1_v100.txt")
+    load_topology(path, nvlink_gbps=20.0)
+    (fn, text, kw), = fake_parsers
+    assert fn == "parse_nvsmi_topo" and text.startswith("        GPU0")
+    assert kw == {"nvlink_gbps": 20.0, "source": path}
+    t = load_topology(path, gpus=[1])
+    assert t.num_gpus == 1
+
+
+def test_xml_and_link_matrix_dispatch(fake_parsers, fixtures_dir, tmp_path):
+    xml = str(fixtures_dir / "nccl_topo_dump_h200_partial.xml")
+    load_topology(xml)
+    lm = tmp_path / "m.json"
+    doc = {"format": "link-matrix", "links": [[0, 1], [1, 0]]}
+    lm.write_text(json.dumps(doc))
+    load_topology(str(lm))
+    assert [(c[0], c[2]["source"]) for c in fake_parsers] == [("parse_nccl_xml", xml),
+                                                              ("parse_link_matrix", str(lm))]
+    assert fake_parsers[0][1].startswith("<system") and fake_parsers[1][1] == doc
+
+
+def test_missing_parser_is_one_line(monkeypatch, fixtures_dir):
+    monkeypatch.setitem(sys.modules, "topo_probe.parsers.nvsmi", None)  # import fails
+    path = fixtures_dir / "nvsmi_topo_dgx_a100.txt"
+    with pytest.raises(TopologyError) as exc:
+        load_topology(str(path))
+    assert str(exc.value) == (f"{path}: looks like nvidia-smi topo -m output but its parser "
+                              f"(topo_probe.parsers.nvsmi) is not available")
+
+
+def test_real_nvsmi_parser_if_present(fixtures_dir):
+    pytest.importorskip("topo_probe.parsers.nvsmi")
+    t = load_topology(str(fixtures_dir / "nvsmi_topo_dgx_a100.txt"))
+    assert t.num_gpus == 8 and t.smi_label(0, 7) == "NV12"
+
+
+def test_nvlink_speed_override_on_preset():
+    t = load_topology("dgx1-v100", nvlink_gbps=20.0)
+    assert [t.gpu_bandwidth_gbps(i) for i in range(8)] == [6 * 20.0] * 8
+    with pytest.raises(TopologyError, match="--nvlink-gbps must be > 0"):
+        load_topology("dgx1-v100", nvlink_gbps=0)
+
+
+def test_errors_name_the_file(tmp_path):
+    with pytest.raises(TopologyError) as exc:
+        load_topology("no-such-thing")
+    assert "'no-such-thing' is neither an existing file nor a preset" in str(exc.value)
+    assert all(p in str(exc.value) for p in PRESETS)
+    junk = tmp_path / "junk"
+    junk.write_text("hello\n")
+    with pytest.raises(TopologyError, match=f"^{junk}: cannot tell the format"):
+        load_topology(str(junk))
+    other = tmp_path / "o.json"
+    other.write_text('{"format": "mystery"}')
+    with pytest.raises(TopologyError, match=r"o.json: JSON format 'mystery' is not one of"):
+        load_topology(str(other))
+    bad = tmp_path / "b.json"
+    d = topology_to_dict(ring(3))
+    d["links"][0]["bandwidth_gbps"] = -1
+    bad.write_text(json.dumps(d))
+    with pytest.raises(TopologyError, match=r"b.json: links\[0\].bandwidth_gbps must be > 0, got -1$"):
+        load_topology(str(bad))
+    with pytest.raises(TopologyError, match="GPU 9 does not exist"):
+        load_topology("dgx1-v100", gpus=[9])
+    with pytest.raises(TopologyError, match="is not a regular file"):
+        load_topology(str(tmp_path))
+
+
+@pytest.mark.parametrize("text,expect", [("0,2-5", [0, 2, 3, 4, 5]), ("7", [7]), (" 3 , 1 ", [3, 1]),
+                                         ("4-4", [4])])
+def test_parse_gpu_list(text, expect):
+    assert parse_gpu_list(text) == expect
+
+
+@pytest.mark.parametrize("text,message", [
+    ("1,x", "--gpus '1,x': 'x' is not a GPU index or range like 2-5"),
+    ("5-2", "--gpus '5-2': range '5-2' runs backwards"),
+    ("0,1,1", "--gpus '0,1,1': GPU 1 is listed twice"),
+    ("0-2,2", "--gpus '0-2,2': GPU 2 is listed twice"),
+    ("", "--gpus: empty GPU list"),
+    ("-1", "--gpus '-1': '-1' is not a GPU index or range like 2-5"),
+])
+def test_parse_gpu_list_errors(text, message):
+    with pytest.raises(TopologyError) as exc:
+        parse_gpu_list(text)
+    assert str(exc.value) == message
+
+
+@settings(derandomize=True, max_examples=80, deadline=None)
+@given(st.lists(st.integers(0, 40), unique=True, min_size=1, max_size=12))
+def test_parse_gpu_list_round_trip(gpus):
+    # independent formatter: compress consecutive ascending runs into ranges
+    parts, k = [], 0
+    while k < len(gpus):
+        e = k
+        while e + 1 < len(gpus) and gpus[e + 1] == gpus[e] + 1:
+            e += 1
+        parts.append(str(gpus[k]) if e == k else f"{gpus[k]}-{gpus[e]}")
+        k = e + 1
+    assert parse_gpu_list(",".join(parts)) == gpus

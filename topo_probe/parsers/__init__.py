@@ -1,0 +1,178 @@
+"""Parsers of what users already have: ``nvidia-smi topo -m`` / ``-p2p`` text, NCCL topology
+XML, link-count matrices.
+
+Each parser takes text (or a decoded JSON document) and returns a
+:class:`~topo_probe.model.Topology`; none of them runs a program or touches the machine.
+Malformed input raises :class:`~topo_probe.errors.TopologyError` with one line naming the
+source and the place (``file:line N column M`` or the JSON field) and the rule broken.
+
+Entry points (imported lazily from their modules):
+
+* :func:`topo_probe.parsers.nvsmi.parse_nvsmi_topo`, :func:`~topo_probe.parsers.nvsmi.parse_nvsmi_p2p`,
+  :func:`~topo_probe.parsers.nvsmi.apply_p2p`
+* :func:`topo_probe.parsers.nccl_xml.parse_nccl_xml`, :func:`~topo_probe.parsers.nccl_xml.to_nccl_xml`
+* :func:`topo_probe.parsers.link_matrix.parse_link_matrix`
+
+This module holds the figures the parsers and probes share.  Bandwidths are theoretical
+GB/s (1e9 bytes/s) per direction:
+
+* NVLink per link: NVLink1 (P100) 20, NVLink2/3/4 (V100, A100, H100/H200) 25, NVLink5
+  (B200) 50.  NCCL itself assumes less (20 on SM70/SM80, 20.6 on SM90, 40.1 on SM100).
+* PCIe per lane: Gen1 0.25, Gen2 0.5, Gen3 0.984375, Gen4 1.96875, Gen5 3.9375,
+  Gen6 7.875 (x16: 4, 8, 15.75, 31.5, 63, 126).
+
+>>> pcie_gbps(4, 16), pcie_gen_from_speed("32.0 GT/s PCIe"), normalize_bus_id("00000000:0A:00.0")
+(31.5, 5, '0000:0a:00.0')
+>>> nvlink_gbps_for_name("NVIDIA H200"), nvlink_gbps_for_sm(100)
+((25.0, 'NVLink4'), (50.0, 'NVLink5'))
+"""
+
+from __future__ import annotations
+
+import re
+
+__all__ = ["parse_nvsmi_topo", "parse_nvsmi_p2p", "apply_p2p", "parse_nccl_xml", "to_nccl_xml",
+           "parse_link_matrix", "pcie_gbps", "pcie_gen_from_speed", "normalize_bus_id",
+           "nvlink_gbps_for_name", "nvlink_gbps_for_sm", "PCIE_LANE_GBPS", "PCIE_SPEED_STRINGS",
+           "MAX_NVLINKS_PER_GPU", "CPU_LINK_GBPS"]
+
+#: Theoretical PCIe bandwidth per lane per direction (GB/s) by generation.
+PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.984375, 4: 1.96875, 5: 3.9375, 6: 7.875}
+
+#: The ``link_speed`` strings Linux (>= 5.7) and NCCL's XML use, by generation.
+PCIE_SPEED_STRINGS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe",
+                      4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
+
+_GT_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+#: Most NVLinks any NVIDIA GPU has had (H100/H200/B200: 18).  A GPU showing more links to its
+#: peers than this is behind NVSwitches.
+MAX_NVLINKS_PER_GPU = 18
+
+#: Bandwidth (GB/s per direction) assumed between two CPU sockets / NUMA nodes when the source
+#: does not say; NCCL's figure for Skylake-and-later UPI is 10, AMD 16.  Ours is a modest
+#: 2-link UPI figure.
+CPU_LINK_GBPS = 20.0
+
+# name fragment (upper case) -> (GB/s per link per direction, NVLink generation)
+_NVLINK_BY_NAME = (
+    ("GB200", 50.0, "NVLink5"), ("B200", 50.0, "NVLink5"), ("B300", 50.0, "NVLink5"),
+    ("B100", 50.0, "NVLink5"), ("GH200", 25.0, "NVLink4"), ("H200", 25.0, "NVLink4"),
+    ("H100", 25.0, "NVLink4"), ("H800", 25.0, "NVLink4"), ("H20", 25.0, "NVLink4"),
+    ("A100", 25.0, "NVLink3"), ("A800", 25.0, "NVLink3"), ("A30", 25.0, "NVLink3"),
+    ("V100", 25.0, "NVLink2"), ("P100", 20.0, "NVLink1"),
+)
+
+
+def pcie_gbps(gen: int, width: int) -> float:
+    """Theoretical bandwidth (GB/s per direction) of a PCIe link of generation ``gen`` and
+    ``width`` lanes.
+
+    >>> pcie_gbps(3, 16), pcie_gbps(5, 8)
+    (15.75, 31.5)
+    """
+    return PCIE_LANE_GBPS[int(gen)] * int(width)
+
+
+def pcie_gen_from_speed(speed: str | float | None) -> int | None:
+    """PCIe generation from a link speed such as ``"16.0 GT/s PCIe"``, ``"8 GT/s"`` or 16.0
+    (GT/s); None when unknown (``"Unknown"``, empty).
+
+    >>> pcie_gen_from_speed("8 GT/s"), pcie_gen_from_speed("2.5 GT/s PCIe"), pcie_gen_from_speed("Unknown")
+    (3, 1, None)
+    """
+    if speed is None:
+        return None
+    if isinstance(speed, (int, float)):
+        value = float(speed)
+    else:
+        m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s", str(speed))
+        if not m:
+            return None
+        value = float(m.group(1))
+    return _GT_TO_GEN.get(value)
+
+
+def normalize_bus_id(bus_id: str | bytes) -> str:
+    """Canonical PCI bus id ``dddd:bb:dd.f`` in lower case (NVML prints 8 domain digits,
+    NCCL and Linux 4).
+
+    >>> normalize_bus_id(b"00000000:1B:00.0"), normalize_bus_id("1b:00.0")
+    ('0000:1b:00.0', '0000:1b:00.0')
+    """
+    if isinstance(bus_id, bytes):
+        bus_id = bus_id.decode("ascii", "replace")
+    s = bus_id.strip().rstrip("\x00").lower()
+    m = re.fullmatch(r"(?:([0-9a-f]{1,8}):)?([0-9a-f]{1,2}):([0-9a-f]{1,2})\.([0-7])", s)
+    if not m:
+        return s
+    dom, bus, dev, fn = m.groups()
+    return f"{int(dom or '0', 16):04x}:{int(bus, 16):02x}:{int(dev, 16):02x}.{fn}"
+
+
+def nvlink_gbps_for_name(name: str | None) -> tuple[float, str] | None:
+    """(GB/s per NVLink per direction, generation) guessed from a GPU product name, or None.
+
+    >>> nvlink_gbps_for_name("Tesla V100-SXM2-32GB"), nvlink_gbps_for_name("GeForce GTX 1080")
+    ((25.0, 'NVLink2'), None)
+    """
+    if not name:
+        return None
+    up = str(name).upper()
+    for frag, gbps, gen in _NVLINK_BY_NAME:
+        if frag in up:
+            return gbps, gen
+    return None
+
+
+def nvlink_gbps_for_sm(sm: int) -> tuple[float, str]:
+    """(GB/s per NVLink per direction, generation) from the CUDA SM version (NCCL's ``sm``:
+    60, 70, 80, 90, 100...).  SM60 -> NVLink1 20; SM70 -> NVLink2, SM80 -> NVLink3, SM90 ->
+    NVLink4, all 25; SM100 and later -> NVLink5 50.
+
+    >>> nvlink_gbps_for_sm(70), nvlink_gbps_for_sm(90)
+    ((25.0, 'NVLink2'), (25.0, 'NVLink4'))
+    """
+    sm = int(sm)
+    if sm < 70:
+        return 20.0, "NVLink1"
+    if sm < 80:
+        return 25.0, "NVLink2"
+    if sm < 90:
+        return 25.0, "NVLink3"
+    if sm < 100:
+        return 25.0, "NVLink4"
+    return 50.0, "NVLink5"
+
+
+def sm_from_compute_capability(cc) -> int | None:
+    """NCCL's ``sm`` number from a compute capability given as ``"9.0"``, ``(9, 0)``, 9.0 or 90.
+
+    >>> sm_from_compute_capability("8.6"), sm_from_compute_capability((9, 0)), sm_from_compute_capability(None)
+    (86, 90, None)
+    """
+    if cc is None:
+        return None
+    if isinstance(cc, (tuple, list)) and len(cc) == 2:
+        return int(cc[0]) * 10 + int(cc[1])
+    if isinstance(cc, int) and cc >= 10:
+        return cc
+    text = str(cc)
+    m = re.fullmatch(r"\s*(\d+)\.(\d)\s*", text)
+    if m:
+        return int(m.group(1)) * 10 + int(m.group(2))
+    if text.strip().isdigit():
+        v = int(text)
+        return v if v >= 10 else v * 10
+    return None
+
+
+_LAZY = {"parse_nvsmi_topo": "nvsmi", "parse_nvsmi_p2p": "nvsmi", "apply_p2p": "nvsmi",
+         "parse_nccl_xml": "nccl_xml", "to_nccl_xml": "nccl_xml", "parse_link_matrix": "link_matrix"}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        import importlib
+        return getattr(importlib.import_module(f"topo_probe.parsers.{_LAZY[name]}"), name)
+    raise AttributeError(f"module 'topo_probe.parsers' has no attribute {name!r}")
