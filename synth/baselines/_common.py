@@ -1,0 +1,81 @@
+"""Shared pieces of the baselines: a step-indexed schedule builder and channel checks.
+
+Every baseline places transfers at integer step indices with :class:`Builder`, then
+:meth:`Builder.finish` drops empty steps, gives each step the fewest rounds its fabric load
+needs (:func:`synth.verifier.required_rounds`) and runs the verifier before returning.
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from synth.collectives import ROOTED, CollectiveSpec, canonical
+from synth.fabric import Fabric
+from synth.schedule import Schedule, Step, Transfer
+from synth.verifier import check, required_rounds
+from topo_probe.errors import UnsupportedCollective
+
+
+def make_spec(algo: str, fabric: Fabric, collective: str, root: int | None, chunks: int | None,
+              default_chunks: int) -> CollectiveSpec:
+    """The collective instance a baseline builds for (``root`` defaults to 0 when rooted)."""
+    name = canonical(collective)
+    if name in ROOTED and root is None:
+        root = 0
+    c = default_chunks if chunks is None else chunks
+    if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+        raise UnsupportedCollective(f"{algo} {name}: chunks must be an integer >= 1, got {c!r}")
+    return CollectiveSpec(name, fabric.num_ranks, c, root)
+
+
+def require_channels(algo: str, fabric: Fabric, pairs: Iterable[tuple[int, int]], why: str) -> None:
+    """Raise UnsupportedCollective naming the first pair of ``pairs`` that is not a channel."""
+    for i, j in pairs:
+        if i != j and not fabric.has_channel(i, j):
+            raise UnsupportedCollective(f"{algo}: rank {i} -> {j} is not a channel of fabric "
+                                        f"{fabric.topology_name!r} ({why})")
+
+
+class Builder:
+    """Collects transfers by step index for one collective instance on one fabric."""
+
+    def __init__(self, algo: str, spec: CollectiveSpec, fabric: Fabric) -> None:
+        self.algo, self.spec, self.fabric = algo, spec, fabric
+        self.steps: dict[int, list[Transfer]] = {}
+
+    def add(self, step: int, chunk: int, src: int, dst: int, op: str = "copy") -> None:
+        self.steps.setdefault(step, []).append(Transfer(chunk, src, dst, op))
+
+    def path(self, chunk: int, ranks: Sequence[int], times: Sequence[int], mode: str = "copy") -> None:
+        """Move ``chunk`` along ``ranks[0] -> ranks[1] -> ...``, hop ``h`` at step ``times[h]``.
+
+        ``mode="reduce"`` carries a partial reduction that starts as ``ranks[0]``'s own
+        contribution: each hop reduces into a rank not yet on the way and copies onto a rank
+        already visited (its copy is an older, smaller partial of the same chunk), so relays
+        through intermediate GPUs never count a contribution twice.
+        """
+        seen = {ranks[0]}
+        for h, (u, v) in enumerate(zip(ranks, ranks[1:])):
+            op = "reduce" if mode == "reduce" and v not in seen else "copy"
+            seen.add(v)
+            self.add(times[h], chunk, u, v, op)
+
+    def finish(self, name: str, meta: dict) -> Schedule:
+        """The verified schedule: steps in index order, empty ones dropped, rounds from the load."""
+        steps = []
+        for t in sorted(self.steps):
+            ts = tuple(self.steps[t])
+            if ts:
+                steps.append(Step(required_rounds(self.fabric, [(x.src, x.dst) for x in ts]), ts))
+        spec = self.spec
+        sched = Schedule(spec.name, spec.ranks, spec.chunks_per_rank, tuple(steps), spec.root, False,
+                         name, self.fabric.topology_name, self.fabric.fingerprint,
+                         {"baseline": name, **meta})
+        check(sched, self.fabric)
+        return sched
+
+
+def block_chunks(spec: CollectiveSpec) -> list[tuple[int, int, int]]:
+    """``(chunk id, block owner, piece c)`` for collectives whose chunks are ``r*C + c``."""
+    C = spec.chunks_per_rank
+    return [(g, g // C, g % C) for g in range(spec.num_chunks)]
