@@ -1,0 +1,507 @@
+"""A drop-in collective Communicator for one process holding every rank's buffer.
+
+Method names and arguments follow ``cupyx.distributed`` / ``cupy.cuda.nccl`` (``all_reduce(in,
+out, op='sum', stream=None)``...) except that every buffer argument is a **list with one array
+per rank** (NumPy arrays: host backend; CuPy arrays: one per GPU).  Arrays are flat buffers as
+in NCCL: any shape, C-contiguous outputs, ``count`` elements per *block* (see
+:mod:`synth.collectives`).  In-place calls pass the same array as input and output (or the
+NCCL alias views: all_gather's input = block r of rank r's output, ...).
+
+``count`` (elements of one block) defaults to: in size (all_reduce, all_gather, reduce,
+gather, broadcast), out size (reduce_scatter, scatter), in size / n (all_to_all, and the
+one-buffer in-place forms of all_gather / reduce_scatter / gather / scatter).  Larger
+buffers are fine (the first elements are used); smaller ones raise.  Rooted collectives
+take ``None`` (or any array, ignored as NCCL ignores it) for buffers off the root.  Inputs
+that overlap their output other than as NCCL's in-place layout, or in-place ranks mixed
+with out-of-place ones, are copied first so the result is always the out-of-place one.
+
+Schedule choice: a collective of S bytes (nccl-tests size: max of send and receive buffer
+bytes) runs the schedule of the plan entry covering S (and the root); without a plan or an
+entry it runs a baseline (ring; tree / direct where ring does not apply) and warns once per
+collective.  Every schedule is verified (:func:`synth.verifier.check`) against the fabric
+before its first use and cached per (collective, root, plan entry).
+
+Example
+-------
+>>> import numpy as np
+>>> comm = Communicator(4, plan=False)
+>>> xs = [np.full(5, r, np.float32) for r in range(4)]
+>>> ys = [np.empty(5, np.float32) for _ in range(4)]
+>>> comm.all_reduce(xs, ys, op="sum")[3].tolist()
+[6.0, 6.0, 6.0, 6.0, 6.0]
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from collections import deque
+from pathlib import Path
+
+import numpy as np
+
+from synth.collectives import REDUCE_OPS, ROOTED, CollectiveSpec, canonical
+from synth.fabric import build_fabric
+from synth.plan import Plan
+from synth.schedule import Schedule
+from topo_probe.errors import ScheduleInvalid, TopocollError, TopologyError, UnsupportedCollective
+from topo_probe.model import Topology
+
+#: baselines tried, in order, when no plan entry applies
+FALLBACK_BASELINES = ("ring", "tree", "direct", "rhd", "bruck")
+
+
+def _is_cupy(a) -> bool:
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
+def _device(a) -> str:
+    return f"cuda:{a.device.id}" if _is_cupy(a) else "cpu"
+
+
+def _ptr(a) -> int:
+    return int(a.data.ptr) if _is_cupy(a) else int(a.__array_interface__["data"][0])
+
+
+def _shares(a, b) -> bool:
+    if _is_cupy(a) or _is_cupy(b):
+        import cupy
+        return bool(cupy.shares_memory(a, b))
+    return bool(np.shares_memory(a, b))
+
+
+def _flat(a, what: str):
+    """A 1-D view of ``a`` (must be C-contiguous so that writes reach the caller)."""
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{what} is not C-contiguous; pass a contiguous buffer (as NCCL needs)")
+    return a.reshape(-1)
+
+
+def resolve_topology(topology, n: int | None) -> Topology:
+    """A Topology from a Topology, preset name or file path; None: ``fully_connected(n)``."""
+    if isinstance(topology, Topology):
+        return topology
+    if topology is None:
+        from topo_probe.generators import fully_connected
+        return fully_connected(n)
+    from topo_probe.load import load_topology
+    return load_topology(str(topology))
+
+
+def resolve_plan(plan, topo: Topology) -> Plan | None:
+    """None / "auto": ``$TOPOCOLL_RESULTS`` (default ``results``)/<name>/plan.json when its
+    fingerprint matches; a path or :class:`Plan`: must match; False: no plan."""
+    if plan is False:
+        return None
+    if plan is None or plan == "auto":
+        path = Path(os.environ.get("TOPOCOLL_RESULTS", "results")) / topo.name / "plan.json"
+        if not path.is_file():
+            return None
+        found = Plan.load(path)
+        if found.topology_fingerprint and found.topology_fingerprint != topo.fingerprint():
+            warnings.warn(f"{path}: plan made for another topology (fingerprint "
+                          f"{found.topology_fingerprint} != {topo.fingerprint()}); not used", stacklevel=3)
+            return None
+        return found
+    found = plan if isinstance(plan, Plan) else Plan.load(plan)
+    if found.topology_fingerprint and found.topology_fingerprint != topo.fingerprint():
+        raise TopologyError(f"plan for topology {found.topology_name!r} (fingerprint {found.topology_fingerprint}) "
+                            f"does not match {topo.name!r} (fingerprint {topo.fingerprint()})")
+    return found
+
+
+def nccl_bytes(collective: str, count: int, itemsize: int, n: int) -> int:
+    """nccl-tests message size: max(send, recv) buffer bytes for blocks of ``count`` elements.
+
+    >>> nccl_bytes("allgather", 10, 4, 8), nccl_bytes("allreduce", 10, 4, 8)
+    (320, 40)
+    """
+    spec = CollectiveSpec(canonical(collective), n, 1, 0 if canonical(collective) in ROOTED else None)
+    return max(spec.input_blocks(), spec.output_blocks()) * count * itemsize
+
+
+class Communicator:
+    """Collectives over ``n`` ranks held by this process (see module docstring).
+
+    Parameters
+    ----------
+    devices_or_nranks : int or sequence of int
+        Number of ranks, or the CUDA device of each rank (rank r uses ``devices[r]``).
+    topology : Topology, str or path, optional
+        The machine (preset name or file accepted); default ``fully_connected(n)``.
+    plan : Plan, path, "auto", None or False
+        Size-based schedule plan; None / "auto" looks for ``results/<topology>/plan.json``
+        with a matching fingerprint; False uses baselines only.
+    backend : "auto", "host", "reference", "cupy" or a DeviceLayer
+        Executor backend; "auto" picks host for NumPy and cupy for CuPy arrays.
+    p2p : str
+        Passed to :func:`kernels.executor.run_schedule`.
+
+    Notes
+    -----
+    ``stream`` arguments exist for signature compatibility with cupyx and are ignored (the
+    executor orders its own work).  ``send``/``recv`` take the calling rank as ``rank=``
+    because one process holds every rank; see :meth:`send`.
+    """
+
+    def __init__(self, devices_or_nranks, *, topology=None, plan=None, backend="auto", p2p="auto") -> None:
+        if isinstance(devices_or_nranks, (int, np.integer)):
+            n, self.devices = int(devices_or_nranks), None
+        else:
+            self.devices = [int(d) for d in devices_or_nranks]
+            n = len(self.devices)
+        if n < 1:
+            raise ValueError(f"Communicator: need at least 1 rank, got {devices_or_nranks!r}")
+        if self.devices is not None and topology is None and n > 1:
+            topology = _probe(self.devices)
+        self.topology = resolve_topology(topology, n) if (topology is not None or n > 1) else None
+        if self.topology is not None and self.topology.num_gpus != n:
+            raise ValueError(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
+                             f"GPUs but {n} ranks were asked for")
+        self.size = n
+        self.plan = resolve_plan(plan, self.topology) if self.topology is not None else None
+        self.backend, self.p2p = backend, p2p
+        self._fabric = None
+        self._schedules: dict[tuple, Schedule] = {}
+        self._warned: set[str] = set()
+        self._sends: dict[tuple[int, int], deque] = {}
+        self._recvs: dict[tuple[int, int], deque] = {}
+
+    def __repr__(self) -> str:
+        name = self.topology.name if self.topology is not None else "single"
+        return f"Communicator({self.size} ranks, topology={name!r}, plan={'yes' if self.plan else 'no'})"
+
+    # ------------------------------------------------------------------ schedules
+    @property
+    def fabric(self):
+        if self._fabric is None:
+            self._fabric = build_fabric(self.topology)
+        return self._fabric
+
+    def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
+        """The verified schedule run for ``collective`` of ``nbytes`` (nccl-tests size) and root."""
+        name = canonical(collective)
+        root = root if name in ROOTED else None
+        entry = self.plan.select(name, nbytes, root) if self.plan is not None else None
+        key = (name, root, entry)
+        if key in self._schedules:
+            return self._schedules[key]
+        if entry is not None:
+            sched = self.plan.load_schedule(entry)
+            if (sched.collective, sched.root) != (name, root):
+                raise ScheduleInvalid(f"plan entry {entry.schedule}: holds {sched.collective} root "
+                                      f"{sched.root}, expected {name} root {root}", rule="bad-collective")
+        else:
+            sched = self._baseline(name, root, nbytes)
+        from synth.verifier import check
+        check(sched, self.fabric)
+        self._schedules[key] = sched
+        return sched
+
+    def _baseline(self, name: str, root: int | None, nbytes: int) -> Schedule:
+        from synth.baselines import baseline
+        errors = []
+        for algo in FALLBACK_BASELINES:
+            try:
+                sched = baseline(algo, self.fabric, name, root=root)
+            except TopocollError as e:
+                errors.append(f"{algo}: {e}")
+                continue
+            if name not in self._warned:
+                self._warned.add(name)
+                why = "no plan" if self.plan is None else "no plan entry"
+                warnings.warn(f"Communicator: {why} for {name} of {nbytes} bytes on {self.topology.name!r}; "
+                              f"using baseline {algo!r} (said once per collective)", stacklevel=5)
+            return sched
+        raise UnsupportedCollective(f"{name} on {self.topology.name!r}: no baseline applies ({'; '.join(errors)})")
+
+    def _run(self, name: str, sends: list, recvs: list, count: int, *, root=None, op="sum"):
+        if op not in REDUCE_OPS:
+            raise UnsupportedCollective(f"{name}: op {op!r} is not one of {', '.join(REDUCE_OPS)}")
+        ref = next(a for a in sends + recvs if a is not None)
+        if count == 0:
+            return recvs
+        if self.size == 1:
+            return _single_rank(name, sends, recvs, op)
+        sched = self.schedule_for(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root)
+        backend = self.backend
+        if backend == "auto":
+            backend = "cupy" if _is_cupy(ref) else "host"
+        from kernels.executor import run_schedule
+        return run_schedule(sched, sends, recvs, op=op, backend=backend, p2p=self.p2p)
+
+    # ------------------------------------------------------------------ validation
+    def _check_list(self, what: str, role: str, arrays, need: set[int], same: list[bool]) -> list:
+        """Length n; arrays of the ranks in ``need`` present and agreeing in dtype, shape (not
+        checked for in-place buffers, ``same``) and device kind.  Returns the list with
+        entries of the other ranks replaced by None."""
+        if not _is_list(arrays):
+            raise ValueError(f"{what}: {role} must be a list with one array per rank, got {type(arrays).__name__}")
+        if len(arrays) != self.size:
+            raise ValueError(f"{what}: {role} has {len(arrays)} arrays, the communicator has {self.size} ranks")
+        first = {}
+        for r in sorted(need):
+            a = arrays[r]
+            if a is None:
+                raise ValueError(f"{what}: {role} rank {r} is None but rank {r} needs a buffer")
+            if not hasattr(a, "dtype") or not hasattr(a, "reshape"):
+                raise ValueError(f"{what}: {role} rank {r} is a {type(a).__name__}, not an array")
+            if self.devices is not None and _is_cupy(a) and a.device.id != self.devices[r]:
+                raise ValueError(f"{what}: {role} rank {r}: device {_device(a)} is not rank {r}'s "
+                                 f"cuda:{self.devices[r]}")
+            for attr, mine in (("dtype", a.dtype), ("device kind", _device(a)[:4]),
+                               ("shape", None if same[r] else a.shape)):
+                if mine is None:
+                    continue
+                r0 = first.setdefault(attr, r)
+                theirs = {"dtype": arrays[r0].dtype, "device kind": _device(arrays[r0])[:4],
+                          "shape": arrays[r0].shape}[attr]
+                if mine != theirs:
+                    raise ValueError(f"{what}: {role} rank {r}: {attr} {mine} differs from rank {r0}'s {theirs}")
+        return [a if r in need else None for r, a in enumerate(arrays)]
+
+    def _prepare(self, what, name, ins, outs, count, root=None, in_need=None, out_need=None):
+        """Validate; build flat send/recv views with NCCL in-place aliasing (module docstring).
+
+        ``in_need`` / ``out_need``: ranks that use that buffer (default all); the others get
+        None (their arrays are ignored, as NCCL ignores them) unless passed in place."""
+        n = self.size
+        if isinstance(count, bool) or int(count) != count or count < 0:
+            raise ValueError(f"{what}: count must be an integer >= 0, got {count!r}")
+        count = int(count)
+        every = set(range(n))
+        same = [ins[r] is not None and ins[r] is outs[r] for r in range(n)] if (
+            _is_list(ins) and _is_list(outs) and len(ins) == len(outs) == n) else [False] * n
+        inplace = {r for r in every if same[r]}
+        ins = self._check_list(what, "in_arrays", ins, every if in_need is None else in_need | inplace, same)
+        outs = self._check_list(what, "out_arrays", outs, every if out_need is None else out_need | inplace, same)
+        spec = CollectiveSpec(name, n, 1, root)
+        kin, kout = spec.input_blocks(), spec.output_blocks()
+        sends, recvs = [], []
+        for r in range(n):
+            a, b = ins[r], outs[r]
+            if a is not None and b is not None and a.dtype != b.dtype:
+                raise ValueError(f"{what}: rank {r}: out dtype {b.dtype} differs from in dtype {a.dtype}")
+            if same[r]:  # one buffer: NCCL's in-place layout
+                buf = _flat(b, f"{what}: out_arrays rank {r}")
+                _need(what, "in/out", r, buf.size, max(kin, kout) * count)
+                s = buf[:kin * count] if kin > 1 or kout == 1 else buf[r * count:(r + 1) * count]
+                d = buf[:kout * count] if kout > 1 or kin == 1 else buf[r * count:(r + 1) * count]
+                sends.append(s.copy() if kin > 1 and kout > 1 else s)  # alltoall: no in-place form
+                recvs.append(d)
+                continue
+            s = d = None
+            if a is not None:
+                _need(what, "in_arrays", r, a.size, kin * count)
+                s = a.reshape(-1)[:kin * count]
+            if b is not None:
+                d = _flat(b, f"{what}: out_arrays rank {r}")
+                _need(what, "out_arrays", r, d.size, kout * count)
+                d = d[:kout * count]
+            sends.append(s)
+            recvs.append(d)
+        _fix_aliasing(sends, recvs, count, kin, kout)
+        return sends, recvs
+
+    # ------------------------------------------------------------------ collectives
+    def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
+        """``out[r] = op over ranks of in[*]`` (count = in size). ``stream`` is accepted and ignored."""
+        count = _size(in_arrays)
+        s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count)
+        self._run("allreduce", s, d, count, op=op)
+        return out_arrays
+
+    def all_gather(self, in_arrays, out_arrays, count: int | None = None, stream=None) -> list:
+        """Block r of every ``out`` is rank r's input (``count`` elements, default in size)."""
+        if count is None:
+            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(in_arrays)
+        s, d = self._prepare("all_gather", "allgather", in_arrays, out_arrays, count)
+        self._run("allgather", s, d, count)
+        return out_arrays
+
+    def reduce_scatter(self, in_arrays, out_arrays, count: int | None = None, op: str = "sum",
+                       stream=None) -> list:
+        """``out[r]`` = reduction of block r of every input (``count`` = out size by default)."""
+        if count is None:
+            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(out_arrays)
+        s, d = self._prepare("reduce_scatter", "reducescatter", in_arrays, out_arrays, count)
+        self._run("reducescatter", s, d, count, op=op)
+        return out_arrays
+
+    def broadcast(self, in_out_arrays, root: int = 0, stream=None) -> list:
+        """Copy rank ``root``'s buffer into every rank's (in place)."""
+        root = self._root("broadcast", root)
+        count = _size(in_out_arrays)
+        s, d = self._prepare("broadcast", "broadcast", in_out_arrays, in_out_arrays, count, root)
+        self._run("broadcast", s, d, count, root=root)
+        return in_out_arrays
+
+    def reduce(self, in_arrays, out_arrays, root: int = 0, op: str = "sum", stream=None) -> list:
+        """``out[root]`` = reduction of all inputs; other outputs may be None (untouched)."""
+        root = self._root("reduce", root)
+        count = _size(in_arrays)
+        s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root})
+        self._run("reduce", s, d, count, root=root, op=op)
+        return out_arrays
+
+    def gather(self, in_arrays, out_arrays, root: int = 0, stream=None) -> list:
+        """Block r of ``out[root]`` is rank r's input; other outputs may be None."""
+        root = self._root("gather", root)
+        count = _size(in_arrays)
+        if _is_list(out_arrays) and len(out_arrays) == self.size and out_arrays[root] is in_arrays[root]:
+            count = in_arrays[root].size // self.size
+        s, d = self._prepare("gather", "gather", in_arrays, out_arrays, count, root, out_need={root})
+        self._run("gather", s, d, count, root=root)
+        return out_arrays
+
+    def scatter(self, in_arrays, out_arrays, root: int = 0, stream=None) -> list:
+        """``out[r]`` = block r of ``in[root]`` (count = out size); other inputs may be None."""
+        root = self._root("scatter", root)
+        count = _size(out_arrays)
+        if _is_list(in_arrays) and len(in_arrays) == self.size and out_arrays[root] is in_arrays[root]:
+            count = out_arrays[root].size // self.size
+        s, d = self._prepare("scatter", "scatter", in_arrays, out_arrays, count, root, in_need={root})
+        self._run("scatter", s, d, count, root=root)
+        return out_arrays
+
+    def all_to_all(self, in_arrays, out_arrays, stream=None) -> list:
+        """Block d of ``in[s]`` lands in block s of ``out[d]`` (in size must divide by n)."""
+        total = _size(in_arrays)
+        if total % self.size:
+            raise ValueError(f"all_to_all: in_arrays hold {total} elements, not a multiple of {self.size} ranks")
+        count = total // self.size
+        s, d = self._prepare("all_to_all", "alltoall", in_arrays, out_arrays, count)
+        self._run("alltoall", s, d, count)
+        return out_arrays
+
+    # ------------------------------------------------------------------ point to point
+    def send_recv(self, src_rank: int, dst_rank: int, src_array, dst_array) -> None:
+        """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``)."""
+        for what, r in (("src_rank", src_rank), ("dst_rank", dst_rank)):
+            if not 0 <= int(r) < self.size:
+                raise ValueError(f"send_recv: {what} {r} is not a rank (0..{self.size - 1})")
+        if src_array.dtype != dst_array.dtype:
+            raise ValueError(f"send_recv: rank {dst_rank}: dtype {dst_array.dtype} differs from rank "
+                             f"{src_rank}'s {src_array.dtype}")
+        dst = _flat(dst_array, f"send_recv: rank {dst_rank}'s array")
+        _need("send_recv", "dst_array", dst_rank, dst.size, src_array.size)
+        src = src_array.reshape(-1)
+        if _is_cupy(dst) or _is_cupy(src):
+            if not (_is_cupy(dst) and _is_cupy(src)):
+                raise ValueError(f"send_recv: rank {dst_rank}: device {_device(dst)} and rank {src_rank}'s "
+                                 f"{_device(src)} differ in kind")
+            src = src if src.flags.c_contiguous else src.copy()
+            dst.data.copy_from_device(src.data, src.nbytes)
+        else:
+            dst[:src.size] = src
+
+    def send(self, array, peer: int, *, rank: int, stream=None) -> None:
+        """Post a send of ``array`` from ``rank`` to ``peer``; it completes (copies) as soon as
+        ``peer`` posts the matching :meth:`recv` (FIFO per (rank, peer) pair, like NCCL)."""
+        self._post(self._sends, self._recvs, (rank, peer), array, sending=True)
+
+    def recv(self, array, peer: int, *, rank: int, stream=None) -> None:
+        """Post a receive into ``array`` at ``rank`` from ``peer`` (see :meth:`send`)."""
+        self._post(self._recvs, self._sends, (peer, rank), array, sending=False)
+
+    def pending(self) -> list[tuple[str, int, int]]:
+        """Unmatched posts: ``("send" | "recv", src, dst)`` each."""
+        return ([("send", s, d) for (s, d), q in self._sends.items() for _ in q]
+                + [("recv", s, d) for (s, d), q in self._recvs.items() for _ in q])
+
+    def _post(self, mine, theirs, pair, array, sending: bool) -> None:
+        for r in pair:
+            if not 0 <= int(r) < self.size:
+                raise ValueError(f"{'send' if sending else 'recv'}: {r} is not a rank (0..{self.size - 1})")
+        if theirs.get(pair):
+            other = theirs[pair].popleft()
+            src, dst = (array, other) if sending else (other, array)
+            self.send_recv(pair[0], pair[1], src, dst)
+        else:
+            mine.setdefault(pair, deque()).append(array)
+
+    def _root(self, what: str, root: int) -> int:
+        if isinstance(root, bool) or not 0 <= int(root) < self.size:
+            raise ValueError(f"{what}: root {root!r} is not a rank (0..{self.size - 1})")
+        return int(root)
+
+
+# ---------------------------------------------------------------------- helpers
+def _is_list(x) -> bool:
+    return isinstance(x, (list, tuple))
+
+
+def _size(arrays) -> int:
+    """Element count of the first array present (validation comes later)."""
+    if not _is_list(arrays) or not arrays:
+        raise ValueError(f"expected a non-empty list with one array per rank, got {type(arrays).__name__}")
+    for a in arrays:
+        if a is not None:
+            return int(a.size)
+    raise ValueError("every array in the list is None")
+
+
+def _inplace_count(ins, outs, n: int) -> int | None:
+    if _is_list(ins) and _is_list(outs) and ins and outs and ins[0] is not None and ins[0] is outs[0]:
+        return ins[0].size // n
+    return None
+
+
+def _need(what: str, role: str, r: int, have: int, need: int) -> None:
+    if have < need:
+        raise ValueError(f"{what}: {role} rank {r} has {have} elements, needs at least {need}")
+
+
+def _is_alias(s, d, r: int, count: int, kin: int, kout: int) -> bool:
+    """True for NCCL's in-place layouts, which the executor handles without a copy."""
+    item = s.dtype.itemsize
+    if kin == kout == 1:
+        return _ptr(s) == _ptr(d) and s.size == d.size
+    if kin == 1 and kout > 1:
+        return _ptr(s) == _ptr(d) + r * count * item and s.size == count
+    if kout == 1 and kin > 1:
+        return _ptr(d) == _ptr(s) + r * count * item and d.size == count
+    return False
+
+
+def _fix_aliasing(sends: list, recvs: list, count: int, kin: int, kout: int) -> None:
+    """Copy inputs (in ``sends``) that overlap their output other than as NCCL's in-place
+    layout, or that are in place while other ranks are not (the executor needs all or none)."""
+    aliased = {}
+    for r, (s, d) in enumerate(zip(sends, recvs)):
+        if s is None or d is None or s.size == 0 or d.size == 0 or not _shares(s, d):
+            aliased[r] = False if s is not None and d is not None else None
+        elif _is_alias(s, d, r, count, kin, kout):
+            aliased[r] = True
+        else:
+            sends[r], aliased[r] = s.copy(), False
+    flags = {f for f in aliased.values() if f is not None}
+    if len(flags) > 1:
+        for r, f in aliased.items():
+            if f:
+                sends[r] = sends[r].copy()
+
+
+def _single_rank(name: str, sends, recvs, op: str):
+    """n = 1: every collective copies the input to the output (avg of one value is itself)."""
+    s, d = sends[0], recvs[0]
+    if s is not None and d is not None and _ptr(s) != _ptr(d):
+        d[...] = s
+    return recvs
+
+
+def _probe(devices: list[int]):
+    """Topology of the local GPUs ``devices`` (``topo_probe.probe.probe_machine``, imported
+    lazily); None (then ``fully_connected(n)``, with a warning) when probing is impossible."""
+    try:
+        from topo_probe.probe import probe_machine
+        topo, reasons = probe_machine()
+    except ImportError as exc:
+        topo, reasons = None, [str(exc)]
+    if topo is None:
+        warnings.warn(f"Communicator: cannot probe the GPU topology ({'; '.join(map(str, reasons))}); "
+                      f"assuming fully connected", stacklevel=3)
+        return None
+    if list(devices) != list(range(topo.num_gpus)):
+        topo = topo.subset(devices)
+    return topo

@@ -1,0 +1,403 @@
+"""Communicator: every collective against NumPy, plan selection by size, validation errors."""
+
+from __future__ import annotations
+
+import json
+import warnings
+
+import numpy as np
+import pytest
+
+import synth.verifier
+from kernels.communicator import Communicator, nccl_bytes
+from synth.baselines import baseline
+from synth.fabric import build_fabric
+from synth.plan import Plan, PlanEntry
+from topo_probe.errors import ScheduleInvalid, TopologyError, UnsupportedCollective
+from topo_probe.generators import fully_connected
+
+pytestmark = pytest.mark.filterwarnings("ignore:Communicator")
+
+COUNTS = (1, 7, 1001)
+OPS = ("sum", "prod", "max", "min", "avg")
+DTYPES = (np.int32, np.float32, np.float64)
+NP_OPS = {"sum": np.sum, "prod": np.prod, "max": np.max, "min": np.min}
+_COMMS: dict[str, Communicator] = {}
+
+
+def get_comm(topo: str) -> Communicator:
+    if topo not in _COMMS:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            _COMMS[topo] = Communicator(4, plan=False) if topo == "full4" else \
+                Communicator(8, topology=topo, plan=False)
+    return _COMMS[topo]
+
+
+def data(n: int, count: int, dtype, op: str, salt: int = 0, blocks: int = 1) -> list[np.ndarray]:
+    """Small integers (exact in every dtype and for every op; prod stays in {+-1, +-2} ** n)."""
+    rng = np.random.default_rng(count * 31 + salt)
+    lo, hi = (-2, 3) if op == "prod" else (-9, 10)
+    out = []
+    for _ in range(n):
+        x = rng.integers(lo, hi, blocks * count)
+        if op == "prod":
+            x[x == 0] = 1
+        out.append(x.astype(dtype))
+    return out
+
+
+def reduce_ref(xs: list[np.ndarray], op: str) -> np.ndarray:
+    stack = np.stack(xs).astype(np.float64)
+    if op == "avg":
+        r = stack.sum(axis=0) / len(xs)
+        if np.issubdtype(xs[0].dtype, np.integer):
+            r = np.trunc(r)  # NCCL's integer avg: sum / n, rounded toward zero
+        return r.astype(xs[0].dtype)
+    return NP_OPS[op](stack, axis=0).astype(xs[0].dtype)
+
+
+def empty(n: int, size: int, dtype) -> list[np.ndarray]:
+    return [np.full(size, 99, dtype) for _ in range(n)]
+
+
+TOPOS = ("full4", "dgx1-v100")
+
+
+@pytest.mark.parametrize("topo", TOPOS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_all_reduce_reduce_scatter(topo, dtype):
+    comm = get_comm(topo)
+    n = comm.size
+    for count in COUNTS:
+        for op in OPS:
+            xs = data(n, count, dtype, op)
+            want = reduce_ref(xs, op)
+            ys = empty(n, count, dtype)
+            comm.all_reduce(xs, ys, op=op)
+            inplace = [x.copy() for x in xs]
+            comm.all_reduce(inplace, inplace, op=op)
+            for r in range(n):
+                np.testing.assert_array_equal(ys[r], want, err_msg=f"allreduce {op} count {count} rank {r}")
+                np.testing.assert_array_equal(inplace[r], want, err_msg=f"in-place allreduce {op} {count}")
+            xs = data(n, count, dtype, op, blocks=n)
+            want = reduce_ref(xs, op)
+            ys = empty(n, count, dtype)
+            comm.reduce_scatter(xs, ys, op=op)
+            inplace = [x.copy() for x in xs]
+            comm.reduce_scatter(inplace, inplace, op=op)
+            for r in range(n):
+                blk = want[r * count:(r + 1) * count]
+                np.testing.assert_array_equal(ys[r], blk, err_msg=f"reducescatter {op} {count} rank {r}")
+                np.testing.assert_array_equal(inplace[r][r * count:(r + 1) * count], blk)
+
+
+@pytest.mark.parametrize("topo", TOPOS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_reduce_every_root(topo, dtype):
+    comm = get_comm(topo)
+    n = comm.size
+    for count in COUNTS:
+        for op in OPS:
+            xs = data(n, count, dtype, op, salt=5)
+            want = reduce_ref(xs, op)
+            for root in range(n):
+                ys = empty(n, count, dtype)
+                comm.reduce(xs, ys, root=root, op=op)
+                np.testing.assert_array_equal(ys[root], want, err_msg=f"reduce {op} {count} root {root}")
+                inplace = [x.copy() for x in xs]
+                comm.reduce(inplace, inplace, root=root, op=op)
+                np.testing.assert_array_equal(inplace[root], want)
+            outs = [None] * n
+            outs[n - 1] = np.empty(count, dtype)
+            comm.reduce(xs, outs, root=n - 1, op=op)
+            np.testing.assert_array_equal(outs[n - 1], want)
+
+
+@pytest.mark.parametrize("topo", TOPOS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_copy_collectives(topo, dtype):
+    comm = get_comm(topo)
+    n = comm.size
+    for count in COUNTS:
+        xs = data(n, count, dtype, "sum", salt=1)
+        ys = empty(n, n * count, dtype)
+        comm.all_gather(xs, ys)
+        bufs = empty(n, n * count, dtype)
+        for r in range(n):
+            bufs[r][r * count:(r + 1) * count] = xs[r]
+        comm.all_gather(bufs, bufs)
+        aliased = empty(n, n * count, dtype)
+        for r in range(n):
+            aliased[r][r * count:(r + 1) * count] = xs[r]
+        comm.all_gather([a[r * count:(r + 1) * count] for r, a in enumerate(aliased)], aliased)
+        for r in range(n):
+            for got in (ys[r], bufs[r], aliased[r]):
+                np.testing.assert_array_equal(got, np.concatenate(xs), err_msg=f"allgather {count} rank {r}")
+        a2a = data(n, count, dtype, "sum", salt=2, blocks=n)
+        ys = empty(n, n * count, dtype)
+        comm.all_to_all(a2a, ys)
+        inplace = [a.copy() for a in a2a]
+        comm.all_to_all(inplace, inplace)
+        for d in range(n):
+            want = np.concatenate([a2a[s][d * count:(d + 1) * count] for s in range(n)])
+            np.testing.assert_array_equal(ys[d], want, err_msg=f"alltoall {count} rank {d}")
+            np.testing.assert_array_equal(inplace[d], want)
+
+
+@pytest.mark.parametrize("topo", TOPOS)
+@pytest.mark.parametrize("dtype", DTYPES)
+def test_rooted_copy_collectives_every_root(topo, dtype):
+    comm = get_comm(topo)
+    n = comm.size
+    for count in COUNTS:
+        xs = data(n, count, dtype, "sum", salt=3)
+        big = data(n, count, dtype, "sum", salt=4, blocks=n)
+        for root in range(n):
+            bufs = [x.copy() for x in xs]
+            comm.broadcast(bufs, root=root)
+            for r in range(n):
+                np.testing.assert_array_equal(bufs[r], xs[root], err_msg=f"broadcast {count} root {root}")
+            outs = [None] * n
+            outs[root] = np.empty(n * count, dtype)
+            comm.gather(xs, outs, root=root)
+            np.testing.assert_array_equal(outs[root], np.concatenate(xs), err_msg=f"gather root {root}")
+            ins = [None] * n
+            ins[root] = big[root]
+            ys = empty(n, count, dtype)
+            comm.scatter(ins, ys, root=root)
+            for r in range(n):
+                np.testing.assert_array_equal(ys[r], big[root][r * count:(r + 1) * count],
+                                              err_msg=f"scatter {count} root {root} rank {r}")
+        # in-place gather / scatter (NCCL aliasing through one buffer per rank)
+        root = n // 2
+        bufs = empty(n, n * count, dtype)
+        for r in range(n):
+            bufs[r][r * count:(r + 1) * count] = xs[r]
+        comm.gather(bufs, bufs, root=root)
+        np.testing.assert_array_equal(bufs[root], np.concatenate(xs))
+        bufs = [b.copy() for b in big]
+        comm.scatter(bufs, bufs, root=root)
+        for r in range(n):
+            np.testing.assert_array_equal(bufs[r][r * count:(r + 1) * count], big[root][r * count:(r + 1) * count])
+
+
+def test_multidimensional_arrays_and_explicit_count():
+    comm = get_comm("full4")
+    xs = [np.full((2, 3), r, np.float32) for r in range(4)]
+    ys = [np.zeros((4, 2, 3), np.float32) for _ in range(4)]
+    comm.all_gather(xs, ys)
+    np.testing.assert_array_equal(ys[2][3], np.full((2, 3), 3.0))
+    ys = [np.zeros(20, np.float32) for _ in range(4)]
+    comm.all_gather(xs, ys, count=2)  # only the first 2 elements of each input
+    np.testing.assert_array_equal(ys[0][:8], [0, 0, 1, 1, 2, 2, 3, 3])
+    np.testing.assert_array_equal(ys[0][8:], 0)
+
+
+def test_mixed_and_overlapping_buffers_are_made_safe():
+    comm = get_comm("full4")
+    xs = data(4, 7, np.float64, "sum", salt=9)
+    want = reduce_ref(xs, "sum")
+    bufs = [x.copy() for x in xs]
+    ys = [bufs[0], np.empty(7), bufs[2], np.empty(7)]  # ranks 0 and 2 in place, 1 and 3 not
+    comm.all_reduce(bufs, ys)
+    for y in ys:
+        np.testing.assert_array_equal(y, want)
+    big = [np.concatenate([x, [0.0]]) for x in xs]  # input = big[:7], output = big[1:]: overlap
+    comm.all_reduce([b[:7] for b in big], [b[1:] for b in big])
+    for b in big:
+        np.testing.assert_array_equal(b[1:], want)
+
+
+def test_rooted_unused_buffers_are_ignored_like_nccl():
+    comm = get_comm("full4")
+    xs = data(4, 5, np.int32, "sum", salt=11)
+    junk = [np.full(3, -1, np.int32) for _ in range(4)]  # wrong size, but off the root: ignored
+    outs = list(junk)
+    outs[1] = np.empty(5, np.int32)
+    comm.reduce(xs, outs, root=1)
+    np.testing.assert_array_equal(outs[1], reduce_ref(xs, "sum"))
+    assert all(np.all(j == -1) for r, j in enumerate(junk) if r != 1)
+    # in place at the root only: gather's root input is block root of its output
+    root, count = 2, 5
+    ins = [x.copy() for x in xs]
+    ins[root] = np.zeros(4 * count, np.int32)
+    ins[root][root * count:(root + 1) * count] = xs[root]
+    outs = [None] * 4
+    outs[root] = ins[root]
+    comm.gather(ins, outs, root=root)
+    np.testing.assert_array_equal(outs[root], np.concatenate(xs))
+    big = np.arange(4 * count, dtype=np.int32)
+    ins = [None] * 4
+    ins[root] = big
+    outs = [np.empty(count, np.int32) for _ in range(4)]
+    outs[root] = big
+    comm.scatter(ins, outs, root=root)
+    for r in range(4):
+        np.testing.assert_array_equal((outs[r] if r != root else big[r * count:(r + 1) * count]),
+                                      np.arange(r * count, (r + 1) * count))
+
+
+def test_single_rank_and_reference_backend():
+    one = Communicator(1)
+    x = np.arange(3.0)
+    y = np.empty(3)
+    one.all_reduce([x], [y], op="avg")
+    np.testing.assert_array_equal(y, x)
+    one.all_gather([x], [y])
+    np.testing.assert_array_equal(y, x)
+    ref = Communicator(4, backend="reference", plan=False)
+    xs = data(4, 7, np.float32, "max")
+    ys = empty(4, 7, np.float32)
+    ref.all_reduce(xs, ys, op="max")
+    np.testing.assert_array_equal(ys[3], reduce_ref(xs, "max"))
+
+
+def test_zero_count_is_a_no_op():
+    comm = get_comm("full4")
+    xs = [np.empty(0, np.float32) for _ in range(4)]
+    assert comm.all_reduce(xs, xs) is xs
+
+
+# ------------------------------------------------------------------ plan selection
+def write_plan(tmp_path, topo, entries) -> Plan:
+    fab = build_fabric(topo)
+    out = []
+    for k, (coll, root, lo, hi, algo, chunks) in enumerate(entries):
+        sched = baseline(algo, fab, coll, root=root, chunks=chunks)
+        sched.save(tmp_path / "schedules" / f"{k}-{algo}.json")
+        out.append(PlanEntry(sched.collective, lo, hi, f"schedules/{k}-{algo}.json", root))
+    plan = Plan(topo.name, topo.fingerprint(), out)
+    plan.save(tmp_path / "plan.json")
+    return plan
+
+
+def test_plan_selects_schedule_by_size_and_root(tmp_path):
+    topo = fully_connected(4)
+    write_plan(tmp_path, topo, [("allreduce", None, 0, 4096, "ring", 1),
+                                ("allreduce", None, 4096, None, "ring", 3),
+                                ("allgather", None, 0, 1024, "direct", 1),
+                                ("broadcast", 2, 0, None, "tree", 2)])
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        comm = Communicator(4, plan=str(tmp_path / "plan.json"))
+        assert comm.schedule_for("allreduce", 4095).chunks_per_rank == 1
+        assert comm.schedule_for("allreduce", 4096).chunks_per_rank == 3
+        # nccl-tests size of allgather = n * count * itemsize: 4 * 63 * 4 = 1008 < 1024 <= 4 * 64 * 4
+        xs = [np.full(63, r, np.float32) for r in range(4)]
+        ys = [np.empty(4 * 63, np.float32) for _ in range(4)]
+        comm.all_gather(xs, ys)
+        assert nccl_bytes("allgather", 63, 4, 4) == 1008
+        assert comm.schedule_for("allgather", 1008).meta.get("baseline") == "direct"
+        np.testing.assert_array_equal(ys[1], np.repeat(np.arange(4.0), 63))
+        assert comm.schedule_for("broadcast", 10, root=2).meta.get("baseline") == "tree"
+        assert not caught, [str(w.message) for w in caught]
+        # larger allgather and other roots have no entry: baseline, said once per collective
+        for count in (64, 65, 1000):
+            xs = [np.full(count, r, np.float32) for r in range(4)]
+            comm.all_gather(xs, [np.empty(4 * count, np.float32) for _ in range(4)])
+        bufs = [np.full(3, r, np.int32) for r in range(4)]
+        comm.broadcast(bufs, root=0)
+        comm.broadcast(bufs, root=1)
+    msgs = [str(w.message) for w in caught]
+    assert len(msgs) == 2, msgs
+    assert "allgather" in msgs[0] and "baseline 'ring'" in msgs[0]
+    assert "broadcast" in msgs[1]
+
+
+def test_auto_plan_lookup_and_fingerprint(tmp_path, monkeypatch):
+    topo = fully_connected(4)
+    write_plan(tmp_path / "full4", topo, [("allreduce", None, 0, None, "ring", 2)])
+    monkeypatch.setenv("TOPOCOLL_RESULTS", str(tmp_path))
+    comm = Communicator(4)
+    assert comm.plan is not None and comm.schedule_for("allreduce", 8).chunks_per_rank == 2
+    other = fully_connected(4, bandwidth_gbps=50.0)  # same name, other fingerprint
+    with pytest.warns(UserWarning, match="plan made for another topology"):
+        assert Communicator(4, topology=other, plan="auto").plan is None
+    with pytest.raises(TopologyError, match="does not match"):
+        Communicator(4, topology=other, plan=tmp_path / "full4" / "plan.json")
+    assert Communicator(4, plan=False).plan is None
+
+
+def test_schedules_cached_and_verified_once(tmp_path, monkeypatch):
+    calls = []
+    real = synth.verifier.check
+    monkeypatch.setattr(synth.verifier, "check", lambda s, f=None: calls.append(s.name) or real(s, f))
+    comm = Communicator(4, plan=False)
+    xs = [np.ones(5, np.float64) for _ in range(4)]
+    for _ in range(3):
+        comm.all_reduce(xs, [np.empty(5) for _ in range(4)])
+    assert len(calls) == 1
+    assert comm.schedule_for("allreduce", 40) is comm.schedule_for("allreduce", 10 ** 9)
+
+
+def test_invalid_plan_schedule_is_rejected_before_use(tmp_path):
+    topo = fully_connected(4)
+    plan = write_plan(tmp_path, topo, [("allreduce", None, 0, None, "ring", 1)])
+    path = tmp_path / plan.entries[0].schedule
+    doc = json.loads(path.read_text())
+    doc["steps"] = doc["steps"][:-1]  # drop the last step: postcondition fails
+    path.write_text(json.dumps(doc))
+    comm = Communicator(4, plan=tmp_path / "plan.json")
+    xs = [np.ones(4) for _ in range(4)]
+    ys = [np.zeros(4) for _ in range(4)]
+    with pytest.raises(ScheduleInvalid, match="postcondition"):
+        comm.all_reduce(xs, ys)
+    assert all(np.all(y == 0) for y in ys)
+
+
+# ------------------------------------------------------------------ validation
+def test_mismatches_name_the_rank():
+    comm = get_comm("full4")
+    xs = [np.ones(5, np.float32) for _ in range(4)]
+    ys = [np.empty(5, np.float32) for _ in range(4)]
+    bad = list(xs)
+    bad[3] = np.ones(5, np.float64)
+    with pytest.raises(ValueError, match="rank 3: dtype float64 differs from rank 0's float32"):
+        comm.all_reduce(bad, ys)
+    bad[3] = np.ones(6, np.float32)
+    with pytest.raises(ValueError, match=r"rank 3: shape \(6,\) differs from rank 0's \(5,\)"):
+        comm.all_reduce(bad, ys)
+    with pytest.raises(ValueError, match="has 3 arrays, the communicator has 4 ranks"):
+        comm.all_reduce(xs[:3], ys)
+    with pytest.raises(ValueError, match="out_arrays rank 0 has 5 elements, needs at least 20"):
+        comm.all_gather(xs, ys)
+    with pytest.raises(ValueError, match="rank 0: out dtype int32 differs from in dtype float32"):
+        comm.all_reduce(xs, [np.empty(5, np.int32) for _ in range(4)])
+    with pytest.raises(ValueError, match="not C-contiguous"):
+        comm.all_reduce(xs, [np.empty(10, np.float32)[::2] for _ in range(4)])
+    with pytest.raises(ValueError, match="root 4 is not a rank"):
+        comm.broadcast(xs, root=4)
+    with pytest.raises(UnsupportedCollective, match="op 'mean'"):
+        comm.all_reduce(xs, ys, op="mean")
+    with pytest.raises(ValueError, match="not a multiple of 4 ranks"):
+        comm.all_to_all([np.ones(6) for _ in range(4)], [np.ones(6) for _ in range(4)])
+    with pytest.raises(ValueError, match="gather: out_arrays rank 1 is None but rank 1 needs"):
+        comm.gather(xs, [None] * 4, root=1)
+    with pytest.raises(ValueError, match="topology 'dgx1-v100' has 8 GPUs but 4 ranks"):
+        Communicator(4, topology="dgx1-v100")
+
+
+def test_send_recv_pairs_up_fifo():
+    comm = get_comm("full4")
+    a, b = np.arange(4.0), np.arange(4.0) + 10
+    x, y = np.zeros(4), np.zeros(4)
+    comm.send(a, 2, rank=0)
+    comm.send(b, 2, rank=0)
+    assert comm.pending() == [("send", 0, 2), ("send", 0, 2)]
+    comm.recv(x, 0, rank=2)
+    comm.recv(y, 0, rank=2)
+    np.testing.assert_array_equal(x, a)
+    np.testing.assert_array_equal(y, b)
+    z = np.zeros(4)
+    comm.recv(z, 3, rank=1)
+    assert comm.pending() == [("recv", 3, 1)]
+    comm.send(a * 2, 1, rank=3)
+    np.testing.assert_array_equal(z, a * 2)
+    assert comm.pending() == []
+    comm.send_recv(1, 3, b, z)
+    np.testing.assert_array_equal(z, b)
+    with pytest.raises(ValueError, match="rank 3: dtype int32 differs from rank 1's float64"):
+        comm.send_recv(1, 3, b, np.zeros(4, np.int32))
+    with pytest.raises(ValueError, match="dst_array rank 3 has 2 elements, needs at least 4"):
+        comm.send_recv(1, 3, b, np.zeros(2))
