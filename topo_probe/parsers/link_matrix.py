@@ -21,13 +21,12 @@ from __future__ import annotations
 from typing import Callable, Hashable, Sequence
 
 from topo_probe.errors import TopologyError
-from topo_probe.generators import (CPU_LATENCY_US, NVLINK_LATENCY_US, NVSWITCH_LATENCY_US,
-                                   PCIE_LATENCY_US)
+from topo_probe.generators import CPU_LATENCY_US, NVLINK_LATENCY_US, PCIE_LATENCY_US
 from topo_probe.model import GPU_LINK_KINDS, Topology
 from topo_probe.parsers import CPU_LINK_GBPS, MAX_NVLINKS_PER_GPU
 
-__all__ = ["parse_link_matrix", "add_nvlinks", "add_pcie_tree_from_classes", "PCIE_CLASSES",
-           "NVSWITCH_PLANS"]
+__all__ = ["parse_link_matrix", "add_nvlinks", "add_pcie_tree_from_classes", "set_cpu_affinity",
+           "PCIE_CLASSES", "NVSWITCH_PLANS"]
 
 #: nvidia-smi PCIe classes, nearest first.
 PCIE_CLASSES = ("PIX", "PXB", "PHB", "NODE", "SYS")
@@ -326,7 +325,20 @@ def add_pcie_tree_from_classes(topo: Topology, endpoints: Sequence[str],
     if merged:
         notes.append("endpoints without CPU/NUMA affinity were put on a CPU shared with others where no "
                      "cell forbids it")
+    set_cpu_affinity(topo)
     return notes
+
+
+def set_cpu_affinity(topo: Topology) -> None:
+    """Give each CPU node without one an ``affinity`` (CPU list) when all GPUs on its NUMA node
+    report the same ``cpu_affinity``."""
+    for cpu in topo.nodes_of_kind("cpu"):
+        d = topo.graph.nodes[cpu]
+        if d.get("affinity") is None:
+            vals = {topo.graph.nodes[g].get("cpu_affinity") for g in topo.gpus
+                    if topo.graph.nodes[g].get("numa_node") == d.get("numa_node")}
+            if len(vals) == 1 and None not in vals:
+                d["affinity"] = vals.pop()
 
 
 def _build_tree(topo, eps, levels, numa, pcie_gbps, cpu_gbps) -> list[str]:
