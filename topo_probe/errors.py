@@ -63,3 +63,27 @@ class UnsupportedCollective(TopocollError, ValueError):
 
 class DeviceUnavailable(TopocollError, RuntimeError):
     """A GPU backend was asked for but no usable GPU (or CUDA library) is present."""
+
+
+class BufferLayoutError(TopocollError, ValueError):
+    """Buffers passed to an executor do not match the collective's layout (count, dtype,
+    size, contiguity or NCCL in-place aliasing); the message names the rank and the rule."""
+
+
+class NcclTestsLogError(TopocollError, ValueError):
+    """Text given as nccl-tests output has no column header, or a table row breaks the header."""
+
+
+class PeerFailed(TopocollError, RuntimeError):
+    """A multi-process (MPI) rank failed, died or stopped answering; ``rank`` names it (None if
+    unknown) and ``reporter`` is the rank that noticed.  Raised instead of hanging."""
+
+    def __init__(self, message: str, *, rank: int | None = None, reporter: int | None = None) -> None:
+        super().__init__(message)
+        self.rank = rank
+        self.reporter = reporter
+
+
+class ProcessGroupMismatch(TopocollError, ValueError):
+    """MPI ranks disagree at start-up on the topology fingerprint, the plan or the rank count;
+    every rank raises it with the same message."""

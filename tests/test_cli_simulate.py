@@ -1,0 +1,101 @@
+"""``simulate`` CLI via main(argv): nccl-tests columns recomputed independently, size sweeps and
+types, schedule files, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from synth.baselines import baseline
+from synth.cli_simulate import main, parse_size, sweep_sizes
+from synth.cost import CostModel
+from synth.fabric import build_fabric
+from topo_probe.presets import get_preset
+
+
+def rows(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_allreduce_table_matches_cost_model_and_nccl_conventions(capsys):
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1M", "-e", "4M"]) == 0
+    out = capsys.readouterr().out
+    assert "time   algbw   busbw" in out and "bound" in out and "# Avg bus bandwidth" in out
+    table = rows(out)
+    assert [int(r[0]) for r in table] == [1 << 20, 2 << 20, 4 << 20]
+    f = build_fabric(get_preset("dgx-a100"))
+    model, sched = CostModel(f), baseline("ring", f, "allreduce")
+    for r in table:
+        size, count, dtype, redop, root = int(r[0]), int(r[1]), r[2], r[3], int(r[4])
+        t, alg, bus, bound_t, bound_bus = float(r[5]), float(r[6]), float(r[7]), float(r[9]), float(r[10])
+        assert (count, dtype, redop, root) == (size // 4, "float", "sum", -1)
+        assert t == pytest.approx(model.schedule_time_us(sched, size), abs=0.06)
+        assert alg == pytest.approx(size / t / 1e3, abs=0.01)          # GB/s = bytes / µs / 1e3
+        assert bus == pytest.approx(alg * 2 * 7 / 8, abs=0.02)
+        assert bound_t <= t and bound_bus >= bus
+
+
+def test_allgather_counts_per_rank_half_type_and_factor(capsys):
+    assert main(["--topology", "dgx1-v100", "--collective", "all_gather", "-b", "1K", "-e", "64K", "-f", "4",
+                 "-d", "half"]) == 0
+    table = rows(capsys.readouterr().out)
+    assert [int(r[0]) for r in table] == [1024, 4096, 16384, 65536]
+    assert all(int(r[1]) == int(r[0]) // (8 * 2) and r[2] == "half" and r[3] == "none" for r in table)
+    for r in table:
+        assert float(r[7]) == pytest.approx(float(r[6]) * 7 / 8, abs=0.02)
+
+
+def test_linear_steps_and_rooted_collective(capsys):
+    assert main(["--topology", "dgx1-v100", "--collective", "broadcast", "--baseline", "tree", "--root", "2",
+                 "-b", "1M", "-e", "3M", "-i", "1M"]) == 0
+    table = rows(capsys.readouterr().out)
+    assert [int(r[0]) for r in table] == [1 << 20, 2 << 20, 3 << 20]
+    assert all(int(r[4]) == 2 and float(r[7]) == float(r[6]) for r in table)
+
+
+def test_schedule_file_and_gpu_subset(tmp_path, capsys):
+    topo = get_preset("dgx1-v100").subset([0, 1, 2, 3])
+    f = build_fabric(topo)
+    path = tmp_path / "ag.json"
+    baseline("ring", f, "allgather").save(path)
+    args = ["--topology", "dgx1-v100", "--gpus", "0-3", "--collective", "allgather", "-b", "1M", "-e", "1M"]
+    assert main(args + ["--schedule", str(path)]) == 0
+    from_file = capsys.readouterr().out
+    assert "(4 GPUs)" in from_file
+    assert main(args + ["--baseline", "ring"]) == 0
+    assert rows(from_file) == rows(capsys.readouterr().out)
+
+
+def test_helpers():
+    assert parse_size("4G") == 4 << 30 and parse_size("8") == 8 and parse_size("2m") == 2 << 20
+    assert sweep_sizes(8, 100, 2, None) == [8, 16, 32, 64]
+    assert sweep_sizes(10, 30, None, 10) == [10, 20, 30]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--topology", "no-such-box", "--collective", "allreduce"], "neither an existing file nor a preset"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1G", "-e", "1M"], "larger than -e"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-e", "4X"], "bad size '4X'"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-d", "complex"], "not an nccl-tests type"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "--root", "1"], "takes no --root"),
+    (["--topology", "dgx-a100", "--collective", "allsum"], "unknown collective"),
+    (["--topology", "dgx-a100"], "required: --collective"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-f", "1"], "-f must be >= 2"),
+])
+def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and message in cap.err and cap.err.count("\n") == 1
+
+
+def test_schedule_for_another_collective_or_topology_is_rejected(tmp_path, capsys):
+    f = build_fabric(get_preset("dgx-a100"))
+    path = tmp_path / "rs.json"
+    baseline("ring", f, "reducescatter").save(path)
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "--schedule", str(path)]) == 2
+    assert "is a reducescatter schedule" in capsys.readouterr().err
+    assert main(["--topology", "dgx-h100", "--collective", "reducescatter", "--schedule", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "was made for topology 'dgx-a100'" in err and err.count("\n") == 1
+    (tmp_path / "junk.json").write_text("{not json")
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "--schedule", str(tmp_path / "junk.json")]) == 2
+    assert "invalid JSON" in capsys.readouterr().err

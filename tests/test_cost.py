@@ -1,0 +1,177 @@
+"""Cost model: hand-computed step and schedule times, busbw factors, pipelining, monotonicity,
+and the calibration criteria against the real 8 x A100 nccl-tests log."""
+
+from __future__ import annotations
+
+import math
+import statistics
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synth.baselines import available_baselines, baseline
+from synth.cost import CostModel, CostParams, algbw_gbps, busbw_gbps, chunk_bytes
+from synth.fabric import build_fabric
+from synth.nccl_tests_log import load_nccl_tests
+from synth.schedule import Schedule, Step, Transfer
+from topo_probe.errors import ScheduleInvalid
+from topo_probe.model import Topology
+from topo_probe.presets import get_preset
+
+PLAIN = CostParams(launch_us=3.0, step_overhead_us=2.0, slice_overhead_us=0.0, pipeline_slices=(1,))
+
+
+def ring_topo(n: int, gbps: float = 25.0, lat: float = 0.5) -> Topology:
+    t = Topology(f"ring{n}-hand")
+    for i in range(n):
+        t.add_gpu(i)
+    for i in range(n):
+        t.add_link(f"gpu{i}", f"gpu{(i + 1) % n}", kind="nvlink", bandwidth_gbps=gbps, latency_us=lat)
+    return t
+
+
+def line_topo(n: int) -> Topology:
+    t = Topology(f"line{n}-hand")
+    for i in range(n):
+        t.add_gpu(i)
+    for i in range(n - 1):
+        t.add_link(f"gpu{i}", f"gpu{i + 1}", kind="nvlink", bandwidth_gbps=25.0, latency_us=0.5)
+    return t
+
+
+def ring_allgather(n: int) -> Schedule:
+    """Unidirectional ring allgather written by hand: step t, rank r forwards block (r - t) mod n."""
+    steps = tuple(Step(1, tuple(Transfer((r - t) % n, r, (r + 1) % n) for r in range(n))) for t in range(n - 1))
+    return Schedule("allgather", n, 1, steps)
+
+
+# ---------------------------------------------------------------- hand-computed times
+def test_two_gpu_link_step_time_by_hand():
+    t = Topology("pair")
+    t.add_gpu(0), t.add_gpu(1)
+    t.add_link("gpu0", "gpu1", kind="nvlink", links=2, bandwidth_gbps=50.0, latency_us=1.5)
+    f = build_fabric(t)
+    s = Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),))
+    nbytes = 4_000_000                      # allgather size = 2 blocks of 2 MB
+    assert chunk_bytes(s, nbytes) == 2_000_000
+    rate = 50.0 * 0.8 * 1e3                 # bytes per µs: 50 GB/s at NCCL's 20/25
+    assert CostModel(f, PLAIN).step_time_us(s.steps[0], 2_000_000) == pytest.approx(2.0 + 1.5 + 2e6 / rate)
+    assert CostModel(f, PLAIN).schedule_time_us(s, nbytes) == pytest.approx(3.0 + 2.0 + 1.5 + 2e6 / rate)
+    # the in-step pipelining term: t + 2 sqrt(x t)
+    p = replace(PLAIN, slice_overhead_us=0.5)
+    tb = 2e6 / rate
+    assert CostModel(f, p).schedule_time_us(s, nbytes) == pytest.approx(3.0 + 2.0 + 1.5 + tb + 2 * math.sqrt(0.5 * tb))
+
+
+def test_four_ring_allgather_by_hand():
+    f = build_fabric(ring_topo(4))
+    s = ring_allgather(4)
+    nbytes = 1 << 24                        # 4 blocks of 4 MiB
+    per_step = 2.0 + 0.5 + (nbytes / 4) / (25.0 * 0.8 * 1e3)
+    model = CostModel(f, replace(PLAIN, pipeline_slices=(1, 2, 4, 8)))
+    est = model.estimate(s, nbytes)
+    assert est.time_us == pytest.approx(3.0 + 3 * per_step)
+    assert est.slices == 1                  # every step loads every ring link: slicing cannot help
+
+
+def test_shared_link_doubles_the_bandwidth_term():
+    f = build_fabric(ring_topo(4))
+    one = Step(1, (Transfer(0, 0, 1),))
+    two = Step(2, (Transfer(0, 0, 1), Transfer(1, 0, 1)))
+    m = CostModel(f, PLAIN)
+    b = 1e6 / (25.0 * 0.8 * 1e3)
+    assert m.step_time_us(one, 1e6) == pytest.approx(2.5 + b)
+    assert m.step_time_us(two, 1e6) == pytest.approx(2.5 + 2 * b)
+
+
+def test_pipelined_chain_matches_textbook_formula():
+    # broadcast along a line 0 -> 1 -> 2 -> 3: steps use disjoint links, so k slices take
+    # (S + k - 1) * (overhead + latency + b / k)
+    f = build_fabric(line_topo(4))
+    s = Schedule("broadcast", 4, 1, tuple(Step(1, (Transfer(0, i, i + 1),)) for i in range(3)), root=0)
+    nbytes = 64 << 20
+    b = nbytes / (25.0 * 0.8 * 1e3)
+    for k in (1, 2, 4, 8, 16):
+        m = CostModel(f, replace(PLAIN, pipeline_slices=(1, k)))
+        expect = min(3.0 + 3 * (2.5 + b), 3.0 + (3 + k - 1) * (2.5 + b / k))
+        assert m.schedule_time_us(s, nbytes) == pytest.approx(expect)
+    best = CostModel(f, replace(PLAIN, pipeline_slices=(1, 2, 4, 8, 16, 32, 64))).estimate(s, nbytes)
+    assert best.slices == 64 and best.time_us < 3.0 + 3 * (2.5 + b) / 2
+
+
+# ---------------------------------------------------------------- nccl-tests conventions
+def test_busbw_factors_match_nccl_tests():
+    # 4 GiB row of the real log: algbw 132.82, busbw 232.44 at 32336 µs on 8 ranks
+    assert algbw_gbps(4294967296, 32336) == pytest.approx(132.82, abs=0.005)
+    assert busbw_gbps("all_reduce", 8, 4294967296, 32336) == pytest.approx(232.44, abs=0.01)
+    t = 1000.0
+    alg = algbw_gbps(1e9, t)
+    assert alg == pytest.approx(1000.0)      # 1e9 bytes in 1 ms
+    for name, factor in (("allgather", 7 / 8), ("reducescatter", 7 / 8), ("alltoall", 7 / 8),
+                         ("broadcast", 1.0), ("reduce", 1.0), ("allreduce", 14 / 8)):
+        assert busbw_gbps(name, 8, 1e9, t) == pytest.approx(alg * factor)
+
+
+# ---------------------------------------------------------------- properties over baselines
+def _cases():
+    out = []
+    for topo in (get_preset("dgx1-v100"), ring_topo(6), line_topo(5)):
+        f = build_fabric(topo)
+        for coll in ("allgather", "allreduce", "broadcast", "alltoall"):
+            for name in available_baselines(f, coll):
+                out.append((f, baseline(name, f, coll)))
+    return out
+
+
+CASES = _cases()
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(case=st.integers(0, len(CASES) - 1), size=st.integers(0, 1 << 31))
+def test_pipelining_is_never_slower(case, size):
+    f, s = CASES[case]
+    unpiped = CostModel(f, CostParams(pipeline_slices=(1,))).schedule_time_us(s, size)
+    assert CostModel(f).schedule_time_us(s, size) <= unpiped + 1e-9
+
+
+@pytest.mark.parametrize("case", range(0, len(CASES), 3))
+def test_time_is_monotone_in_size(case):
+    f, s = CASES[case]
+    m = CostModel(f)
+    times = [m.schedule_time_us(s, 1 << e) for e in range(0, 33)]
+    assert all(a <= b + 1e-9 for a, b in zip(times, times[1:]))
+
+
+# ---------------------------------------------------------------- errors
+def test_bad_schedules_and_params_are_rejected():
+    f = build_fabric(ring_topo(4))
+    bad = Schedule("allgather", 4, 1, (Step(1, (Transfer(0, 0, 2),)),))
+    with pytest.raises(ScheduleInvalid, match="no-channel") as e:
+        CostModel(f).schedule_time_us(bad, 1024)
+    assert e.value.step == 0 and e.value.transfer == 0
+    with pytest.raises(ScheduleInvalid, match="wrong-topology"):
+        CostModel(f).schedule_time_us(ring_allgather(5), 1024)
+    with pytest.raises(ValueError, match="nvlink_efficiency"):
+        CostParams(nvlink_efficiency=1.5)
+    with pytest.raises(ValueError, match="pipeline_slices"):
+        CostParams(pipeline_slices=(2, 4))
+
+
+# ---------------------------------------------------------------- calibration criteria
+def test_ring_allreduce_matches_real_a100_log(fixtures_dir):
+    log = load_nccl_tests(fixtures_dir / "nccl_tests_allreduce_a100x8_single_process.txt")
+    f = build_fabric(get_preset("dgx-a100"))
+    s = baseline("ring", f, "allreduce")
+    m = CostModel(f)
+    floor = statistics.median(r.out_of_place.time_us for r in log.rows if r.size <= 65536)
+    assert 38 < floor < 41
+    assert floor / 2 <= m.schedule_time_us(s, 8) <= 2 * floor
+    for r in log.rows:
+        t = m.schedule_time_us(s, r.size)
+        if r.size >= 1 << 20:
+            ratio = busbw_gbps("allreduce", 8, r.size, t) / r.out_of_place.busbw_gbps
+            assert abs(ratio - 1) <= 0.25, (r.size, ratio)
+        else:
+            assert 0.5 <= t / r.out_of_place.time_us <= 2.0, (r.size, t)
