@@ -260,6 +260,7 @@ class _XStep:
     dst: Loc
     dep: tuple[int, int] | None
     peer: int
+    chan: int = 0
 
 
 def _attr_int(el: ET.Element, key: str, where: str) -> int:
@@ -296,6 +297,7 @@ def _parse_program(text: str, source: str):
             tid = _attr_int(tb, "id", f"{source}: gpu {rank} <tb>")
             where = f"{source}: gpu {rank} tb {tid}"
             send, recv = _attr_int(tb, "send", where), _attr_int(tb, "recv", where)
+            chan = _attr_int(tb, "chan", where)
             tb_peers[(rank, tid)] = (send, recv)
             steps = []
             for st in tb.findall("step"):
@@ -308,7 +310,7 @@ def _parse_program(text: str, source: str):
                 steps.append(_XStep(rank, tid, _attr_int(st, "s", sw), kind,
                                     (st.get("srcbuf", "i"), _attr_int(st, "srcoff", sw)),
                                     (st.get("dstbuf", "o"), _attr_int(st, "dstoff", sw)),
-                                    (depid, deps) if depid >= 0 else None, peer))
+                                    (depid, deps) if depid >= 0 else None, peer, chan))
             tbs[(rank, tid)] = steps
     return algo, name, n, i_chunks, o_chunks, tbs
 
@@ -343,9 +345,10 @@ def from_msccl_xml(text: str, *, source: str = "<xml>", fabric=None) -> Schedule
             content[r][("i", _offset(spec, spec.input_position(ch.id, r)))] = ch.id
     last_write = [dict() for _ in range(n)]   # loc -> time the last write lands
     last_read = [dict() for _ in range(n)]    # loc -> latest read time
+    base_write = [dict() for _ in range(n)]   # loc -> time the last non-accumulating write lands
     done: dict[tuple[int, int, int], float] = {}
     heads = {key: 0 for key in tbs}
-    fifo: dict[tuple[int, int], list[tuple[int, int, float, Loc]]] = {}
+    fifo: dict[tuple[int, int, int], list[tuple[int, int, float, Loc]]] = {}
     transfers: list[tuple[int, Transfer]] = []
     tb_busy: dict[tuple[int, int], float] = {}  # a threadblock runs its network steps one per step
     progress = True
@@ -364,29 +367,32 @@ def from_msccl_xml(text: str, *, source: str = "<xml>", fabric=None) -> Schedule
                             last_write[rank].get(st.dst, 0.0))
                     content[rank][st.dst] = content[rank].get(st.src, -1)
                     last_read[rank][st.src] = max(last_read[rank].get(st.src, 0.0), t)
-                    last_write[rank][st.dst] = t
+                    last_write[rank][st.dst] = base_write[rank][st.dst] = t
                 elif st.kind == "s":
                     if st.src not in content[rank]:
                         raise ScheduleFormatError(f"{source}: gpu {rank} tb {st.tb} step {st.index}: sends "
                                                   f"{st.src[0]}[{st.src[1]}] before anything is there")
                     t = max(float(int(last_write[rank].get(st.src, 0.0))), tb_busy.get(key, 0.0))
                     tb_busy[key] = t + 1
-                    fifo.setdefault((rank, st.peer), []).append((content[rank][st.src], st.tb, t, st.src))
+                    fifo.setdefault((rank, st.peer, st.chan), []).append((content[rank][st.src], st.tb, t, st.src))
                 else:  # r / rrc
-                    queue = fifo.get((st.peer, rank), [])
+                    queue = fifo.get((st.peer, rank, st.chan), [])
                     if not queue:
                         break
                     chunk, _, t_send, src_loc = queue.pop(0)
                     t = max(t_send, last_read[rank].get(st.dst, 0.0), last_write[rank].get(st.dst, 1.0) - 1,
                             tb_busy.get(key, 0.0))
-                    if st.kind == "rrc":
+                    if st.kind == "rrc":  # reduces into one place may share a step (they commute)
+                        t = max(t, base_write[rank].get(st.dst, 0.0))
+                    else:
                         t = max(t, last_write[rank].get(st.dst, 0.0))
                     t = float(int(t))
                     tb_busy[key] = t + 1
                     sender_read = last_read[st.peer]
                     sender_read[src_loc] = max(sender_read.get(src_loc, 0.0), t)
-                    last_write[rank][st.dst] = t + 1
-                    last_read[rank][st.dst] = max(last_read[rank].get(st.dst, 0.0), t)
+                    last_write[rank][st.dst] = max(last_write[rank].get(st.dst, 0.0), t + 1)
+                    if st.kind == "r":
+                        base_write[rank][st.dst] = t + 1
                     content[rank][st.dst] = chunk
                     transfers.append((int(t), Transfer(chunk, st.peer, rank,
                                                        "reduce" if st.kind == "rrc" else "copy")))

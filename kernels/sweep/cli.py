@@ -1,0 +1,270 @@
+"""``sweep COLLECTIVE [flags]``: nccl-tests-style bandwidth sweeps of our schedules.
+
+Flags with nccl-tests' meaning and defaults: ``-b/-e`` sizes (K/M/G = powers of 1024),
+``-i`` step bytes, ``-f`` step factor, ``-g`` ranks, ``-n`` iterations, ``-w`` warm-up
+iterations, ``-c`` check iterations (0: no validation), ``-o`` reduction, ``-d`` data type,
+``-r`` root (-1: every root), ``-a`` rank time aggregation, ``-J`` JSON file.  Ours:
+``--backend host|cupy|sim``, ``--topology``, ``--algo plan|ring|tree|direct|rhd|bruck|FILE``,
+``--compare A,B,...`` with ``--plot OUT.png`` (and ``--csv``), ``--import LOG``.
+
+Exit status: 0 success; 1 wrong results (``# Out of bounds values`` > 0) or a run-time
+error; 2 bad flags; 3 the backend is unavailable here (no CuPy / GPU).
+
+Examples
+--------
+``sweep all_reduce -b 8 -e 64K -f 2 -g 4`` (host, fully connected 4 ranks);
+``sweep all_reduce --backend sim --topology dgx-a100 -b 8 -e 4G -f 2 --compare plan,ring,tree
+--plot busbw.png``; ``sweep --import all_reduce_perf.log``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+import sys
+from pathlib import Path
+
+from kernels.sweep.table import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
+from topo_probe.errors import DeviceUnavailable, TopocollError
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*([KkMmGg])?\s*$")
+_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+
+
+class UsageError(Exception):
+    """A bad flag: printed as one line, exit status 2."""
+
+
+def parse_size(text: str, what: str) -> int:
+    """nccl-tests' size syntax: a number with an optional K, M or G suffix (powers of 1024).
+
+    >>> parse_size("64K", "maxbytes"), parse_size("1.5M", "maxbytes"), parse_size("8", "minbytes")
+    (65536, 1572864, 8)
+    """
+    m = _SIZE.match(text)
+    if not m:
+        raise UsageError(f"invalid size specified for '{what}': {text!r}")
+    number = float(text.strip().rstrip("KkMmGg "))
+    return int(number * _UNITS.get((m.group(2) or "").lower(), 1))
+
+
+def _int(text: str, what: str) -> int:
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise UsageError(f"invalid {what}: {text!r} is not an integer") from None
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line, no usage block
+        raise UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog="sweep", description="nccl-tests-style bandwidth sweeps of topocoll schedules.")
+    p.add_argument("collective", nargs="?", help=f"one of {', '.join(NCCL_NAMES.values())}")
+    a = p.add_argument
+    a("-b", "--minbytes", default="32M", help="smallest size (default 32M)")
+    a("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
+    a("-i", "--stepbytes", default="1048576", help="size increment when -f is 1 (default 1M)")
+    a("-f", "--stepfactor", default="1", help="size multiplier (default 1: use -i)")
+    a("-g", "--ngpus", default=None, help="ranks (default: the topology's GPUs, else 1)")
+    a("-n", "--iters", default="20", help="timed iterations (default 20)")
+    a("-w", "--warmup_iters", default="5", help="warm-up iterations (default 5)")
+    a("-c", "--check", default="1", help="validation iterations, 0 = none (default 1)")
+    a("-o", "--op", default="sum", help=f"{'/'.join(OP_NAMES)}/all (default sum)")
+    a("-d", "--datatype", default="float", help=f"{' '.join(DTYPE_NAMES)} or all (default float)")
+    a("-r", "--root", default="0", help="root rank, -1 = every root (default 0)")
+    a("-a", "--average", default="1", help="rank times: 0 rank 0, 1 mean, 2 min, 3 max (default 1)")
+    a("-J", "--output_file", default=None, help="write nccl-tests' JSON document here")
+    a("--backend", default="host", help="host | cupy | sim (default host)")
+    a("--topology", default=None, help="preset name or topology file (default: fully connected)")
+    a("--algo", default="plan", help="plan | ring | tree | direct | rhd | bruck | schedule FILE")
+    a("--compare", default=None, help="comma-separated algorithms to sweep side by side")
+    a("--plot", default=None, help="PNG of busbw vs size")
+    a("--csv", default=None, help="CSV of the curves (default: the PNG path with .csv)")
+    a("--import", dest="import_log", default=None, help="a real nccl-tests log to read / overlay")
+    return p
+
+
+def _choice(text: str, names: tuple[str, ...], what: str) -> tuple[str, ...]:
+    if text == "all":
+        return names
+    if text not in names:
+        raise UsageError(f"invalid {what} {text!r}: expected one of {', '.join(names)} or all")
+    return (text,)
+
+
+def make_config(args, nranks: int):
+    """The :class:`SweepConfig` from parsed flags, validating each (UsageError names the flag)."""
+    from kernels.sweep.driver import SweepConfig, sweep_sizes
+    from synth.collectives import canonical
+
+    try:
+        coll = canonical(args.collective)
+    except TopocollError as e:
+        raise UsageError(str(e)) from None
+    vals = {k: _int(getattr(args, k), k) for k in ("stepbytes", "stepfactor", "iters", "warmup_iters",
+                                                    "check", "root", "average")}
+    for k, lo in (("iters", 1), ("warmup_iters", 0), ("check", 0), ("stepbytes", 0)):
+        if vals[k] < lo:
+            raise UsageError(f"invalid {k}: {vals[k]} (must be >= {lo})")
+    if vals["average"] not in (0, 1, 2, 3):
+        raise UsageError(f"invalid average: {vals['average']} (0 rank 0, 1 mean, 2 min, 3 max)")
+    if not -1 <= vals["root"] < nranks:
+        raise UsageError(f"invalid root: {vals['root']} (-1 for every root, or a rank in 0..{nranks - 1})")
+    cfg = SweepConfig(coll, nranks, parse_size(args.minbytes, "minbytes"), parse_size(args.maxbytes, "maxbytes"),
+                      vals["stepbytes"], vals["stepfactor"], vals["iters"], vals["warmup_iters"], vals["check"],
+                      _choice(args.op, OP_NAMES, "op"), _choice(args.datatype, DTYPE_NAMES, "datatype"),
+                      vals["root"], vals["average"])
+    try:
+        sweep_sizes(cfg.minbytes, cfg.maxbytes, cfg.stepbytes, cfg.stepfactor)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return cfg
+
+
+def resolve_topology(args):
+    """``(topology or None, ranks)`` from ``--topology`` and ``-g``."""
+    ngpus = None if args.ngpus is None else _int(args.ngpus, "number of GPUs (-g)")
+    if ngpus is not None and ngpus < 1:
+        raise UsageError(f"invalid number of GPUs: -g {ngpus} (must be >= 1)")
+    if args.topology is None:
+        n = ngpus or 1
+        if n == 1:
+            return None, 1
+        from topo_probe.generators import fully_connected
+        return fully_connected(n), n
+    from topo_probe.load import load_topology
+    topo = load_topology(args.topology)
+    n = ngpus or topo.num_gpus
+    if n > topo.num_gpus:
+        raise UsageError(f"invalid number of GPUs: -g {n} but topology {topo.name!r} has {topo.num_gpus}")
+    if n < topo.num_gpus:
+        topo = load_topology(args.topology, gpus=list(range(n)))
+    return topo, n
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point ``sweep``; returns the exit status (see module docstring)."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        args = build_parser().parse_args(argv)
+        return _main(args, argv)
+    except SystemExit as e:  # --help
+        return int(e.code or 0)
+    except UsageError as e:
+        print(f"sweep: error: {e}", file=sys.stderr)
+        return 2
+    except BrokenPipeError:  # stdout closed early (sweep ... | head): stop quietly
+        sys.stdout = open(os.devnull, "w")
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except DeviceUnavailable as e:
+        print(f"sweep: skipped: {e}", file=sys.stderr)
+        return 3
+    except (TopocollError, ValueError, OSError) as e:
+        print(f"sweep: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _main(args, argv: list[str]) -> int:
+    if args.backend not in ("host", "cupy", "sim"):
+        raise UsageError(f"invalid backend {args.backend!r}: expected host, cupy or sim")
+    if args.collective is None:
+        if args.import_log is None:
+            raise UsageError("missing COLLECTIVE (one of " + ", ".join(NCCL_NAMES.values()) + ")")
+        from kernels.sweep.importer import import_only
+        return import_only(args.import_log, plot_path=args.plot, csv_path=args.csv)
+    if args.compare is not None and args.plot is None:
+        raise UsageError("--compare needs --plot OUT.png")
+    topo, n = resolve_topology(args)
+    cfg = make_config(args, n)
+    if args.backend == "sim" and topo is None:
+        raise UsageError("the sim backend needs at least 2 ranks (-g) or a --topology")
+    if args.backend == "sim":
+        cfg.check = 0  # nothing runs, nothing to validate
+    algos = [a.strip() for a in args.compare.split(",") if a.strip()] if args.compare else [args.algo]
+    if not algos:
+        raise UsageError("--compare: empty list of algorithms")
+    return sweep_and_report(cfg, topo, algos, args, argv)
+
+
+def _print(lines) -> None:
+    for line in lines:
+        print(line, flush=True)
+
+
+def _one(cfg, topo, algo: str, backend_name: str):
+    """Run and print one full nccl-tests table for ``algo``; returns (summary, source, devices)."""
+    from kernels.sweep import output
+    from kernels.sweep.backends import make_backend
+    from kernels.sweep.driver import ScheduleSource, run_sweep
+
+    source = ScheduleSource(cfg.collective, topo, algo)
+    source.schedule(cfg.roots()[0], 0)  # fail before printing when the algorithm does not apply
+    backend = make_backend(backend_name, source)
+    devices = backend.devices(cfg.nranks, topo)
+    where = topo.name if topo is not None else "single rank"
+    notes = [f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"] + source.notes
+    _print(output.preamble_lines(cfg, devices, notes) + output.header_lines())
+    summary = run_sweep(cfg, backend, source, on_row=lambda row: print(output.row_line(row), flush=True))
+    _print(output.footer_lines(summary))
+    return summary, source, devices
+
+
+def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str]) -> int:
+    """Sweep every algorithm in ``algos`` (one table each), then write -J / --plot / --csv."""
+    from dataclasses import replace
+
+    from kernels.sweep import output
+    from kernels.sweep.driver import SweepSummary
+
+    json_path = output.free_json_path(args.output_file) if args.output_file else None
+    if json_path is not None:
+        print(f"# Writing JSON output to {json_path}", flush=True)
+    start = output.now()
+    runs = [(algo, *_one(cfg, topo, algo, args.backend)) for algo in algos]
+    failed = sum(s.errors for _, s, _, _ in runs)
+    if json_path is not None:
+        merged = SweepSummary([replace(r, algorithm=f"{algo}={r.algorithm}" if len(runs) > 1 else r.algorithm)
+                               for algo, s, _, _ in runs for r in s.rows])
+        extra = {"backend": args.backend, "topology": topo.name if topo is not None else None,
+                 "algorithms": algos}
+        output.write_json(json_path, output.json_document(cfg, runs[0][3], merged, argv=["sweep", *argv],
+                                                          start_time=start, extra=extra))
+    if args.plot is not None:
+        _plot(cfg, topo, runs, args)
+    return 1 if failed else 0
+
+
+def _plot(cfg, topo, runs, args) -> None:
+    from kernels.sweep import compare
+
+    series = []
+    for algo, summary, source, _ in runs:
+        label = algo if algo != "plan" or source.plan_found else "plan (no plan.json: best baseline)"
+        series += compare.series_from_summary(label, summary)
+    sizes = sorted({r.size for _, s, _, _ in runs for r in s.rows if r.size > 0})
+    if topo is not None and sizes:
+        root = cfg.roots()[0]
+        bound = compare.bound_series(runs[0][2].fabric, cfg.collective, None if root < 0 else root, sizes,
+                                     cfg.nranks)
+        if bound is not None:
+            series.append(bound)
+    if args.import_log is not None:
+        from kernels.sweep.importer import measured_series
+        series += measured_series(args.import_log)
+    csv_path = Path(args.csv) if args.csv else Path(args.plot).with_suffix(".csv")
+    where = topo.name if topo is not None else "1 rank"
+    title = (f"{cfg.entry.nccl_name} on {where} ({cfg.nranks} ranks, {', '.join(cfg.dtypes)}, "
+             f"{args.backend} backend)")
+    compare.write_csv(csv_path, series)
+    compare.plot(args.plot, series, title)
+    print(f"# Wrote {args.plot} and {csv_path}", flush=True)
+
+
+if __name__ == "__main__":  # pragma: no cover
+    raise SystemExit(main())

@@ -1,0 +1,145 @@
+"""``--compare`` and ``--plot``: busbw curves of several algorithms, the lower bound and a
+measured nccl-tests log, as a CSV and a PNG (matplotlib, Agg backend).
+
+A :class:`Series` is one line of the plot: sizes (nccl-tests bytes) with out-of-place and
+in-place time (µs), algbw and busbw (GB/s).  The CSV has one row per (series, size)::
+
+    series,kind,size,count,type,redop,root,time_us,algbw_gbps,busbw_gbps,time_us_ip,algbw_gbps_ip,busbw_gbps_ip
+
+>>> s = Series("ring", "sweep", [8, 16], [1.0, 1.0], [0.008, 0.016], [0.014, 0.028])
+>>> s.busbw
+[0.014, 0.028]
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from kernels.sweep.driver import Row, SweepSummary
+from kernels.sweep.table import entry
+from synth.schedule import atomic_write_text
+
+CSV_COLUMNS = ("series", "kind", "size", "count", "type", "redop", "root", "time_us", "algbw_gbps",
+               "busbw_gbps", "time_us_ip", "algbw_gbps_ip", "busbw_gbps_ip")
+
+
+@dataclass
+class Series:
+    """One curve: ``kind`` is ``sweep`` (ours), ``bound`` (lower bound) or ``measured`` (a log)."""
+
+    label: str
+    kind: str
+    sizes: list[int]
+    time_us: list[float]
+    algbw: list[float]
+    busbw: list[float]
+    rows: list[Row] = field(default_factory=list)
+
+
+def series_from_rows(label: str, kind: str, rows: list[Row]) -> list[Series]:
+    """One series per (type, redop, root) group of ``rows`` (labels get the group when > 1)."""
+    groups: dict[tuple, list[Row]] = {}
+    for r in rows:
+        groups.setdefault((r.type, r.redop, r.root), []).append(r)
+    out = []
+    for (typ, redop, root), rs in groups.items():
+        name = label if len(groups) == 1 else f"{label} {typ} {redop} root {root}"
+        out.append(Series(name, kind, [r.size for r in rs], [r.out_of_place.time_us for r in rs],
+                          [r.out_of_place.algbw for r in rs], [r.out_of_place.busbw for r in rs], rs))
+    return out
+
+
+def series_from_summary(label: str, summary: SweepSummary) -> list[Series]:
+    return series_from_rows(label, "sweep", summary.rows)
+
+
+def bound_series(fabric, collective: str, root: int | None, sizes: list[int], n: int) -> Series | None:
+    """The lower bound (:func:`synth.bounds.lower_bounds`) at ``sizes``; None if unavailable."""
+    try:
+        from synth.bounds import lower_bounds
+    except ImportError:
+        return None
+    ent = entry(collective)
+    lb = lower_bounds(fabric, ent.name, root=root if ent.rooted else None)
+    times = [float(lb.time_us(s)) for s in sizes]
+    bws = [ent.bandwidths(s, t, n) for s, t in zip(sizes, times)]
+    return Series("lower bound", "bound", list(sizes), times, [a for a, _ in bws], [b for _, b in bws])
+
+
+def csv_text(series: list[Series]) -> str:
+    """The CSV document (see module docstring); bound rows repeat the time for in-place."""
+    buf = io.StringIO()
+    w = csv.writer(buf, lineterminator="\n")
+    w.writerow(CSV_COLUMNS)
+    for s in series:
+        if s.rows:
+            for r in s.rows:
+                o, i = r.out_of_place, r.in_place
+                w.writerow([s.label, s.kind, r.size, r.count, r.type, r.redop, r.root,
+                            _num(o.time_us), _num(o.algbw), _num(o.busbw),
+                            _num(i.time_us), _num(i.algbw), _num(i.busbw)])
+        else:
+            for k, size in enumerate(s.sizes):
+                vals = [_num(s.time_us[k]), _num(s.algbw[k]), _num(s.busbw[k])]
+                w.writerow([s.label, s.kind, size, "", "", "", ""] + vals + vals)
+    return buf.getvalue()
+
+
+def _num(x: float) -> str:
+    return f"{x:.6g}"
+
+
+def write_csv(path: str | Path, series: list[Series]) -> None:
+    atomic_write_text(Path(path), csv_text(series))
+
+
+def plot(path: str | Path, series: list[Series], title: str) -> None:
+    """busbw (GB/s) against message size (bytes, log2 x axis), one line per series; PNG, atomically."""
+    import matplotlib
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+    from matplotlib.ticker import FuncFormatter
+
+    fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
+    styles = {"bound": dict(color="black", linestyle="--", linewidth=1.2),
+              "measured": dict(color="tab:red", marker="x", linewidth=1.5)}
+    for s in series:
+        pts = [(x, y) for x, y in zip(s.sizes, s.busbw) if x > 0]
+        if not pts:
+            continue
+        xs, ys = zip(*pts)
+        ax.plot(xs, ys, label=s.label, **styles.get(s.kind, dict(marker=".", linewidth=1.5)))
+    ax.set_xscale("log", base=2)
+    ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _size_label(x)))
+    ax.set_xlabel("message size (nccl-tests size, bytes)")
+    ax.set_ylabel("bus bandwidth (GB/s)")
+    ax.set_title(title)
+    ax.grid(True, which="major", alpha=0.3)
+    ax.legend(loc="upper left", fontsize="small")  # busbw curves rise late: that corner stays free
+    fig.tight_layout()
+    path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f".{path.name}.tmp.png")
+    try:
+        fig.savefig(tmp, format="png")
+        tmp.replace(path)
+    finally:
+        plt.close(fig)
+        if tmp.exists():
+            tmp.unlink()
+
+
+def _size_label(x: float) -> str:
+    """``1024`` -> ``1K`` etc. (powers of 1024, like nccl-tests' -b/-e suffixes).
+
+    >>> [_size_label(v) for v in (8, 1024, 3 << 20, 4 << 30)]
+    ['8', '1K', '3M', '4G']
+    """
+    v = int(round(x))
+    for unit, k in (("G", 30), ("M", 20), ("K", 10)):
+        if v >= 1 << k and v % (1 << k) == 0:
+            return f"{v >> k}{unit}"
+    return str(v)

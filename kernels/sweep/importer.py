@@ -1,0 +1,102 @@
+"""``sweep --import LOG``: read a real nccl-tests log into sweep rows.
+
+Parsing is :mod:`synth.nccl_tests_log`'s (every historic layout: with or without the root
+column, ``#wrong`` or ``error``); this module turns its rows into :class:`kernels.sweep.driver.Row`
+so that a measured NCCL curve prints in our layout and plots next to our predictions.
+
+Conversions: a missing or ``-1`` root becomes ``-1``; ``#wrong`` counts are kept; older builds'
+``error`` column (a maximum error, not a count) and ``N/A`` cells become ``wrong=None``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernels.sweep.driver import Result, Row, SweepSummary
+from synth.nccl_tests_log import NcclTestsLog, load_nccl_tests, parse_nccl_tests
+
+
+@dataclass
+class ImportedLog:
+    """Sweep rows of a log (``rows``), plus the parsed log itself (``log``: preamble, devices)."""
+
+    rows: list[Row]
+    log: NcclTestsLog
+
+    @property
+    def summary(self) -> SweepSummary:
+        return SweepSummary(list(self.rows))
+
+
+def _result(m, counts_wrong: bool) -> Result:
+    if m is None:
+        return Result(0.0, 0.0, 0.0, None)
+    wrong = int(m.wrong) if counts_wrong and m.wrong is not None else None
+    return Result(m.time_us or 0.0, m.algbw_gbps or 0.0, m.busbw_gbps or 0.0, wrong)
+
+
+def from_log(log: NcclTestsLog) -> ImportedLog:
+    """Convert a parsed log (see the module docstring for the conversions)."""
+    counts = log.wrong_column == "#wrong"
+    rows = [Row(r.size, r.count, r.type, r.redop, -1 if r.root is None else r.root,
+                _result(r.out_of_place, counts), _result(r.in_place, counts), "nccl")
+            for r in log.rows]
+    return ImportedLog(rows, log)
+
+
+def read_log(path: str | Path) -> ImportedLog:
+    """Read an nccl-tests log file (NcclTestsLogError names the file and line on bad input)."""
+    return from_log(load_nccl_tests(path))
+
+
+def parse_text(text: str, source: str = "nccl-tests output") -> ImportedLog:
+    """Parse nccl-tests text, e.g. what ``sweep`` itself printed."""
+    return from_log(parse_nccl_tests(text, source))
+
+
+def measured_series(path: str | Path) -> list:
+    """The log's out-of-place busbw as ``measured`` plot series (one per type/op/root group)."""
+    from kernels.sweep.compare import series_from_rows
+    imp = read_log(path)
+    n = imp.log.num_ranks
+    label = "NCCL measured" + (f" ({n} ranks)" if n else "")
+    return series_from_rows(label, "measured", [r for r in imp.rows if r.out_of_place.time_us > 0])
+
+
+def log_lines(imp: ImportedLog, source: str) -> list[str]:
+    """The log re-printed in our layout: its parameter line, a ``# sweep --import`` note, its
+    device lines, the header, every row and the summary (the log's own values when it has them)."""
+    from kernels.sweep import output
+
+    log = imp.log
+    out = []
+    if log.n_gpus is not None and log.min_bytes is not None:
+        step = f"{log.step}({log.step_kind})" if log.step is not None else "?"
+        out.append(f"# nThread {log.n_threads or 1} nGpus {log.n_gpus} minBytes {log.min_bytes} maxBytes "
+                   f"{log.max_bytes} step: {step} warmup iters: {log.warmup_iters} iters: {log.iters} "
+                   f"agg iters: {log.agg_iters or 1} validation: {log.validation} graph: {log.graph or 0}")
+    out.append(f"# sweep --import {source}: {len(imp.rows)} rows, {log.num_ranks or '?'} ranks, root column "
+               f"{'yes' if log.has_root else 'no'}, {log.wrong_column} column")
+    out += ["#", "# Using devices"]
+    out += ["#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
+            % (d.rank, d.group or 0, d.pid, d.host, d.device, d.bus_id, d.name) for d in log.devices]
+    out += output.header_lines()
+    out += [output.row_line(row) for row in imp.rows]
+    out += output.footer_lines(imp.summary, log.out_of_bounds, log.avg_busbw_gbps)
+    return out
+
+
+def import_only(path: str | Path, plot_path: str | None = None, csv_path: str | None = None) -> int:
+    """Print the log in our layout (and plot it); exit status 1 if it reported wrong results."""
+    imp = read_log(path)
+    for line in log_lines(imp, str(path)):
+        print(line, flush=True)
+    if plot_path is not None:
+        from kernels.sweep import compare
+        series = measured_series(path)
+        csv = Path(csv_path) if csv_path else Path(plot_path).with_suffix(".csv")
+        compare.write_csv(csv, series)
+        compare.plot(plot_path, series, f"nccl-tests log {Path(path).name}")
+        print(f"# Wrote {plot_path} and {csv}", flush=True)
+    return 1 if (imp.log.out_of_bounds or imp.summary.errors) else 0

@@ -1,0 +1,112 @@
+"""kernels.sweep.backends: NCCL buffer aliasing, host timing and validation, cupy availability."""
+
+import importlib.util
+
+import numpy as np
+import pytest
+
+import kernels.executor
+from kernels.sweep.backends import Case, CupyBackend, HostBackend, make_backend, make_buffers
+from kernels.sweep.driver import ScheduleSource
+from kernels.sweep.table import TABLE
+from topo_probe.errors import DeviceUnavailable, UnsupportedCollective
+from topo_probe.generators import fully_connected
+
+HAS_CUPY = importlib.util.find_spec("cupy") is not None
+
+
+def _case(name, n=4, size=256, dtype="float", op="sum", root=None, inplace=False, check=1, algo="ring"):
+    e = TABLE[name]
+    if e.rooted and root is None:
+        root = 0
+    sched = ScheduleSource(name, fully_connected(n), algo).schedule(-1 if root is None else root, 0)[0]
+    counts = e.counts(size, 4 if dtype == "float" else 1, n)
+    return Case(e, n, counts, dtype, op, root, inplace, sched, iters=2, warmup=1, check=check)
+
+
+@pytest.mark.parametrize("name, kind", [("allgather", "in-out"), ("gather", "in-out"),
+                                        ("reducescatter", "out-in"), ("scatter", "out-in"),
+                                        ("allreduce", "same"), ("alltoall", "same"), ("broadcast", "same")])
+def test_inplace_buffers_alias_like_nccl(name, kind):
+    case = _case(name, inplace=True)
+    c = case.counts.count
+    sends, recvs, _ = make_buffers(case, 0)
+    for r in range(4):
+        s, d = sends[r], recvs[r]
+        if kind == "same":
+            assert s is d
+        elif kind == "in-out":  # send is block r of recv
+            assert np.shares_memory(s, d) and s.size == c
+            assert s.__array_interface__["data"][0] == d.__array_interface__["data"][0] + r * c * 4
+        else:  # recv is block r of send
+            assert d.size == c
+            assert d.__array_interface__["data"][0] == s.__array_interface__["data"][0] + r * c * 4
+
+
+def test_out_of_place_buffers_hold_seeded_inputs():
+    case = _case("alltoall")
+    sends, recvs, want = make_buffers(case, 7)
+    e = TABLE["alltoall"]
+    ins = e.inputs(7, case.counts.count, "float", "sum", 4)
+    assert all(np.array_equal(s, i) for s, i in zip(sends, ins))
+    assert all(not np.shares_memory(s, d) for s, d in zip(sends, recvs))
+    assert all(d.size == 4 * case.counts.count and not d.any() for d in recvs)
+
+
+@pytest.mark.parametrize("name", sorted(TABLE))
+@pytest.mark.parametrize("inplace", [False, True])
+def test_host_backend_validates_correct_results(name, inplace):
+    t, wrong = HostBackend().measure(_case(name, n=3, size=3 * 4 * 10, inplace=inplace, check=2))
+    assert t > 0 and wrong == 0
+
+
+def test_check_zero_means_not_validated():
+    assert HostBackend().measure(_case("allreduce", check=0))[1] is None
+
+
+def test_corrupted_executor_is_caught(monkeypatch):
+    real = kernels.executor.run_schedule
+
+    def corrupt(schedule, sendbufs, recvbufs, **kw):
+        out = real(schedule, sendbufs, recvbufs, **kw)
+        recvbufs[-1][:3] += 1   # three wrong elements on the last rank
+        return out
+
+    monkeypatch.setattr(kernels.executor, "run_schedule", corrupt)
+    for inplace in (False, True):
+        assert HostBackend().measure(_case("allreduce", inplace=inplace, check=3))[1] == 3
+
+
+def test_wrong_op_in_executor_is_caught(monkeypatch):
+    real = kernels.executor.run_schedule
+    monkeypatch.setattr(kernels.executor, "run_schedule",
+                        lambda s, a, b, op="sum", **kw: real(s, a, b, op="max", **kw))
+    assert HostBackend().measure(_case("reducescatter", size=4 * 4 * 64))[1] > 0
+
+
+def test_single_rank_is_a_local_copy():
+    e = TABLE["allgather"]
+    case = Case(e, 1, e.counts(64, 4, 1), "float", "sum", None, False, None, iters=1, warmup=0)
+    assert HostBackend().measure(case)[1] == 0
+
+
+def test_backend_registry():
+    assert make_backend("host").name == "host"
+    with pytest.raises(UnsupportedCollective, match="not one of host, cupy, sim"):
+        make_backend("tpu")
+
+
+@pytest.mark.skipif(HAS_CUPY, reason="CuPy is installed here")
+def test_cupy_backend_unavailable_without_cupy():
+    with pytest.raises(DeviceUnavailable, match="CuPy is not installed"):
+        CupyBackend()
+
+
+@pytest.mark.gpu
+def test_cupy_backend_on_a_gpu():
+    try:
+        backend = CupyBackend()
+    except DeviceUnavailable as e:
+        pytest.skip(str(e))
+    t, wrong = backend.measure(_case("allreduce", n=2, size=1 << 16))
+    assert t > 0 and wrong == 0

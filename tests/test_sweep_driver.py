@@ -1,0 +1,157 @@
+"""kernels.sweep.driver: nccl-tests' size loop, row arithmetic and the schedule choice per size."""
+
+import pytest
+
+from kernels.sweep.backends import SimBackend
+from kernels.sweep.driver import Result, Row, ScheduleSource, SweepConfig, SweepSummary, run_sweep, sweep_sizes
+from synth.baselines import BASELINES, baseline
+from synth.cost import CostModel
+from synth.fabric import build_fabric
+from synth.plan import Plan, PlanEntry
+from topo_probe.errors import ScheduleInvalid, UnsupportedCollective
+from topo_probe.generators import fully_connected, ring
+from topo_probe.load import load_topology
+
+
+def test_sizes_like_nccl_tests():
+    assert sweep_sizes(8, 128, 1 << 20, 2) == [8, 16, 32, 64, 128]
+    assert sweep_sizes(8, 100, 1 << 20, 2) == [8, 16, 32, 64]       # stops below maxbytes
+    assert sweep_sizes(0, 3000, 1000, 1) == [0, 1000, 2000, 3000]
+    assert sweep_sizes(5, 5, 0, 1) == [5]
+    assert len(sweep_sizes(8, 4 << 30, 1, 2)) == 30                   # the A100 log's sweep
+
+
+@pytest.mark.parametrize("args, msg", [((1 << 30, 1024, 1, 2), "invalid sizes for 'minbytes' and 'maxbytes'"),
+                                       ((0, 64, 1, 2), "never grows"),
+                                       ((8, 64, 0, 1), "never reaches"),
+                                       ((1, 1 << 30, 1, 1), "more than")])
+def test_size_errors(args, msg):
+    with pytest.raises(ValueError, match=msg):
+        sweep_sizes(*args)
+
+
+def test_config_roots_and_ops():
+    assert SweepConfig("all_reduce", 4, root=2).roots() == [-1]
+    assert SweepConfig("reduce", 3, root=-1).roots() == [0, 1, 2]
+    assert SweepConfig("broadcast", 3, root=1).roots() == [1]
+    assert SweepConfig("all_gather", 4, ops=("sum", "max")).op_list() == ["none"]
+    assert SweepConfig("reduce_scatter", 4, ops=("sum", "max")).op_list() == ["sum", "max"]
+
+
+class _FixedTime:
+    """A backend that 'takes' 2 µs per KiB plus 10 µs and finds one wrong element at 4 KiB in place."""
+
+    checks = True
+
+    def __init__(self):
+        self.cases = []
+
+    def measure(self, case):
+        self.cases.append(case)
+        wrong = 1 if case.inplace and case.counts.size == 4096 else 0
+        return 10.0 + 2.0 * case.counts.size / 1024, wrong
+
+
+def test_rows_arithmetic_and_summary():
+    cfg = SweepConfig("all_gather", 4, minbytes=1024, maxbytes=8192, stepfactor=2, dtypes=("float",))
+    seen = []
+    backend = _FixedTime()
+    s = run_sweep(cfg, backend, ScheduleSource("all_gather", fully_connected(4), "ring"), on_row=seen.append)
+    assert seen == s.rows and [r.size for r in s.rows] == [1024, 2048, 4096, 8192]
+    for r in s.rows:
+        t = 10.0 + 2.0 * r.size / 1024
+        assert r.count == r.size // 4 // 4 and (r.type, r.redop, r.root) == ("float", "none", -1)
+        assert r.out_of_place.time_us == t
+        assert r.out_of_place.algbw == pytest.approx(r.size / t / 1e3)
+        assert r.out_of_place.busbw == pytest.approx(r.size / t / 1e3 * 3 / 4)
+        assert r.algorithm == "ring"
+    assert s.errors == 1
+    cells = [res.busbw for r in s.rows for res in (r.out_of_place, r.in_place)]
+    assert s.avg_busbw == pytest.approx(sum(cells) / 8)
+    assert [c.inplace for c in backend.cases[:2]] == [False, True]
+
+
+def test_every_type_op_and_root_gets_rows():
+    cfg = SweepConfig("reduce", 3, minbytes=64, maxbytes=128, stepfactor=2, ops=("sum", "max"),
+                      dtypes=("int8", "half"), root=-1)
+    s = run_sweep(cfg, _FixedTime(), ScheduleSource("reduce", fully_connected(3), "ring"))
+    keys = [(r.type, r.redop, r.root, r.size) for r in s.rows]
+    assert len(keys) == 2 * 2 * 3 * 2 == len(set(keys))
+    assert keys[0] == ("int8", "sum", 0, 64) and keys[-1] == ("half", "max", 2, 128)
+
+
+def test_summary_of_nothing():
+    assert SweepSummary().avg_busbw == 0.0 and SweepSummary().errors == 0
+    r = Result(1.0, 1.0, 1.0, None)
+    assert SweepSummary([Row(8, 2, "float", "sum", -1, r, r)]).errors == 0
+
+
+def test_plan_without_file_uses_best_baseline_by_cost(tmp_path):
+    topo = load_topology("dgx1-v100")
+    src = ScheduleSource("allreduce", topo, "plan", results_dir=tmp_path)
+    assert "not found" in src.notes[0] and not src.plan_found
+    fab = build_fabric(topo)
+    cost = CostModel(fab)
+    for nbytes in (1024, 1 << 20, 1 << 28):
+        sched, label = src.schedule(-1, nbytes)
+        times = {}
+        for name in BASELINES:
+            try:
+                times[name] = cost.schedule_time_us(baseline(name, fab, "allreduce"), nbytes)
+            except UnsupportedCollective:
+                pass
+        best = min(times, key=times.get)
+        assert label == f"best:{best}"
+        assert cost.schedule_time_us(sched, nbytes) == pytest.approx(times[best])
+
+
+def _write_plan(tmp_path, topo, fingerprint):
+    fab = build_fabric(topo)
+    folder = tmp_path / topo.name
+    baseline("tree", fab, "broadcast", root=1).save(folder / "schedules" / "bcast-tree-r1.json")
+    Plan(topo.name, fingerprint, [PlanEntry("broadcast", 0, 4096, "schedules/bcast-tree-r1.json", root=1)]
+         ).save(folder / "plan.json")
+
+
+def test_plan_entries_are_used_where_they_apply(tmp_path):
+    topo = ring(4)
+    _write_plan(tmp_path, topo, topo.fingerprint())
+    src = ScheduleSource("broadcast", topo, "plan", results_dir=tmp_path)
+    assert src.plan_found
+    sched, label = src.schedule(1, 1024)
+    assert label == "plan:schedules/bcast-tree-r1.json" and sched.meta["baseline"] == "tree"
+    assert src.schedule(1, 8192)[1].startswith("best:")      # beyond the entry's range
+    assert src.schedule(0, 1024)[1].startswith("best:")      # another root
+
+
+def test_plan_for_another_topology_is_not_used(tmp_path):
+    topo = ring(4)
+    _write_plan(tmp_path, topo, "0" * 16)
+    src = ScheduleSource("broadcast", topo, "plan", results_dir=tmp_path)
+    assert not src.plan_found and "another topology" in src.notes[0]
+    assert src.schedule(1, 1024)[1].startswith("best:")
+
+
+def test_schedule_file_is_checked(tmp_path):
+    topo = fully_connected(4)
+    fab = build_fabric(topo)
+    path = tmp_path / "ag.json"
+    baseline("ring", fab, "allgather").save(path)
+    src = ScheduleSource("allgather", topo, str(path))
+    assert src.schedule(-1, 64)[0].collective == "allgather"
+    with pytest.raises(ScheduleInvalid, match="schedule is allgather on 4 ranks"):
+        ScheduleSource("allreduce", topo, str(path))
+    with pytest.raises(UnsupportedCollective, match="not 'plan', a baseline"):
+        ScheduleSource("allgather", topo, str(tmp_path / "missing.json"))
+
+
+def test_sim_backend_reports_the_cost_model():
+    topo = load_topology("dgx-a100")
+    src = ScheduleSource("allreduce", topo, "ring")
+    cfg = SweepConfig("all_reduce", 8, minbytes=1 << 20, maxbytes=1 << 22, stepfactor=2, check=0)
+    s = run_sweep(cfg, SimBackend(src), src)
+    cost = CostModel(build_fabric(topo))
+    sched = baseline("ring", build_fabric(topo), "allreduce")
+    for r in s.rows:
+        assert r.out_of_place.time_us == pytest.approx(cost.schedule_time_us(sched, r.size))
+        assert r.in_place == r.out_of_place and r.out_of_place.wrong is None

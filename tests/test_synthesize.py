@@ -1,0 +1,117 @@
+"""`synthesize`: files written, every saved schedule verifies, plan covers all sizes, reuse/force,
+partial runs never overwrite complete results, bad input gives one line and exit 2."""
+
+import json
+
+import pytest
+
+from synth import synthesize as synth_mod
+from synth.cli_synthesize import main
+from synth.fabric import build_fabric
+from synth.msccl import from_msccl_xml
+from synth.plan import Plan
+from synth.schedule import Schedule
+from synth.verifier import check
+from topo_probe.generators import fully_connected
+from topo_probe.serialize import save_topology
+
+
+@pytest.fixture(scope="module")
+def ring4_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth") / "out"
+    rc = main(["--topology", "dgx1-v100", "--gpus", "0-3", "--collectives", "allgather,allreduce,broadcast",
+               "--time-limit", "10", "--out", str(out), "--no-progress"])
+    return rc, out
+
+
+def test_outputs_exist_and_every_schedule_verifies(ring4_run):
+    rc, out = ring4_run
+    assert rc == 0
+    for name in ("topology.json", "plan.json", "summary.json", "report.md", "busbw.png"):
+        assert (out / name).is_file(), name
+    summary = json.loads((out / "summary.json").read_text())
+    from topo_probe.load import load_topology
+    fabric = build_fabric(load_topology(str(out / "topology.json")))
+    assert summary["fingerprint"] == fabric.fingerprint
+    files = sorted((out / "schedules").glob("*.json"))
+    assert files
+    for f in files:
+        check(Schedule.load(f), fabric)  # nothing unverified was saved
+    for x in sorted((out / "msccl").glob("*.xml")):
+        check(from_msccl_xml(x.read_text(), fabric=fabric), fabric)
+    for coll in ("allgather", "allreduce", "broadcast"):
+        s = summary["collectives"][coll]
+        assert {"pareto", "bounds", "simulated_us", "bandwidth_optimal"} <= set(s)
+        assert set(s["simulated_us"]["allgather-ring" if coll == "allgather" else f"{coll}-ring"]) == \
+            {"1KB", "1MB", "1GB"}
+
+
+def test_plan_covers_every_size_with_the_fastest_candidate(ring4_run):
+    _, out = ring4_run
+    plan = Plan.load(out / "plan.json")
+    for coll, root in (("allgather", None), ("allreduce", None), ("broadcast", 0)):
+        entries = [e for e in plan.entries if e.collective == coll]
+        assert entries[0].min_bytes == 0 and entries[-1].max_bytes is None
+        for a, b in zip(entries, entries[1:]):
+            assert a.max_bytes == b.min_bytes  # contiguous ranges
+        for nbytes in (8, 4096, 1 << 20, 1 << 30):
+            assert plan.select(coll, nbytes, root) is not None
+    # independent check of the pick at 1 GB: no saved candidate is faster by the cost model
+    from synth.cost import CostModel
+    fabric = build_fabric(Schedule and __import__("topo_probe.load", fromlist=["x"]).load_topology(
+        str(out / "topology.json")))
+    cost = CostModel(fabric)
+    entry = plan.select("allgather", 1 << 30)
+    picked = cost.schedule_time_us(plan.load_schedule(entry), 1 << 30)
+    for f in (out / "schedules").glob("allgather-*.json"):
+        assert picked <= cost.schedule_time_us(Schedule.load(f), 1 << 30) + 1e-6
+
+
+def test_rerun_reuses_and_force_redoes(ring4_run, capsys):
+    _, out = ring4_run
+    before = (out / "summary.json").stat().st_mtime_ns
+    assert main(["--topology", "dgx1-v100", "--gpus", "0-3", "--collectives", "allgather",
+                 "--out", str(out), "--no-progress"]) == 0
+    assert "reusing" in capsys.readouterr().out
+    assert (out / "summary.json").stat().st_mtime_ns == before
+
+
+def test_interrupted_run_leaves_complete_results_alone(tmp_path, monkeypatch):
+    topo = fully_connected(3)
+    out = tmp_path / "res"
+    opts = synth_mod.SynthesisOptions(collectives=("allgather",), time_limit_s=5, progress=False,
+                                      log=lambda s: None)
+    synth_mod.run(topo, out, opts)
+    good = (out / "plan.json").read_text()
+
+    def boom(*a, **k):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(synth_mod, "build_plan", boom)
+    with pytest.raises(KeyboardInterrupt):
+        synth_mod.run(topo, out, opts, force=True)
+    assert (out / "plan.json").read_text() == good
+    partial = [p for p in tmp_path.iterdir() if p.name.startswith(".res.partial")]
+    assert partial and any((partial[0] / "schedules").iterdir())  # points saved as found
+
+
+@pytest.mark.parametrize("argv,message", [
+    (["--topology", "no-such-preset"], "no-such-preset"),
+    (["--topology", "dgx1-v100", "--gpus", "0,9"], "GPU 9 does not exist"),
+    (["--topology", "dgx1-v100", "--collectives", "allsum"], "unknown collective 'allsum'"),
+    (["--topology", "dgx1-v100", "--root", "12", "--collectives", "broadcast"], "root"),
+])
+def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
+    rc = main(argv + ["--out", str(tmp_path / "o"), "--no-progress"])
+    err = capsys.readouterr().err
+    assert rc == 2 and message in err and len(err.strip().splitlines()) == 1
+
+
+def test_disconnected_topology_file_is_rejected(tmp_path, capsys):
+    topo = fully_connected(3)
+    topo.graph.remove_edges_from([("gpu2", "gpu0"), ("gpu0", "gpu2"), ("gpu2", "gpu1"), ("gpu1", "gpu2")])
+    f = tmp_path / "t.json"
+    save_topology(topo, f) if False else f.write_text(json.dumps(__import__(
+        "topo_probe.serialize", fromlist=["x"]).topology_to_dict(topo)))
+    rc = main(["--topology", str(f), "--out", str(tmp_path / "o"), "--no-progress"])
+    assert rc == 2 and "cut off" in capsys.readouterr().err
