@@ -21,6 +21,9 @@ entry it runs a baseline (ring; tree / direct where ring does not apply) and war
 collective.  Every schedule is verified (:func:`synth.verifier.check`) against the fabric
 before its first use and cached per (collective, root, plan entry).
 
+Argument validation and buffer preparation live in :mod:`kernels.comm_validation`,
+send / recv pairing in :mod:`kernels.p2p`.
+
 Example
 -------
 >>> import numpy as np
@@ -40,6 +43,8 @@ from pathlib import Path
 
 import numpy as np
 
+from kernels import p2p as _p2p
+from kernels.comm_validation import _inplace_count, _is_cupy, _is_list, _ptr, _size, check_list, prepare
 from synth.collectives import REDUCE_OPS, ROOTED, CollectiveSpec, canonical
 from synth.fabric import build_fabric
 from synth.plan import Plan
@@ -49,32 +54,6 @@ from topo_probe.model import Topology
 
 #: baselines tried, in order, when no plan entry applies
 FALLBACK_BASELINES = ("ring", "tree", "direct", "rhd", "bruck")
-
-
-def _is_cupy(a) -> bool:
-    return type(a).__module__.split(".")[0] == "cupy"
-
-
-def _device(a) -> str:
-    return f"cuda:{a.device.id}" if _is_cupy(a) else "cpu"
-
-
-def _ptr(a) -> int:
-    return int(a.data.ptr) if _is_cupy(a) else int(a.__array_interface__["data"][0])
-
-
-def _shares(a, b) -> bool:
-    if _is_cupy(a) or _is_cupy(b):
-        import cupy
-        return bool(cupy.shares_memory(a, b))
-    return bool(np.shares_memory(a, b))
-
-
-def _flat(a, what: str):
-    """A 1-D view of ``a`` (must be C-contiguous so that writes reach the caller)."""
-    if not a.flags.c_contiguous:
-        raise ValueError(f"{what} is not C-contiguous; pass a contiguous buffer (as NCCL needs)")
-    return a.reshape(-1)
 
 
 def resolve_topology(topology, n: int | None) -> Topology:
@@ -232,76 +211,12 @@ class Communicator:
 
     # ------------------------------------------------------------------ validation
     def _check_list(self, what: str, role: str, arrays, need: set[int], same: list[bool]) -> list:
-        """Length n; arrays of the ranks in ``need`` present and agreeing in dtype, shape (not
-        checked for in-place buffers, ``same``) and device kind.  Returns the list with
-        entries of the other ranks replaced by None."""
-        if not _is_list(arrays):
-            raise ValueError(f"{what}: {role} must be a list with one array per rank, got {type(arrays).__name__}")
-        if len(arrays) != self.size:
-            raise ValueError(f"{what}: {role} has {len(arrays)} arrays, the communicator has {self.size} ranks")
-        first = {}
-        for r in sorted(need):
-            a = arrays[r]
-            if a is None:
-                raise ValueError(f"{what}: {role} rank {r} is None but rank {r} needs a buffer")
-            if not hasattr(a, "dtype") or not hasattr(a, "reshape"):
-                raise ValueError(f"{what}: {role} rank {r} is a {type(a).__name__}, not an array")
-            if self.devices is not None and _is_cupy(a) and a.device.id != self.devices[r]:
-                raise ValueError(f"{what}: {role} rank {r}: device {_device(a)} is not rank {r}'s "
-                                 f"cuda:{self.devices[r]}")
-            for attr, mine in (("dtype", a.dtype), ("device kind", _device(a)[:4]),
-                               ("shape", None if same[r] else a.shape)):
-                if mine is None:
-                    continue
-                r0 = first.setdefault(attr, r)
-                theirs = {"dtype": arrays[r0].dtype, "device kind": _device(arrays[r0])[:4],
-                          "shape": arrays[r0].shape}[attr]
-                if mine != theirs:
-                    raise ValueError(f"{what}: {role} rank {r}: {attr} {mine} differs from rank {r0}'s {theirs}")
-        return [a if r in need else None for r, a in enumerate(arrays)]
+        """:func:`kernels.comm_validation.check_list` for this communicator's ranks and devices."""
+        return check_list(what, role, arrays, need, same, size=self.size, devices=self.devices)
 
     def _prepare(self, what, name, ins, outs, count, root=None, in_need=None, out_need=None):
-        """Validate; build flat send/recv views with NCCL in-place aliasing (module docstring).
-
-        ``in_need`` / ``out_need``: ranks that use that buffer (default all); the others get
-        None (their arrays are ignored, as NCCL ignores them) unless passed in place."""
-        n = self.size
-        if isinstance(count, bool) or int(count) != count or count < 0:
-            raise ValueError(f"{what}: count must be an integer >= 0, got {count!r}")
-        count = int(count)
-        every = set(range(n))
-        same = [ins[r] is not None and ins[r] is outs[r] for r in range(n)] if (
-            _is_list(ins) and _is_list(outs) and len(ins) == len(outs) == n) else [False] * n
-        inplace = {r for r in every if same[r]}
-        ins = self._check_list(what, "in_arrays", ins, every if in_need is None else in_need | inplace, same)
-        outs = self._check_list(what, "out_arrays", outs, every if out_need is None else out_need | inplace, same)
-        spec = CollectiveSpec(name, n, 1, root)
-        kin, kout = spec.input_blocks(), spec.output_blocks()
-        sends, recvs = [], []
-        for r in range(n):
-            a, b = ins[r], outs[r]
-            if a is not None and b is not None and a.dtype != b.dtype:
-                raise ValueError(f"{what}: rank {r}: out dtype {b.dtype} differs from in dtype {a.dtype}")
-            if same[r]:  # one buffer: NCCL's in-place layout
-                buf = _flat(b, f"{what}: out_arrays rank {r}")
-                _need(what, "in/out", r, buf.size, max(kin, kout) * count)
-                s = buf[:kin * count] if kin > 1 or kout == 1 else buf[r * count:(r + 1) * count]
-                d = buf[:kout * count] if kout > 1 or kin == 1 else buf[r * count:(r + 1) * count]
-                sends.append(s.copy() if kin > 1 and kout > 1 else s)  # alltoall: no in-place form
-                recvs.append(d)
-                continue
-            s = d = None
-            if a is not None:
-                _need(what, "in_arrays", r, a.size, kin * count)
-                s = a.reshape(-1)[:kin * count]
-            if b is not None:
-                d = _flat(b, f"{what}: out_arrays rank {r}")
-                _need(what, "out_arrays", r, d.size, kout * count)
-                d = d[:kout * count]
-            sends.append(s)
-            recvs.append(d)
-        _fix_aliasing(sends, recvs, count, kin, kout)
-        return sends, recvs
+        """:func:`kernels.comm_validation.prepare` (validation, flat views, NCCL in-place aliasing)."""
+        return prepare(what, name, ins, outs, count, root, in_need, out_need, size=self.size, devices=self.devices)
 
     # ------------------------------------------------------------------ collectives
     def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
@@ -377,23 +292,7 @@ class Communicator:
     # ------------------------------------------------------------------ point to point
     def send_recv(self, src_rank: int, dst_rank: int, src_array, dst_array) -> None:
         """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``)."""
-        for what, r in (("src_rank", src_rank), ("dst_rank", dst_rank)):
-            if not 0 <= int(r) < self.size:
-                raise ValueError(f"send_recv: {what} {r} is not a rank (0..{self.size - 1})")
-        if src_array.dtype != dst_array.dtype:
-            raise ValueError(f"send_recv: rank {dst_rank}: dtype {dst_array.dtype} differs from rank "
-                             f"{src_rank}'s {src_array.dtype}")
-        dst = _flat(dst_array, f"send_recv: rank {dst_rank}'s array")
-        _need("send_recv", "dst_array", dst_rank, dst.size, src_array.size)
-        src = src_array.reshape(-1)
-        if _is_cupy(dst) or _is_cupy(src):
-            if not (_is_cupy(dst) and _is_cupy(src)):
-                raise ValueError(f"send_recv: rank {dst_rank}: device {_device(dst)} and rank {src_rank}'s "
-                                 f"{_device(src)} differ in kind")
-            src = src if src.flags.c_contiguous else src.copy()
-            dst.data.copy_from_device(src.data, src.nbytes)
-        else:
-            dst[:src.size] = src
+        _p2p.send_recv(src_rank, dst_rank, src_array, dst_array, size=self.size)
 
     def send(self, array, peer: int, *, rank: int, stream=None) -> None:
         """Post a send of ``array`` from ``rank`` to ``peer``; it completes (copies) as soon as
@@ -406,19 +305,10 @@ class Communicator:
 
     def pending(self) -> list[tuple[str, int, int]]:
         """Unmatched posts: ``("send" | "recv", src, dst)`` each."""
-        return ([("send", s, d) for (s, d), q in self._sends.items() for _ in q]
-                + [("recv", s, d) for (s, d), q in self._recvs.items() for _ in q])
+        return _p2p.pending(self._sends, self._recvs)
 
     def _post(self, mine, theirs, pair, array, sending: bool) -> None:
-        for r in pair:
-            if not 0 <= int(r) < self.size:
-                raise ValueError(f"{'send' if sending else 'recv'}: {r} is not a rank (0..{self.size - 1})")
-        if theirs.get(pair):
-            other = theirs[pair].popleft()
-            src, dst = (array, other) if sending else (other, array)
-            self.send_recv(pair[0], pair[1], src, dst)
-        else:
-            mine.setdefault(pair, deque()).append(array)
+        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv)
 
     def _root(self, what: str, root: int) -> int:
         if isinstance(root, bool) or not 0 <= int(root) < self.size:
@@ -427,61 +317,6 @@ class Communicator:
 
 
 # ---------------------------------------------------------------------- helpers
-def _is_list(x) -> bool:
-    return isinstance(x, (list, tuple))
-
-
-def _size(arrays) -> int:
-    """Element count of the first array present (validation comes later)."""
-    if not _is_list(arrays) or not arrays:
-        raise ValueError(f"expected a non-empty list with one array per rank, got {type(arrays).__name__}")
-    for a in arrays:
-        if a is not None:
-            return int(a.size)
-    raise ValueError("every array in the list is None")
-
-
-def _inplace_count(ins, outs, n: int) -> int | None:
-    if _is_list(ins) and _is_list(outs) and ins and outs and ins[0] is not None and ins[0] is outs[0]:
-        return ins[0].size // n
-    return None
-
-
-def _need(what: str, role: str, r: int, have: int, need: int) -> None:
-    if have < need:
-        raise ValueError(f"{what}: {role} rank {r} has {have} elements, needs at least {need}")
-
-
-def _is_alias(s, d, r: int, count: int, kin: int, kout: int) -> bool:
-    """True for NCCL's in-place layouts, which the executor handles without a copy."""
-    item = s.dtype.itemsize
-    if kin == kout == 1:
-        return _ptr(s) == _ptr(d) and s.size == d.size
-    if kin == 1 and kout > 1:
-        return _ptr(s) == _ptr(d) + r * count * item and s.size == count
-    if kout == 1 and kin > 1:
-        return _ptr(d) == _ptr(s) + r * count * item and d.size == count
-    return False
-
-
-def _fix_aliasing(sends: list, recvs: list, count: int, kin: int, kout: int) -> None:
-    """Copy inputs (in ``sends``) that overlap their output other than as NCCL's in-place
-    layout, or that are in place while other ranks are not (the executor needs all or none)."""
-    aliased = {}
-    for r, (s, d) in enumerate(zip(sends, recvs)):
-        if s is None or d is None or s.size == 0 or d.size == 0 or not _shares(s, d):
-            aliased[r] = False if s is not None and d is not None else None
-        elif _is_alias(s, d, r, count, kin, kout):
-            aliased[r] = True
-        else:
-            sends[r], aliased[r] = s.copy(), False
-    flags = {f for f in aliased.values() if f is not None}
-    if len(flags) > 1:
-        for r, f in aliased.items():
-            if f:
-                sends[r] = sends[r].copy()
-
-
 def _single_rank(name: str, sends, recvs, op: str):
     """n = 1: every collective copies the input to the output (avg of one value is itself)."""
     s, d = sends[0], recvs[0]

@@ -1,14 +1,26 @@
 """Parse nccl-tests output (``all_reduce_perf`` and friends) into rows.
 
-Every historic layout is accepted: with or without the ``root`` column, ``#wrong`` (count of
-wrong elements) or ``error`` (max abs error, older builds) columns, out-of-place and in-place
-groups, ``N/A`` cells, the preamble (``# nThread 1 nGpus 8 minBytes 8 maxBytes ...``), device
-lines (``#  Rank  0 Group  0 Pid ... device  0 [0x07] NVIDIA A100-SXM4-80GB``, ``Group`` absent in
-old builds), the ``# Out of bounds values`` and ``# Avg bus bandwidth`` lines.  Lines that are not
-part of the table (NCCL INFO/WARN output, blank lines) are skipped.
+Every historic layout is accepted:
 
-Units follow nccl-tests: size in bytes, count in elements (per rank), time in µs, algbw and
-busbw in GB/s (1e9 bytes/s).
+- the column header ``size count type [redop] [root] <groups>``: ``redop`` is absent in early
+  per-collective headers (``all_gather``: ``size count type time ...``; ``broadcast``:
+  ``size count type root time ...``) and the first builds spell it ``bytes N type op ... res``
+  (times in ms there, converted to µs here);
+- one or two (out-of-place, in-place) groups of ``time`` (or ``cputime``, ``-C 1``), ``algbw``,
+  ``busbw``, then ``#wrong`` (wrong elements, ``%g`` in new builds so ``1.07374e+09`` is read
+  as a count), ``error`` / ``res`` (max error of older builds) and, with per-iteration timing,
+  ``i_min i_max i_p99 i_cv%``;
+- a ``timestamp`` column (``%Y-%m-%d %H:%M:%S``) first or last;
+- blank ``redop`` cells (builds that passed ``""`` as the op name, e.g. ``alltoall``), ``N/A``
+  cells;
+- the preamble (``# nThread 1 nGpus 8 minBytes 8 maxBytes ...``, also ``nThread: 1`` spellings),
+  device lines ``#  Rank 0 Group 0 Pid 1 on host device 0 [bus] name`` with ``Group`` and
+  ``Pid`` optional and any bus text (``[0x07]``, ``[0000:07:00]``, our own ``[cpu]``), the
+  ``Out of bounds values`` and ``Avg bus bandwidth`` lines (with or without ``#``).
+
+Lines that are not part of the table (NCCL INFO/WARN output, blank lines, table rows before
+the first header) are skipped.  Units follow nccl-tests: size in bytes, count in elements (per
+rank), time in µs, algbw and busbw in GB/s (1e9 bytes/s).
 
 Examples
 --------
@@ -21,6 +33,9 @@ Examples
 >>> r = log.rows[0]
 >>> r.size, r.count, r.type, r.redop, r.root, r.out_of_place.time_us, r.in_place.wrong
 (8, 2, 'float', 'sum', None, 40.12, 0)
+>>> old = parse_nccl_tests('#  bytes  N  type  op  time  algbw  busbw  res\\n  1000000  250000  float  sum  0.125  8.00  12.00  0e+00\\n')
+>>> old.rows[0].out_of_place.time_us, old.wrong_column, old.time_unit
+(125.0, 'error', 'ms')
 """
 
 from __future__ import annotations
@@ -31,35 +46,53 @@ from pathlib import Path
 
 from topo_probe.errors import NcclTestsLogError
 
-_FIXED = ("size", "count", "type", "redop")
-_GROUP = ("time", "algbw", "busbw")
+_SIZE, _COUNT = ("size", "bytes"), ("count", "n")
+_TIME = ("time", "cputime")
+_WRONG = {"#wrong": "#wrong", "wrong": "#wrong", "error": "error", "res": "error"}
+_PER_ITER = ("i_min", "i_max", "i_p99", "i_cv%")
 _PREAMBLE = {
-    "n_threads": r"nThread\s+(\d+)", "n_gpus": r"nGpus\s+(\d+)", "min_bytes": r"minBytes\s+(\d+)",
-    "max_bytes": r"maxBytes\s+(\d+)", "warmup_iters": r"warmup iters:\s*(\d+)",
-    "iters": r"(?<!warmup )(?<!agg )iters:\s*(\d+)", "agg_iters": r"agg iters:\s*(\d+)",
+    "n_threads": r"nThread:?\s+(\d+)", "n_gpus": r"nGpus:?\s+(\d+)", "min_bytes": r"minBytes:?\s+(\d+)",
+    "max_bytes": r"maxBytes:?\s+(\d+)", "warmup_iters": r"warmup ?[iI]ters:\s*(\d+)",
+    "iters": r"(?<!warmup )(?<!agg )(?<![A-Za-z])iters:\s*(\d+)", "agg_iters": r"agg iters:\s*(\d+)",
     "validation": r"validation:\s*(\d+)", "graph": r"graph:\s*(\d+)",
 }
 _STEP = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
-_DEVICE = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?Pid\s+(\d+)\s+on\s+(\S+)\s+device\s+(\d+)\s+"
-                     r"\[(0x[0-9a-fA-F]+)\]\s+(.*?)\s*$")
-_AVG = re.compile(r"#\s*Avg bus bandwidth\s*:\s*([0-9.eE+-]+|nan|inf)")
-_OOB = re.compile(r"#\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
+_DEVICE = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+(\d+)\s+)?on\s+(\S+)\s+device\s+(\d+)\s+"
+                     r"\[([^\]]*)\]\s*(.*?)\s*$")
+_AVG = re.compile(r"#?\s*Avg bus bandwidth\s*:\s*([-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|nan|inf))")
+_OOB = re.compile(r"#?\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
+_DATE = re.compile(r"\d{4}-\d{2}-\d{2}$")
+_CLOCK = re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d+)?$")
+_GLUED = re.compile(r"(\d{2}:\d{2}:\d{2})(\d+)$")
+
+
+@dataclass(frozen=True)
+class IterStats:
+    """Per-iteration timing columns (``i_min i_max i_p99`` in µs, ``i_cv%`` in percent)."""
+
+    min_us: float | None
+    max_us: float | None
+    p99_us: float | None
+    cv_pct: float | None
 
 
 @dataclass(frozen=True)
 class Measurement:
     """One timing group: time (µs), algbw and busbw (GB/s); ``wrong`` is the ``#wrong`` count
-    (int) or the ``error`` value (float) of older builds; None for ``N/A``."""
+    (int) or the ``error`` value (float) of older builds; None for ``N/A``.  ``per_iter`` holds
+    the per-iteration columns when the build printed them."""
 
     time_us: float | None
     algbw_gbps: float | None
     busbw_gbps: float | None
     wrong: int | float | None
+    per_iter: IterStats | None = None
 
 
 @dataclass(frozen=True)
 class Row:
-    """One size of the sweep.  ``root`` is None when the column is absent or shows -1."""
+    """One size of the sweep.  ``root`` is None when the column is absent or shows -1;
+    ``redop`` is ``""`` when the column is absent or blank; ``timestamp`` as printed."""
 
     size: int
     count: int
@@ -68,15 +101,17 @@ class Row:
     root: int | None
     out_of_place: Measurement | None
     in_place: Measurement | None
+    timestamp: str | None = None
 
 
 @dataclass(frozen=True)
 class Device:
-    """A ``# Rank r Group g Pid p on host device d [bus] name`` line (group None in old builds)."""
+    """A ``# Rank r Group g Pid p on host device d [bus] name`` line (group / pid None when the
+    build did not print them; ``bus_id`` is the text between the brackets)."""
 
     rank: int
     group: int | None
-    pid: int
+    pid: int | None
     host: str
     device: int
     bus_id: str
@@ -85,7 +120,8 @@ class Device:
 
 @dataclass
 class NcclTestsLog:
-    """A parsed nccl-tests run; ``columns`` is the header as printed (``root`` / ``#wrong`` / ``error``)."""
+    """A parsed nccl-tests run; ``columns`` is the header as printed (``root`` / ``#wrong`` /
+    ``error``); ``time_unit`` is the unit the log printed (times here are always µs)."""
 
     rows: list[Row]
     columns: tuple[str, ...]
@@ -105,11 +141,15 @@ class NcclTestsLog:
     agg_iters: int | None = None
     validation: int | None = None
     graph: int | None = None
+    has_redop: bool = True
+    time_unit: str = "us"
 
     @property
     def num_ranks(self) -> int | None:
-        """Ranks of the run: device lines counted, else ``nGpus`` (per thread/process)."""
-        return len(self.devices) if self.devices else self.n_gpus
+        """Ranks of the run: distinct device lines (MPI runs list every rank), else ``nGpus``
+        (per thread/process)."""
+        distinct = {(d.rank, d.group, d.pid, d.host, d.device) for d in self.devices}
+        return len(distinct) if distinct else self.n_gpus
 
     def busbw_values(self) -> list[float]:
         """All busbw cells (out-of-place then in-place per row), as "Avg bus bandwidth" averages."""
@@ -121,6 +161,25 @@ class NcclTestsLog:
         return out
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Column structure of one header (timestamp cells excluded from ``width``)."""
+
+    lead_ts: bool
+    has_redop: bool
+    has_root: bool
+    groups: int
+    wrong: str | None
+    per_iter: bool
+    trail_ts: bool
+    ms: bool
+
+    @property
+    def width(self) -> int:
+        group = 3 + (self.wrong is not None) + 4 * self.per_iter
+        return 3 + self.has_redop + self.has_root + self.groups * group
+
+
 def _num(tok: str, kind, where: str):
     if tok.upper() == "N/A":
         return None
@@ -130,29 +189,115 @@ def _num(tok: str, kind, where: str):
         raise NcclTestsLogError(f"{where}: {tok!r} is not a number") from None
 
 
+def _count(tok: str, where: str) -> int | None:
+    """A ``#wrong`` cell: an integer, or ``%g`` of one (``1.07374e+09``, 6 significant digits)."""
+    try:
+        return int(tok)
+    except ValueError:
+        v = _num(tok, float, where)
+    if v is None:
+        return None
+    if not v.is_integer():
+        raise NcclTestsLogError(f"{where}: {tok!r} is not a count of wrong elements")
+    return int(v)
+
+
+def _is_number(tok: str) -> bool:
+    try:
+        float(tok)
+    except ValueError:
+        return False
+    return True
+
+
 def _header(line: str) -> tuple[str, ...] | None:
     toks = line.lstrip("#").split()
-    if len(toks) >= 7 and tuple(t.lower() for t in toks[:4]) == _FIXED:
+    low = [t.lower() for t in toks]
+    k = 1 if low[:1] == ["timestamp"] else 0
+    if len(low) >= k + 6 and low[k] in _SIZE and low[k + 1] in _COUNT and low[k + 2] == "type":
         return tuple(toks)
     return None
 
 
-def _layout(cols: tuple[str, ...], where: str) -> tuple[bool, str, int]:
-    has_root = len(cols) > 4 and cols[4].lower() == "root"
-    rest = [c.lower() for c in cols[5 if has_root else 4:]]
-    groups, wrong = 0, "#wrong"
-    k = 0
-    while k < len(rest):
-        if tuple(rest[k:k + 3]) != _GROUP:
+def _layout(cols: tuple[str, ...], where: str) -> _Layout:
+    low = [c.lower() for c in cols]
+    lead, trail = low[0] == "timestamp", low[-1] == "timestamp"
+    body = low[int(lead):len(low) - int(trail)]
+    k = 3
+    has_redop = k < len(body) and body[k] in ("redop", "op")
+    k += has_redop
+    has_root = k < len(body) and body[k] == "root"
+    k += has_root
+    shapes = []
+    while k < len(body):
+        if body[k] not in _TIME or body[k + 1:k + 3] != ["algbw", "busbw"]:
             raise NcclTestsLogError(f"{where}: unexpected columns {' '.join(cols)}")
         k += 3
-        if k < len(rest) and rest[k] in ("#wrong", "error", "wrong"):
-            wrong = "error" if rest[k] == "error" else "#wrong"
-            k += 1
-        groups += 1
-    if groups not in (1, 2):
-        raise NcclTestsLogError(f"{where}: expected 1 or 2 time/algbw/busbw groups, got {groups}")
-    return has_root, wrong, groups
+        wrong = _WRONG.get(body[k]) if k < len(body) else None
+        k += wrong is not None
+        per_iter = tuple(body[k:k + 4]) == _PER_ITER
+        k += 4 * per_iter
+        shapes.append((wrong, per_iter))
+    if len(shapes) not in (1, 2):
+        raise NcclTestsLogError(f"{where}: expected 1 or 2 time/algbw/busbw groups, got {len(shapes)}")
+    if shapes[0] != shapes[-1]:
+        raise NcclTestsLogError(f"{where}: unexpected columns {' '.join(cols)}")
+    return _Layout(lead, has_redop, has_root, len(shapes), shapes[0][0], shapes[0][1], trail, body[0] == "bytes")
+
+
+def _split_timestamps(toks: list[str], lay: _Layout) -> tuple[list[str], str | None]:
+    """Remove the leading / trailing ``date time`` cells the layout has; return them joined."""
+    ts = []
+    if lay.lead_ts and toks and _DATE.match(toks[0]):
+        glued = _GLUED.match(toks[1]) if len(toks) > 1 else None   # "%21s%12li": 12-digit sizes touch
+        if glued:
+            toks = toks[:1] + list(glued.groups()) + toks[2:]
+        n = 2 if len(toks) > 1 and _CLOCK.match(toks[1]) else 1
+        ts, toks = toks[:n], toks[n:]
+    if lay.trail_ts and toks and (_CLOCK.match(toks[-1]) or _DATE.match(toks[-1])):
+        n = 2 if _CLOCK.match(toks[-1]) and len(toks) > 1 and _DATE.match(toks[-2]) else 1
+        ts, toks = toks[-n:], toks[:-n]
+    return toks, (" ".join(ts) or None)
+
+
+def _row(toks: list[str], lay: _Layout, ms: bool, where: str) -> Row | None:
+    """The table row of ``toks``, or None when the line is not one (chatter)."""
+    toks, ts = _split_timestamps(toks, lay)
+    if not toks or not toks[0].isdigit():
+        return None
+    if lay.has_redop and len(toks) == lay.width - 1 and _is_number(toks[3]):
+        toks = toks[:3] + [""] + toks[3:]          # blank redop cell (op name "")
+    if len(toks) != lay.width:
+        raise NcclTestsLogError(f"{where}: {len(toks) + (ts is not None)} cells, the header has "
+                                f"{lay.width + lay.lead_ts + lay.trail_ts}")
+    size, count = _num(toks[0], int, where), _num(toks[1], int, where)
+    k, redop, root = 3, "", None
+    if lay.has_redop:
+        redop, k = toks[3], 4
+    if lay.has_root:
+        root = _num(toks[k], int, where)
+        root = None if root is None or root < 0 else root
+        k += 1
+    groups = []
+    for _ in range(lay.groups):
+        t, a, b = (_num(x, float, where) for x in toks[k:k + 3])
+        k += 3
+        if ms and t is not None:
+            t = round(t * 1e3, 6)
+        w = it = None
+        if lay.wrong == "error":
+            w, k = _num(toks[k], float, where), k + 1
+        elif lay.wrong:
+            w, k = _count(toks[k], where), k + 1
+        if lay.per_iter:
+            it, k = IterStats(*(_num(x, float, where) for x in toks[k:k + 4])), k + 4
+        groups.append(Measurement(t, a, b, w, it))
+    return Row(size, count, toks[2], redop, root, groups[0], groups[1] if lay.groups == 2 else None, ts)
+
+
+def _start(log: NcclTestsLog, cols: tuple[str, ...], lay: _Layout) -> None:
+    log.columns, log.has_root, log.has_redop = cols, lay.has_root, lay.has_redop
+    log.wrong_column = lay.wrong or "#wrong"
 
 
 def parse_nccl_tests(text: str, source: str = "nccl-tests log") -> NcclTestsLog:
@@ -161,51 +306,32 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log") -> NcclTestsLog:
     Raises
     ------
     NcclTestsLogError
-        No column header, or a table row with the wrong number of cells / a non-number.
+        No column header, a second header with other columns, or a table row with the wrong
+        number of cells / a non-number (the message names the source and line).
     """
-    lines = text.splitlines()
-    cols = None
-    for ln, line in enumerate(lines, 1):
-        if line.lstrip().startswith("#") and _header(line):
-            cols, header_line = _header(line), ln
-            break
-    if cols is None:
-        raise NcclTestsLogError(f"{source}: no nccl-tests column header (# size count type redop ...)")
-    has_root, wrong_col, groups = _layout(cols, f"{source}: line {header_line}")
-    per_group = [g for g in cols[5 if has_root else 4:]]
-    width = len(cols)
-    wrong_in_group = len(per_group) // groups == 4
-    log = NcclTestsLog([], cols, has_root, wrong_col)
-    for ln, line in enumerate(lines, 1):
+    log, lay = NcclTestsLog([], (), False, "#wrong"), None
+    for ln, line in enumerate(text.splitlines(), 1):
         s = line.strip()
-        if not s:
-            continue
-        if s.startswith("#"):
-            _meta(log, s)
-            continue
-        toks = s.split()
-        if not toks[0].isdigit():
-            continue                      # NCCL INFO lines and other chatter
         where = f"{source}: line {ln}"
-        if len(toks) != width:
-            raise NcclTestsLogError(f"{where}: {len(toks)} cells, the header has {width}")
-        size, count = _num(toks[0], int, where), _num(toks[1], int, where)
-        k = 4
-        root = None
-        if has_root:
-            root = _num(toks[4], int, where)
-            root = None if root is None or root < 0 else root
-            k = 5
-        ms = []
-        for _ in range(groups):
-            t, a, b = (_num(x, float, where) for x in toks[k:k + 3])
-            k += 3
-            w = None
-            if wrong_in_group:
-                w = _num(toks[k], float if wrong_col == "error" else int, where)
-                k += 1
-            ms.append(Measurement(t, a, b, w))
-        log.rows.append(Row(size, count, toks[2], toks[3], root, ms[0], ms[1] if groups == 2 else None))
+        cols = _header(s) if s.startswith("#") else None
+        if cols is not None:
+            new = _layout(cols, where)
+            if lay is not None and new != lay:
+                raise NcclTestsLogError(f"{where}: a second column header with other columns "
+                                        f"({' '.join(cols)}); split the log per run")
+            if lay is None:
+                _start(log, cols, new)
+            lay, log.time_unit = new, "ms" if new.ms else "us"
+        elif s.startswith("#") or s.startswith(("Out of bounds", "Avg bus")):
+            if lay is not None and "(elements)" in s and ("(ms)" in s or "(us)" in s):
+                log.time_unit = "ms" if "(ms)" in s else "us"      # the units line under the header
+            _meta(log, s)
+        elif s and lay is not None:       # rows before any header, NCCL INFO lines: skipped
+            row = _row(s.split(), lay, log.time_unit == "ms", where)
+            if row is not None:
+                log.rows.append(row)
+    if lay is None:
+        raise NcclTestsLogError(f"{source}: no nccl-tests column header (# size count type redop ...)")
     return log
 
 
@@ -222,7 +348,8 @@ def _meta(log: NcclTestsLog, line: str) -> None:
     m = _DEVICE.match(line)
     if m:
         r, g, pid, host, dev, bus, name = m.groups()
-        log.devices.append(Device(int(r), None if g is None else int(g), int(pid), host, int(dev), bus, name))
+        log.devices.append(Device(int(r), None if g is None else int(g), None if pid is None else int(pid),
+                                  host, int(dev), bus, name))
         return
     m = _AVG.match(line)
     if m:

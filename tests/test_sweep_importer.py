@@ -66,6 +66,7 @@ def test_our_output_parses_back():
     text, rows = _print_sweep(cfg, fully_connected(4))
     imp = parse_text(text)
     assert imp.log.n_gpus == 4 and imp.log.has_root and len(imp.rows) == len(rows) == 2 * 4 * 4
+    assert imp.log.num_ranks == 4 and [d.bus_id for d in imp.log.devices] == ["cpu"] * 4  # host backend lines
     for p, o in zip(imp.rows, rows):
         assert (p.size, p.count, p.type, p.redop, p.root) == (o.size, o.count, o.type, o.redop, o.root)
         _close(p.out_of_place, o.out_of_place)

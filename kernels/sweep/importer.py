@@ -80,7 +80,7 @@ def log_lines(imp: ImportedLog, source: str) -> list[str]:
                f"{'yes' if log.has_root else 'no'}, {log.wrong_column} column")
     out += ["#", "# Using devices"]
     out += ["#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
-            % (d.rank, d.group or 0, d.pid, d.host, d.device, d.bus_id, d.name) for d in log.devices]
+            % (d.rank, d.group or 0, d.pid or 0, d.host, d.device, d.bus_id, d.name) for d in log.devices]
     out += output.header_lines()
     out += [output.row_line(row) for row in imp.rows]
     out += output.footer_lines(imp.summary, log.out_of_bounds, log.avg_busbw_gbps)

@@ -1,0 +1,184 @@
+"""Argument validation and buffer preparation for :class:`kernels.communicator.Communicator`.
+
+Every buffer argument is a list with one array per rank (NumPy or CuPy).  :func:`prepare`
+checks the lists (length, dtype, shape, device kind, the rank's device) and builds the flat
+send / receive views the executor runs on, with NCCL's in-place aliasing: one buffer passed
+as input and output is read and written in NCCL's in-place layout (all_gather's input = block
+r of rank r's output, reduce_scatter's output = block r of rank r's input, ...).  Inputs that
+overlap their output any other way, or in-place ranks mixed with out-of-place ones, are
+copied first so that the result is always the out-of-place one.  Errors are ``ValueError``
+with one line naming the call, the argument and the rank.
+
+>>> import numpy as np
+>>> bufs = [np.arange(8.0) for _ in range(4)]
+>>> sends, recvs = prepare("all_gather", "allgather", [b[2 * r:2 * r + 2] for r, b in enumerate(bufs)], bufs, 2,
+...                        size=4)
+>>> [s.tolist() for s in sends[:2]], recvs[0].size
+([[0.0, 1.0], [2.0, 3.0]], 8)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from synth.collectives import CollectiveSpec
+
+
+def _is_cupy(a) -> bool:
+    return type(a).__module__.split(".")[0] == "cupy"
+
+
+def _device(a) -> str:
+    return f"cuda:{a.device.id}" if _is_cupy(a) else "cpu"
+
+
+def _ptr(a) -> int:
+    return int(a.data.ptr) if _is_cupy(a) else int(a.__array_interface__["data"][0])
+
+
+def _shares(a, b) -> bool:
+    if _is_cupy(a) or _is_cupy(b):
+        import cupy
+        return bool(cupy.shares_memory(a, b))
+    return bool(np.shares_memory(a, b))
+
+
+def _flat(a, what: str):
+    """A 1-D view of ``a`` (must be C-contiguous so that writes reach the caller)."""
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{what} is not C-contiguous; pass a contiguous buffer (as NCCL needs)")
+    return a.reshape(-1)
+
+
+def _is_list(x) -> bool:
+    return isinstance(x, (list, tuple))
+
+
+def _size(arrays) -> int:
+    """Element count of the first array present (validation comes later)."""
+    if not _is_list(arrays) or not arrays:
+        raise ValueError(f"expected a non-empty list with one array per rank, got {type(arrays).__name__}")
+    for a in arrays:
+        if a is not None:
+            return int(a.size)
+    raise ValueError("every array in the list is None")
+
+
+def _inplace_count(ins, outs, n: int) -> int | None:
+    if _is_list(ins) and _is_list(outs) and ins and outs and ins[0] is not None and ins[0] is outs[0]:
+        return ins[0].size // n
+    return None
+
+
+def _need(what: str, role: str, r: int, have: int, need: int) -> None:
+    if have < need:
+        raise ValueError(f"{what}: {role} rank {r} has {have} elements, needs at least {need}")
+
+
+def check_list(what: str, role: str, arrays, need: set[int], same: list[bool], *, size: int,
+               devices: list[int] | None = None) -> list:
+    """Length ``size``; arrays of the ranks in ``need`` present and agreeing in dtype, shape
+    (not checked for in-place buffers, ``same``) and device kind, and on ``devices[r]`` when
+    given.  Returns the list with entries of the other ranks replaced by None."""
+    if not _is_list(arrays):
+        raise ValueError(f"{what}: {role} must be a list with one array per rank, got {type(arrays).__name__}")
+    if len(arrays) != size:
+        raise ValueError(f"{what}: {role} has {len(arrays)} arrays, the communicator has {size} ranks")
+    first = {}
+    for r in sorted(need):
+        a = arrays[r]
+        if a is None:
+            raise ValueError(f"{what}: {role} rank {r} is None but rank {r} needs a buffer")
+        if not hasattr(a, "dtype") or not hasattr(a, "reshape"):
+            raise ValueError(f"{what}: {role} rank {r} is a {type(a).__name__}, not an array")
+        if devices is not None and _is_cupy(a) and a.device.id != devices[r]:
+            raise ValueError(f"{what}: {role} rank {r}: device {_device(a)} is not rank {r}'s "
+                             f"cuda:{devices[r]}")
+        for attr, mine in (("dtype", a.dtype), ("device kind", _device(a)[:4]),
+                           ("shape", None if same[r] else a.shape)):
+            if mine is None:
+                continue
+            r0 = first.setdefault(attr, r)
+            theirs = {"dtype": arrays[r0].dtype, "device kind": _device(arrays[r0])[:4],
+                      "shape": arrays[r0].shape}[attr]
+            if mine != theirs:
+                raise ValueError(f"{what}: {role} rank {r}: {attr} {mine} differs from rank {r0}'s {theirs}")
+    return [a if r in need else None for r, a in enumerate(arrays)]
+
+
+def prepare(what: str, name: str, ins, outs, count, root=None, in_need=None, out_need=None, *, size: int,
+            devices: list[int] | None = None) -> tuple[list, list]:
+    """Validate; build flat send/recv views with NCCL in-place aliasing (module docstring).
+
+    ``name`` is the canonical collective, ``count`` elements per block; ``in_need`` /
+    ``out_need``: ranks that use that buffer (default all); the others get None (their arrays
+    are ignored, as NCCL ignores them) unless passed in place."""
+    n = size
+    if isinstance(count, bool) or int(count) != count or count < 0:
+        raise ValueError(f"{what}: count must be an integer >= 0, got {count!r}")
+    count = int(count)
+    every = set(range(n))
+    same = [ins[r] is not None and ins[r] is outs[r] for r in range(n)] if (
+        _is_list(ins) and _is_list(outs) and len(ins) == len(outs) == n) else [False] * n
+    inplace = {r for r in every if same[r]}
+    ins = check_list(what, "in_arrays", ins, every if in_need is None else in_need | inplace, same,
+                     size=n, devices=devices)
+    outs = check_list(what, "out_arrays", outs, every if out_need is None else out_need | inplace, same,
+                      size=n, devices=devices)
+    spec = CollectiveSpec(name, n, 1, root)
+    kin, kout = spec.input_blocks(), spec.output_blocks()
+    sends, recvs = [], []
+    for r in range(n):
+        a, b = ins[r], outs[r]
+        if a is not None and b is not None and a.dtype != b.dtype:
+            raise ValueError(f"{what}: rank {r}: out dtype {b.dtype} differs from in dtype {a.dtype}")
+        if same[r]:  # one buffer: NCCL's in-place layout
+            buf = _flat(b, f"{what}: out_arrays rank {r}")
+            _need(what, "in/out", r, buf.size, max(kin, kout) * count)
+            s = buf[:kin * count] if kin > 1 or kout == 1 else buf[r * count:(r + 1) * count]
+            d = buf[:kout * count] if kout > 1 or kin == 1 else buf[r * count:(r + 1) * count]
+            sends.append(s.copy() if kin > 1 and kout > 1 else s)  # alltoall: no in-place form
+            recvs.append(d)
+            continue
+        s = d = None
+        if a is not None:
+            _need(what, "in_arrays", r, a.size, kin * count)
+            s = a.reshape(-1)[:kin * count]
+        if b is not None:
+            d = _flat(b, f"{what}: out_arrays rank {r}")
+            _need(what, "out_arrays", r, d.size, kout * count)
+            d = d[:kout * count]
+        sends.append(s)
+        recvs.append(d)
+    _fix_aliasing(sends, recvs, count, kin, kout)
+    return sends, recvs
+
+
+def _is_alias(s, d, r: int, count: int, kin: int, kout: int) -> bool:
+    """True for NCCL's in-place layouts, which the executor handles without a copy."""
+    item = s.dtype.itemsize
+    if kin == kout == 1:
+        return _ptr(s) == _ptr(d) and s.size == d.size
+    if kin == 1 and kout > 1:
+        return _ptr(s) == _ptr(d) + r * count * item and s.size == count
+    if kout == 1 and kin > 1:
+        return _ptr(d) == _ptr(s) + r * count * item and d.size == count
+    return False
+
+
+def _fix_aliasing(sends: list, recvs: list, count: int, kin: int, kout: int) -> None:
+    """Copy inputs (in ``sends``) that overlap their output other than as NCCL's in-place
+    layout, or that are in place while other ranks are not (the executor needs all or none)."""
+    aliased = {}
+    for r, (s, d) in enumerate(zip(sends, recvs)):
+        if s is None or d is None or s.size == 0 or d.size == 0 or not _shares(s, d):
+            aliased[r] = False if s is not None and d is not None else None
+        elif _is_alias(s, d, r, count, kin, kout):
+            aliased[r] = True
+        else:
+            sends[r], aliased[r] = s.copy(), False
+    flags = {f for f in aliased.values() if f is not None}
+    if len(flags) > 1:
+        for r, f in aliased.items():
+            if f:
+                sends[r] = sends[r].copy()

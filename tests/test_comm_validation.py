@@ -1,0 +1,97 @@
+"""kernels.comm_validation: list checks name call/argument/rank, NCCL in-place layouts are kept
+as views (no copy), other overlaps and mixed in-place ranks are copied (NumPy references)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels.comm_validation import check_list, prepare
+
+
+def test_out_of_place_views_cut_to_count():
+    ins = [np.arange(10.0) + 100 * r for r in range(3)]
+    outs = [np.zeros((2, 15)) for _ in range(3)]
+    sends, recvs = prepare("all_gather", "allgather", ins, outs, 4, size=3)
+    # all_gather: 1 input block of count, n output blocks; views, not copies
+    assert [s.tolist() for s in sends] == [[0, 1, 2, 3], [100, 101, 102, 103], [200, 201, 202, 203]]
+    assert all(d.size == 12 and np.shares_memory(d, o) for d, o in zip(recvs, outs))
+    assert all(np.shares_memory(s, i) for s, i in zip(sends, ins))
+
+
+def test_nccl_in_place_layouts_are_views():
+    n, c = 4, 3
+    # reduce_scatter in place: the output is block r of rank r's input
+    bufs = [np.arange(n * c, dtype=np.float32) for _ in range(n)]
+    outs = [b[r * c:(r + 1) * c] for r, b in enumerate(bufs)]
+    sends, recvs = prepare("reduce_scatter", "reducescatter", bufs, outs, c, size=n)
+    assert all(s is not None and np.shares_memory(s, b) for s, b in zip(sends, bufs))
+    # one buffer passed as in and out: all_reduce reads and writes the same memory
+    same = [np.ones(5) for _ in range(n)]
+    sends, recvs = prepare("all_reduce", "allreduce", same, same, 5, size=n)
+    assert all(np.shares_memory(s, d) for s, d in zip(sends, recvs))
+
+
+def test_other_overlaps_and_mixed_in_place_ranks_are_copied():
+    n = 2
+    base = [np.arange(8.0) for _ in range(n)]
+    ins = [b[1:5] for b in base]                 # overlaps the output, not NCCL's layout
+    outs = [b[0:4] for b in base]
+    sends, _ = prepare("all_reduce", "allreduce", ins, outs, 4, size=n)
+    assert not any(np.shares_memory(s, b) for s, b in zip(sends, base))
+    assert [s.tolist() for s in sends] == [[1, 2, 3, 4]] * 2
+    # rank 0 in place, rank 1 not: the executor needs all or none, so rank 0's input is copied
+    a = np.ones(3)
+    sends, recvs = prepare("all_reduce", "allreduce", [a, np.ones(3)], [a, np.zeros(3)], 3, size=n)
+    assert not np.shares_memory(sends[0], recvs[0])
+
+
+def test_rooted_unused_ranks_become_none():
+    ins = [np.ones(4) for _ in range(3)]
+    outs = [None, np.zeros(4), "ignored"]
+    sends, recvs = prepare("reduce", "reduce", ins, outs, 4, 1, out_need={1}, size=3)
+    assert recvs[0] is None and recvs[2] is None and recvs[1] is not None
+
+
+@pytest.mark.parametrize("call, msg", [
+    (lambda: check_list("f", "in_arrays", np.ones(3), {0}, [False], size=1),
+     r"^f: in_arrays must be a list with one array per rank, got ndarray$"),
+    (lambda: check_list("f", "in_arrays", [np.ones(3)] * 2, {0, 1}, [False] * 2, size=3),
+     r"^f: in_arrays has 2 arrays, the communicator has 3 ranks$"),
+    (lambda: check_list("f", "out_arrays", [np.ones(3), None], {0, 1}, [False] * 2, size=2),
+     r"^f: out_arrays rank 1 is None but rank 1 needs a buffer$"),
+    (lambda: check_list("f", "in_arrays", [np.ones(3), np.ones(3, np.int32)], {0, 1}, [False] * 2, size=2),
+     r"^f: in_arrays rank 1: dtype int32 differs from rank 0's float64$"),
+    (lambda: check_list("f", "in_arrays", [np.ones(3), np.ones(4)], {0, 1}, [False] * 2, size=2),
+     r"^f: in_arrays rank 1: shape \(4,\) differs from rank 0's \(3,\)$"),
+    (lambda: check_list("f", "in_arrays", [np.ones(3), [1, 2]], {0, 1}, [False] * 2, size=2),
+     r"^f: in_arrays rank 1 is a list, not an array$"),
+    (lambda: prepare("g", "allreduce", [np.ones(3)] * 2, [np.ones(3)] * 2, 2.5, size=2),
+     r"^g: count must be an integer >= 0, got 2.5$"),
+    (lambda: prepare("g", "allgather", [np.ones(3)] * 2, [np.ones(5), np.ones(5)], 3, size=2),
+     r"^g: out_arrays rank 0 has 5 elements, needs at least 6$"),
+    (lambda: prepare("g", "allreduce", [np.ones(4)] * 2, [np.ones((2, 4))[:, ::2]] * 2, 4, size=2),
+     r"^g: out_arrays rank 0 is not C-contiguous"),
+])
+def test_errors_are_one_line_naming_call_argument_rank(call, msg):
+    with pytest.raises(ValueError, match=msg):
+        call()
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(n=st.integers(1, 4), count=st.integers(0, 5), shift=st.integers(-6, 6), inplace=st.booleans())
+def test_sends_always_hold_the_input_values(n, count, shift, inplace):
+    """Whatever the overlap, what ``prepare`` hands the executor equals the caller's input
+    (reference: a copy taken before the call) and recvs write into the caller's outputs."""
+    base = [np.arange(40.0) + 1000 * r for r in range(n)]
+    if inplace:
+        ins = outs = [b[10:10 + count] for b in base]
+    else:
+        ins = [b[10 + shift:10 + shift + count] for b in base]
+        outs = [b[10:10 + count] for b in base]
+    want = [x.copy() for x in ins]
+    sends, recvs = prepare("all_reduce", "allreduce", ins, outs, count, size=n)
+    assert [s.tolist() for s in sends] == [w.tolist() for w in want]
+    assert all(d.size == count and (count == 0 or np.shares_memory(d, o)) for d, o in zip(recvs, outs))

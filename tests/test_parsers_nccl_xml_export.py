@@ -1,0 +1,68 @@
+"""topo_probe.parsers.nccl_xml_export: the exact text NCCL's loader reads for a small box, the
+CPU mask writer against a brute-force bit mask, and the re-export from nccl_xml."""
+
+from __future__ import annotations
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topo_probe.parsers import nccl_xml
+from topo_probe.parsers.link_matrix import parse_link_matrix
+from topo_probe.parsers.nccl_xml_export import CPU_CLASS, NVSWITCH_CLASS, _cpulist_to_mask, to_nccl_xml
+
+# NCCL's dump layout (src/graph/xml.cc): 2-space indent, one element per line, no declaration;
+# GPU pci class 0x030200, nvlink target = the peer's bus id, count = links
+TWO_GPUS_NV2 = """\
+<!-- topocoll: topology link-matrix for NCCL_TOPO_FILE -->
+<!-- assumption: 2 GPUs/NICs without a PCIe path placed directly under the first CPU -->
+<!-- assumption: CPU arch/vendor/familyid/modelid unknown: written as x86_64 GenuineIntel 6/85 (Skylake) -->
+<!-- assumption: PCIe links whose bandwidth is no PCIe generation x width written as Gen4 x16 -->
+<system version="1">
+  <cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
+    <pci busid="0000:01:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
+      <gpu dev="0" sm="80" rank="0" gdr="1">
+        <nvlink target="0000:02:00.0" count="2" tclass="0x030200"/>
+      </gpu>
+    </pci>
+    <pci busid="0000:02:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
+      <gpu dev="1" sm="80" rank="1" gdr="1">
+        <nvlink target="0000:01:00.0" count="2" tclass="0x030200"/>
+      </gpu>
+    </pci>
+  </cpu>
+</system>
+"""
+
+
+def test_exact_text_of_a_two_gpu_nvlink_box():
+    t = parse_link_matrix({"links": [[0, 2], [2, 0]], "link_bandwidth_gbps": 25.0})
+    assert to_nccl_xml(t, default_sm=80) == TWO_GPUS_NV2
+
+
+def test_reexported_from_the_reader_module():
+    assert nccl_xml.to_nccl_xml is to_nccl_xml
+    assert (nccl_xml.NVSWITCH_CLASS, nccl_xml.CPU_CLASS) == (NVSWITCH_CLASS, CPU_CLASS) == ("0x068000", "0x068001")
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(st.sets(st.integers(0, 200), min_size=1, max_size=40))
+def test_cpu_mask_against_brute_force(cpus):
+    mask = _cpulist_to_mask(",".join(map(str, sorted(cpus))))
+    words = mask.split(",")
+    assert all(len(w) == 8 for w in words)                       # 32-bit words, high word first
+    bits = int("".join(words), 16)
+    assert {k for k in range(bits.bit_length()) if bits >> k & 1} == cpus
+    assert nccl_xml._mask_to_cpulist(mask).split(",") == _ranges(sorted(cpus))
+
+
+def _ranges(cpus: list[int]) -> list[str]:
+    out, start = [], cpus[0]
+    for a, b in zip(cpus, cpus[1:] + [None]):
+        if b != a + 1:
+            out.append(f"{start}-{a}" if a > start else f"{a}")
+            start = b
+    return out
+
+
+def test_cpu_mask_rejects_non_lists():
+    assert _cpulist_to_mask("node0") is None and _cpulist_to_mask("0-3,8") == "0000010f"
