@@ -1,0 +1,165 @@
+"""kernels.executor.run_schedule: buffer checks, in-place rules, dispatch, and the property
+test of the host and reference backends against NumPy over every baseline."""
+
+import numpy as np
+import pytest
+from _schedules import DTYPES, OPS, alloc_buffers, direct, draw_schedule, make_inputs, check_result, ring, run_case
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernels.device import DeviceLayer
+from kernels.executor import program_for, run_schedule
+from kernels.numba_kernels import postdiv_host, reduce_copy_host
+from topo_probe.errors import BufferLayoutError, DeviceUnavailable, UnsupportedCollective
+
+SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples=1000,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@SETTINGS
+@given(st.data())
+def test_host_and_reference_match_numpy(data):
+    sched, _ = draw_schedule(data, sources=("baseline", "baseline", "random", "hand"))
+    count = data.draw(st.sampled_from([0, 1, 2, 3, 5, 7, 8, 16, 31]), label="count")
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    op = data.draw(st.sampled_from(OPS), label="op")
+    inplace = data.draw(st.booleans(), label="inplace")
+    run_case(sched, count, dtype, op, inplace, ["reference", "host"], data.draw(st.integers(0, 2**20), label="seed"))
+
+
+def _bufs(coll, n, count, dtype="float32", root=None, inplace=False):
+    sends = make_inputs(coll, n, count, dtype, "sum", root, np.random.default_rng(0))
+    return sends, *alloc_buffers(coll, n, count, sends, dtype, root, inplace)
+
+
+@pytest.mark.parametrize("coll", ["allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather",
+                                  "scatter", "alltoall"])
+def test_in_place_each_collective(coll):
+    root = 1 if coll in ("broadcast", "reduce", "gather", "scatter") else None
+    sends, sb, rb = _bufs(coll, 3, 4, "int64", root, inplace=True)
+    run_schedule(direct(coll, 3, 2, root), sb, rb)
+    check_result(coll, 3, 4, sends, rb, "sum", root, "int64")
+
+
+def test_rooted_collectives_accept_none_off_root():
+    sends = [np.arange(4.0) + r for r in range(3)]
+    recv = [None, np.zeros(12), None]
+    run_schedule(direct("gather", 3, 1, root=1), sends, recv)
+    assert recv[1].tolist() == np.concatenate(sends).tolist()
+    out = [np.zeros(4) for _ in range(3)]
+    run_schedule(direct("broadcast", 3, 1, root=2), [None, None, np.arange(4.0)], out)
+    assert all(o.tolist() == [0, 1, 2, 3] for o in out)
+
+
+def test_multidimensional_contiguous_buffers_are_flattened():
+    send = [np.arange(6.0).reshape(2, 3) + 10 * r for r in range(2)]
+    recv = [np.zeros((2, 3)) for _ in range(2)]
+    run_schedule(ring("allreduce", 2), send, recv)
+    assert recv[0].tolist() == (send[0] + send[1]).tolist()
+
+
+@pytest.mark.parametrize("mutate,match", [
+    (lambda s, r: (s[:2], r), r"sendbufs: need one entry per rank \(3\), got 2 entries"),
+    (lambda s, r: (s, [None] + r[1:]), "rank 0: recvbuf is None but allreduce needs one"),
+    (lambda s, r: (s, r[:2] + [r[2].astype(np.float64)]), "rank 2: recvbuf has dtype float64"),
+    (lambda s, r: (s, r[:1] + [np.zeros(5, np.float32)] + r[2:]), "rank 1: recvbuf holds 1 block"),
+    (lambda s, r: (s, [np.zeros(12, np.float32)[::2]] + r[1:]), "rank 0: recvbuf must be C-contiguous"),
+    (lambda s, r: (s, [s[0][1:].copy()] + r[1:]), "rank 0: recvbuf holds 1 block"),
+    (lambda s, r: (s, [list(r[0])] + r[1:]), "rank 0: recvbuf must be a numpy.ndarray"),
+])
+def test_buffer_errors_name_rank_and_rule(mutate, match):
+    _, sb, rb = _bufs("allreduce", 3, 6)
+    sb, rb = mutate(sb, rb)
+    with pytest.raises(BufferLayoutError, match=match):
+        run_schedule(ring("allreduce", 3), sb, rb)
+
+
+def test_overlap_that_is_not_nccl_in_place_is_rejected():
+    big = np.zeros(12, np.float32)
+    sb = [big[1:5], np.zeros(4, np.float32)]
+    rb = [big[0:8], np.zeros(8, np.float32)]
+    with pytest.raises(BufferLayoutError, match="rank 0: sendbuf and recvbuf overlap but not as NCCL's in-place "
+                                                r"allgather \(sendbuf must be block 0 of recvbuf\)"):
+        run_schedule(ring("allgather", 2), sb, rb)
+    _, sb, rb = _bufs("allreduce", 2, 4, inplace=True)
+    rb[1] = np.zeros(4, np.float32)
+    with pytest.raises(BufferLayoutError, match=r"ranks \[1\]: buffers are out-of-place while other ranks"):
+        run_schedule(ring("allreduce", 2), sb, rb)
+
+
+def test_bad_options():
+    _, sb, rb = _bufs("allreduce", 2, 4)
+    with pytest.raises(UnsupportedCollective, match="op must be"):
+        run_schedule(ring("allreduce", 2), sb, rb, op="mean")
+    with pytest.raises(UnsupportedCollective, match="backend must be"):
+        run_schedule(ring("allreduce", 2), sb, rb, backend="tpu")
+    with pytest.raises(UnsupportedCollective, match="p2p must be"):
+        run_schedule(ring("allreduce", 2), sb, rb, p2p="always")
+
+
+def test_cupy_backend_without_gpu_is_device_unavailable():
+    pytest.importorskip("numpy")
+    try:
+        import cupy  # noqa: F401
+        if cupy.cuda.is_available():
+            pytest.skip("a GPU is present")
+    except ImportError:
+        pass
+    _, sb, rb = _bufs("allreduce", 2, 4)
+    with pytest.raises(DeviceUnavailable, match="backend 'cupy'"):
+        run_schedule(ring("allreduce", 2), sb, rb, backend="cupy")
+
+
+class SerialLayer(DeviceLayer):
+    """A minimal NumPy layer using the generic op loop; events are (stream, position)."""
+
+    name = "serial"
+
+    def __init__(self):
+        self.log = []
+        self.pos = {}
+
+    def allocate(self, rank, nelems, dtype):
+        return np.empty(nelems, dtype)
+
+    def copy(self, dst, src, stream):
+        self.pos[stream] = self.pos.get(stream, 0) + 1
+        np.copyto(dst, src)
+
+    def reduce_copy(self, dst, a, b, op, stream):
+        self.pos[stream] = self.pos.get(stream, 0) + 1
+        reduce_copy_host(dst, a, b, op)
+
+    def scale(self, dst, divisor, stream):
+        self.pos[stream] = self.pos.get(stream, 0) + 1
+        postdiv_host(dst, divisor)
+
+    def record_event(self, stream):
+        self.log.append(("record", stream))
+        return (stream, self.pos.get(stream, 0))
+
+    def wait_event(self, stream, event):
+        self.log.append(("wait", stream, event[0]))
+
+    def synchronize(self):
+        self.log.append(("sync",))
+
+
+def test_generic_op_loop_waits_only_across_streams():
+    layer = SerialLayer()
+    run_case(ring("allreduce", 4, 2), 11, "float64", "avg", False, [layer], 3)
+    waits = [e for e in layer.log if e[0] == "wait"]
+    assert waits and all(w[1] != w[2] for w in waits)
+    # ring: a rank reads what its left neighbour wrote (RAW) and overwrites what its right
+    # neighbour read (WAR); it never needs to wait for anybody else
+    assert {(w[1] - w[2]) % 4 for w in waits} == {1, 3}
+    ops = list(program_for(ring("allreduce", 4, 2), 11, "float64", op="avg").ops())
+    cross = sum(1 for o in ops for d in o.deps if ops[d].rank != o.rank)
+    assert len(waits) <= cross
+    assert layer.log[-1] == ("sync",)
+
+
+def test_program_cache_reuses_lowering():
+    s = ring("allgather", 3)
+    assert program_for(s, 5, "float32") is program_for(s, 5, np.float32)
+    assert program_for(s, 5, "float32") is not program_for(s, 5, "float32", inplace=True)
