@@ -4,7 +4,7 @@ Flags with nccl-tests' meaning and defaults: ``-b/-e`` sizes (K/M/G = powers of 
 ``-i`` step bytes, ``-f`` step factor, ``-g`` ranks, ``-n`` iterations, ``-w`` warm-up
 iterations, ``-c`` check iterations (0: no validation), ``-o`` reduction, ``-d`` data type,
 ``-r`` root (-1: every root), ``-a`` rank time aggregation, ``-J`` JSON file.  Ours:
-``--backend host|cupy|sim``, ``--topology``, ``--algo plan|ring|tree|direct|rhd|bruck|FILE``,
+``--backend host|cupy|sim|mpi``, ``--topology``, ``--algo plan|ring|tree|direct|rhd|bruck|FILE``,
 ``--compare A,B,...`` with ``--plot OUT.png`` (and ``--csv``), ``--import LOG``.
 
 Exit status: 0 success; 1 wrong results (``# Out of bounds values`` > 0) or a run-time
@@ -78,7 +78,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("-r", "--root", default="0", help="root rank, -1 = every root (default 0)")
     a("-a", "--average", default="1", help="rank times: 0 rank 0, 1 mean, 2 min, 3 max (default 1)")
     a("-J", "--output_file", default=None, help="write nccl-tests' JSON document here")
-    a("--backend", default="host", help="host | cupy | sim (default host)")
+    a("--backend", default="host", help="host | cupy | sim | mpi (default host; mpi under mpirun)")
     a("--topology", default=None, help="preset name or topology file (default: fully connected)")
     a("--algo", default="plan", help="plan | ring | tree | direct | rhd | bruck | schedule FILE")
     a("--compare", default=None, help="comma-separated algorithms to sweep side by side")
@@ -171,13 +171,17 @@ def main(argv: list[str] | None = None) -> int:
 
 
 def _main(args, argv: list[str]) -> int:
-    if args.backend not in ("host", "cupy", "sim"):
-        raise UsageError(f"invalid backend {args.backend!r}: expected host, cupy or sim")
+    if args.backend not in ("host", "cupy", "sim", "mpi"):
+        raise UsageError(f"invalid backend {args.backend!r}: expected host, cupy, sim or mpi")
     if args.collective is None:
         if args.import_log is None:
             raise UsageError("missing COLLECTIVE (one of " + ", ".join(NCCL_NAMES.values()) + ")")
         from kernels.sweep.importer import import_only
         return import_only(args.import_log, plot_path=args.plot, csv_path=args.csv)
+    if args.backend == "mpi":  # one process per rank under mpirun; rank 0 prints the table
+        from kernels.mpi_comm import run_sweep_mpi
+        return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
+                             argv=argv, json_path=args.output_file)
     if args.compare is not None and args.plot is None:
         raise UsageError("--compare needs --plot OUT.png")
     topo, n = resolve_topology(args)

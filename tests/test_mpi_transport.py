@@ -1,0 +1,179 @@
+"""kernels.mpi_transport: rank plans, the fake-device wire, and failure behaviour under mpirun
+(a rank that raises, hangs or dies stops the job within a bounded time, naming the rank; a
+start-up mismatch is the same clear error on every rank)."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from kernels.executor import program_for
+from kernels.mpi_comm import compare_descriptors, plan_digest
+from kernels.mpi_transport import DeviceWire, HostWire, query_cuda_aware, rank_plan, transfer_tags
+from synth.baselines import baseline
+from synth.fabric import build_fabric
+from topo_probe.errors import ProcessGroupMismatch, UnsupportedCollective
+from topo_probe.generators import fully_connected
+
+sys.path.insert(0, str(Path(__file__).parent))
+from test_mpi_comm import run_mpi  # noqa: E402
+
+
+# ---------------------------------------------------------------------- in-process unit tests
+@pytest.mark.parametrize("coll,n,chunks", [("allreduce", 4, 2), ("alltoall", 3, 1), ("gather", 4, 1)])
+def test_rank_plans_pair_every_send_with_one_receive(coll, n, chunks):
+    """Across ranks, the (src, dst, tag) triples of sends and receives are the same set, tags
+    are unique per pair, and every op of the program lands on exactly one rank as receive/local."""
+    sched = baseline("ring" if coll != "gather" else "direct", build_fabric(fully_connected(n)), coll,
+                     chunks=chunks if coll == "allreduce" else None, root=0 if coll == "gather" else None)
+    prog = program_for(sched, 101, "float32")
+    plans = [rank_plan(sched, prog, r) for r in range(n)]
+    sends = sorted((r, peer, tag) for r, p in enumerate(plans) for (_, tag, peer, _) in p.sends)
+    recvs = sorted((peer, r, tag) for r, p in enumerate(plans) for (_, tag, peer, _) in p.recvs)
+    assert sends == recvs and len(set(sends)) == len(sends)
+    remote = sum(1 for o in prog.ops() if o.remote)
+    assert len(sends) == remote
+    written = sorted(o.id for p in plans for o, *_ in p.recvs + p.local)
+    assert written == sorted(o.id for o in prog.ops())
+    for p in plans:  # dependencies only name this rank's ops
+        mine = {o.id for o, *_ in p.sends + p.recvs + p.local}
+        assert all(d <= mine for *_, d in p.sends + p.recvs) and all(d <= mine for _, d in p.local)
+
+
+def test_transfer_tags_count_transfers_and_respect_the_tag_bound():
+    sched = baseline("ring", build_fabric(fully_connected(4)), "allgather")
+    tags = transfer_tags(sched)
+    assert tags[0] == 16 and all(b - a == len(s.transfers) for a, b, s in zip(tags, tags[1:], sched.steps))
+    with pytest.raises(UnsupportedCollective, match="tag bound"):
+        rank_plan(sched, program_for(sched, 8, "int32"), 0, tag_ub=20)
+
+
+def _fake_wire(aware: bool) -> tuple[DeviceWire, list]:
+    log: list = []
+    wire = DeviceWire(np, cuda_aware=aware, pinned_empty=lambda n, dt: log.append(("pin", n)) or np.empty(n, dt),
+                      to_host=lambda h, d: log.append("d2h") or np.copyto(h, d),
+                      to_device=lambda d, h: log.append("h2d") or np.copyto(d, h),
+                      synchronize=lambda: log.append("sync"))
+    return wire, log
+
+
+def test_staged_wire_copies_through_pinned_host_buffers_and_syncs_before_sending():
+    wire, log = _fake_wire(False)
+    dev = np.arange(6, dtype=np.float32)
+    out = wire.send_buffer(dev[2:5])
+    assert log == [("pin", 12), "d2h", "sync"] and out.dtype == np.uint8   # 3 float32 = 12 bytes
+    assert np.array_equal(out.view(np.float32), [2, 3, 4])
+    target = np.zeros(3, np.float32)
+    buf, fin = wire.recv_buffer(3, np.float32, into=target)
+    buf.view(np.float32)[:] = [7, 8, 9]          # what MPI would write into the pinned buffer
+    assert not target.any()                      # nothing reaches the device before finish()
+    assert fin() is target and target.tolist() == [7, 8, 9] and log[-1] == "h2d"
+    assert wire.staged == {"to_host": 1, "to_device": 1}
+
+
+def test_cuda_aware_wire_hands_device_memory_to_mpi():
+    wire, log = _fake_wire(True)
+    dev = np.arange(4, dtype=np.int32)
+    assert np.shares_memory(wire.send_buffer(dev), dev) and log == ["sync"]
+    buf, fin = wire.recv_buffer(4, np.int32, into=dev)
+    assert np.shares_memory(buf, dev) and fin() is dev and wire.staged == {"to_host": 0, "to_device": 0}
+
+
+@pytest.mark.parametrize("op,a,b,want", [("sum", [1, 2], [3, 4], [4, 6]), ("avg", [1, 2], [3, 4], [4, 6]),
+                                         ("prod", [2, 3], [4, 5], [8, 15]), ("max", [1, 9], [5, 2], [5, 9]),
+                                         ("min", [1, 9], [5, 2], [1, 2])])
+def test_host_wire_combines_like_numpy(op, a, b, want):
+    dst = np.zeros(2, np.int64)
+    HostWire().combine(dst, np.array(a), np.array(b), op)
+    assert dst.tolist() == want
+
+
+def test_postdiv_truncates_integers_toward_zero_and_divides_floats():
+    x = np.array([7, -7, 6], np.int32)
+    HostWire().postdiv(x, 2)
+    f = np.array([1.0, 3.0], np.float32)
+    HostWire().postdiv(f, 4)
+    assert x.tolist() == [3, -3, 3] and f.tolist() == [0.25, 0.75]
+
+
+def test_cuda_awareness_env_override(monkeypatch):
+    monkeypatch.setenv("TOPOCOLL_MPI_CUDA_AWARE", "1")
+    assert query_cuda_aware() is True
+    monkeypatch.setenv("TOPOCOLL_MPI_CUDA_AWARE", "0")
+    assert query_cuda_aware() is False
+
+
+def test_descriptor_mismatch_names_fields_and_ranks():
+    base = {"ranks": 3, "fingerprint": "aa", "plan": "none"}
+    with pytest.raises(ProcessGroupMismatch) as err:
+        compare_descriptors([base, dict(base, plan="12ab"), dict(base, fingerprint="bb")])
+    msg = str(err.value)
+    assert "fingerprint: ranks [0, 1] 'aa', ranks [2] 'bb'" in msg
+    assert "plan: ranks [0, 2] 'none', ranks [1] '12ab'" in msg
+    compare_descriptors([base, dict(base)])
+    assert plan_digest(None) == "none"
+
+
+# ---------------------------------------------------------------------- failures under mpirun
+def worker(mode: str, culprit: int) -> None:
+    import warnings
+
+    from kernels.mpi_comm import MPICommunicator
+    from topo_probe.errors import ProcessGroupMismatch as Mismatch
+    warnings.simplefilter("ignore")
+    from mpi4py import MPI
+    r = MPI.COMM_WORLD.Get_rank()
+    n = MPI.COMM_WORLD.Get_size()
+    if mode == "mismatch":
+        topo = fully_connected(n, bandwidth_gbps=50.0 if r == culprit else 25.0)
+        try:
+            MPICommunicator.from_mpi(topology=topo, plan=False, timeout_s=20, abort_on_error=False)
+        except Mismatch as e:
+            print(f"MISMATCH {e}", flush=True)
+        return
+    comm = MPICommunicator.from_mpi(plan=False, timeout_s=3)
+    x = np.ones(1 << 12, np.float32)
+    for it in range(40):
+        if it == 3 and r == culprit:
+            if mode == "raise":
+                raise RuntimeError("boom in the training step")
+            if mode == "hang":
+                time.sleep(120)
+            if mode == "die":
+                os._exit(7)
+        comm.all_reduce(x, x)
+        x[:] = 1
+    print(f"rank {r} finished", flush=True)
+
+
+@pytest.mark.parametrize("mode,n", [("raise", 3), ("hang", 3), ("die", 2)])
+def test_a_failing_rank_stops_every_rank_in_bounded_time(mode, n):
+    t0 = time.monotonic()
+    proc = run_mpi(n, [str(Path(__file__).resolve()), "worker", mode, "1"], timeout=60)
+    took = time.monotonic() - t0
+    assert proc.returncode != 0, proc.stdout
+    assert took < 45, f"took {took:.0f} s"
+    assert "finished" not in proc.stdout
+    if mode == "raise":
+        assert "topocoll: rank 1: error: RuntimeError: boom in the training step" in proc.stderr
+    if mode == "hang":
+        assert "rank(s) [1] do not respond" in proc.stderr, proc.stderr[-2000:]
+
+
+def test_startup_mismatch_is_the_same_clear_error_on_every_rank():
+    n = 3
+    proc = run_mpi(n, [str(Path(__file__).resolve()), "worker", "mismatch", "1"], timeout=60)
+    lines = sorted(ln for ln in proc.stdout.splitlines() if ln.startswith("MISMATCH"))
+    assert len(lines) == n, proc.stdout + proc.stderr[-2000:]
+    bodies = {ln.split(": ", 1)[1] for ln in lines}
+    assert len(bodies) == 1 and "fingerprint: ranks [0, 2]" in bodies.pop()
+    assert {ln.split(":")[0] for ln in lines} == {f"MISMATCH rank {r}" for r in range(n)}
+
+
+if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "worker":
+    worker(sys.argv[2], int(sys.argv[3]))
