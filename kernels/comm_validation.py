@@ -1,6 +1,7 @@
-"""Argument validation and buffer preparation for :class:`kernels.communicator.Communicator`.
+"""Argument validation and buffer preparation for the communicators.
 
-Every buffer argument is a list with one array per rank (NumPy or CuPy).  :func:`prepare`
+:class:`kernels.communicator.Communicator` (one process, every rank): every buffer argument
+is a list with one array per rank (NumPy or CuPy).  :func:`prepare`
 checks the lists (length, dtype, shape, device kind, the rank's device) and builds the flat
 send / receive views the executor runs on, with NCCL's in-place aliasing: one buffer passed
 as input and output is read and written in NCCL's in-place layout (all_gather's input = block
@@ -8,6 +9,11 @@ r of rank r's output, reduce_scatter's output = block r of rank r's input, ...).
 overlap their output any other way, or in-place ranks mixed with out-of-place ones, are
 copied first so that the result is always the out-of-place one.  Errors are ``ValueError``
 with one line naming the call, the argument and the rank.
+
+:class:`kernels.mpi_comm.MPICommunicator` (one array per process): :func:`bind_rank_buffers`
+checks one rank's buffers against the schedule's layout, and :func:`rank_inplace` accepts
+only NCCL's in-place layouts (any other overlap is a ``BufferLayoutError``).  Both
+communicators share :func:`check_root` and :func:`check_op`.
 
 >>> import numpy as np
 >>> bufs = [np.arange(8.0) for _ in range(4)]
@@ -21,7 +27,9 @@ from __future__ import annotations
 
 import numpy as np
 
-from synth.collectives import CollectiveSpec
+from kernels.program import has_input, has_output
+from synth.collectives import REDUCE_OPS, CollectiveSpec
+from topo_probe.errors import BufferLayoutError, UnsupportedCollective
 
 
 def _is_cupy(a) -> bool:
@@ -182,3 +190,101 @@ def _fix_aliasing(sends: list, recvs: list, count: int, kin: int, kout: int) -> 
         for r, f in aliased.items():
             if f:
                 sends[r] = sends[r].copy()
+
+
+# ---------------------------------------------------------------------- both communicators
+def check_root(what: str, root, size: int) -> int:
+    """``root`` as an int, or ValueError when it is not a rank of ``size``.
+
+    >>> check_root("reduce", 2, 4)
+    2
+    >>> check_root("reduce", True, 4)
+    Traceback (most recent call last):
+    ...
+    ValueError: reduce: root True is not a rank (0..3)
+    """
+    if isinstance(root, bool) or not 0 <= int(root) < size:
+        raise ValueError(f"{what}: root {root!r} is not a rank (0..{size - 1})")
+    return int(root)
+
+
+def check_op(name: str, op: str) -> None:
+    """UnsupportedCollective unless ``op`` is a reduction op of :mod:`synth.collectives`."""
+    if op not in REDUCE_OPS:
+        raise UnsupportedCollective(f"{name}: op {op!r} is not one of {', '.join(REDUCE_OPS)}")
+
+
+# ---------------------------------------------------------------------- one array per process
+def bind_rank_buffers(spec: CollectiveSpec, rank: int, sendbuf, recvbuf) -> tuple[dict, int | None]:
+    """Flat views of the buffers ``rank`` uses in ``spec`` (``{"sendbuf": .., "recvbuf": ..}``)
+    and the block count their sizes give (None when the rank uses neither buffer).
+
+    Raises BufferLayoutError for a missing or non-contiguous buffer, sizes that are not whole
+    blocks of one count, or differing dtypes.
+
+    >>> bound, count = bind_rank_buffers(CollectiveSpec("allgather", 4, 1), 1, np.zeros(3), np.zeros(12))
+    >>> sorted(bound), count
+    (['recvbuf', 'sendbuf'], 3)
+    """
+    bound = {}
+    count = None
+    for what, arr, need, blocks in (("sendbuf", sendbuf, has_input(spec, rank), spec.input_blocks()),
+                                    ("recvbuf", recvbuf, has_output(spec, rank), spec.output_blocks())):
+        if not need:
+            continue
+        if arr is None:
+            raise BufferLayoutError(f"rank {rank}: {what} is None but {spec.name} needs one on this rank")
+        if not arr.flags.c_contiguous:
+            raise BufferLayoutError(f"rank {rank}: {what} must be C-contiguous")
+        if arr.size % blocks or (count is not None and arr.size // blocks != count):
+            raise BufferLayoutError(f"rank {rank}: {what} has {arr.size} elements: not {blocks} block(s) of "
+                                    f"count={count if count is not None else 'n/a'}")
+        count = arr.size // blocks
+        bound[what] = arr.reshape(-1)
+    if len(bound) == 2 and bound["sendbuf"].dtype != bound["recvbuf"].dtype:
+        raise BufferLayoutError(f"rank {rank}: sendbuf dtype {bound['sendbuf'].dtype} differs from recvbuf's "
+                                f"{bound['recvbuf'].dtype}")
+    return bound, count
+
+
+def rank_inplace(spec: CollectiveSpec, r: int, send, recv, count: int) -> bool:
+    """Whether rank r's non-empty buffers are NCCL's in-place layout; BufferLayoutError for
+    any other overlap."""
+    item = send.dtype.itemsize
+    s0, r0 = _ptr(send), _ptr(recv)
+    s1, r1 = s0 + send.size * item, r0 + recv.size * item
+    if s1 <= r0 or r1 <= s0:
+        return False
+    if spec.name in ("allgather", "gather"):
+        ok = s0 == r0 + r * count * item
+    elif spec.name in ("reducescatter", "scatter"):
+        ok = r0 == s0 + r * count * item
+    else:
+        ok = (s0, s1) == (r0, r1)
+    if not ok:
+        raise BufferLayoutError(f"rank {r}: sendbuf and recvbuf overlap but not as NCCL's in-place {spec.name}")
+    return True
+
+
+def _contig(a):
+    if a is None or a.flags.c_contiguous:
+        return a
+    return a.copy()
+
+
+def _out(a, what: str):
+    if a is None:
+        raise ValueError(f"{what}: the output array is None on a rank that needs one")
+    if not a.flags.c_contiguous:
+        raise ValueError(f"{what}: the output array is not C-contiguous (as NCCL needs)")
+    return a
+
+
+def _head(a, n: int):
+    """The first ``n`` elements of ``a`` as a flat view (ValueError if ``a`` is smaller)."""
+    if a is None:
+        return None
+    flat = a.reshape(-1)
+    if flat.size < n:
+        raise ValueError(f"buffer has {flat.size} elements, needs at least {n}")
+    return flat[:n]

@@ -44,8 +44,9 @@ from pathlib import Path
 import numpy as np
 
 from kernels import p2p as _p2p
-from kernels.comm_validation import _inplace_count, _is_cupy, _is_list, _ptr, _size, check_list, prepare
-from synth.collectives import REDUCE_OPS, ROOTED, CollectiveSpec, canonical
+from kernels.comm_validation import (_inplace_count, _is_cupy, _is_list, _ptr, _size, check_list, check_op, check_root,
+                                     prepare)
+from synth.collectives import ROOTED, CollectiveSpec, canonical
 from synth.fabric import build_fabric
 from synth.plan import Plan
 from synth.schedule import Schedule
@@ -195,8 +196,7 @@ class Communicator:
         raise UnsupportedCollective(f"{name} on {self.topology.name!r}: no baseline applies ({'; '.join(errors)})")
 
     def _run(self, name: str, sends: list, recvs: list, count: int, *, root=None, op="sum"):
-        if op not in REDUCE_OPS:
-            raise UnsupportedCollective(f"{name}: op {op!r} is not one of {', '.join(REDUCE_OPS)}")
+        check_op(name, op)
         ref = next(a for a in sends + recvs if a is not None)
         if count == 0:
             return recvs
@@ -311,9 +311,7 @@ class Communicator:
         _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv)
 
     def _root(self, what: str, root: int) -> int:
-        if isinstance(root, bool) or not 0 <= int(root) < self.size:
-            raise ValueError(f"{what}: root {root!r} is not a rank (0..{self.size - 1})")
-        return int(root)
+        return check_root(what, root, self.size)
 
 
 # ---------------------------------------------------------------------- helpers

@@ -23,7 +23,8 @@ host therefore needs a sync of the current stream (``cupy.ndarray.get()`` does i
 ``p2p="auto"`` uses peer access where the runtime's ``canAccessPeer`` (and the topology's
 :meth:`topo_probe.model.Topology.p2p`, when given) allow it; ``"never"`` always stages.
 Enabling peer access happens once per pair; if it fails, the pair falls back to staging with
-a single warning and the result is still right.
+a single warning and the result is still right.  The CUDA calls themselves go through
+:class:`~kernels.cupy_runtime.CupyRuntime` (importable from here too).
 """
 
 from __future__ import annotations
@@ -34,8 +35,9 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
+from kernels.cupy_runtime import CupyRuntime
 from kernels.device import BINARY_OP, DeviceLayer, RankBuffers
-from kernels.lowering import Program, Region
+from kernels.program import Program, Region
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable, UnsupportedCollective
 
 ROUTES = ("local", "peer", "staged")
@@ -177,119 +179,6 @@ def plan_program(program: Program, device_of: Sequence[int], peer_ok: Callable[[
     em.cmds += [Cmd("exit", r, events=finals) for r in range(n)]
     pairs = {(device_of[o.rank], device_of[o.src.rank]) for o in ops if routes[o.id] == "peer"}
     return Plan(em.cmds, routes, pairs, 2 * half, stage, em.events, em.waits)
-
-
-# ====================================================================== the real runtime
-def _no_gpu(exc: BaseException) -> bool:
-    name = type(exc).__name__
-    return (isinstance(exc, (ImportError, OSError)) or name.startswith("NVMLError")
-            or name in ("CUDARuntimeError", "CUDADriverError", "CompileException"))
-
-
-class CupyRuntime:
-    """The handful of CUDA calls the layer needs, through CuPy (imported here, lazily)."""
-
-    def __init__(self) -> None:
-        try:
-            import cupy
-            if not cupy.cuda.is_available():
-                raise DeviceUnavailable("backend 'cupy': CuPy found no usable CUDA device")
-            self.count = cupy.cuda.runtime.getDeviceCount()
-        except DeviceUnavailable:
-            raise
-        except Exception as exc:  # noqa: BLE001 - classified below
-            if _no_gpu(exc):
-                raise DeviceUnavailable(f"backend 'cupy': no usable GPU ({type(exc).__name__}: {exc})") from None
-            raise
-        self.cp = cupy
-        self.rt = cupy.cuda.runtime
-
-    def device_count(self) -> int:
-        return self.count
-
-    def is_array(self, arr: Any) -> bool:
-        return isinstance(arr, self.cp.ndarray)
-
-    def device_of_array(self, arr: Any) -> int:
-        return arr.device.id
-
-    def can_access_peer(self, dev: int, peer: int) -> bool:
-        return bool(self.rt.deviceCanAccessPeer(dev, peer))
-
-    def enable_peer_access(self, dev: int, peer: int) -> None:
-        with self.cp.cuda.Device(dev):
-            try:
-                self.rt.deviceEnablePeerAccess(peer)
-            except self.rt.CUDARuntimeError as exc:
-                if "AlreadyEnabled" not in str(exc):
-                    raise
-
-    def stream(self, dev: int):
-        with self.cp.cuda.Device(dev):
-            return self.cp.cuda.Stream(non_blocking=True)
-
-    def current_stream(self, dev: int):
-        with self.cp.cuda.Device(dev):
-            return self.cp.cuda.get_current_stream()
-
-    def event(self, dev: int):
-        with self.cp.cuda.Device(dev):
-            return self.cp.cuda.Event(disable_timing=True)
-
-    def record(self, event, stream) -> None:
-        event.record(stream)
-
-    def wait(self, stream, event) -> None:
-        stream.wait_event(event)
-
-    def alloc(self, dev: int, nelems: int, dtype) -> Any:
-        with self.cp.cuda.Device(dev):
-            return self.cp.empty(nelems, dtype)
-
-    def alloc_pinned(self, nbytes: int) -> np.ndarray:
-        mem = self.cp.cuda.PinnedMemory(max(1, nbytes), self.rt.hostAllocPortable)
-        ptr = self.cp.cuda.PinnedMemoryPointer(mem, 0)
-        return np.frombuffer(ptr, np.uint8, nbytes)
-
-    def _nbytes(self, a) -> int:
-        return a.size * a.dtype.itemsize
-
-    def copy(self, dst, src, stream) -> None:
-        self.rt.memcpyAsync(dst.data.ptr, src.data.ptr, self._nbytes(dst), self.rt.memcpyDeviceToDevice, stream.ptr)
-
-    def copy_peer(self, dst, src, stream) -> None:
-        self.rt.memcpyPeerAsync(dst.data.ptr, dst.device.id, src.data.ptr, src.device.id, self._nbytes(dst),
-                                stream.ptr)
-
-    def d2h(self, host: np.ndarray, src, stream) -> None:
-        self.rt.memcpyAsync(host.ctypes.data, src.data.ptr, self._nbytes(src), self.rt.memcpyDeviceToHost, stream.ptr)
-
-    def h2d(self, dst, host: np.ndarray, stream) -> None:
-        self.rt.memcpyAsync(dst.data.ptr, host.ctypes.data, self._nbytes(dst), self.rt.memcpyHostToDevice, stream.ptr)
-
-    def reduce(self, dst, a, b, op: str, stream) -> None:
-        fn = {"sum": self.cp.add, "prod": self.cp.multiply, "max": self.cp.maximum, "min": self.cp.minimum}[op]
-        with self.cp.cuda.Device(dst.device.id), stream, warnings.catch_warnings():
-            # b may live on a peer GPU (peer access enabled by the layer); CuPy may say so
-            warnings.simplefilter("ignore", getattr(self.cp, "_util", warnings).__dict__.get(
-                "PerformanceWarning", UserWarning))
-            fn(a, b, out=dst)
-
-    def postdiv(self, x, n: int, stream) -> None:
-        cp = self.cp
-        with cp.cuda.Device(x.device.id), stream:
-            if x.dtype.kind in "iu":
-                q = cp.floor_divide(x, n)
-                if x.dtype.kind == "i":
-                    q += ((x < 0) & (q * n != x)).astype(x.dtype)
-                x[...] = q
-            else:
-                cp.divide(x, x.dtype.type(n), out=x)
-
-    def synchronize(self) -> None:
-        for d in range(self.count):
-            with self.cp.cuda.Device(d):
-                self.cp.cuda.Device(d).synchronize()
 
 
 # ====================================================================== the layer

@@ -29,79 +29,46 @@ with "rank k failed: ...") and calls ``MPI_Abort``: the job ends, never hangs.
 GPUs: pick the device before creating CuPy arrays, e.g.
 ``cupy.cuda.Device(comm.local_rank % cupy.cuda.runtime.getDeviceCount()).use()``; set
 ``TOPOCOLL_MPI_CUDA_AWARE=0/1`` to override the library's answer.  Also here:
-:meth:`MPICommunicator.fused_all_reduce` (fusion buckets, :mod:`kernels.fusion`),
-:meth:`MPICommunicator.compressed_all_reduce` (:mod:`kernels.compression`'s wire formats) and
-the ``sweep --backend mpi`` hook :func:`run_sweep_mpi` / :class:`MPISweepBackend`.
+:meth:`MPICommunicator.fused_all_reduce` (fusion buckets, :mod:`kernels.fusion`) and
+:meth:`MPICommunicator.compressed_all_reduce` (:mod:`kernels.compression`'s wire formats),
+both in :mod:`kernels.mpi_fused`.  The start-up agreement lives in :mod:`kernels.mpi_startup`
+(:func:`plan_digest`, :func:`compare_descriptors` are importable from here), argument checks
+in :mod:`kernels.comm_validation`, and the ``sweep --backend mpi`` hook :func:`run_sweep_mpi`
+/ :class:`MPISweepBackend` in :mod:`kernels.sweep.mpi_backend` (also importable from here).
 """
 
 from __future__ import annotations
 
-import hashlib
-import json
 import sys
 import time
 import warnings
 from collections import OrderedDict
-from pathlib import Path
 
 import numpy as np
 
+from kernels import mpi_fused
 from kernels import mpi_transport as mt
+from kernels.comm_validation import (_contig, _head, _is_cupy, _out, _ptr, bind_rank_buffers, check_op, check_root,
+                                     rank_inplace)
 from kernels.communicator import Communicator, nccl_bytes, resolve_plan, resolve_topology
-from kernels.lowering import SCRATCH, has_input, has_output
-from synth.collectives import REDUCE_OPS, ROOTED, CollectiveSpec, canonical
+from kernels.mpi_startup import agree, compare_descriptors, descriptor_of, plan_digest  # noqa: F401 - re-exported
+from kernels.mpi_waiter import Waiter, exchange_json, mpi, notify_failure
+from kernels.mpi_wires import DeviceWire, HostWire
+from kernels.program import SCRATCH
+from synth.collectives import REDUCE_OPS, ROOTED, canonical
 from synth.schedule import Schedule
-from topo_probe.errors import (BufferLayoutError, PeerFailed, ProcessGroupMismatch, TopocollError,
-                               UnsupportedCollective)
+from topo_probe.errors import PeerFailed, ProcessGroupMismatch, TopocollError, UnsupportedCollective
 
 _CACHE_SIZE = 64
+#: names that moved to kernels.sweep.mpi_backend, still importable from here (loaded on first use)
+_SWEEP_NAMES = ("MPISweepBackend", "run_sweep_mpi")
 
 
-def _is_cupy(a) -> bool:
-    return type(a).__module__.split(".")[0] == "cupy"
-
-
-def _ptr(a) -> int:
-    iface = getattr(a, "__cuda_array_interface__", None) or a.__array_interface__
-    return int(iface["data"][0])
-
-
-def plan_digest(plan) -> str:
-    """16 hex digits over the plan document and the bytes of every schedule it names
-    (``"none"`` without a plan), so ranks with different schedule files disagree."""
-    if plan is None:
-        return "none"
-    h = hashlib.sha256(json.dumps(plan.to_dict(), sort_keys=True).encode())
-    for e in plan.entries:
-        path = Path(plan.base_dir) / e.schedule
-        try:
-            h.update(path.read_bytes())
-        except OSError:
-            h.update(f"missing:{e.schedule}".encode())
-    return h.hexdigest()[:16]
-
-
-def compare_descriptors(descs: list[dict]) -> None:
-    """Raise ProcessGroupMismatch naming each disagreeing field and which ranks hold which value.
-
-    >>> compare_descriptors([{"fingerprint": "a"}, {"fingerprint": "a"}])
-    >>> compare_descriptors([{"fingerprint": "a"}, {"fingerprint": "b"}, {"fingerprint": "a"}])
-    Traceback (most recent call last):
-    ...
-    topo_probe.errors.ProcessGroupMismatch: ranks disagree at start-up: fingerprint: ranks [0, 2] 'a', \
-ranks [1] 'b'; every rank must use the same topology, plan and rank count
-    """
-    parts = []
-    for key in sorted({k for d in descs for k in d}):
-        groups: dict[str, list[int]] = {}
-        for r, d in enumerate(descs):
-            groups.setdefault(json.dumps(d.get(key)), []).append(r)
-        if len(groups) > 1:
-            txt = ", ".join(f"ranks {rs} {json.loads(v)!r}" for v, rs in sorted(groups.items(), key=lambda x: x[1]))
-            parts.append(f"{key}: {txt}")
-    if parts:
-        raise ProcessGroupMismatch("ranks disagree at start-up: " + "; ".join(parts)
-                                   + "; every rank must use the same topology, plan and rank count")
+def __getattr__(name: str):
+    if name in _SWEEP_NAMES:
+        from kernels.sweep import mpi_backend
+        return getattr(mpi_backend, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 class MPICommunicator:
@@ -138,13 +105,13 @@ class MPICommunicator:
 
     def __init__(self, comm=None, *, topology=None, plan=None, algo: str | None = None,
                  timeout_s: float | None = None, abort_on_error: bool = True, wire=None) -> None:
-        MPI = mt.mpi()
+        MPI = mpi()
         self._world = MPI.COMM_WORLD if comm is None else comm
         self.rank, self.size = self._world.Get_rank(), self._world.Get_size()
         self._ctrl = None
         if abort_on_error:
             self._install_excepthook()
-        self.waiter = mt.Waiter(None, self.rank, timeout_s)
+        self.waiter = Waiter(None, self.rank, timeout_s)
         dups = [self._world.Idup() for _ in range(3)]     # non-blocking: a missing rank times out
         self.waiter.all([d[1] for d in dups], "start-up (MPICommunicator.from_mpi on every rank)",
                         lambda i: -1)
@@ -154,7 +121,7 @@ class MPICommunicator:
         self.plan = resolve_plan(plan, self.topology) if algo is None else None
         self.algo = algo
         self._wire = wire
-        self._wires: dict[str, mt.HostWire] = {}
+        self._wires: dict[str, HostWire] = {}
         self._programs: OrderedDict = OrderedDict()
         self._schedules: dict[tuple, Schedule] = {}
         self._pending: list = []
@@ -163,23 +130,12 @@ class MPICommunicator:
         self._local = Communicator(self.size, topology=self.topology, plan=self.plan or False)
 
     def _start_up(self) -> None:
-        """Exchange descriptors with every rank; the same ProcessGroupMismatch everywhere."""
-        import socket
-        hello = mt.exchange_json(self._ctrl, self.waiter, {"agree": self.descriptor(),
-                                                           "host": socket.gethostname()}, self.size, "start-up check")
-        self.descriptors = [h["agree"] for h in hello]
-        #: host name of every rank, and this rank's index among the ranks on its host
-        #: (choose the GPU with it: ``cupy.cuda.Device(comm.local_rank).use()``)
-        self.hosts = [h["host"] for h in hello]
-        self.local_rank = self.hosts[:self.rank].count(self.hosts[self.rank])
-        try:
-            compare_descriptors(self.descriptors)
-        except ProcessGroupMismatch as e:
-            raise ProcessGroupMismatch(f"rank {self.rank}: {e}") from None
-        if self.topology.num_gpus != self.size:
-            raise ProcessGroupMismatch(f"rank {self.rank}: topology {self.topology.name!r} has "
-                                       f"{self.topology.num_gpus} GPUs but {self.size} processes were started "
-                                       f"(for part of a machine pass load_topology(spec, gpus=[...]))")
+        """Exchange descriptors with every rank (:func:`kernels.mpi_startup.agree`); the same
+        ProcessGroupMismatch everywhere."""
+        #: descriptors of every rank, host name of every rank, and this rank's index among the
+        #: ranks on its host (choose the GPU with it: ``cupy.cuda.Device(comm.local_rank).use()``)
+        self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
+                                                              self.descriptor(), self.topology)
 
     @classmethod
     def from_mpi(cls, comm=None, **kwargs) -> "MPICommunicator":
@@ -189,9 +145,7 @@ class MPICommunicator:
 
     def descriptor(self) -> dict:
         """What every rank must agree on (exchanged at start-up)."""
-        return {"ranks": self.size, "topology": self.topology.name,
-                "fingerprint": self.topology.fingerprint(), "gpus": self.topology.num_gpus,
-                "plan": plan_digest(self.plan), "algo": self.algo or "plan"}
+        return descriptor_of(self.size, self.topology, self.plan, self.algo)
 
     def __repr__(self) -> str:
         return (f"MPICommunicator(rank {self.rank} of {self.size}, topology={self.topology.name!r}, "
@@ -203,7 +157,7 @@ class MPICommunicator:
         text = reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
         print(f"topocoll: rank {self.rank}: error: {text}", file=sys.stderr, flush=True)
         if notify and self.size > 1 and self._ctrl is not None and not isinstance(reason, ProcessGroupMismatch):
-            mt.notify_failure(self._ctrl, self.rank, self.size, text, grace_s)
+            notify_failure(self._ctrl, self.rank, self.size, text, grace_s)
             time.sleep(grace_s)
         self._world.Abort(errorcode)
 
@@ -241,12 +195,12 @@ class MPICommunicator:
         self._schedules[key] = sched
         return sched
 
-    def _wire_for(self, arr) -> mt.HostWire:
+    def _wire_for(self, arr) -> HostWire:
         if self._wire is not None:
             return self._wire
         kind = "cupy" if _is_cupy(arr) else "host"
         if kind not in self._wires:
-            self._wires[kind] = mt.DeviceWire() if kind == "cupy" else mt.HostWire()
+            self._wires[kind] = DeviceWire() if kind == "cupy" else HostWire()
         return self._wires[kind]
 
     def _rank_plan(self, schedule: Schedule, count: int, dtype, inplace: bool, op: str):
@@ -273,28 +227,11 @@ class MPICommunicator:
         if op not in REDUCE_OPS:
             raise UnsupportedCollective(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
         me = self.rank
-        bound = {}
-        count = None
-        for what, arr, need, blocks in (("sendbuf", sendbuf, has_input(spec, me), spec.input_blocks()),
-                                        ("recvbuf", recvbuf, has_output(spec, me), spec.output_blocks())):
-            if not need:
-                continue
-            if arr is None:
-                raise BufferLayoutError(f"rank {me}: {what} is None but {spec.name} needs one on this rank")
-            if not arr.flags.c_contiguous:
-                raise BufferLayoutError(f"rank {me}: {what} must be C-contiguous")
-            if arr.size % blocks or (count is not None and arr.size // blocks != count):
-                raise BufferLayoutError(f"rank {me}: {what} has {arr.size} elements: not {blocks} block(s) of "
-                                        f"count={count if count is not None else 'n/a'}")
-            count = arr.size // blocks
-            bound[what] = arr.reshape(-1)
-        if len(bound) == 2 and bound["sendbuf"].dtype != bound["recvbuf"].dtype:
-            raise BufferLayoutError(f"rank {me}: sendbuf dtype {bound['sendbuf'].dtype} differs from recvbuf's "
-                                    f"{bound['recvbuf'].dtype}")
+        bound, count = bind_rank_buffers(spec, me, sendbuf, recvbuf)
         if not count:
             return recvbuf
         sample = next(iter(bound.values()))
-        inplace = len(bound) == 2 and _aliased(spec, me, bound["sendbuf"], bound["recvbuf"], count)
+        inplace = len(bound) == 2 and rank_inplace(spec, me, bound["sendbuf"], bound["recvbuf"], count)
         prog, plan = self._rank_plan(schedule, count, sample.dtype, inplace, op)
         wire = self._wire_for(sample)
         wire.begin()
@@ -307,8 +244,7 @@ class MPICommunicator:
         return recvbuf
 
     def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:
-        if op not in REDUCE_OPS:
-            raise UnsupportedCollective(f"{name}: op {op!r} is not one of {', '.join(REDUCE_OPS)}")
+        check_op(name, op)
         if count == 0:
             return
         if self.size == 1:
@@ -428,7 +364,7 @@ class MPICommunicator:
 
     def allgather_object(self, obj) -> list:
         """Every rank's JSON-able ``obj``, in rank order (small metadata only)."""
-        return mt.exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
+        return exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
 
     def _check_p2p(self, what: str, peer: int, rank: int | None) -> None:
         if rank is not None and rank != self.rank:
@@ -437,261 +373,19 @@ class MPICommunicator:
             raise ValueError(f"{what}: rank {self.rank}: peer {peer} is not another rank (0..{self.size - 1})")
 
     def _root(self, what: str, root: int) -> int:
-        if isinstance(root, bool) or not 0 <= int(root) < self.size:
-            raise ValueError(f"{what}: root {root!r} is not a rank (0..{self.size - 1})")
-        return int(root)
+        return check_root(what, root, self.size)
 
     # ------------------------------------------------------------------ fusion and compression
     def fused_all_reduce(self, tensors, *, mode: str = "auto", bucket_mb: float = 64, split_points=None,
                          op: str = "sum", compression: str | None = None) -> list[range]:
         """All-reduce this rank's ``tensors`` in place, one collective per fusion bucket
         (:func:`kernels.fusion.plan_buckets`); ``compression`` as :meth:`compressed_all_reduce`."""
-        from kernels.fusion import plan_buckets
-        buckets = plan_buckets([t.nbytes for t in tensors], mode, bucket_mb=bucket_mb,
-                               split_points=split_points, keys=[t.dtype for t in tensors])
-        for bucket in buckets:
-            ts = [tensors[i] for i in bucket]
-            xp = self._wire_for(ts[0]).xp
-            single = len(ts) == 1 and ts[0].flags.c_contiguous
-            buf = ts[0].reshape(-1) if single else xp.concatenate([t.reshape(-1) for t in ts])
-            if compression is None:
-                self.all_reduce(buf, buf, op=op)
-            else:
-                self.compressed_all_reduce(buf, buf, compression=compression, op=op)
-            if not single:
-                off = 0
-                for t in ts:
-                    t[...] = buf[off:off + t.size].reshape(t.shape)
-                    off += t.size
-        return buckets
+        return mpi_fused.fused_all_reduce(self, tensors, mode=mode, bucket_mb=bucket_mb, split_points=split_points,
+                                          op=op, compression=compression)
 
     def compressed_all_reduce(self, in_array, out_array, *, compression: str = "bf16", op: str = "sum",
                               group_size: int | None = None):
         """This rank's part of :func:`kernels.compression.compressed_all_reduce` (same wire
         format, float32 accumulation in rank order, same error bound)."""
-        from kernels import compression as cz
-        if op not in ("sum", "avg"):
-            raise UnsupportedCollective(f"compressed all_reduce supports op 'sum' and 'avg', got {op!r}")
-        fmt = cz.get_format(compression)
-        group_size = cz.DEFAULT_GROUP if group_size is None else group_size
-        n, count = self.size, int(in_array.size)
-        if count == 0:
-            return out_array
-        b = -(-count // n)
-        enc, dec = cz.CAST_KERNELS[("host", fmt.name)]
-        if _is_cupy(in_array):
-            if ("cupy", fmt.name) in cz.CAST_KERNELS:
-                enc, dec = cz.CAST_KERNELS[("cupy", fmt.name)]
-            else:  # host casts with a round trip (correct, slow), as kernels.compression does
-                import cupy
-                henc, hdec = enc, dec
-                enc = lambda x, gs: cupy.asarray(henc(cupy.asnumpy(x), gs))  # noqa: E731
-                dec = lambda p, b, gs: cupy.asarray(hdec(cupy.asnumpy(p), b, gs))  # noqa: E731
-        xp = self._wire_for(in_array).xp
-        width = cz.payload_bytes(fmt.name, b, group_size)
-        buf = xp.zeros(n * b, np.float32)
-        buf[:count] = in_array.reshape(-1)
-        send = enc(buf.reshape(n, b), group_size).reshape(-1)
-        recv = xp.empty(n * width, np.uint8)
-        self.all_to_all(send, recv)
-        parts = dec(recv.reshape(n, width), b, group_size)
-        acc = parts[0].copy()
-        for k in range(1, n):
-            acc += parts[k]
-        if op == "avg":
-            acc /= np.float32(n)
-        mine = enc(acc.reshape(1, b), group_size).reshape(-1)
-        gathered = xp.empty(n * width, np.uint8)
-        self.all_gather(mine, gathered)
-        vals = dec(gathered.reshape(n, width), b, group_size).reshape(-1)[:count]
-        out_array.reshape(-1)[:count] = vals.astype(out_array.dtype)
-        return out_array
-
-
-def _aliased(spec: CollectiveSpec, r: int, send, recv, count: int) -> bool:
-    """NCCL in-place layout of rank r's buffers; BufferLayoutError for any other overlap."""
-    item = send.dtype.itemsize
-    s0, r0 = _ptr(send), _ptr(recv)
-    s1, r1 = s0 + send.size * item, r0 + recv.size * item
-    if s1 <= r0 or r1 <= s0:
-        return False
-    if spec.name in ("allgather", "gather"):
-        ok = s0 == r0 + r * count * item
-    elif spec.name in ("reducescatter", "scatter"):
-        ok = r0 == s0 + r * count * item
-    else:
-        ok = (s0, s1) == (r0, r1)
-    if not ok:
-        raise BufferLayoutError(f"rank {r}: sendbuf and recvbuf overlap but not as NCCL's in-place {spec.name}")
-    return True
-
-
-def _contig(a):
-    if a is None or a.flags.c_contiguous:
-        return a
-    return a.copy()
-
-
-def _out(a, what: str):
-    if a is None:
-        raise ValueError(f"{what}: the output array is None on a rank that needs one")
-    if not a.flags.c_contiguous:
-        raise ValueError(f"{what}: the output array is not C-contiguous (as NCCL needs)")
-    return a
-
-
-def _head(a, n: int):
-    """The first ``n`` elements of ``a`` as a flat view (ValueError if ``a`` is smaller)."""
-    if a is None:
-        return None
-    flat = a.reshape(-1)
-    if flat.size < n:
-        raise ValueError(f"buffer has {flat.size} elements, needs at least {n}")
-    return flat[:n]
-
-
-# ---------------------------------------------------------------------- sweep --backend mpi
-class MPISweepBackend:
-    """The sweep backend (:mod:`kernels.sweep.backends` interface) of one MPI rank.
-
-    Every rank builds its own buffers from ``(seed, rank, index)`` (nccl-tests' data), runs the
-    case's schedule with :meth:`MPICommunicator.run_schedule` and times ``iters`` back-to-back
-    runs after a barrier (nccl-tests with ``MPI=1``); rank times are combined by ``-a`` (0 rank
-    0, 1 mean, 2 min, 3 max).  Validation runs on every rank against NumPy and ``#wrong`` is
-    the sum over ranks; every rank returns the same numbers.
-    """
-
-    name = "mpi"
-    checks = True
-
-    def __init__(self, comm: MPICommunicator) -> None:
-        self.comm = comm
-        self._rep = 0
-
-    def devices(self, n: int, topology) -> list:
-        import os
-        import socket
-        from kernels.sweep.backends import Device
-        mine = {"pid": os.getpid(), "host": socket.gethostname().split(".")[0],
-                "info": f"MPI process ({self.comm.waiter.MPI.Get_library_version().splitlines()[0][:40]})"}
-        return [Device(r, d["pid"], d["host"], r, "cpu", d["info"])
-                for r, d in enumerate(self.comm.allgather_object(mine))]
-
-    def _buffers(self, case, seed: int):
-        from kernels.sweep.table import init_data
-        e, n, c, me = case.entry, case.nranks, case.counts.count, self.comm.rank
-        kin, kout = e.blocks(n)
-        mine = init_data(seed, me, kin * c, case.dtype, case.op, n)
-        if not case.inplace:
-            return mine, np.zeros(kout * c, mine.dtype)
-        if kin == kout:
-            return mine, mine
-        if kout > kin:
-            d = np.zeros(kout * c, mine.dtype)
-            d[me * c:(me + 1) * c] = mine
-            return d[me * c:(me + 1) * c], d
-        return mine, mine[me * c:(me + 1) * c]
-
-    def _run(self, case, send, recv) -> None:
-        if case.schedule is None:
-            if recv is not send:
-                recv[...] = send[:recv.size]
-            return
-        self.comm.run_schedule(case.schedule, send, recv, op=case.op)
-
-    def measure(self, case) -> tuple[float, int | None]:
-        from kernels.sweep.table import count_wrong
-        send, recv = self._buffers(case, 0)
-        with np.errstate(all="ignore"):
-            self.comm.barrier()
-            for _ in range(case.warmup):
-                self._run(case, send, recv)
-            self.comm.barrier()
-            t0 = time.perf_counter()
-            for _ in range(case.iters):
-                self._run(case, send, recv)
-            mine = (time.perf_counter() - t0) / case.iters * 1e6
-        times = [float(t) for t in self.comm.allgather_object(mine)]
-        t = {0: times[0], 2: min(times), 3: max(times)}.get(case.average, sum(times) / len(times))
-        if case.check <= 0:
-            return t, None
-        wrong = 0
-        for _ in range(case.check):
-            self._rep += 1
-            s, d = self._buffers(case, self._rep)
-            self._run(case, s, d)
-            inputs = case.entry.inputs(self._rep, case.counts.count, case.dtype, case.op, case.nranks)
-            want = case.entry.expected(inputs, case.counts.count, case.dtype, case.op, case.nranks,
-                                       case.root)[self.comm.rank]
-            mine = 0 if want is None else count_wrong(d, want, case.dtype, case.op, case.nranks)
-            wrong = sum(int(w) for w in self.comm.allgather_object(mine))
-            if wrong:
-                break
-        return t, wrong
-
-
-def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_path=None, out=None,
-                  comm: MPICommunicator | None = None) -> int:
-    """``sweep ... --backend mpi`` on every rank of ``mpirun -n N``: rank 0 prints one
-    nccl-tests table (and writes the ``-J`` JSON), ``#wrong`` is checked on every rank.
-
-    Parameters
-    ----------
-    cfg_for : callable
-        ``cfg_for(n) -> SweepConfig`` for ``n`` = the number of processes (the CLI's
-        ``lambda n: make_config(args, n)``).
-    topology : Topology, preset name, file or None
-        None: ``fully_connected(n)``; a machine with more GPUs than processes is cut to the
-        first ``n``.
-    algo, argv, json_path
-        ``--algo``, the command line (for the JSON) and ``-J``.
-    out : file, optional
-        Where rank 0 prints (default stdout).
-
-    Returns
-    -------
-    int
-        0, or 1 when any result was wrong (the same on every rank).  A rank that fails
-        aborts the job through :meth:`MPICommunicator.abort` (one line naming the rank).
-    """
-    from kernels.sweep import output
-    from kernels.sweep.driver import ScheduleSource, run_sweep
-    MPI = mt.mpi()
-    world = comm._world if comm is not None else MPI.COMM_WORLD
-    n = world.Get_size()
-    cfg = cfg_for(n)
-    topo = _sweep_topology(topology, n)
-    comm = comm or MPICommunicator.from_mpi(world, topology=topo, plan="auto" if algo == "plan" else False)
-    out = out or sys.stdout
-    try:
-        source = ScheduleSource(cfg.collective, topo if n > 1 else None, algo)
-        backend = MPISweepBackend(comm)
-        devices = backend.devices(n, topo)
-        start = output.now()
-        root0 = comm.rank == 0
-        if root0:
-            print("\n".join(output.preamble_lines(cfg, devices, [f"backend: mpi ({n} processes)"] + source.notes)
-                            + output.header_lines()), file=out, flush=True)
-        summary = run_sweep(cfg, backend, source,
-                            on_row=(lambda row: print(output.row_line(row), file=out, flush=True)) if root0 else None)
-        if root0:
-            print("\n".join(output.footer_lines(summary)), file=out, flush=True)
-            if json_path:
-                doc = output.json_document(cfg, devices, summary, argv=list(argv), start_time=start,
-                                           extra={"backend": "mpi", "topology": topo.name})
-                output.write_json(output.free_json_path(json_path), doc)
-        comm.barrier()
-    except (TopocollError, ValueError, OSError) as exc:
-        comm.abort(exc)
-    return 1 if summary.errors else 0
-
-
-def _sweep_topology(topology, n: int):
-    from topo_probe.model import Topology
-    if topology is None or isinstance(topology, Topology):
-        return resolve_topology(topology, n)
-    from topo_probe.load import load_topology
-    topo = load_topology(str(topology))
-    if topo.num_gpus > n:
-        topo = load_topology(str(topology), gpus=list(range(n)))
-    return topo
+        return mpi_fused.compressed_all_reduce(self, in_array, out_array, compression=compression, op=op,
+                                               group_size=group_size)

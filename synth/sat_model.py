@@ -22,7 +22,9 @@ Redundant but valid cuts: a rank that does not need a chunk forwards every copy 
 chunks with the same pre/post sets are interchangeable, so they are ordered by their arrival
 step at one rank (symmetry breaking; see ``symmetry`` of :func:`solve_instance`).  A
 fractional capacity ``floor(ratio * r_s)`` is made exact through one-hot Booleans for r_s.
-Unicast collectives (alltoall, gather, scatter) use the aggregated :class:`FlowModel`.
+Unicast collectives (alltoall, gather, scatter) use the aggregated :class:`FlowModel`
+(:mod:`synth.sat_flow`); hop distances, capacity constraints, decoding and the solver call
+are shared through :mod:`synth.sat_common` (names re-exported here).
 
 Only non-combining collectives are encoded here; ReduceScatter, Reduce and AllReduce are
 derived by duality in :mod:`synth.compose` (which :func:`solve_instance` calls for them).
@@ -33,42 +35,16 @@ from __future__ import annotations
 
 import math
 import time
-from collections import deque
-from fractions import Fraction
 
 from ortools.sat.python import cp_model
 
 from synth.collectives import CollectiveSpec
 from synth.fabric import Fabric
-from synth.schedule import Schedule, Step, Transfer
-from topo_probe.errors import ScheduleInvalid, SynthesisInfeasible, SynthesisTimeout, UnsupportedCollective
-
-Sum = cp_model.LinearExpr.sum
-NEVER = 10**9
-"""Hop distance of an unreachable rank."""
-
-
-def hop_distances(fabric: Fabric) -> list[list[int]]:
-    """Fewest channels from rank i to rank j (``NEVER`` if unreachable), by BFS.
-
-    >>> from synth.fabric import build_fabric
-    >>> from topo_probe.generators import line
-    >>> hop_distances(build_fabric(line(3)))[0]
-    [0, 1, 2]
-    """
-    n = fabric.num_ranks
-    out = [[NEVER] * n for _ in range(n)]
-    nbrs = {i: fabric.neighbours_out(i) for i in range(n)}
-    for a in range(n):
-        out[a][a] = 0
-        todo = deque([a])
-        while todo:
-            u = todo.popleft()
-            for v in nbrs[u]:
-                if out[a][v] == NEVER:
-                    out[a][v] = out[a][u] + 1
-                    todo.append(v)
-    return out
+from synth.sat_common import NEVER, Sum, add_capacity, decode_schedule, hop_distances, run_cp_sat
+from synth.sat_common import capacity_ratio  # noqa: F401 - re-exported
+from synth.sat_flow import FlowModel, is_unicast
+from synth.schedule import Schedule, Transfer
+from topo_probe.errors import ScheduleInvalid, SynthesisInfeasible, UnsupportedCollective
 
 
 def latency_lower_bound(fabric: Fabric, spec: CollectiveSpec) -> int:
@@ -91,69 +67,12 @@ def latency_lower_bound(fabric: Fabric, spec: CollectiveSpec) -> int:
     return worst
 
 
-def capacity_ratio(fabric: Fabric, resource) -> Fraction:
-    """Chunks per round resource ``resource`` carries, as a Fraction never above the exact value."""
-    exact = Fraction(fabric.resources[resource].bandwidth_gbps) / Fraction(fabric.unit_gbps)
-    nice = exact.limit_denominator(10**4)
-    return nice if nice <= exact else Fraction(math.floor(exact * 10**4), 10**4)
-
-
 def spec_of(collective, ranks: int, chunks: int, root: int | None) -> CollectiveSpec:
     """A CollectiveSpec from a name (or a spec whose name and root are reused)."""
     if isinstance(collective, CollectiveSpec):
         root = collective.root if root is None else root
         collective = collective.name
     return CollectiveSpec(collective, ranks, chunks, root)
-
-
-def add_capacity(model: cp_model.CpModel, fabric: Fabric, sends, r: list, rmax: int) -> None:
-    """Per step and resource: sum of route fractions times ``var`` <= capacity ratio * r[step].
-
-    ``sends`` yields (src, dst, step, var) where var counts chunks (Bool or Int); ``rmax`` is
-    the most rounds a step can have.  Loads are scaled to integers by the lcm of the fractions'
-    denominators; a fractional capacity ``floor(ratio * r_s)`` is spelled out exactly through
-    one-hot Booleans for r_s (its LP relaxation is much tighter than ``ratio * r_s``).
-    """
-    table = _resource_table(fabric)
-    users: dict = {}
-    cache: dict = {}
-    for i, j, s, v in sends:
-        for res, _ in fabric.channels[i, j]:
-            users.setdefault((res, s), ([], []))
-            users[res, s][0].append(v)
-            users[res, s][1].append(table[res][0][i, j])
-    for (res, s), (vars_, coefs) in users.items():
-        per_round = table[res][1]  # capacity per round in units of the integer coefficients
-        lhs = cp_model.LinearExpr.weighted_sum(vars_, coefs)
-        if per_round.denominator == 1:
-            model.add(lhs <= int(per_round) * r[s - 1])
-        else:  # integral load <= floor(per_round * r_s), exact through a one-hot r_s
-            onehot = _onehot(model, r, s, rmax, cache)
-            model.add(lhs <= sum(math.floor(per_round * k) * z for k, z in onehot.items()))
-
-
-def _resource_table(fabric: Fabric) -> dict:
-    """resource -> ({channel: integer coefficient}, capacity per round in those units)."""
-    users: dict = {}
-    for ch, route in fabric.channels.items():
-        for res, frac in route:
-            users.setdefault(res, []).append((ch, frac))
-    table = {}
-    for res, items in users.items():
-        scale = math.lcm(*(f.denominator for _, f in items))
-        g = math.gcd(*(int(f * scale) for _, f in items))
-        table[res] = ({ch: int(f * scale) // g for ch, f in items}, capacity_ratio(fabric, res) * scale / g)
-    return table
-
-
-def _onehot(model: cp_model.CpModel, r: list, s: int, rmax: int, cache: dict) -> dict:
-    """Booleans z[k] <=> (r_s == k), k = 1..rmax, made once per step."""
-    if s not in cache:
-        z = {k: model.new_bool_var(f"r[{s}]=={k}") for k in range(1, rmax + 1)}
-        model.add_exactly_one(z.values())
-        model.add(r[s - 1] == sum(k * v for k, v in z.items()))
-        cache[s] = z
-    return cache[s]
 
 
 class StepModel:
@@ -261,129 +180,7 @@ class StepModel:
         for (c, i, j, s), v in self.x.items():
             if solver.boolean_value(v):
                 per_step[s - 1].append(Transfer(c, i, j, "copy"))
-        return _schedule(self, solver, per_step, meta)
-
-
-def is_unicast(spec: CollectiveSpec) -> bool:
-    """True when every chunk has one holder and at most one other rank needing it
-    (alltoall, gather, scatter): then :class:`FlowModel` applies."""
-    return all(len(ch.pre) == 1 and len(set(ch.post) - set(ch.pre)) <= 1 for ch in spec.chunks())
-
-
-class FlowModel:
-    """Aggregated model for unicast collectives (see :func:`is_unicast`).
-
-    Chunks with the same source a and destination b are interchangeable and need no copies, so
-    ``y[(a, b), i, j, s]`` (integer) counts how many of them cross channel i->j in step s: an
-    integer flow over time, which decomposes into one path per chunk (exact, and free of the
-    C! chunk symmetry).  A relay forwards in step s at most what it received before s.
-    """
-
-    def __init__(self, fabric: Fabric, spec: CollectiveSpec, steps: int, rounds: int) -> None:
-        self.fabric, self.spec, self.S, self.R = fabric, spec, steps, rounds
-        m = self.model = cp_model.CpModel()
-        self.r = [m.new_int_var(1, rounds - steps + 1, f"r[{s}]") for s in range(1, steps + 1)]
-        m.add(sum(self.r) == rounds)
-        self.classes: dict[tuple[int, int], list[int]] = {}
-        for ch in spec.chunks():
-            need = [p for p in ch.post if p not in ch.pre]
-            if need:
-                self.classes.setdefault((ch.pre[0], need[0]), []).append(ch.id)
-        dist = hop_distances(fabric)
-        self.y: dict[tuple[tuple[int, int], int, int, int], cp_model.IntVar] = {}
-        for (a, b), ids in self.classes.items():
-            for (i, j) in fabric.channels:
-                if j == a or i == b:
-                    continue
-                for s in range(dist[a][i] + 1, steps - dist[j][b] + 1):
-                    self.y[(a, b), i, j, s] = m.new_int_var(0, len(ids), f"y[{a}->{b},{i}->{j},s{s}]")
-        self._conservation()
-        add_capacity(m, fabric, ((i, j, s, v) for (_, i, j, s), v in self.y.items()), self.r, rounds - steps + 1)
-
-    def _conservation(self) -> None:
-        m, n = self.model, self.spec.ranks
-        per: dict = {}
-        for (k, i, j, s), v in self.y.items():
-            per.setdefault((k, "out", i), []).append((s, v))
-            per.setdefault((k, "in", j), []).append((s, v))
-        for (a, b), ids in self.classes.items():
-            k = (a, b)
-            if not per.get((k, "in", b)):
-                raise SynthesisInfeasible(f"{self.spec.name}: rank {a} cannot reach rank {b} in {self.S} steps "
-                                          f"on {self.fabric.topology_name!r}")
-            m.add(Sum([v for _, v in per[k, "out", a]]) == len(ids))
-            m.add(Sum([v for _, v in per[k, "in", b]]) == len(ids))
-            for v_rank in range(n):
-                if v_rank in (a, b):
-                    continue
-                ins, outs = per.get((k, "in", v_rank), []), per.get((k, "out", v_rank), [])
-                m.add(Sum([v for _, v in ins]) == Sum([v for _, v in outs]))
-                for s in sorted({t for t, _ in outs}):
-                    m.add(Sum([v for t, v in outs if t <= s]) <= Sum([v for t, v in ins if t < s]))
-
-    def add_hint(self, schedule: Schedule) -> None:
-        """Hint with a schedule of this instance (counts per class, channel and step)."""
-        owner = {cid: k for k, ids in self.classes.items() for cid in ids}
-        count: dict = {}
-        for s, st in enumerate(schedule.steps, 1):
-            for t in st.transfers:
-                if t.chunk in owner:
-                    key = (owner[t.chunk], t.src, t.dst, s)
-                    count[key] = count.get(key, 0) + 1
-        for key, v in self.y.items():
-            self.model.add_hint(v, count.get(key, 0))
-        for s, st in enumerate(schedule.steps[:self.S]):
-            self.model.add_hint(self.r[s], st.rounds)
-
-    def decode(self, solver: cp_model.CpSolver, meta: dict) -> Schedule:
-        """Decompose the flow into one path per chunk (tokens move from rank to rank)."""
-        per_step: list[list[Transfer]] = [[] for _ in range(self.S)]
-        sends: dict = {}
-        for (k, i, j, s), v in self.y.items():
-            amount = int(solver.value(v))
-            if amount:
-                sends.setdefault((k, s), []).append((i, j, amount))
-        for k, ids in self.classes.items():
-            ready = {k[0]: list(ids)}  # chunks a rank may forward in the current step
-            for s in range(1, self.S + 1):
-                moved: dict[int, list[int]] = {}
-                for i, j, amount in sorted(sends.get((k, s), [])):
-                    for _ in range(amount):
-                        c = ready[i].pop()  # conservation guarantees a token is there
-                        per_step[s - 1].append(Transfer(c, i, j, "copy"))
-                        moved.setdefault(j, []).append(c)
-                for j, cs in moved.items():
-                    ready.setdefault(j, []).extend(cs)
-        return _schedule(self, solver, per_step, meta)
-
-
-def _schedule(sm, solver: cp_model.CpSolver, per_step: list[list[Transfer]], meta: dict) -> Schedule:
-    steps = tuple(Step(int(solver.value(sm.r[s])), tuple(sorted(ts, key=lambda t: (t.chunk, t.src, t.dst))))
-                  for s, ts in enumerate(per_step))
-    spec = sm.spec
-    return Schedule(spec.name, spec.ranks, spec.chunks_per_rank, steps, spec.root, False,
-                    f"sat-S{sm.S}-R{sm.R}-C{spec.chunks_per_rank}", sm.fabric.topology_name,
-                    sm.fabric.fingerprint, meta)
-
-
-def _run(model: cp_model.CpModel, time_limit_s: float, workers: int, where: str) -> tuple[cp_model.CpSolver, str]:
-    """Solve; return (solver, status name) when it found a schedule, else raise Infeasible / Timeout."""
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(time_limit_s)
-    solver.parameters.num_workers = int(workers)
-    # measured: probing and CP-SAT's own symmetry detection cost more than they save on these
-    # models (DGX-1 pareto solves 35 % less CPU, cluster proofs 2-3x faster without them)
-    solver.parameters.cp_model_probing_level = 0
-    solver.parameters.symmetry_level = 0
-    t0 = time.perf_counter()
-    status = solver.solve(model)
-    if status == cp_model.INFEASIBLE:
-        raise SynthesisInfeasible(f"{where}: CP-SAT proved no schedule exists ({time.perf_counter() - t0:.2f} s)")
-    if status == cp_model.UNKNOWN:
-        raise SynthesisTimeout(f"{where}: no schedule found within {time_limit_s:g} s")
-    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise UnsupportedCollective(f"{where}: CP-SAT returned {solver.status_name(status)}")
-    return solver, solver.status_name(status)
+        return decode_schedule(self, solver, per_step, meta)
 
 
 def verify(schedule: Schedule, fabric: Fabric) -> None:
@@ -448,7 +245,7 @@ def solve_instance(fabric: Fabric, collective, steps: int, rounds: int, chunks: 
     if hint is not None:
         sm.add_hint(hint)
     build_s = time.perf_counter() - t0
-    solver, name = _run(sm.model, time_limit_s, workers, where)
+    solver, name = run_cp_sat(sm.model, time_limit_s, workers, where)
     wall = time.perf_counter() - t0
     meta = {"solver": "cp-sat", "status": name, "wall_s": round(wall, 3), "build_s": round(build_s, 3),
             "steps": steps, "rounds": rounds, "chunks": chunks, "model": type(sm).__name__,

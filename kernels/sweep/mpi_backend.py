@@ -1,0 +1,165 @@
+"""``sweep --backend mpi``: one nccl-tests table from the processes of ``mpirun -n N``.
+
+:func:`run_sweep_mpi` is what ``sweep ... --backend mpi`` runs on every rank; every rank times
+and validates its share through :class:`MPISweepBackend` (the :mod:`kernels.sweep.backends`
+interface over an :class:`~kernels.mpi_comm.MPICommunicator`) and rank 0 prints the table.
+Both names are also importable from :mod:`kernels.mpi_comm`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from kernels.communicator import resolve_topology
+from kernels.mpi_comm import MPICommunicator
+from kernels.mpi_waiter import mpi
+from topo_probe.errors import TopocollError
+
+
+class MPISweepBackend:
+    """The sweep backend (:mod:`kernels.sweep.backends` interface) of one MPI rank.
+
+    Every rank builds its own buffers from ``(seed, rank, index)`` (nccl-tests' data), runs the
+    case's schedule with :meth:`MPICommunicator.run_schedule` and times ``iters`` back-to-back
+    runs after a barrier (nccl-tests with ``MPI=1``); rank times are combined by ``-a`` (0 rank
+    0, 1 mean, 2 min, 3 max).  Validation runs on every rank against NumPy and ``#wrong`` is
+    the sum over ranks; every rank returns the same numbers.
+    """
+
+    name = "mpi"
+    checks = True
+
+    def __init__(self, comm: MPICommunicator) -> None:
+        self.comm = comm
+        self._rep = 0
+
+    def devices(self, n: int, topology) -> list:
+        import os
+        import socket
+        from kernels.sweep.backends import Device
+        mine = {"pid": os.getpid(), "host": socket.gethostname().split(".")[0],
+                "info": f"MPI process ({self.comm.waiter.MPI.Get_library_version().splitlines()[0][:40]})"}
+        return [Device(r, d["pid"], d["host"], r, "cpu", d["info"])
+                for r, d in enumerate(self.comm.allgather_object(mine))]
+
+    def _buffers(self, case, seed: int):
+        from kernels.sweep.table import init_data
+        e, n, c, me = case.entry, case.nranks, case.counts.count, self.comm.rank
+        kin, kout = e.blocks(n)
+        mine = init_data(seed, me, kin * c, case.dtype, case.op, n)
+        if not case.inplace:
+            return mine, np.zeros(kout * c, mine.dtype)
+        if kin == kout:
+            return mine, mine
+        if kout > kin:
+            d = np.zeros(kout * c, mine.dtype)
+            d[me * c:(me + 1) * c] = mine
+            return d[me * c:(me + 1) * c], d
+        return mine, mine[me * c:(me + 1) * c]
+
+    def _run(self, case, send, recv) -> None:
+        if case.schedule is None:
+            if recv is not send:
+                recv[...] = send[:recv.size]
+            return
+        self.comm.run_schedule(case.schedule, send, recv, op=case.op)
+
+    def measure(self, case) -> tuple[float, int | None]:
+        from kernels.sweep.table import count_wrong
+        send, recv = self._buffers(case, 0)
+        with np.errstate(all="ignore"):
+            self.comm.barrier()
+            for _ in range(case.warmup):
+                self._run(case, send, recv)
+            self.comm.barrier()
+            t0 = time.perf_counter()
+            for _ in range(case.iters):
+                self._run(case, send, recv)
+            mine = (time.perf_counter() - t0) / case.iters * 1e6
+        times = [float(t) for t in self.comm.allgather_object(mine)]
+        t = {0: times[0], 2: min(times), 3: max(times)}.get(case.average, sum(times) / len(times))
+        if case.check <= 0:
+            return t, None
+        wrong = 0
+        for _ in range(case.check):
+            self._rep += 1
+            s, d = self._buffers(case, self._rep)
+            self._run(case, s, d)
+            inputs = case.entry.inputs(self._rep, case.counts.count, case.dtype, case.op, case.nranks)
+            want = case.entry.expected(inputs, case.counts.count, case.dtype, case.op, case.nranks,
+                                       case.root)[self.comm.rank]
+            mine = 0 if want is None else count_wrong(d, want, case.dtype, case.op, case.nranks)
+            wrong = sum(int(w) for w in self.comm.allgather_object(mine))
+            if wrong:
+                break
+        return t, wrong
+
+
+def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_path=None, out=None,
+                  comm: MPICommunicator | None = None) -> int:
+    """``sweep ... --backend mpi`` on every rank of ``mpirun -n N``: rank 0 prints one
+    nccl-tests table (and writes the ``-J`` JSON), ``#wrong`` is checked on every rank.
+
+    Parameters
+    ----------
+    cfg_for : callable
+        ``cfg_for(n) -> SweepConfig`` for ``n`` = the number of processes (the CLI's
+        ``lambda n: make_config(args, n)``).
+    topology : Topology, preset name, file or None
+        None: ``fully_connected(n)``; a machine with more GPUs than processes is cut to the
+        first ``n``.
+    algo, argv, json_path
+        ``--algo``, the command line (for the JSON) and ``-J``.
+    out : file, optional
+        Where rank 0 prints (default stdout).
+
+    Returns
+    -------
+    int
+        0, or 1 when any result was wrong (the same on every rank).  A rank that fails
+        aborts the job through :meth:`MPICommunicator.abort` (one line naming the rank).
+    """
+    from kernels.sweep import output
+    from kernels.sweep.driver import ScheduleSource, run_sweep
+    MPI = mpi()
+    world = comm._world if comm is not None else MPI.COMM_WORLD
+    n = world.Get_size()
+    cfg = cfg_for(n)
+    topo = _sweep_topology(topology, n)
+    comm = comm or MPICommunicator.from_mpi(world, topology=topo, plan="auto" if algo == "plan" else False)
+    out = out or sys.stdout
+    try:
+        source = ScheduleSource(cfg.collective, topo if n > 1 else None, algo)
+        backend = MPISweepBackend(comm)
+        devices = backend.devices(n, topo)
+        start = output.now()
+        root0 = comm.rank == 0
+        if root0:
+            print("\n".join(output.preamble_lines(cfg, devices, [f"backend: mpi ({n} processes)"] + source.notes)
+                            + output.header_lines()), file=out, flush=True)
+        summary = run_sweep(cfg, backend, source,
+                            on_row=(lambda row: print(output.row_line(row), file=out, flush=True)) if root0 else None)
+        if root0:
+            print("\n".join(output.footer_lines(summary)), file=out, flush=True)
+            if json_path:
+                doc = output.json_document(cfg, devices, summary, argv=list(argv), start_time=start,
+                                           extra={"backend": "mpi", "topology": topo.name})
+                output.write_json(output.free_json_path(json_path), doc)
+        comm.barrier()
+    except (TopocollError, ValueError, OSError) as exc:
+        comm.abort(exc)
+    return 1 if summary.errors else 0
+
+
+def _sweep_topology(topology, n: int):
+    from topo_probe.model import Topology
+    if topology is None or isinstance(topology, Topology):
+        return resolve_topology(topology, n)
+    from topo_probe.load import load_topology
+    topo = load_topology(str(topology))
+    if topo.num_gpus > n:
+        topo = load_topology(str(topology), gpus=list(range(n)))
+    return topo
