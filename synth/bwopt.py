@@ -574,6 +574,16 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     return sched.with_(meta=_meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0))
 
 
+def _phased(fabric: Fabric, name: str, achieved: Fraction) -> dict:
+    """AllReduce only: the (RS + AG) / n bound of phase-separated schedules and our ratio to it."""
+    if name != "allreduce":
+        return {}
+    from synth.bounds import phased_allreduce_bound
+    phased = phased_allreduce_bound(fabric)
+    return {"phased_bound_exact": str(phased),
+            "ratio_to_phased_bound": float(achieved / phased) if phased else None}
+
+
 def _meta(sched: Schedule, fabric: Fabric, name: str, root, forests, fw, solve_s: float) -> dict:
     achieved = bandwidth_term(sched, fabric)
     bound = _bound(fabric, name, root)
@@ -590,6 +600,7 @@ def _meta(sched: Schedule, fabric: Fabric, name: str, root, forests, fw, solve_s
         "achieved_rounds_per_block": float(achieved),
         "achieved_exact": str(achieved),
         "ratio_to_bound": float(achieved / bound) if bound else None,
+        **_phased(fabric, name, achieved),
         "lockstep_rounds_per_block": float(lockstep_bandwidth_term(sched, fabric)),
         "batch_chunks": forests[0].batch.chunks,
         "trees": sum(len(ts) for f in forests for ts in f.staged.counts.values()),

@@ -144,6 +144,8 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
         "bandwidth_optimal_note": bw_note,
         "bounds": {"latency_steps": bounds.latency_steps, "latency_us": bounds.latency_us,
                    "bandwidth_rounds_per_block": str(bounds.bandwidth_rounds_per_block),
+                   **({"phased_rounds_per_block": str(bounds.phased_rounds_per_block)}
+                      if bounds.phased_rounds_per_block is not None else {}),
                    **{f"time_us_{k}": bounds.time_us(nb, cost.params) for k, nb in SUMMARY_SIZES.items()}},
         "simulated_us": sim,
     }

@@ -155,7 +155,10 @@ def test_nvswitch_box():
     assert s.num_steps == 1                                     # direct sends, one balanced step
     ar = bandwidth_optimal(f, "allreduce", time_limit_s=30)
     assert_good(ar, f, (ag + cut_bound(f, "reducescatter")) / 4)
-    assert ar.meta["ratio_to_bound"] == pytest.approx(1.0)
+    # (RS + AG) / n is what phase-separated schedules can reach; the cut bound (a whole block
+    # each way across the weakest cut, 1/6 here) is lower and not known to be reachable
+    assert ar.meta["ratio_to_phased_bound"] == pytest.approx(1.0)
+    assert ar.meta["ratio_to_bound"] >= 1.0
 
 
 def test_mini_cluster_with_nics():
