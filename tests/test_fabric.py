@@ -8,18 +8,11 @@ from synth.fabric import build_fabric
 from topo_probe.errors import TopologyError
 from topo_probe.model import Topology
 
-DGX1 = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0], [1, 2, 2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2, 1, 1], [0, 1, 0, 0, 2, 0, 1, 2], [0, 0, 2, 0, 1, 1, 0, 2], [0, 0, 0, 1, 1, 2, 2, 0]]
+from _topologies import DGX1_LINKS as DGX1, dgx1_hand  # noqa: E402
 
 
 def dgx1_with_pcie() -> Topology:
-    t = Topology("dgx1-hand")
-    for i in range(8):
-        t.add_gpu(i)
-    for i in range(8):
-        for j in range(i + 1, 8):
-            if DGX1[i][j]:
-                t.add_link(f"gpu{i}", f"gpu{j}", kind="nvlink", links=DGX1[i][j], bandwidth_gbps=25.0 * DGX1[i][j])
+    t = dgx1_hand()
     t.add_node("cpu0", "cpu")
     for i in range(8):
         t.add_link(f"gpu{i}", "cpu0", kind="pcie", bandwidth_gbps=15.75)

@@ -14,20 +14,11 @@ from topo_probe.generators import add_pcie_tree, cluster, line, ring
 from topo_probe.model import Topology
 
 # REFERENCE.md: DGX-1 NVLink counts, 25 GB/s per link per direction
-DGX1_LINKS = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0],
-              [1, 2, 2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2, 1, 1], [0, 1, 0, 0, 2, 0, 1, 2],
-              [0, 0, 2, 0, 1, 1, 0, 2], [0, 0, 0, 1, 1, 2, 2, 0]]
+from _topologies import DGX1_LINKS, dgx1_hand  # noqa: E402,F401
 
 
 def dgx1() -> Topology:
-    t = Topology("dgx1-hand")
-    for i in range(8):
-        t.add_gpu(i)
-    for i in range(8):
-        for j in range(i + 1, 8):
-            if DGX1_LINKS[i][j]:
-                t.add_link(f"gpu{i}", f"gpu{j}", kind="nvlink", links=DGX1_LINKS[i][j],
-                           bandwidth_gbps=25.0 * DGX1_LINKS[i][j])
+    t = dgx1_hand()
     return t
 
 

@@ -14,21 +14,12 @@ from topo_probe.errors import SynthesisTimeout
 from topo_probe.generators import fully_connected, hub_and_spoke, ring
 from topo_probe.model import Topology
 
-DGX1_LINKS = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0],
-              [1, 2, 2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2, 1, 1], [0, 1, 0, 0, 2, 0, 1, 2],
-              [0, 0, 2, 0, 1, 1, 0, 2], [0, 0, 0, 1, 1, 2, 2, 0]]
+from _topologies import DGX1_LINKS, dgx1_hand  # noqa: E402,F401
 
 
 @pytest.fixture(scope="module")
 def dgx1():
-    t = Topology("dgx1-hand")
-    for i in range(8):
-        t.add_gpu(i)
-    for i in range(8):
-        for j in range(i + 1, 8):
-            if DGX1_LINKS[i][j]:
-                t.add_link(f"gpu{i}", f"gpu{j}", kind="nvlink", links=DGX1_LINKS[i][j],
-                           bandwidth_gbps=25.0 * DGX1_LINKS[i][j])
+    t = dgx1_hand()
     return build_fabric(t)
 
 

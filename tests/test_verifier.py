@@ -17,8 +17,7 @@ from synth.verifier import RULES, check, required_rounds, verify
 from topo_probe.errors import ScheduleInvalid
 from topo_probe.model import Topology
 
-DGX1 = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0], [1, 2, 2, 0, 0, 0, 0, 1],
-        [2, 0, 0, 0, 0, 2, 1, 1], [0, 1, 0, 0, 2, 0, 1, 2], [0, 0, 2, 0, 1, 1, 0, 2], [0, 0, 0, 1, 1, 2, 2, 0]]
+from _topologies import DGX1_LINKS as DGX1, dgx1_hand  # noqa: E402
 
 
 # ---------------------------------------------------------------- hand-built topologies
@@ -32,14 +31,7 @@ def ring_topology(n: int) -> Topology:
 
 
 def dgx1_topology() -> Topology:
-    t = Topology("dgx1-hand")
-    for i in range(8):
-        t.add_gpu(i)
-    for i in range(8):
-        for j in range(i + 1, 8):
-            if DGX1[i][j]:
-                t.add_link(f"gpu{i}", f"gpu{j}", kind="nvlink", links=DGX1[i][j], bandwidth_gbps=25.0 * DGX1[i][j])
-    return t
+    return dgx1_hand()
 
 
 RING4 = build_fabric(ring_topology(4))
