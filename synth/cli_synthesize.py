@@ -66,6 +66,9 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("synthesize: interrupted; complete results were left as they were", file=sys.stderr)
         return 130
+    if summary.get("reused"):
+        print(f"results for {len(summary['collectives'])} collectives are in {out}/ (report.md, plan.json)")
+        return 0
     print(f"wrote {out}/ (plan.json, summary.json, report.md, busbw.png, schedules/, msccl/) "
           f"for {len(summary['collectives'])} collectives in {summary['total_s']:.1f} s")
     return 0

@@ -191,7 +191,7 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
             old = {}
         if old.get("fingerprint") == fabric.fingerprint and set(opts.collectives) <= set(old.get("collectives", {})):
             opts.log(f"reusing {out_dir} (same topology fingerprint {fabric.fingerprint}; --force to redo)")
-            return old
+            return {**old, "reused": True}
     work = out_dir.with_name(f".{out_dir.name}.partial-{os.getpid()}")
     if work.exists():
         shutil.rmtree(work)
