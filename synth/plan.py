@@ -23,7 +23,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from synth.collectives import ROOTED, canonical
-from synth.schedule import Schedule, atomic_write_text
+from synth.schedule import Schedule, atomic_write_text, read_json
 from topo_probe.errors import ScheduleFormatError
 
 PLAN_FORMAT = "topocoll.plan"
@@ -80,12 +80,7 @@ class Plan:
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
         path = Path(path)
-        try:
-            doc = json.loads(path.read_text())
-        except OSError as e:
-            raise ScheduleFormatError(f"{path}: cannot read plan: {e.strerror}") from None
-        except json.JSONDecodeError as e:
-            raise ScheduleFormatError(f"{path}: line {e.lineno} column {e.colno}: invalid JSON: {e.msg}") from None
+        doc = read_json(path, "plan")
         if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
             raise ScheduleFormatError(f"{path}: format must be {PLAN_FORMAT!r}")
         if doc.get("version") != PLAN_VERSION:

@@ -120,14 +120,18 @@ class Schedule:
 
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Schedule":
-        p = Path(path)
-        try:
-            doc = json.loads(p.read_text())
-        except OSError as e:
-            raise ScheduleFormatError(f"{p}: cannot read: {e.strerror}") from None
-        except json.JSONDecodeError as e:
-            raise ScheduleFormatError(f"{p}: line {e.lineno} column {e.colno}: invalid JSON: {e.msg}") from None
-        return _parse(doc, str(p))
+        return _parse(read_json(Path(path)), str(path))
+
+
+def read_json(path: Path, what: str = "") -> Any:
+    """Parse a JSON file; unreadable files and bad JSON raise ScheduleFormatError naming
+    the file (and line/column)."""
+    try:
+        return json.loads(path.read_text())
+    except OSError as e:
+        raise ScheduleFormatError(f"{path}: cannot read{' ' + what if what else ''}: {e.strerror}") from None
+    except json.JSONDecodeError as e:
+        raise ScheduleFormatError(f"{path}: line {e.lineno} column {e.colno}: invalid JSON: {e.msg}") from None
 
 
 def atomic_write_text(path: Path, text: str) -> None:
