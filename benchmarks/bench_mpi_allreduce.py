@@ -30,18 +30,10 @@ from pathlib import Path
 
 import numpy as np
 
+from synth.sizes import parse_size  # noqa: F401  (the -b/-e syntax, also used by the tests)
+
 FIELDS = ("ranks", "bytes", "count", "schedule", "steps", "chunks_per_rank", "ours_us", "mpi_us", "ratio",
           "ours_busbw_gbps", "mpi_busbw_gbps", "correct", "rounds", "iters", "load_avg", "command")
-
-
-def parse_size(text: str) -> int:
-    """``1K`` -> 1024, ``256M`` -> 268435456 (powers of 1024)."""
-    units = {"K": 1 << 10, "M": 1 << 20, "G": 1 << 30}
-    t = text.strip().upper()
-    try:
-        return int(float(t[:-1]) * units[t[-1]]) if t[-1] in units else int(t)
-    except (ValueError, IndexError):
-        raise ValueError(f"invalid size {text!r} (use e.g. 1K, 4M)") from None
 
 
 def measure(comm, world, nbytes: int, rounds: int, budget_s: float, raw: dict | None = None) -> dict:

@@ -17,7 +17,6 @@ Bad input prints one line on stderr and exits with status 2.
 from __future__ import annotations
 
 import argparse
-import re
 import sys
 
 from synth.bounds import lower_bounds
@@ -25,6 +24,7 @@ from synth.collectives import COMBINING, ROOTED, canonical
 from synth.cost import CostModel, CostParams, algbw_gbps, busbw_gbps
 from synth.fabric import build_fabric
 from synth.schedule import Schedule
+from synth.sizes import parse_size as shared_parse_size, size_sweep
 from topo_probe.errors import TopocollError
 
 #: nccl-tests data types and their sizes in bytes (``-d``), with common aliases
@@ -32,8 +32,6 @@ DTYPES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 
           "float": 4, "double": 8, "bfloat16": 2, "f8e4m3": 1, "f8e5m2": 1}
 _ALIASES = {"char": "int8", "int": "int32", "float16": "half", "fp16": "half", "float32": "float",
             "fp32": "float", "float64": "double", "bf16": "bfloat16"}
-MAX_ROWS = 10000
-_SIZE = re.compile(r"^\s*(\d+)\s*([kKmMgG]?)\s*$")
 
 
 class _BadInput(Exception):
@@ -51,10 +49,10 @@ def parse_size(text: str) -> int:
     >>> parse_size("4G"), parse_size("64k"), parse_size("8")
     (4294967296, 65536, 8)
     """
-    m = _SIZE.match(text)
-    if not m:
-        raise _BadInput(f"bad size {text!r}: expected an integer with an optional K, M or G suffix")
-    return int(m.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[m.group(2).lower()]
+    try:
+        return shared_parse_size(text)
+    except ValueError:
+        raise _BadInput(f"bad size {text!r}: expected a number with an optional K, M or G suffix") from None
 
 
 def sweep_sizes(minbytes: int, maxbytes: int, factor: int | None, step: int | None) -> list[int]:
@@ -65,15 +63,10 @@ def sweep_sizes(minbytes: int, maxbytes: int, factor: int | None, step: int | No
     """
     if minbytes > maxbytes:
         raise _BadInput(f"-b {minbytes} is larger than -e {maxbytes}")
-    sizes, size = [], minbytes
-    while size <= maxbytes:
-        sizes.append(size)
-        if len(sizes) > MAX_ROWS:
-            raise _BadInput(f"more than {MAX_ROWS} sizes between -b {minbytes} and -e {maxbytes}")
-        size = size * factor if step is None else size + step
-        if size == 0:
-            break
-    return sizes
+    try:
+        return size_sweep(minbytes, maxbytes, step or 0, factor or 1)
+    except ValueError as e:
+        raise _BadInput(str(e)) from None
 
 
 def _parser() -> _Parser:

@@ -21,15 +21,13 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 from pathlib import Path
 
 from kernels.sweep.table import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
+from synth.sizes import parse_size as shared_parse_size
 from topo_probe.errors import DeviceUnavailable, TopocollError
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*([KkMmGg])?\s*$")
-_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 
 
 class UsageError(Exception):
@@ -42,11 +40,10 @@ def parse_size(text: str, what: str) -> int:
     >>> parse_size("64K", "maxbytes"), parse_size("1.5M", "maxbytes"), parse_size("8", "minbytes")
     (65536, 1572864, 8)
     """
-    m = _SIZE.match(text)
-    if not m:
-        raise UsageError(f"invalid size specified for '{what}': {text!r}")
-    number = float(text.strip().rstrip("KkMmGg "))
-    return int(number * _UNITS.get((m.group(2) or "").lower(), 1))
+    try:
+        return shared_parse_size(text)
+    except ValueError:
+        raise UsageError(f"invalid size specified for '{what}': {text!r}") from None
 
 
 def _int(text: str, what: str) -> int:

@@ -22,40 +22,18 @@ from typing import Callable
 from kernels.sweep.table import OP_NAMES, Entry, entry, numpy_dtype
 from synth.collectives import ROOTED, canonical
 from synth.schedule import Schedule
+from synth.sizes import MAX_SIZES, size_sweep  # noqa: F401  (MAX_SIZES re-exported)
 from topo_probe.errors import ScheduleInvalid, TopocollError, UnsupportedCollective
 from topo_probe.model import Topology
 
 #: baselines tried by ``--algo plan`` when the plan has no entry for a size
 PLAN_FALLBACKS = ("ring", "tree", "direct", "rhd", "bruck")
-#: most sizes one sweep may have (nccl-tests has no limit; this guards -i 1 -e 1G typos)
-MAX_SIZES = 100_000
 
 
 def sweep_sizes(minbytes: int, maxbytes: int, stepbytes: int, stepfactor: int) -> list[int]:
-    """nccl-tests' size loop: multiply by ``stepfactor`` when > 1, else add ``stepbytes``.
-
-    Raises
-    ------
-    ValueError
-        ``minbytes > maxbytes``, a loop that would never advance, or more than MAX_SIZES sizes.
-    """
-    if minbytes < 0 or maxbytes < 0:
-        raise ValueError(f"invalid sizes: minbytes {minbytes} and maxbytes {maxbytes} must be >= 0")
-    if minbytes > maxbytes:
-        raise ValueError(f"invalid sizes for 'minbytes' and 'maxbytes': {minbytes} > {maxbytes}")
-    if stepfactor > 1 and minbytes == 0:
-        raise ValueError(f"minbytes 0 with stepfactor {stepfactor} never grows; use -b >= 1")
-    if stepfactor <= 1 and stepbytes <= 0 and minbytes < maxbytes:
-        raise ValueError(f"stepbytes {stepbytes} never reaches maxbytes {maxbytes}; use -i > 0 or -f > 1")
-    out, size = [], minbytes
-    while size <= maxbytes:
-        out.append(size)
-        if len(out) > MAX_SIZES:
-            raise ValueError(f"more than {MAX_SIZES} sizes from {minbytes} to {maxbytes}; raise -i or -f")
-        if minbytes == maxbytes:
-            break
-        size = size * stepfactor if stepfactor > 1 else size + stepbytes
-    return out
+    """nccl-tests' size loop (:func:`synth.sizes.size_sweep`): multiply by ``stepfactor`` when
+    > 1, else add ``stepbytes``; ValueError for sizes that cannot make a sweep."""
+    return size_sweep(minbytes, maxbytes, stepbytes, stepfactor)
 
 
 @dataclass

@@ -1,0 +1,58 @@
+"""nccl-tests message sizes: the ``-b/-e/-i`` syntax and the size loop, shared by ``simulate``
+and ``sweep`` (one definition; each CLI words its own errors).
+
+>>> parse_size("64K"), parse_size("1.5M"), parse_size("4G"), parse_size("8")
+(65536, 1572864, 4294967296, 8)
+>>> size_sweep(8, 64, 1, 2)
+[8, 16, 32, 64]
+>>> size_sweep(100, 400, 100, 1)
+[100, 200, 300, 400]
+"""
+
+from __future__ import annotations
+
+import re
+
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*([KkMmGg])?\s*$")
+_UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+#: most sizes one sweep may have (nccl-tests has no limit; this guards -i 1 -e 1G typos)
+MAX_SIZES = 100_000
+
+
+def parse_size(text: str) -> int:
+    """Bytes for a number with an optional K, M or G suffix (powers of 1024, like nccl-tests).
+
+    Raises ValueError for anything else.
+    """
+    m = _SIZE.match(text)
+    if not m:
+        raise ValueError(f"invalid size {text!r}: expected a number with an optional K, M or G suffix")
+    number = float(text.strip().rstrip("KkMmGg "))
+    return int(number * _UNITS.get((m.group(2) or "").lower(), 1))
+
+
+def size_sweep(minbytes: int, maxbytes: int, stepbytes: int, stepfactor: int) -> list[int]:
+    """nccl-tests' size loop: multiply by ``stepfactor`` when > 1, else add ``stepbytes``.
+
+    Raises
+    ------
+    ValueError
+        ``minbytes > maxbytes``, a loop that would never advance, or more than MAX_SIZES sizes.
+    """
+    if minbytes < 0 or maxbytes < 0:
+        raise ValueError(f"invalid sizes: minbytes {minbytes} and maxbytes {maxbytes} must be >= 0")
+    if minbytes > maxbytes:
+        raise ValueError(f"invalid sizes for 'minbytes' and 'maxbytes': {minbytes} > {maxbytes}")
+    if stepfactor > 1 and minbytes == 0:
+        raise ValueError(f"minbytes 0 with stepfactor {stepfactor} never grows; use -b >= 1")
+    if stepfactor <= 1 and stepbytes <= 0 and minbytes < maxbytes:
+        raise ValueError(f"stepbytes {stepbytes} never reaches maxbytes {maxbytes}; use -i > 0 or -f > 1")
+    out, size = [], minbytes
+    while size <= maxbytes:
+        out.append(size)
+        if len(out) > MAX_SIZES:
+            raise ValueError(f"more than {MAX_SIZES} sizes from {minbytes} to {maxbytes}; raise -i or -f")
+        if minbytes == maxbytes:
+            break
+        size = size * stepfactor if stepfactor > 1 else size + stepbytes
+    return out
