@@ -8,7 +8,6 @@ import json
 import math
 from functools import lru_cache
 
-import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -24,6 +23,7 @@ from topo_probe.errors import UnsupportedCollective
 from topo_probe.generators import cluster, fully_connected, ring, torus
 from topo_probe.model import Topology
 from topo_probe.presets import get_preset
+from _replay import replays_correctly  # noqa: E402
 
 PRESETS = ("dgx1-v100", "dgx2", "dgx-a100", "dgx-h100", "pcie-8gpu-2socket", "mi300x")
 DGX1 = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0], [1, 2, 2, 0, 0, 0, 0, 1],
@@ -60,22 +60,7 @@ def _single() -> Topology:
 # ---------------------------------------------------------------- independent reference
 def numpy_correct(s, seed=0) -> bool:
     """Execute on random integers (sums for combining chunks, owner values otherwise)."""
-    spec = s.spec
-    rng = np.random.default_rng(seed)
-    contrib = rng.integers(1, 2**40, size=(spec.ranks, spec.num_chunks))
-    buf = np.full((spec.ranks, spec.num_chunks), -1, dtype=np.int64)
-    chunks = spec.chunks()
-    for c in chunks:
-        buf[list(c.pre), c.id] = contrib[list(c.pre), c.id]
-    for step in s.steps:
-        new = buf.copy()
-        for t in step.transfers:
-            if t.op == "copy":
-                new[t.dst, t.chunk] = buf[t.src, t.chunk]
-            else:
-                new[t.dst, t.chunk] += buf[t.src, t.chunk]
-        buf = new
-    return all((buf[list(c.post), c.id] == contrib[list(c.pre), c.id].sum()).all() for c in chunks)
+    return replays_correctly(s, seed)
 
 
 def check_schedule(s, f, name, coll, C=None):

@@ -17,6 +17,7 @@ from synth.verifier import RULES, check, required_rounds, verify
 from topo_probe.errors import ScheduleInvalid
 from topo_probe.model import Topology
 
+from _replay import replays_correctly  # noqa: E402
 from _topologies import DGX1_LINKS as DGX1, dgx1_hand  # noqa: E402
 
 
@@ -284,29 +285,8 @@ def test_broadcast_and_empty_schedules():
 
 # ---------------------------------------------------------------- property: accepted => correct
 def numpy_execution_correct(s: Schedule, seed: int) -> bool:
-    """Execute ``s`` on random integers with NumPy: combining chunks are sums of per-rank
-    contributions, other chunks carry their owner's value; -1 marks garbage."""
-    spec = s.spec
-    n, m = spec.ranks, spec.num_chunks
-    rng = np.random.default_rng(seed)
-    contrib = rng.integers(1, 2**40, size=(n, m))
-    buf = np.full((n, m), -1, dtype=np.int64)
-    for c in spec.chunks():
-        for r in c.pre:
-            buf[r, c.id] = contrib[r, c.id]
-    for step in s.steps:
-        new = buf.copy()
-        for t in step.transfers:
-            if t.op == "copy":
-                new[t.dst, t.chunk] = buf[t.src, t.chunk]
-            else:
-                new[t.dst, t.chunk] += buf[t.src, t.chunk]
-        buf = new
-    for c in spec.chunks():
-        want = sum(int(contrib[r, c.id]) for r in c.pre)
-        if any(int(buf[r, c.id]) != want for r in c.post):
-            return False
-    return True
+    """Execute ``s`` on random integers with NumPy (see tests/_replay.py)."""
+    return replays_correctly(s, seed)
 
 
 POOL = {"ag": ring_allgather(), "rs": ring_reducescatter(), "ar": ring_allreduce(),
