@@ -1,5 +1,18 @@
 """Host backend: runs a lowered schedule on NumPy buffers (one set per rank) with threads.
 
+Two execution orders, both giving bit-identical results (every element sees the same ops in
+the same order):
+
+* **slice-major** (large messages): every op of a :class:`~kernels.lowering.Program` maps one
+  chunk cell onto another cell of the same length and only ever combines elements at the same
+  offset inside their cells (see :mod:`kernels.lowering`), so the program is a set of
+  independent *columns*: the element offsets ``[lo, lo + slice)`` of every cell.  Each worker
+  thread runs whole columns, all steps in order, with no barrier between threads; a column's
+  intermediate values are still in cache when the next step reads them (cross-step pipelining,
+  as NCCL slices a step's chunks).  Used when the largest cell has at least two slices of
+  ``slice_bytes``.
+* **step-major** (otherwise):
+
 Each step of the :class:`~kernels.lowering.Program` is one parallel phase: the step's ops
 are grouped into independent *chains* (ops linked by an in-step dependency, i.e. several
 transfers into the same chunk of the same rank, stay in one chain and run in order), every
@@ -34,16 +47,21 @@ class HostLayer(DeviceLayer):
     threads : int, optional
         Worker threads (default: the number of CPUs).
     tile_bytes : int
-        Largest piece of one op handed to a thread (bytes).
+        Largest piece of one op handed to a thread in step-major order (bytes).
+    slice_bytes : int
+        Column width in slice-major order (bytes per cell); 0 disables slice-major order.
     inline_bytes : int
         Steps moving fewer bytes than this run without the pool.
     """
 
     name = "host"
 
-    def __init__(self, threads: int | None = None, tile_bytes: int = 4 << 20, inline_bytes: int = 1 << 20):
+    def __init__(self, threads: int | None = None, tile_bytes: int = 4 << 20, inline_bytes: int = 1 << 20,
+                 slice_bytes: int = 1 << 20):
         self.threads = threads or os.cpu_count() or 1
         self.tile_bytes = int(tile_bytes)
+        self.slice_bytes = int(slice_bytes)
+        self._orders: dict[int, tuple[Program, list[Op]]] = {}
         self.inline_bytes = int(inline_bytes)
         self._pool: ThreadPoolExecutor | None = None
 
@@ -103,19 +121,95 @@ class HostLayer(DeviceLayer):
     def _run_chain(self, chain: list[Op], bufs: RankBuffers, op: str, lo: int, hi: int, n: int) -> None:
         binop = BINARY_OP[op]
         for o in chain:
-            d = o.dst
-            dst = bufs.bufs[d.rank][d.buf][d.start + lo:d.start + hi]
-            if o.kind == "copy":
-                s = o.src
-                np.copyto(dst, bufs.bufs[s.rank][s.buf][s.start + lo:s.start + hi])
-            elif o.kind == "reduce":
-                s, a = o.src, o.acc
-                reduce_copy_host(dst, bufs.bufs[a.rank][a.buf][a.start + lo:a.start + hi],
-                                 bufs.bufs[s.rank][s.buf][s.start + lo:s.start + hi], binop)
-            else:
-                postdiv_host(dst, n)
+            self._run_op(o, bufs, binop, lo, hi, n)
 
     def execute(self, program: Program, buffers: RankBuffers) -> None:
+        item = program.dtype.itemsize
+        longest = max((o.dst.size for o in program.ops()), default=0)
+        if self.slice_bytes > 0 and longest * item >= 2 * self.slice_bytes:
+            self._execute_slices(program, buffers, max(1, self.slice_bytes // item), longest)
+        else:
+            self._execute_steps(program, buffers)
+
+    @staticmethod
+    def column_order(program: Program) -> list[Op]:
+        """The program's ops in a dependency order that follows chains.
+
+        A topological order of the ops' ``deps`` (read-after-write, write-after-read and
+        write-after-write on every slot, :mod:`kernels.lowering`) that runs an op's dependents
+        as soon as they are ready (last-in first-out), so a value is read again while it is
+        still in cache: ring allreduce runs chunk by chunk instead of step by step.
+        """
+        ops = list(program.ops())
+        dependents: dict[int, list[int]] = {o.id: [] for o in ops}
+        missing = {}
+        for o in ops:
+            deps = [d for d in o.deps if d in dependents]
+            missing[o.id] = len(deps)
+            for d in deps:
+                dependents[d].append(o.id)
+        by_id = {o.id: o for o in ops}
+        ready = sorted((o.id for o in ops if missing[o.id] == 0), reverse=True)
+        order = []
+        while ready:
+            oid = ready.pop()
+            order.append(by_id[oid])
+            for d in sorted(dependents[oid], reverse=True):
+                missing[d] -= 1
+                if missing[d] == 0:
+                    ready.append(d)
+        if len(order) != len(ops):      # the lowering never emits a cycle; keep its own order then
+            return ops
+        return order
+
+    def _order(self, program: Program) -> list[Op]:
+        key = id(program)
+        hit = self._orders.get(key)
+        if hit is None or hit[0] is not program:
+            if len(self._orders) > 64:
+                self._orders.clear()
+            hit = self._orders[key] = (program, self.column_order(program))
+        return hit[1]
+
+    def _execute_slices(self, program: Program, buffers: RankBuffers, width: int, longest: int) -> None:
+        """Slice-major order: whole columns ``[lo, lo + width)`` of every cell per task."""
+        order = self._order(program)
+        n, binop = program.ranks, BINARY_OP[program.op]
+        columns = range(0, longest, width)
+
+        def column(lo: int) -> None:
+            hi = lo + width
+            for o in order:
+                self._run_op(o, buffers, binop, lo, min(hi, o.dst.size), n)
+
+        workers = min(self.threads, len(columns))
+        if workers <= 1:
+            for lo in columns:
+                column(lo)
+            return
+        pool = self._pool_get()
+        for f in [pool.submit(column, lo) for lo in columns]:
+            f.result()
+
+    @staticmethod
+    def _run_op(o: Op, bufs: RankBuffers, binop, lo: int, hi: int, n: int) -> None:
+        """Elements ``[lo, hi)`` (offsets inside the op's cells) of one op; nothing if empty."""
+        if hi <= lo:
+            return
+        d = o.dst
+        dst = bufs.bufs[d.rank][d.buf][d.start + lo:d.start + hi]
+        if o.kind == "copy":
+            s = o.src
+            np.copyto(dst, bufs.bufs[s.rank][s.buf][s.start + lo:s.start + hi])
+        elif o.kind == "reduce":
+            s, a = o.src, o.acc
+            reduce_copy_host(dst, bufs.bufs[a.rank][a.buf][a.start + lo:a.start + hi],
+                             bufs.bufs[s.rank][s.buf][s.start + lo:s.start + hi], binop)
+        else:
+            postdiv_host(dst, n)
+
+    def _execute_steps(self, program: Program, buffers: RankBuffers) -> None:
+        """Step-major order: each step's chains, tiled, on the pool; a barrier after each step."""
         item = program.dtype.itemsize
         tile = max(1, self.tile_bytes // item)
         n = program.ranks

@@ -15,7 +15,8 @@ from topo_probe.errors import BufferLayoutError
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples=500,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
-TILED = HostLayer(threads=3, tile_bytes=8, inline_bytes=0)      # every step on the pool, tiny tiles
+TILED = HostLayer(threads=3, tile_bytes=8, inline_bytes=0, slice_bytes=0)   # step-major, tiny tiles
+SLICED = HostLayer(threads=3, slice_bytes=8)      # slice-major: columns of 8 bytes on the pool
 
 
 @SETTINGS
@@ -26,7 +27,38 @@ def test_tiled_threaded_host_matches_numpy(data):
     dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
     op = data.draw(st.sampled_from(OPS), label="op")
     inplace = data.draw(st.booleans(), label="inplace")
-    run_case(sched, count, dtype, op, inplace, [TILED], data.draw(st.integers(0, 2**20), label="seed"))
+    run_case(sched, count, dtype, op, inplace, [TILED, SLICED], data.draw(st.integers(0, 2**20), label="seed"))
+
+
+def test_column_order_follows_chains_and_respects_every_dependency():
+    p = program_for(ring("allreduce", 4), 8, "float32")
+    order = HostLayer.column_order(p)
+    assert sorted(o.id for o in order) == sorted(o.id for o in p.ops())
+    pos = {o.id: i for i, o in enumerate(order)}
+    assert all(pos[d] < pos[o.id] for o in order for d in o.deps)
+    # ring allreduce: each chunk's 3 reduces and 3 copies run back to back, chunk by chunk
+    chunks = [o.chunk for o in order]
+    assert all(chunks[i:i + 6] == [chunks[i]] * 6 for i in range(0, len(chunks), 6))
+    assert len(set(chunks)) == 4
+
+
+def test_slice_major_runs_columns_on_the_pool_and_matches():
+    seen = set()
+    layer = HostLayer(threads=2, slice_bytes=1 << 12)
+    real = layer._run_op
+
+    def spy(*a, **k):
+        seen.add(threading.current_thread().name)
+        return real(*a, **k)
+
+    layer._run_op = spy
+    n, count = 4, 100_003          # cells of ~50 KB: 13 columns of 4 KiB, the last ones ragged
+    sends = make_inputs("allreduce", n, count, "float32", "sum", None, np.random.default_rng(7))
+    sb, rb = alloc_buffers("allreduce", n, count, sends, "float32", None, False)
+    run_schedule(ring("allreduce", n, 2), sb, rb, backend=layer)
+    check_result("allreduce", n, count, sends, rb, "sum", None, "float32")
+    assert any(name.startswith("topocoll-host") for name in seen)
+    layer.close()
 
 
 def test_chains_group_only_dependent_ops():
@@ -42,7 +74,7 @@ def test_each_step_reads_the_state_at_its_start():
     """Two ranks swap-and-add in one step (in place): each must add the other's *old* value."""
     s = Schedule("allreduce", 2, 1, (Step(1, (Transfer(0, 0, 1, "reduce"), Transfer(0, 1, 0, "reduce"),
                                               Transfer(1, 0, 1, "reduce"), Transfer(1, 1, 0, "reduce"))),))
-    for layer in (HostLayer(), TILED):
+    for layer in (HostLayer(), TILED, SLICED):
         bufs = [np.array([1.0, 2.0, 3.0]), np.array([10.0, 20.0, 30.0])]
         run_schedule(s, bufs, bufs, backend=layer)
         assert bufs[0].tolist() == bufs[1].tolist() == [11.0, 22.0, 33.0]
@@ -50,7 +82,7 @@ def test_each_step_reads_the_state_at_its_start():
 
 def test_large_buffers_use_the_pool_and_match():
     seen = set()
-    layer = HostLayer(threads=2, tile_bytes=1 << 16, inline_bytes=1 << 10)
+    layer = HostLayer(threads=2, tile_bytes=1 << 16, inline_bytes=1 << 10, slice_bytes=0)
     real = layer._run
 
     def spy(*a, **k):
