@@ -4,7 +4,7 @@ Run under ``mpirun`` once per process count; rank 0 writes ``OUT/allreduce_n{N}.
 regenerates ``OUT/report.md`` from every ``allreduce_n*.csv`` in ``OUT``::
 
     mpirun -n 2 python benchmarks/bench_mpi_allreduce.py --out results/mpi
-    mpirun -n 4 python benchmarks/bench_mpi_allreduce.py --out results/mpi
+    mpirun --oversubscribe -n 4 python benchmarks/bench_mpi_allreduce.py --out results/mpi
     python benchmarks/bench_mpi_allreduce.py --report-only --out results/mpi
 
 Method: float32 sum, out of place, sizes ``--min`` .. ``--max`` bytes by ``--factor``.  For each
@@ -183,7 +183,8 @@ def main(argv=None) -> int:
     world = MPI.COMM_WORLD
     comm = MPICommunicator.from_mpi(world, plan="auto" if args.algo is None else False, algo=args.algo)
     args_text = " ".join([sys.argv[0]] + list(sys.argv[1:] if argv is None else argv))
-    command = f"mpirun -n {comm.size} python {args_text}"
+    over = "--oversubscribe " if comm.size > (os.cpu_count() or 1) else ""
+    command = f"mpirun {over}-n {comm.size} python {args_text}"
     sizes, size = [], lo
     while size <= hi:
         sizes.append(size)

@@ -17,9 +17,11 @@ with out-of-place ones, are copied first so the result is always the out-of-plac
 
 Schedule choice: a collective of S bytes (nccl-tests size: max of send and receive buffer
 bytes) runs the schedule of the plan entry covering S (and the root); without a plan or an
-entry it runs a baseline (ring; tree / direct where ring does not apply) and warns once per
-collective.  Every schedule is verified (:func:`synth.verifier.check`) against the fabric
-before its first use and cached per (collective, root, plan entry).
+entry it runs the fastest applicable baseline at that size by the cost model
+(:class:`synth.baselines.choice.BaselineChooser`, as NCCL's tuning picks ring or tree) and warns
+once per collective and baseline.  Every schedule is verified (:func:`synth.verifier.check`)
+against the fabric before its first use and cached per (collective, root, plan entry or
+baseline).
 
 Argument validation and buffer preparation live in :mod:`kernels.comm_validation`,
 send / recv pairing in :mod:`kernels.p2p`.
@@ -53,8 +55,6 @@ from synth.schedule import Schedule
 from topo_probe.errors import ScheduleInvalid, TopocollError, TopologyError, UnsupportedCollective
 from topo_probe.model import Topology
 
-#: baselines tried, in order, when no plan entry applies
-FALLBACK_BASELINES = ("ring", "tree", "direct", "rhd", "bruck")
 
 
 def resolve_topology(topology, n: int | None) -> Topology:
@@ -143,7 +143,8 @@ class Communicator:
         self.backend, self.p2p = backend, p2p
         self._fabric = None
         self._schedules: dict[tuple, Schedule] = {}
-        self._warned: set[str] = set()
+        self._warned: set[tuple[str, str]] = set()
+        self._chooser = None
         self._sends: dict[tuple[int, int], deque] = {}
         self._recvs: dict[tuple[int, int], deque] = {}
 
@@ -163,37 +164,38 @@ class Communicator:
         name = canonical(collective)
         root = root if name in ROOTED else None
         entry = self.plan.select(name, nbytes, root) if self.plan is not None else None
+        if entry is None:
+            return self._baseline(name, root, nbytes)
         key = (name, root, entry)
         if key in self._schedules:
             return self._schedules[key]
-        if entry is not None:
-            sched = self.plan.load_schedule(entry)
-            if (sched.collective, sched.root) != (name, root):
-                raise ScheduleInvalid(f"plan entry {entry.schedule}: holds {sched.collective} root "
-                                      f"{sched.root}, expected {name} root {root}", rule="bad-collective")
-        else:
-            sched = self._baseline(name, root, nbytes)
+        sched = self.plan.load_schedule(entry)
+        if (sched.collective, sched.root) != (name, root):
+            raise ScheduleInvalid(f"plan entry {entry.schedule}: holds {sched.collective} root "
+                                  f"{sched.root}, expected {name} root {root}", rule="bad-collective")
         from synth.verifier import check
         check(sched, self.fabric)
         self._schedules[key] = sched
         return sched
 
     def _baseline(self, name: str, root: int | None, nbytes: int) -> Schedule:
-        from synth.baselines import baseline
-        errors = []
-        for algo in FALLBACK_BASELINES:
-            try:
-                sched = baseline(algo, self.fabric, name, root=root)
-            except TopocollError as e:
-                errors.append(f"{algo}: {e}")
-                continue
-            if name not in self._warned:
-                self._warned.add(name)
-                why = "no plan" if self.plan is None else "no plan entry"
-                warnings.warn(f"Communicator: {why} for {name} of {nbytes} bytes on {self.topology.name!r}; "
-                              f"using baseline {algo!r} (said once per collective)", stacklevel=5)
-            return sched
-        raise UnsupportedCollective(f"{name} on {self.topology.name!r}: no baseline applies ({'; '.join(errors)})")
+        """The fastest applicable baseline at ``nbytes`` by the cost model (warns once per
+        collective and baseline)."""
+        if self._chooser is None:
+            from synth.baselines.choice import BaselineChooser
+            self._chooser = BaselineChooser(self.fabric)
+        sched, algo = self._chooser.best(name, root, nbytes)
+        if (name, root, algo) not in self._schedules:
+            from synth.verifier import check
+            check(sched, self.fabric)
+            self._schedules[(name, root, algo)] = sched
+        if (name, algo) not in self._warned:
+            self._warned.add((name, algo))
+            why = "no plan" if self.plan is None else "no plan entry"
+            warnings.warn(f"Communicator: {why} for {name} of {nbytes} bytes on {self.topology.name!r}; "
+                          f"using baseline {algo!r}, the fastest baseline at this size by the cost model "
+                          f"(said once per collective and baseline)", stacklevel=5)
+        return sched
 
     def _run(self, name: str, sends: list, recvs: list, count: int, *, root=None, op="sum"):
         check_op(name, op)

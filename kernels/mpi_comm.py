@@ -178,7 +178,8 @@ class MPICommunicator:
         name = canonical(collective)
         root = root if name in ROOTED else None
         entry = self.plan.select(name, nbytes, root) if self.plan is not None else None
-        key = (name, root, entry)
+        # without a plan entry the fallback baseline depends on the size
+        key = (name, root, entry, nbytes if entry is None and self.algo is None else None)
         sched = self._schedules.get(key)
         if sched is not None:
             return sched
@@ -192,6 +193,8 @@ class MPICommunicator:
                 from synth.verifier import check
                 sched = baseline(self.algo, self._local.fabric, name, root=root)
                 check(sched, self._local.fabric)
+        if len(self._schedules) >= 4096:
+            self._schedules.clear()
         self._schedules[key] = sched
         return sched
 

@@ -301,8 +301,22 @@ def test_plan_selects_schedule_by_size_and_root(tmp_path):
         comm.broadcast(bufs, root=1)
     msgs = [str(w.message) for w in caught]
     assert len(msgs) == 2, msgs
-    assert "allgather" in msgs[0] and "baseline 'ring'" in msgs[0]
+    # fully_connected(4): one step of all-pairs transfers beats the 3-step ring in the cost model
+    # (1 KB allgather: 12 µs vs 21 µs)
+    assert "allgather" in msgs[0] and "baseline 'direct'" in msgs[0]
     assert "broadcast" in msgs[1]
+
+
+def test_fallback_baseline_follows_the_size():
+    """dgx1-v100 has no plan here: 1 KB allreduce runs rhd (3 steps), 1 GB the NVLink rings."""
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        comm = Communicator(8, topology="dgx1-v100", plan=False)
+        small, large = comm.schedule_for("allreduce", 1 << 10), comm.schedule_for("allreduce", 1 << 30)
+        assert comm.schedule_for("allreduce", 1 << 10) is small
+    assert (small.meta["baseline"], large.meta["baseline"]) == ("rhd", "ring")
+    assert small.num_steps < large.num_steps
+    assert [("'rhd'" in str(w.message), "'ring'" in str(w.message)) for w in caught] == [(True, False), (False, True)]
 
 
 def test_auto_plan_lookup_and_fingerprint(tmp_path, monkeypatch):

@@ -26,9 +26,6 @@ from synth.sizes import MAX_SIZES, size_sweep  # noqa: F401  (MAX_SIZES re-expor
 from topo_probe.errors import ScheduleInvalid, TopocollError, UnsupportedCollective
 from topo_probe.model import Topology
 
-#: baselines tried by ``--algo plan`` when the plan has no entry for a size
-PLAN_FALLBACKS = ("ring", "tree", "direct", "rhd", "bruck")
-
 
 def sweep_sizes(minbytes: int, maxbytes: int, stepbytes: int, stepfactor: int) -> list[int]:
     """nccl-tests' size loop (:func:`synth.sizes.size_sweep`): multiply by ``stepfactor`` when
@@ -140,8 +137,7 @@ class ScheduleSource:
         self.notes: list[str] = []
         #: whether ``--algo plan`` found a plan.json matching the topology
         self.plan_found = False
-        self._fabric = self._cost = self._plan = self._file = None
-        self._baselines: dict[tuple[str, int | None], Schedule | None] = {}
+        self._fabric = self._cost = self._plan = self._file = self._chooser = None
         if topology is None:
             return
         from synth.baselines import BASELINES
@@ -197,28 +193,20 @@ class ScheduleSource:
         return sched
 
     # ------------------------------------------------------------------ choice
+    @property
+    def chooser(self):
+        """Baselines of this topology, built once; the fastest per size by the cost model."""
+        if self._chooser is None:
+            from synth.baselines.choice import BaselineChooser
+            self._chooser = BaselineChooser(self.fabric, self.cost)
+        return self._chooser
+
     def _baseline(self, name: str, root: int | None) -> Schedule | None:
-        key = (name, root)
-        if key not in self._baselines:
-            from synth.baselines import baseline
-            try:
-                self._baselines[key] = baseline(name, self.fabric, self.collective, root=root)
-            except TopocollError:
-                self._baselines[key] = None
-        return self._baselines[key]
+        return self.chooser.get(name, self.collective, root)
 
     def best_baseline(self, root: int | None, nbytes: int) -> tuple[Schedule, str]:
         """The baseline with the smallest cost-model time at ``nbytes``."""
-        best = None
-        for name in PLAN_FALLBACKS:
-            s = self._baseline(name, root)
-            if s is not None:
-                t = self.cost.schedule_time_us(s, nbytes)
-                if best is None or t < best[0]:
-                    best = (t, s, name)
-        if best is None:
-            raise UnsupportedCollective(f"{self.collective} on {self.topology.name!r}: no baseline applies")
-        return best[1], best[2]
+        return self.chooser.best(self.collective, root, nbytes)
 
     def schedule(self, root: int, nbytes: int) -> tuple[Schedule | None, str]:
         """``(schedule, label)`` run for ``root`` (-1: unrooted) at nccl-tests size ``nbytes``."""
