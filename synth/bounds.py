@@ -102,14 +102,17 @@ class Bounds:
 
         Without ``params``: hardware latency plus the cut bound at nominal bandwidth.  With a
         :class:`synth.cost.CostParams`: launch + per-step overheads along the longest needed
-        path + latency, plus the cut bound at effective bandwidth: a lower bound of
+        path + latency, plus the cut bound at effective bandwidth ``T``, plus the model's
+        least slicing cost ``2 sqrt(slice_overhead_us * T)`` (the model charges
+        ``2 sqrt(slice_overhead_us * t_w)`` per wavefront, the ``t_w`` sum to at least ``T``,
+        and a sum of square roots is at least the square root of the sum): a lower bound of
         :meth:`synth.cost.CostModel.schedule_time_us` for every correct schedule.
         """
         bw = float(self.rounds_per_block(params)) * self.block_bytes(nbytes) / (self.unit_gbps * 1e3)
         if params is None:
             return self.latency_us + bw
         lat = max((h * params.step_overhead_us + us for h, us in self.pairs), default=0.0)
-        return params.launch_us + lat + bw
+        return params.launch_us + lat + bw + 2.0 * math.sqrt(params.slice_overhead_us * bw)
 
     def _spec(self) -> CollectiveSpec:
         return CollectiveSpec(self.collective, self.ranks, 1, self.root)

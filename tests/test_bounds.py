@@ -4,6 +4,7 @@ independent brute force (every subset, networkx min cut) on partial allocations 
 from __future__ import annotations
 
 import itertools
+import math
 import time
 from fractions import Fraction
 
@@ -16,7 +17,7 @@ from synth.baselines import available_baselines, baseline
 from synth.bounds import lower_bounds
 from synth.cost import CostModel, CostParams
 from synth.fabric import build_fabric
-from topo_probe.generators import cluster
+from topo_probe.generators import cluster, fully_connected
 from topo_probe.model import Topology
 from topo_probe.presets import get_preset
 
@@ -220,3 +221,19 @@ def test_bound_never_exceeds_modelled_baselines(topo):
             for size in (1024, 1 << 20, 1 << 28):
                 assert b.time_us(size, params) <= model.schedule_time_us(s, size) + 1e-6, (name, c, size)
                 assert b.time_us(size) <= b.time_us(size, params)
+
+
+def test_modelled_bound_is_attained_by_a_one_step_schedule():
+    """fully_connected(4) allgather by direct: 1 step, every link carries one block, so its model
+    time at one slice is launch + step overhead + latency + T + 2 sqrt(slice_overhead * T)
+    exactly, and so is the bound (hand-derived from CostModel._pipelined)."""
+    f = build_fabric(fully_connected(4))
+    params = CostParams()
+    s = baseline("direct", f, "allgather")
+    b = lower_bounds(f, "allgather")
+    size = 1 << 30
+    t_bw = (size / 4) / (f.unit_gbps * params.nvlink_efficiency * 1e3)   # one block per link
+    lat = max(f.channel_latency_us(i, j) for i, j in f.channels)
+    by_hand = params.launch_us + params.step_overhead_us + lat + t_bw + 2 * math.sqrt(params.slice_overhead_us * t_bw)
+    assert b.time_us(size, params) == pytest.approx(by_hand, rel=1e-12)
+    assert CostModel(f, params).schedule_time_us(s, size) == pytest.approx(by_hand, rel=1e-12)
