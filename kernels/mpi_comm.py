@@ -13,8 +13,10 @@ list per rank (``all_reduce(in_array, out_array, op='sum', stream=None)``, ...; 
 does not use, like gather's output off the root, may be None).  Each rank lowers the same
 verified schedule (plan entry for the nccl-tests size, else a baseline, exactly as the
 single-process Communicator chooses) and runs its share with non-blocking point-to-point
-messages (:mod:`kernels.mpi_transport`).  NumPy arrays run on the host; CuPy arrays go to MPI
-as device pointers when the library is CUDA-aware, else staged through pinned host memory.
+messages (:mod:`kernels.mpi_transport`).  NumPy arrays run on the host; CuPy arrays on one
+node are copied zero-copy out of the peers' memory mapped through CUDA IPC (``ipc="auto"``,
+:mod:`kernels.mpi_ipc`), else go to MPI as device pointers when the library is CUDA-aware, else
+staged through pinned host memory.
 
 Start-up: every rank exchanges (rank count, topology name and fingerprint, GPU count, plan
 digest, algorithm) with every other rank; any disagreement raises
@@ -91,7 +93,12 @@ class MPICommunicator:
     abort_on_error : bool
         Install a ``sys.excepthook`` that calls :meth:`abort` on any uncaught exception.
     wire : kernels.mpi_transport.HostWire, optional
-        Force a buffer layer (tests use a fake-device DeviceWire).
+        Force a buffer layer (tests use a fake-device DeviceWire, or
+        :class:`kernels.mpi_ipc.IpcWire` over shared memory).
+    ipc : {"auto", "never"}
+        ``auto``: CuPy arrays on a single node move by CUDA IPC (peers' buffers mapped, only
+        one-byte tokens over MPI; :mod:`kernels.mpi_ipc`); ``never``: always through MPI.
+        Every rank must pass the same value (checked at start-up).
 
     Raises
     ------
@@ -104,7 +111,11 @@ class MPICommunicator:
     """
 
     def __init__(self, comm=None, *, topology=None, plan=None, algo: str | None = None,
-                 timeout_s: float | None = None, abort_on_error: bool = True, wire=None) -> None:
+                 timeout_s: float | None = None, abort_on_error: bool = True, wire=None,
+                 ipc: str = "auto") -> None:
+        if ipc not in ("auto", "never"):
+            raise ValueError(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}")
+        self.ipc = ipc
         MPI = mpi()
         self._world = MPI.COMM_WORLD if comm is None else comm
         self.rank, self.size = self._world.Get_rank(), self._world.Get_size()
@@ -112,10 +123,10 @@ class MPICommunicator:
         if abort_on_error:
             self._install_excepthook()
         self.waiter = Waiter(None, self.rank, timeout_s)
-        dups = [self._world.Idup() for _ in range(3)]     # non-blocking: a missing rank times out
+        dups = [self._world.Idup() for _ in range(4)]     # non-blocking: a missing rank times out
         self.waiter.all([d[1] for d in dups], "start-up (MPICommunicator.from_mpi on every rank)",
                         lambda i: -1)
-        self._data, self._ctrl, self._p2p = (d[0] for d in dups)
+        self._data, self._ctrl, self._p2p, self._ack = (d[0] for d in dups)
         self.waiter.ctrl = self._ctrl
         self.topology = resolve_topology(topology, self.size)
         self.plan = resolve_plan(plan, self.topology) if algo is None else None
@@ -145,7 +156,7 @@ class MPICommunicator:
 
     def descriptor(self) -> dict:
         """What every rank must agree on (exchanged at start-up)."""
-        return descriptor_of(self.size, self.topology, self.plan, self.algo)
+        return {**descriptor_of(self.size, self.topology, self.plan, self.algo), "ipc": self.ipc}
 
     def __repr__(self) -> str:
         return (f"MPICommunicator(rank {self.rank} of {self.size}, topology={self.topology.name!r}, "
@@ -203,7 +214,11 @@ class MPICommunicator:
             return self._wire
         kind = "cupy" if _is_cupy(arr) else "host"
         if kind not in self._wires:
-            self._wires[kind] = DeviceWire() if kind == "cupy" else HostWire()
+            if kind == "cupy" and self.ipc == "auto" and self.size > 1 and len(set(self.hosts)) == 1:
+                from kernels.mpi_ipc import CudaIpc, IpcWire
+                self._wires[kind] = IpcWire(CudaIpc(), DeviceWire())
+            else:
+                self._wires[kind] = DeviceWire() if kind == "cupy" else HostWire()
         return self._wires[kind]
 
     def _rank_plan(self, schedule: Schedule, count: int, dtype, inplace: bool, op: str):
@@ -242,6 +257,8 @@ class MPICommunicator:
         bufs = {name: user[which] for name, which in prog.bindings[me].items()}
         if SCRATCH in prog.sizes[me]:
             bufs[SCRATCH] = wire.empty(prog.sizes[me][SCRATCH], sample.dtype)
+        if hasattr(wire, "attach"):          # zero-copy (kernels.mpi_ipc): map the peers' buffers
+            wire.attach(bufs, me, self.size, self._ctrl, self.waiter, self._ack)
         mt.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size,
                    what=f"{spec.name} ({schedule.name or 'schedule'})")
         return recvbuf

@@ -130,7 +130,6 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
     nranks : int
         avg's divisor.
     """
-    byte = waiter.MPI.BYTE
     items, dependents = plan.items, plan.dependents
     need = list(plan.need)
     ready = [i for i, k in enumerate(need) if k == 0]
@@ -151,20 +150,21 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
 
     for i, (kind, o, tag, peer) in enumerate(items):
         if kind == RECV_REDUCE:    # receive partials at once (into temporaries)
-            buf, fin = wire.recv_buffer(o.dst.size, bufs[o.dst.buf].dtype)
-            reqs.append(comm.Irecv([buf, byte], source=peer, tag=tag))
+            req, fin = wire.post_recv(comm, peer, tag, o.src, o.dst.size, bufs[o.dst.buf].dtype)
+            reqs.append(req)
             active.append((i, fin))
     while left:
         while ready:
             i = ready.pop()
             kind, o, tag, peer = items[i]
             if kind == SEND:
-                reqs.append(comm.Isend([wire.send_buffer(view(o.src)), byte], dest=peer, tag=tag))
-                active.append((i, None))
+                req, fin = wire.post_send(comm, peer, tag, view(o.src), o.src)
+                reqs.append(req)
+                active.append((i, fin))
             elif kind == RECV_COPY:
                 dst = view(o.dst)
-                buf, fin = wire.recv_buffer(dst.size, dst.dtype, into=dst)
-                reqs.append(comm.Irecv([buf, byte], source=peer, tag=tag))
+                req, fin = wire.post_recv(comm, peer, tag, o.src, dst.size, dst.dtype, into=dst)
+                reqs.append(req)
                 active.append((i, fin))
             elif kind == RECV_REDUCE:
                 wire.combine(view(o.dst), view(o.acc), arrived.pop(i), op)

@@ -106,6 +106,17 @@ class HostWire:
         arr = self.empty(n, dtype) if into is None else into
         return arr.view(np.uint8), (lambda: arr)
 
+    def post_send(self, comm, peer: int, tag: int, view, region=None):
+        """Start sending ``view`` (this rank's copy of ``region``) to ``peer``: ``(request,
+        finish or None)``; the send is done when the request completes."""
+        return comm.Isend([self.send_buffer(view), _byte()], dest=peer, tag=tag), None
+
+    def post_recv(self, comm, peer: int, tag: int, region, n: int, dtype, into=None):
+        """Start receiving ``n`` elements of ``peer``'s ``region``: ``(request, finish)``;
+        ``finish()`` (after the request completes) returns the data (``into`` if given)."""
+        buf, fin = self.recv_buffer(n, dtype, into=into)
+        return comm.Irecv([buf, _byte()], source=peer, tag=tag), fin
+
     def combine(self, dst, acc, src, op: str) -> None:
         reduce_copy_with(np, dst, acc, src, op)
 
@@ -190,6 +201,11 @@ class DeviceWire(HostWire):
 
     def finish(self) -> None:
         self._sync()
+
+
+def _byte():
+    from kernels.mpi_waiter import mpi
+    return mpi().BYTE
 
 
 def _cupy_pinned_empty(n: int, dtype):

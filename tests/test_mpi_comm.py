@@ -116,35 +116,42 @@ def expected(case: dict, inputs: list[np.ndarray], rank: int, n: int):
     return np.concatenate([x[rank * c:(rank + 1) * c] for x in inputs])  # alltoall
 
 
-def run_case(comm, case: dict, mine: np.ndarray):
-    """Call the collective the way a user would; returns this rank's output (or None)."""
+def run_case(comm, case: dict, mine: np.ndarray, empty=np.empty):
+    """Call the collective the way a user would; returns this rank's output (or None).
+    Every buffer it makes comes from ``empty(n, dtype)``."""
     coll, c, root, n, r = case["coll"], case["count"], case["root"], comm.size, comm.rank
+
+    def full(k, value):
+        a = empty(k, mine.dtype)
+        a[...] = value
+        return a
+
     kout = n if coll in ("allgather", "gather", "alltoall") else 1
     if coll == "broadcast":
-        buf = mine.copy()
+        buf = full(mine.size, mine)
         comm.broadcast(buf, root=root)
         return buf
     if case["inplace"]:
         if coll in ("allgather", "gather"):
-            out = np.zeros(n * c, mine.dtype)
+            out = full(n * c, 0)
             out[r * c:(r + 1) * c] = mine
             if coll == "allgather":
                 comm.all_gather(out[r * c:(r + 1) * c], out)
             else:
                 comm.gather(out if r == root else mine, out if r == root else None, root=root)
             return out if coll == "allgather" or r == root else None
-        buf = mine.copy()
+        buf = full(mine.size, mine)
         if coll == "reducescatter":
             comm.reduce_scatter(buf, buf, op=case["op"])
             return buf[r * c:(r + 1) * c]
         if coll == "scatter":
-            out = buf if r == root else np.zeros(c, mine.dtype)
+            out = buf if r == root else full(c, 0)
             comm.scatter(buf if r == root else None, out, root=root)
             return buf[r * c:(r + 1) * c] if r == root else out
         kw = ({"op": case["op"]} if coll != "alltoall" else {}) | ({"root": root} if coll == "reduce" else {})
         getattr(comm, {"allreduce": "all_reduce", "reduce": "reduce", "alltoall": "all_to_all"}[coll])(buf, buf, **kw)
         return buf if coll != "reduce" or r == root else None
-    out = np.full(kout * c, 77, mine.dtype)
+    out = full(kout * c, 77)
     if coll == "allreduce":
         comm.all_reduce(mine, out, op=case["op"])
     elif coll == "reducescatter":
@@ -251,6 +258,38 @@ def extra_cases(comm, n: int):
         return check
     checks += [("fake-device/staged", fake(False)), ("fake-device/cuda-aware", fake(True))]
 
+    def ipc(coll, root, inplace):
+        """Zero-copy protocol over the shared-memory twin of CUDA IPC: tokens over MPI, data
+        pulled from the peers' mapped buffers; every receive is one pull, every send a token."""
+        def check():
+            from kernels.mpi_ipc import IpcWire, SharedMemoryIpc
+            mem = SharedMemoryIpc()
+            wire = IpcWire(mem)
+            dev = MPICommunicator(plan=False, wire=wire, abort_on_error=False, timeout_s=30)
+            try:
+                case = dict(id=f"ipc{coll}{inplace}", coll=coll, dtype="int32", op="sum", count=1001, root=root,
+                            inplace=inplace)
+                ins = [make_input(case, k, n) for k in range(n)]
+                mine = mem.empty(ins[r].size, ins[r].dtype)
+                mine[...] = ins[r]
+                got = run_case(dev, case, mine, empty=mem.empty)
+                want = expected(case, ins, r, n)
+                if want is not None and not np.array_equal(got, want):
+                    return f"{int(np.count_nonzero(got != want))} wrong elements"
+                plan = next(iter(dev._programs.values()))[-1]
+                if (wire.pulls, wire.tokens) != (len(plan.recvs), len(plan.sends)):
+                    return f"{wire.pulls} pulls / {wire.tokens} tokens for {len(plan.recvs)} receives / " \
+                           f"{len(plan.sends)} sends"
+                return ""
+            finally:
+                comm.barrier()          # peers are done reading this rank's blocks
+                mem.close()
+        return check
+    for coll, root, inplace in (("allreduce", None, False), ("allreduce", None, True), ("reducescatter", None, True),
+                                ("allgather", None, False), ("alltoall", None, True), ("broadcast", n - 1, True),
+                                ("reduce", 0, False), ("gather", n - 1, False), ("scatter", 0, False)):
+        checks.append((f"ipc/{coll}/{'in' if inplace else 'out'}", ipc(coll, root, inplace)))
+
     def raises(call, kind, text):
         def check():   # every rank fails the same way before any message is sent
             try:
@@ -306,7 +345,7 @@ def worker(out_path: str) -> None:
     comm.barrier()
 
 
-FAMILIES = COLLS + ("schedule", "fused", "compressed", "p2p", "fake-device", "errors")
+FAMILIES = COLLS + ("schedule", "fused", "compressed", "p2p", "fake-device", "ipc", "errors")
 
 
 @pytest.mark.parametrize("n", (2, 3, 4))
