@@ -34,9 +34,10 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from synth.bandwidth_term import bandwidth_term  # noqa: E402
 from synth.baselines import baseline  # noqa: E402
 from synth.bounds import lower_bounds  # noqa: E402
-from synth.bwopt import bandwidth_optimal, bandwidth_term  # noqa: E402
+from synth.bwopt import bandwidth_optimal  # noqa: E402
 from synth.cost import CostModel, CostParams  # noqa: E402
 from synth.fabric import build_fabric  # noqa: E402
 from synth.schedule import atomic_write_text  # noqa: E402

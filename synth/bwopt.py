@@ -8,21 +8,21 @@ Method
    Switches relay but never copy: a chunk that a switch forwards to two GPUs crosses its
    uplink twice, exactly as the routes say.  Column generation (GLOP master, Chu-Liu/Edmonds
    pricing) reaches the LP optimum; its Lagrangian bound certifies it.
-2. **Whole chunks** (:func:`synth.trees.integer_batch`): a batch of ``c`` chunks per source
+2. **Whole chunks** (:func:`synth.tree_batch.integer_batch`): a batch of ``c`` chunks per source
    is spread over the trees with integer counts so that one batch needs ``R`` whole rounds,
    ``R / c`` as small as possible (CP-SAT, exact rational loads).  Columns: the LP's trees,
-   their images under the fabric's symmetries (:func:`synth.trees.symmetries`), every
+   their images under the fabric's symmetries (:func:`synth.tree_symmetry.symmetries`), every
    generated tree, random-price trees, ring chains; when the symmetries map rank 0 to every
    rank, first "orbit bundles" (one tree and its images, one per source, always used
    together), which make symmetric exact batches easy to find.  ``R / c`` equals the LP's
    ``1 / x`` whenever the search finds an exact assignment; diving with the LP is the
    fallback.
-3. **Steps** (:func:`_stage`, pipelining generalised): every chunk gets a tree and a delay
-   ``d``; its tree level ``l`` moves in step ``d + l``.  CP-SAT picks trees and delays so
-   that the sum over steps of each step's whole rounds is smallest while the batch still
-   fits ``R`` rounds in all: balanced steps, so the schedule is fast even without further
-   pipelining (a perfectly balanced staging has ``sum z_t = R``).  Each step declares the
-   fewest whole rounds its loads need (exact rational arithmetic, so the verifier's
+3. **Steps** (:func:`synth.bw_staging.stage`, pipelining generalised): every chunk gets a
+   tree and a delay ``d``; its tree level ``l`` moves in step ``d + l``.  CP-SAT picks trees
+   and delays so that the sum over steps of each step's whole rounds is smallest while the
+   batch still fits ``R`` rounds in all: balanced steps, so the schedule is fast even without
+   further pipelining (a perfectly balanced staging has ``sum z_t = R``).  Each step declares
+   the fewest whole rounds its loads need (exact rational arithmetic, so the verifier's
    capacity rule holds).
 
 Collectives: allgather (a broadcast tree per source, chunk ``r*C + i`` rooted at ``r``),
@@ -32,9 +32,10 @@ between the phases), broadcast (trees from the root) and reduce (reversed).
 
 Bandwidth term
 --------------
-See :func:`bandwidth_term`: ``max_r (sum over steps of load_r) / (cap_r * P)``, the rounds per
-block the schedule needs when it is cut into many slices and pipelined (P = pieces per
-block).  It is computed from the schedule's transfers, never from the LP.
+See :func:`synth.bandwidth_term.bandwidth_term` (also importable from here):
+``max_r (sum over steps of load_r) / (cap_r * P)``, the rounds per block the schedule needs
+when it is cut into many slices and pipelined (P = pieces per block).  It is computed from
+the schedule's transfers, never from the LP.
 """
 
 from __future__ import annotations
@@ -42,81 +43,24 @@ from __future__ import annotations
 import math
 import time
 from collections import Counter
-from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
+from synth.bandwidth_term import bandwidth_term, lockstep_bandwidth_term
+from synth.bw_staging import Staged, fits, stage
 from synth.collectives import canonical
 from synth.fabric import Fabric
 from synth.schedule import Schedule, Step, Transfer
-from synth.trees import (Batch, Bundle, ChannelModel, Packing, bfs_edges, dive_batch, exact, hop_matrix,
-                         integer_batch, level_loads, pack_trees, permute_tree, random_trees, rounds_for,
-                         symmetric_pool, symmetries, transversal, tree_depth)
+from synth.tree_batch import Batch, Bundle, dive_batch, integer_batch
+from synth.tree_symmetry import permute_tree, symmetric_pool, symmetries, transversal
+from synth.trees import (ChannelModel, Packing, bfs_edges, level_loads, pack_trees, random_trees, rounds_for,
+                         tree_depth)
 from topo_probe.errors import UnsupportedCollective
 
+__all__ = ["SUPPORTED", "bandwidth_optimal", "bandwidth_term", "lockstep_bandwidth_term"]
+
 SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
-
-
-# ---------------------------------------------------------------------------- bandwidth terms
-def _capacities(fabric: Fabric) -> dict:
-    unit = exact(fabric.unit_gbps)
-    return {r: exact(info.bandwidth_gbps) / unit for r, info in fabric.resources.items()}
-
-
-def _loads(fabric: Fabric, transfers) -> dict:
-    load: dict = {}
-    for (i, j), k in Counter((t.src, t.dst) for t in transfers).items():
-        for r, f in fabric.channels[(i, j)]:
-            load[r] = load.get(r, Fraction(0)) + k * Fraction(f)
-    return load
-
-
-def bandwidth_term(schedule: Schedule, fabric: Fabric) -> Fraction:
-    """Rounds per block of ``schedule`` in the limit of many pipelined slices (exact).
-
-    Cut every chunk into ``m`` slices and run slice ``k``'s step ``t`` in wavefront ``k + t``
-    (what :class:`synth.cost.CostModel` and pipelined runtimes do).  A wavefront lasts as long
-    as its busiest resource needs, ``max_r load_r / cap_r`` rounds of slice-sized chunks
-    (``cap_r = bandwidth_gbps(r) / unit_gbps`` chunks per round); in the ``m - S + 1`` full
-    wavefronts every step is active, so as ``m`` grows the time per block tends to::
-
-        max over resources r of  (sum over steps t of load_t(r)) / (cap_r * P)
-
-    with ``P`` = pieces per block (``chunks_per_rank``; ``n * chunks_per_rank`` for
-    allreduce).  This is the quantity the cut bound
-    (:attr:`synth.bounds.Bounds.bandwidth_rounds_per_block`) bounds from below.
-    :func:`lockstep_bandwidth_term` is the same without pipelining.
-
-    Examples
-    --------
-    >>> from topo_probe.generators import ring
-    >>> from synth.fabric import build_fabric
-    >>> f = build_fabric(ring(3))
-    >>> s = Schedule("allgather", 3, 1, (Step(1, tuple(Transfer(r, r, (r + 1) % 3) for r in range(3))),
-    ...                                  Step(1, tuple(Transfer(r, (r + 1) % 3, (r + 2) % 3) for r in range(3)))))
-    >>> bandwidth_term(s, f)
-    Fraction(2, 1)
-    """
-    caps = _capacities(fabric)
-    load = _loads(fabric, (t for st in schedule.steps for t in st.transfers))
-    worst = max((v / caps[r] for r, v in load.items()), default=Fraction(0))
-    return worst / schedule.spec.pieces_per_block
-
-
-def lockstep_bandwidth_term(schedule: Schedule, fabric: Fabric) -> Fraction:
-    """Rounds per block when steps run one after another, each as long as its busiest resource
-    needs (fractional rounds): ``sum over steps of max_r load_t(r) / cap_r``, over ``P``.
-
-    Always >= :func:`bandwidth_term`; equal for a schedule whose steps all load the same
-    resources in the same proportion.
-    """
-    caps = _capacities(fabric)
-    total = Fraction(0)
-    for st in schedule.steps:
-        load = _loads(fabric, st.transfers)
-        total += max((v / caps[r] for r, v in load.items()), default=Fraction(0))
-    return total / schedule.spec.pieces_per_block
 
 
 # ---------------------------------------------------------------------------- forests
@@ -128,21 +72,6 @@ def _bound(fabric: Fabric, name: str, root: int | None) -> Fraction | None:
     return Fraction(lower_bounds(fabric, name, root).bandwidth_rounds_per_block)
 
 
-@dataclass
-class _Staged:
-    """A batch with delays: ``counts[s]`` lists ``(tree, delay, chunks)``; step ``t`` needs at
-    most ``z[t]`` whole rounds; the batch needs ``rounds`` in all when steps overlap."""
-
-    chunks: int
-    rounds: int
-    z: list[int]
-    counts: dict[int, list[tuple[tuple[int, ...], int, int]]]
-
-    @property
-    def steps(self) -> int:
-        return len(self.z)
-
-
 class _Forest:
     """One collective's trees on one orientation: LP packing, tree pool, whole-chunk batch, steps."""
 
@@ -152,7 +81,7 @@ class _Forest:
         self.packing: Packing | None = None
         self.target: Fraction | None = None
         self.batch: Batch | None = None
-        self.staged: _Staged | None = None
+        self.staged: Staged | None = None
         self.pool: dict[int, list[tuple[int, ...]]] = {}
         self.chains: dict[int, list[tuple[int, ...]]] = {}
         self.gens: list[list[int]] = []
@@ -172,7 +101,7 @@ class _Forest:
         self.pool = self._pool()
         left = lambda: time_limit_s - (time.monotonic() - t0)  # noqa: E731
         self.batch = self._integer(max_chunks, max(1.0, 0.4 * left()))
-        self.staged = _stage(self.model, self._stage_bundles(), self.batch, max(1.0, left()), self.chains,
+        self.staged = stage(self.model, self._stage_bundles(), self.batch, max(1.0, left()), self.chains,
                              self.packing.upper)
         self.solve_s = time.monotonic() - t0
 
@@ -181,7 +110,7 @@ class _Forest:
         symmetries, ring chains (up to 16 ranks), every generated column (up to 4000 in all)
         and random-price trees.  When the symmetries move rank 0 to every source, also
         ``self.orbit``: all these trees moved to source 0 plus random ones, each as a bundle
-        of its images, one per source (see :func:`synth.trees.transversal`)."""
+        of its images, one per source (see :func:`synth.tree_symmetry.transversal`)."""
         self.gens = symmetries(self.model)
         support = {s: list(ts) for s, ts in self.packing.trees.items()}
         pool = {s: ts for s, ts in symmetric_pool(support, self.gens, 64).items() if s in support}
@@ -265,10 +194,10 @@ class _Forest:
             load = sum((m * lv[t - d] for ts in st.counts.values() for p, d, m in ts
                         for lv in [level_loads(self.model, p)] if 0 <= t - d < len(lv)),
                        np.zeros(len(self.model.resources), dtype=np.int64))
-            if not _fits(self.model, load, zt):
+            if not fits(self.model, load, zt):
                 return False
             total += load
-        if not _fits(self.model, total, st.rounds):
+        if not fits(self.model, total, st.rounds):
             return False
         self.packing, self.target, self.batch, self.staged = other.packing, other.target, other.batch, st
         return True
@@ -303,142 +232,6 @@ def _ring_chains(model: ChannelModel, sources: list[int]) -> dict[int, list[tupl
                     out.setdefault(s, []).append(tuple(parent))
     return out
 
-
-def _fits(model: ChannelModel, load_q: np.ndarray, rounds: int) -> bool:
-    """Exact test: loads ``load_q / q`` fit ``rounds`` rounds of every resource."""
-    return all(int(load_q[k]) * c.denominator <= rounds * c.numerator * model.q
-               for k, c in enumerate(model.cap_exact) if load_q[k])
-
-
-def _level_batch(model: ChannelModel, batch: Batch) -> _Staged:
-    """No delays: tree level ``l`` in step ``l``."""
-    depth = max(tree_depth(p) for ts in batch.counts.values() for p, _ in ts)
-    z = []
-    for t in range(depth):
-        load = sum((m * lv[t] for ts in batch.counts.values() for p, m in ts
-                    for lv in [level_loads(model, p)] if t < len(lv)),
-                   np.zeros(len(model.resources), dtype=np.int64))
-        z.append(rounds_for(model, load))
-    return _Staged(batch.chunks, batch.rounds, z,
-                   {s: [(p, 0, m) for p, m in ts] for s, ts in batch.counts.items()})
-
-
-def _stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s: float,
-           chains: dict[int, list[tuple[int, ...]]] | None = None,
-           upper_rate: float | None = None) -> _Staged:
-    """Trees and delays for ``batch.chunks`` (then twice that) chunks per source that keep the
-    batch within its total ``rounds`` and minimise the sum of per-step whole rounds.
-
-    Columns are (bundle, delay): a bundle's trees all get the same count and delay.  Step
-    counts are tried from ``min(R, depth + 2)`` down to the longest shortest path (a
-    perfectly balanced staging has sum of steps = ``R``, so at most ``R`` steps); the search
-    goes down while stagings stay perfect and ends at the time limit (at most 60 s).  Hints:
-    the batch without delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven
-    bound on the LP rate) gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls
-    back to the batch's own trees without delays.
-    """
-    t0 = time.monotonic()
-    time_limit_s = min(time_limit_s, 60.0)
-    best = _level_batch(model, batch)
-    hops = hop_matrix(model)
-    sources = sorted(batch.counts)
-    shortest = int(max(hops[s].max() for s in sources))
-    counts = {(s, p): k for s, ts in batch.counts.items() for p, k in ts}
-    bundles = list(dict.fromkeys(bundles + [((s, p),) for (s, p) in counts if len(bundles[0]) == 1]))
-    levels = {}
-    for b in bundles:
-        per = [level_loads(model, p) for _, p in b]
-        levels[b] = [sum(lv[i] for lv in per if i < len(lv)) for i in range(max(map(len, per)))]
-    depth = len(best.z)
-    for mult in (1, 2):
-        c, R = batch.chunks * mult, batch.rounds * mult
-        hint = {(b, 0): min(counts.get(sp, 0) for sp in b) * mult for b in bundles}
-        rings = [ch[::2] for ch in (chains or {}).values()]
-        ring_hint = None
-        top = min(R, max(depth, shortest) + 2)
-        if rings and len(bundles[0]) == 1 and all(len(r) == len(rings[0]) for r in rings) \
-                and c % len(rings[0]) == 0 and model.n - 1 <= R:
-            ring_hint = {(((s, p),), 0): c // len(ch[::2]) for s, ch in chains.items() for p in ch[::2]}
-            load = sum(k * model.tree_load(b[0][1], exact_q=True) for (b, _), k in ring_hint.items())
-            if _fits(model, load, R):          # the rings are bandwidth-optimal here: offer them
-                top = max(top, model.n - 1)
-                for key in ring_hint:
-                    levels.setdefault(key[0], level_loads(model, key[0][0][1]))
-            else:
-                ring_hint = None
-        perfect = False
-        for S in range(top, shortest - 1, -1):
-            left = time_limit_s - (time.monotonic() - t0)
-            if left < 0.5:
-                return best
-            use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
-            lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
-            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, 5.0 if perfect else 15.0), lb)
-            if got is None or sum(got.z) > R:
-                if perfect:
-                    break
-                if got is None:
-                    continue
-            ratio = Fraction(sum(got.z), c)
-            if ratio < Fraction(sum(best.z), best.chunks) or (
-                    ratio == Fraction(sum(best.z), best.chunks) and got.steps < best.steps):
-                best = got
-            perfect = perfect or sum(got.z) == R
-        if Fraction(sum(best.z), best.chunks) <= Fraction(batch.rounds, batch.chunks):
-            break
-    return best
-
-
-def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
-              hint: dict | None, time_limit_s: float, lower: int = 1,
-              max_terms: int = 600_000) -> _Staged | None:
-    """CP-SAT: counts per (bundle, delay) summing to ``c`` per source, total loads within ``R``
-    rounds, step ``t``'s loads within ``z_t`` rounds; minimise ``sum z_t``."""
-    from ortools.sat.python import cp_model
-
-    unit = [c_.numerator * model.q for c_ in model.cap_exact]        # loads scaled by cap.denominator
-    dens = [c_.denominator for c_ in model.cap_exact]
-    m = cp_model.CpModel()
-    cols = [(b, d, m.NewIntVar(0, c, "")) for b, lv in levels.items() for d in range(S - len(lv) + 1)]
-    if not cols or sum(int(np.count_nonzero(lv)) for b, _, _ in cols for lv in levels[b]) > max_terms:
-        return None
-    cover: dict[int, list] = {}
-    for b, _, x in cols:
-        for s, _ in b:
-            cover.setdefault(s, []).append(x)
-    if set(cover) != set(sources):
-        return None
-    for xs in {tuple(v) for v in cover.values()}:
-        m.Add(sum(xs) == c)
-    z = [m.NewIntVar(1, R, f"z{t}") for t in range(S)]
-    step: dict[tuple[int, int], list] = {}
-    for b, d, x in cols:
-        for lvl, load in enumerate(levels[b]):
-            for r in np.flatnonzero(load):
-                step.setdefault((int(r), d + lvl), []).append((int(load[r]) * dens[r], x))
-    total: dict[int, list] = {}
-    for (r, t), ts in step.items():
-        m.Add(sum(a * x for a, x in ts) <= z[t] * unit[r])
-        total.setdefault(r, []).extend(ts)
-    for r, ts in total.items():
-        m.Add(sum(a * x for a, x in ts) <= R * unit[r])
-    if hint:
-        for b, d, x in cols:
-            m.AddHint(x, hint.get((b, d), 0))
-    m.Add(sum(z) >= lower)
-    m.Minimize(sum(z))
-    solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.5, time_limit_s)
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
-    if solver.Solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        return None
-    counts: dict[int, list] = {s: [] for s in sources}
-    for b, d, x in cols:
-        if solver.Value(x):
-            for s, p in b:
-                counts[s].append((p, d, int(solver.Value(x))))
-    return _Staged(c, R, [int(solver.Value(v)) for v in z], counts)
 
 
 def _chunk_trees(forest: _Forest, chunk) -> list[tuple[int, tuple[int, ...], int]]:
@@ -560,8 +353,8 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     c = math.lcm(*(f.staged.chunks for f in forests))
     for f in forests:
         k = c // f.staged.chunks
-        f.staged = _Staged(c, f.staged.rounds * k, [z * k for z in f.staged.z],
-                           {s: [(p, d, m * k) for p, d, m in ts] for s, ts in f.staged.counts.items()})
+        f.staged = Staged(c, f.staged.rounds * k, [z * k for z in f.staged.z],
+                          {s: [(p, d, m * k) for p, d, m in ts] for s, ts in f.staged.counts.items()})
 
     def chunk(s: int, j: int) -> int:
         return (0 if rooted else s * c) + j

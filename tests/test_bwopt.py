@@ -12,10 +12,11 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from synth.bwopt import bandwidth_optimal, bandwidth_term, lockstep_bandwidth_term
+from synth.arborescence import INF, min_cost_arborescence
+from synth.bandwidth_term import bandwidth_term, lockstep_bandwidth_term
+from synth.bwopt import bandwidth_optimal
 from synth.fabric import build_fabric
 from synth.schedule import Schedule
-from synth.trees import INF, min_cost_arborescence
 from synth.verifier import check
 from topo_probe.errors import UnsupportedCollective
 from topo_probe.model import Topology

@@ -29,6 +29,7 @@ MOVED = [  # (old module, new module, names)
                                                        "quantize_e4m3_host", "dequantize_e4m3_host", "E4M3_MAX"]),
     ("synth.sat_model", "synth.sat_common", ["hop_distances", "NEVER", "capacity_ratio", "add_capacity"]),
     ("synth.sat_model", "synth.sat_flow", ["FlowModel", "is_unicast"]),
+    ("synth.bwopt", "synth.bandwidth_term", ["bandwidth_term", "lockstep_bandwidth_term"]),
 ]
 
 
