@@ -117,6 +117,13 @@ class IpcWire(HostWire):
     def empty(self, n: int, dtype):
         return self.arena.take(n, dtype)
 
+    def send_buffer(self, view, pooled: bool = True):
+        """Plain messages (``send``/``recv`` between two ranks) go through the base wire."""
+        return self.base.send_buffer(view, pooled)
+
+    def recv_buffer(self, n: int, dtype, into=None):
+        return self.base.recv_buffer(n, dtype, into=into)
+
     def combine(self, dst, acc, src, op: str) -> None:
         self.base.combine(dst, acc, src, op)
 

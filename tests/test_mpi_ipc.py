@@ -110,3 +110,24 @@ def test_cuda_ipc_exports_base_handle_and_offset_and_opens_each_handle_once():
     assert calls["sync"] == 2
     with pytest.raises(BufferLayoutError, match="outside its allocation"):
         ipc.export(SimpleNamespace(data=SimpleNamespace(ptr=0x7000 + 0xFF00), nbytes=4096), "rank 1: input")
+
+
+def test_plain_messages_use_the_base_wire():
+    """send/recv between two ranks bypass the token protocol: staging stays the base's job."""
+    from kernels.mpi_wires import DeviceWire
+    base = DeviceWire(np, cuda_aware=False, pinned_empty=np.empty, to_host=lambda h, d: np.copyto(h, d),
+                      to_device=lambda d, h: np.copyto(d, h), synchronize=lambda: None)
+    mem = SharedMemoryIpc()
+    try:
+        wire = IpcWire(mem, base)
+        wire.begin()
+        x = np.arange(5, dtype=np.float32)
+        sent = wire.send_buffer(x, pooled=False)
+        assert base.staged["to_host"] == 1 and np.array_equal(sent.view(np.float32), x)
+        out = np.zeros(5, np.float32)
+        buf, fin = wire.recv_buffer(5, np.float32, into=out)
+        buf.view(np.float32)[...] = 7
+        assert fin() is out and out.tolist() == [7.0] * 5 and base.staged["to_device"] == 1
+        wire.finish()          # nothing pending: returns at once
+    finally:
+        mem.close()
