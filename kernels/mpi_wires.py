@@ -203,9 +203,15 @@ class DeviceWire(HostWire):
         self._sync()
 
 
+_BYTE = []
+
+
 def _byte():
-    from kernels.mpi_waiter import mpi
-    return mpi().BYTE
+    """``MPI.BYTE`` (looked up once: this runs for every message)."""
+    if not _BYTE:
+        from kernels.mpi_waiter import mpi
+        _BYTE.append(mpi().BYTE)
+    return _BYTE[0]
 
 
 def _cupy_pinned_empty(n: int, dtype):
