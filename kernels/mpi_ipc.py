@@ -10,7 +10,10 @@ on a separate communicator.  A send completes only when its ack arrives, so an o
 overwrites the region (the lowering's write-after-read dependency on the send) waits until the
 peer has copied it.  Before each collective the ranks exchange where their physical buffers
 (input, output, scratch) live (:meth:`IpcWire.attach`); temporaries come from an exportable
-arena.
+arena.  On the first collective the ranks also agree whether every rank can map every peer's
+memory (CUDA: the peer's GPU is visible and peer access works); if any cannot, every rank sends
+through MPI with the base wire instead (one warning), so the ranks never speak different
+protocols.
 
 The protocol is independent of the memory: :class:`CudaIpc` (CuPy device memory, handles from
 ``cudaIpcGetMemHandle`` on the allocation's base, opened once per handle) is the GPU side and
@@ -53,6 +56,8 @@ class IpcWire(HostWire):
         self.arena = Arena(memory.alloc)
         self.pulls = 0          # regions copied out of a peer's memory
         self.tokens = 0         # tokens sent (one per send)
+        #: None until the first :meth:`attach`; then whether every rank can map every peer
+        self.enabled: bool | None = None
         self._peers: dict[int, dict] = {}
         self._pending: list = []
         self._keep: list = []
@@ -70,6 +75,10 @@ class IpcWire(HostWire):
         Collective: every rank calls it once per collective, after :meth:`begin` and before
         :func:`kernels.mpi_transport.execute`.
         """
+        if self.enabled is None:
+            self._agree(rank, size, ctrl, waiter)
+        if not self.enabled:
+            return
         dtype = next(iter(bufs.values())).dtype
         mine = {name: self.memory.export(arr, f"rank {rank}: {name} buffer") for name, arr in bufs.items()}
         every = exchange_json(ctrl, waiter, mine, size, "ipc: exchanging buffer handles", limit=DESCRIPTOR_LIMIT)
@@ -77,7 +86,23 @@ class IpcWire(HostWire):
                        for p, d in enumerate(every) if p != rank}
         self._waiter, self._ack = waiter, ack_comm
 
+    def _agree(self, rank: int, size: int, ctrl, waiter) -> None:
+        """First call: every rank says where its memory is and whether it can map every peer's;
+        all ranks then use IPC, or all fall back to the base wire (one warning on rank 0)."""
+        where = exchange_json(ctrl, waiter, self.memory.identity(), size, "ipc: exchanging devices",
+                              limit=DESCRIPTOR_LIMIT)
+        ok = bool(self.memory.can_map([w for p, w in enumerate(where) if p != rank]))
+        oks = exchange_json(ctrl, waiter, ok, size, "ipc: agreeing on zero-copy", limit=DESCRIPTOR_LIMIT)
+        self.enabled = all(oks)
+        if not self.enabled and rank == 0:
+            import warnings
+            bad = [p for p, v in enumerate(oks) if not v]
+            warnings.warn(f"ipc: rank(s) {bad} cannot map their peers' memory (no peer access between "
+                          f"their devices); every rank sends through MPI instead", stacklevel=4)
+
     def post_send(self, comm, peer: int, tag: int, view, region=None):
+        if not self.enabled:
+            return self.base.post_send(comm, peer, tag, view, region)
         self.memory.ready()
         token = np.array([BUFFERS.index(region.buf), region.start, region.stop], np.int64)
         ack = np.zeros(1, np.uint8)
@@ -87,6 +112,8 @@ class IpcWire(HostWire):
         return self._ack.Irecv([ack, _byte()], source=peer, tag=tag), None
 
     def post_recv(self, comm, peer: int, tag: int, region, n: int, dtype, into=None):
+        if not self.enabled:
+            return self.base.post_recv(comm, peer, tag, region, n, dtype, into=into)
         dst = self.empty(n, dtype) if into is None else into
         token = np.zeros(3, np.int64)
         self._keep.append(token)
@@ -177,6 +204,13 @@ class SharedMemoryIpc:
         dt = np.dtype(dtype)
         return np.ndarray(desc["nbytes"] // dt.itemsize, dt, buffer=shm.buf, offset=desc["offset"])
 
+    def identity(self) -> dict:
+        """Where this process's memory is (every process of a node shares the host)."""
+        return {}
+
+    def can_map(self, peers: list) -> bool:
+        return True
+
     def ready(self) -> None:
         """Host writes are visible to other processes at once."""
 
@@ -204,10 +238,14 @@ class CudaIpc:
         ``cudaIpcGetMemHandle(base) -> bytes``, ``cudaIpcOpenMemHandle(bytes) -> pointer``,
         ``cuMemGetAddressRange(ptr) -> (base, size)``, ``memcpy(dst_ptr, src_ptr, nbytes)``
         (any direction, on the current stream) and a stream synchronisation.
+    device_bus_id, peer_ok : callables, optional
+        PCI bus id of the current device; ``peer_ok(bus_id)``: whether this process can map
+        memory of the device with that bus id (visible here, and the same device or peer
+        access between the two).
     """
 
     def __init__(self, cp=None, *, get_handle=None, open_handle=None, address_range=None, memcpy=None,
-                 synchronize=None) -> None:
+                 synchronize=None, device_bus_id=None, peer_ok=None) -> None:
         if cp is None:
             try:
                 import cupy as cp
@@ -220,7 +258,24 @@ class CudaIpc:
         self._range = address_range or _cu_address_range
         self._memcpy = memcpy or (lambda d, s, nb: rt.memcpyAsync(d, s, nb, 4, cp.cuda.get_current_stream().ptr))
         self._sync = synchronize or (lambda: cp.cuda.get_current_stream().synchronize())
+        self._bus = device_bus_id or (lambda: cp.cuda.Device().pci_bus_id)
+        self._peer_ok = peer_ok or self._cupy_peer_ok
         self._opened: dict[bytes, int] = {}
+
+    def identity(self) -> dict:
+        return {"pci_bus_id": self._bus()}
+
+    def can_map(self, peers: list) -> bool:
+        return all(self._peer_ok(p["pci_bus_id"]) for p in peers)
+
+    def _cupy_peer_ok(self, bus_id: str) -> bool:
+        rt = self.cp.cuda.runtime
+        try:
+            other = rt.deviceGetByPCIBusId(bus_id)
+        except Exception:  # noqa: BLE001 - the peer's GPU is not visible in this process
+            return False
+        mine = self.cp.cuda.Device().id
+        return other == mine or bool(rt.deviceCanAccessPeer(mine, other))
 
     def alloc(self, nbytes: int):
         return self.cp.empty(nbytes, self.cp.uint8)

@@ -258,12 +258,16 @@ def extra_cases(comm, n: int):
         return check
     checks += [("fake-device/staged", fake(False)), ("fake-device/cuda-aware", fake(True))]
 
-    def ipc(coll, root, inplace):
+    def ipc(coll, root, inplace, fallback=False):
         """Zero-copy protocol over the shared-memory twin of CUDA IPC: tokens over MPI, data
         pulled from the peers' mapped buffers; every receive is one pull, every send a token."""
         def check():
             from kernels.mpi_ipc import IpcWire, SharedMemoryIpc
-            mem = SharedMemoryIpc()
+
+            class OneRankCannot(SharedMemoryIpc):
+                def can_map(self, peers):
+                    return r != n - 1
+            mem = OneRankCannot() if fallback else SharedMemoryIpc()
             wire = IpcWire(mem)
             dev = MPICommunicator(plan=False, wire=wire, abort_on_error=False, timeout_s=30)
             try:
@@ -277,6 +281,9 @@ def extra_cases(comm, n: int):
                 if want is not None and not np.array_equal(got, want):
                     return f"{int(np.count_nonzero(got != want))} wrong elements"
                 plan = next(iter(dev._programs.values()))[-1]
+                if fallback:    # the last rank cannot map: nobody may use the token protocol
+                    return "" if (wire.enabled, wire.pulls, wire.tokens) == (False, 0, 0) else \
+                        f"fallback: enabled={wire.enabled}, {wire.pulls} pulls, {wire.tokens} tokens"
                 if (wire.pulls, wire.tokens) != (len(plan.recvs), len(plan.sends)):
                     return f"{wire.pulls} pulls / {wire.tokens} tokens for {len(plan.recvs)} receives / " \
                            f"{len(plan.sends)} sends"
@@ -289,6 +296,7 @@ def extra_cases(comm, n: int):
                                 ("allgather", None, False), ("alltoall", None, True), ("broadcast", n - 1, True),
                                 ("reduce", 0, False), ("gather", n - 1, False), ("scatter", 0, False)):
         checks.append((f"ipc/{coll}/{'in' if inplace else 'out'}", ipc(coll, root, inplace)))
+    checks.append(("ipc/fallback/allreduce", ipc("allreduce", None, False, fallback=True)))
 
     def raises(call, kind, text):
         def check():   # every rank fails the same way before any message is sent

@@ -131,3 +131,12 @@ def test_plain_messages_use_the_base_wire():
         wire.finish()          # nothing pending: returns at once
     finally:
         mem.close()
+
+
+def test_cuda_ipc_maps_only_visible_peer_accessible_devices():
+    visible = {"0000:07:00.0": True, "0000:0f:00.0": True, "0000:47:00.0": False}
+    ipc = CudaIpc(_FakeCupy(), device_bus_id=lambda: "0000:07:00.0", peer_ok=lambda b: visible.get(b, False))
+    assert ipc.identity() == {"pci_bus_id": "0000:07:00.0"}
+    assert ipc.can_map([{"pci_bus_id": "0000:0f:00.0"}, {"pci_bus_id": "0000:07:00.0"}])
+    assert not ipc.can_map([{"pci_bus_id": "0000:0f:00.0"}, {"pci_bus_id": "0000:47:00.0"}])
+    assert not ipc.can_map([{"pci_bus_id": "0000:99:00.0"}])          # not visible in this process
