@@ -38,6 +38,8 @@ Example
 
 from __future__ import annotations
 
+import functools
+
 import os
 import warnings
 from collections import deque
@@ -96,8 +98,13 @@ def nccl_bytes(collective: str, count: int, itemsize: int, n: int) -> int:
     >>> nccl_bytes("allgather", 10, 4, 8), nccl_bytes("allreduce", 10, 4, 8)
     (320, 40)
     """
-    spec = CollectiveSpec(canonical(collective), n, 1, 0 if canonical(collective) in ROOTED else None)
-    return max(spec.input_blocks(), spec.output_blocks()) * count * itemsize
+    return _max_blocks(canonical(collective), n) * count * itemsize
+
+
+@functools.lru_cache(maxsize=256)
+def _max_blocks(name: str, n: int) -> int:
+    spec = CollectiveSpec(name, n, 1, 0 if name in ROOTED else None)
+    return max(spec.input_blocks(), spec.output_blocks())
 
 
 class Communicator:

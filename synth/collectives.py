@@ -85,6 +85,9 @@ BUSBW_FACTOR = {
 
 def canonical(name: str) -> str:
     """Canonical collective name for any accepted spelling; raises UnsupportedCollective."""
+    hit = ALIASES.get(name)           # the common case: already canonical
+    if hit is not None:
+        return hit
     key = name.strip().lower().replace("-", "_")
     if key in ALIASES:
         return ALIASES[key]

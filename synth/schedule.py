@@ -25,6 +25,8 @@ nothing else can still check a schedule.
 
 from __future__ import annotations
 
+import functools
+
 import json
 import os
 import tempfile
@@ -73,8 +75,9 @@ class Schedule:
     topology_fingerprint: str = ""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
-    @property
+    @functools.cached_property
     def spec(self) -> CollectiveSpec:
+        """The collective instance (built once per schedule: executors ask on every call)."""
         return CollectiveSpec(self.collective, self.ranks, self.chunks_per_rank, self.root)
 
     @property
