@@ -9,7 +9,7 @@ raises :class:`~topo_probe.errors.DeviceUnavailable` with one line saying why.
 from __future__ import annotations
 
 import warnings
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 
@@ -20,6 +20,14 @@ def _no_gpu(exc: BaseException) -> bool:
     name = type(exc).__name__
     return (isinstance(exc, (ImportError, OSError)) or name.startswith("NVMLError")
             or name in ("CUDARuntimeError", "CUDADriverError", "CompileException"))
+
+
+class _DefaultStream(NamedTuple):
+    """The default stream of one GPU.  CuPy's ``Stream.null`` / ``Stream.ptds`` singletons have
+    ``device_id == -1``: their handle means "the default stream of the current device"."""
+
+    ptr: int
+    device_id: int
 
 
 class CupyRuntime:
@@ -66,17 +74,21 @@ class CupyRuntime:
 
     def current_stream(self, dev: int):
         with self.cp.cuda.Device(dev):
-            return self.cp.cuda.get_current_stream()
+            s = self.cp.cuda.get_current_stream()
+        return s if s.device_id >= 0 else _DefaultStream(s.ptr, dev)
 
     def event(self, dev: int):
         with self.cp.cuda.Device(dev):
             return self.cp.cuda.Event(disable_timing=True)
 
+    # the stream's GPU is made current: a default-stream handle names the current GPU's stream
     def record(self, event, stream) -> None:
-        event.record(stream)
+        with self.cp.cuda.Device(stream.device_id):
+            self.rt.eventRecord(event.ptr, stream.ptr)
 
     def wait(self, stream, event) -> None:
-        stream.wait_event(event)
+        with self.cp.cuda.Device(stream.device_id):
+            self.rt.streamWaitEvent(stream.ptr, event.ptr)
 
     def alloc(self, dev: int, nelems: int, dtype) -> Any:
         with self.cp.cuda.Device(dev):
