@@ -168,3 +168,25 @@ def test_probe_nvml_reasons():
     assert rec is None and len(why) == 1
     assert why[0] in ("NVML: nvidia-ml-py (pynvml) not installed",
                       "NVML library not found (no NVIDIA driver on this machine)") or why[0].startswith("NVML:")
+
+
+def test_gpu_numa_node_comes_from_sysfs_and_nvml_not_supported_is_quiet(tmp_path):
+    """On PCIe x86 hosts NVML's NumaNodeId is Not Supported (it is the GPU memory's own node on
+    Grace Hopper); the GPU's PCIe device's NUMA node is in sysfs."""
+    rec = records("2x_pcie")
+    nv = fake_pynvml(rec)
+
+    def not_supported(h):
+        raise nv.NVMLError("Not Supported")
+    nv.nvmlDeviceGetNumaNodeId = not_supported
+    for k, g in enumerate(rec["gpus"]):
+        dom, rest = g["pci_bus_id"].split(":", 1)
+        bus = f"{int(dom, 16):04x}:{rest.lower()}"          # sysfs names: 4 domain digits
+        d = tmp_path / "sys" / "bus" / "pci" / "devices" / bus
+        d.mkdir(parents=True)
+        (d / "numa_node").write_text(f"{1 - k % 2}\n" if k != 0 else "-1\n")
+    got = gather_nvml_records(nv, sysfs_root=tmp_path)
+    assert [g["numa_node"] for g in got["gpus"]] == [None] + [1 - k % 2 for k in range(1, len(rec["gpus"]))]
+    assert not [e for e in got["errors"] if "NUMA" in e]
+    # without sysfs, NVML's answer (here: none) is used, still quietly
+    assert all(g["numa_node"] is None for g in gather_nvml_records(nv)["gpus"])

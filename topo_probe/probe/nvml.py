@@ -29,6 +29,7 @@ MULTIPLE = PXB, HOSTBRIDGE = PHB, NODE = NODE, SYSTEM = SYS).
 from __future__ import annotations
 
 import importlib
+from pathlib import Path
 
 from topo_probe.errors import TopologyError
 from topo_probe.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US
@@ -75,20 +76,39 @@ def _bus(pci) -> str:
     return b.decode("ascii", "replace") if isinstance(b, bytes) else str(b)
 
 
-def _gpu_record(nv, h, index: int, errors: list[str]) -> dict:
-    def ask(what, fn, *args):
+def _sysfs_numa(root, bus: str) -> int | None:
+    """NUMA node of PCI device ``bus`` (NVML's ``00000000:07:00.0`` or sysfs's ``0000:07:00.0``)
+    from ``<root>/sys/bus/pci/devices/<bus>/numa_node``; None if unknown."""
+    if root is None or not bus:
+        return None
+    try:
+        path = Path(root) / "sys" / "bus" / "pci" / "devices" / normalize_bus_id(bus) / "numa_node"
+        node = int(path.read_text().strip())
+    except (ValueError, OSError):
+        return None
+    return node if node >= 0 else None
+
+
+def _gpu_record(nv, h, index: int, errors: list[str], sysfs_root=None) -> dict:
+    def ask(what, fn, *args, quiet=False):
         try:
             return fn(h, *args)
         except nv.NVMLError as exc:
-            errors.append(f"GPU {index}: {what}: {exc}")
+            if not quiet:
+                errors.append(f"GPU {index}: {what}: {exc}")
             return None
 
     name = ask("name", nv.nvmlDeviceGetName)
     cc = ask("compute capability", nv.nvmlDeviceGetCudaComputeCapability)
-    numa = ask("NUMA node", nv.nvmlDeviceGetNumaNodeId) if hasattr(nv, "nvmlDeviceGetNumaNodeId") else None
+    bus = _bus(ask("PCI info", nv.nvmlDeviceGetPciInfo))
+    # The PCIe device's NUMA node is in sysfs; NVML's NumaNodeId is the GPU memory's own node and
+    # only exists where GPUs are NUMA nodes (Grace Hopper), so it is a quiet fallback.
+    numa = _sysfs_numa(sysfs_root, bus)
+    if numa is None and hasattr(nv, "nvmlDeviceGetNumaNodeId"):
+        numa = ask("NUMA node", nv.nvmlDeviceGetNumaNodeId, quiet=True)
     aff = ask("CPU affinity", nv.nvmlDeviceGetCpuAffinity, 16)
     rec = {"index": index, "name": name.decode() if isinstance(name, bytes) else name,
-           "pci_bus_id": _bus(ask("PCI info", nv.nvmlDeviceGetPciInfo)),
+           "pci_bus_id": bus,
            "compute_capability": list(cc) if cc else None,
            "numa_node": numa if isinstance(numa, int) and numa >= 0 else None,
            "cpu_affinity": _cpulist(aff) if aff is not None else None,
@@ -119,12 +139,17 @@ def _gpu_record(nv, h, index: int, errors: list[str]) -> dict:
     return rec
 
 
-def gather_nvml_records(nvml=None) -> dict:
+def gather_nvml_records(nvml=None, sysfs_root=None) -> dict:
     """Ask NVML about every GPU (see the module docstring for the record format).
 
     ``nvml`` is the ``pynvml`` module (imported when None) or a stand-in with the same
-    functions.  Raises whatever ``nvmlInit`` raises (NVMLError_LibraryNotFound...).
+    functions.  ``sysfs_root``: where each GPU's NUMA node is read
+    (``<root>/sys/bus/pci/devices/<bus>/numa_node``); default ``/`` for the real NVML and
+    nowhere for a stand-in (then NVML's own answer, if any).  Raises whatever ``nvmlInit``
+    raises (NVMLError_LibraryNotFound...).
     """
+    if sysfs_root is None and nvml is None:
+        sysfs_root = "/"
     nv = nvml if nvml is not None else importlib.import_module("pynvml")
     nv.nvmlInit()
     try:
@@ -132,7 +157,7 @@ def gather_nvml_records(nvml=None) -> dict:
         handles = [nv.nvmlDeviceGetHandleByIndex(i) for i in range(n)]
         errors: list[str] = []
         rec = {"format": "topocoll.nvml-records", "version": 1, "errors": errors,
-               "gpus": [_gpu_record(nv, h, i, errors) for i, h in enumerate(handles)]}
+               "gpus": [_gpu_record(nv, h, i, errors, sysfs_root) for i, h in enumerate(handles)]}
         try:
             driver = nv.nvmlSystemGetDriverVersion()
             rec["driver_version"] = driver.decode() if isinstance(driver, bytes) else driver
@@ -173,14 +198,14 @@ def gather_nvml_records(nvml=None) -> dict:
             pass
 
 
-def probe_nvml(nvml=None) -> tuple[dict | None, list[str]]:
+def probe_nvml(nvml=None, sysfs_root=None) -> tuple[dict | None, list[str]]:
     """(records or None, reasons): :func:`gather_nvml_records` with every failure soft."""
     try:
         nv = nvml if nvml is not None else importlib.import_module("pynvml")
     except ImportError:
         return None, ["NVML: nvidia-ml-py (pynvml) not installed"]
     try:
-        rec = gather_nvml_records(nv)
+        rec = gather_nvml_records(nv, sysfs_root if sysfs_root is not None or nvml is not None else "/")
     except Exception as exc:  # noqa: BLE001 - NVMLError_LibraryNotFound, DriverNotLoaded, OSError...
         name = type(exc).__name__
         if "LibraryNotFound" in name:
