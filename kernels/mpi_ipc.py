@@ -285,7 +285,12 @@ class CudaIpc:
         base, size = self._range(ptr)
         if not base <= ptr <= ptr + arr.nbytes <= base + size:
             raise BufferLayoutError(f"ipc: {what} lies outside its allocation")
-        return {"handle": self._get(base).hex(), "offset": ptr - base, "nbytes": int(arr.nbytes)}
+        try:
+            handle = self._get(base)
+        except Exception as exc:  # noqa: BLE001 - CUDARuntimeError: not cudaMalloc memory (e.g. an async pool)
+            raise BufferLayoutError(f"ipc: {what} cannot be shared through CUDA IPC ({exc}); allocate it from "
+                                    f"CuPy's default pool or pass ipc='never'") from None
+        return {"handle": handle.hex(), "offset": ptr - base, "nbytes": int(arr.nbytes)}
 
     def open(self, desc: dict, dtype):
         handle = bytes.fromhex(desc["handle"])

@@ -140,3 +140,12 @@ def test_cuda_ipc_maps_only_visible_peer_accessible_devices():
     assert ipc.can_map([{"pci_bus_id": "0000:0f:00.0"}, {"pci_bus_id": "0000:07:00.0"}])
     assert not ipc.can_map([{"pci_bus_id": "0000:0f:00.0"}, {"pci_bus_id": "0000:47:00.0"}])
     assert not ipc.can_map([{"pci_bus_id": "0000:99:00.0"}])          # not visible in this process
+
+
+def test_memory_cuda_ipc_cannot_share_is_a_clear_error():
+    def refuse(base):
+        raise RuntimeError("cudaErrorInvalidValue: invalid argument")
+    ipc = CudaIpc(_FakeCupy(), get_handle=refuse, address_range=lambda p: (p, 1 << 20))
+    arr = SimpleNamespace(data=SimpleNamespace(ptr=0x1000), nbytes=64)
+    with pytest.raises(BufferLayoutError, match=r"rank 0: input buffer cannot be shared through CUDA IPC .*ipc='never'"):
+        ipc.export(arr, "rank 0: input buffer")
