@@ -42,23 +42,30 @@ def test_column_order_follows_chains_and_respects_every_dependency():
     assert len(set(chunks)) == 4
 
 
-def test_slice_major_runs_columns_on_the_pool_and_matches():
+def _threads_running(layer: HostLayer, method: str, count: int, seed: int) -> set[str]:
+    """Run a 4-rank ring allreduce of ``count`` floats on ``layer`` (checked against NumPy);
+    the names of the threads that ran ``layer.<method>``."""
     seen = set()
-    layer = HostLayer(threads=2, slice_bytes=1 << 12)
-    real = layer._run_op
+    real = getattr(layer, method)
 
     def spy(*a, **k):
         seen.add(threading.current_thread().name)
         return real(*a, **k)
 
-    layer._run_op = spy
-    n, count = 4, 100_003          # cells of ~50 KB: 13 columns of 4 KiB, the last ones ragged
-    sends = make_inputs("allreduce", n, count, "float32", "sum", None, np.random.default_rng(7))
+    setattr(layer, method, spy)
+    n = 4
+    sends = make_inputs("allreduce", n, count, "float32", "sum", None, np.random.default_rng(seed))
     sb, rb = alloc_buffers("allreduce", n, count, sends, "float32", None, False)
     run_schedule(ring("allreduce", n, 2), sb, rb, backend=layer)
     check_result("allreduce", n, count, sends, rb, "sum", None, "float32")
-    assert any(name.startswith("topocoll-host") for name in seen)
     layer.close()
+    return seen
+
+
+def test_slice_major_runs_columns_on_the_pool_and_matches():
+    # cells of ~50 KB: 13 columns of 4 KiB, the last ones ragged
+    seen = _threads_running(HostLayer(threads=2, slice_bytes=1 << 12), "_run_op", 100_003, 7)
+    assert any(name.startswith("topocoll-host") for name in seen)
 
 
 def test_chains_group_only_dependent_ops():
@@ -81,22 +88,8 @@ def test_each_step_reads_the_state_at_its_start():
 
 
 def test_large_buffers_use_the_pool_and_match():
-    seen = set()
     layer = HostLayer(threads=2, tile_bytes=1 << 16, inline_bytes=1 << 10, slice_bytes=0)
-    real = layer._run
-
-    def spy(*a, **k):
-        seen.add(threading.current_thread().name)
-        return real(*a, **k)
-
-    layer._run = spy
-    n, count = 4, 300_001
-    sends = make_inputs("allreduce", n, count, "float32", "sum", None, np.random.default_rng(5))
-    sb, rb = alloc_buffers("allreduce", n, count, sends, "float32", None, False)
-    run_schedule(ring("allreduce", n, 2), sb, rb, backend=layer)
-    check_result("allreduce", n, count, sends, rb, "sum", None, "float32")
-    assert any(name.startswith("topocoll-host") for name in seen)
-    layer.close()
+    assert any(name.startswith("topocoll-host") for name in _threads_running(layer, "_run", 300_001, 5))
 
 
 def test_host_layer_rejects_foreign_arrays():
