@@ -6,7 +6,9 @@ For each collective it gathers candidates, each verified before it is saved:
 * the latency-bandwidth Pareto frontier from CP-SAT step synthesis (up to ``max_sat_ranks``
   ranks; each point is saved the moment it is found);
 * the bandwidth-optimal LP + tree-packing schedule (allgather, reducescatter, allreduce,
-  broadcast, reduce);
+  broadcast, reduce), and where link kinds of different efficiency meet (PCIe beside the CPU
+  link, NVLink beside a NIC) the same method for the cost model's effective capacities
+  (``<collective>-bwopt-effective``);
 
 then picks the fastest by cost-model time for each size range (:mod:`synth.planner`).
 
@@ -30,7 +32,7 @@ from pathlib import Path
 from typing import Callable
 
 from synth.collectives import COLLECTIVES, ROOTED, CollectiveSpec
-from synth.cost import CostModel
+from synth.cost import CostModel, CostParams
 from synth.fabric import Fabric, build_fabric
 from synth.plan import Plan, PlanEntry
 from synth.planner import PLAN_SIZES, evaluate, size_ranges
@@ -107,6 +109,25 @@ def _bwopt(fabric: Fabric, coll: str, root: int | None, opts: SynthesisOptions) 
     return s, time.perf_counter() - t0, ""
 
 
+def _bwopt_effective(fabric: Fabric, coll: str, root: int | None,
+                     opts: SynthesisOptions) -> tuple[Schedule | None, float, str]:
+    """The bandwidth-optimal method for the links' *effective* capacities (the cost model's
+    per-kind efficiencies): a different optimum only where link kinds of different efficiency
+    meet (PCIe next to the CPU link, NVLink next to a NIC)."""
+    params = CostParams()
+    if coll not in BWOPT_COLLECTIVES:
+        return None, 0.0, ""
+    if len({params.efficiency(info.kind) for info in fabric.resources.values()}) < 2:
+        return None, 0.0, "every link kind has the same efficiency: the same optimum as bwopt"
+    from synth.bwopt import bandwidth_optimal
+    t0 = time.perf_counter()
+    try:
+        s = bandwidth_optimal(fabric, coll, root=root, time_limit_s=opts.time_limit_s, efficiency=params)
+    except TopocollError as e:
+        return None, time.perf_counter() - t0, f"bandwidth-optimal method (effective capacities) failed: {e}"
+    return s, time.perf_counter() - t0, ""
+
+
 def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, workdir: Path) -> CollectiveResult:
     """All candidates for one collective, saved under ``workdir/schedules`` as they appear."""
     from synth.bounds import lower_bounds
@@ -130,6 +151,9 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
     bw, bw_s, bw_note = _bwopt(fabric, coll, root, opts)
     if bw is not None:
         save(f"{coll}-bwopt", bw)
+    bwe, bwe_s, bwe_note = _bwopt_effective(fabric, coll, root, opts)
+    if bwe is not None:
+        save(f"{coll}-bwopt-effective", bwe)
     bounds = lower_bounds(fabric, coll, root=root)
     sim = {name: {label: cost.schedule_time_us(s, nb) for label, nb in SUMMARY_SIZES.items()}
            for name, s in res.schedules.items()}
@@ -142,6 +166,10 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
             "schedule": f"{coll}-bwopt", "solve_s": round(bw_s, 3),
             **{k: v for k, v in bw.meta.items() if isinstance(v, (int, float, str))}},
         "bandwidth_optimal_note": bw_note,
+        "bandwidth_optimal_effective": None if bwe is None else {
+            "schedule": f"{coll}-bwopt-effective", "solve_s": round(bwe_s, 3),
+            **{k: v for k, v in bwe.meta.items() if isinstance(v, (int, float, str))}},
+        "bandwidth_optimal_effective_note": bwe_note,
         "bounds": {"latency_steps": bounds.latency_steps, "latency_us": bounds.latency_us,
                    "bandwidth_rounds_per_block": str(bounds.bandwidth_rounds_per_block),
                    **({"phased_rounds_per_block": str(bounds.phased_rounds_per_block)}

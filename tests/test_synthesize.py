@@ -115,3 +115,27 @@ def test_disconnected_topology_file_is_rejected(tmp_path, capsys):
         "topo_probe.serialize", fromlist=["x"]).topology_to_dict(topo)))
     rc = main(["--topology", str(f), "--out", str(tmp_path / "o"), "--no-progress"])
     assert rc == 2 and "cut off" in capsys.readouterr().err
+
+
+def test_effective_capacity_candidate_where_link_efficiencies_differ(tmp_path):
+    """pcie-8gpu-2socket (PCIe at 24/31.5 beside a CPU link at 1/2): the bandwidth-optimal
+    method for effective capacities gives a broadcast the plain one does not (1 GB modelled:
+    faster than the ring, where the nominal optimum is slower); DGX-1 (NVLink only) gets none."""
+    from synth.baselines import baseline
+    from synth.cost import CostModel
+    from topo_probe.load import load_topology
+    opts = synth_mod.SynthesisOptions(collectives=("broadcast",), time_limit_s=20, progress=False,
+                                      max_sat_ranks=0, log=lambda *a: None)
+    fabric = build_fabric(load_topology("pcie-8gpu-2socket"))
+    res = synth_mod.synthesize_collective(fabric, "broadcast", opts, tmp_path)
+    plain, eff = res.schedules["broadcast-bwopt"], res.schedules["broadcast-bwopt-effective"]
+    check(eff, fabric)
+    cm = CostModel(fabric)
+    ring = cm.schedule_time_us(baseline("ring", fabric, "broadcast", root=0), 1e9)
+    assert cm.schedule_time_us(eff, 1e9) < ring < cm.schedule_time_us(plain, 1e9)
+    assert res.summary["bandwidth_optimal_effective"]["schedule"] == "broadcast-bwopt-effective"
+    assert (tmp_path / "schedules" / "broadcast-bwopt-effective.json").exists()
+    dgx1 = build_fabric(load_topology("dgx1-v100").subset([0, 1, 2, 3]))
+    res1 = synth_mod.synthesize_collective(dgx1, "broadcast", opts, tmp_path / "dgx1")
+    assert "broadcast-bwopt-effective" not in res1.schedules
+    assert "same efficiency" in res1.summary["bandwidth_optimal_effective_note"]
