@@ -141,9 +141,7 @@ class IpcWire(HostWire):
         self._pending, self._keep = [], []
 
     # ------------------------------------------------------------------ memory and arithmetic
-    def empty(self, n: int, dtype):
-        return self.arena.take(n, dtype)
-
+    # ``empty`` is HostWire's: temporaries from ``self.arena``, which ``memory`` allocates (exportable)
     def send_buffer(self, view, pooled: bool = True):
         """Plain messages (``send``/``recv`` between two ranks) go through the base wire."""
         return self.base.send_buffer(view, pooled)

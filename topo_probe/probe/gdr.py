@@ -22,15 +22,9 @@ import re
 from pathlib import Path
 
 from topo_probe.parsers import normalize_bus_id
+from topo_probe.probe.sysfs import read_numa_node, read_text
 
 __all__ = ["scan_gdr", "gdr_status", "nic_records"]
-
-
-def _read(path: Path) -> str | None:
-    try:
-        return path.read_text().strip()
-    except OSError:
-        return None
 
 
 def _rate_gbps(rate: str | None) -> float | None:
@@ -63,19 +57,18 @@ def scan_gdr(root: str | os.PathLike = "/") -> dict:
         dev = ib / name / "device"
         real = Path(os.path.realpath(dev))
         bus = normalize_bus_id(real.name) if dev.exists() else None
-        numa = _read(dev / "numa_node")
         ports, rates, layers = ib / name / "ports", [], []
         try:
             port_names = sorted(os.listdir(ports))
         except OSError:
             port_names = []
         for p in port_names:
-            rates.append(_rate_gbps(_read(ports / p / "rate")))
-            layers.append(_read(ports / p / "link_layer"))
+            rates.append(_rate_gbps(read_text(ports / p / "rate")))
+            layers.append(read_text(ports / p / "link_layer"))
         speeds = [r for r in rates if r]
         out["ib_devices"].append({
             "name": name, "pci_bus_id": bus,
-            "numa_node": int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None,
+            "numa_node": read_numa_node(dev),
             "speed_gbps": max(speeds) if speeds else None,
             "link_layer": next((x for x in layers if x), None)})
     return out

@@ -29,7 +29,6 @@ MULTIPLE = PXB, HOSTBRIDGE = PHB, NODE = NODE, SYSTEM = SYS).
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
 
 from topo_probe.errors import TopologyError
 from topo_probe.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US
@@ -37,6 +36,7 @@ from topo_probe.model import P2PCapability, Topology
 from topo_probe.parsers import (PCIE_LANE_GBPS, normalize_bus_id, nvlink_gbps_for_name, nvlink_gbps_for_sm,
                                 sm_from_compute_capability)
 from topo_probe.parsers.link_matrix import add_pcie_tree_from_classes
+from topo_probe.probe.sysfs import add_sysfs_tree, pci_numa_node
 
 __all__ = ["gather_nvml_records", "build_from_nvml_records", "probe_nvml", "LEVEL_CLASS"]
 
@@ -76,19 +76,6 @@ def _bus(pci) -> str:
     return b.decode("ascii", "replace") if isinstance(b, bytes) else str(b)
 
 
-def _sysfs_numa(root, bus: str) -> int | None:
-    """NUMA node of PCI device ``bus`` (NVML's ``00000000:07:00.0`` or sysfs's ``0000:07:00.0``)
-    from ``<root>/sys/bus/pci/devices/<bus>/numa_node``; None if unknown."""
-    if root is None or not bus:
-        return None
-    try:
-        path = Path(root) / "sys" / "bus" / "pci" / "devices" / normalize_bus_id(bus) / "numa_node"
-        node = int(path.read_text().strip())
-    except (ValueError, OSError):
-        return None
-    return node if node >= 0 else None
-
-
 def _gpu_record(nv, h, index: int, errors: list[str], sysfs_root=None) -> dict:
     def ask(what, fn, *args, quiet=False):
         try:
@@ -103,7 +90,7 @@ def _gpu_record(nv, h, index: int, errors: list[str], sysfs_root=None) -> dict:
     bus = _bus(ask("PCI info", nv.nvmlDeviceGetPciInfo))
     # The PCIe device's NUMA node is in sysfs; NVML's NumaNodeId is the GPU memory's own node and
     # only exists where GPUs are NUMA nodes (Grace Hopper), so it is a quiet fallback.
-    numa = _sysfs_numa(sysfs_root, bus)
+    numa = pci_numa_node(sysfs_root, bus) if sysfs_root is not None and bus else None
     if numa is None and hasattr(nv, "nvmlDeviceGetNumaNodeId"):
         numa = ask("NUMA node", nv.nvmlDeviceGetNumaNodeId, quiet=True)
     aff = ask("CPU affinity", nv.nvmlDeviceGetCpuAffinity, 16)
@@ -318,7 +305,6 @@ def build_from_nvml_records(records: dict) -> Topology:
     sys_bus = {d["bus_id"] for d in (sysfs or {}).get("devices", [])}
     if sysfs and all(b in sys_bus for b in node_of):
         from topo_probe.probe.gdr import gdr_status, nic_records
-        from topo_probe.probe.sysfs import add_sysfs_tree
         ok, why = gdr_status(gdr)
         ends = dict(node_of)
         for k, nic in enumerate(n for n in nic_records(gdr) if normalize_bus_id(n["pci_bus_id"]) in sys_bus):

@@ -36,15 +36,28 @@ _LINK_FILES = ("max_link_speed", "max_link_width", "current_link_speed", "curren
 NVIDIA = "0x10de"
 
 
-def _read(path: Path) -> str | None:
+def read_text(path: Path) -> str | None:
+    """A sysfs attribute's text, stripped; None if it cannot be read."""
     try:
         return path.read_text().strip()
     except OSError:
         return None
 
 
+def read_numa_node(dev: Path) -> int | None:
+    """``<dev>/numa_node`` as an int; None when missing or -1 (no affinity known)."""
+    numa = read_text(dev / "numa_node")
+    return int(numa) if numa and numa.lstrip("-").isdigit() and int(numa) >= 0 else None
+
+
+def pci_numa_node(root, bus_id: str) -> int | None:
+    """NUMA node of PCI device ``bus_id`` (any spelling, e.g. NVML's 8-digit domain) under
+    ``<root>/sys/bus/pci/devices``; None if unknown."""
+    return read_numa_node(Path(root) / "sys" / "bus" / "pci" / "devices" / normalize_bus_id(bus_id))
+
+
 def _link(dev: Path) -> dict:
-    return {k: v for k in _LINK_FILES if (v := _read(dev / k)) is not None}
+    return {k: v for k in _LINK_FILES if (v := read_text(dev / k)) is not None}
 
 
 def _kind(cls: str, vendor: str) -> str | None:
@@ -70,7 +83,7 @@ def scan_sysfs(root: str | os.PathLike = "/", *, nics: dict[str, str] | None = N
         return out
     for name in entries:
         dev = base / name
-        cls, vendor = (_read(dev / "class") or "").lower(), (_read(dev / "vendor") or "").lower()
+        cls, vendor = (read_text(dev / "class") or "").lower(), (read_text(dev / "vendor") or "").lower()
         bus = normalize_bus_id(name)
         kind = _kind(cls, vendor) or ("nic" if bus in nics else None)
         if kind is None:
@@ -79,17 +92,15 @@ def scan_sysfs(root: str | os.PathLike = "/", *, nics: dict[str, str] | None = N
         parts = real.parts
         start = next((k for k, p in enumerate(parts) if p.startswith("pci") and ":" in p), None)
         path = list(parts[start:]) if start is not None else [name]
-        numa = _read(dev / "numa_node")
         out["devices"].append({
-            "bus_id": bus, "class": cls, "vendor": vendor, "device": _read(dev / "device"), "kind": kind,
-            "name": nics.get(bus), "numa_node": int(numa) if numa and numa.lstrip("-").isdigit()
-            and int(numa) >= 0 else None, "local_cpulist": _read(dev / "local_cpulist"),
+            "bus_id": bus, "class": cls, "vendor": vendor, "device": read_text(dev / "device"), "kind": kind,
+            "name": nics.get(bus), "numa_node": read_numa_node(dev), "local_cpulist": read_text(dev / "local_cpulist"),
             "link": _link(dev), "path": path})
         for k, comp in enumerate(path[1:-1], start=1):
             if _BDF.fullmatch(comp):
                 bdir = Path(*parts[:start + k + 1]) if start is not None else None
                 out["bridges"].setdefault(normalize_bus_id(comp), {
-                    "class": (_read(bdir / "class") or "").lower() if bdir else "",
+                    "class": (read_text(bdir / "class") or "").lower() if bdir else "",
                     "link": _link(bdir) if bdir else {}})
     return out
 
