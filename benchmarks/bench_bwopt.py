@@ -1,4 +1,4 @@
-"""Bandwidth-optimal LP-tree schedules (synth.bwopt) against the cut bound and the ring baseline.
+"""Bandwidth-optimal LP-tree schedules (synth.solve.bwopt.optimal) against the cut bound and the ring baseline.
 
 Usage::
 
@@ -7,13 +7,13 @@ Usage::
 For every preset (default figures), partial DGX-1 allocations, ``cluster(dgx-a100, nodes=2)``
 and (unless ``--quick``) ``cluster(dgx-a100, nodes=8)`` (64 GPUs, allgather), it builds the
 LP-tree schedule of allgather, reducescatter, allreduce and broadcast (root 0), checks it
-with ``synth.verifier.check``, and reports:
+with ``synth.ir.verifier.check``, and reports:
 
-* the cut bound (``synth.bounds``) and the schedule's bandwidth term
-  (:func:`synth.bwopt.bandwidth_term`, computed from the transfers), both in rounds per block,
+* the cut bound (``synth.model.bounds``) and the schedule's bandwidth term
+  (:func:`synth.solve.bwopt.optimal.bandwidth_term`, computed from the transfers), both in rounds per block,
   and their ratio; the lock-step term (no pipelining);
 * the ring baseline's bandwidth term and the modelled time of a 1 GB operation
-  (:class:`synth.cost.CostModel`, default calibrated parameters) for both, with the speedup;
+  (:class:`synth.model.cost.CostModel`, default calibrated parameters) for both, with the speedup;
 * for ``pcie-8gpu-2socket``, the ring's loss against the cut bound as the socket link
   (``upi_gbps``) varies.
 
@@ -34,17 +34,17 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from synth.bandwidth_term import bandwidth_term  # noqa: E402
 from synth.baselines import baseline  # noqa: E402
-from synth.bounds import lower_bounds  # noqa: E402
-from synth.bwopt import bandwidth_optimal  # noqa: E402
-from synth.cost import CostModel, CostParams  # noqa: E402
-from synth.fabric import build_fabric  # noqa: E402
-from synth.schedule import atomic_write_text  # noqa: E402
-from synth.verifier import check  # noqa: E402
+from synth.ir.fabric import build_fabric  # noqa: E402
+from synth.ir.schedule import atomic_write_text  # noqa: E402
+from synth.ir.verifier import check  # noqa: E402
+from synth.model.bounds import lower_bounds  # noqa: E402
+from synth.model.cost import CostModel, CostParams  # noqa: E402
+from synth.solve.bwopt.bandwidth_term import bandwidth_term  # noqa: E402
+from synth.solve.bwopt.optimal import bandwidth_optimal  # noqa: E402
 from topo_probe.errors import TopocollError  # noqa: E402
-from topo_probe.generators import cluster  # noqa: E402
-from topo_probe.presets import get_preset  # noqa: E402
+from topo_probe.machines.clusters import cluster  # noqa: E402
+from topo_probe.machines.presets import get_preset  # noqa: E402
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast")
 NBYTES = 1e9
@@ -199,19 +199,19 @@ def main(argv: list[str] | None = None) -> int:
     keys = ["topology", "gpus", "collective", "bound", "achieved", "ratio", "phased_bound", "ratio_phased", "lockstep", "steps", "chunks",
             "seconds", "ring_term", "ring_over_ours", "sim_us", "ring_sim_us", "bound_sim_us", "speedup",
             "ceiling", "speedup_nominal"]
-    md = [f"# Bandwidth-optimal LP-tree schedules (synth.bwopt)\n",
+    md = [f"# Bandwidth-optimal LP-tree schedules (synth.solve.bwopt.optimal)\n",
           f"Command: `{command}` (from the repository root).  Machine: {platform.machine()}, "
           f"{platform.python_version()}, total {time.monotonic() - t_all:.0f} s.\n",
           "Terms are rounds per block (1 round = 1 chunk over the fabric's `unit_gbps`): `bound` is "
-          "`synth.bounds.lower_bounds(...).bandwidth_rounds_per_block`, `achieved` is "
-          "`synth.bwopt.bandwidth_term(schedule, fabric)` (computed from the transfers: max over resources of "
+          "`synth.model.bounds.lower_bounds(...).bandwidth_rounds_per_block`, `achieved` is "
+          "`synth.solve.bwopt.optimal.bandwidth_term(schedule, fabric)` (computed from the transfers: max over resources of "
           "total load / capacity, per block — the limit of many pipelined slices), `lockstep` the same without "
           "pipelining. `sim_us` is `CostModel(fabric).schedule_time_us(schedule, 1e9)` (default calibrated "
           "parameters), `bound_sim_us` the bound's `time_us(1e9, params)` (a lower bound of the modelled time of "
           "every correct schedule), `speedup` = ring / ours, `ceiling` = ring / `bound_sim_us`: the largest "
           "speedup over the ring any schedule can have in the model; `speedup_nominal` = ring / ours in the same "
           "model with every link at its nominal rate (all efficiencies 1.0). Every schedule "
-          "passed `synth.verifier.check`; `seconds` is the wall time of `bandwidth_optimal` (64 GPUs: plus "
+          "passed `synth.ir.verifier.check`; `seconds` is the wall time of `bandwidth_optimal` (64 GPUs: plus "
           "building the fabric).\n"]
     for section, rs in sections.items():
         md += [f"\n## {section}\n", _table(rs, keys), ""]

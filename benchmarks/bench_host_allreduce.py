@@ -40,12 +40,12 @@ import numpy as np
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from kernels.executor import program_for, run_schedule  # noqa: E402
-from kernels.host import HostLayer  # noqa: E402
+from kernels.backends.executor import program_for, run_schedule  # noqa: E402
+from kernels.backends.host import HostLayer  # noqa: E402
 from synth.baselines import baseline  # noqa: E402
-from synth.fabric import build_fabric  # noqa: E402
-from synth.schedule import atomic_write_text  # noqa: E402
-from topo_probe.generators import fully_connected  # noqa: E402
+from synth.ir.fabric import build_fabric  # noqa: E402
+from synth.ir.schedule import atomic_write_text  # noqa: E402
+from topo_probe.machines.generators import fully_connected  # noqa: E402
 
 MB = 1 << 20
 

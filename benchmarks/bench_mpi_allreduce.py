@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synth.sizes import parse_size  # noqa: F401  (the -b/-e syntax, also used by the tests)
+from synth.formats.nccl_tests.sizes import parse_size  # noqa: F401  (the -b/-e syntax, also used by the tests)
 
 FIELDS = ("ranks", "bytes", "count", "schedule", "steps", "chunks_per_rank", "ours_us", "mpi_us", "ratio",
           "ours_busbw_gbps", "mpi_busbw_gbps", "correct", "rounds", "iters", "load_avg", "command")
@@ -104,7 +104,7 @@ def _max(world, value: float) -> float:
 
 
 def write_csv(path: Path, rows: list[dict]) -> None:
-    from synth.schedule import atomic_write_text
+    from synth.ir.schedule import atomic_write_text
     buf = io.StringIO()
     w = csv.DictWriter(buf, fieldnames=FIELDS)
     w.writeheader()
@@ -121,7 +121,7 @@ def _size_label(b: int) -> str:
 
 def write_report(out: Path) -> Path:
     """Regenerate ``out/report.md`` from every ``allreduce_n*.csv`` in ``out``."""
-    from synth.schedule import atomic_write_text
+    from synth.ir.schedule import atomic_write_text
     lines = ["# Our all_reduce over MPI vs the MPI library's Allreduce", "",
              "Same processes, same buffers (float32 sum, out of place), alternating rounds; time = median "
              "over rounds of the slowest rank's mean per call; ratio = median over rounds of ours / MPI "
@@ -176,9 +176,10 @@ def main(argv=None) -> int:
               file=sys.stderr)
         return 2
     import warnings
+
     from mpi4py import MPI
 
-    from kernels.mpi_comm import MPICommunicator
+    from kernels.mpi.communicator import MPICommunicator
     warnings.simplefilter("ignore")
     world = MPI.COMM_WORLD
     comm = MPICommunicator.from_mpi(world, plan="auto" if args.algo is None else False, algo=args.algo)

@@ -1,4 +1,4 @@
-"""Step synthesis (synth.sat_model / synth.search / synth.compose) against SCCL's timings.
+"""Step synthesis (synth.solve.sat.model / synth.solve.sat.search / synth.solve.sat.compose) against SCCL's timings.
 
 Usage::
 
@@ -10,7 +10,7 @@ Runs the SCCL runs listed in tests/fixtures/REFERENCE.md (msccl-tools 030a750 wi
 schedules of all eight collectives on DGX-1.  Each run is repeated ``--repeat`` times; the
 table shows the median and the worst wall time (model building, solving and verification
 included).  Writes ``sccl_comparison.md``, ``bench.json`` and the frontier schedules
-(``schedules/*.json``) to ``--out``.  Every schedule has passed ``synth.verifier.check``.
+(``schedules/*.json``) to ``--out``.  Every schedule has passed ``synth.ir.verifier.check``.
 """
 
 from __future__ import annotations
@@ -27,15 +27,16 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from synth.fabric import build_fabric  # noqa: E402
-from synth.sat_model import solve_instance  # noqa: E402
-from synth.schedule import atomic_write_text  # noqa: E402
-from synth.search import bandwidth_lower_bound, least_steps, pareto  # noqa: E402
-from synth.verifier import check  # noqa: E402
+from synth.ir.fabric import build_fabric  # noqa: E402
+from synth.ir.schedule import atomic_write_text  # noqa: E402
+from synth.ir.verifier import check  # noqa: E402
+from synth.solve.sat.instance import solve_instance  # noqa: E402
+from synth.solve.sat.search import bandwidth_lower_bound, least_steps, pareto  # noqa: E402
 from topo_probe.errors import TopocollError  # noqa: E402
-from topo_probe.generators import add_pcie_tree, cluster, hub_and_spoke, line  # noqa: E402
-from topo_probe.model import Topology  # noqa: E402
-from topo_probe.presets import get_preset  # noqa: E402
+from topo_probe.machines.clusters import cluster  # noqa: E402
+from topo_probe.machines.generators import add_pcie_tree, hub_and_spoke, line  # noqa: E402
+from topo_probe.machines.presets import get_preset  # noqa: E402
+from topo_probe.topology.model import Topology  # noqa: E402
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather", "scatter", "alltoall")
 
@@ -161,9 +162,9 @@ def _markdown(rows: list[dict], eight: list[dict], totals: list[float], extra: l
               cmd: str) -> str:
     out = ["# Step synthesis vs SCCL", "",
            "SCCL timings: tests/fixtures/REFERENCE.md (msccl-tools 030a750, z3 5.4, 2-core x86-64). "
-           "Ours: CP-SAT (`synth.sat_model`, `synth.search`, `synth.compose`), "
+           "Ours: CP-SAT (`synth.solve.sat.model`, `synth.solve.sat.search`, `synth.solve.sat.compose`), "
            f"{env['workers']} workers, on {env['machine']}; wall time includes model building, "
-           f"solving and `synth.verifier.check`; median and worst of {env['repeat']} runs.", "",
+           f"solving and `synth.ir.verifier.check`; median and worst of {env['repeat']} runs.", "",
            f"Command: `{cmd}`", "",
            "| run | SCCL result | SCCL wall (s) | our result | our wall (s), median / worst | speed-up | target |",
            "|---|---|---|---|---|---|---|"]

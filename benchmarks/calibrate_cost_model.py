@@ -7,9 +7,9 @@ Usage::
 
 What it does:
 
-1. parses the log (:mod:`synth.nccl_tests_log`) and builds the NCCL-style ring allreduce baseline
+1. parses the log (:mod:`synth.formats.nccl_tests.reader`) and builds the NCCL-style ring allreduce baseline
    (:func:`synth.baselines.baseline`, 12 rings = NCCL channels) on the ``dgx-a100`` preset;
-2. fits the two calibrated constants of :class:`synth.cost.CostParams`: the per-step overhead
+2. fits the two calibrated constants of :class:`synth.model.cost.CostParams`: the per-step overhead
    from the latency floor (median out-of-place time of sizes <= 64 KiB) and the slice overhead by
    minimising the worst busbw ratio over sizes >= 1 MiB (grid of 0.01 µs), with every other
    parameter at its documented default;
@@ -32,12 +32,12 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from synth.baselines import baseline
-from synth.bounds import lower_bounds
-from synth.cost import CostModel, CostParams, busbw_gbps
-from synth.fabric import build_fabric
-from synth.nccl_tests_log import load_nccl_tests
-from synth.schedule import atomic_write_text
-from topo_probe.presets import get_preset
+from synth.formats.nccl_tests.reader import load_nccl_tests
+from synth.ir.fabric import build_fabric
+from synth.ir.schedule import atomic_write_text
+from synth.model.bounds import lower_bounds
+from synth.model.cost import CostModel, CostParams, busbw_gbps
+from topo_probe.machines.presets import get_preset
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG = ROOT / "tests" / "fixtures" / "nccl_tests_allreduce_a100x8_single_process.txt"
@@ -122,7 +122,7 @@ def report_md(table, params, fitted, plain, sched, log_path, command, failures) 
         f"Measured: `{log_path}` (nccl-tests all_reduce_perf, 8 x A100-SXM4-80GB, one process, out-of-place "
         "columns). Simulated: `synth.baselines.baseline('ring', fabric, 'allreduce')` on "
         f"`build_fabric(get_preset('dgx-a100'))` ({sched.num_steps} steps, {sched.chunks_per_rank} chunks per rank = "
-        f"{len(sched.meta.get('rings', []))} rings) timed by `synth.cost.CostModel` with the default `CostParams`.",
+        f"{len(sched.meta.get('rings', []))} rings) timed by `synth.model.cost.CostModel` with the default `CostParams`.",
         "",
         "## Result",
         "",
@@ -145,7 +145,7 @@ def report_md(table, params, fitted, plain, sched, log_path, command, failures) 
         "",
         "ratio = simulated / measured busbw (0.000 where the log prints 0.00; below 1 MiB the log's two "
         "decimals dominate it, compare the times instead). The bound column is "
-        "`synth.bounds.lower_bounds(...).time_us(size, params)` expressed as busbw: no schedule can beat it "
+        "`synth.model.bounds.lower_bounds(...).time_us(size, params)` expressed as busbw: no schedule can beat it "
         "under the same efficiency factors.",
         "",
         "## Parameters",
@@ -167,7 +167,7 @@ def report_md(table, params, fitted, plain, sched, log_path, command, failures) 
         f"latency) + bytes / (0.8 x 300 GB/s)) the worst busbw deviation >= 1 MiB is {plain:.2f}: "
         f"at 16 MiB it predicts {plain16:.0f} GB/s where NCCL reaches {meas16:.0f}; NCCL approaches the "
         "link rate much more slowly than a constant latency implies. The square-root term of "
-        "`synth.cost` (each step streamed through a two-stage buffer pipeline, optimal slice count) "
+        "`synth.model.cost` (each step streamed through a two-stage buffer pipeline, optimal slice count) "
         "reproduces the slow approach to 232 GB/s with one extra constant.",
         "* **2 MiB vs 32 MiB.** The log is not smooth: 2 MiB runs at 62 GB/s but 4 MiB only 71 GB/s "
         "(most likely NCCL's tuner changes protocol or channel count there). A smooth model cannot follow both sides, "

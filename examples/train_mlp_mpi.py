@@ -12,12 +12,12 @@ Run::
 Every rank holds the full model (64-H-10, tanh, softmax cross-entropy, float64) and, for each
 global mini-batch (same shuffled order on every rank), computes the gradient of its shard of
 the batch, scaled by ``1 / global batch size``.  The gradients (4 tensors) are summed with
-:meth:`kernels.mpi_comm.MPICommunicator.fused_all_reduce`: fusion buckets ``auto`` (one
+:meth:`kernels.mpi.communicator.MPICommunicator.fused_all_reduce`: fusion buckets ``auto`` (one
 64 MiB bucket), ``size`` (``--bucket-mb``) or ``index`` (``--split``), optionally over an
 fp16/bf16/fp8 wire (``--compression``).  The sum of shard gradients is the full-batch
 gradient, so without compression every epoch's loss equals single-process training up to
 float64 summation order (relative differences ~1e-15).  With compression each gradient is
-rounded twice (before and after the reduction, :mod:`kernels.compression`), so the loss
+rounded twice (before and after the reduction, :mod:`kernels.comm.compression`), so the loss
 curve deviates slightly; see examples/README.md for measured figures.
 
 Rank 0 prints the mean training loss per epoch and the final test accuracy; ``--json OUT``
@@ -143,7 +143,7 @@ def main(argv=None) -> int:
         return 2
     comm = None
     if not args.single:
-        from kernels.mpi_comm import MPICommunicator
+        from kernels.mpi.communicator import MPICommunicator
         comm = MPICommunicator.from_mpi(topology=args.topology, plan="auto")
     try:
         result = train(args, comm)
@@ -153,7 +153,7 @@ def main(argv=None) -> int:
             return 2
         comm.abort(exc)
     if args.json and (comm is None or comm.rank == 0):
-        from synth.schedule import atomic_write_text
+        from synth.ir.schedule import atomic_write_text
         atomic_write_text(Path(args.json), json.dumps(result, indent=1))
     if comm is not None:
         comm.barrier()

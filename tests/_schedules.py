@@ -15,8 +15,8 @@ from functools import lru_cache
 
 import numpy as np
 
-from synth.collectives import COMBINING, ROOTED, CollectiveSpec
-from synth.schedule import Schedule, Step, Transfer
+from synth.ir.collectives import COMBINING, ROOTED, CollectiveSpec
+from synth.ir.schedule import Schedule, Step, Transfer
 
 ALL = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather", "scatter", "alltoall")
 
@@ -299,8 +299,8 @@ OPS = ("sum", "prod", "max", "min", "avg")
 
 @lru_cache(maxsize=None)
 def topology(name: str):
-    from topo_probe import generators as g
-    from topo_probe.presets import get_preset
+    from topo_probe.machines import generators as g
+    from topo_probe.machines.presets import get_preset
     small = {"ring3": lambda: g.ring(3), "ring5": lambda: g.ring(5), "full2": lambda: g.fully_connected(2),
              "full4": lambda: g.fully_connected(4), "torus2x3": lambda: g.torus(2, 3),
              "hub4": lambda: g.hub_and_spoke(4), "line4": lambda: g.line(4)}
@@ -309,7 +309,7 @@ def topology(name: str):
 
 @lru_cache(maxsize=None)
 def fabric(name: str):
-    from synth.fabric import build_fabric
+    from synth.ir.fabric import build_fabric
     return build_fabric(topology(name))
 
 
@@ -354,7 +354,7 @@ def draw_schedule(data, sources=("baseline", "random", "hand")) -> tuple[Schedul
 
 def run_case(sched: Schedule, count: int, dtype: str, op: str, inplace: bool, backends, seed: int) -> None:
     """Run ``sched`` on every backend and check each against NumPy; inputs must stay intact."""
-    from kernels.executor import run_schedule
+    from kernels.backends.executor import run_schedule
     n, coll, root = sched.ranks, sched.collective, sched.root
     rng = np.random.default_rng(seed)
     sends = make_inputs(coll, n, count, dtype, op, root, rng)

@@ -1,10 +1,10 @@
 """Hand-built topologies shared by tests (not a test module).
 
 Built from the published DGX-1 link matrix in tests/fixtures/REFERENCE.md, independently of
-``topo_probe.presets``, so tests of the solver, verifier and fabric do not lean on the preset code.
+``topo_probe.machines.presets``, so tests of the solver, verifier and fabric do not lean on the preset code.
 """
 
-from topo_probe.model import Topology
+from topo_probe.topology.model import Topology
 
 DGX1_LINKS = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0],
               [1, 2, 2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2, 1, 1], [0, 1, 0, 0, 2, 0, 1, 2],

@@ -4,11 +4,11 @@ import pytest
 
 from synth.baselines import available_baselines, baseline
 from synth.baselines.choice import BaselineChooser
-from synth.cost import CostModel
-from synth.fabric import build_fabric
+from synth.ir.fabric import build_fabric
+from synth.model.cost import CostModel
 from topo_probe.errors import UnsupportedCollective
-from topo_probe.generators import fully_connected, ring
 from topo_probe.load import load_topology
+from topo_probe.machines.generators import fully_connected, ring
 
 SIZES = (1 << 10, 1 << 20, 1 << 24, 1 << 30)
 

@@ -9,21 +9,22 @@ import math
 from functools import lru_cache
 
 import pytest
+from _replay import replays_correctly  # noqa: E402
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synth.baselines import BASELINES, available_baselines, baseline
 from synth.baselines.ringsearch import find_rings
 from synth.baselines.tree import btree_parents, nccl_trees
-from synth.collectives import COLLECTIVES, ROOTED
-from synth.fabric import build_fabric
-from synth.schedule import Schedule, Step
-from synth.verifier import RULES, verify
+from synth.ir.collectives import COLLECTIVES, ROOTED
+from synth.ir.fabric import build_fabric
+from synth.ir.schedule import Schedule, Step
+from synth.ir.verifier import RULES, verify
 from topo_probe.errors import UnsupportedCollective
-from topo_probe.generators import cluster, fully_connected, ring, torus
-from topo_probe.model import Topology
-from topo_probe.presets import get_preset
-from _replay import replays_correctly  # noqa: E402
+from topo_probe.machines.clusters import cluster
+from topo_probe.machines.generators import fully_connected, ring, torus
+from topo_probe.machines.presets import get_preset
+from topo_probe.topology.model import Topology
 
 PRESETS = ("dgx1-v100", "dgx2", "dgx-a100", "dgx-h100", "pcie-8gpu-2socket", "mi300x")
 DGX1 = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0], [1, 2, 2, 0, 0, 0, 0, 1],

@@ -14,12 +14,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synth.baselines import available_baselines, baseline
-from synth.bounds import lower_bounds
-from synth.cost import CostModel, CostParams
-from synth.fabric import build_fabric
-from topo_probe.generators import cluster, fully_connected
-from topo_probe.model import Topology
-from topo_probe.presets import get_preset
+from synth.ir.fabric import build_fabric
+from synth.model.bounds import lower_bounds
+from synth.model.cost import CostModel, CostParams
+from topo_probe.machines.clusters import cluster
+from topo_probe.machines.generators import fully_connected
+from topo_probe.machines.presets import get_preset
+from topo_probe.topology.model import Topology
 
 DGX1 = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0], [1, 2, 2, 0, 0, 0, 0, 1],
         [2, 0, 0, 0, 0, 2, 1, 1], [0, 1, 0, 0, 2, 0, 1, 2], [0, 0, 2, 0, 1, 1, 0, 2], [0, 0, 0, 1, 1, 2, 2, 0]]

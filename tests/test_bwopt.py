@@ -12,14 +12,14 @@ import networkx as nx
 import numpy as np
 import pytest
 
-from synth.arborescence import INF, min_cost_arborescence
-from synth.bandwidth_term import bandwidth_term, lockstep_bandwidth_term
-from synth.bwopt import bandwidth_optimal
-from synth.fabric import build_fabric
-from synth.schedule import Schedule
-from synth.verifier import check
+from synth.ir.fabric import build_fabric
+from synth.ir.schedule import Schedule
+from synth.ir.verifier import check
+from synth.solve.bwopt.arborescence import INF, min_cost_arborescence
+from synth.solve.bwopt.bandwidth_term import bandwidth_term, lockstep_bandwidth_term
+from synth.solve.bwopt.optimal import bandwidth_optimal
 from topo_probe.errors import UnsupportedCollective
-from topo_probe.model import Topology
+from topo_probe.topology.model import Topology
 
 DGX1 = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0], [1, 2, 2, 0, 0, 0, 0, 1],
         [2, 0, 0, 0, 0, 2, 1, 1], [0, 1, 0, 0, 2, 0, 1, 2], [0, 0, 2, 0, 1, 1, 0, 2], [0, 0, 0, 1, 1, 2, 2, 0]]

@@ -6,10 +6,10 @@ from __future__ import annotations
 import pytest
 
 from synth.baselines import baseline
-from synth.cli_simulate import main, parse_size, sweep_sizes
-from synth.cost import CostModel
-from synth.fabric import build_fabric
-from topo_probe.presets import get_preset
+from synth.cli.simulate import main, parse_size, sweep_sizes
+from synth.ir.fabric import build_fabric
+from synth.model.cost import CostModel
+from topo_probe.machines.presets import get_preset
 
 
 def rows(out: str) -> list[list[str]]:

@@ -2,9 +2,10 @@
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from synth.collectives import COLLECTIVES, ROOTED, CollectiveSpec, canonical, element_range, piece_bounds
+from synth.ir.collectives import COLLECTIVES, ROOTED, CollectiveSpec, canonical, element_range, piece_bounds
 from topo_probe.errors import UnsupportedCollective
 
 

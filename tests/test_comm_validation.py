@@ -1,4 +1,4 @@
-"""kernels.comm_validation: list checks name call/argument/rank, NCCL in-place layouts are kept
+"""kernels.comm.validation: list checks name call/argument/rank, NCCL in-place layouts are kept
 as views (no copy), other overlaps and mixed in-place ranks are copied (NumPy references)."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.comm_validation import check_list, prepare
+from kernels.comm.validation import check_list, prepare
 
 
 def test_out_of_place_views_cut_to_count():

@@ -8,13 +8,13 @@ import warnings
 import numpy as np
 import pytest
 
-import synth.verifier
-from kernels.communicator import Communicator, nccl_bytes
+import synth.ir.verifier
+from kernels.comm.communicator import Communicator, nccl_bytes
 from synth.baselines import baseline
-from synth.fabric import build_fabric
-from synth.plan import Plan, PlanEntry
+from synth.ir.fabric import build_fabric
+from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import ScheduleInvalid, TopologyError, UnsupportedCollective
-from topo_probe.generators import fully_connected
+from topo_probe.machines.generators import fully_connected
 
 pytestmark = pytest.mark.filterwarnings("ignore:Communicator")
 
@@ -335,8 +335,8 @@ def test_auto_plan_lookup_and_fingerprint(tmp_path, monkeypatch):
 
 def test_schedules_cached_and_verified_once(tmp_path, monkeypatch):
     calls = []
-    real = synth.verifier.check
-    monkeypatch.setattr(synth.verifier, "check", lambda s, f=None: calls.append(s.name) or real(s, f))
+    real = synth.ir.verifier.check
+    monkeypatch.setattr(synth.ir.verifier, "check", lambda s, f=None: calls.append(s.name) or real(s, f))
     comm = Communicator(4, plan=False)
     xs = [np.ones(5, np.float64) for _ in range(4)]
     for _ in range(3):

@@ -1,4 +1,4 @@
-"""Tests of synth.compose: reversed fabrics, duality, AllReduce composition, refinement.
+"""Tests of synth.solve.sat.compose: reversed fabrics, duality, AllReduce composition, refinement.
 
 Composed schedules are executed by a small NumPy simulation written here (independent of the
 verifier): every rank starts with random integers per chunk, transfers apply step by step
@@ -8,17 +8,22 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-
-from synth.collectives import CollectiveSpec
-from synth.compose import (compose_allreduce, refine, reverse_fabric, reverse_schedule, solve_allreduce,
-                           solve_dual)
-from synth.fabric import build_fabric
-from synth.sat_model import solve_instance
-from synth.verifier import check
-from topo_probe.errors import ScheduleInvalid, SynthesisInfeasible, UnsupportedCollective
-from topo_probe.model import Topology
-
 from _topologies import DGX1_LINKS, dgx1_hand  # noqa: E402,F401
+
+from synth.ir.collectives import CollectiveSpec
+from synth.ir.fabric import build_fabric
+from synth.ir.verifier import check
+from synth.solve.sat.compose import (
+    compose_allreduce,
+    refine,
+    reverse_fabric,
+    reverse_schedule,
+    solve_allreduce,
+    solve_dual,
+)
+from synth.solve.sat.instance import solve_instance
+from topo_probe.errors import ScheduleInvalid, SynthesisInfeasible, UnsupportedCollective
+from topo_probe.topology.model import Topology
 
 
 @pytest.fixture(scope="module")

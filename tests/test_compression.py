@@ -11,8 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels import compression as cz
-from kernels.communicator import Communicator
+from kernels.comm import compression as cz
+from kernels.comm.communicator import Communicator
 from topo_probe.errors import UnsupportedCollective
 
 pytestmark = pytest.mark.filterwarnings("ignore:Communicator")

@@ -1,4 +1,4 @@
-"""kernels.compression_casts: format lookup, payload sizes by hand, the fp8 payload layout,
+"""kernels.comm.compression_casts: format lookup, payload sizes by hand, the fp8 payload layout,
 range errors and the device-seam registry (the collectives are tested in test_compression)."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import ml_dtypes
 import numpy as np
 import pytest
 
-from kernels import compression, compression_casts as cc
+from kernels.comm import compression
+from kernels.comm import compression_casts as cc
 from topo_probe.errors import UnsupportedCollective
 
 

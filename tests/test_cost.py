@@ -12,13 +12,13 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synth.baselines import available_baselines, baseline
-from synth.cost import CostModel, CostParams, algbw_gbps, busbw_gbps, chunk_bytes
-from synth.fabric import build_fabric
-from synth.nccl_tests_log import load_nccl_tests
-from synth.schedule import Schedule, Step, Transfer
+from synth.formats.nccl_tests.reader import load_nccl_tests
+from synth.ir.fabric import build_fabric
+from synth.ir.schedule import Schedule, Step, Transfer
+from synth.model.cost import CostModel, CostParams, algbw_gbps, busbw_gbps, chunk_bytes
 from topo_probe.errors import ScheduleInvalid
-from topo_probe.model import Topology
-from topo_probe.presets import get_preset
+from topo_probe.machines.presets import get_preset
+from topo_probe.topology.model import Topology
 
 PLAIN = CostParams(launch_us=3.0, step_overhead_us=2.0, slice_overhead_us=0.0, pipeline_slices=(1,))
 

@@ -1,4 +1,4 @@
-"""kernels.cupy_backend on the fake runtime (kernels.fake_device): routes, events, fallbacks.
+"""kernels.backends.cupy_executor on the fake runtime (kernels.backends.fake_device): routes, events, fallbacks.
 
 The fake runs the backend's real command stream with NumPy and fails on any race (a read or
 write not ordered by an event wait after another stream's access), on peer access used
@@ -11,16 +11,25 @@ import warnings
 
 import numpy as np
 import pytest
-from _schedules import (ALL, alloc_buffers, baseline_schedule, check_result, direct, make_inputs, random_schedule,
-                        ring, topology)
+from _schedules import (
+    ALL,
+    alloc_buffers,
+    baseline_schedule,
+    check_result,
+    direct,
+    make_inputs,
+    random_schedule,
+    ring,
+    topology,
+)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import kernels.cupy_backend as cb
-from kernels.cupy_backend import CupyLayer, CupyRuntime, plan_program, plan_routes
-from kernels.executor import program_for, run_schedule
-from kernels.fake_device import FakeOrderingError, FakeRuntime
-from synth.collectives import ROOTED
+import kernels.backends.cupy_executor as cb
+from kernels.backends.cupy_executor import CupyLayer, CupyRuntime, plan_program, plan_routes
+from kernels.backends.executor import program_for, run_schedule
+from kernels.backends.fake_device import FakeOrderingError, FakeRuntime
+from synth.ir.collectives import ROOTED
 from topo_probe.errors import DeviceUnavailable
 
 PCIE = topology("pcie-8gpu-2socket")       # GPUs 0-3 and 4-7 peer-capable, across sockets not

@@ -1,4 +1,4 @@
-"""kernels.cupy_runtime: the reduce and avg-division calls of CupyRuntime, run on the CPU with
+"""kernels.backends.cupy_runtime: the reduce and avg-division calls of CupyRuntime, run on the CPU with
 a NumPy stand-in for CuPy (no GPU needed): right device entered, right stream used, results
 equal to hand-computed values.  (Start-up without a GPU is covered by test_cupy_backend_fake.)"""
 
@@ -10,7 +10,7 @@ import types
 import numpy as np
 import pytest
 
-from kernels.cupy_runtime import CupyRuntime
+from kernels.backends.cupy_runtime import CupyRuntime
 
 
 class _DevArray(np.ndarray):

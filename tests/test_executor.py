@@ -1,15 +1,15 @@
-"""kernels.executor.run_schedule: buffer checks, in-place rules, dispatch, and the property
+"""kernels.backends.executor.run_schedule: buffer checks, in-place rules, dispatch, and the property
 test of the host and reference backends against NumPy over every baseline."""
 
 import numpy as np
 import pytest
-from _schedules import DTYPES, OPS, alloc_buffers, direct, draw_schedule, make_inputs, check_result, ring, run_case
+from _schedules import DTYPES, OPS, alloc_buffers, check_result, direct, draw_schedule, make_inputs, ring, run_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels.device import DeviceLayer
-from kernels.executor import program_for, run_schedule
-from kernels.numba_kernels import postdiv_host, reduce_copy_host
+from kernels.backends.device import DeviceLayer
+from kernels.backends.executor import program_for, run_schedule
+from kernels.backends.kernel_twins import postdiv_host, reduce_copy_host
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable, UnsupportedCollective
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples=1000,

@@ -3,12 +3,12 @@
 from fractions import Fraction
 
 import pytest
+from _topologies import DGX1_LINKS as DGX1  # noqa: E402
+from _topologies import dgx1_hand
 
-from synth.fabric import build_fabric
+from synth.ir.fabric import build_fabric
 from topo_probe.errors import TopologyError
-from topo_probe.model import Topology
-
-from _topologies import DGX1_LINKS as DGX1, dgx1_hand  # noqa: E402
+from topo_probe.topology.model import Topology
 
 
 def dgx1_with_pcie() -> Topology:

@@ -8,8 +8,8 @@ import warnings
 import numpy as np
 import pytest
 
-from kernels.communicator import Communicator
-from kernels.fusion import MIB, fused_all_gather, fused_all_reduce, plan_buckets
+from kernels.comm.communicator import Communicator
+from kernels.comm.fusion import MIB, fused_all_gather, fused_all_reduce, plan_buckets
 
 pytestmark = pytest.mark.filterwarnings("ignore:Communicator")
 
@@ -166,7 +166,7 @@ def test_fused_all_reduce_with_compression(comm4):
     exact = [sum(ts[r][i].astype(np.float64) for r in range(4)) for i in range(2)]
     S = [sum(np.abs(ts[r][i].astype(np.float64)) for r in range(4)) for i in range(2)]
     fused_all_reduce(comm4, ts, compression="bf16", op="sum")
-    for i in range(2):  # first-order bound of kernels.compression: 2u * sum|x|
+    for i in range(2):  # first-order bound of kernels.comm.compression: 2u * sum|x|
         assert np.all(np.abs(ts[1][i] - exact[i]) <= 2.01 * 2.0 ** -8 * S[i] + 1e-30)
 
 

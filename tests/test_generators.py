@@ -3,10 +3,11 @@
 import networkx as nx
 import pytest
 
-from topo_probe.display import pair_bandwidth_gbps
+from topo_probe.cli.display import pair_bandwidth_gbps
 from topo_probe.errors import TopologyError
-from topo_probe.generators import cluster, fully_connected, hub_and_spoke, line, ring, torus
-from topo_probe.presets import get_preset
+from topo_probe.machines.clusters import cluster
+from topo_probe.machines.generators import fully_connected, hub_and_spoke, line, ring, torus
+from topo_probe.machines.presets import get_preset
 
 
 def _nv_edges(t):

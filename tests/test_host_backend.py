@@ -1,16 +1,16 @@
-"""kernels.host.HostLayer: threaded, tiled execution with start-of-step read semantics."""
+"""kernels.backends.host.HostLayer: threaded, tiled execution with start-of-step read semantics."""
 
 import threading
 
 import numpy as np
 import pytest
-from _schedules import DTYPES, OPS, check_result, direct, draw_schedule, make_inputs, alloc_buffers, ring, run_case
+from _schedules import DTYPES, OPS, alloc_buffers, check_result, direct, draw_schedule, make_inputs, ring, run_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels.executor import program_for, run_schedule
-from kernels.host import HostLayer
-from synth.schedule import Schedule, Step, Transfer
+from kernels.backends.executor import program_for, run_schedule
+from kernels.backends.host import HostLayer
+from synth.ir.schedule import Schedule, Step, Transfer
 from topo_probe.errors import BufferLayoutError
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples=500,

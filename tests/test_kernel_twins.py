@@ -1,4 +1,4 @@
-"""kernels.kernel_twins: the array-module-generic reduce-copy and avg division (shared by the
+"""kernels.backends.kernel_twins: the array-module-generic reduce-copy and avg division (shared by the
 host twins, the MPI wires and the CuPy runtime) use only the module they are given and match
 NCCL's rules (integers wrap, avg truncates toward zero), checked with Python integers."""
 
@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.kernel_twins import postdiv_with, reduce_copy_with
+from kernels.backends.kernel_twins import postdiv_with, reduce_copy_with
 from topo_probe.errors import UnsupportedCollective
 
 

@@ -9,10 +9,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topo_probe.errors import TopologyError
-from topo_probe.generators import ring
 from topo_probe.load import load_topology, parse_gpu_list
-from topo_probe.presets import PRESETS, get_preset
-from topo_probe.serialize import save_topology, topology_to_dict
+from topo_probe.machines.generators import ring
+from topo_probe.machines.presets import PRESETS, get_preset
+from topo_probe.topology.serialize import save_topology, topology_to_dict
 
 
 @pytest.fixture

@@ -1,4 +1,4 @@
-"""kernels.lowering: hand-checked programs, hazards, errors, and dependency sufficiency."""
+"""kernels.program.lowering: hand-checked programs, hazards, errors, and dependency sufficiency."""
 
 import random
 
@@ -8,11 +8,11 @@ from _schedules import ALL, alloc_buffers, check_result, direct, make_inputs, ra
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels.executor import bind_buffers
-from kernels.lowering import INPUT, OUTPUT, SCRATCH, Region, lower
-from kernels.numba_kernels import postdiv_host, reduce_copy_host
-from synth.collectives import CollectiveSpec
-from synth.schedule import Schedule, Step, Transfer
+from kernels.backends.executor import bind_buffers
+from kernels.backends.kernel_twins import postdiv_host, reduce_copy_host
+from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Region, lower
+from synth.ir.collectives import CollectiveSpec
+from synth.ir.schedule import Schedule, Step, Transfer
 from topo_probe.errors import ScheduleInvalid, UnsupportedCollective
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples=250,

@@ -3,7 +3,7 @@
 import pytest
 
 from topo_probe.errors import TopologyError
-from topo_probe.model import Topology
+from topo_probe.topology.model import Topology
 
 
 def pcie_box() -> Topology:

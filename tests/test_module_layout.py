@@ -1,60 +1,66 @@
-"""Module layout: names split out of big modules are still importable from their old homes
-(the very same objects), importing kernels.mpi_comm does not load the sweep package, and the
-import rules of docs/CONTRIBUTING_HELPERS.md hold (kernels -> synth -> topo_probe; kernels never
-imports ortools), checked on the source of every module."""
+"""Module layout, checked on the source (AST) of every module of the three packages:
+
+* imports point one way (kernels -> synth -> topo_probe; kernels never imports ortools),
+* the module import graph has no circles (imports inside functions count too),
+* every package and subpackage ``__init__`` says in one docstring line what it holds,
+* no module is over 400 lines.
+"""
 
 from __future__ import annotations
 
 import ast
-import importlib
-import subprocess
-import sys
 from pathlib import Path
 
+import networkx as nx
 import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
-
-MOVED = [  # (old module, new module, names)
-    ("kernels.mpi_comm", "kernels.mpi_startup", ["plan_digest", "compare_descriptors"]),
-    ("kernels.mpi_comm", "kernels.sweep.mpi_backend", ["MPISweepBackend", "run_sweep_mpi"]),
-    ("kernels.mpi_transport", "kernels.mpi_waiter", ["Waiter", "notify_failure", "exchange_json", "mpi",
-                                                     "default_timeout", "DEFAULT_TIMEOUT_S", "TAG_NOTICE"]),
-    ("kernels.mpi_transport", "kernels.mpi_wires", ["HostWire", "DeviceWire", "Arena", "query_cuda_aware"]),
-    ("kernels.cupy_backend", "kernels.cupy_runtime", ["CupyRuntime"]),
-    ("kernels.lowering", "kernels.program", ["Region", "Op", "Program", "INPUT", "OUTPUT", "SCRATCH", "BUFFERS",
-                                             "OP_KINDS", "has_input", "has_output", "bindings"]),
-    ("kernels.numba_kernels", "kernels.kernel_twins", ["reduce_copy_host", "postdiv_host", "f32_to_f16_host",
-                                                       "f32_to_bf16_host", "bf16_to_f32_host", "e4m3_scales_host",
-                                                       "quantize_e4m3_host", "dequantize_e4m3_host", "E4M3_MAX"]),
-    ("synth.sat_model", "synth.sat_common", ["hop_distances", "NEVER", "capacity_ratio", "add_capacity"]),
-    ("synth.sat_model", "synth.sat_flow", ["FlowModel", "is_unicast"]),
-    ("synth.bwopt", "synth.bandwidth_term", ["bandwidth_term", "lockstep_bandwidth_term"]),
-]
+PACKAGES = ("topo_probe", "synth", "kernels")
+MAX_LINES = 400
 
 
-@pytest.mark.parametrize("old,new,names", MOVED, ids=[f"{o}<-{n}" for o, n, _ in MOVED])
-def test_moved_names_are_the_same_objects_in_their_old_module(old, new, names):
-    o, n = importlib.import_module(old), importlib.import_module(new)
-    for name in names:
-        assert getattr(o, name) is getattr(n, name), f"{old}.{name} is not {new}.{name}"
+def _module_name(path: Path) -> str:
+    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
 
 
-def test_importing_mpi_comm_does_not_load_the_sweep_package():
-    code = ("import sys, kernels.mpi_comm as m; assert 'kernels.sweep' not in sys.modules; "
-            "m.run_sweep_mpi; assert 'kernels.sweep.mpi_backend' in sys.modules")
-    subprocess.run([sys.executable, "-c", code], cwd=ROOT, check=True)
+def _modules() -> dict[str, Path]:
+    return {_module_name(p): p for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))}
 
 
 def _imports(path: Path) -> set[str]:
-    """Every module named by an import statement of ``path`` (top level or inside functions)."""
+    """Every module named by an import statement of ``path`` (top level or inside functions);
+    ``from a.b import c`` names both ``a.b`` and ``a.b.c`` (c may be a module)."""
     out = set()
     for node in ast.walk(ast.parse(path.read_text())):
         if isinstance(node, ast.Import):
             out.update(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             out.add(node.module)
+            out.update(f"{node.module}.{a.name}" for a in node.names)
     return out
+
+
+def import_graph() -> nx.DiGraph:
+    """Directed graph module -> project module it imports (explicit imports only: a package's
+    ``__init__`` loading with its submodule is not an edge)."""
+    mods = _modules()
+    g = nx.DiGraph()
+    g.add_nodes_from(mods)
+    for name, path in mods.items():
+        g.add_edges_from((name, m) for m in _imports(path) if m in mods and m != name)
+    return g
+
+
+def test_the_import_graph_has_no_circles():
+    cycles = list(nx.simple_cycles(import_graph()))
+    assert not cycles, "; ".join(" -> ".join(c + [c[0]]) for c in cycles[:5])
+
+
+def test_the_graph_check_finds_a_planted_circle():
+    g = import_graph()
+    g.add_edge("topo_probe.errors", "topo_probe.load")          # load imports errors already
+    assert list(nx.simple_cycles(g))
 
 
 @pytest.mark.parametrize("package,forbidden", [("kernels", ("ortools",)), ("synth", ("kernels",)),
@@ -63,3 +69,19 @@ def test_imports_point_one_way(package, forbidden):
     bad = [f"{p.relative_to(ROOT)} imports {m}" for p in sorted((ROOT / package).rglob("*.py"))
            for m in sorted(_imports(p)) if m.split(".")[0] in forbidden]
     assert not bad, "; ".join(bad)
+
+
+def test_every_package_init_says_what_it_holds_in_one_line():
+    bad = []
+    for init in sorted(p for pkg in PACKAGES for p in (ROOT / pkg).rglob("__init__.py")):
+        doc = ast.get_docstring(ast.parse(init.read_text()))
+        first = (doc or "").strip().splitlines()[0] if doc else ""
+        if not first or first.upper().startswith("TODO") or len(first) > 120:
+            bad.append(str(init.relative_to(ROOT)))
+    assert not bad, "package docstrings missing or not one line: " + ", ".join(bad)
+
+
+def test_no_module_is_over_400_lines():
+    long = {str(p.relative_to(ROOT)): n for p in _modules().values()
+            if (n := len(p.read_text().splitlines())) > MAX_LINES}
+    assert not long, long

@@ -171,10 +171,10 @@ def run_case(comm, case: dict, mine: np.ndarray, empty=np.empty):
 
 def extra_cases(comm, n: int):
     """(id, check) pairs beyond the plain collectives; check() returns an error text or ''."""
-    from kernels import compression as cz
-    from kernels.communicator import Communicator
-    from kernels.mpi_comm import MPICommunicator
-    from kernels.mpi_transport import DeviceWire
+    from kernels.comm import compression as cz
+    from kernels.comm.communicator import Communicator
+    from kernels.mpi.communicator import MPICommunicator
+    from kernels.mpi.wires import DeviceWire
     from synth.baselines import baseline
     r = comm.rank
     rng = [np.random.default_rng([9, k]) for k in range(n)]
@@ -262,7 +262,7 @@ def extra_cases(comm, n: int):
         """Zero-copy protocol over the shared-memory twin of CUDA IPC: tokens over MPI, data
         pulled from the peers' mapped buffers; every receive is one pull, every send a token."""
         def check():
-            from kernels.mpi_ipc import IpcWire, SharedMemoryIpc
+            from kernels.mpi.ipc import IpcWire, SharedMemoryIpc
 
             class OneRankCannot(SharedMemoryIpc):
                 def can_map(self, peers):
@@ -320,7 +320,7 @@ def extra_cases(comm, n: int):
 
 # ---------------------------------------------------------------------- worker (under mpirun)
 def worker(out_path: str) -> None:
-    from kernels.mpi_comm import MPICommunicator
+    from kernels.mpi.communicator import MPICommunicator
     warnings.simplefilter("ignore")
     comm = MPICommunicator.from_mpi(plan=False, timeout_s=30)
     n, r = comm.size, comm.rank
@@ -392,8 +392,9 @@ def _two_types(cfg, coll):
 
 def sweep_worker(coll: str, corrupt: bool, json_path: str) -> None:
     """``run_sweep_mpi`` as the sweep CLI calls it; ``corrupt`` breaks rank 1's reductions."""
-    from kernels import mpi_transport as mt
-    from kernels.mpi_comm import MPICommunicator, run_sweep_mpi
+    from kernels.mpi import transport as mt
+    from kernels.mpi.communicator import MPICommunicator
+    from kernels.sweep.mpi_backend import run_sweep_mpi
     warnings.simplefilter("ignore")
 
     class Corrupt(mt.HostWire):
@@ -404,7 +405,7 @@ def sweep_worker(coll: str, corrupt: bool, json_path: str) -> None:
     from mpi4py import MPI
     wire = Corrupt() if corrupt and MPI.COMM_WORLD.Get_rank() == 1 else None
     comm = MPICommunicator.from_mpi(plan=False, wire=wire, timeout_s=30)
-    from kernels.sweep.cli import build_parser, make_config   # the exact hook the sweep CLI uses
+    from kernels.sweep.cli import build_parser, make_config  # the exact hook the sweep CLI uses
     argv = [coll, "-b", "8", "-e", "8K", "-f", "4", "-n", "3", "-w", "1", "-c", "1", "-d", "float",
             "-o", "sum", "--backend", "mpi", "--algo", "ring", "-r", "1" if coll in ROOTED else "0"]
     args = build_parser().parse_args(argv)

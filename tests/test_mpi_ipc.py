@@ -1,4 +1,4 @@
-"""kernels.mpi_ipc without mpirun: the shared-memory twin and the CUDA IPC hooks.
+"""kernels.mpi.ipc without mpirun: the shared-memory twin and the CUDA IPC hooks.
 
 The token-and-pull protocol itself runs across processes in tests/test_mpi_comm.py (family
 ``ipc``: every collective over the shared-memory twin, checked against NumPy on every rank).
@@ -13,7 +13,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from kernels.mpi_ipc import CudaIpc, IpcWire, SharedMemoryIpc
+from kernels.mpi.ipc import CudaIpc, IpcWire, SharedMemoryIpc
 from topo_probe.errors import BufferLayoutError
 
 
@@ -43,7 +43,7 @@ def test_shared_memory_is_visible_from_another_process():
         a = mem.empty(8, np.float64)
         desc = mem.export(a, "x")
         code = ("import numpy as np, sys; sys.path.insert(0, '.');"
-                "from kernels.mpi_ipc import SharedMemoryIpc;"
+                "from kernels.mpi.ipc import SharedMemoryIpc;"
                 f"m = SharedMemoryIpc(); v = m.open({desc!r}, np.float64); v[...] = np.arange(8) * 1.5; m.close()")
         subprocess.run([sys.executable, "-c", code], check=True, timeout=60)
         assert a.tolist() == [k * 1.5 for k in range(8)]
@@ -114,7 +114,7 @@ def test_cuda_ipc_exports_base_handle_and_offset_and_opens_each_handle_once():
 
 def test_plain_messages_use_the_base_wire():
     """send/recv between two ranks bypass the token protocol: staging stays the base's job."""
-    from kernels.mpi_wires import DeviceWire
+    from kernels.mpi.wires import DeviceWire
     base = DeviceWire(np, cuda_aware=False, pinned_empty=np.empty, to_host=lambda h, d: np.copyto(h, d),
                       to_device=lambda d, h: np.copyto(d, h), synchronize=lambda: None)
     mem = SharedMemoryIpc()

@@ -1,4 +1,4 @@
-"""kernels.mpi_transport: rank plans, the fake-device wire, and failure behaviour under mpirun
+"""kernels.mpi.transport: rank plans, the fake-device wire, and failure behaviour under mpirun
 (a rank that raises, hangs or dies stops the job within a bounded time, naming the rank; a
 start-up mismatch is the same clear error on every rank)."""
 
@@ -12,13 +12,14 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels.executor import program_for
-from kernels.mpi_comm import compare_descriptors, plan_digest
-from kernels.mpi_transport import DeviceWire, HostWire, query_cuda_aware, rank_plan, transfer_tags
+from kernels.backends.executor import program_for
+from kernels.mpi.startup import compare_descriptors, plan_digest
+from kernels.mpi.transport import HostWire, rank_plan, transfer_tags
+from kernels.mpi.wires import DeviceWire, query_cuda_aware
 from synth.baselines import baseline
-from synth.fabric import build_fabric
+from synth.ir.fabric import build_fabric
 from topo_probe.errors import ProcessGroupMismatch, UnsupportedCollective
-from topo_probe.generators import fully_connected
+from topo_probe.machines.generators import fully_connected
 
 sys.path.insert(0, str(Path(__file__).parent))
 from test_mpi_comm import run_mpi  # noqa: E402
@@ -123,7 +124,7 @@ def test_descriptor_mismatch_names_fields_and_ranks():
 def worker(mode: str, culprit: int) -> None:
     import warnings
 
-    from kernels.mpi_comm import MPICommunicator
+    from kernels.mpi.communicator import MPICommunicator
     from topo_probe.errors import ProcessGroupMismatch as Mismatch
     warnings.simplefilter("ignore")
     from mpi4py import MPI

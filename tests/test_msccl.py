@@ -5,9 +5,9 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from synth.msccl import from_msccl_xml, to_msccl_xml
-from synth.schedule import Schedule, Step, Transfer
-from synth.verifier import check
+from synth.formats.msccl import from_msccl_xml, to_msccl_xml
+from synth.ir.schedule import Schedule, Step, Transfer
+from synth.ir.verifier import check
 from topo_probe.errors import ScheduleFormatError, UnsupportedCollective
 
 
@@ -128,8 +128,8 @@ def _by_step(s: Schedule) -> list[list[Transfer]]:
 
 @pytest.fixture(scope="module")
 def dgx1_fabric():
-    from synth.fabric import build_fabric
-    from topo_probe.presets import get_preset
+    from synth.ir.fabric import build_fabric
+    from topo_probe.machines.presets import get_preset
     return build_fabric(get_preset("dgx1-v100"))
 
 

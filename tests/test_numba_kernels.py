@@ -1,4 +1,4 @@
-"""kernels.numba_kernels: host twins against independent references, and every CUDA kernel
+"""kernels.backends.numba_kernels: host twins against independent references, and every CUDA kernel
 against its twin, bit for bit.
 
 The kernel tests (``test_sim_*``) need Numba's CUDA target.  Without a GPU they run in a
@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernels import numba_kernels as K
+from kernels.backends import kernel_twins as T
+from kernels.backends import numba_kernels as K
 
 CHILD = os.environ.get("TOPOCOLL_NUMBA_CHILD") == "1"
 child_only = pytest.mark.skipif(not CHILD, reason="runs in the CUDA subprocess (test_kernels_in_cuda_simulator)")
@@ -28,14 +29,14 @@ ROOT = Path(__file__).resolve().parents[1]
 def test_postdiv_twin_truncates_toward_zero_like_c():
     x = np.array([7, -7, 5, -5, 0, -1, 1, 2**40 + 3, -(2**40) - 3], np.int64)
     got = x.copy()
-    K.postdiv_host(got, 3)
+    T.postdiv_host(got, 3)
     assert got.tolist() == [int(math.trunc(v / 3)) if abs(v) < 2**40 else (v // 3 if v > 0 else -((-v) // 3))
                             for v in x.tolist()]
     u = np.array([255, 7, 2], np.uint8)
-    K.postdiv_host(u, 2)
+    T.postdiv_host(u, 2)
     assert u.tolist() == [127, 3, 1]
     f = np.array([1.0, -3.0], np.float16)
-    K.postdiv_host(f, 3)
+    T.postdiv_host(f, 3)
     assert f.tolist() == [float(np.float16(1 / 3)), -1.0]
 
 
@@ -43,39 +44,39 @@ def test_f16_twin_matches_struct_half_packing():
     x = np.random.default_rng(0).normal(0, 1000, 500).astype(np.float32)
     ref = np.array([struct.unpack("<H", struct.pack("<e", float(v)))[0] if abs(v) < 65520 else 0x7C00 | (
         0x8000 if v < 0 else 0) for v in x], np.uint16)
-    assert np.array_equal(K.f32_to_f16_host(x).view(np.uint16), ref)
+    assert np.array_equal(T.f32_to_f16_host(x).view(np.uint16), ref)
 
 
 def test_bf16_twin_rounds_to_nearest_even():
     x = np.array([1.0, 1 + 2**-8, 1 + 3 * 2**-8, 1 + 2**-8 + 2**-20, -2.5, 3.0e38, 1e-40], np.float32)
-    bits = K.f32_to_bf16_host(x)
+    bits = T.f32_to_bf16_host(x)
     assert bits[:5].tolist() == [0x3F80, 0x3F80, 0x3F82, 0x3F81, 0xC020]
-    assert bits[5] == 0x7F62 and K.bf16_to_f32_host(bits[4:5]).tolist() == [-2.5]
-    back = K.bf16_to_f32_host(bits)
+    assert bits[5] == 0x7F62 and T.bf16_to_f32_host(bits[4:5]).tolist() == [-2.5]
+    back = T.bf16_to_f32_host(bits)
     assert np.all(np.abs(back - x) <= np.abs(x) * 2**-8 + 1e-40)
 
 
 def test_e4m3_twin_codes_scales_and_error_bound():
     x = np.array([448.0, -448.0, 2**-9, 2**-10, 3 * 2**-10, 0.0, -0.0, 1.0, 240.0, 250.0], np.float32)
-    q, s = K.quantize_e4m3_host(x, chunk=len(x))
+    q, s = T.quantize_e4m3_host(x, chunk=len(x))
     assert s.tolist() == [1.0]
     assert q.tolist() == [0x7E, 0xFE, 0x01, 0x00, 0x02, 0x00, 0x80, 0x38, 0x77, 0x78]
     rng = np.random.default_rng(1)
     y = (rng.normal(0, 1, 1000) * np.repeat(10.0 ** rng.integers(-3, 4, 10), 100)).astype(np.float32)
-    q, s = K.quantize_e4m3_host(y, chunk=100)
+    q, s = T.quantize_e4m3_host(y, chunk=100)
     assert np.allclose(s, np.abs(y).reshape(10, 100).max(1) / 448, rtol=1e-7)
-    deq = K.dequantize_e4m3_host(q, s, chunk=100)
+    deq = T.dequantize_e4m3_host(q, s, chunk=100)
     full = np.repeat(s, 100)
     # 3 mantissa bits: relative error <= 2^-4 in the normal range, absolute 2^-10 * scale below
     assert np.all(np.abs(deq - y) <= np.maximum(np.abs(y) * 2**-4, full * 2**-10) * (1 + 1e-6))
-    assert K.quantize_e4m3_host(np.zeros(5, np.float32), 2)[1].tolist() == [1.0, 1.0, 1.0]
+    assert T.quantize_e4m3_host(np.zeros(5, np.float32), 2)[1].tolist() == [1.0, 1.0, 1.0]
 
 
 def test_reduce_twin_wraps_integers_like_c():
     d = np.empty(2, np.uint8)
-    K.reduce_copy_host(d, np.array([200, 3], np.uint8), np.array([100, 5], np.uint8), "sum")
+    T.reduce_copy_host(d, np.array([200, 3], np.uint8), np.array([100, 5], np.uint8), "sum")
     assert d.tolist() == [44, 8]
-    K.reduce_copy_host(d, np.array([200, 3], np.uint8), np.array([2, 5], np.uint8), "prod")
+    T.reduce_copy_host(d, np.array([200, 3], np.uint8), np.array([2, 5], np.uint8), "prod")
     assert d.tolist() == [144, 15]
 
 
@@ -102,7 +103,7 @@ def test_sim_reduce_copy_matches_twin(dtype, op):
     rng = np.random.default_rng(hash((dtype, op)) % 2**32)
     a, b = _data(dtype, 45, rng), _data(dtype, 45, rng)
     want = np.empty_like(a)
-    K.reduce_copy_host(want, a, b, op)
+    T.reduce_copy_host(want, a, b, op)
     if dtype == "bfloat16":
         got = np.zeros(45, np.uint16)
         K.reduce_copy_cuda(got, a.view(np.uint16), b.view(np.uint16), op, dtype="bfloat16")
@@ -110,7 +111,7 @@ def test_sim_reduce_copy_matches_twin(dtype, op):
         got = np.zeros_like(a)
         K.reduce_copy_cuda(got, a, b, op)
     assert np.array_equal(_bits(got), _bits(want))
-    from numba import cuda                           # dst may alias the first operand (device arrays)
+    from numba import cuda  # dst may alias the first operand (device arrays)
     raw = (lambda v: v.view(np.uint16)) if dtype == "bfloat16" else (lambda v: v)
     alias, db = cuda.to_device(raw(a)), cuda.to_device(raw(b))
     K.reduce_copy_cuda(alias, alias, db, op, dtype=dtype)
@@ -122,7 +123,7 @@ def test_sim_reduce_copy_matches_twin(dtype, op):
 def test_sim_postdiv_matches_twin(dtype):
     x = _data(dtype, 40, np.random.default_rng(7)) * (3 if dtype not in ("uint8",) else 1)
     want = x.copy()
-    K.postdiv_host(want, 3)
+    T.postdiv_host(want, 3)
     got = x.copy()
     K.postdiv_cuda(got.view(np.uint16) if dtype == "bfloat16" else got, 3, dtype=dtype)
     assert np.array_equal(_bits(got), _bits(want))
@@ -139,13 +140,13 @@ def test_sim_casts_match_twins():
     blocks, threads = K.launch_config(x.size)
     out16 = np.zeros(x.size, np.float16)
     k["cast_f32_f16"][blocks, threads](out16, x)
-    assert np.array_equal(out16.view(np.uint16), K.f32_to_f16_host(x).view(np.uint16))
+    assert np.array_equal(out16.view(np.uint16), T.f32_to_f16_host(x).view(np.uint16))
     bf = np.zeros(x.size, np.uint16)
     k["cast_f32_bf16"][blocks, threads](bf, x.view(np.uint32))
-    assert np.array_equal(bf, K.f32_to_bf16_host(x))
+    assert np.array_equal(bf, T.f32_to_bf16_host(x))
     back = np.zeros(x.size, np.float32)
     k["cast_bf16_f32"][blocks, threads](back, bf)
-    assert np.array_equal(back.view(np.uint32), K.bf16_to_f32_host(bf).view(np.uint32))
+    assert np.array_equal(back.view(np.uint32), T.bf16_to_f32_host(bf).view(np.uint32))
 
 
 def _host(a):
@@ -157,17 +158,17 @@ def _host(a):
 def test_sim_e4m3_quantize_dequantize_match_twins(chunk):
     x = np.concatenate([np.random.default_rng(chunk).normal(0, 5, 180).astype(np.float32), EDGES])
     q, s = K.quantize_e4m3_cuda(x, chunk)
-    qh, sh = K.quantize_e4m3_host(x, chunk)
+    qh, sh = T.quantize_e4m3_host(x, chunk)
     assert np.array_equal(_host(s), sh) and np.array_equal(_host(q), qh)
     d = _host(K.dequantize_e4m3_cuda(qh, sh, chunk))
-    assert np.array_equal(d.view(np.uint32), K.dequantize_e4m3_host(qh, sh, chunk).view(np.uint32))
+    assert np.array_equal(d.view(np.uint32), T.dequantize_e4m3_host(qh, sh, chunk).view(np.uint32))
 
 
 @child_only
 def test_sim_e4m3_every_code_decodes_like_ml_dtypes():
     codes = np.arange(256, dtype=np.uint8)
     d = _host(K.dequantize_e4m3_cuda(codes, np.ones(1, np.float32), 256))
-    ref = K.dequantize_e4m3_host(codes, np.ones(1, np.float32), 256)
+    ref = T.dequantize_e4m3_host(codes, np.ones(1, np.float32), 256)
     assert np.array_equal(np.isnan(d), np.isnan(ref)) and np.array_equal(d[~np.isnan(d)], ref[~np.isnan(ref)])
 
 

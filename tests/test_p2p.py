@@ -1,4 +1,4 @@
-"""kernels.p2p: copies between ranks, FIFO pairing per (src, dst) against a queue model, errors."""
+"""kernels.comm.p2p: copies between ranks, FIFO pairing per (src, dst) against a queue model, errors."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.p2p import pending, post, send_recv
+from kernels.comm.p2p import pending, post, send_recv
 
 
 def _deliver(size):

@@ -10,8 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topo_probe.errors import TopologyError
-from topo_probe.model import Topology
-from topo_probe.parsers.link_matrix import add_nvlinks, add_pcie_tree_from_classes, parse_link_matrix
+from topo_probe.parsers.link_matrix import add_nvlinks, parse_link_matrix
+from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
+from topo_probe.topology.model import Topology
 
 DGX1 = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0],
         [1, 2, 2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2, 1, 1], [0, 1, 0, 0, 2, 0, 1, 2],

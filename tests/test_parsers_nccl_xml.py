@@ -6,16 +6,17 @@ import re
 from collections import Counter
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topo_probe.errors import TopologyError
-from topo_probe.model import Topology
-from topo_probe.parsers.link_matrix import add_nvlinks, add_pcie_tree_from_classes
-from topo_probe.parsers.nccl_xml import parse_nccl_xml, to_nccl_xml
+from topo_probe.parsers.link_matrix import add_nvlinks
+from topo_probe.parsers.nccl_xml import parse_nccl_xml
+from topo_probe.parsers.nccl_xml_export import to_nccl_xml
 from topo_probe.parsers.nvsmi import parse_nvsmi_topo
-
-from conftest import FIXTURES
+from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
+from topo_probe.topology.model import Topology
 
 H200 = (FIXTURES / "nccl_topo_dump_h200_partial.xml").read_text()
 DGX1 = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0],
@@ -213,7 +214,7 @@ def test_round_trip_real_inputs():
 
 
 def test_round_trip_presets_when_available():
-    presets = pytest.importorskip("topo_probe.presets")
+    presets = pytest.importorskip("topo_probe.machines.presets")
     for name in ("dgx1-v100", "dgx-a100", "dgx-h100", "dgx2", "pcie-8gpu-2socket"):
         if name in presets.PRESETS:
             round_trip(presets.get_preset(name))

@@ -6,13 +6,12 @@ import re
 
 import networkx as nx
 import pytest
+from conftest import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topo_probe.errors import TopologyError
 from topo_probe.parsers.nvsmi import apply_p2p, parse_nvsmi_p2p, parse_nvsmi_topo
-
-from conftest import FIXTURES
 
 # DGX-1 link matrix as published (REFERENCE.md), for an isomorphism check.
 DGX1_REF = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0],

@@ -4,8 +4,8 @@ import json
 
 import pytest
 
-from synth.plan import Plan, PlanEntry
-from synth.schedule import Schedule, Step, Transfer
+from synth.ir.schedule import Schedule, Step, Transfer
+from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import ScheduleFormatError
 
 

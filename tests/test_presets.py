@@ -8,8 +8,8 @@ import networkx as nx
 import pytest
 
 from topo_probe.errors import TopologyError
-from topo_probe.model import GPU_LINK_KINDS
-from topo_probe.presets import PRESETS, get_preset
+from topo_probe.machines.presets import PRESETS, get_preset
+from topo_probe.topology.model import GPU_LINK_KINDS
 
 
 def reference_dgx1_links(fixtures_dir):
@@ -161,7 +161,7 @@ def test_dgx_h100_switch_split():
 
 
 def test_pcie_box_upi_parameter():
-    from topo_probe.display import pair_bandwidth_gbps
+    from topo_probe.cli.display import pair_bandwidth_gbps
     slow = get_preset("pcie-8gpu-2socket", upi_gbps=10.0)
     fast = get_preset("pcie-8gpu-2socket")
     assert pair_bandwidth_gbps(slow, 0, 4) == 10.0

@@ -5,11 +5,11 @@ from __future__ import annotations
 import json
 import time
 
-from topo_probe.probe import combine, probe_machine
-from topo_probe.probe.sysfs import scan_sysfs
-
 from conftest import FIXTURES
 from test_probe_sysfs import GPU, add_device
+
+from topo_probe.probe import combine, probe_machine
+from topo_probe.probe.sysfs import scan_sysfs
 
 
 def test_this_machine_returns_none_with_reasons_quickly():

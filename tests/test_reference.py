@@ -1,4 +1,4 @@
-"""kernels.reference: the ground truth against NumPy, and its schedule checks."""
+"""kernels.backends.reference: the ground truth against NumPy, and its schedule checks."""
 
 import numpy as np
 import pytest
@@ -6,9 +6,9 @@ from _schedules import DTYPES, OPS, direct, draw_schedule, ring, run_case
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from kernels.reference import run_reference
-from synth.schedule import Schedule, Step, Transfer
-from synth.verifier import verify
+from kernels.backends.reference import run_reference
+from synth.ir.schedule import Schedule, Step, Transfer
+from synth.ir.verifier import verify
 from topo_probe.errors import ScheduleInvalid
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples=600,

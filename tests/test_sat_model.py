@@ -1,20 +1,22 @@
-"""Tests of synth.sat_model: single CP-SAT instances, checked against hand-computed facts and an
+"""Tests of synth.solve.sat.model: single CP-SAT instances, checked against hand-computed facts and an
 independent replay that knows nothing of the Fabric (only link counts / capacities per pair)."""
 
 from fractions import Fraction
 
 import pytest
 
-from synth.collectives import CollectiveSpec
-from synth.fabric import build_fabric
-from synth.sat_model import hop_distances, latency_lower_bound, solve_instance
-from synth.verifier import check
-from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout
-from topo_probe.generators import add_pcie_tree, cluster, line, ring
-from topo_probe.model import Topology
-
 # REFERENCE.md: DGX-1 NVLink counts, 25 GB/s per link per direction
 from _topologies import DGX1_LINKS, dgx1_hand  # noqa: E402,F401
+
+from synth.ir.collectives import CollectiveSpec
+from synth.ir.fabric import build_fabric
+from synth.ir.verifier import check
+from synth.solve.sat.instance import solve_instance
+from synth.solve.sat.model import hop_distances, latency_lower_bound
+from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout
+from topo_probe.machines.clusters import cluster
+from topo_probe.machines.generators import add_pcie_tree, line, ring
+from topo_probe.topology.model import Topology
 
 
 def dgx1() -> Topology:

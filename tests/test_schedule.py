@@ -3,9 +3,10 @@
 import json
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from synth.schedule import Schedule, Step, Transfer
+from synth.ir.schedule import Schedule, Step, Transfer
 from topo_probe.errors import ScheduleFormatError
 
 

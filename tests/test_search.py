@@ -1,20 +1,18 @@
-"""Tests of synth.search: least steps, lower bounds and the Pareto frontier, against SCCL's
+"""Tests of synth.solve.sat.search: least steps, lower bounds and the Pareto frontier, against SCCL's
 published DGX-1 results (tests/fixtures/REFERENCE.md) and hand-computed bounds."""
 
 from fractions import Fraction
 
 import numpy as np
 import pytest
-
-from synth.collectives import CollectiveSpec
-from synth.fabric import build_fabric
-from synth.search import bandwidth_lower_bound, least_steps, pareto
-from synth.verifier import check
-from topo_probe.errors import SynthesisTimeout
-from topo_probe.generators import fully_connected, hub_and_spoke, ring
-from topo_probe.model import Topology
-
 from _topologies import DGX1_LINKS, dgx1_hand  # noqa: E402,F401
+
+from synth.ir.collectives import CollectiveSpec
+from synth.ir.fabric import build_fabric
+from synth.ir.verifier import check
+from synth.solve.sat.search import bandwidth_lower_bound, least_steps, pareto
+from topo_probe.errors import SynthesisTimeout
+from topo_probe.machines.generators import fully_connected, hub_and_spoke, ring
 
 
 @pytest.fixture(scope="module")

@@ -9,11 +9,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topo_probe.errors import TopologyError
-from topo_probe.generators import add_pcie_tree, cluster, ring
-from topo_probe.model import P2PCapability, Topology
-from topo_probe.presets import PRESETS, get_preset
-from topo_probe.serialize import (load_topology_json, save_topology, topology_from_dict,
-                                  topology_to_dict)
+from topo_probe.machines.clusters import cluster
+from topo_probe.machines.generators import add_pcie_tree, ring
+from topo_probe.machines.presets import PRESETS, get_preset
+from topo_probe.topology.model import P2PCapability, Topology
+from topo_probe.topology.serialize import load_topology_json, save_topology, topology_from_dict, topology_to_dict
 
 
 @pytest.mark.parametrize("name", sorted(PRESETS))

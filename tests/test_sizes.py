@@ -1,9 +1,10 @@
 """nccl-tests size syntax and size loop shared by `simulate`, `sweep` and the MPI benchmark."""
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from synth.sizes import parse_size, size_sweep
+from synth.formats.nccl_tests.sizes import parse_size, size_sweep
 
 
 @given(st.integers(0, 1 << 20), st.sampled_from(["", "K", "k", "M", "m", "G", "g"]))

@@ -5,12 +5,12 @@ import importlib.util
 import numpy as np
 import pytest
 
-import kernels.executor
+import kernels.backends.executor
 from kernels.sweep.backends import Case, CupyBackend, HostBackend, make_backend, make_buffers
-from kernels.sweep.driver import ScheduleSource
+from kernels.sweep.driver import make_selector, schedule_at
 from kernels.sweep.table import TABLE
 from topo_probe.errors import DeviceUnavailable, UnsupportedCollective
-from topo_probe.generators import fully_connected
+from topo_probe.machines.generators import fully_connected
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
 
@@ -19,7 +19,7 @@ def _case(name, n=4, size=256, dtype="float", op="sum", root=None, inplace=False
     e = TABLE[name]
     if e.rooted and root is None:
         root = 0
-    sched = ScheduleSource(name, fully_connected(n), algo).schedule(-1 if root is None else root, 0)[0]
+    sched = schedule_at(make_selector(name, fully_connected(n), algo), name, -1 if root is None else root, 0)[0]
     counts = e.counts(size, 4 if dtype == "float" else 1, n)
     return Case(e, n, counts, dtype, op, root, inplace, sched, iters=2, warmup=1, check=check)
 
@@ -65,21 +65,21 @@ def test_check_zero_means_not_validated():
 
 
 def test_corrupted_executor_is_caught(monkeypatch):
-    real = kernels.executor.run_schedule
+    real = kernels.backends.executor.run_schedule
 
     def corrupt(schedule, sendbufs, recvbufs, **kw):
         out = real(schedule, sendbufs, recvbufs, **kw)
         recvbufs[-1][:3] += 1   # three wrong elements on the last rank
         return out
 
-    monkeypatch.setattr(kernels.executor, "run_schedule", corrupt)
+    monkeypatch.setattr(kernels.backends.executor, "run_schedule", corrupt)
     for inplace in (False, True):
         assert HostBackend().measure(_case("allreduce", inplace=inplace, check=3))[1] == 3
 
 
 def test_wrong_op_in_executor_is_caught(monkeypatch):
-    real = kernels.executor.run_schedule
-    monkeypatch.setattr(kernels.executor, "run_schedule",
+    real = kernels.backends.executor.run_schedule
+    monkeypatch.setattr(kernels.backends.executor, "run_schedule",
                         lambda s, a, b, op="sum", **kw: real(s, a, b, op="max", **kw))
     assert HostBackend().measure(_case("reducescatter", size=4 * 4 * 64))[1] > 0
 

@@ -8,11 +8,11 @@ from pathlib import Path
 
 import pytest
 
-import kernels.executor
+import kernels.backends.executor
 from kernels.sweep.cli import main, parse_size
 from synth.baselines import baseline
-from synth.fabric import build_fabric
-from topo_probe.generators import fully_connected
+from synth.ir.fabric import build_fabric
+from topo_probe.machines.generators import fully_connected
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_tests_allreduce_a100x8_single_process.txt"
 COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter",
@@ -57,14 +57,14 @@ def test_host_sweep_busbw_arithmetic_and_no_wrong(capsys, coll, n):
 
 
 def test_corrupted_executor_fails_the_sweep(capsys, monkeypatch):
-    real = kernels.executor.run_schedule
+    real = kernels.backends.executor.run_schedule
 
     def corrupt(schedule, sendbufs, recvbufs, **kw):
         real(schedule, sendbufs, recvbufs, **kw)
         recvbufs[0][:1] += 1
         return recvbufs
 
-    monkeypatch.setattr(kernels.executor, "run_schedule", corrupt)
+    monkeypatch.setattr(kernels.backends.executor, "run_schedule", corrupt)
     rc, out, _ = _run(capsys, ["all_reduce", "-b", "64", "-e", "256", "-f", "2", "-g", "4", "-n", "1", "-w", "0"])
     assert rc == 1
     assert all(t[8] == "1" and t[12] == "1" for t in _rows(out))

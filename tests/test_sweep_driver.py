@@ -3,14 +3,14 @@
 import pytest
 
 from kernels.sweep.backends import SimBackend
-from kernels.sweep.driver import Result, Row, ScheduleSource, SweepConfig, SweepSummary, run_sweep, sweep_sizes
+from kernels.sweep.driver import Result, Row, SweepConfig, SweepSummary, make_selector, run_sweep, schedule_at, sweep_sizes
 from synth.baselines import BASELINES, baseline
-from synth.cost import CostModel
-from synth.fabric import build_fabric
-from synth.plan import Plan, PlanEntry
-from topo_probe.errors import ScheduleInvalid, UnsupportedCollective
-from topo_probe.generators import fully_connected, ring
+from synth.ir.fabric import build_fabric
+from synth.model.cost import CostModel
+from synth.plan.size_plan import Plan, PlanEntry
+from topo_probe.errors import InvalidArgument, ScheduleInvalid, UnsupportedCollective
 from topo_probe.load import load_topology
+from topo_probe.machines.generators import fully_connected, ring
 
 
 def test_sizes_like_nccl_tests():
@@ -56,7 +56,7 @@ def test_rows_arithmetic_and_summary():
     cfg = SweepConfig("all_gather", 4, minbytes=1024, maxbytes=8192, stepfactor=2, dtypes=("float",))
     seen = []
     backend = _FixedTime()
-    s = run_sweep(cfg, backend, ScheduleSource("all_gather", fully_connected(4), "ring"), on_row=seen.append)
+    s = run_sweep(cfg, backend, make_selector("all_gather", fully_connected(4), "ring"), on_row=seen.append)
     assert seen == s.rows and [r.size for r in s.rows] == [1024, 2048, 4096, 8192]
     for r in s.rows:
         t = 10.0 + 2.0 * r.size / 1024
@@ -74,7 +74,7 @@ def test_rows_arithmetic_and_summary():
 def test_every_type_op_and_root_gets_rows():
     cfg = SweepConfig("reduce", 3, minbytes=64, maxbytes=128, stepfactor=2, ops=("sum", "max"),
                       dtypes=("int8", "half"), root=-1)
-    s = run_sweep(cfg, _FixedTime(), ScheduleSource("reduce", fully_connected(3), "ring"))
+    s = run_sweep(cfg, _FixedTime(), make_selector("reduce", fully_connected(3), "ring"))
     keys = [(r.type, r.redop, r.root, r.size) for r in s.rows]
     assert len(keys) == 2 * 2 * 3 * 2 == len(set(keys))
     assert keys[0] == ("int8", "sum", 0, 64) and keys[-1] == ("half", "max", 2, 128)
@@ -88,12 +88,12 @@ def test_summary_of_nothing():
 
 def test_plan_without_file_uses_best_baseline_by_cost(tmp_path):
     topo = load_topology("dgx1-v100")
-    src = ScheduleSource("allreduce", topo, "plan", results_dir=tmp_path)
-    assert "not found" in src.notes[0] and not src.plan_found
+    src = make_selector("allreduce", topo, "plan", plan=tmp_path)
+    assert "plan: none for" in src.notes[0] and src.plan is None
     fab = build_fabric(topo)
     cost = CostModel(fab)
     for nbytes in (1024, 1 << 20, 1 << 28):
-        sched, label = src.schedule(-1, nbytes)
+        sched, label = schedule_at(src, "allreduce", -1, nbytes)
         times = {}
         for name in BASELINES:
             try:
@@ -116,20 +116,21 @@ def _write_plan(tmp_path, topo, fingerprint):
 def test_plan_entries_are_used_where_they_apply(tmp_path):
     topo = ring(4)
     _write_plan(tmp_path, topo, topo.fingerprint())
-    src = ScheduleSource("broadcast", topo, "plan", results_dir=tmp_path)
-    assert src.plan_found
-    sched, label = src.schedule(1, 1024)
+    src = make_selector("broadcast", topo, "plan", plan=tmp_path)
+    assert src.plan is not None
+    sched, label = schedule_at(src, "broadcast", 1, 1024)
     assert label == "plan:schedules/bcast-tree-r1.json" and sched.meta["baseline"] == "tree"
-    assert src.schedule(1, 8192)[1].startswith("best:")      # beyond the entry's range
-    assert src.schedule(0, 1024)[1].startswith("best:")      # another root
+    assert schedule_at(src, "broadcast", 1, 8192)[1].startswith("best:")      # beyond the entry's range
+    assert schedule_at(src, "broadcast", 0, 1024)[1].startswith("best:")      # another root
 
 
 def test_plan_for_another_topology_is_not_used(tmp_path):
     topo = ring(4)
     _write_plan(tmp_path, topo, "0" * 16)
-    src = ScheduleSource("broadcast", topo, "plan", results_dir=tmp_path)
-    assert not src.plan_found and "another topology" in src.notes[0]
-    assert src.schedule(1, 1024)[1].startswith("best:")
+    with pytest.warns(UserWarning, match="another topology"):
+        src = make_selector("broadcast", topo, "plan", plan=tmp_path)
+    assert src.plan is None and "another topology" in src.notes[0]
+    assert schedule_at(src, "broadcast", 1, 1024)[1].startswith("best:")
 
 
 def test_schedule_file_is_checked(tmp_path):
@@ -137,17 +138,17 @@ def test_schedule_file_is_checked(tmp_path):
     fab = build_fabric(topo)
     path = tmp_path / "ag.json"
     baseline("ring", fab, "allgather").save(path)
-    src = ScheduleSource("allgather", topo, str(path))
-    assert src.schedule(-1, 64)[0].collective == "allgather"
+    src = make_selector("allgather", topo, str(path))
+    assert schedule_at(src, "allgather", -1, 64)[0].collective == "allgather"
     with pytest.raises(ScheduleInvalid, match="schedule is allgather on 4 ranks"):
-        ScheduleSource("allreduce", topo, str(path))
-    with pytest.raises(UnsupportedCollective, match="not 'plan', a baseline"):
-        ScheduleSource("allgather", topo, str(tmp_path / "missing.json"))
+        make_selector("allreduce", topo, str(path))
+    with pytest.raises(InvalidArgument, match="not 'plan', a baseline"):
+        make_selector("allgather", topo, str(tmp_path / "missing.json"))
 
 
 def test_sim_backend_reports_the_cost_model():
     topo = load_topology("dgx-a100")
-    src = ScheduleSource("allreduce", topo, "ring")
+    src = make_selector("allreduce", topo, "ring")
     cfg = SweepConfig("all_reduce", 8, minbytes=1 << 20, maxbytes=1 << 22, stepfactor=2, check=0)
     s = run_sweep(cfg, SimBackend(src), src)
     cost = CostModel(build_fabric(topo))

@@ -5,13 +5,14 @@ import io
 from pathlib import Path
 
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kernels.sweep.driver import Result, Row, ScheduleSource, SweepConfig, run_sweep
 from kernels.sweep.backends import HostBackend
+from kernels.sweep.driver import Result, Row, SweepConfig, make_selector, run_sweep
 from kernels.sweep.importer import import_only, log_lines, parse_text, read_log
 from kernels.sweep.output import footer_lines, header_lines, preamble_lines, row_line
-from topo_probe.generators import fully_connected
+from topo_probe.machines.generators import fully_connected
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_tests_allreduce_a100x8_single_process.txt"
 
@@ -44,7 +45,7 @@ def test_import_only_prints_and_plots(tmp_path, capsys):
 
 
 def _print_sweep(cfg, topo) -> tuple[str, list[Row]]:
-    src = ScheduleSource(cfg.collective, topo, "ring")
+    src = make_selector(cfg.collective, topo, "ring")
     buf = io.StringIO()
     with contextlib.redirect_stdout(buf):
         print("\n".join(preamble_lines(cfg, HostBackend().devices(cfg.nranks, topo)) + header_lines()))

@@ -6,8 +6,16 @@ from pathlib import Path
 
 from kernels.sweep.backends import Device
 from kernels.sweep.driver import Result, Row, SweepConfig, SweepSummary
-from kernels.sweep.output import (fmt_time, footer_lines, free_json_path, header_lines, json_document,
-                                  preamble_lines, row_line, write_json)
+from kernels.sweep.output import (
+    fmt_time,
+    footer_lines,
+    free_json_path,
+    header_lines,
+    json_document,
+    preamble_lines,
+    row_line,
+    write_json,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_tests_allreduce_a100x8_single_process.txt"
 LINES = FIXTURE.read_text().splitlines()

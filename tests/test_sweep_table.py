@@ -8,10 +8,20 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from hypothesis import given, settings, strategies as st
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kernels.sweep.table import (DTYPE_NAMES, OP_NAMES, TABLE, count_wrong, entry, init_data, is_float,
-                                 numpy_dtype, reduce_arrays)
+from kernels.sweep.table import (
+    DTYPE_NAMES,
+    OP_NAMES,
+    TABLE,
+    count_wrong,
+    entry,
+    init_data,
+    is_float,
+    numpy_dtype,
+    reduce_arrays,
+)
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_tests_allreduce_a100x8_single_process.txt"
 

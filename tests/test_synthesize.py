@@ -5,15 +5,15 @@ import json
 
 import pytest
 
-from synth import synthesize as synth_mod
-from synth.cli_synthesize import main
-from synth.fabric import build_fabric
-from synth.msccl import from_msccl_xml
-from synth.plan import Plan
-from synth.schedule import Schedule
-from synth.verifier import check
-from topo_probe.generators import fully_connected
-from topo_probe.serialize import save_topology
+from synth.cli.synthesize import main
+from synth.formats.msccl import from_msccl_xml
+from synth.ir.fabric import build_fabric
+from synth.ir.schedule import Schedule
+from synth.ir.verifier import check
+from synth.pipeline import synthesize as synth_mod
+from synth.plan.size_plan import Plan
+from topo_probe.machines.generators import fully_connected
+from topo_probe.topology.serialize import save_topology
 
 
 @pytest.fixture(scope="module")
@@ -57,7 +57,7 @@ def test_plan_covers_every_size_with_the_fastest_candidate(ring4_run):
         for nbytes in (8, 4096, 1 << 20, 1 << 30):
             assert plan.select(coll, nbytes, root) is not None
     # independent check of the pick at 1 GB: no saved candidate is faster by the cost model
-    from synth.cost import CostModel
+    from synth.model.cost import CostModel
     fabric = build_fabric(Schedule and __import__("topo_probe.load", fromlist=["x"]).load_topology(
         str(out / "topology.json")))
     cost = CostModel(fabric)
@@ -112,7 +112,7 @@ def test_disconnected_topology_file_is_rejected(tmp_path, capsys):
     topo.graph.remove_edges_from([("gpu2", "gpu0"), ("gpu0", "gpu2"), ("gpu2", "gpu1"), ("gpu1", "gpu2")])
     f = tmp_path / "t.json"
     save_topology(topo, f) if False else f.write_text(json.dumps(__import__(
-        "topo_probe.serialize", fromlist=["x"]).topology_to_dict(topo)))
+        "topo_probe.topology.serialize", fromlist=["x"]).topology_to_dict(topo)))
     rc = main(["--topology", str(f), "--out", str(tmp_path / "o"), "--no-progress"])
     assert rc == 2 and "cut off" in capsys.readouterr().err
 
@@ -122,7 +122,7 @@ def test_effective_capacity_candidate_where_link_efficiencies_differ(tmp_path):
     method for effective capacities gives a broadcast the plain one does not (1 GB modelled:
     faster than the ring, where the nominal optimum is slower); DGX-1 (NVLink only) gets none."""
     from synth.baselines import baseline
-    from synth.cost import CostModel
+    from synth.model.cost import CostModel
     from topo_probe.load import load_topology
     opts = synth_mod.SynthesisOptions(collectives=("broadcast",), time_limit_s=20, progress=False,
                                       max_sat_ranks=0, log=lambda *a: None)

@@ -7,18 +7,18 @@ import math
 
 import numpy as np
 import pytest
+from _replay import replays_correctly  # noqa: E402
+from _topologies import DGX1_LINKS as DGX1  # noqa: E402
+from _topologies import dgx1_hand
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synth.collectives import Chunk, CollectiveSpec
-from synth.fabric import build_fabric
-from synth.schedule import Schedule, Step, Transfer
-from synth.verifier import RULES, check, required_rounds, verify
+from synth.ir.collectives import Chunk, CollectiveSpec
+from synth.ir.fabric import build_fabric
+from synth.ir.schedule import Schedule, Step, Transfer
+from synth.ir.verifier import RULES, check, required_rounds, verify
 from topo_probe.errors import ScheduleInvalid
-from topo_probe.model import Topology
-
-from _replay import replays_correctly  # noqa: E402
-from _topologies import DGX1_LINKS as DGX1, dgx1_hand  # noqa: E402
+from topo_probe.topology.model import Topology
 
 
 # ---------------------------------------------------------------- hand-built topologies

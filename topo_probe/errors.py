@@ -16,6 +16,16 @@ class TopocollError(Exception):
     """Base class of every error raised on purpose by this toolkit."""
 
 
+class InvalidArgument(TopocollError, ValueError):
+    """An argument or option has a value this toolkit cannot take (a count, a dtype, a backend
+    or algorithm name, a limit); the message names the argument, the value and what is allowed."""
+
+
+class UsageError(InvalidArgument):
+    """A command line is wrong (unknown flag value, missing file, flags that do not go together);
+    the command-line tools print it as one line and exit with status 2."""
+
+
 class TopologyError(TopocollError, ValueError):
     """A topology (file, preset name, parsed text or graph) is malformed or unusable.
 
@@ -55,6 +65,11 @@ class SynthesisInfeasible(TopocollError):
 
 class SynthesisTimeout(TopocollError):
     """The solver hit its time limit without finding a schedule (and without proving none exists)."""
+
+
+class SolverError(TopocollError, RuntimeError):
+    """A solver failed in a way that is neither "infeasible" nor "gave up" (e.g. CP-SAT reports
+    ``MODEL_INVALID``): a bug in the model we built, reported with the solver's own status."""
 
 
 class UnsupportedCollective(TopocollError, ValueError):

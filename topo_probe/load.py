@@ -1,6 +1,6 @@
 """One entry point for every way of naming a topology: :func:`load_topology`.
 
-``spec`` is a preset name (:data:`topo_probe.presets.PRESETS`) or a file holding one of:
+``spec`` is a preset name (:data:`topo_probe.machines.presets.PRESETS`) or a file holding one of:
 
 * our JSON (``{"format": "topocoll.topology", ...}``),
 * a link-matrix JSON (``{"format": "link-matrix", ...}``),
@@ -18,7 +18,7 @@ import re
 from pathlib import Path
 
 from topo_probe.errors import TopologyError
-from topo_probe.model import Topology
+from topo_probe.topology.model import Topology
 
 _GPU_HEADER = re.compile(r"^\s*GPU0(\s|$)", re.MULTILINE)
 
@@ -75,7 +75,7 @@ def _parse_text(text: str, source: str, nvlink_gbps: float | None) -> Topology:
                                 f"column {exc.colno}") from None
         fmt = doc.get("format") if isinstance(doc, dict) else None
         if fmt == "topocoll.topology":
-            from topo_probe.serialize import topology_from_dict
+            from topo_probe.topology.serialize import topology_from_dict
             return topology_from_dict(doc, source=source)
         if fmt == "link-matrix":
             try:
@@ -131,7 +131,7 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
     >>> load_topology("dgx1-v100", gpus=[0, 1, 4]).smi_label(0, 2)
     'NV2'
     """
-    from topo_probe.presets import PRESETS, get_preset
+    from topo_probe.machines.presets import PRESETS, get_preset
 
     if nvlink_gbps is not None and not nvlink_gbps > 0:
         raise TopologyError(f"--nvlink-gbps must be > 0, got {nvlink_gbps!r}")

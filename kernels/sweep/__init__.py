@@ -8,6 +8,6 @@ mpi``, one process per rank), :mod:`~kernels.sweep.output` (nccl-tests text and 
 logs) and :mod:`~kernels.sweep.cli`.
 """
 
-from kernels.sweep.driver import Result, Row, ScheduleSource, SweepConfig, SweepSummary, run_sweep
+from kernels.sweep.driver import Result, Row, SweepConfig, SweepSummary, make_selector, run_sweep
 
-__all__ = ["Result", "Row", "ScheduleSource", "SweepConfig", "SweepSummary", "run_sweep"]
+__all__ = ["Result", "Row", "SweepConfig", "SweepSummary", "make_selector", "run_sweep"]

@@ -16,10 +16,10 @@ cupy
     rank times are combined by ``-a`` (0 rank 0, 1 mean, 2 min, 3 max) and the median run
     is reported.  Without CuPy or a GPU the backend raises DeviceUnavailable.
 sim
-    the cost model's prediction (:class:`synth.cost.CostModel`) for the schedule at the
+    the cost model's prediction (:class:`synth.model.cost.CostModel`) for the schedule at the
     nccl-tests size, same for both placements.
 
-Buffers follow NCCL's in-place aliasing (:mod:`synth.collectives`): allgather/gather send
+Buffers follow NCCL's in-place aliasing (:mod:`synth.ir.collectives`): allgather/gather send
 from block r of rank r's receive buffer, reducescatter/scatter receive into block r of the
 send buffer, the others use one buffer.
 """
@@ -35,7 +35,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from kernels.sweep.table import Counts, Entry, count_wrong
-from synth.schedule import Schedule
+from synth.ir.schedule import Schedule
 from topo_probe.errors import DeviceUnavailable, UnsupportedCollective
 
 BACKENDS = ("host", "cupy", "sim")
@@ -74,8 +74,8 @@ class Device:
 
 
 def _executor():
-    """``kernels.executor.run_schedule``, looked up at call time (tests may replace it)."""
-    import kernels.executor as ex
+    """``kernels.backends.executor.run_schedule``, looked up at call time (tests may replace it)."""
+    import kernels.backends.executor as ex
     return ex.run_schedule
 
 
@@ -292,7 +292,7 @@ class CupyBackend:
 
 
 def make_backend(name: str, source=None):
-    """Backend by name; ``source`` (a ScheduleSource) is needed by ``sim``."""
+    """Backend by name; ``source`` (a :class:`~synth.plan.selector.ScheduleSelector`) is needed by ``sim``."""
     if name == "host":
         return HostBackend()
     if name == "sim":

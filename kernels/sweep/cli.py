@@ -25,9 +25,8 @@ import sys
 from pathlib import Path
 
 from kernels.sweep.table import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
-from synth.sizes import parse_size as shared_parse_size
+from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
 from topo_probe.errors import DeviceUnavailable, TopocollError
-
 
 
 class UsageError(Exception):
@@ -96,7 +95,7 @@ def _choice(text: str, names: tuple[str, ...], what: str) -> tuple[str, ...]:
 def make_config(args, nranks: int):
     """The :class:`SweepConfig` from parsed flags, validating each (UsageError names the flag)."""
     from kernels.sweep.driver import SweepConfig, sweep_sizes
-    from synth.collectives import canonical
+    from synth.ir.collectives import canonical
 
     try:
         coll = canonical(args.collective)
@@ -131,7 +130,7 @@ def resolve_topology(args):
         n = ngpus or 1
         if n == 1:
             return None, 1
-        from topo_probe.generators import fully_connected
+        from topo_probe.machines.generators import fully_connected
         return fully_connected(n), n
     from topo_probe.load import load_topology
     topo = load_topology(args.topology)
@@ -202,14 +201,14 @@ def _one(cfg, topo, algo: str, backend_name: str):
     """Run and print one full nccl-tests table for ``algo``; returns (summary, source, devices)."""
     from kernels.sweep import output
     from kernels.sweep.backends import make_backend
-    from kernels.sweep.driver import ScheduleSource, run_sweep
+    from kernels.sweep.driver import make_selector, run_sweep, schedule_at
 
-    source = ScheduleSource(cfg.collective, topo, algo)
-    source.schedule(cfg.roots()[0], 0)  # fail before printing when the algorithm does not apply
+    source = make_selector(cfg.collective, topo, algo)
+    schedule_at(source, cfg.collective, cfg.roots()[0], 0)  # fail before printing when the algorithm does not apply
     backend = make_backend(backend_name, source)
     devices = backend.devices(cfg.nranks, topo)
     where = topo.name if topo is not None else "single rank"
-    notes = [f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"] + source.notes
+    notes = [f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"] + (source.notes if source else [])
     _print(output.preamble_lines(cfg, devices, notes) + output.header_lines())
     summary = run_sweep(cfg, backend, source, on_row=lambda row: print(output.row_line(row), flush=True))
     _print(output.footer_lines(summary))
@@ -246,7 +245,7 @@ def _plot(cfg, topo, runs, args) -> None:
 
     series = []
     for algo, summary, source, _ in runs:
-        label = algo if algo != "plan" or source.plan_found else "plan (no plan.json: best baseline)"
+        label = algo if algo != "plan" or (source and source.plan) else "plan (no plan.json: best baseline)"
         series += compare.series_from_summary(label, summary)
     sizes = sorted({r.size for _, s, _, _ in runs for r in s.rows if r.size > 0})
     if topo is not None and sizes:

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from kernels.sweep.driver import Row, SweepSummary
 from kernels.sweep.table import entry
-from synth.schedule import atomic_write_text
+from synth.ir.schedule import atomic_write_text
 
 CSV_COLUMNS = ("series", "kind", "size", "count", "type", "redop", "root", "time_us", "algbw_gbps",
                "busbw_gbps", "time_us_ip", "algbw_gbps_ip", "busbw_gbps_ip")
@@ -57,9 +57,9 @@ def series_from_summary(label: str, summary: SweepSummary) -> list[Series]:
 
 
 def bound_series(fabric, collective: str, root: int | None, sizes: list[int], n: int) -> Series | None:
-    """The lower bound (:func:`synth.bounds.lower_bounds`) at ``sizes``; None if unavailable."""
+    """The lower bound (:func:`synth.model.bounds.lower_bounds`) at ``sizes``; None if unavailable."""
     try:
-        from synth.bounds import lower_bounds
+        from synth.model.bounds import lower_bounds
     except ImportError:
         return None
     ent = entry(collective)

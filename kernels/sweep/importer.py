@@ -1,6 +1,6 @@
 """``sweep --import LOG``: read a real nccl-tests log into sweep rows.
 
-Parsing is :mod:`synth.nccl_tests_log`'s (every historic layout: with or without the root
+Parsing is :mod:`synth.formats.nccl_tests.reader`'s (every historic layout: with or without the root
 column, ``#wrong`` or ``error``); this module turns its rows into :class:`kernels.sweep.driver.Row`
 so that a measured NCCL curve prints in our layout and plots next to our predictions.
 
@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernels.sweep.driver import Result, Row, SweepSummary
-from synth.nccl_tests_log import NcclTestsLog, load_nccl_tests, parse_nccl_tests
+from synth.formats.nccl_tests.reader import NcclTestsLog, load_nccl_tests, parse_nccl_tests
 
 
 @dataclass

@@ -2,8 +2,8 @@
 
 :func:`run_sweep_mpi` is what ``sweep ... --backend mpi`` runs on every rank; every rank times
 and validates its share through :class:`MPISweepBackend` (the :mod:`kernels.sweep.backends`
-interface over an :class:`~kernels.mpi_comm.MPICommunicator`) and rank 0 prints the table.
-Both names are also importable from :mod:`kernels.mpi_comm`.
+interface over an :class:`~kernels.mpi.communicator.MPICommunicator`) and rank 0 prints the table.
+Both names are also importable from :mod:`kernels.mpi.communicator`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ import time
 
 import numpy as np
 
-from kernels.communicator import resolve_topology
-from kernels.mpi_comm import MPICommunicator
-from kernels.mpi_waiter import mpi
+from kernels.comm.communicator import resolve_topology
+from kernels.mpi.communicator import MPICommunicator
+from kernels.mpi.waiter import mpi
 from topo_probe.errors import TopocollError
 
 
@@ -39,6 +39,7 @@ class MPISweepBackend:
     def devices(self, n: int, topology) -> list:
         import os
         import socket
+
         from kernels.sweep.backends import Device
         mine = {"pid": os.getpid(), "host": socket.gethostname().split(".")[0],
                 "info": f"MPI process ({self.comm.waiter.MPI.Get_library_version().splitlines()[0][:40]})"}
@@ -123,7 +124,7 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         aborts the job through :meth:`MPICommunicator.abort` (one line naming the rank).
     """
     from kernels.sweep import output
-    from kernels.sweep.driver import ScheduleSource, run_sweep
+    from kernels.sweep.driver import make_selector, run_sweep
     MPI = mpi()
     world = comm._world if comm is not None else MPI.COMM_WORLD
     n = world.Get_size()
@@ -132,13 +133,13 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
     comm = comm or MPICommunicator.from_mpi(world, topology=topo, plan="auto" if algo == "plan" else False)
     out = out or sys.stdout
     try:
-        source = ScheduleSource(cfg.collective, topo if n > 1 else None, algo)
+        source = make_selector(cfg.collective, topo if n > 1 else None, algo)
         backend = MPISweepBackend(comm)
         devices = backend.devices(n, topo)
         start = output.now()
         root0 = comm.rank == 0
         if root0:
-            print("\n".join(output.preamble_lines(cfg, devices, [f"backend: mpi ({n} processes)"] + source.notes)
+            print("\n".join(output.preamble_lines(cfg, devices, [f"backend: mpi ({n} processes)"] + (source.notes if source else []))
                             + output.header_lines()), file=out, flush=True)
         summary = run_sweep(cfg, backend, source,
                             on_row=(lambda row: print(output.row_line(row), file=out, flush=True)) if root0 else None)
@@ -155,7 +156,7 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
 
 
 def _sweep_topology(topology, n: int):
-    from topo_probe.model import Topology
+    from topo_probe.topology.model import Topology
     if topology is None or isinstance(topology, Topology):
         return resolve_topology(topology, n)
     from topo_probe.load import load_topology

@@ -17,7 +17,7 @@ from pathlib import Path
 
 from kernels.sweep.backends import Device
 from kernels.sweep.driver import Result, Row, SweepConfig, SweepSummary
-from synth.schedule import atomic_write_text
+from synth.ir.schedule import atomic_write_text
 
 JSON_VERSION = 1
 

@@ -10,7 +10,7 @@ A sweep size ``S`` (bytes, from ``-b``/``-e``) is ``S // itemsize`` elements.  C
 buffers are one block use that as their count; the others (allgather, reducescatter, gather,
 scatter, alltoall) cut it into ``n`` blocks of ``count // n`` elements.  The printed ``size`` is
 ``max(send, recv)`` buffer bytes of one rank and the printed ``count`` is the block count
-(:mod:`synth.collectives`: what one rank contributes or receives)::
+(:mod:`synth.ir.collectives`: what one rank contributes or receives)::
 
     all_reduce  S=1024 float n=8  ->  size 1024, count 256
     all_gather  S=1024 float n=8  ->  size 1024, count  32  (each rank sends 32, receives 256)
@@ -18,7 +18,7 @@ scatter, alltoall) cut it into ``n`` blocks of ``count // n`` elements.  The pri
 (Recent nccl-tests releases also round the per-rank count of some collectives down to 16
 bytes; this module follows the classic rule above, which is what the logs we calibrate on use.)
 ``algbw = size / time`` and ``busbw = algbw * factor`` with the factor of
-:data:`synth.collectives.BUSBW_FACTOR`.
+:data:`synth.ir.collectives.BUSBW_FACTOR`.
 
 Data
 ----
@@ -42,7 +42,7 @@ from typing import Callable
 
 import numpy as np
 
-from synth.collectives import BUSBW_FACTOR, ROOTED, CollectiveSpec, canonical
+from synth.ir.collectives import BUSBW_FACTOR, ROOTED, CollectiveSpec, canonical
 from topo_probe.errors import UnsupportedCollective
 
 #: nccl-tests data type names -> NumPy dtypes (bfloat16 comes from ml_dtypes, imported lazily)

@@ -15,8 +15,8 @@ bruck     Bruck (ceil(log2 n) steps)                                  allgather,
 
 Examples
 --------
->>> from topo_probe.generators import ring as ring_topology
->>> from synth.fabric import build_fabric
+>>> from topo_probe.machines.generators import ring as ring_topology
+>>> from synth.ir.fabric import build_fabric
 >>> f = build_fabric(ring_topology(8))
 >>> s = baseline("ring", f, "allgather", chunks=1)
 >>> s.num_steps, s.meta["baseline"]
@@ -28,9 +28,9 @@ Examples
 from __future__ import annotations
 
 from synth.baselines import bruck, direct, rhd, ring, tree
-from synth.collectives import canonical
-from synth.fabric import Fabric
-from synth.schedule import Schedule
+from synth.ir.collectives import canonical
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule
 from topo_probe.errors import UnsupportedCollective
 
 BASELINES = {"ring": ring.build, "tree": tree.build, "direct": direct.build, "rhd": rhd.build,
@@ -46,7 +46,7 @@ def baseline(name: str, fabric: Fabric, collective: str, *, root: int | None = N
     name : str
         One of ``ring``, ``tree``, ``direct``, ``rhd``, ``bruck``.
     fabric : Fabric
-        Channels and capacities (:func:`synth.fabric.build_fabric`).
+        Channels and capacities (:func:`synth.ir.fabric.build_fabric`).
     collective : str
         Collective name in any accepted spelling.
     root : int, optional

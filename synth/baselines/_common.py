@@ -2,17 +2,17 @@
 
 Every baseline places transfers at integer step indices with :class:`Builder`, then
 :meth:`Builder.finish` drops empty steps, gives each step the fewest rounds its fabric load
-needs (:func:`synth.verifier.required_rounds`) and runs the verifier before returning.
+needs (:func:`synth.ir.verifier.required_rounds`) and runs the verifier before returning.
 """
 
 from __future__ import annotations
 
 from typing import Iterable, Sequence
 
-from synth.collectives import ROOTED, CollectiveSpec, canonical
-from synth.fabric import Fabric
-from synth.schedule import Schedule, Step, Transfer
-from synth.verifier import check, required_rounds
+from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule, Step, Transfer
+from synth.ir.verifier import check, required_rounds
 from topo_probe.errors import UnsupportedCollective
 
 

@@ -13,8 +13,8 @@ Every pair ``r -> r -+ 2^k`` used must be a channel.
 from __future__ import annotations
 
 from synth.baselines._common import Builder, make_spec, require_channels
-from synth.fabric import Fabric
-from synth.schedule import Schedule
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule
 from topo_probe.errors import UnsupportedCollective
 
 

@@ -2,12 +2,12 @@
 
 What NCCL's tuning does for its fixed algorithms (pick ring or tree per size from a model),
 done for our baselines: every baseline of :data:`synth.baselines.BASELINES` that applies is
-built once (verified by its builder) and timed with :class:`synth.cost.CostModel` at the
+built once (verified by its builder) and timed with :class:`synth.model.cost.CostModel` at the
 nccl-tests size; the least time wins (ties: the order of ``names``).  Used where no plan
 entry covers a call: the Communicator's fallback and ``sweep --algo plan``.
 
->>> from topo_probe.generators import fully_connected, ring
->>> from synth.fabric import build_fabric
+>>> from topo_probe.machines.generators import fully_connected, ring
+>>> from synth.ir.fabric import build_fabric
 >>> BaselineChooser(build_fabric(fully_connected(4))).best("allreduce", None, 1 << 20)[1]
 'direct'
 >>> BaselineChooser(build_fabric(ring(8))).best("allgather", None, 1 << 30)[1]
@@ -17,9 +17,9 @@ entry covers a call: the Communicator's fallback and ``sweep --algo plan``.
 from __future__ import annotations
 
 from synth.baselines import BASELINES, baseline
-from synth.collectives import canonical
-from synth.fabric import Fabric
-from synth.schedule import Schedule
+from synth.ir.collectives import canonical
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule
 from topo_probe.errors import TopocollError, UnsupportedCollective
 
 #: baselines tried, in tie-break order
@@ -32,7 +32,7 @@ class BaselineChooser:
     Parameters
     ----------
     fabric : Fabric
-    cost : synth.cost.CostModel, optional
+    cost : synth.model.cost.CostModel, optional
         Default: ``CostModel(fabric)`` with the calibrated parameters.
     names : sequence of str
         Baselines considered, in tie-break order.
@@ -52,7 +52,7 @@ class BaselineChooser:
     @property
     def cost(self):
         if self._cost is None:
-            from synth.cost import CostModel
+            from synth.model.cost import CostModel
             self._cost = CostModel(self.fabric)
         return self._cost
 

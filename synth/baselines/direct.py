@@ -13,8 +13,8 @@ destination (concurrent reduces of disjoint contributions).
 from __future__ import annotations
 
 from synth.baselines._common import Builder, make_spec, require_channels
-from synth.fabric import Fabric
-from synth.schedule import Schedule
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule
 
 
 def _moves(spec, step0: int) -> list[tuple[int, int, int, int, str]]:

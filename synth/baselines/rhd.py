@@ -13,8 +13,8 @@ Partners at distance ``2^k`` are ``r XOR 2^k``; every partner pair must be a cha
 from __future__ import annotations
 
 from synth.baselines._common import Builder, make_spec, require_channels
-from synth.fabric import Fabric
-from synth.schedule import Schedule
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule
 from topo_probe.errors import UnsupportedCollective
 
 COLLECTIVES = ("reducescatter", "allgather", "allreduce")

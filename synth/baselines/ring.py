@@ -29,8 +29,8 @@ from __future__ import annotations
 
 from synth.baselines._common import Builder, block_chunks, make_spec
 from synth.baselines.ringsearch import RingPlan, find_rings
-from synth.fabric import Fabric
-from synth.schedule import Schedule
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule
 
 
 class _Rings:
@@ -120,7 +120,7 @@ def build(fabric: Fabric, collective: str, *, root: int | None = None, chunks: i
     fabric : Fabric
         Channels and capacities; the rings are searched on it.
     collective : str
-        Any spelling :func:`synth.collectives.canonical` accepts.
+        Any spelling :func:`synth.ir.collectives.canonical` accepts.
     root : int, optional
         Root of broadcast/reduce/gather/scatter (default 0).
     chunks : int, optional

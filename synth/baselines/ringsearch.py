@@ -3,7 +3,7 @@ so that together they fit the fabric's resource capacities.
 
 A ring is a rank order ``(r0, r1, ..., r{n-1})``: ``r_k`` sends to ``r_{k+1}`` and the last to
 ``r0``.  One ring moving one chunk over every hop loads each resource with the sum of the
-hops' route fractions (:meth:`synth.fabric.Fabric.load`).  The search:
+hops' route fractions (:meth:`synth.ir.fabric.Fabric.load`).  The search:
 
 1. enumerates Hamiltonian cycles from rank 0 (neighbour ``i+1`` first, so the natural order
    comes first), at most ``MAX_CYCLES`` of them within ``BUDGET`` search nodes;
@@ -30,8 +30,8 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from synth.fabric import Fabric, Resource
-from synth.verifier import CAPACITY_EPS, required_rounds
+from synth.ir.fabric import Fabric, Resource
+from synth.ir.verifier import CAPACITY_EPS, required_rounds
 
 MAX_CYCLES = 2000
 BUDGET = 200_000

@@ -32,9 +32,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from synth.baselines._common import Builder, block_chunks, make_spec
-from synth.collectives import canonical
-from synth.fabric import Fabric
-from synth.schedule import Schedule
+from synth.ir.collectives import canonical
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule
 from topo_probe.errors import UnsupportedCollective
 
 COLLECTIVES = ("allreduce", "broadcast", "reduce", "gather", "scatter")

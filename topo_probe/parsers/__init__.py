@@ -2,7 +2,7 @@
 XML, link-count matrices.
 
 Each parser takes text (or a decoded JSON document) and returns a
-:class:`~topo_probe.model.Topology`; none of them runs a program or touches the machine.
+:class:`~topo_probe.topology.model.Topology`; none of them runs a program or touches the machine.
 Malformed input raises :class:`~topo_probe.errors.TopologyError` with one line naming the
 source and the place (``file:line N column M`` or the JSON field) and the rule broken.
 

@@ -32,8 +32,7 @@ whatever elements are complete are kept, open elements are closed at the end, a 
 tag is dropped, and a note saying where it stopped goes to ``topo.assumptions``.  NVLinks to
 GPUs missing from the file are dropped (noted).  ``strict=True`` raises instead.
 
-Export (:func:`to_nccl_xml`, written in :mod:`topo_probe.parsers.nccl_xml_export` and
-re-exported here) writes the same format back for ``NCCL_TOPO_FILE``.
+Export (:func:`topo_probe.parsers.nccl_xml_export.to_nccl_xml`) writes the same format back for ``NCCL_TOPO_FILE``.
 """
 
 from __future__ import annotations
@@ -43,13 +42,12 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
-from topo_probe.generators import CPU_LATENCY_US, NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_LATENCY_US
-from topo_probe.model import Topology
-from topo_probe.parsers import (CPU_LINK_GBPS, PCIE_LANE_GBPS, normalize_bus_id, nvlink_gbps_for_sm,
-                                pcie_gen_from_speed)
-from topo_probe.parsers.nccl_xml_export import CPU_CLASS, NVSWITCH_CLASS, to_nccl_xml
+from topo_probe.machines.generators import CPU_LATENCY_US, NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_LATENCY_US
+from topo_probe.parsers import CPU_LINK_GBPS, PCIE_LANE_GBPS, normalize_bus_id, nvlink_gbps_for_sm, pcie_gen_from_speed
+from topo_probe.parsers.nccl_xml_export import CPU_CLASS, NVSWITCH_CLASS
+from topo_probe.topology.model import Topology
 
-__all__ = ["parse_nccl_xml", "to_nccl_xml"]
+__all__ = ["parse_nccl_xml"]
 
 
 @dataclass

@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import re
 
-from topo_probe.model import Topology
 from topo_probe.parsers import PCIE_LANE_GBPS, PCIE_SPEED_STRINGS, normalize_bus_id
+from topo_probe.topology.model import Topology
 
 __all__ = ["to_nccl_xml"]
 

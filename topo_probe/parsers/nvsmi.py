@@ -15,7 +15,7 @@ What is built (and what is assumed, recorded in ``topo.assumptions``):
 * NVLink speed: ``nvlink_gbps`` if given, else a guess from the NV# pattern (NV12 everywhere
   -> NVLink3, NV18 -> NVLink4, NV1/NV2 mesh -> NVLink2; all 25 GB/s per link per direction).
 * PCIe: a tree that reproduces every PCIe cell (GPU-GPU, GPU-NIC, NIC-NIC), see
-  :func:`topo_probe.parsers.link_matrix.add_pcie_tree_from_classes`; CPUs (NUMA nodes) from
+  :func:`topo_probe.parsers.pcie_classes.add_pcie_tree_from_classes`; CPUs (NUMA nodes) from
   the ``NUMA Affinity`` column, else from equal ``CPU Affinity`` strings.  Link speed is
   ``pcie_gbps`` if given, else a guess from the NVLink generation (Gen3 for NVLink2, Gen4
   for NVLink3 or no NVLink, Gen5 for NVLink4).
@@ -33,9 +33,10 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
-from topo_probe.model import P2PCapability, Topology
 from topo_probe.parsers import PCIE_LANE_GBPS
-from topo_probe.parsers.link_matrix import add_nvlinks, add_pcie_tree_from_classes
+from topo_probe.parsers.link_matrix import add_nvlinks
+from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
+from topo_probe.topology.model import P2PCapability, Topology
 
 __all__ = ["parse_nvsmi_topo", "parse_nvsmi_p2p", "apply_p2p", "P2P_CODES"]
 

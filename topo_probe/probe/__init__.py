@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import os
 
-from topo_probe.model import Topology
+from topo_probe.topology.model import Topology
 
 __all__ = ["probe_machine", "combine"]
 

@@ -31,12 +31,17 @@ from __future__ import annotations
 import importlib
 
 from topo_probe.errors import TopologyError
-from topo_probe.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US
-from topo_probe.model import P2PCapability, Topology
-from topo_probe.parsers import (PCIE_LANE_GBPS, normalize_bus_id, nvlink_gbps_for_name, nvlink_gbps_for_sm,
-                                sm_from_compute_capability)
-from topo_probe.parsers.link_matrix import add_pcie_tree_from_classes
+from topo_probe.machines.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US
+from topo_probe.parsers import (
+    PCIE_LANE_GBPS,
+    normalize_bus_id,
+    nvlink_gbps_for_name,
+    nvlink_gbps_for_sm,
+    sm_from_compute_capability,
+)
+from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
 from topo_probe.probe.sysfs import add_sysfs_tree, pci_numa_node
+from topo_probe.topology.model import P2PCapability, Topology
 
 __all__ = ["gather_nvml_records", "build_from_nvml_records", "probe_nvml", "LEVEL_CLASS"]
 

@@ -1,0 +1,1 @@
+"""Executors of lowered programs: host (NumPy), CuPy, Numba kernels and twins, reference, fake CUDA."""

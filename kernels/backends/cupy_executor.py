@@ -1,0 +1,371 @@
+"""CuPy backend: one GPU per rank, one stream per rank, events between dependent ops.
+
+The decisions live in :func:`plan_program`, plain Python that the CPU tests cover with the
+fake runtime of :mod:`kernels.backends.fake_device`:
+
+* **route** of each op: ``local`` (same GPU: a device copy / reduce kernel), ``peer`` (zero
+  copy: ``cudaMemcpyPeerAsync``, or the reduce kernel reading the peer's memory) when peer
+  access is allowed for that pair, else ``staged``: the source rank's stream copies into a
+  pinned, portable host buffer, records an event, and the destination rank's stream waits
+  for it, copies host -> device and reduces locally;
+* **stream**: an op runs on the stream of the rank it writes (a staged op's first half on the
+  source rank's stream);
+* **events**: an op waits for the completion event of each dependency (from
+  :mod:`kernels.program.lowering`) that ran on another stream, unless that stream already waited for
+  a later point of it; pinned staging areas are double-buffered by step and a staged copy
+  waits for the previous readers of its area.
+
+No device-wide synchronisation happens inside a collective: each rank's stream first waits
+for the caller's current stream on its GPU, and at the end every GPU's current stream waits
+for all the collective's streams (like NCCL on ``stream=current``).  Reading results on the
+host therefore needs a sync of the current stream (``cupy.ndarray.get()`` does it).
+
+``p2p="auto"`` uses peer access where the runtime's ``canAccessPeer`` (and the topology's
+:meth:`topo_probe.topology.model.Topology.p2p`, when given) allow it; ``"never"`` always stages.
+Enabling peer access happens once per pair; if it fails, the pair falls back to staging with
+a single warning and the result is still right.  The CUDA calls themselves go through
+:class:`~kernels.backends.cupy_runtime.CupyRuntime` (importable from here too).
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass, field
+from typing import Any, Callable, Sequence
+
+import numpy as np
+
+from kernels.backends.cupy_runtime import CupyRuntime
+from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
+from kernels.program.ops import Program, Region
+from topo_probe.errors import BufferLayoutError, DeviceUnavailable, UnsupportedCollective
+
+ROUTES = ("local", "peer", "staged")
+PINNED = "pinned"
+STAGE = "stage"
+
+
+@dataclass(frozen=True)
+class Cmd:
+    """One runtime command of a plan (kinds: enter, exit, wait, record, copy, reduce, scale,
+    d2h, h2d).  ``stream`` is the rank whose stream runs it; ``a``/``b`` are the sources."""
+
+    kind: str
+    stream: int
+    dst: Region | None = None
+    a: Region | None = None
+    b: Region | None = None
+    event: int = -1
+    op: int = -1
+    route: str = ""
+    events: tuple[int, ...] = ()
+
+
+@dataclass
+class Plan:
+    """Commands in issue order plus the resources they need."""
+
+    commands: list[Cmd]
+    routes: dict[int, str]
+    peer_pairs: set[tuple[int, int]]          # (accessing device, peer device)
+    pinned_elems: int
+    stage_elems: list[int]
+    num_events: int = 0
+    waits: int = field(default=0)
+
+
+def plan_routes(program: Program, device_of: Sequence[int], peer_ok: Callable[[int, int], bool]) -> dict[int, str]:
+    """Route of every op: local (same device or no remote read), peer or staged."""
+    routes = {}
+    for o in program.ops():
+        if not o.remote or device_of[o.src.rank] == device_of[o.rank]:
+            routes[o.id] = "local"
+        elif peer_ok(device_of[o.rank], device_of[o.src.rank]):
+            routes[o.id] = "peer"
+        else:
+            routes[o.id] = "staged"
+    return routes
+
+
+class _Emitter:
+    """Appends commands, tracks each stream's position and skips redundant event waits."""
+
+    def __init__(self, n: int):
+        self.cmds: list[Cmd] = [Cmd("enter", r) for r in range(n)]
+        self.pos = [0] * n
+        self.known: dict[tuple[int, int], int] = {}     # (stream, other) -> position waited for
+        self.events = 0
+        self.waits = 0
+
+    def work(self, c: Cmd) -> None:
+        self.cmds.append(c)
+        self.pos[c.stream] += 1
+
+    def record(self, stream: int) -> tuple[int, int, int]:
+        """Record an event after the stream's work so far: (event id, stream, position)."""
+        ev, self.events = self.events, self.events + 1
+        self.cmds.append(Cmd("record", stream, event=ev))
+        return ev, stream, self.pos[stream]
+
+    def wait_for(self, stream: int, mark: tuple[int, int, int]) -> None:
+        ev, s, p = mark
+        if s == stream or self.known.get((stream, s), -1) >= p:
+            return
+        self.cmds.append(Cmd("wait", stream, event=ev))
+        self.known[(stream, s)] = p
+        self.waits += 1
+
+
+def _emit_staged(em: _Emitter, o, pin: Region, done: dict, readers: list) -> None:
+    """Source stream: device -> pinned, event; destination stream: pinned -> device (+ reduce)."""
+    x, y = o.src.rank, o.rank
+    for d in o.src_deps:
+        em.wait_for(x, done[d])
+    for a, b, mark in readers:                  # earlier readers of this pinned area
+        if a < pin.stop and pin.start < b:
+            em.wait_for(x, mark)
+    em.work(Cmd("d2h", x, pin, o.src, op=o.id, route="staged"))
+    em.wait_for(y, em.record(x))
+    for d in o.dst_deps:
+        em.wait_for(y, done[d])
+    if o.kind == "copy":
+        em.work(Cmd("h2d", y, o.dst, pin, op=o.id, route="staged"))
+    else:
+        st = Region(y, STAGE, 0, o.dst.size)
+        em.work(Cmd("h2d", y, st, pin, op=o.id, route="staged"))
+        em.work(Cmd("reduce", y, o.dst, o.acc, st, op=o.id, route="staged"))
+    done[o.id] = em.record(y)
+    readers[:] = [r for r in readers if not (r[0] >= pin.start and r[1] <= pin.stop)]
+    readers.append((pin.start, pin.stop, done[o.id]))
+
+
+def plan_program(program: Program, device_of: Sequence[int], peer_ok: Callable[[int, int], bool]) -> Plan:
+    """Turn a lowered program into runtime commands (see module docstring).
+
+    ``peer_ok(dev, peer)`` says whether device ``dev`` may read ``peer``'s memory directly.
+    """
+    n = program.ranks
+    ops = list(program.ops())
+    routes = plan_routes(program, device_of, peer_ok)
+    by_id = {o.id: o for o in ops}
+    read_stream = {o.id: (o.src.rank if routes[o.id] == "staged" else o.rank) for o in ops}
+    needed = set()                              # ops whose completion another stream waits for
+    for o in ops:
+        needed.update(d for d in o.src_deps if by_id[d].rank != read_stream[o.id])
+        needed.update(d for d in o.dst_deps if by_id[d].rank != o.rank)
+    # pinned areas: per step, staged ops get disjoint areas; even/odd steps use two halves
+    half = max([sum(o.dst.size for o in step if routes[o.id] == "staged") for step in program.steps] + [0])
+    stage = [0] * n
+    for o in ops:
+        if routes[o.id] == "staged" and o.kind == "reduce":
+            stage[o.rank] = max(stage[o.rank], o.dst.size)
+    em = _Emitter(n)
+    done: dict[int, tuple[int, int, int]] = {}  # op id -> (event id or -1, stream, position)
+    readers: list = []
+    offsets: dict[int, int] = {}
+    for o in ops:
+        if routes[o.id] == "staged":
+            base = (o.step % 2) * half + offsets.get(o.step, 0)
+            offsets[o.step] = offsets.get(o.step, 0) + o.dst.size
+            _emit_staged(em, o, Region(-1, PINNED, base, base + o.dst.size), done, readers)
+            continue
+        y = o.rank
+        for d in o.deps:
+            em.wait_for(y, done[d])
+        em.work(Cmd(o.kind, y, o.dst, o.src if o.kind == "copy" else o.acc,
+                    o.src if o.kind == "reduce" else None, op=o.id, route=routes[o.id]))
+        done[o.id] = em.record(y) if o.id in needed else (-1, y, em.pos[y])
+    finals = tuple(em.record(s)[0] for s in range(n))
+    em.cmds += [Cmd("exit", r, events=finals) for r in range(n)]
+    pairs = {(device_of[o.rank], device_of[o.src.rank]) for o in ops if routes[o.id] == "peer"}
+    return Plan(em.cmds, routes, pairs, 2 * half, stage, em.events, em.waits)
+
+
+# ====================================================================== the layer
+class CupyLayer(DeviceLayer):
+    """Device layer over CuPy (or any object with :class:`CupyRuntime`'s methods).
+
+    Parameters
+    ----------
+    p2p : "auto" or "never"
+        Use peer access where allowed, or always stage through pinned host memory.
+    devices : sequence of int, optional
+        GPU of each rank (default: rank r on GPU r).  Several ranks may share a GPU.
+    topology : Topology, optional
+        When given, a pair also needs ``topology.p2p(src, dst).supported`` (GPU index = device id).
+    runtime : object, optional
+        The CUDA runtime wrapper (default :class:`CupyRuntime`, created on first use; tests pass
+        :class:`kernels.backends.fake_device.FakeRuntime`).
+    """
+
+    name = "cupy"
+
+    def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
+                 runtime: Any = None):
+        if p2p not in ("auto", "never"):
+            raise UnsupportedCollective(f"p2p must be 'auto' or 'never', got {p2p!r}")
+        self.p2p = p2p
+        self.devices = None if devices is None else [int(d) for d in devices]
+        self.topology = topology
+        self._runtime = runtime
+        self._peer_state: dict[tuple[int, int], bool] = {}
+        self._can: dict[tuple[int, int], bool] = {}
+        self._streams: dict[int, Any] = {}
+        self._pinned: np.ndarray | None = None
+        self._last_finals: list = []
+
+    # ------------------------------------------------------------------ setup
+    @property
+    def runtime(self) -> Any:
+        if self._runtime is None:
+            self._runtime = CupyRuntime()
+        return self._runtime
+
+    def device_of(self, ranks: int) -> list[int]:
+        """GPU of each rank for a collective of ``ranks`` ranks."""
+        devs = self.devices if self.devices is not None else list(range(ranks))
+        count = self.runtime.device_count()
+        if len(devs) < ranks or any(not 0 <= d < count for d in devs[:ranks]):
+            raise DeviceUnavailable(f"backend 'cupy': {ranks} ranks need devices {devs[:ranks]} but "
+                                    f"{count} GPU(s) are visible; pass devices=[...]")
+        return devs[:ranks]
+
+    def peer_allowed(self, dev: int, peer: int) -> bool:
+        """Whether ``dev`` may read ``peer``'s memory directly (before enabling is tried)."""
+        if dev == peer:
+            return True
+        if self.p2p == "never" or self._peer_state.get((dev, peer)) is False:
+            return False
+        if self.topology is not None and not self.topology.p2p(peer, dev).supported:
+            return False
+        if (dev, peer) not in self._can:
+            self._can[(dev, peer)] = bool(self.runtime.can_access_peer(dev, peer))
+        return self._can[(dev, peer)]
+
+    def plan(self, program: Program) -> Plan:
+        """Plan ``program``; enable peer access for new pairs once, re-planning around failures."""
+        devs = self.device_of(program.ranks)
+        plan = plan_program(program, devs, self.peer_allowed)
+        failed = []
+        for pair in sorted(plan.peer_pairs):
+            if pair in self._peer_state:
+                continue
+            try:
+                self.runtime.enable_peer_access(*pair)
+                self._peer_state[pair] = True
+            except Exception as exc:  # noqa: BLE001 - any failure means: stage this pair
+                self._peer_state[pair] = False
+                failed.append(f"GPU {pair[0]} -> GPU {pair[1]} ({type(exc).__name__}: {exc})")
+        if failed:
+            warnings.warn(f"cupy backend: enabling peer access failed for {'; '.join(failed)}; "
+                          f"staging those transfers through host memory", RuntimeWarning, stacklevel=3)
+            plan = plan_program(program, devs, self.peer_allowed)
+        return plan
+
+    # ------------------------------------------------------------------ DeviceLayer primitives
+    def check_array(self, arr: Any, what: str) -> None:
+        if not self.runtime.is_array(arr):
+            raise BufferLayoutError(f"{what} must be a device array of the cupy backend, got {type(arr).__name__}")
+
+    def allocate(self, rank: int, nelems: int, dtype: Any) -> Any:
+        dev = self.devices[rank] if self.devices is not None else rank
+        return self.runtime.alloc(dev, nelems, dtype)
+
+    def _stream(self, rank: int, dev: int) -> Any:
+        if (rank, dev) not in self._streams:
+            self._streams[(rank, dev)] = self.runtime.stream(dev)
+        return self._streams[(rank, dev)]
+
+    def _dev(self, rank: int) -> int:
+        return self.devices[rank] if self.devices is not None else rank
+
+    def copy(self, dst: Any, src: Any, stream: int) -> None:
+        rt = self.runtime
+        s = self._stream(stream, self._dev(stream))
+        if rt.device_of_array(dst) == rt.device_of_array(src):
+            rt.copy(dst, src, s)
+        else:
+            rt.copy_peer(dst, src, s)
+
+    def reduce_copy(self, dst: Any, a: Any, b: Any, op: str, stream: int) -> None:
+        self.runtime.reduce(dst, a, b, op, self._stream(stream, self._dev(stream)))
+
+    def scale(self, dst: Any, divisor: int, stream: int) -> None:
+        self.runtime.postdiv(dst, divisor, self._stream(stream, self._dev(stream)))
+
+    def record_event(self, stream: int) -> Any:
+        ev = self.runtime.event(self._dev(stream))
+        self.runtime.record(ev, self._stream(stream, self._dev(stream)))
+        return ev
+
+    def wait_event(self, stream: int, event: Any) -> None:
+        self.runtime.wait(self._stream(stream, self._dev(stream)), event)
+
+    def synchronize(self) -> None:
+        self.runtime.synchronize()
+
+    # ------------------------------------------------------------------ execution
+    def _pinned_area(self, nbytes: int) -> np.ndarray:
+        if self._pinned is None or self._pinned.size < nbytes:
+            self._pinned = self.runtime.alloc_pinned(max(nbytes, 1 << 20))
+        return self._pinned
+
+    def execute(self, program: Program, buffers: RankBuffers) -> None:
+        rt = self.runtime
+        devs = self.device_of(program.ranks)
+        for r, bufs in enumerate(buffers.bufs):
+            for name, arr in bufs.items():
+                if rt.device_of_array(arr) != devs[r]:
+                    raise BufferLayoutError(f"rank {r}: {name} buffer lives on GPU {rt.device_of_array(arr)}, "
+                                            f"rank {r} runs on GPU {devs[r]}")
+        plan = self.plan(program)
+        item = program.dtype.itemsize
+        pinned = self._pinned_area(plan.pinned_elems * item)[:plan.pinned_elems * item].view(program.dtype)
+        stage = [rt.alloc(devs[r], plan.stage_elems[r], program.dtype) if plan.stage_elems[r] else None
+                 for r in range(program.ranks)]
+        streams = [self._stream(r, devs[r]) for r in range(program.ranks)]
+
+        def view(reg: Region) -> Any:
+            if reg.buf == PINNED:
+                return pinned[reg.start:reg.stop]
+            if reg.buf == STAGE:
+                return stage[reg.rank][reg.start:reg.stop]
+            return buffers.view(reg)
+
+        events: dict[int, Any] = {}
+        binop = BINARY_OP[program.op]
+        finals = []
+        for c in plan.commands:
+            s = streams[c.stream]
+            k = c.kind
+            if k == "enter":
+                ev = rt.event(devs[c.stream])
+                rt.record(ev, rt.current_stream(devs[c.stream]))
+                rt.wait(s, ev)
+                for old in self._last_finals:
+                    rt.wait(s, old)
+            elif k == "record":
+                ev = rt.event(devs[c.stream])
+                rt.record(ev, s)
+                events[c.event] = ev
+            elif k == "wait":
+                rt.wait(s, events[c.event])
+            elif k == "copy":
+                (rt.copy_peer if c.route == "peer" else rt.copy)(view(c.dst), view(c.a), s)
+            elif k == "reduce":
+                rt.reduce(view(c.dst), view(c.a), view(c.b), binop, s)
+            elif k == "scale":
+                rt.postdiv(view(c.dst), program.ranks, s)
+            elif k == "d2h":
+                rt.d2h(view(c.dst), view(c.a), s)
+            elif k == "h2d":
+                rt.h2d(view(c.dst), view(c.a), s)
+            elif k == "exit":
+                cur = rt.current_stream(devs[c.stream])
+                finals = [events[e] for e in c.events]
+                for ev in finals:
+                    rt.wait(cur, ev)
+        self._last_finals = finals
+
+    def finish(self, program: Program, buffers: RankBuffers) -> None:
+        """Nothing: the caller's current streams already wait for the collective."""

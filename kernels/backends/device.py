@@ -1,0 +1,132 @@
+"""The device-layer interface every backend implements, and the generic op loop.
+
+A backend owns one memory space per rank (a GPU, or the host for the NumPy backends) and
+offers: ``allocate`` (scratch), ``copy`` (within a rank or between ranks), ``reduce_copy``
+(``dst = a op b``), ``scale`` (avg's division), ``record_event`` / ``wait_event`` (ordering
+between the per-rank streams) and ``synchronize``.  :meth:`DeviceLayer.execute` runs a
+:class:`kernels.program.lowering.Program` with those primitives: every op goes to the stream of the
+rank it writes, and waits on the event of each dependency that ran on another stream
+(skipping waits a stream already covered).  Backends may override ``execute`` wholesale (the
+host backend runs each step on a thread pool; the CuPy backend plans peer vs staged copies).
+
+Buffers reach a layer as :class:`RankBuffers`: for each rank the physical buffers named in
+``Program.bindings`` / ``Program.sizes`` as flat (1-D, contiguous) arrays.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from typing import Any
+
+from kernels.program.lowering import Op, Program, Region
+
+#: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end)
+BINARY_OP = {"sum": "sum", "avg": "sum", "prod": "prod", "max": "max", "min": "min"}
+
+
+class RankBuffers:
+    """Physical buffers of every rank: ``bufs[rank][name]`` with name input/output/scratch."""
+
+    def __init__(self, bufs: list[dict[str, Any]]):
+        self.bufs = bufs
+
+    def view(self, region: Region) -> Any:
+        """The slice of the array backing ``region``."""
+        return self.bufs[region.rank][region.buf][region.start:region.stop]
+
+    def __len__(self) -> int:
+        return len(self.bufs)
+
+
+class DeviceLayer(ABC):
+    """What an executor backend must provide (see module docstring).
+
+    ``stream`` arguments are rank numbers: a layer keeps one ordered stream per rank.
+    Events are opaque objects returned by :meth:`record_event`.
+    """
+
+    name = "device"
+
+    # ------------------------------------------------------------------ arrays
+    def check_array(self, arr: Any, what: str) -> None:
+        """Raise ``BufferLayoutError`` if ``arr`` cannot be used by this layer (default: accept)."""
+
+    def flat(self, arr: Any) -> Any:
+        """A 1-D view of a contiguous array (default: ``arr.reshape(-1)``)."""
+        return arr.reshape(-1)
+
+    @abstractmethod
+    def allocate(self, rank: int, nelems: int, dtype: Any) -> Any:
+        """A new uninitialised 1-D array of ``nelems`` elements in ``rank``'s memory."""
+
+    # ------------------------------------------------------------------ data movement
+    @abstractmethod
+    def copy(self, dst: Any, src: Any, stream: int) -> None:
+        """Enqueue ``dst[:] = src`` on ``stream``; ``src`` may live on another rank."""
+
+    @abstractmethod
+    def reduce_copy(self, dst: Any, a: Any, b: Any, op: str, stream: int) -> None:
+        """Enqueue ``dst[:] = a (op) b`` elementwise; op is sum/prod/max/min; ``b`` may be remote."""
+
+    @abstractmethod
+    def scale(self, dst: Any, divisor: int, stream: int) -> None:
+        """Enqueue ``dst[:] = dst / divisor`` (floats) or truncating division (integers)."""
+
+    # ------------------------------------------------------------------ ordering
+    @abstractmethod
+    def record_event(self, stream: int) -> Any:
+        """Record and return an event marking everything enqueued on ``stream`` so far."""
+
+    @abstractmethod
+    def wait_event(self, stream: int, event: Any) -> None:
+        """Make later work on ``stream`` wait until ``event`` has completed."""
+
+    @abstractmethod
+    def synchronize(self) -> None:
+        """Block the host until all enqueued work of every stream has finished."""
+
+    # ------------------------------------------------------------------ the op loop
+    def begin(self, program: Program, buffers: RankBuffers) -> None:
+        """Hook before the first op (e.g. order the streams after the caller's work)."""
+
+    def finish(self, program: Program, buffers: RankBuffers) -> None:
+        """Hook after the last op; the default blocks until everything is done."""
+        self.synchronize()
+
+    def run_op(self, op: Op, buffers: RankBuffers, reduce_op: str) -> None:
+        """Enqueue one op on its stream (dependencies are already waited for)."""
+        dst = buffers.view(op.dst)
+        if op.kind == "copy":
+            self.copy(dst, buffers.view(op.src), op.rank)
+        elif op.kind == "reduce":
+            self.reduce_copy(dst, buffers.view(op.acc), buffers.view(op.src), BINARY_OP[reduce_op], op.rank)
+        else:
+            self.scale(dst, program_ranks(buffers), op.rank)
+
+    def execute(self, program: Program, buffers: RankBuffers) -> None:
+        """Run every op of ``program`` in order, with events between dependent streams."""
+        self.begin(program, buffers)
+        ops = list(program.ops())
+        stream_of = {o.id: o.rank for o in ops}
+        needed = {d for o in ops for d in o.deps if stream_of[d] != o.rank}
+        pos: dict[int, int] = {}              # op id -> position on its stream
+        events: dict[int, Any] = {}           # op id -> event recorded right after it
+        seen: dict[tuple[int, int], int] = {}  # (stream, other stream) -> position waited for
+        count = [0] * program.ranks
+        for o in ops:
+            for d in o.deps:
+                s = stream_of[d]
+                if s != o.rank and seen.get((o.rank, s), -1) < pos[d]:
+                    self.wait_event(o.rank, events[d])
+                    seen[(o.rank, s)] = pos[d]
+            self.run_op(o, buffers, program.op)
+            pos[o.id] = count[o.rank]
+            count[o.rank] += 1
+            if o.id in needed:
+                events[o.id] = self.record_event(o.rank)
+        self.finish(program, buffers)
+
+
+def program_ranks(buffers: RankBuffers) -> int:
+    """Number of ranks (the avg divisor)."""
+    return len(buffers)

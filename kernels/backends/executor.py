@@ -1,0 +1,209 @@
+"""Run any schedule on real buffers: ``run_schedule(schedule, sendbufs, recvbufs, ...)``.
+
+One array per rank, laid out as :mod:`synth.ir.collectives` says (``count`` = elements of one
+block is taken from the sizes).  Rooted collectives accept ``None`` where a rank has no such
+buffer (gather/reduce receive buffers off the root, broadcast/scatter send buffers off the
+root); buffers a rank does not use are ignored.  In-place calls alias like NCCL: allgather's
+(and gather's, at the root) send buffer is block ``rank`` of that rank's receive buffer;
+reducescatter's (and scatter's, at the root) receive buffer is block ``rank`` of the send
+buffer; the others pass the same array twice.  In-place is detected from the arrays; any
+other overlap is an error.  Out-of-place, send buffers are never written.
+
+Reduction ops (combining collectives; ignored by the others): ``sum``, ``prod``, ``max``,
+``min`` and ``avg``.  ``avg`` sums, then divides on the receiving ranks once at the end:
+floats use true division (NCCL pre-multiplies each input by 1/n instead, which differs only
+by rounding), integers truncate toward zero (NCCL's ``FuncSumPostDiv``: C division of the
+wrapped sum).  Integer sums and products wrap like C / NCCL.
+
+Backends: ``"reference"`` (:mod:`kernels.backends.reference`, the ground truth), ``"host"`` (NumPy,
+threads; :mod:`kernels.backends.host`), ``"cupy"`` (one GPU per rank; :mod:`kernels.backends.cupy_executor`,
+``p2p="auto"`` uses peer copies where possible, ``"never"`` stages through pinned host
+memory), or any :class:`kernels.backends.device.DeviceLayer` instance.
+
+>>> import numpy as np
+>>> from synth.ir.schedule import Schedule, Step, Transfer
+>>> ring = Schedule("allgather", 3, 1, tuple(Step(1, tuple(Transfer((r - s) % 3, r, (r + 1) % 3)
+...                 for r in range(3))) for s in range(2)))
+>>> send = [np.full(2, r, np.int64) for r in range(3)]
+>>> recv = [np.zeros(6, np.int64) for _ in range(3)]
+>>> run_schedule(ring, send, recv)[2].tolist()
+[0, 0, 1, 1, 2, 2]
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import numpy as np
+
+from kernels.backends.device import DeviceLayer, RankBuffers
+from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Program, has_input, has_output, lower
+from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
+from synth.ir.schedule import Schedule
+from topo_probe.errors import BufferLayoutError, UnsupportedCollective
+
+BACKENDS = ("host", "reference", "cupy")
+P2P_MODES = ("auto", "never")
+_CACHE: "OrderedDict[tuple, Program]" = OrderedDict()
+_CACHE_SIZE = 128
+_LAYERS: dict[tuple, DeviceLayer] = {}
+
+
+def program_for(schedule: Schedule, count: int, dtype: Any, *, inplace: bool = False,
+                op: str = "sum") -> Program:
+    """:func:`kernels.program.lowering.lower` with a small LRU cache (schedules are hashable)."""
+    key = (schedule, int(count), np.dtype(dtype).str, bool(inplace), op)
+    prog = _CACHE.get(key)
+    if prog is None:
+        prog = lower(schedule, count, dtype, inplace=inplace, op=op)
+        _CACHE[key] = prog
+        if len(_CACHE) > _CACHE_SIZE:
+            _CACHE.popitem(last=False)
+    else:
+        _CACHE.move_to_end(key)
+    return prog
+
+
+def _span(arr: Any) -> tuple[int, int]:
+    iface = getattr(arr, "__cuda_array_interface__", None) or getattr(arr, "__array_interface__", None)
+    if iface is None:
+        raise BufferLayoutError(f"buffer of type {type(arr).__name__} exposes no array interface")
+    ptr = iface["data"][0]
+    return ptr, ptr + arr.size * arr.dtype.itemsize
+
+
+def _inplace_rank(spec: CollectiveSpec, r: int, send: Any, recv: Any, count: int) -> bool:
+    """Whether rank r's buffers alias as NCCL in-place; raise on any other overlap."""
+    (s0, s1), (r0, r1) = _span(send), _span(recv)
+    if s1 <= r0 or r1 <= s0 or send.size == 0 or recv.size == 0:
+        return False
+    item = send.dtype.itemsize
+    if spec.name in ("allgather", "gather"):
+        ok = s0 == r0 + r * count * item and s1 == s0 + count * item
+        rule = f"sendbuf must be block {r} of recvbuf"
+    elif spec.name in ("reducescatter", "scatter"):
+        ok = r0 == s0 + r * count * item and r1 == r0 + count * item
+        rule = f"recvbuf must be block {r} of sendbuf"
+    else:
+        ok = (s0, s1) == (r0, r1)
+        rule = "sendbuf and recvbuf must be the same array"
+    if not ok:
+        raise BufferLayoutError(f"rank {r}: sendbuf and recvbuf overlap but not as NCCL's in-place "
+                                f"{spec.name} ({rule})")
+    return True
+
+
+def bind_buffers(spec: CollectiveSpec, sendbufs: Sequence, recvbufs: Sequence,
+                 layer: DeviceLayer | None = None) -> tuple[int, np.dtype, bool, list, list]:
+    """Check the user's buffers; return (count, dtype, inplace, flat sends, flat recvs).
+
+    Unused buffers come back as None.  Raises BufferLayoutError naming the rank and rule.
+    """
+    n = spec.ranks
+    for what, bufs in (("sendbufs", sendbufs), ("recvbufs", recvbufs)):
+        if bufs is None or len(bufs) != n:
+            got = "None" if bufs is None else f"{len(bufs)} entries"
+            raise BufferLayoutError(f"{what}: need one entry per rank ({n}), got {got}")
+    sends, recvs, dtype, count = [None] * n, [None] * n, None, None
+    for r in range(n):
+        for what, bufs, needed, blocks, out in (
+                ("sendbuf", sendbufs, has_input(spec, r), spec.input_blocks(), sends),
+                ("recvbuf", recvbufs, has_output(spec, r), spec.output_blocks(), recvs)):
+            arr = bufs[r]
+            if not needed:
+                continue
+            if arr is None:
+                raise BufferLayoutError(f"rank {r}: {what} is None but {spec.name} needs one on this rank")
+            if layer is not None:
+                layer.check_array(arr, f"rank {r}: {what}")
+            elif not isinstance(arr, np.ndarray):
+                raise BufferLayoutError(f"rank {r}: {what} must be a numpy.ndarray, got {type(arr).__name__}")
+            if not arr.flags.c_contiguous:
+                raise BufferLayoutError(f"rank {r}: {what} must be C-contiguous")
+            if dtype is None:
+                dtype = arr.dtype
+            elif arr.dtype != dtype:
+                raise BufferLayoutError(f"rank {r}: {what} has dtype {arr.dtype}, other buffers {dtype}")
+            if arr.size % blocks:
+                raise BufferLayoutError(f"rank {r}: {what} has {arr.size} elements, not a multiple of the "
+                                        f"{blocks} blocks {spec.name} puts there")
+            c = arr.size // blocks
+            if count is None:
+                count = c
+            elif c != count:
+                raise BufferLayoutError(f"rank {r}: {what} holds {blocks} block(s) of {c} elements; "
+                                        f"other buffers give count={count}")
+            out[r] = arr.reshape(-1) if layer is None else layer.flat(arr)
+    flags = {r: _inplace_rank(spec, r, sends[r], recvs[r], count)
+             for r in range(n) if sends[r] is not None and recvs[r] is not None}
+    if len(set(flags.values())) > 1:
+        bad = sorted(r for r, f in flags.items() if not f)
+        raise BufferLayoutError(f"ranks {bad}: buffers are out-of-place while other ranks run in-place; "
+                                f"all ranks must agree")
+    return count, np.dtype(dtype), any(flags.values()), sends, recvs
+
+
+def _layer(backend: Any, p2p: str) -> DeviceLayer | None:
+    if p2p not in P2P_MODES:
+        raise UnsupportedCollective(f"p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}")
+    if isinstance(backend, DeviceLayer):
+        return backend
+    if backend == "reference":
+        return None
+    key = (backend, p2p)
+    if key not in _LAYERS:
+        if backend == "host":
+            from kernels.backends.host import HostLayer
+            _LAYERS[key] = HostLayer()
+        elif backend == "cupy":
+            from kernels.backends.cupy_executor import CupyLayer
+            _LAYERS[key] = CupyLayer(p2p=p2p)
+        else:
+            raise UnsupportedCollective(f"backend must be one of {', '.join(BACKENDS)} or a DeviceLayer, "
+                                        f"got {backend!r}")
+    return _LAYERS[key]
+
+
+def run_schedule(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, op: str = "sum",
+                 backend: Any = "host", p2p: str = "auto") -> Sequence:
+    """Run ``schedule`` on one buffer per rank and return ``recvbufs`` (see module docstring).
+
+    Parameters
+    ----------
+    schedule : Schedule
+        Any schedule implementing its collective (checked: holdings and contributions).
+    sendbufs, recvbufs : sequence of arrays (or None where unused), one per rank
+    op : str
+        sum, prod, max, min or avg (combining collectives only).
+    backend : "host", "reference", "cupy" or DeviceLayer
+    p2p : "auto" or "never"
+        For ``backend="cupy"``: whether peer copies may be used.
+
+    Raises
+    ------
+    BufferLayoutError, UnsupportedCollective, ScheduleInvalid, DeviceUnavailable
+    """
+    if op not in REDUCE_OPS:
+        raise UnsupportedCollective(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+    layer = _layer(backend, p2p)
+    spec = schedule.spec
+    count, dtype, inplace, sends, recvs = bind_buffers(spec, sendbufs, recvbufs, layer)
+    if layer is None:
+        from kernels.backends.reference import run_reference
+        run_reference(schedule, sends, recvs, op=op)
+        return recvbufs
+    program = program_for(schedule, count, dtype, inplace=inplace, op=op)
+    bufs = []
+    for r in range(spec.ranks):
+        user = {"send": sends[r], "recv": recvs[r]}
+        d = {name: user[which] for name, which in program.bindings[r].items()}
+        if SCRATCH in program.sizes[r]:
+            d[SCRATCH] = layer.allocate(r, program.sizes[r][SCRATCH], dtype)
+        bufs.append(d)
+    if program.num_ops:
+        layer.execute(program, RankBuffers(bufs))
+    return recvbufs
+
+
+__all__ = ["run_schedule", "program_for", "bind_buffers", "BACKENDS", "P2P_MODES", "INPUT", "OUTPUT"]

@@ -1,0 +1,116 @@
+"""NumPy twins of the CUDA kernels of :mod:`kernels.backends.numba_kernels` (reduce-copy, avg division,
+compression casts).
+
+The host backend and the fake device run these; tests check every CUDA kernel against its
+twin bit for bit.  :func:`reduce_copy_with` and :func:`postdiv_with` take the array module
+(``numpy``, ``cupy`` or a stand-in with the same functions), so the CuPy runtime and the MPI
+buffer layers share one definition of each op (see :data:`UFUNC_NAMES`).  bfloat16 and
+float8 e4m3 come from ``ml_dtypes`` (imported on first use).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from topo_probe.errors import UnsupportedCollective
+
+E4M3_MAX = 448.0
+#: reduction op -> name of the ufunc that applies it (avg reduces with sum, then divides)
+UFUNC_NAMES = {"sum": "add", "avg": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}
+
+
+def _bf16():
+    import ml_dtypes
+    return ml_dtypes.bfloat16
+
+
+def _e4m3():
+    import ml_dtypes
+    return ml_dtypes.float8_e4m3fn
+
+
+def reduce_copy_with(xp, dst, a, b, op: str) -> None:
+    """``dst[:] = a (op) b`` with array module ``xp`` (``dst`` may alias ``a``).
+
+    >>> d = np.zeros(2, np.int32)
+    >>> reduce_copy_with(np, d, np.array([1, 5], np.int32), np.array([4, 2], np.int32), "max"); d
+    array([4, 5], dtype=int32)
+    """
+    try:
+        name = UFUNC_NAMES[op]
+    except KeyError:
+        raise UnsupportedCollective(f"reduce op must be one of sum, prod, max, min, avg; got {op!r}") from None
+    getattr(xp, name)(a, b, out=dst)
+
+
+def postdiv_with(xp, x, n: int) -> None:
+    """avg's final division in place with array module ``xp``: ``x / n`` for floats,
+    truncation toward zero for integers (NCCL's ``FuncSumPostDiv``)."""
+    if x.dtype.kind in "iu":
+        q = xp.floor_divide(x, n)
+        if x.dtype.kind == "i":
+            q += ((x < 0) & (q * n != x)).astype(x.dtype)
+        x[...] = q
+    else:
+        xp.divide(x, x.dtype.type(n), out=x)
+
+
+def reduce_copy_host(dst: np.ndarray, a: np.ndarray, b: np.ndarray, op: str) -> None:
+    """``dst[:] = a (op) b`` in place (``dst`` may alias ``a``); op sum/prod/max/min/avg(=sum).
+
+    >>> d = np.zeros(3, np.int8); reduce_copy_host(d, np.array([1, 2, 100], np.int8), np.array([3, 4, 100], np.int8), "sum"); d
+    array([  4,   6, -56], dtype=int8)
+    """
+    reduce_copy_with(np, dst, a, b, op)
+
+
+def postdiv_host(x: np.ndarray, n: int) -> None:
+    """avg's final division in place: ``x / n`` for floats, truncation toward zero for integers.
+
+    >>> v = np.array([7, -7, 6], np.int32); postdiv_host(v, 2); v
+    array([ 3, -3,  3], dtype=int32)
+    """
+    postdiv_with(np, x, n)
+
+
+def f32_to_f16_host(x: np.ndarray) -> np.ndarray:
+    """float32 -> float16 (round to nearest even)."""
+    return np.asarray(x, np.float32).astype(np.float16)
+
+
+def f32_to_bf16_host(x: np.ndarray) -> np.ndarray:
+    """float32 -> bfloat16 bit patterns (uint16), round to nearest even."""
+    return np.asarray(x, np.float32).astype(_bf16()).view(np.uint16)
+
+
+def bf16_to_f32_host(bits: np.ndarray) -> np.ndarray:
+    """bfloat16 bit patterns (uint16) -> float32 (exact)."""
+    return np.asarray(bits, np.uint16).view(_bf16()).astype(np.float32)
+
+
+def e4m3_scales_host(x: np.ndarray, chunk: int) -> np.ndarray:
+    """One float32 scale per ``chunk`` elements: max|x| / 448, or 1.0 for an all-zero chunk."""
+    x = np.asarray(x, np.float32)
+    if chunk < 1:
+        raise UnsupportedCollective(f"quantization chunk must be >= 1 element, got {chunk}")
+    if x.size == 0:
+        return np.zeros(0, np.float32)
+    amax = np.maximum.reduceat(np.abs(x), np.arange(0, x.size, chunk))
+    scale = amax / np.float32(E4M3_MAX)
+    return np.where(amax > 0, scale, np.float32(1.0)).astype(np.float32)
+
+
+def quantize_e4m3_host(x: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
+    """float32 -> (float8 e4m3fn bit patterns as uint8, per-chunk float32 scales)."""
+    x = np.asarray(x, np.float32)
+    scales = e4m3_scales_host(x, chunk)
+    full = np.repeat(scales, chunk)[:x.size]
+    v = np.clip(x / full, -E4M3_MAX, E4M3_MAX)
+    return v.astype(_e4m3()).view(np.uint8), scales
+
+
+def dequantize_e4m3_host(q: np.ndarray, scales: np.ndarray, chunk: int) -> np.ndarray:
+    """(uint8 e4m3fn bit patterns, per-chunk scales) -> float32."""
+    q = np.asarray(q, np.uint8)
+    full = np.repeat(np.asarray(scales, np.float32), chunk)[:q.size]
+    return q.view(_e4m3()).astype(np.float32) * full

@@ -1,0 +1,108 @@
+"""Reference executor: the ground truth, written to be obviously right rather than fast.
+
+It follows the schedule semantics of :mod:`synth.ir.schedule` literally and shares no code with
+the lowering: the state is a dict ``(rank, chunk) -> NumPy array`` (plus the set of ranks
+whose contributions a partial holds).  All inputs are copied into the state first, so
+in-place aliasing cannot matter; each step builds the new state from the state at its start
+(several reduces into one chunk of one rank in a step combine in listed order); at the end
+every post rank's value is written to its output position, and ``avg`` divides by n
+(truncating toward zero for integers, like NCCL).
+
+>>> import numpy as np
+>>> from synth.ir.schedule import Schedule, Step, Transfer
+>>> s = Schedule("allreduce", 2, 1, (Step(1, (Transfer(0, 1, 0, "reduce"), Transfer(1, 0, 1, "reduce"))),
+...                                   Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0)))))
+>>> send = [np.array([1, 2], np.int32), np.array([10, 20], np.int32)]
+>>> recv = [np.zeros(2, np.int32), np.zeros(2, np.int32)]
+>>> run_reference(s, send, recv, op="sum")[1]
+array([11, 22], dtype=int32)
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from synth.ir.collectives import REDUCE_OPS, element_range
+from synth.ir.schedule import Schedule
+from topo_probe.errors import ScheduleInvalid, UnsupportedCollective
+
+_COMBINE = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+
+
+def _divide(x: np.ndarray, n: int) -> np.ndarray:
+    if x.dtype.kind in "iu":
+        q = np.abs(x.astype(np.int64) if x.dtype.kind == "i" else x) // n
+        return np.where(x < 0, -q, q).astype(x.dtype)
+    return (x / x.dtype.type(n)).astype(x.dtype)
+
+
+def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
+    """Run ``schedule`` on NumPy arrays, one per rank (see module docstring); returns ``recvbufs``.
+
+    ``sendbufs[r]`` / ``recvbufs[r]`` follow :mod:`synth.ir.collectives` (None where the
+    collective gives rank r no such buffer); ``count`` is taken from the buffer sizes.
+
+    Raises
+    ------
+    ScheduleInvalid
+        A rank sends or reduces a chunk it does not hold, combines a contribution twice, or
+        ends without the complete chunk it must hold.
+    """
+    spec = schedule.spec
+    n = spec.ranks
+    if op not in REDUCE_OPS:
+        raise UnsupportedCollective(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+    count = None
+    for bufs, blocks in ((recvbufs, spec.output_blocks()), (sendbufs, spec.input_blocks())):
+        for b in bufs:
+            if b is not None and count is None:
+                count = np.asarray(b).size // blocks
+    chunks = spec.chunks()
+    value: dict[tuple[int, int], np.ndarray] = {}
+    owners: dict[tuple[int, int], frozenset] = {}
+    for c in chunks:
+        for r in c.pre:
+            a, b = element_range(spec, count, spec.input_position(c.id, r))
+            value[(r, c.id)] = np.array(np.asarray(sendbufs[r]).reshape(-1)[a:b], copy=True)
+            owners[(r, c.id)] = frozenset([r])
+    name = schedule.name or spec.name
+    for t, step in enumerate(schedule.steps):
+        new_value, new_owners = dict(value), dict(owners)
+        for i, tr in enumerate(step.transfers):
+            key_src, key_dst = (tr.src, tr.chunk), (tr.dst, tr.chunk)
+            if key_src not in value:
+                raise ScheduleInvalid(f"schedule {name!r}: step {t} transfer {i}: rank {tr.src} sends chunk "
+                                      f"{tr.chunk} but does not hold it", rule="not-held", step=t,
+                                      transfer=i, rank=tr.src, chunk=tr.chunk)
+            if tr.op == "copy":
+                new_value[key_dst] = value[key_src].copy()
+                new_owners[key_dst] = owners[key_src]
+                continue
+            if key_dst not in new_value:
+                raise ScheduleInvalid(f"schedule {name!r}: step {t} transfer {i}: rank {tr.dst} reduces chunk "
+                                      f"{tr.chunk} but holds no partial of it", rule="reduce-into-empty",
+                                      step=t, transfer=i, rank=tr.dst, chunk=tr.chunk)
+            both = new_owners[key_dst] & owners[key_src]
+            if spec.combining and both:
+                raise ScheduleInvalid(f"schedule {name!r}: step {t} transfer {i}: reduce of chunk {tr.chunk} "
+                                      f"into rank {tr.dst} counts rank(s) {sorted(both)} twice",
+                                      rule="double-count", step=t, transfer=i, rank=tr.dst, chunk=tr.chunk)
+            new_value[key_dst] = _COMBINE[op](new_value[key_dst], value[key_src])
+            new_owners[key_dst] = new_owners[key_dst] | owners[key_src]
+        value, owners = new_value, new_owners
+    for c in chunks:
+        for r in c.post:
+            if (r, c.id) not in value:
+                raise ScheduleInvalid(f"schedule {name!r}: after the last step: rank {r} does not hold chunk "
+                                      f"{c.id} (it is in the chunk's post)", rule="postcondition", rank=r, chunk=c.id)
+            if spec.combining and owners[(r, c.id)] != frozenset(c.pre):
+                raise ScheduleInvalid(f"schedule {name!r}: after the last step: rank {r} ends with chunk {c.id} "
+                                      f"missing the contribution(s) of rank(s) "
+                                      f"{sorted(set(c.pre) - owners[(r, c.id)])}", rule="postcondition",
+                                      rank=r, chunk=c.id)
+            result = value[(r, c.id)]
+            if op == "avg" and spec.combining:
+                result = _divide(result, n)
+            a, b = element_range(spec, count, spec.output_position(c.id, r))
+            recvbufs[r].reshape(-1)[a:b] = result
+    return recvbufs

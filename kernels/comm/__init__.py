@@ -1,0 +1,1 @@
+"""The one-process Communicator (one array per rank): checks, send/recv, fusion, compression."""

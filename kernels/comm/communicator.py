@@ -1,0 +1,293 @@
+"""A drop-in collective Communicator for one process holding every rank's buffer.
+
+Method names and arguments follow ``cupyx.distributed`` / ``cupy.cuda.nccl`` (``all_reduce(in,
+out, op='sum', stream=None)``...) except that every buffer argument is a **list with one array
+per rank** (NumPy arrays: host backend; CuPy arrays: one per GPU).  Arrays are flat buffers as
+in NCCL: any shape, C-contiguous outputs, ``count`` elements per *block* (see
+:mod:`synth.ir.collectives`).  In-place calls pass the same array as input and output (or the
+NCCL alias views: all_gather's input = block r of rank r's output, ...).
+
+``count`` (elements of one block) defaults to: in size (all_reduce, all_gather, reduce,
+gather, broadcast), out size (reduce_scatter, scatter), in size / n (all_to_all, and the
+one-buffer in-place forms of all_gather / reduce_scatter / gather / scatter).  Larger
+buffers are fine (the first elements are used); smaller ones raise.  Rooted collectives
+take ``None`` (or any array, ignored as NCCL ignores it) for buffers off the root.  Inputs
+that overlap their output other than as NCCL's in-place layout, or in-place ranks mixed
+with out-of-place ones, are copied first so the result is always the out-of-place one.
+
+Schedule choice (:class:`synth.plan.selector.ScheduleSelector`, shared with the MPI
+communicator and the sweep): a collective of S bytes (nccl-tests size: max of send and receive
+buffer bytes) runs the schedule of the plan entry covering S (and the root); without a plan or
+an entry it runs the fastest applicable baseline at that size by the cost model (as NCCL's
+tuning picks ring or tree) and warns once per collective and baseline.  Every schedule is
+verified against the fabric before its first use and cached.
+
+Argument validation and buffer preparation live in :mod:`kernels.comm.validation`,
+send / recv pairing in :mod:`kernels.comm.p2p`.
+
+Example
+-------
+>>> import numpy as np
+>>> comm = Communicator(4, plan=False)
+>>> xs = [np.full(5, r, np.float32) for r in range(4)]
+>>> ys = [np.empty(5, np.float32) for _ in range(4)]
+>>> comm.all_reduce(xs, ys, op="sum")[3].tolist()
+[6.0, 6.0, 6.0, 6.0, 6.0]
+"""
+
+from __future__ import annotations
+
+import functools
+import warnings
+from collections import deque
+
+import numpy as np
+
+from kernels.comm import p2p as _p2p
+from kernels.comm.validation import (
+    _inplace_count,
+    _is_cupy,
+    _is_list,
+    _ptr,
+    _size,
+    check_list,
+    check_op,
+    check_root,
+    prepare,
+)
+from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
+from synth.ir.schedule import Schedule
+from synth.plan.selector import ScheduleSelector
+from topo_probe.topology.model import Topology
+
+
+def resolve_topology(topology, n: int | None) -> Topology:
+    """A Topology from a Topology, preset name or file path; None: ``fully_connected(n)``."""
+    if isinstance(topology, Topology):
+        return topology
+    if topology is None:
+        from topo_probe.machines.generators import fully_connected
+        return fully_connected(n)
+    from topo_probe.load import load_topology
+    return load_topology(str(topology))
+
+
+def nccl_bytes(collective: str, count: int, itemsize: int, n: int) -> int:
+    """nccl-tests message size: max(send, recv) buffer bytes for blocks of ``count`` elements.
+
+    >>> nccl_bytes("allgather", 10, 4, 8), nccl_bytes("allreduce", 10, 4, 8)
+    (320, 40)
+    """
+    return _max_blocks(canonical(collective), n) * count * itemsize
+
+
+@functools.lru_cache(maxsize=256)
+def _max_blocks(name: str, n: int) -> int:
+    spec = CollectiveSpec(name, n, 1, 0 if name in ROOTED else None)
+    return max(spec.input_blocks(), spec.output_blocks())
+
+
+class Communicator:
+    """Collectives over ``n`` ranks held by this process (see module docstring).
+
+    Parameters
+    ----------
+    devices_or_nranks : int or sequence of int
+        Number of ranks, or the CUDA device of each rank (rank r uses ``devices[r]``).
+    topology : Topology, str or path, optional
+        The machine (preset name or file accepted); default ``fully_connected(n)``.
+    plan : Plan, path, results folder, "auto", None or False
+        Size-based schedule plan (:func:`synth.plan.selector.find_plan`): a plan or plan.json
+        must match the topology; a folder, None or "auto" (``$TOPOCOLL_RESULTS``, else
+        ``results``) is searched for the plan of the topology's fingerprint; False: baselines only.
+    backend : "auto", "host", "reference", "cupy" or a DeviceLayer
+        Executor backend; "auto" picks host for NumPy and cupy for CuPy arrays.
+    p2p : str
+        Passed to :func:`kernels.backends.executor.run_schedule`.
+
+    Notes
+    -----
+    ``stream`` arguments exist for signature compatibility with cupyx and are ignored (the
+    executor orders its own work).  ``send``/``recv`` take the calling rank as ``rank=``
+    because one process holds every rank; see :meth:`send`.
+    """
+
+    def __init__(self, devices_or_nranks, *, topology=None, plan=None, backend="auto", p2p="auto") -> None:
+        if isinstance(devices_or_nranks, (int, np.integer)):
+            n, self.devices = int(devices_or_nranks), None
+        else:
+            self.devices = [int(d) for d in devices_or_nranks]
+            n = len(self.devices)
+        if n < 1:
+            raise ValueError(f"Communicator: need at least 1 rank, got {devices_or_nranks!r}")
+        if self.devices is not None and topology is None and n > 1:
+            topology = _probe(self.devices)
+        self.topology = resolve_topology(topology, n) if (topology is not None or n > 1) else None
+        if self.topology is not None and self.topology.num_gpus != n:
+            raise ValueError(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
+                             f"GPUs but {n} ranks were asked for")
+        self.size = n
+        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator", stacklevel=6)
+                         if self.topology is not None else None)
+        self.plan = self.selector.plan if self.selector is not None else None
+        self.backend, self.p2p = backend, p2p
+        self._sends: dict[tuple[int, int], deque] = {}
+        self._recvs: dict[tuple[int, int], deque] = {}
+
+    def __repr__(self) -> str:
+        name = self.topology.name if self.topology is not None else "single"
+        return f"Communicator({self.size} ranks, topology={name!r}, plan={'yes' if self.plan else 'no'})"
+
+    # ------------------------------------------------------------------ schedules
+    @property
+    def fabric(self):
+        return self.selector.fabric
+
+    def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
+        """The verified schedule run for ``collective`` of ``nbytes`` (nccl-tests size) and root
+        (:class:`synth.plan.selector.ScheduleSelector`)."""
+        return self.selector.schedule_for(collective, nbytes, root)
+
+    def _run(self, name: str, sends: list, recvs: list, count: int, *, root=None, op="sum"):
+        check_op(name, op)
+        ref = next(a for a in sends + recvs if a is not None)
+        if count == 0:
+            return recvs
+        if self.size == 1:
+            return _single_rank(name, sends, recvs, op)
+        sched = self.schedule_for(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root)
+        backend = self.backend
+        if backend == "auto":
+            backend = "cupy" if _is_cupy(ref) else "host"
+        from kernels.backends.executor import run_schedule
+        return run_schedule(sched, sends, recvs, op=op, backend=backend, p2p=self.p2p)
+
+    # ------------------------------------------------------------------ validation
+    def _check_list(self, what: str, role: str, arrays, need: set[int], same: list[bool]) -> list:
+        """:func:`kernels.comm.validation.check_list` for this communicator's ranks and devices."""
+        return check_list(what, role, arrays, need, same, size=self.size, devices=self.devices)
+
+    def _prepare(self, what, name, ins, outs, count, root=None, in_need=None, out_need=None):
+        """:func:`kernels.comm.validation.prepare` (validation, flat views, NCCL in-place aliasing)."""
+        return prepare(what, name, ins, outs, count, root, in_need, out_need, size=self.size, devices=self.devices)
+
+    # ------------------------------------------------------------------ collectives
+    def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
+        """``out[r] = op over ranks of in[*]`` (count = in size). ``stream`` is accepted and ignored."""
+        count = _size(in_arrays)
+        s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count)
+        self._run("allreduce", s, d, count, op=op)
+        return out_arrays
+
+    def all_gather(self, in_arrays, out_arrays, count: int | None = None, stream=None) -> list:
+        """Block r of every ``out`` is rank r's input (``count`` elements, default in size)."""
+        if count is None:
+            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(in_arrays)
+        s, d = self._prepare("all_gather", "allgather", in_arrays, out_arrays, count)
+        self._run("allgather", s, d, count)
+        return out_arrays
+
+    def reduce_scatter(self, in_arrays, out_arrays, count: int | None = None, op: str = "sum",
+                       stream=None) -> list:
+        """``out[r]`` = reduction of block r of every input (``count`` = out size by default)."""
+        if count is None:
+            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(out_arrays)
+        s, d = self._prepare("reduce_scatter", "reducescatter", in_arrays, out_arrays, count)
+        self._run("reducescatter", s, d, count, op=op)
+        return out_arrays
+
+    def broadcast(self, in_out_arrays, root: int = 0, stream=None) -> list:
+        """Copy rank ``root``'s buffer into every rank's (in place)."""
+        root = self._root("broadcast", root)
+        count = _size(in_out_arrays)
+        s, d = self._prepare("broadcast", "broadcast", in_out_arrays, in_out_arrays, count, root)
+        self._run("broadcast", s, d, count, root=root)
+        return in_out_arrays
+
+    def reduce(self, in_arrays, out_arrays, root: int = 0, op: str = "sum", stream=None) -> list:
+        """``out[root]`` = reduction of all inputs; other outputs may be None (untouched)."""
+        root = self._root("reduce", root)
+        count = _size(in_arrays)
+        s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root})
+        self._run("reduce", s, d, count, root=root, op=op)
+        return out_arrays
+
+    def gather(self, in_arrays, out_arrays, root: int = 0, stream=None) -> list:
+        """Block r of ``out[root]`` is rank r's input; other outputs may be None."""
+        root = self._root("gather", root)
+        count = _size(in_arrays)
+        if _is_list(out_arrays) and len(out_arrays) == self.size and out_arrays[root] is in_arrays[root]:
+            count = in_arrays[root].size // self.size
+        s, d = self._prepare("gather", "gather", in_arrays, out_arrays, count, root, out_need={root})
+        self._run("gather", s, d, count, root=root)
+        return out_arrays
+
+    def scatter(self, in_arrays, out_arrays, root: int = 0, stream=None) -> list:
+        """``out[r]`` = block r of ``in[root]`` (count = out size); other inputs may be None."""
+        root = self._root("scatter", root)
+        count = _size(out_arrays)
+        if _is_list(in_arrays) and len(in_arrays) == self.size and out_arrays[root] is in_arrays[root]:
+            count = out_arrays[root].size // self.size
+        s, d = self._prepare("scatter", "scatter", in_arrays, out_arrays, count, root, in_need={root})
+        self._run("scatter", s, d, count, root=root)
+        return out_arrays
+
+    def all_to_all(self, in_arrays, out_arrays, stream=None) -> list:
+        """Block d of ``in[s]`` lands in block s of ``out[d]`` (in size must divide by n)."""
+        total = _size(in_arrays)
+        if total % self.size:
+            raise ValueError(f"all_to_all: in_arrays hold {total} elements, not a multiple of {self.size} ranks")
+        count = total // self.size
+        s, d = self._prepare("all_to_all", "alltoall", in_arrays, out_arrays, count)
+        self._run("alltoall", s, d, count)
+        return out_arrays
+
+    # ------------------------------------------------------------------ point to point
+    def send_recv(self, src_rank: int, dst_rank: int, src_array, dst_array) -> None:
+        """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``)."""
+        _p2p.send_recv(src_rank, dst_rank, src_array, dst_array, size=self.size)
+
+    def send(self, array, peer: int, *, rank: int, stream=None) -> None:
+        """Post a send of ``array`` from ``rank`` to ``peer``; it completes (copies) as soon as
+        ``peer`` posts the matching :meth:`recv` (FIFO per (rank, peer) pair, like NCCL)."""
+        self._post(self._sends, self._recvs, (rank, peer), array, sending=True)
+
+    def recv(self, array, peer: int, *, rank: int, stream=None) -> None:
+        """Post a receive into ``array`` at ``rank`` from ``peer`` (see :meth:`send`)."""
+        self._post(self._recvs, self._sends, (peer, rank), array, sending=False)
+
+    def pending(self) -> list[tuple[str, int, int]]:
+        """Unmatched posts: ``("send" | "recv", src, dst)`` each."""
+        return _p2p.pending(self._sends, self._recvs)
+
+    def _post(self, mine, theirs, pair, array, sending: bool) -> None:
+        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv)
+
+    def _root(self, what: str, root: int) -> int:
+        return check_root(what, root, self.size)
+
+
+# ---------------------------------------------------------------------- helpers
+def _single_rank(name: str, sends, recvs, op: str):
+    """n = 1: every collective copies the input to the output (avg of one value is itself)."""
+    s, d = sends[0], recvs[0]
+    if s is not None and d is not None and _ptr(s) != _ptr(d):
+        d[...] = s
+    return recvs
+
+
+def _probe(devices: list[int]):
+    """Topology of the local GPUs ``devices`` (``topo_probe.probe.probe_machine``, imported
+    lazily); None (then ``fully_connected(n)``, with a warning) when probing is impossible."""
+    try:
+        from topo_probe.probe import probe_machine
+        topo, reasons = probe_machine()
+    except ImportError as exc:
+        topo, reasons = None, [str(exc)]
+    if topo is None:
+        warnings.warn(f"Communicator: cannot probe the GPU topology ({'; '.join(map(str, reasons))}); "
+                      f"assuming fully connected", stacklevel=3)
+        return None
+    if list(devices) != list(range(topo.num_gpus)):
+        topo = topo.subset(devices)
+    return topo

@@ -1,0 +1,1 @@
+"""The process-per-rank MPICommunicator: start-up agreement, MPI transport, deadlines, wires, IPC."""

@@ -1,0 +1,388 @@
+"""Process-per-rank Communicator over MPI: one array per process, the collectives of
+:class:`kernels.comm.communicator.Communicator`.
+
+Start one process per rank (``mpirun -n N python train.py``) and create the communicator from
+an MPI communicator::
+
+    from kernels.mpi.communicator import MPICommunicator
+    comm = MPICommunicator.from_mpi(topology="dgx-a100", plan="auto")   # MPI.COMM_WORLD
+    comm.all_reduce(grad, grad, op="avg")                               # in place
+
+Method names and arguments mirror the single-process Communicator with one array instead of a
+list per rank (``all_reduce(in_array, out_array, op='sum', stream=None)``, ...; buffers a rank
+does not use, like gather's output off the root, may be None).  Each rank lowers the same
+verified schedule (plan entry for the nccl-tests size, else a baseline, exactly as the
+single-process Communicator chooses) and runs its share with non-blocking point-to-point
+messages (:mod:`kernels.mpi.transport`).  NumPy arrays run on the host; CuPy arrays on one
+node are copied zero-copy out of the peers' memory mapped through CUDA IPC (``ipc="auto"``,
+:mod:`kernels.mpi.ipc`), else go to MPI as device pointers when the library is CUDA-aware, else
+staged through pinned host memory.
+
+Start-up: every rank exchanges (rank count, topology name and fingerprint, GPU count, plan
+digest, algorithm) with every other rank; any disagreement raises
+:class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
+
+Failures: waits poll with a deadline (``timeout_s``, default ``$TOPOCOLL_MPI_TIMEOUT`` or 120 s;
+the clock restarts whenever a message completes) and raise :class:`~topo_probe.errors.PeerFailed`
+naming the rank that does not answer a liveness ping.  With ``abort_on_error`` (default) an
+uncaught exception on any rank prints one line naming the rank, tells the other ranks (they stop
+with "rank k failed: ...") and calls ``MPI_Abort``: the job ends, never hangs.
+
+GPUs: pick the device before creating CuPy arrays, e.g.
+``cupy.cuda.Device(comm.local_rank % cupy.cuda.runtime.getDeviceCount()).use()``; set
+``TOPOCOLL_MPI_CUDA_AWARE=0/1`` to override the library's answer.  Also here:
+:meth:`MPICommunicator.fused_all_reduce` (fusion buckets, :mod:`kernels.comm.fusion`) and
+:meth:`MPICommunicator.compressed_all_reduce` (:mod:`kernels.comm.compression`'s wire formats),
+both in :mod:`kernels.mpi.fused`.  The start-up agreement lives in :mod:`kernels.mpi.startup`
+(:func:`~kernels.mpi.startup.plan_digest`, :func:`~kernels.mpi.startup.compare_descriptors`), argument checks
+in :mod:`kernels.comm.validation`, and the ``sweep --backend mpi`` hook :func:`run_sweep_mpi`
+/ :class:`MPISweepBackend` in :mod:`kernels.sweep.mpi_backend`.
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+from collections import OrderedDict
+
+import numpy as np
+
+from kernels.comm.communicator import nccl_bytes, resolve_topology
+from kernels.comm.validation import (
+    _contig,
+    _head,
+    _is_cupy,
+    _out,
+    _ptr,
+    bind_rank_buffers,
+    check_op,
+    check_root,
+    rank_inplace,
+)
+from kernels.mpi import fused as mpi_fused
+from kernels.mpi import transport as mt
+from kernels.mpi.startup import agree, descriptor_of
+from kernels.mpi.waiter import Waiter, exchange_json, mpi, notify_failure
+from kernels.mpi.wires import DeviceWire, HostWire
+from kernels.program.ops import SCRATCH
+from synth.ir.collectives import REDUCE_OPS
+from synth.ir.schedule import Schedule
+from synth.plan.selector import ScheduleSelector
+from topo_probe.errors import PeerFailed, ProcessGroupMismatch, TopocollError, UnsupportedCollective
+
+_CACHE_SIZE = 64
+class MPICommunicator:
+    """Collectives across MPI processes, one rank each (see module docstring).
+
+    Use :meth:`from_mpi`; the constructor takes the same arguments.
+
+    Parameters
+    ----------
+    comm : mpi4py communicator, optional
+        Default ``MPI.COMM_WORLD``; it is duplicated (our messages never match the caller's).
+    topology : Topology, preset name or file, optional
+        Default ``fully_connected(size)``; its GPU count must equal the number of processes.
+    plan : Plan, path, "auto", None or False
+        As for :class:`kernels.comm.communicator.Communicator`.
+    algo : str, optional
+        Force one baseline (``ring``, ``tree``, ``direct``, ``rhd``, ``bruck``) instead of the plan.
+    timeout_s : float, optional
+        Seconds without progress before a wait raises PeerFailed.
+    abort_on_error : bool
+        Install a ``sys.excepthook`` that calls :meth:`abort` on any uncaught exception.
+    wire : kernels.mpi.transport.HostWire, optional
+        Force a buffer layer (tests use a fake-device DeviceWire, or
+        :class:`kernels.mpi.ipc.IpcWire` over shared memory).
+    ipc : {"auto", "never"}
+        ``auto``: CuPy arrays on a single node move by CUDA IPC (peers' buffers mapped, only
+        one-byte tokens over MPI; :mod:`kernels.mpi.ipc`); ``never``: always through MPI.
+        Every rank must pass the same value (checked at start-up).
+
+    Raises
+    ------
+    ProcessGroupMismatch
+        Ranks disagree on topology, plan, algorithm or rank count (same message on every rank).
+    PeerFailed
+        A rank did not join within ``timeout_s`` or reported a failure.
+    DeviceUnavailable
+        mpi4py / an MPI library is not installed.
+    """
+
+    def __init__(self, comm=None, *, topology=None, plan=None, algo: str | None = None,
+                 timeout_s: float | None = None, abort_on_error: bool = True, wire=None,
+                 ipc: str = "auto") -> None:
+        if ipc not in ("auto", "never"):
+            raise ValueError(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}")
+        self.ipc = ipc
+        MPI = mpi()
+        self._world = MPI.COMM_WORLD if comm is None else comm
+        self.rank, self.size = self._world.Get_rank(), self._world.Get_size()
+        self._ctrl = None
+        if abort_on_error:
+            self._install_excepthook()
+        self.waiter = Waiter(None, self.rank, timeout_s)
+        dups = [self._world.Idup() for _ in range(4)]     # non-blocking: a missing rank times out
+        self.waiter.all([d[1] for d in dups], "start-up (MPICommunicator.from_mpi on every rank)",
+                        lambda i: -1)
+        self._data, self._ctrl, self._p2p, self._ack = (d[0] for d in dups)
+        self.waiter.ctrl = self._ctrl
+        self.topology = resolve_topology(topology, self.size)
+        self.algo = algo
+        self.selector = ScheduleSelector(self.topology, plan=plan if algo is None else False, algo=algo,
+                                         warn_fallback=self.rank == 0, owner="MPICommunicator", stacklevel=6)
+        self.plan = self.selector.plan
+        self._wire = wire
+        self._wires: dict[str, HostWire] = {}
+        self._programs: OrderedDict = OrderedDict()
+        self._pending: list = []
+        self._tag_ub = int(self._world.Get_attr(MPI.TAG_UB) or 32767)
+        self._start_up()
+
+    def _start_up(self) -> None:
+        """Exchange descriptors with every rank (:func:`kernels.mpi.startup.agree`); the same
+        ProcessGroupMismatch everywhere."""
+        #: descriptors of every rank, host name of every rank, and this rank's index among the
+        #: ranks on its host (choose the GPU with it: ``cupy.cuda.Device(comm.local_rank).use()``)
+        self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
+                                                              self.descriptor(), self.topology)
+
+    @classmethod
+    def from_mpi(cls, comm=None, **kwargs) -> "MPICommunicator":
+        """The communicator of ``comm``'s processes (``MPI.COMM_WORLD`` by default); keyword
+        arguments as for the class.  Collective: every process of ``comm`` must call it."""
+        return cls(comm, **kwargs)
+
+    def descriptor(self) -> dict:
+        """What every rank must agree on (exchanged at start-up)."""
+        return {**descriptor_of(self.size, self.topology, self.plan, self.algo), "ipc": self.ipc}
+
+    def __repr__(self) -> str:
+        return (f"MPICommunicator(rank {self.rank} of {self.size}, topology={self.topology.name!r}, "
+                f"plan={'yes' if self.plan else 'no'})")
+
+    # ------------------------------------------------------------------ failures
+    def abort(self, reason, errorcode: int = 1, *, notify: bool = True, grace_s: float = 1.0) -> None:
+        """Print one line naming this rank, tell the other ranks, then ``MPI_Abort``."""
+        text = reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
+        print(f"topocoll: rank {self.rank}: error: {text}", file=sys.stderr, flush=True)
+        if notify and self.size > 1 and self._ctrl is not None and not isinstance(reason, ProcessGroupMismatch):
+            notify_failure(self._ctrl, self.rank, self.size, text, grace_s)
+            time.sleep(grace_s)
+        self._world.Abort(errorcode)
+
+    def _install_excepthook(self) -> None:
+        previous = sys.excepthook
+
+        def hook(tp, val, tb):
+            if not isinstance(val, TopocollError):
+                previous(tp, val, tb)
+            self.abort(val, 1, notify=not isinstance(val, PeerFailed) or val.rank is None)
+        sys.excepthook = hook
+
+    # ------------------------------------------------------------------ schedules
+    def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
+        """The verified schedule every rank runs for ``collective`` of ``nbytes`` (nccl-tests
+        size) and root: ``algo`` if given, else the plan entry, else the fastest baseline
+        (:class:`synth.plan.selector.ScheduleSelector`; its warnings come from rank 0 only)."""
+        return self.selector.schedule_for(collective, nbytes, root)
+
+    def _wire_for(self, arr) -> HostWire:
+        if self._wire is not None:
+            return self._wire
+        kind = "cupy" if _is_cupy(arr) else "host"
+        if kind not in self._wires:
+            if kind == "cupy" and self.ipc == "auto" and self.size > 1 and len(set(self.hosts)) == 1:
+                from kernels.mpi.ipc import CudaIpc, IpcWire
+                self._wires[kind] = IpcWire(CudaIpc(), DeviceWire())
+            else:
+                self._wires[kind] = DeviceWire() if kind == "cupy" else HostWire()
+        return self._wires[kind]
+
+    def _rank_plan(self, schedule: Schedule, count: int, dtype, inplace: bool, op: str):
+        """(Program, RankPlan), cached by schedule identity (hashing a big schedule per call
+        would cost more than the call)."""
+        key = (id(schedule), count, np.dtype(dtype).str, inplace, op)
+        hit = self._programs.get(key)
+        if hit is None or hit[0] is not schedule:
+            from kernels.backends.executor import program_for
+            prog = program_for(schedule, count, dtype, inplace=inplace, op=op)
+            hit = (schedule, prog, mt.rank_plan(schedule, prog, self.rank, self._tag_ub))
+            self._programs[key] = hit
+            if len(self._programs) > _CACHE_SIZE:
+                self._programs.popitem(last=False)
+        return hit[1], hit[2]
+
+    def run_schedule(self, schedule: Schedule, sendbuf, recvbuf, *, op: str = "sum"):
+        """Run ``schedule`` on this rank's buffers (layout of :mod:`synth.ir.collectives`; count
+        from their sizes; in-place when they alias as in NCCL).  Returns ``recvbuf``."""
+        spec = schedule.spec
+        if spec.ranks != self.size:
+            raise UnsupportedCollective(f"rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
+                                        f"the communicator {self.size}")
+        if op not in REDUCE_OPS:
+            raise UnsupportedCollective(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+        me = self.rank
+        bound, count = bind_rank_buffers(spec, me, sendbuf, recvbuf)
+        if not count:
+            return recvbuf
+        sample = next(iter(bound.values()))
+        inplace = len(bound) == 2 and rank_inplace(spec, me, bound["sendbuf"], bound["recvbuf"], count)
+        prog, plan = self._rank_plan(schedule, count, sample.dtype, inplace, op)
+        wire = self._wire_for(sample)
+        wire.begin()
+        user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
+        bufs = {name: user[which] for name, which in prog.bindings[me].items()}
+        if SCRATCH in prog.sizes[me]:
+            bufs[SCRATCH] = wire.empty(prog.sizes[me][SCRATCH], sample.dtype)
+        if hasattr(wire, "attach"):          # zero-copy (kernels.mpi.ipc): map the peers' buffers
+            wire.attach(bufs, me, self.size, self._ctrl, self.waiter, self._ack)
+        mt.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size,
+                   what=f"{spec.name} ({schedule.name or 'schedule'})")
+        return recvbuf
+
+    def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:
+        check_op(name, op)
+        if count == 0:
+            return
+        if self.size == 1:
+            if send is not None and recv is not None and _ptr(send) != _ptr(recv):
+                recv[...] = send
+            return
+        ref = send if send is not None else recv
+        sched = self.schedule_for(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root)
+        self.run_schedule(sched, send, recv, op=op)
+
+    # ------------------------------------------------------------------ collectives
+    def all_reduce(self, in_array, out_array, op: str = "sum", stream=None):
+        """``out = op over ranks of in`` (count = in size). ``stream`` is accepted and ignored."""
+        count = in_array.size
+        s = out_array if in_array is out_array else _contig(in_array)
+        self._collective("allreduce", _head(s, count), _head(_out(out_array, "all_reduce"), count),
+                         count, op=op)
+        return out_array
+
+    def all_gather(self, in_array, out_array, count: int | None = None, stream=None):
+        """Block r of ``out`` is rank r's input; ``in is out`` means in place (block ``rank``)."""
+        n, r = self.size, self.rank
+        if in_array is out_array:
+            count = out_array.size // n if count is None else count
+            in_array = out_array.reshape(-1)[r * count:(r + 1) * count]
+        count = in_array.size if count is None else count
+        self._collective("allgather", _head(_contig(in_array), count),
+                         _head(_out(out_array, "all_gather"), n * count), count)
+        return out_array
+
+    def reduce_scatter(self, in_array, out_array, count: int | None = None, op: str = "sum", stream=None):
+        """``out`` = reduction of block ``rank`` of every input; ``in is out``: in place."""
+        n, r = self.size, self.rank
+        if in_array is out_array:
+            count = in_array.size // n if count is None else count
+            out_array = _out(in_array, "reduce_scatter").reshape(-1)[r * count:(r + 1) * count]
+        count = out_array.size if count is None else count
+        self._collective("reducescatter", _head(_contig(in_array), n * count),
+                         _head(_out(out_array, "reduce_scatter"), count), count, op=op)
+        return out_array
+
+    def broadcast(self, in_out_array, root: int = 0, stream=None):
+        """Copy rank ``root``'s buffer into every rank's (in place)."""
+        buf = _out(in_out_array, "broadcast")
+        self._collective("broadcast", buf, buf, buf.size, root=self._root("broadcast", root))
+        return in_out_array
+
+    def reduce(self, in_array, out_array, root: int = 0, op: str = "sum", stream=None):
+        """``out`` on ``root`` = reduction of all inputs; ``out_array`` may be None elsewhere."""
+        root = self._root("reduce", root)
+        count = in_array.size
+        s = out_array if in_array is out_array else _contig(in_array)
+        d = _head(_out(out_array, "reduce"), count) if self.rank == root else None
+        self._collective("reduce", _head(s, count), d, count, root=root, op=op)
+        return out_array
+
+    def gather(self, in_array, out_array, root: int = 0, stream=None):
+        """Block r of ``out`` on ``root`` is rank r's input; ``out_array`` may be None elsewhere."""
+        root, n = self._root("gather", root), self.size
+        if self.rank == root and in_array is out_array:
+            count = out_array.size // n
+            in_array = out_array.reshape(-1)[root * count:(root + 1) * count]
+        count = in_array.size
+        d = _head(_out(out_array, "gather"), n * count) if self.rank == root else None
+        self._collective("gather", _head(_contig(in_array), count), d, count, root=root)
+        return out_array
+
+    def scatter(self, in_array, out_array, root: int = 0, stream=None):
+        """``out`` = block ``rank`` of ``in`` on ``root``; ``in_array`` may be None elsewhere."""
+        root, n = self._root("scatter", root), self.size
+        if self.rank == root and in_array is out_array:
+            count = in_array.size // n
+            out_array = _out(in_array, "scatter").reshape(-1)[root * count:(root + 1) * count]
+        count = out_array.size
+        s = _head(_contig(in_array), n * count) if self.rank == root else None
+        self._collective("scatter", s, _head(_out(out_array, "scatter"), count), count, root=root)
+        return out_array
+
+    def all_to_all(self, in_array, out_array, stream=None):
+        """Block d of ``in`` on rank s lands in block s of ``out`` on rank d."""
+        total = in_array.size
+        if total % self.size:
+            raise ValueError(f"all_to_all: rank {self.rank}: in_array holds {total} elements, not a "
+                             f"multiple of {self.size} ranks")
+        s = out_array if in_array is out_array else _contig(in_array)
+        self._collective("alltoall", _head(s, total), _head(_out(out_array, "all_to_all"), total),
+                         total // self.size)
+        return out_array
+
+    # ------------------------------------------------------------------ point to point, sync
+    def send(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
+        """Post a send of ``array`` to ``peer``; completes once ``peer`` receives (FIFO per pair)."""
+        self._check_p2p("send", peer, rank)
+        wire = self._wire_for(array)
+        buf = wire.send_buffer(_contig(array).reshape(-1), pooled=False)
+        self._pending.append((self._p2p.Isend([buf, self.waiter.MPI.BYTE], dest=peer, tag=0), peer, buf))
+
+    def recv(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
+        """Receive into ``array`` from ``peer`` (blocks, with the deadline; see :meth:`send`)."""
+        self._check_p2p("recv", peer, rank)
+        wire = self._wire_for(array)
+        buf, fin = wire.recv_buffer(array.size, array.dtype, into=_out(array, "recv").reshape(-1))
+        req = self._p2p.Irecv([buf, self.waiter.MPI.BYTE], source=peer, tag=0)
+        self.waiter.all([req], f"recv from rank {peer}", lambda i: peer)
+        fin()
+        wire.finish()
+        self._pending = [p for p in self._pending if not p[0].Test()]
+
+    def wait_sends(self) -> None:
+        """Wait (with the deadline) until every posted :meth:`send` is received."""
+        pend, self._pending = self._pending, []
+        self.waiter.all([p[0] for p in pend], "send", lambda i: pend[i][1])
+
+    def barrier(self) -> None:
+        """All ranks reach this point (MPI ``Ibarrier`` polled with the deadline)."""
+        self.waiter.all([self._ctrl.Ibarrier()], "barrier", lambda i: -1)
+
+    def allgather_object(self, obj) -> list:
+        """Every rank's JSON-able ``obj``, in rank order (small metadata only)."""
+        return exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
+
+    def _check_p2p(self, what: str, peer: int, rank: int | None) -> None:
+        if rank is not None and rank != self.rank:
+            raise ValueError(f"{what}: rank={rank} but this process is rank {self.rank}")
+        if not 0 <= int(peer) < self.size or peer == self.rank:
+            raise ValueError(f"{what}: rank {self.rank}: peer {peer} is not another rank (0..{self.size - 1})")
+
+    def _root(self, what: str, root: int) -> int:
+        return check_root(what, root, self.size)
+
+    # ------------------------------------------------------------------ fusion and compression
+    def fused_all_reduce(self, tensors, *, mode: str = "auto", bucket_mb: float = 64, split_points=None,
+                         op: str = "sum", compression: str | None = None) -> list[range]:
+        """All-reduce this rank's ``tensors`` in place, one collective per fusion bucket
+        (:func:`kernels.comm.fusion.plan_buckets`); ``compression`` as :meth:`compressed_all_reduce`."""
+        return mpi_fused.fused_all_reduce(self, tensors, mode=mode, bucket_mb=bucket_mb, split_points=split_points,
+                                          op=op, compression=compression)
+
+    def compressed_all_reduce(self, in_array, out_array, *, compression: str = "bf16", op: str = "sum",
+                              group_size: int | None = None):
+        """This rank's part of :func:`kernels.comm.compression.compressed_all_reduce` (same wire
+        format, float32 accumulation in rank order, same error bound)."""
+        return mpi_fused.compressed_all_reduce(self, in_array, out_array, compression=compression, op=op,
+                                               group_size=group_size)

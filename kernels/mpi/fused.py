@@ -1,0 +1,83 @@
+"""Fused and compressed all-reduce on one MPI rank (:class:`kernels.mpi.communicator.MPICommunicator`).
+
+:func:`fused_all_reduce` packs this rank's tensors into the fusion buckets of
+:func:`kernels.comm.fusion.plan_buckets` and runs one all-reduce per bucket;
+:func:`compressed_all_reduce` is this rank's part of
+:func:`kernels.comm.compression.compressed_all_reduce` (same wire format, float32 accumulation in
+rank order, same error bound), built from the communicator's all-to-all and all-gather.
+The communicator's methods of the same names call these.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from kernels.comm.validation import _is_cupy
+from topo_probe.errors import UnsupportedCollective
+
+
+def fused_all_reduce(comm, tensors, *, mode: str = "auto", bucket_mb: float = 64, split_points=None,
+                     op: str = "sum", compression: str | None = None) -> list[range]:
+    """All-reduce this rank's ``tensors`` in place over ``comm``, one collective per fusion
+    bucket; ``compression`` as :func:`compressed_all_reduce`.  Returns the buckets."""
+    from kernels.comm.fusion import plan_buckets
+    buckets = plan_buckets([t.nbytes for t in tensors], mode, bucket_mb=bucket_mb,
+                           split_points=split_points, keys=[t.dtype for t in tensors])
+    for bucket in buckets:
+        ts = [tensors[i] for i in bucket]
+        xp = comm._wire_for(ts[0]).xp
+        single = len(ts) == 1 and ts[0].flags.c_contiguous
+        buf = ts[0].reshape(-1) if single else xp.concatenate([t.reshape(-1) for t in ts])
+        if compression is None:
+            comm.all_reduce(buf, buf, op=op)
+        else:
+            comm.compressed_all_reduce(buf, buf, compression=compression, op=op)
+        if not single:
+            off = 0
+            for t in ts:
+                t[...] = buf[off:off + t.size].reshape(t.shape)
+                off += t.size
+    return buckets
+
+
+def compressed_all_reduce(comm, in_array, out_array, *, compression: str = "bf16", op: str = "sum",
+                          group_size: int | None = None):
+    """This rank's part of :func:`kernels.comm.compression.compressed_all_reduce` over ``comm``
+    (see module docstring).  Returns ``out_array``."""
+    from kernels.comm import compression as cz
+    if op not in ("sum", "avg"):
+        raise UnsupportedCollective(f"compressed all_reduce supports op 'sum' and 'avg', got {op!r}")
+    fmt = cz.get_format(compression)
+    group_size = cz.DEFAULT_GROUP if group_size is None else group_size
+    n, count = comm.size, int(in_array.size)
+    if count == 0:
+        return out_array
+    b = -(-count // n)
+    enc, dec = cz.CAST_KERNELS[("host", fmt.name)]
+    if _is_cupy(in_array):
+        if ("cupy", fmt.name) in cz.CAST_KERNELS:
+            enc, dec = cz.CAST_KERNELS[("cupy", fmt.name)]
+        else:  # host casts with a round trip (correct, slow), as kernels.comm.compression does
+            import cupy
+            henc, hdec = enc, dec
+            enc = lambda x, gs: cupy.asarray(henc(cupy.asnumpy(x), gs))  # noqa: E731
+            dec = lambda p, b, gs: cupy.asarray(hdec(cupy.asnumpy(p), b, gs))  # noqa: E731
+    xp = comm._wire_for(in_array).xp
+    width = cz.payload_bytes(fmt.name, b, group_size)
+    buf = xp.zeros(n * b, np.float32)
+    buf[:count] = in_array.reshape(-1)
+    send = enc(buf.reshape(n, b), group_size).reshape(-1)
+    recv = xp.empty(n * width, np.uint8)
+    comm.all_to_all(send, recv)
+    parts = dec(recv.reshape(n, width), b, group_size)
+    acc = parts[0].copy()
+    for k in range(1, n):
+        acc += parts[k]
+    if op == "avg":
+        acc /= np.float32(n)
+    mine = enc(acc.reshape(1, b), group_size).reshape(-1)
+    gathered = xp.empty(n * width, np.uint8)
+    comm.all_gather(mine, gathered)
+    vals = dec(gathered.reshape(n, width), b, group_size).reshape(-1)[:count]
+    out_array.reshape(-1)[:count] = vals.astype(out_array.dtype)
+    return out_array

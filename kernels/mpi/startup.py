@@ -1,0 +1,107 @@
+"""Start-up agreement of :class:`kernels.mpi.communicator.MPICommunicator`: what every rank must share.
+
+Every rank sends a *descriptor* (:func:`descriptor_of`: rank count, topology name and
+fingerprint, GPU count, plan digest, algorithm) and its host name to every other rank
+(:func:`kernels.mpi.waiter.exchange_json`, deadline-bounded).  Every rank then compares the
+same list of descriptors (:func:`compare_descriptors`), so a disagreement raises
+:class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from pathlib import Path
+
+from kernels.mpi.waiter import Waiter, exchange_json
+from topo_probe.errors import ProcessGroupMismatch
+
+
+def plan_digest(plan) -> str:
+    """16 hex digits over the plan document and the bytes of every schedule it names
+    (``"none"`` without a plan), so ranks with different schedule files disagree."""
+    if plan is None:
+        return "none"
+    h = hashlib.sha256(json.dumps(plan.to_dict(), sort_keys=True).encode())
+    for e in plan.entries:
+        path = Path(plan.base_dir) / e.schedule
+        try:
+            h.update(path.read_bytes())
+        except OSError:
+            h.update(f"missing:{e.schedule}".encode())
+    return h.hexdigest()[:16]
+
+
+def descriptor_of(size: int, topology, plan, algo: str | None) -> dict:
+    """What every rank must agree on: ``size`` processes, the Topology, the Plan (or None)
+    and the forced baseline ``algo`` (None: the plan)."""
+    return {"ranks": size, "topology": topology.name,
+            "fingerprint": topology.fingerprint(), "gpus": topology.num_gpus,
+            "plan": plan_digest(plan), "algo": algo or "plan"}
+
+
+def compare_descriptors(descs: list[dict]) -> None:
+    """Raise ProcessGroupMismatch naming each disagreeing field and which ranks hold which value.
+
+    >>> compare_descriptors([{"fingerprint": "a"}, {"fingerprint": "a"}])
+    >>> compare_descriptors([{"fingerprint": "a"}, {"fingerprint": "b"}, {"fingerprint": "a"}])
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.ProcessGroupMismatch: ranks disagree at start-up: fingerprint: ranks [0, 2] 'a', \
+ranks [1] 'b'; every rank must use the same topology, plan and rank count
+    """
+    parts = []
+    for key in sorted({k for d in descs for k in d}):
+        groups: dict[str, list[int]] = {}
+        for r, d in enumerate(descs):
+            groups.setdefault(json.dumps(d.get(key)), []).append(r)
+        if len(groups) > 1:
+            txt = ", ".join(f"ranks {rs} {json.loads(v)!r}" for v, rs in sorted(groups.items(), key=lambda x: x[1]))
+            parts.append(f"{key}: {txt}")
+    if parts:
+        raise ProcessGroupMismatch("ranks disagree at start-up: " + "; ".join(parts)
+                                   + "; every rank must use the same topology, plan and rank count")
+
+
+def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology) -> tuple[list[dict], list[str], int]:
+    """Exchange descriptors and host names with every rank and check them.
+
+    Parameters
+    ----------
+    ctrl : MPI communicator
+        Control communicator (every rank calls this on it).
+    waiter : Waiter
+        Deadline and failure notices; ``waiter.rank`` is this rank.
+    size : int
+        Number of ranks.
+    descriptor : dict
+        This rank's :func:`descriptor_of`.
+    topology : Topology
+        Must have ``size`` GPUs.
+
+    Returns
+    -------
+    (descriptors, hosts, local_rank)
+        Every rank's descriptor and host name in rank order, and this rank's index among the
+        ranks on its host.
+
+    Raises
+    ------
+    ProcessGroupMismatch
+        Ranks disagree (same message on every rank), or the topology's GPU count is not ``size``.
+    """
+    import socket
+    rank = waiter.rank
+    hello = exchange_json(ctrl, waiter, {"agree": descriptor, "host": socket.gethostname()}, size,
+                          "start-up check")
+    descriptors = [h["agree"] for h in hello]
+    hosts = [h["host"] for h in hello]
+    try:
+        compare_descriptors(descriptors)
+    except ProcessGroupMismatch as e:
+        raise ProcessGroupMismatch(f"rank {rank}: {e}") from None
+    if topology.num_gpus != size:
+        raise ProcessGroupMismatch(f"rank {rank}: topology {topology.name!r} has "
+                                   f"{topology.num_gpus} GPUs but {size} processes were started "
+                                   f"(for part of a machine pass load_topology(spec, gpus=[...]))")
+    return descriptors, hosts, hosts[:rank].count(hosts[rank])

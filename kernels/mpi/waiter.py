@@ -1,0 +1,204 @@
+"""Deadline-bounded waiting on MPI requests, failure notices between ranks, metadata exchange.
+
+Waiting never blocks in MPI: :class:`Waiter` polls ``Testsome`` (spinning briefly, then
+yielding the CPU), probes the control communicator for failure notices from other ranks
+(:func:`notify_failure`) and raises :class:`~topo_probe.errors.PeerFailed` naming the rank
+when a notice arrives or when nothing completes for ``timeout_s`` seconds (default
+``$TOPOCOLL_MPI_TIMEOUT`` or :data:`DEFAULT_TIMEOUT_S`; the clock restarts whenever a request
+completes).  :func:`exchange_json` gathers small JSON metadata from every rank the same way.
+Used by :mod:`kernels.mpi.transport` and :mod:`kernels.mpi.communicator`.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+import numpy as np
+
+from topo_probe.errors import DeviceUnavailable, PeerFailed, UnsupportedCollective
+
+TAG_NOTICE, TAG_HELLO, TAG_PING, TAG_PONG = 1, 2, 3, 4
+#: seconds without progress before a wait gives up (``$TOPOCOLL_MPI_TIMEOUT`` overrides)
+DEFAULT_TIMEOUT_S = 120.0
+NOTICE_BYTES = 2048
+
+
+_yield = getattr(os, "sched_yield", lambda: time.sleep(0))   # time.sleep(0) costs ~100 µs on Linux
+
+
+def mpi():
+    """The ``mpi4py.MPI`` module; DeviceUnavailable (one line) when mpi4py or MPI is missing."""
+    try:
+        from mpi4py import MPI
+    except ImportError as exc:
+        raise DeviceUnavailable(f"mpi backend: mpi4py / an MPI library is not usable ({exc}); "
+                                f"pip install 'topocoll[mpi]'") from None
+    return MPI
+
+
+def default_timeout() -> float:
+    """``$TOPOCOLL_MPI_TIMEOUT`` (seconds) or :data:`DEFAULT_TIMEOUT_S`."""
+    try:
+        return float(os.environ.get("TOPOCOLL_MPI_TIMEOUT", DEFAULT_TIMEOUT_S))
+    except ValueError:
+        return DEFAULT_TIMEOUT_S
+
+
+class Waiter:
+    """Deadline-bounded polling of MPI requests (see module docstring).
+
+    Parameters
+    ----------
+    ctrl : MPI communicator
+        Control communicator probed for failure notices (tag :data:`TAG_NOTICE`).
+    rank : int
+        This process's rank (named in timeout messages).
+    timeout_s : float
+        Seconds without any completed request before :class:`PeerFailed` is raised.
+    """
+
+    spin = 20           # Testsome calls before yielding the CPU
+    probe_s = 0.002     # seconds between probes for failure notices (and deadline checks)
+    nap_after_s = 0.01  # seconds without progress before sleeping between tries
+    nap_s = 2e-4        # sleep between tries after that
+
+    def __init__(self, ctrl, rank: int, timeout_s: float | None = None) -> None:
+        self.ctrl, self.rank = ctrl, rank
+        self.timeout_s = default_timeout() if timeout_s is None else float(timeout_s)
+        self.MPI = mpi()
+        self._sent: list = []   # ping / pong sends (completed or abandoned on failure)
+
+    def check_notices(self) -> None:
+        """Answer liveness pings; raise PeerFailed if another rank has sent a failure notice."""
+        if self.ctrl is None:
+            return
+        MPI, st = self.MPI, self.MPI.Status()
+        if len(self._sent) > 64:
+            self._sent = [r for r in self._sent if not r.Test()]
+        while self.ctrl.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_PING, status=st):
+            src = st.Get_source()
+            self.ctrl.Recv([np.zeros(1, np.uint8), MPI.BYTE], source=src, tag=TAG_PING)
+            self._sent.append(self.ctrl.Isend([np.ones(1, np.uint8), MPI.BYTE], dest=src, tag=TAG_PONG))
+        if self.ctrl.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_NOTICE, status=st):
+            buf = np.zeros(NOTICE_BYTES, np.uint8)
+            src = st.Get_source()
+            self.ctrl.Recv([buf, MPI.BYTE], source=src, tag=TAG_NOTICE)
+            text = bytes(buf).rstrip(b"\0").decode("utf-8", "replace")
+            raise PeerFailed(f"rank {self.rank}: stopping because rank {src} failed: {text}",
+                             rank=src, reporter=self.rank)
+
+    def unresponsive(self, size: int, within_s: float = 1.0) -> list[int]:
+        """Ranks that do not answer a ping within ``within_s`` seconds (hung, dead or busy
+        outside the communicator); ranks waiting in a Waiter answer."""
+        MPI, me = self.MPI, self.rank
+        peers = [p for p in range(size) if p != me]
+        for p in peers:
+            self._sent.append(self.ctrl.Isend([np.zeros(1, np.uint8), MPI.BYTE], dest=p, tag=TAG_PING))
+        bufs = {p: np.zeros(1, np.uint8) for p in peers}
+        reqs = {p: self.ctrl.Irecv([bufs[p], MPI.BYTE], source=p, tag=TAG_PONG) for p in peers}
+        end = time.monotonic() + within_s
+        while time.monotonic() < end and not all(r.Test() for r in reqs.values()):
+            self.check_notices()
+            time.sleep(1e-3)
+        return [p for p, r in reqs.items() if not r.Test()]
+
+    def some(self, reqs: list, what: str, peers) -> list[int]:
+        """Indices of ``reqs`` that completed (at least one); ``peers(pending_indices)`` names
+        the ranks still awaited for the timeout message.
+
+        Polls ``Testsome``: :attr:`spin` times back to back, then yielding the CPU after each
+        try (ranks may share cores), and after :attr:`nap_after_s` without progress sleeping
+        :attr:`nap_s` between tries.
+        """
+        testsome = self.MPI.Request.Testsome
+        for _ in range(self.spin):
+            idx = testsome(reqs)
+            if idx:
+                return idx
+        start = time.monotonic()
+        next_probe = start + self.probe_s
+        while True:
+            idx = testsome(reqs)
+            if idx:
+                return idx
+            now = time.monotonic()
+            if now >= next_probe:
+                self.check_notices()
+                next_probe = now + self.probe_s
+                if now - start > self.timeout_s:
+                    self._timeout(what, sorted(set(peers(range(len(reqs))))))
+            if now - start > self.nap_after_s:
+                time.sleep(self.nap_s)
+            else:
+                _yield()
+
+    def _timeout(self, what: str, waiting: list[int]) -> None:
+        waiting = [w for w in waiting if w >= 0]
+        silent = self.unresponsive(self.ctrl.Get_size()) if self.ctrl is not None else []
+        blame = silent or waiting
+        who = blame[0] if len(blame) == 1 else None
+        why = (f"rank(s) {silent} do not respond (hung, dead or busy outside the communicator)" if silent
+               else "every rank responds (mismatched collective calls?)" if self.ctrl is not None
+               else "some rank did not join")
+        raise PeerFailed(f"rank {self.rank}: {what}: no progress for {self.timeout_s:g} s waiting on rank(s) "
+                         f"{waiting or 'unknown'}; {why}", rank=who, reporter=self.rank)
+
+    def all(self, reqs: list, what: str, peers) -> None:
+        """Wait for every request of ``reqs`` (``peers(i)`` names the rank of request i)."""
+        reqs = list(reqs)
+        ranks = [peers(i) for i in range(len(reqs))]
+        while reqs:
+            done = set(self.some(reqs, what, lambda pend: [ranks[i] for i in pend]))
+            reqs = [r for i, r in enumerate(reqs) if i not in done]
+            ranks = [p for i, p in enumerate(ranks) if i not in done]
+
+
+def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0) -> None:
+    """Send ``text`` to every other rank (tag :data:`TAG_NOTICE`); best effort, at most
+    ``grace_s`` seconds.  Ranks waiting in :class:`Waiter` raise PeerFailed naming ``rank``."""
+    MPI = mpi()
+    raw = text.encode("utf-8")[:NOTICE_BYTES - 1]
+    buf = np.zeros(NOTICE_BYTES, np.uint8)
+    buf[:len(raw)] = np.frombuffer(raw, np.uint8)
+    reqs = []
+    for peer in range(size):
+        if peer != rank:
+            try:
+                reqs.append(ctrl.Isend([buf, MPI.BYTE], dest=peer, tag=TAG_NOTICE))
+            except Exception:  # noqa: BLE001 - a dead peer must not stop the others' notices
+                pass
+    end = time.monotonic() + grace_s
+    while reqs and time.monotonic() < end:
+        try:
+            if MPI.Request.Testall(reqs):
+                break
+        except Exception:  # noqa: BLE001
+            break
+        time.sleep(1e-3)
+
+
+def exchange_json(ctrl, waiter: Waiter, obj, size: int, what: str, limit: int = 1 << 16) -> list:
+    """Every rank's ``obj`` (JSON-able), in rank order, through deadline-bounded Isend/Irecv."""
+    MPI = waiter.MPI
+    me = waiter.rank
+    raw = json.dumps(obj, sort_keys=True).encode()
+    if len(raw) >= limit:
+        raise UnsupportedCollective(f"rank {me}: {what}: {len(raw)} bytes of metadata exceed {limit}")
+    out = np.zeros(limit, np.uint8)
+    out[:len(raw)] = np.frombuffer(raw, np.uint8)
+    bufs = {p: np.zeros(limit, np.uint8) for p in range(size) if p != me}
+    reqs, peers = [], []
+    for p, b in bufs.items():
+        reqs.append(ctrl.Irecv([b, MPI.BYTE], source=p, tag=TAG_HELLO))
+        peers.append(p)
+    for p in bufs:
+        reqs.append(ctrl.Isend([out, MPI.BYTE], dest=p, tag=TAG_HELLO))
+        peers.append(p)
+    waiter.all(reqs, what, lambda i: peers[i])
+    res = []
+    for p in range(size):
+        data = raw if p == me else bytes(bufs[p]).rstrip(b"\0")
+        res.append(json.loads(data.decode()))
+    return res

@@ -1,0 +1,1 @@
+"""The synth command-line entry points: ``synthesize`` and ``simulate``."""

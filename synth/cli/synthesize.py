@@ -1,0 +1,78 @@
+"""``synthesize``: verified schedules, a size-based plan and a report for a machine's topology.
+
+With no ``--topology`` it probes this machine; with no GPU it uses the embedded default
+(:data:`DEFAULT_TOPOLOGY`) and says so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+from pathlib import Path
+
+from synth.ir.collectives import COLLECTIVES, canonical
+from topo_probe.errors import TopocollError
+
+DEFAULT_TOPOLOGY = "dgx1-v100"
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="synthesize", description=__doc__.splitlines()[0])
+    p.add_argument("--topology", help="preset name, topology JSON, `nvidia-smi topo -m` text, NCCL XML or "
+                                      "link-matrix JSON (default: probe this machine)")
+    p.add_argument("--gpus", help="use only these GPUs, e.g. 0,2-5 (renumbered from 0)")
+    p.add_argument("--collectives", default="all", help="all, or a comma list such as allgather,allreduce")
+    p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
+                   help="solver budget per collective in seconds (default 60)")
+    p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce/gather/scatter")
+    p.add_argument("--out", type=Path, help="output folder (default results/<topology-name>)")
+    p.add_argument("--force", action="store_true", help="redo even if results for this fingerprint exist")
+    p.add_argument("--no-progress", action="store_true", help="no progress display")
+    return p
+
+
+def _collectives(text: str) -> tuple[str, ...]:
+    if text.strip().lower() == "all":
+        return COLLECTIVES
+    return tuple(dict.fromkeys(canonical(c) for c in text.split(",") if c.strip()))
+
+
+def _topology(args):
+    from topo_probe.load import load_topology, parse_gpu_list
+    gpus = parse_gpu_list(args.gpus) if args.gpus else None
+    if args.topology:
+        return load_topology(args.topology, gpus=gpus)
+    from topo_probe.probe import probe_machine
+    topo, reasons = probe_machine()
+    if topo is None:
+        print(f"no GPUs ({'; '.join(reasons) or 'nothing found'}): using the embedded default topology "
+              f"'{DEFAULT_TOPOLOGY}' (choose another with --topology PRESET|FILE)")
+        return load_topology(DEFAULT_TOPOLOGY, gpus=gpus)
+    return topo.subset(gpus) if gpus else topo
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = _parser().parse_args(argv)
+    try:
+        from synth.pipeline.synthesize import SynthesisOptions, run
+        topo = _topology(args)
+        opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
+                                root=args.root, progress=not args.no_progress)
+        out = args.out or Path("results") / topo.name
+        summary = run(topo, out, opts, force=args.force)
+    except TopocollError as e:
+        print(f"synthesize: {e}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        print("synthesize: interrupted; complete results were left as they were", file=sys.stderr)
+        return 130
+    if summary.get("reused"):
+        print(f"results for {len(summary['collectives'])} collectives are in {out}/ (report.md, plan.json)")
+        return 0
+    print(f"wrote {out}/ (plan.json, summary.json, report.md, busbw.png, schedules/, msccl/) "
+          f"for {len(summary['collectives'])} collectives in {summary['total_s']:.1f} s")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

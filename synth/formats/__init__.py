@@ -1,0 +1,1 @@
+"""File formats of the runtimes around us: MSCCL XML algorithms and nccl-tests output."""

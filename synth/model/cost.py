@@ -1,0 +1,278 @@
+"""Alpha-beta cost model of a :class:`~synth.ir.schedule.Schedule` on a :class:`~synth.ir.fabric.Fabric`.
+
+Units: bytes, µs, GB/s (1e9 bytes/s, per direction).  ``nbytes`` is always the nccl-tests
+"size": ``max(send, recv)`` bytes of one rank (for allgather the whole output).
+
+One step
+--------
+A step moves each of its transfers' chunks over the channel's route at the same time::
+
+    step_time = step_overhead_us + max channel latency of its transfers
+                + t + 2 * sqrt(slice_overhead_us * t)
+    t         = max over resources r of load_r(chunks) * chunk_bytes / (bandwidth_gbps(r) * eff(kind(r)) * 1e3)
+
+``t`` is the plain alpha-beta bandwidth term (1 GB/s = 1e3 bytes/µs).  The square-root term
+models how runtimes such as NCCL stream a step through a two-stage buffer pipeline (sender
+writes a slice into the receiver's FIFO, the receiver consumes it): ``q`` slices cost
+``(q + 1) * (x + t / q)``, minimal at ``q = sqrt(t / x)`` where it equals ``x + t + 2 sqrt(x t)``
+(the constant ``x`` is part of ``step_overhead_us``).  It is what makes a ring approach the link
+rate slowly, like the measured nccl-tests curve; ``slice_overhead_us=0`` gives plain alpha-beta.
+
+Pipelining over slices of the message
+-------------------------------------
+A schedule may also run over ``k`` slices of the message: each slice runs the whole schedule on
+``nbytes / k`` and slice ``s`` executes step ``t`` in *wavefront* ``s + t``.  A wavefront costs one
+step time whose load is the **sum** of the loads of all steps active in it (they share the
+links), so the total is ``launch_us + sum over the S + k - 1 wavefronts``; when consecutive steps
+use disjoint links this is the textbook ``(S + k - 1) * slice step time``.  Schedules whose every
+step loads the same links (rings) gain nothing and keep ``k = 1``.  ``k`` is the best of
+``CostParams.pipeline_slices`` (default 1, 2, 4, ..., 64), so pipelining is never slower than
+running unpipelined.  Reductions are assumed to run at link speed (no compute term).
+
+Examples
+--------
+>>> from topo_probe.topology.model import Topology
+>>> from synth.ir.fabric import build_fabric
+>>> from synth.ir.schedule import Schedule, Step, Transfer
+>>> t = Topology("pair"); t.add_gpu(0); t.add_gpu(1)
+'gpu0'
+'gpu1'
+>>> t.add_link("gpu0", "gpu1", kind="nvlink", bandwidth_gbps=25.0, latency_us=1.0)
+>>> s = Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),))
+>>> plain = CostParams(launch_us=0.0, step_overhead_us=2.0, slice_overhead_us=0.0)
+>>> CostModel(build_fabric(t), plain).schedule_time_us(s, 2_000_000)  # 2 + 1 + 1e6 B / 20e3 B/µs
+53.0
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, fields
+
+import numpy as np
+
+from synth.ir.collectives import BUSBW_FACTOR, canonical
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule, Step
+from topo_probe.errors import ScheduleInvalid
+
+# ---------------------------------------------------------------- documented parameters
+#: NCCL assumes 20 GB/s per NVLink on SM70/SM80 (src/graph/topo.h ``SM80_NVLINK_BW 20.0``)
+#: of the 25 GB/s per direction the links signal.
+NVLINK_EFFICIENCY = 20.0 / 25.0
+#: NCCL's PCI bandwidth is 12 GB/s for Gen3 x16 (15.75), 24 Gen4 (31.5), 48 Gen5 (63): the same ratio.
+PCIE_EFFICIENCY = 24.0 / 31.5
+#: CPU interconnect: NCCL assumes 10 GB/s through a Skylake UPI link (20.8 GB/s) and 16 GB/s
+#: through AMD xGMI (32 GB/s per link): half the link rate.  Also applied to host-bridge links.
+CPU_EFFICIENCY = 0.5
+#: NCCL's NET_BW is 12 GB/s for a 100 Gb/s (12.5 GB/s) NIC.
+NETWORK_EFFICIENCY = 12.0 / 12.5
+#: AMD measures about 48 of the 64 GB/s of an MI300X xGMI link ("Understanding RCCL Bandwidth and
+#: xGMI Performance on AMD Instinct MI300X", ROCm blog, March 2025).
+INFINITY_FABRIC_EFFICIENCY = 48.0 / 64.0
+#: Fixed cost of one collective call (kernel launch and the per-call part of the runtime).  NCCL's
+#: own tuning model charges a base latency of 6.6 µs to a Ring/LL collective
+#: (src/graph/tuning.cc, ``baseLat``).
+LAUNCH_US = 6.6
+#: Per-step cost (synchronisation between consecutive steps, flag polling, kernel loop).
+#: Calibrated: the nccl-tests floor of 8 x A100 ring allreduce (median 39.4 µs up to 64 KiB, 14
+#: steps on the dgx-a100 preset with 0.7 µs channel latency) gives (39.4 - 6.6) / 14 - 0.7 µs; see
+#: results/calibration/ring_allreduce_dgx_a100.md (benchmarks/calibrate_cost_model.py).
+STEP_OVERHEAD_US = 1.65
+#: Per-slice cost of the in-step two-stage pipeline (the square-root term).  Calibrated on the
+#: same log (smallest worst-case busbw deviation from 1 MiB to 4 GiB); see the calibration report.
+SLICE_OVERHEAD_US = 0.47
+#: Message slicings tried for cross-step pipelining.
+PIPELINE_SLICES = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class CostParams:
+    """Parameters of :class:`CostModel`; every default is a documented module constant.
+
+    Efficiencies are the fraction of a link's nominal bandwidth (``bandwidth_gbps`` of the
+    topology) that a collective runtime achieves, per link kind.  Times are µs.
+    """
+
+    nvlink_efficiency: float = NVLINK_EFFICIENCY
+    pcie_efficiency: float = PCIE_EFFICIENCY
+    cpu_efficiency: float = CPU_EFFICIENCY
+    network_efficiency: float = NETWORK_EFFICIENCY
+    infinity_fabric_efficiency: float = INFINITY_FABRIC_EFFICIENCY
+    launch_us: float = LAUNCH_US
+    step_overhead_us: float = STEP_OVERHEAD_US
+    slice_overhead_us: float = SLICE_OVERHEAD_US
+    pipeline_slices: tuple[int, ...] = PIPELINE_SLICES
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name.endswith("_efficiency") and not 0.0 < v <= 1.0:
+                raise ValueError(f"CostParams.{f.name} must be in (0, 1], got {v!r}")
+            if f.name.endswith("_us") and not v >= 0.0:
+                raise ValueError(f"CostParams.{f.name} must be >= 0 µs, got {v!r}")
+        ks = self.pipeline_slices
+        if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks) or 1 not in ks:
+            raise ValueError(f"CostParams.pipeline_slices must be positive integers including 1, got {ks!r}")
+
+    def efficiency(self, kind: str) -> float:
+        """Achievable fraction of the nominal bandwidth of a link of ``kind``.
+
+        >>> CostParams().efficiency("nvlink")
+        0.8
+        """
+        try:
+            return getattr(self, f"{kind}_efficiency")
+        except AttributeError:
+            raise ValueError(f"link kind {kind!r} has no efficiency factor") from None
+
+
+@dataclass(frozen=True)
+class Estimate:
+    """A schedule's modelled time: ``time_us`` in all, run over ``slices`` message slices in
+    ``wavefronts`` wavefronts; ``bandwidth_us`` is the plain bandwidth part of it, ``fixed_us``
+    launch, overheads and latencies, the rest is the in-step pipelining term."""
+
+    time_us: float
+    slices: int
+    wavefronts: int
+    bandwidth_us: float
+    fixed_us: float
+
+
+def algbw_gbps(nbytes: float, time_us: float) -> float:
+    """nccl-tests algorithm bandwidth: ``nbytes / time`` in GB/s (1e9 bytes/s).
+
+    >>> round(algbw_gbps(4294967296, 32336.0), 2)
+    132.82
+    """
+    return float(nbytes) / (float(time_us) * 1e3) if time_us > 0 else 0.0
+
+
+def busbw_gbps(collective: str, n: int, nbytes: float, time_us: float) -> float:
+    """nccl-tests bus bandwidth: algbw times the collective's factor (allreduce 2(n-1)/n, ...).
+
+    >>> round(busbw_gbps("allreduce", 8, 4294967296, 32336.0), 2)
+    232.44
+    """
+    return algbw_gbps(nbytes, time_us) * BUSBW_FACTOR[canonical(collective)](n)
+
+
+def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
+    """Bytes of one chunk when the collective moves ``nbytes`` (nccl-tests size).
+
+    ``block = nbytes / max(input blocks, output blocks)``, ``chunk = block / pieces per block``.
+    """
+    spec = schedule.spec
+    return float(nbytes) / max(spec.input_blocks(), spec.output_blocks()) / spec.pieces_per_block
+
+
+class CostModel:
+    """Alpha-beta time of schedules on ``fabric`` (see the module docstring).
+
+    Parameters
+    ----------
+    fabric : Fabric
+        Channels, routes and resources (:func:`synth.ir.fabric.build_fabric`).
+    params : CostParams, optional
+        Efficiencies and overheads (defaults: the calibrated values).
+    """
+
+    def __init__(self, fabric: Fabric, params: CostParams | None = None) -> None:
+        self.fabric = fabric
+        self.params = params if params is not None else CostParams()
+        self._res = {r: k for k, r in enumerate(fabric.resources)}
+        #: effective bytes per µs of each resource
+        self.rate = np.array([info.bandwidth_gbps * self.params.efficiency(info.kind) * 1e3
+                              for info in fabric.resources.values()], dtype=float)
+        self._routes = {ch: [(self._res[r], float(f)) for r, f in route]
+                        for ch, route in fabric.channels.items()}
+        self._last: tuple | None = None      # (schedule, loads, latencies) of the last schedule timed
+
+    # ---------------------------------------------------------------- loads
+    def step_loads(self, step: Step, step_index: int = 0) -> tuple[np.ndarray, float]:
+        """``(load per resource in chunks, max channel latency in µs)`` of one step.
+
+        Raises
+        ------
+        ScheduleInvalid
+            A transfer whose src -> dst is not a channel (rule ``no-channel``).
+        """
+        load = np.zeros(len(self.rate))
+        lat = 0.0
+        for ti, t in enumerate(step.transfers):
+            route = self._routes.get((t.src, t.dst))
+            if route is None:
+                raise ScheduleInvalid(
+                    f"step {step_index}, transfer {ti} (chunk {t.chunk}, rank {t.src} -> {t.dst}): "
+                    f"not a channel of fabric {self.fabric.topology_name!r} (rule: no-channel)",
+                    rule="no-channel", step=step_index, transfer=ti, rank=t.src, chunk=t.chunk)
+            for r, f in route:
+                load[r] += f
+            lat = max(lat, self.fabric.channel_latency_us(t.src, t.dst))
+        return load, lat
+
+    def _wave_time(self, load: np.ndarray, lat: float, nbytes_chunk: float) -> tuple[float, float]:
+        t = float(np.max(load / self.rate)) * nbytes_chunk if len(load) else 0.0
+        fixed = self.params.step_overhead_us + lat
+        return fixed + t + 2.0 * math.sqrt(self.params.slice_overhead_us * t), t
+
+    def step_time_us(self, step: Step, chunk_bytes: float) -> float:
+        """Time of one step whose chunks are ``chunk_bytes`` bytes (µs, no launch cost)."""
+        load, lat = self.step_loads(step)
+        return self._wave_time(load, lat, float(chunk_bytes))[0]
+
+    # ---------------------------------------------------------------- schedules
+    def _matrix(self, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+        if schedule.ranks != self.fabric.num_ranks:
+            raise ScheduleInvalid(f"schedule has {schedule.ranks} ranks, fabric {self.fabric.topology_name!r} "
+                                  f"has {self.fabric.num_ranks} (rule: wrong-topology)", rule="wrong-topology")
+        loads = np.zeros((schedule.num_steps, len(self.rate)))
+        lats = np.zeros(schedule.num_steps)
+        for si, step in enumerate(schedule.steps):
+            loads[si], lats[si] = self.step_loads(step, si)
+        return loads, lats
+
+    def _pipelined(self, loads: np.ndarray, lats: np.ndarray, cb: float, k: int) -> Estimate:
+        S = len(lats)
+        p = self.params
+        if S == 0:
+            return Estimate(p.launch_us, k, 0, 0.0, p.launch_us)
+        csum = np.vstack([np.zeros((1, loads.shape[1])), np.cumsum(loads, axis=0)])
+        w = np.arange(S + k - 1)
+        lo, hi = np.maximum(0, w - k + 1), np.minimum(S - 1, w)
+        window = csum[hi + 1] - csum[lo]                       # (W, R) chunks per wavefront
+        t = np.max(window / self.rate, axis=1) * (cb / k) if loads.shape[1] else np.zeros(len(w))
+        lat_w = np.array([lats[a:b + 1].max() for a, b in zip(lo, hi)])
+        fixed = p.launch_us + float(np.sum(p.step_overhead_us + lat_w))
+        pipe = float(np.sum(2.0 * np.sqrt(p.slice_overhead_us * t)))
+        bw = float(np.sum(t))
+        return Estimate(fixed + bw + pipe, k, len(w), bw, fixed)
+
+    def estimate(self, schedule: Schedule, nbytes: float) -> Estimate:
+        """The best :class:`Estimate` over the pipelining choices for ``nbytes`` (nccl-tests size).
+
+        Raises
+        ------
+        ScheduleInvalid
+            The schedule has another rank count than the fabric, or uses a non-channel.
+        """
+        if nbytes < 0:
+            raise ValueError(f"nbytes must be >= 0, got {nbytes!r}")
+        if self._last is None or self._last[0] is not schedule:
+            self._last = (schedule, *self._matrix(schedule))
+        _, loads, lats = self._last
+        cb = chunk_bytes(schedule, nbytes)
+        ests = [self._pipelined(loads, lats, cb, k) for k in sorted(set(self.params.pipeline_slices))]
+        return min(ests, key=lambda e: (e.time_us, e.slices))
+
+    def schedule_time_us(self, schedule: Schedule, nbytes: float) -> float:
+        """Modelled time (µs) of ``schedule`` moving ``nbytes`` (nccl-tests size), best slicing."""
+        return self.estimate(schedule, nbytes).time_us
+
+    def schedule_busbw_gbps(self, schedule: Schedule, nbytes: float) -> float:
+        """nccl-tests bus bandwidth (GB/s) the model predicts for ``schedule`` at ``nbytes``."""
+        return busbw_gbps(schedule.collective, schedule.ranks, nbytes, self.schedule_time_us(schedule, nbytes))
+
+    algbw_gbps = staticmethod(algbw_gbps)
+    busbw_gbps = staticmethod(busbw_gbps)

@@ -1,0 +1,288 @@
+"""Cut bounds on a fabric's resource graph: max-flow cuts, enumeration over rank classes, Dinkelbach."""
+
+from __future__ import annotations
+
+import itertools
+import math
+from fractions import Fraction
+
+import numpy as np
+from ortools.graph.python import max_flow
+
+from synth.ir.collectives import CollectiveSpec
+from synth.ir.fabric import Fabric
+from topo_probe.errors import TopologyError
+
+#: exhaustive subset enumeration up to this many GPUs; Dinkelbach max-flow beyond
+ENUMERATE_MAX_RANKS = 16
+
+
+# ---------------------------------------------------------------------------- resource graph
+class _Graph:
+    """Resource graph with integer capacities (``cap / denom`` blocks per round)."""
+
+    def __init__(self, fabric: Fabric, params=None) -> None:
+        caps: dict[tuple[str, str], Fraction] = {}
+        for (u, v), info in fabric.resources.items():
+            eff = params.efficiency(info.kind) if params is not None else 1.0
+            caps[(u, v)] = Fraction(info.bandwidth_gbps * eff / fabric.unit_gbps).limit_denominator(10**6)
+        self.gpu = _rank_nodes(fabric)
+        _series_reduce(caps, set(self.gpu))
+        self.denom = math.lcm(*(c.denominator for c in caps.values())) if caps else 1
+        names = list(self.gpu) + sorted({x for e in caps for x in e} - set(self.gpu))
+        self.index = {x: k for k, x in enumerate(names)}
+        self.names = names
+        self.cap = {(self.index[u], self.index[v]): int(c * self.denom) for (u, v), c in caps.items() if c > 0}
+        self.n = len(self.gpu)
+
+    def switches_are_stars(self) -> bool:
+        return all(u < self.n or v < self.n for u, v in self.cap)
+
+    def flow_net(self, scale: int = 1) -> tuple[max_flow.SimpleMaxFlow, np.ndarray, np.ndarray, int, int]:
+        """Max-flow network: graph arcs (x scale), then arcs src->gpu_i and gpu_i->sink."""
+        m = max_flow.SimpleMaxFlow()
+        s, t = len(self.names), len(self.names) + 1
+        if self.cap:
+            us, vs = zip(*self.cap)
+            m.add_arcs_with_capacity(np.array(us), np.array(vs), np.array(list(self.cap.values())) * scale)
+        gi = np.arange(self.n)
+        a_in = m.add_arcs_with_capacity(np.full(self.n, s), gi, np.zeros(self.n, dtype=np.int64))
+        a_out = m.add_arcs_with_capacity(gi, np.full(self.n, t), np.zeros(self.n, dtype=np.int64))
+        return m, np.asarray(a_in), np.asarray(a_out), s, t
+
+    def inf(self, scale: int = 1) -> int:
+        return (sum(self.cap.values()) + 1) * scale + 10 * self.n * self.denom
+
+
+def _rank_nodes(fabric: Fabric) -> list[str]:
+    """Graph node of each rank: the node without incoming edge on its channels' routes."""
+    out = {}
+    for (i, _), route in fabric.channels.items():
+        if i not in out:
+            heads = {v for (_, v), _ in route}
+            out[i] = next(u for (u, _), _ in route if u not in heads)
+    if len(out) != fabric.num_ranks:
+        raise TopologyError(f"fabric {fabric.topology_name!r}: some ranks have no channel")
+    return [out[i] for i in range(fabric.num_ranks)]
+
+
+def _series_reduce(caps: dict[tuple[str, str], Fraction], keep: set[str]) -> None:
+    """Remove dead-end non-GPU nodes and bypass pass-through ones (exact for s-t cuts)."""
+    changed = True
+    while changed:
+        changed = False
+        nb: dict[str, set[str]] = {}
+        for u, v in caps:
+            nb.setdefault(u, set()).add(v)
+            nb.setdefault(v, set()).add(u)
+        for w, around in nb.items():
+            if w in keep or len(around) > 2:
+                continue
+            if len(around) == 2:
+                a, b = sorted(around)
+                for x, y in ((a, b), (b, a)):
+                    c = min(caps.get((x, w), Fraction(0)), caps.get((w, y), Fraction(0)))
+                    if c:
+                        caps[(x, y)] = caps.get((x, y), Fraction(0)) + c
+            for e in [e for e in caps if w in e]:
+                del caps[e]
+            changed = True
+            break
+
+
+# ---------------------------------------------------------------------------- in-cut tables
+def _twin_classes(g: _Graph) -> list[list[int]]:
+    """Group GPUs whose swap is an automorphism of the capacity graph."""
+    def swappable(i: int, j: int) -> bool:
+        if g.cap.get((i, j), 0) != g.cap.get((j, i), 0):
+            return False
+        others = {x for e in g.cap for x in e if i in e or j in e} - {i, j}
+        return all(g.cap.get((i, x), 0) == g.cap.get((j, x), 0) and g.cap.get((x, i), 0) == g.cap.get((x, j), 0)
+                   for x in others)
+    classes: list[list[int]] = []
+    for i in range(g.n):
+        for c in classes:
+            if all(swappable(i, j) for j in c):
+                c.append(i)
+                break
+        else:
+            classes.append([i])
+    return classes
+
+
+def _cut_table(g: _Graph) -> tuple[list[list[int]], dict[tuple[int, ...], int]]:
+    """``in(S) * denom`` for every subset up to symmetry: ``{class counts: cut}``."""
+    n = g.n
+    if g.switches_are_stars():
+        masks = np.arange(1 << n, dtype=np.int64)
+        inside = [(masks >> i) & 1 for i in range(n)]
+        cut = np.zeros(1 << n, dtype=np.int64)
+        sw_in: dict[int, np.ndarray] = {}
+        sw_out: dict[int, np.ndarray] = {}
+        for (u, v), c in g.cap.items():
+            if u < n and v < n:
+                cut += c * (1 - inside[u]) * inside[v]
+            elif v >= n:   # GPU u -> switch v: cut when u outside and v placed inside
+                sw_in[v] = sw_in.get(v, 0) + c * (1 - inside[u])
+            else:          # switch u -> GPU v: cut when u placed outside and v inside
+                sw_out[u] = sw_out.get(u, 0) + c * inside[v]
+        for w in set(sw_in) | set(sw_out):
+            cut += np.minimum(sw_in.get(w, 0), sw_out.get(w, 0))
+        bits = np.stack(inside, axis=1).tolist()
+        return [[i] for i in range(n)], dict(zip(map(tuple, bits), cut.tolist()))
+    classes = _twin_classes(g)
+    m, a_in, a_out, s, t = g.flow_net()
+    inf = g.inf()
+    table = {}
+    for vec in itertools.product(*(range(len(c) + 1) for c in classes)):
+        members = {x for c, k in zip(classes, vec) for x in c[:k]}
+        ins = np.array([0 if i in members else inf for i in range(n)], dtype=np.int64)
+        m.set_arcs_capacity(a_in, ins)
+        m.set_arcs_capacity(a_out, inf - ins)
+        m.solve(s, t)
+        table[vec] = int(m.optimal_flow())
+    return classes, table
+
+
+def _best_ratio(classes, table, n, num, allow, denom) -> tuple[Fraction, tuple[int, ...]]:
+    """max over vectors with ``allow(vec)`` of ``num(s) / in`` (``in = table / denom``)."""
+    best, arg = None, None
+    for vec, cut in table.items():
+        s = sum(vec)
+        if 0 < s < n and allow(vec):
+            if cut == 0:
+                raise TopologyError(f"GPU subset {_members(classes, vec)} cannot be reached from the others")
+            if best is None or num(s) * best[1] > best[0] * cut:
+                best, arg = (num(s), cut), vec
+    return Fraction(best[0] * denom, best[1]), arg
+
+
+def _members(classes, vec, first_root: int | None = None, root_inside: bool = True) -> tuple[int, ...]:
+    out = []
+    for c, k in zip(classes, vec):
+        order = list(c)
+        if first_root in order:
+            order.remove(first_root)
+            order = [first_root] + order if root_inside else order + [first_root]
+        out += order[:k]
+    return tuple(sorted(out))
+
+
+def _enumerate(g: _Graph, spec: CollectiveSpec) -> tuple[Fraction, tuple[int, ...]]:
+    n, name, root = g.n, spec.name, spec.root
+    classes, table = _cut_table(g)
+    full = tuple(len(c) for c in classes)
+    comp = {vec: table[tuple(f - k for f, k in zip(full, vec))] for vec in table}   # out(S) = in(V \ S)
+    rc = next((k for k, c in enumerate(classes) if root in c), None)
+    yes = lambda v: True  # noqa: E731
+    if name in ("allgather", "reducescatter", "allreduce"):
+        ag, v1 = _best_ratio(classes, table, n, lambda s: n - s, yes, g.denom)
+        rs, v2 = _best_ratio(classes, comp, n, lambda s: n - s, yes, g.denom)
+        if name == "allreduce":
+            return _global_cut_bound(g), _members(classes, v1)
+        return (ag, _members(classes, v1)) if name == "allgather" else (rs, _members(classes, v2))
+    if name == "alltoall":
+        r, v = _best_ratio(classes, table, n, lambda s: s * (n - s), yes, g.denom)
+        return r, _members(classes, v)
+    tab = table if name == "gather" else comp
+    r, v = _best_ratio(classes, tab, n, lambda s: n - s, lambda vec: vec[rc] >= 1, g.denom)
+    return r, _members(classes, v, root, True)
+
+
+# ---------------------------------------------------------------------------- max-flow methods
+def _cut(g: _Graph, sources, sinks) -> Fraction:
+    """Min cut (blocks per round) from GPUs ``sources`` to GPUs ``sinks``, other nodes free."""
+    m, a_in, a_out, s, t = g.flow_net()
+    inf = g.inf()
+    m.set_arcs_capacity(a_in, np.array([inf if i in sources else 0 for i in range(g.n)], dtype=np.int64))
+    m.set_arcs_capacity(a_out, np.array([inf if i in sinks else 0 for i in range(g.n)], dtype=np.int64))
+    m.solve(s, t)
+    return Fraction(int(m.optimal_flow()), g.denom)
+
+
+def _in_cut(g: _Graph, inside: set[int]) -> Fraction:
+    return _cut(g, set(range(g.n)) - set(inside), inside)
+
+
+def _dinkelbach(g: _Graph, outside_costs: bool, forced: list[int]) -> tuple[Fraction, set[int]]:
+    """max over S of ``(n - |S|) / in(S)`` (``outside_costs=False``, some ``a`` in ``forced`` inside
+    S) or ``|S| / in(S)`` (``outside_costs=True``, some ``b`` in ``forced`` outside S)."""
+    n = g.n
+    def ratio(S: set[int]) -> Fraction:
+        return Fraction(n - len(S) if not outside_costs else len(S)) / _in_cut(g, S)
+    start = [{a} for a in forced] if not outside_costs else [set(range(n)) - {b} for b in forced]
+    best_s = max(start, key=ratio)
+    rho = ratio(best_s)
+    while True:
+        m, a_in, a_out, s, t = g.flow_net(rho.numerator)
+        unit = rho.denominator * g.denom
+        inf = g.inf(rho.numerator) + n * unit
+        improved = None
+        for f in forced:
+            caps_in = np.full(n, 0 if outside_costs else unit, dtype=np.int64)    # s->i: cost if i inside
+            caps_out = np.full(n, unit if outside_costs else 0, dtype=np.int64)   # i->t: cost if i outside
+            if outside_costs:
+                caps_in[f] = inf
+            else:
+                caps_out[f] = inf
+            m.set_arcs_capacity(a_in, caps_in)
+            m.set_arcs_capacity(a_out, caps_out)
+            m.solve(s, t)
+            if m.optimal_flow() < n * unit:
+                S = {i for i in m.get_sink_side_min_cut() if i < n}
+                if 0 < len(S) < n and ratio(S) > rho:
+                    improved = S
+                    break
+        if improved is None:
+            return rho, best_s
+        best_s, rho = improved, ratio(improved)
+
+
+def _global_cut_bound(g: _Graph) -> Fraction:
+    """``1 / min over proper GPU subsets S of min(in(S), out(S))``: every directed cut separates
+    GPU 0 from some GPU v one way or the other, so 2(n - 1) max-flows find the smallest."""
+    smallest = min(min(_cut(g, {0}, {v}), _cut(g, {v}, {0})) for v in range(1, g.n))
+    if smallest == 0:
+        raise TopologyError("some GPUs cannot exchange data with the others")
+    return 1 / smallest
+
+
+def _by_maxflow(g: _Graph, spec: CollectiveSpec, hosts: list[int]) -> tuple[Fraction, bool, tuple[int, ...]]:
+    n, name, root = g.n, spec.name, spec.root
+    everyone = list(range(n))
+    if name in ("allgather", "reducescatter", "allreduce", "alltoall"):
+        ag, s_ag = _dinkelbach(g, False, everyone)
+        rs, s_rs = _dinkelbach(g, True, everyone)
+        if name == "allgather":
+            return ag, True, tuple(sorted(s_ag))
+        if name == "reducescatter":
+            return rs, True, tuple(sorted(set(everyone) - s_rs))
+        if name == "allreduce":
+            return _global_cut_bound(g), True, tuple(sorted(s_ag))
+        cands = [s_ag, s_rs, set(everyone) - s_ag, set(everyone) - s_rs] + [{i} for i in everyone]
+        cands += [{i for i in everyone if hosts[i] == h} for h in set(hosts) if len(set(hosts)) > 1]
+        best = max(cands, key=lambda S: Fraction(len(S) * (n - len(S))) / _in_cut(g, S))
+        return Fraction(len(best) * (n - len(best))) / _in_cut(g, best), False, tuple(sorted(best))
+    if name == "gather":
+        r, S = _dinkelbach(g, False, [root])
+        return r, True, tuple(sorted(S))
+    r, T = _dinkelbach(g, True, [root])       # scatter: |T| / in(T), root outside T
+    return r, True, tuple(sorted(set(everyone) - T))
+
+
+def bandwidth_rounds(fabric: Fabric, spec: CollectiveSpec, params=None, method: str = "auto"):
+    """``(rounds per block, exact, method, witness subset)``."""
+    n = spec.ranks
+    if n < 2:
+        return Fraction(0), True, "trivial", ()
+    g = _Graph(fabric, params)
+    if spec.name in ("broadcast", "reduce"):
+        flows = [(_cut(g, {spec.root}, {p}) if spec.name == "broadcast" else _cut(g, {p}, {spec.root}), p)
+                 for p in range(n) if p != spec.root]
+        f, p = min(flows)
+        return 1 / f, True, "maxflow", (p,)
+    if method == "enumeration" or (method == "auto" and n <= ENUMERATE_MAX_RANKS):
+        r, w = _enumerate(g, spec)
+        return r, True, "enumeration", w
+    r, exact, w = _by_maxflow(g, spec, fabric.hosts or [0] * n)
+    return r, exact, "maxflow", w

@@ -1,0 +1,1 @@
+"""The ``synthesize`` pipeline: topology -> verified candidates -> size-based plan, report and exports."""

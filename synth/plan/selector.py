@@ -1,0 +1,247 @@
+"""Which verified schedule a collective call runs: the one selector of the Communicator, the
+MPI communicator and the sweep.
+
+Order of choice for ``(collective, nbytes, root)`` (``nbytes`` is the nccl-tests size):
+
+1. a forced algorithm (``algo``): a baseline name (:data:`synth.baselines.BASELINES`) or a
+   schedule file (JSON), the same for every size;
+2. the plan entry covering ``nbytes`` (:class:`~synth.plan.size_plan.Plan`);
+3. the fastest applicable baseline at ``nbytes`` by the cost model
+   (:class:`~synth.baselines.choice.BaselineChooser`).
+
+Every schedule is verified on the topology's fabric before it is returned.
+
+Plan discovery (:func:`find_plan`) is explicit and said once: a :class:`Plan` or a ``plan.json``
+path passed as ``plan`` is used (it must match the topology); a results folder passed as
+``plan``, or for ``plan="auto"`` the folder named by the ``TOPOCOLL_RESULTS`` environment
+variable, else ``results`` (where ``synthesize`` writes), is searched for the plan whose topology
+fingerprint is the topology's (``<dir>/<name>/plan.json`` first, then every
+``<dir>/*/plan.json``).  The chosen path is logged once on the ``topocoll``
+logger and kept in :attr:`ScheduleSelector.notes`.
+
+>>> from topo_probe.machines.generators import fully_connected
+>>> sel = ScheduleSelector(fully_connected(4), plan=False)
+>>> c = sel.select("allreduce", 1 << 20)
+>>> c.source, c.label, c.schedule.meta["baseline"]
+('baseline', 'best:direct', 'direct')
+>>> ScheduleSelector(fully_connected(4), plan=False, algo="ring").select("allgather", 8).label
+'ring'
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import warnings
+from dataclasses import dataclass
+from pathlib import Path
+
+from synth.ir.collectives import ROOTED, canonical
+from synth.ir.schedule import Schedule
+from synth.plan.size_plan import Plan
+from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError, TopologyError
+from topo_probe.topology.model import Topology
+
+logger = logging.getLogger("topocoll")
+
+#: the folder ``synthesize`` writes to by default, searched when ``TOPOCOLL_RESULTS`` is not set
+DEFAULT_RESULTS = "results"
+
+
+@dataclass(frozen=True)
+class Choice:
+    """A selected schedule: ``source`` is ``file``, ``algo``, ``plan`` or ``baseline``;
+    ``label`` names it as the sweep prints it (``ring``, ``plan:<file>``, ``best:<baseline>``)."""
+
+    schedule: Schedule
+    source: str
+    label: str
+
+
+def _plan_fingerprint(path: Path) -> str | None:
+    try:
+        return Plan.load(path).topology_fingerprint
+    except TopocollError:
+        return None
+
+
+def results_dir() -> Path:
+    """The results folder plans are discovered in: ``$TOPOCOLL_RESULTS`` or ``results``."""
+    return Path(os.environ.get("TOPOCOLL_RESULTS") or DEFAULT_RESULTS)
+
+
+def _discover(topology: Topology, base: Path) -> tuple[Plan | None, str]:
+    fp = topology.fingerprint()
+    named = base / topology.name / "plan.json"
+    candidates = [named] + sorted(p for p in base.glob("*/plan.json") if p != named)
+    for path in candidates:
+        if path.is_file() and _plan_fingerprint(path) in (fp, ""):
+            return Plan.load(path), f"plan: {path}"
+    if named.is_file():
+        note = (f"{named}: plan made for another topology (fingerprint {_plan_fingerprint(named)} != {fp}); "
+                f"not used")
+        warnings.warn(note, stacklevel=4)
+        return None, "plan: " + note
+    return None, f"plan: none for {topology.name!r} (fingerprint {fp}) in {base}/"
+
+
+def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
+    """``(plan or None, one line saying what was found)`` for ``topology``.
+
+    ``plan``: a :class:`Plan` or a ``plan.json`` path (must match the topology's fingerprint,
+    else :class:`TopologyError`); a results folder, ``"auto"`` or None: discovery in that folder
+    or in :func:`results_dir` (a plan made for another topology is skipped with a warning);
+    False: no plan.
+    """
+    if plan is False:
+        return None, "plan: none asked for"
+    if plan is None or plan == "auto":
+        return _discover(topology, results_dir())
+    if not isinstance(plan, Plan) and Path(plan).is_dir():
+        return _discover(topology, Path(plan))
+    found, where = (plan, "plan: given") if isinstance(plan, Plan) else (Plan.load(plan), f"plan: {plan}")
+    fp = topology.fingerprint()
+    if found.topology_fingerprint and found.topology_fingerprint != fp:
+        raise TopologyError(f"plan for topology {found.topology_name!r} (fingerprint {found.topology_fingerprint}) "
+                            f"does not match {topology.name!r} (fingerprint {fp})")
+    return found, where
+
+
+class ScheduleSelector:
+    """Selects, verifies and caches the schedule of each call on one topology (see the module
+    docstring).
+
+    Parameters
+    ----------
+    topology : Topology
+    plan : Plan, path, "auto", None or False
+        Where the plan comes from (:func:`find_plan`); ignored when ``algo`` is given.
+    algo : str, optional
+        A baseline name or a schedule JSON file run for every size (``"plan"`` or None: choose).
+    fabric, cost : optional
+        Prebuilt :class:`~synth.ir.fabric.Fabric` / :class:`~synth.model.cost.CostModel`.
+    warn_fallback : bool
+        Warn once per (collective, baseline) when no plan entry covers a call.
+    owner : str
+        Who selects, named at the start of that warning (e.g. ``Communicator``).
+    stacklevel : int
+        ``warnings.warn`` stack level of that warning, counted from :meth:`select`.
+    """
+
+    def __init__(self, topology: Topology, *, plan="auto", algo: str | None = None, fabric=None, cost=None,
+                 warn_fallback: bool = True, owner: str = "topocoll", stacklevel: int = 2) -> None:
+        self.topology = topology
+        self.algo = None if algo in (None, "plan") else str(algo)
+        self.warn_fallback, self.owner, self.stacklevel = warn_fallback, owner, stacklevel
+        self._fabric, self._cost, self._chooser = fabric, cost, None
+        self._cache: dict[tuple, Schedule] = {}
+        self._warned: set[tuple[str, str]] = set()
+        self.notes: list[str] = []
+        self.file_schedule: Schedule | None = None
+        self.plan: Plan | None = None
+        if self.algo is None:
+            self.plan, note = find_plan(topology, plan)
+            self.notes.append(note)
+            logger.info("%s", note)
+        else:
+            self._check_algo()
+
+    # ------------------------------------------------------------------ lazily built
+    @property
+    def fabric(self):
+        if self._fabric is None:
+            from synth.ir.fabric import build_fabric
+            self._fabric = build_fabric(self.topology)
+        return self._fabric
+
+    @property
+    def cost(self):
+        if self._cost is None:
+            from synth.model.cost import CostModel
+            self._cost = CostModel(self.fabric)
+        return self._cost
+
+    @property
+    def chooser(self):
+        """Baselines of this topology, built once; the fastest per size by the cost model."""
+        if self._chooser is None:
+            from synth.baselines.choice import BaselineChooser
+            self._chooser = BaselineChooser(self.fabric, self.cost)
+        return self._chooser
+
+    def _check_algo(self) -> None:
+        from synth.baselines import BASELINES
+        if self.algo in BASELINES:
+            return
+        path = Path(self.algo)
+        if not path.is_file():
+            raise InvalidArgument(f"algorithm {self.algo!r}: not 'plan', a baseline ({', '.join(BASELINES)}) "
+                                  f"or an existing schedule file")
+        from synth.ir.verifier import check
+        sched = Schedule.load(path)
+        if sched.ranks != self.topology.num_gpus:
+            raise ScheduleInvalid(f"{path}: schedule has {sched.ranks} ranks, topology {self.topology.name!r} "
+                                  f"has {self.topology.num_gpus}", rule="wrong-topology")
+        check(sched, self.fabric)
+        self.file_schedule = sched
+        self.notes.append(f"schedule: {path} ({sched.name or 'unnamed'}, verified)")
+
+    # ------------------------------------------------------------------ choice
+    def select(self, collective: str, nbytes: int, root: int | None = None) -> Choice:
+        """The :class:`Choice` for ``collective`` of ``nbytes`` (nccl-tests size) and ``root``."""
+        name = canonical(collective)
+        root = root if name in ROOTED else None
+        if self.file_schedule is not None:
+            return Choice(self._from_file(name, root), "file", self.file_schedule.name or Path(self.algo).name)
+        if self.algo is not None:
+            return Choice(self._verified(("algo", self.algo, name, root), self._forced, name, root), "algo", self.algo)
+        entry = self.plan.select(name, nbytes, root) if self.plan is not None else None
+        if entry is not None:
+            sched = self._verified(("plan", entry), self._from_plan, entry, name, root)
+            return Choice(sched, "plan", f"plan:{entry.schedule}")
+        sched, algo = self.chooser.best(name, root, nbytes)
+        self._verified(("best", algo, name, root), lambda: sched)
+        if self.warn_fallback and (name, algo) not in self._warned:
+            self._warned.add((name, algo))
+            why = "no plan" if self.plan is None else "no plan entry"
+            warnings.warn(f"{self.owner}: {why} for {name} of {nbytes} bytes on {self.topology.name!r}; using "
+                          f"baseline {algo!r}, the fastest baseline at this size by the cost model (said once "
+                          f"per collective and baseline)", stacklevel=self.stacklevel)
+        return Choice(sched, "baseline", f"best:{algo}")
+
+    def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
+        """The verified schedule of :meth:`select`."""
+        return self.select(collective, nbytes, root).schedule
+
+    def _verified(self, key: tuple, build, *args) -> Schedule:
+        sched = self._cache.get(key)
+        if sched is None:
+            from synth.ir.verifier import check
+            sched = build(*args)
+            check(sched, self.fabric)
+            if len(self._cache) >= 4096:
+                self._cache.clear()
+            self._cache[key] = sched
+        return sched
+
+    def _from_file(self, name: str, root: int | None) -> Schedule:
+        s = self.file_schedule
+        if s.collective != name:
+            raise ScheduleInvalid(f"{self.algo}: schedule is {s.collective}, the call is {name}", rule="bad-collective")
+        if root is not None and s.root != root:
+            raise InvalidArgument(f"{self.algo}: schedule has root {s.root}, the call asks for root {root}")
+        return s
+
+    def _forced(self, name: str, root: int | None) -> Schedule:
+        from synth.baselines import baseline
+        return baseline(self.algo, self.fabric, name, root=root)
+
+    def _from_plan(self, entry, name: str, root: int | None) -> Schedule:
+        sched = self.plan.load_schedule(entry)
+        if (sched.collective, sched.root) != (name, root):
+            raise ScheduleInvalid(f"plan entry {entry.schedule}: holds {sched.collective} root {sched.root}, "
+                                  f"expected {name} root {root}", rule="bad-collective")
+        return sched
+
+
+__all__ = ["Choice", "ScheduleSelector", "find_plan", "results_dir", "DEFAULT_RESULTS"]

@@ -1,0 +1,245 @@
+"""Bandwidth-optimal schedules: LP arborescence packing turned into verified step schedules.
+
+Method
+------
+1. **LP** (:func:`synth.solve.bwopt.trees.pack_trees`): on the fabric's channel graph, find the largest
+   rate ``x`` (chunks per round) at which every source broadcasts at once over weighted
+   spanning arborescences, each tree edge loading the resources of its channel's route.
+   Switches relay but never copy: a chunk that a switch forwards to two GPUs crosses its
+   uplink twice, exactly as the routes say.  Column generation (GLOP master, Chu-Liu/Edmonds
+   pricing) reaches the LP optimum; its Lagrangian bound certifies it.
+2. **Whole chunks** (:func:`synth.solve.bwopt.tree_batch.integer_batch`): a batch of ``c`` chunks per source
+   is spread over the trees with integer counts so that one batch needs ``R`` whole rounds,
+   ``R / c`` as small as possible (CP-SAT, exact rational loads).  Columns: the LP's trees,
+   their images under the fabric's symmetries (:func:`synth.solve.bwopt.tree_symmetry.symmetries`), every
+   generated tree, random-price trees, ring chains; when the symmetries map rank 0 to every
+   rank, first "orbit bundles" (one tree and its images, one per source, always used
+   together), which make symmetric exact batches easy to find.  ``R / c`` equals the LP's
+   ``1 / x`` whenever the search finds an exact assignment; diving with the LP is the
+   fallback.
+3. **Steps** (:func:`synth.solve.bwopt.staging.stage`, pipelining generalised): every chunk gets a
+   tree and a delay ``d``; its tree level ``l`` moves in step ``d + l``.  CP-SAT picks trees
+   and delays so that the sum over steps of each step's whole rounds is smallest while the
+   batch still fits ``R`` rounds in all: balanced steps, so the schedule is fast even without
+   further pipelining (a perfectly balanced staging has ``sum z_t = R``).  Each step declares
+   the fewest whole rounds its loads need (exact rational arithmetic, so the verifier's
+   capacity rule holds).
+
+Collectives: allgather (a broadcast tree per source, chunk ``r*C + i`` rooted at ``r``),
+reducescatter (the same on the reversed fabric, run backwards with reduces), allreduce
+(reducescatter then allgather, same chunk ids, so chunk ``g`` is reduced at rank ``g // C``
+between the phases), broadcast (trees from the root) and reduce (reversed).
+
+Bandwidth term
+--------------
+See :func:`synth.solve.bwopt.bandwidth_term.bandwidth_term` (also importable from here):
+``max_r (sum over steps of load_r) / (cap_r * P)``, the rounds per block the schedule needs
+when it is cut into many slices and pipelined (P = pieces per block).  It is computed from
+the schedule's transfers, never from the LP.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections import Counter
+from fractions import Fraction
+
+import numpy as np
+
+from synth.ir.collectives import canonical
+from synth.ir.fabric import Fabric
+from synth.ir.schedule import Schedule, Step, Transfer
+from synth.solve.bwopt.bandwidth_term import bandwidth_term, lockstep_bandwidth_term
+from synth.solve.bwopt.forest import Forest
+from synth.solve.bwopt.staging import Staged
+from synth.solve.bwopt.trees import (
+    ChannelModel,
+    bfs_edges,
+    rounds_for,
+)
+from topo_probe.errors import UnsupportedCollective
+
+__all__ = ["SUPPORTED", "bandwidth_optimal", "bandwidth_term", "lockstep_bandwidth_term"]
+
+SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
+
+
+# ---------------------------------------------------------------------------- forests
+def _bound(fabric: Fabric, name: str, root: int | None) -> Fraction | None:
+    try:
+        from synth.model.bounds import lower_bounds
+    except ImportError:      # pragma: no cover - bounds is a sibling module
+        return None
+    return Fraction(lower_bounds(fabric, name, root).bandwidth_rounds_per_block)
+
+
+
+def _chunk_trees(forest: Forest, chunk) -> list[tuple[int, tuple[int, ...], int]]:
+    """``(chunk id, tree, delay)`` of every chunk; ``chunk(s, j)`` names source ``s``'s ``j``-th."""
+    out = []
+    for s in forest.sources:
+        j = 0
+        for parent, d, m in forest.staged.counts[s]:
+            for _ in range(m):
+                out.append((chunk(s, j), parent, d))
+                j += 1
+    return out
+
+
+def _phase(forest: Forest, chunk, reduce: bool) -> list[list[Transfer]]:
+    """Transfers per step of one phase (a reduce phase is the time-reversed broadcast)."""
+    S = forest.staged.steps
+    steps: list[list[Transfer]] = [[] for _ in range(S)]
+    for g, parent, d in _chunk_trees(forest, chunk):
+        depth = {parent.index(-1): 0}
+        for u, v in bfs_edges(parent):
+            depth[v] = depth[u] + 1
+            t = d + depth[v] - 1
+            if reduce:
+                steps[S - 1 - t].append(Transfer(g, v, u, "reduce"))
+            else:
+                steps[t].append(Transfer(g, u, v, "copy"))
+    return steps
+
+
+def _steps(fabric: Fabric, model: ChannelModel, phases: list[list[list[Transfer]]]) -> tuple[Step, ...]:
+    """Concatenate phases; every step declares the fewest whole rounds its exact loads need."""
+    index = {r: k for k, r in enumerate(model.resources)}
+    out = []
+    for transfers in (st for ph in phases for st in ph):
+        if not transfers:
+            continue
+        load = np.zeros(len(model.resources), dtype=np.int64)
+        for (i, j), k in Counter((t.src, t.dst) for t in transfers).items():
+            for r, f in fabric.channels[(i, j)]:
+                load[index[r]] += k * int(Fraction(f) * model.q)
+        out.append(Step(rounds_for(model, load), tuple(transfers)))
+    return tuple(out)
+
+
+# ---------------------------------------------------------------------------- public entry
+def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = None, max_chunks: int = 32,
+                      time_limit_s: float = 240.0, efficiency=None) -> Schedule:
+    """A verified schedule whose bandwidth term reaches the LP optimum (the cut bound where the
+    fabric's routes allow it).
+
+    Parameters
+    ----------
+    fabric : Fabric
+        Channels and capacities (:func:`synth.ir.fabric.build_fabric`).
+    collective : str
+        ``allgather``, ``reducescatter``, ``allreduce``, ``broadcast`` or ``reduce`` (any spelling).
+    root : int, optional
+        Root of broadcast / reduce (default 0).
+    max_chunks : int
+        Largest batch the whole-chunk search tries (chunks per source); the step balancing
+        may double it, so ``chunks_per_rank <= 2 * max_chunks`` (allreduce: the lcm of its
+        two phases' batches).  Larger values allow exact batches for awkward rates.
+    time_limit_s : float
+        Budget (s) for the LPs and the whole-chunk search; on expiry the best schedule so far
+        is returned and ``meta["lp_optimal"]`` says whether the tree LP was proven optimal.
+    efficiency : callable or CostParams, optional
+        Link kind -> achieved fraction of nominal bandwidth (e.g. a
+        :class:`synth.model.cost.CostParams` or its ``efficiency``): optimise for these effective capacities
+        instead of the nominal ones.  Steps still declare nominal rounds and the ``meta``
+        terms stay nominal, so ``ratio_to_bound`` may then exceed 1.
+
+    Returns
+    -------
+    Schedule
+        Passed :func:`synth.ir.verifier.check`.  ``meta``: ``method`` ("lp-trees"), ``lp_rate``
+        (chunks per round per source; allreduce: of its allgather phase),
+        ``bound_rounds_per_block``, ``achieved_rounds_per_block`` (:func:`bandwidth_term`),
+        ``ratio_to_bound``, ``solve_s``, exact values as strings, ``lockstep_rounds_per_block``
+        (:func:`lockstep_bandwidth_term`), ``batch_chunks``, ``trees``, ``max_depth``.
+
+    Raises
+    ------
+    UnsupportedCollective
+        Another collective, a bad root or bad sizes.
+    SynthesisInfeasible
+        A source cannot reach every rank over the fabric's channels.
+    """
+    t0 = time.monotonic()
+    name = canonical(collective)
+    n = fabric.num_ranks
+    if name not in SUPPORTED:
+        raise UnsupportedCollective(f"bandwidth_optimal: {name} is not supported "
+                                    f"(supported: {', '.join(SUPPORTED)})")
+    if max_chunks < 1:
+        raise UnsupportedCollective(f"bandwidth_optimal: max_chunks must be >= 1, got {max_chunks}")
+    rooted = name in ("broadcast", "reduce")
+    if rooted:
+        root = 0 if root is None else root
+        if not 0 <= root < n:
+            raise UnsupportedCollective(f"bandwidth_optimal: root must be a rank in 0..{n - 1}, got {root}")
+    elif root is not None:
+        raise UnsupportedCollective(f"bandwidth_optimal: {name} takes no root (got root={root})")
+    sources = [root] if rooted else list(range(n))
+    if n == 1:                                  # nothing to move
+        return Schedule(name, 1, 1, (), root if rooted else None, False, "lp-trees", fabric.topology_name,
+                        fabric.fingerprint, {"method": "lp-trees", "achieved_rounds_per_block": 0.0,
+                                             "achieved_exact": "0", "ratio_to_bound": None})
+    efficiency = getattr(efficiency, "efficiency", efficiency)      # a CostParams works too
+    fw = Forest(fabric, False, sources, efficiency) if name in ("allgather", "broadcast", "allreduce") else None
+    rv = Forest(fabric, True, sources, efficiency) if name in ("reducescatter", "reduce", "allreduce") else None
+    bound = (lambda what: None) if efficiency else (lambda what: _bound(fabric, what, root))  # noqa: E731
+    mirror = fw or Forest(fabric, False, sources, efficiency)     # reduce trees: try mirrored ones first
+    mirror.solve(bound("allgather" if not rooted else "broadcast"), max_chunks, time_limit_s / (2 if rv else 1))
+    if rv and not rv.reuse(mirror):
+        rv.solve(bound("reducescatter" if not rooted else "reduce"), max_chunks,
+                 max(5.0, time_limit_s - (time.monotonic() - t0)))
+    forests = [f for f in (rv, fw) if f]
+    c = math.lcm(*(f.staged.chunks for f in forests))
+    for f in forests:
+        k = c // f.staged.chunks
+        f.staged = Staged(c, f.staged.rounds * k, [z * k for z in f.staged.z],
+                          {s: [(p, d, m * k) for p, d, m in ts] for s, ts in f.staged.counts.items()})
+
+    def chunk(s: int, j: int) -> int:
+        return (0 if rooted else s * c) + j
+
+    phases = ([_phase(rv, chunk, True)] if rv else []) + ([_phase(fw, chunk, False)] if fw else [])
+    sched = Schedule(name, n, c, _steps(fabric, ChannelModel(fabric), phases), root if rooted else None, False,
+                     "lp-trees", fabric.topology_name, fabric.fingerprint)
+    from synth.ir.verifier import check
+    check(sched, fabric)
+    return sched.with_(meta=_meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0))
+
+
+def _phased(fabric: Fabric, name: str, achieved: Fraction) -> dict:
+    """AllReduce only: the (RS + AG) / n bound of phase-separated schedules and our ratio to it."""
+    if name != "allreduce":
+        return {}
+    from synth.model.bounds import phased_allreduce_bound
+    phased = phased_allreduce_bound(fabric)
+    return {"phased_bound_exact": str(phased),
+            "ratio_to_phased_bound": float(achieved / phased) if phased else None}
+
+
+def _meta(sched: Schedule, fabric: Fabric, name: str, root, forests, fw, solve_s: float) -> dict:
+    achieved = bandwidth_term(sched, fabric)
+    bound = _bound(fabric, name, root)
+    lead = fw or forests[0]
+    return {
+        "method": "lp-trees",
+        "lp_rate": lead.packing.rate,
+        "lp_upper": lead.packing.upper,
+        "lp_optimal": all(f.packing.optimal for f in forests),
+        "lp_rounds_per_block": sum(1.0 / f.packing.rate for f in forests) / (sched.ranks if name == "allreduce"
+                                                                               else 1),
+        "bound_rounds_per_block": float(bound) if bound is not None else None,
+        "bound_exact": str(bound) if bound is not None else None,
+        "achieved_rounds_per_block": float(achieved),
+        "achieved_exact": str(achieved),
+        "ratio_to_bound": float(achieved / bound) if bound else None,
+        **_phased(fabric, name, achieved),
+        "lockstep_rounds_per_block": float(lockstep_bandwidth_term(sched, fabric)),
+        "batch_chunks": forests[0].batch.chunks,
+        "trees": sum(len(ts) for f in forests for ts in f.staged.counts.values()),
+        "max_depth": max(f.depth for f in forests),
+        "cg_iterations": sum(f.packing.iterations for f in forests),
+        "optimized_for": "effective" if forests[0].model.efficiency else "nominal",
+        "solve_s": round(solve_s, 3),
+    }

@@ -1,0 +1,176 @@
+"""Staging: which step each tree level of a whole-chunk batch moves in.
+
+A :class:`synth.solve.bwopt.tree_batch.Batch` says how many chunks per source go down each spanning
+arborescence so that one batch fits ``R`` whole rounds of every resource.  Staging gives
+every chunk a tree and a delay ``d``: the tree's level ``l`` (the edges leaving nodes at
+depth ``l``) moves in step ``d + l``.  :func:`stage` picks trees and delays with CP-SAT so
+that the sum over steps of each step's whole rounds (``z_t``, the fewest rounds its exact
+loads need) is smallest while the batch still fits ``R`` rounds in all; a perfectly
+balanced staging has ``sum z_t = R``.  The result is a :class:`Staged`.  :func:`fits` is the
+exact capacity test (loads in chunks, capacities in chunks per round) that staging and
+:mod:`synth.solve.bwopt.optimal` share.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass
+from fractions import Fraction
+
+import numpy as np
+
+from synth.solve.bwopt.tree_batch import Batch, Bundle
+from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
+
+
+@dataclass
+class Staged:
+    """A batch with delays: ``counts[s]`` lists ``(tree, delay, chunks)``; step ``t`` needs at
+    most ``z[t]`` whole rounds; the batch needs ``rounds`` in all when steps overlap."""
+
+    chunks: int
+    rounds: int
+    z: list[int]
+    counts: dict[int, list[tuple[tuple[int, ...], int, int]]]
+
+    @property
+    def steps(self) -> int:
+        return len(self.z)
+
+
+def fits(model: ChannelModel, load_q: np.ndarray, rounds: int) -> bool:
+    """Exact test: loads ``load_q / q`` fit ``rounds`` rounds of every resource."""
+    return all(int(load_q[k]) * c.denominator <= rounds * c.numerator * model.q
+               for k, c in enumerate(model.cap_exact) if load_q[k])
+
+
+def _level_batch(model: ChannelModel, batch: Batch) -> Staged:
+    """No delays: tree level ``l`` in step ``l``."""
+    depth = max(tree_depth(p) for ts in batch.counts.values() for p, _ in ts)
+    z = []
+    for t in range(depth):
+        load = sum((m * lv[t] for ts in batch.counts.values() for p, m in ts
+                    for lv in [level_loads(model, p)] if t < len(lv)),
+                   np.zeros(len(model.resources), dtype=np.int64))
+        z.append(rounds_for(model, load))
+    return Staged(batch.chunks, batch.rounds, z,
+                  {s: [(p, 0, m) for p, m in ts] for s, ts in batch.counts.items()})
+
+
+def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s: float,
+          chains: dict[int, list[tuple[int, ...]]] | None = None,
+          upper_rate: float | None = None) -> Staged:
+    """Trees and delays for ``batch.chunks`` (then twice that) chunks per source that keep the
+    batch within its total ``rounds`` and minimise the sum of per-step whole rounds.
+
+    Columns are (bundle, delay): a bundle's trees all get the same count and delay.  Step
+    counts are tried from ``min(R, depth + 2)`` down to the longest shortest path (a
+    perfectly balanced staging has sum of steps = ``R``, so at most ``R`` steps); the search
+    goes down while stagings stay perfect and ends at the time limit (at most 60 s).  Hints:
+    the batch without delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven
+    bound on the LP rate) gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls
+    back to the batch's own trees without delays.
+    """
+    t0 = time.monotonic()
+    time_limit_s = min(time_limit_s, 60.0)
+    best = _level_batch(model, batch)
+    hops = hop_matrix(model)
+    sources = sorted(batch.counts)
+    shortest = int(max(hops[s].max() for s in sources))
+    counts = {(s, p): k for s, ts in batch.counts.items() for p, k in ts}
+    bundles = list(dict.fromkeys(bundles + [((s, p),) for (s, p) in counts if len(bundles[0]) == 1]))
+    levels = {}
+    for b in bundles:
+        per = [level_loads(model, p) for _, p in b]
+        levels[b] = [sum(lv[i] for lv in per if i < len(lv)) for i in range(max(map(len, per)))]
+    depth = len(best.z)
+    for mult in (1, 2):
+        c, R = batch.chunks * mult, batch.rounds * mult
+        hint = {(b, 0): min(counts.get(sp, 0) for sp in b) * mult for b in bundles}
+        rings = [ch[::2] for ch in (chains or {}).values()]
+        ring_hint = None
+        top = min(R, max(depth, shortest) + 2)
+        if rings and len(bundles[0]) == 1 and all(len(r) == len(rings[0]) for r in rings) \
+                and c % len(rings[0]) == 0 and model.n - 1 <= R:
+            ring_hint = {(((s, p),), 0): c // len(ch[::2]) for s, ch in chains.items() for p in ch[::2]}
+            load = sum(k * model.tree_load(b[0][1], exact_q=True) for (b, _), k in ring_hint.items())
+            if fits(model, load, R):          # the rings are bandwidth-optimal here: offer them
+                top = max(top, model.n - 1)
+                for key in ring_hint:
+                    levels.setdefault(key[0], level_loads(model, key[0][0][1]))
+            else:
+                ring_hint = None
+        perfect = False
+        for S in range(top, shortest - 1, -1):
+            left = time_limit_s - (time.monotonic() - t0)
+            if left < 0.5:
+                return best
+            use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
+            lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
+            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, 5.0 if perfect else 15.0), lb)
+            if got is None or sum(got.z) > R:
+                if perfect:
+                    break
+                if got is None:
+                    continue
+            ratio = Fraction(sum(got.z), c)
+            if ratio < Fraction(sum(best.z), best.chunks) or (
+                    ratio == Fraction(sum(best.z), best.chunks) and got.steps < best.steps):
+                best = got
+            perfect = perfect or sum(got.z) == R
+        if Fraction(sum(best.z), best.chunks) <= Fraction(batch.rounds, batch.chunks):
+            break
+    return best
+
+
+def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
+              hint: dict | None, time_limit_s: float, lower: int = 1,
+              max_terms: int = 600_000) -> Staged | None:
+    """CP-SAT: counts per (bundle, delay) summing to ``c`` per source, total loads within ``R``
+    rounds, step ``t``'s loads within ``z_t`` rounds; minimise ``sum z_t``."""
+    from ortools.sat.python import cp_model
+
+    unit = [c_.numerator * model.q for c_ in model.cap_exact]        # loads scaled by cap.denominator
+    dens = [c_.denominator for c_ in model.cap_exact]
+    m = cp_model.CpModel()
+    cols = [(b, d, m.NewIntVar(0, c, "")) for b, lv in levels.items() for d in range(S - len(lv) + 1)]
+    if not cols or sum(int(np.count_nonzero(lv)) for b, _, _ in cols for lv in levels[b]) > max_terms:
+        return None
+    cover: dict[int, list] = {}
+    for b, _, x in cols:
+        for s, _ in b:
+            cover.setdefault(s, []).append(x)
+    if set(cover) != set(sources):
+        return None
+    for xs in {tuple(v) for v in cover.values()}:
+        m.Add(sum(xs) == c)
+    z = [m.NewIntVar(1, R, f"z{t}") for t in range(S)]
+    step: dict[tuple[int, int], list] = {}
+    for b, d, x in cols:
+        for lvl, load in enumerate(levels[b]):
+            for r in np.flatnonzero(load):
+                step.setdefault((int(r), d + lvl), []).append((int(load[r]) * dens[r], x))
+    total: dict[int, list] = {}
+    for (r, t), ts in step.items():
+        m.Add(sum(a * x for a, x in ts) <= z[t] * unit[r])
+        total.setdefault(r, []).extend(ts)
+    for r, ts in total.items():
+        m.Add(sum(a * x for a, x in ts) <= R * unit[r])
+    if hint:
+        for b, d, x in cols:
+            m.AddHint(x, hint.get((b, d), 0))
+    m.Add(sum(z) >= lower)
+    m.Minimize(sum(z))
+    solver = cp_model.CpSolver()
+    solver.parameters.max_time_in_seconds = max(0.5, time_limit_s)
+    solver.parameters.num_workers = 1
+    solver.parameters.random_seed = 0
+    if solver.Solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        return None
+    counts: dict[int, list] = {s: [] for s in sources}
+    for b, d, x in cols:
+        if solver.Value(x):
+            for s, p in b:
+                counts[s].append((p, d, int(solver.Value(x))))
+    return Staged(c, R, [int(solver.Value(v)) for v in z], counts)

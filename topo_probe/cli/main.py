@@ -1,0 +1,109 @@
+"""``topo-probe``: show (and export) the interconnect of this machine or of a named topology.
+
+Usage::
+
+    topo-probe [--topology X] [--gpus LIST] [--json OUT] [--nccl-xml OUT]
+               [--format matrix|json] [--nvlink-gbps F]
+
+Without ``--topology`` the local machine is probed (:func:`topo_probe.probe.probe_machine`);
+with no GPU found it prints one line ``no GPUs: <reasons>`` and exits 0.  Bad input prints
+one line on stderr and exits 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+
+from topo_probe.errors import TopocollError, TopologyError
+from topo_probe.topology.model import Topology
+
+PROG = "topo-probe"
+
+
+class _UsageError(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line instead of usage + message
+        raise _UsageError(message)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = _Parser(prog=PROG, description="Show the GPU interconnect topology (nvidia-smi topo -m style), "
+                "pair bandwidths and P2P/GPUDirect RDMA support; export it as JSON or NCCL XML.")
+    p.add_argument("--topology", metavar="X", help="preset name or file (our JSON, link-matrix JSON, NCCL "
+                   "topology XML, nvidia-smi topo -m output); default: probe this machine")
+    p.add_argument("--gpus", metavar="LIST", help="keep only these GPUs, e.g. 0,2-5 (renumbered 0..)")
+    p.add_argument("--json", metavar="OUT", help="write the topology as topocoll.topology JSON to OUT")
+    p.add_argument("--nccl-xml", metavar="OUT", help="write the topology as NCCL topology XML to OUT")
+    p.add_argument("--format", choices=("matrix", "json"), default="matrix",
+                   help="what to print on stdout (default: matrix)")
+    p.add_argument("--nvlink-gbps", metavar="F", type=float,
+                   help="NVLink speed per link per direction in GB/s (default: per GPU generation)")
+    return p
+
+
+def _probe() -> tuple[Topology | None, list[str]]:
+    try:
+        from topo_probe.probe import probe_machine
+    except ImportError as exc:
+        return None, [f"probe unavailable ({exc})"]
+    return probe_machine()
+
+
+def _run(args: argparse.Namespace) -> int:
+    from topo_probe.load import load_topology, parse_gpu_list
+
+    gpus = parse_gpu_list(args.gpus) if args.gpus is not None else None
+    if args.topology is not None:
+        topo = load_topology(args.topology, gpus=gpus, nvlink_gbps=args.nvlink_gbps)
+    else:
+        topo, reasons = _probe()
+        if topo is None or topo.num_gpus == 0:
+            print("no GPUs: " + ("; ".join(reasons) if reasons else "none found"))
+            return 0
+        if args.nvlink_gbps is not None:
+            from topo_probe.load import set_nvlink_speed
+            set_nvlink_speed(topo, args.nvlink_gbps)
+        if gpus is not None:
+            topo = topo.subset(gpus)
+    if args.json:
+        from topo_probe.topology.serialize import save_topology
+        save_topology(topo, args.json)
+    if args.nccl_xml:
+        from topo_probe.parsers.nccl_xml_export import to_nccl_xml
+        from topo_probe.topology.serialize import atomic_write
+        try:
+            atomic_write(args.nccl_xml, to_nccl_xml(topo))
+        except OSError as exc:
+            raise TopologyError(f"{args.nccl_xml}: cannot write ({exc.strerror or exc})") from None
+    if args.format == "json":
+        from topo_probe.topology.serialize import topology_to_dict
+        print(json.dumps(topology_to_dict(topo), indent=1))
+    else:
+        from topo_probe.cli.display import render
+        print(render(topo))
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run ``topo-probe``; returns the exit status (0 ok, 2 bad input)."""
+    try:
+        args = build_parser().parse_args(argv)
+        return _run(args)
+    except _UsageError as exc:
+        print(f"{PROG}: error: {exc} (see {PROG} --help)", file=sys.stderr)
+    except (TopocollError, ValueError, OSError) as exc:
+        print(f"{PROG}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
+              file=sys.stderr)
+    except KeyboardInterrupt:
+        print(f"{PROG}: interrupted", file=sys.stderr)
+        return 130
+    return 2
+
+
+if __name__ == "__main__":
+    sys.exit(main())

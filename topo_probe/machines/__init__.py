@@ -1,0 +1,1 @@
+"""Ready-made machines: published presets, synthetic generators and multi-host clusters."""

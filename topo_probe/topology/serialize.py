@@ -1,0 +1,233 @@
+"""Versioned JSON for :class:`~topo_probe.topology.model.Topology` (format ``topocoll.topology`` v1).
+
+Document layout::
+
+    {"format": "topocoll.topology", "version": 1, "name": "...", "description": "...",
+     "nodes": [{"id": "gpu0", "kind": "gpu", "index": 0, ...attrs}, ...],
+     "links": [{"src": "gpu0", "dst": "gpu1", "kind": "nvlink", "links": 2,
+                "bandwidth_gbps": 50.0, "latency_us": 0.7, "both": true}, ...],
+     "p2p_overrides": [{"src": 0, "dst": 1, "read": true, "write": true,
+                        "atomics": false, "reason": "..."}],
+     "assumptions": ["..."]}
+
+``bandwidth_gbps`` is the edge total in GB/s per direction, ``latency_us`` one-way µs.
+``both`` (default ``true``) adds the reverse direction with the same attributes; the writer
+folds symmetric pairs into one entry and writes one-way edges with ``"both": false``.
+Loading validates every field and names the bad one (``links[3].bandwidth_gbps must be > 0``),
+and rejects a topology whose GPUs are not all connected.
+
+>>> from topo_probe.machines.generators import ring
+>>> t = ring(3)
+>>> d = topology_to_dict(t)
+>>> d["format"], d["version"], len(d["links"]), topology_from_dict(d) == t
+('topocoll.topology', 1, 3, True)
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import tempfile
+from pathlib import Path
+from typing import Any
+
+from topo_probe.errors import TopologyError
+from topo_probe.topology.model import LINK_KINDS, NODE_KINDS, P2PCapability, Topology
+
+FORMAT = "topocoll.topology"
+VERSION = 1
+_EDGE_FIELDS = ("kind", "links", "bandwidth_gbps", "latency_us")
+
+
+def topology_to_dict(topo: Topology) -> dict[str, Any]:
+    """The JSON-ready document of ``topo`` (see the module docstring)."""
+    nodes = [{"id": n, "kind": d["kind"], **{k: v for k, v in sorted(d.items()) if k != "kind"}}
+             for n, d in topo.graph.nodes(data=True)]
+    links, done = [], set()
+    for u, v, d in topo.graph.edges(data=True):
+        if (u, v) in done:
+            continue
+        entry = {"src": u, "dst": v, **{f: d[f] for f in _EDGE_FIELDS}}
+        back = topo.graph.edges[v, u] if topo.graph.has_edge(v, u) else None
+        sym = back is not None and all(back[f] == d[f] for f in _EDGE_FIELDS)
+        entry["both"] = sym
+        done.add((u, v))
+        if sym:
+            done.add((v, u))
+        links.append(entry)
+    p2p = [{"src": i, "dst": j, "read": c.read, "write": c.write, "atomics": c.atomics, "reason": c.reason}
+           for (i, j), c in sorted(topo.p2p_overrides.items())]
+    return {"format": FORMAT, "version": VERSION, "name": topo.name, "description": topo.description,
+            "nodes": nodes, "links": links, "p2p_overrides": p2p, "assumptions": list(topo.assumptions)}
+
+
+def _fail(source: str, msg: str) -> TopologyError:
+    return TopologyError(f"{source}: {msg}")
+
+
+def _is_int(x: Any) -> bool:
+    return isinstance(x, int) and not isinstance(x, bool)
+
+
+def _is_num(x: Any) -> bool:
+    return (isinstance(x, (int, float)) and not isinstance(x, bool)) and math.isfinite(x)
+
+
+def _nodes(topo: Topology, nodes: Any, source: str) -> None:
+    if not isinstance(nodes, list):
+        raise _fail(source, "nodes must be a list")
+    gpu_at: dict[int, int] = {}
+    for k, nd in enumerate(nodes):
+        where = f"nodes[{k}]"
+        if not isinstance(nd, dict):
+            raise _fail(source, f"{where} must be an object")
+        nid, kind = nd.get("id"), nd.get("kind")
+        if not isinstance(nid, str) or not nid:
+            raise _fail(source, f"{where}.id must be a non-empty string")
+        if kind not in NODE_KINDS:
+            raise _fail(source, f"{where}.kind {kind!r} is not one of {', '.join(NODE_KINDS)}")
+        if nid in topo.graph:
+            raise _fail(source, f"{where}.id {nid!r} is defined twice")
+        attrs = {a: v for a, v in nd.items() if a not in ("id", "kind")}
+        if kind == "gpu":
+            idx = attrs.get("index")
+            if not _is_int(idx) or idx < 0:
+                raise _fail(source, f"{where}.index must be an integer >= 0, got {idx!r}")
+            if idx in gpu_at:
+                raise _fail(source, f"{where}.index {idx} duplicates the GPU index of nodes[{gpu_at[idx]}]")
+            gpu_at[idx] = k
+        if "host" in attrs and not _is_int(attrs["host"]):
+            raise _fail(source, f"{where}.host must be an integer, got {attrs['host']!r}")
+        topo.graph.add_node(nid, kind=kind, **attrs)
+
+
+def _links(topo: Topology, links: Any, source: str) -> None:
+    if not isinstance(links, list):
+        raise _fail(source, "links must be a list")
+    for k, ln in enumerate(links):
+        where = f"links[{k}]"
+        if not isinstance(ln, dict):
+            raise _fail(source, f"{where} must be an object")
+        for end in ("src", "dst"):
+            if ln.get(end) not in topo.graph:
+                raise _fail(source, f"{where}.{end} {ln.get(end)!r} is not a node")
+        if ln["src"] == ln["dst"]:
+            raise _fail(source, f"{where}: src and dst are both {ln['src']!r}")
+        if ln.get("kind") not in LINK_KINDS:
+            raise _fail(source, f"{where}.kind {ln.get('kind')!r} is not one of {', '.join(LINK_KINDS)}")
+        n = ln.get("links", 1)
+        if not _is_int(n) or n < 1:
+            raise _fail(source, f"{where}.links must be an integer >= 1, got {n!r}")
+        bw = ln.get("bandwidth_gbps")
+        if not _is_num(bw) or bw <= 0:
+            raise _fail(source, f"{where}.bandwidth_gbps must be > 0, got {bw!r}")
+        lat = ln.get("latency_us", 0.0)
+        if not _is_num(lat) or lat < 0:
+            raise _fail(source, f"{where}.latency_us must be >= 0, got {lat!r}")
+        both = ln.get("both", True)
+        if not isinstance(both, bool):
+            raise _fail(source, f"{where}.both must be true or false, got {both!r}")
+        pairs = [(ln["src"], ln["dst"])] + ([(ln["dst"], ln["src"])] if both else [])
+        for u, v in pairs:
+            if topo.graph.has_edge(u, v):
+                raise _fail(source, f"{where}: link {u}->{v} is defined twice")
+            topo.graph.add_edge(u, v, kind=ln["kind"], links=n, bandwidth_gbps=float(bw),
+                                latency_us=float(lat))
+
+
+def _p2p(topo: Topology, items: Any, source: str) -> None:
+    if not isinstance(items, list):
+        raise _fail(source, "p2p_overrides must be a list")
+    n = topo.num_gpus
+    for k, it in enumerate(items):
+        where = f"p2p_overrides[{k}]"
+        if not isinstance(it, dict):
+            raise _fail(source, f"{where} must be an object")
+        for end in ("src", "dst"):
+            if not _is_int(it.get(end)) or not 0 <= it[end] < n:
+                raise _fail(source, f"{where}.{end} must be a GPU index 0..{n - 1}, got {it.get(end)!r}")
+        for f in ("read", "write", "atomics"):
+            if not isinstance(it.get(f), bool):
+                raise _fail(source, f"{where}.{f} must be true or false, got {it.get(f)!r}")
+        reason = it.get("reason", "")
+        if not isinstance(reason, str):
+            raise _fail(source, f"{where}.reason must be a string")
+        topo.p2p_overrides[(it["src"], it["dst"])] = P2PCapability(it["read"], it["write"], it["atomics"], reason)
+
+
+def topology_from_dict(doc: Any, source: str = "<dict>") -> Topology:
+    """Build and validate a Topology from a ``topocoll.topology`` v1 document.
+
+    Raises
+    ------
+    TopologyError
+        ``"<source>: <field> <rule>"`` for the first bad field, or when GPUs are cut off.
+    """
+    if not isinstance(doc, dict):
+        raise _fail(source, "top level must be a JSON object")
+    if doc.get("format") != FORMAT:
+        raise _fail(source, f"format must be {FORMAT!r}, got {doc.get('format')!r}")
+    if doc.get("version") != VERSION:
+        raise _fail(source, f"version {doc.get('version')!r} is not supported (this toolkit reads {VERSION})")
+    name = doc.get("name")
+    if not isinstance(name, str) or not name:
+        raise _fail(source, "name must be a non-empty string")
+    desc = doc.get("description", "")
+    if not isinstance(desc, str):
+        raise _fail(source, "description must be a string")
+    topo = Topology(name, description=desc)
+    _nodes(topo, doc.get("nodes"), source)
+    _links(topo, doc.get("links"), source)
+    _p2p(topo, doc.get("p2p_overrides", []), source)
+    assumptions = doc.get("assumptions", [])
+    if not isinstance(assumptions, list) or not all(isinstance(a, str) for a in assumptions):
+        raise _fail(source, "assumptions must be a list of strings")
+    topo.assumptions = list(assumptions)
+    try:
+        topo.check_connected()
+    except TopologyError as exc:
+        raise _fail(source, str(exc)) from None
+    return topo
+
+
+def atomic_write(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+    path = Path(path)
+    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as fh:
+            fh.write(text)
+            fh.flush()
+            os.fsync(fh.fileno())
+        os.replace(tmp, path)
+    except BaseException:
+        if os.path.exists(tmp):
+            os.unlink(tmp)
+        raise
+
+
+def topology_to_json(topo: Topology) -> str:
+    """The document of :func:`topology_to_dict` as indented JSON text."""
+    return json.dumps(topology_to_dict(topo), indent=1) + "\n"
+
+
+def save_topology(topo: Topology, path: str | os.PathLike) -> None:
+    """Write ``topo`` as ``topocoll.topology`` v1 JSON to ``path`` (atomically)."""
+    try:
+        atomic_write(path, topology_to_json(topo))
+    except OSError as exc:
+        raise TopologyError(f"{path}: cannot write topology ({exc.strerror or exc})") from None
+
+
+def load_topology_json(path: str | os.PathLike) -> Topology:
+    """Read and validate a ``topocoll.topology`` JSON file (errors name ``path``)."""
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as exc:
+        raise TopologyError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise TopologyError(f"{path}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    return topology_from_dict(doc, source=str(path))
