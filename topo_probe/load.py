@@ -1,6 +1,7 @@
 """One entry point for every way of naming a topology: :func:`load_topology`.
 
-``spec`` is a preset name (:data:`topo_probe.machines.presets.PRESETS`) or a file holding one of:
+``spec`` is a preset name (:data:`topo_probe.machines.presets.PRESETS`), a generator spec such as
+``full:16``, ``torus:4x4`` or ``pcie:8`` (:mod:`topo_probe.machines.specs`) or a file holding one of:
 
 * our JSON (``{"format": "topocoll.topology", ...}``),
 * a link-matrix JSON (``{"format": "link-matrix", ...}``),
@@ -132,6 +133,7 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
     'NV2'
     """
     from topo_probe.machines.presets import PRESETS, get_preset
+    from topo_probe.machines.specs import is_generator_spec, parse_generator_spec
 
     if nvlink_gbps is not None and not nvlink_gbps > 0:
         raise TopologyError(f"--nvlink-gbps must be > 0, got {nvlink_gbps!r}")
@@ -145,11 +147,13 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
         is_nvsmi = not text.lstrip("\ufeff \t\r\n").startswith(("{", "<"))
     elif spec in PRESETS:
         topo, is_nvsmi = get_preset(spec), False
+    elif is_generator_spec(spec):
+        topo, is_nvsmi = parse_generator_spec(spec), False
     elif path.exists():
         raise TopologyError(f"{spec}: is not a regular file")
     else:
-        raise TopologyError(f"{spec!r} is neither an existing file nor a preset "
-                            f"(presets: {', '.join(sorted(PRESETS))})")
+        raise TopologyError(f"{spec!r} is neither an existing file nor a preset (presets: {', '.join(sorted(PRESETS))}) "
+                            f"nor a generator spec like full:16, ring:8, torus:4x4, pcie:8")
     if nvlink_gbps is not None and not is_nvsmi:
         set_nvlink_speed(topo, nvlink_gbps)
     if gpus is not None:

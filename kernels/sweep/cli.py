@@ -26,6 +26,7 @@ from pathlib import Path
 
 from kernels.sweep.table import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
+from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import DeviceUnavailable, TopocollError
 
 
@@ -81,6 +82,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("--plot", default=None, help="PNG of busbw vs size")
     a("--csv", default=None, help="CSV of the curves (default: the PNG path with .csv)")
     a("--import", dest="import_log", default=None, help="a real nccl-tests log to read / overlay")
+    add_machine_arguments(p)
     return p
 
 
@@ -132,13 +134,14 @@ def resolve_topology(args):
             return None, 1
         from topo_probe.machines.generators import fully_connected
         return fully_connected(n), n
+    from topo_probe.cli.options import apply_machine_arguments
     from topo_probe.load import load_topology
-    topo = load_topology(args.topology)
+    topo = apply_machine_arguments(load_topology(args.topology), args)
     n = ngpus or topo.num_gpus
     if n > topo.num_gpus:
         raise UsageError(f"invalid number of GPUs: -g {n} but topology {topo.name!r} has {topo.num_gpus}")
     if n < topo.num_gpus:
-        topo = load_topology(args.topology, gpus=list(range(n)))
+        topo = topo.subset(list(range(n)))
     return topo, n
 
 

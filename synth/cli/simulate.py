@@ -26,6 +26,7 @@ from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule
 from synth.model.bounds import lower_bounds
 from synth.model.cost import CostModel, CostParams, algbw_gbps, busbw_gbps
+from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError
 
 #: nccl-tests data types and their sizes in bytes (``-d``), with common aliases
@@ -86,6 +87,7 @@ def _parser() -> _Parser:
     step.add_argument("-f", "--stepfactor", type=int, help="multiply the size by this (default 2)")
     step.add_argument("-i", "--stepbytes", help="add this many bytes instead of multiplying")
     p.add_argument("-d", "--datatype", default="float", help="nccl-tests type name (default float)")
+    add_machine_arguments(p)
     return p
 
 
@@ -118,6 +120,7 @@ def _fmt_time(t: float) -> str:
 
 def run(args) -> list[str]:
     """The output lines for parsed ``args`` (raises _BadInput / TopocollError on bad input)."""
+    from topo_probe.cli.options import apply_machine_arguments
     from topo_probe.load import load_topology, parse_gpu_list
     name = canonical(args.collective)
     if name not in ROOTED and args.root is not None:
@@ -135,7 +138,8 @@ def run(args) -> list[str]:
         if factor < 2:
             raise _BadInput(f"-f must be >= 2, got {factor}")
     sizes = sweep_sizes(lo, hi, factor, step)
-    topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus else None)
+    topo = apply_machine_arguments(load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus else None),
+                                   args)
     fabric = build_fabric(topo)
     sched = _schedule(args, topo, fabric, name)
     params = CostParams()

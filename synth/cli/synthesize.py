@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 from synth.ir.collectives import COLLECTIVES, canonical
+from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError
 
 DEFAULT_TOPOLOGY = "dgx1-v100"
@@ -28,6 +29,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="output folder (default results/<topology-name>)")
     p.add_argument("--force", action="store_true", help="redo even if results for this fingerprint exist")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    add_machine_arguments(p)
     return p
 
 
@@ -38,6 +40,11 @@ def _collectives(text: str) -> tuple[str, ...]:
 
 
 def _topology(args):
+    from topo_probe.cli.options import apply_machine_arguments
+    return apply_machine_arguments(_base_topology(args), args)
+
+
+def _base_topology(args):
     from topo_probe.load import load_topology, parse_gpu_list
     gpus = parse_gpu_list(args.gpus) if args.gpus else None
     if args.topology:

@@ -16,6 +16,7 @@ import argparse
 import json
 import sys
 
+from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError, TopologyError
 from topo_probe.topology.model import Topology
 
@@ -43,6 +44,7 @@ def build_parser() -> argparse.ArgumentParser:
                    help="what to print on stdout (default: matrix)")
     p.add_argument("--nvlink-gbps", metavar="F", type=float,
                    help="NVLink speed per link per direction in GB/s (default: per GPU generation)")
+    add_machine_arguments(p)
     return p
 
 
@@ -55,6 +57,7 @@ def _probe() -> tuple[Topology | None, list[str]]:
 
 
 def _run(args: argparse.Namespace) -> int:
+    from topo_probe.cli.options import apply_machine_arguments
     from topo_probe.load import load_topology, parse_gpu_list
 
     gpus = parse_gpu_list(args.gpus) if args.gpus is not None else None
@@ -70,6 +73,7 @@ def _run(args: argparse.Namespace) -> int:
             set_nvlink_speed(topo, args.nvlink_gbps)
         if gpus is not None:
             topo = topo.subset(gpus)
+    topo = apply_machine_arguments(topo, args)
     if args.json:
         from topo_probe.topology.serialize import save_topology
         save_topology(topo, args.json)

@@ -3,13 +3,48 @@
 from __future__ import annotations
 
 from topo_probe.errors import TopologyError
-from topo_probe.machines.generators import NET_LATENCY_US, positive_count
+from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
 from topo_probe.topology.model import Topology
 
 
+def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> Topology:
+    """A copy of single-host ``base`` with exactly ``count`` NICs (each of ``speed_gbps``, default
+    the speed of base's first NIC): NIC k hangs where GPU ``k * G // count``'s first PCIe
+    neighbour is (its PCIe switch or host bridge; the GPU itself when it has none), so NICs
+    spread evenly over the GPUs as on real hosts (e.g. 32 EFA NICs on 8 GPUs: 4 per GPU).
+
+    >>> t = with_nics(get_preset("dgx-a100"), 4, 50.0)
+    >>> [t.graph.nodes[n]["speed_gbps"] for n in t.nodes_of_kind("nic")]
+    [50.0, 50.0, 50.0, 50.0]
+    """
+    k = positive_count(count, 1, "NICs per node")
+    if k > 64:
+        raise TopologyError(f"NICs per node: at most 64, got {k}")
+    old = base.nodes_of_kind("nic")
+    if speed_gbps is None:
+        speed_gbps = base.graph.nodes[old[0]].get("speed_gbps") if old else None
+    if not speed_gbps or not speed_gbps > 0:
+        raise TopologyError(f"{base.name!r} has no NIC speed to copy; give the NIC speed (--nic-gbps)")
+    t = base.copy()
+    for nic in old:
+        t.graph.remove_node(nic)
+    g = t.num_gpus
+    for j in range(k):
+        gpu = t.gpu(j * g // k)
+        ups = [v for v in t.graph.successors(gpu) if t.graph.nodes[v]["kind"] in ("pcie_switch", "host_bridge")]
+        parent = ups[0] if ups else gpu
+        numa = t.graph.nodes[parent].get("numa_node", t.graph.nodes[gpu].get("numa_node"))
+        nic = t.add_node(f"nic{j}", "nic", name=f"nic{j}", speed_gbps=float(speed_gbps),
+                         **({"numa_node": numa} if numa is not None else {}))
+        t.add_link(nic, parent, kind="pcie", bandwidth_gbps=PCIE_X16_GBPS[5], latency_us=PCIE_LATENCY_US)
+    t.assumptions = list(base.assumptions) + [f"{k} NICs of {speed_gbps} GB/s per host, spread over the GPUs"]
+    return t
+
+
 def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | None = None,
-            net_latency_us: float = NET_LATENCY_US, *, rail_optimized: bool = False) -> Topology:
+            net_latency_us: float = NET_LATENCY_US, *, rail_optimized: bool = False,
+            nics_per_node: int | None = None) -> Topology:
     """``nodes`` copies of a single-host topology joined by an InfiniBand/Ethernet network.
 
     Host ``h`` holds ranks ``h*g .. h*g+g-1`` (``g`` GPUs per host); every node of host ``h``
@@ -23,6 +58,7 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
       different rails then has no network path, exactly as without a spine layer).
 
     ``net_latency_us`` is the one-way NIC -> switch -> NIC latency, split over the two edges.
+    ``nics_per_node`` replaces the host's NICs by that many (:func:`with_nics`, ``nic_gbps`` each).
 
     Examples
     --------
@@ -34,6 +70,8 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
         base = get_preset(preset_or_topology)
     else:
         base = preset_or_topology
+    if nics_per_node is not None and nics_per_node != len(base.nodes_of_kind("nic")):
+        base = with_nics(base, nics_per_node, nic_gbps)
     k = positive_count(nodes, 1, "cluster nodes")
     if any(int(d.get("host", 0)) != 0 for _, d in base.graph.nodes(data=True)):
         raise TopologyError(f"cluster: {base.name!r} already spans several hosts")

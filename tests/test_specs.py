@@ -1,0 +1,90 @@
+"""topo_probe.machines.specs and the machine-shape flags: generator specs, NICs per node, clusters
+from the command line (hand-computed link counts and bandwidths)."""
+
+import argparse
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from topo_probe.cli.options import add_machine_arguments, apply_machine_arguments
+from topo_probe.errors import TopologyError
+from topo_probe.load import load_topology
+from topo_probe.machines.clusters import with_nics
+from topo_probe.machines.presets import get_preset
+from topo_probe.machines.specs import parse_generator_spec
+
+
+@pytest.mark.parametrize("spec,gpus,per_gpu_gbps,direct_pairs", [
+    ("ring:8", 8, 50.0, 8),            # 2 neighbours x 25
+    ("line:4", 4, 25.0, 3),            # end GPU: one neighbour
+    ("full:16", 16, 375.0, 120),       # 15 x 25
+    ("full:8@64/2", 8, 896.0, 28),     # 7 x 2 x 64
+    ("xgmi:8", 8, 448.0, 28),          # MI300X: 7 x 64
+    ("torus:4x4", 16, 100.0, 32),      # 4 neighbours x 25; 2 x 16 edges
+])
+def test_specs_build_the_hand_counted_machine(spec, gpus, per_gpu_gbps, direct_pairs):
+    t = load_topology(spec)
+    assert t.num_gpus == gpus and t.gpu_bandwidth_gbps(0) == per_gpu_gbps
+    pairs = sum(1 for i in range(gpus) for j in range(i + 1, gpus) if t.nvlink_count(i, j))
+    assert pairs == direct_pairs
+    assert len(t.nodes_of_kind("nic")) == gpus       # one NIC per GPU, so --nodes works
+
+
+def test_pcie_box_has_no_direct_links_and_crosses_sockets():
+    t = load_topology("pcie:8")
+    assert all(t.nvlink_count(i, j) == 0 for i in range(8) for j in range(8))
+    assert t.smi_label(0, 3) == "PIX" and t.smi_label(0, 4) == "SYS"
+
+
+@pytest.mark.parametrize("bad", ["ring:1", "full:x", "torus:4", "ring:4x4", "blob:8", "full:8@0", "full:99999"])
+def test_bad_specs_are_one_line_topology_errors(bad):
+    with pytest.raises(TopologyError) as e:
+        load_topology(bad)
+    assert "\n" not in str(e.value)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.text(alphabet="ringfulxtoshbpce:0123456789@./", max_size=14))
+def test_any_spec_text_is_a_machine_or_a_topology_error(text):
+    try:
+        t = parse_generator_spec(text)
+    except TopologyError:
+        return
+    assert 2 <= t.num_gpus <= 4096
+
+
+def _args(*argv):
+    p = argparse.ArgumentParser()
+    add_machine_arguments(p)
+    return p.parse_args(list(argv))
+
+
+def test_nics_per_node_spreads_nics_over_gpus():
+    t = with_nics(get_preset("dgx-h100"), 32, 12.5)          # AWS p5: 32 x 100 Gb/s EFA
+    nics = t.nodes_of_kind("nic")
+    assert len(nics) == 32 and {t.graph.nodes[n]["speed_gbps"] for n in nics} == {12.5}
+    assert sum(t.graph.nodes[n]["speed_gbps"] for n in nics) == 400.0
+
+
+def test_cluster_from_flags_counts_hosts_nics_and_switches():
+    t = apply_machine_arguments(get_preset("dgx-a100"), _args("--nodes", "3", "--nics-per-node", "4",
+                                                              "--nic-gbps", "25", "--rail-optimized"))
+    assert t.num_gpus == 24 and len(t.nodes_of_kind("nic")) == 12
+    assert len(t.nodes_of_kind("net_switch")) == 4             # one per rail
+    assert t.path_class(0, 8) == "NET" and t.path_class(8, 9) == "NVL"
+
+
+def test_flags_without_nodes_leave_the_host_or_change_only_its_nics():
+    base = get_preset("dgx-a100")
+    assert apply_machine_arguments(base, _args()) is base
+    t = apply_machine_arguments(base, _args("--nic-gbps", "50"))
+    assert t.num_gpus == 8 and {t.graph.nodes[n]["speed_gbps"] for n in t.nodes_of_kind("nic")} == {50.0}
+
+
+@pytest.mark.parametrize("argv,msg", [(("--nodes", "0"), "--nodes"), (("--nic-gbps", "-1"), "--nic-gbps"),
+                                      (("--nics-per-node", "0"), "--nics-per-node"),
+                                      (("--rail-optimized",), "--rail-optimized")])
+def test_bad_machine_flags_name_the_flag(argv, msg):
+    with pytest.raises(TopologyError, match=msg):
+        apply_machine_arguments(get_preset("dgx-a100"), _args(*argv))

@@ -1,0 +1,72 @@
+"""Command-line flags that describe a whole machine, shared by every command that takes
+``--topology``: ``--nodes N``, ``--nic-gbps G``, ``--nics-per-node K``, ``--rail-optimized``.
+
+They apply after the topology is loaded (and cut to ``--gpus``): ``--nodes N`` (N > 1) joins N
+copies of it into a cluster (:func:`topo_probe.machines.clusters.cluster`), with ``K`` NICs of
+``G`` GB/s per direction each per host when given, one network switch per rail with
+``--rail-optimized``, else one switch for every NIC.  With one node, ``--nics-per-node`` /
+``--nic-gbps`` only change the host's NICs.
+
+>>> import argparse
+>>> p = argparse.ArgumentParser()
+>>> add_machine_arguments(p)
+>>> args = p.parse_args(["--nodes", "2", "--nics-per-node", "4", "--nic-gbps", "50"])
+>>> from topo_probe.machines.presets import get_preset
+>>> t = apply_machine_arguments(get_preset("dgx-h100"), args)
+>>> t.num_gpus, len(t.nodes_of_kind("nic")), t.path_class(0, 8)
+(16, 8, 'NET')
+"""
+
+from __future__ import annotations
+
+import argparse
+
+from topo_probe.errors import TopologyError
+from topo_probe.topology.model import Topology
+
+#: at most this many hosts in a cluster described on the command line
+MAX_NODES = 4096
+
+
+def add_machine_arguments(p: argparse.ArgumentParser) -> None:
+    """Add ``--nodes``, ``--nic-gbps``, ``--nics-per-node`` and ``--rail-optimized`` to ``p``."""
+    g = p.add_argument_group("machine shape (applied to --topology)")
+    g.add_argument("--nodes", type=int, metavar="N", help="join N copies of the host into a cluster")
+    g.add_argument("--nic-gbps", type=float, metavar="G", help="NIC speed, GB/s per direction per NIC")
+    g.add_argument("--nics-per-node", type=int, metavar="K", help="NICs per host (spread over the GPUs)")
+    g.add_argument("--rail-optimized", action="store_true",
+                   help="one network switch per NIC rail (default: one switch for all NICs)")
+
+
+def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topology:
+    """``topo`` reshaped by the flags of :func:`add_machine_arguments` (unchanged without them).
+
+    Raises
+    ------
+    TopologyError
+        A flag out of range (``--nodes 0``, ``--nic-gbps -1``) or a shape the topology cannot
+        take (no NICs and no ``--nic-gbps``), in one line naming the flag.
+    """
+    from topo_probe.machines.clusters import cluster, with_nics
+
+    nodes = getattr(args, "nodes", None)
+    gbps = getattr(args, "nic_gbps", None)
+    k = getattr(args, "nics_per_node", None)
+    rail = bool(getattr(args, "rail_optimized", False))
+    if nodes is not None and not 1 <= nodes <= MAX_NODES:
+        raise TopologyError(f"--nodes must be 1 to {MAX_NODES}, got {nodes}")
+    if gbps is not None and not 0 < gbps < 1e6:
+        raise TopologyError(f"--nic-gbps must be a positive number of GB/s, got {gbps}")
+    if k is not None and not 1 <= k <= 64:
+        raise TopologyError(f"--nics-per-node must be 1 to 64, got {k}")
+    if (nodes or 1) > 1:
+        return cluster(topo, nodes, gbps, rail_optimized=rail, nics_per_node=k)
+    if rail:
+        raise TopologyError("--rail-optimized needs --nodes N with N > 1")
+    if k is not None or gbps is not None:
+        count = k if k is not None else len(topo.nodes_of_kind("nic")) or 1
+        return with_nics(topo, count, gbps)
+    return topo
+
+
+__all__ = ["add_machine_arguments", "apply_machine_arguments", "MAX_NODES"]
