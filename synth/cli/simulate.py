@@ -21,6 +21,7 @@ import sys
 
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
 from synth.formats.nccl_tests.sizes import size_sweep
+from synth.formats.schedule_file import load_schedule
 from synth.ir.collectives import COMBINING, ROOTED, canonical
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule
@@ -94,7 +95,7 @@ def _parser() -> _Parser:
 def _schedule(args, topo, fabric, name: str) -> Schedule:
     root = args.root
     if args.schedule:
-        sched = Schedule.load(args.schedule)
+        sched = load_schedule(args.schedule, fabric=fabric)
         if sched.collective != name:
             raise _BadInput(f"{args.schedule} is a {sched.collective} schedule, --collective is {name}")
         if sched.ranks != fabric.num_ranks:

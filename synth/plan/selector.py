@@ -36,6 +36,7 @@ import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
+from synth.formats.schedule_file import load_schedule
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
 from synth.plan.size_plan import Plan
@@ -178,7 +179,7 @@ class ScheduleSelector:
             raise InvalidArgument(f"algorithm {self.algo!r}: not 'plan', a baseline ({', '.join(BASELINES)}) "
                                   f"or an existing schedule file")
         from synth.ir.verifier import check
-        sched = Schedule.load(path)
+        sched = load_schedule(path, fabric=self.fabric)
         if sched.ranks != self.topology.num_gpus:
             raise ScheduleInvalid(f"{path}: schedule has {sched.ranks} ranks, topology {self.topology.name!r} "
                                   f"has {self.topology.num_gpus}", rule="wrong-topology")

@@ -64,7 +64,8 @@ class Plan:
         return None
 
     def load_schedule(self, entry: PlanEntry) -> Schedule:
-        return Schedule.load(self.base_dir / entry.schedule)
+        from synth.formats.schedule_file import load_schedule
+        return load_schedule(self.base_dir / entry.schedule)
 
     def to_dict(self) -> dict:
         return {"format": PLAN_FORMAT, "version": PLAN_VERSION,
