@@ -3,7 +3,16 @@
 import pytest
 
 from kernels.sweep.backends import SimBackend
-from kernels.sweep.driver import Result, Row, SweepConfig, SweepSummary, make_selector, run_sweep, schedule_at, sweep_sizes
+from kernels.sweep.driver import (
+    Result,
+    Row,
+    SweepConfig,
+    SweepSummary,
+    make_selector,
+    run_sweep,
+    schedule_at,
+    sweep_sizes,
+)
 from synth.baselines import BASELINES, baseline
 from synth.ir.fabric import build_fabric
 from synth.model.cost import CostModel

@@ -11,7 +11,7 @@ from hypothesis import strategies as st
 from kernels.sweep.backends import HostBackend
 from kernels.sweep.driver import Result, Row, SweepConfig, make_selector, run_sweep
 from kernels.sweep.importer import import_only, log_lines, parse_text, read_log
-from kernels.sweep.output import footer_lines, header_lines, preamble_lines, row_line
+from synth.formats.nccl_tests.writer import footer_lines, header_lines, preamble_lines, row_line
 from topo_probe.machines.generators import fully_connected
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_tests_allreduce_a100x8_single_process.txt"

@@ -1,4 +1,4 @@
-"""kernels.sweep.output: the text layout, checked character for character against a real
+"""synth.formats.nccl_tests.writer: the text layout, checked character for character against a real
 nccl-tests log, and the -J document against nccl-tests' JSON keys."""
 
 import json
@@ -6,7 +6,7 @@ from pathlib import Path
 
 from kernels.sweep.backends import Device
 from kernels.sweep.driver import Result, Row, SweepConfig, SweepSummary
-from kernels.sweep.output import (
+from synth.formats.nccl_tests.writer import (
     fmt_time,
     footer_lines,
     free_json_path,

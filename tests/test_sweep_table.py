@@ -11,17 +11,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.sweep.table import (
-    DTYPE_NAMES,
-    OP_NAMES,
-    TABLE,
-    count_wrong,
-    entry,
-    init_data,
-    is_float,
-    numpy_dtype,
-    reduce_arrays,
-)
+from kernels.sweep.table import TABLE, count_wrong, entry, init_data, reduce_arrays
+from synth.formats.nccl_tests.conventions import DTYPE_NAMES, OP_NAMES, is_float, numpy_dtype
 
 FIXTURE = Path(__file__).parent / "fixtures" / "nccl_tests_allreduce_a100x8_single_process.txt"
 

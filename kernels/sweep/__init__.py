@@ -3,7 +3,7 @@
 Modules: :mod:`~kernels.sweep.table` (one entry per collective: counts, busbw factor, data,
 NumPy reference), :mod:`~kernels.sweep.driver` (sizes, schedule choice, rows),
 :mod:`~kernels.sweep.backends` (host / cupy / sim), :mod:`~kernels.sweep.mpi_backend` (``--backend
-mpi``, one process per rank), :mod:`~kernels.sweep.output` (nccl-tests text and JSON),
+mpi``, one process per rank), :mod:`~synth.formats.nccl_tests.writer` (nccl-tests text and JSON),
 :mod:`~kernels.sweep.compare` (CSV and PNG), :mod:`~kernels.sweep.importer` (real nccl-tests
 logs) and :mod:`~kernels.sweep.cli`.
 """

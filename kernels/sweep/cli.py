@@ -24,7 +24,7 @@ import os
 import sys
 from pathlib import Path
 
-from kernels.sweep.table import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
+from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import DeviceUnavailable, TopocollError
@@ -202,9 +202,9 @@ def _print(lines) -> None:
 
 def _one(cfg, topo, algo: str, backend_name: str):
     """Run and print one full nccl-tests table for ``algo``; returns (summary, source, devices)."""
-    from kernels.sweep import output
     from kernels.sweep.backends import make_backend
     from kernels.sweep.driver import make_selector, run_sweep, schedule_at
+    from synth.formats.nccl_tests import writer as output
 
     source = make_selector(cfg.collective, topo, algo)
     schedule_at(source, cfg.collective, cfg.roots()[0], 0)  # fail before printing when the algorithm does not apply
@@ -222,8 +222,8 @@ def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str]) -> int:
     """Sweep every algorithm in ``algos`` (one table each), then write -J / --plot / --csv."""
     from dataclasses import replace
 
-    from kernels.sweep import output
     from kernels.sweep.driver import SweepSummary
+    from synth.formats.nccl_tests import writer as output
 
     json_path = output.free_json_path(args.output_file) if args.output_file else None
     if json_path is not None:

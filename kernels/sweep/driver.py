@@ -17,7 +17,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kernels.sweep.table import OP_NAMES, Entry, entry, numpy_dtype
+from kernels.sweep.table import Entry, entry
+from synth.formats.nccl_tests.conventions import OP_NAMES, numpy_dtype
 from synth.formats.nccl_tests.sizes import size_sweep
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule

@@ -67,7 +67,7 @@ def measured_series(path: str | Path) -> list:
 def log_lines(imp: ImportedLog, source: str) -> list[str]:
     """The log re-printed in our layout: its parameter line, a ``# sweep --import`` note, its
     device lines, the header, every row and the summary (the log's own values when it has them)."""
-    from kernels.sweep import output
+    from synth.formats.nccl_tests import writer as output
 
     log = imp.log
     out = []

@@ -123,8 +123,8 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         0, or 1 when any result was wrong (the same on every rank).  A rank that fails
         aborts the job through :meth:`MPICommunicator.abort` (one line naming the rank).
     """
-    from kernels.sweep import output
     from kernels.sweep.driver import make_selector, run_sweep
+    from synth.formats.nccl_tests import writer as output
     MPI = mpi()
     world = comm._world if comm is not None else MPI.COMM_WORLD
     n = world.Get_size()

@@ -4,21 +4,8 @@ An :class:`Entry` says how a sweep size maps to element counts, what the bus-ban
 is, how the input data is made and what NumPy says the result must be.  The shared driver
 (:mod:`kernels.sweep.driver`) does everything else.
 
-Sizes and counts (nccl-tests semantics)
----------------------------------------
-A sweep size ``S`` (bytes, from ``-b``/``-e``) is ``S // itemsize`` elements.  Collectives whose
-buffers are one block use that as their count; the others (allgather, reducescatter, gather,
-scatter, alltoall) cut it into ``n`` blocks of ``count // n`` elements.  The printed ``size`` is
-``max(send, recv)`` buffer bytes of one rank and the printed ``count`` is the block count
-(:mod:`synth.ir.collectives`: what one rank contributes or receives)::
-
-    all_reduce  S=1024 float n=8  ->  size 1024, count 256
-    all_gather  S=1024 float n=8  ->  size 1024, count  32  (each rank sends 32, receives 256)
-
-(Recent nccl-tests releases also round the per-rank count of some collectives down to 16
-bytes; this module follows the classic rule above, which is what the logs we calibrate on use.)
-``algbw = size / time`` and ``busbw = algbw * factor`` with the factor of
-:data:`synth.ir.collectives.BUSBW_FACTOR`.
+Sizes, counts, type names and bus-bandwidth factors are nccl-tests conventions
+(:mod:`synth.formats.nccl_tests.conventions`).
 
 Data
 ----
@@ -42,25 +29,20 @@ from typing import Callable
 
 import numpy as np
 
-from synth.ir.collectives import BUSBW_FACTOR, ROOTED, CollectiveSpec, canonical
+from synth.formats.nccl_tests.conventions import (
+    BUSBW_FACTOR,
+    NCCL_NAMES,
+    OP_NAMES,
+    TEST_NAMES,
+    Counts,
+    block_counts,
+    buffer_blocks,
+    is_float,
+    numpy_dtype,
+)
+from synth.ir.collectives import ROOTED, canonical
 from topo_probe.errors import UnsupportedCollective
 
-#: nccl-tests data type names -> NumPy dtypes (bfloat16 comes from ml_dtypes, imported lazily)
-DTYPE_NAMES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "float", "double",
-               "bfloat16")
-#: nccl-tests reduction names (``mulsum``, NCCL's pre-multiplied sum, is not supported)
-OP_NAMES = ("sum", "prod", "max", "min", "avg")
-#: nccl-tests binary name stem per canonical collective
-NCCL_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
-              "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
-              "alltoall": "alltoall"}
-#: nccl-tests "experiment_name" (its testColl name) per canonical collective
-TEST_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
-              "broadcast": "Broadcast", "reduce": "Reduce", "gather": "Gather", "scatter": "Scatter",
-              "alltoall": "AlltoAll"}
-
-_PLAIN = {"int8": np.int8, "uint8": np.uint8, "int32": np.int32, "uint32": np.uint32, "int64": np.int64,
-          "uint64": np.uint64, "half": np.float16, "float": np.float32, "double": np.float64}
 #: largest integer every value up to which the type holds exactly (2**mantissa bits for floats)
 _EXACT = {"int8": 127, "uint8": 255, "int32": 2**31 - 1, "uint32": 2**32 - 1, "int64": 2**63 - 1,
           "uint64": 2**64 - 1, "half": 2**11, "float": 2**24, "double": 2**53, "bfloat16": 2**8}
@@ -68,35 +50,6 @@ _EXACT = {"int8": 127, "uint8": 255, "int32": 2**31 - 1, "uint32": 2**32 - 1, "i
 _EPS = {"half": 2.0**-10, "bfloat16": 2.0**-7, "float": 2.0**-23, "double": 2.0**-52}
 #: largest power-of-two exponent a float type holds (integers wrap, which is exact too)
 _MAX_POW2 = {"half": 15, "bfloat16": 127, "float": 127, "double": 1023}
-
-
-def numpy_dtype(name: str) -> np.dtype:
-    """NumPy dtype of an nccl-tests type name (``half`` = float16, ``bfloat16`` via ml_dtypes).
-
-    >>> numpy_dtype("half"), numpy_dtype("bfloat16").itemsize
-    (dtype('float16'), 2)
-    """
-    if name == "bfloat16":
-        import ml_dtypes
-        return np.dtype(ml_dtypes.bfloat16)
-    if name not in _PLAIN:
-        raise UnsupportedCollective(f"datatype {name!r} is not one of {', '.join(DTYPE_NAMES)}")
-    return np.dtype(_PLAIN[name])
-
-
-def is_float(name: str) -> bool:
-    return name in ("half", "float", "double", "bfloat16")
-
-
-@dataclass(frozen=True)
-class Counts:
-    """Element counts of one sweep size: ``count`` per block, ``send``/``recv`` per rank
-    buffer, and the nccl-tests ``size`` in bytes (max of send and recv bytes)."""
-
-    count: int
-    send: int
-    recv: int
-    size: int
 
 
 def _hash(seed: int, rank: int, index: np.ndarray) -> np.ndarray:
@@ -226,15 +179,11 @@ class Entry:
 
     def blocks(self, n: int) -> tuple[int, int]:
         """(input blocks, output blocks) of each rank's buffers."""
-        spec = CollectiveSpec(self.name, n, 1, 0 if self.rooted else None)
-        return spec.input_blocks(), spec.output_blocks()
+        return buffer_blocks(self.name, n)
 
     def counts(self, size: int, itemsize: int, n: int) -> Counts:
-        """Element counts for sweep size ``size`` bytes (see module docstring)."""
-        kin, kout = self.blocks(n)
-        elems = size // itemsize
-        count = elems if kin == kout == 1 else elems // n
-        return Counts(count, kin * count, kout * count, max(kin, kout) * count * itemsize)
+        """Element counts for sweep size ``size`` bytes (:func:`synth.formats.nccl_tests.conventions.block_counts`)."""
+        return block_counts(self.name, size, itemsize, n)
 
     def busbw_factor(self, n: int) -> float:
         return float(BUSBW_FACTOR[self.name](n))

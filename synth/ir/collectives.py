@@ -70,19 +70,6 @@ ALIASES = {
     "alltoall": "alltoall", "all_to_all": "alltoall", "alltoallv": "alltoall",
 }
 
-#: nccl-tests bus-bandwidth factor numerator/denominator as a function of n
-BUSBW_FACTOR = {
-    "allreduce": lambda n: 2 * (n - 1) / n,
-    "allgather": lambda n: (n - 1) / n,
-    "reducescatter": lambda n: (n - 1) / n,
-    "alltoall": lambda n: (n - 1) / n,
-    "gather": lambda n: (n - 1) / n,
-    "scatter": lambda n: (n - 1) / n,
-    "broadcast": lambda n: 1.0,
-    "reduce": lambda n: 1.0,
-}
-
-
 def canonical(name: str) -> str:
     """Canonical collective name for any accepted spelling; raises UnsupportedCollective."""
     hit = ALIASES.get(name)           # the common case: already canonical

@@ -51,7 +51,8 @@ from dataclasses import dataclass, fields
 
 import numpy as np
 
-from synth.ir.collectives import BUSBW_FACTOR, canonical
+from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
+from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step
 from topo_probe.errors import ScheduleInvalid

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from synth.ir.collectives import BUSBW_FACTOR
+from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import atomic_write_text
 from synth.plan.planner import PLAN_SIZES

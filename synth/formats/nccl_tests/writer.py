@@ -1,5 +1,11 @@
 """nccl-tests' text layout (column for column) and its ``-J`` JSON document.
 
+The writer takes plain records (duck-typed, as :mod:`kernels.sweep.driver` makes them): a
+config with ``collective nranks minbytes maxbytes stepbytes stepfactor warmup iters check``;
+devices with ``rank group pid hostname device bus info``; rows with ``size count type redop
+root out_of_place in_place algorithm`` whose results have ``time_us algbw busbw wrong``; and
+``extras`` per row (extra columns printed after the nccl-tests ones, named by ``extra_columns``).
+
 The text is what ``all_reduce_perf`` prints: a ``#`` preamble (parameters, one line per rank
 under ``# Using devices``), a blank ``#``, two header lines and a units line, one row per size
 and the two summary lines.  Times print with 2, 1 or 0 decimals below 100, 10000 and above
@@ -15,8 +21,7 @@ import json
 import time
 from pathlib import Path
 
-from kernels.sweep.backends import Device
-from kernels.sweep.driver import Result, Row, SweepConfig, SweepSummary
+from synth.formats.nccl_tests.conventions import TEST_NAMES
 from synth.ir.schedule import atomic_write_text
 
 JSON_VERSION = 1
@@ -31,7 +36,7 @@ def fmt_time(us: float) -> str:
     return "%7.2f" % us
 
 
-def preamble_lines(cfg: SweepConfig, devices: list[Device], notes: list[str] = ()) -> list[str]:
+def preamble_lines(cfg, devices: list, notes: list[str] = ()) -> list[str]:
     """Parameter line, our own ``# sweep:`` notes, then ``# Using devices`` and one line per rank."""
     step = f"{cfg.stepfactor}(factor)" if cfg.stepfactor > 1 else f"{cfg.stepbytes}(bytes)"
     out = [f"# nThread 1 nGpus {cfg.nranks} minBytes {cfg.minbytes} maxBytes {cfg.maxbytes} step: {step} "
@@ -57,19 +62,19 @@ def header_lines() -> list[str]:
     ]
 
 
-def _cell(res: Result) -> str:
+def _cell(res) -> str:
     if res.wrong is None:
         return "  %7s  %6.2f  %6.2f  %5s" % (fmt_time(res.time_us), res.algbw, res.busbw, "N/A")
     return "  %7s  %6.2f  %6.2f  %5g" % (fmt_time(res.time_us), res.algbw, res.busbw, res.wrong)
 
 
-def row_line(row: Row) -> str:
+def row_line(row) -> str:
     """One result row: size, count, type, redop, root, then out-of-place and in-place cells."""
     return ("%12d  %12d  %8s  %6s  %6d" % (row.size, row.count, row.type, row.redop, row.root)
             + _cell(row.out_of_place) + _cell(row.in_place))
 
 
-def footer_lines(summary: SweepSummary, errors: int | None = None, avg_busbw: float | None = None) -> list[str]:
+def footer_lines(summary, errors: int | None = None, avg_busbw: float | None = None) -> list[str]:
     """``# Out of bounds values`` (failing results), ``# Avg bus bandwidth`` and a final ``#``;
     ``errors`` / ``avg_busbw`` override the values computed from the rows (imported logs)."""
     errors = summary.errors if errors is None else errors
@@ -83,12 +88,12 @@ def now() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _result_json(res: Result) -> dict:
+def _result_json(res) -> dict:
     return {"time": res.time_us, "alg_bw": res.algbw, "bus_bw": res.busbw,
             "nwrong": None if res.wrong is None else float(res.wrong)}
 
 
-def json_document(cfg: SweepConfig, devices: list[Device], summary: SweepSummary, *, argv: list[str],
+def json_document(cfg, devices: list, summary, *, argv: list[str],
                   start_time: str, extra: dict | None = None) -> dict:
     """The ``-J`` document, key for key as nccl-tests writes it (``version`` 1), plus a
     ``topocoll`` object with what nccl-tests has no field for (backend, topology, algorithm)
@@ -103,7 +108,7 @@ def json_document(cfg: SweepConfig, devices: list[Device], summary: SweepSummary
                            "device": d.device, "device_hex": d.bus, "device_info": d.info} for d in devices]}
     results = [{"size": r.size, "count": r.count, "type": r.type, "redop": r.redop, "root": "%6i" % r.root,
                 "out_of_place": _result_json(r.out_of_place), "in_place": _result_json(r.in_place),
-                "actual_iterations": cfg.iters, "experiment_name": cfg.entry.test_name,
+                "actual_iterations": cfg.iters, "experiment_name": TEST_NAMES[cfg.collective],
                 "algorithm": r.algorithm} for r in summary.rows]
     env = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TOPOCOLL_"))]
     return {"version": JSON_VERSION, "start_time": start_time, "args": list(argv), "env": env,
