@@ -1,12 +1,12 @@
-"""``simulate`` CLI via main(argv): nccl-tests columns recomputed independently, size sweeps and
+"""``simulate`` CLI (the sweep's sim backend with bounds) via main(argv): nccl-tests columns recomputed independently, size sweeps and
 types, schedule files, and one-line errors with exit status 2."""
 
 from __future__ import annotations
 
 import pytest
 
+from kernels.sweep.simulate import main, parse_size, sweep_sizes
 from synth.baselines import baseline
-from synth.cli.simulate import main, parse_size, sweep_sizes
 from synth.ir.fabric import build_fabric
 from synth.model.cost import CostModel
 from topo_probe.machines.presets import get_preset
@@ -26,7 +26,8 @@ def test_allreduce_table_matches_cost_model_and_nccl_conventions(capsys):
     model, sched = CostModel(f), baseline("ring", f, "allreduce")
     for r in table:
         size, count, dtype, redop, root = int(r[0]), int(r[1]), r[2], r[3], int(r[4])
-        t, alg, bus, bound_t, bound_bus = float(r[5]), float(r[6]), float(r[7]), float(r[9]), float(r[10])
+        t, alg, bus, bound_t, bound_bus = float(r[5]), float(r[6]), float(r[7]), float(r[14]), float(r[15])
+        assert r[8] == r[12] == "N/A" and r[9:12] == r[5:8]       # in place = out of place, nothing checked
         assert (count, dtype, redop, root) == (size // 4, "float", "sum", -1)
         assert t == pytest.approx(model.schedule_time_us(sched, size), abs=0.06)
         assert alg == pytest.approx(size / t / 1e3, abs=0.01)          # GB/s = bytes / µs / 1e3
@@ -92,10 +93,10 @@ def test_schedule_for_another_collective_or_topology_is_rejected(tmp_path, capsy
     path = tmp_path / "rs.json"
     baseline("ring", f, "reducescatter").save(path)
     assert main(["--topology", "dgx-a100", "--collective", "allreduce", "--schedule", str(path)]) == 2
-    assert "is a reducescatter schedule" in capsys.readouterr().err
+    assert "schedule is reducescatter" in capsys.readouterr().err
     assert main(["--topology", "dgx-h100", "--collective", "reducescatter", "--schedule", str(path)]) == 2
     err = capsys.readouterr().err
-    assert "was made for topology 'dgx-a100'" in err and err.count("\n") == 1
+    assert "made for topology 'dgx-a100'" in err and err.count("\n") == 1
     (tmp_path / "junk.json").write_text("{not json")
     assert main(["--topology", "dgx-a100", "--collective", "allreduce", "--schedule", str(tmp_path / "junk.json")]) == 2
     assert "invalid JSON" in capsys.readouterr().err

@@ -193,13 +193,32 @@ def _bus(pci_bus_id) -> str:
 
 
 class SimBackend:
-    """The cost model's prediction; nothing runs, so nothing is validated (``N/A``)."""
+    """The cost model's prediction; nothing runs, so nothing is validated (``N/A``).
+
+    With ``bounds=True`` each row also shows the pipelining the model chose (``slices``) and
+    the lower bound of any schedule on the fabric (:func:`synth.model.bounds.lower_bounds`, same
+    efficiencies) as a time and a busbw.
+    """
 
     name = "sim"
     checks = False
 
-    def __init__(self, source) -> None:
+    def __init__(self, source, *, bounds: bool = False) -> None:
         self.source = source
+        self.extra_columns = (("slices", ""), ("bound", "(us)"), ("bound", "busbw")) if bounds else ()
+        self._bounds: dict = {}
+
+    def extras(self, case: Case) -> tuple[str, ...]:
+        from synth.formats.nccl_tests.conventions import busbw_gbps
+        from synth.formats.nccl_tests.writer import fmt_time
+        from synth.model.bounds import lower_bounds
+        sched, size = case.schedule, case.counts.size
+        key = (sched.collective, sched.root)
+        if key not in self._bounds:
+            self._bounds[key] = lower_bounds(self.source.fabric, sched.collective, sched.root)
+        est = self.source.cost.estimate(sched, size)
+        lb = self._bounds[key].time_us(size, self.source.cost.params)
+        return (str(est.slices), fmt_time(lb).strip(), f"{busbw_gbps(sched.collective, case.nranks, size, lb):.2f}")
 
     def devices(self, n: int, topology) -> list[Device]:
         out = []

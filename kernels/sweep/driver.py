@@ -93,6 +93,8 @@ class Row:
     out_of_place: Result
     in_place: Result
     algorithm: str = ""
+    #: extra columns after the nccl-tests ones, formatted (the backend's ``extra_columns``)
+    extras: tuple[str, ...] = ()
 
 
 @dataclass
@@ -164,7 +166,8 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
                         t, wrong = backend.measure(case)
                         algbw, busbw = ent.bandwidths(counts.size, t, cfg.nranks)
                         results.append(Result(t, algbw, busbw, wrong))
-                    row = Row(counts.size, counts.count, dtype_name, op, root, results[0], results[1], label)
+                    extras = tuple(backend.extras(case)) if getattr(backend, "extra_columns", ()) else ()
+                    row = Row(counts.size, counts.count, dtype_name, op, root, results[0], results[1], label, extras)
                     summary.rows.append(row)
                     if on_row is not None:
                         on_row(row)

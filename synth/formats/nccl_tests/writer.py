@@ -48,8 +48,17 @@ def preamble_lines(cfg, devices: list, notes: list[str] = ()) -> list[str]:
     return out
 
 
-def header_lines() -> list[str]:
-    """The ``#`` separator, the two header lines and the units line."""
+def header_lines(extra_columns=()) -> list[str]:
+    """The ``#`` separator, the two header lines and the units line; ``extra_columns`` are
+    ``(name, unit)`` pairs of columns printed after the nccl-tests ones (8 wide each)."""
+    lines = _nccl_header()
+    if extra_columns:
+        lines[2] += "".join("  %8s" % name for name, _ in extra_columns)
+        lines[3] += "".join("  %8s" % unit for _, unit in extra_columns)
+    return lines
+
+
+def _nccl_header() -> list[str]:
     blank5 = ("",) * 5
     return [
         "#",
@@ -69,9 +78,11 @@ def _cell(res) -> str:
 
 
 def row_line(row) -> str:
-    """One result row: size, count, type, redop, root, then out-of-place and in-place cells."""
+    """One result row: size, count, type, redop, root, then out-of-place and in-place cells,
+    then the row's ``extras`` (already formatted, 8 wide each)."""
     return ("%12d  %12d  %8s  %6s  %6d" % (row.size, row.count, row.type, row.redop, row.root)
-            + _cell(row.out_of_place) + _cell(row.in_place))
+            + _cell(row.out_of_place) + _cell(row.in_place)
+            + "".join("  %8s" % x for x in getattr(row, "extras", ())))
 
 
 def footer_lines(summary, errors: int | None = None, avg_busbw: float | None = None) -> list[str]:

@@ -1,0 +1,170 @@
+"""``simulate``: the sweep's ``sim`` backend under its own name, with the lower bound beside
+every row.
+
+Usage::
+
+    simulate --topology dgx-a100 --collective allreduce [--gpus 0-3] [--nodes 2 ...] \\
+             [--schedule FILE | --baseline ring|tree|direct|rhd|bruck] [--root R] \\
+             [-b 8] [-e 4G] [-f 2 | -i STEP] [-d float]
+
+It is ``sweep COLLECTIVE --backend sim --algo BASELINE|FILE -c 0`` with simulate's defaults
+(``-b 8 -e 4G -f 2``, the ring baseline) and three columns after nccl-tests' ones: ``slices``
+(the pipelining the cost model chose), and the lower bound of any schedule on the fabric
+(:func:`synth.model.bounds.lower_bounds` with the same efficiency factors) as a time and a busbw.
+Sizes take K/M/G suffixes (powers of 1024); ``size`` and ``count`` follow nccl-tests.  A schedule
+file is topocoll JSON (also ``.json.gz``) or MSCCL XML.  Bad input prints one line on stderr and
+exits with status 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from synth.formats.nccl_tests.conventions import nccl_dtype
+from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
+from synth.formats.nccl_tests.sizes import size_sweep
+from synth.ir.collectives import ROOTED, canonical
+from topo_probe.cli.options import add_machine_arguments
+from topo_probe.errors import TopocollError, UsageError
+
+#: the baselines ``--baseline`` takes
+BASELINE_CHOICES = ("ring", "tree", "direct", "rhd", "bruck")
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # one line instead of usage + message
+        raise UsageError(message)
+
+
+def parse_size(text: str) -> int:
+    """Bytes for ``"8"``, ``"64K"``, ``"4G"`` (powers of 1024, like nccl-tests).
+
+    >>> parse_size("4G"), parse_size("64k"), parse_size("8")
+    (4294967296, 65536, 8)
+    """
+    try:
+        return shared_parse_size(text)
+    except ValueError:
+        raise UsageError(f"bad size {text!r}: expected a number with an optional K, M or G suffix") from None
+
+
+def sweep_sizes(minbytes: int, maxbytes: int, factor: int | None, step: int | None) -> list[int]:
+    """The sizes nccl-tests visits: ``minbytes`` then times ``factor`` (or plus ``step``) up to ``maxbytes``.
+
+    >>> sweep_sizes(8, 64, 2, None)
+    [8, 16, 32, 64]
+    """
+    if minbytes > maxbytes:
+        raise UsageError(f"-b {minbytes} is larger than -e {maxbytes}")
+    try:
+        return size_sweep(minbytes, maxbytes, step or 0, factor or 1)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+
+
+def build_parser() -> _Parser:
+    p = _Parser(prog="simulate", description="nccl-tests style sweep from the cost model, with lower bounds")
+    p.add_argument("--topology", required=True, help="preset, generator spec (full:16) or topology file")
+    p.add_argument("--gpus", help="GPU subset, e.g. 0,2-5 (renumbered in this order)")
+    p.add_argument("--collective", required=True, help="allreduce, allgather, reducescatter, ...")
+    src = p.add_mutually_exclusive_group()
+    src.add_argument("--schedule", help="schedule file: topocoll JSON (.json, .json.gz) or MSCCL XML")
+    src.add_argument("--baseline", choices=BASELINE_CHOICES, help="baseline schedule (default ring)")
+    p.add_argument("--root", type=int, help="root rank of rooted collectives (default 0)")
+    p.add_argument("-b", "--minbytes", default="8", help="smallest size (default 8)")
+    p.add_argument("-e", "--maxbytes", default="4G", help="largest size (default 4G)")
+    step = p.add_mutually_exclusive_group()
+    step.add_argument("-f", "--stepfactor", type=int, help="multiply the size by this (default 2)")
+    step.add_argument("-i", "--stepbytes", help="add this many bytes instead of multiplying")
+    p.add_argument("-d", "--datatype", default="float", help="nccl-tests type name (default float)")
+    add_machine_arguments(p)
+    return p
+
+
+def _config(args, n: int):
+    from kernels.sweep.driver import SweepConfig
+    name = canonical(args.collective)
+    if name not in ROOTED and args.root is not None:
+        raise UsageError(f"{name} takes no --root")
+    try:
+        dtype = nccl_dtype(args.datatype)
+    except TopocollError as e:
+        raise UsageError(f"-d {args.datatype!r}: {e}") from None
+    lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
+    if args.stepbytes is not None:
+        step, factor = parse_size(args.stepbytes), 1
+        if step < 1:
+            raise UsageError("-i must be at least 1 byte")
+    else:
+        step, factor = 0, 2 if args.stepfactor is None else args.stepfactor
+        if factor < 2:
+            raise UsageError(f"-f must be >= 2, got {factor}")
+    sweep_sizes(lo, hi, factor if factor > 1 else None, step or None)
+    root = args.root if args.root is not None else 0
+    if name in ROOTED and not 0 <= root < n:
+        raise UsageError(f"--root {root} is not a rank of the {n} GPUs")
+    return SweepConfig(name, n, lo, hi, step, factor, iters=1, warmup=0, check=0, ops=("sum",), dtypes=(dtype,),
+                       root=root)
+
+
+def _check_schedule_file(sel, args, topo, name: str) -> None:
+    s = sel.file_schedule
+    if s.collective != name:
+        raise UsageError(f"{args.schedule} is a {s.collective} schedule, --collective is {name}")
+    fp = sel.fabric.fingerprint
+    if s.topology_fingerprint and s.topology_fingerprint != fp and not s.meta.get("msccl"):
+        raise UsageError(f"{args.schedule} was made for topology {s.topology_name!r} "
+                         f"(fingerprint {s.topology_fingerprint}), not {topo.name!r} ({fp})")
+    if args.root is not None and s.root != args.root:
+        raise UsageError(f"{args.schedule} has root {s.root}, --root is {args.root}")
+
+
+def run(args) -> list[str]:
+    """The output lines for parsed ``args`` (raises UsageError / TopocollError on bad input)."""
+    from kernels.sweep.backends import SimBackend
+    from kernels.sweep.driver import make_selector, run_sweep
+    from synth.formats.nccl_tests import writer
+    from topo_probe.cli.options import apply_machine_arguments
+    from topo_probe.load import load_topology, parse_gpu_list
+
+    topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus else None)
+    topo = apply_machine_arguments(topo, args)
+    cfg = _config(args, topo.num_gpus)
+    algo = args.schedule or args.baseline or "ring"
+    sel = make_selector(cfg.collective, topo, algo, plan=False)
+    if args.schedule:
+        _check_schedule_file(sel, args, topo, cfg.collective)
+    backend = SimBackend(sel, bounds=True)
+    sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
+    p = sel.cost.params
+    notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), schedule {sched.name or '?'} "
+             f"({sched.num_steps} steps, {sched.chunks_per_rank} chunks per rank)",
+             f"cost model: launch {p.launch_us} us, step overhead {p.step_overhead_us} us, slice overhead "
+             f"{p.slice_overhead_us} us, nvlink x{p.nvlink_efficiency:.3g}, pcie x{p.pcie_efficiency:.3g}, "
+             f"network x{p.network_efficiency:.3g}"]
+    from synth.model.bounds import lower_bounds
+    b = lower_bounds(sel.fabric, cfg.collective, sched.root)
+    notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "
+                 f"rounds per block of {sel.fabric.unit_gbps:g} GB/s ({b.method}{'' if b.exact else ', not exact'})")
+    lines = writer.preamble_lines(cfg, backend.devices(cfg.nranks, topo), notes)
+    lines += writer.header_lines(backend.extra_columns)
+    summary = run_sweep(cfg, backend, sel, on_row=lambda row: lines.append(writer.row_line(row)))
+    return lines + writer.footer_lines(summary)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Console entry point ``simulate``; returns the exit status (0, or 2 on bad input)."""
+    try:
+        args = build_parser().parse_args(argv)
+        lines = run(args)
+    except (TopocollError, OSError) as e:
+        msg = str(e).splitlines()[0] if str(e) else type(e).__name__
+        print(f"simulate: error: {msg}", file=sys.stderr)
+        return 2
+    print("\n".join(lines))
+    return 0
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())
