@@ -1,1 +1,35 @@
-"""kernels: executors (reference, host, CuPy), Numba kernels, Communicator, fusion, sweeps."""
+"""kernels: executors (host, CuPy, Numba, reference), the Communicator, MPI ranks and sweeps.
+
+>>> import numpy as np
+>>> from kernels import Communicator
+>>> comm = Communicator(4, plan=False)
+>>> xs = [np.full(3, r, np.float32) for r in range(4)]
+>>> comm.all_reduce(xs, [np.empty(3, np.float32) for _ in range(4)])[0].tolist()
+[6.0, 6.0, 6.0]
+"""
+
+from __future__ import annotations
+
+import importlib
+
+_EXPORTS = {
+    "Communicator": "kernels.comm.communicator",
+    "MPICommunicator": "kernels.mpi.communicator",
+    "run_schedule": "kernels.backends.executor",
+    "SweepConfig": "kernels.sweep.driver", "run_sweep": "kernels.sweep.driver",
+}
+
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name: str):
+    module = _EXPORTS.get(name)
+    if module is None:
+        raise AttributeError(f"module 'kernels' has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return sorted(set(globals()) | set(__all__))

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import types
 
-from topo_probe.probe.cuda import cuda_bus_ids, gather_cuda_records, p2p_from_cuda_records, probe_cuda
+from topo_probe.probes.cuda import cuda_bus_ids, gather_cuda_records, p2p_from_cuda_records, probe_cuda
 
 
 def fake_cupy(n: int, can, *, available: bool = True, fail: Exception | None = None):

@@ -8,9 +8,9 @@ import os
 from conftest import FIXTURES
 from test_probe_sysfs import GPU, NIC, add_device
 
-from topo_probe.probe.gdr import gdr_status, nic_records, scan_gdr
-from topo_probe.probe.nvml import build_from_nvml_records
-from topo_probe.probe.sysfs import scan_sysfs
+from topo_probe.probes.gdr import gdr_status, nic_records, scan_gdr
+from topo_probe.probes.nvml import build_from_nvml_records
+from topo_probe.probes.sysfs import scan_sysfs
 
 
 def add_ib(root, name, pci_dir, rate="400 Gb/sec (4X NDR)", layer="InfiniBand"):

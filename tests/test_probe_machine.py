@@ -8,8 +8,8 @@ import time
 from conftest import FIXTURES
 from test_probe_sysfs import GPU, add_device
 
-from topo_probe.probe import combine, probe_machine
-from topo_probe.probe.sysfs import scan_sysfs
+from topo_probe.probes import combine, probe_machine
+from topo_probe.probes.sysfs import scan_sysfs
 
 
 def test_this_machine_returns_none_with_reasons_quickly():

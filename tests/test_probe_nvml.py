@@ -9,7 +9,7 @@ import pytest
 from conftest import FIXTURES
 
 from topo_probe.errors import TopologyError
-from topo_probe.probe.nvml import build_from_nvml_records, gather_nvml_records, probe_nvml
+from topo_probe.probes.nvml import build_from_nvml_records, gather_nvml_records, probe_nvml
 
 DGX1 = [[0, 2, 1, 1, 2, 0, 0, 0], [2, 0, 1, 2, 0, 1, 0, 0], [1, 1, 0, 2, 0, 0, 2, 0],
         [1, 2, 2, 0, 0, 0, 0, 1], [2, 0, 0, 0, 0, 2, 1, 1], [0, 1, 0, 0, 2, 0, 1, 2],

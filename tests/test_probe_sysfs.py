@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from topo_probe.errors import TopologyError
-from topo_probe.probe.sysfs import build_from_sysfs_records, link_gbps, scan_sysfs
+from topo_probe.probes.sysfs import build_from_sysfs_records, link_gbps, scan_sysfs
 
 GPU, BRIDGE, NIC, AUDIO, NVSW = "0x030200", "0x060400", "0x020700", "0x040300", "0x068000"
 

@@ -91,9 +91,9 @@ def test_no_gpus_subprocess():
 
 
 def _fake_probe(monkeypatch, result):
-    mod = types.ModuleType("topo_probe.probe")
+    mod = types.ModuleType("topo_probe.probes")
     mod.probe_machine = lambda: result
-    monkeypatch.setitem(sys.modules, "topo_probe.probe", mod)
+    monkeypatch.setitem(sys.modules, "topo_probe.probes", mod)
 
 
 def test_no_gpus_reasons_joined(monkeypatch, capsys):

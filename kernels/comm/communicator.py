@@ -277,10 +277,10 @@ def _single_rank(name: str, sends, recvs, op: str):
 
 
 def _probe(devices: list[int]):
-    """Topology of the local GPUs ``devices`` (``topo_probe.probe.probe_machine``, imported
+    """Topology of the local GPUs ``devices`` (``topo_probe.probes.probe_machine``, imported
     lazily); None (then ``fully_connected(n)``, with a warning) when probing is impossible."""
     try:
-        from topo_probe.probe import probe_machine
+        from topo_probe.probes import probe_machine
         topo, reasons = probe_machine()
     except ImportError as exc:
         topo, reasons = None, [str(exc)]

@@ -49,7 +49,7 @@ def _base_topology(args):
     gpus = parse_gpu_list(args.gpus) if args.gpus else None
     if args.topology:
         return load_topology(args.topology, gpus=gpus)
-    from topo_probe.probe import probe_machine
+    from topo_probe.probes import probe_machine
     topo, reasons = probe_machine()
     if topo is None:
         print(f"no GPUs ({'; '.join(reasons) or 'nothing found'}): using the embedded default topology "

@@ -5,7 +5,7 @@ Usage::
     topo-probe [--topology X] [--gpus LIST] [--json OUT] [--nccl-xml OUT]
                [--format matrix|json] [--nvlink-gbps F]
 
-Without ``--topology`` the local machine is probed (:func:`topo_probe.probe.probe_machine`);
+Without ``--topology`` the local machine is probed (:func:`topo_probe.probes.probe_machine`);
 with no GPU found it prints one line ``no GPUs: <reasons>`` and exits 0.  Bad input prints
 one line on stderr and exits 2.
 """
@@ -50,7 +50,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def _probe() -> tuple[Topology | None, list[str]]:
     try:
-        from topo_probe.probe import probe_machine
+        from topo_probe.probes import probe_machine
     except ImportError as exc:
         return None, [f"probe unavailable ({exc})"]
     return probe_machine()

@@ -3,9 +3,9 @@
 :func:`probe_machine` combines whatever answers; every source that cannot answer adds a
 reason instead of raising.  On a machine without NVIDIA GPUs it returns ``(None, reasons)``
 quickly.  The decision logic lives in pure functions tested with recorded answers
-(:func:`topo_probe.probe.nvml.build_from_nvml_records`,
-:func:`topo_probe.probe.sysfs.build_from_sysfs_records`,
-:func:`topo_probe.probe.cuda.p2p_from_cuda_records`).
+(:func:`topo_probe.probes.nvml.build_from_nvml_records`,
+:func:`topo_probe.probes.sysfs.build_from_sysfs_records`,
+:func:`topo_probe.probes.cuda.p2p_from_cuda_records`).
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ def combine(nvml_records: dict | None, sysfs_records: dict | None, gdr_records: 
     ``p2p_overrides`` for pairs NVML did not answer (matched by PCI bus id).
     """
     from topo_probe.errors import TopologyError
-    from topo_probe.probe.nvml import build_from_nvml_records
-    from topo_probe.probe.sysfs import build_from_sysfs_records
+    from topo_probe.probes.nvml import build_from_nvml_records
+    from topo_probe.probes.sysfs import build_from_sysfs_records
 
     reasons: list[str] = []
     topo = None
@@ -35,7 +35,7 @@ def combine(nvml_records: dict | None, sysfs_records: dict | None, gdr_records: 
         if nvml_records and nvml_records.get("gpus"):
             topo = build_from_nvml_records({**nvml_records, "sysfs": sysfs_records, "gdr": gdr_records})
         elif sysfs_records and any(d["kind"] == "gpu" for d in sysfs_records.get("devices", [])):
-            from topo_probe.probe.gdr import nic_records
+            from topo_probe.probes.gdr import nic_records
             topo = build_from_sysfs_records(sysfs_records, nic_records=nic_records(gdr_records or {}))
             reasons.append("topology from sysfs only: NVLinks unknown")
         elif sysfs_records is not None:
@@ -44,7 +44,7 @@ def combine(nvml_records: dict | None, sysfs_records: dict | None, gdr_records: 
         reasons.append(f"building the topology failed: {exc}")
         topo = None
     if topo is not None and cuda_records:
-        from topo_probe.probe.cuda import cuda_bus_ids, p2p_from_cuda_records
+        from topo_probe.probes.cuda import cuda_bus_ids, p2p_from_cuda_records
         rank = {topo.graph.nodes[g].get("pci_bus_id"): topo.graph.nodes[g]["index"] for g in topo.gpus}
         order = [rank.get(b) for b in cuda_bus_ids(cuda_records)]
         if None in order:
@@ -75,13 +75,13 @@ def probe_machine(*, root: str | os.PathLike = "/", use_nvml: bool = True,
         could not answer and why (e.g. ``"NVML library not found ..."``,
         ``"CUDA: cupy not installed"``).  Never raises for a missing driver or library.
     """
-    from topo_probe.probe.gdr import gdr_status, scan_gdr
-    from topo_probe.probe.sysfs import scan_sysfs
+    from topo_probe.probes.gdr import gdr_status, scan_gdr
+    from topo_probe.probes.sysfs import scan_sysfs
 
     reasons: list[str] = []
     nvml_records = cuda_records = None
     if use_nvml:
-        from topo_probe.probe.nvml import probe_nvml
+        from topo_probe.probes.nvml import probe_nvml
         nvml_records, why = probe_nvml()
         reasons += why
     gdr_records = scan_gdr(root)
@@ -91,7 +91,7 @@ def probe_machine(*, root: str | os.PathLike = "/", use_nvml: bool = True,
     nics = {d["pci_bus_id"]: d["name"] for d in gdr_records["ib_devices"] if d.get("pci_bus_id")}
     sysfs_records = scan_sysfs(root, nics=nics)
     if use_cuda:
-        from topo_probe.probe.cuda import probe_cuda
+        from topo_probe.probes.cuda import probe_cuda
         cuda_records, why = probe_cuda()
         reasons += why
     topo, why = combine(nvml_records, sysfs_records, gdr_records, cuda_records)

@@ -197,7 +197,7 @@ def add_sysfs_tree(topo: Topology, records: dict, node_of: dict[str, str]) -> li
 def build_from_sysfs_records(records: dict, *, nic_records: list[dict] | None = None) -> Topology:
     """A PCIe-only topology from :func:`scan_sysfs` records: GPUs ``gpu0..`` in PCI bus order
     (``CUDA_DEVICE_ORDER=PCI_BUS_ID``), NICs ``nic0..`` for the ``nic`` records (or
-    ``nic_records`` from :func:`topo_probe.probe.gdr.scan_gdr`).  No NVLink information.
+    ``nic_records`` from :func:`topo_probe.probes.gdr.scan_gdr`).  No NVLink information.
     """
     devs = records.get("devices", [])
     gpus = sorted((d for d in devs if d["kind"] == "gpu"), key=lambda d: d["bus_id"])

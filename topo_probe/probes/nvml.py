@@ -40,7 +40,7 @@ from topo_probe.parsers import (
     sm_from_compute_capability,
 )
 from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
-from topo_probe.probe.sysfs import add_sysfs_tree, pci_numa_node
+from topo_probe.probes.sysfs import add_sysfs_tree, pci_numa_node
 from topo_probe.topology.model import P2PCapability, Topology
 
 __all__ = ["gather_nvml_records", "build_from_nvml_records", "probe_nvml", "LEVEL_CLASS"]
@@ -309,7 +309,7 @@ def build_from_nvml_records(records: dict) -> Topology:
     sysfs, gdr = records.get("sysfs"), records.get("gdr") or {}
     sys_bus = {d["bus_id"] for d in (sysfs or {}).get("devices", [])}
     if sysfs and all(b in sys_bus for b in node_of):
-        from topo_probe.probe.gdr import gdr_status, nic_records
+        from topo_probe.probes.gdr import gdr_status, nic_records
         ok, why = gdr_status(gdr)
         ends = dict(node_of)
         for k, nic in enumerate(n for n in nic_records(gdr) if normalize_bus_id(n["pci_bus_id"]) in sys_bus):
