@@ -6,7 +6,7 @@ from synth.baselines import available_baselines, baseline
 from synth.baselines.choice import BaselineChooser
 from synth.ir.fabric import build_fabric
 from synth.model.cost import CostModel
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument, UnsupportedCollective
 from topo_probe.load import load_topology
 from topo_probe.machines.generators import fully_connected, ring
 
@@ -35,5 +35,5 @@ def test_no_applicable_baseline_names_every_reason():
     chooser = BaselineChooser(f, names=("rhd",))
     with pytest.raises(UnsupportedCollective, match=r"allreduce on 'ring6': no baseline applies \(rhd: "):
         chooser.best("allreduce", None, 1 << 20)
-    with pytest.raises(UnsupportedCollective, match="unknown baseline"):
+    with pytest.raises(InvalidArgument, match="unknown baseline"):
         BaselineChooser(f, names=("ring", "nccl"))

@@ -20,7 +20,7 @@ from synth.ir.collectives import COLLECTIVES, ROOTED
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule, Step
 from synth.ir.verifier import RULES, verify
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument, UnsupportedCollective
 from topo_probe.machines.clusters import cluster
 from topo_probe.machines.generators import fully_connected, ring, torus
 from topo_probe.machines.presets import get_preset
@@ -234,11 +234,11 @@ def test_unsupported_reasons():
         baseline("bruck", f, "allgather")
     with pytest.raises(UnsupportedCollective, match="6 ranks is not a power of two"):
         baseline("rhd", fabric("dgx1[0-5]"), "allgather")
-    with pytest.raises(UnsupportedCollective, match="unknown baseline"):
+    with pytest.raises(InvalidArgument, match="unknown baseline"):
         baseline("butterfly", f, "allgather")
-    with pytest.raises(UnsupportedCollective, match="chunks must be an integer"):
+    with pytest.raises(InvalidArgument, match="chunks must be an integer"):
         baseline("ring", f, "allgather", chunks=0)
-    with pytest.raises(UnsupportedCollective, match="takes no root"):
+    with pytest.raises(InvalidArgument, match="takes no root"):
         baseline("ring", f, "allgather", root=1)
 
 

@@ -22,7 +22,7 @@ from synth.solve.sat.compose import (
     solve_dual,
 )
 from synth.solve.sat.instance import solve_instance
-from topo_probe.errors import ScheduleInvalid, SynthesisInfeasible, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, ScheduleInvalid, SynthesisInfeasible
 from topo_probe.topology.model import Topology
 
 
@@ -146,7 +146,7 @@ def test_allreduce_instance_and_refinement(lopsided, dgx1):
     fine = refine(ag, 3, dgx1)
     assert (fine.num_steps, fine.num_rounds, fine.chunks_per_rank) == (2, 9, 6)
     check(fine, dgx1)
-    with pytest.raises(UnsupportedCollective):
+    with pytest.raises(InvalidArgument):
         compose_allreduce(solve_instance(dgx1, "reducescatter", 2, 2, 1), ag, dgx1)
 
 

@@ -9,13 +9,13 @@ import pytest
 
 from kernels.comm import compression
 from kernels.comm import compression_casts as cc
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument
 
 
 def test_format_names_and_aliases():
     assert cc.get_format("E4M3") is cc.FORMATS["fp8"] and cc.get_format("bfloat16").name == "bf16"
     assert (cc.FORMATS["fp16"].u, cc.FORMATS["bf16"].u, cc.FORMATS["fp8"].u) == (2 ** -11, 2 ** -8, 2 ** -4)
-    with pytest.raises(UnsupportedCollective, match=r"^compression 'fp4' is not one of fp16, bf16, fp8$"):
+    with pytest.raises(InvalidArgument, match=r"^compression 'fp4' is not one of fp16, bf16, fp8$"):
         cc.get_format("fp4")
 
 

@@ -9,7 +9,7 @@ import kernels.backends.executor
 from kernels.sweep.backends import Case, CupyBackend, HostBackend, make_backend, make_buffers
 from kernels.sweep.driver import make_selector, schedule_at
 from kernels.sweep.table import TABLE
-from topo_probe.errors import DeviceUnavailable, UnsupportedCollective
+from topo_probe.errors import DeviceUnavailable, InvalidArgument
 from topo_probe.machines.generators import fully_connected
 
 HAS_CUPY = importlib.util.find_spec("cupy") is not None
@@ -92,7 +92,7 @@ def test_single_rank_is_a_local_copy():
 
 def test_backend_registry():
     assert make_backend("host").name == "host"
-    with pytest.raises(UnsupportedCollective, match="not one of host, cupy, sim"):
+    with pytest.raises(InvalidArgument, match="not one of host, cupy, sim"):
         make_backend("tpu")
 
 

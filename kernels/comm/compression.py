@@ -77,7 +77,7 @@ from kernels.comm.compression_casts import (
     payload_bytes,
     register_cast,
 )
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 __all__ = ["compressed_all_gather", "compressed_all_reduce", "error_bound", "CAST_KERNELS", "DEFAULT_GROUP",
            "E32", "FORMATS", "Decode", "Encode", "Format", "decode_bf16", "decode_bf16_bits", "decode_fp16",
@@ -90,7 +90,7 @@ def _check(comm, in_arrays, out_arrays, what: str) -> None:
     n = comm.size
     for name, arrs in (("in_arrays", in_arrays), ("out_arrays", out_arrays)):
         if len(arrs) != n:
-            raise ValueError(f"{what}: {name} has {len(arrs)} arrays, the communicator has {n} ranks")
+            raise InvalidArgument(f"{what}: {name} has {len(arrs)} arrays, the communicator has {n} ranks")
         for r, a in enumerate(arrs):
             if not np.issubdtype(np.dtype(a.dtype), np.floating) and np.dtype(a.dtype) != ml_dtypes.bfloat16:
                 raise UnsupportedCollective(f"{what}: {name} rank {r}: compression needs floating-point "
@@ -120,13 +120,13 @@ def compressed_all_reduce(comm, in_arrays, out_arrays, *, compression: str = "bf
         ``out_arrays``; the error obeys :func:`error_bound`.
     """
     if op not in ("sum", "avg"):
-        raise UnsupportedCollective(f"compressed all_reduce supports op 'sum' and 'avg', got {op!r}")
+        raise InvalidArgument(f"compressed all_reduce supports op 'sum' and 'avg', got {op!r}")
     fmt = get_format(compression)
     _check(comm, in_arrays, out_arrays, "compressed all_reduce")
     n, count = comm.size, int(in_arrays[0].size)
     for r in range(n):
         if in_arrays[r].size != count or out_arrays[r].size < count:
-            raise ValueError(f"compressed all_reduce: rank {r}: in has {in_arrays[r].size} and out "
+            raise InvalidArgument(f"compressed all_reduce: rank {r}: in has {in_arrays[r].size} and out "
                              f"{out_arrays[r].size} elements, rank 0's in has {count}")
     if count == 0:
         return out_arrays
@@ -173,7 +173,7 @@ def compressed_all_gather(comm, in_arrays, out_arrays, *, compression: str = "bf
     n, count = comm.size, int(in_arrays[0].size)
     for r in range(n):
         if in_arrays[r].size != count or out_arrays[r].size < n * count:
-            raise ValueError(f"compressed all_gather: rank {r}: in has {in_arrays[r].size} and out "
+            raise InvalidArgument(f"compressed all_gather: rank {r}: in has {in_arrays[r].size} and out "
                              f"{out_arrays[r].size} elements; need {count} and >= {n * count}")
     if count == 0:
         return out_arrays

@@ -34,7 +34,7 @@ from typing import Callable
 import ml_dtypes
 import numpy as np
 
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument
 
 E32 = 2.0 ** -24
 """float32 unit roundoff."""
@@ -65,7 +65,7 @@ def get_format(name: str) -> Format:
     """The :class:`Format` called ``name`` (fp16, bf16, fp8; e4m3 is an alias of fp8)."""
     key = {"e4m3": "fp8", "float16": "fp16", "bfloat16": "bf16"}.get(str(name).lower(), str(name).lower())
     if key not in FORMATS:
-        raise UnsupportedCollective(f"compression {name!r} is not one of {', '.join(FORMATS)}")
+        raise InvalidArgument(f"compression {name!r} is not one of {', '.join(FORMATS)}")
     return FORMATS[key]
 
 
@@ -94,7 +94,7 @@ def _check_range(x: np.ndarray, f: Format) -> None:
     if x.size and f.name == "fp16":
         top = float(abs(x).max())
         if not top <= f.max_value:
-            raise ValueError(f"fp16 compression: max |x| = {top:g} exceeds 65504; use bf16 or fp8")
+            raise InvalidArgument(f"fp16 compression: max |x| = {top:g} exceeds 65504; use bf16 or fp8")
 
 
 def encode_fp16(x, group_size: int | None = None):
@@ -149,7 +149,7 @@ def encode_fp8(x: np.ndarray, group_size: int | None = DEFAULT_GROUP) -> np.ndar
     xg = xg.reshape(k, ng, g)
     scale = (np.max(np.abs(xg), axis=2) / np.float32(448.0)).astype(np.float32)
     if not np.all(np.isfinite(scale)):
-        raise ValueError("fp8 compression: the input holds inf or NaN")
+        raise InvalidArgument("fp8 compression: the input holds inf or NaN")
     safe = np.where(scale > 0, scale, np.float32(1.0))
     v = np.clip(xg / safe[..., None], -448.0, 448.0)
     q = v.astype(ml_dtypes.float8_e4m3fn).view(np.uint8).reshape(k, ng * g)[:, :b]

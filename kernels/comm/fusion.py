@@ -24,6 +24,8 @@ from typing import Sequence
 
 import numpy as np
 
+from topo_probe.errors import InvalidArgument
+
 MIB = 1 << 20
 MODES = ("auto", "size", "index")
 
@@ -61,18 +63,18 @@ def plan_buckets(sizes_bytes: Sequence[int], mode: str = "auto", *, bucket_mb: f
     sizes = [int(s) for s in sizes_bytes]
     count = len(sizes)
     if any(s < 0 for s in sizes):
-        raise ValueError(f"plan_buckets: sizes_bytes[{next(i for i, s in enumerate(sizes) if s < 0)}] is negative")
+        raise InvalidArgument(f"plan_buckets: sizes_bytes[{next(i for i, s in enumerate(sizes) if s < 0)}] is negative")
     if keys is not None and len(keys) != count:
-        raise ValueError(f"plan_buckets: {len(keys)} keys for {count} tensors")
+        raise InvalidArgument(f"plan_buckets: {len(keys)} keys for {count} tensors")
     if mode not in MODES:
-        raise ValueError(f"plan_buckets: mode {mode!r} is not one of {', '.join(MODES)}")
+        raise InvalidArgument(f"plan_buckets: mode {mode!r} is not one of {', '.join(MODES)}")
     if mode == "auto":
         mode = "index" if split_points is not None else "size"
     if mode == "index":
         starts = _check_split_points(split_points, count)
     else:
         if not bucket_mb > 0:
-            raise ValueError(f"plan_buckets: bucket_mb must be > 0, got {bucket_mb!r}")
+            raise InvalidArgument(f"plan_buckets: bucket_mb must be > 0, got {bucket_mb!r}")
         cap = bucket_mb * MIB
         starts, fill = [], 0
         for i, s in enumerate(sizes):
@@ -90,13 +92,13 @@ def plan_buckets(sizes_bytes: Sequence[int], mode: str = "auto", *, bucket_mb: f
 
 def _check_split_points(split_points, count: int) -> list[int]:
     if split_points is None:
-        raise ValueError("plan_buckets: mode 'index' needs split_points")
+        raise InvalidArgument("plan_buckets: mode 'index' needs split_points")
     pts = [int(p) for p in split_points]
     for k, p in enumerate(pts):
         if not 0 < p < count:
-            raise ValueError(f"plan_buckets: split_points[{k}] = {p} is not in 1..{count - 1}")
+            raise InvalidArgument(f"plan_buckets: split_points[{k}] = {p} is not in 1..{count - 1}")
         if k and p <= pts[k - 1]:
-            raise ValueError(f"plan_buckets: split_points must increase, but [{k}] = {p} <= {pts[k - 1]}")
+            raise InvalidArgument(f"plan_buckets: split_points must increase, but [{k}] = {p} <= {pts[k - 1]}")
     return pts
 
 
@@ -114,17 +116,17 @@ def _on(a):
 
 def _check_tensors(comm, tensors_per_rank, what: str) -> None:
     if len(tensors_per_rank) != comm.size:
-        raise ValueError(f"{what}: {len(tensors_per_rank)} tensor lists, the communicator has "
+        raise InvalidArgument(f"{what}: {len(tensors_per_rank)} tensor lists, the communicator has "
                          f"{comm.size} ranks")
     ref = tensors_per_rank[0]
     for r, ts in enumerate(tensors_per_rank):
         if len(ts) != len(ref):
-            raise ValueError(f"{what}: rank {r} has {len(ts)} tensors, rank 0 has {len(ref)}")
+            raise InvalidArgument(f"{what}: rank {r} has {len(ts)} tensors, rank 0 has {len(ref)}")
         for i, (t, t0) in enumerate(zip(ts, ref)):
             if t.shape != t0.shape:
-                raise ValueError(f"{what}: rank {r} tensor {i}: shape {t.shape} differs from rank 0's {t0.shape}")
+                raise InvalidArgument(f"{what}: rank {r} tensor {i}: shape {t.shape} differs from rank 0's {t0.shape}")
             if t.dtype != t0.dtype:
-                raise ValueError(f"{what}: rank {r} tensor {i}: dtype {t.dtype} differs from rank 0's {t0.dtype}")
+                raise InvalidArgument(f"{what}: rank {r} tensor {i}: dtype {t.dtype} differs from rank 0's {t0.dtype}")
 
 
 def _buckets(tensors, mode, bucket_mb, split_points) -> list[range]:

@@ -22,6 +22,7 @@ from collections import deque
 from typing import Callable
 
 from kernels.comm.validation import _device, _flat, _is_cupy, _need
+from topo_probe.errors import InvalidArgument
 
 
 def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int) -> None:
@@ -29,16 +30,16 @@ def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int) 
     ``size``-rank communicator; ``dst_array`` may be larger (its first elements are written)."""
     for what, r in (("src_rank", src_rank), ("dst_rank", dst_rank)):
         if not 0 <= int(r) < size:
-            raise ValueError(f"send_recv: {what} {r} is not a rank (0..{size - 1})")
+            raise InvalidArgument(f"send_recv: {what} {r} is not a rank (0..{size - 1})")
     if src_array.dtype != dst_array.dtype:
-        raise ValueError(f"send_recv: rank {dst_rank}: dtype {dst_array.dtype} differs from rank "
+        raise InvalidArgument(f"send_recv: rank {dst_rank}: dtype {dst_array.dtype} differs from rank "
                          f"{src_rank}'s {src_array.dtype}")
     dst = _flat(dst_array, f"send_recv: rank {dst_rank}'s array")
     _need("send_recv", "dst_array", dst_rank, dst.size, src_array.size)
     src = src_array.reshape(-1)
     if _is_cupy(dst) or _is_cupy(src):
         if not (_is_cupy(dst) and _is_cupy(src)):
-            raise ValueError(f"send_recv: rank {dst_rank}: device {_device(dst)} and rank {src_rank}'s "
+            raise InvalidArgument(f"send_recv: rank {dst_rank}: device {_device(dst)} and rank {src_rank}'s "
                              f"{_device(src)} differ in kind")
         src = src if src.flags.c_contiguous else src.copy()
         dst.data.copy_from_device(src.data, src.nbytes)
@@ -54,7 +55,7 @@ def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: boo
     ``mine``."""
     for r in pair:
         if not 0 <= int(r) < size:
-            raise ValueError(f"{'send' if sending else 'recv'}: {r} is not a rank (0..{size - 1})")
+            raise InvalidArgument(f"{'send' if sending else 'recv'}: {r} is not a rank (0..{size - 1})")
     if theirs.get(pair):
         other = theirs[pair].popleft()
         src, dst = (array, other) if sending else (other, array)

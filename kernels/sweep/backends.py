@@ -36,7 +36,7 @@ import numpy as np
 
 from kernels.sweep.table import Counts, Entry, count_wrong
 from synth.ir.schedule import Schedule
-from topo_probe.errors import DeviceUnavailable, UnsupportedCollective
+from topo_probe.errors import DeviceUnavailable, InvalidArgument, UnsupportedCollective
 
 BACKENDS = ("host", "cupy", "sim")
 
@@ -318,4 +318,4 @@ def make_backend(name: str, source=None):
         return SimBackend(source)
     if name == "cupy":
         return CupyBackend()
-    raise UnsupportedCollective(f"backend {name!r} is not one of {', '.join(BACKENDS)}")
+    raise InvalidArgument(f"backend {name!r} is not one of {', '.join(BACKENDS)}")

@@ -7,8 +7,9 @@ iterations, ``-c`` check iterations (0: no validation), ``-o`` reduction, ``-d``
 ``--backend host|cupy|sim|mpi``, ``--topology``, ``--algo plan|ring|tree|direct|rhd|bruck|FILE``,
 ``--compare A,B,...`` with ``--plot OUT.png`` (and ``--csv``), ``--import LOG``.
 
-Exit status: 0 success; 1 wrong results (``# Out of bounds values`` > 0) or a run-time
-error; 2 bad flags; 3 the backend is unavailable here (no CuPy / GPU).
+Exit status: 0 success; 1 wrong results (``# Out of bounds values`` > 0); 2 bad flags or input,
+or a run that could not complete (one line on stderr); 3 the backend is unavailable here (no
+CuPy / GPU).
 
 Examples
 --------
@@ -27,11 +28,7 @@ from pathlib import Path
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
 from topo_probe.cli.options import add_machine_arguments
-from topo_probe.errors import DeviceUnavailable, TopocollError
-
-
-class UsageError(Exception):
-    """A bad flag: printed as one line, exit status 2."""
+from topo_probe.errors import DeviceUnavailable, TopocollError, UsageError
 
 
 def parse_size(text: str, what: str) -> int:
@@ -165,8 +162,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweep: skipped: {e}", file=sys.stderr)
         return 3
     except (TopocollError, ValueError, OSError) as e:
-        print(f"sweep: error: {e}", file=sys.stderr)
-        return 1
+        print(f"sweep: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        return 2
 
 
 def _main(args, argv: list[str]) -> int:

@@ -22,7 +22,7 @@ from synth.formats.nccl_tests.conventions import OP_NAMES, numpy_dtype
 from synth.formats.nccl_tests.sizes import size_sweep
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
-from topo_probe.errors import ScheduleInvalid, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, ScheduleInvalid
 from topo_probe.topology.model import Topology
 
 
@@ -153,7 +153,7 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
         itemsize = numpy_dtype(dtype_name).itemsize
         for op in cfg.op_list():
             if op != "none" and op not in OP_NAMES:
-                raise UnsupportedCollective(f"op {op!r} is not one of {', '.join(OP_NAMES)}")
+                raise InvalidArgument(f"op {op!r} is not one of {', '.join(OP_NAMES)}")
             for root in cfg.roots():
                 for size in sizes:
                     counts = ent.counts(size, itemsize, cfg.nranks)

@@ -41,7 +41,7 @@ from synth.formats.nccl_tests.conventions import (
     numpy_dtype,
 )
 from synth.ir.collectives import ROOTED, canonical
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument
 
 #: largest integer every value up to which the type holds exactly (2**mantissa bits for floats)
 _EXACT = {"int8": 127, "uint8": 255, "int32": 2**31 - 1, "uint32": 2**32 - 1, "int64": 2**63 - 1,
@@ -108,7 +108,7 @@ def reduce_arrays(arrays: list[np.ndarray], op: str, dtype_name: str, n: int) ->
         total = stack.sum(axis=0, dtype=stack.dtype)
         out = total / n if is_float(dtype_name) else total // stack.dtype.type(n)
     else:
-        raise UnsupportedCollective(f"op {op!r} is not one of {', '.join(OP_NAMES)}")
+        raise InvalidArgument(f"op {op!r} is not one of {', '.join(OP_NAMES)}")
     return np.asarray(out).astype(dt)
 
 

@@ -31,7 +31,7 @@ from synth.baselines import bruck, direct, rhd, ring, tree
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 BASELINES = {"ring": ring.build, "tree": tree.build, "direct": direct.build, "rhd": rhd.build,
              "bruck": bruck.build}
@@ -60,7 +60,7 @@ def baseline(name: str, fabric: Fabric, collective: str, *, root: int | None = N
         Unknown baseline or collective, or the baseline does not apply (the reason says why).
     """
     if name not in BASELINES:
-        raise UnsupportedCollective(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES)}")
+        raise InvalidArgument(f"unknown baseline {name!r}; expected one of {', '.join(BASELINES)}")
     return BASELINES[name](fabric, collective, root=root, chunks=chunks)
 
 

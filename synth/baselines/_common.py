@@ -13,7 +13,7 @@ from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check, required_rounds
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 
 def make_spec(algo: str, fabric: Fabric, collective: str, root: int | None, chunks: int | None,
@@ -24,7 +24,7 @@ def make_spec(algo: str, fabric: Fabric, collective: str, root: int | None, chun
         root = 0
     c = default_chunks if chunks is None else chunks
     if isinstance(c, bool) or not isinstance(c, int) or c < 1:
-        raise UnsupportedCollective(f"{algo} {name}: chunks must be an integer >= 1, got {c!r}")
+        raise InvalidArgument(f"{algo} {name}: chunks must be an integer >= 1, got {c!r}")
     return CollectiveSpec(name, fabric.num_ranks, c, root)
 
 

@@ -20,7 +20,7 @@ from synth.baselines import BASELINES, baseline
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule
-from topo_probe.errors import TopocollError, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, TopocollError, UnsupportedCollective
 
 #: baselines tried, in tie-break order
 CHOICE_ORDER = ("ring", "tree", "direct", "rhd", "bruck")
@@ -43,7 +43,7 @@ class BaselineChooser:
     def __init__(self, fabric: Fabric, cost=None, names=CHOICE_ORDER) -> None:
         unknown = [n for n in names if n not in BASELINES]
         if unknown:
-            raise UnsupportedCollective(f"unknown baseline(s) {unknown}; expected some of {', '.join(BASELINES)}")
+            raise InvalidArgument(f"unknown baseline(s) {unknown}; expected some of {', '.join(BASELINES)}")
         self.fabric, self.names, self._cost = fabric, tuple(names), cost
         self._built: dict[tuple, Schedule | None] = {}
         self._reasons: dict[tuple, str] = {}

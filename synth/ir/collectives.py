@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce",
                "gather", "scatter", "alltoall")
@@ -112,14 +112,14 @@ class CollectiveSpec:
         name = canonical(self.name)
         object.__setattr__(self, "name", name)
         if self.ranks < 1:
-            raise UnsupportedCollective(f"{name}: ranks must be >= 1, got {self.ranks}")
+            raise InvalidArgument(f"{name}: ranks must be >= 1, got {self.ranks}")
         if self.chunks_per_rank < 1:
-            raise UnsupportedCollective(f"{name}: chunks_per_rank must be >= 1, got {self.chunks_per_rank}")
+            raise InvalidArgument(f"{name}: chunks_per_rank must be >= 1, got {self.chunks_per_rank}")
         if name in ROOTED:
             if self.root is None or not 0 <= self.root < self.ranks:
-                raise UnsupportedCollective(f"{name}: root must be a rank in 0..{self.ranks - 1}, got {self.root}")
+                raise InvalidArgument(f"{name}: root must be a rank in 0..{self.ranks - 1}, got {self.root}")
         elif self.root is not None:
-            raise UnsupportedCollective(f"{name} takes no root (got root={self.root})")
+            raise InvalidArgument(f"{name} takes no root (got root={self.root})")
 
     @property
     def combining(self) -> bool:

@@ -49,6 +49,7 @@ import networkx as nx
 from synth.ir.collectives import CollectiveSpec, canonical
 from synth.ir.fabric import Fabric
 from synth.model.cuts import bandwidth_rounds
+from topo_probe.errors import InvalidArgument
 
 
 @dataclass(frozen=True)
@@ -136,7 +137,7 @@ def lower_bounds(fabric: Fabric, collective: str, root: int | None = None, *, me
     """
     name = canonical(collective)
     if method not in ("auto", "enumeration", "maxflow"):
-        raise ValueError(f"method must be auto, enumeration or maxflow, got {method!r}")
+        raise InvalidArgument(f"method must be auto, enumeration or maxflow, got {method!r}")
     spec = CollectiveSpec(name, fabric.num_ranks, 1, (0 if root is None else root) if name in
                           ("broadcast", "reduce", "gather", "scatter") else root)
     steps, lat_us, pairs = _latency(fabric, spec)

@@ -55,7 +55,7 @@ from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step
-from topo_probe.errors import ScheduleInvalid
+from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
 # ---------------------------------------------------------------- documented parameters
 #: NCCL assumes 20 GB/s per NVLink on SM70/SM80 (src/graph/topo.h ``SM80_NVLINK_BW 20.0``)
@@ -109,12 +109,12 @@ class CostParams:
         for f in fields(self):
             v = getattr(self, f.name)
             if f.name.endswith("_efficiency") and not 0.0 < v <= 1.0:
-                raise ValueError(f"CostParams.{f.name} must be in (0, 1], got {v!r}")
+                raise InvalidArgument(f"CostParams.{f.name} must be in (0, 1], got {v!r}")
             if f.name.endswith("_us") and not v >= 0.0:
-                raise ValueError(f"CostParams.{f.name} must be >= 0 µs, got {v!r}")
+                raise InvalidArgument(f"CostParams.{f.name} must be >= 0 µs, got {v!r}")
         ks = self.pipeline_slices
         if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks) or 1 not in ks:
-            raise ValueError(f"CostParams.pipeline_slices must be positive integers including 1, got {ks!r}")
+            raise InvalidArgument(f"CostParams.pipeline_slices must be positive integers including 1, got {ks!r}")
 
     def efficiency(self, kind: str) -> float:
         """Achievable fraction of the nominal bandwidth of a link of ``kind``.
@@ -125,7 +125,7 @@ class CostParams:
         try:
             return getattr(self, f"{kind}_efficiency")
         except AttributeError:
-            raise ValueError(f"link kind {kind!r} has no efficiency factor") from None
+            raise InvalidArgument(f"link kind {kind!r} has no efficiency factor") from None
 
 
 @dataclass(frozen=True)
@@ -259,7 +259,7 @@ class CostModel:
             The schedule has another rank count than the fabric, or uses a non-channel.
         """
         if nbytes < 0:
-            raise ValueError(f"nbytes must be >= 0, got {nbytes!r}")
+            raise InvalidArgument(f"nbytes must be >= 0, got {nbytes!r}")
         if self._last is None or self._last[0] is not schedule:
             self._last = (schedule, *self._matrix(schedule))
         _, loads, lats = self._last

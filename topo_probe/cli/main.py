@@ -17,19 +17,15 @@ import json
 import sys
 
 from topo_probe.cli.options import add_machine_arguments
-from topo_probe.errors import TopocollError, TopologyError
+from topo_probe.errors import TopocollError, TopologyError, UsageError
 from topo_probe.topology.model import Topology
 
 PROG = "topo-probe"
 
 
-class _UsageError(Exception):
-    pass
-
-
 class _Parser(argparse.ArgumentParser):
     def error(self, message: str):  # one line instead of usage + message
-        raise _UsageError(message)
+        raise UsageError(message)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -98,7 +94,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         args = build_parser().parse_args(argv)
         return _run(args)
-    except _UsageError as exc:
+    except UsageError as exc:
         print(f"{PROG}: error: {exc} (see {PROG} --help)", file=sys.stderr)
     except (TopocollError, ValueError, OSError) as exc:
         print(f"{PROG}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",

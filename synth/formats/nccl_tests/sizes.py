@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import re
 
+from topo_probe.errors import InvalidArgument
+
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*([KkMmGg])?\s*$")
 _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 #: most sizes one sweep may have (nccl-tests has no limit; this guards -i 1 -e 1G typos)
@@ -26,7 +28,7 @@ def parse_size(text: str) -> int:
     """
     m = _SIZE.match(text)
     if not m:
-        raise ValueError(f"invalid size {text!r}: expected a number with an optional K, M or G suffix")
+        raise InvalidArgument(f"invalid size {text!r}: expected a number with an optional K, M or G suffix")
     number = float(text.strip().rstrip("KkMmGg "))
     return int(number * _UNITS.get((m.group(2) or "").lower(), 1))
 
@@ -40,18 +42,18 @@ def size_sweep(minbytes: int, maxbytes: int, stepbytes: int, stepfactor: int) ->
         ``minbytes > maxbytes``, a loop that would never advance, or more than MAX_SIZES sizes.
     """
     if minbytes < 0 or maxbytes < 0:
-        raise ValueError(f"invalid sizes: minbytes {minbytes} and maxbytes {maxbytes} must be >= 0")
+        raise InvalidArgument(f"invalid sizes: minbytes {minbytes} and maxbytes {maxbytes} must be >= 0")
     if minbytes > maxbytes:
-        raise ValueError(f"invalid sizes for 'minbytes' and 'maxbytes': {minbytes} > {maxbytes}")
+        raise InvalidArgument(f"invalid sizes for 'minbytes' and 'maxbytes': {minbytes} > {maxbytes}")
     if stepfactor > 1 and minbytes == 0:
-        raise ValueError(f"minbytes 0 with stepfactor {stepfactor} never grows; use -b >= 1")
+        raise InvalidArgument(f"minbytes 0 with stepfactor {stepfactor} never grows; use -b >= 1")
     if stepfactor <= 1 and stepbytes <= 0 and minbytes < maxbytes:
-        raise ValueError(f"stepbytes {stepbytes} never reaches maxbytes {maxbytes}; use -i > 0 or -f > 1")
+        raise InvalidArgument(f"stepbytes {stepbytes} never reaches maxbytes {maxbytes}; use -i > 0 or -f > 1")
     out, size = [], minbytes
     while size <= maxbytes:
         out.append(size)
         if len(out) > MAX_SIZES:
-            raise ValueError(f"more than {MAX_SIZES} sizes from {minbytes} to {maxbytes}; raise -i or -f")
+            raise InvalidArgument(f"more than {MAX_SIZES} sizes from {minbytes} to {maxbytes}; raise -i or -f")
         if minbytes == maxbytes:
             break
         size = size * stepfactor if stepfactor > 1 else size + stepbytes

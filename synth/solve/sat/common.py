@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
-from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout, UnsupportedCollective
+from topo_probe.errors import SolverError, SynthesisInfeasible, SynthesisTimeout
 
 Sum = cp_model.LinearExpr.sum
 NEVER = 10**9
@@ -133,5 +133,5 @@ def run_cp_sat(model: cp_model.CpModel, time_limit_s: float, workers: int,
     if status == cp_model.UNKNOWN:
         raise SynthesisTimeout(f"{where}: no schedule found within {time_limit_s:g} s")
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-        raise UnsupportedCollective(f"{where}: CP-SAT returned {solver.status_name(status)}")
+        raise SolverError(f"{where}: CP-SAT returned {solver.status_name(status)}")
     return solver, solver.status_name(status)

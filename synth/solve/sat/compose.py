@@ -28,7 +28,7 @@ from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.solve.sat.model import latency_lower_bound, solve_step_instance, verify
-from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, SynthesisInfeasible, SynthesisTimeout, UnsupportedCollective
 
 #: combining collective -> the non-combining collective whose reversal implements it
 DUALS = {"reducescatter": "allgather", "reduce": "broadcast"}
@@ -89,7 +89,7 @@ def refine(schedule: Schedule, k: int, fabric: Fabric | None = None) -> Schedule
     input is; it is verified on ``fabric`` when given.
     """
     if k < 1:
-        raise UnsupportedCollective(f"refine: k must be >= 1, got {k}")
+        raise InvalidArgument(f"refine: k must be >= 1, got {k}")
     steps = tuple(Step(st.rounds * k, tuple(Transfer(t.chunk * k + p, t.src, t.dst, t.op)
                                             for t in st.transfers for p in range(k)))
                   for st in schedule.steps)
@@ -125,10 +125,10 @@ def compose_allreduce(rs: Schedule, ag: Schedule, fabric: Fabric) -> Schedule:
     ``g // C`` after ``rs``, which is where ``ag``'s chunk g starts.
     """
     if (rs.collective, ag.collective) != ("reducescatter", "allgather"):
-        raise UnsupportedCollective(f"compose_allreduce needs reducescatter then allgather, got "
+        raise InvalidArgument(f"compose_allreduce needs reducescatter then allgather, got "
                                     f"{rs.collective} then {ag.collective}")
     if (rs.ranks, rs.chunks_per_rank) != (ag.ranks, ag.chunks_per_rank):
-        raise UnsupportedCollective(f"compose_allreduce: ranks/chunks differ ({rs.ranks}/{rs.chunks_per_rank} "
+        raise InvalidArgument(f"compose_allreduce: ranks/chunks differ ({rs.ranks}/{rs.chunks_per_rank} "
                                     f"vs {ag.ranks}/{ag.chunks_per_rank}); refine() one of them first")
     S, R, C = rs.num_steps + ag.num_steps, rs.num_rounds + ag.num_rounds, rs.chunks_per_rank
     meta = {"derived": "reducescatter ; allgather", "reducescatter": rs.name, "allgather": ag.name,

@@ -43,7 +43,7 @@ from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Transfer
 from synth.solve.sat.common import NEVER, Sum, add_capacity, decode_schedule, hop_distances, run_cp_sat
 from synth.solve.sat.flow import FlowModel, is_unicast
-from topo_probe.errors import ScheduleInvalid, SynthesisInfeasible, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, ScheduleInvalid, SynthesisInfeasible, UnsupportedCollective
 
 
 def latency_lower_bound(fabric: Fabric, spec: CollectiveSpec) -> int:
@@ -196,7 +196,7 @@ def solve_step_instance(fabric: Fabric, spec: CollectiveSpec, steps: int, rounds
     :func:`synth.solve.sat.instance.solve_instance`, which also handles combining collectives).
     """
     if spec.combining:
-        raise UnsupportedCollective(f"solve_step_instance takes non-combining collectives, got {spec.name} "
+        raise InvalidArgument(f"solve_step_instance takes non-combining collectives, got {spec.name} "
                                     f"(synth.solve.sat.instance.solve_instance composes those)")
     chunks = spec.chunks_per_rank
     where = f"{spec.name} on {fabric.topology_name!r} with S={steps}, R={rounds}, C={chunks}"
