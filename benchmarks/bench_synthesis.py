@@ -51,7 +51,7 @@ def _runs(fab: dict, workers: int, limit: float, save) -> list[dict]:
 
     def front(coll):
         def go():
-            pts = pareto(d1, coll, workers=workers, time_limit_per_instance_s=limit, progress=False)
+            pts = pareto(d1, coll, workers=workers, time_limit_per_instance_s=limit)
             return _points(pts), [s for *_, s in pts]
         return go
 
@@ -103,7 +103,7 @@ def _hetero_fabrics() -> dict:
 def _extras(fab: dict, d1, workers: int, limit: float) -> list[dict]:
     def front(f, coll, **kw):
         def go():
-            pts = pareto(f, coll, workers=workers, time_limit_per_instance_s=limit, progress=False, **kw)
+            pts = pareto(f, coll, workers=workers, time_limit_per_instance_s=limit, **kw)
             return _points(pts), [s for *_, s in pts]
         return go
 

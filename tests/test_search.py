@@ -57,7 +57,7 @@ def test_bandwidth_bounds_by_hand(dgx1):
 
 def test_pareto_dgx1_allgather_matches_sccl(dgx1):
     seen = []
-    pts = pareto(dgx1, "allgather", max_chunks=6, progress=False, total_time_limit_s=100,
+    pts = pareto(dgx1, "allgather", max_chunks=6, total_time_limit_s=100,
                  on_point=lambda S, R, C, s: seen.append((S, R, C)))
     assert [(S, R, C) for S, R, C, _ in pts] == [(2, 3, 2), (3, 7, 6)]  # SCCL's frontier
     assert seen == [(2, 3, 2), (3, 7, 6)]
@@ -68,14 +68,14 @@ def test_pareto_dgx1_allgather_matches_sccl(dgx1):
 
 
 def test_pareto_dgx1_reducescatter_by_duality(dgx1):
-    pts = pareto(dgx1, "reducescatter", max_chunks=6, progress=False)
+    pts = pareto(dgx1, "reducescatter", max_chunks=6)
     assert [(S, R, C) for S, R, C, _ in pts] == [(2, 3, 2), (3, 7, 6)]
     for *_, s in pts:
         check(s, dgx1)
 
 
 def test_pareto_points_dominate_nothing_of_each_other(dgx1):
-    pts = pareto(dgx1, "allreduce", max_chunks=6, progress=False)
+    pts = pareto(dgx1, "allreduce", max_chunks=6)
     keys = [(S, Fraction(R, C)) for S, R, C, _ in pts]
     for a in keys:
         for b in keys:
@@ -97,4 +97,4 @@ def test_pareto_points_dominate_nothing_of_each_other(dgx1):
 
 def test_pareto_gives_up_with_timeout_when_out_of_time(dgx1):
     with pytest.raises(SynthesisTimeout):
-        pareto(dgx1, "allgather", max_chunks=6, progress=False, total_time_limit_s=0.0)
+        pareto(dgx1, "allgather", max_chunks=6, total_time_limit_s=0.0)

@@ -88,10 +88,12 @@ def _pareto(fabric: Fabric, coll: str, root: int | None, opts: SynthesisOptions,
         return [], 0.0, f"step synthesis skipped: {fabric.num_ranks} ranks > {opts.max_sat_ranks}"
     from synth.solve.sat.search import pareto
     t0 = time.perf_counter()
+    from synth.pipeline.progress import status_bar
     try:
-        points = pareto(fabric, coll, root=root, max_steps=opts.max_sat_steps, max_chunks=opts.max_sat_chunks,
-                        time_limit_per_instance_s=max(1.0, opts.time_limit_s / 4),
-                        total_time_limit_s=opts.time_limit_s, on_point=save, progress=opts.progress)
+        with status_bar(opts.progress) as report:
+            points = pareto(fabric, coll, root=root, max_steps=opts.max_sat_steps, max_chunks=opts.max_sat_chunks,
+                            time_limit_per_instance_s=max(1.0, opts.time_limit_s / 4),
+                            total_time_limit_s=opts.time_limit_s, on_point=save, on_status=report)
     except (SynthesisTimeout, SynthesisInfeasible) as e:
         return [], time.perf_counter() - t0, f"step synthesis found nothing: {e}"
     return points, time.perf_counter() - t0, ""

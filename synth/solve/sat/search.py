@@ -17,7 +17,6 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from contextlib import nullcontext
 from fractions import Fraction
 from typing import Callable
 
@@ -113,17 +112,9 @@ def _congestion(fabric: Fabric, commodities) -> Fraction:
     return nice if abs(float(nice) - value) < 1e-9 else Fraction(math.floor(value * 10**6), 10**6)
 
 
-def _progress(enabled: bool):
-    if not enabled:
-        return nullcontext(None)
-    from rich.progress import Progress, SpinnerColumn, TextColumn, TimeElapsedColumn
-    return Progress(SpinnerColumn(), TextColumn("[bold]{task.description}"), TimeElapsedColumn(),
-                    TextColumn("{task.fields[status]}"), transient=False)
-
-
-def _say(bar, task, text: str, status: str = "") -> None:
-    if bar is not None:
-        bar.update(task, description=text, status=status)
+def _say(report, kind: str, text: str, status: str = "") -> None:
+    if report is not None:
+        report(kind, text, status)
 
 
 def least_steps(fabric: Fabric, collective, *, root: int | None = None, chunks: int = 1,
@@ -182,15 +173,17 @@ def least_steps(fabric: Fabric, collective, *, root: int | None = None, chunks: 
 
 def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: int | None = None,
            max_chunks: int = 8, time_limit_per_instance_s: float = 60.0, total_time_limit_s: float = 600.0,
-           on_point: Callable[[int, int, int, Schedule], None] | None = None, progress: bool = True,
-           workers: int = 2) -> list[Point]:
+           on_point: Callable[[int, int, int, Schedule], None] | None = None,
+           on_status: Callable[[str, str, str], None] | None = None, workers: int = 2) -> list[Point]:
     """The latency-bandwidth Pareto frontier [(S, R, C, schedule), ...], fewest steps first.
 
     For S = latency bound, bound + 1, ..., ``max_steps`` (default bound + 4), tries (R, C)
     with C <= ``max_chunks`` and R >= S in increasing R/C, from the bandwidth lower bound up to
     (not including) the best R/C of fewer steps; the first feasible one is a frontier point,
     handed to ``on_point(S, R, C, schedule)`` at once.  Stops early when R/C reaches the
-    bandwidth lower bound.  A point's ``meta["dominance_proven"]`` is False when some smaller
+    bandwidth lower bound.  ``on_status(kind, text, status)`` hears what the search does (kinds
+    ``start``, ``update``, ``point``, ``done``; :func:`synth.pipeline.progress.status_bar` draws
+    them).  A point's ``meta["dominance_proven"]`` is False when some smaller
     R/C for its S timed out instead of being proved infeasible.  AllReduce combines the
     ReduceScatter and AllGather frontiers (refined to a common C), an upper bound on its own.
 
@@ -199,7 +192,7 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
     spec = spec_of(collective, fabric.num_ranks, 1, root)
     if spec.name == "allreduce":
         return _pareto_allreduce(fabric, max_steps, max_chunks, time_limit_per_instance_s,
-                                 total_time_limit_s, on_point, progress, workers)
+                                 total_time_limit_s, on_point, on_status, workers)
     t0 = time.perf_counter()
     lo = max(1, latency_lower_bound(fabric, spec))
     hi = max_steps if max_steps is not None else lo + 4
@@ -210,48 +203,46 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
     # a BFS-tree schedule moves every chunk once per rank; this many rounds per step always suffice
     min_ratio = min(Fraction(r.bandwidth_gbps) / Fraction(fabric.unit_gbps) for r in fabric.resources.values())
     per_step = spec.num_chunks * spec.ranks * math.ceil(1 / min(min_ratio, Fraction(1)))
-    with _progress(progress) as bar:
-        task = bar.add_task(f"{spec.name} pareto", total=None, status="") if bar is not None else None
-        for S in range(lo, hi + 1):
-            if best is not None and best <= bound:
+    _say(on_status, "start", f"{spec.name} pareto")
+    for S in range(lo, hi + 1):
+        if best is not None and best <= bound:
+            break
+        if time.perf_counter() - t0 >= total_time_limit_s:
+            timed_out = True
+            break
+        heap = [(max(Fraction(S, C), Fraction(math.ceil(bound * C), C)), C) for C in range(1, max_chunks + 1)]
+        heapq.heapify(heap)
+        proven = True
+        while heap:
+            ratio, C = heapq.heappop(heap)
+            R = int(ratio * C)
+            if R > S * C * per_step:
+                continue  # cannot happen for S >= the latency bound; keeps the loop finite
+            left = total_time_limit_s - (time.perf_counter() - t0)
+            if (best is not None and ratio >= best) or left <= 0:
+                timed_out |= left <= 0
                 break
-            if time.perf_counter() - t0 >= total_time_limit_s:
-                timed_out = True
-                break
-            heap = [(max(Fraction(S, C), Fraction(math.ceil(bound * C), C)), C) for C in range(1, max_chunks + 1)]
-            heapq.heapify(heap)
-            proven = True
-            while heap:
-                ratio, C = heapq.heappop(heap)
-                R = int(ratio * C)
-                if R > S * C * per_step:
-                    continue  # cannot happen for S >= the latency bound; keeps the loop finite
-                left = total_time_limit_s - (time.perf_counter() - t0)
-                if (best is not None and ratio >= best) or left <= 0:
-                    timed_out |= left <= 0
-                    break
-                _say(bar, task, f"{spec.name}: S={S} R={R} C={C}", f"{len(points)} point(s)")
-                try:
-                    s = solve_instance(fabric, spec.name, S, R, C, root=spec.root, workers=workers,
-                                       time_limit_s=min(time_limit_per_instance_s, left))
-                except SynthesisInfeasible:
-                    heapq.heappush(heap, (Fraction(R + 1, C), C))
-                    continue
-                except SynthesisTimeout:
-                    proven, timed_out = False, True
-                    heapq.heappush(heap, (Fraction(R + 1, C), C))
-                    continue
-                s.meta.update(dominance_proven=proven, bandwidth_bound=str(bound), latency_bound=lo,
-                              search_wall_s=round(time.perf_counter() - t0, 3))
-                best = ratio
-                points.append((S, R, C, s))
-                if bar is not None:
-                    bar.console.print(f"  frontier point S={S} R={R} C={C} (R/C={ratio}) "
-                                      f"after {time.perf_counter() - t0:.2f} s")
-                if on_point is not None:
-                    on_point(S, R, C, s)
-                break
-        _say(bar, task, f"{spec.name} pareto done", f"{len(points)} point(s)")
+            _say(on_status, "update", f"{spec.name}: S={S} R={R} C={C}", f"{len(points)} point(s)")
+            try:
+                s = solve_instance(fabric, spec.name, S, R, C, root=spec.root, workers=workers,
+                                   time_limit_s=min(time_limit_per_instance_s, left))
+            except SynthesisInfeasible:
+                heapq.heappush(heap, (Fraction(R + 1, C), C))
+                continue
+            except SynthesisTimeout:
+                proven, timed_out = False, True
+                heapq.heappush(heap, (Fraction(R + 1, C), C))
+                continue
+            s.meta.update(dominance_proven=proven, bandwidth_bound=str(bound), latency_bound=lo,
+                          search_wall_s=round(time.perf_counter() - t0, 3))
+            best = ratio
+            points.append((S, R, C, s))
+            _say(on_status, "point", f"  frontier point S={S} R={R} C={C} (R/C={ratio}) "
+                                     f"after {time.perf_counter() - t0:.2f} s")
+            if on_point is not None:
+                on_point(S, R, C, s)
+            break
+    _say(on_status, "done", f"{spec.name} pareto done", f"{len(points)} point(s)")
     if not points:
         cls = SynthesisTimeout if timed_out else SynthesisInfeasible
         raise cls(f"{spec.name} on {fabric.topology_name!r}: no schedule with S <= {hi}, C <= {max_chunks} "
@@ -259,10 +250,10 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
     return points
 
 
-def _pareto_allreduce(fabric, max_steps, max_chunks, per_s, total_s, on_point, progress, workers) -> list[Point]:
+def _pareto_allreduce(fabric, max_steps, max_chunks, per_s, total_s, on_point, on_status, workers) -> list[Point]:
     t0 = time.perf_counter()
     half = None if max_steps is None else max(1, max_steps - 1)
-    kw = dict(max_steps=half, max_chunks=max_chunks, time_limit_per_instance_s=per_s, progress=progress,
+    kw = dict(max_steps=half, max_chunks=max_chunks, time_limit_per_instance_s=per_s, on_status=on_status,
               workers=workers)
     rs = pareto(fabric, "reducescatter", total_time_limit_s=total_s / 2, **kw)
     ag = pareto(fabric, "allgather", total_time_limit_s=max(0.0, total_s - (time.perf_counter() - t0)), **kw)
