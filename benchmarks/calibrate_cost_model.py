@@ -32,7 +32,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from synth.baselines import baseline
-from synth.formats.nccl_tests.reader import load_nccl_tests
+from synth.formats.nccl_tests.runs import load_nccl_tests
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import atomic_write_text
 from synth.model.bounds import lower_bounds

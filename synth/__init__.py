@@ -28,7 +28,7 @@ _EXPORTS = {
     "solve_instance": "synth.solve.sat.instance",
     "synthesize": "synth.pipeline.api",
     "Plan": "synth.plan.size_plan", "ScheduleSelector": "synth.plan.selector",
-    "load_nccl_tests": "synth.formats.nccl_tests.reader",
+    "load_nccl_tests": "synth.formats.nccl_tests.runs",
     "from_msccl_xml": "synth.formats.msccl.reader", "to_msccl_xml": "synth.formats.msccl.writer",
 }
 

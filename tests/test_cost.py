@@ -12,7 +12,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from synth.baselines import available_baselines, baseline
-from synth.formats.nccl_tests.reader import load_nccl_tests
+from synth.formats.nccl_tests.runs import load_nccl_tests
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.model.cost import CostModel, CostParams, algbw_gbps, busbw_gbps, chunk_bytes

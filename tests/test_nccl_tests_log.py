@@ -7,7 +7,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synth.formats.nccl_tests.reader import IterStats, Measurement, load_nccl_tests, parse_nccl_tests
+from synth.formats.nccl_tests.reader import IterStats, Measurement, parse_nccl_tests
+from synth.formats.nccl_tests.runs import load_nccl_tests
 from topo_probe.errors import NcclTestsLogError
 
 OLD_LOG = """\

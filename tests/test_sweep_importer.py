@@ -89,3 +89,23 @@ def test_row_lines_round_trip(rows):
         assert (p.size, p.count, p.type, p.redop, p.root) == (o.size, o.count, o.type, o.redop, o.root)
         _close(p.out_of_place, o.out_of_place)
         _close(p.in_place, o.in_place)
+
+
+def test_import_of_another_collective_is_refused_not_dropped(tmp_path, capsys):
+    """An all_reduce log given to an all_gather sweep is an error (exit 2), never silently unused."""
+    from kernels.sweep.cli import main
+    log = str(Path(__file__).parent / "fixtures" / "real_logs" / "h100_8gpu_1node_all_reduce_ring.txt")
+    base = ["all_gather", "--backend", "sim", "--topology", "dgx-a100", "-b", "1M", "-e", "1M"]
+    assert main(base + ["--import", log, "--plot", str(tmp_path / "p.png")]) == 2
+    assert "holds no allgather test (it holds allreduce)" in capsys.readouterr().err
+    assert main(base + ["--import", log]) == 2               # no --plot: nothing to overlay on
+    assert "--import with a COLLECTIVE" in capsys.readouterr().err
+    assert not (tmp_path / "p.png").exists()
+
+
+def test_import_only_prints_each_test_of_a_two_test_file(capsys):
+    from kernels.sweep.cli import main
+    log = str(Path(__file__).parent / "fixtures" / "real_logs" / "h100_16gpu_2node_alltoall_sendrecv.txt")
+    assert main(["--import", log]) == 0
+    out = capsys.readouterr().out
+    assert out.count("# Avg bus bandwidth") == 2 and "72.4265" in out and "28.6299" in out

@@ -180,6 +180,12 @@ def _main(args, argv: list[str]) -> int:
                              argv=argv, json_path=args.output_file)
     if args.compare is not None and args.plot is None:
         raise UsageError("--compare needs --plot OUT.png")
+    if args.import_log is not None:
+        if args.plot is None:
+            raise UsageError("--import with a COLLECTIVE overlays the log on --plot OUT.png; without --plot "
+                             "re-print it with: sweep --import LOG")
+        from kernels.sweep.importer import read_log
+        read_log(args.import_log, args.collective)          # the right test of the right collective, or refuse
     topo, n = resolve_topology(args)
     cfg = make_config(args, n)
     if args.backend == "sim" and topo is None:
@@ -256,7 +262,7 @@ def _plot(cfg, topo, runs, args) -> None:
             series.append(bound)
     if args.import_log is not None:
         from kernels.sweep.importer import measured_series
-        series += measured_series(args.import_log)
+        series += measured_series(args.import_log, cfg.collective)
     csv_path = Path(args.csv) if args.csv else Path(args.plot).with_suffix(".csv")
     where = topo.name if topo is not None else "1 rank"
     title = (f"{cfg.entry.nccl_name} on {where} ({cfg.nranks} ranks, {', '.join(cfg.dtypes)}, "

@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernels.sweep.driver import Result, Row, SweepSummary
-from synth.formats.nccl_tests.reader import NcclTestsLog, load_nccl_tests, parse_nccl_tests
+from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests
+from synth.formats.nccl_tests.runs import load_nccl_tests
+from topo_probe.errors import NcclTestsLogError
 
 
 @dataclass
@@ -45,9 +47,22 @@ def from_log(log: NcclTestsLog) -> ImportedLog:
     return ImportedLog(rows, log)
 
 
-def read_log(path: str | Path) -> ImportedLog:
-    """Read an nccl-tests log file (NcclTestsLogError names the file and line on bad input)."""
-    return from_log(load_nccl_tests(path))
+def read_log(path: str | Path, collective: str | None = None) -> ImportedLog:
+    """Read an nccl-tests log file: its only test, or its test of ``collective`` (any spelling).
+
+    Raises
+    ------
+    NcclTestsLogError
+        Bad input (names the file and line), no test of ``collective`` in the file, or a log of
+        another collective (told by its test line or its file name).
+    """
+    log = load_nccl_tests(path, collective)
+    if collective is not None:
+        from synth.formats.nccl_tests.runs import collective_of, guess_collective
+        have, want = guess_collective(log, path), collective_of(collective)
+        if have is not None and have != want:
+            raise NcclTestsLogError(f"{path}: a {have} log, not {want}")
+    return from_log(log)
 
 
 def parse_text(text: str, source: str = "nccl-tests output") -> ImportedLog:
@@ -55,10 +70,10 @@ def parse_text(text: str, source: str = "nccl-tests output") -> ImportedLog:
     return from_log(parse_nccl_tests(text, source))
 
 
-def measured_series(path: str | Path) -> list:
+def measured_series(path: str | Path, collective: str | None = None) -> list:
     """The log's out-of-place busbw as ``measured`` plot series (one per type/op/root group)."""
     from kernels.sweep.compare import series_from_rows
-    imp = read_log(path)
+    imp = read_log(path, collective)
     n = imp.log.num_ranks
     label = "NCCL measured" + (f" ({n} ranks)" if n else "")
     return series_from_rows(label, "measured", [r for r in imp.rows if r.out_of_place.time_us > 0])
@@ -88,10 +103,17 @@ def log_lines(imp: ImportedLog, source: str) -> list[str]:
 
 
 def import_only(path: str | Path, plot_path: str | None = None, csv_path: str | None = None) -> int:
-    """Print the log in our layout (and plot it); exit status 1 if it reported wrong results."""
-    imp = read_log(path)
-    for line in log_lines(imp, str(path)):
-        print(line, flush=True)
+    """Print every test of the log in our layout (and plot a one-test log); exit status 1 if it
+    reported wrong results."""
+    from synth.formats.nccl_tests.runs import load_runs
+    runs = [from_log(r) for r in load_runs(path)]
+    for imp in runs:
+        for line in log_lines(imp, str(path) + (f" ({imp.log.test})" if len(runs) > 1 else "")):
+            print(line, flush=True)
+    if plot_path is not None and len(runs) > 1:
+        raise NcclTestsLogError(f"{path} holds {len(runs)} tests; name the collective to plot one "
+                                f"(sweep COLLECTIVE --import LOG --plot OUT.png)")
+    imp = runs[0]
     if plot_path is not None:
         from kernels.sweep import compare
         series = measured_series(path)
@@ -99,4 +121,4 @@ def import_only(path: str | Path, plot_path: str | None = None, csv_path: str | 
         compare.write_csv(csv, series)
         compare.plot(plot_path, series, f"nccl-tests log {Path(path).name}")
         print(f"# Wrote {plot_path} and {csv}", flush=True)
-    return 1 if (imp.log.out_of_bounds or imp.summary.errors) else 0
+    return 1 if any(r.log.out_of_bounds or r.summary.errors for r in runs) else 0

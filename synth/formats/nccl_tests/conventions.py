@@ -18,12 +18,14 @@ Counts(count=32, send=32, recv=256, size=1024)
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
-from topo_probe.errors import InvalidArgument
+from topo_probe.errors import InvalidArgument, TopocollError
 
 #: nccl-tests data type names (``-d``) and their sizes in bytes
 DTYPE_BYTES = {"int8": 1, "uint8": 1, "int32": 4, "uint32": 4, "int64": 8, "uint64": 8, "half": 2,
@@ -57,6 +59,18 @@ BUSBW_FACTOR = {
 }
 _NUMPY = {"int8": np.int8, "uint8": np.uint8, "int32": np.int32, "uint32": np.uint32, "int64": np.int64,
           "uint64": np.uint64, "half": np.float16, "float": np.float32, "double": np.float64}
+
+
+def collective_of(test: str | None) -> str | None:
+    """Canonical collective of an nccl-tests binary name (``all_reduce_perf`` -> ``allreduce``;
+    ``sendrecv_perf`` -> ``sendrecv``, ``hypercube_perf`` -> ``hypercube``), None if unknown."""
+    if not test:
+        return None
+    stem = re.sub(r"_perf(_mpi)?$", "", Path(test).name)
+    try:
+        return canonical(stem)
+    except TopocollError:
+        return stem.replace("_", "") if stem in ("sendrecv", "hypercube", "send_recv") else None
 
 
 def nccl_dtype(name: str) -> str:
@@ -126,4 +140,4 @@ def busbw_gbps(collective: str, n: int, nbytes: float, time_us: float) -> float:
 
 
 __all__ = ["DTYPE_BYTES", "DTYPE_NAMES", "DTYPE_ALIASES", "OP_NAMES", "NCCL_NAMES", "TEST_NAMES", "BUSBW_FACTOR",
-           "Counts", "nccl_dtype", "numpy_dtype", "is_float", "buffer_blocks", "block_counts", "busbw_gbps"]
+           "Counts", "collective_of", "nccl_dtype", "numpy_dtype", "is_float", "buffer_blocks", "block_counts", "busbw_gbps"]

@@ -61,6 +61,7 @@ _DEVICE = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+(\d+)\s+
                      r"\[([^\]]*)\]\s*(.*?)\s*$")
 _AVG = re.compile(r"#?\s*Avg bus bandwidth\s*:\s*([-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|nan|inf))")
 _OOB = re.compile(r"#?\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
+_TEST = re.compile(r"Collective test starting:\s*(\S+)")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}$")
 _CLOCK = re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d+)?$")
 _GLUED = re.compile(r"(\d{2}:\d{2}:\d{2})(\d+)$")
@@ -143,6 +144,14 @@ class NcclTestsLog:
     graph: int | None = None
     has_redop: bool = True
     time_unit: str = "us"
+    #: the nccl-tests binary (``all_reduce_perf``) when the log names it, else None
+    test: str | None = None
+
+    @property
+    def collective(self) -> str | None:
+        """Canonical collective of :attr:`test` (``sendrecv`` for ``sendrecv_perf``), else None."""
+        from synth.formats.nccl_tests.conventions import collective_of
+        return collective_of(self.test)
 
     @property
     def num_ranks(self) -> int | None:
@@ -336,6 +345,10 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log") -> NcclTestsLog:
 
 
 def _meta(log: NcclTestsLog, line: str) -> None:
+    m = _TEST.search(line)
+    if m:
+        log.test = log.test or m.group(1)
+        return
     if "nThread" in line or "minBytes" in line:
         for key, pat in _PREAMBLE.items():
             m = re.search(pat, line)
@@ -360,11 +373,10 @@ def _meta(log: NcclTestsLog, line: str) -> None:
         log.out_of_bounds = int(m.group(1))
 
 
-def load_nccl_tests(path: str | Path) -> NcclTestsLog:
-    """Read and parse an nccl-tests log file (errors name the file)."""
+def read_log_text(path: str | Path) -> str:
+    """The text of a log file (undecodable bytes replaced; errors name the file)."""
     p = Path(path)
     try:
-        text = p.read_text(encoding="utf-8", errors="replace")
+        return p.read_text(encoding="utf-8", errors="replace")
     except OSError as e:
         raise NcclTestsLogError(f"{p}: cannot read: {e.strerror}") from None
-    return parse_nccl_tests(text, str(p))

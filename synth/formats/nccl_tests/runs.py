@@ -1,0 +1,134 @@
+"""Real nccl-tests logs as they come: launcher prefixes and several tests in one file.
+
+* Launcher prefixes are removed from every line that has one: ``0: `` (``srun -l``) at the
+  start of a line, ``[1,0]<stdout>:`` / ``[1,0]<stderr>:`` (``mpirun --tag-output``) wherever
+  they are (Open MPI tags every write, and nccl-tests writes a row in several pieces).
+* A run without device lines of its own (a second test in the same job) takes the devices of the
+  run before it.
+* A file may hold several runs one after the other (``alltoall_perf`` then ``sendrecv_perf``,
+  or the same binary twice): a run starts at ``# Collective test starting: NAME``, at a
+  ``# nThread ...`` parameter line, or at a column header that follows table rows.  Each run is
+  parsed on its own (:func:`~synth.formats.nccl_tests.reader.parse_nccl_tests`), so rows of two
+  tests are never mixed.
+
+>>> text = ("0: # Collective test starting: all_gather_perf\\n"
+...         "0: #  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\\n"
+...         "0:   1024  32 float none -1 10.0 0.10 0.09 0 10.0 0.10 0.09 0\\n"
+...         "0: # Collective test starting: sendrecv_perf\\n"
+...         "0: #  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\\n"
+...         "0:   1024 256 float sum -1 5.0 0.20 0.20 0 5.0 0.20 0.20 0\\n")
+>>> [(r.test, r.collective, len(r.rows)) for r in parse_runs(text)]
+[('all_gather_perf', 'allgather', 1), ('sendrecv_perf', 'sendrecv', 1)]
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from synth.formats.nccl_tests.conventions import collective_of
+from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests, read_log_text
+from topo_probe.errors import NcclTestsLogError
+
+_PREFIX = re.compile(r"^\d{1,6}: ?")
+_TAG = re.compile(r"\[\d{1,6},\d{1,6}\]<std(?:out|err)>: ?")
+_START = re.compile(r"#\s*Collective test starting:\s*(\S+)")
+_HEADER = re.compile(r"^#\s*(size|bytes)\s+(count|N)\s+type\b", re.I)
+_ROW = re.compile(r"^\s*\d+\s+\d+\s+\S")
+
+
+def strip_prefixes(text: str) -> list[str]:
+    """The lines of ``text`` without launcher prefixes."""
+    return [_TAG.sub(" ", _PREFIX.sub("", line, count=1)) for line in text.splitlines()]
+
+
+def _segments(lines: list[str]) -> list[tuple[str | None, list[str]]]:
+    segs: list[tuple[str | None, list[str]]] = [(None, [])]
+    has_rows = False
+    for line in lines:
+        s = line.strip()
+        m = _START.match(s)
+        new = m is not None or (has_rows and (_HEADER.match(s) or s.startswith("# nThread")))
+        if new:
+            segs.append((m.group(1) if m else None, []))
+            has_rows = False
+        segs[-1][1].append(line)
+        has_rows |= bool(_ROW.match(line))
+    return [(name, body) for name, body in segs if any(_HEADER.match(x.strip()) for x in body)]
+
+
+def guess_collective(log: NcclTestsLog, source: str | Path = "") -> str | None:
+    """The collective of a run: its ``Collective test starting`` line, else a collective or
+    nccl-tests binary name in the file name (``..._all_reduce.txt``), else None.
+
+    >>> guess_collective(NcclTestsLog([], (), False, "#wrong"), "logs/h100_all_gather_ring.txt")
+    'allgather'
+    """
+    if log.collective:
+        return log.collective
+    name = Path(str(source)).name.lower()
+    for stem in ("reduce_scatter", "all_reduce", "all_gather", "alltoall", "all_to_all", "broadcast", "sendrecv",
+                 "reducescatter", "allreduce", "allgather", "reduce", "gather", "scatter"):
+        if stem in name:
+            return collective_of(stem)
+    return None
+
+
+def parse_runs(text: str, source: str = "nccl-tests log") -> list[NcclTestsLog]:
+    """Every run in ``text``, each parsed on its own (see the module docstring).
+
+    Raises
+    ------
+    NcclTestsLogError
+        No run with a column header, or a malformed row (names the source and the run).
+    """
+    lines = strip_prefixes(text)
+    segs = _segments(lines)
+    if not segs:
+        raise NcclTestsLogError(f"{source}: no nccl-tests column header (# size count type redop ...)")
+    preamble = [x for x in lines[:next((i for i, x in enumerate(lines) if _HEADER.match(x.strip())), 0)]
+                if x.lstrip().startswith("#")]
+    out = []
+    for k, (name, body) in enumerate(segs):
+        where = source if len(segs) == 1 else f"{source} (run {k + 1}{': ' + name if name else ''})"
+        has_devices = any("Rank" in x and "device" in x for x in body)
+        log = parse_nccl_tests("\n".join(body if has_devices or k else preamble + body), where)
+        log.test = name or log.test
+        if not log.devices and out and out[-1].devices:
+            log.devices = list(out[-1].devices)
+        out.append(log)
+    return out
+
+
+def load_runs(path: str | Path) -> list[NcclTestsLog]:
+    """Every run of an nccl-tests log file (errors name the file)."""
+    return parse_runs(read_log_text(path), str(path))
+
+
+def select_run(runs: list[NcclTestsLog], collective: str | None, source: str = "log") -> NcclTestsLog:
+    """The run of ``collective`` (any spelling), or the only run when ``collective`` is None.
+
+    Raises
+    ------
+    NcclTestsLogError
+        No run of that collective, or several runs and no collective named.
+    """
+    names = [r.collective or "?" for r in runs]
+    if collective is None:
+        if len(runs) == 1:
+            return runs[0]
+        raise NcclTestsLogError(f"{source} holds {len(runs)} tests ({', '.join(names)}); name the collective")
+    want = collective_of(collective) or collective
+    hits = [r for r in runs if r.collective == want or (r.collective is None and len(runs) == 1)]
+    if not hits:
+        raise NcclTestsLogError(f"{source} holds no {want} test (it holds {', '.join(names)})")
+    return hits[0]
+
+
+def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTestsLog:
+    """Read an nccl-tests log file: its only run, or the run of ``collective`` when the file holds
+    several (launcher prefixes removed).  Errors name the file."""
+    return select_run(load_runs(path), collective, str(path))
+
+
+__all__ = ["parse_runs", "load_runs", "select_run", "strip_prefixes", "guess_collective", "load_nccl_tests"]
