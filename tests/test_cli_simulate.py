@@ -100,3 +100,29 @@ def test_schedule_for_another_collective_or_topology_is_rejected(tmp_path, capsy
     (tmp_path / "junk.json").write_text("{not json")
     assert main(["--topology", "dgx-a100", "--collective", "allreduce", "--schedule", str(tmp_path / "junk.json")]) == 2
     assert "invalid JSON" in capsys.readouterr().err
+
+
+def test_import_predicts_exactly_the_logs_sizes_with_real_busbw_and_ratio(capsys):
+    from pathlib import Path
+
+    from synth.formats.nccl_tests.runs import load_nccl_tests
+    log_path = Path(__file__).parent / "fixtures" / "real_logs" / "h100_8gpu_1node_all_reduce_ring.txt"
+    assert main(["--topology", "dgx-h100", "--import", str(log_path)]) == 0
+    table = rows(capsys.readouterr().out)
+    real = {r.size: r.out_of_place.busbw_gbps for r in load_nccl_tests(log_path).rows}
+    assert [int(r[0]) for r in table] == [s for s in real if s > 0]        # every size of the log, in order
+    f = build_fabric(get_preset("dgx-h100"))
+    model, sched = CostModel(f), baseline("ring", f, "allreduce")
+    for r in table:
+        size = int(r[0])
+        pred = size / model.schedule_time_us(sched, size) / 1e3 * 2 * 7 / 8
+        if real[size] > 0:
+            assert float(r[-2]) == real[size]
+            assert float(r[-1]) == pytest.approx(pred / real[size], abs=2e-3)
+
+
+def test_import_of_another_collective_is_refused(capsys):
+    from pathlib import Path
+    log_path = Path(__file__).parent / "fixtures" / "real_logs" / "h100_8gpu_1node_all_gather_ring.txt"
+    assert main(["--topology", "dgx-h100", "--collective", "allreduce", "--import", str(log_path)]) == 2
+    assert "holds no allreduce test" in capsys.readouterr().err

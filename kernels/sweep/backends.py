@@ -203,12 +203,26 @@ class SimBackend:
     name = "sim"
     checks = False
 
-    def __init__(self, source, *, bounds: bool = False) -> None:
+    def __init__(self, source, *, bounds: bool = False, measured: dict[int, float] | None = None) -> None:
         self.source = source
         self.extra_columns = (("slices", ""), ("bound", "(us)"), ("bound", "busbw")) if bounds else ()
+        #: a real log's out-of-place busbw (GB/s) per size: printed beside the prediction
+        self.measured = measured
+        if measured is not None:
+            self.extra_columns += (("real", "busbw"), ("pred/", "real"))
         self._bounds: dict = {}
 
     def extras(self, case: Case) -> tuple[str, ...]:
+        out = self._bound_cells(case) if any(name == "bound" for name, _ in self.extra_columns) else ()
+        if self.measured is not None:
+            from synth.formats.nccl_tests.conventions import busbw_gbps
+            real = self.measured.get(case.counts.size)
+            t = self.source.cost.schedule_time_us(case.schedule, case.counts.size)
+            pred = busbw_gbps(case.entry.name, case.nranks, case.counts.size, t)
+            out += (f"{real:.2f}", f"{pred / real:.3f}") if real else ("-", "-")
+        return out
+
+    def _bound_cells(self, case: Case) -> tuple[str, ...]:
         from synth.formats.nccl_tests.conventions import busbw_gbps
         from synth.formats.nccl_tests.writer import fmt_time
         from synth.model.bounds import lower_bounds

@@ -49,6 +49,8 @@ class SweepConfig:
     dtypes: tuple[str, ...] = ("float",)
     root: int = 0
     average: int = 1
+    #: exact sizes to run instead of the -b/-e/-f loop (e.g. a real log's sizes)
+    size_list: tuple[int, ...] | None = None
 
     def __post_init__(self) -> None:
         self.collective = canonical(self.collective)
@@ -58,6 +60,8 @@ class SweepConfig:
         return entry(self.collective)
 
     def sizes(self) -> list[int]:
+        if self.size_list is not None:
+            return list(self.size_list)
         return sweep_sizes(self.minbytes, self.maxbytes, self.stepbytes, self.stepfactor)
 
     def roots(self) -> list[int]:

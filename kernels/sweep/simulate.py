@@ -67,7 +67,7 @@ def build_parser() -> _Parser:
     p = _Parser(prog="simulate", description="nccl-tests style sweep from the cost model, with lower bounds")
     p.add_argument("--topology", required=True, help="preset, generator spec (full:16) or topology file")
     p.add_argument("--gpus", help="GPU subset, e.g. 0,2-5 (renumbered in this order)")
-    p.add_argument("--collective", required=True, help="allreduce, allgather, reducescatter, ...")
+    p.add_argument("--collective", help="allreduce, allgather, reducescatter, ... (default: the --import log's)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--schedule", help="schedule file: topocoll JSON (.json, .json.gz) or MSCCL XML")
     src.add_argument("--baseline", choices=BASELINE_CHOICES, help="baseline schedule (default ring)")
@@ -78,12 +78,37 @@ def build_parser() -> _Parser:
     step.add_argument("-f", "--stepfactor", type=int, help="multiply the size by this (default 2)")
     step.add_argument("-i", "--stepbytes", help="add this many bytes instead of multiplying")
     p.add_argument("-d", "--datatype", default="float", help="nccl-tests type name (default float)")
+    p.add_argument("--import", dest="import_log", metavar="LOG",
+                   help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "
+                        "and pred/real beside the prediction")
     add_machine_arguments(p)
     return p
 
 
+def _imported(args) -> tuple[object, dict[int, float]] | None:
+    """(run, busbw per size) of ``--import``; fills ``--collective`` and ``-d`` from the log."""
+    if not args.import_log:
+        return None
+    from synth.formats.nccl_tests.runs import guess_collective, load_nccl_tests
+    run = load_nccl_tests(args.import_log, args.collective)
+    found = guess_collective(run, args.import_log)
+    if args.collective is None:
+        if found is None:
+            raise UsageError(f"{args.import_log}: cannot tell the collective; give --collective")
+        args.collective = found
+    elif found is not None and found != canonical(args.collective):
+        raise UsageError(f"{args.import_log}: a {found} log, --collective is {canonical(args.collective)}")
+    if run.rows:
+        args.datatype = run.rows[0].type
+    real = {r.size: r.out_of_place.busbw_gbps for r in run.rows
+            if r.out_of_place is not None and r.out_of_place.busbw_gbps and r.size > 0}
+    return run, real
+
+
 def _config(args, n: int):
     from kernels.sweep.driver import SweepConfig
+    if args.collective is None:
+        raise UsageError("the following arguments are required: --collective (or --import LOG)")
     name = canonical(args.collective)
     if name not in ROOTED and args.root is not None:
         raise UsageError(f"{name} takes no --root")
@@ -108,6 +133,14 @@ def _config(args, n: int):
                        root=root)
 
 
+def _log_sizes(run, cfg) -> tuple[int, ...]:
+    """The log's sizes that the sweep reproduces exactly (whole elements per block)."""
+    from kernels.sweep.table import entry
+    from synth.formats.nccl_tests.conventions import numpy_dtype
+    e, item = entry(cfg.collective), numpy_dtype(cfg.dtypes[0]).itemsize
+    return tuple(r.size for r in run.rows if r.size > 0 and e.counts(r.size, item, cfg.nranks).size == r.size)
+
+
 def _check_schedule_file(sel, args, topo, name: str) -> None:
     s = sel.file_schedule
     if s.collective != name:
@@ -130,12 +163,17 @@ def run(args) -> list[str]:
 
     topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus else None)
     topo = apply_machine_arguments(topo, args)
+    imported = _imported(args)
     cfg = _config(args, topo.num_gpus)
+    if imported is not None:
+        cfg.size_list = _log_sizes(imported[0], cfg)
+        if not cfg.size_list:
+            raise UsageError(f"{args.import_log}: no size of the log fits {topo.num_gpus} ranks")
     algo = args.schedule or args.baseline or "ring"
     sel = make_selector(cfg.collective, topo, algo, plan=False)
     if args.schedule:
         _check_schedule_file(sel, args, topo, cfg.collective)
-    backend = SimBackend(sel, bounds=True)
+    backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None)
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
     notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), schedule {sched.name or '?'} "
