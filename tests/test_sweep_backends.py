@@ -110,3 +110,28 @@ def test_cupy_backend_on_a_gpu():
         pytest.skip(str(e))
     t, wrong = backend.measure(_case("allreduce", n=2, size=1 << 16))
     assert t > 0 and wrong == 0
+
+
+def test_host_sweep_memory_stays_within_10_percent_of_the_buffers_it_must_hold():
+    """all_reduce, 4 ranks x 64 MiB out of place: send + receive buffers of every rank and one
+    expected result must be held (576 MiB); the sweep's peak above the interpreter's stays under
+    1.1x that (it was 2.6x: a stack of every rank in float64 and float64 copies to compare)."""
+    import subprocess
+    import sys
+    code = """
+import resource, numpy as np
+from kernels.sweep.backends import Case, HostBackend
+from kernels.sweep.driver import make_selector, schedule_at
+from kernels.sweep.table import entry
+from topo_probe.machines.generators import fully_connected
+e, n = entry("allreduce"), 4
+c = e.counts(64 << 20, 4, n)
+sched = schedule_at(make_selector("allreduce", fully_connected(n), "plan", plan=False), "allreduce", -1, c.size)[0]
+base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+HostBackend().measure(Case(e, n, c, "float", "sum", None, False, sched, 1, 0, 1, 1))
+print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
+"""
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert res.returncode == 0, res.stderr[-2000:]
+    held = (2 * 4 + 1) * (64 << 20)
+    assert int(res.stdout.split()[-1]) <= 1.1 * held

@@ -182,3 +182,15 @@ def test_sim_compare_plot_with_imported_log(capsys, tmp_path):
             assert float(by[name][k]["busbw_gbps"]) <= bound * (1 + 1e-9)
         plan_t = float(by["plan (no plan.json: best baseline)"][k]["time_us"])
         assert plan_t <= min(float(by["ring"][k]["time_us"]), float(by["tree"][k]["time_us"])) * (1 + 1e-5)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed")
+@pytest.mark.parametrize("extra", [["-g", "8"], ["--topology", "dgx-a100"]])
+def test_mpi_backend_outside_mpirun_refuses_more_than_one_rank(extra):
+    """One process cannot be 8 ranks: say how to start it instead of running alone."""
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, "-m", "kernels.sweep.cli", "all_reduce", "--backend", "mpi",
+                          "-b", "1K", "-e", "1K", *extra], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stdout == ""
+    assert "start it with mpirun -n 8" in res.stderr and res.stderr.count("\n") == 1

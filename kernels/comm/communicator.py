@@ -62,9 +62,14 @@ from topo_probe.topology.model import Topology
 
 
 def resolve_topology(topology, n: int | None) -> Topology:
-    """A Topology from a Topology, preset name or file path; None: ``fully_connected(n)``."""
+    """A Topology from a Topology, preset name or file path; None: ``fully_connected(n)`` (one
+    GPU named ``single`` when ``n`` is 1)."""
     if isinstance(topology, Topology):
         return topology
+    if topology is None and n == 1:
+        single = Topology("single", description="one GPU")
+        single.add_gpu(0)
+        return single
     if topology is None:
         from topo_probe.machines.generators import fully_connected
         return fully_connected(n)

@@ -79,33 +79,38 @@ def _executor():
     return ex.run_schedule
 
 
-def make_buffers(case: Case, seed: int, xp=np, device_of=None):
-    """``(sends, recvs, expected)`` for one run; ``expected`` is None per rank without output.
+def make_buffers(case: Case, seed: int, xp=np, device_of=None, *, expected: bool = True):
+    """``(sends, recvs, expected)`` for one run; ``expected`` is None per rank without output
+    (and None altogether when not asked for: timing runs need no reference).
 
     ``xp`` is numpy or cupy; ``device_of(r)`` is a context manager placing rank r's arrays.
+    NumPy runs use the generated inputs as send buffers (no copy), so a host sweep holds the
+    send and receive buffers and one copy of the expected result, nothing more.
     """
     e, n, c = case.entry, case.nranks, case.counts.count
     kin, kout = e.blocks(n)
     inputs = e.inputs(seed, c, case.dtype, case.op, n)
-    want = e.expected(inputs, c, case.dtype, case.op, n, case.root)
+    want = e.expected(inputs, c, case.dtype, case.op, n, case.root) if expected else None
     sends, recvs = [], []
     for r in range(n):
         ctx = device_of(r) if device_of is not None else _Null()
         with ctx:
             if not case.inplace:
-                s = xp.array(inputs[r])
+                s = inputs[r] if xp is np else xp.array(inputs[r])
                 d = xp.zeros(kout * c, dtype=inputs[r].dtype)
             elif kin == kout:
-                s = d = xp.array(inputs[r])
+                s = d = inputs[r] if xp is np else xp.array(inputs[r])
             elif kout > kin:  # allgather, gather: input is block r of the output
                 d = xp.zeros(kout * c, dtype=inputs[r].dtype)
                 s = d[r * c:(r + 1) * c]
                 s[...] = xp.array(inputs[r])
             else:  # reducescatter, scatter: output is block r of the input
-                s = xp.array(inputs[r])
+                s = inputs[r] if xp is np else xp.array(inputs[r])
                 d = s[r * c:(r + 1) * c]
         sends.append(s)
         recvs.append(d)
+        if xp is not np:
+            inputs[r] = None                  # the device has its copy
     return sends, recvs, want
 
 
@@ -167,7 +172,7 @@ class HostBackend:
                 for r in range(n)]
 
     def measure(self, case: Case) -> tuple[float, int | None]:
-        sends, recvs, _ = make_buffers(case, 0)
+        sends, recvs, _ = make_buffers(case, 0, expected=False)
         with np.errstate(all="ignore"):
             for _ in range(case.warmup):
                 _run(case, sends, recvs, self.executor_backend)
@@ -176,6 +181,7 @@ class HostBackend:
                 t0 = time.perf_counter()
                 _run(case, sends, recvs, self.executor_backend)
                 times.append(time.perf_counter() - t0)
+        del sends, recvs                          # the check iterations get fresh buffers
 
         def once(seed: int) -> int:
             s, d, want = make_buffers(case, seed)
@@ -310,7 +316,7 @@ class CupyBackend:
     def measure(self, case: Case) -> tuple[float, int | None]:
         if case.dtype == "bfloat16":
             raise UnsupportedCollective("cupy backend: CuPy has no bfloat16 arrays; use -d half or float")
-        sends, recvs, _ = make_buffers(case, 0, self.cp, self._dev)
+        sends, recvs, _ = make_buffers(case, 0, self.cp, self._dev, expected=False)
         for _ in range(case.warmup):
             _run(case, sends, recvs, "cupy")
         times = [self._time_once(case, sends, recvs) for _ in range(case.iters)]

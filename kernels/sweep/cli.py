@@ -175,7 +175,8 @@ def _main(args, argv: list[str]) -> int:
         from kernels.sweep.importer import import_only
         return import_only(args.import_log, plot_path=args.plot, csv_path=args.csv)
     if args.backend == "mpi":  # one process per rank under mpirun; rank 0 prints the table
-        from kernels.sweep.mpi_backend import run_sweep_mpi
+        from kernels.sweep.mpi_backend import check_launched, run_sweep_mpi
+        check_launched(args.ngpus, args.topology)
         return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
                              argv=argv, json_path=args.output_file)
     if args.compare is not None and args.plot is None:

@@ -99,6 +99,28 @@ class MPISweepBackend:
         return t, wrong
 
 
+def check_launched(ngpus: str | None, topology) -> None:
+    """Refuse ``--backend mpi`` outside ``mpirun`` when the command line asks for more than one
+    rank (``-g N`` or a multi-GPU ``--topology``): one process would silently run alone.
+
+    Raises
+    ------
+    UsageError
+        One process, but more ranks asked for; the message says how to start it.
+    """
+    from topo_probe.errors import UsageError
+    if mpi().COMM_WORLD.Get_size() > 1:
+        return
+    want = int(ngpus) if ngpus not in (None, "") and str(ngpus).lstrip("-").isdigit() else 1
+    if topology is not None and want == 1:
+        from topo_probe.load import load_topology
+        want = load_topology(str(topology)).num_gpus
+    if want > 1:
+        raise UsageError(f"--backend mpi runs one rank per process, but this is 1 process and {want} ranks were "
+                         f"asked for: start it with mpirun -n {want} sweep ... --backend mpi (-g and --topology "
+                         f"do not start processes)")
+
+
 def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_path=None, out=None,
                   comm: MPICommunicator | None = None) -> int:
     """``sweep ... --backend mpi`` on every rank of ``mpirun -n N``: rank 0 prints one

@@ -71,18 +71,28 @@ def init_data(seed: int, rank: int, count: int, dtype_name: str, op: str, n: int
     >>> sorted(set(init_data(7, 3, 1000, "float", "prod", 8).tolist()))
     [1.0, 2.0]
     """
-    h = _hash(seed, rank, np.arange(offset, offset + count, dtype=np.uint64))
+    out = np.empty(count, numpy_dtype(dtype_name))
+    for lo in range(0, count, _INIT_BLOCK):        # bounded temporaries however large the buffer
+        hi = min(count, lo + _INIT_BLOCK)
+        out[lo:hi] = _values(seed, rank, offset + lo, offset + hi, dtype_name, op, n)
+    return out
+
+
+#: elements generated at a time by :func:`init_data`
+_INIT_BLOCK = 1 << 20
+
+
+def _values(seed: int, rank: int, lo: int, hi: int, dtype_name: str, op: str, n: int) -> np.ndarray:
+    h = _hash(seed, rank, np.arange(lo, hi, dtype=np.uint64))
     limit = _EXACT[dtype_name]
     if op == "prod":
         twos = n if not is_float(dtype_name) else min(n, _MAX_POW2[dtype_name])
-        vals = 1 + (h % np.uint64(2)).astype(np.int64) * (1 if rank < twos else 0)
-    elif op == "avg":
+        return 1 + (h % np.uint64(2)).astype(np.int64) * (1 if rank < twos else 0)
+    if op == "avg":
         bound = max(0, min(3, limit // (n * n)))
-        vals = n * (h % np.uint64(bound + 1)).astype(np.int64)
-    else:  # sum, max, min
-        bound = max(0, min(3, limit // n))
-        vals = (h % np.uint64(bound + 1)).astype(np.int64)
-    return np.asarray(vals, dtype=np.int64).astype(numpy_dtype(dtype_name))
+        return n * (h % np.uint64(bound + 1)).astype(np.int64)
+    bound = max(0, min(3, limit // n))           # sum, max, min
+    return (h % np.uint64(bound + 1)).astype(np.int64)
 
 
 def reduce_arrays(arrays: list[np.ndarray], op: str, dtype_name: str, n: int) -> np.ndarray:
@@ -92,24 +102,19 @@ def reduce_arrays(arrays: list[np.ndarray], op: str, dtype_name: str, n: int) ->
     [4, 2]
     """
     dt = numpy_dtype(dtype_name)
-    if is_float(dtype_name):
-        stack = np.stack([a.astype(np.float64) for a in arrays])
-    else:
-        stack = np.stack([a.astype(dt) for a in arrays])
-    if op == "sum":
-        out = stack.sum(axis=0, dtype=stack.dtype)
-    elif op == "prod":
-        out = np.multiply.reduce(stack, axis=0, dtype=stack.dtype)
-    elif op == "max":
-        out = stack.max(axis=0)
-    elif op == "min":
-        out = stack.min(axis=0)
-    elif op == "avg":
-        total = stack.sum(axis=0, dtype=stack.dtype)
-        out = total / n if is_float(dtype_name) else total // stack.dtype.type(n)
-    else:
+    ufunc = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}.get(op)
+    if ufunc is None:
         raise InvalidArgument(f"op {op!r} is not one of {', '.join(OP_NAMES)}")
-    return np.asarray(out).astype(dt)
+    acc_dt = np.float64 if is_float(dtype_name) else dt
+    acc = arrays[0].astype(acc_dt)                 # one accumulator, never a stack of every rank
+    for a in arrays[1:]:
+        ufunc(acc, a, out=acc, casting="unsafe")
+    if op == "avg":
+        if is_float(dtype_name):
+            acc /= n
+        else:
+            acc //= acc.dtype.type(n)
+    return acc.astype(dt, copy=False)
 
 
 Expected = Callable[[list, int, int, "int | None", Callable], list]
@@ -237,10 +242,13 @@ def count_wrong(got: np.ndarray, want: np.ndarray, dtype_name: str, op: str, n: 
     want = np.asarray(want).reshape(-1)
     if got.shape != want.shape:
         return int(max(got.size, want.size))
-    if op == "avg" and is_float(dtype_name):
-        g, w = got.astype(np.float64), want.astype(np.float64)
-        eps = _EPS[dtype_name]
-        return int(np.count_nonzero(~(np.abs(g - w) <= n * eps * np.abs(w))))
-    if is_float(dtype_name):
-        return int(np.count_nonzero(got.astype(np.float64) != want.astype(np.float64)))
-    return int(np.count_nonzero(got != want))
+    wrong = 0
+    for lo in range(0, got.size, _INIT_BLOCK):     # bounded temporaries however large the buffer
+        g, w = got[lo:lo + _INIT_BLOCK], want[lo:lo + _INIT_BLOCK]
+        if is_float(dtype_name):
+            g, w = g.astype(np.float64), w.astype(np.float64)
+        if op == "avg" and is_float(dtype_name):
+            wrong += int(np.count_nonzero(~(np.abs(g - w) <= n * _EPS[dtype_name] * np.abs(w))))
+        else:
+            wrong += int(np.count_nonzero(g != w))
+    return wrong
