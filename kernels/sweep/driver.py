@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from kernels.sweep.table import Entry, entry
-from synth.formats.nccl_tests.conventions import OP_NAMES, numpy_dtype
+from synth.formats.nccl_tests.conventions import DTYPE_BYTES, OP_NAMES, nccl_dtype
 from synth.formats.nccl_tests.sizes import size_sweep
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
@@ -154,7 +154,7 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
     ent = cfg.entry
     sizes = cfg.sizes()
     for dtype_name in cfg.dtypes:
-        itemsize = numpy_dtype(dtype_name).itemsize
+        itemsize = DTYPE_BYTES[nccl_dtype(dtype_name)]
         for op in cfg.op_list():
             if op != "none" and op not in OP_NAMES:
                 raise InvalidArgument(f"op {op!r} is not one of {', '.join(OP_NAMES)}")

@@ -17,6 +17,8 @@ from topo_probe.errors import InvalidArgument
 
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*([KkMmGg])?\s*$")
 _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
+#: largest message size accepted (bytes): 1 PiB, far beyond any GPU's memory
+MAX_SIZE_BYTES = 1 << 50
 #: most sizes one sweep may have (nccl-tests has no limit; this guards -i 1 -e 1G typos)
 MAX_SIZES = 100_000
 
@@ -29,8 +31,10 @@ def parse_size(text: str) -> int:
     m = _SIZE.match(text)
     if not m:
         raise InvalidArgument(f"invalid size {text!r}: expected a number with an optional K, M or G suffix")
-    number = float(text.strip().rstrip("KkMmGg "))
-    return int(number * _UNITS.get((m.group(2) or "").lower(), 1))
+    number = float(text.strip().rstrip("KkMmGg ")) * _UNITS.get((m.group(2) or "").lower(), 1)
+    if number > MAX_SIZE_BYTES:
+        raise InvalidArgument(f"size {text!r} is larger than {MAX_SIZE_BYTES} bytes (1 PiB)")
+    return int(number)
 
 
 def size_sweep(minbytes: int, maxbytes: int, stepbytes: int, stepfactor: int) -> list[int]:
