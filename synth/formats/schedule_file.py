@@ -4,9 +4,10 @@
 >>> import tempfile, pathlib
 >>> from synth.ir.schedule import Schedule, Step, Transfer
 >>> s = Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),))
->>> d = pathlib.Path(tempfile.mkdtemp())
->>> s.save(d / "ag.json"); save_schedule(s, d / "ag.json.gz")
->>> load_schedule(d / "ag.json") == load_schedule(d / "ag.json.gz") == s
+>>> with tempfile.TemporaryDirectory() as tmp:
+...     d = pathlib.Path(tmp)
+...     s.save(d / "ag.json"); save_schedule(s, d / "ag.json.gz")
+...     load_schedule(d / "ag.json") == load_schedule(d / "ag.json.gz") == s
 True
 """
 
