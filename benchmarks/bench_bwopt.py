@@ -199,7 +199,7 @@ def main(argv: list[str] | None = None) -> int:
     keys = ["topology", "gpus", "collective", "bound", "achieved", "ratio", "phased_bound", "ratio_phased", "lockstep", "steps", "chunks",
             "seconds", "ring_term", "ring_over_ours", "sim_us", "ring_sim_us", "bound_sim_us", "speedup",
             "ceiling", "speedup_nominal"]
-    md = [f"# Bandwidth-optimal LP-tree schedules (synth.solve.bwopt.optimal)\n",
+    md = ["# Bandwidth-optimal LP-tree schedules (synth.solve.bwopt.optimal)\n",
           f"Command: `{command}` (from the repository root).  Machine: {platform.machine()}, "
           f"{platform.python_version()}, total {time.monotonic() - t_all:.0f} s.\n",
           "Terms are rounds per block (1 round = 1 chunk over the fabric's `unit_gbps`): `bound` is "

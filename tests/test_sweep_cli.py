@@ -119,7 +119,7 @@ def test_bad_flags_one_line_errors(capsys, argv, msg):
 def test_bad_input_is_one_line_and_status_2_never_1(capsys, tmp_path):
     """Status 1 means wrong results (nccl-tests' "Out of bounds values"); bad input is 2."""
     rc, _, err = _run(capsys, ["all_reduce", "-g", "4", "--algo", str(tmp_path / "nope.json")])
-    assert rc == 2 and err.count("\n") == 1 and "not 'plan', a baseline" in err
+    assert rc == 2 and err.count("\n") == 1 and "not 'plan', 'nccl', a baseline" in err
     rc, _, err = _run(capsys, ["all_reduce", "--topology", "no-such-preset"])
     assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
     rc, out, err = _run(capsys, ["broadcast", "-g", "4", "--algo", "rhd"])

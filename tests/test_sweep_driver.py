@@ -151,7 +151,7 @@ def test_schedule_file_is_checked(tmp_path):
     assert schedule_at(src, "allgather", -1, 64)[0].collective == "allgather"
     with pytest.raises(ScheduleInvalid, match="schedule is allgather on 4 ranks"):
         make_selector("allreduce", topo, str(path))
-    with pytest.raises(InvalidArgument, match="not 'plan', a baseline"):
+    with pytest.raises(InvalidArgument, match="not 'plan', 'nccl', a baseline"):
         make_selector("allgather", topo, str(tmp_path / "missing.json"))
 
 

@@ -62,9 +62,16 @@ def test_plan_covers_every_size_with_the_fastest_candidate(ring4_run):
         str(out / "topology.json")))
     cost = CostModel(fabric)
     entry = plan.select("allgather", 1 << 30)
-    picked = cost.schedule_time_us(plan.load_schedule(entry), 1 << 30)
-    for f in (out / "schedules").glob("allgather-*.json"):
-        assert picked <= cost.schedule_time_us(Schedule.load(f), 1 << 30) + 1e-6
+    best = min(cost.schedule_time_us(Schedule.load(f), 1 << 30) for f in (out / "schedules").glob("allgather-*.json"))
+    from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
+    from topo_probe.load import load_topology
+    nccl_t = NcclModel(NcclMachine.from_topology(load_topology(str(out / "topology.json"))),
+                       env=NcclEnv()).time_us("allgather", 1 << 30)
+    if entry.schedule == "nccl":              # NCCL kept the range: no schedule is 5 % faster
+        assert nccl_t < 1.05 * best
+    else:                                     # a schedule kept it: the fastest, and 5 % ahead of NCCL
+        picked = cost.schedule_time_us(plan.load_schedule(entry), 1 << 30)
+        assert picked <= best + 1e-6 and nccl_t >= 1.05 * picked
 
 
 def test_rerun_reuses_and_force_redoes(ring4_run, capsys):
@@ -139,3 +146,11 @@ def test_effective_capacity_candidate_where_link_efficiencies_differ(tmp_path):
     res1 = synth_mod.synthesize_collective(dgx1, "broadcast", opts, tmp_path / "dgx1")
     assert "broadcast-bwopt-effective" not in res1.schedules
     assert "same efficiency" in res1.summary["bandwidth_optimal_effective_note"]
+
+
+def test_ranges_vs_nccl_keep_a_schedule_only_5_percent_ahead():
+    from synth.plan.versus_nccl import ranges_vs_nccl
+    sizes = [1, 2, 3, 4]
+    ours = {"a": [10.0, 10.0, 10.0, 10.0]}
+    nccl = [20.0, 10.4, 10.6, 5.0]        # 2x slower, 4 % slower, 6 % slower, 2x faster
+    assert ranges_vs_nccl(sizes, ours, nccl) == [("a", 0, 2), ("nccl", 2, 3), ("a", 3, 4), ("nccl", 4, None)]

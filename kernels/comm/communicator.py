@@ -44,6 +44,7 @@ from collections import deque
 import numpy as np
 
 from kernels.comm import p2p as _p2p
+from kernels.comm.nccl_runtime import NCCL_CALLS
 from kernels.comm.validation import (
     _inplace_count,
     _is_cupy,
@@ -136,6 +137,7 @@ class Communicator:
                          if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         self.backend, self.p2p = backend, p2p
+        self._nccl = None          # NcclRuntime once made, False where NCCL cannot run
         self._sends: dict[tuple[int, int], deque] = {}
         self._recvs: dict[tuple[int, int], deque] = {}
 
@@ -160,12 +162,24 @@ class Communicator:
             return recvs
         if self.size == 1:
             return _single_rank(name, sends, recvs, op)
-        sched = self.schedule_for(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root)
+        choice = self.selector.select(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root)
         backend = self.backend
         if backend == "auto":
             backend = "cupy" if _is_cupy(ref) else "host"
+        if choice.nccl and backend == "cupy" and name in NCCL_CALLS and self._nccl_ok():
+            return self._nccl.run(name, sends, recvs, count, op=op, root=root or 0)
         from kernels.backends.executor import run_schedule
-        return run_schedule(sched, sends, recvs, op=op, backend=backend, p2p=self.p2p)
+        return run_schedule(choice.schedule, sends, recvs, op=op, backend=backend, p2p=self.p2p)
+
+    def _nccl_ok(self) -> bool:
+        """Whether NCCL runs the plan's ``nccl`` ranges here (CuPy with NCCL and GPUs): made
+        once; where not, those ranges run the fastest baseline (the plan's fallback)."""
+        if self._nccl is None:
+            from kernels.comm.nccl_runtime import NcclRuntime, nccl_available
+            self._nccl = False
+            if nccl_available():
+                self._nccl = NcclRuntime(self.devices if self.devices is not None else list(range(self.size)))
+        return bool(self._nccl)
 
     # ------------------------------------------------------------------ validation
     def _check_list(self, what: str, role: str, arrays, need: set[int], same: list[bool]) -> list:

@@ -58,6 +58,8 @@ class Case:
     warmup: int = 5
     check: int = 1
     average: int = 1
+    #: NCCL itself runs here (``--algo nccl`` or a plan entry ``nccl``); ``schedule`` is the fallback
+    nccl: bool = False
 
 
 @dataclass(frozen=True)
@@ -201,30 +203,59 @@ def _bus(pci_bus_id) -> str:
 class SimBackend:
     """The cost model's prediction; nothing runs, so nothing is validated (``N/A``).
 
-    With ``bounds=True`` each row also shows the pipelining the model chose (``slices``) and
-    the lower bound of any schedule on the fabric (:func:`synth.model.bounds.lower_bounds`, same
-    efficiencies) as a time and a busbw.
+    Schedules are timed by :class:`synth.model.cost.CostModel`; where NCCL itself runs
+    (``--algo nccl``, a plan entry ``nccl``) by :class:`synth.model.nccl.NcclModel`, with the
+    algorithm / protocol / channels NCCL would pick in a ``nccl`` column.  With ``bounds=True``
+    each row also shows the pipelining the model chose (``slices``) and the lower bound of any
+    schedule on the fabric (:func:`synth.model.bounds.lower_bounds`, same efficiencies) as a
+    time and a busbw; with ``measured`` a real log's busbw and pred/real.
     """
 
     name = "sim"
     checks = False
 
-    def __init__(self, source, *, bounds: bool = False, measured: dict[int, float] | None = None) -> None:
+    def __init__(self, source, *, bounds: bool = False, measured: dict[int, float] | None = None,
+                 nccl_column: bool = False, nccl_env=None) -> None:
         self.source = source
         self.extra_columns = (("slices", ""), ("bound", "(us)"), ("bound", "busbw")) if bounds else ()
+        if nccl_column:
+            self.extra_columns += (("nccl", "algo"),)
         #: a real log's out-of-place busbw (GB/s) per size: printed beside the prediction
         self.measured = measured
         if measured is not None:
             self.extra_columns += (("real", "busbw"), ("pred/", "real"))
         self._bounds: dict = {}
+        self._nccl = None
+        self._nccl_env = nccl_env
+
+    @property
+    def nccl(self):
+        """The NCCL model of the selector's topology (one process per GPU, this environment)."""
+        if self._nccl is None:
+            from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
+            env = self._nccl_env if self._nccl_env is not None else NcclEnv.from_environ()
+            self._nccl = NcclModel(NcclMachine.from_topology(self.source.topology), env=env)
+        return self._nccl
+
+    def time_us(self, case: Case) -> float:
+        if case.nccl:
+            return self.nccl.time_us(case.entry.name, case.counts.size)
+        return float(self.source.cost.schedule_time_us(case.schedule, case.counts.size))
+
+    def measure(self, case: Case) -> tuple[float, int | None]:
+        if case.schedule is None:
+            return 0.0, None
+        return self.time_us(case), None
 
     def extras(self, case: Case) -> tuple[str, ...]:
-        out = self._bound_cells(case) if any(name == "bound" for name, _ in self.extra_columns) else ()
+        names = [name for name, _ in self.extra_columns]
+        out = self._bound_cells(case) if "bound" in names else ()
+        if "nccl" in names:
+            out += (self.nccl.choose(case.entry.name, case.counts.size).label if case.nccl else "-",)
         if self.measured is not None:
             from synth.formats.nccl_tests.conventions import busbw_gbps
             real = self.measured.get(case.counts.size)
-            t = self.source.cost.schedule_time_us(case.schedule, case.counts.size)
-            pred = busbw_gbps(case.entry.name, case.nranks, case.counts.size, t)
+            pred = busbw_gbps(case.entry.name, case.nranks, case.counts.size, self.time_us(case))
             out += (f"{real:.2f}", f"{pred / real:.3f}") if real else ("-", "-")
         return out
 
@@ -236,9 +267,9 @@ class SimBackend:
         key = (sched.collective, sched.root)
         if key not in self._bounds:
             self._bounds[key] = lower_bounds(self.source.fabric, sched.collective, sched.root)
-        est = self.source.cost.estimate(sched, size)
+        slices = "-" if case.nccl else str(self.source.cost.estimate(sched, size).slices)
         lb = self._bounds[key].time_us(size, self.source.cost.params)
-        return (str(est.slices), fmt_time(lb).strip(), f"{busbw_gbps(sched.collective, case.nranks, size, lb):.2f}")
+        return (slices, fmt_time(lb).strip(), f"{busbw_gbps(sched.collective, case.nranks, size, lb):.2f}")
 
     def devices(self, n: int, topology) -> list[Device]:
         out = []
@@ -250,10 +281,6 @@ class SimBackend:
                               f"{name} (cost model of {where})"))
         return out
 
-    def measure(self, case: Case) -> tuple[float, int | None]:
-        if case.schedule is None:
-            return 0.0, None
-        return float(self.source.cost.schedule_time_us(case.schedule, case.counts.size)), None
 
 
 class CupyBackend:

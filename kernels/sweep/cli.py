@@ -74,7 +74,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("-J", "--output_file", default=None, help="write nccl-tests' JSON document here")
     a("--backend", default="host", help="host | cupy | sim | mpi (default host; mpi under mpirun)")
     a("--topology", default=None, help="preset name or topology file (default: fully connected)")
-    a("--algo", default="plan", help="plan | ring | tree | direct | rhd | bruck | schedule FILE")
+    a("--algo", default="plan", help="plan | nccl | ring | tree | direct | rhd | bruck | schedule FILE")
     a("--compare", default=None, help="comma-separated algorithms to sweep side by side")
     a("--plot", default=None, help="PNG of busbw vs size")
     a("--csv", default=None, help="CSV of the curves (default: the PNG path with .csv)")
@@ -210,13 +210,17 @@ def _one(cfg, topo, algo: str, backend_name: str):
     from kernels.sweep.driver import make_selector, run_sweep, schedule_at
     from synth.formats.nccl_tests import writer as output
 
+    if algo == "nccl" and backend_name != "sim":
+        raise UsageError("--algo nccl is NCCL's tuner model: use --backend sim (on GPUs, run NCCL's own nccl-tests)")
     source = make_selector(cfg.collective, topo, algo)
     schedule_at(source, cfg.collective, cfg.roots()[0], 0)  # fail before printing when the algorithm does not apply
     backend = make_backend(backend_name, source)
+    if algo == "nccl":
+        backend.extra_columns = (("nccl", "algo"),)
     devices = backend.devices(cfg.nranks, topo)
     where = topo.name if topo is not None else "single rank"
     notes = [f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"] + (source.notes if source else [])
-    _print(output.preamble_lines(cfg, devices, notes) + output.header_lines())
+    _print(output.preamble_lines(cfg, devices, notes) + output.header_lines(getattr(backend, "extra_columns", ())))
     summary = run_sweep(cfg, backend, source, on_row=lambda row: print(output.row_line(row), flush=True))
     _print(output.footer_lines(summary))
     return summary, source, devices

@@ -133,10 +133,15 @@ def make_selector(collective: str, topology: Topology | None, algo: str = "plan"
 
 def schedule_at(selector, collective: str, root: int, nbytes: int) -> tuple[Schedule | None, str]:
     """``(schedule, label)`` run for ``root`` (-1: unrooted) at nccl-tests size ``nbytes``."""
+    c = choice_at(selector, collective, root, nbytes)
+    return (None, "local") if c is None else (c.schedule, c.label)
+
+
+def choice_at(selector, collective: str, root: int, nbytes: int):
+    """The selector's :class:`~synth.plan.selector.Choice` (None for a single local rank)."""
     if selector is None:
-        return None, "local"
-    c = selector.select(collective, nbytes, None if root < 0 else root)
-    return c.schedule, c.label
+        return None
+    return selector.select(collective, nbytes, None if root < 0 else root)
 
 
 RowCallback = Callable[[Row], None]
@@ -161,12 +166,13 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
             for root in cfg.roots():
                 for size in sizes:
                     counts = ent.counts(size, itemsize, cfg.nranks)
-                    sched, label = schedule_at(selector, cfg.collective, root, counts.size)
+                    choice = choice_at(selector, cfg.collective, root, counts.size)
+                    sched, label = (None, "local") if choice is None else (choice.schedule, choice.label)
                     results = []
                     for inplace in (False, True):
                         case = Case(ent, cfg.nranks, counts, dtype_name, "sum" if op == "none" else op,
                                     None if root < 0 else root, inplace, sched, cfg.iters, cfg.warmup,
-                                    cfg.check, cfg.average)
+                                    cfg.check, cfg.average, nccl=bool(choice and choice.nccl))
                         t, wrong = backend.measure(case)
                         algbw, busbw = ent.bandwidths(counts.size, t, cfg.nranks)
                         results.append(Result(t, algbw, busbw, wrong))

@@ -4,7 +4,7 @@ every row.
 Usage::
 
     simulate --topology dgx-a100 --collective allreduce [--gpus 0-3] [--nodes 2 ...] \\
-             [--schedule FILE | --baseline ring|tree|direct|rhd|bruck] [--root R] \\
+             [--schedule FILE | --baseline nccl|ring|tree|direct|rhd|bruck] [--root R] \\
              [-b 8] [-e 4G] [-f 2 | -i STEP] [-d float]
 
 It is ``sweep COLLECTIVE --backend sim --algo BASELINE|FILE -c 0`` with simulate's defaults
@@ -29,7 +29,7 @@ from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError, UsageError
 
 #: the baselines ``--baseline`` takes
-BASELINE_CHOICES = ("ring", "tree", "direct", "rhd", "bruck")
+BASELINE_CHOICES = ("nccl", "ring", "tree", "direct", "rhd", "bruck")
 
 
 class _Parser(argparse.ArgumentParser):
@@ -70,7 +70,8 @@ def build_parser() -> _Parser:
     p.add_argument("--collective", help="allreduce, allgather, reducescatter, ... (default: the --import log's)")
     src = p.add_mutually_exclusive_group()
     src.add_argument("--schedule", help="schedule file: topocoll JSON (.json, .json.gz) or MSCCL XML")
-    src.add_argument("--baseline", choices=BASELINE_CHOICES, help="baseline schedule (default ring)")
+    src.add_argument("--baseline", choices=BASELINE_CHOICES,
+                     help="baseline (default ring); nccl: what NCCL's tuner picks per size, timed by the NCCL model")
     p.add_argument("--root", type=int, help="root rank of rooted collectives (default 0)")
     p.add_argument("-b", "--minbytes", default="8", help="smallest size (default 8)")
     p.add_argument("-e", "--maxbytes", default="4G", help="largest size (default 4G)")
@@ -173,11 +174,13 @@ def run(args) -> list[str]:
     sel = make_selector(cfg.collective, topo, algo, plan=False)
     if args.schedule:
         _check_schedule_file(sel, args, topo, cfg.collective)
-    backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None)
+    backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None, nccl_column=algo == "nccl")
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
-    notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), schedule {sched.name or '?'} "
-             f"({sched.num_steps} steps, {sched.chunks_per_rank} chunks per rank)",
+    what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {backend.nccl.env.describe() or 'NCCL defaults'})"
+            if algo == "nccl" else f"schedule {sched.name or '?'} ({sched.num_steps} steps, {sched.chunks_per_rank} "
+            f"chunks per rank)")
+    notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), {what}",
              f"cost model: launch {p.launch_us} us, step overhead {p.step_overhead_us} us, slice overhead "
              f"{p.slice_overhead_us} us, nvlink x{p.nvlink_efficiency:.3g}, pcie x{p.pcie_efficiency:.3g}, "
              f"network x{p.network_efficiency:.3g}"]

@@ -29,6 +29,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", type=Path, help="output folder (default results/<topology-name>)")
     p.add_argument("--force", action="store_true", help="redo even if results for this fingerprint exist")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--nccl-tuner-conf", type=Path, metavar="FILE",
+                   help="also write NCCL's example tuner-plugin CSV (NCCL_TUNER_CONFIG_FILE) with the algorithm, "
+                        "protocol and channels the NCCL model predicts fastest per size on this machine")
     add_machine_arguments(p)
     return p
 
@@ -58,6 +61,18 @@ def _base_topology(args):
     return topo.subset(gpus) if gpus else topo
 
 
+def _write_tuner_conf(topo, path: Path) -> None:
+    from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
+    from synth.model.nccl.tuner_config import tuner_rows, write_tuner_config
+    model = NcclModel(NcclMachine.from_topology(topo), env=NcclEnv())
+    rows = tuner_rows(model)
+    write_tuner_config(path, rows, comment=f"topocoll synthesize --nccl-tuner-conf for {topo.name} "
+                       f"({model.machine.ranks} ranks, {model.machine.nodes} node(s)): the NCCL model's fastest "
+                       f"algorithm/protocol/channels per size.\nUse: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> "
+                       f"NCCL_TUNER_CONFIG_FILE={path}")
+    print(f"wrote {path} ({len(rows)} ranges for NCCL's example tuner plugin)")
+
+
 def main(argv: list[str] | None = None) -> int:
     args = _parser().parse_args(argv)
     try:
@@ -67,6 +82,8 @@ def main(argv: list[str] | None = None) -> int:
                                 root=args.root, progress=not args.no_progress)
         out = args.out or Path("results") / topo.name
         summary = run(topo, out, opts, force=args.force)
+        if args.nccl_tuner_conf is not None:
+            _write_tuner_conf(topo, args.nccl_tuner_conf)
     except TopocollError as e:
         print(f"synthesize: {e}", file=sys.stderr)
         return 2

@@ -182,20 +182,33 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
     return res
 
 
-def build_plan(fabric: Fabric, results: dict[str, CollectiveResult]) -> tuple[Plan, dict]:
-    """Plan entries per collective, and the per-size times used to pick them."""
+def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topology | None = None,
+               ) -> tuple[Plan, dict, dict]:
+    """Plan entries per collective, the per-size times used to pick them, and NCCL's modelled
+    curve per collective.  With ``topo`` (and >= 2 ranks) every range where no schedule is
+    predicted at least 5 % faster than NCCL becomes an ``nccl`` entry
+    (:mod:`synth.plan.versus_nccl`)."""
+    from synth.plan.versus_nccl import NCCL, nccl_curve, ranges_vs_nccl
     cost = CostModel(fabric)
     plan = Plan(fabric.topology_name, fabric.fingerprint)
-    curves = {}
+    curves, ncc = {}, {}
     for coll, res in results.items():
         times = evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
         curves[coll] = times
-        for name, lo, hi in size_ranges(PLAN_SIZES, times):
-            s = res.schedules[name]
-            predicted = times[name][PLAN_SIZES.index(lo)] if lo in PLAN_SIZES else times[name][0]
-            plan.entries.append(PlanEntry(coll, lo, hi, f"schedules/{_slug(name)}.json", s.root,
-                                          round(predicted, 3)))
-    return plan, curves
+        if topo is not None and fabric.num_ranks > 1:
+            ncc[coll] = nccl_curve(topo, coll, PLAN_SIZES)
+            ranges = ranges_vs_nccl(PLAN_SIZES, times, ncc[coll]["times"])
+        else:
+            ranges = size_ranges(PLAN_SIZES, times)
+        root = res.summary.get("root")
+        for name, lo, hi in ranges:
+            k = PLAN_SIZES.index(lo) if lo in PLAN_SIZES else 0
+            if name == NCCL:
+                plan.entries.append(PlanEntry(coll, lo, hi, NCCL, root, round(ncc[coll]["times"][k], 3)))
+                continue
+            plan.entries.append(PlanEntry(coll, lo, hi, f"schedules/{_slug(name)}.json", res.schedules[name].root,
+                                          round(times[name][k], 3)))
+    return plan, curves, ncc
 
 
 def _swap_in(work: Path, final: Path) -> None:
@@ -233,7 +246,11 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
         t = time.perf_counter()
         results[coll] = synthesize_collective(fabric, coll, opts, work)
         results[coll].summary["total_s"] = round(time.perf_counter() - t, 3)
-    plan, curves = build_plan(fabric, results)
+    plan, curves, ncc = build_plan(fabric, results, topo)
+    for coll, curve in ncc.items():
+        results[coll].summary["nccl_modelled"] = {
+            label: {"time_us": round(curve["times"][PLAN_SIZES.index(nb)], 3),
+                    "choice": curve["choices"][PLAN_SIZES.index(nb)]} for label, nb in SUMMARY_SIZES.items()}
     plan.save(work / "plan.json")
     save_topology(topo, work / "topology.json")
     _export_msccl(results, work / "msccl", opts.log)
@@ -241,7 +258,7 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
                "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),
                "collectives": {c: r.summary for c, r in results.items()}}
     atomic_write_text(work / "summary.json", json.dumps(summary, indent=1))
-    write_report(work, topo, fabric, summary, curves, plan)
+    write_report(work, topo, fabric, summary, curves, plan, ncc)
     _swap_in(work, out_dir)
     return summary
 

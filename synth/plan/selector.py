@@ -49,14 +49,21 @@ logger = logging.getLogger("topocoll")
 DEFAULT_RESULTS = "results"
 
 
+#: the algorithm name (and plan entry) meaning "NCCL itself": NCCL is faster there
+NCCL = "nccl"
+
+
 @dataclass(frozen=True)
 class Choice:
     """A selected schedule: ``source`` is ``file``, ``algo``, ``plan`` or ``baseline``;
-    ``label`` names it as the sweep prints it (``ring``, ``plan:<file>``, ``best:<baseline>``)."""
+    ``label`` names it as the sweep prints it (``ring``, ``plan:<file>``, ``best:<baseline>``).
+    ``nccl`` is True where NCCL itself should run (``algo="nccl"`` or a plan entry ``nccl``):
+    ``schedule`` is then the fastest baseline, what runs where NCCL is not available."""
 
     schedule: Schedule
     source: str
     label: str
+    nccl: bool = False
 
 
 def _plan_fingerprint(path: Path) -> str | None:
@@ -172,11 +179,11 @@ class ScheduleSelector:
 
     def _check_algo(self) -> None:
         from synth.baselines import BASELINES
-        if self.algo in BASELINES:
+        if self.algo in BASELINES or self.algo == NCCL:
             return
         path = Path(self.algo)
         if not path.is_file():
-            raise InvalidArgument(f"algorithm {self.algo!r}: not 'plan', a baseline ({', '.join(BASELINES)}) "
+            raise InvalidArgument(f"algorithm {self.algo!r}: not 'plan', 'nccl', a baseline ({', '.join(BASELINES)}) "
                                   f"or an existing schedule file")
         from synth.ir.verifier import check
         sched = load_schedule(path, fabric=self.fabric)
@@ -194,9 +201,14 @@ class ScheduleSelector:
         root = root if name in ROOTED else None
         if self.file_schedule is not None:
             return Choice(self._from_file(name, root), "file", self.file_schedule.name or Path(self.algo).name)
+        if self.algo == NCCL:
+            return Choice(self.chooser.best(name, root, nbytes)[0], "algo", NCCL, nccl=True)
         if self.algo is not None:
             return Choice(self._verified(("algo", self.algo, name, root), self._forced, name, root), "algo", self.algo)
         entry = self.plan.select(name, nbytes, root) if self.plan is not None else None
+        if entry is not None and entry.schedule == NCCL:
+            sched, _ = self.chooser.best(name, root, nbytes)
+            return Choice(self._verified(("best-nccl", id(sched)), lambda: sched), "plan", f"plan:{NCCL}", nccl=True)
         if entry is not None:
             sched = self._verified(("plan", entry), self._from_plan, entry, name, root)
             return Choice(sched, "plan", f"plan:{entry.schedule}")
@@ -245,4 +257,4 @@ class ScheduleSelector:
         return sched
 
 
-__all__ = ["Choice", "ScheduleSelector", "find_plan", "results_dir", "DEFAULT_RESULTS"]
+__all__ = ["NCCL", "Choice", "ScheduleSelector", "find_plan", "results_dir", "DEFAULT_RESULTS"]

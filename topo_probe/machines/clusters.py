@@ -97,6 +97,7 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
             speed = nic_gbps if nic_gbps is not None else base.graph.nodes[nic].get("speed_gbps")
             if not speed or speed <= 0:
                 raise TopologyError(f"cluster: NIC {nic!r} has no speed_gbps; pass nic_gbps")
+            t.graph.nodes[f"h{h}.{nic}"]["speed_gbps"] = float(speed)
             t.add_link(f"h{h}.{nic}", f"netswitch{r if rail_optimized else 0}", kind="network",
                        bandwidth_gbps=float(speed), latency_us=net_latency_us / 2)
     t.assumptions = list(base.assumptions) + [

@@ -82,7 +82,7 @@ def row_line(row) -> str:
     then the row's ``extras`` (already formatted, 8 wide each)."""
     return ("%12d  %12d  %8s  %6s  %6d" % (row.size, row.count, row.type, row.redop, row.root)
             + _cell(row.out_of_place) + _cell(row.in_place)
-            + "".join("  %8s" % x for x in getattr(row, "extras", ())))
+            + "".join("  %8s" % x for x in getattr(row, "extras", ())))   # a wider cell just shifts the rest
 
 
 def footer_lines(summary, errors: int | None = None, avg_busbw: float | None = None) -> list[str]:

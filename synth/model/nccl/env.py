@@ -1,0 +1,120 @@
+"""The NCCL environment variables the tuner honours, read as NCCL reads them.
+
+``NCCL_ALGO`` / ``NCCL_PROTO``: comma lists, ``^`` excludes (``^LL128`` = all but LL128), and
+the per-collective form of NCCL 2.24+ (``allreduce:tree,ring;allgather:ring``); names are
+case-insensitive.  ``NCCL_NVLS_ENABLE``, ``NCCL_COLLNET_ENABLE``, ``NCCL_P2P_DISABLE`` (0/1),
+``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (integers).
+
+>>> env = NcclEnv.from_environ({"NCCL_ALGO": "^tree", "NCCL_PROTO": "Simple,LL128", "NCCL_MAX_NCHANNELS": "4"})
+>>> env.algo_allowed("allreduce", "ring"), env.algo_allowed("allreduce", "tree"), env.proto_allowed("allreduce", "LL")
+(True, False, False)
+>>> env.max_channels
+4
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+
+from synth.ir.collectives import canonical
+from synth.model.nccl.constants import ALGO_NAMES, PROTO_NAMES
+from topo_probe.errors import InvalidArgument
+
+VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_P2P_DISABLE",
+             "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+
+
+def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str | None, tuple[bool, frozenset]]:
+    """``{collective or None: (exclude, names)}`` of an NCCL_ALGO / NCCL_PROTO value."""
+    out: dict[str | None, tuple[bool, frozenset]] = {}
+    for k, part in enumerate(p for p in text.split(";") if p.strip()):
+        coll, sep, items = part.partition(":")
+        if not sep:
+            coll, items = None, part
+        elif k == 0 and not coll.strip():
+            coll = None
+        else:
+            try:
+                coll = canonical(coll.strip())
+            except Exception:
+                raise InvalidArgument(f"{var}={text!r}: unknown collective {coll.strip()!r}") from None
+        items = items.strip()
+        exclude = items.startswith("^")
+        chosen = set()
+        for tok in items.lstrip("^").split(","):
+            key = tok.strip().lower()
+            if not key:
+                continue
+            if key not in names:
+                raise InvalidArgument(f"{var}={text!r}: unknown name {tok.strip()!r} (known: {', '.join(names)})")
+            chosen.add(names[key])
+        out[coll] = (exclude, frozenset(chosen))
+    return out
+
+
+def _flag(env, var: str) -> int | None:
+    val = env.get(var)
+    if val is None or str(val).strip() == "":
+        return None
+    try:
+        return int(str(val).strip())
+    except ValueError:
+        raise InvalidArgument(f"{var}={val!r} is not an integer") from None
+
+
+@dataclass(frozen=True)
+class NcclEnv:
+    """The tuner-relevant NCCL variables (None: not set)."""
+
+    algo: dict = field(default_factory=dict)
+    proto: dict = field(default_factory=dict)
+    nvls_enable: int | None = None
+    collnet_enable: int | None = None
+    p2p_disable: int | None = None
+    min_channels: int | None = None
+    max_channels: int | None = None
+
+    @classmethod
+    def from_environ(cls, environ=None) -> "NcclEnv":
+        """Read the variables from ``environ`` (default ``os.environ``)."""
+        env = os.environ if environ is None else environ
+        algo = _parse_list(env["NCCL_ALGO"], ALGO_NAMES, "NCCL_ALGO") if env.get("NCCL_ALGO") else {}
+        proto = _parse_list(env["NCCL_PROTO"], PROTO_NAMES, "NCCL_PROTO") if env.get("NCCL_PROTO") else {}
+        lo, hi = _flag(env, "NCCL_MIN_NCHANNELS"), _flag(env, "NCCL_MAX_NCHANNELS")
+        for var, v in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi)):
+            if v is not None and not 1 <= v <= 64:
+                raise InvalidArgument(f"{var}={v} must be 1 to 64")
+        return cls(algo, proto, _flag(env, "NCCL_NVLS_ENABLE"), _flag(env, "NCCL_COLLNET_ENABLE"),
+                   _flag(env, "NCCL_P2P_DISABLE"), lo, hi)
+
+    @staticmethod
+    def _allowed(table: dict, coll: str, name: str) -> bool:
+        rule = table.get(coll, table.get(None))
+        if rule is None:
+            return True
+        exclude, names = rule
+        return (name not in names) if exclude else (name in names)
+
+    def algo_allowed(self, coll: str, algo: str) -> bool:
+        return self._allowed(self.algo, canonical(coll), algo)
+
+    def proto_allowed(self, coll: str, proto: str) -> bool:
+        return self._allowed(self.proto, canonical(coll), proto)
+
+    def describe(self) -> str:
+        """The variables that are set, as ``NAME=value`` words (empty: NCCL defaults)."""
+        parts = []
+        for var, tab in (("NCCL_ALGO", self.algo), ("NCCL_PROTO", self.proto)):
+            if tab:
+                parts.append(var + "=" + ";".join(
+                    (f"{c}:" if c else "") + ("^" if ex else "") + ",".join(sorted(ns)) for c, (ex, ns) in tab.items()))
+        for var, v in (("NCCL_NVLS_ENABLE", self.nvls_enable), ("NCCL_COLLNET_ENABLE", self.collnet_enable),
+                       ("NCCL_P2P_DISABLE", self.p2p_disable), ("NCCL_MIN_NCHANNELS", self.min_channels),
+                       ("NCCL_MAX_NCHANNELS", self.max_channels)):
+            if v is not None:
+                parts.append(f"{var}={v}")
+        return " ".join(parts)
+
+
+__all__ = ["NcclEnv", "VARIABLES"]
