@@ -72,6 +72,29 @@ CASES = [
 ]
 
 
+#: why a log misses its targets: what its rows show that the model has no term for (read off the
+#: per-size tables below; the model is not changed per log)
+WHY = {
+    "a100_8gpu_1node_all_reduce.txt": "one process drives all 8 GPUs (-g 8); the measured curve has a dip between "
+    "the LL128 and Simple regions (4-16 MiB at 70-113 GB/s) and a shoulder at 128-512 MiB that a latency + "
+    "bandwidth per protocol does not follow; the median is within target.",
+    "a100_8gpu_1node_sendrecv.txt": "its first row (128 MiB: 1211 us, 110 GB/s) is slower than the bandwidth of "
+    "the next three rows (189-195 GB/s) allows: a first-call cost of the single-process run, not a property of "
+    "the size.",
+    "a100_aws_p4de_16gpu_2node_all_reduce.txt": "first-generation EFA: 64 KiB-4 MiB take 227-534 us, almost flat, "
+    "then bandwidth rises; NCCL's tree over EFA pays a per-message cost the model spreads as latency plus "
+    "pipeline fill.",
+    "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt": "below 1 KB the log is noisy (8 B 85.7 us vs 16 B "
+    "63.4 us) and 64-128 KiB dip to 96-107 us; everything >= 64 KiB is within 26 %.",
+    "h100_gcp_a3mega_16gpu_2node_all_reduce.txt": "GPUDirect-TCPXO has a slow regime from 2 to 32 MiB (times grow "
+    "at about 21 GB/s, 977 us at 16 MiB) before the large-message rate (339 GB/s busbw at 8 GiB); no NCCL "
+    "algorithm or protocol of the model runs that slowly there.",
+    "mi300x_8gpu_1node_all_reduce.txt": "RCCL switches kernels at sizes its bundled MSCCL tables decide: 128-512 B "
+    "take 23 us while 1 KB takes 13.7 us, and 1-2 MiB run faster than RCCL's own ring model predicts; large "
+    "sizes are within 4 %.",
+}
+
+
 def machine_for(case: Case, log) -> NcclMachine:
     """The NcclMachine of a case: preset (+ nodes/NICs), the log's GPU name and nGpus."""
     ns = argparse.Namespace(nodes=case.nodes if case.nodes > 1 else None, nic_gbps=case.nic_gbps,
@@ -178,7 +201,10 @@ def write_report(results: list[dict], out: Path) -> None:
                      f"{s['median_big']:.1%} | {s['worst_big']:.1%} | {s['worst_small']:.1%} | "
                      f"{'met' if s['ok'] else '**missed**'} |")
     met = sum(r["summary"]["ok"] for r in results)
-    lines += ["", f"Targets met on {met} of {len(results)} logs.", ""]
+    med = sum(r["summary"]["median_big"] <= 0.10 for r in results)
+    lines += ["", f"Targets met on {met} of {len(results)} logs; median within 10 % on {med} of {len(results)}. "
+              "The constants (`synth/model/nccl/fitted_params.json`) were searched on all logs together "
+              "(`--fit`); each log's reason for a miss is under its table.", ""]
     for res in results:
         lines += _detail(res, out)
     (out / "report.md").write_text("\n".join(lines) + "\n")
@@ -192,7 +218,8 @@ def _detail(res: dict, out: Path) -> list[str]:
         w.writeheader()
         w.writerows(res["rows"])
     _plot(res, out / f"{stem}.png")
-    lines = [f"## {c.file} ({res['collective']})", "", c.why, "",
+    why = "" if res["summary"]["ok"] else f"Why it misses: {WHY.get(c.file, 'see the table.')}"
+    lines = [f"## {c.file} ({res['collective']})", "", c.why, "", *([why, ""] if why else []),
              "| size (B) | real us | pred us | real busbw | pred busbw | error | NCCL choice |", "|---|---|---|---|---|---|---|"]
     for x in res["rows"]:
         lines.append(f"| {x['size']} | {x['real_us']:.1f} | {x['pred_us']:.1f} | {x['real_busbw']:.2f} | "

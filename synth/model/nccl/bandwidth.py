@@ -105,10 +105,16 @@ def _refine(m: NcclMachine, coll: str, algo: str, proto: str, bw: float, nch: in
     return bw
 
 
+def refined_bus_bandwidth(m: NcclMachine, coll: str, algo: str, proto: str, params: ModelParams,
+                          nch: int, p2p: bool = True) -> float:
+    """``busBw`` after NCCL's protocol refinements (GB/s), before the bus -> algorithm ratio."""
+    return _refine(m, coll, algo, proto, bus_bandwidth(m, algo, params, p2p), nch)
+
+
 def algo_bandwidth(m: NcclMachine, coll: str, algo: str, proto: str, params: ModelParams,
                    nch: int, p2p: bool = True) -> float:
     """Algorithm bandwidth (GB/s): refined busBw times NCCL's bus -> algorithm ratio."""
-    bw = _refine(m, coll, algo, proto, bus_bandwidth(m, algo, params, p2p), nch)
+    bw = refined_bus_bandwidth(m, coll, algo, proto, params, nch, p2p)
     n = m.ranks
     if algo in ("ring", "pat"):
         steps = 2 * (n - 1) if coll == "allreduce" else n - 1 if coll in ("allgather", "reducescatter") else n
@@ -139,16 +145,17 @@ def pipeline_stages(m: NcclMachine, algo: str) -> int:
     return 1
 
 
-def fill_us(m: NcclMachine, algo: str, proto: str, nbytes: float, algbw: float, nch: int,
+def fill_us(m: NcclMachine, algo: str, proto: str, nbytes: float, busbw: float, nch: int,
             params: ModelParams) -> float:
     """Pipeline fill of a chunked algorithm (µs): before the last stage starts, the first chunk
-    of each channel crosses ``stages - 1`` links; a chunk is ``params.chunk_bytes[proto]`` or the
-    channel's whole share when that is smaller."""
+    of each channel crosses ``stages - 1`` links, each at the channel's share of the refined bus
+    bandwidth ``busbw``; a chunk is ``params.chunk_bytes[proto]`` or the channel's whole share
+    when that is smaller."""
     stages = pipeline_stages(m, algo)
-    if stages <= 1:
+    if stages <= 1 or busbw <= 0:
         return 0.0
     chunk = min(nbytes / max(1, nch), params.chunk_bytes[proto])
-    return (stages - 1) * chunk * nch / (1000.0 * algbw)
+    return (stages - 1) * chunk * nch / (1000.0 * busbw)
 
 
 def tree_correction(algo: str, proto: str, nbytes: float) -> float:

@@ -24,7 +24,15 @@ from dataclasses import dataclass
 
 from synth.formats.nccl_tests.conventions import busbw_gbps
 from synth.ir.collectives import canonical
-from synth.model.nccl.bandwidth import algo_bandwidth, channels, fill_us, latency_us, net_gbps, tree_correction
+from synth.model.nccl.bandwidth import (
+    algo_bandwidth,
+    channels,
+    fill_us,
+    latency_us,
+    net_gbps,
+    refined_bus_bandwidth,
+    tree_correction,
+)
 from synth.model.nccl.constants import DEFAULT_PARAMS, PROTOCOLS, ModelParams
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
@@ -138,7 +146,8 @@ class NcclModel:
         bw *= tree_correction(algo, proto, nbytes) * ch / self._default_channels
         lat = latency_us(m, coll, algo, proto, view, self.params)
         if view == "real":
-            lat += fill_us(m, algo, proto, nbytes, bw, ch, self.params)
+            bus = refined_bus_bandwidth(m, coll, algo, proto, self.params, self._default_channels, self.p2p)
+            lat += fill_us(m, algo, proto, nbytes, bus * ch / self._default_channels, ch, self.params)
         if (algo == "ring" and proto == "Simple" and m.nodes > 1 and coll == "allreduce"
                 and nbytes / (ch * m.ranks) >= 64):
             lat *= 1.9 if m.family == "volta" else 1.4     # NCCL's "plateau effect of ring"
