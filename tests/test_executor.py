@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 from kernels.backends.device import DeviceLayer
 from kernels.backends.executor import program_for, run_schedule
 from kernels.backends.kernel_twins import postdiv_host, reduce_copy_host
-from topo_probe.errors import BufferLayoutError, DeviceUnavailable, UnsupportedCollective
+from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples=1000,
                     suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
@@ -89,11 +89,11 @@ def test_overlap_that_is_not_nccl_in_place_is_rejected():
 
 def test_bad_options():
     _, sb, rb = _bufs("allreduce", 2, 4)
-    with pytest.raises(UnsupportedCollective, match="op must be"):
+    with pytest.raises(InvalidArgument, match="op must be"):
         run_schedule(ring("allreduce", 2), sb, rb, op="mean")
-    with pytest.raises(UnsupportedCollective, match="backend must be"):
+    with pytest.raises(InvalidArgument, match="backend must be"):
         run_schedule(ring("allreduce", 2), sb, rb, backend="tpu")
-    with pytest.raises(UnsupportedCollective, match="p2p must be"):
+    with pytest.raises(InvalidArgument, match="p2p must be"):
         run_schedule(ring("allreduce", 2), sb, rb, p2p="always")
 
 

@@ -13,7 +13,7 @@ from kernels.backends.kernel_twins import postdiv_host, reduce_copy_host
 from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Region, lower
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.schedule import Schedule, Step, Transfer
-from topo_probe.errors import ScheduleInvalid, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
 SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples=250,
                     suppress_health_check=[HealthCheck.too_slow])
@@ -115,9 +115,9 @@ def test_double_count_and_incomplete_reductions_are_rejected():
 
 
 def test_bad_count_and_op():
-    with pytest.raises(UnsupportedCollective):
+    with pytest.raises(InvalidArgument):
         lower(ring("allgather", 2), -1, "float32")
-    with pytest.raises(UnsupportedCollective, match="op must be"):
+    with pytest.raises(InvalidArgument, match="op must be"):
         lower(ring("allgather", 2), 1, "float32", op="mean")
 
 

@@ -8,7 +8,7 @@ import pytest
 from synth.formats.msccl import from_msccl_xml, to_msccl_xml
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check
-from topo_probe.errors import ScheduleFormatError, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, ScheduleFormatError
 
 
 def ring_allgather(n: int) -> Schedule:
@@ -118,7 +118,7 @@ def test_bad_xml_gives_one_line_errors():
     xml = to_msccl_xml(ring_allgather(3)).replace('type="r"', 'type="zz"', 1)
     with pytest.raises(ScheduleFormatError, match="step type 'zz'"):
         from_msccl_xml(xml, source="x.xml")
-    with pytest.raises(UnsupportedCollective):
+    with pytest.raises(InvalidArgument):
         to_msccl_xml(ring_allgather(3), style="nccl")
 
 

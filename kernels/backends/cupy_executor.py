@@ -38,7 +38,7 @@ import numpy as np
 from kernels.backends.cupy_runtime import CupyRuntime
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
 from kernels.program.ops import Program, Region
-from topo_probe.errors import BufferLayoutError, DeviceUnavailable, UnsupportedCollective
+from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
 
 ROUTES = ("local", "peer", "staged")
 PINNED = "pinned"
@@ -203,7 +203,7 @@ class CupyLayer(DeviceLayer):
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
                  runtime: Any = None):
         if p2p not in ("auto", "never"):
-            raise UnsupportedCollective(f"p2p must be 'auto' or 'never', got {p2p!r}")
+            raise InvalidArgument(f"p2p must be 'auto' or 'never', got {p2p!r}")
         self.p2p = p2p
         self.devices = None if devices is None else [int(d) for d in devices]
         self.topology = topology

@@ -41,7 +41,7 @@ from kernels.backends.device import DeviceLayer, RankBuffers
 from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Program, has_input, has_output, lower
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from synth.ir.schedule import Schedule
-from topo_probe.errors import BufferLayoutError, UnsupportedCollective
+from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 BACKENDS = ("host", "reference", "cupy")
 P2P_MODES = ("auto", "never")
@@ -146,7 +146,7 @@ def bind_buffers(spec: CollectiveSpec, sendbufs: Sequence, recvbufs: Sequence,
 
 def _layer(backend: Any, p2p: str) -> DeviceLayer | None:
     if p2p not in P2P_MODES:
-        raise UnsupportedCollective(f"p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}")
+        raise InvalidArgument(f"p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}")
     if isinstance(backend, DeviceLayer):
         return backend
     if backend == "reference":
@@ -160,7 +160,7 @@ def _layer(backend: Any, p2p: str) -> DeviceLayer | None:
             from kernels.backends.cupy_executor import CupyLayer
             _LAYERS[key] = CupyLayer(p2p=p2p)
         else:
-            raise UnsupportedCollective(f"backend must be one of {', '.join(BACKENDS)} or a DeviceLayer, "
+            raise InvalidArgument(f"backend must be one of {', '.join(BACKENDS)} or a DeviceLayer, "
                                         f"got {backend!r}")
     return _LAYERS[key]
 
@@ -185,7 +185,7 @@ def run_schedule(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     BufferLayoutError, UnsupportedCollective, ScheduleInvalid, DeviceUnavailable
     """
     if op not in REDUCE_OPS:
-        raise UnsupportedCollective(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+        raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     layer = _layer(backend, p2p)
     spec = schedule.spec
     count, dtype, inplace, sends, recvs = bind_buffers(spec, sendbufs, recvbufs, layer)

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument
 
 E4M3_MAX = 448.0
 #: reduction op -> name of the ufunc that applies it (avg reduces with sum, then divides)
@@ -39,7 +39,7 @@ def reduce_copy_with(xp, dst, a, b, op: str) -> None:
     try:
         name = UFUNC_NAMES[op]
     except KeyError:
-        raise UnsupportedCollective(f"reduce op must be one of sum, prod, max, min, avg; got {op!r}") from None
+        raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {op!r}") from None
     getattr(xp, name)(a, b, out=dst)
 
 
@@ -92,7 +92,7 @@ def e4m3_scales_host(x: np.ndarray, chunk: int) -> np.ndarray:
     """One float32 scale per ``chunk`` elements: max|x| / 448, or 1.0 for an all-zero chunk."""
     x = np.asarray(x, np.float32)
     if chunk < 1:
-        raise UnsupportedCollective(f"quantization chunk must be >= 1 element, got {chunk}")
+        raise InvalidArgument(f"quantization chunk must be >= 1 element, got {chunk}")
     if x.size == 0:
         return np.zeros(0, np.float32)
     amax = np.maximum.reduceat(np.abs(x), np.arange(0, x.size, chunk))

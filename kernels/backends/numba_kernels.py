@@ -39,7 +39,7 @@ from functools import lru_cache
 import numpy as np
 
 from kernels.backends.kernel_twins import E4M3_MAX
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument
 
 OPCODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 0}
 KERNEL_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64")
@@ -306,7 +306,7 @@ def reduce_copy_cuda(dst, a, b, op: str, dtype: str | None = None, stream=0) -> 
     k = cuda_kernels()
     name = dtype or str(dst.dtype)
     if name not in KERNEL_DTYPES:
-        raise UnsupportedCollective(f"reduce-copy kernel: dtype {name} is not one of {', '.join(KERNEL_DTYPES)}")
+        raise InvalidArgument(f"reduce-copy kernel: dtype {name} is not one of {', '.join(KERNEL_DTYPES)}")
     kern = {"float16": k["reduce_f16"], "bfloat16": k["reduce_bf16"]}.get(name, k["reduce_native"])
     if dst.size:
         blocks, threads = launch_config(dst.size)
@@ -326,7 +326,7 @@ def postdiv_cuda(x, n: int, dtype: str | None = None, stream=0) -> None:
     elif name in ("int8", "uint8", "int32", "int64"):
         kern = k["postdiv_int"]
     else:
-        raise UnsupportedCollective(f"postdiv kernel: dtype {name} is not one of {', '.join(KERNEL_DTYPES)}")
+        raise InvalidArgument(f"postdiv kernel: dtype {name} is not one of {', '.join(KERNEL_DTYPES)}")
     if x.size:
         blocks, threads = launch_config(x.size)
         kern[blocks, threads, stream](x, n)

@@ -24,7 +24,7 @@ import numpy as np
 
 from synth.ir.collectives import REDUCE_OPS, element_range
 from synth.ir.schedule import Schedule
-from topo_probe.errors import ScheduleInvalid, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
 _COMBINE = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
 
@@ -51,7 +51,7 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
     spec = schedule.spec
     n = spec.ranks
     if op not in REDUCE_OPS:
-        raise UnsupportedCollective(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+        raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     count = None
     for bufs, blocks in ((recvbufs, spec.output_blocks()), (sendbufs, spec.input_blocks())):
         for b in bufs:

@@ -59,6 +59,7 @@ from kernels.comm.validation import (
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
 from synth.plan.selector import ScheduleSelector
+from topo_probe.errors import BufferLayoutError, InvalidArgument
 from topo_probe.topology.model import Topology
 
 
@@ -125,12 +126,12 @@ class Communicator:
             self.devices = [int(d) for d in devices_or_nranks]
             n = len(self.devices)
         if n < 1:
-            raise ValueError(f"Communicator: need at least 1 rank, got {devices_or_nranks!r}")
+            raise InvalidArgument(f"Communicator: need at least 1 rank, got {devices_or_nranks!r}")
         if self.devices is not None and topology is None and n > 1:
             topology = _probe(self.devices)
         self.topology = resolve_topology(topology, n) if (topology is not None or n > 1) else None
         if self.topology is not None and self.topology.num_gpus != n:
-            raise ValueError(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
+            raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
                              f"GPUs but {n} ranks were asked for")
         self.size = n
         self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator", stacklevel=6)
@@ -255,7 +256,7 @@ class Communicator:
         """Block d of ``in[s]`` lands in block s of ``out[d]`` (in size must divide by n)."""
         total = _size(in_arrays)
         if total % self.size:
-            raise ValueError(f"all_to_all: in_arrays hold {total} elements, not a multiple of {self.size} ranks")
+            raise BufferLayoutError(f"all_to_all: in_arrays hold {total} elements, not a multiple of {self.size} ranks")
         count = total // self.size
         s, d = self._prepare("all_to_all", "alltoall", in_arrays, out_arrays, count)
         self._run("alltoall", s, d, count)

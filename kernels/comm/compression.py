@@ -77,7 +77,7 @@ from kernels.comm.compression_casts import (
     payload_bytes,
     register_cast,
 )
-from topo_probe.errors import InvalidArgument, UnsupportedCollective
+from topo_probe.errors import InvalidArgument
 
 __all__ = ["compressed_all_gather", "compressed_all_reduce", "error_bound", "CAST_KERNELS", "DEFAULT_GROUP",
            "E32", "FORMATS", "Decode", "Encode", "Format", "decode_bf16", "decode_bf16_bits", "decode_fp16",
@@ -93,7 +93,7 @@ def _check(comm, in_arrays, out_arrays, what: str) -> None:
             raise InvalidArgument(f"{what}: {name} has {len(arrs)} arrays, the communicator has {n} ranks")
         for r, a in enumerate(arrs):
             if not np.issubdtype(np.dtype(a.dtype), np.floating) and np.dtype(a.dtype) != ml_dtypes.bfloat16:
-                raise UnsupportedCollective(f"{what}: {name} rank {r}: compression needs floating-point "
+                raise InvalidArgument(f"{what}: {name} rank {r}: compression needs floating-point "
                                             f"arrays, got {a.dtype}")
 
 

@@ -29,7 +29,7 @@ import numpy as np
 
 from kernels.program.ops import has_input, has_output
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
-from topo_probe.errors import BufferLayoutError, UnsupportedCollective
+from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 
 def _is_cupy(a) -> bool:
@@ -54,7 +54,7 @@ def _shares(a, b) -> bool:
 def _flat(a, what: str):
     """A 1-D view of ``a`` (must be C-contiguous so that writes reach the caller)."""
     if not a.flags.c_contiguous:
-        raise ValueError(f"{what} is not C-contiguous; pass a contiguous buffer (as NCCL needs)")
+        raise BufferLayoutError(f"{what} is not C-contiguous; pass a contiguous buffer (as NCCL needs)")
     return a.reshape(-1)
 
 
@@ -65,11 +65,11 @@ def _is_list(x) -> bool:
 def _size(arrays) -> int:
     """Element count of the first array present (validation comes later)."""
     if not _is_list(arrays) or not arrays:
-        raise ValueError(f"expected a non-empty list with one array per rank, got {type(arrays).__name__}")
+        raise BufferLayoutError(f"expected a non-empty list with one array per rank, got {type(arrays).__name__}")
     for a in arrays:
         if a is not None:
             return int(a.size)
-    raise ValueError("every array in the list is None")
+    raise BufferLayoutError("every array in the list is None")
 
 
 def _inplace_count(ins, outs, n: int) -> int | None:
@@ -80,7 +80,7 @@ def _inplace_count(ins, outs, n: int) -> int | None:
 
 def _need(what: str, role: str, r: int, have: int, need: int) -> None:
     if have < need:
-        raise ValueError(f"{what}: {role} rank {r} has {have} elements, needs at least {need}")
+        raise BufferLayoutError(f"{what}: {role} rank {r} has {have} elements, needs at least {need}")
 
 
 def check_list(what: str, role: str, arrays, need: set[int], same: list[bool], *, size: int,
@@ -89,18 +89,18 @@ def check_list(what: str, role: str, arrays, need: set[int], same: list[bool], *
     (not checked for in-place buffers, ``same``) and device kind, and on ``devices[r]`` when
     given.  Returns the list with entries of the other ranks replaced by None."""
     if not _is_list(arrays):
-        raise ValueError(f"{what}: {role} must be a list with one array per rank, got {type(arrays).__name__}")
+        raise BufferLayoutError(f"{what}: {role} must be a list with one array per rank, got {type(arrays).__name__}")
     if len(arrays) != size:
-        raise ValueError(f"{what}: {role} has {len(arrays)} arrays, the communicator has {size} ranks")
+        raise BufferLayoutError(f"{what}: {role} has {len(arrays)} arrays, the communicator has {size} ranks")
     first = {}
     for r in sorted(need):
         a = arrays[r]
         if a is None:
-            raise ValueError(f"{what}: {role} rank {r} is None but rank {r} needs a buffer")
+            raise BufferLayoutError(f"{what}: {role} rank {r} is None but rank {r} needs a buffer")
         if not hasattr(a, "dtype") or not hasattr(a, "reshape"):
-            raise ValueError(f"{what}: {role} rank {r} is a {type(a).__name__}, not an array")
+            raise BufferLayoutError(f"{what}: {role} rank {r} is a {type(a).__name__}, not an array")
         if devices is not None and _is_cupy(a) and a.device.id != devices[r]:
-            raise ValueError(f"{what}: {role} rank {r}: device {_device(a)} is not rank {r}'s "
+            raise BufferLayoutError(f"{what}: {role} rank {r}: device {_device(a)} is not rank {r}'s "
                              f"cuda:{devices[r]}")
         for attr, mine in (("dtype", a.dtype), ("device kind", _device(a)[:4]),
                            ("shape", None if same[r] else a.shape)):
@@ -110,7 +110,7 @@ def check_list(what: str, role: str, arrays, need: set[int], same: list[bool], *
             theirs = {"dtype": arrays[r0].dtype, "device kind": _device(arrays[r0])[:4],
                       "shape": arrays[r0].shape}[attr]
             if mine != theirs:
-                raise ValueError(f"{what}: {role} rank {r}: {attr} {mine} differs from rank {r0}'s {theirs}")
+                raise BufferLayoutError(f"{what}: {role} rank {r}: {attr} {mine} differs from rank {r0}'s {theirs}")
     return [a if r in need else None for r, a in enumerate(arrays)]
 
 
@@ -123,7 +123,7 @@ def prepare(what: str, name: str, ins, outs, count, root=None, in_need=None, out
     are ignored, as NCCL ignores them) unless passed in place."""
     n = size
     if isinstance(count, bool) or int(count) != count or count < 0:
-        raise ValueError(f"{what}: count must be an integer >= 0, got {count!r}")
+        raise InvalidArgument(f"{what}: count must be an integer >= 0, got {count!r}")
     count = int(count)
     every = set(range(n))
     same = [ins[r] is not None and ins[r] is outs[r] for r in range(n)] if (
@@ -139,7 +139,7 @@ def prepare(what: str, name: str, ins, outs, count, root=None, in_need=None, out
     for r in range(n):
         a, b = ins[r], outs[r]
         if a is not None and b is not None and a.dtype != b.dtype:
-            raise ValueError(f"{what}: rank {r}: out dtype {b.dtype} differs from in dtype {a.dtype}")
+            raise BufferLayoutError(f"{what}: rank {r}: out dtype {b.dtype} differs from in dtype {a.dtype}")
         if same[r]:  # one buffer: NCCL's in-place layout
             buf = _flat(b, f"{what}: out_arrays rank {r}")
             _need(what, "in/out", r, buf.size, max(kin, kout) * count)
@@ -194,24 +194,24 @@ def _fix_aliasing(sends: list, recvs: list, count: int, kin: int, kout: int) -> 
 
 # ---------------------------------------------------------------------- both communicators
 def check_root(what: str, root, size: int) -> int:
-    """``root`` as an int, or ValueError when it is not a rank of ``size``.
+    """``root`` as an int, or InvalidArgument when it is not a rank of ``size``.
 
     >>> check_root("reduce", 2, 4)
     2
     >>> check_root("reduce", True, 4)
     Traceback (most recent call last):
     ...
-    ValueError: reduce: root True is not a rank (0..3)
+    topo_probe.errors.InvalidArgument: reduce: root True is not a rank (0..3)
     """
     if isinstance(root, bool) or not 0 <= int(root) < size:
-        raise ValueError(f"{what}: root {root!r} is not a rank (0..{size - 1})")
+        raise InvalidArgument(f"{what}: root {root!r} is not a rank (0..{size - 1})")
     return int(root)
 
 
 def check_op(name: str, op: str) -> None:
     """UnsupportedCollective unless ``op`` is a reduction op of :mod:`synth.ir.collectives`."""
     if op not in REDUCE_OPS:
-        raise UnsupportedCollective(f"{name}: op {op!r} is not one of {', '.join(REDUCE_OPS)}")
+        raise InvalidArgument(f"{name}: op {op!r} is not one of {', '.join(REDUCE_OPS)}")
 
 
 # ---------------------------------------------------------------------- one array per process
@@ -274,9 +274,9 @@ def _contig(a):
 
 def _out(a, what: str):
     if a is None:
-        raise ValueError(f"{what}: the output array is None on a rank that needs one")
+        raise BufferLayoutError(f"{what}: the output array is None on a rank that needs one")
     if not a.flags.c_contiguous:
-        raise ValueError(f"{what}: the output array is not C-contiguous (as NCCL needs)")
+        raise BufferLayoutError(f"{what}: the output array is not C-contiguous (as NCCL needs)")
     return a
 
 
@@ -286,5 +286,5 @@ def _head(a, n: int):
         return None
     flat = a.reshape(-1)
     if flat.size < n:
-        raise ValueError(f"buffer has {flat.size} elements, needs at least {n}")
+        raise BufferLayoutError(f"buffer has {flat.size} elements, needs at least {n}")
     return flat[:n]

@@ -68,7 +68,13 @@ from kernels.program.ops import SCRATCH
 from synth.ir.collectives import REDUCE_OPS
 from synth.ir.schedule import Schedule
 from synth.plan.selector import ScheduleSelector
-from topo_probe.errors import PeerFailed, ProcessGroupMismatch, TopocollError, UnsupportedCollective
+from topo_probe.errors import (
+    BufferLayoutError,
+    InvalidArgument,
+    PeerFailed,
+    ProcessGroupMismatch,
+    TopocollError,
+)
 
 _CACHE_SIZE = 64
 class MPICommunicator:
@@ -112,7 +118,7 @@ class MPICommunicator:
                  timeout_s: float | None = None, abort_on_error: bool = True, wire=None,
                  ipc: str = "auto") -> None:
         if ipc not in ("auto", "never"):
-            raise ValueError(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}")
+            raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}")
         self.ipc = ipc
         MPI = mpi()
         self._world = MPI.COMM_WORLD if comm is None else comm
@@ -217,10 +223,10 @@ class MPICommunicator:
         from their sizes; in-place when they alias as in NCCL).  Returns ``recvbuf``."""
         spec = schedule.spec
         if spec.ranks != self.size:
-            raise UnsupportedCollective(f"rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
+            raise InvalidArgument(f"rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
                                         f"the communicator {self.size}")
         if op not in REDUCE_OPS:
-            raise UnsupportedCollective(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+            raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
         me = self.rank
         bound, count = bind_rank_buffers(spec, me, sendbuf, recvbuf)
         if not count:
@@ -324,7 +330,7 @@ class MPICommunicator:
         """Block d of ``in`` on rank s lands in block s of ``out`` on rank d."""
         total = in_array.size
         if total % self.size:
-            raise ValueError(f"all_to_all: rank {self.rank}: in_array holds {total} elements, not a "
+            raise BufferLayoutError(f"all_to_all: rank {self.rank}: in_array holds {total} elements, not a "
                              f"multiple of {self.size} ranks")
         s = out_array if in_array is out_array else _contig(in_array)
         self._collective("alltoall", _head(s, total), _head(_out(out_array, "all_to_all"), total),
@@ -365,9 +371,9 @@ class MPICommunicator:
 
     def _check_p2p(self, what: str, peer: int, rank: int | None) -> None:
         if rank is not None and rank != self.rank:
-            raise ValueError(f"{what}: rank={rank} but this process is rank {self.rank}")
+            raise InvalidArgument(f"{what}: rank={rank} but this process is rank {self.rank}")
         if not 0 <= int(peer) < self.size or peer == self.rank:
-            raise ValueError(f"{what}: rank {self.rank}: peer {peer} is not another rank (0..{self.size - 1})")
+            raise InvalidArgument(f"{what}: rank {self.rank}: peer {peer} is not another rank (0..{self.size - 1})")
 
     def _root(self, what: str, root: int) -> int:
         return check_root(what, root, self.size)

@@ -13,7 +13,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.comm.validation import _is_cupy
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument
 
 
 def fused_all_reduce(comm, tensors, *, mode: str = "auto", bucket_mb: float = 64, split_points=None,
@@ -46,7 +46,7 @@ def compressed_all_reduce(comm, in_array, out_array, *, compression: str = "bf16
     (see module docstring).  Returns ``out_array``."""
     from kernels.comm import compression as cz
     if op not in ("sum", "avg"):
-        raise UnsupportedCollective(f"compressed all_reduce supports op 'sum' and 'avg', got {op!r}")
+        raise InvalidArgument(f"compressed all_reduce supports op 'sum' and 'avg', got {op!r}")
     fmt = cz.get_format(compression)
     group_size = cz.DEFAULT_GROUP if group_size is None else group_size
     n, count = comm.size, int(in_array.size)

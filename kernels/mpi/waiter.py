@@ -17,7 +17,7 @@ import time
 
 import numpy as np
 
-from topo_probe.errors import DeviceUnavailable, PeerFailed, UnsupportedCollective
+from topo_probe.errors import DeviceUnavailable, InvalidArgument, PeerFailed
 
 TAG_NOTICE, TAG_HELLO, TAG_PING, TAG_PONG = 1, 2, 3, 4
 #: seconds without progress before a wait gives up (``$TOPOCOLL_MPI_TIMEOUT`` overrides)
@@ -185,7 +185,7 @@ def exchange_json(ctrl, waiter: Waiter, obj, size: int, what: str, limit: int = 
     me = waiter.rank
     raw = json.dumps(obj, sort_keys=True).encode()
     if len(raw) >= limit:
-        raise UnsupportedCollective(f"rank {me}: {what}: {len(raw)} bytes of metadata exceed {limit}")
+        raise InvalidArgument(f"rank {me}: {what}: {len(raw)} bytes of metadata exceed {limit}")
     out = np.zeros(limit, np.uint8)
     out[:len(raw)] = np.frombuffer(raw, np.uint8)
     bufs = {p: np.zeros(limit, np.uint8) for p in range(size) if p != me}

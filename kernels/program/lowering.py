@@ -46,7 +46,7 @@ import numpy as np
 from kernels.program.ops import INPUT, OUTPUT, SCRATCH, Op, Program, Region, bindings, has_input, has_output
 from synth.ir.collectives import REDUCE_OPS, Position, element_range
 from synth.ir.schedule import Schedule
-from topo_probe.errors import ScheduleInvalid, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
 
 class _Lowerer:
@@ -277,9 +277,9 @@ def lower(schedule: Schedule, count: int, dtype, *, inplace: bool = False, op: s
         Bad ``count`` or ``op``.
     """
     if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
-        raise UnsupportedCollective(f"count must be an integer >= 0, got {count!r}")
+        raise InvalidArgument(f"count must be an integer >= 0, got {count!r}")
     if op not in REDUCE_OPS:
-        raise UnsupportedCollective(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+        raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     dt = np.dtype(dtype)
     lw = _Lowerer(schedule, int(count), dt, bool(inplace), op)
     for t in range(len(schedule.steps)):

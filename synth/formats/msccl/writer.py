@@ -39,7 +39,7 @@ from dataclasses import dataclass, field
 from synth.formats.msccl.layout import COLL_NAMES, Loc, chunk_offset, chunks_in
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.schedule import Schedule
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 
 @dataclass
@@ -103,7 +103,7 @@ def to_msccl_xml(schedule: Schedule, *, style: str = "msccl", proto: str = "Simp
                  min_bytes: int = 0, max_bytes: int | None = None, name: str | None = None) -> str:
     """Export a (verified) schedule as MSCCL XML; ``style`` picks the collective spelling."""
     if style not in COLL_NAMES:
-        raise UnsupportedCollective(f"style must be 'msccl' or 'azure', got {style!r}")
+        raise InvalidArgument(f"style must be 'msccl' or 'azure', got {style!r}")
     spec = schedule.spec
     if schedule.inplace:
         raise UnsupportedCollective("export the out-of-place schedule: MSCCL XML here is outofplace=1")

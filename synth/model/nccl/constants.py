@@ -34,6 +34,8 @@ import json
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 
+from topo_probe.errors import InvalidArgument
+
 ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOCOLS = ("LL", "LL128", "Simple")
 #: NCCL_ALGO / NCCL_PROTO spellings (case-insensitive) -> ours
@@ -150,7 +152,7 @@ def params_from_dict(doc: dict) -> ModelParams:
     out = {}
     for name, value in doc.items():
         if name not in known:
-            raise ValueError(f"unknown model parameter {name!r}")
+            raise InvalidArgument(f"unknown model parameter {name!r}")
         if isinstance(value, dict):
             value = {tuple(k.split("/")) if "/" in k else k: float(v) for k, v in value.items()}
         out[name] = value

@@ -58,7 +58,7 @@ from synth.solve.bwopt.trees import (
     bfs_edges,
     rounds_for,
 )
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 __all__ = ["SUPPORTED", "bandwidth_optimal", "bandwidth_term", "lockstep_bandwidth_term"]
 
@@ -168,14 +168,14 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         raise UnsupportedCollective(f"bandwidth_optimal: {name} is not supported "
                                     f"(supported: {', '.join(SUPPORTED)})")
     if max_chunks < 1:
-        raise UnsupportedCollective(f"bandwidth_optimal: max_chunks must be >= 1, got {max_chunks}")
+        raise InvalidArgument(f"bandwidth_optimal: max_chunks must be >= 1, got {max_chunks}")
     rooted = name in ("broadcast", "reduce")
     if rooted:
         root = 0 if root is None else root
         if not 0 <= root < n:
-            raise UnsupportedCollective(f"bandwidth_optimal: root must be a rank in 0..{n - 1}, got {root}")
+            raise InvalidArgument(f"bandwidth_optimal: root must be a rank in 0..{n - 1}, got {root}")
     elif root is not None:
-        raise UnsupportedCollective(f"bandwidth_optimal: {name} takes no root (got root={root})")
+        raise InvalidArgument(f"bandwidth_optimal: {name} takes no root (got root={root})")
     sources = [root] if rooted else list(range(n))
     if n == 1:                                  # nothing to move
         return Schedule(name, 1, 1, (), root if rooted else None, False, "lp-trees", fabric.topology_name,
