@@ -126,3 +126,20 @@ def test_import_of_another_collective_is_refused(capsys):
     log_path = Path(__file__).parent / "fixtures" / "real_logs" / "h100_8gpu_1node_all_gather_ring.txt"
     assert main(["--topology", "dgx-h100", "--collective", "allreduce", "--import", str(log_path)]) == 2
     assert "holds no allreduce test" in capsys.readouterr().err
+
+
+def test_import_with_the_nccl_baseline_reproduces_the_validation(capsys):
+    """simulate --baseline nccl --import LOG uses the log's GPUs per process (-g 8 here): the same
+    prediction as the validation script's, row for row."""
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    sys.path.insert(0, str(root / "benchmarks"))
+    import validate_cost_model as v
+    case = next(c for c in v.CASES if c.file == "a100_8gpu_1node_all_reduce.txt")
+    want = {x["size"]: x["pred_us"] for x in v.evaluate(case)["rows"]}
+    assert main(["--topology", "dgx-a100", "--baseline", "nccl", "--import",
+                 str(root / "tests" / "fixtures" / "real_logs" / case.file)]) == 0
+    got = {int(r[0]): float(r[5]) for r in rows(capsys.readouterr().out)}
+    assert set(got) == set(want)
+    assert all(got[k] == pytest.approx(want[k], rel=0.01, abs=0.06) for k in got)

@@ -215,7 +215,7 @@ class SimBackend:
     checks = False
 
     def __init__(self, source, *, bounds: bool = False, measured: dict[int, float] | None = None,
-                 nccl_column: bool = False, nccl_env=None) -> None:
+                 nccl_column: bool = False, nccl_env=None, nccl_machine: dict | None = None) -> None:
         self.source = source
         self.extra_columns = (("slices", ""), ("bound", "(us)"), ("bound", "busbw")) if bounds else ()
         if nccl_column:
@@ -227,6 +227,8 @@ class SimBackend:
         self._bounds: dict = {}
         self._nccl = None
         self._nccl_env = nccl_env
+        #: what a real log says of the run (``arch``, ``gpus_per_process``), applied to the machine
+        self._nccl_machine = nccl_machine or {}
 
     @property
     def nccl(self):
@@ -234,7 +236,8 @@ class SimBackend:
         if self._nccl is None:
             from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
             env = self._nccl_env if self._nccl_env is not None else NcclEnv.from_environ()
-            self._nccl = NcclModel(NcclMachine.from_topology(self.source.topology), env=env)
+            machine = NcclMachine.from_topology(self.source.topology).with_(**self._nccl_machine)
+            self._nccl = NcclModel(machine, env=env)
         return self._nccl
 
     def time_us(self, case: Case) -> float:

@@ -134,6 +134,16 @@ def _config(args, n: int):
                        root=root)
 
 
+def _log_machine(run) -> dict:
+    """What the log says of its run: the GPU architecture (device names) and GPUs per process."""
+    from synth.model.nccl import arch_of_gpu_name
+    out = {"gpus_per_process": run.n_gpus or 1}
+    arch = arch_of_gpu_name(run.devices[0].name) if run.devices else None
+    if arch:
+        out["arch"] = arch
+    return out
+
+
 def _log_sizes(run, cfg) -> tuple[int, ...]:
     """The log's sizes that the sweep reproduces exactly (whole elements per block)."""
     from kernels.sweep.table import entry
@@ -174,7 +184,8 @@ def run(args) -> list[str]:
     sel = make_selector(cfg.collective, topo, algo, plan=False)
     if args.schedule:
         _check_schedule_file(sel, args, topo, cfg.collective)
-    backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None, nccl_column=algo == "nccl")
+    backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None, nccl_column=algo == "nccl",
+                         nccl_machine=_log_machine(imported[0]) if imported else None)
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
     what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {backend.nccl.env.describe() or 'NCCL defaults'})"
