@@ -131,7 +131,7 @@ def to_msccl_xml(schedule: Schedule, *, style: str = "msccl", proto: str = "Simp
                     cpy = _Op("cpy", local, target, t.src, (k, 1, idx, 0), chan=chans[idx])
                     _record(dst_state, cpy, [local], [target])
                     ops[t.dst].append(cpy)
-                recv = _Op("rrc", src_loc, target, t.src, (k, 1, idx, 1), chan=chans[idx])
+                recv = _Op("rrc", target, target, t.src, (k, 1, idx, 1), chan=chans[idx])   # src: the local partial
                 _record(dst_state, recv, [target], [target])
             else:
                 recv = _Op("r", src_loc, target, t.src, (k, 1, idx, 1), chan=chans[idx])
