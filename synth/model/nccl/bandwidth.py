@@ -96,6 +96,8 @@ def _refine(m: NcclMachine, coll: str, algo: str, proto: str, bw: float, nch: in
         return min(ll_max, bw * (0.25 if m.nodes > 1 or coll in ("allreduce", "reduce") else 1 / 3))
     if algo == "ring" and proto == "LL128":
         return min(bw * (0.7 if m.gpus_per_node < 2 else 0.92), nch * PER_CH_RING_LL128[fam])
+    if algo == "two_shot":                     # all-pairs kernels: LL carries a flag per 8 bytes
+        return bw * {"LL": 0.5, "LL128": 0.92, "Simple": 1.0}[proto]
     if algo == "tree":
         bw = min(bw * 0.92, nch * PER_CH_TREE[fam])
         if proto == "LL":

@@ -38,10 +38,10 @@ from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
 from topo_probe.errors import UnsupportedCollective
 
-#: largest allreduce (bytes) RCCL runs with its bundled MSCCL all-pairs algorithms on MI300X
+#: largest allreduce (bytes) RCCL runs with its bundled MSCCL all-pairs algorithms on MI300X in LL
 #: (ROCm/rccl msccl-algorithms: allreduce_1step up to 8 KiB-class sizes, allreduce-allpairs LL
-#: minBytes 20481 maxBytes 327680); larger ones go to its rings and trees
-MSCCL_MAX_BYTES = {"one_shot": 20480, "two_shot": 327680}
+#: minBytes 20481 maxBytes 327680); its LL128 all-pairs files go up to 4 MiB-class sizes
+MSCCL_MAX_BYTES = {("one_shot", "LL"): 20480, ("two_shot", "LL"): 327680, ("two_shot", "LL128"): 4194303}
 #: collectives NCCL runs as point-to-point sends (nccl-tests names them too)
 P2P_COLLECTIVES = ("alltoall", "gather", "scatter", "sendrecv")
 
@@ -118,8 +118,10 @@ class NcclModel:
     def _protocols(self, coll: str, algo: str) -> list[str]:
         if algo in ("nvls", "nvls_tree", "collnet_direct", "collnet_chain", "pat"):
             protos = ["Simple"]
-        elif algo in ("one_shot", "two_shot"):
+        elif algo == "one_shot":
             protos = ["LL"]
+        elif algo == "two_shot":                  # RCCL ships all-pairs allreduce in LL and LL128 (and
+            protos = ["LL", "LL128"]              # Simple, which its tuner leaves to the rings)
         else:
             protos = list(PROTOCOLS)
             m = self.machine
@@ -178,7 +180,7 @@ class NcclModel:
             raise UnsupportedCollective("the NCCL model needs at least 2 ranks")
         best = None
         for algo, proto in self.candidates(coll):
-            if nbytes > MSCCL_MAX_BYTES.get(algo, nbytes):
+            if nbytes > MSCCL_MAX_BYTES.get((algo, proto), nbytes):
                 continue
             t = self._time(coll, algo, proto, nbytes, "nccl")
             if best is None or t < best[0]:
@@ -193,7 +195,7 @@ class NcclModel:
         coll = "sendrecv" if collective in ("sendrecv", "send_recv") else canonical(collective)
         best = None
         for algo, proto in self.candidates(coll):
-            if nbytes > MSCCL_MAX_BYTES.get(algo, nbytes):
+            if nbytes > MSCCL_MAX_BYTES.get((algo, proto), nbytes):
                 continue
             t = self._time(coll, algo, proto, nbytes, "real")
             if best is None or t < best[0]:
