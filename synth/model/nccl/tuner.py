@@ -173,36 +173,25 @@ class NcclModel:
         t_net = share * (n - g) * g / (1000.0 * net) if m.nodes > 1 and net > 0 else 0.0
         return lat + max(t_intra, t_net)
 
-    def choose(self, collective: str, nbytes: int) -> NcclChoice:
-        """What NCCL runs for ``collective`` of ``nbytes`` (nccl-tests size) and its time."""
+    def _pick(self, collective: str, nbytes: int, view: str) -> NcclChoice:
+        """The candidate with the least time in ``view``, timed in both views."""
         coll = "sendrecv" if collective in ("sendrecv", "send_recv") else canonical(collective)
         if self.machine.ranks < 2:
             raise UnsupportedCollective("the NCCL model needs at least 2 ranks")
-        best = None
-        for algo, proto in self.candidates(coll):
-            if nbytes > MSCCL_MAX_BYTES.get((algo, proto), nbytes):
-                continue
-            t = self._time(coll, algo, proto, nbytes, "nccl")
-            if best is None or t < best[0]:
-                best = (t, algo, proto)
-        t_nccl, algo, proto = best
+        allowed = [(a, p) for a, p in self.candidates(coll) if nbytes <= MSCCL_MAX_BYTES.get((a, p), nbytes)]
+        algo, proto = min(allowed, key=lambda ap: self._time(coll, ap[0], ap[1], nbytes, view))
         return NcclChoice(coll, int(nbytes), algo, proto, self.channels,
-                          self._time(coll, algo, proto, nbytes, "real"), t_nccl)
+                          self._time(coll, algo, proto, nbytes, "real"), self._time(coll, algo, proto, nbytes, "nccl"))
+
+    def choose(self, collective: str, nbytes: int) -> NcclChoice:
+        """What NCCL runs for ``collective`` of ``nbytes`` (nccl-tests size) and its time: the
+        least time in NCCL's own view."""
+        return self._pick(collective, nbytes, "nccl")
 
     def fastest(self, collective: str, nbytes: int) -> NcclChoice:
         """The (algorithm, protocol) the model predicts fastest, whatever NCCL's own pick
         (what a tuner plugin should ask NCCL for)."""
-        coll = "sendrecv" if collective in ("sendrecv", "send_recv") else canonical(collective)
-        best = None
-        for algo, proto in self.candidates(coll):
-            if nbytes > MSCCL_MAX_BYTES.get((algo, proto), nbytes):
-                continue
-            t = self._time(coll, algo, proto, nbytes, "real")
-            if best is None or t < best[0]:
-                best = (t, algo, proto)
-        t, algo, proto = best
-        return NcclChoice(coll, int(nbytes), algo, proto, self.channels, t,
-                          self._time(coll, algo, proto, nbytes, "nccl"))
+        return self._pick(collective, nbytes, "real")
 
     def time_us(self, collective: str, nbytes: int) -> float:
         """Predicted time (µs) of ``collective`` of ``nbytes`` as NCCL runs it."""
