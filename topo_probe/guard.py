@@ -218,13 +218,15 @@ def _check_values(doc: Any, source: str, error: type[Exception], max_depth: int,
         obj, path, lax = stack.pop()
         if len(path) >= max_depth:
             raise error(f"{source}: {_path_text(path)}: JSON nested deeper than {max_depth} levels")
+        inner = []
         for key, val in (obj.items() if isinstance(obj, dict) else enumerate(obj)):
             if isinstance(key, str) and not key.isascii():
                 _check_string(key, path, source, error)
             if isinstance(val, (dict, list)):
-                stack.append((val, path + (key,), lax or (not path and key in free_form)))
+                inner.append((val, path + (key,), lax or (not path and key in free_form)))
             elif not (isinstance(val, str) and val.isascii()) and val is not None:
                 _check_scalar(val, path + (key,), source, error, lax or (not path and key in free_form))
+        stack.extend(reversed(inner))     # first child on top: errors come in document order
 
 
 def _check_scalar(val: Any, path: tuple, source: str, error: type[Exception], lax: bool) -> None:
@@ -292,12 +294,19 @@ def ascii_int(text: str | None, max_digits: int = 18) -> int | None:
 # ----------------------------------------------------------------------------- topologies
 def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
     """Refuse a built topology that breaks physics or the size limits: no GPU, more than
-    :data:`MAX_GPUS` GPUs / :data:`MAX_NODES` nodes / :data:`MAX_EDGES` edges, an edge whose
+    :data:`MAX_GPUS` GPUs / :data:`MAX_NODES` nodes / :data:`MAX_EDGES` edges, GPU indices
+    (ranks) other than 0..n-1, an edge whose
     ``links``, ``bandwidth_gbps`` or ``latency_us`` is out of range.  Returns ``topo``."""
     g = topo.graph
-    gpus = sum(1 for _, d in g.nodes(data=True) if d.get("kind") == "gpu")
+    indices = [d.get("index") for _, d in g.nodes(data=True) if d.get("kind") == "gpu"]
+    gpus = len(indices)
+    if any(isinstance(i, bool) or not isinstance(i, int) for i in indices):
+        raise error(f"{source}: topology {topo.name!r}: a GPU index is not an integer: {show(indices)}")
+    indices.sort()
     if gpus < 1:
         raise error(f"{source}: topology {topo.name!r} has no GPU")
+    if indices != list(range(gpus)):
+        raise error(f"{source}: topology {topo.name!r}: GPU indices must be 0..{gpus - 1}, got {show(indices)}")
     if gpus > MAX_GPUS or g.number_of_nodes() > MAX_NODES or g.number_of_edges() > MAX_EDGES:
         raise error(f"{source}: topology {topo.name!r} has {gpus} GPUs, {g.number_of_nodes()} nodes and "
                     f"{g.number_of_edges()} edges; the limits are {MAX_GPUS}, {MAX_NODES} and {MAX_EDGES}")

@@ -34,7 +34,7 @@ from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
 from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_INPUT_BYTES, MAX_LINKS_PER_EDGE, MAX_MATRIX_COLUMNS,
-                              MIN_BANDWIDTH_GBPS, ascii_int, check_float, check_topology)
+                              MIN_BANDWIDTH_GBPS, ascii_int, check_float, check_topology, show)
 from topo_probe.parsers import PCIE_LANE_GBPS
 from topo_probe.parsers.link_matrix import add_nvlinks
 from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
@@ -96,14 +96,14 @@ def _read_matrix(text: str, source: str, cell: re.Pattern, what: str) -> _Matrix
         if tok in _ATTR_COLUMNS:
             attrs.append(tok)
         elif attrs:
-            raise _err(source, start + 1, col, f"header column {tok!r} comes after the affinity columns")
+            raise _err(source, start + 1, col, f"header column {show(tok)} comes after the affinity columns")
         elif tok in cols:
-            raise _err(source, start + 1, col, f"header names column {tok!r} twice")
+            raise _err(source, start + 1, col, f"header names column {show(tok)} twice")
         else:
             m = _GPU_LABEL.fullmatch(tok)
             ngpu = sum(1 for c in cols if _GPU_LABEL.fullmatch(c))
             if m and (ascii_int(m.group(1), 6) != ngpu or len(cols) != ngpu):
-                raise _err(source, start + 1, col, f"header column {tok!r} out of order (expected "
+                raise _err(source, start + 1, col, f"header column {show(tok)} out of order (expected "
                            f"{'GPU%d' % ngpu if len(cols) == ngpu else 'GPU columns before NIC columns'})")
             cols.append(tok)
     mat = _Matrix(cols, attrs, start + 1, len(lines) + 1)
@@ -133,7 +133,7 @@ def _read_row(mat: _Matrix, source: str, ln: int, line: str, toks, cell, rows_se
     if _tokens(line, _HEADER_TOKEN) == head or _is_header(toks, cell):
         raise _err(source, ln, label_col, f"duplicate header line (the header is line {mat.header_line})")
     if label not in mat.cols:
-        raise _err(source, ln, label_col, f"row label {label!r} is not a column of the header "
+        raise _err(source, ln, label_col, f"row label {show(label)} is not a column of the header "
                    f"({', '.join(mat.cols)})")
     if label in rows_seen:
         raise _err(source, ln, label_col, f"row {label} appears twice (first at line {rows_seen[label]})")
@@ -151,9 +151,9 @@ def _read_row(mat: _Matrix, source: str, ln: int, line: str, toks, cell, rows_se
         if not cell.fullmatch(tok):
             expect = "X, NV<n>, PIX, PXB, PHB, NODE or SYS" if cell is _TOPO_CELL else \
                 "X, " + ", ".join(P2P_CODES)
-            raise _err(source, ln, col, f"unknown cell {tok!r} in row {label}, column {name} (expected {expect})")
+            raise _err(source, ln, col, f"unknown cell {show(tok)} in row {label}, column {name} (expected {expect})")
         if (tok == "X") != (name == label):
-            raise _err(source, ln, col, f"cell {label}/{name} is {tok!r}: X must be exactly on the diagonal")
+            raise _err(source, ln, col, f"cell {label}/{name} is {show(tok)}: X must be exactly on the diagonal")
         if tok.startswith("NV") and (ascii_int(tok[2:], 6) or MAX_LINKS_PER_EDGE + 1) > MAX_LINKS_PER_EDGE:
             raise _err(source, ln, col, f"cell {label}/{name} is {tok[:12]}: more than the {MAX_LINKS_PER_EDGE} "
                        f"NVLinks a GPU pair can have")
