@@ -44,8 +44,8 @@ import zlib
 from typing import Any
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "MAX_GPUS",
-           "MAX_CHUNKS_PER_RANK", "MAX_CHUNK_CELLS", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS", "MAX_EDGES",
-           "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
+           "MAX_CHUNKS_PER_RANK", "MAX_CHUNK_CELLS", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
+           "MAX_EDGES", "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
            "MAX_TIME_US", "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json",
            "check_int", "check_float", "ascii_int", "check_topology"]
 
