@@ -91,7 +91,7 @@ def test_real_nvsmi_parser_if_present(fixtures_dir):
 def test_nvlink_speed_override_on_preset():
     t = load_topology("dgx1-v100", nvlink_gbps=20.0)
     assert [t.gpu_bandwidth_gbps(i) for i in range(8)] == [6 * 20.0] * 8
-    with pytest.raises(TopologyError, match="--nvlink-gbps must be > 0"):
+    with pytest.raises(TopologyError, match="--nvlink-gbps must be >= 0.001 GB/s, got 0"):
         load_topology("dgx1-v100", nvlink_gbps=0)
 
 

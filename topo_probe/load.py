@@ -14,14 +14,15 @@ over a preset of the same name.
 
 from __future__ import annotations
 
-import json
 import re
 from pathlib import Path
 
+from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS, check_float,
+                              check_topology, parse_json, read_text, show)
 from topo_probe.errors import TopologyError
 from topo_probe.topology.model import Topology
 
-_GPU_HEADER = re.compile(r"^\s*GPU0(\s|$)", re.MULTILINE)
+_GPU_HEADER = re.compile(r"^[ \t]*GPU0(\s|$)", re.MULTILINE)  # [ \t]*: \s* is quadratic on blank lines
 
 
 def parse_gpu_list(text: str) -> list[int]:
@@ -69,11 +70,7 @@ def _missing(what: str, module: str, source: str) -> TopologyError:
 def _parse_text(text: str, source: str, nvlink_gbps: float | None) -> Topology:
     stripped = text.lstrip("\ufeff \t\r\n")
     if stripped.startswith("{"):
-        try:
-            doc = json.loads(stripped)
-        except json.JSONDecodeError as exc:
-            raise TopologyError(f"{source}: invalid JSON: {exc.msg} at line {exc.lineno} "
-                                f"column {exc.colno}") from None
+        doc = parse_json(text, source, TopologyError)
         fmt = doc.get("format") if isinstance(doc, dict) else None
         if fmt == "topocoll.topology":
             from topo_probe.topology.serialize import topology_from_dict
@@ -84,7 +81,7 @@ def _parse_text(text: str, source: str, nvlink_gbps: float | None) -> Topology:
             except ImportError:
                 raise _missing("a link-matrix JSON", "topo_probe.parsers.link_matrix", source) from None
             return parse_link_matrix(doc, source=source)
-        raise TopologyError(f"{source}: JSON format {fmt!r} is not one of 'topocoll.topology', 'link-matrix'")
+        raise TopologyError(f"{source}: JSON format {show(fmt)} is not one of 'topocoll.topology', 'link-matrix'")
     if stripped.startswith("<"):
         try:
             from topo_probe.parsers.nccl_xml import parse_nccl_xml
@@ -135,14 +132,12 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
     from topo_probe.machines.presets import PRESETS, get_preset
     from topo_probe.machines.specs import is_generator_spec, parse_generator_spec
 
-    if nvlink_gbps is not None and not nvlink_gbps > 0:
-        raise TopologyError(f"--nvlink-gbps must be > 0, got {nvlink_gbps!r}")
+    if nvlink_gbps is not None:
+        check_float(nvlink_gbps, "--nvlink-gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
+                    hi=MAX_BANDWIDTH_GBPS / MAX_LINKS_PER_EDGE, unit="GB/s")
     path = Path(spec)
     if path.is_file():
-        try:
-            text = path.read_text(encoding="utf-8")
-        except (OSError, UnicodeDecodeError) as exc:
-            raise TopologyError(f"{spec}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
+        text = read_text(path, TopologyError)
         topo = _parse_text(text, spec, nvlink_gbps)
         is_nvsmi = not text.lstrip("\ufeff \t\r\n").startswith(("{", "<"))
     elif spec in PRESETS:
@@ -158,4 +153,4 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
         set_nvlink_speed(topo, nvlink_gbps)
     if gpus is not None:
         topo = topo.subset(gpus)
-    return topo
+    return check_topology(topo, spec, TopologyError)

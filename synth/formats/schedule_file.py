@@ -14,26 +14,23 @@ True
 from __future__ import annotations
 
 import gzip
-import json
 import os
 from pathlib import Path
 
-from synth.ir.schedule import Schedule, atomic_write_bytes
+from synth.ir.schedule import Schedule, atomic_write_bytes, check_transfer_count
 from topo_probe.errors import ScheduleFormatError
+from topo_probe.guard import decode_utf8, gunzip_capped, parse_json, read_capped
 
 _GZIP_MAGIC = b"\x1f\x8b"
 
 
 def _read_bytes(path: Path) -> bytes:
-    try:
-        data = path.read_bytes()
-    except OSError as e:
-        raise ScheduleFormatError(f"{path}: cannot read: {e.strerror or e}") from None
+    """The file's bytes, gunzipped when they start with the gzip magic; both the file and its
+    decompressed content are capped at :data:`topo_probe.guard.MAX_INPUT_BYTES` (a gzip bomb
+    stops there)."""
+    data = read_capped(path, ScheduleFormatError)
     if data[:2] == _GZIP_MAGIC:
-        try:
-            data = gzip.decompress(data)
-        except (OSError, EOFError, gzip.BadGzipFile) as e:
-            raise ScheduleFormatError(f"{path}: broken gzip data: {e}") from None
+        data = gunzip_capped(data, str(path), ScheduleFormatError)
     return data
 
 
@@ -41,23 +38,19 @@ def load_schedule(path: str | os.PathLike, *, fabric=None) -> Schedule:
     """The schedule in ``path`` (topocoll JSON, gzip JSON or MSCCL XML).
 
     ``fabric`` is passed to the MSCCL XML reader (rank count and names); JSON documents carry
-    their own.  Errors are :class:`~topo_probe.errors.ScheduleFormatError` naming the file.
+    their own.  Errors are :class:`~topo_probe.errors.ScheduleFormatError` naming the file, or
+    :class:`~topo_probe.errors.ScheduleInvalid` for a schedule with fewer transfers than its
+    collective needs (:func:`~synth.ir.schedule.check_transfer_count`).  The limits of
+    :mod:`topo_probe.guard` apply.
     """
     path = Path(path)
-    data = _read_bytes(path)
-    try:
-        text = data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        raise ScheduleFormatError(f"{path}: not UTF-8 text (byte {e.start})") from None
+    text = decode_utf8(_read_bytes(path), str(path), ScheduleFormatError)
     head = text.lstrip("\ufeff \t\r\n")[:1]
     if head == "<":
         from synth.formats.msccl.reader import from_msccl_xml
-        return from_msccl_xml(text, source=str(path), fabric=fabric)
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as e:
-        raise ScheduleFormatError(f"{path}: line {e.lineno} column {e.colno}: invalid JSON: {e.msg}") from None
-    return Schedule.from_dict(doc, str(path))
+        return check_transfer_count(from_msccl_xml(text, source=str(path), fabric=fabric), str(path))
+    doc = parse_json(text, str(path), ScheduleFormatError, free_form=("meta",))   # solvers write Infinity there
+    return check_transfer_count(Schedule.from_dict(doc, str(path)), str(path))
 
 
 def save_schedule(schedule: Schedule, path: str | os.PathLike) -> None:

@@ -132,6 +132,22 @@ class CollectiveSpec:
                 "reduce": c, "gather": n * c, "scatter": n * c, "alltoall": n * n * c}[self.name]
 
     @property
+    def min_transfers(self) -> int:
+        """Fewest transfers any correct schedule of this instance has: each chunk must reach
+        every ``post`` rank that lacks it, each ``pre`` contribution outside ``post`` must leave
+        its rank, and in an allreduce every rank must receive each chunk.
+
+        >>> CollectiveSpec("allgather", 4, 2).min_transfers, CollectiveSpec("allreduce", 4, 1).min_transfers
+        (24, 16)
+        """
+        n, c = self.ranks, self.chunks_per_rank
+        if n == 1:
+            return 0
+        per_rank_chunk = {"allgather": n * (n - 1), "reducescatter": n * (n - 1), "allreduce": n * n,
+                          "alltoall": n * (n - 1)}
+        return c * per_rank_chunk.get(self.name, n - 1)
+
+    @property
     def pieces_per_block(self) -> int:
         return self.ranks * self.chunks_per_rank if self.name == "allreduce" else self.chunks_per_rank
 

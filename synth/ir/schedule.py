@@ -34,7 +34,9 @@ from pathlib import Path
 from typing import Any
 
 from synth.ir.collectives import CollectiveSpec, canonical
-from topo_probe.errors import ScheduleFormatError, TopocollError
+from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError
+from topo_probe.guard import (MAX_CHUNK_CELLS, MAX_CHUNKS_PER_RANK, MAX_GPUS, MAX_ROUNDS, parse_json, read_text,
+                              show)
 
 FORMAT = "topocoll.schedule"
 VERSION = 1
@@ -126,14 +128,11 @@ class Schedule:
 
 
 def read_json(path: Path, what: str = "") -> Any:
-    """Parse a JSON file; unreadable files and bad JSON raise ScheduleFormatError naming
-    the file (and line/column)."""
-    try:
-        return json.loads(path.read_text())
-    except OSError as e:
-        raise ScheduleFormatError(f"{path}: cannot read{' ' + what if what else ''}: {e.strerror}") from None
-    except json.JSONDecodeError as e:
-        raise ScheduleFormatError(f"{path}: line {e.lineno} column {e.colno}: invalid JSON: {e.msg}") from None
+    """Parse a JSON file within the limits of :mod:`topo_probe.guard` (size, UTF-8, depth,
+    finite numbers); every failure is a ScheduleFormatError naming the file (and line/column or
+    field; a top-level ``meta`` may hold ``Infinity``, as solvers write it).  ``what`` is unused
+    (kept for callers naming the document)."""
+    return parse_json(read_text(path, ScheduleFormatError), str(path), ScheduleFormatError, free_form=("meta",))
 
 
 def atomic_write_text(path: Path, text: str) -> None:
@@ -158,6 +157,21 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
         raise
 
 
+def check_transfer_count(schedule: Schedule, source: str) -> Schedule:
+    """Refuse, before any replay, a schedule listing fewer transfers than its collective needs
+    (:attr:`CollectiveSpec.min_transfers`): it cannot be correct, and this keeps a tiny file
+    naming many ranks from costing the verifier ranks x chunks.  Returns ``schedule``.
+
+    Raises ScheduleInvalid (rule ``postcondition``, as the verifier would) naming ``source``.
+    """
+    spec, listed = schedule.spec, sum(len(s.transfers) for s in schedule.steps)
+    if listed < spec.min_transfers:
+        raise ScheduleInvalid(f"{source}: {spec.name} on {spec.ranks} ranks with {spec.chunks_per_rank} chunks per "
+                              f"rank needs at least {spec.min_transfers} transfers, the schedule lists {listed} "
+                              f"(rule: postcondition)", rule="postcondition")
+    return schedule
+
+
 def _field(doc: dict, key: str, kind, where: str, optional: bool = False, default=None):
     if key not in doc:
         if optional:
@@ -165,78 +179,129 @@ def _field(doc: dict, key: str, kind, where: str, optional: bool = False, defaul
         raise ScheduleFormatError(f"{where}: missing field {key!r}")
     val = doc[key]
     if kind is int and (isinstance(val, bool) or not isinstance(val, int)):
-        raise ScheduleFormatError(f"{where}.{key} must be an integer, got {val!r}")
+        raise ScheduleFormatError(f"{where}.{key} must be an integer, got {show(val)}")
     if kind is not int and not isinstance(val, kind):
-        raise ScheduleFormatError(f"{where}.{key} must be {getattr(kind, '__name__', kind)}, got {val!r}")
+        raise ScheduleFormatError(f"{where}.{key} must be {getattr(kind, '__name__', kind)}, got {show(val)}")
     return val
 
 
-def _parse(doc: Any, source: str) -> Schedule:
+def _bounded(doc: dict, key: str, where: str, hi: int, what: str) -> int:
+    val = _field(doc, key, int, where)
+    if not 1 <= val <= hi:
+        raise ScheduleFormatError(f"{where}.{key} must be in 1..{hi} ({what}), got {show(val)}")
+    return val
+
+
+def _spec(doc: Any, source: str) -> CollectiveSpec:
+    """The collective instance of ``doc``, its size checked before anything is enumerated."""
     if not isinstance(doc, dict):
         raise ScheduleFormatError(f"{source}: a schedule must be a JSON object")
     fmt = doc.get("format")
     if fmt != FORMAT:
-        raise ScheduleFormatError(f"{source}: format must be {FORMAT!r}, got {fmt!r}")
+        raise ScheduleFormatError(f"{source}: format must be {FORMAT!r}, got {show(fmt)}")
     ver = doc.get("version")
-    if ver != VERSION:
-        raise ScheduleFormatError(f"{source}: version {ver!r} is not supported (this reader knows {VERSION})")
+    if ver != VERSION or isinstance(ver, bool):
+        raise ScheduleFormatError(f"{source}: version {show(ver)} is not supported (this reader knows {VERSION})")
     coll = _field(doc, "collective", str, source)
-    ranks = _field(doc, "ranks", int, source)
-    cpr = _field(doc, "chunks_per_rank", int, source)
+    ranks = _bounded(doc, "ranks", source, MAX_GPUS, "the most ranks a schedule may have")
+    cpr = _bounded(doc, "chunks_per_rank", source, MAX_CHUNKS_PER_RANK, "the most a schedule may have")
     root = doc.get("root")
     if root is not None and (isinstance(root, bool) or not isinstance(root, int)):
-        raise ScheduleFormatError(f"{source}.root must be an integer or null, got {root!r}")
+        raise ScheduleFormatError(f"{source}.root must be an integer or null, got {show(root)}")
     try:
         spec = CollectiveSpec(canonical(coll), ranks, cpr, root)
     except TopocollError as e:
         raise ScheduleFormatError(f"{source}: {e}") from None
-    if "chunks" in doc:
-        expect = {c.id: c for c in spec.chunks()}
-        chunks = _field(doc, "chunks", list, source)
-        if len(chunks) != len(expect):
-            raise ScheduleFormatError(f"{source}.chunks: {spec.name} with {ranks} ranks and {cpr} chunks per "
-                                      f"rank has {len(expect)} chunks, the document lists {len(chunks)}")
-        for k, c in enumerate(chunks):
-            where = f"{source}.chunks[{k}]"
-            cid = _field(c, "id", int, where)
-            if cid not in expect:
-                raise ScheduleFormatError(f"{where}.id {cid} is out of range 0..{len(expect) - 1}")
-            e = expect[cid]
-            if sorted(c.get("pre", [])) != sorted(e.pre) or sorted(c.get("post", [])) != sorted(e.post):
-                raise ScheduleFormatError(f"{where}: pre/post {c.get('pre')}/{c.get('post')} do not match "
-                                          f"{spec.name} (expected {list(e.pre)}/{list(e.post)})")
+    if spec.num_chunks * ranks > MAX_CHUNK_CELLS:
+        raise ScheduleFormatError(f"{source}: {spec.name} with {ranks} ranks and {cpr} chunks per rank has "
+                                  f"{spec.num_chunks} chunks x {ranks} ranks, more than the {MAX_CHUNK_CELLS} "
+                                  f"a schedule may have")
+    return spec
+
+
+def _is_rank_list(x: Any) -> bool:
+    return isinstance(x, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in x)
+
+
+def _check_chunks(chunks: list, spec: CollectiveSpec, source: str) -> None:
+    """The redundant ``chunks`` list against the collective (length first: nothing is enumerated
+    beyond what the document lists)."""
+    if len(chunks) != spec.num_chunks:
+        raise ScheduleFormatError(f"{source}.chunks: {spec.name} with {spec.ranks} ranks and {spec.chunks_per_rank} "
+                                  f"chunks per rank has {spec.num_chunks} chunks, the document lists {len(chunks)}")
+    expect = spec.chunks()
+    seen: dict[int, int] = {}
+    for k, c in enumerate(chunks):
+        where = f"{source}.chunks[{k}]"
+        if not isinstance(c, dict):
+            raise ScheduleFormatError(f"{where} must be an object")
+        cid = _field(c, "id", int, where)
+        if not 0 <= cid < len(expect):
+            raise ScheduleFormatError(f"{where}.id {show(cid)} is out of range 0..{len(expect) - 1}")
+        if cid in seen:
+            raise ScheduleFormatError(f"{where}.id {cid} is listed twice (also chunks[{seen[cid]}])")
+        seen[cid] = k
+        e, pre, post = expect[cid], c.get("pre", []), c.get("post", [])
+        if not _is_rank_list(pre) or not _is_rank_list(post):
+            raise ScheduleFormatError(f"{where}: pre and post must be lists of ranks, got {show(pre)}/{show(post)}")
+        if sorted(pre) != sorted(e.pre) or sorted(post) != sorted(e.post):
+            raise ScheduleFormatError(f"{where}: pre/post {show(pre)}/{show(post)} do not match "
+                                      f"{spec.name} (expected {show(list(e.pre))}/{show(list(e.post))})")
+
+
+def _transfer(t: Any, spec: CollectiveSpec, tw: str) -> Transfer:
+    if not isinstance(t, dict):
+        raise ScheduleFormatError(f"{tw} must be an object")
+    chunk = _field(t, "chunk", int, tw)
+    src = _field(t, "src", int, tw)
+    dst = _field(t, "dst", int, tw)
+    op = _field(t, "op", str, tw, optional=True, default="copy")
+    if not 0 <= chunk < spec.num_chunks:
+        raise ScheduleFormatError(f"{tw}.chunk {show(chunk)} is out of range 0..{spec.num_chunks - 1}")
+    for key, r in (("src", src), ("dst", dst)):
+        if not 0 <= r < spec.ranks:
+            raise ScheduleFormatError(f"{tw}.{key} {show(r)} is not a rank (0..{spec.ranks - 1})")
+    if src == dst:
+        raise ScheduleFormatError(f"{tw}: src and dst are both rank {src}")
+    if op not in OPS:
+        raise ScheduleFormatError(f"{tw}.op must be 'copy' or 'reduce', got {show(op)}")
+    return Transfer(chunk, src, dst, op)
+
+
+def _steps(doc: dict, spec: CollectiveSpec, source: str) -> tuple[Step, ...]:
     steps = []
     for si, s in enumerate(_field(doc, "steps", list, source)):
         where = f"{source}.steps[{si}]"
         if not isinstance(s, dict):
             raise ScheduleFormatError(f"{where} must be an object")
         rounds = _field(s, "rounds", int, where)
-        if rounds < 1:
-            raise ScheduleFormatError(f"{where}.rounds must be >= 1, got {rounds}")
-        transfers = []
-        for ti, t in enumerate(_field(s, "transfers", list, where)):
-            tw = f"{where}.transfers[{ti}]"
-            if not isinstance(t, dict):
-                raise ScheduleFormatError(f"{tw} must be an object")
-            chunk = _field(t, "chunk", int, tw)
-            src = _field(t, "src", int, tw)
-            dst = _field(t, "dst", int, tw)
-            op = _field(t, "op", str, tw, optional=True, default="copy")
-            if not 0 <= chunk < spec.num_chunks:
-                raise ScheduleFormatError(f"{tw}.chunk {chunk} is out of range 0..{spec.num_chunks - 1}")
-            for key, r in (("src", src), ("dst", dst)):
-                if not 0 <= r < ranks:
-                    raise ScheduleFormatError(f"{tw}.{key} {r} is not a rank (0..{ranks - 1})")
-            if src == dst:
-                raise ScheduleFormatError(f"{tw}: src and dst are both rank {src}")
-            if op not in OPS:
-                raise ScheduleFormatError(f"{tw}.op must be 'copy' or 'reduce', got {op!r}")
-            transfers.append(Transfer(chunk, src, dst, op))
-        steps.append(Step(rounds, tuple(transfers)))
+        if not 1 <= rounds <= MAX_ROUNDS:
+            raise ScheduleFormatError(f"{where}.rounds must be >= 1 and at most {MAX_ROUNDS}, got {show(rounds)}")
+        transfers = _field(s, "transfers", list, where)
+        steps.append(Step(rounds, tuple(_transfer(t, spec, f"{where}.transfers[{ti}]")
+                                        for ti, t in enumerate(transfers))))
+    return tuple(steps)
+
+
+def _text(doc: dict, key: str, where: str) -> str:
+    val = doc.get(key, "")
+    if not isinstance(val, str):
+        raise ScheduleFormatError(f"{where}.{key} must be a string, got {show(val)}")
+    return val
+
+
+def _parse(doc: Any, source: str) -> Schedule:
+    spec = _spec(doc, source)
+    if "chunks" in doc:
+        _check_chunks(_field(doc, "chunks", list, source), spec, source)
+    steps = _steps(doc, spec, source)
     topo = doc.get("topology") or {}
     if not isinstance(topo, dict):
         raise ScheduleFormatError(f"{source}.topology must be an object")
+    inplace = doc.get("inplace", False)
+    if not isinstance(inplace, bool):
+        raise ScheduleFormatError(f"{source}.inplace must be true or false, got {show(inplace)}")
     meta = doc.get("meta") or {}
-    return Schedule(spec.name, ranks, cpr, tuple(steps), root, bool(doc.get("inplace", False)),
-                    str(doc.get("name", "")), str(topo.get("name", "")), str(topo.get("fingerprint", "")),
-                    meta if isinstance(meta, dict) else {})
+    return Schedule(spec.name, spec.ranks, spec.chunks_per_rank, steps, spec.root, inplace,
+                    _text(doc, "name", source), _text(topo, "name", f"{source}.topology"),
+                    _text(topo, "fingerprint", f"{source}.topology"), meta if isinstance(meta, dict) else {})

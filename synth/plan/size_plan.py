@@ -21,10 +21,12 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule, atomic_write_text, read_json
-from topo_probe.errors import ScheduleFormatError
+from topo_probe.errors import ScheduleFormatError, TopocollError
+from topo_probe.guard import MAX_BYTES, MAX_GPUS, MAX_TIME_US, check_float, check_int, show
 
 PLAN_FORMAT = "topocoll.plan"
 PLAN_VERSION = 1
@@ -80,26 +82,58 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
+        """Read and check a plan file (the limits of :mod:`topo_probe.guard` apply); every
+        failure is a ScheduleFormatError naming the file and the field."""
         path = Path(path)
         doc = read_json(path, "plan")
         if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
             raise ScheduleFormatError(f"{path}: format must be {PLAN_FORMAT!r}")
-        if doc.get("version") != PLAN_VERSION:
-            raise ScheduleFormatError(f"{path}: plan version {doc.get('version')!r} is not supported")
+        if doc.get("version") != PLAN_VERSION or isinstance(doc.get("version"), bool):
+            raise ScheduleFormatError(f"{path}: plan version {show(doc.get('version'))} is not supported")
         topo = doc.get("topology") or {}
-        entries = []
-        for k, e in enumerate(doc.get("entries", [])):
-            where = f"{path}: entries[{k}]"
-            try:
-                entry = PlanEntry(canonical(e["collective"]), int(e["min_bytes"]),
-                                  None if e.get("max_bytes") is None else int(e["max_bytes"]),
-                                  str(e["schedule"]), e.get("root"), e.get("predicted_us"))
-            except KeyError as miss:
-                raise ScheduleFormatError(f"{where}: missing field {miss.args[0]!r}") from None
-            except (TypeError, ValueError) as bad:
-                raise ScheduleFormatError(f"{where}: {bad}") from None
-            if entry.max_bytes is not None and entry.max_bytes <= entry.min_bytes:
-                raise ScheduleFormatError(f"{where}: max_bytes {entry.max_bytes} must be > min_bytes "
-                                          f"{entry.min_bytes}")
-            entries.append(entry)
-        return cls(str(topo.get("name", "")), str(topo.get("fingerprint", "")), entries, path.parent)
+        if not isinstance(topo, dict):
+            raise ScheduleFormatError(f"{path}: topology must be an object, got {show(topo)}")
+        items = doc.get("entries", [])
+        if not isinstance(items, list):
+            raise ScheduleFormatError(f"{path}: entries must be a list, got {show(items)}")
+        entries = [_entry(e, f"{path}: entries[{k}]") for k, e in enumerate(items)]
+        names = []
+        for key in ("name", "fingerprint"):
+            names.append(topo.get(key, ""))
+            if not isinstance(names[-1], str):
+                raise ScheduleFormatError(f"{path}: topology.{key} must be a string, got {show(names[-1])}")
+        return cls(names[0], names[1], entries, path.parent)
+
+
+def _entry(e: Any, where: str) -> PlanEntry:
+    """One plan entry, every field checked (sizes in 0..MAX_BYTES, a root only for rooted
+    collectives, a schedule path without NUL, a finite predicted time)."""
+    if not isinstance(e, dict):
+        raise ScheduleFormatError(f"{where} must be an object, got {show(e)}")
+    for key in ("collective", "min_bytes", "schedule"):
+        if key not in e:
+            raise ScheduleFormatError(f"{where}: missing field {key!r}")
+    if not isinstance(e["collective"], str):
+        raise ScheduleFormatError(f"{where}.collective must be a string, got {show(e['collective'])}")
+    try:
+        name = canonical(e["collective"])
+    except TopocollError as bad:
+        raise ScheduleFormatError(f"{where}: {bad}") from None
+    lo = check_int(e["min_bytes"], f"{where}.min_bytes", ScheduleFormatError, lo=0, hi=MAX_BYTES, what="bytes")
+    hi = e.get("max_bytes")
+    if hi is not None:
+        hi = check_int(hi, f"{where}.max_bytes", ScheduleFormatError, lo=0, hi=MAX_BYTES, what="bytes")
+        if hi <= lo:
+            raise ScheduleFormatError(f"{where}: max_bytes {hi} must be > min_bytes {lo}")
+    sched = e["schedule"]
+    if not isinstance(sched, str) or not sched or "\0" in sched:
+        raise ScheduleFormatError(f"{where}.schedule must be a file path, got {show(sched)}")
+    root = e.get("root")
+    if name in ROOTED:
+        root = check_int(root, f"{where}.root", ScheduleFormatError, lo=0, hi=MAX_GPUS - 1, what="(a rank)")
+    elif root is not None:
+        raise ScheduleFormatError(f"{where}.root: {name} takes no root, got {show(root)}")
+    pred = e.get("predicted_us")
+    if pred is not None:
+        pred = check_float(pred, f"{where}.predicted_us", ScheduleFormatError, lo=0.0, hi=MAX_TIME_US, unit="µs")
+    return PlanEntry(name, lo, hi, sched, root, pred)

@@ -21,6 +21,8 @@ from __future__ import annotations
 from typing import Sequence
 
 from topo_probe.errors import TopologyError
+from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_LATENCY_US, MAX_LINKS_PER_EDGE,
+                              MIN_BANDWIDTH_GBPS, check_float, check_topology, show)
 from topo_probe.machines.generators import NVLINK_LATENCY_US
 from topo_probe.parsers import MAX_NVLINKS_PER_GPU
 from topo_probe.parsers.pcie_classes import rank_ranges
@@ -35,16 +37,33 @@ NVSWITCH_PLANS = {18: (5, 5, 4, 4), 12: (2,) * 6, 6: (1,) * 6}
 
 
 # ----------------------------------------------------------------------------- link-matrix JSON
-def _num(doc: dict, key: str, source: str, default: float | None = None, positive: bool = True) -> float:
-    if key not in doc:
-        if default is None:
-            raise TopologyError(f"{source}: field {key!r} is missing (a number, GB/s or µs)")
-        return default
-    v = doc[key]
-    if isinstance(v, bool) or not isinstance(v, (int, float)) or v < 0 or (positive and v == 0):
-        raise TopologyError(f"{source}: field {key!r} must be a {'positive' if positive else 'non-negative'} "
-                            f"number, got {v!r}")
-    return float(v)
+def _links(doc: dict, source: str) -> list[list[int]]:
+    """``doc["links"]`` checked: square, ints in 0..MAX_LINKS_PER_EDGE, zero diagonal, bounded size."""
+    links = doc.get("links")
+    if not isinstance(links, list) or not links:
+        raise TopologyError(f"{source}: field 'links' must be a non-empty list of rows")
+    n = len(links)
+    if n > MAX_GPUS:
+        raise TopologyError(f"{source}: field 'links' has {n} rows, more than the {MAX_GPUS} GPUs a topology may have")
+    edges = 0
+    for i, row in enumerate(links):
+        if not isinstance(row, list) or len(row) != n:
+            got = len(row) if isinstance(row, list) else type(row).__name__
+            raise TopologyError(f"{source}: links[{i}]: must be a list of {n} integers (the matrix is "
+                                f"{n} x {n}), got {got}")
+        for j, v in enumerate(row):
+            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+                raise TopologyError(f"{source}: links[{i}][{j}]: must be a non-negative integer, got {show(v)}")
+            if v > MAX_LINKS_PER_EDGE:
+                raise TopologyError(f"{source}: links[{i}][{j}]: {show(v)} links, more than the "
+                                    f"{MAX_LINKS_PER_EDGE} one GPU pair can have")
+            if i == j and v:
+                raise TopologyError(f"{source}: links[{i}][{i}]: a GPU has no links to itself, got {v}")
+            edges += v > 0
+    if edges > MAX_EDGES:
+        raise TopologyError(f"{source}: field 'links' joins {edges} GPU pairs, more than the {MAX_EDGES} edges "
+                            f"a topology may have")
+    return links
 
 
 def parse_link_matrix(doc: dict, *, source: str = "<json>") -> Topology:
@@ -53,11 +72,12 @@ def parse_link_matrix(doc: dict, *, source: str = "<json>") -> Topology:
     Parameters
     ----------
     doc : dict
-        The decoded JSON.  Required: ``links`` (square list of lists of non-negative ints,
-        zero diagonal), ``link_bandwidth_gbps`` (GB/s per link per direction).  Optional:
-        ``format`` (must be ``"link-matrix"`` if present), ``name``, ``description``,
-        ``link_latency_us`` (default 0.7 µs per edge), ``link_kind`` (``"nvlink"`` or
-        ``"infinity_fabric"``).
+        The decoded JSON.  Required: ``links`` (square list of lists of ints in
+        0..:data:`~topo_probe.guard.MAX_LINKS_PER_EDGE`, zero diagonal), ``link_bandwidth_gbps``
+        (GB/s per link per direction).  Optional: ``format`` (must be ``"link-matrix"`` if
+        present), ``name``, ``description``, ``link_latency_us`` (default 0.7 µs per edge),
+        ``link_kind`` (``"nvlink"`` or ``"infinity_fabric"``).  Numbers must be finite and
+        within the limits of :mod:`topo_probe.guard`.
     source : str
         Name used in error messages.
 
@@ -69,34 +89,31 @@ def parse_link_matrix(doc: dict, *, source: str = "<json>") -> Topology:
     if not isinstance(doc, dict):
         raise TopologyError(f"{source}: a link-matrix document must be a JSON object, got {type(doc).__name__}")
     if doc.get("format", "link-matrix") != "link-matrix":
-        raise TopologyError(f"{source}: field 'format' must be 'link-matrix', got {doc.get('format')!r}")
-    links = doc.get("links")
-    if not isinstance(links, list) or not links:
-        raise TopologyError(f"{source}: field 'links' must be a non-empty list of rows")
+        raise TopologyError(f"{source}: field 'format' must be 'link-matrix', got {show(doc.get('format'))}")
+    links = _links(doc, source)
     n = len(links)
-    for i, row in enumerate(links):
-        if not isinstance(row, list) or len(row) != n:
-            got = len(row) if isinstance(row, list) else type(row).__name__
-            raise TopologyError(f"{source}: links[{i}]: must be a list of {n} integers (the matrix is "
-                                f"{n} x {n}), got {got}")
-        for j, v in enumerate(row):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
-                raise TopologyError(f"{source}: links[{i}][{j}]: must be a non-negative integer, got {v!r}")
-            if i == j and v:
-                raise TopologyError(f"{source}: links[{i}][{i}]: a GPU has no links to itself, got {v}")
-    gbps = _num(doc, "link_bandwidth_gbps", source)
-    lat = _num(doc, "link_latency_us", source, default=NVLINK_LATENCY_US, positive=False)
+    most = max(max(row) for row in links) or 1
+    if "link_bandwidth_gbps" not in doc:
+        raise TopologyError(f"{source}: field 'link_bandwidth_gbps' is missing (a number, GB/s)")
+    gbps = check_float(doc["link_bandwidth_gbps"], f"{source}: field 'link_bandwidth_gbps'", TopologyError,
+                       lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS / most, unit="GB/s")
+    lat = check_float(doc.get("link_latency_us", NVLINK_LATENCY_US), f"{source}: field 'link_latency_us'",
+                      TopologyError, lo=0.0, hi=MAX_LATENCY_US, unit="µs")
     kind = doc.get("link_kind", "nvlink")
     if kind not in GPU_LINK_KINDS:
-        raise TopologyError(f"{source}: field 'link_kind' must be one of {', '.join(GPU_LINK_KINDS)}, got {kind!r}")
+        raise TopologyError(f"{source}: field 'link_kind' must be one of {', '.join(GPU_LINK_KINDS)}, "
+                            f"got {show(kind)}")
     name = doc.get("name", "link-matrix")
     if not isinstance(name, str) or not name:
-        raise TopologyError(f"{source}: field 'name' must be a non-empty string, got {name!r}")
-    t = Topology(name, description=str(doc.get("description", f"link matrix from {source}")))
+        raise TopologyError(f"{source}: field 'name' must be a non-empty string, got {show(name)}")
+    desc = doc.get("description", f"link matrix from {source}")
+    if not isinstance(desc, str):
+        raise TopologyError(f"{source}: field 'description' must be a string, got {show(desc)}")
+    t = Topology(name, description=desc)
     for i in range(n):
         t.add_gpu(i, host=0)
     add_nvlinks(t, links, link_gbps=gbps, latency_us=lat, infer_nvswitch=False, kind=kind)
-    return t
+    return check_topology(t, source, TopologyError)
 
 
 # ----------------------------------------------------------------------------- NVLink

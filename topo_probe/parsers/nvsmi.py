@@ -33,6 +33,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
+from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_INPUT_BYTES, MAX_LINKS_PER_EDGE, MAX_MATRIX_COLUMNS,
+                              MIN_BANDWIDTH_GBPS, ascii_int, check_float, check_topology, show)
 from topo_probe.parsers import PCIE_LANE_GBPS
 from topo_probe.parsers.link_matrix import add_nvlinks
 from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
@@ -79,24 +81,29 @@ def _is_header(toks: list[tuple[int, str]], cell: re.Pattern) -> bool:
 
 
 def _read_matrix(text: str, source: str, cell: re.Pattern, what: str) -> _Matrix:
+    if len(text) > MAX_INPUT_BYTES:
+        raise TopologyError(f"{source}: more than the {MAX_INPUT_BYTES} characters a loader reads")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     start = next((k for k, ln in enumerate(lines) if _is_header(_tokens(ln), cell)), None)
     if start is None:
         raise TopologyError(f"{source}:line 1 column 1: no `{what}` header (a line starting with GPU0) found")
     head = _tokens(lines[start], _HEADER_TOKEN)
+    if len(head) > MAX_MATRIX_COLUMNS + len(_ATTR_COLUMNS):
+        raise _err(source, start + 1, 1, f"the header has {len(head)} columns, more than the "
+                   f"{MAX_MATRIX_COLUMNS} GPUs + NICs of one host this parser takes")
     cols, attrs = [], []
     for col, tok in head:
         if tok in _ATTR_COLUMNS:
             attrs.append(tok)
         elif attrs:
-            raise _err(source, start + 1, col, f"header column {tok!r} comes after the affinity columns")
+            raise _err(source, start + 1, col, f"header column {show(tok)} comes after the affinity columns")
         elif tok in cols:
-            raise _err(source, start + 1, col, f"header names column {tok!r} twice")
+            raise _err(source, start + 1, col, f"header names column {show(tok)} twice")
         else:
             m = _GPU_LABEL.fullmatch(tok)
             ngpu = sum(1 for c in cols if _GPU_LABEL.fullmatch(c))
-            if m and (int(m.group(1)) != ngpu or len(cols) != ngpu):
-                raise _err(source, start + 1, col, f"header column {tok!r} out of order (expected "
+            if m and (ascii_int(m.group(1), 6) != ngpu or len(cols) != ngpu):
+                raise _err(source, start + 1, col, f"header column {show(tok)} out of order (expected "
                            f"{'GPU%d' % ngpu if len(cols) == ngpu else 'GPU columns before NIC columns'})")
             cols.append(tok)
     mat = _Matrix(cols, attrs, start + 1, len(lines) + 1)
@@ -126,7 +133,7 @@ def _read_row(mat: _Matrix, source: str, ln: int, line: str, toks, cell, rows_se
     if _tokens(line, _HEADER_TOKEN) == head or _is_header(toks, cell):
         raise _err(source, ln, label_col, f"duplicate header line (the header is line {mat.header_line})")
     if label not in mat.cols:
-        raise _err(source, ln, label_col, f"row label {label!r} is not a column of the header "
+        raise _err(source, ln, label_col, f"row label {show(label)} is not a column of the header "
                    f"({', '.join(mat.cols)})")
     if label in rows_seen:
         raise _err(source, ln, label_col, f"row {label} appears twice (first at line {rows_seen[label]})")
@@ -144,9 +151,12 @@ def _read_row(mat: _Matrix, source: str, ln: int, line: str, toks, cell, rows_se
         if not cell.fullmatch(tok):
             expect = "X, NV<n>, PIX, PXB, PHB, NODE or SYS" if cell is _TOPO_CELL else \
                 "X, " + ", ".join(P2P_CODES)
-            raise _err(source, ln, col, f"unknown cell {tok!r} in row {label}, column {name} (expected {expect})")
+            raise _err(source, ln, col, f"unknown cell {show(tok)} in row {label}, column {name} (expected {expect})")
         if (tok == "X") != (name == label):
-            raise _err(source, ln, col, f"cell {label}/{name} is {tok!r}: X must be exactly on the diagonal")
+            raise _err(source, ln, col, f"cell {label}/{name} is {show(tok)}: X must be exactly on the diagonal")
+        if tok.startswith("NV") and (ascii_int(tok[2:], 6) or MAX_LINKS_PER_EDGE + 1) > MAX_LINKS_PER_EDGE:
+            raise _err(source, ln, col, f"cell {label}/{name} is {tok[:12]}: more than the {MAX_LINKS_PER_EDGE} "
+                       f"NVLinks a GPU pair can have")
         mat.cells[(label, name)] = (tok, ln, col)
     mat.values[label] = {a: v for a, (_, v) in zip(mat.attrs, values[n:])}
 
@@ -208,6 +218,10 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
         missing row, an unknown cell, an X off the diagonal, an asymmetric matrix, or cells
         that no PCIe tree can produce.
     """
+    for name, gbps in (("nvlink_gbps", nvlink_gbps), ("pcie_gbps", pcie_gbps)):
+        if gbps is not None:
+            check_float(gbps, name, TopologyError, lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS / MAX_LINKS_PER_EDGE,
+                        unit="GB/s")
     mat = _read_matrix(text, source, _TOPO_CELL, "nvidia-smi topo -m")
     _check_symmetric(mat, source)
     gpu_cols = [c for c in mat.cols if _GPU_LABEL.fullmatch(c)]
@@ -228,12 +242,12 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
         cpu_aff = _value(vals.get("CPU Affinity"))
         numa_aff = _value(vals.get("NUMA Affinity"))
         gpu_numa = _value(vals.get("GPU NUMA ID"))
-        numa_node = int(numa_aff) if numa_aff is not None and numa_aff.isdigit() else None
+        numa_node = ascii_int(numa_aff, 6)
         attrs = {"cpu_affinity": cpu_aff, "numa_node": numa_node}
         if numa_aff is not None and numa_node is None:
             attrs["numa_affinity"] = numa_aff
-        if gpu_numa is not None and gpu_numa.isdigit():
-            attrs["gpu_numa_id"] = int(gpu_numa)
+        if ascii_int(gpu_numa, 6) is not None:
+            attrs["gpu_numa_id"] = ascii_int(gpu_numa, 6)
         t.add_gpu(k, host=0, **attrs)
         numa[node[c]] = numa_node
         affinity[node[c]] = numa_aff if numa_aff is not None else cpu_aff
@@ -266,7 +280,7 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
                                                     pcie_gbps=pcie_gbps, locate=locate))
     if any(numa[node[c]] is None for c in gpu_cols) and gpu_cols:
         t.assumptions.append("no NUMA Affinity column (or N/A): NUMA nodes inferred from CPU Affinity and the cells")
-    return t
+    return check_topology(t, source, TopologyError)
 
 
 def _value(v: str | None) -> str | None:

@@ -26,13 +26,14 @@ and rejects a topology whose GPUs are not all connected.
 from __future__ import annotations
 
 import json
-import math
 import os
 import tempfile
 from pathlib import Path
 from typing import Any
 
 from topo_probe.errors import TopologyError
+from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_LATENCY_US, MAX_LINKS_PER_EDGE, MAX_NODES,
+                              MIN_BANDWIDTH_GBPS, check_float, check_int, check_topology, parse_json, read_text, show)
 from topo_probe.topology.model import LINK_KINDS, NODE_KINDS, P2PCapability, Topology
 
 FORMAT = "topocoll.topology"
@@ -70,13 +71,23 @@ def _is_int(x: Any) -> bool:
     return isinstance(x, int) and not isinstance(x, bool)
 
 
-def _is_num(x: Any) -> bool:
-    return (isinstance(x, (int, float)) and not isinstance(x, bool)) and math.isfinite(x)
+def _check_attrs(attrs: dict, where: str, source: str) -> None:
+    """The numeric node attributes our loaders and exporters read: in range or absent/None
+    (``host`` -1 marks a cluster's network switches; ``numa_node`` -1 is Linux's "unknown")."""
+    for key, lo, hi in (("index", 0, MAX_GPUS - 1), ("host", -1, MAX_NODES), ("numa_node", -1, MAX_NODES),
+                        ("gpu_numa_id", -1, MAX_NODES)):
+        if attrs.get(key) is not None or key == "index" and "index" in attrs:
+            check_int(attrs[key], f"{source}: {where}.{key}", TopologyError, lo=lo, hi=hi)
+    if attrs.get("speed_gbps") is not None:
+        check_float(attrs["speed_gbps"], f"{source}: {where}.speed_gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
+                    hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
 
 
 def _nodes(topo: Topology, nodes: Any, source: str) -> None:
     if not isinstance(nodes, list):
         raise _fail(source, "nodes must be a list")
+    if len(nodes) > MAX_NODES:
+        raise _fail(source, f"nodes lists {len(nodes)} nodes, more than the {MAX_NODES} a topology may have")
     gpu_at: dict[int, int] = {}
     for k, nd in enumerate(nodes):
         where = f"nodes[{k}]"
@@ -86,70 +97,73 @@ def _nodes(topo: Topology, nodes: Any, source: str) -> None:
         if not isinstance(nid, str) or not nid:
             raise _fail(source, f"{where}.id must be a non-empty string")
         if kind not in NODE_KINDS:
-            raise _fail(source, f"{where}.kind {kind!r} is not one of {', '.join(NODE_KINDS)}")
+            raise _fail(source, f"{where}.kind {show(kind)} is not one of {', '.join(NODE_KINDS)}")
         if nid in topo.graph:
-            raise _fail(source, f"{where}.id {nid!r} is defined twice")
+            raise _fail(source, f"{where}.id {show(nid)} is defined twice")
         attrs = {a: v for a, v in nd.items() if a not in ("id", "kind")}
         if kind == "gpu":
             idx = attrs.get("index")
             if not _is_int(idx) or idx < 0:
-                raise _fail(source, f"{where}.index must be an integer >= 0, got {idx!r}")
+                raise _fail(source, f"{where}.index must be an integer >= 0, got {show(idx)}")
             if idx in gpu_at:
                 raise _fail(source, f"{where}.index {idx} duplicates the GPU index of nodes[{gpu_at[idx]}]")
             gpu_at[idx] = k
         if "host" in attrs and not _is_int(attrs["host"]):
-            raise _fail(source, f"{where}.host must be an integer, got {attrs['host']!r}")
+            raise _fail(source, f"{where}.host must be an integer, got {show(attrs['host'])}")
+        _check_attrs(attrs, where, source)
         topo.graph.add_node(nid, kind=kind, **attrs)
 
 
 def _links(topo: Topology, links: Any, source: str) -> None:
     if not isinstance(links, list):
         raise _fail(source, "links must be a list")
+    if len(links) > MAX_EDGES:
+        raise _fail(source, f"links lists {len(links)} links, more than the {MAX_EDGES} a topology may have")
     for k, ln in enumerate(links):
         where = f"links[{k}]"
         if not isinstance(ln, dict):
             raise _fail(source, f"{where} must be an object")
         for end in ("src", "dst"):
-            if ln.get(end) not in topo.graph:
-                raise _fail(source, f"{where}.{end} {ln.get(end)!r} is not a node")
+            if not isinstance(ln.get(end), str) or ln[end] not in topo.graph:
+                raise _fail(source, f"{where}.{end} {show(ln.get(end))} is not a node")
         if ln["src"] == ln["dst"]:
             raise _fail(source, f"{where}: src and dst are both {ln['src']!r}")
-        if ln.get("kind") not in LINK_KINDS:
-            raise _fail(source, f"{where}.kind {ln.get('kind')!r} is not one of {', '.join(LINK_KINDS)}")
-        n = ln.get("links", 1)
-        if not _is_int(n) or n < 1:
-            raise _fail(source, f"{where}.links must be an integer >= 1, got {n!r}")
+        if not isinstance(ln.get("kind"), str) or ln["kind"] not in LINK_KINDS:
+            raise _fail(source, f"{where}.kind {show(ln.get('kind'))} is not one of {', '.join(LINK_KINDS)}")
+        n = check_int(ln.get("links", 1), f"{source}: {where}.links", TopologyError, lo=1, hi=MAX_LINKS_PER_EDGE)
         bw = ln.get("bandwidth_gbps")
-        if not _is_num(bw) or bw <= 0:
-            raise _fail(source, f"{where}.bandwidth_gbps must be > 0, got {bw!r}")
-        lat = ln.get("latency_us", 0.0)
-        if not _is_num(lat) or lat < 0:
-            raise _fail(source, f"{where}.latency_us must be >= 0, got {lat!r}")
+        if not isinstance(bw, (int, float)) or isinstance(bw, bool) or not bw > 0:
+            raise _fail(source, f"{where}.bandwidth_gbps must be > 0, got {show(bw)}")
+        bw = check_float(bw, f"{source}: {where}.bandwidth_gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
+                         hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+        lat = check_float(ln.get("latency_us", 0.0), f"{source}: {where}.latency_us", TopologyError, lo=0.0,
+                          hi=MAX_LATENCY_US, unit="µs")
         both = ln.get("both", True)
         if not isinstance(both, bool):
-            raise _fail(source, f"{where}.both must be true or false, got {both!r}")
+            raise _fail(source, f"{where}.both must be true or false, got {show(both)}")
         pairs = [(ln["src"], ln["dst"])] + ([(ln["dst"], ln["src"])] if both else [])
         for u, v in pairs:
             if topo.graph.has_edge(u, v):
                 raise _fail(source, f"{where}: link {u}->{v} is defined twice")
-            topo.graph.add_edge(u, v, kind=ln["kind"], links=n, bandwidth_gbps=float(bw),
-                                latency_us=float(lat))
+            topo.graph.add_edge(u, v, kind=ln["kind"], links=n, bandwidth_gbps=bw, latency_us=lat)
 
 
 def _p2p(topo: Topology, items: Any, source: str) -> None:
     if not isinstance(items, list):
         raise _fail(source, "p2p_overrides must be a list")
     n = topo.num_gpus
+    if len(items) > n * n:
+        raise _fail(source, f"p2p_overrides lists {len(items)} entries, more than the {n * n} GPU pairs")
     for k, it in enumerate(items):
         where = f"p2p_overrides[{k}]"
         if not isinstance(it, dict):
             raise _fail(source, f"{where} must be an object")
         for end in ("src", "dst"):
             if not _is_int(it.get(end)) or not 0 <= it[end] < n:
-                raise _fail(source, f"{where}.{end} must be a GPU index 0..{n - 1}, got {it.get(end)!r}")
+                raise _fail(source, f"{where}.{end} must be a GPU index 0..{n - 1}, got {show(it.get(end))}")
         for f in ("read", "write", "atomics"):
             if not isinstance(it.get(f), bool):
-                raise _fail(source, f"{where}.{f} must be true or false, got {it.get(f)!r}")
+                raise _fail(source, f"{where}.{f} must be true or false, got {show(it.get(f))}")
         reason = it.get("reason", "")
         if not isinstance(reason, str):
             raise _fail(source, f"{where}.reason must be a string")
@@ -167,9 +181,9 @@ def topology_from_dict(doc: Any, source: str = "<dict>") -> Topology:
     if not isinstance(doc, dict):
         raise _fail(source, "top level must be a JSON object")
     if doc.get("format") != FORMAT:
-        raise _fail(source, f"format must be {FORMAT!r}, got {doc.get('format')!r}")
-    if doc.get("version") != VERSION:
-        raise _fail(source, f"version {doc.get('version')!r} is not supported (this toolkit reads {VERSION})")
+        raise _fail(source, f"format must be {FORMAT!r}, got {show(doc.get('format'))}")
+    if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
+        raise _fail(source, f"version {show(doc.get('version'))} is not supported (this toolkit reads {VERSION})")
     name = doc.get("name")
     if not isinstance(name, str) or not name:
         raise _fail(source, "name must be a non-empty string")
@@ -188,7 +202,7 @@ def topology_from_dict(doc: Any, source: str = "<dict>") -> Topology:
         topo.check_connected()
     except TopologyError as exc:
         raise _fail(source, str(exc)) from None
-    return topo
+    return check_topology(topo, source, TopologyError)
 
 
 def atomic_write(path: str | os.PathLike, text: str) -> None:
@@ -221,13 +235,7 @@ def save_topology(topo: Topology, path: str | os.PathLike) -> None:
 
 
 def load_topology_json(path: str | os.PathLike) -> Topology:
-    """Read and validate a ``topocoll.topology`` JSON file (errors name ``path``)."""
-    try:
-        text = Path(path).read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TopologyError(f"{path}: cannot read ({getattr(exc, 'strerror', None) or exc})") from None
-    try:
-        doc = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise TopologyError(f"{path}: invalid JSON: {exc.msg} at line {exc.lineno} column {exc.colno}") from None
+    """Read and validate a ``topocoll.topology`` JSON file (errors name ``path``; the limits of
+    :mod:`topo_probe.guard` apply)."""
+    doc = parse_json(read_text(path, TopologyError), str(path), TopologyError)
     return topology_from_dict(doc, source=str(path))

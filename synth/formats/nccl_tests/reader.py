@@ -40,25 +40,31 @@ Examples
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from topo_probe.errors import NcclTestsLogError
+from topo_probe.guard import MAX_BYTES, MAX_GPUS, MAX_TIME_US, check_float, check_int, show
+
+#: Largest algbw / busbw a row may show (GB/s): far above any machine, but no overflow-sized figure.
+MAX_MEASURED_GBPS = 1e9
 
 _SIZE, _COUNT = ("size", "bytes"), ("count", "n")
 _TIME = ("time", "cputime")
 _WRONG = {"#wrong": "#wrong", "wrong": "#wrong", "error": "error", "res": "error"}
 _PER_ITER = ("i_min", "i_max", "i_p99", "i_cv%")
+_N = r"(\d{1,18})(?!\d)"     # at most 18 digits: int() of thousands raises, and no count is that large
 _PREAMBLE = {
-    "n_threads": r"nThread:?\s+(\d+)", "n_gpus": r"nGpus:?\s+(\d+)", "min_bytes": r"minBytes:?\s+(\d+)",
-    "max_bytes": r"maxBytes:?\s+(\d+)", "warmup_iters": r"warmup ?[iI]ters:\s*(\d+)",
-    "iters": r"(?<!warmup )(?<!agg )(?<![A-Za-z])iters:\s*(\d+)", "agg_iters": r"agg iters:\s*(\d+)",
-    "validation": r"validation:\s*(\d+)", "graph": r"graph:\s*(\d+)",
+    "n_threads": r"nThread:?\s+" + _N, "n_gpus": r"nGpus:?\s+" + _N, "min_bytes": r"minBytes:?\s+" + _N,
+    "max_bytes": r"maxBytes:?\s+" + _N, "warmup_iters": r"warmup ?[iI]ters:\s*" + _N,
+    "iters": r"(?<!warmup )(?<!agg )(?<![A-Za-z])iters:\s*" + _N, "agg_iters": r"agg iters:\s*" + _N,
+    "validation": r"validation:\s*" + _N, "graph": r"graph:\s*" + _N,
 }
-_STEP = re.compile(r"step:\s*(\d+)\((factor|bytes)\)")
-_DEVICE = re.compile(r"#\s*Rank\s+(\d+)\s+(?:Group\s+(\d+)\s+)?(?:Pid\s+(\d+)\s+)?on\s+(\S+)\s+device\s+(\d+)\s+"
-                     r"\[([^\]]*)\]\s*(.*?)\s*$")
+_STEP = re.compile(r"step:\s*(\d{1,18})\((factor|bytes)\)")
+_DEVICE = re.compile(r"#\s*Rank\s+(\d{1,9})\s+(?:Group\s+(\d{1,9})\s+)?(?:Pid\s+(\d{1,9})\s+)?on\s+(\S+)\s+device\s+"
+                     r"(\d{1,9})\s+\[([^\]]*)\]\s*((?:\S+(?:\s+\S+)*)?)\s*$")   # not (.*?)\s*$: quadratic on blanks
 _AVG = re.compile(r"#?\s*Avg bus bandwidth\s*:\s*([-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|nan|inf))")
 _OOB = re.compile(r"#?\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
 _TEST = re.compile(r"Collective test starting:\s*(\S+)")
@@ -201,14 +207,20 @@ def _num(tok: str, kind, where: str):
 def _count(tok: str, where: str) -> int | None:
     """A ``#wrong`` cell: an integer, or ``%g`` of one (``1.07374e+09``, 6 significant digits)."""
     try:
-        return int(tok)
+        return check_int(int(tok), f"{where}: #wrong", NcclTestsLogError, hi=MAX_BYTES)
     except ValueError:
         v = _num(tok, float, where)
     if v is None:
         return None
     if not v.is_integer():
-        raise NcclTestsLogError(f"{where}: {tok!r} is not a count of wrong elements")
-    return int(v)
+        raise NcclTestsLogError(f"{where}: {show(tok)} is not a count of wrong elements")
+    return check_int(int(v), f"{where}: #wrong", NcclTestsLogError, hi=MAX_BYTES)
+
+
+def _measured(v: float | None, where: str, what: str, hi: float) -> float | None:
+    """A measured cell: None (N/A) or finite in [0, hi] (a time > 0); else an error naming the cell."""
+    lo_open = what.startswith("time")
+    return None if v is None else check_float(v, f"{where}: {what}", NcclTestsLogError, lo=0.0, hi=hi, lo_open=lo_open)
 
 
 def _is_number(tok: str) -> bool:
@@ -279,13 +291,14 @@ def _row(toks: list[str], lay: _Layout, ms: bool, where: str) -> Row | None:
     if len(toks) != lay.width:
         raise NcclTestsLogError(f"{where}: {len(toks) + (ts is not None)} cells, the header has "
                                 f"{lay.width + lay.lead_ts + lay.trail_ts}")
-    size, count = _num(toks[0], int, where), _num(toks[1], int, where)
+    size, count = (check_int(_num(x, int, where), f"{where}: {what}", NcclTestsLogError, hi=MAX_BYTES)
+                   for x, what in ((toks[0], "size"), (toks[1], "count")))
     k, redop, root = 3, "", None
     if lay.has_redop:
         redop, k = toks[3], 4
     if lay.has_root:
         root = _num(toks[k], int, where)
-        root = None if root is None or root < 0 else root
+        root = None if root is None or root < 0 else check_int(root, f"{where}: root", NcclTestsLogError, hi=MAX_GPUS)
         k += 1
     groups = []
     for _ in range(lay.groups):
@@ -293,13 +306,16 @@ def _row(toks: list[str], lay: _Layout, ms: bool, where: str) -> Row | None:
         k += 3
         if ms and t is not None:
             t = round(t * 1e3, 6)
+        t, a, b = (_measured(v, where, what, hi) for v, what, hi in ((t, "time (µs)", MAX_TIME_US),
+                   (a, "algbw (GB/s)", MAX_MEASURED_GBPS), (b, "busbw (GB/s)", MAX_MEASURED_GBPS)))
         w = it = None
         if lay.wrong == "error":
-            w, k = _num(toks[k], float, where), k + 1
+            w, k = _measured(_num(toks[k], float, where), where, "error", math.inf), k + 1
         elif lay.wrong:
             w, k = _count(toks[k], where), k + 1
         if lay.per_iter:
-            it, k = IterStats(*(_num(x, float, where) for x in toks[k:k + 4])), k + 4
+            it = IterStats(*(_measured(_num(x, float, where), where, "i_*", MAX_TIME_US) for x in toks[k:k + 4]))
+            k += 4
         groups.append(Measurement(t, a, b, w, it))
     return Row(size, count, toks[2], redop, root, groups[0], groups[1] if lay.groups == 2 else None, ts)
 
@@ -365,11 +381,12 @@ def _meta(log: NcclTestsLog, line: str) -> None:
                                   host, int(dev), bus, name))
         return
     m = _AVG.match(line)
-    if m:
-        log.avg_busbw_gbps = float(m.group(1))
+    if m:       # nccl-tests prints nan (0 / 0) when it measured no row: None
+        v = _num(m.group(1), float, f"Avg bus bandwidth {show(m.group(1))}")
+        log.avg_busbw_gbps = None if math.isnan(v) else _measured(v, "Avg bus bandwidth", "", MAX_MEASURED_GBPS)
         return
     m = _OOB.match(line)
-    if m:
+    if m and len(m.group(1)) <= 18:
         log.out_of_bounds = int(m.group(1))
 
 

@@ -1,0 +1,265 @@
+"""topo_probe.guard and the loaders that use it: each bug the fuzz campaign of issue 15 found in a
+loader, as the hostile input that showed it, now refused with one project error naming the file
+and the field or line (generic exceptions and nonsense accepts before the fix)."""
+
+import gzip
+import json
+import resource
+import time
+
+import pytest
+
+from synth.formats.schedule_file import load_schedule
+from synth.ir.fabric import build_fabric
+from synth.ir.schedule import Schedule
+from synth.plan.size_plan import Plan
+from topo_probe import guard
+from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError
+from topo_probe.load import _parse_text, load_topology
+from topo_probe.parsers.link_matrix import parse_link_matrix
+from topo_probe.parsers.nvsmi import parse_nvsmi_p2p, parse_nvsmi_topo
+from topo_probe.topology.model import Topology
+from topo_probe.topology.serialize import load_topology_json, topology_to_dict
+from topo_probe.machines.generators import ring
+
+LINK_MATRIX = {"format": "link-matrix", "links": [[0, 2], [2, 0]], "link_bandwidth_gbps": 25.0}
+PLAN_ENTRY = {"collective": "allgather", "min_bytes": 0, "max_bytes": None, "schedule": "x.json"}
+PLAN = {"format": "topocoll.plan", "version": 1, "entries": [PLAN_ENTRY]}
+SCHEDULE = Schedule.from_dict({"format": "topocoll.schedule", "version": 1, "collective": "allgather", "ranks": 2,
+                               "chunks_per_rank": 1, "steps": [{"rounds": 1, "transfers": [
+                                   {"chunk": 0, "src": 0, "dst": 1}, {"chunk": 1, "src": 1, "dst": 0}]}]}).to_dict()
+
+
+def _write(tmp_path, name, content):
+    p = tmp_path / name
+    if isinstance(content, bytes):
+        p.write_bytes(content)
+    else:
+        p.write_text(content if isinstance(content, str) else json.dumps(content))
+    return p
+
+
+LOADERS = {
+    "topology": lambda p: load_topology(str(p)),
+    "topology-json": load_topology_json,
+    "schedule": load_schedule,
+    "schedule-load": Schedule.load,
+    "plan": Plan.load,
+}
+
+
+def _refused(loader, path, match, error=TopocollError):
+    with pytest.raises(error, match=match) as exc:
+        LOADERS[loader](path)
+    assert "\n" not in str(exc.value) and str(path) in str(exc.value)
+    return str(exc.value)
+
+
+# ----------------------------------------------------------------------------- JSON level
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_numbers_over_4300_digits_are_a_project_error_with_the_line(tmp_path, loader):
+    # before: ValueError: Exceeds the limit (4300 digits) for integer string conversion
+    p = _write(tmp_path, "a.json", '{"format": "link-matrix",\n "links": [[0, ' + "9" * 5000 + "]]}")
+    _refused(loader, p, r"line 2 column 16: a number with thousands of digits")
+
+
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_deep_json_is_refused_not_a_recursion_error(tmp_path, loader):
+    # before: RecursionError: maximum recursion depth exceeded while decoding a JSON array
+    p = _write(tmp_path, "a.json", '{"meta": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    _refused(loader, p, rf"line 1 column {9 + guard.MAX_JSON_DEPTH}: JSON nested deeper than 32 levels")
+    p = _write(tmp_path, "b.json", '{"meta": ' + "[" * 40 + "]" * 40 + "}")      # shallow enough for json.loads
+    _refused(loader, p, r"meta\[0\]\[0\].*: JSON nested deeper than 32 levels")
+
+
+@pytest.mark.parametrize("loader", sorted(LOADERS))
+def test_invalid_utf8_names_line_and_column(tmp_path, loader):
+    # before (plans, Schedule.load): UnicodeDecodeError
+    p = _write(tmp_path, "a.json", b'{"format":\n  "topo\xffcoll"}')
+    _refused(loader, p, r"line 2 column 8: not UTF-8 text \(byte 0xff\)")
+
+
+@pytest.mark.parametrize("literal", ["NaN", "Infinity", "-Infinity", "1e400"])
+def test_non_finite_numbers_are_refused_with_the_field_path(tmp_path, literal):
+    # before: accepted (NaN/inf bandwidths) or OverflowError (plan sizes)
+    doc = json.dumps({**LINK_MATRIX, "link_bandwidth_gbps": 1}).replace(": 1}", f": {literal}}}")
+    _refused("topology", _write(tmp_path, "m.json", doc), r"link_bandwidth_gbps: -?inf|nan is not a finite number")
+    plan = json.dumps(PLAN).replace('"min_bytes": 0', f'"min_bytes": {literal}')
+    _refused("plan", _write(tmp_path, "p.json", plan), r"entries\[0\].min_bytes: .* is not a finite number")
+
+
+def test_lone_surrogates_and_huge_ints_are_refused(tmp_path):
+    _refused("topology", _write(tmp_path, "m.json", '{"format": "link-matrix", "name": "\\ud800"}'),
+             r"name: string holds an unpaired surrogate")
+    doc = json.dumps({**SCHEDULE, "ranks": 2**63})      # before: OverflowError (Python int too large)
+    _refused("schedule", _write(tmp_path, "s.json", doc), r"ranks: 9223372036854775808 is out of range")
+
+
+def test_meta_may_hold_infinity_as_solvers_write_it(tmp_path):
+    p = _write(tmp_path, "s.json", json.dumps({**SCHEDULE, "meta": {"lp_upper": float("inf")}}))
+    assert load_schedule(p).meta["lp_upper"] == float("inf")
+    p = _write(tmp_path, "s.json", json.dumps({**SCHEDULE, "steps": [{"rounds": float("inf"), "transfers": []}]}))
+    _refused("schedule", p, r"steps\[0\].rounds: inf is not a finite number")
+
+
+def test_size_limit_and_gzip_bomb(tmp_path, monkeypatch):
+    monkeypatch.setattr(guard, "MAX_INPUT_BYTES", 1 << 20)
+    monkeypatch.setattr("synth.formats.schedule_file.read_capped",
+                        lambda p, e: guard.read_capped(p, e, limit=1 << 20))
+    monkeypatch.setattr("synth.formats.schedule_file.gunzip_capped",
+                        lambda d, s, e: guard.gunzip_capped(d, s, e, limit=1 << 20))
+    big = _write(tmp_path, "big.json", b" " * (2 << 20))
+    _refused("schedule", big, r"bytes a loader reads")
+    bomb = _write(tmp_path, "bomb.json.gz", gzip.compress(b" " * (64 << 20)))   # 64 KB -> 64 MB
+    before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    _refused("schedule", bomb, r"gzip data decompresses to more than the 1048576 bytes")
+    assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 32 << 10   # KiB: never inflated
+    assert guard.gunzip_capped(gzip.compress(b"ab") + gzip.compress(b"cd"), "x", ScheduleFormatError) == b"abcd"
+    with pytest.raises(ScheduleFormatError, match="x: broken gzip data"):
+        guard.gunzip_capped(gzip.compress(b"abc")[:-3], "x", ScheduleFormatError)
+
+
+# ----------------------------------------------------------------------------- wrong types
+@pytest.mark.parametrize("change,match", [
+    ({"chunks": [1, 2]}, r"chunks\[0\] must be an object"),                     # before: TypeError
+    ({"chunks": [{"id": 0, "pre": 5, "post": [0, 1]}, {"id": 1, "pre": [1], "post": [0, 1]}]},
+     r"chunks\[0\]: pre and post must be lists of ranks"),                        # before: TypeError
+    ({"chunks": [{"id": 0, "pre": [0, "a"], "post": [0, 1]}, {"id": 1, "pre": [1], "post": [0, 1]}]},
+     r"chunks\[0\]: pre and post must be lists of ranks"),                        # before: TypeError (sorted)
+    ({"chunks": [{"id": 0, "pre": [0], "post": [0, 1]}, {"id": 0, "pre": [0], "post": [0, 1]}]},
+     r"chunks\[1\].id 0 is listed twice"),                                        # before: accepted
+    ({"name": ["x"]}, r"name must be a string"),                                  # before: accepted as "['x']"
+    ({"inplace": "false"}, r"inplace must be true or false"),                     # before: accepted as True
+    ({"version": True}, r"version True is not supported"),                        # before: accepted (True == 1)
+    ({"topology": {"fingerprint": 5}}, r"topology.fingerprint must be a string"),
+])
+def test_wrong_json_types_in_schedules(tmp_path, change, match):
+    _refused("schedule", _write(tmp_path, "s.json", {**SCHEDULE, **change}), match, ScheduleFormatError)
+
+
+@pytest.mark.parametrize("change,match", [
+    ({"topology": [1]}, r"topology must be an object"),                            # before: AttributeError
+    ({"entries": "abc"}, r"entries must be a list"),                               # before: odd message
+    ({"entries": [{**PLAN_ENTRY, "collective": 5}]}, r"entries\[0\].collective must be a string"),  # AttributeError
+    ({"entries": [{**PLAN_ENTRY, "min_bytes": "12"}]}, r"entries\[0\].min_bytes must be an integer >= 0"),
+    ({"entries": [{**PLAN_ENTRY, "min_bytes": -4}]}, r"entries\[0\].min_bytes must be an integer >= 0"),
+    ({"entries": [{**PLAN_ENTRY, "max_bytes": 2**60}]}, r"entries\[0\].max_bytes must be at most"),
+    ({"entries": [{**PLAN_ENTRY, "root": "x"}]}, r"entries\[0\].root: allgather takes no root"),  # before: kept
+    ({"entries": [{**PLAN_ENTRY, "predicted_us": -1}]}, r"entries\[0\].predicted_us must be >= 0"),
+    ({"entries": [{**PLAN_ENTRY, "schedule": "a\0b"}]}, r"entries\[0\].schedule must be a file path"),  # ValueError
+    ({"entries": [{**PLAN_ENTRY, "collective": "broadcast"}]}, r"entries\[0\].root must be an integer >= 0"),
+])
+def test_wrong_json_types_in_plans(tmp_path, change, match):
+    _refused("plan", _write(tmp_path, "p.json", {**PLAN, **change}), match, ScheduleFormatError)
+
+
+# ----------------------------------------------------------------------------- resource bounds
+@pytest.mark.parametrize("change,match", [
+    ({"collective": "alltoall", "ranks": 3000}, r"ranks must be in 1..1024"),         # before: 55 s, 6.4 GB
+    ({"chunks_per_rank": 10**18}, r"chunks_per_rank must be in 1..4096"),             # before: never returned
+    ({"collective": "alltoall", "ranks": 200, "chunks": []}, r"more than the 262144"),
+    ({"collective": "allreduce", "ranks": 500}, r"needs at least 250000 transfers, the schedule lists 2"),
+    ({"steps": [{"rounds": 10**12, "transfers": []}]}, r"steps\[0\].rounds must be >= 1 and at most"),
+])
+def test_schedule_sizes_are_bounded_before_anything_is_enumerated(tmp_path, change, match):
+    doc = {**SCHEDULE, **change}
+    if "chunks" not in change:
+        doc.pop("chunks")
+    start = time.process_time()
+    _refused("schedule", _write(tmp_path, "s.json", doc), match, (ScheduleFormatError, ScheduleInvalid))
+    assert time.process_time() - start < 5      # a hang guard, not a speed claim
+
+
+def test_min_transfers_matches_a_count_by_hand():
+    from synth.ir.collectives import CollectiveSpec
+    # allgather 3 ranks: each of 3 chunks must reach 2 ranks; allreduce 3 ranks: every rank receives each of 3 chunks
+    assert CollectiveSpec("allgather", 3, 1).min_transfers == 6
+    assert CollectiveSpec("allreduce", 3, 1).min_transfers == 9
+    assert CollectiveSpec("gather", 3, 2, root=1).min_transfers == 4
+    assert CollectiveSpec("alltoall", 1, 5).min_transfers == 0
+
+
+# ----------------------------------------------------------------------------- physics
+@pytest.mark.parametrize("change,match", [
+    ({"link_bandwidth_gbps": 1e-320}, r"link_bandwidth_gbps' must be >= 0.001 GB/s"),   # before: ZeroDivisionError later
+    ({"link_bandwidth_gbps": -25}, r"link_bandwidth_gbps' must be >= 0.001"),
+    ({"link_bandwidth_gbps": 1e30}, r"link_bandwidth_gbps' must be at most"),            # before: accepted
+    ({"link_latency_us": -1}, r"link_latency_us' must be >= 0"),
+    ({"link_latency_us": 1e12}, r"link_latency_us' must be at most 1e\+06 µs"),         # before: accepted
+    ({"links": [[0, 10**23], [10**23, 0]]}, r"links\[0\]\[1\]: .* out of range"),          # before: accepted
+    ({"links": [[0, 65], [65, 0]]}, r"links\[0\]\[1\]: 65 links, more than the 64"),
+    ({"links": [[0 if i == j else 1 for j in range(200)] for i in range(200)]}, r"joins 39800 GPU pairs"),
+    ({"description": {"a": 1}}, r"field 'description' must be a string"),
+])
+def test_link_matrix_nonsense_is_refused(tmp_path, change, match):
+    _refused("topology", _write(tmp_path, "m.json", {**LINK_MATRIX, **change}), match, TopologyError)
+
+
+def test_tiny_bandwidth_no_longer_reaches_the_fabric():
+    with pytest.raises(TopologyError, match="must be >= 0.001 GB/s"):
+        build_fabric(parse_link_matrix({**LINK_MATRIX, "link_bandwidth_gbps": 1e-320}))
+
+
+@pytest.mark.parametrize("field,value,match", [
+    ("bandwidth_gbps", 1e300, r"links\[0\].bandwidth_gbps must be at most 100000 GB/s"),
+    ("latency_us", 1e300, r"links\[0\].latency_us must be at most"),
+    ("links", 10**23, r"links\[0\].links: .* is out of range"),
+    ("links", 1000, r"links\[0\].links must be at most 64"),
+])
+def test_topology_json_nonsense_is_refused(tmp_path, field, value, match):
+    doc = topology_to_dict(ring(3))
+    doc["links"][0][field] = value
+    _refused("topology-json", _write(tmp_path, "t.json", doc), match, TopologyError)
+    doc = topology_to_dict(ring(3))
+    doc["nodes"][-1]["numa_node"] = "²"
+    _refused("topology", _write(tmp_path, "t.json", doc), r"numa_node must be an integer >= -1, got '²'")
+
+
+def test_zero_gpus_is_refused_for_any_format(monkeypatch, tmp_path):
+    import topo_probe.parsers.nccl_xml as nccl_xml
+    monkeypatch.setattr(nccl_xml, "parse_nccl_xml", lambda text, source: Topology("empty"))
+    _refused("topology", _write(tmp_path, "t.xml", "<system/>"), r"t.xml: topology 'empty' has no GPU")
+
+
+NVSMI = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPHB\t0-7\t{n}\t{g}\nGPU1\tPHB\t X \t0-7\t{n}\tN/A\n"
+
+
+def test_nvsmi_unicode_digits_and_huge_numbers():
+    # before: ValueError: invalid literal for int() with base 10: '²' ('²'.isdigit() is True)
+    t = parse_nvsmi_topo(NVSMI.format(n="²", g="³"), source="smi.txt")
+    assert t.graph.nodes["gpu0"]["numa_node"] == 0 and t.graph.nodes["gpu0"]["numa_affinity"] == "²"
+    assert "gpu_numa_id" not in t.graph.nodes["gpu0"]
+    t = parse_nvsmi_topo(NVSMI.format(n="9" * 5000, g="1"), source="smi.txt")   # before: ValueError
+    assert t.graph.nodes["gpu0"]["numa_affinity"] == "9" * 5000
+    text = NVSMI.format(n="0", g="1").replace("PHB", "NV" + "9" * 5000)      # before: ValueError
+    with pytest.raises(TopologyError, match=r"smi.txt:line 2 column 10: cell GPU0/GPU1 is NV9999999999: more than"):
+        parse_nvsmi_topo(text, source="smi.txt")
+    with pytest.raises(TopologyError, match=r"smi.txt:line 1 column 7: header column 'GPU9999999999.*\.\.\. out of order"):
+        parse_nvsmi_topo("\tGPU0\tGPU" + "9" * 5000 + "\n", source="smi.txt")        # before: ValueError
+
+
+def test_nvsmi_bounds_and_parameters():
+    wide = "\t".join(["", *(f"GPU{i}" for i in range(200))]) + "\n"
+    with pytest.raises(TopologyError, match=r"the header has 200 columns, more than the 128"):
+        parse_nvsmi_topo(wide, source="smi.txt")
+    with pytest.raises(TopologyError, match=r"the header has 200 columns"):
+        parse_nvsmi_p2p(wide, source="smi.txt")
+    with pytest.raises(TopologyError, match=r"nvlink_gbps must be a finite number, got nan"):
+        parse_nvsmi_topo(NVSMI.format(n="0", g="1"), nvlink_gbps=float("nan"))
+    start = time.process_time()
+    with pytest.raises(TopologyError, match="cannot tell the format"):      # before: quadratic regex, minutes
+        _parse_text("\n" * 1_000_000 + "x", "blank.txt", None)
+    assert time.process_time() - start < 5      # a hang guard, not a speed claim
+
+
+def test_check_helpers():
+    assert guard.check_int(5, "f", TopologyError, lo=1, hi=9) == 5
+    for bad, match in ((True, ">= 1, got True"), (0, ">= 1, got 0"), (10, "at most 9")):
+        with pytest.raises(TopologyError, match=match):
+            guard.check_int(bad, "f", TopologyError, lo=1, hi=9)
+    assert guard.check_float(3, "f", TopologyError, lo=0, hi=9) == 3.0
+    with pytest.raises(TopologyError, match="f must be > 0, got 0"):
+        guard.check_float(0, "f", TopologyError, lo=0, hi=9, lo_open=True)
+    with pytest.raises(TopologyError, match="f must be a finite number, got an integer of about 401 digits"):
+        guard.check_float(10**400, "f", TopologyError, lo=0, hi=9)
+    assert guard.show("x" * 100).endswith("...'") is False and len(guard.show("x" * 100)) == 60

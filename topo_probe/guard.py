@@ -1,0 +1,319 @@
+"""The limits every loader applies to hostile input, and the checks that enforce them.
+
+Every loader of a user's file (``nvidia-smi topo -m`` / ``-p2p`` text, topology JSON,
+link-matrix JSON, schedule JSON and ``.json.gz``, plan JSON, nccl-tests logs) reads through
+these helpers, so that each refuses early and cheaply, before it builds anything, in the manner
+of expat's amplification limits:
+
+* **size**: at most :data:`MAX_INPUT_BYTES` read from a file, also after gzip decompression
+  (read with a cap: a gzip bomb stops at the cap);
+* **text**: strict UTF-8 (the error names the line and column of the bad byte);
+* **JSON**: at most :data:`MAX_JSON_DEPTH` levels, :data:`MAX_JSON_CONTAINERS` objects and
+  arrays and :data:`MAX_JSON_VALUES` values (counted before parsing); no NaN, Infinity or
+  overflowing number (``1e400``), no integer beyond ±2**63, no lone surrogate in a string;
+* **counts** before enumerating: :data:`MAX_GPUS` GPUs or ranks, :data:`MAX_CHUNKS_PER_RANK`,
+  :data:`MAX_CHUNK_CELLS` (chunks x ranks, what the verifier's state holds),
+  :data:`MAX_LINKS_PER_EDGE`, :data:`MAX_MATRIX_COLUMNS`, :data:`MAX_EDGES`, :data:`MAX_NODES`;
+* **physics**: bandwidths finite in [:data:`MIN_BANDWIDTH_GBPS`, :data:`MAX_BANDWIDTH_GBPS`]
+  GB/s per direction, latencies finite in [0, :data:`MAX_LATENCY_US`] µs, sizes in
+  [0, :data:`MAX_BYTES`] bytes, times finite in (0, :data:`MAX_TIME_US`] µs.
+
+Every failure is one line of the caller's error class (a
+:class:`~topo_probe.errors.TopocollError`) naming the file and the field path or line.
+
+>>> from topo_probe.errors import TopologyError
+>>> parse_json('{"links": [[0, 1e400]]}', "m.json", TopologyError)
+Traceback (most recent call last):
+...
+topo_probe.errors.TopologyError: m.json: links[0][1]: inf is not a finite number
+>>> check_float(float("nan"), "m.json: link_bandwidth_gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
+...             hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+Traceback (most recent call last):
+...
+topo_probe.errors.TopologyError: m.json: link_bandwidth_gbps must be a finite number, got nan
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import re
+import stat
+import zlib
+from typing import Any
+
+__all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "MAX_GPUS",
+           "MAX_CHUNKS_PER_RANK", "MAX_CHUNK_CELLS", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
+           "MAX_EDGES", "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
+           "MAX_TIME_US", "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json",
+           "check_int", "check_float", "ascii_int", "check_topology"]
+
+#: Largest file (and largest gzip output) a loader reads, bytes.  Real inputs are far smaller
+#: (the largest schedule under ``results/`` is 2.3 MB).
+MAX_INPUT_BYTES = 32 * 2**20
+#: Deepest JSON nesting accepted (our documents use at most 5 levels).
+MAX_JSON_DEPTH = 32
+#: Most JSON objects + arrays in one document (``{`` and ``[`` counted before parsing).
+MAX_JSON_CONTAINERS = 2**18
+#: Most JSON values in one document (commas counted before parsing).
+MAX_JSON_VALUES = 2**21
+#: Most GPUs in a topology, ranks in a schedule.
+MAX_GPUS = 1024
+#: Most chunks per rank of a schedule.
+MAX_CHUNKS_PER_RANK = 4096
+#: Most chunks x ranks of a schedule (the verifier's state has one cell per pair).
+MAX_CHUNK_CELLS = 2**18
+#: Most fabric rounds one schedule step may declare.
+MAX_ROUNDS = 10**6
+#: Most physical links bonded in one edge (NVLink: 18 per GPU today).
+MAX_LINKS_PER_EDGE = 64
+#: Most columns (GPUs + NICs) of one host's ``nvidia-smi topo -m`` matrix.
+MAX_MATRIX_COLUMNS = 128
+#: Most directed edges of a topology.
+MAX_EDGES = 2**15
+#: Most nodes (GPUs, switches, CPUs, NICs) of a topology.
+MAX_NODES = 2**14
+#: Bandwidth range of one edge, GB/s per direction (1 MB/s .. 100 TB/s).
+MIN_BANDWIDTH_GBPS = 1e-3
+MAX_BANDWIDTH_GBPS = 1e5
+#: Largest one-way latency of an edge, µs (one second).
+MAX_LATENCY_US = 1e6
+#: Largest message size, bytes (1 PiB).
+MAX_BYTES = 2**50
+#: Longest time of one measured operation, µs (about 17 minutes).
+MAX_TIME_US = 1e9
+
+_INT_LIMIT = 2**63
+_LONG_DIGITS = re.compile(r"[0-9]{4000,}")
+
+
+def show(value: Any) -> str:
+    """A short repr for messages (huge numbers and strings are cut)."""
+    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
+        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    text = repr(value)
+    return text if len(text) <= 60 else text[:57] + "..."
+
+
+# ----------------------------------------------------------------------------- bytes and text
+def read_capped(path: str | os.PathLike, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> bytes:
+    """The bytes of regular file ``path``, refusing more than ``limit`` bytes (reads at most
+    ``limit + 1``)."""
+    try:
+        info = os.stat(path)
+        if not stat.S_ISREG(info.st_mode):
+            raise error(f"{path}: is not a regular file")
+        if info.st_size > limit:
+            raise error(f"{path}: {info.st_size} bytes is more than the {limit} bytes a loader reads")
+        with open(path, "rb") as fh:
+            data = fh.read(limit + 1)
+    except (OSError, ValueError) as exc:
+        raise error(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if len(data) > limit:
+        raise error(f"{path}: more than the {limit} bytes a loader reads")
+    return data
+
+
+def gunzip_capped(data: bytes, source: str, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> bytes:
+    """Decompress gzip ``data`` (one or more members), stopping with ``error`` as soon as the
+    output passes ``limit`` bytes: a gzip bomb costs at most ``limit`` bytes of memory."""
+    out, rest = bytearray(), data
+    while rest:
+        unz = zlib.decompressobj(wbits=31)
+        try:
+            out += unz.decompress(rest, limit + 1 - len(out))
+        except zlib.error as exc:
+            raise error(f"{source}: broken gzip data: {exc}") from None
+        if len(out) > limit or unz.unconsumed_tail:
+            raise error(f"{source}: gzip data decompresses to more than the {limit} bytes a loader reads")
+        if not unz.eof:
+            raise error(f"{source}: broken gzip data: truncated")
+        rest = unz.unused_data
+        if rest and not rest.startswith(b"\x1f\x8b"):
+            if rest.strip(b"\0"):
+                raise error(f"{source}: broken gzip data: {len(rest)} bytes of garbage after the end")
+            break
+    return bytes(out)
+
+
+def decode_utf8(data: bytes, source: str, error: type[Exception]) -> str:
+    """``data`` as UTF-8 text (a leading byte-order mark dropped); a bad byte is an error naming
+    its line and column."""
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data.count(b"\n", 0, exc.start) + 1
+        col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
+        raise error(f"{source}: line {line} column {col}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
+    return text[1:] if text.startswith("\ufeff") else text
+
+
+def read_text(path: str | os.PathLike, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> str:
+    """:func:`read_capped` then :func:`decode_utf8`."""
+    return decode_utf8(read_capped(path, error, limit), str(path), error)
+
+
+# ----------------------------------------------------------------------------- JSON
+def _path_text(path: tuple) -> str:
+    out = ""
+    for key in path:
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out or "top level"
+
+
+def _line_col(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    return f"line {line} column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
+
+
+def _deep_place(text: str, max_depth: int) -> str:
+    """Where the nesting first passes ``max_depth`` (strings skipped), for the RecursionError case."""
+    depth = 0
+    for m in re.finditer(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', text, re.DOTALL):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            if depth > max_depth:
+                return _line_col(text, m.start())
+        elif tok in "]}":
+            depth -= 1
+    return "somewhere"
+
+
+def parse_json(text: str, source: str, error: type[Exception], max_depth: int = MAX_JSON_DEPTH,
+               free_form: tuple[str, ...] = ()) -> Any:
+    """Decode JSON ``text`` within the limits of the module docstring; errors name ``source``
+    and the line/column (syntax) or the field path (values).  Under the top-level keys
+    ``free_form`` (e.g. a schedule's ``meta``, where a solver records an unbounded LP as
+    ``Infinity``) non-finite floats are allowed; every other limit holds there too."""
+    if len(text) > MAX_INPUT_BYTES:
+        raise error(f"{source}: more than the {MAX_INPUT_BYTES} bytes a loader reads")
+    containers = text.count("[") + text.count("{")
+    if containers > MAX_JSON_CONTAINERS:
+        raise error(f"{source}: {containers} JSON objects/arrays, more than the {MAX_JSON_CONTAINERS} a loader takes")
+    if text.count(",") >= MAX_JSON_VALUES:
+        raise error(f"{source}: more than the {MAX_JSON_VALUES} JSON values a loader takes")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise error(f"{source}: {_deep_place(text, max_depth)}: JSON nested deeper than {max_depth} levels") from None
+    except ValueError:   # int() of a number over sys.get_int_max_str_digits() digits
+        m = _LONG_DIGITS.search(text)
+        where = _line_col(text, m.start()) if m else "a number"
+        raise error(f"{source}: {where}: a number with thousands of digits") from None
+    _check_values(doc, source, error, max_depth, free_form)
+    return doc
+
+
+def _check_values(doc: Any, source: str, error: type[Exception], max_depth: int, free_form: tuple[str, ...]) -> None:
+    """Walk ``doc`` (iteratively): depth, finite floats, ints within ±2**63, encodable strings."""
+    if not isinstance(doc, (dict, list)):
+        _check_scalar(doc, (), source, error, False)
+        return
+    stack: list[tuple[Any, tuple, bool]] = [(doc, (), False)]
+    while stack:
+        obj, path, lax = stack.pop()
+        if len(path) >= max_depth:
+            raise error(f"{source}: {_path_text(path)}: JSON nested deeper than {max_depth} levels")
+        inner = []
+        for key, val in (obj.items() if isinstance(obj, dict) else enumerate(obj)):
+            if isinstance(key, str) and not key.isascii():
+                _check_string(key, path, source, error)
+            if isinstance(val, (dict, list)):
+                inner.append((val, path + (key,), lax or (not path and key in free_form)))
+            elif not (isinstance(val, str) and val.isascii()) and val is not None:
+                _check_scalar(val, path + (key,), source, error, lax or (not path and key in free_form))
+        stack.extend(reversed(inner))     # first child on top: errors come in document order
+
+
+def _check_scalar(val: Any, path: tuple, source: str, error: type[Exception], lax: bool) -> None:
+    if isinstance(val, float):
+        if not lax and not math.isfinite(val):
+            raise error(f"{source}: {_path_text(path)}: {val} is not a finite number")
+    elif isinstance(val, int) and not isinstance(val, bool):
+        if not -_INT_LIMIT < val < _INT_LIMIT:
+            raise error(f"{source}: {_path_text(path)}: {show(val)} is out of range (beyond ±2**63)")
+    elif isinstance(val, str):
+        _check_string(val, path, source, error)
+
+
+def _check_string(text: str, path: tuple, source: str, error: type[Exception]) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise error(f"{source}: {_path_text(path)}: string holds an unpaired surrogate "
+                    f"{text[exc.start]!r}") from None
+
+
+# ----------------------------------------------------------------------------- numbers
+def check_int(value: Any, where: str, error: type[Exception], *, lo: int = 0, hi: int,
+              what: str = "") -> int:
+    """``value`` if it is an int (not a bool) in ``lo..hi``; else ``error`` naming ``where``."""
+    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+        raise error(f"{where} must be an integer >= {lo}, got {show(value)}")
+    if value > hi:
+        raise error(f"{where} must be at most {hi}{' ' + what if what else ''}, got {show(value)}")
+    return value
+
+
+def check_float(value: Any, where: str, error: type[Exception], *, lo: float, hi: float,
+                lo_open: bool = False, unit: str = "") -> float:
+    """``value`` as a float if it is a finite number (not a bool) in [lo, hi] (``(lo, hi]``
+    with ``lo_open``); else ``error`` naming ``where``."""
+    rel = ">" if lo_open else ">="
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise error(f"{where} must be {rel} {lo:g}, got {show(value)}")
+    try:
+        num = float(value)
+    except OverflowError:
+        num = math.inf
+    if not math.isfinite(num):
+        raise error(f"{where} must be a finite number, got {show(value)}")
+    if num < lo or (lo_open and num == lo):
+        raise error(f"{where} must be {rel} {lo:g}{' ' + unit if unit and lo else ''}, got {show(value)}")
+    if num > hi:
+        raise error(f"{where} must be at most {hi:g}{' ' + unit if unit else ''}, got {show(value)}")
+    return num
+
+
+def ascii_int(text: str | None, max_digits: int = 18) -> int | None:
+    """``int(text)`` when ``text`` is 1..max_digits ASCII digits, else None (``'²'.isdigit()``
+    is True in Python, ``int('²')`` raises; a 5000-digit string would too).
+
+    >>> ascii_int("12"), ascii_int("²"), ascii_int("1" * 40), ascii_int(None)
+    (12, None, None, None)
+    """
+    if text is None or not 0 < len(text) <= max_digits or not text.isascii() or not text.isdigit():
+        return None
+    return int(text)
+
+
+# ----------------------------------------------------------------------------- topologies
+def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
+    """Refuse a built topology that breaks physics or the size limits: no GPU, more than
+    :data:`MAX_GPUS` GPUs / :data:`MAX_NODES` nodes / :data:`MAX_EDGES` edges, GPU indices
+    (ranks) other than 0..n-1, an edge whose
+    ``links``, ``bandwidth_gbps`` or ``latency_us`` is out of range.  Returns ``topo``."""
+    g = topo.graph
+    indices = [d.get("index") for _, d in g.nodes(data=True) if d.get("kind") == "gpu"]
+    gpus = len(indices)
+    if any(isinstance(i, bool) or not isinstance(i, int) for i in indices):
+        raise error(f"{source}: topology {topo.name!r}: a GPU index is not an integer: {show(indices)}")
+    indices.sort()
+    if gpus < 1:
+        raise error(f"{source}: topology {topo.name!r} has no GPU")
+    if indices != list(range(gpus)):
+        raise error(f"{source}: topology {topo.name!r}: GPU indices must be 0..{gpus - 1}, got {show(indices)}")
+    if gpus > MAX_GPUS or g.number_of_nodes() > MAX_NODES or g.number_of_edges() > MAX_EDGES:
+        raise error(f"{source}: topology {topo.name!r} has {gpus} GPUs, {g.number_of_nodes()} nodes and "
+                    f"{g.number_of_edges()} edges; the limits are {MAX_GPUS}, {MAX_NODES} and {MAX_EDGES}")
+    for u, v, d in g.edges(data=True):
+        where = f"{source}: link {u}->{v}"
+        check_int(d.get("links"), f"{where}: links", error, lo=1, hi=MAX_LINKS_PER_EDGE)
+        check_float(d.get("bandwidth_gbps"), f"{where}: bandwidth_gbps", error, lo=MIN_BANDWIDTH_GBPS,
+                    hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+        check_float(d.get("latency_us"), f"{where}: latency_us", error, lo=0.0, hi=MAX_LATENCY_US, unit="µs")
+    return topo
