@@ -107,3 +107,22 @@ def test_cluster_rails_and_nic_override():
 def test_cluster_needs_nics():
     with pytest.raises(TopologyError, match="no NICs"):
         cluster(ring(4), nodes=2)
+
+
+def test_cluster_leaf_spine_oversubscription():
+    c = cluster("dgx-h100", nodes=5, spine_oversubscription=2, hosts_per_leaf=2)
+    assert c.nodes_of_kind("net_switch") == ["leaf0", "leaf1", "leaf2", "spine"]
+    assert sorted(c.graph.predecessors("leaf1")) == sorted([f"h{h}.nic{k}" for h in (2, 3) for k in range(8)] + ["spine"])
+    for q in range(3):   # every leaf alike, the half-empty last one too: 2 hosts x 8 x 50 GB/s / 2
+        assert c.graph.edges[f"leaf{q}", "spine"]["bandwidth_gbps"] == 400.0
+        assert c.graph.edges["spine", f"leaf{q}"]["links"] == 8
+    r = cluster("dgx-h100", nodes=3, rail_optimized=True, spine_oversubscription=4)
+    assert len(r.nodes_of_kind("net_switch")) == 8 + 1          # 32 hosts per rail leaf: one group
+    assert r.graph.edges["leaf0.rail5", "spine"]["bandwidth_gbps"] == 32 * 50.0 / 4
+    assert r.path_class(0, 9) == "NET"                          # across rails through the spine
+
+
+@pytest.mark.parametrize("ratio", [0.5, 0, -1, 2000, float("nan"), True])
+def test_cluster_rejects_bad_oversubscription(ratio):
+    with pytest.raises(TopologyError, match="oversubscription"):
+        cluster("dgx-h100", nodes=2, spine_oversubscription=ratio)

@@ -17,9 +17,17 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS, check_float,
-                              check_topology, parse_json, read_text, show)
 from topo_probe.errors import TopologyError
+from topo_probe.guard import (
+    MAX_BANDWIDTH_GBPS,
+    MAX_LINKS_PER_EDGE,
+    MIN_BANDWIDTH_GBPS,
+    check_float,
+    check_topology,
+    parse_json,
+    read_text,
+    show,
+)
 from topo_probe.topology.model import Topology
 
 _GPU_HEADER = re.compile(r"^[ \t]*GPU0(\s|$)", re.MULTILINE)  # [ \t]*: \s* is quadratic on blank lines

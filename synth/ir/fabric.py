@@ -28,8 +28,10 @@ from fractions import Fraction
 
 import networkx as nx
 
+from synth.ir.host_graph import gpu_fabric_connected as _gpu_fabric_connected
+from synth.ir.host_graph import merge_parallel_switches as _merge_parallel_switches
 from topo_probe.errors import TopologyError
-from topo_probe.topology.model import GPU_LINK_KINDS, Topology
+from topo_probe.topology.model import Topology
 
 Resource = tuple[str, str]
 """A directed edge (u, v) of the (switch-merged) topology graph."""
@@ -59,12 +61,17 @@ class Fabric:
     hosts: list[int] = field(default_factory=list)
     #: (src, dst) -> summed edge latency (µs) of each parallel path of the channel
     path_latency_us: dict[tuple[int, int], list[float]] = field(default_factory=dict, repr=False)
+    #: the identical hosts of a cluster (:class:`synth.ir.cluster_shape.ClusterShape`), None otherwise
+    shape: object | None = field(default=None, repr=False, compare=False)
 
     # ---------------------------------------------------------------- queries
     def has_channel(self, i: int, j: int) -> bool:
         return (i, j) in self.channels
 
     def neighbours_out(self, i: int) -> list[int]:
+        fast = getattr(self.channels, "neighbours_out", None)
+        if fast is not None:
+            return fast(i)
         return sorted(j for (a, j) in self.channels if a == i)
 
     def capacity(self, resource: Resource, rounds: int) -> float:
@@ -94,52 +101,26 @@ class Fabric:
                 f"{len(self.resources)} shared links, 1 round = 1 chunk over {self.unit_gbps:g} GB/s")
 
 
-def _merge_parallel_switches(g: nx.DiGraph) -> nx.DiGraph:
-    """Merge NVSwitch nodes with identical in- and out-neighbour sets (bandwidths add up)."""
-    groups: dict[tuple[frozenset, frozenset], list[str]] = {}
-    for n, d in g.nodes(data=True):
-        if d["kind"] == "nvswitch":
-            key = (frozenset(g.predecessors(n)), frozenset(g.successors(n)))
-            groups.setdefault(key, []).append(n)
-    h = g.copy()
-    for members in groups.values():
-        if len(members) < 2:
-            continue
-        members = sorted(members)
-        keep = members[0]
-        merged = "+".join(members) if len(members) <= 3 else f"{members[0]}..{members[-1]}({len(members)})"
-        for other in members[1:]:
-            for u, _, d in g.in_edges(other, data=True):
-                e = h.edges[u, keep]
-                e["links"] += d["links"]
-                e["bandwidth_gbps"] += d["bandwidth_gbps"]
-            for _, v, d in g.out_edges(other, data=True):
-                e = h.edges[keep, v]
-                e["links"] += d["links"]
-                e["bandwidth_gbps"] += d["bandwidth_gbps"]
-            h.remove_node(other)
-        h = nx.relabel_nodes(h, {keep: merged})
-    return h
+def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | None = None, *,
+                 structured: bool = True) -> Fabric:
+    """Derive the :class:`Fabric` of ``topo`` (see the module docstring for ``transport``).
 
-
-def _gpu_fabric_connected(topo: Topology, host: int) -> bool:
-    """True when the GPUs of ``host`` are connected by NVLink/Infinity Fabric alone (relays allowed)."""
-    gpus = [g for g in topo.gpus if topo.graph.nodes[g].get("host", 0) == host]
-    if len(gpus) <= 1:
-        return True
-    view = nx.subgraph_view(
-        topo.graph,
-        filter_node=lambda n: topo.kind(n) in ("gpu", "nvswitch"),
-        filter_edge=lambda u, v: topo.graph.edges[u, v]["kind"] in GPU_LINK_KINDS)
-    comp = nx.node_connected_component(view.to_undirected(as_view=True), gpus[0])
-    return all(g in comp for g in gpus)
-
-
-def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | None = None) -> Fabric:
-    """Derive the :class:`Fabric` of ``topo`` (see the module docstring for ``transport``)."""
+    A cluster of identical hosts (:func:`synth.ir.cluster_shape.cluster_shape`) is built from
+    route templates, one per pair class and local GPU pair, in ``O(hosts x GPUs per host)``
+    (:mod:`synth.ir.cluster_fabric`); its channels are computed when asked for and
+    ``Fabric.shape`` describes the hosts.  ``structured=False`` routes every rank pair
+    explicitly (the reference the templates are tested against).
+    """
     if transport not in ("auto", "all"):
         raise TopologyError(f"transport must be 'auto' or 'all', got {transport!r}")
     topo.check_connected()
+    if structured:
+        from synth.ir.cluster_shape import cluster_shape
+        shape = cluster_shape(topo)
+        if shape is not None:
+            fab = _build_cluster(topo, shape, transport, unit_gbps)
+            if fab is not None:
+                return fab
     merged = Topology(topo.name, _merge_parallel_switches(topo.graph), topo.description)
     n = topo.num_gpus
     hosts = [topo.host_of(i) for i in range(n)]
@@ -175,13 +156,33 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
         d = merged.graph.edges[u, v]
         resources[(u, v)] = ResourceInfo(d["kind"], d["bandwidth_gbps"], d["latency_us"], d["links"])
     if unit_gbps is None:
-        gpu_nodes = set(merged.gpus)
-        leaving = [info.bandwidth_gbps / info.links for (u, _), info in resources.items() if u in gpu_nodes]
-        unit_gbps = min(leaving) if leaving else 1.0
+        unit_gbps = _unit(resources, set(merged.gpus))
     fab = Fabric(topo.name, topo.fingerprint(), n, resources, channels, float(unit_gbps), hosts,
                  latencies)
     _check_fabric_connected(fab)
     return fab
+
+
+def _unit(resources: dict[Resource, ResourceInfo], gpu_nodes: set[str]) -> float:
+    """The slowest single link leaving a GPU (GB/s), 1.0 when none does."""
+    leaving = [info.bandwidth_gbps / info.links for (u, _), info in resources.items() if u in gpu_nodes]
+    return min(leaving) if leaving else 1.0
+
+
+def _build_cluster(topo: Topology, shape, transport: str, unit_gbps: float | None) -> Fabric | None:
+    from synth.ir.cluster_fabric import build_cluster_pieces
+    got = build_cluster_pieces(topo, shape, transport)
+    if got is None:
+        return None
+    channels, latencies, attrs = got
+    resources = {r: ResourceInfo(d["kind"], d["bandwidth_gbps"], d["latency_us"], d["links"])
+                 for r, d in sorted(attrs.items())}
+    g = shape.gpus_per_host
+    gpu_nodes = {f"h{h}.{x}" for h in range(shape.hosts) for x in shape.host.gpus}
+    unit = float(unit_gbps) if unit_gbps is not None else _unit(resources, gpu_nodes)
+    n = shape.hosts * g
+    return Fabric(topo.name, topo.fingerprint(), n, resources, channels, unit, [r // g for r in range(n)],
+                  latencies, shape)
 
 
 def _check_fabric_connected(fab: Fabric) -> None:

@@ -35,8 +35,7 @@ from typing import Any
 
 from synth.ir.collectives import CollectiveSpec, canonical
 from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError
-from topo_probe.guard import (MAX_CHUNK_CELLS, MAX_CHUNKS_PER_RANK, MAX_GPUS, MAX_ROUNDS, parse_json, read_text,
-                              show)
+from topo_probe.guard import MAX_CHUNK_CELLS, MAX_CHUNKS_PER_RANK, MAX_GPUS, MAX_ROUNDS, parse_json, read_text, show
 
 FORMAT = "topocoll.schedule"
 VERSION = 1

@@ -149,6 +149,9 @@ def lower_bounds(fabric: Fabric, collective: str, root: int | None = None, *, me
 
 # ---------------------------------------------------------------------------- latency
 def _latency(fabric: Fabric, spec: CollectiveSpec) -> tuple[int, float, tuple[tuple[int, float], ...]]:
+    if fabric.shape is not None:
+        from synth.model.cluster_latency import cluster_latency
+        return cluster_latency(fabric, spec)
     g = nx.DiGraph()
     g.add_nodes_from(range(spec.ranks))
     g.add_weighted_edges_from((i, j, fabric.channel_latency_us(i, j)) for (i, j) in fabric.channels)

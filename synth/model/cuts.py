@@ -55,7 +55,13 @@ class _Graph:
 
 
 def _rank_nodes(fabric: Fabric) -> list[str]:
-    """Graph node of each rank: the node without incoming edge on its channels' routes."""
+    """Graph node of each rank: the node without incoming edge on its channels' routes (one
+    channel per rank is enough; a cluster's GPUs are named by its shape)."""
+    shape = fabric.shape
+    if shape is not None:
+        local = shape.host.gpus
+        g = shape.gpus_per_host
+        return [f"h{r // g}.{local[r % g]}" for r in range(fabric.num_ranks)]
     out = {}
     for (i, _), route in fabric.channels.items():
         if i not in out:
@@ -66,28 +72,62 @@ def _rank_nodes(fabric: Fabric) -> list[str]:
     return [out[i] for i in range(fabric.num_ranks)]
 
 
+def rank_representatives(fabric: Fabric) -> list[int]:
+    """Ranks that every rank is the image of under some symmetry of the fabric (all ranks
+    unless the fabric is a cluster of identical hosts: then every GPU of one host per class of
+    equally sized groups, since hosts of one group, and whole groups of one size, can be
+    swapped together with their leaf switches)."""
+    shape = fabric.shape
+    if shape is None:
+        return list(range(fabric.num_ranks))
+    sizes = shape.group_sizes()
+    first: dict[int, int] = {}
+    for h, q in enumerate(shape.groups):
+        first.setdefault(sizes[q], h)
+    g = shape.gpus_per_host
+    return [h * g + a for h in sorted(first.values()) for a in range(g)]
+
+
 def _series_reduce(caps: dict[tuple[str, str], Fraction], keep: set[str]) -> None:
-    """Remove dead-end non-GPU nodes and bypass pass-through ones (exact for s-t cuts)."""
-    changed = True
-    while changed:
-        changed = False
-        nb: dict[str, set[str]] = {}
-        for u, v in caps:
-            nb.setdefault(u, set()).add(v)
-            nb.setdefault(v, set()).add(u)
-        for w, around in nb.items():
-            if w in keep or len(around) > 2:
-                continue
-            if len(around) == 2:
-                a, b = sorted(around)
-                for x, y in ((a, b), (b, a)):
-                    c = min(caps.get((x, w), Fraction(0)), caps.get((w, y), Fraction(0)))
-                    if c:
-                        caps[(x, y)] = caps.get((x, y), Fraction(0)) + c
-            for e in [e for e in caps if w in e]:
-                del caps[e]
-            changed = True
-            break
+    """Remove dead-end non-GPU nodes and bypass pass-through ones (exact for s-t cuts); a worklist,
+    so linear in the graph size."""
+    out: dict[str, set[str]] = {}
+    inn: dict[str, set[str]] = {}
+    for u, v in caps:
+        out.setdefault(u, set()).add(v)
+        inn.setdefault(v, set()).add(u)
+
+    def around(w: str) -> set[str]:
+        return out.get(w, set()) | inn.get(w, set())
+
+    def drop(u: str, v: str) -> None:
+        del caps[(u, v)]
+        out[u].discard(v)
+        inn[v].discard(u)
+
+    work = [w for w in set(out) | set(inn) if w not in keep]
+    while work:
+        w = work.pop()
+        nbs = around(w)
+        if w in keep or len(nbs) > 2 or (not nbs and w not in out and w not in inn):
+            continue
+        if len(nbs) == 2:
+            a, b = sorted(nbs)
+            for x, y in ((a, b), (b, a)):
+                c = min(caps.get((x, w), Fraction(0)), caps.get((w, y), Fraction(0)))
+                if c:
+                    if (x, y) not in caps:
+                        caps[(x, y)] = Fraction(0)
+                        out.setdefault(x, set()).add(y)
+                        inn.setdefault(y, set()).add(x)
+                    caps[(x, y)] += c
+        for v in list(out.get(w, ())):
+            drop(w, v)
+        for u in list(inn.get(w, ())):
+            drop(u, w)
+        out.pop(w, None)
+        inn.pop(w, None)
+        work.extend(x for x in nbs if x not in keep)
 
 
 # ---------------------------------------------------------------------------- in-cut tables
@@ -179,7 +219,7 @@ def _enumerate(g: _Graph, spec: CollectiveSpec) -> tuple[Fraction, tuple[int, ..
         ag, v1 = _best_ratio(classes, table, n, lambda s: n - s, yes, g.denom)
         rs, v2 = _best_ratio(classes, comp, n, lambda s: n - s, yes, g.denom)
         if name == "allreduce":
-            return _global_cut_bound(g), _members(classes, v1)
+            return _global_cut_bound(g, list(range(1, g.n))), _members(classes, v1)
         return (ag, _members(classes, v1)) if name == "allgather" else (rs, _members(classes, v2))
     if name == "alltoall":
         r, v = _best_ratio(classes, table, n, lambda s: s * (n - s), yes, g.denom)
@@ -238,29 +278,74 @@ def _dinkelbach(g: _Graph, outside_costs: bool, forced: list[int]) -> tuple[Frac
         best_s, rho = improved, ratio(improved)
 
 
-def _global_cut_bound(g: _Graph) -> Fraction:
+def targets_by_symmetry(fabric: Fabric, root: int) -> list[int]:
+    """Ranks other than ``root`` such that every other rank is the image of one of them under a
+    symmetry fixing ``root`` (all of them without a cluster shape): the root host's GPUs, and
+    every GPU of one host per relation to the root's host (same group; each other group size)."""
+    shape = fabric.shape
+    n = fabric.num_ranks
+    if shape is None:
+        return [v for v in range(n) if v != root]
+    g = shape.gpus_per_host
+    home = root // g
+    sizes = shape.group_sizes()
+    reps: dict[tuple, int] = {}
+    for h in range(shape.hosts):
+        if h != home:
+            same = shape.groups[h] == shape.groups[home]
+            reps.setdefault((same, sizes[shape.groups[h]]), h)
+    hosts = [home] + sorted(reps.values())
+    return [h * g + a for h in hosts for a in range(g) if h * g + a != root]
+
+
+def _global_cut_bound(g: _Graph, targets: list[int]) -> Fraction:
     """``1 / min over proper GPU subsets S of min(in(S), out(S))``: every directed cut separates
-    GPU 0 from some GPU v one way or the other, so 2(n - 1) max-flows find the smallest."""
-    smallest = min(min(_cut(g, {0}, {v}), _cut(g, {v}, {0})) for v in range(1, g.n))
+    GPU 0 from some GPU v one way or the other, so 2(n - 1) max-flows find the smallest (fewer
+    by symmetry: ``targets`` from :func:`targets_by_symmetry`)."""
+    smallest = min(min(_cut(g, {0}, {v}), _cut(g, {v}, {0})) for v in targets)
     if smallest == 0:
         raise TopologyError("some GPUs cannot exchange data with the others")
     return 1 / smallest
 
 
-def _by_maxflow(g: _Graph, spec: CollectiveSpec, hosts: list[int]) -> tuple[Fraction, bool, tuple[int, ...]]:
+def _alltoall_candidates(fabric: Fabric, reps: list[int], found: list[set[int]]) -> list[set[int]]:
+    """GPU subsets worth trying for the alltoall cut (``s (n - s) / in(S)`` is not a Dinkelbach
+    ratio): the allgather/reducescatter optima and their complements, single GPUs, and for a
+    cluster whole hosts and groups: the first k hosts of a group, the first k groups."""
+    n = fabric.num_ranks
+    everyone = set(range(n))
+    cands = found + [everyone - S for S in found] + [{i} for i in reps]
+    hosts = fabric.hosts or [0] * n
+    if len(set(hosts)) > 1:
+        members: dict[int, set[int]] = {}
+        for r, h in enumerate(hosts):
+            members.setdefault(h, set()).add(r)
+        shape = fabric.shape
+        groups = shape.groups if shape is not None else tuple(range(len(members)))
+        order: dict[int, list[int]] = {}
+        for h in sorted(members):
+            order.setdefault(groups[h], []).append(h)
+        first = next(iter(order.values()))
+        cands += [set().union(*(members[h] for h in first[:k])) for k in range(1, len(first) + 1)]
+        grp = list(order.values())
+        cands += [set().union(*(members[h] for q in grp[:k] for h in q)) for k in range(1, len(grp))]
+    return [S for S in cands if 0 < len(S) < n]
+
+
+def _by_maxflow(g: _Graph, spec: CollectiveSpec, fabric: Fabric) -> tuple[Fraction, bool, tuple[int, ...]]:
     n, name, root = g.n, spec.name, spec.root
     everyone = list(range(n))
+    reps = rank_representatives(fabric)
     if name in ("allgather", "reducescatter", "allreduce", "alltoall"):
-        ag, s_ag = _dinkelbach(g, False, everyone)
-        rs, s_rs = _dinkelbach(g, True, everyone)
+        if name == "allreduce":
+            return _global_cut_bound(g, targets_by_symmetry(fabric, 0)), True, ()
+        ag, s_ag = _dinkelbach(g, False, reps) if name != "reducescatter" else (None, set())
+        rs, s_rs = _dinkelbach(g, True, reps) if name != "allgather" else (None, set())
         if name == "allgather":
             return ag, True, tuple(sorted(s_ag))
         if name == "reducescatter":
             return rs, True, tuple(sorted(set(everyone) - s_rs))
-        if name == "allreduce":
-            return _global_cut_bound(g), True, tuple(sorted(s_ag))
-        cands = [s_ag, s_rs, set(everyone) - s_ag, set(everyone) - s_rs] + [{i} for i in everyone]
-        cands += [{i for i in everyone if hosts[i] == h} for h in set(hosts) if len(set(hosts)) > 1]
+        cands = _alltoall_candidates(fabric, reps, [s_ag, s_rs])
         best = max(cands, key=lambda S: Fraction(len(S) * (n - len(S))) / _in_cut(g, S))
         return Fraction(len(best) * (n - len(best))) / _in_cut(g, best), False, tuple(sorted(best))
     if name == "gather":
@@ -278,11 +363,11 @@ def bandwidth_rounds(fabric: Fabric, spec: CollectiveSpec, params=None, method: 
     g = _Graph(fabric, params)
     if spec.name in ("broadcast", "reduce"):
         flows = [(_cut(g, {spec.root}, {p}) if spec.name == "broadcast" else _cut(g, {p}, {spec.root}), p)
-                 for p in range(n) if p != spec.root]
+                 for p in targets_by_symmetry(fabric, spec.root)]
         f, p = min(flows)
         return 1 / f, True, "maxflow", (p,)
     if method == "enumeration" or (method == "auto" and n <= ENUMERATE_MAX_RANKS):
         r, w = _enumerate(g, spec)
         return r, True, "enumeration", w
-    r, exact, w = _by_maxflow(g, spec, fabric.hosts or [0] * n)
+    r, exact, w = _by_maxflow(g, spec, fabric)
     return r, exact, "maxflow", w

@@ -1,11 +1,14 @@
 """Command-line flags that describe a whole machine, shared by every command that takes
-``--topology``: ``--nodes N``, ``--nic-gbps G``, ``--nics-per-node K``, ``--rail-optimized``.
+``--topology``: ``--nodes N``, ``--nic-gbps G``, ``--nics-per-node K``, ``--rail-optimized``,
+``--spine-oversubscription R`` and ``--hosts-per-leaf M``.
 
 They apply after the topology is loaded (and cut to ``--gpus``): ``--nodes N`` (N > 1) joins N
 copies of it into a cluster (:func:`topo_probe.machines.clusters.cluster`), with ``K`` NICs of
 ``G`` GB/s per direction each per host when given, one network switch per rail with
-``--rail-optimized``, else one switch for every NIC.  With one node, ``--nics-per-node`` /
-``--nic-gbps`` only change the host's NICs.
+``--rail-optimized``, else one switch for every NIC; ``--spine-oversubscription R`` puts the
+hosts under leaf switches (``--hosts-per-leaf M`` each) joined by a spine whose uplinks carry
+1/R of the leaves' downlink bandwidth.  With one node, ``--nics-per-node`` / ``--nic-gbps`` only
+change the host's NICs.
 
 >>> import argparse
 >>> p = argparse.ArgumentParser()
@@ -29,13 +32,18 @@ MAX_NODES = 4096
 
 
 def add_machine_arguments(p: argparse.ArgumentParser) -> None:
-    """Add ``--nodes``, ``--nic-gbps``, ``--nics-per-node`` and ``--rail-optimized`` to ``p``."""
+    """Add ``--nodes``, ``--nic-gbps``, ``--nics-per-node``, ``--rail-optimized``,
+    ``--spine-oversubscription`` and ``--hosts-per-leaf`` to ``p``."""
     g = p.add_argument_group("machine shape (applied to --topology)")
     g.add_argument("--nodes", type=int, metavar="N", help="join N copies of the host into a cluster")
     g.add_argument("--nic-gbps", type=float, metavar="G", help="NIC speed, GB/s per direction per NIC")
     g.add_argument("--nics-per-node", type=int, metavar="K", help="NICs per host (spread over the GPUs)")
     g.add_argument("--rail-optimized", action="store_true",
                    help="one network switch per NIC rail (default: one switch for all NICs)")
+    g.add_argument("--spine-oversubscription", type=float, metavar="R",
+                   help="two-tier network: leaf switches joined by a spine with R:1 oversubscribed uplinks")
+    g.add_argument("--hosts-per-leaf", type=int, metavar="M",
+                   help="hosts under one leaf switch with --spine-oversubscription (default: 32 NIC ports a leaf)")
 
 
 def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topology:
@@ -53,16 +61,26 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
     gbps = getattr(args, "nic_gbps", None)
     k = getattr(args, "nics_per_node", None)
     rail = bool(getattr(args, "rail_optimized", False))
+    ratio = getattr(args, "spine_oversubscription", None)
+    per_leaf = getattr(args, "hosts_per_leaf", None)
     if nodes is not None and not 1 <= nodes <= MAX_NODES:
         raise TopologyError(f"--nodes must be 1 to {MAX_NODES}, got {nodes}")
     if gbps is not None and not 0 < gbps < 1e6:
         raise TopologyError(f"--nic-gbps must be a positive number of GB/s, got {gbps}")
     if k is not None and not 1 <= k <= 64:
         raise TopologyError(f"--nics-per-node must be 1 to 64, got {k}")
+    if ratio is not None and not 1 <= ratio <= 1024:
+        raise TopologyError(f"--spine-oversubscription must be 1 to 1024 (R:1), got {ratio:g}")
+    if per_leaf is not None and not 1 <= per_leaf <= MAX_NODES:
+        raise TopologyError(f"--hosts-per-leaf must be 1 to {MAX_NODES}, got {per_leaf}")
+    if per_leaf is not None and ratio is None:
+        raise TopologyError("--hosts-per-leaf needs --spine-oversubscription R")
     if (nodes or 1) > 1:
-        return cluster(topo, nodes, gbps, rail_optimized=rail, nics_per_node=k)
-    if rail:
-        raise TopologyError("--rail-optimized needs --nodes N with N > 1")
+        return cluster(topo, nodes, gbps, rail_optimized=rail, nics_per_node=k, spine_oversubscription=ratio,
+                       hosts_per_leaf=per_leaf)
+    if rail or ratio is not None:
+        flag = "--rail-optimized" if rail else "--spine-oversubscription"
+        raise TopologyError(f"{flag} needs --nodes N with N > 1")
     if k is not None or gbps is not None:
         count = k if k is not None else len(topo.nodes_of_kind("nic")) or 1
         return with_nics(topo, count, gbps)

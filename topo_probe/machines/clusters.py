@@ -2,10 +2,15 @@
 
 from __future__ import annotations
 
+import math
+
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
 from topo_probe.topology.model import Topology
+
+#: NIC ports of one leaf switch of :func:`cluster`'s leaf-spine network (a 64-port switch, half down)
+LEAF_PORTS = 32
 
 
 def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> Topology:
@@ -44,7 +49,8 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
 
 def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | None = None,
             net_latency_us: float = NET_LATENCY_US, *, rail_optimized: bool = False,
-            nics_per_node: int | None = None) -> Topology:
+            nics_per_node: int | None = None, spine_oversubscription: float | None = None,
+            hosts_per_leaf: int | None = None) -> Topology:
     """``nodes`` copies of a single-host topology joined by an InfiniBand/Ethernet network.
 
     Host ``h`` holds ranks ``h*g .. h*g+g-1`` (``g`` GPUs per host); every node of host ``h``
@@ -60,11 +66,24 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
     ``net_latency_us`` is the one-way NIC -> switch -> NIC latency, split over the two edges.
     ``nics_per_node`` replaces the host's NICs by that many (:func:`with_nics`, ``nic_gbps`` each).
 
+    ``spine_oversubscription=R`` (R >= 1) builds a two-tier leaf-spine network instead: hosts
+    are grouped ``hosts_per_leaf`` at a time (default: 32 NIC ports per leaf, so 32 hosts per
+    rail leaf, 4 hosts of 8 NICs per shared leaf); group ``q`` has one leaf ``leaf{q}`` (or
+    one per rail, ``leaf{q}.rail{r}``, with ``rail_optimized``) holding its NICs, and every
+    leaf joins the switch ``spine`` by an uplink of ``1/R`` of its full downlink bandwidth
+    (all leaves alike, also a last partly filled one; the spine switches of a real fabric,
+    spread over by ECMP, are one switch here, as parallel NVSwitches are).  Traffic between
+    leaves (and between rails) crosses the spine; leaf-spine edges add ``net_latency_us / 2``
+    each.
+
     Examples
     --------
     >>> c = cluster("dgx-a100", nodes=2)
     >>> c.num_gpus, c.gpu(11), c.host_of(11), c.path_class(0, 11), c.path_class(8, 11)
     (16, 'h1.gpu3', 1, 'NET', 'NVL')
+    >>> s = cluster("dgx-h100", nodes=4, spine_oversubscription=2, hosts_per_leaf=2)
+    >>> s.nodes_of_kind("net_switch"), s.graph.edges["leaf0", "spine"]["bandwidth_gbps"]
+    (['leaf0', 'leaf1', 'spine'], 400.0)
     """
     if isinstance(preset_or_topology, str):
         base = get_preset(preset_or_topology)
@@ -89,18 +108,52 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
             t.add_node(f"h{h}.{n}", d["kind"], **attrs)
         for u, v, d in base.graph.edges(data=True):
             t.graph.add_edge(f"h{h}.{u}", f"h{h}.{v}", **d)
-    switches = len(nics) if rail_optimized else 1
-    for r in range(switches):
-        t.add_node(f"netswitch{r}", "net_switch", host=-1)
+    rails = sorted(nics, key=lambda x: (str(base.graph.nodes[x].get("name", x)), x))
+    speeds = []
+    for nic in rails:
+        speed = nic_gbps if nic_gbps is not None else base.graph.nodes[nic].get("speed_gbps")
+        if not speed or speed <= 0:
+            raise TopologyError(f"cluster: NIC {nic!r} has no speed_gbps; pass nic_gbps")
+        speeds.append(float(speed))
+    if spine_oversubscription is None:
+        switch = [f"netswitch{r if rail_optimized else 0}" for r in range(len(rails))]
+        for name in sorted(set(switch)):
+            t.add_node(name, "net_switch", host=-1)
+        leaf_of = lambda h, r: switch[r]  # noqa: E731
+        shape = "one switch per rail" if rail_optimized else "one non-blocking switch"
+    else:
+        leaf_of, shape = _leaf_spine(t, k, speeds, rail_optimized, spine_oversubscription, hosts_per_leaf,
+                                     net_latency_us)
     for h in range(k):
-        for r, nic in enumerate(sorted(nics, key=lambda x: (str(base.graph.nodes[x].get("name", x)), x))):
-            speed = nic_gbps if nic_gbps is not None else base.graph.nodes[nic].get("speed_gbps")
-            if not speed or speed <= 0:
-                raise TopologyError(f"cluster: NIC {nic!r} has no speed_gbps; pass nic_gbps")
-            t.graph.nodes[f"h{h}.{nic}"]["speed_gbps"] = float(speed)
-            t.add_link(f"h{h}.{nic}", f"netswitch{r if rail_optimized else 0}", kind="network",
-                       bandwidth_gbps=float(speed), latency_us=net_latency_us / 2)
-    t.assumptions = list(base.assumptions) + [
-        f"network: {'one switch per rail' if rail_optimized else 'one non-blocking switch'}, "
-        f"{net_latency_us} us NIC to NIC"]
+        for r, nic in enumerate(rails):
+            t.graph.nodes[f"h{h}.{nic}"]["speed_gbps"] = speeds[r]
+            t.add_link(f"h{h}.{nic}", leaf_of(h, r), kind="network", bandwidth_gbps=speeds[r],
+                       latency_us=net_latency_us / 2)
+    t.assumptions = list(base.assumptions) + [f"network: {shape}, {net_latency_us} us NIC to NIC"]
     return t
+
+
+def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bool, ratio: float,
+                hosts_per_leaf: int | None, net_latency_us: float):
+    """Add leaves and the spine of :func:`cluster` to ``t``; returns (leaf of (host, rail), words)."""
+    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 1.0 <= ratio <= 1024.0:
+        raise TopologyError(f"spine oversubscription must be a number from 1 to 1024, got {ratio!r}")
+    per_host = 1 if rail_optimized else len(speeds)
+    m = hosts_per_leaf if hosts_per_leaf is not None else max(1, LEAF_PORTS // per_host)
+    m = positive_count(m, 1, "hosts per leaf")
+    groups = -(-hosts // m)
+    planes = range(len(speeds)) if rail_optimized else range(1)
+    t.add_node("spine", "net_switch", host=-1, tier="spine")
+    for q in range(groups):
+        for r in planes:
+            leaf = t.add_node(f"leaf{q}.rail{r}" if rail_optimized else f"leaf{q}", "net_switch", host=-1,
+                              tier="leaf")
+            down = m * (speeds[r] if rail_optimized else sum(speeds))
+            t.add_link(leaf, "spine", kind="network", links=max(1, math.ceil(m * per_host / ratio)),
+                       bandwidth_gbps=down / ratio, latency_us=net_latency_us / 2)
+
+    def leaf_of(h: int, r: int) -> str:
+        return f"leaf{h // m}.rail{r}" if rail_optimized else f"leaf{h // m}"
+    words = (f"{groups} {'rail leaves' if rail_optimized else 'leaves'} of {m} hosts under one spine, "
+             f"{ratio:g}:1 oversubscribed")
+    return leaf_of, words

@@ -21,8 +21,17 @@ from __future__ import annotations
 from typing import Sequence
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_LATENCY_US, MAX_LINKS_PER_EDGE,
-                              MIN_BANDWIDTH_GBPS, check_float, check_topology, show)
+from topo_probe.guard import (
+    MAX_BANDWIDTH_GBPS,
+    MAX_EDGES,
+    MAX_GPUS,
+    MAX_LATENCY_US,
+    MAX_LINKS_PER_EDGE,
+    MIN_BANDWIDTH_GBPS,
+    check_float,
+    check_topology,
+    show,
+)
 from topo_probe.machines.generators import NVLINK_LATENCY_US
 from topo_probe.parsers import MAX_NVLINKS_PER_GPU
 from topo_probe.parsers.pcie_classes import rank_ranges

@@ -33,8 +33,17 @@ from dataclasses import dataclass, field
 from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_INPUT_BYTES, MAX_LINKS_PER_EDGE, MAX_MATRIX_COLUMNS,
-                              MIN_BANDWIDTH_GBPS, ascii_int, check_float, check_topology, show)
+from topo_probe.guard import (
+    MAX_BANDWIDTH_GBPS,
+    MAX_INPUT_BYTES,
+    MAX_LINKS_PER_EDGE,
+    MAX_MATRIX_COLUMNS,
+    MIN_BANDWIDTH_GBPS,
+    ascii_int,
+    check_float,
+    check_topology,
+    show,
+)
 from topo_probe.parsers import PCIE_LANE_GBPS
 from topo_probe.parsers.link_matrix import add_nvlinks
 from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes

@@ -32,8 +32,21 @@ from pathlib import Path
 from typing import Any
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_LATENCY_US, MAX_LINKS_PER_EDGE, MAX_NODES,
-                              MIN_BANDWIDTH_GBPS, check_float, check_int, check_topology, parse_json, read_text, show)
+from topo_probe.guard import (
+    MAX_BANDWIDTH_GBPS,
+    MAX_EDGES,
+    MAX_GPUS,
+    MAX_LATENCY_US,
+    MAX_LINKS_PER_EDGE,
+    MAX_NODES,
+    MIN_BANDWIDTH_GBPS,
+    check_float,
+    check_int,
+    check_topology,
+    parse_json,
+    read_text,
+    show,
+)
 from topo_probe.topology.model import LINK_KINDS, NODE_KINDS, P2PCapability, Topology
 
 FORMAT = "topocoll.topology"

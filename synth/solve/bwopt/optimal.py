@@ -58,11 +58,14 @@ from synth.solve.bwopt.trees import (
     bfs_edges,
     rounds_for,
 )
+from synth.solve.cluster.compose import HIERARCHICAL, hierarchical
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
-__all__ = ["SUPPORTED", "bandwidth_optimal", "bandwidth_term", "lockstep_bandwidth_term"]
+__all__ = ["SUPPORTED", "TREES_MAX_RANKS", "bandwidth_optimal", "bandwidth_term", "lockstep_bandwidth_term"]
 
 SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
+#: the LP tree packing holds (ranks x ranks x links) load tables: clusters beyond this use the hierarchy
+TREES_MAX_RANKS = 64
 
 
 # ---------------------------------------------------------------------------- forests
@@ -120,7 +123,7 @@ def _steps(fabric: Fabric, model: ChannelModel, phases: list[list[list[Transfer]
 
 # ---------------------------------------------------------------------------- public entry
 def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = None, max_chunks: int = 32,
-                      time_limit_s: float = 240.0, efficiency=None) -> Schedule:
+                      time_limit_s: float = 240.0, efficiency=None, method: str = "auto") -> Schedule:
     """A verified schedule whose bandwidth term reaches the LP optimum (the cut bound where the
     fabric's routes allow it).
 
@@ -139,6 +142,14 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     time_limit_s : float
         Budget (s) for the LPs and the whole-chunk search; on expiry the best schedule so far
         is returned and ``meta["lp_optimal"]`` says whether the tree LP was proven optimal.
+    method : {"auto", "trees", "hierarchical"}
+        ``trees``: the LP tree packing below on the whole fabric.  ``hierarchical``: on a
+        cluster of identical hosts (``fabric.shape``), :func:`synth.solve.cluster.compose.hierarchical`
+        (rails, then each host's trees; allgather, reducescatter, allreduce).  ``auto``: the
+        hierarchical schedule on clusters, kept when it meets the cut bound (allreduce: the
+        phased bound) or the cluster has more than :data:`TREES_MAX_RANKS` ranks, else the
+        better of it and the tree packing; the tree packing elsewhere.  A cluster of more
+        than :data:`TREES_MAX_RANKS` ranks supports only the hierarchical collectives.
     efficiency : callable or CostParams, optional
         Link kind -> achieved fraction of nominal bandwidth (e.g. a
         :class:`synth.model.cost.CostParams` or its ``efficiency``): optimise for these effective capacities
@@ -164,6 +175,21 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     t0 = time.monotonic()
     name = canonical(collective)
     n = fabric.num_ranks
+    if method not in ("auto", "trees", "hierarchical"):
+        raise InvalidArgument(f"bandwidth_optimal: method must be auto, trees or hierarchical, got {method!r}")
+    structured = method != "trees" and fabric.shape is not None and efficiency is None
+    if structured and name in HIERARCHICAL:
+        hier = hierarchical(fabric, name, time_limit_s=min(60.0, time_limit_s / 2))
+        key = "ratio_to_phased_bound" if name == "allreduce" else "ratio_to_bound"
+        if method == "hierarchical" or n > TREES_MAX_RANKS or (hier.meta.get(key) or 2.0) <= 1 + 1e-9:
+            return hier
+        trees = bandwidth_optimal(fabric, name, max_chunks=max_chunks, efficiency=efficiency, method="trees",
+                                  time_limit_s=max(5.0, time_limit_s - (time.monotonic() - t0)))
+        return min((hier, trees), key=lambda s: s.meta["achieved_rounds_per_block"])
+    if method == "hierarchical" or (fabric.shape is not None and n > TREES_MAX_RANKS):
+        raise UnsupportedCollective(f"bandwidth_optimal: {name} on {n} ranks: the tree packing stops at "
+                                    f"{TREES_MAX_RANKS} ranks and the hierarchical method covers "
+                                    f"{', '.join(HIERARCHICAL)}")
     if name not in SUPPORTED:
         raise UnsupportedCollective(f"bandwidth_optimal: {name} is not supported "
                                     f"(supported: {', '.join(SUPPORTED)})")

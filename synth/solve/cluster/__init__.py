@@ -1,0 +1,1 @@
+"""Cluster-scale synthesis: hierarchical schedules over identical hosts and AllToAll by multicommodity flow."""
