@@ -125,7 +125,12 @@ def required_rounds(fabric: Fabric, sends: list[tuple[int, int]] | list[tuple[in
     >>> required_rounds(f, [(0, 1)] * 5)   # 2 links carry 2 chunks per round
     3
     """
-    loads = step_loads(fabric, sends)
+    return rounds_for_loads(fabric, step_loads(fabric, sends))
+
+
+def rounds_for_loads(fabric: Fabric, loads: dict[Resource, float]) -> int:
+    """Fewest whole rounds (>= 1) in which ``loads`` (chunks per resource, e.g. from
+    :func:`step_loads`) fit ``fabric``'s capacities, by the test of the ``over-capacity`` rule."""
     rounds = 1
     for r, load in loads.items():
         per_round = fabric.capacity(r, 1)
@@ -251,7 +256,7 @@ class _Replay:
         fab = self.fabric
         loads = step_loads(fab, pairs)
         self.loads.append(loads)
-        self.rounds_needed.append(required_rounds(fab, pairs) if pairs else 1)
+        self.rounds_needed.append(rounds_for_loads(fab, loads) if pairs else 1)
         if step.rounds < 1:
             return
         for r in sorted(loads):
