@@ -58,6 +58,7 @@ from synth.solve.bwopt.trees import (
     bfs_edges,
     rounds_for,
 )
+from synth.solve.cluster.alltoall import cluster_alltoall
 from synth.solve.cluster.compose import HIERARCHICAL, hierarchical
 from topo_probe.errors import UnsupportedCollective
 
@@ -149,7 +150,9 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         hierarchical schedule on clusters, kept when it meets the cut bound (allreduce: the
         phased bound) or the cluster has more than :data:`TREES_MAX_RANKS` ranks, else the
         better of it and the tree packing; the tree packing elsewhere.  A cluster of more
-        than :data:`TREES_MAX_RANKS` ranks supports only the hierarchical collectives.
+        than :data:`TREES_MAX_RANKS` ranks supports only the hierarchical collectives.  On a
+        cluster ``auto`` also takes ``alltoall``: the multicommodity-flow LP of
+        :func:`synth.solve.cluster.alltoall.cluster_alltoall`.
     efficiency : callable or CostParams, optional
         Link kind -> achieved fraction of nominal bandwidth (e.g. a
         :class:`synth.model.cost.CostParams` or its ``efficiency``): optimise for these effective capacities
@@ -178,6 +181,8 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     if method not in ("auto", "trees", "hierarchical"):
         raise UnsupportedCollective(f"bandwidth_optimal: method must be auto, trees or hierarchical, got {method!r}")
     structured = method != "trees" and fabric.shape is not None and efficiency is None
+    if structured and name == "alltoall":
+        return cluster_alltoall(fabric, time_limit_s=time_limit_s)
     if structured and name in HIERARCHICAL:
         hier = hierarchical(fabric, name, time_limit_s=min(60.0, time_limit_s / 2))
         key = "ratio_to_phased_bound" if name == "allreduce" else "ratio_to_bound"
