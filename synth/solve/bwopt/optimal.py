@@ -67,6 +67,8 @@ __all__ = ["SUPPORTED", "TREES_MAX_RANKS", "bandwidth_optimal", "bandwidth_term"
 SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 #: the LP tree packing holds (ranks x ranks x links) load tables: clusters beyond this use the hierarchy
 TREES_MAX_RANKS = 64
+#: ``method="auto"`` keeps a hierarchical schedule this close to its bound without trying the tree packing
+HIERARCHY_GOOD = 1.01
 
 
 # ---------------------------------------------------------------------------- forests
@@ -149,8 +151,9 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         ``trees``: the LP tree packing below on the whole fabric.  ``hierarchical``: on a
         cluster of identical hosts (``fabric.shape``), :func:`synth.solve.cluster.compose.hierarchical`
         (rails, then each host's trees; allgather, reducescatter, allreduce).  ``auto``: the
-        hierarchical schedule on clusters, kept when it meets the cut bound (allreduce: the
-        phased bound) or the cluster has more than :data:`TREES_MAX_RANKS` ranks, else the
+        hierarchical schedule on clusters, kept when it is within :data:`HIERARCHY_GOOD` of the
+        cut bound (allreduce: the phased bound) or the cluster has more than
+        :data:`TREES_MAX_RANKS` ranks, else the
         better of it and the tree packing; the tree packing elsewhere.  A cluster of more
         than :data:`TREES_MAX_RANKS` ranks supports only the hierarchical collectives.  On a
         cluster ``auto`` also takes ``alltoall``: the multicommodity-flow LP of
@@ -188,7 +191,7 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     if structured and name in HIERARCHICAL:
         hier = hierarchical(fabric, name, time_limit_s=min(60.0, time_limit_s / 2))
         key = "ratio_to_phased_bound" if name == "allreduce" else "ratio_to_bound"
-        if method == "hierarchical" or n > TREES_MAX_RANKS or (hier.meta.get(key) or 2.0) <= 1 + 1e-9:
+        if method == "hierarchical" or n > TREES_MAX_RANKS or (hier.meta.get(key) or 2.0) <= HIERARCHY_GOOD:
             return hier
         trees = bandwidth_optimal(fabric, name, max_chunks=max_chunks, efficiency=efficiency, method="trees",
                                   time_limit_s=max(5.0, time_limit_s - (time.monotonic() - t0)))

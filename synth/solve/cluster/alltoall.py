@@ -17,7 +17,8 @@ collects ``N_k(h)`` pairs), is at most ``T x`` its capacity.  Constraints are wr
 resources of one host per orbit and the shared network links only.  Whole chunks: with ``C``
 chunks per block, the ``N_k C`` chunks a source GPU sends to one local GPU of its class-``k``
 peers are apportioned to the options by largest remainder and dealt out over the peer hosts,
-so every host sees the same mix.  Steps: source-host hops, network hops, destination-host hops.
+so every host sees the same mix.  Steps: source-host hops, network hops (and direct hops
+inside a host), destination-host hops; empty steps are dropped.
 
 The lower bound is :func:`synth.model.bounds.lower_bounds` (``s (n - s) / in(S)`` over cut
 candidates: single GPUs, hosts, groups); ``meta`` reports the LP optimum, the schedule's
@@ -208,9 +209,9 @@ def _transfers(q: _Quotient, weights: dict, C: int) -> list[list[Transfer]]:
                             chunk = (s * n + d) * C + j
                             opt = q.options[key][deal[t * C + j]]
                             hops = [a] + list(opt) if cls == 0 else None
-                            if cls == 0:
+                            if cls == 0:           # direct: with the network hops; relayed: one step before
                                 for k, (u, v) in enumerate(zip(hops, hops[1:])):
-                                    steps[k].append(Transfer(chunk, h * g + u, h * g + v))
+                                    steps[k + 3 - len(hops)].append(Transfer(chunk, h * g + u, h * g + v))
                                 continue
                             c, c2 = opt
                             path = [s] + ([h * g + c] if c != a else []) + ([h2 * g + c2] if c2 != b else []) + [d]
