@@ -3,6 +3,7 @@ MSCCL XML for the plan's schedules only at scale, every skipped stage named in t
 
 from __future__ import annotations
 
+import gzip
 import json
 
 import pytest
@@ -10,6 +11,7 @@ import pytest
 from synth.baselines import _common, baseline
 from synth.baselines.cluster_rings import cluster_rings
 from synth.cli.synthesize import main
+from synth.formats.msccl import from_msccl_xml
 from synth.formats.schedule_file import load_schedule
 from synth.ir.fabric import build_fabric
 from synth.ir.verifier import check
@@ -26,6 +28,7 @@ def cluster_run(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setattr(synth_mod, "GZIP_TRANSFERS", 1000)     # small run, same code paths as a big one
     mp.setattr(synth_mod, "LARGE_RANKS", 16)
+    mp.setattr(synth_mod, "GZIP_XML_BYTES", 1)
     try:
         rc = main(["--topology", "dgx-h100", "--gpus", "0-3", "--nodes", "4", "--nics-per-node", "4",
                    "--rail-optimized", "--collectives", "allgather,alltoall", "--time-limit", "8",
@@ -51,9 +54,13 @@ def test_cluster_outputs_verify_and_the_plan_reads_gzip(cluster_run):
     assert summary["collectives"]["alltoall"]["bandwidth_optimal"]["method"] == "mcf-lp"
     assert summary["collectives"]["allgather"]["bandwidth_optimal"]["method"] in ("hierarchical", "lp-trees")
     used = {e.schedule.split("/")[1].split(".json")[0] for e in plan.entries}
-    assert {p.stem for p in (out / "msccl").glob("*.xml")} == used
+    xmls = sorted((out / "msccl").iterdir())
+    assert {p.name for p in xmls} == {f"{u}.xml.gz" for u in used}
+    for p in xmls:                        # compressed MSCCL XML re-imports and verifies
+        check(from_msccl_xml(gzip.decompress(p.read_bytes()).decode(), fabric=fabric), fabric)
     report = (out / "report.md").read_text()
     assert "## Skipped at this scale" in report and "the plan does not use it" in report
+    assert "gunzip it for the MSCCL runtime" in report
 
 
 def test_cluster_rings_stay_on_rails():

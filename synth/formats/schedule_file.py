@@ -15,6 +15,7 @@ from __future__ import annotations
 import gzip
 import json
 import os
+import zlib
 from pathlib import Path
 
 from synth.ir.schedule import Schedule, atomic_write_bytes
@@ -31,7 +32,7 @@ def _read_bytes(path: Path) -> bytes:
     if data[:2] == _GZIP_MAGIC:
         try:
             data = gzip.decompress(data)
-        except (OSError, EOFError, gzip.BadGzipFile) as e:
+        except (OSError, EOFError, zlib.error) as e:
             raise ScheduleFormatError(f"{path}: broken gzip data: {e}") from None
     return data
 

@@ -26,9 +26,11 @@ nothing else can still check a schedule.
 from __future__ import annotations
 
 import functools
+import gzip
 import json
 import os
 import tempfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -131,12 +133,22 @@ class Schedule:
 
 
 def read_json(path: Path, what: str = "") -> Any:
-    """Parse a JSON file; unreadable files and bad JSON raise ScheduleFormatError naming
-    the file (and line/column)."""
+    """Parse a JSON file, gzip-compressed or not (``.json.gz``, told by its magic bytes);
+    unreadable files, bad gzip data and bad JSON raise ScheduleFormatError naming the file (and
+    line/column)."""
     try:
-        return json.loads(path.read_text())
+        data = path.read_bytes()
+        if data[:2] == b"\x1f\x8b":
+            data = gzip.decompress(data)
+        return json.loads(data.decode("utf-8"))
     except OSError as e:
+        if isinstance(e, gzip.BadGzipFile) or not e.strerror:
+            raise ScheduleFormatError(f"{path}: broken gzip data: {e}") from None
         raise ScheduleFormatError(f"{path}: cannot read{' ' + what if what else ''}: {e.strerror}") from None
+    except (EOFError, zlib.error) as e:
+        raise ScheduleFormatError(f"{path}: broken gzip data: {e}") from None
+    except UnicodeDecodeError as e:
+        raise ScheduleFormatError(f"{path}: not UTF-8 text (byte {e.start})") from None
     except json.JSONDecodeError as e:
         raise ScheduleFormatError(f"{path}: line {e.lineno} column {e.colno}: invalid JSON: {e.msg}") from None
 

@@ -22,7 +22,8 @@ At cluster scale (see :data:`LARGE_RANKS`) some stages cannot run and say so in 
 ``schedules/*.json.gz``, baselines stop at :data:`synth.baselines._common.MAX_TRANSFERS`
 transfers, the tree packing (broadcast, reduce, effective capacities) stops at
 :data:`synth.solve.bwopt.optimal.TREES_MAX_RANKS` ranks, and MSCCL XML is written for the
-schedules the plan uses (one XML of a 1,024-rank schedule is hundreds of MB).
+schedules the plan uses, gzip-compressed beyond :data:`GZIP_XML_BYTES` (the XML of a 1,024-rank
+allgather is 370 MB).
 
 Work happens in a hidden sibling folder that replaces the old one only when everything is
 written, so an interrupted run never overwrites complete results (its partial folder is left
@@ -31,6 +32,7 @@ for inspection and says so).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -42,7 +44,7 @@ from typing import Callable
 from synth.ir.collectives import COLLECTIVES, ROOTED, CollectiveSpec
 from synth.ir.fabric import Fabric, build_fabric
 from synth.formats.schedule_file import save_schedule
-from synth.ir.schedule import Schedule, atomic_write_text
+from synth.ir.schedule import Schedule, atomic_write_bytes, atomic_write_text
 from synth.ir.verifier import check
 from synth.model.cost import CostModel, CostParams
 from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
@@ -52,6 +54,8 @@ from topo_probe.topology.model import Topology
 
 #: schedules with more transfers than this are saved gzip-compressed (``.json.gz``)
 GZIP_TRANSFERS = 100_000
+#: MSCCL XML longer than this (characters) is written gzip-compressed (``.xml.gz``)
+GZIP_XML_BYTES = 20_000_000
 #: from this many ranks on, MSCCL XML is exported for the plan's schedules only
 LARGE_RANKS = 64
 #: sizes (bytes) at which summary.json reports simulated times
@@ -289,6 +293,14 @@ def _export_msccl(results: dict[str, CollectiveResult], folder: Path, log, plan:
                     f"msccl/{_slug(name)}.xml not written: {s.ranks} ranks, the plan does not use it")
                 continue
             try:
-                atomic_write_text(folder / f"{_slug(name)}.xml", to_msccl_xml(s, name=name))
+                text = to_msccl_xml(s, name=name)
             except TopocollError as e:
                 log(f"  msccl export of {name} skipped: {e}")
+                continue
+            if len(text) > GZIP_XML_BYTES:
+                atomic_write_bytes(folder / f"{_slug(name)}.xml.gz", gzip.compress(text.encode(), 6, mtime=0))
+                res.summary.setdefault("notes", []).append(
+                    f"msccl/{_slug(name)}.xml.gz: {len(text) / 1e6:.0f} MB of XML, compressed (gunzip it for the "
+                    f"MSCCL runtime)")
+            else:
+                atomic_write_text(folder / f"{_slug(name)}.xml", text)
