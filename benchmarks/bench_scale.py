@@ -13,7 +13,8 @@ allgather, reducescatter, allreduce (ratio to the phased (RS + AG) / n bound), a
 to ``--alltoall-max`` GPUs (ratio to its cut bound, and the CostModel speed-up over the direct,
 NCCL-style pairwise AllToAll at 1 GiB).  Extra rows: a 2:1 oversubscribed leaf-spine cluster, the
 explicit all-pairs fabric build and the general tree packing at 64 GPUs (the method used before
-this benchmark), and the 8-GPU mesh of 5/6 Infinity Fabric links.
+this benchmark), hosts of 4 or 8 GPUs with 1, 2, 4 or 8 NICs (256 GPUs), and the 8-GPU mesh of
+5/6 Infinity Fabric links.
 
 Writes ``report.md``, ``results.csv`` and ``scale.png`` (log-log: solve time and transfers
 against GPUs, with the fitted slopes from 64 to 1,024 GPUs) to ``--out``.
@@ -44,11 +45,15 @@ FIELDS = ("network", "gpus", "collective", "method", "fabric_s", "solve_s", "tot
 
 
 # ---------------------------------------------------------------------------- one case (child process)
-def _topology(network: str, hosts: int):
+def _topology(network: str, hosts: int, gpus_per_host: int = 8, nics: int | None = None):
     from topo_probe.machines.clusters import cluster
     from topo_probe.machines.presets import get_preset
     if hosts == 1:
         return get_preset("dgx-h100")
+    if nics is not None:
+        base = get_preset("dgx-h100")
+        base = base if gpus_per_host == 8 else base.subset(range(gpus_per_host), f"dgx-h100x{gpus_per_host}")
+        return cluster(base, hosts, rail_optimized=network.startswith("rail"), nics_per_node=nics, nic_gbps=50.0)
     if network == "spine 2:1":
         return cluster("dgx-h100", hosts, spine_oversubscription=2, hosts_per_leaf=4)
     return cluster("dgx-h100", hosts, rail_optimized=network.startswith("rail"))
@@ -66,13 +71,13 @@ def _mesh():
     return t
 
 
-def run_case(network: str, hosts: int, coll: str, method: str) -> dict:
+def run_case(network: str, hosts: int, coll: str, method: str, gpus_per_host: int = 8, nics: int | None = None) -> dict:
     from synth.formats.schedule_file import load_schedule, save_schedule
     from synth.ir.fabric import build_fabric
     from synth.ir.verifier import check
     from synth.solve.bwopt.optimal import bandwidth_optimal
     t0 = time.perf_counter()
-    topo = _mesh() if network == "mesh" else _topology(network, hosts)
+    topo = _mesh() if network == "mesh" else _topology(network, hosts, gpus_per_host, nics)
     fab = build_fabric(topo, structured=method != "explicit-fabric")
     fabric_s = time.perf_counter() - t0
     t1 = time.perf_counter()
@@ -82,6 +87,8 @@ def run_case(network: str, hosts: int, coll: str, method: str) -> dict:
     m = s.meta
     ratio = m.get("ratio_to_phased_bound") if coll == "allreduce" else m.get("ratio_to_bound")
     bound = m.get("phased_bound_exact") if coll == "allreduce" else m.get("bound_exact")
+    if nics is not None:
+        network = f"{network}, {gpus_per_host} GPUs x {nics} NICs"
     row = dict(network=network, gpus=fab.num_ranks, collective=coll, method=m["method"], fabric_s=fabric_s,
                solve_s=solve_s, total_s=fabric_s + solve_s, ratio=ratio, bound=bound, achieved=m["achieved_exact"],
                transfers=sum(len(st.transfers) for st in s.steps), steps=s.num_steps, chunks=s.chunks_per_rank)
@@ -103,7 +110,7 @@ def run_case(network: str, hosts: int, coll: str, method: str) -> dict:
 
 
 # ---------------------------------------------------------------------------- driver
-def _cases(max_gpus: int, a2a_max: int) -> list[tuple[str, int, str, str]]:
+def _cases(max_gpus: int, a2a_max: int) -> list[tuple]:
     out = []
     hosts = [h for h in (1, 2, 4, 8, 16, 32, 64, 128) if 8 * h <= max_gpus]
     out += [("one host", 1, coll, "auto") for coll in COLLS]
@@ -113,13 +120,16 @@ def _cases(max_gpus: int, a2a_max: int) -> list[tuple[str, int, str, str]]:
                 out.append((network, h, coll, "auto"))
     if max_gpus >= 256:
         out += [("spine 2:1", 32, coll, "auto") for coll in COLLS + ("alltoall",)]
+    if max_gpus >= 256:                      # hosts of 4 or 8 GPUs with 1, 2, 4 or 8 NICs of 400 Gb/s
+        out += [(net, 256 // g, "allgather", "auto", g, k) for g in (8, 4) for k in (1, 2, 4, 8)
+                for net in ("rail", "single switch")]
     if max_gpus >= 64:
         out += [("rail, explicit fabric + trees", 8, "allgather", "explicit-fabric")]
     out += [("mesh", 1, "allgather", "trees")]
     return out
 
 
-def _child(case: tuple[str, int, str, str], timeout: float) -> dict:
+def _child(case: tuple, timeout: float) -> dict:
     cmd = [sys.executable, str(Path(__file__).resolve()), "--case", json.dumps(case)]
     try:
         proc = subprocess.run(cmd, capture_output=True, text=True, timeout=timeout, cwd=ROOT)
@@ -232,7 +242,7 @@ def main(argv: list[str] | None = None) -> int:
     with Progress() as bar:
         task = bar.add_task("cases", total=len(cases))
         for case in cases:
-            bar.update(task, description=f"{case[0]} {8 * case[1]} GPUs {case[2]} ({case[3]})")
+            bar.update(task, description=f"{case[0]} {case[1]} hosts {case[2]} ({case[3]})")
             rows.append(_child(case, args.timeout))
             bar.advance(task)
     slopes = _plot(rows, args.out / "scale.png")

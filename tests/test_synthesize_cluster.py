@@ -92,3 +92,13 @@ def test_baselines_refuse_too_many_transfers(monkeypatch):
         baseline("ring", f, "allgather")
     with pytest.raises(_common.TooManyTransfers):
         baseline("direct", f, "allgather")
+
+
+def test_msccl_export_needs_one_threadblock_per_peer():
+    """MSCCL runs one threadblock per peer, 216 per GPU: a direct alltoall on 1,024 ranks (1,023 peers)
+    cannot be loaded, the hierarchical allgather (127 rail peers + 7 host peers) can."""
+    f = build_fabric(cluster("dgx-h100", 3, rail_optimized=True))
+    assert synth_mod._most_peers(baseline("direct", f, "alltoall")) == 23
+    from synth.solve.cluster.compose import hierarchical
+    assert synth_mod._most_peers(hierarchical(f, "allgather")) == 2 + 7
+    assert synth_mod.MSCCL_MAX_PEERS == 216

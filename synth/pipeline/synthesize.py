@@ -23,7 +23,8 @@ At cluster scale (see :data:`LARGE_RANKS`) some stages cannot run and say so in 
 transfers, the tree packing (broadcast, reduce, effective capacities) stops at
 :data:`synth.solve.bwopt.optimal.TREES_MAX_RANKS` ranks, and MSCCL XML is written for the
 schedules the plan uses, gzip-compressed beyond :data:`GZIP_XML_BYTES` (the XML of a 1,024-rank
-allgather is 370 MB).
+allgather is 370 MB), and not for schedules in which a rank talks to more than
+:data:`MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
 
 Work happens in a hidden sibling folder that replaces the old one only when everything is
 written, so an interrupted run never overwrites complete results (its partial folder is left
@@ -56,6 +57,9 @@ from topo_probe.topology.model import Topology
 GZIP_TRANSFERS = 100_000
 #: MSCCL XML longer than this (characters) is written gzip-compressed (``.xml.gz``)
 GZIP_XML_BYTES = 20_000_000
+#: MSCCL runs one threadblock per peer, at most 216 per GPU (microsoft/msccl src/include/msccl.h,
+#: ``MSCCL_MAX_NUM_THREAD_BLOCKS (108*2)``): schedules needing more are not exported
+MSCCL_MAX_PEERS = 216
 #: from this many ranks on, MSCCL XML is exported for the plan's schedules only
 LARGE_RANKS = 64
 #: sizes (bytes) at which summary.json reports simulated times
@@ -281,6 +285,17 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     return summary
 
 
+def _most_peers(s: Schedule) -> int:
+    """Largest number of distinct peers one rank sends to or receives from."""
+    out: dict[int, set] = {}
+    inn: dict[int, set] = {}
+    for st in s.steps:
+        for t in st.transfers:
+            out.setdefault(t.src, set()).add(t.dst)
+            inn.setdefault(t.dst, set()).add(t.src)
+    return max((len(v) for d in (out, inn) for v in d.values()), default=0)
+
+
 def _export_msccl(results: dict[str, CollectiveResult], folder: Path, log, plan: Plan | None = None) -> None:
     """MSCCL XML of every schedule, or with ``plan`` of those the plan uses (the others get a note)."""
     from synth.formats.msccl import to_msccl_xml
@@ -291,6 +306,12 @@ def _export_msccl(results: dict[str, CollectiveResult], folder: Path, log, plan:
             if used is not None and res.files.get(name) not in used:
                 res.summary.setdefault("notes", []).append(
                     f"msccl/{_slug(name)}.xml not written: {s.ranks} ranks, the plan does not use it")
+                continue
+            peers = _most_peers(s)
+            if peers > MSCCL_MAX_PEERS:
+                res.summary.setdefault("notes", []).append(
+                    f"msccl/{_slug(name)}.xml not written: a rank exchanges data with {peers} peers, more than the "
+                    f"{MSCCL_MAX_PEERS} threadblocks MSCCL runs per GPU (one per peer)")
                 continue
             try:
                 text = to_msccl_xml(s, name=name)

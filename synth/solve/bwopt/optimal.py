@@ -185,17 +185,10 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     n = fabric.num_ranks
     if method not in ("auto", "trees", "hierarchical"):
         raise UnsupportedCollective(f"bandwidth_optimal: method must be auto, trees or hierarchical, got {method!r}")
-    structured = method != "trees" and fabric.shape is not None and efficiency is None
-    if structured and name == "alltoall":
-        return cluster_alltoall(fabric, time_limit_s=time_limit_s)
-    if structured and name in HIERARCHICAL:
-        hier = hierarchical(fabric, name, time_limit_s=min(60.0, time_limit_s / 2))
-        key = "ratio_to_phased_bound" if name == "allreduce" else "ratio_to_bound"
-        if method == "hierarchical" or n > TREES_MAX_RANKS or (hier.meta.get(key) or 2.0) <= HIERARCHY_GOOD:
-            return hier
-        trees = bandwidth_optimal(fabric, name, max_chunks=max_chunks, efficiency=efficiency, method="trees",
-                                  time_limit_s=max(5.0, time_limit_s - (time.monotonic() - t0)))
-        return min((hier, trees), key=lambda s: s.meta["achieved_rounds_per_block"])
+    if method != "trees" and fabric.shape is not None and efficiency is None:
+        got = _on_cluster(fabric, name, method, max_chunks, time_limit_s)
+        if got is not None:
+            return got
     if method == "hierarchical" or (fabric.shape is not None and n > TREES_MAX_RANKS):
         raise UnsupportedCollective(f"bandwidth_optimal: {name} on {n} ranks: the tree packing stops at "
                                     f"{TREES_MAX_RANKS} ranks and the hierarchical method covers "
@@ -242,6 +235,24 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     from synth.ir.verifier import check
     check(sched, fabric)
     return sched.with_(meta=_meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0))
+
+
+def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_limit_s: float) -> Schedule | None:
+    """The structured methods of :func:`bandwidth_optimal` on a cluster of identical hosts (None:
+    the collective has none): the AllToAll LP, or the hierarchy, compared with the tree packing
+    on small clusters where the hierarchy is not within :data:`HIERARCHY_GOOD` of its bound."""
+    t0 = time.monotonic()
+    if name == "alltoall":
+        return cluster_alltoall(fabric, time_limit_s=time_limit_s)
+    if name not in HIERARCHICAL:
+        return None
+    hier = hierarchical(fabric, name, time_limit_s=min(60.0, time_limit_s / 2))
+    key = "ratio_to_phased_bound" if name == "allreduce" else "ratio_to_bound"
+    if method == "hierarchical" or fabric.num_ranks > TREES_MAX_RANKS or (hier.meta.get(key) or 2.0) <= HIERARCHY_GOOD:
+        return hier
+    trees = bandwidth_optimal(fabric, name, max_chunks=max_chunks, method="trees",
+                              time_limit_s=max(5.0, time_limit_s - (time.monotonic() - t0)))
+    return min((hier, trees), key=lambda s: s.meta["achieved_rounds_per_block"])
 
 
 def _phased(fabric: Fabric, name: str, achieved: Fraction) -> dict:
