@@ -40,7 +40,7 @@ def measure(comm, world, nbytes: int, rounds: int, budget_s: float, raw: dict | 
     """Time ``rounds`` alternating rounds at ``nbytes``; ``raw`` (from an earlier pass over
     the sizes) accumulates the rounds so that a size's rounds are spread over the run."""
     from mpi4py import MPI
-    n, r = comm.size, comm.rank
+    r = comm.rank
     count = nbytes // 4
     x = (np.arange(count, dtype=np.int64) % 7 + r).astype(np.float32)
     ours, ref = np.empty(count, np.float32), np.empty(count, np.float32)

@@ -240,3 +240,27 @@ def test_min_cost_arborescence_matches_networkx():
         parent = min_cost_arborescence(cost, root)
         assert parent[root] == -1
         assert sum(cost[parent[v], v] for v in range(n) if v != root) == pytest.approx(ref.size(weight="weight"))
+
+
+def amd_mesh() -> Topology:
+    """8 GPUs, every pair joined by Infinity Fabric: 6 links between GPUs of equal parity, 5
+    otherwise (38 links of 25 GB/s per GPU), as on AMD boards with uneven xGMI bundles."""
+    t = Topology("amd-mesh")
+    for i in range(8):
+        t.add_gpu(i)
+    for i in range(8):
+        for j in range(i + 1, 8):
+            k = 6 if (i + j) % 2 == 0 else 5
+            t.add_link(f"gpu{i}", f"gpu{j}", kind="infinity_fabric", links=k, bandwidth_gbps=25.0 * k)
+    return t
+
+
+@pytest.mark.slow
+def test_irregular_mesh_allgather_needs_a_batch_of_38():
+    """The cut bound is 7 blocks over a GPU's 38 links: 7/38 rounds per block, met exactly only by
+    a batch whose size is a multiple of 38 (beyond the default max_chunks of 32)."""
+    f = build_fabric(amd_mesh())
+    assert cut_bound(f, "allgather") == Fraction(7, 38)
+    s = bandwidth_optimal(f, "allgather", time_limit_s=20)
+    assert_good(s, f, Fraction(7, 38))
+    assert s.chunks_per_rank % 38 == 0

@@ -16,6 +16,15 @@ from synth.ir.verifier import check, required_rounds
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 
+#: a baseline with more transfers than this is refused (a schedule in memory costs ~200 bytes a transfer)
+MAX_TRANSFERS = 3_000_000
+
+
+class TooManyTransfers(UnsupportedCollective):
+    """A baseline would need more than :data:`MAX_TRANSFERS` transfers (e.g. 8 rings x 8 chunks
+    of an allgather on 1,024 ranks)."""
+
+
 def make_spec(algo: str, fabric: Fabric, collective: str, root: int | None, chunks: int | None,
               default_chunks: int) -> CollectiveSpec:
     """The collective instance a baseline builds for (``root`` defaults to 0 when rooted)."""
@@ -42,9 +51,21 @@ class Builder:
     def __init__(self, algo: str, spec: CollectiveSpec, fabric: Fabric) -> None:
         self.algo, self.spec, self.fabric = algo, spec, fabric
         self.steps: dict[int, list[Transfer]] = {}
+        self.count = 0
 
     def add(self, step: int, chunk: int, src: int, dst: int, op: str = "copy") -> None:
+        self.count += 1
+        if self.count > MAX_TRANSFERS:
+            raise TooManyTransfers(f"{self.algo} {self.spec.name} on {self.spec.ranks} ranks with "
+                                   f"{self.spec.chunks_per_rank} chunks per rank needs more than "
+                                   f"{MAX_TRANSFERS:,} transfers")
         self.steps.setdefault(step, []).append(Transfer(chunk, src, dst, op))
+
+    def expect(self, transfers: int) -> None:
+        """Refuse early (:class:`TooManyTransfers`) when the schedule will need ``transfers`` transfers."""
+        if transfers > MAX_TRANSFERS:
+            self.count = transfers
+            self.add(0, 0, 0, 0)
 
     def path(self, chunk: int, ranks: Sequence[int], times: Sequence[int], mode: str = "copy") -> None:
         """Move ``chunk`` along ``ranks[0] -> ranks[1] -> ...``, hop ``h`` at step ``times[h]``.

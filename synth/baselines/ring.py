@@ -139,6 +139,9 @@ def build(fabric: Fabric, collective: str, *, root: int | None = None, chunks: i
     per_ring = spec.num_chunks if spec.name in ("broadcast", "reduce") else spec.chunks_per_rank
     rg = _Rings(plan, min(len(plan.rings), per_ring))
     b = Builder("ring", spec, fabric)
+    hops = {"allgather": spec.ranks - 1, "reducescatter": spec.ranks - 1, "allreduce": 2 * (spec.ranks - 1),
+            "alltoall": spec.ranks // 2}.get(spec.name, 0)
+    b.expect(spec.num_chunks * hops)
     if spec.ranks > 1:
         if spec.name == "allgather":
             _blocks(b, rg, "gather")

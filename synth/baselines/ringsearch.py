@@ -32,12 +32,15 @@ import networkx as nx
 
 from synth.ir.fabric import Fabric, Resource
 from synth.ir.verifier import CAPACITY_EPS, required_rounds
+from topo_probe.errors import UnsupportedCollective
 
 MAX_CYCLES = 2000
 BUDGET = 200_000
 PACK_BUDGET = 60_000
 SEARCH_BUDGET = 30_000
 RESTARTS = 12
+#: the cycle search (recursive, exponential) runs up to this many ranks
+SEARCH_MAX_RANKS = 64
 
 
 @dataclass(frozen=True)
@@ -61,11 +64,38 @@ _CACHE: dict[tuple, RingPlan] = {}
 
 
 def find_rings(fabric: Fabric, max_rings: int = 64) -> RingPlan:
-    """Rings for ``fabric`` (cached per fabric structure); see the module docstring."""
+    """Rings for ``fabric`` (cached per fabric structure); see the module docstring.  A cluster
+    of identical hosts with more than :data:`SEARCH_MAX_RANKS` ranks gets rail-aligned rings
+    built from its shape (:func:`synth.baselines.cluster_rings.cluster_rings`) instead.
+
+    Raises
+    ------
+    UnsupportedCollective
+        A fabric of more than :data:`SEARCH_MAX_RANKS` ranks without such rings.
+    """
+    if fabric.num_ranks > SEARCH_MAX_RANKS:
+        key = (fabric.fingerprint, fabric.num_ranks, fabric.unit_gbps, max_rings)
+        if key not in _CACHE:
+            _CACHE[key] = _cluster_plan(fabric, max_rings)
+        return _CACHE[key]
     key = (fabric.fingerprint, fabric.num_ranks, fabric.unit_gbps, tuple(sorted(fabric.channels)), max_rings)
     if key not in _CACHE:
         _CACHE[key] = _search(fabric, max_rings)
     return _CACHE[key]
+
+
+def _cluster_plan(fabric: Fabric, max_rings: int) -> RingPlan:
+    from synth.baselines.cluster_rings import cluster_rings
+    rings = cluster_rings(fabric)
+    if not rings:
+        raise UnsupportedCollective(f"ring: no ring search beyond {SEARCH_MAX_RANKS} ranks, and fabric "
+                                    f"{fabric.topology_name!r} ({fabric.num_ranks} ranks) has no rail-aligned "
+                                    f"rings of identical hosts")
+    rings = rings[:max(1, max_rings)]
+    n = fabric.num_ranks
+    hops = tuple(tuple((r[k], r[(k + 1) % n]) for k in range(n)) for r in rings)
+    rounds = required_rounds(fabric, [h for hs in hops for h in hs])
+    return RingPlan(tuple(rings), hops, False, rounds, False)
 
 
 def _adjacency(fabric: Fabric) -> list[list[int]]:

@@ -28,7 +28,7 @@ from fractions import Fraction
 import networkx as nx
 
 from synth.ir.cluster_shape import ClusterShape
-from synth.ir.host_graph import gpu_fabric_connected, merge_parallel_switches, merged_name, parallel_switch_groups
+from synth.ir.host_graph import Share, gpu_fabric_connected, merge_parallel_switches, merged_name, parallel_switch_groups
 from topo_probe.topology.model import Topology
 
 #: pair class -> index in templates
@@ -148,7 +148,7 @@ def _host_templates(host: Topology, transport: str, patterns: _Patterns, gpus: l
             if not paths:
                 continue
             route, lats = _bottleneck_route(host.graph, paths)
-            tpl[a][b] = tuple((0, patterns.id((("L", u), ("L", v))), f) for (u, v), f in sorted(route.items()))
+            tpl[a][b] = tuple((0, patterns.id((("L", u), ("L", v))), Share(f)) for (u, v), f in sorted(route.items()))
             lat[a][b] = lats
     return tpl, lat
 
@@ -211,7 +211,7 @@ def _pair_templates(shape: ClusterShape, merged: nx.DiGraph, cls: str, patterns:
                 if not both:
                     return None
                 side = both[0]
-                entries.append((0 if side == "S" else 1, patterns.id((su[side], sv[side])), f))
+                entries.append((0 if side == "S" else 1, patterns.id((su[side], sv[side])), Share(f)))
             tpl[a][b] = tuple(entries)
             lat[a][b] = lats
     return tpl, lat

@@ -28,6 +28,7 @@ from fractions import Fraction
 
 import networkx as nx
 
+from synth.ir.host_graph import Share
 from synth.ir.host_graph import gpu_fabric_connected as _gpu_fabric_connected
 from synth.ir.host_graph import merge_parallel_switches as _merge_parallel_switches
 from topo_probe.errors import TopologyError
@@ -147,7 +148,7 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
                 share = Fraction(b).limit_denominator(10**6) / total
                 for u, v in zip(p, p[1:]):
                     route[(u, v)] = route.get((u, v), Fraction(0)) + share
-            channels[(i, j)] = sorted(route.items())
+            channels[(i, j)] = [(r, Share(f)) for r, f in sorted(route.items())]
             latencies[(i, j)] = [sum(merged.graph.edges[u, v]["latency_us"] for u, v in zip(p, p[1:]))
                                  for p in paths]
             used.update(route)

@@ -1,10 +1,35 @@
-"""Host-level graph helpers shared by the fabric builders: NVSwitch merging, GPU-fabric connectivity."""
+"""Host-level graph helpers shared by the fabric builders: NVSwitch merging, GPU-fabric connectivity, route shares."""
 
 from __future__ import annotations
+
+from fractions import Fraction
 
 import networkx as nx
 
 from topo_probe.topology.model import GPU_LINK_KINDS, Topology
+
+
+class Share(Fraction):
+    """A route fraction (a :class:`fractions.Fraction`) that knows its float value: loads are
+    summed in floats millions of times (verifier, cost model), and ``float(Fraction)`` is slow.
+
+    >>> s = Share(1, 3)
+    >>> s == Fraction(1, 3), float(s), type(s + 1) is Fraction, s
+    (True, 0.3333333333333333, True, Fraction(1, 3))
+    """
+
+    __slots__ = ("_float",)
+
+    def __new__(cls, *args, **kwargs):
+        self = super().__new__(cls, *args, **kwargs)
+        self._float = self._numerator / self._denominator
+        return self
+
+    def __float__(self) -> float:
+        return self._float
+
+    def __repr__(self) -> str:          # it is a Fraction to every reader
+        return f"Fraction({self._numerator}, {self._denominator})"
 
 
 def merged_name(members: list[str]) -> str:
@@ -56,4 +81,4 @@ def gpu_fabric_connected(topo: Topology, host: int) -> bool:
     return all(g in comp for g in gpus)
 
 
-__all__ = ["gpu_fabric_connected", "merge_parallel_switches", "merged_name", "parallel_switch_groups"]
+__all__ = ["Share", "gpu_fabric_connected", "merge_parallel_switches", "merged_name", "parallel_switch_groups"]

@@ -35,11 +35,13 @@ from typing import Any
 
 from synth.ir.collectives import CollectiveSpec, canonical
 from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError
-from topo_probe.guard import MAX_CHUNK_CELLS, MAX_CHUNKS_PER_RANK, MAX_GPUS, MAX_ROUNDS, parse_json, read_text, show
+from topo_probe.guard import MAX_CHUNK_CELLS, MAX_CHUNKS_PER_RANK, MAX_GPUS, MAX_ROUNDS, decode_utf8, gunzip_capped, parse_json, read_capped, show
 
 FORMAT = "topocoll.schedule"
 VERSION = 1
 OPS = ("copy", "reduce")
+#: schedules with more transfers are written as compact JSON (no indentation)
+INDENT_TRANSFERS = 50_000
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,10 @@ class Schedule:
         }
 
     def to_json(self) -> str:
-        return json.dumps(self.to_dict(), indent=1)
+        """The JSON document; indented up to :data:`INDENT_TRANSFERS` transfers, compact beyond
+        (the C encoder: a 1,024-rank schedule of a million transfers in a second or two)."""
+        big = sum(len(s.transfers) for s in self.steps) > INDENT_TRANSFERS
+        return json.dumps(self.to_dict(), indent=None if big else 1, separators=(",", ":") if big else None)
 
     @classmethod
     def from_dict(cls, doc: Any, source: str = "schedule") -> "Schedule":
@@ -127,11 +132,16 @@ class Schedule:
 
 
 def read_json(path: Path, what: str = "") -> Any:
-    """Parse a JSON file within the limits of :mod:`topo_probe.guard` (size, UTF-8, depth,
-    finite numbers); every failure is a ScheduleFormatError naming the file (and line/column or
-    field; a top-level ``meta`` may hold ``Infinity``, as solvers write it).  ``what`` is unused
-    (kept for callers naming the document)."""
-    return parse_json(read_text(path, ScheduleFormatError), str(path), ScheduleFormatError, free_form=("meta",))
+    """Parse a JSON file, gzip-compressed or not (``.json.gz``, told by its magic bytes), within
+    the limits of :mod:`topo_probe.guard` (size before and after gunzip, UTF-8, depth, finite
+    numbers); every failure is a ScheduleFormatError naming the file (and line/column or field;
+    a top-level ``meta`` may hold ``Infinity``, as solvers write it).  ``what`` is unused (kept
+    for callers naming the document)."""
+    data = read_capped(path, ScheduleFormatError)
+    if data[:2] == b"\x1f\x8b":
+        data = gunzip_capped(data, str(path), ScheduleFormatError)
+    text = decode_utf8(data, str(path), ScheduleFormatError)
+    return parse_json(text, str(path), ScheduleFormatError, free_form=("meta",))
 
 
 def atomic_write_text(path: Path, text: str) -> None:

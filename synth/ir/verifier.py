@@ -125,7 +125,12 @@ def required_rounds(fabric: Fabric, sends: list[tuple[int, int]] | list[tuple[in
     >>> required_rounds(f, [(0, 1)] * 5)   # 2 links carry 2 chunks per round
     3
     """
-    loads = step_loads(fabric, sends)
+    return rounds_for_loads(fabric, step_loads(fabric, sends))
+
+
+def rounds_for_loads(fabric: Fabric, loads: dict[Resource, float]) -> int:
+    """Fewest whole rounds (>= 1) in which ``loads`` (chunks per resource, e.g. from
+    :func:`step_loads`) fit ``fabric``'s capacities, by the test of the ``over-capacity`` rule."""
     rounds = 1
     for r, load in loads.items():
         per_round = fabric.capacity(r, 1)
@@ -152,8 +157,9 @@ class _Replay:
         self.n, self.m = spec.ranks, spec.num_chunks
         self.combining = spec.combining
         self.chunks = spec.chunks()
-        # state[rank * m + chunk]: contribution bit mask (combining) or 1/0 (held or not)
-        self.state = [0] * (self.n * self.m)
+        # state[rank * m + chunk]: contribution bit mask (combining) or 1 (held); absent: nothing
+        # (a dict: an alltoall of 256 ranks has 16 million (rank, chunk) slots, few of them used)
+        self.state: dict[int, int] = {}
         for c in self.chunks:
             for r in c.pre:
                 self.state[r * self.m + c.id] = (1 << r) if self.combining else 1
@@ -185,7 +191,7 @@ class _Replay:
                 self.add("op-mismatch", f"{_where(si, ti, t)}: reduce in {self.spec.name}, which does not "
                          f"combine", si, ti, t.dst, t.chunk)
                 continue
-            val = self.state[t.src * self.m + t.chunk]
+            val = self.state.get(t.src * self.m + t.chunk, 0)
             if not val:
                 self.add("not-held", f"{_where(si, ti, t)}: rank {t.src} does not hold chunk {t.chunk} yet",
                          si, ti, t.src, t.chunk)
@@ -218,7 +224,7 @@ class _Replay:
 
     def _resolve(self, si: int, step: Step, key: tuple[int, int], ws: list[tuple[int, str, int]]) -> int:
         dst, chunk = key
-        cur = self.state[dst * self.m + chunk]
+        cur = self.state.get(dst * self.m + chunk, 0)
         copies = [w for w in ws if w[1] == "copy"]
         if copies and len(ws) > 1:
             first, second = ws[0], ws[1]
@@ -251,7 +257,7 @@ class _Replay:
         fab = self.fabric
         loads = step_loads(fab, pairs)
         self.loads.append(loads)
-        self.rounds_needed.append(required_rounds(fab, pairs) if pairs else 1)
+        self.rounds_needed.append(rounds_for_loads(fab, loads) if pairs else 1)
         if step.rounds < 1:
             return
         for r in sorted(loads):
@@ -268,7 +274,7 @@ class _Replay:
             for r in c.pre:
                 full |= 1 << r
             for r in c.post:
-                val = self.state[r * self.m + c.id]
+                val = self.state.get(r * self.m + c.id, 0)
                 if not val:
                     self.add("postcondition", f"{last}: rank {r} lacks chunk {c.id}", rank=r, chunk=c.id)
                 elif self.combining and val != full:

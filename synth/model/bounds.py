@@ -36,6 +36,13 @@ that the maximum ratio is found exactly by Dinkelbach's method: each iteration i
 problems (``rho * cut(S) + |S|`` is a cut function).  Alltoall beyond 16 GPUs uses the best of
 the subsets those searches and the singletons/hosts give (``exact=False``).  All cuts are
 routing-agnostic, so they bound schedules over any routing.
+
+On a cluster of identical hosts (``Fabric.shape``) the searches use the symmetry: Dinkelbach
+forces only one host's GPUs per host orbit into S (:func:`synth.model.cuts.rank_representatives`),
+rooted and allreduce cuts try one host per relation to the root's host
+(:func:`synth.model.cuts.targets_by_symmetry`), alltoall also tries whole hosts and groups, and
+latencies come from :mod:`synth.model.cluster_latency`: every bound of a 1,024-GPU cluster in
+about a second, equal to the all-pairs computation on small clusters (tests compare them).
 """
 
 from __future__ import annotations

@@ -168,6 +168,29 @@ def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
     return float(nbytes) / max(spec.input_blocks(), spec.output_blocks()) / spec.pieces_per_block
 
 
+class _Routes(dict):
+    """Channel -> [(resource index, fraction)], filled on first use (a cluster's fabric computes
+    its million routes on demand; caching all of them would cost gigabytes)."""
+
+    LIMIT = 300_000
+
+    def __init__(self, channels, index: dict) -> None:
+        super().__init__()
+        self.channels, self.index = channels, index
+
+    def get(self, key, default=None):
+        hit = dict.get(self, key)
+        if hit is not None:
+            return hit
+        route = self.channels.get(key)
+        if route is None:
+            return default
+        hit = [(self.index[r], float(f)) for r, f in route]
+        if len(self) < self.LIMIT:
+            self[key] = hit
+        return hit
+
+
 class CostModel:
     """Alpha-beta time of schedules on ``fabric`` (see the module docstring).
 
@@ -186,8 +209,7 @@ class CostModel:
         #: effective bytes per µs of each resource
         self.rate = np.array([info.bandwidth_gbps * self.params.efficiency(info.kind) * 1e3
                               for info in fabric.resources.values()], dtype=float)
-        self._routes = {ch: [(self._res[r], float(f)) for r, f in route]
-                        for ch, route in fabric.channels.items()}
+        self._routes = _Routes(fabric.channels, self._res)
         self._last: tuple | None = None      # (schedule, loads, latencies) of the last schedule timed
 
     # ---------------------------------------------------------------- loads

@@ -83,7 +83,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
         for label, nb in (("1 KB", 1 << 10), ("1 MB", 1 << 20), ("1 GB", 1 << 30)):
             k = PLAN_SIZES.index(nb)
             entry = plan.select(coll, nb, root)
-            pick = Path(entry.schedule).stem if entry else "-"
+            pick = Path(entry.schedule).name.split(".json")[0] if entry else "-"
             fmt = lambda v: f"{v[k]:.1f}" if v else "-"
             plan_t = min(ours[k], nc["times"][k]) if nc and pick == "nccl" else ours[k]
             vs = f"{nc['times'][k] / plan_t:.2f}x" if nc else "-"
@@ -115,11 +115,16 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
         s = summary["collectives"][coll]
         pts = ", ".join(f"(S{p['steps']},R{p['rounds']},C{p['chunks']})" for p in s["pareto"]) or s["pareto_note"] or "-"
         bw = s["bandwidth_optimal"]
-        bw_txt = (f"ratio to bound {bw.get('ratio_to_bound', '?')}, {bw['solve_s']} s" if bw
+        phased = f" (phased bound: {bw['ratio_to_phased_bound']:.4f})" if bw and bw.get("ratio_to_phased_bound") else ""
+        bw_txt = (f"{bw.get('method', '?')}, ratio to bound {bw.get('ratio_to_bound', '?')}{phased}, {bw['solve_s']} s"
+                  if bw
                   else s["bandwidth_optimal_note"])
         lines.append(f"- **{coll}**: Pareto {pts} in {s['pareto_solve_s']} s; bandwidth-optimal: {bw_txt}; "
                      f"bounds: {s['bounds']['latency_steps']} steps, "
                      f"{s['bounds']['bandwidth_rounds_per_block']} rounds per block.")
+    notes = [n for coll in colls for n in summary["collectives"][coll].get("notes", [])]
+    if notes:
+        lines += ["", "## Skipped at this scale", ""] + [f"- {n}" for n in notes]
     lines += ["", "## Plan", "", "| collective | from | to | schedule |", "|---|---|---|---|"]
     for e in plan.entries:
         hi = _fmt_bytes(e.max_bytes) if e.max_bytes is not None else "∞"

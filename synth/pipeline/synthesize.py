@@ -8,13 +8,23 @@ For each collective it gathers candidates, each verified before it is saved:
 * the bandwidth-optimal LP + tree-packing schedule (allgather, reducescatter, allreduce,
   broadcast, reduce), and where link kinds of different efficiency meet (PCIe beside the CPU
   link, NVLink beside a NIC) the same method for the cost model's effective capacities
-  (``<collective>-bwopt-effective``);
+  (``<collective>-bwopt-effective``); on clusters of identical hosts the hierarchical schedule
+  and the AllToAll multicommodity-flow LP (:func:`synth.solve.bwopt.optimal.bandwidth_optimal`);
 
 then picks the fastest by cost-model time for each size range (:mod:`synth.plan.planner`).
 
 Output folder layout (default ``results/<topology-name>/``)::
 
     topology.json  schedules/*.json  msccl/*.xml  plan.json  summary.json  report.md  busbw.png
+
+At cluster scale (see :data:`LARGE_RANKS`) some stages cannot run and say so in the summary's
+``notes`` and the report: schedules of more than :data:`GZIP_TRANSFERS` transfers are written as
+``schedules/*.json.gz``, baselines stop at :data:`synth.baselines._common.MAX_TRANSFERS`
+transfers, the tree packing (broadcast, reduce, effective capacities) stops at
+:data:`synth.solve.bwopt.optimal.TREES_MAX_RANKS` ranks, and MSCCL XML is written for the
+schedules the plan uses, gzip-compressed beyond :data:`GZIP_XML_BYTES` (the XML of a 1,024-rank
+allgather is 370 MB), and not for schedules in which a rank talks to more than
+:data:`MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
 
 Work happens in a hidden sibling folder that replaces the old one only when everything is
 written, so an interrupted run never overwrites complete results (its partial folder is left
@@ -23,6 +33,7 @@ for inspection and says so).
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 import shutil
@@ -33,14 +44,24 @@ from typing import Callable
 
 from synth.ir.collectives import COLLECTIVES, ROOTED, CollectiveSpec
 from synth.ir.fabric import Fabric, build_fabric
-from synth.ir.schedule import Schedule, atomic_write_text
+from synth.formats.schedule_file import save_schedule
+from synth.ir.schedule import Schedule, atomic_write_bytes, atomic_write_text
 from synth.ir.verifier import check
 from synth.model.cost import CostModel, CostParams
 from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
 from synth.plan.size_plan import Plan, PlanEntry
-from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout, TopocollError
+from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout, TopocollError, UnsupportedCollective
 from topo_probe.topology.model import Topology
 
+#: schedules with more transfers than this are saved gzip-compressed (``.json.gz``)
+GZIP_TRANSFERS = 100_000
+#: MSCCL XML longer than this (characters) is written gzip-compressed (``.xml.gz``)
+GZIP_XML_BYTES = 20_000_000
+#: MSCCL runs one threadblock per peer, at most 216 per GPU (microsoft/msccl src/include/msccl.h,
+#: ``MSCCL_MAX_NUM_THREAD_BLOCKS (108*2)``): schedules needing more are not exported
+MSCCL_MAX_PEERS = 216
+#: from this many ranks on, MSCCL XML is exported for the plan's schedules only
+LARGE_RANKS = 64
 #: sizes (bytes) at which summary.json reports simulated times
 SUMMARY_SIZES = {"1KB": 1 << 10, "1MB": 1 << 20, "1GB": 1 << 30}
 BWOPT_COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
@@ -66,18 +87,34 @@ class CollectiveResult:
 
     schedules: dict[str, Schedule] = field(default_factory=dict)
     summary: dict = field(default_factory=dict)
+    #: schedule name -> file, relative to the output folder
+    files: dict[str, str] = field(default_factory=dict)
 
 
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
 
 
-def _baselines(fabric: Fabric, coll: str, root: int | None, log) -> dict[str, Schedule]:
-    from synth.baselines import available_baselines, baseline
+def _transfers(s: Schedule) -> int:
+    return sum(len(st.transfers) for st in s.steps)
+
+
+def schedule_file(name: str, s: Schedule) -> str:
+    """The schedule's file under the output folder: ``.json``, or ``.json.gz`` when it is big."""
+    return f"schedules/{_slug(name)}.json{'.gz' if _transfers(s) > GZIP_TRANSFERS else ''}"
+
+
+def _baselines(fabric: Fabric, coll: str, root: int | None, log, notes: list[str]) -> dict[str, Schedule]:
+    from synth.baselines import BASELINES, baseline
+    from synth.baselines._common import TooManyTransfers
     out = {}
-    for name in available_baselines(fabric, coll):
+    for name in BASELINES:
         try:
             out[name] = baseline(name, fabric, coll, root=root)
+        except TooManyTransfers as e:
+            notes.append(f"{coll}: baseline {name} skipped: {e}")
+        except UnsupportedCollective:
+            continue                                  # does not apply to this collective or fabric
         except TopocollError as e:
             log(f"  {coll}: baseline {name} skipped: {e}")
     return out
@@ -100,8 +137,9 @@ def _pareto(fabric: Fabric, coll: str, root: int | None, opts: SynthesisOptions,
 
 
 def _bwopt(fabric: Fabric, coll: str, root: int | None, opts: SynthesisOptions) -> tuple[Schedule | None, float, str]:
-    if coll not in BWOPT_COLLECTIVES:
-        return None, 0.0, "bandwidth-optimal method covers allgather, reducescatter, allreduce, broadcast, reduce"
+    if coll not in BWOPT_COLLECTIVES and not (coll == "alltoall" and fabric.shape is not None):
+        return None, 0.0, ("bandwidth-optimal method covers allgather, reducescatter, allreduce, broadcast, reduce "
+                           "(and alltoall on clusters of identical hosts)")
     from synth.solve.bwopt.optimal import bandwidth_optimal
     t0 = time.perf_counter()
     try:
@@ -140,10 +178,12 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
 
     def save(name: str, s: Schedule) -> None:
         check(s, fabric)
-        s.save(workdir / "schedules" / f"{_slug(name)}.json")
+        res.files[name] = schedule_file(name, s)
+        save_schedule(s, workdir / res.files[name])
         res.schedules[name] = s
 
-    for name, s in _baselines(fabric, coll, root, opts.log).items():
+    notes: list[str] = []
+    for name, s in _baselines(fabric, coll, root, opts.log, notes).items():
         save(f"{coll}-{name}", s)
     pareto_points, pareto_s, pareto_note = _pareto(
         fabric, coll, root, opts, lambda S, R, C, s: save(f"{coll}-sat-S{S}-R{R}-C{C}", s), opts.log)
@@ -178,6 +218,7 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
                       if bounds.phased_rounds_per_block is not None else {}),
                    **{f"time_us_{k}": bounds.time_us(nb, cost.params) for k, nb in SUMMARY_SIZES.items()}},
         "simulated_us": sim,
+        "notes": notes,
     }
     return res
 
@@ -206,7 +247,8 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
             if name == NCCL:
                 plan.entries.append(PlanEntry(coll, lo, hi, NCCL, root, round(ncc[coll]["times"][k], 3)))
                 continue
-            plan.entries.append(PlanEntry(coll, lo, hi, f"schedules/{_slug(name)}.json", res.schedules[name].root,
+            s = res.schedules[name]
+            plan.entries.append(PlanEntry(coll, lo, hi, res.files.get(name, schedule_file(name, s)), s.root,
                                           round(times[name][k], 3)))
     return plan, curves, ncc
 
@@ -253,7 +295,7 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
                     "choice": curve["choices"][PLAN_SIZES.index(nb)]} for label, nb in SUMMARY_SIZES.items()}
     plan.save(work / "plan.json")
     save_topology(topo, work / "topology.json")
-    _export_msccl(results, work / "msccl", opts.log)
+    _export_msccl(results, work / "msccl", opts.log, plan if fabric.num_ranks >= LARGE_RANKS else None)
     summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
                "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),
                "collectives": {c: r.summary for c, r in results.items()}}
@@ -263,12 +305,43 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     return summary
 
 
-def _export_msccl(results: dict[str, CollectiveResult], folder: Path, log) -> None:
+def _most_peers(s: Schedule) -> int:
+    """Largest number of distinct peers one rank sends to or receives from."""
+    out: dict[int, set] = {}
+    inn: dict[int, set] = {}
+    for st in s.steps:
+        for t in st.transfers:
+            out.setdefault(t.src, set()).add(t.dst)
+            inn.setdefault(t.dst, set()).add(t.src)
+    return max((len(v) for d in (out, inn) for v in d.values()), default=0)
+
+
+def _export_msccl(results: dict[str, CollectiveResult], folder: Path, log, plan: Plan | None = None) -> None:
+    """MSCCL XML of every schedule, or with ``plan`` of those the plan uses (the others get a note)."""
     from synth.formats.msccl import to_msccl_xml
     folder.mkdir(parents=True, exist_ok=True)
     for res in results.values():
+        used = None if plan is None else {e.schedule for e in plan.entries}
         for name, s in res.schedules.items():
+            if used is not None and res.files.get(name) not in used:
+                res.summary.setdefault("notes", []).append(
+                    f"msccl/{_slug(name)}.xml not written: {s.ranks} ranks, the plan does not use it")
+                continue
+            peers = _most_peers(s)
+            if peers > MSCCL_MAX_PEERS:
+                res.summary.setdefault("notes", []).append(
+                    f"msccl/{_slug(name)}.xml not written: a rank exchanges data with {peers} peers, more than the "
+                    f"{MSCCL_MAX_PEERS} threadblocks MSCCL runs per GPU (one per peer)")
+                continue
             try:
-                atomic_write_text(folder / f"{_slug(name)}.xml", to_msccl_xml(s, name=name))
+                text = to_msccl_xml(s, name=name)
             except TopocollError as e:
                 log(f"  msccl export of {name} skipped: {e}")
+                continue
+            if len(text) > GZIP_XML_BYTES:
+                atomic_write_bytes(folder / f"{_slug(name)}.xml.gz", gzip.compress(text.encode(), 6, mtime=0))
+                res.summary.setdefault("notes", []).append(
+                    f"msccl/{_slug(name)}.xml.gz: {len(text) / 1e6:.0f} MB of XML, compressed (gunzip it for the "
+                    f"MSCCL runtime)")
+            else:
+                atomic_write_text(folder / f"{_slug(name)}.xml", text)

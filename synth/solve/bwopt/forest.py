@@ -76,6 +76,8 @@ class Forest:
         self.target = bound if near else Fraction(lp).limit_denominator(10**4)
         self.pool = self._pool()
         left = lambda: time_limit_s - (time.monotonic() - t0)  # noqa: E731
+        if max_chunks < self.target.denominator <= 2 * max_chunks:
+            max_chunks = self.target.denominator     # a batch of that many chunks can meet the target exactly
         self.batch = self._integer(max_chunks, max(1.0, 0.4 * left()))
         self.staged = stage(self.model, self._stage_bundles(), self.batch, max(1.0, left()), self.chains,
                              self.packing.upper)

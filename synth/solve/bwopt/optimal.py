@@ -58,6 +58,7 @@ from synth.solve.bwopt.trees import (
     bfs_edges,
     rounds_for,
 )
+from synth.solve.cluster.alltoall import cluster_alltoall
 from synth.solve.cluster.compose import HIERARCHICAL, hierarchical
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
@@ -66,6 +67,8 @@ __all__ = ["SUPPORTED", "TREES_MAX_RANKS", "bandwidth_optimal", "bandwidth_term"
 SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 #: the LP tree packing holds (ranks x ranks x links) load tables: clusters beyond this use the hierarchy
 TREES_MAX_RANKS = 64
+#: ``method="auto"`` keeps a hierarchical schedule this close to its bound without trying the tree packing
+HIERARCHY_GOOD = 1.01
 
 
 # ---------------------------------------------------------------------------- forests
@@ -136,9 +139,11 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     root : int, optional
         Root of broadcast / reduce (default 0).
     max_chunks : int
-        Largest batch the whole-chunk search tries (chunks per source); the step balancing
-        may double it, so ``chunks_per_rank <= 2 * max_chunks`` (allreduce: the lcm of its
-        two phases' batches).  Larger values allow exact batches for awkward rates.
+        Largest batch the whole-chunk search tries (chunks per source), raised to the
+        denominator of the target rate (rounds per chunk) when that is at most twice as much
+        (an 8-GPU mesh of 5 and 6 links per pair needs 38); the step balancing may double it,
+        so ``chunks_per_rank <= 4 * max_chunks`` (allreduce: the lcm of its two phases'
+        batches).  Larger values allow exact batches for awkward rates.
     time_limit_s : float
         Budget (s) for the LPs and the whole-chunk search; on expiry the best schedule so far
         is returned and ``meta["lp_optimal"]`` says whether the tree LP was proven optimal.
@@ -146,10 +151,13 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         ``trees``: the LP tree packing below on the whole fabric.  ``hierarchical``: on a
         cluster of identical hosts (``fabric.shape``), :func:`synth.solve.cluster.compose.hierarchical`
         (rails, then each host's trees; allgather, reducescatter, allreduce).  ``auto``: the
-        hierarchical schedule on clusters, kept when it meets the cut bound (allreduce: the
-        phased bound) or the cluster has more than :data:`TREES_MAX_RANKS` ranks, else the
+        hierarchical schedule on clusters, kept when it is within :data:`HIERARCHY_GOOD` of the
+        cut bound (allreduce: the phased bound) or the cluster has more than
+        :data:`TREES_MAX_RANKS` ranks, else the
         better of it and the tree packing; the tree packing elsewhere.  A cluster of more
-        than :data:`TREES_MAX_RANKS` ranks supports only the hierarchical collectives.
+        than :data:`TREES_MAX_RANKS` ranks supports only the hierarchical collectives.  On a
+        cluster ``auto`` also takes ``alltoall``: the multicommodity-flow LP of
+        :func:`synth.solve.cluster.alltoall.cluster_alltoall`.
     efficiency : callable or CostParams, optional
         Link kind -> achieved fraction of nominal bandwidth (e.g. a
         :class:`synth.model.cost.CostParams` or its ``efficiency``): optimise for these effective capacities
@@ -177,15 +185,10 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     n = fabric.num_ranks
     if method not in ("auto", "trees", "hierarchical"):
         raise InvalidArgument(f"bandwidth_optimal: method must be auto, trees or hierarchical, got {method!r}")
-    structured = method != "trees" and fabric.shape is not None and efficiency is None
-    if structured and name in HIERARCHICAL:
-        hier = hierarchical(fabric, name, time_limit_s=min(60.0, time_limit_s / 2))
-        key = "ratio_to_phased_bound" if name == "allreduce" else "ratio_to_bound"
-        if method == "hierarchical" or n > TREES_MAX_RANKS or (hier.meta.get(key) or 2.0) <= 1 + 1e-9:
-            return hier
-        trees = bandwidth_optimal(fabric, name, max_chunks=max_chunks, efficiency=efficiency, method="trees",
-                                  time_limit_s=max(5.0, time_limit_s - (time.monotonic() - t0)))
-        return min((hier, trees), key=lambda s: s.meta["achieved_rounds_per_block"])
+    if method != "trees" and fabric.shape is not None and efficiency is None:
+        got = _on_cluster(fabric, name, method, max_chunks, time_limit_s)
+        if got is not None:
+            return got
     if method == "hierarchical" or (fabric.shape is not None and n > TREES_MAX_RANKS):
         raise UnsupportedCollective(f"bandwidth_optimal: {name} on {n} ranks: the tree packing stops at "
                                     f"{TREES_MAX_RANKS} ranks and the hierarchical method covers "
@@ -232,6 +235,24 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     from synth.ir.verifier import check
     check(sched, fabric)
     return sched.with_(meta=_meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0))
+
+
+def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_limit_s: float) -> Schedule | None:
+    """The structured methods of :func:`bandwidth_optimal` on a cluster of identical hosts (None:
+    the collective has none): the AllToAll LP, or the hierarchy, compared with the tree packing
+    on small clusters where the hierarchy is not within :data:`HIERARCHY_GOOD` of its bound."""
+    t0 = time.monotonic()
+    if name == "alltoall":
+        return cluster_alltoall(fabric, time_limit_s=time_limit_s)
+    if name not in HIERARCHICAL:
+        return None
+    hier = hierarchical(fabric, name, time_limit_s=min(60.0, time_limit_s / 2))
+    key = "ratio_to_phased_bound" if name == "allreduce" else "ratio_to_bound"
+    if method == "hierarchical" or fabric.num_ranks > TREES_MAX_RANKS or (hier.meta.get(key) or 2.0) <= HIERARCHY_GOOD:
+        return hier
+    trees = bandwidth_optimal(fabric, name, max_chunks=max_chunks, method="trees",
+                              time_limit_s=max(5.0, time_limit_s - (time.monotonic() - t0)))
+    return min((hier, trees), key=lambda s: s.meta["achieved_rounds_per_block"])
 
 
 def _phased(fabric: Fabric, name: str, achieved: Fraction) -> dict:

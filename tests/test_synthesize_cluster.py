@@ -1,0 +1,104 @@
+"""`synthesize` on a cluster: hierarchical and AllToAll candidates, .json.gz for big schedules,
+MSCCL XML for the plan's schedules only at scale, every skipped stage named in the report."""
+
+from __future__ import annotations
+
+import gzip
+import json
+
+import pytest
+
+from synth.baselines import _common, baseline
+from synth.baselines.cluster_rings import cluster_rings
+from synth.cli.synthesize import main
+from synth.formats.msccl import from_msccl_xml
+from synth.formats.schedule_file import load_schedule
+from synth.ir.fabric import build_fabric
+from synth.ir.verifier import check
+from synth.pipeline import synthesize as synth_mod
+from synth.plan.size_plan import Plan
+from topo_probe.errors import UnsupportedCollective
+from topo_probe.load import load_topology
+from topo_probe.machines.clusters import cluster
+
+
+@pytest.fixture(scope="module")
+def cluster_run(tmp_path_factory):
+    out = tmp_path_factory.mktemp("synth") / "out"
+    mp = pytest.MonkeyPatch()
+    mp.setattr(synth_mod, "GZIP_TRANSFERS", 1000)     # small run, same code paths as a big one
+    mp.setattr(synth_mod, "LARGE_RANKS", 16)
+    mp.setattr(synth_mod, "GZIP_XML_BYTES", 1)
+    try:
+        rc = main(["--topology", "dgx-h100", "--gpus", "0-3", "--nodes", "4", "--nics-per-node", "4",
+                   "--rail-optimized", "--collectives", "allgather,alltoall", "--time-limit", "8",
+                   "--out", str(out), "--no-progress"])
+    finally:
+        mp.undo()
+    return rc, out
+
+
+def test_cluster_outputs_verify_and_the_plan_reads_gzip(cluster_run):
+    rc, out = cluster_run
+    assert rc == 0
+    fabric = build_fabric(load_topology(str(out / "topology.json")))
+    assert fabric.shape is not None and fabric.num_ranks == 16
+    gz = sorted((out / "schedules").glob("*.json.gz"))
+    assert gz, "big schedules are compressed"
+    for f in sorted((out / "schedules").iterdir()):
+        check(load_schedule(f), fabric)
+    plan = Plan.load(out / "plan.json")
+    for e in plan.entries:
+        check(plan.load_schedule(e), fabric)
+    summary = json.loads((out / "summary.json").read_text())
+    assert summary["collectives"]["alltoall"]["bandwidth_optimal"]["method"] == "mcf-lp"
+    assert summary["collectives"]["allgather"]["bandwidth_optimal"]["method"] in ("hierarchical", "lp-trees")
+    used = {e.schedule.split("/")[1].split(".json")[0] for e in plan.entries}
+    xmls = sorted((out / "msccl").iterdir())
+    assert {p.name for p in xmls} == {f"{u}.xml.gz" for u in used}
+    for p in xmls:                        # compressed MSCCL XML re-imports and verifies
+        check(from_msccl_xml(gzip.decompress(p.read_bytes()).decode(), fabric=fabric), fabric)
+    report = (out / "report.md").read_text()
+    assert "## Skipped at this scale" in report and "the plan does not use it" in report
+    assert "gunzip it for the MSCCL runtime" in report
+
+
+def test_cluster_rings_stay_on_rails():
+    f = build_fabric(cluster("dgx-h100", 3, rail_optimized=True))
+    rings = cluster_rings(f)
+    assert len(rings) == 8 and all(sorted(r) == list(range(24)) for r in rings)
+    for r in rings:
+        hops = [(r[k], r[(k + 1) % 24]) for k in range(24)]
+        cross = [(u, v) for u, v in hops if u // 8 != v // 8]
+        assert len(cross) == 3
+        assert sum(u % 8 != v % 8 for u, v in cross) == 1       # only the closing hop (8 does not divide 3)
+    boundary = [next(u % 8 for u, v in zip(r, r[1:]) if u // 8 == 0 and v // 8 == 1) for r in rings]
+    assert sorted(boundary) == list(range(8))                    # every ring its own rail
+
+
+def test_ring_baseline_beyond_the_search_uses_cluster_rings(monkeypatch):
+    from synth.baselines import ringsearch
+    monkeypatch.setattr(ringsearch, "SEARCH_MAX_RANKS", 8)
+    f = build_fabric(cluster("dgx-h100", 2, rail_optimized=True))
+    s = baseline("ring", f, "allgather")
+    check(s, f)
+    assert s.meta["rings_found"] == 8
+
+
+def test_baselines_refuse_too_many_transfers(monkeypatch):
+    monkeypatch.setattr(_common, "MAX_TRANSFERS", 100)
+    f = build_fabric(cluster("dgx-h100", 2))
+    with pytest.raises(UnsupportedCollective, match="more than 100 transfers"):
+        baseline("ring", f, "allgather")
+    with pytest.raises(_common.TooManyTransfers):
+        baseline("direct", f, "allgather")
+
+
+def test_msccl_export_needs_one_threadblock_per_peer():
+    """MSCCL runs one threadblock per peer, 216 per GPU: a direct alltoall on 1,024 ranks (1,023 peers)
+    cannot be loaded, the hierarchical allgather (127 rail peers + 7 host peers) can."""
+    f = build_fabric(cluster("dgx-h100", 3, rail_optimized=True))
+    assert synth_mod._most_peers(baseline("direct", f, "alltoall")) == 23
+    from synth.solve.cluster.compose import hierarchical
+    assert synth_mod._most_peers(hierarchical(f, "allgather")) == 2 + 7
+    assert synth_mod.MSCCL_MAX_PEERS == 216
