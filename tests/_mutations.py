@@ -300,7 +300,8 @@ def _log_nonsense(log) -> str | None:
             for x in (m.algbw_gbps, m.busbw_gbps):
                 if x is not None and _bad_number(x, 0.0, 1e9):     # measured: generous, but not 1e18
                     return f"bandwidth {x!r} GB/s"
-            if m.wrong is not None and _bad_number(m.wrong, 0.0, 2**60):
+            # #wrong counts elements (int); the "error" column of old builds is a max error (any finite float)
+            if m.wrong is not None and _bad_number(m.wrong, 0.0, 2**60 if isinstance(m.wrong, int) else 1e308):
                 return f"#wrong {m.wrong!r}"
     if log.avg_busbw_gbps is not None and _bad_number(log.avg_busbw_gbps, 0.0, 1e9):
         return f"avg busbw {log.avg_busbw_gbps!r}"

@@ -263,3 +263,54 @@ def test_check_helpers():
     with pytest.raises(TopologyError, match="f must be a finite number, got an integer of about 401 digits"):
         guard.check_float(10**400, "f", TopologyError, lo=0, hi=9)
     assert guard.show("x" * 100).endswith("...'") is False and len(guard.show("x" * 100)) == 60
+
+
+# ----------------------------------------------------------------------------- nccl-tests logs
+LOG_HEAD = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   busbw "
+            "#wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)            (us)  (GB/s)"
+            "  (GB/s)\n")
+LOG_ROW = "     1048576        262144     float     sum      -1    {t}    {a}   45.12      {w}    40.08   26.16   45.78      0\n"
+
+
+@pytest.mark.parametrize("row,match", [
+    (dict(t="nan"), r"line 3: time \(µs\) must be a finite number, got nan"),           # before: accepted NaN
+    (dict(t="-41.09"), r"line 3: time \(µs\) must be > 0, got -41.09"),                  # before: accepted
+    (dict(t="0.00"), r"line 3: time \(µs\) must be > 0"),
+    (dict(t="1e400"), r"line 3: time \(µs\) must be a finite number, got inf"),
+    (dict(a="inf"), r"line 3: algbw \(GB/s\) must be a finite number"),
+    (dict(a="1e18"), r"line 3: algbw \(GB/s\) must be at most 1e\+09"),
+    (dict(w="-1"), r"line 3: #wrong must be an integer >= 0, got -1"),                   # before: accepted
+    (dict(w="1e30"), r"line 3: #wrong must be at most"),
+])
+def test_nccl_tests_rows_with_nonsense_numbers_are_refused(row, match):
+    from synth.formats.nccl_tests.reader import parse_nccl_tests
+    from topo_probe.errors import NcclTestsLogError
+    cells = {"t": "41.09", "a": "25.52", "w": "0", **row}
+    with pytest.raises(NcclTestsLogError, match=match):
+        parse_nccl_tests(LOG_HEAD + LOG_ROW.format(**cells), "log.txt")
+    ok = parse_nccl_tests(LOG_HEAD + LOG_ROW.format(t="41.09", a="25.52", w="0"), "log.txt")
+    assert ok.rows[0].out_of_place.time_us == 41.09
+
+
+def test_nccl_tests_sizes_and_meta_lines_are_bounded():
+    from synth.formats.nccl_tests.reader import parse_nccl_tests
+    from topo_probe.errors import NcclTestsLogError
+    huge = LOG_ROW.format(t="41.09", a="25.52", w="0").replace("1048576", "1" + "0" * 30, 1)
+    with pytest.raises(NcclTestsLogError, match=r"line 3: size must be at most 1125899906842624"):   # before: accepted
+        parse_nccl_tests(LOG_HEAD + huge, "log.txt")
+    log = parse_nccl_tests("# nThread " + "9" * 5000 + " nGpus 8\n# Out of bounds values : " + "9" * 5000 + " OK\n"
+                           "# Avg bus bandwidth    : nan\n" + LOG_HEAD, "log.txt")   # before: ValueError (int)
+    assert (log.n_threads, log.n_gpus, log.out_of_bounds, log.avg_busbw_gbps) == (None, 8, None, None)
+    for avg, match in (("1.2.3", "is not a number"), ("-3.5", "must be >= 0"), ("inf", "must be a finite number")):
+        with pytest.raises(NcclTestsLogError, match=match):   # before: ValueError, -3.5 and inf accepted
+            parse_nccl_tests(LOG_HEAD + f"# Avg bus bandwidth    : {avg}\n", "log.txt")
+
+
+def test_nccl_tests_device_line_with_a_long_blank_run_is_linear():
+    from synth.formats.nccl_tests.reader import parse_nccl_tests
+    line = "#  Rank  1 Group  0 Pid  54740 on     thanos device  1 [0x0a] NVIDIA A10" + " " * 300_000 + "0-SXM4-80GB\n"
+    start = time.process_time()
+    log = parse_nccl_tests(line + LOG_HEAD, "log.txt")     # before: quadratic regex, minutes
+    assert time.process_time() - start < 5                 # a hang guard, not a speed claim
+    assert log.devices[0].name == "NVIDIA A10" + " " * 300_000 + "0-SXM4-80GB" and log.devices[0].rank == 1
+    assert parse_nccl_tests("#  Rank  0 on h device 0 [0x07]   \n" + LOG_HEAD).devices[0].name == ""
