@@ -30,7 +30,7 @@ INVALID_UTF8 = [b"\xff", b"\xfe", b"\xc3\x28", b"\xed\xa0\x80", b"\xe2\x82", b"\
 JSON_VALUES = [None, True, False, 0, -1, 1.5, "", "x", "²", [], {}, [1, 2], {"a": 1}, [[[[]]]], 10**30, 1e308]
 _NUMBER = re.compile(rb"-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?")
 _WORD = re.compile(rb"[A-Za-z_#%/][A-Za-z0-9_#%/.\-]*")
-_ATTR = re.compile(rb'(\w+)="([^"]*)"')
+_ATTR = re.compile(rb'(\w{1,64})="([^"]*)"')     # bounded: (\w+)= is quadratic on long word runs
 
 
 # ----------------------------------------------------------------------------- byte/text mutations

@@ -314,3 +314,24 @@ def test_nccl_tests_device_line_with_a_long_blank_run_is_linear():
     assert time.process_time() - start < 5                 # a hang guard, not a speed claim
     assert log.devices[0].name == "NVIDIA A10" + " " * 300_000 + "0-SXM4-80GB" and log.devices[0].rank == 1
     assert parse_nccl_tests("#  Rank  0 on h device 0 [0x07]   \n" + LOG_HEAD).devices[0].name == ""
+
+
+def test_read_errors_are_one_line_naming_the_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(TopologyError, match=r"^[^\n]*/sub: is not a regular file$"):
+        guard.read_capped(tmp_path / "sub", TopologyError)
+    with pytest.raises(ScheduleFormatError, match=r"missing.json: cannot read: No such file or directory$"):
+        load_schedule(tmp_path / "missing.json")
+    with pytest.raises(ScheduleFormatError, match=r"cannot read: embedded null byte"):
+        guard.read_capped("a\0b", ScheduleFormatError)
+    big = _write(tmp_path, "big.txt", b"x" * 100)
+    with pytest.raises(TopologyError, match=r"big.txt: 100 bytes is more than the 10 bytes a loader reads"):
+        guard.read_capped(big, TopologyError, limit=10)
+
+
+def test_the_long_number_locator_is_linear():
+    text = "[" + ("9" * 3999 + ",") * 2000 + "9" * 5000 + "]"          # 8 MB: runs just under the limit first
+    start = time.process_time()
+    with pytest.raises(ScheduleFormatError, match=r"line 1 column 8000002: a number with thousands of digits"):
+        guard.parse_json(text, "x.json", ScheduleFormatError)
+    assert time.process_time() - start < 5      # a hang guard: [0-9]{4000,} alone took ~90 s here

@@ -218,10 +218,7 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
         missing row, an unknown cell, an X off the diagonal, an asymmetric matrix, or cells
         that no PCIe tree can produce.
     """
-    for name, gbps in (("nvlink_gbps", nvlink_gbps), ("pcie_gbps", pcie_gbps)):
-        if gbps is not None:
-            check_float(gbps, name, TopologyError, lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS / MAX_LINKS_PER_EDGE,
-                        unit="GB/s")
+    _check_speeds(nvlink_gbps=nvlink_gbps, pcie_gbps=pcie_gbps)
     mat = _read_matrix(text, source, _TOPO_CELL, "nvidia-smi topo -m")
     _check_symmetric(mat, source)
     gpu_cols = [c for c in mat.cols if _GPU_LABEL.fullmatch(c)]
@@ -281,6 +278,13 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
     if any(numa[node[c]] is None for c in gpu_cols) and gpu_cols:
         t.assumptions.append("no NUMA Affinity column (or N/A): NUMA nodes inferred from CPU Affinity and the cells")
     return check_topology(t, source, TopologyError)
+
+
+def _check_speeds(**gbps: float | None) -> None:
+    for name, value in gbps.items():
+        if value is not None:
+            check_float(value, name, TopologyError, lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS / MAX_LINKS_PER_EDGE,
+                        unit="GB/s")
 
 
 def _value(v: str | None) -> str | None:
