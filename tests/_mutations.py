@@ -65,7 +65,8 @@ def _delete_lines(data, rng, big):
 def _dup_lines(data, rng, big):
     ls = _lines(data)
     k = rng.randrange(len(ls))
-    return b"\n".join(ls[:k] + [ls[k]] * rng.choice([1, 2, 10, 200]) + ls[k:])
+    times = min(rng.choice([1, 2, 10, 200]), max(1, big // (len(ls[k]) + 1)))    # stay near ``big`` bytes
+    return b"\n".join(ls[:k] + [ls[k]] * times + ls[k:])
 
 
 def _swap_lines(data, rng, big):
@@ -165,7 +166,8 @@ def _json(kind):
         elif kind == "json_dup":
             parent = _get(doc, path[:-1])
             if isinstance(parent, list):
-                parent[path[-1]:path[-1]] = [parent[path[-1]]] * rng.choice([1, 3, 1000])
+                size = len(json.dumps(parent[path[-1]])) + 2
+                parent[path[-1]:path[-1]] = [parent[path[-1]]] * min(rng.choice([1, 3, 1000]), max(1, big // size))
             else:
                 parent[path[-1] + "_"] = parent[path[-1]]
         elif kind == "json_number":
@@ -203,7 +205,8 @@ def _xml_elem(data, rng, big):
     if not tags:
         return _dup_lines(data, rng, big)
     k = rng.choice(tags)
-    return b"\n".join(ls[:k] + [ls[k]] * rng.choice([1, 2, 50]) + ls[k:])
+    times = min(rng.choice([1, 2, 50]), max(1, big // (len(ls[k]) + 1)))
+    return b"\n".join(ls[:k] + [ls[k]] * times + ls[k:])
 
 
 XML_KINDS = {"xml_attr": _xml_attr, "xml_elem_dup": _xml_elem}

@@ -84,7 +84,7 @@ def _read_matrix(text: str, source: str, cell: re.Pattern, what: str) -> _Matrix
     if len(text) > MAX_INPUT_BYTES:
         raise TopologyError(f"{source}: more than the {MAX_INPUT_BYTES} characters a loader reads")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    start = next((k for k, ln in enumerate(lines) if _is_header(_tokens(ln), cell)), None)
+    start = next((k for k, ln in enumerate(lines) if "GPU0" in ln and _is_header(_tokens(ln), cell)), None)
     if start is None:
         raise TopologyError(f"{source}:line 1 column 1: no `{what}` header (a line starting with GPU0) found")
     head = _tokens(lines[start], _HEADER_TOKEN)
