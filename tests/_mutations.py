@@ -171,7 +171,7 @@ def _json(kind):
             else:
                 parent[path[-1] + "_"] = parent[path[-1]]
         elif kind == "json_number":
-            nums = [p for p in paths if p and isinstance(_get(doc, p), (int, float)) and not isinstance(_get(doc, p), bool)]
+            nums = [p for p in paths if p and type(_get(doc, p)) in (int, float)]
             path = rng.choice(nums or paths[1:] or [path])
             raw = rng.choice(HOSTILE_NUMBERS)
             _get(doc, path[:-1])[path[-1]] = "@@HOSTILE@@"
