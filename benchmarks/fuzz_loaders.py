@@ -33,6 +33,7 @@ import sys
 import tempfile
 import time
 import traceback
+import tracemalloc
 from collections import Counter, defaultdict
 from pathlib import Path
 
@@ -43,6 +44,8 @@ from tests._mutations import LOADERS, mutate, nonsense, seed_format, seeds  # no
 
 SLOW_S = 1.0
 HEAVY_KB = 200 * 1024
+ONE_MB = 1_100_000          # "a 1 MB input": the amplifying mutations aim at 1 MiB, plus the seed
+TRACE_BYTES = 1 << 18       # inputs above this are run a second time under tracemalloc
 FAILURES = ("generic", "hang", "crash", "nonsense")
 
 
@@ -73,12 +76,40 @@ def _worker(conn, mem_limit_bytes: int) -> None:
         loader, suffix, data = msg
         path = tmp / f"case{suffix}"
         path.write_bytes(data)
-        before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+        before = _reset_peak_kib()
         start = time.perf_counter()
         outcome, detail = _run_one(loader, path)
         elapsed = time.perf_counter() - start
-        grew = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before
+        grew = _peak_kib() - before
+        if len(data) > TRACE_BYTES and elapsed < 2:   # again under tracemalloc: the peak the loader allocated
+            tracemalloc.start()
+            _run_one(loader, path)
+            grew = max(grew, tracemalloc.get_traced_memory()[1] // 1024)
+            tracemalloc.stop()
         conn.send((outcome, detail, elapsed, grew))
+
+
+def _status_kib(key: str) -> int:
+    with open("/proc/self/status") as fh:
+        return int(next(line.split()[1] for line in fh if line.startswith(key + ":")))
+
+
+def _reset_peak_kib() -> int:
+    """Reset the peak RSS (Linux: ``clear_refs`` 5) and return the current RSS, KiB; where that is
+    not possible, the lifetime peak (then growth only counts new peaks)."""
+    try:
+        with open("/proc/self/clear_refs", "w") as fh:
+            fh.write("5")
+        return _status_kib("VmRSS")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+
+
+def _peak_kib() -> int:
+    try:
+        return _status_kib("VmHWM")
+    except OSError:
+        return resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
 
 
 class Worker:
@@ -130,7 +161,8 @@ def all_seeds() -> dict[str, list[tuple[str, bytes]]]:
     for p in rng.sample(committed, min(8, len(committed))):
         out["schedule-json"].append((p.name, p.read_bytes()))
     out["schedule-json"].append(("dgx1-allreduce.json.gz", gzip.compress(out["schedule-json"][0][1], mtime=0)))
-    out["plan-json"] += [(p.parent.name + "-plan.json", p.read_bytes()) for p in sorted((ROOT / "results").glob("*/plan.json"))]
+    plans = sorted((ROOT / "results").glob("*/plan.json"))
+    out["plan-json"] += [(p.parent.name + "-plan.json", p.read_bytes()) for p in plans]
     return out
 
 
@@ -187,6 +219,7 @@ class Tally:
         self.counts: dict[str, Counter] = defaultdict(Counter)
         self.examples: dict[str, dict[str, list]] = defaultdict(lambda: defaultdict(list))
         self.max_s: dict[str, tuple[float, str]] = defaultdict(lambda: (0.0, ""))
+        self.max_s_1mb: dict[str, tuple[float, str]] = defaultdict(lambda: (0.0, ""))   # inputs <= ONE_MB
         self.crafted: list[tuple[str, str, str, float, str]] = []
 
     def add(self, loader: str, label: str, size: int, result: tuple[str, str, float, int]) -> None:
@@ -197,11 +230,17 @@ class Tally:
         c["slow"] += elapsed > SLOW_S
         c["heavy"] += grew > HEAVY_KB
         c["max_bytes"] = max(c["max_bytes"], size)
+        c["max_rss_kib"] = max(c["max_rss_kib"], grew)
+        if size <= ONE_MB:
+            c["max_rss_kib_1mb"] = max(c["max_rss_kib_1mb"], grew)
         if elapsed > self.max_s[loader][0]:
             self.max_s[loader] = (elapsed, label)
-        kind = outcome if outcome in FAILURES else ("slow" if elapsed > SLOW_S else ("heavy" if grew > HEAVY_KB else ""))
+        if size <= ONE_MB and elapsed > self.max_s_1mb[loader][0]:
+            self.max_s_1mb[loader] = (elapsed, label)
+        kind = outcome if outcome in FAILURES else "slow" if elapsed > SLOW_S else "heavy" if grew > HEAVY_KB else ""
         if kind:
-            same = [e for e in self.examples[loader][kind] if e[1].split(" (at")[0][:60] == detail.split(" (at")[0][:60]]
+            gist = detail.split(" (at")[0][:60]
+            same = [e for e in self.examples[loader][kind] if e[1].split(" (at")[0][:60] == gist]
             if len(self.examples[loader][kind]) < 6 and not same:
                 self.examples[loader][kind].append((label, detail, round(elapsed, 2), size))
 
@@ -245,40 +284,49 @@ def write_report(tally: Tally, args, command: str, wall_s: float) -> None:
     out.mkdir(parents=True, exist_ok=True)
     with open(out / "loaders.csv", "w", newline="") as fh:
         w = csv.writer(fh)
-        w.writerow(["loader", *COLUMNS, "max_seconds", "max_input_bytes"])
+        w.writerow(["loader", *COLUMNS, "max_seconds", "max_seconds_1mb", "max_rss_growth_mib", "max_input_bytes"])
         for loader, c in tally.counts.items():
-            w.writerow([loader, *(c[k] for k in COLUMNS), round(tally.max_s[loader][0], 3), c["max_bytes"]])
+            w.writerow([loader, *(c[k] for k in COLUMNS), round(tally.max_s[loader][0], 3),
+                        round(tally.max_s_1mb[loader][0], 3), round(c["max_rss_kib"] / 1024, 1), c["max_bytes"]])
+    made = Counter(row[0] for row in tally.crafted)
     lines = ["# Loader fuzz campaign (issue 15)", "",
              f"Command: `{command}`  ", f"Seed {args.seed}, {args.cases} mutated inputs per loader plus "
-             f"{len(tally.crafted) // max(1, len(tally.counts))}-9 hand-made hostile ones, time limit {args.timeout:g} s "
-             f"per case, worker memory limit {args.mem_gb} GB, {args.workers} worker(s); {wall_s / 60:.1f} min on "
-             f"this machine.", "",
+             f"{min(made.values(), default=0)} to {max(made.values(), default=0)} hand-made hostile ones (listed "
+             f"below), time limit {args.timeout:g} s per case, worker memory limit {args.mem_gb} GB, "
+             f"{args.workers} worker(s); {wall_s / 60:.1f} min on this machine.", "",
              "Outcomes: **refused** = a one-line TopocollError (what hostile input should get), **accepted** = a "
              "result that passes the physics check, **generic** = any other exception (a bug), **hang** = no "
              f"answer within {args.timeout:g} s, **crash** = the worker died, **nonsense** = accepted but breaks "
              f"physics (NaN/inf/negative numbers, no GPU, ...). **slow** = over {SLOW_S:g} s, **heavy** = peak "
-             "RSS grew by more than 200 MB (both counted besides the outcome). Loaders marked * are not the "
+             "RSS grew by more than 200 MB (both counted besides the outcome). Memory is the larger of the "
+             "worker's peak RSS growth during the case (Linux `clear_refs` resets the peak before each case) "
+             "and, for inputs over 256 KB, the tracemalloc peak of a second run. Loaders "
+             "marked * are not the "
              "guard's (the XML parsers have their own owner); `*-direct` rows call the XML parsers without "
              "`load_topology`/`load_schedule` around them.", "",
-             "| loader | " + " | ".join(COLUMNS) + " | slowest (s) | largest input (bytes) |",
-             "|---|" + "---:|" * (len(COLUMNS) + 2)]
+             "| loader | " + " | ".join(COLUMNS) + " | slowest (s) | slowest on <= 1.1 MB (s) | most memory (MB) "
+             "| most memory on <= 1.1 MB (MB) | largest input (bytes) |",
+             "|---|" + "---:|" * (len(COLUMNS) + 5)]
     for loader, c in tally.counts.items():
         mark = "" if loader in MINE else " *"
         lines.append(f"| {loader}{mark} | " + " | ".join(str(c[k]) for k in COLUMNS)
-                     + f" | {tally.max_s[loader][0]:.2f} | {c['max_bytes']} |")
+                     + f" | {tally.max_s[loader][0]:.2f} | {tally.max_s_1mb[loader][0]:.2f} "
+                     f"| {c['max_rss_kib'] / 1024:.0f} | {c['max_rss_kib_1mb'] / 1024:.0f} | {c['max_bytes']} |")
     mine = [tally.counts[k] for k in MINE if k in tally.counts]
     lines += ["", f"Guarded loaders together: {sum(c['cases'] for c in mine)} cases, "
-              + ", ".join(f"{sum(c[k] for c in mine)} {k}" for k in ("generic", "hang", "crash", "nonsense", "slow", "heavy"))
+              + ", ".join(f"{sum(c[k] for c in mine)} {k}" for k in FAILURES + ("slow", "heavy"))
               + ".", "", "## Hand-made hostile inputs", "", "| loader | input | outcome | seconds | detail |",
               "|---|---|---|---:|---|"]
     lines += [f"| {a} | {b} | {c} | {d} | {e.replace('|', '/')} |" for a, b, c, d, e in tally.crafted]
     lines += ["", "## Slowest case per loader", ""]
-    lines += [f"- {loader}: {secs:.2f} s, {label}" for loader, (secs, label) in tally.max_s.items()]
+    lines += [f"- {loader}: {secs:.2f} s, {label}; on inputs <= 1.1 MB: {tally.max_s_1mb[loader][0]:.2f} s, "
+              f"{tally.max_s_1mb[loader][1]}" for loader, (secs, label) in tally.max_s.items()]
     lines += ["", "## Examples of each failure kind", ""]
     for loader, kinds in tally.examples.items():
         for kind, items in kinds.items():
             lines.append(f"**{loader}: {kind}** ({tally.counts[loader][kind]} cases)")
-            lines += [f"- {label} ({size} bytes, {secs} s): {detail.replace('|', '/')}" for label, detail, secs, size in items]
+            lines += [f"- {label} ({size} bytes, {secs} s): {detail.replace('|', '/')}"
+                      for label, detail, secs, size in items]
             lines.append("")
     if not any(tally.examples.values()):
         lines.append("None.")

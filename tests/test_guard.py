@@ -181,7 +181,7 @@ def test_min_transfers_matches_a_count_by_hand():
 
 # ----------------------------------------------------------------------------- physics
 @pytest.mark.parametrize("change,match", [
-    ({"link_bandwidth_gbps": 1e-320}, r"link_bandwidth_gbps' must be >= 0.001 GB/s"),   # before: ZeroDivisionError later
+    ({"link_bandwidth_gbps": 1e-320}, r"link_bandwidth_gbps' must be >= 0.001 GB/s"),   # before: ZeroDivisionError
     ({"link_bandwidth_gbps": -25}, r"link_bandwidth_gbps' must be >= 0.001"),
     ({"link_bandwidth_gbps": 1e30}, r"link_bandwidth_gbps' must be at most"),            # before: accepted
     ({"link_latency_us": -1}, r"link_latency_us' must be >= 0"),
@@ -221,7 +221,8 @@ def test_zero_gpus_is_refused_for_any_format(monkeypatch, tmp_path):
     _refused("topology", _write(tmp_path, "t.xml", "<system/>"), r"t.xml: topology 'empty' has no GPU")
 
 
-NVSMI = "\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\nGPU0\t X \tPHB\t0-7\t{n}\t{g}\nGPU1\tPHB\t X \t0-7\t{n}\tN/A\n"
+NVSMI = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
+         "GPU0\t X \tPHB\t0-7\t{n}\t{g}\nGPU1\tPHB\t X \t0-7\t{n}\tN/A\n")
 
 
 def test_nvsmi_unicode_digits_and_huge_numbers():
@@ -234,7 +235,7 @@ def test_nvsmi_unicode_digits_and_huge_numbers():
     text = NVSMI.format(n="0", g="1").replace("PHB", "NV" + "9" * 5000)      # before: ValueError
     with pytest.raises(TopologyError, match=r"smi.txt:line 2 column 10: cell GPU0/GPU1 is NV9999999999: more than"):
         parse_nvsmi_topo(text, source="smi.txt")
-    with pytest.raises(TopologyError, match=r"smi.txt:line 1 column 7: header column 'GPU9999999999.*\.\.\. out of order"):
+    with pytest.raises(TopologyError, match=r"smi.txt:line 1 column 7: header column 'GPU99999.*\.\.\. out of order"):
         parse_nvsmi_topo("\tGPU0\tGPU" + "9" * 5000 + "\n", source="smi.txt")        # before: ValueError
 
 
@@ -263,3 +264,76 @@ def test_check_helpers():
     with pytest.raises(TopologyError, match="f must be a finite number, got an integer of about 401 digits"):
         guard.check_float(10**400, "f", TopologyError, lo=0, hi=9)
     assert guard.show("x" * 100).endswith("...'") is False and len(guard.show("x" * 100)) == 60
+
+
+# ----------------------------------------------------------------------------- nccl-tests logs
+LOG_HEAD = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw"
+            "   busbw #wrong\n#        (B)    (elements)                               (us)  (GB/s)  (GB/s)      "
+            "      (us)  (GB/s)  (GB/s)\n")
+LOG_ROW = ("     1048576        262144     float     sum      -1    {t}    {a}   45.12      {w}    40.08   26.16"
+           "   45.78      0\n")
+
+
+@pytest.mark.parametrize("row,match", [
+    (dict(t="nan"), r"line 3: time \(µs\) must be a finite number, got nan"),           # before: accepted NaN
+    (dict(t="-41.09"), r"line 3: time \(µs\) must be > 0, got -41.09"),                  # before: accepted
+    (dict(t="0.00"), r"line 3: time \(µs\) must be > 0"),
+    (dict(t="1e400"), r"line 3: time \(µs\) must be a finite number, got inf"),
+    (dict(a="inf"), r"line 3: algbw \(GB/s\) must be a finite number"),
+    (dict(a="1e18"), r"line 3: algbw \(GB/s\) must be at most 1e\+09"),
+    (dict(w="-1"), r"line 3: #wrong must be an integer >= 0, got -1"),                   # before: accepted
+    (dict(w="1e30"), r"line 3: #wrong must be at most"),
+])
+def test_nccl_tests_rows_with_nonsense_numbers_are_refused(row, match):
+    from synth.formats.nccl_tests.reader import parse_nccl_tests
+    from topo_probe.errors import NcclTestsLogError
+    cells = {"t": "41.09", "a": "25.52", "w": "0", **row}
+    with pytest.raises(NcclTestsLogError, match=match):
+        parse_nccl_tests(LOG_HEAD + LOG_ROW.format(**cells), "log.txt")
+    ok = parse_nccl_tests(LOG_HEAD + LOG_ROW.format(t="41.09", a="25.52", w="0"), "log.txt")
+    assert ok.rows[0].out_of_place.time_us == 41.09
+
+
+def test_nccl_tests_sizes_and_meta_lines_are_bounded():
+    from synth.formats.nccl_tests.reader import parse_nccl_tests
+    from topo_probe.errors import NcclTestsLogError
+    huge = LOG_ROW.format(t="41.09", a="25.52", w="0").replace("1048576", "1" + "0" * 30, 1)
+    with pytest.raises(NcclTestsLogError, match=r"line 3: size must be at most 1125899906842624"):   # before: accepted
+        parse_nccl_tests(LOG_HEAD + huge, "log.txt")
+    log = parse_nccl_tests("# nThread " + "9" * 5000 + " nGpus 8\n# Out of bounds values : " + "9" * 5000 + " OK\n"
+                           "# Avg bus bandwidth    : nan\n" + LOG_HEAD, "log.txt")   # before: ValueError (int)
+    assert (log.n_threads, log.n_gpus, log.out_of_bounds, log.avg_busbw_gbps) == (None, 8, None, None)
+    for avg, match in (("1.2.3", "is not a number"), ("-3.5", "must be >= 0"), ("inf", "must be a finite number")):
+        with pytest.raises(NcclTestsLogError, match=match):   # before: ValueError, -3.5 and inf accepted
+            parse_nccl_tests(LOG_HEAD + f"# Avg bus bandwidth    : {avg}\n", "log.txt")
+
+
+def test_nccl_tests_device_line_with_a_long_blank_run_is_linear():
+    from synth.formats.nccl_tests.reader import parse_nccl_tests
+    line = "#  Rank  1 Group  0 Pid  54740 on     thanos device  1 [0x0a] NVIDIA A10" + " " * 300_000 + "0-SXM4-80GB\n"
+    start = time.process_time()
+    log = parse_nccl_tests(line + LOG_HEAD, "log.txt")     # before: quadratic regex, minutes
+    assert time.process_time() - start < 5                 # a hang guard, not a speed claim
+    assert log.devices[0].name == "NVIDIA A10" + " " * 300_000 + "0-SXM4-80GB" and log.devices[0].rank == 1
+    assert parse_nccl_tests("#  Rank  0 on h device 0 [0x07]   \n" + LOG_HEAD).devices[0].name == ""
+
+
+def test_read_errors_are_one_line_naming_the_file(tmp_path):
+    (tmp_path / "sub").mkdir()
+    with pytest.raises(TopologyError, match=r"^[^\n]*/sub: is not a regular file$"):
+        guard.read_capped(tmp_path / "sub", TopologyError)
+    with pytest.raises(ScheduleFormatError, match=r"missing.json: cannot read: No such file or directory$"):
+        load_schedule(tmp_path / "missing.json")
+    with pytest.raises(ScheduleFormatError, match=r"cannot read: embedded null byte"):
+        guard.read_capped("a\0b", ScheduleFormatError)
+    big = _write(tmp_path, "big.txt", b"x" * 100)
+    with pytest.raises(TopologyError, match=r"big.txt: 100 bytes is more than the 10 bytes a loader reads"):
+        guard.read_capped(big, TopologyError, limit=10)
+
+
+def test_the_long_number_locator_is_linear():
+    text = "[" + ("9" * 3999 + ",") * 2000 + "9" * 5000 + "]"          # 8 MB: runs just under the limit first
+    start = time.process_time()
+    with pytest.raises(ScheduleFormatError, match=r"line 1 column 8000002: a number with thousands of digits"):
+        guard.parse_json(text, "x.json", ScheduleFormatError)
+    assert time.process_time() - start < 5      # a hang guard: [0-9]{4000,} alone took ~90 s here

@@ -85,7 +85,7 @@ MAX_BYTES = 2**50
 MAX_TIME_US = 1e9
 
 _INT_LIMIT = 2**63
-_LONG_DIGITS = re.compile(r"[0-9]{4000,}")
+_LONG_DIGITS = re.compile(r"(?<![0-9])[0-9]{4000,}")   # the lookbehind keeps it linear
 
 
 def show(value: Any) -> str:
@@ -102,14 +102,17 @@ def read_capped(path: str | os.PathLike, error: type[Exception], limit: int = MA
     ``limit + 1``)."""
     try:
         info = os.stat(path)
-        if not stat.S_ISREG(info.st_mode):
-            raise error(f"{path}: is not a regular file")
-        if info.st_size > limit:
-            raise error(f"{path}: {info.st_size} bytes is more than the {limit} bytes a loader reads")
+    except (OSError, ValueError) as exc:       # ValueError: a NUL in the path
+        raise error(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    if not stat.S_ISREG(info.st_mode):
+        raise error(f"{path}: is not a regular file")
+    if info.st_size > limit:
+        raise error(f"{path}: {info.st_size} bytes is more than the {limit} bytes a loader reads")
+    try:
         with open(path, "rb") as fh:
             data = fh.read(limit + 1)
-    except (OSError, ValueError) as exc:
-        raise error(f"{path}: cannot read: {getattr(exc, 'strerror', None) or exc}") from None
+    except OSError as exc:
+        raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > limit:
         raise error(f"{path}: more than the {limit} bytes a loader reads")
     return data
@@ -295,8 +298,9 @@ def ascii_int(text: str | None, max_digits: int = 18) -> int | None:
 def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
     """Refuse a built topology that breaks physics or the size limits: no GPU, more than
     :data:`MAX_GPUS` GPUs / :data:`MAX_NODES` nodes / :data:`MAX_EDGES` edges, GPU indices
-    (ranks) other than 0..n-1, an edge whose
-    ``links``, ``bandwidth_gbps`` or ``latency_us`` is out of range.  Returns ``topo``."""
+    (ranks) other than 0..n-1, an edge whose ``links``, ``bandwidth_gbps`` or ``latency_us``
+    is out of range, a node whose ``numa_node``/``host``/``gpu_numa_id`` is not an integer in
+    -1..:data:`MAX_NODES` or whose NIC ``speed_gbps`` is out of range.  Returns ``topo``."""
     g = topo.graph
     indices = [d.get("index") for _, d in g.nodes(data=True) if d.get("kind") == "gpu"]
     gpus = len(indices)
@@ -310,6 +314,13 @@ def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
     if gpus > MAX_GPUS or g.number_of_nodes() > MAX_NODES or g.number_of_edges() > MAX_EDGES:
         raise error(f"{source}: topology {topo.name!r} has {gpus} GPUs, {g.number_of_nodes()} nodes and "
                     f"{g.number_of_edges()} edges; the limits are {MAX_GPUS}, {MAX_NODES} and {MAX_EDGES}")
+    for n, d in g.nodes(data=True):
+        for key in ("numa_node", "host", "gpu_numa_id"):
+            if d.get(key) is not None:
+                check_int(d[key], f"{source}: node {n}: {key}", error, lo=-1, hi=MAX_NODES)
+        if d.get("speed_gbps") is not None:
+            check_float(d["speed_gbps"], f"{source}: node {n}: speed_gbps", error, lo=MIN_BANDWIDTH_GBPS,
+                        hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
     for u, v, d in g.edges(data=True):
         where = f"{source}: link {u}->{v}"
         check_int(d.get("links"), f"{where}: links", error, lo=1, hi=MAX_LINKS_PER_EDGE)

@@ -93,7 +93,7 @@ def _read_matrix(text: str, source: str, cell: re.Pattern, what: str) -> _Matrix
     if len(text) > MAX_INPUT_BYTES:
         raise TopologyError(f"{source}: more than the {MAX_INPUT_BYTES} characters a loader reads")
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    start = next((k for k, ln in enumerate(lines) if _is_header(_tokens(ln), cell)), None)
+    start = next((k for k, ln in enumerate(lines) if "GPU0" in ln and _is_header(_tokens(ln), cell)), None)
     if start is None:
         raise TopologyError(f"{source}:line 1 column 1: no `{what}` header (a line starting with GPU0) found")
     head = _tokens(lines[start], _HEADER_TOKEN)
@@ -227,10 +227,7 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
         missing row, an unknown cell, an X off the diagonal, an asymmetric matrix, or cells
         that no PCIe tree can produce.
     """
-    for name, gbps in (("nvlink_gbps", nvlink_gbps), ("pcie_gbps", pcie_gbps)):
-        if gbps is not None:
-            check_float(gbps, name, TopologyError, lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS / MAX_LINKS_PER_EDGE,
-                        unit="GB/s")
+    _check_speeds(nvlink_gbps=nvlink_gbps, pcie_gbps=pcie_gbps)
     mat = _read_matrix(text, source, _TOPO_CELL, "nvidia-smi topo -m")
     _check_symmetric(mat, source)
     gpu_cols = [c for c in mat.cols if _GPU_LABEL.fullmatch(c)]
@@ -290,6 +287,13 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
     if any(numa[node[c]] is None for c in gpu_cols) and gpu_cols:
         t.assumptions.append("no NUMA Affinity column (or N/A): NUMA nodes inferred from CPU Affinity and the cells")
     return check_topology(t, source, TopologyError)
+
+
+def _check_speeds(**gbps: float | None) -> None:
+    for name, value in gbps.items():
+        if value is not None:
+            check_float(value, name, TopologyError, lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS / MAX_LINKS_PER_EDGE,
+                        unit="GB/s")
 
 
 def _value(v: str | None) -> str | None:
