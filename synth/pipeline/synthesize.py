@@ -14,7 +14,11 @@ then picks the fastest by cost-model time for each size range (:mod:`synth.plan.
 
 Output folder layout (default ``results/<topology-name>/``)::
 
-    topology.json  schedules/*.json  msccl/*.xml  plan.json  summary.json  report.md  busbw.png
+    topology.json  schedules/*.json  msccl/*.xml  msccl/candidates/*.xml  plan.json  summary.json
+    report.md  busbw.png
+
+``msccl/`` holds the plan's algorithms as MSCCL XML with their size ranges, ready to be RCCL's
+``MSCCL_ALGO_DIR`` (rooted collectives only under ``msccl/candidates/``: the XML has no root).
 
 Work happens in a hidden sibling folder that replaces the old one only when everything is
 written, so an interrupted run never overwrites complete results (its partial folder is left
@@ -234,7 +238,7 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     plan, curves = build_plan(fabric, results)
     plan.save(work / "plan.json")
     save_topology(topo, work / "topology.json")
-    _export_msccl(results, work / "msccl", opts.log)
+    _export_msccl(results, plan, work / "msccl", opts.log)
     summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
                "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),
                "collectives": {c: r.summary for c, r in results.items()}}
@@ -244,12 +248,40 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     return summary
 
 
-def _export_msccl(results: dict[str, CollectiveResult], folder: Path, log) -> None:
+def _msccl_ranges(plan: Plan) -> dict[str, list[tuple[int, int | None]]]:
+    """Plan schedule path -> its size ranges [lo, hi) (adjacent ones joined); rooted collectives
+    left out (an MSCCL algorithm carries no root, so RCCL would run it for every root)."""
+    out: dict[str, list[tuple[int, int | None]]] = {}
+    for e in sorted(plan.entries, key=lambda e: (e.schedule, e.min_bytes)):
+        if e.collective in ROOTED:
+            continue
+        spans = out.setdefault(e.schedule, [])
+        if spans and spans[-1][1] == e.min_bytes:
+            spans[-1] = (spans[-1][0], e.max_bytes)
+        else:
+            spans.append((e.min_bytes, e.max_bytes))
+    return out
+
+
+def _export_msccl(results: dict[str, CollectiveResult], plan: Plan, folder: Path, log) -> None:
+    """``msccl/*.xml``: the plan's algorithms, each with its size range (minBytes/maxBytes,
+    inclusive, as RCCL reads them) and protocol, ready for ``MSCCL_ALGO_DIR``;
+    ``msccl/candidates/*.xml``: every other verified candidate, for any size."""
     from synth.formats.msccl import to_msccl_xml
-    folder.mkdir(parents=True, exist_ok=True)
+    from synth.formats.msccl.writer import protocol_for
+    ranges = _msccl_ranges(plan)
+    (folder / "candidates").mkdir(parents=True, exist_ok=True)
     for res in results.values():
         for name, s in res.schedules.items():
+            slug = _slug(name)
+            spans = ranges.get(f"schedules/{slug}.json")
             try:
-                atomic_write_text(folder / f"{_slug(name)}.xml", to_msccl_xml(s, name=name))
+                if not spans:
+                    atomic_write_text(folder / "candidates" / f"{slug}.xml", to_msccl_xml(s, name=name))
+                    continue
+                for k, (lo, hi) in enumerate(spans):
+                    top = None if hi is None else max(hi - 1, 1)
+                    text = to_msccl_xml(s, name=name, min_bytes=lo, max_bytes=top, proto=protocol_for(top))
+                    atomic_write_text(folder / f"{slug}{f'-r{k}' if k else ''}.xml", text)
             except TopocollError as e:
                 log(f"  msccl export of {name} skipped: {e}")

@@ -1,180 +1,157 @@
-"""MSCCL XML to a Schedule: replay the threadblocks' steps (sends matched to receives FIFO per connection)."""
+"""MSCCL XML to a verified :class:`~synth.ir.schedule.Schedule`.
+
+Three stages, each refusing bad input with one :class:`~topo_probe.errors.ScheduleFormatError`
+line that names the file, gpu, threadblock and step:
+
+1. :func:`~synth.formats.msccl.parse.parse_program`: bounded parsing and the runtime's own
+   attribute checks;
+2. :func:`~synth.formats.msccl.replay.replay`: the program run symbolically as the runtime runs
+   it, out of place when ``outofplace="1"`` and in place (input inside the output buffer, as
+   NCCL's in-place calls) when ``inplace="1"`` — both when both are set — ending with every
+   output checked;
+3. the chunks that crossed between GPUs become the schedule IR: a transfer per chunk in the
+   round it crossed, ``reduce`` when the receiver already holds other contributions of that
+   chunk, ``copy`` otherwise; then :func:`synth.ir.verifier.verify` replays the IR.
+
+The IR keeps one copy of each chunk per rank; a program whose rank sends one partial sum of a
+chunk while it holds another (say, relays a neighbour's partial without adding its own) has no
+IR form and is refused with that reason.  With a ``fabric`` of the same rank count, each step
+declares the rounds its load needs on that fabric, every transfer must use one of its channels
+(:class:`~topo_probe.errors.ScheduleInvalid` otherwise) and the schedule is tagged with its
+topology.
+"""
 
 from __future__ import annotations
 
-import xml.etree.ElementTree as ET
-from dataclasses import dataclass
+from itertools import groupby
 
-from synth.formats.msccl.layout import Loc, chunk_offset
-from synth.ir.collectives import CollectiveSpec, canonical
+from synth.formats.msccl.layout import RECEIVES, SENDS, chunks_per_rank_of
+from synth.formats.msccl.parse import parse_program
+from synth.formats.msccl.program import Program
+from synth.formats.msccl.replay import NetTransfer, check_size, replay, where
+from synth.ir.collectives import ROOTED, CollectiveSpec
 from synth.ir.schedule import Schedule, Step, Transfer
-from topo_probe.errors import ScheduleFormatError
+from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError
 
 
-@dataclass
-class _XStep:
-    rank: int
-    tb: int
-    index: int
-    kind: str
-    src: Loc
-    dst: Loc
-    dep: tuple[int, int] | None
-    peer: int
-    chan: int = 0
+def _spec_candidates(p: Program, source: str) -> list[CollectiveSpec]:
+    c = chunks_per_rank_of(p.coll, p.ngpus, p.nchunksperloop)
+    if c is None:
+        raise ScheduleFormatError(f"{source}: <algo>: nchunksperloop={p.nchunksperloop} does not cut into "
+                                  f"whole chunks for each of the {p.ngpus} gpus of a {p.coll}")
+    if p.coll not in ROOTED:
+        return [CollectiveSpec(p.coll, p.ngpus, c)]
+    senders = {g.id for g in p.gpus for tb in g.tbs for st in tb.steps if st.kind in SENDS}
+    receivers = {g.id for g in p.gpus for tb in g.tbs for st in tb.steps if st.kind in RECEIVES}
+    quiet = receivers if p.coll in ("broadcast", "scatter") else senders
+    roots = [r for r in range(p.ngpus) if r not in quiet] or list(range(p.ngpus))
+    return [CollectiveSpec(p.coll, p.ngpus, c, r) for r in roots[:4]]
 
 
-def _attr_int(el: ET.Element, key: str, where: str) -> int:
-    val = el.get(key)
-    if val is None:
-        raise ScheduleFormatError(f"{where}: missing attribute {key!r}")
-    try:
-        return int(val)
-    except ValueError:
-        raise ScheduleFormatError(f"{where}: attribute {key}={val!r} is not an integer") from None
+def _ir_steps(transfers: list[NetTransfer], spec: CollectiveSpec, source: str):
+    """Group transfers by round into IR steps, choosing copy/reduce from the receiver's copy."""
+    held: list[dict[int, int]] = [{} for _ in range(spec.ranks)]
+    for ch in spec.chunks():
+        for r in ch.pre:
+            held[r][ch.id] = 1 << r if spec.combining else 1
+    steps, origins = [], []
+    for _, group in groupby(sorted(transfers, key=lambda t: (t.time, t.dst, t.chunk, t.src)), key=lambda t: t.time):
+        group = list(group)
+        out, updates = [], []
+        for t in group:
+            have = held[t.src].get(t.chunk, 0)
+            if spec.combining and have != t.mask:
+                raise ScheduleFormatError(
+                    f"{source}: {where(t.origin)}: receives from gpu {t.src} the contributions "
+                    f"{_ranks(t.mask)} to chunk {t.chunk}, but gpu {t.src}'s copy then holds {_ranks(have)}: the "
+                    f"schedule IR keeps one copy of a chunk per rank, so this program has no IR form")
+            cur = held[t.dst].get(t.chunk, 0)
+            op = "reduce" if spec.combining and cur and not cur & t.mask else "copy"
+            out.append(Transfer(t.chunk, t.src, t.dst, op))
+            updates.append((t, op))
+        for t, op in updates:
+            mask = t.mask if spec.combining else 1
+            held[t.dst][t.chunk] = held[t.dst].get(t.chunk, 0) | mask if op == "reduce" else mask
+        steps.append(out)
+        origins.append([t.origin for t in group])
+    return steps, origins
 
 
-def _parse_program(text: str, source: str):
-    try:
-        algo = ET.fromstring(text)
-    except ET.ParseError as e:
-        raise ScheduleFormatError(f"{source}: invalid XML: {e}") from None
-    if algo.tag != "algo":
-        raise ScheduleFormatError(f"{source}: root element must be <algo>, got <{algo.tag}>")
-    coll = algo.get("coll", "")
-    try:
-        name = canonical(coll)
-    except Exception:
-        raise ScheduleFormatError(f"{source}: unknown coll {coll!r}") from None
-    n = _attr_int(algo, "ngpus", source)
-    tbs: dict[tuple[int, int], list[_XStep]] = {}
-    tb_peers: dict[tuple[int, int], tuple[int, int]] = {}
-    i_chunks = o_chunks = 0
-    for g in algo.findall("gpu"):
-        rank = _attr_int(g, "id", f"{source}: <gpu>")
-        i_chunks = _attr_int(g, "i_chunks", f"{source}: gpu {rank}")
-        o_chunks = _attr_int(g, "o_chunks", f"{source}: gpu {rank}")
-        for tb in g.findall("tb"):
-            tid = _attr_int(tb, "id", f"{source}: gpu {rank} <tb>")
-            where = f"{source}: gpu {rank} tb {tid}"
-            send, recv = _attr_int(tb, "send", where), _attr_int(tb, "recv", where)
-            chan = _attr_int(tb, "chan", where)
-            tb_peers[(rank, tid)] = (send, recv)
-            steps = []
-            for st in tb.findall("step"):
-                sw = f"{where} step {st.get('s')}"
-                kind = st.get("type", "")
-                if kind not in ("s", "r", "rrc", "cpy", "nop"):
-                    raise ScheduleFormatError(f"{sw}: step type {kind!r} is not supported by the importer")
-                depid, deps = _attr_int(st, "depid", sw), _attr_int(st, "deps", sw)
-                peer = send if kind == "s" else recv if kind in ("r", "rrc") else -1
-                steps.append(_XStep(rank, tid, _attr_int(st, "s", sw), kind,
-                                    (st.get("srcbuf", "i"), _attr_int(st, "srcoff", sw)),
-                                    (st.get("dstbuf", "o"), _attr_int(st, "dstoff", sw)),
-                                    (depid, deps) if depid >= 0 else None, peer, chan))
-            tbs[(rank, tid)] = steps
-    return algo, name, n, i_chunks, o_chunks, tbs
+def _ranks(mask: int) -> list[int]:
+    return [r for r in range(mask.bit_length()) if mask >> r & 1]
 
 
-def _infer_spec(algo, name: str, n: int, i_chunks: int, o_chunks: int, tbs) -> CollectiveSpec:
-    chunks = max(i_chunks, o_chunks)
-    per_rank = chunks if name in ("broadcast", "reduce") else max(1, chunks // n)
-    root = None
-    if name in ("broadcast", "reduce", "gather", "scatter"):
-        senders = {s.rank for lst in tbs.values() for s in lst if s.kind == "s"}
-        receivers = {s.rank for lst in tbs.values() for s in lst if s.kind in ("r", "rrc")}
-        lonely = [r for r in range(n) if r not in (receivers if name in ("broadcast", "scatter") else senders)]
-        root = lonely[0] if lonely else 0
-    return CollectiveSpec(name, n, per_rank, root)
+def _schedule(p: Program, spec: CollectiveSpec, inplace: bool, transfers, source: str, fabric):
+    from synth.ir.verifier import required_rounds, verify
+    steps, origins = _ir_steps(transfers, spec, source)
+    rounds = [1] * len(steps)
+    topo_name = topo_fp = ""
+    if fabric is not None and fabric.num_ranks == spec.ranks:
+        for ts, os_ in zip(steps, origins):
+            for t, o in zip(ts, os_):
+                if not fabric.has_channel(t.src, t.dst):
+                    raise ScheduleInvalid(f"{source}: {where(o)}: gpu {t.src} -> gpu {t.dst} is not a channel of "
+                                          f"topology {fabric.topology_name!r}", rule="no-channel", rank=t.src,
+                                          chunk=t.chunk)
+        rounds = [required_rounds(fabric, [(t.src, t.dst) for t in ts]) for ts in steps]
+        topo_name, topo_fp = fabric.topology_name, fabric.fingerprint
+    meta = {"imported_from": "msccl-xml",
+            "msccl": {"name": p.name, "proto": p.proto, "nchannels": p.nchannels,
+                      "nchunksperloop": p.nchunksperloop, "inplace": p.inplace, "outofplace": p.outofplace,
+                      "min_bytes": p.min_bytes, "max_bytes": p.max_bytes,
+                      "max_threadblocks": max(len(g.tbs) for g in p.gpus),
+                      "instructions": p.instruction_counts(), "coll": p.coll_spelling}}
+    sched = Schedule(spec.name, spec.ranks, spec.chunks_per_rank,
+                     tuple(Step(r, tuple(ts)) for r, ts in zip(rounds, steps)), spec.root,
+                     inplace, p.name, topo_name, topo_fp, meta=meta)
+    report = verify(sched)
+    if not report.ok:
+        v = report.violations[0]
+        at = f"{where(origins[v.step][v.transfer])}: " if v.step is not None and v.transfer is not None else ""
+        raise ScheduleFormatError(f"{source}: {at}{v.message}")
+    return sched
 
 
 def from_msccl_xml(text: str, *, source: str = "<xml>", fabric=None) -> Schedule:
-    """Rebuild a Schedule from MSCCL XML by replaying its program.
+    """Read an MSCCL XML algorithm into a verified Schedule (see the module docstring).
 
-    Sends are matched to receives first-in first-out per (sender, receiver) connection.  Each
-    transfer gets the earliest step consistent with the data it reads and the places it writes
-    (reads see the start of a step, writes land at its end).  Chunk identities come from
-    tracking what every buffer slot holds, starting from the collective's input layout.
-    With a :class:`synth.ir.fabric.Fabric`, each step declares the rounds its loads need and the
-    schedule is tagged with the fabric's topology; without one every step declares 1 round.
+    Parameters
+    ----------
+    text : str
+        The XML.
+    source : str
+        File name used in messages.
+    fabric : synth.ir.fabric.Fabric, optional
+        When it has the algorithm's rank count: steps declare the rounds they need on it and the
+        schedule is tagged with its topology.
+
+    Raises
+    ------
+    ScheduleFormatError
+        Malformed, hostile, wrong (deadlock, race, double count, wrong output) or IR-less programs.
+    ScheduleInvalid
+        A transfer between GPUs that ``fabric`` does not connect.
+
+    Examples
+    --------
+    >>> from synth.ir.schedule import Schedule, Step, Transfer
+    >>> from synth.formats.msccl.writer import to_msccl_xml
+    >>> ag = Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),))
+    >>> back = from_msccl_xml(to_msccl_xml(ag))
+    >>> len(back.steps), set(back.steps[0].transfers) == set(ag.steps[0].transfers)
+    (1, True)
     """
-    algo, name, n, i_chunks, o_chunks, tbs = _parse_program(text, source)
-    spec = _infer_spec(algo, name, n, i_chunks, o_chunks, tbs)
-    content: list[dict[Loc, int]] = [{} for _ in range(n)]
-    for ch in spec.chunks():
-        for r in ch.pre:
-            content[r][("i", chunk_offset(spec, spec.input_position(ch.id, r)))] = ch.id
-    last_write = [dict() for _ in range(n)]   # loc -> time the last write lands
-    last_read = [dict() for _ in range(n)]    # loc -> latest read time
-    base_write = [dict() for _ in range(n)]   # loc -> time the last non-accumulating write lands
-    done: dict[tuple[int, int, int], float] = {}
-    heads = {key: 0 for key in tbs}
-    fifo: dict[tuple[int, int, int], list[tuple[int, int, float, Loc]]] = {}
-    transfers: list[tuple[int, Transfer]] = []
-    tb_busy: dict[tuple[int, int], float] = {}  # a threadblock runs its network steps one per step
-    progress = True
-    while progress:
-        progress = False
-        for key, lst in tbs.items():
-            while heads[key] < len(lst):
-                st = lst[heads[key]]
-                if st.dep is not None and (st.rank, *st.dep) not in done:
-                    break
-                rank = st.rank
-                if st.kind == "nop":
-                    t = 0.0
-                elif st.kind == "cpy":
-                    t = max(last_write[rank].get(st.src, 0.0), last_read[rank].get(st.dst, 0.0),
-                            last_write[rank].get(st.dst, 0.0))
-                    content[rank][st.dst] = content[rank].get(st.src, -1)
-                    last_read[rank][st.src] = max(last_read[rank].get(st.src, 0.0), t)
-                    last_write[rank][st.dst] = base_write[rank][st.dst] = t
-                elif st.kind == "s":
-                    if st.src not in content[rank]:
-                        raise ScheduleFormatError(f"{source}: gpu {rank} tb {st.tb} step {st.index}: sends "
-                                                  f"{st.src[0]}[{st.src[1]}] before anything is there")
-                    t = max(float(int(last_write[rank].get(st.src, 0.0))), tb_busy.get(key, 0.0))
-                    tb_busy[key] = t + 1
-                    fifo.setdefault((rank, st.peer, st.chan), []).append((content[rank][st.src], st.tb, t, st.src))
-                else:  # r / rrc
-                    queue = fifo.get((st.peer, rank, st.chan), [])
-                    if not queue:
-                        break
-                    chunk, _, t_send, src_loc = queue.pop(0)
-                    t = max(t_send, last_read[rank].get(st.dst, 0.0), last_write[rank].get(st.dst, 1.0) - 1,
-                            tb_busy.get(key, 0.0))
-                    if st.kind == "rrc":  # reduces into one place may share a step (they commute)
-                        t = max(t, base_write[rank].get(st.dst, 0.0))
-                    else:
-                        t = max(t, last_write[rank].get(st.dst, 0.0))
-                    t = float(int(t))
-                    tb_busy[key] = t + 1
-                    sender_read = last_read[st.peer]
-                    sender_read[src_loc] = max(sender_read.get(src_loc, 0.0), t)
-                    last_write[rank][st.dst] = max(last_write[rank].get(st.dst, 0.0), t + 1)
-                    if st.kind == "r":
-                        base_write[rank][st.dst] = t + 1
-                    content[rank][st.dst] = chunk
-                    transfers.append((int(t), Transfer(chunk, st.peer, rank,
-                                                       "reduce" if st.kind == "rrc" else "copy")))
-                done[(rank, st.tb, st.index)] = t
-                heads[key] += 1
-                progress = True
-    stuck = [f"gpu {k[0]} tb {k[1]} step {heads[k]}" for k, lst in tbs.items() if heads[k] < len(lst)]
-    if stuck:
-        raise ScheduleFormatError(f"{source}: program cannot finish (deadlock or unmatched send/recv) at "
-                                  f"{', '.join(stuck[:3])}")
-    nsteps = 1 + max((t for t, _ in transfers), default=-1)
-    by_step: list[list[Transfer]] = [[] for _ in range(nsteps)]
-    for t, tr in transfers:
-        by_step[t].append(tr)
-    if fabric is None:
-        steps = tuple(Step(1, tuple(ts)) for ts in by_step if ts)
-        topo_name = topo_fp = ""
-    else:
-        from synth.ir.verifier import required_rounds
-        steps = tuple(Step(required_rounds(fabric, [(t.src, t.dst) for t in ts]), tuple(ts))
-                      for ts in by_step if ts)
-        topo_name, topo_fp = fabric.topology_name, fabric.fingerprint
-    return Schedule(spec.name, n, spec.chunks_per_rank, steps, spec.root, False,
-                    algo.get("name", ""), topo_name, topo_fp, meta={"imported_from": "msccl-xml"})
+    program = parse_program(text, source=source)
+    check_size(program, source)
+    modes = ([False] if program.outofplace else []) + ([True] if program.inplace else [])
+    first_error: TopocollError | None = None
+    for spec in _spec_candidates(program, source):
+        try:
+            runs = [replay(program, spec, inplace=m, source=source) for m in modes]
+            return _schedule(program, spec, modes[0], runs[0].transfers, source, fabric)
+        except ScheduleFormatError as e:
+            first_error = first_error or e
+    raise first_error
+
+
+__all__ = ["from_msccl_xml"]
