@@ -165,7 +165,8 @@ def test_exact_block_values_are_checked():
     for bad in ('gbps="nan"', 'gbps="inf"', 'gbps="-4"', 'latency_us="-1"'):
         text = t.replace("</system>", f'  <topocoll version="1"><link a="gpu0" b="gpu1" kind="infinity_fabric" '
                                       f'links="1" gbps="1" latency_us="0" {bad}/></topocoll>\n</system>')
-        text = text.replace(' gbps="1" latency_us="0" gbps=', " gbps=").replace(' latency_us="0" latency_us=', " latency_us=")
+        text = text.replace(' gbps="1" latency_us="0" gbps=', " gbps=")
+        text = text.replace(' latency_us="0" latency_us=', " latency_us=")
         with pytest.raises(TopologyError, match="is not a number"):
             parse_nccl_xml(text)
 

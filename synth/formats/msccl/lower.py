@@ -4,9 +4,12 @@ A transfer (chunk g, src -> dst) becomes a send ``s`` on src reading where src h
 dst a receive ``r`` (copy) or ``rrc`` (receive, add the partial dst holds, store) writing g's
 *home* on dst: its output place when dst's output has one for g, else a scratch slot (``s``
 buffer, one per chunk that needs one).  A reduce reads the local partial where it is (the
-input, at first) and writes the home, so inputs are never written.  Transfers of one step read
-the state at its start: sends are recorded before the step's receives.  Out of place, a rank
-that must end with a chunk somewhere else than its output place copies it there last (``cpy``).
+input, at first) and writes the home, so inputs are never written.  When several partials of g
+reach dst in one step, the first comes with an ``rrc`` and the others side by side into
+scratch, summed by a chain of local ``re`` steps (as RCCL's all-pairs algorithms do) instead of
+a chain of ``rrc`` taking one round each.  Transfers of one step read the state at its start:
+sends are recorded before the step's receives.  Out of place, a rank that must end with a chunk
+somewhere else than its output place copies it there last (``cpy``).
 
 Dependencies are inferred on buffer places, with the in-place aliases of
 :func:`~synth.formats.msccl.layout.alias` (so the program stays correct when the runtime calls
@@ -46,11 +49,11 @@ class Op:
 
     @property
     def reads(self) -> bool:
-        return self.kind in ("s", "rrc", "cpy", "rrs", "rrcs")
+        return self.kind in ("s", "rrc", "cpy", "rrs", "rrcs", "re")
 
     @property
     def writes(self) -> bool:
-        return self.kind in ("r", "rrc", "cpy", "rcs", "rrcs")
+        return self.kind in ("r", "rrc", "cpy", "rcs", "rrcs", "re")
 
 
 class RankState:
@@ -65,6 +68,12 @@ class RankState:
         for ch in spec.chunks():
             if rank in ch.pre:
                 self.where[ch.id] = ("i", chunk_offset(spec, spec.input_position(ch.id, rank)))
+
+    def temp(self) -> Loc:
+        """A fresh scratch slot (for a partial received beside others of the same chunk)."""
+        key = -1 - len(self.scratch)
+        self.scratch[key] = len(self.scratch)
+        return "s", self.scratch[key]
 
     def home(self, chunk: int) -> Loc:
         pos = self.spec.output_position(chunk, self.rank)
@@ -109,6 +118,25 @@ def _channels(step, max_channels: int) -> list[int]:
     return chans
 
 
+def _local_sum(st: RankState, chunk: int, parts: list[tuple[Op, Loc]], order: tuple) -> list[Op]:
+    """``re`` steps adding partials received side by side into the chunk's home, where the
+    first partial arrived with an ``rrc``.  The first waits for every receive; the rest only
+    for the one before, so RCCL chains them into one multi-source reduction (its parser fuses
+    consecutive ``re`` steps without dependencies)."""
+    target = st.where[chunk]
+    out: list[Op] = []
+    for i, (recv, slot) in enumerate(parts):
+        re = Op("re", st.rank, slot, target, order + (1 + i,), chunk=chunk)
+        st.record(re, [slot, target], [target])
+        if i == 0:
+            re.deps = list(dict.fromkeys(re.deps + [r for r, _ in parts]))
+        else:
+            re.deps = [d for d in re.deps if d in out or d is recv] + [out[-1]]
+        out.append(re)
+    st.where[chunk] = target
+    return out
+
+
 def max_parallel(schedule: Schedule) -> int:
     """Most transfers one step puts on one (src, dst) pair (the channels worth using)."""
     best = 1
@@ -136,19 +164,33 @@ def lower(schedule: Schedule, max_channels: int = 1) -> tuple[list[RankState], l
                     chunk=t.chunk)
             states[t.src].record(op, [sources[idx]], [])
             ops[t.src].append(op)
+        fan_in: dict[tuple[int, int], list[int]] = {}
+        for idx, t in enumerate(step.transfers):
+            if t.op == "reduce":
+                fan_in.setdefault((t.dst, t.chunk), []).append(idx)
+        gathered: dict[tuple[int, int], list[tuple[Op, Loc]]] = {}
         for idx, t in enumerate(step.transfers):
             st = states[t.dst]
-            if t.op == "reduce":
+            if t.op == "reduce" and fan_in[(t.dst, t.chunk)][0] != idx:
+                slot = st.temp()   # several partials at once: receive side by side, sum locally
+                op = Op("r", t.dst, sources[idx], slot, (k, 1, idx), recv_peer=t.src, chan=chans[idx],
+                        chunk=t.chunk)
+                st.record(op, [], [slot])
+                gathered.setdefault((t.dst, t.chunk), []).append((op, slot))
+            elif t.op == "reduce":
                 local = st.where[t.chunk]
                 op = Op("rrc", t.dst, local, targets[idx], (k, 1, idx), recv_peer=t.src, chan=chans[idx],
                         chunk=t.chunk)
                 st.record(op, [local], [targets[idx]])
+                st.where[t.chunk] = targets[idx]
             else:
                 op = Op("r", t.dst, sources[idx], targets[idx], (k, 1, idx), recv_peer=t.src, chan=chans[idx],
                         chunk=t.chunk)
                 st.record(op, [], [targets[idx]])
+                st.where[t.chunk] = targets[idx]
             ops[t.dst].append(op)
-            st.where[t.chunk] = targets[idx]
+        for n, ((dst, chunk), parts) in enumerate(sorted(gathered.items())):
+            ops[dst].extend(_local_sum(states[dst], chunk, parts, (k, 2, n)))
     last = len(schedule.steps)
     for r, st in enumerate(states):
         for ch in spec.chunks():

@@ -5,10 +5,14 @@ other: program order inside a threadblock, a ``(depid, deps)`` wait on the step 
 released it, a message from its send to its receive.  Two accesses to one place of which one
 writes race unless one happens before the other; the runtime could then run them either way.
 
-Queries search backwards from the later step.  Replay times never decrease along an ordering
-(a successor starts no earlier than its predecessor), so the search skips steps that start
-before the step it looks for.  The total search work is capped (:data:`MAX_VISITS`); beyond it
-the remaining accesses count as ordered, so hostile input cannot make the check slow.
+Most orderings a compiler writes are local to a GPU (program order and dependencies), so each
+threadblock keeps a vector clock over its GPU's threadblocks (the latest step of each known to
+happen before its current step), merged at every dependency: a local query is one lookup.  Only
+when that says "unordered" does a query search backwards through message edges as well.
+Replay times never decrease along an ordering (a successor starts no earlier than its
+predecessor), so the search skips steps that start before the step it looks for.  The total
+search work is capped (:data:`MAX_VISITS`); beyond it the remaining accesses count as ordered,
+so hostile input cannot make the check slow.
 """
 
 from __future__ import annotations
@@ -31,19 +35,37 @@ class Slot:
 class HappensBefore:
     """Executed steps with their start round and the steps that released them."""
 
-    def __init__(self) -> None:
+    def __init__(self, tbs_per_gpu: list[int]) -> None:
         self.nodes: dict[Origin, tuple[int, tuple[Origin, ...]]] = {}
         self.budget = MAX_VISITS
         #: (step, threadblock) -> highest step index of that threadblock found to happen before it
         self.known: dict[tuple[Origin, tuple[int, int]], int] = {}
+        #: (gpu, tb) -> latest step of each threadblock of that gpu before its current step
+        self.clock = {(g, t): [-1] * n for g, n in enumerate(tbs_per_gpu) for t in range(n)}
+        self.signals: dict[Origin, list[int]] = {}
 
-    def add(self, o: Origin, start: int, preds: tuple[Origin, ...]) -> None:
+    def add(self, o: Origin, start: int, preds: tuple[Origin, ...], dep: Origin | None = None) -> None:
+        """Record step ``o`` (about to run) released by ``preds``; ``dep`` is the flag-raising
+        step of its own GPU it waited for, if any."""
         self.nodes[o] = (start, preds)
+        clock = self.clock[o[:2]]
+        clock[o[1]] = o[2]
+        if dep is not None:
+            for k, v in enumerate(self.signals[dep]):
+                if v > clock[k]:
+                    clock[k] = v
+
+    def signal(self, o: Origin) -> None:
+        """Step ``o`` raised its flag: others waiting on it learn what it knows."""
+        self.signals[o] = list(self.clock[o[:2]])
 
     def before(self, w: Origin, x: Origin) -> bool:
-        """Whether ``w`` happens before ``x`` (or is ``x``); True once the budget is spent."""
+        """Whether ``w`` happens before ``x`` (or is ``x``), ``x`` being the step now running;
+        True once the budget is spent."""
         if w[:2] == x[:2]:
             return w[2] <= x[2]
+        if w[0] == x[0] and self.clock[x[:2]][w[1]] >= w[2]:
+            return True
         tb = w[:2]
         if self.known.get((x, tb), -1) >= w[2]:
             return True

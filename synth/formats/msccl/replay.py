@@ -92,7 +92,7 @@ class Replay:
                 pos = spec.input_position(ch.id, r)
                 loc = alias(spec, r, "i", chunk_offset(spec, pos), inplace=inplace)
                 self.slots[r][loc] = Slot((ch.id, 1 << r if spec.combining else 0), 0, None)
-        self.hb = HappensBefore()
+        self.hb = HappensBefore([len(g.tbs) for g in program.gpus])
         self.tbs = {(g.id, tb.id): _Tb() for g in program.gpus for tb in g.tbs}
         self.queues: dict[tuple[int, int, int], deque[_Msg]] = {}
         self.waiting: dict[tuple, set] = {}
@@ -167,13 +167,15 @@ class Replay:
             st = xtb.steps[state.head]
             start = state.free
             preds = ((rank, tid, st.index - 1),) if st.index else ()
+            dep = None
             if st.depid >= 0:
                 sig = self.signal((rank, st.depid), st.deps)
                 if sig is None:
                     self.wait(("tb", rank, st.depid), key, ("dep", st))
                     return
                 start = max(start, sig[0])
-                preds += ((rank, st.depid, sig[1]),)
+                dep = (rank, st.depid, sig[1])
+                preds += (dep,)
             msg = None
             if st.kind in RECEIVES:
                 conn = (xtb.recv, rank, xtb.chan)
@@ -185,7 +187,7 @@ class Replay:
                 preds += (msg.origin,)
                 start = max(start, msg.sent)
             self.blocked.pop(key, None)
-            self.hb.add((rank, tid, st.index), start, preds)
+            self.hb.add((rank, tid, st.index), start, preds, dep)
             end = self.execute((rank, tid, st.index), xtb, st, start, msg, ready)
             state.head += 1
             state.free = end
@@ -193,6 +195,7 @@ class Replay:
             if st.kind != "nop" and st.hasdep != 0:
                 state.sig_index.append(st.index)
                 state.sig_time.append(end)
+                self.hb.signal((rank, tid, st.index))
                 self.wake(("tb", rank, tid), ready)
 
     def send(self, o: Origin, xtb, values: list[Value], sent: int, ready: deque) -> None:
