@@ -31,9 +31,9 @@ from synth.ir.collectives import canonical
 from topo_probe.errors import ScheduleFormatError, TopocollError
 
 #: bounds checked before or while parsing (far above anything a runtime runs)
-MAX_XML_CHARS = 48 * 2**20
+MAX_XML_CHARS = 32 * 2**20
 MAX_DEPTH = 12
-MAX_ELEMENTS = 2_000_000
+MAX_ELEMENTS = 300_000
 MAX_GPUS = 4096
 MAX_TBS_PER_GPU = 4096
 MAX_CHUNKS = 1 << 20

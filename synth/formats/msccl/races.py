@@ -20,6 +20,8 @@ from __future__ import annotations
 Origin = tuple[int, int, int]
 #: total search steps over one replay
 MAX_VISITS = 3_000_000
+#: most vector-clock entries kept (sum over GPUs of threadblocks squared)
+MAX_CLOCK_CELLS = 4_000_000
 
 
 class Slot:
@@ -40,14 +42,19 @@ class HappensBefore:
         self.budget = MAX_VISITS
         #: (step, threadblock) -> highest step index of that threadblock found to happen before it
         self.known: dict[tuple[Origin, tuple[int, int]], int] = {}
-        #: (gpu, tb) -> latest step of each threadblock of that gpu before its current step
-        self.clock = {(g, t): [-1] * n for g, n in enumerate(tbs_per_gpu) for t in range(n)}
+        #: (gpu, tb) -> latest step of each threadblock of that gpu before its current step (None
+        #: when that would take too much memory: then every query searches)
+        self.clock = None
+        if sum(n * n for n in tbs_per_gpu) <= MAX_CLOCK_CELLS:
+            self.clock = {(g, t): [-1] * n for g, n in enumerate(tbs_per_gpu) for t in range(n)}
         self.signals: dict[Origin, list[int]] = {}
 
     def add(self, o: Origin, start: int, preds: tuple[Origin, ...], dep: Origin | None = None) -> None:
         """Record step ``o`` (about to run) released by ``preds``; ``dep`` is the flag-raising
         step of its own GPU it waited for, if any."""
         self.nodes[o] = (start, preds)
+        if self.clock is None:
+            return
         clock = self.clock[o[:2]]
         clock[o[1]] = o[2]
         if dep is not None:
@@ -57,14 +64,15 @@ class HappensBefore:
 
     def signal(self, o: Origin) -> None:
         """Step ``o`` raised its flag: others waiting on it learn what it knows."""
-        self.signals[o] = list(self.clock[o[:2]])
+        if self.clock is not None:
+            self.signals[o] = list(self.clock[o[:2]])
 
     def before(self, w: Origin, x: Origin) -> bool:
         """Whether ``w`` happens before ``x`` (or is ``x``), ``x`` being the step now running;
         True once the budget is spent."""
         if w[:2] == x[:2]:
             return w[2] <= x[2]
-        if w[0] == x[0] and self.clock[x[:2]][w[1]] >= w[2]:
+        if self.clock is not None and w[0] == x[0] and self.clock[x[:2]][w[1]] >= w[2]:
             return True
         tb = w[:2]
         if self.known.get((x, tb), -1) >= w[2]:

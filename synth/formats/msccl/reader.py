@@ -34,11 +34,20 @@ from synth.ir.schedule import Schedule, Step, Transfer
 from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError
 
 
+#: most (rank, chunk) pairs a collective instance may have here (the verifier tracks each)
+MAX_STATE = 16_000_000
+
+
 def _spec_candidates(p: Program, source: str) -> list[CollectiveSpec]:
     c = chunks_per_rank_of(p.coll, p.ngpus, p.nchunksperloop)
     if c is None:
         raise ScheduleFormatError(f"{source}: <algo>: nchunksperloop={p.nchunksperloop} does not cut into "
                                   f"whole chunks for each of the {p.ngpus} gpus of a {p.coll}")
+    cells = p.ngpus * CollectiveSpec(p.coll, p.ngpus, c, 0 if p.coll in ROOTED else None).num_chunks
+    if cells > MAX_STATE:
+        raise ScheduleFormatError(f"{source}: <algo>: a {p.coll} of {p.ngpus} gpus with {p.nchunksperloop} chunks "
+                                  f"per loop has {cells} (rank, chunk) pairs, more than the {MAX_STATE} this "
+                                  f"reader tracks")
     if p.coll not in ROOTED:
         return [CollectiveSpec(p.coll, p.ngpus, c)]
     senders = {g.id for g in p.gpus for tb in g.tbs for st in tb.steps if st.kind in SENDS}
