@@ -1,22 +1,23 @@
 """The element tree of an NCCL/RCCL topology XML, read with bounds, and checked attribute values.
 
 Shared by :mod:`topo_probe.parsers.nccl_xml` (reader) and
-:mod:`topo_probe.parsers.nccl_xml_export` (writer): PCI class codes and the exact-value
-extension.  Reading refuses hostile input before building anything: more than
-:data:`MAX_XML_CHARS` characters, DOCTYPE or ENTITY declarations (expat would expand internal
-entities: a "billion laughs" file), more than :data:`MAX_DEPTH` levels or :data:`MAX_ELEMENTS`
-elements.  Numbers are parsed strictly and bounded: NaN, infinities, negative or absurd values
-are one-line :class:`~topo_probe.errors.TopologyError` messages naming file, line and column.
+:mod:`topo_probe.parsers.nccl_xml_export` (writer): PCI class codes.  Reading refuses hostile
+input before building anything (:mod:`topo_probe.parsers.xml_bounds`): more than
+:data:`MAX_XML_CHARS` characters, DOCTYPE or ENTITY declarations, more than :data:`MAX_DEPTH`
+levels or :data:`MAX_ELEMENTS` elements.  Numbers are parsed strictly and bounded: NaN,
+infinities, negative or absurd values are one-line :class:`~topo_probe.errors.TopologyError`
+messages naming file, line and column.
 """
 
 from __future__ import annotations
 
 import math
 import re
-import xml.parsers.expat as expat
 from dataclasses import dataclass, field
+from xml.parsers.expat import errors as expat_errors
 
 from topo_probe.errors import TopologyError
+from topo_probe.parsers.xml_bounds import MESSAGES, ExpatError, XmlRefused, stream
 
 # PCI class codes in ``nvlink``/``xgmi`` ``tclass`` (reader and writer)
 NVSWITCH_CLASS = "0x068000"
@@ -39,46 +40,27 @@ class El:
     children: list = field(default_factory=list)
 
 
-class _Refused(Exception):
-    pass
-
-
 def read_tree(text: str, source: str, strict: bool) -> tuple[El, str | None]:
     """The root element and, for a truncated file read leniently, a note saying where it stopped."""
-    if len(text) > MAX_XML_CHARS:
-        raise TopologyError(f"{source}: {len(text)} characters is more than the {MAX_XML_CHARS} a topology "
-                            f"XML may have")
-    p = expat.ParserCreate()
     stack: list[El] = []
     root: list[El] = []
-    count = [0]
 
-    def start(tag, attrs):
-        count[0] += 1
-        if len(stack) >= MAX_DEPTH or count[0] > MAX_ELEMENTS:
-            raise _Refused(f"{source}:line {p.CurrentLineNumber}: more than {MAX_DEPTH} levels or "
-                           f"{MAX_ELEMENTS} elements")
-        el = El(tag, dict(attrs), p.CurrentLineNumber, p.CurrentColumnNumber + 1)
+    def start(tag, attrs, line, col):
+        el = El(tag, dict(attrs), line, col)
         (stack[-1].children if stack else root).append(el)
         stack.append(el)
 
-    def refuse(*_args):
-        raise _Refused(f"{source}:line {p.CurrentLineNumber}: DOCTYPE and ENTITY declarations are refused")
-
-    p.StartElementHandler = start
-    p.EndElementHandler = lambda tag: stack.pop()
-    p.StartDoctypeDeclHandler = refuse
-    p.EntityDeclHandler = refuse
     try:
-        p.Parse(text, True)
+        stream(text, start=start, end=lambda tag: stack.pop(), max_chars=MAX_XML_CHARS, max_depth=MAX_DEPTH,
+               max_elements=MAX_ELEMENTS)
         return root[0], None
-    except _Refused as exc:
-        raise TopologyError(str(exc)) from None
-    except expat.ExpatError as exc:
+    except XmlRefused as exc:
+        raise TopologyError(f"{source}: {exc}") from None
+    except ExpatError as exc:
         where = f"{source}:line {exc.lineno} column {exc.offset + 1}"
-        msg = expat.errors.messages[exc.code]
-        at_end = msg == expat.errors.XML_ERROR_NO_ELEMENTS or (
-            msg in (expat.errors.XML_ERROR_UNCLOSED_TOKEN, expat.errors.XML_ERROR_PARTIAL_CHAR)
+        msg = MESSAGES[exc.code]
+        at_end = msg == expat_errors.XML_ERROR_NO_ELEMENTS or (
+            msg in (expat_errors.XML_ERROR_UNCLOSED_TOKEN, expat_errors.XML_ERROR_PARTIAL_CHAR)
             and ">" not in _rest(text, exc.lineno, exc.offset))
         if not root or not stack or not at_end:
             raise TopologyError(f"{where}: {msg}") from None
@@ -87,7 +69,7 @@ def read_tree(text: str, source: str, strict: bool) -> tuple[El, str | None]:
                                 f"(<{'> <'.join(e.tag for e in stack)}>)") from None
         return root[0], (f"{source} is truncated at line {exc.lineno} (inside <{'> <'.join(e.tag for e in stack)}>): "
                          f"parsed the complete elements before it"
-                         + ("; a partial last tag was dropped" if msg != expat.errors.XML_ERROR_NO_ELEMENTS else ""))
+                         + ("; a partial last tag was dropped" if msg != expat_errors.XML_ERROR_NO_ELEMENTS else ""))
 
 
 def _rest(text: str, line: int, offset: int) -> str:

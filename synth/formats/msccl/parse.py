@@ -1,9 +1,8 @@
 """MSCCL XML text to a checked :class:`~.program.Program`, refusing hostile input early.
 
 Before anything is built the text is bounded (:data:`MAX_XML_CHARS`), DOCTYPE and ENTITY
-declarations are refused (expat expands internal entities, so a "billion laughs" document
-would otherwise blow up in memory), and the element depth and count are capped while expat
-streams.  Then every attribute is checked the way the runtimes check it (RCCL
+declarations are refused and the element depth and count are capped while expat streams
+(:mod:`topo_probe.parsers.xml_bounds`).  Then every attribute is checked the way the runtimes check it (RCCL
 ``src/misc/msccl/msccl_parser.cc``): integers in range, threadblock ids contiguous from 0, at
 most one send and one receive peer per threadblock and one threadblock per (channel, peer,
 direction), offsets and counts inside the declared buffers, a send only in a threadblock with a
@@ -29,6 +28,7 @@ from synth.formats.msccl.layout import PROTOCOLS, READS_SRC, RECEIVES, SENDS, ST
 from synth.formats.msccl.program import Program, XGpu, XStep, XThreadblock
 from synth.ir.collectives import canonical
 from topo_probe.errors import ScheduleFormatError, TopocollError
+from topo_probe.parsers.xml_bounds import MESSAGES, ExpatError, XmlRefused, stream
 
 #: bounds checked before or while parsing (far above anything a runtime runs)
 MAX_XML_CHARS = 32 * 2**20
@@ -48,10 +48,6 @@ NOT_MODELLED = ("alltoallv", "send", "recv")
 _INT = re.compile(r"\s*[+-]?\d{1,20}\s*")
 
 
-class _Refused(Exception):
-    pass
-
-
 class _Node:
     __slots__ = ("attrs", "kids", "line")
 
@@ -61,44 +57,27 @@ class _Node:
 
 def _tree(text: str, source: str) -> _Node:
     """Stream ``text`` through expat keeping only algo > gpu > tb > step (bounded)."""
-    if len(text) > MAX_XML_CHARS:
-        raise ScheduleFormatError(f"{source}: {len(text)} characters is more than the {MAX_XML_CHARS} "
-                                  f"an MSCCL algorithm may have here")
-    p = expat.ParserCreate()
-    stack: list[tuple[str, _Node | None]] = []
+    stack: list[_Node | None] = []
     found: list[_Node] = []
-    count = [0]
     wanted = ("algo", "gpu", "tb", "step")
 
-    def start(tag, attrs):
-        count[0] += 1
-        if len(stack) >= MAX_DEPTH or count[0] > MAX_ELEMENTS:
-            raise _Refused(f"line {p.CurrentLineNumber}: more than {MAX_DEPTH} levels or "
-                           f"{MAX_ELEMENTS} elements")
+    def start(tag, attrs, line, _col):
         depth = len(stack)
+        parent = stack[-1] if stack else None
         node = None
-        parent = stack[-1][1] if stack else None
         if depth < 4 and tag == wanted[depth] and (depth == 0 or parent is not None):
-            node = _Node(attrs, p.CurrentLineNumber)
+            node = _Node(attrs, line)
             (parent.kids if parent is not None else found).append(node)
-        stack.append((tag, node))
+        stack.append(node)
 
-    def refuse(*_args):
-        raise _Refused(f"line {p.CurrentLineNumber}: DOCTYPE and ENTITY declarations are refused")
-
-    p.StartElementHandler = start
-    p.EndElementHandler = lambda tag: stack.pop()
-    p.StartDoctypeDeclHandler = refuse
-    p.EntityDeclHandler = refuse
     try:
-        p.Parse(text, True)
-    except _Refused as e:
+        stream(text, start=start, end=lambda tag: stack.pop(), max_chars=MAX_XML_CHARS, max_depth=MAX_DEPTH,
+               max_elements=MAX_ELEMENTS)
+    except XmlRefused as e:
         raise ScheduleFormatError(f"{source}: {e}") from None
-    except expat.ExpatError as e:
+    except ExpatError as e:
         raise ScheduleFormatError(f"{source}: invalid XML at line {e.lineno} column {e.offset + 1}: "
-                                  f"{expat.errors.messages[e.code]}") from None
-    except RecursionError:  # pragma: no cover - depth is capped above
-        raise ScheduleFormatError(f"{source}: nested too deeply") from None
+                                  f"{MESSAGES[e.code]}") from None
     if not found:
         raise ScheduleFormatError(f"{source}: root element must be <algo>")
     return found[0]
