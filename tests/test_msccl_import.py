@@ -102,12 +102,14 @@ def test_mutated_samples_raise_only_project_errors(path, seed):
 
 
 @pytest.mark.parametrize("text,msg", [
-    ("<algo/>", "unknown coll"),
+    ("<algo/>", "<algo>: missing attribute 'coll'"),
     ('<algo coll="allreduce" ngpus="99999"/>', "ngpus=99999 is out of range"),
-    ('<algo coll="allreduce" ngpus="2"><gpu id="0"/></algo>', "no <gpu> for rank 1"),
-    ('<algo coll="allgather" ngpus="2"><gpu id="0" o_chunks="2"><tb id="0" send="1" recv="-1">'
-     '<step s="0" type="r" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1"/></tb></gpu>'
-     '<gpu id="1" o_chunks="2"/></algo>', "gpu 0 tb 0 step 0: a r step in a threadblock without a recv peer"),
+    ('<algo name="x" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allreduce" inplace="0">'
+     '<gpu id="0" i_chunks="2" o_chunks="2" s_chunks="0"/></algo>', "gpu 1 is missing (ngpus=2)"),
+    ('<algo name="x" proto="Simple" nchannels="1" nchunksperloop="2" ngpus="2" coll="allgather" inplace="0">'
+     '<gpu id="0" i_chunks="1" o_chunks="2" s_chunks="0"><tb id="0" send="-1" recv="-1" chan="0">'
+     '<step s="0" type="r" srcbuf="o" srcoff="0" dstbuf="o" dstoff="0" cnt="1" depid="-1" deps="-1" hasdep="0"/>'
+     '</tb></gpu><gpu id="1" i_chunks="1" o_chunks="2" s_chunks="0"/></algo>', "gpu 0 tb 0 step 0: a 'r' step in a threadblock without a receive peer"),
 ])
 def test_bad_programs_name_the_place(text, msg):
     with pytest.raises(ScheduleFormatError, match=re.escape(msg)):

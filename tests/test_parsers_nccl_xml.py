@@ -83,11 +83,15 @@ def test_malformed_one_line_errors(edit, where, what):
 
 
 # ----------------------------------------------------------------------------- export checks
-NCCL_TAGS = {"system": {"cpu", "nvswitch"}, "cpu": {"pci", "nic"}, "pci": {"pci", "gpu", "nic", "pcilink"},
-             "gpu": {"nvlink", "c2c"}, "nic": {"net"}, "nvswitch": {"nvlink"}}
+# RCCL adds <xgmi> under <gpu>; our exact-value block <topocoll> is one NCCL skips (xmlLoadSub)
+NCCL_TAGS = {"system": {"cpu", "nvswitch", "topocoll"}, "cpu": {"pci", "nic"},
+             "pci": {"pci", "gpu", "nic", "pcilink"}, "gpu": {"nvlink", "c2c", "xgmi"}, "nic": {"net"},
+             "nvswitch": {"nvlink"}, "topocoll": {"node", "link", "unlink", "unnode"}}
 REQUIRED = {"system": {"version"}, "cpu": {"numaid", "arch", "vendor", "familyid", "modelid"},
             "pci": {"busid", "class", "link_speed", "link_width"}, "gpu": {"dev", "sm", "rank", "gdr"},
-            "nvlink": {"target", "count", "tclass"}, "net": {"dev", "name"}, "nic": set(), "nvswitch": {"busid"}}
+            "nvlink": {"target", "count", "tclass"}, "xgmi": {"target", "count", "tclass"},
+            "net": {"dev", "name"}, "nic": set(), "nvswitch": {"busid"}, "topocoll": {"version"},
+            "node": {"id", "kind"}, "link": {"a", "b", "kind", "links", "gbps", "latency_us"}, "unlink": {"a", "b"}, "unnode": {"id"}}
 NCCL_SPEEDS = {"2.5 GT/s PCIe", "5.0 GT/s PCIe", "8.0 GT/s PCIe", "16.0 GT/s PCIe", "32.0 GT/s PCIe", "64.0 GT/s PCIe"}
 
 
@@ -220,15 +224,17 @@ def test_round_trip_presets_when_available():
             round_trip(presets.get_preset(name))
 
 
-def test_export_notes_and_gpu_fabric_left_out():
+def test_infinity_fabric_is_written_as_rccls_xgmi():
     t = Topology("mi")
     for i in range(2):
         t.add_gpu(i)
-    t.add_link("gpu0", "gpu1", kind="infinity_fabric", bandwidth_gbps=64.0)
+    t.add_link("gpu0", "gpu1", kind="infinity_fabric", links=2, bandwidth_gbps=100.0)
     xml = to_nccl_xml(t)
     nccl_lexer_check(xml)
-    assert "infinity_fabric links between GPUs cannot be written" in xml and "without a PCIe path" in xml
-    assert parse_nccl_xml(xml).num_gpus == 2
+    assert '<xgmi target="0000:02:00.0" count="2" tclass="0x120000"/>' in xml and 'gcn="gfx90a"' in xml
+    assert "guessed from their link speed (gfx90a)" in xml and "without a PCIe path" in xml
+    back = parse_nccl_xml(xml)
+    assert back.fingerprint() == t.fingerprint() and back.graph.edges["gpu1", "gpu0"]["bandwidth_gbps"] == 100.0
 
 
 @settings(derandomize=True, max_examples=80, deadline=None)

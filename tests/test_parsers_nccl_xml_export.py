@@ -11,7 +11,8 @@ from topo_probe.parsers.link_matrix import parse_link_matrix
 from topo_probe.parsers.nccl_xml_export import CPU_CLASS, NVSWITCH_CLASS, _cpulist_to_mask, to_nccl_xml
 
 # NCCL's dump layout (src/graph/xml.cc): 2-space indent, one element per line, no declaration;
-# GPU pci class 0x030200, nvlink target = the peer's bus id, count = links
+# GPU pci class 0x030200, nvlink target = the peer's bus id, count = links; our node ids and the
+# <topocoll> block (the CPU and host bridge NCCL needs but the link matrix has not) ride along
 TWO_GPUS_NV2 = """\
 <!-- topocoll: topology link-matrix for NCCL_TOPO_FILE -->
 <!-- assumption: 2 GPUs/NICs without a PCIe path placed directly under the first CPU -->
@@ -20,16 +21,20 @@ TWO_GPUS_NV2 = """\
 <system version="1">
   <cpu numaid="0" arch="x86_64" vendor="GenuineIntel" familyid="6" modelid="85">
     <pci busid="0000:01:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
-      <gpu dev="0" sm="80" rank="0" gdr="1">
+      <gpu dev="0" sm="80" rank="0" gdr="1" topocoll_node="gpu0">
         <nvlink target="0000:02:00.0" count="2" tclass="0x030200"/>
       </gpu>
     </pci>
     <pci busid="0000:02:00.0" class="0x030200" link_speed="16.0 GT/s PCIe" link_width="16">
-      <gpu dev="1" sm="80" rank="1" gdr="1">
+      <gpu dev="1" sm="80" rank="1" gdr="1" topocoll_node="gpu1">
         <nvlink target="0000:01:00.0" count="2" tclass="0x030200"/>
       </gpu>
     </pci>
   </cpu>
+  <topocoll version="1">
+    <unnode id="cpu0"/>
+    <unnode id="hb0"/>
+  </topocoll>
 </system>
 """
 

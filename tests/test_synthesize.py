@@ -2,6 +2,7 @@
 partial runs never overwrite complete results, bad input gives one line and exit 2."""
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -12,6 +13,7 @@ from synth.ir.schedule import Schedule
 from synth.ir.verifier import check
 from synth.pipeline import synthesize as synth_mod
 from synth.plan.size_plan import Plan
+from synth.plan.versus_nccl import NCCL
 from topo_probe.machines.generators import fully_connected
 from topo_probe.topology.serialize import save_topology
 
@@ -37,8 +39,22 @@ def test_outputs_exist_and_every_schedule_verifies(ring4_run):
     assert files
     for f in files:
         check(Schedule.load(f), fabric)  # nothing unverified was saved
-    for x in sorted((out / "msccl").glob("*.xml")):
+    for x in sorted((out / "msccl").rglob("*.xml")):
         check(from_msccl_xml(x.read_text(), fabric=fabric), fabric)
+    # msccl/ holds the plan's unrooted algorithms with their size ranges (inclusive maxBytes)
+    plan = json.loads((out / "plan.json").read_text())
+    ready = {x.stem: from_msccl_xml(x.read_text()).meta["msccl"] for x in (out / "msccl").glob("*.xml")}
+    want = {}
+    for e in plan["entries"]:
+        if e["root"] is None and e["schedule"] != NCCL:      # "nccl": NCCL itself runs there
+            stem = Path(e["schedule"]).stem
+            lo, hi = want.get(stem, (e["min_bytes"], e["max_bytes"]))
+            top = None if hi is None or e["max_bytes"] is None else max(hi, e["max_bytes"])
+            want[stem] = (min(lo, e["min_bytes"]), top)
+    assert set(ready) == set(want)
+    for stem, (lo, hi) in want.items():
+        assert (ready[stem]["min_bytes"], ready[stem]["max_bytes"]) == (lo, 0 if hi is None else hi - 1)
+    assert not any(m["coll"] in ("broadcast", "reduce", "gather", "scatter") for m in ready.values())
     for coll in ("allgather", "allreduce", "broadcast"):
         s = summary["collectives"][coll]
         assert {"pareto", "bounds", "simulated_us", "bandwidth_optimal"} <= set(s)

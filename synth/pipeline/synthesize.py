@@ -15,7 +15,11 @@ then picks the fastest by cost-model time for each size range (:mod:`synth.plan.
 
 Output folder layout (default ``results/<topology-name>/``)::
 
-    topology.json  schedules/*.json  msccl/*.xml  plan.json  summary.json  report.md  busbw.png
+    topology.json  schedules/*.json  msccl/*.xml  msccl/candidates/*.xml  plan.json  summary.json
+    report.md  busbw.png
+
+``msccl/`` holds the plan's algorithms as MSCCL XML with their size ranges, ready to be RCCL's
+``MSCCL_ALGO_DIR`` (rooted collectives only under ``msccl/candidates/``: the XML has no root).
 
 At cluster scale (see :data:`LARGE_RANKS`) some stages cannot run and say so in the summary's
 ``notes`` and the report: schedules of more than :data:`GZIP_TRANSFERS` transfers are written as
@@ -295,7 +299,7 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
                     "choice": curve["choices"][PLAN_SIZES.index(nb)]} for label, nb in SUMMARY_SIZES.items()}
     plan.save(work / "plan.json")
     save_topology(topo, work / "topology.json")
-    _export_msccl(results, work / "msccl", opts.log, plan if fabric.num_ranks >= LARGE_RANKS else None)
+    _export_msccl(results, plan, work / "msccl", opts.log, only_plan=fabric.num_ranks >= LARGE_RANKS)
     summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
                "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),
                "collectives": {c: r.summary for c, r in results.items()}}
@@ -316,32 +320,64 @@ def _most_peers(s: Schedule) -> int:
     return max((len(v) for d in (out, inn) for v in d.values()), default=0)
 
 
-def _export_msccl(results: dict[str, CollectiveResult], folder: Path, log, plan: Plan | None = None) -> None:
-    """MSCCL XML of every schedule, or with ``plan`` of those the plan uses (the others get a note)."""
+def _msccl_ranges(plan: Plan) -> dict[str, list[tuple[int, int | None]]]:
+    """Plan schedule path -> its size ranges [lo, hi) (adjacent ones joined); rooted collectives
+    left out (an MSCCL algorithm carries no root, so RCCL would run it for every root)."""
+    out: dict[str, list[tuple[int, int | None]]] = {}
+    for e in sorted(plan.entries, key=lambda e: (e.schedule, e.min_bytes)):
+        if e.collective in ROOTED:
+            continue
+        spans = out.setdefault(e.schedule, [])
+        if spans and spans[-1][1] == e.min_bytes:
+            spans[-1] = (spans[-1][0], e.max_bytes)
+        else:
+            spans.append((e.min_bytes, e.max_bytes))
+    return out
+
+
+def _write_xml(path: Path, text: str, res: CollectiveResult) -> None:
+    """``path`` (``.xml``), or ``path.xml.gz`` beyond :data:`GZIP_XML_BYTES` with a note."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if len(text) > GZIP_XML_BYTES:
+        atomic_write_bytes(path.with_name(path.name + ".gz"), gzip.compress(text.encode(), 6, mtime=0))
+        res.summary.setdefault("notes", []).append(
+            f"msccl/{path.name}.gz: {len(text) / 1e6:.0f} MB of XML, compressed (gunzip it for the MSCCL runtime)")
+    else:
+        atomic_write_text(path, text)
+
+
+def _export_msccl(results: dict[str, CollectiveResult], plan: Plan, folder: Path, log,
+                  only_plan: bool = False) -> None:
+    """``msccl/*.xml``: the plan's algorithms, each with its size range (minBytes/maxBytes,
+    inclusive, as RCCL reads them) and protocol, ready for ``MSCCL_ALGO_DIR``;
+    ``msccl/candidates/*.xml``: every other verified candidate, for any size (not written with
+    ``only_plan``, at cluster scale). Schedules whose ranks talk to more than
+    :data:`MSCCL_MAX_PEERS` peers are left out with a note (MSCCL runs one threadblock per peer)."""
     from synth.formats.msccl import to_msccl_xml
+    from synth.formats.msccl.writer import protocol_for
+    ranges = _msccl_ranges(plan)
     folder.mkdir(parents=True, exist_ok=True)
     for res in results.values():
-        used = None if plan is None else {e.schedule for e in plan.entries}
         for name, s in res.schedules.items():
-            if used is not None and res.files.get(name) not in used:
-                res.summary.setdefault("notes", []).append(
-                    f"msccl/{_slug(name)}.xml not written: {s.ranks} ranks, the plan does not use it")
+            slug = _slug(name)
+            spans = ranges.get(res.files.get(name, schedule_file(name, s)))
+            notes = res.summary.setdefault("notes", [])
+            if not spans and only_plan:
+                notes.append(f"msccl/{slug}.xml not written: {s.ranks} ranks, the plan does not use it")
                 continue
             peers = _most_peers(s)
             if peers > MSCCL_MAX_PEERS:
-                res.summary.setdefault("notes", []).append(
-                    f"msccl/{_slug(name)}.xml not written: a rank exchanges data with {peers} peers, more than the "
-                    f"{MSCCL_MAX_PEERS} threadblocks MSCCL runs per GPU (one per peer)")
+                notes.append(f"msccl/{slug}.xml not written: a rank exchanges data with {peers} peers, more than "
+                             f"the {MSCCL_MAX_PEERS} threadblocks MSCCL runs per GPU (one per peer)")
                 continue
             try:
-                text = to_msccl_xml(s, name=name)
+                if not spans:
+                    _write_xml(folder / "candidates" / f"{slug}.xml", to_msccl_xml(s, name=name), res)
+                    continue
+                for k, (lo, hi) in enumerate(spans):
+                    top = None if hi is None else max(hi - 1, 1)
+                    text = to_msccl_xml(s, name=name, min_bytes=lo, max_bytes=top, proto=protocol_for(top))
+                    _write_xml(folder / f"{slug}{f'-r{k}' if k else ''}.xml", text, res)
             except TopocollError as e:
                 log(f"  msccl export of {name} skipped: {e}")
-                continue
-            if len(text) > GZIP_XML_BYTES:
-                atomic_write_bytes(folder / f"{_slug(name)}.xml.gz", gzip.compress(text.encode(), 6, mtime=0))
-                res.summary.setdefault("notes", []).append(
-                    f"msccl/{_slug(name)}.xml.gz: {len(text) / 1e6:.0f} MB of XML, compressed (gunzip it for the "
-                    f"MSCCL runtime)")
-            else:
-                atomic_write_text(folder / f"{_slug(name)}.xml", text)
+

@@ -20,6 +20,13 @@ GB/s (1e9 bytes/s) per direction:
   (B200) 50.  NCCL itself assumes less (20 on SM70/SM80, 20.6 on SM90, 40.1 on SM100).
 * PCIe per lane: Gen1 0.25, Gen2 0.5, Gen3 0.984375, Gen4 1.96875, Gen5 3.9375,
   Gen6 7.875 (x16: 4, 8, 15.75, 31.5, 63, 126).
+* AMD Infinity Fabric (xGMI) per link between GPUs, by GPU architecture (:data:`XGMI_GBPS`):
+  gfx942/gfx940/gfx941 (MI300X, MI300A) 64 — AMD MI300X platform data sheet, 896 GB/s aggregate
+  bidirectional over 7 links, xGMI-3 at 32 GT/s x16; gfx90a (MI250X, MI250) 50 — ROCm "AMD
+  Instinct MI250 Hardware": 25 GT/s x16 links, 50 GB/s; gfx908 (MI100) 46 — ROCm "AMD Instinct
+  MI100 Hardware": 23 GT/s x16 links; gfx906 (MI50, MI60) 50 — AMD's launch figure of 200 GB/s
+  peer-to-peer over two links.  RCCL itself assumes less after protocol overheads
+  (``src/graph/topo.h``: MI200_XGMI_WIDTH 36, GFX94X 48).
 
 >>> pcie_gbps(4, 16), pcie_gen_from_speed("32.0 GT/s PCIe"), normalize_bus_id("00000000:0A:00.0")
 (31.5, 5, '0000:0a:00.0')
@@ -34,7 +41,8 @@ import re
 __all__ = ["parse_nvsmi_topo", "parse_nvsmi_p2p", "apply_p2p", "parse_nccl_xml", "to_nccl_xml",
            "parse_link_matrix", "pcie_gbps", "pcie_gen_from_speed", "normalize_bus_id",
            "nvlink_gbps_for_name", "nvlink_gbps_for_sm", "PCIE_LANE_GBPS", "PCIE_SPEED_STRINGS",
-           "MAX_NVLINKS_PER_GPU", "CPU_LINK_GBPS"]
+           "MAX_NVLINKS_PER_GPU", "CPU_LINK_GBPS", "XGMI_GBPS", "XGMI_DEFAULT_GBPS", "gcn_arch",
+           "xgmi_gbps_for_arch"]
 
 #: Theoretical PCIe bandwidth per lane per direction (GB/s) by generation.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.984375, 4: 1.96875, 5: 3.9375, 6: 7.875}
@@ -53,6 +61,16 @@ MAX_NVLINKS_PER_GPU = 18
 #: does not say; NCCL's figure for Skylake-and-later UPI is 10, AMD 16.  Ours is a modest
 #: 2-link UPI figure.
 CPU_LINK_GBPS = 20.0
+
+#: GB/s per xGMI link per direction by gfx architecture (see the module docstring)
+XGMI_GBPS = {"gfx942": 64.0, "gfx940": 64.0, "gfx941": 64.0, "gfx90a": 50.0, "gfx908": 46.0, "gfx906": 50.0}
+#: assumed for an architecture not in :data:`XGMI_GBPS` (said so in the topology's assumptions)
+XGMI_DEFAULT_GBPS = 50.0
+#: RCCL's numeric ``gcn`` values of older dumps -> gfx name (``910`` is gfx90a)
+_GCN_NUMBERS = {"910": "gfx90a", "908": "gfx908", "906": "gfx906", "900": "gfx900"}
+#: NCCL ``sm`` RCCL writes for these architectures in its own topology models
+#: (tools/topo_expl/models: topo_8p_940 304, topo_16p1h 104, topo_4p3l_n2 120, topo_8p_pcie 64)
+AMD_SM = {"gfx942": 304, "gfx940": 304, "gfx941": 304, "gfx90a": 104, "gfx908": 120, "gfx906": 64}
 
 # name fragment (upper case) -> (GB/s per link per direction, NVLink generation)
 _NVLINK_BY_NAME = (
@@ -165,6 +183,28 @@ def sm_from_compute_capability(cc) -> int | None:
         v = int(text)
         return v if v >= 10 else v * 10
     return None
+
+
+def gcn_arch(gcn: str | None) -> str | None:
+    """The gfx name of an RCCL ``gcn`` attribute (``"gfx942"``, ``"gfx942:sramecc+:xnack-"`` or an
+    older dump's number ``"910"``); None when empty.
+
+    >>> gcn_arch("910"), gcn_arch("gfx942:sramecc+:xnack-"), gcn_arch(None)
+    ('gfx90a', 'gfx942', None)
+    """
+    if not gcn:
+        return None
+    text = str(gcn).strip().lower().split(":")[0]
+    return _GCN_NUMBERS.get(text, text)
+
+
+def xgmi_gbps_for_arch(arch: str | None) -> float | None:
+    """GB/s per xGMI link per direction of a gfx architecture, or None when unknown.
+
+    >>> xgmi_gbps_for_arch("gfx942"), xgmi_gbps_for_arch("910"), xgmi_gbps_for_arch("gfx1100")
+    (64.0, 50.0, None)
+    """
+    return XGMI_GBPS.get(gcn_arch(arch) or "")
 
 
 _LAZY = {"parse_nvsmi_topo": "nvsmi", "parse_nvsmi_p2p": "nvsmi", "apply_p2p": "nvsmi",

@@ -27,6 +27,19 @@ target bus id.  NVLink speed per link from the GPU's ``sm``: 60 -> 20 GB/s, 70/8
 (NVLink2/3/4), 100+ -> 50 (NCCL itself assumes 20 / 20.6 / 40.1).  Net ``speed`` is Mb/s;
 NIC ``speed_gbps`` = speed / 8000 GB/s.  GPU rank -> index (renumbered 0.. in rank order).
 
+RCCL (AMD) dumps and models describe Infinity Fabric as ``<xgmi target=BUSID count=N
+tclass=...>`` under each GPU and add ``gcn`` (``gfx942``, or an older dump's number such as
+``910`` = gfx90a) and ``arch`` to ``<gpu>``: each ``xgmi`` becomes an ``infinity_fabric`` edge
+of ``count`` links at the architecture's speed per link (:data:`topo_probe.parsers.XGMI_GBPS`:
+gfx942 64 GB/s per direction, gfx90a 50, ...); the GPU keeps ``gcn_arch``, ``hip_arch`` and its
+``nccl_sm`` (AMD's ``sm`` is no CUDA compute capability).
+
+Files written by our exporter carry ``topocoll_node``/``topocoll_hb`` attributes (node ids)
+and a ``<topocoll>`` block of exact values NCCL's format has no field for
+(:mod:`topo_probe.parsers.nccl_xml_exact`), so they read back to the same topology and
+fingerprint.  Hostile input is refused early (:mod:`topo_probe.parsers.nccl_xml_tree`: size,
+depth, DOCTYPE/ENTITY, strict bounded numbers); a file without GPUs is an error.
+
 Truncated input (a dump cut short, like the ``head`` of a file): by default parsed leniently:
 whatever elements are complete are kept, open elements are closed at the end, a partial last
 tag is dropped, and a note saying where it stopped goes to ``topo.assumptions``.  NVLinks to
@@ -37,89 +50,45 @@ Export (:func:`topo_probe.parsers.nccl_xml_export.to_nccl_xml`) writes the same 
 
 from __future__ import annotations
 
-import xml.parsers.expat as expat
-from dataclasses import dataclass, field
+import re
 from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import CPU_LATENCY_US, NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_LATENCY_US
-from topo_probe.parsers import CPU_LINK_GBPS, PCIE_LANE_GBPS, normalize_bus_id, nvlink_gbps_for_sm, pcie_gen_from_speed
-from topo_probe.parsers.nccl_xml_export import CPU_CLASS, NVSWITCH_CLASS
+from topo_probe.parsers import (
+    CPU_LINK_GBPS,
+    PCIE_LANE_GBPS,
+    XGMI_DEFAULT_GBPS,
+    gcn_arch,
+    normalize_bus_id,
+    nvlink_gbps_for_sm,
+    pcie_gen_from_speed,
+    xgmi_gbps_for_arch,
+)
+from topo_probe.parsers.nccl_xml_exact import TAG as EXACT_TAG
+from topo_probe.parsers.nccl_xml_exact import apply_exact
+from topo_probe.parsers.nccl_xml_tree import CPU_CLASS, NVSWITCH_CLASS, El, attr, attr_float, attr_int, read_tree, walk
 from topo_probe.topology.model import Topology
 
 __all__ = ["parse_nccl_xml"]
 
-
-@dataclass
-class _El:
-    tag: str
-    attrs: dict
-    line: int
-    col: int
-    children: list = field(default_factory=list)
-
-
-def _tree(text: str, source: str, strict: bool) -> tuple[_El, str | None]:
-    p = expat.ParserCreate()
-    stack: list[_El] = []
-    root: list[_El] = []
-
-    def start(tag, attrs):
-        el = _El(tag, dict(attrs), p.CurrentLineNumber, p.CurrentColumnNumber + 1)
-        (stack[-1].children if stack else root).append(el)
-        stack.append(el)
-
-    p.StartElementHandler = start
-    p.EndElementHandler = lambda tag: stack.pop()
-    try:
-        p.Parse(text, True)
-        return root[0], None
-    except expat.ExpatError as exc:
-        where = f"{source}:line {exc.lineno} column {exc.offset + 1}"
-        msg = expat.errors.messages[exc.code]
-        at_end = msg == expat.errors.XML_ERROR_NO_ELEMENTS or (
-            msg in (expat.errors.XML_ERROR_UNCLOSED_TOKEN, expat.errors.XML_ERROR_PARTIAL_CHAR)
-            and ">" not in _rest(text, exc.lineno, exc.offset))
-        if not root or not stack or not at_end:
-            raise TopologyError(f"{where}: {msg}") from None
-        if strict:
-            raise TopologyError(f"{where}: truncated XML: {len(stack)} elements still open "
-                                f"(<{'> <'.join(e.tag for e in stack)}>)") from None
-        return root[0], (f"{source} is truncated at line {exc.lineno} (inside <{'> <'.join(e.tag for e in stack)}>): "
-                         f"parsed the complete elements before it"
-                         + ("; a partial last tag was dropped" if msg != expat.errors.XML_ERROR_NO_ELEMENTS else ""))
-
-
-def _rest(text: str, line: int, offset: int) -> str:
-    lines = text.split("\n")
-    return "\n".join([lines[line - 1][offset:]] + lines[line:]) if line - 1 < len(lines) else ""
-
-
-def _attr(el: _El, key: str, source: str, conv=str):
-    if key not in el.attrs:
-        raise TopologyError(f"{source}:line {el.line} column {el.col}: <{el.tag}> has no {key!r} attribute")
-    try:
-        return conv(el.attrs[key])
-    except ValueError:
-        raise TopologyError(f"{source}:line {el.line} column {el.col}: <{el.tag} {key}={el.attrs[key]!r}> "
-                            f"is not a valid {getattr(conv, '__name__', 'value')}") from None
-
-
-def _walk(el: _El, tag: str):
-    for c in el.children:
-        if c.tag == tag:
-            yield c
-        yield from _walk(c, tag)
+#: bounds of counts in the file
+MAX_RANK = 1 << 20
+MAX_LINKS = 64
+MAX_MBPS = 100_000_000
+#: node ids the reader takes from ``topocoll_node`` attributes (letters, digits and ._:-[],)
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.:\-\[\],]{1,200}")
+_GPU_LINKS = ("nvlink", "xgmi")
 
 
 class _Importer:
-    def __init__(self, root: _El, source: str) -> None:
+    def __init__(self, root: El, source: str) -> None:
         self.source, self.root = source, root
         self.t = Topology(PurePath(source).stem if not source.startswith("<") else "nccl-topo",
                           description=f"imported from NCCL topology XML {source}")
         self.counters = {"pcie": 0, "hb": 0, "nic": 0}
         self.gpu_bus: dict[tuple[int, str], str] = {}
-        self.nvlinks: list[tuple[str, _El]] = []
+        self.links_of: list[tuple[str, El]] = []   # (gpu node, <nvlink> or <xgmi>)
         self.switch_bus: set[str] = set()
         self.pre = ""  # node id prefix "h{host}." when the file spans several hosts
         hashes = []
@@ -129,8 +98,10 @@ class _Importer:
         self.hosts = {h: k for k, h in enumerate(hashes)}
         gpus = []
         for cpu in (c for c in root.children if c.tag == "cpu"):
-            for g in _walk(cpu, "gpu"):
-                gpus.append((self.hosts[cpu.attrs.get("host_hash", "")], _attr(g, "rank", source, int), g))
+            for g in walk(cpu, "gpu"):
+                gpus.append((self.hosts[cpu.attrs.get("host_hash", "")], attr_int(g, "rank", source, 0, MAX_RANK), g))
+        if not gpus:
+            raise TopologyError(f"{source}: no <gpu> element under any <cpu>: not a GPU topology")
         self.index = {}
         for k, (h, r, g) in enumerate(sorted(gpus, key=lambda x: (x[0], x[1]))):
             if (h, r) in self.index:
@@ -139,9 +110,20 @@ class _Importer:
         if any(k != r for (h, r), k in self.index.items()) and len(self.hosts) == 1:
             self.t.assumptions.append("GPU ranks in the file are not 0..n-1: renumbered in rank order")
 
-    def new(self, prefix: str, kind: str, **attrs) -> str:
-        node = f"{self.pre}{prefix}{self.counters[prefix]}"
-        self.counters[prefix] += 1
+    def note(self, text: str) -> None:
+        if text not in self.t.assumptions:
+            self.t.assumptions.append(text)
+
+    def named(self, el: El, key: str = "topocoll_node") -> str | None:
+        """The node id the writer recorded in ``key``, when it is safe and still free."""
+        name = el.attrs.get(key)
+        return name if name and _SAFE_ID.fullmatch(name) and name not in self.t.graph else None
+
+    def new(self, prefix: str, kind: str, el: El | None = None, key: str = "topocoll_node", **attrs) -> str:
+        node = self.named(el, key) if el is not None else None
+        while node is None or node in self.t.graph:
+            node = f"{self.pre}{prefix}{self.counters[prefix]}"
+            self.counters[prefix] += 1
         return self.t.add_node(node, kind, **attrs)
 
     def run(self) -> Topology:
@@ -154,20 +136,23 @@ class _Importer:
                 host = self.hosts[el.attrs.get("host_hash", "")]
                 cpus.setdefault(host, []).append(self.cpu(el, host))
             elif el.tag == "nvswitch":
-                self.switch_bus.add(normalize_bus_id(_attr(el, "busid", self.source)))
+                self.switch_bus.add(normalize_bus_id(attr(el, "busid", self.source)))
         for host_cpus in cpus.values():
             for i, a in enumerate(host_cpus):
                 for b in host_cpus[i + 1:]:
                     self.t.add_link(a, b, kind="cpu", bandwidth_gbps=CPU_LINK_GBPS, latency_us=CPU_LATENCY_US)
-        if any(len(c) > 1 for c in cpus.values()):
+        exact = [el for el in self.root.children if el.tag == EXACT_TAG]
+        if any(len(c) > 1 for c in cpus.values()) and not exact:
             self.t.assumptions.append(f"CPU-CPU links assumed {CPU_LINK_GBPS} GB/s per direction (not in the XML)")
         self.links()
+        for el in exact:
+            apply_exact(self.t, el, self.source)
         return self.t
 
-    def cpu(self, el: _El, host: int) -> str:
+    def cpu(self, el: El, host: int) -> str:
         self.pre = f"h{host}." if len(self.hosts) > 1 else ""
-        numa = _attr(el, "numaid", self.source, int)
-        node = f"{self.pre}cpu{numa}"
+        numa = attr_int(el, "numaid", self.source, -1, 1 << 16)
+        node = self.named(el) or f"{self.pre}cpu{numa}"
         if node in self.t.graph:
             raise TopologyError(f"{self.source}:line {el.line} column {el.col}: a second <cpu numaid=\"{numa}\">")
         attrs = {k: el.attrs[k] for k in ("arch", "vendor", "familyid", "modelid", "host_hash") if k in el.attrs}
@@ -179,7 +164,7 @@ class _Importer:
         for child in el.children:
             key = child.attrs.get("hostbridge", "")
             if key not in bridges:
-                bridges[key] = self.new("hb", "host_bridge", numa_node=numa, host=host)
+                bridges[key] = self.new("hb", "host_bridge", child, "topocoll_hb", numa_node=numa, host=host)
             hb = bridges[key]
             if child.tag == "pci":
                 self.pci(child, hb, numa, host)
@@ -190,19 +175,17 @@ class _Importer:
             self.t.add_link(hb, node, kind="cpu", bandwidth_gbps=total or CPU_LINK_GBPS, latency_us=CPU_LATENCY_US)
         return node
 
-    def pci_gbps(self, el: _El) -> float:
-        width = _attr(el, "link_width", self.source, int) if "link_width" in el.attrs else 16
+    def pci_gbps(self, el: El) -> float:
+        width = attr_int(el, "link_width", self.source, 0, 64, 16)
         gen = pcie_gen_from_speed(el.attrs.get("link_speed"))
         if gen is None:
-            note = "PCIe link speed missing or unknown in some <pci> elements: Gen3 assumed (as NCCL does)"
-            if note not in self.t.assumptions:
-                self.t.assumptions.append(note)
+            self.note("PCIe link speed missing or unknown in some <pci> elements: Gen3 assumed (as NCCL does)")
             gen = 3
         return PCIE_LANE_GBPS[gen] * (width or 16)
 
-    def pci(self, el: _El, parent: str, numa: int, host: int) -> None:
-        bus = normalize_bus_id(_attr(el, "busid", self.source))
-        cls = _attr(el, "class", self.source).lower()
+    def pci(self, el: El, parent: str, numa: int, host: int) -> None:
+        bus = normalize_bus_id(attr(el, "busid", self.source))
+        cls = attr(el, "class", self.source).lower()
         raw = {k: el.attrs[k] for k in ("link_speed", "link_width", "vendor", "device") if k in el.attrs}
         gbps = self.pci_gbps(el)
         gpus = [c for c in el.children if c.tag == "gpu"]
@@ -210,14 +193,14 @@ class _Importer:
         if cls == NVSWITCH_CLASS:
             self.switch_bus.add(bus)
             return
-        ep_numa = _attr(el, "numa_node", self.source, int) if "numa_node" in el.attrs else numa
+        ep_numa = attr_int(el, "numa_node", self.source, -1, 1 << 16, numa)
         for g in gpus:
-            self.gpu(g, bus, parent, gbps, ep_numa, host, raw)
+            self.gpu(g, bus, parent, gbps, ep_numa, host, dict(raw, pci_class=cls))
         for n in nics:
             self.nic(n, parent, (bus, gbps, raw), ep_numa, host)
         if gpus or nics:
             return
-        sw = self.new("pcie", "pcie_switch", pci_bus_id=bus, pci_class=cls, host=host, **raw)
+        sw = self.new("pcie", "pcie_switch", el, pci_bus_id=bus, pci_class=cls, host=host, **raw)
         self.t.add_link(sw, parent, kind="pcie", bandwidth_gbps=gbps, latency_us=PCIE_LATENCY_US)
         for c in el.children:
             if c.tag == "pci":
@@ -225,75 +208,120 @@ class _Importer:
             elif c.tag == "nic":
                 self.nic(c, sw, None, numa, host)
 
-    def gpu(self, el: _El, bus: str, parent: str, gbps: float, numa: int, host: int, raw: dict) -> None:
+    def gpu(self, el: El, bus: str, parent: str, gbps: float, numa: int, host: int, raw: dict) -> None:
         s = self.source
-        rank, sm = _attr(el, "rank", s, int), _attr(el, "sm", s, int)
-        dev, gdr = _attr(el, "dev", s, int), _attr(el, "gdr", s, int)
+        rank, sm = attr_int(el, "rank", s, 0, MAX_RANK), attr_int(el, "sm", s, 0, 1 << 20)
+        dev, gdr = attr_int(el, "dev", s, 0, MAX_RANK), attr_int(el, "gdr", s, 0, 1)
         idx = self.index[(host, rank)]
-        node = self.t.add_gpu(idx, f"{self.pre}gpu{idx}", pci_bus_id=bus, numa_node=numa, host=host,
-                              compute_capability=f"{sm // 10}.{sm % 10}", nccl_rank=rank, nccl_dev=dev,
-                              gdr=bool(gdr), **raw)
+        extra = {"nccl_sm": sm}
+        arch = gcn_arch(el.attrs.get("gcn"))
+        if arch:  # AMD: RCCL writes the gfx architecture; its sm is no CUDA compute capability
+            extra.update(vendor_name="AMD", gcn_arch=arch)
+            if "arch" in el.attrs:
+                extra["hip_arch"] = el.attrs["arch"][:40]
+        else:
+            extra["compute_capability"] = f"{sm // 10}.{sm % 10}"
+        node = self.t.add_gpu(idx, self.named(el) or f"{self.pre}gpu{idx}", pci_bus_id=bus, numa_node=numa,
+                              host=host, nccl_rank=rank, nccl_dev=dev, gdr=bool(gdr), **extra, **raw)
         self.t.add_link(node, parent, kind="pcie", bandwidth_gbps=gbps, latency_us=PCIE_LATENCY_US)
         self.gpu_bus[(host, bus)] = node
         for c in el.children:
-            if c.tag == "nvlink":
-                self.nvlinks.append((node, c))
+            if c.tag in _GPU_LINKS:
+                self.links_of.append((node, c))
 
-    def nic(self, el: _El, parent: str, pci, numa: int, host: int) -> None:
+    def nic(self, el: El, parent: str, pci, numa: int, host: int) -> None:
         for net in (c for c in el.children if c.tag == "net" and "dev" in c.attrs):
-            mbps = int(float(net.attrs.get("speed", "0") or 0))
-            attrs = {"name": net.attrs.get("name", f"net{net.attrs['dev']}"), "numa_node": numa, "host": host,
-                     "speed_gbps": (mbps if mbps > 0 else 10000) / 8000.0, "nccl_dev": _attr(net, "dev", self.source, int),
+            mbps = attr_int(net, "speed", self.source, 0, MAX_MBPS, 0) if net.attrs.get("speed", "") != "" else 0
+            attrs = {"name": net.attrs.get("name", f"net{net.attrs['dev']}")[:200], "numa_node": numa, "host": host,
+                     "speed_gbps": (mbps if mbps > 0 else 10000) / 8000.0,
+                     "nccl_dev": attr_int(net, "dev", self.source, 0, MAX_RANK),
                      "gdr": net.attrs.get("gdr", "0") == "1"}
             attrs.update({k: net.attrs[k] for k in ("port", "guid", "maxconn", "latency") if k in net.attrs})
             if pci:
                 attrs["pci_bus_id"] = pci[0]
                 attrs.update(pci[2])
-            node = self.new("nic", "nic", **attrs)
+            node = self.new("nic", "nic", net, **attrs)
             self.t.add_link(node, parent, kind="pcie", bandwidth_gbps=pci[1] if pci else attrs["speed_gbps"],
                             latency_us=PCIE_LATENCY_US)
 
     def links(self) -> None:
         s, t = self.source, self.t
-        targets = set(self.switch_bus)
-        for _, el in self.nvlinks:
-            if _attr(el, "tclass", s).lower() == NVSWITCH_CLASS:
-                targets.add(normalize_bus_id(_attr(el, "target", s)))
-        switches = {bus: t.add_node(f"nvswitch{k}", "nvswitch", pci_bus_id=bus) for k, bus in enumerate(sorted(targets))}
-        dropped = []
-        for node, el in self.nvlinks:
-            count, tclass = _attr(el, "count", s, int), _attr(el, "tclass", s).lower()
-            per = nvlink_gbps_for_sm(int(t.graph.nodes[node]["compute_capability"].replace(".", "")))[0]
-            target = normalize_bus_id(el.attrs.get("target", ""))
-            if tclass == NVSWITCH_CLASS:
-                t.add_link(node, switches[target], kind="nvlink", links=count, bandwidth_gbps=count * per,
-                           latency_us=NVSWITCH_LATENCY_US)
-            elif tclass.startswith("0x03"):
-                peer = self.gpu_bus.get((t.graph.nodes[node]["host"], target))
-                if peer is None:
-                    dropped.append(f"{node}->{target}")
-                    continue
-                t.add_link(node, peer, kind="nvlink", links=count, bandwidth_gbps=count * per,
-                           latency_us=NVLINK_LATENCY_US, both=False)
-            elif tclass == CPU_CLASS:
-                t.graph.nodes[node]["nvlink_cpu_links"] = t.graph.nodes[node].get("nvlink_cpu_links", 0) + count
-            else:
-                dropped.append(f"{node}->{target} (tclass {tclass})")
+        targets: dict[tuple[int, str], str | None] = {}
+        for node, el in self.links_of:
+            if el.tag == "nvlink" and attr(el, "tclass", s).lower() == NVSWITCH_CLASS:
+                key = (t.graph.nodes[node]["host"], normalize_bus_id(attr(el, "target", s)))
+                targets[key] = targets.get(key) or self.named(el)
         for el in (e for e in self.root.children if e.tag == "nvswitch"):
-            a = switches[normalize_bus_id(el.attrs["busid"])]
+            bus = normalize_bus_id(attr(el, "busid", s))
+            if not any(b == bus for _, b in targets):
+                targets[(0, bus)] = self.named(el)
+        for bus in self.switch_bus:
+            if not any(b == bus for _, b in targets):
+                targets[(0, bus)] = None
+        switches = {}
+        for k, (host, bus) in enumerate(sorted(targets)):
+            name = targets[(host, bus)]
+            if not name or name in t.graph:
+                name = f"{f'h{host}.' if len(self.hosts) > 1 else ''}nvswitch{k}"
+            name = name if name not in t.graph else f"nvswitch{k}.{bus}"
+            switches[(host, bus)] = t.add_node(name, "nvswitch", pci_bus_id=bus, host=host)
+        dropped = []
+        for node, el in self.links_of:
+            self.gpu_link(node, el, switches, dropped)
+        for el in (e for e in self.root.children if e.tag == "nvswitch"):
+            a = self.switch_of(el, normalize_bus_id(attr(el, "busid", s)), switches, None)
             for c in (c for c in el.children if c.tag == "nvlink"):
-                b = switches.get(normalize_bus_id(_attr(c, "target", s)))
+                b = self.switch_of(c, normalize_bus_id(attr(c, "target", s)), switches, t.graph.nodes[a]["host"])
                 if b is not None:
-                    count = _attr(c, "count", s, int)
-                    per = float(c.attrs.get("link_gbps", 25.0))
+                    count = attr_int(c, "count", s, 1, MAX_LINKS)
+                    per = attr_float(c, "link_gbps", s, 1e-6, 1e5, 25.0)
                     t.add_link(a, b, kind="nvlink", links=count, bandwidth_gbps=count * per,
                                latency_us=NVSWITCH_LATENCY_US, both=False)
         for u, v, d in list(t.graph.edges(data=True)):
-            if d["kind"] == "nvlink" and not t.graph.has_edge(v, u):
+            if d["kind"] in ("nvlink", "infinity_fabric") and not t.graph.has_edge(v, u):
                 t.graph.add_edge(v, u, **d)
-                t.assumptions.append(f"NVLink {u}->{v} listed one way only: the reverse direction added")
+                t.assumptions.append(f"{'NVLink' if d['kind'] == 'nvlink' else 'xGMI'} {u}->{v} listed one way "
+                                     f"only: the reverse direction added")
         if dropped:
-            t.assumptions.append(f"NVLinks to devices not in the file dropped: {', '.join(dropped)}")
+            t.assumptions.append(f"GPU links to devices not in the file dropped: {', '.join(dropped[:8])}"
+                                 + (f" and {len(dropped) - 8} more" if len(dropped) > 8 else ""))
+
+    def switch_of(self, el: El, bus: str, switches: dict, host: int | None) -> str | None:
+        """The NVSwitch an <nvswitch> element or its <nvlink> names: by the recorded node id,
+        else by bus id (on ``host`` when given)."""
+        name = el.attrs.get("topocoll_node")
+        if name in switches.values():
+            return name
+        hits = [sw for (h, b), sw in sorted(switches.items()) if b == bus and host in (None, h)]
+        return hits[0] if hits else None
+
+    def gpu_link(self, node: str, el: El, switches: dict, dropped: list) -> None:
+        """One <nvlink> or <xgmi> of a GPU: to a peer GPU, an NVSwitch or the CPU."""
+        s, t = self.source, self.t
+        count, tclass = attr_int(el, "count", s, 1, MAX_LINKS), attr(el, "tclass", s).lower()
+        target = normalize_bus_id(el.attrs.get("target", ""))
+        gd = t.graph.nodes[node]
+        if el.tag == "xgmi":
+            kind, lat = "infinity_fabric", NVLINK_LATENCY_US
+            per = xgmi_gbps_for_arch(gd.get("gcn_arch"))
+            if per is None:
+                per = XGMI_DEFAULT_GBPS
+                self.note(f"xGMI speed of GPU architecture {gd.get('gcn_arch') or 'unknown'} not known: "
+                          f"{XGMI_DEFAULT_GBPS} GB/s per link per direction assumed")
+        else:
+            kind, lat = "nvlink", NVLINK_LATENCY_US
+            per = nvlink_gbps_for_sm(gd["nccl_sm"])[0] if "compute_capability" in gd else 25.0
+        if tclass == NVSWITCH_CLASS and el.tag == "nvlink":
+            t.add_link(node, switches[(gd["host"], target)], kind="nvlink", links=count, bandwidth_gbps=count * per,
+                       latency_us=NVSWITCH_LATENCY_US)
+        elif tclass == CPU_CLASS:
+            gd["nvlink_cpu_links"] = gd.get("nvlink_cpu_links", 0) + count
+        else:
+            peer = self.gpu_bus.get((gd["host"], target))
+            if peer is None or peer == node:
+                dropped.append(f"{node}->{target}" + ("" if peer is None else " (itself)"))
+                return
+            t.add_link(node, peer, kind=kind, links=count, bandwidth_gbps=count * per, latency_us=lat, both=False)
 
 
 def _mask_to_cpulist(mask: str) -> str:
@@ -343,7 +371,7 @@ def parse_nccl_xml(text: str, *, source: str = "<xml>", strict: bool = False) ->
     >>> t.num_gpus, t.graph.nodes["gpu0"]["pci_bus_id"], t.graph.edges["gpu0", "hb0"]["bandwidth_gbps"]
     (1, '0000:01:00.0', 31.5)
     """
-    root, note = _tree(text, source, strict)
+    root, note = read_tree(text, source, strict)
     imp = _Importer(root, source)
     if note:
         imp.t.assumptions.append(note)

@@ -6,22 +6,40 @@ busid, class, link_speed, link_width; gpu: dev, sm, rank, gdr; nvlink: target, c
 net: dev, ...) in NCCL's own dump layout (2-space indent, no XML declaration, no tabs).
 Extensions NCCL ignores: ``hostbridge`` on top-level ``pci`` elements (several host bridges
 under one CPU, nvidia-smi's NODE), ``numa_node`` on an endpoint's ``pci`` when it differs from
-its CPU's ``numaid``, and ``<nvswitch busid>`` elements under ``system`` holding
-NVSwitch-to-NVSwitch ``nvlink`` children (DGX-2).
+its CPU's ``numaid``, ``<nvswitch busid>`` elements under ``system`` holding
+NVSwitch-to-NVSwitch ``nvlink`` children (DGX-2), ``topocoll_node``/``topocoll_hb`` (our node
+ids) and a ``<topocoll>`` block of the exact values NCCL has no field for
+(:mod:`topo_probe.parsers.nccl_xml_exact`): the reader gets back the same topology and
+fingerprint.
+
+AMD GPUs (``infinity_fabric`` links, a ``gcn_arch``, or an AMD Instinct name) are written as
+RCCL writes them: ``gcn``/``arch``/``sm`` on ``<gpu>`` and ``<xgmi target count tclass>`` per
+peer.  ``sm`` of an NVIDIA GPU comes from its compute capability, else its name, else its
+NVLink count (4 links: P100/sm60, 6: V100/sm70, 12: A100/sm80, 18: H100/sm90), never from a
+link speed (which ``--nvlink-gbps`` may have set).
 """
 
 from __future__ import annotations
 
 import re
 
-from topo_probe.parsers import PCIE_LANE_GBPS, PCIE_SPEED_STRINGS, normalize_bus_id
+from topo_probe.parsers import AMD_SM, PCIE_LANE_GBPS, PCIE_SPEED_STRINGS, XGMI_GBPS, gcn_arch, normalize_bus_id
+from topo_probe.parsers.nccl_xml_tree import CPU_CLASS, NVSWITCH_CLASS
 from topo_probe.topology.model import Topology
 
-__all__ = ["to_nccl_xml"]
+__all__ = ["to_nccl_xml", "CPU_CLASS", "NVSWITCH_CLASS"]
 
-# PCI class codes in ``nvlink tclass`` (shared with the reader)
-NVSWITCH_CLASS = "0x068000"
-CPU_CLASS = "0x068001"
+#: PCI class RCCL's dumps give MI300-class GPUs (processing accelerator)
+AMD_GPU_CLASS = "0x120000"
+#: NVLinks per GPU -> the SM generation that has that many (P100 4, V100 6, A100 12, H100 18)
+_SM_BY_NVLINKS = ((4, 60), (6, 70), (12, 80), (18, 90))
+#: AMD product name fragment -> gfx architecture
+_AMD_BY_NAME = (("MI300", "gfx942"), ("MI325", "gfx942"), ("MI250", "gfx90a"), ("MI210", "gfx90a"),
+                ("MI100", "gfx908"), ("MI50", "gfx906"), ("MI60", "gfx906"))
+#: CPU name fragment -> (vendor, family, model, what) written when a CPU node has no ids of its own
+_AMD_CPUS = {"EPYC 9": ("AuthenticAMD", "25", "17", "Zen 4 Genoa"),
+             "EPYC 7": ("AuthenticAMD", "23", "49", "Zen 2 Rome")}
+_SAFE_ID = re.compile(r"[A-Za-z0-9_.:\-\[\],]{1,200}")
 
 
 def _q(value) -> str:
@@ -56,19 +74,41 @@ class _Exporter:
         from topo_probe.parsers import nvlink_gbps_for_name, sm_from_compute_capability
         self.t, self.g, self.out, self.notes = topo, topo.graph, [], []
         self.kind = lambda n: self.g.nodes[n]["kind"]
-        self.sm = {}
+        self.sm, self.amd = {}, {}
         for n in topo.gpus:
             d = self.g.nodes[n]
-            sm = sm_from_compute_capability(d.get("compute_capability")) or default_sm
+            arch = self._amd_arch(n)
+            if arch:
+                self.amd[n] = arch
+                self.sm[n] = d.get("nccl_sm") or AMD_SM.get(arch, 0)
+                continue
+            sm = sm_from_compute_capability(d.get("compute_capability")) or d.get("nccl_sm") or default_sm
             if sm is None:
                 guess = nvlink_gbps_for_name(d.get("name"))
-                per = [e["bandwidth_gbps"] / e["links"] for _, _, e in self.g.out_edges(n, data=True)
-                       if e["kind"] == "nvlink"]
-                per_link = guess[0] if guess else (per[0] if per else 25.0)
-                sm = 60 if per_link <= 20 else 100 if per_link >= 50 else 80
-                self._note(f"sm of GPUs without compute_capability guessed from NVLink speed (sm={sm})")
+                links = sum(e["links"] for _, _, e in self.g.out_edges(n, data=True) if e["kind"] == "nvlink")
+                sm = next((s for k, s in _SM_BY_NVLINKS if links <= k), 100) if not guess else \
+                    {20.0: 60, 50.0: 100}.get(guess[0], 80)
+                self._note(f"sm of GPUs without compute_capability guessed from "
+                           f"{'their name' if guess else 'their NVLink count'} (sm={sm})")
             self.sm[n] = sm
         self.bus = self._bus_ids()
+
+    def _amd_arch(self, n: str) -> str | None:
+        d = self.g.nodes[n]
+        arch = gcn_arch(d.get("gcn_arch"))
+        if arch:
+            return arch
+        name = str(d.get("name") or "").upper()
+        for frag, a in _AMD_BY_NAME:
+            if frag in name:
+                return a
+        xgmi = [e for _, _, e in self.g.out_edges(n, data=True) if e["kind"] == "infinity_fabric"]
+        if not xgmi:
+            return None
+        per = xgmi[0]["bandwidth_gbps"] / xgmi[0]["links"]
+        arch = next((a for a, g in XGMI_GBPS.items() if abs(g - per) < 1e-9), "gfx942")
+        self._note(f"GPU architecture of Infinity Fabric GPUs guessed from their link speed ({arch})")
+        return arch
 
     def _note(self, text: str) -> None:
         if text not in self.notes:
@@ -157,15 +197,22 @@ class _Exporter:
         mask = d.get("affinity_mask") or (_cpulist_to_mask(d["affinity"]) if d.get("affinity") else None)
         if mask:
             attrs["affinity"] = mask
-        for key, default in (("arch", "x86_64"), ("vendor", "GenuineIntel"), ("familyid", "6"), ("modelid", "85")):
+        name = str(d.get("name") or "")
+        family = _AMD_CPUS.get(next((k for k in _AMD_CPUS if k in name), ""), ("GenuineIntel", "6", "85", "Skylake"))
+        ids = (("arch", "x86_64"), ("vendor", family[0]), ("familyid", family[1]), ("modelid", family[2]))
+        for key, default in ids:
             if key not in d:
-                self._note("CPU arch/vendor/familyid/modelid unknown: written as x86_64 GenuineIntel 6/85 (Skylake)")
+                self._note(f"CPU arch/vendor/familyid/modelid unknown: written as x86_64 {family[0]} "
+                           f"{family[1]}/{family[2]} ({family[3]})")
             attrs[key] = d.get(key, default)
+        if cpu in self.g:
+            attrs.update(self._id("topocoll_node", cpu))
         self.emit("<cpu " + " ".join(f'{a}="{_q(v)}"' for a, v in attrs.items()) + ">", 1)
         self.cpu_numa = attrs["numaid"]
         hbs = children.get(cpu, [])
         for h, hb in enumerate(hbs):
             extra = {"hostbridge": str(h)} if len(hbs) > 1 else {}
+            extra.update(self._id("topocoll_hb", hb))
             self._children(hb, children, 2, extra)
         for n in loose:
             self._endpoint(n, None, 2, {}, [n] if self.kind(n) == "nic" else None)
@@ -188,7 +235,8 @@ class _Exporter:
             else:
                 speed, width = self._speed(n, parent)
                 d = self.g.nodes[n]
-                attrs = {"busid": self.bus[n], "class": d.get("pci_class", "0x060400"), **extra}
+                attrs = {"busid": self.bus[n], "class": d.get("pci_class", "0x060400"), **extra,
+                         **self._id("topocoll_node", n)}
                 attrs.update({k: d[k] for k in ("vendor", "device") if k in d})
                 attrs.update({"link_speed": speed, "link_width": width})
                 open_ = "<pci " + " ".join(f'{a}="{_q(v)}"' for a, v in attrs.items())
@@ -202,7 +250,7 @@ class _Exporter:
     def _endpoint(self, n: str, parent: str | None, depth: int, extra: dict, nets: list[str] | None) -> None:
         d = self.g.nodes[n]
         speed, width = self._speed(n, parent)
-        cls = d.get("pci_class", "0x020000" if nets else "0x030200")
+        cls = d.get("pci_class", "0x020000" if nets else AMD_GPU_CLASS if n in self.amd else "0x030200")
         attrs = {"busid": self.bus[n], "class": cls, **extra}
         attrs.update({k: d[k] for k in ("vendor", "device") if k in d})
         attrs.update({"link_speed": speed, "link_width": width})
@@ -221,7 +269,7 @@ class _Exporter:
     def _net(self, n: str, depth: int) -> None:
         d = self.g.nodes[n]
         nics = sorted(self.t.nodes_of_kind("nic"), key=_natural)
-        attrs = {"name": d.get("name", n), "dev": d.get("nccl_dev", nics.index(n))}
+        attrs = {"name": d.get("name", n), "dev": d.get("nccl_dev", nics.index(n)), **self._id("topocoll_node", n)}
         if d.get("speed_gbps"):
             attrs["speed"] = int(round(float(d["speed_gbps"]) * 8000))
         attrs["port"] = d.get("port", 1)
@@ -230,15 +278,28 @@ class _Exporter:
         attrs["gdr"] = "0" if d.get("gdr") is False else "1"
         self.emit("<net " + " ".join(f'{a}="{_q(v)}"' for a, v in attrs.items()) + "/>", depth)
 
+    def _id(self, key: str, node: str) -> dict:
+        """``{key: node}`` when the node id is safe to write (else the reader makes one up)."""
+        return {key: node} if _SAFE_ID.fullmatch(node) else {}
+
     def _gpu(self, n: str, depth: int) -> None:
         d = self.g.nodes[n]
-        attrs = {"dev": d.get("nccl_dev", d["index"]), "sm": self.sm[n], "rank": d["index"],
-                 "gdr": "0" if d.get("gdr") is False else "1"}
+        attrs = {"dev": d.get("nccl_dev", d["index"]), "sm": self.sm[n]}
+        if n in self.amd:
+            attrs["gcn"] = self.amd[n]
+            if d.get("hip_arch"):
+                attrs["arch"] = d["hip_arch"]
+        attrs.update({"rank": d["index"], "gdr": "0" if d.get("gdr") is False else "1", **self._id("topocoll_node", n)})
         links = []
         for _, v, e in sorted(self.g.out_edges(n, data=True), key=lambda x: _natural(x[1])):
             if e["kind"] == "nvlink" and self.kind(v) in ("gpu", "nvswitch"):
                 tclass = "0x030200" if self.kind(v) == "gpu" else NVSWITCH_CLASS
-                links.append(f'<nvlink target="{self.bus[v]}" count="{e["links"]}" tclass="{tclass}"/>')
+                sw = self._id("topocoll_node", v) if self.kind(v) == "nvswitch" else {}
+                links.append(f'<nvlink target="{self.bus[v]}" count="{e["links"]}" tclass="{tclass}"'
+                             + "".join(f' {k}="{x}"' for k, x in sw.items()) + "/>")
+            elif e["kind"] == "infinity_fabric" and self.kind(v) == "gpu":
+                tclass = self.g.nodes[v].get("pci_class") or (AMD_GPU_CLASS if v in self.amd else "0x030200")
+                links.append(f'<xgmi target="{self.bus[v]}" count="{e["links"]}" tclass="{_q(tclass)}"/>')
             elif e["kind"] not in ("pcie", "nvlink"):
                 self._note(f"{e['kind']} links between GPUs cannot be written in NCCL XML: left out")
         if d.get("nvlink_cpu_links"):
@@ -257,10 +318,12 @@ class _Exporter:
             links = [(v, e) for _, v, e in self.g.out_edges(sw, data=True) if self.kind(v) == "nvswitch"]
             if not links:
                 continue
-            self.emit(f'<nvswitch busid="{self.bus[sw]}">', depth)
+            ids = "".join(f' {k}="{x}"' for k, x in self._id("topocoll_node", sw).items())
+            self.emit(f'<nvswitch busid="{self.bus[sw]}"{ids}>', depth)
             for v, e in sorted(links, key=lambda x: _natural(x[0])):
+                ids = "".join(f' {k}="{x}"' for k, x in self._id("topocoll_node", v).items())
                 self.emit(f'<nvlink target="{self.bus[v]}" count="{e["links"]}" tclass="{NVSWITCH_CLASS}" '
-                          f'link_gbps="{e["bandwidth_gbps"] / e["links"]:g}"/>', depth + 1)
+                          f'link_gbps="{e["bandwidth_gbps"] / e["links"]:g}"{ids}/>', depth + 1)
             self.emit("</nvswitch>", depth)
 
 
@@ -280,4 +343,13 @@ def to_nccl_xml(topo: Topology, *, default_sm: int | None = None) -> str:
     >>> back.smi_label(0, 1), back.nvlink_count(1, 0)
     ('NV2', 2)
     """
-    return _Exporter(topo, default_sm).run()
+    text = _Exporter(topo, default_sm).run()
+    if topo.num_gpus == 0:
+        return text
+    from topo_probe.parsers.nccl_xml import parse_nccl_xml
+    from topo_probe.parsers.nccl_xml_exact import exact_block
+    block = exact_block(topo, parse_nccl_xml(text, source="<export>"))
+    if not block:
+        return text
+    head, tail = text.rsplit("</system>", 1)
+    return head + "\n".join(block) + "\n</system>" + tail

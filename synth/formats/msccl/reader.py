@@ -1,121 +1,166 @@
-"""MSCCL XML to a verified Schedule: parse and check the program
-(:mod:`synth.formats.msccl.program`), replay it (:mod:`synth.formats.msccl.replay`), verify.
+"""MSCCL XML to a verified :class:`~synth.ir.schedule.Schedule`.
 
->>> from synth.formats.msccl.writer import to_msccl_xml
->>> from synth.baselines import baseline
->>> from synth.ir.fabric import build_fabric
->>> from topo_probe.machines.generators import ring
->>> f = build_fabric(ring(4))
->>> s = baseline("ring", f, "allreduce")
->>> back = from_msccl_xml(to_msccl_xml(s), fabric=f)
->>> key = lambda sch: sorted((t.chunk, t.src, t.dst, t.op) for st in sch.steps for t in st.transfers)
->>> back.collective, back.ranks, key(back) == key(s)
-('allreduce', 4, True)
+Three stages, each refusing bad input with one :class:`~topo_probe.errors.ScheduleFormatError`
+line that names the file, gpu, threadblock and step:
+
+1. :func:`~synth.formats.msccl.parse.parse_program`: bounded parsing and the runtime's own
+   attribute checks;
+2. :func:`~synth.formats.msccl.replay.replay`: the program run symbolically as the runtime runs
+   it, out of place when ``outofplace="1"`` and in place (input inside the output buffer, as
+   NCCL's in-place calls) when ``inplace="1"`` — both when both are set — ending with every
+   output checked;
+3. the chunks that crossed between GPUs become the schedule IR: a transfer per chunk in the
+   round it crossed, ``reduce`` when the receiver already holds other contributions of that
+   chunk, ``copy`` otherwise; then :func:`synth.ir.verifier.verify` replays the IR.
+
+The IR keeps one copy of each chunk per rank; a program whose rank sends one partial sum of a
+chunk while it holds another (say, relays a neighbour's partial without adding its own) has no
+IR form and is refused with that reason.  With a ``fabric`` of the same rank count, each step
+declares the rounds its load needs on that fabric, every transfer must use one of its channels
+(:class:`~topo_probe.errors.ScheduleInvalid` otherwise) and the schedule is tagged with its
+topology.
 """
 
 from __future__ import annotations
 
-from synth.formats.msccl.program import RECEIVES, parse_program
-from synth.formats.msccl.replay import Replay, infer_spec
-from synth.ir.schedule import Schedule, Step
-from topo_probe.errors import ScheduleFormatError, ScheduleInvalid
+from itertools import groupby
+
+from synth.formats.msccl.layout import RECEIVES, SENDS, chunks_per_rank_of
+from synth.formats.msccl.parse import parse_program
+from synth.formats.msccl.program import Program
+from synth.formats.msccl.replay import NetTransfer, check_size, replay, where
+from synth.ir.collectives import ROOTED, CollectiveSpec
+from synth.ir.schedule import Schedule, Step, Transfer
+from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError
 
 
-def _run(rp: Replay, source: str) -> None:
-    """Advance every threadblock as far as its dependencies and messages allow, until done."""
-    prog = rp.prog
-    step_end: dict[tuple[int, int, int], int] = {}
-    for (rank, tb), ops in prog.tbs.items():
-        for k, op in enumerate(ops):
-            step_end[(rank, tb, op.step)] = k + 1
-    heads = {key: 0 for key in prog.tbs}
-    done_t: dict[tuple[int, int, int], float] = {}
-    busy: dict[tuple[int, int], float] = {}
-    progress = True
-    while progress:
-        progress = False
-        for key, ops in prog.tbs.items():
-            while heads[key] < len(ops):
-                op = ops[heads[key]]
-                t0 = busy.get(key, 0.0)
-                if op.dep is not None:
-                    dkey = (op.rank, *op.dep)
-                    if dkey not in step_end:
-                        raise ScheduleFormatError(f"{source}: {op.where}: waits for tb {op.dep[0]} step {op.dep[1]}, "
-                                                  f"which does not exist")
-                    if heads[(op.rank, op.dep[0])] < step_end[dkey]:
-                        break
-                    t0 = max(t0, done_t.get(dkey, 0.0))
-                if op.kind == "nop":
-                    t = t0
-                elif op.kind in ("cpy", "re"):
-                    t = rp.local(op, t0)
-                elif op.kind in RECEIVES:
-                    t = rp.receive(op, t0)
-                    if t is None:
-                        break
-                    busy[key] = t + 1
-                else:                                  # s
-                    src = rp.norm(op.rank, op.src)
-                    chunk = rp._holding(op, src)
-                    t = max(t0, float(int(rp.write_t[op.rank].get(src, 0.0))))
-                    busy[key] = t + 1
-                    rp.send(op, src, chunk, t)
-                dkey = (op.rank, op.tb, op.step)
-                done_t[dkey] = max(done_t.get(dkey, 0.0), t)
-                heads[key] += 1
-                progress = True
-    stuck = [f"gpu {k[0]} tb {k[1]} step {prog.tbs[k][heads[k]].step}" for k in prog.tbs if heads[k] < len(prog.tbs[k])]
-    if stuck:
-        raise ScheduleFormatError(f"{source}: program cannot finish (deadlock or unmatched send/recv) at "
-                                  f"{', '.join(stuck[:3])}")
-    left = [k for k, q in rp.fifo.items() if q]
-    if left:
-        raise ScheduleFormatError(f"{source}: gpu {left[0][0]} sends to gpu {left[0][1]} on channel {left[0][2]} "
-                                  f"more than that gpu receives")
+#: most (rank, chunk) pairs a collective instance may have here (the verifier tracks each)
+MAX_STATE = 16_000_000
+
+
+def _spec_candidates(p: Program, source: str) -> list[CollectiveSpec]:
+    c = chunks_per_rank_of(p.coll, p.ngpus, p.nchunksperloop)
+    if c is None:
+        raise ScheduleFormatError(f"{source}: <algo>: nchunksperloop={p.nchunksperloop} does not cut into "
+                                  f"whole chunks for each of the {p.ngpus} gpus of a {p.coll}")
+    cells = p.ngpus * CollectiveSpec(p.coll, p.ngpus, c, 0 if p.coll in ROOTED else None).num_chunks
+    if cells > MAX_STATE:
+        raise ScheduleFormatError(f"{source}: <algo>: a {p.coll} of {p.ngpus} gpus with {p.nchunksperloop} chunks "
+                                  f"per loop has {cells} (rank, chunk) pairs, more than the {MAX_STATE} this "
+                                  f"reader tracks")
+    if p.coll not in ROOTED:
+        return [CollectiveSpec(p.coll, p.ngpus, c)]
+    senders = {g.id for g in p.gpus for tb in g.tbs for st in tb.steps if st.kind in SENDS}
+    receivers = {g.id for g in p.gpus for tb in g.tbs for st in tb.steps if st.kind in RECEIVES}
+    quiet = receivers if p.coll in ("broadcast", "scatter") else senders
+    roots = [r for r in range(p.ngpus) if r not in quiet] or list(range(p.ngpus))
+    return [CollectiveSpec(p.coll, p.ngpus, c, r) for r in roots[:4]]
+
+
+def _ir_steps(transfers: list[NetTransfer], spec: CollectiveSpec, source: str):
+    """Group transfers by round into IR steps, choosing copy/reduce from the receiver's copy."""
+    held: list[dict[int, int]] = [{} for _ in range(spec.ranks)]
+    for ch in spec.chunks():
+        for r in ch.pre:
+            held[r][ch.id] = 1 << r if spec.combining else 1
+    steps, origins = [], []
+    for _, group in groupby(sorted(transfers, key=lambda t: (t.time, t.dst, t.chunk, t.src)), key=lambda t: t.time):
+        group = list(group)
+        out, updates = [], []
+        for t in group:
+            have = held[t.src].get(t.chunk, 0)
+            if spec.combining and have != t.mask:
+                raise ScheduleFormatError(
+                    f"{source}: {where(t.origin)}: receives from gpu {t.src} the contributions "
+                    f"{_ranks(t.mask)} to chunk {t.chunk}, but gpu {t.src}'s copy then holds {_ranks(have)}: the "
+                    f"schedule IR keeps one copy of a chunk per rank, so this program has no IR form")
+            cur = held[t.dst].get(t.chunk, 0)
+            op = "reduce" if spec.combining and cur and not cur & t.mask else "copy"
+            out.append(Transfer(t.chunk, t.src, t.dst, op))
+            updates.append((t, op))
+        for t, op in updates:
+            mask = t.mask if spec.combining else 1
+            held[t.dst][t.chunk] = held[t.dst].get(t.chunk, 0) | mask if op == "reduce" else mask
+        steps.append(out)
+        origins.append([t.origin for t in group])
+    return steps, origins
+
+
+def _ranks(mask: int) -> list[int]:
+    return [r for r in range(mask.bit_length()) if mask >> r & 1]
+
+
+def _schedule(p: Program, spec: CollectiveSpec, inplace: bool, transfers, source: str, fabric):
+    from synth.ir.verifier import required_rounds, verify
+    steps, origins = _ir_steps(transfers, spec, source)
+    rounds = [1] * len(steps)
+    topo_name = topo_fp = ""
+    if fabric is not None and fabric.num_ranks == spec.ranks:
+        for ts, os_ in zip(steps, origins):
+            for t, o in zip(ts, os_):
+                if not fabric.has_channel(t.src, t.dst):
+                    raise ScheduleInvalid(f"{source}: {where(o)}: gpu {t.src} -> gpu {t.dst} is not a channel of "
+                                          f"topology {fabric.topology_name!r}", rule="no-channel", rank=t.src,
+                                          chunk=t.chunk)
+        rounds = [required_rounds(fabric, [(t.src, t.dst) for t in ts]) for ts in steps]
+        topo_name, topo_fp = fabric.topology_name, fabric.fingerprint
+    meta = {"imported_from": "msccl-xml",
+            "msccl": {"name": p.name, "proto": p.proto, "nchannels": p.nchannels,
+                      "nchunksperloop": p.nchunksperloop, "inplace": p.inplace, "outofplace": p.outofplace,
+                      "min_bytes": p.min_bytes, "max_bytes": p.max_bytes,
+                      "max_threadblocks": max(len(g.tbs) for g in p.gpus),
+                      "instructions": p.instruction_counts(), "coll": p.coll_spelling}}
+    sched = Schedule(spec.name, spec.ranks, spec.chunks_per_rank,
+                     tuple(Step(r, tuple(ts)) for r, ts in zip(rounds, steps)), spec.root,
+                     inplace, p.name, topo_name, topo_fp, meta=meta)
+    report = verify(sched)
+    if not report.ok:
+        v = report.violations[0]
+        at = f"{where(origins[v.step][v.transfer])}: " if v.step is not None and v.transfer is not None else ""
+        raise ScheduleFormatError(f"{source}: {at}{v.message}")
+    return sched
 
 
 def from_msccl_xml(text: str, *, source: str = "<xml>", fabric=None) -> Schedule:
-    """Rebuild a verified Schedule from MSCCL XML by replaying its program.
+    """Read an MSCCL XML algorithm into a verified Schedule (see the module docstring).
 
-    With a :class:`~synth.ir.fabric.Fabric` each step declares the rounds its loads need and the
-    schedule is checked against the fabric's channels and capacities; without one every step
-    declares 1 round and only the collective's semantics are checked.
+    Parameters
+    ----------
+    text : str
+        The XML.
+    source : str
+        File name used in messages.
+    fabric : synth.ir.fabric.Fabric, optional
+        When it has the algorithm's rank count: steps declare the rounds they need on it and the
+        schedule is tagged with its topology.
 
     Raises
     ------
     ScheduleFormatError
-        A malformed or hostile file, or a program that does not implement its collective (one
-        line naming gpu, threadblock and step where it can).
+        Malformed, hostile, wrong (deadlock, race, double count, wrong output) or IR-less programs.
+    ScheduleInvalid
+        A transfer between GPUs that ``fabric`` does not connect.
+
+    Examples
+    --------
+    >>> from synth.ir.schedule import Schedule, Step, Transfer
+    >>> from synth.formats.msccl.writer import to_msccl_xml
+    >>> ag = Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),))
+    >>> back = from_msccl_xml(to_msccl_xml(ag))
+    >>> len(back.steps), set(back.steps[0].transfers) == set(ag.steps[0].transfers)
+    (1, True)
     """
-    prog = parse_program(text, source)
-    spec = infer_spec(prog)
-    if fabric is not None and fabric.num_ranks != prog.ngpus:
-        raise ScheduleFormatError(f"{source}: ngpus={prog.ngpus} but the topology has {fabric.num_ranks} ranks")
-    rp = Replay(prog, spec, source)
-    _run(rp, source)
-    rp.check_outputs()
-    nsteps = 1 + max((t for t, _ in rp.transfers), default=-1)
-    by_step = [[] for _ in range(nsteps)]
-    for t, tr in rp.transfers:
-        by_step[t].append(tr)
-    if fabric is None:
-        steps = tuple(Step(1, tuple(ts)) for ts in by_step if ts)
-        topo_name = topo_fp = ""
-    else:
-        from synth.ir.verifier import required_rounds
-        steps = tuple(Step(required_rounds(fabric, [(t.src, t.dst) for t in ts]), tuple(ts)) for ts in by_step if ts)
-        topo_name, topo_fp = fabric.topology_name, fabric.fingerprint
-    sched = Schedule(spec.name, prog.ngpus, spec.chunks_per_rank, steps, spec.root, False, prog.name, topo_name,
-                     topo_fp, meta={"imported_from": "msccl-xml", "msccl": {
-                         "proto": prog.proto, "channels": len(prog.channels), "inplace": prog.inplace,
-                         "min_bytes": prog.min_bytes, "max_bytes": prog.max_bytes}})
-    from synth.ir.verifier import check
-    try:
-        check(sched, fabric)
-    except ScheduleInvalid as e:
-        raise ScheduleFormatError(f"{source}: the program does not implement {spec.name}: {e}") from None
-    return sched
+    program = parse_program(text, source=source)
+    check_size(program, source)
+    modes = ([False] if program.outofplace else []) + ([True] if program.inplace else [])
+    first_error: TopocollError | None = None
+    for spec in _spec_candidates(program, source):
+        try:
+            runs = [replay(program, spec, inplace=m, source=source) for m in modes]
+            return _schedule(program, spec, modes[0], runs[0].transfers, source, fabric)
+        except ScheduleFormatError as e:
+            first_error = first_error or e
+    raise first_error
 
 
 __all__ = ["from_msccl_xml"]

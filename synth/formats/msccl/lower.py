@@ -1,0 +1,206 @@
+"""Lower a verified schedule to per-GPU MSCCL operations on buffer places, with dependencies.
+
+A transfer (chunk g, src -> dst) becomes a send ``s`` on src reading where src holds g, and on
+dst a receive ``r`` (copy) or ``rrc`` (receive, add the partial dst holds, store) writing g's
+*home* on dst: its output place when dst's output has one for g, else a scratch slot (``s``
+buffer, one per chunk that needs one).  A reduce reads the local partial where it is (the
+input, at first) and writes the home, so inputs are never written.  When several partials of g
+reach dst in one step, the first comes with an ``rrc`` and the others side by side into
+scratch, summed by a chain of local ``re`` steps (as RCCL's all-pairs algorithms do) instead of
+a chain of ``rrc`` taking one round each.  Transfers of one step read the state at its start:
+sends are recorded before the step's receives.  Out of place, a rank that must end with a chunk
+somewhere else than its output place copies it there last (``cpy``).
+
+Dependencies are inferred on buffer places, with the in-place aliases of
+:func:`~synth.formats.msccl.layout.alias` (so the program stays correct when the runtime calls
+it in place): a step waits for the last write of what it reads and for the last write and the
+reads since of what it writes.  Concurrent transfers on one connection in one step go on
+separate channels (up to ``max_channels``, each taking a run of neighbouring chunks).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from synth.formats.msccl.layout import Loc, alias, chunk_offset
+from synth.ir.collectives import CollectiveSpec
+from synth.ir.schedule import Schedule
+
+
+@dataclass(eq=False)
+class Op:
+    """One MSCCL step before threadblock assignment (``kind``: s, r, rrc, cpy; after fusion
+    also rcs, rrs, rrcs; ``nop`` carries an extra dependency)."""
+
+    kind: str
+    rank: int
+    src: Loc | None
+    dst: Loc | None
+    order: tuple
+    send_peer: int = -1
+    recv_peer: int = -1
+    chan: int = 0
+    chunk: int = -1
+    cnt: int = 1
+    deps: list[Op] = field(default_factory=list)
+    tb: int = -1
+    index: int = -1
+    hasdep: bool = False
+
+    @property
+    def reads(self) -> bool:
+        return self.kind in ("s", "rrc", "cpy", "rrs", "rrcs", "re")
+
+    @property
+    def writes(self) -> bool:
+        return self.kind in ("r", "rrc", "cpy", "rcs", "rrcs", "re")
+
+
+class RankState:
+    """Where each chunk a rank holds lives, scratch slots, and the ops that last touched each place."""
+
+    def __init__(self, spec: CollectiveSpec, rank: int) -> None:
+        self.spec, self.rank = spec, rank
+        self.where: dict[int, Loc] = {}
+        self.scratch: dict[int, int] = {}
+        self.last_write: dict[Loc, Op] = {}
+        self.readers: dict[Loc, list[Op]] = {}
+        for ch in spec.chunks():
+            if rank in ch.pre:
+                self.where[ch.id] = ("i", chunk_offset(spec, spec.input_position(ch.id, rank)))
+
+    def temp(self) -> Loc:
+        """A fresh scratch slot (for a partial received beside others of the same chunk)."""
+        key = -1 - len(self.scratch)
+        self.scratch[key] = len(self.scratch)
+        return "s", self.scratch[key]
+
+    def home(self, chunk: int) -> Loc:
+        pos = self.spec.output_position(chunk, self.rank)
+        if pos is not None:
+            return "o", chunk_offset(self.spec, pos)
+        if chunk not in self.scratch:
+            self.scratch[chunk] = len(self.scratch)
+        return "s", self.scratch[chunk]
+
+    def key(self, loc: Loc) -> Loc:
+        return alias(self.spec, self.rank, loc[0], loc[1], inplace=True)
+
+    def record(self, op: Op, reads: list[Loc], writes: list[Loc]) -> None:
+        deps = []
+        for loc in map(self.key, reads):
+            if loc in self.last_write:
+                deps.append(self.last_write[loc])
+        for loc in map(self.key, writes):
+            if loc in self.last_write:
+                deps.append(self.last_write[loc])
+            deps.extend(self.readers.get(loc, []))
+        op.deps = [d for d in dict.fromkeys(deps) if d is not op]
+        for loc in map(self.key, reads):
+            self.readers.setdefault(loc, []).append(op)
+        for loc in map(self.key, writes):
+            self.last_write[loc] = op
+            self.readers[loc] = []
+
+
+def _channels(step, max_channels: int) -> list[int]:
+    """Channel of each transfer: the transfers of a step on one pair, in chunk order, cut into
+    up to ``max_channels`` runs of neighbouring chunks (so each channel can merge its run)."""
+    by_pair: dict[tuple[int, int], list[int]] = {}
+    for idx, t in enumerate(step.transfers):
+        by_pair.setdefault((t.src, t.dst), []).append(idx)
+    chans = [0] * len(step.transfers)
+    for idxs in by_pair.values():
+        idxs.sort(key=lambda i: step.transfers[i].chunk)
+        k = min(max_channels, len(idxs))
+        for pos, i in enumerate(idxs):
+            chans[i] = pos * k // len(idxs)
+    return chans
+
+
+def _local_sum(st: RankState, chunk: int, parts: list[tuple[Op, Loc]], order: tuple) -> list[Op]:
+    """``re`` steps adding partials received side by side into the chunk's home, where the
+    first partial arrived with an ``rrc``.  The first waits for every receive; the rest only
+    for the one before, so RCCL chains them into one multi-source reduction (its parser fuses
+    consecutive ``re`` steps without dependencies)."""
+    target = st.where[chunk]
+    out: list[Op] = []
+    for i, (recv, slot) in enumerate(parts):
+        re = Op("re", st.rank, slot, target, order + (1 + i,), chunk=chunk)
+        st.record(re, [slot, target], [target])
+        if i == 0:
+            re.deps = list(dict.fromkeys(re.deps + [r for r, _ in parts]))
+        else:
+            re.deps = [d for d in re.deps if d in out or d is recv] + [out[-1]]
+        out.append(re)
+    st.where[chunk] = target
+    return out
+
+
+def max_parallel(schedule: Schedule) -> int:
+    """Most transfers one step puts on one (src, dst) pair (the channels worth using)."""
+    best = 1
+    for step in schedule.steps:
+        seen: dict[tuple[int, int], int] = {}
+        for t in step.transfers:
+            seen[(t.src, t.dst)] = seen.get((t.src, t.dst), 0) + 1
+        best = max(best, max(seen.values(), default=1))
+    return best
+
+
+def lower(schedule: Schedule, max_channels: int = 1) -> tuple[list[RankState], list[list[Op]]]:
+    """Per-rank states (scratch use) and op lists in program order (see the module docstring);
+    concurrent transfers on one pair spread over up to ``max_channels`` channels (:func:`_channels`)."""
+    spec = schedule.spec
+    n = spec.ranks
+    states = [RankState(spec, r) for r in range(n)]
+    ops: list[list[Op]] = [[] for _ in range(n)]
+    for k, step in enumerate(schedule.steps):
+        sources = [states[t.src].where[t.chunk] for t in step.transfers]
+        targets = [states[t.dst].home(t.chunk) for t in step.transfers]
+        chans = _channels(step, max_channels)
+        for idx, t in enumerate(step.transfers):
+            op = Op("s", t.src, sources[idx], targets[idx], (k, 0, idx), send_peer=t.dst, chan=chans[idx],
+                    chunk=t.chunk)
+            states[t.src].record(op, [sources[idx]], [])
+            ops[t.src].append(op)
+        fan_in: dict[tuple[int, int], list[int]] = {}
+        for idx, t in enumerate(step.transfers):
+            if t.op == "reduce":
+                fan_in.setdefault((t.dst, t.chunk), []).append(idx)
+        gathered: dict[tuple[int, int], list[tuple[Op, Loc]]] = {}
+        for idx, t in enumerate(step.transfers):
+            st = states[t.dst]
+            if t.op == "reduce" and fan_in[(t.dst, t.chunk)][0] != idx:
+                slot = st.temp()   # several partials at once: receive side by side, sum locally
+                op = Op("r", t.dst, sources[idx], slot, (k, 1, idx), recv_peer=t.src, chan=chans[idx],
+                        chunk=t.chunk)
+                st.record(op, [], [slot])
+                gathered.setdefault((t.dst, t.chunk), []).append((op, slot))
+            elif t.op == "reduce":
+                local = st.where[t.chunk]
+                op = Op("rrc", t.dst, local, targets[idx], (k, 1, idx), recv_peer=t.src, chan=chans[idx],
+                        chunk=t.chunk)
+                st.record(op, [local], [targets[idx]])
+                st.where[t.chunk] = targets[idx]
+            else:
+                op = Op("r", t.dst, sources[idx], targets[idx], (k, 1, idx), recv_peer=t.src, chan=chans[idx],
+                        chunk=t.chunk)
+                st.record(op, [], [targets[idx]])
+                st.where[t.chunk] = targets[idx]
+            ops[t.dst].append(op)
+        for n, ((dst, chunk), parts) in enumerate(sorted(gathered.items())):
+            ops[dst].extend(_local_sum(states[dst], chunk, parts, (k, 2, n)))
+    last = len(schedule.steps)
+    for r, st in enumerate(states):
+        for ch in spec.chunks():
+            pos = spec.output_position(ch.id, r)
+            if pos is None or r not in ch.post:
+                continue
+            want = ("o", chunk_offset(spec, pos))
+            have = st.where.get(ch.id)
+            if have is not None and have != want:
+                op = Op("cpy", r, have, want, (last, 2, ch.id), chunk=ch.id)
+                st.record(op, [have], [want])
+                ops[r].append(op)
+    return states, ops
