@@ -22,7 +22,6 @@ topo_probe.errors.ScheduleFormatError: x.xml: <algo>: gpu 1 is missing (ngpus=2)
 from __future__ import annotations
 
 import re
-from xml.parsers import expat
 
 from synth.formats.msccl.layout import PROTOCOLS, READS_SRC, RECEIVES, SENDS, STEP_TYPES, WRITES_DST
 from synth.formats.msccl.program import Program, XGpu, XStep, XThreadblock
