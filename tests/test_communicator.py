@@ -413,5 +413,5 @@ def test_send_recv_pairs_up_fifo():
     np.testing.assert_array_equal(z, b)
     with pytest.raises(ValueError, match="rank 3: dtype int32 differs from rank 1's float64"):
         comm.send_recv(1, 3, b, np.zeros(4, np.int32))
-    with pytest.raises(ValueError, match="dst_array rank 3 has 2 elements, needs at least 4"):
+    with pytest.raises(ValueError, match="rank 3 receives 2 elements but rank 1 sends 4"):
         comm.send_recv(1, 3, b, np.zeros(2))

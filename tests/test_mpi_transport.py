@@ -102,6 +102,66 @@ def test_postdiv_truncates_integers_toward_zero_and_divides_floats():
     assert x.tolist() == [3, -3, 3] and f.tolist() == [0.25, 0.75]
 
 
+def test_a_call_that_stops_keeps_every_posted_buffer_alive_and_cancels_its_receives(monkeypatch):
+    """A peer failure (or Ctrl-C) in the middle of a collective: the receives still posted are
+    cancelled and every posted request (holding its buffer) is kept until MPI is done with it,
+    so no memory MPI may still write is freed or reused (before: the requests were dropped and
+    their arena blocks freed -> heap corruption)."""
+    import gc
+    import weakref
+
+    from kernels.mpi import transport as mt
+    from topo_probe.errors import PeerFailed
+
+    class Req:
+        def __init__(self, buf, recv):
+            self.buf, self.recv, self.cancelled, self.done = buf, recv, False, False
+
+        def Cancel(self):
+            self.cancelled = True
+
+        def Test(self):
+            return self.done or self.cancelled
+
+    class Comm:
+        posted: list = []
+
+        def Isend(self, msg, dest, tag):
+            self.posted.append(Req(msg[0], False))
+            return self.posted[-1]
+
+        def Irecv(self, msg, source, tag):
+            self.posted.append(Req(msg[0], True))
+            return self.posted[-1]
+
+    class FailingWaiter:
+        def some(self, reqs, what, peers):
+            raise PeerFailed("rank 1 failed", rank=1)
+
+    monkeypatch.setattr(mt, "_byte", lambda: None, raising=False)
+    monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
+    monkeypatch.setattr(mt, "_ABANDONED", [])
+    sched = baseline("ring", build_fabric(fully_connected(3)), "allreduce")
+    prog = program_for(sched, 300, "float32")
+    plan = rank_plan(sched, prog, 0)
+    wire, comm = HostWire(), Comm()
+    bufs = {"input": np.ones(300, np.float32), "output": np.zeros(300, np.float32)}
+    if "scratch" in prog.sizes[0]:
+        bufs["scratch"] = wire.empty(prog.sizes[0]["scratch"], np.float32)
+    with pytest.raises(PeerFailed):
+        mt.execute(plan, bufs, wire, comm, FailingWaiter(), op="sum", nranks=3)
+    assert comm.posted and mt._ABANDONED == comm.posted  # every posted request is kept
+    assert all(r.cancelled == r.recv for r in comm.posted)  # receives cancelled, sends not
+    alive = [weakref.ref(r.buf.base if r.buf.base is not None else r.buf) for r in comm.posted]
+    wire.arena = None
+    del bufs
+    gc.collect()
+    assert all(ref() is not None for ref in alive)  # their memory is still there
+    for r in comm.posted:
+        r.done = True
+    assert mt.keep_abandoned() == 0 and mt._ABANDONED == []
+
+
 def test_cuda_awareness_env_override(monkeypatch):
     monkeypatch.setenv("TOPOCOLL_MPI_CUDA_AWARE", "1")
     assert query_cuda_aware() is True

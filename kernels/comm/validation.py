@@ -32,8 +32,49 @@ from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from topo_probe.errors import BufferLayoutError, UnsupportedCollective
 
 
+#: the element types NCCL moves and reduces (``ncclDataType_t``; bfloat16 and float8 through
+#: ml_dtypes): anything else (bool, int16, complex, object, ...) is refused before any work
+NCCL_DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
+               "float64", "float8_e4m3fn", "float8_e5m2")
+_FLOAT_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2"})
+
+
+def is_float(dtype) -> bool:
+    """Whether ``dtype`` is a floating type (ml_dtypes' bfloat16 / float8 included: their numpy
+    ``kind`` is not ``'f'``).
+
+    >>> import ml_dtypes
+    >>> is_float(np.float16), is_float(ml_dtypes.bfloat16), is_float(np.int32)
+    (True, True, False)
+    """
+    return np.dtype(dtype).name in _FLOAT_NAMES
+
+
 def _is_cupy(a) -> bool:
     return type(a).__module__.split(".")[0] == "cupy"
+
+
+def check_array(a, what: str, rank: int | None = None):
+    """``a`` itself when it is a NumPy or CuPy array of one of :data:`NCCL_DTYPES` (or None);
+    else BufferLayoutError in one line naming the call, the rank and the type.
+
+    >>> check_array([1.0, 2.0], "all_reduce", 2)
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.BufferLayoutError: all_reduce: rank 2: got a list, not an array (NumPy or CuPy)
+    >>> check_array(np.zeros(2, bool), "all_reduce", 0)
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.BufferLayoutError: all_reduce: rank 0: dtype bool is not an NCCL type (int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2)
+    """
+    if a is None:
+        return a
+    where = f"{what}: rank {rank}" if rank is not None else what
+    if not (isinstance(a, np.ndarray) or (_is_cupy(a) and hasattr(a, "dtype"))):
+        raise BufferLayoutError(f"{where}: got a {type(a).__name__}, not an array (NumPy or CuPy)")
+    if a.dtype.name not in NCCL_DTYPES:
+        raise BufferLayoutError(f"{where}: dtype {a.dtype} is not an NCCL type ({', '.join(NCCL_DTYPES)})")
+    return a
 
 
 def _device(a) -> str:
@@ -62,14 +103,15 @@ def _is_list(x) -> bool:
     return isinstance(x, (list, tuple))
 
 
-def _size(arrays) -> int:
-    """Element count of the first array present (validation comes later)."""
+def _size(arrays, what: str = "collective") -> int:
+    """Element count of the first array present (the rest is validated later)."""
     if not _is_list(arrays) or not arrays:
-        raise ValueError(f"expected a non-empty list with one array per rank, got {type(arrays).__name__}")
-    for a in arrays:
+        raise BufferLayoutError(f"{what}: expected a non-empty list with one array per rank, got "
+                                f"{type(arrays).__name__}")
+    for r, a in enumerate(arrays):
         if a is not None:
-            return int(a.size)
-    raise ValueError("every array in the list is None")
+            return int(check_array(a, what, r).size)
+    raise BufferLayoutError(f"{what}: every array in the list is None")
 
 
 def _inplace_count(ins, outs, n: int) -> int | None:
@@ -97,8 +139,7 @@ def check_list(what: str, role: str, arrays, need: set[int], same: list[bool], *
         a = arrays[r]
         if a is None:
             raise ValueError(f"{what}: {role} rank {r} is None but rank {r} needs a buffer")
-        if not hasattr(a, "dtype") or not hasattr(a, "reshape"):
-            raise ValueError(f"{what}: {role} rank {r} is a {type(a).__name__}, not an array")
+        check_array(a, f"{what}: {role}", r)
         if devices is not None and _is_cupy(a) and a.device.id != devices[r]:
             raise ValueError(f"{what}: {role} rank {r}: device {_device(a)} is not rank {r}'s "
                              f"cuda:{devices[r]}")
@@ -274,17 +315,17 @@ def _contig(a):
 
 def _out(a, what: str):
     if a is None:
-        raise ValueError(f"{what}: the output array is None on a rank that needs one")
+        raise BufferLayoutError(f"{what}: the output array is None on a rank that needs one")
     if not a.flags.c_contiguous:
-        raise ValueError(f"{what}: the output array is not C-contiguous (as NCCL needs)")
+        raise BufferLayoutError(f"{what}: the output array is not C-contiguous (as NCCL needs)")
     return a
 
 
 def _head(a, n: int):
-    """The first ``n`` elements of ``a`` as a flat view (ValueError if ``a`` is smaller)."""
+    """The first ``n`` elements of ``a`` as a flat view (BufferLayoutError if ``a`` is smaller)."""
     if a is None:
         return None
     flat = a.reshape(-1)
     if flat.size < n:
-        raise ValueError(f"buffer has {flat.size} elements, needs at least {n}")
+        raise BufferLayoutError(f"buffer has {flat.size} elements, needs at least {n}")
     return flat[:n]

@@ -144,50 +144,86 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
             if need[j] == 0:
                 ready.append(j)
 
-    for i, (kind, o, tag, peer) in enumerate(items):
-        if kind == RECV_REDUCE:    # receive partials at once (into temporaries)
-            req, fin = wire.post_recv(comm, peer, tag, o.src, o.dst.size, bufs[o.dst.buf].dtype)
-            reqs.append(req)
-            active.append((i, fin))
-    while left:
-        while ready:
-            i = ready.pop()
-            kind, o, tag, peer = items[i]
-            if kind == SEND:
-                req, fin = wire.post_send(comm, peer, tag, view(o.src), o.src)
+    keep_abandoned()
+    try:
+        for i, (kind, o, tag, peer) in enumerate(items):
+            if kind == RECV_REDUCE:    # receive partials at once (into temporaries)
+                req, fin = wire.post_recv(comm, peer, tag, o.src, o.dst.size, bufs[o.dst.buf].dtype)
                 reqs.append(req)
                 active.append((i, fin))
-            elif kind == RECV_COPY:
-                dst = view(o.dst)
-                req, fin = wire.post_recv(comm, peer, tag, o.src, dst.size, dst.dtype, into=dst)
-                reqs.append(req)
-                active.append((i, fin))
-            elif kind == RECV_REDUCE:
-                wire.combine(view(o.dst), view(o.acc), arrived.pop(i), op)
+        while left:
+            while ready:
+                i = ready.pop()
+                kind, o, tag, peer = items[i]
+                if kind == SEND:
+                    req, fin = wire.post_send(comm, peer, tag, view(o.src), o.src)
+                    reqs.append(req)
+                    active.append((i, fin))
+                elif kind == RECV_COPY:
+                    dst = view(o.dst)
+                    req, fin = wire.post_recv(comm, peer, tag, o.src, dst.size, dst.dtype, into=dst)
+                    reqs.append(req)
+                    active.append((i, fin))
+                elif kind == RECV_REDUCE:
+                    wire.combine(view(o.dst), view(o.acc), arrived.pop(i), op)
+                    complete(i)
+                else:
+                    _run_local(o, view, wire, op, nranks)
+                    complete(i)
+            if not left:
+                break
+            if not reqs:
+                raise UnsupportedCollective(f"rank {plan.rank}: {what}: ops wait on each other (lowering bug)")
+            finished = waiter.some(reqs, what, lambda pend: [items[active[k][0]][3] for k in pend])
+            for k in finished:
+                i, fin = active[k]
+                if items[i][0] == RECV_REDUCE:
+                    arrived[i] = fin()
+                    need[i] -= 1
+                    if need[i] == 0:
+                        ready.append(i)
+                    continue
+                if fin is not None:
+                    fin()
                 complete(i)
-            else:
-                _run_local(o, view, wire, op, nranks)
-                complete(i)
-        if not left:
-            break
-        if not reqs:
-            raise UnsupportedCollective(f"rank {plan.rank}: {what}: ops wait on each other (lowering bug)")
-        finished = waiter.some(reqs, what, lambda pend: [items[active[k][0]][3] for k in pend])
-        for k in finished:
-            i, fin = active[k]
-            if items[i][0] == RECV_REDUCE:
-                arrived[i] = fin()
-                need[i] -= 1
-                if need[i] == 0:
-                    ready.append(i)
-                continue
-            if fin is not None:
-                fin()
-            complete(i)
-        done = set(finished)
-        reqs = [r for k, r in enumerate(reqs) if k not in done]
-        active = [x for k, x in enumerate(active) if k not in done]
+            done = set(finished)
+            reqs = [r for k, r in enumerate(reqs) if k not in done]
+            active = [x for k, x in enumerate(active) if k not in done]
+    except BaseException:   # a peer failed, a notice, Ctrl-C: nothing posted may be freed
+        abandon(reqs, [items[i][0] != SEND for i, _ in active])
+        raise
     wire.finish()
+
+
+#: requests still posted when a collective raised, kept (with the buffers they hold) until done
+_ABANDONED: list = []
+
+
+def abandon(reqs: list, is_recv: list) -> None:
+    """A call stops with ``reqs`` posted: cancel the receives, and keep every request (and so its
+    buffer: mpi4py requests hold them) referenced until MPI is done with it, so no memory MPI may
+    still write or read is freed or reused by a later call."""
+    for req, recv in zip(reqs, is_recv):
+        if recv:
+            try:
+                req.Cancel()
+            except Exception:  # noqa: BLE001 - already complete, or the library refuses
+                pass
+    _ABANDONED.extend(reqs)
+
+
+def keep_abandoned() -> int:
+    """Drop the abandoned requests MPI has finished with; returns how many are still posted."""
+    if _ABANDONED:
+        _ABANDONED[:] = [r for r in _ABANDONED if not _done(r)]
+    return len(_ABANDONED)
+
+
+def _done(req) -> bool:
+    try:
+        return bool(req.Test())
+    except Exception:  # noqa: BLE001 - an error completes the request too
+        return True
 
 
 def _run_local(o: Op, view, wire: HostWire, op: str, nranks: int) -> None:
