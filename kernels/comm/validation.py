@@ -36,20 +36,6 @@ from topo_probe.errors import BufferLayoutError, UnsupportedCollective
 #: ml_dtypes): anything else (bool, int16, complex, object, ...) is refused before any work
 NCCL_DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
                "float64", "float8_e4m3fn", "float8_e5m2")
-_FLOAT_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2"})
-
-
-def is_float(dtype) -> bool:
-    """Whether ``dtype`` is a floating type (ml_dtypes' bfloat16 / float8 included: their numpy
-    ``kind`` is not ``'f'``).
-
-    >>> import ml_dtypes
-    >>> is_float(np.float16), is_float(ml_dtypes.bfloat16), is_float(np.int32)
-    (True, True, False)
-    """
-    return np.dtype(dtype).name in _FLOAT_NAMES
-
-
 def _is_cupy(a) -> bool:
     return type(a).__module__.split(".")[0] == "cupy"
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernels.backends.kernel_twins import binop_for
 from kernels.mpi.waiter import Waiter
 from kernels.mpi.wires import HostWire
 from kernels.program.ops import Op, Program
@@ -165,7 +166,7 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
                     reqs.append(req)
                     active.append((i, fin))
                 elif kind == RECV_REDUCE:
-                    wire.combine(view(o.dst), view(o.acc), arrived.pop(i), op)
+                    wire.combine(view(o.dst), view(o.acc), arrived.pop(i), binop_for(o.premul, op, nranks))
                     complete(i)
                 else:
                     _run_local(o, view, wire, op, nranks)
@@ -230,6 +231,6 @@ def _run_local(o: Op, view, wire: HostWire, op: str, nranks: int) -> None:
     if o.kind == "copy":
         wire.copy(view(o.dst), view(o.src))
     elif o.kind == "reduce":
-        wire.combine(view(o.dst), view(o.acc), view(o.src), op)
+        wire.combine(view(o.dst), view(o.acc), view(o.src), binop_for(o.premul, op, nranks))
     else:
         wire.postdiv(view(o.dst), nranks)
