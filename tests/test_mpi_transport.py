@@ -162,6 +162,51 @@ def test_a_call_that_stops_keeps_every_posted_buffer_alive_and_cancels_its_recei
     assert mt.keep_abandoned() == 0 and mt._ABANDONED == []
 
 
+def test_receives_wait_for_the_agreement_and_a_sender_only_rank_waits_for_its_verdict(monkeypatch):
+    """With a gate (the call's agreement), no receive is posted before the verdict, and a rank
+    that only sends (broadcast root) does not return before it (it used to return early, leaving
+    the agreement of its call pending under the next one)."""
+    from kernels.mpi import transport as mt
+
+    class Req:
+        def __init__(self, log, what):
+            self.log, self.what = log, what
+
+    class Comm:
+        def __init__(self):
+            self.log = []
+
+        def Isend(self, msg, dest, tag):
+            self.log.append("send")
+            return Req(self.log, "send")
+
+        def Irecv(self, msg, source, tag):
+            self.log.append("recv")
+            return Req(self.log, "recv")
+
+    class Waiter:   # data requests complete first, the agreement last (a slow peer)
+        def some(self, reqs, what, peers):
+            data = [k for k, r in enumerate(reqs) if r.what != "gate"]
+            return data or list(range(len(reqs)))
+
+    monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
+    verdicts = []
+    for coll, rank in (("broadcast", 0), ("allreduce", 1)):
+        sched = baseline("direct", build_fabric(fully_connected(3)), coll, root=0 if coll == "broadcast" else None)
+        prog = program_for(sched, 30, "float32")
+        plan = rank_plan(sched, prog, rank)
+        comm, wire = Comm(), HostWire()
+        bufs = {"input": np.ones(30, np.float32), "output": np.zeros(30, np.float32)}
+        if "scratch" in prog.sizes[rank]:
+            bufs["scratch"] = wire.empty(prog.sizes[rank]["scratch"], np.float32)
+        gate = (Req(comm.log, "gate"), lambda: (verdicts.append(coll), comm.log.append("verdict")))
+        mt.execute(plan, bufs, wire, comm, Waiter(), op="sum", nranks=3, gate=gate)
+        assert "verdict" in comm.log, coll
+        first_recv = comm.log.index("recv") if "recv" in comm.log else len(comm.log)
+        assert comm.log.index("verdict") < first_recv, comm.log
+    assert verdicts == ["broadcast", "allreduce"]
+
+
 def test_cuda_awareness_env_override(monkeypatch):
     monkeypatch.setenv("TOPOCOLL_MPI_CUDA_AWARE", "1")
     assert query_cuda_aware() is True

@@ -5,16 +5,21 @@ Every rank makes a *header* of its call (:data:`FIELDS`: collective, root, count
 schedule, plus the call's number on the communicator) and reduces a 62-bit digest of it and the call
 number with one non-blocking ``Iallreduce(MAX)`` of ``[d, -d, c, -c]`` on a communicator of its
 own: equal everywhere iff the maximum equals minus the maximum of the negations.  That is one
-small collective in C per call (``log2(ranks)`` latency), the only cost when the ranks agree.
+small collective in C per call, and its latency overlaps the call's first messages: the
+transport posts the call's *sends* at once but its *receives* only once the agreement has
+completed (:func:`kernels.mpi.transport.execute`'s ``gate``), so no receive can ever match a
+message of another shape.
 
-When they do not, every rank sees it in the same result, so every rank exchanges its full header
-(:func:`kernels.mpi.waiter.exchange_json`) and raises :class:`~topo_probe.errors.ProcessGroupMismatch`
-with the same message naming each field that differs and which ranks hold which value.  No data
-message of the call has been posted at that point, so no buffer can be written or read late
-(without this, a rank with another count or dtype truncated or overran the peers' receives: MPI
-errors or heap corruption; another op gave a silent wrong result; another collective or root hung
-until the timeout).  A rank whose arguments fail its own checks before the agreement joins it
-with its error, so the others stop at once too (:meth:`CallAgreement.failed`).
+When the ranks disagree, every rank sees it in the same result, so every rank exchanges its full
+header (:func:`kernels.mpi.waiter.exchange_json`), replaces its data communicator (sends of the
+call that nobody will receive stay behind on the old one, kept alive, and can never match a later
+call) and raises :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message naming each
+field that differs and which ranks hold which value.  No receive of the call was posted, so no
+buffer can be written late (without this, a rank with another count or dtype truncated or overran
+the peers' receives: MPI errors or heap corruption; another op gave a silent wrong result;
+another collective or root hung until the timeout).  A rank whose arguments fail its own checks
+before the agreement joins it with its error, so the others stop at once too
+(:meth:`CallAgreement.failed`).
 """
 
 from __future__ import annotations
@@ -35,6 +40,7 @@ FIELDS = ("collective", "root", "count", "dtype", "op", "schedule")
 _MASK = (1 << 62) - 1
 #: the digest of a rank that could not start the call (never a real digest: those are >= 0)
 _FAILED = -1
+WHAT = "the start of a collective call (every rank must make the same call)"
 
 
 def header_digest(header: dict) -> int:
@@ -100,6 +106,8 @@ class CallAgreement:
         #: nesting of the communicator's collective methods, and whether the outermost one has
         #: reached :meth:`start` (see :func:`agreed`)
         self.depth, self.agreed = 0, False
+        #: called on every rank when a call's ranks disagree, before ProcessGroupMismatch is raised
+        self.on_mismatch = None
         self._mine = np.zeros(4, np.int64)
         self._all = np.zeros(4, np.int64)
         self._type = waiter.MPI.INT64_T
@@ -136,14 +144,22 @@ class CallAgreement:
         return self.comm.Iallreduce([mine, self._type], [self._all, self._type], op=self._max)
 
     def finish(self, request, digest: int, header) -> None:
-        """Wait for :meth:`start`'s reduction; raise ProcessGroupMismatch everywhere on a mismatch."""
+        """Wait for :meth:`start`'s reduction, then :meth:`verdict`."""
+        self.waiter.all([request], WHAT, lambda i: -1)
+        self.verdict(digest, header)
+
+    def verdict(self, digest: int, header) -> None:
+        """After :meth:`start`'s reduction completed: return if every rank made this call, else
+        (on every rank, from the same result) exchange the headers, call :attr:`on_mismatch` (the
+        communicator drops its data communicator, where sends of the call may wait unmatched)
+        and raise ProcessGroupMismatch with the same message everywhere."""
         every = self._all
-        self.waiter.all([request], "the start of a collective call (every rank must make the same call)",
-                        lambda i: -1)
         if every[0] == -every[1] and every[2] == -every[3] and every[0] == digest:
             return
         headers = exchange_json(self.ctrl, self.waiter, {**header(), "call": self.calls}, self.size,
                                 "call agreement")
+        if self.on_mismatch is not None:
+            self.on_mismatch()
         raise ProcessGroupMismatch(describe_mismatch(headers))
 
     def failed(self, header: dict, error: BaseException) -> None:

@@ -62,15 +62,15 @@ from kernels.comm.validation import (
 from kernels.mpi import fused as mpi_fused
 from kernels.mpi import p2p as mpi_p2p
 from kernels.mpi import transport as mt
-from kernels.mpi.agreement import CallAgreement, agreed, header_digest, schedule_digest
-from kernels.mpi.startup import agree, descriptor_of
+from kernels.mpi.agreement import CallAgreement, agreed, header_digest
+from kernels.mpi.startup import agree, descriptor_of, install_abort_hook
 from kernels.mpi.waiter import Waiter, exchange_json, mpi, notify_failure
 from kernels.mpi.wires import DeviceWire, HostWire
 from kernels.program.ops import SCRATCH
 from synth.ir.collectives import REDUCE_OPS
 from synth.ir.schedule import Schedule
 from synth.plan.selector import ScheduleSelector
-from topo_probe.errors import BufferLayoutError, PeerFailed, ProcessGroupMismatch, TopocollError, UnsupportedCollective
+from topo_probe.errors import BufferLayoutError, ProcessGroupMismatch, UnsupportedCollective
 
 _CACHE_SIZE = 64
 class MPICommunicator:
@@ -93,17 +93,16 @@ class MPICommunicator:
     abort_on_error : bool
         Install a ``sys.excepthook`` that calls :meth:`abort` on any uncaught exception.
     wire : kernels.mpi.transport.HostWire, optional
-        Force a buffer layer (tests use a fake-device DeviceWire, or
-        :class:`kernels.mpi.ipc.IpcWire` over shared memory).
+        Force a buffer layer (tests: a fake-device DeviceWire, an IpcWire over shared memory).
     ipc : {"auto", "never"}
-        ``auto``: CuPy arrays on a single node move by CUDA IPC (peers' buffers mapped, only
-        one-byte tokens over MPI; :mod:`kernels.mpi.ipc`); ``never``: always through MPI.
-        Every rank must pass the same value (checked at start-up).
+        ``auto``: CuPy arrays on a single node move by CUDA IPC (:mod:`kernels.mpi.ipc`);
+        ``never``: always through MPI.  The same on every rank (checked at start-up).
 
     Raises
     ------
     ProcessGroupMismatch
-        Ranks disagree on topology, plan, algorithm or rank count (same message on every rank).
+        Ranks disagree on topology, plan, algorithm or rank count (same message on every rank);
+        the collective methods raise it too when the ranks make different calls.
     PeerFailed
         A rank did not join within ``timeout_s`` or reported a failure.
     DeviceUnavailable
@@ -121,7 +120,7 @@ class MPICommunicator:
         self.rank, self.size = self._world.Get_rank(), self._world.Get_size()
         self._ctrl = None
         if abort_on_error:
-            self._install_excepthook()
+            install_abort_hook(self)
         self.waiter = Waiter(None, self.rank, timeout_s)
         dups = [self._world.Idup() for _ in range(5)]     # non-blocking: a missing rank times out
         self.waiter.all([d[1] for d in dups], "start-up (MPICommunicator.from_mpi on every rank)",
@@ -130,6 +129,7 @@ class MPICommunicator:
         self.waiter.ctrl = self._ctrl
         #: every collective call starts with this check that all ranks make the same call
         self.agreement = CallAgreement(agree_comm, self._ctrl, self.waiter, self.size)
+        self.agreement.on_mismatch, self._retired = self._renew_data_comm, []  # old data comms
         self.topology = resolve_topology(topology, self.size)
         self.algo = algo
         self.selector = ScheduleSelector(self.topology, plan=plan if algo is None else False, algo=algo,
@@ -149,6 +149,13 @@ class MPICommunicator:
         #: ranks on its host (choose the GPU with it: ``cupy.cuda.Device(comm.local_rank).use()``)
         self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
                                                               self.descriptor(), self.topology)
+
+    def _renew_data_comm(self) -> None:
+        """After a mismatched call (every rank): a fresh data communicator for the next calls."""
+        new, req = self._world.Idup()
+        self.waiter.all([req], "renewing the data communicator after a mismatched call", lambda i: -1)
+        self._retired.append(self._data)
+        self._data = new
 
     @classmethod
     def from_mpi(cls, comm=None, **kwargs) -> "MPICommunicator":
@@ -174,14 +181,6 @@ class MPICommunicator:
             time.sleep(grace_s)
         self._world.Abort(errorcode)
 
-    def _install_excepthook(self) -> None:
-        previous = sys.excepthook
-
-        def hook(tp, val, tb):
-            if not isinstance(val, TopocollError):
-                previous(tp, val, tb)
-            self.abort(val, 1, notify=not isinstance(val, PeerFailed) or val.rank is None)
-        sys.excepthook = hook
 
     # ------------------------------------------------------------------ schedules
     def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
@@ -243,11 +242,14 @@ class MPICommunicator:
         bufs = {name: user[which] for name, which in prog.bindings[me].items()}
         if SCRATCH in prog.sizes[me]:
             bufs[SCRATCH] = wire.empty(prog.sizes[me][SCRATCH], sample.dtype)
-        self.agreement.finish(agreeing, digest, lambda: self.agreement.header(schedule, count, sample.dtype, op))
+        header = lambda: self.agreement.header(schedule, count, sample.dtype, op)  # noqa: E731
+        gate = (agreeing, lambda: self.agreement.verdict(digest, header))
         if hasattr(wire, "attach"):          # zero-copy (kernels.mpi.ipc): map the peers' buffers
+            self.agreement.finish(agreeing, digest, header)
             wire.attach(bufs, me, self.size, self._ctrl, self.waiter, self._ack)
+            gate = None
         mt.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size,
-                   what=f"{spec.name} ({schedule.name or 'schedule'})")
+                   what=f"{spec.name} ({schedule.name or 'schedule'})", gate=gate)
         return recvbuf
 
     def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:

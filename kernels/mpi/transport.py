@@ -109,7 +109,7 @@ def rank_plan(schedule: Schedule, program: Program, rank: int, tag_ub: int = 327
 
 
 def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *, op: str,
-            nranks: int, what: str = "collective") -> None:
+            nranks: int, what: str = "collective", gate=None) -> None:
     """Run this rank's ops of a lowered program (see module docstring).
 
     Parameters
@@ -126,6 +126,10 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
         Reduction op of the collective (sum/prod/max/min/avg).
     nranks : int
         avg's divisor.
+    gate : (request, verdict), optional
+        The call's agreement (:mod:`kernels.mpi.agreement`): sends are posted as soon as they
+        are ready, receives only once ``request`` has completed and ``verdict()`` returned (it
+        raises when the ranks disagree), so a receive never matches another call's message.
     """
     items, dependents = plan.items, plan.dependents
     need = list(plan.need)
@@ -145,17 +149,28 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
             if need[j] == 0:
                 ready.append(j)
 
-    keep_abandoned()
-    try:
+    def post_reduce_receives() -> None:   # partials are received at once (into temporaries)
         for i, (kind, o, tag, peer) in enumerate(items):
-            if kind == RECV_REDUCE:    # receive partials at once (into temporaries)
+            if kind == RECV_REDUCE:
                 req, fin = wire.post_recv(comm, peer, tag, o.src, o.dst.size, bufs[o.dst.buf].dtype)
                 reqs.append(req)
                 active.append((i, fin))
-        while left:
+
+    keep_abandoned()
+    held: list[int] = []           # receives that wait for the gate
+    try:
+        if gate is None:
+            post_reduce_receives()
+        else:
+            reqs.append(gate[0])
+            active.append((-1, None))
+        while left or gate is not None:   # a rank with only sends still waits for the verdict
             while ready:
                 i = ready.pop()
                 kind, o, tag, peer = items[i]
+                if kind == RECV_COPY and gate is not None:
+                    held.append(i)
+                    continue
                 if kind == SEND:
                     req, fin = wire.post_send(comm, peer, tag, view(o.src), o.src)
                     reqs.append(req)
@@ -171,13 +186,20 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
                 else:
                     _run_local(o, view, wire, op, nranks)
                     complete(i)
-            if not left:
+            if not left and gate is None:
                 break
             if not reqs:
                 raise UnsupportedCollective(f"rank {plan.rank}: {what}: ops wait on each other (lowering bug)")
-            finished = waiter.some(reqs, what, lambda pend: [items[active[k][0]][3] for k in pend])
-            for k in finished:
+            finished = waiter.some(reqs, what, lambda pend: [items[active[k][0]][3] if active[k][0] >= 0 else -1
+                                                             for k in pend])
+            for k in sorted(finished, key=lambda k: active[k][0]):   # the gate first
                 i, fin = active[k]
+                if i < 0:               # the agreement completed: the ranks agree, or it raises
+                    gate[1]()
+                    gate = None
+                    post_reduce_receives()
+                    ready.extend(held)
+                    continue
                 if items[i][0] == RECV_REDUCE:
                     arrived[i] = fin()
                     need[i] -= 1
@@ -190,8 +212,8 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
             done = set(finished)
             reqs = [r for k, r in enumerate(reqs) if k not in done]
             active = [x for k, x in enumerate(active) if k not in done]
-    except BaseException:   # a peer failed, a notice, Ctrl-C: nothing posted may be freed
-        abandon(reqs, [items[i][0] != SEND for i, _ in active])
+    except BaseException:   # a mismatch, a peer failed, a notice, Ctrl-C: nothing posted may be freed
+        abandon(reqs, [i >= 0 and items[i][0] != SEND for i, _ in active])
         raise
     wire.finish()
 
