@@ -162,49 +162,97 @@ def test_a_call_that_stops_keeps_every_posted_buffer_alive_and_cancels_its_recei
     assert mt.keep_abandoned() == 0 and mt._ABANDONED == []
 
 
-def test_receives_wait_for_the_agreement_and_a_sender_only_rank_waits_for_its_verdict(monkeypatch):
-    """With a gate (the call's agreement), no receive is posted before the verdict, and a rank
-    that only sends (broadcast root) does not return before it (it used to return early, leaving
-    the agreement of its call pending under the next one)."""
+class _Req:
+    def __init__(self, what):
+        self.what = what
+
+    def Cancel(self):
+        pass
+
+    def Test(self):
+        return True
+
+
+class _Comm:
+    def __init__(self, log):
+        self.log = log
+
+    def Isend(self, msg, dest, tag):
+        return _Req("send")
+
+    def Irecv(self, msg, source, tag):
+        self.log.append(f"recv {source}")
+        return _Req("recv")
+
+
+class _Gate:
+    """A CallGate stand-in: one header per peer, ``bad`` names a peer whose header differs."""
+
+    def __init__(self, peers, log, bad=None):
+        self.peers, self.log, self.bad = peers, log, bad
+        self.requests = [_Req("header") for _ in peers] + [_Req("header") for _ in peers]
+        self.left, self.mismatch, self.npeers = len(self.requests), False, len(peers)
+
+    def is_recv(self, k):
+        return k < self.npeers
+
+    def arrived(self, k):
+        self.left -= 1
+        if k >= self.npeers:
+            return None
+        self.log.append(f"header {self.peers[k]}")
+        if self.peers[k] == self.bad:
+            self.mismatch = True
+            return None
+        return self.peers[k]
+
+    def fail(self):
+        self.log.append("fail")
+        raise ProcessGroupMismatch("call 1: ranks disagree")
+
+
+class _HeadersLast:   # data requests complete first, headers last (slow peers), one at a time
+    def some(self, reqs, what, peers):
+        data = [k for k, r in enumerate(reqs) if r.what != "header"]
+        return data or [max(k for k, r in enumerate(reqs) if r.what == "header")]   # sends, then peers 2, 1
+
+    def all(self, reqs, what, peers):
+        pass
+
+
+def _run_gated(coll, rank, bad=None):
     from kernels.mpi import transport as mt
+    sched = baseline("direct", build_fabric(fully_connected(3)), coll, root=0 if coll == "broadcast" else None)
+    prog = program_for(sched, 30, "float32")
+    plan = rank_plan(sched, prog, rank)
+    log: list = []
+    wire = HostWire()
+    bufs = {"input": np.ones(30, np.float32), "output": np.zeros(30, np.float32)}
+    if "scratch" in prog.sizes[rank]:
+        bufs["scratch"] = wire.empty(prog.sizes[rank]["scratch"], np.float32)
+    peers = [p for p in range(3) if p != rank]
+    mt.execute(plan, bufs, wire, _Comm(log), _HeadersLast(), op="sum", nranks=3, gate=_Gate(peers, log, bad))
+    return log
 
-    class Req:
-        def __init__(self, log, what):
-            self.log, self.what = log, what
 
-    class Comm:
-        def __init__(self):
-            self.log = []
-
-        def Isend(self, msg, dest, tag):
-            self.log.append("send")
-            return Req(self.log, "send")
-
-        def Irecv(self, msg, source, tag):
-            self.log.append("recv")
-            return Req(self.log, "recv")
-
-    class Waiter:   # data requests complete first, the agreement last (a slow peer)
-        def some(self, reqs, what, peers):
-            data = [k for k, r in enumerate(reqs) if r.what != "gate"]
-            return data or list(range(len(reqs)))
-
+def test_receives_from_a_peer_wait_for_its_header_and_every_header_is_awaited(monkeypatch):
+    """A receive from peer p is posted only after p's header matched; a rank that only sends
+    (broadcast root) still waits for every header (it used to return before the agreement)."""
     monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
-    verdicts = []
-    for coll, rank in (("broadcast", 0), ("allreduce", 1)):
-        sched = baseline("direct", build_fabric(fully_connected(3)), coll, root=0 if coll == "broadcast" else None)
-        prog = program_for(sched, 30, "float32")
-        plan = rank_plan(sched, prog, rank)
-        comm, wire = Comm(), HostWire()
-        bufs = {"input": np.ones(30, np.float32), "output": np.zeros(30, np.float32)}
-        if "scratch" in prog.sizes[rank]:
-            bufs["scratch"] = wire.empty(prog.sizes[rank]["scratch"], np.float32)
-        gate = (Req(comm.log, "gate"), lambda: (verdicts.append(coll), comm.log.append("verdict")))
-        mt.execute(plan, bufs, wire, comm, Waiter(), op="sum", nranks=3, gate=gate)
-        assert "verdict" in comm.log, coll
-        first_recv = comm.log.index("recv") if "recv" in comm.log else len(comm.log)
-        assert comm.log.index("verdict") < first_recv, comm.log
-    assert verdicts == ["broadcast", "allreduce"]
+    log = _run_gated("allreduce", 1)
+    for p in (0, 2):
+        assert log.index(f"header {p}") < log.index(f"recv {p}"), log
+    assert sorted(_run_gated("broadcast", 0)) == ["header 1", "header 2"]
+
+
+@pytest.mark.parametrize("coll,rank,bad", [("broadcast", 0, 1), ("broadcast", 0, 2), ("allreduce", 1, 2)])
+def test_an_odd_header_fails_the_call_even_when_it_comes_last(monkeypatch, coll, rank, bad):
+    """The odd header may be the last event of a call whose data is all done (a broadcast
+    root): the call must still raise, not return (the other ranks would wait for it)."""
+    monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
+    monkeypatch.setattr("kernels.mpi.transport._ABANDONED", [])
+    with pytest.raises(ProcessGroupMismatch):
+        _run_gated(coll, rank, bad=bad)
 
 
 def test_cuda_awareness_env_override(monkeypatch):

@@ -1,25 +1,23 @@
-"""Per-call agreement of :class:`kernels.mpi.communicator.MPICommunicator`: before any message of a
-collective is posted, the ranks check that they are in the same call.
+"""Per-call agreement of :class:`kernels.mpi.communicator.MPICommunicator`: the ranks check that
+they are in the same call before any receive of it is posted.
 
 Every rank makes a *header* of its call (:data:`FIELDS`: collective, root, count, dtype, op and the
-schedule, plus the call's number on the communicator) and reduces a 62-bit digest of it and the call
-number with one non-blocking ``Iallreduce(MAX)`` of ``[d, -d, c, -c]`` on a communicator of its
-own: equal everywhere iff the maximum equals minus the maximum of the negations.  That is one
-small collective in C per call, and its latency overlaps the call's first messages: the
-transport posts the call's *sends* at once but its *receives* only once the agreement has
-completed (:func:`kernels.mpi.transport.execute`'s ``gate``), so no receive can ever match a
-message of another shape.
+schedule) and sends a 62-bit digest of it with the call's number to every other rank (16 bytes,
+on a communicator of its own).  A receive from peer p is posted only once p's digest has arrived
+and equals ours (:class:`CallGate`; :func:`kernels.mpi.transport.execute`), so a receive never
+matches a message of another shape, while the call's sends go at once: the headers travel
+beside the first data messages and cost no extra round trip.  A call ends only when every
+peer's header is in, so every rank sees every disagreement.
 
-When the ranks disagree, every rank sees it in the same result, so every rank exchanges its full
-header (:func:`kernels.mpi.waiter.exchange_json`), replaces its data communicator (sends of the
-call that nobody will receive stay behind on the old one, kept alive, and can never match a later
-call) and raises :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message naming each
-field that differs and which ranks hold which value.  No receive of the call was posted, so no
-buffer can be written late (without this, a rank with another count or dtype truncated or overran
-the peers' receives: MPI errors or heap corruption; another op gave a silent wrong result;
-another collective or root hung until the timeout).  A rank whose arguments fail its own checks
-before the agreement joins it with its error, so the others stop at once too
-(:meth:`CallAgreement.failed`).
+When a rank's header differs, every rank, once all headers are in, exchanges its full header
+(:func:`kernels.mpi.waiter.exchange_json`), replaces its data communicator (sends of the call
+that nobody will receive stay behind on the old one, kept alive, and can never match a later
+call) and raises :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message naming
+each field that differs and which ranks hold which value.  No buffer can be written late
+(without this, a rank with another count or dtype truncated or overran the peers' receives: MPI
+errors or heap corruption; another op gave a silent wrong result; another collective or root hung
+until the timeout).  A rank whose arguments fail its own checks before the agreement joins it
+with its error, so the others stop at once too (:meth:`CallAgreement.failed`).
 """
 
 from __future__ import annotations
@@ -41,6 +39,7 @@ _MASK = (1 << 62) - 1
 #: the digest of a rank that could not start the call (never a real digest: those are >= 0)
 _FAILED = -1
 WHAT = "the start of a collective call (every rank must make the same call)"
+TAG_HEADER = 1
 
 
 def header_digest(header: dict) -> int:
@@ -91,9 +90,9 @@ class CallAgreement:
     Parameters
     ----------
     comm : MPI communicator
-        Used only for the digest reduction (a duplicate: never mixed with other collectives).
+        Carries only the headers (a duplicate: never mixed with other messages).
     ctrl : MPI communicator
-        Where headers are exchanged when the digests differ.
+        Where full headers are exchanged when the ranks disagree.
     waiter : Waiter
         Deadline and failure notices.
     size : int
@@ -102,16 +101,17 @@ class CallAgreement:
 
     def __init__(self, comm, ctrl, waiter: Waiter, size: int) -> None:
         self.comm, self.ctrl, self.waiter, self.size = comm, ctrl, waiter, size
+        self.rank = waiter.rank
         self.calls = 0
         #: nesting of the communicator's collective methods, and whether the outermost one has
         #: reached :meth:`start` (see :func:`agreed`)
         self.depth, self.agreed = 0, False
         #: called on every rank when a call's ranks disagree, before ProcessGroupMismatch is raised
         self.on_mismatch = None
-        self._mine = np.zeros(4, np.int64)
-        self._all = np.zeros(4, np.int64)
+        self.peers = [p for p in range(size) if p != self.rank]
+        self._out = np.zeros(2, np.int64)
+        self._in = np.zeros((size, 2), np.int64)
         self._type = waiter.MPI.INT64_T
-        self._max = waiter.MPI.MAX
         self._digests: OrderedDict = OrderedDict()
 
     def header(self, schedule, count: int, dtype, op: str, collective: str | None = None,
@@ -130,32 +130,26 @@ class CallAgreement:
         return {"collective": spec.name, "root": spec.root, "count": count, "dtype": np.dtype(dtype).name,
                 "op": op, "schedule": f"{schedule.name or 'schedule'}:{hit[1]}"}
 
-    def check(self, digest: int, header) -> None:
-        """Agree on this call (``digest`` = :func:`header_digest` of ``header()``, which is only
-        built when the ranks disagree); raise ProcessGroupMismatch on every rank if they do not."""
-        self.finish(self.start(digest), digest, header)
-
-    def start(self, digest: int):
-        """Post this call's digest reduction (local work can overlap it); :meth:`finish` waits."""
+    def start(self, digest: int, header) -> "CallGate":
+        """Send this call's ``[digest, call number]`` to every peer and post a receive for each
+        peer's; the :class:`CallGate` says which peers agree (``header()`` is only built when
+        they do not)."""
         self.calls += 1
         self.agreed = True
-        mine = self._mine
-        mine[0], mine[1], mine[2], mine[3] = digest, -digest, self.calls, -self.calls
-        return self.comm.Iallreduce([mine, self._type], [self._all, self._type], op=self._max)
+        self._out[0], self._out[1] = digest, self.calls
+        recvs = [self.comm.Irecv([self._in[p], self._type], source=p, tag=TAG_HEADER) for p in self.peers]
+        sends = [self.comm.Isend([self._out, self._type], dest=p, tag=TAG_HEADER) for p in self.peers]
+        return CallGate(self, header, recvs + sends)
 
-    def finish(self, request, digest: int, header) -> None:
-        """Wait for :meth:`start`'s reduction, then :meth:`verdict`."""
-        self.waiter.all([request], WHAT, lambda i: -1)
-        self.verdict(digest, header)
+    def check(self, digest: int, header) -> None:
+        """Agree on this call before anything else happens (raise ProcessGroupMismatch on every
+        rank if the ranks disagree)."""
+        self.start(digest, header).wait()
 
-    def verdict(self, digest: int, header) -> None:
-        """After :meth:`start`'s reduction completed: return if every rank made this call, else
-        (on every rank, from the same result) exchange the headers, call :attr:`on_mismatch` (the
-        communicator drops its data communicator, where sends of the call may wait unmatched)
-        and raise ProcessGroupMismatch with the same message everywhere."""
-        every = self._all
-        if every[0] == -every[1] and every[2] == -every[3] and every[0] == digest:
-            return
+    def mismatch(self, header) -> None:
+        """Every rank, once it knows the ranks disagree on this call: exchange the full headers,
+        call :attr:`on_mismatch` (the communicator replaces its data communicator, where sends of
+        the call may wait unmatched) and raise ProcessGroupMismatch with the same message."""
         headers = exchange_json(self.ctrl, self.waiter, {**header(), "call": self.calls}, self.size,
                                 "call agreement")
         if self.on_mismatch is not None:
@@ -169,6 +163,45 @@ class CallAgreement:
             self.check(_FAILED, lambda: {**header, "error": f"{type(error).__name__}: {error}"})
         except ProcessGroupMismatch:
             pass
+
+
+class CallGate:
+    """The header exchange of one call: :attr:`requests` are one receive per peer (in
+    ``agreement.peers`` order), then the sends.  :meth:`arrived` is told when request ``k``
+    completes and returns the peer whose header matched ours (receives from it may be posted),
+    or None; :attr:`mismatch` is set when one did not.  :attr:`left` counts open requests."""
+
+    def __init__(self, agreement: CallAgreement, header, requests: list) -> None:
+        self.agreement, self.header, self.requests = agreement, header, requests
+        self.left = len(requests)
+        self.mismatch = False
+        self.npeers = len(agreement.peers)
+
+    def is_recv(self, k: int) -> bool:
+        return k < self.npeers
+
+    def arrived(self, k: int) -> int | None:
+        self.left -= 1
+        if k >= self.npeers:
+            return None
+        a = self.agreement
+        peer = a.peers[k]
+        if a._in[peer, 0] != a._out[0] or a._in[peer, 1] != a._out[1]:
+            self.mismatch = True
+            return None
+        return peer
+
+    def fail(self) -> None:
+        """After :attr:`mismatch`, with every header in: the ranks' common error (raises)."""
+        self.agreement.mismatch(self.header)
+
+    def wait(self) -> None:
+        """Wait for every header; raise (on every rank) if any peer's call differs."""
+        self.agreement.waiter.all(self.requests, WHAT, lambda i: -1)
+        for k in range(len(self.requests)):
+            self.arrived(k)
+        if self.mismatch:
+            self.fail()
 
 
 def agreed(collective: str):

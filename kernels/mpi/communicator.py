@@ -235,17 +235,16 @@ class MPICommunicator:
             return recvbuf
         inplace = len(bound) == 2 and rank_inplace(spec, me, bound["sendbuf"], bound["recvbuf"], count)
         prog, plan, digest = self._rank_plan(schedule, count, sample.dtype, inplace, op)
-        agreeing = self.agreement.start(digest)      # overlaps the local set-up below
+        header = lambda: self.agreement.header(schedule, count, sample.dtype, op)  # noqa: E731
+        gate = self.agreement.start(digest, header)  # headers travel beside the first messages
         wire = self._wire_for(sample)
         wire.begin()
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
         bufs = {name: user[which] for name, which in prog.bindings[me].items()}
         if SCRATCH in prog.sizes[me]:
             bufs[SCRATCH] = wire.empty(prog.sizes[me][SCRATCH], sample.dtype)
-        header = lambda: self.agreement.header(schedule, count, sample.dtype, op)  # noqa: E731
-        gate = (agreeing, lambda: self.agreement.verdict(digest, header))
         if hasattr(wire, "attach"):          # zero-copy (kernels.mpi.ipc): map the peers' buffers
-            self.agreement.finish(agreeing, digest, header)
+            gate.wait()
             wire.attach(bufs, me, self.size, self._ctrl, self.waiter, self._ack)
             gate = None
         mt.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size,

@@ -50,6 +50,8 @@ class RankPlan:
     items: list = field(default_factory=list)
     need: list = field(default_factory=list)
     dependents: dict = field(default_factory=dict)
+    #: peer -> indices (in ``items``) of the reduces received from it
+    reduce_recvs: dict = field(default_factory=dict)
 
     @property
     def num_items(self) -> int:
@@ -64,10 +66,12 @@ class RankPlan:
         rows.sort(key=lambda r: r[1].id)
         self.items = [r[:4] for r in rows]
         self.need = [len(r[4]) + (r[0] == RECV_REDUCE) for r in rows]
-        self.dependents = {}
+        self.dependents, self.reduce_recvs = {}, {}
         for i, r in enumerate(rows):
             for d in r[4]:
                 self.dependents.setdefault(d, []).append(i)
+            if r[0] == RECV_REDUCE:
+                self.reduce_recvs.setdefault(r[3], []).append(i)
         return self
 
 
@@ -126,10 +130,10 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
         Reduction op of the collective (sum/prod/max/min/avg).
     nranks : int
         avg's divisor.
-    gate : (request, verdict), optional
-        The call's agreement (:mod:`kernels.mpi.agreement`): sends are posted as soon as they
-        are ready, receives only once ``request`` has completed and ``verdict()`` returned (it
-        raises when the ranks disagree), so a receive never matches another call's message.
+    gate : kernels.mpi.agreement.CallGate, optional
+        The call's header exchange: sends are posted as soon as they are ready, a receive from
+        a peer only once that peer's header has matched ours; the call ends when every header
+        is in (and raises, on every rank, if one did not match).
     """
     items, dependents = plan.items, plan.dependents
     need = list(plan.need)
@@ -149,27 +153,31 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
             if need[j] == 0:
                 ready.append(j)
 
-    def post_reduce_receives() -> None:   # partials are received at once (into temporaries)
-        for i, (kind, o, tag, peer) in enumerate(items):
-            if kind == RECV_REDUCE:
-                req, fin = wire.post_recv(comm, peer, tag, o.src, o.dst.size, bufs[o.dst.buf].dtype)
-                reqs.append(req)
-                active.append((i, fin))
+    open_all = gate is None
+    opened: set = set()
+    held: dict[int, list[int]] = {}            # receives that wait for their peer's header
+
+    def post_reduce_receives(peer) -> None:    # partials are received at once (into temporaries)
+        for i in (plan.reduce_recvs.get(peer, ()) if peer is not None else
+                  [i for lst in plan.reduce_recvs.values() for i in lst]):
+            _, o, tag, p = items[i]
+            req, fin = wire.post_recv(comm, p, tag, o.src, o.dst.size, bufs[o.dst.buf].dtype)
+            reqs.append(req)
+            active.append((i, fin))
 
     keep_abandoned()
-    held: list[int] = []           # receives that wait for the gate
     try:
-        if gate is None:
-            post_reduce_receives()
+        if open_all:
+            post_reduce_receives(None)
         else:
-            reqs.append(gate[0])
-            active.append((-1, None))
-        while left or gate is not None:   # a rank with only sends still waits for the verdict
+            reqs.extend(gate.requests)
+            active.extend((-1 - k, None) for k in range(len(gate.requests)))
+        while left or (gate is not None and gate.left):   # a send-only rank still waits for headers
             while ready:
                 i = ready.pop()
                 kind, o, tag, peer = items[i]
-                if kind == RECV_COPY and gate is not None:
-                    held.append(i)
+                if kind == RECV_COPY and not open_all and peer not in opened:
+                    held.setdefault(peer, []).append(i)
                     continue
                 if kind == SEND:
                     req, fin = wire.post_send(comm, peer, tag, view(o.src), o.src)
@@ -186,19 +194,24 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
                 else:
                     _run_local(o, view, wire, op, nranks)
                     complete(i)
-            if not left and gate is None:
+            if not left and not (gate is not None and gate.left):
                 break
+            if gate is not None and gate.mismatch:    # only the other headers are still awaited
+                gate_reqs = [r for r, (i, _) in zip(reqs, active) if i < 0]
+                waiter.all(gate_reqs, what, lambda k: -1)
+                gate.fail()
             if not reqs:
                 raise UnsupportedCollective(f"rank {plan.rank}: {what}: ops wait on each other (lowering bug)")
             finished = waiter.some(reqs, what, lambda pend: [items[active[k][0]][3] if active[k][0] >= 0 else -1
                                                              for k in pend])
-            for k in sorted(finished, key=lambda k: active[k][0]):   # the gate first
+            for k in finished:
                 i, fin = active[k]
-                if i < 0:               # the agreement completed: the ranks agree, or it raises
-                    gate[1]()
-                    gate = None
-                    post_reduce_receives()
-                    ready.extend(held)
+                if i < 0:               # a header arrived (or ours was sent)
+                    peer = gate.arrived(-1 - i)
+                    if peer is not None:
+                        opened.add(peer)
+                        post_reduce_receives(peer)
+                        ready.extend(held.pop(peer, ()))
                     continue
                 if items[i][0] == RECV_REDUCE:
                     arrived[i] = fin()
@@ -212,8 +225,10 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
             done = set(finished)
             reqs = [r for k, r in enumerate(reqs) if k not in done]
             active = [x for k, x in enumerate(active) if k not in done]
+        if gate is not None and gate.mismatch:    # the last header in was the odd one
+            gate.fail()
     except BaseException:   # a mismatch, a peer failed, a notice, Ctrl-C: nothing posted may be freed
-        abandon(reqs, [i >= 0 and items[i][0] != SEND for i, _ in active])
+        abandon(reqs, [items[i][0] != SEND if i >= 0 else gate.is_recv(-1 - i) for i, _ in active])
         raise
     wire.finish()
 
