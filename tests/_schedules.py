@@ -13,8 +13,10 @@ from __future__ import annotations
 import random
 from functools import lru_cache
 
+import ml_dtypes  # also registers bfloat16 and float8 with NumPy
 import numpy as np
 
+from kernels.program.ops import is_float
 from synth.ir.collectives import COMBINING, ROOTED, CollectiveSpec
 from synth.ir.schedule import Schedule, Step, Transfer
 
@@ -157,7 +159,7 @@ def make_inputs(coll: str, n: int, count: int, dtype, op: str, root, rng: np.ran
         if coll in ("broadcast", "scatter") and r != spec.root:
             out.append(None)
             continue
-        if dt.kind == "f":
+        if is_float(dt):
             if op == "prod":
                 v = rng.uniform(0.5, 2.0, size) * rng.choice([-1.0, 1.0], size)
             else:
@@ -218,14 +220,17 @@ def tolerance(coll: str, n: int, count: int, sends, op: str, dt) -> list | float
     Any order of the n-1 roundings of a sum satisfies |err| <= gamma_{n-1} * sum|x_i| with
     gamma_k = k*u / (1 - k*u) (Higham, Accuracy and Stability, Thm 3.1 / Lemma 3.1; u = eps/2);
     the same gamma bounds the relative error of a product.  The bound is doubled to cover
-    the float64 expectation's own rounding; avg adds one rounding of the division (u*|x|/n).
+    the float64 expectation's own rounding.  avg is NCCL's PreMulSum: every x_i is multiplied by
+    fl(1/n) (relative error <= u) and each product rounded (<= u) before the sum: 3u*sum|x_i|/n
+    more (generous).  ``tiny`` covers underflow (float8 and float16 subnormals are coarse).
     """
     dt = np.dtype(dt)
-    if dt.kind != "f" or coll not in COMBINING or op in ("max", "min"):
+    if not is_float(dt) or coll not in COMBINING or op in ("max", "min"):
         return 0.0
-    u = float(np.finfo(dt).eps) / 2
+    info = ml_dtypes.finfo(dt)
+    u = float(info.eps) / 2
     gamma = (n - 1) * u / (1 - (n - 1) * u)
-    tiny = float(np.finfo(dt).smallest_subnormal) * 4 * n
+    tiny = float(info.smallest_subnormal) * 4 * n
     if coll == "reducescatter":
         parts = [np.stack([s[r * count:(r + 1) * count] for s in sends]).astype(np.float64) for r in range(n)]
     else:
@@ -237,7 +242,7 @@ def tolerance(coll: str, n: int, count: int, sends, op: str, dt) -> list | float
             out.append(2 * gamma * mag + u * mag + tiny)
         elif op == "avg":
             mag = np.abs(p).sum(0)
-            out.append(2 * gamma * mag / n + u * mag / n + tiny)
+            out.append(2 * gamma * mag / n + 3 * u * mag / n + tiny)
         else:
             out.append(2 * gamma * np.abs(p).sum(0) + tiny)
     return out
@@ -252,7 +257,7 @@ def check_result(coll, n, count, sends, recvs, op, root, dt) -> None:
             continue
         got = recvs[r].reshape(-1)
         t = tol[r] if isinstance(tol, list) else tol
-        if np.dtype(dt).kind == "f" and coll in COMBINING and op not in ("max", "min"):
+        if is_float(dt) and coll in COMBINING and op not in ("max", "min"):
             err = np.abs(got.astype(np.float64) - exp[r])
             bad = np.nonzero(err > t)[0]
             if bad.size:
@@ -293,7 +298,9 @@ def alloc_buffers(coll: str, n: int, count: int, sends, dt, root, inplace: bool,
 # ---------------------------------------------------------------------------- property cases
 TOPOLOGIES = ("dgx1-v100", "dgx-a100", "dgx-h100", "pcie-8gpu-2socket", "mi300x",
               "ring3", "ring5", "full2", "full4", "torus2x3", "hub4", "line4")
-DTYPES = ("int32", "int64", "float32", "float64", "float16", "uint8")
+#: every NCCL type (ncclDataType_t): bfloat16 and float8 through ml_dtypes
+DTYPES = ("int32", "int64", "float32", "float64", "float16", "uint8", "int8", "uint32", "uint64", "bfloat16",
+          "float8_e4m3fn", "float8_e5m2")
 OPS = ("sum", "prod", "max", "min", "avg")
 
 

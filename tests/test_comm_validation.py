@@ -67,7 +67,7 @@ def test_rooted_unused_ranks_become_none():
     (lambda: check_list("f", "in_arrays", [np.ones(3), np.ones(4)], {0, 1}, [False] * 2, size=2),
      r"^f: in_arrays rank 1: shape \(4,\) differs from rank 0's \(3,\)$"),
     (lambda: check_list("f", "in_arrays", [np.ones(3), [1, 2]], {0, 1}, [False] * 2, size=2),
-     r"^f: in_arrays rank 1 is a list, not an array$"),
+     r"^f: in_arrays: rank 1: got a list, not an array \(NumPy or CuPy\)$"),
     (lambda: prepare("g", "allreduce", [np.ones(3)] * 2, [np.ones(3)] * 2, 2.5, size=2),
      r"^g: count must be an integer >= 0, got 2.5$"),
     (lambda: prepare("g", "allgather", [np.ones(3)] * 2, [np.ones(5), np.ones(5)], 3, size=2),

@@ -413,5 +413,48 @@ def test_send_recv_pairs_up_fifo():
     np.testing.assert_array_equal(z, b)
     with pytest.raises(ValueError, match="rank 3: dtype int32 differs from rank 1's float64"):
         comm.send_recv(1, 3, b, np.zeros(4, np.int32))
-    with pytest.raises(ValueError, match="dst_array rank 3 has 2 elements, needs at least 4"):
+    with pytest.raises(ValueError, match="rank 3 receives 2 elements but rank 1 sends 4"):
         comm.send_recv(1, 3, b, np.zeros(2))
+
+
+@pytest.mark.parametrize("backend", ["host", "reference"])
+@pytest.mark.parametrize("dtype,big", [("float16", 60000.0), ("bfloat16", 3.0e38), ("float8_e4m3fn", 448.0)])
+def test_half_precision_avg_of_large_values_does_not_overflow(backend, dtype, big):
+    """NCCL's avg for floating types multiplies by 1/n before summing (ncclDevPreMulSum): 4 ranks
+    x 60000 in float16 average to 60000 (summing first gave inf)."""
+    import ml_dtypes  # noqa: F401  (registers the names)
+    comm = Communicator(4, plan=False, backend=backend)
+    xs = [np.full(100, big, dtype) for _ in range(4)]
+    ys = [np.empty(100, dtype) for _ in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        comm.all_reduce(xs, ys, op="avg")
+    assert all(np.array_equal(y.astype(np.float64), np.full(100, float(np.asarray(big, dtype)))) for y in ys)
+
+
+@pytest.mark.parametrize("bad, message", [
+    (lambda: [[1.0, 2.0], [3.0, 4.0]], "all_reduce: rank 0: got a list, not an array"),
+    (lambda: [np.zeros(2, bool)] * 2, "all_reduce: rank 0: dtype bool is not an NCCL type"),
+    (lambda: [np.zeros(2, complex)] * 2, "all_reduce: rank 0: dtype complex128 is not an NCCL type"),
+    (lambda: [np.zeros(2, object)] * 2, "all_reduce: rank 0: dtype object is not an NCCL type"),
+    (lambda: [np.zeros(2, np.int16)] * 2, "dtype int16 is not an NCCL type"),
+])
+def test_non_arrays_and_non_nccl_types_are_refused_in_one_line(bad, message):
+    from topo_probe.errors import BufferLayoutError
+    comm = Communicator(2, plan=False)
+    with pytest.raises(BufferLayoutError, match=message) as info:
+        comm.all_reduce(bad(), [np.zeros(2)] * 2)
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16",
+                                   "float32", "float64", "float8_e4m3fn", "float8_e5m2"])
+def test_every_nccl_type_is_accepted(dtype):
+    import ml_dtypes  # noqa: F401
+    comm = Communicator(3, plan=False)
+    xs = [np.full(5, r + 1, dtype) for r in range(3)]
+    ys = [np.empty(5, dtype) for _ in range(3)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        comm.all_reduce(xs, ys, op="sum")
+    assert all(y.astype(np.float64).tolist() == [6.0] * 5 for y in ys)

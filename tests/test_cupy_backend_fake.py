@@ -192,7 +192,7 @@ def test_fake_gpu_matches_numpy_for_any_peer_matrix(data):
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", RuntimeWarning)
         run_fake(sched, layer, rt, count=data.draw(st.integers(0, 9)),
-                 dtype=data.draw(st.sampled_from(["float32", "int32", "float16"])),
+                 dtype=data.draw(st.sampled_from(["float32", "int32", "float16", "bfloat16", "uint64", "int8"])),
                  op=data.draw(st.sampled_from(["sum", "max", "avg"])), inplace=data.draw(st.booleans()),
                  seed=data.draw(st.integers(0, 99)))
 
@@ -246,3 +246,19 @@ def test_real_gpus_match_numpy():
                 rb.append(cupy.empty_like(sb[-1]))
         run_schedule(sched, sb, rb, backend=CupyLayer(p2p, devices=devs))
         check_result("allreduce", len(devs), 1000, sends, [r.get() for r in rb], "sum", None, "float32")
+
+
+@pytest.mark.parametrize("dtype,big", [("float16", 60000.0), ("bfloat16", 3.0e38)])
+def test_half_precision_avg_of_large_values_does_not_overflow(dtype, big):
+    """4 ranks x 60000 in float16: NCCL pre-multiplies by 1/4 (PreMulSum); summing first gave inf."""
+    import ml_dtypes
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    sched = baseline_schedule("full4", "ring", "allreduce", None, 2)
+    rt = FakeRuntime(4)
+    sends = [np.full(64, big, dt) for _ in range(4)]
+    dsb, drb = to_fake(rt, "allreduce", 4, 64, sends, dt, None, False, None)
+    run_schedule(sched, dsb, drb, op="avg", backend=CupyLayer("auto", runtime=rt))
+    for d in range(4):
+        rt.sync_stream(rt.current_stream(d))
+    for x in drb:
+        assert np.array_equal(rt.to_host(x).astype(np.float64), np.full(64, float(np.asarray(big, dt))))

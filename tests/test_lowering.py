@@ -78,11 +78,25 @@ def test_several_reduces_into_one_chunk_chain_in_order():
     assert [c.dst_deps for c in chain] == [(), (chain[0].id,), (chain[1].id,)]
 
 
-def test_avg_adds_division_on_post_ranks_only():
-    p = lower(direct("reduce", 3, root=2), 4, "float32", op="avg")
+def test_integer_avg_adds_division_on_post_ranks_only():
+    p = lower(direct("reduce", 3, root=2), 4, "int32", op="avg")
     scales = [o for o in p.ops() if o.kind == "scale"]
     assert [(o.dst.rank, o.dst.buf) for o in scales] == [(2, OUTPUT)]
-    assert not [o for o in lower(direct("allgather", 3), 4, "float32", op="avg").ops() if o.kind == "scale"]
+    assert not [o for o in lower(direct("allgather", 3), 4, "int32", op="avg").ops() if o.kind == "scale"]
+    assert all(o.premul == (False, False) for o in p.ops())
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64", "float8_e5m2"])
+def test_floating_avg_scales_each_raw_contribution_where_it_is_first_combined(dtype):
+    """NCCL's PreMulSum: no division at the end; in a ring reduce-scatter the first reduce of a
+    chunk combines two raw inputs (both scaled), every later one adds a raw input (acc) to a partial."""
+    import ml_dtypes
+    dt = getattr(ml_dtypes, dtype, None) or dtype
+    p = lower(ring("reducescatter", 4), 4, dt, op="avg")
+    assert not [o for o in p.ops() if o.kind == "scale"]
+    for chunk in range(4):
+        reduces = [o for o in p.ops() if o.kind == "reduce" and o.chunk == chunk]
+        assert [o.premul for o in reduces] == [(True, True), (True, False), (True, False)]
 
 
 def test_count_zero_and_tiny_counts():

@@ -27,9 +27,10 @@ COMBINING = {"allreduce", "reducescatter", "reduce"}
 ROOTED = {"broadcast", "reduce", "gather", "scatter"}
 COUNTS = (1, 7, 1001)
 RED_TYPES = (("float32", ("sum", "prod", "max", "min", "avg")), ("int32", ("sum", "max", "avg")),
-             ("bfloat16", ("sum", "min")), ("float16", ("sum", "prod")), ("int8", ("sum", "avg")),
-             ("float64", ("sum",)), ("uint8", ("max",)))
-COPY_TYPES = ("float32", "int64", "bfloat16", "uint8")
+             ("bfloat16", ("sum", "min", "avg")), ("float16", ("sum", "prod", "avg")), ("int8", ("sum", "avg")),
+             ("float64", ("sum",)), ("uint8", ("max",)), ("uint32", ("sum",)), ("uint64", ("avg",)),
+             ("float8_e4m3fn", ("max",)), ("float8_e5m2", ("min",)))
+COPY_TYPES = ("float32", "int64", "bfloat16", "uint8", "float8_e5m2")
 
 
 # ---------------------------------------------------------------------- launching mpirun

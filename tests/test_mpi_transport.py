@@ -102,6 +102,159 @@ def test_postdiv_truncates_integers_toward_zero_and_divides_floats():
     assert x.tolist() == [3, -3, 3] and f.tolist() == [0.25, 0.75]
 
 
+def test_a_call_that_stops_keeps_every_posted_buffer_alive_and_cancels_its_receives(monkeypatch):
+    """A peer failure (or Ctrl-C) in the middle of a collective: the receives still posted are
+    cancelled and every posted request (holding its buffer) is kept until MPI is done with it,
+    so no memory MPI may still write is freed or reused (before: the requests were dropped and
+    their arena blocks freed -> heap corruption)."""
+    import gc
+    import weakref
+
+    from kernels.mpi import transport as mt
+    from topo_probe.errors import PeerFailed
+
+    class Req:
+        def __init__(self, buf, recv):
+            self.buf, self.recv, self.cancelled, self.done = buf, recv, False, False
+
+        def Cancel(self):
+            self.cancelled = True
+
+        def Test(self):
+            return self.done or self.cancelled
+
+    class Comm:
+        posted: list = []
+
+        def Isend(self, msg, dest, tag):
+            self.posted.append(Req(msg[0], False))
+            return self.posted[-1]
+
+        def Irecv(self, msg, source, tag):
+            self.posted.append(Req(msg[0], True))
+            return self.posted[-1]
+
+    class FailingWaiter:
+        def some(self, reqs, what, peers):
+            raise PeerFailed("rank 1 failed", rank=1)
+
+    monkeypatch.setattr(mt, "_byte", lambda: None, raising=False)
+    monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
+    monkeypatch.setattr(mt, "_ABANDONED", [])
+    sched = baseline("ring", build_fabric(fully_connected(3)), "allreduce")
+    prog = program_for(sched, 300, "float32")
+    plan = rank_plan(sched, prog, 0)
+    wire, comm = HostWire(), Comm()
+    bufs = {"input": np.ones(300, np.float32), "output": np.zeros(300, np.float32)}
+    if "scratch" in prog.sizes[0]:
+        bufs["scratch"] = wire.empty(prog.sizes[0]["scratch"], np.float32)
+    with pytest.raises(PeerFailed):
+        mt.execute(plan, bufs, wire, comm, FailingWaiter(), op="sum", nranks=3)
+    assert comm.posted and mt._ABANDONED == comm.posted  # every posted request is kept
+    assert all(r.cancelled == r.recv for r in comm.posted)  # receives cancelled, sends not
+    alive = [weakref.ref(r.buf.base if r.buf.base is not None else r.buf) for r in comm.posted]
+    wire.arena = None
+    del bufs
+    gc.collect()
+    assert all(ref() is not None for ref in alive)  # their memory is still there
+    for r in comm.posted:
+        r.done = True
+    assert mt.keep_abandoned() == 0 and mt._ABANDONED == []
+
+
+class _Req:
+    def __init__(self, what):
+        self.what = what
+
+    def Cancel(self):
+        pass
+
+    def Test(self):
+        return True
+
+
+class _Comm:
+    def __init__(self, log):
+        self.log = log
+
+    def Isend(self, msg, dest, tag):
+        return _Req("send")
+
+    def Irecv(self, msg, source, tag):
+        self.log.append(f"recv {source}")
+        return _Req("recv")
+
+
+class _Gate:
+    """A CallGate stand-in: one header per peer, ``bad`` names a peer whose header differs."""
+
+    def __init__(self, peers, log, bad=None):
+        self.peers, self.log, self.bad = peers, log, bad
+        self.requests = [_Req("header") for _ in peers] + [_Req("header") for _ in peers]
+        self.left, self.mismatch, self.npeers = len(self.requests), False, len(peers)
+
+    def is_recv(self, k):
+        return k < self.npeers
+
+    def arrived(self, k):
+        self.left -= 1
+        if k >= self.npeers:
+            return None
+        self.log.append(f"header {self.peers[k]}")
+        if self.peers[k] == self.bad:
+            self.mismatch = True
+            return None
+        return self.peers[k]
+
+    def fail(self):
+        self.log.append("fail")
+        raise ProcessGroupMismatch("call 1: ranks disagree")
+
+
+class _HeadersLast:   # data requests complete first, headers last (slow peers), one at a time
+    def some(self, reqs, what, peers):
+        data = [k for k, r in enumerate(reqs) if r.what != "header"]
+        return data or [max(k for k, r in enumerate(reqs) if r.what == "header")]   # sends, then peers 2, 1
+
+    def all(self, reqs, what, peers):
+        pass
+
+
+def _run_gated(coll, rank, bad=None):
+    from kernels.mpi import transport as mt
+    sched = baseline("direct", build_fabric(fully_connected(3)), coll, root=0 if coll == "broadcast" else None)
+    prog = program_for(sched, 30, "float32")
+    plan = rank_plan(sched, prog, rank)
+    log: list = []
+    wire = HostWire()
+    bufs = {"input": np.ones(30, np.float32), "output": np.zeros(30, np.float32)}
+    if "scratch" in prog.sizes[rank]:
+        bufs["scratch"] = wire.empty(prog.sizes[rank]["scratch"], np.float32)
+    peers = [p for p in range(3) if p != rank]
+    mt.execute(plan, bufs, wire, _Comm(log), _HeadersLast(), op="sum", nranks=3, gate=_Gate(peers, log, bad))
+    return log
+
+
+def test_receives_from_a_peer_wait_for_its_header_and_every_header_is_awaited(monkeypatch):
+    """A receive from peer p is posted only after p's header matched; a rank that only sends
+    (broadcast root) still waits for every header (it used to return before the agreement)."""
+    monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
+    log = _run_gated("allreduce", 1)
+    for p in (0, 2):
+        assert log.index(f"header {p}") < log.index(f"recv {p}"), log
+    assert sorted(_run_gated("broadcast", 0)) == ["header 1", "header 2"]
+
+
+@pytest.mark.parametrize("coll,rank,bad", [("broadcast", 0, 1), ("broadcast", 0, 2), ("allreduce", 1, 2)])
+def test_an_odd_header_fails_the_call_even_when_it_comes_last(monkeypatch, coll, rank, bad):
+    """The odd header may be the last event of a call whose data is all done (a broadcast
+    root): the call must still raise, not return (the other ranks would wait for it)."""
+    monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
+    monkeypatch.setattr("kernels.mpi.transport._ABANDONED", [])
+    with pytest.raises(ProcessGroupMismatch):
+        _run_gated(coll, rank, bad=bad)
+
+
 def test_cuda_awareness_env_override(monkeypatch):
     monkeypatch.setenv("TOPOCOLL_MPI_CUDA_AWARE", "1")
     assert query_cuda_aware() is True

@@ -119,6 +119,29 @@ def test_sim_reduce_copy_matches_twin(dtype, op):
 
 
 @child_only
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("scale", [(True, True), (True, False), (False, True)])
+@pytest.mark.parametrize("n", [3, 4])
+def test_sim_premul_sum_matches_twin(dtype, scale, n):
+    """Floating avg's reduce (NCCL's PreMulSum) bit for bit with the NumPy twin, 60000s included."""
+    rng = np.random.default_rng(hash((dtype, scale, n)) % 2**32)
+    a, b = _data(dtype, 45, rng), _data(dtype, 45, rng)
+    if dtype == "float16":
+        a[:5], b[:5] = 60000, 60000
+    op = T.PreMulSum(n, *scale)
+    want = np.empty_like(a)
+    T.reduce_copy_host(want, a, b, op)
+    if dtype == "bfloat16":
+        got = np.zeros(45, np.uint16)
+        K.reduce_copy_cuda(got, a.view(np.uint16), b.view(np.uint16), op, dtype="bfloat16")
+    else:
+        got = np.zeros_like(a)
+        K.reduce_copy_cuda(got, a, b, op)
+    assert np.array_equal(_bits(got), _bits(want))
+    assert scale != (True, True) or np.isfinite(want.astype(np.float64)).all()  # two 60000 inputs of n: fine
+
+
+@child_only
 @pytest.mark.parametrize("dtype", K.KERNEL_DTYPES)
 def test_sim_postdiv_matches_twin(dtype):
     x = _data(dtype, 40, np.random.default_rng(7)) * (3 if dtype not in ("uint8",) else 1)
@@ -199,6 +222,9 @@ def test_kernels_compile_to_ptx_when_nvvm_is_installed(monkeypatch):
     A = lambda name: T.Array(getattr(T, name), 1, "C")  # noqa: E731
     sigs = [(name, (A(d), A(d), A(d), T.int64) if name.startswith("reduce") else (A(d), T.int64))
             for name, dts in PTX_SIGNATURES.items() for d in dts]
+    sigs += [(f"reduce_premul_{kind}", (A(d), A(d), A(d), s, T.boolean, T.boolean))
+             for kind, d, s in (("native", "float32", T.float32), ("native", "float64", T.float64),
+                                ("f16", "float16", T.float32), ("bf16", "uint16", T.float32))]
     sigs += [("cast_f32_f16", (A("float16"), A("float32"))), ("cast_f32_bf16", (A("uint16"), A("uint32"))),
              ("cast_bf16_f32", (A("float32"), A("uint16"))), ("e4m3_scales", (A("float32"), T.int64, A("float32"))),
              ("e4m3_quantize", (A("uint8"), A("float32"), A("float32"), T.int64)),
@@ -224,7 +250,7 @@ def _run_child(simulator: bool) -> subprocess.CompletedProcess:
 def test_kernels_in_cuda_simulator():
     res = _run_child(simulator=True)
     assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
-    assert "54 passed" in res.stdout, res.stdout[-2000:]
+    assert "78 passed" in res.stdout, res.stdout[-2000:]
 
 
 @pytest.mark.gpu

@@ -10,22 +10,41 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.comm.p2p import pending, post, send_recv
+from topo_probe.errors import BufferLayoutError
 
 
 def _deliver(size):
     return lambda s, d, a, b: send_recv(s, d, a, b, size=size)
 
 
-def test_send_recv_copies_into_a_larger_buffer():
-    dst = np.full(5, -1.0)
-    send_recv(0, 1, np.arange(3.0).reshape(3, 1)[:, 0], dst, size=2)
-    assert dst.tolist() == [0.0, 1.0, 2.0, -1.0, -1.0]
+def test_send_recv_copies_a_strided_source():
+    dst = np.full(3, -1.0)
+    send_recv(0, 1, np.arange(6.0).reshape(3, 2)[:, 0], dst, size=2)
+    assert dst.tolist() == [0.0, 2.0, 4.0]
+
+
+@pytest.mark.parametrize("dst", [np.full(4, -1.0), np.full(2, -1.0)])
+def test_send_recv_of_another_count_is_refused_and_writes_nothing(dst):
+    """3 elements into 4 (or 2): NCCL's send and recv name the same count; nothing is written."""
+    with pytest.raises(BufferLayoutError, match=f"rank 1 receives {dst.size} elements but rank 0 sends 3"):
+        send_recv(0, 1, np.arange(3.0), dst, size=2)
+    assert (dst == -1.0).all()
+
+
+@pytest.mark.parametrize("src, dst, msg", [
+    ([1.0, 2.0], np.zeros(2), "send_recv: rank 0: got a list, not an array"),
+    (np.zeros(2, complex), np.zeros(2, complex), "send_recv: rank 0: dtype complex128 is not an NCCL type"),
+    (np.zeros(2, bool), np.zeros(2, bool), "dtype bool is not an NCCL type"),
+])
+def test_send_recv_refuses_non_arrays_and_other_types(src, dst, msg):
+    with pytest.raises(BufferLayoutError, match=msg):
+        send_recv(0, 1, src, dst, size=2)
 
 
 @pytest.mark.parametrize("args, msg", [
     ((0, 2, np.ones(2), np.ones(2)), r"^send_recv: dst_rank 2 is not a rank \(0..1\)$"),
     ((0, 1, np.ones(2), np.ones(2, np.int32)), r"^send_recv: rank 1: dtype int32 differs from rank 0's float64$"),
-    ((0, 1, np.ones(3), np.ones(2)), r"^send_recv: dst_array rank 1 has 2 elements, needs at least 3$"),
+    ((0, 1, np.ones(3), np.ones(2)), r"^send_recv: rank 1 receives 2 elements but rank 0 sends 3; "),
 ])
 def test_send_recv_errors(args, msg):
     with pytest.raises(ValueError, match=msg):

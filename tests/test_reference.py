@@ -35,11 +35,31 @@ def test_hand_example_allreduce_avg_integer_truncates_toward_zero():
 
 
 def test_hand_example_float_avg_and_prod():
+    """Floating avg is NCCL's PreMulSum: each input times fl(1/3), then summed (in some order)."""
+    import itertools
     s = ring("allreduce", 3)
     send = [np.array([1.0, 2.0, 3.0]), np.array([2.0, 2.0, 2.0]), np.array([3.0, 0.5, -1.0])]
     recv = [np.empty(3) for _ in range(3)]
-    assert run_reference(s, send, recv, op="avg")[2].tolist() == [2.0, 1.5, 4.0 / 3.0]
+    got = run_reference(s, send, recv, op="avg")[2]
+    third = 1.0 / 3.0
+    for i in range(3):
+        terms = [x[i] * third for x in send]
+        assert got[i] in {(a + b) + c for a, b, c in itertools.permutations(terms)}
+    assert np.allclose(got, [2.0, 1.5, 4.0 / 3.0], rtol=1e-15, atol=0)
     assert run_reference(s, send, recv, op="prod")[0].tolist() == [6.0, 2.0, -6.0]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16"])
+def test_half_precision_avg_does_not_overflow(dtype):
+    """4 ranks x 60000 in float16 (max 65504): summing first gives inf; NCCL pre-multiplies."""
+    import ml_dtypes
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    big = 60000.0 if dtype == "float16" else 3.0e38
+    s = ring("allreduce", 4)
+    send = [np.full(8, big, dt) for _ in range(4)]
+    recv = [np.empty(8, dt) for _ in range(4)]
+    run_reference(s, send, recv, op="avg")
+    assert all(np.array_equal(r.astype(np.float64), np.full(8, float(np.asarray(big, dt)))) for r in recv)
 
 
 @pytest.mark.parametrize("schedule,rule", [

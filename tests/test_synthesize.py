@@ -2,6 +2,7 @@
 partial runs never overwrite complete results, bad input gives one line and exit 2."""
 
 import json
+import os
 from pathlib import Path
 
 import pytest
@@ -114,8 +115,9 @@ def test_interrupted_run_leaves_complete_results_alone(tmp_path, monkeypatch):
     with pytest.raises(KeyboardInterrupt):
         synth_mod.run(topo, out, opts, force=True)
     assert (out / "plan.json").read_text() == good
-    partial = [p for p in tmp_path.iterdir() if p.name.startswith(".res.partial")]
-    assert partial and any((partial[0] / "schedules").iterdir())  # points saved as found
+    assert [p.name for p in tmp_path.iterdir()] == ["res"]  # nothing beside the folder
+    versions = [p.name for p in out.iterdir() if p.name.startswith(".v-")]
+    assert versions == [os.readlink(out / ".current")]  # the unfinished version is gone
 
 
 @pytest.mark.parametrize("argv,message", [
@@ -123,6 +125,13 @@ def test_interrupted_run_leaves_complete_results_alone(tmp_path, monkeypatch):
     (["--topology", "dgx1-v100", "--gpus", "0,9"], "GPU 9 does not exist"),
     (["--topology", "dgx1-v100", "--collectives", "allsum"], "unknown collective 'allsum'"),
     (["--topology", "dgx1-v100", "--root", "12", "--collectives", "broadcast"], "root"),
+    (["--topology", "ring:3", "--time-limit", "-3"], "--time-limit must be a positive number"),
+    (["--topology", "ring:3", "--time-limit", "nan"], "--time-limit must be a positive number"),
+    (["--topology", "ring:3", "--root", "-1"], "--root must be a rank"),
+    (["--topology", "ring:3", "--collectives", ","], "names no collective"),
+    (["--topology", "dgx1-v100", "--gpus", "0"], "needs at least 2 GPUs"),
+    (["--topology", "ring:3", "--time-limit", "x"], "invalid float value: 'x'"),
+    (["--topology", "ring:3", "--bogus"], "unrecognized arguments: --bogus"),
 ])
 def test_bad_input_is_one_line_and_exit_2(argv, message, tmp_path, capsys):
     rc = main(argv + ["--out", str(tmp_path / "o"), "--no-progress"])
@@ -170,3 +179,38 @@ def test_ranges_vs_nccl_keep_a_schedule_only_5_percent_ahead():
     ours = {"a": [10.0, 10.0, 10.0, 10.0]}
     nccl = [20.0, 10.4, 10.6, 5.0]        # 2x slower, 4 % slower, 6 % slower, 2x faster
     assert ranges_vs_nccl(sizes, ours, nccl) == [("a", 0, 2), ("nccl", 2, 3), ("a", 3, 4), ("nccl", 4, None)]
+
+
+def test_empty_out_is_refused(capsys):
+    assert main(["--topology", "ring:3", "--out", "", "--no-progress"]) == 2
+    assert capsys.readouterr().err.strip() == "synthesize: --out must name a folder"
+
+
+def test_default_folder_of_a_topology_named_like_a_path_stays_under_results(tmp_path, monkeypatch):
+    """A topology file may name itself ``../../x``; the default folder is still results/<one name>."""
+    from topo_probe.topology.serialize import topology_to_dict
+    doc = topology_to_dict(fully_connected(3))
+    doc["name"] = "../../escaped"
+    (tmp_path / "t.json").write_text(json.dumps(doc))
+    work = tmp_path / "a" / "b"
+    work.mkdir(parents=True)
+    monkeypatch.chdir(work)
+    assert main(["--topology", str(tmp_path / "t.json"), "--collectives", "allgather", "--time-limit", "2",
+                 "--no-progress"]) == 0
+    assert os.listdir(work) == ["results"] and os.listdir(work / "results") == ["_._.._escaped"]
+    assert sorted(os.listdir(tmp_path)) == ["a", "t.json"]
+
+
+def test_a_reader_that_stops_early_does_not_stop_the_run(tmp_path):
+    """`synthesize | head -1`: the run goes on quietly and writes its results (status 0)."""
+    import subprocess
+    import sys
+    out = tmp_path / "o"
+    proc = subprocess.Popen([sys.executable, "-m", "synth.cli.synthesize", "--topology", "ring:4",
+                             "--collectives", "allgather,allreduce", "--time-limit", "3", "--out", str(out)],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=120) == 0 and err == "", err
+    assert set(json.loads((out / "summary.json").read_text())["collectives"]) == {"allgather", "allreduce"}

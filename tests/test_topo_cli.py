@@ -146,3 +146,15 @@ def test_nccl_xml_output_reads_back_to_the_same_gpus_and_links(tmp_path):
     back, orig = parse_nccl_xml(out.read_text()), get_preset("dgx1-v100")
     assert back.num_gpus == orig.num_gpus == 8
     assert all(back.nvlink_count(i, j) == orig.nvlink_count(i, j) for i in range(8) for j in range(8))
+
+
+@pytest.mark.parametrize("fmt", ["json", "matrix"])
+def test_a_reader_that_stops_early_gets_no_broken_pipe_error(fmt):
+    """`topo-probe | head -1`: the reader closes the pipe after one line; no error, status 0."""
+    proc = subprocess.Popen([sys.executable, "-m", "topo_probe.cli.main", "--topology", "dgx-h100",
+                             "--nodes", "4", "--format", fmt],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    proc.stdout.readline()
+    proc.stdout.close()  # what head does after its lines
+    err = proc.stderr.read().decode()
+    assert proc.wait(timeout=60) == 0 and err == "", err

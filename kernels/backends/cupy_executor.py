@@ -37,6 +37,7 @@ import numpy as np
 
 from kernels.backends.cupy_runtime import CupyRuntime
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
+from kernels.backends.kernel_twins import binop_for
 from kernels.program.ops import Program, Region
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
 
@@ -334,6 +335,7 @@ class CupyLayer(DeviceLayer):
 
         events: dict[int, Any] = {}
         binop = BINARY_OP[program.op]
+        premul = {o.id: o.premul for o in program.ops() if o.premul != (False, False)} if program.op == "avg" else {}
         finals = []
         for c in plan.commands:
             s = streams[c.stream]
@@ -353,7 +355,8 @@ class CupyLayer(DeviceLayer):
             elif k == "copy":
                 (rt.copy_peer if c.route == "peer" else rt.copy)(view(c.dst), view(c.a), s)
             elif k == "reduce":
-                rt.reduce(view(c.dst), view(c.a), view(c.b), binop, s)
+                rt.reduce(view(c.dst), view(c.a), view(c.b),
+                          binop_for(premul[c.op], binop, program.ranks) if c.op in premul else binop, s)
             elif k == "scale":
                 rt.postdiv(view(c.dst), program.ranks, s)
             elif k == "d2h":

@@ -18,6 +18,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from typing import Any
 
+from kernels.backends.kernel_twins import binop_for
 from kernels.program.lowering import Op, Program, Region
 
 #: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end)
@@ -99,7 +100,8 @@ class DeviceLayer(ABC):
         if op.kind == "copy":
             self.copy(dst, buffers.view(op.src), op.rank)
         elif op.kind == "reduce":
-            self.reduce_copy(dst, buffers.view(op.acc), buffers.view(op.src), BINARY_OP[reduce_op], op.rank)
+            self.reduce_copy(dst, buffers.view(op.acc), buffers.view(op.src),
+                             binop_for(op.premul, BINARY_OP[reduce_op], program_ranks(buffers)), op.rank)
         else:
             self.scale(dst, program_ranks(buffers), op.rank)
 

@@ -34,7 +34,7 @@ from typing import Any
 import numpy as np
 
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
-from kernels.backends.kernel_twins import postdiv_host, reduce_copy_host
+from kernels.backends.kernel_twins import PreMulSum, postdiv_host, reduce_copy_host
 from kernels.program.lowering import Op, Program
 from topo_probe.errors import BufferLayoutError
 
@@ -204,7 +204,8 @@ class HostLayer(DeviceLayer):
         elif o.kind == "reduce":
             s, a = o.src, o.acc
             reduce_copy_host(dst, bufs.bufs[a.rank][a.buf][a.start + lo:a.start + hi],
-                             bufs.bufs[s.rank][s.buf][s.start + lo:s.start + hi], binop)
+                             bufs.bufs[s.rank][s.buf][s.start + lo:s.start + hi],
+                             PreMulSum(n, *o.premul) if o.premul != (False, False) else binop)
         else:
             postdiv_host(dst, n)
 

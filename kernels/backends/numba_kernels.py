@@ -11,8 +11,9 @@ Kernels
 reduce-copy  ``dst = a (op) b`` for op sum/prod/max/min (avg reduces with sum) on float16,
              bfloat16 (as uint16 bit patterns, computed in float32, rounded to nearest even),
              float32, float64, int8, uint8, int32, int64.  Integers wrap like C / NCCL.
-postdiv      avg's final division: ``x / n`` for floats, truncation toward zero for integers
-             (NCCL's ``FuncSumPostDiv``).
+             Floating avg (NCCL's ``PreMulSum``): operands still raw are first multiplied by
+             1/n in the type, each product and the sum rounded in it.
+postdiv      integer avg's final division: truncation toward zero (NCCL's ``SumPostDiv``).
 casts        float32 -> float16, float32 -> bfloat16 (uint16 bits, round to nearest even),
              bfloat16 -> float32, and float8 e4m3 (``float8_e4m3fn``) with one scale per
              ``chunk`` elements: ``scale = max|x| / 448`` (1.0 for an all-zero chunk),
@@ -38,11 +39,12 @@ from functools import lru_cache
 
 import numpy as np
 
-from kernels.backends.kernel_twins import E4M3_MAX
+from kernels.backends.kernel_twins import E4M3_MAX, PreMulSum, avg_scalar
 from topo_probe.errors import InvalidArgument
 
 OPCODES = {"sum": 0, "prod": 1, "max": 2, "min": 3, "avg": 0}
 KERNEL_DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "uint8", "int32", "int64")
+_FLOATS = KERNEL_DTYPES[:4]
 
 
 # ====================================================================== CUDA kernels
@@ -185,6 +187,43 @@ def _reduce_kernels(dev: dict) -> dict:
             i += cuda.gridsize(1)
 
     @cuda.jit
+    def reduce_premul_native(dst, a, b, s, sa, sb):
+        i = cuda.grid(1)
+        while i < dst.size:
+            x = a[i] * s if sa else a[i]
+            y = b[i] * s if sb else b[i]
+            dst[i] = x + y
+            i += cuda.gridsize(1)
+
+    @cuda.jit
+    def reduce_premul_f16(dst, a, b, s, sa, sb):
+        i = cuda.grid(1)
+        while i < dst.size:
+            x = float32(a[i])
+            y = float32(b[i])
+            if sa:    # each product rounded to float16 by a store (dst may alias a: read first)
+                dst[i] = x * s
+                x = float32(dst[i])
+            if sb:
+                dst[i] = y * s
+                y = float32(dst[i])
+            dst[i] = x + y
+            i += cuda.gridsize(1)
+
+    @cuda.jit
+    def reduce_premul_bf16(dst, a, b, s, sa, sb):
+        i = cuda.grid(1)
+        while i < dst.size:
+            x = bf16_to_f32(a[i])
+            y = bf16_to_f32(b[i])
+            if sa:
+                x = bf16_to_f32(f32_to_bf16(x * s))
+            if sb:
+                y = bf16_to_f32(f32_to_bf16(y * s))
+            dst[i] = f32_to_bf16(x + y)
+            i += cuda.gridsize(1)
+
+    @cuda.jit
     def postdiv_int(x, n):
         i = cuda.grid(1)
         while i < x.size:
@@ -301,35 +340,37 @@ def _e4m3_kernels(dev: dict) -> dict:
     return {k: v for k, v in locals().items() if k.startswith("e4m3_")}
 
 
-def reduce_copy_cuda(dst, a, b, op: str, dtype: str | None = None, stream=0) -> None:
-    """Launch reduce-copy on device arrays (bfloat16: pass uint16 views and ``dtype='bfloat16'``)."""
+def reduce_copy_cuda(dst, a, b, op, dtype: str | None = None, stream=0) -> None:
+    """Launch reduce-copy on device arrays (bfloat16: pass uint16 views and ``dtype='bfloat16'``);
+    ``op`` is an op name or a :class:`~kernels.backends.kernel_twins.PreMulSum` (floating avg)."""
     k = cuda_kernels()
     name = dtype or str(dst.dtype)
-    if name not in KERNEL_DTYPES:
-        raise InvalidArgument(f"reduce-copy kernel: dtype {name} is not one of {', '.join(KERNEL_DTYPES)}")
-    kern = {"float16": k["reduce_f16"], "bfloat16": k["reduce_bf16"]}.get(name, k["reduce_native"])
-    if dst.size:
-        blocks, threads = launch_config(dst.size)
-        kern[blocks, threads, stream](dst, a, b, OPCODES[op])
+    if name not in KERNEL_DTYPES or (isinstance(op, PreMulSum) and name not in _FLOATS):
+        raise InvalidArgument(f"reduce-copy kernel ({op}): dtype {name} is not one of "
+                              f"{', '.join(_FLOATS if isinstance(op, PreMulSum) else KERNEL_DTYPES)}")
+    kind = {"float16": "f16", "bfloat16": "bf16"}.get(name, "native")
+    blocks, threads = launch_config(dst.size)
+    if not dst.size:
+        return
+    if not isinstance(op, PreMulSum):
+        k[f"reduce_{kind}"][blocks, threads, stream](dst, a, b, OPCODES[op])
+        return
+    import ml_dtypes
+    s = avg_scalar(ml_dtypes.bfloat16 if name == "bfloat16" else name, op.n)
+    s = np.float32(s) if kind != "native" else s     # 16-bit scalars are exact in float32
+    k[f"reduce_premul_{kind}"][blocks, threads, stream](dst, a, b, s, bool(op.scale_a), bool(op.scale_b))
 
 
 def postdiv_cuda(x, n: int, dtype: str | None = None, stream=0) -> None:
     """Launch avg's final division on a device array (bfloat16 as uint16 with ``dtype``)."""
     k = cuda_kernels()
     name = dtype or str(x.dtype)
-    if name == "bfloat16":
-        kern = k["postdiv_bf16"]
-    elif name == "float16":
-        kern = k["postdiv_f16"]
-    elif name in ("float32", "float64"):
-        kern = k["postdiv_float"]
-    elif name in ("int8", "uint8", "int32", "int64"):
-        kern = k["postdiv_int"]
-    else:
+    kind = {"bfloat16": "bf16", "float16": "f16", "float32": "float", "float64": "float"}.get(name, "int")
+    if name not in KERNEL_DTYPES:
         raise InvalidArgument(f"postdiv kernel: dtype {name} is not one of {', '.join(KERNEL_DTYPES)}")
     if x.size:
         blocks, threads = launch_config(x.size)
-        kern[blocks, threads, stream](x, n)
+        k[f"postdiv_{kind}"][blocks, threads, stream](x, n)
 
 
 def quantize_e4m3_cuda(x, chunk: int, stream=0):

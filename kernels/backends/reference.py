@@ -5,8 +5,9 @@ the lowering: the state is a dict ``(rank, chunk) -> NumPy array`` (plus the set
 whose contributions a partial holds).  All inputs are copied into the state first, so
 in-place aliasing cannot matter; each step builds the new state from the state at its start
 (several reduces into one chunk of one rank in a step combine in listed order); at the end
-every post rank's value is written to its output position, and ``avg`` divides by n
-(truncating toward zero for integers, like NCCL).
+every post rank's value is written to its output position.  ``avg`` is NCCL's: integers are
+summed, then divided by n (truncating toward zero); floating inputs are multiplied by 1/n in
+their own type as they are read, then summed (``ncclDevPreMulSum``).
 
 >>> import numpy as np
 >>> from synth.ir.schedule import Schedule, Step, Transfer
@@ -22,6 +23,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from kernels.backends.kernel_twins import avg_scalar
+from kernels.program.ops import is_float
 from synth.ir.collectives import REDUCE_OPS, element_range
 from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
@@ -60,10 +63,12 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
     chunks = spec.chunks()
     value: dict[tuple[int, int], np.ndarray] = {}
     owners: dict[tuple[int, int], frozenset] = {}
+    premul = op == "avg" and spec.combining and is_float(np.asarray(next(b for b in sendbufs if b is not None)).dtype)
     for c in chunks:
         for r in c.pre:
             a, b = element_range(spec, count, spec.input_position(c.id, r))
-            value[(r, c.id)] = np.array(np.asarray(sendbufs[r]).reshape(-1)[a:b], copy=True)
+            v = np.array(np.asarray(sendbufs[r]).reshape(-1)[a:b], copy=True)
+            value[(r, c.id)] = v * avg_scalar(v.dtype, n) if premul else v   # NCCL's PreMulSum
             owners[(r, c.id)] = frozenset([r])
     name = schedule.name or spec.name
     for t, step in enumerate(schedule.steps):
@@ -101,7 +106,7 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
                                       f"{sorted(set(c.pre) - owners[(r, c.id)])}", rule="postcondition",
                                       rank=r, chunk=c.id)
             result = value[(r, c.id)]
-            if op == "avg" and spec.combining:
+            if op == "avg" and spec.combining and not premul:
                 result = _divide(result, n)
             a, b = element_range(spec, count, spec.output_position(c.id, r))
             recvbufs[r].reshape(-1)[a:b] = result

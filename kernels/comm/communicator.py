@@ -194,7 +194,7 @@ class Communicator:
     # ------------------------------------------------------------------ collectives
     def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
         """``out[r] = op over ranks of in[*]`` (count = in size). ``stream`` is accepted and ignored."""
-        count = _size(in_arrays)
+        count = _size(in_arrays, "all_reduce")
         s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count)
         self._run("allreduce", s, d, count, op=op)
         return out_arrays
@@ -202,7 +202,7 @@ class Communicator:
     def all_gather(self, in_arrays, out_arrays, count: int | None = None, stream=None) -> list:
         """Block r of every ``out`` is rank r's input (``count`` elements, default in size)."""
         if count is None:
-            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(in_arrays)
+            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(in_arrays, "all_gather")
         s, d = self._prepare("all_gather", "allgather", in_arrays, out_arrays, count)
         self._run("allgather", s, d, count)
         return out_arrays
@@ -211,7 +211,7 @@ class Communicator:
                        stream=None) -> list:
         """``out[r]`` = reduction of block r of every input (``count`` = out size by default)."""
         if count is None:
-            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(out_arrays)
+            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(out_arrays, "reduce_scatter")
         s, d = self._prepare("reduce_scatter", "reducescatter", in_arrays, out_arrays, count)
         self._run("reducescatter", s, d, count, op=op)
         return out_arrays
@@ -219,7 +219,7 @@ class Communicator:
     def broadcast(self, in_out_arrays, root: int = 0, stream=None) -> list:
         """Copy rank ``root``'s buffer into every rank's (in place)."""
         root = self._root("broadcast", root)
-        count = _size(in_out_arrays)
+        count = _size(in_out_arrays, "broadcast")
         s, d = self._prepare("broadcast", "broadcast", in_out_arrays, in_out_arrays, count, root)
         self._run("broadcast", s, d, count, root=root)
         return in_out_arrays
@@ -227,7 +227,7 @@ class Communicator:
     def reduce(self, in_arrays, out_arrays, root: int = 0, op: str = "sum", stream=None) -> list:
         """``out[root]`` = reduction of all inputs; other outputs may be None (untouched)."""
         root = self._root("reduce", root)
-        count = _size(in_arrays)
+        count = _size(in_arrays, "reduce")
         s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root})
         self._run("reduce", s, d, count, root=root, op=op)
         return out_arrays
@@ -235,7 +235,7 @@ class Communicator:
     def gather(self, in_arrays, out_arrays, root: int = 0, stream=None) -> list:
         """Block r of ``out[root]`` is rank r's input; other outputs may be None."""
         root = self._root("gather", root)
-        count = _size(in_arrays)
+        count = _size(in_arrays, "gather")
         if _is_list(out_arrays) and len(out_arrays) == self.size and out_arrays[root] is in_arrays[root]:
             count = in_arrays[root].size // self.size
         s, d = self._prepare("gather", "gather", in_arrays, out_arrays, count, root, out_need={root})
@@ -245,7 +245,7 @@ class Communicator:
     def scatter(self, in_arrays, out_arrays, root: int = 0, stream=None) -> list:
         """``out[r]`` = block r of ``in[root]`` (count = out size); other inputs may be None."""
         root = self._root("scatter", root)
-        count = _size(out_arrays)
+        count = _size(out_arrays, "scatter")
         if _is_list(in_arrays) and len(in_arrays) == self.size and out_arrays[root] is in_arrays[root]:
             count = out_arrays[root].size // self.size
         s, d = self._prepare("scatter", "scatter", in_arrays, out_arrays, count, root, in_need={root})
@@ -254,7 +254,7 @@ class Communicator:
 
     def all_to_all(self, in_arrays, out_arrays, stream=None) -> list:
         """Block d of ``in[s]`` lands in block s of ``out[d]`` (in size must divide by n)."""
-        total = _size(in_arrays)
+        total = _size(in_arrays, "all_to_all")
         if total % self.size:
             raise BufferLayoutError(f"all_to_all: in_arrays hold {total} elements, not a multiple of {self.size} ranks")
         count = total // self.size

@@ -21,13 +21,16 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable
 
-from kernels.comm.validation import _device, _flat, _is_cupy, _need
-from topo_probe.errors import InvalidArgument
+from kernels.comm.validation import _device, _flat, _is_cupy, check_array
+from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 
 def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int) -> None:
     """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``) of a
-    ``size``-rank communicator; ``dst_array`` may be larger (its first elements are written)."""
+    ``size``-rank communicator: NumPy or CuPy arrays of an NCCL type, the same dtype and the same
+    number of elements (BufferLayoutError otherwise, naming the ranks)."""
+    check_array(src_array, "send_recv", src_rank)
+    check_array(dst_array, "send_recv", dst_rank)
     for what, r in (("src_rank", src_rank), ("dst_rank", dst_rank)):
         if not 0 <= int(r) < size:
             raise InvalidArgument(f"send_recv: {what} {r} is not a rank (0..{size - 1})")
@@ -35,7 +38,9 @@ def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int) 
         raise InvalidArgument(f"send_recv: rank {dst_rank}: dtype {dst_array.dtype} differs from rank "
                          f"{src_rank}'s {src_array.dtype}")
     dst = _flat(dst_array, f"send_recv: rank {dst_rank}'s array")
-    _need("send_recv", "dst_array", dst_rank, dst.size, src_array.size)
+    if dst.size != src_array.size:
+        raise BufferLayoutError(f"send_recv: rank {dst_rank} receives {dst.size} elements but rank {src_rank} "
+                                f"sends {src_array.size}; send and recv must name the same count (as NCCL's)")
     src = src_array.reshape(-1)
     if _is_cupy(dst) or _is_cupy(src):
         if not (_is_cupy(dst) and _is_cupy(src)):
@@ -44,7 +49,7 @@ def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int) 
         src = src if src.flags.c_contiguous else src.copy()
         dst.data.copy_from_device(src.data, src.nbytes)
     else:
-        dst[:src.size] = src
+        dst[...] = src
 
 
 def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: bool, size: int,

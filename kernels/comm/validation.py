@@ -7,8 +7,8 @@ send / receive views the executor runs on, with NCCL's in-place aliasing: one bu
 as input and output is read and written in NCCL's in-place layout (all_gather's input = block
 r of rank r's output, reduce_scatter's output = block r of rank r's input, ...).  Inputs that
 overlap their output any other way, or in-place ranks mixed with out-of-place ones, are
-copied first so that the result is always the out-of-place one.  Errors are ``ValueError``
-with one line naming the call, the argument and the rank.
+copied first so that the result is always the out-of-place one.  Errors are one line
+(:class:`~topo_probe.errors.BufferLayoutError` for buffers, InvalidArgument for values) naming the call, the argument and the rank.
 
 :class:`kernels.mpi.communicator.MPICommunicator` (one array per process): :func:`bind_rank_buffers`
 checks one rank's buffers against the schedule's layout, and :func:`rank_inplace` accepts
@@ -32,8 +32,37 @@ from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 
+#: the element types NCCL moves and reduces (``ncclDataType_t``; bfloat16 and float8 through
+#: ml_dtypes): anything else (bool, int16, complex, object, ...) is refused before any work
+NCCL_DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
+               "float64", "float8_e4m3fn", "float8_e5m2")
+
+
 def _is_cupy(a) -> bool:
     return type(a).__module__.split(".")[0] == "cupy"
+
+
+def check_array(a, what: str, rank: int | None = None):
+    """``a`` itself when it is a NumPy or CuPy array of one of :data:`NCCL_DTYPES` (or None);
+    else BufferLayoutError in one line naming the call, the rank and the type.
+
+    >>> check_array([1.0, 2.0], "all_reduce", 2)
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.BufferLayoutError: all_reduce: rank 2: got a list, not an array (NumPy or CuPy)
+    >>> check_array(np.zeros(2, bool), "all_reduce", 0)
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.BufferLayoutError: all_reduce: rank 0: dtype bool is not an NCCL type (int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64, float8_e4m3fn, float8_e5m2)
+    """
+    if a is None:
+        return a
+    where = f"{what}: rank {rank}" if rank is not None else what
+    if not (isinstance(a, np.ndarray) or (_is_cupy(a) and hasattr(a, "dtype"))):
+        raise BufferLayoutError(f"{where}: got a {type(a).__name__}, not an array (NumPy or CuPy)")
+    if a.dtype.name not in NCCL_DTYPES:
+        raise BufferLayoutError(f"{where}: dtype {a.dtype} is not an NCCL type ({', '.join(NCCL_DTYPES)})")
+    return a
 
 
 def _device(a) -> str:
@@ -62,14 +91,15 @@ def _is_list(x) -> bool:
     return isinstance(x, (list, tuple))
 
 
-def _size(arrays) -> int:
-    """Element count of the first array present (validation comes later)."""
+def _size(arrays, what: str = "collective") -> int:
+    """Element count of the first array present (the rest is validated later)."""
     if not _is_list(arrays) or not arrays:
-        raise BufferLayoutError(f"expected a non-empty list with one array per rank, got {type(arrays).__name__}")
-    for a in arrays:
+        raise BufferLayoutError(f"{what}: expected a non-empty list with one array per rank, got "
+                                f"{type(arrays).__name__}")
+    for r, a in enumerate(arrays):
         if a is not None:
-            return int(a.size)
-    raise BufferLayoutError("every array in the list is None")
+            return int(check_array(a, what, r).size)
+    raise BufferLayoutError(f"{what}: every array in the list is None")
 
 
 def _inplace_count(ins, outs, n: int) -> int | None:
@@ -97,8 +127,7 @@ def check_list(what: str, role: str, arrays, need: set[int], same: list[bool], *
         a = arrays[r]
         if a is None:
             raise BufferLayoutError(f"{what}: {role} rank {r} is None but rank {r} needs a buffer")
-        if not hasattr(a, "dtype") or not hasattr(a, "reshape"):
-            raise BufferLayoutError(f"{what}: {role} rank {r} is a {type(a).__name__}, not an array")
+        check_array(a, f"{what}: {role}", r)
         if devices is not None and _is_cupy(a) and a.device.id != devices[r]:
             raise BufferLayoutError(f"{what}: {role} rank {r}: device {_device(a)} is not rank {r}'s "
                              f"cuda:{devices[r]}")
@@ -209,7 +238,7 @@ def check_root(what: str, root, size: int) -> int:
 
 
 def check_op(name: str, op: str) -> None:
-    """UnsupportedCollective unless ``op`` is a reduction op of :mod:`synth.ir.collectives`."""
+    """InvalidArgument unless ``op`` is a reduction op of :mod:`synth.ir.collectives`."""
     if op not in REDUCE_OPS:
         raise InvalidArgument(f"{name}: op {op!r} is not one of {', '.join(REDUCE_OPS)}")
 
@@ -281,7 +310,7 @@ def _out(a, what: str):
 
 
 def _head(a, n: int):
-    """The first ``n`` elements of ``a`` as a flat view (ValueError if ``a`` is smaller)."""
+    """The first ``n`` elements of ``a`` as a flat view (BufferLayoutError if ``a`` is smaller)."""
     if a is None:
         return None
     flat = a.reshape(-1)

@@ -18,8 +18,10 @@ node are copied zero-copy out of the peers' memory mapped through CUDA IPC (``ip
 :mod:`kernels.mpi.ipc`), else go to MPI as device pointers when the library is CUDA-aware, else
 staged through pinned host memory.
 
-Start-up: every rank exchanges (rank count, topology name and fingerprint, GPU count, plan
-digest, algorithm) with every other rank; any disagreement raises
+Agreement: at start-up the ranks exchange (rank count, topology name and fingerprint, GPU
+count, plan digest, algorithm), and every collective call starts with a check that every rank
+makes the same call (collective, count, dtype, op, root, schedule; :mod:`kernels.mpi.agreement`)
+before any data message is posted; a disagreement raises
 :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
 
 Failures: waits poll with a deadline (``timeout_s``, default ``$TOPOCOLL_MPI_TIMEOUT`` or 120 s;
@@ -30,13 +32,10 @@ with "rank k failed: ...") and calls ``MPI_Abort``: the job ends, never hangs.
 
 GPUs: pick the device before creating CuPy arrays, e.g.
 ``cupy.cuda.Device(comm.local_rank % cupy.cuda.runtime.getDeviceCount()).use()``; set
-``TOPOCOLL_MPI_CUDA_AWARE=0/1`` to override the library's answer.  Also here:
-:meth:`MPICommunicator.fused_all_reduce` (fusion buckets, :mod:`kernels.comm.fusion`) and
-:meth:`MPICommunicator.compressed_all_reduce` (:mod:`kernels.comm.compression`'s wire formats),
-both in :mod:`kernels.mpi.fused`.  The start-up agreement lives in :mod:`kernels.mpi.startup`
-(:func:`~kernels.mpi.startup.plan_digest`, :func:`~kernels.mpi.startup.compare_descriptors`), argument checks
-in :mod:`kernels.comm.validation`, and the ``sweep --backend mpi`` hook :func:`run_sweep_mpi`
-/ :class:`MPISweepBackend` in :mod:`kernels.sweep.mpi_backend`.
+``TOPOCOLL_MPI_CUDA_AWARE=0/1`` to override the library's answer.  Elsewhere: fused and
+compressed all-reduce (:mod:`kernels.mpi.fused`), send/recv (:mod:`kernels.mpi.p2p`), the
+start-up agreement (:mod:`kernels.mpi.startup`), argument checks (:mod:`kernels.comm.validation`)
+and the ``sweep --backend mpi`` hook (:mod:`kernels.sweep.mpi_backend`).
 """
 
 from __future__ import annotations
@@ -55,28 +54,27 @@ from kernels.comm.validation import (
     _out,
     _ptr,
     bind_rank_buffers,
+    check_array,
     check_op,
     check_root,
     rank_inplace,
 )
 from kernels.mpi import fused as mpi_fused
+from kernels.mpi import p2p as mpi_p2p
 from kernels.mpi import transport as mt
-from kernels.mpi.startup import agree, descriptor_of
+from kernels.mpi.agreement import CallAgreement, agreed, header_digest
+from kernels.mpi.startup import agree, descriptor_of, install_abort_hook
 from kernels.mpi.waiter import Waiter, exchange_json, mpi, notify_failure
 from kernels.mpi.wires import DeviceWire, HostWire
 from kernels.program.ops import SCRATCH
 from synth.ir.collectives import REDUCE_OPS
 from synth.ir.schedule import Schedule
 from synth.plan.selector import ScheduleSelector
-from topo_probe.errors import (
-    BufferLayoutError,
-    InvalidArgument,
-    PeerFailed,
-    ProcessGroupMismatch,
-    TopocollError,
-)
+from topo_probe.errors import BufferLayoutError, InvalidArgument, ProcessGroupMismatch
 
 _CACHE_SIZE = 64
+
+
 class MPICommunicator:
     """Collectives across MPI processes, one rank each (see module docstring).
 
@@ -97,17 +95,16 @@ class MPICommunicator:
     abort_on_error : bool
         Install a ``sys.excepthook`` that calls :meth:`abort` on any uncaught exception.
     wire : kernels.mpi.transport.HostWire, optional
-        Force a buffer layer (tests use a fake-device DeviceWire, or
-        :class:`kernels.mpi.ipc.IpcWire` over shared memory).
+        Force a buffer layer (tests: a fake-device DeviceWire, an IpcWire over shared memory).
     ipc : {"auto", "never"}
-        ``auto``: CuPy arrays on a single node move by CUDA IPC (peers' buffers mapped, only
-        one-byte tokens over MPI; :mod:`kernels.mpi.ipc`); ``never``: always through MPI.
-        Every rank must pass the same value (checked at start-up).
+        ``auto``: CuPy arrays on a single node move by CUDA IPC (:mod:`kernels.mpi.ipc`);
+        ``never``: always through MPI.  The same on every rank (checked at start-up).
 
     Raises
     ------
     ProcessGroupMismatch
-        Ranks disagree on topology, plan, algorithm or rank count (same message on every rank).
+        Ranks disagree on topology, plan, algorithm or rank count (same message on every rank);
+        the collective methods raise it too when the ranks make different calls.
     PeerFailed
         A rank did not join within ``timeout_s`` or reported a failure.
     DeviceUnavailable
@@ -125,13 +122,16 @@ class MPICommunicator:
         self.rank, self.size = self._world.Get_rank(), self._world.Get_size()
         self._ctrl = None
         if abort_on_error:
-            self._install_excepthook()
+            install_abort_hook(self)
         self.waiter = Waiter(None, self.rank, timeout_s)
-        dups = [self._world.Idup() for _ in range(4)]     # non-blocking: a missing rank times out
+        dups = [self._world.Idup() for _ in range(5)]     # non-blocking: a missing rank times out
         self.waiter.all([d[1] for d in dups], "start-up (MPICommunicator.from_mpi on every rank)",
                         lambda i: -1)
-        self._data, self._ctrl, self._p2p, self._ack = (d[0] for d in dups)
+        self._data, self._ctrl, self._p2p, self._ack, agree_comm = (d[0] for d in dups)
         self.waiter.ctrl = self._ctrl
+        #: every collective call starts with this check that all ranks make the same call
+        self.agreement = CallAgreement(agree_comm, self._ctrl, self.waiter, self.size)
+        self.agreement.on_mismatch, self._retired = self._renew_data_comm, []  # old data comms
         self.topology = resolve_topology(topology, self.size)
         self.algo = algo
         self.selector = ScheduleSelector(self.topology, plan=plan if algo is None else False, algo=algo,
@@ -151,6 +151,13 @@ class MPICommunicator:
         #: ranks on its host (choose the GPU with it: ``cupy.cuda.Device(comm.local_rank).use()``)
         self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
                                                               self.descriptor(), self.topology)
+
+    def _renew_data_comm(self) -> None:
+        """After a mismatched call (every rank): a fresh data communicator for the next calls."""
+        new, req = self._world.Idup()
+        self.waiter.all([req], "renewing the data communicator after a mismatched call", lambda i: -1)
+        self._retired.append(self._data)
+        self._data = new
 
     @classmethod
     def from_mpi(cls, comm=None, **kwargs) -> "MPICommunicator":
@@ -176,14 +183,6 @@ class MPICommunicator:
             time.sleep(grace_s)
         self._world.Abort(errorcode)
 
-    def _install_excepthook(self) -> None:
-        previous = sys.excepthook
-
-        def hook(tp, val, tb):
-            if not isinstance(val, TopocollError):
-                previous(tp, val, tb)
-            self.abort(val, 1, notify=not isinstance(val, PeerFailed) or val.rank is None)
-        sys.excepthook = hook
 
     # ------------------------------------------------------------------ schedules
     def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
@@ -205,19 +204,21 @@ class MPICommunicator:
         return self._wires[kind]
 
     def _rank_plan(self, schedule: Schedule, count: int, dtype, inplace: bool, op: str):
-        """(Program, RankPlan), cached by schedule identity (hashing a big schedule per call
-        would cost more than the call)."""
-        key = (id(schedule), count, np.dtype(dtype).str, inplace, op)
+        """(Program, RankPlan, call digest), cached by schedule identity (hashing a big schedule
+        per call would cost more than the call)."""
+        key = (id(schedule), count, np.dtype(dtype).name, inplace, op)
         hit = self._programs.get(key)
         if hit is None or hit[0] is not schedule:
             from kernels.backends.executor import program_for
             prog = program_for(schedule, count, dtype, inplace=inplace, op=op)
-            hit = (schedule, prog, mt.rank_plan(schedule, prog, self.rank, self._tag_ub))
+            digest = header_digest(self.agreement.header(schedule, count, dtype, op))
+            hit = (schedule, digest, prog, mt.rank_plan(schedule, prog, self.rank, self._tag_ub))
             self._programs[key] = hit
             if len(self._programs) > _CACHE_SIZE:
                 self._programs.popitem(last=False)
-        return hit[1], hit[2]
+        return hit[2], hit[3], hit[1]
 
+    @agreed("schedule")
     def run_schedule(self, schedule: Schedule, sendbuf, recvbuf, *, op: str = "sum"):
         """Run ``schedule`` on this rank's buffers (layout of :mod:`synth.ir.collectives`; count
         from their sizes; in-place when they alias as in NCCL).  Returns ``recvbuf``."""
@@ -229,11 +230,15 @@ class MPICommunicator:
             raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
         me = self.rank
         bound, count = bind_rank_buffers(spec, me, sendbuf, recvbuf)
+        sample = next(iter(bound.values()), None)
         if not count:
+            header = self.agreement.header(schedule, count or 0, sample.dtype if sample is not None else "uint8", op)
+            self.agreement.check(header_digest(header), lambda: header)
             return recvbuf
-        sample = next(iter(bound.values()))
         inplace = len(bound) == 2 and rank_inplace(spec, me, bound["sendbuf"], bound["recvbuf"], count)
-        prog, plan = self._rank_plan(schedule, count, sample.dtype, inplace, op)
+        prog, plan, digest = self._rank_plan(schedule, count, sample.dtype, inplace, op)
+        header = lambda: self.agreement.header(schedule, count, sample.dtype, op)  # noqa: E731
+        gate = self.agreement.start(digest, header)  # headers travel beside the first messages
         wire = self._wire_for(sample)
         wire.begin()
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
@@ -241,14 +246,20 @@ class MPICommunicator:
         if SCRATCH in prog.sizes[me]:
             bufs[SCRATCH] = wire.empty(prog.sizes[me][SCRATCH], sample.dtype)
         if hasattr(wire, "attach"):          # zero-copy (kernels.mpi.ipc): map the peers' buffers
+            gate.wait()
             wire.attach(bufs, me, self.size, self._ctrl, self.waiter, self._ack)
+            gate = None
         mt.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size,
-                   what=f"{spec.name} ({schedule.name or 'schedule'})")
+                   what=f"{spec.name} ({schedule.name or 'schedule'})", gate=gate)
         return recvbuf
 
     def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:
         check_op(name, op)
         if count == 0:
+            if self.size > 1:  # still a call every rank makes: they must agree on it
+                ref = send if send is not None else recv
+                header = self.agreement.header(None, 0, ref.dtype, op, name, root)
+                self.agreement.check(header_digest(header), lambda: header)
             return
         if self.size == 1:
             if send is not None and recv is not None and _ptr(send) != _ptr(recv):
@@ -259,6 +270,7 @@ class MPICommunicator:
         self.run_schedule(sched, send, recv, op=op)
 
     # ------------------------------------------------------------------ collectives
+    @agreed("allreduce")
     def all_reduce(self, in_array, out_array, op: str = "sum", stream=None):
         """``out = op over ranks of in`` (count = in size). ``stream`` is accepted and ignored."""
         count = in_array.size
@@ -267,6 +279,7 @@ class MPICommunicator:
                          count, op=op)
         return out_array
 
+    @agreed("allgather")
     def all_gather(self, in_array, out_array, count: int | None = None, stream=None):
         """Block r of ``out`` is rank r's input; ``in is out`` means in place (block ``rank``)."""
         n, r = self.size, self.rank
@@ -278,6 +291,7 @@ class MPICommunicator:
                          _head(_out(out_array, "all_gather"), n * count), count)
         return out_array
 
+    @agreed("reducescatter")
     def reduce_scatter(self, in_array, out_array, count: int | None = None, op: str = "sum", stream=None):
         """``out`` = reduction of block ``rank`` of every input; ``in is out``: in place."""
         n, r = self.size, self.rank
@@ -289,12 +303,14 @@ class MPICommunicator:
                          _head(_out(out_array, "reduce_scatter"), count), count, op=op)
         return out_array
 
+    @agreed("broadcast")
     def broadcast(self, in_out_array, root: int = 0, stream=None):
         """Copy rank ``root``'s buffer into every rank's (in place)."""
         buf = _out(in_out_array, "broadcast")
         self._collective("broadcast", buf, buf, buf.size, root=self._root("broadcast", root))
         return in_out_array
 
+    @agreed("reduce")
     def reduce(self, in_array, out_array, root: int = 0, op: str = "sum", stream=None):
         """``out`` on ``root`` = reduction of all inputs; ``out_array`` may be None elsewhere."""
         root = self._root("reduce", root)
@@ -304,6 +320,7 @@ class MPICommunicator:
         self._collective("reduce", _head(s, count), d, count, root=root, op=op)
         return out_array
 
+    @agreed("gather")
     def gather(self, in_array, out_array, root: int = 0, stream=None):
         """Block r of ``out`` on ``root`` is rank r's input; ``out_array`` may be None elsewhere."""
         root, n = self._root("gather", root), self.size
@@ -315,6 +332,7 @@ class MPICommunicator:
         self._collective("gather", _head(_contig(in_array), count), d, count, root=root)
         return out_array
 
+    @agreed("scatter")
     def scatter(self, in_array, out_array, root: int = 0, stream=None):
         """``out`` = block ``rank`` of ``in`` on ``root``; ``in_array`` may be None elsewhere."""
         root, n = self._root("scatter", root), self.size
@@ -326,6 +344,7 @@ class MPICommunicator:
         self._collective("scatter", s, _head(_out(out_array, "scatter"), count), count, root=root)
         return out_array
 
+    @agreed("alltoall")
     def all_to_all(self, in_array, out_array, stream=None):
         """Block d of ``in`` on rank s lands in block s of ``out`` on rank d."""
         total = in_array.size
@@ -340,26 +359,18 @@ class MPICommunicator:
     # ------------------------------------------------------------------ point to point, sync
     def send(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
         """Post a send of ``array`` to ``peer``; completes once ``peer`` receives (FIFO per pair)."""
-        self._check_p2p("send", peer, rank)
-        wire = self._wire_for(array)
-        buf = wire.send_buffer(_contig(array).reshape(-1), pooled=False)
-        self._pending.append((self._p2p.Isend([buf, self.waiter.MPI.BYTE], dest=peer, tag=0), peer, buf))
+        mpi_p2p.check_peer(self, "send", peer, rank)
+        mpi_p2p.send(self, check_array(array, "send", self.rank), peer)
 
     def recv(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
-        """Receive into ``array`` from ``peer`` (blocks, with the deadline; see :meth:`send`)."""
-        self._check_p2p("recv", peer, rank)
-        wire = self._wire_for(array)
-        buf, fin = wire.recv_buffer(array.size, array.dtype, into=_out(array, "recv").reshape(-1))
-        req = self._p2p.Irecv([buf, self.waiter.MPI.BYTE], source=peer, tag=0)
-        self.waiter.all([req], f"recv from rank {peer}", lambda i: peer)
-        fin()
-        wire.finish()
-        self._pending = [p for p in self._pending if not p[0].Test()]
+        """Receive into ``array`` from ``peer`` (blocks, with the deadline); the size must be the
+        sent one (:mod:`kernels.mpi.p2p`)."""
+        mpi_p2p.check_peer(self, "recv", peer, rank)
+        mpi_p2p.recv(self, check_array(array, "recv", self.rank), peer)
 
     def wait_sends(self) -> None:
         """Wait (with the deadline) until every posted :meth:`send` is received."""
-        pend, self._pending = self._pending, []
-        self.waiter.all([p[0] for p in pend], "send", lambda i: pend[i][1])
+        mpi_p2p.wait_sends(self)
 
     def barrier(self) -> None:
         """All ranks reach this point (MPI ``Ibarrier`` polled with the deadline)."""
@@ -368,12 +379,6 @@ class MPICommunicator:
     def allgather_object(self, obj) -> list:
         """Every rank's JSON-able ``obj``, in rank order (small metadata only)."""
         return exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
-
-    def _check_p2p(self, what: str, peer: int, rank: int | None) -> None:
-        if rank is not None and rank != self.rank:
-            raise InvalidArgument(f"{what}: rank={rank} but this process is rank {self.rank}")
-        if not 0 <= int(peer) < self.size or peer == self.rank:
-            raise InvalidArgument(f"{what}: rank {self.rank}: peer {peer} is not another rank (0..{self.size - 1})")
 
     def _root(self, what: str, root: int) -> int:
         return check_root(what, root, self.size)

@@ -105,3 +105,18 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology) -> tuple[
                                    f"{topology.num_gpus} GPUs but {size} processes were started "
                                    f"(for part of a machine pass load_topology(spec, gpus=[...]))")
     return descriptors, hosts, hosts[:rank].count(hosts[rank])
+
+
+def install_abort_hook(comm) -> None:
+    """A ``sys.excepthook`` that ends the job through ``comm.abort`` on any uncaught exception
+    (a topocoll error in one line; others with their traceback first), so no rank hangs."""
+    import sys
+
+    from topo_probe.errors import PeerFailed, TopocollError
+    previous = sys.excepthook
+
+    def hook(tp, val, tb):
+        if not isinstance(val, TopocollError):
+            previous(tp, val, tb)
+        comm.abort(val, 1, notify=not isinstance(val, PeerFailed) or val.rank is None)
+    sys.excepthook = hook

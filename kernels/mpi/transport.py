@@ -23,6 +23,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from kernels.backends.kernel_twins import binop_for
 from kernels.mpi.waiter import Waiter
 from kernels.mpi.wires import HostWire
 from kernels.program.ops import Op, Program
@@ -49,6 +50,8 @@ class RankPlan:
     items: list = field(default_factory=list)
     need: list = field(default_factory=list)
     dependents: dict = field(default_factory=dict)
+    #: peer -> indices (in ``items``) of the reduces received from it
+    reduce_recvs: dict = field(default_factory=dict)
 
     @property
     def num_items(self) -> int:
@@ -63,10 +66,12 @@ class RankPlan:
         rows.sort(key=lambda r: r[1].id)
         self.items = [r[:4] for r in rows]
         self.need = [len(r[4]) + (r[0] == RECV_REDUCE) for r in rows]
-        self.dependents = {}
+        self.dependents, self.reduce_recvs = {}, {}
         for i, r in enumerate(rows):
             for d in r[4]:
                 self.dependents.setdefault(d, []).append(i)
+            if r[0] == RECV_REDUCE:
+                self.reduce_recvs.setdefault(r[3], []).append(i)
         return self
 
 
@@ -108,7 +113,7 @@ def rank_plan(schedule: Schedule, program: Program, rank: int, tag_ub: int = 327
 
 
 def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *, op: str,
-            nranks: int, what: str = "collective") -> None:
+            nranks: int, what: str = "collective", gate=None) -> None:
     """Run this rank's ops of a lowered program (see module docstring).
 
     Parameters
@@ -125,6 +130,10 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
         Reduction op of the collective (sum/prod/max/min/avg).
     nranks : int
         avg's divisor.
+    gate : kernels.mpi.agreement.CallGate, optional
+        The call's header exchange: sends are posted as soon as they are ready, a receive from
+        a peer only once that peer's header has matched ours; the call ends when every header
+        is in (and raises, on every rank, if one did not match).
     """
     items, dependents = plan.items, plan.dependents
     need = list(plan.need)
@@ -144,56 +153,121 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
             if need[j] == 0:
                 ready.append(j)
 
-    for i, (kind, o, tag, peer) in enumerate(items):
-        if kind == RECV_REDUCE:    # receive partials at once (into temporaries)
-            req, fin = wire.post_recv(comm, peer, tag, o.src, o.dst.size, bufs[o.dst.buf].dtype)
+    open_all = gate is None
+    opened: set = set()
+    held: dict[int, list[int]] = {}            # receives that wait for their peer's header
+
+    def post_reduce_receives(peer) -> None:    # partials are received at once (into temporaries)
+        for i in (plan.reduce_recvs.get(peer, ()) if peer is not None else
+                  [i for lst in plan.reduce_recvs.values() for i in lst]):
+            _, o, tag, p = items[i]
+            req, fin = wire.post_recv(comm, p, tag, o.src, o.dst.size, bufs[o.dst.buf].dtype)
             reqs.append(req)
             active.append((i, fin))
-    while left:
-        while ready:
-            i = ready.pop()
-            kind, o, tag, peer = items[i]
-            if kind == SEND:
-                req, fin = wire.post_send(comm, peer, tag, view(o.src), o.src)
-                reqs.append(req)
-                active.append((i, fin))
-            elif kind == RECV_COPY:
-                dst = view(o.dst)
-                req, fin = wire.post_recv(comm, peer, tag, o.src, dst.size, dst.dtype, into=dst)
-                reqs.append(req)
-                active.append((i, fin))
-            elif kind == RECV_REDUCE:
-                wire.combine(view(o.dst), view(o.acc), arrived.pop(i), op)
+
+    keep_abandoned()
+    try:
+        if open_all:
+            post_reduce_receives(None)
+        else:
+            reqs.extend(gate.requests)
+            active.extend((-1 - k, None) for k in range(len(gate.requests)))
+        while left or (gate is not None and gate.left):   # a send-only rank still waits for headers
+            while ready:
+                i = ready.pop()
+                kind, o, tag, peer = items[i]
+                if kind == RECV_COPY and not open_all and peer not in opened:
+                    held.setdefault(peer, []).append(i)
+                    continue
+                if kind == SEND:
+                    req, fin = wire.post_send(comm, peer, tag, view(o.src), o.src)
+                    reqs.append(req)
+                    active.append((i, fin))
+                elif kind == RECV_COPY:
+                    dst = view(o.dst)
+                    req, fin = wire.post_recv(comm, peer, tag, o.src, dst.size, dst.dtype, into=dst)
+                    reqs.append(req)
+                    active.append((i, fin))
+                elif kind == RECV_REDUCE:
+                    wire.combine(view(o.dst), view(o.acc), arrived.pop(i), binop_for(o.premul, op, nranks))
+                    complete(i)
+                else:
+                    _run_local(o, view, wire, op, nranks)
+                    complete(i)
+            if not left and not (gate is not None and gate.left):
+                break
+            if gate is not None and gate.mismatch:    # only the other headers are still awaited
+                gate_reqs = [r for r, (i, _) in zip(reqs, active) if i < 0]
+                waiter.all(gate_reqs, what, lambda k: -1)
+                gate.fail()
+            if not reqs:
+                raise UnsupportedCollective(f"rank {plan.rank}: {what}: ops wait on each other (lowering bug)")
+            finished = waiter.some(reqs, what, lambda pend: [items[active[k][0]][3] if active[k][0] >= 0 else -1
+                                                             for k in pend])
+            for k in finished:
+                i, fin = active[k]
+                if i < 0:               # a header arrived (or ours was sent)
+                    peer = gate.arrived(-1 - i)
+                    if peer is not None:
+                        opened.add(peer)
+                        post_reduce_receives(peer)
+                        ready.extend(held.pop(peer, ()))
+                    continue
+                if items[i][0] == RECV_REDUCE:
+                    arrived[i] = fin()
+                    need[i] -= 1
+                    if need[i] == 0:
+                        ready.append(i)
+                    continue
+                if fin is not None:
+                    fin()
                 complete(i)
-            else:
-                _run_local(o, view, wire, op, nranks)
-                complete(i)
-        if not left:
-            break
-        if not reqs:
-            raise UnsupportedCollective(f"rank {plan.rank}: {what}: ops wait on each other (lowering bug)")
-        finished = waiter.some(reqs, what, lambda pend: [items[active[k][0]][3] for k in pend])
-        for k in finished:
-            i, fin = active[k]
-            if items[i][0] == RECV_REDUCE:
-                arrived[i] = fin()
-                need[i] -= 1
-                if need[i] == 0:
-                    ready.append(i)
-                continue
-            if fin is not None:
-                fin()
-            complete(i)
-        done = set(finished)
-        reqs = [r for k, r in enumerate(reqs) if k not in done]
-        active = [x for k, x in enumerate(active) if k not in done]
+            done = set(finished)
+            reqs = [r for k, r in enumerate(reqs) if k not in done]
+            active = [x for k, x in enumerate(active) if k not in done]
+        if gate is not None and gate.mismatch:    # the last header in was the odd one
+            gate.fail()
+    except BaseException:   # a mismatch, a peer failed, a notice, Ctrl-C: nothing posted may be freed
+        abandon(reqs, [items[i][0] != SEND if i >= 0 else gate.is_recv(-1 - i) for i, _ in active])
+        raise
     wire.finish()
+
+
+#: requests still posted when a collective raised, kept (with the buffers they hold) until done
+_ABANDONED: list = []
+
+
+def abandon(reqs: list, is_recv: list) -> None:
+    """A call stops with ``reqs`` posted: cancel the receives, and keep every request (and so its
+    buffer: mpi4py requests hold them) referenced until MPI is done with it, so no memory MPI may
+    still write or read is freed or reused by a later call."""
+    for req, recv in zip(reqs, is_recv):
+        if recv:
+            try:
+                req.Cancel()
+            except Exception:  # noqa: BLE001 - already complete, or the library refuses
+                pass
+    _ABANDONED.extend(reqs)
+
+
+def keep_abandoned() -> int:
+    """Drop the abandoned requests MPI has finished with; returns how many are still posted."""
+    if _ABANDONED:
+        _ABANDONED[:] = [r for r in _ABANDONED if not _done(r)]
+    return len(_ABANDONED)
+
+
+def _done(req) -> bool:
+    try:
+        return bool(req.Test())
+    except Exception:  # noqa: BLE001 - an error completes the request too
+        return True
 
 
 def _run_local(o: Op, view, wire: HostWire, op: str, nranks: int) -> None:
     if o.kind == "copy":
         wire.copy(view(o.dst), view(o.src))
     elif o.kind == "reduce":
-        wire.combine(view(o.dst), view(o.acc), view(o.src), op)
+        wire.combine(view(o.dst), view(o.acc), view(o.src), binop_for(o.premul, op, nranks))
     else:
         wire.postdiv(view(o.dst), nranks)

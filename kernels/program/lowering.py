@@ -4,7 +4,7 @@ All the executor logic lives here; backends only move bytes.  The result, a :cla
 (the data types live in :mod:`kernels.program.ops`), lists for every
 step of the schedule the ops to run: a **copy** (``dst <- src``), a **reduce**
 (``dst <- acc (op) src``, where ``acc`` is the receiving rank's own partial) or a
-**scale** (``dst <- dst / n`` for ``avg``), each naming its :class:`Region` (rank, physical
+**scale** (``dst <- dst / n`` for integer ``avg``), each naming its :class:`Region` (rank, physical
 buffer ``input`` / ``output`` / ``scratch``, element range).  Every op runs on the stream of
 the rank it writes (``op.rank``); ``src_deps`` and ``dst_deps`` name the earlier ops whose
 completion it must wait for (read-after-write on what it reads, write-after-read and
@@ -19,7 +19,13 @@ the rank has one, else a scratch slot.  Because every transfer of a step reads t
 the start of the step, an op never writes a slot that another op of the same step reads;
 such a write (e.g. two ranks reducing into each other, or in-place alltoall overwriting data
 not yet sent) goes to a scratch slot instead, and an **epilogue** (extra steps after the
-schedule's) copies values that did not end at home, then applies ``avg``'s division.
+schedule's) copies values that did not end at home, then applies integer ``avg``'s division.
+
+``avg`` follows NCCL (``hostToDevRedOp`` in NCCL's ``src/enqueue.cc``): integers sum, then
+divide with truncation (``ncclDevSumPostDiv``); floating types multiply every contribution by
+``1/n`` (rounded to the type through float32, float64 directly) before summing
+(``ncclDevPreMulSum``).  A value that is still one rank's contribution is raw; the reduce that
+first combines it scales it (:attr:`Op.premul`), so each contribution is scaled exactly once.
 
 In-place (NCCL aliasing): allgather's and gather's (root) input is block ``rank`` of the
 output; reducescatter's and scatter's (root) output is block ``rank`` of the input; the
@@ -43,7 +49,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.program.ops import INPUT, OUTPUT, SCRATCH, Op, Program, Region, bindings, has_input, has_output
+from kernels.program.ops import (INPUT, OUTPUT, SCRATCH, Op, Program, Region, bindings, has_input, has_output,
+                                 is_float)
 from synth.ir.collectives import REDUCE_OPS, Position, element_range
 from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
@@ -58,6 +65,8 @@ class _Lowerer:
         n = self.spec.ranks
         self.chunks = {c.id: c for c in self.spec.chunks()}
         self.combining = self.spec.combining
+        #: floating avg: scale each raw contribution by 1/n as it enters a reduce (module docstring)
+        self.premul = op == "avg" and self.combining and is_float(dtype)
         self.aliased = [inplace and has_input(self.spec, r) and has_output(self.spec, r) for r in range(n)]
         self.length = {}
         for k, c in self.chunks.items():
@@ -133,7 +142,7 @@ class _Lowerer:
 
     # ------------------------------------------------------------------ emit
     def _emit(self, t: int, kind: str, dst: tuple, src: tuple | None, acc: tuple | None,
-              k: int, transfer: int | None) -> None:
+              k: int, transfer: int | None, premul: tuple[bool, bool] = (False, False)) -> None:
         while len(self.steps) <= t:
             self.steps.append([])
         if self.length[k] == 0:
@@ -157,7 +166,7 @@ class _Lowerer:
         self.readers[dst[0]] = []
         self.steps[t].append(Op(oid, t, kind, dst[1], None if src is None else src[1],
                                 None if acc is None else acc[1], tuple(sorted(src_deps)),
-                                tuple(sorted(dst_deps)), k, transfer))
+                                tuple(sorted(dst_deps)), k, transfer, premul))
 
     def _fail(self, msg: str, rule: str, t: int | None, i: int | None, rank: int, k: int):
         where = f"step {t} transfer {i}: " if t is not None else "after the last step: "
@@ -196,7 +205,8 @@ class _Lowerer:
                     if self.combining and contrib & got:
                         raise self._fail(f"reduce of chunk {k} into rank {d} counts rank(s) "
                                          f"{sorted(contrib & got)} twice", "double-count", t, i, d, k)
-                    self._emit(t, "reduce", target, src_slot[i], value, k, i)
+                    raw = (len(contrib) == 1, len(got) == 1) if self.premul else (False, False)
+                    self._emit(t, "reduce", target, src_slot[i], value, k, i, raw)
                     contrib = contrib | got
                 else:
                     self._emit(t, "copy", target, src_slot[i], None, k, i)
@@ -244,7 +254,7 @@ class _Lowerer:
             moves, t = staged, t + 1
         for r, k, slot, home in moves:
             self._emit(t, "copy", home, slot, None, k, None)
-        if self.op == "avg" and self.combining:
+        if self.op == "avg" and self.combining and not self.premul:   # integers: sum, then divide
             for k, c in sorted(self.chunks.items()):
                 for r in c.post:
                     home = self._home(r, k)

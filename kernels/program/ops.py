@@ -23,6 +23,18 @@ import numpy as np
 from synth.ir.collectives import CollectiveSpec
 
 INPUT, OUTPUT, SCRATCH = "input", "output", "scratch"
+_FLOAT_NAMES = frozenset({"float16", "bfloat16", "float32", "float64", "float8_e4m3fn", "float8_e5m2"})
+
+
+def is_float(dtype) -> bool:
+    """Whether ``dtype`` is a floating type (ml_dtypes' bfloat16 / float8 included: their numpy
+    ``kind`` is not ``'f'``).
+
+    >>> import ml_dtypes
+    >>> is_float(np.float16), is_float(ml_dtypes.bfloat16), is_float(np.int32)
+    (True, True, False)
+    """
+    return np.dtype(dtype).name in _FLOAT_NAMES
 BUFFERS = (INPUT, OUTPUT, SCRATCH)
 OP_KINDS = ("copy", "reduce", "scale")
 
@@ -49,8 +61,10 @@ class Op:
     """One concrete op, run on the stream of ``rank`` (the rank it writes).
 
     ``kind`` is ``copy`` (dst <- src), ``reduce`` (dst <- acc op src) or ``scale``
-    (dst <- dst / ranks, for avg).  ``transfer`` is the index of the schedule transfer it
-    implements (None for epilogue ops).
+    (dst <- dst / ranks, for integer avg).  ``transfer`` is the index of the schedule transfer
+    it implements (None for epilogue ops).  Floating avg has no scale: each contribution is
+    multiplied by 1/n in its own type as it enters its first reduce (``premul``), so the sum
+    never leaves the type's range (float16 avg of 4 x 60000 is 60000, not inf).
     """
 
     id: int
@@ -63,6 +77,9 @@ class Op:
     dst_deps: tuple[int, ...] = ()
     chunk: int = -1
     transfer: int | None = None
+    #: avg of a floating type (NCCL's ``ncclDevPreMulSum``): whether ``acc`` / ``src`` of this
+    #: reduce is still one rank's raw contribution, to be multiplied by 1/n before the sum
+    premul: tuple[bool, bool] = (False, False)
 
     @property
     def rank(self) -> int:
@@ -131,7 +148,8 @@ class Program:
                  f"{self.dtype} op={self.op}{' in-place' if self.inplace else ''}: "
                  f"{self.num_ops} ops in {self.num_steps} steps ({self.schedule_steps} scheduled)"]
         for o in self.ops():
-            what = {"copy": f"{_fmt(o.src)}", "reduce": f"{_fmt(o.acc)} {self.op} {_fmt(o.src)}",
+            pre = ["/n" if p else "" for p in o.premul]
+            what = {"copy": f"{_fmt(o.src)}", "reduce": f"{_fmt(o.acc)}{pre[0]} {self.op} {_fmt(o.src)}{pre[1]}",
                     "scale": f"{_fmt(o.dst)} / {self.ranks}"}[o.kind]
             lines.append(f"  [{o.step}] #{o.id} {o.kind:6s} {_fmt(o.dst)} <- {what}  deps {list(o.deps)}")
         return "\n".join(lines)

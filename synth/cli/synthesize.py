@@ -2,23 +2,30 @@
 
 With no ``--topology`` it probes this machine; with no GPU it uses the embedded default
 (:data:`DEFAULT_TOPOLOGY`) and says so.
+
+``--out`` must be a new or empty folder or one holding earlier ``synthesize`` results; other
+files there are never touched (:mod:`synth.pipeline.output`).  Ctrl-C or SIGTERM stop the run
+within about a second: ``interrupted; previous results kept``, exit 130, nothing left behind.
+Bad input: one line on stderr, exit 2.
 """
 
 from __future__ import annotations
 
 import argparse
+import math
 import sys
 from pathlib import Path
 
 from synth.ir.collectives import COLLECTIVES, canonical
+from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone, stdout_may_close
 from topo_probe.cli.options import add_machine_arguments
-from topo_probe.errors import TopocollError
+from topo_probe.errors import TopocollError, UsageError
 
 DEFAULT_TOPOLOGY = "dgx1-v100"
 
 
 def _parser() -> argparse.ArgumentParser:
-    p = argparse.ArgumentParser(prog="synthesize", description=__doc__.splitlines()[0])
+    p = OneLineParser(prog="synthesize", description=__doc__.splitlines()[0])
     p.add_argument("--topology", help="preset name, topology JSON, `nvidia-smi topo -m` text, NCCL XML or "
                                       "link-matrix JSON (default: probe this machine)")
     p.add_argument("--gpus", help="use only these GPUs, e.g. 0,2-5 (renumbered from 0)")
@@ -26,8 +33,10 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--time-limit", type=float, default=60.0, metavar="S",
                    help="solver budget per collective in seconds (default 60)")
     p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce/gather/scatter")
-    p.add_argument("--out", type=Path, help="output folder (default results/<topology-name>)")
-    p.add_argument("--force", action="store_true", help="redo even if results for this fingerprint exist")
+    p.add_argument("--out", help="output folder: new, empty or holding earlier results of synthesize "
+                                 "(default results/<topology-name>)")
+    p.add_argument("--force", action="store_true",
+                   help="redo even if results for this fingerprint exist (other files are never touched)")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--nccl-tuner-conf", type=Path, metavar="FILE",
                    help="also write NCCL's example tuner-plugin CSV (NCCL_TUNER_CONFIG_FILE) with the algorithm, "
@@ -39,7 +48,10 @@ def _parser() -> argparse.ArgumentParser:
 def _collectives(text: str) -> tuple[str, ...]:
     if text.strip().lower() == "all":
         return COLLECTIVES
-    return tuple(dict.fromkeys(canonical(c) for c in text.split(",") if c.strip()))
+    names = tuple(dict.fromkeys(canonical(c) for c in text.split(",") if c.strip()))
+    if not names:
+        raise UsageError(f"--collectives {text!r} names no collective; give 'all' or e.g. allgather,allreduce")
+    return names
 
 
 def _topology(args):
@@ -73,23 +85,59 @@ def _write_tuner_conf(topo, path: Path) -> None:
     print(f"wrote {path} ({len(rows)} ranges for NCCL's example tuner plugin)")
 
 
+def _folder_name(name: str) -> str:
+    """A topology's name as one folder name (a name from a file could hold ``/`` or ``..``).
+
+    >>> _folder_name("../../etc"), _folder_name("dgx1-v100[0,1]"), _folder_name("..")
+    ('_._.._etc', 'dgx1-v100[0,1]', 'topology')
+    """
+    safe = "".join(c if c.isalnum() or c in "-_.[],+" else "_" for c in name)
+    if not safe.strip("."):
+        return "topology"
+    return "_" + safe[1:] if safe.startswith(".") else safe
+
+
+def _check(args: argparse.Namespace) -> None:
+    if not (math.isfinite(args.time_limit) and args.time_limit > 0):
+        raise UsageError(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
+    if args.root < 0:
+        raise UsageError(f"--root must be a rank (0 or more), got {args.root}")
+    if args.out is not None and not args.out.strip():
+        raise UsageError("--out must name a folder")
+
+
 def main(argv: list[str] | None = None) -> int:
-    args = _parser().parse_args(argv)
+    """Run ``synthesize``: 0 done, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM)."""
     try:
+        with signals_interrupt(), stdout_may_close():
+            return _main(argv)
+    except KeyboardInterrupt:
+        print("synthesize: interrupted; previous results kept", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return stdout_gone()
+
+
+def _main(argv: list[str] | None) -> int:
+    try:
+        args = _parser().parse_args(argv)
+        _check(args)
         from synth.pipeline.synthesize import SynthesisOptions, run
         topo = _topology(args)
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
                                 root=args.root, progress=not args.no_progress)
-        out = args.out or Path("results") / topo.name
+        out = Path(args.out) if args.out is not None else Path("results") / _folder_name(topo.name)
         summary = run(topo, out, opts, force=args.force)
         if args.nccl_tuner_conf is not None:
             _write_tuner_conf(topo, args.nccl_tuner_conf)
     except TopocollError as e:
-        print(f"synthesize: {e}", file=sys.stderr)
+        print(f"synthesize: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
-    except KeyboardInterrupt:
-        print("synthesize: interrupted; complete results were left as they were", file=sys.stderr)
-        return 130
+    except OSError as e:  # e.g. the disk filled up while writing; the old results are still there
+        if isinstance(e, BrokenPipeError):
+            raise
+        print(f"synthesize: {e.filename or ''}: {e.strerror or e}; previous results kept", file=sys.stderr)
+        return 2
     if summary.get("reused"):
         print(f"results for {len(summary['collectives'])} collectives are in {out}/ (report.md, plan.json)")
         return 0

@@ -30,17 +30,16 @@ schedules the plan uses, gzip-compressed beyond :data:`GZIP_XML_BYTES` (the XML 
 allgather is 370 MB), and not for schedules in which a rank talks to more than
 :data:`MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
 
-Work happens in a hidden sibling folder that replaces the old one only when everything is
-written, so an interrupted run never overwrites complete results (its partial folder is left
-for inspection and says so).
+The documented paths are links into a versioned folder that is switched in one rename when
+everything is written (:mod:`synth.pipeline.output`): a run stopped or killed at any instant
+leaves the previous complete results, or the new complete ones; nothing else in ``--out`` is
+touched, and folders holding other files are refused.
 """
 
 from __future__ import annotations
 
 import gzip
 import json
-import os
-import shutil
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -52,9 +51,10 @@ from synth.formats.schedule_file import save_schedule
 from synth.ir.schedule import Schedule, atomic_write_bytes, atomic_write_text
 from synth.ir.verifier import check
 from synth.model.cost import CostModel, CostParams
+from synth.pipeline.output import ResultsFolder, classify
 from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
 from synth.plan.size_plan import Plan, PlanEntry
-from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout, TopocollError, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, SynthesisInfeasible, SynthesisTimeout, TopocollError, UnsupportedCollective
 from topo_probe.topology.model import Topology
 
 #: schedules with more transfers than this are saved gzip-compressed (``.json.gz``)
@@ -257,34 +257,49 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     return plan, curves, ncc
 
 
-def _swap_in(work: Path, final: Path) -> None:
-    """Replace ``final`` by ``work`` with renames only (old results kept until the last moment)."""
-    old = final.with_name(f".{final.name}.old-{os.getpid()}")
-    if final.exists():
-        os.replace(final, old)
-    os.replace(work, final)
-    if old.exists():
-        shutil.rmtree(old)
+def _reusable(out_dir: Path, fabric: Fabric, opts: SynthesisOptions) -> dict | None:
+    """The summary of earlier results in ``out_dir`` for the same fingerprint and collectives."""
+    try:
+        old = json.loads((out_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(old, dict) or not isinstance(old.get("collectives"), dict):
+        return None
+    if old.get("fingerprint") == fabric.fingerprint and set(opts.collectives) <= set(old["collectives"]):
+        return old
+    return None
 
 
 def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = False) -> dict:
-    """Synthesize everything for ``topo`` into ``out_dir``; returns the summary dict."""
+    """Synthesize everything for ``topo`` into ``out_dir``; returns the summary dict.
+
+    ``out_dir`` must be new, empty or hold earlier results (see :mod:`synth.pipeline.output`,
+    which also says what an interrupted or killed run leaves); anything else raises
+    InvalidArgument before any work.  Without ``force``, results for the same topology
+    fingerprint and collectives are reused (the summary gets ``"reused": True``).
+    """
+    fabric = build_fabric(topo)
+    if fabric.num_ranks < 2:
+        raise InvalidArgument(f"{topo.name}: a collective needs at least 2 GPUs, this topology has "
+                              f"{fabric.num_ranks}")
+    out_dir = Path(out_dir)
+    classify(out_dir)
+    old = None if force else _reusable(out_dir, fabric, opts)
+    if old is not None:
+        opts.log(f"reusing {out_dir} (same topology fingerprint {fabric.fingerprint}; --force to redo)")
+        return {**old, "reused": True}
+    with ResultsFolder(out_dir) as folder:
+        work = folder.new_version()
+        summary = _synthesize_into(work, topo, fabric, opts)
+        folder.publish(work)
+    return summary
+
+
+def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: SynthesisOptions) -> dict:
+    """Every output file of a run, written into the (not yet served) folder ``work``."""
     from synth.pipeline.report import write_report
     from topo_probe.topology.serialize import save_topology
-    fabric = build_fabric(topo)
-    summary_path = out_dir / "summary.json"
-    if summary_path.exists() and not force:
-        try:
-            old = json.loads(summary_path.read_text())
-        except (OSError, json.JSONDecodeError):
-            old = {}
-        if old.get("fingerprint") == fabric.fingerprint and set(opts.collectives) <= set(old.get("collectives", {})):
-            opts.log(f"reusing {out_dir} (same topology fingerprint {fabric.fingerprint}; --force to redo)")
-            return {**old, "reused": True}
-    work = out_dir.with_name(f".{out_dir.name}.partial-{os.getpid()}")
-    if work.exists():
-        shutil.rmtree(work)
-    (work / "schedules").mkdir(parents=True)
+    (work / "schedules").mkdir()
     t0 = time.perf_counter()
     results: dict[str, CollectiveResult] = {}
     for coll in opts.collectives:
@@ -305,7 +320,6 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
                "collectives": {c: r.summary for c, r in results.items()}}
     atomic_write_text(work / "summary.json", json.dumps(summary, indent=1))
     write_report(work, topo, fabric, summary, curves, plan, ncc)
-    _swap_in(work, out_dir)
     return summary
 
 

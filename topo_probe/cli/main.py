@@ -7,7 +7,8 @@ Usage::
 
 Without ``--topology`` the local machine is probed (:func:`topo_probe.probes.probe_machine`);
 with no GPU found it prints one line ``no GPUs: <reasons>`` and exits 0.  Bad input prints
-one line on stderr and exits 2.
+one line on stderr and exits 2.  A reader that stops early (``topo-probe | head``) ends it
+quietly with status 0.
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ import argparse
 import json
 import sys
 
+from topo_probe.cli.exits import OneLineParser, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError, TopologyError, UsageError
 from topo_probe.topology.model import Topology
@@ -23,13 +25,8 @@ from topo_probe.topology.model import Topology
 PROG = "topo-probe"
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line instead of usage + message
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog=PROG, description="Show the GPU interconnect topology (nvidia-smi topo -m style), "
+    p = OneLineParser(prog=PROG, description="Show the GPU interconnect topology (nvidia-smi topo -m style), "
                 "pair bandwidths and P2P/GPUDirect RDMA support; export it as JSON or NCCL XML.")
     p.add_argument("--topology", metavar="X", help="preset name or file (our JSON, link-matrix JSON, NCCL "
                    "topology XML, nvidia-smi topo -m output); default: probe this machine")
@@ -96,6 +93,8 @@ def main(argv: list[str] | None = None) -> int:
         return _run(args)
     except UsageError as exc:
         print(f"{PROG}: error: {exc} (see {PROG} --help)", file=sys.stderr)
+    except BrokenPipeError:  # `topo-probe | head`: the reader has what it wanted
+        return stdout_gone()
     except (TopocollError, ValueError, OSError) as exc:
         print(f"{PROG}: error: {str(exc).splitlines()[0] if str(exc) else type(exc).__name__}",
               file=sys.stderr)

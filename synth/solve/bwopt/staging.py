@@ -22,6 +22,7 @@ import numpy as np
 
 from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
+from synth.solve.stoppable import solve_cp_sat
 
 
 @dataclass
@@ -166,7 +167,7 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
     solver.parameters.max_time_in_seconds = max(0.5, time_limit_s)
     solver.parameters.num_workers = 1
     solver.parameters.random_seed = 0
-    if solver.Solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    if solve_cp_sat(solver, m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     counts: dict[int, list] = {s: [] for s in sources}
     for b, d, x in cols:

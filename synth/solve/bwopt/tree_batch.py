@@ -21,6 +21,7 @@ from fractions import Fraction
 import numpy as np
 
 from synth.solve.bwopt.trees import ChannelModel, Packing, pack_trees, rounds_for, tree_depth
+from synth.solve.stoppable import solve_cp_sat
 from topo_probe.errors import SynthesisInfeasible
 
 
@@ -102,7 +103,7 @@ def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, ma
         solver.parameters.max_time_in_seconds = max(0.5, min(left, time_limit_s / 4))
         solver.parameters.num_workers = 1
         solver.parameters.random_seed = 0
-        if solver.Solve(m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        if solve_cp_sat(solver, m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             best = _batch(bundles, [int(solver.Value(x)) for x in w], c, int(solver.Value(R)))
     if best is None:
         raise SynthesisInfeasible("trees: no whole-chunk assignment of the trees fits")

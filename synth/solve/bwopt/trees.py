@@ -34,6 +34,7 @@ from ortools.linear_solver import pywraplp
 
 from synth.ir.fabric import Fabric, Resource
 from synth.solve.bwopt.arborescence import INF, exact, min_cost_arborescence
+from synth.solve.stoppable import solve_lp
 from topo_probe.errors import SynthesisInfeasible
 
 
@@ -244,10 +245,10 @@ class _Master:
 
     def solve(self) -> None:
         """Solve; GLOP can stall on a degenerate warm start, so retry once from a fresh model."""
-        status = self.solver.Solve()
+        status = solve_lp(self.solver)
         if status != pywraplp.Solver.OPTIMAL:
             self._build()
-            status = self.solver.Solve()
+            status = solve_lp(self.solver)
         if status != pywraplp.Solver.OPTIMAL:
             raise SynthesisInfeasible(f"trees: the master LP (GLOP) ended with status {status}, not optimal")
 

@@ -18,6 +18,7 @@ from ortools.sat.python import cp_model
 
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
+from synth.solve.stoppable import solve_cp_sat
 from topo_probe.errors import SolverError, SynthesisInfeasible, SynthesisTimeout
 
 Sum = cp_model.LinearExpr.sum
@@ -127,7 +128,7 @@ def run_cp_sat(model: cp_model.CpModel, time_limit_s: float, workers: int,
     solver.parameters.cp_model_probing_level = 0
     solver.parameters.symmetry_level = 0
     t0 = time.perf_counter()
-    status = solver.solve(model)
+    status = solve_cp_sat(solver, model)
     if status == cp_model.INFEASIBLE:
         raise SynthesisInfeasible(f"{where}: CP-SAT proved no schedule exists ({time.perf_counter() - t0:.2f} s)")
     if status == cp_model.UNKNOWN:

@@ -25,6 +25,7 @@ from synth.ir.schedule import Schedule
 from synth.solve.sat.compose import DUALS, compose_allreduce, refine, reverse_fabric
 from synth.solve.sat.instance import solve_instance
 from synth.solve.sat.model import is_unicast, latency_lower_bound, spec_of
+from synth.solve.stoppable import solve_lp
 from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout
 
 Point = tuple[int, int, int, Schedule]
@@ -105,7 +106,7 @@ def _congestion(fabric: Fabric, commodities) -> Fraction:
     for res, terms in load.items():
         lp.Add(sum(terms) <= lam * (fabric.resources[res].bandwidth_gbps / fabric.unit_gbps))
     lp.Minimize(lam)
-    if lp.Solve() != pywraplp.Solver.OPTIMAL:
+    if solve_lp(lp) != pywraplp.Solver.OPTIMAL:
         return Fraction(0)
     value = lam.solution_value()
     nice = Fraction(value).limit_denominator(1000)

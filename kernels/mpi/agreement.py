@@ -1,0 +1,237 @@
+"""Per-call agreement of :class:`kernels.mpi.communicator.MPICommunicator`: the ranks check that
+they are in the same call before any receive of it is posted.
+
+Every rank makes a *header* of its call (:data:`FIELDS`: collective, root, count, dtype, op and the
+schedule) and sends a 62-bit digest of it with the call's number to every other rank (16 bytes,
+on a communicator of its own).  A receive from peer p is posted only once p's digest has arrived
+and equals ours (:class:`CallGate`; :func:`kernels.mpi.transport.execute`), so a receive never
+matches a message of another shape, while the call's sends go at once: the headers travel
+beside the first data messages and cost no extra round trip.  A call ends only when every
+peer's header is in, so every rank sees every disagreement.
+
+When a rank's header differs, every rank, once all headers are in, exchanges its full header
+(:func:`kernels.mpi.waiter.exchange_json`), replaces its data communicator (sends of the call
+that nobody will receive stay behind on the old one, kept alive, and can never match a later
+call) and raises :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message naming
+each field that differs and which ranks hold which value.  No buffer can be written late
+(without this, a rank with another count or dtype truncated or overran the peers' receives: MPI
+errors or heap corruption; another op gave a silent wrong result; another collective or root hung
+until the timeout).  A rank whose arguments fail its own checks before the agreement joins it
+with its error, so the others stop at once too (:meth:`CallAgreement.failed`).
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+import json
+from collections import OrderedDict
+
+import numpy as np
+
+from kernels.comm.validation import check_array
+from kernels.mpi.waiter import Waiter, exchange_json
+from topo_probe.errors import PeerFailed, ProcessGroupMismatch
+
+#: the fields every rank's call must agree on, in the order a mismatch names them
+FIELDS = ("collective", "root", "count", "dtype", "op", "schedule")
+_MASK = (1 << 62) - 1
+#: the digest of a rank that could not start the call (never a real digest: those are >= 0)
+_FAILED = -1
+WHAT = "the start of a collective call (every rank must make the same call)"
+TAG_HEADER = 1
+
+
+def header_digest(header: dict) -> int:
+    """A 62-bit digest of the :data:`FIELDS` of ``header`` (the same on every rank, unlike
+    Python's ``hash`` of strings).
+
+    >>> h = dict(collective="allreduce", root=None, count=8, dtype="float32", op="sum", schedule="ab")
+    >>> header_digest(h) == header_digest(dict(h)) != header_digest({**h, "op": "max"})
+    True
+    """
+    text = json.dumps([header.get(k) for k in FIELDS], separators=(",", ":"))
+    return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=8).digest(), "little") & _MASK
+
+
+def schedule_digest(schedule) -> str:
+    """16 hex digits over a schedule's JSON (which ranks, steps and transfers it runs)."""
+    return hashlib.blake2b(schedule.to_json().encode(), digest_size=8).hexdigest()
+
+
+def describe_mismatch(headers: list[dict]) -> str:
+    """The one message every rank raises for the rank-ordered ``headers`` of one call.
+
+    >>> a = dict(call=3, collective="allreduce", root=None, count=8, dtype="float32", op="sum", schedule="x")
+    >>> describe_mismatch([a, a, {**a, "op": "max"}, a])
+    "call 3 (allreduce): ranks disagree on op: ranks [0, 1, 3] 'sum', ranks [2] 'max'"
+    >>> describe_mismatch([a, {**a, "error": "rank 1: recvbuf has 7 elements"}])
+    'call 3 (allreduce): rank 1 could not start it: rank 1: recvbuf has 7 elements'
+    """
+    first = headers[0]
+    what = f"call {first.get('call')} ({first.get('collective')})"
+    failed = [(r, h["error"]) for r, h in enumerate(headers) if h.get("error")]
+    if failed:
+        return f"{what}: " + "; ".join(f"rank {r} could not start it: {e}" for r, e in failed)
+    parts = []
+    for key in ("call",) + FIELDS:
+        groups: dict[str, list[int]] = {}
+        for r, h in enumerate(headers):
+            groups.setdefault(json.dumps(h.get(key)), []).append(r)
+        if len(groups) > 1:
+            parts.append(f"{key}: " + ", ".join(f"ranks {rs} {json.loads(v)!r}"
+                                                for v, rs in sorted(groups.items(), key=lambda x: x[1])))
+    return f"{what}: ranks disagree on " + "; ".join(parts or ["nothing (digest collision?)"])
+
+
+class CallAgreement:
+    """The check of every collective call (module docstring).
+
+    Parameters
+    ----------
+    comm : MPI communicator
+        Carries only the headers (a duplicate: never mixed with other messages).
+    ctrl : MPI communicator
+        Where full headers are exchanged when the ranks disagree.
+    waiter : Waiter
+        Deadline and failure notices.
+    size : int
+        Number of ranks.
+    """
+
+    def __init__(self, comm, ctrl, waiter: Waiter, size: int) -> None:
+        self.comm, self.ctrl, self.waiter, self.size = comm, ctrl, waiter, size
+        self.rank = waiter.rank
+        self.calls = 0
+        #: nesting of the communicator's collective methods, and whether the outermost one has
+        #: reached :meth:`start` (see :func:`agreed`)
+        self.depth, self.agreed = 0, False
+        #: called on every rank when a call's ranks disagree, before ProcessGroupMismatch is raised
+        self.on_mismatch = None
+        self.peers = [p for p in range(size) if p != self.rank]
+        self._out = np.zeros(2, np.int64)
+        self._in = np.zeros((size, 2), np.int64)
+        self._type = waiter.MPI.INT64_T
+        self._digests: OrderedDict = OrderedDict()
+
+    def header(self, schedule, count: int, dtype, op: str, collective: str | None = None,
+               root: int | None = None) -> dict:
+        """The :data:`FIELDS` of a call of ``schedule`` (or, without one, of ``collective`` and
+        ``root``: a call with nothing to move); schedule digests are cached per schedule object."""
+        if schedule is None:
+            return {"collective": collective, "root": root, "count": count, "dtype": np.dtype(dtype).name,
+                    "op": op, "schedule": None}
+        hit = self._digests.get(id(schedule))
+        if hit is None or hit[0] is not schedule:
+            hit = self._digests[id(schedule)] = (schedule, schedule_digest(schedule))
+            if len(self._digests) > 64:
+                self._digests.popitem(last=False)
+        spec = schedule.spec
+        return {"collective": spec.name, "root": spec.root, "count": count, "dtype": np.dtype(dtype).name,
+                "op": op, "schedule": f"{schedule.name or 'schedule'}:{hit[1]}"}
+
+    def start(self, digest: int, header) -> "CallGate":
+        """Send this call's ``[digest, call number]`` to every peer and post a receive for each
+        peer's; the :class:`CallGate` says which peers agree (``header()`` is only built when
+        they do not)."""
+        self.calls += 1
+        self.agreed = True
+        self._out[0], self._out[1] = digest, self.calls
+        recvs = [self.comm.Irecv([self._in[p], self._type], source=p, tag=TAG_HEADER) for p in self.peers]
+        sends = [self.comm.Isend([self._out, self._type], dest=p, tag=TAG_HEADER) for p in self.peers]
+        return CallGate(self, header, recvs + sends)
+
+    def check(self, digest: int, header) -> None:
+        """Agree on this call before anything else happens (raise ProcessGroupMismatch on every
+        rank if the ranks disagree)."""
+        self.start(digest, header).wait()
+
+    def mismatch(self, header) -> None:
+        """Every rank, once it knows the ranks disagree on this call: exchange the full headers,
+        call :attr:`on_mismatch` (the communicator replaces its data communicator, where sends of
+        the call may wait unmatched) and raise ProcessGroupMismatch with the same message."""
+        headers = exchange_json(self.ctrl, self.waiter, {**header(), "call": self.calls}, self.size,
+                                "call agreement")
+        if self.on_mismatch is not None:
+            self.on_mismatch()
+        raise ProcessGroupMismatch(describe_mismatch(headers))
+
+    def failed(self, header: dict, error: BaseException) -> None:
+        """Join this call's agreement as a rank that could not start it; the peers raise
+        ProcessGroupMismatch naming ``error`` (this rank then re-raises ``error`` itself)."""
+        try:
+            self.check(_FAILED, lambda: {**header, "error": f"{type(error).__name__}: {error}"})
+        except ProcessGroupMismatch:
+            pass
+
+
+class CallGate:
+    """The header exchange of one call: :attr:`requests` are one receive per peer (in
+    ``agreement.peers`` order), then the sends.  :meth:`arrived` is told when request ``k``
+    completes and returns the peer whose header matched ours (receives from it may be posted),
+    or None; :attr:`mismatch` is set when one did not.  :attr:`left` counts open requests."""
+
+    def __init__(self, agreement: CallAgreement, header, requests: list) -> None:
+        self.agreement, self.header, self.requests = agreement, header, requests
+        self.left = len(requests)
+        self.mismatch = False
+        self.npeers = len(agreement.peers)
+
+    def is_recv(self, k: int) -> bool:
+        return k < self.npeers
+
+    def arrived(self, k: int) -> int | None:
+        self.left -= 1
+        if k >= self.npeers:
+            return None
+        a = self.agreement
+        peer = a.peers[k]
+        if a._in[peer, 0] != a._out[0] or a._in[peer, 1] != a._out[1]:
+            self.mismatch = True
+            return None
+        return peer
+
+    def fail(self) -> None:
+        """After :attr:`mismatch`, with every header in: the ranks' common error (raises)."""
+        self.agreement.mismatch(self.header)
+
+    def wait(self) -> None:
+        """Wait for every header; raise (on every rank) if any peer's call differs."""
+        self.agreement.waiter.all(self.requests, WHAT, lambda i: -1)
+        for k in range(len(self.requests)):
+            self.arrived(k)
+        if self.mismatch:
+            self.fail()
+
+
+def agreed(collective: str):
+    """Decorator of a collective method of the communicator: its array arguments must be NumPy
+    or CuPy arrays of an NCCL type (:func:`kernels.comm.validation.check_array`), and an error
+    this rank raises before its call reached the agreement (bad arguments, a buffer too small)
+    is first reported to the peers through the agreement (:meth:`CallAgreement.failed`), so
+    they raise at once instead of waiting for this rank until the timeout.  Nested calls (a
+    collective built from others) report once, from the outermost."""
+    def wrap(method):
+        @functools.wraps(method)
+        def call(self, *args, **kwargs):
+            state = self.agreement
+            outermost = not state.depth
+            if outermost:
+                state.agreed = False
+            state.depth += 1
+            try:
+                for a in (*args, *kwargs.values()):
+                    if isinstance(a, (list, tuple)) or hasattr(a, "dtype"):  # not counts, ops, streams
+                        check_array(a, method.__name__, self.rank)
+                return method(self, *args, **kwargs)
+            except Exception as exc:
+                if outermost and not state.agreed and not isinstance(exc, (PeerFailed, ProcessGroupMismatch)):
+                    if isinstance(exc, ValueError) and f"rank {self.rank}" not in str(exc):
+                        exc.args = (f"{method.__name__}: rank {self.rank}: {exc}",)  # say whose call it was
+                    if self.size > 1:
+                        state.failed({"collective": collective}, exc)
+                raise
+            finally:
+                state.depth -= 1
+        return call
+    return wrap

@@ -1,0 +1,81 @@
+"""Point-to-point transfers of :class:`kernels.mpi.communicator.MPICommunicator`: ``send`` posts,
+``recv`` blocks with the deadline, ``wait_sends`` waits for every posted send.
+
+As in NCCL, a receive must name exactly the size that was sent: the receiver probes the message
+first (``Improbe``) and compares its byte count with its own buffer's; a mismatch is received
+into a throwaway buffer (the channel stays clean for the next message) and raises
+:class:`~topo_probe.errors.BufferLayoutError` naming both ranks and both sizes (MPI alone accepts
+a shorter message silently and fails a longer one with ``MPI_ERR_TRUNCATE``).
+"""
+
+from __future__ import annotations
+
+import time
+
+import numpy as np
+
+from kernels.comm.validation import _contig, _out
+from kernels.mpi.transport import abandon
+from topo_probe.errors import BufferLayoutError, InvalidArgument, PeerFailed
+
+
+def check_peer(comm, what: str, peer: int, rank: int | None) -> None:
+    """``peer`` must be another rank; ``rank`` (if given) this process's."""
+    if rank is not None and rank != comm.rank:
+        raise InvalidArgument(f"{what}: rank={rank} but this process is rank {comm.rank}")
+    if not 0 <= int(peer) < comm.size or peer == comm.rank:
+        raise InvalidArgument(f"{what}: rank {comm.rank}: peer {peer} is not another rank (0..{comm.size - 1})")
+
+
+def send(comm, array, peer: int) -> None:
+    """Post a send of ``array`` to ``peer``; it completes once ``peer`` receives (FIFO per pair)."""
+    wire = comm._wire_for(array)
+    buf = wire.send_buffer(_contig(array).reshape(-1), pooled=False)
+    comm._pending.append((comm._p2p.Isend([buf, comm.waiter.MPI.BYTE], dest=peer, tag=0), peer, buf))
+
+
+def recv(comm, array, peer: int) -> None:
+    """Receive ``array.size`` elements from ``peer`` into ``array`` (see module docstring)."""
+    MPI, waiter, me = comm.waiter.MPI, comm.waiter, comm.rank
+    msg, got = _probe(comm, peer)
+    want = array.size * array.dtype.itemsize
+    if got != want:
+        sink = np.empty(max(got, 1), np.uint8)
+        waiter.all([msg.Irecv([sink, MPI.BYTE])], f"recv from rank {peer}", lambda i: peer)
+        raise BufferLayoutError(f"recv: rank {me} expects {array.size} {array.dtype.name} ({want} bytes) from "
+                                f"rank {peer}, which sent {got} bytes; send and recv must name the same size")
+    wire = comm._wire_for(array)
+    buf, fin = wire.recv_buffer(array.size, array.dtype, into=_out(array, "recv").reshape(-1))
+    req = msg.Irecv([buf, MPI.BYTE])
+    try:
+        waiter.all([req], f"recv from rank {peer}", lambda i: peer)
+    except BaseException:
+        abandon([req], [False])  # matched already: it cannot be cancelled, only kept alive
+        raise
+    fin()
+    wire.finish()
+    comm._pending = [p for p in comm._pending if not p[0].Test()]
+
+
+def _probe(comm, peer: int):
+    """The next message from ``peer`` (matched: no other receive can take it) and its bytes."""
+    MPI, waiter = comm.waiter.MPI, comm.waiter
+    status = MPI.Status()
+    start = time.monotonic()
+    while True:
+        msg = comm._p2p.Improbe(source=peer, tag=0, status=status)
+        if msg is not None:
+            return msg, status.Get_count(MPI.BYTE)
+        waiter.check_notices()
+        if time.monotonic() - start > waiter.timeout_s:
+            silent = waiter.unresponsive(comm.size)
+            raise PeerFailed(f"rank {comm.rank}: recv from rank {peer}: nothing arrived for {waiter.timeout_s:g} s"
+                             + (f"; rank(s) {silent} do not respond" if silent else ""),
+                             rank=peer, reporter=comm.rank)
+        time.sleep(2e-5)
+
+
+def wait_sends(comm) -> None:
+    """Wait (with the deadline) until every posted :func:`send` is received."""
+    pend, comm._pending = comm._pending, []
+    comm.waiter.all([p[0] for p in pend], "send", lambda i: pend[i][1])

@@ -1,0 +1,110 @@
+"""How the command-line tools end: a usage error in one line (exit 2), quiet when the reader of
+stdout goes away (``topo-probe | head``), and Ctrl-C / SIGTERM turned into ``KeyboardInterrupt``.
+
+>>> p = OneLineParser(prog="demo")
+>>> _ = p.add_argument("--n", type=int)
+>>> try:
+...     p.parse_args(["--n", "x"])
+... except UsageError as e:
+...     print(e)
+argument --n: invalid int value: 'x'
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import signal
+import sys
+import threading
+from typing import Iterator
+
+from topo_probe.errors import UsageError
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """An ArgumentParser whose errors raise :class:`UsageError` (one line) instead of printing
+    the usage block and exiting."""
+
+    def error(self, message: str):  # noqa: D102 - argparse's hook
+        raise UsageError(message)
+
+
+def stdout_gone() -> int:
+    """Call on ``BrokenPipeError``: point stdout at /dev/null so that the interpreter's last flush
+    says nothing, and return 0 (the reader took what it wanted, as with ``| head``)."""
+    try:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+    except (OSError, ValueError):  # stdout without a file descriptor (tests): nothing to flush
+        pass
+    return 0
+
+
+@contextlib.contextmanager
+def signals_interrupt() -> Iterator[None]:
+    """While inside: SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread once;
+    more signals while the program unwinds are ignored, so its clean-up runs to the end.
+    The previous handlers come back on exit.  Outside the main thread it does nothing."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    state = {"raised": False}
+
+    def handler(signum, frame):
+        if not state["raised"]:
+            state["raised"] = True
+            raise KeyboardInterrupt(signal.Signals(signum).name)
+
+    previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    for s in previous:
+        signal.signal(s, handler)
+    try:
+        yield
+    finally:
+        for s, h in previous.items():
+            signal.signal(s, h if h is not None else signal.SIG_DFL)
+
+
+class _PipeTolerantStream:
+    """A text stream that forwards to ``stream`` until its reader goes away, then drops output
+    (the file descriptor is pointed at /dev/null, so nothing complains at exit either)."""
+
+    def __init__(self, stream) -> None:
+        self._stream = stream
+        self.broken = False
+
+    def write(self, text: str) -> int:
+        if not self.broken:
+            try:
+                self._stream.write(text)
+                self._stream.flush()
+            except BrokenPipeError:
+                self.broken = True
+                stdout_gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.broken:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self.broken = True
+                stdout_gone()
+
+    def __getattr__(self, name: str):  # isatty, fileno, encoding, ... as the real stream
+        return getattr(self._stream, name)
+
+
+@contextlib.contextmanager
+def stdout_may_close() -> Iterator[None]:
+    """While inside, a closed stdout (``synthesize | head -1``) silences the output instead of
+    stopping the program: for commands whose product is files, not what they print."""
+    real = sys.stdout
+    sys.stdout = _PipeTolerantStream(real)
+    try:
+        yield
+    finally:
+        sys.stdout = real
