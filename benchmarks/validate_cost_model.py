@@ -87,16 +87,20 @@ WHY = {
     "misses. The next size, twice as large, takes only 17 % longer (1423 us), and the in-place column repeats "
     "it: a warm-up artefact of that single-process run that no bandwidth model reproduces; the other rows are "
     "within {rest_worst:.0%}.",
-    "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt": "EFA v2, NCCL 2.22.3. Around 32 MiB NCCL's own estimates "
-    "for Ring/LL128 and Tree/LL128 are within a few per cent of each other; the model takes Ring/LL128 and its "
-    "LL128-over-EFA ring bandwidth is too optimistic there. Below 64 KiB the log has a bump (8-64 KiB: 95-118 us, "
-    "back to 96 us at 128 KiB) that no latency or bandwidth term of NCCL's model produces.",
-    "h100_gcp_a3mega_16gpu_2node_all_reduce.txt": "GPUDirect-TCPXO cannot be modelled faithfully from what the "
-    "log says: Google's stack is normally run with its nccl-env-profile.sh (NCCL_PROTO=Simple,LL128, "
-    "NCCL_MIN_NCHANNELS=4 and an NCCL tuner plugin with a non-public a3plus_tuner_config.textproto); the log "
-    "does not say which settings were exported, and a tuner plugin overrides NCCL's own choice, which is what "
-    "this model reproduces. The measured curve has a ~38 GB/s plateau from 1 to 16 MiB (NCCL's LL cap for Intel "
-    "hosts is 39 GB/s) and a jump at 32 MiB; NCCL's default tuner picks NVLSTree/Simple from 1 MiB.",
+    "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt": "EFA v2, NCCL 2.22.3. The worst rows >= 64 KiB are 64 "
+    "KiB ({e[65536]:+.1%}) and 32 MiB ({e[33554432]:+.1%}). 64 KiB ends a bump of the log (8-64 KiB: 95-118 us, "
+    "back to 96 us at 128 KiB) that no latency or bandwidth term of NCCL's model produces (the model stays at "
+    "80 us there). At 32 MiB NCCL's own estimates for Ring/LL128 and Tree/LL128 are within a few per cent of each "
+    "other; the model takes Ring/LL128, and its LL128-over-EFA ring bandwidth is too optimistic there.",
+    "h100_gcp_a3mega_16gpu_2node_all_reduce.txt": "GPUDirect-TCPXO. The worst rows are 8 and 16 MiB "
+    "({e[8388608]:+.1%}, {e[16777216]:+.1%}): the measured time grows from 365 us at 4 MiB to 978 us at 16 MiB "
+    "(a slow regime at about 20 GB/s of algbw) and then only to 1060 us at 32 MiB, which no algorithm or protocol "
+    "of the model does; and 256 MiB ({e[268435456]:+.1%}), where the model's NVLSTree per-message cost (the tcpxo "
+    "constant, calibrated on this log alone) makes NCCL's NVLSTree pick slower than the model's own 512 MiB Tree "
+    "prediction. The log cannot be modelled faithfully from what it says: Google's TCPXO stack is normally run "
+    "with its nccl-env-profile.sh (NCCL_PROTO=Simple,LL128, NCCL_MIN_NCHANNELS=4 and an NCCL tuner plugin with a "
+    "non-public a3plus_tuner_config.textproto); the log does not say which settings were exported, and a tuner "
+    "plugin overrides NCCL's own choice, which is what this model reproduces.",
 }
 
 
@@ -159,7 +163,8 @@ def anchor_checks() -> list[str]:
 def _why(res: dict) -> str:
     text = WHY.get(res["case"].file, "see the table.")
     rows = res["rows"]
-    return text.format(first_pred=rows[0]["pred_us"], rest_worst=max((abs(x["err"]) for x in rows[1:]), default=0))
+    return text.format(first_pred=rows[0]["pred_us"], rest_worst=max((abs(x["err"]) for x in rows[1:]), default=0),
+                       e={x["size"]: x["err"] for x in rows})
 
 
 def write_report(results: list[dict], out: Path) -> None:
@@ -167,7 +172,7 @@ def write_report(results: list[dict], out: Path) -> None:
     lines = ["# NCCL model vs real nccl-tests / rccl-tests logs", "",
              "Command: `python benchmarks/validate_cost_model.py --out results/model_validation`", "",
              "One parameter set for every log (`synth.model.nccl.DEFAULT_PARAMS`, fitted on all logs together by "
-             "`python benchmarks/fit_nccl_model.py --write`); each log is described only by its machine (from its "
+             "`python benchmarks/fit_nccl_model.py --write`, output in `fit.txt`: soft-L1 cost 0.861 over 291 rows); each log is described only by its machine (from its "
              "`# SOURCE:` header), its NCCL environment and version and the GPUs per process it printed. "
              "NCCL's choice follows NCCL 2.28's tuning tables (`synth/model/nccl/tuning.py`), its time the execution "
              "model (`runtime.py`). Error: |pred/real - 1| of the out-of-place busbw for sizes >= 64 KiB, of the time "

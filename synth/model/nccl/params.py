@@ -6,7 +6,26 @@ loss of ``log(predicted / measured time)`` over every row of every log in
 (``nvlink``, ``xgmi``, ``pcie``, ``shm`` = through host memory) or network transport (``ib``,
 ``efa``, ``efa2``, ``tcpxo``), ``*`` meaning "any".  Where one log alone exercises a key (the only
 EFA-v1 machine, the only MI300X...), that value is calibrated there, not independently validated:
-``results/model_validation/report.md`` lists them.
+``results/model_validation/report.md`` lists them.  What constrains each (fit of 291 rows, soft-L1
+cost 0.861):
+
+=====================================  ==================================================
+constants                              logs that constrain them
+=====================================  ==================================================
+host_us, host_us_per_channel           the ``-g 8`` floors: A100, H100 ring / NVLS, V100
+proto_eff (*, LL / LL128)              H100 ring logs, MI300X MSCCL-LL, A100
+proto_eff (sm80, LL128)                A100 all_reduce only
+tree_eff (* / LL128)                   p4de, A3 Mega / p5, A3 Mega
+nvls_efficiency, lat_scale (*, NVLS)   H100 NVLS log, p5 (NVLSTree)
+link_eff (sm70 / sm80 / sm90, nvlink)  V100 / A100 / H100 logs
+link_eff (*, xgmi), lat_scale gfx942   MI300X only
+lat_scale sm70 / sm80                  V100 only / A100 all_reduce only
+net_eff (*)                            p4de, A3 Mega, H100 InfiniBand alltoall
+net_lat, net_chunk (efa/efa2/tcpxo)    p4de / p5 / A3 Mega only
+p2p_nvlink_efficiency                  A100 sendrecv only
+p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
+msccl_*_latency_us                     MI300X only
+=====================================  ==================================================
 
 >>> DEFAULT_PARAMS.link_efficiency("sm90", "nvlink") < 1.0
 True
