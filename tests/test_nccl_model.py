@@ -256,3 +256,23 @@ def test_tuner_config_reads_back_contiguous_and_as_predicted(tmp_path, topo):
             assert probe <= r["hi"] + (r["hi"] == MAX_BYTES)   # 4 GiB is one past the plugin's maximum
             fastest = m.fastest(coll, probe)
             assert (fastest.algorithm, fastest.protocol.lower(), fastest.channels) == (r["algo"], r["proto"], r["ch"])
+
+
+# ------------------------------------------------------------------ the fitted constants
+def test_committed_constants_are_the_fit_of_all_logs_together():
+    """benchmarks/fit_nccl_model.py started from the committed set returns it: the JSON is the fit's output."""
+    pytest.importorskip("scipy")
+    _validation()
+    import fit_nccl_model as f
+    fitted, cost, rows = f.fit(max_nfev=200)
+    assert rows == sum(len(_validation().evaluate(c)["rows"]) for c in _validation().CASES)
+    for key, _, _ in f.FIT_SPEC:
+        assert fitted.value(key) == pytest.approx(P.value(key), rel=2e-3, abs=1e-3), key
+
+
+def test_unknown_parameter_is_refused():
+    from synth.model.nccl.params import params_from_dict, params_to_dict
+    doc = params_to_dict(P)
+    assert params_from_dict(doc) == P
+    with pytest.raises(InvalidArgument, match="warp_factor"):
+        params_from_dict({**doc, "warp_factor": 2.0})
