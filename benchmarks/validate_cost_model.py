@@ -2,11 +2,12 @@
 set (synth.model.nccl.DEFAULT_PARAMS) and report how close the NCCL model comes.
 
     python benchmarks/validate_cost_model.py [--out results/model_validation]
-    python benchmarks/validate_cost_model.py --fit          # search the fitted constants on all logs together
+
+The constants are fitted by ``benchmarks/fit_nccl_model.py`` (all logs together).
 
 Each log is described only by what its ``# SOURCE:`` header and its own lines say: the machine
-(preset, nodes, NICs and their kind), the NCCL environment the run used, and the GPUs each
-process drives (the log's ``nGpus``).  Nothing is fitted per log.
+(preset, nodes, NICs and their kind), the NCCL environment the run used, the NCCL version it
+names (feature gates only), and the GPUs each process drives (the log's ``nGpus``).  Nothing is fitted per log.
 
 Targets (per log): for sizes >= 64 KiB, median |pred/real - 1| <= 10 % and worst <= 25 % on the
 out-of-place busbw; below 64 KiB worst <= 40 % on the time.
@@ -18,14 +19,14 @@ import argparse
 import csv
 import statistics
 import sys
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from synth.formats.nccl_tests.runs import guess_collective, load_runs  # noqa: E402
-from synth.model.nccl import DEFAULT_PARAMS, ModelParams, NcclEnv, NcclMachine, NcclModel, arch_of_gpu_name  # noqa: E402
+from synth.model.nccl import DEFAULT_PARAMS, NcclEnv, NcclMachine, NcclModel, arch_of_gpu_name  # noqa: E402
 from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
 from topo_probe.machines.presets import get_preset  # noqa: E402
 
@@ -46,52 +47,60 @@ class Case:
     env: dict = field(default_factory=dict)
     collective: str | None = None
     why: str = ""
+    version: tuple = (2, 28)
+    machine: dict = field(default_factory=dict)
 
 
 CASES = [
     Case("a100_8gpu_1node_all_reduce.txt", "dgx-a100", why="8 x A100-SXM4-80GB, NVSwitch, one process (-g 8)"),
     Case("a100_8gpu_1node_sendrecv.txt", "dgx-a100", collective="sendrecv", why="8 x A100 NVSwitch, sendrecv -g 8"),
-    Case("a100_aws_p4de_16gpu_2node_all_reduce.txt", "dgx-a100", 2, 4, 12.5, "efa",
-         why="2 x p4de.24xlarge: 4 x 100 Gb/s EFA per node"),
+    Case("a100_aws_p4de_16gpu_2node_all_reduce.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 27),
+         machine={"cpu_vendor": "intel"},
+         why="2 x p4de.24xlarge: 4 x 100 Gb/s EFA per node, Xeon 8275CL, NCCL 2.27 (aws-ofi-nccl sets "
+             "NCCL_PROTO=simple)"),
     Case("h100_16gpu_2node_alltoall_sendrecv.txt", "dgx-h100", 2, collective="alltoall",
          why="2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"),
     Case("h100_16gpu_2node_alltoall_sendrecv.txt", "dgx-h100", 2, collective="sendrecv",
          why="the same job's sendrecv test"),
     Case("h100_8gpu_1node_all_gather_ring.txt", "dgx-h100", env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0"},
-         why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off"),
+         version=(2, 26), why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off, -g 8"),
     Case("h100_8gpu_1node_all_reduce_ring.txt", "dgx-h100",
-         env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"},
-         why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off"),
-    Case("h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt", "dgx-h100", 2, 32, 12.5, "efa2",
-         why="2 x p5.48xlarge: 32 x 100 Gb/s EFA per node, NCCL 2.22.3, NVLS on"),
+         env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, version=(2, 26),
+         why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off, -g 8"),
+    Case("h100_8gpu_1node_all_reduce_nvls.txt", "dgx-h100", version=(2, 26),
+         why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL defaults (NVLS), -g 8: the published ~479 GB/s"),
+    Case("h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 22),
+         machine={"cpu_vendor": "amd"},
+         why="2 x p5.48xlarge: 32 x 100 Gb/s EFA per node, EPYC 7R13, NCCL 2.22.3, NVLS on"),
     Case("h100_gcp_a3mega_16gpu_2node_all_reduce.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
-         why="2 x a3-megagpu-8g: 8 x 200 Gb/s GPUDirect-TCPXO NICs per node"),
+         why="2 x a3-megagpu-8g: 8 x 200 Gb/s GPUDirect-TCPXO NICs per node, Xeon 8481C"),
     Case("mi300x_8gpu_1node_all_reduce.txt", "mi300x", why="8 x MI300X xGMI mesh, RCCL, one process per GPU"),
-    Case("v100_8gpu_dgx1_hybridcubemesh_1node_all_reduce.txt", "dgx1-v100",
-         why="8 x V100-SXM2 hybrid cube mesh (DGX-1), -g 8, 2019"),
+    Case("v100_8gpu_dgx1_hybridcubemesh_1node_all_reduce.txt", "dgx1-v100", version=(2, 4),
+         why="8 x V100-SXM2 hybrid cube mesh (DGX-1), -g 8, 2019 (before LL128: NCCL 2.4 gates)"),
 ]
 
 
 #: why a log misses its targets: what its rows show that the model has no term for (read off the
 #: per-size tables below; the model is not changed per log)
 WHY = {
-    "a100_8gpu_1node_all_reduce.txt": "one process drives all 8 GPUs (-g 8); the measured curve has a dip between "
-    "the LL128 and Simple regions (4-16 MiB at 70-113 GB/s) and a shoulder at 128-512 MiB that a latency + "
-    "bandwidth per protocol does not follow; the median is within target.",
-    "a100_8gpu_1node_sendrecv.txt": "its first row (128 MiB: 1211 us, 110 GB/s) is slower than the bandwidth of "
-    "the next three rows (189-195 GB/s) allows: a first-call cost of the single-process run, not a property of "
-    "the size.",
-    "a100_aws_p4de_16gpu_2node_all_reduce.txt": "first-generation EFA: 64 KiB-4 MiB take 227-534 us, almost flat, "
-    "then bandwidth rises; NCCL's tree over EFA pays a per-message cost the model spreads as latency plus "
-    "pipeline fill.",
-    "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt": "below 1 KB the log is noisy (8 B 85.7 us vs 16 B "
-    "63.4 us) and 64-128 KiB dip to 96-107 us; everything >= 64 KiB is within 26 %.",
-    "h100_gcp_a3mega_16gpu_2node_all_reduce.txt": "GPUDirect-TCPXO has a slow regime from 2 to 32 MiB (times grow "
-    "at about 21 GB/s, 977 us at 16 MiB) before the large-message rate (339 GB/s busbw at 8 GiB); no NCCL "
-    "algorithm or protocol of the model runs that slowly there.",
-    "mi300x_8gpu_1node_all_reduce.txt": "RCCL switches kernels at sizes its bundled MSCCL tables decide: 128-512 B "
-    "take 23 us while 1 KB takes 13.7 us, and 1-2 MiB run faster than RCCL's own ring model predicts; large "
-    "sizes are within 4 %.",
+    "a100_8gpu_1node_sendrecv.txt": "only its first row (128 MiB: 1211 us measured, {first_pred:.0f} us predicted) "
+    "misses. The next size, twice as large, takes only 17 % longer (1423 us), and the in-place column repeats "
+    "it: a warm-up artefact of that single-process run that no bandwidth model reproduces; the other rows are "
+    "within {rest_worst:.0%}.",
+    "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt": "EFA v2, NCCL 2.22.3. The worst rows >= 64 KiB are 64 "
+    "KiB ({e[65536]:+.1%}) and 32 MiB ({e[33554432]:+.1%}). 64 KiB ends a bump of the log (8-64 KiB: 95-118 us, "
+    "back to 96 us at 128 KiB) that no latency or bandwidth term of NCCL's model produces (the model stays at "
+    "80 us there). At 32 MiB NCCL's own estimates for Ring/LL128 and Tree/LL128 are within a few per cent of each "
+    "other; the model takes Ring/LL128, and its LL128-over-EFA ring bandwidth is too optimistic there.",
+    "h100_gcp_a3mega_16gpu_2node_all_reduce.txt": "GPUDirect-TCPXO. The worst rows are 8 and 16 MiB "
+    "({e[8388608]:+.1%}, {e[16777216]:+.1%}): the measured time grows from 365 us at 4 MiB to 978 us at 16 MiB "
+    "(a slow regime at about 20 GB/s of algbw) and then only to 1060 us at 32 MiB, which no algorithm or protocol "
+    "of the model does; and 256 MiB ({e[268435456]:+.1%}), where the model's NVLSTree per-message cost (the tcpxo "
+    "constant, calibrated on this log alone) makes NCCL's NVLSTree pick slower than the model's own 512 MiB Tree "
+    "prediction. The log cannot be modelled faithfully from what it says: Google's TCPXO stack is normally run "
+    "with its nccl-env-profile.sh (NCCL_PROTO=Simple,LL128, NCCL_MIN_NCHANNELS=4 and an NCCL tuner plugin with a "
+    "non-public a3plus_tuner_config.textproto); the log does not say which settings were exported, and a tuner "
+    "plugin overrides NCCL's own choice, which is what this model reproduces.",
 }
 
 
@@ -102,7 +111,7 @@ def machine_for(case: Case, log) -> NcclMachine:
     topo = apply_machine_arguments(get_preset(case.preset), ns)
     m = NcclMachine.from_topology(topo, gpus_per_process=log.n_gpus or 1, net_kind=case.net_kind)
     arch = arch_of_gpu_name(log.devices[0].name) if log.devices else None
-    return m.with_(arch=arch) if arch else m
+    return m.with_(**({"arch": arch} if arch else {}), **case.machine)
 
 
 def evaluate(case: Case, params=DEFAULT_PARAMS) -> dict:
@@ -110,7 +119,7 @@ def evaluate(case: Case, params=DEFAULT_PARAMS) -> dict:
     runs = load_runs(LOGS / case.file)
     log = next(r for r in runs if case.collective is None or guess_collective(r, case.file) == case.collective)
     coll = case.collective or guess_collective(log, case.file)
-    model = NcclModel(machine_for(case, log), params, NcclEnv.from_environ(case.env))
+    model = NcclModel(machine_for(case, log), params, NcclEnv.from_environ(case.env), version=case.version)
     rows = []
     for r in log.rows:
         if r.size <= 0 or r.out_of_place is None or not r.out_of_place.time_us:
@@ -129,69 +138,45 @@ def evaluate(case: Case, params=DEFAULT_PARAMS) -> dict:
     return dict(case=case, collective=coll, machine=model.machine, rows=rows, summary=s)
 
 
-def objective(params) -> float:
-    """What the fit minimises over all logs together: per log, the squared median and 80th
-    percentile of the relative errors (every log weighs the same)."""
-    total = 0.0
-    for case in CASES:
-        res = evaluate(case, params)
-        errs = sorted(abs(x["err"]) for x in res["rows"])
-        q = errs[int(0.8 * (len(errs) - 1))]           # robust: a band of points a log's machine
-        total += statistics.median(errs) ** 2 + q ** 2  # cannot explain does not drag every constant
-    return total / len(CASES)
+def anchor_checks() -> list[str]:
+    """The issue's anchor points as a markdown table: 8 x H100 all_reduce with NCCL defaults (NVLS) and with
+    NCCL_ALGO=Ring at 64 MiB / 1 GiB / 8 GiB (-g 8, as the published runs), 8 x MI300X at 1 KiB."""
+    h100 = NcclMachine.from_topology(get_preset("dgx-h100"), gpus_per_process=8)
+    mi300x = NcclMachine.from_topology(get_preset("mi300x"))
+    # measured busbw: together-nccl-tests H100 all_reduce_nvls.out and all_reduce_ring.out (NCCL 2.26.2)
+    measured = {"nvls": (359.54, 467.55, 479.16), "ring": (320.23, 360.94, 368.00)}
+    envs = {"nvls": {}, "ring": {"NCCL_ALGO": "Ring", "NCCL_NVLS_ENABLE": "0"}}
+    lines = ["| check | NCCL choice | predicted | measured | error |", "|---|---|---|---|---|"]
+    for label, env in envs.items():
+        model = NcclModel(h100, env=NcclEnv.from_environ(env), version=(2, 26))
+        for size, real in zip((64 << 20, 1 << 30, 8 << 30), measured[label]):
+            c = model.choose("allreduce", size)
+            pred = c.busbw_gbps(8)
+            lines.append(f"| 8 x H100 all_reduce {'NCCL defaults' if label == 'nvls' else 'NCCL_ALGO=Ring'} "
+                         f"{size >> 20} MiB busbw | {c.label} | {pred:.1f} GB/s | {real:.1f} GB/s | {pred / real - 1:+.1%} |")
+    c = NcclModel(mi300x, env=NcclEnv()).choose("allreduce", 1024)
+    lines.append(f"| 8 x MI300X all_reduce 1 KiB time | {c.label} | {c.time_us:.1f} us | 13.7 us | "
+                 f"{c.time_us / 13.7 - 1:+.1%} |")
+    return lines
 
 
-ARCHS_IN_LOGS = ("sm70", "sm80", "sm90", "gfx942")
-
-
-def fit(params=DEFAULT_PARAMS, rounds: int = 6):
-    """Coordinate search over the fitted constants (all logs together); prints the result."""
-    keys = [("launch_us", None), ("launch_per_gpu_us", None), ("nvls_efficiency", None), ("one_shot_us", None),
-            ("p2p_net_fraction", None)] + [("link_gbps", k) for k in params.link_gbps if "pcie" not in k] + \
-           [("net_latency_scale", k) for k in params.net_latency_scale] + \
-           [("net_efficiency", k) for k in params.net_efficiency] + [("base_us", k) for k in params.base_us] + \
-           [("hop_us", k) for k in params.hop_us if k[0] in ARCHS_IN_LOGS] + [("chunk_bytes", k) for k in params.chunk_bytes]
-    best = objective(params)
-    for k in range(rounds):
-        factors = (0.5, 0.7, 0.85, 1.15, 1.4, 2.0) if k < 2 else (0.8, 0.9, 0.95, 1.05, 1.1, 1.25)
-        for name, key in keys:
-            for factor in factors:
-                cand = _scaled(params, name, key, factor)
-                val = objective(cand)
-                if val < best:
-                    best, params = val, cand
-        print(f"objective {best:.5f}", flush=True)
-    print(params)
-    return params
-
-
-#: the documented starting values the bounds refer to
-START = ModelParams()
-#: how far a fitted constant may move from its documented starting value (link speeds stay near
-#: the vendors' and NCCL's figures; latencies and efficiencies may move further)
-BOUNDS = {"link_gbps": (0.97, 1.05), "net_efficiency": (0.5, 1.1), "nvls_efficiency": (1.0, 1.0),
-          "chunk_bytes": (0.25, 4.0), "base_us": (0.3, 3.0), "hop_us": (0.2, 5.0)}
-
-
-def _scaled(params, name, key, factor):
-    lo, hi = BOUNDS.get(name, (0.1, 10.0))
-    start = getattr(START, name) if key is None else getattr(START, name)[key]
-    if key is None:
-        value = getattr(params, name) * factor
-        return replace(params, **{name: min(max(value, lo * start), hi * start)})
-    table = dict(getattr(params, name))
-    table[key] = min(max(table[key] * factor, lo * start), hi * start)
-    return replace(params, **{name: table})
+def _why(res: dict) -> str:
+    text = WHY.get(res["case"].file, "see the table.")
+    rows = res["rows"]
+    return text.format(first_pred=rows[0]["pred_us"], rest_worst=max((abs(x["err"]) for x in rows[1:]), default=0),
+                       e={x["size"]: x["err"] for x in rows})
 
 
 def write_report(results: list[dict], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# NCCL model vs real nccl-tests / rccl-tests logs", "",
              "Command: `python benchmarks/validate_cost_model.py --out results/model_validation`", "",
-             "One parameter set for every log (`synth.model.nccl.DEFAULT_PARAMS`); each log is described only by its "
-             "machine (from its `# SOURCE:` header), its NCCL environment and the GPUs per process it printed. "
-             "Error: |pred/real - 1| of the out-of-place busbw for sizes >= 64 KiB, of the time below. "
-             "Targets: median <= 10 % and worst <= 25 % (>= 64 KiB), worst <= 40 % (< 64 KiB).", "",
+             "One parameter set for every log (`synth.model.nccl.DEFAULT_PARAMS`, fitted on all logs together by "
+             "`python benchmarks/fit_nccl_model.py --write`, output in `fit.txt`: soft-L1 cost 0.861 over 291 rows); each log is described only by its machine (from its "
+             "`# SOURCE:` header), its NCCL environment and version and the GPUs per process it printed. "
+             "NCCL's choice follows NCCL 2.28's tuning tables (`synth/model/nccl/tuning.py`), its time the execution "
+             "model (`runtime.py`). Error: |pred/real - 1| of the out-of-place busbw for sizes >= 64 KiB, of the time "
+             "below. Targets: median <= 10 % and worst <= 25 % (>= 64 KiB), worst <= 40 % (< 64 KiB).", "",
              "| log | collective | machine | median >= 64K | worst >= 64K | worst < 64K | targets |",
              "|---|---|---|---|---|---|---|"]
     for res in results:
@@ -202,9 +187,16 @@ def write_report(results: list[dict], out: Path) -> None:
                      f"{'met' if s['ok'] else '**missed**'} |")
     met = sum(r["summary"]["ok"] for r in results)
     med = sum(r["summary"]["median_big"] <= 0.10 for r in results)
-    lines += ["", f"Targets met on {met} of {len(results)} logs; median within 10 % on {med} of {len(results)}. "
-              "The constants (`synth/model/nccl/fitted_params.json`) were searched on all logs together "
-              "(`--fit`); each log's reason for a miss is under its table.", ""]
+    lines += ["", f"Targets met on {met} of {len(results)} log tables; median within 10 % on {med} of "
+              f"{len(results)}. h100_8gpu_1node_all_reduce_nvls.txt is the published NVLS run (the only single-node "
+              "NVLS log): it is part of the fit set, so it is not a held-out check; no log is held out. Each miss's "
+              "reason is under its table.", "", "## Anchor points", ""] + anchor_checks() + [
+              "", "## Calibrated on one log only", "",
+              "These constants are each constrained by a single log, so they reproduce it but are not independently "
+              "validated: A100 LL/LL128/Simple latency scales and LL128 efficiency (a100 all_reduce), V100 latency "
+              "scales, MI300X xGMI efficiency, RCCL latency scales and MSCCL latencies, every network transport's "
+              "per-hop latency and per-message cost (efa: p4de, efa2: p5, tcpxo: A3 Mega), p2p NVLink efficiency "
+              "(a100 sendrecv) and p2p network channel speed (h100 sendrecv).", ""]
     for res in results:
         lines += _detail(res, out)
     (out / "report.md").write_text("\n".join(lines) + "\n")
@@ -218,7 +210,7 @@ def _detail(res: dict, out: Path) -> list[str]:
         w.writeheader()
         w.writerows(res["rows"])
     _plot(res, out / f"{stem}.png")
-    why = "" if res["summary"]["ok"] else f"Why it misses: {WHY.get(c.file, 'see the table.')}"
+    why = "" if res["summary"]["ok"] else f"Why it misses: {_why(res)}"
     lines = [f"## {c.file} ({res['collective']})", "", c.why, "", *([why, ""] if why else []),
              "| size (B) | real us | pred us | real busbw | pred busbw | error | NCCL choice |", "|---|---|---|---|---|---|---|"]
     for x in res["rows"]:
@@ -249,24 +241,13 @@ def _plot(res: dict, path: Path) -> None:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "results" / "model_validation")
-    p.add_argument("--fit", action="store_true", help="search the fitted constants on all logs together")
-    p.add_argument("--write", action="store_true", help="with --fit: commit the result as the model's constants")
-    p.add_argument("--from-start", action="store_true", help="with --fit: start from the documented values")
     args = p.parse_args(argv)
-    params = fit(ModelParams() if args.from_start else DEFAULT_PARAMS) if args.fit else DEFAULT_PARAMS
-    if args.fit and args.write:
-        import json
-
-        from synth.model.nccl.constants import FITTED, params_to_dict
-        FITTED.write_text(json.dumps(params_to_dict(params), indent=1, sort_keys=True) + "\n")
-        print(f"wrote {FITTED}")
-    results = [evaluate(c, params) for c in CASES]
+    results = [evaluate(c) for c in CASES]
     for r in results:
         s = r["summary"]
         print(f"{r['case'].file:55s} {r['collective']:10s} median {s['median_big']:6.1%} worst {s['worst_big']:6.1%} "
               f"small {s['worst_small']:6.1%} {'OK' if s['ok'] else 'MISS'}")
-    if not args.fit or args.write:
-        write_report(results, args.out)
+    write_report(results, args.out)
     return 0
 
 

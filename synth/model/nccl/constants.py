@@ -1,168 +1,163 @@
-"""Constants of the NCCL model: NCCL's and RCCL's own tuning tables (facts, with their sources)
-and the few values fitted on the real logs (``tests/fixtures/real_logs``) all together.
+"""Facts of NCCL's and RCCL's tuning model, each with its source (nothing here is fitted:
+fitted values are in :mod:`.params` / ``fitted_params.json``).
 
-Units: µs for latencies, GB/s (1e9 bytes/s, per direction) for bandwidths.
+Units: bandwidth GB/s per direction (1e9 bytes/s), latency µs, sizes bytes.  Index order
+follows NCCL: algorithms ``tree, ring, collnet_direct, collnet_chain, nvls, nvls_tree, pat``
+(``NCCL_ALGO_*``), protocols ``LL, LL128, Simple`` (``NCCL_PROTO_*``), hardware ``nvlink, pci,
+net``.  Tables were read (not copied) from NCCL 2.28 (``zhanglin496/nccl-2.28.3-1``, a mirror of
+NCCL 2.28.3, commit 850a18f5; cross-checked with ``NVIDIA/nccl`` b6475625) and ROCm/rccl.
 
-NCCL facts (NVIDIA/nccl ``src/graph/tuning.cc`` of the 2.19-2.22 series, ``src/graph/topo.h``):
+=========================  ===================================================  ============================
+constant                   meaning                                              source
+=========================  ===================================================  ============================
+BASE_LAT                   base latency [algo][proto]                           tuning.cc baseLatencies
+HW_LAT                     per-hop latency [hw][algo][proto]                    tuning.cc hwLatencies
+LL_MAX_BWS                 LL cap [GPU gen / CPU vendor][1, 2, >2 nodes]        tuning.cc llMaxBws
+PER_CH_MAX_*               per-channel caps (ring LL128, tree, NVLS tree)       tuning.cc perChMax*Bws
+NVLS_EFFICIENCY            NVLS achieved / link bandwidth by GPU gen            tuning.cc nvlsEfficiency
+TREE_CORRECTION            tree factor by proto and log2(bytes/64)              tuning.cc treeCorrectionFactor
+THREAD_THRESHOLD           bytes per thread before adding channels              comm.h NCCL_*_THREAD_THRESHOLD
+MAX_NTHREADS               threads per protocol                                 device.h NCCL_*_MAX_NTHREADS
+NET_OVERHEAD_US            per ring step across nodes (Intel 1, AMD 2)          tuning.cc getNetOverhead
+SPEEDS_INTRA / _INTER      per-channel speeds the graph search tries            search.cc speedArray*
+NVLINK_BW_PER_LINK         per-link bandwidth NCCL assumes                      topo.h SM*_NVLINK_BW
+PCI_BW_BY_GEN, CPU_LINK_BW PCIe x16 and inter-socket bandwidth                  topo.h PCI_BW, *_QPI_BW, AMD_BW
+MAXCHANNELS                32 (ring graph: MAXCHANNELS/2)                       device.h, init.cc
+NVLS_NCHANNELS             16 NVLS CTAs on sm90                                 enqueue.cc, NCCL_NVLS_NCHANNELS
+NET_PLUGIN_LATENCY_US      latency the net plugin reports (EFA 75 µs)           aws-ofi-nccl platform-aws.c
+LL_/LL128_DATA_FRACTION    payload 8 of 16 bytes / 120 of 128 bytes             prims_ll.h, device.h
+RCCL_BASE_LAT              12/12/17 µs                                          ROCm/rccl tuning.cc baseLat
+RCCL_GFX942                rcclTuningModel[5] (8 x MI300X xGMI mesh)            rccl tuning.cc, rome_models.cc
+RCCL_MSCCL_ALLREDUCE_8GPU  MSCCL allreduce windows 1 KiB .. 16 MiB              rccl tools/msccl-algorithms
+=========================  ===================================================  ============================
 
-* ``baseLat`` (µs): Tree LL/LL128/Simple 6.8/14.0/0, Ring 6.6/14.0/8.4, CollNet/NVLS 0.
-* ``hwLat`` (µs) per hop, NVLink: Tree 0.6/1.25/28, Ring 0.6/1.9/3.4, CollNetDirect 3.7,
-  CollNetChain 2.8, NVLS 23, NVLSTree 23; PCI: Tree 1.0/1.9/28, Ring 1.0/2.5/5.7;
-  NET: Tree 5.0/8.5/28, Ring 2.7/4.0/14.0, CollNetDirect 31, CollNetChain 30, NVLS 18,
-  NVLSTree 14.
-* Protocol refinements: Ring LL busBw x 1/4 (x 1/3 for allgather/reducescatter/broadcast on one
-  node) capped by ``llMaxBws``; Ring LL128 x 0.92 capped by channels x ``perChMaxRingLL128Bws``
-  (Volta/Ampere 20, Hopper 36.7); Tree x 0.92 capped by channels x ``perChMaxTreeBws``
-  (Volta 26.5, Ampere 24.0, Hopper 38.7 on one node); Tree LL x 1/3.8; Tree LL128 x 7/9 on one
-  node; bus -> algorithm bandwidth: Ring nRanks/nSteps, NVLS and NVLSTree 5/6, others 1/2.
-* ``llMaxBws`` one node: Volta 39.0, Ampere 87.7, Hopper 141.0 (2.23+).
-* Per-link bandwidth NCCL assumes (``topo.h``): NVLink SM60 18, SM70/SM80 20, SM90 20.6, SM100
-  40.1; PCI Gen3 x16 12, Gen4 24, Gen5 48 (NCCL's PCI_BW 12 for Gen3); network 12 per 100 Gb/s.
-* Default thread thresholds (``device.h``): LL 8, LL128 8, Simple 64 bytes per thread; LL
-  threads 512, LL128 640, Simple 512 (Hopper 640).
-
-RCCL facts (ROCm/rccl ``src/graph/tuning.cc``): ``baseLat`` 12.0/12.0/17.0 (LL/LL128/Simple) for
-Tree and Ring; xGMI per-hop latencies LL 0.8, LL128 2.2, Simple 3.6 (ring); MI300X (gfx942) runs
-small allreduces with one-shot all-pairs kernels (MSCCL / "allreduce 1step", RCCL's bundled
-algorithms) and medium ones with all-pairs reduce-scatter + all-gather ("allreduce-allpairs")
-instead of rings.
+Feature gates by NCCL version (``FEATURE_VERSION``): LL128 2.5, NVLS 2.17, NVLSTree 2.18, PAT 2.23.
 """
 
 from __future__ import annotations
 
-import json
-from dataclasses import dataclass, field, fields
-from pathlib import Path
-
-from topo_probe.errors import InvalidArgument
-
-ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
-PROTOCOLS = ("LL", "LL128", "Simple")
-#: NCCL_ALGO / NCCL_PROTO spellings (case-insensitive) -> ours
+ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
+PROTOS = ("LL", "LL128", "Simple")
+#: backwards-compatible names
+ALGORITHMS, PROTOCOLS = ALGOS, PROTOS
+HW_NVLINK, HW_PCI, HW_NET = 0, 1, 2
+#: NCCL_ALGO / NCCL_PROTO spellings (case-insensitive) -> ours (tuning.cc ncclAlgoStr/ncclProtoStr)
 ALGO_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct", "collnetchain": "collnet_chain",
               "collnet": "collnet_direct", "nvls": "nvls", "nvlstree": "nvls_tree", "pat": "pat"}
 PROTO_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
-#: the names NCCL's tuner plugin config uses (``ext-tuner/example``)
-PLUGIN_ALGO = {"tree": "tree", "ring": "ring", "collnet_direct": "collnet_direct", "collnet_chain": "collnet_chain",
-               "nvls": "nvls", "nvls_tree": "nvls_tree", "pat": "pat"}
+#: first NCCL version (major, minor) with each feature (release notes)
+FEATURE_VERSION = {"LL128": (2, 5), "nvls": (2, 17), "nvls_tree": (2, 18), "pat": (2, 23)}
 
-#: NCCL baseLat [algorithm][protocol] in µs (LL, LL128, Simple)
-BASE_LAT_US = {"tree": (6.8, 14.0, 0.0), "ring": (6.6, 14.0, 8.4), "collnet_direct": (0.0, 0.0, 0.0),
-               "collnet_chain": (0.0, 0.0, 0.0), "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0),
-               "pat": (0.0, 0.0, 8.4)}
-#: NCCL hwLat [link][algorithm][protocol] in µs per hop
-HW_LAT_US = {
-    "nvlink": {"tree": (0.6, 1.25, 28.0), "ring": (0.6, 1.9, 3.4), "collnet_direct": (0.0, 0.0, 3.7),
-               "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 23.0), "nvls_tree": (0.0, 0.0, 23.0),
-               "pat": (0.0, 0.0, 3.4)},
-    "pci": {"tree": (1.0, 1.9, 28.0), "ring": (1.0, 2.5, 5.7), "collnet_direct": (0.0, 0.0, 3.7),
-            "collnet_chain": (0.0, 0.0, 2.8), "nvls": (0.0, 0.0, 0.0), "nvls_tree": (0.0, 0.0, 0.0),
-            "pat": (0.0, 0.0, 5.7)},
-    "net": {"tree": (5.0, 8.5, 28.0), "ring": (2.7, 4.0, 14.0), "collnet_direct": (0.0, 0.0, 31.0),
-            "collnet_chain": (0.0, 0.0, 30.0), "nvls": (0.0, 0.0, 18.0), "nvls_tree": (0.0, 0.0, 14.0),
-            "pat": (0.0, 0.0, 14.0)},
+#: topo.h SM60..SM100_NVLINK_BW, GB/s per link
+NVLINK_BW_PER_LINK = {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1}
+#: topo.h PCI_BW 12 for Gen3 x16; Gen4 24, Gen5 48 (topo.cc scales by generation)
+PCI_BW_BY_GEN = {3: 12.0, 4: 24.0, 5: 48.0}
+#: topo.h inter-socket bandwidth: QPI_BW 6, SKL_QPI_BW 10, SRP_QPI_BW 22, ERP_QPI_BW 40, AMD_BW 16
+CPU_LINK_BW = {"intel_bdw": 6.0, "intel_skl": 10.0, "intel_spr": 22.0, "intel_emr": 40.0, "amd": 16.0}
+
+#: search.cc speedArrayIntra / sm90SpeedArrayIntra / sm100SpeedArrayIntra (GB/s per channel)
+SPEEDS_INTRA = {
+    0: (40.0, 30.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0),
+    90: (60.0, 50.0, 40.0, 30.0, 24.0, 20.0, 15.0, 12.0, 11.0, 6.0, 3.0),
+    100: (90.0, 80.0, 70.0, 60.0, 50.0, 45.0, 40.0, 30.0, 24.0, 20.0, 19.0, 18.0),
 }
-#: RCCL baseLat (LL, LL128, Simple) for ring and tree, and its xGMI ring hop latencies (µs)
-RCCL_BASE_LAT_US = (12.0, 12.0, 17.0)
-RCCL_XGMI_HOP_US = (0.8, 2.2, 3.6)
+#: search.cc speedArrayInter / sm90SpeedArrayInter / sm100SpeedArrayInter
+SPEEDS_INTER = {
+    0: (48.0, 30.0, 28.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+    90: (48.0, 45.0, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+    100: (96.0, 48.0, 45.1, 42.0, 40.0, 30.0, 24.0, 22.0, 20.0, 17.5, 15.0, 12.0, 6.0, 3.0, 2.4, 1.2, 0.24, 0.12),
+}
+MAXCHANNELS = 32
+NVLS_NCHANNELS = 16
 
-#: per-architecture caps (GB/s): llMaxBw (one node), per-channel ring LL128, per-channel tree
-LL_MAX_BW = {"volta": 39.0, "ampere": 87.7, "hopper": 141.0, "blackwell": 141.0, "cdna": 87.7}
-PER_CH_RING_LL128 = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 36.7, "cdna": 20.0}
-PER_CH_TREE = {"volta": 26.5, "ampere": 24.0, "hopper": 38.7, "blackwell": 38.7, "cdna": 24.0}
-PER_CH_TREE_LL128 = {"volta": 20.0, "ampere": 20.0, "hopper": 36.7, "blackwell": 36.7, "cdna": 20.0}
-#: per-link bandwidth NCCL assumes (GB/s per direction), topo.h
-NCCL_NVLINK_GBPS = {"sm60": 18.0, "sm70": 20.0, "sm80": 20.0, "sm86": 12.0, "sm90": 20.6, "sm100": 40.1}
-
-#: NCCL thread thresholds (bytes per thread before adding channels) and threads per protocol
+#: tuning.cc baseLatencies [algo][proto] (µs)
+BASE_LAT = ((6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (8.0, 8.0, 8.0))
+#: tuning.cc hwLatencies [hw][algo][proto] (µs per hop)
+HW_LAT = (
+    ((.6, 1.25, 4.0), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25), (0, 0, 25), (0, 0, 4.0)),
+    ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 4.0)),
+    ((5.0, 8.5, 14), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 14), (0, 0, 14)),
+)
+#: tuning.cc llMaxBws [GPU gen on 1 node | CPU vendor (0 Intel, 1 AMD) across nodes][1, 2, >2 nodes]
+LL_MAX_BWS = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
+#: tuning.cc perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws, perChMaxNVLSTreeBws [gen][nodes]
+PER_CH_MAX_RING_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (73.4, 73.4, 73.4))
+PER_CH_MAX_TREE_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
+PER_CH_MAX_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (70.0, 42.8, 24.0))
+PER_CH_MAX_NVLS_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (0.0, 96.0, 43.1))
+#: tuning.cc nvlsEfficiency [Volta, Ampere, Hopper, Blackwell]
+NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
+#: tuning.cc treeCorrectionFactor [proto][log2(nBytes / 64)], 64 B .. 256 MB
+TREE_CORRECTION = (
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+)
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
-THREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+MAX_NTHREADS = {"LL": 512, "LL128": 640, "Simple": 512}
+NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
+#: ncclNetProperties_t.latency the plugin reports, added per inter-node hop (twice for Simple):
+#: aws-ofi-nccl platform_data_map[].latency 75 µs on p4d/p4de/p5; IB/socket report 0; TCPXO unknown (0)
+NET_PLUGIN_LATENCY_US = {"ib": 0.0, "roce": 0.0, "efa": 75.0, "efa2": 75.0, "tcpxo": 0.0, "socket": 0.0}
+LL_DATA_FRACTION = 0.5
+LL128_DATA_FRACTION = 120.0 / 128.0
+
+#: ROCm/rccl tuning.cc baseLat (LL, LL128, Simple), µs
+RCCL_BASE_LAT = (12.0, 12.0, 17.0)
+#: ROCm/rccl rcclTuningModel[5] (rome_models.cc rome_model_79 / _81 say tuning=5): xGMI and NET hop
+#: latencies, bandwidth ratios and llProtoRanges (LL up to the first bound, LL128 up to the second)
+RCCL_GFX942 = {
+    "hw_lat_xgmi": {"tree": (0.9, 0.9, 2.3), "ring": (0.8, 0.8, 2.1)},
+    "hw_lat_net": {"tree": (10.5, 10.5, 25.0), "ring": (9.5, 9.5, 320.0)},
+    "ll_ranges": {"reducescatter": ((0, 655360), (131072, 3211264)),
+                  "allgather": ((0, 98304), (98304, 5046272)),
+                  "allreduce": ((0, 1048576), (1048576, 9437184))},
+    "rings": 28,
+}
+#: ROCm/rccl tools/msccl-algorithms for 8 x gfx942: allreduce_1step_mccl_8_2_2048_LL.xml minBytes 1024,
+#: allreduce-allpairs-8n-ll.xml maxBytes 327680, allreduce_1step_mccl_8_2_16777216_LL.xml (16 MiB)
+RCCL_MSCCL_ALLREDUCE_8GPU = {"min_bytes": 1024, "allpairs_max_bytes": 327680, "onestep_max_bytes": 16777216}
 
 
-@dataclass(frozen=True)
-class ModelParams:
-    """What the real logs taught: one value per GPU architecture or link kind, fitted on every
-    log together (``benchmarks/validate_cost_model.py --fit`` searched them; the committed values
-    are its result), never per log.
+def compcap_index(sm: int) -> int:
+    """NCCL's compute-capability row: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell.
 
-    Attributes
-    ----------
-    link_gbps : dict
-        Achievable GB/s per direction of one link, by link kind and architecture (NVLink on
-        SM70/SM80/SM90/SM100, xGMI on gfx90a/gfx942, PCIe generations).
-    launch_us : float
-        Fixed host cost of one collective call from a process driving one GPU (µs).
-    launch_per_gpu_us : float
-        Extra host cost per additional GPU driven by the same thread (``nGpus`` > 1 in
-        nccl-tests: one thread launches the kernel on every GPU of the group).
-    net_latency_scale : dict
-        Network hop latency by NIC kind as a multiple of NCCL's NET ``hwLat`` (which is
-        InfiniBand's): ``ib`` (InfiniBand / RoCE), ``efa`` (AWS EFA, first generation, p4d),
-        ``efa2`` (p5), ``tcpxo`` (GCP GPUDirect-TCPXO).
-    net_efficiency : dict
-        Achievable fraction of the NICs' line rate by NIC kind.
-    nvls_efficiency : float
-        NVLink SHARP allreduce: algorithm bandwidth as a fraction of the GPU's NVLink bandwidth
-        (published: 8 x H100 NVLS all_reduce about 480 GB/s busbw at >= 1 GiB).
-    one_shot_us : float
-        Latency of RCCL's one-shot all-pairs allreduce on an xGMI mesh (MI300X small messages).
-    p2p_net_fraction : float
-        Share of one NIC's line rate a single point-to-point peer gets across nodes (NCCL runs
-        few channels per network peer).
-    base_us : dict
-        Fixed latency of a ring or tree kernel by protocol (µs), in place of NCCL's ``baseLat``.
-    hop_us : dict
-        Latency of one intra-node ring / tree step by (architecture, protocol) (µs), in place of
-        NCCL's NVLink / xGMI ``hwLat``: what a step costs on that GPU generation's links.
-    chunk_bytes : dict
-        Bytes a channel moves per pipeline step by protocol (NCCL: a 4 MiB Simple buffer in 8
-        steps is 512 KiB; LL128 and LL buffers are smaller).
+    >>> [compcap_index(s) for s in (70, 80, 90, 100)]
+    [0, 1, 2, 3]
     """
-
-    link_gbps: dict = field(default_factory=lambda: {
-        ("nvlink", "sm70"): 24.0, ("nvlink", "sm80"): 19.4, ("nvlink", "sm90"): 20.45, ("nvlink", "sm100"): 40.1,
-        ("infinity_fabric", "gfx942"): 45.0, ("infinity_fabric", "gfx90a"): 35.0,
-        ("pcie", "gen3"): 12.0, ("pcie", "gen4"): 24.0, ("pcie", "gen5"): 48.0})
-    launch_us: float = 6.0
-    launch_per_gpu_us: float = 2.5
-    net_latency_scale: dict = field(default_factory=lambda: {"ib": 1.0, "efa": 6.0, "efa2": 2.4, "tcpxo": 4.4})
-    net_efficiency: dict = field(default_factory=lambda: {"ib": 0.92, "efa": 0.85, "efa2": 0.90, "tcpxo": 0.90})
-    nvls_efficiency: float = 0.742
-    one_shot_us: float = 8.0
-    p2p_net_fraction: float = 0.58
-    base_us: dict = field(default_factory=lambda: {"LL": 6.6, "LL128": 14.0, "Simple": 8.4})
-    chunk_bytes: dict = field(default_factory=lambda: {"LL": 16384.0, "LL128": 131072.0, "Simple": 524288.0})
-    hop_us: dict = field(default_factory=lambda: {
-        **{(arch, proto): lat for arch in ("sm70", "sm80", "sm90", "sm100", "gfx90a", "gfx942")
-           for proto, lat in (("LL", 0.6), ("LL128", 1.9), ("Simple", 3.4))},
-        ("sm80", "Simple"): 9.0, ("sm90", "LL128"): 0.5, ("sm90", "Simple"): 1.0})
+    return 3 if sm >= 100 else 2 if sm >= 90 else 1 if sm >= 80 else 0
 
 
-def params_to_dict(p: ModelParams) -> dict:
-    """JSON-able form: tuple keys become ``"a/b"``."""
-    def key(k):
-        return "/".join(k) if isinstance(k, tuple) else k
-    return {f.name: ({key(k): v for k, v in getattr(p, f.name).items()} if isinstance(getattr(p, f.name), dict)
-                     else getattr(p, f.name)) for f in fields(p)}
+def coll_steps(coll: str, n_ranks: int) -> int:
+    """Ring steps NCCL counts: 2(n-1) for allreduce, n-1 for allgather / reducescatter, else n.
+
+    >>> coll_steps("allreduce", 8), coll_steps("allgather", 8), coll_steps("broadcast", 8)
+    (14, 7, 8)
+    """
+    if coll == "allreduce":
+        return 2 * (n_ranks - 1)
+    return n_ranks - 1 if coll in ("allgather", "reducescatter") else n_ranks
 
 
-def params_from_dict(doc: dict) -> ModelParams:
-    """The inverse of :func:`params_to_dict` (unknown fields are refused)."""
-    known = {f.name: f for f in fields(ModelParams)}
-    out = {}
-    for name, value in doc.items():
-        if name not in known:
-            raise InvalidArgument(f"unknown model parameter {name!r}")
-        if isinstance(value, dict):
-            value = {tuple(k.split("/")) if "/" in k else k: float(v) for k, v in value.items()}
-        out[name] = value
-    return ModelParams(**out)
+def busbw_factor(coll: str, n_ranks: int) -> float:
+    """nccl-tests' bus-bandwidth factor (``busbw = algbw * factor``, src/*.cu ``*GetBw``).
+
+    >>> busbw_factor("allreduce", 8), busbw_factor("allgather", 8), busbw_factor("reduce", 8)
+    (1.75, 0.875, 1.0)
+    """
+    if n_ranks <= 1:
+        return 1.0
+    if coll == "allreduce":
+        return 2.0 * (n_ranks - 1) / n_ranks
+    if coll in ("allgather", "reducescatter", "alltoall", "gather", "scatter"):
+        return (n_ranks - 1) / n_ranks
+    return 1.0
 
 
-#: the committed fit (benchmarks/validate_cost_model.py --fit --write), or the documented start
-FITTED = Path(__file__).with_name("fitted_params.json")
-DEFAULT_PARAMS = params_from_dict(json.loads(FITTED.read_text())) if FITTED.is_file() else ModelParams()
-
-__all__ = ["params_to_dict", "params_from_dict", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NAMES", "BASE_LAT_US", "HW_LAT_US", "ModelParams",
-           "DEFAULT_PARAMS", "LL_MAX_BW", "PER_CH_RING_LL128", "PER_CH_TREE", "PER_CH_TREE_LL128",
-           "NCCL_NVLINK_GBPS", "THREAD_THRESHOLD", "THREADS", "RCCL_BASE_LAT_US", "RCCL_XGMI_HOP_US"]
+__all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NAMES", "FEATURE_VERSION",
+           "HW_NVLINK", "HW_PCI", "HW_NET", "NVLINK_BW_PER_LINK", "PCI_BW_BY_GEN", "CPU_LINK_BW",
+           "SPEEDS_INTRA", "SPEEDS_INTER", "MAXCHANNELS", "NVLS_NCHANNELS", "BASE_LAT", "HW_LAT", "LL_MAX_BWS",
+           "PER_CH_MAX_RING_LL128", "PER_CH_MAX_TREE_LL128", "PER_CH_MAX_TREE", "PER_CH_MAX_NVLS_TREE",
+           "NVLS_EFFICIENCY", "TREE_CORRECTION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",
+           "NET_PLUGIN_LATENCY_US", "LL_DATA_FRACTION", "LL128_DATA_FRACTION", "RCCL_BASE_LAT", "RCCL_GFX942",
+           "RCCL_MSCCL_ALLREDUCE_8GPU", "compcap_index", "coll_steps", "busbw_factor"]

@@ -3,7 +3,9 @@
 ``NCCL_ALGO`` / ``NCCL_PROTO``: comma lists, ``^`` excludes (``^LL128`` = all but LL128), and
 the per-collective form of NCCL 2.24+ (``allreduce:tree,ring;allgather:ring``); names are
 case-insensitive.  ``NCCL_NVLS_ENABLE``, ``NCCL_COLLNET_ENABLE``, ``NCCL_P2P_DISABLE`` (0/1),
-``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (integers).
+``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (integers), ``NCCL_PAT_ENABLE`` (0/1/2 = auto),
+``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (bytes, default 128 KiB: enqueue.cc).  Syntax as NCCL's
+``parseList`` (src/graph/tuning.cc).
 
 >>> env = NcclEnv.from_environ({"NCCL_ALGO": "^tree", "NCCL_PROTO": "Simple,LL128", "NCCL_MAX_NCHANNELS": "4"})
 >>> env.algo_allowed("allreduce", "ring"), env.algo_allowed("allreduce", "tree"), env.proto_allowed("allreduce", "LL")
@@ -15,14 +17,16 @@ case-insensitive.  ``NCCL_NVLS_ENABLE``, ``NCCL_COLLNET_ENABLE``, ``NCCL_P2P_DIS
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 
 from synth.ir.collectives import canonical
 from synth.model.nccl.constants import ALGO_NAMES, PROTO_NAMES
 from topo_probe.errors import InvalidArgument
 
 VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_P2P_DISABLE",
-             "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS")
+             "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_PAT_ENABLE", "NCCL_NVLSTREE_MAX_CHUNKSIZE", "RCCL_MSCCL_ENABLE")
+#: NCCL_NVLSTREE_MAX_CHUNKSIZE default (bytes)
+NVLSTREE_CHUNK = 131072
 
 
 def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str | None, tuple[bool, frozenset]]:
@@ -30,6 +34,8 @@ def _parse_list(text: str, names: dict[str, str], var: str) -> dict[str | None, 
     out: dict[str | None, tuple[bool, frozenset]] = {}
     for k, part in enumerate(p for p in text.split(";") if p.strip()):
         coll, sep, items = part.partition(":")
+        if not sep and k > 0:
+            raise InvalidArgument(f"{var}={text!r}: every entry after the first needs a 'collective:' prefix")
         if not sep:
             coll, items = None, part
         elif k == 0 and not coll.strip():
@@ -74,6 +80,9 @@ class NcclEnv:
     p2p_disable: int | None = None
     min_channels: int | None = None
     max_channels: int | None = None
+    pat_enable: int | None = None
+    nvlstree_chunk: int | None = None
+    msccl_enable: int | None = None
 
     @classmethod
     def from_environ(cls, environ=None) -> "NcclEnv":
@@ -85,8 +94,35 @@ class NcclEnv:
         for var, v in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi)):
             if v is not None and not 1 <= v <= 64:
                 raise InvalidArgument(f"{var}={v} must be 1 to 64")
+        chunk = _flag(env, "NCCL_NVLSTREE_MAX_CHUNKSIZE")
+        if chunk is not None and chunk < 1:
+            raise InvalidArgument(f"NCCL_NVLSTREE_MAX_CHUNKSIZE={chunk} must be a positive number of bytes")
         return cls(algo, proto, _flag(env, "NCCL_NVLS_ENABLE"), _flag(env, "NCCL_COLLNET_ENABLE"),
-                   _flag(env, "NCCL_P2P_DISABLE"), lo, hi)
+                   _flag(env, "NCCL_P2P_DISABLE"), lo, hi, _flag(env, "NCCL_PAT_ENABLE"), chunk,
+                   _flag(env, "RCCL_MSCCL_ENABLE"))
+
+    def under(self, platform: dict) -> "NcclEnv":
+        """This environment over a platform's own settings (``NcclMachine.platform_env``): the
+        user's variables win, the platform fills what is unset.
+
+        >>> NcclEnv().under({"NCCL_PROTO": "simple"}).proto_allowed("allreduce", "LL")
+        False
+        >>> NcclEnv.from_environ({"NCCL_PROTO": "LL"}).under({"NCCL_PROTO": "simple"}).proto_allowed("allreduce", "LL")
+        True
+        """
+        base = NcclEnv.from_environ(platform)
+        mine = {f.name: getattr(self, f.name) for f in fields(self)}
+        return NcclEnv(**{k: (v if v not in (None, {}) else getattr(base, k)) for k, v in mine.items()})
+
+    @property
+    def p2p_off(self) -> bool:
+        """NCCL_P2P_DISABLE is set to a non-zero value."""
+        return bool(self.p2p_disable)
+
+    @property
+    def chunk_nvls_tree(self) -> int:
+        """NVLSTree chunk size (bytes)."""
+        return self.nvlstree_chunk or NVLSTREE_CHUNK
 
     @staticmethod
     def _allowed(table: dict, coll: str, name: str) -> bool:
@@ -98,6 +134,10 @@ class NcclEnv:
 
     def algo_allowed(self, coll: str, algo: str) -> bool:
         return self._allowed(self.algo, canonical(coll), algo)
+
+    def proto_set(self, coll: str) -> bool:
+        """Whether NCCL_PROTO says anything for ``coll`` (then it overrides NCCL's LL128 defaults)."""
+        return self.proto.get(canonical(coll), self.proto.get(None)) is not None
 
     def proto_allowed(self, coll: str, proto: str) -> bool:
         return self._allowed(self.proto, canonical(coll), proto)
@@ -111,7 +151,9 @@ class NcclEnv:
                     (f"{c}:" if c else "") + ("^" if ex else "") + ",".join(sorted(ns)) for c, (ex, ns) in tab.items()))
         for var, v in (("NCCL_NVLS_ENABLE", self.nvls_enable), ("NCCL_COLLNET_ENABLE", self.collnet_enable),
                        ("NCCL_P2P_DISABLE", self.p2p_disable), ("NCCL_MIN_NCHANNELS", self.min_channels),
-                       ("NCCL_MAX_NCHANNELS", self.max_channels)):
+                       ("NCCL_MAX_NCHANNELS", self.max_channels), ("NCCL_PAT_ENABLE", self.pat_enable),
+                       ("NCCL_NVLSTREE_MAX_CHUNKSIZE", self.nvlstree_chunk),
+                       ("RCCL_MSCCL_ENABLE", self.msccl_enable)):
             if v is not None:
                 parts.append(f"{var}={v}")
         return " ".join(parts)

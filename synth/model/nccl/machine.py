@@ -1,14 +1,16 @@
-"""What NCCL's tuner sees of a machine: GPU architecture, ranks and nodes, the intra-node fabric
-(NVSwitch, NVLink mesh, xGMI mesh or PCIe), NICs per node and their speed and kind, and how
-many GPUs one process drives.
+"""What NCCL's topology detection finds on a machine: GPU architecture, ranks and nodes, the
+intra-node fabric (NVSwitch, point-to-point NVLink mesh, xGMI mesh or PCIe), the data-sheet link
+speed, the NICs and their transport, the CPU vendor, and how many GPUs one process drives.
+
+Bandwidths are GB/s per direction (1e9 bytes/s).
 
 >>> from topo_probe import get_preset, cluster
 >>> m = NcclMachine.from_topology(get_preset("dgx-h100"))
->>> m.arch, m.intra, m.links_per_gpu, m.nvls, m.ranks, m.nodes
-('sm90', 'nvswitch', 18, True, 8, 1)
+>>> m.arch, m.intra, m.links_per_gpu, m.link_gbs, m.nvls, m.ranks, m.nodes, m.cpu_vendor
+('sm90', 'nvswitch', 18, 25.0, True, 8, 1, 'intel')
 >>> c = NcclMachine.from_topology(cluster("dgx-a100", nodes=2))
->>> c.nodes, c.gpus_per_node, c.nics_per_node, c.nic_gbps
-(2, 8, 8, 25.0)
+>>> c.nodes, c.gpus_per_node, c.nics_per_node, c.nic_gbps, c.cpu_vendor
+(2, 8, 8, 25.0, 'amd')
 >>> arch_of_gpu_name("NVIDIA A100-SXM4-80GB"), arch_of_gpu_name("AMD Instinct MI300X")
 ('sm80', 'gfx942')
 """
@@ -28,7 +30,9 @@ _NAMES = [(r"\bB(100|200)\b|GB200|Blackwell", "sm100"), (r"\bH(100|200|800|20)\b
           (r"MI300|MI325|gfx942", "gfx942"), (r"MI350|MI355|gfx950", "gfx950"), (r"MI2[05]0|gfx90a", "gfx90a")]
 ARCH_FAMILY = {"sm60": "volta", "sm70": "volta", "sm80": "ampere", "sm86": "ampere", "sm90": "hopper",
                "sm100": "blackwell", "gfx90a": "cdna", "gfx942": "cdna", "gfx950": "cdna"}
-NET_KINDS = ("ib", "efa", "efa2", "tcpxo")
+#: network transports: InfiniBand, RoCE, AWS EFA (p4d/p4de), EFA v2 (p5), GCP GPUDirect-TCPXO, sockets
+NET_KINDS = ("ib", "roce", "efa", "efa2", "tcpxo", "socket")
+INTRA_KINDS = ("nvswitch", "nvlink", "xgmi", "pcie")
 
 
 def arch_of_gpu_name(name: str) -> str | None:
@@ -55,9 +59,11 @@ def _arch(topo: Topology) -> str:
 class NcclMachine:
     """A machine as NCCL's tuner models it (see the module docstring).
 
-    ``intra`` is ``nvswitch``, ``nvlink`` (point-to-point NVLink mesh), ``xgmi`` or ``pcie``;
-    ``links_per_gpu`` the GPU's NVLink / xGMI links; ``nic_gbps`` the line rate of one NIC (GB/s
-    per direction) and ``net_kind`` one of ``ib``, ``efa``, ``efa2``, ``tcpxo``;
+    ``intra`` is ``nvswitch``, ``nvlink`` (point-to-point NVLink mesh, ``link_matrix`` gives the
+    link counts between GPUs), ``xgmi`` or ``pcie``; ``links_per_gpu`` the GPU's NVLink / xGMI
+    links, ``link_gbs`` the data-sheet GB/s per direction of one link; ``nic_gbps`` the line
+    rate of one NIC (GB/s per direction) and ``net_kind`` one of :data:`NET_KINDS`;
+    ``cpu_vendor`` ``intel`` or ``amd`` (NCCL's llMaxBws row and net overhead across nodes);
     ``gpus_per_process`` how many GPUs one thread drives (nccl-tests ``-g``).
     """
 
@@ -75,14 +81,24 @@ class NcclMachine:
     gpus_per_process: int = 1
     nvls_switch: bool = False
     collnet: bool = False
+    link_gbs: float = 25.0
+    link_matrix: tuple | None = None
+    cpu_vendor: str = "intel"
+    sockets: int = 2
 
     def __post_init__(self) -> None:
-        if self.arch not in ARCH_FAMILY:
-            raise InvalidArgument(f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}")
-        if self.net_kind not in NET_KINDS:
-            raise InvalidArgument(f"NIC kind {self.net_kind!r} is not one of {', '.join(NET_KINDS)}")
-        if self.ranks < 1 or self.nodes < 1 or self.ranks % self.nodes:
-            raise InvalidArgument(f"{self.ranks} ranks do not split over {self.nodes} nodes")
+        checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
+                  (self.net_kind in NET_KINDS, f"NIC kind {self.net_kind!r} is not one of {', '.join(NET_KINDS)}"),
+                  (self.intra in INTRA_KINDS, f"intra-node fabric {self.intra!r} is not one of {', '.join(INTRA_KINDS)}"),
+                  (self.ranks >= 1 and self.nodes >= 1 and self.ranks % self.nodes == 0,
+                   f"{self.ranks} ranks do not split over {self.nodes} nodes"),
+                  (self.cpu_vendor in ("intel", "amd"), f"CPU vendor {self.cpu_vendor!r} is not intel or amd"),
+                  (self.pcie_gen in (3, 4, 5), f"PCIe generation {self.pcie_gen} is not 3, 4 or 5"),
+                  (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
+                  (self.link_gbs > 0 and self.nic_gbps >= 0, "link and NIC bandwidths must be positive")]
+        for ok, message in checks:
+            if not ok:
+                raise InvalidArgument(message)
 
     @property
     def family(self) -> str:
@@ -93,13 +109,43 @@ class NcclMachine:
         return self.arch.startswith("gfx")
 
     @property
+    def sm(self) -> int:
+        """Compute capability as NCCL writes it (70, 80, 90, 100); 0 for AMD GPUs."""
+        return 0 if self.amd else int(self.arch[2:])
+
+    @property
     def gpus_per_node(self) -> int:
         return self.ranks // self.nodes
 
     @property
     def nvls(self) -> bool:
-        """NVLink SHARP: Hopper or newer GPUs behind NVSwitches."""
+        """NVLink SHARP: Hopper or newer GPUs behind third-generation NVSwitches."""
         return self.nvls_switch and self.family in ("hopper", "blackwell")
+
+    @property
+    def node_net_gbps(self) -> float:
+        """All NICs of one node together, GB/s per direction."""
+        return self.nics_per_node * self.nic_gbps
+
+    def visible_nics(self) -> tuple[int, float]:
+        """NICs as NCCL's search sees them, ``(count, GB/s each)``: at most one per GPU (NICs on
+        one PCIe switch are fused: NCCL virtual NICs, aws-ofi-nccl multi-rail)."""
+        if self.nics_per_node == 0:
+            return 0, 0.0
+        count = min(self.nics_per_node, self.gpus_per_node)
+        return count, self.node_net_gbps / count
+
+    @property
+    def platform_env(self) -> dict:
+        """NCCL variables the platform's network plugin sets by itself (the user's win):
+        aws-ofi-nccl forces ``NCCL_PROTO=simple`` on first-generation EFA (p4d/p4de,
+        ``platform-aws.c`` configure_nccl_proto) and sets ``NCCL_NVLSTREE_MAX_CHUNKSIZE=524288``
+        on p5 (EFA v2; the p5 log's NCCL INFO lines)."""
+        if self.nodes > 1 and self.net_kind == "efa":
+            return {"NCCL_PROTO": "simple"}
+        if self.nodes > 1 and self.net_kind == "efa2":
+            return {"NCCL_NVLSTREE_MAX_CHUNKSIZE": "524288"}
+        return {}
 
     def with_(self, **changes) -> "NcclMachine":
         return replace(self, **changes)
@@ -107,25 +153,35 @@ class NcclMachine:
     @classmethod
     def from_topology(cls, topo: Topology, *, gpus_per_process: int = 1, net_kind: str = "ib",
                       collnet: bool = False) -> "NcclMachine":
-        """The machine of a :class:`Topology` (hosts, links and NICs counted from its graph)."""
+        """The machine of a :class:`Topology` (hosts, links, NICs and CPUs counted from its graph)."""
         g = topo.graph
         gpu0 = topo.gpu(0)
         hosts = {int(d.get("host", 0)) for _, d in g.nodes(data=True) if d["kind"] == "gpu"}
-        links = sum(int(d.get("links", 1)) for _, v, d in g.out_edges(gpu0, data=True)
-                    if d["kind"] in ("nvlink", "infinity_fabric"))
-        kinds = {d["kind"] for _, _, d in g.out_edges(gpu0, data=True)}
+        fabric = [d for _, _, d in g.out_edges(gpu0, data=True) if d["kind"] in ("nvlink", "infinity_fabric")]
+        links = sum(int(d.get("links", 1)) for d in fabric)
+        kinds = {d["kind"] for d in fabric}
         switch = any(g.nodes[v]["kind"] == "nvswitch" for v in g.successors(gpu0))
         intra = ("nvswitch" if switch else "xgmi" if "infinity_fabric" in kinds
                  else "nvlink" if "nvlink" in kinds else "pcie")
+        link_gbs = fabric[0]["bandwidth_gbps"] / max(1, int(fabric[0].get("links", 1))) if fabric else 25.0
         host0 = int(g.nodes[gpu0].get("host", 0))
+        local = [k for k in range(topo.num_gpus) if topo.host_of(k) == topo.host_of(0)]
+        matrix = None
+        if intra == "nvlink":
+            def count(a, b):
+                d = g.get_edge_data(topo.gpu(a), topo.gpu(b)) or {}
+                return int(d.get("links", 1)) if d.get("kind") == "nvlink" else 0
+            matrix = tuple(tuple(count(a, b) if a != b else 0 for b in local) for a in local)
         nics = [n for n, d in g.nodes(data=True) if d["kind"] == "nic" and int(d.get("host", 0)) == host0]
         speeds = [float(g.nodes[n].get("speed_gbps") or 0.0) for n in nics]
+        cpus = [d for _, d in g.nodes(data=True) if d["kind"] == "cpu" and int(d.get("host", 0)) == host0]
+        vendor = "amd" if any(re.search(r"AMD|EPYC", str(c.get("name", ""))) for c in cpus) else "intel"
         pcie = max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5)
         gen = 5 if pcie > 40 else 4 if pcie > 20 else 3
-        local = [k for k in range(topo.num_gpus) if topo.host_of(k) == topo.host_of(0)]
         p2p = all(topo.p2p(0, k).read for k in local[1:])
         return cls(topo.name, _arch(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
-                   len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet)
+                   len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
+                   float(link_gbs), matrix, vendor, max(1, len(cpus)))
 
 
-__all__ = ["NcclMachine", "arch_of_gpu_name", "ARCH_FAMILY", "NET_KINDS"]
+__all__ = ["NcclMachine", "arch_of_gpu_name", "ARCH_FAMILY", "NET_KINDS", "INTRA_KINDS"]

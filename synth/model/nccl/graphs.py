@@ -1,0 +1,257 @@
+"""What NCCL's topology search (src/graph/search.cc) finds on a machine, in closed form.
+
+NCCL tries per-channel speeds from a fixed table (``speedArrayIntra/Inter``), highest first,
+keeps the graph with the largest ``nChannels * speed`` and moves to the next speed only while
+``next / best > 0.49`` (``ncclTopoCompute``); rings of 25 GB/s or more are then duplicated
+(``ncclTopoDupChannels``) and ``ncclTopoPostset`` (connect.cc) gives the communicator twice the
+channels of its ring and tree graphs.  NVLS graphs put two loads on the head GPU
+(``ncclTopoSearchTryNvls``).  RCCL builds the 8 x MI300X rings from its rome model (28 rings,
+``rome_model_79``).  Bandwidths are GB/s per channel.
+
+>>> from topo_probe import get_preset
+>>> g = comm_graphs(NcclMachine.from_topology(get_preset("dgx-h100")))
+>>> (g.ring.n_channels, g.ring.bw_intra, g.n_channels, g.nvls.n_channels, g.nvls.bw_intra)
+(12, 30.0, 24, 8, 40.0)
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+
+from synth.model.nccl.constants import (
+    CPU_LINK_BW,
+    MAXCHANNELS,
+    NVLINK_BW_PER_LINK,
+    NVLS_NCHANNELS,
+    PCI_BW_BY_GEN,
+    RCCL_GFX942,
+    SPEEDS_INTER,
+    SPEEDS_INTRA,
+)
+from synth.model.nccl.env import NcclEnv
+from synth.model.nccl.machine import NcclMachine
+
+EPS = 1e-6
+
+
+@dataclass(frozen=True)
+class Graph:
+    """One NCCL graph: channels, per-channel bandwidth (GB/s) inside and across nodes, path types
+    (``type_intra`` ``NVL``/``PCI``/``SYS``; ``type_inter`` ``NONE``/``PXB``/``PXN``)."""
+
+    n_channels: int
+    bw_intra: float
+    bw_inter: float
+    type_intra: str
+    type_inter: str
+
+
+@dataclass(frozen=True)
+class CommGraphs:
+    """Graphs and channel counts of one communicator."""
+
+    ring: Graph
+    tree: Graph
+    nvls: Graph | None
+    collnet: Graph | None
+    n_channels: int              # comm->nChannels (ring/tree) after postset and the environment
+    nvls_channels: int           # CTAs an NVLS collective runs on
+    p2p_channels_per_peer: int   # paths.cc: 2 per NVLink
+    net_channels_per_peer: int   # NCCL_NCHANNELS_PER_NET_PEER default 2
+
+
+def _speeds(sm: int, inter: bool) -> tuple[float, ...]:
+    table = SPEEDS_INTER if inter else SPEEDS_INTRA
+    return table[100] if sm >= 100 else table[90] if sm >= 90 else table[0]
+
+
+def nvlink_per_link_gbs(m: NcclMachine) -> float:
+    """Per-link bandwidth NCCL assumes (topo.h); RCCL rates xGMI by its link speed."""
+    return m.link_gbs if m.amd else NVLINK_BW_PER_LINK.get(m.sm, NVLINK_BW_PER_LINK[80])
+
+
+def _pcie_ring_bw(m: NcclMachine) -> float:
+    bw = PCI_BW_BY_GEN[m.pcie_gen]
+    if m.sockets > 1:
+        bw = min(bw, CPU_LINK_BW["amd" if m.cpu_vendor == "amd" else "intel_skl"])
+    return bw
+
+
+def mesh_rings(links, per_link: float, speed: float, max_rings: int, tries: int = 64) -> int:
+    """How many rings at ``speed`` GB/s fit on a point-to-point link mesh (``links[i][j]`` link
+    counts, ``per_link`` GB/s each): Hamiltonian cycles found by a bounded depth-first search,
+    repeated with seeded neighbour orders, the largest set kept (as NCCL's search does).
+
+    >>> from topo_probe.machines.presets import DGX1_LINKS
+    >>> mesh_rings(DGX1_LINKS, 20.0, 20.0, 16), mesh_rings(DGX1_LINKS, 20.0, 40.0, 16)
+    (6, 2)
+    """
+    n = len(links)
+    best = 0
+    for seed in range(tries):
+        rng = random.Random(seed)
+        cap = [[links[i][j] * per_link for j in range(n)] for i in range(n)]
+        found = 0
+        while found < max_rings:
+            path = _hamiltonian(cap, speed, n, rng if seed else None)
+            if path is None:
+                break
+            for a, b in zip(path, path[1:] + path[:1]):
+                cap[a][b] -= speed
+            found += 1
+        best = max(best, found)
+        if best >= max_rings:
+            break
+    return best
+
+
+def _hamiltonian(cap, speed: float, n: int, rng) -> list[int] | None:
+    budget = [5000]                      # bounded search: NCCL's search has a time budget too
+
+    def extend(path: list[int], used: set[int]) -> list[int] | None:
+        budget[0] -= 1
+        if budget[0] < 0:
+            return None
+        if len(path) == n:
+            return path if cap[path[-1]][path[0]] >= speed - EPS else None
+        last = path[-1]
+        nxt = [j for j in range(n) if j not in used and cap[last][j] >= speed - EPS]
+        if rng is not None:
+            rng.shuffle(nxt)
+        else:
+            nxt.sort(key=lambda j: -cap[last][j])
+        for j in nxt:
+            got = extend(path + [j], used | {j})
+            if got:
+                return got
+        return None
+
+    return extend([0], {0}) if n > 1 else [0]
+
+
+def intra_capacity_gbs(m: NcclMachine, p2p: bool = True) -> float:
+    """Bandwidth NCCL's search can spread over rings inside a node (GB/s per GPU)."""
+    if not p2p or not m.p2p or m.gpus_per_node == 1:
+        return _pcie_ring_bw(m)
+    if m.intra in ("nvswitch", "xgmi"):
+        return m.links_per_gpu * nvlink_per_link_gbs(m)
+    if m.intra == "nvlink" and m.link_matrix:
+        return max(sum(row) for row in m.link_matrix) * nvlink_per_link_gbs(m)
+    if m.intra == "nvlink":
+        return m.links_per_gpu * nvlink_per_link_gbs(m)
+    return _pcie_ring_bw(m)
+
+
+def _search(speeds, max_bw: float, total_bw: float, count_at, max_ch: int) -> tuple[int, float]:
+    """NCCL's pass 1: highest speed first, keep the best nChannels * speed."""
+    idx = next((i for i, s in enumerate(speeds) if s <= max_bw + EPS), len(speeds) - 1)
+    best = (0, 0.0)
+    while True:
+        s = speeds[idx]
+        n = count_at(s)
+        if n * s > best[0] * best[1] + EPS:
+            best = (n, s)
+        if n and (n >= max_ch or n * s >= total_bw - EPS):
+            break
+        if idx + 1 < len(speeds) and (best[0] == 0 or speeds[idx + 1] / best[1] > 0.49):
+            idx += 1
+            continue
+        break
+    return best if best[0] else (1, speeds[-1])
+
+
+def _dup(n: int, bw: float, sm: int, max_ch: int) -> tuple[int, float]:
+    """ncclTopoDupChannels: double the channels of fast rings, halving their speed."""
+    if bw < 25.0 or (sm > 80 and bw < 50.0 and n > 4):
+        return n, bw
+    dup = min(2 * n, max_ch)
+    return dup, bw / math.ceil(dup / n)
+
+
+def _ring_graph(m: NcclMachine, p2p: bool) -> Graph:
+    cap = intra_capacity_gbs(m, p2p)
+    nvl = p2p and m.p2p and m.intra != "pcie" and m.gpus_per_node > 1
+    type_intra = "NVL" if nvl else "PCI" if p2p and m.p2p else "SYS"
+    max_ch = MAXCHANNELS // 2
+    if m.amd and m.intra == "xgmi" and nvl:
+        rings = RCCL_GFX942["rings"]
+        return Graph(rings, cap / rings, cap / rings, "NVL", "PXB" if m.nodes > 1 else "NONE")
+    if m.nodes > 1:
+        n_nic, nic = m.visible_nics()
+        max_bw = min(nic, PCI_BW_BY_GEN[m.pcie_gen])
+        n, s = _search(_speeds(m.sm, True), max_bw, cap,
+                       lambda s: min(max_ch, int(cap / s + EPS), n_nic * int(nic / s + EPS)), max_ch)
+        return Graph(n, s, s, type_intra, "PXB")
+    if m.intra == "nvlink" and nvl and m.link_matrix:
+        per = nvlink_per_link_gbs(m)
+        n, s = _search(_speeds(m.sm, False), 2 * per, cap, lambda s: mesh_rings(m.link_matrix, per, s, max_ch), max_ch)
+    else:
+        n, s = _search(_speeds(m.sm, False), cap, cap, lambda s: min(max_ch, int(cap / s + EPS)), max_ch)
+    n, s = _dup(n, s, m.sm, max_ch)
+    return Graph(n, s, s, type_intra, "NONE")
+
+
+def _tree_graph(m: NcclMachine, ring: Graph, p2p: bool) -> Graph:
+    cap = intra_capacity_gbs(m, p2p)
+    n = ring.n_channels
+    if m.nodes == 1:
+        speeds = _speeds(m.sm, False)
+        s = next((v for v in speeds if n * v <= cap + EPS), speeds[-1])
+        return Graph(n, s, s, ring.type_intra, "NONE")
+    intra = ring.bw_inter
+    for v in sorted(_speeds(m.sm, True)):     # pass 2: raise bwIntra while it stays < 2 x bwInter
+        if intra < v <= cap / n + EPS and intra < 2 * ring.bw_inter:
+            intra = v
+    return Graph(n, intra, ring.bw_inter, ring.type_intra, ring.type_inter)
+
+
+def _nvls_graph(m: NcclMachine, env: NcclEnv) -> Graph | None:
+    if not (m.nvls and m.intra == "nvswitch" and m.sm >= 90 and env.nvls_enable != 0
+            and m.gpus_per_node > 1 and not env.p2p_off and m.p2p):
+        return None
+    cap = intra_capacity_gbs(m)
+    heads = m.gpus_per_node if m.nodes == 1 else min(m.gpus_per_node, max(1, m.visible_nics()[0]))
+
+    def fits(s):                               # the head GPU carries twice the load
+        return (m.gpus_per_node + 1) * s <= cap + EPS
+    if m.nodes == 1:
+        speeds = _speeds(m.sm, False)
+        intra = next((s for s in speeds if fits(s)), speeds[-1])
+        inter = max(s for s in speeds if s < 2 * intra + EPS)     # pass 2 raises bwInter
+        return Graph(heads, intra, inter, "NVL", "NONE")
+    nic = min(m.visible_nics()[1], PCI_BW_BY_GEN[m.pcie_gen])
+    speeds = _speeds(m.sm, True)
+    intra = next((s for s in speeds if s <= nic + EPS and fits(s)), speeds[-1])
+    inter = max((s for s in speeds if s <= nic + EPS and s < 2 * intra + EPS), default=speeds[-1])
+    return Graph(heads, intra, inter, "NVL", "PXN")
+
+
+def _collnet_graph(m: NcclMachine, ring: Graph, env: NcclEnv) -> Graph | None:
+    if not (m.collnet and env.collnet_enable == 1 and m.nodes > 1):
+        return None
+    n_nic, nic = m.visible_nics()
+    return Graph(max(1, n_nic), ring.bw_intra, min(nic, ring.bw_inter), ring.type_intra, ring.type_inter)
+
+
+def comm_graphs(m: NcclMachine, env: NcclEnv | None = None) -> CommGraphs:
+    """All graphs NCCL builds for ``m`` under ``env``, and its channel counts (``NCCL_MIN_NCHANNELS``
+    / ``NCCL_MAX_NCHANNELS`` clamp the ring/tree channels; the maximum also the NVLS CTAs)."""
+    env = env or NcclEnv()
+    p2p = not env.p2p_off
+    ring = _ring_graph(m, p2p)
+    tree = _tree_graph(m, ring, p2p)
+    n_ch = min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels))
+    if m.amd and m.intra == "xgmi":
+        n_ch = min(2 * MAXCHANNELS, 2 * ring.n_channels)        # RCCL: rome-model rings, doubled
+    if env.max_channels:
+        n_ch = max(1, min(n_ch, env.max_channels))
+    if env.min_channels:
+        n_ch = min(2 * MAXCHANNELS, max(n_ch, env.min_channels))
+    nvls_ch = min(NVLS_NCHANNELS, env.max_channels or NVLS_NCHANNELS)
+    per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
+    return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, 2)
+
+
+__all__ = ["Graph", "CommGraphs", "comm_graphs", "intra_capacity_gbs", "mesh_rings", "nvlink_per_link_gbs"]

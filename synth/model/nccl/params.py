@@ -1,0 +1,175 @@
+"""The fitted constants of the execution-time model (:mod:`.runtime`), one set for every machine.
+
+They were fitted once on all real logs together (``benchmarks/fit_nccl_model.py`` minimises a soft-L1
+loss of ``log(predicted / measured time)`` over every row of every log in
+``tests/fixtures/real_logs``); no constant belongs to one log.  Keys are GPU architecture, link kind
+(``nvlink``, ``xgmi``, ``pcie``, ``shm`` = through host memory) or network transport (``ib``,
+``efa``, ``efa2``, ``tcpxo``), ``*`` meaning "any".  Where one log alone exercises a key (the only
+EFA-v1 machine, the only MI300X...), that value is calibrated there, not independently validated:
+``results/model_validation/report.md`` lists them.  What constrains each (fit of 291 rows, soft-L1
+cost 0.861):
+
+=====================================  ==================================================
+constants                              logs that constrain them
+=====================================  ==================================================
+host_us, host_us_per_channel           the ``-g 8`` floors: A100, H100 ring / NVLS, V100
+proto_eff (*, LL / LL128)              H100 ring logs, MI300X MSCCL-LL, A100
+proto_eff (sm80, LL128)                A100 all_reduce only
+tree_eff (* / LL128)                   p4de, A3 Mega / p5, A3 Mega
+nvls_efficiency, lat_scale (*, NVLS)   H100 NVLS log, p5 (NVLSTree)
+link_eff (sm70 / sm80 / sm90, nvlink)  V100 / A100 / H100 logs
+link_eff (*, xgmi), lat_scale gfx942   MI300X only
+lat_scale sm70 / sm80                  V100 only / A100 all_reduce only
+net_eff (*)                            p4de, A3 Mega, H100 InfiniBand alltoall
+net_lat, net_chunk (efa/efa2/tcpxo)    p4de / p5 / A3 Mega only
+p2p_nvlink_efficiency                  A100 sendrecv only
+p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
+msccl_*_latency_us                     MI300X only
+=====================================  ==================================================
+
+>>> DEFAULT_PARAMS.link_efficiency("sm90", "nvlink") < 1.0
+True
+>>> params_from_dict(params_to_dict(DEFAULT_PARAMS)) == DEFAULT_PARAMS
+True
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field, fields, replace
+from pathlib import Path
+
+from topo_probe.errors import InvalidArgument
+
+#: the tables of ModelParams whose keys are tuples (written ``"a/b"`` in JSON)
+TABLES = ("proto_eff", "tree_eff", "link_eff", "lat_scale", "net_eff", "net_lat", "net_chunk")
+
+
+@dataclass(frozen=True)
+class ModelParams:
+    """Calibrated constants; units in the names (µs, GB/s) or fractions.
+
+    Attributes
+    ----------
+    host_us, host_us_per_channel : float
+        Host cost (µs) of enqueueing one collective per GPU a process drives, and per channel.
+    proto_eff : dict
+        ``(arch, proto)``: achieved / nominal payload fraction of LL (1/2) and LL128 (120/128).
+    tree_eff : dict
+        ``proto`` or ``*``: achieved / modelled bandwidth of a tree's chain inside a node.
+    nvls_efficiency : float
+        Achieved / NCCL's own NVLS bandwidth estimate.
+    link_eff : dict
+        ``(arch, link kind)``: achieved fraction of the data-sheet link bandwidth.
+    lat_scale : dict
+        ``(arch, proto)`` (``NVLS`` for NVLink SHARP): real / NCCL-table intra-node latency.
+    net_eff : dict
+        transport: achieved fraction of the NICs' line rate.
+    net_lat : dict
+        ``(transport, proto)``: extra µs per inter-node hop (LL128 shares LL's).
+    net_chunk : dict
+        transport: µs per Simple-protocol network message (bounds mid-size bandwidth).
+    p2p_nvlink_efficiency, p2p_net_channel_gbs, p2p_latency_us : float
+        Point-to-point: fraction of NVLink, GB/s per network channel, fixed µs.
+    msccl_allpairs_latency_us, msccl_onestep_latency_us : float
+        Start-up µs of RCCL's MSCCL all-pairs and one-step LL allreduce kernels.
+    """
+
+    host_us: float = 4.7
+    host_us_per_channel: float = 0.07
+    proto_eff: dict = field(default_factory=lambda: {("*", "LL"): 1.0, ("*", "LL128"): 1.0})
+    tree_eff: dict = field(default_factory=lambda: {"*": 1.0})
+    nvls_efficiency: float = 1.0
+    link_eff: dict = field(default_factory=lambda: {
+        ("sm70", "nvlink"): 0.9, ("sm80", "nvlink"): 0.78, ("sm90", "nvlink"): 0.82,
+        ("*", "nvlink"): 0.8, ("*", "xgmi"): 0.7, ("*", "pcie"): 0.8, ("*", "shm"): 0.5})
+    lat_scale: dict = field(default_factory=lambda: {("*", "LL"): 1.0, ("*", "LL128"): 1.0, ("*", "Simple"): 1.0})
+    net_eff: dict = field(default_factory=lambda: {"*": 0.85})
+    net_lat: dict = field(default_factory=lambda: {("*", "LL"): 0.0, ("*", "LL128"): 0.0, ("*", "Simple"): 0.0})
+    net_chunk: dict = field(default_factory=lambda: {"*": 0.0})
+    p2p_nvlink_efficiency: float = 0.65
+    p2p_net_channel_gbs: float = 14.4
+    p2p_latency_us: float = 10.0
+    msccl_allpairs_latency_us: float = 13.7
+    msccl_onestep_latency_us: float = 20.0
+
+    def link_efficiency(self, arch: str, kind: str) -> float:
+        """Achieved fraction of the data-sheet bandwidth of a ``kind`` link on ``arch``."""
+        return self.link_eff.get((arch, kind), self.link_eff.get(("*", kind), 0.8))
+
+    def proto_efficiency(self, arch: str, proto: str) -> float:
+        """Achieved / nominal payload fraction of ``proto`` (1.0 for Simple)."""
+        if proto == "Simple":
+            return 1.0
+        return self.proto_eff.get((arch, proto), self.proto_eff.get(("*", proto), 1.0))
+
+    def latency_scale(self, arch: str, proto: str) -> float:
+        """Real / NCCL-table intra-node latency for ``arch`` and ``proto``."""
+        return self.lat_scale.get((arch, proto), self.lat_scale.get(("*", proto), 1.0))
+
+    def net_efficiency(self, kind: str) -> float:
+        """Achieved fraction of the NICs' line rate on transport ``kind``."""
+        return self.net_eff.get(kind, self.net_eff.get("*", 0.85))
+
+    def tree_efficiency(self, proto: str) -> float:
+        """Achieved / modelled bandwidth of a tree's intra-node chain for ``proto``."""
+        return self.tree_eff.get(proto, self.tree_eff.get("*", 1.0))
+
+    def net_chunk_us(self, kind: str) -> float:
+        """µs one Simple-protocol network message costs on transport ``kind``."""
+        return self.net_chunk.get(kind, self.net_chunk.get("*", 0.0))
+
+    def net_latency_us(self, kind: str, proto: str) -> float:
+        """Extra µs per inter-node hop on transport ``kind`` for ``proto``."""
+        group = "LL" if proto == "LL128" else proto
+        for key in ((kind, proto), (kind, group), ("*", proto), ("*", group)):
+            if key in self.net_lat:
+                return self.net_lat[key]
+        return 0.0
+
+    def with_vector(self, keys: list[tuple], values) -> "ModelParams":
+        """A copy with the constants named by ``keys`` (``(scalar,)`` or ``(table, key...)``) set."""
+        tables = {k: dict(getattr(self, k)) for k in TABLES}
+        scalars = {}
+        for key, value in zip(keys, values):
+            if len(key) == 1:
+                scalars[key[0]] = float(value)
+            else:
+                tables[key[0]][key[1] if len(key) == 2 else tuple(key[1:])] = float(value)
+        return replace(self, **scalars, **tables)
+
+    def value(self, key: tuple) -> float | None:
+        """The constant ``key`` names (see :meth:`with_vector`), None if the table lacks it."""
+        if len(key) == 1:
+            return getattr(self, key[0])
+        return getattr(self, key[0]).get(key[1] if len(key) == 2 else tuple(key[1:]))
+
+
+def params_to_dict(p: ModelParams) -> dict:
+    """JSON-able form: tuple keys become ``"a/b"``."""
+    def key(k):
+        return "/".join(k) if isinstance(k, tuple) else k
+    return {f.name: ({key(k): v for k, v in getattr(p, f.name).items()} if f.name in TABLES
+                     else getattr(p, f.name)) for f in fields(p)}
+
+
+def params_from_dict(doc: dict) -> ModelParams:
+    """The inverse of :func:`params_to_dict`; unknown fields are refused."""
+    known = {f.name for f in fields(ModelParams)}
+    out = {}
+    for name, value in doc.items():
+        if name not in known:
+            raise InvalidArgument(f"unknown NCCL model parameter {name!r}")
+        if name in TABLES:
+            value = {tuple(k.split("/")) if "/" in k else k: float(v) for k, v in value.items()}
+        else:
+            value = float(value)
+        out[name] = value
+    return ModelParams(**out)
+
+
+#: the committed fit (benchmarks/fit_nccl_model.py --write)
+FITTED = Path(__file__).with_name("fitted_params.json")
+DEFAULT_PARAMS = params_from_dict(json.loads(FITTED.read_text())) if FITTED.is_file() else ModelParams()
+
+__all__ = ["ModelParams", "DEFAULT_PARAMS", "FITTED", "params_to_dict", "params_from_dict", "TABLES"]

@@ -1,0 +1,208 @@
+"""How long NCCL's choice really takes: the execution-time model.
+
+NCCL's tuner (:mod:`.tuning`) decides *what* runs with its own rough estimate; this module
+predicts the time nccl-tests measures for that choice, with the same structure (latency + bytes /
+bandwidth) but physical capacities and the fitted constants of :mod:`.params`:
+
+``T = max(T_host, T_dev)``.  ``T_host`` is the host cost of enqueueing one operation on every GPU
+a process drives (``gpus_per_process * (host_us + host_us_per_channel * channels)``): nccl-tests
+launches back to back, so the host hides under the device unless one thread drives 8 GPUs.
+``T_dev = latency + W / B`` with ``W`` the bytes each rank moves on its busiest link (nccl-tests'
+bus-bandwidth convention) and ``B`` the achievable bus bandwidth: data-sheet link bandwidth x
+efficiency x protocol payload (LL 8 of 16 bytes, LL128 120 of 128), never more than the channels
+in use can push (NCCL's llMaxBws / perChMaxRingLL128Bws), across nodes never more than a node's
+NICs carry, and for Simple never more than ``chunk / net_chunk_us`` per channel.
+
+Units: µs, bytes, GB/s per direction.
+"""
+
+from __future__ import annotations
+
+import math
+
+from synth.model.nccl.constants import (
+    ALGOS,
+    BASE_LAT,
+    HW_LAT,
+    HW_NET,
+    HW_NVLINK,
+    HW_PCI,
+    LL128_DATA_FRACTION,
+    LL_DATA_FRACTION,
+    LL_MAX_BWS,
+    NVLINK_BW_PER_LINK,
+    PCI_BW_BY_GEN,
+    PER_CH_MAX_RING_LL128,
+    PROTOS,
+    RCCL_BASE_LAT,
+    RCCL_GFX942,
+    busbw_factor,
+    coll_steps,
+    compcap_index,
+)
+from synth.model.nccl.graphs import CommGraphs
+from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.params import ModelParams
+from synth.model.nccl.tuning import TuneTable
+
+
+def host_time_us(params: ModelParams, gpus_per_process: int, channels: int) -> float:
+    """Host µs to enqueue one collective on all GPUs one process drives."""
+    return gpus_per_process * (params.host_us + params.host_us_per_channel * channels)
+
+
+def link_kind(m: NcclMachine, p2p: bool) -> str:
+    """``nvlink``, ``xgmi``, ``pcie`` or ``shm`` (through host memory: P2P disabled)."""
+    if not p2p or not m.p2p:
+        return "shm"
+    return {"nvswitch": "nvlink", "nvlink": "nvlink", "xgmi": "xgmi", "pcie": "pcie"}[m.intra]
+
+
+def ring_capacity_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p: bool = True) -> float:
+    """Achievable ring bus bandwidth inside a node (GB/s, all channels busy)."""
+    kind = link_kind(m, p2p)
+    if kind == "nvlink" and m.intra == "nvswitch" or kind == "xgmi":
+        raw = m.links_per_gpu * m.link_gbs
+    elif kind == "nvlink":                       # point-to-point mesh: a ring rides one link per hop
+        raw = g.ring.n_channels * g.ring.bw_intra * m.link_gbs / NVLINK_BW_PER_LINK.get(m.sm, 20.0)
+    else:
+        raw = g.ring.n_channels * g.ring.bw_intra
+    return raw * params.link_efficiency(m.arch, kind)
+
+
+def _proto_fraction(arch: str, proto: str, params: ModelParams) -> float:
+    nominal = {"LL": LL_DATA_FRACTION, "LL128": LL128_DATA_FRACTION}.get(proto, 1.0)
+    return nominal * params.proto_efficiency(arch, proto)
+
+
+def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs) -> float:
+    """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL, its per-channel ring
+    LL128 limit (in payload terms) otherwise."""
+    if m.amd:
+        return math.inf
+    cc, idx2 = compcap_index(m.sm), min(m.nodes, 3) - 1
+    if proto == "LL":
+        idx1 = cc if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
+        return LL_MAX_BWS[idx1][idx2] * channels / g.n_channels
+    return channels * PER_CH_MAX_RING_LL128[cc][idx2] / LL128_DATA_FRACTION
+
+
+def _net_bw(m: NcclMachine, params: ModelParams) -> float:
+    """What a node's NICs deliver (GB/s): line rate, at most the GPUs' PCIe links."""
+    wire = min(m.node_net_gbps, m.gpus_per_node * PCI_BW_BY_GEN[m.pcie_gen])
+    return wire * params.net_efficiency(m.net_kind)
+
+
+def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int, params: ModelParams) -> float:
+    """Bus bandwidth (nccl-tests convention) the node's GPU links allow (GB/s)."""
+    m, g = t.machine, t.graphs
+    if m.gpus_per_node == 1:
+        return math.inf
+    frac = _proto_fraction(m.arch, proto, params)
+    ring_cap = ring_capacity_gbs(m, g, params, p2p=not t.env.p2p_off)
+    share = min(1.0, channels / g.n_channels)
+    if algo in ("nvls", "nvls_tree"):
+        return t.nvls_bus_gbs(coll) * params.nvls_efficiency * min(1.0, channels / g.nvls_channels)
+    if algo == "ring":
+        return min(ring_cap * frac * share, _channel_cap(m, proto, channels, g))
+    # tree / collnet: a chain inside the node sending up and down at once
+    return busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
+
+
+def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
+    """Bus bandwidth the NICs of a node allow (GB/s, multi-node only)."""
+    m, g = t.machine, t.graphs
+    frac = _proto_fraction(m.arch, proto, params)
+    if algo == "ring":                           # every ring channel crosses one NIC of each node
+        n_nic = m.visible_nics()[0]
+        return _net_bw(m, params) * min(g.ring.n_channels, n_nic) / n_nic * frac
+    return busbw_factor(coll, m.ranks) * _net_bw(m, params) * frac   # tree-like: once per direction
+
+
+def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> int:
+    """Bytes the Simple protocol sends per network message (enqueue.cc): tree: 512 KiB, halved
+    while a channel holds fewer than 8x/4x/1x tree-depth chunks (floors 128/64/32 KiB); NVLS(-tree):
+    the NVLS(-tree) chunk, cut to 64/32/16 KiB under 64x/8x/2x (channels x heads) chunks; ring: 2 MiB."""
+    m = t.machine
+    if algo in ("nvls", "nvls_tree"):
+        chunk = t.env.chunk_nvls_tree if algo == "nvls_tree" else 131072
+        ops = channels * (t.graphs.nvls.n_channels if t.graphs.nvls else 1)
+        for mult, size in ((64, 65536), (8, 32768), (2, 16384)):
+            if nbytes < mult * ops * chunk and chunk > size:
+                chunk = size
+        return chunk
+    if algo == "ring":
+        return 4 * 524288
+    per_channel = nbytes / max(1, channels)
+    depth = m.gpus_per_node - 1 + max(1, int(math.log2(m.nodes)))        # trees.cc depth
+    chunk = 524288
+    for mult, floor in ((8, 131072), (4, 65536), (1, 32768)):
+        while per_channel / chunk < depth * mult and chunk > floor:
+            chunk //= 2
+    return chunk
+
+
+def _chunk_rate_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
+                    params: ModelParams) -> float:
+    """Bus bandwidth the network's per-message cost allows (GB/s): ``chunk / alpha`` per channel."""
+    m = t.machine
+    alpha = params.net_chunk_us(m.net_kind)
+    if m.nodes == 1 or proto != "Simple" or alpha <= 0.0:
+        return math.inf
+    chunk = simple_chunk_bytes(t, algo, nbytes, channels)
+    return channels * chunk / (1000.0 * alpha) * busbw_factor(coll, m.ranks)
+
+
+def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
+                 params: ModelParams) -> float:
+    """Bandwidth part of the time (µs): the slower of the GPU links and the network."""
+    wire = nbytes * busbw_factor(coll, t.machine.ranks)
+    t_intra = wire / (1000.0 * _intra_bus_gbs(t, coll, algo, proto, channels, params))
+    if t.machine.nodes == 1:
+        return t_intra
+    net_bus = min(_net_bus_gbs(t, coll, algo, proto, params),
+                  _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params))
+    return max(t_intra, wire / (1000.0 * net_bus))
+
+
+def _hops(m: NcclMachine, coll: str, algo: str) -> tuple[int, int]:
+    """(intra-node hops, inter-node hops) on the critical path, as NCCL counts them."""
+    log_nodes = int(math.log2(m.nodes)) if m.nodes > 1 else 0
+    if algo in ("ring", "pat"):
+        inter = 0 if m.nodes == 1 else (2 * (m.nodes - 1) if coll == "allreduce" else m.nodes - 1)
+        return coll_steps(coll, m.ranks) - inter, inter
+    if algo in ("nvls", "nvls_tree"):
+        return 1, (2 * log_nodes if algo == "nvls_tree" else (1 if m.nodes > 1 else 0))
+    return 2 * (m.gpus_per_node - 1), 2 * log_nodes
+
+
+def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
+    """Device latency (µs): NCCL's (or RCCL's) tables, scaled by the fitted real/table ratio, plus
+    the transport's extra µs per inter-node hop."""
+    m = t.machine
+    a, p = ALGOS.index(algo if algo != "pat" else "ring"), PROTOS.index(proto)
+    intra_hw = HW_NVLINK if (not t.env.p2p_off and m.p2p and m.intra != "pcie") else HW_PCI
+    n_intra, n_inter = _hops(m, coll, algo)
+    scale = params.latency_scale(m.arch, proto)
+    if algo in ("nvls", "nvls_tree"):
+        lat = HW_LAT[HW_NVLINK][ALGOS.index("nvls")][p] * params.lat_scale.get(("*", "NVLS"), scale)
+    elif m.amd:
+        hop = RCCL_GFX942["hw_lat_xgmi"]["tree" if algo == "tree" else "ring"][p]
+        lat = (RCCL_BASE_LAT[p] + n_intra * hop) * scale
+    else:
+        lat = (BASE_LAT[a][p] + n_intra * HW_LAT[intra_hw][a][p]) * scale
+    if n_inter:
+        lat += n_inter * (HW_LAT[HW_NET][a][p] + params.net_latency_us(m.net_kind, proto))
+    return lat
+
+
+def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
+                       params: ModelParams) -> float:
+    """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` run as ``algo``/``proto`` on
+    ``channels`` channels (GPUs per process: the machine's)."""
+    t_dev = latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
+    return max(host_time_us(params, t.machine.gpus_per_process, channels), t_dev)
+
+
+__all__ = ["host_time_us", "link_kind", "ring_capacity_gbs", "simple_chunk_bytes", "latency_us",
+           "collective_time_us"]

@@ -1,0 +1,263 @@
+"""NCCL's own tuning table: latency (µs) and algorithm bandwidth (GB/s) of every (collective,
+algorithm, protocol), and its pick.
+
+Follows ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime`` (NCCL 2.28 src/graph/tuning.cc) and the
+channel reduction of ``topoGetAlgoInfo`` (src/enqueue.cc): NCCL estimates ``time = latency + nBytes
+/ (1000 * algbw)`` for every enabled (algorithm, protocol), takes the smallest, then lowers the
+channels while ``nBytes < nChannels * nThreads * threadThreshold``.  These are NCCL's estimates,
+used to *choose*; :mod:`.runtime` predicts how long the choice really takes.
+
+>>> from topo_probe import get_preset
+>>> t = TuneTable.build(NcclMachine.from_topology(get_preset("dgx-h100")))
+>>> t.choose("allreduce", 8 << 30)[:3], t.choose("allreduce", 1024)[:2]
+(('nvls', 'Simple', 16), ('ring', 'LL'))
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from synth.model.nccl.constants import (
+    ALGOS,
+    BASE_LAT,
+    FEATURE_VERSION,
+    HW_LAT,
+    HW_NET,
+    HW_NVLINK,
+    HW_PCI,
+    LL_MAX_BWS,
+    MAX_NTHREADS,
+    NET_OVERHEAD_US,
+    NET_PLUGIN_LATENCY_US,
+    NVLS_EFFICIENCY,
+    PER_CH_MAX_NVLS_TREE,
+    PER_CH_MAX_RING_LL128,
+    PER_CH_MAX_TREE,
+    PER_CH_MAX_TREE_LL128,
+    PROTOS,
+    THREAD_THRESHOLD,
+    TREE_CORRECTION,
+    coll_steps,
+    compcap_index,
+)
+from synth.model.nccl.env import NcclEnv
+from synth.model.nccl.graphs import CommGraphs, Graph, comm_graphs
+from synth.model.nccl.machine import NcclMachine
+
+#: the collectives NCCL's tuner covers and the algorithms it considers for each (tuning.cc)
+NCCL_COLLS = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
+ALGOS_FOR = {"broadcast": ("ring",), "reduce": ("ring",),
+             "allgather": ("ring", "nvls", "collnet_direct", "pat"),
+             "reducescatter": ("ring", "nvls", "collnet_direct", "pat"),
+             "allreduce": ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree")}
+#: NCCL version the tables are those of
+NCCL_VERSION = (2, 28)
+
+
+def _graph_for(g: CommGraphs, algo: str) -> Graph | None:
+    return {"tree": g.tree, "ring": g.ring, "pat": g.ring, "nvls": g.nvls, "nvls_tree": g.nvls,
+            "collnet_direct": g.collnet, "collnet_chain": g.collnet}[algo]
+
+
+@dataclass
+class TuneTable:
+    """NCCL's per-(collective, algorithm, protocol) latency (µs) and algbw (GB/s)."""
+
+    machine: NcclMachine
+    env: NcclEnv
+    graphs: CommGraphs
+    latency: dict
+    bandwidth: dict
+    version: tuple = NCCL_VERSION
+
+    @classmethod
+    def build(cls, m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCCL_VERSION) -> "TuneTable":
+        """Fill NCCL's table for ``m`` under ``env`` (NCCL ``version`` gates LL128, NVLS, NVLSTree, PAT)."""
+        env = env or NcclEnv()
+        g = comm_graphs(m, env)
+        t = cls(m, env, g, {}, {}, tuple(version))
+        for coll in NCCL_COLLS:
+            for algo in ALGOS_FOR[coll]:
+                graph = _graph_for(g, algo)
+                for proto in PROTOS:
+                    key = (coll, algo, proto)
+                    ok = graph is not None and t._algo_ok(coll, algo) and t._proto_ok(coll, proto, graph)
+                    t.bandwidth[key] = t._bus_bw(coll, algo, proto, graph) * t._ratio(coll, algo) if ok else 0.0
+                    t.latency[key] = t._latency(coll, algo, proto, graph) if graph else 0.0
+        return t
+
+    # -- bandwidth ------------------------------------------------------------------------
+    def _indices(self) -> tuple[int, int, int]:
+        m = self.machine
+        cc = compcap_index(m.sm)
+        return cc, (cc if m.nodes == 1 else 1 if m.cpu_vendor == "amd" else 0), min(m.nodes, 3) - 1
+
+    def _nvls_bw(self, coll: str, algo: str, graph: Graph) -> float:
+        m = self.machine
+        cc, _, idx2 = self._indices()
+        n = graph.n_channels
+        intra = graph.bw_intra * NVLS_EFFICIENCY[cc] * (n - 1) / n
+        intra *= 2.0 if coll == "allreduce" else (m.gpus_per_node - 1) / m.gpus_per_node
+        inter = graph.bw_inter * (2 if (m.nodes <= 2 and algo == "nvls_tree") else 1)
+        cap = PER_CH_MAX_NVLS_TREE[cc][idx2] if algo == "nvls_tree" else math.inf
+        return min(intra, inter, cap)
+
+    def _bus_bw(self, coll: str, algo: str, proto: str, graph: Graph) -> float:
+        """busBw after NCCL's 'various model refinements' (GB/s, before the bus -> alg ratio)."""
+        m = self.machine
+        if algo in ("nvls", "nvls_tree"):
+            ok = proto == "Simple" and graph.n_channels >= 2
+            return graph.n_channels * self._nvls_bw(coll, algo, graph) if ok else 0.0
+        if algo in ("collnet_direct", "collnet_chain", "pat") and proto != "Simple":
+            return 0.0
+        cc, idx1, idx2 = self._indices()
+        n = graph.n_channels
+        bus = n * (graph.bw_intra if (m.nodes <= 2 or algo.startswith("collnet")) else graph.bw_inter)
+        ll_max = LL_MAX_BWS[idx1][idx2]
+        if algo == "ring" and proto == "LL":
+            bus = min(ll_max, bus * 0.5)
+        elif algo == "ring" and proto == "LL128":
+            bus = min(bus * 0.92, n * PER_CH_MAX_RING_LL128[cc][idx2])
+        elif algo == "tree":
+            if coll == "allreduce":
+                bus = min(bus * 0.92, n * PER_CH_MAX_TREE[cc][idx2])
+            if proto == "LL":
+                bus = min(bus / 3.8, ll_max)
+            elif proto == "LL128":
+                bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0), n * PER_CH_MAX_TREE_LL128[cc][idx2])
+        elif algo == "pat":
+            bus *= 0.75
+        elif algo == "collnet_direct":
+            ppn = m.gpus_per_node
+            if coll in ("allgather", "reducescatter"):
+                bus = ppn * min(graph.bw_intra, graph.bw_inter * 0.9)
+            else:
+                factor = ppn / n
+                bus /= factor - (factor - 1) / 2
+                bus *= 0.85 if m.sm >= 90 else 1.0
+        return bus
+
+    def _ratio(self, coll: str, algo: str) -> float:
+        """NCCL's bus -> algorithm bandwidth ratio."""
+        if algo != "ring" and coll in ("allgather", "reducescatter"):
+            return 1.0
+        if algo in ("ring", "nvls", "nvls_tree"):
+            n = self.machine.ranks
+            return n / coll_steps(coll, n)
+        return 0.5
+
+    # -- enable flags ---------------------------------------------------------------------
+    def _proto_ok(self, coll: str, proto: str, graph: Graph) -> bool:
+        env, m = self.env, self.machine
+        if env.proto_set(coll):
+            return env.proto_allowed(coll, proto)
+        if proto != "LL128":
+            return True
+        if self.version < FEATURE_VERSION["LL128"] or m.amd:
+            return False
+        inter_ok = graph.type_inter in ("NONE", "PXB") or (m.sm >= 90 and graph.type_inter == "PXN")
+        return inter_ok and graph.type_intra == "NVL" and m.sm >= 70
+
+    def _algo_ok(self, coll: str, algo: str) -> bool:
+        m, env = self.machine, self.env
+        if not env.algo_allowed(coll, algo) or self.version < FEATURE_VERSION.get(algo, (0, 0)):
+            return False
+        if algo == "nvls_tree" and m.nodes == 1:
+            return False
+        collnet = m.collnet and env.collnet_enable == 1
+        if not collnet and (algo.startswith("collnet") or (algo == "nvls" and m.nodes > 1)):
+            return False
+        if algo == "pat":
+            return env.pat_enable != 0 and m.gpus_per_node == 1 and not m.amd
+        return True
+
+    # -- latency --------------------------------------------------------------------------
+    def _latency(self, coll: str, algo: str, proto: str, graph: Graph) -> float:
+        m = self.machine
+        a, p = ALGOS.index(algo), PROTOS.index(proto)
+        nodes, ranks, ppn = m.nodes, m.ranks, m.gpus_per_node
+        intra_hw = HW_NVLINK if graph.type_intra == "NVL" else HW_PCI
+        intra = HW_LAT[intra_hw][a][p]
+        inter = HW_LAT[HW_NET][ALGOS.index("tree") if ppn == 1 else a][p]
+        plugin = NET_PLUGIN_LATENCY_US.get(m.net_kind, 0.0) if nodes > 1 else 0.0
+        inter += plugin * (2 if proto == "Simple" else 1)            # latencyInter (+ the flush)
+        lat = BASE_LAT[a][p]
+        if algo == "ring":
+            if coll in ("broadcast", "reduce"):
+                return lat + HW_LAT[intra_hw if nodes == 1 else HW_NET][a][p]
+            over = NET_OVERHEAD_US[m.cpu_vendor] * (3 if proto == "Simple" else 1)
+            intra = max(intra, over) if nodes > 1 else intra
+            n_inter = 0 if nodes == 1 else (2 * (nodes - 1) if coll == "allreduce" else nodes - 1)
+            return lat + (coll_steps(coll, ranks) - n_inter) * intra + n_inter * inter
+        log_nodes = int(math.log2(nodes))
+        if algo == "tree":
+            return lat + 2 * ((ppn - 1) * intra + log_nodes * inter)
+        if algo == "collnet_direct":
+            return lat + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
+        if algo == "collnet_chain":
+            return lat + 2 * (ppn - 1) * intra + inter
+        if algo == "nvls":
+            return intra + (inter if nodes > 1 else 0)
+        if algo == "nvls_tree":
+            return lat + intra + 2 * log_nodes * inter
+        return lat + log_nodes * inter / 3.5 + ranks * 2.8          # pat
+
+    def nvls_bus_gbs(self, coll: str) -> float:
+        """NCCL's intra-node NVLS estimate as an nccl-tests bus bandwidth (GB/s); 0 without NVLS."""
+        g = self.graphs.nvls
+        if g is None or g.n_channels < 2 or coll not in ("allreduce", "allgather", "reducescatter"):
+            return 0.0
+        cc, ppn, n = compcap_index(self.machine.sm), self.machine.gpus_per_node, self.machine.ranks
+        intra = g.bw_intra * NVLS_EFFICIENCY[cc] * (g.n_channels - 1) / g.n_channels
+        intra *= 2.0 if coll == "allreduce" else (ppn - 1) / ppn
+        factor = 2.0 * (n - 1) / n if coll == "allreduce" else (n - 1) / n
+        return g.n_channels * intra * self._ratio(coll, "nvls") * factor
+
+    # -- selection ------------------------------------------------------------------------
+    def algo_time_us(self, coll: str, algo: str, proto: str, nbytes: int) -> float:
+        """NCCL's estimate (µs) for one (algorithm, protocol); ``inf`` when disabled."""
+        bw = self.bandwidth.get((coll, algo, proto), 0.0)
+        if bw <= 0:
+            return math.inf
+        lat = self.latency[(coll, algo, proto)]
+        log_size = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
+        if algo == "tree" and coll == "allreduce" and 0 <= log_size < 23:
+            bw *= TREE_CORRECTION[PROTOS.index(proto)][log_size]
+        m = self.machine
+        if (algo == "ring" and proto == "Simple" and m.nodes > 1 and coll == "allreduce"
+                and nbytes / (self.graphs.n_channels * m.ranks) >= 64):
+            lat *= 1.9 if m.sm < 80 else 1.4                          # NCCL's "plateau effect of ring"
+        return lat + nbytes / (1000.0 * bw)
+
+    def enabled(self, coll: str) -> list[tuple[str, str]]:
+        """``(algorithm, protocol)`` pairs NCCL compares for ``coll`` (bandwidth > 0)."""
+        return [(a, p) for a in ALGOS_FOR[coll] for p in PROTOS if self.bandwidth.get((coll, a, p), 0.0) > 0]
+
+    def choose(self, coll: str, nbytes: int) -> tuple[str, str, int, int, float]:
+        """NCCL's pick: ``(algorithm, protocol, channels, threads, estimated µs)``."""
+        best = (math.inf, "ring", "Simple")
+        for algo, proto in self.enabled(coll):
+            t = self.algo_time_us(coll, algo, proto, nbytes)
+            if t < best[0]:
+                best = (t, algo, proto)
+        t, algo, proto = best
+        nc, nt = self.channels(algo, proto, nbytes)
+        return algo, proto, nc, nt, t
+
+    def channels(self, algo: str, proto: str, nbytes: int) -> tuple[int, int]:
+        """Channels and threads after NCCL's small-message reduction (enqueue.cc)."""
+        g, m = self.graphs, self.machine
+        if algo in ("nvls", "nvls_tree"):
+            return (g.nvls_channels if m.nodes == 1 or algo == "nvls_tree"
+                    else min(g.nvls_channels, g.n_channels)), 640
+        nc, nt = g.n_channels, MAX_NTHREADS[proto]
+        thresh = THREAD_THRESHOLD[proto] * (m.ranks if (algo == "ring" and proto == "LL") else 1)
+        while nbytes < nc * nt * thresh and nc >= 2:
+            nc -= 1
+        while nbytes < nc * nt * thresh and nt % 128 == 0:
+            nt //= 2
+        return nc, nt
+
+
+__all__ = ["TuneTable", "NCCL_COLLS", "ALGOS_FOR", "NCCL_VERSION"]
