@@ -44,7 +44,8 @@ import zlib
 from typing import Any
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "MAX_GPUS",
-           "MAX_CHUNKS_PER_RANK", "MAX_CHUNK_CELLS", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
+           "MAX_CHUNKS_PER_RANK", "MAX_CHUNK_CELLS", "MAX_SCHEDULE_BYTES", "MAX_SCHEDULE_CONTAINERS",
+           "MAX_SCHEDULE_VALUES", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
            "MAX_EDGES", "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
            "MAX_TIME_US", "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json",
            "check_int", "check_float", "ascii_int", "check_topology"]
@@ -62,8 +63,15 @@ MAX_JSON_VALUES = 2**21
 MAX_GPUS = 1024
 #: Most chunks per rank of a schedule.
 MAX_CHUNKS_PER_RANK = 4096
-#: Most chunks x ranks of a schedule (the verifier's state has one cell per pair).
-MAX_CHUNK_CELLS = 2**18
+#: Most chunks x ranks of a schedule (the verifier keeps one dict entry per pair it touches; an
+#: AllToAll of 256 ranks has 256**3 pairs).
+MAX_CHUNK_CELLS = 2**24
+#: Schedules are the one document that grows with the cluster (a 1,024-rank AllReduce is about
+#: 2.1 million transfers: ~100 MB of JSON, ~10 million values), so schedule JSON has its own
+#: limits: bytes read (also after gunzip), objects + arrays, values.
+MAX_SCHEDULE_BYTES = 256 * 2**20
+MAX_SCHEDULE_CONTAINERS = 2**23
+MAX_SCHEDULE_VALUES = 2**25
 #: Most fabric rounds one schedule step may declare.
 MAX_ROUNDS = 10**6
 #: Most physical links bonded in one edge (NVLink: 18 per GPU today).
@@ -185,18 +193,21 @@ def _deep_place(text: str, max_depth: int) -> str:
 
 
 def parse_json(text: str, source: str, error: type[Exception], max_depth: int = MAX_JSON_DEPTH,
-               free_form: tuple[str, ...] = ()) -> Any:
+               free_form: tuple[str, ...] = (), *, schedule: bool = False) -> Any:
     """Decode JSON ``text`` within the limits of the module docstring; errors name ``source``
     and the line/column (syntax) or the field path (values).  Under the top-level keys
     ``free_form`` (e.g. a schedule's ``meta``, where a solver records an unbounded LP as
-    ``Infinity``) non-finite floats are allowed; every other limit holds there too."""
-    if len(text) > MAX_INPUT_BYTES:
-        raise error(f"{source}: more than the {MAX_INPUT_BYTES} bytes a loader reads")
+    ``Infinity``) non-finite floats are allowed; every other limit holds there too.  With
+    ``schedule`` the schedule limits (:data:`MAX_SCHEDULE_BYTES`, ...) replace the general ones."""
+    max_bytes, max_containers, max_values = ((MAX_SCHEDULE_BYTES, MAX_SCHEDULE_CONTAINERS, MAX_SCHEDULE_VALUES)
+                                             if schedule else (MAX_INPUT_BYTES, MAX_JSON_CONTAINERS, MAX_JSON_VALUES))
+    if len(text) > max_bytes:
+        raise error(f"{source}: more than the {max_bytes} bytes a loader reads")
     containers = text.count("[") + text.count("{")
-    if containers > MAX_JSON_CONTAINERS:
-        raise error(f"{source}: {containers} JSON objects/arrays, more than the {MAX_JSON_CONTAINERS} a loader takes")
-    if text.count(",") >= MAX_JSON_VALUES:
-        raise error(f"{source}: more than the {MAX_JSON_VALUES} JSON values a loader takes")
+    if containers > max_containers:
+        raise error(f"{source}: {containers} JSON objects/arrays, more than the {max_containers} a loader takes")
+    if text.count(",") >= max_values:
+        raise error(f"{source}: more than the {max_values} JSON values a loader takes")
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

@@ -17,22 +17,9 @@ import gzip
 import os
 from pathlib import Path
 
-from synth.ir.schedule import Schedule, atomic_write_bytes, check_transfer_count
+from synth.ir.schedule import Schedule, atomic_write_bytes, check_transfer_count, read_schedule_bytes
 from topo_probe.errors import ScheduleFormatError
-from topo_probe.guard import decode_utf8, gunzip_capped, parse_json, read_capped
-
-_GZIP_MAGIC = b"\x1f\x8b"
-
-
-def _read_bytes(path: Path) -> bytes:
-    """The file's bytes, gunzipped when they start with the gzip magic; both the file and its
-    decompressed content are capped at :data:`topo_probe.guard.MAX_INPUT_BYTES` (a gzip bomb
-    stops there)."""
-    data = read_capped(path, ScheduleFormatError)
-    if data[:2] == _GZIP_MAGIC:
-        data = gunzip_capped(data, str(path), ScheduleFormatError)
-    return data
-
+from topo_probe.guard import MAX_INPUT_BYTES, decode_utf8, parse_json
 
 def load_schedule(path: str | os.PathLike, *, fabric=None) -> Schedule:
     """The schedule in ``path`` (topocoll JSON, gzip JSON or MSCCL XML).
@@ -44,12 +31,14 @@ def load_schedule(path: str | os.PathLike, *, fabric=None) -> Schedule:
     :mod:`topo_probe.guard` apply.
     """
     path = Path(path)
-    text = decode_utf8(_read_bytes(path), str(path), ScheduleFormatError)
+    text = decode_utf8(read_schedule_bytes(path), str(path), ScheduleFormatError)
     head = text.lstrip("\ufeff \t\r\n")[:1]
     if head == "<":
+        if len(text) > MAX_INPUT_BYTES:       # the larger schedule limits are for JSON only
+            raise ScheduleFormatError(f"{path}: more than the {MAX_INPUT_BYTES} bytes of MSCCL XML a loader reads")
         from synth.formats.msccl.reader import from_msccl_xml
         return check_transfer_count(from_msccl_xml(text, source=str(path), fabric=fabric), str(path))
-    doc = parse_json(text, str(path), ScheduleFormatError, free_form=("meta",))   # solvers write Infinity there
+    doc = parse_json(text, str(path), ScheduleFormatError, free_form=("meta",), schedule=True)   # solvers write Infinity there
     return check_transfer_count(Schedule.from_dict(doc, str(path)), str(path))
 
 

@@ -35,7 +35,18 @@ from typing import Any
 
 from synth.ir.collectives import CollectiveSpec, canonical
 from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError
-from topo_probe.guard import MAX_CHUNK_CELLS, MAX_CHUNKS_PER_RANK, MAX_GPUS, MAX_ROUNDS, decode_utf8, gunzip_capped, parse_json, read_capped, show
+from topo_probe.guard import (
+    MAX_CHUNK_CELLS,
+    MAX_CHUNKS_PER_RANK,
+    MAX_GPUS,
+    MAX_ROUNDS,
+    MAX_SCHEDULE_BYTES,
+    decode_utf8,
+    gunzip_capped,
+    parse_json,
+    read_capped,
+    show,
+)
 
 FORMAT = "topocoll.schedule"
 VERSION = 1
@@ -137,11 +148,18 @@ def read_json(path: Path, what: str = "") -> Any:
     numbers); every failure is a ScheduleFormatError naming the file (and line/column or field;
     a top-level ``meta`` may hold ``Infinity``, as solvers write it).  ``what`` is unused (kept
     for callers naming the document)."""
-    data = read_capped(path, ScheduleFormatError)
+    text = decode_utf8(read_schedule_bytes(path), str(path), ScheduleFormatError)
+    return parse_json(text, str(path), ScheduleFormatError, free_form=("meta",), schedule=True)
+
+
+def read_schedule_bytes(path: Path) -> bytes:
+    """The bytes of a schedule file, gunzipped when they start with the gzip magic; the file and
+    its decompressed content are both capped at :data:`topo_probe.guard.MAX_SCHEDULE_BYTES` (a
+    gzip bomb stops there)."""
+    data = read_capped(path, ScheduleFormatError, MAX_SCHEDULE_BYTES)
     if data[:2] == b"\x1f\x8b":
-        data = gunzip_capped(data, str(path), ScheduleFormatError)
-    text = decode_utf8(data, str(path), ScheduleFormatError)
-    return parse_json(text, str(path), ScheduleFormatError, free_form=("meta",))
+        data = gunzip_capped(data, str(path), ScheduleFormatError, MAX_SCHEDULE_BYTES)
+    return data
 
 
 def atomic_write_text(path: Path, text: str) -> None:
