@@ -128,17 +128,20 @@ def test_import_of_another_collective_is_refused(capsys):
     assert "holds no allreduce test" in capsys.readouterr().err
 
 
-def test_import_with_the_nccl_baseline_reproduces_the_validation(capsys):
-    """simulate --baseline nccl --import LOG uses the log's GPUs per process (-g 8 here): the same
+@pytest.mark.parametrize("log,preset", [("a100_8gpu_1node_all_reduce.txt", "dgx-a100"),
+                                        ("h100_8gpu_1node_all_reduce_nvls.txt", "dgx-h100")])
+def test_import_with_the_nccl_baseline_reproduces_the_validation(capsys, log, preset):
+    """simulate --baseline nccl --import LOG uses what the log says of its run: GPUs per process
+    (-g 8 in the A100 log) and the NCCL version (``nccl-library=22602`` in the NVLS log): the same
     prediction as the validation script's, row for row."""
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
     sys.path.insert(0, str(root / "benchmarks"))
     import validate_cost_model as v
-    case = next(c for c in v.CASES if c.file == "a100_8gpu_1node_all_reduce.txt")
+    case = next(c for c in v.CASES if c.file == log)
     want = {x["size"]: x["pred_us"] for x in v.evaluate(case)["rows"]}
-    assert main(["--topology", "dgx-a100", "--baseline", "nccl", "--import",
+    assert main(["--topology", preset, "--baseline", "nccl", "--import",
                  str(root / "tests" / "fixtures" / "real_logs" / case.file)]) == 0
     got = {int(r[0]): float(r[5]) for r in rows(capsys.readouterr().out)}
     assert set(got) == set(want)

@@ -79,3 +79,12 @@ def test_prefixes_never_change_the_numbers(prefixes):
 
 def test_strip_prefixes_keeps_rows_without_prefixes():
     assert strip_prefixes("           8             2     float") == ["           8             2     float"]
+
+
+def test_the_nccl_version_a_log_prints_is_read():
+    """From an ``NCCL INFO NCCL version`` line outside the table (p5 log), from the
+    ``nccl-library=`` code of newer nccl-tests headers, and never from a SOURCE note that says the
+    version was not printed."""
+    assert [r.nccl_version for r in load_runs(LOGS / "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt")] == [(2, 22, 3)]
+    assert load_runs(LOGS / "h100_8gpu_1node_all_reduce_nvls.txt")[0].nccl_version == (2, 26, 2)
+    assert load_runs(LOGS / "a100_aws_p4de_16gpu_2node_all_reduce.txt")[0].nccl_version is None

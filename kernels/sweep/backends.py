@@ -215,7 +215,8 @@ class SimBackend:
     checks = False
 
     def __init__(self, source, *, bounds: bool = False, measured: dict[int, float] | None = None,
-                 nccl_column: bool = False, nccl_env=None, nccl_machine: dict | None = None) -> None:
+                 nccl_column: bool = False, nccl_env=None, nccl_machine: dict | None = None,
+                 nccl_version: tuple[int, int] | None = None) -> None:
         self.source = source
         self.extra_columns = (("slices", ""), ("bound", "(us)"), ("bound", "busbw")) if bounds else ()
         if nccl_column:
@@ -229,6 +230,8 @@ class SimBackend:
         self._nccl_env = nccl_env
         #: what a real log says of the run (``arch``, ``gpus_per_process``), applied to the machine
         self._nccl_machine = nccl_machine or {}
+        #: the NCCL (major, minor) a real log printed; None: the model's default (the newest it knows)
+        self._nccl_version = nccl_version
 
     @property
     def nccl(self):
@@ -237,7 +240,8 @@ class SimBackend:
             from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
             env = self._nccl_env if self._nccl_env is not None else NcclEnv.from_environ()
             machine = NcclMachine.from_topology(self.source.topology).with_(**self._nccl_machine)
-            self._nccl = NcclModel(machine, env=env)
+            extra = {"version": self._nccl_version} if self._nccl_version else {}
+            self._nccl = NcclModel(machine, env=env, **extra)
         return self._nccl
 
     def time_us(self, case: Case) -> float:

@@ -185,7 +185,8 @@ def run(args) -> list[str]:
     if args.schedule:
         _check_schedule_file(sel, args, topo, cfg.collective)
     backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None, nccl_column=algo == "nccl",
-                         nccl_machine=_log_machine(imported[0]) if imported else None)
+                         nccl_machine=_log_machine(imported[0]) if imported else None,
+                         nccl_version=imported[0].nccl_version[:2] if imported and imported[0].nccl_version else None)
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
     what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {backend.nccl.env.describe() or 'NCCL defaults'})"
