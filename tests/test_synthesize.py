@@ -214,3 +214,17 @@ def test_a_reader_that_stops_early_does_not_stop_the_run(tmp_path):
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=120) == 0 and err == "", err
     assert set(json.loads((out / "summary.json").read_text())["collectives"]) == {"allgather", "allreduce"}
+
+
+def test_algorithms_longer_than_rccl_loads_stay_out_of_the_algorithm_folder(tmp_path, monkeypatch):
+    """RCCL loads at most 64 steps per threadblock: with the limit at 1 step, every plan algorithm
+    of a 3-GPU allgather (2+ steps per threadblock) goes to msccl/candidates/ with a note."""
+    from synth.formats.msccl import layout
+    monkeypatch.setattr(layout, "RUNTIME_MAX_STEPS_PER_TB", 1)
+    out = tmp_path / "o"
+    assert main(["--topology", "ring:3", "--collectives", "allgather", "--time-limit", "3", "--out", str(out),
+                 "--no-progress"]) == 0
+    assert not list((out / "msccl").glob("*.xml"))
+    assert list((out / "msccl" / "candidates").glob("*.xml"))
+    notes = json.loads((out / "summary.json").read_text())["collectives"]["allgather"]["notes"]
+    assert any("MSCCL_MAX_NUM_STEPS" in n for n in notes)

@@ -16,6 +16,7 @@ from synth.formats.schedule_file import load_schedule
 from synth.plan.versus_nccl import NCCL
 from synth.ir.fabric import build_fabric
 from synth.ir.verifier import check
+from synth.pipeline import msccl_export
 from synth.pipeline import synthesize as synth_mod
 from synth.plan.size_plan import Plan
 from topo_probe.errors import UnsupportedCollective
@@ -29,7 +30,7 @@ def cluster_run(tmp_path_factory):
     mp = pytest.MonkeyPatch()
     mp.setattr(synth_mod, "GZIP_TRANSFERS", 1000)     # small run, same code paths as a big one
     mp.setattr(synth_mod, "LARGE_RANKS", 16)
-    mp.setattr(synth_mod, "GZIP_XML_BYTES", 1)
+    mp.setattr(msccl_export, "GZIP_XML_BYTES", 1)
     try:
         rc = main(["--topology", "dgx-h100", "--gpus", "0-3", "--nodes", "4", "--nics-per-node", "4",
                    "--rail-optimized", "--collectives", "allgather,alltoall", "--time-limit", "8",
@@ -56,9 +57,13 @@ def test_cluster_outputs_verify_and_the_plan_reads_gzip(cluster_run):
     assert summary["collectives"]["alltoall"]["bandwidth_optimal"]["method"] == "mcf-lp"
     assert summary["collectives"]["allgather"]["bandwidth_optimal"]["method"] in ("hierarchical", "lp-trees")
     used = {e.schedule.split("/")[1].split(".json")[0] for e in ours}
-    xmls = sorted((out / "msccl").iterdir())
-    assert {p.name for p in xmls} == {f"{u}.xml.gz" for u in used}
-    for p in xmls:                        # compressed MSCCL XML re-imports and verifies
+    xmls = sorted((out / "msccl").glob("*.xml.gz"))
+    longer = sorted((out / "msccl").glob("candidates/*.xml.gz"))   # more steps per threadblock than RCCL loads
+    assert sorted(p.name for p in xmls + longer) == sorted(f"{u}.xml.gz" for u in used)
+    assert {p.name for p in (out / "msccl").iterdir()} <= {p.name for p in xmls} | {"candidates"}
+    notes = [n for c in summary["collectives"].values() for n in c.get("notes", [])]
+    assert all(any(f"candidates/{p.name[:-3]}" in n and "MSCCL_MAX_NUM_STEPS" in n for n in notes) for p in longer)
+    for p in xmls + longer:               # compressed MSCCL XML re-imports and verifies
         check(from_msccl_xml(gzip.decompress(p.read_bytes()).decode(), fabric=fabric), fabric)
     report = (out / "report.md").read_text()
     assert "## Skipped at this scale" in report and "the plan does not use it" in report
@@ -100,7 +105,7 @@ def test_msccl_export_needs_one_threadblock_per_peer():
     """MSCCL runs one threadblock per peer, 216 per GPU: a direct alltoall on 1,024 ranks (1,023 peers)
     cannot be loaded, the hierarchical allgather (127 rail peers + 7 host peers) can."""
     f = build_fabric(cluster("dgx-h100", 3, rail_optimized=True))
-    assert synth_mod._most_peers(baseline("direct", f, "alltoall")) == 23
+    assert msccl_export._most_peers(baseline("direct", f, "alltoall")) == 23
     from synth.solve.cluster.compose import hierarchical
-    assert synth_mod._most_peers(hierarchical(f, "allgather")) == 2 + 7
-    assert synth_mod.MSCCL_MAX_PEERS == 216
+    assert msccl_export._most_peers(hierarchical(f, "allgather")) == 2 + 7
+    assert msccl_export.MSCCL_MAX_PEERS == 216

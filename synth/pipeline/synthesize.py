@@ -26,9 +26,9 @@ At cluster scale (see :data:`LARGE_RANKS`) some stages cannot run and say so in 
 ``schedules/*.json.gz``, baselines stop at :data:`synth.baselines._common.MAX_TRANSFERS`
 transfers, the tree packing (broadcast, reduce, effective capacities) stops at
 :data:`synth.solve.bwopt.optimal.TREES_MAX_RANKS` ranks, and MSCCL XML is written for the
-schedules the plan uses, gzip-compressed beyond :data:`GZIP_XML_BYTES` (the XML of a 1,024-rank
+schedules the plan uses, gzip-compressed beyond :data:`synth.pipeline.msccl_export.GZIP_XML_BYTES` (the XML of a 1,024-rank
 allgather is 370 MB), and not for schedules in which a rank talks to more than
-:data:`MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
+:data:`synth.pipeline.msccl_export.MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
 
 The documented paths are links into a versioned folder that is switched in one rename when
 everything is written (:mod:`synth.pipeline.output`): a run stopped or killed at any instant
@@ -38,7 +38,6 @@ touched, and folders holding other files are refused.
 
 from __future__ import annotations
 
-import gzip
 import json
 import time
 from dataclasses import dataclass, field
@@ -48,9 +47,10 @@ from typing import Callable
 from synth.ir.collectives import COLLECTIVES, ROOTED, CollectiveSpec
 from synth.ir.fabric import Fabric, build_fabric
 from synth.formats.schedule_file import save_schedule
-from synth.ir.schedule import Schedule, atomic_write_bytes, atomic_write_text
+from synth.ir.schedule import Schedule, atomic_write_text
 from synth.ir.verifier import check
 from synth.model.cost import CostModel, CostParams
+from synth.pipeline.msccl_export import export_msccl
 from synth.pipeline.output import ResultsFolder, classify
 from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
 from synth.plan.size_plan import Plan, PlanEntry
@@ -59,11 +59,6 @@ from topo_probe.topology.model import Topology
 
 #: schedules with more transfers than this are saved gzip-compressed (``.json.gz``)
 GZIP_TRANSFERS = 100_000
-#: MSCCL XML longer than this (characters) is written gzip-compressed (``.xml.gz``)
-GZIP_XML_BYTES = 20_000_000
-#: MSCCL runs one threadblock per peer, at most 216 per GPU (microsoft/msccl src/include/msccl.h,
-#: ``MSCCL_MAX_NUM_THREAD_BLOCKS (108*2)``): schedules needing more are not exported
-MSCCL_MAX_PEERS = 216
 #: from this many ranks on, MSCCL XML is exported for the plan's schedules only
 LARGE_RANKS = 64
 #: sizes (bytes) at which summary.json reports simulated times
@@ -314,84 +309,10 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
                     "choice": curve["choices"][PLAN_SIZES.index(nb)]} for label, nb in SUMMARY_SIZES.items()}
     plan.save(work / "plan.json")
     save_topology(topo, work / "topology.json")
-    _export_msccl(results, plan, work / "msccl", opts.log, only_plan=fabric.num_ranks >= LARGE_RANKS)
+    export_msccl(results, plan, work / "msccl", opts.log, only_plan=fabric.num_ranks >= LARGE_RANKS)
     summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
                "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),
                "collectives": {c: r.summary for c, r in results.items()}}
     atomic_write_text(work / "summary.json", json.dumps(summary, indent=1))
     write_report(work, topo, fabric, summary, curves, plan, ncc)
     return summary
-
-
-def _most_peers(s: Schedule) -> int:
-    """Largest number of distinct peers one rank sends to or receives from."""
-    out: dict[int, set] = {}
-    inn: dict[int, set] = {}
-    for st in s.steps:
-        for t in st.transfers:
-            out.setdefault(t.src, set()).add(t.dst)
-            inn.setdefault(t.dst, set()).add(t.src)
-    return max((len(v) for d in (out, inn) for v in d.values()), default=0)
-
-
-def _msccl_ranges(plan: Plan) -> dict[str, list[tuple[int, int | None]]]:
-    """Plan schedule path -> its size ranges [lo, hi) (adjacent ones joined); rooted collectives
-    left out (an MSCCL algorithm carries no root, so RCCL would run it for every root)."""
-    out: dict[str, list[tuple[int, int | None]]] = {}
-    for e in sorted(plan.entries, key=lambda e: (e.schedule, e.min_bytes)):
-        if e.collective in ROOTED:
-            continue
-        spans = out.setdefault(e.schedule, [])
-        if spans and spans[-1][1] == e.min_bytes:
-            spans[-1] = (spans[-1][0], e.max_bytes)
-        else:
-            spans.append((e.min_bytes, e.max_bytes))
-    return out
-
-
-def _write_xml(path: Path, text: str, res: CollectiveResult) -> None:
-    """``path`` (``.xml``), or ``path.xml.gz`` beyond :data:`GZIP_XML_BYTES` with a note."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if len(text) > GZIP_XML_BYTES:
-        atomic_write_bytes(path.with_name(path.name + ".gz"), gzip.compress(text.encode(), 6, mtime=0))
-        res.summary.setdefault("notes", []).append(
-            f"msccl/{path.name}.gz: {len(text) / 1e6:.0f} MB of XML, compressed (gunzip it for the MSCCL runtime)")
-    else:
-        atomic_write_text(path, text)
-
-
-def _export_msccl(results: dict[str, CollectiveResult], plan: Plan, folder: Path, log,
-                  only_plan: bool = False) -> None:
-    """``msccl/*.xml``: the plan's algorithms, each with its size range (minBytes/maxBytes,
-    inclusive, as RCCL reads them) and protocol, ready for ``MSCCL_ALGO_DIR``;
-    ``msccl/candidates/*.xml``: every other verified candidate, for any size (not written with
-    ``only_plan``, at cluster scale). Schedules whose ranks talk to more than
-    :data:`MSCCL_MAX_PEERS` peers are left out with a note (MSCCL runs one threadblock per peer)."""
-    from synth.formats.msccl import to_msccl_xml
-    from synth.formats.msccl.writer import protocol_for
-    ranges = _msccl_ranges(plan)
-    folder.mkdir(parents=True, exist_ok=True)
-    for res in results.values():
-        for name, s in res.schedules.items():
-            slug = _slug(name)
-            spans = ranges.get(res.files.get(name, schedule_file(name, s)))
-            notes = res.summary.setdefault("notes", [])
-            if not spans and only_plan:
-                notes.append(f"msccl/{slug}.xml not written: {s.ranks} ranks, the plan does not use it")
-                continue
-            peers = _most_peers(s)
-            if peers > MSCCL_MAX_PEERS:
-                notes.append(f"msccl/{slug}.xml not written: a rank exchanges data with {peers} peers, more than "
-                             f"the {MSCCL_MAX_PEERS} threadblocks MSCCL runs per GPU (one per peer)")
-                continue
-            try:
-                if not spans:
-                    _write_xml(folder / "candidates" / f"{slug}.xml", to_msccl_xml(s, name=name), res)
-                    continue
-                for k, (lo, hi) in enumerate(spans):
-                    top = None if hi is None else max(hi - 1, 1)
-                    text = to_msccl_xml(s, name=name, min_bytes=lo, max_bytes=top, proto=protocol_for(top))
-                    _write_xml(folder / f"{slug}{f'-r{k}' if k else ''}.xml", text, res)
-            except TopocollError as e:
-                log(f"  msccl export of {name} skipped: {e}")
-

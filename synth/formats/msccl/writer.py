@@ -52,6 +52,16 @@ def protocol_for(max_bytes: int | None) -> str:
     return "LL" if max_bytes is not None and 0 < max_bytes <= LL_MAX_BYTES else "Simple"
 
 
+def most_steps_per_threadblock(xml: str) -> int:
+    """Most ``<step>`` elements in one ``<tb>`` of MSCCL XML text written by :func:`to_msccl_xml`
+    (RCCL loads at most :data:`~synth.formats.msccl.layout.RUNTIME_MAX_STEPS_PER_TB`).
+
+    >>> most_steps_per_threadblock('<gpu id="0"><tb id="0"><step s="0"/><step s="1"/></tb><tb id="1"><step s="0"/></tb></gpu>')
+    2
+    """
+    return max((seg.split("</tb>")[0].count("<step ") for seg in xml.split("<tb ")[1:]), default=0)
+
+
 def _attrs(pairs) -> str:
     return " ".join(f'{k}="{v}"' for k, v in pairs)
 

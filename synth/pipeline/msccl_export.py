@@ -1,0 +1,106 @@
+"""MSCCL XML of a synthesize run: the plan's algorithms with their size ranges in ``msccl/``
+(ready to be RCCL's ``MSCCL_ALGO_DIR``), every other verified candidate in ``msccl/candidates/``.
+
+Left out with a note in the collective's summary: schedules in which a rank talks to more than
+:data:`MSCCL_MAX_PEERS` peers (MSCCL runs one threadblock per peer); moved to ``candidates/``
+with a note: algorithms with a threadblock of more steps than RCCL loads
+(:data:`synth.formats.msccl.layout.RUNTIME_MAX_STEPS_PER_TB`).  XML longer than
+:data:`GZIP_XML_BYTES` characters is written gzip-compressed.
+"""
+
+from __future__ import annotations
+
+import gzip
+from pathlib import Path
+
+from synth.ir.collectives import ROOTED
+from synth.ir.schedule import Schedule, atomic_write_bytes, atomic_write_text
+from synth.plan.size_plan import Plan
+from topo_probe.errors import TopocollError
+
+#: MSCCL XML longer than this (characters) is written gzip-compressed (``.xml.gz``)
+GZIP_XML_BYTES = 20_000_000
+#: MSCCL runs one threadblock per peer, at most 216 per GPU (microsoft/msccl src/include/msccl.h,
+#: ``MSCCL_MAX_NUM_THREAD_BLOCKS (108*2)``): schedules needing more are not exported
+MSCCL_MAX_PEERS = 216
+
+
+def _most_peers(s: Schedule) -> int:
+    """Largest number of distinct peers one rank sends to or receives from."""
+    out: dict[int, set] = {}
+    inn: dict[int, set] = {}
+    for st in s.steps:
+        for t in st.transfers:
+            out.setdefault(t.src, set()).add(t.dst)
+            inn.setdefault(t.dst, set()).add(t.src)
+    return max((len(v) for d in (out, inn) for v in d.values()), default=0)
+
+
+def _msccl_ranges(plan: Plan) -> dict[str, list[tuple[int, int | None]]]:
+    """Plan schedule path -> its size ranges [lo, hi) (adjacent ones joined); rooted collectives
+    left out (an MSCCL algorithm carries no root, so RCCL would run it for every root)."""
+    out: dict[str, list[tuple[int, int | None]]] = {}
+    for e in sorted(plan.entries, key=lambda e: (e.schedule, e.min_bytes)):
+        if e.collective in ROOTED:
+            continue
+        spans = out.setdefault(e.schedule, [])
+        if spans and spans[-1][1] == e.min_bytes:
+            spans[-1] = (spans[-1][0], e.max_bytes)
+        else:
+            spans.append((e.min_bytes, e.max_bytes))
+    return out
+
+
+def _write_xml(path: Path, text: str, res) -> None:
+    """``path`` (``.xml``), or ``path.xml.gz`` beyond :data:`GZIP_XML_BYTES` with a note."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if len(text) > GZIP_XML_BYTES:
+        atomic_write_bytes(path.with_name(path.name + ".gz"), gzip.compress(text.encode(), 6, mtime=0))
+        res.summary.setdefault("notes", []).append(
+            f"msccl/{path.name}.gz: {len(text) / 1e6:.0f} MB of XML, compressed (gunzip it for the MSCCL runtime)")
+    else:
+        atomic_write_text(path, text)
+
+
+def export_msccl(results: dict, plan: Plan, folder: Path, log, only_plan: bool = False) -> None:
+    """``msccl/*.xml``: the plan's algorithms, each with its size range (minBytes/maxBytes,
+    inclusive, as RCCL reads them) and protocol, ready for ``MSCCL_ALGO_DIR``;
+    ``msccl/candidates/*.xml``: every other verified candidate, for any size (not written with
+    ``only_plan``, at cluster scale). Schedules whose ranks talk to more than
+    :data:`MSCCL_MAX_PEERS` peers are left out with a note (MSCCL runs one threadblock per peer)."""
+    from synth.formats.msccl import to_msccl_xml
+    from synth.formats.msccl.layout import RUNTIME_MAX_STEPS_PER_TB
+    from synth.formats.msccl.writer import most_steps_per_threadblock, protocol_for
+    ranges = _msccl_ranges(plan)
+    folder.mkdir(parents=True, exist_ok=True)
+    for res in results.values():
+        for name, s in res.schedules.items():
+            slug = Path(res.files[name]).name.split(".json")[0]     # schedules/<slug>.json(.gz)
+            spans = ranges.get(res.files[name])
+            notes = res.summary.setdefault("notes", [])
+            if not spans and only_plan:
+                notes.append(f"msccl/{slug}.xml not written: {s.ranks} ranks, the plan does not use it")
+                continue
+            peers = _most_peers(s)
+            if peers > MSCCL_MAX_PEERS:
+                notes.append(f"msccl/{slug}.xml not written: a rank exchanges data with {peers} peers, more than "
+                             f"the {MSCCL_MAX_PEERS} threadblocks MSCCL runs per GPU (one per peer)")
+                continue
+            try:
+                if not spans:
+                    _write_xml(folder / "candidates" / f"{slug}.xml", to_msccl_xml(s, name=name), res)
+                    continue
+                for k, (lo, hi) in enumerate(spans):
+                    top = None if hi is None else max(hi - 1, 1)
+                    text = to_msccl_xml(s, name=name, min_bytes=lo, max_bytes=top, proto=protocol_for(top))
+                    steps = most_steps_per_threadblock(text)
+                    where = folder
+                    if steps > RUNTIME_MAX_STEPS_PER_TB:     # RCCL would refuse the whole MSCCL_ALGO_DIR entry
+                        where = folder / "candidates"
+                        notes.append(f"msccl/candidates/{slug}{f'-r{k}' if k else ''}.xml: a threadblock runs "
+                                     f"{steps} steps, more than the {RUNTIME_MAX_STEPS_PER_TB} RCCL loads "
+                                     f"(MSCCL_MAX_NUM_STEPS), so it is not in the algorithm folder")
+                    _write_xml(where / f"{slug}{f'-r{k}' if k else ''}.xml", text, res)
+            except TopocollError as e:
+                log(f"  msccl export of {name} skipped: {e}")
+
