@@ -107,6 +107,27 @@ def test_results_of_versions_before_the_marker_are_adopted(tmp_path):
     _only_ours_left(legacy)
 
 
+def test_an_nccl_tuner_conf_beside_older_results_is_accepted_and_left_alone(tmp_path):
+    """Results committed before the marker sit beside the NCCL tuner CSV that the README's command
+    writes into the same folder: reused as they are, adopted on a new run, the CSV untouched."""
+    out = tmp_path / "res"
+    _run(out)
+    legacy = tmp_path / "legacy"
+    shutil.copytree(out / ".current", legacy)
+    (legacy / "nccl_tuner.conf").write_text("mine\n")
+    _run(legacy, OLD, force=False)
+    assert not (legacy / ".topocoll-result").exists()
+    _run(legacy, NEW)
+    assert _results_at_documented_paths(legacy) == NEW and (legacy / "nccl_tuner.conf").read_text() == "mine\n"
+    _only_ours_left(legacy, extra=("nccl_tuner.conf",))
+    (legacy / "other.txt").write_text("x")     # a marked folder may hold it; an unmarked one may not
+    plain = tmp_path / "plain"
+    shutil.copytree(out / ".current", plain)
+    (plain / "other.txt").write_text("x")
+    with pytest.raises(InvalidArgument, match="other.txt"):
+        _run(plain, OLD, force=False)
+
+
 def test_leftovers_of_killed_runs_are_cleaned(tmp_path):
     out = tmp_path / "res"
     _run(out)

@@ -41,6 +41,9 @@ VERSION_PREFIX = ".v-"
 #: the documented paths, each a symlink to ``.current/<name>``, made in this order (summary.json
 #: last: where it is, the rest is)
 ENTRIES = ("schedules", "msccl", "topology.json", "report.md", "busbw.png", "plan.json", "summary.json")
+#: files that may sit beside results of versions before the marker (``synthesize --nccl-tuner-conf
+#: results/<name>/nccl_tuner.conf``); accepted there and left as they are
+LEGACY_EXTRAS = ("nccl_tuner.conf",)
 _MARKER_DOC = {"written_by": "topocoll synthesize", "layout": 1,
                "note": "synthesize writes only the names listed in its README section; other files here are left alone"}
 _SYSTEM_ROOTS = ("/proc", "/sys", "/dev")
@@ -138,6 +141,8 @@ def classify(out: Path) -> str:
     def acceptable(name: str) -> bool:
         if name in ENTRIES:
             return _our_link(out / name, name) or (legacy and _legacy_entry(out / name, name))
+        if legacy and name in LEGACY_EXTRAS:     # written beside results on request; never touched
+            return (out / name).is_file() and not (out / name).is_symlink()
         return marked  # a marked folder may hold the user's own files too: never touched
 
     bad = [n for n in names if not acceptable(n)]

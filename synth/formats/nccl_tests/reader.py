@@ -11,16 +11,14 @@ Every historic layout is accepted:
   as a count), ``error`` / ``res`` (max error of older builds) and, with per-iteration timing,
   ``i_min i_max i_p99 i_cv%``;
 - a ``timestamp`` column (``%Y-%m-%d %H:%M:%S``) first or last;
-- blank ``redop`` cells (builds that passed ``""`` as the op name, e.g. ``alltoall``), ``N/A``
-  cells;
+- blank ``redop`` cells (builds that passed ``""`` as the op name, e.g. ``alltoall``), ``N/A``;
 - the preamble (``# nThread 1 nGpus 8 minBytes 8 maxBytes ...``, also ``nThread: 1`` spellings),
   device lines ``#  Rank 0 Group 0 Pid 1 on host device 0 [bus] name`` with ``Group`` and
   ``Pid`` optional and any bus text (``[0x07]``, ``[0000:07:00]``, our own ``[cpu]``), the
   ``Out of bounds values`` and ``Avg bus bandwidth`` lines (with or without ``#``).
 
-Lines that are not part of the table (NCCL INFO/WARN output, blank lines, table rows before
-the first header) are skipped.  Units follow nccl-tests: size in bytes, count in elements (per
-rank), time in µs, algbw and busbw in GB/s (1e9 bytes/s).
+Other lines (NCCL INFO/WARN, blanks, rows before the first header) are skipped.  Units as
+nccl-tests: size in bytes, count in elements per rank, time in µs, algbw/busbw in GB/s (1e9 B/s).
 
 Examples
 --------
@@ -68,8 +66,6 @@ _DEVICE = re.compile(r"#\s*Rank\s+(\d{1,9})\s+(?:Group\s+(\d{1,9})\s+)?(?:Pid\s+
 _AVG = re.compile(r"#?\s*Avg bus bandwidth\s*:\s*([-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|nan|inf))")
 _OOB = re.compile(r"#?\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
 _TEST = re.compile(r"Collective test starting:\s*(\S+)")
-_VERSION = re.compile(r"(?:NCCL|RCCL) version (\d{1,2})\.(\d{1,3})\.(\d{1,3})")
-_LIBRARY = re.compile(r"nccl-library=(\d{4,6})(?!\d)")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}$")
 _CLOCK = re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d+)?$")
 _GLUED = re.compile(r"(\d{2}:\d{2}:\d{2})(\d+)$")
@@ -154,8 +150,7 @@ class NcclTestsLog:
     time_unit: str = "us"
     #: the nccl-tests binary (``all_reduce_perf``) when the log names it, else None
     test: str | None = None
-    #: NCCL (or RCCL) version (major, minor, patch) when the log prints it: an ``NCCL INFO NCCL
-    #: version 2.22.3`` line or the ``nccl-library=22602`` code of newer nccl-tests headers
+    #: NCCL/RCCL (major, minor, patch) when the log prints it (set by ``parse_runs``)
     nccl_version: tuple[int, int, int] | None = None
 
     @property
@@ -343,8 +338,6 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log") -> NcclTestsLog:
     for ln, line in enumerate(text.splitlines(), 1):
         s = line.strip()
         where = f"{source}: line {ln}"
-        if log.nccl_version is None and "version" in s:
-            log.nccl_version = version_of(s)
         cols = _header(s) if s.startswith("#") else None
         if cols is not None:
             new = _layout(cols, where)
@@ -365,24 +358,6 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log") -> NcclTestsLog:
     if lay is None:
         raise NcclTestsLogError(f"{source}: no nccl-tests column header (# size count type redop ...)")
     return log
-
-
-def version_of(line: str) -> tuple[int, int, int] | None:
-    """The NCCL version a line prints, if any.
-
-    >>> version_of("host:25:25 [0] NCCL INFO NCCL version 2.22.3+cuda12.2"), version_of("# nccl-library=22602")
-    ((2, 22, 3), (2, 26, 2))
-    >>> version_of("# nccl-tests version 2.13.8") is None
-    True
-    """
-    m = _VERSION.search(line)
-    if m:
-        return int(m.group(1)), int(m.group(2)), int(m.group(3))
-    m = _LIBRARY.search(line)
-    if m:
-        code = int(m.group(1))                 # NCCL_VERSION_CODE: major*10000 + minor*100 + patch
-        return code // 10000, code % 10000 // 100, code % 100
-    return None
 
 
 def _meta(log: NcclTestsLog, line: str) -> None:

@@ -27,7 +27,8 @@ import re
 from pathlib import Path
 
 from synth.formats.nccl_tests.conventions import collective_of
-from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests, read_log_text, version_of
+from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests, read_log_text
+from synth.formats.nccl_tests.version import version_of
 from topo_probe.errors import NcclTestsLogError
 
 _PREFIX = re.compile(r"^\d{1,6}: ?")
@@ -98,8 +99,8 @@ def parse_runs(text: str, source: str = "nccl-tests log") -> list[NcclTestsLog]:
             log.devices = list(out[-1].devices)
         out.append(log)
     version = next((v for v in (version_of(x) for x in lines if "version" in x) if v), None)
-    for log in out:                 # NCCL INFO lines sit outside the runs' segments
-        log.nccl_version = log.nccl_version or version
+    for log in out:                 # NCCL INFO lines may sit outside the runs' segments
+        log.nccl_version = version
     return out
 
 

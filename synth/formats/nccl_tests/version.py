@@ -1,0 +1,27 @@
+"""The NCCL (or RCCL) version an nccl-tests log prints: an ``NCCL INFO NCCL version 2.22.3`` line,
+or the ``nccl-library=22602`` code in the header of newer nccl-tests."""
+
+from __future__ import annotations
+
+import re
+
+_VERSION = re.compile(r"(?:NCCL|RCCL) version (\d{1,2})\.(\d{1,3})\.(\d{1,3})")
+_LIBRARY = re.compile(r"nccl-library=(\d{4,6})(?!\d)")
+
+
+def version_of(line: str) -> tuple[int, int, int] | None:
+    """The NCCL version a line prints, if any.
+
+    >>> version_of("host:25:25 [0] NCCL INFO NCCL version 2.22.3+cuda12.2"), version_of("# nccl-library=22602")
+    ((2, 22, 3), (2, 26, 2))
+    >>> version_of("# nccl-tests version 2.13.8") is None
+    True
+    """
+    m = _VERSION.search(line)
+    if m:
+        return int(m.group(1)), int(m.group(2)), int(m.group(3))
+    m = _LIBRARY.search(line)
+    if m:
+        code = int(m.group(1))                 # NCCL_VERSION_CODE: major*10000 + minor*100 + patch
+        return code // 10000, code % 10000 // 100, code % 100
+    return None
