@@ -29,6 +29,7 @@ import gzip
 import multiprocessing as mp
 import random
 import resource
+import shutil
 import sys
 import tempfile
 import time
@@ -65,9 +66,8 @@ def _run_one(loader: str, path: Path) -> tuple[str, str]:
     return ("nonsense", bad) if bad else ("accepted", "")
 
 
-def _worker(conn, mem_limit_bytes: int) -> None:
+def _worker(conn, mem_limit_bytes: int, tmp: Path) -> None:
     resource.setrlimit(resource.RLIMIT_AS, (mem_limit_bytes, mem_limit_bytes))
-    tmp = Path(tempfile.mkdtemp(prefix="fuzz-"))
     import topo_probe.load, synth.formats.schedule_file, synth.plan.size_plan  # noqa: E401,F401  (warm imports)
     while True:
         msg = conn.recv()
@@ -121,12 +121,14 @@ class Worker:
 
     def _start(self) -> None:
         self.conn, child = mp.Pipe()
-        self.proc = mp.get_context("fork").Process(target=_worker, args=(child, self.mem), daemon=True)
+        self.tmp = Path(tempfile.mkdtemp(prefix="fuzz-"))     # the parent removes it: a killed worker cannot
+        self.proc = mp.get_context("fork").Process(target=_worker, args=(child, self.mem, self.tmp), daemon=True)
         self.proc.start()
 
     def restart(self) -> None:
         self.proc.kill()
         self.proc.join()
+        shutil.rmtree(self.tmp, ignore_errors=True)
         self._start()
 
     def send(self, loader: str, suffix: str, data: bytes) -> None:
@@ -150,6 +152,7 @@ class Worker:
     def close(self) -> None:
         self.conn.send(None)
         self.proc.join(5)
+        shutil.rmtree(self.tmp, ignore_errors=True)
 
 
 # ----------------------------------------------------------------------------- cases

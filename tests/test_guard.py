@@ -335,3 +335,27 @@ def test_the_long_number_locator_is_linear():
     with pytest.raises(ScheduleFormatError, match=r"line 1 column 8000002: a number with thousands of digits"):
         guard.parse_json(text, "x.json", ScheduleFormatError)
     assert time.process_time() - start < 5      # a hang guard: [0-9]{4000,} alone took ~90 s here
+
+
+def test_a_small_file_costs_little_memory_under_a_large_cap(tmp_path):
+    """read(n) allocates n bytes up front: reading a 1 KB file under the 256 MiB schedule cap once
+    allocated 256 MiB per load (address space, and what tracemalloc counts)."""
+    import tracemalloc
+    small = tmp_path / "s.json"
+    small.write_bytes(b" " * 1000)
+    tracemalloc.start()
+    try:
+        assert guard.read_capped(small, ScheduleFormatError, guard.MAX_SCHEDULE_BYTES) == b" " * 1000
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 4 << 20
+
+
+def test_a_schedule_gzip_bomb_stops_at_32_times_its_size(tmp_path):
+    """Schedules may be 256 MiB of JSON, but a .json.gz only 32x its own size beyond 32 MiB: a
+    100 KB bomb of 100 MB stops at 32 MiB (real schedules compress ~16x)."""
+    bomb = tmp_path / "bomb.json.gz"
+    bomb.write_bytes(gzip.compress(b" " * (100 << 20)))
+    assert len(bomb.read_bytes()) < 200_000
+    _refused("schedule", bomb, r"gzip data decompresses to more than the 33554432 bytes")

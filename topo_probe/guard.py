@@ -45,7 +45,7 @@ from typing import Any
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "MAX_GPUS",
            "MAX_CHUNKS_PER_RANK", "MAX_CHUNK_CELLS", "MAX_SCHEDULE_BYTES", "MAX_SCHEDULE_CONTAINERS",
-           "MAX_SCHEDULE_VALUES", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
+           "MAX_SCHEDULE_VALUES", "MAX_SCHEDULE_GZIP_RATIO", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
            "MAX_EDGES", "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
            "MAX_TIME_US", "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json",
            "check_int", "check_float", "ascii_int", "check_topology"]
@@ -71,7 +71,10 @@ MAX_CHUNK_CELLS = 2**24
 #: limits: bytes read (also after gunzip), objects + arrays, values.
 MAX_SCHEDULE_BYTES = 256 * 2**20
 MAX_SCHEDULE_CONTAINERS = 2**23
-MAX_SCHEDULE_VALUES = 2**25
+MAX_SCHEDULE_VALUES = 2**24
+#: A ``.json.gz`` schedule decompresses to at most this many times its size (real ones: ~16x)
+#: beyond :data:`MAX_INPUT_BYTES`, so a small gzip bomb costs no more than a general loader's.
+MAX_SCHEDULE_GZIP_RATIO = 32
 #: Most fabric rounds one schedule step may declare.
 MAX_ROUNDS = 10**6
 #: Most physical links bonded in one edge (NVLink: 18 per GPU today).
@@ -118,12 +121,25 @@ def read_capped(path: str | os.PathLike, error: type[Exception], limit: int = MA
         raise error(f"{path}: {info.st_size} bytes is more than the {limit} bytes a loader reads")
     try:
         with open(path, "rb") as fh:
-            data = fh.read(limit + 1)
+            data = _read_up_to(fh, limit + 1)
     except OSError as exc:
         raise error(f"{path}: cannot read: {exc.strerror or exc}") from None
     if len(data) > limit:
         raise error(f"{path}: more than the {limit} bytes a loader reads")
     return data
+
+
+def _read_up_to(fh, most: int) -> bytes:
+    """At most ``most`` bytes of ``fh``, in 1 MiB reads (``read(n)`` allocates ``n`` bytes up
+    front, so one read of a large cap would cost the cap in memory for a small file)."""
+    parts, total = [], 0
+    while total < most:
+        part = fh.read(min(1 << 20, most - total))
+        if not part:
+            break
+        parts.append(part)
+        total += len(part)
+    return b"".join(parts)
 
 
 def gunzip_capped(data: bytes, source: str, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> bytes:

@@ -40,7 +40,9 @@ from topo_probe.guard import (
     MAX_CHUNKS_PER_RANK,
     MAX_GPUS,
     MAX_ROUNDS,
+    MAX_INPUT_BYTES,
     MAX_SCHEDULE_BYTES,
+    MAX_SCHEDULE_GZIP_RATIO,
     decode_utf8,
     gunzip_capped,
     parse_json,
@@ -154,11 +156,13 @@ def read_json(path: Path, what: str = "") -> Any:
 
 def read_schedule_bytes(path: Path) -> bytes:
     """The bytes of a schedule file, gunzipped when they start with the gzip magic; the file and
-    its decompressed content are both capped at :data:`topo_probe.guard.MAX_SCHEDULE_BYTES` (a
-    gzip bomb stops there)."""
+    its decompressed content are both capped at :data:`topo_probe.guard.MAX_SCHEDULE_BYTES`, and
+    the decompressed content also at :data:`~topo_probe.guard.MAX_SCHEDULE_GZIP_RATIO` times the
+    file (at least :data:`~topo_probe.guard.MAX_INPUT_BYTES`): a gzip bomb stops there."""
     data = read_capped(path, ScheduleFormatError, MAX_SCHEDULE_BYTES)
     if data[:2] == b"\x1f\x8b":
-        data = gunzip_capped(data, str(path), ScheduleFormatError, MAX_SCHEDULE_BYTES)
+        cap = min(MAX_SCHEDULE_BYTES, max(MAX_INPUT_BYTES, MAX_SCHEDULE_GZIP_RATIO * len(data)))
+        data = gunzip_capped(data, str(path), ScheduleFormatError, cap)
     return data
 
 
