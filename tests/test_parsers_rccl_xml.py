@@ -209,3 +209,19 @@ def test_mutated_rccl_models_give_a_topology_or_one_topology_error(data):
     assert t.num_gpus >= 1
     for u, v, d in t.graph.edges(data=True):
         assert d["bandwidth_gbps"] > 0 and d["latency_us"] >= 0 and d["links"] >= 1
+
+
+def test_a_megabyte_cpu_mask_is_not_expanded_bit_by_bit(tmp_path):
+    """Found by the fuzz campaign: 1 MB of '9's in a <cpu affinity> took 145 s (the mask was
+    expanded one bit shift at a time). A mask longer than 8192 CPUs is kept as written."""
+    from topo_probe.load import load_topology
+    text = (RCCL / "topo_16p1h.xml").read_text()
+    at = text.index('affinity="') + len('affinity="')
+    path = tmp_path / "t.xml"
+    path.write_text(text[:at] + "9" * (1 << 20) + text[at:])
+    start = time.process_time()
+    try:
+        load_topology(str(path))
+    except TopologyError:
+        pass
+    assert time.process_time() - start < 5      # a hang guard, not a speed claim

@@ -324,14 +324,21 @@ class _Importer:
             t.add_link(node, peer, kind=kind, links=count, bandwidth_gbps=count * per, latency_us=lat, both=False)
 
 
+#: hex digits of the longest CPU mask read as a CPU list (Linux's NR_CPUS is at most 8192)
+MAX_MASK_DIGITS = 2048
+
+
 def _mask_to_cpulist(mask: str) -> str:
     """'0000ff00,00000003' -> '0-1,40-47' (NCCL/sysfs cpumask: 32-bit hex words, high first).
 
     >>> _mask_to_cpulist("00000000,00ffffff,00000000,00000000,00000000,00ffffff")
     '0-23,128-151'
     """
+    digits = mask.replace(",", "")
+    if len(digits) > MAX_MASK_DIGITS:             # more CPUs than Linux has: kept as written
+        return mask
     try:
-        bits = int(mask.replace(",", ""), 16)
+        bits = int(digits, 16)
     except ValueError:
         return mask
     cpus = [k for k in range(bits.bit_length()) if bits >> k & 1]
