@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from tests._mutations import LOADERS, mutate, nonsense, seed_format, seeds  # noqa: E402
+from tests._mutations import LOADERS, billion_laughs, mutate, nonsense, seed_format, seeds  # noqa: E402
 
 SLOW_S = 1.0
 HEAVY_KB = 200 * 1024
@@ -183,9 +183,7 @@ def crafted(loader: str, big: int) -> list[tuple[str, str, bytes]]:
     elif fmt == "xml":
         cases += [("1 MB of '<a>'", b"<a>" * (big // 3)),
                   ("1 MB of attributes", b"<system " + b" ".join(b'a%d="1"' % i for i in range(big // 10)) + b"/>"),
-                  ("billion laughs", b'<?xml version="1.0"?><!DOCTYPE s [<!ENTITY a "aaaaaaaaaa">'
-                   + b"".join(b'<!ENTITY %c "%s">' % (98 + k, (b"&%c;" % (97 + k)) * 10) for k in range(9))
-                   + b']><system version="1">&j;</system>')]
+                  ("billion laughs", billion_laughs("system", "version").encode())]
     elif loader == "nccl-tests-log":
         cases += [("a 1 MB device line", b"#  Rank  0 Group  0 Pid 1 on host device  0 [0x07] A" + b" " * big + b"B\n"),
                   ("a 1 MB table row", b"# size count type redop root time algbw busbw #wrong\n" + b"8 " * (big // 2))]

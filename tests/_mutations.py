@@ -34,6 +34,14 @@ _ATTR = re.compile(rb'(\w{1,64})="([^"]*)"')     # bounded: (\w+)= is quadratic 
 
 
 # ----------------------------------------------------------------------------- byte/text mutations
+def billion_laughs(root: str, attr: str) -> str:
+    """The entity-expansion bomb ("billion laughs", 10**9 ``a``s once expanded) as a ``<root>``
+    element whose ``attr`` holds the last entity."""
+    return (f'<?xml version="1.0"?><!DOCTYPE {root} [<!ENTITY a "aaaaaaaaaa">'
+            + "".join(f'<!ENTITY {chr(98 + k)} "{("&" + chr(97 + k) + ";") * 10}">' for k in range(9))
+            + f']><{root} {attr}="&j;"/>')
+
+
 def _pos(rng: random.Random, data: bytes) -> int:
     return rng.randrange(len(data) + 1)
 

@@ -96,6 +96,17 @@ def _bits(a):
     return a.view(np.uint8)
 
 
+def _reduce_on_device(dtype: str, a, b, op):
+    """``reduce_copy_cuda`` of host arrays ``a``, ``b`` (bfloat16 as uint16 views), its result."""
+    if dtype == "bfloat16":
+        got = np.zeros(a.size, np.uint16)
+        K.reduce_copy_cuda(got, a.view(np.uint16), b.view(np.uint16), op, dtype="bfloat16")
+    else:
+        got = np.zeros_like(a)
+        K.reduce_copy_cuda(got, a, b, op)
+    return got
+
+
 @child_only
 @pytest.mark.parametrize("dtype", K.KERNEL_DTYPES)
 @pytest.mark.parametrize("op", ["sum", "prod", "max", "min", "avg"])
@@ -104,13 +115,7 @@ def test_sim_reduce_copy_matches_twin(dtype, op):
     a, b = _data(dtype, 45, rng), _data(dtype, 45, rng)
     want = np.empty_like(a)
     T.reduce_copy_host(want, a, b, op)
-    if dtype == "bfloat16":
-        got = np.zeros(45, np.uint16)
-        K.reduce_copy_cuda(got, a.view(np.uint16), b.view(np.uint16), op, dtype="bfloat16")
-    else:
-        got = np.zeros_like(a)
-        K.reduce_copy_cuda(got, a, b, op)
-    assert np.array_equal(_bits(got), _bits(want))
+    assert np.array_equal(_bits(_reduce_on_device(dtype, a, b, op)), _bits(want))
     from numba import cuda  # dst may alias the first operand (device arrays)
     raw = (lambda v: v.view(np.uint16)) if dtype == "bfloat16" else (lambda v: v)
     alias, db = cuda.to_device(raw(a)), cuda.to_device(raw(b))
@@ -131,13 +136,7 @@ def test_sim_premul_sum_matches_twin(dtype, scale, n):
     op = T.PreMulSum(n, *scale)
     want = np.empty_like(a)
     T.reduce_copy_host(want, a, b, op)
-    if dtype == "bfloat16":
-        got = np.zeros(45, np.uint16)
-        K.reduce_copy_cuda(got, a.view(np.uint16), b.view(np.uint16), op, dtype="bfloat16")
-    else:
-        got = np.zeros_like(a)
-        K.reduce_copy_cuda(got, a, b, op)
-    assert np.array_equal(_bits(got), _bits(want))
+    assert np.array_equal(_bits(_reduce_on_device(dtype, a, b, op)), _bits(want))
     assert scale != (True, True) or np.isfinite(want.astype(np.float64)).all()  # two 60000 inputs of n: fine
 
 

@@ -11,6 +11,7 @@ from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests._mutations import billion_laughs
 from topo_probe.cli.main import main as topo_probe
 from topo_probe.errors import TopologyError
 from topo_probe.parsers import XGMI_GBPS
@@ -172,9 +173,7 @@ def test_exact_block_values_are_checked():
 
 
 def test_billion_laughs_is_refused_fast():
-    bomb = ('<?xml version="1.0"?><!DOCTYPE system [<!ENTITY a "aaaaaaaaaa">'
-            + "".join(f'<!ENTITY {chr(98 + k)} "{("&" + chr(97 + k) + ";") * 10}">' for k in range(9))
-            + ']><system version="&j;"/>')
+    bomb = billion_laughs("system", "version")
     t0 = time.perf_counter()
     with pytest.raises(TopologyError, match="DOCTYPE"):
         parse_nccl_xml(bomb)
