@@ -178,6 +178,7 @@ class _Comm:
         self.log = log
 
     def Isend(self, msg, dest, tag):
+        self.log.append(f"send {dest}")
         return _Req("send")
 
     def Irecv(self, msg, source, tag):
@@ -186,73 +187,120 @@ class _Comm:
 
 
 class _Gate:
-    """A CallGate stand-in: one header per peer, ``bad`` names a peer whose header differs."""
+    """A CallGate stand-in: a header receive and send per peer; ``bad`` names the peer whose
+    header differs."""
 
     def __init__(self, peers, log, bad=None):
         self.peers, self.log, self.bad = peers, log, bad
-        self.requests = [_Req("header") for _ in peers] + [_Req("header") for _ in peers]
-        self.left, self.mismatch, self.npeers = len(self.requests), False, len(peers)
-
-    def is_recv(self, k):
-        return k < self.npeers
+        self.recvs = [_Req("header") for _ in peers]
+        self.sends = [_Req("header-send") for _ in peers]
+        self.left, self.mismatch = len(peers), False
 
     def arrived(self, k):
         self.left -= 1
-        if k >= self.npeers:
-            return None
         self.log.append(f"header {self.peers[k]}")
-        if self.peers[k] == self.bad:
-            self.mismatch = True
-            return None
-        return self.peers[k]
+        self.mismatch |= self.peers[k] == self.bad
+
+    def wait(self):
+        for k in range(len(self.peers)):
+            self.arrived(k)
+        if self.mismatch:
+            self.fail()
 
     def fail(self):
         self.log.append("fail")
         raise ProcessGroupMismatch("call 1: ranks disagree")
 
 
-class _HeadersLast:   # data requests complete first, headers last (slow peers), one at a time
+class _AgreementLast:   # data requests complete first, the agreement last (slow peers)
+    """Like MPI's Testsome: a request reported complete is never reported again."""
+
+    def __init__(self):
+        self.done: set = set()
+
     def some(self, reqs, what, peers):
-        data = [k for k, r in enumerate(reqs) if r.what != "header"]
-        return data or [max(k for k, r in enumerate(reqs) if r.what == "header")]   # sends, then peers 2, 1
+        live = [k for k in range(len(reqs)) if k not in self.done]
+        data = [k for k in live if reqs[k].what != "header"]
+        out = data or [max(k for k in live)]     # then the headers, last peer first
+        self.done.update(out)
+        return out
 
     def all(self, reqs, what, peers):
         pass
 
+    def every(self, reqs, what, peers):
+        assert all(r.what != "header" for r in reqs)   # header receives are never deferred
 
-def _run_gated(coll, rank, bad=None):
+
+def _run_gated(coll, rank, bad=None, tag_ub=2**31 - 1, log=None):
     from kernels.mpi import transport as mt
     sched = baseline("direct", build_fabric(fully_connected(3)), coll, root=0 if coll == "broadcast" else None)
     prog = program_for(sched, 30, "float32")
-    plan = rank_plan(sched, prog, rank)
-    log: list = []
+    plan = rank_plan(sched, prog, rank, tag_ub=tag_ub, digest=12345)
+    log = [] if log is None else log
     wire = HostWire()
     bufs = {"input": np.ones(30, np.float32), "output": np.zeros(30, np.float32)}
     if "scratch" in prog.sizes[rank]:
         bufs["scratch"] = wire.empty(prog.sizes[rank]["scratch"], np.float32)
     peers = [p for p in range(3) if p != rank]
-    mt.execute(plan, bufs, wire, _Comm(log), _HeadersLast(), op="sum", nranks=3, gate=_Gate(peers, log, bad))
-    return log
+    mt.execute(plan, bufs, wire, _Comm(log), _AgreementLast(), op="sum", nranks=3, gate=_Gate(peers, log, bad))
+    return plan, log
 
 
-def test_receives_from_a_peer_wait_for_its_header_and_every_header_is_awaited(monkeypatch):
-    """A receive from peer p is posted only after p's header matched; a rank that only sends
-    (broadcast root) still waits for every header (it used to return before the agreement)."""
+def test_salted_receives_go_before_the_headers_and_unsalted_ones_wait_for_them(monkeypatch):
+    """With the call's digest in the tags, data flows at once and every peer's header is awaited
+    before the call returns (also on a rank that only sends: a broadcast root); with tags too
+    short for it (the MPI standard's minimum bound 32767), nothing is posted before them."""
     monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
-    log = _run_gated("allreduce", 1)
-    for p in (0, 2):
-        assert log.index(f"header {p}") < log.index(f"recv {p}"), log
-    assert sorted(_run_gated("broadcast", 0)) == ["header 1", "header 2"]
+    plan, log = _run_gated("allreduce", 1)
+    assert plan.salted and log.index("recv 0") < log.index("header 0") and log.index("recv 2") < log.index("header 2")
+    assert sorted(log[-2:]) == ["header 0", "header 2"]
+    plan, log = _run_gated("broadcast", 0)
+    assert plan.salted and sorted(log[:2]) == ["send 1", "send 2"] and sorted(log[2:]) == ["header 1", "header 2"]
+    plan, log = _run_gated("allreduce", 1, tag_ub=32767)
+    assert not plan.salted and sorted(log[:2]) == ["header 0", "header 2"] and len(log) > 2
 
 
-@pytest.mark.parametrize("coll,rank,bad", [("broadcast", 0, 1), ("broadcast", 0, 2), ("allreduce", 1, 2)])
+@pytest.mark.parametrize("coll,rank,bad", [("broadcast", 0, 1), ("broadcast", 0, 2), ("allreduce", 1, 2),
+                                           ("allreduce", 1, 0)])
 def test_an_odd_header_fails_the_call_even_when_it_comes_last(monkeypatch, coll, rank, bad):
     """The odd header may be the last event of a call whose data is all done (a broadcast
-    root): the call must still raise, not return (the other ranks would wait for it)."""
+    root): the call must still raise, not return (the other ranks raise too), and only once
+    every header is in (the common error needs every rank)."""
     monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
     monkeypatch.setattr("kernels.mpi.transport._ABANDONED", [])
+    log: list = []
     with pytest.raises(ProcessGroupMismatch):
-        _run_gated(coll, rank, bad=bad)
+        _run_gated(coll, rank, bad=bad, log=log)
+    assert log[-1] == "fail" and sorted(x for x in log if x.startswith("header")) == \
+        [f"header {p}" for p in range(3) if p != rank]
+
+
+def test_salted_tags_separate_calls_with_other_digests_and_stay_in_bounds():
+    """Tags of one call's plan carry the digest's low bits above the transfer index: another
+    digest gives disjoint tags on every rank, the same digest the same tags, every tag within
+    the bound; a bound with no room leaves the plain transfer tags."""
+    sched = baseline("ring", build_fabric(fully_connected(4)), "allreduce", chunks=2)
+    prog = program_for(sched, 64, "float32")
+
+    def tags(rank, digest, ub=2**31 - 1):
+        p = rank_plan(sched, prog, rank, tag_ub=ub, digest=digest)
+        return p, {t for _, t, _, _ in p.sends + p.recvs}
+
+    for r in range(4):
+        pa, a = tags(r, 0x1234_5678_9ABC)
+        pb, b = tags(r, 0x1234_5678_9ABD)
+        assert pa.salted and pb.salted and not a & b
+        assert tags(r, 0x1234_5678_9ABC)[1] == a
+        assert max(a | b) <= 2**31 - 1 and min(a | b) >= 16
+        plain = {t for _, t, _, _ in rank_plan(sched, prog, r).sends + rank_plan(sched, prog, r).recvs}
+        p_small, small = tags(r, 0x1234_5678_9ABC, ub=32767)
+        assert not p_small.salted and small == plain
+    # the sends of rank r and receives of its peers still pair up under one digest
+    plans = [rank_plan(sched, prog, r, tag_ub=2**31 - 1, digest=99) for r in range(4)]
+    sends = sorted((r, peer, tag) for r, p in enumerate(plans) for (_, tag, peer, _) in p.sends)
+    recvs = sorted((peer, r, tag) for r, p in enumerate(plans) for (_, tag, peer, _) in p.recvs)
+    assert sends == recvs
 
 
 def test_cuda_awareness_env_override(monkeypatch):

@@ -25,6 +25,8 @@ communicators share :func:`check_root` and :func:`check_op`.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 from kernels.program.ops import has_input, has_output
@@ -57,12 +59,25 @@ def check_array(a, what: str, rank: int | None = None):
     """
     if a is None:
         return a
-    where = f"{what}: rank {rank}" if rank is not None else what
     if not (isinstance(a, np.ndarray) or (_is_cupy(a) and hasattr(a, "dtype"))):
+        where = f"{what}: rank {rank}" if rank is not None else what
         raise BufferLayoutError(f"{where}: got a {type(a).__name__}, not an array (NumPy or CuPy)")
-    if a.dtype.name not in NCCL_DTYPES:
+    if not nccl_dtype(a.dtype):
+        where = f"{what}: rank {rank}" if rank is not None else what
         raise BufferLayoutError(f"{where}: dtype {a.dtype} is not an NCCL type ({', '.join(NCCL_DTYPES)})")
     return a
+
+
+_KNOWN_DTYPES: dict = {}
+
+
+def nccl_dtype(dtype) -> bool:
+    """Whether ``dtype`` is one of :data:`NCCL_DTYPES` (remembered per dtype: asking a dtype its
+    name costs microseconds, and the MPI communicator asks on every call)."""
+    ok = _KNOWN_DTYPES.get(dtype)
+    if ok is None:
+        ok = _KNOWN_DTYPES[dtype] = np.dtype(dtype).name in NCCL_DTYPES
+    return ok
 
 
 def _device(a) -> str:
@@ -70,6 +85,8 @@ def _device(a) -> str:
 
 
 def _ptr(a) -> int:
+    if type(a) is np.ndarray:
+        return a.ctypes.data
     return int(a.data.ptr) if _is_cupy(a) else int(a.__array_interface__["data"][0])
 
 
@@ -257,8 +274,9 @@ def bind_rank_buffers(spec: CollectiveSpec, rank: int, sendbuf, recvbuf) -> tupl
     """
     bound = {}
     count = None
-    for what, arr, need, blocks in (("sendbuf", sendbuf, has_input(spec, rank), spec.input_blocks()),
-                                    ("recvbuf", recvbuf, has_output(spec, rank), spec.output_blocks())):
+    need_in, in_blocks, need_out, out_blocks = _rank_layout(spec, rank)
+    for what, arr, need, blocks in (("sendbuf", sendbuf, need_in, in_blocks),
+                                    ("recvbuf", recvbuf, need_out, out_blocks)):
         if not need:
             continue
         if arr is None:
@@ -274,6 +292,12 @@ def bind_rank_buffers(spec: CollectiveSpec, rank: int, sendbuf, recvbuf) -> tupl
         raise BufferLayoutError(f"rank {rank}: sendbuf dtype {bound['sendbuf'].dtype} differs from recvbuf's "
                                 f"{bound['recvbuf'].dtype}")
     return bound, count
+
+
+@functools.lru_cache(maxsize=1024)
+def _rank_layout(spec: CollectiveSpec, rank: int) -> tuple[bool, int, bool, int]:
+    """Whether ``rank`` has an input and an output in ``spec``, and their sizes in blocks."""
+    return has_input(spec, rank), spec.input_blocks(), has_output(spec, rank), spec.output_blocks()
 
 
 def rank_inplace(spec: CollectiveSpec, r: int, send, recv, count: int) -> bool:

@@ -1,15 +1,17 @@
 """Per-call agreement of :class:`kernels.mpi.communicator.MPICommunicator`: the ranks check that
-they are in the same call before any receive of it is posted.
+they are in the same call, and no message of another call can land in one of its buffers.
 
 Every rank makes a *header* of its call (:data:`FIELDS`: collective, root, count, dtype, op and the
 schedule) and sends a 62-bit digest of it with the call's number to every other rank (16 bytes,
-on a communicator of its own).  A receive from peer p is posted only once p's digest has arrived
-and equals ours (:class:`CallGate`; :func:`kernels.mpi.transport.execute`), so a receive never
-matches a message of another shape, while the call's sends go at once: the headers travel
-beside the first data messages and cost no extra round trip.  A call ends only when every
-peer's header is in, so every rank sees every disagreement.
+on a communicator of its own).  The headers travel beside the call's data: the data tags carry
+bits of the same digest (:func:`kernels.mpi.transport.rank_plan`), so a receive cannot match a
+message of a call with another header, and receives are posted at once (where the MPI
+library's tags are too short for the digest, the call waits for every header first).  A call
+ends only when every peer's header is in, so every rank sees every disagreement.  (One
+``MPI_Iallreduce`` instead of the headers took twice as long on 4 ranks: its rounds need every
+rank's progress.)
 
-When a rank's header differs, every rank, once all headers are in, exchanges its full header
+When the ranks disagree, every rank exchanges its full header
 (:func:`kernels.mpi.waiter.exchange_json`), replaces its data communicator (sends of the call
 that nobody will receive stay behind on the old one, kept alive, and can never match a later
 call) and raises :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message naming
@@ -38,8 +40,8 @@ FIELDS = ("collective", "root", "count", "dtype", "op", "schedule")
 _MASK = (1 << 62) - 1
 #: the digest of a rank that could not start the call (never a real digest: those are >= 0)
 _FAILED = -1
-WHAT = "the start of a collective call (every rank must make the same call)"
 TAG_HEADER = 1
+WHAT = "the start of a collective call (every rank must make the same call)"
 
 
 def header_digest(header: dict) -> int:
@@ -109,8 +111,6 @@ class CallAgreement:
         #: called on every rank when a call's ranks disagree, before ProcessGroupMismatch is raised
         self.on_mismatch = None
         self.peers = [p for p in range(size) if p != self.rank]
-        self._out = np.zeros(2, np.int64)
-        self._in = np.zeros((size, 2), np.int64)
         self._type = waiter.MPI.INT64_T
         self._digests: OrderedDict = OrderedDict()
 
@@ -132,14 +132,16 @@ class CallAgreement:
 
     def start(self, digest: int, header) -> "CallGate":
         """Send this call's ``[digest, call number]`` to every peer and post a receive for each
-        peer's; the :class:`CallGate` says which peers agree (``header()`` is only built when
+        peer's; the :class:`CallGate` says whether they agree (``header()`` is only built when
         they do not)."""
         self.calls += 1
         self.agreed = True
-        self._out[0], self._out[1] = digest, self.calls
-        recvs = [self.comm.Irecv([self._in[p], self._type], source=p, tag=TAG_HEADER) for p in self.peers]
-        sends = [self.comm.Isend([self._out, self._type], dest=p, tag=TAG_HEADER) for p in self.peers]
-        return CallGate(self, header, recvs + sends)
+        out = np.array([digest, self.calls], np.int64)
+        ins = np.empty((self.size, 2), np.int64)   # fresh: an abandoned call's requests keep theirs
+        t = self._type
+        recvs = [self.comm.Irecv([ins[p], t], source=p, tag=TAG_HEADER) for p in self.peers]
+        sends = [self.comm.Isend([out, t], dest=p, tag=TAG_HEADER) for p in self.peers]
+        return CallGate(self, header, recvs, sends, out, ins)
 
     def check(self, digest: int, header) -> None:
         """Agree on this call before anything else happens (raise ProcessGroupMismatch on every
@@ -166,30 +168,22 @@ class CallAgreement:
 
 
 class CallGate:
-    """The header exchange of one call: :attr:`requests` are one receive per peer (in
-    ``agreement.peers`` order), then the sends.  :meth:`arrived` is told when request ``k``
-    completes and returns the peer whose header matched ours (receives from it may be posted),
-    or None; :attr:`mismatch` is set when one did not.  :attr:`left` counts open requests."""
+    """The header exchange of one call: :attr:`recvs` (one per peer, in ``agreement.peers``
+    order) and :attr:`sends`.  :meth:`arrived` is told when receive ``k`` completed and sets
+    :attr:`mismatch` if that peer's call differs; :attr:`left` counts receives still open."""
 
-    def __init__(self, agreement: CallAgreement, header, requests: list) -> None:
-        self.agreement, self.header, self.requests = agreement, header, requests
-        self.left = len(requests)
+    def __init__(self, agreement: CallAgreement, header, recvs: list, sends: list, mine, theirs) -> None:
+        self.agreement, self.header = agreement, header
+        self.recvs, self.sends, self.mine, self.theirs = recvs, sends, mine, theirs
+        self.peers = agreement.peers
+        self.left = len(recvs)
         self.mismatch = False
-        self.npeers = len(agreement.peers)
 
-    def is_recv(self, k: int) -> bool:
-        return k < self.npeers
-
-    def arrived(self, k: int) -> int | None:
+    def arrived(self, k: int) -> None:
         self.left -= 1
-        if k >= self.npeers:
-            return None
-        a = self.agreement
-        peer = a.peers[k]
-        if a._in[peer, 0] != a._out[0] or a._in[peer, 1] != a._out[1]:
+        got = self.theirs[self.peers[k]]
+        if got[0] != self.mine[0] or got[1] != self.mine[1]:
             self.mismatch = True
-            return None
-        return peer
 
     def fail(self) -> None:
         """After :attr:`mismatch`, with every header in: the ranks' common error (raises)."""
@@ -197,8 +191,8 @@ class CallGate:
 
     def wait(self) -> None:
         """Wait for every header; raise (on every rank) if any peer's call differs."""
-        self.agreement.waiter.all(self.requests, WHAT, lambda i: -1)
-        for k in range(len(self.requests)):
+        self.agreement.waiter.every(self.recvs + self.sends, WHAT, lambda pend: [-1 for _ in pend])
+        for k in range(len(self.recvs)):
             self.arrived(k)
         if self.mismatch:
             self.fail()
@@ -220,9 +214,10 @@ def agreed(collective: str):
                 state.agreed = False
             state.depth += 1
             try:
-                for a in (*args, *kwargs.values()):
-                    if isinstance(a, (list, tuple)) or hasattr(a, "dtype"):  # not counts, ops, streams
-                        check_array(a, method.__name__, self.rank)
+                if outermost:   # nested calls get views of arrays checked already
+                    for a in (*args, *kwargs.values()):
+                        if isinstance(a, (list, tuple)) or hasattr(a, "dtype"):  # not counts, ops, streams
+                            check_array(a, method.__name__, self.rank)
                 return method(self, *args, **kwargs)
             except Exception as exc:
                 if outermost and not state.agreed and not isinstance(exc, (PeerFailed, ProcessGroupMismatch)):

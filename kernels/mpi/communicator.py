@@ -19,9 +19,10 @@ node are copied zero-copy out of the peers' memory mapped through CUDA IPC (``ip
 staged through pinned host memory.
 
 Agreement: at start-up the ranks exchange (rank count, topology name and fingerprint, GPU
-count, plan digest, algorithm), and every collective call starts with a check that every rank
-makes the same call (collective, count, dtype, op, root, schedule; :mod:`kernels.mpi.agreement`)
-before any data message is posted; a disagreement raises
+count, plan digest, algorithm), and every collective call checks that every rank makes the
+same call (collective, count, dtype, op, root, schedule; :mod:`kernels.mpi.agreement`): a
+16-byte header to every peer travels beside the data, whose tags carry bits of the same
+digest, so no message of another call can land in this call's buffers; a disagreement raises
 :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
 
 Failures: waits poll with a deadline (``timeout_s``, default ``$TOPOCOLL_MPI_TIMEOUT`` or 120 s;
@@ -43,8 +44,6 @@ from __future__ import annotations
 import sys
 import time
 from collections import OrderedDict
-
-import numpy as np
 
 from kernels.comm.communicator import nccl_bytes, resolve_topology
 from kernels.comm.validation import (
@@ -206,13 +205,13 @@ class MPICommunicator:
     def _rank_plan(self, schedule: Schedule, count: int, dtype, inplace: bool, op: str):
         """(Program, RankPlan, call digest), cached by schedule identity (hashing a big schedule
         per call would cost more than the call)."""
-        key = (id(schedule), count, np.dtype(dtype).name, inplace, op)
+        key = (id(schedule), count, dtype, inplace, op)   # dtype objects hash fast; names do not
         hit = self._programs.get(key)
         if hit is None or hit[0] is not schedule:
             from kernels.backends.executor import program_for
             prog = program_for(schedule, count, dtype, inplace=inplace, op=op)
             digest = header_digest(self.agreement.header(schedule, count, dtype, op))
-            hit = (schedule, digest, prog, mt.rank_plan(schedule, prog, self.rank, self._tag_ub))
+            hit = (schedule, digest, prog, mt.rank_plan(schedule, prog, self.rank, self._tag_ub, digest))
             self._programs[key] = hit
             if len(self._programs) > _CACHE_SIZE:
                 self._programs.popitem(last=False)
@@ -238,7 +237,7 @@ class MPICommunicator:
         inplace = len(bound) == 2 and rank_inplace(spec, me, bound["sendbuf"], bound["recvbuf"], count)
         prog, plan, digest = self._rank_plan(schedule, count, sample.dtype, inplace, op)
         header = lambda: self.agreement.header(schedule, count, sample.dtype, op)  # noqa: E731
-        gate = self.agreement.start(digest, header)  # headers travel beside the first messages
+        gate = self.agreement.start(digest, header)  # headers travel beside the data
         wire = self._wire_for(sample)
         wire.begin()
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}

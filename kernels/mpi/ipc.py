@@ -100,6 +100,8 @@ class IpcWire(HostWire):
             warnings.warn(f"ipc: rank(s) {bad} cannot map their peers' memory (no peer access between "
                           f"their devices); every rank sends through MPI instead", stacklevel=4)
 
+    finish_completes_peers = True     # the sender's request is our ack, sent by finish()
+
     def post_send(self, comm, peer: int, tag: int, view, region=None):
         if not self.enabled:
             return self.base.post_send(comm, peer, tag, view, region)

@@ -31,6 +31,9 @@ from synth.ir.schedule import Schedule
 from topo_probe.errors import UnsupportedCollective
 
 SEND, RECV_COPY, RECV_REDUCE, LOCAL = range(4)
+#: fewest call-digest bits a tag must carry for receives to be posted before the call's headers
+#: arrive (below that, each receive waits for its peer's header)
+MIN_SALT_BITS = 12
 
 
 @dataclass
@@ -52,13 +55,20 @@ class RankPlan:
     dependents: dict = field(default_factory=dict)
     #: peer -> indices (in ``items``) of the reduces received from it
     reduce_recvs: dict = field(default_factory=dict)
+    after: list = field(default_factory=list)
+    ready0: list = field(default_factory=list)
+    all_reduce_recvs: list = field(default_factory=list)
+    #: the tags carry bits of the call's digest (:func:`rank_plan`): receives need not wait
+    #: for the peers' headers
+    salted: bool = False
 
     @property
     def num_items(self) -> int:
         return len(self.items)
 
     def index(self) -> "RankPlan":
-        """Fill ``items``, ``need`` and ``dependents`` from sends, recvs and local."""
+        """Fill ``items``, ``need``, ``dependents``, ``after`` and ``ready0`` from sends, recvs
+        and local."""
         rows = ([(SEND, o, tag, peer, deps) for o, tag, peer, deps in self.sends]
                 + [(RECV_COPY if o.kind == "copy" else RECV_REDUCE, o, tag, peer, deps)
                    for o, tag, peer, deps in self.recvs]
@@ -72,6 +82,10 @@ class RankPlan:
                 self.dependents.setdefault(d, []).append(i)
             if r[0] == RECV_REDUCE:
                 self.reduce_recvs.setdefault(r[3], []).append(i)
+        #: item index -> indices of the items waiting for it; the items ready at the start
+        self.after = [tuple(self.dependents.get(r[1].id, ())) for r in rows]
+        self.ready0 = [i for i, k in enumerate(self.need) if k == 0]
+        self.all_reduce_recvs = [i for lst in self.reduce_recvs.values() for i in lst]
         return self
 
 
@@ -91,15 +105,41 @@ def transfer_tags(schedule: Schedule) -> list[int]:
     return offsets
 
 
-def rank_plan(schedule: Schedule, program: Program, rank: int, tag_ub: int = 32767) -> RankPlan:
-    """Split ``program`` into this rank's sends, receives and local ops (module docstring)."""
+def salt_bits(last_tag: int, tag_ub: int) -> int:
+    """How many bits of a call's digest fit in the tags above transfer tags up to ``last_tag``
+    when tags may reach ``tag_ub`` (Open MPI and MPICH: 2**31 - 1, the standard's minimum 32767).
+
+    >>> salt_bits(40, 2**31 - 1), salt_bits(40, 32767), salt_bits(70000, 2**31 - 1)
+    (25, 9, 14)
+    """
+    return max(0, (tag_ub + 1).bit_length() - 1 - max(1, last_tag).bit_length())
+
+
+def rank_plan(schedule: Schedule, program: Program, rank: int, tag_ub: int = 32767,
+              digest: int | None = None) -> RankPlan:
+    """Split ``program`` into this rank's sends, receives and local ops (module docstring).
+
+    With the call's ``digest`` (:func:`kernels.mpi.agreement.header_digest`) and room for at
+    least :data:`MIN_SALT_BITS` of it in the tags (:func:`salt_bits`), every tag carries those
+    bits above the transfer's index and the plan is :attr:`RankPlan.salted`: a message of a
+    call the ranks disagree on (another count, dtype, op, collective, root or schedule) then
+    has other tags and can match none of this call's receives, except when the digests agree
+    in all those bits (a chance of 2**-bits per mismatched call; 2**-25 for a 4-rank direct
+    all-reduce under Open MPI).
+    """
     offsets = transfer_tags(schedule)
     last = offsets[-1] + len(schedule.steps[-1].transfers) if schedule.steps else 0
     if last > tag_ub:
         raise UnsupportedCollective(f"schedule {schedule.name!r}: {last} transfers exceed the MPI tag "
                                     f"bound {tag_ub}")
+    bits = salt_bits(last, tag_ub) if digest is not None else 0
+    salted = bits >= MIN_SALT_BITS
+    if salted:
+        shift = max(1, last).bit_length()
+        base = (digest & ((1 << bits) - 1)) << shift
+        offsets = [base + o for o in offsets]
     mine = {o.id for o in program.ops() if o.rank == rank or (o.src is not None and o.src.rank == rank)}
-    plan = RankPlan(rank)
+    plan = RankPlan(rank, salted=salted)
     for o in program.ops():
         if o.remote and o.src.rank == rank:
             plan.sends.append((o, offsets[o.step] + o.transfer, o.dst.rank,
@@ -131,104 +171,130 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
     nranks : int
         avg's divisor.
     gate : kernels.mpi.agreement.CallGate, optional
-        The call's header exchange: sends are posted as soon as they are ready, a receive from
-        a peer only once that peer's header has matched ours; the call ends when every header
-        is in (and raises, on every rank, if one did not match).
+        The call's header exchange: it runs beside the data when the plan's tags carry the
+        call's digest (:attr:`RankPlan.salted`; else every header is awaited before anything is
+        posted); the call ends only once every peer's header is in, and raises on every rank
+        if one differs.
     """
-    items, dependents = plan.items, plan.dependents
+    if gate is not None and not plan.salted:   # tags too short for the digest: agree first
+        gate.wait()
+        gate = None
+    items, after = plan.items, plan.after
     need = list(plan.need)
-    ready = [i for i, k in enumerate(need) if k == 0]
+    ready = list(plan.ready0)
     arrived: dict[int, object] = {}
-    reqs, active = [], []          # MPI requests and (item index, finish) per request
+    # Requests only ever join ``reqs`` (a request MPI completed reads as MPI_REQUEST_NULL and
+    # Testsome skips it), so indices stay valid: ``owner[k]`` is the item of request k (``-1 - j``
+    # for the header receive from the gate's peer j), None once it completed.
+    reqs: list = []
+    owner: list = []
+    fins: list = []
+    # Sends and copies into place that no op waits for are only awaited at the end, together
+    # (one wake-up instead of one per completion): ``deferred`` requests, their peers and fins.
+    deferred: list = []
+    deferred_peers: list = []
+    deferred_recv: list = []
+    deferred_fins: list = []
     left = len(items)
+    binops: dict = {}
+    defer = not wire.finish_completes_peers   # a peer's send may wait for our finish (CUDA IPC)
 
     def view(reg):
         return bufs[reg.buf][reg.start:reg.stop]
 
-    def complete(i: int) -> None:
-        nonlocal left
-        left -= 1
-        for j in dependents.get(items[i][1].id, ()):
-            need[j] -= 1
-            if need[j] == 0:
-                ready.append(j)
-
-    open_all = gate is None
-    opened: set = set()
-    held: dict[int, list[int]] = {}            # receives that wait for their peer's header
-
-    def post_reduce_receives(peer) -> None:    # partials are received at once (into temporaries)
-        for i in (plan.reduce_recvs.get(peer, ()) if peer is not None else
-                  [i for lst in plan.reduce_recvs.values() for i in lst]):
-            _, o, tag, p = items[i]
-            req, fin = wire.post_recv(comm, p, tag, o.src, o.dst.size, bufs[o.dst.buf].dtype)
-            reqs.append(req)
-            active.append((i, fin))
+    def awaited(pend):
+        return [items[owner[k]][3] if owner[k] >= 0 else gate.peers[-1 - owner[k]]
+                for k in pend if owner[k] is not None]
 
     keep_abandoned()
     try:
-        if open_all:
-            post_reduce_receives(None)
-        else:
-            reqs.extend(gate.requests)
-            active.extend((-1 - k, None) for k in range(len(gate.requests)))
-        while left or (gate is not None and gate.left):   # a send-only rank still waits for headers
+        for i in plan.all_reduce_recvs:     # partials are received at once (into temporaries)
+            _, o, tag, p = items[i]
+            req, fin = wire.post_recv(comm, p, tag, o.src, o.dst.stop - o.dst.start, bufs[o.dst.buf].dtype)
+            reqs.append(req)
+            owner.append(i)
+            fins.append(fin)
+        if gate is not None:        # headers: the receives are watched, the sends awaited at the end
+            for k, req in enumerate(gate.recvs):
+                reqs.append(req)
+                owner.append(-1 - k)
+                fins.append(None)
+            deferred.extend(gate.sends)
+            deferred_peers.extend(gate.peers)
+            deferred_recv.extend([False] * len(gate.sends))
+        pending = len(reqs)
+        while left or (gate is not None and gate.left):   # a send-only rank still waits for the agreement
             while ready:
                 i = ready.pop()
                 kind, o, tag, peer = items[i]
-                if kind == RECV_COPY and not open_all and peer not in opened:
-                    held.setdefault(peer, []).append(i)
-                    continue
                 if kind == SEND:
                     req, fin = wire.post_send(comm, peer, tag, view(o.src), o.src)
-                    reqs.append(req)
-                    active.append((i, fin))
                 elif kind == RECV_COPY:
                     dst = view(o.dst)
                     req, fin = wire.post_recv(comm, peer, tag, o.src, dst.size, dst.dtype, into=dst)
-                    reqs.append(req)
-                    active.append((i, fin))
-                elif kind == RECV_REDUCE:
-                    wire.combine(view(o.dst), view(o.acc), arrived.pop(i), binop_for(o.premul, op, nranks))
-                    complete(i)
                 else:
-                    _run_local(o, view, wire, op, nranks)
-                    complete(i)
+                    if kind == RECV_REDUCE:
+                        fn = binops.get(o.premul)
+                        if fn is None:
+                            fn = binops[o.premul] = binop_for(o.premul, op, nranks)
+                        wire.combine(view(o.dst), view(o.acc), arrived.pop(i), fn)
+                    else:
+                        _run_local(o, view, wire, op, nranks)
+                    left -= 1
+                    for j in after[i]:
+                        need[j] -= 1
+                        if not need[j]:
+                            ready.append(j)
+                    continue
+                if after[i] or not defer:
+                    reqs.append(req)
+                    owner.append(i)
+                    fins.append(fin)
+                    pending += 1
+                else:
+                    deferred.append(req)
+                    deferred_peers.append(peer)
+                    deferred_recv.append(kind != SEND)
+                    if fin is not None:
+                        deferred_fins.append(fin)
+                    left -= 1
             if not left and not (gate is not None and gate.left):
                 break
-            if gate is not None and gate.mismatch:    # only the other headers are still awaited
-                gate_reqs = [r for r, (i, _) in zip(reqs, active) if i < 0]
-                waiter.all(gate_reqs, what, lambda k: -1)
-                gate.fail()
-            if not reqs:
+            if not pending:
                 raise UnsupportedCollective(f"rank {plan.rank}: {what}: ops wait on each other (lowering bug)")
-            finished = waiter.some(reqs, what, lambda pend: [items[active[k][0]][3] if active[k][0] >= 0 else -1
-                                                             for k in pend])
-            for k in finished:
-                i, fin = active[k]
-                if i < 0:               # a header arrived (or ours was sent)
-                    peer = gate.arrived(-1 - i)
-                    if peer is not None:
-                        opened.add(peer)
-                        post_reduce_receives(peer)
-                        ready.extend(held.pop(peer, ()))
+            for k in waiter.some(reqs, what, awaited):
+                i = owner[k]
+                owner[k] = None
+                pending -= 1
+                if i < 0:               # a peer's header: once all are in, every rank knows the same
+                    gate.arrived(-1 - i)
+                    if gate.mismatch and not gate.left:
+                        gate.fail()
                     continue
+                fin = fins[k]
                 if items[i][0] == RECV_REDUCE:
                     arrived[i] = fin()
                     need[i] -= 1
-                    if need[i] == 0:
+                    if not need[i]:
                         ready.append(i)
                     continue
                 if fin is not None:
                     fin()
-                complete(i)
-            done = set(finished)
-            reqs = [r for k, r in enumerate(reqs) if k not in done]
-            active = [x for k, x in enumerate(active) if k not in done]
-        if gate is not None and gate.mismatch:    # the last header in was the odd one
-            gate.fail()
+                left -= 1
+                for j in after[i]:
+                    need[j] -= 1
+                    if not need[j]:
+                        ready.append(j)
+        if deferred:
+            waiter.every(deferred, what, lambda pend: [deferred_peers[k] for k in pend])
+            for fin in deferred_fins:
+                fin()
+            deferred = []
     except BaseException:   # a mismatch, a peer failed, a notice, Ctrl-C: nothing posted may be freed
-        abandon(reqs, [items[i][0] != SEND if i >= 0 else gate.is_recv(-1 - i) for i, _ in active])
+        live = [k for k in range(len(reqs)) if owner[k] is not None]
+        abandon([reqs[k] for k in live] + deferred,
+                [owner[k] >= 0 and items[owner[k]][0] != SEND for k in live]
+                + deferred_recv[:len(deferred)])
         raise
     wire.finish()
 

@@ -113,22 +113,34 @@ class Waiter:
         :attr:`nap_s` between tries.
         """
         testsome = self.MPI.Request.Testsome
+        return self._poll(lambda: testsome(reqs), what, lambda: peers(range(len(reqs))))
+
+    def every(self, reqs: list, what: str, peers) -> None:
+        """Wait until every request of ``reqs`` is complete, polling ``Testall`` (one return,
+        however many completions; ``peers(pending_indices)`` as for :meth:`some`)."""
+        if reqs:
+            testall = self.MPI.Request.Testall
+            self._poll(lambda: testall(reqs), what,
+                       lambda: peers([i for i, r in enumerate(reqs) if not r.Get_status()]))
+
+    def _poll(self, attempt, what: str, awaited):
+        """``attempt()`` until it returns something true (see :meth:`some`)."""
         for _ in range(self.spin):
-            idx = testsome(reqs)
-            if idx:
-                return idx
+            got = attempt()
+            if got:
+                return got
         start = time.monotonic()
         next_probe = start + self.probe_s
         while True:
-            idx = testsome(reqs)
-            if idx:
-                return idx
+            got = attempt()
+            if got:
+                return got
             now = time.monotonic()
             if now >= next_probe:
                 self.check_notices()
                 next_probe = now + self.probe_s
                 if now - start > self.timeout_s:
-                    self._timeout(what, sorted(set(peers(range(len(reqs))))))
+                    self._timeout(what, sorted(set(awaited())))
             if now - start > self.nap_after_s:
                 time.sleep(self.nap_s)
             else:

@@ -85,6 +85,9 @@ class HostWire:
 
     name = "host"
     xp = np
+    #: whether a receive's ``finish`` completes a request of the sender (an ack): such receives
+    #: must finish as soon as they arrive, never batched at the end of a call
+    finish_completes_peers = False
 
     def __init__(self) -> None:
         self.arena = Arena(lambda nbytes: np.empty(nbytes, np.uint8))

@@ -143,6 +143,7 @@ class ScheduleSelector:
         self.warn_fallback, self.owner, self.stacklevel = warn_fallback, owner, stacklevel
         self._fabric, self._cost, self._chooser = fabric, cost, None
         self._cache: dict[tuple, Schedule] = {}
+        self._chosen: dict[tuple, Schedule] = {}    # (collective, nbytes, root) -> schedule_for
         self._warned: set[tuple[str, str]] = set()
         self.notes: list[str] = []
         self.file_schedule: Schedule | None = None
@@ -223,8 +224,15 @@ class ScheduleSelector:
         return Choice(sched, "baseline", f"best:{algo}")
 
     def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
-        """The verified schedule of :meth:`select`."""
-        return self.select(collective, nbytes, root).schedule
+        """The verified schedule of :meth:`select` (remembered per collective, size and root:
+        the MPI communicator asks on every call)."""
+        key = (collective, nbytes, root)
+        sched = self._chosen.get(key)
+        if sched is None:
+            if len(self._chosen) >= 4096:
+                self._chosen.clear()
+            sched = self._chosen[key] = self.select(collective, nbytes, root).schedule
+        return sched
 
     def _verified(self, key: tuple, build, *args) -> Schedule:
         sched = self._cache.get(key)
