@@ -252,7 +252,7 @@ def extra_cases(comm, n: int):
             moved = wire.staged["to_host"] + wire.staged["to_device"]
             if aware and moved:
                 return f"CUDA-aware path staged {wire.staged}"
-            plan = next(iter(dev._programs.values()))[-1]
+            plan = next(iter(dev._programs.values()))[3]   # the RankPlan
             if not aware and (wire.staged["to_host"], wire.staged["to_device"]) != (len(plan.sends), len(plan.recvs)):
                 return f"staged path moved {wire.staged}; the rank sends {len(plan.sends)}, receives {len(plan.recvs)}"
             return "" if calls else "device never synchronised"
@@ -281,7 +281,7 @@ def extra_cases(comm, n: int):
                 want = expected(case, ins, r, n)
                 if want is not None and not np.array_equal(got, want):
                     return f"{int(np.count_nonzero(got != want))} wrong elements"
-                plan = next(iter(dev._programs.values()))[-1]
+                plan = next(iter(dev._programs.values()))[3]   # the RankPlan
                 if fallback:    # the last rank cannot map: nobody may use the token protocol
                     return "" if (wire.enabled, wire.pulls, wire.tokens) == (False, 0, 0) else \
                         f"fallback: enabled={wire.enabled}, {wire.pulls} pulls, {wire.tokens} tokens"

@@ -303,6 +303,8 @@ def _rank_layout(spec: CollectiveSpec, rank: int) -> tuple[bool, int, bool, int]
 def rank_inplace(spec: CollectiveSpec, r: int, send, recv, count: int) -> bool:
     """Whether rank r's non-empty buffers are NCCL's in-place layout; BufferLayoutError for
     any other overlap."""
+    if type(send) is np.ndarray and type(recv) is np.ndarray and not np.may_share_memory(send, recv):
+        return False
     item = send.dtype.itemsize
     s0, r0 = _ptr(send), _ptr(recv)
     s1, r1 = s0 + send.size * item, r0 + recv.size * item

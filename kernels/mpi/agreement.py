@@ -112,6 +112,7 @@ class CallAgreement:
         self.on_mismatch = None
         self.peers = [p for p in range(size) if p != self.rank]
         self._type = waiter.MPI.INT64_T
+        self._persistent = None   # (all requests, receives, sends, our header, theirs)
         self._digests: OrderedDict = OrderedDict()
 
     def header(self, schedule, count: int, dtype, op: str, collective: str | None = None,
@@ -133,14 +134,21 @@ class CallAgreement:
     def start(self, digest: int, header) -> "CallGate":
         """Send this call's ``[digest, call number]`` to every peer and post a receive for each
         peer's; the :class:`CallGate` says whether they agree (``header()`` is only built when
-        they do not)."""
+        they do not).  The messages are persistent requests, started together; a set still
+        active (a call that stopped before its headers were in) is left to MPI and replaced."""
         self.calls += 1
         self.agreed = True
-        out = np.array([digest, self.calls], np.int64)
-        ins = np.empty((self.size, 2), np.int64)   # fresh: an abandoned call's requests keep theirs
-        t = self._type
-        recvs = [self.comm.Irecv([ins[p], t], source=p, tag=TAG_HEADER) for p in self.peers]
-        sends = [self.comm.Isend([out, t], dest=p, tag=TAG_HEADER) for p in self.peers]
+        MPI = self.waiter.MPI
+        if self._persistent is None or not MPI.Request.Testall(self._persistent[0]):
+            out = np.empty(2, np.int64)
+            ins = np.empty((self.size, 2), np.int64)
+            t = self._type
+            recvs = [self.comm.Recv_init([ins[p], t], source=p, tag=TAG_HEADER) for p in self.peers]
+            sends = [self.comm.Send_init([out, t], dest=p, tag=TAG_HEADER) for p in self.peers]
+            self._persistent = (recvs + sends, recvs, sends, out, ins)
+        every, recvs, sends, out, ins = self._persistent
+        out[0], out[1] = digest, self.calls
+        MPI.Prequest.Startall(every)
         return CallGate(self, header, recvs, sends, out, ins)
 
     def check(self, digest: int, header) -> None:

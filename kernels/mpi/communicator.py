@@ -203,24 +203,29 @@ class MPICommunicator:
         return self._wires[kind]
 
     def _rank_plan(self, schedule: Schedule, count: int, dtype, inplace: bool, op: str):
-        """(Program, RankPlan, call digest), cached by schedule identity (hashing a big schedule
-        per call would cost more than the call)."""
+        """(schedule, call digest, Program, RankPlan, buffer bindings, scratch size, name), cached
+        by schedule identity (hashing a big schedule per call would cost more than the call)."""
         key = (id(schedule), count, dtype, inplace, op)   # dtype objects hash fast; names do not
         hit = self._programs.get(key)
         if hit is None or hit[0] is not schedule:
             from kernels.backends.executor import program_for
             prog = program_for(schedule, count, dtype, inplace=inplace, op=op)
             digest = header_digest(self.agreement.header(schedule, count, dtype, op))
-            hit = (schedule, digest, prog, mt.rank_plan(schedule, prog, self.rank, self._tag_ub, digest))
+            hit = (schedule, digest, prog, mt.rank_plan(schedule, prog, self.rank, self._tag_ub, digest),
+                   tuple(prog.bindings[self.rank].items()), prog.sizes[self.rank].get(SCRATCH),
+                   f"{schedule.spec.name} ({schedule.name or 'schedule'})")
             self._programs[key] = hit
             if len(self._programs) > _CACHE_SIZE:
                 self._programs.popitem(last=False)
-        return hit[2], hit[3], hit[1]
+        return hit
 
     @agreed("schedule")
     def run_schedule(self, schedule: Schedule, sendbuf, recvbuf, *, op: str = "sum"):
         """Run ``schedule`` on this rank's buffers (layout of :mod:`synth.ir.collectives`; count
         from their sizes; in-place when they alias as in NCCL).  Returns ``recvbuf``."""
+        return self._run(schedule, sendbuf, recvbuf, op)
+
+    def _run(self, schedule: Schedule, sendbuf, recvbuf, op: str):
         spec = schedule.spec
         if spec.ranks != self.size:
             raise InvalidArgument(f"rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
@@ -235,21 +240,20 @@ class MPICommunicator:
             self.agreement.check(header_digest(header), lambda: header)
             return recvbuf
         inplace = len(bound) == 2 and rank_inplace(spec, me, bound["sendbuf"], bound["recvbuf"], count)
-        prog, plan, digest = self._rank_plan(schedule, count, sample.dtype, inplace, op)
+        _, digest, _, plan, binding, scratch, what = self._rank_plan(schedule, count, sample.dtype, inplace, op)
         header = lambda: self.agreement.header(schedule, count, sample.dtype, op)  # noqa: E731
         gate = self.agreement.start(digest, header)  # headers travel beside the data
         wire = self._wire_for(sample)
         wire.begin()
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
-        bufs = {name: user[which] for name, which in prog.bindings[me].items()}
-        if SCRATCH in prog.sizes[me]:
-            bufs[SCRATCH] = wire.empty(prog.sizes[me][SCRATCH], sample.dtype)
+        bufs = {name: user[which] for name, which in binding}
+        if scratch is not None:
+            bufs[SCRATCH] = wire.empty(scratch, sample.dtype)
         if hasattr(wire, "attach"):          # zero-copy (kernels.mpi.ipc): map the peers' buffers
             gate.wait()
             wire.attach(bufs, me, self.size, self._ctrl, self.waiter, self._ack)
             gate = None
-        mt.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size,
-                   what=f"{spec.name} ({schedule.name or 'schedule'})", gate=gate)
+        mt.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size, what=what, gate=gate)
         return recvbuf
 
     def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:
@@ -266,7 +270,7 @@ class MPICommunicator:
             return
         ref = send if send is not None else recv
         sched = self.schedule_for(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root)
-        self.run_schedule(sched, send, recv, op=op)
+        self._run(sched, send, recv, op)    # arguments checked by the calling collective
 
     # ------------------------------------------------------------------ collectives
     @agreed("allreduce")
@@ -306,13 +310,13 @@ class MPICommunicator:
     def broadcast(self, in_out_array, root: int = 0, stream=None):
         """Copy rank ``root``'s buffer into every rank's (in place)."""
         buf = _out(in_out_array, "broadcast")
-        self._collective("broadcast", buf, buf, buf.size, root=self._root("broadcast", root))
+        self._collective("broadcast", buf, buf, buf.size, root=check_root("broadcast", root, self.size))
         return in_out_array
 
     @agreed("reduce")
     def reduce(self, in_array, out_array, root: int = 0, op: str = "sum", stream=None):
         """``out`` on ``root`` = reduction of all inputs; ``out_array`` may be None elsewhere."""
-        root = self._root("reduce", root)
+        root = check_root("reduce", root, self.size)
         count = in_array.size
         s = out_array if in_array is out_array else _contig(in_array)
         d = _head(_out(out_array, "reduce"), count) if self.rank == root else None
@@ -322,7 +326,7 @@ class MPICommunicator:
     @agreed("gather")
     def gather(self, in_array, out_array, root: int = 0, stream=None):
         """Block r of ``out`` on ``root`` is rank r's input; ``out_array`` may be None elsewhere."""
-        root, n = self._root("gather", root), self.size
+        root, n = check_root("gather", root, self.size), self.size
         if self.rank == root and in_array is out_array:
             count = out_array.size // n
             in_array = out_array.reshape(-1)[root * count:(root + 1) * count]
@@ -334,7 +338,7 @@ class MPICommunicator:
     @agreed("scatter")
     def scatter(self, in_array, out_array, root: int = 0, stream=None):
         """``out`` = block ``rank`` of ``in`` on ``root``; ``in_array`` may be None elsewhere."""
-        root, n = self._root("scatter", root), self.size
+        root, n = check_root("scatter", root, self.size), self.size
         if self.rank == root and in_array is out_array:
             count = in_array.size // n
             out_array = _out(in_array, "scatter").reshape(-1)[root * count:(root + 1) * count]
@@ -378,9 +382,6 @@ class MPICommunicator:
     def allgather_object(self, obj) -> list:
         """Every rank's JSON-able ``obj``, in rank order (small metadata only)."""
         return exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
-
-    def _root(self, what: str, root: int) -> int:
-        return check_root(what, root, self.size)
 
     # ------------------------------------------------------------------ fusion and compression
     def fused_all_reduce(self, tensors, *, mode: str = "auto", bucket_mb: float = 64, split_points=None,
