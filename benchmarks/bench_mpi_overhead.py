@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import io
 import os
 import sys
 import time
@@ -43,6 +44,7 @@ def main() -> int:
 
     import kernels.mpi.transport as mt
     from kernels.mpi.communicator import MPICommunicator
+    from synth.ir.schedule import atomic_write_text
     warnings.simplefilter("ignore")
     world = MPI.COMM_WORLD
     r, n = world.rank, world.size
@@ -120,17 +122,16 @@ def main() -> int:
                          "median_us": round(sorted(ts)[len(ts) // 2] * 1e6, 1),
                          "ratio_to_mpi": round(ratios[len(ratios) // 2], 3), "rounds": args.rounds,
                          "iters": args.iters, "load_avg": round(os.getloadavg()[0], 2),
-                         "command": f"mpirun --oversubscribe -n {n} python benchmarks/bench_mpi_overhead.py "
-                                    f"--bytes {args.bytes} --out {args.out}"})
+                         "command": f"mpirun{' --oversubscribe' if n > (os.cpu_count() or 1) else ''} -n {n} "
+                                    f"python {' '.join(sys.argv)}"})
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"overhead_n{n}.csv"
-        tmp_path = path.with_suffix(".csv.tmp")
-        with open(tmp_path, "w", newline="") as f:
-            w = csv.DictWriter(f, fieldnames=list(rows[0]))
-            w.writeheader()
-            w.writerows(rows)
-        os.replace(tmp_path, path)
+        buf = io.StringIO()
+        w = csv.DictWriter(buf, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+        atomic_write_text(path, buf.getvalue())
         for row in rows:
             print(f"{row['variant']:>14s} {row['median_us']:9.1f} us  ratio {row['ratio_to_mpi']:.2f}")
         print(path)

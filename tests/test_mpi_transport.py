@@ -226,9 +226,6 @@ class _AgreementLast:   # data requests complete first, the agreement last (slow
         return out
 
     def all(self, reqs, what, peers):
-        pass
-
-    def every(self, reqs, what, peers):
         assert all(r.what != "header" for r in reqs)   # header receives are never deferred
 
 

@@ -85,8 +85,6 @@ def _device(a) -> str:
 
 
 def _ptr(a) -> int:
-    if type(a) is np.ndarray:
-        return a.ctypes.data
     return int(a.data.ptr) if _is_cupy(a) else int(a.__array_interface__["data"][0])
 
 

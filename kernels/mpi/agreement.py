@@ -199,7 +199,7 @@ class CallGate:
 
     def wait(self) -> None:
         """Wait for every header; raise (on every rank) if any peer's call differs."""
-        self.agreement.waiter.every(self.recvs + self.sends, WHAT, lambda pend: [-1 for _ in pend])
+        self.agreement.waiter.all(self.recvs + self.sends, WHAT, lambda i: -1)
         for k in range(len(self.recvs)):
             self.arrived(k)
         if self.mismatch:

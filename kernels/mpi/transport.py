@@ -42,8 +42,9 @@ class RankPlan:
 
     ``sends`` / ``recvs`` are ``(op, tag, peer, deps)`` and ``local`` is ``(op, deps)`` (deps:
     ids of this rank's ops).  ``items`` lists them all as ``(kind, op, tag, peer)`` with
-    ``need[i]`` unmet dependencies (a reduce's arrival counts as one) and ``dependents[op id]``
-    the items waiting for that op.
+    ``need[i]`` unmet dependencies (a reduce's arrival counts as one), ``after[i]`` the items
+    waiting for item i, ``ready0`` those ready at the start and ``reduce_recvs`` the reduces
+    (their partials are received into temporaries at once).
     """
 
     rank: int
@@ -52,12 +53,9 @@ class RankPlan:
     local: list = field(default_factory=list)
     items: list = field(default_factory=list)
     need: list = field(default_factory=list)
-    dependents: dict = field(default_factory=dict)
-    #: peer -> indices (in ``items``) of the reduces received from it
-    reduce_recvs: dict = field(default_factory=dict)
     after: list = field(default_factory=list)
     ready0: list = field(default_factory=list)
-    all_reduce_recvs: list = field(default_factory=list)
+    reduce_recvs: list = field(default_factory=list)
     #: the tags carry bits of the call's digest (:func:`rank_plan`): receives need not wait
     #: for the peers' headers
     salted: bool = False
@@ -67,7 +65,7 @@ class RankPlan:
         return len(self.items)
 
     def index(self) -> "RankPlan":
-        """Fill ``items``, ``need``, ``dependents``, ``after`` and ``ready0`` from sends, recvs
+        """Fill ``items``, ``need``, ``after``, ``ready0`` and ``reduce_recvs`` from sends, recvs
         and local."""
         rows = ([(SEND, o, tag, peer, deps) for o, tag, peer, deps in self.sends]
                 + [(RECV_COPY if o.kind == "copy" else RECV_REDUCE, o, tag, peer, deps)
@@ -76,16 +74,13 @@ class RankPlan:
         rows.sort(key=lambda r: r[1].id)
         self.items = [r[:4] for r in rows]
         self.need = [len(r[4]) + (r[0] == RECV_REDUCE) for r in rows]
-        self.dependents, self.reduce_recvs = {}, {}
+        waiting: dict[int, list[int]] = {}          # op id -> items waiting for it
         for i, r in enumerate(rows):
             for d in r[4]:
-                self.dependents.setdefault(d, []).append(i)
-            if r[0] == RECV_REDUCE:
-                self.reduce_recvs.setdefault(r[3], []).append(i)
-        #: item index -> indices of the items waiting for it; the items ready at the start
-        self.after = [tuple(self.dependents.get(r[1].id, ())) for r in rows]
+                waiting.setdefault(d, []).append(i)
+        self.after = [tuple(waiting.get(r[1].id, ())) for r in rows]
         self.ready0 = [i for i, k in enumerate(self.need) if k == 0]
-        self.all_reduce_recvs = [i for lst in self.reduce_recvs.values() for i in lst]
+        self.reduce_recvs = [i for i, r in enumerate(rows) if r[0] == RECV_REDUCE]
         return self
 
 
@@ -107,7 +102,7 @@ def transfer_tags(schedule: Schedule) -> list[int]:
 
 def salt_bits(last_tag: int, tag_ub: int) -> int:
     """How many bits of a call's digest fit in the tags above transfer tags up to ``last_tag``
-    when tags may reach ``tag_ub`` (Open MPI and MPICH: 2**31 - 1, the standard's minimum 32767).
+    when tags may reach ``tag_ub`` (Open MPI: 2**31 - 1; the MPI standard's minimum: 32767).
 
     >>> salt_bits(40, 2**31 - 1), salt_bits(40, 32767), salt_bits(70000, 2**31 - 1)
     (25, 9, 14)
@@ -208,7 +203,7 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
 
     keep_abandoned()
     try:
-        for i in plan.all_reduce_recvs:     # partials are received at once (into temporaries)
+        for i in plan.reduce_recvs:     # partials are received at once (into temporaries)
             _, o, tag, p = items[i]
             req, fin = wire.post_recv(comm, p, tag, o.src, o.dst.stop - o.dst.start, bufs[o.dst.buf].dtype)
             reqs.append(req)
@@ -286,15 +281,13 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
                     if not need[j]:
                         ready.append(j)
         if deferred:
-            waiter.every(deferred, what, lambda pend: [deferred_peers[k] for k in pend])
+            waiter.all(deferred, what, lambda k: deferred_peers[k])
             for fin in deferred_fins:
                 fin()
-            deferred = []
     except BaseException:   # a mismatch, a peer failed, a notice, Ctrl-C: nothing posted may be freed
         live = [k for k in range(len(reqs)) if owner[k] is not None]
         abandon([reqs[k] for k in live] + deferred,
-                [owner[k] >= 0 and items[owner[k]][0] != SEND for k in live]
-                + deferred_recv[:len(deferred)])
+                [owner[k] >= 0 and items[owner[k]][0] != SEND for k in live] + deferred_recv)
         raise
     wire.finish()
 

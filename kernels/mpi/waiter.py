@@ -115,14 +115,6 @@ class Waiter:
         testsome = self.MPI.Request.Testsome
         return self._poll(lambda: testsome(reqs), what, lambda: peers(range(len(reqs))))
 
-    def every(self, reqs: list, what: str, peers) -> None:
-        """Wait until every request of ``reqs`` is complete, polling ``Testall`` (one return,
-        however many completions; ``peers(pending_indices)`` as for :meth:`some`)."""
-        if reqs:
-            testall = self.MPI.Request.Testall
-            self._poll(lambda: testall(reqs), what,
-                       lambda: peers([i for i, r in enumerate(reqs) if not r.Get_status()]))
-
     def _poll(self, attempt, what: str, awaited):
         """``attempt()`` until it returns something true (see :meth:`some`)."""
         for _ in range(self.spin):
@@ -158,13 +150,13 @@ class Waiter:
                          f"{waiting or 'unknown'}; {why}", rank=who, reporter=self.rank)
 
     def all(self, reqs: list, what: str, peers) -> None:
-        """Wait for every request of ``reqs`` (``peers(i)`` names the rank of request i)."""
-        reqs = list(reqs)
-        ranks = [peers(i) for i in range(len(reqs))]
-        while reqs:
-            done = set(self.some(reqs, what, lambda pend: [ranks[i] for i in pend]))
-            reqs = [r for i, r in enumerate(reqs) if i not in done]
-            ranks = [p for i, p in enumerate(ranks) if i not in done]
+        """Wait for every request of ``reqs`` (``peers(i)`` names the rank of request i),
+        polling ``Testall``: one return however many complete, and none is completed (so freed)
+        until all are."""
+        if reqs:
+            testall = self.MPI.Request.Testall
+            self._poll(lambda: testall(reqs), what,
+                       lambda: [peers(i) for i, r in enumerate(reqs) if not r.Get_status()])
 
 
 def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0) -> None:
