@@ -1,17 +1,22 @@
 """Where our MPI all_reduce spends its time beyond the MPI library's own ``Allreduce``.
 
 Run under ``mpirun -n N``.  Same processes, same buffers (float32 sum), the variants alternate
-round by round; time = median over rounds of the slowest rank's mean per call, ratio = that
+round by round (each round starting with another variant); time = median over rounds of the slowest rank's mean per call, ratio = that
 over MPI's.  Variants, each adding one layer to the one before:
 
 * ``mpi``: ``MPI_Allreduce``.
 * ``floor``: the same schedule written by hand in mpi4py (reduce-scatter by all pairs, NumPy
   adds, all-gather by all pairs; ``Testsome`` + yield polling): what Python + MPI point-to-point
   cost at least.
+* ``floor_persistent``: the same by hand on persistent requests (``Send_init``/``Recv_init``
+  once, ``Startall`` per phase).
 * ``executor``: :func:`kernels.mpi.transport.execute` of the communicator's rank plan (its
-  dependency tracking, temporaries, deadline-bounded waits), no per-call agreement.
+  dependency tracking, temporaries, deadline-bounded waits; what a call on new buffers runs),
+  no per-call agreement.
+* ``bound``: the same rank plan on persistent requests (:class:`kernels.mpi.persistent.BoundPlan`;
+  what repeated calls on the same buffers run), no per-call agreement.
 * ``no_agreement``: ``MPICommunicator.all_reduce`` with the per-call agreement switched off
-  (argument checks, schedule choice, buffer binding).
+  (argument checks or their replay, schedule choice, buffer binding).
 * ``communicator``: ``MPICommunicator.all_reduce`` as users call it (headers to every peer).
 
 Writes ``OUT/overhead_n{N}.csv`` and prints the table.
@@ -42,6 +47,7 @@ def main() -> int:
     args = ap.parse_args()
     from mpi4py import MPI
 
+    import kernels.mpi.persistent as kp
     import kernels.mpi.transport as mt
     from kernels.mpi.communicator import MPICommunicator
     from synth.ir.schedule import atomic_write_text
@@ -79,6 +85,26 @@ def main() -> int:
         reqs += [world.Isend([mine, byte], dest=p, tag=2) for p in peers]
         poll(reqs)
 
+    mine = b[r * chunk:(r + 1) * chunk]
+    phase1 = ([world.Recv_init([tmp[p], byte], source=p, tag=3) for p in range(n) if p != r]
+              + [world.Send_init([a[p * chunk:(p + 1) * chunk], byte], dest=p, tag=3) for p in range(n) if p != r])
+    phase2 = ([world.Recv_init([b[p * chunk:(p + 1) * chunk], byte], source=p, tag=4) for p in range(n) if p != r]
+              + [world.Send_init([mine, byte], dest=p, tag=4) for p in range(n) if p != r])
+
+    def wait_all(reqs):
+        while not MPI.Request.Testall(reqs):
+            os.sched_yield()
+
+    def floor_persistent():
+        MPI.Prequest.Startall(phase1)
+        wait_all(phase1)
+        np.copyto(mine, a[r * chunk:(r + 1) * chunk])
+        for p in range(n):
+            if p != r:
+                np.add(mine, tmp[p], out=mine)
+        MPI.Prequest.Startall(phase2)
+        wait_all(phase2)
+
     sched = comm.schedule_for("allreduce", args.bytes)
     plan = comm._rank_plan(sched, count, a.dtype, False, "sum")[3]
     wire = mt.HostWire()
@@ -87,6 +113,7 @@ def main() -> int:
         wire.begin()
         mt.execute(plan, {"input": a, "output": b}, wire, comm._data, comm.waiter, op="sum", nranks=n)
 
+    bound = kp.BoundPlan(plan, {"input": a, "output": b}, comm._data, "sum", n)
     start = comm.agreement.start
 
     def no_agreement():
@@ -96,7 +123,8 @@ def main() -> int:
         finally:
             comm.agreement.start = start
 
-    variants = {"mpi": lambda: world.Allreduce(a, b), "floor": floor, "executor": executor,
+    variants = {"mpi": lambda: world.Allreduce(a, b), "floor": floor, "floor_persistent": floor_persistent,
+                "executor": executor, "bound": lambda: bound.execute(comm.waiter, "bound"),
                 "no_agreement": no_agreement, "communicator": lambda: comm.all_reduce(a, b)}
     for name, f in variants.items():
         b[:] = 0
@@ -104,8 +132,10 @@ def main() -> int:
         if not np.allclose(b, expect):
             raise SystemExit(f"rank {r}: variant {name} gave a wrong sum")
     times: dict[str, list[float]] = {k: [] for k in variants}
-    for _ in range(args.rounds):
-        for name, f in variants.items():
+    names = list(variants)
+    for k in range(args.rounds):
+        for name in names[k % len(names):] + names[:k % len(names)]:   # each round starts elsewhere
+            f = variants[name]
             for _ in range(3):
                 f()
             world.Barrier()

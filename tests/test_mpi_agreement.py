@@ -36,11 +36,16 @@ NAMES = {"collective": "collective: ranks [0, 2] 'allreduce', ranks [1] 'allgath
          "short-buffer": "rank 1 could not start it: BufferLayoutError: all_reduce: rank 1: buffer has 50 elements"}
 
 
-def _call(comm, scenario: str, odd: bool) -> None:
-    """The scenario's call on one rank (``odd``: rank 1's deviating version)."""
+_SCHEDULES: dict = {}
+
+
+def _call(comm, scenario: str, odd: bool, x=None, out=None) -> None:
+    """The scenario's call on one rank (``odd``: rank 1's deviating version); ``x`` and ``out``
+    (100 float32 each) are reused across calls when given."""
     from synth.baselines import baseline
-    x = np.ones(100, np.float32)
-    out = np.empty(100 if not odd or scenario != "collective" else 300, np.float32)
+    x = np.ones(100, np.float32) if x is None else x
+    if out is None or (odd and scenario == "collective"):
+        out = np.empty(100 if not odd or scenario != "collective" else 300, np.float32)
     if scenario == "collective":
         comm.all_gather(x, out) if odd else comm.all_reduce(x, out)
     elif scenario == "count":
@@ -52,8 +57,10 @@ def _call(comm, scenario: str, odd: bool) -> None:
     elif scenario == "root":
         comm.broadcast(x, root=2 if odd else 0)
     elif scenario == "schedule":
-        s = baseline("ring", comm.selector.fabric, "allreduce", chunks=2 if odd else 1)
-        comm.run_schedule(s, x, out)
+        key = 2 if odd else 1     # one schedule object per shape: the communicator caches by object
+        if key not in _SCHEDULES:
+            _SCHEDULES[key] = baseline("ring", comm.selector.fabric, "allreduce", chunks=key)
+        comm.run_schedule(_SCHEDULES[key], x, out)
     elif scenario == "bad-argument":
         comm.all_reduce(x.tolist() if odd else x, out)
     else:  # a receive buffer too small on rank 1 only
@@ -86,17 +93,29 @@ def worker(out_path: str) -> None:
     comm = MPICommunicator.from_mpi(plan=False, timeout_s=30, abort_on_error=False)
     r = comm.rank
     res = {}
-    for scenario in SCENARIOS + tuple(f"short-tags:{s}" for s in SCENARIOS):
+    for scenario in (SCENARIOS + tuple(f"bound:{s}" for s in SCENARIOS)
+                     + tuple(f"short-tags:{s}" for s in SCENARIOS)):
         if scenario.startswith("short-tags:") and comm._tag_ub != 32767:
             comm._tag_ub = 32767          # the MPI standard's least tag bound: no room for digests
             comm._programs.clear()
+            comm._memo.clear()
+        name, x, out, bound = scenario.split(":")[-1], None, None, 0
+        if scenario.startswith("bound:"):   # the others' call runs on persistent requests
+            x, out = np.ones(100, np.float32), np.empty(100, np.float32)
+            for _ in range(2):
+                _call(comm, name, False, x, out)
+            bound = len(comm._runner._bound)
         t0 = time.monotonic()
         try:
-            _call(comm, scenario.split(":")[-1], r == 1)
+            _call(comm, name, r == 1, x, out)
             got = {"raised": None}
         except Exception as exc:  # noqa: BLE001 - reported to the test
             got = {"raised": type(exc).__name__, "message": str(exc)}
         got["seconds"] = time.monotonic() - t0
+        got["bound"] = bound
+        if x is not None:                  # the same buffers again, every rank the same call
+            comm.all_reduce(x, out)
+            got["same_buffers"] = sorted(set(out.tolist()))
         after = np.empty(10, np.float32)   # the communicator still works: nothing stale in flight
         comm.all_reduce(np.full(10, r + 1, np.float32), after)
         got["after"] = after.tolist()
@@ -118,12 +137,16 @@ def results(tmp_path_factory):
     return json.loads(out.read_text())
 
 
-@pytest.mark.parametrize("tags", ["salted", "short-tags"])
+@pytest.mark.parametrize("tags", ["salted", "bound", "short-tags"])
 @pytest.mark.parametrize("scenario", SCENARIOS)
 def test_a_rank_with_another_call_stops_every_rank_naming_the_field(results, scenario, tags):
-    ranks = [res[scenario if tags == "salted" else f"short-tags:{scenario}"] for res in results]
+    """``bound``: the same call ran twice on the same buffers first, so the ranks that make it
+    run it on persistent requests (kernels.mpi.persistent); the buffers work again afterwards."""
+    ranks = [res[scenario if tags == "salted" else f"{tags}:{scenario}"] for res in results]
     for r, got in enumerate(ranks):
-        assert got["salted"] == [tags == "salted"], got   # every plan of the pass (the check after it too)
+        assert got["salted"] == [tags != "short-tags"], got   # every plan of the pass (the check after it too)
+        if tags == "bound":
+            assert got["bound"] >= 1 and got["same_buffers"] == [3.0], (r, got)
         if scenario in ("bad-argument", "short-buffer") and r == 1:  # its own error, one line
             assert got["raised"] == "BufferLayoutError", got
         else:

@@ -299,6 +299,44 @@ def extra_cases(comm, n: int):
         checks.append((f"ipc/{coll}/{'in' if inplace else 'out'}", ipc(coll, root, inplace)))
     checks.append(("ipc/fallback/allreduce", ipc("allreduce", None, False, fallback=True)))
 
+    def persistent(coll, dtype, op, inplace, root):
+        """The same buffers in 4 calls, new data each time: from the second call on the
+        communicator runs a binding of persistent requests (kernels.mpi.persistent)."""
+        def check():
+            case = dict(id=f"p{coll}{dtype}{op}{inplace}{root}", coll=coll, dtype=dtype, op=op, count=1001,
+                        root=root, inplace=inplace)
+            kin = n if coll in ("reducescatter", "scatter", "alltoall") else 1
+            kout = n if coll in ("allgather", "gather", "alltoall") else 1
+            mine = np.empty(kin * 1001, np_dtype(dtype))
+            out = mine if inplace else np.empty(kout * 1001, mine.dtype)
+            before, err = comm._runner.bound_calls, ""
+            for call in range(4):    # every rank makes all 4 calls, whatever it finds
+                ins = [make_input(case, k, n, salt=call) for k in range(n)]
+                mine[...] = ins[r]
+                kw = {"root": root} if root is not None else {}
+                if coll in COMBINING:
+                    kw["op"] = op
+                name = {"allreduce": "all_reduce", "reducescatter": "reduce_scatter", "allgather": "all_gather",
+                        "alltoall": "all_to_all"}.get(coll, coll)
+                if coll == "broadcast":
+                    getattr(comm, name)(mine, **kw)
+                    got = mine
+                else:
+                    getattr(comm, name)(mine, out, **kw)
+                    got = out[r * 1001:(r + 1) * 1001] if coll == "reducescatter" and inplace else out
+                want = expected(case, ins, r, n)
+                if want is not None and not np.array_equal(got[:want.size].astype(np.float64),
+                                                           want.astype(np.float64)):
+                    err = err or f"call {call}: {int(np.count_nonzero(got[:want.size] != want))} wrong elements"
+            ran = comm._runner.bound_calls - before
+            return err or ("" if ran == 3 else f"{ran} of the calls 2-4 ran bound (expected 3)")
+        return check
+    for args in (("allreduce", "float32", "sum", False, None), ("allreduce", "float16", "avg", True, None),
+                 ("allreduce", "int32", "max", False, None), ("reducescatter", "bfloat16", "sum", True, None),
+                 ("allgather", "int64", "sum", False, None), ("broadcast", "float32", "sum", True, n - 1),
+                 ("reduce", "float64", "prod", False, 0), ("alltoall", "uint8", "sum", False, None)):
+        checks.append((f"persistent/{'/'.join(map(str, args))}", persistent(*args)))
+
     def raises(call, kind, text):
         def check():   # every rank fails the same way before any message is sent
             try:
@@ -354,7 +392,7 @@ def worker(out_path: str) -> None:
     comm.barrier()
 
 
-FAMILIES = COLLS + ("schedule", "fused", "compressed", "p2p", "fake-device", "ipc", "errors")
+FAMILIES = COLLS + ("schedule", "fused", "compressed", "p2p", "fake-device", "ipc", "persistent", "errors")
 
 
 @pytest.mark.parametrize("n", (2, 3, 4))

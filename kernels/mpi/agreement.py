@@ -111,6 +111,7 @@ class CallAgreement:
         #: called on every rank when a call's ranks disagree, before ProcessGroupMismatch is raised
         self.on_mismatch = None
         self.peers = [p for p in range(size) if p != self.rank]
+        self.peer_index = np.array(self.peers, dtype=np.intp)
         self._type = waiter.MPI.INT64_T
         self._persistent = None   # (all requests, receives, sends, our header, theirs)
         self._digests: OrderedDict = OrderedDict()
@@ -177,8 +178,9 @@ class CallAgreement:
 
 class CallGate:
     """The header exchange of one call: :attr:`recvs` (one per peer, in ``agreement.peers``
-    order) and :attr:`sends`.  :meth:`arrived` is told when receive ``k`` completed and sets
-    :attr:`mismatch` if that peer's call differs; :attr:`left` counts receives still open."""
+    order) and :attr:`sends`.  :meth:`arrived` is told when receive ``k`` completed; once every
+    header is in it sets :attr:`mismatch` if a peer's call differs (one comparison of all);
+    :attr:`left` counts receives still open."""
 
     def __init__(self, agreement: CallAgreement, header, recvs: list, sends: list, mine, theirs) -> None:
         self.agreement, self.header = agreement, header
@@ -189,9 +191,8 @@ class CallGate:
 
     def arrived(self, k: int) -> None:
         self.left -= 1
-        got = self.theirs[self.peers[k]]
-        if got[0] != self.mine[0] or got[1] != self.mine[1]:
-            self.mismatch = True
+        if not self.left:
+            self.mismatch = bool((self.theirs[self.agreement.peer_index] != self.mine).any())
 
     def fail(self) -> None:
         """After :attr:`mismatch`, with every header in: the ranks' common error (raises)."""
@@ -212,29 +213,49 @@ def agreed(collective: str):
     this rank raises before its call reached the agreement (bad arguments, a buffer too small)
     is first reported to the peers through the agreement (:meth:`CallAgreement.failed`), so
     they raise at once instead of waiting for this rank until the timeout.  Nested calls (a
-    collective built from others) report once, from the outermost."""
+    collective built from others) report once, from the outermost.  A call with the same
+    arguments as an earlier one is replayed (:mod:`kernels.mpi.replay`)."""
     def wrap(method):
+        name = method.__name__
+
         @functools.wraps(method)
         def call(self, *args, **kwargs):
-            state = self.agreement
+            state, memo = self.agreement, self._memo
             outermost = not state.depth
+            key = None
             if outermost:
                 state.agreed = False
+                key = memo.key(name, args, kwargs)
             state.depth += 1
             try:
+                if key is not None:
+                    hit = memo.get(key, args, kwargs)
+                    if hit is not None:
+                        try:
+                            self._launch(hit[0])
+                        except BaseException:
+                            memo.drop(key)
+                            raise
+                        return hit[1]
+                    memo.trace = []
                 if outermost:   # nested calls get views of arrays checked already
                     for a in (*args, *kwargs.values()):
                         if isinstance(a, (list, tuple)) or hasattr(a, "dtype"):  # not counts, ops, streams
-                            check_array(a, method.__name__, self.rank)
-                return method(self, *args, **kwargs)
+                            check_array(a, name, self.rank)
+                result = method(self, *args, **kwargs)
+                if key is not None:
+                    memo.keep(key, args, kwargs, result)
+                return result
             except Exception as exc:
                 if outermost and not state.agreed and not isinstance(exc, (PeerFailed, ProcessGroupMismatch)):
                     if isinstance(exc, ValueError) and f"rank {self.rank}" not in str(exc):
-                        exc.args = (f"{method.__name__}: rank {self.rank}: {exc}",)  # say whose call it was
+                        exc.args = (f"{name}: rank {self.rank}: {exc}",)  # say whose call it was
                     if self.size > 1:
                         state.failed({"collective": collective}, exc)
                 raise
             finally:
                 state.depth -= 1
+                if outermost:
+                    memo.trace = None
         return call
     return wrap

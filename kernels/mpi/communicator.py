@@ -18,12 +18,11 @@ node are copied zero-copy out of the peers' memory mapped through CUDA IPC (``ip
 :mod:`kernels.mpi.ipc`), else go to MPI as device pointers when the library is CUDA-aware, else
 staged through pinned host memory.
 
-Agreement: at start-up the ranks exchange (rank count, topology name and fingerprint, GPU
-count, plan digest, algorithm), and every collective call checks that every rank makes the
-same call (collective, count, dtype, op, root, schedule; :mod:`kernels.mpi.agreement`): a
-16-byte header to every peer travels beside the data, whose tags carry bits of the same
-digest, so no message of another call can land in this call's buffers; a disagreement raises
-:class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
+Agreement: at start-up the ranks exchange rank count, topology, GPU count, plan digest and
+algorithm, and every collective call checks that every rank makes the same call (collective,
+count, dtype, op, root, schedule; :mod:`kernels.mpi.agreement`): a 16-byte header to every peer
+travels beside the data, whose tags carry bits of the same digest, so no message of another
+call can land in this call's buffers; a disagreement raises ProcessGroupMismatch on every rank.
 
 Failures: waits poll with a deadline (``timeout_s``, default ``$TOPOCOLL_MPI_TIMEOUT`` or 120 s;
 the clock restarts whenever a message completes) and raise :class:`~topo_probe.errors.PeerFailed`
@@ -31,12 +30,11 @@ naming the rank that does not answer a liveness ping.  With ``abort_on_error`` (
 uncaught exception on any rank prints one line naming the rank, tells the other ranks (they stop
 with "rank k failed: ...") and calls ``MPI_Abort``: the job ends, never hangs.
 
-GPUs: pick the device before creating CuPy arrays, e.g.
-``cupy.cuda.Device(comm.local_rank % cupy.cuda.runtime.getDeviceCount()).use()``; set
-``TOPOCOLL_MPI_CUDA_AWARE=0/1`` to override the library's answer.  Elsewhere: fused and
-compressed all-reduce (:mod:`kernels.mpi.fused`), send/recv (:mod:`kernels.mpi.p2p`), the
-start-up agreement (:mod:`kernels.mpi.startup`), argument checks (:mod:`kernels.comm.validation`)
-and the ``sweep --backend mpi`` hook (:mod:`kernels.sweep.mpi_backend`).
+GPUs: pick the device before creating CuPy arrays (``cupy.cuda.Device(comm.local_rank %
+n).use()``); ``TOPOCOLL_MPI_CUDA_AWARE=0/1`` overrides the library's answer.  Repeated calls on
+the same host buffers run on persistent requests (:mod:`kernels.mpi.persistent`).  Elsewhere:
+fused/compressed all-reduce (:mod:`kernels.mpi.fused`), send/recv (:mod:`kernels.mpi.p2p`),
+start-up (:mod:`kernels.mpi.startup`), checks (:mod:`kernels.comm.validation`).
 """
 
 from __future__ import annotations
@@ -49,7 +47,6 @@ from kernels.comm.communicator import nccl_bytes, resolve_topology
 from kernels.comm.validation import (
     _contig,
     _head,
-    _is_cupy,
     _out,
     _ptr,
     bind_rank_buffers,
@@ -62,9 +59,12 @@ from kernels.mpi import fused as mpi_fused
 from kernels.mpi import p2p as mpi_p2p
 from kernels.mpi import transport as mt
 from kernels.mpi.agreement import CallAgreement, agreed, header_digest
+from kernels.mpi.ipc import wire_for
+from kernels.mpi.persistent import PlanRunner
+from kernels.mpi.replay import CallMemo
 from kernels.mpi.startup import agree, descriptor_of, install_abort_hook
 from kernels.mpi.waiter import Waiter, exchange_json, mpi, notify_failure
-from kernels.mpi.wires import DeviceWire, HostWire
+from kernels.mpi.wires import HostWire
 from kernels.program.ops import SCRATCH
 from synth.ir.collectives import REDUCE_OPS
 from synth.ir.schedule import Schedule
@@ -139,6 +139,7 @@ class MPICommunicator:
         self._wire = wire
         self._wires: dict[str, HostWire] = {}
         self._programs: OrderedDict = OrderedDict()
+        self._runner, self._memo = PlanRunner(), CallMemo()   # repeated calls: kernels.mpi.persistent, .replay
         self._pending: list = []
         self._tag_ub = int(self._world.Get_attr(MPI.TAG_UB) or 32767)
         self._start_up()
@@ -157,6 +158,8 @@ class MPICommunicator:
         self.waiter.all([req], "renewing the data communicator after a mismatched call", lambda i: -1)
         self._retired.append(self._data)
         self._data = new
+        self._runner.clear()
+        self._memo.clear()
 
     @classmethod
     def from_mpi(cls, comm=None, **kwargs) -> "MPICommunicator":
@@ -182,7 +185,6 @@ class MPICommunicator:
             time.sleep(grace_s)
         self._world.Abort(errorcode)
 
-
     # ------------------------------------------------------------------ schedules
     def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
         """The verified schedule every rank runs for ``collective`` of ``nbytes`` (nccl-tests
@@ -191,16 +193,8 @@ class MPICommunicator:
         return self.selector.schedule_for(collective, nbytes, root)
 
     def _wire_for(self, arr) -> HostWire:
-        if self._wire is not None:
-            return self._wire
-        kind = "cupy" if _is_cupy(arr) else "host"
-        if kind not in self._wires:
-            if kind == "cupy" and self.ipc == "auto" and self.size > 1 and len(set(self.hosts)) == 1:
-                from kernels.mpi.ipc import CudaIpc, IpcWire
-                self._wires[kind] = IpcWire(CudaIpc(), DeviceWire())
-            else:
-                self._wires[kind] = DeviceWire() if kind == "cupy" else HostWire()
-        return self._wires[kind]
+        one_node = self.ipc == "auto" and self.size > 1 and len(set(self.hosts)) == 1   # CUDA IPC there
+        return self._wire if self._wire is not None else wire_for(arr, self._wires, ipc=one_node)
 
     def _rank_plan(self, schedule: Schedule, count: int, dtype, inplace: bool, op: str):
         """(schedule, call digest, Program, RankPlan, buffer bindings, scratch size, name), cached
@@ -229,32 +223,39 @@ class MPICommunicator:
         spec = schedule.spec
         if spec.ranks != self.size:
             raise InvalidArgument(f"rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
-                                        f"the communicator {self.size}")
+                                  f"the communicator {self.size}")
         if op not in REDUCE_OPS:
             raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
-        me = self.rank
-        bound, count = bind_rank_buffers(spec, me, sendbuf, recvbuf)
+        bound, count = bind_rank_buffers(spec, self.rank, sendbuf, recvbuf)
         sample = next(iter(bound.values()), None)
         if not count:
             header = self.agreement.header(schedule, count or 0, sample.dtype if sample is not None else "uint8", op)
             self.agreement.check(header_digest(header), lambda: header)
             return recvbuf
-        inplace = len(bound) == 2 and rank_inplace(spec, me, bound["sendbuf"], bound["recvbuf"], count)
+        inplace = len(bound) == 2 and rank_inplace(spec, self.rank, bound["sendbuf"], bound["recvbuf"], count)
         _, digest, _, plan, binding, scratch, what = self._rank_plan(schedule, count, sample.dtype, inplace, op)
-        header = lambda: self.agreement.header(schedule, count, sample.dtype, op)  # noqa: E731
-        gate = self.agreement.start(digest, header)  # headers travel beside the data
-        wire = self._wire_for(sample)
-        wire.begin()
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
-        bufs = {name: user[which] for name, which in binding}
+        prepared = (digest, lambda: self.agreement.header(schedule, count, sample.dtype, op), plan,
+                    {name: user[which] for name, which in binding}, scratch, sample.dtype, self._wire_for(sample),
+                    what, op)
+        if self._memo.trace is not None:     # kernels.mpi.replay: a later identical call starts here
+            self._memo.trace.append(prepared)
+        self._launch(prepared)
+        return recvbuf
+
+    def _launch(self, prepared) -> None:
+        """Agree on the call and run it (what :meth:`_run` prepared)."""
+        digest, header, plan, user_bufs, scratch, dtype, wire, what, op = prepared
+        gate = self.agreement.start(digest, header)  # headers travel beside the data
+        wire.begin()
+        bufs = dict(user_bufs)
         if scratch is not None:
-            bufs[SCRATCH] = wire.empty(scratch, sample.dtype)
+            bufs[SCRATCH] = wire.empty(scratch, dtype)
         if hasattr(wire, "attach"):          # zero-copy (kernels.mpi.ipc): map the peers' buffers
             gate.wait()
-            wire.attach(bufs, me, self.size, self._ctrl, self.waiter, self._ack)
+            wire.attach(bufs, self.rank, self.size, self._ctrl, self.waiter, self._ack)
             gate = None
-        mt.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size, what=what, gate=gate)
-        return recvbuf
+        self._runner.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size, what=what, gate=gate)
 
     def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:
         check_op(name, op)

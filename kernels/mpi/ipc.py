@@ -28,7 +28,8 @@ import ctypes
 import numpy as np
 
 from kernels.mpi.waiter import exchange_json
-from kernels.mpi.wires import Arena, HostWire, _byte
+from kernels.comm.validation import _is_cupy
+from kernels.mpi.wires import Arena, DeviceWire, HostWire, _byte
 from kernels.program.ops import BUFFERS
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable
 
@@ -324,3 +325,18 @@ def _cu_address_range(ptr: int) -> tuple[int, int]:
 
 
 __all__ = ["IpcWire", "SharedMemoryIpc", "CudaIpc", "DESCRIPTOR_LIMIT"]
+
+
+def wire_for(arr, cache: dict, *, ipc: bool) -> HostWire:
+    """The buffer layer for ``arr``, one per kind kept in ``cache``: :class:`HostWire` for NumPy;
+    for CuPy an :class:`IpcWire` when ``ipc`` (every rank on one node), else a
+    :class:`DeviceWire`."""
+    kind = "cupy" if _is_cupy(arr) else "host"
+    wire = cache.get(kind)
+    if wire is None:
+        if kind == "cupy" and ipc:
+            wire = IpcWire(CudaIpc(), DeviceWire())
+        else:
+            wire = DeviceWire() if kind == "cupy" else HostWire()
+        cache[kind] = wire
+    return wire
