@@ -88,3 +88,48 @@ def test_flags_without_nodes_leave_the_host_or_change_only_its_nics():
 def test_bad_machine_flags_name_the_flag(argv, msg):
     with pytest.raises(TopologyError, match=msg):
         apply_machine_arguments(get_preset("dgx-a100"), _args(*argv))
+
+
+def test_net_names_the_transport_of_every_nic_and_the_nccl_model_reads_it():
+    from synth.model.nccl.machine import NcclMachine
+    from topo_probe.topology.serialize import topology_from_dict, topology_to_dict
+    base = get_preset("dgx-h100")
+    t = apply_machine_arguments(base, _args("--nodes", "2", "--nics-per-node", "32", "--nic-gbps", "12.5",
+                                            "--net", "efa2"))
+    assert {t.graph.nodes[n].get("transport") for n in t.nodes_of_kind("nic")} == {"efa2"}
+    assert {base.graph.nodes[n].get("transport") for n in base.nodes_of_kind("nic")} == {None}   # a copy
+    assert NcclMachine.from_topology(t).net_kind == "efa2"
+    assert NcclMachine.from_topology(base).net_kind == "ib"                 # no transport: InfiniBand
+    assert NcclMachine.from_topology(t, net_kind="roce").net_kind == "roce"  # an explicit kind wins
+    back = topology_from_dict(topology_to_dict(t))                           # saved with the topology
+    assert NcclMachine.from_topology(back).net_kind == "efa2"
+    doc = topology_to_dict(t)
+    nic = next(nd for nd in doc["nodes"] if nd["kind"] == "nic")
+    nic["transport"] = "carrier-pigeon"
+    with pytest.raises(TopologyError, match=r"nodes\[\d+\]\.transport 'carrier-pigeon' is not one of ib, roce"):
+        topology_from_dict(doc, "t.json")
+
+
+def test_net_needs_nics_and_a_known_kind():
+    bare = get_preset("dgx-a100").copy()
+    bare.graph.remove_nodes_from(bare.nodes_of_kind("nic"))
+    with pytest.raises(TopologyError, match="--net efa: topology 'dgx-a100' has no NICs"):
+        apply_machine_arguments(bare, _args("--net", "efa"))
+    with pytest.raises(SystemExit):
+        _args("--net", "infiniband")
+
+
+def test_the_nccl_baseline_of_a_sweep_changes_with_the_network(capsys):
+    from kernels.sweep.simulate import main
+    base = ["--topology", "dgx-h100", "--nodes", "2", "--nics-per-node", "32", "--nic-gbps", "12.5",
+            "--baseline", "nccl", "--collective", "allreduce", "-b", "64K", "-e", "64K"]
+
+    def time_us(extra):
+        assert main(base + extra) == 0
+        out = capsys.readouterr().out
+        row = next(ln.split() for ln in out.splitlines() if ln.strip().startswith("65536"))
+        return float(row[5]), out
+    ib, out_ib = time_us([])
+    efa2, out_efa = time_us(["--net", "efa2"])
+    assert "network ib (default)" in out_ib and "network efa2 (--net)" in out_efa
+    assert efa2 > ib + 50        # aws-ofi-nccl reports a 75 us plugin latency per inter-node hop

@@ -82,7 +82,7 @@ def build_parser() -> _Parser:
     p.add_argument("--import", dest="import_log", metavar="LOG",
                    help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "
                         "and pred/real beside the prediction")
-    add_machine_arguments(p)
+    add_machine_arguments(p)     # its --net default here: what the --import log's NCCL INFO lines name
     return p
 
 
@@ -134,14 +134,32 @@ def _config(args, n: int):
                        root=root)
 
 
-def _log_machine(run) -> dict:
-    """What the log says of its run: the GPU architecture (device names) and GPUs per process."""
+def _machine(args, run) -> dict:
+    """What the NCCL model takes from the log and the flags: the GPU architecture (device
+    names), GPUs per process and the network (the log's NCCL INFO lines, unless ``--net``
+    put a transport on the topology's NICs)."""
     from synth.model.nccl import arch_of_gpu_name
-    out = {"gpus_per_process": run.n_gpus or 1}
-    arch = arch_of_gpu_name(run.devices[0].name) if run.devices else None
-    if arch:
-        out["arch"] = arch
+    out = {}
+    if run is not None:
+        out["gpus_per_process"] = run.n_gpus or 1
+        arch = arch_of_gpu_name(run.devices[0].name) if run.devices else None
+        if arch:
+            out["arch"] = arch
+    if not args.net and run is not None and run.network is not None:
+        out["net_kind"] = run.network.kind
     return out
+
+
+def _check_ranks(args, run, topo) -> None:
+    """A log of another number of ranks than the topology's GPUs is refused (its busbw would be
+    compared with a prediction for another machine)."""
+    ranks = run.num_ranks
+    if ranks and ranks != topo.num_gpus:
+        hosts = len({d.host for d in run.devices})
+        where = f" on {hosts} hosts" if hosts > 1 else ""
+        raise UsageError(f"{args.import_log}: a run of {ranks} ranks{where}; --topology {topo.name} has "
+                         f"{topo.num_gpus} GPUs (describe the machine with --nodes, --nics-per-node, --nic-gbps "
+                         f"or --gpus)")
 
 
 def _log_sizes(run, cfg) -> tuple[int, ...]:
@@ -177,6 +195,7 @@ def run(args) -> list[str]:
     imported = _imported(args)
     cfg = _config(args, topo.num_gpus)
     if imported is not None:
+        _check_ranks(args, imported[0], topo)
         cfg.size_list = _log_sizes(imported[0], cfg)
         if not cfg.size_list:
             raise UsageError(f"{args.import_log}: no size of the log fits {topo.num_gpus} ranks")
@@ -185,13 +204,18 @@ def run(args) -> list[str]:
     if args.schedule:
         _check_schedule_file(sel, args, topo, cfg.collective)
     backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None, nccl_column=algo == "nccl",
-                         nccl_machine=_log_machine(imported[0]) if imported else None,
+                         nccl_machine=_machine(args, imported[0] if imported else None),
                          nccl_version=imported[0].nccl_version[:2] if imported and imported[0].nccl_version else None)
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
     what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {backend.nccl.env.describe() or 'NCCL defaults'})"
             if algo == "nccl" else f"schedule {sched.name or '?'} ({sched.num_steps} steps, {sched.chunks_per_rank} "
             f"chunks per rank)")
+    m = backend.nccl.machine if algo == "nccl" else None
+    if m is not None and m.nodes > 1:
+        said = imported[0].network if imported else None
+        src = "--net" if args.net else f"the log: {said.evidence}" if said is not None else "default"
+        what += f"; network {m.net_kind} ({src})"
     notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), {what}",
              f"cost model: launch {p.launch_us} us, step overhead {p.step_overhead_us} us, slice overhead "
              f"{p.slice_overhead_us} us, nvlink x{p.nvlink_efficiency:.3g}, pcie x{p.pcie_efficiency:.3g}, "

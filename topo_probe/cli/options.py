@@ -1,6 +1,6 @@
 """Command-line flags that describe a whole machine, shared by every command that takes
 ``--topology``: ``--nodes N``, ``--nic-gbps G``, ``--nics-per-node K``, ``--rail-optimized``,
-``--spine-oversubscription R`` and ``--hosts-per-leaf M``.
+``--spine-oversubscription R``, ``--hosts-per-leaf M`` and ``--net KIND``.
 
 They apply after the topology is loaded (and cut to ``--gpus``): ``--nodes N`` (N > 1) joins N
 copies of it into a cluster (:func:`topo_probe.machines.clusters.cluster`), with ``K`` NICs of
@@ -8,7 +8,8 @@ copies of it into a cluster (:func:`topo_probe.machines.clusters.cluster`), with
 ``--rail-optimized``, else one switch for every NIC; ``--spine-oversubscription R`` puts the
 hosts under leaf switches (``--hosts-per-leaf M`` each) joined by a spine whose uplinks carry
 1/R of the leaves' downlink bandwidth.  With one node, ``--nics-per-node`` / ``--nic-gbps`` only
-change the host's NICs.
+change the host's NICs.  ``--net`` names the NICs' transport (``ib``, ``roce``, ``efa``, ``efa2``,
+``tcpxo``, ``socket``), which NCCL's network model reads (InfiniBand without it).
 
 >>> import argparse
 >>> p = argparse.ArgumentParser()
@@ -25,7 +26,7 @@ from __future__ import annotations
 import argparse
 
 from topo_probe.errors import TopologyError
-from topo_probe.topology.model import Topology
+from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
 #: at most this many hosts in a cluster described on the command line
 MAX_NODES = 4096
@@ -44,10 +45,14 @@ def add_machine_arguments(p: argparse.ArgumentParser) -> None:
                    help="two-tier network: leaf switches joined by a spine with R:1 oversubscribed uplinks")
     g.add_argument("--hosts-per-leaf", type=int, metavar="M",
                    help="hosts under one leaf switch with --spine-oversubscription (default: 32 NIC ports a leaf)")
+    g.add_argument("--net", choices=NIC_TRANSPORTS, metavar="KIND",
+                   help="the NICs' transport for NCCL's model: ib (default), roce, efa (AWS p4d/p4de), efa2 (p5), "
+                        "tcpxo (GCP A3), socket")
 
 
 def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topology:
-    """``topo`` reshaped by the flags of :func:`add_machine_arguments` (unchanged without them).
+    """``topo`` reshaped by the flags of :func:`add_machine_arguments` (unchanged without them;
+    a copy when ``--net`` is given).
 
     Raises
     ------
@@ -55,8 +60,6 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
         A flag out of range (``--nodes 0``, ``--nic-gbps -1``) or a shape the topology cannot
         take (no NICs and no ``--nic-gbps``), in one line naming the flag.
     """
-    from topo_probe.machines.clusters import cluster, with_nics
-
     nodes = getattr(args, "nodes", None)
     gbps = getattr(args, "nic_gbps", None)
     k = getattr(args, "nics_per_node", None)
@@ -75,6 +78,11 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
         raise TopologyError(f"--hosts-per-leaf must be 1 to {MAX_NODES}, got {per_leaf}")
     if per_leaf is not None and ratio is None:
         raise TopologyError("--hosts-per-leaf needs --spine-oversubscription R")
+    return _with_transport(_shaped(topo, nodes, gbps, k, rail, ratio, per_leaf), getattr(args, "net", None))
+
+
+def _shaped(topo, nodes, gbps, k, rail, ratio, per_leaf) -> Topology:
+    from topo_probe.machines.clusters import cluster, with_nics
     if (nodes or 1) > 1:
         return cluster(topo, nodes, gbps, rail_optimized=rail, nics_per_node=k, spine_oversubscription=ratio,
                        hosts_per_leaf=per_leaf)
@@ -85,6 +93,20 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
         count = k if k is not None else len(topo.nodes_of_kind("nic")) or 1
         return with_nics(topo, count, gbps)
     return topo
+
+
+def _with_transport(topo: Topology, net: str | None) -> Topology:
+    """A copy of ``topo`` whose every NIC has ``transport`` ``net`` (``topo`` itself without one)."""
+    if net is None:
+        return topo
+    nics = topo.nodes_of_kind("nic")
+    if not nics:
+        raise TopologyError(f"--net {net}: topology {topo.name!r} has no NICs (add them with --nics-per-node "
+                            f"and --nic-gbps)")
+    out = topo.copy()
+    for n in nics:
+        out.graph.nodes[n]["transport"] = net
+    return out
 
 
 __all__ = ["add_machine_arguments", "apply_machine_arguments", "MAX_NODES"]

@@ -5,7 +5,8 @@ Nodes are strings (``"gpu0"``, ``"nvswitch2"``, ``"pcie1"``, ``"hb0"``, ``"cpu1"
 :data:`NODE_KINDS`; GPU nodes also carry ``index`` (the rank, 0..n-1, unique) and
 optionally ``name``, ``pci_bus_id``, ``numa_node``, ``compute_capability`` and ``host``
 (which machine of a cluster, default 0).  NICs carry ``name``, ``pci_bus_id``,
-``numa_node``, ``speed_gbps``.
+``numa_node``, ``speed_gbps`` and optionally ``transport`` (one of :data:`NIC_TRANSPORTS`; NCCL's
+network model assumes InfiniBand without it).
 
 Directed edges carry:
 
@@ -39,6 +40,9 @@ NODE_KINDS = ("gpu", "nvswitch", "pcie_switch", "host_bridge", "cpu", "nic", "ne
 SWITCH_KINDS = ("nvswitch", "pcie_switch", "host_bridge", "cpu", "net_switch")
 LINK_KINDS = ("nvlink", "infinity_fabric", "pcie", "cpu", "network")
 GPU_LINK_KINDS = ("nvlink", "infinity_fabric")
+#: what a NIC's ``transport`` may be: InfiniBand, RoCE, AWS EFA (p4d/p4de), EFA v2 (p5-class),
+#: GCP GPUDirect-TCPX(O), plain sockets
+NIC_TRANSPORTS = ("ib", "roce", "efa", "efa2", "tcpxo", "socket")
 """Link kinds of GPU-to-GPU fabrics (NVLink/NVSwitch, AMD Infinity Fabric)."""
 
 #: NCCL path classes, best first (src/graph/topo.h), plus nvidia-smi's NODE.

@@ -47,7 +47,7 @@ from topo_probe.guard import (
     read_text,
     show,
 )
-from topo_probe.topology.model import LINK_KINDS, NODE_KINDS, P2PCapability, Topology
+from topo_probe.topology.model import LINK_KINDS, NIC_TRANSPORTS, NODE_KINDS, P2PCapability, Topology
 
 FORMAT = "topocoll.topology"
 VERSION = 1
@@ -94,6 +94,9 @@ def _check_attrs(attrs: dict, where: str, source: str) -> None:
     if attrs.get("speed_gbps") is not None:
         check_float(attrs["speed_gbps"], f"{source}: {where}.speed_gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
                     hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+    if attrs.get("transport") is not None and attrs["transport"] not in NIC_TRANSPORTS:
+        raise TopologyError(f"{source}: {where}.transport {show(attrs['transport'])} is not one of "
+                            f"{', '.join(NIC_TRANSPORTS)}")
 
 
 def _nodes(topo: Topology, nodes: Any, source: str) -> None:

@@ -17,8 +17,8 @@ Every historic layout is accepted:
   ``Pid`` optional and any bus text (``[0x07]``, ``[0000:07:00]``, our own ``[cpu]``), the
   ``Out of bounds values`` and ``Avg bus bandwidth`` lines (with or without ``#``).
 
-Other lines (NCCL INFO/WARN, blanks, rows before the first header) are skipped.  Units as
-nccl-tests: size in bytes, count in elements per rank, time in µs, algbw/busbw in GB/s (1e9 B/s).
+Other lines (NCCL INFO/WARN, blanks, rows before the first header) are skipped.  Units: size in
+bytes, count in elements per rank, time in µs, algbw/busbw in GB/s (1e9 B/s), as nccl-tests.
 
 Examples
 --------
@@ -150,8 +150,9 @@ class NcclTestsLog:
     time_unit: str = "us"
     #: the nccl-tests binary (``all_reduce_perf``) when the log names it, else None
     test: str | None = None
-    #: NCCL/RCCL (major, minor, patch) when the log prints it (set by ``parse_runs``)
+    #: set by ``parse_runs``: the NCCL/RCCL (major, minor, patch) and network (``network_of``) its lines name
     nccl_version: tuple[int, int, int] | None = None
+    network: object | None = None
 
     @property
     def collective(self) -> str | None:

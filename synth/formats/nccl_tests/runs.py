@@ -27,6 +27,7 @@ import re
 from pathlib import Path
 
 from synth.formats.nccl_tests.conventions import collective_of
+from synth.formats.nccl_tests.network import network_of
 from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests, read_log_text
 from synth.formats.nccl_tests.version import version_of
 from topo_probe.errors import NcclTestsLogError
@@ -99,8 +100,9 @@ def parse_runs(text: str, source: str = "nccl-tests log") -> list[NcclTestsLog]:
             log.devices = list(out[-1].devices)
         out.append(log)
     version = next((v for v in (version_of(x) for x in lines if "version" in x) if v), None)
+    network = network_of(lines)
     for log in out:                 # NCCL INFO lines may sit outside the runs' segments
-        log.nccl_version = version
+        log.nccl_version, log.network = version, network
     return out
 
 

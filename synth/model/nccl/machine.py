@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass, replace
 
 from topo_probe.errors import InvalidArgument
-from topo_probe.topology.model import Topology
+from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
 #: GPU name patterns -> architecture (first match wins)
 _NAMES = [(r"\bB(100|200)\b|GB200|Blackwell", "sm100"), (r"\bH(100|200|800|20)\b|GH200|Hopper", "sm90"),
@@ -31,7 +31,7 @@ _NAMES = [(r"\bB(100|200)\b|GB200|Blackwell", "sm100"), (r"\bH(100|200|800|20)\b
 ARCH_FAMILY = {"sm60": "volta", "sm70": "volta", "sm80": "ampere", "sm86": "ampere", "sm90": "hopper",
                "sm100": "blackwell", "gfx90a": "cdna", "gfx942": "cdna", "gfx950": "cdna"}
 #: network transports: InfiniBand, RoCE, AWS EFA (p4d/p4de), EFA v2 (p5), GCP GPUDirect-TCPXO, sockets
-NET_KINDS = ("ib", "roce", "efa", "efa2", "tcpxo", "socket")
+NET_KINDS = NIC_TRANSPORTS
 INTRA_KINDS = ("nvswitch", "nvlink", "xgmi", "pcie")
 
 
@@ -151,9 +151,10 @@ class NcclMachine:
         return replace(self, **changes)
 
     @classmethod
-    def from_topology(cls, topo: Topology, *, gpus_per_process: int = 1, net_kind: str = "ib",
+    def from_topology(cls, topo: Topology, *, gpus_per_process: int = 1, net_kind: str | None = None,
                       collnet: bool = False) -> "NcclMachine":
-        """The machine of a :class:`Topology` (hosts, links, NICs and CPUs counted from its graph)."""
+        """The machine of a :class:`Topology` (hosts, links, NICs and CPUs counted from its graph;
+        ``net_kind`` default: the NICs' ``transport``, else ``ib``)."""
         g = topo.graph
         gpu0 = topo.gpu(0)
         hosts = {int(d.get("host", 0)) for _, d in g.nodes(data=True) if d["kind"] == "gpu"}
@@ -174,6 +175,8 @@ class NcclMachine:
             matrix = tuple(tuple(count(a, b) if a != b else 0 for b in local) for a in local)
         nics = [n for n, d in g.nodes(data=True) if d["kind"] == "nic" and int(d.get("host", 0)) == host0]
         speeds = [float(g.nodes[n].get("speed_gbps") or 0.0) for n in nics]
+        if net_kind is None:
+            net_kind = next((g.nodes[n]["transport"] for n in nics if g.nodes[n].get("transport")), "ib")
         cpus = [d for _, d in g.nodes(data=True) if d["kind"] == "cpu" and int(d.get("host", 0)) == host0]
         vendor = "amd" if any(re.search(r"AMD|EPYC", str(c.get("name", ""))) for c in cpus) else "intel"
         pcie = max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5)
