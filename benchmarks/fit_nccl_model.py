@@ -25,7 +25,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import validate_cost_model as validation  # noqa: E402
-from synth.model.nccl.params import DEFAULT_PARAMS, FITTED, params_to_dict  # noqa: E402
+from synth.model.nccl.params import DEFAULT_PARAMS, FITTED, ModelParams, params_to_dict  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 
 #: (constant, lower bound, upper bound): ``(scalar,)`` or ``(table, key...)`` of ModelParams
@@ -71,28 +71,44 @@ START = {"link_eff": 0.8, "lat_scale": 1.0, "net_eff": 0.85, "net_lat": 20.0, "p
          "net_chunk": 5.0, "tree_eff": 1.0}
 
 
-def residuals(values, keys, cases) -> np.ndarray:
+def residuals(values, keys, cases, base=DEFAULT_PARAMS) -> np.ndarray:
     """log(predicted / measured time) of every row of every case under the given constants."""
-    params = DEFAULT_PARAMS.with_vector(keys, values)
+    params = base.with_vector(keys, values)
     out = []
     for case in cases:
         out += [np.log(x["pred_us"] / x["real_us"]) for x in validation.evaluate(case, params)["rows"]]
     return np.asarray(out)
 
 
-def fit(cases=None, max_nfev: int = 4000):
-    """The fitted ModelParams and the loss (soft-L1 cost, rows) over all ``cases`` together."""
+def fit(cases=None, max_nfev: int = 4000, prior: bool = False):
+    """The fitted ModelParams and the loss (soft-L1 cost, rows) over all ``cases`` together.
+
+    ``prior``: start from the model's hand-set defaults (``ModelParams()``, :data:`START` where
+    they have none) instead of the committed fit, and fit only the constants that move some row
+    of ``cases``: the others keep values no log chose (what ``holdout_nccl_model.py`` needs;
+    scipy's bounded solver would otherwise drift even constants that no residual depends on)."""
     from scipy.optimize import least_squares
     cases = cases or validation.CASES
-    keys = [k for k, _, _ in FIT_SPEC]
-    lo = np.array([low for _, low, _ in FIT_SPEC])
-    hi = np.array([high for _, _, high in FIT_SPEC])
-    x0 = [DEFAULT_PARAMS.value(k) for k in keys]
+    base = ModelParams() if prior else DEFAULT_PARAMS
+    spec = FIT_SPEC
+    keys = [k for k, _, _ in spec]
+    lo = np.array([low for _, low, _ in spec])
+    hi = np.array([high for _, _, high in spec])
+    x0 = [base.value(k) for k in keys]
     x0 = np.clip([START[k[0]] if v is None else v for k, v in zip(keys, x0)], lo + 1e-9, hi - 1e-9)
-    res = least_squares(residuals, x0, bounds=(lo, hi), args=(keys, cases), loss="soft_l1", f_scale=0.1,
+    if prior:
+        base = base.with_vector(keys, x0)
+        r0 = residuals(x0, keys, cases, base)
+        moves = []
+        for i in range(len(keys)):
+            x = x0.copy()
+            x[i] = x0[i] + 0.1 * (hi[i] - x0[i]) if hi[i] - x0[i] > x0[i] - lo[i] else x0[i] - 0.1 * (x0[i] - lo[i])
+            moves.append(bool(np.any(residuals(x, keys, cases, base) != r0)))
+        keys, lo, hi, x0 = ([k for k, m in zip(keys, moves) if m], lo[moves], hi[moves], x0[moves])
+    res = least_squares(residuals, x0, bounds=(lo, hi), args=(keys, cases, base), loss="soft_l1", f_scale=0.1,
                         diff_step=1e-3, max_nfev=max_nfev)
     rounded = [float(f"{v:.4g}") for v in res.x]
-    return DEFAULT_PARAMS.with_vector(keys, rounded), res.cost, res.fun.size
+    return base.with_vector(keys, rounded), res.cost, res.fun.size
 
 
 def main(argv=None) -> int:
