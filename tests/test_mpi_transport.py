@@ -162,6 +162,80 @@ def test_a_call_that_stops_keeps_every_posted_buffer_alive_and_cancels_its_recei
     assert mt.keep_abandoned() == 0 and mt._ABANDONED == []
 
 
+def test_a_bound_call_that_stops_keeps_what_it_started_and_its_binding_is_dropped(monkeypatch):
+    """The same on persistent requests (kernels.mpi.persistent): the requests a bound call started
+    and MPI has not finished are kept (receives cancelled), the ones it never started are not
+    touched, and the runner forgets the binding so a request still posted is never started again."""
+    import kernels.mpi.persistent as kp
+    from kernels.mpi import transport as mt
+    from topo_probe.errors import PeerFailed
+
+    class Req:
+        def __init__(self, buf, recv, active=False):
+            self.buf, self.recv, self.active, self.cancelled, self.starts = buf, recv, active, False, 0
+
+        def Start(self):
+            assert not self.active, "a posted request started again"
+            self.active, self.starts = True, self.starts + 1
+
+        def Cancel(self):
+            self.cancelled = True
+
+        def Test(self):
+            return not self.active or self.cancelled
+
+    class Comm:
+        made: list = []
+
+        def Send_init(self, msg, dest, tag):
+            self.made.append(Req(msg[0], False))
+            return self.made[-1]
+
+        def Recv_init(self, msg, source, tag):
+            self.made.append(Req(msg[0], True))
+            return self.made[-1]
+
+        def Isend(self, msg, dest, tag):
+            return Req(msg[0], False, active=True)
+
+        def Irecv(self, msg, source, tag):
+            return Req(msg[0], True, active=True)
+
+    class FakeMPI:
+        class Prequest:
+            @staticmethod
+            def Startall(reqs):
+                for r in reqs:
+                    r.Start()
+
+        class Request:
+            @staticmethod
+            def Testsome(reqs):
+                return None
+
+    class FailingWaiter:
+        def some(self, reqs, what, peers):
+            raise PeerFailed("rank 1 failed", rank=1)
+
+    monkeypatch.setattr(kp, "_MPI", [FakeMPI])
+    monkeypatch.setattr(kp, "_byte", lambda: None)
+    monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
+    monkeypatch.setattr(mt, "_ABANDONED", [])
+    sched = baseline("ring", build_fabric(fully_connected(3)), "allreduce")
+    prog = program_for(sched, 300, "float32")
+    plan = rank_plan(sched, prog, 0)
+    bufs = {"input": np.ones(300, np.float32), "output": np.zeros(300, np.float32)}
+    runner, comm = kp.PlanRunner(), Comm()
+    for _ in range(2):              # the first call runs unbound, the second binds
+        with pytest.raises(PeerFailed):
+            runner.execute(plan, bufs, HostWire(), comm, FailingWaiter(), op="sum", nranks=3)
+    assert runner.bound_calls == 1 and not runner._bound and not runner._by_id
+    started = [r for r in comm.made if r.starts]
+    assert started and len(started) < len(comm.made)          # a ring starts only its first step at once
+    kept = [r for r in mt._ABANDONED if r in comm.made]
+    assert kept == started and all(r.cancelled == r.recv for r in kept)
+
+
 class _Req:
     def __init__(self, what):
         self.what = what
