@@ -133,3 +133,28 @@ def test_the_nccl_baseline_of_a_sweep_changes_with_the_network(capsys):
     efa2, out_efa = time_us(["--net", "efa2"])
     assert "network ib (default)" in out_ib and "network efa2 (--net)" in out_efa
     assert efa2 > ib + 50        # aws-ofi-nccl reports a 75 us plugin latency per inter-node hop
+
+
+def test_the_fingerprint_tells_transports_apart_and_is_unchanged_without_one():
+    base = get_preset("dgx-h100")
+    before = base.fingerprint()
+    efa = apply_machine_arguments(base, _args("--net", "efa2"))
+    ib = apply_machine_arguments(base, _args("--net", "ib"))
+    assert len({before, efa.fingerprint(), ib.fingerprint()}) == 3
+    assert get_preset("dgx-h100").fingerprint() == before
+
+
+def test_plans_compare_with_nccl_on_the_same_network_footing_as_our_schedules():
+    """synthesize's plan-vs-NCCL times NCCL with InfiniBand's network constants whatever --net
+    says (the schedules' cost model has no transport costs, so EFA's would flatter our schedules);
+    simulate/sweep, which predict NCCL alone, use the transport."""
+    from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
+    from synth.plan.versus_nccl import nccl_curve
+    shape = ("--nodes", "2", "--nics-per-node", "4", "--nic-gbps", "12.5")
+    ib = apply_machine_arguments(get_preset("dgx-a100"), _args(*shape))
+    efa = apply_machine_arguments(get_preset("dgx-a100"), _args(*shape, "--net", "efa"))
+    sizes = [1024, 1 << 20]
+    assert nccl_curve(efa, "allreduce", sizes)["times"] == nccl_curve(ib, "allreduce", sizes)["times"]
+    alone = [NcclModel(NcclMachine.from_topology(t), env=NcclEnv()).choose("allreduce", 1024).time_us
+             for t in (ib, efa)]
+    assert alone[1] > alone[0] + 50

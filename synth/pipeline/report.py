@@ -13,6 +13,11 @@ from synth.plan.size_plan import Plan
 from topo_probe.topology.model import Topology
 
 
+#: how the comparison treats a cluster's network (see synth.plan.versus_nccl.nccl_curve)
+_NETWORK_NOTE = ("; the network with InfiniBand's constants whatever its transport, as the schedules' cost model "
+                 "has no transport-specific costs")
+
+
 def busbw_gbps(collective: str, n: int, nbytes: int, time_us: float) -> float:
     """nccl-tests bus bandwidth in GB/s (1e9 B/s) for ``nbytes`` moved in ``time_us``."""
     return nbytes / (time_us * 1e3) * BUSBW_FACTOR[collective](n) if time_us > 0 else 0.0
@@ -63,7 +68,8 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
              f"{fabric.describe()}; fingerprint `{fabric.fingerprint}`; total {summary['total_s']:.1f} s.", "",
              "**Plan vs NCCL (modelled).** NCCL is what its tuner would pick at each size, timed by the NCCL model "
              "validated on real nccl-tests logs (`results/model_validation/report.md`; one process per GPU, NCCL "
-             "defaults). Where no schedule is predicted at least 5 % faster, the plan entry is `nccl`: NCCL is "
+             f"defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). Where no schedule is predicted "
+             "at least 5 % faster, the plan entry is `nccl`: NCCL is "
              "faster there and the drop-in calls it. Schedules are timed by the calibrated cost model; busbw in "
              "GB/s with nccl-tests factors; the bound is the cut lower bound at the same link efficiencies.", "",
              "| collective | size | plan picks | plan µs | NCCL µs (modelled) | NCCL picks | plan vs NCCL | ring µs | "

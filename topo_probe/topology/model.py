@@ -334,10 +334,11 @@ class Topology:
                                 f"got {indices}")
 
     def fingerprint(self) -> str:
-        """Stable hash (16 hex digits) of the structure: node kinds/ranks and edges with their
-        kind, links, bandwidth and latency.  Names, descriptions and bus ids do not count."""
+        """Stable hash (16 hex digits) of the structure: node kinds/ranks, NIC transports where
+        set, and edges with their kind, links, bandwidth and latency.  Names, descriptions and bus
+        ids do not count."""
         nodes = sorted((n, d["kind"], d.get("index", -1), d.get("host", 0))
-                       for n, d in self.graph.nodes(data=True))
+                       + ((d["transport"],) if d.get("transport") else ()) for n, d in self.graph.nodes(data=True))
         edges = sorted((u, v, d["kind"], d["links"], round(d["bandwidth_gbps"], 6),
                         round(d["latency_us"], 6)) for u, v, d in self.graph.edges(data=True))
         blob = json.dumps([nodes, edges], separators=(",", ":"))
