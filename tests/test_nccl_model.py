@@ -276,3 +276,22 @@ def test_unknown_parameter_is_refused():
     assert params_from_dict(doc) == P
     with pytest.raises(InvalidArgument, match="warp_factor"):
         params_from_dict({**doc, "warp_factor": 2.0})
+
+
+def test_a_send_on_an_nvlink_node_uses_as_many_channels_as_nccl_gives_it():
+    """NCCL's p2p channel count (src/enqueue.cc addP2pToPlan, computed by hand for 8 x A100 in one
+    process: p2pnChannels = p2pnChannelsPerPeer = 32, nChannelsMin = 32 / 8 = 4, parts of 64 KiB to
+    16 MiB): 128 MiB -> 8 channels, 256 MiB -> 16, from 512 MiB 32.  A channel moves at most one
+    ring-graph channel (20 GB/s on A100 NVLink, times the fitted NVLink efficiency), the node's
+    links cap the rest: the 128 MiB send runs at about half the 256 MiB one, as the real log shows."""
+    m = NcclModel(A100.with_(gpus_per_process=8), env=NcclEnv())
+    got = {s: m.choose("sendrecv", s << 20) for s in (128, 256, 512, 1024)}
+    assert [got[s].channels for s in (128, 256, 512, 1024)] == [8, 16, 32, 32]
+    per_channel = 20.0 * P.link_efficiency("sm80", "nvlink")
+    cap = 12 * 25.0 * P.p2p_nvlink_efficiency
+    gbs = {s: (s << 20) / c.time_us / 1e3 for s, c in got.items()}     # sendrecv: busbw = algbw
+    for s in got:
+        want = min(8 * per_channel if s == 128 else 16 * per_channel if s == 256 else 1e9, cap)
+        assert gbs[s] == pytest.approx(want, rel=0.02), s
+    # the real log: 110.8 GB/s at 128 MiB, 188.6 at 256 MiB (tests/fixtures/real_logs/a100_8gpu_1node_sendrecv.txt)
+    assert gbs[128] == pytest.approx(110.8, rel=0.05) and gbs[256] == pytest.approx(188.6, rel=0.05)

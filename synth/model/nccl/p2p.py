@@ -5,6 +5,13 @@ peer pair gets its own channels (src/graph/paths.cc ``ncclTopoComputeP2pChannels
 across the network ``NCCL_NCHANNELS_PER_NET_PEER``, 2 by default).  Intra-node traffic rides
 NVLink / xGMI (or host memory with ``NCCL_P2P_DISABLE=1``), inter-node traffic the GPU's share of
 the node's NICs; both directions overlap.  Units: bytes, µs, GB/s per direction.
+
+A send to a peer on the same NVLink node does not use all its channels at once: NCCL starts
+from ``nChannelsMin`` (the peer's channels halved until every rank's fit in ``p2pnChannels``)
+and doubles while a channel's part exceeds 32 NVLink chunks (src/enqueue.cc ``addP2pToPlan``,
+``scheduleP2pTasksToPlan``; src/graph/paths.cc ``ncclTopoComputeP2pChannels``), and each channel
+moves at most what a channel of NCCL's ring graph carries (its ``bwIntra``).  So an 8-GPU
+``sendrecv`` of 128 MiB runs on 8 channels and one of 256 MiB on 16 (:func:`p2p_channels`).
 """
 
 from __future__ import annotations
@@ -13,6 +20,40 @@ from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.runtime import host_time_us
+
+#: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink (src/init.cc)
+P2P_NVL_CHUNK_BYTES = 1 << 19
+#: NCCL_MAX_P2P_NCHANNELS's default (MAXCHANNELS)
+MAX_P2P_CHANNELS = 32
+
+
+def _pow2_up(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int) -> int:
+    """Channels NCCL gives one send of ``nbytes`` to a peer in the same node (see the module
+    docstring).
+
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> from topo_probe import get_preset
+    >>> m = NcclMachine.from_topology(get_preset("dgx-a100"), gpus_per_process=8)
+    >>> [p2p_channels(m, comm_graphs(m), s << 20) for s in (1, 128, 256, 512, 1024)]
+    [4, 8, 16, 32, 32]
+    """
+    pre = min(g.n_channels, MAX_P2P_CHANNELS)
+    total = _pow2_up(pre)
+    per_peer = min(_pow2_up(min(pre, g.p2p_channels_per_peer)), total)
+    n_min = per_peer
+    while n_min * m.ranks > total and n_min > 1:
+        n_min //= 2
+    min_part, max_part = P2P_NVL_CHUNK_BYTES // 8, P2P_NVL_CHUNK_BYTES * 32
+    n = max(1, min(n_min, -(-nbytes // min_part)))
+    part = max(min_part, -(-nbytes // n))
+    while part > max_part and n <= per_peer // 2:
+        n *= 2
+        part = -(-nbytes // n)
+    return n
 
 
 def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disable: bool = False) -> float:
@@ -41,17 +82,22 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     ranks.  ``gather`` / ``scatter``: the root's traffic, the same as one rank's in alltoall.
     """
     n, ppn = m.ranks, m.gpus_per_node
+    intra_gbs = p2p_intra_gbs(m, g, params, p2p_disable)
     if coll == "sendrecv":
         intra_b, inter_b, peers = (0.0, float(nbytes), 1) if m.nodes > 1 else (float(nbytes), 0.0, 0)
         channels = g.net_channels_per_peer if m.nodes > 1 else g.p2p_channels_per_peer
+        if m.nodes == 1 and m.arch.startswith("sm") and m.intra in ("nvswitch", "nvlink") and m.p2p \
+                and not p2p_disable:
+            channels = p2p_channels(m, g, nbytes)
+            intra_gbs = min(intra_gbs, channels * g.ring.bw_intra * params.link_efficiency(m.arch, "nvlink"))
     else:
         per_peer = nbytes / n
         intra_b, inter_b, peers = per_peer * (ppn - 1), per_peer * (n - ppn), n - ppn
         channels = g.n_channels
-    t_intra = intra_b / (1000.0 * p2p_intra_gbs(m, g, params, p2p_disable)) if intra_b else 0.0
+    t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
     t_inter = inter_b / (1000.0 * p2p_inter_gbs(m, g, params, peers)) if inter_b else 0.0
     t_dev = params.p2p_latency_us + max(t_intra, t_inter)
     return max(host_time_us(params, m.gpus_per_process, channels), t_dev), channels
 
 
-__all__ = ["p2p_time_us", "p2p_intra_gbs", "p2p_inter_gbs"]
+__all__ = ["p2p_time_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels"]

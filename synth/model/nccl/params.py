@@ -7,7 +7,7 @@ loss of ``log(predicted / measured time)`` over every row of every log in
 ``efa``, ``efa2``, ``tcpxo``), ``*`` meaning "any".  Where one log alone exercises a key (the only
 EFA-v1 machine, the only MI300X...), that value is calibrated there, not independently validated:
 ``results/model_validation/report.md`` lists them.  What constrains each (fit of 291 rows, soft-L1
-cost 0.861):
+cost 0.817):
 
 =====================================  ==================================================
 constants                              logs that constrain them
@@ -22,7 +22,7 @@ link_eff (*, xgmi), lat_scale gfx942   MI300X only
 lat_scale sm70 / sm80                  V100 only / A100 all_reduce only
 net_eff (*)                            p4de, A3 Mega, H100 InfiniBand alltoall
 net_lat, net_chunk (efa/efa2/tcpxo)    p4de / p5 / A3 Mega only
-p2p_nvlink_efficiency                  A100 sendrecv only
+p2p_nvlink_efficiency                  A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
 p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
 msccl_*_latency_us                     MI300X only
 =====================================  ==================================================
