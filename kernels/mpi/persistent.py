@@ -169,7 +169,6 @@ class BoundPlan:
             raise
 
 
-
 #: the ``mpi4py.MPI`` module, set by the first :class:`BoundPlan`
 _MPI: list = []
 
