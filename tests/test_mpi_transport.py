@@ -102,6 +102,53 @@ def test_postdiv_truncates_integers_toward_zero_and_divides_floats():
     assert x.tolist() == [3, -3, 3] and f.tolist() == [0.25, 0.75]
 
 
+class _FakeRequest:
+    """An MPI request over ``buf``: posted (``active``) until MPI is done with it; persistent
+    ones start inactive and are posted by ``Start``."""
+
+    def __init__(self, buf, recv: bool, active: bool):
+        self.buf, self.recv, self.active, self.cancelled, self.starts = buf, recv, active, False, 0
+
+    def Start(self):
+        assert not self.active, "a posted request started again"
+        self.active, self.starts = True, self.starts + 1
+
+    def Cancel(self):
+        self.cancelled = True
+
+    def Test(self):
+        return not self.active or self.cancelled
+
+
+class _FakeComm:
+    """Records what it posts (``posted``: Isend/Irecv) and makes (``made``: Send_init/Recv_init)."""
+
+    def __init__(self):
+        self.posted, self.made = [], []
+
+    def Isend(self, msg, dest, tag):
+        self.posted.append(_FakeRequest(msg[0], False, True))
+        return self.posted[-1]
+
+    def Irecv(self, msg, source, tag):
+        self.posted.append(_FakeRequest(msg[0], True, True))
+        return self.posted[-1]
+
+    def Send_init(self, msg, dest, tag):
+        self.made.append(_FakeRequest(msg[0], False, False))
+        return self.made[-1]
+
+    def Recv_init(self, msg, source, tag):
+        self.made.append(_FakeRequest(msg[0], True, False))
+        return self.made[-1]
+
+
+class _FailingWaiter:
+    def some(self, reqs, what, peers):
+        from topo_probe.errors import PeerFailed
+        raise PeerFailed("rank 1 failed", rank=1)
+
+
 def test_a_call_that_stops_keeps_every_posted_buffer_alive_and_cancels_its_receives(monkeypatch):
     """A peer failure (or Ctrl-C) in the middle of a collective: the receives still posted are
     cancelled and every posted request (holding its buffer) is kept until MPI is done with it,
@@ -113,43 +160,18 @@ def test_a_call_that_stops_keeps_every_posted_buffer_alive_and_cancels_its_recei
     from kernels.mpi import transport as mt
     from topo_probe.errors import PeerFailed
 
-    class Req:
-        def __init__(self, buf, recv):
-            self.buf, self.recv, self.cancelled, self.done = buf, recv, False, False
-
-        def Cancel(self):
-            self.cancelled = True
-
-        def Test(self):
-            return self.done or self.cancelled
-
-    class Comm:
-        posted: list = []
-
-        def Isend(self, msg, dest, tag):
-            self.posted.append(Req(msg[0], False))
-            return self.posted[-1]
-
-        def Irecv(self, msg, source, tag):
-            self.posted.append(Req(msg[0], True))
-            return self.posted[-1]
-
-    class FailingWaiter:
-        def some(self, reqs, what, peers):
-            raise PeerFailed("rank 1 failed", rank=1)
-
     monkeypatch.setattr(mt, "_byte", lambda: None, raising=False)
     monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
     monkeypatch.setattr(mt, "_ABANDONED", [])
     sched = baseline("ring", build_fabric(fully_connected(3)), "allreduce")
     prog = program_for(sched, 300, "float32")
     plan = rank_plan(sched, prog, 0)
-    wire, comm = HostWire(), Comm()
+    wire, comm = HostWire(), _FakeComm()
     bufs = {"input": np.ones(300, np.float32), "output": np.zeros(300, np.float32)}
     if "scratch" in prog.sizes[0]:
         bufs["scratch"] = wire.empty(prog.sizes[0]["scratch"], np.float32)
     with pytest.raises(PeerFailed):
-        mt.execute(plan, bufs, wire, comm, FailingWaiter(), op="sum", nranks=3)
+        mt.execute(plan, bufs, wire, comm, _FailingWaiter(), op="sum", nranks=3)
     assert comm.posted and mt._ABANDONED == comm.posted  # every posted request is kept
     assert all(r.cancelled == r.recv for r in comm.posted)  # receives cancelled, sends not
     alive = [weakref.ref(r.buf.base if r.buf.base is not None else r.buf) for r in comm.posted]
@@ -158,7 +180,7 @@ def test_a_call_that_stops_keeps_every_posted_buffer_alive_and_cancels_its_recei
     gc.collect()
     assert all(ref() is not None for ref in alive)  # their memory is still there
     for r in comm.posted:
-        r.done = True
+        r.active = False            # MPI is done with it
     assert mt.keep_abandoned() == 0 and mt._ABANDONED == []
 
 
@@ -169,37 +191,6 @@ def test_a_bound_call_that_stops_keeps_what_it_started_and_its_binding_is_droppe
     import kernels.mpi.persistent as kp
     from kernels.mpi import transport as mt
     from topo_probe.errors import PeerFailed
-
-    class Req:
-        def __init__(self, buf, recv, active=False):
-            self.buf, self.recv, self.active, self.cancelled, self.starts = buf, recv, active, False, 0
-
-        def Start(self):
-            assert not self.active, "a posted request started again"
-            self.active, self.starts = True, self.starts + 1
-
-        def Cancel(self):
-            self.cancelled = True
-
-        def Test(self):
-            return not self.active or self.cancelled
-
-    class Comm:
-        made: list = []
-
-        def Send_init(self, msg, dest, tag):
-            self.made.append(Req(msg[0], False))
-            return self.made[-1]
-
-        def Recv_init(self, msg, source, tag):
-            self.made.append(Req(msg[0], True))
-            return self.made[-1]
-
-        def Isend(self, msg, dest, tag):
-            return Req(msg[0], False, active=True)
-
-        def Irecv(self, msg, source, tag):
-            return Req(msg[0], True, active=True)
 
     class FakeMPI:
         class Prequest:
@@ -213,10 +204,6 @@ def test_a_bound_call_that_stops_keeps_what_it_started_and_its_binding_is_droppe
             def Testsome(reqs):
                 return None
 
-    class FailingWaiter:
-        def some(self, reqs, what, peers):
-            raise PeerFailed("rank 1 failed", rank=1)
-
     monkeypatch.setattr(kp, "_MPI", [FakeMPI])
     monkeypatch.setattr(kp, "_byte", lambda: None)
     monkeypatch.setattr("kernels.mpi.wires._byte", lambda: None)
@@ -225,10 +212,10 @@ def test_a_bound_call_that_stops_keeps_what_it_started_and_its_binding_is_droppe
     prog = program_for(sched, 300, "float32")
     plan = rank_plan(sched, prog, 0)
     bufs = {"input": np.ones(300, np.float32), "output": np.zeros(300, np.float32)}
-    runner, comm = kp.PlanRunner(), Comm()
+    runner, comm = kp.PlanRunner(), _FakeComm()
     for _ in range(2):              # the first call runs unbound, the second binds
         with pytest.raises(PeerFailed):
-            runner.execute(plan, bufs, HostWire(), comm, FailingWaiter(), op="sum", nranks=3)
+            runner.execute(plan, bufs, HostWire(), comm, _FailingWaiter(), op="sum", nranks=3)
     assert runner.bound_calls == 1 and not runner._bound and not runner._by_id
     started = [r for r in comm.made if r.starts]
     assert started and len(started) < len(comm.made)          # a ring starts only its first step at once
