@@ -24,11 +24,12 @@ posted is never started again and no buffer MPI may still touch is freed.
 from __future__ import annotations
 
 from collections import OrderedDict
+from functools import partial
 from operator import is_
 
 import numpy as np
 
-from kernels.backends.kernel_twins import PreMulSum, binop_for, reduce_copy_with
+from kernels.backends.kernel_twins import UFUNC_NAMES, PreMulSum, binop_for, reduce_copy_with
 from kernels.mpi import transport as mt
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND, RankPlan
 from kernels.mpi.waiter import Waiter, mpi
@@ -71,8 +72,8 @@ class BoundPlan:
                 tmp = np.empty(dst.size, dst.dtype)
                 self.reqs[i] = comm.Recv_init([tmp.view(np.uint8), byte], source=peer, tag=tag)
                 self.run[i] = _reducer(dst, view(o.acc), tmp, binop_for(o.premul, op, nranks))
-            else:
-                self.run[i] = _local(o, view, op, nranks)
+            else:                               # rare (epilogue copies, avg's division): as execute runs them
+                self.run[i] = partial(mt._run_local, o, view, HostWire(), op, nranks)
             if kind != LOCAL:
                 if kind == RECV_REDUCE or plan.after[i]:
                     self.watch.append(self.reqs[i])
@@ -86,9 +87,6 @@ class BoundPlan:
         watched = {id(r) for r in self.watch}
         self.start_watched = sum(id(r) in watched for r in self.start)
         self.ready0 = [i for i in plan.ready0 if plan.items[i][0] == LOCAL]
-
-    def requests(self) -> list:
-        return [r for r in self.reqs if r is not None]
 
     def execute(self, waiter: Waiter, what: str, gate=None) -> None:
         """One call (see :func:`kernels.mpi.transport.execute` for ``gate``)."""
@@ -161,11 +159,12 @@ class BoundPlan:
             if tail:
                 peers = self.deferred_peers
                 waiter.all(tail, what, lambda k: peers[k] if k < len(peers) else gate.peers[k - len(peers)])
-        except BaseException:
-            live = [r for r in self.requests() if started and not _inactive(r)]
-            if gate is not None:
-                live += [r for r in gate.recvs + gate.sends if not _inactive(r)]
-            mt.abandon(live, [not _is_send(self, r) for r in live])
+        except BaseException:   # posted requests (Test is true at once for inactive ones) are kept
+            live = [(r, kind != SEND) for r, (kind, *_) in zip(reqs, items)
+                    if r is not None and started and not mt._done(r)]
+            if gate is not None:    # headers are never cancelled (they always match)
+                live += [(r, False) for r in gate.recvs + gate.sends if not mt._done(r)]
+            mt.abandon([r for r, _ in live], [recv for _, recv in live])
             raise
 
 
@@ -173,41 +172,12 @@ class BoundPlan:
 _MPI: list = []
 
 
-def _inactive(req) -> bool:
-    """A persistent request that is not posted (never started, or completed): ``Test`` is true
-    at once (and completes a posted one that has finished)."""
-    try:
-        return bool(req.Test())
-    except Exception:  # noqa: BLE001 - an error completes the request too
-        return True
-
-
-def _is_send(bound: BoundPlan, req) -> bool:
-    for i, r in enumerate(bound.reqs):
-        if r is req:
-            return bound.plan.items[i][0] == SEND
-    return True     # a header send or receive: headers are never cancelled (they always match)
-
-
 def _reducer(dst, acc, tmp, binop):
     """``dst = acc (op) tmp`` as a call without arguments."""
     if isinstance(binop, PreMulSum):
         return lambda: reduce_copy_with(np, dst, acc, tmp, binop)
-    ufunc = getattr(np, {"sum": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}[binop])
+    ufunc = getattr(np, UFUNC_NAMES[binop])
     return lambda: ufunc(acc, tmp, out=dst)
-
-
-def _local(o, view, op: str, nranks: int):
-    wire = HostWire()
-    dst = view(o.dst)
-    src = view(o.src) if o.src is not None else None
-    acc = view(o.acc) if getattr(o, "acc", None) is not None else None
-    if o.kind == "copy":
-        return lambda: np.copyto(dst, src)
-    if o.kind == "reduce":
-        binop = binop_for(o.premul, op, nranks)
-        return lambda: wire.combine(dst, acc, src, binop)
-    return lambda: wire.postdiv(dst, nranks)
 
 
 class PlanRunner:
