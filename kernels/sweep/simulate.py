@@ -213,8 +213,10 @@ def run(args) -> list[str]:
             f"chunks per rank)")
     m = backend.nccl.machine if algo == "nccl" else None
     if m is not None and m.nodes > 1:
-        said = imported[0].network if imported else None
-        src = "--net" if args.net else f"the log: {said.evidence}" if said is not None else "default"
+        said = imported[0].network if imported and not args.net else None
+        nics_say = any(topo.graph.nodes[n].get("transport") for n in topo.nodes_of_kind("nic"))
+        src = (f"the log: {said.evidence}" if said is not None else "--net" if args.net
+               else "the topology's NICs" if nics_say else "default")
         what += f"; network {m.net_kind} ({src})"
     notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), {what}",
              f"cost model: launch {p.launch_us} us, step overhead {p.step_overhead_us} us, slice overhead "
