@@ -80,35 +80,48 @@ def residuals(values, keys, cases, base=DEFAULT_PARAMS) -> np.ndarray:
     return np.asarray(out)
 
 
-def fit(cases=None, max_nfev: int = 4000, prior: bool = False):
-    """The fitted ModelParams and the loss (soft-L1 cost, rows) over all ``cases`` together.
-
-    ``prior``: start from the model's hand-set defaults (``ModelParams()``, :data:`START` where
-    they have none) instead of the committed fit, and fit only the constants that move some row
-    of ``cases``: the others keep values no log chose (what ``holdout_nccl_model.py`` needs;
-    scipy's bounded solver would otherwise drift even constants that no residual depends on)."""
-    from scipy.optimize import least_squares
-    cases = cases or validation.CASES
-    base = ModelParams() if prior else DEFAULT_PARAMS
-    spec = FIT_SPEC
-    keys = [k for k, _, _ in spec]
-    lo = np.array([low for _, low, _ in spec])
-    hi = np.array([high for _, _, high in spec])
+def starting_point(base):
+    """Keys, bounds and start of every constant of :data:`FIT_SPEC`: ``base``'s value, else
+    :data:`START`, inside the bounds."""
+    keys = [k for k, _, _ in FIT_SPEC]
+    lo = np.array([low for _, low, _ in FIT_SPEC])
+    hi = np.array([high for _, _, high in FIT_SPEC])
     x0 = [base.value(k) for k in keys]
-    x0 = np.clip([START[k[0]] if v is None else v for k, v in zip(keys, x0)], lo + 1e-9, hi - 1e-9)
-    if prior:
-        base = base.with_vector(keys, x0)
-        r0 = residuals(x0, keys, cases, base)
-        moves = []
-        for i in range(len(keys)):
-            x = x0.copy()
-            x[i] = x0[i] + 0.1 * (hi[i] - x0[i]) if hi[i] - x0[i] > x0[i] - lo[i] else x0[i] - 0.1 * (x0[i] - lo[i])
-            moves.append(bool(np.any(residuals(x, keys, cases, base) != r0)))
-        keys, lo, hi, x0 = ([k for k, m in zip(keys, moves) if m], lo[moves], hi[moves], x0[moves])
+    return keys, lo, hi, np.clip([START[k[0]] if v is None else v for k, v in zip(keys, x0)], lo + 1e-9, hi - 1e-9)
+
+
+def _solve(keys, lo, hi, x0, cases, base, max_nfev):
+    from scipy.optimize import least_squares
     res = least_squares(residuals, x0, bounds=(lo, hi), args=(keys, cases, base), loss="soft_l1", f_scale=0.1,
                         diff_step=1e-3, max_nfev=max_nfev)
     rounded = [float(f"{v:.4g}") for v in res.x]
     return base.with_vector(keys, rounded), res.cost, res.fun.size
+
+
+def fit(cases=None, max_nfev: int = 4000):
+    """The fitted ModelParams and the loss (soft-L1 cost, rows) over all ``cases`` together,
+    starting from the committed constants."""
+    keys, lo, hi, x0 = starting_point(DEFAULT_PARAMS)
+    return _solve(keys, lo, hi, x0, cases or validation.CASES, DEFAULT_PARAMS, max_nfev)
+
+
+def fit_from_prior(cases, max_nfev: int = 4000):
+    """``(params, fitted keys)``: the constants fitted on ``cases`` from the model's hand-set
+    defaults (``ModelParams()``, :data:`START` where they have none), never from the committed
+    fit, and only those that move some row of ``cases``; the others keep values no log chose
+    (what ``holdout_nccl_model.py`` needs: scipy's bounded solver would otherwise drift even
+    constants that no residual depends on)."""
+    keys, lo, hi, x0 = starting_point(ModelParams())
+    base = ModelParams().with_vector(keys, x0)
+    r0 = residuals(x0, keys, cases, base)
+    moves = []
+    for i in range(len(keys)):      # a tenth of the way towards the farther bound
+        x = x0.copy()
+        x[i] += 0.1 * ((hi[i] - x0[i]) if hi[i] - x0[i] > x0[i] - lo[i] else (lo[i] - x0[i]))
+        moves.append(bool(np.any(residuals(x, keys, cases, base) != r0)))
+    fitted = [k for k, m in zip(keys, moves) if m]
+    params, _, _ = _solve(fitted, lo[moves], hi[moves], x0[moves], cases, base, max_nfev)
+    return params, fitted
 
 
 def main(argv=None) -> int:

@@ -24,21 +24,14 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import fit_nccl_model as fitting  # noqa: E402
 import validate_cost_model as validation  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
-from synth.model.nccl.params import ModelParams  # noqa: E402
 
 
 def holdout(file: str) -> tuple[list[dict], list[str]]:
     """Scores of ``file``'s tables under constants fitted without it, and the constants that kept
     their hand-set start (no other log moved them)."""
     rest = [c for c in validation.CASES if c.file != file]
-    params, _, _ = fitting.fit(rest, prior=True)
-    prior = ModelParams()
-    untouched = []
-    for key, lo, hi in fitting.FIT_SPEC:
-        start = prior.value(key)
-        start = fitting.START[key[0]] if start is None else start
-        if params.value(key) == min(max(start, lo + 1e-9), hi - 1e-9):    # never fitted: no row moves it
-            untouched.append("/".join(key))
+    params, fitted = fitting.fit_from_prior(rest)
+    untouched = ["/".join(k) for k, _, _ in fitting.FIT_SPEC if k not in fitted]
     return [validation.evaluate(c, params) for c in validation.CASES if c.file == file], untouched
 
 

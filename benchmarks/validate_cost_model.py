@@ -157,10 +157,7 @@ def anchor_checks() -> list[str]:
 
 
 def _why(res: dict) -> str:
-    text = WHY.get(res["case"].file, "see the table.")
-    rows = res["rows"]
-    return text.format(first_pred=rows[0]["pred_us"], rest_worst=max((abs(x["err"]) for x in rows[1:]), default=0),
-                       e={x["size"]: x["err"] for x in rows})
+    return WHY.get(res["case"].file, "see the table.").format(e={x["size"]: x["err"] for x in res["rows"]})
 
 
 def write_report(results: list[dict], out: Path) -> None:
