@@ -30,7 +30,7 @@ from kernels.backends.cupy_executor import CupyLayer, CupyRuntime, plan_program,
 from kernels.backends.executor import program_for, run_schedule
 from kernels.backends.fake_device import FakeOrderingError, FakeRuntime
 from synth.ir.collectives import ROOTED
-from topo_probe.errors import DeviceUnavailable
+from topo_probe.errors import BufferLayoutError, DeviceUnavailable
 
 PCIE = topology("pcie-8gpu-2socket")       # GPUs 0-3 and 4-7 peer-capable, across sockets not
 
@@ -262,3 +262,44 @@ def test_half_precision_avg_of_large_values_does_not_overflow(dtype, big):
         rt.sync_stream(rt.current_stream(d))
     for x in drb:
         assert np.array_equal(rt.to_host(x).astype(np.float64), np.full(64, float(np.asarray(big, dt))))
+
+
+@pytest.mark.parametrize("coll", ALL)
+def test_ranks_run_where_their_buffers_live_without_a_devices_list(coll):
+    """No ``devices``: 4 ranks whose buffers live on GPUs [1, 1, 0, 1] of a 2-GPU box run there
+    (scratch and streams too) and agree with NumPy; the plain default would have asked for
+    GPUs 0-3 and refused (the one-GPU machine case: every rank on GPU 0)."""
+    root = 2 if coll in ROOTED else None
+    sched = baseline_schedule("full4", "ring", coll, root, 2)
+    rt = FakeRuntime(2)
+    run_fake(sched, CupyLayer("auto", runtime=rt), rt, devices=[1, 1, 0, 1])
+    allocs = {c[1] for c in rt.calls if c[0] == "alloc"}
+    assert allocs <= {0, 1}
+    rt2 = FakeRuntime(1)
+    run_fake(sched, CupyLayer("auto", runtime=rt2), rt2, devices=[0, 0, 0, 0])
+    assert rt2.count("copy_peer") == 0 and rt2.count("enable_peer_access") == 0
+
+
+def test_one_rank_with_buffers_on_two_gpus_is_refused():
+    rt = FakeRuntime(2)
+    sched = baseline_schedule("full4", "ring", "allreduce", None, 2)
+    sends = [rt.to_device(d, np.ones(8, np.float32)) for d in (0, 1, 0, 1)]
+    recvs = [rt.to_device(d, np.zeros(8, np.float32)) for d in (0, 0, 0, 1)]
+    with pytest.raises(BufferLayoutError, match=r"rank 1: buffers live on GPUs \[0, 1\]"):
+        run_schedule(sched, sends, recvs, backend=CupyLayer("auto", runtime=rt))
+
+
+def test_events_are_reused_by_alternate_calls_and_results_stay_right():
+    """The layer makes events in its first two calls only (two pools, alternate calls); later
+    calls re-record them, and every call's result is still right under the fake's clocks."""
+    rt = FakeRuntime(4)
+    layer = CupyLayer("auto", runtime=rt)
+    sched = baseline_schedule("full4", "ring", "allreduce", None, 2)
+    made = []
+    for seed in range(5):
+        before = rt._events
+        run_fake(sched, layer, rt, seed=seed)
+        made.append(rt._events - before)
+    assert made[0] > 0 and made[1] == made[0] and made[2:] == [0, 0, 0]
+    recorded = [c[2] for c in rt.calls if c[0] == "record"]
+    assert len(set(recorded)) == made[0] + made[1] < len(recorded)

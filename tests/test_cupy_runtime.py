@@ -19,6 +19,10 @@ class _DevArray(np.ndarray):
     device = types.SimpleNamespace(id=1)
 
 
+class _PeerArray(np.ndarray):
+    device = types.SimpleNamespace(id=0)
+
+
 def _runtime():
     entered = []
 
@@ -48,8 +52,13 @@ def _stream(log):
 def test_reduce_on_the_destination_device(op, want):
     rt, entered = _runtime()
     dst = np.zeros(3, np.int64).view(_DevArray)
-    rt.reduce(dst, np.array([2, -2, 5]), np.array([3, 1, 7]), op, _stream(entered))
+    a, b = np.array([2, -2, 5]).view(_DevArray), np.array([3, 1, 7]).view(_DevArray)
+    rt.reduce(dst, a, b, op, _stream(entered))
     assert dst.tolist() == want and entered == [("device", 1), "stream"]
+    peer = np.array([3, 1, 7]).view(_PeerArray)                 # b on GPU 0: same result, same device
+    dst[:] = 0
+    rt.reduce(dst, a, peer, op, _stream(entered))
+    assert dst.tolist() == want and entered == [("device", 1), "stream"] * 2
 
 
 def test_postdiv_truncates_integers_and_divides_floats_on_the_device():

@@ -35,7 +35,7 @@ from typing import Any, Callable, Sequence
 
 import numpy as np
 
-from kernels.backends.cupy_runtime import CupyRuntime
+from kernels.backends.cupy_runtime import CupyRuntime, EventPools
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.ops import Program, Region
@@ -191,7 +191,8 @@ class CupyLayer(DeviceLayer):
     p2p : "auto" or "never"
         Use peer access where allowed, or always stage through pinned host memory.
     devices : sequence of int, optional
-        GPU of each rank (default: rank r on GPU r).  Several ranks may share a GPU.
+        GPU of each rank (default: the GPU its buffers live on; rank r on GPU r for a rank
+        with none).  Several ranks may share a GPU.
     topology : Topology, optional
         When given, a pair also needs ``topology.p2p(src, dst).supported`` (GPU index = device id).
     runtime : object, optional
@@ -214,6 +215,8 @@ class CupyLayer(DeviceLayer):
         self._streams: dict[int, Any] = {}
         self._pinned: np.ndarray | None = None
         self._last_finals: list = []
+        self._placed: list[int] | None = None     # ranks' GPUs read off their buffers (place)
+        self._events = EventPools()
 
     # ------------------------------------------------------------------ setup
     @property
@@ -222,9 +225,22 @@ class CupyLayer(DeviceLayer):
             self._runtime = CupyRuntime()
         return self._runtime
 
+    def place(self, buffers: list[dict]) -> None:
+        """Without ``devices``, each rank runs on the GPU its buffers live on (one GPU per rank)."""
+        if self.devices is not None:
+            return
+        rt, placed = self.runtime, []
+        for r, bufs in enumerate(buffers):
+            devs = {rt.device_of_array(a) for a in bufs.values() if rt.is_array(a)}
+            if len(devs) > 1:
+                raise BufferLayoutError(f"rank {r}: buffers live on GPUs {sorted(devs, key=str)}; "
+                                        f"one rank's buffers must share a GPU")
+            placed.append(devs.pop() if devs else r)
+        self._placed = placed
+
     def device_of(self, ranks: int) -> list[int]:
         """GPU of each rank for a collective of ``ranks`` ranks."""
-        devs = self.devices if self.devices is not None else list(range(ranks))
+        devs = self._layout(ranks)
         count = self.runtime.device_count()
         if len(devs) < ranks or any(not 0 <= d < count for d in devs[:ranks]):
             raise DeviceUnavailable(f"backend 'cupy': {ranks} ranks need devices {devs[:ranks]} but "
@@ -268,9 +284,15 @@ class CupyLayer(DeviceLayer):
         if not self.runtime.is_array(arr):
             raise BufferLayoutError(f"{what} must be a device array of the cupy backend, got {type(arr).__name__}")
 
+    def _layout(self, ranks: int) -> list[int]:
+        if self.devices is not None:
+            return self.devices
+        if self._placed is not None and len(self._placed) == ranks:
+            return self._placed
+        return list(range(ranks))
+
     def allocate(self, rank: int, nelems: int, dtype: Any) -> Any:
-        dev = self.devices[rank] if self.devices is not None else rank
-        return self.runtime.alloc(dev, nelems, dtype)
+        return self.runtime.alloc(self._dev(rank), nelems, dtype)
 
     def _stream(self, rank: int, dev: int) -> Any:
         if (rank, dev) not in self._streams:
@@ -278,7 +300,9 @@ class CupyLayer(DeviceLayer):
         return self._streams[(rank, dev)]
 
     def _dev(self, rank: int) -> int:
-        return self.devices[rank] if self.devices is not None else rank
+        if self.devices is not None:
+            return self.devices[rank]
+        return self._placed[rank] if self._placed is not None and rank < len(self._placed) else rank
 
     def copy(self, dst: Any, src: Any, stream: int) -> None:
         rt = self.runtime
@@ -334,6 +358,7 @@ class CupyLayer(DeviceLayer):
             return buffers.view(reg)
 
         events: dict[int, Any] = {}
+        new_event = self._events.for_call(rt)
         binop = BINARY_OP[program.op]
         premul = {o.id: o.premul for o in program.ops() if o.premul != (False, False)} if program.op == "avg" else {}
         finals = []
@@ -341,13 +366,13 @@ class CupyLayer(DeviceLayer):
             s = streams[c.stream]
             k = c.kind
             if k == "enter":
-                ev = rt.event(devs[c.stream])
+                ev = new_event(devs[c.stream])
                 rt.record(ev, rt.current_stream(devs[c.stream]))
                 rt.wait(s, ev)
                 for old in self._last_finals:
                     rt.wait(s, old)
             elif k == "record":
-                ev = rt.event(devs[c.stream])
+                ev = new_event(devs[c.stream])
                 rt.record(ev, s)
                 events[c.event] = ev
             elif k == "wait":

@@ -31,6 +31,30 @@ class _DefaultStream(NamedTuple):
     device_id: int
 
 
+class EventPools:
+    """CUDA events re-recorded call after call instead of made per op (each made event is a
+    runtime call, and a destroy when collected).  Two pools serve alternate calls: the final
+    events of the last call, which this call's streams wait on first, are never re-recorded by
+    this call; the waits on any older event were all enqueued before this call began."""
+
+    def __init__(self) -> None:
+        self._pools: tuple[dict, dict] = ({}, {})
+        self._calls = 0
+
+    def for_call(self, runtime: Any):
+        """``new_event(dev)`` for one call: the pool's next unused event of GPU ``dev``."""
+        pool, taken = self._pools[self._calls % 2], {}
+        self._calls += 1
+
+        def new_event(dev: int) -> Any:
+            evs, i = pool.setdefault(dev, []), taken.get(dev, 0)
+            if i == len(evs):
+                evs.append(runtime.event(dev))
+            taken[dev] = i + 1
+            return evs[i]
+        return new_event
+
+
 class CupyRuntime:
     """The handful of CUDA calls the layer needs, through CuPy (imported here, lazily)."""
 
@@ -82,12 +106,19 @@ class CupyRuntime:
         with self.cp.cuda.Device(dev):
             return self.cp.cuda.Event(disable_timing=True)
 
-    # the stream's GPU is made current: a default-stream handle names the current GPU's stream
+    # A default-stream handle (0) names the current GPU's stream, so that GPU is made current;
+    # a stream of its own names its GPU already, and switching costs a runtime call or two per op.
     def record(self, event, stream) -> None:
+        if stream.ptr:
+            self.rt.eventRecord(event.ptr, stream.ptr)
+            return
         with self.cp.cuda.Device(stream.device_id):
             self.rt.eventRecord(event.ptr, stream.ptr)
 
     def wait(self, stream, event) -> None:
+        if stream.ptr:
+            self.rt.streamWaitEvent(stream.ptr, event.ptr)
+            return
         with self.cp.cuda.Device(stream.device_id):
             self.rt.streamWaitEvent(stream.ptr, event.ptr)
 
@@ -117,8 +148,13 @@ class CupyRuntime:
         self.rt.memcpyAsync(dst.data.ptr, host.ctypes.data, self._nbytes(dst), self.rt.memcpyHostToDevice, stream.ptr)
 
     def reduce(self, dst, a, b, op: str, stream) -> None:
-        with self.cp.cuda.Device(dst.device.id), stream, warnings.catch_warnings():
-            # b may live on a peer GPU (peer access enabled by the layer); CuPy may say so
+        dev = dst.device.id
+        if a.device.id == dev and b.device.id == dev:
+            with self.cp.cuda.Device(dev), stream:
+                reduce_copy_with(self.cp, dst, a, b, op)
+            return
+        with self.cp.cuda.Device(dev), stream, warnings.catch_warnings():
+            # b lives on a peer GPU (peer access enabled by the layer); CuPy may say so
             warnings.simplefilter("ignore", getattr(self.cp, "_util", warnings).__dict__.get(
                 "PerformanceWarning", UserWarning))
             reduce_copy_with(self.cp, dst, a, b, op)

@@ -56,6 +56,10 @@ class DeviceLayer(ABC):
         """A 1-D view of a contiguous array (default: ``arr.reshape(-1)``)."""
         return arr.reshape(-1)
 
+    def place(self, buffers: list[dict]) -> None:
+        """Told each rank's user buffers (name -> array) before any scratch is allocated, so a
+        layer can learn where each rank lives (default: nothing to learn)."""
+
     @abstractmethod
     def allocate(self, rank: int, nelems: int, dtype: Any) -> Any:
         """A new uninitialised 1-D array of ``nelems`` elements in ``rank``'s memory."""

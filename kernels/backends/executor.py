@@ -197,10 +197,11 @@ def run_schedule(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     bufs = []
     for r in range(spec.ranks):
         user = {"send": sends[r], "recv": recvs[r]}
-        d = {name: user[which] for name, which in program.bindings[r].items()}
+        bufs.append({name: user[which] for name, which in program.bindings[r].items()})
+    layer.place(bufs)
+    for r, d in enumerate(bufs):
         if SCRATCH in program.sizes[r]:
             d[SCRATCH] = layer.allocate(r, program.sizes[r][SCRATCH], dtype)
-        bufs.append(d)
     if program.num_ops:
         layer.execute(program, RankBuffers(bufs))
     return recvbufs
