@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from kernels import Communicator
-from kernels.comm.nccl_runtime import NcclRuntime, nccl_available
+from kernels.comm.nccl_runtime import NCCL_CALLS, NcclRuntime, nccl_available, nccl_runtime_or_none
 from synth.plan.selector import ScheduleSelector
 from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import InvalidArgument
@@ -62,8 +62,33 @@ def test_unsupported_dtype_and_collective_are_refused():
         rt.run("alltoall", [_Buf(1)] * 2, [_Buf(2)] * 2, 3)
 
 
-def test_no_gpu_here_means_not_available():
-    assert nccl_available() is False
+def test_no_cupy_here_means_not_available():
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        assert nccl_available() is False
+    else:
+        pytest.skip("CuPy is installed here: the real-GPU tests below check NCCL")
+
+
+def test_nccl_is_not_started_where_it_cannot_run():
+    """Two ranks on one GPU, or a device past the GPUs there: no initAll, None and one warning;
+    NCCL's own start failing is caught the same way; a good device list gets a runtime."""
+    log = []
+    fake = _fake_nccl(log)
+    with pytest.warns(RuntimeWarning, match=r"ranks share a GPU \(devices \[0, 0, 1\]\)"):
+        assert nccl_runtime_or_none([0, 0, 1], nccl=fake, device_count=2) is None
+    with pytest.warns(RuntimeWarning, match=r"not all among the 2 GPUs"):
+        assert nccl_runtime_or_none([0, 2], nccl=fake, device_count=2) is None
+    assert log == []
+
+    def refuse(devs):
+        raise RuntimeError("NCCL_ERROR_INVALID_USAGE")
+    broken = types.SimpleNamespace(**{**vars(fake), "NcclCommunicator": types.SimpleNamespace(initAll=refuse)})
+    with pytest.warns(RuntimeWarning, match="NCCL did not start .RuntimeError: NCCL_ERROR_INVALID_USAGE"):
+        assert nccl_runtime_or_none([0, 1], nccl=broken, device_count=2) is None
+    rt = nccl_runtime_or_none([1, 0], nccl=fake, device_count=2)
+    assert isinstance(rt, NcclRuntime) and [c.dev for c in rt.comms] == [1, 0]
 
 
 def _plan_with_nccl(folder, topo):
@@ -89,3 +114,92 @@ def test_communicator_on_the_host_runs_the_fallback_correctly(tmp_path):
     comm.all_reduce(xs, ys)
     want = np.arange(10, dtype=np.float32) * 10
     assert all(np.array_equal(y, want) for y in ys)
+
+
+# ---------------------------------------------------------------- on a real GPU (skipped without)
+def _gpus():
+    if not nccl_available():
+        pytest.skip("no GPU with NCCL through CuPy here")
+    import cupy
+    return cupy, cupy.cuda.runtime.getDeviceCount()
+
+
+def _expected(collective, xs, op, root, count):
+    red = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
+    stack = np.stack(xs).astype(np.float64)
+    whole = stack.mean(0) if op == "avg" else red[op](stack, 0)
+    n = len(xs)
+    if collective == "allreduce":
+        return [whole] * n
+    if collective == "allgather":
+        return [np.concatenate(xs)] * n
+    if collective == "reducescatter":
+        return [whole[r * count:(r + 1) * count] for r in range(n)]
+    if collective == "broadcast":
+        return [xs[root]] * n
+    return [whole if r == root else None for r in range(n)]
+
+
+@pytest.mark.gpu
+@pytest.mark.parametrize("collective", NCCL_CALLS)
+@pytest.mark.parametrize("dtype,op", [("float32", "sum"), ("float16", "avg"), ("int32", "max"), ("float64", "min")])
+def test_real_nccl_matches_numpy(collective, dtype, op):
+    """NCCL through CuPy, one rank per GPU (up to 4), every single-call collective against NumPy:
+    pointers, counts, datatype and op constants reach NCCL as meant."""
+    cupy, ndev = _gpus()
+    n, count, root = min(ndev, 4), 1000 + 3, min(ndev, 4) - 1
+    rt = NcclRuntime(list(range(n)))
+    rng = np.random.default_rng(7)
+    send_len = count * n if collective == "reducescatter" else count
+    recv_len = count * n if collective == "allgather" else count
+    xs = [rng.integers(-4, 5, send_len).astype(dtype) for _ in range(n)]
+    sends, recvs = [], []
+    for r in range(n):
+        with cupy.cuda.Device(r):
+            sends.append(cupy.asarray(xs[r]))
+            recvs.append(cupy.full(recv_len, -99, dtype))
+    rt.run(collective, sends, recvs, count, op=op if collective not in ("allgather", "broadcast") else "sum",
+           root=root)
+    want = _expected(collective, xs, op if collective not in ("allgather", "broadcast") else "sum", root, count)
+    for r in range(n):
+        with cupy.cuda.Device(r):
+            cupy.cuda.Device(r).synchronize()
+            got = recvs[r].get().astype(np.float64)
+        if want[r] is not None:
+            np.testing.assert_allclose(got, want[r], rtol=2e-3 if dtype == "float16" else 1e-6)
+
+
+@pytest.mark.gpu
+def test_real_communicator_with_ranks_sharing_a_gpu_runs_the_fallback(tmp_path):
+    """NCCL refuses two ranks on one GPU: the Communicator warns once and its plan's nccl range
+    runs the fastest schedule, with the right sum."""
+    cupy, _ = _gpus()
+    topo = fully_connected(3)
+    comm = Communicator([0, 0, 0], topology=topo, plan=_plan_with_nccl(tmp_path / "p", topo))
+    xs = [cupy.arange(10, dtype=cupy.float32) * (r + 1) for r in range(3)]
+    ys = [cupy.empty(10, cupy.float32) for _ in range(3)]
+    with pytest.warns(RuntimeWarning, match="ranks share a GPU"):
+        comm.all_reduce(xs, ys)
+    cupy.cuda.Device(0).synchronize()
+    assert comm._nccl is False
+    assert all(np.array_equal(y.get(), np.arange(10, dtype=np.float32) * 6) for y in ys)
+
+
+@pytest.mark.gpu
+def test_real_communicator_calls_nccl_for_its_nccl_range(tmp_path):
+    cupy, ndev = _gpus()
+    if ndev < 2:
+        pytest.skip(f"{ndev} GPU here: a Communicator of one rank never calls NCCL")
+    topo = fully_connected(ndev)
+    comm = Communicator(list(range(ndev)), topology=topo, plan=_plan_with_nccl(tmp_path / "p", topo))
+    xs, ys = [], []
+    for r in range(ndev):
+        with cupy.cuda.Device(r):
+            xs.append(cupy.arange(10, dtype=cupy.float32) * (r + 1))
+            ys.append(cupy.empty(10, cupy.float32))
+    comm.all_reduce(xs, ys)
+    for r in range(ndev):
+        cupy.cuda.Device(r).synchronize()
+    assert isinstance(comm._nccl, NcclRuntime)
+    want = np.arange(10, dtype=np.float32) * sum(range(1, ndev + 1))
+    assert all(np.array_equal(y.get(), want) for y in ys)

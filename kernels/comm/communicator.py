@@ -176,10 +176,9 @@ class Communicator:
         """Whether NCCL runs the plan's ``nccl`` ranges here (CuPy with NCCL and GPUs): made
         once; where not, those ranges run the fastest baseline (the plan's fallback)."""
         if self._nccl is None:
-            from kernels.comm.nccl_runtime import NcclRuntime, nccl_available
-            self._nccl = False
-            if nccl_available():
-                self._nccl = NcclRuntime(self.devices if self.devices is not None else list(range(self.size)))
+            from kernels.comm.nccl_runtime import nccl_runtime_or_none
+            devices = self.devices if self.devices is not None else list(range(self.size))
+            self._nccl = nccl_runtime_or_none(devices) or False
         return bool(self._nccl)
 
     # ------------------------------------------------------------------ validation

@@ -45,6 +45,32 @@ def nccl_available() -> bool:
         return False
 
 
+def nccl_runtime_or_none(devices: list[int], nccl=None, device_count: int | None = None) -> "NcclRuntime | None":
+    """An :class:`NcclRuntime` over ``devices``, or None (with one warning saying why) where NCCL
+    cannot run them: no CuPy/NCCL/GPU, a device index past the GPUs there, two ranks on one GPU
+    (NCCL refuses that: "Duplicate GPU detected"), or NCCL's own initialisation failing."""
+    import warnings
+
+    if nccl is None:
+        if not nccl_available():
+            return None
+        import cupy
+        device_count = cupy.cuda.runtime.getDeviceCount()
+    why = None
+    if len(set(devices)) != len(devices):
+        why = f"ranks share a GPU (devices {list(devices)}); NCCL needs one GPU per rank"
+    elif device_count is not None and any(d < 0 or d >= device_count for d in devices):
+        why = f"devices {list(devices)} are not all among the {device_count} GPUs here"
+    else:
+        try:
+            return NcclRuntime(list(devices), nccl=nccl)
+        except Exception as exc:             # NcclError, CUDA errors: NCCL cannot run here
+            why = f"NCCL did not start ({type(exc).__name__}: {exc})"
+    warnings.warn(f"NCCL cannot run this communicator: {why}; the plan's nccl ranges run the fastest "
+                  f"schedule instead", RuntimeWarning, stacklevel=3)
+    return None
+
+
 class NcclRuntime:
     """NCCL communicators over ``devices`` (one rank per device, this process) and the calls.
 
@@ -93,4 +119,4 @@ class NcclRuntime:
         return recvs
 
 
-__all__ = ["NcclRuntime", "nccl_available", "NCCL_CALLS"]
+__all__ = ["NcclRuntime", "nccl_available", "nccl_runtime_or_none", "NCCL_CALLS"]
