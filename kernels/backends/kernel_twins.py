@@ -144,7 +144,15 @@ def e4m3_scales_host(x: np.ndarray, chunk: int) -> np.ndarray:
 
 
 def quantize_e4m3_host(x: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """float32 -> (float8 e4m3fn bit patterns as uint8, per-chunk float32 scales)."""
+    """float32 -> (float8 e4m3fn bit patterns as uint8, per-chunk float32 scales).
+
+    >>> x = np.array([0.0, 1.0, -3.5, 448.0, 1e-3], np.float32)
+    >>> q, s = quantize_e4m3_host(x, chunk=4)
+    >>> s.tolist()
+    [1.0, 2.2321430606098147e-06]
+    >>> dequantize_e4m3_host(q, s, chunk=4)[:4].tolist()
+    [0.0, 1.0, -3.5, 448.0]
+    """
     x = np.asarray(x, np.float32)
     scales = e4m3_scales_host(x, chunk)
     full = np.repeat(scales, chunk)[:x.size]

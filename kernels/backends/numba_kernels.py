@@ -19,17 +19,7 @@ casts        float32 -> float16, float32 -> bfloat16 (uint16 bits, round to near
              ``chunk`` elements: ``scale = max|x| / 448`` (1.0 for an all-zero chunk),
              ``q = e4m3(clip(x / scale, -448, 448))``; dequantize ``x ~ float(q) * scale``.
 
-Float16 results equal NumPy's (computing in float32 and rounding once is exact for +, *, /
-since float32 has more than 2*11+2 significand bits); the same holds for bfloat16.
-
->>> import numpy as np
->>> from kernels.backends.kernel_twins import dequantize_e4m3_host, quantize_e4m3_host
->>> x = np.array([0.0, 1.0, -3.5, 448.0, 1e-3], np.float32)
->>> q, s = quantize_e4m3_host(x, chunk=4)
->>> s.tolist()
-[1.0, 2.2321430606098147e-06]
->>> dequantize_e4m3_host(q, s, chunk=4)[:4].tolist()
-[0.0, 1.0, -3.5, 448.0]
+Float16/bfloat16 results equal NumPy's (float32 then one rounding is exact for +, *, /).
 """
 
 from __future__ import annotations
@@ -64,6 +54,8 @@ def cuda_kernels() -> dict:
     swap in its fake ``cuda`` module (it patches globals, not closures).
     """
     global cuda, float32, int64
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack    # numba-cuda overloads it on import; NumPy 2.5 removed it
     from numba import cuda, float32, int64
     dev = _device_functions()
     out = {}
@@ -186,14 +178,22 @@ def _reduce_kernels(dev: dict) -> dict:
             dst[i] = f32_to_bf16(apply(op, bf16_to_f32(a[i]), bf16_to_f32(b[i])))
             i += cuda.gridsize(1)
 
-    @cuda.jit
-    def reduce_premul_native(dst, a, b, s, sa, sb):
-        i = cuda.grid(1)
-        while i < dst.size:
-            x = a[i] * s if sa else a[i]
-            y = b[i] * s if sb else b[i]
-            dst[i] = x + y
-            i += cuda.gridsize(1)
+    def premul_with(mul):   # mul.rn: x * s + y would be one fma, a rounding short of the twin
+        @cuda.jit
+        def reduce_premul(dst, a, b, s, sa, sb):
+            i = cuda.grid(1)
+            while i < dst.size:
+                x = mul(a[i], s) if sa else a[i]
+                y = mul(b[i], s) if sb else b[i]
+                dst[i] = x + y
+                i += cuda.gridsize(1)
+        return reduce_premul
+
+    from numba import config
+    from numba.cuda import libdevice     # the simulator's libdevice is stubs; its products round
+    mul32, mul64 = ((cuda.jit(device=True)(lambda x, y: x * y),) * 2 if config.ENABLE_CUDASIM
+                    else (libdevice.fmul_rn, libdevice.dmul_rn))
+    reduce_premul_f32, reduce_premul_f64 = premul_with(mul32), premul_with(mul64)
 
     @cuda.jit
     def reduce_premul_f16(dst, a, b, s, sa, sb):
@@ -358,6 +358,7 @@ def reduce_copy_cuda(dst, a, b, op, dtype: str | None = None, stream=0) -> None:
     import ml_dtypes
     s = avg_scalar(ml_dtypes.bfloat16 if name == "bfloat16" else name, op.n)
     s = np.float32(s) if kind != "native" else s     # 16-bit scalars are exact in float32
+    kind = {"float32": "f32", "float64": "f64"}.get(name, kind)
     k[f"reduce_premul_{kind}"][blocks, threads, stream](dst, a, b, s, bool(op.scale_a), bool(op.scale_b))
 
 
