@@ -203,3 +203,56 @@ def test_real_communicator_calls_nccl_for_its_nccl_range(tmp_path):
     assert isinstance(comm._nccl, NcclRuntime)
     want = np.arange(10, dtype=np.float32) * sum(range(1, ndev + 1))
     assert all(np.array_equal(y.get(), want) for y in ys)
+
+
+# ---------------------------------------------------------------- NCCL or the CuPy executor
+def test_nccl_wins_where_the_executor_host_time_alone_exceeds_it_and_loses_where_the_schedule_saves_more():
+    """The rule of kernels.comm.nccl_choice at its two ends, with the model's own numbers:
+    1 MiB all_reduce on a DGX H100: NCCL's modelled time is below the executor's host time
+    alone; 1 GiB all_gather on the 2-socket PCIe box: the schedule's modelled saving over NCCL
+    exceeds the host time, so the executor keeps it."""
+    from kernels.backends.executor import program_for
+    from kernels.comm.nccl_choice import executor_host_us, nccl_beats_executor
+    from synth.plan.versus_nccl import nccl_curve
+    from topo_probe import get_preset
+
+    sel = ScheduleSelector(get_preset("dgx-h100"), plan=False, warn_fallback=False)
+    sched, _ = sel.chooser.best("allreduce", None, 1 << 20)
+    ops = program_for(sched, (1 << 20) // 4, np.float32).num_ops
+    assert nccl_curve(sel.topology, "allreduce", [1 << 20])["times"][0] < executor_host_us(ops)
+    assert nccl_beats_executor(sel, "allreduce", 1 << 20, sched, ops)
+
+    sel = ScheduleSelector(get_preset("pcie-8gpu-2socket"), plan=False, warn_fallback=False)
+    sched, _ = sel.chooser.best("allgather", None, 1 << 30)
+    ops = program_for(sched, (1 << 30) // 4 // 8, np.float32).num_ops
+    nccl_us = nccl_curve(sel.topology, "allgather", [1 << 30])["times"][0]
+    assert nccl_us - 1.05 * sel.cost.schedule_time_us(sched, 1 << 30) > 1.05 * executor_host_us(ops)
+    assert not nccl_beats_executor(sel, "allgather", 1 << 30, sched, ops)
+
+
+@pytest.mark.filterwarnings("ignore:Communicator. no plan")
+@pytest.mark.parametrize("nccl_wins", [True, False])
+def test_communicator_on_gpus_asks_whether_nccl_beats_the_executor(monkeypatch, nccl_wins):
+    """A range the plan gives a schedule, on (fake) GPUs where NCCL can run: the Communicator
+    calls NCCL when NCCL beats the executor with its host time, else runs the schedule (right
+    sum); it asks once per call shape."""
+    import kernels.comm.nccl_choice as choice
+    from kernels.backends.cupy_executor import CupyLayer
+    from kernels.backends.fake_device import FakeRuntime
+
+    asked, called = [], []
+    monkeypatch.setattr(choice, "nccl_beats_executor", lambda *a: asked.append(a[1:3]) or nccl_wins)
+    rt = FakeRuntime(4)
+    comm = Communicator(4, topology=fully_connected(4), plan=False, backend=CupyLayer(runtime=rt))
+    comm._nccl = types.SimpleNamespace(run=lambda name, s, r, count, **kw: called.append((name, count, kw)))
+    xs = [rt.to_device(r, np.full(16, r + 1, np.float32)) for r in range(4)]
+    ys = [rt.to_device(r, np.zeros(16, np.float32)) for r in range(4)]
+    for _ in range(2):
+        comm.all_reduce(xs, ys)
+    assert asked == [("allreduce", 64)]
+    if nccl_wins:
+        assert called == [("allreduce", 16, {"op": "sum", "root": 0})] * 2
+    else:
+        for r in range(4):
+            rt.sync_stream(rt.current_stream(r))
+        assert called == [] and all(np.array_equal(rt.to_host(y), np.full(16, 10, np.float32)) for y in ys)

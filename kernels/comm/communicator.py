@@ -139,6 +139,7 @@ class Communicator:
         self.plan = self.selector.plan if self.selector is not None else None
         self.backend, self.p2p = backend, p2p
         self._nccl = None          # NcclRuntime once made, False where NCCL cannot run
+        self._nccl_wins: dict[tuple, bool] = {}     # call shape -> NCCL beats the CuPy executor
         self._sends: dict[tuple[int, int], deque] = {}
         self._recvs: dict[tuple[int, int], deque] = {}
 
@@ -167,10 +168,26 @@ class Communicator:
         backend = self.backend
         if backend == "auto":
             backend = "cupy" if _is_cupy(ref) else "host"
-        if choice.nccl and backend == "cupy" and name in NCCL_CALLS and self._nccl_ok():
+        on_gpus = (backend if isinstance(backend, str) else getattr(backend, "name", "")) == "cupy"
+        if on_gpus and name in NCCL_CALLS and self._nccl_ok() and (
+                choice.nccl or self._nccl_faster(name, count, ref.dtype, op, choice.schedule)):
             return self._nccl.run(name, sends, recvs, count, op=op, root=root or 0)
         from kernels.backends.executor import run_schedule
         return run_schedule(choice.schedule, sends, recvs, op=op, backend=backend, p2p=self.p2p)
+
+    def _nccl_faster(self, name, count, dtype, op, schedule) -> bool:
+        """Whether NCCL beats ``schedule`` run by the CuPy executor, host time included
+        (:func:`kernels.comm.nccl_choice.nccl_beats_executor`); remembered per call shape."""
+        key = (name, count, str(dtype), op, schedule)
+        if key not in self._nccl_wins:
+            from kernels.backends.executor import program_for
+            from kernels.comm.nccl_choice import nccl_beats_executor
+            ops = program_for(schedule, count, dtype, op=op).num_ops
+            nbytes = nccl_bytes(name, count, np.dtype(dtype).itemsize, self.size)
+            if len(self._nccl_wins) >= 4096:
+                self._nccl_wins.clear()
+            self._nccl_wins[key] = nccl_beats_executor(self.selector, name, nbytes, schedule, ops)
+        return self._nccl_wins[key]
 
     def _nccl_ok(self) -> bool:
         """Whether NCCL runs the plan's ``nccl`` ranges here (CuPy with NCCL and GPUs): made

@@ -1,0 +1,30 @@
+#!/usr/bin/env bash
+# One pass on a machine with a CUDA GPU: the GPU-marked tests, nccl-tests-style CuPy sweeps and the
+# executor-vs-ceiling/NCCL benchmark, all written under $OUT (default results/gpu).
+#   OUT=results/gpu bash benchmarks/gpu_check.sh
+# Needs CuPy (with NCCL), numba-cuda and the project's Python dependencies importable.
+set -o pipefail
+OUT=${OUT:-results/gpu}
+mkdir -p "$OUT"
+# TAR_TO=FILE: also pack $OUT into FILE after each stage (for a machine that returns few files)
+snap() { if [ -n "$TAR_TO" ]; then tar czf "$TAR_TO" -C "$OUT" .; fi; }
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c "import cupy, numba, numpy; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numba', numba.__version__, 'numpy', numpy.__version__)"
+} 2>&1 | tee "$OUT/machine.txt"
+echo "== Numba kernels on the GPU: first failure in full, if any"
+TOPOCOLL_NUMBA_CHILD=1 timeout 120 python3 -m pytest -q -x --tb=long -p no:cacheprovider -o addopts= -k "sim_reduce_copy_matches_twin and sum" \
+    tests/test_numba_kernels.py 2>&1 | tee "$OUT/numba_first_failure.txt" | tail -60
+echo "== GPU-marked tests"
+timeout 240 python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= tests 2>&1 | tee "$OUT/gpu_tests.txt"
+snap
+echo "== executor vs copy ceiling and NCCL"
+timeout 100 python3 benchmarks/bench_cupy_gpu.py --out "$OUT" 2>&1 | tail -30
+snap
+echo "== CuPy sweeps"
+for coll in all_reduce all_gather reduce_scatter alltoall; do
+  algos=plan,direct; [ $coll = all_reduce ] && algos=plan,ring,direct
+  timeout 60 python3 -m kernels.sweep.cli $coll --backend cupy -g 4 -b 8 -e 128M -f 4 -n 10 -w 3 -c 1 \
+      --compare $algos --plot "$OUT/cupy_${coll}_g4.png" 2>&1 | tee "$OUT/cupy_${coll}_g4.txt" | tail -4
+  snap
+done
