@@ -303,3 +303,19 @@ def test_events_are_reused_by_alternate_calls_and_results_stay_right():
     assert made[0] > 0 and made[1] == made[0] and made[2:] == [0, 0, 0]
     recorded = [c[2] for c in rt.calls if c[0] == "record"]
     assert len(set(recorded)) == made[0] + made[1] < len(recorded)
+
+
+def test_a_program_is_planned_once_per_gpu_layout(monkeypatch):
+    """Planning was most of the layer's host time: the same program on the same GPUs is
+    planned once (the result stays right), a new GPU layout is planned anew."""
+    planned = []
+    real = cb.plan_program
+    monkeypatch.setattr(cb, "plan_program", lambda *a: planned.append(tuple(a[1])) or real(*a))
+    rt = FakeRuntime(4)
+    layer = CupyLayer("auto", runtime=rt)
+    sched = baseline_schedule("full4", "ring", "allreduce", None, 2)
+    for seed in range(3):
+        run_fake(sched, layer, rt, seed=seed)
+    run_fake(sched, layer, rt, devices=[1, 1, 0, 0])
+    run_fake(sched, layer, rt, devices=[1, 1, 0, 0], seed=5)
+    assert planned == [(0, 1, 2, 3), (1, 1, 0, 0)]

@@ -67,3 +67,24 @@ def test_save_is_atomic_and_load_reports_bad_json(tmp_path):
     p.write_text("{bad")
     with pytest.raises(ScheduleFormatError, match="line 1 column 2: invalid JSON"):
         Schedule.load(p)
+
+
+def test_hash_is_computed_once_equal_schedules_hash_alike_and_pickles_drop_it():
+    """Executors hash a schedule on every call: the hash is kept on the object, equals a fresh
+    equal schedule's, differs for a changed one, and is not carried through pickle/copy (string
+    hashes differ between processes)."""
+    import copy
+    import pickle
+
+    from synth.baselines import baseline
+    from synth.ir.fabric import build_fabric
+    from topo_probe.machines.generators import ring as ring_topology
+
+    fabric = build_fabric(ring_topology(6))
+    s = baseline("ring", fabric, "allreduce", chunks=2)
+    h = hash(s)
+    assert s.__dict__["_hash"] == h
+    twin = baseline("ring", fabric, "allreduce", chunks=2)
+    assert twin == s and hash(twin) == h and "_hash" not in pickle.loads(pickle.dumps(s)).__dict__
+    assert "_hash" not in copy.copy(s).__dict__ and hash(copy.deepcopy(s)) == h
+    assert hash(s.with_(name="renamed")) != h and hash(s.with_(inplace=True)) != h

@@ -90,6 +90,19 @@ class Schedule:
     topology_fingerprint: str = ""
     meta: dict[str, Any] = field(default_factory=dict, compare=False, hash=False)
 
+    def __hash__(self) -> int:
+        # executors look schedules up on every call (program cache): hash the steps once.  The
+        # cached value is dropped when pickled (string hashes differ between processes).
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = self.__dict__["_hash"] = hash((self.collective, self.ranks, self.chunks_per_rank, self.steps,
+                                               self.root, self.inplace, self.name, self.topology_name,
+                                               self.topology_fingerprint))
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @functools.cached_property
     def spec(self) -> CollectiveSpec:
         """The collective instance (built once per schedule: executors ask on every call)."""
