@@ -24,7 +24,7 @@ snap
 echo "== CuPy sweeps"
 for coll in all_reduce all_gather reduce_scatter alltoall; do
   algos=plan,direct; [ $coll = all_reduce ] && algos=plan,ring,direct
-  timeout 60 python3 -m kernels.sweep.cli $coll --backend cupy -g 4 -b 8 -e 128M -f 4 -n 10 -w 3 -c 1 \
+  timeout 90 python3 -m kernels.sweep.cli $coll --backend cupy -g 4 -b 8 -e 128M -f 4 -n 10 -w 3 -c 1 \
       --compare $algos --plot "$OUT/cupy_${coll}_g4.png" 2>&1 | tee "$OUT/cupy_${coll}_g4.txt" | tail -4
   snap
 done
