@@ -177,7 +177,7 @@ def main(argv=None) -> int:
           f"- Device-to-device copy of 1 GiB: **{ceiling:.0f} GB/s** (bytes copied / time).",
           f"- NCCL all_reduce, {ndev} rank(s): " + ", ".join(f"{s} B {ref[s]:.1f} us" for s in SIZES) + ".",
           f"- Our executor, host-side cost per op (slope of the 8 B time over ops, {len(per_op)} programs): "
-          f"**{slope:.1f} us/op** (+{icpt:.0f} us per call).", "",
+          f"**{slope:.1f} us/op** ({icpt:+.0f} us per call).", "",
           "Host-side cost per call of an executor op's parts (µs):", "",
           *[f"- {k}: {v:.1f}" for k, v in costs.items()], "",
           "| schedule | ranks | ops | " + " | ".join(f"{s} B (us)" for s in SIZES) + " |",
