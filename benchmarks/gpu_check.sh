@@ -12,9 +12,6 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import cupy, numba, numpy; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numba', numba.__version__, 'numpy', numpy.__version__)"
 } 2>&1 | tee "$OUT/machine.txt"
-echo "== Numba kernels on the GPU: first failure in full, if any"
-TOPOCOLL_NUMBA_CHILD=1 timeout 120 python3 -m pytest -q -x --tb=long -p no:cacheprovider -o addopts= -k "sim_reduce_copy_matches_twin and sum" \
-    tests/test_numba_kernels.py 2>&1 | tee "$OUT/numba_first_failure.txt" | tail -60
 echo "== GPU-marked tests"
 timeout 240 python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= tests 2>&1 | tee "$OUT/gpu_tests.txt"
 snap

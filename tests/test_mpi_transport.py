@@ -126,21 +126,21 @@ class _FakeComm:
     def __init__(self):
         self.posted, self.made = [], []
 
+    def _request(self, into, msg, is_recv, active):
+        into.append(_FakeRequest(msg[0], is_recv, active))
+        return into[-1]
+
     def Isend(self, msg, dest, tag):
-        self.posted.append(_FakeRequest(msg[0], False, True))
-        return self.posted[-1]
+        return self._request(self.posted, msg, False, True)
 
     def Irecv(self, msg, source, tag):
-        self.posted.append(_FakeRequest(msg[0], True, True))
-        return self.posted[-1]
+        return self._request(self.posted, msg, True, True)
 
     def Send_init(self, msg, dest, tag):
-        self.made.append(_FakeRequest(msg[0], False, False))
-        return self.made[-1]
+        return self._request(self.made, msg, False, False)
 
     def Recv_init(self, msg, source, tag):
-        self.made.append(_FakeRequest(msg[0], True, False))
-        return self.made[-1]
+        return self._request(self.made, msg, True, False)
 
 
 class _FailingWaiter:

@@ -124,49 +124,29 @@ def _gpus():
     return cupy, cupy.cuda.runtime.getDeviceCount()
 
 
-def _expected(collective, xs, op, root, count):
-    red = {"sum": np.sum, "max": np.max, "min": np.min, "prod": np.prod}
-    stack = np.stack(xs).astype(np.float64)
-    whole = stack.mean(0) if op == "avg" else red[op](stack, 0)
-    n = len(xs)
-    if collective == "allreduce":
-        return [whole] * n
-    if collective == "allgather":
-        return [np.concatenate(xs)] * n
-    if collective == "reducescatter":
-        return [whole[r * count:(r + 1) * count] for r in range(n)]
-    if collective == "broadcast":
-        return [xs[root]] * n
-    return [whole if r == root else None for r in range(n)]
-
-
 @pytest.mark.gpu
 @pytest.mark.parametrize("collective", NCCL_CALLS)
 @pytest.mark.parametrize("dtype,op", [("float32", "sum"), ("float16", "avg"), ("int32", "max"), ("float64", "min")])
 def test_real_nccl_matches_numpy(collective, dtype, op):
-    """NCCL through CuPy, one rank per GPU (up to 4), every single-call collective against NumPy:
-    pointers, counts, datatype and op constants reach NCCL as meant."""
+    """NCCL through CuPy, one rank per GPU (up to 4), every single-call collective against NumPy
+    (the executor tests' inputs and expectations): pointers, counts, datatype and op constants
+    reach NCCL as meant."""
+    from _schedules import alloc_buffers, check_result, make_inputs
     cupy, ndev = _gpus()
-    n, count, root = min(ndev, 4), 1000 + 3, min(ndev, 4) - 1
-    rt = NcclRuntime(list(range(n)))
-    rng = np.random.default_rng(7)
-    send_len = count * n if collective == "reducescatter" else count
-    recv_len = count * n if collective == "allgather" else count
-    xs = [rng.integers(-4, 5, send_len).astype(dtype) for _ in range(n)]
+    n, count = min(ndev, 4), 1003
+    root = n - 1 if collective in ("broadcast", "reduce") else None
+    op = op if collective in ("allreduce", "reducescatter", "reduce") else "sum"
+    xs = make_inputs(collective, n, count, dtype, op, root, np.random.default_rng(7))
+    host_sends, host_recvs = alloc_buffers(collective, n, count, xs, dtype, root, inplace=False, fill=-99)
     sends, recvs = [], []
     for r in range(n):
         with cupy.cuda.Device(r):
-            sends.append(cupy.asarray(xs[r]))
-            recvs.append(cupy.full(recv_len, -99, dtype))
-    rt.run(collective, sends, recvs, count, op=op if collective not in ("allgather", "broadcast") else "sum",
-           root=root)
-    want = _expected(collective, xs, op if collective not in ("allgather", "broadcast") else "sum", root, count)
+            sends.append(None if host_sends[r] is None else cupy.asarray(host_sends[r]))
+            recvs.append(None if host_recvs[r] is None else cupy.asarray(host_recvs[r]))
+    NcclRuntime(list(range(n))).run(collective, sends, recvs, count, op=op, root=root or 0)
     for r in range(n):
-        with cupy.cuda.Device(r):
-            cupy.cuda.Device(r).synchronize()
-            got = recvs[r].get().astype(np.float64)
-        if want[r] is not None:
-            np.testing.assert_allclose(got, want[r], rtol=2e-3 if dtype == "float16" else 1e-6)
+        cupy.cuda.Device(r).synchronize()
+    check_result(collective, n, count, xs, [None if y is None else y.get() for y in recvs], op, root, dtype)
 
 
 @pytest.mark.gpu

@@ -249,10 +249,18 @@ def _run_child(simulator: bool) -> subprocess.CompletedProcess:
     return subprocess.run(cmd, cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
 
 
+def _failure_report(res: subprocess.CompletedProcess) -> str:
+    """The child's first failure in full (where the cause is) and its summary (which failed)."""
+    out = res.stdout
+    first = out.find("\n____")
+    head = out[first:first + 6000] if first >= 0 else ""
+    return head + "\n[...]\n" + out[-3000:] + res.stderr[-2000:]
+
+
 @pytest.mark.skipif(CHILD, reason="this is the driver, not a kernel test")
 def test_kernels_in_cuda_simulator():
     res = _run_child(simulator=True)
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert res.returncode == 0, _failure_report(res)
     assert "78 passed" in res.stdout, res.stdout[-2000:]
 
 
@@ -262,4 +270,4 @@ def test_kernels_on_real_gpu():
     if not (Path("/dev/nvidiactl").exists() or Path("/dev/dxg").exists()):
         pytest.skip("no NVIDIA GPU device node: the kernels are checked in the simulator instead")
     res = _run_child(simulator=False)
-    assert res.returncode == 0, res.stdout[-4000:] + res.stderr[-2000:]
+    assert res.returncode == 0, _failure_report(res)

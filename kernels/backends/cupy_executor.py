@@ -165,9 +165,10 @@ class CupyLayer(DeviceLayer):
             raise BufferLayoutError(f"{what} must be a device array of the cupy backend, got {type(arr).__name__}")
 
     def _layout(self, ranks: int) -> list[int]:
+        """``devices``, else the GPUs :meth:`place` read off the buffers, else rank r on GPU r."""
         if self.devices is not None:
             return self.devices
-        if self._placed is not None and len(self._placed) == ranks:
+        if self._placed is not None and len(self._placed) >= ranks:
             return self._placed
         return list(range(ranks))
 
@@ -180,9 +181,7 @@ class CupyLayer(DeviceLayer):
         return self._streams[(rank, dev)]
 
     def _dev(self, rank: int) -> int:
-        if self.devices is not None:
-            return self.devices[rank]
-        return self._placed[rank] if self._placed is not None and rank < len(self._placed) else rank
+        return self._layout(rank + 1)[rank]
 
     def copy(self, dst: Any, src: Any, stream: int) -> None:
         rt = self.runtime

@@ -60,12 +60,12 @@ def check_array(a, what: str, rank: int | None = None):
     if a is None:
         return a
     if not (isinstance(a, np.ndarray) or (_is_cupy(a) and hasattr(a, "dtype"))):
-        where = f"{what}: rank {rank}" if rank is not None else what
-        raise BufferLayoutError(f"{where}: got a {type(a).__name__}, not an array (NumPy or CuPy)")
-    if not nccl_dtype(a.dtype):
-        where = f"{what}: rank {rank}" if rank is not None else what
-        raise BufferLayoutError(f"{where}: dtype {a.dtype} is not an NCCL type ({', '.join(NCCL_DTYPES)})")
-    return a
+        problem = f"got a {type(a).__name__}, not an array (NumPy or CuPy)"
+    elif not nccl_dtype(a.dtype):
+        problem = f"dtype {a.dtype} is not an NCCL type ({', '.join(NCCL_DTYPES)})"
+    else:
+        return a
+    raise BufferLayoutError(f"{what}: rank {rank}: {problem}" if rank is not None else f"{what}: {problem}")
 
 
 _KNOWN_DTYPES: dict = {}
