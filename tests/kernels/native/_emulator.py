@@ -1,0 +1,181 @@
+"""Test double of the GPU: a NumPy emulator of the interpreter kernel: it runs the exact arrays of a
+:class:`~kernels.native.device_program.DeviceProgram` thread block by thread block, in a
+random interleaving, with the kernel's flag protocol.
+
+What a GPU could do and the emulator therefore does:
+
+* any runnable block may go next (a block is runnable when the flags its next record waits
+  for have reached ``epoch * stride + index + 1``);
+* a record may be cut into parts with other blocks' work in between (threads of one block
+  do not finish together);
+* flags persist across calls (epochs), as the kernel's do.
+
+It checks, besides the values (compared by the tests with NumPy): no two records of
+different blocks that are in flight at once touch the same elements where one of them
+writes (:class:`RaceDetected`), and that some block can always move
+(:class:`DeadlockDetected`, naming the blocks and what they wait for).
+
+>>> import numpy as np
+>>> from synth.ir.schedule import Schedule, Step, Transfer
+>>> from kernels.program.lowering import lower
+>>> from kernels.native.device_program import build_device_program
+>>> s = Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),))
+>>> dp = build_device_program(lower(s, 3, "int32"), channels=2)
+>>> bufs = {(0, "input"): np.array([1, 2, 3], np.int32), (1, "input"): np.array([4, 5, 6], np.int32),
+...         (0, "output"): np.zeros(6, np.int32), (1, "output"): np.zeros(6, np.int32)}
+>>> Emulator(dp).run(bufs, seed=1); bufs[(1, "output")].tolist()
+[1, 2, 3, 4, 5, 6]
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Mapping
+
+import numpy as np
+
+from kernels.backends.device import DeviceLayer
+from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
+from kernels.native.device_program import KINDS, DeviceProgram, build_device_program, check_waits_match_dependencies
+
+
+class DeadlockDetected(Exception):
+    """No block of the emulated kernel can move, and some have records left."""
+
+
+class RaceDetected(Exception):
+    """Two records in flight at once touch the same elements and one of them writes."""
+
+
+_PREMUL = {KINDS["reduce_premul_acc"]: (True, False), KINDS["reduce_premul_src"]: (False, True),
+           KINDS["reduce_premul_both"]: (True, True)}
+
+
+class Emulator:
+    """Runs one device program call after call (flags kept between calls)."""
+
+    def __init__(self, dp: DeviceProgram):
+        self.dp = dp
+        self.flags = np.zeros(dp.num_blocks, np.int64)
+        self.epoch = 0
+
+    def run(self, buffers: Mapping[tuple[int, str], np.ndarray], *, seed: int = 0, split: bool = True) -> None:
+        """One call on ``buffers`` ((rank, buffer name) -> flat array, for every slot); ``split``
+        cuts records into parts run between other blocks' work."""
+        dp, rng = self.dp, random.Random(seed)
+        self.epoch += 1
+        arrays = [buffers[s] for s in dp.slots]
+        nxt = [int(dp.block_start[b]) for b in range(dp.num_blocks)]
+        left = [0] * dp.num_blocks                    # elements of the current record still to do
+        inflight: dict[int, tuple] = {}               # block -> (record, regions it touches)
+        todo = set(b for b in range(dp.num_blocks) if nxt[b] < dp.block_start[b + 1])
+        while todo:
+            ready = [b for b in sorted(todo) if b in inflight or self._waits_met(nxt[b])]
+            if not ready:
+                raise DeadlockDetected(self._deadlock_message(todo, nxt))
+            b = rng.choice(ready)
+            i = nxt[b]
+            rec = dp.records[i]
+            if b not in inflight:
+                touched = _touched(rec)
+                self._check_race(b, i, touched, inflight)
+                inflight[b] = (i, touched)
+                left[b] = int(rec[7])
+            part = rng.randint(1, left[b]) if split else left[b]
+            done = int(rec[7]) - left[b]
+            self._apply(rec, arrays, done, done + part)
+            left[b] -= part
+            if left[b] == 0:
+                del inflight[b]
+                self.flags[b] = self.epoch * dp.stride + (i - dp.block_start[b]) + 1
+                nxt[b] += 1
+                if nxt[b] == dp.block_start[b + 1]:
+                    todo.discard(b)
+
+    def _waits_met(self, i: int) -> bool:
+        dp = self.dp
+        for wb, wj in dp.waits[dp.wait_start[i]:dp.wait_start[i + 1]]:
+            if self.flags[wb] < self.epoch * dp.stride + wj + 1:
+                return False
+        return True
+
+    def _deadlock_message(self, todo: set, nxt: list) -> str:
+        dp, parts = self.dp, []
+        for b in sorted(todo)[:4]:
+            i = nxt[b]
+            want = [(int(wb), int(wj)) for wb, wj in dp.waits[dp.wait_start[i]:dp.wait_start[i + 1]]
+                    if self.flags[wb] < self.epoch * dp.stride + wj + 1]
+            parts.append(f"block {b} (rank {dp.block_rank[b]}, channel {dp.block_channel[b]}) record "
+                         f"{i - dp.block_start[b]} waits for {want}")
+        return f"deadlock: {len(todo)} block(s) stuck: " + "; ".join(parts)
+
+    def _check_race(self, b: int, i: int, touched, inflight: dict) -> None:
+        for ob, (oi, other) in inflight.items():
+            if ob != b and _conflict(touched, other):
+                raise RaceDetected(f"records {i} (block {b}) and {oi} (block {ob}) run at once on the same "
+                                   f"elements and one writes")
+
+    def _apply(self, rec: np.ndarray, arrays: list, lo: int, hi: int) -> None:
+        kind, ds, do, ss, so, as_, ao = (int(x) for x in rec[:7])
+        dst = arrays[ds][do + lo:do + hi]
+        if kind == KINDS["copy"]:
+            dst[...] = arrays[ss][so + lo:so + hi]
+        elif kind == KINDS["scale"]:
+            postdiv_with(np, dst, self.dp.ranks)
+        else:
+            acc, src = arrays[as_][ao + lo:ao + hi], arrays[ss][so + lo:so + hi]
+            pre = _PREMUL.get(kind)
+            binop = PreMulSum(self.dp.ranks, *pre) if pre else ("sum" if self.dp.op == "avg" else self.dp.op)
+            reduce_copy_with(np, dst, acc, src, binop)
+
+
+def _touched(rec: np.ndarray) -> tuple:
+    """((slot, lo, hi, writes) ...) of a record."""
+    kind, ds, do, ss, so, as_, ao, n = (int(x) for x in rec)
+    out = [(ds, do, do + n, True)]
+    if ss >= 0:
+        out.append((ss, so, so + n, False))
+    if as_ >= 0:
+        out.append((as_, ao, ao + n, False))
+    return tuple(out)
+
+
+def _conflict(a, b) -> bool:
+    return any(sa == sb and lo_a < hi_b and lo_b < hi_a and (wa or wb)
+               for sa, lo_a, hi_a, wa in a for sb, lo_b, hi_b, wb in b)
+
+
+__all__ = ["Emulator", "DeadlockDetected", "RaceDetected"]
+
+
+class EmulatedNativeLayer(DeviceLayer):
+    """A :class:`kernels.backends.device.DeviceLayer` that runs each program as the native
+    executor would (device program, channels, slices) on the emulator; ``channels`` None draws
+    1-4 per call.  Out-of-place programs run twice, so the second call checks the epochs."""
+
+    name = "native-emulated"
+
+    def __init__(self, seed: int = 0, channels: int | None = None, slices: int | None = None):
+        self.rng, self.channels, self.slices = random.Random(seed), channels, slices
+        self.runs = 0
+
+    def allocate(self, rank, nelems, dtype):
+        return np.empty(nelems, np.dtype(dtype))
+
+    def copy(self, dst, src, stream):
+        raise AssertionError("the native layer runs whole programs")
+
+    reduce_copy = scale = record_event = wait_event = copy
+
+    def synchronize(self):
+        pass
+
+    def execute(self, program, buffers):
+        ch = self.channels or self.rng.randint(1, 4)
+        dp = build_device_program(program, ch, slices=self.slices or self.rng.choice([None, 1, 2, 3]))
+        check_waits_match_dependencies(dp)
+        bufs = {(r, name): arr for r, d in enumerate(buffers.bufs) for name, arr in d.items()}
+        em = Emulator(dp)
+        for _ in range(1 if program.inplace else 2):
+            em.run(bufs, seed=self.rng.randrange(1 << 30))
+            self.runs += 1

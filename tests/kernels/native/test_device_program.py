@@ -1,0 +1,135 @@
+"""kernels.native.device_program, run on the emulator (tests/kernels/native/_emulator.py):
+every collective, dtype and op, in-place and out-of-place, uneven sizes, every schedule source
+(baselines on presets, random valid schedules, hand-written), 1-4 channels and 1-3 slices, in
+random interleavings, against NumPy; and the detectors themselves against planted faults."""
+
+import numpy as np
+import pytest
+from _emulator import DeadlockDetected, EmulatedNativeLayer, Emulator, RaceDetected
+from _schedules import DTYPES, OPS, check_result, direct, draw_schedule, make_inputs, ring, run_case
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from kernels.backends.executor import program_for
+from kernels.native.device_program import KINDS, build_device_program, choose_channels, piece_bounds
+from kernels.program.lowering import lower
+
+#: randomized interleaved runs per CI run: 2,600 drawn cases, each run once or twice
+SETTINGS = settings(derandomize=True, deadline=None, database=None, max_examples=2600,
+                    suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+
+
+@SETTINGS
+@given(st.data())
+def test_emulated_native_matches_numpy(data):
+    sched, _ = draw_schedule(data, sources=("baseline", "baseline", "random", "hand"))
+    count = data.draw(st.sampled_from([1, 2, 3, 5, 7, 8, 16, 31, 40, 67]), label="count")
+    dtype = data.draw(st.sampled_from(DTYPES), label="dtype")
+    op = data.draw(st.sampled_from(OPS), label="op")
+    inplace = data.draw(st.booleans(), label="inplace")
+    layer = EmulatedNativeLayer(seed=data.draw(st.integers(0, 2**20), label="layer seed"))
+    run_case(sched, count, dtype, op, inplace, [layer], data.draw(st.integers(0, 2**20), label="seed"))
+    ops = program_for(sched, count, dtype, inplace=inplace, op=op).num_ops
+    assert layer.runs >= 1 or ops == 0 or inplace   # in-place bindings may give another program
+
+
+#: seeded interleavings per program below; with the property test's 2,600 cases (one or two
+#: calls each) a CI run emulates more than 10,000 interleaved calls
+INTERLEAVINGS = 2500
+
+
+@pytest.mark.parametrize("coll,n,count,ch,sl", [("allreduce", 4, 13, 2, 2), ("alltoall", 5, 6, 1, 1),
+                                                  ("reducescatter", 3, 10, 3, 1)])
+def test_many_interleavings_of_one_program(coll, n, count, ch, sl):
+    """One program, INTERLEAVINGS random interleavings (records cut into parts in half of
+    them), flags kept across all calls, each result compared with NumPy (int64: exact)."""
+    sched = ring(coll, n) if coll != "alltoall" else direct(coll, n)
+    prog = lower(sched, count, "int64")
+    dp = build_device_program(prog, ch, slices=sl)
+    rng = np.random.default_rng(7)
+    sends = make_inputs(coll, n, count, "int64", "sum", None, rng)
+    em = Emulator(dp)
+    for seed in range(INTERLEAVINGS):
+        bufs = {(r, "input"): sends[r] for r in range(n)}
+        bufs.update({(r, name): np.full(size, 9, np.int64) for r in range(n) for name, size in prog.sizes[r].items()
+                     if name != "input"})
+        em.run(bufs, seed=seed, split=seed % 2 == 0)
+        check_result(coll, n, count, sends, [bufs[(r, "output")] for r in range(n)], "sum", None, "int64")
+    assert em.epoch == INTERLEAVINGS
+
+
+@pytest.mark.parametrize("ranks", [2, 5, 16])
+def test_ring_blocks_and_waits_are_what_the_ring_needs(ranks):
+    """A ring all-reduce in one channel: one block per rank; each rank's step-s record waits
+    for exactly its left neighbour's record of step s-1 (hand-counted: 2(n-1) records, the
+    first waits for nothing)."""
+    dp = build_device_program(lower(ring("allreduce", ranks), 4 * ranks, "float32"), 1, slices=1)
+    assert dp.num_blocks == ranks
+    for b in range(ranks):
+        recs = list(dp.block_records(b))
+        assert len(recs) == 2 * (ranks - 1)
+        r = int(dp.block_rank[b])
+        for j, i in enumerate(recs):
+            waits = [tuple(w) for w in dp.waits[dp.wait_start[i]:dp.wait_start[i + 1]]]
+            left = int(np.nonzero(dp.block_rank == (r - 1) % ranks)[0][0])
+            assert (left, j - 1) in waits if j else waits == []
+
+
+def test_records_cover_every_op_exactly_once():
+    """The records of all blocks write, per op, exactly the elements the op writes (counted
+    against the op list), for uneven sizes in several channels and slices."""
+    prog = lower(ring("allgather", 3, 2), 1001, "float16")
+    for ch, sl in ((1, 1), (3, 2), (7, 3)):
+        dp = build_device_program(prog, ch, slices=sl)
+        written = {}
+        for rec in dp.records:
+            key = (int(rec[1]), )
+            written.setdefault(key, []).append((int(rec[2]), int(rec[2] + rec[7])))
+        total = sum(int(r[7]) for r in dp.records)
+        assert total == sum(o.dst.size for o in prog.ops())
+        assert set(dp.records[:, 0].tolist()) <= set(KINDS.values())
+
+
+def test_piece_bounds_are_vector_aligned_and_cover():
+    for length in (0, 1, 3, 17, 1000, 4099):
+        for pieces in (1, 2, 3, 8):
+            for item in (1, 2, 4, 8):
+                b = piece_bounds(length, pieces, item)
+                assert b[0] == 0 and b[-1] == length and b == sorted(b) and len(b) == pieces + 1
+                v = 16 // item
+                assert all(x % v == 0 for x in b[1:-1] if x != length)
+
+
+def test_channels_grow_with_size_and_respect_the_block_limit():
+    small = lower(ring("allreduce", 8), 256, "float32")
+    big = lower(ring("allreduce", 8), 1 << 22, "float32")
+    assert choose_channels(small, 264) == 1
+    assert choose_channels(big, 264) == 264 // 8
+    assert choose_channels(big, 16) == 2
+
+
+def test_deadlock_detector_finds_a_planted_cycle():
+    dp = build_device_program(lower(ring("allreduce", 3), 6, "int32"), 1, slices=1)
+    waits = dp.waits.copy()
+    # make block 0's first record wait for block 1's last record, which (transitively) waits for block 0
+    first = int(dp.block_start[0])
+    waits = np.insert(waits, dp.wait_start[first], [1, int(dp.block_start[2] - dp.block_start[1] - 1)], axis=0)
+    ws = dp.wait_start.copy()
+    ws[first + 1:] += 1
+    bad = type(dp)(**{**dp.__dict__, "waits": waits, "wait_start": ws})
+    bufs = {(r, n): np.zeros(s, np.int32) for r in range(3) for n, s in
+            lower(ring("allreduce", 3), 6, "int32").sizes[r].items()}
+    with pytest.raises(DeadlockDetected, match="deadlock: .*block 0"):
+        Emulator(bad).run(bufs)
+
+
+def test_race_detector_finds_a_dropped_wait():
+    """Dropping every wait of a ring lets a rank read a partial its neighbour is still writing;
+    some interleaving shows it as a race."""
+    prog = lower(ring("allreduce", 4), 64, "int32")
+    dp = build_device_program(prog, 1, slices=1)
+    bare = type(dp)(**{**dp.__dict__, "waits": dp.waits[:0], "wait_start": np.zeros_like(dp.wait_start)})
+    bufs = {(r, n): np.zeros(s, np.int32) for r in range(4) for n, s in prog.sizes[r].items()}
+    with pytest.raises(RaceDetected):
+        for seed in range(200):
+            Emulator(bare).run(bufs, seed=seed)
