@@ -199,15 +199,19 @@ def test_nccl_wins_where_the_executor_host_time_alone_exceeds_it_and_loses_where
     sel = ScheduleSelector(get_preset("dgx-h100"), plan=False, warn_fallback=False)
     sched, _ = sel.chooser.best("allreduce", None, 1 << 20)
     ops = program_for(sched, (1 << 20) // 4, np.float32).num_ops
-    assert nccl_curve(sel.topology, "allreduce", [1 << 20])["times"][0] < executor_host_us(ops)
-    assert nccl_beats_executor(sel, "allreduce", 1 << 20, sched, ops)
+    assert nccl_curve(sel.topology, "allreduce", [1 << 20])["times"][0] < executor_host_us(ops, native=False)
+    assert nccl_beats_executor(sel, "allreduce", 1 << 20, sched, ops, native=False)
+    # the native executor's fixed cost (4 us + 1 us per op of the busiest rank) is a small
+    # fraction of the op layer's (250 us + 35 us per op), hand-computed from the constants
+    assert executor_host_us(ops, native=True) == 4.0 + ops and executor_host_us(ops, native=False) == 250 + 35 * ops
 
     sel = ScheduleSelector(get_preset("pcie-8gpu-2socket"), plan=False, warn_fallback=False)
     sched, _ = sel.chooser.best("allgather", None, 1 << 30)
     ops = program_for(sched, (1 << 30) // 4 // 8, np.float32).num_ops
     nccl_us = nccl_curve(sel.topology, "allgather", [1 << 30])["times"][0]
-    assert nccl_us - 1.05 * sel.cost.schedule_time_us(sched, 1 << 30) > 1.05 * executor_host_us(ops)
-    assert not nccl_beats_executor(sel, "allgather", 1 << 30, sched, ops)
+    assert nccl_us - 1.05 * sel.cost.schedule_time_us(sched, 1 << 30) > 1.05 * executor_host_us(ops, native=False)
+    assert not nccl_beats_executor(sel, "allgather", 1 << 30, sched, ops, native=False)
+    assert not nccl_beats_executor(sel, "allgather", 1 << 30, sched, ops, native=True)
 
 
 @pytest.mark.filterwarnings("ignore:Communicator. no plan")
@@ -221,7 +225,7 @@ def test_communicator_on_gpus_asks_whether_nccl_beats_the_executor(monkeypatch, 
     from kernels.backends.fake_device import FakeRuntime
 
     asked, called = [], []
-    monkeypatch.setattr(choice, "nccl_beats_executor", lambda *a: asked.append(a[1:3]) or nccl_wins)
+    monkeypatch.setattr(choice, "nccl_beats_executor", lambda *a, **kw: asked.append(a[1:3]) or nccl_wins)
     rt = FakeRuntime(4)
     comm = Communicator(4, topology=fully_connected(4), plan=False, backend=CupyLayer(runtime=rt))
     comm._nccl = types.SimpleNamespace(run=lambda name, s, r, count, **kw: called.append((name, count, kw)))

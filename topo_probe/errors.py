@@ -80,6 +80,10 @@ class DeviceUnavailable(TopocollError, RuntimeError):
     """A GPU backend was asked for but no usable GPU (or CUDA library) is present."""
 
 
+class ExecutionTimeout(TopocollError, RuntimeError):
+    """A native-executor call waited longer than its timeout for a peer (names rank and record)."""
+
+
 class BufferLayoutError(TopocollError, ValueError):
     """Buffers passed to an executor do not match the collective's layout (count, dtype,
     size, contiguity or NCCL in-place aliasing); the message names the rank and the rule."""

@@ -16,9 +16,11 @@ by rounding), integers truncate toward zero (NCCL's ``FuncSumPostDiv``: C divisi
 wrapped sum).  Integer sums and products wrap like C / NCCL.
 
 Backends: ``"reference"`` (:mod:`kernels.backends.reference`, the ground truth), ``"host"`` (NumPy,
-threads; :mod:`kernels.backends.host`), ``"cupy"`` (one GPU per rank; :mod:`kernels.backends.cupy_executor`,
-``p2p="auto"`` uses peer copies where possible, ``"never"`` stages through pinned host
-memory), or any :class:`kernels.backends.device.DeviceLayer` instance.
+threads; :mod:`kernels.backends.host`), ``"cupy"`` (CuPy arrays, several ranks per GPU allowed:
+the native executor of :mod:`kernels.native`, one kernel launch per GPU per call, CUDA graphs
+for repeated calls; with ``p2p="never"`` or GPUs that cannot reach each other, the op-by-op
+layer of :mod:`kernels.backends.cupy_executor` staging through pinned host memory),
+``"cupy-ops"`` (always that op-by-op layer), or any :class:`kernels.backends.device.DeviceLayer` instance.
 
 >>> import numpy as np
 >>> from synth.ir.schedule import Schedule, Step, Transfer
@@ -43,7 +45,7 @@ from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from synth.ir.schedule import Schedule
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
-BACKENDS = ("host", "reference", "cupy")
+BACKENDS = ("host", "reference", "cupy", "cupy-ops")
 P2P_MODES = ("auto", "never")
 _CACHE: "OrderedDict[tuple, Program]" = OrderedDict()
 _CACHE_SIZE = 128
@@ -157,6 +159,9 @@ def _layer(backend: Any, p2p: str) -> DeviceLayer | None:
             from kernels.backends.host import HostLayer
             _LAYERS[key] = HostLayer()
         elif backend == "cupy":
+            from kernels.native.layer import NativeLayer
+            _LAYERS[key] = NativeLayer(p2p=p2p)
+        elif backend == "cupy-ops":
             from kernels.backends.cupy_executor import CupyLayer
             _LAYERS[key] = CupyLayer(p2p=p2p)
         else:
@@ -184,6 +189,17 @@ def run_schedule(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     ------
     BufferLayoutError, UnsupportedCollective, ScheduleInvalid, DeviceUnavailable
     """
+    layer, program, bufs = prepare_call(schedule, sendbufs, recvbufs, op=op, backend=backend, p2p=p2p)
+    if program is not None and program.num_ops:
+        layer.execute(program, RankBuffers(bufs))
+    return recvbufs
+
+
+def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, op: str = "sum",
+                 backend: Any = "host", p2p: str = "auto") -> tuple[Any, Program | None, list]:
+    """Everything :func:`run_schedule` does before the layer runs: checks, lowering, binding,
+    scratch.  Returns (layer, program, per-rank buffers); the reference backend runs at once
+    and returns program None."""
     if op not in REDUCE_OPS:
         raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     layer = _layer(backend, p2p)
@@ -192,7 +208,7 @@ def run_schedule(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     if layer is None:
         from kernels.backends.reference import run_reference
         run_reference(schedule, sends, recvs, op=op)
-        return recvbufs
+        return None, None, []
     program = program_for(schedule, count, dtype, inplace=inplace, op=op)
     bufs = []
     for r in range(spec.ranks):
@@ -202,9 +218,7 @@ def run_schedule(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     for r, d in enumerate(bufs):
         if SCRATCH in program.sizes[r]:
             d[SCRATCH] = layer.allocate(r, program.sizes[r][SCRATCH], dtype)
-    if program.num_ops:
-        layer.execute(program, RankBuffers(bufs))
-    return recvbufs
+    return layer, program, bufs
 
 
-__all__ = ["run_schedule", "program_for", "bind_buffers", "BACKENDS", "P2P_MODES", "INPUT", "OUTPUT"]
+__all__ = ["run_schedule", "prepare_call", "program_for", "bind_buffers", "BACKENDS", "P2P_MODES", "INPUT", "OUTPUT"]

@@ -19,7 +19,9 @@ Arrays (all C-contiguous NumPy, copied to the GPU once per program):
 
 ``records`` int64 ``(R, 8)``
     ``kind, dst_slot, dst_off, src_slot, src_off, acc_slot, acc_off, count`` (offsets and
-    counts in elements); ``kind`` is one of :data:`KINDS`.
+    counts in elements); ``kind`` is one of :data:`KINDS`, plus :data:`PUBLISH` where another
+    block waits for this record (a block's flag only grows, so publishing a later record also
+    releases the earlier ones).
 ``block_start`` int32 ``(B + 1,)``
     records of block ``b`` are ``block_start[b]:block_start[b + 1]``.
 ``wait_start`` int32 ``(R + 1,)`` and ``waits`` int32 ``(W, 2)``
@@ -49,6 +51,8 @@ from topo_probe.errors import InvalidArgument
 #: acc, src or both by 1/n (NCCL's PreMulSum), and integer avg's final division
 KINDS = {"copy": 0, "reduce": 1, "reduce_premul_acc": 2, "reduce_premul_src": 3, "reduce_premul_both": 4,
          "scale": 5}
+#: bit of ``kind``: after this record the block publishes its flag (someone waits for it)
+PUBLISH = 16
 FIELDS = ("kind", "dst_slot", "dst_off", "src_slot", "src_off", "acc_slot", "acc_off", "count")
 #: bytes of one 16-byte vector access: piece boundaries are rounded to whole vectors
 VECTOR_BYTES = 16
@@ -81,6 +85,13 @@ class DeviceProgram:
     @property
     def num_records(self) -> int:
         return len(self.records)
+
+    def device_blocks(self, device_of: list[int], device: int) -> tuple[int, int]:
+        """(first block, number of blocks) run by ``device`` (blocks were numbered by device)."""
+        mine = np.nonzero(np.array(device_of)[self.block_rank] == device)[0]
+        if mine.size and mine[-1] - mine[0] + 1 != mine.size:
+            raise InvalidArgument(f"blocks of GPU {device} are not consecutive; build with device_of")
+        return (int(mine[0]), int(mine.size)) if mine.size else (0, 0)
 
     def block_records(self, b: int) -> range:
         return range(int(self.block_start[b]), int(self.block_start[b + 1]))
@@ -125,9 +136,12 @@ def _kind(op: Op) -> int:
                   (True, True): "reduce_premul_both"}[(a, s)]]
 
 
-def build_device_program(program: Program, channels: int = 1, *, slices: int | None = None) -> DeviceProgram:
+def build_device_program(program: Program, channels: int = 1, *, slices: int | None = None,
+                         device_of: list[int] | None = None) -> DeviceProgram:
     """Lay ``program`` out for the interpreter kernel in ``channels`` channels (see module
-    docstring); ``slices`` forces the slices per piece (default: by piece size)."""
+    docstring); ``slices`` forces the slices per piece (default: by piece size).  With
+    ``device_of`` (rank -> GPU) the blocks of each GPU are numbered consecutively, so one
+    launch per GPU runs a contiguous range of blocks (:meth:`DeviceProgram.device_blocks`)."""
     if channels < 1:
         raise InvalidArgument(f"channels must be >= 1, got {channels}")
     item = program.dtype.itemsize
@@ -155,7 +169,8 @@ def build_device_program(program: Program, channels: int = 1, *, slices: int | N
                 lst = per_block[(o.rank, c)]
                 where[(o.id, c, s)] = ((o.rank, c), len(lst))
                 lst.append((o, c, s, lo, hi))
-    blocks = [key for key in per_block if per_block[key]]
+    dev = device_of or [0] * program.ranks
+    blocks = sorted((key for key in per_block if per_block[key]), key=lambda k: (dev[k[0]], k[0], k[1]))
     block_id = {key: i for i, key in enumerate(blocks)}
     records, waits, wait_start, block_start = [], [], [0], [0]
     for key in blocks:
@@ -173,8 +188,12 @@ def build_device_program(program: Program, channels: int = 1, *, slices: int | N
             wait_start.append(len(waits))
         block_start.append(len(records))
     most = max((len(per_block[k]) for k in blocks), default=0)
+    recs = np.array(records, np.int64).reshape(-1, len(FIELDS))
+    starts = np.array(block_start, np.int64)
+    for wb, wj in waits:                       # only records someone waits for publish a flag
+        recs[starts[wb] + wj, 0] |= PUBLISH
     return DeviceProgram(
-        records=np.array(records, np.int64).reshape(-1, len(FIELDS)),
+        records=recs,
         block_start=np.array(block_start, np.int32), wait_start=np.array(wait_start, np.int32),
         waits=np.array(waits, np.int32).reshape(-1, 2),
         slots=tuple(slots), block_rank=np.array([k[0] for k in blocks], np.int32),
@@ -208,5 +227,5 @@ def check_waits_match_dependencies(dp: DeviceProgram) -> None:
                 assert 0 <= wj < dp.block_start[wb + 1] - dp.block_start[wb], f"record {i}: wait past block {wb}"
 
 
-__all__ = ["DeviceProgram", "build_device_program", "choose_channels", "piece_bounds", "KINDS", "FIELDS",
+__all__ = ["DeviceProgram", "build_device_program", "choose_channels", "piece_bounds", "KINDS", "FIELDS", "PUBLISH",
            "check_waits_match_dependencies"]

@@ -36,7 +36,7 @@ import numpy as np
 
 from kernels.backends.device import DeviceLayer
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
-from kernels.native.device_program import KINDS, DeviceProgram, build_device_program, check_waits_match_dependencies
+from kernels.native.device_program import KINDS, PUBLISH, DeviceProgram, build_device_program, check_waits_match_dependencies
 
 
 class DeadlockDetected(Exception):
@@ -87,7 +87,8 @@ class Emulator:
             left[b] -= part
             if left[b] == 0:
                 del inflight[b]
-                self.flags[b] = self.epoch * dp.stride + (i - dp.block_start[b]) + 1
+                if rec[0] & PUBLISH:
+                    self.flags[b] = self.epoch * dp.stride + (i - dp.block_start[b]) + 1
                 nxt[b] += 1
                 if nxt[b] == dp.block_start[b + 1]:
                     todo.discard(b)
@@ -117,6 +118,7 @@ class Emulator:
 
     def _apply(self, rec: np.ndarray, arrays: list, lo: int, hi: int) -> None:
         kind, ds, do, ss, so, as_, ao = (int(x) for x in rec[:7])
+        kind &= ~PUBLISH
         dst = arrays[ds][do + lo:do + hi]
         if kind == KINDS["copy"]:
             dst[...] = arrays[ss][so + lo:so + hi]

@@ -1,0 +1,22 @@
+#!/usr/bin/env bash
+# The native executor's GPU pass (a few minutes on one H100/H200): GPU-marked tests of the
+# native executor, compute-sanitizer on a small case, and the side-by-side benchmark.
+#   OUT=results/gpu bash benchmarks/gpu_native_check.sh
+set -o pipefail
+OUT=${OUT:-results/gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c "import cupy, numpy; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numpy', numpy.__version__)"
+} 2>&1 | tee "$OUT/native_machine.txt"
+echo "== native GPU tests"
+timeout 110 python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= tests/kernels/native 2>&1 \
+  | tee "$OUT/native_gpu_tests.txt" | tail -25
+echo "== compute-sanitizer"
+for tool in racecheck synccheck; do
+  timeout 50 compute-sanitizer --tool $tool --error-exitcode 3 python3 benchmarks/native_small_case.py 2>&1 \
+    | tail -4 | tee -a "$OUT/native_sanitizer.txt"
+  echo "$tool rc=${PIPESTATUS[0]}" | tee -a "$OUT/native_sanitizer.txt"
+done
+echo "== benchmark"
+timeout ${BENCH_S:-230} python3 benchmarks/bench_native_gpu.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/native_bench_log.txt" | tail -60

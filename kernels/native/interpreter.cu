@@ -1,0 +1,358 @@
+// topocoll's interpreter kernel: one launch per GPU per call runs a device program
+// (kernels/native/device_program.py) for every rank that lives on this GPU.
+//
+// Thread block b runs the records block_start[b] .. block_start[b+1]-1 in order.  Before a
+// record it waits (acquire) until the flags of the blocks it depends on reach
+// epoch * stride + index + 1; after it, the block publishes its own flag (release).  Flags
+// only grow: the epoch of a call is the block's own counter + 1, kept in device memory, so a
+// captured CUDA graph replays without new arguments.  Every wait is bounded: past timeout_ns
+// the block raises the abort word (all waiting blocks then leave) and writes what it waited
+// for into the host-visible status words, which the launcher turns into an error.
+//
+// Compile-time parameters (-D): TC_DT (element type, see dtype codes below), TC_OP (0 sum,
+// 1 prod, 2 max, 3 min), TC_SCOPE_SYS (1: flags ordered at system scope, for peers on other
+// GPUs; 0: GPU scope), TC_THREADS (threads per block).
+//
+// Reductions follow the NumPy twins (kernels/backends/kernel_twins.py) operation by
+// operation: 16-bit and 8-bit floating types compute in float32 and round once to the type,
+// products and sums are separate IEEE operations (__fmul_rn/__fadd_rn: no fused multiply-add),
+// integer sums and products wrap, max/min propagate NaN.
+
+#define TC_INT8 0
+#define TC_UINT8 1
+#define TC_INT32 2
+#define TC_UINT32 3
+#define TC_INT64 4
+#define TC_UINT64 5
+#define TC_FLOAT16 6
+#define TC_FLOAT32 7
+#define TC_FLOAT64 8
+#define TC_BFLOAT16 9
+#define TC_E4M3 10
+#define TC_E5M2 11
+
+#ifndef TC_THREADS
+#define TC_THREADS 512
+#endif
+
+typedef unsigned long long u64;
+typedef long long i64;
+
+#if TC_DT == TC_INT8
+typedef signed char T;   typedef unsigned char UT;
+#elif TC_DT == TC_UINT8
+typedef unsigned char T; typedef unsigned char UT;
+#elif TC_DT == TC_INT32
+typedef int T;           typedef unsigned int UT;
+#elif TC_DT == TC_UINT32
+typedef unsigned int T;  typedef unsigned int UT;
+#elif TC_DT == TC_INT64
+typedef long long T;     typedef unsigned long long UT;
+#elif TC_DT == TC_UINT64
+typedef unsigned long long T; typedef unsigned long long UT;
+#elif TC_DT == TC_FLOAT32
+typedef float T;
+#elif TC_DT == TC_FLOAT64
+typedef double T;
+#elif TC_DT == TC_FLOAT16 || TC_DT == TC_BFLOAT16
+typedef unsigned short T;
+#define TC_VIA_FLOAT 1
+#else
+typedef unsigned char T;
+#define TC_VIA_FLOAT 1
+#endif
+
+#if TC_DT <= TC_UINT64
+#define TC_INTEGER 1
+#endif
+
+// ---------------------------------------------------------------- 8/16-bit float conversions
+#ifdef TC_VIA_FLOAT
+// float -> 8-bit float, round to nearest even; NaN and overflow as ml_dtypes converts:
+// e4m3fn has no infinity (overflow -> NaN 0x7f), e5m2 overflows to infinity (0x7c).
+__device__ __forceinline__ unsigned char tc_to_f8(float f, int M, int bias, unsigned maxcode, unsigned overflow,
+                                                  unsigned nancode, float min_normal) {
+    unsigned u = __float_as_uint(f);
+    unsigned sign = (u >> 24) & 0x80u;
+    unsigned a = u & 0x7fffffffu;
+    if (a > 0x7f800000u) return (unsigned char)(sign | nancode);
+    if (a == 0x7f800000u) return (unsigned char)(sign | overflow);
+    float af = __uint_as_float(a);
+    if (af < min_normal) {
+        float q = rintf(__fmul_rn(af, __int_as_float((127 + bias + M - 1) << 23)));
+        return (unsigned char)(sign | (unsigned)q);
+    }
+    int shift = 23 - M;
+    unsigned r = (a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u)) >> shift;
+    int e = (int)(r >> M) - 127 + bias;
+    unsigned code = ((unsigned)e << M) | (r & ((1u << M) - 1u));
+    if (code > maxcode) return (unsigned char)(sign | overflow);
+    return (unsigned char)(sign | code);
+}
+
+__device__ __forceinline__ float tc_half_to_float(unsigned short h) {
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
+    return f;
+}
+
+__device__ __forceinline__ float tof(T x) {
+#if TC_DT == TC_FLOAT16
+    return tc_half_to_float(x);
+#elif TC_DT == TC_BFLOAT16
+    return __uint_as_float(((unsigned)x) << 16);
+#elif TC_DT == TC_E5M2
+    return tc_half_to_float((unsigned short)(((unsigned)x) << 8));
+#else   // e4m3fn
+    unsigned s = (x & 0x80u) << 24, e = (x >> 3) & 15u, m = x & 7u;
+    if (e == 15u && m == 7u) return __uint_as_float(s | 0x7fc00000u);
+    if (e == 0u) return __uint_as_float(s | __float_as_uint(__fmul_rn((float)m, 0.001953125f)));
+    return __uint_as_float(s | ((e + 120u) << 23) | (m << 20));
+#endif
+}
+
+__device__ __forceinline__ T fromf(float f) {
+#if TC_DT == TC_FLOAT16
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#elif TC_DT == TC_BFLOAT16
+    unsigned short h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+#elif TC_DT == TC_E5M2
+    return tc_to_f8(f, 2, 15, 0x7bu, 0x7cu, 0x7eu, 6.103515625e-05f);
+#else
+    return tc_to_f8(f, 3, 7, 0x7eu, 0x7fu, 0x7fu, 0.015625f);
+#endif
+}
+#endif
+
+// ---------------------------------------------------------------- the element operations
+__device__ __forceinline__ T tc_bin(T a, T b) {
+#if defined(TC_INTEGER)
+#if TC_OP == 0
+    return (T)((UT)a + (UT)b);
+#elif TC_OP == 1
+    return (T)((UT)a * (UT)b);
+#elif TC_OP == 2
+    return a >= b ? a : b;
+#else
+    return a <= b ? a : b;
+#endif
+#elif defined(TC_VIA_FLOAT)
+    float x = tof(a), y = tof(b);
+#if TC_OP == 0
+    return fromf(__fadd_rn(x, y));
+#elif TC_OP == 1
+    return fromf(__fmul_rn(x, y));
+#elif TC_OP == 2
+    return (x >= y || x != x) ? a : b;
+#else
+    return (x <= y || x != x) ? a : b;
+#endif
+#elif TC_DT == TC_FLOAT32
+#if TC_OP == 0
+    return __fadd_rn(a, b);
+#elif TC_OP == 1
+    return __fmul_rn(a, b);
+#elif TC_OP == 2
+    return (a >= b || a != a) ? a : b;
+#else
+    return (a <= b || a != a) ? a : b;
+#endif
+#else
+#if TC_OP == 0
+    return __dadd_rn(a, b);
+#elif TC_OP == 1
+    return __dmul_rn(a, b);
+#elif TC_OP == 2
+    return (a >= b || a != a) ? a : b;
+#else
+    return (a <= b || a != a) ? a : b;
+#endif
+#endif
+}
+
+// floating avg: one contribution times 1/n, rounded to the type (NCCL's PreMulSum)
+__device__ __forceinline__ T tc_premul(T x, double s) {
+#if defined(TC_INTEGER)
+    return x;
+#elif defined(TC_VIA_FLOAT)
+    return fromf(__fmul_rn(tof(x), (float)s));
+#elif TC_DT == TC_FLOAT32
+    return __fmul_rn(x, (float)s);
+#else
+    return __dmul_rn(x, s);
+#endif
+}
+
+// avg's final division (integers: C division truncates toward zero)
+__device__ __forceinline__ T tc_div(T x, int n) {
+#if defined(TC_INTEGER)
+    return (T)(x / (T)n);
+#elif defined(TC_VIA_FLOAT)
+    return fromf(__fdiv_rn(tof(x), (float)n));
+#elif TC_DT == TC_FLOAT32
+    return __fdiv_rn(x, (float)n);
+#else
+    return __ddiv_rn(x, (double)n);
+#endif
+}
+
+// kind: 0 copy, 1 reduce, 2 premul acc, 3 premul src, 4 premul both, 5 scale (+16: publish the flag)
+__device__ __forceinline__ T tc_apply(int kind, T a, T s, double avg, int n) {
+    switch (kind) {
+        case 1: return tc_bin(a, s);
+        case 2: return tc_bin(tc_premul(a, avg), s);
+        case 3: return tc_bin(a, tc_premul(s, avg));
+        case 4: return tc_bin(tc_premul(a, avg), tc_premul(s, avg));
+        default: return tc_div(a, n);
+    }
+}
+
+#define TC_V (16 / (int)sizeof(T))
+union tc_vec { uint4 u; T e[16 / sizeof(T)]; };
+
+// one record, all threads of the block
+__device__ __forceinline__ void tc_run_record(const i64* __restrict__ rec, const u64* __restrict__ slot_ptrs,
+                                              double avg, int n) {
+    int kind = (int)rec[0] & 15;
+    T* dst = (T*)slot_ptrs[rec[1]] + rec[2];
+    const T* src = kind == 5 ? dst : (const T*)slot_ptrs[rec[3]] + rec[4];
+    const T* acc = (kind == 0 || kind == 5) ? dst : (const T*)slot_ptrs[rec[5]] + rec[6];
+    i64 count = rec[7];
+    unsigned tid = threadIdx.x;
+    u64 d = (u64)dst, s = (u64)src, a = (u64)acc;
+    i64 head = count;
+    if (((d ^ s) & 15u) == 0 && ((d ^ a) & 15u) == 0 && (d % sizeof(T)) == 0) {
+        head = (i64)(((16u - (d & 15u)) & 15u) / sizeof(T));
+        if (head > count) head = count;
+    }
+    i64 nvec = (count - head) / TC_V;
+    i64 tail = head + nvec * TC_V;
+    for (i64 i = tid; i < head; i += TC_THREADS)
+        dst[i] = kind == 0 ? src[i] : tc_apply(kind, acc[i], src[i], avg, n);
+    const uint4* sv = (const uint4*)(src + head);
+    const uint4* av = (const uint4*)(acc + head);
+    uint4* dv = (uint4*)(dst + head);
+    if (kind == 0) {
+        i64 i = tid;
+        for (; i + 3 * TC_THREADS < nvec; i += 4 * TC_THREADS) {
+            uint4 x0 = sv[i], x1 = sv[i + TC_THREADS], x2 = sv[i + 2 * TC_THREADS], x3 = sv[i + 3 * TC_THREADS];
+            dv[i] = x0; dv[i + TC_THREADS] = x1; dv[i + 2 * TC_THREADS] = x2; dv[i + 3 * TC_THREADS] = x3;
+        }
+        for (; i < nvec; i += TC_THREADS) dv[i] = sv[i];
+    } else {
+        i64 i = tid;
+        for (; i + TC_THREADS < nvec; i += 2 * TC_THREADS) {
+            tc_vec x0, y0, x1, y1;
+            x0.u = av[i]; y0.u = sv[i]; x1.u = av[i + TC_THREADS]; y1.u = sv[i + TC_THREADS];
+#pragma unroll
+            for (int k = 0; k < TC_V; ++k) {
+                x0.e[k] = tc_apply(kind, x0.e[k], y0.e[k], avg, n);
+                x1.e[k] = tc_apply(kind, x1.e[k], y1.e[k], avg, n);
+            }
+            dv[i] = x0.u; dv[i + TC_THREADS] = x1.u;
+        }
+        for (; i < nvec; i += TC_THREADS) {
+            tc_vec x, y;
+            x.u = av[i]; y.u = sv[i];
+#pragma unroll
+            for (int k = 0; k < TC_V; ++k) x.e[k] = tc_apply(kind, x.e[k], y.e[k], avg, n);
+            dv[i] = x.u;
+        }
+    }
+    for (i64 i = tail + tid; i < count; i += TC_THREADS)
+        dst[i] = kind == 0 ? src[i] : tc_apply(kind, acc[i], src[i], avg, n);
+}
+
+// ---------------------------------------------------------------- flags
+__device__ __forceinline__ u64 tc_load_acquire(const u64* p) {
+    u64 v;
+#if TC_SCOPE_SYS
+    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+#else
+    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+#endif
+    return v;
+}
+
+__device__ __forceinline__ void tc_store_release(u64* p, u64 v) {
+#if TC_SCOPE_SYS
+    asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+#else
+    asm volatile("st.release.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
+#endif
+}
+
+__device__ __forceinline__ unsigned tc_load_relaxed(const unsigned* p) {
+    unsigned v;
+    asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ u64 tc_now_ns() {
+    u64 t;
+    asm volatile("mov.u64 %0, %%globaltimer;" : "=l"(t));
+    return t;
+}
+
+// thread 0 .. waits-1 each poll one flag; returns 0 when aborted or timed out
+__device__ __forceinline__ int tc_wait(const int* __restrict__ waits, int w0, int w1, u64* const* flag_ptrs,
+                                       u64 base, unsigned* abort_word, volatile unsigned* status,
+                                       int gblock, int rec, u64 timeout_ns) {
+    int ok = 1;
+    for (int w = w0 + (int)threadIdx.x; w < w1; w += TC_THREADS) {
+        int wb = waits[2 * w], wj = waits[2 * w + 1];
+        u64 target = base + (u64)wj + 1u;
+        const u64* f = flag_ptrs[wb];
+        if (tc_load_acquire(f) >= target) continue;
+        u64 start = tc_now_ns();
+        unsigned spins = 0;
+        while (tc_load_acquire(f) < target) {
+            if ((++spins & 255u) == 0u) {
+                if (tc_load_relaxed(abort_word)) { ok = 0; break; }
+                if (tc_now_ns() - start > timeout_ns) {
+                    if (atomicExch(abort_word, 1u) == 0u) {
+                        status[1] = (unsigned)gblock; status[2] = (unsigned)rec;
+                        status[3] = (unsigned)wb; status[4] = (unsigned)wj;
+                        __threadfence_system();
+                        status[0] = 1u;
+                    }
+                    ok = 0;
+                    break;
+                }
+            }
+        }
+        if (!ok) break;
+    }
+    return ok;
+}
+
+extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
+topocoll_interpreter(const i64* __restrict__ records, const int* __restrict__ block_start,
+                     const int* __restrict__ wait_start, const int* __restrict__ waits,
+                     const u64* __restrict__ slot_ptrs, u64* const* flag_ptrs, u64* epochs,
+                     int block_offset, u64 stride, int nranks, double avg_scalar,
+                     unsigned* abort_word, unsigned* status, u64 timeout_ns) {
+    const int gb = block_offset + (int)blockIdx.x;
+    __shared__ u64 s_base;
+    if (threadIdx.x == 0) s_base = (epochs[gb] + 1u) * stride;
+    __syncthreads();
+    const u64 base = s_base;
+    u64* my_flag = flag_ptrs[gb];
+    const int r0 = block_start[gb], r1 = block_start[gb + 1];
+    for (int i = r0; i < r1; ++i) {
+        int ok = tc_wait(waits, wait_start[i], wait_start[i + 1], flag_ptrs, base, abort_word, status, gb, i,
+                         timeout_ns);
+        if (!__syncthreads_and(ok)) return;
+        const i64* rec = records + 8 * (i64)i;
+        tc_run_record(rec, slot_ptrs, avg_scalar, nranks);
+        if (rec[0] & 16) {                 // someone waits for this record: publish it
+            __syncthreads();
+            if (threadIdx.x == 0) tc_store_release(my_flag, base + (u64)(i - r0) + 1u);
+        }
+    }
+    if (threadIdx.x == 0) epochs[gb] = base / stride;
+}

@@ -1,0 +1,248 @@
+"""Runs device programs on GPUs through CuPy: one interpreter launch per GPU per call, CUDA
+graphs for repeated calls, peers reached through their pointers.
+
+A :class:`NativeContext` belongs to one device program and one placement of ranks on GPUs:
+it holds the program's arrays on every GPU, the flags and epoch counters (never reset), the
+kernel of the program's type and op, and the scratch buffers.  A call binds the user's
+buffers to the program's slots (a table of base pointers in device memory, one per set of
+buffers seen), launches, and on the second call with the same buffers captures that launch
+into a CUDA graph; every later call with those buffers is one ``cudaGraphLaunch`` per GPU on
+the caller's current stream.
+
+Errors: a wait that outlasts ``timeout_s`` stops the kernel (the abort word) and leaves in
+host-visible status words which block waited for which; the next call, or
+:meth:`NativeContext.check`, raises :class:`~topo_probe.errors.ExecutionTimeout` naming the
+rank, channel and record, and resets the flags.  CuPy is imported only when a context is made.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import OrderedDict
+from typing import Any, Sequence
+
+import numpy as np
+
+from kernels.native.device_program import DeviceProgram, build_device_program, choose_channels
+from kernels.native.source import KERNEL_NAME, THREADS, compile_options, kernel_source
+from kernels.backends.kernel_twins import avg_scalar
+from kernels.program.ops import SCRATCH, Program, is_float
+from topo_probe.errors import DeviceUnavailable, ExecutionTimeout
+
+#: seconds a block waits for a peer before the call is abandoned ($TOPOCOLL_NATIVE_TIMEOUT_S)
+DEFAULT_TIMEOUT_S = float(os.environ.get("TOPOCOLL_NATIVE_TIMEOUT_S", "10"))
+_STATUS_WORDS = 8          # [0] error, [1] block, [2] record, [3] awaited block, [4] its index, [5] abort
+_BINDINGS_KEPT = 16
+
+
+def _cupy():
+    try:
+        import cupy
+    except ImportError as exc:
+        raise DeviceUnavailable(f"native executor: CuPy is not installed ({exc})") from None
+    return cupy
+
+
+class _Status:
+    """Pinned, device-mapped host words the kernel writes when a wait times out."""
+
+    def __init__(self, cp):
+        rt = cp.cuda.runtime
+        self.ptr = rt.hostAlloc(_STATUS_WORDS * 4, 2 | 1)      # cudaHostAllocMapped | Portable
+        import ctypes
+        buf = (ctypes.c_uint32 * _STATUS_WORDS).from_address(self.ptr)
+        self.words = np.frombuffer(buf, np.uint32)
+        self.words[:] = 0
+        self.dev_ptr = self.ptr        # mapped pinned memory: one address on host and GPUs (UVA)
+        self._free = rt.freeHost
+
+    def __del__(self):
+        try:
+            self._free(self.ptr)
+        except Exception:
+            pass
+
+
+_KERNELS: dict[tuple, tuple] = {}
+
+
+def _kernel(cp, dev: int, dtype, op: str, scope_sys: bool) -> tuple[Any, int]:
+    """(kernel, blocks the GPU holds at once) for one specialisation, compiled once per GPU.
+    All blocks of a launch must be resident (they wait on each other)."""
+    key = (dev, np.dtype(dtype).str, np.dtype(dtype).name, op if op != "avg" else "sum", scope_sys)
+    hit = _KERNELS.get(key)
+    if hit is None:
+        with cp.cuda.Device(dev):
+            mod = cp.RawModule(code=kernel_source(), options=compile_options(dtype, op, scope_sys=scope_sys))
+            kernel = mod.get_function(KERNEL_NAME)
+            props = cp.cuda.runtime.getDeviceProperties(dev)
+            try:
+                per_sm = int(cp.cuda.driver.occupancyMaxActiveBlocksPerMultiprocessor(kernel.ptr, THREADS, 0))
+            except Exception:      # no occupancy query: the launch bounds promise 2 per SM
+                per_sm = 2
+            hit = _KERNELS[key] = (kernel, max(1, per_sm) * int(props["multiProcessorCount"]))
+    return hit
+
+
+class NativeContext:
+    """One device program placed on GPUs (see module docstring)."""
+
+    def __init__(self, program: Program, device_of: Sequence[int], *, channels: int | None = None,
+                 timeout_s: float = DEFAULT_TIMEOUT_S):
+        cp = self.cp = _cupy()
+        self.program = program
+        self.device_of = [int(d) for d in device_of]
+        self.devices = sorted(set(self.device_of))
+        self.scope_sys = len(self.devices) > 1
+        kernels = {d: _kernel(cp, d, program.dtype, program.op, self.scope_sys) for d in self.devices}
+        cap = min(k[1] for k in kernels.values())
+        writers = {o.rank for o in program.ops()}        # only ranks that write get blocks
+        per_dev = max(sum(1 for r in writers if self.device_of[r] == d) for d in self.devices)
+        ch = channels or choose_channels(program, cap)
+        ch = max(1, min(ch, cap // max(1, per_dev)))
+        self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of)
+        self.timeout_ns = np.uint64(int(timeout_s * 1e9))
+        self.status = _Status(cp)
+        self._per_dev = {}
+        flag_ptrs = np.zeros(self.dp.num_blocks, np.uint64)
+        for d in self.devices:
+            first, nb = self.dp.device_blocks(self.device_of, d)
+            if nb > kernels[d][1]:
+                raise DeviceUnavailable(f"native executor: GPU {d} would need {nb} resident blocks, it holds "
+                                        f"{kernels[d][1]}")
+            with cp.cuda.Device(d):
+                arrays = {name: cp.asarray(getattr(self.dp, name)) for name in ("records", "block_start",
+                                                                                "wait_start", "waits")}
+                if arrays["waits"].size == 0:
+                    arrays["waits"] = cp.zeros(2, cp.int32)
+                flags = cp.zeros(max(1, nb), cp.uint64)
+                epochs = cp.zeros(self.dp.num_blocks, cp.uint64)
+            flag_ptrs[first:first + nb] = flags.data.ptr + 8 * np.arange(nb, dtype=np.uint64)
+            self._per_dev[d] = {"first": first, "blocks": nb, "flags": flags, "epochs": epochs,
+                                "kernel": kernels[d][0], **arrays}
+        for d in self.devices:
+            with cp.cuda.Device(d):
+                self._per_dev[d]["flag_ptrs"] = cp.asarray(flag_ptrs)
+        self.avg = float(avg_scalar(program.dtype, program.ranks)) if program.op == "avg" and is_float(
+            program.dtype) else 0.0
+        self.scratch = [self._scratch(r) for r in range(program.ranks)]
+        self._bindings: OrderedDict[tuple, dict] = OrderedDict()
+        self._enable_peers()
+
+    # ------------------------------------------------------------------ setup
+    def _scratch(self, rank: int):
+        n = self.program.sizes[rank].get(SCRATCH, 0)
+        if not n:
+            return None
+        with self.cp.cuda.Device(self.device_of[rank]):
+            return self.cp.empty(n, self.program.dtype)
+
+    def _enable_peers(self) -> None:
+        rt = self.cp.cuda.runtime
+        for d in self.devices:
+            for p in self.devices:
+                if d != p:
+                    with self.cp.cuda.Device(d):
+                        try:
+                            rt.deviceEnablePeerAccess(p)
+                        except Exception as exc:     # already enabled is fine
+                            if "ALREADY" not in str(exc).upper():
+                                raise DeviceUnavailable(f"native executor: GPU {d} cannot reach GPU {p} "
+                                                        f"({exc}); use p2p='never'") from None
+
+    # ------------------------------------------------------------------ calls
+    def _binding(self, buffers: Sequence[dict]) -> dict:
+        ptrs = []
+        for (r, name) in self.dp.slots:
+            arr = self.scratch[r] if name == SCRATCH else buffers[r][name]
+            ptrs.append(arr.data.ptr)
+        key = tuple(ptrs)
+        b = self._bindings.get(key)
+        if b is None:
+            table = np.array(ptrs, np.uint64)
+            b = {"calls": 0, "graphs": {}, "tables": {}}
+            for d in self.devices:
+                with self.cp.cuda.Device(d):
+                    b["tables"][d] = self.cp.asarray(table)
+            self._bindings[key] = b
+            if len(self._bindings) > _BINDINGS_KEPT:
+                self._bindings.popitem(last=False)
+        else:
+            self._bindings.move_to_end(key)
+        return b
+
+    def _args(self, d: int, table) -> tuple:
+        s = self._per_dev[d]
+        return (s["records"], s["block_start"], s["wait_start"], s["waits"], table, s["flag_ptrs"], s["epochs"],
+                np.int32(s["first"]), np.uint64(self.dp.stride), np.int32(self.program.ranks), np.float64(self.avg),
+                np.uint64(self.status.dev_ptr + 20), np.uint64(self.status.dev_ptr), self.timeout_ns)
+
+    def run(self, buffers: Sequence[dict], *, graphs: bool = True) -> None:
+        """One call on ``buffers`` (rank -> physical buffer name -> CuPy array), on each GPU's
+        current stream."""
+        self.check()
+        self._launch(self._binding(buffers), graphs)
+
+    def bound(self, buffers: Sequence[dict], *, graphs: bool = True):
+        """A function of no arguments that runs one call on ``buffers`` (bound once: what a
+        repeated call with the same arrays costs is the graph launches)."""
+        b = self._binding(buffers)
+
+        def call() -> None:
+            if self.status.words[0]:
+                self.check()
+            self._launch(b, graphs)
+        return call
+
+    def _launch(self, b: dict, graphs: bool) -> None:
+        b["calls"] += 1
+        cp = self.cp
+        for d in self.devices:
+            s = self._per_dev[d]
+            if not s["blocks"]:
+                continue
+            g = b["graphs"].get(d)
+            if g is not None and len(self.devices) == 1 and cp.cuda.runtime.getDevice() == d:
+                g.launch(cp.cuda.get_current_stream())
+                continue
+            with cp.cuda.Device(d):
+                stream = cp.cuda.get_current_stream()
+                if g is not None:
+                    g.launch(stream)
+                    continue
+                args = self._args(d, b["tables"][d])
+                if graphs and b["calls"] >= 2:
+                    g = b["graphs"][d] = self._capture(s["kernel"], s["blocks"], args)
+                    g.launch(stream)
+                else:
+                    s["kernel"]((s["blocks"],), (THREADS,), args, stream=stream)
+
+    def _capture(self, kernel, blocks: int, args: tuple):
+        cp = self.cp
+        side = cp.cuda.Stream(non_blocking=True)
+        with side:
+            side.begin_capture()
+            kernel((blocks,), (THREADS,), args, stream=side)
+            return side.end_capture()
+
+    def check(self) -> None:
+        """Raise ExecutionTimeout if an earlier call's wait timed out (and reset the flags)."""
+        w = self.status.words
+        if not w[0]:
+            return
+        blk, rec, wb, wj = (int(x) for x in w[1:5])
+        dp = self.dp
+        self.cp.cuda.runtime.deviceSynchronize()
+        for s in self._per_dev.values():
+            s["flags"].fill(0)
+            s["epochs"].fill(0)
+        for b in self._bindings.values():
+            b["graphs"].clear()
+        w[:] = 0
+        raise ExecutionTimeout(
+            f"native executor: rank {int(dp.block_rank[blk])} (channel {int(dp.block_channel[blk])}) waited over "
+            f"{int(self.timeout_ns) / 1e9:g} s at record {rec - int(dp.block_start[blk])} for rank "
+            f"{int(dp.block_rank[wb])}'s record {wj}; the call was abandoned")
+
+
+__all__ = ["NativeContext", "DEFAULT_TIMEOUT_S"]

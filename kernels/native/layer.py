@@ -1,0 +1,100 @@
+"""The ``cupy`` backend's default layer: programs run natively (one interpreter launch per GPU
+per call, :mod:`kernels.native.launcher`) wherever every GPU involved can read its peers'
+memory; otherwise (``p2p="never"``, or peer access refused) the op-by-op layer it extends
+(:class:`kernels.backends.cupy_executor.CupyLayer`) stages through pinned host memory.
+
+One :class:`~kernels.native.launcher.NativeContext` is kept per lowered program and GPU
+layout (up to :data:`CONTEXTS_KEPT`), so a repeated call finds its flags, scratch, pointer
+table and captured graph ready.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from typing import Any, Sequence
+
+from kernels.backends.cupy_executor import CupyLayer
+from kernels.backends.cupy_runtime import CupyRuntime
+from kernels.backends.device import RankBuffers
+from kernels.program.ops import SCRATCH, Program
+from topo_probe.errors import BufferLayoutError
+
+#: native contexts a layer keeps (per lowered program and GPU layout)
+CONTEXTS_KEPT = 32
+
+
+class NativeLayer(CupyLayer):
+    """:class:`CupyLayer` that runs whole programs natively where peers are reachable.
+
+    Parameters are :class:`CupyLayer`'s, plus ``graphs`` (replay repeated calls as CUDA graphs,
+    default True) and ``channels`` (force the channel count; default by size)."""
+
+    name = "cupy"
+
+    def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
+                 runtime: Any = None, graphs: bool = True, channels: int | None = None):
+        super().__init__(p2p, devices=devices, topology=topology, runtime=runtime)
+        self.graphs, self.channels = graphs, channels
+        self._contexts: OrderedDict[tuple, Any] = OrderedDict()
+        self._native_for: dict[tuple, bool] = {}
+
+    def native_ok(self, devs: Sequence[int]) -> bool:
+        """Whether every pair of these GPUs reaches the other directly (and CuPy is the runtime)."""
+        key = tuple(devs)
+        ok = self._native_for.get(key)
+        if ok is None:
+            ok = isinstance(self.runtime, CupyRuntime) and all(
+                self.peer_allowed(a, b) for a in set(devs) for b in set(devs))
+            self._native_for[key] = ok
+        return ok
+
+    def allocate(self, rank: int, nelems: int, dtype: Any) -> Any:
+        if self.native_ok(self._layout(rank + 1)):
+            return None                      # the native context owns its scratch
+        return super().allocate(rank, nelems, dtype)
+
+    def context(self, program: Program) -> Any:
+        """The kept :class:`NativeContext` of ``program`` on the current GPU layout."""
+        from kernels.native.launcher import NativeContext
+        devs = self.device_of(program.ranks)
+        key = (id(program), tuple(devs))
+        kept = self._contexts.get(key)
+        if kept is not None and kept.program is program:
+            self._contexts.move_to_end(key)
+            return kept
+        ctx = NativeContext(program, devs, channels=self.channels)
+        self._contexts[key] = ctx
+        if len(self._contexts) > CONTEXTS_KEPT:
+            self._contexts.popitem(last=False)
+        return ctx
+
+    def bound(self, program: Program, buffers: RankBuffers):
+        """A no-argument function running ``program`` on ``buffers`` natively, or None where this
+        layout runs op by op (see :meth:`NativeContext.bound`)."""
+        devs = self.device_of(program.ranks)
+        if any(b.get(SCRATCH) is not None for b in buffers.bufs) or not self.native_ok(devs):
+            return None
+        self._check_devices(buffers, devs)
+        return self.context(program).bound(buffers.bufs, graphs=self.graphs)
+
+    def _check_devices(self, buffers: RankBuffers, devs: list[int]) -> None:
+        rt = self.runtime
+        for r, b in enumerate(buffers.bufs):
+            for name, arr in b.items():
+                if name != SCRATCH and rt.device_of_array(arr) != devs[r]:
+                    raise BufferLayoutError(f"rank {r}: {name} buffer lives on GPU {rt.device_of_array(arr)}, "
+                                            f"rank {r} runs on GPU {devs[r]}")
+
+    def execute(self, program: Program, buffers: RankBuffers) -> None:
+        devs = self.device_of(program.ranks)
+        staged = any(b.get(SCRATCH) is not None for b in buffers.bufs)   # allocate() chose the op layer
+        if staged or not self.native_ok(devs):
+            for r, b in enumerate(buffers.bufs):
+                if SCRATCH in b and b[SCRATCH] is None:
+                    b[SCRATCH] = super().allocate(r, program.sizes[r][SCRATCH], program.dtype)
+            return super().execute(program, buffers)
+        self._check_devices(buffers, devs)
+        self.context(program).run(buffers.bufs, graphs=self.graphs)
+
+
+__all__ = ["NativeLayer", "CONTEXTS_KEPT"]

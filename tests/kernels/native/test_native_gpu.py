@@ -1,0 +1,167 @@
+"""The native executor on a real GPU (marked ``gpu``; skipped without CuPy and a device):
+ranks sharing the card, every collective, NCCL dtypes and ops, in-place, repeated calls
+(graph replay), bit-identical to the host backend (the NumPy twins) and within the NumPy
+expectation's bounds; a wait that cannot be met ends in ExecutionTimeout, not a hang."""
+
+import numpy as np
+import pytest
+from _schedules import ALL, DTYPES, OPS, alloc_buffers, check_result, direct, make_inputs, ring
+
+from synth.ir.collectives import ROOTED
+
+cp = pytest.importorskip("cupy")
+try:
+    _N_GPUS = cp.cuda.runtime.getDeviceCount()
+except Exception:  # noqa: BLE001 - no driver
+    _N_GPUS = 0
+pytestmark = [pytest.mark.gpu, pytest.mark.skipif(_N_GPUS == 0, reason="needs a CUDA GPU")]
+
+
+def _to_gpu(bufs, dt):
+    out = []
+    for b in bufs:
+        if b is None:
+            out.append(None)
+        elif dt in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+            out.append(b)        # CuPy has no such arrays: tested through uint views below
+        else:
+            out.append(cp.asarray(b))
+    return out
+
+
+def _run(sched, count, dt, op, inplace, layer, seed=0, repeats=1):
+    from kernels.backends.executor import run_schedule
+    coll, n, root = sched.collective, sched.ranks, sched.root
+    sends = make_inputs(coll, n, count, dt, op, root, np.random.default_rng(seed))
+    sb, rb = alloc_buffers(coll, n, count, sends, dt, root, inplace, fill=77)
+    host_s, host_r = alloc_buffers(coll, n, count, sends, dt, root, inplace, fill=77)
+    run_schedule(sched, host_s, host_r, op=op, backend="host")
+    gs = [None if x is None else cp.asarray(x) for x in sb]
+    gr = [None if x is None else cp.asarray(x) for x in rb]
+    if inplace:                                   # keep NCCL's aliasing on the GPU copies
+        gs, gr = _alias(coll, n, count, gs, gr)
+    for _ in range(repeats):
+        if inplace and repeats > 1:
+            raise AssertionError("repeat only out-of-place")
+        run_schedule(sched, gs, gr, op=op, backend=layer)
+    got = [None if x is None else cp.asnumpy(x) for x in gr]
+    check_result(coll, n, count, sends, got, op, root, dt)
+    for r in range(n):
+        if host_r[r] is not None:
+            assert np.array_equal(got[r].view(np.uint8), host_r[r].view(np.uint8)), f"rank {r}: not bit-identical"
+
+
+def _alias(coll, n, count, gs, gr):
+    outs, ins = [], []
+    for r in range(n):
+        s, d = gs[r], gr[r]
+        if s is not None and d is not None:
+            if coll in ("allgather", "gather"):
+                s = d[r * count:(r + 1) * count]
+            elif coll in ("reducescatter", "scatter"):
+                d = s[r * count:(r + 1) * count]
+            else:
+                s = d
+        ins.append(s)
+        outs.append(d)
+    return ins, outs
+
+
+@pytest.fixture(scope="module")
+def layer():
+    from kernels.native.layer import NativeLayer
+    return NativeLayer()
+
+
+@pytest.mark.parametrize("coll", ALL)
+@pytest.mark.parametrize("n", [2, 3, 8])
+def test_every_collective_float32_sum(layer, coll, n):
+    root = 1 if coll in ROOTED else None
+    for sched in ([ring(coll, n, 2)] if coll in ("allreduce", "allgather", "reducescatter") else []) + \
+            [direct(coll, n, 2, root)]:
+        for count in (1, 37, 4096 + 3):
+            _run(sched, count, "float32", "sum", False, layer)
+
+
+@pytest.mark.parametrize("dt", [d for d in DTYPES if d not in ("bfloat16", "float8_e4m3fn", "float8_e5m2")])
+@pytest.mark.parametrize("op", OPS)
+def test_dtypes_and_ops_bit_identical_to_the_twins(layer, dt, op):
+    _run(ring("allreduce", 4, 1), 1000 + 5, dt, op, False, layer, seed=3)
+
+
+@pytest.mark.parametrize("coll", ALL)
+def test_in_place(layer, coll):
+    root = 0 if coll in ROOTED else None
+    _run(direct(coll, 4, 1, root), 257, "int64", "sum", True, layer)
+
+
+def test_repeated_calls_replay_a_graph_and_stay_right(layer):
+    from kernels.native.layer import NativeLayer
+    mine = NativeLayer()
+    _run(ring("allreduce", 8, 1), 256, "float32", "sum", False, mine, repeats=5)
+    (ctx,) = mine._contexts.values()
+    assert any(b["graphs"] for b in ctx._bindings.values()), "no graph was captured"
+
+
+def test_large_message_many_channels(layer):
+    _run(ring("allreduce", 4, 1), (64 << 20) // 4 + 7, "float32", "sum", False, layer)
+
+
+def test_bfloat16_and_float8_through_the_native_layer():
+    """CuPy has no bfloat16/float8 arrays: run the device program on uint views and compare
+    with the host backend bit for bit."""
+    import ml_dtypes
+    from kernels.backends.device import RankBuffers
+    from kernels.backends.executor import program_for
+    from kernels.native.launcher import NativeContext
+    for name in ("bfloat16", "float8_e4m3fn", "float8_e5m2"):
+        dt = np.dtype(getattr(ml_dtypes, name))
+        for op in OPS:
+            sched = ring("allreduce", 3, 1)
+            count = 515
+            sends = make_inputs("allreduce", 3, count, dt, op, None, np.random.default_rng(1))
+            hs, hr = alloc_buffers("allreduce", 3, count, sends, dt, None, False)
+            from kernels.backends.executor import run_schedule
+            run_schedule(sched, hs, hr, op=op, backend="host")
+            prog = program_for(sched, count, dt, op=op)
+            view = np.uint16 if dt.itemsize == 2 else np.uint8
+            bufs = [{"input": cp.asarray(sends[r].view(view)), "output": cp.zeros(count, view)} for r in range(3)]
+            ctx = NativeContext(prog, [0, 0, 0])
+            ctx.run(RankBuffers(bufs).bufs)
+            for r in range(3):
+                got = cp.asnumpy(bufs[r]["output"])
+                assert np.array_equal(got, hr[r].view(view)), f"{name} {op} rank {r}: differs from the twin"
+
+
+def test_a_wait_that_is_never_met_raises_execution_timeout():
+    from kernels.backends.executor import program_for
+    from kernels.native.launcher import NativeContext
+    from topo_probe.errors import ExecutionTimeout
+    prog = program_for(ring("allreduce", 3, 1), 64, np.float32)
+    ctx = NativeContext(prog, [0, 0, 0], timeout_s=0.2)
+    waits = ctx.dp.waits.copy()
+    if waits.size:
+        waits[0, 1] = 10_000              # a record index no block reaches
+    for s in ctx._per_dev.values():
+        s["waits"] = cp.asarray(waits)
+    bufs = [{"input": cp.ones(64, cp.float32), "output": cp.zeros(64, cp.float32)} for _ in range(3)]
+    ctx.run(bufs, graphs=False)
+    cp.cuda.runtime.deviceSynchronize()
+    with pytest.raises(ExecutionTimeout, match=r"rank \d .*waited over 0.2 s"):
+        ctx.check()
+    ctx._per_dev[0]["waits"] = cp.asarray(ctx.dp.waits if ctx.dp.waits.size else np.zeros(2, np.int32))
+    ctx.run(bufs, graphs=False)           # the context works again after the reset
+    assert float(bufs[0]["output"][0]) == 3.0
+
+
+def test_communicator_repeats_bind_once_and_stay_right():
+    from kernels import Communicator
+    comm = Communicator(4, plan=False)
+    xs = [cp.full(1024, r + 1, cp.float32) for r in range(4)]
+    ys = [cp.empty(1024, cp.float32) for _ in range(4)]
+    for _ in range(4):
+        comm.all_reduce(xs, ys)
+    assert comm._bound, "the repeated call was not bound"
+    xs[2][...] = 100
+    comm.all_reduce(xs, ys)                      # same arrays, new contents: the graph reads them
+    assert all(float(y[0]) == 1 + 2 + 100 + 4 for y in ys)

@@ -1,0 +1,63 @@
+"""kernels.native.source: the interpreter kernel compiles with NVRTC on this machine (no GPU)
+for sm_80 and sm_90, for every NCCL dtype and op, and its PTX holds what the design promises:
+acquire loads and release stores at GPU scope (system scope across GPUs), a bounded wait
+(%globaltimer), and no fused multiply-add anywhere (reductions are separate IEEE ops)."""
+
+import re
+
+import pytest
+
+from kernels.native.source import DTYPE_CODES, OP_CODES, compile_options, compile_ptx
+from topo_probe.errors import InvalidArgument
+
+pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings, nvidia-cuda-nvrtc) not installed")
+_FMA = re.compile(r"\bfma\.")
+
+
+@pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
+@pytest.mark.parametrize("scope_sys", [False, True])
+def test_flags_are_acquire_release_at_the_right_scope(arch, scope_sys):
+    ptx = compile_ptx("float32", "sum", scope_sys=scope_sys, arch=arch)
+    scope = "sys" if scope_sys else "gpu"
+    assert re.search(rf"ld\.acquire\.{scope}\.global\.(u64|b64)", ptx), "no acquire load of a flag"
+    assert re.search(rf"st\.release\.{scope}\.global\.(u64|b64)", ptx), "no release store of a flag"
+    other = "gpu" if scope_sys else "sys"
+    assert not re.search(rf"(ld\.acquire|st\.release)\.{other}", ptx)
+    assert "%globaltimer" in ptx, "waits are not bounded by the timer"
+    assert ".entry topocoll_interpreter" in ptx
+
+
+@pytest.mark.parametrize("dtype", sorted(DTYPE_CODES))
+def test_every_dtype_compiles_without_fma(dtype):
+    for op in ("sum", "max"):
+        ptx = compile_ptx(dtype, op, arch="compute_90")
+        assert not _FMA.search(ptx), f"{dtype} {op}: fused multiply-add in the PTX"
+
+
+@pytest.mark.parametrize("op", sorted(OP_CODES))
+@pytest.mark.parametrize("dtype", ["float16", "float32", "float64", "int32"])
+def test_every_op_compiles_without_fma(dtype, op):
+    ptx = compile_ptx(dtype, op, arch="compute_80")
+    assert not _FMA.search(ptx)
+    if dtype == "float32" and op in ("sum", "avg"):
+        assert "add.rn.f32" in ptx and "mul.rn.f32" in ptx     # avg's premultiply, then the sum
+
+
+def test_the_fma_check_would_see_one():
+    """The no-fma check is not vacuous: the same source compiled with contraction allowed and
+    a plain a*s+b in the reduction gives fma."""
+    from cuda.bindings import nvrtc
+    src = b'extern "C" __global__ void k(float* x, float s) { x[0] = x[0] * s + x[1]; }'
+    err, prog = nvrtc.nvrtcCreateProgram(src, b"k.cu", 0, [], [])
+    nvrtc.nvrtcCompileProgram(prog, 1, [b"--gpu-architecture=compute_80"])
+    _, size = nvrtc.nvrtcGetPTXSize(prog)
+    ptx = b" " * size
+    nvrtc.nvrtcGetPTX(prog, ptx)
+    assert _FMA.search(ptx.decode())
+
+
+def test_bad_dtype_and_op_are_named():
+    with pytest.raises(InvalidArgument, match="dtype complex64 is not an NCCL type"):
+        compile_options("complex64", "sum", scope_sys=False)
+    with pytest.raises(InvalidArgument, match="op must be one of .* got 'xor'"):
+        compile_options("float32", "xor", scope_sys=False)
