@@ -3,18 +3,20 @@
 * imports point one way (kernels -> synth -> topo_probe; kernels never imports ortools),
 * the module import graph has no circles (imports inside functions count too),
 * every package and subpackage ``__init__`` says in one docstring line what it holds,
-* no module is over 400 lines.
+* no module is over 400 lines,
+* test files sit under tests/ as the code they test sits under the root, with unique names.
 """
 
 from __future__ import annotations
 
 import ast
+from collections import Counter
 from pathlib import Path
 
 import networkx as nx
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PACKAGES = ("topo_probe", "synth", "kernels")
 MAX_LINES = 400
 
@@ -85,3 +87,16 @@ def test_no_module_is_over_400_lines():
     long = {str(p.relative_to(ROOT)): n for p in _modules().values()
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, long
+
+
+def test_test_files_mirror_the_code_they_test_with_unique_names():
+    """tests/kernels/backends/test_executor.py tests kernels/backends/executor.py: every test folder
+    is a folder of the repository; pytest imports test files by name, so no name is used twice."""
+    tests = ROOT / "tests"
+    files = [p for p in sorted(tests.rglob("test_*.py")) if "fixtures" not in p.relative_to(tests).parts]
+    assert len(files) > 80, files                       # the glob finds them
+    twice = sorted(name for name, k in Counter(p.name for p in files).items() if k > 1)
+    assert not twice, f"test file names used more than once: {twice}"
+    astray = sorted(str(p.relative_to(ROOT)) for p in files
+                    if p.parent != tests and not (ROOT / p.parent.relative_to(tests)).is_dir())
+    assert not astray, f"test files in folders the repository does not have: {astray}"
