@@ -196,8 +196,17 @@ def test_two_overlapping_reduces_in_one_step():
 
 
 def test_disjoint_concurrent_reduces_are_fine():
+    """Ranks 1 and 2 reduce their own (disjoint) contributions to chunk 0 into root 0 in the same
+    step: by hand the root ends with x0 + x1 + x2, which the NumPy replay computes too, and the
+    verifier accepts it; without rank 2's reduce the root lacks x2 and the verifier refuses."""
     s = sched("reduce", 3, [(1, [(0, 1, 0, "reduce"), (0, 2, 0, "reduce")])], root=0)
+    rep = verify(s)
+    assert rep.ok and rep.violations == [], [v.message for v in rep.violations]
     check(s)
+    assert all(replays_correctly(s, seed) for seed in range(5))
+    short = sched("reduce", 3, [(1, [(0, 1, 0, "reduce")])], root=0)
+    assert not replays_correctly(short)
+    assert first(short).rule == "postcondition"
 
 
 def test_transfer_across_non_channel():
