@@ -3,8 +3,7 @@
 from pathlib import Path
 
 import pytest
-
-FIXTURES = Path(__file__).parent / "fixtures"
+from _paths import FIXTURES
 
 
 @pytest.fixture

@@ -9,11 +9,10 @@ import os
 import re
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from _paths import ROOT
 
-ROOT = Path(__file__).resolve().parents[1]
 PATH = re.compile(r"`((?:topo_probe|synth|kernels|tests|benchmarks)/[\w/.]*?)`|"
                   r"\b((?:topo_probe|synth|kernels)/[\w/]+(?:\.py|/))")
 DOTTED = re.compile(r"`((?:topo_probe|synth|kernels)(?:\.\w+)+)`")
@@ -81,7 +80,7 @@ def test_readme_python_example_uses_public_names_and_runs(k, tmp_path):
     env = {"PYTHONPATH": str(ROOT), "PATH": os.environ.get("PATH", "/usr/bin:/bin"), "HOME": str(tmp_path),
            "TOPOCOLL_RESULTS": str(tmp_path / "results")}
     if "MPICommunicator" in code:                    # MPI examples run as two ranks
-        from test_mpi_comm import mpi_env, mpirun_cmd
+        from _mpi import mpi_env, mpirun_cmd
         launcher = mpirun_cmd(2)
         if launcher is None:
             pytest.skip("mpirun / mpi4py not installed")

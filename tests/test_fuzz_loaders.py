@@ -18,10 +18,10 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from _paths import FIXTURES
 from _mutations import LOADERS, mutate, nonsense, seed_format, seeds
 from topo_probe.errors import TopocollError
 
-FIXTURES = Path(__file__).parent / "fixtures"
 SEEDS = seeds(FIXTURES)
 GUARDED = ("nvidia-smi", "nvidia-smi-p2p", "topology-json", "link-matrix", "nccl-tests-log", "schedule-json",
            "plan-json")

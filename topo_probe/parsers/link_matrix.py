@@ -33,7 +33,7 @@ from topo_probe.guard import (
     show,
 )
 from topo_probe.machines.generators import NVLINK_LATENCY_US
-from topo_probe.parsers import MAX_NVLINKS_PER_GPU
+from topo_probe.parsers.hardware import MAX_NVLINKS_PER_GPU
 from topo_probe.parsers.pcie_classes import rank_ranges
 from topo_probe.topology.model import GPU_LINK_KINDS, Topology
 

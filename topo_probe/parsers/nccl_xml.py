@@ -55,7 +55,7 @@ from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import CPU_LATENCY_US, NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_LATENCY_US
-from topo_probe.parsers import (
+from topo_probe.parsers.hardware import (
     CPU_LINK_GBPS,
     PCIE_LANE_GBPS,
     XGMI_DEFAULT_GBPS,

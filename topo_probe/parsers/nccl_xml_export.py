@@ -23,7 +23,14 @@ from __future__ import annotations
 
 import re
 
-from topo_probe.parsers import AMD_SM, PCIE_LANE_GBPS, PCIE_SPEED_STRINGS, XGMI_GBPS, gcn_arch, normalize_bus_id
+from topo_probe.parsers.hardware import (
+    AMD_SM,
+    PCIE_LANE_GBPS,
+    PCIE_SPEED_STRINGS,
+    XGMI_GBPS,
+    gcn_arch,
+    normalize_bus_id,
+)
 from topo_probe.parsers.nccl_xml_tree import CPU_CLASS, NVSWITCH_CLASS
 from topo_probe.topology.model import Topology
 
@@ -71,7 +78,7 @@ def _natural(node: str):
 
 class _Exporter:
     def __init__(self, topo: Topology, default_sm: int | None) -> None:
-        from topo_probe.parsers import nvlink_gbps_for_name, sm_from_compute_capability
+        from topo_probe.parsers.hardware import nvlink_gbps_for_name, sm_from_compute_capability
         self.t, self.g, self.out, self.notes = topo, topo.graph, [], []
         self.kind = lambda n: self.g.nodes[n]["kind"]
         self.sm, self.amd = {}, {}

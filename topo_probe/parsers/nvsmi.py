@@ -44,7 +44,7 @@ from topo_probe.guard import (
     check_topology,
     show,
 )
-from topo_probe.parsers import PCIE_LANE_GBPS
+from topo_probe.parsers.hardware import PCIE_LANE_GBPS
 from topo_probe.parsers.link_matrix import add_nvlinks
 from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
 from topo_probe.topology.model import P2PCapability, Topology

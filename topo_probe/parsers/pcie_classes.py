@@ -6,7 +6,7 @@ from typing import Callable, Hashable, Sequence
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import CPU_LATENCY_US, PCIE_LATENCY_US
-from topo_probe.parsers import CPU_LINK_GBPS
+from topo_probe.parsers.hardware import CPU_LINK_GBPS
 from topo_probe.topology.model import Topology
 
 __all__ = ["add_pcie_tree_from_classes", "set_cpu_affinity", "PCIE_CLASSES", "rank_ranges"]

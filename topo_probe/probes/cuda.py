@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import importlib
 
-from topo_probe.parsers import normalize_bus_id
+from topo_probe.parsers.hardware import normalize_bus_id
 from topo_probe.topology.model import P2PCapability
 
 __all__ = ["gather_cuda_records", "probe_cuda", "p2p_from_cuda_records"]

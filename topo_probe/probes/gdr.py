@@ -21,7 +21,7 @@ import os
 import re
 from pathlib import Path
 
-from topo_probe.parsers import normalize_bus_id
+from topo_probe.parsers.hardware import normalize_bus_id
 from topo_probe.probes.sysfs import read_numa_node, read_text
 
 __all__ = ["scan_gdr", "gdr_status", "nic_records"]

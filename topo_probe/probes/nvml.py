@@ -32,7 +32,7 @@ import importlib
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US
-from topo_probe.parsers import (
+from topo_probe.parsers.hardware import (
     PCIE_LANE_GBPS,
     normalize_bus_id,
     nvlink_gbps_for_name,

@@ -25,7 +25,7 @@ from pathlib import Path
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import CPU_LATENCY_US, PCIE_LATENCY_US
-from topo_probe.parsers import CPU_LINK_GBPS, PCIE_LANE_GBPS, normalize_bus_id, pcie_gen_from_speed
+from topo_probe.parsers.hardware import CPU_LINK_GBPS, PCIE_LANE_GBPS, normalize_bus_id, pcie_gen_from_speed
 from topo_probe.parsers.pcie_classes import set_cpu_affinity
 from topo_probe.topology.model import Topology
 

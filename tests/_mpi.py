@@ -1,0 +1,43 @@
+"""Launching ``mpirun`` for the MPI tests (not a test module): the command with Open MPI's
+root/oversubscribe flags, an environment in which the worker scripts import the project and these
+helpers, and a runner that skips with a reason when mpirun or mpi4py is missing."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from _paths import ROOT, TESTS
+
+
+def mpirun_cmd(n: int) -> list[str] | None:
+    """``mpirun -n n`` with Open MPI's root/oversubscribe flags, or None without MPI."""
+    if importlib.util.find_spec("mpi4py") is None:
+        return None
+    exe = shutil.which("mpirun", path=str(Path(sys.executable).parent) + os.pathsep + os.environ.get("PATH", ""))
+    if exe is None:
+        return None
+    version = subprocess.run([exe, "--version"], capture_output=True, text=True, timeout=30).stdout
+    extra = ["--oversubscribe"] if "Open MPI" in version or "OpenRTE" in version else []
+    return [exe, *extra, "-n", str(n)]
+
+
+def mpi_env() -> dict:
+    """The workers import the project (repository root) and these helpers (tests/) first."""
+    env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1",
+               PYTHONWARNINGS="ignore", OMPI_MCA_rmaps_base_oversubscribe="1")
+    env["PYTHONPATH"] = os.pathsep.join([str(ROOT), str(TESTS), env.get("PYTHONPATH", "")])
+    return env
+
+
+def run_mpi(n: int, args: list[str], timeout: float = 120):
+    cmd = mpirun_cmd(n)
+    if cmd is None:
+        pytest.skip("mpirun / mpi4py not installed (pip install 'topocoll[mpi]')")
+    return subprocess.run(cmd + [sys.executable, *args], capture_output=True, text=True, timeout=timeout,
+                          cwd=ROOT, env=mpi_env())

@@ -1,0 +1,21 @@
+"""benchmarks/holdout_nccl_model.py: a held-out log's own constants are not fitted on it."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from _paths import ROOT
+
+pytest.importorskip("scipy")
+
+
+def test_holding_out_the_only_mi300x_log_leaves_its_constants_at_their_hand_set_values():
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import holdout_nccl_model as h
+    results, untouched = h.holdout("mi300x_8gpu_1node_all_reduce.txt")
+    # only the MI300X log exercises xGMI, gfx942 latencies and RCCL's MSCCL kernels (params.py's table)
+    assert {"link_eff/*/xgmi", "lat_scale/gfx942/LL", "lat_scale/gfx942/Simple", "msccl_allpairs_latency_us",
+            "msccl_onestep_latency_us"} <= set(untouched)
+    assert "link_eff/sm90/nvlink" not in untouched          # the H100 logs still fit this one
+    assert [r["collective"] for r in results] == ["allreduce"] and results[0]["rows"]

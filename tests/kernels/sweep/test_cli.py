@@ -1,0 +1,196 @@
+"""The ``sweep`` command end to end: host sweeps of every collective, exit codes, one-line
+errors, JSON, the sim comparison plot and the import overlay."""
+
+import csv
+import importlib.util
+import json
+
+import pytest
+
+from _paths import FIXTURES
+import kernels.backends.executor
+from kernels.sweep.cli import main, parse_size
+from synth.baselines import baseline
+from synth.ir.fabric import build_fabric
+from topo_probe.machines.generators import fully_connected
+
+FIXTURE = FIXTURES / "nccl_tests_allreduce_a100x8_single_process.txt"
+COLLECTIVES = ["all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter",
+               "alltoall"]
+#: nccl-tests' bus bandwidth factors, written out independently of the code under test
+FACTOR = {"all_reduce": lambda n: 2 * (n - 1) / n, "broadcast": lambda n: 1, "reduce": lambda n: 1}
+
+
+def _run(capsys, argv):
+    rc = main(argv)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def _rows(out: str):
+    return [ln.split() for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
+
+
+@pytest.mark.parametrize("coll", COLLECTIVES)
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_host_sweep_busbw_arithmetic_and_no_wrong(capsys, coll, n):
+    rc, out, err = _run(capsys, [coll, "-b", "8", "-e", "64K", "-f", "2", "-g", str(n), "-n", "2", "-w", "1"])
+    assert rc == 0, err
+    rows = _rows(out)
+    assert len(rows) == 14 and "# Out of bounds values : 0 OK" in out
+    factor = FACTOR.get(coll, lambda k: (k - 1) / k)(n)
+    busbws = []
+    for t in rows:
+        size, count = int(t[0]), int(t[1])
+        per_rank_blocks = 1 if coll in ("all_reduce", "broadcast", "reduce") else n
+        assert size == count * 4 * per_rank_blocks and t[2] == "float"
+        assert t[4] == ("0" if coll in ("broadcast", "reduce", "gather", "scatter") else "-1")
+        for k in (5, 9):
+            time_us, algbw, busbw, wrong = float(t[k]), float(t[k + 1]), float(t[k + 2]), t[k + 3]
+            assert wrong == "0"
+            # the printed time is rounded to 4-5 significant digits
+            assert algbw == pytest.approx(size / (time_us * 1e3), abs=0.006, rel=2e-3)
+            assert busbw == pytest.approx(size / (time_us * 1e3) * factor, abs=0.006, rel=2e-3)
+            busbws.append(busbw)
+    avg = float(out.split("# Avg bus bandwidth    :")[1].split()[0])
+    assert avg == pytest.approx(sum(busbws) / len(busbws), abs=0.006)
+
+
+def test_corrupted_executor_fails_the_sweep(capsys, monkeypatch):
+    real = kernels.backends.executor.run_schedule
+
+    def corrupt(schedule, sendbufs, recvbufs, **kw):
+        real(schedule, sendbufs, recvbufs, **kw)
+        recvbufs[0][:1] += 1
+        return recvbufs
+
+    monkeypatch.setattr(kernels.backends.executor, "run_schedule", corrupt)
+    rc, out, _ = _run(capsys, ["all_reduce", "-b", "64", "-e", "256", "-f", "2", "-g", "4", "-n", "1", "-w", "0"])
+    assert rc == 1
+    assert all(t[8] == "1" and t[12] == "1" for t in _rows(out))
+    assert "# Out of bounds values : 6 FAILED" in out
+
+
+def test_every_type_and_op(capsys):
+    rc, out, err = _run(capsys, ["reduce_scatter", "-b", "1K", "-e", "1K", "-g", "3", "-d", "all", "-o", "all",
+                                 "-n", "1", "-w", "0"])
+    assert rc == 0, err
+    rows = _rows(out)
+    assert len(rows) == 10 * 5 and {t[3] for t in rows} == {"sum", "prod", "max", "min", "avg"}
+    assert {t[2] for t in rows} >= {"int8", "uint64", "half", "bfloat16", "double"}
+
+
+def test_avg_on_integers_is_accepted_like_nccl(capsys):
+    # NCCL implements ncclAvg on integer types as a sum followed by a division (SumPostDiv)
+    rc, out, _ = _run(capsys, ["all_reduce", "-b", "64", "-e", "64", "-g", "4", "-d", "int32", "-o", "avg",
+                               "-n", "1", "-w", "0"])
+    assert rc == 0 and _rows(out)[0][3] == "avg"
+
+
+def test_check_zero_prints_na(capsys):
+    rc, out, _ = _run(capsys, ["broadcast", "-b", "64", "-e", "64", "-g", "2", "-c", "0", "-n", "1", "-w", "0"])
+    assert rc == 0 and _rows(out)[0][8] == "N/A" and "validation: 0" in out
+
+
+@pytest.mark.parametrize("argv, msg", [
+    (["all_reduce", "-b", "1G", "-e", "1K"], "invalid sizes for 'minbytes' and 'maxbytes': 1073741824 > 1024"),
+    (["all_reduce", "-b", "12Q"], "invalid size specified for 'minbytes'"),
+    (["all_reduce", "-d", "float8"], "invalid datatype 'float8'"),
+    (["all_reduce", "-o", "mulsum"], "invalid op 'mulsum'"),
+    (["all_reduce", "-g", "0"], "invalid number of GPUs: -g 0"),
+    (["all_reduce", "-g", "x"], "invalid number of GPUs (-g): 'x'"),
+    (["reduce", "-g", "4", "-r", "4"], "invalid root: 4"),
+    (["all_reduce", "-n", "0"], "invalid iters: 0"),
+    (["all_reduce", "-a", "7"], "invalid average: 7"),
+    (["all_reduce", "--backend", "tpu"], "invalid backend 'tpu'"),
+    (["allfoo"], "unknown collective 'allfoo'"),
+    ([], "missing COLLECTIVE"),
+    (["all_reduce", "--compare", "ring"], "--compare needs --plot"),
+    (["all_reduce", "--frobnicate"], "unrecognized arguments: --frobnicate"),
+    (["all_reduce", "--topology", "dgx-a100", "-g", "9"], "topology 'dgx-a100' has 8"),
+    (["all_reduce", "--backend", "sim"], "sim backend needs at least 2 ranks"),
+])
+def test_bad_flags_one_line_errors(capsys, argv, msg):
+    rc, out, err = _run(capsys, argv)
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1 and msg in err and err.startswith("sweep: error: ")
+
+
+def test_bad_input_is_one_line_and_status_2_never_1(capsys, tmp_path):
+    """Status 1 means wrong results (nccl-tests' "Out of bounds values"); bad input is 2."""
+    rc, _, err = _run(capsys, ["all_reduce", "-g", "4", "--algo", str(tmp_path / "nope.json")])
+    assert rc == 2 and err.count("\n") == 1 and "not 'plan', 'nccl', a baseline" in err
+    rc, _, err = _run(capsys, ["all_reduce", "--topology", "no-such-preset"])
+    assert rc == 2 and err.count("\n") == 1 and "Traceback" not in err
+    rc, out, err = _run(capsys, ["broadcast", "-g", "4", "--algo", "rhd"])
+    assert rc == 2 and out == "" and err.startswith("sweep: error: rhd: broadcast is not available")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cupy") is not None, reason="CuPy is installed here")
+def test_cupy_backend_is_skipped_without_a_gpu(capsys):
+    rc, out, err = _run(capsys, ["all_reduce", "-g", "2", "--backend", "cupy"])
+    assert rc == 3 and err.startswith("sweep: skipped: cupy backend: CuPy is not installed")
+    assert err.count("\n") == 1
+
+
+def test_parse_size():
+    assert [parse_size(s, "x") for s in ("8", "1K", "1k", "2M", "4G", "0.5K")] == [8, 1024, 1024, 2 << 20,
+                                                                                   4 << 30, 512]
+
+
+def test_json_output_and_schedule_file(capsys, tmp_path):
+    sched = tmp_path / "ring.json"
+    baseline("ring", build_fabric(fully_connected(4)), "allgather").save(sched)
+    out_json = tmp_path / "r.json"
+    argv = ["all_gather", "-b", "1K", "-e", "4K", "-f", "2", "-g", "4", "-n", "1", "-w", "0",
+            "--algo", str(sched), "-J", str(out_json)]
+    rc, out, _ = _run(capsys, argv)
+    assert rc == 0 and out.startswith(f"# Writing JSON output to {out_json}\n")
+    assert f"# schedule: {sched}" in out
+    doc = json.loads(out_json.read_text())
+    assert [r["size"] for r in doc["results"]] == [1024, 2048, 4096]
+    assert doc["results"][0]["redop"] == "none" and doc["results"][0]["count"] == 64
+    assert doc["args"][0] == "sweep" and doc["out_of_bounds"]["okay"] == "true"
+    rc, out, _ = _run(capsys, argv)
+    assert f"# Writing JSON output to {out_json}.0" in out
+
+
+def test_topology_subset(capsys):
+    rc, out, _ = _run(capsys, ["all_reduce", "--topology", "dgx1-v100", "-g", "4", "-b", "64", "-e", "64",
+                               "-n", "1", "-w", "0"])
+    assert rc == 0 and "nGpus 4" in out and len([ln for ln in out.splitlines() if "#  Rank" in ln]) == 4
+
+
+def test_sim_compare_plot_with_imported_log(capsys, tmp_path):
+    png = tmp_path / "a100.png"
+    rc, out, err = _run(capsys, ["all_reduce", "--backend", "sim", "--topology", "dgx-a100", "-b", "8", "-e", "4G",
+                                 "-f", "2", "--compare", "plan,ring,tree", "--import", str(FIXTURE),
+                                 "--plot", str(png)])
+    assert rc == 0, err
+    assert png.read_bytes()[:4] == b"\x89PNG" and out.count("# Out of bounds values : 0 OK") == 3
+    rows = list(csv.DictReader((tmp_path / "a100.csv").open()))
+    by = {}
+    for r in rows:
+        by.setdefault(r["series"], []).append(r)
+    assert set(by) == {"plan (no plan.json: best baseline)", "ring", "tree", "lower bound",
+                       "NCCL measured (8 ranks)"}
+    assert all(len(v) == 30 for v in by.values())
+    for k in range(30):
+        bound = float(by["lower bound"][k]["busbw_gbps"])
+        for name in ("ring", "tree", "plan (no plan.json: best baseline)"):
+            # no schedule beats the lower bound; the plan is at least as good as ring and tree
+            assert float(by[name][k]["busbw_gbps"]) <= bound * (1 + 1e-9)
+        plan_t = float(by["plan (no plan.json: best baseline)"][k]["time_us"])
+        assert plan_t <= min(float(by["ring"][k]["time_us"]), float(by["tree"][k]["time_us"])) * (1 + 1e-5)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed")
+@pytest.mark.parametrize("extra", [["-g", "8"], ["--topology", "dgx-a100"]])
+def test_mpi_backend_outside_mpirun_refuses_more_than_one_rank(extra):
+    """One process cannot be 8 ranks: say how to start it instead of running alone."""
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, "-m", "kernels.sweep.cli", "all_reduce", "--backend", "mpi",
+                          "-b", "1K", "-e", "1K", *extra], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stdout == ""
+    assert "start it with mpirun -n 8" in res.stderr and res.stderr.count("\n") == 1

@@ -1,0 +1,144 @@
+"""``simulate`` CLI (the sweep's sim backend with bounds) via main(argv): nccl-tests columns recomputed independently, size sweeps and
+types, schedule files, and one-line errors with exit status 2."""
+
+from __future__ import annotations
+
+import pytest
+
+from _paths import FIXTURES, ROOT
+from kernels.sweep.simulate import main, parse_size, sweep_sizes
+from synth.baselines import baseline
+from synth.ir.fabric import build_fabric
+from synth.model.cost import CostModel
+from topo_probe.machines.presets import get_preset
+
+
+def rows(out: str) -> list[list[str]]:
+    return [line.split() for line in out.splitlines() if line.strip() and not line.startswith("#")]
+
+
+def test_allreduce_table_matches_cost_model_and_nccl_conventions(capsys):
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1M", "-e", "4M"]) == 0
+    out = capsys.readouterr().out
+    assert "time   algbw   busbw" in out and "bound" in out and "# Avg bus bandwidth" in out
+    table = rows(out)
+    assert [int(r[0]) for r in table] == [1 << 20, 2 << 20, 4 << 20]
+    f = build_fabric(get_preset("dgx-a100"))
+    model, sched = CostModel(f), baseline("ring", f, "allreduce")
+    for r in table:
+        size, count, dtype, redop, root = int(r[0]), int(r[1]), r[2], r[3], int(r[4])
+        t, alg, bus, bound_t, bound_bus = float(r[5]), float(r[6]), float(r[7]), float(r[14]), float(r[15])
+        assert r[8] == r[12] == "N/A" and r[9:12] == r[5:8]       # in place = out of place, nothing checked
+        assert (count, dtype, redop, root) == (size // 4, "float", "sum", -1)
+        assert t == pytest.approx(model.schedule_time_us(sched, size), abs=0.06)
+        assert alg == pytest.approx(size / t / 1e3, abs=0.01)          # GB/s = bytes / µs / 1e3
+        assert bus == pytest.approx(alg * 2 * 7 / 8, abs=0.02)
+        assert bound_t <= t and bound_bus >= bus
+
+
+def test_allgather_counts_per_rank_half_type_and_factor(capsys):
+    assert main(["--topology", "dgx1-v100", "--collective", "all_gather", "-b", "1K", "-e", "64K", "-f", "4",
+                 "-d", "half"]) == 0
+    table = rows(capsys.readouterr().out)
+    assert [int(r[0]) for r in table] == [1024, 4096, 16384, 65536]
+    assert all(int(r[1]) == int(r[0]) // (8 * 2) and r[2] == "half" and r[3] == "none" for r in table)
+    for r in table:
+        assert float(r[7]) == pytest.approx(float(r[6]) * 7 / 8, abs=0.02)
+
+
+def test_linear_steps_and_rooted_collective(capsys):
+    assert main(["--topology", "dgx1-v100", "--collective", "broadcast", "--baseline", "tree", "--root", "2",
+                 "-b", "1M", "-e", "3M", "-i", "1M"]) == 0
+    table = rows(capsys.readouterr().out)
+    assert [int(r[0]) for r in table] == [1 << 20, 2 << 20, 3 << 20]
+    assert all(int(r[4]) == 2 and float(r[7]) == float(r[6]) for r in table)
+
+
+def test_schedule_file_and_gpu_subset(tmp_path, capsys):
+    topo = get_preset("dgx1-v100").subset([0, 1, 2, 3])
+    f = build_fabric(topo)
+    path = tmp_path / "ag.json"
+    baseline("ring", f, "allgather").save(path)
+    args = ["--topology", "dgx1-v100", "--gpus", "0-3", "--collective", "allgather", "-b", "1M", "-e", "1M"]
+    assert main(args + ["--schedule", str(path)]) == 0
+    from_file = capsys.readouterr().out
+    assert "(4 GPUs)" in from_file
+    assert main(args + ["--baseline", "ring"]) == 0
+    assert rows(from_file) == rows(capsys.readouterr().out)
+
+
+def test_helpers():
+    assert parse_size("4G") == 4 << 30 and parse_size("8") == 8 and parse_size("2m") == 2 << 20
+    assert sweep_sizes(8, 100, 2, None) == [8, 16, 32, 64]
+    assert sweep_sizes(10, 30, None, 10) == [10, 20, 30]
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["--topology", "no-such-box", "--collective", "allreduce"], "neither an existing file nor a preset"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1G", "-e", "1M"], "larger than -e"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-e", "4X"], "bad size '4X'"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-d", "complex"], "not an nccl-tests type"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "--root", "1"], "takes no --root"),
+    (["--topology", "dgx-a100", "--collective", "allsum"], "unknown collective"),
+    (["--topology", "dgx-a100"], "required: --collective"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-f", "1"], "-f must be >= 2"),
+])
+def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
+    assert main(argv) == 2
+    cap = capsys.readouterr()
+    assert cap.out == "" and message in cap.err and cap.err.count("\n") == 1
+
+
+def test_schedule_for_another_collective_or_topology_is_rejected(tmp_path, capsys):
+    f = build_fabric(get_preset("dgx-a100"))
+    path = tmp_path / "rs.json"
+    baseline("ring", f, "reducescatter").save(path)
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "--schedule", str(path)]) == 2
+    assert "schedule is reducescatter" in capsys.readouterr().err
+    assert main(["--topology", "dgx-h100", "--collective", "reducescatter", "--schedule", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "made for topology 'dgx-a100'" in err and err.count("\n") == 1
+    (tmp_path / "junk.json").write_text("{not json")
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "--schedule", str(tmp_path / "junk.json")]) == 2
+    assert "invalid JSON" in capsys.readouterr().err
+
+
+def test_import_predicts_exactly_the_logs_sizes_with_real_busbw_and_ratio(capsys):
+    from synth.formats.nccl_tests.runs import load_nccl_tests
+    log_path = FIXTURES / "real_logs" / "h100_8gpu_1node_all_reduce_ring.txt"
+    assert main(["--topology", "dgx-h100", "--import", str(log_path)]) == 0
+    table = rows(capsys.readouterr().out)
+    real = {r.size: r.out_of_place.busbw_gbps for r in load_nccl_tests(log_path).rows}
+    assert [int(r[0]) for r in table] == [s for s in real if s > 0]        # every size of the log, in order
+    f = build_fabric(get_preset("dgx-h100"))
+    model, sched = CostModel(f), baseline("ring", f, "allreduce")
+    for r in table:
+        size = int(r[0])
+        pred = size / model.schedule_time_us(sched, size) / 1e3 * 2 * 7 / 8
+        if real[size] > 0:
+            assert float(r[-2]) == real[size]
+            assert float(r[-1]) == pytest.approx(pred / real[size], abs=2e-3)
+
+
+def test_import_of_another_collective_is_refused(capsys):
+    log_path = FIXTURES / "real_logs" / "h100_8gpu_1node_all_gather_ring.txt"
+    assert main(["--topology", "dgx-h100", "--collective", "allreduce", "--import", str(log_path)]) == 2
+    assert "holds no allreduce test" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("log,preset", [("a100_8gpu_1node_all_reduce.txt", "dgx-a100"),
+                                        ("h100_8gpu_1node_all_reduce_nvls.txt", "dgx-h100")])
+def test_import_with_the_nccl_baseline_reproduces_the_validation(capsys, log, preset):
+    """simulate --baseline nccl --import LOG uses what the log says of its run: GPUs per process
+    (-g 8 in the A100 log) and the NCCL version (``nccl-library=22602`` in the NVLS log): the same
+    prediction as the validation script's, row for row."""
+    import sys
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import validate_cost_model as v
+    case = next(c for c in v.CASES if c.file == log)
+    want = {x["size"]: x["pred_us"] for x in v.evaluate(case)["rows"]}
+    assert main(["--topology", preset, "--baseline", "nccl", "--import",
+                 str(FIXTURES / "real_logs" / case.file)]) == 0
+    got = {int(r[0]): float(r[5]) for r in rows(capsys.readouterr().out)}
+    assert set(got) == set(want)
+    assert all(got[k] == pytest.approx(want[k], rel=0.01, abs=0.06) for k in got)

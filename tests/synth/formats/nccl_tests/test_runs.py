@@ -1,0 +1,90 @@
+"""synth.formats.nccl_tests.runs on real logs as they come: launcher prefixes, several tests in
+one file, devices of a later run; checked against numbers read off the files by hand."""
+
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from _paths import FIXTURES
+from synth.formats.nccl_tests.reader import parse_nccl_tests
+from synth.formats.nccl_tests.runs import (
+    guess_collective,
+    load_nccl_tests,
+    load_runs,
+    parse_runs,
+    select_run,
+    strip_prefixes,
+)
+from topo_probe.errors import NcclTestsLogError
+
+LOGS = FIXTURES / "real_logs"
+
+
+@pytest.mark.parametrize("path", sorted(LOGS.glob("*.txt")), ids=lambda p: p.stem)
+def test_every_real_log_reads(path):
+    runs = load_runs(path)
+    assert runs and all(r.rows for r in runs)
+    for r in runs:
+        assert all(row.size >= 0 and row.out_of_place.time_us > 0 for row in r.rows)
+        assert any(row.size > 0 for row in r.rows)
+
+
+def test_srun_prefixed_log_has_its_rows():
+    (run,) = load_runs(LOGS / "a100_aws_p4de_16gpu_2node_all_reduce.txt")
+    first, last = run.rows[0], run.rows[-1]
+    # "0:            8             2     float     sum      -1    164.3    0.00    0.00      0    163.3 ..."
+    assert (first.size, first.count, first.out_of_place.time_us, first.in_place.time_us) == (8, 2, 164.3, 163.3)
+    assert last.size == 2147483648 and last.out_of_place.busbw_gbps == 78.33
+
+
+def test_mpirun_tag_output_inside_rows_is_removed():
+    (run,) = load_runs(LOGS / "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt")
+    assert run.num_ranks == 16 and run.rows[0].out_of_place.time_us == 85.70 and run.rows[0].in_place.time_us == 74.97
+    assert {d.host for d in run.devices} == {"test-nccl-worker-0", "test-nccl-worker-1"}
+
+
+def test_two_tests_in_one_file_are_two_tables():
+    a2a, sr = load_runs(LOGS / "h100_16gpu_2node_alltoall_sendrecv.txt")
+    assert (a2a.collective, sr.collective) == ("alltoall", "sendrecv")
+    assert a2a.avg_busbw_gbps == 72.4265 and sr.avg_busbw_gbps == 28.6299
+    assert len(a2a.rows) == len(sr.rows) == 10
+    assert sr.rows[0].type == "double" and sr.rows[0].out_of_place.time_us == 1185.9
+    assert sr.num_ranks == 16                            # devices carried over from the first run
+    assert select_run([a2a, sr], "send_recv") is sr and load_nccl_tests(
+        LOGS / "h100_16gpu_2node_alltoall_sendrecv.txt", "alltoall").rows == a2a.rows
+    with pytest.raises(NcclTestsLogError, match="holds 2 tests"):
+        load_nccl_tests(LOGS / "h100_16gpu_2node_alltoall_sendrecv.txt")
+    with pytest.raises(NcclTestsLogError, match="holds no allgather"):
+        select_run([a2a, sr], "all_gather")
+
+
+@pytest.mark.parametrize("name,coll", [("h100_8gpu_1node_all_gather_ring.txt", "allgather"),
+                                       ("mi300x_8gpu_1node_all_reduce.txt", "allreduce"),
+                                       ("h100_16gpu_2node_alltoall_sendrecv.txt", "alltoall")])
+def test_collective_from_test_line_or_file_name(name, coll):
+    assert guess_collective(load_runs(LOGS / name)[0], name) == coll
+
+
+@settings(max_examples=50, deadline=None)
+@given(st.lists(st.sampled_from(["", "0: ", "12: ", "[1,0]<stdout>:", "[1,3]<stderr>: "]), min_size=1, max_size=4))
+def test_prefixes_never_change_the_numbers(prefixes):
+    text = (LOGS / "h100_8gpu_1node_all_reduce_ring.txt").read_text()
+    plain = parse_nccl_tests(text)
+    lines = text.splitlines()
+    mangled = "\n".join(prefixes[k % len(prefixes)] + line for k, line in enumerate(lines))
+    (run,) = parse_runs(mangled)
+    assert run.rows == plain.rows
+
+
+def test_strip_prefixes_keeps_rows_without_prefixes():
+    assert strip_prefixes("           8             2     float") == ["           8             2     float"]
+
+
+def test_the_nccl_version_a_log_prints_is_read():
+    """From an ``NCCL INFO NCCL version`` line outside the table (p5 log), from the
+    ``nccl-library=`` code of newer nccl-tests headers, and never from a SOURCE note that says the
+    version was not printed."""
+    assert [r.nccl_version for r in load_runs(LOGS / "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt")] == [(2, 22, 3)]
+    assert load_runs(LOGS / "h100_8gpu_1node_all_reduce_nvls.txt")[0].nccl_version == (2, 26, 2)
+    assert load_runs(LOGS / "a100_aws_p4de_16gpu_2node_all_reduce.txt")[0].nccl_version is None

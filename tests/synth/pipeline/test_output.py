@@ -1,0 +1,285 @@
+"""The ``synthesize --out`` folder (synth.pipeline.output): which folders it writes into, that it
+never touches other files, and that a kill at every filesystem step of a run leaves the old or
+the new complete results at the documented paths, with leftovers cleaned by the next run."""
+
+import json
+import os
+import shutil
+import stat
+from pathlib import Path
+
+import pytest
+
+from synth.cli.synthesize import main
+from synth.pipeline import synthesize as synth_mod
+from _synth_results import NEW, OLD, _only_ours_left, _results_at_documented_paths, _run
+from topo_probe.errors import InvalidArgument
+
+def _one_line_refusal(capsys, argv, needle):
+    rc = main(["--topology", "ring:3", "--collectives", "allgather", "--time-limit", "5", "--no-progress"] + argv)
+    err = capsys.readouterr().err
+    assert rc == 2, err
+    assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
+    assert needle in err, err
+
+
+def test_folder_with_other_files_is_refused_and_left_alone(tmp_path, capsys):
+    out = tmp_path / "mine"
+    out.mkdir()
+    (out / "notes.txt").write_text("my notes")
+    (out / "data").mkdir()
+    _one_line_refusal(capsys, ["--out", str(out)], "did not write (data, notes.txt)")
+    _one_line_refusal(capsys, ["--out", str(out), "--force"], "did not write")
+    assert sorted(os.listdir(out)) == ["data", "notes.txt"] and (out / "notes.txt").read_text() == "my notes"
+    assert os.listdir(tmp_path) == ["mine"]
+
+
+def test_file_as_out_is_refused_and_kept(tmp_path, capsys):
+    f = tmp_path / "precious.txt"
+    f.write_text("keep me")
+    _one_line_refusal(capsys, ["--out", str(f)], "is a file, not a folder")
+    assert f.read_text() == "keep me" and os.listdir(tmp_path) == ["precious.txt"]
+
+
+@pytest.mark.parametrize("out", [".", "..", "CWD"])
+def test_current_folder_and_its_parents_are_refused(out, tmp_path, capsys, monkeypatch):
+    work = tmp_path / "w"
+    work.mkdir()
+    (work / "thesis.tex").write_text("x")
+    monkeypatch.chdir(work)
+    _one_line_refusal(capsys, ["--out", str(work) if out == "CWD" else out], "current folder")
+    assert os.listdir(work) == ["thesis.tex"] and sorted(os.listdir(tmp_path)) == ["w"]
+
+
+@pytest.mark.parametrize("out", ["/proc/x", "/sys/x", "/dev/x", "/proc"])
+def test_system_folders_are_refused(out, capsys):
+    _one_line_refusal(capsys, ["--out", out], "not a place for results")
+
+
+def test_uncreatable_folder_is_one_line(tmp_path, capsys):
+    blocker = tmp_path / "f"
+    blocker.write_text("x")
+    _one_line_refusal(capsys, ["--out", str(blocker / "sub")], "cannot be created")
+    assert blocker.read_text() == "x"
+
+
+def test_empty_folder_is_used_and_marked(tmp_path):
+    out = tmp_path / "empty"
+    out.mkdir()
+    _run(out)
+    assert _results_at_documented_paths(out) == OLD
+    _only_ours_left(out)
+    assert json.loads((out / ".topocoll-result").read_text())["written_by"] == "topocoll synthesize"
+
+
+def test_force_redoes_ours_and_keeps_the_users_files(tmp_path):
+    out = tmp_path / "res"
+    _run(out)
+    (out / "my-notes.md").write_text("mine")
+    (out / "extra").mkdir()
+    (out / "extra" / "a.csv").write_text("1,2")
+    _run(out, NEW)
+    assert _results_at_documented_paths(out) == NEW
+    assert (out / "my-notes.md").read_text() == "mine" and (out / "extra" / "a.csv").read_text() == "1,2"
+    _only_ours_left(out, extra=("my-notes.md", "extra"))
+
+
+def test_a_users_file_in_place_of_our_link_is_refused(tmp_path, capsys):
+    out = tmp_path / "res"
+    _run(out)
+    (out / "plan.json").unlink()
+    (out / "plan.json").write_text("{\"my\": \"own plan\"}")
+    with pytest.raises(InvalidArgument, match="plan.json"):
+        _run(out, NEW)
+    assert json.loads((out / "plan.json").read_text()) == {"my": "own plan"}
+
+
+def test_results_of_versions_before_the_marker_are_adopted(tmp_path):
+    out = tmp_path / "res"
+    _run(out)
+    legacy = tmp_path / "legacy"
+    shutil.copytree(out / ".current", legacy)  # what older versions wrote: real files, no marker
+    before = (legacy / "summary.json").read_text()
+    _run(legacy, OLD, force=False)  # reuse: nothing written
+    assert not (legacy / ".topocoll-result").exists() and (legacy / "summary.json").read_text() == before
+    _run(legacy, NEW)
+    assert _results_at_documented_paths(legacy) == NEW
+    _only_ours_left(legacy)
+
+
+def test_an_nccl_tuner_conf_beside_older_results_is_accepted_and_left_alone(tmp_path):
+    """Results committed before the marker sit beside the NCCL tuner CSV that the README's command
+    writes into the same folder: reused as they are, adopted on a new run, the CSV untouched."""
+    out = tmp_path / "res"
+    _run(out)
+    legacy = tmp_path / "legacy"
+    shutil.copytree(out / ".current", legacy)
+    (legacy / "nccl_tuner.conf").write_text("mine\n")
+    _run(legacy, OLD, force=False)
+    assert not (legacy / ".topocoll-result").exists()
+    _run(legacy, NEW)
+    assert _results_at_documented_paths(legacy) == NEW and (legacy / "nccl_tuner.conf").read_text() == "mine\n"
+    _only_ours_left(legacy, extra=("nccl_tuner.conf",))
+    (legacy / "other.txt").write_text("x")     # a marked folder may hold it; an unmarked one may not
+    plain = tmp_path / "plain"
+    shutil.copytree(out / ".current", plain)
+    (plain / "other.txt").write_text("x")
+    with pytest.raises(InvalidArgument, match="other.txt"):
+        _run(plain, OLD, force=False)
+
+
+def test_leftovers_of_killed_runs_are_cleaned(tmp_path):
+    out = tmp_path / "res"
+    _run(out)
+    (out / ".v-20990101T000000-999999-0").mkdir()  # an unfinished version of a killed run
+    (out / ".v-20990101T000000-999999-0" / "plan.json").write_text("{")
+    os.symlink(".v-x", out / ".current.tmp-999999")
+    dead = 2**22 + 12345  # above pid_max's default range: never alive
+    (tmp_path / f".res.partial-{dead}" / "schedules").mkdir(parents=True)  # older versions' leftovers
+    _run(out, NEW)
+    _only_ours_left(out)
+    assert sorted(os.listdir(tmp_path)) == ["res"]
+
+
+def test_old_results_stranded_by_the_old_two_rename_swap_come_back(tmp_path):
+    out = tmp_path / "res"
+    _run(out)
+    stranded = tmp_path / f".res.old-{2**22 + 12345}"
+    shutil.copytree(out / ".current", stranded)
+    shutil.rmtree(out)  # killed between "out -> .out.old" and ".partial -> out"
+    _run(out, OLD, force=False)  # reused: the old results are back in place
+    assert _results_at_documented_paths(out) == OLD and not stranded.exists()
+
+
+def test_files_follow_the_umask(tmp_path):
+    old = os.umask(0o027)
+    try:
+        _run(tmp_path / "res")
+    finally:
+        os.umask(old)
+    cur = tmp_path / "res" / ".current"
+    for p in [cur / "topology.json", cur / "plan.json", cur / "summary.json", cur / "report.md",
+              cur / "busbw.png", *cur.glob("schedules/*.json")]:
+        assert stat.S_IMODE(p.stat().st_mode) == 0o640, p
+
+
+def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
+    out = tmp_path / "res"
+    _run(out)
+    from synth.pipeline.output import ResultsFolder
+    with ResultsFolder(out):
+        with pytest.raises(InvalidArgument, match="another synthesize run"):
+            _run(out, NEW)
+    assert _results_at_documented_paths(out) == OLD
+
+
+# -- a kill at each filesystem step ---------------------------------------------------------
+
+_copytree = shutil.copytree
+
+
+class Killed(BaseException):
+    """Stands for SIGKILL: nothing runs after it (every later filesystem call fails too)."""
+
+
+_MUTATORS = [(os, "replace"), (os, "rename"), (os, "symlink"), (os, "link"), (os, "mkdir"), (os, "unlink"),
+             (os, "rmdir"), (shutil, "rmtree"), (shutil, "copytree"), (shutil, "copy2"),
+             ("synth.pipeline.output", "_exchange")]
+
+
+def _kill_at(monkeypatch, out: Path, k: int) -> list:
+    """Patch every filesystem mutation that touches ``out`` itself (not inside a version folder):
+    step ``k`` and everything after it raise Killed.  Returns the list of steps seen."""
+    seen: list = []
+
+    def touches_out(args) -> bool:
+        for a in args:
+            if isinstance(a, (str, os.PathLike)) and Path(os.fspath(a)).parent in (out, out.parent):
+                return True
+        return False
+
+    for mod, name in _MUTATORS:
+        if isinstance(mod, str):
+            mod = __import__(mod, fromlist=["x"])
+        real = getattr(mod, name)
+
+        def fake(*args, _real=real, _name=name, **kw):
+            if seen and seen[-1] == "KILLED":
+                raise Killed
+            if touches_out(args):
+                seen.append((_name, [Path(os.fspath(a)).name for a in args if isinstance(a, (str, os.PathLike))]))
+                if len(seen) == k:
+                    seen.append("KILLED")
+                    raise Killed
+            return _real(*args, **kw)
+        monkeypatch.setattr(mod, name, fake)
+    return seen
+
+
+@pytest.mark.parametrize("start", ["rerun", "legacy", "first"])
+def test_a_kill_at_every_step_leaves_old_or_new_complete_results(start, tmp_path, monkeypatch):
+    """For a re-run over our results, over results of versions before the marker, and a first
+    run: kill at step k = 1, 2, ... until a run gets through; after each kill the documented
+    paths hold the old or the new complete results, and the next run cleans up."""
+    template, fresh = tmp_path / "template", tmp_path / "fresh"
+    _run(template, OLD)
+    _run(fresh, NEW)
+    summary = json.loads((fresh / "summary.json").read_text())
+
+    def synthesize_into(work, *args):  # the solving is tested elsewhere: copy its results
+        _copytree(fresh / ".current", work, dirs_exist_ok=True)
+        return summary
+    monkeypatch.setattr(synth_mod, "_synthesize_into", synthesize_into, raising=False)
+    k, states = 0, set()
+    while True:
+        k += 1
+        out = tmp_path / f"k{k}"
+        if start == "rerun":
+            shutil.copytree(template, out, symlinks=True)
+        elif start == "legacy":
+            shutil.copytree(template / ".current", out)
+        with monkeypatch.context() as m:
+            seen = _kill_at(m, out, k)
+            try:
+                _run(out, NEW)
+                finished = True
+            except Killed:
+                finished = False
+        if start == "first" and not (out / "summary.json").exists():
+            states.add("nothing")
+        else:
+            states.add(_results_at_documented_paths(out))
+        _run(out, NEW)  # the next run: completes and leaves nothing of the killed one
+        assert _results_at_documented_paths(out) == NEW
+        _only_ours_left(out)
+        assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
+        shutil.rmtree(out)
+        if finished:
+            break
+        assert k < 60, seen
+    assert k > {"rerun": 6, "legacy": 40, "first": 25}[start], seen  # every publishing step was hit
+    assert states == ({"nothing", NEW} if start == "first" else {OLD, NEW}), states
+
+
+def test_adoption_without_renameat2_still_ends_in_the_new_layout(tmp_path, monkeypatch):
+    """Where the atomic exchange is missing (not Linux, old kernel) a real folder is swapped for
+    its link with two renames (a moment without it); the outcome is the same."""
+    from synth.pipeline import output
+    out = tmp_path / "res"
+    _run(out)
+    legacy = tmp_path / "legacy"
+    shutil.copytree(out / ".current", legacy)
+    monkeypatch.setattr(output, "_exchange", lambda a, b: False)
+    _run(legacy, NEW)
+    assert _results_at_documented_paths(legacy) == NEW
+    _only_ours_left(legacy)
+
+
+def test_exchange_swaps_a_folder_and_a_link(tmp_path):
+    from synth.pipeline.output import _exchange
+    (tmp_path / "d").mkdir()
+    (tmp_path / "d" / "f").write_text("x")
+    os.symlink("elsewhere", tmp_path / "l")
+    if not _exchange(tmp_path / "l", tmp_path / "d"):
+        pytest.skip("renameat2(RENAME_EXCHANGE) not available here")
+    assert os.readlink(tmp_path / "d") == "elsewhere" and (tmp_path / "l" / "f").read_text() == "x"
