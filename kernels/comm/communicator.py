@@ -45,6 +45,7 @@ import numpy as np
 
 from kernels.comm import p2p as _p2p
 from kernels.comm.nccl_runtime import NCCL_CALLS
+from kernels.comm.repeat import BOUND_CALLS_KEPT, repeatable as _repeatable
 from kernels.comm.validation import (
     _inplace_count,
     _is_cupy,
@@ -92,39 +93,6 @@ def nccl_bytes(collective: str, count: int, itemsize: int, n: int) -> int:
 def _max_blocks(name: str, n: int) -> int:
     spec = CollectiveSpec(name, n, 1, 0 if name in ROOTED else None)
     return max(spec.input_blocks(), spec.output_blocks())
-
-
-#: bound native launches a Communicator keeps for repeated calls
-BOUND_CALLS_KEPT = 64
-
-
-def _repeatable(method):
-    """A collective whose identical repeat (same arrays, same arguments) on GPU arrays runs the
-    launch bound the first time, skipping validation, lowering and binding; each array is
-    referenced by the cache, so its ``id`` cannot be reused while the entry lives."""
-    name = method.__name__
-
-    @functools.wraps(method)
-    def wrapper(self, *args, **kwargs):
-        arrays, scalars = [], []
-        for a in args:
-            if _is_list(a):
-                arrays.extend(a)
-            else:
-                scalars.append(a)
-        key = (name, tuple(map(id, arrays)), tuple(scalars), tuple(sorted(kwargs.items())))
-        if self._bound:
-            hit = self._bound.get(key)
-            if hit is not None:
-                hit[0]()
-                return hit[2]
-        self._bound_call = None
-        out = method(self, *args, **kwargs)
-        if self._bound_call is not None:
-            self._remember(key, tuple(arrays), out)
-        return out
-    return wrapper
-
 
 
 class Communicator:
