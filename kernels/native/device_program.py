@@ -22,6 +22,8 @@ Arrays (all C-contiguous NumPy, copied to the GPU once per program):
     counts in elements); ``kind`` is one of :data:`KINDS`, plus :data:`PUBLISH` where another
     block waits for this record (a block's flag only grows, so publishing a later record also
     releases the earlier ones).
+``sources`` int64 ``(S, 2)``
+    (slot, offset) of the sources of ``reduce_chain`` records (:data:`KINDS`).
 ``block_start`` int32 ``(B + 1,)``
     records of block ``b`` are ``block_start[b]:block_start[b + 1]``.
 ``wait_start`` int32 ``(R + 1,)`` and ``waits`` int32 ``(W, 2)``
@@ -50,7 +52,16 @@ from topo_probe.errors import InvalidArgument
 #: record kinds: copy, reduce (acc op src), the three floating-avg reduces that pre-multiply
 #: acc, src or both by 1/n (NCCL's PreMulSum), and integer avg's final division
 KINDS = {"copy": 0, "reduce": 1, "reduce_premul_acc": 2, "reduce_premul_src": 3, "reduce_premul_both": 4,
-         "scale": 5}
+         "scale": 5, "reduce_chain": 6}
+#: ``reduce_chain`` records: ``dst = acc op src_0 op src_1 ...`` in that order, each operation
+#: rounded to the type as the separate reduces were; the sources are rows
+#: ``sources[src_slot : src_slot + src_off]`` (slot, offset); bits 8-15 of ``kind`` repeat their
+#: number, bit ``16 + i`` says source i is pre-multiplied (floating avg), :data:`PREMUL_ACC`
+#: that ``acc`` is
+PREMUL_ACC = 32
+#: most reduces joined into one chain record
+MAX_CHAIN = 16
+KIND_MASK = 15
 #: bit of ``kind``: after this record the block publishes its flag (someone waits for it)
 PUBLISH = 16
 FIELDS = ("kind", "dst_slot", "dst_off", "src_slot", "src_off", "acc_slot", "acc_off", "count")
@@ -66,6 +77,7 @@ class DeviceProgram:
     ``b`` runs; ``stride`` is one more than the most records any block has."""
 
     records: np.ndarray
+    sources: np.ndarray
     block_start: np.ndarray
     wait_start: np.ndarray
     waits: np.ndarray
@@ -137,11 +149,12 @@ def _kind(op: Op) -> int:
 
 
 def build_device_program(program: Program, channels: int = 1, *, slices: int | None = None,
-                         device_of: list[int] | None = None) -> DeviceProgram:
+                         device_of: list[int] | None = None, fuse: bool = True) -> DeviceProgram:
     """Lay ``program`` out for the interpreter kernel in ``channels`` channels (see module
     docstring); ``slices`` forces the slices per piece (default: by piece size).  With
     ``device_of`` (rank -> GPU) the blocks of each GPU are numbered consecutively, so one
-    launch per GPU runs a contiguous range of blocks (:meth:`DeviceProgram.device_blocks`)."""
+    launch per GPU runs a contiguous range of blocks (:meth:`DeviceProgram.device_blocks`).
+    ``fuse`` joins chains of reduces into one record (see :data:`MAX_CHAIN`)."""
     if channels < 1:
         raise InvalidArgument(f"channels must be >= 1, got {channels}")
     item = program.dtype.itemsize
@@ -172,28 +185,39 @@ def build_device_program(program: Program, channels: int = 1, *, slices: int | N
     dev = device_of or [0] * program.ranks
     blocks = sorted((key for key in per_block if per_block[key]), key=lambda k: (dev[k[0]], k[0], k[1]))
     block_id = {key: i for i, key in enumerate(blocks)}
-    records, waits, wait_start, block_start = [], [], [0], [0]
+    raw_waits: dict[tuple, list] = {}           # (block key, index) -> [(block key, index)] of other blocks
     for key in blocks:
-        for o, c, s, lo, hi in per_block[key]:
-            records.append(_record(o, lo, hi, slots))
-            seen = set()
+        for j, (o, c, s, lo, hi) in enumerate(per_block[key]):
+            got = []
             for d in o.deps:
                 for dep in _dep_records(by_id[d], o, c, s, where):
-                    if dep[0] == key:
-                        continue                  # same block: program order already waits
-                    w = (block_id[dep[0]], dep[1])
+                    if dep[0] != key and dep not in got:   # same block: program order already waits
+                        got.append(dep)
+            raw_waits[(key, j)] = got
+    referenced = {w for ws in raw_waits.values() for w in ws}
+    groups = {key: _chains(per_block[key], key, referenced, fuse) for key in blocks}
+    new_index = {(key, j): g for key in blocks for g, members in enumerate(groups[key]) for j in members}
+    records, sources, waits, wait_start, block_start = [], [], [], [0], [0]
+    for key in blocks:
+        lst = per_block[key]
+        for members in groups[key]:
+            records.append(_record([lst[j] for j in members], slots, sources))
+            seen = []
+            for j in members:
+                for dep in raw_waits[(key, j)]:
+                    w = (block_id[dep[0]], new_index[dep])
                     if w not in seen:
-                        seen.add(w)
-                        waits.append(w)
+                        seen.append(w)
+            waits.extend(seen)
             wait_start.append(len(waits))
         block_start.append(len(records))
-    most = max((len(per_block[k]) for k in blocks), default=0)
+    most = max((len(groups[k]) for k in blocks), default=0)
     recs = np.array(records, np.int64).reshape(-1, len(FIELDS))
     starts = np.array(block_start, np.int64)
     for wb, wj in waits:                       # only records someone waits for publish a flag
         recs[starts[wb] + wj, 0] |= PUBLISH
     return DeviceProgram(
-        records=recs,
+        records=recs, sources=np.array(sources, np.int64).reshape(-1, 2),
         block_start=np.array(block_start, np.int32), wait_start=np.array(wait_start, np.int32),
         waits=np.array(waits, np.int32).reshape(-1, 2),
         slots=tuple(slots), block_rank=np.array([k[0] for k in blocks], np.int32),
@@ -210,11 +234,90 @@ def _dep_records(dep: Op, o: Op, c: int, s: int, where: dict) -> list:
     return [v for (i, _, _), v in where.items() if i == dep.id]
 
 
-def _record(o: Op, lo: int, hi: int, slots: dict) -> list[int]:
-    def at(reg: Region | None) -> tuple[int, int]:
+def _region(o: Op, which: str, lo: int) -> tuple | None:
+    reg = getattr(o, which)
+    return None if reg is None else (reg.rank, reg.buf, reg.start + lo)
+
+
+def _chains(lst: list, key, referenced: set, fuse: bool) -> list[list[int]]:
+    """Group a block's records into chains: record B joins the chain of the record A before it
+    when both are reduces, B accumulates into A's destination (B.acc = B.dst = A.dst, same
+    elements) and no other block waits for A (so only a chain's last record is ever waited for,
+    and hoisting B's waits before A cannot close a cycle)."""
+    out: list[list[int]] = []
+    for j, (o, c, s, lo, hi) in enumerate(lst):
+        if fuse and out and len(out[-1]) < MAX_CHAIN and o.kind == "reduce":
+            i = out[-1][-1]
+            a, _, _, alo, ahi = lst[i]
+            if (a.kind == "reduce" and (key, i) not in referenced and (alo, ahi) == (lo, hi)
+                    and _region(o, "acc", lo) == _region(o, "dst", lo) == _region(a, "dst", alo)
+                    and not o.premul[0]):
+                out[-1].append(j)
+                continue
+        out.append([j])
+    return out
+
+
+def _record(members: list, slots: dict, sources: list) -> list[int]:
+    """One record for a chain of pieces (a single op: its own kind)."""
+    def at(reg: Region | None, lo: int) -> tuple[int, int]:
         return (-1, 0) if reg is None else (slots[(reg.rank, reg.buf)], reg.start + lo)
-    d, s, a = at(o.dst), at(o.src), at(o.acc)
-    return [_kind(o), d[0], d[1], s[0], s[1], a[0], a[1], hi - lo]
+    o, _, _, lo, hi = members[0]
+    d, s, a = at(o.dst, lo), at(o.src, lo), at(o.acc, lo)
+    if len(members) == 1:
+        return [_kind(o), d[0], d[1], s[0], s[1], a[0], a[1], hi - lo]
+    start, mask = len(sources), 0
+    for i, (m, _, _, mlo, _) in enumerate(members):
+        sources.append(at(m.src, mlo))
+        mask |= int(m.premul[1]) << i
+    kind = KINDS["reduce_chain"] | (PREMUL_ACC if o.premul[0] else 0) | (len(members) << 8) | (mask << 16)
+    return [kind, d[0], d[1], start, len(members), a[0], a[1], hi - lo]
+
+
+def resolve_records(dp: DeviceProgram, slot_ptrs: np.ndarray, sources_addr: int) -> np.ndarray:
+    """The records as the kernel reads them for one binding: uint64 rows ``dst, src, acc, count,
+    kind word`` with absolute byte addresses (``slot_ptrs[slot] + offset * itemsize``); a chain's
+    ``src`` is the address of its row in the resolved source list at ``sources_addr``
+    (:func:`resolve_sources`), unused addresses 0.
+
+    >>> from kernels.program.lowering import lower
+    >>> from synth.ir.schedule import Schedule, Step, Transfer
+    >>> dp = build_device_program(lower(Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1),
+    ...     Transfer(1, 1, 0))),)), 4, "float32"))
+    >>> [hex(int(x)) for x in resolve_records(dp, np.array([0x1000, 0x2000, 0x3000, 0x4000], np.uint64), 0)[1, :4]]
+    ['0x2000', '0x1000', '0x0', '0x4']
+    """
+    rec = dp.records
+    item = np.uint64(dp.dtype.itemsize)
+    table = np.asarray(slot_ptrs, np.uint64)
+
+    def addr(slot_col: int, off_col: int) -> np.ndarray:
+        slot = rec[:, slot_col]
+        out = table[np.maximum(slot, 0)] + rec[:, off_col].astype(np.uint64) * item
+        return np.where(slot >= 0, out, np.uint64(0))
+    chain = (rec[:, 0] & KIND_MASK) == KINDS["reduce_chain"]
+    src = np.where(chain, np.uint64(sources_addr) + rec[:, 3].astype(np.uint64) * np.uint64(8), addr(3, 4))
+    return np.stack([addr(1, 2), src, addr(5, 6), rec[:, 7].astype(np.uint64), rec[:, 0].astype(np.uint64)],
+                    axis=1).astype(np.uint64)
+
+
+def resolve_sources(dp: DeviceProgram, slot_ptrs: np.ndarray) -> np.ndarray:
+    """Absolute byte addresses of the chain sources (uint64, at least one entry)."""
+    if not len(dp.sources):
+        return np.zeros(1, np.uint64)
+    table = np.asarray(slot_ptrs, np.uint64)
+    return table[dp.sources[:, 0]] + dp.sources[:, 1].astype(np.uint64) * np.uint64(dp.dtype.itemsize)
+
+
+def resolve_waits(dp: DeviceProgram, flag_addr: np.ndarray) -> np.ndarray:
+    """The waits as the kernel reads them: uint64 pairs (address of the awaited block's flag,
+    record index), flattened; at least one pair."""
+    if not len(dp.waits):
+        return np.zeros(2, np.uint64)
+    out = np.empty((len(dp.waits), 2), np.uint64)
+    out[:, 0] = np.asarray(flag_addr, np.uint64)[dp.waits[:, 0]]
+    out[:, 1] = dp.waits[:, 1]
+    return out.reshape(-1)
 
 
 def check_waits_match_dependencies(dp: DeviceProgram) -> None:
@@ -227,5 +330,6 @@ def check_waits_match_dependencies(dp: DeviceProgram) -> None:
                 assert 0 <= wj < dp.block_start[wb + 1] - dp.block_start[wb], f"record {i}: wait past block {wb}"
 
 
-__all__ = ["DeviceProgram", "build_device_program", "choose_channels", "piece_bounds", "KINDS", "FIELDS", "PUBLISH",
+__all__ = ["DeviceProgram", "build_device_program", "choose_channels", "piece_bounds", "KINDS", "FIELDS", "PUBLISH", "PREMUL_ACC",
+           "KIND_MASK", "MAX_CHAIN", "resolve_records", "resolve_sources", "resolve_waits",
            "check_waits_match_dependencies"]

@@ -214,15 +214,63 @@ __device__ __forceinline__ T tc_apply(int kind, T a, T s, double avg, int n) {
 #define TC_V (16 / (int)sizeof(T))
 union tc_vec { uint4 u; T e[16 / sizeof(T)]; };
 
-// one record, all threads of the block
-__device__ __forceinline__ void tc_run_record(const i64* __restrict__ rec, const u64* __restrict__ slot_ptrs,
-                                              double avg, int n) {
-    int kind = (int)rec[0] & 15;
-    T* dst = (T*)slot_ptrs[rec[1]] + rec[2];
-    const T* src = kind == 5 ? dst : (const T*)slot_ptrs[rec[3]] + rec[4];
-    const T* acc = (kind == 0 || kind == 5) ? dst : (const T*)slot_ptrs[rec[5]] + rec[6];
-    i64 count = rec[7];
+__device__ __forceinline__ T tc_pre(T x, bool scale, double avg) { return scale ? tc_premul(x, avg) : x; }
+
+// A resolved record (launcher.py): 5 words, dst, src (a chain: address of its source list),
+// acc, count, kind word (bits 0-3 kind, 4 publish, 5 acc pre-multiplied, 8-15 sources of a
+// chain, 16+ which sources are pre-multiplied).
+#define TC_REC_WORDS 5
+#define TC_MAX_CHAIN 16
+// records and waits of a block are staged in shared memory when they fit
+#define TC_SMEM_RECORDS 64
+#define TC_SMEM_WAITS 128
+
+// dst = acc op src[0] op src[1] ... (a chain), all threads of the block
+__device__ __forceinline__ void tc_run_chain(T* dst, const T* acc, const u64* srcs, int nsrc, unsigned mask,
+                                             bool pacc, i64 count, double avg) {
     unsigned tid = threadIdx.x;
+    u64 d = (u64)dst, diff = (d ^ (u64)acc) & 15u;
+    for (int j = 0; j < nsrc; ++j) diff |= (d ^ srcs[j]) & 15u;
+    i64 head = count;
+    if (diff == 0 && (d % sizeof(T)) == 0) {
+        head = (i64)(((16u - (d & 15u)) & 15u) / sizeof(T));
+        if (head > count) head = count;
+    }
+    i64 nvec = (count - head) / TC_V, tail = head + nvec * TC_V;
+    for (i64 i = tid; i < head; i += TC_THREADS) {
+        T x = tc_pre(acc[i], pacc, avg);
+        for (int j = 0; j < nsrc; ++j) x = tc_bin(x, tc_pre(((const T*)srcs[j])[i], (mask >> j) & 1u, avg));
+        dst[i] = x;
+    }
+    for (i64 i = tid; i < nvec; i += TC_THREADS) {
+        tc_vec x;
+        x.u = ((const uint4*)(acc + head))[i];
+        if (pacc) {
+#pragma unroll
+            for (int k = 0; k < TC_V; ++k) x.e[k] = tc_premul(x.e[k], avg);
+        }
+        for (int j = 0; j < nsrc; ++j) {
+            tc_vec y;
+            y.u = ((const uint4*)((const T*)srcs[j] + head))[i];
+            bool p = (mask >> j) & 1u;
+#pragma unroll
+            for (int k = 0; k < TC_V; ++k) x.e[k] = tc_bin(x.e[k], tc_pre(y.e[k], p, avg));
+        }
+        ((uint4*)(dst + head))[i] = x.u;
+    }
+    for (i64 i = tail + tid; i < count; i += TC_THREADS) {
+        T x = tc_pre(acc[i], pacc, avg);
+        for (int j = 0; j < nsrc; ++j) x = tc_bin(x, tc_pre(((const T*)srcs[j])[i], (mask >> j) & 1u, avg));
+        dst[i] = x;
+    }
+}
+
+// one copy / reduce / scale record, all threads of the block
+__device__ __forceinline__ void tc_run_record(int kind, T* dst, const T* src, const T* acc, i64 count, double avg,
+                                              int n) {
+    unsigned tid = threadIdx.x;
+    if (kind == 5) { src = dst; acc = dst; }
+    if (kind == 0) acc = dst;
     u64 d = (u64)dst, s = (u64)src, a = (u64)acc;
     i64 head = count;
     if (((d ^ s) & 15u) == 0 && ((d ^ a) & 15u) == 0 && (d % sizeof(T)) == 0) {
@@ -298,15 +346,15 @@ __device__ __forceinline__ u64 tc_now_ns() {
     return t;
 }
 
-// thread 0 .. waits-1 each poll one flag; returns 0 when aborted or timed out
-__device__ __forceinline__ int tc_wait(const int* __restrict__ waits, int w0, int w1, u64* const* flag_ptrs,
+// waits: pairs (address of the awaited block's flag, record index); threads 0 .. count-1 each
+// poll one; returns 0 when aborted or timed out
+__device__ __forceinline__ int tc_wait(const u64* waits, int w0, int w1, const int* __restrict__ wait_block,
                                        u64 base, unsigned* abort_word, volatile unsigned* status,
                                        int gblock, int rec, u64 timeout_ns) {
     int ok = 1;
     for (int w = w0 + (int)threadIdx.x; w < w1; w += TC_THREADS) {
-        int wb = waits[2 * w], wj = waits[2 * w + 1];
-        u64 target = base + (u64)wj + 1u;
-        const u64* f = flag_ptrs[wb];
+        const u64* f = (const u64*)waits[2 * w];
+        u64 target = base + waits[2 * w + 1] + 1u;
         if (tc_load_acquire(f) >= target) continue;
         u64 start = tc_now_ns();
         unsigned spins = 0;
@@ -316,7 +364,7 @@ __device__ __forceinline__ int tc_wait(const int* __restrict__ waits, int w0, in
                 if (tc_now_ns() - start > timeout_ns) {
                     if (atomicExch(abort_word, 1u) == 0u) {
                         status[1] = (unsigned)gblock; status[2] = (unsigned)rec;
-                        status[3] = (unsigned)wb; status[4] = (unsigned)wj;
+                        status[3] = (unsigned)wait_block[w]; status[4] = (unsigned)waits[2 * w + 1];
                         __threadfence_system();
                         status[0] = 1u;
                     }
@@ -330,26 +378,49 @@ __device__ __forceinline__ int tc_wait(const int* __restrict__ waits, int w0, in
     return ok;
 }
 
+// records: resolved records (TC_REC_WORDS words each); waits: (flag address, index) pairs,
+// wait_block: the awaited block of each wait (for the error report)
 extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
-topocoll_interpreter(const i64* __restrict__ records, const int* __restrict__ block_start,
-                     const int* __restrict__ wait_start, const int* __restrict__ waits,
-                     const u64* __restrict__ slot_ptrs, u64* const* flag_ptrs, u64* epochs,
+topocoll_interpreter(const u64* __restrict__ records, const int* __restrict__ block_start,
+                     const int* __restrict__ wait_start, const u64* __restrict__ waits,
+                     const int* __restrict__ wait_block, u64* const* flag_ptrs, u64* epochs,
                      int block_offset, u64 stride, int nranks, double avg_scalar,
                      unsigned* abort_word, unsigned* status, u64 timeout_ns) {
     const int gb = block_offset + (int)blockIdx.x;
     __shared__ u64 s_base;
+    __shared__ u64 s_rec[TC_SMEM_RECORDS * TC_REC_WORDS];
+    __shared__ u64 s_wait[TC_SMEM_WAITS * 2];
+    __shared__ u64 s_src[2][TC_MAX_CHAIN];
+    const int r0 = block_start[gb], r1 = block_start[gb + 1];
+    const int w_first = wait_start[r0], w_last = wait_start[r1];
+    const bool rec_in_smem = r1 - r0 <= TC_SMEM_RECORDS, wait_in_smem = w_last - w_first <= TC_SMEM_WAITS;
     if (threadIdx.x == 0) s_base = (epochs[gb] + 1u) * stride;
+    if (rec_in_smem)
+        for (int i = threadIdx.x; i < (r1 - r0) * TC_REC_WORDS; i += TC_THREADS)
+            s_rec[i] = records[(i64)r0 * TC_REC_WORDS + i];
+    if (wait_in_smem)
+        for (int i = threadIdx.x; i < (w_last - w_first) * 2; i += TC_THREADS) s_wait[i] = waits[2 * (i64)w_first + i];
     __syncthreads();
     const u64 base = s_base;
+    const u64* recs = rec_in_smem ? s_rec - (i64)r0 * TC_REC_WORDS : records;
+    const u64* wts = wait_in_smem ? s_wait - 2 * (i64)w_first : waits;
     u64* my_flag = flag_ptrs[gb];
-    const int r0 = block_start[gb], r1 = block_start[gb + 1];
     for (int i = r0; i < r1; ++i) {
-        int ok = tc_wait(waits, wait_start[i], wait_start[i + 1], flag_ptrs, base, abort_word, status, gb, i,
+        const u64* rec = recs + (i64)i * TC_REC_WORDS;
+        const unsigned word = (unsigned)rec[4];
+        const int kind = (int)(word & 15u);
+        const int nsrc = (int)((word >> 8) & 255u);
+        if (kind == 6 && (int)threadIdx.x < nsrc)     // a chain's sources, double-buffered by parity
+            s_src[i & 1][threadIdx.x] = ((const u64*)rec[1])[threadIdx.x];
+        int ok = tc_wait(wts, wait_start[i], wait_start[i + 1], wait_block, base, abort_word, status, gb, i,
                          timeout_ns);
         if (!__syncthreads_and(ok)) return;
-        const i64* rec = records + 8 * (i64)i;
-        tc_run_record(rec, slot_ptrs, avg_scalar, nranks);
-        if (rec[0] & 16) {                 // someone waits for this record: publish it
+        if (kind == 6)
+            tc_run_chain((T*)rec[0], (const T*)rec[2], s_src[i & 1], nsrc, word >> 16, (word & 32u) != 0,
+                         (i64)rec[3], avg_scalar);
+        else
+            tc_run_record(kind, (T*)rec[0], (const T*)rec[1], (const T*)rec[2], (i64)rec[3], avg_scalar, nranks);
+        if (word & 16u) {                  // someone waits for this record: publish it
             __syncthreads();
             if (threadIdx.x == 0) tc_store_release(my_flag, base + (u64)(i - r0) + 1u);
         }

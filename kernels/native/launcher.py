@@ -23,7 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from kernels.native.device_program import DeviceProgram, build_device_program, choose_channels
+from kernels.native.device_program import (DeviceProgram, build_device_program, choose_channels, resolve_records,
+                                           resolve_sources, resolve_waits)
 from kernels.native.source import KERNEL_NAME, THREADS, compile_options, kernel_source
 from kernels.backends.kernel_twins import avg_scalar
 from kernels.program.ops import SCRATCH, Program, is_float
@@ -111,18 +112,19 @@ class NativeContext:
                 raise DeviceUnavailable(f"native executor: GPU {d} would need {nb} resident blocks, it holds "
                                         f"{kernels[d][1]}")
             with cp.cuda.Device(d):
-                arrays = {name: cp.asarray(getattr(self.dp, name)) for name in ("records", "block_start",
-                                                                                "wait_start", "waits")}
-                if arrays["waits"].size == 0:
-                    arrays["waits"] = cp.zeros(2, cp.int32)
+                arrays = {name: cp.asarray(getattr(self.dp, name)) for name in ("block_start", "wait_start")}
+                arrays["wait_block"] = cp.asarray(self.dp.waits[:, 0].copy() if len(self.dp.waits)
+                                                  else np.zeros(1, np.int32))
                 flags = cp.zeros(max(1, nb), cp.uint64)
                 epochs = cp.zeros(self.dp.num_blocks, cp.uint64)
             flag_ptrs[first:first + nb] = flags.data.ptr + 8 * np.arange(nb, dtype=np.uint64)
             self._per_dev[d] = {"first": first, "blocks": nb, "flags": flags, "epochs": epochs,
                                 "kernel": kernels[d][0], **arrays}
+        waits = resolve_waits(self.dp, flag_ptrs)
         for d in self.devices:
             with cp.cuda.Device(d):
                 self._per_dev[d]["flag_ptrs"] = cp.asarray(flag_ptrs)
+                self._per_dev[d]["waits"] = cp.asarray(waits)
         self.avg = float(avg_scalar(program.dtype, program.ranks)) if program.op == "avg" and is_float(
             program.dtype) else 0.0
         self.scratch = [self._scratch(r) for r in range(program.ranks)]
@@ -160,10 +162,11 @@ class NativeContext:
         b = self._bindings.get(key)
         if b is None:
             table = np.array(ptrs, np.uint64)
-            b = {"calls": 0, "graphs": {}, "tables": {}}
+            b = {"calls": 0, "graphs": {}, "tables": {}, "sources": {}}
             for d in self.devices:
                 with self.cp.cuda.Device(d):
-                    b["tables"][d] = self.cp.asarray(table)
+                    src = b["sources"][d] = self.cp.asarray(resolve_sources(self.dp, table))
+                    b["tables"][d] = self.cp.asarray(resolve_records(self.dp, table, src.data.ptr).reshape(-1))
             self._bindings[key] = b
             if len(self._bindings) > _BINDINGS_KEPT:
                 self._bindings.popitem(last=False)
@@ -173,7 +176,7 @@ class NativeContext:
 
     def _args(self, d: int, table) -> tuple:
         s = self._per_dev[d]
-        return (s["records"], s["block_start"], s["wait_start"], s["waits"], table, s["flag_ptrs"], s["epochs"],
+        return (table, s["block_start"], s["wait_start"], s["waits"], s["wait_block"], s["flag_ptrs"], s["epochs"],
                 np.int32(s["first"]), np.uint64(self.dp.stride), np.int32(self.program.ranks), np.float64(self.avg),
                 np.uint64(self.status.dev_ptr + 20), np.uint64(self.status.dev_ptr), self.timeout_ns)
 

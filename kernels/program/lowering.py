@@ -68,11 +68,15 @@ class _Lowerer:
         #: floating avg: scale each raw contribution by 1/n as it enters a reduce (module docstring)
         self.premul = op == "avg" and self.combining and is_float(dtype)
         self.aliased = [inplace and has_input(self.spec, r) and has_output(self.spec, r) for r in range(n)]
-        self.length = {}
+        self.length, self.phase = {}, {}
+        #: elements per 16 bytes: scratch slots start at the same offset modulo this as the
+        #: chunk's piece does in a user buffer, so vector copies between them stay aligned
+        self.vector = max(1, 16 // dtype.itemsize)
         for k, c in self.chunks.items():
             pos = self.spec.input_position(k, c.pre[0])
             a, b = element_range(self.spec, count, pos)
             self.length[k] = b - a
+            self.phase[k] = a % self.vector
         self.loc: dict[tuple[int, int], tuple] = {}        # (rank, chunk) -> slot
         self.contrib: dict[tuple[int, int], frozenset] = {}
         self.occupant: dict[tuple, tuple[int, int]] = {}    # slot key -> (rank, chunk)
@@ -117,7 +121,8 @@ class _Lowerer:
     def _new_scratch(self, rank: int, k: int) -> tuple:
         lst = self.scratch.setdefault((rank, k), [])
         start = self.scratch_size[rank]
-        self.scratch_size[rank] += self.length[k]
+        start += (self.phase[k] - start) % self.vector
+        self.scratch_size[rank] = start + self.length[k]
         slot = ((rank, SCRATCH, k, len(lst)), Region(rank, SCRATCH, start, start + self.length[k]))
         lst.append(slot)
         return slot

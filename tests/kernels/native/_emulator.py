@@ -36,7 +36,8 @@ import numpy as np
 
 from kernels.backends.device import DeviceLayer
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
-from kernels.native.device_program import KINDS, PUBLISH, DeviceProgram, build_device_program, check_waits_match_dependencies
+from kernels.native.device_program import (KIND_MASK, KINDS, PREMUL_ACC, PUBLISH, DeviceProgram, build_device_program,
+                                           check_waits_match_dependencies)
 
 
 class DeadlockDetected(Exception):
@@ -77,7 +78,7 @@ class Emulator:
             i = nxt[b]
             rec = dp.records[i]
             if b not in inflight:
-                touched = _touched(rec)
+                touched = _touched(rec, dp.sources)
                 self._check_race(b, i, touched, inflight)
                 inflight[b] = (i, touched)
                 left[b] = int(rec[7])
@@ -118,8 +119,17 @@ class Emulator:
 
     def _apply(self, rec: np.ndarray, arrays: list, lo: int, hi: int) -> None:
         kind, ds, do, ss, so, as_, ao = (int(x) for x in rec[:7])
-        kind &= ~PUBLISH
+        word, kind = kind, kind & KIND_MASK
         dst = arrays[ds][do + lo:do + hi]
+        base = "sum" if self.dp.op == "avg" else self.dp.op
+        if kind == KINDS["reduce_chain"]:
+            acc = arrays[as_][ao + lo:ao + hi]
+            for i in range(so):                          # src_off holds the number of sources
+                slot, off = (int(x) for x in self.dp.sources[ss + i])
+                pre = (bool(word & PREMUL_ACC) and i == 0, bool(word >> (16 + i) & 1))
+                binop = PreMulSum(self.dp.ranks, *pre) if any(pre) else base
+                reduce_copy_with(np, dst, acc if i == 0 else dst, arrays[slot][off + lo:off + hi], binop)
+            return
         if kind == KINDS["copy"]:
             dst[...] = arrays[ss][so + lo:so + hi]
         elif kind == KINDS["scale"]:
@@ -127,15 +137,17 @@ class Emulator:
         else:
             acc, src = arrays[as_][ao + lo:ao + hi], arrays[ss][so + lo:so + hi]
             pre = _PREMUL.get(kind)
-            binop = PreMulSum(self.dp.ranks, *pre) if pre else ("sum" if self.dp.op == "avg" else self.dp.op)
+            binop = PreMulSum(self.dp.ranks, *pre) if pre else base
             reduce_copy_with(np, dst, acc, src, binop)
 
 
-def _touched(rec: np.ndarray) -> tuple:
+def _touched(rec: np.ndarray, sources: np.ndarray) -> tuple:
     """((slot, lo, hi, writes) ...) of a record."""
     kind, ds, do, ss, so, as_, ao, n = (int(x) for x in rec)
     out = [(ds, do, do + n, True)]
-    if ss >= 0:
+    if kind & KIND_MASK == KINDS["reduce_chain"]:
+        out += [(int(a), int(b), int(b) + n, False) for a, b in sources[ss:ss + so]]
+    elif ss >= 0:
         out.append((ss, so, so + n, False))
     if as_ >= 0:
         out.append((as_, ao, ao + n, False))
@@ -174,7 +186,8 @@ class EmulatedNativeLayer(DeviceLayer):
 
     def execute(self, program, buffers):
         ch = self.channels or self.rng.randint(1, 4)
-        dp = build_device_program(program, ch, slices=self.slices or self.rng.choice([None, 1, 2, 3]))
+        dp = build_device_program(program, ch, slices=self.slices or self.rng.choice([None, 1, 2, 3]),
+                                  fuse=self.rng.random() < 0.8)
         check_waits_match_dependencies(dp)
         bufs = {(r, name): arr for r, d in enumerate(buffers.bufs) for name, arr in d.items()}
         em = Emulator(dp)

@@ -11,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernels.backends.executor import program_for
-from kernels.native.device_program import KINDS, PUBLISH, build_device_program, choose_channels, piece_bounds
+from kernels.native.device_program import KIND_MASK, KINDS, PUBLISH, build_device_program, choose_channels, piece_bounds
 from kernels.program.lowering import lower
 
 #: randomized interleaved runs per CI run: 2,600 drawn cases, each run once or twice
@@ -133,3 +133,54 @@ def test_race_detector_finds_a_dropped_wait():
     with pytest.raises(RaceDetected):
         for seed in range(200):
             Emulator(bare).run(bufs, seed=seed)
+
+
+@pytest.mark.parametrize("dtype,op", [("float16", "avg"), ("float32", "sum"), ("int8", "prod"), ("bfloat16", "avg")])
+def test_reduce_chains_fuse_and_give_the_same_bits(dtype, op):
+    """Direct all-reduce on 8 ranks: each rank's 7 reduces into its chunk become one chain
+    record (hand-counted: 1 chain + 7 copies per rank instead of 14 records), and the fused
+    program gives bit-for-bit what the unfused one gives (same order, same roundings)."""
+    n, count = 8, 8 * 5 + 3
+    prog = lower(direct("allreduce", n), count, dtype, op=op)
+    fused, plain = build_device_program(prog, 1), build_device_program(prog, 1, fuse=False)
+    assert plain.num_records == n * 14 and fused.num_records == n * 8
+    kinds = fused.records[:, 0] & KIND_MASK
+    assert (kinds == KINDS["reduce_chain"]).sum() == n and int(fused.records[kinds == 6, 4].min()) == n - 1
+    sends = make_inputs("allreduce", n, count, dtype, op, None, np.random.default_rng(5))
+    outs = []
+    for dp in (fused, plain):
+        bufs = {(r, "input"): sends[r].copy() for r in range(n)}
+        bufs.update({(r, name): np.zeros(size, sends[0].dtype) for r in range(n) for name, size in prog.sizes[r].items()
+                     if name != "input"})
+        Emulator(dp).run(bufs, seed=3)
+        outs.append([bufs[(r, "output")].view(np.uint8) for r in range(n)])
+    assert all(np.array_equal(a, b) for a, b in zip(*outs))
+    check_result("allreduce", n, count, sends, [o.view(sends[0].dtype) for o in outs[0]], op, None, dtype)
+
+
+def test_a_waited_for_reduce_does_not_fuse():
+    """Ring reduce-scatter: every reduce is waited for by the next rank, so nothing fuses."""
+    prog = lower(ring("reducescatter", 4), 12, "float32")
+    assert build_device_program(prog, 1).num_records == build_device_program(prog, 1, fuse=False).num_records
+
+
+def test_resolved_records_and_waits_hold_absolute_addresses():
+    """Hand-computed: slot s at 0x10000 * (s + 1); float32, so offset o is 4 * o bytes; a chain's
+    src is its row in the source list; a wait's flag address is the block's entry."""
+    from kernels.native.device_program import resolve_records, resolve_sources, resolve_waits
+    prog = lower(direct("allreduce", 3), 6, "float32")
+    dp = build_device_program(prog, 1)
+    table = np.array([0x10000 * (s + 1) for s in range(len(dp.slots))], np.uint64)
+    res = resolve_records(dp, table, 0x900000)
+    srcs = resolve_sources(dp, table)
+    for rec, row in zip(dp.records, res):
+        assert int(row[0]) == 0x10000 * (int(rec[1]) + 1) + 4 * int(rec[2])
+        assert int(row[3]) == int(rec[7]) and int(row[4]) == int(rec[0])
+        if rec[0] & KIND_MASK == KINDS["reduce_chain"]:
+            assert int(row[1]) == 0x900000 + 8 * int(rec[3])
+            first = dp.sources[int(rec[3])]
+            assert int(srcs[int(rec[3])]) == 0x10000 * (int(first[0]) + 1) + 4 * int(first[1])
+    flags = np.array([0xA000 + 8 * b for b in range(dp.num_blocks)], np.uint64)
+    w = resolve_waits(dp, flags).reshape(-1, 2)
+    assert w[:, 0].tolist() == [0xA000 + 8 * int(b) for b in dp.waits[:, 0]]
+    assert w[:, 1].tolist() == dp.waits[:, 1].tolist()

@@ -139,17 +139,16 @@ def test_a_wait_that_is_never_met_raises_execution_timeout():
     from topo_probe.errors import ExecutionTimeout
     prog = program_for(ring("allreduce", 3, 1), 64, np.float32)
     ctx = NativeContext(prog, [0, 0, 0], timeout_s=0.2)
-    waits = ctx.dp.waits.copy()
-    if waits.size:
-        waits[0, 1] = 10_000              # a record index no block reaches
-    for s in ctx._per_dev.values():
-        s["waits"] = cp.asarray(waits)
+    good = ctx._per_dev[0]["waits"]
+    bad = good.copy()
+    bad[1] = 10_000                        # the first wait: a record index no block reaches
+    ctx._per_dev[0]["waits"] = bad
     bufs = [{"input": cp.ones(64, cp.float32), "output": cp.zeros(64, cp.float32)} for _ in range(3)]
     ctx.run(bufs, graphs=False)
     cp.cuda.runtime.deviceSynchronize()
     with pytest.raises(ExecutionTimeout, match=r"rank \d .*waited over 0.2 s"):
         ctx.check()
-    ctx._per_dev[0]["waits"] = cp.asarray(ctx.dp.waits if ctx.dp.waits.size else np.zeros(2, np.int32))
+    ctx._per_dev[0]["waits"] = good
     ctx.run(bufs, graphs=False)           # the context works again after the reset
     assert float(bufs[0]["output"][0]) == 3.0
 
@@ -165,3 +164,16 @@ def test_communicator_repeats_bind_once_and_stay_right():
     xs[2][...] = 100
     comm.all_reduce(xs, ys)                      # same arrays, new contents: the graph reads them
     assert all(float(y[0]) == 1 + 2 + 100 + 4 for y in ys)
+
+
+def test_blocks_longer_than_shared_memory_holds(layer):
+    """A 40-rank ring: 78 records per block, more than the kernel stages in shared memory, so
+    records and waits are read from global memory."""
+    _run(ring("allreduce", 40, 1), 40 * 16 + 3, "float32", "sum", False, layer)
+
+
+@pytest.mark.parametrize("op", ["sum", "avg", "max"])
+def test_fused_reduce_chains(layer, op):
+    """Direct all-reduce on 8 ranks: each rank's seven reduces run as one chain record."""
+    _run(direct("allreduce", 8, 1), 8 * 1000 + 5, "float16", op, False, layer, seed=2)
+    _run(direct("allreduce", 8, 1), 8 * 64, "float32", op, False, layer, seed=4)
