@@ -174,122 +174,156 @@ def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *,
     if gate is not None and not plan.salted:   # tags too short for the digest: agree first
         gate.wait()
         gate = None
-    items, after = plan.items, plan.after
-    need = list(plan.need)
-    ready = list(plan.ready0)
-    arrived: dict[int, object] = {}
-    # Requests only ever join ``reqs`` (a request MPI completed reads as MPI_REQUEST_NULL and
-    # Testsome skips it), so indices stay valid: ``owner[k]`` is the item of request k (``-1 - j``
-    # for the header receive from the gate's peer j), None once it completed.
-    reqs: list = []
-    owner: list = []
-    fins: list = []
-    # Sends and copies into place that no op waits for are only awaited at the end, together
-    # (one wake-up instead of one per completion): ``deferred`` requests, their peers and fins.
-    deferred: list = []
-    deferred_peers: list = []
-    deferred_recv: list = []
-    deferred_fins: list = []
-    left = len(items)
-    binops: dict = {}
-    defer = not wire.finish_completes_peers   # a peer's send may wait for our finish (CUDA IPC)
-
-    def view(reg):
-        return bufs[reg.buf][reg.start:reg.stop]
-
-    def awaited(pend):
-        return [items[owner[k]][3] if owner[k] >= 0 else gate.peers[-1 - owner[k]]
-                for k in pend if owner[k] is not None]
-
+    run = _Run(plan, bufs, wire, comm, op, nranks, gate)
     keep_abandoned()
     try:
-        for i in plan.reduce_recvs:     # partials are received at once (into temporaries)
-            _, o, tag, p = items[i]
-            req, fin = wire.post_recv(comm, p, tag, o.src, o.dst.stop - o.dst.start, bufs[o.dst.buf].dtype)
-            reqs.append(req)
-            owner.append(i)
-            fins.append(fin)
-        if gate is not None:        # headers: the receives are watched, the sends awaited at the end
-            for k, req in enumerate(gate.recvs):
-                reqs.append(req)
-                owner.append(-1 - k)
-                fins.append(None)
-            deferred.extend(gate.sends)
-            deferred_peers.extend(gate.peers)
-            deferred_recv.extend([False] * len(gate.sends))
-        pending = len(reqs)
-        while left or (gate is not None and gate.left):   # a send-only rank still waits for the agreement
-            while ready:
-                i = ready.pop()
-                kind, o, tag, peer = items[i]
-                if kind == SEND:
-                    req, fin = wire.post_send(comm, peer, tag, view(o.src), o.src)
-                elif kind == RECV_COPY:
-                    dst = view(o.dst)
-                    req, fin = wire.post_recv(comm, peer, tag, o.src, dst.size, dst.dtype, into=dst)
-                else:
-                    if kind == RECV_REDUCE:
-                        fn = binops.get(o.premul)
-                        if fn is None:
-                            fn = binops[o.premul] = binop_for(o.premul, op, nranks)
-                        wire.combine(view(o.dst), view(o.acc), arrived.pop(i), fn)
-                    else:
-                        _run_local(o, view, wire, op, nranks)
-                    left -= 1
-                    for j in after[i]:
-                        need[j] -= 1
-                        if not need[j]:
-                            ready.append(j)
-                    continue
-                if after[i] or not defer:
-                    reqs.append(req)
-                    owner.append(i)
-                    fins.append(fin)
-                    pending += 1
-                else:
-                    deferred.append(req)
-                    deferred_peers.append(peer)
-                    deferred_recv.append(kind != SEND)
-                    if fin is not None:
-                        deferred_fins.append(fin)
-                    left -= 1
-            if not left and not (gate is not None and gate.left):
+        run.post_first_receives()
+        while run.left or run.gate_open():   # a send-only rank still waits for the agreement
+            run.start_ready()
+            if not run.left and not run.gate_open():
                 break
-            if not pending:
+            if not run.pending:
                 raise UnsupportedCollective(f"rank {plan.rank}: {what}: ops wait on each other (lowering bug)")
-            for k in waiter.some(reqs, what, awaited):
-                i = owner[k]
-                owner[k] = None
-                pending -= 1
-                if i < 0:               # a peer's header: once all are in, every rank knows the same
-                    gate.arrived(-1 - i)
-                    if gate.mismatch and not gate.left:
-                        gate.fail()
-                    continue
-                fin = fins[k]
-                if items[i][0] == RECV_REDUCE:
-                    arrived[i] = fin()
-                    need[i] -= 1
-                    if not need[i]:
-                        ready.append(i)
-                    continue
-                if fin is not None:
-                    fin()
-                left -= 1
-                for j in after[i]:
-                    need[j] -= 1
-                    if not need[j]:
-                        ready.append(j)
-        if deferred:
-            waiter.all(deferred, what, lambda k: deferred_peers[k])
-            for fin in deferred_fins:
+            for k in waiter.some(run.reqs, what, run.awaited):
+                run.completed(k)
+        if run.deferred:
+            waiter.all(run.deferred, what, lambda k: run.deferred_peers[k])
+            for fin in run.deferred_fins:
                 fin()
     except BaseException:   # a mismatch, a peer failed, a notice, Ctrl-C: nothing posted may be freed
-        live = [k for k in range(len(reqs)) if owner[k] is not None]
-        abandon([reqs[k] for k in live] + deferred,
-                [owner[k] >= 0 and items[owner[k]][0] != SEND for k in live] + deferred_recv)
+        run.abandon_posted()
         raise
     wire.finish()
+
+
+class _Run:
+    """One :func:`execute` call's state.
+
+    Requests only ever join ``reqs`` (a request MPI completed reads as MPI_REQUEST_NULL and
+    Testsome skips it), so indices stay valid: ``owner[k]`` is the item of request k (``-1 - j``
+    for the header receive from the gate's peer j), None once it completed.  Sends and copies
+    into place that no op waits for are only awaited at the end, together (one wake-up instead
+    of one per completion): ``deferred`` requests, their peers and fins.
+    """
+
+    def __init__(self, plan: RankPlan, bufs: dict, wire, comm, op: str, nranks: int, gate) -> None:
+        self.plan, self.bufs, self.wire, self.comm, self.op, self.nranks, self.gate = (
+            plan, bufs, wire, comm, op, nranks, gate)
+        self.items, self.after = plan.items, plan.after
+        self.need = list(plan.need)
+        self.ready = list(plan.ready0)
+        self.arrived: dict[int, object] = {}
+        self.reqs: list = []
+        self.owner: list = []
+        self.fins: list = []
+        self.deferred: list = []
+        self.deferred_peers: list = []
+        self.deferred_recv: list = []
+        self.deferred_fins: list = []
+        self.left = len(self.items)
+        self.pending = 0
+        self.binops: dict = {}
+        self.defer = not wire.finish_completes_peers   # a peer's send may wait for our finish (CUDA IPC)
+
+    def view(self, reg):
+        return self.bufs[reg.buf][reg.start:reg.stop]
+
+    def awaited(self, pend):
+        return [self.items[self.owner[k]][3] if self.owner[k] >= 0 else self.gate.peers[-1 - self.owner[k]]
+                for k in pend if self.owner[k] is not None]
+
+    def gate_open(self) -> bool:
+        return self.gate is not None and self.gate.left
+
+    def watch(self, req, i: int, fin) -> None:
+        self.reqs.append(req)
+        self.owner.append(i)
+        self.fins.append(fin)
+
+    def post_first_receives(self) -> None:
+        """Partials are received at once (into temporaries); the gate's header receives are
+        watched, its sends awaited at the end."""
+        for i in self.plan.reduce_recvs:
+            _, o, tag, p = self.items[i]
+            req, fin = self.wire.post_recv(self.comm, p, tag, o.src, o.dst.stop - o.dst.start,
+                                           self.bufs[o.dst.buf].dtype)
+            self.watch(req, i, fin)
+        if self.gate is not None:
+            for k, req in enumerate(self.gate.recvs):
+                self.watch(req, -1 - k, None)
+            self.deferred.extend(self.gate.sends)
+            self.deferred_peers.extend(self.gate.peers)
+            self.deferred_recv.extend([False] * len(self.gate.sends))
+        self.pending = len(self.reqs)
+
+    def start_ready(self) -> None:
+        """Post every ready send and copy receive; run every ready reduce and local op."""
+        while self.ready:
+            i = self.ready.pop()
+            kind, o, tag, peer = self.items[i]
+            if kind == SEND:
+                req, fin = self.wire.post_send(self.comm, peer, tag, self.view(o.src), o.src)
+            elif kind == RECV_COPY:
+                dst = self.view(o.dst)
+                req, fin = self.wire.post_recv(self.comm, peer, tag, o.src, dst.size, dst.dtype, into=dst)
+            else:
+                self.run_here(i, kind, o)
+                continue
+            if self.after[i] or not self.defer:
+                self.watch(req, i, fin)
+                self.pending += 1
+            else:
+                self.deferred.append(req)
+                self.deferred_peers.append(peer)
+                self.deferred_recv.append(kind != SEND)
+                if fin is not None:
+                    self.deferred_fins.append(fin)
+                self.left -= 1
+
+    def run_here(self, i: int, kind, o) -> None:
+        if kind == RECV_REDUCE:
+            fn = self.binops.get(o.premul)
+            if fn is None:
+                fn = self.binops[o.premul] = binop_for(o.premul, self.op, self.nranks)
+            self.wire.combine(self.view(o.dst), self.view(o.acc), self.arrived.pop(i), fn)
+        else:
+            _run_local(o, self.view, self.wire, self.op, self.nranks)
+        self.done(i)
+
+    def done(self, i: int) -> None:
+        self.left -= 1
+        for j in self.after[i]:
+            self.need[j] -= 1
+            if not self.need[j]:
+                self.ready.append(j)
+
+    def completed(self, k: int) -> None:
+        """Request ``k`` completed: a peer's header, a reduce's partial (now ready to combine),
+        or a send or copy (done)."""
+        i = self.owner[k]
+        self.owner[k] = None
+        self.pending -= 1
+        if i < 0:               # a peer's header: once all are in, every rank knows the same
+            self.gate.arrived(-1 - i)
+            if self.gate.mismatch and not self.gate.left:
+                self.gate.fail()
+            return
+        fin = self.fins[k]
+        if self.items[i][0] == RECV_REDUCE:
+            self.arrived[i] = fin()
+            self.need[i] -= 1
+            if not self.need[i]:
+                self.ready.append(i)
+            return
+        if fin is not None:
+            fin()
+        self.done(i)
+
+    def abandon_posted(self) -> None:
+        """Keep every request still posted (and its buffers) alive until MPI is done with it."""
+        live = [k for k in range(len(self.reqs)) if self.owner[k] is not None]
+        abandon([self.reqs[k] for k in live] + self.deferred,
+                [self.owner[k] >= 0 and self.items[self.owner[k]][0] != SEND for k in live] + self.deferred_recv)
 
 
 #: requests still posted when a collective raised, kept (with the buffers they hold) until done

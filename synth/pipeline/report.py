@@ -64,51 +64,19 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
 
     n = fabric.num_ranks
     colls = list(curves)
-    lines = [f"# Synthesis report: {topo.name}", "",
-             f"{fabric.describe()}; fingerprint `{fabric.fingerprint}`; total {summary['total_s']:.1f} s.", "",
-             "**Plan vs NCCL (modelled).** NCCL is what its tuner would pick at each size, timed by the NCCL model "
-             "validated on real nccl-tests logs (`results/model_validation/report.md`; one process per GPU, NCCL "
-             f"defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). Where no schedule is predicted "
-             "at least 5 % faster, the plan entry is `nccl`: NCCL is "
-             "faster there and the drop-in calls it. Schedules are timed by the calibrated cost model; busbw in "
-             "GB/s with nccl-tests factors; the bound is the cut lower bound at the same link efficiencies.", "",
-             "| collective | size | plan picks | plan µs | NCCL µs (modelled) | NCCL picks | plan vs NCCL | ring µs | "
-             "bound µs | plan busbw | NCCL busbw |",
-             "|---|---|---|---|---|---|---|---|---|---|---|"]
+    lines = _header_lines(topo, fabric, summary)
     cols = max(1, min(4, len(colls)))
     rows = (len(colls) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
     for idx, coll in enumerate(colls):
         c = curves[coll]
-        ours = _plan_curve(c)
         root = summary["collectives"][coll].get("root")
         bound = lower_bounds(fabric, coll, root=root)
-        bound_t = [bound.time_us(nb, CostParams()) for nb in PLAN_SIZES]
-        ring, tree = _baseline_curve(c, coll, "ring"), _baseline_curve(c, coll, "tree")
-        nc = nccl.get(coll)
-        for label, nb in (("1 KB", 1 << 10), ("1 MB", 1 << 20), ("1 GB", 1 << 30)):
-            k = PLAN_SIZES.index(nb)
-            entry = plan.select(coll, nb, root)
-            pick = Path(entry.schedule).name.split(".json")[0] if entry else "-"
-            fmt = lambda v: f"{v[k]:.1f}" if v else "-"
-            plan_t = min(ours[k], nc["times"][k]) if nc and pick == "nccl" else ours[k]
-            vs = f"{nc['times'][k] / plan_t:.2f}x" if nc else "-"
-            lines.append(f"| {coll} | {label} | {pick} | {plan_t:.1f} | {fmt(nc['times']) if nc else '-'} | "
-                         f"{nc['choices'][k] if nc else '-'} | {vs} | {fmt(ring)} | {bound_t[k]:.1f} | "
-                         f"{busbw_gbps(coll, n, nb, plan_t):.1f} | "
-                         f"{busbw_gbps(coll, n, nb, nc['times'][k]) if nc else 0:.1f} |")
-        ax = axes[idx // cols][idx % cols]
-        for label, times, style in (("best schedule (ours)", ours, "-"), ("NCCL (modelled)", nc["times"] if nc else None, "-"),
-                                    ("ring", ring, "--"), ("tree", tree, ":"), ("lower bound", bound_t, "-.")):
-            if times:
-                ax.plot(PLAN_SIZES, [busbw_gbps(coll, n, nb, t) for nb, t in zip(PLAN_SIZES, times)],
-                        style, label=label)
-        ax.set_xscale("log", base=2)
-        ax.set_title(coll)
-        ax.set_xlabel("message size (bytes)")
-        ax.set_ylabel("busbw (GB/s)")
-        ax.grid(True, alpha=0.3)
-        ax.legend(fontsize=7)
+        series = {"ours": _plan_curve(c), "nccl": nccl.get(coll), "ring": _baseline_curve(c, coll, "ring"),
+                  "tree": _baseline_curve(c, coll, "tree"),
+                  "bound": [bound.time_us(nb, CostParams()) for nb in PLAN_SIZES]}
+        lines += _size_rows(coll, n, root, plan, series)
+        _plot_panel(axes[idx // cols][idx % cols], coll, n, series)
     for j in range(len(colls), rows * cols):
         axes[j // cols][j % cols].axis("off")
     fig.suptitle(f"{topo.name}: simulated busbw, synthesized schedules vs NCCL (modelled)")
@@ -117,6 +85,65 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     plt.close(fig)
     lines += _measured_lines(topo, colls, n)
     lines += ["", "![busbw](busbw.png)", "", "## Per collective", ""]
+    lines += _per_collective_lines(summary, colls) + _plan_lines(plan)
+    atomic_write_text(folder / "report.md", "\n".join(lines) + "\n")
+
+
+def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
+    """The title, the fabric, how to read the table, and the table's head."""
+    return [f"# Synthesis report: {topo.name}", "",
+            f"{fabric.describe()}; fingerprint `{fabric.fingerprint}`; total {summary['total_s']:.1f} s.", "",
+            "**Plan vs NCCL (modelled).** NCCL is what its tuner would pick at each size, timed by the NCCL model "
+            "validated on real nccl-tests logs (`results/model_validation/report.md`; one process per GPU, NCCL "
+            f"defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). Where no schedule is predicted "
+            "at least 5 % faster, the plan entry is `nccl`: NCCL is "
+            "faster there and the drop-in calls it. Schedules are timed by the calibrated cost model; busbw in "
+            "GB/s with nccl-tests factors; the bound is the cut lower bound at the same link efficiencies.", "",
+            "| collective | size | plan picks | plan µs | NCCL µs (modelled) | NCCL picks | plan vs NCCL | ring µs | "
+            "bound µs | plan busbw | NCCL busbw |",
+            "|---|---|---|---|---|---|---|---|---|---|---|"]
+
+
+def _size_rows(coll: str, n: int, root, plan: Plan, series: dict) -> list[str]:
+    """The table's rows of ``coll`` at 1 KB, 1 MB and 1 GB (``series``: times per PLAN_SIZES)."""
+    ours, nc, ring, bound_t = series["ours"], series["nccl"], series["ring"], series["bound"]
+    out = []
+    for label, nb in (("1 KB", 1 << 10), ("1 MB", 1 << 20), ("1 GB", 1 << 30)):
+        k = PLAN_SIZES.index(nb)
+        entry = plan.select(coll, nb, root)
+        pick = Path(entry.schedule).name.split(".json")[0] if entry else "-"
+        fmt = lambda v: f"{v[k]:.1f}" if v else "-"  # noqa: E731
+        plan_t = min(ours[k], nc["times"][k]) if nc and pick == "nccl" else ours[k]
+        vs = f"{nc['times'][k] / plan_t:.2f}x" if nc else "-"
+        out.append(f"| {coll} | {label} | {pick} | {plan_t:.1f} | {fmt(nc['times']) if nc else '-'} | "
+                   f"{nc['choices'][k] if nc else '-'} | {vs} | {fmt(ring)} | {bound_t[k]:.1f} | "
+                   f"{busbw_gbps(coll, n, nb, plan_t):.1f} | "
+                   f"{busbw_gbps(coll, n, nb, nc['times'][k]) if nc else 0:.1f} |")
+    return out
+
+
+def _plot_panel(ax, coll: str, n: int, series: dict) -> None:
+    """busbw against size of our best schedule, NCCL, ring, tree and the bound."""
+    nc = series["nccl"]
+    for label, times, style in (("best schedule (ours)", series["ours"], "-"),
+                                ("NCCL (modelled)", nc["times"] if nc else None, "-"),
+                                ("ring", series["ring"], "--"), ("tree", series["tree"], ":"),
+                                ("lower bound", series["bound"], "-.")):
+        if times:
+            ax.plot(PLAN_SIZES, [busbw_gbps(coll, n, nb, t) for nb, t in zip(PLAN_SIZES, times)],
+                    style, label=label)
+    ax.set_xscale("log", base=2)
+    ax.set_title(coll)
+    ax.set_xlabel("message size (bytes)")
+    ax.set_ylabel("busbw (GB/s)")
+    ax.grid(True, alpha=0.3)
+    ax.legend(fontsize=7)
+
+
+def _per_collective_lines(summary: dict, colls: list[str]) -> list[str]:
+    """One line per collective (Pareto points, bandwidth-optimal result, bounds), then what was
+    skipped at this scale."""
+    lines = []
     for coll in colls:
         s = summary["collectives"][coll]
         pts = ", ".join(f"(S{p['steps']},R{p['rounds']},C{p['chunks']})" for p in s["pareto"]) or s["pareto_note"] or "-"
@@ -131,8 +158,12 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     notes = [n for coll in colls for n in summary["collectives"][coll].get("notes", [])]
     if notes:
         lines += ["", "## Skipped at this scale", ""] + [f"- {n}" for n in notes]
-    lines += ["", "## Plan", "", "| collective | from | to | schedule |", "|---|---|---|---|"]
+    return lines
+
+
+def _plan_lines(plan: Plan) -> list[str]:
+    lines = ["", "## Plan", "", "| collective | from | to | schedule |", "|---|---|---|---|"]
     for e in plan.entries:
         hi = _fmt_bytes(e.max_bytes) if e.max_bytes is not None else "∞"
         lines.append(f"| {e.collective} | {_fmt_bytes(e.min_bytes)} | {hi} | `{e.schedule}` |")
-    atomic_write_text(folder / "report.md", "\n".join(lines) + "\n")
+    return lines

@@ -97,6 +97,26 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
     nics = base.nodes_of_kind("nic")
     if not nics:
         raise TopologyError(f"cluster: {base.name!r} has no NICs to join hosts with")
+    t = _replicated_hosts(base, k)
+    rails = sorted(nics, key=lambda x: (str(base.graph.nodes[x].get("name", x)), x))
+    speeds = _rail_speeds(base, rails, nic_gbps)
+    if spine_oversubscription is None:
+        leaf_of, shape = _single_tier(t, len(rails), rail_optimized)
+    else:
+        leaf_of, shape = _leaf_spine(t, k, speeds, rail_optimized, spine_oversubscription, hosts_per_leaf,
+                                     net_latency_us)
+    for h in range(k):
+        for r, nic in enumerate(rails):
+            t.graph.nodes[f"h{h}.{nic}"]["speed_gbps"] = speeds[r]
+            t.add_link(f"h{h}.{nic}", leaf_of(h, r), kind="network", bandwidth_gbps=speeds[r],
+                       latency_us=net_latency_us / 2)
+    t.assumptions = list(base.assumptions) + [f"network: {shape}, {net_latency_us} us NIC to NIC"]
+    return t
+
+
+def _replicated_hosts(base: Topology, k: int) -> Topology:
+    """``k`` copies of ``base``, host ``h``'s nodes named ``"h{h}.<node>"`` with ``host=h`` and
+    its GPUs numbered ``h*g ..`` on (``g`` GPUs per host); no network yet."""
     g = base.num_gpus
     t = Topology(f"{k}x{base.name}", description=f"{k} hosts of {base.name}; {base.description}")
     for h in range(k):
@@ -108,29 +128,27 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
             t.add_node(f"h{h}.{n}", d["kind"], **attrs)
         for u, v, d in base.graph.edges(data=True):
             t.graph.add_edge(f"h{h}.{u}", f"h{h}.{v}", **d)
-    rails = sorted(nics, key=lambda x: (str(base.graph.nodes[x].get("name", x)), x))
+    return t
+
+
+def _rail_speeds(base: Topology, rails: list[str], nic_gbps: float | None) -> list[float]:
+    """GB/s of each rail's NIC: ``nic_gbps`` when given, else the NIC's own ``speed_gbps``."""
     speeds = []
     for nic in rails:
         speed = nic_gbps if nic_gbps is not None else base.graph.nodes[nic].get("speed_gbps")
         if not speed or speed <= 0:
             raise TopologyError(f"cluster: NIC {nic!r} has no speed_gbps; pass nic_gbps")
         speeds.append(float(speed))
-    if spine_oversubscription is None:
-        switch = [f"netswitch{r if rail_optimized else 0}" for r in range(len(rails))]
-        for name in sorted(set(switch)):
-            t.add_node(name, "net_switch", host=-1)
-        leaf_of = lambda h, r: switch[r]  # noqa: E731
-        shape = "one switch per rail" if rail_optimized else "one non-blocking switch"
-    else:
-        leaf_of, shape = _leaf_spine(t, k, speeds, rail_optimized, spine_oversubscription, hosts_per_leaf,
-                                     net_latency_us)
-    for h in range(k):
-        for r, nic in enumerate(rails):
-            t.graph.nodes[f"h{h}.{nic}"]["speed_gbps"] = speeds[r]
-            t.add_link(f"h{h}.{nic}", leaf_of(h, r), kind="network", bandwidth_gbps=speeds[r],
-                       latency_us=net_latency_us / 2)
-    t.assumptions = list(base.assumptions) + [f"network: {shape}, {net_latency_us} us NIC to NIC"]
-    return t
+    return speeds
+
+
+def _single_tier(t: Topology, rails: int, rail_optimized: bool):
+    """One non-blocking switch for all NICs, or one per rail: (switch of host h's rail r, shape)."""
+    switch = [f"netswitch{r if rail_optimized else 0}" for r in range(rails)]
+    for name in sorted(set(switch)):
+        t.add_node(name, "net_switch", host=-1)
+    shape = "one switch per rail" if rail_optimized else "one non-blocking switch"
+    return (lambda h, r: switch[r]), shape
 
 
 def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bool, ratio: float,

@@ -235,13 +235,41 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
     node = {c: f"gpu{k}" for k, c in enumerate(gpu_cols)}
     node.update({c: f"nic{k}" for k, c in enumerate(nic_cols)})
     label = {v: k for k, v in node.items()}
+    _refuse_gpu_nic_nvlinks(mat, gpu_cols, nic_cols, source)
+
+    t = Topology(_source_name(source, "nvidia-smi-topo"),
+                 description=f"parsed from `nvidia-smi topo -m` output {source}")
+    numa, affinity = _add_gpus_and_nics(t, mat, gpu_cols, nic_cols, node)
+    counts = [[int(mat.cells[(a, b)][0][2:]) if mat.cells[(a, b)][0].startswith("NV") else 0
+               for b in gpu_cols] for a in gpu_cols]
+    link_gbps, pcie_gbps = _link_speeds(t, counts, nvlink_gbps, pcie_gbps)
+    t.assumptions.extend(add_nvlinks(t, counts, link_gbps=link_gbps))
+
+    classes = {(node[a], node[b]): tok for (a, b), (tok, _, _) in mat.cells.items()
+               if a != b and not tok.startswith("NV")}
+
+    def locate(a: str, b: str) -> str:
+        tok, ln, col = mat.cells[(label[a], label[b])]
+        return f"{source}:line {ln} column {col}"
+
+    eps = [node[c] for c in gpu_cols + nic_cols]
+    t.assumptions.extend(add_pcie_tree_from_classes(t, eps, classes, numa=numa, affinity=affinity,
+                                                    pcie_gbps=pcie_gbps, locate=locate))
+    if any(numa[node[c]] is None for c in gpu_cols) and gpu_cols:
+        t.assumptions.append("no NUMA Affinity column (or N/A): NUMA nodes inferred from CPU Affinity and the cells")
+    return check_topology(t, source, TopologyError)
+
+
+def _refuse_gpu_nic_nvlinks(mat, gpu_cols: list[str], nic_cols: list[str], source: str) -> None:
     for a, b in ((a, b) for a in gpu_cols for b in nic_cols):
         if mat.cells[(a, b)][0].startswith("NV"):
             tok, ln, col = mat.cells[(a, b)]
             raise _err(source, ln, col, f"cell {a}/{b} is {tok}: NVLink between a GPU and a NIC is not possible")
 
-    t = Topology(_source_name(source, "nvidia-smi-topo"),
-                 description=f"parsed from `nvidia-smi topo -m` output {source}")
+
+def _add_gpus_and_nics(t: Topology, mat, gpu_cols: list[str], nic_cols: list[str], node: dict[str, str]):
+    """Add the GPUs (with their affinity columns) and the NICs (legend names) of the matrix;
+    return each GPU's NUMA node and its NUMA (else CPU) affinity text."""
     numa, affinity = {}, {}
     for k, c in enumerate(gpu_cols):
         vals = mat.values.get(c, {})
@@ -259,9 +287,13 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
         affinity[node[c]] = numa_aff if numa_aff is not None else cpu_aff
     for k, c in enumerate(nic_cols):
         t.add_node(f"nic{k}", "nic", name=mat.nic_legend.get(c, c), host=0)
+    return numa, affinity
 
-    counts = [[int(mat.cells[(a, b)][0][2:]) if mat.cells[(a, b)][0].startswith("NV") else 0
-               for b in gpu_cols] for a in gpu_cols]
+
+def _link_speeds(t: Topology, counts: list[list[int]], nvlink_gbps: float | None,
+                 pcie_gbps: float | None) -> tuple[float, float]:
+    """(NVLink GB/s per link, PCIe GB/s per link): as given, else guessed from the NVLink counts
+    and said so in the topology's assumptions."""
     guess = _nvlink_guess(counts)
     if nvlink_gbps is None and guess is not None:
         t.assumptions.append(f"NVLink speed {guess[0]} GB/s per link per direction: {guess[1]} "
@@ -272,21 +304,7 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
         pcie_gbps = PCIE_LANE_GBPS[gen] * 16
         t.assumptions.append(f"PCIe links assumed Gen{gen} x16 ({pcie_gbps} GB/s per direction); "
                              "nvidia-smi topo -m does not show link speeds")
-    t.assumptions.extend(add_nvlinks(t, counts, link_gbps=link_gbps))
-
-    classes = {(node[a], node[b]): tok for (a, b), (tok, _, _) in mat.cells.items()
-               if a != b and not tok.startswith("NV")}
-
-    def locate(a: str, b: str) -> str:
-        tok, ln, col = mat.cells[(label[a], label[b])]
-        return f"{source}:line {ln} column {col}"
-
-    eps = [node[c] for c in gpu_cols + nic_cols]
-    t.assumptions.extend(add_pcie_tree_from_classes(t, eps, classes, numa=numa, affinity=affinity,
-                                                    pcie_gbps=pcie_gbps, locate=locate))
-    if any(numa[node[c]] is None for c in gpu_cols) and gpu_cols:
-        t.assumptions.append("no NUMA Affinity column (or N/A): NUMA nodes inferred from CPU Affinity and the cells")
-    return check_topology(t, source, TopologyError)
+    return link_gbps, pcie_gbps
 
 
 def _check_speeds(**gbps: float | None) -> None:

@@ -183,6 +183,41 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     t0 = time.monotonic()
     name = canonical(collective)
     n = fabric.num_ranks
+    got = _by_method(fabric, name, method, efficiency, max_chunks, time_limit_s)
+    if got is not None:
+        return got
+    root = _checked_root(name, n, root, max_chunks)
+    rooted = name in ("broadcast", "reduce")
+    sources = [root] if rooted else list(range(n))
+    if n == 1:                                  # nothing to move
+        return Schedule(name, 1, 1, (), root if rooted else None, False, "lp-trees", fabric.topology_name,
+                        fabric.fingerprint, {"method": "lp-trees", "achieved_rounds_per_block": 0.0,
+                                             "achieved_exact": "0", "ratio_to_bound": None})
+    efficiency = getattr(efficiency, "efficiency", efficiency)      # a CostParams works too
+    fw, rv = _solved_forests(fabric, name, root, sources, efficiency, max_chunks, time_limit_s, t0)
+    forests = [f for f in (rv, fw) if f]
+    sched = _tree_schedule(fabric, name, root if rooted else None, _common_batch(forests), rv, fw)
+    from synth.ir.verifier import check
+    check(sched, fabric)
+    return sched.with_(meta=_meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0))
+
+
+def _tree_schedule(fabric: Fabric, name: str, root: int | None, c: int, rv: Forest | None,
+                   fw: Forest | None) -> Schedule:
+    """The reduce phase's trees, then the broadcast phase's, as steps of ``c`` chunks per source."""
+    def chunk(s: int, j: int) -> int:
+        return (0 if root is not None else s * c) + j
+
+    phases = ([_phase(rv, chunk, True)] if rv else []) + ([_phase(fw, chunk, False)] if fw else [])
+    return Schedule(name, fabric.num_ranks, c, _steps(fabric, ChannelModel(fabric), phases), root, False,
+                    "lp-trees", fabric.topology_name, fabric.fingerprint)
+
+
+def _by_method(fabric: Fabric, name: str, method: str, efficiency, max_chunks: int,
+               time_limit_s: float) -> Schedule | None:
+    """The cluster schedule ``method`` asks for (None: pack trees); refuses an unknown method and
+    what neither method covers."""
+    n = fabric.num_ranks
     if method not in ("auto", "trees", "hierarchical"):
         raise InvalidArgument(f"bandwidth_optimal: method must be auto, trees or hierarchical, got {method!r}")
     if method != "trees" and fabric.shape is not None and efficiency is None:
@@ -193,24 +228,31 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         raise UnsupportedCollective(f"bandwidth_optimal: {name} on {n} ranks: the tree packing stops at "
                                     f"{TREES_MAX_RANKS} ranks and the hierarchical method covers "
                                     f"{', '.join(HIERARCHICAL)}")
+    return None
+
+
+def _checked_root(name: str, n: int, root: int | None, max_chunks: int) -> int | None:
+    """The root of a rooted collective (default 0), None otherwise; refuses an unsupported
+    collective, a bad root or ``max_chunks < 1``."""
     if name not in SUPPORTED:
         raise UnsupportedCollective(f"bandwidth_optimal: {name} is not supported "
                                     f"(supported: {', '.join(SUPPORTED)})")
     if max_chunks < 1:
         raise InvalidArgument(f"bandwidth_optimal: max_chunks must be >= 1, got {max_chunks}")
-    rooted = name in ("broadcast", "reduce")
-    if rooted:
+    if name in ("broadcast", "reduce"):
         root = 0 if root is None else root
         if not 0 <= root < n:
             raise InvalidArgument(f"bandwidth_optimal: root must be a rank in 0..{n - 1}, got {root}")
     elif root is not None:
         raise InvalidArgument(f"bandwidth_optimal: {name} takes no root (got root={root})")
-    sources = [root] if rooted else list(range(n))
-    if n == 1:                                  # nothing to move
-        return Schedule(name, 1, 1, (), root if rooted else None, False, "lp-trees", fabric.topology_name,
-                        fabric.fingerprint, {"method": "lp-trees", "achieved_rounds_per_block": 0.0,
-                                             "achieved_exact": "0", "ratio_to_bound": None})
-    efficiency = getattr(efficiency, "efficiency", efficiency)      # a CostParams works too
+    return root
+
+
+def _solved_forests(fabric: Fabric, name: str, root: int | None, sources: list[int], efficiency,
+                    max_chunks: int, time_limit_s: float, t0: float) -> tuple[Forest | None, Forest | None]:
+    """(forward forest, reverse forest) of ``name``'s phases (None where it has no such phase),
+    each solved; the reverse trees first try mirroring the forward ones."""
+    rooted = name in ("broadcast", "reduce")
     fw = Forest(fabric, False, sources, efficiency) if name in ("allgather", "broadcast", "allreduce") else None
     rv = Forest(fabric, True, sources, efficiency) if name in ("reducescatter", "reduce", "allreduce") else None
     bound = (lambda what: None) if efficiency else (lambda what: _bound(fabric, what, root))  # noqa: E731
@@ -219,22 +261,17 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     if rv and not rv.reuse(mirror):
         rv.solve(bound("reducescatter" if not rooted else "reduce"), max_chunks,
                  max(5.0, time_limit_s - (time.monotonic() - t0)))
-    forests = [f for f in (rv, fw) if f]
+    return fw, rv
+
+
+def _common_batch(forests: list[Forest]) -> int:
+    """Rescale every forest's staging to the lcm of their batches (chunks per source); return it."""
     c = math.lcm(*(f.staged.chunks for f in forests))
     for f in forests:
         k = c // f.staged.chunks
         f.staged = Staged(c, f.staged.rounds * k, [z * k for z in f.staged.z],
                           {s: [(p, d, m * k) for p, d, m in ts] for s, ts in f.staged.counts.items()})
-
-    def chunk(s: int, j: int) -> int:
-        return (0 if rooted else s * c) + j
-
-    phases = ([_phase(rv, chunk, True)] if rv else []) + ([_phase(fw, chunk, False)] if fw else [])
-    sched = Schedule(name, n, c, _steps(fabric, ChannelModel(fabric), phases), root if rooted else None, False,
-                     "lp-trees", fabric.topology_name, fabric.fingerprint)
-    from synth.ir.verifier import check
-    check(sched, fabric)
-    return sched.with_(meta=_meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0))
+    return c
 
 
 def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_limit_s: float) -> Schedule | None:
