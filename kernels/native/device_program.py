@@ -291,12 +291,15 @@ def resolve_records(dp: DeviceProgram, slot_ptrs: np.ndarray, sources_addr: int)
     item = np.uint64(dp.dtype.itemsize)
     table = np.asarray(slot_ptrs, np.uint64)
 
-    def addr(slot_col: int, off_col: int) -> np.ndarray:
-        slot = rec[:, slot_col]
+    chain = (rec[:, 0] & KIND_MASK) == KINDS["reduce_chain"]
+
+    def addr(slot_col: int, off_col: int, skip: np.ndarray | None = None) -> np.ndarray:
+        slot = rec[:, slot_col].copy()
+        if skip is not None:
+            slot[skip] = -1                     # a chain's src columns hold its source rows
         out = table[np.maximum(slot, 0)] + rec[:, off_col].astype(np.uint64) * item
         return np.where(slot >= 0, out, np.uint64(0))
-    chain = (rec[:, 0] & KIND_MASK) == KINDS["reduce_chain"]
-    src = np.where(chain, np.uint64(sources_addr) + rec[:, 3].astype(np.uint64) * np.uint64(8), addr(3, 4))
+    src = np.where(chain, np.uint64(sources_addr) + rec[:, 3].astype(np.uint64) * np.uint64(8), addr(3, 4, chain))
     return np.stack([addr(1, 2), src, addr(5, 6), rec[:, 7].astype(np.uint64), rec[:, 0].astype(np.uint64)],
                     axis=1).astype(np.uint64)
 

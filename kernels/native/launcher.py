@@ -89,7 +89,7 @@ class NativeContext:
     """One device program placed on GPUs (see module docstring)."""
 
     def __init__(self, program: Program, device_of: Sequence[int], *, channels: int | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, fuse: bool = False):
         cp = self.cp = _cupy()
         self.program = program
         self.device_of = [int(d) for d in device_of]
@@ -101,7 +101,7 @@ class NativeContext:
         per_dev = max(sum(1 for r in writers if self.device_of[r] == d) for d in self.devices)
         ch = channels or choose_channels(program, cap)
         ch = max(1, min(ch, cap // max(1, per_dev)))
-        self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of)
+        self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of, fuse=fuse)
         self.timeout_ns = np.uint64(int(timeout_s * 1e9))
         self.status = _Status(cp)
         self._per_dev = {}

@@ -27,14 +27,15 @@ class NativeLayer(CupyLayer):
     """:class:`CupyLayer` that runs whole programs natively where peers are reachable.
 
     Parameters are :class:`CupyLayer`'s, plus ``graphs`` (replay repeated calls as CUDA graphs,
-    default True) and ``channels`` (force the channel count; default by size)."""
+    default True), ``channels`` (force the channel count; default by size) and ``fuse`` (run
+    chains of reduces as one record; off by default until it has run on a GPU)."""
 
     name = "cupy"
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
-                 runtime: Any = None, graphs: bool = True, channels: int | None = None):
+                 runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = False):
         super().__init__(p2p, devices=devices, topology=topology, runtime=runtime)
-        self.graphs, self.channels = graphs, channels
+        self.graphs, self.channels, self.fuse = graphs, channels, fuse
         self._contexts: OrderedDict[tuple, Any] = OrderedDict()
         self._native_for: dict[tuple, bool] = {}
 
@@ -62,7 +63,7 @@ class NativeLayer(CupyLayer):
         if kept is not None and kept.program is program:
             self._contexts.move_to_end(key)
             return kept
-        ctx = NativeContext(program, devs, channels=self.channels)
+        ctx = NativeContext(program, devs, channels=self.channels, fuse=self.fuse)
         self._contexts[key] = ctx
         if len(self._contexts) > CONTEXTS_KEPT:
             self._contexts.popitem(last=False)

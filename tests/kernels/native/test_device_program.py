@@ -168,8 +168,9 @@ def test_resolved_records_and_waits_hold_absolute_addresses():
     """Hand-computed: slot s at 0x10000 * (s + 1); float32, so offset o is 4 * o bytes; a chain's
     src is its row in the source list; a wait's flag address is the block's entry."""
     from kernels.native.device_program import resolve_records, resolve_sources, resolve_waits
-    prog = lower(direct("allreduce", 3), 6, "float32")
-    dp = build_device_program(prog, 1)
+    prog = lower(direct("allreduce", 8), 16, "float32")       # chains whose source rows (up to 48)
+    dp = build_device_program(prog, 1)                         # outnumber the 16 slots
+    assert len(dp.sources) > len(dp.slots)
     table = np.array([0x10000 * (s + 1) for s in range(len(dp.slots))], np.uint64)
     res = resolve_records(dp, table, 0x900000)
     srcs = resolve_sources(dp, table)
