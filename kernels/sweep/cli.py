@@ -214,6 +214,12 @@ def _one(cfg, topo, algo: str, backend_name: str):
         raise UsageError("--algo nccl is NCCL's tuner model: use --backend sim (on GPUs, run NCCL's own nccl-tests)")
     source = make_selector(cfg.collective, topo, algo)
     schedule_at(source, cfg.collective, cfg.roots()[0], 0)  # fail before printing when the algorithm does not apply
+    if backend_name in ("host", "cupy"):         # a sweep that cannot fit ends here, before its header
+        from kernels.sweep.memory import admit_sweep, available_gpu_bytes
+        if backend_name == "host":
+            admit_sweep(cfg, source, schedule_at)
+        else:
+            admit_sweep(cfg, source, schedule_at, available=available_gpu_bytes(), where="GPU memory")
     backend = make_backend(backend_name, source)
     if algo == "nccl":
         backend.extra_columns = (("nccl", "algo"),)

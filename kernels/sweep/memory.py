@@ -1,0 +1,109 @@
+"""Memory admission for sweeps: what the largest size of a sweep needs, against what this
+machine has, checked before the table's header is printed, so a sweep that cannot fit ends in
+one line (exit 2) instead of the kernel's OOM killer.
+
+The estimate for one size (host backend; the CuPy backend counts the same buffers against
+the GPUs' free memory):
+
+* send and receive buffers of every rank (``blocks x count x itemsize``; in-place runs need
+  less, out-of-place is counted);
+* the scratch the schedule's lowered program asks for (a relay chain's intermediate copies
+  can be many times the buffers);
+* during validation (the timed buffers are freed first, fresh ones made) the expected result
+  of every rank with an output, plus one float64 temporary of an output's size;
+* :data:`MARGIN` on top for temporaries of the executor and NumPy.
+
+>>> from kernels.sweep.table import entry
+>>> need = sweep_need_bytes(entry("allreduce"), 4, 1 << 20, "float", None)
+>>> need // (1 << 20)     # 1.25 x (4 x (send, recv, expected) 1 MiB each + a 2 MiB float64 temporary)
+17
+"""
+
+from __future__ import annotations
+
+import os
+
+from synth.formats.nccl_tests.conventions import DTYPE_BYTES, nccl_dtype
+from topo_probe.errors import InvalidArgument
+
+#: headroom for executor and NumPy temporaries (a fraction of the estimate)
+MARGIN = 1.25
+
+
+def available_host_bytes() -> int | None:
+    """``MemAvailable`` of ``/proc/meminfo`` (Linux), else free physical pages; None if unknown."""
+    try:
+        with open("/proc/meminfo") as fh:
+            for line in fh:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    try:
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
+def available_gpu_bytes() -> int | None:
+    """Free memory summed over the visible GPUs (CuPy), None without CuPy or GPUs. The CuPy
+    sweep places its ranks on those GPUs, so the sum bounds what it can hold."""
+    try:
+        import cupy
+        total = 0
+        for d in range(cupy.cuda.runtime.getDeviceCount()):
+            with cupy.cuda.Device(d):
+                total += cupy.cuda.runtime.memGetInfo()[0]
+        return total or None
+    except Exception:  # noqa: BLE001 - no CuPy, driver or GPU: the backend itself will say so
+        return None
+
+
+def scratch_bytes(schedule, count: int, dtype_name: str) -> int:
+    """Scratch of ``schedule``'s lowered program for blocks of ``count`` elements (all ranks)."""
+    if schedule is None or count == 0:
+        return 0
+    import numpy as np
+
+    from kernels.backends.executor import program_for
+    from synth.formats.nccl_tests.conventions import numpy_dtype
+    dt = np.dtype(numpy_dtype(dtype_name))
+    prog = program_for(schedule, count, dt)
+    return sum(s.get("scratch", 0) for s in prog.sizes) * dt.itemsize
+
+
+def sweep_need_bytes(entry, nranks: int, size: int, dtype_name: str, schedule) -> int:
+    """Bytes a sweep row of ``size`` (nccl-tests bytes) needs at its peak (module docstring)."""
+    item = DTYPE_BYTES[nccl_dtype(dtype_name)]
+    counts = entry.counts(size, item, nranks)
+    kin, kout = entry.blocks(nranks)
+    c = counts.count
+    buffers = nranks * (kin + kout) * c * item
+    check = nranks * kout * c * item + kout * c * 8
+    return int(MARGIN * (buffers + check + scratch_bytes(schedule, c, dtype_name)))
+
+
+def admit_sweep(cfg, selector, schedule_at, *, available: int | None = None, where: str = "host memory") -> None:
+    """Raise InvalidArgument (one line: need and available) when the sweep's largest size
+    does not fit in ``available`` bytes (default: :func:`available_host_bytes`)."""
+    avail = available_host_bytes() if available is None else available
+    if avail is None or not cfg.sizes():
+        return
+    size = max(cfg.sizes())
+    worst, what = 0, ""
+    for dtype_name in cfg.dtypes:
+        sched = schedule_at(selector, cfg.collective, cfg.roots()[0], size)[0] if selector is not None else None
+        need = sweep_need_bytes(cfg.entry, cfg.nranks, size, dtype_name, sched)
+        if need > worst:
+            worst, what = need, dtype_name
+    if worst > avail:
+        raise InvalidArgument(f"{cfg.entry.nccl_name} of {_gib(size)} ({what}) on {cfg.nranks} ranks needs about "
+                              f"{_gib(worst)} of {where} (buffers, the schedule's scratch and the check's "
+                              f"copies); {_gib(avail)} available: lower -e or -g")
+
+
+def _gib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
+
+
+__all__ = ["admit_sweep", "available_gpu_bytes", "sweep_need_bytes", "scratch_bytes", "available_host_bytes", "MARGIN"]

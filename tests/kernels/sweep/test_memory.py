@@ -1,0 +1,49 @@
+"""kernels.sweep.memory: a sweep whose largest size cannot fit is refused in one line, before its
+header, with need and available memory; the estimate counts buffers, check copies and the
+schedule's scratch (hand-computed here)."""
+
+import kernels.sweep.memory as memory
+from kernels.sweep.cli import main
+from kernels.sweep.table import entry
+from synth.ir.schedule import Schedule, Step, Transfer
+
+
+def test_a_sweep_that_cannot_fit_is_refused_before_its_header(capsys, monkeypatch):
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 1 << 30)
+    rc = main(["all_reduce", "--backend", "host", "-b", "512M", "-e", "1G", "-f", "2", "-g", "4", "-n", "1", "-w", "0"])
+    out, err = capsys.readouterr()
+    assert rc == 2 and out == ""
+    assert err.count("\n") == 1
+    assert "all_reduce of 1.0 GiB (float) on 4 ranks needs about 17.5 GiB of host memory" in err
+    assert "1.0 GiB available" in err
+
+
+def test_a_sweep_that_fits_runs(capsys, monkeypatch):
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 1 << 30)
+    assert main(["all_reduce", "-b", "8", "-e", "64K", "-f", "8", "-g", "4", "-n", "1", "-w", "0"]) == 0
+    assert "Avg bus bandwidth" in capsys.readouterr().out
+
+
+def test_the_estimate_by_hand():
+    """all_reduce, 4 ranks, 1 GiB float: buffers 4 x (1 + 1) GiB, check: 4 x 1 GiB expected + one
+    2 GiB float64 temporary = 14 GiB, x 1.25 = 17.5 GiB."""
+    assert memory.sweep_need_bytes(entry("allreduce"), 4, 1 << 30, "float", None) == int(1.25 * 14 * (1 << 30))
+
+
+def test_a_relay_chains_scratch_is_counted():
+    """A gather to rank 0 that relays rank 3's block through ranks 2 and 1 and rank 2's through
+    rank 1: rank 2 keeps block 3 in scratch, rank 1 blocks 2 and 3 (no output off the root)."""
+    steps = [Step(1, (Transfer(3, 3, 2),)), Step(1, (Transfer(3, 2, 1), Transfer(2, 2, 1))),
+             Step(1, (Transfer(3, 1, 0), Transfer(2, 1, 0), Transfer(1, 1, 0)))]
+    relay = Schedule("gather", 4, 1, tuple(steps), root=0)
+    count = 1000
+    # scratch: rank 2 holds block 3 (1 x count), rank 1 holds blocks 2 and 3 (2 x count)
+    assert memory.scratch_bytes(relay, count, "float") == 3 * count * 4
+    plain = memory.sweep_need_bytes(entry("gather"), 4, 4 * count * 4, "float", None)
+    with_relay = memory.sweep_need_bytes(entry("gather"), 4, 4 * count * 4, "float", relay)
+    assert abs(with_relay - plain - 1.25 * 3 * count * 4) <= 1
+
+
+def test_available_memory_is_read():
+    avail = memory.available_host_bytes()
+    assert avail is None or avail > 0
