@@ -102,7 +102,7 @@ def make_config(args, nranks: int):
         raise UsageError(str(e)) from None
     vals = {k: _int(getattr(args, k), k) for k in ("stepbytes", "stepfactor", "iters", "warmup_iters",
                                                     "check", "root", "average")}
-    for k, lo in (("iters", 1), ("warmup_iters", 0), ("check", 0), ("stepbytes", 0)):
+    for k, lo in (("iters", 1), ("warmup_iters", 0), ("check", 0), ("stepbytes", 0), ("stepfactor", 1)):
         if vals[k] < lo:
             raise UsageError(f"invalid {k}: {vals[k]} (must be >= {lo})")
     if vals["average"] not in (0, 1, 2, 3):
@@ -181,6 +181,7 @@ def _main(args, argv: list[str]) -> int:
                              argv=argv, json_path=args.output_file)
     if args.compare is not None and args.plot is None:
         raise UsageError("--compare needs --plot OUT.png")
+    check_output_paths(args)
     if args.import_log is not None:
         if args.plot is None:
             raise UsageError("--import with a COLLECTIVE overlays the log on --plot OUT.png; without --plot "
@@ -189,6 +190,8 @@ def _main(args, argv: list[str]) -> int:
         read_log(args.import_log, args.collective)          # the right test of the right collective, or refuse
     topo, n = resolve_topology(args)
     cfg = make_config(args, n)
+    if topo is None and args.algo not in ("plan", "nccl"):      # one rank runs locally: still check the name
+        _check_algo_name(args.algo)
     if args.backend == "sim" and topo is None:
         raise UsageError("the sim backend needs at least 2 ranks (-g) or a --topology")
     if args.backend == "sim":
@@ -197,6 +200,40 @@ def _main(args, argv: list[str]) -> int:
     if not algos:
         raise UsageError("--compare: empty list of algorithms")
     return sweep_and_report(cfg, topo, algos, args, argv)
+
+
+def check_output_paths(args) -> None:
+    """Refuse, before anything runs, output files that cannot be written or are not ours to
+    overwrite: ``--plot`` must name a ``.png`` file in an existing folder; ``--csv`` (or the CSV
+    next to the plot) must not be a folder, and a CSV the user did not name is only replaced
+    when it is one of ours (its header is ours)."""
+    from kernels.sweep.compare import CSV_COLUMNS
+    plot = Path(args.plot) if args.plot else None
+    if plot is not None and plot.suffix.lower() != ".png":
+        raise UsageError(f"--plot {args.plot}: the picture is a PNG; name a file ending in .png")
+    csv = Path(args.csv) if args.csv else (plot.with_suffix(".csv") if plot is not None else None)
+    for flag, path in (("--plot", plot), ("--csv", csv)):
+        if path is None:
+            continue
+        if path.is_dir():
+            raise UsageError(f"{flag} {path}: is a folder; name a file")
+        if not path.parent.is_dir():
+            raise UsageError(f"{flag} {path}: folder {path.parent} does not exist")
+    if csv is not None and not args.csv and csv.exists():
+        try:
+            first = csv.open(encoding="utf-8", errors="replace").readline().strip()
+        except OSError as e:
+            raise UsageError(f"--plot {args.plot} would replace {csv}: {e.strerror}") from None
+        if first != ",".join(CSV_COLUMNS):
+            raise UsageError(f"--plot {args.plot} would replace {csv}, which is not a sweep CSV; "
+                             f"name another with --csv")
+
+
+def _check_algo_name(algo: str) -> None:
+    from synth.baselines import BASELINES
+    if algo not in BASELINES and not Path(algo).is_file():
+        raise UsageError(f"algorithm {algo!r}: not 'plan', 'nccl', a baseline ({', '.join(BASELINES)}) "
+                         f"or a schedule file")
 
 
 def _print(lines) -> None:
@@ -252,7 +289,7 @@ def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str]) -> int:
                  "algorithms": algos}
         output.write_json(json_path, output.json_document(cfg, runs[0][3], merged, argv=["sweep", *argv],
                                                           start_time=start, extra=extra))
-    if args.plot is not None:
+    if args.plot is not None or args.csv is not None:
         _plot(cfg, topo, runs, args)
     return 1 if failed else 0
 
@@ -279,6 +316,9 @@ def _plot(cfg, topo, runs, args) -> None:
     title = (f"{cfg.entry.nccl_name} on {where} ({cfg.nranks} ranks, {', '.join(cfg.dtypes)}, "
              f"{args.backend} backend)")
     compare.write_csv(csv_path, series)
+    if args.plot is None:
+        print(f"# Wrote {csv_path}", flush=True)
+        return
     compare.plot(args.plot, series, title)
     print(f"# Wrote {args.plot} and {csv_path}", flush=True)
 

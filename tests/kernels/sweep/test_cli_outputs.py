@@ -1,0 +1,79 @@
+"""sweep's output files and flags (kernels.sweep.cli): nothing written outside what the user
+named, a CSV the user did not name replaced only when it is a sweep CSV, --csv alone writes the
+CSV, folders and other picture formats refused before anything runs, -f below 1 and unknown
+algorithms refused with one line."""
+
+from pathlib import Path
+
+import pytest
+
+from kernels.sweep.cli import main
+
+SMALL = ["all_reduce", "-b", "8", "-e", "64", "-f", "2", "-g", "2", "-n", "1", "-w", "0"]
+
+
+def _run(args, capsys):
+    rc = main(args)
+    out, err = capsys.readouterr()
+    return rc, out, err
+
+
+def test_plot_does_not_overwrite_a_users_csv(tmp_path, capsys):
+    mine = tmp_path / "mydata.csv"
+    mine.write_text("my notes\n")
+    rc, out, err = _run(SMALL + ["--plot", str(tmp_path / "mydata.png")], capsys)
+    assert rc == 2 and mine.read_text() == "my notes\n" and out == ""
+    assert "would replace" in err and err.count("\n") == 1
+    assert not (tmp_path / "mydata.png").exists()
+
+
+def test_plot_replaces_its_own_csv_on_a_rerun(tmp_path, capsys):
+    png = tmp_path / "p.png"
+    assert _run(SMALL + ["--plot", str(png)], capsys)[0] == 0
+    first = (tmp_path / "p.csv").read_text()
+    assert _run(SMALL + ["--plot", str(png)], capsys)[0] == 0
+    assert (tmp_path / "p.csv").read_text().splitlines()[0] == first.splitlines()[0]
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+
+
+@pytest.mark.parametrize("name", ["notes.txt", "p.jpg"])
+def test_plot_must_be_a_png(tmp_path, capsys, name):
+    target = tmp_path / name
+    target.write_text("keep me")
+    rc, out, err = _run(SMALL + ["--plot", str(target)], capsys)
+    assert rc == 2 and target.read_text() == "keep me" and "ending in .png" in err
+    assert sorted(p.name for p in tmp_path.iterdir()) == [name]
+
+
+def test_csv_alone_writes_the_csv(tmp_path, capsys):
+    csv = tmp_path / "only.csv"
+    rc, out, err = _run(SMALL + ["--csv", str(csv)], capsys)
+    assert rc == 0 and csv.read_text().startswith("series,kind,size")
+    rows = [line.split(",") for line in csv.read_text().splitlines()[1:]]
+    assert sorted(int(r[2]) for r in rows if r[1] != "bound") == [8, 16, 32, 64]   # the run, every size
+    assert f"# Wrote {csv}" in out
+
+
+@pytest.mark.parametrize("flag", ["--plot", "--csv"])
+def test_a_folder_as_output_is_refused_before_running(tmp_path, capsys, flag):
+    folder = tmp_path / ("d.png" if flag == "--plot" else "d.csv")
+    folder.mkdir()
+    rc, out, err = _run(SMALL + [flag, str(folder)], capsys)
+    assert rc == 2 and out == "" and "is a folder" in err and err.count("\n") == 1
+    assert sorted(p.name for p in tmp_path.iterdir()) == [folder.name] and not any(folder.iterdir())
+
+
+@pytest.mark.parametrize("f", ["0", "-2"])
+def test_step_factor_below_one_is_refused(capsys, f):
+    rc, out, err = _run(["all_reduce", "-b", "8", "-e", "64", "-f", f, "-g", "2"], capsys)
+    assert rc == 2 and f"invalid stepfactor: {f} (must be >= 1)" in err
+
+
+def test_unknown_algorithm_is_refused_with_one_rank(capsys):
+    rc, out, err = _run(["all_reduce", "-b", "8", "-e", "64", "-g", "1", "--algo", "foo"], capsys)
+    assert rc == 2 and "algorithm 'foo'" in err and out == ""
+
+
+def test_missing_folder_is_named(tmp_path, capsys):
+    rc, out, err = _run(SMALL + ["--csv", str(tmp_path / "nope" / "x.csv")], capsys)
+    assert rc == 2 and "does not exist" in err and not Path(tmp_path / "nope").exists()
