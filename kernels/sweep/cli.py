@@ -5,7 +5,8 @@ Flags with nccl-tests' meaning and defaults: ``-b/-e`` sizes (K/M/G = powers of 
 iterations, ``-c`` check iterations (0: no validation), ``-o`` reduction, ``-d`` data type,
 ``-r`` root (-1: every root), ``-a`` rank time aggregation, ``-J`` JSON file.  Ours:
 ``--backend host|cupy|sim|mpi``, ``--topology``, ``--algo plan|ring|tree|direct|rhd|bruck|FILE``,
-``--compare A,B,...`` with ``--plot OUT.png`` (and ``--csv``), ``--import LOG``.
+``--compare A,B,...`` (one table, busbw side by side; ``--plot OUT.png`` and ``--csv`` draw and
+save the curves), ``--import LOG``.
 
 Exit status: 0 success; 1 wrong results (``# Out of bounds values`` > 0); 2 bad flags or input,
 or a run that could not complete (one line on stderr); 3 the backend is unavailable here (no
@@ -179,8 +180,6 @@ def _main(args, argv: list[str]) -> int:
         check_launched(args.ngpus, args.topology)
         return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
                              argv=argv, json_path=args.output_file)
-    if args.compare is not None and args.plot is None:
-        raise UsageError("--compare needs --plot OUT.png")
     check_output_paths(args)
     if args.import_log is not None:
         if args.plot is None:
@@ -241,8 +240,9 @@ def _print(lines) -> None:
         print(line, flush=True)
 
 
-def _one(cfg, topo, algo: str, backend_name: str):
-    """Run and print one full nccl-tests table for ``algo``; returns (summary, source, devices)."""
+def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preamble: bool = True):
+    """Run ``algo`` and print its nccl-tests table (``table`` False: the preamble at most, rows
+    go to the side-by-side table); returns (summary, source, devices)."""
     from kernels.sweep.backends import make_backend
     from kernels.sweep.driver import make_selector, run_sweep, schedule_at
     from synth.formats.nccl_tests import writer as output
@@ -263,7 +263,12 @@ def _one(cfg, topo, algo: str, backend_name: str):
     devices = backend.devices(cfg.nranks, topo)
     where = topo.name if topo is not None else "single rank"
     notes = [f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"] + (source.notes if source else [])
-    _print(output.preamble_lines(cfg, devices, notes) + output.header_lines(getattr(backend, "extra_columns", ())))
+    if preamble:
+        _print(output.preamble_lines(cfg, devices, notes))
+    if not table:
+        print(f"# running {algo} ...", flush=True)
+        return run_sweep(cfg, backend, source), source, devices
+    _print(output.header_lines(getattr(backend, "extra_columns", ())))
     summary = run_sweep(cfg, backend, source, on_row=lambda row: print(output.row_line(row), flush=True))
     _print(output.footer_lines(summary))
     return summary, source, devices
@@ -280,7 +285,13 @@ def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str]) -> int:
     if json_path is not None:
         print(f"# Writing JSON output to {json_path}", flush=True)
     start = output.now()
-    runs = [(algo, *_one(cfg, topo, algo, args.backend)) for algo in algos]
+    if len(algos) == 1:
+        runs = [(algos[0], *_one(cfg, topo, algos[0], args.backend))]
+    else:                     # --compare: one table, the algorithms side by side
+        from kernels.sweep.compare import side_by_side_lines
+        runs = [(algo, *_one(cfg, topo, algo, args.backend, table=False, preamble=i == 0))
+                for i, algo in enumerate(algos)]
+        _print(side_by_side_lines([a for a, *_ in runs], [s for _, s, _, _ in runs]))
     failed = sum(s.errors for _, s, _, _ in runs)
     if json_path is not None:
         merged = SweepSummary([replace(r, algorithm=f"{algo}={r.algorithm}" if len(runs) > 1 else r.algorithm)

@@ -69,6 +69,36 @@ def bound_series(fabric, collective: str, root: int | None, sizes: list[int], n:
     return Series("lower bound", "bound", list(sizes), times, [a for a, _ in bws], [b for _, b in bws])
 
 
+def side_by_side_lines(labels: list[str], summaries: list[SweepSummary]) -> list[str]:
+    """One table for ``--compare``: per row (size, count, type, redop, root) the out-of-place
+    busbw of every algorithm side by side, then the first algorithm's over the best other's
+    (above 1: the first is faster); each algorithm's failing values and average busbw follow.
+
+    >>> from kernels.sweep.driver import Result, Row, SweepSummary
+    >>> def one(bw): return SweepSummary([Row(1024, 256, "float", "sum", -1, Result(1.0, bw, bw, 0), Result(1.0, bw, bw, 0))])
+    >>> print(side_by_side_lines(["plan", "ring"], [one(3.0), one(2.0)])[3])
+            1024           256     float     sum      -1      3.00      2.00      1.50
+    """
+    width = max(8, *(len(x) for x in labels))
+    head = "#%11s  %12s  %8s  %6s  %6s" % ("size", "count", "type", "redop", "root")
+    units = "#%11s  %12s  %8s  %6s  %6s" % ("(B)", "(elements)", "", "", "")
+    head += "".join(f"  {x:>{width}}" for x in labels) + "     ratio"
+    units += "".join(f"  {'(GB/s)':>{width}}" for _ in labels) + f"  {labels[0] + '/best':>8}"
+    lines = [f"# busbw (GB/s, out-of-place) of {', '.join(labels)}, side by side", head, units]
+    for rows in zip(*(s.rows for s in summaries)):
+        r0 = rows[0]
+        bws = [r.out_of_place.busbw for r in rows]
+        others = max(bws[1:], default=0.0)
+        ratio = f"{bws[0] / others:8.2f}" if others > 0 else "%8s" % "-"
+        lines.append("%12d  %12d  %8s  %6s  %6d" % (r0.size, r0.count, r0.type, r0.redop, r0.root)
+                     + "".join(f"  {bw:{width}.2f}" for bw in bws) + "  " + ratio)
+    for label, s in zip(labels, summaries):
+        lines.append(f"# Out of bounds values : {s.errors} {'FAILED' if s.errors else 'OK'}   ({label})")
+    for label, s in zip(labels, summaries):
+        lines.append("# Avg bus bandwidth    : %g   (%s)" % (s.avg_busbw, label))
+    return lines + ["#"]
+
+
 def csv_text(series: list[Series]) -> str:
     """The CSV document (see module docstring); bound rows repeat the time for in-place."""
     buf = io.StringIO()

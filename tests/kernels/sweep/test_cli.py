@@ -105,7 +105,6 @@ def test_check_zero_prints_na(capsys):
     (["all_reduce", "--backend", "tpu"], "invalid backend 'tpu'"),
     (["allfoo"], "unknown collective 'allfoo'"),
     ([], "missing COLLECTIVE"),
-    (["all_reduce", "--compare", "ring"], "--compare needs --plot"),
     (["all_reduce", "--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["all_reduce", "--topology", "dgx-a100", "-g", "9"], "topology 'dgx-a100' has 8"),
     (["all_reduce", "--backend", "sim"], "sim backend needs at least 2 ranks"),
@@ -168,6 +167,13 @@ def test_sim_compare_plot_with_imported_log(capsys, tmp_path):
                                  "--plot", str(png)])
     assert rc == 0, err
     assert png.read_bytes()[:4] == b"\x89PNG" and out.count("# Out of bounds values : 0 OK") == 3
+    table = [ln for ln in out.splitlines() if ln and not ln.startswith("#")]
+    assert len(table) == 30 and out.count("#  Rank") == 8          # one table, one preamble
+    for ln in table:                       # the plan is the best of ring and tree: ratio >= 1
+        *_, plan, ring_bw, tree_bw, ratio = ln.split()
+        assert float(ratio) >= 1 - 1e-3
+        if float(plan) >= 10:              # busbw is printed with 2 decimals
+            assert abs(float(ratio) - float(plan) / max(float(ring_bw), float(tree_bw))) < 0.01 * float(ratio)
     rows = list(csv.DictReader((tmp_path / "a100.csv").open()))
     by = {}
     for r in rows:
