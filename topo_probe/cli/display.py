@@ -10,6 +10,8 @@ GPU0  X     NV2   NV1   NV1   NV2   SYS   SYS   SYS   PIX   NODE  SYS   SYS   0-
 
 from __future__ import annotations
 
+import re
+
 from collections import defaultdict, deque
 
 from topo_probe.errors import TopologyError
@@ -59,27 +61,48 @@ def _table(rows: list[list[str]]) -> str:
                      for r in rows)
 
 
+#: NICs the matrix shows as columns; beyond this the NIC columns follow in blocks of this many
+NIC_COLUMNS = 12
+
+
+def _natural(name: str) -> tuple:
+    """Sort key reading digit runs as numbers: nic2 before nic10."""
+    return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name)))
+
+
+def sorted_nics(topo: Topology) -> list[str]:
+    """The NICs in host, then natural name order (``nic2`` before ``nic10``)."""
+    return sorted(topo.nodes_of_kind("nic"), key=lambda n: (topo.graph.nodes[n].get("host", 0), _natural(n)))
+
+
 def smi_matrix(topo: Topology) -> str:
     """An ``nvidia-smi topo -m`` style matrix: GPU and NIC rows/columns, CPU and NUMA affinity,
-    then the legend (and a NIC legend when there are NICs)."""
-    gpus, nics = topo.gpus, topo.nodes_of_kind("nic")
-    names = [f"GPU{topo.graph.nodes[g]['index']}" for g in gpus] + [f"NIC{k}" for k in range(len(nics))]
+    then the legend (and a NIC legend when there are NICs).  With more than
+    :data:`NIC_COLUMNS` NICs the NIC columns move to blocks of that many below the matrix, so
+    no line grows with the NIC count."""
+    gpus, nics = topo.gpus, sorted_nics(topo)
+    wide = len(nics) > NIC_COLUMNS
+    shown = [] if wide else nics
+    names = [f"GPU{topo.graph.nodes[g]['index']}" for g in gpus] + [f"NIC{k}" for k in range(len(shown))]
     rows = [[""] + names + ["CPU Affinity", "NUMA Affinity"]]
     for a in gpus:
         i = topo.graph.nodes[a]["index"]
         cells = [_label(topo.smi_label, i, topo.graph.nodes[b]["index"]) for b in gpus]
-        cells += [_label(topo.pcie_class, a, n) for n in nics]
+        cells += [_label(topo.pcie_class, a, n) for n in shown]
         cpu = nearest_cpu(topo, a)
         aff = str(topo.graph.nodes[cpu].get("affinity", "N/A")) if cpu else "N/A"
         numa = topo.graph.nodes[a].get("numa_node")
         if numa is None and cpu:
             numa = topo.graph.nodes[cpu].get("numa_node")
         rows.append([f"GPU{i}"] + cells + [aff, "N/A" if numa is None else str(numa)])
-    for k, a in enumerate(nics):
+    for k, a in enumerate(shown):
         cells = [_label(topo.pcie_class, a, b) for b in gpus]
-        cells += ["X" if a == b else _label(topo.pcie_class, a, b) for b in nics]
+        cells += ["X" if a == b else _label(topo.pcie_class, a, b) for b in shown]
         rows.append([f"NIC{k}"] + cells + ["", ""])
-    text = _table(rows) + "\n\n" + LEGEND
+    text = _table(rows)
+    if wide:
+        text += "\n\n" + _nic_blocks(topo, gpus, nics)
+    text += "\n\n" + LEGEND
     if nics:
         hosts = {topo.graph.nodes[n].get("host", 0) for n in nics}
 
@@ -88,6 +111,20 @@ def smi_matrix(topo: Topology) -> str:
         text += "\n\nNIC Legend:\n\n" + "\n".join(
             f"  NIC{k}: {where(n)}{topo.graph.nodes[n].get('name', n)}" for k, n in enumerate(nics))
     return text
+
+
+def _nic_blocks(topo: Topology, gpus: list[str], nics: list[str]) -> str:
+    """GPU and NIC rows against NIC columns, :data:`NIC_COLUMNS` columns per block."""
+    blocks = []
+    for lo in range(0, len(nics), NIC_COLUMNS):
+        cols = nics[lo:lo + NIC_COLUMNS]
+        rows = [[""] + [f"NIC{lo + k}" for k in range(len(cols))] + ["", ""]]
+        for a in gpus:
+            rows.append([f"GPU{topo.graph.nodes[a]['index']}"] + [_label(topo.pcie_class, a, n) for n in cols] + ["", ""])
+        for k, a in enumerate(nics):
+            rows.append([f"NIC{k}"] + ["X" if a == b else _label(topo.pcie_class, a, b) for b in cols] + ["", ""])
+        blocks.append(f"NIC{lo}-NIC{lo + len(cols) - 1}:\n" + _table(rows))
+    return "\n\n".join(blocks)
 
 
 def pair_bandwidth_gbps(topo: Topology, i: int, j: int) -> float:
@@ -126,6 +163,17 @@ def format_bandwidth_matrix(topo: Topology) -> str:
     return "\n".join(lines)
 
 
+def _wrapped(first: str, words: list[str], width: int = 100) -> list[str]:
+    """``first`` then ``words``, folded at ``width`` characters with a hanging indent."""
+    lines, cur = [], first
+    for w in words:
+        if len(cur) + len(w) + 1 > width and cur.strip() != first.strip():
+            lines.append(cur.rstrip())
+            cur = " " * len(first)
+        cur += w + " "
+    return lines + [cur.rstrip()]
+
+
 def p2p_gdr_summary(topo: Topology) -> str:
     """P2P read/write per ordered GPU pair (grouped by reason) and GPUDirect RDMA per GPU."""
     n = topo.num_gpus
@@ -137,9 +185,9 @@ def p2p_gdr_summary(topo: Topology) -> str:
         else:
             why[cap.reason or "not supported"].add((min(i, j), max(i, j)))
     lines = [f"P2P read/write: {ok} of {n * (n - 1)} ordered GPU pairs"]
-    lines += [f"  no P2P ({reason}): " + " ".join(f"{a}-{b}" for a, b in sorted(pairs))
-              for reason, pairs in sorted(why.items())]
-    nics = topo.nodes_of_kind("nic")
+    for reason, pairs in sorted(why.items()):
+        lines += _wrapped(f"  no P2P ({reason}): ", [f"{a}-{b}" for a, b in sorted(pairs)])
+    nics = sorted_nics(topo)
     if not nics:
         lines.append("GPUDirect RDMA: no NICs")
         return "\n".join(lines)

@@ -1,0 +1,26 @@
+"""topo_probe.cli.display: NICs in natural order (NIC2 is nic2, not nic10), and with many NICs
+no line grows with their number (NIC columns in blocks of 12)."""
+
+import re
+
+from topo_probe.cli.display import NIC_COLUMNS, render
+from topo_probe.machines.clusters import cluster
+
+
+def test_many_nics_sort_naturally_and_lines_stay_short():
+    topo = cluster("dgx-h100", nodes=2, nics_per_node=32)
+    text = render(topo)
+    legend = dict(re.findall(r"^  (NIC\d+): host \d+ (\S+)$", text, re.M))
+    assert legend["NIC2"] == "nic2" and legend["NIC10"] == "nic10" and len(legend) == 64
+    hosts = re.findall(r"^  NIC\d+: host (\d+) ", text, re.M)
+    assert hosts == sorted(hosts, key=int)                      # host 0's NICs first
+    assert max(len(line) for line in text.splitlines()) <= 160
+    blocks = re.findall(r"^NIC(\d+)-NIC(\d+):$", text, re.M)
+    assert [(int(a), int(b)) for a, b in blocks] == [(k, min(k + NIC_COLUMNS, 64) - 1) for k in range(0, 64, NIC_COLUMNS)]
+
+
+def test_few_nics_stay_in_the_matrix():
+    from topo_probe import get_preset
+    text = render(get_preset("dgx-h100"))                      # 8 NICs
+    header = text.splitlines()[next(i for i, ln in enumerate(text.splitlines()) if ln.strip().startswith("GPU0"))]
+    assert "NIC0" in header and not re.search(r"^NIC0-NIC", text, re.M)
