@@ -215,12 +215,16 @@ class ScheduleSelector:
             return Choice(sched, "plan", f"plan:{entry.schedule}")
         sched, algo = self.chooser.best(name, root, nbytes)
         self._verified(("best", algo, name, root), lambda: sched)
-        if self.warn_fallback and (name, algo) not in self._warned:
+        if self.warn_fallback and self.plan is None and not self._warned:
+            self._warned.add(("*", "*"))     # no plan at all: one warning for every collective
+            warnings.warn(f"{self.owner}: no plan for {self.topology.name!r} (make one with synthesize --topology "
+                          f"...); every call runs the fastest baseline at its size by the cost model (first: "
+                          f"{name} of {nbytes} bytes, baseline {algo!r})", stacklevel=self.stacklevel)
+        elif self.warn_fallback and self.plan is not None and (name, algo) not in self._warned:
             self._warned.add((name, algo))
-            why = "no plan" if self.plan is None else "no plan entry"
-            warnings.warn(f"{self.owner}: {why} for {name} of {nbytes} bytes on {self.topology.name!r}; using "
-                          f"baseline {algo!r}, the fastest baseline at this size by the cost model (said once "
-                          f"per collective and baseline)", stacklevel=self.stacklevel)
+            warnings.warn(f"{self.owner}: no plan entry for {name} of {nbytes} bytes on {self.topology.name!r}; "
+                          f"using baseline {algo!r}, the fastest baseline at this size by the cost model (said "
+                          f"once per collective and baseline)", stacklevel=self.stacklevel)
         return Choice(sched, "baseline", f"best:{algo}")
 
     def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
