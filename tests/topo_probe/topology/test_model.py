@@ -101,3 +101,26 @@ def test_bad_node_kind_and_missing_node():
     t.add_gpu(0)
     with pytest.raises(TopologyError, match="'gpu9' does not exist"):
         t.add_link("gpu0", "gpu9", kind="nvlink", bandwidth_gbps=25)
+
+
+def test_gpu_lookups_follow_changes_to_the_graph():
+    """GPU lookups are kept between queries; adding a GPU, or a new graph, is seen at once."""
+    from topo_probe.errors import TopologyError
+    from topo_probe.topology.model import Topology
+    t = Topology("grow")
+    t.add_gpu(0)
+    assert t.num_gpus == 1 and t.gpus == [t.gpu(0)]
+    t.add_gpu(1)
+    assert t.num_gpus == 2 and t.gpu(1) != t.gpu(0)
+    t.gpus.append("not a gpu")                 # callers get a copy: the kept list is not theirs
+    assert t.num_gpus == 2
+    sub = t.subset([1])
+    assert sub.num_gpus == 1 and sub.graph.nodes[sub.gpu(0)]["index"] == 0
+    with pytest.raises(TopologyError, match="has no GPU 5"):
+        t.gpu(5)
+
+
+def test_one_hop_paths_are_the_direct_link():
+    from topo_probe.machines.generators import fully_connected
+    t = fully_connected(5)
+    assert t.gpu_fabric_paths(1, 3) == [(t.gpu(1), t.gpu(3))]
