@@ -235,6 +235,15 @@ def _check_algo_name(algo: str) -> None:
                          f"or a schedule file")
 
 
+def _busy(what: str):
+    """A rich spinner on stderr while ``what`` runs, only on a terminal (quiet in a pipe)."""
+    import contextlib
+    if not sys.stderr.isatty():
+        return contextlib.nullcontext()
+    from rich.console import Console
+    return Console(stderr=True).status(what + " ...")
+
+
 def _print(lines) -> None:
     for line in lines:
         print(line, flush=True)
@@ -249,8 +258,9 @@ def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preambl
 
     if algo == "nccl" and backend_name != "sim":
         raise UsageError("--algo nccl is NCCL's tuner model: use --backend sim (on GPUs, run NCCL's own nccl-tests)")
-    source = make_selector(cfg.collective, topo, algo)
-    schedule_at(source, cfg.collective, cfg.roots()[0], 0)  # fail before printing when the algorithm does not apply
+    with _busy(f"preparing {algo} on {topo.name if topo is not None else '1 rank'} ({cfg.nranks} ranks)"):
+        source = make_selector(cfg.collective, topo, algo)
+        schedule_at(source, cfg.collective, cfg.roots()[0], 0)  # fail before printing when the algorithm does not apply
     if backend_name in ("host", "cupy"):         # a sweep that cannot fit ends here, before its header
         from kernels.sweep.memory import admit_sweep, available_gpu_bytes
         if backend_name == "host":

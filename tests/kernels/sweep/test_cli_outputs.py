@@ -77,3 +77,17 @@ def test_unknown_algorithm_is_refused_with_one_rank(capsys):
 def test_missing_folder_is_named(tmp_path, capsys):
     rc, out, err = _run(SMALL + ["--csv", str(tmp_path / "nope" / "x.csv")], capsys)
     assert rc == 2 and "does not exist" in err and not Path(tmp_path / "nope").exists()
+
+
+def test_progress_on_a_terminal_and_quiet_in_a_pipe(capsys, monkeypatch):
+    import io
+    import sys
+
+    class Terminal(io.StringIO):
+        def isatty(self):
+            return True
+    assert _run(SMALL, capsys)[2] == ""                  # a pipe: nothing on stderr
+    term = Terminal()
+    monkeypatch.setattr(sys, "stderr", term)
+    assert main(SMALL) == 0
+    assert "preparing plan on full2 (2 ranks)" in term.getvalue()
