@@ -7,7 +7,9 @@ root); buffers a rank does not use are ignored.  In-place calls alias like NCCL:
 (and gather's, at the root) send buffer is block ``rank`` of that rank's receive buffer;
 reducescatter's (and scatter's, at the root) receive buffer is block ``rank`` of the send
 buffer; the others pass the same array twice.  In-place is detected from the arrays; any
-other overlap is an error.  Out-of-place, send buffers are never written.
+other overlap is an error: within a rank, and across ranks unless only send buffers share
+memory (:func:`check_buffer_layout`); so is a read-only receive buffer.  Both are refused
+before any byte moves.  Out-of-place, send buffers are never written.
 
 Reduction ops (combining collectives; ignored by the others): ``sum``, ``prod``, ``max``,
 ``min`` and ``avg``.  ``avg`` sums, then divides on the receiving ranks once at the end:
@@ -68,11 +70,72 @@ def program_for(schedule: Schedule, count: int, dtype: Any, *, inplace: bool = F
 
 
 def _span(arr: Any) -> tuple[int, int]:
+    """[first, last + 1) byte address of ``arr`` (the bounding range when it is strided)."""
     iface = getattr(arr, "__cuda_array_interface__", None) or getattr(arr, "__array_interface__", None)
     if iface is None:
         raise BufferLayoutError(f"buffer of type {type(arr).__name__} exposes no array interface")
-    ptr = iface["data"][0]
-    return ptr, ptr + arr.size * arr.dtype.itemsize
+    ptr, item, strides = iface["data"][0], arr.dtype.itemsize, iface.get("strides")
+    if strides is None or arr.size == 0:
+        return ptr, ptr + arr.size * item
+    lo = sum(s * (k - 1) for s, k in zip(strides, arr.shape) if s < 0)
+    hi = sum(s * (k - 1) for s, k in zip(strides, arr.shape) if s > 0)
+    return ptr + lo, ptr + hi + item
+
+
+def _keep(top: list, span: tuple) -> None:
+    """Keep in ``top`` the span reaching furthest and the furthest of another rank's."""
+    if top[0] is None or top[0][2] == span[2]:
+        if top[0] is None or span[1] > top[0][1]:
+            top[0] = span
+    elif span[1] > top[0][1]:
+        top[0], top[1] = span, top[0]
+    elif top[1] is None or span[1] > top[1][1]:
+        top[1] = span
+
+
+def _clash(top: list, span: tuple) -> tuple | None:
+    """A kept span of another rank than ``span``'s reaching past its start, if any."""
+    other = top[0] if top[0] is not None and top[0][2] != span[2] else top[1]
+    return other if other is not None and other[1] > span[0] else None
+
+
+def check_buffer_layout(what: str, sends: Sequence, recvs: Sequence) -> None:
+    """Refuse, before any byte moves, read-only receive buffers and memory shared across ranks.
+
+    ``sends[r]`` / ``recvs[r]``: rank r's buffers (None where unused).  Written buffers are the
+    receive buffers and the send buffers that overlap their own rank's receive buffer (NCCL's
+    in-place layouts; whether a rank's own overlap is one of them is its caller's rule).  A
+    written buffer may share no byte with another rank's buffer; send buffers that are only
+    read may be shared.  One sort of the byte ranges, O(n log n).  BufferLayoutError in one
+    line naming ``what``, the two ranks, the buffers and the bytes in common.
+    """
+    spans = []
+    for r, (s, d) in enumerate(zip(sends, recvs)):
+        d0 = d1 = 0
+        if d is not None:
+            if not getattr(d.flags, "writeable", True):
+                raise BufferLayoutError(f"{what}: rank {r}'s recvbuf is read-only")
+            d0, d1 = _span(d)
+            if d1 > d0:
+                spans.append((d0, d1, r, "recvbuf", True))
+        if s is not None:
+            s0, s1 = _span(s)
+            if s1 > s0:
+                spans.append((s0, s1, r, "sendbuf", s0 < d1 and d0 < s1))
+    spans.sort()
+    written: list = [None, None]
+    every: list = [None, None]
+    for span in spans:
+        other = _clash(written, span) or (_clash(every, span) if span[4] else None)
+        if other is not None:
+            a, b = sorted((other, span), key=lambda x: (x[2], x[3]))
+            lo, hi = max(a[0], b[0]), min(a[1], b[1])
+            raise BufferLayoutError(f"{what}: rank {a[2]}'s {a[3]} overlaps rank {b[2]}'s {b[3]} ({hi - lo} bytes "
+                                    f"at {lo:#x}); only a rank's own sendbuf and recvbuf may share memory, "
+                                    f"as NCCL's in-place layout")
+        _keep(every, span)
+        if span[4]:
+            _keep(written, span)
 
 
 def _inplace_rank(spec: CollectiveSpec, r: int, send: Any, recv: Any, count: int) -> bool:
@@ -100,7 +163,8 @@ def bind_buffers(spec: CollectiveSpec, sendbufs: Sequence, recvbufs: Sequence,
                  layer: DeviceLayer | None = None) -> tuple[int, np.dtype, bool, list, list]:
     """Check the user's buffers; return (count, dtype, inplace, flat sends, flat recvs).
 
-    Unused buffers come back as None.  Raises BufferLayoutError naming the rank and rule.
+    Unused buffers come back as None.  Raises BufferLayoutError naming the rank and rule, among
+    them :func:`check_buffer_layout`'s (read-only outputs, memory shared across ranks).
     """
     n = spec.ranks
     for what, bufs in (("sendbufs", sendbufs), ("recvbufs", recvbufs)):
@@ -143,6 +207,7 @@ def bind_buffers(spec: CollectiveSpec, sendbufs: Sequence, recvbufs: Sequence,
         bad = sorted(r for r, f in flags.items() if not f)
         raise BufferLayoutError(f"ranks {bad}: buffers are out-of-place while other ranks run in-place; "
                                 f"all ranks must agree")
+    check_buffer_layout(spec.name, sends, recvs)
     return count, np.dtype(dtype), any(flags.values()), sends, recvs
 
 
@@ -221,4 +286,4 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     return layer, program, bufs
 
 
-__all__ = ["run_schedule", "prepare_call", "program_for", "bind_buffers", "BACKENDS", "P2P_MODES", "INPUT", "OUTPUT"]
+__all__ = ["run_schedule", "prepare_call", "program_for", "bind_buffers", "check_buffer_layout", "BACKENDS", "P2P_MODES", "INPUT", "OUTPUT"]

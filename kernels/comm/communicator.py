@@ -14,6 +14,8 @@ buffers are fine (the first elements are used); smaller ones raise.  Rooted coll
 take ``None`` (or any array, ignored as NCCL ignores it) for buffers off the root.  Inputs
 that overlap their output other than as NCCL's in-place layout, or in-place ranks mixed
 with out-of-place ones, are copied first so the result is always the out-of-place one.
+Buffers shared across ranks (except send buffers that are only read) and read-only outputs
+raise ``BufferLayoutError`` before any byte moves.
 
 Schedule choice (:class:`synth.plan.selector.ScheduleSelector`, shared with the MPI
 communicator and the sweep): a collective of S bytes (nccl-tests size: max of send and receive

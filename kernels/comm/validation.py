@@ -7,7 +7,9 @@ send / receive views the executor runs on, with NCCL's in-place aliasing: one bu
 as input and output is read and written in NCCL's in-place layout (all_gather's input = block
 r of rank r's output, reduce_scatter's output = block r of rank r's input, ...).  Inputs that
 overlap their output any other way, or in-place ranks mixed with out-of-place ones, are
-copied first so that the result is always the out-of-place one.  Errors are one line
+copied first so that the result is always the out-of-place one.  Memory shared across ranks
+(other than send buffers that are only read) and read-only outputs are refused first, on the
+caller's arrays (:func:`kernels.backends.executor.check_buffer_layout`).  Errors are one line
 (:class:`~topo_probe.errors.BufferLayoutError` for buffers, InvalidArgument for values) naming the call, the argument and the rank.
 
 :class:`kernels.mpi.communicator.MPICommunicator` (one array per process): :func:`bind_rank_buffers`
@@ -29,6 +31,7 @@ import functools
 
 import numpy as np
 
+from kernels.backends.executor import check_buffer_layout
 from kernels.program.ops import has_input, has_output
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument
@@ -202,6 +205,7 @@ def prepare(what: str, name: str, ins, outs, count, root=None, in_need=None, out
             d = d[:kout * count]
         sends.append(s)
         recvs.append(d)
+    check_buffer_layout(what, sends, recvs)     # before the copies below could hide an overlap
     _fix_aliasing(sends, recvs, count, kin, kout)
     return sends, recvs
 
