@@ -132,16 +132,16 @@ class Topology:
 
     # ------------------------------------------------------------------ basic queries
     def _gpu_table(self) -> tuple[list[str], dict[int, str]]:
-        """(GPU node ids by index, index -> node id), kept while the graph object and its node
-        count stay the same (GPU lookups per pair were a scan each: cubic in the GPU count)."""
+        """(GPU node ids by index, index -> node id), kept while the graph and its size stay."""
         key = (id(self.graph), self.graph.number_of_nodes())
         kept = self.__dict__.get("_gpus_kept")
         if kept is None or kept[0] != key:
-            g = sorted((n for n, d in self.graph.nodes(data=True) if d["kind"] == "gpu"),
-                       key=lambda n: self.graph.nodes[n]["index"])
-            kept = (key, g, {self.graph.nodes[n]["index"]: n for n in g})
-            self.__dict__["_gpus_kept"] = kept
+            g = sorted((n for n, d in self.graph.nodes(data=True) if d["kind"] == "gpu"), key=self._index)
+            kept = self.__dict__["_gpus_kept"] = (key, g, {self._index(n): n for n in g})
         return kept[1], kept[2]
+
+    def _index(self, node: str) -> int:
+        return self.graph.nodes[node]["index"]
 
     @property
     def gpus(self) -> list[str]:
@@ -156,9 +156,6 @@ class Topology:
         """Node id of GPU (rank) ``index``."""
         node = self._gpu_table()[1].get(index)
         if node is None or self.graph.nodes[node].get("index") != index:
-            for n in self.gpus:
-                if self.graph.nodes[n]["index"] == index:
-                    return n
             raise TopologyError(f"topology {self.name!r} has no GPU {index} (it has {self.num_gpus})")
         return node
 
@@ -185,19 +182,6 @@ class Topology:
             return int(self.graph.edges[a, b]["links"])
         return 0
 
-    # ------------------------------------------------------------------ paths
-    def _relay_ok(self, node: str, allowed_kinds: tuple[str, ...]) -> bool:
-        return self.kind(node) != "gpu" and (self.kind(node) in allowed_kinds)
-
-    def _relays(self, relay_kinds: tuple[str, ...]) -> frozenset:
-        """Nodes a path may pass through for ``relay_kinds`` (kept like :meth:`_gpu_table`)."""
-        key = (id(self.graph), self.graph.number_of_nodes(), relay_kinds)
-        kept = self.__dict__.setdefault("_relays_kept", {})
-        if key not in kept:
-            kept.clear() if len(kept) > 8 else None
-            kept[key] = frozenset(n for n in self.graph if self._relay_ok(n, relay_kinds))
-        return kept[key]
-
     def _paths(self, src: str, dst: str, edge_kinds: tuple[str, ...], relay_kinds: tuple[str, ...]):
         """Shortest (fewest hops) simple paths src->dst whose edges have ``edge_kinds`` and
         whose intermediate nodes have ``relay_kinds`` (never GPUs)."""
@@ -206,7 +190,9 @@ class Topology:
 
         if self.graph.has_edge(src, dst) and ok_edge(src, dst):
             return [(src, dst)]                # one hop: the only shortest path
-        relays = self._relays(relay_kinds)
+        kept, key = self.__dict__.setdefault("_relays_kept", {}), (id(self.graph), len(self.graph), relay_kinds)
+        relays = kept.get(key) or kept.setdefault(key, frozenset(      # never through a GPU
+            n for n, d in self.graph.nodes(data=True) if d["kind"] != "gpu" and d["kind"] in relay_kinds))
         view = nx.subgraph_view(self.graph, filter_node=lambda n: n == src or n == dst or n in relays,
                                 filter_edge=ok_edge)
         try:
