@@ -17,6 +17,7 @@ connection (receives match sends first in, first out).
 from __future__ import annotations
 
 import bisect
+import itertools
 
 from synth.formats.msccl.lower import Op, RankState
 
@@ -49,8 +50,8 @@ def _candidates(state: RankState, ops: list[Op]) -> list[tuple[Op, Op, bool]]:
                 if nrw == "w" or nxt is op:
                     break
                 if nxt.kind == "s" and nxt.src == op.dst and nxt.chan == op.chan and id(nxt) not in taken:
-                    rest = [a for a in seq[j + 1:] if a[1] is not nxt]
-                    drop = op.kind == "rrc" and not read_between and (rest[0][2] == "w" if rest else key[0] == "s")
+                    after = next((a for a in itertools.islice(seq, j + 1, None) if a[1] is not nxt), None)
+                    drop = op.kind == "rrc" and not read_between and (after[2] == "w" if after else key[0] == "s")
                     out.append((op, nxt, not drop))
                     taken.add(id(nxt))
                     break
@@ -74,29 +75,66 @@ def _matching(cands: list[tuple[Op, Op, bool]]) -> set[tuple[int, int, int]]:
     return chosen
 
 
+class _OrderCounts:
+    """The send orders of one connection as counts over a fixed sorted set of orders (a Fenwick
+    tree): whether a send lies strictly between two orders, and moving a send, in O(log n)."""
+
+    def __init__(self) -> None:
+        self.sends: list[tuple] = []       # filled before start()
+        self.targets: list[tuple] = []     # orders a send may move to, filled before start()
+
+    def start(self) -> None:
+        self.orders = sorted(set(self.sends) | set(self.targets))
+        self.tree = [0] * (len(self.orders) + 1)
+        for o in self.sends:
+            self._add(o, 1)
+
+    def _add(self, order: tuple, delta: int) -> None:
+        i = bisect.bisect_left(self.orders, order) + 1
+        while i < len(self.tree):
+            self.tree[i] += delta
+            i += i & -i
+
+    def _first(self, i: int) -> int:
+        """Sends at the first ``i`` orders."""
+        total = 0
+        while i > 0:
+            total += self.tree[i]
+            i -= i & -i
+        return total
+
+    def between(self, lo: tuple, hi: tuple) -> bool:
+        """Whether a send lies strictly between orders ``lo`` and ``hi``."""
+        return self._first(bisect.bisect_left(self.orders, hi)) > self._first(bisect.bisect_right(self.orders, lo))
+
+    def move(self, old: tuple, new: tuple) -> None:
+        self._add(old, -1)
+        self._add(new, 1)
+
+
 def fuse_rank(state: RankState, ops: list[Op]) -> tuple[list[Op], set[tuple[int, int, int]]]:
     """Fuse what may be fused on one GPU; returns its new op list and the (channel, receive
     peer, send peer) threadblock pairs the fusions need."""
     cands = _candidates(state, ops)
     pairs = _matching(cands)
-    sends: dict[tuple[int, int], list[tuple]] = {}
+    sends: dict[tuple[int, int], _OrderCounts] = {}
     for op in ops:
         if op.send_peer >= 0:
-            sends.setdefault((op.send_peer, op.chan), []).append(op.order)
-    for lst in sends.values():
-        lst.sort()
+            sends.setdefault((op.send_peer, op.chan), _OrderCounts()).sends.append(op.order)
+    for recv, send, _ in cands:
+        if (recv.chan, recv.recv_peer, send.send_peer) in pairs:
+            sends[(send.send_peer, send.chan)].targets.append(recv.order)
+    for counts in sends.values():
+        counts.start()
     replaced: dict[int, Op] = {}
     used = set()
     for recv, send, store in cands:
         if (recv.chan, recv.recv_peer, send.send_peer) not in pairs:
             continue
-        lst = sends[(send.send_peer, send.chan)]
-        lo = bisect.bisect_right(lst, recv.order)
-        hi = bisect.bisect_left(lst, send.order)
-        if hi > lo:  # another send on this connection lies between: FIFO order would change
-            continue
-        lst.remove(send.order)
-        bisect.insort(lst, recv.order)
+        counts = sends[(send.send_peer, send.chan)]
+        if counts.between(recv.order, send.order):  # another send on this connection lies between: FIFO
+            continue                                 # order would change
+        counts.move(send.order, recv.order)
         recv.kind = FUSED[recv.kind] if store or recv.kind == "r" else "rrs"
         recv.send_peer = send.send_peer
         replaced[id(send)] = recv

@@ -59,15 +59,18 @@ class Op:
 class RankState:
     """Where each chunk a rank holds lives, scratch slots, and the ops that last touched each place."""
 
-    def __init__(self, spec: CollectiveSpec, rank: int) -> None:
+    def __init__(self, spec: CollectiveSpec, rank: int, held: list[int] | None = None) -> None:
+        """``held``: the chunks ``rank`` has in its input, in chunk order (default: from the spec)."""
         self.spec, self.rank = spec, rank
         self.where: dict[int, Loc] = {}
         self.scratch: dict[int, int] = {}
         self.last_write: dict[Loc, Op] = {}
         self.readers: dict[Loc, list[Op]] = {}
-        for ch in spec.chunks():
-            if rank in ch.pre:
-                self.where[ch.id] = ("i", chunk_offset(spec, spec.input_position(ch.id, rank)))
+        self._keys: dict[Loc, Loc] = {}
+        if held is None:
+            held = [ch.id for ch in spec.chunks() if rank in ch.pre]
+        for g in held:
+            self.where[g] = ("i", chunk_offset(spec, spec.input_position(g, rank)))
 
     def temp(self) -> Loc:
         """A fresh scratch slot (for a partial received beside others of the same chunk)."""
@@ -84,7 +87,11 @@ class RankState:
         return "s", self.scratch[chunk]
 
     def key(self, loc: Loc) -> Loc:
-        return alias(self.spec, self.rank, loc[0], loc[1], inplace=True)
+        """The place ``loc`` names when the runtime calls the program in place (memoized)."""
+        got = self._keys.get(loc)
+        if got is None:
+            got = self._keys[loc] = alias(self.spec, self.rank, loc[0], loc[1], inplace=True)
+        return got
 
     def record(self, op: Op, reads: list[Loc], writes: list[Loc]) -> None:
         deps = []
@@ -153,7 +160,15 @@ def lower(schedule: Schedule, max_channels: int = 1) -> tuple[list[RankState], l
     concurrent transfers on one pair spread over up to ``max_channels`` channels (:func:`_channels`)."""
     spec = schedule.spec
     n = spec.ranks
-    states = [RankState(spec, r) for r in range(n)]
+    chunks = spec.chunks()
+    held: list[list[int]] = [[] for _ in range(n)]
+    ends: list[list[int]] = [[] for _ in range(n)]
+    for ch in chunks:                # one pass: each rank's input and output chunks, in chunk order
+        for r in set(ch.pre):
+            held[r].append(ch.id)
+        for r in set(ch.post):
+            ends[r].append(ch.id)
+    states = [RankState(spec, r, held[r]) for r in range(n)]
     ops: list[list[Op]] = [[] for _ in range(n)]
     for k, step in enumerate(schedule.steps):
         sources = [states[t.src].where[t.chunk] for t in step.transfers]
@@ -193,14 +208,14 @@ def lower(schedule: Schedule, max_channels: int = 1) -> tuple[list[RankState], l
             ops[dst].extend(_local_sum(states[dst], chunk, parts, (k, 2, n)))
     last = len(schedule.steps)
     for r, st in enumerate(states):
-        for ch in spec.chunks():
-            pos = spec.output_position(ch.id, r)
-            if pos is None or r not in ch.post:
+        for g in ends[r]:
+            pos = spec.output_position(g, r)
+            if pos is None:
                 continue
             want = ("o", chunk_offset(spec, pos))
-            have = st.where.get(ch.id)
+            have = st.where.get(g)
             if have is not None and have != want:
-                op = Op("cpy", r, have, want, (last, 2, ch.id), chunk=ch.id)
+                op = Op("cpy", r, have, want, (last, 2, g), chunk=g)
                 st.record(op, [have], [want])
                 ops[r].append(op)
     return states, ops

@@ -47,6 +47,7 @@ def merge_messages(tbs: list[list[Threadblock]]) -> int:
                 if op.kind in ("rcs", "rrs", "rrcs"):
                     conns.setdefault((op.recv_peer, op.rank, op.chan), ([], []))[1].append(None)
     gone: dict[int, Op] = {}
+    absorbed: dict[int, list[list[Op]]] = {}     # head -> its deps and those of the messages merged in
     for sends, recvs in conns.values():
         k = 0
         while k < len(sends):
@@ -62,7 +63,7 @@ def merge_messages(tbs: list[list[Threadblock]]) -> int:
                     break
                 for head, op in ((hs, s), (hr, r)):
                     head.cnt += op.cnt
-                    head.deps = [d for d in dict.fromkeys(head.deps + op.deps) if d is not head and d is not op]
+                    absorbed.setdefault(id(head), [head.deps]).append(op.deps)
                     gone[id(op)] = head
                 j += 1
             k = j
@@ -72,7 +73,9 @@ def merge_messages(tbs: list[list[Threadblock]]) -> int:
         for t in rank_tbs:
             t.ops = [op for op in t.ops if id(op) not in gone]
             for op in t.ops:
-                op.deps = [d for d in dict.fromkeys(gone.get(id(d), d) for d in op.deps) if d is not op]
+                # a head waits for what it and the messages merged into it waited for, in that order
+                deps = op.deps if id(op) not in absorbed else [d for lst in absorbed[id(op)] for d in lst]
+                op.deps = [d for d in dict.fromkeys(gone.get(id(d), d) for d in deps) if d is not op]
     return len(gone)
 
 

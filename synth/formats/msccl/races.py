@@ -58,9 +58,7 @@ class HappensBefore:
         clock = self.clock[o[:2]]
         clock[o[1]] = o[2]
         if dep is not None:
-            for k, v in enumerate(self.signals[dep]):
-                if v > clock[k]:
-                    clock[k] = v
+            clock[:] = map(max, clock, self.signals[dep])   # elementwise, in C: O(threadblocks) per step
 
     def signal(self, o: Origin) -> None:
         """Step ``o`` raised its flag: others waiting on it learn what it knows."""
