@@ -36,7 +36,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder: new, empty or holding earlier results of synthesize "
                                  "(default results/<topology-name>)")
     p.add_argument("--force", action="store_true",
-                   help="redo even if results for this fingerprint exist (other files are never touched)")
+                   help="redo even if results made with the same topology and options exist "
+                        "(other files are never touched)")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--nccl-tuner-conf", type=Path, metavar="FILE",
                    help="also write NCCL's example tuner-plugin CSV (NCCL_TUNER_CONFIG_FILE) with the algorithm, "

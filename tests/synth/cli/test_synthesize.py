@@ -95,7 +95,7 @@ def test_rerun_reuses_and_force_redoes(ring4_run, capsys):
     _, out = ring4_run
     before = (out / "summary.json").stat().st_mtime_ns
     assert main(["--topology", "dgx1-v100", "--gpus", "0-3", "--collectives", "allgather",
-                 "--out", str(out), "--no-progress"]) == 0
+                 "--time-limit", "10", "--out", str(out), "--no-progress"]) == 0
     assert "reusing" in capsys.readouterr().out
     assert (out / "summary.json").stat().st_mtime_ns == before
 
