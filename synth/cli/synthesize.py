@@ -129,22 +129,33 @@ def _main(argv: list[str] | None) -> int:
                                 root=args.root, progress=not args.no_progress)
         out = Path(args.out) if args.out is not None else Path("results") / _folder_name(topo.name)
         summary = run(topo, out, opts, force=args.force)
-        if args.nccl_tuner_conf is not None:
-            _write_tuner_conf(topo, args.nccl_tuner_conf)
     except TopocollError as e:
         print(f"synthesize: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
-    except OSError as e:  # e.g. the disk filled up while writing; the old results are still there
+    except OSError as e:  # reading or tidying the folder failed; a failed write of results is a TopocollError
         if isinstance(e, BrokenPipeError):
             raise
-        print(f"synthesize: {e.filename or ''}: {e.strerror or e}; previous results kept", file=sys.stderr)
+        print(f"synthesize: {_os_error(e)}", file=sys.stderr)
         return 2
+    if args.nccl_tuner_conf is not None:
+        try:
+            _write_tuner_conf(topo, args.nccl_tuner_conf)
+        except (OSError, TopocollError) as e:
+            why = _os_error(e) if isinstance(e, OSError) else str(e).splitlines()[0]
+            print(f"synthesize: {why}; the results in {out}/ are complete, the tuner file was not written",
+                  file=sys.stderr)
+            return 2
     if summary.get("reused"):
         print(f"results for {len(summary['collectives'])} collectives are in {out}/ (report.md, plan.json)")
         return 0
     print(f"wrote {out}/ (plan.json, summary.json, report.md, busbw.png, schedules/, msccl/) "
           f"for {len(summary['collectives'])} collectives in {summary['total_s']:.1f} s")
     return 0
+
+
+def _os_error(e: OSError) -> str:
+    """``<file>: <why>``, or ``<why>`` where the error names no file."""
+    return f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}"
 
 
 if __name__ == "__main__":

@@ -321,11 +321,30 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
         opts.log(f"reusing {out_dir} (same topology fingerprint {fabric.fingerprint}, options and model; "
                  "--force to redo)")
         return {**old, "reused": True}
+    had_results = (out_dir / "summary.json").is_file()
     with ResultsFolder(out_dir) as folder:
         work = folder.new_version()
-        summary = _synthesize_into(work, topo, fabric, opts)
+        try:
+            summary = _synthesize_into(work, topo, fabric, opts)
+        except OSError as exc:
+            raise ResultsNotWritten(_not_written(exc, work, out_dir, had_results)) from exc
         folder.publish(work)
     return summary
+
+
+class ResultsNotWritten(TopocollError):
+    """A file of a run could not be written (a full disk, ...): the run's results are gone, the
+    message names the file and says whether earlier results are still there."""
+
+
+def _not_written(exc: OSError, work: Path, out_dir: Path, had_results: bool) -> str:
+    """``<file>: <why>; previous results kept`` (``nothing written`` where there were none), the
+    file named by the documented path it was to have under ``out_dir``."""
+    name = Path(exc.filename) if exc.filename is not None else None
+    if name is not None and work in name.parents:
+        name = out_dir / name.relative_to(work)
+    shown = f"{name}: " if name is not None else f"writing into {out_dir}: "
+    return f"{shown}{exc.strerror or exc}; " + ("previous results kept" if had_results else "nothing written")
 
 
 def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: SynthesisOptions) -> dict:
