@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -128,6 +129,8 @@ def _main(argv: list[str] | None) -> int:
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
                                 root=args.root, progress=not args.no_progress)
         out = Path(args.out) if args.out is not None else Path("results") / _folder_name(topo.name)
+        if args.nccl_tuner_conf is not None:
+            _check_tuner_conf(args.nccl_tuner_conf, out)
         summary = run(topo, out, opts, force=args.force)
     except TopocollError as e:
         print(f"synthesize: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
@@ -156,6 +159,27 @@ def _main(argv: list[str] | None) -> int:
 def _os_error(e: OSError) -> str:
     """``<file>: <why>``, or ``<why>`` where the error names no file."""
     return f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}"
+
+
+def _check_tuner_conf(path: Path, out: Path) -> None:
+    """Refuse, before any work, a ``--nccl-tuner-conf`` that cannot be written as a file: a folder,
+    something not a regular file, a path in a missing or read-only folder, or one of the results."""
+    from synth.pipeline.output import ENTRIES, MARKER, VERSION_PREFIX
+    flag = f"--nccl-tuner-conf {path}"
+    if path.is_dir():
+        raise UsageError(f"{flag} is a folder; name the file to write, e.g. {path / 'nccl_tuner.conf'}")
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{flag} is not a regular file")
+    folder = path.parent
+    in_out = os.path.realpath(folder) == os.path.realpath(out)     # the results folder, made by the run
+    if in_out and (path.name in ENTRIES or path.name == MARKER or path.name.startswith(VERSION_PREFIX)):
+        raise UsageError(f"{flag} is one of the results synthesize writes into {out}; name another file")
+    if in_out and not folder.exists():
+        return
+    if not folder.is_dir():
+        raise UsageError(f"{flag}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} cannot be written (permission denied)")
 
 
 if __name__ == "__main__":

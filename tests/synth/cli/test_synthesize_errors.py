@@ -1,9 +1,12 @@
-"""`synthesize` when a file cannot be written: a full disk names the file and does not claim
-earlier results that were never there."""
+"""`synthesize` when a file cannot be written: a ``--nccl-tuner-conf`` that is not a writable file
+is refused before any work, and a full disk names the file and does not claim earlier results
+that were never there."""
 
 import errno
 import json
 import os
+
+import pytest
 
 from synth.cli.synthesize import main
 
@@ -14,6 +17,25 @@ def _one_line(capsys) -> str:
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and "Traceback" not in err, err
     return err.strip()
+
+
+@pytest.mark.parametrize("where,needle", [("folder", "is a folder"), ("missing", "does not exist"),
+                                          ("result", "one of the results"), ("device", "not a regular file")])
+def test_an_unwritable_tuner_conf_is_refused_before_any_work(where, needle, tmp_path, capsys):
+    out = tmp_path / "res"
+    os.mkfifo(tmp_path / "pipe")                          # stands for a device: never replaced by a file
+    conf = {"folder": tmp_path, "missing": tmp_path / "no" / "t.conf", "result": out / "plan.json",
+            "device": tmp_path / "pipe"}[where]
+    assert main(QUICK + ["--out", str(out), "--nccl-tuner-conf", str(conf)]) == 2
+    assert needle in _one_line(capsys)
+    assert not out.exists()                               # no results written, no folder made
+    assert not (tmp_path / "pipe").is_file()
+
+
+def test_a_tuner_conf_beside_the_results_is_written(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(QUICK + ["--out", str(out), "--nccl-tuner-conf", str(out / "nccl_tuner.conf")]) == 0
+    assert (out / "nccl_tuner.conf").is_file() and (out / "summary.json").is_file()
 
 
 def _full_disk(monkeypatch):
