@@ -30,10 +30,13 @@ schedules the plan uses, gzip-compressed beyond :data:`synth.pipeline.msccl_expo
 allgather is 370 MB), and not for schedules in which a rank talks to more than
 :data:`synth.pipeline.msccl_export.MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
 
-The documented paths are links into a versioned folder that is switched in one rename when
-everything is written (:mod:`synth.pipeline.output`): a run stopped or killed at any instant
-leaves the previous complete results, or the new complete ones; nothing else in ``--out`` is
-touched, and folders holding other files are refused.
+The documented paths are plain files and folders.  A run writes everything into a hidden
+versioned folder first and then puts it in place, one rename per path, ``summary.json`` last
+(:mod:`synth.pipeline.output`, :mod:`synth.pipeline.publish`): a run stopped or killed at any
+instant leaves the previous complete results, the new complete ones, or (killed while putting
+them in place, ``summary.json`` missing) the new ones complete in the hidden folder, which the
+next run puts in place; nothing else in ``--out`` is touched, and folders holding other files
+are refused.
 """
 
 from __future__ import annotations
@@ -316,13 +319,13 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
         CollectiveSpec(coll, fabric.num_ranks, 1, opts.root if coll in ROOTED else None)  # validates root
     out_dir = Path(out_dir)
     classify(out_dir)
-    old = None if force else _reusable(out_dir, fabric, opts)
-    if old is not None:
-        opts.log(f"reusing {out_dir} (same topology fingerprint {fabric.fingerprint}, options and model; "
-                 "--force to redo)")
-        return {**old, "reused": True}
-    had_results = (out_dir / "summary.json").is_file()
-    with ResultsFolder(out_dir) as folder:
+    with ResultsFolder(out_dir) as folder:      # a run killed earlier is finished or cleaned here
+        old = None if force else _reusable(out_dir, fabric, opts)
+        if old is not None:
+            opts.log(f"reusing {out_dir} (same topology fingerprint {fabric.fingerprint}, options and model; "
+                     "--force to redo)")
+            return {**old, "reused": True}
+        had_results = (out_dir / "summary.json").is_file()
         work = folder.new_version()
         try:
             summary = _synthesize_into(work, topo, fabric, opts)
