@@ -381,7 +381,8 @@ def test_a_kill_at_every_step_leaves_old_or_new_complete_results(start, tmp_path
             break
         assert k < 80, seen
     assert k > {"rerun": 25, "legacy": 25, "linked": 45, "first": 22}[start], seen  # every publishing step was hit
-    want = {"first": {"nothing", NEW, ("publishing", NEW)}, "linked": {OLD, NEW, ("publishing", OLD), ("publishing", NEW)}}
+    want = {"first": {"nothing", NEW, ("publishing", NEW)},
+            "linked": {OLD, NEW, ("publishing", OLD), ("publishing", NEW)}}
     assert states == want.get(start, {OLD, NEW, ("publishing", NEW)}), states
 
 
