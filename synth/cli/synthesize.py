@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import sys
 from pathlib import Path
 
@@ -36,7 +37,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", help="output folder: new, empty or holding earlier results of synthesize "
                                  "(default results/<topology-name>)")
     p.add_argument("--force", action="store_true",
-                   help="redo even if results for this fingerprint exist (other files are never touched)")
+                   help="redo even if results made with the same topology and options exist "
+                        "(other files are never touched)")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--nccl-tuner-conf", type=Path, metavar="FILE",
                    help="also write NCCL's example tuner-plugin CSV (NCCL_TUNER_CONFIG_FILE) with the algorithm, "
@@ -127,23 +129,57 @@ def _main(argv: list[str] | None) -> int:
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
                                 root=args.root, progress=not args.no_progress)
         out = Path(args.out) if args.out is not None else Path("results") / _folder_name(topo.name)
-        summary = run(topo, out, opts, force=args.force)
         if args.nccl_tuner_conf is not None:
-            _write_tuner_conf(topo, args.nccl_tuner_conf)
+            _check_tuner_conf(args.nccl_tuner_conf, out)
+        summary = run(topo, out, opts, force=args.force)
     except TopocollError as e:
         print(f"synthesize: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
-    except OSError as e:  # e.g. the disk filled up while writing; the old results are still there
+    except OSError as e:  # reading or tidying the folder failed; a failed write of results is a TopocollError
         if isinstance(e, BrokenPipeError):
             raise
-        print(f"synthesize: {e.filename or ''}: {e.strerror or e}; previous results kept", file=sys.stderr)
+        print(f"synthesize: {_os_error(e)}", file=sys.stderr)
         return 2
+    if args.nccl_tuner_conf is not None:
+        try:
+            _write_tuner_conf(topo, args.nccl_tuner_conf)
+        except (OSError, TopocollError) as e:
+            why = _os_error(e) if isinstance(e, OSError) else str(e).splitlines()[0]
+            print(f"synthesize: {why}; the results in {out}/ are complete, the tuner file was not written",
+                  file=sys.stderr)
+            return 2
     if summary.get("reused"):
         print(f"results for {len(summary['collectives'])} collectives are in {out}/ (report.md, plan.json)")
         return 0
     print(f"wrote {out}/ (plan.json, summary.json, report.md, busbw.png, schedules/, msccl/) "
           f"for {len(summary['collectives'])} collectives in {summary['total_s']:.1f} s")
     return 0
+
+
+def _os_error(e: OSError) -> str:
+    """``<file>: <why>``, or ``<why>`` where the error names no file."""
+    return f"{e.filename}: {e.strerror or e}" if e.filename else f"{e.strerror or e}"
+
+
+def _check_tuner_conf(path: Path, out: Path) -> None:
+    """Refuse, before any work, a ``--nccl-tuner-conf`` that cannot be written as a file: a folder,
+    something not a regular file, a path in a missing or read-only folder, or one of the results."""
+    from synth.pipeline.output import ENTRIES, MARKER, VERSION_PREFIX
+    flag = f"--nccl-tuner-conf {path}"
+    if path.is_dir():
+        raise UsageError(f"{flag} is a folder; name the file to write, e.g. {path / 'nccl_tuner.conf'}")
+    if path.exists() and not path.is_file():
+        raise UsageError(f"{flag} is not a regular file")
+    folder = path.parent
+    in_out = os.path.realpath(folder) == os.path.realpath(out)     # the results folder, made by the run
+    if in_out and (path.name in ENTRIES or path.name == MARKER or path.name.startswith(VERSION_PREFIX)):
+        raise UsageError(f"{flag} is one of the results synthesize writes into {out}; name another file")
+    if in_out and not folder.exists():
+        return
+    if not folder.is_dir():
+        raise UsageError(f"{flag}: folder {folder} does not exist")
+    if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        raise UsageError(f"{flag} cannot be written (permission denied)")
 
 
 if __name__ == "__main__":

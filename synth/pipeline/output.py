@@ -1,52 +1,51 @@
 """The ``synthesize`` output folder: which folders it may write into, and an update that leaves
-complete results at the documented paths whatever instant the run is killed at.
+complete results at the documented paths, as plain files, whatever instant the run is killed at.
 
 It writes only into a folder that is new, empty, or marked as holding ``synthesize`` results
-(:data:`MARKER`, written first, held under an exclusive ``flock`` while a run writes); results of
-earlier versions without the marker are recognised by their exact layout and adopted.  Anything
-else is refused with one line: a file, a folder with other files, the current folder or one of
-its parents, anything under ``/proc``, ``/sys`` or ``/dev``.  Inside a marked folder only these
-names are ever created, replaced or deleted; other files there are never touched::
+(:data:`MARKER`, written first, held under an exclusive ``flock`` while a run works in it);
+results of earlier versions without the marker are recognised by their exact layout and adopted.
+Anything else is refused with one line: a file, a folder with other files, the current folder or
+one of its parents, anything under ``/proc``, ``/sys`` or ``/dev``.  Inside a marked folder only
+these names are ever created, replaced or deleted; other files there are never touched::
 
     .topocoll-result          the marker
-    .v-<time>-<pid>/          one complete set of results per run
-    .current                  symlink to the .v-* folder being served
     plan.json summary.json topology.json report.md busbw.png schedules msccl
-                              symlinks to .current/<same name> (the documented paths)
-    .<name>.tmp-<pid>         a symlink or an adopted old entry, for an instant
+                              the documented paths: plain files and folders
+    .v-<time>-<pid>-<k>/      a run's complete results, before and while they are put in place
+    .publishing               link to the .v-* folder being put in place, while it is
+    .<name>.tmp-<pid>         an entry about to be renamed in place, for an instant
+    .<name>.old-<pid>         an entry just replaced (without renameat2), for an instant
 
-A run writes a new ``.v-*`` folder, then replaces ``.current`` with one ``rename`` (atomic),
-then deletes the older ``.v-*``.  Every documented path resolves through ``.current``, so at
-every instant it shows the old results or the new ones, each complete.  A run that is stopped
-removes its unfinished ``.v-*`` (and the folder itself if the run created it); a run that was
-killed leaves it, and the next run deletes it.
+and, from the layout of earlier versions, the ``.current`` link and documented paths that are
+links through it, which become plain files.  How a version is put in place, and what a run
+killed meanwhile leaves: :mod:`synth.pipeline.publish`.  A run that is stopped removes its
+unfinished ``.v-*`` (and the folder itself if the run created it); what a killed run left, the
+next run removes, also one that reuses the results.
 """
 
 from __future__ import annotations
 
-import ctypes
-import errno
 import fcntl
 import json
 import os
 import shutil
+import sys
 import time
 from pathlib import Path
 
+from synth.pipeline.publish import (CURRENT, ENTRIES, JOURNAL, MARKER, VERSION_PREFIX, _only_our_files, _pid_alive,
+                                    _remove, journal_target, publish, put_in_place, tidy)
 from topo_probe.errors import InvalidArgument
 
-MARKER = ".topocoll-result"
-CURRENT = ".current"
-VERSION_PREFIX = ".v-"
-#: the documented paths, each a symlink to ``.current/<name>``, made in this order (summary.json
-#: last: where it is, the rest is)
-ENTRIES = ("schedules", "msccl", "topology.json", "report.md", "busbw.png", "plan.json", "summary.json")
 #: files that may sit beside results of versions before the marker (``synthesize --nccl-tuner-conf
 #: results/<name>/nccl_tuner.conf``); accepted there and left as they are
 LEGACY_EXTRAS = ("nccl_tuner.conf",)
-_MARKER_DOC = {"written_by": "topocoll synthesize", "layout": 1,
+_MARKER_DOC = {"written_by": "topocoll synthesize", "layout": 2,
                "note": "synthesize writes only the names listed in its README section; other files here are left alone"}
 _SYSTEM_ROOTS = ("/proc", "/sys", "/dev")
+#: how each documented file begins, when synthesize wrote it
+_HEADS = {"plan.json": b'"format": "topocoll.plan"', "topology.json": b'"format": "topocoll.topology"',
+          "report.md": b"# Synthesis report", "busbw.png": b"\x89PNG\r\n\x1a\n"}
 
 
 def _refuse(out: Path, why: str) -> InvalidArgument:
@@ -66,7 +65,7 @@ def _our_link(path: Path, name: str) -> bool:
 
 
 def _legacy_entry(path: Path, name: str) -> bool:
-    """``path`` is a real (not linked) entry as topocoll versions before the marker wrote it."""
+    """``path`` is a real (not linked) entry as synthesize writes it."""
     if path.is_symlink():
         return False
     if name in ("schedules", "msccl"):
@@ -75,31 +74,17 @@ def _legacy_entry(path: Path, name: str) -> bool:
     if not path.is_file():
         return False
     if name != "summary.json":
-        return True
+        try:
+            with open(path, "rb") as f:
+                head = f.read(256)
+        except OSError:
+            return False
+        return _HEADS[name] in head
     try:
         doc = json.loads(path.read_text())
     except (OSError, ValueError):
         return False
     return isinstance(doc, dict) and "fingerprint" in doc and "collectives" in doc
-
-
-def _only_our_files(folder: Path, suffix: str, subfolders: tuple[str, ...] = ()) -> bool:
-    """Every entry of ``folder`` is a ``*suffix`` or ``*suffix.gz`` file, a hidden temporary file,
-    or one of ``subfolders`` holding only such files."""
-    for p in folder.iterdir():
-        if p.is_symlink():
-            return False
-        if p.is_dir() and p.name in subfolders:
-            if not _only_our_files(p, suffix):
-                return False
-        elif not (p.is_file() and (p.name.endswith((suffix, suffix + ".gz")) or p.name.startswith("."))):
-            return False
-    return True
-
-
-def _ours_by_name(name: str) -> bool:
-    return (name in (MARKER, CURRENT) or name.startswith(VERSION_PREFIX)
-            or (name.startswith(".") and ".tmp-" in name))
 
 
 def classify(out: Path) -> str:
@@ -140,7 +125,7 @@ def classify(out: Path) -> str:
 
     def acceptable(name: str) -> bool:
         if name in ENTRIES:
-            return _our_link(out / name, name) or (legacy and _legacy_entry(out / name, name))
+            return _our_link(out / name, name) or ((marked or legacy) and _legacy_entry(out / name, name))
         if legacy and name in LEGACY_EXTRAS:     # written beside results on request; never touched
             return (out / name).is_file() and not (out / name).is_symlink()
         return marked  # a marked folder may hold the user's own files too: never touched
@@ -158,85 +143,35 @@ def classify(out: Path) -> str:
                        "choose a new or empty folder")
 
 
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
-
-
-def _remove(path: Path) -> None:
-    """Delete a file, symlink or folder tree of ours (missing is fine)."""
-    if path.is_symlink() or path.is_file():
-        path.unlink(missing_ok=True)
-    elif path.is_dir():
-        shutil.rmtree(path, ignore_errors=True)
-
-
-def _exchange(a: Path, b: Path) -> bool:
-    """Swap two paths atomically (Linux ``renameat2(RENAME_EXCHANGE)``); False where unsupported."""
-    fn = getattr(ctypes.CDLL(None, use_errno=True), "renameat2", None)
-    if fn is None:
-        return False
-    at_fdcwd, rename_exchange = -100, 2
-    if fn(at_fdcwd, os.fsencode(a), at_fdcwd, os.fsencode(b), rename_exchange) == 0:
-        return True
-    err = ctypes.get_errno()
-    if err in (errno.EINVAL, errno.ENOSYS, errno.EOPNOTSUPP):
-        return False
-    raise OSError(err, os.strerror(err), str(b))
-
-
-def _link(out: Path, name: str, target: str) -> None:
-    """Make ``out/name`` a symlink to ``target`` in one rename (replacing a file or an old link)."""
-    tmp = out / f".{name.lstrip('.')}.tmp-{os.getpid()}"
-    tmp.unlink(missing_ok=True)
-    os.symlink(target, tmp)
-    dest = out / name
-    if dest.is_dir() and not dest.is_symlink():  # an adopted real folder: swap, then delete it
-        if not _exchange(tmp, dest):
-            os.rename(dest, tmp.with_name(tmp.name + "-old"))  # no renameat2: a moment without it
-            os.rename(tmp, dest)
-            tmp = tmp.with_name(tmp.name + "-old")
-        _remove(tmp)
-        return
-    os.replace(tmp, dest)
-
-
 class ResultsFolder:
-    """Claim an output folder for one run: ``with ResultsFolder(out) as rf: v = rf.new_version();
-    ...write into v...; rf.publish(v)``.
+    """A run's hold on an output folder: ``with ResultsFolder(out) as rf: ...read earlier
+    results...; v = rf.new_version(); ...write into v...; rf.publish(v)``.
 
-    Entering checks the folder (:func:`classify`), creates it and the marker if needed, takes the
-    lock, deletes what killed runs left (unpublished ``.v-*`` folders, temporary links, the
-    ``.<name>.partial-<pid>`` and ``.<name>.old-<pid>`` siblings of older versions, whose old
-    results come back if the folder itself is gone) and adopts results of older versions.
-    Leaving without :meth:`publish` deletes the new version (and the folder if this run made it).
+    Entering checks the folder (:func:`classify`) and, where it is marked as ours, takes the lock
+    and tidies it (:func:`synth.pipeline.publish.tidy`: finishes a killed run's publishing, removes
+    what killed runs left).  :meth:`new_version` claims it: creates it and the marker if needed and
+    takes the lock.  Leaving without :meth:`publish` deletes the new version (and the folder if
+    this run made it).
     """
 
-    def __init__(self, out: Path) -> None:
+    def __init__(self, out: Path, warn=None) -> None:
         self.out = Path(out)
+        self._warn = warn or (lambda line: print(f"synthesize: warning: {line}", file=sys.stderr))
         self._created: list[Path] = []
         self._lock_fd: int | None = None
         self._version: Path | None = None
+        self._kind = ""
 
     def __enter__(self) -> "ResultsFolder":
         _recover_old_sibling(self.out)
-        kind = classify(self.out)
-        try:
-            self._create(kind)
-            self._lock()
-            self._clean()
-            if kind == "legacy" or any(not (self.out / n).is_symlink() and (self.out / n).exists()
-                                       for n in ENTRIES):
-                self._adopt()
-            self._link_entries()
-        except BaseException:
-            self._undo()
-            raise
+        self._kind = classify(self.out)
+        if self._kind == "ours":
+            try:
+                self._lock()
+                tidy(self.out, self._warn)
+            except BaseException:
+                self._undo()
+                raise
         return self
 
     def __exit__(self, *exc) -> None:
@@ -274,43 +209,17 @@ class ResultsFolder:
             raise _refuse(self.out, "another synthesize run is writing into it") from None
         self._lock_fd = fd
 
-    def _clean(self) -> None:
-        """Delete what killed runs left: every ``.v-*`` but the current one, temporary names."""
-        current = self.current_version()
-        for p in self.out.iterdir():
-            if (p.name.startswith(VERSION_PREFIX) and p.name != current) or \
-                    (p.name.startswith(".") and ".tmp-" in p.name):
-                _remove(p)
-
-    def _adopt(self) -> None:
-        """Results of versions before the marker (real files, no links): copy them into a
-        version, serve it, then put links in place of the real entries, one rename each (the
-        content behind every documented path stays the same throughout)."""
-        if self.current_version() is None:
-            version = self.out / f"{VERSION_PREFIX}adopted-{os.getpid()}"
-            version.mkdir()
-            for name in ENTRIES:
-                src = self.out / name
-                if src.is_dir() and not src.is_symlink():
-                    shutil.copytree(src, version / name)
-                elif src.is_file() and not src.is_symlink():
-                    shutil.copy2(src, version / name)
-            _link(self.out, CURRENT, version.name)
-        for name in sorted(ENTRIES, key=lambda n: n == "summary.json"):  # summary.json last: while
-            if (self.out / name).exists() and not (self.out / name).is_symlink():  # real, so are others
-                _link(self.out, name, f"{CURRENT}/{name}")
-
     # -- a run -----------------------------------------------------------------------------
 
-    def current_version(self) -> str | None:
-        """Name of the ``.v-*`` folder ``.current`` points to (None before the first publish)."""
-        try:
-            return os.readlink(self.out / CURRENT)
-        except OSError:
-            return None
-
     def new_version(self) -> Path:
-        """A fresh, empty ``.v-*`` folder for this run's results."""
+        """A fresh, empty ``.v-*`` folder for this run's results (the folder claimed first)."""
+        if self._lock_fd is None:
+            try:
+                self._create(self._kind)
+                self._lock()
+            except BaseException:
+                self._undo()
+                raise
         stamp = f"{VERSION_PREFIX}{time.strftime('%Y%m%dT%H%M%S')}-{os.getpid()}"
         for k in range(1000):
             try:
@@ -322,32 +231,24 @@ class ResultsFolder:
         raise _refuse(self.out, f"cannot make a new {stamp}-* folder")
 
     def publish(self, version: Path) -> None:
-        """Serve ``version``: one atomic rename of ``.current``, the links, then older versions go."""
-        _link(self.out, CURRENT, version.name)
-        self._link_entries()
-        for p in self.out.iterdir():
-            if p.name.startswith(VERSION_PREFIX) and p.name != version.name:
-                _remove(p)
-
-    def _link_entries(self) -> None:
-        """Every documented path a link through ``.current`` (once results exist)."""
-        if self.current_version() is None:
-            return
-        for name in ENTRIES:
-            if not _our_link(self.out / name, name):
-                _link(self.out, name, f"{CURRENT}/{name}")
+        """Put ``version`` in place at the documented paths (:func:`synth.pipeline.publish.publish`)."""
+        publish(self.out, version)
 
     def _undo(self) -> None:
         """Leave no trace of an unfinished run; release the lock."""
         try:
-            current = self.current_version() if self.out.is_dir() else None
-            if self._version is not None and self._version.name != current:
-                _remove(self._version)
-            elif self._version is not None:  # stopped just after the switch: finish it
-                self._link_entries()
+            if self._version is not None and self._version.exists():
+                try:
+                    if journal_target(self.out) == self._version.name:   # stopped while publishing: finish
+                        put_in_place(self.out, self._version)
+                        (self.out / JOURNAL).unlink()
+                    _remove(self._version)
+                except OSError:
+                    pass                                 # the next run finishes putting it in place
             for p in self.out.glob(f".*.tmp-{os.getpid()}*"):
                 _remove(p)
-            if current is None and self._created:
+            results = (self.out / "summary.json").exists() or journal_target(self.out) is not None
+            if self._created and not results:
                 (self.out / MARKER).unlink(missing_ok=True)
                 for folder in self._created:
                     try:

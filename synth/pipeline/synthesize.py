@@ -30,14 +30,18 @@ schedules the plan uses, gzip-compressed beyond :data:`synth.pipeline.msccl_expo
 allgather is 370 MB), and not for schedules in which a rank talks to more than
 :data:`synth.pipeline.msccl_export.MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
 
-The documented paths are links into a versioned folder that is switched in one rename when
-everything is written (:mod:`synth.pipeline.output`): a run stopped or killed at any instant
-leaves the previous complete results, or the new complete ones; nothing else in ``--out`` is
-touched, and folders holding other files are refused.
+The documented paths are plain files and folders.  A run writes everything into a hidden
+versioned folder first and then puts it in place, one rename per path, ``summary.json`` last
+(:mod:`synth.pipeline.output`, :mod:`synth.pipeline.publish`): a run stopped or killed at any
+instant leaves the previous complete results, the new complete ones, or (killed while putting
+them in place, ``summary.json`` missing) the new ones complete in the hidden folder, which the
+next run puts in place; nothing else in ``--out`` is touched, and folders holding other files
+are refused.
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -64,6 +68,9 @@ LARGE_RANKS = 64
 #: sizes (bytes) at which summary.json reports simulated times
 SUMMARY_SIZES = {"1KB": 1 << 10, "1MB": 1 << 20, "1GB": 1 << 30}
 BWOPT_COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
+#: raise when a change of the solvers, the plan rules or the files written changes what a run
+#: produces for the same topology and options: earlier results are then not reused
+RESULTS_VERSION = 2
 
 
 @dataclass
@@ -196,10 +203,12 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
     if bwe is not None:
         save(f"{coll}-bwopt-effective", bwe)
     bounds = lower_bounds(fabric, coll, root=root)
+    time_limited = fabric.num_ranks <= opts.max_sat_ranks or coll in BWOPT_COLLECTIVES or (
+        coll == "alltoall" and fabric.shape is not None)          # a solver with a time budget ran
     sim = {name: {label: cost.schedule_time_us(s, nb) for label, nb in SUMMARY_SIZES.items()}
            for name, s in res.schedules.items()}
     res.summary = {
-        "collective": coll, "root": root,
+        "collective": coll, "root": root, "time_limited": time_limited,
         "pareto": [{"steps": S, "rounds": R, "chunks": C, "schedule": f"{coll}-sat-S{S}-R{R}-C{C}"}
                    for S, R, C, _ in pareto_points],
         "pareto_solve_s": round(pareto_s, 3), "pareto_note": pareto_note,
@@ -252,17 +261,45 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     return plan, curves, ncc
 
 
+def model_version() -> str:
+    """What a run's results depend on besides the topology and the options: the results version,
+    the cost model's constants and the version of NCCL the NCCL model follows (the plan's NCCL
+    comparison uses NCCL's defaults, never this process's ``NCCL_*`` variables)."""
+    from synth.model.nccl.tuning import NCCL_VERSION
+    cost = hashlib.sha256(repr(CostParams()).encode()).hexdigest()[:12]
+    return f"results {RESULTS_VERSION}, cost model {cost}, NCCL model {'.'.join(map(str, NCCL_VERSION))}"
+
+
+def _options_record(opts: SynthesisOptions) -> dict:
+    """The options of a run that change its results (the root is per collective, in its record)."""
+    return {"time_limit_s": opts.time_limit_s, "max_sat_ranks": opts.max_sat_ranks,
+            "max_sat_steps": opts.max_sat_steps, "max_sat_chunks": opts.max_sat_chunks,
+            "model": model_version()}
+
+
 def _reusable(out_dir: Path, fabric: Fabric, opts: SynthesisOptions) -> dict | None:
-    """The summary of earlier results in ``out_dir`` for the same fingerprint and collectives."""
+    """The summary of earlier results in ``out_dir`` made with everything that changes a result
+    the same: the topology fingerprint (NIC transports, so ``--net``, included), the model
+    version, the solver settings, the root of every rooted collective asked for, and the time
+    limit where a solver with a time budget ran for a collective asked for.  None otherwise, also
+    for results that do not record their options (made by earlier versions)."""
     try:
         old = json.loads((out_dir / "summary.json").read_text())
     except (OSError, ValueError):
         return None
-    if not isinstance(old, dict) or not isinstance(old.get("collectives"), dict):
+    if not isinstance(old, dict) or not isinstance(old.get("collectives"), dict) or \
+            not isinstance(old.get("options"), dict) or old.get("fingerprint") != fabric.fingerprint:
         return None
-    if old.get("fingerprint") == fabric.fingerprint and set(opts.collectives) <= set(old["collectives"]):
-        return old
-    return None
+    was = old["options"]
+    if any(was.get(k) != v for k, v in _options_record(opts).items() if k != "time_limit_s"):
+        return None
+    for coll in opts.collectives:
+        rec = old["collectives"].get(coll)
+        if not isinstance(rec, dict) or rec.get("root") != (opts.root if coll in ROOTED else None):
+            return None
+        if rec.get("time_limited", True) and was.get("time_limit_s") != opts.time_limit_s:
+            return None
+    return old
 
 
 def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = False) -> dict:
@@ -270,24 +307,47 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
 
     ``out_dir`` must be new, empty or hold earlier results (see :mod:`synth.pipeline.output`,
     which also says what an interrupted or killed run leaves); anything else raises
-    InvalidArgument before any work.  Without ``force``, results for the same topology
-    fingerprint and collectives are reused (the summary gets ``"reused": True``).
+    InvalidArgument before any work.  Without ``force``, earlier results made with everything
+    that changes a result the same (:func:`_reusable`) are reused (the summary gets
+    ``"reused": True``).
     """
     fabric = build_fabric(topo)
     if fabric.num_ranks < 2:
         raise InvalidArgument(f"{topo.name}: a collective needs at least 2 GPUs, this topology has "
                               f"{fabric.num_ranks}")
+    for coll in opts.collectives:
+        CollectiveSpec(coll, fabric.num_ranks, 1, opts.root if coll in ROOTED else None)  # validates root
     out_dir = Path(out_dir)
     classify(out_dir)
-    old = None if force else _reusable(out_dir, fabric, opts)
-    if old is not None:
-        opts.log(f"reusing {out_dir} (same topology fingerprint {fabric.fingerprint}; --force to redo)")
-        return {**old, "reused": True}
-    with ResultsFolder(out_dir) as folder:
+    with ResultsFolder(out_dir) as folder:      # a run killed earlier is finished or cleaned here
+        old = None if force else _reusable(out_dir, fabric, opts)
+        if old is not None:
+            opts.log(f"reusing {out_dir} (same topology fingerprint {fabric.fingerprint}, options and model; "
+                     "--force to redo)")
+            return {**old, "reused": True}
+        had_results = (out_dir / "summary.json").is_file()
         work = folder.new_version()
-        summary = _synthesize_into(work, topo, fabric, opts)
+        try:
+            summary = _synthesize_into(work, topo, fabric, opts)
+        except OSError as exc:
+            raise ResultsNotWritten(_not_written(exc, work, out_dir, had_results)) from exc
         folder.publish(work)
     return summary
+
+
+class ResultsNotWritten(TopocollError):
+    """A file of a run could not be written (a full disk, ...): the run's results are gone, the
+    message names the file and says whether earlier results are still there."""
+
+
+def _not_written(exc: OSError, work: Path, out_dir: Path, had_results: bool) -> str:
+    """``<file>: <why>; previous results kept`` (``nothing written`` where there were none), the
+    file named by the documented path it was to have under ``out_dir``."""
+    name = Path(exc.filename) if exc.filename is not None else None
+    if name is not None and work in name.parents:
+        name = out_dir / name.relative_to(work)
+    shown = f"{name}: " if name is not None else f"writing into {out_dir}: "
+    return f"{shown}{exc.strerror or exc}; " + ("previous results kept" if had_results else "nothing written")
 
 
 def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: SynthesisOptions) -> dict:
@@ -312,6 +372,7 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
     export_msccl(results, plan, work / "msccl", opts.log, only_plan=fabric.num_ranks >= LARGE_RANKS)
     summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
                "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),
+               "options": _options_record(opts),
                "collectives": {c: r.summary for c, r in results.items()}}
     atomic_write_text(work / "summary.json", json.dumps(summary, indent=1))
     write_report(work, topo, fabric, summary, curves, plan, ncc)

@@ -12,8 +12,28 @@ import pytest
 
 from synth.cli.synthesize import main
 from synth.pipeline import synthesize as synth_mod
-from _synth_results import NEW, OLD, _only_ours_left, _results_at_documented_paths, _run
+from _synth_results import ENTRIES, NEW, OLD, _only_ours_left, _results_at_documented_paths, _run
 from topo_probe.errors import InvalidArgument
+
+
+def _as_older_versions_wrote(results: Path, dest: Path) -> Path:
+    """A copy of ``results`` without the marker: what versions before it wrote (and the
+    repository commits under results/<preset>/)."""
+    shutil.copytree(results, dest, ignore=shutil.ignore_patterns(".topocoll-result"))
+    return dest
+
+
+def _linked_layout(results: Path, dest: Path) -> Path:
+    """``results`` in the layout of the versions before plain files: the marker, a ``.v-*``
+    folder, ``.current`` linking to it and every documented path a link through ``.current``."""
+    version = dest / ".v-20240101T000000-4242-0"
+    shutil.copytree(results, version, ignore=shutil.ignore_patterns(".topocoll-result"))
+    shutil.copy2(results / ".topocoll-result", dest / ".topocoll-result")
+    os.symlink(version.name, dest / ".current")
+    for name in ENTRIES:
+        os.symlink(f".current/{name}", dest / name)
+    return dest
+
 
 def _one_line_refusal(capsys, argv, needle):
     rc = main(["--topology", "ring:3", "--collectives", "allgather", "--time-limit", "5", "--no-progress"] + argv)
@@ -84,7 +104,7 @@ def test_force_redoes_ours_and_keeps_the_users_files(tmp_path):
     _only_ours_left(out, extra=("my-notes.md", "extra"))
 
 
-def test_a_users_file_in_place_of_our_link_is_refused(tmp_path, capsys):
+def test_a_users_file_in_place_of_ours_is_refused(tmp_path, capsys):
     out = tmp_path / "res"
     _run(out)
     (out / "plan.json").unlink()
@@ -97,8 +117,7 @@ def test_a_users_file_in_place_of_our_link_is_refused(tmp_path, capsys):
 def test_results_of_versions_before_the_marker_are_adopted(tmp_path):
     out = tmp_path / "res"
     _run(out)
-    legacy = tmp_path / "legacy"
-    shutil.copytree(out / ".current", legacy)  # what older versions wrote: real files, no marker
+    legacy = _as_older_versions_wrote(out, tmp_path / "legacy")  # real files, no marker
     before = (legacy / "summary.json").read_text()
     _run(legacy, OLD, force=False)  # reuse: nothing written
     assert not (legacy / ".topocoll-result").exists() and (legacy / "summary.json").read_text() == before
@@ -112,8 +131,7 @@ def test_an_nccl_tuner_conf_beside_older_results_is_accepted_and_left_alone(tmp_
     writes into the same folder: reused as they are, adopted on a new run, the CSV untouched."""
     out = tmp_path / "res"
     _run(out)
-    legacy = tmp_path / "legacy"
-    shutil.copytree(out / ".current", legacy)
+    legacy = _as_older_versions_wrote(out, tmp_path / "legacy")
     (legacy / "nccl_tuner.conf").write_text("mine\n")
     _run(legacy, OLD, force=False)
     assert not (legacy / ".topocoll-result").exists()
@@ -121,8 +139,7 @@ def test_an_nccl_tuner_conf_beside_older_results_is_accepted_and_left_alone(tmp_
     assert _results_at_documented_paths(legacy) == NEW and (legacy / "nccl_tuner.conf").read_text() == "mine\n"
     _only_ours_left(legacy, extra=("nccl_tuner.conf",))
     (legacy / "other.txt").write_text("x")     # a marked folder may hold it; an unmarked one may not
-    plain = tmp_path / "plain"
-    shutil.copytree(out / ".current", plain)
+    plain = _as_older_versions_wrote(out, tmp_path / "plain")
     (plain / "other.txt").write_text("x")
     with pytest.raises(InvalidArgument, match="other.txt"):
         _run(plain, OLD, force=False)
@@ -144,8 +161,7 @@ def test_leftovers_of_killed_runs_are_cleaned(tmp_path):
 def test_old_results_stranded_by_the_old_two_rename_swap_come_back(tmp_path):
     out = tmp_path / "res"
     _run(out)
-    stranded = tmp_path / f".res.old-{2**22 + 12345}"
-    shutil.copytree(out / ".current", stranded)
+    stranded = _as_older_versions_wrote(out, tmp_path / f".res.old-{2**22 + 12345}")
     shutil.rmtree(out)  # killed between "out -> .out.old" and ".partial -> out"
     _run(out, OLD, force=False)  # reused: the old results are back in place
     assert _results_at_documented_paths(out) == OLD and not stranded.exists()
@@ -157,7 +173,7 @@ def test_files_follow_the_umask(tmp_path):
         _run(tmp_path / "res")
     finally:
         os.umask(old)
-    cur = tmp_path / "res" / ".current"
+    cur = tmp_path / "res"
     for p in [cur / "topology.json", cur / "plan.json", cur / "summary.json", cur / "report.md",
               cur / "busbw.png", *cur.glob("schedules/*.json")]:
         assert stat.S_IMODE(p.stat().st_mode) == 0o640, p
@@ -173,6 +189,97 @@ def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
     assert _results_at_documented_paths(out) == OLD
 
 
+def test_force_over_committed_results_leaves_plain_files_git_sees_as_modified(tmp_path):
+    """results/<preset>/ as the repository commits it, regenerated with --force: every committed
+    file is still a plain file (git shows them modified, none deleted or changed in type)."""
+    git = shutil.which("git")
+    if git is None:
+        pytest.skip("git not installed")
+    import subprocess
+    _run(tmp_path / "made")
+    out = _as_older_versions_wrote(tmp_path / "made", tmp_path / "repo" / "res")
+
+    def sh(*args):
+        return subprocess.run([git, "-C", str(tmp_path / "repo"), *args], check=True, capture_output=True,
+                              text=True, env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t",
+                                              "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@t"}).stdout
+    sh("init", "-q")
+    sh("add", "-A")
+    sh("commit", "-qm", "results")
+    _run(out, NEW)
+    assert _results_at_documented_paths(out) == NEW
+    _only_ours_left(out)
+    status = sh("status", "--porcelain", "--untracked-files=all").splitlines()
+    assert " M res/plan.json" in status and "?? res/.topocoll-result" in status, status
+    assert all(line[:2] in (" M", "??") for line in status), status     # nothing deleted or now a link
+
+
+def test_results_in_the_linked_layout_become_plain_files_also_on_reuse(tmp_path):
+    made = tmp_path / "made"
+    _run(made)
+    out = tmp_path / "res"
+    out.mkdir()
+    _linked_layout(made, out)
+    assert _run(out, OLD, force=False).get("reused")
+    assert _results_at_documented_paths(out) == OLD
+    _only_ours_left(out)
+
+
+def test_a_users_folder_named_current_is_left_alone(tmp_path, capsys):
+    """The link of the linked layout replaced by a folder of the user's own: never deleted."""
+    made = tmp_path / "made"
+    _run(made)
+    out = tmp_path / "res"
+    out.mkdir()
+    _linked_layout(made, out)
+    (out / ".current").unlink()
+    (out / ".current").mkdir()
+    (out / ".current" / "MYNOTE.txt").write_text("mine\n")
+    assert main(["--topology", "ring:3", "--collectives", "allgather", "--time-limit", "5", "--no-progress",
+                 "--out", str(out)]) == 0
+    assert (out / ".current" / "MYNOTE.txt").read_text() == "mine\n"
+    assert _results_at_documented_paths(out) == OLD
+    _only_ours_left(out, extra=(".current",))
+
+
+def _killed_runs_leftovers(out: Path) -> list[Path]:
+    """What killed runs leave: an unfinished version folder, a temporary name."""
+    version = out / ".v-20990101T000000-999999-0"
+    (version / "schedules").mkdir(parents=True)
+    (version / "schedules" / "allgather-ring.json").write_text("{")
+    os.symlink(".current/plan.json", out / ".plan.json.tmp-999999")
+    return [version, out / ".plan.json.tmp-999999"]
+
+
+def test_a_reusing_run_removes_what_a_killed_run_left(tmp_path):
+    out = tmp_path / "res"
+    _run(out)
+    _killed_runs_leftovers(out)
+    assert _run(out, force=False).get("reused")
+    _only_ours_left(out)
+
+
+def test_leftovers_that_are_not_recognisably_ours_are_left_with_one_warning(tmp_path, capsys):
+    out = tmp_path / "res"
+    _run(out)
+    foreign, _ = _killed_runs_leftovers(out)
+    mixed = out / ".v-20990101T000000-999998-0"
+    mixed.mkdir()
+    (mixed / "thesis.tex").write_text("mine")              # a file synthesize does not write
+    if os.geteuid() == 0:
+        os.chown(foreign, 4242, 4242)                       # another user's
+    else:
+        foreign = None
+    assert main(["--topology", "ring:3", "--collectives", "allgather", "--time-limit", "5",
+                 "--no-progress", "--out", str(out), "--force"]) == 0
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and err[0].startswith("synthesize: warning: ") and mixed.name in err[0], err
+    assert (mixed / "thesis.tex").read_text() == "mine"
+    if foreign is not None:
+        assert foreign.is_dir() and "owned by user 4242" in err[0], err
+    assert not (out / ".plan.json.tmp-999999").is_symlink()
+
+
 # -- a kill at each filesystem step ---------------------------------------------------------
 
 _copytree = shutil.copytree
@@ -184,7 +291,7 @@ class Killed(BaseException):
 
 _MUTATORS = [(os, "replace"), (os, "rename"), (os, "symlink"), (os, "link"), (os, "mkdir"), (os, "unlink"),
              (os, "rmdir"), (shutil, "rmtree"), (shutil, "copytree"), (shutil, "copy2"),
-             ("synth.pipeline.output", "_exchange")]
+             ("synth.pipeline.publish", "_exchange")]
 
 
 def _kill_at(monkeypatch, out: Path, k: int) -> list:
@@ -216,18 +323,34 @@ def _kill_at(monkeypatch, out: Path, k: int) -> list:
     return seen
 
 
-@pytest.mark.parametrize("start", ["rerun", "legacy", "first"])
+def _state_after_kill(out: Path, start: str):
+    """What the documented paths of ``out`` hold: the collectives of a complete result set,
+    "nothing" (a first run's), or ("publishing", the collectives of the complete result set that
+    ``.publishing`` names) while summary.json is gone: the next run puts that set in place."""
+    if (out / ".publishing").is_symlink() and not (out / "summary.json").exists():
+        return "publishing", _results_at_documented_paths(out / os.readlink(out / ".publishing"))
+    if start == "first" and not (out / "summary.json").exists():
+        return "nothing"
+    colls = _results_at_documented_paths(out)
+    linked = [n for n in ENTRIES if (out / n).is_symlink()]
+    assert not linked or (start == "linked" and colls == OLD), linked   # new results: plain files
+    return colls
+
+
+@pytest.mark.parametrize("start", ["rerun", "legacy", "linked", "first"])
 def test_a_kill_at_every_step_leaves_old_or_new_complete_results(start, tmp_path, monkeypatch):
-    """For a re-run over our results, over results of versions before the marker, and a first
-    run: kill at step k = 1, 2, ... until a run gets through; after each kill the documented
-    paths hold the old or the new complete results, and the next run cleans up."""
+    """For a re-run over our results, over results of versions before the marker, over results
+    in the linked layout of versions before plain files, and a first run: kill at step k = 1, 2,
+    ... until a run gets through; after each kill the documented paths hold the old or the new
+    complete results, or the new ones are complete in the folder being put in place; the next
+    run, one that reuses the results where it can, finishes that and cleans up."""
     template, fresh = tmp_path / "template", tmp_path / "fresh"
     _run(template, OLD)
     _run(fresh, NEW)
     summary = json.loads((fresh / "summary.json").read_text())
 
     def synthesize_into(work, *args):  # the solving is tested elsewhere: copy its results
-        _copytree(fresh / ".current", work, dirs_exist_ok=True)
+        _copytree(fresh, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".topocoll-result"))
         return summary
     monkeypatch.setattr(synth_mod, "_synthesize_into", synthesize_into, raising=False)
     k, states = 0, set()
@@ -237,7 +360,10 @@ def test_a_kill_at_every_step_leaves_old_or_new_complete_results(start, tmp_path
         if start == "rerun":
             shutil.copytree(template, out, symlinks=True)
         elif start == "legacy":
-            shutil.copytree(template / ".current", out)
+            _as_older_versions_wrote(template, out)
+        elif start == "linked":
+            out.mkdir()
+            _linked_layout(template, out)
         with monkeypatch.context() as m:
             seen = _kill_at(m, out, k)
             try:
@@ -245,38 +371,38 @@ def test_a_kill_at_every_step_leaves_old_or_new_complete_results(start, tmp_path
                 finished = True
             except Killed:
                 finished = False
-        if start == "first" and not (out / "summary.json").exists():
-            states.add("nothing")
-        else:
-            states.add(_results_at_documented_paths(out))
-        _run(out, NEW)  # the next run: completes and leaves nothing of the killed one
+        states.add(_state_after_kill(out, start))
+        _run(out, NEW, force=False)  # the next run: completes and leaves nothing of the killed one
         assert _results_at_documented_paths(out) == NEW
         _only_ours_left(out)
         assert sorted(p.name for p in tmp_path.iterdir() if p.name.startswith(".")) == []
         shutil.rmtree(out)
         if finished:
             break
-        assert k < 60, seen
-    assert k > {"rerun": 6, "legacy": 40, "first": 25}[start], seen  # every publishing step was hit
-    assert states == ({"nothing", NEW} if start == "first" else {OLD, NEW}), states
+        assert k < 80, seen
+    assert k > {"rerun": 25, "legacy": 25, "linked": 45, "first": 22}[start], seen  # every publishing step was hit
+    want = {"first": {"nothing", NEW, ("publishing", NEW)},
+            "linked": {OLD, NEW, ("publishing", OLD), ("publishing", NEW)}}
+    assert states == want.get(start, {OLD, NEW, ("publishing", NEW)}), states
 
 
-def test_adoption_without_renameat2_still_ends_in_the_new_layout(tmp_path, monkeypatch):
-    """Where the atomic exchange is missing (not Linux, old kernel) a real folder is swapped for
-    its link with two renames (a moment without it); the outcome is the same."""
-    from synth.pipeline import output
+@pytest.mark.parametrize("start", ["rerun", "legacy"])
+def test_publishing_without_renameat2_still_ends_in_plain_files(start, tmp_path, monkeypatch):
+    """Where the atomic exchange is missing (not Linux, old kernel) a folder is replaced with two
+    renames (a moment without it, while summary.json is gone); the outcome is the same."""
+    from synth.pipeline import publish
     out = tmp_path / "res"
     _run(out)
-    legacy = tmp_path / "legacy"
-    shutil.copytree(out / ".current", legacy)
-    monkeypatch.setattr(output, "_exchange", lambda a, b: False)
-    _run(legacy, NEW)
-    assert _results_at_documented_paths(legacy) == NEW
-    _only_ours_left(legacy)
+    if start == "legacy":
+        out = _as_older_versions_wrote(out, tmp_path / "legacy")
+    monkeypatch.setattr(publish, "_exchange", lambda a, b: False)
+    _run(out, NEW)
+    assert _results_at_documented_paths(out) == NEW
+    _only_ours_left(out)
 
 
 def test_exchange_swaps_a_folder_and_a_link(tmp_path):
-    from synth.pipeline.output import _exchange
+    from synth.pipeline.publish import _exchange
     (tmp_path / "d").mkdir()
     (tmp_path / "d" / "f").write_text("x")
     os.symlink("elsewhere", tmp_path / "l")

@@ -1,0 +1,93 @@
+"""`synthesize` reuses earlier results only when everything that changes a result is the same:
+the collectives, the root of a rooted collective, the time limit where a solver with a budget
+ran, the model version and the topology with its NIC transport (``--net``)."""
+
+import argparse
+import json
+
+from synth.cli.synthesize import main
+from synth.pipeline import synthesize as synth_mod
+from _synth_results import _run
+from topo_probe.cli.options import apply_machine_arguments
+from topo_probe.load import load_topology
+from topo_probe.machines.generators import fully_connected
+
+QUICK = ["--topology", "ring:3", "--time-limit", "5", "--no-progress"]
+
+
+def _roots(out):
+    return {e["root"] for e in json.loads((out / "plan.json").read_text())["entries"]}
+
+
+def test_another_root_is_not_reused(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(QUICK + ["--collectives", "broadcast", "--out", str(out)]) == 0
+    assert _roots(out) == {0}
+    capsys.readouterr()
+    assert main(QUICK + ["--collectives", "broadcast", "--out", str(out), "--root", "2"]) == 0
+    assert "reusing" not in capsys.readouterr().out
+    assert _roots(out) == {2}
+    assert main(QUICK + ["--collectives", "broadcast", "--out", str(out), "--root", "2"]) == 0
+    assert "reusing" in capsys.readouterr().out          # the same root again: reused
+
+
+def test_the_root_does_not_matter_for_unrooted_collectives(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(QUICK + ["--collectives", "allgather", "--out", str(out)]) == 0
+    capsys.readouterr()
+    assert main(QUICK + ["--collectives", "allgather", "--out", str(out), "--root", "1"]) == 0
+    assert "reusing" in capsys.readouterr().out
+
+
+def test_a_root_out_of_range_is_refused_before_any_work(tmp_path, capsys):
+    out = tmp_path / "res"
+    assert main(QUICK + ["--collectives", "allgather", "--out", str(out)]) == 0
+    before = (out / "summary.json").read_text()
+    capsys.readouterr()
+    assert main(QUICK + ["--collectives", "allgather,broadcast", "--out", str(out), "--root", "3"]) == 2
+    err = capsys.readouterr().err
+    assert "root" in err and len(err.strip().splitlines()) == 1, err
+    assert (out / "summary.json").read_text() == before
+
+
+def _opts(**kw):
+    base = dict(collectives=("allgather",), time_limit_s=5, progress=False, max_sat_ranks=0, log=lambda s: None)
+    return synth_mod.SynthesisOptions(**{**base, **kw})
+
+
+def test_the_time_limit_counts_where_a_budgeted_solver_ran(tmp_path):
+    topo, out = fully_connected(3), tmp_path / "res"
+    synth_mod.run(topo, out, _opts())
+    assert synth_mod.run(topo, out, _opts()).get("reused")
+    assert not synth_mod.run(topo, out, _opts(time_limit_s=7)).get("reused")    # the LP ran with 5 s
+    # alltoall on one host with step synthesis off: baselines only, no budget
+    synth_mod.run(topo, out, _opts(collectives=("alltoall",)), force=True)
+    assert synth_mod.run(topo, out, _opts(collectives=("alltoall",), time_limit_s=9)).get("reused")
+
+
+def test_another_model_version_is_not_reused(tmp_path, monkeypatch):
+    topo, out = fully_connected(3), tmp_path / "res"
+    synth_mod.run(topo, out, _opts())
+    monkeypatch.setattr(synth_mod, "RESULTS_VERSION", synth_mod.RESULTS_VERSION + 1)
+    assert not synth_mod.run(topo, out, _opts()).get("reused")
+    assert synth_mod.run(topo, out, _opts()).get("reused")
+
+
+def test_results_that_do_not_record_their_options_are_redone(tmp_path):
+    out = tmp_path / "res"
+    _run(out)
+    summary = json.loads((out / "summary.json").read_text())
+    del summary["options"]                       # as versions before the options were recorded wrote it
+    (out / "summary.json").unlink()
+    (out / "summary.json").write_text(json.dumps(summary))
+    assert not _run(out, force=False).get("reused")
+
+
+def test_another_nic_transport_is_not_reused(tmp_path):
+    out = tmp_path / "res"
+
+    def two_hosts(net):
+        return apply_machine_arguments(load_topology("ring:2"), argparse.Namespace(nodes=2, nic_gbps=25.0, net=net))
+    synth_mod.run(two_hosts(None), out, _opts())
+    assert synth_mod.run(two_hosts(None), out, _opts()).get("reused")
+    assert not synth_mod.run(two_hosts("efa"), out, _opts()).get("reused")
