@@ -42,6 +42,7 @@ from typing import Any, Sequence
 import numpy as np
 
 from kernels.backends.device import DeviceLayer, RankBuffers
+from kernels.backends.memory import CHECK_FROM_BYTES, admit, available_host_bytes
 from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Program, has_input, has_output, lower
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from synth.ir.schedule import Schedule
@@ -235,6 +236,15 @@ def _layer(backend: Any, p2p: str) -> DeviceLayer | None:
     return _LAYERS[key]
 
 
+def _admit_scratch(program: Program, layer: DeviceLayer) -> None:
+    """Refuse in one line, before anything is allocated, a schedule whose scratch does not fit in
+    the host's available memory (NumPy layers; GPU layers check their own devices)."""
+    need = sum(s.get(SCRATCH, 0) for s in program.sizes) * program.dtype.itemsize
+    if need >= CHECK_FROM_BYTES and getattr(layer, "name", "") in ("host", "reference"):
+        admit(need, available_host_bytes(), f"{program.collective}: the schedule's scratch "
+              f"({program.count} elements per block)", "host memory")
+
+
 def run_schedule(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, op: str = "sum",
                  backend: Any = "host", p2p: str = "auto") -> Sequence:
     """Run ``schedule`` on one buffer per rank and return ``recvbufs`` (see module docstring).
@@ -280,6 +290,7 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
         user = {"send": sends[r], "recv": recvs[r]}
         bufs.append({name: user[which] for name, which in program.bindings[r].items()})
     layer.place(bufs)
+    _admit_scratch(program, layer)
     for r, d in enumerate(bufs):
         if SCRATCH in program.sizes[r]:
             d[SCRATCH] = layer.allocate(r, program.sizes[r][SCRATCH], dtype)

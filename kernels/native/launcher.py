@@ -127,11 +127,25 @@ class NativeContext:
                 self._per_dev[d]["waits"] = cp.asarray(waits)
         self.avg = float(avg_scalar(program.dtype, program.ranks)) if program.op == "avg" and is_float(
             program.dtype) else 0.0
+        self._admit_scratch()
         self.scratch = [self._scratch(r) for r in range(program.ranks)]
         self._bindings: OrderedDict[tuple, dict] = OrderedDict()
         self._enable_peers()
 
     # ------------------------------------------------------------------ setup
+    def _admit_scratch(self) -> None:
+        """One line instead of an allocation failure: each GPU's share of the scratch against
+        its free memory."""
+        from kernels.backends.memory import CHECK_FROM_BYTES, admit
+        item = self.program.dtype.itemsize
+        for d in self.devices:
+            need = sum(self.program.sizes[r].get(SCRATCH, 0) for r in range(self.program.ranks)
+                       if self.device_of[r] == d) * item
+            if need >= CHECK_FROM_BYTES:
+                with self.cp.cuda.Device(d):
+                    free = int(self.cp.cuda.runtime.memGetInfo()[0])
+                admit(need, free, f"{self.program.collective}: the schedule's scratch on GPU {d}", "GPU memory")
+
     def _scratch(self, rank: int):
         n = self.program.sizes[rank].get(SCRATCH, 0)
         if not n:

@@ -21,42 +21,12 @@ the GPUs' free memory):
 
 from __future__ import annotations
 
-import os
-
 from synth.formats.nccl_tests.conventions import DTYPE_BYTES, nccl_dtype
+from kernels.backends.memory import available_gpu_bytes, available_host_bytes, gib
 from topo_probe.errors import InvalidArgument
 
 #: headroom for executor and NumPy temporaries (a fraction of the estimate)
 MARGIN = 1.25
-
-
-def available_host_bytes() -> int | None:
-    """``MemAvailable`` of ``/proc/meminfo`` (Linux), else free physical pages; None if unknown."""
-    try:
-        with open("/proc/meminfo") as fh:
-            for line in fh:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except OSError:
-        pass
-    try:
-        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
-    except (ValueError, OSError, AttributeError):
-        return None
-
-
-def available_gpu_bytes() -> int | None:
-    """Free memory summed over the visible GPUs (CuPy), None without CuPy or GPUs. The CuPy
-    sweep places its ranks on those GPUs, so the sum bounds what it can hold."""
-    try:
-        import cupy
-        total = 0
-        for d in range(cupy.cuda.runtime.getDeviceCount()):
-            with cupy.cuda.Device(d):
-                total += cupy.cuda.runtime.memGetInfo()[0]
-        return total or None
-    except Exception:  # noqa: BLE001 - no CuPy, driver or GPU: the backend itself will say so
-        return None
 
 
 def scratch_bytes(schedule, count: int, dtype_name: str) -> int:
@@ -97,13 +67,9 @@ def admit_sweep(cfg, selector, schedule_at, *, available: int | None = None, whe
         if need > worst:
             worst, what = need, dtype_name
     if worst > avail:
-        raise InvalidArgument(f"{cfg.entry.nccl_name} of {_gib(size)} ({what}) on {cfg.nranks} ranks needs about "
-                              f"{_gib(worst)} of {where} (buffers, the schedule's scratch and the check's "
-                              f"copies); {_gib(avail)} available: lower -e or -g")
-
-
-def _gib(n: int) -> str:
-    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
+        raise InvalidArgument(f"{cfg.entry.nccl_name} of {gib(size)} ({what}) on {cfg.nranks} ranks needs about "
+                              f"{gib(worst)} of {where} (buffers, the schedule's scratch and the check's "
+                              f"copies); {gib(avail)} available: lower -e or -g")
 
 
 __all__ = ["admit_sweep", "available_gpu_bytes", "sweep_need_bytes", "scratch_bytes", "available_host_bytes", "MARGIN"]

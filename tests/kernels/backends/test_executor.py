@@ -163,3 +163,20 @@ def test_program_cache_reuses_lowering():
     s = ring("allgather", 3)
     assert program_for(s, 5, "float32") is program_for(s, 5, np.float32)
     assert program_for(s, 5, "float32") is not program_for(s, 5, "float32", inplace=True)
+
+
+def test_scratch_that_does_not_fit_in_host_memory_is_refused_before_anything_moves(monkeypatch):
+    """A 4-rank ring reduce-scatter keeps two partials per rank in scratch (4 ranks x 2 x 1 Mi
+    float32 = 32 MiB); with 16 MiB available the call is one line, outputs untouched."""
+    import kernels.backends.executor as ex
+    monkeypatch.setattr(ex, "available_host_bytes", lambda: 16 << 20)
+    n, count = 4, 1 << 20
+    sends = [np.ones(n * count, np.float32) for _ in range(n)]
+    recvs = [np.full(count, 7, np.float32) for _ in range(n)]
+    with pytest.raises(InvalidArgument, match=r"reducescatter: the schedule's scratch \(1048576 elements per block\) "
+                                              r"needs 32.0 MiB of host memory; 16.0 MiB available"):
+        run_schedule(ring("reducescatter", n), sends, recvs)
+    assert all((r == 7).all() for r in recvs)
+    monkeypatch.setattr(ex, "available_host_bytes", lambda: 1 << 40)
+    run_schedule(ring("reducescatter", n), sends, recvs)
+    assert all((r == 4).all() for r in recvs)

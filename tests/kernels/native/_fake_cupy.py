@@ -147,7 +147,7 @@ class FakeCupy:
 
     int32, uint64 = np.int32, np.uint64
 
-    def __init__(self, seed: int = 0, sms: int = 4):
+    def __init__(self, seed: int = 0, sms: int = 4, free_bytes: int = 1 << 40):
         self.rng = random.Random(seed)
         self.launches = 0
         self.capture = None
@@ -169,7 +169,8 @@ class FakeCupy:
         runtime = types.SimpleNamespace(
             getDeviceProperties=lambda d: {"multiProcessorCount": sms, "maxThreadsPerMultiProcessor": 2048},
             hostAlloc=host_alloc, freeHost=lambda p: None, getDevice=lambda: 0,
-            deviceEnablePeerAccess=lambda p: None, deviceSynchronize=lambda: None)
+            deviceEnablePeerAccess=lambda p: None, deviceSynchronize=lambda: None,
+            getDeviceCount=lambda: 2, memGetInfo=lambda: (free_bytes, 1 << 40))
         self.cuda = types.SimpleNamespace(
             runtime=runtime, Device=lambda d=0: _Stream(self),
             driver=types.SimpleNamespace(occupancyMaxActiveBlocksPerMultiprocessor=lambda f, t, s: 2),

@@ -124,3 +124,18 @@ def test_more_blocks_than_the_gpu_holds_is_refused(fake):
             launcher.NativeContext(prog, [0] * 40)
     finally:
         launcher._cupy = saved
+
+
+def test_scratch_that_does_not_fit_on_the_gpu_is_refused(monkeypatch):
+    """A 4-rank ring reduce-scatter of 8 Mi float32 per block keeps partials in scratch; with
+    16 MiB free the context refuses in one line before allocating anything."""
+    from topo_probe.errors import InvalidArgument
+    small = FakeCupy(sms=132, free_bytes=16 << 20)
+    monkeypatch.setattr(launcher, "_cupy", lambda: small)
+    monkeypatch.setattr(launcher, "_KERNELS", {})
+    prog = program_for(ring("reducescatter", 4), 8 << 20, np.float32)
+    need = sum(s.get("scratch", 0) for s in prog.sizes) * 4
+    assert need > 16 << 20
+    with pytest.raises(InvalidArgument, match=r"reducescatter: the schedule's scratch on GPU 0 needs 256.0 MiB "
+                                              r"of GPU memory; 16.0 MiB available"):
+        launcher.NativeContext(prog, [0] * 4)
