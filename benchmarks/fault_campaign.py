@@ -1,0 +1,204 @@
+"""Fault campaign for ``synthesize``'s result folders: kill -9 at random instants, a full disk
+(a small tmpfs, where this machine lets us mount one), concurrent runs into one folder, and
+symlinked or user-owned paths.  Every trial ends with the question: did the user lose
+anything?  A loss is any of
+
+* a result folder that, after the next ordinary run (which finishes an interrupted publish and
+  removes our leftovers), holds neither complete earlier results nor complete new ones;
+* a file we did not write changed or gone (a user's note inside the folder, a file a symlink
+  points to, anything beside the folder);
+* a run that exits 0 after failing, or exits with a traceback.
+
+Results: ``results/robustness/faults.md`` (counts per fault kind, the command that made it).
+
+    python benchmarks/fault_campaign.py --kills 40 --out results/robustness/faults.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from synth.ir.schedule import atomic_write_text  # noqa: E402
+
+ARGS = ["--topology", "full:4", "--collectives", "allgather,allreduce", "--time-limit", "5"]
+
+
+def synth(out: Path, *extra: str, wait: bool = True, env=None):
+    cmd = [sys.executable, "-m", "synth.cli.synthesize", *ARGS, "--out", str(out), *extra]
+    proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": str(ROOT), **(env or {})})
+    if not wait:
+        return proc
+    out_text, err = proc.communicate(timeout=300)
+    return proc.returncode, out_text, err
+
+
+def complete(out: Path) -> bool:
+    """Complete results: summary and plan parse, every schedule the plan names exists and parses."""
+    try:
+        json.loads((out / "summary.json").read_text())
+        plan = json.loads((out / "plan.json").read_text())
+        for e in plan["entries"]:
+            if e["schedule"] != "nccl":
+                json.loads((out / e["schedule"]).read_text())
+        return True
+    except (OSError, ValueError, KeyError):
+        return False
+
+
+def snapshot(paths) -> dict:
+    return {str(p): p.read_bytes() if p.is_file() else None for p in paths}
+
+
+def kill_trials(base: Path, n: int, rng: random.Random) -> dict:
+    out = base / "kill" / "out"
+    assert synth(out)[0] == 0
+    note = out.parent / "beside.txt"
+    note.write_text("a user's file beside the results")
+    t0 = time.monotonic()
+    assert synth(out, "--force")[0] == 0
+    span = time.monotonic() - t0
+    counts = {"trials": 0, "losses": 0, "recovered_by_next_run": 0}
+    for _ in range(n):
+        proc = synth(out, "--force", wait=False)
+        time.sleep(rng.uniform(0, span))
+        proc.send_signal(signal.SIGKILL)
+        proc.wait()
+        counts["trials"] += 1
+        before = complete(out)
+        rc, _, err = synth(out)                    # the next ordinary run: reuse or redo, and tidy
+        ok = rc == 0 and complete(out) and note.read_text() == "a user's file beside the results"
+        leftovers = [p.name for p in out.iterdir() if p.name.startswith(".v-")]
+        if not ok or leftovers or "Traceback" in err:
+            counts["losses"] += 1
+        elif not before:
+            counts["recovered_by_next_run"] += 1
+    return counts
+
+
+def disk_full_trials(base: Path) -> dict:
+    mnt = base / "small"
+    mnt.mkdir()
+    counts = {"trials": 0, "losses": 0, "refused_in_one_line": 0}
+    for size_kb in (16, 64, 128, 256, 512, 1024):
+        try:
+            subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size_kb}k", "tmpfs", str(mnt)], check=True,
+                           capture_output=True)
+        except (OSError, subprocess.CalledProcessError):
+            return {"skipped": "this machine does not let us mount a tmpfs"}
+        try:
+            for earlier in (False, True):
+                out = mnt / "out"
+                if earlier:
+                    shutil.rmtree(out, ignore_errors=True)
+                    rc0 = synth(out)[0]
+                    if rc0 != 0:
+                        continue                       # earlier results do not fit at all
+                    old = snapshot(sorted(out.rglob("*")))
+                counts["trials"] += 1
+                rc, _, err = synth(out, "--force")
+                lines = [ln for ln in err.splitlines() if ln.strip() and not ln.startswith(("\u280b", " "))]
+                if rc == 0:
+                    ok = complete(out)
+                else:
+                    ok = rc == 2 and "Traceback" not in err and (not earlier or snapshot(sorted(out.rglob("*"))) == old)
+                    counts["refused_in_one_line"] += "No space left" in err and len(lines) <= 2
+                counts["losses"] += not ok
+        finally:
+            subprocess.run(["umount", str(mnt)], capture_output=True)
+    return counts
+
+
+def concurrent_trials(base: Path, n: int) -> dict:
+    counts = {"trials": 0, "losses": 0, "runs_refused_busy": 0}
+    for k in range(n):
+        out = base / f"conc{k}" / "out"
+        procs = [synth(out, "--force", wait=False) for _ in range(3)]
+        results = [(p.wait(), p.stderr.read()) for p in procs]
+        counts["trials"] += 1
+        counts["runs_refused_busy"] += sum(1 for rc, err in results if rc == 2)
+        bad = any(rc not in (0, 2) or "Traceback" in err for rc, err in results)
+        counts["losses"] += bad or not complete(out)
+    return counts
+
+
+def symlink_trials(base: Path) -> dict:
+    counts = {"trials": 0, "losses": 0}
+    # the results folder is a symlink to the user's folder: written through, nothing else touched
+    real = base / "real"
+    real.mkdir()
+    (real / "MYNOTE.txt").write_text("mine")
+    link = base / "linked"
+    link.symlink_to(real)
+    rc, _, err = synth(link)
+    counts["trials"] += 1
+    counts["losses"] += (real / "MYNOTE.txt").read_text() != "mine" or "Traceback" in err
+    # a result file replaced by a symlink to a user's file: the user's file stays as it was
+    out = base / "sym" / "out"
+    assert synth(out)[0] == 0
+    victim = base / "sym" / "victim.txt"
+    victim.write_text("do not overwrite")
+    (out / "report.md").unlink()
+    (out / "report.md").symlink_to(victim)
+    rc, _, err = synth(out, "--force")
+    counts["trials"] += 1
+    counts["losses"] += victim.read_text() != "do not overwrite" or "Traceback" in err
+    # .current replaced by a real folder holding a user's file
+    (out / ".current").unlink(missing_ok=True)
+    (out / ".current").mkdir()
+    (out / ".current" / "MYNOTE.txt").write_text("mine")
+    rc, _, err = synth(out, "--force")
+    counts["trials"] += 1
+    counts["losses"] += (out / ".current" / "MYNOTE.txt").read_text() != "mine" or "Traceback" in err
+    return counts
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--kills", type=int, default=40)
+    ap.add_argument("--concurrent", type=int, default=5)
+    ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--out", default="results/robustness/faults.md")
+    args = ap.parse_args(argv)
+    rng = random.Random(args.seed)
+    base = Path(tempfile.mkdtemp(prefix="topocoll-faults-"))
+    t0 = time.monotonic()
+    try:
+        table = {"kill -9 at a random instant of synthesize --force": kill_trials(base, args.kills, rng),
+                 "disk full (tmpfs of 16 KiB-1 MiB), with and without earlier results": disk_full_trials(base),
+                 "3 concurrent runs into one folder": concurrent_trials(base, args.concurrent),
+                 "symlinked folder, symlinked result file, a user's .current": symlink_trials(base)}
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    lines = ["# Fault campaign: synthesize's result folders", "",
+             f"Made by `python benchmarks/fault_campaign.py --kills {args.kills} --concurrent {args.concurrent} "
+             f"--seed {args.seed}` in {time.monotonic() - t0:.0f} s "
+             f"(`synthesize {' '.join(ARGS)}` into temporary folders).", "",
+             "A loss: after the next ordinary run, neither complete earlier nor complete new results; a file we "
+             "did not write changed; a failing run exiting 0 or with a traceback; a killed run's leftovers "
+             "still there after the next run.", "", "| fault | counts |", "|---|---|"]
+    total = 0
+    for what, counts in table.items():
+        total += int(counts.get("losses", 0))
+        lines.append(f"| {what} | {', '.join(f'{k} {v}' for k, v in counts.items())} |")
+    lines += ["", f"Losses in all: {total}."]
+    atomic_write_text(Path(args.out), "\n".join(lines) + "\n")
+    print("\n".join(lines))
+    return 1 if total else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
