@@ -1,6 +1,8 @@
-"""The documents people read first stay true: every module path ARCHITECTURE.md and
-CONTRIBUTING.md name exists, and README's Python examples run (each in a fresh interpreter) and
-use only the packages' public names."""
+"""The documents people read first stay true: every path README.md, the manual in docs/,
+ARCHITECTURE.md and CONTRIBUTING.md name exists (backticked paths from the repository root, markdown
+links from the file's folder), every dotted module they name imports, their Python examples run
+(each in a fresh interpreter) and use only the packages' public names, and README stays a short
+front page that links to every file of the manual."""
 
 from __future__ import annotations
 
@@ -13,9 +15,14 @@ import sys
 import pytest
 from _paths import ROOT
 
-PATH = re.compile(r"`((?:topo_probe|synth|kernels|tests|benchmarks)/[\w/.]*?)`|"
+PATH = re.compile(r"`((?:topo_probe|synth|kernels|tests|benchmarks|results|examples)/[\w/.\-\[\]]*?)`|"
                   r"\b((?:topo_probe|synth|kernels)/[\w/]+(?:\.py|/))")
 DOTTED = re.compile(r"`((?:topo_probe|synth|kernels)(?:\.\w+)+)`")
+COMMAND_PATH = re.compile(r"(?<![\w/$.-])((?:topo_probe|synth|kernels|tests|benchmarks|results|examples)/[^\s'\"`)]*)")
+LINK = re.compile(r"\]\(([^)\s]+)\)")
+MANUAL = sorted(p.relative_to(ROOT).as_posix() for p in (ROOT / "docs").glob("*.md"))
+USER_DOCS = ["README.md", *MANUAL]
+README_MAX_BYTES = 12 * 1024
 
 
 def _named_paths(text: str) -> set[str]:
@@ -24,19 +31,53 @@ def _named_paths(text: str) -> set[str]:
         p = m.group(1) or m.group(2)
         if "*" not in p and "<" not in p:
             out.add(p)
+    for line in text.splitlines():                      # example commands (indented blocks)
+        if line.startswith("    "):
+            out.update(p.rstrip(".,;:") for p in COMMAND_PATH.findall(line) if "<" not in p)
     return out
 
 
-@pytest.mark.parametrize("doc", ["ARCHITECTURE.md", "CONTRIBUTING.md"])
+@pytest.mark.parametrize("doc", ["ARCHITECTURE.md", "CONTRIBUTING.md", *USER_DOCS])
 def test_every_path_a_document_names_exists(doc):
+    """Backticked paths are from the repository root, wherever the document lives."""
     text = (ROOT / doc).read_text()
     paths = _named_paths(text)
-    assert len(paths) > 10, paths                       # the regex finds them
+    if doc in ("ARCHITECTURE.md", "CONTRIBUTING.md"):
+        assert len(paths) > 10, paths                   # the regex finds them
     missing = sorted(p for p in paths if not (ROOT / p).exists())
     assert not missing, f"{doc} names paths that do not exist: {missing}"
 
 
-@pytest.mark.parametrize("doc", ["ARCHITECTURE.md", "CONTRIBUTING.md", "README.md"])
+@pytest.mark.parametrize("doc", ["ARCHITECTURE.md", "CONTRIBUTING.md", *USER_DOCS])
+def test_every_link_a_document_makes_exists(doc):
+    """Markdown links and pictures are from the document's own folder, as a viewer reads them."""
+    missing = []
+    for target in LINK.findall((ROOT / doc).read_text()):
+        if re.match(r"[a-z]+:", target) or target.startswith("#"):
+            continue
+        if not ((ROOT / doc).parent / target.split("#")[0]).exists():
+            missing.append(target)
+    assert not missing, f"{doc} links to what does not exist: {missing}"
+
+
+def test_readme_is_a_short_front_page_linking_the_whole_manual():
+    readme = (ROOT / "README.md").read_bytes()
+    assert len(readme) <= README_MAX_BYTES, (
+        f"README.md is {len(readme)} bytes, over {README_MAX_BYTES}: move detail into docs/")
+    assert len(MANUAL) >= 5, MANUAL
+    links = {t.split("#")[0] for t in LINK.findall(readme.decode())}
+    unlinked = [d for d in MANUAL if d not in links]
+    assert not unlinked, f"README.md does not link to {unlinked}"
+
+
+def test_readme_opens_with_the_commands_ci_runs():
+    """README's first block installs and runs the main job, then runs the tests as `.ci/run` does."""
+    first = re.search(r"```bash\n(.*?)```", (ROOT / "README.md").read_text(), re.S).group(1).splitlines()
+    assert len(first) == 2 and first[0].startswith("python3 -m venv .venv"), first
+    assert first[1] in (ROOT / ".ci" / "run").read_text().splitlines(), first[1]
+
+
+@pytest.mark.parametrize("doc", ["ARCHITECTURE.md", "CONTRIBUTING.md", *USER_DOCS])
 def test_every_dotted_module_a_document_names_imports(doc):
     import importlib
     bad = []
@@ -58,22 +99,25 @@ def test_every_dotted_module_a_document_names_imports(doc):
     assert not bad, f"{doc} names what does not exist: {bad}"
 
 
-def _snippets() -> list[str]:
-    text = (ROOT / "README.md").read_text()
-    return re.findall(r"```python\n(.*?)```", text, re.S)
+def _snippets(doc: str) -> list[str]:
+    return re.findall(r"```python\n(.*?)```", (ROOT / doc).read_text(), re.S)
 
 
-def test_readme_has_python_examples():
-    assert len(_snippets()) >= 3
+EXAMPLES = [(doc, k) for doc in USER_DOCS for k in range(len(_snippets(doc)))]
 
 
-@pytest.mark.parametrize("k", range(len(_snippets())))
-def test_readme_python_example_uses_public_names_and_runs(k, tmp_path):
-    code = _snippets()[k]
+def test_readme_and_manual_have_python_examples():
+    assert len(_snippets("README.md")) >= 3
+    assert sum(len(_snippets(d)) for d in MANUAL) >= 3
+
+
+@pytest.mark.parametrize("doc,k", EXAMPLES, ids=[f"{d}-{k}" for d, k in EXAMPLES])
+def test_python_example_uses_public_names_and_runs(doc, k, tmp_path):
+    code = _snippets(doc)[k]
     for node in ast.walk(ast.parse(code)):
         if isinstance(node, ast.ImportFrom) and node.module and node.module.split(".")[0] in (
                 "topo_probe", "synth", "kernels"):
-            assert node.module in ("topo_probe", "synth", "kernels"), f"deep import in README: {node.module}"
+            assert node.module in ("topo_probe", "synth", "kernels"), f"deep import in {doc}: {node.module}"
             pkg = __import__(node.module)
             assert all(a.name in pkg.__all__ for a in node.names), [a.name for a in node.names]
     cmd = [sys.executable, "-c", code]
