@@ -41,7 +41,8 @@ from topo_probe.errors import InvalidArgument
 #: results/<name>/nccl_tuner.conf``); accepted there and left as they are
 LEGACY_EXTRAS = ("nccl_tuner.conf",)
 _MARKER_DOC = {"written_by": "topocoll synthesize", "layout": 2,
-               "note": "synthesize writes only the names listed in its README section; other files here are left alone"}
+               "note": "synthesize writes only the names listed in docs/synthesis.md (What --out touches); "
+                       "other files here are left alone"}
 _SYSTEM_ROOTS = ("/proc", "/sys", "/dev")
 #: how each documented file begins, when synthesize wrote it
 _HEADS = {"plan.json": b'"format": "topocoll.plan"', "topology.json": b'"format": "topocoll.topology"',
