@@ -113,7 +113,7 @@ def _size_rows(coll: str, n: int, root, plan: Plan, series: dict) -> list[str]:
         entry = plan.select(coll, nb, root)
         pick = Path(entry.schedule).name.split(".json")[0] if entry else "-"
         fmt = lambda v: f"{v[k]:.1f}" if v else "-"  # noqa: E731
-        plan_t = min(ours[k], nc["times"][k]) if nc and pick == "nccl" else ours[k]
+        plan_t = nc["times"][k] if nc and pick == "nccl" else ours[k]     # what the drop-in runs
         vs = f"{nc['times'][k] / plan_t:.2f}x" if nc else "-"
         out.append(f"| {coll} | {label} | {pick} | {plan_t:.1f} | {fmt(nc['times']) if nc else '-'} | "
                    f"{nc['choices'][k] if nc else '-'} | {vs} | {fmt(ring)} | {bound_t[k]:.1f} | "

@@ -1,0 +1,60 @@
+"""Every committed synthesis report (results/<preset>/report.md) agrees with itself and with its
+plan: the pick is the plan's entry at that size, a row whose pick is `nccl` shows NCCL's time as
+the plan's, and the ratio, the busbw and the times match one another."""
+
+import json
+import re
+from pathlib import Path
+
+import pytest
+from _paths import ROOT
+
+from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
+from synth.ir.collectives import canonical
+
+REPORTS = sorted(p for p in (ROOT / "results").glob("*/report.md") if (p.parent / "plan.json").exists())
+SIZES = {"1 KB": 1 << 10, "1 MB": 1 << 20, "1 GB": 1 << 30}
+ROW = re.compile(r"^\| (\w+) \| (1 [KMG]B) \| ([^|]+) \| ([\d.]+) \| ([\d.]+|-) \| [^|]+ \| ([\d.]+x|-) \| [^|]+ \| "
+                 r"[^|]+ \| ([\d.]+) \| ([\d.]+) \|$")
+
+
+def _rows(report: Path):
+    return [m.groups() for m in map(ROW.match, report.read_text().splitlines()) if m]
+
+
+def _pick(plan: dict, coll: str, nbytes: int, ranks: int) -> str:
+    root = 0 if coll in ("broadcast", "reduce", "gather", "scatter") else None
+    for e in plan["entries"]:
+        if e["collective"] != coll or (e["root"] is not None and e["root"] != root):
+            continue
+        if e["min_bytes"] <= nbytes and (e["max_bytes"] is None or nbytes < e["max_bytes"]):
+            return Path(e["schedule"]).name.split(".json")[0]
+    return "-"
+
+
+def test_there_are_reports():
+    assert len(REPORTS) >= 5
+
+
+@pytest.mark.parametrize("report", REPORTS, ids=lambda p: p.parent.name)
+def test_report_rows_agree_with_the_plan_and_each_other(report):
+    plan = json.loads((report.parent / "plan.json").read_text())
+    ranks = json.loads((report.parent / "summary.json").read_text())["ranks"]
+    rows = _rows(report)
+    assert len(rows) == 3 * 8, f"{report}: {len(rows)} table rows"
+    for coll, size, pick, plan_us, nccl_us, ratio, plan_bw, nccl_bw in rows:
+        nb, pick = SIZES[size], pick.strip()
+        where = f"{report.parent.name} {coll} {size}"
+        assert pick == _pick(plan, coll, nb, ranks), f"{where}: the report's pick is not the plan's"
+        if nccl_us == "-":
+            continue
+        p, q = float(plan_us), float(nccl_us)
+        if pick == "nccl":
+            assert p == q, f"{where}: the plan runs NCCL but shows {p} µs against NCCL's {q}"
+        # times are printed to 0.05 µs, ratios to 0.005, busbw to 0.05 GB/s: compare as intervals
+        lo, hi = (q - 0.05) / (p + 0.05) - 0.005, (q + 0.05) / max(p - 0.05, 1e-9) + 0.005
+        assert lo <= float(ratio[:-1]) <= hi, f"{where}: ratio {ratio} but {q} / {p}"
+        factor = float(BUSBW_FACTOR[canonical(coll)](ranks))
+        for t, bw in ((p, plan_bw), (q, nccl_bw)):
+            fast, slow = (factor * nb / ((t + d) * 1e-6) / 1e9 for d in (-0.05, 0.05))
+            assert slow - 0.05 <= float(bw) <= fast + 0.05, f"{where}: busbw {bw} for {t} µs"
