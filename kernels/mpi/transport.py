@@ -144,7 +144,19 @@ def rank_plan(schedule: Schedule, program: Program, rank: int, tag_ub: int = 327
                                frozenset(d for d in o.dst_deps if d in mine)))
         elif o.rank == rank:
             plan.local.append((o, frozenset(d for d in o.deps if d in mine)))
+    _admit_memory(program, rank, plan)
     return plan.index()
+
+
+def _admit_memory(program: Program, rank: int, plan: RankPlan) -> None:
+    """One line instead of the OOM killer: this rank's scratch plus a temporary per received
+    message, against the host's available memory (checked from 16 MiB on)."""
+    from kernels.backends.memory import CHECK_FROM_BYTES, admit, available_host_bytes
+    elems = program.sizes[rank].get("scratch", 0) + sum(o.dst.size for o, *_ in plan.recvs)
+    need = elems * program.dtype.itemsize
+    if need >= CHECK_FROM_BYTES:
+        admit(need, available_host_bytes(), f"rank {rank}: {program.collective}: the schedule's scratch and "
+              f"receive buffers", "host memory")
 
 
 def execute(plan: RankPlan, bufs: dict, wire: HostWire, comm, waiter: Waiter, *, op: str,

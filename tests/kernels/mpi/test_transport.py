@@ -436,3 +436,24 @@ def test_startup_mismatch_is_the_same_clear_error_on_every_rank():
 
 if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "worker":
     worker(sys.argv[2], int(sys.argv[3]))
+
+
+def test_a_rank_whose_scratch_and_receives_do_not_fit_is_refused(monkeypatch):
+    """Ring reduce-scatter, 4 ranks, 1 Mi float32 per block: rank 1 keeps 2 Mi elements of scratch
+    and receives 3 messages of 1 Mi (hand-counted from the ring: one per step), 20 MiB in all;
+    with 8 MiB available its plan is refused in one line naming the rank."""
+    import numpy as np
+
+    import kernels.backends.memory as memory
+    from _schedules import ring
+    from kernels.backends.executor import program_for
+    from kernels.mpi.transport import rank_plan
+    from topo_probe.errors import InvalidArgument
+    sched = ring("reducescatter", 4)
+    prog = program_for(sched, 1 << 20, np.float32)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 8 << 20)
+    with pytest.raises(InvalidArgument, match=r"rank 1: reducescatter: the schedule's scratch and receive buffers "
+                                              r"needs 20.0 MiB of host memory; 8.0 MiB available"):
+        rank_plan(sched, prog, 1)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 1 << 40)
+    assert len(rank_plan(sched, prog, 1).recvs) == 3
