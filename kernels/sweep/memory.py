@@ -48,8 +48,12 @@ def sweep_need_bytes(entry, nranks: int, size: int, dtype_name: str, schedule) -
     counts = entry.counts(size, item, nranks)
     kin, kout = entry.blocks(nranks)
     c = counts.count
-    buffers = nranks * (kin + kout) * c * item
-    check = nranks * kout * c * item + kout * c * 8
+    # gather and reduce write only the root's output (the others' are never touched, so never
+    # committed by the OS); broadcast and scatter read only the root's input
+    outs = 1 if entry.name in ("gather", "reduce") else nranks
+    ins = 1 if entry.name in ("broadcast", "scatter") else nranks
+    buffers = (ins * kin + outs * kout) * c * item
+    check = outs * kout * c * item + kout * c * 8
     return int(MARGIN * (buffers + check + scratch_bytes(schedule, c, dtype_name)))
 
 
