@@ -47,3 +47,10 @@ def test_a_relay_chains_scratch_is_counted():
 def test_available_memory_is_read():
     avail = memory.available_host_bytes()
     assert avail is None or avail > 0
+
+
+def test_rooted_collectives_count_the_roots_buffers_once():
+    """gather, 64 ranks, 512 MiB: inputs 64 x 8 MiB, the root's output 512 MiB (the other ranks'
+    are never written), the check's expected 512 MiB plus a float64 temporary of 1 GiB:
+    2.5 GiB x 1.25 = 3.125 GiB, hand-computed."""
+    assert memory.sweep_need_bytes(entry("gather"), 64, 512 << 20, "float", None) == int(1.25 * 2.5 * (1 << 30))
