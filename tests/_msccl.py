@@ -74,3 +74,14 @@ def check_numerically(schedule, seed: int = 0) -> None:
         want = sum(data[(r, c.id)] for r in c.pre)
         for r in c.post:
             assert held.get((r, c.id)) == want, (r, c.id)
+
+
+def chain_broadcast(n: int, chunks: int, root: int, name: str = "chain"):
+    """A pipelined chain broadcast from ``root`` (chunk c crosses hop h at step c + h)."""
+    from synth.ir.schedule import Schedule, Step, Transfer
+    order = [(root + i) % n for i in range(n)]
+    steps = []
+    for t in range(chunks + n - 2):
+        ts = [Transfer(c, order[h], order[h + 1]) for h in range(n - 1) for c in range(chunks) if c + h == t]
+        steps.append(Step(1, tuple(ts)))
+    return Schedule("broadcast", n, chunks, tuple(steps), root=root, name=name)

@@ -19,8 +19,9 @@ from synth.formats.msccl.writer import protocol_for
 from synth.formats.schedule_file import load_schedule
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check
-from _msccl import check_numerically
+from _msccl import chain_broadcast, check_numerically
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
+
 
 SAMPLES = FIXTURES / "msccl"
 
@@ -42,13 +43,6 @@ def ring_allreduce(n: int, chunks: int = 1) -> Schedule:
     return Schedule("allreduce", n, chunks, tuple(steps), name="ring-ar")
 
 
-def chain_broadcast(n: int, chunks: int, root: int) -> Schedule:
-    order = [(root + i) % n for i in range(n)]
-    steps = []
-    for t in range(chunks + n - 2):
-        ts = [Transfer(c, order[h], order[h + 1]) for h in range(n - 1) for c in range(chunks) if c + h == t]
-        steps.append(Step(1, tuple(ts)))
-    return Schedule("broadcast", n, chunks, tuple(steps), root=root, name="chain")
 
 
 SCHEDULES = [ring_allgather(4), ring_allgather(5), ring_allreduce(4), ring_allreduce(3), ring_allreduce(4, 3),
