@@ -323,16 +323,5 @@ def resolve_waits(dp: DeviceProgram, flag_addr: np.ndarray) -> np.ndarray:
     return out.reshape(-1)
 
 
-def check_waits_match_dependencies(dp: DeviceProgram) -> None:
-    """Raise ``AssertionError`` if a wait points forward in its own block or past the end of
-    another (a malformed program; used by tests and in debug runs)."""
-    for b in range(dp.num_blocks):
-        for i in dp.block_records(b):
-            for wb, wj in dp.waits[dp.wait_start[i]:dp.wait_start[i + 1]]:
-                assert wb != b, f"record {i} of block {b} waits on its own block"
-                assert 0 <= wj < dp.block_start[wb + 1] - dp.block_start[wb], f"record {i}: wait past block {wb}"
-
-
 __all__ = ["DeviceProgram", "build_device_program", "choose_channels", "piece_bounds", "KINDS", "FIELDS", "PUBLISH", "PREMUL_ACC",
-           "KIND_MASK", "MAX_CHAIN", "resolve_records", "resolve_sources", "resolve_waits",
-           "check_waits_match_dependencies"]
+           "KIND_MASK", "MAX_CHAIN", "resolve_records", "resolve_sources", "resolve_waits"]

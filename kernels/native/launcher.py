@@ -70,7 +70,7 @@ _KERNELS: dict[tuple, tuple] = {}
 def _kernel(cp, dev: int, dtype, op: str, scope_sys: bool) -> tuple[Any, int]:
     """(kernel, blocks the GPU holds at once) for one specialisation, compiled once per GPU.
     All blocks of a launch must be resident (they wait on each other)."""
-    key = (dev, np.dtype(dtype).str, np.dtype(dtype).name, op if op != "avg" else "sum", scope_sys)
+    key = (dev, np.dtype(dtype).name, "sum" if op == "avg" else op, scope_sys)    # avg compiles as sum
     hit = _KERNELS.get(key)
     if hit is None:
         with cp.cuda.Device(dev):

@@ -36,8 +36,7 @@ import numpy as np
 
 from kernels.backends.device import DeviceLayer
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
-from kernels.native.device_program import (KIND_MASK, KINDS, PREMUL_ACC, PUBLISH, DeviceProgram, build_device_program,
-                                           check_waits_match_dependencies)
+from kernels.native.device_program import KIND_MASK, KINDS, PREMUL_ACC, PUBLISH, DeviceProgram, build_device_program
 
 
 class DeadlockDetected(Exception):
@@ -160,6 +159,16 @@ def _conflict(a, b) -> bool:
 
 
 __all__ = ["Emulator", "DeadlockDetected", "RaceDetected"]
+
+
+def check_waits_match_dependencies(dp: DeviceProgram) -> None:
+    """Raise ``AssertionError`` if a wait points forward in its own block or past the end of
+    another (a malformed program; used by tests and in debug runs)."""
+    for b in range(dp.num_blocks):
+        for i in dp.block_records(b):
+            for wb, wj in dp.waits[dp.wait_start[i]:dp.wait_start[i + 1]]:
+                assert wb != b, f"record {i} of block {b} waits on its own block"
+                assert 0 <= wj < dp.block_start[wb + 1] - dp.block_start[wb], f"record {i}: wait past block {wb}"
 
 
 class EmulatedNativeLayer(DeviceLayer):
