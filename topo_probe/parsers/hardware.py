@@ -29,7 +29,7 @@ import re
 __all__ = ["pcie_gbps", "pcie_gen_from_speed", "normalize_bus_id",
            "nvlink_gbps_for_name", "nvlink_gbps_for_sm", "PCIE_LANE_GBPS", "PCIE_SPEED_STRINGS",
            "MAX_NVLINKS_PER_GPU", "CPU_LINK_GBPS", "XGMI_GBPS", "XGMI_DEFAULT_GBPS", "gcn_arch",
-           "xgmi_gbps_for_arch"]
+           "xgmi_gbps_for_arch", "nvlink_guess_from_counts"]
 
 #: Theoretical PCIe bandwidth per lane per direction (GB/s) by generation.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.984375, 4: 1.96875, 5: 3.9375, 6: 7.875}
@@ -192,3 +192,24 @@ def xgmi_gbps_for_arch(arch: str | None) -> float | None:
     (64.0, 50.0, None)
     """
     return XGMI_GBPS.get(gcn_arch(arch) or "")
+
+
+def nvlink_guess_from_counts(counts: list[list[int]]) -> tuple[float, str, int] | None:
+    """(GB/s per NVLink per direction, why, PCIe generation) guessed from the NV# counts of an
+    ``nvidia-smi topo -m`` matrix (``counts[i][j]`` links between GPU i and j); None without NVLink.
+
+    >>> nvlink_guess_from_counts([[0, 18], [18, 0]])[0], nvlink_guess_from_counts([[0, 0], [0, 0]])
+    (25.0, None)
+    """
+    vals = {c for row in counts for c in row if c}
+    if not vals:
+        return None
+    n = len(counts)
+    full = all(counts[i][j] for i in range(n) for j in range(n) if i != j)
+    if full and vals == {12}:
+        return 25.0, "NV12 between every GPU pair looks like NVLink3 (A100)", 4
+    if full and vals == {18}:
+        return 25.0, "NV18 between every GPU pair looks like NVLink4 (H100/H200)", 5
+    if max(vals) <= 2:
+        return 25.0, "an NV1/NV2 mesh looks like NVLink2 (V100, DGX-1 hybrid cube-mesh)", 3
+    return 25.0, f"NV# pattern {sorted(vals)} does not identify the NVLink generation", 4

@@ -44,7 +44,7 @@ from topo_probe.guard import (
     check_topology,
     show,
 )
-from topo_probe.parsers.hardware import PCIE_LANE_GBPS
+from topo_probe.parsers.hardware import PCIE_LANE_GBPS, nvlink_guess_from_counts
 from topo_probe.parsers.link_matrix import add_nvlinks
 from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
 from topo_probe.topology.model import P2PCapability, Topology
@@ -75,6 +75,8 @@ class _Matrix:
     cells: dict[tuple[str, str], tuple[str, int, int]] = field(default_factory=dict)  # (row, col) -> (text, line, column)
     values: dict[str, dict[str, str]] = field(default_factory=dict)                    # row -> attr -> value
     nic_legend: dict[str, str] = field(default_factory=dict)
+    notes: list[str] = field(default_factory=list)       # readings of ambiguous cells (assumptions)
+    header_text: str = ""
 
 
 def _err(source: str, line: int, col: int, msg: str) -> TopologyError:
@@ -115,7 +117,7 @@ def _read_matrix(text: str, source: str, cell: re.Pattern, what: str) -> _Matrix
                 raise _err(source, start + 1, col, f"header column {show(tok)} out of order (expected "
                            f"{'GPU%d' % ngpu if len(cols) == ngpu else 'GPU columns before NIC columns'})")
             cols.append(tok)
-    mat = _Matrix(cols, attrs, start + 1, len(lines) + 1)
+    mat = _Matrix(cols, attrs, start + 1, len(lines) + 1, header_text=lines[start])
     rows_seen: dict[str, int] = {}
     k = start + 1
     while k < len(lines) and len(rows_seen) < len(cols):
@@ -152,7 +154,8 @@ def _read_row(mat: _Matrix, source: str, ln: int, line: str, toks, cell, rows_se
     extra = len(values) - n
     is_gpu = bool(_GPU_LABEL.fullmatch(label))
     allowed = (len(mat.attrs),) if is_gpu else (0, len(mat.attrs))
-    if extra < 0 or extra not in allowed:
+    short = is_gpu and 0 <= extra < len(mat.attrs) and all(cell.fullmatch(t) for _, t in values[:n])
+    if (extra < 0 or extra not in allowed) and not short:
         where = toks[1 + n][0] if extra > 0 else len(line.rstrip()) + 1
         raise _err(source, ln, where, f"ragged row {label}: {len(values)} cells, expected {n} matrix cells"
                    + (f" + {len(mat.attrs)} values ({', '.join(mat.attrs)})" if mat.attrs and is_gpu else ""))
@@ -161,41 +164,60 @@ def _read_row(mat: _Matrix, source: str, ln: int, line: str, toks, cell, rows_se
             expect = "X, NV<n>, PIX, PXB, PHB, NODE or SYS" if cell is _TOPO_CELL else \
                 "X, " + ", ".join(P2P_CODES)
             raise _err(source, ln, col, f"unknown cell {show(tok)} in row {label}, column {name} (expected {expect})")
-        if (tok == "X") != (name == label):
-            raise _err(source, ln, col, f"cell {label}/{name} is {show(tok)}: X must be exactly on the diagonal")
         if tok.startswith("NV") and (ascii_int(tok[2:], 6) or MAX_LINKS_PER_EDGE + 1) > MAX_LINKS_PER_EDGE:
             raise _err(source, ln, col, f"cell {label}/{name} is {tok[:12]}: more than the {MAX_LINKS_PER_EDGE} "
                        f"NVLinks a GPU pair can have")
+        if (tok == "X") != (name == label):
+            mat.notes.append(f"cell {label}/{name} is {tok} (line {ln} column {col}): "
+                             + ("the diagonal, read as X" if name == label else "X off the diagonal, read as unknown"))
+            tok = "X" if name == label else "?"
         mat.cells[(label, name)] = (tok, ln, col)
-    mat.values[label] = {a: v for a, (_, v) in zip(mat.attrs, values[n:])}
+    if short:
+        mat.values[label] = _values_by_position(mat, line, n)
+        mat.notes.append(f"row {label} (line {ln}) has {extra} of the {len(mat.attrs)} values of "
+                         f"{', '.join(mat.attrs)}: matched to the header by column, the others read as unknown")
+    else:
+        mat.values[label] = {a: v for a, (_, v) in zip(mat.attrs, values[n:])}
 
 
-def _check_symmetric(mat: _Matrix, source: str) -> None:
-    for (a, b), (tok, ln, col) in mat.cells.items():
+def _values_by_position(mat: _Matrix, line: str, n: int) -> dict[str, str]:
+    """Attribute values of a row that lacks some, each given to the nearest header column not
+    already used (tabs expanded to 8 columns, as a terminal shows them)."""
+    head = {tok: col for col, tok in _tokens(mat.header_text.expandtabs(8), _HEADER_TOKEN) if tok in mat.attrs}
+    out: dict[str, str] = {}
+    free = list(mat.attrs)
+    for col, tok in _tokens(line.expandtabs(8))[1 + n:]:
+        best = min(free, key=lambda a: abs(head[a] - col))
+        out[best] = tok
+        free = free[free.index(best) + 1:]
+        if not free:
+            break
+    return out
+
+
+def _reconcile(mat: _Matrix) -> None:
+    """Make the matrix symmetric: where cell a/b and b/a differ, both take the slower reading
+    (fewer NVLinks; a PCIe class over NVLink; the farther PCIe class; a known cell over an
+    unknown one), said so in ``mat.notes``."""
+    rank = {c: k for k, c in enumerate(("PIX", "PXB", "PHB", "NODE", "SYS"))}
+
+    def slowness(tok: str) -> tuple[int, int]:
+        if tok.startswith("NV"):
+            return 0, -int(tok[2:])
+        return (1, rank[tok]) if tok in rank else (-1, 0)
+
+    for (a, b), (tok, ln, col) in sorted(mat.cells.items(), key=lambda kv: kv[1][1:]):
         other = mat.cells[(b, a)]
-        if other[0] != tok and (other[1], other[2]) < (ln, col):
-            raise _err(source, ln, col, f"cell {a}/{b} is {tok} but {b}/{a} (line {other[1]} column "
-                       f"{other[2]}) is {other[0]}: the matrix must be symmetric")
+        if other[0] == tok:
+            continue
+        pick = max((tok, other[0]), key=slowness)
+        mat.notes.append(f"cell {a}/{b} is {tok} (line {ln} column {col}) but {b}/{a} is {other[0]} (line "
+                         f"{other[1]} column {other[2]}): read as {pick}")
+        mat.cells[(a, b)], mat.cells[(b, a)] = (pick, ln, col), (pick, other[1], other[2])
 
 
 def _source_name(source: str, default: str) -> str:
     return PurePath(source).stem if source and not source.startswith("<") else default
-
-
-def _nvlink_guess(counts: list[list[int]]) -> tuple[float, str, int] | None:
-    """(GB/s per link, why, PCIe generation) from the NV# pattern; None without NVLink."""
-    vals = {c for row in counts for c in row if c}
-    if not vals:
-        return None
-    n = len(counts)
-    full = all(counts[i][j] for i in range(n) for j in range(n) if i != j)
-    if full and vals == {12}:
-        return 25.0, "NV12 between every GPU pair looks like NVLink3 (A100)", 4
-    if full and vals == {18}:
-        return 25.0, "NV18 between every GPU pair looks like NVLink4 (H100/H200)", 5
-    if max(vals) <= 2:
-        return 25.0, "an NV1/NV2 mesh looks like NVLink2 (V100, DGX-1 hybrid cube-mesh)", 3
-    return 25.0, f"NV# pattern {sorted(vals)} does not identify the NVLink generation", 4
 
 
 def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str = "<text>",
@@ -220,25 +242,32 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
         ``nic0..`` (attribute ``name``), inferred switches, CPUs; ``smi_label(i, j)``
         reproduces every GPU cell and ``pcie_class`` every GPU-NIC / NIC-NIC cell.
 
+    Ambiguous or contradictory cells are read, never refused, each reading recorded in
+    ``topo.assumptions``: asymmetric cells take the slower reading, an X off the diagonal (or a
+    diagonal cell that is not X) is ignored, NV# between a GPU and a NIC is unknown, a GPU row
+    missing some affinity values is matched to the header by column, and PCIe/NUMA
+    contradictions are read as :func:`~topo_probe.parsers.pcie_classes.add_pcie_tree_from_classes`
+    says (SYS between GPUs of one NUMA node: the cell wins, as on cloud VMs).
+
     Raises
     ------
     TopologyError
-        ``source:line N column M: problem`` for a missing/duplicate header, a ragged or
-        missing row, an unknown cell, an X off the diagonal, an asymmetric matrix, or cells
-        that no PCIe tree can produce.
+        ``source:line N column M: problem`` when the text is not an nvidia-smi matrix: a
+        missing/duplicate header, a ragged or missing row, an unknown cell.
     """
     _check_speeds(nvlink_gbps=nvlink_gbps, pcie_gbps=pcie_gbps)
     mat = _read_matrix(text, source, _TOPO_CELL, "nvidia-smi topo -m")
-    _check_symmetric(mat, source)
+    _reconcile(mat)
     gpu_cols = [c for c in mat.cols if _GPU_LABEL.fullmatch(c)]
     nic_cols = [c for c in mat.cols if c not in gpu_cols]
     node = {c: f"gpu{k}" for k, c in enumerate(gpu_cols)}
     node.update({c: f"nic{k}" for k, c in enumerate(nic_cols)})
     label = {v: k for k, v in node.items()}
-    _refuse_gpu_nic_nvlinks(mat, gpu_cols, nic_cols, source)
+    _unknown_gpu_nic_nvlinks(mat, gpu_cols, nic_cols)
 
     t = Topology(_source_name(source, "nvidia-smi-topo"),
                  description=f"parsed from `nvidia-smi topo -m` output {source}")
+    t.assumptions.extend(mat.notes)
     numa, affinity = _add_gpus_and_nics(t, mat, gpu_cols, nic_cols, node)
     counts = [[int(mat.cells[(a, b)][0][2:]) if mat.cells[(a, b)][0].startswith("NV") else 0
                for b in gpu_cols] for a in gpu_cols]
@@ -246,7 +275,7 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
     t.assumptions.extend(add_nvlinks(t, counts, link_gbps=link_gbps))
 
     classes = {(node[a], node[b]): tok for (a, b), (tok, _, _) in mat.cells.items()
-               if a != b and not tok.startswith("NV")}
+               if a != b and not tok.startswith("NV") and tok != "?"}
 
     def locate(a: str, b: str) -> str:
         tok, ln, col = mat.cells[(label[a], label[b])]
@@ -260,11 +289,14 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
     return check_topology(t, source, TopologyError)
 
 
-def _refuse_gpu_nic_nvlinks(mat, gpu_cols: list[str], nic_cols: list[str], source: str) -> None:
+def _unknown_gpu_nic_nvlinks(mat, gpu_cols: list[str], nic_cols: list[str]) -> None:
+    """NV# between a GPU and a NIC (not possible): read as unknown, said so in ``mat.notes``."""
     for a, b in ((a, b) for a in gpu_cols for b in nic_cols):
-        if mat.cells[(a, b)][0].startswith("NV"):
-            tok, ln, col = mat.cells[(a, b)]
-            raise _err(source, ln, col, f"cell {a}/{b} is {tok}: NVLink between a GPU and a NIC is not possible")
+        tok, ln, col = mat.cells[(a, b)]
+        if tok.startswith("NV"):
+            mat.notes.append(f"cell {a}/{b} is {tok} (line {ln} column {col}): NVLink between a GPU and a NIC "
+                             "is not possible, read as unknown")
+            mat.cells[(a, b)] = mat.cells[(b, a)] = ("?", ln, col)
 
 
 def _add_gpus_and_nics(t: Topology, mat, gpu_cols: list[str], nic_cols: list[str], node: dict[str, str]):
@@ -294,7 +326,7 @@ def _link_speeds(t: Topology, counts: list[list[int]], nvlink_gbps: float | None
                  pcie_gbps: float | None) -> tuple[float, float]:
     """(NVLink GB/s per link, PCIe GB/s per link): as given, else guessed from the NVLink counts
     and said so in the topology's assumptions."""
-    guess = _nvlink_guess(counts)
+    guess = nvlink_guess_from_counts(counts)
     if nvlink_gbps is None and guess is not None:
         t.assumptions.append(f"NVLink speed {guess[0]} GB/s per link per direction: {guess[1]} "
                              "(pass nvlink_gbps / --nvlink-gbps to set it)")
@@ -347,6 +379,7 @@ def parse_nvsmi_p2p(text: str, *, source: str = "<text>", mode: str = "r") -> di
             out[(i, j)] = P2PCapability(True, True, atom, "" if atom else
                                         f"atomics not reported by nvidia-smi topo -p2p {mode}")
         else:
+            tok = "U" if tok == "?" else tok    # X off the diagonal: unknown
             out[(i, j)] = P2PCapability(False, False, False, f"{P2P_CODES[tok]} (nvidia-smi topo -p2p {mode}: {tok})")
     return out
 

@@ -60,20 +60,36 @@ class _UnionFind:
         return list(out.values())
 
 
-def _cpu_groups(eps, known, keys, locate):
-    """Union endpoints that share a CPU: cells <= NODE, equal affinity keys, then (greedily)
-    endpoints without a key whose pairs are hidden, unless a SYS cell forbids it."""
+def _members(uf: "_UnionFind", eps, root: str) -> list[str]:
+    return [e for e in eps if uf.find(e) == root]
+
+
+def _sys_between(uf, eps, known, a: str, b: str) -> bool:
+    ga, gb = _members(uf, eps, uf.find(a)), _members(uf, eps, uf.find(b))
+    return any(known.get((x, y)) == "SYS" for x in ga for y in gb)
+
+
+def _cpu_groups(eps, known, keys, locate, notes: list[str]):
+    """Union endpoints that share a CPU: cells <= NODE, equal affinity keys (unless a SYS cell
+    separates them: the cell wins), then (greedily) endpoints without a key whose pairs are
+    hidden, unless a SYS cell forbids it.  Disagreements go to ``notes``."""
     uf = _UnionFind(eps)
     for (a, b), c in known.items():
         if _RANK[c] <= _RANK["NODE"]:
             uf.union(a, b)
     by_key: dict[Hashable, str] = {}
+    split: list[str] = []
     for e in eps:
-        if keys.get(e) is not None:
-            if keys[e] in by_key:
-                uf.union(by_key[keys[e]], e)
+        k = keys.get(e)
+        if k is None:
+            continue
+        if k not in by_key:
+            by_key[k] = e
+        elif uf.find(by_key[k]) != uf.find(e):
+            if _sys_between(uf, eps, known, by_key[k], e):
+                split.append(f"{by_key[k]}/{e} ({k[0]} {k[1]})")
             else:
-                by_key[keys[e]] = e
+                uf.union(by_key[k], e)
 
     def group_keys(root):
         return {keys[e] for e in eps if uf.find(e) == root and keys.get(e) is not None}
@@ -86,21 +102,27 @@ def _cpu_groups(eps, known, keys, locate):
             if keys.get(a) is not None and keys.get(b) is not None:
                 continue
             ra, rb = uf.find(a), uf.find(b)
-            if len(group_keys(ra) | group_keys(rb)) > 1:
-                continue
-            if any(known.get((x, y)) == "SYS" for x in eps if uf.find(x) == ra
-                   for y in eps if uf.find(y) == rb):
+            if len(group_keys(ra) | group_keys(rb)) > 1 or _sys_between(uf, eps, known, a, b):
                 continue
             uf.union(a, b)
             merged = True
+    if split:
+        notes.append(f"SYS between endpoints that report the same NUMA/CPU affinity, read as SYS (the path "
+                     f"crosses the host, as in VMs that hide the PCIe tree; the affinity is kept on the GPUs): "
+                     f"{_some(split)}")
+    joined = []
     for g in uf.groups(eps):
         ks = [(e, keys[e]) for e in g if keys.get(e) is not None]
-        for e, k in ks[1:]:
-            if k != ks[0][1]:
-                raise TopologyError(f"{locate(ks[0][0], e)}: {ks[0][0]} and {e} have different NUMA/CPU "
-                                    f"affinity ({ks[0][1][1]} vs {k[1]}) but the PCIe cells join them "
-                                    f"under one CPU (expected SYS)")
+        joined += [f"{ks[0][0]}/{e} ({ks[0][1][1]} vs {k[1]}, {locate(ks[0][0], e)})"
+                   for e, k in ks[1:] if k != ks[0][1]]
+    if joined:
+        notes.append(f"PCIe cells nearer than SYS join endpoints whose NUMA/CPU affinity differs, read as one "
+                     f"CPU (the cells win; NUMA node of the first): {_some(joined)}")
     return uf, merged
+
+
+def _some(items: list[str], k: int = 6) -> str:
+    return "; ".join(items[:k]) + (f"; and {len(items) - k} more" if len(items) > k else "")
 
 
 def add_pcie_tree_from_classes(topo: Topology, endpoints: Sequence[str],
@@ -122,8 +144,12 @@ def add_pcie_tree_from_classes(topo: Topology, endpoints: Sequence[str],
     endpoints get ``numa_node`` too.  Each PCIe edge carries ``pcie_gbps`` (per endpoint if a
     dict); CPUs are fully meshed by ``cpu`` edges of ``cpu_gbps``.
 
-    Returns the assumptions made.  Raises TopologyError (prefixed by ``locate(a, b)``) when the
-    cells contradict each other (e.g. A PIX B, B PIX C but A SYS C).
+    Contradictions are read, never refused, and said so in the returned assumptions: a SYS cell
+    between endpoints of one NUMA node keeps them on separate CPUs (the cell wins: a VM hides the
+    PCIe tree and SYS means "through the host"); cells nearer than SYS join endpoints of different
+    NUMA nodes under one CPU; cells no tree reproduces (A PIX B, B PIX C but A SYS C) are read as
+    the nearest class the other cells imply (``locate(a, b)`` names each).  Raises TopologyError
+    only for a class that is not one of :data:`PCIE_CLASSES`.
 
     >>> t = Topology("x"); _ = [t.add_gpu(i) for i in range(3)]
     >>> _ = add_pcie_tree_from_classes(t, ["gpu0", "gpu1", "gpu2"], {("gpu0", "gpu1"): "PIX",
@@ -141,7 +167,8 @@ def add_pcie_tree_from_classes(topo: Topology, endpoints: Sequence[str],
         known[(a, b)] = known[(b, a)] = c
     keys = {e: (("numa", numa[e]) if numa.get(e) is not None else
                 ("affinity", affinity[e]) if affinity.get(e) else None) for e in eps}
-    cpu_uf, merged = _cpu_groups(eps, known, keys, locate)
+    notes: list[str] = []
+    cpu_uf, merged = _cpu_groups(eps, known, keys, locate, notes)
     levels = []
     for t in ("PIX", "PXB", "PHB"):
         uf = _UnionFind(eps)
@@ -157,12 +184,11 @@ def add_pcie_tree_from_classes(topo: Topology, endpoints: Sequence[str],
                 return PCIE_CLASSES[k]
         return "SYS"
 
-    for (a, b), c in known.items():
-        got = computed(a, b)
-        if got != c:
-            raise TopologyError(f"{locate(a, b)}: {c} between {a} and {b} contradicts the other cells, "
-                                f"which put them at {got}")
-    notes = _build_tree(topo, eps, levels, numa, pcie_gbps, cpu_gbps)
+    wrong = [f"{a}/{b} {c} read as {computed(a, b)} ({locate(a, b)})" for i, a in enumerate(eps)
+             for b in eps[i + 1:] for c in [known.get((a, b))] if c is not None and computed(a, b) != c]
+    if wrong:
+        notes.append(f"cells no PCIe tree reproduces, read as the class the other cells imply: {_some(wrong)}")
+    notes += _build_tree(topo, eps, levels, numa, pcie_gbps, cpu_gbps)
     hidden = [(a, b) for i, a in enumerate(eps) for b in eps[i + 1:] if (a, b) not in known]
     if hidden:
         notes.append(f"{len(hidden)} endpoint pairs have no PCIe class in the source (NVLink hides it); "
