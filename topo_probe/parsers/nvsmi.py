@@ -211,7 +211,8 @@ def _reconcile(mat: _Matrix) -> None:
         if other[0] == tok:
             continue
         pick = max((tok, other[0]), key=slowness)
-        mat.notes.append(f"cell {a}/{b} is {tok} (line {ln} column {col}) but {b}/{a} is {other[0]} (line "
+        said = [x if x != "?" else "unknown" for x in (tok, other[0])]
+        mat.notes.append(f"cell {a}/{b} is {said[0]} (line {ln} column {col}) but {b}/{a} is {said[1]} (line "
                          f"{other[1]} column {other[2]}): read as {pick}")
         mat.cells[(a, b)], mat.cells[(b, a)] = (pick, ln, col), (pick, other[1], other[2])
 

@@ -229,17 +229,21 @@ def test_ragged_row():
     assert line == 2 and "ragged row GPU0" in msg
 
 
-def test_asymmetric_diagonal_and_contradiction():
+def test_asymmetric_diagonal_and_contradiction_are_read_with_assumptions():
     text, _, _ = replace_cell(read("nvsmi_topo_dgx1_v100.txt"), 2, 2, "NV2")  # GPU1/GPU2: NV2, GPU2/GPU1 says NV2
-    text, _, _ = replace_cell(text, 3, 1, "NV1")  # GPU2/GPU1 now NV1 -> asymmetric
-    line, _, msg = error_at(text)
-    assert line == 4 and "symmetric" in msg
-    text, line_x, col_x = replace_cell(read("nvsmi_topo_dgx1_v100.txt"), 1, 0, "NV1")
-    line, col, msg = error_at(text)
-    assert (line, col) == (line_x, col_x) and "diagonal" in msg
+    text, _, _ = replace_cell(text, 3, 1, "NV1")  # GPU2/GPU1 now NV1 -> asymmetric: the slower reading, NV1
+    t = parse_nvsmi_topo(text, source="f.txt")
+    assert t.nvlink_count(1, 2) == t.nvlink_count(2, 1) == 1
+    assert any("GPU1/GPU2 is NV2" in a and "is NV1" in a and "read as NV1" in a for a in t.assumptions)
+    text, line_x, col_x = replace_cell(read("nvsmi_topo_dgx1_v100.txt"), 1, 0, "NV1")  # diagonal GPU0/GPU0
+    t = parse_nvsmi_topo(text, source="f.txt")
+    assert f"line {line_x} column {col_x}): the diagonal, read as X" in " ".join(t.assumptions)
+    assert t.smi_label(0, 1) == "NV1" and t.nvlink_count(0, 0) == 0
+    # A PIX B, B PIX C, A SYS C: no PCIe tree gives that; read as the class the other cells imply (PIX)
     bad = "\tGPU0\tGPU1\tGPU2\nGPU0\t X \tPIX\tSYS\nGPU1\tPIX\t X \tPIX\nGPU2\tSYS\tPIX\t X \n"
-    line, col, msg = error_at(bad)
-    assert (line, col) == (2, 14) and "contradicts" in msg
+    t = parse_nvsmi_topo(bad, source="f.txt")
+    assert [t.smi_label(0, 1), t.smi_label(1, 2), t.smi_label(0, 2)] == ["PIX", "PIX", "PIX"]
+    assert any("gpu0/gpu2 SYS read as PIX (f.txt:line 2 column 14)" in a for a in t.assumptions)
     with pytest.raises(TopologyError, match="no `nvidia-smi topo -m` header"):
         parse_nvsmi_topo("hello\nworld\n")
 
