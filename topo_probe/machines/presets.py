@@ -8,8 +8,9 @@ Gen3 15.75 / Gen4 31.5 / Gen5 63 GB/s, NIC line rate / 8.  Latencies follow
 
 Node names: ``gpuI``, ``nvswitchK``, ``pcieK``, ``hbK``, ``cpuK``, ``nicK``.
 
->>> sorted(PRESETS)
-['dgx-a100', 'dgx-h100', 'dgx1-v100', 'dgx2', 'mi300x', 'pcie-8gpu-2socket']
+>>> sorted(PRESETS)  # doctest: +NORMALIZE_WHITESPACE
+['dgx-a100', 'dgx-h100', 'dgx1-v100', 'dgx2', 'gb200-nvl72', 'hgx-b200', 'hgx-h200', 'l40s-8gpu-pcie',
+ 'mi300x', 'mi325x', 'mi355x', 'pcie-8gpu-2socket']
 >>> t = get_preset("dgx1-v100")
 >>> t.smi_label(0, 1), t.smi_label(0, 5), t.path_class(0, 5), t.gpu_bandwidth_gbps(0)
 ('NV2', 'SYS', 'NVB', 150.0)
@@ -21,6 +22,7 @@ from typing import Callable
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_X16_GBPS, add_pcie_tree
+from topo_probe.machines.presets_current import CURRENT_PRESETS
 from topo_probe.topology.model import Topology
 
 NVLINK_GBPS = 25.0
@@ -220,6 +222,10 @@ PRESETS: dict[str, tuple[Callable[..., Topology], str]] = {
         "direction to each of the 7 peers (448 GB/s per GPU; AMD MI300X platform data sheet). Each GPU on "
         "a PCIe Gen5 x16 switch (63 GB/s) with one 400 Gb/s NIC, 4 per socket, 2 EPYC 9654 sockets.")),
 }
+
+
+#: current hardware (H200, B200, GB200 NVL72, MI325X, MI355X, L40S): :mod:`.presets_current`
+PRESETS.update(CURRENT_PRESETS)
 
 
 def get_preset(name: str, **params) -> Topology:

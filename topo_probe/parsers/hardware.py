@@ -9,8 +9,9 @@ Bandwidths are theoretical GB/s (1e9 bytes/s) per direction:
 * PCIe per lane: Gen1 0.25, Gen2 0.5, Gen3 0.984375, Gen4 1.96875, Gen5 3.9375,
   Gen6 7.875 (x16: 4, 8, 15.75, 31.5, 63, 126).
 * AMD Infinity Fabric (xGMI) per link between GPUs, by GPU architecture (:data:`XGMI_GBPS`):
-  gfx942/gfx940/gfx941 (MI300X, MI300A) 64 — AMD MI300X platform data sheet, 896 GB/s aggregate
-  bidirectional over 7 links, xGMI-3 at 32 GT/s x16; gfx90a (MI250X, MI250) 50 — ROCm "AMD
+  gfx950 (MI350X, MI355X) 76.8 — AMD MI355X data sheet, 153.6 GB/s bidirectional per link, 1075.2 GB/s
+  aggregate over 7 links; gfx942/gfx940/gfx941 (MI300X, MI325X, MI300A) 64 — AMD MI300X platform data
+  sheet, 896 GB/s aggregate bidirectional over 7 links, xGMI-3 at 32 GT/s x16; gfx90a (MI250X, MI250) 50 — ROCm "AMD
   Instinct MI250 Hardware": 25 GT/s x16 links, 50 GB/s; gfx908 (MI100) 46 — ROCm "AMD Instinct
   MI100 Hardware": 23 GT/s x16 links; gfx906 (MI50, MI60) 50 — AMD's launch figure of 200 GB/s
   peer-to-peer over two links.  RCCL itself assumes less after protocol overheads
@@ -50,7 +51,8 @@ MAX_NVLINKS_PER_GPU = 18
 CPU_LINK_GBPS = 20.0
 
 #: GB/s per xGMI link per direction by gfx architecture (see the module docstring)
-XGMI_GBPS = {"gfx942": 64.0, "gfx940": 64.0, "gfx941": 64.0, "gfx90a": 50.0, "gfx908": 46.0, "gfx906": 50.0}
+XGMI_GBPS = {"gfx950": 76.8, "gfx942": 64.0, "gfx940": 64.0, "gfx941": 64.0, "gfx90a": 50.0, "gfx908": 46.0,
+             "gfx906": 50.0}
 #: assumed for an architecture not in :data:`XGMI_GBPS` (said so in the topology's assumptions)
 XGMI_DEFAULT_GBPS = 50.0
 #: RCCL's numeric ``gcn`` values of older dumps -> gfx name (``910`` is gfx90a)
