@@ -17,7 +17,14 @@ from __future__ import annotations
 
 from typing import Callable
 
-from topo_probe.machines.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_X16_GBPS, add_pcie_tree
+from topo_probe.machines.generators import (
+    CPU_LATENCY_US,
+    NVLINK_LATENCY_US,
+    NVSWITCH_LATENCY_US,
+    PCIE_X16_GBPS,
+    add_pcie_tree,
+)
+from topo_probe.parsers.hardware import CPU_LINK_GBPS
 from topo_probe.topology.model import Topology
 
 #: NVLink4 (H100/H200) and NVLink5 (B200/GB200) per link per direction, GB/s
@@ -121,12 +128,16 @@ def gb200_nvl72() -> Topology:
         g = [4 * tray + j for j in range(4)]
         add_pcie_tree(t, [[[[f"gpu{g[0]}", f"nic{g[0]}"]], [[f"gpu{g[1]}", f"nic{g[1]}"]]],
                           [[[f"gpu{g[2]}", f"nic{g[2]}"]], [[f"gpu{g[3]}", f"nic{g[3]}"]]]],
-                      pcie_gbps=PCIE_X16_GBPS[5], inter_socket_gbps=20.0,
+                      pcie_gbps=PCIE_X16_GBPS[5], inter_socket_gbps=CPU_LINK_GBPS,
                       cpu_attrs=[{"name": "NVIDIA Grace", "numa_node": 2 * tray + s, "tray": tray} for s in (0, 1)])
+    for tray in range(17):  # nominal: the trays share no CPU link (see the assumption below)
+        t.add_link(f"cpu{2 * tray + 1}", f"cpu{2 * tray + 2}", kind="cpu", bandwidth_gbps=CPU_LINK_GBPS,
+                   latency_us=CPU_LATENCY_US)
     t.assumptions.append("one ConnectX-7 400 Gb/s NIC per GPU (4 per compute tray), each sharing a PCIe "
                          "Gen5 switch with its GPU; NVLink-C2C to Grace modelled as that PCIe path")
-    t.assumptions.append("the two Grace CPUs of a tray joined by a nominal 20 GB/s link; trays share no "
-                         "CPU or PCIe path (GPUs of different trays meet only over NVLink)")
+    t.assumptions.append(f"the 36 Grace CPUs joined in a chain of nominal {CPU_LINK_GBPS} GB/s links (in a "
+                         "tray and between trays) so that every GPU-NIC pair has a PCIe class (SYS); the trays "
+                         "have no such link: GPUs of different trays meet over NVLink only")
     t.assumptions.append("one host: the 72 GPUs are one NVLink domain (NCCL multi-node NVLink)")
     return t
 

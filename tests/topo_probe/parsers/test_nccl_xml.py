@@ -219,7 +219,8 @@ def test_round_trip_real_inputs():
 
 def test_round_trip_presets_when_available():
     presets = pytest.importorskip("topo_probe.machines.presets")
-    for name in ("dgx1-v100", "dgx-a100", "dgx-h100", "dgx2", "pcie-8gpu-2socket"):
+    for name in ("dgx1-v100", "dgx-a100", "dgx-h100", "dgx2", "pcie-8gpu-2socket", "hgx-h200", "hgx-b200", "mi325x",
+                 "mi355x", "l40s-8gpu-pcie"):
         if name in presets.PRESETS:
             round_trip(presets.get_preset(name))
 
