@@ -129,15 +129,20 @@ def test_tree_reproduces_every_known_class(pos, data):
     assert sorted(t.nodes_of_kind("cpu")) == sorted({f"cpu{p[0]}" for p in pos})
 
 
-def test_contradiction_and_affinity_conflict():
+def test_contradiction_and_affinity_conflict_are_read_with_notes():
     t = gpus(3)
     e = t.gpus
-    with pytest.raises(TopologyError, match=r"^cell: SYS between gpu0 and gpu2 contradicts"):
-        add_pcie_tree_from_classes(t, e, {(e[0], e[1]): "PIX", (e[1], e[2]): "PIX", (e[0], e[2]): "SYS"},
-                                   locate=lambda a, b: "cell")
+    notes = add_pcie_tree_from_classes(t, e, {(e[0], e[1]): "PIX", (e[1], e[2]): "PIX", (e[0], e[2]): "SYS"},
+                                       locate=lambda a, b: "cell")
+    assert t.pcie_class("gpu0", "gpu2") == "PIX"   # the closure of the two PIX cells
+    assert any("gpu0/gpu2 SYS read as PIX (cell)" in n for n in notes)
     t = gpus(2)
-    with pytest.raises(TopologyError, match="different NUMA"):
-        add_pcie_tree_from_classes(t, t.gpus, {("gpu0", "gpu1"): "NODE"}, numa={"gpu0": 0, "gpu1": 1})
+    notes = add_pcie_tree_from_classes(t, t.gpus, {("gpu0", "gpu1"): "NODE"}, numa={"gpu0": 0, "gpu1": 1})
+    assert t.pcie_class("gpu0", "gpu1") == "NODE" and any("affinity differs" in n for n in notes)
+    t = gpus(2)
+    notes = add_pcie_tree_from_classes(t, t.gpus, {("gpu0", "gpu1"): "SYS"}, numa={"gpu0": 0, "gpu1": 0})
+    assert t.pcie_class("gpu0", "gpu1") == "SYS" and any("same NUMA" in n for n in notes)
+    assert [t.graph.nodes[g]["numa_node"] for g in t.gpus] == [0, 0]
     with pytest.raises(TopologyError, match="not one of"):
         add_pcie_tree_from_classes(gpus(2), ["gpu0", "gpu1"], {("gpu0", "gpu1"): "NV1"})
 

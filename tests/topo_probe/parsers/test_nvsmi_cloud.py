@@ -197,3 +197,25 @@ def test_mutated_real_matrices_load_with_assumptions_or_one_line_error(m):
             pair = {f"{a}/{b}".lower(), f"{b}/{a}".lower(), f"{node_of(a, cols)}/{node_of(b, cols)}",
                     f"{node_of(b, cols)}/{node_of(a, cols)}"}
             assert any(p in named for p in pair) or "more" in named, (a, b, want, got, t.assumptions)
+
+
+# ----------------------------------------------------------------------------- the commands
+def test_commands_accept_the_cloud_captures(tmp_path, capsys):
+    """topo-probe, simulate and synthesize take a contradictory capture like any other topology,
+    and the simulated all_reduce over the all-SYS box is no faster than each GPU's one PCIe link
+    allows: 2 x 7/8 x 4 MiB through 31.5 GB/s (Gen4 x16, the parser's stated assumption)."""
+    from kernels.sweep.simulate import main as simulate_main
+    from synth.cli.synthesize import main as synthesize_main
+    from topo_probe.cli.main import main as topo_probe_main
+    sys8 = str(FIXTURES / "nvsmi_cloud" / "rtx4090x8_all_sys_numa_0011.txt")
+    assert topo_probe_main(["--topology", sys8]) == 0
+    out = capsys.readouterr().out
+    assert "SYS between endpoints that report the same NUMA" in out
+    assert simulate_main(["--topology", sys8, "--collective", "allreduce", "-b", "4M", "-e", "4M"]) == 0
+    row = next(ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("4194304"))
+    time_us = float(row.split()[5])
+    assert time_us >= 2 * 7 / 8 * (4 << 20) / (31.5 * 1e3)
+    two = str(FIXTURES / "nvsmi_cloud" / "a100x2_slice_blank_affinity.txt")
+    assert synthesize_main(["--topology", two, "--collectives", "allgather", "--time-limit", "5",
+                            "--out", str(tmp_path / "syn"), "--no-progress"]) == 0
+    assert (tmp_path / "syn" / "plan.json").exists()
