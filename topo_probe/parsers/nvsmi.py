@@ -291,12 +291,12 @@ def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str
 
 
 def _unknown_gpu_nic_nvlinks(mat, gpu_cols: list[str], nic_cols: list[str]) -> None:
-    """NV# between a GPU and a NIC (not possible): read as unknown, said so in ``mat.notes``."""
-    for a, b in ((a, b) for a in gpu_cols for b in nic_cols):
+    """NV# to a NIC (not possible): read as unknown, said so in ``mat.notes``."""
+    for a, b in ((a, b) for a in gpu_cols + nic_cols for b in nic_cols if a < b or a in gpu_cols):
         tok, ln, col = mat.cells[(a, b)]
         if tok.startswith("NV"):
-            mat.notes.append(f"cell {a}/{b} is {tok} (line {ln} column {col}): NVLink between a GPU and a NIC "
-                             "is not possible, read as unknown")
+            mat.notes.append(f"cell {a}/{b} is {tok} (line {ln} column {col}): NVLink to a NIC is not possible, "
+                             "read as unknown")
             mat.cells[(a, b)] = mat.cells[(b, a)] = ("?", ln, col)
 
 

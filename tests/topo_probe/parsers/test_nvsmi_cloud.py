@@ -127,7 +127,7 @@ def test_gpu_nic_nvlink_and_off_diagonal_x_are_unknown():
     joined = " ".join(t.assumptions)
     assert "cell GPU0/GPU1 is X (line 2 column 11): X off the diagonal, read as unknown" in joined
     assert "cell GPU0/GPU1 is unknown (line 2 column 11) but GPU1/GPU0 is PIX (line 3 column 6): read as PIX" in joined
-    assert "NVLink between a GPU and a NIC is not possible" in joined
+    assert "cell GPU0/NIC0 is NV2 (line 2 column 14): NVLink to a NIC is not possible" in joined
     # the unknown cells take what the known ones say: GPU1/GPU0 PIX, GPU1/NIC0 PIX
     assert t.smi_label(0, 1) == "PIX" and t.pcie_class("gpu0", "nic0") == "PIX"
 
