@@ -69,6 +69,14 @@ def test_real_capture_loads_with_every_cell_and_its_source(path):
     t.check_connected()
 
 
+@pytest.mark.parametrize("name", ["nvsmi_topo_dgx1_v100.txt", "nvsmi_topo_dgx_a100.txt",
+                                  "nvsmi_topo_2x_pcie_raw_tabs.txt"])
+def test_consistent_fixtures_get_no_reading(name):
+    """The earlier captures are consistent: no cell needs a reading (they load as before)."""
+    t = parse_nvsmi_topo((FIXTURES / name).read_text(), source=name)
+    assert unusual(t) == []
+
+
 def test_all_sys_inside_numa_nodes_keeps_sys_and_names_the_affinity():
     """go-gpuallocator issue 17: SYS between every GPU pair, NUMA Affinity 0,0,0,0,1,1,1,1."""
     path = FIXTURES / "nvsmi_cloud" / "rtx4090x8_all_sys_numa_0011.txt"
