@@ -27,6 +27,31 @@ def test_flags_are_acquire_release_at_the_right_scope(arch, scope_sys):
     assert ".entry topocoll_interpreter" in ptx
 
 
+_SYS_FENCE = re.compile(r"\b(membar\.sys|fence\.sc\.sys)\b")
+
+
+@pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
+@pytest.mark.parametrize("dtype,op", [("float32", "sum"), ("bfloat16", "avg"), ("float16", "prod"), ("int32", "max")])
+def test_system_scope_variant_fences_writes_before_publishing(arch, dtype, op):
+    """One process per GPU: the system-scope build fences every thread's writes system-wide before
+    a flag is published (one more system fence than the GPU build, whose only one is the timeout
+    report), keeps .sys acquire/release, and still has no fma in its reductions."""
+    sys_ptx = compile_ptx(dtype, op, scope_sys=True, arch=arch)
+    gpu_ptx = compile_ptx(dtype, op, scope_sys=False, arch=arch)
+    assert len(_SYS_FENCE.findall(sys_ptx)) > len(_SYS_FENCE.findall(gpu_ptx)) >= 1
+    assert re.search(r"ld\.acquire\.sys\.global", sys_ptx) and re.search(r"st\.release\.sys\.global", sys_ptx)
+    assert re.search(r"ld\.acquire\.gpu\.global", gpu_ptx) and re.search(r"st\.release\.gpu\.global", gpu_ptx)
+    assert not _FMA.search(sys_ptx) and not _FMA.search(gpu_ptx)
+
+
+def test_scope_follows_devices_and_processes():
+    from kernels.native.source import system_scope
+    assert not system_scope([3, 3, 3])
+    assert system_scope([0, 1, 0])
+    assert system_scope([0, 0], process_of=[0, 1])       # two processes sharing one card
+    assert not system_scope([0, 0], process_of=[5, 5])
+
+
 @pytest.mark.parametrize("dtype", sorted(DTYPE_CODES))
 def test_every_dtype_compiles_without_fma(dtype):
     for op in ("sum", "max"):
