@@ -92,8 +92,7 @@ class MPICommunicator:
         ``auto``: CuPy arrays on a single node move by CUDA IPC (:mod:`kernels.mpi.ipc`);
         ``never``: always through MPI.  The same on every rank (checked at start-up).
     native : {"auto", "never"} or a share backend
-        ``auto``: with CuPy arrays and CUDA IPC, run each call as one launch of this rank's share
-        (:mod:`kernels.mpi.native_call`); a backend object runs every call so (tests).
+        ``auto``: CuPy arrays on one node run natively (:mod:`kernels.mpi.native_call`).
 
     Raises
     ------
@@ -165,7 +164,8 @@ class MPICommunicator:
 
     def descriptor(self) -> dict:
         """What every rank must agree on (exchanged at start-up)."""
-        return {**descriptor_of(self.size, self.topology, self.plan, self.algo), "ipc": self.ipc, "native": self._native.name}
+        return {**descriptor_of(self.size, self.topology, self.plan, self.algo), "ipc": self.ipc,
+                "native": self._native.name}
 
     def __repr__(self) -> str:
         return (f"MPICommunicator(rank {self.rank} of {self.size}, topology={self.topology.name!r}, "
@@ -231,7 +231,7 @@ class MPICommunicator:
         inplace = len(bound) == 2 and rank_inplace(spec, self.rank, bound["sendbuf"], bound["recvbuf"], count)
         _, digest, prog, plan, binding, scratch, what = self._rank_plan(schedule, count, sample.dtype, inplace, op)
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
-        wire = self._native.call(schedule, prog, count, sample.dtype, op, inplace, bound, digest, self._wire_for(sample))
+        wire = self._native.call(schedule, prog, count, op, inplace, bound, digest, self._wire_for(sample))
         prepared = (digest, lambda: self.agreement.header(schedule, count, sample.dtype, op), plan,
                     {name: user[which] for name, which in binding}, scratch, sample.dtype, wire,
                     what, op)

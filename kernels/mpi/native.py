@@ -79,10 +79,10 @@ def check_fingerprints(fingerprints: list[str], what: str) -> None:
     """Raise ProcessGroupMismatch (the same line on every rank, given the same list) unless every
     rank built the same device program.
 
-    >>> check_fingerprints(["ab", "ab", "cd"], "allreduce (ring)")
+    >>> check_fingerprints(["ab", "ab", "cd"], "gather")
     Traceback (most recent call last):
     ...
-    topo_probe.errors.ProcessGroupMismatch: allreduce (ring): ranks disagree on the device program: ranks [0, 1] ab, ranks [2] cd
+    topo_probe.errors.ProcessGroupMismatch: gather: ranks disagree on the device program: ranks [0, 1] ab, ranks [2] cd
     """
     groups: dict[str, list[int]] = {}
     for r, f in enumerate(fingerprints):

@@ -52,8 +52,8 @@ class NativeCall:
 
     def __init__(self, runner: "NativeRunner", schedule, prog, count: int, dtype, op: str, code: int,
                  user: dict, digest: int, wire) -> None:
-        self.runner, self.schedule, self.prog, self.count, self.dtype, self.op = runner, schedule, prog, count, dtype, op
-        self.code, self.user, self.digest, self.wire = code, user, digest, wire
+        self.runner, self.schedule, self.prog, self.count = runner, schedule, prog, count
+        self.dtype, self.op, self.code, self.user, self.digest, self.wire = dtype, op, code, user, digest, wire
 
     def run(self, gate):
         """``(None, None)`` once the call ran natively, else ``(wire, gate)`` for today's path."""
@@ -80,7 +80,7 @@ class NativeRunner:
     def name(self) -> str:
         return self.mode if isinstance(self.mode, str) else "custom"
 
-    def call(self, schedule, prog, count: int, dtype, op: str, inplace: bool, bound: dict, digest: int, wire):
+    def call(self, schedule, prog, count: int, op: str, inplace: bool, bound: dict, digest: int, wire):
         """A :class:`NativeCall` where this call may run natively, else ``wire`` itself."""
         comm = self.comm
         if self.mode == "never" or comm.size < 2 or self.enabled is False:
@@ -90,7 +90,7 @@ class NativeRunner:
             return wire
         code = NO_SAY if len(bound) < 2 else IN_PLACE if inplace else OUT_OF_PLACE
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
-        return NativeCall(self, schedule, prog, count, dtype, op, code, user, digest, wire)
+        return NativeCall(self, schedule, prog, count, sample.dtype, op, code, user, digest, wire)
 
     # ------------------------------------------------------------------ per call
     def run(self, call: NativeCall, gate):
@@ -162,7 +162,8 @@ class NativeRunner:
         channels = choose_channels(prog, self.capacity)
         share = Share(prog, comm.rank, self.backend, channels=channels, fuse=self.fuse, graphs=self.graphs)
         every = exchange_json(comm._ctrl, comm.waiter, share.descriptor(), comm.size, "native: exchanging programs")
-        what = f"native {prog.collective} ({call.schedule.name or 'schedule'}, {call.count} x {np.dtype(call.dtype).name})"
+        what = (f"native {prog.collective} ({call.schedule.name or 'schedule'}, {call.count} x "
+                f"{np.dtype(call.dtype).name})")
         try:
             share.connect(every, what)
         except Exception:
@@ -184,8 +185,9 @@ class NativeRunner:
         dp = share.dp
         self.drop()
         raise ExecutionTimeout(
-            f"native: rank {r} (channel {int(dp.block_channel[blk])}) timed out at record {rec - int(dp.block_start[blk])} "
-            f"waiting for rank {int(dp.block_rank[wb])}'s record {wj}; the call was abandoned on every rank")
+            f"native: rank {r} (channel {int(dp.block_channel[blk])}) timed out at record "
+            f"{rec - int(dp.block_start[blk])} waiting for rank {int(dp.block_rank[wb])}'s record {wj}; the call was "
+            f"abandoned on every rank")
 
     def drop(self) -> None:
         """Forget every share (their flags, scratch and peer mappings)."""

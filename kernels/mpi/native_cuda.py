@@ -21,14 +21,19 @@ from kernels.program.ops import is_float
 
 
 class CudaShareBackend:
-    """Memory, handles and launches of one process's shares on its current GPU."""
+    """Memory, handles and launches of one process's shares on its current GPU; ``ipc`` (a
+    :class:`~kernels.mpi.ipc.CudaIpc`), ``open_handle`` and ``close_handle`` replace the CUDA
+    calls in tests."""
 
     name = "cuda"
 
-    def __init__(self, *, timeout_s: float = DEFAULT_TIMEOUT_S, ipc=None) -> None:
+    def __init__(self, *, timeout_s: float = DEFAULT_TIMEOUT_S, ipc=None, open_handle=None, close_handle=None) -> None:
         from kernels.mpi.ipc import CudaIpc
         self.ipc = ipc if ipc is not None else CudaIpc()
         self.cp = self.ipc.cp
+        rt = self.cp.cuda.runtime
+        self._open = open_handle or (lambda h: rt.ipcOpenMemHandle(h))
+        self._close = close_handle or (lambda base: rt.ipcCloseMemHandle(base))
         self.timeout_ns = int(timeout_s * 1e9)
 
     # ------------------------------------------------------------------ agreement at start
@@ -58,11 +63,11 @@ class CudaShareBackend:
         return self.ipc.export(arr, what)
 
     def open(self, handle: str) -> int:
-        return int(self.cp.cuda.runtime.ipcOpenMemHandle(bytes.fromhex(handle)))
+        return int(self._open(bytes.fromhex(handle)))
 
     def close(self, base: int) -> None:
         try:
-            self.cp.cuda.runtime.ipcCloseMemHandle(base)
+            self._close(base)
         except Exception:  # noqa: BLE001 - closing after the peer's context is gone is harmless
             pass
 

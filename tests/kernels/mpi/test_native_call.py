@@ -30,7 +30,7 @@ def worker(out_path: str) -> None:
     from test_mpi_communicator import expected, make_input, run_case
 
     from kernels.mpi.communicator import MPICommunicator
-    from topo_probe.errors import ProcessGroupMismatch
+    from topo_probe.errors import ExecutionTimeout, ProcessGroupMismatch
     be = ShmShareBackend(seed=MPI.COMM_WORLD.Get_rank(), run_now=True, timeout_s=20)
     comm = MPICommunicator.from_mpi(plan=False, native=be, timeout_s=60)
     n, r, runner = comm.size, comm.rank, comm._native
@@ -70,6 +70,19 @@ def worker(out_path: str) -> None:
     comm.all_reduce(z, z)
     res["after-mismatch"] = bool((z == 3).all())
     res["maps-open"] = sum(s.maps.open_count() for s in runner.shares.values())
+    # rank 1's kernel never runs once: rank 0's waits time out, both ranks raise the same line,
+    # and the next call starts on fresh flags
+    be.timeout_s = 1.0
+    be.skip_launches = int(r == 1)
+    t = shm(np.full(64, r + 1, np.int32))
+    try:
+        comm.all_reduce(t, t)
+        res["timeout"] = "no error"
+    except ExecutionTimeout as exc:
+        res["timeout"] = str(exc)
+    t[...] = r + 1
+    comm.all_reduce(t, t)
+    res["after-timeout"] = bool((t == 3).all())
     every = MPI.COMM_WORLD.gather(res, root=0)
     runner.drop()
     be.release()
@@ -107,6 +120,14 @@ def test_another_device_program_on_one_rank_is_one_line_on_every_rank(results):
     assert all(res["after-mismatch"] for res in results)
     # every rank maps its peer's flags and buffers: a share per program kept, each with mappings open
     assert all(res["maps-open"] > 0 for res in results)
+
+
+@pytest.mark.slow
+def test_a_wait_that_times_out_on_one_rank_is_the_same_error_on_every_rank(results):
+    msgs = [res["timeout"] for res in results]
+    assert msgs[0] == msgs[1] and "\n" not in msgs[0], msgs
+    assert msgs[0].startswith("native: rank 0 (channel ") and "waiting for rank 1's record" in msgs[0]
+    assert all(res["after-timeout"] for res in results)
 
 
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "worker":

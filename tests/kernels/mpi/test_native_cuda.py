@@ -65,3 +65,58 @@ def test_mpi_communicator_runs_cupy_calls_natively_one_launch_per_process(tmp_pa
     assert sorted(int(ln[1]) for ln in lines) == [0, 1]
     # every call ran natively (one launch each), unless the ranks refused CUDA IPC (then a warning)
     assert all(ln[2] == "True" and ln[3] == ln[4] for ln in lines), lines
+
+
+# ---------------------------------------------------------------------- without a GPU
+def test_cuda_backend_drives_the_kernel_abi_per_process(monkeypatch):
+    """CuPy replaced by tests/kernels/native/_fake_cupy.py (its kernel interprets exactly the
+    arguments the real one gets: resolved records, block offset, flag pointers, epochs, status
+    words): three ranks' shares of a chained broadcast, each launched by its own backend, a
+    graph captured on the second call and replayed on the third, against NumPy; a launch whose
+    peer has not run reports its wait in the status words; every opened handle is closed."""
+    import sys
+    from pathlib import Path
+
+    import numpy as np
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
+    from _fake_cupy import FakeCupy
+    from test_native import attach_all, make_shares
+
+    import kernels.native.launcher as launcher
+    from kernels.backends.executor import program_for
+    from kernels.mpi.ipc import CudaIpc
+    from kernels.mpi.native_cuda import CudaShareBackend
+    from synth.ir.schedule import Schedule, Step, Transfer
+    cp = FakeCupy(seed=3, sms=8)
+    monkeypatch.setattr(launcher, "_cupy", lambda: cp)
+    monkeypatch.setattr(launcher, "_KERNELS", {})
+
+    def address_range(ptr):
+        return next((a.ctypes.data, a.nbytes) for a in cp.allocations
+                    if a.ctypes.data <= ptr < a.ctypes.data + a.nbytes)
+    opened, closed = [], []
+    ipc = CudaIpc(cp, get_handle=lambda b: b.to_bytes(8, "little"), address_range=address_range)
+    backends = [CudaShareBackend(ipc=ipc, open_handle=lambda h: opened.append(h) or int.from_bytes(h, "little"),
+                                 close_handle=closed.append) for _ in range(3)]
+    sched = Schedule("broadcast", 3, 1, (Step(1, (Transfer(0, 0, 1),)), Step(1, (Transfer(0, 1, 2),))), root=0)
+    prog = program_for(sched, 1000, np.dtype("float32"))
+    x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
+    user = [(cp.asarray(x) if r == 0 else None, cp.zeros(1000, np.float32)) for r in range(3)]
+    shares = make_shares(prog, 3, backends, channels=2)
+    bs = attach_all(shares, prog, user)
+    for call in range(3):
+        for _, out in user:
+            out[...] = 0
+        before = cp.launches
+        for share, b in zip(shares, bs):
+            share.launch(b)
+        assert all(np.array_equal(out, x) for _, out in user), f"call {call}"
+        assert cp.launches - before == sum(1 for s in shares if s.blocks) == 3, "one launch per process"
+        assert all(CudaShareBackend.status(s) == [0] * 5 for s in shares)
+    assert all("graph" in b for b in bs)
+    shares[2].launch(bs[2])                  # rank 2 before rank 1 in this call: its wait cannot be met
+    err, blk, _, awaited, _ = CudaShareBackend.status(shares[2])
+    assert err == 1 and int(shares[2].dp.block_rank[blk]) == 2 and int(shares[2].dp.block_rank[awaited]) == 1
+    for s in shares:
+        s.close()
+    assert len(opened) == len(closed) > 0
