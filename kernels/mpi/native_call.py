@@ -10,7 +10,8 @@ ranks make the same call:
 2. the local stream is synchronised (the inputs are written), then one ``Iallgather`` of two
    words per rank: a digest of its buffers (their IPC handles and offsets) and whether it runs
    in place.  This is also the entry barrier: no process's kernel reads a peer's buffers
-   before the peer reached the call.  Ranks that disagree on in-place (NCCL's rule: only ranks
+   before the peer reached the call.  A rank whose buffers cannot be exported says so here,
+   and every rank raises the same BufferLayoutError.  Ranks that disagree on in-place (NCCL's rule: only ranks
    with both buffers count) fall back to today's path together;
 3. the share of (call digest, in-place) is found or made (device program built, fingerprint,
    flags and scratch exchanged once, :meth:`Share.connect`); the buffers of this set of digests
@@ -36,12 +37,14 @@ from kernels.comm.validation import _is_cupy
 from kernels.mpi.native import Share, exports_digest
 from kernels.mpi.waiter import exchange_json
 from kernels.native.device_program import choose_channels
-from topo_probe.errors import ExecutionTimeout, InvalidArgument
+from topo_probe.errors import BufferLayoutError, ExecutionTimeout, InvalidArgument
 
 #: shares (device programs with their flags) a communicator keeps
 SHARES_KEPT = 8
 #: in-place codes of the entry exchange: out of place, in place, one buffer only (no say)
 OUT_OF_PLACE, IN_PLACE, NO_SAY = 0, 1, 2
+#: the code of a rank that could not export its buffers
+FAILED = -1
 
 
 class NativeCall:
@@ -99,9 +102,16 @@ class NativeRunner:
             return call.wire, None
         comm, backend = self.comm, self.backend
         backend.synchronize()                         # this rank's inputs are written
-        user = {k: (None if v is None else backend.export(v, f"rank {comm.rank}: {k}buf"))
-                for k, v in call.user.items()}
-        codes = self._allgather([exports_digest(user), call.code], "native: the start of a call (every rank)")
+        try:
+            user, error = {k: (None if v is None else backend.export(v, f"rank {comm.rank}: {k}buf"))
+                           for k, v in call.user.items()}, None
+        except BufferLayoutError as exc:              # e.g. memory CUDA IPC cannot share
+            user, error = None, exc
+        codes = self._allgather([exports_digest(user), FAILED if error else call.code],
+                                "native: the start of a call (every rank)")
+        if (codes[:, 1] == FAILED).any():             # every rank raises the same line
+            lines = exchange_json(comm._ctrl, comm.waiter, str(error or ""), comm.size, "native: errors")
+            raise BufferLayoutError("; ".join(f"native: rank {q}: {t}" for q, t in enumerate(lines) if t))
         says = {int(c) for c in codes[:, 1]} - {NO_SAY}
         if len(says) > 1:                             # ranks disagree on in place: today's path, all
             return call.wire, None
@@ -159,7 +169,7 @@ class NativeRunner:
             self.shares.move_to_end(key)
             return share
         comm = self.comm
-        channels = choose_channels(prog, self.capacity)
+        channels = min(choose_channels(prog, 1 << 30), self.capacity)   # each process holds its own blocks
         share = Share(prog, comm.rank, self.backend, channels=channels, fuse=self.fuse, graphs=self.graphs)
         every = exchange_json(comm._ctrl, comm.waiter, share.descriptor(), comm.size, "native: exchanging programs")
         what = (f"native {prog.collective} ({call.schedule.name or 'schedule'}, {call.count} x "

@@ -30,7 +30,7 @@ def worker(out_path: str) -> None:
     from test_mpi_communicator import expected, make_input, run_case
 
     from kernels.mpi.communicator import MPICommunicator
-    from topo_probe.errors import ExecutionTimeout, ProcessGroupMismatch
+    from topo_probe.errors import BufferLayoutError, ExecutionTimeout, ProcessGroupMismatch
     be = ShmShareBackend(seed=MPI.COMM_WORLD.Get_rank(), run_now=True, timeout_s=20)
     comm = MPICommunicator.from_mpi(plan=False, native=be, timeout_s=60)
     n, r, runner = comm.size, comm.rank, comm._native
@@ -70,6 +70,12 @@ def worker(out_path: str) -> None:
     comm.all_reduce(z, z)
     res["after-mismatch"] = bool((z == 3).all())
     res["maps-open"] = sum(s.maps.open_count() for s in runner.shares.values())
+    # rank 1's output is not in shared memory (it cannot be exported): the same line on both ranks
+    try:
+        comm.all_reduce(shm(np.ones(8, np.int32)), shm(np.ones(8, np.int32)) if r == 0 else np.ones(8, np.int32))
+        res["export"] = "no error"
+    except BufferLayoutError as exc:
+        res["export"] = str(exc)
     # rank 1's kernel never runs once: rank 0's waits time out, both ranks raise the same line,
     # and the next call starts on fresh flags
     be.timeout_s = 1.0
@@ -120,6 +126,13 @@ def test_another_device_program_on_one_rank_is_one_line_on_every_rank(results):
     assert all(res["after-mismatch"] for res in results)
     # every rank maps its peer's flags and buffers: a share per program kept, each with mappings open
     assert all(res["maps-open"] > 0 for res in results)
+
+
+@pytest.mark.slow
+def test_a_rank_whose_buffer_cannot_be_mapped_is_one_line_on_every_rank(results):
+    msgs = [res["export"] for res in results]
+    assert msgs[0] == msgs[1] and "\n" not in msgs[0], msgs
+    assert msgs[0].startswith("native: rank 1: ipc: rank 1: recvbuf is not in shared memory"), msgs[0]
 
 
 @pytest.mark.slow
