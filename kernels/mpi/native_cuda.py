@@ -17,6 +17,7 @@ import numpy as np
 
 from kernels.backends.kernel_twins import avg_scalar
 from kernels.native.launcher import DEFAULT_TIMEOUT_S, THREADS, StatusWords, kernel_args, kernel_for
+from kernels.native.source import system_scope
 from kernels.program.ops import is_float
 
 
@@ -79,7 +80,8 @@ class CudaShareBackend:
     def prepare(self, share) -> dict:
         """The program's arrays on this GPU, the kernel and the status words of ``share``."""
         cp, dp = self.cp, share.dp
-        _, kernel, cap = kernel_for(cp.cuda.Device().id, dp.dtype, dp.op, scope_sys=True)
+        dev = cp.cuda.Device().id                   # every rank its own process: system scope
+        _, kernel, cap = kernel_for(dev, dp.dtype, dp.op, scope_sys=system_scope([dev] * dp.ranks, range(dp.ranks)))
         if share.blocks > cap:
             from topo_probe.errors import DeviceUnavailable
             raise DeviceUnavailable(f"native share of rank {share.rank}: {share.blocks} blocks, the GPU holds {cap}")

@@ -114,6 +114,7 @@ def test_cuda_backend_drives_the_kernel_abi_per_process(monkeypatch):
         assert cp.launches - before == sum(1 for s in shares if s.blocks) == 3, "one launch per process"
         assert all(CudaShareBackend.status(s) == [0] * 5 for s in shares)
     assert all("graph" in b for b in bs)
+    assert {key[3] for key in launcher._KERNELS} == {True}, "ranks in other processes need system-scope flags"
     shares[2].launch(bs[2])                  # rank 2 before rank 1 in this call: its wait cannot be met
     err, blk, _, awaited, _ = CudaShareBackend.status(shares[2])
     assert err == 1 and int(shares[2].dp.block_rank[blk]) == 2 and int(shares[2].dp.block_rank[awaited]) == 1
