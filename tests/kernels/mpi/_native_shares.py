@@ -30,7 +30,7 @@ from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_w
 from kernels.mpi.ipc import SharedMemoryIpc
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
-from _emulator import DeadlockDetected  # noqa: E402
+from _emulator import DeadlockDetected, RaceDetected, _conflict, _touched  # noqa: E402
 
 
 #: blocks made by this Python process (their tracker registration is the maker's to drop)
@@ -220,7 +220,11 @@ class ShareKernel:
 
 
 def run_interleaved(kernels: list[ShareKernel], rng: random.Random) -> None:
-    """Run the launches of several "processes" in one random interleaving (see module docstring)."""
+    """Run the launches of several "processes" in one random interleaving (see module docstring).
+    Like the emulator, raise RaceDetected when a record starts while a record of another block,
+    of any process, is part done on the same elements and one of them writes (the program's
+    slots and offsets say which elements: the same on every process)."""
+    inflight: dict[tuple, tuple] = {}
     while True:
         live = [(k, b) for k in kernels for b in k.live()]
         if not live:
@@ -231,7 +235,18 @@ def run_interleaved(kernels: list[ShareKernel], rng: random.Random) -> None:
                      f"record {wj}" for k, b0 in live[:4] for b, i, wb, wj in [k.stuck(b0)]]
             raise DeadlockDetected(f"deadlock: {len(live)} block(s) stuck: " + "; ".join(parts))
         k, b = rng.choice(ready)
+        key = (k.share.rank, b)
+        if b not in k.left:                       # a record starts
+            i = k.nxt[b]
+            touched = _touched(k.dp.records[i], k.dp.sources)
+            for other, (oi, theirs) in inflight.items():
+                if other != key and _conflict(touched, theirs):
+                    raise RaceDetected(f"rank {k.share.rank} record {i} (block {b}) and rank {other[0]} record {oi} "
+                                       f"(block {other[1]}) run at once on the same elements and one writes")
+            inflight[key] = (i, touched)
         k.step(b)
+        if b not in k.left:                       # ... and is done
+            inflight.pop(key, None)
 
 
 _PREMUL = {2: (True, False), 3: (False, True), 4: (True, True)}
@@ -262,4 +277,5 @@ def run_record(rec: np.ndarray, dp, lo: int, hi: int) -> None:
                          PreMulSum(n, *pre) if pre else base)
 
 
-__all__ = ["ShmShareBackend", "ShareKernel", "run_interleaved", "run_record", "address", "DeadlockDetected"]
+__all__ = ["ShmShareBackend", "ShareKernel", "run_interleaved", "run_record", "address", "DeadlockDetected",
+           "RaceDetected"]

@@ -295,3 +295,26 @@ def test_ranks_with_another_device_program_all_raise_the_same_line():
     assert len(set(msgs)) == 1 and "\n" not in msgs[0]
     assert msgs[0].startswith("native allreduce (ring): ranks disagree on the device program: ranks [0, 2] ")
     assert f"ranks [1] {shares[1].fingerprint}" in msgs[0]
+
+
+def test_a_share_without_its_waits_is_caught_racing():
+    """The race check is not vacuous: with every wait removed from the program, some record reads a
+    peer's output while the peer still writes it."""
+    import dataclasses
+
+    from _native_shares import RaceDetected
+    real = native.build_share_program
+
+    def no_waits(program, channels, fuse=False):
+        dp = real(program, channels, fuse=fuse)
+        return dataclasses.replace(dp, wait_start=np.zeros_like(dp.wait_start), waits=np.zeros((0, 2), np.int32))
+    caught = 0
+    for seed in range(6):
+        native.build_share_program = no_waits
+        try:
+            run_case(ring("allreduce", 3), 40, "int32", "sum", False, seed, 1, calls=1)
+        except RaceDetected:
+            caught += 1
+        finally:
+            native.build_share_program = real
+    assert caught == 6
