@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The native executor's GPU pass (a few minutes on one H100/H200): GPU-marked tests of the
-# native executor, compute-sanitizer on a small case, and the side-by-side benchmark.
+# native executor, the one-process-per-GPU MPI run, compute-sanitizer on a small case, and the
+# side-by-side benchmark.
 #   OUT=results/gpu bash benchmarks/gpu_native_check.sh
 set -o pipefail
 OUT=${OUT:-results/gpu}
@@ -12,6 +13,9 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
 echo "== native GPU tests"
 timeout 110 python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= tests/kernels/native 2>&1 \
   | tee "$OUT/native_gpu_tests.txt" | tail -25
+echo "== one process per GPU: MPICommunicator natively, 2 processes (sharing the card if only one)"
+TOPOCOLL_NATIVE_TIMEOUT_S=60 timeout 240 python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= \
+  tests/kernels/mpi/test_native_cuda.py 2>&1 | tee "$OUT/native_mpi_gpu_tests.txt" | tail -15
 echo "== compute-sanitizer"
 for tool in racecheck synccheck; do
   timeout 50 compute-sanitizer --tool $tool --error-exitcode 3 python3 benchmarks/native_small_case.py 2>&1 \

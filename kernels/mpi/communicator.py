@@ -9,26 +9,27 @@ an MPI communicator::
     comm.all_reduce(grad, grad, op="avg")                               # in place
 
 Method names and arguments mirror the single-process Communicator with one array instead of a
-list per rank (``all_reduce(in_array, out_array, op='sum', stream=None)``, ...; buffers a rank
-does not use, like gather's output off the root, may be None).  Each rank lowers the same
-verified schedule (plan entry for the nccl-tests size, else a baseline, exactly as the
-single-process Communicator chooses) and runs its share with non-blocking point-to-point
-messages (:mod:`kernels.mpi.transport`).  NumPy arrays run on the host; CuPy arrays on one
-node are copied zero-copy out of the peers' memory mapped through CUDA IPC (``ipc="auto"``,
-:mod:`kernels.mpi.ipc`), else go to MPI as device pointers when the library is CUDA-aware, else
-staged through pinned host memory.
+list per rank (buffers a rank does not use, like gather's output off the root, may be None).
+Each rank lowers the same verified schedule (plan entry, else a baseline, as the single-process
+Communicator chooses) and runs its share with non-blocking point-to-point messages
+(:mod:`kernels.mpi.transport`).  NumPy arrays run on the host.  CuPy arrays on one node run
+natively (``native="auto"``): one interpreter launch per call per process runs the rank's share
+of the device program over the peers' memory mapped through CUDA IPC
+(:mod:`kernels.mpi.native_call`); else they move zero-copy out of mapped peer memory
+(``ipc="auto"``, :mod:`kernels.mpi.ipc`), or go to MPI as device pointers when the library is
+CUDA-aware, else through pinned host memory.
 
 Agreement: at start-up the ranks exchange rank count, topology, GPU count, plan digest and
 algorithm, and every collective call checks that every rank makes the same call (collective,
 count, dtype, op, root, schedule; :mod:`kernels.mpi.agreement`): a 16-byte header to every peer
-travels beside the data, whose tags carry bits of the same digest, so no message of another
-call can land in this call's buffers; a disagreement raises ProcessGroupMismatch on every rank.
+travels beside the data, whose tags carry bits of the same digest; a disagreement raises
+ProcessGroupMismatch on every rank.
 
 Failures: waits poll with a deadline (``timeout_s``, default ``$TOPOCOLL_MPI_TIMEOUT`` or 120 s;
 the clock restarts whenever a message completes) and raise :class:`~topo_probe.errors.PeerFailed`
 naming the rank that does not answer a liveness ping.  With ``abort_on_error`` (default) an
-uncaught exception on any rank prints one line naming the rank, tells the other ranks (they stop
-with "rank k failed: ...") and calls ``MPI_Abort``: the job ends, never hangs.
+uncaught exception on any rank prints one line naming the rank, tells the other ranks and calls
+``MPI_Abort``: the job ends, never hangs.
 
 GPUs: pick the device before creating CuPy arrays (``cupy.cuda.Device(comm.local_rank %
 n).use()``); ``TOPOCOLL_MPI_CUDA_AWARE=0/1`` overrides the library's answer.  Repeated calls on
@@ -44,22 +45,14 @@ import time
 from collections import OrderedDict
 
 from kernels.comm.communicator import nccl_bytes, resolve_topology
-from kernels.comm.validation import (
-    _contig,
-    _head,
-    _out,
-    _ptr,
-    bind_rank_buffers,
-    check_array,
-    check_op,
-    check_root,
-    rank_inplace,
-)
+from kernels.comm.validation import (_contig, _head, _out, _ptr, bind_rank_buffers, check_array, check_op,
+                                     check_root, rank_inplace)
 from kernels.mpi import fused as mpi_fused
 from kernels.mpi import p2p as mpi_p2p
 from kernels.mpi import transport as mt
 from kernels.mpi.agreement import CallAgreement, agreed, header_digest
 from kernels.mpi.ipc import wire_for
+from kernels.mpi.native_call import NativeRunner
 from kernels.mpi.persistent import PlanRunner
 from kernels.mpi.replay import CallMemo
 from kernels.mpi.startup import agree, descriptor_of, install_abort_hook
@@ -98,6 +91,8 @@ class MPICommunicator:
     ipc : {"auto", "never"}
         ``auto``: CuPy arrays on a single node move by CUDA IPC (:mod:`kernels.mpi.ipc`);
         ``never``: always through MPI.  The same on every rank (checked at start-up).
+    native : {"auto", "never"} or a share backend
+        ``auto``: CuPy arrays on one node run natively (:mod:`kernels.mpi.native_call`).
 
     Raises
     ------
@@ -112,7 +107,7 @@ class MPICommunicator:
 
     def __init__(self, comm=None, *, topology=None, plan=None, algo: str | None = None,
                  timeout_s: float | None = None, abort_on_error: bool = True, wire=None,
-                 ipc: str = "auto") -> None:
+                 ipc: str = "auto", native="auto") -> None:
         if ipc not in ("auto", "never"):
             raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}")
         self.ipc = ipc
@@ -136,7 +131,7 @@ class MPICommunicator:
         self.selector = ScheduleSelector(self.topology, plan=plan if algo is None else False, algo=algo,
                                          warn_fallback=self.rank == 0, owner="MPICommunicator", stacklevel=6)
         self.plan = self.selector.plan
-        self._wire = wire
+        self._wire, self._native = wire, NativeRunner(self, native)
         self._wires: dict[str, HostWire] = {}
         self._programs: OrderedDict = OrderedDict()
         self._runner, self._memo = PlanRunner(), CallMemo()   # repeated calls: kernels.mpi.persistent, .replay
@@ -169,7 +164,8 @@ class MPICommunicator:
 
     def descriptor(self) -> dict:
         """What every rank must agree on (exchanged at start-up)."""
-        return {**descriptor_of(self.size, self.topology, self.plan, self.algo), "ipc": self.ipc}
+        return {**descriptor_of(self.size, self.topology, self.plan, self.algo), "ipc": self.ipc,
+                "native": self._native.name}
 
     def __repr__(self) -> str:
         return (f"MPICommunicator(rank {self.rank} of {self.size}, topology={self.topology.name!r}, "
@@ -233,10 +229,11 @@ class MPICommunicator:
             self.agreement.check(header_digest(header), lambda: header)
             return recvbuf
         inplace = len(bound) == 2 and rank_inplace(spec, self.rank, bound["sendbuf"], bound["recvbuf"], count)
-        _, digest, _, plan, binding, scratch, what = self._rank_plan(schedule, count, sample.dtype, inplace, op)
+        _, digest, prog, plan, binding, scratch, what = self._rank_plan(schedule, count, sample.dtype, inplace, op)
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
+        wire = self._native.call(schedule, prog, count, op, inplace, bound, digest, self._wire_for(sample))
         prepared = (digest, lambda: self.agreement.header(schedule, count, sample.dtype, op), plan,
-                    {name: user[which] for name, which in binding}, scratch, sample.dtype, self._wire_for(sample),
+                    {name: user[which] for name, which in binding}, scratch, sample.dtype, wire,
                     what, op)
         if self._memo.trace is not None:     # kernels.mpi.replay: a later identical call starts here
             self._memo.trace.append(prepared)
@@ -247,14 +244,17 @@ class MPICommunicator:
         """Agree on the call and run it (what :meth:`_run` prepared)."""
         digest, header, plan, user_bufs, scratch, dtype, wire, what, op = prepared
         gate = self.agreement.start(digest, header)  # headers travel beside the data
+        if getattr(wire, "native", False):           # kernels.mpi.native_call: ran it, or today's wire
+            wire, gate = wire.run(gate)
+            if wire is None:
+                return
         wire.begin()
         bufs = dict(user_bufs)
         if scratch is not None:
             bufs[SCRATCH] = wire.empty(scratch, dtype)
         if hasattr(wire, "attach"):          # zero-copy (kernels.mpi.ipc): map the peers' buffers
-            gate.wait()
+            gate = gate and gate.wait()     # None: the native path waited for it
             wire.attach(bufs, self.rank, self.size, self._ctrl, self.waiter, self._ack)
-            gate = None
         self._runner.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size, what=what, gate=gate)
 
     def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:

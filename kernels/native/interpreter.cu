@@ -10,8 +10,10 @@
 // for into the host-visible status words, which the launcher turns into an error.
 //
 // Compile-time parameters (-D): TC_DT (element type, see dtype codes below), TC_OP (0 sum,
-// 1 prod, 2 max, 3 min), TC_SCOPE_SYS (1: flags ordered at system scope, for peers on other
-// GPUs; 0: GPU scope), TC_THREADS (threads per block).
+// 1 prod, 2 max, 3 min), TC_SCOPE_SYS (1: flags ordered at system scope and every thread's
+// writes fenced system-wide before a flag is published, for peers on other GPUs or in other
+// processes reading through CUDA IPC mappings; 0: GPU scope, one process on one GPU),
+// TC_THREADS (threads per block).
 //
 // Reductions follow the NumPy twins (kernels/backends/kernel_twins.py) operation by
 // operation: 16-bit and 8-bit floating types compute in float32 and round once to the type,
@@ -421,6 +423,9 @@ topocoll_interpreter(const u64* __restrict__ records, const int* __restrict__ bl
         else
             tc_run_record(kind, (T*)rec[0], (const T*)rec[1], (const T*)rec[2], (i64)rec[3], avg_scalar, nranks);
         if (word & 16u) {                  // someone waits for this record: publish it
+#if TC_SCOPE_SYS
+            __threadfence_system();        // each thread's writes reach every GPU and process first
+#endif
             __syncthreads();
             if (threadIdx.x == 0) tc_store_release(my_flag, base + (u64)(i - r0) + 1u);
         }

@@ -25,7 +25,7 @@ import numpy as np
 
 from kernels.native.device_program import (DeviceProgram, build_device_program, choose_channels, resolve_records,
                                            resolve_sources, resolve_waits)
-from kernels.native.source import KERNEL_NAME, THREADS, compile_options, kernel_source
+from kernels.native.source import KERNEL_NAME, THREADS, compile_options, kernel_source, system_scope
 from kernels.backends.kernel_twins import avg_scalar
 from kernels.program.ops import SCRATCH, Program, is_float
 from topo_probe.errors import DeviceUnavailable, ExecutionTimeout
@@ -85,6 +85,27 @@ def _kernel(cp, dev: int, dtype, op: str, scope_sys: bool) -> tuple[Any, int]:
     return hit
 
 
+def kernel_for(dev: int, dtype, op: str, *, scope_sys: bool) -> tuple[Any, Any, int]:
+    """(cupy, kernel, blocks GPU ``dev`` holds at once) of one specialisation: the hook through
+    which :mod:`kernels.mpi.native_cuda` launches one process's share of a device program."""
+    cp = _cupy()
+    return (cp, *_kernel(cp, dev, dtype, op, scope_sys))
+
+
+def kernel_args(table, arrays: dict, first: int, stride: int, ranks: int, avg: float, status_ptr: int,
+                timeout_ns) -> tuple:
+    """The interpreter kernel's arguments (its ABI, in one place): resolved records ``table``;
+    ``arrays`` holds ``block_start, wait_start, waits, wait_block, flag_ptrs, epochs``."""
+    a = arrays
+    return (table, a["block_start"], a["wait_start"], a["waits"], a["wait_block"], a["flag_ptrs"], a["epochs"],
+            np.int32(first), np.uint64(stride), np.int32(ranks), np.float64(avg), np.uint64(status_ptr + 20),
+            np.uint64(status_ptr), np.uint64(timeout_ns))
+
+
+#: pinned status words of a launch (the abort word at byte 20), for other launchers
+StatusWords = _Status
+
+
 class NativeContext:
     """One device program placed on GPUs (see module docstring)."""
 
@@ -94,7 +115,7 @@ class NativeContext:
         self.program = program
         self.device_of = [int(d) for d in device_of]
         self.devices = sorted(set(self.device_of))
-        self.scope_sys = len(self.devices) > 1
+        self.scope_sys = system_scope(self.device_of)
         kernels = {d: _kernel(cp, d, program.dtype, program.op, self.scope_sys) for d in self.devices}
         cap = min(k[1] for k in kernels.values())
         writers = {o.rank for o in program.ops()}        # only ranks that write get blocks
@@ -190,9 +211,8 @@ class NativeContext:
 
     def _args(self, d: int, table) -> tuple:
         s = self._per_dev[d]
-        return (table, s["block_start"], s["wait_start"], s["waits"], s["wait_block"], s["flag_ptrs"], s["epochs"],
-                np.int32(s["first"]), np.uint64(self.dp.stride), np.int32(self.program.ranks), np.float64(self.avg),
-                np.uint64(self.status.dev_ptr + 20), np.uint64(self.status.dev_ptr), self.timeout_ns)
+        return kernel_args(table, s, s["first"], self.dp.stride, self.program.ranks, self.avg, self.status.dev_ptr,
+                           self.timeout_ns)
 
     def run(self, buffers: Sequence[dict], *, graphs: bool = True) -> None:
         """One call on ``buffers`` (rank -> physical buffer name -> CuPy array), on each GPU's
@@ -262,4 +282,4 @@ class NativeContext:
             f"{int(dp.block_rank[wb])}'s record {wj}; the call was abandoned")
 
 
-__all__ = ["NativeContext", "DEFAULT_TIMEOUT_S"]
+__all__ = ["NativeContext", "DEFAULT_TIMEOUT_S", "kernel_for", "kernel_args", "StatusWords"]

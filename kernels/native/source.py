@@ -55,6 +55,17 @@ def compile_options(dtype, op: str, *, scope_sys: bool) -> tuple[str, ...]:
             f"-DTC_SCOPE_SYS={int(bool(scope_sys))}", f"-DTC_THREADS={THREADS}")
 
 
+def system_scope(device_of, process_of=None) -> bool:
+    """Whether a program's flags need system scope (``TC_SCOPE_SYS=1``): its ranks live on more
+    than one GPU (``device_of``: rank -> GPU) or in more than one process (``process_of``: rank
+    -> process, e.g. MPI ranks); GPU scope only for ranks of one process on one GPU.
+
+    >>> system_scope([0, 0]), system_scope([0, 1]), system_scope([0, 0], process_of=[0, 1])
+    (False, True, True)
+    """
+    return len(set(device_of)) > 1 or (process_of is not None and len(set(process_of)) > 1)
+
+
 def compile_ptx(dtype, op: str, *, scope_sys: bool = False, arch: str = "compute_90") -> str:
     """PTX of one specialisation, compiled by NVRTC on this machine (no GPU needed).
 
@@ -91,4 +102,5 @@ def _check(nvrtc, err, what: str) -> None:
         raise DeviceUnavailable(f"NVRTC {what} failed: {err}")
 
 
-__all__ = ["kernel_source", "dtype_name", "compile_options", "compile_ptx", "KERNEL_NAME", "THREADS", "DTYPE_CODES", "OP_CODES"]
+__all__ = ["kernel_source", "dtype_name", "compile_options", "compile_ptx", "system_scope", "KERNEL_NAME", "THREADS",
+           "DTYPE_CODES", "OP_CODES"]

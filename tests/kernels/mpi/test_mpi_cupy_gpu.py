@@ -18,7 +18,7 @@ SCRIPT = textwrap.dedent('''
     from kernels import MPICommunicator
     from kernels.mpi.ipc import IpcWire
     for ipc in ("auto", "never"):
-        comm = MPICommunicator.from_mpi(ipc=ipc)
+        comm = MPICommunicator.from_mpi(ipc=ipc, native="never")   # the native path: test_native_cuda.py
         cupy.cuda.Device(comm.rank % cupy.cuda.runtime.getDeviceCount()).use()
         n, r = comm.size, comm.rank
         for count in (1, 1001, 1 << 20):

@@ -123,9 +123,15 @@ class _Graph:
 
 
 class _Stream:
+    id = 0                              # also the current device (cupy.cuda.Device())
+    pci_bus_id = "0000:01:00.0"
+
     def __init__(self, fake, non_blocking=False):
         self.fake = fake
         self.capturing = None
+
+    def synchronize(self):
+        pass
 
     def __enter__(self):
         return self
@@ -152,6 +158,8 @@ class FakeCupy:
         self.launches = 0
         self.capture = None
         self._host = []
+        #: every array made through this fake (a test's address_range can look them up)
+        self.allocations: list[np.ndarray] = []
         fake = self
 
         class _Capturing(_Kernel):
@@ -174,15 +182,19 @@ class FakeCupy:
         self.cuda = types.SimpleNamespace(
             runtime=runtime, Device=lambda d=0: _Stream(self),
             driver=types.SimpleNamespace(occupancyMaxActiveBlocksPerMultiprocessor=lambda f, t, s: 2),
-            get_current_stream=lambda: None, Stream=lambda non_blocking=False: _Stream(self, non_blocking))
+            get_current_stream=lambda: _Stream(self), Stream=lambda non_blocking=False: _Stream(self, non_blocking))
         self.RawModule = lambda code, options: types.SimpleNamespace(
             get_function=lambda name: _Capturing(self, options))
 
+    def _keep(self, arr):
+        self.allocations.append(arr)
+        return arr
+
     def asarray(self, x):
-        return np.array(x).view(DevArray)
+        return self._keep(np.array(x).view(DevArray))
 
     def zeros(self, n, dtype):
-        return np.zeros(n, dtype).view(DevArray)
+        return self._keep(np.zeros(n, dtype).view(DevArray))
 
     def empty(self, n, dtype):
-        return np.full(n * np.dtype(dtype).itemsize, 0x7F, np.uint8).view(dtype).view(DevArray)
+        return self._keep(np.full(n * np.dtype(dtype).itemsize, 0x7F, np.uint8).view(dtype).view(DevArray))

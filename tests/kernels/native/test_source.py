@@ -4,6 +4,7 @@ acquire loads and release stores at GPU scope (system scope across GPUs), a boun
 (%globaltimer), and no fused multiply-add anywhere (reductions are separate IEEE ops)."""
 
 import re
+from functools import lru_cache
 
 import pytest
 
@@ -14,10 +15,15 @@ pytest.importorskip("cuda.bindings.nvrtc", reason="NVRTC (cuda-bindings, nvidia-
 _FMA = re.compile(r"\bfma\.")
 
 
+@lru_cache(maxsize=None)
+def _ptx(dtype, op, scope_sys, arch):
+    return compile_ptx(dtype, op, scope_sys=scope_sys, arch=arch)
+
+
 @pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
 @pytest.mark.parametrize("scope_sys", [False, True])
 def test_flags_are_acquire_release_at_the_right_scope(arch, scope_sys):
-    ptx = compile_ptx("float32", "sum", scope_sys=scope_sys, arch=arch)
+    ptx = _ptx("float32", "sum", scope_sys, arch)
     scope = "sys" if scope_sys else "gpu"
     assert re.search(rf"ld\.acquire\.{scope}\.global\.(u64|b64)", ptx), "no acquire load of a flag"
     assert re.search(rf"st\.release\.{scope}\.global\.(u64|b64)", ptx), "no release store of a flag"
@@ -25,6 +31,30 @@ def test_flags_are_acquire_release_at_the_right_scope(arch, scope_sys):
     assert not re.search(rf"(ld\.acquire|st\.release)\.{other}", ptx)
     assert "%globaltimer" in ptx, "waits are not bounded by the timer"
     assert ".entry topocoll_interpreter" in ptx
+
+
+_SYS_FENCE = re.compile(r"\b(membar\.sys|fence\.sc\.sys)\b")
+
+
+@pytest.mark.parametrize("arch", ["compute_80", "compute_90"])
+@pytest.mark.parametrize("dtype,op", [("float32", "sum"), ("bfloat16", "avg")])
+def test_system_scope_variant_fences_writes_before_publishing(arch, dtype, op):
+    """One process per GPU: the system-scope build fences every thread's writes system-wide before
+    a flag is published (one more system fence than the GPU build, whose only one is the timeout
+    report), keeps .sys acquire/release, and still has no fma in its reductions."""
+    sys_ptx, gpu_ptx = _ptx(dtype, op, True, arch), _ptx(dtype, op, False, arch)
+    assert len(_SYS_FENCE.findall(sys_ptx)) > len(_SYS_FENCE.findall(gpu_ptx)) >= 1
+    assert re.search(r"ld\.acquire\.sys\.global", sys_ptx) and re.search(r"st\.release\.sys\.global", sys_ptx)
+    assert re.search(r"ld\.acquire\.gpu\.global", gpu_ptx) and re.search(r"st\.release\.gpu\.global", gpu_ptx)
+    assert not _FMA.search(sys_ptx) and not _FMA.search(gpu_ptx)
+
+
+def test_scope_follows_devices_and_processes():
+    from kernels.native.source import system_scope
+    assert not system_scope([3, 3, 3])
+    assert system_scope([0, 1, 0])
+    assert system_scope([0, 0], process_of=[0, 1])       # two processes sharing one card
+    assert not system_scope([0, 0], process_of=[5, 5])
 
 
 @pytest.mark.parametrize("dtype", sorted(DTYPE_CODES))

@@ -1,0 +1,281 @@
+"""Test double of the GPU side of one-process-per-GPU native runs (kernels.mpi.native): a share
+backend over NumPy memory in ``multiprocessing.shared_memory`` and a NumPy interpreter of exactly
+what a process's launch reads (its resolved records with absolute addresses, its resolved waits
+on flag addresses, its epochs).
+
+Shared memory is an honest stand-in for CUDA IPC: a peer's block opened by name is mapped anew,
+at another address, as ``cudaIpcOpenMemHandle`` maps a peer's allocation; a wrong base or offset
+reads other bytes.  Each :class:`ShmShareBackend` is one "process": it opens its peers' blocks
+itself, so in one Python process several backends see the same bytes at different addresses.
+
+:class:`ShareKernel` runs one launch: ``run_now`` backends run it to the end at once, spinning
+on flags another OS process sets (mpirun tests, with a deadline that reports through the status
+words as the kernel does); otherwise launches wait in :attr:`ShmShareBackend.pending` and
+:func:`run_interleaved` runs the launches of every "process" in one random interleaving,
+records cut into parts, and raises the emulator's DeadlockDetected when no block can move.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import random
+import sys
+import time
+from pathlib import Path
+
+import ml_dtypes  # noqa: F401 - bfloat16 / float8 names
+import numpy as np
+
+from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
+from kernels.mpi.ipc import SharedMemoryIpc
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
+from _emulator import DeadlockDetected, RaceDetected, _conflict, _touched  # noqa: E402
+
+
+#: blocks made by this Python process (their tracker registration is the maker's to drop)
+_MADE_HERE: set[str] = set()
+
+
+def _view(addr: int, count: int, dtype) -> np.ndarray:
+    dt = np.dtype(dtype)
+    if count <= 0:
+        return np.zeros(0, dt)
+    return np.frombuffer((ctypes.c_char * (count * dt.itemsize)).from_address(int(addr)), dt)
+
+
+def address(arr: np.ndarray) -> int:
+    return int(arr.__array_interface__["data"][0])
+
+
+class ShmShareBackend:
+    """One process's memory and launches (see module docstring)."""
+
+    name = "shm-emulated"
+
+    def __init__(self, seed: int = 0, *, run_now: bool = True, timeout_s: float = 20.0, split: bool = True) -> None:
+        self.ipc = SharedMemoryIpc()
+        self.rng = random.Random(seed)
+        self.run_now, self.timeout_s, self.split = run_now, timeout_s, split
+        self.pending: list[ShareKernel] = []
+        #: launches to leave out (a process whose kernel never runs: its peers' waits time out)
+        self.skip_launches = 0
+        self._opened: dict[int, object] = {}
+        self.opens = self.closes = self.launches = 0
+
+    def identity(self) -> dict:
+        return {}
+
+    def can_map(self, peers) -> bool:
+        return True
+
+    def capacity(self) -> int:
+        return 64
+
+    def empty(self, n: int, dtype) -> np.ndarray:
+        arr = self.ipc.empty(max(1, n), dtype)[:n]
+        _MADE_HERE.add(self.ipc._blocks[-1][2]._name)
+        return arr
+
+    def flags(self, n: int) -> np.ndarray:
+        f = self.empty(n, np.uint64)
+        f[:] = 0
+        return f
+
+    address = staticmethod(address)
+
+    def export(self, arr, what: str) -> dict:
+        d = self.ipc.export(arr, what)
+        return {"handle": d["name"], "offset": d["offset"], "nbytes": d["nbytes"]}
+
+    def open(self, handle: str) -> int:
+        from multiprocessing import resource_tracker, shared_memory
+        shm = shared_memory.SharedMemory(name=handle)
+        if shm._name not in _MADE_HERE:      # another OS process made it and will unlink it
+            try:
+                resource_tracker.unregister(shm._name, "shared_memory")
+            except Exception:  # noqa: BLE001 - tracker internals differ between versions
+                pass
+        view = np.frombuffer(shm.buf, np.uint8)
+        base = address(view)
+        del view
+        self._opened[base] = shm
+        self.opens += 1
+        return base
+
+    def close(self, base: int) -> None:
+        shm = self._opened.pop(base)
+        self.closes += 1
+        try:
+            shm.close()
+        except BufferError:      # a view still alive (a test holding one): leave the mapping
+            pass
+
+    def upload(self, host: np.ndarray):
+        arr = np.ascontiguousarray(host).copy()
+        return arr, address(arr)
+
+    def prepare(self, share) -> dict:
+        return {"epochs": np.zeros(share.dp.num_blocks, np.uint64), "status": np.zeros(5, np.int64)}
+
+    def launch(self, share, b: dict, *, graph: bool) -> None:
+        self.launches += 1
+        if self.skip_launches:
+            self.skip_launches -= 1
+            return
+        kernel = ShareKernel(share, b, self.rng, self.split)
+        if self.run_now:
+            kernel.run_to_end(self.timeout_s)
+        else:
+            self.pending.append(kernel)
+
+    def synchronize(self) -> None:
+        pass
+
+    @staticmethod
+    def status(share) -> list[int]:
+        return [int(x) for x in share.state["status"]]
+
+    def release(self) -> None:
+        """Close every mapping and unlink the blocks this backend made."""
+        for shm in self._opened.values():
+            try:
+                shm.close()
+            except BufferError:
+                pass
+        self._opened = {}
+        self.ipc.close()
+
+
+class ShareKernel:
+    """One launch of a share: its blocks, run record by record over absolute addresses."""
+
+    def __init__(self, share, b: dict, rng: random.Random, split: bool) -> None:
+        dp = share.dp
+        self.share, self.rng, self.split = share, rng, split
+        self.recs = b["records"].reshape(-1, 5)
+        self.waits = share.waits.reshape(-1, 2)
+        self.flag_addrs = share.flag_addrs
+        self.epochs, self.status = share.state["epochs"], share.state["status"]
+        self.blocks = list(range(share.first, share.first + share.blocks))
+        self.nxt = {b_: int(dp.block_start[b_]) for b_ in self.blocks}
+        self.base = {b_: (int(self.epochs[b_]) + 1) * dp.stride for b_ in self.blocks}
+        self.left: dict[int, int] = {}
+        self.dp = dp
+
+    def live(self) -> list[int]:
+        return [b for b in self.blocks if self.nxt[b] < self.dp.block_start[b + 1]]
+
+    def ready(self, b: int) -> bool:
+        if b in self.left:
+            return True
+        i, dp = self.nxt[b], self.dp
+        return all(_view(int(a), 1, np.uint64)[0] >= self.base[b] + int(j) + 1
+                   for a, j in self.waits[dp.wait_start[i]:dp.wait_start[i + 1]])
+
+    def step(self, b: int) -> None:
+        """Run part of block ``b``'s next record (all of it when not splitting)."""
+        i = self.nxt[b]
+        count = int(self.recs[i, 3])
+        left = self.left.pop(b, count)
+        part = self.rng.randint(1, left) if self.split and left > 1 else left
+        done = count - left
+        run_record(self.recs[i], self.dp, done, done + part)
+        if part < left:
+            self.left[b] = left - part
+            return
+        if int(self.recs[i, 4]) & 16:
+            _view(int(self.flag_addrs[b]), 1, np.uint64)[0] = self.base[b] + (i - int(self.dp.block_start[b])) + 1
+        self.nxt[b] += 1
+        if self.nxt[b] == self.dp.block_start[b + 1]:
+            self.epochs[b] = self.base[b] // self.dp.stride
+
+    def stuck(self, b: int) -> tuple[int, int, int, int]:
+        """(block, record, awaited block, its index) of ``b``'s first unmet wait."""
+        i, dp = self.nxt[b], self.dp
+        for w in range(int(dp.wait_start[i]), int(dp.wait_start[i + 1])):
+            a, j = self.waits[w]
+            if _view(int(a), 1, np.uint64)[0] < self.base[b] + int(j) + 1:
+                return b, i, int(dp.waits[w, 0]), int(j)
+        return b, i, -1, -1
+
+    def run_to_end(self, timeout_s: float) -> None:
+        """Run every block, waiting on flags other processes set; past ``timeout_s`` without
+        progress, write the status words as the kernel's bounded wait does."""
+        last = time.monotonic()
+        while True:
+            live = self.live()
+            if not live:
+                return
+            ready = [b for b in live if self.ready(b)]
+            if ready:
+                self.step(self.rng.choice(ready))
+                last = time.monotonic()
+            elif time.monotonic() - last > timeout_s:
+                self.status[1:5] = self.stuck(live[0])
+                self.status[0] = 1
+                return
+            else:
+                time.sleep(0.0002)
+
+
+def run_interleaved(kernels: list[ShareKernel], rng: random.Random) -> None:
+    """Run the launches of several "processes" in one random interleaving (see module docstring).
+    Like the emulator, raise RaceDetected when a record starts while a record of another block,
+    of any process, is part done on the same elements and one of them writes (the program's
+    slots and offsets say which elements: the same on every process)."""
+    inflight: dict[tuple, tuple] = {}
+    while True:
+        live = [(k, b) for k in kernels for b in k.live()]
+        if not live:
+            return
+        ready = [(k, b) for k, b in live if k.ready(b)]
+        if not ready:
+            parts = [f"rank {k.share.rank} block {b} record {i - int(k.dp.block_start[b])} waits for block {wb}'s "
+                     f"record {wj}" for k, b0 in live[:4] for b, i, wb, wj in [k.stuck(b0)]]
+            raise DeadlockDetected(f"deadlock: {len(live)} block(s) stuck: " + "; ".join(parts))
+        k, b = rng.choice(ready)
+        key = (k.share.rank, b)
+        if b not in k.left:                       # a record starts
+            i = k.nxt[b]
+            touched = _touched(k.dp.records[i], k.dp.sources)
+            for other, (oi, theirs) in inflight.items():
+                if other != key and _conflict(touched, theirs):
+                    raise RaceDetected(f"rank {k.share.rank} record {i} (block {b}) and rank {other[0]} record {oi} "
+                                       f"(block {other[1]}) run at once on the same elements and one writes")
+            inflight[key] = (i, touched)
+        k.step(b)
+        if b not in k.left:                       # ... and is done
+            inflight.pop(key, None)
+
+
+_PREMUL = {2: (True, False), 3: (False, True), 4: (True, True)}
+
+
+def run_record(rec: np.ndarray, dp, lo: int, hi: int) -> None:
+    """Elements ``lo:hi`` of one resolved record (dst, src, acc, count, kind word) of ``dp``."""
+    dst_a, src_a, acc_a, count, word = (int(x) for x in rec)
+    kind, dt, n = word & 15, np.dtype(dp.dtype), dp.ranks
+    item = dt.itemsize
+    span = hi - lo
+    dst = _view(dst_a + lo * item, span, dt)
+    base = "sum" if dp.op == "avg" else dp.op
+    if kind == 0:
+        dst[...] = _view(src_a + lo * item, span, dt)
+    elif kind == 5:
+        postdiv_with(np, dst, n)
+    elif kind == 6:
+        srcs = _view(src_a, (word >> 8) & 255, np.uint64)
+        acc = _view(acc_a + lo * item, span, dt).copy()
+        for j, s in enumerate(srcs):
+            pre = (bool(word & 32) and j == 0, bool(word >> (16 + j) & 1))
+            reduce_copy_with(np, dst, acc if j == 0 else dst, _view(int(s) + lo * item, span, dt),
+                             PreMulSum(n, *pre) if any(pre) else base)
+    else:
+        pre = _PREMUL.get(kind)
+        reduce_copy_with(np, dst, _view(acc_a + lo * item, span, dt).copy(), _view(src_a + lo * item, span, dt),
+                         PreMulSum(n, *pre) if pre else base)
+
+
+__all__ = ["ShmShareBackend", "ShareKernel", "run_interleaved", "run_record", "address", "DeadlockDetected",
+           "RaceDetected"]
