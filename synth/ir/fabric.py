@@ -64,6 +64,9 @@ class Fabric:
     path_latency_us: dict[tuple[int, int], list[float]] = field(default_factory=dict, repr=False)
     #: the identical hosts of a cluster (:class:`synth.ir.cluster_shape.ClusterShape`), None otherwise
     shape: object | None = field(default=None, repr=False, compare=False)
+    #: the Topology it was built from (its GPU architecture and NIC transports choose the link
+    #: efficiencies of :func:`synth.model.physics.cost_params_for`), None if unknown
+    topology: object | None = field(default=None, repr=False, compare=False)
 
     # ---------------------------------------------------------------- queries
     def has_channel(self, i: int, j: int) -> bool:
@@ -121,6 +124,7 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
         if shape is not None:
             fab = _build_cluster(topo, shape, transport, unit_gbps)
             if fab is not None:
+                fab.topology = topo
                 return fab
     merged = Topology(topo.name, _merge_parallel_switches(topo.graph), topo.description)
     n = topo.num_gpus
@@ -159,7 +163,7 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
     if unit_gbps is None:
         unit_gbps = _unit(resources, set(merged.gpus))
     fab = Fabric(topo.name, topo.fingerprint(), n, resources, channels, float(unit_gbps), hosts,
-                 latencies)
+                 latencies, topology=topo)
     _check_fabric_connected(fab)
     return fab
 

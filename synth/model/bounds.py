@@ -100,21 +100,19 @@ class Bounds:
         return self._cache[key]
 
     def time_us(self, nbytes: float, params=None) -> float:
-        """Lower bound (µs) for an nccl-tests size of ``nbytes`` bytes.
+        """Lower bound (µs) for an nccl-tests size of ``nbytes`` bytes: the hardware latency of the
+        longest needed path plus the cut bound's bytes at the links' rates.
 
-        Without ``params``: hardware latency plus the cut bound at nominal bandwidth.  With a
-        :class:`synth.model.cost.CostParams`: launch + per-step overheads along the longest needed
-        path + latency, plus the cut bound at effective bandwidth ``T``, plus the model's
-        least slicing cost ``2 sqrt(slice_overhead_us * T)`` (the model charges
-        ``2 sqrt(slice_overhead_us * t_w)`` per wavefront, the ``t_w`` sum to at least ``T``,
-        and a sum of square roots is at least the square root of the sum): a lower bound of
-        :meth:`synth.model.cost.CostModel.schedule_time_us` for every correct schedule.
+        Without ``params`` the rates are the data-sheet bandwidths.  With a
+        :class:`synth.model.cost.CostParams` they are its achieved rates (pass
+        :func:`synth.model.physics.cost_params_for` of the fabric: the link efficiencies the NCCL
+        model uses too).  No runtime overhead (launch, per-step synchronisation, slicing) enters:
+        those belong to a runtime, so the bound holds for our schedules as
+        :class:`synth.model.cost.CostModel` times them and for NCCL's algorithms as
+        :mod:`synth.model.nccl` times them (a test checks both on every preset and cluster).
         """
         bw = float(self.rounds_per_block(params)) * self.block_bytes(nbytes) / (self.unit_gbps * 1e3)
-        if params is None:
-            return self.latency_us + bw
-        lat = max((h * params.step_overhead_us + us for h, us in self.pairs), default=0.0)
-        return params.launch_us + lat + bw + 2.0 * math.sqrt(params.slice_overhead_us * bw)
+        return self.latency_us + bw
 
     def _spec(self) -> CollectiveSpec:
         return CollectiveSpec(self.collective, self.ranks, 1, self.root)

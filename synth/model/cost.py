@@ -104,6 +104,10 @@ class CostParams:
     step_overhead_us: float = STEP_OVERHEAD_US
     slice_overhead_us: float = SLICE_OVERHEAD_US
     pipeline_slices: tuple[int, ...] = PIPELINE_SLICES
+    #: extra µs of a step whose transfers cross the network: the transport's per-hop latency
+    #: (:func:`synth.model.physics.cost_params_for` takes NCCL's fitted ``net_lat`` of the NICs'
+    #: transport, so ``--net efa2`` slows both sides alike)
+    network_latency_us: float = 0.0
 
     def __post_init__(self) -> None:
         for f in fields(self):
@@ -199,17 +203,22 @@ class CostModel:
     fabric : Fabric
         Channels, routes and resources (:func:`synth.ir.fabric.build_fabric`).
     params : CostParams, optional
-        Efficiencies and overheads (defaults: the calibrated values).
+        Efficiencies and overheads (default: :func:`synth.model.physics.cost_params_for` of the
+        fabric, the link efficiencies the NCCL model uses for the same GPUs and network).
     """
 
     def __init__(self, fabric: Fabric, params: CostParams | None = None) -> None:
         self.fabric = fabric
-        self.params = params if params is not None else CostParams()
+        if params is None:     # the shared link constants of the fabric's GPUs and network
+            from synth.model.physics import cost_params_for
+            params = cost_params_for(fabric)
+        self.params = params
         self._res = {r: k for k, r in enumerate(fabric.resources)}
         #: effective bytes per µs of each resource
         self.rate = np.array([info.bandwidth_gbps * self.params.efficiency(info.kind) * 1e3
                               for info in fabric.resources.values()], dtype=float)
         self._routes = _Routes(fabric.channels, self._res)
+        self._network = np.array([info.kind == "network" for info in fabric.resources.values()], dtype=bool)
         self._last: tuple | None = None      # (schedule, loads, latencies) of the last schedule timed
 
     # ---------------------------------------------------------------- loads
@@ -230,9 +239,12 @@ class CostModel:
                     f"step {step_index}, transfer {ti} (chunk {t.chunk}, rank {t.src} -> {t.dst}): "
                     f"not a channel of fabric {self.fabric.topology_name!r} (rule: no-channel)",
                     rule="no-channel", step=step_index, transfer=ti, rank=t.src, chunk=t.chunk)
+            crosses = False
             for r, f in route:
                 load[r] += f
-            lat = max(lat, self.fabric.channel_latency_us(t.src, t.dst))
+                crosses = crosses or bool(self._network[r])
+            extra = self.params.network_latency_us if crosses else 0.0
+            lat = max(lat, self.fabric.channel_latency_us(t.src, t.dst) + extra)
         return load, lat
 
     def _wave_time(self, load: np.ndarray, lat: float, nbytes_chunk: float) -> tuple[float, float]:

@@ -60,7 +60,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     import matplotlib.pyplot as plt
 
     from synth.model.bounds import lower_bounds
-    from synth.model.cost import CostParams
+    from synth.model.physics import cost_params_for
 
     n = fabric.num_ranks
     colls = list(curves)
@@ -74,7 +74,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
         bound = lower_bounds(fabric, coll, root=root)
         series = {"ours": _plan_curve(c), "nccl": nccl.get(coll), "ring": _baseline_curve(c, coll, "ring"),
                   "tree": _baseline_curve(c, coll, "tree"),
-                  "bound": [bound.time_us(nb, CostParams()) for nb in PLAN_SIZES]}
+                  "bound": [bound.time_us(nb, cost_params_for(fabric)) for nb in PLAN_SIZES]}
         lines += _size_rows(coll, n, root, plan, series)
         _plot_panel(axes[idx // cols][idx % cols], coll, n, series)
     for j in range(len(colls), rows * cols):

@@ -41,7 +41,6 @@ are refused.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from dataclasses import dataclass, field
@@ -53,7 +52,7 @@ from synth.ir.fabric import Fabric, build_fabric
 from synth.formats.schedule_file import save_schedule
 from synth.ir.schedule import Schedule, atomic_write_text
 from synth.ir.verifier import check
-from synth.model.cost import CostModel, CostParams
+from synth.model.cost import CostModel
 from synth.pipeline.msccl_export import export_msccl
 from synth.pipeline.output import ResultsFolder, classify
 from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
@@ -160,7 +159,8 @@ def _bwopt_effective(fabric: Fabric, coll: str, root: int | None,
     """The bandwidth-optimal method for the links' *effective* capacities (the cost model's
     per-kind efficiencies): a different optimum only where link kinds of different efficiency
     meet (PCIe next to the CPU link, NVLink next to a NIC)."""
-    params = CostParams()
+    from synth.model.physics import cost_params_for
+    params = cost_params_for(fabric)
     if coll not in BWOPT_COLLECTIVES:
         return None, 0.0, ""
     if len({params.efficiency(info.kind) for info in fabric.resources.values()}) < 2:
@@ -266,7 +266,8 @@ def model_version() -> str:
     the cost model's constants and the version of NCCL the NCCL model follows (the plan's NCCL
     comparison uses NCCL's defaults, never this process's ``NCCL_*`` variables)."""
     from synth.model.nccl.tuning import NCCL_VERSION
-    cost = hashlib.sha256(repr(CostParams()).encode()).hexdigest()[:12]
+    from synth.model.physics import model_version as constants_version
+    cost = constants_version()
     return f"results {RESULTS_VERSION}, cost model {cost}, NCCL model {'.'.join(map(str, NCCL_VERSION))}"
 
 

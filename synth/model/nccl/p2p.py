@@ -67,6 +67,34 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
     return links * m.link_gbs * params.p2p_nvlink_efficiency
 
 
+#: data-sheet GB/s per direction of a PCIe x16 link by generation
+PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}
+
+
+def mesh_alltoall_us(m: NcclMachine, params: ModelParams, per_peer: float) -> float | None:
+    """Device µs of one GPU's alltoall sends on a point-to-point NVLink mesh (None elsewhere).
+
+    NCCL's P2P transport uses NVLink only to a directly linked peer (src/graph/paths.cc: a
+    ``PATH_NVL`` needs a direct link; it never forwards through another GPU); every other peer is
+    reached through PCIe and the host.  So a DGX-1 GPU sends 4 of its 7 peers' parts over its
+    NVLinks (each peer's part over the links to that peer) and 3 over its PCIe x16 link, and the
+    slower of the two sets the time.  Rates: the links' data-sheet bandwidths times the shared
+    efficiencies (``p2p_nvlink_efficiency``; ``link_eff[arch, pcie]``).
+    """
+    if m.intra != "nvlink" or not m.link_matrix or not m.p2p:
+        return None
+    nvl_rate = m.link_gbs * params.p2p_nvlink_efficiency * 1000.0          # bytes/µs per link
+    pcie_rate = PCIE_X16_GBS.get(m.pcie_gen, 31.5) * params.link_efficiency(m.arch, "pcie") * 1000.0
+    worst = 0.0
+    for row in m.link_matrix:
+        linked = [k for k in row if k > 0]
+        far = len(row) - 1 - len(linked)
+        t_nvl = max([per_peer / (k * nvl_rate) for k in linked] + [per_peer * len(linked) / (sum(linked) * nvl_rate)]
+                    if linked else [0.0])
+        worst = max(worst, t_nvl, far * per_peer / pcie_rate)
+    return worst
+
+
 def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int) -> float:
     """Bandwidth one GPU gets to ``peers`` remote ranks through the network (GB/s)."""
     nic_share = m.node_net_gbps / m.gpus_per_node * params.net_efficiency(m.net_kind)
@@ -95,9 +123,12 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         intra_b, inter_b, peers = per_peer * (ppn - 1), per_peer * (n - ppn), n - ppn
         channels = g.n_channels
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
+    if coll != "sendrecv" and intra_b and not p2p_disable:
+        mesh = mesh_alltoall_us(m, params, intra_b / (ppn - 1))
+        t_intra = t_intra if mesh is None else mesh
     t_inter = inter_b / (1000.0 * p2p_inter_gbs(m, g, params, peers)) if inter_b else 0.0
     t_dev = params.p2p_latency_us + max(t_intra, t_inter)
     return max(host_time_us(params, m.gpus_per_process, channels), t_dev), channels
 
 
-__all__ = ["p2p_time_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels"]
+__all__ = ["p2p_time_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]

@@ -109,6 +109,24 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
     return busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
 
 
+def tree_net_passes(m: NcclMachine, algo: str) -> int:
+    """How many times a node's NICs carry the message per direction in NCCL's double binary tree
+    (tree, NVLS-tree; nodes are the trees' vertices, each tree carries half the message).
+
+    On two nodes each tree is a chain of two: a node is the root of one tree and the leaf of the
+    other, so its NICs carry half + half = the message once per direction (the case NCCL's
+    maintainers call ideal for trees).  On more nodes every node is an inner vertex with two
+    children in one tree and a leaf in the other: up, it receives two halves and sends one (plus
+    one as a leaf), down the reverse, so its NICs carry the message twice per direction.
+    CollNet reduces in the network switch and crosses each NIC once.
+
+    >>> from topo_probe import cluster
+    >>> [tree_net_passes(NcclMachine.from_topology(cluster("dgx-h100", nodes=k)), "tree") for k in (2, 4)]
+    [1, 2]
+    """
+    return 2 if m.nodes > 2 and algo in ("tree", "nvls_tree") else 1
+
+
 def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
     """Bus bandwidth the NICs of a node allow (GB/s, multi-node only)."""
     m, g = t.machine, t.graphs
@@ -116,7 +134,7 @@ def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPa
     if algo == "ring":                           # every ring channel crosses one NIC of each node
         n_nic = m.visible_nics()[0]
         return _net_bw(m, params) * min(g.ring.n_channels, n_nic) / n_nic * frac
-    return busbw_factor(coll, m.ranks) * _net_bw(m, params) * frac   # tree-like: once per direction
+    return busbw_factor(coll, m.ranks) * _net_bw(m, params) * frac / tree_net_passes(m, algo)
 
 
 def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> int:
@@ -204,5 +222,5 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     return max(host_time_us(params, t.machine.gpus_per_process, channels), t_dev)
 
 
-__all__ = ["host_time_us", "link_kind", "ring_capacity_gbs", "simple_chunk_bytes", "latency_us",
+__all__ = ["host_time_us", "link_kind", "tree_net_passes", "ring_capacity_gbs", "simple_chunk_bytes", "latency_us",
            "collective_time_us"]

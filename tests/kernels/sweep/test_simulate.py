@@ -31,7 +31,7 @@ def test_allreduce_table_matches_cost_model_and_nccl_conventions(capsys):
         assert r[8] == r[12] == "N/A" and r[9:12] == r[5:8]       # in place = out of place, nothing checked
         assert (count, dtype, redop, root) == (size // 4, "float", "sum", -1)
         assert t == pytest.approx(model.schedule_time_us(sched, size), abs=0.06)
-        assert alg == pytest.approx(size / t / 1e3, abs=0.01)          # GB/s = bytes / µs / 1e3
+        assert alg == pytest.approx(size / t / 1e3, rel=2e-3)          # GB/s = bytes / µs / 1e3 (t printed rounded)
         assert bus == pytest.approx(alg * 2 * 7 / 8, abs=0.02)
         assert bound_t <= t and bound_bus >= bus
 

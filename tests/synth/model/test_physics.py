@@ -1,0 +1,109 @@
+"""One physics: the cost model of our schedules, the NCCL model and the lower bounds share the
+link constants, so the bound bounds both sides on every machine."""
+
+from __future__ import annotations
+
+import argparse
+from dataclasses import replace
+
+import pytest
+
+from synth.baselines import available_baselines, baseline
+from synth.ir.fabric import build_fabric
+from synth.model.bounds import lower_bounds
+from synth.model.cost import CostModel
+from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
+from synth.model.nccl.p2p import PCIE_X16_GBS
+from synth.model.physics import cost_params_for, model_version
+from topo_probe.cli.options import apply_machine_arguments
+from topo_probe.machines.presets import get_preset
+
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall") + ROOTED
+SIZES = [8 << k for k in range(0, 31, 3)]                     # 8 B ... 8 GiB
+
+
+def machine(preset: str, nodes: int | None = None, net: str | None = None, rail: bool = False):
+    ns = argparse.Namespace(nodes=nodes, nic_gbps=None, nics_per_node=None, rail_optimized=rail, net=net,
+                            spine_oversubscription=None, hosts_per_leaf=None)
+    return apply_machine_arguments(get_preset(preset), ns)
+
+
+def test_each_link_kind_takes_the_shared_constant():
+    p = cost_params_for(build_fabric(get_preset("dgx-h100")))
+    assert p.nvlink_efficiency == DEFAULT_PARAMS.link_efficiency("sm90", "nvlink")
+    assert p.pcie_efficiency == DEFAULT_PARAMS.link_efficiency("sm90", "pcie")
+    assert p.cpu_efficiency == DEFAULT_PARAMS.link_efficiency("sm90", "shm")
+    v100 = cost_params_for(get_preset("dgx1-v100"))
+    assert v100.nvlink_efficiency == DEFAULT_PARAMS.link_efficiency("sm70", "nvlink") != p.nvlink_efficiency
+    amd = cost_params_for(get_preset("mi300x"))
+    assert amd.infinity_fabric_efficiency == DEFAULT_PARAMS.link_efficiency("gfx942", "xgmi")
+    efa2 = cost_params_for(machine("dgx-h100", 2, "efa2"))
+    assert efa2.network_efficiency == DEFAULT_PARAMS.net_efficiency("efa2")
+    assert efa2.network_latency_us == DEFAULT_PARAMS.net_latency_us("efa2", "Simple") > 0
+    assert cost_params_for(machine("dgx-h100", 2)).network_latency_us == DEFAULT_PARAMS.net_latency_us("ib", "Simple")
+
+
+def test_model_version_names_the_shared_constants():
+    other = replace(DEFAULT_PARAMS, link_eff={**DEFAULT_PARAMS.link_eff, ("sm90", "nvlink"): 0.5})
+    assert model_version() == model_version(DEFAULT_PARAMS) != model_version(other)
+
+
+def test_net_kind_applies_to_our_schedules_too():
+    """A ring all-gather on 2 hosts x 1 GPU: every step crosses the network, so with one slice
+    --net efa2 adds exactly NCCL's EFA-v2 per-hop latency to each of its steps."""
+    ib, efa2 = build_fabric(machine("dgx-h100", 2)), build_fabric(machine("dgx-h100", 2, "efa2"))
+    s = baseline("ring", ib, "allgather")
+    one = (1,)
+    t_ib = CostModel(ib, replace(cost_params_for(ib), pipeline_slices=one)).schedule_time_us(s, 1 << 20)
+    t_efa = CostModel(efa2, replace(cost_params_for(efa2), pipeline_slices=one)).schedule_time_us(s, 1 << 20)
+    crossing = sum(any(ib.hosts[t.src] != ib.hosts[t.dst] for t in st.transfers) for st in s.steps)
+    assert crossing >= 1
+    # steps whose slowest transfer crosses the network: all of them on a ring over two hosts' GPUs
+    extra = DEFAULT_PARAMS.net_latency_us("efa2", "Simple") - DEFAULT_PARAMS.net_latency_us("ib", "Simple")
+    assert t_efa - t_ib == pytest.approx(crossing * extra, rel=1e-9)
+
+
+def test_nccl_alltoall_on_a_mesh_sends_to_unlinked_peers_over_pcie():
+    """DGX-1: GPU 0 has NVLinks to 4 peers; NCCL's P2P reaches the other 3 through PCIe.  At 1 GiB
+    the PCIe part sets the time: 3 x (1 GiB / 8) at the Gen3 x16 data-sheet rate times the shared
+    PCIe efficiency, plus NCCL's fixed p2p latency (hand-computed)."""
+    m = NcclMachine.from_topology(get_preset("dgx1-v100"))
+    linked = sum(1 for k in m.link_matrix[0] if k)
+    assert linked == 4
+    size = 1 << 30
+    pcie = PCIE_X16_GBS[m.pcie_gen] * DEFAULT_PARAMS.link_efficiency("sm70", "pcie") * 1e3
+    by_hand = DEFAULT_PARAMS.p2p_latency_us + 3 * (size / 8) / pcie
+    assert NcclModel(m).choose("alltoall", size).time_us == pytest.approx(by_hand, rel=1e-9)
+
+
+MACHINES = {
+    "dgx1-v100": lambda: get_preset("dgx1-v100"), "dgx2": lambda: get_preset("dgx2"),
+    "dgx-a100": lambda: get_preset("dgx-a100"), "dgx-h100": lambda: get_preset("dgx-h100"),
+    "mi300x": lambda: get_preset("mi300x"), "pcie-8gpu-2socket": lambda: get_preset("pcie-8gpu-2socket"),
+    "2 x dgx-h100": lambda: machine("dgx-h100", 2), "2 x dgx-a100 efa": lambda: machine("dgx-a100", 2, "efa"),
+    "4 x dgx-h100 rail efa2": lambda: machine("dgx-h100", 4, "efa2", rail=True),
+    "2 x mi300x": lambda: machine("mi300x", 2),
+}
+
+
+@pytest.mark.parametrize("name", list(MACHINES))
+def test_nothing_either_side_does_is_below_the_bound(name):
+    """For every collective at 8 B - 8 GiB: NCCL's modelled choice and every baseline schedule
+    (as the cost model times it) take at least the bound computed from the same constants."""
+    topo = MACHINES[name]()
+    fab = build_fabric(topo)
+    params = cost_params_for(fab)
+    nccl, ours = NcclModel(NcclMachine.from_topology(topo)), CostModel(fab, params)
+    below = []
+    for coll in COLLECTIVES:
+        root = 0 if coll in ROOTED else None
+        bound = lower_bounds(fab, coll, root=root)
+        scheds = [(b, baseline(b, fab, coll, root=root)) for b in available_baselines(fab, coll)] \
+            if fab.num_ranks <= 16 else []
+        for size in SIZES:
+            lb = bound.time_us(size, params)
+            timed = [("nccl " + (c := nccl.choose(coll, size)).label, c.time_us)]
+            timed += [(b, ours.schedule_time_us(s, size)) for b, s in scheds]
+            below += [(coll, size, who, t, lb) for who, t in timed if t < lb * (1 - 1e-9)]
+    assert not below, below[:5]
