@@ -12,8 +12,8 @@ Method names and arguments mirror the single-process Communicator with one array
 list per rank (buffers a rank does not use, like gather's output off the root, may be None).
 Each rank lowers the same verified schedule (plan entry, else a baseline, as the single-process
 Communicator chooses) and runs its share with non-blocking point-to-point messages
-(:mod:`kernels.mpi.transport`).  NumPy arrays run on the host.  CuPy arrays on one node run
-natively (``native="auto"``): one interpreter launch per call per process runs the rank's share
+(:mod:`kernels.mpi.transport`).  NumPy arrays run on the host.  CuPy arrays on one node can run
+natively (``native="auto"``, opt-in until it has run on several GPUs): one interpreter launch per call per process runs the rank's share
 of the device program over the peers' memory mapped through CUDA IPC
 (:mod:`kernels.mpi.native_call`); else they move zero-copy out of mapped peer memory
 (``ipc="auto"``, :mod:`kernels.mpi.ipc`), or go to MPI as device pointers when the library is
@@ -92,7 +92,9 @@ class MPICommunicator:
         ``auto``: CuPy arrays on a single node move by CUDA IPC (:mod:`kernels.mpi.ipc`);
         ``never``: always through MPI.  The same on every rank (checked at start-up).
     native : {"auto", "never"} or a share backend
-        ``auto``: CuPy arrays on one node run natively (:mod:`kernels.mpi.native_call`).
+        ``auto``: CuPy arrays on one node run natively (:mod:`kernels.mpi.native_call`);
+        ``never`` (default until the path has been measured on a machine with several GPUs):
+        today's IPC / MPI wire.
 
     Raises
     ------
@@ -107,7 +109,7 @@ class MPICommunicator:
 
     def __init__(self, comm=None, *, topology=None, plan=None, algo: str | None = None,
                  timeout_s: float | None = None, abort_on_error: bool = True, wire=None,
-                 ipc: str = "auto", native="auto") -> None:
+                 ipc: str = "auto", native="never") -> None:
         if ipc not in ("auto", "never"):
             raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}")
         self.ipc = ipc

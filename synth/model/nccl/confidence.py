@@ -1,0 +1,96 @@
+"""How sure the NCCL model is about a machine: its machine class and what real logs say of it.
+
+Every real log the model is checked on belongs to a *machine class* (GPU generation, host fabric,
+network; never a run size).  ``benchmarks/holdout_nccl_model.py --by-class`` holds each class out
+in turn (fitted on the others) and writes, per class, how many logs it has and the median error
+of its tables when held out, to ``class_validation.json`` beside this module.  A prediction for a
+machine whose class no log has validated says so, with the held-out error of the nearest
+validated class, in ``simulate``'s and ``synthesize``'s reports.
+
+>>> from topo_probe import get_preset, cluster
+>>> machine_class(NcclMachine.from_topology(get_preset("dgx-h100")))
+'h100-nvswitch-1host'
+>>> machine_class(NcclMachine.from_topology(cluster("dgx-a100", nodes=2)))
+'a100-ib-multihost'
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+from synth.model.nccl.machine import NcclMachine
+
+#: the committed per-class validation (written by benchmarks/holdout_nccl_model.py --by-class)
+VALIDATION = Path(__file__).with_name("class_validation.json")
+
+#: architecture -> the GPU family a class name starts with
+_GPU = {"sm60": "p100", "sm70": "v100", "sm80": "a100", "sm86": "a10-l40", "sm89": "l40s", "sm90": "h100",
+        "sm100": "b200", "gfx90a": "mi250", "gfx942": "mi300x", "gfx950": "mi355x"}
+
+
+def machine_class(m: NcclMachine) -> str:
+    """The class name of a machine (see the module docstring); the names the log cases use."""
+    amd = m.arch.startswith("gfx")
+    if m.nodes > 1 and m.gpus_per_node == 1:
+        return "1gpu-per-host"
+    if m.intra == "pcie":
+        return "pcie-multihost" if m.nodes > 1 else "pcie-1host"
+    if amd and m.nodes > 1:
+        return "amd-multihost"
+    gpu = _GPU.get(m.arch, m.arch)
+    if m.arch == "sm70" and m.intra == "nvlink" and m.nodes == 1:
+        return "v100-dgx1"
+    fabric = {"nvswitch": "nvswitch", "xgmi": "1host", "nvlink": "nvlink"}.get(m.intra, m.intra)
+    if m.nodes == 1:
+        return f"{gpu}-1host" if amd else f"{gpu}-{fabric}-1host"
+    return f"{gpu}-{m.net_kind}-multihost"
+
+
+@dataclass(frozen=True)
+class ClassRecord:
+    """What the logs of one class say: ``logs`` tables, median |error| held out (fraction)."""
+
+    name: str
+    logs: int
+    held_out_median: float
+
+
+def load_validation(path: Path = VALIDATION) -> dict[str, ClassRecord]:
+    """The committed per-class records ({} when the file is absent)."""
+    if not path.is_file():
+        return {}
+    doc = json.loads(path.read_text())
+    return {k: ClassRecord(k, int(v["logs"]), float(v["held_out_median"])) for k, v in doc.get("classes", {}).items()}
+
+
+def _similarity(a: str, b: str) -> tuple[int, int, int]:
+    pa, pb = a.split("-"), b.split("-")
+    return (int(pa[-1] == pb[-1]), int(pa[0] == pb[0]), len(set(pa) & set(pb)))
+
+
+def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = None) -> str:
+    """One line for a report: the machine's class and how well real logs validate it.
+
+    >>> recs = {"h100-ib-multihost": ClassRecord("h100-ib-multihost", 12, 0.08)}
+    >>> from topo_probe import get_preset, cluster
+    >>> confidence_line(NcclMachine.from_topology(cluster("dgx-h100", nodes=4)), recs)
+    'NCCL model: machine class h100-ib-multihost, validated on 12 real log tables (median error 8% held out)'
+    >>> confidence_line(NcclMachine.from_topology(get_preset("dgx-h100")), recs)[:90]
+    'NCCL model: machine class h100-nvswitch-1host: NO real log validates it; nearest validated'
+    """
+    records = load_validation() if records is None else records
+    name = machine_class(m)
+    rec = records.get(name)
+    if rec is not None:
+        return (f"NCCL model: machine class {name}, validated on {rec.logs} real log tables "
+                f"(median error {rec.held_out_median:.0%} held out)")
+    if not records:
+        return f"NCCL model: machine class {name}: no validation data"
+    near = max(records.values(), key=lambda r: (_similarity(name, r.name), -r.held_out_median))
+    return (f"NCCL model: machine class {name}: NO real log validates it; nearest validated class "
+            f"{near.name} ({near.logs} tables, median error {near.held_out_median:.0%} held out)")
+
+
+__all__ = ["machine_class", "confidence_line", "load_validation", "ClassRecord", "VALIDATION"]
