@@ -86,7 +86,7 @@ def find_rings(fabric: Fabric, max_rings: int = 64) -> RingPlan:
 
 def _cluster_plan(fabric: Fabric, max_rings: int) -> RingPlan:
     from synth.baselines.cluster_rings import cluster_rings
-    rings = cluster_rings(fabric)
+    rings = cluster_rings(fabric) or _natural_ring(fabric)
     if not rings:
         raise UnsupportedCollective(f"ring: no ring search beyond {SEARCH_MAX_RANKS} ranks, and fabric "
                                     f"{fabric.topology_name!r} ({fabric.num_ranks} ranks) has no rail-aligned "
@@ -96,6 +96,14 @@ def _cluster_plan(fabric: Fabric, max_rings: int) -> RingPlan:
     hops = tuple(tuple((r[k], r[(k + 1) % n]) for k in range(n)) for r in rings)
     rounds = required_rounds(fabric, [h for hs in hops for h in hs])
     return RingPlan(tuple(rings), hops, False, rounds, False)
+
+
+def _natural_ring(fabric: Fabric) -> list[tuple[int, ...]]:
+    """Rank order 0, 1, ..., n-1 where every consecutive pair is a channel (one NVLink domain of
+    72 GPUs behind switches, for instance), else none."""
+    n = fabric.num_ranks
+    ok = all(fabric.has_channel(k, (k + 1) % n) for k in range(n))
+    return [tuple(range(n))] if ok else []
 
 
 def _adjacency(fabric: Fabric) -> list[list[int]]:

@@ -276,3 +276,17 @@ def test_mutated_baselines_are_rejected_or_still_correct(which, ops):
         assert numpy_correct(mutated, seed=len(ops))
     else:
         assert rep.violations[0].rule in RULES
+
+
+def test_one_nvlink_domain_beyond_the_ring_search_gets_the_natural_ring():
+    """GB200 NVL72: 72 GPUs behind NVLink switches, more than the ring search takes and not a
+    cluster of identical hosts; every consecutive pair is a channel, so the ring is 0..71 (hand:
+    an all-reduce ring of n ranks takes 2 (n - 1) steps) and it verifies."""
+    from synth.baselines.ringsearch import SEARCH_MAX_RANKS, find_rings
+    from synth.ir.verifier import check as verify
+    f = build_fabric(get_preset("gb200-nvl72"))
+    assert f.num_ranks == 72 > SEARCH_MAX_RANKS
+    assert find_rings(f).rings[0] == tuple(range(72))
+    s = baseline("ring", f, "allreduce")
+    verify(s, f)
+    assert s.num_steps == 2 * (72 - 1)
