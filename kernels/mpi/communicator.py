@@ -13,8 +13,8 @@ list per rank (buffers a rank does not use, like gather's output off the root, m
 Each rank lowers the same verified schedule (plan entry, else a baseline, as the single-process
 Communicator chooses) and runs its share with non-blocking point-to-point messages
 (:mod:`kernels.mpi.transport`).  NumPy arrays run on the host.  CuPy arrays on one node can run
-natively (``native="auto"``, opt-in until it has run on several GPUs): one interpreter launch per call per process runs the rank's share
-of the device program over the peers' memory mapped through CUDA IPC
+natively (``native="auto"``, opt-in until measured on several GPUs): one launch per call per
+process runs the rank's share of the device program over peers' memory mapped by CUDA IPC
 (:mod:`kernels.mpi.native_call`); else they move zero-copy out of mapped peer memory
 (``ipc="auto"``, :mod:`kernels.mpi.ipc`), or go to MPI as device pointers when the library is
 CUDA-aware, else through pinned host memory.
@@ -92,9 +92,8 @@ class MPICommunicator:
         ``auto``: CuPy arrays on a single node move by CUDA IPC (:mod:`kernels.mpi.ipc`);
         ``never``: always through MPI.  The same on every rank (checked at start-up).
     native : {"auto", "never"} or a share backend
-        ``auto``: CuPy arrays on one node run natively (:mod:`kernels.mpi.native_call`);
-        ``never`` (default until the path has been measured on a machine with several GPUs):
-        today's IPC / MPI wire.
+        ``auto``: CuPy arrays on one node run natively (:mod:`kernels.mpi.native_call`); ``never``
+        (default until measured on several GPUs): the IPC / MPI wire.
 
     Raises
     ------

@@ -21,6 +21,11 @@ A fabric resource's ``kind`` maps to a link kind of that table:
 A step of a schedule whose transfers cross the network also pays the transport's per-hop latency
 (``net_lat[transport, Simple]``, :attr:`CostParams.network_latency_us`), as NCCL's hops do.
 
+It also holds :class:`CostParams`, what the cost model of our schedules needs: the efficiencies
+per resource kind (data-sheet defaults below, or the shared table through
+:func:`cost_params_for`, which is what :class:`synth.model.cost.CostModel` uses by default) and
+our runtime's own overheads (launch, per step, per slice).
+
 The NCCL-specific parts (protocol payload fractions, NVLS efficiency, per-call host costs,
 latencies of NCCL's tables) stay in :mod:`synth.model.nccl`: they describe what NCCL's kernels do
 with the links, not the links.
@@ -36,12 +41,87 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import replace
+from dataclasses import dataclass, fields, replace
 
-from synth.model.cost import CostParams
 from synth.model.nccl.machine import _arch
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams, params_to_dict
+from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import Topology
+
+# ---------------------------------------------------------------- documented parameters
+#: NCCL assumes 20 GB/s per NVLink on SM70/SM80 (src/graph/topo.h ``SM80_NVLINK_BW 20.0``)
+#: of the 25 GB/s per direction the links signal.
+NVLINK_EFFICIENCY = 20.0 / 25.0
+#: NCCL's PCI bandwidth is 12 GB/s for Gen3 x16 (15.75), 24 Gen4 (31.5), 48 Gen5 (63): the same ratio.
+PCIE_EFFICIENCY = 24.0 / 31.5
+#: CPU interconnect: NCCL assumes 10 GB/s through a Skylake UPI link (20.8 GB/s) and 16 GB/s
+#: through AMD xGMI (32 GB/s per link): half the link rate.  Also applied to host-bridge links.
+CPU_EFFICIENCY = 0.5
+#: NCCL's NET_BW is 12 GB/s for a 100 Gb/s (12.5 GB/s) NIC.
+NETWORK_EFFICIENCY = 12.0 / 12.5
+#: AMD measures about 48 of the 64 GB/s of an MI300X xGMI link ("Understanding RCCL Bandwidth and
+#: xGMI Performance on AMD Instinct MI300X", ROCm blog, March 2025).
+INFINITY_FABRIC_EFFICIENCY = 48.0 / 64.0
+#: Fixed cost of one collective call (kernel launch and the per-call part of the runtime).  NCCL's
+#: own tuning model charges a base latency of 6.6 µs to a Ring/LL collective
+#: (src/graph/tuning.cc, ``baseLat``).
+LAUNCH_US = 6.6
+#: Per-step cost (synchronisation between consecutive steps, flag polling, kernel loop).
+#: Calibrated: the nccl-tests floor of 8 x A100 ring allreduce (median 39.4 µs up to 64 KiB, 14
+#: steps on the dgx-a100 preset with 0.7 µs channel latency) gives (39.4 - 6.6) / 14 - 0.7 µs; see
+#: results/calibration/ring_allreduce_dgx_a100.md (benchmarks/calibrate_cost_model.py).
+STEP_OVERHEAD_US = 1.65
+#: Per-slice cost of the in-step two-stage pipeline (the square-root term).  Calibrated on the
+#: same log (smallest worst-case busbw deviation from 1 MiB to 4 GiB); see the calibration report.
+SLICE_OVERHEAD_US = 0.47
+#: Message slicings tried for cross-step pipelining.
+PIPELINE_SLICES = (1, 2, 4, 8, 16, 32, 64)
+
+
+@dataclass(frozen=True)
+class CostParams:
+    """Parameters of :class:`CostModel`; every default is a documented module constant.
+
+    Efficiencies are the fraction of a link's nominal bandwidth (``bandwidth_gbps`` of the
+    topology) that a collective runtime achieves, per link kind.  Times are µs.
+    """
+
+    nvlink_efficiency: float = NVLINK_EFFICIENCY
+    pcie_efficiency: float = PCIE_EFFICIENCY
+    cpu_efficiency: float = CPU_EFFICIENCY
+    network_efficiency: float = NETWORK_EFFICIENCY
+    infinity_fabric_efficiency: float = INFINITY_FABRIC_EFFICIENCY
+    launch_us: float = LAUNCH_US
+    step_overhead_us: float = STEP_OVERHEAD_US
+    slice_overhead_us: float = SLICE_OVERHEAD_US
+    pipeline_slices: tuple[int, ...] = PIPELINE_SLICES
+    #: extra µs of a step whose transfers cross the network: the transport's per-hop latency
+    #: (:func:`synth.model.physics.cost_params_for` takes NCCL's fitted ``net_lat`` of the NICs'
+    #: transport, so ``--net efa2`` slows both sides alike)
+    network_latency_us: float = 0.0
+
+    def __post_init__(self) -> None:
+        for f in fields(self):
+            v = getattr(self, f.name)
+            if f.name.endswith("_efficiency") and not 0.0 < v <= 1.0:
+                raise InvalidArgument(f"CostParams.{f.name} must be in (0, 1], got {v!r}")
+            if f.name.endswith("_us") and not v >= 0.0:
+                raise InvalidArgument(f"CostParams.{f.name} must be >= 0 µs, got {v!r}")
+        ks = self.pipeline_slices
+        if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks) or 1 not in ks:
+            raise InvalidArgument(f"CostParams.pipeline_slices must be positive integers including 1, got {ks!r}")
+
+    def efficiency(self, kind: str) -> float:
+        """Achievable fraction of the nominal bandwidth of a link of ``kind``.
+
+        >>> CostParams().efficiency("nvlink")
+        0.8
+        """
+        try:
+            return getattr(self, f"{kind}_efficiency")
+        except AttributeError:
+            raise InvalidArgument(f"link kind {kind!r} has no efficiency factor") from None
+
 
 #: fabric resource kind -> link kind of ``ModelParams.link_eff``
 LINK_KIND = {"nvlink": "nvlink", "infinity_fabric": "xgmi", "pcie": "pcie", "cpu": "shm"}
@@ -85,4 +165,4 @@ def model_version(params: ModelParams = DEFAULT_PARAMS) -> str:
     return hashlib.sha256(doc.encode()).hexdigest()[:12]
 
 
-__all__ = ["cost_params_for", "efficiencies", "machine_keys", "model_version", "LINK_KIND"]
+__all__ = ["CostParams", "cost_params_for", "efficiencies", "machine_keys", "model_version", "LINK_KIND"]
