@@ -315,9 +315,10 @@ def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, secon
     return "\n".join(lines)
 
 
-def make_clone(work: Path) -> tuple[Path, str]:
+def make_clone(work: Path, rev: str = "HEAD") -> tuple[Path, str]:
     clone = work / "clone"
     subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "--detach", rev], check=True)
     head = subprocess.run(["git", "-C", str(clone), "log", "-1", "--format=%h (%s)"], capture_output=True,
                           text=True, check=True).stdout.strip()
     return clone, head
@@ -328,11 +329,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="results/new_user", help="folder for report.md")
     ap.add_argument("--quick", action="store_true", help="skip the slower examples (synthesis in Python)")
     ap.add_argument("--timeout", type=float, default=300.0, help="seconds per command")
+    ap.add_argument("--rev", default="HEAD", help="the commit to clone (default HEAD)")
     args = ap.parse_args(argv)
     t0 = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="new-user-") as tmp:
         work = Path(tmp)
-        clone, head = make_clone(work)
+        clone, head = make_clone(work, args.rev)
         env = tool_env(clone, work / "bin", work / "home")
         cmds = doc_commands(clone) + bad_inputs()
         if shutil.which("mpirun", path=env["PATH"]) is None:
