@@ -117,14 +117,16 @@ def run_one(cmd: Cmd, clone: Path, out: Path, env: dict, timeout: float, snap: d
         cmd.setup(out)
     shell = cmd.shell.replace("{out}", shlex.quote(str(out)))
     t0 = time.perf_counter()
+    proc = subprocess.Popen(["bash", "-c", shell], cwd=clone, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
     try:
-        proc = subprocess.run(["bash", "-c", shell], cwd=clone, env=env, capture_output=True, text=True,
-                              timeout=timeout, stdin=subprocess.DEVNULL)
-        res.rc, text = proc.returncode, proc.stdout + proc.stderr
-    except subprocess.TimeoutExpired as e:
-        text = (e.stdout or b"").decode(errors="replace") + (e.stderr or b"").decode(errors="replace")
+        stdout, stderr = proc.communicate(timeout=timeout)
+        res.rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)                 # the whole group: mpirun's ranks too
+        stdout, stderr = proc.communicate()
         res.problems.append(f"timed out after {timeout:g} s")
-    res.seconds = time.perf_counter() - t0
+    res.seconds, text = time.perf_counter() - t0, stdout + stderr
     (out / "output.txt").write_text(f"$ {shell}\n{text}")
     res.traceback = TRACEBACK in text
     after = snapshot(clone, snap)
@@ -266,7 +268,8 @@ def bad_inputs() -> list[Cmd]:
         Cmd("--plot notes.txt", f"{small} --plot {{out}}/notes.txt", (2,), check=_absent("notes.txt")),
         Cmd("--plot p.jpg", f"{small} --plot {{out}}/p.jpg", (2,), check=_absent("p.jpg")),
         Cmd("--csv without --plot", f"{small} --csv {{out}}/only.csv",
-            check=lambda out, _: None if (out / "only.csv").read_text().startswith("series,") else "no sweep CSV"),
+            check=lambda out, _: "no sweep CSV" if not (out / "only.csv").read_text().startswith("series,") else
+            _absent("only.png")(out, _)),
         Cmd("a folder as --plot", f"{small} --plot {{out}}/dir.png", (2,), setup=lambda out: (out / "dir.png").mkdir()),
         Cmd("a folder as --csv", f"{small} --csv {{out}}/dir.csv", (2,), setup=lambda out: (out / "dir.csv").mkdir()),
         Cmd("--nccl-tuner-conf a folder", "synthesize --topology dgx-h100 --nccl-tuner-conf {out}", (2,),
@@ -295,19 +298,25 @@ def totals(outcomes: list[Outcome]) -> str:
             f"{sum(len(o.touched) for o in ran)} files touched outside their target")
 
 
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
 def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, seconds: float) -> str:
-    cell = lambda s: s.replace("|", "\\|")                         # noqa: E731
     lines = ["# New-user pass", "", f"Made by `{argv}` on {head}; {seconds:.0f} s in all.", "",
              f"**{totals(outcomes)}**", "",
+             "Each command ran under bash in a fresh clone with nothing installed (the four tools are shims that run "
+             "this interpreter on the clone); `{out}` is the command's own temporary folder, where the documented "
+             "outputs were redirected. Expected exit: 0, or 2 for bad input (one line, no traceback).", "",
              "| command | where | expected | exit | seconds | traceback? | touched outside target | notes |",
              "|---|---|---|---|---|---|---|---|"]
     for o in outcomes:
         if o.cmd.skip:
             continue
         note = "; ".join([x for x in (o.cmd.note, *o.problems) if x])
-        lines.append(f"| `{cell(o.cmd.shell)}` | {o.cmd.label} | {'/'.join(map(str, o.cmd.expect))} | "
+        lines.append(f"| `{_cell(o.cmd.shell)}` | {o.cmd.label} | {'/'.join(map(str, o.cmd.expect))} | "
                      f"{'-' if o.rc is None else o.rc}{'' if not o.failed else ' **FAIL**'} | {o.seconds:.1f} | "
-                     f"{'yes' if o.traceback else 'no'} | {cell(', '.join(o.touched)) or '0'} | {cell(note)} |")
+                     f"{'yes' if o.traceback else 'no'} | {_cell(', '.join(o.touched)) or '0'} | {_cell(note)} |")
     lines += ["", "## Skipped", ""]
     lines += [f"- `{o.cmd.shell}` ({o.cmd.label}): {o.cmd.skip}" for o in outcomes if o.cmd.skip] or ["- none"]
     lines += ["", "## `git status --porcelain` of the clone afterwards", "",

@@ -84,3 +84,11 @@ def test_documented_outputs_are_redirected_and_four_ranks_become_two(tmp_path):
                                        "synthesize --topology dgx-h100 --nccl-tuner-conf {out}/nccl_tuner.conf",
                                        "mpirun -n 2 sweep all_reduce --backend mpi", "pip install -e '.[mpi]'"]
     assert cmds[1].targets == ("results/dgx-h100/",) and cmds[3].skip.startswith("installs")
+
+
+def test_a_command_that_hangs_is_stopped_with_its_children_and_reported(clone, tmp_path):
+    env = nup.tool_env(clone, tmp_path / "bin", tmp_path / "home")
+    t0 = time.perf_counter()
+    (res,) = nup.run_pass([nup.Cmd("hangs", "sleep 30 & sleep 30; wait")], clone, tmp_path / "runs", env,
+                          timeout=1, log=lambda line: None)
+    assert time.perf_counter() - t0 < 10 and res.rc is None and res.problems == ["timed out after 1 s"]
