@@ -13,6 +13,7 @@ import subprocess
 import sys
 
 import pytest
+from _docs import python_snippets, shell_commands
 from _paths import ROOT
 
 PATH = re.compile(r"`((?:topo_probe|synth|kernels|tests|benchmarks|results|examples)/[\w/.\-\[\]]*?)`|"
@@ -100,10 +101,19 @@ def test_every_dotted_module_a_document_names_imports(doc):
 
 
 def _snippets(doc: str) -> list[str]:
-    return re.findall(r"```python\n(.*?)```", (ROOT / doc).read_text(), re.S)
+    return python_snippets((ROOT / doc).read_text())
 
 
 EXAMPLES = [(doc, k) for doc in USER_DOCS for k in range(len(_snippets(doc)))]
+
+
+def test_readme_shows_every_command_line_tool_it_installs():
+    """README's shell commands (what benchmarks/new_user_pass.py runs) start each of the four tools."""
+    section = (ROOT / "pyproject.toml").read_text().split("[project.scripts]")[1].split("\n[")[0]
+    tools = set(re.findall(r"^([\w-]+) = ", section, re.M))
+    assert len(tools) == 4, tools
+    first_words = {cmd.split()[0] for _, cmd in shell_commands((ROOT / "README.md").read_text())}
+    assert tools <= first_words, sorted(tools - first_words)
 
 
 def test_readme_and_manual_have_python_examples():

@@ -18,6 +18,11 @@ cupy
 sim
     the cost model's prediction (:class:`synth.model.cost.CostModel`) for the schedule at the
     nccl-tests size, same for both placements.
+one rank
+    no schedule runs, but the call does, as NCCL runs a one-rank call: host and cupy time the
+    call's argument checks and the copy where the buffers differ (in place: the checks alone),
+    sim charges the cost model's fixed cost of a call (``launch_us``).  busbw follows nccl-tests'
+    factors at n = 1 (0 for all_reduce, all_gather, reduce_scatter, gather, scatter, alltoall).
 
 Buffers follow NCCL's in-place aliasing (:mod:`synth.ir.collectives`): allgather/gather send
 from block r of rank r's receive buffer, reducescatter/scatter receive into block r of the
@@ -125,11 +130,23 @@ class _Null:
 
 
 def _run(case: Case, sends, recvs, executor_backend: str) -> None:
-    if case.schedule is None:  # one rank: the collective is a local copy
-        if recvs[0] is not sends[0]:
-            recvs[0][...] = sends[0][:recvs[0].size]
+    if case.schedule is None:
+        _one_rank(case, sends, recvs)
         return
     _executor()(case.schedule, sends, recvs, op=case.op, backend=executor_backend)
+
+
+def _one_rank(case: Case, sends, recvs) -> None:
+    """One rank, run as a user's call runs (``Communicator(1)``): the call's argument checks and
+    NCCL's in-place layout, then a copy where the two buffers are not the same memory.  In place
+    nothing moves, but the call is still made and timed, as nccl-tests times NCCL's one-rank call
+    (NCCL still launches it): the time is the call's cost, never a no-op's."""
+    from kernels.comm.communicator import _single_rank
+    from kernels.comm.validation import prepare
+    name = case.entry.name
+    kout = case.entry.blocks(1)[1]
+    s, d = prepare(name, name, sends, recvs, recvs[0].size // kout, case.root, size=1)
+    _single_rank(name, s, d, case.op)
 
 
 def _wrong(case: Case, recvs, want, to_host=np.asarray) -> int:
@@ -250,8 +267,10 @@ class SimBackend:
         return float(self.source.cost.schedule_time_us(case.schedule, case.counts.size))
 
     def measure(self, case: Case) -> tuple[float, int | None]:
-        if case.schedule is None:
-            return 0.0, None
+        if case.schedule is None:   # one rank: NCCL still makes the call; the model's fixed cost of a call
+            from synth.model.cost import LAUNCH_US
+            cost = getattr(self.source, "cost", None)
+            return (cost.params.launch_us if cost is not None else LAUNCH_US), None
         return self.time_us(case), None
 
     def extras(self, case: Case) -> tuple[str, ...]:

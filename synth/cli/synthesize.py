@@ -35,7 +35,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="solver budget per collective in seconds (default 60)")
     p.add_argument("--root", type=int, default=0, help="root rank for broadcast/reduce/gather/scatter")
     p.add_argument("--out", help="output folder: new, empty or holding earlier results of synthesize "
-                                 "(default results/<topology-name>)")
+                                 "(default results/<topology name, shell-safe>, e.g. results/dgx1-v100-gpus0-4 for --gpus 0-4)")
     p.add_argument("--force", action="store_true",
                    help="redo even if results made with the same topology and options exist "
                         "(other files are never touched)")
@@ -87,18 +87,6 @@ def _write_tuner_conf(topo, path: Path) -> None:
     print(f"wrote {path} ({len(rows)} ranges for NCCL's example tuner plugin)")
 
 
-def _folder_name(name: str) -> str:
-    """A topology's name as one folder name (a name from a file could hold ``/`` or ``..``).
-
-    >>> _folder_name("../../etc"), _folder_name("dgx1-v100[0,1]"), _folder_name("..")
-    ('_._.._etc', 'dgx1-v100[0,1]', 'topology')
-    """
-    safe = "".join(c if c.isalnum() or c in "-_.[],+" else "_" for c in name)
-    if not safe.strip("."):
-        return "topology"
-    return "_" + safe[1:] if safe.startswith(".") else safe
-
-
 def _check(args: argparse.Namespace) -> None:
     if not (math.isfinite(args.time_limit) and args.time_limit > 0):
         raise UsageError(f"--time-limit must be a positive number of seconds, got {args.time_limit:g}")
@@ -124,11 +112,12 @@ def _main(argv: list[str] | None) -> int:
     try:
         args = _parser().parse_args(argv)
         _check(args)
+        from synth.pipeline.output import folder_name
         from synth.pipeline.synthesize import SynthesisOptions, run
         topo = _topology(args)
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
                                 root=args.root, progress=not args.no_progress)
-        out = Path(args.out) if args.out is not None else Path("results") / _folder_name(topo.name)
+        out = Path(args.out) if args.out is not None else Path("results") / folder_name(topo.name)
         if args.nccl_tuner_conf is not None:
             _check_tuner_conf(args.nccl_tuner_conf, out)
         summary = run(topo, out, opts, force=args.force)

@@ -26,8 +26,10 @@ next run removes, also one that reuses the results.
 from __future__ import annotations
 
 import fcntl
+import hashlib
 import json
 import os
+import re
 import shutil
 import sys
 import time
@@ -47,6 +49,47 @@ _SYSTEM_ROOTS = ("/proc", "/sys", "/dev")
 #: how each documented file begins, when synthesize wrote it
 _HEADS = {"plan.json": b'"format": "topocoll.plan"', "topology.json": b'"format": "topocoll.topology"',
           "report.md": b"# Synthesis report", "busbw.png": b"\x89PNG\r\n\x1a\n"}
+
+
+_SHELL_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+_SUBSET = re.compile(r"(.+)\[((?:0|[1-9][0-9]*)(?:,(?:0|[1-9][0-9]*))*)\]")
+#: endings only :func:`folder_name` makes: a subset's GPUs, a digest of a name that needed one
+_MADE = re.compile(r"-(gpus[0-9.-]+|x[0-9a-f]{8})$")
+_MAX_NAME = 160
+
+
+def folder_name(name: str) -> str:
+    """The default folder of a topology, ``results/<folder_name(name)>/``: shell-safe (letters,
+    digits, ``.``, ``_``, ``-``; no leading ``.`` or ``-``), one path component, and different for
+    different names.  A safe name is itself; a partial allocation ``NAME[i,j,...]`` (what
+    ``--gpus`` makes) is ``NAME-gpus`` and its GPUs in order, runs written ``a-b`` and joined by
+    ``.``; any other name is its safe characters and ``-x`` with 8 hex digits of its SHA-256.
+
+    >>> folder_name("dgx1-v100"), folder_name("dgx1-v100[0,1,2,3,4]"), folder_name("dgx1-v100[4,0,1,2]")
+    ('dgx1-v100', 'dgx1-v100-gpus0-4', 'dgx1-v100-gpus4.0-2')
+    >>> folder_name("../../etc"), folder_name("..")
+    ('etc-x74ccf3c5', 'topology-x5ec1f7e7')
+    """
+    m = _SUBSET.fullmatch(name)
+    if m:
+        made = f"{folder_name(m.group(1))}-gpus{_runs([int(g) for g in m.group(2).split(',')])}"
+        if len(made) <= _MAX_NAME:
+            return made
+    elif _SHELL_SAFE.fullmatch(name) and not _MADE.search(name) and len(name) <= _MAX_NAME:
+        return name
+    stem = re.sub(r"[^A-Za-z0-9._-]+", "_", name).strip("._-")[:_MAX_NAME - 10].rstrip("._-")
+    return f"{stem or 'topology'}-x{hashlib.sha256(name.encode()).hexdigest()[:8]}"
+
+
+def _runs(gpus: list[int]) -> str:
+    """``[0, 1, 2, 5, 4]`` -> ``0-2.5.4``: maximal runs of consecutive increasing GPUs."""
+    parts, start = [], 0
+    for k in range(1, len(gpus) + 1):
+        if k == len(gpus) or gpus[k] != gpus[k - 1] + 1:
+            a, b = gpus[start], gpus[k - 1]
+            parts.append(f"{a}-{b}" if b > a else f"{a}")
+            start = k
+    return ".".join(parts)
 
 
 def _refuse(out: Path, why: str) -> InvalidArgument:

@@ -135,3 +135,55 @@ print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024 - base)
     assert res.returncode == 0, res.stderr[-2000:]
     held = (2 * 4 + 1) * (64 << 20)
     assert int(res.stdout.split()[-1]) <= 1.1 * held
+
+
+# nccl-tests' busbw factors at n = 1, by hand: 2(n-1)/n and (n-1)/n are 0; broadcast and reduce 1
+ONE_RANK_FACTOR = {"allreduce": 0.0, "allgather": 0.0, "reducescatter": 0.0, "alltoall": 0.0, "gather": 0.0,
+                   "scatter": 0.0, "broadcast": 1.0, "reduce": 1.0}
+
+
+@pytest.mark.parametrize("name", sorted(ONE_RANK_FACTOR))
+def test_one_rank_times_the_call_in_place_too_and_busbw_follows_nccl_tests(name):
+    """In place nothing moves, but the call is made: its time is the call's cost (argument checks,
+    several µs in Python), never a no-op's 0.1 µs (the 335,544 GB/s row of 32 MiB)."""
+    from kernels.sweep.driver import SweepConfig, run_sweep
+    from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
+    assert BUSBW_FACTOR[name](1) == ONE_RANK_FACTOR[name]
+    cfg = SweepConfig(name, nranks=1, minbytes=8, maxbytes=1 << 20, stepfactor=256, iters=5, warmup=1)
+    rows = run_sweep(cfg, HostBackend(), None).rows
+    assert [r.size for r in rows] == [8, 2048, 1 << 19]
+    for row in rows:
+        for res in (row.out_of_place, row.in_place):
+            assert res.wrong == 0
+            assert res.time_us >= 1.0, (row.size, res)
+            assert res.algbw == pytest.approx(row.size / (res.time_us * 1e3))
+            assert res.busbw == pytest.approx(res.algbw * ONE_RANK_FACTOR[name])
+
+
+def test_one_rank_in_place_call_runs_the_argument_checks(monkeypatch):
+    """The timed one-rank call is the user's call: it goes through the same checks (a refusal there
+    is a refusal of the sweep), not around them."""
+    import kernels.comm.validation
+    from topo_probe.errors import BufferLayoutError
+
+    def refuse(*a, **k):
+        raise BufferLayoutError("checked")
+    monkeypatch.setattr(kernels.comm.validation, "prepare", refuse)
+    e = TABLE["allreduce"]
+    case = Case(e, 1, e.counts(64, 4, 1), "float", "sum", None, True, None, iters=1, warmup=0)
+    with pytest.raises(BufferLayoutError, match="checked"):
+        HostBackend().measure(case)
+
+
+@pytest.mark.parametrize("name, busbw", [("broadcast", 1048576 / 6600), ("allreduce", 0.0)])
+def test_one_rank_sim_is_the_models_cost_of_a_call(name, busbw):
+    """By hand: 1 MiB in the model's 6.6 µs call (NCCL's Ring/LL base latency) is 158.9 GB/s algbw;
+    busbw is that for broadcast (factor 1) and 0 for all_reduce (2(n-1)/n = 0)."""
+    from kernels.sweep.backends import SimBackend
+    from kernels.sweep.driver import SweepConfig, run_sweep
+    cfg = SweepConfig(name, nranks=1, minbytes=1 << 20, maxbytes=1 << 20)
+    (row,) = run_sweep(cfg, SimBackend(None), None).rows
+    for res in (row.out_of_place, row.in_place):
+        assert res.time_us == 6.6
+        assert res.algbw == pytest.approx(158.875)
+        assert res.busbw == pytest.approx(busbw)

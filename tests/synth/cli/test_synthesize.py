@@ -1,6 +1,7 @@
 """`synthesize`: files written, every saved schedule verifies, plan covers all sizes, reuse/force,
 partial runs never overwrite complete results, bad input gives one line and exit 2."""
 
+import hashlib
 import json
 import os
 from pathlib import Path
@@ -196,8 +197,23 @@ def test_default_folder_of_a_topology_named_like_a_path_stays_under_results(tmp_
     monkeypatch.chdir(work)
     assert main(["--topology", str(tmp_path / "t.json"), "--collectives", "allgather", "--time-limit", "2",
                  "--no-progress"]) == 0
-    assert os.listdir(work) == ["results"] and os.listdir(work / "results") == ["_._.._escaped"]
+    digest = hashlib.sha256(b"../../escaped").hexdigest()[:8]          # the name's safe part and a digest
+    assert os.listdir(work) == ["results"] and os.listdir(work / "results") == [f"escaped-x{digest}"]
     assert sorted(os.listdir(tmp_path)) == ["a", "t.json"]
+
+
+def test_default_folder_of_a_partial_allocation_is_shell_safe_and_reused(tmp_path, monkeypatch, capsys):
+    """`--gpus 0,1,2` on ring:4 wrote results/ring4[0,1,2]/, which a shell needs quoted; now
+    results/ring4-gpus0-2/, and the second run reuses it; another order of GPUs is another folder."""
+    monkeypatch.chdir(tmp_path)
+    args = ["--topology", "ring:4", "--collectives", "allgather", "--time-limit", "2", "--no-progress"]
+    assert main(args + ["--gpus", "0,1,2"]) == 0
+    assert os.listdir(tmp_path / "results") == ["ring4-gpus0-2"]
+    capsys.readouterr()
+    assert main(args + ["--gpus", "0-2"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1].startswith("results for 1 collectives are in results/ring4-gpus0-2/")
+    assert main(args + ["--gpus", "2,0,1"]) == 0
+    assert sorted(os.listdir(tmp_path / "results")) == ["ring4-gpus0-2", "ring4-gpus2.0-1"]
 
 
 def test_a_reader_that_stops_early_does_not_stop_the_run(tmp_path):

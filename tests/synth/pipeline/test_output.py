@@ -2,8 +2,11 @@
 never touches other files, and that a kill at every filesystem step of a run leaves the old or
 the new complete results at the documented paths, with leftovers cleaned by the next run."""
 
+import hashlib
 import json
 import os
+import re
+import shlex
 import shutil
 import stat
 from pathlib import Path
@@ -409,3 +412,69 @@ def test_exchange_swaps_a_folder_and_a_link(tmp_path):
     if not _exchange(tmp_path / "l", tmp_path / "d"):
         pytest.skip("renameat2(RENAME_EXCHANGE) not available here")
     assert os.readlink(tmp_path / "d") == "elsewhere" and (tmp_path / "l" / "f").read_text() == "x"
+
+
+# ---------------------------------------------------------------- default folder names
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from synth.pipeline.output import folder_name  # noqa: E402
+
+_SAFE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]*")
+
+
+def _gpus_of(folder: str, base: str) -> list[int]:
+    """Read a subset's GPUs back from its folder name (``a-b`` runs joined by ``.``)."""
+    head, _, tail = folder.rpartition("-gpus")
+    assert head == base, folder
+    out = []
+    for part in tail.split("."):
+        a, _, b = part.partition("-")
+        out.extend(range(int(a), int(b or a) + 1))
+    return out
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=60))
+def test_any_topology_name_gives_one_shell_safe_folder(name):
+    folder = folder_name(name)
+    assert _SAFE.fullmatch(folder) and shlex.quote(folder) == folder, folder
+    assert len(folder) <= 255 and folder not in (".", "..")
+    assert folder_name(name) == folder                               # deterministic
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 1023), min_size=1, max_size=24, unique=True))
+def test_a_subsets_folder_names_its_gpus_in_order(gpus):
+    """Injective: the GPUs (order included) read back from the name, so two subsets never share."""
+    name = f"dgx-h100[{','.join(map(str, gpus))}]"
+    assert _gpus_of(folder_name(name), "dgx-h100") == gpus
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(min_size=1, max_size=20), st.text(min_size=1, max_size=20))
+def test_two_names_never_share_a_folder(a, b):
+    if a != b:
+        assert folder_name(a) != folder_name(b)
+
+
+def test_a_subset_too_long_to_spell_is_shortened_and_still_its_own():
+    evens, odds = (f"dgx-h100[{','.join(map(str, range(k, 1024, 2)))}]" for k in (0, 1))
+    fe, fo = folder_name(evens), folder_name(odds)
+    assert fe != fo and all(len(f) <= 160 and _SAFE.fullmatch(f) for f in (fe, fo))
+    assert fe.endswith("-x" + hashlib.sha256(evens.encode()).hexdigest()[:8])
+
+
+@pytest.mark.parametrize("a, b", [("x[0,1]", "x-gpus0-1"), ("x[0,1]", "x[1,0]"), ("x[0,1,2]", "x[0,2]"),
+                                  ("a/b", "a_b"), ("a b", "a_b"), ("[0]", "_0_"), ("x[7]", "x[007]"),
+                                  ("t-x0123abcd", "t")])
+def test_names_that_look_alike_get_different_folders(a, b):
+    fa, fb = folder_name(a), folder_name(b)
+    assert fa != fb and _SAFE.fullmatch(fa) and _SAFE.fullmatch(fb)
+
+
+def test_safe_names_and_committed_folders_keep_their_folder():
+    """Reuse: every preset's folder is its name, as committed under results/."""
+    from topo_probe import PRESETS
+    assert all(folder_name(p) == p for p in PRESETS)
+    assert folder_name("dgx1-v100[0,1,2,3,4,5]") == "dgx1-v100-gpus0-5"

@@ -1,0 +1,366 @@
+"""A new user's first hour, scripted: on a fresh clone of HEAD, run every shell command of README.md,
+docs/*.md and examples/README.md, the Python examples of README.md and docs/, every file under
+examples/, and the bad inputs users have tried; for each record the exit status against the
+expected one (0, or 2 for bad input; 1 only where a result is wrong), the wall time, whether a
+Python traceback was printed, and every file of the clone it created, changed or removed outside
+its declared output (file list, mtimes and SHA-256 before and after each command).  Declared
+outputs are redirected to a temporary folder, so at the end ``git status --porcelain`` of the
+clone must be empty.  Nothing is installed: the four tools are small shims that run this
+interpreter with PYTHONPATH at the clone.
+
+    python benchmarks/new_user_pass.py --out results/new_user [--quick]
+
+Commands that need a GPU, a build of nccl-tests, an install or minutes of benchmarking are listed
+as skipped with the reason; ``mpirun -n 4`` runs as ``-n 2``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import hashlib
+import os
+import re
+import shlex
+import shutil
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "tests"))
+
+from _docs import python_snippets, shell_commands  # noqa: E402
+
+from synth.ir.schedule import atomic_write_text  # noqa: E402
+
+TOOLS = {"topo-probe": "topo_probe.cli.main", "synthesize": "synth.cli.synthesize",
+         "simulate": "kernels.sweep.simulate", "sweep": "kernels.sweep.cli"}
+#: flags whose value is a file or folder the command writes: redirected to the command's folder
+OUTPUT_FLAGS = ("--json", "--nccl-xml", "--plot", "--csv", "--nccl-tuner-conf", "--out", "-J")
+#: documented commands not run, by a pattern of the command, and why
+SKIP = [(r"pip install|python3 -m venv", "installs packages; the pass uses this interpreter and installs nothing"),
+        (r"-m pytest", "the test suite (minutes on 2 cores; CI runs it: .ci/run)"),
+        (r"\[--|\[-[a-z]", "a synopsis of the flags, not a command"),
+        (r"all_reduce_perf|torchrun", "needs GPUs, NCCL's tuner plugin and a build of nccl-tests / PyTorch"),
+        (r"benchmarks/bench_mpi_allreduce", "an MPI benchmark that rewrites results/mpi/ (minutes)")]
+TRACEBACK = "Traceback (most recent call last)"
+
+
+@dataclass
+class Cmd:
+    """One command: ``shell`` runs under bash in the clone; ``{out}`` is its own output folder."""
+
+    label: str
+    shell: str
+    expect: tuple[int, ...] = (0,)
+    targets: tuple[str, ...] = ()            # clone paths it may write (its declared output)
+    setup: Callable[[Path], None] | None = None
+    check: Callable[[Path, str], str | None] | None = None   # (out, stdout+stderr) -> what is wrong
+    skip: str = ""
+    quick: bool = True
+    note: str = ""
+
+
+@dataclass
+class Outcome:
+    cmd: Cmd
+    rc: int | None = None
+    seconds: float = 0.0
+    traceback: bool = False
+    touched: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+
+    @property
+    def failed(self) -> bool:
+        return bool(self.problems)
+
+
+# ---------------------------------------------------------------- snapshots
+def snapshot(root: Path, before: dict | None = None) -> dict[str, tuple]:
+    """``path -> (size, mtime_ns, ctime_ns, sha256)`` of every file under ``root`` but ``.git``;
+    a file whose size, mtime and ctime are those of ``before`` keeps its hash (any write moves ctime)."""
+    out = {}
+    for dirpath, dirnames, files in os.walk(root):
+        dirnames[:] = [d for d in dirnames if not (dirpath == str(root) and d == ".git")]
+        for name in files:
+            p = Path(dirpath) / name
+            rel = p.relative_to(root).as_posix()
+            st = p.lstat()
+            key = (st.st_size, st.st_mtime_ns, st.st_ctime_ns)
+            old = (before or {}).get(rel)
+            if old is not None and old[:3] == key:
+                out[rel] = old
+                continue
+            digest = hashlib.sha256(p.read_bytes()).hexdigest() if p.is_file() and not p.is_symlink() else "link"
+            out[rel] = (*key, digest)
+    return out
+
+
+def touched(before: dict, after: dict, targets=()) -> list[str]:
+    """Files created, removed, rewritten or re-stamped (mtime) outside ``targets``."""
+    changed = [p for p in before.keys() | after.keys()
+               if p not in before or p not in after or before[p][1] != after[p][1] or before[p][3] != after[p][3]]
+    inside = [t.rstrip("/") for t in targets]
+    return sorted(p for p in changed if not any(p == t or p.startswith(t + "/") for t in inside))
+
+
+# ---------------------------------------------------------------- running
+def run_one(cmd: Cmd, clone: Path, out: Path, env: dict, timeout: float, snap: dict) -> tuple[Outcome, dict]:
+    res = Outcome(cmd)
+    out.mkdir(parents=True, exist_ok=True)
+    if cmd.setup is not None:
+        cmd.setup(out)
+    shell = cmd.shell.replace("{out}", shlex.quote(str(out)))
+    t0 = time.perf_counter()
+    proc = subprocess.Popen(["bash", "-c", shell], cwd=clone, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, stdin=subprocess.DEVNULL, text=True, start_new_session=True)
+    try:
+        stdout, stderr = proc.communicate(timeout=timeout)
+        res.rc = proc.returncode
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 9)                 # the whole group: mpirun's ranks too
+        stdout, stderr = proc.communicate()
+        res.problems.append(f"timed out after {timeout:g} s")
+    res.seconds, text = time.perf_counter() - t0, stdout + stderr
+    (out / "output.txt").write_text(f"$ {shell}\n{text}")
+    res.traceback = TRACEBACK in text
+    after = snapshot(clone, snap)
+    res.touched = touched(snap, after, cmd.targets)
+    if res.rc is not None and res.rc not in cmd.expect:
+        res.problems.append(f"exit {res.rc}, expected {'/'.join(map(str, cmd.expect))}: {_last_line(text)}")
+    if res.traceback:
+        res.problems.append("printed a traceback")
+    if res.touched:
+        res.problems.append(f"touched {', '.join(res.touched[:5])}")
+    why = cmd.check(out, text) if cmd.check is not None and res.rc is not None else None
+    if why:
+        res.problems.append(why)
+    return res, after
+
+
+def _last_line(text: str) -> str:
+    lines = [x for x in text.strip().splitlines() if x.strip()]
+    return lines[-1][:160] if lines else "(no output)"
+
+
+def run_pass(cmds: list[Cmd], clone: Path, work: Path, env: dict, timeout: float, log=print) -> list[Outcome]:
+    """Run ``cmds`` in order in ``clone`` (skipped ones are reported, not run); command k writes
+    into ``work/k``."""
+    outcomes, snap = [], snapshot(clone)
+    for k, cmd in enumerate(cmds):
+        if cmd.skip:
+            outcomes.append(Outcome(cmd))
+            continue
+        res, snap = run_one(cmd, clone, work / f"{k:02d}", env, timeout, snap)
+        outcomes.append(res)
+        log(f"{'FAIL' if res.failed else 'ok  '} {res.seconds:6.1f} s  {cmd.label}: {cmd.shell[:90]}"
+            + (f"  <- {'; '.join(res.problems)}" if res.failed else ""))
+    return outcomes
+
+
+def tool_env(clone: Path, bin_dir: Path, home: Path) -> dict:
+    """PATH with shims for the four tools and ``python`` (this interpreter, PYTHONPATH = the clone)."""
+    bin_dir.mkdir(parents=True, exist_ok=True)
+    for name, module in [*TOOLS.items(), ("python", None), ("python3", None)]:
+        run = f"-m {module} " if module else ""
+        (bin_dir / name).write_text(f'#!/bin/sh\nexec {shlex.quote(sys.executable)} {run}"$@"\n')
+        (bin_dir / name).chmod(0o755)
+    path = os.pathsep.join([str(bin_dir), str(Path(sys.executable).parent), os.environ.get("PATH", "/usr/bin:/bin")])
+    return {"PATH": path, "PYTHONPATH": str(clone), "HOME": str(home), "LANG": "C.UTF-8", "MPLBACKEND": "Agg",
+            "OMPI_ALLOW_RUN_AS_ROOT": "1", "OMPI_ALLOW_RUN_AS_ROOT_CONFIRM": "1",
+            "OMPI_MCA_rmaps_base_oversubscribe": "1", "PYTHONWARNINGS": "ignore", "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+# ---------------------------------------------------------------- what a new user runs
+def redirect(shell: str) -> tuple[str, bool]:
+    """Output flags' values moved into ``{out}`` (``$PWD/`` dropped); whether any was."""
+    new = re.sub(r"(?<!\S)(%s)\s+(\S+)" % "|".join(map(re.escape, OUTPUT_FLAGS)),
+                 lambda m: f"{m.group(1)} {{out}}/{Path(m.group(2).replace('$PWD/', '')).name}", shell)
+    return new, new != shell
+
+
+def doc_commands(clone: Path) -> list[Cmd]:
+    docs = ["README.md", *sorted(p.relative_to(clone).as_posix() for p in (clone / "docs").glob("*.md")),
+            "examples/README.md"]
+    cmds = []
+    for doc in docs:
+        for no, shell in shell_commands((clone / doc).read_text()):
+            label, shell = f"{doc}:{no}", re.sub(r"\s{2,}#\s.*$", "", shell)     # the comment is bash's to drop
+            skip = next((why for pat, why in SKIP if re.search(pat, shell)), "")
+            if skip:
+                cmds.append(Cmd(label, shell, skip=skip))
+                if "python3 -m venv" in shell:   # the install line also runs the main job
+                    cmds.append(Cmd(f"{label} (its main job)", "synthesize", targets=("results/dgx1-v100/",),
+                                    note="`.venv/bin/synthesize` without the install"))
+                continue
+            shell, moved = redirect(shell)
+            notes = ["outputs into the pass's folder"] if moved else []
+            if re.match(r"(\S+=\S+\s+)*mpirun\b", shell):
+                shell, n = re.subn(r"-n [3-9]\b", "-n 2", shell)
+                notes += ["2 ranks"] if n else []
+            targets = tuple(f"results/{m}/" for m in re.findall(r"^synthesize --topology (\S+)(?!.*--out)", shell))
+            cmds.append(Cmd(label, shell, targets=targets, note=", ".join(notes)))
+    for doc in docs[:-1]:
+        for k, code in enumerate(python_snippets((clone / doc).read_text())):
+            launch = "mpirun -n 2 python" if "MPICommunicator" in code else "python"
+            setup = (lambda out, code=code: (out / "example.py").write_text(code))
+            cmds.append(Cmd(f"{doc} python example {k + 1}", f"cd {{out}} && {launch} example.py", setup=setup,
+                            quick="synthesize(" not in code, note="run in its own folder"))
+    for f in sorted((clone / "examples").rglob("*.py")):
+        rel = f.relative_to(clone).as_posix()
+        cmds.append(Cmd(rel, f"python {rel} --single --json {{out}}/losses.json", note="the single-process reference"))
+    return cmds
+
+
+def _file(name: str, text: str) -> Callable[[Path], None]:
+    return lambda out: (out / name).write_text(text)
+
+
+def _unchanged(name: str, text: str) -> Callable[[Path, str], str | None]:
+    return lambda out, _: None if (out / name).read_text() == text else f"{name} was overwritten"
+
+
+def _absent(*names: str) -> Callable[[Path, str], str | None]:
+    return lambda out, _: next((f"{n} was written" for n in names if (out / n).exists()), None)
+
+
+def _probe_table(out: Path, text: str) -> str | None:
+    """Lines <= 200 characters; NIC columns in natural order (NIC2 before NIC10)."""
+    long = [x for x in text.splitlines() if len(x) > 200]
+    if long:
+        return f"{len(long)} lines over 200 characters (longest {max(map(len, long))})"
+    for line in text.splitlines():
+        nics = [int(m) for m in re.findall(r"\bNIC(\d+)\b", line)]
+        if len(nics) > 2 and nics != sorted(nics):
+            return f"NIC columns out of order: {' '.join(f'NIC{n}' for n in nics[:12])} ..."
+    return None
+
+
+def _one_rank_row(out: Path, text: str) -> str | None:
+    rows = [x.split() for x in text.splitlines() if re.match(r"\s+\d+\s+\d+\s+float", x)]
+    times = [float(r[9]) for r in rows] if rows else []
+    return "no rows" if not rows else (f"in-place time {min(times)} us: a no-op timed" if min(times) < 1 else None)
+
+
+def _safe_folder(out: Path, text: str) -> str | None:
+    names = [p.name for p in (out / "results").iterdir()] if (out / "results").is_dir() else []
+    bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9._-]+", n)]
+    return f"default folder {bad[0]!r} needs shell quoting" if bad or not names else None
+
+
+def bad_inputs() -> list[Cmd]:
+    """The inputs of issue 24, each refused in one line (exit 2) or handled (exit 0)."""
+    small = "sweep all_reduce -b 8 -e 1K -f 2 -g 2"
+    csv = "size,mine\n1,2\n"
+    h100 = "synthesize --topology dgx-h100 --collectives broadcast --time-limit 2 --no-progress --out {out}/res"
+    schedule = '{"format": "topocoll.schedule", "version": 1, "collective": "allgather", "steps": [{"rounds": 1,'
+    return [
+        Cmd("root 3 after a root-0 run", f"{h100} && {h100} --root 3",
+            check=lambda out, text: "reused the root-0 results" if "reusing" in text else None,
+            note="--collectives broadcast --time-limit 2: the full run takes minutes"),
+        Cmd("--plot beside a user's CSV", f"{small} --plot {{out}}/mydata.png", (2,), setup=_file("mydata.csv", csv),
+            check=_unchanged("mydata.csv", csv)),
+        Cmd("--plot notes.txt", f"{small} --plot {{out}}/notes.txt", (2,), check=_absent("notes.txt")),
+        Cmd("--plot p.jpg", f"{small} --plot {{out}}/p.jpg", (2,), check=_absent("p.jpg")),
+        Cmd("--csv without --plot", f"{small} --csv {{out}}/only.csv",
+            check=lambda out, _: "no sweep CSV" if not (out / "only.csv").read_text().startswith("series,") else
+            _absent("only.png")(out, _)),
+        Cmd("a folder as --plot", f"{small} --plot {{out}}/dir.png", (2,), setup=lambda out: (out / "dir.png").mkdir()),
+        Cmd("a folder as --csv", f"{small} --csv {{out}}/dir.csv", (2,), setup=lambda out: (out / "dir.csv").mkdir()),
+        Cmd("--nccl-tuner-conf a folder", "synthesize --topology dgx-h100 --nccl-tuner-conf {out}", (2,),
+            targets=("results/dgx-h100/",)),
+        Cmd("sweep -f 0", "sweep all_reduce -b 8 -e 1K -f 0 -g 2", (2,)),
+        Cmd("sweep -f -2", "sweep all_reduce -b 8 -e 1K -f -2 -g 2", (2,)),
+        Cmd("sweep --algo foo, one rank", "sweep all_reduce -b 8 -e 1K -g 1 --algo foo", (2,)),
+        Cmd("one rank in place", "sweep all_reduce -b 32M -e 32M -g 1", check=_one_rank_row),
+        Cmd("32 NICs per node", "topo-probe --topology dgx-h100 --nodes 2 --nics-per-node 32", check=_probe_table),
+        Cmd("default folder of --gpus 0-4",
+            "cd {out} && synthesize --topology dgx1-v100 --gpus 0-4 --collectives allgather --time-limit 2",
+            check=_safe_folder),
+        Cmd("a topology file that does not exist", "topo-probe --topology {out}/nonexistent.json", (2,)),
+        Cmd("the same, simulate", "simulate --topology {out}/nonexistent.json --collective allreduce", (2,)),
+        Cmd("a malformed JSON schedule", "simulate --topology dgx1-v100 --collective allgather --schedule {out}/bad.json",
+            (2,), setup=_file("bad.json", schedule)),
+        Cmd("the same, sweep --algo", "sweep all_gather --backend sim --topology dgx1-v100 --algo {out}/bad.json",
+            (2,), setup=_file("bad.json", schedule)),
+    ]
+
+
+# ---------------------------------------------------------------- report
+def totals(outcomes: list[Outcome]) -> str:
+    ran = [o for o in outcomes if not o.cmd.skip]
+    return (f"{len(ran)} commands, {sum(o.failed for o in ran)} failures, {sum(o.traceback for o in ran)} tracebacks, "
+            f"{sum(len(o.touched) for o in ran)} files touched outside their target")
+
+
+def _cell(text: str) -> str:
+    return text.replace("|", "\\|")
+
+
+def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, seconds: float) -> str:
+    lines = ["# New-user pass", "", f"Made by `{argv}` on {head}; {seconds:.0f} s in all.", "",
+             f"**{totals(outcomes)}**", "",
+             "Each command ran under bash in a fresh clone with nothing installed (the four tools are shims that run "
+             "this interpreter on the clone); `{out}` is the command's own temporary folder, where the documented "
+             "outputs were redirected. Expected exit: 0, or 2 for bad input (one line, no traceback).", "",
+             "| command | where | expected | exit | seconds | traceback? | touched outside target | notes |",
+             "|---|---|---|---|---|---|---|---|"]
+    for o in outcomes:
+        if o.cmd.skip:
+            continue
+        note = "; ".join([x for x in (o.cmd.note, *o.problems) if x])
+        lines.append(f"| `{_cell(o.cmd.shell)}` | {o.cmd.label} | {'/'.join(map(str, o.cmd.expect))} | "
+                     f"{'-' if o.rc is None else o.rc}{'' if not o.failed else ' **FAIL**'} | {o.seconds:.1f} | "
+                     f"{'yes' if o.traceback else 'no'} | {_cell(', '.join(o.touched)) or '0'} | {_cell(note)} |")
+    lines += ["", "## Skipped", ""]
+    lines += [f"- `{o.cmd.shell}` ({o.cmd.label}): {o.cmd.skip}" for o in outcomes if o.cmd.skip] or ["- none"]
+    lines += ["", "## `git status --porcelain` of the clone afterwards", "",
+              "```", git_status.rstrip() or "(empty)", "```", ""]
+    return "\n".join(lines)
+
+
+def make_clone(work: Path, rev: str = "HEAD") -> tuple[Path, str]:
+    clone = work / "clone"
+    subprocess.run(["git", "clone", "-q", "--no-hardlinks", str(ROOT), str(clone)], check=True)
+    subprocess.run(["git", "-C", str(clone), "checkout", "-q", "--detach", rev], check=True)
+    head = subprocess.run(["git", "-C", str(clone), "log", "-1", "--format=%h (%s)"], capture_output=True,
+                          text=True, check=True).stdout.strip()
+    return clone, head
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", default="results/new_user", help="folder for report.md")
+    ap.add_argument("--quick", action="store_true", help="skip the slower examples (synthesis in Python)")
+    ap.add_argument("--timeout", type=float, default=300.0, help="seconds per command")
+    ap.add_argument("--rev", default="HEAD", help="the commit to clone (default HEAD)")
+    args = ap.parse_args(argv)
+    t0 = time.perf_counter()
+    with tempfile.TemporaryDirectory(prefix="new-user-") as tmp:
+        work = Path(tmp)
+        clone, head = make_clone(work, args.rev)
+        env = tool_env(clone, work / "bin", work / "home")
+        cmds = doc_commands(clone) + bad_inputs()
+        if shutil.which("mpirun", path=env["PATH"]) is None:
+            cmds = [c if "mpirun" not in c.shell else Cmd(c.label, c.shell, skip="mpirun is not installed") for c in cmds]
+        if args.quick:
+            cmds = [c if c.quick else Cmd(c.label, c.shell, skip="--quick (slower example)") for c in cmds]
+        outcomes = run_pass(cmds, clone, work / "runs", env, args.timeout)
+        status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True,
+                                text=True).stdout
+    text = render(outcomes, "python benchmarks/new_user_pass.py " + " ".join(sys.argv[1:] if argv is None else argv),
+                  head, status, time.perf_counter() - t0)
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "report.md", text)
+    print(totals(outcomes) + ("; git status not clean" if status.strip() else ""))
+    return 1 if any(o.failed for o in outcomes) or status.strip() else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
