@@ -92,8 +92,7 @@ class MPICommunicator:
         ``auto``: CuPy arrays on a single node move by CUDA IPC (:mod:`kernels.mpi.ipc`);
         ``never``: always through MPI.  The same on every rank (checked at start-up).
     native : {"auto", "never"} or a share backend
-        ``auto``: CuPy arrays on one node run natively (:mod:`kernels.mpi.native_call`); ``never``
-        (default until measured on several GPUs): the IPC / MPI wire.
+        ``auto``: CuPy arrays on one node run natively (:mod:`kernels.mpi.native_call`); ``never``.
 
     Raises
     ------
