@@ -268,7 +268,7 @@ class SimBackend:
 
     def measure(self, case: Case) -> tuple[float, int | None]:
         if case.schedule is None:   # one rank: NCCL still makes the call; the model's fixed cost of a call
-            from synth.model.cost import LAUNCH_US
+            from synth.model.physics import LAUNCH_US
             cost = getattr(self.source, "cost", None)
             return (cost.params.launch_us if cost is not None else LAUNCH_US), None
         return self.time_us(case), None

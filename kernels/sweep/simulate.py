@@ -221,7 +221,10 @@ def run(args) -> list[str]:
     notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), {what}",
              f"cost model: launch {p.launch_us} us, step overhead {p.step_overhead_us} us, slice overhead "
              f"{p.slice_overhead_us} us, nvlink x{p.nvlink_efficiency:.3g}, pcie x{p.pcie_efficiency:.3g}, "
-             f"network x{p.network_efficiency:.3g}"]
+             f"network x{p.network_efficiency:.3g} (link constants shared with the NCCL model)"]
+    if algo == "nccl":
+        from synth.model.nccl.confidence import confidence_line
+        notes.append(confidence_line(backend.nccl.machine))
     from synth.model.bounds import lower_bounds
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "

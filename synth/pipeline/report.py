@@ -91,14 +91,19 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
 
 def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
     """The title, the fabric, how to read the table, and the table's head."""
+    from synth.model.nccl import NcclMachine
+    from synth.model.nccl.confidence import confidence_line
+    sure = confidence_line(NcclMachine.from_topology(topo)) if topo.num_gpus > 1 else ""
     return [f"# Synthesis report: {topo.name}", "",
             f"{fabric.describe()}; fingerprint `{fabric.fingerprint}`; total {summary['total_s']:.1f} s.", "",
             "**Plan vs NCCL (modelled).** NCCL is what its tuner would pick at each size, timed by the NCCL model "
             "validated on real nccl-tests logs (`results/model_validation/report.md`; one process per GPU, NCCL "
             f"defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). Where no schedule is predicted "
             "at least 5 % faster, the plan entry is `nccl`: NCCL is "
-            "faster there and the drop-in calls it. Schedules are timed by the calibrated cost model; busbw in "
-            "GB/s with nccl-tests factors; the bound is the cut lower bound at the same link efficiencies.", "",
+            "faster there and the drop-in calls it. Schedules are timed by the calibrated cost model, with the link "
+            "constants the NCCL model uses (`synth/model/physics.py`); busbw in GB/s with nccl-tests factors; the "
+            "bound is the links' physics alone (path latency plus the cut at those rates), so it bounds both sides.",
+            "", *([sure + ".", ""] if sure else []),
             "| collective | size | plan picks | plan µs | NCCL µs (modelled) | NCCL picks | plan vs NCCL | ring µs | "
             "bound µs | plan busbw | NCCL busbw |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]

@@ -45,7 +45,8 @@ def machine_class(m: NcclMachine) -> str:
     fabric = {"nvswitch": "nvswitch", "xgmi": "1host", "nvlink": "nvlink"}.get(m.intra, m.intra)
     if m.nodes == 1:
         return f"{gpu}-1host" if amd else f"{gpu}-{fabric}-1host"
-    return f"{gpu}-{m.net_kind}-multihost"
+    net = "efa" if m.net_kind == "efa2" else m.net_kind          # one class for both EFA generations
+    return f"{gpu}-{net}-multihost"
 
 
 @dataclass(frozen=True)
