@@ -1,13 +1,16 @@
 """CuPy backend: one GPU per rank, one stream per rank, events between dependent ops.
 
 The decisions live in :func:`kernels.backends.cupy_plan.plan_program`, plain Python that the
-CPU tests cover with the fake runtime of :mod:`kernels.backends.fake_device`:
+CPU tests cover with a fake runtime (``tests/_fake_device.py``):
 
 * **route** of each op: ``local`` (same GPU: a device copy / reduce kernel), ``peer`` (zero
   copy: ``cudaMemcpyPeerAsync``, or the reduce kernel reading the peer's memory) when peer
   access is allowed for that pair, else ``staged``: the source rank's stream copies into a
   pinned, portable host buffer, records an event, and the destination rank's stream waits
-  for it, copies host -> device and reduces locally;
+  for it, copies host -> device and reduces locally; a staged *chain* (two or more staged
+  sources reduced into one chunk in one step) is instead reduced on the host in one pass
+  (``host_reduce``, the Numba kernel of :mod:`kernels.backends.host_reduce`) and copied to
+  the device once;
 * **stream**: an op runs on the stream of the rank it writes (a staged op's first half on the
   source rank's stream);
 * **events**: an op waits for the completion event of each dependency (from
@@ -61,7 +64,7 @@ class CupyLayer(DeviceLayer):
         When given, a pair also needs ``topology.p2p(src, dst).supported`` (GPU index = device id).
     runtime : object, optional
         The CUDA runtime wrapper (default :class:`CupyRuntime`, created on first use; tests pass
-        :class:`kernels.backends.fake_device.FakeRuntime`).
+        the tests' fake runtime).
     """
 
     name = "cupy"
@@ -267,6 +270,10 @@ class CupyLayer(DeviceLayer):
                 rt.d2h(view(c.dst), view(c.a), s)
             elif k == "h2d":
                 rt.h2d(view(c.dst), view(c.a), s)
+            elif k == "host_reduce":
+                rt.host_reduce(view(c.dst), [view(r) for r in c.srcs],
+                               [binop_for(premul[i], binop, program.ranks) if i in premul else binop
+                                for i in c.chain], s)
             elif k == "exit":
                 cur = rt.current_stream(devs[c.stream])
                 finals = [events[e] for e in c.events]

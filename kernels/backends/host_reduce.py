@@ -23,6 +23,10 @@ NaN payloads and signs aside (IEEE leaves them open; NaN stays NaN):
 * max / min keep NumPy's choice between equal signed zeros (float16 keeps the first operand,
   the other floating types the second) and propagate NaN.
 
+:func:`fuse_reduce_chains` finds the reduce chains of a lowered program (a rank reducing
+several sources into one chunk in one step) that the host backend and the staged GPU path
+run through these kernels.
+
 Types: int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64.  The
 float8 types are not supported here (:func:`supports` says so; callers keep the NumPy twins).
 """
@@ -30,11 +34,13 @@ float8 types are not supported here (:func:`supports` says so; callers keep the 
 from __future__ import annotations
 
 import threading
+from dataclasses import dataclass
 from functools import lru_cache
 
 import numpy as np
 
 from kernels.backends.kernel_twins import PreMulSum, avg_scalar
+from kernels.program.ops import Op, Region
 from topo_probe.errors import InvalidArgument
 
 #: elements per block of the fused loop (one block's accumulator stays in L1/L2)
@@ -170,4 +176,45 @@ def reduce_chain(dst: np.ndarray, srcs, binops, *, parallel="auto") -> None:
     reduce_nway(dst, srcs, op, flags, s, parallel=parallel)
 
 
-__all__ = ["reduce_nway", "reduce_chain", "chain_args", "supports", "BLOCK", "PARALLEL_MIN_BYTES"]
+# ====================================================================== reduce chains of a program
+@dataclass(frozen=True)
+class FusedReduce:
+    """A reduce chain run as one n-way reduce: ``ops[0]`` is ``d <- a op s1``, every later op
+    ``d <- d op s_k`` (see :func:`fuse_reduce_chains`)."""
+
+    ops: tuple[Op, ...]
+    #: pieces shorter than this run op by op with the NumPy twins
+    min_elems: int = 0
+
+    @property
+    def dst(self) -> Region:
+        return self.ops[0].dst
+
+
+def _overlap(a: Region, b: Region) -> bool:
+    return a.rank == b.rank and a.buf == b.buf and a.start < b.stop and b.start < a.stop
+
+
+def _extends(run: list[Op], o: Op) -> bool:
+    d = run[0].dst
+    return (o.kind == "reduce" and o.dst == d and o.acc == d and not o.premul[0]
+            and not any(_overlap(x, d) for x in [o.src] + [p.src for p in run]))
+
+
+def fuse_reduce_chains(ops, min_elems: int = 0) -> list:
+    """``ops`` with each run of consecutive reduce ops into one region (the first may read its
+    accumulator elsewhere, no source overlaps the destination) as one :class:`FusedReduce`."""
+    out, i = [], 0
+    while i < len(ops):
+        j = i + 1
+        first = ops[i]
+        if first.kind == "reduce" and (first.acc == first.dst or not _overlap(first.acc, first.dst)):
+            while j < len(ops) and _extends(ops[i:j], ops[j]):
+                j += 1
+        out.append(first if j == i + 1 else FusedReduce(tuple(ops[i:j]), min_elems))
+        i = j
+    return out
+
+
+__all__ = ["reduce_nway", "reduce_chain", "fuse_reduce_chains", "FusedReduce", "chain_args", "supports", "BLOCK",
+           "PARALLEL_MIN_BYTES"]
