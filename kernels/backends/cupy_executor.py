@@ -41,6 +41,7 @@ import numpy as np
 from kernels.backends.cupy_plan import PINNED, ROUTES, STAGE, Cmd, Plan, plan_program, plan_routes  # noqa: F401
 from kernels.backends.cupy_runtime import CupyRuntime, EventPools
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
+from kernels.backends.host_reduce import warm
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.ops import Program, Region
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
@@ -226,6 +227,8 @@ class CupyLayer(DeviceLayer):
                     raise BufferLayoutError(f"rank {r}: {name} buffer lives on GPU {rt.device_of_array(arr)}, "
                                             f"rank {r} runs on GPU {devs[r]}")
         plan = self.plan(program)
+        if plan.host_reduces:
+            warm(program.dtype)
         item = program.dtype.itemsize
         pinned = self._pinned_area(plan.pinned_elems * item)[:plan.pinned_elems * item].view(program.dtype)
         stage = [rt.alloc(devs[r], plan.stage_elems[r], program.dtype) if plan.stage_elems[r] else None

@@ -169,6 +169,21 @@ def _check(dst, srcs, op, scale, dt) -> np.ndarray:
     return flags
 
 
+_WARM: set = set()
+
+
+def warm(dtype) -> None:
+    """Compile (or load from Numba's cache) both drivers for ``dtype`` now: the staged GPU path
+    calls this before issuing, so a host reduce never compiles inside a CUDA host function."""
+    dt = np.dtype(dtype)
+    if dt in _WARM or not supports(dt):
+        return
+    x = np.zeros(1, dt)
+    reduce_nway(x, [x, x], parallel=False)
+    reduce_nway(x, [x, x], parallel=True)
+    _WARM.add(dt)
+
+
 def reduce_chain(dst: np.ndarray, srcs, binops, *, parallel="auto") -> None:
     """A reduce chain in one pass: ``binops[k]`` (op name or :class:`PreMulSum`) combines the
     running value with ``srcs[k + 1]``; the same result as applying the twins in order."""
@@ -216,5 +231,5 @@ def fuse_reduce_chains(ops, min_elems: int = 0) -> list:
     return out
 
 
-__all__ = ["reduce_nway", "reduce_chain", "fuse_reduce_chains", "FusedReduce", "chain_args", "supports", "BLOCK",
+__all__ = ["reduce_nway", "reduce_chain", "warm", "fuse_reduce_chains", "FusedReduce", "chain_args", "supports", "BLOCK",
            "PARALLEL_MIN_BYTES"]
