@@ -1,14 +1,15 @@
 """Host n-way reduction kernels: ``dst = ((src0 op src1) op src2) ...`` fused in one pass.
 
-Numba ``@njit`` kernels (compiled on first use and cached on disk, so importing this module
-does not import Numba).  The sources are read once and ``dst`` written once, block by block:
-each block of :data:`BLOCK` elements is reduced in a small accumulator that stays in cache,
-so an n-way reduce moves ``(n + 1) * size`` bytes instead of the ``3 * (n - 1) * size`` of a
-chain of binary reduce-copies.  Two drivers share the block code: :func:`reduce_nway`
-with ``parallel=True`` spreads the blocks over Numba's threads (the staged GPU path's host
-reduce), ``parallel=False`` runs them in the calling thread without the GIL (the host backend,
-which has its own thread pool; Numba's default thread layer must not be entered from two
-threads at once, so parallel calls are serialised by a lock).
+Numba ``@njit`` kernels (:mod:`kernels.backends._host_reduce_jit`, compiled on first use and
+cached on disk, so importing this module does not import Numba).  The sources are read once
+and ``dst`` written once, block by block (8192 elements): each block is reduced in a small
+accumulator that stays in cache, so an n-way reduce moves ``(n + 1) * size`` bytes instead of
+the ``3 * (n - 1) * size`` of a chain of binary reduce-copies.  Two drivers share the block
+code: :func:`reduce_nway` with ``parallel=True`` spreads the blocks over Numba's threads,
+``parallel=False`` runs them in the calling thread without the GIL (the host backend, which
+has its own thread pool), ``"auto"`` (the staged GPU path's host reduce) picks by size.
+Numba's default thread layer must not be entered from two threads at once, so parallel calls
+are serialised by a lock.
 
 Results are bit-identical to the chained NumPy twins (:func:`kernels.backends.kernel_twins.reduce_copy_host`),
 NaN payloads and signs aside (IEEE leaves them open; NaN stays NaN):
@@ -43,8 +44,6 @@ from kernels.backends.kernel_twins import PreMulSum, avg_scalar
 from kernels.program.ops import Op, Region
 from topo_probe.errors import InvalidArgument
 
-#: elements per block of the fused loop (one block's accumulator stays in L1/L2)
-BLOCK = 8192
 OPCODES = {"sum": 0, "avg": 0, "prod": 1, "max": 2, "min": 3}
 NATIVE = frozenset({"int8", "uint8", "int32", "uint32", "int64", "uint64", "float32", "float64"})
 HALF = frozenset({"float16", "bfloat16"})
@@ -231,5 +230,5 @@ def fuse_reduce_chains(ops, min_elems: int = 0) -> list:
     return out
 
 
-__all__ = ["reduce_nway", "reduce_chain", "warm", "fuse_reduce_chains", "FusedReduce", "chain_args", "supports", "BLOCK",
+__all__ = ["reduce_nway", "reduce_chain", "warm", "fuse_reduce_chains", "FusedReduce", "chain_args", "supports",
            "PARALLEL_MIN_BYTES"]
