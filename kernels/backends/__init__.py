@@ -1,1 +1,1 @@
-"""Executors of lowered programs: host (NumPy), CuPy, Numba kernels and twins, reference, fake CUDA."""
+"""Executors of lowered programs: host (NumPy, Numba n-way reduces), CuPy (peer or host-staged), reference."""

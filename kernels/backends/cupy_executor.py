@@ -1,13 +1,16 @@
 """CuPy backend: one GPU per rank, one stream per rank, events between dependent ops.
 
 The decisions live in :func:`kernels.backends.cupy_plan.plan_program`, plain Python that the
-CPU tests cover with the fake runtime of :mod:`kernels.backends.fake_device`:
+CPU tests cover with a fake runtime (``tests/_fake_device.py``):
 
 * **route** of each op: ``local`` (same GPU: a device copy / reduce kernel), ``peer`` (zero
   copy: ``cudaMemcpyPeerAsync``, or the reduce kernel reading the peer's memory) when peer
   access is allowed for that pair, else ``staged``: the source rank's stream copies into a
   pinned, portable host buffer, records an event, and the destination rank's stream waits
-  for it, copies host -> device and reduces locally;
+  for it, copies host -> device and reduces locally; a staged *chain* (two or more staged
+  sources reduced into one chunk in one step) is instead reduced on the host in one pass
+  (``host_reduce``, the Numba kernel of :mod:`kernels.backends.host_reduce`) and copied to
+  the device once;
 * **stream**: an op runs on the stream of the rank it writes (a staged op's first half on the
   source rank's stream);
 * **events**: an op waits for the completion event of each dependency (from
@@ -38,6 +41,7 @@ import numpy as np
 from kernels.backends.cupy_plan import PINNED, ROUTES, STAGE, Cmd, Plan, plan_program, plan_routes  # noqa: F401
 from kernels.backends.cupy_runtime import CupyRuntime, EventPools
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
+from kernels.backends.host_reduce import warm
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.ops import Program, Region
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
@@ -61,7 +65,7 @@ class CupyLayer(DeviceLayer):
         When given, a pair also needs ``topology.p2p(src, dst).supported`` (GPU index = device id).
     runtime : object, optional
         The CUDA runtime wrapper (default :class:`CupyRuntime`, created on first use; tests pass
-        :class:`kernels.backends.fake_device.FakeRuntime`).
+        the tests' fake runtime).
     """
 
     name = "cupy"
@@ -223,6 +227,8 @@ class CupyLayer(DeviceLayer):
                     raise BufferLayoutError(f"rank {r}: {name} buffer lives on GPU {rt.device_of_array(arr)}, "
                                             f"rank {r} runs on GPU {devs[r]}")
         plan = self.plan(program)
+        if plan.host_reduces:
+            warm(program.dtype)
         item = program.dtype.itemsize
         pinned = self._pinned_area(plan.pinned_elems * item)[:plan.pinned_elems * item].view(program.dtype)
         stage = [rt.alloc(devs[r], plan.stage_elems[r], program.dtype) if plan.stage_elems[r] else None
@@ -267,6 +273,10 @@ class CupyLayer(DeviceLayer):
                 rt.d2h(view(c.dst), view(c.a), s)
             elif k == "h2d":
                 rt.h2d(view(c.dst), view(c.a), s)
+            elif k == "host_reduce":
+                rt.host_reduce(view(c.dst), [view(r) for r in c.srcs],
+                               [binop_for(premul[i], binop, program.ranks) if i in premul else binop
+                                for i in c.chain], s)
             elif k == "exit":
                 cur = rt.current_stream(devs[c.stream])
                 finals = [events[e] for e in c.events]

@@ -1,7 +1,7 @@
 """The CUDA runtime of the CuPy backend: the handful of calls :class:`kernels.backends.cupy_executor.CupyLayer`
 makes, through CuPy (imported lazily, when a :class:`CupyRuntime` is created).
 
-:class:`kernels.backends.fake_device.FakeRuntime` offers the same methods on the CPU for the tests.
+The tests' fake runtime (``tests/_fake_device.py``) offers the same methods on the CPU.
 Creating a CupyRuntime without a usable GPU (no CuPy, no CUDA device, no driver or NVML)
 raises :class:`~topo_probe.errors.DeviceUnavailable` with one line saying why.
 """
@@ -13,6 +13,7 @@ from typing import Any, NamedTuple
 
 import numpy as np
 
+from kernels.backends.host_reduce import reduce_chain
 from kernels.backends.kernel_twins import postdiv_with, reduce_copy_with
 from topo_probe.errors import DeviceUnavailable
 
@@ -158,6 +159,12 @@ class CupyRuntime:
             warnings.simplefilter("ignore", getattr(self.cp, "_util", warnings).__dict__.get(
                 "PerformanceWarning", UserWarning))
             reduce_copy_with(self.cp, dst, a, b, op)
+
+    def host_reduce(self, dst: np.ndarray, srcs: list, binops: list, stream) -> None:
+        """The n-way reduce of pinned host buffers in stream order: a host function on ``stream``
+        (it runs once the stream's earlier work and event waits are done; the stream's later work
+        waits for it), so the issuing thread never blocks."""
+        stream.launch_host_func(lambda _arg: reduce_chain(dst, srcs, binops), None)
 
     def postdiv(self, x, n: int, stream) -> None:
         with self.cp.cuda.Device(x.device.id), stream:

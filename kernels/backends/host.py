@@ -21,8 +21,13 @@ ufuncs and ``copyto`` release the GIL, so transfers overlap.  A barrier ends eac
 orders every cross-step dependency; within a step the lowering guarantees that no op writes
 what another op reads, so every transfer reads the state at the start of the step.  Steps
 smaller than ``inline_bytes`` run in the calling thread (no pool overhead).  No per-element
-Python loops: the arithmetic is the NumPy twins of the CUDA kernels
-(:mod:`kernels.backends.numba_kernels`).
+Python loops: the arithmetic is the NumPy twins (:mod:`kernels.backends.kernel_twins`).
+
+**Reduce chains** (a rank reducing several sources into one chunk in one step: ops
+``d <- a op s1``, ``d <- d op s2``, ...) run as one n-way reduce
+(:func:`kernels.backends.host_reduce.reduce_chain`, bit-identical, reads each source once and
+writes ``d`` once) when the piece is at least ``fuse_bytes`` and the dtype allows
+(:data:`FUSED_DTYPES`); smaller pieces keep the NumPy twins, op by op.
 """
 
 from __future__ import annotations
@@ -33,10 +38,16 @@ from typing import Any
 
 import numpy as np
 
+from kernels.backends import host_reduce
+from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
 from kernels.backends.kernel_twins import PreMulSum, postdiv_host, reduce_copy_host
-from kernels.program.lowering import Op, Program
+from kernels.program.lowering import Op, Program, Region
 from topo_probe.errors import BufferLayoutError
+
+#: dtypes whose reduce chains the host backend fuses (benchmarks/bench_host_reduce.py:
+#: results/host_reduce/host_reduce.md)
+FUSED_DTYPES = frozenset({"float16", "bfloat16"})
 
 
 class HostLayer(DeviceLayer):
@@ -52,12 +63,16 @@ class HostLayer(DeviceLayer):
         Column width in slice-major order (bytes per cell); 0 disables slice-major order.
     inline_bytes : int
         Steps moving fewer bytes than this run without the pool.
+    fuse_bytes : int
+        Reduce chains of :data:`FUSED_DTYPES` run as one n-way reduce on pieces of at least
+        this many bytes (0: never).
     """
 
     name = "host"
 
     def __init__(self, threads: int | None = None, tile_bytes: int = 4 << 20, inline_bytes: int = 1 << 20,
-                 slice_bytes: int = 1 << 20):
+                 slice_bytes: int = 1 << 20, fuse_bytes: int = 64 << 10):
+        self.fuse_bytes = int(fuse_bytes)
         self.threads = threads or os.cpu_count() or 1
         self.tile_bytes = int(tile_bytes)
         self.slice_bytes = int(slice_bytes)
@@ -123,6 +138,12 @@ class HostLayer(DeviceLayer):
         for o in chain:
             self._run_op(o, bufs, binop, lo, hi, n)
 
+    def _fused(self, program: Program, ops: list) -> list:
+        """``ops`` with reduce chains fused (:func:`fuse_reduce_chains`) where the dtype allows."""
+        if self.fuse_bytes <= 0 or program.dtype.name not in FUSED_DTYPES:
+            return ops
+        return fuse_reduce_chains(ops, -(-self.fuse_bytes // program.dtype.itemsize))
+
     def execute(self, program: Program, buffers: RankBuffers) -> None:
         item = program.dtype.itemsize
         longest = max((o.dst.size for o in program.ops()), default=0)
@@ -168,7 +189,7 @@ class HostLayer(DeviceLayer):
         if hit is None or hit[0] is not program:
             if len(self._orders) > 64:
                 self._orders.clear()
-            hit = self._orders[key] = (program, self.column_order(program))
+            hit = self._orders[key] = (program, self._fused(program, self.column_order(program)))
         return hit[1]
 
     def _execute_slices(self, program: Program, buffers: RankBuffers, width: int, longest: int) -> None:
@@ -196,6 +217,9 @@ class HostLayer(DeviceLayer):
         """Elements ``[lo, hi)`` (offsets inside the op's cells) of one op; nothing if empty."""
         if hi <= lo:
             return
+        if isinstance(o, FusedReduce):
+            HostLayer._run_fused(o, bufs, binop, lo, hi, n)
+            return
         d = o.dst
         dst = bufs.bufs[d.rank][d.buf][d.start + lo:d.start + hi]
         if o.kind == "copy":
@@ -209,6 +233,20 @@ class HostLayer(DeviceLayer):
         else:
             postdiv_host(dst, n)
 
+    @staticmethod
+    def _run_fused(f: FusedReduce, bufs: RankBuffers, binop, lo: int, hi: int, n: int) -> None:
+        """Elements ``[lo, hi)`` of a reduce chain: one n-way reduce, or op by op when short."""
+        if hi - lo < f.min_elems:
+            for o in f.ops:
+                HostLayer._run_op(o, bufs, binop, lo, hi, n)
+            return
+
+        def view(r: Region) -> np.ndarray:
+            return bufs.bufs[r.rank][r.buf][r.start + lo:r.start + hi]
+        binops = [PreMulSum(n, *o.premul) if o.premul != (False, False) else binop for o in f.ops]
+        host_reduce.reduce_chain(view(f.dst), [view(f.ops[0].acc)] + [view(o.src) for o in f.ops], binops,
+                                 parallel=False)
+
     def _execute_steps(self, program: Program, buffers: RankBuffers) -> None:
         """Step-major order: each step's chains, tiled, on the pool; a barrier after each step."""
         item = program.dtype.itemsize
@@ -217,7 +255,7 @@ class HostLayer(DeviceLayer):
         for step in program.steps:
             if not step:
                 continue
-            chains = self.chains(step)
+            chains = [self._fused(program, ch) for ch in self.chains(step)]
             work = []
             for ch in chains:
                 size = ch[0].dst.size

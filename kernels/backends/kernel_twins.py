@@ -1,11 +1,11 @@
-"""NumPy twins of the CUDA kernels of :mod:`kernels.backends.numba_kernels` (reduce-copy, avg division,
-compression casts).
+"""The reduce-copy and avg division every backend agrees with, written once with an array module.
 
-The host backend and the fake device run these; tests check every CUDA kernel against its
-twin bit for bit.  :func:`reduce_copy_with` and :func:`postdiv_with` take the array module
-(``numpy``, ``cupy`` or a stand-in with the same functions), so the CuPy runtime and the MPI
-buffer layers share one definition of each op (see :data:`UFUNC_NAMES`).  bfloat16 and
-float8 e4m3 come from ``ml_dtypes`` (imported on first use).
+:func:`reduce_copy_with` and :func:`postdiv_with` take the array module (``numpy``, ``cupy``
+or a stand-in with the same functions), so the host backend, the CuPy runtime, the MPI
+buffer layers and the test doubles share one definition of each op (see
+:data:`UFUNC_NAMES`); the fused host kernels (:mod:`kernels.backends.host_reduce`) and the
+native GPU kernel are checked against them bit for bit.  Integers wrap like C / NCCL;
+floating ``avg`` is NCCL's PreMulSum (:class:`PreMulSum`), integer avg SumPostDiv.
 """
 
 from __future__ import annotations
@@ -16,7 +16,6 @@ import numpy as np
 
 from topo_probe.errors import InvalidArgument
 
-E4M3_MAX = 448.0
 #: reduction op -> name of the ufunc that applies it (integer avg sums, then divides; floating
 #: avg sums contributions pre-multiplied by 1/n, see :class:`PreMulSum`)
 UFUNC_NAMES = {"sum": "add", "avg": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}
@@ -52,16 +51,6 @@ def binop_for(premul: tuple[bool, bool], reduce_op: str, n: int):
     if premul[0] or premul[1]:
         return PreMulSum(n, premul[0], premul[1])
     return "sum" if reduce_op == "avg" else reduce_op
-
-
-def _bf16():
-    import ml_dtypes
-    return ml_dtypes.bfloat16
-
-
-def _e4m3():
-    import ml_dtypes
-    return ml_dtypes.float8_e4m3fn
 
 
 def reduce_copy_with(xp, dst, a, b, op: str) -> None:
@@ -114,54 +103,3 @@ def postdiv_host(x: np.ndarray, n: int) -> None:
     array([ 3, -3,  3], dtype=int32)
     """
     postdiv_with(np, x, n)
-
-
-def f32_to_f16_host(x: np.ndarray) -> np.ndarray:
-    """float32 -> float16 (round to nearest even)."""
-    return np.asarray(x, np.float32).astype(np.float16)
-
-
-def f32_to_bf16_host(x: np.ndarray) -> np.ndarray:
-    """float32 -> bfloat16 bit patterns (uint16), round to nearest even."""
-    return np.asarray(x, np.float32).astype(_bf16()).view(np.uint16)
-
-
-def bf16_to_f32_host(bits: np.ndarray) -> np.ndarray:
-    """bfloat16 bit patterns (uint16) -> float32 (exact)."""
-    return np.asarray(bits, np.uint16).view(_bf16()).astype(np.float32)
-
-
-def e4m3_scales_host(x: np.ndarray, chunk: int) -> np.ndarray:
-    """One float32 scale per ``chunk`` elements: max|x| / 448, or 1.0 for an all-zero chunk."""
-    x = np.asarray(x, np.float32)
-    if chunk < 1:
-        raise InvalidArgument(f"quantization chunk must be >= 1 element, got {chunk}")
-    if x.size == 0:
-        return np.zeros(0, np.float32)
-    amax = np.maximum.reduceat(np.abs(x), np.arange(0, x.size, chunk))
-    scale = amax / np.float32(E4M3_MAX)
-    return np.where(amax > 0, scale, np.float32(1.0)).astype(np.float32)
-
-
-def quantize_e4m3_host(x: np.ndarray, chunk: int) -> tuple[np.ndarray, np.ndarray]:
-    """float32 -> (float8 e4m3fn bit patterns as uint8, per-chunk float32 scales).
-
-    >>> x = np.array([0.0, 1.0, -3.5, 448.0, 1e-3], np.float32)
-    >>> q, s = quantize_e4m3_host(x, chunk=4)
-    >>> s.tolist()
-    [1.0, 2.2321430606098147e-06]
-    >>> dequantize_e4m3_host(q, s, chunk=4)[:4].tolist()
-    [0.0, 1.0, -3.5, 448.0]
-    """
-    x = np.asarray(x, np.float32)
-    scales = e4m3_scales_host(x, chunk)
-    full = np.repeat(scales, chunk)[:x.size]
-    v = np.clip(x / full, -E4M3_MAX, E4M3_MAX)
-    return v.astype(_e4m3()).view(np.uint8), scales
-
-
-def dequantize_e4m3_host(q: np.ndarray, scales: np.ndarray, chunk: int) -> np.ndarray:
-    """(uint8 e4m3fn bit patterns, per-chunk scales) -> float32."""
-    q = np.asarray(q, np.uint8)
-    full = np.repeat(np.asarray(scales, np.float32), chunk)[:q.size]
-    return q.view(_e4m3()).astype(np.float32) * full

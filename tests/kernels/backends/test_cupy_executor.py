@@ -1,4 +1,4 @@
-"""kernels.backends.cupy_executor on the fake runtime (kernels.backends.fake_device): routes, events, fallbacks.
+"""kernels.backends.cupy_executor on the fake runtime (tests/_fake_device.py): routes, events, fallbacks.
 
 The fake runs the backend's real command stream with NumPy and fails on any race (a read or
 write not ordered by an event wait after another stream's access), on peer access used
@@ -27,8 +27,10 @@ from hypothesis import strategies as st
 
 import kernels.backends.cupy_executor as cb
 from kernels.backends.cupy_executor import CupyLayer, CupyRuntime, plan_program, plan_routes
+from kernels.backends.cupy_plan import host_chains
 from kernels.backends.executor import program_for, run_schedule
-from kernels.backends.fake_device import FakeOrderingError, FakeRuntime
+from kernels.backends.reference import run_reference
+from _fake_device import FakeOrderingError, FakeRuntime
 from synth.ir.collectives import ROOTED
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable
 
@@ -319,3 +321,118 @@ def test_a_program_is_planned_once_per_gpu_layout(monkeypatch):
     run_fake(sched, layer, rt, devices=[1, 1, 0, 0])
     run_fake(sched, layer, rt, devices=[1, 1, 0, 0], seed=5)
     assert planned == [(0, 1, 2, 3), (1, 1, 0, 0)]
+
+
+# ---------------------------------------------------------------------------- host staging of reduce chains
+NO_P2P = lambda d, p: False     # noqa: E731 - every pair across PCIe root complexes: nothing peer-capable
+
+
+def _reference_bits(sched, count, dtype, op, seed):
+    """The reference executor's result (shares no code with the lowering), per rank."""
+    n = sched.ranks
+    sends = make_inputs(sched.collective, n, count, dtype, op, sched.root, np.random.default_rng(seed))
+    sb, rb = alloc_buffers(sched.collective, n, count, sends, dtype, sched.root, False)
+    return run_reference(sched, sb, rb, op=op)
+
+
+def _chain_commands(rt):
+    return [c for c in rt.calls if c[0] == "host_reduce"]
+
+
+@pytest.mark.parametrize("coll", ALL)
+@pytest.mark.parametrize("dtype,op", [("float32", "avg"), ("bfloat16", "sum"), ("int32", "max"), ("float16", "avg")])
+def test_staged_chains_reduce_on_the_host_and_match_the_reference(coll, dtype, op):
+    """P2P off everywhere: a rank reducing several staged sources in one step copies them into
+    pinned memory on their owners' streams and reduces them on the host in one pass; results
+    equal NumPy's and the reference executor's bit for bit."""
+    root = 1 if coll in ROOTED else None
+    sched = direct(coll, 4, 2, root=root)
+    rt = FakeRuntime(4, can_access=NO_P2P)
+    layer = CupyLayer("auto", runtime=rt)
+    run_fake(sched, layer, rt, count=9, dtype=dtype, op=op, seed=3)
+    plan = layer.plan(program_for(sched, 9, _schedules_dtype(dtype), op=op))
+    chains = host_chains(program_for(sched, 9, _schedules_dtype(dtype), op=op), plan.routes, [0, 1, 2, 3])
+    combining = coll in ("reducescatter", "allreduce", "reduce")
+    assert (len(_chain_commands(rt)) > 0) == combining and len(_chain_commands(rt)) == plan.host_reduces
+    assert plan.host_reduces == len(chains)
+    assert all(c[3] == len(chains[i].ops) + 1 for c, i in zip(_chain_commands(rt), sorted(chains)))
+    assert rt.count("reduce") == 0 if combining else True       # every reduce of direct() is in a chain
+    staged_single = [o for o in program_for(sched, 9, _schedules_dtype(dtype), op=op).ops()
+                     if plan.routes[o.id] == "staged" and all(o not in f.ops for f in chains.values())]
+    assert rt.count("h2d") == len(staged_single) + len(chains)
+    assert rt.count("d2h") == len(staged_single) + sum(len(f.ops) + 1 for f in chains.values())
+    # bit for bit against the reference executor
+    n = sched.ranks
+    sends = make_inputs(coll, n, 9, dtype, op, root, np.random.default_rng(3))
+    dsb, drb = to_fake(rt, coll, n, 9, sends, _schedules_dtype(dtype), root, False)
+    run_schedule(sched, dsb, drb, op=op, backend=layer)
+    for d in range(4):
+        rt.sync_stream(rt.current_stream(d))
+    want = _reference_bits(sched, 9, _schedules_dtype(dtype), op, 3)
+    for got, w in zip(drb, want):
+        if w is not None:
+            assert np.array_equal(rt.to_host(got).view(np.uint8), w.view(np.uint8))
+
+
+def _schedules_dtype(name):
+    import ml_dtypes
+    return np.dtype(ml_dtypes.bfloat16) if name == "bfloat16" else np.dtype(name)
+
+
+def test_chains_across_root_complexes_only_where_the_topology_says_so():
+    """pcie-8gpu-2socket, ranks on GPUs [0, 4, 5, 6, 7]: rank 0's chain has only cross-socket
+    sources (host-reduced); the other ranks' chains mix peer and staged sources (kept per op)."""
+    devs = [0, 4, 5, 6, 7]
+    sched = direct("allreduce", 5, 1)
+    rt = pcie_runtime()
+    layer = CupyLayer("auto", topology=PCIE, runtime=rt, devices=devs)
+    run_fake(sched, layer, rt, count=10, dtype="float32", op="sum", devices=devs)
+    assert [(c[1], c[3]) for c in _chain_commands(rt)] == [(0, 5)]    # on GPU 0: its own + 4 sources
+    assert rt.count("copy_peer") > 0 and rt.count("reduce") > 0
+
+
+def test_single_staged_reduces_keep_the_device_reduce_route():
+    rt = FakeRuntime(4, can_access=NO_P2P)
+    run_fake(ring("allreduce", 4), CupyLayer("auto", runtime=rt), rt, count=8)
+    assert not _chain_commands(rt) and rt.count("reduce") == 4 * 3
+
+
+def test_float8_chains_stay_on_the_device_route():
+    import ml_dtypes
+    prog = program_for(direct("allreduce", 4), 8, ml_dtypes.float8_e4m3fn)
+    plan = plan_program(prog, [0, 1, 2, 3], NO_P2P)
+    assert plan.host_reduces == 0 and any(c.kind == "reduce" for c in plan.commands)
+
+
+def test_the_fake_catches_a_host_reduce_before_its_copies(monkeypatch):
+    """Planted fault: drop the event waits just before each host reduce.  The fake must refuse
+    (the host would read pinned memory a d2h copy may still be writing)."""
+    real = cb.plan_program
+
+    def early(*a, **k):
+        plan = real(*a, **k)
+        cmds = plan.commands
+        drop = {i for i, c in enumerate(cmds) if c.kind == "wait" and any(
+            d.kind == "host_reduce" and d.stream == c.stream for d in cmds[i + 1:i + 6])}
+        assert drop
+        plan.commands = [c for i, c in enumerate(cmds) if i not in drop]
+        return plan
+
+    monkeypatch.setattr(cb, "plan_program", early)
+    rt = FakeRuntime(4, can_access=NO_P2P)
+    with pytest.raises(FakeOrderingError, match="host reduce on stream .* without an event wait"):
+        run_fake(direct("allreduce", 4), CupyLayer("auto", runtime=rt), rt)
+
+
+def test_host_reduce_commands_wait_for_every_source_copy():
+    """In the plan itself: each host reduce comes after a wait covering every d2h it reads."""
+    prog = program_for(direct("reducescatter", 4, 2), 6, "float32")
+    plan = plan_program(prog, [0, 1, 2, 3], NO_P2P)
+    hr = [i for i, c in enumerate(plan.commands) if c.kind == "host_reduce"]
+    assert len(hr) == 8
+    for i in hr:
+        c = plan.commands[i]
+        copies = [d for d in plan.commands[:i] if d.kind == "d2h" and d.dst in c.srcs]
+        assert len(copies) >= len(c.srcs) and {d.dst for d in copies} == set(c.srcs)
+        assert c.dst == c.srcs[0] and len(set(c.srcs)) == len(c.srcs)
+        assert plan.commands[i + 1].kind == "h2d" and plan.commands[i + 1].a == c.dst

@@ -143,3 +143,18 @@ def test_current_stream_of_another_gpu_is_recorded_and_waited_on_that_gpu():
     rt.wait(s1, ev1)
     assert fake.log == [("record", 1), ("wait", 1, 0), ("record", 1), ("wait", 1, 1)]
     assert fake.current == 0                  # the caller's GPU is current again
+
+
+def test_host_reduce_is_a_host_function_in_stream_order():
+    """The staged path's host reduce is queued on the stream (``launch_host_func``), not run by
+    the issuing thread; when the stream runs it, dst holds the chain's result (by hand)."""
+    rt, entered = _runtime()
+    queued = []
+    stream = types.SimpleNamespace(launch_host_func=lambda fn, arg: queued.append((fn, arg)))
+    a, b, c = (np.array(v, np.float32) for v in ([1, 2, 3], [10, 20, 30], [100, 200, 300]))
+    dst = a                                   # in place over the first pinned area
+    rt.host_reduce(dst, [a, b, c], ["sum", "sum"], stream)
+    assert len(queued) == 1 and dst.tolist() == [1, 2, 3]       # nothing ran yet
+    fn, arg = queued[0]
+    fn(arg)                                   # the stream reaches it
+    assert dst.tolist() == [111, 222, 333] and not entered

@@ -103,3 +103,42 @@ def test_bfloat16_through_the_host_backend():
     recv = [np.zeros(3, ml.bfloat16) for _ in range(2)]
     run_schedule(ring("allreduce", 2), send, recv, op="avg")
     assert recv[1].astype(np.float32).tolist() == [1.0, 0.0, 2.125]
+
+
+@pytest.mark.parametrize("dtype", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("op", ["sum", "avg", "max", "prod"])
+def test_reduce_chains_fuse_for_half_types_and_match_the_reference_bit_for_bit(monkeypatch, dtype, op):
+    """8-rank direct all_reduce: each rank reduces 7 sources into its chunk in one step.  float16 and
+    bfloat16 chains run as one n-way Numba reduce (float32 keeps the NumPy twins: no faster);
+    every order gives the reference executor's bits."""
+    import ml_dtypes
+
+    from kernels.backends import host_reduce
+    from kernels.backends.reference import run_reference
+    dt = np.dtype(ml_dtypes.bfloat16) if dtype == "bfloat16" else np.dtype(dtype)
+    calls = []
+    real = host_reduce.reduce_chain
+    monkeypatch.setattr(host_reduce, "reduce_chain", lambda *a, **k: calls.append(len(a[1])) or real(*a, **k))
+    sched, n, count = direct("allreduce", 8, 1), 8, 8 * 1001
+    sends = make_inputs("allreduce", n, count, dt, op, None, np.random.default_rng(5))
+    want = run_reference(sched, *alloc_buffers("allreduce", n, count, sends, dt, None, False), op=op)
+    for layer in (HostLayer(threads=2, fuse_bytes=2, slice_bytes=0, inline_bytes=0),
+                  HostLayer(threads=2, fuse_bytes=2, slice_bytes=256), HostLayer(fuse_bytes=0)):
+        calls.clear()
+        sb, rb = alloc_buffers("allreduce", n, count, sends, dt, None, False)
+        run_schedule(sched, sb, rb, op=op, backend=layer)
+        assert all(np.array_equal(g.view(np.uint8), w.view(np.uint8)) for g, w in zip(rb, want))
+        fused = layer.fuse_bytes > 0 and dtype != "float32"
+        assert bool(calls) == fused and all(k == 8 for k in calls)
+        layer.close()
+
+
+def test_short_pieces_keep_the_numpy_twins(monkeypatch):
+    from kernels.backends import host_reduce
+    calls = []
+    monkeypatch.setattr(host_reduce, "reduce_chain", lambda *a, **k: calls.append(1))
+    sends = make_inputs("allreduce", 4, 64, "float16", "sum", None, np.random.default_rng(0))
+    sb, rb = alloc_buffers("allreduce", 4, 64, sends, "float16", None, False)
+    run_schedule(direct("allreduce", 4), sb, rb, backend=HostLayer())       # 32-byte chunks < 64 KiB
+    check_result("allreduce", 4, 64, sends, rb, "sum", None, "float16")
+    assert not calls

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.backends.kernel_twins import postdiv_with, reduce_copy_with
+from kernels.backends.kernel_twins import postdiv_host, postdiv_with, reduce_copy_host, reduce_copy_with
 from topo_probe.errors import InvalidArgument
 
 
@@ -66,3 +66,25 @@ def test_postdiv_with_divides_floats_through_the_given_module():
 def test_unknown_op_is_unsupported():
     with pytest.raises(InvalidArgument, match="got 'xor'"):
         reduce_copy_with(np, np.zeros(1), np.zeros(1), np.zeros(1), "xor")
+
+
+def test_postdiv_twin_truncates_toward_zero_like_c():
+    x = np.array([7, -7, 5, -5, 0, -1, 1, 2**40 + 3, -(2**40) - 3], np.int64)
+    got = x.copy()
+    postdiv_host(got, 3)
+    assert got.tolist() == [int(math.trunc(v / 3)) if abs(v) < 2**40 else (v // 3 if v > 0 else -((-v) // 3))
+                            for v in x.tolist()]
+    u = np.array([255, 7, 2], np.uint8)
+    postdiv_host(u, 2)
+    assert u.tolist() == [127, 3, 1]
+    f = np.array([1.0, -3.0], np.float16)
+    postdiv_host(f, 3)
+    assert f.tolist() == [float(np.float16(1 / 3)), -1.0]
+
+
+def test_reduce_twin_wraps_integers_like_c():
+    d = np.empty(2, np.uint8)
+    reduce_copy_host(d, np.array([200, 3], np.uint8), np.array([100, 5], np.uint8), "sum")
+    assert d.tolist() == [44, 8]
+    reduce_copy_host(d, np.array([200, 3], np.uint8), np.array([2, 5], np.uint8), "prod")
+    assert d.tolist() == [144, 15]

@@ -222,7 +222,7 @@ def test_communicator_on_gpus_asks_whether_nccl_beats_the_executor(monkeypatch, 
     sum); it asks once per call shape."""
     import kernels.comm.nccl_choice as choice
     from kernels.backends.cupy_executor import CupyLayer
-    from kernels.backends.fake_device import FakeRuntime
+    from _fake_device import FakeRuntime
 
     asked, called = [], []
     monkeypatch.setattr(choice, "nccl_beats_executor", lambda *a, **kw: asked.append(a[1:3]) or nccl_wins)

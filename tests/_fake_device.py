@@ -1,6 +1,7 @@
-"""A fake CUDA runtime for testing the CuPy backend without a GPU.
+"""A fake CUDA runtime for testing the CuPy backend without a GPU (a test double: no runtime
+module imports it).
 
-:class:`FakeRuntime` offers the methods of :class:`kernels.backends.cupy_executor.CupyRuntime` on
+:class:`FakeRuntime` offers the methods of :class:`kernels.backends.cupy_runtime.CupyRuntime` on
 NumPy arrays: every call is recorded in :attr:`FakeRuntime.calls`, data moves at once with
 NumPy (so results can be checked), and the rules a real GPU would punish are checked:
 
@@ -11,7 +12,8 @@ NumPy (so results can be checked), and the rules a real GPU would punish are che
   order then gives the same data as any order a GPU could pick.)
 * **devices**: a peer copy or a kernel reading another GPU's memory needs peer access
   enabled for that pair (and enabled once only); plain copies and kernels stay on the
-  stream's GPU; host <-> device copies go through pinned host memory.
+  stream's GPU; host <-> device copies go through pinned host memory; a host reduce
+  (a host function in stream order) reads and writes pinned memory only.
 * **host reads**: :meth:`FakeRuntime.to_host` checks that every write to the array is
   ordered before the host (a stream or device synchronize).
 
@@ -35,6 +37,7 @@ from typing import Any, Callable
 
 import numpy as np
 
+from kernels.backends.host_reduce import reduce_chain
 from kernels.backends.kernel_twins import postdiv_host, reduce_copy_host
 
 
@@ -269,6 +272,17 @@ class FakeRuntime:
         self._access(stream, [a, b], [dst], "reduce kernel")
         self.calls.append(("reduce", stream.device, self.device_of_array(b), stream.id, dst.nbytes, op))
         reduce_copy_host(dst, a, b, op)
+
+    def host_reduce(self, dst, srcs, binops, stream: FakeStream) -> None:
+        """The host function of the staged path: an n-way reduce of pinned buffers, ordered on
+        ``stream`` like a kernel (its reads must follow the d2h copies that filled them)."""
+        for a in [dst, *srcs]:
+            if self.device_of_array(a) != "pinned":
+                raise FakeOrderingError(f"host reduce on a stream of GPU {stream.device} touches memory of "
+                                        f"GPU {self.device_of_array(a)} (host functions read pinned memory only)")
+        self._access(stream, list(srcs), [dst], "host reduce")
+        self.calls.append(("host_reduce", stream.device, stream.id, len(srcs), dst.nbytes))
+        reduce_chain(dst, list(srcs), list(binops), parallel=False)
 
     def postdiv(self, x, n: int, stream: FakeStream) -> None:
         self._same_device(stream, x, "postdiv kernel")
