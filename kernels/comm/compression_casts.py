@@ -19,7 +19,7 @@ The casts are one function pair per format, looked up in :data:`CAST_KERNELS` by
 ml_dtypes.  For CuPy, fp16 (native float16) and bf16 (integer bit rounding,
 :func:`encode_bf16_bits`, tested bit for bit against ml_dtypes on the host) are registered;
 fp8 has no device kernel here: :func:`register_cast` ``("cupy", "fp8", ...)`` installs one
-(e.g. wrapping :mod:`kernels.backends.numba_kernels`), until then CuPy arrays take a host round trip
+(a CuPy ``ElementwiseKernel`` for instance), until then CuPy arrays take a host round trip
 (correct, slow; warned once).
 """
 
