@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import statistics
 import sys
 from pathlib import Path
@@ -59,6 +60,19 @@ WHY = {
 }
 
 
+class _Keyed:
+    """A case hashed by its repr (a Case holds dicts, so it has no hash of its own)."""
+
+    def __init__(self, case: Case):
+        self.case, self.key = case, repr(case)
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, _Keyed) and other.key == self.key
+
+
 def machine_for(case: Case, log) -> NcclMachine:
     """The NcclMachine of a case: preset (+ nodes/NICs), the log's GPU name and nGpus."""
     ns = argparse.Namespace(nodes=case.nodes if case.nodes > 1 else None, nic_gbps=case.nic_gbps,
@@ -69,12 +83,19 @@ def machine_for(case: Case, log) -> NcclMachine:
     return m.with_(**{**({"arch": arch} if arch else {}), **case.machine})
 
 
-def evaluate(case: Case, params=DEFAULT_PARAMS) -> dict:
-    """Per-row predictions and the error summary of one case."""
+@functools.lru_cache(maxsize=None)
+def _log_and_machine(keyed: "_Keyed"):
+    """The case's table and machine, read once per run (a fit evaluates every case thousands of times)."""
+    case = keyed.case
     runs = load_runs(LOGS / case.file)
     log = next(r for r in runs if case.collective is None or guess_collective(r, case.file) == case.collective)
-    coll = case.collective or guess_collective(log, case.file)
-    model = NcclModel(machine_for(case, log), params, NcclEnv.from_environ(case.env), version=case.version)
+    return log, case.collective or guess_collective(log, case.file), machine_for(case, log)
+
+
+def evaluate(case: Case, params=DEFAULT_PARAMS) -> dict:
+    """Per-row predictions and the error summary of one case."""
+    log, coll, machine = _log_and_machine(_Keyed(case))
+    model = NcclModel(machine, params, NcclEnv.from_environ(case.env), version=case.version)
     rows = []
     for r in log.rows:
         if r.size <= 0 or r.out_of_place is None or not r.out_of_place.time_us:

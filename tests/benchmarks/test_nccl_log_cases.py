@@ -92,3 +92,16 @@ def test_class_holdout_puts_every_log_of_a_class_out_together():
                                                        "h100_8gpu_1node_all_reduce_ring.txt"]
     fit_on, predict = h.class_split(tiny, cases.HELD_OUT_CLASSES[0])
     assert [c.machine_class for c in fit_on] == ["x", "x", "y"] and len(predict) == 1
+
+
+def test_a_bad_average_line_is_refused_naming_the_file(tmp_path):
+    """The reader's ``Avg bus bandwidth`` check names the file and line (the fuzz run over the new logs
+    found an overflowed average refused without them)."""
+    from topo_probe.errors import NcclTestsLogError
+    text = (FIXTURES / "real_logs" / "h100_8gpu_1node_all_gather_ring.txt").read_text(encoding="utf-8")
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text.replace("# Avg bus bandwidth    : ", "# Avg bus bandwidth    : 1e999 ", 1), encoding="utf-8")
+    with pytest.raises(NcclTestsLogError) as err:
+        load_runs(bad)
+    message = str(err.value)
+    assert str(bad) in message and "Avg bus bandwidth" in message and "\n" not in message
