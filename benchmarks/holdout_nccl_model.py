@@ -81,7 +81,8 @@ def main(argv=None) -> int:
              "",
              "Each log is held out in turn: the constants are fitted on the other in-sample logs (from the model's "
              "hand-set defaults, not from the committed fit; a log of a held-out machine class is never fitted on) "
-             "and the held-out log is predicted with them. In-sample: the committed constants (`report.md`). Columns: median and worst |pred/real - 1| of "
+             "and the held-out log is predicted with them. In-sample: the committed constants (`report.md`). "
+             "Columns: median and worst |pred/real - 1| of "
              "busbw at >= 64 KiB, worst of time below. Targets as in `report.md`.", "",
              "| held-out log | collective | in-sample median | worst | worst < 64K | held-out median | worst | "
              "worst < 64K | targets held out | constants no other log moves (kept at their hand-set value) |",

@@ -186,12 +186,12 @@ def write_report(results: list[dict], out: Path) -> None:
     met = sum(r["summary"]["ok"] for r in results)
     med = sum(r["summary"]["median_big"] <= 0.10 for r in results)
     lines += ["", f"Targets met on {met} of {len(results)} log tables; median within 10 % on {med} of "
-              f"{len(results)}. h100_8gpu_1node_all_reduce_nvls.txt is the published NVLS run: it is part of the fit set, "
-              "so it is not a held-out check. Every log held out in turn (fitted on the other in-sample logs, "
+              f"{len(results)}. h100_8gpu_1node_all_reduce_nvls.txt is the published NVLS run: it is part of the "
+              "fit set, so it is not a held-out check. Every log held out in turn (fitted on the other in-sample logs, "
               "predicted unseen): `holdout.md`; every machine class held out together: `holdout_by_class.md` "
               "(`python benchmarks/holdout_nccl_model.py [--by-class]`). A miss's reason is under its table where "
-              "it is known.", "", "## H100 over InfiniBand: busbw against host count", ""] + host_count_lines(results) + [
-              "", "## Anchor points", ""] + anchor_checks() + [
+              "it is known.", "", "## H100 over InfiniBand: busbw against host count", ""]
+    lines += host_count_lines(results) + ["", "## Anchor points", ""] + anchor_checks() + [
               "", "## Calibrated on one log only", "",
               "These constants are each constrained by a single log, so they reproduce it but are not independently "
               "validated: A100 LL/LL128/Simple latency scales and LL128 efficiency (a100 all_reduce), V100 latency "
