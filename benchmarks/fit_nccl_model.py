@@ -1,8 +1,10 @@
-"""Fit the execution-time constants of the NCCL model (synth/model/nccl/fitted_params.json) on ALL
-real logs together (tests/fixtures/real_logs, the cases of benchmarks/validate_cost_model.py).
+"""Fit the execution-time constants of the NCCL model (synth/model/nccl/fitted_params.json) on real
+logs together (tests/fixtures/real_logs, the cases of benchmarks/nccl_log_cases.py), never on a log
+of a held-out machine class (``HELD_OUT_CLASSES``) nor on one no machine describes.
 
-    python benchmarks/fit_nccl_model.py            # fit and print the constants
-    python benchmarks/fit_nccl_model.py --write    # ... and commit them as the model's constants
+    python benchmarks/fit_nccl_model.py                # fit on the committed fit's 12 tables, print
+    python benchmarks/fit_nccl_model.py --in-sample    # fit on the whole in-sample split, print the change
+    python benchmarks/fit_nccl_model.py --write        # ... and commit the fit as the model's constants
 
 Minimises, over every row (size > 0) of every table of every log, the soft-L1 loss of
 ``log(predicted time / measured time)`` (scipy ``least_squares``; the soft-L1 loss keeps one odd
@@ -27,6 +29,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import validate_cost_model as validation  # noqa: E402
 from synth.model.nccl.params import DEFAULT_PARAMS, FITTED, ModelParams, params_to_dict  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
+from topo_probe.errors import InvalidArgument  # noqa: E402
 
 #: (constant, lower bound, upper bound): ``(scalar,)`` or ``(table, key...)`` of ModelParams
 FIT_SPEC = [
@@ -71,6 +74,21 @@ START = {"link_eff": 0.8, "lat_scale": 1.0, "net_eff": 0.85, "net_lat": 20.0, "p
          "net_chunk": 5.0, "tree_eff": 1.0}
 
 
+def fit_cases(cases=None) -> list:
+    """The cases a fit sees: ``cases`` (default: the 12 tables the committed constants were fitted on).
+
+    Raises
+    ------
+    InvalidArgument
+        One of them is of a held-out machine class or has no machine (``skip_reason``).
+    """
+    chosen = list(validation.CASES if cases is None else cases)
+    barred = sorted({c.file for c in chosen if c.machine_class in validation.HELD_OUT_CLASSES or c.skip_reason})
+    if barred:
+        raise InvalidArgument(f"a fit never sees held-out or unpredicted logs: {', '.join(barred)}")
+    return chosen
+
+
 def residuals(values, keys, cases, base=DEFAULT_PARAMS) -> np.ndarray:
     """log(predicted / measured time) of every row of every case under the given constants."""
     params = base.with_vector(keys, values)
@@ -102,7 +120,7 @@ def fit(cases=None, max_nfev: int = 4000):
     """The fitted ModelParams and the loss (soft-L1 cost, rows) over all ``cases`` together,
     starting from the committed constants."""
     keys, lo, hi, x0 = starting_point(DEFAULT_PARAMS)
-    return _solve(keys, lo, hi, x0, cases or validation.CASES, DEFAULT_PARAMS, max_nfev)
+    return _solve(keys, lo, hi, x0, fit_cases(cases), DEFAULT_PARAMS, max_nfev)
 
 
 def fit_from_prior(cases, max_nfev: int = 4000):
@@ -111,6 +129,7 @@ def fit_from_prior(cases, max_nfev: int = 4000):
     fit, and only those that move some row of ``cases``; the others keep values no log chose
     (what ``holdout_nccl_model.py`` needs: scipy's bounded solver would otherwise drift even
     constants that no residual depends on)."""
+    cases = fit_cases(cases)
     keys, lo, hi, x0 = starting_point(ModelParams())
     base = ModelParams().with_vector(keys, x0)
     r0 = residuals(x0, keys, cases, base)
@@ -127,11 +146,15 @@ def fit_from_prior(cases, max_nfev: int = 4000):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--write", action="store_true", help=f"write the fit to {FITTED.relative_to(ROOT)}")
+    p.add_argument("--in-sample", action="store_true", help="fit on every in-sample log, not only the committed 12")
     args = p.parse_args(argv)
-    params, cost, rows = fit()
-    print(f"soft-L1 cost {cost:.4f} over {rows} rows of {len(validation.CASES)} log tables")
+    cases = validation.IN_SAMPLE if args.in_sample else validation.CASES
+    params, cost, rows = fit(cases)
+    print(f"soft-L1 cost {cost:.4f} over {rows} rows of {len(cases)} log tables")
     for key, _, _ in FIT_SPEC:
-        print(f"  {'/'.join(key):32s} {params.value(key):.4g}")
+        new, old = params.value(key), DEFAULT_PARAMS.value(key)
+        change = f"{new / old - 1:+8.1%}" if old else "     new"
+        print(f"  {'/'.join(key):32s} {new:10.4g}  committed {old if old is not None else '-':>10}  {change}")
     if args.write:
         atomic_write_text(FITTED, json.dumps(params_to_dict(params), indent=1, sort_keys=True) + "\n")
         print(f"wrote {FITTED}")

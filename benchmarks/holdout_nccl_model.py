@@ -1,14 +1,20 @@
 """How the NCCL model does on a real log it has never seen: leave one log out, fit on the others.
 
-    python benchmarks/holdout_nccl_model.py --out results/model_validation
+    python benchmarks/holdout_nccl_model.py --out results/model_validation             # holdout.md
+    python benchmarks/holdout_nccl_model.py --by-class --out results/model_validation  # holdout_by_class.md
 
 For each log of ``tests/fixtures/real_logs`` (both tables of a file held out together), the
-constants of ``fit_nccl_model.py`` are fitted on every other log, starting from the model's
+constants of ``fit_nccl_model.py`` are fitted on every other in-sample log (never on a log of a
+held-out machine class, ``benchmarks/nccl_log_cases.py``), starting from the model's
 hand-set defaults (``ModelParams()``), never from the committed fit, so a constant that only the
 held-out log constrains keeps a value no log chose.  The held-out tables are then predicted and
 scored as ``validate_cost_model.py`` scores them (targets: median <= 10 %, worst <= 25 % at
 >= 64 KiB, worst <= 40 % below), beside the in-sample score of the committed constants.  Writes
 ``OUT/holdout.md`` (atomically) and prints one line per log.  About 20 s per log on 2 cores.
+
+``--by-class`` holds out a whole machine class at a time (every log of the class together): an
+in-sample class is predicted from constants fitted on the other in-sample classes, a held-out class
+from constants fitted on the whole in-sample split.  Writes ``OUT/holdout_by_class.md``.
 """
 
 from __future__ import annotations
@@ -29,10 +35,30 @@ from synth.ir.schedule import atomic_write_text  # noqa: E402
 def holdout(file: str) -> tuple[list[dict], list[str]]:
     """Scores of ``file``'s tables under constants fitted without it, and the constants that kept
     their hand-set start (no other log moved them)."""
-    rest = [c for c in validation.CASES if c.file != file]
+    rest = [c for c in validation.IN_SAMPLE if c.file != file]
     params, fitted = fitting.fit_from_prior(rest)
     untouched = ["/".join(k) for k, _, _ in fitting.FIT_SPEC if k not in fitted]
-    return [validation.evaluate(c, params) for c in validation.CASES if c.file == file], untouched
+    return [validation.evaluate(c, params) for c in _predicted() if c.file == file], untouched
+
+
+def _predicted() -> list:
+    return [c for c in validation.ALL_CASES if not c.skip_reason]
+
+
+def class_split(cases, machine_class: str) -> tuple[list, list]:
+    """``(fit on, predict)`` when ``machine_class`` is held out: every case of the class is predicted,
+    the fit sees the in-sample cases (no held-out class, no skipped case) of every other class."""
+    held = set(validation.HELD_OUT_CLASSES)
+    fit_on = [c for c in cases if c.machine_class != machine_class and c.machine_class not in held
+              and not c.skip_reason]
+    return fit_on, [c for c in cases if c.machine_class == machine_class and not c.skip_reason]
+
+
+def holdout_class(machine_class: str, cases=None, fit=None) -> list[dict]:
+    """Scores of every table of ``machine_class`` under constants fitted without that class."""
+    fit_on, predict = class_split(validation.ALL_CASES if cases is None else cases, machine_class)
+    params, _ = (fit or fitting.fit_from_prior)(fit_on)
+    return [validation.evaluate(c, params) for c in predict]
 
 
 def _score(s: dict) -> str:
@@ -42,16 +68,21 @@ def _score(s: dict) -> str:
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "results" / "model_validation")
+    p.add_argument("--by-class", action="store_true", help="hold out one machine class at a time")
     args = p.parse_args(argv)
+    command = f"python benchmarks/holdout_nccl_model.py {' '.join(sys.argv[1:] if argv is None else argv)}"
+    if args.by_class:
+        return by_class_report(args.out, command)
     from rich.progress import Progress
-    files = list(dict.fromkeys(c.file for c in validation.CASES))
-    inside = {(r["case"].file, r["collective"]): r["summary"] for r in map(validation.evaluate, validation.CASES)}
+    files = list(dict.fromkeys(c.file for c in _predicted()))
+    inside = {(r["case"].file, r["collective"]): r["summary"] for r in map(validation.evaluate, _predicted())}
     lines = ["# NCCL model on logs it has never seen (leave one log out)", "",
-             f"Command: `python benchmarks/holdout_nccl_model.py {' '.join(sys.argv[1:] if argv is None else argv)}`",
+             f"Command: `{command}`",
              "",
-             "Each log is held out in turn: the constants are fitted on the other logs (from the model's hand-set "
-             "defaults, not from the committed fit) and the held-out log is predicted with them. In-sample: the "
-             "committed constants, fitted on every log (`report.md`). Columns: median and worst |pred/real - 1| of "
+             "Each log is held out in turn: the constants are fitted on the other in-sample logs (from the model's "
+             "hand-set defaults, not from the committed fit; a log of a held-out machine class is never fitted on) "
+             "and the held-out log is predicted with them. In-sample: the committed constants (`report.md`). "
+             "Columns: median and worst |pred/real - 1| of "
              "busbw at >= 64 KiB, worst of time below. Targets as in `report.md`.", "",
              "| held-out log | collective | in-sample median | worst | worst < 64K | held-out median | worst | "
              "worst < 64K | targets held out | constants no other log moves (kept at their hand-set value) |",
@@ -77,6 +108,58 @@ def main(argv=None) -> int:
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / "holdout.md", "\n".join(lines))
     print(args.out / "holdout.md")
+    return 0
+
+
+TARGET_MEDIAN = 0.15      # the issue's bar: median error within 15 % at >= 64 KiB on 80 % of the tables
+
+
+def by_class_scores() -> list[tuple[dict, dict]]:
+    """``(in-sample result, held-out result)`` of every predicted table, each class held out in turn
+    (one fit per distinct fit set: every held-out class shares the whole in-sample split's fit)."""
+    fits, out = {}, []
+    inside = {(r["case"].file, r["collective"]): r for r in map(validation.evaluate, _predicted())}
+    for cls in dict.fromkeys(c.machine_class for c in _predicted()):
+        fit_on, _ = class_split(validation.ALL_CASES, cls)
+        key = tuple((c.file, c.collective) for c in fit_on)
+        if key not in fits:
+            fits[key] = fitting.fit_from_prior(fit_on)
+        for r in holdout_class(cls, fit=lambda _cases, k=key: fits[k]):
+            out.append((inside[(r["case"].file, r["collective"])], r))
+        print(f"{cls:24s} held out: {len(out)} tables so far", flush=True)
+    return out
+
+
+def by_class_report(out: Path, command: str) -> int:
+    """Write ``out/holdout_by_class.md``: every machine class held out together."""
+    scores = by_class_scores()
+    lines = ["# NCCL model on machine classes it has never seen (leave one machine class out)", "",
+             f"Command: `{command}`", "",
+             "Every log of a machine class is held out together: an in-sample class is predicted with constants "
+             "fitted (from the model's hand-set defaults) on the other in-sample classes, a class of the fixed "
+             f"held-out split ({', '.join(validation.HELD_OUT_CLASSES)}) with constants fitted on the whole "
+             "in-sample split; no fit ever sees a held-out class. In-sample columns: the committed constants "
+             "(`report.md`; fitted on the 12 tables of the first validation set only, so the newer in-sample logs "
+             "are unseen by them too). Error: |pred/real - 1| of busbw at >= 64 KiB.", "",
+             "| log | collective | machine class | split | in-sample median | worst | class held out: median | worst "
+             f"| median <= {TARGET_MEDIAN:.0%} |", "|---|---|---|---|---|---|---|---|---|"]
+    for ins, held in scores:
+        c, a, b = held["case"], ins["summary"], held["summary"]
+        split = "held out" if c.machine_class in validation.HELD_OUT_CLASSES else "in-sample"
+        lines.append(f"| {c.file} | {held['collective']} | {c.machine_class} | {split} | {a['median_big']:.1%} | "
+                     f"{a['worst_big']:.1%} | {b['median_big']:.1%} | {b['worst_big']:.1%} | "
+                     f"{'yes' if b['median_big'] <= TARGET_MEDIAN else 'no'} |")
+    good = sum(h["summary"]["median_big"] <= TARGET_MEDIAN for _, h in scores)
+    fixed = [h for _, h in scores if h["case"].machine_class in validation.HELD_OUT_CLASSES]
+    good_fixed = sum(h["summary"]["median_big"] <= TARGET_MEDIAN for h in fixed)
+    lines += ["", f"Median error within {TARGET_MEDIAN:.0%} on {good} of {len(scores)} tables at >= 64 KiB "
+              f"({good / max(1, len(scores)):.0%}; target 80 %), each predicted with its machine class held out.",
+              f"On the fixed held-out split alone: {good_fixed} of {len(fixed)} tables.", ""]
+    skipped = [c for c in validation.ALL_CASES if c.skip_reason]
+    lines += [f"Not predicted: {c.file} ({c.machine_class}): {c.skip_reason}." for c in skipped]
+    out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(out / "holdout_by_class.md", "\n".join(lines) + "\n")
+    print(out / "holdout_by_class.md")
     return 0
 
 

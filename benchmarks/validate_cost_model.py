@@ -3,7 +3,8 @@ set (synth.model.nccl.DEFAULT_PARAMS) and report how close the NCCL model comes.
 
     python benchmarks/validate_cost_model.py [--out results/model_validation]
 
-The constants are fitted by ``benchmarks/fit_nccl_model.py`` (all logs together).
+The constants are fitted by ``benchmarks/fit_nccl_model.py`` (never on a log of a held-out machine
+class: ``benchmarks/nccl_log_cases.py`` holds the cases, their classes and the fixed split).
 
 Each log is described only by what its ``# SOURCE:`` header and its own lines say: the machine
 (preset, nodes, NICs and their kind), the NCCL environment the run used, the NCCL version it
@@ -17,13 +18,14 @@ from __future__ import annotations
 
 import argparse
 import csv
+import functools
 import statistics
 import sys
-from dataclasses import dataclass, field
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from synth.formats.nccl_tests.runs import guess_collective, load_runs  # noqa: E402
 from synth.model.nccl import DEFAULT_PARAMS, NcclEnv, NcclMachine, NcclModel, arch_of_gpu_name  # noqa: E402
@@ -34,50 +36,8 @@ LOGS = ROOT / "tests" / "fixtures" / "real_logs"
 SMALL = 64 << 10
 
 
-@dataclass(frozen=True)
-class Case:
-    """One log and the machine its header describes."""
-
-    file: str
-    preset: str
-    nodes: int = 1
-    nics_per_node: int | None = None
-    nic_gbps: float | None = None
-    net_kind: str = "ib"
-    env: dict = field(default_factory=dict)
-    collective: str | None = None
-    why: str = ""
-    version: tuple = (2, 28)
-    machine: dict = field(default_factory=dict)
-
-
-CASES = [
-    Case("a100_8gpu_1node_all_reduce.txt", "dgx-a100", why="8 x A100-SXM4-80GB, NVSwitch, one process (-g 8)"),
-    Case("a100_8gpu_1node_sendrecv.txt", "dgx-a100", collective="sendrecv", why="8 x A100 NVSwitch, sendrecv -g 8"),
-    Case("a100_aws_p4de_16gpu_2node_all_reduce.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 27),
-         machine={"cpu_vendor": "intel"},
-         why="2 x p4de.24xlarge: 4 x 100 Gb/s EFA per node, Xeon 8275CL, NCCL 2.27 (aws-ofi-nccl sets "
-             "NCCL_PROTO=simple)"),
-    Case("h100_16gpu_2node_alltoall_sendrecv.txt", "dgx-h100", 2, collective="alltoall",
-         why="2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"),
-    Case("h100_16gpu_2node_alltoall_sendrecv.txt", "dgx-h100", 2, collective="sendrecv",
-         why="the same job's sendrecv test"),
-    Case("h100_8gpu_1node_all_gather_ring.txt", "dgx-h100", env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0"},
-         version=(2, 26), why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off, -g 8"),
-    Case("h100_8gpu_1node_all_reduce_ring.txt", "dgx-h100",
-         env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, version=(2, 26),
-         why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off, -g 8"),
-    Case("h100_8gpu_1node_all_reduce_nvls.txt", "dgx-h100", version=(2, 26),
-         why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL defaults (NVLS), -g 8: the published ~479 GB/s"),
-    Case("h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 22),
-         machine={"cpu_vendor": "amd"},
-         why="2 x p5.48xlarge: 32 x 100 Gb/s EFA per node, EPYC 7R13, NCCL 2.22.3, NVLS on"),
-    Case("h100_gcp_a3mega_16gpu_2node_all_reduce.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
-         why="2 x a3-megagpu-8g: 8 x 200 Gb/s GPUDirect-TCPXO NICs per node, Xeon 8481C"),
-    Case("mi300x_8gpu_1node_all_reduce.txt", "mi300x", why="8 x MI300X xGMI mesh, RCCL, one process per GPU"),
-    Case("v100_8gpu_dgx1_hybridcubemesh_1node_all_reduce.txt", "dgx1-v100", version=(2, 4),
-         why="8 x V100-SXM2 hybrid cube mesh (DGX-1), -g 8, 2019 (before LL128: NCCL 2.4 gates)"),
-]
+from nccl_log_cases import (ALL_CASES, CASES, CLASSES, HELD_OUT, HELD_OUT_CLASSES, IN_SAMPLE,  # noqa: E402,F401
+                            NEW_CASES, Case)
 
 
 #: why a log misses its targets: what its rows show that the model has no term for (read off the
@@ -100,6 +60,19 @@ WHY = {
 }
 
 
+class _Keyed:
+    """A case hashed by its repr (a Case holds dicts, so it has no hash of its own)."""
+
+    def __init__(self, case: Case):
+        self.case, self.key = case, repr(case)
+
+    def __hash__(self):
+        return hash(self.key)
+
+    def __eq__(self, other):
+        return isinstance(other, _Keyed) and other.key == self.key
+
+
 def machine_for(case: Case, log) -> NcclMachine:
     """The NcclMachine of a case: preset (+ nodes/NICs), the log's GPU name and nGpus."""
     ns = argparse.Namespace(nodes=case.nodes if case.nodes > 1 else None, nic_gbps=case.nic_gbps,
@@ -107,15 +80,22 @@ def machine_for(case: Case, log) -> NcclMachine:
     topo = apply_machine_arguments(get_preset(case.preset), ns)
     m = NcclMachine.from_topology(topo, gpus_per_process=log.n_gpus or 1, net_kind=case.net_kind)
     arch = arch_of_gpu_name(log.devices[0].name) if log.devices else None
-    return m.with_(**({"arch": arch} if arch else {}), **case.machine)
+    return m.with_(**{**({"arch": arch} if arch else {}), **case.machine})
+
+
+@functools.lru_cache(maxsize=None)
+def _log_and_machine(keyed: "_Keyed"):
+    """The case's table and machine, read once per run (a fit evaluates every case thousands of times)."""
+    case = keyed.case
+    runs = load_runs(LOGS / case.file)
+    log = next(r for r in runs if case.collective is None or guess_collective(r, case.file) == case.collective)
+    return log, case.collective or guess_collective(log, case.file), machine_for(case, log)
 
 
 def evaluate(case: Case, params=DEFAULT_PARAMS) -> dict:
     """Per-row predictions and the error summary of one case."""
-    runs = load_runs(LOGS / case.file)
-    log = next(r for r in runs if case.collective is None or guess_collective(r, case.file) == case.collective)
-    coll = case.collective or guess_collective(log, case.file)
-    model = NcclModel(machine_for(case, log), params, NcclEnv.from_environ(case.env), version=case.version)
+    log, coll, machine = _log_and_machine(_Keyed(case))
+    model = NcclModel(machine, params, NcclEnv.from_environ(case.env), version=case.version)
     rows = []
     for r in log.rows:
         if r.size <= 0 or r.out_of_place is None or not r.out_of_place.time_us:
@@ -156,35 +136,62 @@ def anchor_checks() -> list[str]:
     return lines
 
 
+def host_count_lines(results: list[dict], sizes=(1 << 30, 8 << 30)) -> list[str]:
+    """Measured and predicted all_reduce busbw of every H100 InfiniBand log with 8 GPUs per host and NCCL's
+    default algorithm, by host count, at ``sizes``: whether busbw falls with the host count, in the logs and in
+    the model."""
+    lines = ["| log | hosts | " + " | ".join(f"real / model busbw at {s >> 20} MiB" for s in sizes) + " |",
+             "|---|---|" + "---|" * len(sizes)]
+    picked = [r for r in results if r["case"].machine_class in ("h100-ib-multihost", "h100-nvswitch-1host")
+              and r["collective"] == "allreduce" and r["machine"].gpus_per_node == 8 and not r["case"].env]
+    for r in sorted(picked, key=lambda r: r["machine"].nodes):
+        by = {x["size"]: x for x in r["rows"]}
+        cells = [f"{by[s]['real_busbw']:.0f} / {by[s]['pred_busbw']:.0f} GB/s" if s in by else "-" for s in sizes]
+        lines.append(f"| {r['case'].file} | {r['machine'].nodes} | " + " | ".join(cells) + " |")
+    return lines
+
+
 def _why(res: dict) -> str:
     return WHY.get(res["case"].file, "see the table.").format(e={x["size"]: x["err"] for x in res["rows"]})
+
+
+def _row(res: dict) -> str:
+    c, s, m = res["case"], res["summary"], res["machine"]
+    split = "held out" if c.machine_class in HELD_OUT_CLASSES else "in-sample"
+    return (f"| {c.file} | {res['collective']} | {c.machine_class} ({split}) | {m.ranks} x {m.arch}, {m.nodes} "
+            f"node(s), {m.intra}{f', {m.nics_per_node} x {m.nic_gbps:g} GB/s {m.net_kind}' if m.nodes > 1 else ''} | "
+            f"{s['median_big']:.1%} | {s['worst_big']:.1%} | {s['worst_small']:.1%} | "
+            f"{'met' if s['ok'] else '**missed**'} |")
 
 
 def write_report(results: list[dict], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# NCCL model vs real nccl-tests / rccl-tests logs", "",
              "Command: `python benchmarks/validate_cost_model.py --out results/model_validation`", "",
-             "One parameter set for every log (`synth.model.nccl.DEFAULT_PARAMS`, fitted on all logs together by "
-             "`python benchmarks/fit_nccl_model.py --write`, output in `fit.txt`: soft-L1 cost 0.817 over 291 rows); each log is described only by its machine (from its "
-             "`# SOURCE:` header), its NCCL environment and version and the GPUs per process it printed. "
+             "One parameter set for every log (`synth.model.nccl.DEFAULT_PARAMS`, fitted on the first 12 tables "
+             "below by `python benchmarks/fit_nccl_model.py --write`, output in `fit.txt`); each log is described "
+             "only by its machine (from its `# SOURCE:` header), its NCCL environment and version and the GPUs per "
+             "process it printed. Machine classes and the fixed held-out split: `benchmarks/nccl_log_cases.py` "
+             f"(held out: {', '.join(HELD_OUT_CLASSES)}; no fit sees them). "
              "NCCL's choice follows NCCL 2.28's tuning tables (`synth/model/nccl/tuning.py`), its time the execution "
              "model (`runtime.py`). Error: |pred/real - 1| of the out-of-place busbw for sizes >= 64 KiB, of the time "
              "below. Targets: median <= 10 % and worst <= 25 % (>= 64 KiB), worst <= 40 % (< 64 KiB).", "",
-             "| log | collective | machine | median >= 64K | worst >= 64K | worst < 64K | targets |",
-             "|---|---|---|---|---|---|---|"]
-    for res in results:
-        c, s, m = res["case"], res["summary"], res["machine"]
-        lines.append(f"| {c.file} | {res['collective']} | {m.ranks} x {m.arch}, {m.nodes} node(s), {m.intra}"
-                     f"{f', {m.nics_per_node} x {m.nic_gbps:g} GB/s {m.net_kind}' if m.nodes > 1 else ''} | "
-                     f"{s['median_big']:.1%} | {s['worst_big']:.1%} | {s['worst_small']:.1%} | "
-                     f"{'met' if s['ok'] else '**missed**'} |")
+             "| log | collective | machine class (split) | machine | median >= 64K | worst >= 64K | worst < 64K | "
+             "targets |", "|---|---|---|---|---|---|---|---|"]
+    lines += [_row(res) for res in results]
+    skipped = [c for c in ALL_CASES if c.skip_reason]
+    if skipped:
+        lines += ["", "Not predicted (no machine of the project describes them):", ""]
+        lines += [f"- {c.file} ({c.machine_class}): {c.skip_reason}" for c in skipped]
     met = sum(r["summary"]["ok"] for r in results)
     med = sum(r["summary"]["median_big"] <= 0.10 for r in results)
     lines += ["", f"Targets met on {met} of {len(results)} log tables; median within 10 % on {med} of "
-              f"{len(results)}. h100_8gpu_1node_all_reduce_nvls.txt is the published NVLS run (the only single-node "
-              "NVLS log): it is part of the fit set, so it is not a held-out check. Every log held out in turn (fitted "
-              "on the others, predicted unseen): `holdout.md` (`python benchmarks/holdout_nccl_model.py`). Each "
-              "miss's reason is under its table.", "", "## Anchor points", ""] + anchor_checks() + [
+              f"{len(results)}. h100_8gpu_1node_all_reduce_nvls.txt is the published NVLS run: it is part of the "
+              "fit set, so it is not a held-out check. Every log held out in turn (fitted on the other in-sample logs, "
+              "predicted unseen): `holdout.md`; every machine class held out together: `holdout_by_class.md` "
+              "(`python benchmarks/holdout_nccl_model.py [--by-class]`). A miss's reason is under its table where "
+              "it is known.", "", "## H100 over InfiniBand: busbw against host count", ""]
+    lines += host_count_lines(results) + ["", "## Anchor points", ""] + anchor_checks() + [
               "", "## Calibrated on one log only", "",
               "These constants are each constrained by a single log, so they reproduce it but are not independently "
               "validated: A100 LL/LL128/Simple latency scales and LL128 efficiency (a100 all_reduce), V100 latency "
@@ -236,7 +243,7 @@ def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "results" / "model_validation")
     args = p.parse_args(argv)
-    results = [evaluate(c) for c in CASES]
+    results = [evaluate(c) for c in ALL_CASES if not c.skip_reason]
     for r in results:
         s = r["summary"]
         print(f"{r['case'].file:55s} {r['collective']:10s} median {s['median_big']:6.1%} worst {s['worst_big']:6.1%} "

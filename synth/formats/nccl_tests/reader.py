@@ -351,7 +351,7 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log") -> NcclTestsLog:
         elif s.startswith("#") or s.startswith(("Out of bounds", "Avg bus")):
             if lay is not None and "(elements)" in s and ("(ms)" in s or "(us)" in s):
                 log.time_unit = "ms" if "(ms)" in s else "us"      # the units line under the header
-            _meta(log, s)
+            _meta(log, s, where)
         elif s and lay is not None:       # rows before any header, NCCL INFO lines: skipped
             row = _row(s.split(), lay, log.time_unit == "ms", where)
             if row is not None:
@@ -361,7 +361,7 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log") -> NcclTestsLog:
     return log
 
 
-def _meta(log: NcclTestsLog, line: str) -> None:
+def _meta(log: NcclTestsLog, line: str, where: str = "nccl-tests log") -> None:
     m = _TEST.search(line)
     if m:
         log.test = log.test or m.group(1)
@@ -383,8 +383,8 @@ def _meta(log: NcclTestsLog, line: str) -> None:
         return
     m = _AVG.match(line)
     if m:       # nccl-tests prints nan (0 / 0) when it measured no row: None
-        v = _num(m.group(1), float, f"Avg bus bandwidth {show(m.group(1))}")
-        log.avg_busbw_gbps = None if math.isnan(v) else _measured(v, "Avg bus bandwidth", "", MAX_MEASURED_GBPS)
+        v = _num(m.group(1), float, f"{where}: Avg bus bandwidth {show(m.group(1))}")
+        log.avg_busbw_gbps = None if math.isnan(v) else _measured(v, where, "Avg bus bandwidth", MAX_MEASURED_GBPS)
         return
     m = _OOB.match(line)
     if m and len(m.group(1)) <= 18:

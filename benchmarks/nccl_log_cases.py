@@ -1,0 +1,164 @@
+"""The real nccl-tests / rccl-tests logs of tests/fixtures/real_logs as validation cases of the NCCL
+model: the machine each log's ``# SOURCE:`` header describes, its class, and the fixed split.
+
+* :data:`CASES`: the 12 tables the committed constants (``synth/model/nccl/fitted_params.json``)
+  were fitted on.  :data:`NEW_CASES`: the logs added after that fit.  :data:`ALL_CASES`: both.
+* ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
+* :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
+  (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
+  which no log was in the committed fit, so they say how the model does on a machine it was never
+  fitted on.  The other classes are in-sample: every constant of the committed fit is constrained by
+  them.
+* A log that no machine of the project describes keeps its case with ``skip_reason``: it is listed
+  as not predicted instead of being dropped.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class Case:
+    """One log and the machine its header describes."""
+
+    file: str
+    preset: str
+    nodes: int = 1
+    nics_per_node: int | None = None
+    nic_gbps: float | None = None
+    net_kind: str = "ib"
+    env: dict = field(default_factory=dict)
+    collective: str | None = None
+    why: str = ""
+    version: tuple = (2, 28)
+    machine: dict = field(default_factory=dict)
+    machine_class: str = ""
+    skip_reason: str = ""
+
+
+#: every machine class, with what it is
+CLASSES = {
+    "a100-nvswitch-1host": "8 x A100 SXM on NVSwitch, one host",
+    "a100-efa-multihost": "A100 SXM hosts over AWS EFA",
+    "h100-nvswitch-1host": "8 x H100 SXM on NVSwitch, one host",
+    "h100-ib-multihost": "H100 SXM (NVSwitch) hosts over InfiniBand, 2 or more GPUs used per host",
+    "h100-efa-multihost": "H100 SXM hosts over AWS EFA v2 (p5)",
+    "h100-tcpxo-multihost": "H100 SXM hosts over GCP GPUDirect-TCPXO (A3 Mega)",
+    "mi300x-1host": "8 x MI300X on an xGMI mesh, one host",
+    "v100-dgx1": "8 x V100 SXM2 hybrid cube mesh (DGX-1), one host",
+    "amd-multihost": "AMD Instinct (MI300X, MI355X) hosts over RoCE",
+    "b200-ib-multihost": "B200 (NVLink 5, NVSwitch) hosts over InfiniBand",
+    "1gpu-per-host": "one GPU per host, every byte between GPUs crosses the network",
+    "pcie-multihost": "PCIe-only GPU hosts (no NVLink) over a network",
+}
+
+#: the fixed held-out split (see the module docstring)
+HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost")
+
+_H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
+
+CASES = [
+    Case("a100_8gpu_1node_all_reduce.txt", "dgx-a100", why="8 x A100-SXM4-80GB, NVSwitch, one process (-g 8)",
+         machine_class="a100-nvswitch-1host"),
+    Case("a100_8gpu_1node_sendrecv.txt", "dgx-a100", collective="sendrecv", why="8 x A100 NVSwitch, sendrecv -g 8",
+         machine_class="a100-nvswitch-1host"),
+    Case("a100_aws_p4de_16gpu_2node_all_reduce.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 27),
+         machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost",
+         why="2 x p4de.24xlarge: 4 x 100 Gb/s EFA per node, Xeon 8275CL, NCCL 2.27 (aws-ofi-nccl sets "
+             "NCCL_PROTO=simple)"),
+    Case("h100_16gpu_2node_alltoall_sendrecv.txt", "dgx-h100", 2, collective="alltoall", why=_H100_2NODE,
+         machine_class="h100-ib-multihost"),
+    Case("h100_16gpu_2node_alltoall_sendrecv.txt", "dgx-h100", 2, collective="sendrecv",
+         why="the same job's sendrecv test", machine_class="h100-ib-multihost"),
+    Case("h100_8gpu_1node_all_gather_ring.txt", "dgx-h100", env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0"},
+         version=(2, 26), machine_class="h100-nvswitch-1host",
+         why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off, -g 8"),
+    Case("h100_8gpu_1node_all_reduce_ring.txt", "dgx-h100",
+         env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, version=(2, 26),
+         machine_class="h100-nvswitch-1host",
+         why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off, -g 8"),
+    Case("h100_8gpu_1node_all_reduce_nvls.txt", "dgx-h100", version=(2, 26), machine_class="h100-nvswitch-1host",
+         why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL defaults (NVLS), -g 8: the published ~479 GB/s"),
+    Case("h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 22),
+         machine={"cpu_vendor": "amd"}, machine_class="h100-efa-multihost",
+         why="2 x p5.48xlarge: 32 x 100 Gb/s EFA per node, EPYC 7R13, NCCL 2.22.3, NVLS on"),
+    Case("h100_gcp_a3mega_16gpu_2node_all_reduce.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+         machine_class="h100-tcpxo-multihost",
+         why="2 x a3-megagpu-8g: 8 x 200 Gb/s GPUDirect-TCPXO NICs per node, Xeon 8481C"),
+    Case("mi300x_8gpu_1node_all_reduce.txt", "mi300x", why="8 x MI300X xGMI mesh, RCCL, one process per GPU",
+         machine_class="mi300x-1host"),
+    Case("v100_8gpu_dgx1_hybridcubemesh_1node_all_reduce.txt", "dgx1-v100", version=(2, 4),
+         machine_class="v100-dgx1",
+         why="8 x V100-SXM2 hybrid cube mesh (DGX-1), -g 8, 2019 (before LL128: NCCL 2.4 gates)"),
+]
+
+_XE = "8 x 400 Gb/s CX-7 InfiniBand per host (stated)"
+_GJ = ("H100 hosts of one 8-host cluster, \"IB 400G\" (stated), 8 NICs per host and NCCL version not stated "
+       "(8 x 400 Gb/s and NCCL 2.28 gates assumed)")
+_C01 = ("H100 cluster01 of xxrjun/nccl-tests-cluster, NCCL 2.29.2 (2.28 gates); InfiniBand, one 400 Gb/s NIC per "
+        "GPU inferred from ~49 GB/s busbw per GPU used (not stated)")
+_C00 = "H100 cluster00 of xxrjun/nccl-tests-cluster, NCCL 2.28.7, InfiniBand (8 x 400 Gb/s NDR assumed)"
+_B200 = ("8 x B200 per host, 8 x 400 Gb/s CX-7 IB (stated), NCCL 2.29.7 (2.28 gates), NVLS and SHARP off. "
+         "Described as a DGX H100 host with the log's B200 (sm100) GPUs: the ideal preset is `hgx-b200` (NVLink 5, "
+         "twice the H100's NVLink bandwidth), pending on another branch")
+_NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}
+
+NEW_CASES = [
+    Case("h100_16gpu_2node_all_reduce_ib_xe9680.txt", "dgx-h100", 2, version=(2, 26), machine_class="h100-ib-multihost",
+         why=f"2 x Dell XE9680 (HGX H100), {_XE}, NCCL 2.26.2, NCCL defaults (NVLSTree)"),
+    Case("h100_32gpu_4node_all_reduce_ib_vm.txt", "dgx-h100", 4, version=(2, 26), machine_class="h100-ib-multihost",
+         why=f"4 HGX H100 virtual machines, {_XE}, NCCL 2.26.2, NCCL defaults, topology from NCCL_TOPO_FILE"),
+    Case("h100_16gpu_2node_all_reduce_ib_8nodecluster.txt", "dgx-h100", 2, machine_class="h100-ib-multihost",
+         why=f"2 {_GJ}, NCCL defaults"),
+    Case("h100_16gpu_2node_all_reduce_ib_8nodecluster_ring.txt", "dgx-h100", 2, env={"NCCL_ALGO": "Ring"},
+         machine_class="h100-ib-multihost",
+         why=f"2 {_GJ}, NCCL_ALGO=Ring (NCCL_MIN_CTAS=24 and NCCL_IB_QPS_PER_CONNECTION=2: no model term)"),
+    Case("h100_32gpu_4node_all_reduce_ib_8nodecluster.txt", "dgx-h100", 4, machine_class="h100-ib-multihost",
+         why=f"4 {_GJ}, NCCL defaults"),
+    Case("h100_64gpu_8node_all_reduce_ib_8nodecluster.txt", "dgx-h100", 8, machine_class="h100-ib-multihost",
+         why=f"8 {_GJ}, NCCL defaults"),
+    Case("h100_64gpu_8node_all_reduce_ib_8nodecluster_tuned.txt", "dgx-h100", 8, machine_class="h100-ib-multihost",
+         why=f"8 {_GJ}, NCCL_MIN_CTAS=24 NCCL_IB_QPS_PER_CONNECTION=2 (no model term: predicted as defaults)"),
+    Case("h100_80gpu_10node_all_reduce_5tests_8gpn.txt", "dgx-h100", 10, collective="allreduce",
+         machine_class="h100-ib-multihost", why=f"10 x 8 {_C01}, double, 32 MiB..16 GiB"),
+    Case("h100_40gpu_10node_all_reduce_5tests_4gpn.txt", "dgx-h100", 10, 4, collective="allreduce",
+         machine={"ranks": 40}, machine_class="h100-ib-multihost",
+         why=f"10 hosts x 4 GPUs of {_C01}: 4 GPUs and their 4 NICs per host"),
+    Case("h100_20gpu_10node_all_reduce_5tests_2gpn.txt", "dgx-h100", 10, 2, collective="allreduce",
+         machine={"ranks": 20}, machine_class="h100-ib-multihost",
+         why=f"10 hosts x 2 GPUs of {_C01}: 2 GPUs and their 2 NICs per host"),
+    Case("h100_8gpu_2node_alltoall_sendrecv_4gpn.txt", "dgx-h100", 2, 4, collective="alltoall",
+         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
+         why=f"2 hosts x 4 GPUs of {_C00}: 4 GPUs and 4 NICs per host"),
+    Case("h100_8gpu_1node_all_reduce_5tests_cluster01.txt", "dgx-h100", collective="allreduce",
+         machine_class="h100-nvswitch-1host", why="8 x H100 80GB HBM3 of cluster01, NCCL 2.29.2, defaults (NVLS)"),
+    Case("mi300x_16gpu_2node_all_reduce_roce.txt", "mi300x", 2, 8, 50.0, "roce", version=(2, 22),
+         machine_class="amd-multihost",
+         why="2 x 8 MI300X, 8 mlx5 RoCE NICs per host (speed not stated: 400 Gb/s assumed), RCCL 2.22.3"),
+    Case("mi355x_16gpu_2node_all_reduce_pollara.txt", "mi300x", 2, 8, 50.0, "roce", version=(2, 26),
+         machine={"arch": "gfx950"}, machine_class="amd-multihost",
+         why="2 x 8 MI355X, 8 x AMD Pollara 400 Gb/s per host (stated), RCCL 2.26.6. Described as an MI300X host "
+             "with gfx950 GPUs: the ideal preset is `mi355x`, pending on another branch"),
+    Case("b200_32gpu_4node_sendrecv.txt", "dgx-h100", 4, env=_NO_NVLS, machine_class="b200-ib-multihost",
+         why=f"4 hosts: {_B200}"),
+    Case("b200_64gpu_8node_sendrecv.txt", "dgx-h100", 8, env=_NO_NVLS, machine_class="b200-ib-multihost",
+         why=f"8 hosts: {_B200}"),
+    Case("h100_10gpu_10node_all_reduce_5tests_1gpn.txt", "dgx-h100", 10, 1, collective="allreduce",
+         machine={"ranks": 10}, machine_class="1gpu-per-host",
+         why=f"10 hosts x 1 GPU of {_C01}: one GPU and its NIC per host"),
+    Case("h100_2gpu_2node_alltoall_sendrecv_1gpn.txt", "dgx-h100", 2, 1, collective="sendrecv",
+         machine={"ranks": 2}, machine_class="1gpu-per-host", why=f"2 hosts x 1 GPU of {_C00}: one NIC per host"),
+    Case("l40s_2gpu_2node_all_reduce_socket_1gpn.txt", "pcie-8gpu-2socket", 2, 1, net_kind="socket",
+         machine={"ranks": 2}, machine_class="1gpu-per-host",
+         skip_reason="the NIC speed behind NCCL's socket transport is not stated: no machine can be described"),
+    Case("l40s_4gpu_2node_all_reduce_roce_2gpn.txt", "pcie-8gpu-2socket", 2, net_kind="roce",
+         machine={"ranks": 4}, machine_class="pcie-multihost",
+         skip_reason="the count and speed of the RoCE NICs per host are not stated; the ideal preset is "
+                     "`l40s-8gpu-pcie` (pending on another branch)"),
+]
+
+ALL_CASES = CASES + NEW_CASES
+#: the in-sample split: the only cases a fit may see
+IN_SAMPLE = [c for c in ALL_CASES if c.machine_class not in HELD_OUT_CLASSES and not c.skip_reason]
+HELD_OUT = [c for c in ALL_CASES if c.machine_class in HELD_OUT_CLASSES]

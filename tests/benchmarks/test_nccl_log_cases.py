@@ -1,0 +1,107 @@
+"""benchmarks/nccl_log_cases.py: every real log has its source and a case, and no fit sees a held-out class."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from _paths import FIXTURES, ROOT
+
+from synth.formats.nccl_tests.runs import guess_collective, load_runs
+from topo_probe.errors import InvalidArgument
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import nccl_log_cases as cases  # noqa: E402
+
+LOGS = sorted((FIXTURES / "real_logs").glob("*.txt"))
+
+
+@pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
+def test_every_log_names_its_source_and_parses(path):
+    head = path.read_text(encoding="utf-8").splitlines()[:3]
+    assert any(line.startswith("# SOURCE: ") and len(line) > 80 for line in head), path.name
+    runs = load_runs(path)
+    assert runs and all(r.rows for r in runs)
+    # nccl-tests prints algbw = size / time (GB/s, time in us): a copying slip in a row shows here
+    for run in runs:
+        for row in run.rows:
+            for m in (row.out_of_place, row.in_place):
+                if m is not None and m.time_us and m.algbw_gbps:
+                    assert row.size / m.time_us / 1e3 == pytest.approx(m.algbw_gbps, rel=0.02, abs=0.011), row
+
+
+def test_every_log_has_a_case_and_every_case_a_log_and_a_class():
+    assert {c.file for c in cases.ALL_CASES} == {p.name for p in LOGS}
+    assert all(c.machine_class in cases.CLASSES for c in cases.ALL_CASES)
+    assert set(cases.HELD_OUT_CLASSES) <= set(cases.CLASSES)
+
+
+@pytest.mark.parametrize("case", [c for c in cases.NEW_CASES if not c.skip_reason], ids=lambda c: c.file)
+def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
+    path = FIXTURES / "real_logs" / case.file
+    runs = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
+    assert runs and len({row.size for row in runs[0].rows}) >= 8
+
+
+def test_the_split_is_by_class_and_keeps_the_committed_fit_in_sample():
+    held = set(cases.HELD_OUT_CLASSES)
+    assert all(c.machine_class in held for c in cases.HELD_OUT)
+    assert not any(c.machine_class in held or c.skip_reason for c in cases.IN_SAMPLE)
+    assert {(c.file, c.collective) for c in cases.CASES} <= {(c.file, c.collective) for c in cases.IN_SAMPLE}
+    assert len(cases.IN_SAMPLE) + len(cases.HELD_OUT) + sum(
+        bool(c.skip_reason) and c.machine_class not in held for c in cases.ALL_CASES) == len(cases.ALL_CASES)
+
+
+def test_fit_selection_never_takes_a_held_out_log(monkeypatch, capsys):
+    pytest.importorskip("scipy")
+    import fit_nccl_model as fitting
+    seen = []
+
+    def solve(keys, lo, hi, x0, chosen, base, max_nfev):
+        seen.append(list(chosen))
+        return base, 0.0, 0
+
+    monkeypatch.setattr(fitting, "_solve", solve)
+    assert fitting.main(["--in-sample"]) == 0 and fitting.main([]) == 0
+    assert [c.file for c in seen[0]] == [c.file for c in cases.IN_SAMPLE]
+    assert [c.file for c in seen[1]] == [c.file for c in cases.CASES]
+    held = set(cases.HELD_OUT_CLASSES)
+    assert not any(c.machine_class in held for chosen in seen for c in chosen)
+    with pytest.raises(InvalidArgument, match="b200_32gpu_4node_sendrecv.txt"):
+        fitting.fit_cases(cases.IN_SAMPLE + [c for c in cases.HELD_OUT if c.file.startswith("b200_32")])
+
+
+def test_class_holdout_puts_every_log_of_a_class_out_together():
+    """A tiny synthetic split: two logs called class x, one class y, one of a held-out class."""
+    import holdout_nccl_model as h
+    from synth.model.nccl.params import DEFAULT_PARAMS
+    Case = cases.Case
+    tiny = [Case("a100_8gpu_1node_all_reduce.txt", "dgx-a100", machine_class="x"),
+            Case("h100_8gpu_1node_all_reduce_ring.txt", "dgx-h100", machine_class="x"),
+            Case("mi300x_8gpu_1node_all_reduce.txt", "mi300x", machine_class="y"),
+            Case("mi300x_16gpu_2node_all_reduce_roce.txt", "mi300x", 2, machine_class=cases.HELD_OUT_CLASSES[0])]
+    fitted_on = []
+
+    def fit(chosen):
+        fitted_on.append([c.file for c in chosen])
+        return DEFAULT_PARAMS, []
+
+    results = h.holdout_class("x", tiny, fit=fit)
+    assert fitted_on == [["mi300x_8gpu_1node_all_reduce.txt"]]
+    assert sorted(r["case"].file for r in results) == ["a100_8gpu_1node_all_reduce.txt",
+                                                       "h100_8gpu_1node_all_reduce_ring.txt"]
+    fit_on, predict = h.class_split(tiny, cases.HELD_OUT_CLASSES[0])
+    assert [c.machine_class for c in fit_on] == ["x", "x", "y"] and len(predict) == 1
+
+
+def test_a_bad_average_line_is_refused_naming_the_file(tmp_path):
+    """The reader's ``Avg bus bandwidth`` check names the file and line (the fuzz run over the new logs
+    found an overflowed average refused without them)."""
+    from topo_probe.errors import NcclTestsLogError
+    text = (FIXTURES / "real_logs" / "h100_8gpu_1node_all_gather_ring.txt").read_text(encoding="utf-8")
+    bad = tmp_path / "bad.txt"
+    bad.write_text(text.replace("# Avg bus bandwidth    : ", "# Avg bus bandwidth    : 1e999 ", 1), encoding="utf-8")
+    with pytest.raises(NcclTestsLogError) as err:
+        load_runs(bad)
+    message = str(err.value)
+    assert str(bad) in message and "Avg bus bandwidth" in message and "\n" not in message
