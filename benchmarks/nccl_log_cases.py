@@ -99,9 +99,8 @@ _GJ = ("H100 hosts of one 8-host cluster, \"IB 400G\" (stated), 8 NICs per host 
 _C01 = ("H100 cluster01 of xxrjun/nccl-tests-cluster, NCCL 2.29.2 (2.28 gates); InfiniBand, one 400 Gb/s NIC per "
         "GPU inferred from ~49 GB/s busbw per GPU used (not stated)")
 _C00 = "H100 cluster00 of xxrjun/nccl-tests-cluster, NCCL 2.28.7, InfiniBand (8 x 400 Gb/s NDR assumed)"
-_B200 = ("8 x B200 per host, 8 x 400 Gb/s CX-7 IB (stated), NCCL 2.29.7 (2.28 gates), NVLS and SHARP off. "
-         "Described as a DGX H100 host with the log's B200 (sm100) GPUs: the ideal preset is `hgx-b200` (NVLink 5, "
-         "twice the H100's NVLink bandwidth), pending on another branch")
+_B200 = ("8 x B200 per host (the `hgx-b200` preset: NVLink 5 via NVSwitch), 8 x 400 Gb/s CX-7 IB (stated), "
+         "NCCL 2.29.7 (2.28 gates), NVLS and SHARP off")
 _NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}
 
 NEW_CASES = [
@@ -136,13 +135,12 @@ NEW_CASES = [
     Case("mi300x_16gpu_2node_all_reduce_roce.txt", "mi300x", 2, 8, 50.0, "roce", version=(2, 22),
          machine_class="amd-multihost",
          why="2 x 8 MI300X, 8 mlx5 RoCE NICs per host (speed not stated: 400 Gb/s assumed), RCCL 2.22.3"),
-    Case("mi355x_16gpu_2node_all_reduce_pollara.txt", "mi300x", 2, 8, 50.0, "roce", version=(2, 26),
-         machine={"arch": "gfx950"}, machine_class="amd-multihost",
-         why="2 x 8 MI355X, 8 x AMD Pollara 400 Gb/s per host (stated), RCCL 2.26.6. Described as an MI300X host "
-             "with gfx950 GPUs: the ideal preset is `mi355x`, pending on another branch"),
-    Case("b200_32gpu_4node_sendrecv.txt", "dgx-h100", 4, env=_NO_NVLS, machine_class="b200-ib-multihost",
+    Case("mi355x_16gpu_2node_all_reduce_pollara.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26),
+         machine_class="amd-multihost",
+         why="2 x 8 MI355X (the `mi355x` preset), 8 x AMD Pollara 400 Gb/s per host (stated), RCCL 2.26.6"),
+    Case("b200_32gpu_4node_sendrecv.txt", "hgx-b200", 4, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
          why=f"4 hosts: {_B200}"),
-    Case("b200_64gpu_8node_sendrecv.txt", "dgx-h100", 8, env=_NO_NVLS, machine_class="b200-ib-multihost",
+    Case("b200_64gpu_8node_sendrecv.txt", "hgx-b200", 8, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
          why=f"8 hosts: {_B200}"),
     Case("h100_10gpu_10node_all_reduce_5tests_1gpn.txt", "dgx-h100", 10, 1, collective="allreduce",
          machine={"ranks": 10}, machine_class="1gpu-per-host",
@@ -154,8 +152,8 @@ NEW_CASES = [
          skip_reason="the NIC speed behind NCCL's socket transport is not stated: no machine can be described"),
     Case("l40s_4gpu_2node_all_reduce_roce_2gpn.txt", "pcie-8gpu-2socket", 2, net_kind="roce",
          machine={"ranks": 4}, machine_class="pcie-multihost",
-         skip_reason="the count and speed of the RoCE NICs per host are not stated; the ideal preset is "
-                     "`l40s-8gpu-pcie` (pending on another branch)"),
+         skip_reason="the count and speed of the RoCE NICs per host are not stated (the GPUs would be "
+                     "the `l40s-8gpu-pcie` preset's)"),
 ]
 
 ALL_CASES = CASES + NEW_CASES
