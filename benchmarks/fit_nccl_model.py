@@ -36,7 +36,7 @@ FIT_SPEC = [
     (("host_us",), 2.0, 10.0),
     (("host_us_per_channel",), 0.0, 0.5),
     (("proto_eff", "*", "LL"), 0.3, 1.2),
-    (("proto_eff", "*", "LL128"), 0.3, 1.2),
+    (("proto_eff", "*", "LL128"), 0.3, 128.0 / 120.0),     # payload never above the line rate
     (("proto_eff", "sm80", "LL128"), 0.3, 1.2),
     (("tree_eff", "*"), 0.5, 1.2),
     (("tree_eff", "LL128"), 0.3, 1.2),
@@ -61,6 +61,9 @@ FIT_SPEC = [
     (("net_lat", "efa2", "Simple"), 0.0, 600.0),
     (("net_lat", "tcpxo", "LL"), 0.0, 300.0),
     (("net_lat", "tcpxo", "Simple"), 0.0, 600.0),
+    (("net_lat", "ib", "LL"), 0.0, 300.0),
+    (("net_lat", "ib", "Simple"), 0.0, 600.0),
+    (("net_chunk", "ib"), 0.0, 200.0),
     (("net_chunk", "efa"), 0.0, 200.0),
     (("net_chunk", "efa2"), 0.0, 200.0),
     (("net_chunk", "tcpxo"), 0.0, 200.0),
