@@ -168,8 +168,9 @@ def write_report(results: list[dict], out: Path) -> None:
     out.mkdir(parents=True, exist_ok=True)
     lines = ["# NCCL model vs real nccl-tests / rccl-tests logs", "",
              "Command: `python benchmarks/validate_cost_model.py --out results/model_validation`", "",
-             "One parameter set for every log (`synth.model.nccl.DEFAULT_PARAMS`, fitted on the first 12 tables "
-             "below by `python benchmarks/fit_nccl_model.py --write`, output in `fit.txt`); each log is described "
+             "One parameter set for every log (`synth.model.nccl.DEFAULT_PARAMS`, fitted on every in-sample table "
+             "below by `python benchmarks/fit_nccl_model.py --in-sample --write`, output in `fit.txt`); each log is "
+             "described "
              "only by its machine (from its `# SOURCE:` header), its NCCL environment and version and the GPUs per "
              "process it printed. Machine classes and the fixed held-out split: `benchmarks/nccl_log_cases.py` "
              f"(held out: {', '.join(HELD_OUT_CLASSES)}; no fit sees them). "
