@@ -105,7 +105,7 @@ def run_case(tree: Path, args: list[str], collectives: str, tmp: Path) -> dict:
     stages = _stages(summary)
     if summary.get("total_s") is not None:       # Python start, imports, topology, putting files in place
         stages["startup"] = max(0.0, wall - float(summary["total_s"]))
-    return {"wall_s": wall, "peak_mb": usage.ru_maxrss / 1024, "total_s": summary.get("total_s"),
+    return {"wall_s": wall, "cpu_s": usage.ru_utime + usage.ru_stime, "peak_mb": usage.ru_maxrss / 1024, "total_s": summary.get("total_s"),
             "ratio": _ratio(summary), "stages": stages}
 
 
@@ -115,7 +115,7 @@ def _fmt(v, digits=2) -> str:
 
 def write(out: Path, rows: list[dict], header: list[str]) -> None:
     stage_cols = [s for s in STAGES if any(s in r["stages"] for r in rows)]
-    cols = ["gpus", "machine", "collectives", "code", "wall_s", "target_s", "peak_mb", "ratio"] + stage_cols
+    cols = ["gpus", "machine", "collectives", "code", "wall_s", "cpu_s", "target_s", "peak_mb", "ratio"] + stage_cols
     with open(out.with_suffix(".csv"), "w", newline="") as f:
         w = csv.writer(f)
         w.writerow(cols)
@@ -162,7 +162,8 @@ def main(argv=None) -> None:
         f"Python {platform.python_version()}; load average (1 min) {load0:.2f} at the start, "
         f"{os.getloadavg()[0]:.2f} at the end (the machine is shared); {time.time() - t0:.0f} s in all.", "",
         "One row per `synthesize` command, each in its own process, every output written (MSCCL XML included), "
-        "run once.  `wall_s`: the whole command; `target_s`: the target for all eight collectives; `peak_mb`: "
+        "run once.  `wall_s`: the whole command; `cpu_s`: the CPU time it used (user + system, all its threads; "
+        "on a shared machine the steadier measure); `target_s`: the target for all eight collectives; `peak_mb`: "
         "the process's peak resident set (`ru_maxrss`); `ratio`: the largest ratio to the cut bound of the "
         "bandwidth-optimal schedules (allreduce: to the phased bound); the other columns: seconds per stage "
         "from `summary.json`, summed over collectives (`startup`: the command's wall time outside the run's `total_s` (Python start, imports, reading the topology, putting the results in place), `verify` "
