@@ -59,7 +59,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from synth.model.bounds import lower_bounds
+    from synth.solve.bounds_cache import fabric_bounds
     from synth.model.cost import CostParams
 
     n = fabric.num_ranks
@@ -71,7 +71,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     for idx, coll in enumerate(colls):
         c = curves[coll]
         root = summary["collectives"][coll].get("root")
-        bound = lower_bounds(fabric, coll, root=root)
+        bound = fabric_bounds(fabric, coll, root)
         series = {"ours": _plan_curve(c), "nccl": nccl.get(coll), "ring": _baseline_curve(c, coll, "ring"),
                   "tree": _baseline_curve(c, coll, "tree"),
                   "bound": [bound.time_us(nb, CostParams()) for nb in PLAN_SIZES]}

@@ -65,6 +65,8 @@ from topo_probe.topology.model import Topology
 
 #: schedules with more transfers than this are saved gzip-compressed (``.json.gz``)
 GZIP_TRANSFERS = 100_000
+#: schedule metadata that measures wall-clock time, left out of saved schedule files
+WALL_CLOCK_META = frozenset({"solve_s", "wall_s", "build_s", "search_wall_s"})
 #: from this many ranks on, MSCCL XML is exported for the plan's schedules only
 LARGE_RANKS = 64
 #: sizes (bytes) at which summary.json reports simulated times
@@ -108,6 +110,12 @@ def _transfers(s: Schedule) -> int:
     return sum(len(st.transfers) for st in s.steps)
 
 
+def run_independent(meta: dict) -> dict:
+    """``meta`` without the solvers' wall-clock times (:data:`WALL_CLOCK_META`): what a saved
+    schedule file holds, the same bytes on every run (summary.json keeps the times)."""
+    return {k: v for k, v in meta.items() if k not in WALL_CLOCK_META}
+
+
 def schedule_file(name: str, s: Schedule) -> str:
     """The schedule's file under the output folder: ``.json``, or ``.json.gz`` when it is big."""
     return f"schedules/{_slug(name)}.json{'.gz' if _transfers(s) > GZIP_TRANSFERS else ''}"
@@ -117,7 +125,7 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
                           prog: RunProgress | None = None) -> CollectiveResult:
     """All candidates for one collective, saved under ``workdir/schedules`` as they appear;
     ``prog`` times the stages (its ``collective_stages(coll)``)."""
-    from synth.model.bounds import lower_bounds
+    from synth.solve.bounds_cache import fabric_bounds
     root = opts.root if coll in ROOTED else None
     CollectiveSpec(coll, fabric.num_ranks, 1, root)  # validates root
     res = CollectiveResult()
@@ -129,7 +137,7 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
             check(s, fabric)
         with prog.stage("save", coll):
             res.files[name] = schedule_file(name, s)
-            save_schedule(s, workdir / res.files[name])
+            save_schedule(s.with_(meta=run_independent(s.meta)), workdir / res.files[name])
         res.schedules[name] = s
 
     notes: list[str] = []
@@ -148,11 +156,11 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
     if bw is not None:
         save(f"{coll}-bwopt", bw)
     with prog.stage("bwopt_effective", coll):
-        bwe, bwe_s, bwe_note = bwopt_effective(fabric, coll, root, opts)
+        bwe, bwe_s, bwe_note = bwopt_effective(fabric, coll, root, opts, bw)
     if bwe is not None:
         save(f"{coll}-bwopt-effective", bwe)
     with prog.stage("bounds", coll):
-        bounds = lower_bounds(fabric, coll, root=root)
+        bounds = fabric_bounds(fabric, coll, root)
     time_limited = fabric.num_ranks <= opts.max_sat_ranks or coll in BWOPT_COLLECTIVES or (
         coll == "alltoall" and fabric.shape is not None)          # a solver with a time budget ran
     with prog.stage("simulate", coll):

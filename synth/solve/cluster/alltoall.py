@@ -249,7 +249,7 @@ def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float
     SolverError
         The LP did not reach optimality.
     """
-    from synth.model.bounds import lower_bounds
+    from synth.solve.bounds_cache import fabric_bounds
     t0 = time.monotonic()
     if fabric.shape is None:
         raise UnsupportedCollective(f"alltoall LP: fabric {fabric.topology_name!r} is not a cluster of identical hosts")
@@ -270,7 +270,7 @@ def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float
             break
     sched, term = best
     check(sched, fabric)
-    bound = Fraction(lower_bounds(fabric, "alltoall").bandwidth_rounds_per_block)
+    bound = Fraction(fabric_bounds(fabric, "alltoall").bandwidth_rounds_per_block)
     return sched.with_(meta={
         "method": "mcf-lp", "lp_rounds_per_block": lp_T, "bound_rounds_per_block": float(bound),
         "bound_exact": str(bound), "achieved_rounds_per_block": float(term), "achieved_exact": str(term),
