@@ -35,8 +35,8 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-STAGES = ("startup", "load", "fabric", "baselines", "pareto", "bwopt", "bwopt_effective", "verify", "save", "bounds",
-          "plan", "export", "report", "write")
+STAGES = ("startup", "fabric", "baselines", "pareto", "bwopt", "bwopt_effective", "verify", "save", "bounds",
+          "simulate", "plan", "export", "report", "write")
 #: (GPUs, label, synthesize arguments); the big ones only with --big
 CASES = [
     (8, "dgx-h100", ["--topology", "dgx-h100"]),
@@ -128,6 +128,23 @@ def write(out: Path, rows: list[dict], header: list[str]) -> None:
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
 
 
+def compare(before_csv: Path, rows: list[dict]) -> list[str]:
+    """A table of this run's cases beside the same cases in an earlier run's CSV."""
+    with open(before_csv, newline="") as f:
+        old = {(r["gpus"], r["machine"], r["collectives"]): r for r in csv.DictReader(f)}
+    out = ["", f"Beside the earlier run in `{before_csv.name}` (same benchmark; load differed, compare CPU first):",
+           "", "| gpus | machine | collectives | cpu_s before | cpu_s after | wall_s before | wall_s after | "
+           "peak_mb before | peak_mb after | ratio before | ratio after |", "|" + "---|" * 11]
+    for r in rows:
+        o = old.get((str(r["gpus"]), r["machine"], r["collectives"]))
+        if o is None:
+            continue
+        out.append(f"| {r['gpus']} | {r['machine']} | {r['collectives']} | {o.get('cpu_s', '')} | {_fmt(r['cpu_s'])} | "
+                   f"{o['wall_s']} | {_fmt(r['wall_s'])} | {o['peak_mb']} | {_fmt(r['peak_mb'])} | {o['ratio']} | "
+                   f"{_fmt(r['ratio'], 4)} |")
+    return out
+
+
 def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--big", action="store_true", help="also 256 and 1,024 GPUs")
@@ -135,6 +152,8 @@ def main(argv=None) -> None:
     ap.add_argument("--only", default="", help="comma list of GPU counts to run (default: all)")
     ap.add_argument("--sets", default="one,all", help="collective sets: one (allgather), all (the eight)")
     ap.add_argument("--out", default=str(ROOT / "results" / "scale" / "e2e"))
+    ap.add_argument("--before", help="CSV of an earlier run: add a before/after table")
+    ap.add_argument("--from-log", help=argparse.SUPPRESS)   # rows printed by an earlier run: write them only
     args = ap.parse_args(argv)
     only = {int(x) for x in args.only.split(",") if x}
     cases = [c for c in CASES + (BIG if args.big else []) if not only or c[0] in only]
@@ -142,10 +161,13 @@ def main(argv=None) -> None:
     rows: list[dict] = []
     load0 = os.getloadavg()[0]
     t0 = time.time()
+    if args.from_log:
+        import ast
+        rows = [ast.literal_eval(line) for line in Path(args.from_log).read_text().splitlines() if line.startswith("{")]
     with tempfile.TemporaryDirectory() as tmp:
         tmp = Path(tmp)
         trees = ([("before", _tree_at(args.baseline, tmp))] if args.baseline else []) + [("after", ROOT)]
-        for gpus, machine, cargs in cases:
+        for gpus, machine, cargs in ([] if args.from_log else cases):
             for s in sets:
                 for label, tree in trees:
                     r = run_case(tree, cargs, SETS[s], tmp)
@@ -172,6 +194,8 @@ def main(argv=None) -> None:
         + (f"  `code`: `before` is git revision {args.baseline}, `after` this tree, run one right after the "
            "other." if args.baseline else ""),
     ]
+    if args.before:
+        header += compare(Path(args.before), rows)
     write(Path(args.out), rows, header)
 
 

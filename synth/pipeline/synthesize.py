@@ -100,6 +100,8 @@ class CollectiveResult:
     summary: dict = field(default_factory=dict)
     #: schedule name -> file, relative to the output folder
     files: dict[str, str] = field(default_factory=dict)
+    #: schedule name -> cost-model times (µs) at PLAN_SIZES (what the plan compares)
+    curves: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _slug(name: str) -> str:
@@ -163,9 +165,10 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
         bounds = fabric_bounds(fabric, coll, root)
     time_limited = fabric.num_ranks <= opts.max_sat_ranks or coll in BWOPT_COLLECTIVES or (
         coll == "alltoall" and fabric.shape is not None)          # a solver with a time budget ran
-    with prog.stage("simulate", coll):
-        sim = {name: {label: cost.schedule_time_us(s, nb) for label, nb in SUMMARY_SIZES.items()}
-               for name, s in res.schedules.items()}
+    with prog.stage("simulate", coll):           # each schedule's loads once, for the summary and the plan
+        res.curves = evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
+        sim = {name: {label: res.curves[name][PLAN_SIZES.index(nb)] for label, nb in SUMMARY_SIZES.items()}
+               for name in res.schedules}
     res.summary = {
         "collective": coll, "root": root, "time_limited": time_limited,
         "pareto": [{"steps": S, "rounds": R, "chunks": C, "schedule": f"{coll}-sat-S{S}-R{R}-C{C}"}
@@ -201,7 +204,8 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     plan = Plan(fabric.topology_name, fabric.fingerprint)
     curves, ncc = {}, {}
     for coll, res in results.items():
-        times = evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
+        times = res.curves if set(res.curves) == set(res.schedules) else \
+            evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
         curves[coll] = times
         if topo is not None and fabric.num_ranks > 1:
             ncc[coll] = nccl_curve(topo, coll, PLAN_SIZES)
