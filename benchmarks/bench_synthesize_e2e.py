@@ -194,6 +194,10 @@ def main(argv=None) -> None:
         + (f"  `code`: `before` is git revision {args.baseline}, `after` this tree, run one right after the "
            "other." if args.baseline else ""),
     ]
+    if args.from_log:
+        header[2] = (f"Command: `{cmd} [--big] [--only N] [--sets S]` (from the repository root), rows gathered from "
+                     f"several runs; `code` is the git revision each row ran.  Machine: {platform.machine()}, "
+                     f"{os.cpu_count()} cores, Python {platform.python_version()}, shared with other work.")
     if args.before:
         header += compare(Path(args.before), rows)
     write(Path(args.out), rows, header)
