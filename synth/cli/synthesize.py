@@ -40,6 +40,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="redo even if results made with the same topology and options exist "
                         "(other files are never touched)")
     p.add_argument("--no-progress", action="store_true", help="no progress display")
+    p.add_argument("--verbose", action="store_true", help="print every collective's time per stage")
     p.add_argument("--nccl-tuner-conf", type=Path, metavar="FILE",
                    help="also write NCCL's example tuner-plugin CSV (NCCL_TUNER_CONFIG_FILE) with the algorithm, "
                         "protocol and channels the NCCL model predicts fastest per size on this machine")
@@ -116,7 +117,7 @@ def _main(argv: list[str] | None) -> int:
         from synth.pipeline.synthesize import SynthesisOptions, run
         topo = _topology(args)
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
-                                root=args.root, progress=not args.no_progress)
+                                root=args.root, progress=not args.no_progress, verbose=args.verbose)
         out = Path(args.out) if args.out is not None else Path("results") / folder_name(topo.name)
         if args.nccl_tuner_conf is not None:
             _check_tuner_conf(args.nccl_tuner_conf, out)

@@ -91,6 +91,22 @@ class ClusterLatencies(Mapping):
 
     def __init__(self, channels: ClusterChannels, latencies: list) -> None:
         self.ch, self.lat = channels, latencies
+        #: [class][a][b] -> the slowest path's latency (None: no channel)
+        self._max = [None if t is None else [[max(v) if v else None for v in row] for row in t] for t in latencies]
+
+    def max_latency(self, i: int, j: int) -> float:
+        """``max(self[(i, j)])`` without building the key's list (hot in the cost model)."""
+        ch = self.ch
+        if not (0 <= i < ch.n and 0 <= j < ch.n) or i == j:
+            raise KeyError((i, j))
+        h, a = divmod(i, ch.g)
+        h2, b = divmod(j, ch.g)
+        c = 0 if h == h2 else (1 if ch.groups[h] == ch.groups[h2] else 2)
+        table = self._max[c]
+        m = table[a][b] if table is not None else None
+        if m is None or ch.templates[c] is None or ch.templates[c][a][b] is None:
+            raise KeyError((i, j))
+        return m
 
     def __getitem__(self, key):
         i, j = key

@@ -84,6 +84,9 @@ class Fabric:
 
     def channel_latency_us(self, i: int, j: int) -> float:
         """Latency of channel i->j: the slowest of its routes' summed edge latencies."""
+        fast = getattr(self.path_latency_us, "max_latency", None)
+        if fast is not None:          # a cluster: from its per-class table
+            return fast(i, j)
         return max(self.path_latency_us[(i, j)])
 
     def channel_bandwidth_gbps(self, i: int, j: int) -> float:

@@ -59,8 +59,8 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from synth.model.bounds import lower_bounds
     from synth.model.physics import cost_params_for
+    from synth.solve.bounds_cache import fabric_bounds
 
     n = fabric.num_ranks
     colls = list(curves)
@@ -71,7 +71,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     for idx, coll in enumerate(colls):
         c = curves[coll]
         root = summary["collectives"][coll].get("root")
-        bound = lower_bounds(fabric, coll, root=root)
+        bound = fabric_bounds(fabric, coll, root)
         series = {"ours": _plan_curve(c), "nccl": nccl.get(coll), "ring": _baseline_curve(c, coll, "ring"),
                   "tree": _baseline_curve(c, coll, "tree"),
                   "bound": [bound.time_us(nb, cost_params_for(fabric)) for nb in PLAN_SIZES]}
@@ -85,7 +85,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     plt.close(fig)
     lines += _measured_lines(topo, colls, n)
     lines += ["", "![busbw](busbw.png)", "", "## Per collective", ""]
-    lines += _per_collective_lines(summary, colls) + _plan_lines(plan)
+    lines += _per_collective_lines(summary, colls) + _plan_lines(plan) + _stage_lines(summary, colls)
     atomic_write_text(folder / "report.md", "\n".join(lines) + "\n")
 
 
@@ -164,6 +164,14 @@ def _per_collective_lines(summary: dict, colls: list[str]) -> list[str]:
     if notes:
         lines += ["", "## Skipped at this scale", ""] + [f"- {n}" for n in notes]
     return lines
+
+
+def _stage_lines(summary: dict, colls: list[str]) -> list[str]:
+    """Seconds per stage of every collective (``summary.json``'s ``stages``), largest first."""
+    from synth.pipeline.progress import format_stages
+    lines = [f"- {coll}: {format_stages(summary['collectives'][coll]['stages'])}"
+             for coll in colls if summary["collectives"][coll].get("stages")]
+    return ["", "## Time per stage", ""] + lines if lines else []
 
 
 def _plan_lines(plan: Plan) -> list[str]:

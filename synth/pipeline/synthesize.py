@@ -53,20 +53,23 @@ from synth.formats.schedule_file import save_schedule
 from synth.ir.schedule import Schedule, atomic_write_text
 from synth.ir.verifier import check
 from synth.model.cost import CostModel
+from synth.pipeline.candidates import BWOPT_COLLECTIVES, baselines, bwopt, bwopt_effective, sat_pareto
 from synth.pipeline.msccl_export import export_msccl
 from synth.pipeline.output import ResultsFolder, classify
+from synth.pipeline.progress import RunProgress
 from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
 from synth.plan.size_plan import Plan, PlanEntry
-from topo_probe.errors import InvalidArgument, SynthesisInfeasible, SynthesisTimeout, TopocollError, UnsupportedCollective
+from topo_probe.errors import InvalidArgument, TopocollError
 from topo_probe.topology.model import Topology
 
 #: schedules with more transfers than this are saved gzip-compressed (``.json.gz``)
 GZIP_TRANSFERS = 100_000
+#: schedule metadata that measures wall-clock time, left out of saved schedule files
+WALL_CLOCK_META = frozenset({"solve_s", "wall_s", "build_s", "search_wall_s"})
 #: from this many ranks on, MSCCL XML is exported for the plan's schedules only
 LARGE_RANKS = 64
 #: sizes (bytes) at which summary.json reports simulated times
 SUMMARY_SIZES = {"1KB": 1 << 10, "1MB": 1 << 20, "1GB": 1 << 30}
-BWOPT_COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 #: raise when a change of the solvers, the plan rules or the files written changes what a run
 #: produces for the same topology and options: earlier results are then not reused
 RESULTS_VERSION = 2
@@ -84,6 +87,8 @@ class SynthesisOptions:
     max_sat_chunks: int = 6
     progress: bool = True
     log: Callable[[str], None] = print
+    #: log every collective's stage times (``summary.json`` records them always)
+    verbose: bool = False
 
 
 @dataclass
@@ -94,6 +99,8 @@ class CollectiveResult:
     summary: dict = field(default_factory=dict)
     #: schedule name -> file, relative to the output folder
     files: dict[str, str] = field(default_factory=dict)
+    #: schedule name -> cost-model times (µs) at PLAN_SIZES (what the plan compares)
+    curves: dict[str, list[float]] = field(default_factory=dict)
 
 
 def _slug(name: str) -> str:
@@ -104,109 +111,63 @@ def _transfers(s: Schedule) -> int:
     return sum(len(st.transfers) for st in s.steps)
 
 
+def run_independent(meta: dict) -> dict:
+    """``meta`` without the solvers' wall-clock times (:data:`WALL_CLOCK_META`): what a saved
+    schedule file holds, the same bytes on every run (summary.json keeps the times)."""
+    return {k: v for k, v in meta.items() if k not in WALL_CLOCK_META}
+
+
 def schedule_file(name: str, s: Schedule) -> str:
     """The schedule's file under the output folder: ``.json``, or ``.json.gz`` when it is big."""
     return f"schedules/{_slug(name)}.json{'.gz' if _transfers(s) > GZIP_TRANSFERS else ''}"
 
 
-def _baselines(fabric: Fabric, coll: str, root: int | None, log, notes: list[str]) -> dict[str, Schedule]:
-    from synth.baselines import BASELINES, baseline
-    from synth.baselines._common import TooManyTransfers
-    out = {}
-    for name in BASELINES:
-        try:
-            out[name] = baseline(name, fabric, coll, root=root)
-        except TooManyTransfers as e:
-            notes.append(f"{coll}: baseline {name} skipped: {e}")
-        except UnsupportedCollective:
-            continue                                  # does not apply to this collective or fabric
-        except TopocollError as e:
-            log(f"  {coll}: baseline {name} skipped: {e}")
-    return out
-
-
-def _pareto(fabric: Fabric, coll: str, root: int | None, opts: SynthesisOptions, save, log) -> tuple[list, float, str]:
-    if fabric.num_ranks > opts.max_sat_ranks:
-        return [], 0.0, f"step synthesis skipped: {fabric.num_ranks} ranks > {opts.max_sat_ranks}"
-    from synth.solve.sat.search import pareto
-    t0 = time.perf_counter()
-    from synth.pipeline.progress import status_bar
-    try:
-        with status_bar(opts.progress) as report:
-            points = pareto(fabric, coll, root=root, max_steps=opts.max_sat_steps, max_chunks=opts.max_sat_chunks,
-                            time_limit_per_instance_s=max(1.0, opts.time_limit_s / 4),
-                            total_time_limit_s=opts.time_limit_s, on_point=save, on_status=report)
-    except (SynthesisTimeout, SynthesisInfeasible) as e:
-        return [], time.perf_counter() - t0, f"step synthesis found nothing: {e}"
-    return points, time.perf_counter() - t0, ""
-
-
-def _bwopt(fabric: Fabric, coll: str, root: int | None, opts: SynthesisOptions) -> tuple[Schedule | None, float, str]:
-    if coll not in BWOPT_COLLECTIVES and not (coll == "alltoall" and fabric.shape is not None):
-        return None, 0.0, ("bandwidth-optimal method covers allgather, reducescatter, allreduce, broadcast, reduce "
-                           "(and alltoall on clusters of identical hosts)")
-    from synth.solve.bwopt.optimal import bandwidth_optimal
-    t0 = time.perf_counter()
-    try:
-        s = bandwidth_optimal(fabric, coll, root=root, time_limit_s=opts.time_limit_s)
-    except TopocollError as e:
-        return None, time.perf_counter() - t0, f"bandwidth-optimal method failed: {e}"
-    return s, time.perf_counter() - t0, ""
-
-
-def _bwopt_effective(fabric: Fabric, coll: str, root: int | None,
-                     opts: SynthesisOptions) -> tuple[Schedule | None, float, str]:
-    """The bandwidth-optimal method for the links' *effective* capacities (the cost model's
-    per-kind efficiencies): a different optimum only where link kinds of different efficiency
-    meet (PCIe next to the CPU link, NVLink next to a NIC)."""
-    from synth.model.physics import cost_params_for
-    params = cost_params_for(fabric)
-    if coll not in BWOPT_COLLECTIVES:
-        return None, 0.0, ""
-    if len({params.efficiency(info.kind) for info in fabric.resources.values()}) < 2:
-        return None, 0.0, "every link kind has the same efficiency: the same optimum as bwopt"
-    from synth.solve.bwopt.optimal import bandwidth_optimal
-    t0 = time.perf_counter()
-    try:
-        s = bandwidth_optimal(fabric, coll, root=root, time_limit_s=opts.time_limit_s, efficiency=params)
-    except TopocollError as e:
-        return None, time.perf_counter() - t0, f"bandwidth-optimal method (effective capacities) failed: {e}"
-    return s, time.perf_counter() - t0, ""
-
-
-def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, workdir: Path) -> CollectiveResult:
-    """All candidates for one collective, saved under ``workdir/schedules`` as they appear."""
-    from synth.model.bounds import lower_bounds
+def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, workdir: Path,
+                          prog: RunProgress | None = None) -> CollectiveResult:
+    """All candidates for one collective, saved under ``workdir/schedules`` as they appear;
+    ``prog`` times the stages (its ``collective_stages(coll)``)."""
+    from synth.solve.bounds_cache import fabric_bounds
     root = opts.root if coll in ROOTED else None
     CollectiveSpec(coll, fabric.num_ranks, 1, root)  # validates root
     res = CollectiveResult()
     cost = CostModel(fabric)
+    prog = prog if prog is not None else RunProgress([coll], enabled=False)
 
     def save(name: str, s: Schedule) -> None:
-        check(s, fabric)
-        res.files[name] = schedule_file(name, s)
-        save_schedule(s, workdir / res.files[name])
+        with prog.stage("verify", coll):
+            check(s, fabric)
+        with prog.stage("save", coll):
+            res.files[name] = schedule_file(name, s)
+            save_schedule(s.with_(meta=run_independent(s.meta)), workdir / res.files[name])
         res.schedules[name] = s
 
     notes: list[str] = []
-    for name, s in _baselines(fabric, coll, root, opts.log, notes).items():
+    with prog.stage("baselines", coll):
+        found = baselines(fabric, coll, root, opts.log, notes)
+    for name, s in found.items():
         save(f"{coll}-{name}", s)
-    pareto_points, pareto_s, pareto_note = _pareto(
-        fabric, coll, root, opts, lambda S, R, C, s: save(f"{coll}-sat-S{S}-R{R}-C{C}", s), opts.log)
+    with prog.stage("pareto", coll):
+        pareto_points, pareto_s, pareto_note = sat_pareto(
+            fabric, coll, root, opts, lambda S, R, C, s: save(f"{coll}-sat-S{S}-R{R}-C{C}", s), prog)
     for S, R, C, s in pareto_points:
         if f"{coll}-sat-S{S}-R{R}-C{C}" not in res.schedules:
             save(f"{coll}-sat-S{S}-R{R}-C{C}", s)
-    bw, bw_s, bw_note = _bwopt(fabric, coll, root, opts)
+    with prog.stage("bwopt", coll):
+        bw, bw_s, bw_note = bwopt(fabric, coll, root, opts)
     if bw is not None:
         save(f"{coll}-bwopt", bw)
-    bwe, bwe_s, bwe_note = _bwopt_effective(fabric, coll, root, opts)
+    with prog.stage("bwopt_effective", coll):
+        bwe, bwe_s, bwe_note = bwopt_effective(fabric, coll, root, opts, bw)
     if bwe is not None:
         save(f"{coll}-bwopt-effective", bwe)
-    bounds = lower_bounds(fabric, coll, root=root)
+    with prog.stage("bounds", coll):
+        bounds = fabric_bounds(fabric, coll, root)
     time_limited = fabric.num_ranks <= opts.max_sat_ranks or coll in BWOPT_COLLECTIVES or (
         coll == "alltoall" and fabric.shape is not None)          # a solver with a time budget ran
-    sim = {name: {label: cost.schedule_time_us(s, nb) for label, nb in SUMMARY_SIZES.items()}
-           for name, s in res.schedules.items()}
+    with prog.stage("simulate", coll):           # each schedule's loads once, for the summary and the plan
+        res.curves = evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
+        sim = {name: {label: res.curves[name][PLAN_SIZES.index(nb)] for label, nb in SUMMARY_SIZES.items()}
+               for name in res.schedules}
     res.summary = {
         "collective": coll, "root": root, "time_limited": time_limited,
         "pareto": [{"steps": S, "rounds": R, "chunks": C, "schedule": f"{coll}-sat-S{S}-R{R}-C{C}"}
@@ -242,7 +203,8 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     plan = Plan(fabric.topology_name, fabric.fingerprint)
     curves, ncc = {}, {}
     for coll, res in results.items():
-        times = evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
+        times = res.curves if set(res.curves) == set(res.schedules) else \
+            evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
         curves[coll] = times
         if topo is not None and fabric.num_ranks > 1:
             ncc[coll] = nccl_curve(topo, coll, PLAN_SIZES)
@@ -312,7 +274,9 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     that changes a result the same (:func:`_reusable`) are reused (the summary gets
     ``"reused": True``).
     """
+    t0 = time.perf_counter()
     fabric = build_fabric(topo)
+    fabric_s = time.perf_counter() - t0
     if fabric.num_ranks < 2:
         raise InvalidArgument(f"{topo.name}: a collective needs at least 2 GPUs, this topology has "
                               f"{fabric.num_ranks}")
@@ -329,7 +293,7 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
         had_results = (out_dir / "summary.json").is_file()
         work = folder.new_version()
         try:
-            summary = _synthesize_into(work, topo, fabric, opts)
+            summary = _synthesize_into(work, topo, fabric, opts, fabric_s)
         except OSError as exc:
             raise ResultsNotWritten(_not_written(exc, work, out_dir, had_results)) from exc
         folder.publish(work)
@@ -351,30 +315,43 @@ def _not_written(exc: OSError, work: Path, out_dir: Path, had_results: bool) -> 
     return f"{shown}{exc.strerror or exc}; " + ("previous results kept" if had_results else "nothing written")
 
 
-def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: SynthesisOptions) -> dict:
-    """Every output file of a run, written into the (not yet served) folder ``work``."""
+def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: SynthesisOptions, fabric_s: float = 0.0) -> dict:
+    """Every output file of a run, written into the (not yet served) folder ``work``; every
+    collective's record and the summary get ``stages`` (seconds per stage)."""
     from synth.pipeline.report import write_report
     from topo_probe.topology.serialize import save_topology
     (work / "schedules").mkdir()
-    t0 = time.perf_counter()
+    t0 = time.perf_counter() - fabric_s
     results: dict[str, CollectiveResult] = {}
-    for coll in opts.collectives:
-        opts.log(f"{coll}: synthesizing on {fabric.describe()}")
-        t = time.perf_counter()
-        results[coll] = synthesize_collective(fabric, coll, opts, work)
-        results[coll].summary["total_s"] = round(time.perf_counter() - t, 3)
-    plan, curves, ncc = build_plan(fabric, results, topo)
-    for coll, curve in ncc.items():
-        results[coll].summary["nccl_modelled"] = {
-            label: {"time_us": round(curve["times"][PLAN_SIZES.index(nb)], 3),
-                    "choice": curve["choices"][PLAN_SIZES.index(nb)]} for label, nb in SUMMARY_SIZES.items()}
-    plan.save(work / "plan.json")
-    save_topology(topo, work / "topology.json")
-    export_msccl(results, plan, work / "msccl", opts.log, only_plan=fabric.num_ranks >= LARGE_RANKS)
-    summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
-               "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),
-               "options": _options_record(opts),
-               "collectives": {c: r.summary for c, r in results.items()}}
-    atomic_write_text(work / "summary.json", json.dumps(summary, indent=1))
-    write_report(work, topo, fabric, summary, curves, plan, ncc)
+    with RunProgress(opts.collectives, opts.progress, opts.verbose, opts.log) as prog:
+        prog.run_wide["fabric"] = fabric_s
+        for coll in opts.collectives:
+            opts.log(f"{coll}: synthesizing on {fabric.describe()}")
+            t = time.perf_counter()
+            results[coll] = synthesize_collective(fabric, coll, opts, work, prog)
+            results[coll].summary["total_s"] = round(time.perf_counter() - t, 3)
+        with prog.stage("plan"):
+            plan, curves, ncc = build_plan(fabric, results, topo)
+        for coll, curve in ncc.items():
+            results[coll].summary["nccl_modelled"] = {
+                label: {"time_us": round(curve["times"][PLAN_SIZES.index(nb)], 3),
+                        "choice": curve["choices"][PLAN_SIZES.index(nb)]} for label, nb in SUMMARY_SIZES.items()}
+        with prog.stage("write"):
+            plan.save(work / "plan.json")
+            save_topology(topo, work / "topology.json")
+        for coll, res in results.items():            # one collective at a time, to time each
+            with prog.stage("export", coll):
+                export_msccl({coll: res}, plan, work / "msccl", opts.log, only_plan=fabric.num_ranks >= LARGE_RANKS)
+            res.summary["stages"] = prog.collective_stages(coll)
+            prog.collective_done(coll)
+        summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
+                   "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),  # so far, for the report
+                   "options": _options_record(opts), "collectives": {c: r.summary for c, r in results.items()}}
+        with prog.stage("report"):
+            write_report(work, topo, fabric, summary, curves, plan, ncc)
+        with prog.stage("write"):
+            summary["stages"] = prog.run_stages()
+            summary["total_s"] = round(time.perf_counter() - t0, 3)
+            atomic_write_text(work / "summary.json", json.dumps(summary, indent=1))
+        prog.run_done()
     return summary

@@ -29,14 +29,21 @@ POLL_S = 0.2
 
 
 def solve_cp_sat(solver, model) -> int:
-    """``solver.solve(model)`` (a ``cp_model.CpSolver``), stoppable by a signal; returns the status."""
+    """``solver.solve(model)`` (a ``cp_model.CpSolver``), stoppable by a signal; returns the status
+    and advances :mod:`synth.solve.clock` by the solve's deterministic time."""
+    from synth.solve.clock import charge
     solver.parameters.catch_sigint_signal = False
-    return run_stoppable(lambda: solver.solve(model), solver.stop_search)
+    status = run_stoppable(lambda: solver.solve(model), solver.stop_search)
+    charge(solver.deterministic_time)
+    return status
 
 
 def solve_lp(lp) -> int:
     """``lp.Solve()`` (a ``pywraplp.Solver``), stoppable by a signal; returns the result status."""
-    return run_stoppable(lp.Solve, lp.InterruptSolve)
+    from synth.solve.clock import LP_ITERATION_S, charge
+    status = run_stoppable(lp.Solve, lp.InterruptSolve)
+    charge(LP_ITERATION_S * lp.iterations())
+    return status
 
 
 def run_stoppable(call: Callable[[], T], stop: Callable[[], object]) -> T:

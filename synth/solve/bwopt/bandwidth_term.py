@@ -23,7 +23,12 @@ from synth.solve.bwopt.arborescence import exact
 __all__ = ["bandwidth_term", "lockstep_bandwidth_term"]
 
 
-def _capacities(fabric: Fabric) -> dict:
+def _capacities(fabric: Fabric, efficiency=None) -> dict:
+    """Chunks per round of every resource; with ``efficiency`` (link kind -> factor) the effective
+    ones, rounded as :mod:`synth.model.cuts` rounds them for its bounds."""
+    if efficiency is not None:
+        return {r: Fraction(info.bandwidth_gbps * efficiency(info.kind) / fabric.unit_gbps).limit_denominator(10**6)
+                for r, info in fabric.resources.items()}
     unit = exact(fabric.unit_gbps)
     return {r: exact(info.bandwidth_gbps) / unit for r, info in fabric.resources.items()}
 
@@ -36,8 +41,11 @@ def _loads(fabric: Fabric, transfers) -> dict:
     return load
 
 
-def bandwidth_term(schedule: Schedule, fabric: Fabric) -> Fraction:
-    """Rounds per block of ``schedule`` in the limit of many pipelined slices (exact).
+def bandwidth_term(schedule: Schedule, fabric: Fabric, efficiency=None) -> Fraction:
+    """Rounds per block of ``schedule`` in the limit of many pipelined slices (exact); with
+    ``efficiency`` (link kind -> achieved fraction, e.g. :meth:`synth.model.cost.CostParams.efficiency`)
+    at the links' effective capacities, comparable with
+    :meth:`synth.model.bounds.Bounds.rounds_per_block` for the same factors.
 
     Cut every chunk into ``m`` slices and run slice ``k``'s step ``t`` in wavefront ``k + t``
     (what :class:`synth.model.cost.CostModel` and pipelined runtimes do).  A wavefront lasts as long
@@ -63,7 +71,7 @@ def bandwidth_term(schedule: Schedule, fabric: Fabric) -> Fraction:
     >>> bandwidth_term(s, f)
     Fraction(2, 1)
     """
-    caps = _capacities(fabric)
+    caps = _capacities(fabric, efficiency)
     load = _loads(fabric, (t for st in schedule.steps for t in st.transfers))
     worst = max((v / caps[r] for r, v in load.items()), default=Fraction(0))
     return worst / schedule.spec.pieces_per_block

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import math
-import time
 from fractions import Fraction
 
 import numpy as np
 
 from synth.ir.fabric import Fabric
+from synth.solve import clock
 from synth.solve.bwopt.staging import Staged, fits, stage
 from synth.solve.bwopt.tree_batch import Batch, Bundle, dive_batch, integer_batch
 from synth.solve.bwopt.tree_symmetry import permute_tree, symmetric_pool, symmetries, transversal
@@ -67,7 +67,7 @@ class Forest:
 
     def solve(self, bound: Fraction | None, max_chunks: int, time_limit_s: float) -> None:
         """LP packing, tree pool, whole chunk counts, then balanced steps."""
-        t0 = time.monotonic()
+        t0 = clock.now()
         target_rate = float(1 / bound) if bound else None
         self.packing = pack_trees(self.model, self.sources, time_limit_s=0.5 * time_limit_s,
                                   target_rate=target_rate)
@@ -75,13 +75,13 @@ class Forest:
         near = bound is not None and lp <= float(bound) * (1 + 1e-7)
         self.target = bound if near else Fraction(lp).limit_denominator(10**4)
         self.pool = self._pool()
-        left = lambda: time_limit_s - (time.monotonic() - t0)  # noqa: E731
+        left = lambda: time_limit_s - (clock.now() - t0)  # noqa: E731
         if max_chunks < self.target.denominator <= 2 * max_chunks:
             max_chunks = self.target.denominator     # a batch of that many chunks can meet the target exactly
         self.batch = self._integer(max_chunks, max(1.0, 0.4 * left()))
         self.staged = stage(self.model, self._stage_bundles(), self.batch, max(1.0, left()), self.chains,
                              self.packing.upper)
-        self.solve_s = time.monotonic() - t0
+        self.solve_s = clock.now() - t0
 
     def _pool(self) -> dict[int, list[tuple[int, ...]]]:
         """Trees for the whole-chunk search: the LP's trees and their images under the fabric's
@@ -113,7 +113,7 @@ class Forest:
 
     def _integer(self, max_chunks: int, time_limit_s: float) -> Batch:
         """Whole chunk counts: symmetric bundles first (when there are), then per-tree, then diving."""
-        t0 = time.monotonic()
+        t0 = clock.now()
         exact_ = lambda b: Fraction(b.rounds, b.chunks) <= self.target  # noqa: E731
         best = None
         if self.orbit:            # shallowest trees first: fewer steps later
@@ -128,7 +128,7 @@ class Forest:
                     best = got
                 if exact_(best):
                     return best
-        left = time_limit_s - (time.monotonic() - t0)
+        left = time_limit_s - (clock.now() - t0)
         plain = integer_batch(self.model, self.packing, self.target, max_chunks=max_chunks,
                               time_limit_s=left / 2, pool=self.pool)
         if best is None or Fraction(plain.rounds, plain.chunks) < Fraction(best.rounds, best.chunks):
@@ -136,7 +136,7 @@ class Forest:
         sizes = sorted(range(1, max_chunks + 1), key=lambda c: (Fraction(math.ceil(c * self.target), c), c))
         for c in sizes[:4]:
             rounds = math.ceil(c * self.target)
-            left = time_limit_s - (time.monotonic() - t0)
+            left = time_limit_s - (clock.now() - t0)
             if Fraction(rounds, c) >= Fraction(best.rounds, best.chunks) or left < 1:
                 break
             dived = dive_batch(self.model, self.packing, c, rounds, time_limit_s=left / 2)

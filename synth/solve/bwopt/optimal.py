@@ -50,6 +50,7 @@ import numpy as np
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
+from synth.solve import clock
 from synth.solve.bwopt.bandwidth_term import bandwidth_term, lockstep_bandwidth_term
 from synth.solve.bwopt.forest import Forest
 from synth.solve.bwopt.staging import Staged
@@ -73,11 +74,8 @@ HIERARCHY_GOOD = 1.01
 
 # ---------------------------------------------------------------------------- forests
 def _bound(fabric: Fabric, name: str, root: int | None) -> Fraction | None:
-    try:
-        from synth.model.bounds import lower_bounds
-    except ImportError:      # pragma: no cover - bounds is a sibling module
-        return None
-    return Fraction(lower_bounds(fabric, name, root).bandwidth_rounds_per_block)
+    from synth.solve.bounds_cache import fabric_bounds
+    return Fraction(fabric_bounds(fabric, name, root).bandwidth_rounds_per_block)
 
 
 
@@ -180,7 +178,7 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     SynthesisInfeasible
         A source cannot reach every rank over the fabric's channels.
     """
-    t0 = time.monotonic()
+    t0, c0 = time.monotonic(), clock.now()
     name = canonical(collective)
     n = fabric.num_ranks
     got = _by_method(fabric, name, method, efficiency, max_chunks, time_limit_s)
@@ -194,7 +192,7 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
                         fabric.fingerprint, {"method": "lp-trees", "achieved_rounds_per_block": 0.0,
                                              "achieved_exact": "0", "ratio_to_bound": None})
     efficiency = getattr(efficiency, "efficiency", efficiency)      # a CostParams works too
-    fw, rv = _solved_forests(fabric, name, root, sources, efficiency, max_chunks, time_limit_s, t0)
+    fw, rv = _solved_forests(fabric, name, root, sources, efficiency, max_chunks, time_limit_s, c0)
     forests = [f for f in (rv, fw) if f]
     sched = _tree_schedule(fabric, name, root if rooted else None, _common_batch(forests), rv, fw)
     from synth.ir.verifier import check
@@ -251,7 +249,8 @@ def _checked_root(name: str, n: int, root: int | None, max_chunks: int) -> int |
 def _solved_forests(fabric: Fabric, name: str, root: int | None, sources: list[int], efficiency,
                     max_chunks: int, time_limit_s: float, t0: float) -> tuple[Forest | None, Forest | None]:
     """(forward forest, reverse forest) of ``name``'s phases (None where it has no such phase),
-    each solved; the reverse trees first try mirroring the forward ones."""
+    each solved; the reverse trees first try mirroring the forward ones (``t0``: the start on
+    :mod:`synth.solve.clock`)."""
     rooted = name in ("broadcast", "reduce")
     fw = Forest(fabric, False, sources, efficiency) if name in ("allgather", "broadcast", "allreduce") else None
     rv = Forest(fabric, True, sources, efficiency) if name in ("reducescatter", "reduce", "allreduce") else None
@@ -260,7 +259,7 @@ def _solved_forests(fabric: Fabric, name: str, root: int | None, sources: list[i
     mirror.solve(bound("allgather" if not rooted else "broadcast"), max_chunks, time_limit_s / (2 if rv else 1))
     if rv and not rv.reuse(mirror):
         rv.solve(bound("reducescatter" if not rooted else "reduce"), max_chunks,
-                 max(5.0, time_limit_s - (time.monotonic() - t0)))
+                 max(5.0, time_limit_s - (clock.now() - t0)))
     return fw, rv
 
 
@@ -278,7 +277,7 @@ def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_li
     """The structured methods of :func:`bandwidth_optimal` on a cluster of identical hosts (None:
     the collective has none): the AllToAll LP, or the hierarchy, compared with the tree packing
     on small clusters where the hierarchy is not within :data:`HIERARCHY_GOOD` of its bound."""
-    t0 = time.monotonic()
+    t0 = clock.now()
     if name == "alltoall":
         return cluster_alltoall(fabric, time_limit_s=time_limit_s)
     if name not in HIERARCHICAL:
@@ -288,7 +287,7 @@ def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_li
     if method == "hierarchical" or fabric.num_ranks > TREES_MAX_RANKS or (hier.meta.get(key) or 2.0) <= HIERARCHY_GOOD:
         return hier
     trees = bandwidth_optimal(fabric, name, max_chunks=max_chunks, method="trees",
-                              time_limit_s=max(5.0, time_limit_s - (time.monotonic() - t0)))
+                              time_limit_s=max(5.0, time_limit_s - (clock.now() - t0)))
     return min((hier, trees), key=lambda s: s.meta["achieved_rounds_per_block"])
 
 

@@ -14,12 +14,12 @@ exact capacity test (loads in chunks, capacities in chunks per round) that stagi
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
+from synth.solve import clock
 from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
@@ -73,7 +73,7 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     bound on the LP rate) gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls
     back to the batch's own trees without delays.
     """
-    t0 = time.monotonic()
+    t0 = clock.now()
     time_limit_s = min(time_limit_s, 60.0)
     best = _level_batch(model, batch)
     hops = hop_matrix(model)
@@ -104,7 +104,7 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                 ring_hint = None
         perfect = False
         for S in range(top, shortest - 1, -1):
-            left = time_limit_s - (time.monotonic() - t0)
+            left = time_limit_s - (clock.now() - t0)
             if left < 0.5:
                 return best
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
@@ -164,9 +164,7 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
     m.Add(sum(z) >= lower)
     m.Minimize(sum(z))
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.5, time_limit_s)
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
+    clock.limit_cp_sat(solver, max(0.5, time_limit_s))
     if solve_cp_sat(solver, m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     counts: dict[int, list] = {s: [] for s in sources}

@@ -14,12 +14,12 @@ given batch size and round count.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass
 from fractions import Fraction
 
 import numpy as np
 
+from synth.solve import clock
 from synth.solve.bwopt.trees import ChannelModel, Packing, pack_trees, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
 from topo_probe.errors import SynthesisInfeasible
@@ -64,7 +64,7 @@ def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, ma
     cover = {s: [k for k, b in enumerate(bundles) if any(t == s for t, _ in b)] for s in sources}
     sizes = sorted(range(1, max_chunks + 1), key=lambda c: (Fraction(math.ceil(c * target), c), c))
     best: Batch | None = None
-    t0 = time.monotonic()
+    t0 = clock.now()
     for c in sizes:
         floor = Fraction(math.ceil(c * target), c)
         if best is not None and Fraction(best.rounds, best.chunks) <= floor:
@@ -79,7 +79,7 @@ def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, ma
             rounds = rounds_for(model, (np.array(hint)[:, None] * loads).sum(axis=0))
             if best is None or Fraction(rounds, c) < Fraction(best.rounds, best.chunks):
                 best = _batch(bundles, hint, c, rounds)
-        left = time_limit_s - (time.monotonic() - t0)
+        left = time_limit_s - (clock.now() - t0)
         if left <= 0.5 or (best is not None and Fraction(best.rounds, best.chunks) <= floor):
             break
         lo = math.ceil(c * target)
@@ -100,9 +100,7 @@ def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, ma
             m.AddHint(w[k], v)
         m.Minimize(R * (c * len(bundles) * max(depth) + 1) + sum(d * x for d, x in zip(depth, w)))
         solver = cp_model.CpSolver()
-        solver.parameters.max_time_in_seconds = max(0.5, min(left, time_limit_s / 4))
-        solver.parameters.num_workers = 1
-        solver.parameters.random_seed = 0
+        clock.limit_cp_sat(solver, max(0.5, min(left, time_limit_s / 4)))
         if solve_cp_sat(solver, m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             best = _batch(bundles, [int(solver.Value(x)) for x in w], c, int(solver.Value(R)))
     if best is None:
@@ -145,19 +143,19 @@ def dive_batch(model: ChannelModel, packing: Packing, chunks: int, rounds: int, 
     the LP feasible), or else one copy of the heaviest tree, and re-solves; gives up
     (returns None) when the LP can no longer place the rest or time runs out.
     """
-    t0 = time.monotonic()
+    t0 = clock.now()
     den = math.lcm(*(c.denominator for c in model.cap_exact))   # exact units: 1 / (q * den) chunk
     left = np.array([int(rounds * c * model.q * den) for c in model.cap_exact], dtype=np.int64)
     need = {s: chunks for s in packing.trees}
     counts: dict[int, dict[tuple[int, ...], int]] = {s: {} for s in need}
     pool = {s: list(packing.columns.get(s, [])) for s in need}
     while any(need.values()):
-        if time.monotonic() - t0 > time_limit_s:
+        if clock.now() - t0 > time_limit_s:
             return None
         cap = left / (model.q * den)
         part = pack_trees(model, list(need), demand={s: float(v) for s, v in need.items()},
                           capacity=cap, initial=pool, target_rate=1.0,
-                          time_limit_s=max(0.5, time_limit_s - (time.monotonic() - t0)))
+                          time_limit_s=max(0.5, time_limit_s - (clock.now() - t0)))
         if part.rate < 1 - 1e-7:
             return None
         for s, ts in part.columns.items():

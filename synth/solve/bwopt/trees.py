@@ -24,7 +24,6 @@ onto itself and applies them to trees.
 from __future__ import annotations
 
 import math
-import time
 from dataclasses import dataclass, field
 from fractions import Fraction
 from typing import Callable
@@ -33,6 +32,7 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 
 from synth.ir.fabric import Fabric, Resource
+from synth.solve import clock
 from synth.solve.bwopt.arborescence import INF, exact, min_cost_arborescence
 from synth.solve.stoppable import solve_lp
 from topo_probe.errors import SynthesisInfeasible
@@ -272,7 +272,7 @@ def pack_trees(model: ChannelModel, sources: list[int], *, time_limit_s: float =
     SynthesisInfeasible
         If a source cannot reach every rank over the channels.
     """
-    t0 = time.monotonic()
+    t0 = clock.now()
     demand = demand or {s: 1.0 for s in sources}
     sources = [s for s in sources if demand.get(s, 0) > 0]
     cap = model.cap if capacity is None else np.maximum(np.asarray(capacity, dtype=float), 0.0)
@@ -298,11 +298,12 @@ def pack_trees(model: ChannelModel, sources: list[int], *, time_limit_s: float =
             total += demand[s] * max(0.0, value - delta * model.n * (model.n + 1))
             if value < mu[s] - tol * max(1.0, abs(mu[s])):
                 new.append((s, parent))
+        clock.charge(clock.PRICING_S * model.n ** 2 * len(sources))
         if total > 0:
             upper = min(upper, float(price @ cap) / total)
         done = (not new or rate >= upper * (1 - 1e-9)
                 or (target_rate is not None and rate >= target_rate * (1 - 1e-9)))
-        if done or time.monotonic() - t0 > time_limit_s:
+        if done or clock.now() - t0 > time_limit_s:
             break
         for s, parent in new:
             master.add(s, parent)
@@ -310,7 +311,7 @@ def pack_trees(model: ChannelModel, sources: list[int], *, time_limit_s: float =
              for s, cols in master.columns.items()}
     optimal = bool(not new or rate >= upper * (1 - 1e-9)
                    or (target_rate is not None and rate >= target_rate * (1 - 1e-9)))
-    return Packing(rate, max(upper, rate), trees, it, time.monotonic() - t0, optimal,
+    return Packing(rate, max(upper, rate), trees, it, clock.now() - t0, optimal,
                    {s: list(cols) for s, cols in master.columns.items()})
 
 

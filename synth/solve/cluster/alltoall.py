@@ -36,7 +36,7 @@ from ortools.linear_solver import pywraplp
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check, required_rounds
-from synth.model.cost import CostParams
+from synth.model.physics import cost_params_for
 from synth.solve.bwopt.arborescence import exact
 from synth.solve.bwopt.bandwidth_term import bandwidth_term
 from topo_probe.errors import SolverError, UnsupportedCollective
@@ -162,7 +162,7 @@ def _solve_lp(q: _Quotient, time_limit_s: float):
     T.SetUb(best * (1 + 1e-9))
     obj = lp.Objective()
     obj.Clear()
-    eff = CostParams().efficiency
+    eff = cost_params_for(fab).efficiency
     rep = q.tables[_rep_hosts(q.shape)[0]]
     slow = {pid: 1.0 / (cap[r] * eff(fab.resources[r].kind)) if r in cap else 0.0 for pid, r in enumerate(rep)}
     for (cls, a, b, k), var in x.items():
@@ -249,7 +249,7 @@ def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float
     SolverError
         The LP did not reach optimality.
     """
-    from synth.model.bounds import lower_bounds
+    from synth.solve.bounds_cache import fabric_bounds
     t0 = time.monotonic()
     if fabric.shape is None:
         raise UnsupportedCollective(f"alltoall LP: fabric {fabric.topology_name!r} is not a cluster of identical hosts")
@@ -270,7 +270,7 @@ def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float
             break
     sched, term = best
     check(sched, fabric)
-    bound = Fraction(lower_bounds(fabric, "alltoall").bandwidth_rounds_per_block)
+    bound = Fraction(fabric_bounds(fabric, "alltoall").bandwidth_rounds_per_block)
     return sched.with_(meta={
         "method": "mcf-lp", "lp_rounds_per_block": lp_T, "bound_rounds_per_block": float(bound),
         "bound_exact": str(bound), "achieved_rounds_per_block": float(term), "achieved_exact": str(term),

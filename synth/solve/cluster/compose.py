@@ -166,9 +166,9 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int = 1, time_limit
 
 
 def _meta(sched: Schedule, fabric: Fabric, name: str, forests: list[LocalForest], solve_s: float) -> dict:
-    from synth.model.bounds import lower_bounds
+    from synth.solve.bounds_cache import fabric_bounds
     achieved = bandwidth_term(sched, fabric)
-    b = lower_bounds(fabric, name)
+    b = fabric_bounds(fabric, name)
     bound = Fraction(b.bandwidth_rounds_per_block)
     meta = {"method": "hierarchical", "bound_rounds_per_block": float(bound), "bound_exact": str(bound),
             "achieved_rounds_per_block": float(achieved), "achieved_exact": str(achieved),

@@ -20,8 +20,10 @@ from fractions import Fraction
 import numpy as np
 
 from synth.ir.fabric import Fabric
+from synth.solve import clock
 from synth.solve.bwopt.forest import ring_chains
 from synth.solve.bwopt.trees import ChannelModel, pack_trees, random_trees, tree_depth
+from synth.solve.stoppable import solve_cp_sat
 
 #: R of the CP-SAT model counts 1/64 rounds
 _FINE = 64
@@ -87,10 +89,8 @@ def _improve(model: ChannelModel, columns: dict, hint: dict, chunks: int, time_l
                 m.AddHint(x[s, p], c)
     m.Minimize(R)
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = max(0.5, time_limit_s)
-    solver.parameters.num_workers = 1
-    solver.parameters.random_seed = 0
-    if solver.Solve(m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    clock.limit_cp_sat(solver, max(0.5, time_limit_s))
+    if solve_cp_sat(solver, m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     got = {s: [(p, int(solver.Value(x[s, p]))) for p in ps if solver.Value(x[s, p])] for s, ps in columns.items()}
     return got if _term(model, got, chunks) < _term(model, hint, chunks) else None

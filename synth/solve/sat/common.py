@@ -18,6 +18,7 @@ from ortools.sat.python import cp_model
 
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
+from synth.solve import clock
 from synth.solve.stoppable import solve_cp_sat
 from topo_probe.errors import SolverError, SynthesisInfeasible, SynthesisTimeout
 
@@ -121,8 +122,7 @@ def run_cp_sat(model: cp_model.CpModel, time_limit_s: float, workers: int,
                where: str) -> tuple[cp_model.CpSolver, str]:
     """Solve; return (solver, status name) when it found a schedule, else raise Infeasible / Timeout."""
     solver = cp_model.CpSolver()
-    solver.parameters.max_time_in_seconds = float(time_limit_s)
-    solver.parameters.num_workers = int(workers)
+    clock.limit_cp_sat(solver, float(time_limit_s), int(workers))    # deterministic budget
     # measured: probing and CP-SAT's own symmetry detection cost more than they save on these
     # models (DGX-1 pareto solves 35 % less CPU, cluster proofs 2-3x faster without them)
     solver.parameters.cp_model_probing_level = 0

@@ -22,11 +22,11 @@ Every schedule built here is checked with ``synth.ir.verifier.check`` before it 
 
 from __future__ import annotations
 
-import time
 
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
+from synth.solve import clock
 from synth.solve.sat.model import latency_lower_bound, solve_step_instance, verify
 from topo_probe.errors import InvalidArgument, SynthesisInfeasible, SynthesisTimeout, UnsupportedCollective
 
@@ -154,7 +154,7 @@ def solve_allreduce(fabric: Fabric, steps: int, rounds: int, chunks: int, *,
     Raises SynthesisInfeasible when every split was proved impossible: that rules out
     compositions, not every AllReduce schedule (a direct one could mix reduces and copies).
     """
-    deadline = time.perf_counter() + time_limit_s
+    deadline = clock.now() + time_limit_s
     n = fabric.num_ranks
     lo_rs = max(1, latency_lower_bound(fabric, CollectiveSpec("reducescatter", n, chunks)))
     lo_ag = max(1, latency_lower_bound(fabric, CollectiveSpec("allgather", n, chunks)))
@@ -165,7 +165,7 @@ def solve_allreduce(fabric: Fabric, steps: int, rounds: int, chunks: int, *,
         nonlocal timed_out
         key = (kind, s, r)
         if key not in cache:
-            left = deadline - time.perf_counter()
+            left = deadline - clock.now()
             if left <= 0:
                 timed_out = True
                 return None
@@ -185,7 +185,7 @@ def solve_allreduce(fabric: Fabric, steps: int, rounds: int, chunks: int, *,
         ag = get("allgather", steps - s1, rounds - r1) if rs is not None else None
         if rs is not None and ag is not None:
             return compose_allreduce(rs, ag, fabric)
-        if time.perf_counter() >= deadline:
+        if clock.now() >= deadline:
             timed_out = True
             break
     where = f"allreduce on {fabric.topology_name!r} with S={steps}, R={rounds}, C={chunks}"

@@ -25,6 +25,7 @@ from synth.ir.schedule import Schedule
 from synth.solve.sat.compose import DUALS, compose_allreduce, refine, reverse_fabric
 from synth.solve.sat.instance import solve_instance
 from synth.solve.sat.model import is_unicast, latency_lower_bound, spec_of
+from synth.solve import clock
 from synth.solve.stoppable import solve_lp
 from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout
 
@@ -137,12 +138,12 @@ def least_steps(fabric: Fabric, collective, *, root: int | None = None, chunks: 
         Some instance timed out and none was found.
     """
     spec = spec_of(collective, fabric.num_ranks, chunks, root)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), clock.now()
     if spec.name == "allreduce":
         kw = dict(chunks=chunks, extra_rounds=extra_rounds, max_steps=max_steps, workers=workers,
                   time_limit_per_instance_s=time_limit_per_instance_s)
         rs = least_steps(fabric, "reducescatter", total_time_limit_s=total_time_limit_s, **kw)
-        left = max(0.0, total_time_limit_s - (time.perf_counter() - t0))
+        left = max(0.0, total_time_limit_s - (clock.now() - c0))
         ag = least_steps(fabric, "allgather", total_time_limit_s=left, **kw)
         out = compose_allreduce(rs, ag, fabric)
         out.meta["least_steps_proven"] = False  # of the composition class only
@@ -153,7 +154,7 @@ def least_steps(fabric: Fabric, collective, *, root: int | None = None, chunks: 
     hi = max_steps if max_steps is not None else lo + fabric.num_ranks
     proven, last = True, ""
     for S in range(lo, hi + 1):
-        left = total_time_limit_s - (time.perf_counter() - t0)
+        left = total_time_limit_s - (clock.now() - c0)
         if left <= 0:
             break
         try:
@@ -167,7 +168,7 @@ def least_steps(fabric: Fabric, collective, *, root: int | None = None, chunks: 
         s.meta.update(least_steps_proven=proven, latency_bound=lo, search_wall_s=round(time.perf_counter() - t0, 3))
         return s
     where = f"{spec.name} on {fabric.topology_name!r} (C={chunks}, R=S+{extra_rounds})"
-    if not proven or time.perf_counter() - t0 >= total_time_limit_s:
+    if not proven or clock.now() - c0 >= total_time_limit_s:
         raise SynthesisTimeout(f"{where}: nothing found for S={lo}..{hi} within the time limits {last}".strip())
     raise SynthesisInfeasible(f"{where}: no schedule with S={lo}..{hi} steps")
 
@@ -194,7 +195,7 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
     if spec.name == "allreduce":
         return _pareto_allreduce(fabric, max_steps, max_chunks, time_limit_per_instance_s,
                                  total_time_limit_s, on_point, on_status, workers)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), clock.now()
     lo = max(1, latency_lower_bound(fabric, spec))
     hi = max_steps if max_steps is not None else lo + 4
     bound = bandwidth_lower_bound(fabric, spec.name, spec.root)
@@ -208,7 +209,7 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
     for S in range(lo, hi + 1):
         if best is not None and best <= bound:
             break
-        if time.perf_counter() - t0 >= total_time_limit_s:
+        if clock.now() - c0 >= total_time_limit_s:
             timed_out = True
             break
         heap = [(max(Fraction(S, C), Fraction(math.ceil(bound * C), C)), C) for C in range(1, max_chunks + 1)]
@@ -219,7 +220,7 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
             R = int(ratio * C)
             if R > S * C * per_step:
                 continue  # cannot happen for S >= the latency bound; keeps the loop finite
-            left = total_time_limit_s - (time.perf_counter() - t0)
+            left = total_time_limit_s - (clock.now() - c0)
             if (best is not None and ratio >= best) or left <= 0:
                 timed_out |= left <= 0
                 break
@@ -252,12 +253,12 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
 
 
 def _pareto_allreduce(fabric, max_steps, max_chunks, per_s, total_s, on_point, on_status, workers) -> list[Point]:
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), clock.now()
     half = None if max_steps is None else max(1, max_steps - 1)
     kw = dict(max_steps=half, max_chunks=max_chunks, time_limit_per_instance_s=per_s, on_status=on_status,
               workers=workers)
     rs = pareto(fabric, "reducescatter", total_time_limit_s=total_s / 2, **kw)
-    ag = pareto(fabric, "allgather", total_time_limit_s=max(0.0, total_s - (time.perf_counter() - t0)), **kw)
+    ag = pareto(fabric, "allgather", total_time_limit_s=max(0.0, total_s - (clock.now() - c0)), **kw)
     cand = []
     for S1, R1, C1, s1 in rs:
         for S2, R2, C2, s2 in ag:
