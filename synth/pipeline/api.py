@@ -30,10 +30,11 @@ def synthesize(topology: Topology, out_dir: str | Path | None = None, *, collect
     progress, log
         Progress bars, and where progress lines go (``print``; ``lambda s: None`` for quiet).
     """
+    from synth.pipeline.output import folder_name
     from synth.pipeline.synthesize import SynthesisOptions, run
     names = tuple(dict.fromkeys(canonical(c) for c in collectives)) if collectives else COLLECTIVES
     opts = SynthesisOptions(collectives=names, time_limit_s=time_limit_s, root=root, progress=progress, log=log)
-    out = Path(out_dir) if out_dir is not None else Path("results") / topology.name
+    out = Path(out_dir) if out_dir is not None else Path("results") / folder_name(topology.name)
     return run(topology, out, opts, force=force)
 
 
