@@ -56,10 +56,19 @@ def test_cluster_outputs_verify_and_the_plan_reads_gzip(cluster_run):
     summary = json.loads((out / "summary.json").read_text())
     assert summary["collectives"]["alltoall"]["bandwidth_optimal"]["method"] == "mcf-lp"
     assert summary["collectives"]["allgather"]["bandwidth_optimal"]["method"] in ("hierarchical", "lp-trees")
-    used = {e.schedule.split("/")[1].split(".json")[0] for e in ours}
+    # one XML per separate size range a schedule holds in the plan (adjacent ranges join):
+    # <slug>.xml.gz, then <slug>-r1.xml.gz, ... (ranges counted here from the plan's entries)
+    spans: dict[str, list[list]] = {}
+    for e in sorted(ours, key=lambda e: (e.schedule, e.min_bytes)):
+        runs = spans.setdefault(e.schedule.split("/")[1].split(".json")[0], [])
+        if runs and runs[-1][1] == e.min_bytes:
+            runs[-1][1] = e.max_bytes
+        else:
+            runs.append([e.min_bytes, e.max_bytes])
+    want = [f"{u}{f'-r{k}' if k else ''}.xml.gz" for u, runs in spans.items() for k in range(len(runs))]
     xmls = sorted((out / "msccl").glob("*.xml.gz"))
     longer = sorted((out / "msccl").glob("candidates/*.xml.gz"))   # more steps per threadblock than RCCL loads
-    assert sorted(p.name for p in xmls + longer) == sorted(f"{u}.xml.gz" for u in used)
+    assert sorted(p.name for p in xmls + longer) == sorted(want)
     assert {p.name for p in (out / "msccl").iterdir()} <= {p.name for p in xmls} | {"candidates"}
     notes = [n for c in summary["collectives"].values() for n in c.get("notes", [])]
     assert all(any(f"candidates/{p.name[:-3]}" in n and "MSCCL_MAX_NUM_STEPS" in n for n in notes) for p in longer)
