@@ -14,8 +14,8 @@ from synth.ir.collectives import canonical
 
 REPORTS = sorted(p for p in (ROOT / "results").glob("*/report.md") if (p.parent / "plan.json").exists())
 SIZES = {"1 KB": 1 << 10, "1 MB": 1 << 20, "1 GB": 1 << 30}
-ROW = re.compile(r"^\| (\w+) \| (1 [KMG]B) \| ([^|]+) \| ([\d.]+) \| ([\d.]+|-) \| [^|]+ \| ([\d.]+x|-) \| [^|]+ \| "
-                 r"[^|]+ \| ([\d.]+) \| ([\d.]+) \|$")
+ROW = re.compile(r"^\| (\w+) \| (1 [KMG]B) \| ([^|]+) \| ([\d.]+) \| ([\d.]+|-) \| [^|]+ \| ([\d.]+x|-) \| ([\d.]+|-) \| "
+                 r"([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$")
 
 
 def _rows(report: Path):
@@ -42,10 +42,13 @@ def test_report_rows_agree_with_the_plan_and_each_other(report):
     ranks = json.loads((report.parent / "summary.json").read_text())["ranks"]
     rows = _rows(report)
     assert len(rows) == 3 * 8, f"{report}: {len(rows)} table rows"
-    for coll, size, pick, plan_us, nccl_us, ratio, plan_bw, nccl_bw in rows:
+    for coll, size, pick, plan_us, nccl_us, ratio, ring_us, bound_us, plan_bw, nccl_bw in rows:
         nb, pick = SIZES[size], pick.strip()
         where = f"{report.parent.name} {coll} {size}"
         assert pick == _pick(plan, coll, nb, ranks), f"{where}: the report's pick is not the plan's"
+        # the lower bound bounds both sides: our plan, NCCL and the ring (all printed to 0.05 µs)
+        for who, t in (("plan", plan_us), ("NCCL", nccl_us), ("ring", ring_us)):
+            assert t == "-" or float(bound_us) <= float(t) + 0.1, f"{where}: {who} {t} µs below the bound {bound_us}"
         if nccl_us == "-":
             continue
         p, q = float(plan_us), float(nccl_us)
