@@ -27,13 +27,16 @@ def _start(out: Path) -> subprocess.Popen:
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
 
 
-def _after_first_solve(proc: subprocess.Popen) -> None:
-    """Read stdout until CP-SAT has returned a frontier point (its first solve is over)."""
+def _after_first_solve(proc: subprocess.Popen, out: Path) -> None:
+    """Wait until CP-SAT has returned a frontier point (its first solve is over): the run saves
+    each point's schedule in its new version folder as it is found (a pipe shows no progress)."""
     deadline = time.monotonic() + 60
-    for line in proc.stdout:
-        if "frontier point" in line:
+    while time.monotonic() < deadline:
+        if any(out.glob(".v-*/schedules/*-sat-*")):
             return
-        assert time.monotonic() < deadline
+        if proc.poll() is not None:
+            break
+        time.sleep(0.02)
     raise AssertionError(f"no CP-SAT solve finished; stderr: {proc.stderr.read()}")
 
 
@@ -48,7 +51,7 @@ def test_ctrl_c_and_sigterm_after_a_solve_stop_within_2_s_and_keep_the_old_resul
     _run(out, OLD)
     before, beside = _listing(out), sorted(os.listdir(tmp_path))
     proc = _start(out)
-    _after_first_solve(proc)
+    _after_first_solve(proc, out)
     time.sleep(0.3)
     t0 = time.monotonic()
     proc.send_signal(sig)
@@ -65,7 +68,7 @@ def test_ctrl_c_and_sigterm_after_a_solve_stop_within_2_s_and_keep_the_old_resul
 def test_ctrl_c_on_a_first_run_leaves_no_folder(tmp_path):
     out = tmp_path / "new" / "res"
     proc = _start(out)
-    _after_first_solve(proc)
+    _after_first_solve(proc, out)
     proc.send_signal(signal.SIGINT)
     proc.communicate(timeout=30)
     assert proc.returncode == 130
@@ -77,7 +80,7 @@ def test_sigkill_at_several_moments_leaves_complete_results(tmp_path):
     _run(out, OLD)
     for delay in (0.0, 0.7, 2.0):
         proc = _start(out)
-        _after_first_solve(proc)
+        _after_first_solve(proc, out)
         time.sleep(delay)
         proc.kill()
         proc.communicate(timeout=30)

@@ -132,7 +132,9 @@ def test_the_nccl_baseline_of_a_sweep_changes_with_the_network(capsys):
     ib, out_ib = time_us([])
     efa2, out_efa = time_us(["--net", "efa2"])
     assert "network ib (default)" in out_ib and "network efa2 (--net)" in out_efa
-    assert efa2 > ib + 50        # aws-ofi-nccl reports a 75 us plugin latency per inter-node hop
+    # EFA v2's per-hop cost (the fitted LL hop latency of the p5 log, about 25 us more than
+    # InfiniBand's, on each of the tree's hops) makes a 64 KiB all_reduce tens of µs slower
+    assert efa2 > ib + 20, (ib, efa2)
 
 
 def test_the_fingerprint_tells_transports_apart_and_is_unchanged_without_one():
