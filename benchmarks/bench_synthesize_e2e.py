@@ -29,12 +29,13 @@ import os
 import platform
 import subprocess
 import sys
-import tarfile
 import tempfile
 import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT / "benchmarks"))
+from bench_msccl_export import _tree_at  # noqa: E402  (a git revision's packages, extracted)
 STAGES = ("startup", "fabric", "baselines", "pareto", "bwopt", "bwopt_effective", "verify", "save", "bounds",
           "simulate", "plan", "export", "report", "write")
 #: (GPUs, label, synthesize arguments); the big ones only with --big
@@ -52,16 +53,6 @@ BIG = [
 SETS = {"one": "allgather", "all": "all"}
 #: targets of the whole command for all eight collectives (s), by GPUs
 TARGET_S = {8: 10, 16: 10, 32: 10, 64: 10, 256: 30, 1024: 180}
-
-
-def _tree_at(ref: str, folder: Path) -> Path:
-    """The synth and topo_probe packages of git revision ``ref``, extracted under ``folder``."""
-    tar = folder / "baseline.tar"
-    subprocess.run(["git", "-C", str(ROOT), "archive", "-o", str(tar), ref, "synth", "topo_probe"], check=True)
-    dest = folder / "baseline"
-    with tarfile.open(tar) as t:
-        t.extractall(dest)
-    return dest
 
 
 def _ratio(summary: dict) -> float | None:
