@@ -79,11 +79,13 @@ def results_dir() -> Path:
 
 
 def _discover(topology: Topology, base: Path) -> tuple[Plan | None, str]:
-    fp = topology.fingerprint()
     named = base / topology.name / "plan.json"
-    candidates = [named] + sorted(p for p in base.glob("*/plan.json") if p != named)
+    candidates = [p for p in [named] + sorted(p for p in base.glob("*/plan.json") if p != named) if p.is_file()]
+    if not candidates:          # no plan to compare with: skip the fingerprint (seconds at 2,000 GPUs)
+        return None, f"plan: none for {topology.name!r} in {base}/"
+    fp = topology.fingerprint()
     for path in candidates:
-        if path.is_file() and _plan_fingerprint(path) in (fp, ""):
+        if _plan_fingerprint(path) in (fp, ""):
             return Plan.load(path), f"plan: {path}"
     if named.is_file():
         note = (f"{named}: plan made for another topology (fingerprint {_plan_fingerprint(named)} != {fp}); "
