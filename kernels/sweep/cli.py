@@ -121,6 +121,18 @@ def make_config(args, nranks: int):
     return cfg
 
 
+def _most_full_ranks(limit: int) -> int:
+    """The largest n with n (n - 1) <= ``limit`` (a fully connected topology's links).
+
+    >>> _most_full_ranks(3_000_000), 1732 * 1731 <= 3_000_000 < 1733 * 1732
+    (1732, True)
+    """
+    n = int((1 + (1 + 4 * limit) ** 0.5) / 2)
+    while n * (n - 1) > limit:
+        n -= 1
+    return n
+
+
 def resolve_topology(args):
     """``(topology or None, ranks)`` from ``--topology`` and ``-g``."""
     ngpus = None if args.ngpus is None else _int(args.ngpus, "number of GPUs (-g)")
@@ -130,6 +142,13 @@ def resolve_topology(args):
         n = ngpus or 1
         if n == 1:
             return None, 1
+        from synth.baselines._common import MAX_TRANSFERS
+        everyone = str(getattr(args, "collective", "")).replace("_", "") in (
+            "allgather", "reducescatter", "allreduce", "alltoall")
+        if everyone and n * (n - 1) > MAX_TRANSFERS:   # refused before minutes of building the topology
+            raise UsageError(f"-g {n}: every rank needs {n - 1:,} blocks from the others, so every {args.collective} "
+                             f"schedule holds at least {n * (n - 1):,} transfers, more than the {MAX_TRANSFERS:,} "
+                             f"one may hold; use -g {_most_full_ranks(MAX_TRANSFERS)} or fewer")
         from topo_probe.machines.generators import fully_connected
         return fully_connected(n), n
     from topo_probe.cli.options import apply_machine_arguments
