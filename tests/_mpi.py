@@ -35,6 +35,16 @@ def mpi_env() -> dict:
     return env
 
 
+def require_cupy_gpu() -> None:
+    """Skip the calling test, with the reason, unless CuPy sees a GPU here."""
+    try:
+        import cupy
+        if cupy.cuda.runtime.getDeviceCount() < 1:
+            raise RuntimeError("no device")
+    except Exception as exc:  # noqa: BLE001 - any failure means no usable GPU here
+        pytest.skip(f"no GPU with CuPy here ({type(exc).__name__})")
+
+
 def run_mpi(n: int, args: list[str], timeout: float = 120):
     cmd = mpirun_cmd(n)
     if cmd is None:

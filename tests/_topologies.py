@@ -22,3 +22,16 @@ def dgx1_hand(name: str = "dgx1-hand") -> Topology:
                 t.add_link(f"gpu{i}", f"gpu{j}", kind="nvlink", links=DGX1_LINKS[i][j],
                            bandwidth_gbps=25.0 * DGX1_LINKS[i][j])
     return t
+
+
+def amd_mesh() -> Topology:
+    """8 GPUs, every pair joined by Infinity Fabric: 6 links between GPUs of equal parity, 5
+    otherwise (38 links of 25 GB/s per GPU), as on AMD boards with uneven xGMI bundles."""
+    t = Topology("amd-mesh")
+    for i in range(8):
+        t.add_gpu(i)
+    for i in range(8):
+        for j in range(i + 1, 8):
+            k = 6 if (i + j) % 2 == 0 else 5
+            t.add_link(f"gpu{i}", f"gpu{j}", kind="infinity_fabric", links=k, bandwidth_gbps=25.0 * k)
+    return t

@@ -43,7 +43,7 @@ import hashlib
 import json
 from dataclasses import dataclass, fields, replace
 
-from synth.model.nccl.machine import _arch
+from synth.model.nccl.machine import arch_of_topology
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams, params_to_dict
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import Topology
@@ -135,7 +135,7 @@ def machine_keys(topology: Topology) -> tuple[str, str]:
     g = topology.graph
     transport = next((d["transport"] for _, d in g.nodes(data=True) if d["kind"] == "nic" and d.get("transport")),
                      "ib")
-    return _arch(topology), transport
+    return arch_of_topology(topology), transport
 
 
 def efficiencies(arch: str, transport: str, params: ModelParams = DEFAULT_PARAMS) -> dict[str, float]:

@@ -44,7 +44,9 @@ def arch_of_gpu_name(name: str) -> str | None:
     return None
 
 
-def _arch(topo: Topology) -> str:
+def arch_of_topology(topo: Topology) -> str:
+    """The GPU architecture (``sm90``, ``gfx942``...) of a topology's GPUs: compute capability, else
+    the GPU name, else the link kinds."""
     attrs = topo.graph.nodes[topo.gpu(0)]
     cc = attrs.get("compute_capability")
     if cc:
@@ -183,9 +185,9 @@ class NcclMachine:
         pcie = max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5)
         gen = 5 if pcie > 40 else 4 if pcie > 20 else 3
         p2p = all(topo.p2p(0, k).read for k in local[1:])
-        return cls(topo.name, _arch(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
+        return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
                    float(link_gbs), matrix, vendor, max(1, len(cpus)))
 
 
-__all__ = ["NcclMachine", "arch_of_gpu_name", "ARCH_FAMILY", "NET_KINDS", "INTRA_KINDS"]
+__all__ = ["NcclMachine", "arch_of_gpu_name", "arch_of_topology", "ARCH_FAMILY", "NET_KINDS", "INTRA_KINDS"]

@@ -10,7 +10,7 @@ import textwrap
 
 import pytest
 
-from _mpi import run_mpi
+from _mpi import require_cupy_gpu, run_mpi
 
 SCRIPT = textwrap.dedent('''
     import numpy as np
@@ -41,12 +41,7 @@ SCRIPT = textwrap.dedent('''
 @pytest.mark.gpu
 @pytest.mark.parametrize("n", [2, 3])
 def test_mpi_communicator_with_cupy_arrays_matches_numpy(tmp_path, n):
-    try:
-        import cupy
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            raise RuntimeError("no device")
-    except Exception as exc:  # noqa: BLE001 - any failure means no usable GPU here
-        pytest.skip(f"no GPU with CuPy here ({type(exc).__name__})")
+    require_cupy_gpu()
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
     res = run_mpi(n, [str(script)], timeout=300)

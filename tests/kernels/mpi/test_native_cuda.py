@@ -11,7 +11,7 @@ from __future__ import annotations
 import textwrap
 
 import pytest
-from _mpi import run_mpi
+from _mpi import require_cupy_gpu, run_mpi
 
 SCRIPT = textwrap.dedent('''
     import numpy as np
@@ -51,12 +51,7 @@ SCRIPT = textwrap.dedent('''
 
 @pytest.mark.gpu
 def test_mpi_communicator_runs_cupy_calls_natively_one_launch_per_process(tmp_path):
-    try:
-        import cupy
-        if cupy.cuda.runtime.getDeviceCount() < 1:
-            raise RuntimeError("no device")
-    except Exception as exc:  # noqa: BLE001 - any failure means no usable GPU here
-        pytest.skip(f"no GPU with CuPy here ({type(exc).__name__})")
+    require_cupy_gpu()
     script = tmp_path / "run.py"
     script.write_text(SCRIPT)
     res = run_mpi(2, [str(script)], timeout=230)

@@ -13,18 +13,12 @@ from _paths import ROOT
 
 MESH = """
 import json, sys
+sys.path.insert(0, "tests")
+from _topologies import amd_mesh
 from synth.ir.fabric import build_fabric
 from synth.pipeline.synthesize import run_independent
 from synth.solve.bwopt.optimal import bandwidth_optimal
-from topo_probe.topology.model import Topology
-t = Topology("amd-mesh")
-for i in range(8):
-    t.add_gpu(i)
-for i in range(8):
-    for j in range(i + 1, 8):
-        k = 6 if (i + j) % 2 == 0 else 5
-        t.add_link(f"gpu{i}", f"gpu{j}", kind="infinity_fabric", links=k, bandwidth_gbps=25.0 * k)
-s = bandwidth_optimal(build_fabric(t), "allgather", time_limit_s=5)
+s = bandwidth_optimal(build_fabric(amd_mesh()), "allgather", time_limit_s=5)
 print(json.dumps({"ratio": s.meta["achieved_exact"], "json": s.with_(meta=run_independent(s.meta)).to_json()}))
 """
 

@@ -12,6 +12,7 @@ import networkx as nx
 import numpy as np
 import pytest
 
+from _topologies import amd_mesh
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule
 from synth.ir.verifier import check
@@ -240,19 +241,6 @@ def test_min_cost_arborescence_matches_networkx():
         parent = min_cost_arborescence(cost, root)
         assert parent[root] == -1
         assert sum(cost[parent[v], v] for v in range(n) if v != root) == pytest.approx(ref.size(weight="weight"))
-
-
-def amd_mesh() -> Topology:
-    """8 GPUs, every pair joined by Infinity Fabric: 6 links between GPUs of equal parity, 5
-    otherwise (38 links of 25 GB/s per GPU), as on AMD boards with uneven xGMI bundles."""
-    t = Topology("amd-mesh")
-    for i in range(8):
-        t.add_gpu(i)
-    for i in range(8):
-        for j in range(i + 1, 8):
-            k = 6 if (i + j) % 2 == 0 else 5
-            t.add_link(f"gpu{i}", f"gpu{j}", kind="infinity_fabric", links=k, bandwidth_gbps=25.0 * k)
-    return t
 
 
 @pytest.mark.slow
