@@ -2,9 +2,9 @@
 logs together (tests/fixtures/real_logs, the cases of benchmarks/nccl_log_cases.py), never on a log
 of a held-out machine class (``HELD_OUT_CLASSES``) nor on one no machine describes.
 
-    python benchmarks/fit_nccl_model.py                # fit on the committed fit's 12 tables, print
-    python benchmarks/fit_nccl_model.py --in-sample    # fit on the whole in-sample split, print the change
-    python benchmarks/fit_nccl_model.py --write        # ... and commit the fit as the model's constants
+    python benchmarks/fit_nccl_model.py                # fit on the whole in-sample split, print the change
+    python benchmarks/fit_nccl_model.py --write        # ... and commit it (fitted_params.json, results/model_validation/fit.txt)
+    python benchmarks/fit_nccl_model.py --first-12     # fit on the first validation set's 12 tables only
 
 Minimises, over every row (size > 0) of every table of every log, the soft-L1 loss of
 ``log(predicted time / measured time)`` (scipy ``least_squares``; the soft-L1 loss keeps one odd
@@ -77,15 +77,20 @@ START = {"link_eff": 0.8, "lat_scale": 1.0, "net_eff": 0.85, "net_lat": 20.0, "p
          "net_chunk": 5.0, "tree_eff": 1.0}
 
 
+#: what --write records beside the constants: the command and every constant's change
+FIT_REPORT = ROOT / "results" / "model_validation" / "fit.txt"
+
+
 def fit_cases(cases=None) -> list:
-    """The cases a fit sees: ``cases`` (default: the 12 tables the committed constants were fitted on).
+    """The cases a fit sees: ``cases`` (default: the in-sample split, what the committed constants are
+    fitted on).
 
     Raises
     ------
     InvalidArgument
         One of them is of a held-out machine class or has no machine (``skip_reason``).
     """
-    chosen = list(validation.CASES if cases is None else cases)
+    chosen = list(validation.IN_SAMPLE if cases is None else cases)
     barred = sorted({c.file for c in chosen if c.machine_class in validation.HELD_OUT_CLASSES or c.skip_reason})
     if barred:
         raise InvalidArgument(f"a fit never sees held-out or unpredicted logs: {', '.join(barred)}")
@@ -149,18 +154,24 @@ def fit_from_prior(cases, max_nfev: int = 4000):
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--write", action="store_true", help=f"write the fit to {FITTED.relative_to(ROOT)}")
-    p.add_argument("--in-sample", action="store_true", help="fit on every in-sample log, not only the committed 12")
+    p.add_argument("--in-sample", action="store_true", help="fit on every in-sample log (the default; kept for "
+                   "the commands results/ names)")
+    p.add_argument("--first-12", action="store_true", help="fit on the first validation set's 12 tables only")
     args = p.parse_args(argv)
-    cases = validation.IN_SAMPLE if args.in_sample else validation.CASES
+    cases = validation.CASES if args.first_12 else validation.IN_SAMPLE
     params, cost, rows = fit(cases)
-    print(f"soft-L1 cost {cost:.4f} over {rows} rows of {len(cases)} log tables")
+    lines = [f"soft-L1 cost {cost:.4f} over {rows} rows of {len(cases)} log tables"]
     for key, _, _ in FIT_SPEC:
         new, old = params.value(key), DEFAULT_PARAMS.value(key)
         change = f"{new / old - 1:+8.1%}" if old else "     new"
-        print(f"  {'/'.join(key):32s} {new:10.4g}  committed {old if old is not None else '-':>10}  {change}")
+        lines.append(f"  {'/'.join(key):32s} {new:10.4g}  committed {old if old is not None else '-':>10}  {change}")
+    print("\n".join(lines))
     if args.write:
         atomic_write_text(FITTED, json.dumps(params_to_dict(params), indent=1, sort_keys=True) + "\n")
-        print(f"wrote {FITTED}")
+        command = f"python benchmarks/fit_nccl_model.py {' '.join(sys.argv[1:] if argv is None else argv)}".strip()
+        atomic_write_text(FIT_REPORT, "\n".join([f"Command: `{command}`", *lines,
+                                                  f"wrote {FITTED.relative_to(ROOT)}"]) + "\n")
+        print(f"wrote {FITTED} and {FIT_REPORT}")
     return 0
 
 

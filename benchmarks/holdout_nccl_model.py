@@ -147,8 +147,7 @@ def by_class_report(out: Path, command: str, write: bool = False) -> int:
              "fitted (from the model's hand-set defaults) on the other in-sample classes, a class of the fixed "
              f"held-out split ({', '.join(validation.HELD_OUT_CLASSES)}) with constants fitted on the whole "
              "in-sample split; no fit ever sees a held-out class. In-sample columns: the committed constants "
-             "(`report.md`; fitted on the 12 tables of the first validation set only, so the newer in-sample logs "
-             "are unseen by them too). Error: |pred/real - 1| of busbw at >= 64 KiB.", "",
+             "(`report.md`; fitted on the whole in-sample split). Error: |pred/real - 1| of busbw at >= 64 KiB.", "",
              "| log | collective | machine class | split | in-sample median | worst | class held out: median | worst "
              f"| median <= {TARGET_MEDIAN:.0%} |", "|---|---|---|---|---|---|---|---|---|"]
     for ins, held in scores:

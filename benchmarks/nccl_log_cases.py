@@ -1,8 +1,9 @@
 """The real nccl-tests / rccl-tests logs of tests/fixtures/real_logs as validation cases of the NCCL
 model: the machine each log's ``# SOURCE:`` header describes, its class, and the fixed split.
 
-* :data:`CASES`: the 12 tables the committed constants (``synth/model/nccl/fitted_params.json``)
-  were fitted on.  :data:`NEW_CASES`: the logs added after that fit.  :data:`ALL_CASES`: both.
+* :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`: the logs added later.
+  :data:`ALL_CASES`: both.  The committed constants (``synth/model/nccl/fitted_params.json``) are
+  fitted on :data:`IN_SAMPLE`, every in-sample log of both.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of

@@ -62,9 +62,10 @@ def test_fit_selection_never_takes_a_held_out_log(monkeypatch, capsys):
         return base, 0.0, 0
 
     monkeypatch.setattr(fitting, "_solve", solve)
-    assert fitting.main(["--in-sample"]) == 0 and fitting.main([]) == 0
-    assert [c.file for c in seen[0]] == [c.file for c in cases.IN_SAMPLE]
-    assert [c.file for c in seen[1]] == [c.file for c in cases.CASES]
+    assert fitting.main(["--in-sample"]) == 0 and fitting.main([]) == 0 and fitting.main(["--first-12"]) == 0
+    assert [c.file for c in seen[0]] == [c.file for c in seen[1]] == [c.file for c in cases.IN_SAMPLE]
+    assert [c.file for c in seen[2]] == [c.file for c in cases.CASES]
+    assert [c.file for c in fitting.fit_cases()] == [c.file for c in cases.IN_SAMPLE]   # what fit() defaults to
     held = set(cases.HELD_OUT_CLASSES)
     assert not any(c.machine_class in held for chosen in seen for c in chosen)
     with pytest.raises(InvalidArgument, match="b200_32gpu_4node_sendrecv.txt"):
