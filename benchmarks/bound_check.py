@@ -1,0 +1,99 @@
+"""Does the lower bound bound both sides?  Every (machine, collective, size) cell: NCCL's modelled
+choice and every baseline schedule as the cost model times it, against the bound computed from the
+same link constants (``synth/model/physics.py``).
+
+    python benchmarks/bound_check.py --out results/model_validation     # bound_check.md
+
+Machines: the presets and clusters of 2-16 hosts over InfiniBand, RoCE, EFA, EFA v2 and TCPXO;
+sizes 8 B - 8 GiB (every 4x); baselines on fabrics of up to 32 ranks.  Prints and writes one row
+per machine (cells, cells below the bound, the closest NCCL came to the bound) and every cell
+below it.  About a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from synth.baselines import available_baselines, baseline  # noqa: E402
+from synth.ir.fabric import build_fabric  # noqa: E402
+from synth.ir.schedule import atomic_write_text  # noqa: E402
+from synth.model.bounds import lower_bounds  # noqa: E402
+from synth.model.cost import CostModel  # noqa: E402
+from synth.model.nccl import NcclMachine, NcclModel  # noqa: E402
+from synth.model.physics import cost_params_for  # noqa: E402
+from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
+from topo_probe.machines.presets import get_preset  # noqa: E402
+
+COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall", "gather", "scatter")
+ROOTED = ("broadcast", "reduce", "gather", "scatter")
+SIZES = [8 << k for k in range(0, 31, 2)]
+PRESETS = ("dgx1-v100", "dgx2", "dgx-a100", "dgx-h100", "mi300x", "pcie-8gpu-2socket")
+#: (preset, hosts, --net, rail-optimized)
+CLUSTERS = [("dgx-h100", 2, None, False), ("dgx-h100", 4, None, True), ("dgx-h100", 8, "roce", True),
+            ("dgx-a100", 2, "efa", False), ("dgx-h100", 2, "efa2", False), ("dgx-h100", 2, "tcpxo", False),
+            ("mi300x", 2, None, False), ("dgx-h100", 16, None, True)]
+
+
+def machine(preset: str, nodes=None, net=None, rail=False):
+    ns = argparse.Namespace(nodes=nodes, nic_gbps=None, nics_per_node=None, rail_optimized=rail, net=net,
+                            spine_oversubscription=None, hosts_per_leaf=None)
+    return apply_machine_arguments(get_preset(preset), ns)
+
+
+def check(topo) -> tuple[int, list[tuple], float]:
+    """``(cells, cells below the bound, NCCL's least time / bound)`` of one machine."""
+    fab = build_fabric(topo)
+    params = cost_params_for(fab)
+    nccl, ours = NcclModel(NcclMachine.from_topology(topo)), CostModel(fab, params)
+    cells, below, closest = 0, [], float("inf")
+    for coll in COLLECTIVES:
+        root = 0 if coll in ROOTED else None
+        bound = lower_bounds(fab, coll, root=root)
+        scheds = [(b, baseline(b, fab, coll, root=root)) for b in available_baselines(fab, coll)] \
+            if fab.num_ranks <= 32 else []
+        for size in SIZES:
+            lb = bound.time_us(size, params)
+            c = nccl.choose(coll, size)
+            timed = [(f"NCCL {c.label}", c.time_us)] + [(b, ours.schedule_time_us(s, size)) for b, s in scheds]
+            closest = min(closest, c.time_us / lb)
+            cells += len(timed)
+            below += [(coll, size, who, t, lb) for who, t in timed if t < lb * (1 - 1e-9)]
+    return cells, below, closest
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, default=ROOT / "results" / "model_validation")
+    args = p.parse_args(argv)
+    t0 = time.perf_counter()
+    machines = [(name, get_preset(name)) for name in PRESETS]
+    machines += [(f"{k} x {pr}{', ' + net if net else ''}{', rails' if rail else ''}", machine(pr, k, net, rail))
+                 for pr, k, net, rail in CLUSTERS]
+    lines = ["# The lower bound against both sides", "",
+             f"Command: `python benchmarks/bound_check.py {' '.join(sys.argv[1:] if argv is None else argv)}`", "",
+             "Per machine: cells timed (NCCL's modelled choice and every baseline schedule by the cost model, 8 "
+             "collectives, 8 B - 8 GiB every 4x), how many fall below the lower bound computed from the same link "
+             "constants, and the closest NCCL comes to the bound (its time / the bound).", "",
+             "| machine | cells | below the bound | NCCL's least time / bound |", "|---|---|---|---|"]
+    total, bad = 0, []
+    for name, topo in machines:
+        cells, below, closest = check(topo)
+        total, bad = total + cells, bad + [(name, *b) for b in below]
+        lines.append(f"| {name} | {cells} | {len(below)} | {closest:.3f} |")
+        print(f"{name:28s} {cells:5d} cells, {len(below)} below the bound, NCCL at >= {closest:.3f} of it")
+    lines += ["", f"{len(bad)} of {total} cells below the bound ({time.perf_counter() - t0:.0f} s)."]
+    lines += [f"- {m} {c} {s} B: {who} {t:.1f} us < bound {lb:.1f} us" for m, c, s, who, t, lb in bad]
+    args.out.mkdir(parents=True, exist_ok=True)
+    atomic_write_text(args.out / "bound_check.md", "\n".join(lines) + "\n")
+    print(f"{len(bad)} of {total} cells below the bound; wrote {args.out / 'bound_check.md'}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
