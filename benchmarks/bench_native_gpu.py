@@ -165,6 +165,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", default="2,4,8")
     ap.add_argument("--max-bytes", type=int, default=1 << 28)
     ap.add_argument("--collectives", default=",".join(COLLS))
+    ap.add_argument("--before", default=None, help="an earlier native.csv: its native_graph times become a column")
     args = ap.parse_args(argv)
     import cupy as cp
     from kernels.native.layer import NativeLayer
@@ -183,6 +184,11 @@ def main(argv=None) -> int:
     empty_graph_us = wall_us(cp, lambda: g.launch(cp.cuda.get_current_stream()), 2000)
     del big, big2
     launch_layer = NativeLayer(graphs=False)
+    used: dict = {}
+    host: dict = {}
+    wrong: list = []
+    before = read_before(args.before)
+    extra = {"used": used, "host": host, "wrong": wrong, "before": before}
     ops_layer = "cupy-ops"
     for n in (int(x) for x in args.ranks.split(",")):
         comm = Communicator(n, plan=False)
@@ -194,21 +200,21 @@ def main(argv=None) -> int:
                 ins, outs = buffers(cp, coll, n, per)
                 pos, kw = call_args(coll, ins, outs)
                 method = getattr(comm, METHOD[coll])
-                method(*pos, **kw)
-                want = expected(coll, n, [cp.asnumpy(x) for x in ins])
-                if want is not None:
-                    for r, w in enumerate(want):
-                        if w is not None:
-                            got = cp.asnumpy(outs[r]).astype(np.float64)
-                            if not np.allclose(got, w, rtol=1e-4, atol=1e-3 * n):
-                                raise SystemExit(f"{coll} n={n} {nbytes} B: rank {r} wrong")
                 nb = nccl_bytes(coll, per, 4, n)
                 sched = comm.schedule_for(coll, nb, 0 if coll in ("broadcast", "reduce", "gather", "scatter") else None)
+                used[(coll, n, nb)] = sched.meta.get("baseline", sched.name)
+                bad = check_once(cp, method, pos, kw, coll, n, ins, outs)
+                if bad:
+                    wrong.append(f"{coll} n={n} {nb} B: {bad}")
+                    print("WRONG", wrong[-1], flush=True)
+                    continue
                 prog = program_for(sched, per, np.float32)
                 traffic = prog.traffic_bytes()
                 iters = 200 if nbytes <= 1 << 20 else 20 if nbytes <= 1 << 26 else 5
                 t = wall_us(cp, lambda: method(*pos, **kw), iters)
                 rows.append((coll, n, nb, "native_graph", t, traffic / t / 1e3))
+                if nbytes in (8, 1 << 10):
+                    host[(coll, n, nb)] = host_us(cp, lambda: method(*pos, **kw))
                 sends = ins if coll != "broadcast" else [outs[0]] + [None] * (n - 1)
                 recvs = outs if coll not in ("reduce", "gather") else [outs[0]] + [None] * (n - 1)
                 if coll in ("scatter",):
@@ -237,22 +243,58 @@ def main(argv=None) -> int:
             comm._bound.clear()
             direct._bound.clear()
             cp.get_default_memory_pool().free_all_blocks()
-            write(out, rows, copy_gbps, empty_graph_us)       # after each collective: a cut-off run keeps its rows
-    write(out, rows, copy_gbps, empty_graph_us)
-    print(report(rows, copy_gbps, empty_graph_us)[-3000:])
-    return 0
+            write(out, rows, copy_gbps, empty_graph_us, extra)   # after each collective: a cut-off run keeps its rows
+    write(out, rows, copy_gbps, empty_graph_us, extra)
+    print(report(rows, copy_gbps, empty_graph_us, extra)[-3000:])
+    return 1 if wrong else 0
 
 
-def write(out: Path, rows, copy_gbps: float, empty_graph_us: float) -> None:
+def check_once(cp, method, pos, kw, coll, n, ins, outs) -> str:
+    """Run the call once and compare with NumPy: '' when right, else what was wrong."""
+    try:
+        method(*pos, **kw)
+    except Exception as exc:                      # a failed call is a result too, not the end of the run
+        return f"{type(exc).__name__}: {str(exc).splitlines()[0][:200]}"
+    want = expected(coll, n, [cp.asnumpy(x) for x in ins])
+    for r, w in enumerate(want or []):
+        if w is not None:
+            got = cp.asnumpy(outs[r]).astype(np.float64)
+            if not np.allclose(got, w, rtol=1e-4, atol=1e-3 * n):
+                return f"rank {r} wrong (max error {float(np.max(np.abs(got - w))):.3g})"
+    return ""
+
+
+def host_us(cp, fn, iters: int = 300) -> float:
+    """Host time per call (us): back-to-back calls without waiting for the GPU."""
+    fn()
+    cp.cuda.Device().synchronize()
+    t = time.perf_counter()
+    for _ in range(iters):
+        fn()
+    host = (time.perf_counter() - t) / iters * 1e6
+    cp.cuda.Device().synchronize()
+    return host
+
+
+def read_before(path) -> dict:
+    """(collective, ranks, bytes) -> native_graph us of an earlier run's CSV."""
+    if not path or not Path(path).is_file():
+        return {}
+    with open(path, newline="") as fh:
+        return {(r["collective"], int(r["ranks"]), int(r["bytes"])): float(r["us_per_call"])
+                for r in csv.DictReader(fh) if r["executor"] == "native_graph"}
+
+
+def write(out: Path, rows, copy_gbps: float, empty_graph_us: float, extra: dict) -> None:
     with open(out / "native.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(FIELDS)
         for r in rows:
             w.writerow([r[0], r[1], r[2], r[3], f"{r[4]:.2f}", f"{r[5]:.1f}"])
-    (out / "native.md").write_text(report(rows, copy_gbps, empty_graph_us))
+    (out / "native.md").write_text(report(rows, copy_gbps, empty_graph_us, extra))
 
 
-def report(rows, copy_gbps, empty_us) -> str:
+def report(rows, copy_gbps, empty_us, extra: dict) -> str:
     import subprocess
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                          text=True).stdout.strip()
@@ -260,8 +302,11 @@ def report(rows, copy_gbps, empty_us) -> str:
              "Made by `python benchmarks/bench_native_gpu.py --out results/gpu` (float32, sum, root 0).",
              f"Copy ceiling {copy_gbps:.0f} GB/s (1 GiB device copy, read + write); empty graph launch "
              f"{empty_us:.2f} us.", "",
-             "| collective | ranks | bytes | native_graph us | native_launch us | python_ops us | plain_cupy us | "
-             "floor us | native GB/s moved | % of copy ceiling |", "|---|---|---|---|---|---|---|---|---|---|"]
+             "`schedule`: the baseline the Communicator ran (no plan: the fastest by the cost model); "
+             "`before`: native_graph of the earlier run given with `--before`.", "",
+             "| collective | ranks | bytes | schedule | native_graph us | before us | native_launch us | python_ops us "
+             "| plain_cupy us | floor us | native GB/s moved | % of copy ceiling |",
+             "|---|---|---|---|---|---|---|---|---|---|---|---|"]
     by = {}
     for r in rows:
         by.setdefault((r[0], r[1] if r[3] != "nccl_1rank" else None, r[2]), {})[r[3]] = r
@@ -270,13 +315,20 @@ def report(rows, copy_gbps, empty_us) -> str:
             continue
         g = d["native_graph"]
         cell = lambda k: f"{d[k][4]:.1f}" if k in d else ""   # noqa: E731
-        lines.append(f"| {coll} | {n} | {nb} | {cell('native_graph')} | {cell('native_launch')} | {cell('python_ops')} "
+        old = extra["before"].get((coll, n, nb))
+        lines.append(f"| {coll} | {n} | {nb} | {extra['used'].get((coll, n, nb), '')} | {cell('native_graph')} | "
+                     f"{'' if old is None else f'{old:.1f}'} | {cell('native_launch')} | {cell('python_ops')} "
                      f"| {cell('plain_cupy')} | {cell('floor')} | {g[5]:.0f} | {100 * g[5] / copy_gbps:.0f} % |")
     nccl = [r for r in rows if r[3] == "nccl_1rank"]
     if nccl:
         lines += ["", "NCCL, one rank, same bytes (its per-call floor):", "",
                   "| collective | bytes | us |", "|---|---|---|"]
         lines += [f"| {r[0]} | {r[2]} | {r[4]:.1f} |" for r in nccl]
+    if extra["host"]:
+        lines += ["", "Host time per cached call (us; back-to-back calls on the same arrays, not waiting for the GPU):",
+                  "", "| collective | ranks | bytes | host us |", "|---|---|---|---|"]
+        lines += [f"| {c} | {n} | {b} | {t:.1f} |" for (c, n, b), t in sorted(extra["host"].items())]
+    lines += ["", f"Wrong or failed calls: {len(extra['wrong'])}"] + [f"- {w}" for w in extra["wrong"]]
     return "\n".join(lines) + "\n"
 
 

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# The native executor's GPU pass (a few minutes on one H100/H200): GPU-marked tests of the
-# native executor, the one-process-per-GPU MPI run, compute-sanitizer on a small case, and the
-# side-by-side benchmark.
+# The native executor's GPU pass (about 7 minutes on one H100/H200): GPU-marked tests of the
+# native executor, the side-by-side benchmark, compute-sanitizer on a small case, and the
+# one-process-per-GPU MPI run.  Each step has its own time limit, so a hang costs one step.
 #   OUT=results/gpu bash benchmarks/gpu_native_check.sh
 set -o pipefail
 OUT=${OUT:-results/gpu}
@@ -11,16 +11,17 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
   python3 -c "import cupy, numpy; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numpy', numpy.__version__)"
 } 2>&1 | tee "$OUT/native_machine.txt"
 echo "== native GPU tests"
-timeout 110 python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= tests/kernels/native 2>&1 \
+timeout ${TESTS_S:-90} python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= --timeout=30 tests/kernels/native 2>&1 \
   | tee "$OUT/native_gpu_tests.txt" | tail -25
-echo "== one process per GPU: MPICommunicator natively, 2 processes (sharing the card if only one)"
-TOPOCOLL_NATIVE_TIMEOUT_S=60 timeout 240 python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= \
-  tests/kernels/mpi/test_native_cuda.py 2>&1 | tee "$OUT/native_mpi_gpu_tests.txt" | tail -15
+echo "== benchmark"
+timeout ${BENCH_S:-180} python3 benchmarks/bench_native_gpu.py --out "$OUT" --ranks 8,4,2 --before results/gpu/native.csv \
+  ${BENCH_ARGS:-} 2>&1 | tee "$OUT/native_bench_log.txt" | tail -40
 echo "== compute-sanitizer"
 for tool in racecheck synccheck; do
-  timeout 50 compute-sanitizer --tool $tool --error-exitcode 3 python3 benchmarks/native_small_case.py 2>&1 \
+  timeout ${SAN_S:-40} compute-sanitizer --tool $tool --error-exitcode 3 python3 benchmarks/native_small_case.py 2>&1 \
     | tail -4 | tee -a "$OUT/native_sanitizer.txt"
   echo "$tool rc=${PIPESTATUS[0]}" | tee -a "$OUT/native_sanitizer.txt"
 done
-echo "== benchmark"
-timeout ${BENCH_S:-230} python3 benchmarks/bench_native_gpu.py --out "$OUT" ${BENCH_ARGS:-} 2>&1 | tee "$OUT/native_bench_log.txt" | tail -60
+echo "== one process per GPU: MPICommunicator natively, 2 processes (sharing the card if only one)"
+TOPOCOLL_NATIVE_TIMEOUT_S=30 timeout ${MPI_S:-50} python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= \
+  tests/kernels/mpi/test_native_cuda.py 2>&1 | tee "$OUT/native_mpi_gpu_tests.txt" | tail -15

@@ -1,5 +1,5 @@
 """A small native-executor case for compute-sanitizer (racecheck, synccheck, memcheck): 4 ranks
-sharing GPU 0, ring and direct all_reduce and all_gather, launched and replayed, checked
+sharing GPU 0, ring and direct all_reduce and all_gather and the one-shot all_reduce, launched and replayed, checked
 against NumPy.
 
     compute-sanitizer --tool racecheck python benchmarks/native_small_case.py
@@ -23,7 +23,7 @@ from topo_probe.machines.generators import fully_connected  # noqa: E402
 fab = build_fabric(fully_connected(4))
 layer = NativeLayer(channels=2)
 for coll in ("allreduce", "allgather"):
-    for base in ("ring", "direct"):
+    for base in ("ring", "direct") + (("oneshot",) if coll == "allreduce" else ()):
         sched = baseline(base, fab, coll)
         count = 1000 + 3
         ins = [cp.arange(count, dtype=cp.float32) + r for r in range(4)]

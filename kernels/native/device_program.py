@@ -67,6 +67,8 @@ PUBLISH = 16
 FIELDS = ("kind", "dst_slot", "dst_off", "src_slot", "src_off", "acc_slot", "acc_off", "count")
 #: bytes of one 16-byte vector access: piece boundaries are rounded to whole vectors
 VECTOR_BYTES = 16
+#: most channels of one program (a GPU holds 2 blocks per SM of this kernel: 264 on an H100)
+MAX_CHANNELS = 512
 #: pieces at least this large (bytes) are cut into slices of about this size
 SLICE_BYTES = 256 << 10
 
@@ -128,12 +130,14 @@ def piece_bounds(length: int, pieces: int, itemsize: int) -> list[int]:
 def choose_channels(program: Program, max_blocks: int, *, min_piece_bytes: int = 32 << 10) -> int:
     """Channels for ``program``: enough that the largest op's pieces are about
     ``min_piece_bytes`` or more, at most ``max_blocks`` blocks in all (one per writing rank and
-    channel), at least 1."""
+    channel), at most :data:`MAX_CHANNELS`, at least 1.  A collective with one writer (gather,
+    a broadcast from 2 ranks) thus fills every SM the card holds blocks for, as a copy must to
+    reach the copy engine's bandwidth."""
     item = program.dtype.itemsize
     largest = max((o.dst.size for o in program.ops()), default=0) * item
     writers = len({o.rank for o in program.ops()}) or 1
     want = max(1, largest // min_piece_bytes)
-    return int(max(1, min(want, max_blocks // writers, 64)))
+    return int(max(1, min(want, max_blocks // writers, MAX_CHANNELS)))
 
 
 def _slices(piece_bytes: int) -> int:
@@ -196,12 +200,15 @@ def build_device_program(program: Program, channels: int = 1, *, slices: int | N
             raw_waits[(key, j)] = got
     referenced = {w for ws in raw_waits.values() for w in ws}
     groups = {key: _chains(per_block[key], key, referenced, fuse) for key in blocks}
-    new_index = {(key, j): g for key in blocks for g, members in enumerate(groups[key]) for j in members}
+    spans = {key: _coalesce(per_block[key], groups[key], key, referenced, raw_waits, slots, fuse) for key in blocks}
+    new_index = {(key, j): g for key in blocks for g, (_, _, members) in enumerate(spans[key]) for j in members}
     records, sources, waits, wait_start, block_start = [], [], [], [0], [0]
     for key in blocks:
-        lst = per_block[key]
-        for members in groups[key]:
-            records.append(_record([lst[j] for j in members], slots, sources))
+        for rec, rows, members in spans[key]:
+            if rows:                                # a chain: its source rows go to the shared list
+                rec = [rec[0], rec[1], rec[2], len(sources), len(rows), *rec[5:]]
+                sources.extend(rows)
+            records.append(rec)
             seen = []
             for j in members:
                 for dep in raw_waits[(key, j)]:
@@ -211,6 +218,7 @@ def build_device_program(program: Program, channels: int = 1, *, slices: int | N
             waits.extend(seen)
             wait_start.append(len(waits))
         block_start.append(len(records))
+    most = max((len(spans[k]) for k in blocks), default=0)
     most = max((len(groups[k]) for k in blocks), default=0)
     recs = np.array(records, np.int64).reshape(-1, len(FIELDS))
     starts = np.array(block_start, np.int64)
@@ -256,6 +264,48 @@ def _chains(lst: list, key, referenced: set, fuse: bool) -> list[list[int]]:
                 continue
         out.append([j])
     return out
+
+
+def _coalesce(lst: list, groups: list, key, referenced: set, raw_waits: dict, slots: dict,
+              fuse: bool) -> list[tuple[list[int], list, list[int]]]:
+    """``(record, chain source rows, members)`` of a block: runs of consecutive groups joined
+    into one record where each continues the last element for element (same kind, every
+    region starting where the previous one ended: the per-chunk ops of one transfer pattern,
+    as a one-shot all-reduce has).  A group joins only when it waits for nothing and nobody
+    waits for the run so far (so no wait moves and no pipeline stage is delayed), and only
+    where the joined record writes nothing it also reads at another position (program order
+    inside the run is then not needed)."""
+    out: list[tuple[list[int], list, list[int]]] = []
+    open_run = False
+    for members in groups:
+        rows: list = []
+        rec = _record([lst[j] for j in members], slots, rows)
+        if (fuse and open_run and not any(raw_waits[(key, j)] for j in members)):
+            joined = _joined(out[-1][0], out[-1][1], rec, rows)
+            if joined is not None:
+                out[-1] = (joined[0], joined[1], out[-1][2] + list(members))
+                open_run = not any((key, j) in referenced for j in members)
+                continue
+        out.append((rec, rows, list(members)))
+        open_run = not any((key, j) in referenced for j in members)
+    return out
+
+
+def _joined(a: list[int], a_rows: list, b: list[int], b_rows: list) -> tuple[list[int], list] | None:
+    """Record ``a`` extended by ``b`` when ``b`` continues it (see :func:`_coalesce`), else None."""
+    n = a[7]
+    if a[0] != b[0] or len(a_rows) != len(b_rows) or (a[1], a[2] + n) != (b[1], b[2]):
+        return None
+    pairs = [(a[5], a[6], b[5], b[6])] + [(x[0], x[1], y[0], y[1]) for x, y in zip(a_rows, b_rows)]
+    if not a_rows:
+        pairs.append((a[3], a[4], b[3], b[4]))
+    if any(sa != sb or (sa >= 0 and oa + n != ob) for sa, oa, sb, ob in pairs):
+        return None
+    total = n + b[7]
+    for slot, off, _, _ in pairs:                # reads overlapping the write: only element-aligned
+        if slot == a[1] and off != a[2] and off < a[2] + total and a[2] < off + total:
+            return None
+    return [*a[:7], total], list(a_rows)
 
 
 def _record(members: list, slots: dict, sources: list) -> list[int]:

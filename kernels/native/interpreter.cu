@@ -336,6 +336,18 @@ __device__ __forceinline__ void tc_store_release(u64* p, u64 v) {
 #endif
 }
 
+// polling load: relaxed at the flags' scope, so a spinning warp does not invalidate its SM's
+// L1 on every poll (an acquire load does); the acquire load comes once, after the poll is met
+__device__ __forceinline__ u64 tc_poll_relaxed(const u64* p) {
+    u64 v;
+#if TC_SCOPE_SYS
+    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+#else
+    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
+#endif
+    return v;
+}
+
 __device__ __forceinline__ unsigned tc_load_relaxed(const unsigned* p) {
     unsigned v;
     asm volatile("ld.relaxed.sys.global.u32 %0, [%1];" : "=r"(v) : "l"(p) : "memory");
@@ -349,7 +361,8 @@ __device__ __forceinline__ u64 tc_now_ns() {
 }
 
 // waits: pairs (address of the awaited block's flag, record index); threads 0 .. count-1 each
-// poll one; returns 0 when aborted or timed out
+// poll one (relaxed, backing off with nanosleep after 32 polls), then load it once with
+// acquire; returns 0 when aborted or timed out
 __device__ __forceinline__ int tc_wait(const u64* waits, int w0, int w1, const int* __restrict__ wait_block,
                                        u64 base, unsigned* abort_word, volatile unsigned* status,
                                        int gblock, int rec, u64 timeout_ns) {
@@ -360,8 +373,9 @@ __device__ __forceinline__ int tc_wait(const u64* waits, int w0, int w1, const i
         if (tc_load_acquire(f) >= target) continue;
         u64 start = tc_now_ns();
         unsigned spins = 0;
-        while (tc_load_acquire(f) < target) {
-            if ((++spins & 255u) == 0u) {
+        while (tc_poll_relaxed(f) < target) {
+            if (++spins > 32u) __nanosleep(spins > 1024u ? 256u : 64u);   // long waits yield the SM
+            if ((spins & 255u) == 0u) {
                 if (tc_load_relaxed(abort_word)) { ok = 0; break; }
                 if (tc_now_ns() - start > timeout_ns) {
                     if (atomicExch(abort_word, 1u) == 0u) {
@@ -376,6 +390,7 @@ __device__ __forceinline__ int tc_wait(const u64* waits, int w0, int w1, const i
             }
         }
         if (!ok) break;
+        (void)tc_load_acquire(f);          // met: acquire what the flag's publisher released
     }
     return ok;
 }

@@ -65,6 +65,9 @@ class _Status:
 
 
 _KERNELS: dict[tuple, tuple] = {}
+#: u64 words between two blocks' flags: each flag on its own 128-byte line, so a block polling
+#: one flag does not share a line with the flags other blocks publish
+FLAG_WORDS = 16
 
 
 def _kernel(cp, dev: int, dtype, op: str, scope_sys: bool) -> tuple[Any, int]:
@@ -110,7 +113,7 @@ class NativeContext:
     """One device program placed on GPUs (see module docstring)."""
 
     def __init__(self, program: Program, device_of: Sequence[int], *, channels: int | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, fuse: bool = False):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, fuse: bool = True):
         cp = self.cp = _cupy()
         self.program = program
         self.device_of = [int(d) for d in device_of]
@@ -136,9 +139,9 @@ class NativeContext:
                 arrays = {name: cp.asarray(getattr(self.dp, name)) for name in ("block_start", "wait_start")}
                 arrays["wait_block"] = cp.asarray(self.dp.waits[:, 0].copy() if len(self.dp.waits)
                                                   else np.zeros(1, np.int32))
-                flags = cp.zeros(max(1, nb), cp.uint64)
+                flags = cp.zeros(max(1, nb) * FLAG_WORDS, cp.uint64)     # one 128-byte line per flag
                 epochs = cp.zeros(self.dp.num_blocks, cp.uint64)
-            flag_ptrs[first:first + nb] = flags.data.ptr + 8 * np.arange(nb, dtype=np.uint64)
+            flag_ptrs[first:first + nb] = flags.data.ptr + 8 * FLAG_WORDS * np.arange(nb, dtype=np.uint64)
             self._per_dev[d] = {"first": first, "blocks": nb, "flags": flags, "epochs": epochs,
                                 "kernel": kernels[d][0], **arrays}
         waits = resolve_waits(self.dp, flag_ptrs)

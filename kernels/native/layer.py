@@ -28,12 +28,12 @@ class NativeLayer(CupyLayer):
 
     Parameters are :class:`CupyLayer`'s, plus ``graphs`` (replay repeated calls as CUDA graphs,
     default True), ``channels`` (force the channel count; default by size) and ``fuse`` (run
-    chains of reduces as one record; off by default until it has run on a GPU)."""
+    chains of reduces, and records that continue each other, as one record; default True)."""
 
     name = "cupy"
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
-                 runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = False):
+                 runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = True):
         super().__init__(p2p, devices=devices, topology=topology, runtime=runtime)
         self.graphs, self.channels, self.fuse = graphs, channels, fuse
         self._contexts: OrderedDict[tuple, Any] = OrderedDict()

@@ -11,6 +11,8 @@ direct    one step of all-pairs transfers (two for allreduce)         all eight,
 rhd       recursive halving / doubling (Rabenseifner), 2^k ranks      reducescatter, allgather,
                                                                       allreduce
 bruck     Bruck (ceil(log2 n) steps)                                  allgather, alltoall
+oneshot   every rank reduces every peer's whole buffer (one step)     allreduce, when every pair
+                                                                      is a channel
 ========  ==========================================================  ===========================
 
 Examples
@@ -27,14 +29,14 @@ Examples
 
 from __future__ import annotations
 
-from synth.baselines import bruck, direct, rhd, ring, tree
+from synth.baselines import bruck, direct, oneshot, rhd, ring, tree
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 BASELINES = {"ring": ring.build, "tree": tree.build, "direct": direct.build, "rhd": rhd.build,
-             "bruck": bruck.build}
+             "bruck": bruck.build, "oneshot": oneshot.build}
 
 
 def baseline(name: str, fabric: Fabric, collective: str, *, root: int | None = None,

@@ -23,7 +23,7 @@ from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, TopocollError, UnsupportedCollective
 
 #: baselines tried, in tie-break order
-CHOICE_ORDER = ("ring", "tree", "direct", "rhd", "bruck")
+CHOICE_ORDER = ("ring", "tree", "direct", "rhd", "bruck", "oneshot")
 
 
 class BaselineChooser:

@@ -169,3 +169,28 @@ def test_fused_reduce_chains(op):
     _run(direct("allreduce", 8, 1), 8 * 64, "float32", op, False, fused, seed=4)
     (ctx, *_) = fused._contexts.values()
     assert ctx.dp.num_records < 8 * 14
+
+
+@pytest.mark.parametrize("coll", ALL)
+def test_every_collective_unfused(coll):
+    """The record-per-op path (``fuse=False``) stays right on every collective."""
+    from kernels.native.layer import NativeLayer
+    plain = NativeLayer(fuse=False)
+    root = 1 if coll in ROOTED else None
+    _run(direct(coll, 5, 2, root), 4096 + 3, "float32", "sum", False, plain)
+
+
+@pytest.mark.parametrize("inplace", [False, True])
+def test_one_shot_allreduce(inplace):
+    """One-shot all-reduce on 8 ranks: out of place one record per rank and no wait, in place
+    through the lowering's scratch; bit-identical to the host backend."""
+    from kernels.native.layer import NativeLayer
+    from synth.baselines import baseline
+    from synth.ir.fabric import build_fabric
+    from topo_probe.machines.generators import fully_connected
+    sched = baseline("oneshot", build_fabric(fully_connected(8)), "allreduce")
+    lay = NativeLayer()
+    for count, dt in ((256, "float32"), (8 * 1000 + 5, "bfloat16"), (3, "int32")):
+        _run(sched, count, dt, "sum", inplace, lay, seed=count)
+    if not inplace:
+        assert all(ctx.dp.num_records == 8 and len(ctx.dp.waits) == 0 for ctx in lay._contexts.values())

@@ -83,7 +83,7 @@ EXPECTED = {  # which baselines apply (root 0), derived by hand from the link st
                   "rhd": ("allgather", "reducescatter", "allreduce")},   # partners r^1, r^2, r^4 are NVLinks
     "dgx-a100": {"ring": COLLECTIVES, "tree": ("allreduce", "broadcast", "reduce", "gather", "scatter"),
                  "direct": COLLECTIVES, "rhd": ("allgather", "reducescatter", "allreduce"),
-                 "bruck": ("allgather", "alltoall")},
+                 "bruck": ("allgather", "alltoall"), "oneshot": ("allreduce",)},
 }
 EXPECTED["dgx-h100"] = EXPECTED["mi300x"] = EXPECTED["dgx2"] = EXPECTED["pcie-8gpu-2socket"] = EXPECTED["dgx-a100"]
 
