@@ -11,7 +11,7 @@ export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
   python3 -c "import cupy, numpy; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numpy', numpy.__version__)"
 } 2>&1 | tee "$OUT/native_machine.txt"
 echo "== native GPU tests"
-timeout ${TESTS_S:-90} python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= --timeout=30 tests/kernels/native 2>&1 \
+timeout ${TESTS_S:-90} python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= --timeout=150 tests/kernels/native 2>&1 \
   | tee "$OUT/native_gpu_tests.txt" | tail -25
 echo "== benchmark"
 timeout ${BENCH_S:-180} python3 benchmarks/bench_native_gpu.py --out "$OUT" --ranks 8,4,2 --before results/gpu/native.csv \
