@@ -214,6 +214,17 @@ __device__ __forceinline__ T tc_apply(int kind, T a, T s, double avg, int n) {
 }
 
 #define TC_V (16 / (int)sizeof(T))
+// the copy loop: 16-byte vectors each thread has in flight, and optional streaming cache hints
+#ifndef TC_COPY_UNROLL
+#define TC_COPY_UNROLL 4
+#endif
+#if defined(TC_CS) && TC_CS
+#define TC_LD(p) __ldcs(p)
+#define TC_ST(p, v) __stcs(p, v)
+#else
+#define TC_LD(p) (*(p))
+#define TC_ST(p, v) (*(p) = (v))
+#endif
 union tc_vec { uint4 u; T e[16 / sizeof(T)]; };
 
 __device__ __forceinline__ T tc_pre(T x, bool scale, double avg) { return scale ? tc_premul(x, avg) : x; }
@@ -288,9 +299,12 @@ __device__ __forceinline__ void tc_run_record(int kind, T* dst, const T* src, co
     uint4* dv = (uint4*)(dst + head);
     if (kind == 0) {
         i64 i = tid;
-        for (; i + 3 * TC_THREADS < nvec; i += 4 * TC_THREADS) {
-            uint4 x0 = sv[i], x1 = sv[i + TC_THREADS], x2 = sv[i + 2 * TC_THREADS], x3 = sv[i + 3 * TC_THREADS];
-            dv[i] = x0; dv[i + TC_THREADS] = x1; dv[i + 2 * TC_THREADS] = x2; dv[i + 3 * TC_THREADS] = x3;
+        for (; i + (TC_COPY_UNROLL - 1) * TC_THREADS < nvec; i += TC_COPY_UNROLL * TC_THREADS) {
+            uint4 x[TC_COPY_UNROLL];
+#pragma unroll
+            for (int k = 0; k < TC_COPY_UNROLL; ++k) x[k] = TC_LD(sv + i + k * TC_THREADS);
+#pragma unroll
+            for (int k = 0; k < TC_COPY_UNROLL; ++k) TC_ST(dv + i + k * TC_THREADS, x[k]);
         }
         for (; i < nvec; i += TC_THREADS) dv[i] = sv[i];
     } else {

@@ -52,7 +52,24 @@ def compile_options(dtype, op: str, *, scope_sys: bool) -> tuple[str, ...]:
         raise InvalidArgument(f"native executor: op must be one of {', '.join(OP_CODES)}, got {op!r}")
     # -fmad=false: no multiply-add contraction anywhere (reductions use explicit _rn intrinsics too)
     return ("--std=c++17", "-fmad=false", f"-DTC_DT={DTYPE_CODES[name]}", f"-DTC_OP={OP_CODES[op]}",
-            f"-DTC_SCOPE_SYS={int(bool(scope_sys))}", f"-DTC_THREADS={THREADS}")
+            f"-DTC_SCOPE_SYS={int(bool(scope_sys))}", f"-DTC_THREADS={THREADS}") + tuning_defines()
+
+
+#: environment variable with extra ``-DTC_...=value`` options of the copy loop, for tuning runs
+#: (``benchmarks/native_channels_diag.py --variants``): ``TC_COPY_UNROLL`` (16-byte vectors each
+#: thread has in flight, default 4) and ``TC_CS`` (1: streaming cache hints on copies)
+TUNING_ENV = "TOPOCOLL_NATIVE_DEFINES"
+
+
+def tuning_defines() -> tuple[str, ...]:
+    """The ``-DTC_COPY_UNROLL=`` / ``-DTC_CS=`` options named in :data:`TUNING_ENV` (others refused)."""
+    import os
+    opts = tuple(os.environ.get(TUNING_ENV, "").split())
+    for o in opts:
+        key, _, val = o.partition("=")
+        if key not in ("-DTC_COPY_UNROLL", "-DTC_CS") or not val.isdigit():
+            raise InvalidArgument(f"{TUNING_ENV}: {o!r} is not -DTC_COPY_UNROLL=<n> or -DTC_CS=<0|1>")
+    return opts
 
 
 def system_scope(device_of, process_of=None) -> bool:
