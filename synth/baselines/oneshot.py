@@ -11,8 +11,8 @@ vLLM and TensorRT-LLM; the plan picks it by size like any other schedule.
 >>> from synth.ir.fabric import build_fabric
 >>> from topo_probe.machines.generators import fully_connected
 >>> s = build(build_fabric(fully_connected(4)), "allreduce")
->>> s.num_steps, len(s.steps[0].transfers), {t.op for t in s.steps[0].transfers}
-(1, 12, {'reduce'})
+>>> s.num_steps, len(s.steps[0].transfers), {t.op for t in s.steps[0].transfers}   # 4 chunks x 4 x 3 peers
+(1, 48, {'reduce'})
 """
 
 from __future__ import annotations

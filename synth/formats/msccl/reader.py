@@ -57,8 +57,53 @@ def _spec_candidates(p: Program, source: str) -> list[CollectiveSpec]:
     return [CollectiveSpec(p.coll, p.ngpus, c, r) for r in roots[:4]]
 
 
+#: passes of :func:`_ir_steps` that may move a send of an older partial to its round
+RETIME_PASSES = 4
+
+
 def _ir_steps(transfers: list[NetTransfer], spec: CollectiveSpec, source: str):
-    """Group transfers by round into IR steps, choosing copy/reduce from the receiver's copy."""
+    """Group transfers by round into IR steps, choosing copy/reduce from the receiver's copy.
+
+    A send of a partial sum its sender held at the start of an earlier round (a one-shot
+    all-reduce sends its own input while it already reduces its peers' into its output) is the
+    IR transfer of that earlier round, where the IR reads the state at the step's start: such
+    sends are moved there and the grouping redone (at most :data:`RETIME_PASSES` times)."""
+    for _ in range(RETIME_PASSES):
+        moved = _retimed(transfers, spec)
+        if moved is None:
+            break
+        transfers = moved
+    return _group(transfers, spec, source)
+
+
+def _retimed(transfers: list[NetTransfer], spec: CollectiveSpec) -> list[NetTransfer] | None:
+    """The transfers with each stale send moved to the last round whose start saw its sender
+    hold exactly what it sent; None when no send is stale (or none can move)."""
+    if not spec.combining:
+        return None
+    history: dict[tuple[int, int], list[tuple[int, int]]] = {}     # (rank, chunk) -> [(round, mask)]
+    for ch in spec.chunks():
+        for r in ch.pre:
+            history[(r, ch.id)] = [(-1, 1 << r)]
+    held = {key: v[0][1] for key, v in history.items()}
+    out, changed = [], False
+    for time, group in groupby(sorted(transfers, key=lambda t: (t.time, t.dst, t.chunk, t.src)), key=lambda t: t.time):
+        group = list(group)
+        for t in group:
+            if held.get((t.src, t.chunk), 0) != t.mask:
+                earlier = [w for w, m in history.get((t.src, t.chunk), []) if m == t.mask and w < time]
+                if earlier:
+                    t = NetTransfer(max(earlier[-1], 0), t.chunk, t.src, t.dst, t.mask, t.origin)
+                    changed = True
+            out.append(t)
+        for t in group:
+            cur = held.get((t.dst, t.chunk), 0)
+            held[(t.dst, t.chunk)] = cur | t.mask if cur and not cur & t.mask else t.mask
+            history.setdefault((t.dst, t.chunk), []).append((time + 1, held[(t.dst, t.chunk)]))
+    return out if changed else None
+
+
+def _group(transfers: list[NetTransfer], spec: CollectiveSpec, source: str):
     held: list[dict[int, int]] = [{} for _ in range(spec.ranks)]
     for ch in spec.chunks():
         for r in ch.pre:

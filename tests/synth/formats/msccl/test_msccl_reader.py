@@ -197,3 +197,22 @@ def test_a_fabric_without_the_link_is_a_schedule_invalid():
         load_schedule(SAMPLES / "alltoall-8n-1mb-4mb.xml", fabric=ring)
     other = build_fabric(parse_generator_spec("full:4"))  # another rank count: not used, not tagged
     assert load_schedule(SAMPLES / "alltoall-8n-1mb-4mb.xml", fabric=other).topology_fingerprint == ""
+
+
+@pytest.mark.parametrize("n", [2, 4, 8])
+def test_one_shot_allreduce_round_trips(n):
+    """A one-shot all-reduce sends each rank's own input while that rank already reduces its
+    peers' into its output: the export runs the sends over several rounds, and the reader moves
+    each back to round 0, where the sender held exactly what it sent; the result is the one-step
+    schedule transfer for transfer (n(n-1) reduces per chunk, n chunks)."""
+    from synth.baselines import baseline
+    from synth.formats.msccl import to_msccl_xml
+    from topo_probe.machines.generators import fully_connected
+    fab = build_fabric(fully_connected(n))
+    sched = baseline("oneshot", fab, "allreduce")
+    back = from_msccl_xml(to_msccl_xml(sched), fabric=fab)
+    check(back, fab)
+    assert back.num_steps == 1
+    key = sorted((t.chunk, t.src, t.dst, t.op) for t in back.steps[0].transfers)
+    assert key == sorted((t.chunk, t.src, t.dst, t.op) for t in sched.steps[0].transfers)
+    assert len(key) == n * n * (n - 1)
