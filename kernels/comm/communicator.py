@@ -211,13 +211,11 @@ class Communicator:
         (:func:`kernels.comm.nccl_choice.nccl_beats_executor`); remembered per call shape."""
         key = (name, count, str(dtype), op, schedule)
         if key not in self._nccl_wins:
-            from collections import Counter
-
             from kernels.backends.executor import program_for
-            from kernels.comm.nccl_choice import nccl_beats_executor
+            from kernels.comm.nccl_choice import native_records, nccl_beats_executor
             prog = program_for(schedule, count, dtype, op=op)
             native = self.p2p != "never" and (self.backend in ("auto", "cupy") or hasattr(self.backend, "bound"))
-            ops = max(Counter(o.rank for o in prog.ops()).values(), default=0) if native else prog.num_ops
+            ops = native_records(prog) if native else prog.num_ops
             nbytes = nccl_bytes(name, count, np.dtype(dtype).itemsize, self.size)
             if len(self._nccl_wins) >= 4096:
                 self._nccl_wins.clear()

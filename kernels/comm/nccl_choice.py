@@ -5,9 +5,10 @@ schedule's modelled time is what an MSCCL-style runtime would take.  Our native 
 (:mod:`kernels.native`) is such a runtime, with a fixed cost the model does not count: measured
 on one H100 (``benchmarks/bench_native_gpu.py``, ``results/gpu/native.md``) a repeated call
 costs about :data:`NATIVE_CALL_US` (graph launch and kernel start) plus
-:data:`NATIVE_RECORD_US` per op of the busiest rank (each op a flag wait, a barrier and a
-release in its thread block): 5.0-6.8 µs for 2 ranks, 9.8 µs for 4 and 19.3 µs for 8 ranks
-(direct all_reduce, 1 KiB).  Where NCCL can run, a schedule keeps its range only if its
+:data:`NATIVE_RECORD_US` per record of the busiest thread block (:func:`native_records`: each
+record a barrier, and a flag wait or release where it has one): 3.9-5.0 µs for the one-shot
+all_reduce at 1 KiB (one record per rank) on 2-8 ranks, 12.6 µs for the 8-rank direct
+all_reduce at 64 KiB (eight records: a chain and seven copies).  Where NCCL can run, a schedule keeps its range only if its
 modelled time *plus that cost* still beats NCCL's modelled time by the plan's margin.
 The op-by-op CuPy layer (``backend="cupy-ops"``, and the staged path where GPUs cannot reach
 each other) costs far more: :data:`CUPY_CALL_US` per call plus :data:`CUPY_OP_US` per op
@@ -37,9 +38,18 @@ CUPY_CALL_US = 250.0
 CUPY_OP_US = 35.0
 
 
+def native_records(program) -> int:
+    """Records of the busiest thread block when ``program`` runs natively in one channel
+    without slicing (reduce chains and records that continue each other joined, as the
+    native executor runs them; the small-message case, where the fixed cost matters)."""
+    from kernels.native.device_program import build_device_program
+    dp = build_device_program(program, 1, slices=1)
+    return int(max((dp.block_start[b + 1] - dp.block_start[b] for b in range(dp.num_blocks)), default=0))
+
+
 def executor_host_us(ops: int, *, native: bool = True) -> float:
-    """Fixed time (µs) the executor adds to a program whose busiest rank runs ``ops`` ops
-    (native), or of ``ops`` ops in all (op-by-op layer)."""
+    """Fixed time (µs) the executor adds to a program whose busiest thread block runs ``ops``
+    records (native, :func:`native_records`), or of ``ops`` ops in all (op-by-op layer)."""
     if native:
         return NATIVE_CALL_US + NATIVE_RECORD_US * ops
     return CUPY_CALL_US + CUPY_OP_US * ops
@@ -53,5 +63,5 @@ def nccl_beats_executor(selector, collective: str, nbytes: int, schedule, ops: i
     return ours * MARGIN > theirs
 
 
-__all__ = ["nccl_beats_executor", "executor_host_us", "NATIVE_CALL_US", "NATIVE_RECORD_US", "CUPY_CALL_US",
+__all__ = ["nccl_beats_executor", "executor_host_us", "native_records", "NATIVE_CALL_US", "NATIVE_RECORD_US", "CUPY_CALL_US",
            "CUPY_OP_US"]

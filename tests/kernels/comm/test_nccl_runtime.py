@@ -240,3 +240,20 @@ def test_communicator_on_gpus_asks_whether_nccl_beats_the_executor(monkeypatch, 
         for r in range(4):
             rt.sync_stream(rt.current_stream(r))
         assert called == [] and all(np.array_equal(rt.to_host(y), np.full(16, 10, np.float32)) for y in ys)
+
+
+def test_native_cost_counts_the_busiest_blocks_records():
+    """Hand-counted records of the busiest block, as the native executor runs them: one-shot
+    all_reduce 1 per rank (its 56 per-chunk reduces join), direct 8 (a chain of seven reduces and
+    seven copies), ring on 4 ranks 2(n-1) = 6 however large the buffer (no slicing counted)."""
+    from _schedules import direct, ring
+
+    from kernels.backends.executor import program_for
+    from kernels.comm.nccl_choice import native_records
+    from synth.baselines import baseline
+    from synth.ir.fabric import build_fabric
+    from topo_probe.machines.generators import fully_connected
+    one = baseline("oneshot", build_fabric(fully_connected(8)), "allreduce")
+    assert native_records(program_for(one, 256, np.float32)) == 1
+    assert native_records(program_for(direct("allreduce", 8), 256, np.float32)) == 8
+    assert native_records(program_for(ring("allreduce", 4), 1 << 22, np.float32)) == 6
