@@ -7,12 +7,14 @@ whole grid over the buffer (as a copy kernel does), beside CuPy's own device cop
 """
 
 import sys
-import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
 import cupy as cp  # noqa: E402
+from bench_native_gpu import wall_us  # noqa: E402
 
 SOURCE = r'''
 extern "C" __global__ void __launch_bounds__(512, 2) piece(const uint4* src, uint4* dst, long long n) {
@@ -43,16 +45,8 @@ extern "C" __global__ void __launch_bounds__(512, 2) tiled(const uint4* src, uin
 
 
 def us(fn, iters=20):
-    fn()
-    cp.cuda.Device().synchronize()
-    best = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        for _ in range(iters):
-            fn()
-        cp.cuda.Device().synchronize()
-        best = min(best, (time.perf_counter() - t) / iters * 1e6)
-    return best
+    """Best of 3 wall times per call over ``iters`` back-to-back calls (bench_native_gpu's timer)."""
+    return wall_us(cp, fn, iters)
 
 
 def main() -> None:

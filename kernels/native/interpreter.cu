@@ -332,33 +332,28 @@ __device__ __forceinline__ void tc_run_record(int kind, T* dst, const T* src, co
 }
 
 // ---------------------------------------------------------------- flags
+// the flags' scope as PTX spells it: system for peers on other GPUs or in other processes
+#if TC_SCOPE_SYS
+#define TC_SCOPE ".sys"
+#else
+#define TC_SCOPE ".gpu"
+#endif
+
 __device__ __forceinline__ u64 tc_load_acquire(const u64* p) {
     u64 v;
-#if TC_SCOPE_SYS
-    asm volatile("ld.acquire.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-#else
-    asm volatile("ld.acquire.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-#endif
+    asm volatile("ld.acquire" TC_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 
 __device__ __forceinline__ void tc_store_release(u64* p, u64 v) {
-#if TC_SCOPE_SYS
-    asm volatile("st.release.sys.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
-#else
-    asm volatile("st.release.gpu.global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
-#endif
+    asm volatile("st.release" TC_SCOPE ".global.u64 [%0], %1;" :: "l"(p), "l"(v) : "memory");
 }
 
 // polling load: relaxed at the flags' scope, so a spinning warp does not invalidate its SM's
 // L1 on every poll (an acquire load does); the acquire load comes once, after the poll is met
 __device__ __forceinline__ u64 tc_poll_relaxed(const u64* p) {
     u64 v;
-#if TC_SCOPE_SYS
-    asm volatile("ld.relaxed.sys.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-#else
-    asm volatile("ld.relaxed.gpu.global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
-#endif
+    asm volatile("ld.relaxed" TC_SCOPE ".global.u64 %0, [%1];" : "=l"(v) : "l"(p) : "memory");
     return v;
 }
 
