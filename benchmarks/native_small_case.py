@@ -1,6 +1,6 @@
 """A small native-executor case for compute-sanitizer (racecheck, synccheck, memcheck): 4 ranks
 sharing GPU 0, ring and direct all_reduce and all_gather and the one-shot all_reduce, launched and replayed, checked
-against NumPy.
+against NumPy; 64-byte tiles deal the ops to the 2 channels in turn, so the kernel's tile loop runs.
 
     compute-sanitizer --tool racecheck python benchmarks/native_small_case.py
 """
@@ -21,7 +21,7 @@ from synth.ir.fabric import build_fabric  # noqa: E402
 from topo_probe.machines.generators import fully_connected  # noqa: E402
 
 fab = build_fabric(fully_connected(4))
-layer = NativeLayer(channels=2)
+layer = NativeLayer(channels=2, tile_bytes=64)
 for coll in ("allreduce", "allgather"):
     for base in ("ring", "direct") + (("oneshot",) if coll == "allreduce" else ()):
         sched = baseline(base, fab, coll)

@@ -34,7 +34,7 @@ from collections import OrderedDict
 
 import numpy as np
 
-from kernels.native.device_program import (KIND_MASK, KINDS, DeviceProgram, build_device_program, resolve_records,
+from kernels.native.device_program import (KIND_MASK, KINDS, TILE_BYTES, DeviceProgram, build_device_program, resolve_records,
                                            resolve_sources, resolve_waits)
 from kernels.program.ops import SCRATCH, Program
 from topo_probe.errors import BufferLayoutError, ProcessGroupMismatch
@@ -43,10 +43,13 @@ from topo_probe.errors import BufferLayoutError, ProcessGroupMismatch
 BINDINGS_KEPT = 8
 
 
-def build_share_program(program: Program, channels: int, *, fuse: bool = False) -> DeviceProgram:
-    """The device program every rank builds alike: ``program`` in ``channels`` channels, the
-    blocks of each rank numbered consecutively (rank r is "device" r)."""
-    return build_device_program(program, channels, device_of=list(range(program.ranks)), fuse=fuse)
+def build_share_program(program: Program, channels: int, *, fuse: bool = False,
+                        tile_bytes: int | None = TILE_BYTES) -> DeviceProgram:
+    """The device program every rank builds alike: ``program`` in ``channels`` channels (large
+    ops dealt in tiles of ``tile_bytes``), the blocks of each rank numbered consecutively (rank r
+    is "device" r)."""
+    return build_device_program(program, channels, device_of=list(range(program.ranks)), fuse=fuse,
+                                tile_bytes=tile_bytes)
 
 
 def share_blocks(dp: DeviceProgram, rank: int) -> tuple[int, int]:
@@ -191,9 +194,9 @@ class Share:
     with every rank's :meth:`exports`; :meth:`launch`."""
 
     def __init__(self, program: Program, rank: int, backend, *, channels: int, fuse: bool = False,
-                 graphs: bool = True) -> None:
+                 graphs: bool = True, tile_bytes: int | None = TILE_BYTES) -> None:
         self.program, self.rank, self.backend, self.graphs = program, rank, backend, graphs
-        self.dp = build_share_program(program, channels, fuse=fuse)
+        self.dp = build_share_program(program, channels, fuse=fuse, tile_bytes=tile_bytes)
         self.first, self.blocks = share_blocks(self.dp, rank)
         self.fingerprint = program_fingerprint(self.dp)
         n = program.sizes[rank].get(SCRATCH, 0)

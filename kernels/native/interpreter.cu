@@ -229,21 +229,24 @@ union tc_vec { uint4 u; T e[16 / sizeof(T)]; };
 
 __device__ __forceinline__ T tc_pre(T x, bool scale, double avg) { return scale ? tc_premul(x, avg) : x; }
 
-// A resolved record (launcher.py): 5 words, dst, src (a chain: address of its source list),
+// A resolved record (launcher.py): 6 words, dst, src (a chain: address of its source list),
 // acc, count, kind word (bits 0-3 kind, 4 publish, 5 acc pre-multiplied, 8-15 sources of a
-// chain, 16+ which sources are pre-multiplied).
-#define TC_REC_WORDS 5
+// chain, 16+ which sources are pre-multiplied), tile word (bits 0-31: elements per tile, 0 for
+// one contiguous run; bits 32-63: elements from one tile's start to the next's).
+#define TC_REC_WORDS 6
 #define TC_MAX_CHAIN 16
 // records and waits of a block are staged in shared memory when they fit
 #define TC_SMEM_RECORDS 64
 #define TC_SMEM_WAITS 128
 
-// dst = acc op src[0] op src[1] ... (a chain), all threads of the block
-__device__ __forceinline__ void tc_run_chain(T* dst, const T* acc, const u64* srcs, int nsrc, unsigned mask,
-                                             bool pacc, i64 count, double avg) {
+// dst = acc op src[0] op src[1] ... (a chain), all threads of the block; the sources' elements
+// start `off` elements past their listed addresses (the tile being run)
+__device__ __forceinline__ void tc_run_chain(T* dst, const T* acc, const u64* srcs_at, int nsrc, unsigned mask,
+                                             bool pacc, i64 count, double avg, i64 off) {
     unsigned tid = threadIdx.x;
+#define TC_SRC(j) ((const T*)srcs_at[j] + off)
     u64 d = (u64)dst, diff = (d ^ (u64)acc) & 15u;
-    for (int j = 0; j < nsrc; ++j) diff |= (d ^ srcs[j]) & 15u;
+    for (int j = 0; j < nsrc; ++j) diff |= (d ^ (u64)TC_SRC(j)) & 15u;
     i64 head = count;
     if (diff == 0 && (d % sizeof(T)) == 0) {
         head = (i64)(((16u - (d & 15u)) & 15u) / sizeof(T));
@@ -252,7 +255,7 @@ __device__ __forceinline__ void tc_run_chain(T* dst, const T* acc, const u64* sr
     i64 nvec = (count - head) / TC_V, tail = head + nvec * TC_V;
     for (i64 i = tid; i < head; i += TC_THREADS) {
         T x = tc_pre(acc[i], pacc, avg);
-        for (int j = 0; j < nsrc; ++j) x = tc_bin(x, tc_pre(((const T*)srcs[j])[i], (mask >> j) & 1u, avg));
+        for (int j = 0; j < nsrc; ++j) x = tc_bin(x, tc_pre(TC_SRC(j)[i], (mask >> j) & 1u, avg));
         dst[i] = x;
     }
     for (i64 i = tid; i < nvec; i += TC_THREADS) {
@@ -264,7 +267,7 @@ __device__ __forceinline__ void tc_run_chain(T* dst, const T* acc, const u64* sr
         }
         for (int j = 0; j < nsrc; ++j) {
             tc_vec y;
-            y.u = ((const uint4*)((const T*)srcs[j] + head))[i];
+            y.u = ((const uint4*)(TC_SRC(j) + head))[i];
             bool p = (mask >> j) & 1u;
 #pragma unroll
             for (int k = 0; k < TC_V; ++k) x.e[k] = tc_bin(x.e[k], tc_pre(y.e[k], p, avg));
@@ -273,9 +276,10 @@ __device__ __forceinline__ void tc_run_chain(T* dst, const T* acc, const u64* sr
     }
     for (i64 i = tail + tid; i < count; i += TC_THREADS) {
         T x = tc_pre(acc[i], pacc, avg);
-        for (int j = 0; j < nsrc; ++j) x = tc_bin(x, tc_pre(((const T*)srcs[j])[i], (mask >> j) & 1u, avg));
+        for (int j = 0; j < nsrc; ++j) x = tc_bin(x, tc_pre(TC_SRC(j)[i], (mask >> j) & 1u, avg));
         dst[i] = x;
     }
+#undef TC_SRC
 }
 
 // one copy / reduce / scale record, all threads of the block
@@ -441,11 +445,18 @@ topocoll_interpreter(const u64* __restrict__ records, const int* __restrict__ bl
         int ok = tc_wait(wts, wait_start[i], wait_start[i + 1], wait_block, base, abort_word, status, gb, i,
                          timeout_ns);
         if (!__syncthreads_and(ok)) return;
-        if (kind == 6)
-            tc_run_chain((T*)rec[0], (const T*)rec[2], s_src[i & 1], nsrc, word >> 16, (word & 32u) != 0,
-                         (i64)rec[3], avg_scalar);
-        else
-            tc_run_record(kind, (T*)rec[0], (const T*)rec[1], (const T*)rec[2], (i64)rec[3], avg_scalar, nranks);
+        // the record's tiles in turn (one run when contiguous): `tile` elements, `tstride` apart
+        const i64 count = (i64)rec[3], tile = (i64)(rec[5] & 0xffffffffull), tstride = (i64)(rec[5] >> 32);
+        const i64 run = tile ? tile : count;
+        for (i64 done = 0, off = 0; done < count; done += run, off += tstride) {
+            const i64 n = count - done < run ? count - done : run;
+            if (kind == 6)
+                tc_run_chain((T*)rec[0] + off, (const T*)rec[2] + off, s_src[i & 1], nsrc, word >> 16,
+                             (word & 32u) != 0, n, avg_scalar, off);
+            else
+                tc_run_record(kind, (T*)rec[0] + off, (const T*)rec[1] + off, (const T*)rec[2] + off, n, avg_scalar,
+                              nranks);
+        }
         if (word & 16u) {                  // someone waits for this record: publish it
 #if TC_SCOPE_SYS
             __threadfence_system();        // each thread's writes reach every GPU and process first

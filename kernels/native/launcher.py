@@ -23,8 +23,8 @@ from typing import Any, Sequence
 
 import numpy as np
 
-from kernels.native.device_program import (DeviceProgram, build_device_program, choose_channels, resolve_records,
-                                           resolve_sources, resolve_waits)
+from kernels.native.device_program import (TILE_BYTES, DeviceProgram, build_device_program, choose_channels,
+                                           resolve_records, resolve_sources, resolve_waits)
 from kernels.native.source import KERNEL_NAME, THREADS, compile_options, kernel_source, system_scope
 from kernels.backends.kernel_twins import avg_scalar
 from kernels.program.ops import SCRATCH, Program, is_float
@@ -113,7 +113,7 @@ class NativeContext:
     """One device program placed on GPUs (see module docstring)."""
 
     def __init__(self, program: Program, device_of: Sequence[int], *, channels: int | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, fuse: bool = True):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, fuse: bool = True, tile_bytes: int | None = TILE_BYTES):
         cp = self.cp = _cupy()
         self.program = program
         self.device_of = [int(d) for d in device_of]
@@ -125,7 +125,8 @@ class NativeContext:
         per_dev = max(sum(1 for r in writers if self.device_of[r] == d) for d in self.devices)
         ch = channels or choose_channels(program, cap)
         ch = max(1, min(ch, cap // max(1, per_dev)))
-        self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of, fuse=fuse)
+        self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of, fuse=fuse,
+                                                      tile_bytes=tile_bytes)
         self.timeout_ns = np.uint64(int(timeout_s * 1e9))
         self.status = _Status(cp)
         self._per_dev = {}

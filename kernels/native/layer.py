@@ -16,6 +16,7 @@ from typing import Any, Sequence
 from kernels.backends.cupy_executor import CupyLayer
 from kernels.backends.cupy_runtime import CupyRuntime
 from kernels.backends.device import RankBuffers
+from kernels.native.device_program import TILE_BYTES
 from kernels.program.ops import SCRATCH, Program
 from topo_probe.errors import BufferLayoutError
 
@@ -27,15 +28,18 @@ class NativeLayer(CupyLayer):
     """:class:`CupyLayer` that runs whole programs natively where peers are reachable.
 
     Parameters are :class:`CupyLayer`'s, plus ``graphs`` (replay repeated calls as CUDA graphs,
-    default True), ``channels`` (force the channel count; default by size) and ``fuse`` (run
-    chains of reduces, and records that continue each other, as one record; default True)."""
+    default True), ``channels`` (force the channel count; default by size), ``fuse`` (run
+    chains of reduces, and records that continue each other, as one record; default True) and
+    ``tile_bytes`` (large ops dealt to the channels in tiles of this size; None: contiguous
+    pieces; see :mod:`kernels.native.device_program`)."""
 
     name = "cupy"
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
-                 runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = True):
+                 runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = True,
+                 tile_bytes: int | None = TILE_BYTES):
         super().__init__(p2p, devices=devices, topology=topology, runtime=runtime)
-        self.graphs, self.channels, self.fuse = graphs, channels, fuse
+        self.graphs, self.channels, self.fuse, self.tile_bytes = graphs, channels, fuse, tile_bytes
         self._contexts: OrderedDict[tuple, Any] = OrderedDict()
         self._native_for: dict[tuple, bool] = {}
 
@@ -63,7 +67,7 @@ class NativeLayer(CupyLayer):
         if kept is not None and kept.program is program:
             self._contexts.move_to_end(key)
             return kept
-        ctx = NativeContext(program, devs, channels=self.channels, fuse=self.fuse)
+        ctx = NativeContext(program, devs, channels=self.channels, fuse=self.fuse, tile_bytes=self.tile_bytes)
         self._contexts[key] = ctx
         if len(self._contexts) > CONTEXTS_KEPT:
             self._contexts.popitem(last=False)

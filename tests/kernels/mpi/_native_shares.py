@@ -28,6 +28,7 @@ import numpy as np
 
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
 from kernels.mpi.ipc import SharedMemoryIpc
+from kernels.native.device_program import REC_WORDS, record_runs
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
 from _emulator import DeadlockDetected, RaceDetected, _conflict, _touched  # noqa: E402
@@ -153,7 +154,7 @@ class ShareKernel:
     def __init__(self, share, b: dict, rng: random.Random, split: bool) -> None:
         dp = share.dp
         self.share, self.rng, self.split = share, rng, split
-        self.recs = b["records"].reshape(-1, 5)
+        self.recs = b["records"].reshape(-1, REC_WORDS)
         self.waits = share.waits.reshape(-1, 2)
         self.flag_addrs = share.flag_addrs
         self.epochs, self.status = share.state["epochs"], share.state["status"]
@@ -253,8 +254,16 @@ _PREMUL = {2: (True, False), 3: (False, True), 4: (True, True)}
 
 
 def run_record(rec: np.ndarray, dp, lo: int, hi: int) -> None:
-    """Elements ``lo:hi`` of one resolved record (dst, src, acc, count, kind word) of ``dp``."""
-    dst_a, src_a, acc_a, count, word = (int(x) for x in rec)
+    """Elements ``lo:hi`` of one resolved record (dst, src, acc, count, kind word, tile word) of
+    ``dp``, tile by tile."""
+    count, tiles = int(rec[3]), int(rec[5])
+    for off, n in record_runs(count, tiles & 0xFFFFFFFF, tiles >> 32, lo, hi):
+        _run_span(rec, dp, off, off + n)
+
+
+def _run_span(rec: np.ndarray, dp, lo: int, hi: int) -> None:
+    """Memory elements ``lo:hi`` (offsets from the record's first element) of one resolved record."""
+    dst_a, src_a, acc_a, count, word, _ = (int(x) for x in rec)
     kind, dt, n = word & 15, np.dtype(dp.dtype), dp.ranks
     item = dt.itemsize
     span = hi - lo

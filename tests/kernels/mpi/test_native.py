@@ -20,6 +20,7 @@ import kernels.mpi.native as native
 from kernels.backends.executor import program_for
 from kernels.backends.reference import run_reference
 from kernels.mpi.native import Share, exports_digest, share_blocks
+from kernels.native.device_program import TILE_BYTES
 from kernels.program.ops import SCRATCH, is_float
 from synth.ir.collectives import COMBINING, ROOTED
 from topo_probe.errors import ProcessGroupMismatch
@@ -58,8 +59,8 @@ def _buffers(backends, coll, n, count, sends, dt, root, inplace, rng):
     return out
 
 
-def make_shares(prog, n, backends, channels, fuse=False):
-    shares = [Share(prog, r, backends[r], channels=channels, fuse=fuse) for r in range(n)]
+def make_shares(prog, n, backends, channels, fuse=False, tile_bytes=TILE_BYTES):
+    shares = [Share(prog, r, backends[r], channels=channels, fuse=fuse, tile_bytes=tile_bytes) for r in range(n)]
     every = [s.descriptor() for s in shares]
     for s in shares:
         s.connect(every, "test")
@@ -93,7 +94,7 @@ def _check(coll, sched, sends, user, op, dt):
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), f"rank {r}: {got} != {want}"
 
 
-def run_case(sched, count, dtype, op, inplace, seed, channels, fuse=False, calls=2):
+def run_case(sched, count, dtype, op, inplace, seed, channels, fuse=False, calls=2, tile_bytes=TILE_BYTES):
     coll, n = sched.collective, sched.ranks
     dt = np.dtype(dtype)
     rng = random.Random(seed)
@@ -102,7 +103,7 @@ def run_case(sched, count, dtype, op, inplace, seed, channels, fuse=False, calls
         sends = make_inputs(coll, n, count, dt, op, sched.root, np.random.default_rng(seed))
         user = _buffers(backends, coll, n, count, sends, dt, sched.root, inplace, rng)
         prog = program_for(sched, count, dt, inplace=inplace, op=op)
-        shares = make_shares(prog, n, backends, channels, fuse)
+        shares = make_shares(prog, n, backends, channels, fuse, tile_bytes)
         bs = attach_all(shares, prog, user)
         for call in range(calls):            # flags only grow: the second call checks the epochs
             if call:
@@ -144,7 +145,8 @@ def test_every_rank_share_in_its_own_process_matches_the_reference(data):
     op = data.draw(st.sampled_from(_TYPES[dtype])) if coll in COMBINING else "sum"
     count = data.draw(st.sampled_from([1, 3, 17, 61]))       # uneven: pieces and vectors cut unevenly
     run_case(sched, count, dtype, op, data.draw(st.booleans()), data.draw(st.integers(0, 9999)),
-             channels=data.draw(st.integers(1, 3)), fuse=data.draw(st.booleans()))
+             channels=data.draw(st.integers(1, 3)), fuse=data.draw(st.booleans()),
+             tile_bytes=data.draw(st.sampled_from([TILE_BYTES, 16, 32])))    # small tiles: dealt layouts
 
 
 def test_a_rank_that_never_launches_is_reported_as_a_deadlock():
@@ -305,8 +307,8 @@ def test_a_share_without_its_waits_is_caught_racing():
     from _native_shares import RaceDetected
     real = native.build_share_program
 
-    def no_waits(program, channels, fuse=False):
-        dp = real(program, channels, fuse=fuse)
+    def no_waits(program, channels, fuse=False, tile_bytes=TILE_BYTES):
+        dp = real(program, channels, fuse=fuse, tile_bytes=tile_bytes)
         return dataclasses.replace(dp, wait_start=np.zeros_like(dp.wait_start), waits=np.zeros((0, 2), np.int32))
     caught = 0
     for seed in range(6):

@@ -36,7 +36,8 @@ import numpy as np
 
 from kernels.backends.device import DeviceLayer
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
-from kernels.native.device_program import KIND_MASK, KINDS, PREMUL_ACC, PUBLISH, DeviceProgram, build_device_program
+from kernels.native.device_program import (KIND_MASK, KINDS, PREMUL_ACC, PUBLISH, TILE_BYTES, DeviceProgram,
+                                           build_device_program, record_runs)
 
 
 class DeadlockDetected(Exception):
@@ -83,7 +84,8 @@ class Emulator:
                 left[b] = int(rec[7])
             part = rng.randint(1, left[b]) if split else left[b]
             done = int(rec[7]) - left[b]
-            self._apply(rec, arrays, done, done + part)
+            for off, n in record_runs(int(rec[7]), int(rec[8]), int(rec[9]), done, done + part):
+                self._apply(rec, arrays, off, off + n)
             left[b] -= part
             if left[b] == 0:
                 del inflight[b]
@@ -117,6 +119,7 @@ class Emulator:
                                    f"elements and one writes")
 
     def _apply(self, rec: np.ndarray, arrays: list, lo: int, hi: int) -> None:
+        """Memory elements ``lo:hi`` (offsets from the record's first element) of one record."""
         kind, ds, do, ss, so, as_, ao = (int(x) for x in rec[:7])
         word, kind = kind, kind & KIND_MASK
         dst = arrays[ds][do + lo:do + hi]
@@ -141,16 +144,17 @@ class Emulator:
 
 
 def _touched(rec: np.ndarray, sources: np.ndarray) -> tuple:
-    """((slot, lo, hi, writes) ...) of a record."""
-    kind, ds, do, ss, so, as_, ao, n = (int(x) for x in rec)
-    out = [(ds, do, do + n, True)]
+    """((slot, lo, hi, writes) ...) of a record: each of its tiles (one run when contiguous)."""
+    kind, ds, do, ss, so, as_, ao, n, tile, stride = (int(x) for x in rec)
+    bases = [(ds, do, True)]
     if kind & KIND_MASK == KINDS["reduce_chain"]:
-        out += [(int(a), int(b), int(b) + n, False) for a, b in sources[ss:ss + so]]
+        bases += [(int(a), int(b), False) for a, b in sources[ss:ss + so]]
     elif ss >= 0:
-        out.append((ss, so, so + n, False))
+        bases.append((ss, so, False))
     if as_ >= 0:
-        out.append((as_, ao, ao + n, False))
-    return tuple(out)
+        bases.append((as_, ao, False))
+    runs = record_runs(n, tile, stride, 0, n)
+    return tuple((slot, base + off, base + off + k, writes) for slot, base, writes in bases for off, k in runs)
 
 
 def _conflict(a, b) -> bool:
@@ -173,8 +177,10 @@ def check_waits_match_dependencies(dp: DeviceProgram) -> None:
 
 class EmulatedNativeLayer(DeviceLayer):
     """A :class:`kernels.backends.device.DeviceLayer` that runs each program as the native
-    executor would (device program, channels, slices) on the emulator; ``channels`` None draws
-    1-4 per call.  Out-of-place programs run twice, so the second call checks the epochs."""
+    executor would (device program, channels, slices, tiles) on the emulator; ``channels`` None
+    draws 1-4 per call, and the tile size is drawn too (16, 48 or 64 bytes deal even the small
+    test buffers' ops to the channels in tiles; the default leaves them contiguous).  Out-of-place
+    programs run twice, so the second call checks the epochs."""
 
     name = "native-emulated"
 
@@ -196,7 +202,7 @@ class EmulatedNativeLayer(DeviceLayer):
     def execute(self, program, buffers):
         ch = self.channels or self.rng.randint(1, 4)
         dp = build_device_program(program, ch, slices=self.slices or self.rng.choice([None, 1, 2, 3]),
-                                  fuse=self.rng.random() < 0.8)
+                                  fuse=self.rng.random() < 0.8, tile_bytes=self.rng.choice([TILE_BYTES, 16, 48, 64]))
         check_waits_match_dependencies(dp)
         bufs = {(r, name): arr for r, d in enumerate(buffers.bufs) for name, arr in d.items()}
         em = Emulator(dp)

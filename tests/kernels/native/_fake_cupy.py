@@ -21,6 +21,7 @@ import ml_dtypes  # noqa: F401 - registers bfloat16 / float8 names with NumPy
 import numpy as np
 
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
+from kernels.native.device_program import REC_WORDS, record_runs
 from kernels.native.source import DTYPE_CODES
 
 _DT_NAMES = {code: name for name, code in DTYPE_CODES.items()}
@@ -54,7 +55,7 @@ class _Kernel:
         self.fake.launches += 1
         (recs, block_start, wait_start, waits, wait_block, flag_ptrs, epochs, first, stride, nranks, avg,
          abort_addr, status_addr, _timeout) = args
-        recs = np.asarray(recs).reshape(-1, 5)
+        recs = np.asarray(recs).reshape(-1, REC_WORDS)
         waits = np.asarray(waits).reshape(-1, 2)
         first, stride, nranks = int(first), int(stride), int(nranks)
         blocks = list(range(first, first + grid[0]))
@@ -91,7 +92,15 @@ class _Kernel:
         return True
 
     def _run(self, rec, n) -> None:
-        dst_a, src_a, acc_a, count, word = (int(x) for x in rec)
+        """One resolved record, tile by tile (:func:`record_runs`)."""
+        dst_a, src_a, acc_a, count, word, tiles = (int(x) for x in rec)
+        item = np.dtype(self.dtype).itemsize
+        for off, k in record_runs(count, tiles & 0xFFFFFFFF, tiles >> 32, 0, count):
+            shift = off * item
+            self._run_tile(dst_a + shift, src_a + shift if word & 15 != 6 else src_a, acc_a + shift, k, word, n,
+                          shift)
+
+    def _run_tile(self, dst_a, src_a, acc_a, count, word, n, shift) -> None:
         kind, dt = word & 15, self.dtype
         dst = _view(dst_a, count, dt)
         base = self.op
@@ -105,7 +114,7 @@ class _Kernel:
             acc = _view(acc_a, count, dt).copy()
             for j in range(nsrc):
                 pre = (bool(word & 32) and j == 0, bool(word >> (16 + j) & 1))
-                reduce_copy_with(np, dst, acc if j == 0 else dst, _view(int(srcs[j]), count, dt),
+                reduce_copy_with(np, dst, acc if j == 0 else dst, _view(int(srcs[j]) + shift, count, dt),
                                  PreMulSum(n, *pre) if any(pre) else base)
         else:
             pre = {2: (True, False), 3: (False, True), 4: (True, True)}.get(kind)

@@ -61,7 +61,8 @@ def test_launches_graphs_and_bound_calls_match_the_host_backend(data):
     try:
         prog, bufs, got, want = _case(sched, count, dtype, op, seed=3)
         ctx = launcher.NativeContext(prog, [0] * n, channels=data.draw(st.integers(1, 3)),
-                                     fuse=data.draw(st.booleans()))
+                                     fuse=data.draw(st.booleans()),
+                                     tile_bytes=data.draw(st.sampled_from([None, 16, 48, 32 << 10])))
         for _ in range(3):                      # launch, capture + replay, replay
             ctx.run(bufs)
         _same(got, want)

@@ -91,6 +91,23 @@ def test_repeated_calls_replay_a_graph_and_stay_right(layer):
     assert any(b["graphs"] for b in ctx._bindings.values()), "no graph was captured"
 
 
+@pytest.mark.parametrize("tile_bytes", [16, 48])
+@pytest.mark.parametrize("coll", ALL)
+def test_small_tiles_deal_every_collective_exactly(coll, tile_bytes):
+    """Tiles of 16 or 48 bytes deal even small ops to the channels in turn, so the kernel's tile
+    loop (chains included: a direct all-reduce fuses its reduces) runs on every collective,
+    out of place and in place, with uneven counts; bit-identical to the host backend."""
+    from kernels.native.layer import NativeLayer
+    mine = NativeLayer(tile_bytes=tile_bytes, channels=3)
+    root = 1 if coll in ROOTED else None
+    for sched in ([ring(coll, 3, 1)] if coll in ("allreduce", "allgather", "reducescatter") else []) + \
+            [direct(coll, 3, 1, root)]:
+        for count, dt in ((4099, "float32"), (1003, "float16"), (517, "int64")):
+            _run(sched, count, dt, "sum", False, mine)
+        _run(sched, 2051, "float32", "sum", True, mine)
+    assert any(int(r[8]) for ctx in mine._contexts.values() for r in ctx.dp.records), "no record was tiled"
+
+
 def test_large_message_many_channels(layer):
     _run(ring("allreduce", 4, 1), (64 << 20) // 4 + 7, "float32", "sum", False, layer)
 
