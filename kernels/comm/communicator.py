@@ -21,7 +21,11 @@ Schedule choice (:class:`synth.plan.selector.ScheduleSelector`, shared with the 
 communicator and the sweep): a collective of S bytes (nccl-tests size: max of send and receive
 buffer bytes) runs the schedule of the plan entry covering S (and the root); without a plan or
 an entry it runs the fastest applicable baseline at that size by the cost model (as NCCL's
-tuning picks ring or tree) and warns once per collective and baseline.  Every schedule is
+tuning picks ring or tree) and warns once per collective and baseline.  Where that fallback is
+ring or tree and every buffer lives on one GPU (ranks sharing a card), it runs ``direct``
+instead: on one card every schedule moves its bytes through the same memory, and pipelines only
+pay off across links, so the direct schedule (fewest dependent steps, no more bytes) is the
+fastest there.  Every schedule is
 verified against the fabric before its first use and cached.
 
 Argument validation and buffer preparation live in :mod:`kernels.comm.validation`,
@@ -145,6 +149,8 @@ class Communicator:
         self._nccl_wins: dict[tuple, bool] = {}     # call shape -> NCCL beats the CuPy executor
         self._bound: dict[tuple, tuple] = {}      # repeated-call key -> (bound launch, arrays)
         self._bound_call = None
+        #: the schedule the last collective call chose (None before the first)
+        self.last_schedule: Schedule | None = None
         self._sends: dict[tuple[int, int], deque] = {}
         self._recvs: dict[tuple[int, int], deque] = {}
 
@@ -174,6 +180,9 @@ class Communicator:
         if backend == "auto":
             backend = "cupy" if _is_cupy(ref) else "host"
         on_gpus = (backend if isinstance(backend, str) else getattr(backend, "name", "")) in ("cupy", "cupy-ops")
+        if on_gpus and choice.label in ("best:ring", "best:tree") and _one_gpu(sends, recvs):
+            choice = self.selector.select_baseline("direct", name, root) or choice
+        self.last_schedule = choice.schedule
         if on_gpus and name in NCCL_CALLS and self._nccl_ok() and (
                 choice.nccl or self._nccl_faster(name, count, ref.dtype, op, choice.schedule)):
             return self._nccl.run(name, sends, recvs, count, op=op, root=root or 0)
@@ -351,6 +360,11 @@ def _single_rank(name: str, sends, recvs, op: str):
     if s is not None and d is not None and _ptr(s) != _ptr(d):
         d[...] = s
     return recvs
+
+
+def _one_gpu(sends: list, recvs: list) -> bool:
+    """Whether every (CuPy) buffer of a call lives on the same GPU."""
+    return len({a.device.id for a in sends + recvs if a is not None}) == 1
 
 
 def _probe(devices: list[int]):

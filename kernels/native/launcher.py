@@ -9,6 +9,13 @@ buffers seen), launches, and on the second call with the same buffers captures t
 into a CUDA graph; every later call with those buffers is one ``cudaGraphLaunch`` per GPU on
 the caller's current stream.
 
+Programs that only copy (no reduce, no dependency between ops: a direct gather, scatter,
+all-gather, all-to-all or broadcast) with every rank on one GPU and every op at least
+:data:`COPY_ROUTE_MIN_BYTES` run as one device-to-device memcpy per op instead of the
+interpreter (captured into the same CUDA graph): there the driver's copy reaches about 2.98 TB/s on
+an H100 against the interpreter's 2.5-2.8 (``results/gpu/native_notes.md``), and the ops need no
+ordering.  ``NativeContext.route`` says which one a context runs.
+
 Errors: a wait that outlasts ``timeout_s`` stops the kernel (the abort word) and leaves in
 host-visible status words which block waited for which; the next call, or
 :meth:`NativeContext.check`, raises :class:`~topo_probe.errors.ExecutionTimeout` naming the
@@ -109,6 +116,43 @@ def kernel_args(table, arrays: dict, first: int, stride: int, ranks: int, avg: f
 StatusWords = _Status
 
 
+#: a copy-only program on one GPU runs as memcpys when its smallest op moves at least this
+#: many bytes (below, one interpreter launch beats several copy launches)
+COPY_ROUTE_MIN_BYTES = 8 << 20
+#: cudaMemcpyDeviceToDevice
+_D2D = 3
+
+
+def copy_route(program: Program, device_of: Sequence[int], min_bytes: int = COPY_ROUTE_MIN_BYTES) -> list | None:
+    """``(dst (rank, buffer), dst offset, src (rank, buffer), src offset, elements)`` per copy
+    when ``program`` runs as plain copies (module docstring), else None; ops that continue each
+    other in both buffers (a transfer's chunks) are one copy.
+
+    >>> from kernels.program.lowering import lower
+    >>> from synth.ir.schedule import Schedule, Step, Transfer
+    >>> p = lower(Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),)), 1 << 21, "float32")
+    >>> sorted(copy_route(p, [0, 0]))[0]
+    ((0, 'output'), 0, (0, 'input'), 0, 2097152)
+    >>> copy_route(p, [0, 1]) is None, copy_route(p, [0, 0], min_bytes=1 << 30) is None
+    (True, True)
+    """
+    ops = list(program.ops())
+    if (not ops or len({device_of[r] for r in range(program.ranks)}) != 1
+            or any(o.kind != "copy" or o.deps or o.src is None for o in ops)):
+        return None
+    out: list[list] = []
+    for o in sorted(ops, key=lambda o: (o.dst.rank, o.dst.buf, o.dst.start)):
+        last = out[-1] if out else None
+        if (last and last[0] == (o.dst.rank, o.dst.buf) and last[2] == (o.src.rank, o.src.buf)
+                and last[1] + last[4] == o.dst.start and last[3] + last[4] == o.src.start):
+            last[4] += o.dst.size
+        else:
+            out.append([(o.dst.rank, o.dst.buf), o.dst.start, (o.src.rank, o.src.buf), o.src.start, o.dst.size])
+    if min(c[4] for c in out) * program.dtype.itemsize < min_bytes:
+        return None
+    return [tuple(c) for c in out]
+
+
 class NativeContext:
     """One device program placed on GPUs (see module docstring)."""
 
@@ -127,6 +171,9 @@ class NativeContext:
         ch = max(1, min(ch, cap // max(1, per_dev)))
         self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of, fuse=fuse,
                                                       tile_bytes=tile_bytes)
+        self.copies = copy_route(program, self.device_of, COPY_ROUTE_MIN_BYTES)
+        #: "memcpy" (copy-only program on one GPU, see module docstring) or "interpreter"
+        self.route = "interpreter" if self.copies is None else "memcpy"
         self.timeout_ns = np.uint64(int(timeout_s * 1e9))
         self.status = _Status(cp)
         self._per_dev = {}
@@ -202,6 +249,10 @@ class NativeContext:
         if b is None:
             table = np.array(ptrs, np.uint64)
             b = {"calls": 0, "graphs": {}, "tables": {}, "sources": {}}
+            if self.copies is not None:
+                at = {slot: int(p) for slot, p in zip(self.dp.slots, ptrs)}
+                item = self.program.dtype.itemsize
+                b["copies"] = [(at[ds] + do * item, at[ss] + so * item, n * item) for ds, do, ss, so, n in self.copies]
             for d in self.devices:
                 with self.cp.cuda.Device(d):
                     src = b["sources"][d] = self.cp.asarray(resolve_sources(self.dp, table))
@@ -238,6 +289,8 @@ class NativeContext:
     def _launch(self, b: dict, graphs: bool) -> None:
         b["calls"] += 1
         cp = self.cp
+        if self.copies is not None:
+            return self._launch_copies(b, graphs)
         for d in self.devices:
             s = self._per_dev[d]
             if not s["blocks"]:
@@ -257,6 +310,30 @@ class NativeContext:
                     g.launch(stream)
                 else:
                     s["kernel"]((s["blocks"],), (THREADS,), args, stream=stream)
+
+    def _launch_copies(self, b: dict, graphs: bool) -> None:
+        """The memcpy route: one device-to-device copy per op on the current stream (a graph of
+        them from the second call with these buffers on)."""
+        cp = self.cp
+        (d,) = self.devices
+        with cp.cuda.Device(d):
+            stream = cp.cuda.get_current_stream()
+            g = b["graphs"].get(d)
+            if g is None and graphs and b["calls"] >= 2:
+                side = cp.cuda.Stream(non_blocking=True)
+                with side:
+                    side.begin_capture()
+                    self._copies(b["copies"], side)
+                    g = b["graphs"][d] = side.end_capture()
+            if g is not None:
+                g.launch(stream)
+            else:
+                self._copies(b["copies"], stream)
+
+    def _copies(self, copies: list, stream) -> None:
+        memcpy = self.cp.cuda.runtime.memcpyAsync
+        for dst, src, nbytes in copies:
+            memcpy(dst, src, nbytes, _D2D, stream.ptr)
 
     def _capture(self, kernel, blocks: int, args: tuple):
         cp = self.cp
@@ -286,4 +363,5 @@ class NativeContext:
             f"{int(dp.block_rank[wb])}'s record {wj}; the call was abandoned")
 
 
-__all__ = ["NativeContext", "DEFAULT_TIMEOUT_S", "kernel_for", "kernel_args", "StatusWords"]
+__all__ = ["NativeContext", "DEFAULT_TIMEOUT_S", "COPY_ROUTE_MIN_BYTES", "copy_route", "kernel_for", "kernel_args",
+           "StatusWords"]

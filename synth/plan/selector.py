@@ -229,6 +229,16 @@ class ScheduleSelector:
                           f"once per collective and baseline)", stacklevel=self.stacklevel)
         return Choice(sched, "baseline", f"best:{algo}")
 
+    def select_baseline(self, algo: str, collective: str, root: int | None = None) -> Choice | None:
+        """The verified baseline ``algo`` for ``collective`` as a fallback :class:`Choice`, or None
+        where that baseline does not apply."""
+        name = canonical(collective)
+        root = root if name in ROOTED else None
+        sched = self.chooser.get(algo, name, root)
+        if sched is None:
+            return None
+        return Choice(self._verified(("best", algo, name, root), lambda: sched), "baseline", f"best:{algo}")
+
     def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
         """The verified schedule of :meth:`select` (remembered per collective, size and root:
         the MPI communicator asks on every call)."""

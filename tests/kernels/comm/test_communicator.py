@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import types
 import warnings
 
 import numpy as np
@@ -460,3 +461,45 @@ def test_every_nccl_type_is_accepted(dtype):
         warnings.simplefilter("ignore")
         comm.all_reduce(xs, ys, op="sum")
     assert all(y.astype(np.float64).tolist() == [6.0] * 5 for y in ys)
+
+
+class _OnGpu(np.ndarray):
+    """A NumPy array that says which GPU holds it (CuPy's ``.device.id``)."""
+
+    gpu = 0
+
+    def __array_finalize__(self, obj):
+        self.gpu = getattr(obj, "gpu", 0)
+
+    @property
+    def device(self):
+        return types.SimpleNamespace(id=self.gpu)
+
+
+def _on(a, gpu):
+    out = a.view(_OnGpu)
+    out.gpu = gpu
+    return out
+
+
+@pytest.mark.parametrize("n,coll", [(4, "broadcast"), (8, "broadcast"), (8, "reduce")])
+def test_ranks_sharing_one_gpu_run_direct_where_the_fallback_pipelines(monkeypatch, n, coll):
+    """Without a plan the cost model picks a pipelined schedule (ring or tree) for a 16 MiB
+    broadcast or reduce on a fully connected topology; with every buffer on one GPU the
+    Communicator runs the direct schedule instead (same bytes, fewest dependent steps), and
+    keeps the pipelined one when the buffers are on different GPUs."""
+    comm = Communicator(n, plan=False, backend="cupy")
+    ran = []
+    monkeypatch.setattr(comm, "_nccl_ok", lambda: False)
+    monkeypatch.setattr(comm, "_run_native", lambda sched, sends, recvs, op, backend: ran.append(sched) or recvs)
+    count = 1 << 22
+    fallback = comm.selector.select(coll, 4 * count, 0)
+    assert fallback.label in ("best:ring", "best:tree"), fallback.label
+    for gpus, want in (([0] * n, "direct"), (list(range(n)), fallback.label.split(":")[1])):
+        ran.clear()
+        bufs = [_on(np.zeros(count, np.float32), g) for g in gpus]
+        if coll == "broadcast":
+            comm.broadcast(bufs, root=0)
+        else:
+            comm.reduce(bufs, [_on(np.zeros(count, np.float32), g) for g in gpus], root=0)
+        assert [s.name for s in ran] == [comm.selector.select_baseline(want, coll, 0).schedule.name]

@@ -123,17 +123,20 @@ class _Kernel:
 
 
 class _Graph:
+    """A captured stream: its kernel launches and copies, replayed in order."""
+
     def __init__(self, calls):
         self.calls = calls
 
     def launch(self, stream=None):
-        for kernel, grid, block, args in self.calls:
-            kernel(grid, block, args)
+        for call in self.calls:
+            call()
 
 
 class _Stream:
     id = 0                              # also the current device (cupy.cuda.Device())
     pci_bus_id = "0000:01:00.0"
+    ptr = 0x5EED
 
     def __init__(self, fake, non_blocking=False):
         self.fake = fake
@@ -165,6 +168,8 @@ class FakeCupy:
     def __init__(self, seed: int = 0, sms: int = 4, free_bytes: int = 1 << 40):
         self.rng = random.Random(seed)
         self.launches = 0
+        #: device-to-device copies run (the launcher's memcpy route)
+        self.copies = 0
         self.capture = None
         self._host = []
         #: every array made through this fake (a test's address_range can look them up)
@@ -174,7 +179,7 @@ class FakeCupy:
         class _Capturing(_Kernel):
             def __call__(self, grid, block, args, stream=None):
                 if fake.capture is not None and isinstance(stream, _Stream):
-                    fake.capture.append((self, grid, block, args))
+                    fake.capture.append(lambda: _Kernel.__call__(self, grid, block, args))
                     return
                 super().__call__(grid, block, args, stream)
 
@@ -183,7 +188,18 @@ class FakeCupy:
             self._host.append(buf)
             return buf.ctypes.data
 
-        runtime = types.SimpleNamespace(
+        def memcpy_async(dst, src, nbytes, kind, stream_ptr):
+            assert kind == 3 and stream_ptr == _Stream.ptr, "a device-to-device copy on a stream"
+
+            def copy():
+                self.copies += 1
+                ctypes.memmove(int(dst), int(src), int(nbytes))
+            if self.capture is not None:
+                self.capture.append(copy)
+            else:
+                copy()
+
+        runtime = types.SimpleNamespace(memcpyAsync=memcpy_async,
             getDeviceProperties=lambda d: {"multiProcessorCount": sms, "maxThreadsPerMultiProcessor": 2048},
             hostAlloc=host_alloc, freeHost=lambda p: None, getDevice=lambda: 0,
             deviceEnablePeerAccess=lambda p: None, deviceSynchronize=lambda: None,

@@ -140,3 +140,44 @@ def test_scratch_that_does_not_fit_on_the_gpu_is_refused(monkeypatch):
     with pytest.raises(InvalidArgument, match=r"reducescatter: the schedule's scratch on GPU 0 needs 256.0 MiB "
                                               r"of GPU memory; 16.0 MiB available"):
         launcher.NativeContext(prog, [0] * 4)
+
+
+@pytest.mark.parametrize("coll", ["allgather", "gather", "scatter", "alltoall", "broadcast"])
+@pytest.mark.parametrize("n,count,dtype", [(2, 1, "float32"), (3, 1001, "float16"), (5, 64, "int64")])
+def test_copy_only_programs_on_one_gpu_run_as_copies(fake, monkeypatch, coll, n, count, dtype):
+    """A direct gather / scatter / all-gather / all-to-all / broadcast with every rank on one GPU
+    runs as device-to-device copies (no interpreter launch), captured into a graph from the
+    second call, bit-identical to the host backend on every call; the chunks of one transfer
+    are one copy (2 chunks per rank here; out of place every rank's own part is copied too:
+    n x n copies per call for all-gather and all-to-all, n for the rooted ones)."""
+    monkeypatch.setattr(launcher, "COPY_ROUTE_MIN_BYTES", 1)
+    root = 1 if coll in ROOTED else None
+    prog, bufs, got, want = _case(direct(coll, n, 2, root), count, dtype, "sum")
+    ctx = launcher.NativeContext(prog, [0] * n)
+    assert ctx.route == "memcpy"
+    per_call = n * n if coll in ("allgather", "alltoall") else n
+    for call in range(3):                    # launch, capture + replay, replay
+        for g in got:
+            if g is not None:
+                g[...] = 0
+        before = fake.copies
+        ctx.run(bufs)
+        _same(got, want)
+        assert fake.copies - before == per_call, f"call {call}: {fake.copies - before} copies"
+    assert fake.launches == 0 and ctx._bindings and all(b["graphs"] for b in ctx._bindings.values())
+
+
+def test_the_copy_route_is_only_for_copy_only_programs_on_one_gpu(fake, monkeypatch):
+    """Ops with dependencies (a ring all-gather), reduces, ranks on two GPUs or ops under the
+    size bar keep the interpreter."""
+    monkeypatch.setattr(launcher, "COPY_ROUTE_MIN_BYTES", 1)
+    for sched, devs in ((ring("allgather", 3), [0, 0, 0]), (direct("allreduce", 3), [0, 0, 0]),
+                        (direct("allgather", 2), [0, 1])):
+        prog, bufs, got, want = _case(sched, 64, "float32", "sum")
+        ctx = launcher.NativeContext(prog, devs)
+        assert ctx.route == "interpreter", sched.collective
+        ctx.run(bufs)
+        _same(got, want)
+    monkeypatch.setattr(launcher, "COPY_ROUTE_MIN_BYTES", 64 * 4 + 1)
+    prog, *_ = _case(direct("gather", 3, 1, 0), 64, "float32", "sum")
+    assert launcher.NativeContext(prog, [0, 0, 0]).route == "interpreter"

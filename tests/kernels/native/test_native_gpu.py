@@ -108,6 +108,20 @@ def test_small_tiles_deal_every_collective_exactly(coll, tile_bytes):
     assert any(int(r[8]) for ctx in mine._contexts.values() for r in ctx.dp.records), "no record was tiled"
 
 
+@pytest.mark.parametrize("coll", ["allgather", "gather", "scatter", "alltoall", "broadcast"])
+def test_copy_only_programs_run_as_copies(coll, monkeypatch):
+    """The memcpy route (copy-only programs on one GPU) on the card: launched, captured and
+    replayed, bit-identical to the host backend."""
+    import kernels.native.launcher as launcher
+    from kernels.native.layer import NativeLayer
+    monkeypatch.setattr(launcher, "COPY_ROUTE_MIN_BYTES", 1)
+    mine = NativeLayer()
+    root = 1 if coll in ROOTED else None
+    for count in (37, 4096 + 3):
+        _run(direct(coll, 3, 2, root), count, "float32", "sum", False, mine, repeats=3)
+    assert {ctx.route for ctx in mine._contexts.values()} == {"memcpy"}
+
+
 def test_large_message_many_channels(layer):
     _run(ring("allreduce", 4, 1), (64 << 20) // 4 + 7, "float32", "sum", False, layer)
 
