@@ -340,7 +340,8 @@ def _regen_args(clone: Path, folder: str, doc: dict) -> tuple[list[str], str]:
         args += ["--time-limit", f"{opts['time_limit_s']:g}"]
     if tuple(colls) != COLLECTIVES:
         args += ["--collectives", ",".join(colls)]
-    roots = {rec.get("root") for c, rec in doc["collectives"].items() if c in ROOTED and isinstance(rec, dict)} - {None}
+    roots = {rec.get("root") for c, rec in doc["collectives"].items()
+             if c in ROOTED and isinstance(rec, dict)} - {None}
     if len(roots) > 1:
         return args, f"its rooted collectives have different roots ({sorted(roots)}): one run cannot remake them"
     if roots and roots != {0}:
@@ -355,8 +356,8 @@ def _regen_args(clone: Path, folder: str, doc: dict) -> tuple[list[str], str]:
 
 def _git_clean(clone: Path, folder: str) -> str | None:
     """None where ``git status --porcelain`` of ``folder`` is empty, else what it lists."""
-    status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain", "--untracked-files=all", "--", folder],
-                            capture_output=True, text=True).stdout.splitlines()
+    status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain", "--untracked-files=all", "--",
+                             folder], capture_output=True, text=True).stdout.splitlines()
     return f"git status not clean: {', '.join(status[:5])}" if status else None
 
 
@@ -371,7 +372,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, seconds: float) -> str:
+def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, seconds: float, blas: str = "") -> str:
     lines = ["# New-user pass", "", f"Made by `{argv}` on {head}; {seconds:.0f} s in all.", "",
              f"**{totals(outcomes)}**", "",
              "Each command ran under bash in a fresh clone with nothing installed (the four tools are shims that run "
@@ -386,7 +387,7 @@ def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, secon
         lines.append(f"| `{_cell(o.cmd.shell)}` | {o.cmd.label} | {'/'.join(map(str, o.cmd.expect))} | "
                      f"{'-' if o.rc is None else o.rc}{'' if not o.failed else ' **FAIL**'} | {o.seconds:.1f} | "
                      f"{'yes' if o.traceback else 'no'} | {_cell(', '.join(o.touched)) or '0'} | {_cell(note)} |")
-    lines += _regen_lines([o for o in outcomes if o.cmd.regen])
+    lines += _regen_lines([o for o in outcomes if o.cmd.regen], blas)
     lines += ["", "## Skipped", ""]
     lines += [f"- `{o.cmd.shell}` ({o.cmd.label}): {o.cmd.skip}" for o in outcomes if o.cmd.skip] or ["- none"]
     lines += ["", "## `git status --porcelain` of the clone afterwards", "",
@@ -394,7 +395,23 @@ def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, secon
     return "\n".join(lines)
 
 
-def _regen_lines(outcomes: list[Outcome]) -> list[str]:
+#: prints the BLAS libraries numpy loads and the CPU kernels they chose (floats can differ in the last
+#: digit from one kernel to another)
+BLAS_PROBE = ("import numpy, threadpoolctl; print(', '.join(f\"{i['internal_api']} {i.get('architecture', '?')} "
+              "kernels, {i['num_threads']} threads\" for i in threadpoolctl.threadpool_info()))")
+
+
+def blas_info(clone: Path, env: dict) -> str:
+    """What :data:`BLAS_PROBE` prints in the clone's environment ("unknown" where it cannot tell)."""
+    try:
+        done = subprocess.run(["python", "-c", BLAS_PROBE], cwd=clone, env=env, capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
+
+
+def _regen_lines(outcomes: list[Outcome], blas: str = "") -> list[str]:
     """The section on regenerating the committed results."""
     ran = [o for o in outcomes if not o.cmd.skip]
     clean = sum(not any(p.startswith("git status") for p in o.problems) for o in ran)
@@ -403,7 +420,8 @@ def _regen_lines(outcomes: list[Outcome]) -> list[str]:
              f"folder clean, {sum(o.failed for o in ran)} failures**", "",
              "Each `results/<name>/` holding a `summary.json` of `synthesize`, regenerated in the clone with "
              "`--force` and the topology, collectives, root and time limit its summary records. Expected: exit 0, "
-             "`git status --porcelain` of the folder empty, and no file written but its `nccl_tuner.conf`.", "",
+             "`git status --porcelain` of the folder empty, and no file written but its `nccl_tuner.conf`."
+             + (f" BLAS in the clone's environment: {blas}." if blas else ""), "",
              "| folder | command | exit | seconds | files written | problems |", "|---|---|---|---|---|---|"]
     for o in ran:
         lines.append(f"| `{o.cmd.regen}/` | `{_cell(o.cmd.shell)}` | {'-' if o.rc is None else o.rc}"
@@ -438,11 +456,12 @@ def main(argv: list[str] | None = None) -> int:
             cmds = [c if "mpirun" not in c.shell else Cmd(c.label, c.shell, skip="mpirun is not installed") for c in cmds]
         if args.quick:
             cmds = [c if c.quick else Cmd(c.label, c.shell, skip="--quick (slower example)") for c in cmds]
+        blas = blas_info(clone, env)
         outcomes = run_pass(cmds, clone, work / "runs", env, args.timeout)
         status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True,
                                 text=True).stdout
     text = render(outcomes, "python benchmarks/new_user_pass.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                  head, status, time.perf_counter() - t0)
+                  head, status, time.perf_counter() - t0, blas)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "report.md", text)

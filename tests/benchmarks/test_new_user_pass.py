@@ -157,8 +157,9 @@ def test_a_planted_dirty_file_after_regenerating_is_reported(repo, tmp_path):
     assert out["results/r"].problems == ["touched results/r/stray.txt",
                                          "git status not clean: ?? results/r/stray.txt"]
     text = nup.render(list(out.values()), "python benchmarks/new_user_pass.py", "abc (x)",
-                      "?? results/r/stray.txt\n", 1.0)
+                      "?? results/r/stray.txt\n", 1.0, "openblas Haswell kernels, 2 threads")
     assert "**3 of 3 committed results regenerated, 1 with `git status` of their folder clean, 2 failures**" in text
     row = next(x for x in text.splitlines() if x.startswith("| `results/p/` |"))
     assert "| 0 **FAIL** |" in row and "git status not clean:  M results/p/report.md" in row
     assert not any(x.startswith("| `echo x") for x in text.splitlines())      # not in the table of documented commands
+    assert "BLAS in the clone's environment: openblas Haswell kernels, 2 threads." in text
