@@ -36,7 +36,8 @@ versioned folder first and then puts it in place, one rename per path, ``summary
 instant leaves the previous complete results, the new complete ones, or (killed while putting
 them in place, ``summary.json`` missing) the new ones complete in the hidden folder, which the
 next run puts in place; nothing else in ``--out`` is touched, and folders holding other files
-are refused.
+are refused.  New results equal to those in place apart from wall-clock times are not put in
+place at all: the folder stays as it was (:mod:`synth.pipeline.keep`).
 """
 
 from __future__ import annotations
