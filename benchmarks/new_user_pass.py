@@ -8,6 +8,11 @@ outputs are redirected to a temporary folder, so at the end ``git status --porce
 clone must be empty.  Nothing is installed: the four tools are small shims that run this
 interpreter with PYTHONPATH at the clone.
 
+Last, every committed ``synthesize`` result (each ``results/<name>/`` holding a summary.json that
+synthesize wrote) is regenerated in the clone with ``--force`` and the options its summary
+records; each must leave ``git status --porcelain`` of its folder empty and touch no file but its
+``nccl_tuner.conf`` (:func:`regen_commands`).
+
     python benchmarks/new_user_pass.py --out results/new_user [--quick]
 
 Commands that need a GPU, a build of nccl-tests, an install or minutes of benchmarking are listed
@@ -18,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import hashlib
+import json
 import os
 import re
 import shlex
@@ -66,6 +72,7 @@ class Cmd:
     skip: str = ""
     quick: bool = True
     note: str = ""
+    regen: str = ""                          # the committed results folder it regenerates
 
 
 @dataclass
@@ -75,6 +82,7 @@ class Outcome:
     seconds: float = 0.0
     traceback: bool = False
     touched: list[str] = field(default_factory=list)
+    written: list[str] = field(default_factory=list)       # every file it changed, inside its target too
     problems: list[str] = field(default_factory=list)
 
     @property
@@ -133,6 +141,7 @@ def run_one(cmd: Cmd, clone: Path, out: Path, env: dict, timeout: float, snap: d
     res.traceback = TRACEBACK in text
     after = snapshot(clone, snap)
     res.touched = touched(snap, after, cmd.targets)
+    res.written = touched(snap, after)
     if res.rc is not None and res.rc not in cmd.expect:
         res.problems.append(f"exit {res.rc}, expected {'/'.join(map(str, cmd.expect))}: {_last_line(text)}")
     if res.traceback:
@@ -293,6 +302,65 @@ def bad_inputs() -> list[Cmd]:
     ]
 
 
+# ---------------------------------------------------------------- regenerating the committed results
+def regen_commands(clone: Path) -> list[Cmd]:
+    """One command per committed ``synthesize`` result of ``clone``: ``synthesize --force`` into
+    its folder with the topology, collectives, root and time limit its summary.json records (and
+    ``--nccl-tuner-conf`` where a tuner file lies beside it); checked by :func:`_git_clean`."""
+    cmds = []
+    for summary in sorted((clone / "results").glob("*/summary.json")):
+        folder = summary.parent.relative_to(clone).as_posix()
+        try:
+            doc = json.loads(summary.read_text())
+        except (OSError, ValueError):
+            continue
+        if not (isinstance(doc, dict) and {"topology", "fingerprint", "collectives", "options"} <= doc.keys()):
+            continue                                # not a summary of synthesize
+        args, why = _regen_args(clone, folder, doc)
+        shell = shlex.join(["synthesize", *args])
+        cmds.append(Cmd(f"regenerate {folder}/", shell, targets=(f"{folder}/nccl_tuner.conf",), regen=folder,
+                        check=lambda out, text, folder=folder: _git_clean(clone, folder), skip=why))
+    return cmds
+
+
+def _regen_args(clone: Path, folder: str, doc: dict) -> tuple[list[str], str]:
+    """The arguments that made ``doc`` (a summary.json), and why it cannot be remade ("" if it can)."""
+    from synth.ir.collectives import COLLECTIVES, ROOTED
+    from topo_probe.machines.presets import PRESETS
+    name, opts, colls = doc["topology"], doc["options"], list(doc["collectives"])
+    subset = re.fullmatch(r"(.+)\[([0-9,]+)\]", str(name))
+    if name in PRESETS:
+        args = ["--topology", name]
+    elif subset and subset.group(1) in PRESETS:
+        args = ["--topology", subset.group(1), "--gpus", subset.group(2)]
+    else:
+        args = ["--topology", f"{folder}/topology.json"]
+    args += ["--out", folder, "--force", "--no-progress"]
+    if opts.get("time_limit_s", 60.0) != 60.0:
+        args += ["--time-limit", f"{opts['time_limit_s']:g}"]
+    if tuple(colls) != COLLECTIVES:
+        args += ["--collectives", ",".join(colls)]
+    roots = {rec.get("root") for c, rec in doc["collectives"].items()
+             if c in ROOTED and isinstance(rec, dict)} - {None}
+    if len(roots) > 1:
+        return args, f"its rooted collectives have different roots ({sorted(roots)}): one run cannot remake them"
+    if roots and roots != {0}:
+        args += ["--root", str(roots.pop())]
+    fixed = {"max_sat_ranks": 8, "max_sat_steps": 8, "max_sat_chunks": 6}
+    if any(opts.get(k, v) != v for k, v in fixed.items()):
+        return args, "made with solver settings the command line does not set"
+    if (clone / folder / "nccl_tuner.conf").is_file():
+        args += ["--nccl-tuner-conf", f"{folder}/nccl_tuner.conf"]
+    return args, ""
+
+
+def _git_clean(clone: Path, folder: str) -> str | None:
+    """None where ``git status --porcelain`` of ``folder`` is empty, else what it lists."""
+    status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain", "--untracked-files=all", "--",
+                             folder], capture_output=True, text=True).stdout.splitlines()
+    return f"git status not clean: {', '.join(status[:5])}" if status else None
+
+
 # ---------------------------------------------------------------- report
 def totals(outcomes: list[Outcome]) -> str:
     ran = [o for o in outcomes if not o.cmd.skip]
@@ -304,7 +372,7 @@ def _cell(text: str) -> str:
     return text.replace("|", "\\|")
 
 
-def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, seconds: float) -> str:
+def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, seconds: float, blas: str = "") -> str:
     lines = ["# New-user pass", "", f"Made by `{argv}` on {head}; {seconds:.0f} s in all.", "",
              f"**{totals(outcomes)}**", "",
              "Each command ran under bash in a fresh clone with nothing installed (the four tools are shims that run "
@@ -313,17 +381,53 @@ def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, secon
              "| command | where | expected | exit | seconds | traceback? | touched outside target | notes |",
              "|---|---|---|---|---|---|---|---|"]
     for o in outcomes:
-        if o.cmd.skip:
+        if o.cmd.skip or o.cmd.regen:
             continue
         note = "; ".join([x for x in (o.cmd.note, *o.problems) if x])
         lines.append(f"| `{_cell(o.cmd.shell)}` | {o.cmd.label} | {'/'.join(map(str, o.cmd.expect))} | "
                      f"{'-' if o.rc is None else o.rc}{'' if not o.failed else ' **FAIL**'} | {o.seconds:.1f} | "
                      f"{'yes' if o.traceback else 'no'} | {_cell(', '.join(o.touched)) or '0'} | {_cell(note)} |")
+    lines += _regen_lines([o for o in outcomes if o.cmd.regen], blas)
     lines += ["", "## Skipped", ""]
     lines += [f"- `{o.cmd.shell}` ({o.cmd.label}): {o.cmd.skip}" for o in outcomes if o.cmd.skip] or ["- none"]
     lines += ["", "## `git status --porcelain` of the clone afterwards", "",
               "```", git_status.rstrip() or "(empty)", "```", ""]
     return "\n".join(lines)
+
+
+#: prints the BLAS libraries numpy loads and the CPU kernels they chose (floats can differ in the last
+#: digit from one kernel to another)
+BLAS_PROBE = ("import numpy, threadpoolctl; print(', '.join(f\"{i['internal_api']} {i.get('architecture', '?')} "
+              "kernels, {i['num_threads']} threads\" for i in threadpoolctl.threadpool_info()))")
+
+
+def blas_info(clone: Path, env: dict) -> str:
+    """What :data:`BLAS_PROBE` prints in the clone's environment ("unknown" where it cannot tell)."""
+    try:
+        done = subprocess.run(["python", "-c", BLAS_PROBE], cwd=clone, env=env, capture_output=True, text=True,
+                              timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return "unknown"
+    return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
+
+
+def _regen_lines(outcomes: list[Outcome], blas: str = "") -> list[str]:
+    """The section on regenerating the committed results."""
+    ran = [o for o in outcomes if not o.cmd.skip]
+    clean = sum(not any(p.startswith("git status") for p in o.problems) for o in ran)
+    lines = ["", "## Regenerating the committed results", "",
+             f"**{len(ran)} of {len(outcomes)} committed results regenerated, {clean} with `git status` of their "
+             f"folder clean, {sum(o.failed for o in ran)} failures**", "",
+             "Each `results/<name>/` holding a `summary.json` of `synthesize`, regenerated in the clone with "
+             "`--force` and the topology, collectives, root and time limit its summary records. Expected: exit 0, "
+             "`git status --porcelain` of the folder empty, and no file written but its `nccl_tuner.conf`."
+             + (f" BLAS in the clone's environment: {blas}." if blas else ""), "",
+             "| folder | command | exit | seconds | files written | problems |", "|---|---|---|---|---|---|"]
+    for o in ran:
+        lines.append(f"| `{o.cmd.regen}/` | `{_cell(o.cmd.shell)}` | {'-' if o.rc is None else o.rc}"
+                     f"{' **FAIL**' if o.failed else ''} | {o.seconds:.1f} | {_cell(', '.join(o.written)) or '0'} | "
+                     f"{_cell('; '.join(o.problems)) or '-'} |")
+    return lines
 
 
 def make_clone(work: Path, rev: str = "HEAD") -> tuple[Path, str]:
@@ -347,16 +451,17 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         clone, head = make_clone(work, args.rev)
         env = tool_env(clone, work / "bin", work / "home")
-        cmds = doc_commands(clone) + bad_inputs()
+        cmds = doc_commands(clone) + bad_inputs() + regen_commands(clone)
         if shutil.which("mpirun", path=env["PATH"]) is None:
             cmds = [c if "mpirun" not in c.shell else Cmd(c.label, c.shell, skip="mpirun is not installed") for c in cmds]
         if args.quick:
             cmds = [c if c.quick else Cmd(c.label, c.shell, skip="--quick (slower example)") for c in cmds]
+        blas = blas_info(clone, env)
         outcomes = run_pass(cmds, clone, work / "runs", env, args.timeout)
         status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True,
                                 text=True).stdout
     text = render(outcomes, "python benchmarks/new_user_pass.py " + " ".join(sys.argv[1:] if argv is None else argv),
-                  head, status, time.perf_counter() - t0)
+                  head, status, time.perf_counter() - t0, blas)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "report.md", text)

@@ -141,6 +141,8 @@ def _main(argv: list[str] | None) -> int:
     if summary.get("reused"):
         print(f"results for {len(summary['collectives'])} collectives are in {out}/ (report.md, plan.json)")
         return 0
+    if summary.get("unchanged") is not None:     # the run said so in one line
+        return 0
     print(f"wrote {out}/ (plan.json, summary.json, report.md, busbw.png, schedules/, msccl/) "
           f"for {len(summary['collectives'])} collectives in {summary['total_s']:.1f} s")
     return 0

@@ -126,6 +126,10 @@ class RunProgress:
         yield report
 
 
+#: what :func:`format_stages` writes (the report marks it as wall-clock times)
+STAGES_PATTERN = r"total [0-9]+\.[0-9] s: (?:[a-z_]+ [0-9]+\.[0-9](?:, [a-z_]+ [0-9]+\.[0-9])*)?"
+
+
 def format_stages(stages: dict[str, float]) -> str:
     """``total 3.0 s: bwopt 2.0, verify 1.0`` (largest first; stages under 0.05 s left out).
 
@@ -158,4 +162,4 @@ def status_bar(enabled: bool):
         yield report
 
 
-__all__ = ["RunProgress", "format_stages", "status_bar"]
+__all__ = ["RunProgress", "STAGES_PATTERN", "format_stages", "status_bar"]

@@ -84,6 +84,8 @@ def _put(out: Path, name: str, src: Path) -> None:
     if not src.exists():
         _remove(dest)
         return
+    if src.is_file() and dest.is_file() and not dest.is_symlink() and os.path.samefile(src, dest):
+        return                                     # kept as it was (synth.pipeline.keep)
     if src.is_dir():
         shutil.copytree(src, tmp, copy_function=_link_or_copy)
     else:

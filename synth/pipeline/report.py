@@ -9,6 +9,7 @@ from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import atomic_write_text
 from synth.plan.planner import PLAN_SIZES
+from synth.pipeline.wall_clock import unmarked, wall_number, wall_stages
 from synth.plan.size_plan import Plan
 from topo_probe.topology.model import Topology
 
@@ -51,9 +52,10 @@ def _measured_lines(topo: Topology, colls: list[str], n: int) -> list[str]:
 
 
 def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
-                 curves: dict[str, dict[str, list[float]]], plan: Plan, nccl: dict | None = None) -> None:
+                 curves: dict[str, dict[str, list[float]]], plan: Plan, nccl: dict | None = None) -> str:
     """Write ``report.md`` and ``busbw.png`` (one panel per collective) into ``folder``;
-    ``nccl`` holds NCCL's modelled curve per collective (:func:`synth.plan.versus_nccl.nccl_curve`)."""
+    ``nccl`` holds NCCL's modelled curve per collective (:func:`synth.plan.versus_nccl.nccl_curve`).
+    Returns the report's text with its wall-clock times marked (:mod:`synth.pipeline.wall_clock`)."""
     nccl = nccl or {}
     import matplotlib
     matplotlib.use("Agg")
@@ -86,7 +88,9 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     lines += _measured_lines(topo, colls, n)
     lines += ["", "![busbw](busbw.png)", "", "## Per collective", ""]
     lines += _per_collective_lines(summary, colls) + _plan_lines(plan) + _stage_lines(summary, colls)
-    atomic_write_text(folder / "report.md", "\n".join(lines) + "\n")
+    marked = "\n".join(lines) + "\n"
+    atomic_write_text(folder / "report.md", unmarked(marked))
+    return marked
 
 
 def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
@@ -95,7 +99,8 @@ def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
     from synth.model.nccl.confidence import confidence_line
     sure = confidence_line(NcclMachine.from_topology(topo)) if topo.num_gpus > 1 else ""
     return [f"# Synthesis report: {topo.name}", "",
-            f"{fabric.describe()}; fingerprint `{fabric.fingerprint}`; total {summary['total_s']:.1f} s.", "",
+            f"{fabric.describe()}; fingerprint `{fabric.fingerprint}`; "
+            f"total {wall_number(format(summary['total_s'], '.1f'))} s.", "",
             "**Plan vs NCCL (modelled).** NCCL is what its tuner would pick at each size, timed by the NCCL model "
             "validated on real nccl-tests logs (`results/model_validation/report.md`; one process per GPU, NCCL "
             f"defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). Where no schedule is predicted "
@@ -154,10 +159,12 @@ def _per_collective_lines(summary: dict, colls: list[str]) -> list[str]:
         pts = ", ".join(f"(S{p['steps']},R{p['rounds']},C{p['chunks']})" for p in s["pareto"]) or s["pareto_note"] or "-"
         bw = s["bandwidth_optimal"]
         phased = f" (phased bound: {bw['ratio_to_phased_bound']:.4f})" if bw and bw.get("ratio_to_phased_bound") else ""
-        bw_txt = (f"{bw.get('method', '?')}, ratio to bound {bw.get('ratio_to_bound', '?')}{phased}, {bw['solve_s']} s"
+        bw_txt = (f"{bw.get('method', '?')}, ratio to bound {bw.get('ratio_to_bound', '?')}{phased}, "
+                  f"{wall_number(str(bw['solve_s']))} s"
                   if bw
                   else s["bandwidth_optimal_note"])
-        lines.append(f"- **{coll}**: Pareto {pts} in {s['pareto_solve_s']} s; bandwidth-optimal: {bw_txt}; "
+        lines.append(f"- **{coll}**: Pareto {pts} in {wall_number(str(s['pareto_solve_s']))} s; "
+                     f"bandwidth-optimal: {bw_txt}; "
                      f"bounds: {s['bounds']['latency_steps']} steps, "
                      f"{s['bounds']['bandwidth_rounds_per_block']} rounds per block.")
     notes = [n for coll in colls for n in summary["collectives"][coll].get("notes", [])]
@@ -169,7 +176,7 @@ def _per_collective_lines(summary: dict, colls: list[str]) -> list[str]:
 def _stage_lines(summary: dict, colls: list[str]) -> list[str]:
     """Seconds per stage of every collective (``summary.json``'s ``stages``), largest first."""
     from synth.pipeline.progress import format_stages
-    lines = [f"- {coll}: {format_stages(summary['collectives'][coll]['stages'])}"
+    lines = [f"- {coll}: {wall_stages(format_stages(summary['collectives'][coll]['stages']))}"
              for coll in colls if summary["collectives"][coll].get("stages")]
     return ["", "## Time per stage", ""] + lines if lines else []
 

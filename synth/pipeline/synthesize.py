@@ -36,7 +36,8 @@ versioned folder first and then puts it in place, one rename per path, ``summary
 instant leaves the previous complete results, the new complete ones, or (killed while putting
 them in place, ``summary.json`` missing) the new ones complete in the hidden folder, which the
 next run puts in place; nothing else in ``--out`` is touched, and folders holding other files
-are refused.
+are refused.  New results equal to those in place apart from wall-clock times are not put in
+place at all: the folder stays as it was (:mod:`synth.pipeline.keep`).
 """
 
 from __future__ import annotations
@@ -55,8 +56,10 @@ from synth.ir.verifier import check
 from synth.model.cost import CostModel
 from synth.pipeline.candidates import BWOPT_COLLECTIVES, baselines, bwopt, bwopt_effective, sat_pareto
 from synth.pipeline.msccl_export import export_msccl
+from synth.pipeline.keep import link_identical, unchanged
 from synth.pipeline.output import ResultsFolder, classify
 from synth.pipeline.progress import RunProgress
+from synth.pipeline.wall_clock import WALL_CLOCK_META, dump_json
 from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
 from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import InvalidArgument, TopocollError
@@ -64,8 +67,6 @@ from topo_probe.topology.model import Topology
 
 #: schedules with more transfers than this are saved gzip-compressed (``.json.gz``)
 GZIP_TRANSFERS = 100_000
-#: schedule metadata that measures wall-clock time, left out of saved schedule files
-WALL_CLOCK_META = frozenset({"solve_s", "wall_s", "build_s", "search_wall_s"})
 #: from this many ranks on, MSCCL XML is exported for the plan's schedules only
 LARGE_RANKS = 64
 #: sizes (bytes) at which summary.json reports simulated times
@@ -272,7 +273,9 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     which also says what an interrupted or killed run leaves); anything else raises
     InvalidArgument before any work.  Without ``force``, earlier results made with everything
     that changes a result the same (:func:`_reusable`) are reused (the summary gets
-    ``"reused": True``).
+    ``"reused": True``).  New results equal to those in place apart from wall-clock times leave
+    the folder as it was (:mod:`synth.pipeline.keep`; the summary, with this run's times, gets
+    ``"unchanged"``: the number of files kept).
     """
     t0 = time.perf_counter()
     fabric = build_fabric(topo)
@@ -293,9 +296,16 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
         had_results = (out_dir / "summary.json").is_file()
         work = folder.new_version()
         try:
-            summary = _synthesize_into(work, topo, fabric, opts, fabric_s)
+            summary, report_marked = _synthesize_into(work, topo, fabric, opts, fabric_s)
         except OSError as exc:
             raise ResultsNotWritten(_not_written(exc, work, out_dir, had_results)) from exc
+        kept = unchanged(out_dir, work, report_marked)
+        if kept is not None:                     # the version is deleted on leaving
+            times = "this run's stage times are above" if opts.verbose else "--verbose prints this run's stage times"
+            opts.log(f"results unchanged apart from wall-clock times: kept {kept} files in {out_dir}/ as they were; "
+                     f"{times}")
+            return {**summary, "unchanged": kept}
+        link_identical(out_dir, work)
         folder.publish(work)
     return summary
 
@@ -315,9 +325,11 @@ def _not_written(exc: OSError, work: Path, out_dir: Path, had_results: bool) -> 
     return f"{shown}{exc.strerror or exc}; " + ("previous results kept" if had_results else "nothing written")
 
 
-def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: SynthesisOptions, fabric_s: float = 0.0) -> dict:
+def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: SynthesisOptions,
+                     fabric_s: float = 0.0) -> tuple[dict, str]:
     """Every output file of a run, written into the (not yet served) folder ``work``; every
-    collective's record and the summary get ``stages`` (seconds per stage)."""
+    collective's record and the summary get ``stages`` (seconds per stage).  Returns the summary
+    and the report's text with its wall-clock times marked (:mod:`synth.pipeline.wall_clock`)."""
     from synth.pipeline.report import write_report
     from topo_probe.topology.serialize import save_topology
     (work / "schedules").mkdir()
@@ -348,10 +360,10 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
                    "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),  # so far, for the report
                    "options": _options_record(opts), "collectives": {c: r.summary for c, r in results.items()}}
         with prog.stage("report"):
-            write_report(work, topo, fabric, summary, curves, plan, ncc)
+            report_marked = write_report(work, topo, fabric, summary, curves, plan, ncc)
         with prog.stage("write"):
             summary["stages"] = prog.run_stages()
             summary["total_s"] = round(time.perf_counter() - t0, 3)
-            atomic_write_text(work / "summary.json", json.dumps(summary, indent=1))
+            atomic_write_text(work / "summary.json", dump_json(summary))
         prog.run_done()
-    return summary
+    return summary, report_marked

@@ -354,7 +354,7 @@ def test_a_kill_at_every_step_leaves_old_or_new_complete_results(start, tmp_path
 
     def synthesize_into(work, *args):  # the solving is tested elsewhere: copy its results
         _copytree(fresh, work, dirs_exist_ok=True, ignore=shutil.ignore_patterns(".topocoll-result"))
-        return summary
+        return summary, None
     monkeypatch.setattr(synth_mod, "_synthesize_into", synthesize_into, raising=False)
     k, states = 0, set()
     while True:
