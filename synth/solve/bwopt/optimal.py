@@ -301,17 +301,31 @@ def _phased(fabric: Fabric, name: str, achieved: Fraction) -> dict:
             "ratio_to_phased_bound": float(achieved / phased) if phased else None}
 
 
+#: significant digits kept of the LP's own floats in a schedule's metadata: their last bits depend
+#: on which BLAS kernels the LP solver picked on this CPU, and a saved result must not
+LP_DIGITS = 12
+
+
+def _lp_float(x: float) -> float:
+    """``x`` rounded to :data:`LP_DIGITS` significant digits.
+
+    >>> _lp_float(0.8571428633142861), _lp_float(0.857142863314286)
+    (0.857142863314, 0.857142863314)
+    """
+    return float(f"{x:.{LP_DIGITS}g}")
+
+
 def _meta(sched: Schedule, fabric: Fabric, name: str, root, forests, fw, solve_s: float) -> dict:
     achieved = bandwidth_term(sched, fabric)
     bound = _bound(fabric, name, root)
     lead = fw or forests[0]
     return {
         "method": "lp-trees",
-        "lp_rate": lead.packing.rate,
-        "lp_upper": lead.packing.upper,
+        "lp_rate": _lp_float(lead.packing.rate),
+        "lp_upper": _lp_float(lead.packing.upper),
         "lp_optimal": all(f.packing.optimal for f in forests),
-        "lp_rounds_per_block": sum(1.0 / f.packing.rate for f in forests) / (sched.ranks if name == "allreduce"
-                                                                               else 1),
+        "lp_rounds_per_block": _lp_float(sum(1.0 / f.packing.rate for f in forests)
+                                         / (sched.ranks if name == "allreduce" else 1)),
         "bound_rounds_per_block": float(bound) if bound is not None else None,
         "bound_exact": str(bound) if bound is not None else None,
         "achieved_rounds_per_block": float(achieved),

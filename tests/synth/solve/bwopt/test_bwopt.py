@@ -252,3 +252,29 @@ def test_irregular_mesh_allgather_needs_a_batch_of_38():
     s = bandwidth_optimal(f, "allgather", time_limit_s=20)
     assert_good(s, f, Fraction(7, 38))
     assert s.chunks_per_rank % 38 == 0
+
+
+def test_committed_lp_floats_carry_only_the_digits_every_cpu_agrees_on():
+    """The LP's own floats in every committed preset schedule and summary are rounded to
+    LP_DIGITS significant digits, so regenerating them on another CPU (other BLAS kernels, other
+    last bits) writes the same bytes; 0.8571428633142861 was saved on one CPU and
+    0.857142863314286 on another before."""
+    import json
+    from pathlib import Path
+
+    from synth.solve.bwopt.optimal import LP_DIGITS
+    root = Path(__file__).resolve().parents[4] / "results"
+    seen = 0
+    for path in sorted(root.glob("*/schedules/*-bwopt*.json")) + sorted(root.glob("*/summary.json")):
+        if path.parent.name == "bwopt" or path.parts[-3] == "bwopt":
+            continue
+        text = path.read_text()
+        for key in ("lp_rate", "lp_upper", "lp_rounds_per_block"):
+            for chunk in text.split(f'"{key}": ')[1:]:
+                number = chunk.split(",")[0].split("}")[0].split("\n")[0].strip()
+                if number in ("null", "Infinity", "NaN"):
+                    continue
+                x = float(number)
+                assert x == float(f"{x:.{LP_DIGITS}g}"), f"{path}: {key} {number}"
+                seen += 1
+    assert seen >= 20
