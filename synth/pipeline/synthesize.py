@@ -66,8 +66,10 @@ from topo_probe.topology.model import Topology
 GZIP_TRANSFERS = 100_000
 #: schedule metadata that measures wall-clock time, left out of saved schedule files
 WALL_CLOCK_META = frozenset({"solve_s", "wall_s", "build_s", "search_wall_s"})
-#: from this many ranks on, MSCCL XML is exported for the plan's schedules only
-LARGE_RANKS = 64
+#: from this many ranks on (two 8-GPU hosts), MSCCL XML is exported for the plan's schedules only:
+#: the other candidates' XML (rings of n^2 transfers, one-shot all-reduces) cost 5 to 10 times
+#: the synthesis there (4 x dgx-h100: about 45 of 55 CPU seconds)
+LARGE_RANKS = 16
 #: sizes (bytes) at which summary.json reports simulated times
 SUMMARY_SIZES = {"1KB": 1 << 10, "1MB": 1 << 20, "1GB": 1 << 30}
 #: raise when a change of the solvers, the plan rules or the files written changes what a run

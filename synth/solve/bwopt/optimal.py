@@ -297,6 +297,7 @@ def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_li
         hier = hierarchical_rooted(fabric, name, root, efficiency=eff, time_limit_s=budget)
     else:
         hier = hierarchical(fabric, name, efficiency=eff, time_limit_s=budget)
+    hier = hier.with_(meta={**hier.meta, "optimized_for": "effective" if eff else "nominal"})
     if method == "hierarchical" or fabric.num_ranks > TREES_MAX_RANKS:
         return hier
     achieved = float(bandwidth_term(hier, fabric, eff))

@@ -1,7 +1,7 @@
 """A lower bound on the bandwidth term from the deliveries every GPU must receive or send.
 
 In an allgather every rank receives each of the other ``n - 1`` blocks at least once, each
-arrival over some channel ``(i, r)`` whose route loads its resources (the fabric's fractions).
+arrival over some channel ``(i, r)`` (a pair the fabric connects) whose route loads its resources (the fabric's fractions).
 Whatever the schedule, the arrivals at the ranks of one host alone load the fabric at least as
 a fractional choice of channels ``x[i, r] >= 0`` with ``sum_i x[i, r] >= n - 1`` can, so
 
@@ -88,11 +88,12 @@ def _solve(fabric: Fabric, name: str, root: int, efficiency) -> float:
     for r, need, arriving in _demands(fabric, name, root):
         xs = []
         for other in range(n):
-            if other == r:
+            pair = (other, r) if arriving else (r, other)
+            if other == r or pair not in fabric.channels:      # no channel: nothing moves that way
                 continue
             x = lp.NumVar(0.0, lp.infinity(), "")
             xs.append(x)
-            for q, frac in fabric.channels[(other, r) if arriving else (r, other)]:
+            for q, frac in fabric.channels[pair]:
                 use.setdefault(q, []).append((float(frac), x))
         lp.Add(lp.Sum(xs) >= need)
     for q, terms in use.items():
