@@ -152,13 +152,14 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     method : {"auto", "trees", "hierarchical"}
         ``trees``: the LP tree packing below on the whole fabric.  ``hierarchical``: on a
         cluster of identical hosts (``fabric.shape``), :func:`synth.solve.cluster.compose.hierarchical`
-        (rails, then each host's trees; allgather, reducescatter, allreduce).  ``auto``: the
-        hierarchical schedule on clusters, kept when it is within :data:`HIERARCHY_GOOD` of the
-        cut bound (allreduce: the phased bound) or the cluster has more than
-        :data:`TREES_MAX_RANKS` ranks, else the
-        better of it and the tree packing; the tree packing elsewhere.  A cluster of more
-        than :data:`TREES_MAX_RANKS` ranks supports only the hierarchical collectives.  On a
-        cluster ``auto`` also takes ``alltoall``: the multicommodity-flow LP of
+        (rails, then each host's trees; allgather, reducescatter, allreduce) or
+        :func:`synth.solve.cluster.rooted.hierarchical_rooted` (broadcast, reduce).  ``auto``:
+        the hierarchical schedule on clusters, kept when it is within :data:`HIERARCHY_GOOD` of
+        the cut bound (allreduce: the phased bound) or of the certified bound
+        (:func:`synth.solve.cluster.delivery_bound.certified_bound`), or the cluster has more
+        than :data:`TREES_MAX_RANKS` ranks, else the better of it and the tree packing; the
+        tree packing elsewhere.  On a cluster ``auto`` also takes ``alltoall`` (nominal
+        capacities): the multicommodity-flow LP of
         :func:`synth.solve.cluster.alltoall.cluster_alltoall`.
     efficiency : callable or CostParams, optional
         Link kind -> achieved fraction of nominal bandwidth (e.g. a

@@ -12,7 +12,14 @@ AllGather (two phases, each host alike):
    (:func:`synth.solve.cluster.local_trees.local_forest`), tree level ``l`` in step ``l``,
    all hosts at once.
 
-Each block crosses the network once per host, which is what the host cut needs: on
+On 2-4 hosts the host phase is the busier one; there every GPU also *carries* ``e`` of the
+``C`` pieces of other local GPUs' blocks (:func:`carriers`): each host first spreads its own
+blocks over its trees, the rails step then sends the carried pieces too, and on every other
+host the remote pieces go down their trees past the carriers, which have them from the
+network.  :mod:`synth.solve.cluster.split` picks ``(C, e)`` (2 x dgx-h100: ``(2, 1)``, the cut
+bound 3/4 rounds per block instead of 7/9).
+
+Without carried pieces each block crosses the network once per host, which is what the host cut needs: on
 rail-optimized or single-switch DGX H100 clusters of 5 or more hosts the bandwidth term is
 the cut bound ((H - 1) / 2 rounds per block: a host's 8 NICs bring in the other hosts' n - 8
 blocks), and the host phase (``H x`` the host's own allgather term on NVLink) stays below it.
