@@ -144,3 +144,26 @@ def test_auto_keeps_the_hierarchy_and_is_deterministic(coll):
     check(a, f)
     if coll != "broadcast":
         assert a.meta["ratio_to_certified_bound"] == pytest.approx(1.0, abs=1e-9)
+
+
+_DIGEST = """
+import hashlib
+from topo_probe.machines.clusters import cluster
+from synth.ir.fabric import build_fabric
+from synth.solve.bwopt.optimal import bandwidth_optimal
+f = build_fabric(cluster("dgx-a100", 2, rail_optimized=True))
+got = [bandwidth_optimal(f, c, time_limit_s=20) for c in ("allreduce", "broadcast")]
+print(hashlib.sha256(repr([(s.chunks_per_rank, s.steps) for s in got]).encode()).hexdigest())
+"""
+
+
+def test_the_same_schedules_whatever_the_string_hash_seed():
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = str(Path(__file__).resolve().parents[4])
+    got = {subprocess.run([sys.executable, "-c", _DIGEST], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root}).stdout
+           for seed in ("1", "2")}
+    assert len(got) == 1 and len(next(iter(got)).strip()) == 64
