@@ -168,7 +168,8 @@ def main(argv=None) -> None:
                     print(rows[-1], flush=True)
     cmd = "nice python benchmarks/bench_synthesize_e2e.py" + " --big" * args.big + \
           (f" --baseline {args.baseline}" if args.baseline else "") + (f" --only {args.only}" if args.only else "") + \
-          (f" --sets {args.sets}" if args.sets != "one,all" else "")
+          (f" --sets {args.sets}" if args.sets != "one,all" else "") + \
+          (f" --before {os.path.relpath(args.before, ROOT)}" if args.before else "")
     header = [
         "# synthesize end to end", "",
         f"Command: `{cmd}` (from the repository root).  Machine: {platform.machine()}, {os.cpu_count()} cores, "

@@ -77,8 +77,10 @@ def bwopt_effective(fabric: Fabric, coll: str, root: int | None, opts,
     term there: the tree packing could only trade the hierarchy's few steps for more steps and
     chunks (8 x dgx-a100 allgather: 7.5 s CPU and 193,536 transfers instead of 4,032, at most
     4 % faster in the cost model at some sizes), and its export would cost more than the run.
-    On one host, where a different step structure can pay (pcie-8gpu-2socket broadcast: 3 steps
-    instead of 7), it always runs."""
+    Elsewhere on a cluster it is the hierarchy with its split chosen for the effective
+    capacities (:func:`synth.solve.cluster.compose.hierarchical`).  On one host, where a
+    different step structure can pay (pcie-8gpu-2socket broadcast: 3 steps instead of 7), it
+    always runs."""
     params = cost_params_for(fabric)
     if coll not in BWOPT_COLLECTIVES:
         return None, 0.0, ""

@@ -2,7 +2,10 @@
 (ready to be RCCL's ``MSCCL_ALGO_DIR``), every other verified candidate in ``msccl/candidates/``.
 
 Left out with a note in the collective's summary: schedules in which a rank talks to more than
-:data:`MSCCL_MAX_PEERS` peers (MSCCL runs one threadblock per peer); moved to ``candidates/``
+:data:`MSCCL_MAX_PEERS` peers (MSCCL runs one threadblock per peer), or sends to or receives from
+more than :data:`synth.formats.msccl.layout.RUNTIME_MAX_TBS_PER_CHANNEL` (RCCL's threadblocks
+per channel; the writer would refuse them, after lowering and fusing the whole program: 30 s for
+a 64-rank one-shot all-reduce); moved to ``candidates/``
 with a note: algorithms with a threadblock of more steps than RCCL loads
 (:data:`synth.formats.msccl.layout.RUNTIME_MAX_STEPS_PER_TB`).  XML longer than
 :data:`GZIP_XML_BYTES` characters is written gzip-compressed.
@@ -13,6 +16,7 @@ from __future__ import annotations
 import gzip
 from pathlib import Path
 
+from synth.formats.msccl.layout import RUNTIME_MAX_TBS_PER_CHANNEL
 from synth.ir.collectives import ROOTED
 from synth.ir.schedule import Schedule, atomic_write_bytes, atomic_write_text
 from synth.plan.size_plan import Plan
@@ -85,6 +89,10 @@ def export_msccl(results: dict, plan: Plan, folder: Path, log, only_plan: bool =
             if peers > MSCCL_MAX_PEERS:
                 notes.append(f"msccl/{slug}.xml not written: a rank exchanges data with {peers} peers, more than "
                              f"the {MSCCL_MAX_PEERS} threadblocks MSCCL runs per GPU (one per peer)")
+                continue
+            if peers > RUNTIME_MAX_TBS_PER_CHANNEL:     # every peer has a threadblock on channel 0
+                notes.append(f"msccl/{slug}.xml not written: a rank sends to or receives from {peers} peers, more "
+                             f"than the {RUNTIME_MAX_TBS_PER_CHANNEL} threadblocks RCCL runs per channel")
                 continue
             try:
                 if not spans:

@@ -24,8 +24,9 @@ Output folder layout (default ``results/<topology-name>/``)::
 At cluster scale (see :data:`LARGE_RANKS`) some stages cannot run and say so in the summary's
 ``notes`` and the report: schedules of more than :data:`GZIP_TRANSFERS` transfers are written as
 ``schedules/*.json.gz``, baselines stop at :data:`synth.baselines._common.MAX_TRANSFERS`
-transfers, the tree packing (broadcast, reduce, effective capacities) stops at
-:data:`synth.solve.bwopt.optimal.TREES_MAX_RANKS` ranks, and MSCCL XML is written for the
+transfers, the tree packing stops at :data:`synth.solve.bwopt.optimal.TREES_MAX_RANKS` ranks
+(the hierarchy covers allgather, reducescatter, allreduce, broadcast and reduce at any size), and
+MSCCL XML is written for the
 schedules the plan uses, gzip-compressed beyond :data:`synth.pipeline.msccl_export.GZIP_XML_BYTES` (the XML of a 1,024-rank
 allgather is 370 MB), and not for schedules in which a rank talks to more than
 :data:`synth.pipeline.msccl_export.MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
@@ -67,8 +68,10 @@ from topo_probe.topology.model import Topology
 
 #: schedules with more transfers than this are saved gzip-compressed (``.json.gz``)
 GZIP_TRANSFERS = 100_000
-#: from this many ranks on, MSCCL XML is exported for the plan's schedules only
-LARGE_RANKS = 64
+#: from this many ranks on (two 8-GPU hosts), MSCCL XML is exported for the plan's schedules only:
+#: the other candidates' XML (rings of n^2 transfers, one-shot all-reduces) cost 5 to 10 times
+#: the synthesis there (4 x dgx-h100: about 45 of 55 CPU seconds)
+LARGE_RANKS = 16
 #: sizes (bytes) at which summary.json reports simulated times
 SUMMARY_SIZES = {"1KB": 1 << 10, "1MB": 1 << 20, "1GB": 1 << 30}
 #: raise when a change of the solvers, the plan rules or the files written changes what a run

@@ -20,7 +20,7 @@ from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule
 from synth.solve.bwopt.arborescence import exact
 
-__all__ = ["bandwidth_term", "lockstep_bandwidth_term"]
+__all__ = ["bandwidth_term", "lockstep_bandwidth_term", "resource_term"]
 
 
 def _capacities(fabric: Fabric, efficiency=None) -> dict:
@@ -39,6 +39,13 @@ def _loads(fabric: Fabric, transfers) -> dict:
         for r, f in fabric.channels[(i, j)]:
             load[r] = load.get(r, Fraction(0)) + k * Fraction(f)
     return load
+
+
+def resource_term(fabric: Fabric, transfers, efficiency=None) -> Fraction:
+    """The busiest resource's load over its capacity (rounds) for ``transfers`` run together,
+    in chunks (not divided by pieces per block); ``efficiency`` as :func:`bandwidth_term`'s."""
+    caps = _capacities(fabric, efficiency)
+    return max((v / caps[r] for r, v in _loads(fabric, transfers).items()), default=Fraction(0))
 
 
 def bandwidth_term(schedule: Schedule, fabric: Fabric, efficiency=None) -> Fraction:

@@ -60,7 +60,9 @@ from synth.solve.bwopt.trees import (
     rounds_for,
 )
 from synth.solve.cluster.alltoall import cluster_alltoall
+from synth.solve.cluster.delivery_bound import certified_bound, cut_bound
 from synth.solve.cluster.compose import HIERARCHICAL, hierarchical
+from synth.solve.cluster.rooted import ROOTED, hierarchical_rooted
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 __all__ = ["SUPPORTED", "TREES_MAX_RANKS", "bandwidth_optimal", "bandwidth_term", "lockstep_bandwidth_term"]
@@ -68,8 +70,10 @@ __all__ = ["SUPPORTED", "TREES_MAX_RANKS", "bandwidth_optimal", "bandwidth_term"
 SUPPORTED = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 #: the LP tree packing holds (ranks x ranks x links) load tables: clusters beyond this use the hierarchy
 TREES_MAX_RANKS = 64
-#: ``method="auto"`` keeps a hierarchical schedule this close to its bound without trying the tree packing
-HIERARCHY_GOOD = 1.01
+#: ``method="auto"`` keeps a hierarchical schedule this close to its certified bound (the larger of
+#: the cut bound and :func:`synth.solve.cluster.delivery_bound.delivery_bound`) without trying the
+#: tree packing
+HIERARCHY_GOOD = 1.005
 
 
 # ---------------------------------------------------------------------------- forests
@@ -148,13 +152,14 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     method : {"auto", "trees", "hierarchical"}
         ``trees``: the LP tree packing below on the whole fabric.  ``hierarchical``: on a
         cluster of identical hosts (``fabric.shape``), :func:`synth.solve.cluster.compose.hierarchical`
-        (rails, then each host's trees; allgather, reducescatter, allreduce).  ``auto``: the
-        hierarchical schedule on clusters, kept when it is within :data:`HIERARCHY_GOOD` of the
-        cut bound (allreduce: the phased bound) or the cluster has more than
-        :data:`TREES_MAX_RANKS` ranks, else the
-        better of it and the tree packing; the tree packing elsewhere.  A cluster of more
-        than :data:`TREES_MAX_RANKS` ranks supports only the hierarchical collectives.  On a
-        cluster ``auto`` also takes ``alltoall``: the multicommodity-flow LP of
+        (rails, then each host's trees; allgather, reducescatter, allreduce) or
+        :func:`synth.solve.cluster.rooted.hierarchical_rooted` (broadcast, reduce).  ``auto``:
+        the hierarchical schedule on clusters, kept when it is within :data:`HIERARCHY_GOOD` of
+        the cut bound (allreduce: the phased bound) or of the certified bound
+        (:func:`synth.solve.cluster.delivery_bound.certified_bound`), or the cluster has more
+        than :data:`TREES_MAX_RANKS` ranks, else the better of it and the tree packing; the
+        tree packing elsewhere.  On a cluster ``auto`` also takes ``alltoall`` (nominal
+        capacities): the multicommodity-flow LP of
         :func:`synth.solve.cluster.alltoall.cluster_alltoall`.
     efficiency : callable or CostParams, optional
         Link kind -> achieved fraction of nominal bandwidth (e.g. a
@@ -181,7 +186,7 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     t0, c0 = time.monotonic(), clock.now()
     name = canonical(collective)
     n = fabric.num_ranks
-    got = _by_method(fabric, name, method, efficiency, max_chunks, time_limit_s)
+    got = _by_method(fabric, name, method, efficiency, max_chunks, time_limit_s, root)
     if got is not None:
         return got
     root = _checked_root(name, n, root, max_chunks)
@@ -212,20 +217,20 @@ def _tree_schedule(fabric: Fabric, name: str, root: int | None, c: int, rv: Fore
 
 
 def _by_method(fabric: Fabric, name: str, method: str, efficiency, max_chunks: int,
-               time_limit_s: float) -> Schedule | None:
+               time_limit_s: float, root: int | None) -> Schedule | None:
     """The cluster schedule ``method`` asks for (None: pack trees); refuses an unknown method and
     what neither method covers."""
     n = fabric.num_ranks
     if method not in ("auto", "trees", "hierarchical"):
         raise InvalidArgument(f"bandwidth_optimal: method must be auto, trees or hierarchical, got {method!r}")
-    if method != "trees" and fabric.shape is not None and efficiency is None:
-        got = _on_cluster(fabric, name, method, max_chunks, time_limit_s)
+    if method != "trees" and fabric.shape is not None and fabric.shape.hosts > 1:
+        got = _on_cluster(fabric, name, method, max_chunks, time_limit_s, root, efficiency)
         if got is not None:
             return got
     if method == "hierarchical" or (fabric.shape is not None and n > TREES_MAX_RANKS):
         raise UnsupportedCollective(f"bandwidth_optimal: {name} on {n} ranks: the tree packing stops at "
                                     f"{TREES_MAX_RANKS} ranks and the hierarchical method covers "
-                                    f"{', '.join(HIERARCHICAL)}")
+                                    f"{', '.join(HIERARCHICAL + ROOTED)}")
     return None
 
 
@@ -273,22 +278,51 @@ def _common_batch(forests: list[Forest]) -> int:
     return c
 
 
-def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_limit_s: float) -> Schedule | None:
+def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_limit_s: float, root: int | None,
+                efficiency) -> Schedule | None:
     """The structured methods of :func:`bandwidth_optimal` on a cluster of identical hosts (None:
     the collective has none): the AllToAll LP, or the hierarchy, compared with the tree packing
-    on small clusters where the hierarchy is not within :data:`HIERARCHY_GOOD` of its bound."""
+    on clusters of at most :data:`TREES_MAX_RANKS` ranks where the hierarchy is not within
+    :data:`HIERARCHY_GOOD` of its certified bound (at the effective capacities of
+    ``efficiency``, a ``CostParams``, where given)."""
     t0 = clock.now()
     if name == "alltoall":
-        return cluster_alltoall(fabric, time_limit_s=time_limit_s)
-    if name not in HIERARCHICAL:
+        return cluster_alltoall(fabric, time_limit_s=time_limit_s) if efficiency is None else None
+    if name not in HIERARCHICAL + ROOTED:
         return None
-    hier = hierarchical(fabric, name, time_limit_s=min(60.0, time_limit_s / 2))
-    key = "ratio_to_phased_bound" if name == "allreduce" else "ratio_to_bound"
-    if method == "hierarchical" or fabric.num_ranks > TREES_MAX_RANKS or (hier.meta.get(key) or 2.0) <= HIERARCHY_GOOD:
+    params = _as_params(efficiency)
+    eff = params.efficiency if params is not None else None
+    budget = min(60.0, time_limit_s / 2)
+    if name in ROOTED:
+        root = _checked_root(name, fabric.num_ranks, root, max_chunks)
+        hier = hierarchical_rooted(fabric, name, root, efficiency=eff, time_limit_s=budget)
+    else:
+        hier = hierarchical(fabric, name, efficiency=eff, time_limit_s=budget)
+    hier = hier.with_(meta={**hier.meta, "optimized_for": "effective" if eff else "nominal"})
+    if method == "hierarchical" or fabric.num_ranks > TREES_MAX_RANKS:
         return hier
-    trees = bandwidth_optimal(fabric, name, max_chunks=max_chunks, method="trees",
+    achieved = float(bandwidth_term(hier, fabric, eff))
+    if achieved <= HIERARCHY_GOOD * float(cut_bound(fabric, name, root, params)):
+        return hier
+    certified = certified_bound(fabric, name, root, params)
+    hier = hier.with_(meta={**hier.meta, "certified_bound": certified,
+                            "ratio_to_certified_bound": achieved / certified if certified else None})
+    if achieved <= HIERARCHY_GOOD * certified:
+        return hier
+    trees = bandwidth_optimal(fabric, name, root=root, max_chunks=max_chunks, method="trees", efficiency=efficiency,
                               time_limit_s=max(5.0, time_limit_s - (clock.now() - t0)))
-    return min((hier, trees), key=lambda s: s.meta["achieved_rounds_per_block"])
+    return min((hier, trees), key=lambda s: bandwidth_term(s, fabric, eff))
+
+
+def _as_params(efficiency):
+    """``efficiency`` as an object with an ``efficiency(kind)`` method (None stays None)."""
+    if efficiency is None or hasattr(efficiency, "efficiency"):
+        return efficiency
+
+    class _Factors:
+        def efficiency(self, kind: str) -> float:
+            return efficiency(kind)
+    return _Factors()
 
 
 def _phased(fabric: Fabric, name: str, achieved: Fraction) -> dict:

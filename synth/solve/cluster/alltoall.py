@@ -27,6 +27,7 @@ bandwidth term and both ratios.
 
 from __future__ import annotations
 
+import math
 import time
 from fractions import Fraction
 
@@ -145,13 +146,13 @@ def _solve_lp(q: _Quotient, time_limit_s: float):
             var = lp.NumVar(0.0, 1.0, f"x[{cls},{a},{b},{k}]")
             one.SetCoefficient(var, 1.0)
             x[(cls, a, b, k)] = var
-            coef: dict = {}
-            for _, pid, f in q.entries(cls, a, b, opt):
+            coef: dict = {}                 # exact sums, set in name order: the same LP whatever
+            for _, pid, f in q.entries(cls, a, b, opt):     # order the fabric lists its routes in
                 for r, m in mult[(cls, pid)].items():
                     if r in rows:
-                        coef[r] = coef.get(r, 0.0) + float(f) * m
-            for r, c in coef.items():
-                rows[r].SetCoefficient(var, c)
+                        coef[r] = coef.get(r, 0) + Fraction(f) * m
+            for r in sorted(coef):
+                rows[r].SetCoefficient(var, float(coef[r]))
     lp.Minimize(T)
     status = lp.Solve()
     if status != pywraplp.Solver.OPTIMAL:
@@ -167,7 +168,7 @@ def _solve_lp(q: _Quotient, time_limit_s: float):
     slow = {pid: 1.0 / (cap[r] * eff(fab.resources[r].kind)) if r in cap else 0.0 for pid, r in enumerate(rep)}
     for (cls, a, b, k), var in x.items():
         opt = q.options[(cls, a, b)][k]
-        obj.SetCoefficient(var, 1e-3 + sum(float(f) * slow[pid] for _, pid, f in q.entries(cls, a, b, opt)))
+        obj.SetCoefficient(var, 1e-3 + math.fsum(float(f) * slow[pid] for _, pid, f in q.entries(cls, a, b, opt)))
     obj.SetMinimization()
     if lp.Solve() != pywraplp.Solver.OPTIMAL:          # keep the first solution's values
         T.SetUb(lp.infinity())

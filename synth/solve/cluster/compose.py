@@ -12,7 +12,14 @@ AllGather (two phases, each host alike):
    (:func:`synth.solve.cluster.local_trees.local_forest`), tree level ``l`` in step ``l``,
    all hosts at once.
 
-Each block crosses the network once per host, which is what the host cut needs: on
+On 2-4 hosts the host phase is the busier one; there every GPU also *carries* ``e`` of the
+``C`` pieces of other local GPUs' blocks (:func:`carriers`): each host first spreads its own
+blocks over its trees, the rails step then sends the carried pieces too, and on every other
+host the remote pieces go down their trees past the carriers, which have them from the
+network.  :mod:`synth.solve.cluster.split` picks ``(C, e)`` (2 x dgx-h100: ``(2, 1)``, the cut
+bound 3/4 rounds per block instead of 7/9).
+
+Without carried pieces each block crosses the network once per host, which is what the host cut needs: on
 rail-optimized or single-switch DGX H100 clusters of 5 or more hosts the bandwidth term is
 the cut bound ((H - 1) / 2 rounds per block: a host's 8 NICs bring in the other hosts' n - 8
 blocks), and the host phase (``H x`` the host's own allgather term on NVLink) stays below it.
@@ -35,9 +42,10 @@ from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric, build_fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check, required_rounds
-from synth.solve.bwopt.bandwidth_term import bandwidth_term
+from synth.solve.bwopt.bandwidth_term import bandwidth_term, resource_term
 from synth.solve.bwopt.trees import bfs_edges
 from synth.solve.cluster.local_trees import LocalForest, local_forest
+from synth.solve.cluster.split import best_split
 from topo_probe.errors import UnsupportedCollective
 
 HIERARCHICAL = ("allgather", "reducescatter", "allreduce")
@@ -50,7 +58,7 @@ def host_fabric(fabric: Fabric) -> Fabric:
     return build_fabric(fabric.shape.host, unit_gbps=fabric.unit_gbps, structured=False)
 
 
-def _tree_levels(parent: tuple[int, ...]) -> list[list[tuple[int, int]]]:
+def tree_levels(parent: tuple[int, ...]) -> list[list[tuple[int, int]]]:
     """Edges (u, v) of a tree grouped by the depth of u."""
     depth = {parent.index(-1): 0}
     levels: list[list[tuple[int, int]]] = []
@@ -67,53 +75,89 @@ def _assignments(forest: LocalForest, b: int) -> list[tuple[tuple[int, ...], int
     return [p for p, m in forest.counts[b] for _ in range(m)]
 
 
-def _host_copies(forest: LocalForest, g: int, H: int, C: int) -> list[list[Transfer]]:
-    """Allgather host phase: per step, transfers of every host."""
-    steps: list[list[Transfer]] = [[] for _ in range(forest.depth)]
+def carriers(g: int, C: int, e: int) -> dict[tuple[int, int], tuple[int, ...]]:
+    """``(local source b, piece j) -> local GPUs besides b that carry piece j of b's blocks``:
+    the ``t``-th of ``e`` extra carriers of ``b`` is GPU ``b + 1 + t`` (mod ``g``), carrying
+    piece ``t mod C``, so every GPU carries ``e`` pieces.
+
+    >>> carriers(4, 2, 3)[(0, 0)], carriers(4, 2, 3)[(0, 1)], carriers(4, 2, 3)[(3, 0)]
+    ((1, 3), (2,), (0, 2))
+    """
+    out: dict[tuple[int, int], list[int]] = {(b, j): [] for b in range(g) for j in range(C)}
+    for b in range(g):
+        for t in range(e):
+            out[(b, t % C)].append((b + 1 + t) % g)
+    return {k: tuple(v) for k, v in out.items()}
+
+
+def _host_phase(forest: LocalForest, g: int, H: int, C: int, carried: dict | None,
+                own: bool | None) -> list[list[tuple[int, int, int]]]:
+    """Broadcast-ordered ``(chunk, src, dst)`` per tree level, every host at once: a chunk of
+    block ``(layer, b)`` goes down its tree in every host (``own``: only in host ``layer``;
+    ``own is False``: only in the others, skipping the edges into its carriers, which have it
+    from the network)."""
+    steps: list[list[tuple[int, int, int]]] = [[] for _ in range(forest.depth)]
     for b in range(g):
         for k, tree in enumerate(_assignments(forest, b)):
             layer, j = divmod(k, C)                   # local chunk k = block of rank (layer, b), piece j
             chunk = (layer * g + b) * C + j
-            for lvl, edges in enumerate(_tree_levels(tree)):
+            skip = set(carried[(b, j)]) if carried and own is False else set()
+            for lvl, edges in enumerate(tree_levels(tree)):
                 for h in range(H):
+                    if own is not None and (h == layer) != own:
+                        continue
                     o = h * g
-                    steps[lvl].extend(Transfer(chunk, o + u, o + v, "copy") for u, v in edges)
+                    steps[lvl].extend((chunk, o + u, o + v) for u, v in edges if v not in skip)
     return steps
 
 
-def _host_reduces(forest: LocalForest, g: int, H: int, C: int) -> list[list[Transfer]]:
-    """Reducescatter host phase: reduce trees towards each local owner, run backwards."""
-    depth = forest.depth
-    steps: list[list[Transfer]] = [[] for _ in range(depth)]
-    for b in range(g):
-        for k, tree in enumerate(_assignments(forest, b)):
-            layer, j = divmod(k, C)
-            chunk = (layer * g + b) * C + j
-            for lvl, edges in enumerate(_tree_levels(tree)):
-                for h in range(H):
-                    o = h * g
-                    steps[depth - 1 - lvl].extend(Transfer(chunk, o + v, o + u, "reduce") for u, v in edges)
-    return steps
-
-
-def _rails(g: int, H: int, C: int, reduce: bool) -> list[Transfer]:
-    """One step along the rails: copies out of each rank's own chunks, or reduces into them."""
+def _rails(g: int, H: int, C: int, carried: dict | None) -> list[tuple[int, int, int]]:
+    """One step along the rails, broadcast-ordered ``(chunk, src, dst)``: every rank sends its
+    own chunks, and the pieces of local blocks it carries, to its peers on every other host."""
     out = []
     for r in range(g * H):
         h, b = divmod(r, g)
+        mine = [(r * C + j) for j in range(C)]
+        if carried:
+            mine += [(h * g + s) * C + j for (s, j), vs in carried.items() if b in vs]
         for h2 in range(H):
             if h2 != h:
-                peer = h2 * g + b
-                out.extend(Transfer(r * C + j, peer, r, "reduce") if reduce else Transfer(r * C + j, r, peer, "copy")
-                           for j in range(C))
+                out.extend((chunk, r, h2 * g + b) for chunk in mine)
     return out
+
+
+def _as_transfers(phases: list[list[tuple[int, int, int]]], reduce: bool) -> list[list[Transfer]]:
+    """Copies in broadcast order, or the time-reversed reduces."""
+    if not reduce:
+        return [[Transfer(c, u, v, "copy") for c, u, v in ts] for ts in phases]
+    return [[Transfer(c, v, u, "reduce") for c, u, v in ts] for ts in reversed(phases)]
+
+
+def _broadcast_phases(forest: LocalForest, g: int, H: int, C: int, e: int) -> list[list[tuple[int, int, int]]]:
+    """The allgather in broadcast order: rails, then every chunk down its host tree; with
+    carriers (``e > 0``) the hosts first share their own blocks, then the rails carry them too,
+    then the remote chunks go down their trees past the carriers."""
+    if e == 0:
+        return [_rails(g, H, C, None)] + _host_phase(forest, g, H, C, None, None)
+    carried = carriers(g, C, e)
+    return (_host_phase(forest, g, H, C, carried, True) + [_rails(g, H, C, carried)]
+            + _host_phase(forest, g, H, C, carried, False))
 
 
 def _steps(fabric: Fabric, phases: list[list[Transfer]]) -> tuple[Step, ...]:
     return tuple(Step(required_rounds(fabric, [(t.src, t.dst) for t in ts]), tuple(ts)) for ts in phases if ts)
 
 
-def hierarchical(fabric: Fabric, collective: str, *, chunks: int = 1, time_limit_s: float = 30.0) -> Schedule:
+def _checked(name: str, chunks, carried) -> None:
+    if name not in HIERARCHICAL:
+        raise UnsupportedCollective(f"hierarchical: {name} is not supported (supported: {', '.join(HIERARCHICAL)})")
+    for what, v, low in (("chunks", chunks, 1), ("carried", carried, 0)):
+        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+            raise UnsupportedCollective(f"hierarchical: {what} must be an integer >= {low}, got {v!r}")
+
+
+def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, carried: int | None = None,
+                 efficiency=None, time_limit_s: float = 30.0) -> Schedule:
     """The hierarchical schedule of ``collective`` on a cluster fabric (see the module docstring).
 
     Parameters
@@ -122,8 +166,16 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int = 1, time_limit
         A fabric with a cluster shape (:func:`synth.ir.fabric.build_fabric` of identical hosts).
     collective : str
         ``allgather``, ``reducescatter`` or ``allreduce`` (any spelling).
-    chunks : int
+    chunks : int, optional
         Chunks per rank ``C``; the host phase spreads ``hosts x C`` chunks per GPU over trees.
+    carried : int, optional
+        Pieces of other local GPUs' blocks each GPU carries over the network (default 0 when
+        ``chunks`` is given).  Both left out: :func:`synth.solve.cluster.split.best_split`
+        chooses, and the plain hierarchy (1 chunk, nothing carried) is kept where the split's
+        schedule is no better.
+    efficiency : callable, optional
+        Link kind -> achieved fraction of nominal bandwidth: choose the split for these
+        effective capacities (``meta`` stays nominal, as :func:`synth.solve.bwopt.optimal.bandwidth_optimal`'s).
     time_limit_s : float
         Budget (s) for the host's tree packing and whole-chunk search.
 
@@ -133,36 +185,62 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int = 1, time_limit
         Verified; ``meta`` as :func:`synth.solve.bwopt.optimal.bandwidth_optimal`'s
         (``method`` ``"hierarchical"``, ``bound_rounds_per_block``, ``achieved_rounds_per_block``,
         ``ratio_to_bound``, allreduce ``ratio_to_phased_bound``) plus ``host_term`` (the host
-        phase's rounds per local chunk) and ``solve_s``.
+        phase's rounds per local chunk), ``carried`` and ``solve_s``.
 
     Raises
     ------
     UnsupportedCollective
-        Another collective, ``chunks < 1``, or a fabric without a cluster shape.
+        Another collective, ``chunks < 1``, ``carried < 0``, or a fabric without a cluster shape.
     """
     t0 = time.monotonic()
     name = canonical(collective)
-    if name not in HIERARCHICAL:
-        raise UnsupportedCollective(f"hierarchical: {name} is not supported (supported: {', '.join(HIERARCHICAL)})")
-    if isinstance(chunks, bool) or not isinstance(chunks, int) or chunks < 1:
-        raise UnsupportedCollective(f"hierarchical: chunks must be an integer >= 1, got {chunks!r}")
+    _checked(name, chunks, carried)
     host = host_fabric(fabric)
-    g, H, C = fabric.shape.gpus_per_host, fabric.shape.hosts, chunks
+    if chunks is not None or carried is not None:
+        sched = _build(fabric, host, name, chunks or 1, carried or 0, time_limit_s)
+    else:
+        plain = _build(fabric, host, name, 1, 0, time_limit_s)
+        C, e = best_split(*_terms(plain, fabric, efficiency), fabric.shape.hosts, fabric.shape.gpus_per_host)
+        sched = plain
+        if e:
+            split = _build(fabric, host, name, C, e, time_limit_s)
+            if bandwidth_term(split, fabric, efficiency) < bandwidth_term(plain, fabric, efficiency):
+                sched = split
+    return sched.with_(meta={**sched.meta, "solve_s": round(time.monotonic() - t0, 3)})
+
+
+def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s: float) -> Schedule:
+    """The schedule with ``C`` chunks per rank and ``e`` carried pieces per GPU, verified, with meta."""
+    g, H = fabric.shape.gpus_per_host, fabric.shape.hosts
+    if e > g - 1:
+        raise UnsupportedCollective(f"hierarchical: at most {g - 1} carried pieces per GPU (distinct carriers "
+                                    f"per block), got {e}")
     budget = time_limit_s / (2 if name == "allreduce" else 1)
     phases: list[list[Transfer]] = []
     forests = []
     if name in ("reducescatter", "allreduce"):
         rs = local_forest(host, True, H * C, time_limit_s=budget)
-        phases += _host_reduces(rs, g, H, C) + [_rails(g, H, C, True)]
+        phases += _as_transfers(_broadcast_phases(rs, g, H, C, e), True)
         forests.append(rs)
     if name in ("allgather", "allreduce"):
         ag = local_forest(host, False, H * C, time_limit_s=budget)
-        phases += [_rails(g, H, C, False)] + _host_copies(ag, g, H, C)
+        phases += _as_transfers(_broadcast_phases(ag, g, H, C, e), False)
         forests.append(ag)
     sched = Schedule(name, g * H, C, _steps(fabric, phases), None, False, "hierarchical", fabric.topology_name,
                      fabric.fingerprint)
     check(sched, fabric)
-    return sched.with_(meta=_meta(sched, fabric, name, forests, time.monotonic() - t0))
+    return sched.with_(meta={**_meta(sched, fabric, name, forests, 0.0), "carried": e})
+
+
+def _terms(plain: Schedule, fabric: Fabric, efficiency) -> tuple[Fraction, Fraction]:
+    """(network term, host-link term) of the plain hierarchy, rounds per block: the busiest
+    resource's load from the transfers between hosts, and from those inside hosts (one phase
+    of an allreduce: its two phases load the same resources alike)."""
+    g = fabric.shape.gpus_per_host
+    steps = [st for st in plain.steps if all(t.op == "copy" for t in st.transfers)] or list(plain.steps)
+    inter = [t for st in steps for t in st.transfers if t.src // g != t.dst // g]
+    intra = [t for st in steps for t in st.transfers if t.src // g == t.dst // g]
+    return resource_term(fabric, inter, efficiency), resource_term(fabric, intra, efficiency)
 
 
 def _meta(sched: Schedule, fabric: Fabric, name: str, forests: list[LocalForest], solve_s: float) -> dict:
@@ -182,4 +260,4 @@ def _meta(sched: Schedule, fabric: Fabric, name: str, forests: list[LocalForest]
     return meta
 
 
-__all__ = ["HIERARCHICAL", "hierarchical", "host_fabric"]
+__all__ = ["HIERARCHICAL", "carriers", "hierarchical", "host_fabric", "tree_levels"]

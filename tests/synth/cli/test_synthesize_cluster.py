@@ -111,10 +111,34 @@ def test_baselines_refuse_too_many_transfers(monkeypatch):
 
 
 def test_msccl_export_needs_one_threadblock_per_peer():
-    """MSCCL runs one threadblock per peer, 216 per GPU: a direct alltoall on 1,024 ranks (1,023 peers)
-    cannot be loaded, the hierarchical allgather (127 rail peers + 7 host peers) can."""
+    """MSCCL runs one threadblock per peer, 216 per GPU, and RCCL at most 32 per channel: a
+    direct alltoall on 24 ranks (23 peers) and the hierarchical allgather on 3 hosts (2 rail
+    peers + 7 host peers) can be loaded, not one on 1,024 ranks (1,023 peers; 127 + 7)."""
     f = build_fabric(cluster("dgx-h100", 3, rail_optimized=True))
     assert msccl_export._most_peers(baseline("direct", f, "alltoall")) == 23
     from synth.solve.cluster.compose import hierarchical
     assert msccl_export._most_peers(hierarchical(f, "allgather")) == 2 + 7
     assert msccl_export.MSCCL_MAX_PEERS == 216
+
+
+def test_msccl_export_skips_what_the_writer_would_refuse(tmp_path):
+    """40 ranks: the direct allgather sends to 39 peers, every one with a threadblock on channel 0,
+    more than RCCL's 32 per channel.  The writer refuses it (the reference); the export leaves it
+    out with a note before lowering it, and writes the 9-peer hierarchy."""
+    from types import SimpleNamespace
+    from synth.formats.msccl import to_msccl_xml
+    from synth.formats.msccl.layout import RUNTIME_MAX_TBS_PER_CHANNEL
+    from synth.solve.cluster.compose import hierarchical
+    from topo_probe.errors import InvalidArgument
+    f = build_fabric(cluster("dgx-h100", 5))
+    direct, hier = baseline("direct", f, "allgather"), hierarchical(f, "allgather")
+    with pytest.raises(InvalidArgument, match="per channel"):
+        to_msccl_xml(direct)
+    assert msccl_export._most_peers(direct) == 39 > RUNTIME_MAX_TBS_PER_CHANNEL
+    res = SimpleNamespace(schedules={"allgather-direct": direct, "allgather-bwopt": hier},
+                          files={"allgather-direct": "schedules/allgather-direct.json",
+                                 "allgather-bwopt": "schedules/allgather-bwopt.json"}, summary={})
+    msccl_export.export_msccl({"allgather": res}, Plan("t", "f"), tmp_path, print)
+    assert not (tmp_path / "candidates" / "allgather-direct.xml").exists()
+    assert any("allgather-direct.xml not written" in n and "32 threadblocks" in n for n in res.summary["notes"])
+    assert from_msccl_xml((tmp_path / "candidates" / "allgather-bwopt.xml").read_text()).ranks == 40

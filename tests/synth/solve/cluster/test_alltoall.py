@@ -62,3 +62,27 @@ def test_bandwidth_optimal_takes_alltoall_on_clusters_only():
         cluster_alltoall(build_fabric(get_preset("dgx-h100")))
     with pytest.raises(UnsupportedCollective, match="max_chunks"):
         cluster_alltoall(f, max_chunks=0)
+
+
+_DIGEST = """
+import hashlib
+from topo_probe.machines.clusters import cluster
+from synth.ir.fabric import build_fabric
+from synth.solve.cluster.alltoall import cluster_alltoall
+s = cluster_alltoall(build_fabric(cluster("dgx-h100", 2, rail_optimized=True)), time_limit_s=60)
+print(hashlib.sha256(repr((s.chunks_per_rank, s.steps)).encode()).hexdigest())
+"""
+
+
+def test_the_same_schedule_whatever_the_string_hash_seed():
+    """The fabric lists a route's resources in an order that follows Python's string hashing;
+    the LP must not (it once picked another of its optimal vertices in each process)."""
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = str(Path(__file__).resolve().parents[4])
+    got = {subprocess.run([sys.executable, "-c", _DIGEST], capture_output=True, text=True, check=True,
+                          env={**os.environ, "PYTHONHASHSEED": seed, "PYTHONPATH": root}).stdout
+           for seed in ("1", "2")}
+    assert len(got) == 1

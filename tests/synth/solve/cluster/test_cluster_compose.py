@@ -82,5 +82,9 @@ def test_bad_requests():
         hierarchical(f, "broadcast")
     with pytest.raises(UnsupportedCollective, match="chunks"):
         hierarchical(f, "allgather", chunks=0)
+    with pytest.raises(UnsupportedCollective, match="carried"):
+        hierarchical(f, "allgather", carried=-1)
+    with pytest.raises(UnsupportedCollective, match="at most 7 carried"):
+        hierarchical(f, "allgather", chunks=2, carried=8)
     with pytest.raises(UnsupportedCollective, match="tree packing stops"):
-        bandwidth_optimal(build_fabric(cluster("dgx-h100", 9)), "broadcast")
+        bandwidth_optimal(build_fabric(cluster("dgx-h100", 9)), "gather")
