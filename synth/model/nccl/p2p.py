@@ -16,6 +16,7 @@ moves at most what a channel of NCCL's ring graph carries (its ``bwIntra``).  So
 
 from __future__ import annotations
 
+from synth.model.nccl.constants import PCIE_X16_GBS
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
@@ -67,8 +68,6 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
     return links * m.link_gbs * params.p2p_nvlink_efficiency
 
 
-#: data-sheet GB/s per direction of a PCIe x16 link by generation
-PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}
 
 
 def mesh_alltoall_us(m: NcclMachine, params: ModelParams, per_peer: float) -> float | None:

@@ -31,7 +31,7 @@ from synth.model.nccl.constants import (
     LL_DATA_FRACTION,
     LL_MAX_BWS,
     NVLINK_BW_PER_LINK,
-    PCI_BW_BY_GEN,
+    PCIE_X16_GBS,
     PER_CH_MAX_RING_LL128,
     PROTOS,
     RCCL_BASE_LAT,
@@ -88,9 +88,10 @@ def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs) -> fl
 
 
 def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
-    """What a node's NICs deliver (GB/s): line rate, at most the GPUs' PCIe links, times the
-    achieved fraction (``ring``: of ring channels streaming through them, see :func:`_net_bus_gbs`)."""
-    wire = min(m.node_net_gbps, m.gpus_per_node * PCI_BW_BY_GEN[m.pcie_gen])
+    """What a node's NICs deliver (GB/s): line rate, at most the GPUs' PCIe x16 links (data
+    sheet: the efficiency below derates both alike), times the achieved fraction (``ring``: of
+    ring channels streaming through them, see :func:`_net_bus_gbs`)."""
+    wire = min(m.node_net_gbps, m.gpus_per_node * PCIE_X16_GBS[m.pcie_gen])
     eff = params.ring_net_efficiency(m.net_kind) if ring else params.net_efficiency(m.net_kind)
     return wire * eff
 
@@ -249,5 +250,6 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     return max(host_time_us(params, t.machine.gpus_per_process, channels), t_dev)
 
 
-__all__ = ["host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes", "ring_capacity_gbs", "simple_chunk_bytes", "latency_us",
+__all__ = ["host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
+           "ring_capacity_gbs", "simple_chunk_bytes", "latency_us",
            "collective_time_us"]
