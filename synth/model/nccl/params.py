@@ -22,8 +22,7 @@ nvls_efficiency, lat_scale (*, NVLS)   H100 NVLS log, p5 (NVLSTree)
 link_eff (sm70 / sm80 / sm90, nvlink)  V100 / A100 / H100 logs
 link_eff (*, xgmi), lat_scale gfx942   MI300X only
 lat_scale sm70 / sm80                  V100 only / A100 all_reduce only
-net_eff (*)                            p4de, A3 Mega, H100 InfiniBand trees (4-10 hosts)
-ring_net_eff (*)                       not fitted: NCCL's NET_BW ratio, 12 of 12.5 GB/s (checked on the IB rings)
+net_eff (*)                            p4de, A3 Mega, H100 InfiniBand (2-10 hosts)
 net_lat, net_chunk (ib)                H100 InfiniBand all_reduce logs of 2, 4, 8 and 10 hosts
 net_lat, net_chunk (efa/efa2/tcpxo)    p4de / p5 / A3 Mega only
 p2p_nvlink_efficiency                  A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
@@ -51,7 +50,7 @@ from topo_probe.errors import InvalidArgument
 TRANSPORT_FAMILY = {"roce": "ib"}
 
 #: the tables of ModelParams whose keys are tuples (written ``"a/b"`` in JSON)
-TABLES = ("proto_eff", "tree_eff", "link_eff", "lat_scale", "net_eff", "ring_net_eff", "net_lat", "net_chunk")
+TABLES = ("proto_eff", "tree_eff", "link_eff", "lat_scale", "net_eff", "net_lat", "net_chunk")
 
 
 @dataclass(frozen=True)
@@ -73,12 +72,7 @@ class ModelParams:
     lat_scale : dict
         ``(arch, proto)`` (``NVLS`` for NVLink SHARP): real / NCCL-table intra-node latency.
     net_eff : dict
-        transport: achieved fraction of the NICs' line rate (trees, CollNet, point-to-point).
-    ring_net_eff : dict
-        transport: achieved fraction of the NICs' line rate when ring channels stream through them:
-        one flow in and one out per channel, spread evenly over the NICs.  Not fitted (a fit would let
-        it absorb what a ring's mid-size rows lack): NCCL's own ``NET_BW`` ratio, 12 GB/s assumed of
-        a 12.5 GB/s (100 Gb/s) NIC; the real InfiniBand and RoCE rings stream at 0.96-0.98.
+        transport: achieved fraction of the NICs' line rate.
     net_lat : dict
         ``(transport, proto)``: extra µs per inter-node hop (LL128 shares LL's).
     net_chunk : dict
@@ -99,7 +93,6 @@ class ModelParams:
         ("*", "nvlink"): 0.8, ("*", "xgmi"): 0.7, ("*", "pcie"): 0.8, ("*", "shm"): 0.5})
     lat_scale: dict = field(default_factory=lambda: {("*", "LL"): 1.0, ("*", "LL128"): 1.0, ("*", "Simple"): 1.0})
     net_eff: dict = field(default_factory=lambda: {"*": 0.85})
-    ring_net_eff: dict = field(default_factory=lambda: {"*": 12.0 / 12.5})
     net_lat: dict = field(default_factory=lambda: {("*", "LL"): 0.0, ("*", "LL128"): 0.0, ("*", "Simple"): 0.0})
     net_chunk: dict = field(default_factory=lambda: {"*": 0.0})
     p2p_nvlink_efficiency: float = 0.65
@@ -133,10 +126,6 @@ class ModelParams:
     def net_efficiency(self, kind: str) -> float:
         """Achieved fraction of the NICs' line rate on transport ``kind``."""
         return self._per_transport(self.net_eff, kind, 0.85)
-
-    def ring_net_efficiency(self, kind: str) -> float:
-        """Achieved fraction of the NICs' line rate that ring channels stream at on transport ``kind``."""
-        return self._per_transport(self.ring_net_eff, kind, 12.0 / 12.5)
 
     def tree_efficiency(self, proto: str) -> float:
         """Achieved / modelled bandwidth of a tree's intra-node chain for ``proto``."""

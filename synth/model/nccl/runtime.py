@@ -87,13 +87,11 @@ def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs) -> fl
     return channels * PER_CH_MAX_RING_LL128[cc][idx2] / LL128_DATA_FRACTION
 
 
-def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
+def _net_bw(m: NcclMachine, params: ModelParams) -> float:
     """What a node's NICs deliver (GB/s): line rate, at most the GPUs' PCIe x16 links (data
-    sheet: the efficiency below derates both alike), times the achieved fraction (``ring``: of
-    ring channels streaming through them, see :func:`_net_bus_gbs`)."""
+    sheet: the efficiency below derates both alike), times the achieved fraction."""
     wire = min(m.node_net_gbps, m.gpus_per_node * PCIE_X16_GBS[m.pcie_gen])
-    eff = params.ring_net_efficiency(m.net_kind) if ring else params.net_efficiency(m.net_kind)
-    return wire * eff
+    return wire * params.net_efficiency(m.net_kind)
 
 
 def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int, params: ModelParams) -> float:
@@ -149,19 +147,12 @@ def tree_net_passes(m: NcclMachine, algo: str) -> int:
 
 
 def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
-    """Bus bandwidth the NICs of a node allow (GB/s, multi-node only).
-
-    Ring: every channel enters and leaves a node once, through one NIC, and the channels are
-    spread evenly over the NICs: each NIC streams one steady flow per direction per channel, at
-    the ring's achieved fraction of the line rate (``ring_net_eff``; real H100 InfiniBand rings
-    reach 49 of 50 GB/s per NIC on 1, 2, 4 and 8 GPUs per host).  Trees: ``net_eff`` and
-    :func:`tree_net_passes` (an inner vertex's NICs carry its two children's and its parent's
-    flows, unevenly over the channels)."""
+    """Bus bandwidth the NICs of a node allow (GB/s, multi-node only)."""
     m, g = t.machine, t.graphs
     frac = _proto_fraction(m.arch, proto, params)
-    if algo == "ring":
+    if algo == "ring":                           # every ring channel crosses one NIC of each node
         n_nic = m.visible_nics()[0]
-        return _net_bw(m, params, ring=True) * min(g.ring.n_channels, n_nic) / n_nic * frac
+        return _net_bw(m, params) * min(g.ring.n_channels, n_nic) / n_nic * frac
     return busbw_factor(coll, m.ranks) * _net_bw(m, params) * frac / tree_net_passes(m, algo)
 
 

@@ -39,8 +39,7 @@ def test_each_link_kind_takes_the_shared_constant():
     amd = cost_params_for(get_preset("mi300x"))
     assert amd.infinity_fabric_efficiency == DEFAULT_PARAMS.link_efficiency("gfx942", "xgmi")
     efa2 = cost_params_for(machine("dgx-h100", 2, "efa2"))
-    streams = max(DEFAULT_PARAMS.net_efficiency("efa2"), DEFAULT_PARAMS.ring_net_efficiency("efa2"))
-    assert efa2.network_efficiency == streams
+    assert efa2.network_efficiency == DEFAULT_PARAMS.net_efficiency("efa2")
     assert efa2.network_latency_us == DEFAULT_PARAMS.net_latency_us("efa2", "Simple") > 0
     assert cost_params_for(machine("dgx-h100", 2)).network_latency_us == DEFAULT_PARAMS.net_latency_us("ib", "Simple")
 
