@@ -52,6 +52,9 @@ FEATURE_VERSION = {"LL128": (2, 5), "nvls": (2, 17), "nvls_tree": (2, 18), "pat"
 NVLINK_BW_PER_LINK = {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1}
 #: topo.h PCI_BW 12 for Gen3 x16; Gen4 24, Gen5 48 (topo.cc scales by generation)
 PCI_BW_BY_GEN = {3: 12.0, 4: 24.0, 5: 48.0}
+#: data-sheet GB/s per direction of a PCIe x16 link by generation (PCI-SIG: 8, 16, 32, 64 GT/s per lane):
+#: what a GPU's path to its NIC can physically carry (NCCL's PCI_BW above is its own derated estimate)
+PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}
 #: topo.h inter-socket bandwidth: QPI_BW 6, SKL_QPI_BW 10, SRP_QPI_BW 22, ERP_QPI_BW 40, AMD_BW 16
 CPU_LINK_BW = {"intel_bdw": 6.0, "intel_skl": 10.0, "intel_spr": 22.0, "intel_emr": 40.0, "amd": 16.0}
 
@@ -155,7 +158,7 @@ def busbw_factor(coll: str, n_ranks: int) -> float:
 
 
 __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NAMES", "FEATURE_VERSION",
-           "HW_NVLINK", "HW_PCI", "HW_NET", "NVLINK_BW_PER_LINK", "PCI_BW_BY_GEN", "CPU_LINK_BW",
+           "HW_NVLINK", "HW_PCI", "HW_NET", "NVLINK_BW_PER_LINK", "PCI_BW_BY_GEN", "PCIE_X16_GBS", "CPU_LINK_BW",
            "SPEEDS_INTRA", "SPEEDS_INTER", "MAXCHANNELS", "NVLS_NCHANNELS", "BASE_LAT", "HW_LAT", "LL_MAX_BWS",
            "PER_CH_MAX_RING_LL128", "PER_CH_MAX_TREE_LL128", "PER_CH_MAX_TREE", "PER_CH_MAX_NVLS_TREE",
            "NVLS_EFFICIENCY", "TREE_CORRECTION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",

@@ -16,6 +16,7 @@ moves at most what a channel of NCCL's ring graph carries (its ``bwIntra``).  So
 
 from __future__ import annotations
 
+from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, PCIE_X16_GBS, PROTOS
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
@@ -67,8 +68,6 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
     return links * m.link_gbs * params.p2p_nvlink_efficiency
 
 
-#: data-sheet GB/s per direction of a PCIe x16 link by generation
-PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}
 
 
 def mesh_alltoall_us(m: NcclMachine, params: ModelParams, per_peer: float) -> float | None:
@@ -101,6 +100,14 @@ def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int
     return min(nic_share, peers * g.net_channels_per_peer * params.p2p_net_channel_gbs)
 
 
+def p2p_net_hop_us(m: NcclMachine, params: ModelParams) -> float:
+    """µs a send to a peer on another host adds before its first byte lands: one network hop of
+    the Simple protocol (sends above ``NCCL_P2P_LL_THRESHOLD``, 16 KiB, use it), as a collective's
+    hop costs it: NCCL's table latency (``hwLat[NET][ring][Simple]``, 14 µs) plus the transport's
+    fitted extra (``net_lat[transport, Simple]``)."""
+    return HW_LAT[HW_NET][ALGOS.index("ring")][PROTOS.index("Simple")] + params.net_latency_us(m.net_kind, "Simple")
+
+
 def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: ModelParams,
                 p2p_disable: bool = False) -> tuple[float, int]:
     """Predicted nccl-tests time (µs) of a point-to-point collective and the channels it uses.
@@ -127,8 +134,8 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         mesh = mesh_alltoall_us(m, params, intra_b / (ppn - 1))
         t_intra = t_intra if mesh is None else mesh
     t_inter = inter_b / (1000.0 * p2p_inter_gbs(m, g, params, peers)) if inter_b else 0.0
-    t_dev = params.p2p_latency_us + max(t_intra, t_inter)
+    t_dev = params.p2p_latency_us + (p2p_net_hop_us(m, params) if inter_b else 0.0) + max(t_intra, t_inter)
     return max(host_time_us(params, m.gpus_per_process, channels), t_dev), channels
 
 
-__all__ = ["p2p_time_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]
+__all__ = ["p2p_time_us", "p2p_net_hop_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]

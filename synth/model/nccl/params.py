@@ -44,6 +44,11 @@ from pathlib import Path
 
 from topo_probe.errors import InvalidArgument
 
+#: a transport that runs on another's code path takes that one's network constants when it has
+#: none of its own: NCCL drives RoCE NICs with its InfiniBand verbs transport (``NET/IB : Using
+#: [0]mlx5_0:1/RoCE``), the same per-message and per-hop work over a different link layer
+TRANSPORT_FAMILY = {"roce": "ib"}
+
 #: the tables of ModelParams whose keys are tuples (written ``"a/b"`` in JSON)
 TABLES = ("proto_eff", "tree_eff", "link_eff", "lat_scale", "net_eff", "net_lat", "net_chunk")
 
@@ -110,9 +115,17 @@ class ModelParams:
         """Real / NCCL-table intra-node latency for ``arch`` and ``proto``."""
         return self.lat_scale.get((arch, proto), self.lat_scale.get(("*", proto), 1.0))
 
+    @staticmethod
+    def _transports(kind: str) -> tuple[str, ...]:
+        """``kind``, the transport whose code path it runs on (:data:`TRANSPORT_FAMILY`), ``*``."""
+        return tuple(dict.fromkeys((kind, TRANSPORT_FAMILY.get(kind, kind), "*")))
+
+    def _per_transport(self, table: dict, kind: str, default: float) -> float:
+        return next((table[k] for k in self._transports(kind) if k in table), default)
+
     def net_efficiency(self, kind: str) -> float:
         """Achieved fraction of the NICs' line rate on transport ``kind``."""
-        return self.net_eff.get(kind, self.net_eff.get("*", 0.85))
+        return self._per_transport(self.net_eff, kind, 0.85)
 
     def tree_efficiency(self, proto: str) -> float:
         """Achieved / modelled bandwidth of a tree's intra-node chain for ``proto``."""
@@ -120,12 +133,12 @@ class ModelParams:
 
     def net_chunk_us(self, kind: str) -> float:
         """µs one Simple-protocol network message costs on transport ``kind``."""
-        return self.net_chunk.get(kind, self.net_chunk.get("*", 0.0))
+        return self._per_transport(self.net_chunk, kind, 0.0)
 
     def net_latency_us(self, kind: str, proto: str) -> float:
         """Extra µs per inter-node hop on transport ``kind`` for ``proto``."""
         group = "LL" if proto == "LL128" else proto
-        for key in ((kind, proto), (kind, group), ("*", proto), ("*", group)):
+        for key in ((t, p) for t in self._transports(kind) for p in (proto, group)):
             if key in self.net_lat:
                 return self.net_lat[key]
         return 0.0
@@ -175,4 +188,4 @@ def params_from_dict(doc: dict) -> ModelParams:
 FITTED = Path(__file__).with_name("fitted_params.json")
 DEFAULT_PARAMS = params_from_dict(json.loads(FITTED.read_text())) if FITTED.is_file() else ModelParams()
 
-__all__ = ["ModelParams", "DEFAULT_PARAMS", "FITTED", "params_to_dict", "params_from_dict", "TABLES"]
+__all__ = ["ModelParams", "DEFAULT_PARAMS", "FITTED", "params_to_dict", "params_from_dict", "TABLES", "TRANSPORT_FAMILY"]

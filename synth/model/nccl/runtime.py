@@ -31,7 +31,7 @@ from synth.model.nccl.constants import (
     LL_DATA_FRACTION,
     LL_MAX_BWS,
     NVLINK_BW_PER_LINK,
-    PCI_BW_BY_GEN,
+    PCIE_X16_GBS,
     PER_CH_MAX_RING_LL128,
     PROTOS,
     RCCL_BASE_LAT,
@@ -88,8 +88,9 @@ def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs) -> fl
 
 
 def _net_bw(m: NcclMachine, params: ModelParams) -> float:
-    """What a node's NICs deliver (GB/s): line rate, at most the GPUs' PCIe links."""
-    wire = min(m.node_net_gbps, m.gpus_per_node * PCI_BW_BY_GEN[m.pcie_gen])
+    """What a node's NICs deliver (GB/s): line rate, at most the GPUs' PCIe x16 links (data
+    sheet: the efficiency below derates both alike), times the achieved fraction."""
+    wire = min(m.node_net_gbps, m.gpus_per_node * PCIE_X16_GBS[m.pcie_gen])
     return wire * params.net_efficiency(m.net_kind)
 
 
@@ -104,9 +105,27 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
     if algo in ("nvls", "nvls_tree"):
         return t.nvls_bus_gbs(coll) * params.nvls_efficiency * min(1.0, channels / g.nvls_channels)
     if algo == "ring":
-        return min(ring_cap * frac * share, _channel_cap(m, proto, channels, g))
+        return min(ring_cap * frac * share * ring_intra_relief(m), _channel_cap(m, proto, channels, g))
     # tree / collnet: a chain inside the node sending up and down at once
     return busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
+
+
+def ring_intra_relief(m: NcclMachine) -> float:
+    """How much more bus bandwidth a ring's GPU links allow on several hosts than on one.
+
+    On one host every send of the ring rides the GPU links.  On several, each channel's ring
+    leaves a host through a NIC once: of a host's ``ppn`` GPUs one sends to the next host, the
+    other ``ppn - 1`` over the GPU links, and NCCL's channels start the ring at a different GPU
+    each, so every GPU link carries ``(ppn - 1) / ppn`` of what it carries on one host.
+
+    >>> from topo_probe import cluster, get_preset
+    >>> ring_intra_relief(NcclMachine.from_topology(get_preset("dgx-h100")))
+    1.0
+    >>> ring_intra_relief(NcclMachine.from_topology(cluster("dgx-h100", nodes=2)))
+    1.1428571428571428
+    """
+    ppn = m.gpus_per_node
+    return ppn / (ppn - 1) if m.nodes > 1 and ppn > 1 else 1.0
 
 
 def tree_net_passes(m: NcclMachine, algo: str) -> int:
@@ -222,5 +241,6 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     return max(host_time_us(params, t.machine.gpus_per_process, channels), t_dev)
 
 
-__all__ = ["host_time_us", "link_kind", "tree_net_passes", "ring_capacity_gbs", "simple_chunk_bytes", "latency_us",
+__all__ = ["host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
+           "ring_capacity_gbs", "simple_chunk_bytes", "latency_us",
            "collective_time_us"]
