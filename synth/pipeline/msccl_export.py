@@ -105,9 +105,15 @@ def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, onl
     ``only_plan``, an algorithm RCCL would not load is not written at all (candidates are not
     written at that scale either)."""
     from synth.formats.msccl.layout import RUNTIME_MAX_STEPS_PER_TB
-    from synth.formats.msccl.writer import Export, protocol_for
-    ex = Export(s)
+    from synth.formats.msccl.writer import Export, local_steps_at_least, protocol_for
     notes = res.summary.setdefault("notes", [])
+    least = local_steps_at_least(s) if spans and only_plan else 0
+    if least > RUNTIME_MAX_STEPS_PER_TB:     # known before lowering: not lowered at all
+        notes.append(f"msccl/{slug}.xml not written: a threadblock runs at least {least} steps (its local "
+                     f"sums), more than the {RUNTIME_MAX_STEPS_PER_TB} RCCL loads (MSCCL_MAX_NUM_STEPS), and "
+                     f"candidates are not written at {s.ranks} ranks")
+        return
+    ex = Export(s)
     if not spans:
         _write_xml(folder / "candidates" / f"{slug}.xml", ex.xml(name=name), res)
         return

@@ -62,6 +62,28 @@ def most_steps_per_threadblock(xml: str) -> int:
     return max((seg.split("</tb>")[0].count("<step ") for seg in xml.split("<tb ")[1:]), default=0)
 
 
+def local_steps_at_least(schedule: Schedule) -> int:
+    """A lower bound on :meth:`Export.most_steps`, from the schedule alone in one pass over its
+    transfers: ``m`` partials of one chunk reaching a rank in one step are received side by side
+    and summed by ``m - 1`` ``re`` steps in the rank's one local threadblock
+    (:func:`~synth.formats.msccl.lower.lower`), which fusion and merging never remove."""
+    return max(_local_sums(schedule).values(), default=0)
+
+
+def _local_sums(schedule: Schedule) -> dict[int, int]:
+    """Rank -> partials it receives beside the first of the same chunk in the same step."""
+    per_rank: dict[int, int] = {}
+    for step in schedule.steps:
+        fan_in: dict[tuple[int, int], int] = {}
+        for t in step.transfers:
+            if t.op == "reduce":
+                key = (t.dst, t.chunk)
+                if key in fan_in:
+                    per_rank[t.dst] = per_rank.get(t.dst, 0) + 1
+                fan_in[key] = 1
+    return per_rank
+
+
 def _attrs(pairs) -> str:
     return " ".join(f'{k}="{v}"' for k, v in pairs)
 
@@ -244,4 +266,4 @@ def runs_in_place_by_text(text: str, spec) -> bool:
     return True
 
 
-__all__ = ["Export", "build_program", "protocol_for", "to_msccl_xml"]
+__all__ = ["Export", "build_program", "local_steps_at_least", "protocol_for", "to_msccl_xml"]

@@ -10,16 +10,18 @@ from types import SimpleNamespace
 import pytest
 
 from synth.baselines import baseline
-from synth.formats.msccl import as_program, parse
+from synth.formats.msccl import as_program, parse, writer
 from synth.formats.msccl.layout import RUNTIME_MAX_STEPS_PER_TB
 from synth.formats.msccl.parse import parse_program
-from synth.formats.msccl.writer import (Export, _emit, build_program, most_steps_per_threadblock, protocol_for,
-                                        runs_in_place_by_text, to_msccl_xml)
+from synth.formats.msccl.writer import (Export, _emit, build_program, local_steps_at_least,
+                                        most_steps_per_threadblock, protocol_for, runs_in_place_by_text,
+                                        to_msccl_xml)
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check
 from synth.pipeline import msccl_export
 from synth.plan.size_plan import Plan, PlanEntry
+from topo_probe.errors import UnsupportedCollective
 from topo_probe.machines.clusters import cluster
 
 CASES = [("allreduce", "oneshot"), ("allreduce", "ring"), ("allgather", "direct"), ("reducescatter", "ring"),
@@ -99,23 +101,57 @@ def _plan_using(s: Schedule, file: str) -> Plan:
 
 
 @pytest.mark.parametrize("only_plan", [False, True])
-def test_plan_algorithm_rccl_cannot_load(fabric16, tmp_path, only_plan):
+def test_plan_algorithm_rccl_cannot_load(fabric16, tmp_path, monkeypatch, only_plan):
     """The one-shot all-reduce on 16 ranks has threadblocks of more steps than RCCL loads: on a
     single host it goes to candidates/ as before; at cluster scale (no candidates) it is not
     written, and a note says why."""
     s = baseline("oneshot", fabric16, "allreduce")
     steps = Export(s).most_steps()
     assert steps == most_steps_per_threadblock(to_msccl_xml(s)) > RUNTIME_MAX_STEPS_PER_TB
+    least = local_steps_at_least(s)
+    assert RUNTIME_MAX_STEPS_PER_TB < least <= steps
     file = "schedules/allreduce-oneshot.json"
     res = SimpleNamespace(schedules={"allreduce-oneshot": s}, files={"allreduce-oneshot": file}, summary={})
+    built = []
+    monkeypatch.setattr(writer, "build_program", lambda *a, **k: built.append(1) or build_program(*a, **k))
     msccl_export.export_msccl({"allreduce": res}, _plan_using(s, file), tmp_path, print, only_plan=only_plan)
     written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.xml"))
-    notes = res.summary["notes"]
+    notes, lowered = res.summary["notes"], len(built)
     if only_plan:
-        assert written == []
-        assert any(n.startswith("msccl/allreduce-oneshot.xml not written") and f"{steps} steps" in n for n in notes)
+        assert written == [] and lowered == 0     # the bound decided it before lowering
+        assert any(n.startswith("msccl/allreduce-oneshot.xml not written") and f"at least {least} steps" in n
+                   for n in notes)
     else:
         assert written == ["candidates/allreduce-oneshot.xml"]
         assert (tmp_path / written[0]).read_text() == _reference_xml(
             s, name="allreduce-oneshot", min_bytes=0, max_bytes=8191, proto=protocol_for(8191))
-        assert any("not in the algorithm folder" in n for n in notes)
+        assert any("not in the algorithm folder" in n for n in notes) and lowered == 1
+
+
+def test_plan_algorithm_over_the_limit_without_local_sums_is_lowered_first(fabric16, tmp_path):
+    """The ring all-reduce's threadblocks are over the limit too, but it sums nothing locally:
+    the bound says nothing (0) and the export lowers it to find out, then leaves it out."""
+    s = baseline("ring", fabric16, "allreduce")
+    assert local_steps_at_least(s) == 0 and Export(s).most_steps() > RUNTIME_MAX_STEPS_PER_TB
+    file = "schedules/allreduce-ring.json"
+    res = SimpleNamespace(schedules={"allreduce-ring": s}, files={"allreduce-ring": file}, summary={})
+    msccl_export.export_msccl({"allreduce": res}, _plan_using(s, file), tmp_path, print, only_plan=True)
+    assert not list(tmp_path.rglob("*.xml"))
+    assert any(n.startswith("msccl/allreduce-ring.xml not written: a threadblock runs ") for n in res.summary["notes"])
+
+
+@pytest.mark.parametrize("coll", ["allreduce", "reducescatter", "reduce"])
+def test_local_sum_bound_never_exceeds_the_built_program(fabric16, coll):
+    from synth.solve.cluster.compose import hierarchical
+    scheds = []
+    for name in ("direct", "ring", "tree", "rhd", "oneshot"):
+        try:
+            scheds.append(baseline(name, fabric16, coll))
+        except UnsupportedCollective:
+            pass
+    if coll != "reduce":
+        scheds.append(hierarchical(fabric16, coll))
+    assert any(local_steps_at_least(s) > 0 for s in scheds)
+    for s in scheds:
+        assert local_steps_at_least(s) <= Export(s).most_steps()
+
