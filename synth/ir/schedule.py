@@ -141,7 +141,12 @@ class Schedule:
         """The JSON document; indented up to :data:`INDENT_TRANSFERS` transfers, compact beyond
         (the C encoder: a 1,024-rank schedule of a million transfers in a second or two)."""
         big = sum(len(s.transfers) for s in self.steps) > INDENT_TRANSFERS
-        return json.dumps(self.to_dict(), indent=None if big else 1, separators=(",", ":") if big else None)
+        if big:
+            return json.dumps(self.to_dict(), indent=None, separators=(",", ":"))
+        doc = self.to_dict()
+        doc["steps"] = _STEPS_HOLE
+        head, tail = json.dumps(doc, indent=1).split(json.dumps(_STEPS_HOLE), 1)
+        return head + _indented_steps(self.steps) + tail
 
     @classmethod
     def from_dict(cls, doc: Any, source: str = "schedule") -> "Schedule":
@@ -155,6 +160,29 @@ class Schedule:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Schedule":
         return _parse(read_json(Path(path)), str(path))
+
+
+_STEPS_HOLE = "\x00steps\x00"
+_TRANSFER = ' {{\n     "chunk": {},\n     "src": {},\n     "dst": {},\n     "op": {}\n    }}'
+
+
+def _indented_steps(steps) -> str:
+    """``steps`` as ``json.dumps(..., indent=1)`` writes them one level down, byte for byte, in
+    one string format per transfer (the pure-Python indenting encoder took seconds per
+    10,000-transfer schedule)."""
+    if not steps:
+        return "[]"
+    ops = {op: json.dumps(op) for op in OPS}
+    out = []
+    for st in steps:
+        if st.transfers:
+            body = ",\n   ".join(_TRANSFER.format(int(t.chunk), int(t.src), int(t.dst),
+                                                    ops.get(t.op) or json.dumps(t.op)) for t in st.transfers)
+            tr = "[\n   " + body + "\n   ]"
+        else:
+            tr = "[]"
+        out.append(f'{{\n   "rounds": {json.dumps(st.rounds)},\n   "transfers": {tr}\n  }}')
+    return "[\n  " + ",\n  ".join(out) + "\n ]"
 
 
 def read_json(path: Path, what: str = "") -> Any:

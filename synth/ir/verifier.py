@@ -167,6 +167,7 @@ class _Replay:
         self.violations: list[Violation] = []
         self.loads: list[dict[Resource, float]] = []
         self.rounds_needed: list[int] = []
+        self.channel_ok: dict[tuple[int, int], bool] = {}   # has_channel, asked once per pair
 
     def add(self, rule: str, text: str, step=None, transfer=None, rank=None, chunk=None) -> None:
         self.violations.append(Violation(rule, f"{text} (rule: {rule})", step, transfer, rank, chunk))
@@ -183,7 +184,10 @@ class _Replay:
             if not self._transfer_ok(si, ti, t):
                 continue
             if self.fabric is not None:
-                if self.fabric.has_channel(t.src, t.dst):
+                ok = self.channel_ok.get((t.src, t.dst))
+                if ok is None:
+                    ok = self.channel_ok[(t.src, t.dst)] = self.fabric.has_channel(t.src, t.dst)
+                if ok:
                     pairs.append((t.src, t.dst))
                 else:
                     self.add("no-channel", f"{_where(si, ti, t)}: rank {t.src} -> {t.dst} is not a channel "

@@ -7,7 +7,8 @@ more than :data:`synth.formats.msccl.layout.RUNTIME_MAX_TBS_PER_CHANNEL` (RCCL's
 per channel; the writer would refuse them, after lowering and fusing the whole program: 30 s for
 a 64-rank one-shot all-reduce); moved to ``candidates/``
 with a note: algorithms with a threadblock of more steps than RCCL loads
-(:data:`synth.formats.msccl.layout.RUNTIME_MAX_STEPS_PER_TB`).  XML longer than
+(:data:`synth.formats.msccl.layout.RUNTIME_MAX_STEPS_PER_TB`); at cluster scale, where no
+candidates are written, such an algorithm is not written either (a note says why).  XML longer than
 :data:`GZIP_XML_BYTES` characters is written gzip-compressed.
 """
 
@@ -71,10 +72,9 @@ def export_msccl(results: dict, plan: Plan, folder: Path, log, only_plan: bool =
     inclusive, as RCCL reads them) and protocol, ready for ``MSCCL_ALGO_DIR``;
     ``msccl/candidates/*.xml``: every other verified candidate, for any size (not written with
     ``only_plan``, at cluster scale). Schedules whose ranks talk to more than
-    :data:`MSCCL_MAX_PEERS` peers are left out with a note (MSCCL runs one threadblock per peer)."""
-    from synth.formats.msccl import to_msccl_xml
-    from synth.formats.msccl.layout import RUNTIME_MAX_STEPS_PER_TB
-    from synth.formats.msccl.writer import most_steps_per_threadblock, protocol_for
+    :data:`MSCCL_MAX_PEERS` peers are left out with a note (MSCCL runs one threadblock per peer).
+    Each schedule is lowered once (:class:`~synth.formats.msccl.writer.Export`) for all its size
+    ranges."""
     ranges = _msccl_ranges(plan)
     folder.mkdir(parents=True, exist_ok=True)
     for res in results.values():
@@ -95,20 +95,42 @@ def export_msccl(results: dict, plan: Plan, folder: Path, log, only_plan: bool =
                              f"than the {RUNTIME_MAX_TBS_PER_CHANNEL} threadblocks RCCL runs per channel")
                 continue
             try:
-                if not spans:
-                    _write_xml(folder / "candidates" / f"{slug}.xml", to_msccl_xml(s, name=name), res)
-                    continue
-                for k, (lo, hi) in enumerate(spans):
-                    top = None if hi is None else max(hi - 1, 1)
-                    text = to_msccl_xml(s, name=name, min_bytes=lo, max_bytes=top, proto=protocol_for(top))
-                    steps = most_steps_per_threadblock(text)
-                    where = folder
-                    if steps > RUNTIME_MAX_STEPS_PER_TB:     # RCCL would refuse the whole MSCCL_ALGO_DIR entry
-                        where = folder / "candidates"
-                        notes.append(f"msccl/candidates/{slug}{f'-r{k}' if k else ''}.xml: a threadblock runs "
-                                     f"{steps} steps, more than the {RUNTIME_MAX_STEPS_PER_TB} RCCL loads "
-                                     f"(MSCCL_MAX_NUM_STEPS), so it is not in the algorithm folder")
-                    _write_xml(where / f"{slug}{f'-r{k}' if k else ''}.xml", text, res)
+                _export_one(s, name, slug, spans, folder, res, only_plan)
             except TopocollError as e:
                 log(f"  msccl export of {name} skipped: {e}")
 
+
+def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, only_plan: bool) -> None:
+    """Write one schedule's XML: a candidate (no spans), or one file per plan range; with
+    ``only_plan``, an algorithm RCCL would not load is not written at all (candidates are not
+    written at that scale either)."""
+    from synth.formats.msccl.layout import RUNTIME_MAX_STEPS_PER_TB
+    from synth.formats.msccl.writer import Export, local_steps_at_least, protocol_for
+    notes = res.summary.setdefault("notes", [])
+    least = local_steps_at_least(s) if spans and only_plan else 0
+    if least > RUNTIME_MAX_STEPS_PER_TB:     # known before lowering: not lowered at all
+        notes.append(f"msccl/{slug}.xml not written: a threadblock runs at least {least} steps (its local "
+                     f"sums), more than the {RUNTIME_MAX_STEPS_PER_TB} RCCL loads (MSCCL_MAX_NUM_STEPS), and "
+                     f"candidates are not written at {s.ranks} ranks")
+        return
+    ex = Export(s)
+    if not spans:
+        _write_xml(folder / "candidates" / f"{slug}.xml", ex.xml(name=name), res)
+        return
+    steps = ex.most_steps()
+    where = folder
+    if steps > RUNTIME_MAX_STEPS_PER_TB:     # RCCL would refuse the whole MSCCL_ALGO_DIR entry
+        if only_plan:
+            notes.append(f"msccl/{slug}.xml not written: a threadblock runs {steps} steps, more than the "
+                         f"{RUNTIME_MAX_STEPS_PER_TB} RCCL loads (MSCCL_MAX_NUM_STEPS), and candidates are not "
+                         f"written at {s.ranks} ranks")
+            return
+        where = folder / "candidates"
+    for k, (lo, hi) in enumerate(spans):
+        top = None if hi is None else max(hi - 1, 1)
+        file = f"{slug}{f'-r{k}' if k else ''}.xml"
+        if where != folder:
+            notes.append(f"msccl/candidates/{file}: a threadblock runs {steps} steps, more than the "
+                         f"{RUNTIME_MAX_STEPS_PER_TB} RCCL loads (MSCCL_MAX_NUM_STEPS), so it is not in the "
+                         f"algorithm folder")
+        _write_xml(where / file, ex.xml(name=name, min_bytes=lo, max_bytes=top, proto=protocol_for(top)), res)

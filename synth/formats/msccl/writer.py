@@ -62,6 +62,28 @@ def most_steps_per_threadblock(xml: str) -> int:
     return max((seg.split("</tb>")[0].count("<step ") for seg in xml.split("<tb ")[1:]), default=0)
 
 
+def local_steps_at_least(schedule: Schedule) -> int:
+    """A lower bound on :meth:`Export.most_steps`, from the schedule alone in one pass over its
+    transfers: ``m`` partials of one chunk reaching a rank in one step are received side by side
+    and summed by ``m - 1`` ``re`` steps in the rank's one local threadblock
+    (:func:`~synth.formats.msccl.lower.lower`), which fusion and merging never remove."""
+    return max(_local_sums(schedule).values(), default=0)
+
+
+def _local_sums(schedule: Schedule) -> dict[int, int]:
+    """Rank -> partials it receives beside the first of the same chunk in the same step."""
+    per_rank: dict[int, int] = {}
+    for step in schedule.steps:
+        fan_in: dict[tuple[int, int], int] = {}
+        for t in step.transfers:
+            if t.op == "reduce":
+                key = (t.dst, t.chunk)
+                if key in fan_in:
+                    per_rank[t.dst] = per_rank.get(t.dst, 0) + 1
+                fan_in[key] = 1
+    return per_rank
+
+
 def _attrs(pairs) -> str:
     return " ".join(f'{k}="{v}"' for k, v in pairs)
 
@@ -129,11 +151,79 @@ def _build(schedule: Schedule, fuse: bool, max_tbs_per_gpu: int, channels: int):
     return [len(st.scratch) for st in states], tbs, counts
 
 
+class Export:
+    """One schedule's export, built once (:func:`build_program`) and written for any number of size
+    ranges: :meth:`xml` per range, :meth:`most_steps` and the in-place check once per schedule
+    (the program does not depend on the range, protocol or name)."""
+
+    def __init__(self, schedule: Schedule, *, fuse: bool = True, max_tbs_per_gpu: int = DEFAULT_MAX_TBS_PER_GPU,
+                 max_channels: int = MAX_CHANNELS) -> None:
+        if schedule.inplace:
+            raise UnsupportedCollective("export the out-of-place form of the schedule (inplace=False); the "
+                                        "export declares in-place use itself")
+        self.schedule = schedule
+        self.scratch, self.tbs, _ = build_program(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu,
+                                                  max_channels=max_channels)
+        self._inplace: bool | None = None
+
+    def most_steps(self) -> int:
+        """Most steps (``nop`` included) in one threadblock, as :func:`most_steps_per_threadblock`
+        counts them in the XML."""
+        return max((len(t.ops) for rank_tbs in self.tbs for t in rank_tbs), default=0)
+
+    def head(self, *, style: str = "rccl", proto: str = "Simple", min_bytes: int = 0,
+             max_bytes: int | None = None, name: str | None = None) -> dict:
+        """The ``<algo>`` attributes (checked), declared in-place until :meth:`xml` checks it."""
+        if style not in COLL_NAMES:
+            raise UnsupportedCollective(f"style must be one of {', '.join(COLL_NAMES)}, got {style!r}")
+        if proto not in PROTOCOLS:
+            raise InvalidArgument(f"proto must be one of {', '.join(PROTOCOLS)}, got {proto!r}")
+        if min_bytes < 0 or (max_bytes or 0) < 0 or (max_bytes and max_bytes < min_bytes):
+            raise InvalidArgument(f"bad size range min_bytes={min_bytes} max_bytes={max_bytes}")
+        spec = self.schedule.spec
+        return {"name": (name or self.schedule.name or f"topocoll-{spec.name}").replace('"', "'")[:200],
+                "proto": proto, "nchannels": 1 + max((t.chan for rank_tbs in self.tbs for t in rank_tbs), default=0),
+                "nchunksperloop": max(chunks_in(spec, spec.input_blocks()), chunks_in(spec, spec.output_blocks())),
+                "ngpus": spec.ranks, "coll": COLL_NAMES[style][spec.name], "inplace": 1, "outofplace": 1,
+                "minBytes": min_bytes, "maxBytes": max_bytes or 0}
+
+    def runs_in_place(self, head: dict, text_chars: int) -> bool:
+        """Whether the program is correct with the runtime's in-place aliasing: replayed once
+        per schedule on the program itself (:mod:`~synth.formats.msccl.as_program`), never on
+        text the parser would refuse for its size."""
+        if self._inplace is None:
+            from synth.formats.msccl.as_program import parser_refuses, program_of
+            from synth.formats.msccl.replay import replay
+            self._inplace = False
+            if not parser_refuses(text_chars, self.tbs):
+                try:
+                    replay(program_of(self.schedule, head, self.scratch, self.tbs), self.schedule.spec,
+                           inplace=True, source="export")
+                    self._inplace = True
+                except ScheduleFormatError:
+                    pass
+        return self._inplace
+
+    def xml(self, *, inplace: bool | str = "auto", **range_and_style) -> str:
+        """MSCCL XML for one size range (the keywords of :meth:`head`; ``inplace`` as in
+        :func:`to_msccl_xml`)."""
+        head = self.head(**range_and_style)
+        if inplace not in (True, False, "auto"):
+            raise InvalidArgument(f"inplace must be True, False or 'auto', got {inplace!r}")
+        text = _emit(self.schedule, head, self.scratch, self.tbs)
+        if inplace is False or not self.runs_in_place(head, len(text)):
+            if inplace is True:
+                raise InvalidArgument(f"{head['name']}: the program is not correct when called in place")
+            text = text.replace('inplace="1"', 'inplace="0"', 1)
+        return text
+
+
 def to_msccl_xml(schedule: Schedule, *, style: str = "rccl", proto: str = "Simple", min_bytes: int = 0,
                  max_bytes: int | None = None, name: str | None = None, fuse: bool = True,
                  max_tbs_per_gpu: int = DEFAULT_MAX_TBS_PER_GPU, max_channels: int = MAX_CHANNELS,
                  inplace: bool | str = "auto") -> str:
-    """MSCCL XML of a verified ``schedule`` (see the module docstring).
+    """MSCCL XML of a verified ``schedule`` (see the module docstring; :class:`Export` writes one
+    schedule for several size ranges).
 
     Parameters
     ----------
@@ -160,28 +250,13 @@ def to_msccl_xml(schedule: Schedule, *, style: str = "rccl", proto: str = "Simpl
         raise InvalidArgument(f"proto must be one of {', '.join(PROTOCOLS)}, got {proto!r}")
     if min_bytes < 0 or (max_bytes or 0) < 0 or (max_bytes and max_bytes < min_bytes):
         raise InvalidArgument(f"bad size range min_bytes={min_bytes} max_bytes={max_bytes}")
-    if schedule.inplace:
-        raise UnsupportedCollective("export the out-of-place form of the schedule (inplace=False); the "
-                                    "export declares in-place use itself")
-    spec = schedule.spec
-    scratch, tbs, _ = build_program(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu,
-                                    max_channels=max_channels)
-    head = {"name": (name or schedule.name or f"topocoll-{spec.name}").replace('"', "'")[:200], "proto": proto,
-            "nchannels": 1 + max((t.chan for rank_tbs in tbs for t in rank_tbs), default=0),
-            "nchunksperloop": max(chunks_in(spec, spec.input_blocks()), chunks_in(spec, spec.output_blocks())),
-            "ngpus": spec.ranks, "coll": COLL_NAMES[style][spec.name], "inplace": 1, "outofplace": 1,
-            "minBytes": min_bytes, "maxBytes": max_bytes or 0}
-    if inplace not in (True, False, "auto"):
-        raise InvalidArgument(f"inplace must be True, False or 'auto', got {inplace!r}")
-    text = _emit(schedule, head, scratch, tbs)
-    if inplace is False or not _runs_in_place(text, spec):
-        if inplace is True:
-            raise InvalidArgument(f"{head['name']}: the program is not correct when called in place")
-        text = text.replace('inplace="1"', 'inplace="0"', 1)
-    return text
+    ex = Export(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu, max_channels=max_channels)
+    return ex.xml(inplace=inplace, style=style, proto=proto, min_bytes=min_bytes, max_bytes=max_bytes, name=name)
 
 
-def _runs_in_place(text: str, spec) -> bool:
+def runs_in_place_by_text(text: str, spec) -> bool:
+    """The in-place check as it was done before :class:`Export`: parse the XML text back and
+    replay it (kept as the reference the tests compare :meth:`Export.runs_in_place` with)."""
     from synth.formats.msccl.parse import parse_program
     from synth.formats.msccl.replay import replay
     try:
@@ -191,4 +266,4 @@ def _runs_in_place(text: str, spec) -> bool:
     return True
 
 
-__all__ = ["build_program", "protocol_for", "to_msccl_xml"]
+__all__ = ["Export", "build_program", "local_steps_at_least", "protocol_for", "to_msccl_xml"]

@@ -1,0 +1,157 @@
+"""The export lowered once per schedule (:class:`synth.formats.msccl.writer.Export`) and checked
+in place on the program itself (:mod:`synth.formats.msccl.as_program`) writes the same XML as the
+text round trip it replaces: lower, print, parse the text back, replay it in place."""
+
+from __future__ import annotations
+
+import dataclasses
+from types import SimpleNamespace
+
+import pytest
+
+from synth.baselines import baseline
+from synth.formats.msccl import as_program, parse, writer
+from synth.formats.msccl.layout import RUNTIME_MAX_STEPS_PER_TB
+from synth.formats.msccl.parse import parse_program
+from synth.formats.msccl.writer import (Export, _emit, build_program, local_steps_at_least,
+                                        most_steps_per_threadblock, protocol_for, runs_in_place_by_text,
+                                        to_msccl_xml)
+from synth.ir.fabric import build_fabric
+from synth.ir.schedule import Schedule, Step, Transfer
+from synth.ir.verifier import check
+from synth.pipeline import msccl_export
+from synth.plan.size_plan import Plan, PlanEntry
+from topo_probe.errors import UnsupportedCollective
+from topo_probe.machines.clusters import cluster
+
+CASES = [("allreduce", "oneshot"), ("allreduce", "ring"), ("allgather", "direct"), ("reducescatter", "ring"),
+         ("allreduce", "rhd"), ("allreduce", "tree")]
+
+
+@pytest.fixture(scope="module")
+def fabric16():
+    return build_fabric(cluster("dgx-h100", 2))
+
+
+def _late_alltoall() -> Schedule:
+    """2-rank alltoall correct out of place only (rank 0 overwrites i[1] before sending it)."""
+    s = Schedule("alltoall", 2, 1, (Step(1, (Transfer(2, 1, 0),)), Step(1, (Transfer(1, 0, 1),))))
+    check(s)
+    return s
+
+
+def _reference_xml(s: Schedule, **kw) -> str:
+    """The export as it was: lower, print, parse the text back and replay it in place."""
+    scratch, tbs, _ = build_program(s)
+    head = Export(s).head(**kw)
+    text = _emit(s, head, scratch, tbs)
+    return text if runs_in_place_by_text(text, s.spec) else text.replace('inplace="1"', 'inplace="0"', 1)
+
+
+def _without_lines(p):
+    return dataclasses.replace(p, gpus=tuple(dataclasses.replace(g, tbs=tuple(
+        dataclasses.replace(t, steps=tuple(dataclasses.replace(st, line=0) for st in t.steps)) for t in g.tbs))
+        for g in p.gpus))
+
+
+@pytest.mark.parametrize("coll,name", CASES)
+def test_export_once_matches_the_text_round_trip(fabric16, coll, name):
+    s = baseline(name, fabric16, coll)
+    ex = Export(s)
+    spans = [dict(min_bytes=0, max_bytes=8191, proto="LL", name="a"),
+             dict(min_bytes=1 << 20, max_bytes=None, proto=protocol_for(None), name="a")]
+    for kw in spans:
+        text = ex.xml(**kw)
+        assert text == _reference_xml(s, **kw)
+        assert ex.most_steps() == most_steps_per_threadblock(text)
+        head = ex.head(**kw)
+        assert as_program.program_of(s, head, ex.scratch, ex.tbs) == _without_lines(
+            parse_program(_emit(s, head, ex.scratch, ex.tbs)))
+
+
+def test_out_of_place_only_program_is_still_declared_so():
+    s = _late_alltoall()
+    text = Export(s).xml()
+    assert text == _reference_xml(s) and 'inplace="0" outofplace="1"' in text
+
+
+def test_in_place_check_runs_once_per_schedule(fabric16, monkeypatch):
+    s = baseline("ring", fabric16, "allreduce")
+    calls = []
+    real = as_program.program_of
+    monkeypatch.setattr(as_program, "program_of", lambda *a: calls.append(1) or real(*a))
+    ex = Export(s)
+    for top in (8191, 65535, None):
+        assert 'inplace="1"' in ex.xml(max_bytes=top, proto=protocol_for(top))
+    assert len(calls) == 1
+
+
+def test_text_the_parser_would_refuse_is_not_declared_in_place(fabric16, monkeypatch):
+    """Before, an XML beyond the parser's element cap failed the in-place parse and was written
+    with inplace="0"; the direct check says the same without parsing."""
+    s = baseline("direct", fabric16, "allgather")
+    cap = as_program.element_count(Export(s).tbs) - 1
+    monkeypatch.setattr(parse, "MAX_ELEMENTS", cap)
+    text = to_msccl_xml(s)
+    assert 'inplace="0"' in text and text == _reference_xml(s)
+
+
+def _plan_using(s: Schedule, file: str) -> Plan:
+    return Plan("t", "f", [PlanEntry(s.collective, 0, 8192, file), PlanEntry(s.collective, 8192, None, "nccl")])
+
+
+@pytest.mark.parametrize("only_plan", [False, True])
+def test_plan_algorithm_rccl_cannot_load(fabric16, tmp_path, monkeypatch, only_plan):
+    """The one-shot all-reduce on 16 ranks has threadblocks of more steps than RCCL loads: on a
+    single host it goes to candidates/ as before; at cluster scale (no candidates) it is not
+    written, and a note says why."""
+    s = baseline("oneshot", fabric16, "allreduce")
+    steps = Export(s).most_steps()
+    assert steps == most_steps_per_threadblock(to_msccl_xml(s)) > RUNTIME_MAX_STEPS_PER_TB
+    least = local_steps_at_least(s)
+    assert RUNTIME_MAX_STEPS_PER_TB < least <= steps
+    file = "schedules/allreduce-oneshot.json"
+    res = SimpleNamespace(schedules={"allreduce-oneshot": s}, files={"allreduce-oneshot": file}, summary={})
+    built = []
+    monkeypatch.setattr(writer, "build_program", lambda *a, **k: built.append(1) or build_program(*a, **k))
+    msccl_export.export_msccl({"allreduce": res}, _plan_using(s, file), tmp_path, print, only_plan=only_plan)
+    written = sorted(p.relative_to(tmp_path).as_posix() for p in tmp_path.rglob("*.xml"))
+    notes, lowered = res.summary["notes"], len(built)
+    if only_plan:
+        assert written == [] and lowered == 0     # the bound decided it before lowering
+        assert any(n.startswith("msccl/allreduce-oneshot.xml not written") and f"at least {least} steps" in n
+                   for n in notes)
+    else:
+        assert written == ["candidates/allreduce-oneshot.xml"]
+        assert (tmp_path / written[0]).read_text() == _reference_xml(
+            s, name="allreduce-oneshot", min_bytes=0, max_bytes=8191, proto=protocol_for(8191))
+        assert any("not in the algorithm folder" in n for n in notes) and lowered == 1
+
+
+def test_plan_algorithm_over_the_limit_without_local_sums_is_lowered_first(fabric16, tmp_path):
+    """The ring all-reduce's threadblocks are over the limit too, but it sums nothing locally:
+    the bound says nothing (0) and the export lowers it to find out, then leaves it out."""
+    s = baseline("ring", fabric16, "allreduce")
+    assert local_steps_at_least(s) == 0 and Export(s).most_steps() > RUNTIME_MAX_STEPS_PER_TB
+    file = "schedules/allreduce-ring.json"
+    res = SimpleNamespace(schedules={"allreduce-ring": s}, files={"allreduce-ring": file}, summary={})
+    msccl_export.export_msccl({"allreduce": res}, _plan_using(s, file), tmp_path, print, only_plan=True)
+    assert not list(tmp_path.rglob("*.xml"))
+    assert any(n.startswith("msccl/allreduce-ring.xml not written: a threadblock runs ") for n in res.summary["notes"])
+
+
+@pytest.mark.parametrize("coll", ["allreduce", "reducescatter", "reduce"])
+def test_local_sum_bound_never_exceeds_the_built_program(fabric16, coll):
+    from synth.solve.cluster.compose import hierarchical
+    scheds = []
+    for name in ("direct", "ring", "tree", "rhd", "oneshot"):
+        try:
+            scheds.append(baseline(name, fabric16, coll))
+        except UnsupportedCollective:
+            pass
+    if coll != "reduce":
+        scheds.append(hierarchical(fabric16, coll))
+    assert any(local_steps_at_least(s) > 0 for s in scheds)
+    for s in scheds:
+        assert local_steps_at_least(s) <= Export(s).most_steps()
+
