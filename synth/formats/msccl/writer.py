@@ -151,6 +151,16 @@ def _build(schedule: Schedule, fuse: bool, max_tbs_per_gpu: int, channels: int):
     return [len(st.scratch) for st in states], tbs, counts
 
 
+def _check_head(style: str, proto: str, min_bytes: int, max_bytes: int | None) -> None:
+    """One line for a bad ``<algo>`` attribute: style, protocol or size range."""
+    if style not in COLL_NAMES:
+        raise UnsupportedCollective(f"style must be one of {', '.join(COLL_NAMES)}, got {style!r}")
+    if proto not in PROTOCOLS:
+        raise InvalidArgument(f"proto must be one of {', '.join(PROTOCOLS)}, got {proto!r}")
+    if min_bytes < 0 or (max_bytes or 0) < 0 or (max_bytes and max_bytes < min_bytes):
+        raise InvalidArgument(f"bad size range min_bytes={min_bytes} max_bytes={max_bytes}")
+
+
 class Export:
     """One schedule's export, built once (:func:`build_program`) and written for any number of size
     ranges: :meth:`xml` per range, :meth:`most_steps` and the in-place check once per schedule
@@ -174,12 +184,7 @@ class Export:
     def head(self, *, style: str = "rccl", proto: str = "Simple", min_bytes: int = 0,
              max_bytes: int | None = None, name: str | None = None) -> dict:
         """The ``<algo>`` attributes (checked), declared in-place until :meth:`xml` checks it."""
-        if style not in COLL_NAMES:
-            raise UnsupportedCollective(f"style must be one of {', '.join(COLL_NAMES)}, got {style!r}")
-        if proto not in PROTOCOLS:
-            raise InvalidArgument(f"proto must be one of {', '.join(PROTOCOLS)}, got {proto!r}")
-        if min_bytes < 0 or (max_bytes or 0) < 0 or (max_bytes and max_bytes < min_bytes):
-            raise InvalidArgument(f"bad size range min_bytes={min_bytes} max_bytes={max_bytes}")
+        _check_head(style, proto, min_bytes, max_bytes)
         spec = self.schedule.spec
         return {"name": (name or self.schedule.name or f"topocoll-{spec.name}").replace('"', "'")[:200],
                 "proto": proto, "nchannels": 1 + max((t.chan for rank_tbs in self.tbs for t in rank_tbs), default=0),
@@ -244,12 +249,7 @@ def to_msccl_xml(schedule: Schedule, *, style: str = "rccl", proto: str = "Simpl
         Declare the algorithm in-place capable: when verified (``"auto"``), always (True: an
         error if it is not) or never.
     """
-    if style not in COLL_NAMES:
-        raise UnsupportedCollective(f"style must be one of {', '.join(COLL_NAMES)}, got {style!r}")
-    if proto not in PROTOCOLS:
-        raise InvalidArgument(f"proto must be one of {', '.join(PROTOCOLS)}, got {proto!r}")
-    if min_bytes < 0 or (max_bytes or 0) < 0 or (max_bytes and max_bytes < min_bytes):
-        raise InvalidArgument(f"bad size range min_bytes={min_bytes} max_bytes={max_bytes}")
+    _check_head(style, proto, min_bytes, max_bytes)
     ex = Export(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu, max_channels=max_channels)
     return ex.xml(inplace=inplace, style=style, proto=proto, min_bytes=min_bytes, max_bytes=max_bytes, name=name)
 
