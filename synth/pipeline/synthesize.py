@@ -60,6 +60,7 @@ from synth.pipeline.msccl_export import export_msccl
 from synth.pipeline.keep import link_identical, unchanged
 from synth.pipeline.output import ResultsFolder, classify
 from synth.pipeline.progress import RunProgress
+from synth.pipeline.reuse_check import verify_reused
 from synth.pipeline.wall_clock import WALL_CLOCK_META, dump_json
 from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
 from synth.plan.size_plan import Plan, PlanEntry
@@ -292,9 +293,16 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     classify(out_dir)
     with ResultsFolder(out_dir) as folder:      # a run killed earlier is finished or cleaned here
         old = None if force else _reusable(out_dir, fabric, opts)
-        if old is not None:
+        checked = verify_reused(out_dir, fabric) if old is not None else None
+        if isinstance(checked, str):
+            opts.log(f"not reusing {out_dir}: {checked}; synthesizing again")
+        elif old is not None:
+            n, secs, lines = checked
             opts.log(f"reusing {out_dir} (same topology fingerprint {fabric.fingerprint}, options and model; "
                      "--force to redo)")
+            opts.log(f"verified the {n} schedules its plan runs against this topology in {secs:.2f} s; the plan:")
+            for line in lines:
+                opts.log(f"  {line}")
             return {**old, "reused": True}
         had_results = (out_dir / "summary.json").is_file()
         work = folder.new_version()

@@ -243,3 +243,48 @@ def test_algorithms_longer_than_rccl_loads_stay_out_of_the_algorithm_folder(tmp_
     assert list((out / "msccl" / "candidates").glob("*.xml"))
     notes = json.loads((out / "summary.json").read_text())["collectives"]["allgather"]["notes"]
     assert any("MSCCL_MAX_NUM_STEPS" in n for n in notes)
+
+
+def _plan_schedules(out):
+    plan = json.loads((out / "plan.json").read_text())
+    return plan, sorted({e["schedule"] for e in plan["entries"] if e["schedule"] != "nccl"})
+
+
+def test_a_reusing_run_verifies_the_plan_and_prints_it(ring4_run, capsys):
+    """Reusing is real work the user sees: every schedule file the plan names is verified (the
+    count is read off plan.json here) and the plan is printed, one line per collective."""
+    _, out = ring4_run
+    plan, files = _plan_schedules(out)
+    assert main(["--topology", "dgx1-v100", "--gpus", "0-3", "--collectives", "allgather,allreduce,broadcast",
+                 "--time-limit", "10", "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert "reusing" in text and f"verified the {len(files)} schedules its plan runs" in text
+    colls = {e["collective"] for e in plan["entries"]}
+    assert {line.strip().split(":")[0].split(" (")[0] for line in text.splitlines() if line.startswith("  ")} == colls
+
+
+def test_a_schedule_that_no_longer_verifies_is_not_reused(ring4_run, tmp_path, capsys):
+    """A planted fault: the last step of one of the plan's schedules is dropped (the file still
+    loads, the collective is incomplete). The re-run says why it does not reuse, synthesizes
+    again, and the schedule it writes verifies."""
+    import shutil
+
+    from synth.formats.schedule_file import load_schedule
+    from synth.ir.fabric import build_fabric
+    from synth.ir.verifier import check
+    from topo_probe.load import load_topology
+    _, src = ring4_run
+    out = tmp_path / "out"
+    shutil.copytree(src, out)
+    _, files = _plan_schedules(out)
+    victim = out / files[0]
+    doc = json.loads(victim.read_text())
+    doc["steps"] = doc["steps"][:-1]
+    victim.write_text(json.dumps(doc))
+    assert main(["--topology", "dgx1-v100", "--gpus", "0-3", "--collectives", "allgather,allreduce,broadcast",
+                 "--time-limit", "10", "--out", str(out), "--no-progress"]) == 0
+    text = capsys.readouterr().out
+    assert f"not reusing {out}" in text and "synthesizing again" in text and "verified the" not in text
+    fabric = build_fabric(load_topology(str(out / "topology.json")))
+    for name in _plan_schedules(out)[1]:
+        check(load_schedule(out / name), fabric)

@@ -1,0 +1,70 @@
+"""What a run that reuses earlier results still does, so the user sees real work in seconds:
+every schedule the plan runs is loaded and verified against this topology's fabric, and the plan
+is summarised (per collective: the size ranges and what runs them).
+
+A schedule that fails to load or verify makes the results not reusable: the run says why and
+synthesizes again (:func:`synth.pipeline.synthesize.run`).
+"""
+
+from __future__ import annotations
+
+import time
+from pathlib import Path
+
+from synth.ir.fabric import Fabric
+from synth.plan.size_plan import Plan, PlanEntry
+from topo_probe.errors import TopocollError
+
+#: a plan entry run by NCCL rather than by a schedule file
+NCCL = "nccl"
+
+
+def _size(n: int | None) -> str:
+    """Bytes as the plan lines print them: ``64 KiB``, ``1 GiB``, ``8 B``."""
+    if n is None:
+        return "inf"
+    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << k and n % (1 << k) == 0:
+            return f"{n >> k} {unit}"
+    return f"{n} B"
+
+
+def _runner(entry: PlanEntry) -> str:
+    return NCCL if entry.schedule == NCCL else Path(entry.schedule).name.split(".")[0]
+
+
+def plan_lines(plan: Plan) -> list[str]:
+    """One line per collective (and root): ``allreduce: 0 B-64 KiB oneshot, 64 KiB-inf nccl``.
+
+    >>> p = Plan("t", "f", [PlanEntry("allreduce", 0, 1 << 16, "schedules/allreduce-oneshot.json"),
+    ...                     PlanEntry("allreduce", 1 << 16, None, "nccl")])
+    >>> plan_lines(p)
+    ['allreduce: 0 B-64 KiB allreduce-oneshot, 64 KiB-inf nccl']
+    """
+    rows: dict[tuple, list[str]] = {}
+    for e in plan.entries:
+        key = (e.collective, e.root)
+        rows.setdefault(key, []).append(f"{_size(e.min_bytes)}-{_size(e.max_bytes)} {_runner(e)}")
+    return [f"{coll}{'' if root is None else f' (root {root})'}: {', '.join(parts)}"
+            for (coll, root), parts in rows.items()]
+
+
+def verify_reused(out_dir: Path, fabric: Fabric) -> tuple[int, float, list[str]] | str:
+    """``(schedules verified, seconds, plan lines)`` of the plan in ``out_dir`` against
+    ``fabric``, or a one-line reason the results cannot be reused (a schedule missing, malformed
+    or not valid on this fabric)."""
+    from synth.ir.verifier import check
+    t0 = time.perf_counter()
+    try:
+        plan = Plan.load(out_dir / "plan.json")
+        done: set[str] = set()
+        for e in plan.entries:
+            if e.schedule != NCCL and e.schedule not in done:
+                check(plan.load_schedule(e), fabric)
+                done.add(e.schedule)
+    except TopocollError as exc:
+        return str(exc)
+    return len(done), time.perf_counter() - t0, plan_lines(plan)
+
+
+__all__ = ["verify_reused", "plan_lines"]
