@@ -23,18 +23,21 @@ def _run(fabric, colls, skip: bool, folder: Path):
 
 
 def test_skipping_leaves_the_plan_as_it_is(tmp_path):
-    """4 x dgx-h100 (32 ranks): the alltoall ring is skipped, and the plan entries (schedule per
-    size range, predicted times) equal those of the run that builds every baseline."""
+    """4 x dgx-h100 (32 ranks): the alltoall and allreduce rings are skipped (the allgather ring
+    is not: its bound is below the best at some size), and the plan entries (schedule per size
+    range, predicted times) equal those of the run that builds every baseline."""
     topo = cluster("dgx-h100", 4)
     fabric = build_fabric(topo)
-    colls = ("alltoall", "gather")
+    colls = ("alltoall", "allreduce", "allgather", "gather")
     skipped = _run(fabric, colls, True, tmp_path / "skip")
     full = _run(fabric, colls, False, tmp_path / "full")
     assert "alltoall-ring" in full["alltoall"].schedules
-    assert "alltoall-ring" not in skipped["alltoall"].schedules
-    assert any("baseline ring not built" in n for n in skipped["alltoall"].summary["notes"])
-    assert not any("not built" in n for n in full["alltoall"].summary["notes"])
-    assert "gather-ring" in skipped["gather"].schedules            # not provably slower: built
+    for c in ("alltoall", "allreduce"):
+        assert f"{c}-ring" in full[c].schedules and f"{c}-ring" not in skipped[c].schedules
+        assert any("baseline ring not built" in n for n in skipped[c].summary["notes"])
+        assert not any("not built" in n for n in full[c].summary["notes"])
+    for c in ("allgather", "gather"):                      # not provably slower: built
+        assert f"{c}-ring" in skipped[c].schedules
     plan_skip = build_plan(fabric, skipped, topo)[0]
     plan_full = build_plan(fabric, full, topo)[0]
     assert plan_skip.entries == plan_full.entries
@@ -45,7 +48,8 @@ def test_skipping_leaves_the_plan_as_it_is(tmp_path):
 
 
 CASES = [("dgx-a100", 2, c) for c in ("allgather", "reducescatter", "allreduce", "broadcast", "reduce",
-                                      "gather", "scatter", "alltoall")] + [("dgx-h100", 4, "alltoall")]
+                                      "gather", "scatter", "alltoall")] + \
+    [("dgx-h100", 4, c) for c in ("allgather", "reducescatter", "allreduce", "alltoall")]
 
 
 @pytest.mark.parametrize("preset, nodes, coll", CASES)
@@ -87,3 +91,20 @@ def test_the_bound_is_tight_where_the_ring_is_optimal(coll):
     assert bound[0] == pytest.approx(times[0], rel=0.01)
     if coll != "allreduce":
         assert bound[-1] == pytest.approx(times[-1], rel=0.02)
+
+
+def test_the_per_step_bound_is_the_one_in_use_on_a_cluster():
+    """4 x dgx-h100 allreduce at 1 GiB: the bound per ring step through host 0's cut is well above
+    the plain one (steps x overhead + cut bound), so the comparisons with the built ring above
+    check it; on one host it is not used."""
+    import math
+    from synth.pipeline import dominance
+    from synth.solve.bounds_cache import fabric_bounds
+    from topo_probe.machines.generators import ring as ring_topology
+    fabric = build_fabric(cluster("dgx-h100", 4))
+    p = CostModel(fabric).params
+    b = fabric_bounds(fabric, "allreduce")
+    bw = float(b.rounds_per_block(p)) * b.block_bytes(1 << 30) / (b.unit_gbps * 1e3)
+    plain = p.launch_us + 2 * (fabric.num_ranks - 1) * p.step_overhead_us + bw + 2 * math.sqrt(p.slice_overhead_us * bw)
+    assert lower_bound_us(fabric, "ring", "allreduce", None, [1 << 30], p)[0] > 1.5 * plain
+    assert dominance._step_us_per_byte(build_fabric(ring_topology(8)), "allreduce", p) == 0.0
