@@ -150,4 +150,5 @@ def meets_effective_bound(schedule: Schedule, fabric: Fabric, coll: str, root: i
     return bandwidth_term(schedule, fabric, params.efficiency) <= bound
 
 
-__all__ = ["BWOPT_COLLECTIVES", "baselines", "bwopt", "bwopt_effective", "curves", "meets_effective_bound", "sat_pareto"]
+__all__ = ["BWOPT_COLLECTIVES", "baselines", "bwopt", "bwopt_effective", "curves", "meets_effective_bound",
+           "sat_pareto"]
