@@ -19,12 +19,18 @@ from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout, TopocollErr
 BWOPT_COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
 
 
-def baselines(fabric: Fabric, coll: str, root: int | None, log, notes: list[str]) -> dict[str, Schedule]:
-    """The NCCL-style baselines that apply to ``coll`` on ``fabric`` (name -> schedule)."""
+def baselines(fabric: Fabric, coll: str, root: int | None, log, notes: list[str], names=None,
+              defer: bool = False) -> dict[str, Schedule]:
+    """The NCCL-style baselines that apply to ``coll`` on ``fabric`` (name -> schedule), of
+    ``names`` (default all); with ``defer`` not those of
+    :data:`synth.pipeline.dominance.MIN_STEPS` (:func:`curves` builds them where they can win)."""
     from synth.baselines import BASELINES, baseline
     from synth.baselines._common import TooManyTransfers
+    from synth.pipeline.dominance import MIN_STEPS
     out = {}
     for name in BASELINES:
+        if (names is not None and name not in names) or (defer and name in MIN_STEPS):
+            continue
         try:
             out[name] = baseline(name, fabric, coll, root=root)
         except TooManyTransfers as e:
@@ -34,6 +40,39 @@ def baselines(fabric: Fabric, coll: str, root: int | None, log, notes: list[str]
         except TopocollError as e:
             log(f"  {coll}: baseline {name} skipped: {e}")
     return out
+
+
+def curves(fabric: Fabric, coll: str, root: int | None, res, cost, notes: list[str], save, prog: RunProgress,
+           log, deferred: bool | None = None) -> dict[str, list[float]]:
+    """Every candidate's cost-model times at the plan sizes (each schedule's loads once), of the
+    :class:`synth.pipeline.synthesize.CollectiveResult` ``res``.  With ``deferred`` not None, the
+    baselines :func:`baselines` deferred are built here (``save(name, schedule)`` verifies and
+    saves each into ``res``), and with ``deferred`` True only where their lower bound is not
+    above the built candidates' times at every plan size (:mod:`synth.pipeline.dominance`: a
+    note says why each is left out).  ``res.schedules`` keeps the order of a run that builds
+    every baseline first."""
+    from synth.baselines import BASELINES
+    from synth.pipeline.dominance import MIN_STEPS, skippable
+    from synth.plan.planner import PLAN_SIZES, evaluate
+    with prog.stage("simulate", coll):
+        times = evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
+    if deferred is None:
+        return times
+    with prog.stage("baselines", coll):
+        why = skippable(fabric, coll, root, MIN_STEPS, times, PLAN_SIZES, cost.params) if deferred else {}
+        for name, reason in why.items():
+            notes.append(f"{coll}: baseline {name} not built: {reason}")
+        late = baselines(fabric, coll, root, log, notes, names=[n for n in MIN_STEPS if n not in why])
+    for name, s in late.items():
+        save(f"{coll}-{name}", s)
+    with prog.stage("simulate", coll):
+        times.update(evaluate({f"{coll}-{n}": res.schedules[f"{coll}-{n}"] for n in late},
+                              cost.schedule_time_us, PLAN_SIZES))
+    first = [f"{coll}-{n}" for n in BASELINES if f"{coll}-{n}" in res.schedules]
+    order = first + [n for n in res.schedules if n not in first]
+    res.schedules = {n: res.schedules[n] for n in order}
+    res.files = {n: res.files[n] for n in order if n in res.files}
+    return {n: times[n] for n in order}
 
 
 def sat_pareto(fabric: Fabric, coll: str, root: int | None, opts, save,
@@ -111,4 +150,5 @@ def meets_effective_bound(schedule: Schedule, fabric: Fabric, coll: str, root: i
     return bandwidth_term(schedule, fabric, params.efficiency) <= bound
 
 
-__all__ = ["BWOPT_COLLECTIVES", "baselines", "bwopt", "bwopt_effective", "meets_effective_bound", "sat_pareto"]
+__all__ = ["BWOPT_COLLECTIVES", "baselines", "bwopt", "bwopt_effective", "curves", "meets_effective_bound",
+           "sat_pareto"]

@@ -55,7 +55,7 @@ from synth.formats.schedule_file import save_schedule
 from synth.ir.schedule import Schedule, atomic_write_text
 from synth.ir.verifier import check
 from synth.model.cost import CostModel
-from synth.pipeline.candidates import BWOPT_COLLECTIVES, baselines, bwopt, bwopt_effective, sat_pareto
+from synth.pipeline.candidates import BWOPT_COLLECTIVES, baselines, bwopt, bwopt_effective, curves, sat_pareto
 from synth.pipeline.msccl_export import export_msccl
 from synth.pipeline.keep import link_identical, unchanged
 from synth.pipeline.output import ResultsFolder, classify
@@ -94,6 +94,9 @@ class SynthesisOptions:
     log: Callable[[str], None] = print
     #: log every collective's stage times (``summary.json`` records them always)
     verbose: bool = False
+    #: from LARGE_RANKS ranks on, leave unbuilt the ring baselines that provably cannot be the
+    #: fastest at any plan size (:mod:`synth.pipeline.dominance`); False builds them all
+    skip_dominated: bool = True
 
 
 @dataclass
@@ -147,8 +150,9 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
         res.schedules[name] = s
 
     notes: list[str] = []
+    deferred = fabric.num_ranks >= LARGE_RANKS         # rings: built last, only where they can win
     with prog.stage("baselines", coll):
-        found = baselines(fabric, coll, root, opts.log, notes)
+        found = baselines(fabric, coll, root, opts.log, notes, defer=deferred)
     for name, s in found.items():
         save(f"{coll}-{name}", s)
     with prog.stage("pareto", coll):
@@ -169,8 +173,9 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
         bounds = fabric_bounds(fabric, coll, root)
     time_limited = fabric.num_ranks <= opts.max_sat_ranks or coll in BWOPT_COLLECTIVES or (
         coll == "alltoall" and fabric.shape is not None)          # a solver with a time budget ran
-    with prog.stage("simulate", coll):           # each schedule's loads once, for the summary and the plan
-        res.curves = evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
+    res.curves = curves(fabric, coll, root, res, cost, notes, save, prog, opts.log,
+                        opts.skip_dominated if deferred else None)
+    with prog.stage("simulate", coll):
         sim = {name: {label: res.curves[name][PLAN_SIZES.index(nb)] for label, nb in SUMMARY_SIZES.items()}
                for name in res.schedules}
     res.summary = {
