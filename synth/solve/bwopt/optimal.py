@@ -295,7 +295,10 @@ def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_li
     budget = min(60.0, time_limit_s / 2)
     if name in ROOTED:
         root = _checked_root(name, fabric.num_ranks, root, max_chunks)
-        hier = hierarchical_rooted(fabric, name, root, efficiency=eff, time_limit_s=budget)
+        try:
+            hier = hierarchical_rooted(fabric, name, root, efficiency=eff, time_limit_s=budget)
+        except UnsupportedCollective:            # hosts not joined pairwise: the tree packing, if any
+            return None
     else:
         hier = hierarchical(fabric, name, efficiency=eff, time_limit_s=budget)
     hier = hier.with_(meta={**hier.meta, "optimized_for": "effective" if eff else "nominal"})

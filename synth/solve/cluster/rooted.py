@@ -107,7 +107,8 @@ def hierarchical_rooted(fabric: Fabric, collective: str, root: int = 0, *, piece
     Raises
     ------
     UnsupportedCollective
-        Another collective, ``pieces_per_gpu < 1`` or a fabric without a cluster shape.
+        Another collective, ``pieces_per_gpu < 1``, a fabric without a cluster shape, or hosts
+        whose GPUs are not all joined pairwise (the root scatters to every GPU of its host).
     InvalidArgument
         A root that is not a rank.
     """
@@ -123,6 +124,10 @@ def hierarchical_rooted(fabric: Fabric, collective: str, root: int = 0, *, piece
     if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < fabric.num_ranks:
         raise InvalidArgument(f"hierarchical_rooted: root must be a rank in 0..{fabric.num_ranks - 1}, got {root!r}")
     g = fabric.shape.gpus_per_host
+    missing = next(((u, v) for u in range(g) for v in range(g) if u != v and not host.has_channel(u, v)), None)
+    if missing is not None:
+        raise UnsupportedCollective(f"hierarchical_rooted: GPUs {missing[0]} and {missing[1]} of a host are not "
+                                    f"joined; the root's scatter needs every pair of a host joined")
     best = None
     for k in [pieces_per_gpu] if pieces_per_gpu else sorted({1, max(1, g - 1)}):
         sched = _build(fabric, host, name, root, k, time_limit_s)
