@@ -60,15 +60,8 @@ def _topology(network: str, hosts: int, gpus_per_host: int = 8, nics: int | None
 
 
 def _mesh():
-    from topo_probe.topology.model import Topology
-    t = Topology("amd-mesh-5-6")
-    for i in range(8):
-        t.add_gpu(i)
-    for i in range(8):
-        for j in range(i + 1, 8):
-            k = 6 if (i + j) % 2 == 0 else 5
-            t.add_link(f"gpu{i}", f"gpu{j}", kind="infinity_fabric", links=k, bandwidth_gbps=25.0 * k)
-    return t
+    from topo_probe.machines.generators import parity_mesh
+    return parity_mesh(8, 25.0, 6, 5, latency_us=0.0, name="amd-mesh-5-6")
 
 
 def run_case(network: str, hosts: int, coll: str, method: str, gpus_per_host: int = 8, nics: int | None = None) -> dict:

@@ -46,8 +46,10 @@ def machine(preset: str, nodes=None, net=None, rail=False):
     return apply_machine_arguments(get_preset(preset), ns)
 
 
-def check(topo) -> tuple[int, list[tuple], float]:
-    """``(cells, cells below the bound, NCCL's least time / bound)`` of one machine."""
+def check(topo, *, sizes=SIZES, max_schedule_ranks: int = 32) -> tuple[int, list[tuple], float]:
+    """``(cells, cells below the bound, NCCL's least time / bound)`` of one machine at ``sizes``
+    (bytes); baseline schedules are timed on machines of at most ``max_schedule_ranks`` ranks
+    (NCCL's choice on every machine)."""
     fab = build_fabric(topo)
     params = cost_params_for(fab)
     nccl, ours = NcclModel(NcclMachine.from_topology(topo)), CostModel(fab, params)
@@ -56,8 +58,8 @@ def check(topo) -> tuple[int, list[tuple], float]:
         root = 0 if coll in ROOTED else None
         bound = lower_bounds(fab, coll, root=root)
         scheds = [(b, baseline(b, fab, coll, root=root)) for b in available_baselines(fab, coll)] \
-            if fab.num_ranks <= 32 else []
-        for size in SIZES:
+            if fab.num_ranks <= max_schedule_ranks else []
+        for size in sizes:
             lb = bound.time_us(size, params)
             c = nccl.choose(coll, size)
             timed = [(f"NCCL {c.label}", c.time_us)] + [(b, ours.schedule_time_us(s, size)) for b, s in scheds]

@@ -1,4 +1,4 @@
-"""Synthetic topologies: ring, line, fully connected, torus, hub-and-spoke, and PCIe trees.
+"""Synthetic topologies: ring, line, fully connected, parity mesh, torus, hub-and-spoke, and PCIe trees.
 
 Every generator returns a :class:`~topo_probe.topology.model.Topology` whose GPU nodes are
 ``gpu0 .. gpu{n-1}`` (rank = index, ``host`` 0).  Bandwidths are GB/s (1e9 bytes/s) **per
@@ -130,6 +130,25 @@ def fully_connected(n: int, bandwidth_gbps: float = 25.0, links: int = 1,
         for j in range(i + 1, n):
             _link(t, i, j, kind, links, bandwidth_gbps, latency_us)
     return _maybe_pcie(t, pcie_gbps)
+
+
+def parity_mesh(n: int = 8, bandwidth_gbps: float = 25.0, same_parity_links: int = 6, other_links: int = 5,
+                latency_us: float = NVLINK_LATENCY_US, *, kind: str = "infinity_fabric",
+                name: str = "amd-mesh") -> Topology:
+    """Every GPU pair joined, by ``same_parity_links`` links where both indices are even or both
+    odd and ``other_links`` otherwise: the uneven link counts of AMD boards whose xGMI bundles
+    differ (8 GPUs: 38 links of 25 GB/s per GPU); see :func:`ring`.
+
+    >>> parity_mesh().gpu_bandwidth_gbps(0)
+    950.0
+    """
+    n = positive_count(n, 2, "parity_mesh")
+    _check_kind(kind)
+    t = _gpus(name, n, f"{n} GPUs, {same_parity_links} or {other_links} x {bandwidth_gbps} GB/s per pair by parity")
+    for i in range(n):
+        for j in range(i + 1, n):
+            _link(t, i, j, kind, same_parity_links if (i + j) % 2 == 0 else other_links, bandwidth_gbps, latency_us)
+    return t
 
 
 def torus(x: int, y: int, bandwidth_gbps: float = 25.0, links: int = 1,

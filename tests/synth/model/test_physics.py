@@ -4,13 +4,14 @@ link constants, so the bound bounds both sides on every machine."""
 from __future__ import annotations
 
 import argparse
+import sys
 from dataclasses import replace
+from pathlib import Path
 
 import pytest
 
-from synth.baselines import available_baselines, baseline
+from synth.baselines import baseline
 from synth.ir.fabric import build_fabric
-from synth.model.bounds import lower_bounds
 from synth.model.cost import CostModel
 from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
 from synth.model.nccl.p2p import PCIE_X16_GBS
@@ -18,8 +19,9 @@ from synth.model.physics import cost_params_for, model_version
 from topo_probe.cli.options import apply_machine_arguments
 from topo_probe.machines.presets import get_preset
 
-ROOTED = ("broadcast", "reduce", "gather", "scatter")
-COLLECTIVES = ("allgather", "reducescatter", "allreduce", "alltoall") + ROOTED
+sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+import bound_check  # noqa: E402  (benchmarks/bound_check.py: the same check over more sizes)
+
 SIZES = [8 << k for k in range(0, 31, 3)]                     # 8 B ... 8 GiB
 
 
@@ -91,19 +93,5 @@ MACHINES = {
 def test_nothing_either_side_does_is_below_the_bound(name):
     """For every collective at 8 B - 8 GiB: NCCL's modelled choice and every baseline schedule
     (as the cost model times it) take at least the bound computed from the same constants."""
-    topo = MACHINES[name]()
-    fab = build_fabric(topo)
-    params = cost_params_for(fab)
-    nccl, ours = NcclModel(NcclMachine.from_topology(topo)), CostModel(fab, params)
-    below = []
-    for coll in COLLECTIVES:
-        root = 0 if coll in ROOTED else None
-        bound = lower_bounds(fab, coll, root=root)
-        scheds = [(b, baseline(b, fab, coll, root=root)) for b in available_baselines(fab, coll)] \
-            if fab.num_ranks <= 16 else []
-        for size in SIZES:
-            lb = bound.time_us(size, params)
-            timed = [("nccl " + (c := nccl.choose(coll, size)).label, c.time_us)]
-            timed += [(b, ours.schedule_time_us(s, size)) for b, s in scheds]
-            below += [(coll, size, who, t, lb) for who, t in timed if t < lb * (1 - 1e-9)]
+    _, below, _ = bound_check.check(MACHINES[name](), sizes=SIZES, max_schedule_ranks=16)
     assert not below, below[:5]
