@@ -19,6 +19,14 @@ host the remote pieces go down their trees past the carriers, which have them fr
 network.  :mod:`synth.solve.cluster.split` picks ``(C, e)`` (2 x dgx-h100: ``(2, 1)``, the cut
 bound 3/4 rounds per block instead of 7/9).
 
+On a leaf-spine network whose leaves hold ``L >= 2`` hosts each (:func:`leaf_partners`), the
+rails step is two steps: a chunk goes to the other hosts of its leaf and to one host of every
+other leaf, which relays it to the rest of its leaf, so it crosses the spine once per leaf.
+A leaf's uplink then carries what the leaf cut needs (``H - L`` blocks in per GPU of the
+leaf, over ``1/R`` of the leaf's NIC bandwidth), while every NIC still moves each block once;
+the schedule is kept when its bandwidth term is smaller (2:1 and 4:1 spines: the larger of
+the host cut and the leaf cut, instead of up to ``L`` times the leaf cut).
+
 Without carried pieces each block crosses the network once per host, which is what the host cut needs: on
 rail-optimized or single-switch DGX H100 clusters of 5 or more hosts the bandwidth term is
 the cut bound ((H - 1) / 2 rounds per block: a host's 8 NICs bring in the other hosts' n - 8
@@ -111,19 +119,64 @@ def _host_phase(forest: LocalForest, g: int, H: int, C: int, carried: dict | Non
     return steps
 
 
-def _rails(g: int, H: int, C: int, carried: dict | None) -> list[tuple[int, int, int]]:
-    """One step along the rails, broadcast-ordered ``(chunk, src, dst)``: every rank sends its
-    own chunks, and the pieces of local blocks it carries, to its peers on every other host."""
-    out = []
+def leaf_partners(groups: tuple[int, ...]) -> list[list[int]] | None:
+    """Hosts of each network group (leaf), in host order, when there are several groups of one
+    size ``L >= 2`` (the shape :func:`_rails` relays over); None otherwise.
+
+    >>> leaf_partners((0, 0, 1, 1)), leaf_partners((0, 0, 0, 0)), leaf_partners((0, 0, 1))
+    ([[0, 1], [2, 3]], None, None)
+    """
+    members: dict[int, list[int]] = {}
+    for h, q in enumerate(groups):
+        members.setdefault(q, []).append(h)
+    sizes = {len(m) for m in members.values()}
+    if len(members) < 2 or len(sizes) != 1 or sizes.pop() < 2:
+        return None
+    return [members[q] for q in sorted(members)]
+
+
+def _rails(g: int, H: int, C: int, carried: dict | None,
+           leaves: list[list[int]] | None = None) -> list[list[tuple[int, int, int]]]:
+    """Steps along the rails, broadcast-ordered ``(chunk, src, dst)``: every rank sends its own
+    chunks, and the pieces of local blocks it carries, to its peers on every other host.
+
+    Without ``leaves``: one step, straight to every other host.  With ``leaves`` (the hosts of
+    each leaf switch, all leaves of one size, :func:`leaf_partners`): two steps, so that a chunk
+    crosses the spine once per leaf instead of once per host: first to the other hosts of its
+    own leaf and to the host in the same position of every other leaf, then each of those
+    relays what it got from other leaves to the rest of its leaf.  Every NIC still sends and
+    receives each chunk of its rail once per other host; a leaf's uplink carries ``H - L``
+    host blocks out per rank of the leaf instead of ``L (H - L)``.
+    """
+    sends: dict[int, list[int]] = {}
     for r in range(g * H):
         h, b = divmod(r, g)
         mine = [(r * C + j) for j in range(C)]
         if carried:
             mine += [(h * g + s) * C + j for (s, j), vs in carried.items() if b in vs]
-        for h2 in range(H):
-            if h2 != h:
-                out.extend((chunk, r, h2 * g + b) for chunk in mine)
-    return out
+        sends[r] = mine
+    if leaves is None:
+        out = []
+        for r, mine in sends.items():
+            h, b = divmod(r, g)
+            for h2 in range(H):
+                if h2 != h:
+                    out.extend((chunk, r, h2 * g + b) for chunk in mine)
+        return [out]
+    where = {h: (q, i) for q, hs in enumerate(leaves) for i, h in enumerate(hs)}
+    first: list[tuple[int, int, int]] = []
+    relay: list[tuple[int, int, int]] = []
+    for r, mine in sends.items():
+        h, b = divmod(r, g)
+        q, i = where[h]
+        for q2, hs in enumerate(leaves):
+            if q2 == q:
+                first.extend((chunk, r, h2 * g + b) for h2 in hs if h2 != h for chunk in mine)
+                continue
+            partner = hs[i] * g + b
+            first.extend((chunk, r, partner) for chunk in mine)
+            relay.extend((chunk, partner, h2 * g + b) for h2 in hs if h2 != hs[i] for chunk in mine)
+    return [first, relay]
 
 
 def _as_transfers(phases: list[list[tuple[int, int, int]]], reduce: bool) -> list[list[Transfer]]:
@@ -133,14 +186,16 @@ def _as_transfers(phases: list[list[tuple[int, int, int]]], reduce: bool) -> lis
     return [[Transfer(c, v, u, "reduce") for c, u, v in ts] for ts in reversed(phases)]
 
 
-def _broadcast_phases(forest: LocalForest, g: int, H: int, C: int, e: int) -> list[list[tuple[int, int, int]]]:
+def _broadcast_phases(forest: LocalForest, g: int, H: int, C: int, e: int,
+                      leaves: list[list[int]] | None) -> list[list[tuple[int, int, int]]]:
     """The allgather in broadcast order: rails, then every chunk down its host tree; with
     carriers (``e > 0``) the hosts first share their own blocks, then the rails carry them too,
-    then the remote chunks go down their trees past the carriers."""
+    then the remote chunks go down their trees past the carriers.  ``leaves``: the rails relay
+    through one host per leaf (:func:`_rails`)."""
     if e == 0:
-        return [_rails(g, H, C, None)] + _host_phase(forest, g, H, C, None, None)
+        return _rails(g, H, C, None, leaves) + _host_phase(forest, g, H, C, None, None)
     carried = carriers(g, C, e)
-    return (_host_phase(forest, g, H, C, carried, True) + [_rails(g, H, C, carried)]
+    return (_host_phase(forest, g, H, C, carried, True) + _rails(g, H, C, carried, leaves)
             + _host_phase(forest, g, H, C, carried, False))
 
 
@@ -196,21 +251,30 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
     name = canonical(collective)
     _checked(name, chunks, carried)
     host = host_fabric(fabric)
-    if chunks is not None or carried is not None:
-        sched = _build(fabric, host, name, chunks or 1, carried or 0, time_limit_s)
-    else:
-        plain = _build(fabric, host, name, 1, 0, time_limit_s)
+    leaves = leaf_partners(fabric.shape.groups)
+    candidates: list[Schedule] = []
+    for relay in ([None] if leaves is None else [None, leaves]):
+        if chunks is not None or carried is not None:
+            candidates.append(_build(fabric, host, name, chunks or 1, carried or 0, time_limit_s, relay))
+            continue
+        plain = _build(fabric, host, name, 1, 0, time_limit_s, relay)
+        candidates.append(plain)
         C, e = best_split(*_terms(plain, fabric, efficiency), fabric.shape.hosts, fabric.shape.gpus_per_host)
-        sched = plain
         if e:
-            split = _build(fabric, host, name, C, e, time_limit_s)
-            if bandwidth_term(split, fabric, efficiency) < bandwidth_term(plain, fabric, efficiency):
-                sched = split
+            candidates.append(_build(fabric, host, name, C, e, time_limit_s, relay))
+    sched = candidates[0]
+    best = bandwidth_term(sched, fabric, efficiency) if len(candidates) > 1 else None
+    for other in candidates[1:]:
+        term = bandwidth_term(other, fabric, efficiency)
+        if term < best:
+            sched, best = other, term
     return sched.with_(meta={**sched.meta, "solve_s": round(time.monotonic() - t0, 3)})
 
 
-def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s: float) -> Schedule:
-    """The schedule with ``C`` chunks per rank and ``e`` carried pieces per GPU, verified, with meta."""
+def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s: float,
+           leaves: list[list[int]] | None = None) -> Schedule:
+    """The schedule with ``C`` chunks per rank and ``e`` carried pieces per GPU (rails relayed
+    through one host per leaf with ``leaves``), verified, with meta."""
     g, H = fabric.shape.gpus_per_host, fabric.shape.hosts
     if e > g - 1:
         raise UnsupportedCollective(f"hierarchical: at most {g - 1} carried pieces per GPU (distinct carriers "
@@ -220,16 +284,17 @@ def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s
     forests = []
     if name in ("reducescatter", "allreduce"):
         rs = local_forest(host, True, H * C, time_limit_s=budget)
-        phases += _as_transfers(_broadcast_phases(rs, g, H, C, e), True)
+        phases += _as_transfers(_broadcast_phases(rs, g, H, C, e, leaves), True)
         forests.append(rs)
     if name in ("allgather", "allreduce"):
         ag = local_forest(host, False, H * C, time_limit_s=budget)
-        phases += _as_transfers(_broadcast_phases(ag, g, H, C, e), False)
+        phases += _as_transfers(_broadcast_phases(ag, g, H, C, e, leaves), False)
         forests.append(ag)
     sched = Schedule(name, g * H, C, _steps(fabric, phases), None, False, "hierarchical", fabric.topology_name,
                      fabric.fingerprint)
     check(sched, fabric)
-    return sched.with_(meta={**_meta(sched, fabric, name, forests, 0.0), "carried": e})
+    extra = {"leaf_relay": True} if leaves is not None else {}
+    return sched.with_(meta={**_meta(sched, fabric, name, forests, 0.0), "carried": e, **extra})
 
 
 def _terms(plain: Schedule, fabric: Fabric, efficiency) -> tuple[Fraction, Fraction]:
@@ -260,4 +325,4 @@ def _meta(sched: Schedule, fabric: Fabric, name: str, forests: list[LocalForest]
     return meta
 
 
-__all__ = ["HIERARCHICAL", "carriers", "hierarchical", "host_fabric", "tree_levels"]
+__all__ = ["HIERARCHICAL", "carriers", "hierarchical", "host_fabric", "leaf_partners", "tree_levels"]
