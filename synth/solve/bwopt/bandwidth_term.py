@@ -20,10 +20,10 @@ from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule
 from synth.solve.bwopt.arborescence import exact
 
-__all__ = ["bandwidth_term", "lockstep_bandwidth_term", "resource_term"]
+__all__ = ["bandwidth_term", "capacities", "lockstep_bandwidth_term", "resource_term"]
 
 
-def _capacities(fabric: Fabric, efficiency=None) -> dict:
+def capacities(fabric: Fabric, efficiency=None) -> dict:
     """Chunks per round of every resource; with ``efficiency`` (link kind -> factor) the effective
     ones, rounded as :mod:`synth.model.cuts` rounds them for its bounds."""
     if efficiency is not None:
@@ -44,7 +44,7 @@ def _loads(fabric: Fabric, transfers) -> dict:
 def resource_term(fabric: Fabric, transfers, efficiency=None) -> Fraction:
     """The busiest resource's load over its capacity (rounds) for ``transfers`` run together,
     in chunks (not divided by pieces per block); ``efficiency`` as :func:`bandwidth_term`'s."""
-    caps = _capacities(fabric, efficiency)
+    caps = capacities(fabric, efficiency)
     return max((v / caps[r] for r, v in _loads(fabric, transfers).items()), default=Fraction(0))
 
 
@@ -78,7 +78,7 @@ def bandwidth_term(schedule: Schedule, fabric: Fabric, efficiency=None) -> Fract
     >>> bandwidth_term(s, f)
     Fraction(2, 1)
     """
-    caps = _capacities(fabric, efficiency)
+    caps = capacities(fabric, efficiency)
     load = _loads(fabric, (t for st in schedule.steps for t in st.transfers))
     worst = max((v / caps[r] for r, v in load.items()), default=Fraction(0))
     return worst / schedule.spec.pieces_per_block
@@ -91,7 +91,7 @@ def lockstep_bandwidth_term(schedule: Schedule, fabric: Fabric) -> Fraction:
     Always >= :func:`bandwidth_term`; equal for a schedule whose steps all load the same
     resources in the same proportion.
     """
-    caps = _capacities(fabric)
+    caps = capacities(fabric)
     total = Fraction(0)
     for st in schedule.steps:
         load = _loads(fabric, st.transfers)

@@ -43,6 +43,7 @@ bound (:func:`synth.model.bounds.lower_bounds`).
 
 from __future__ import annotations
 
+import math
 import time
 from fractions import Fraction
 
@@ -50,7 +51,7 @@ from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric, build_fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check, required_rounds
-from synth.solve.bwopt.bandwidth_term import bandwidth_term, resource_term
+from synth.solve.bwopt.bandwidth_term import bandwidth_term, capacities, resource_term
 from synth.solve.bwopt.trees import bfs_edges
 from synth.solve.cluster.local_trees import LocalForest, local_forest
 from synth.solve.cluster.split import best_split
@@ -120,33 +121,34 @@ def _host_phase(forest: LocalForest, g: int, H: int, C: int, carried: dict | Non
 
 
 def leaf_partners(groups: tuple[int, ...]) -> list[list[int]] | None:
-    """Hosts of each network group (leaf), in host order, when there are several groups of one
-    size ``L >= 2`` (the shape :func:`_rails` relays over); None otherwise.
+    """Hosts of each network group (leaf), in host order, when there are several groups and
+    one of them holds ``L >= 2`` hosts (the shape :func:`_rails` relays over); None otherwise.
 
-    >>> leaf_partners((0, 0, 1, 1)), leaf_partners((0, 0, 0, 0)), leaf_partners((0, 0, 1))
+    >>> leaf_partners((0, 0, 1, 1)), leaf_partners((0, 0, 0, 0)), leaf_partners((0, 1, 2))
     ([[0, 1], [2, 3]], None, None)
     """
     members: dict[int, list[int]] = {}
     for h, q in enumerate(groups):
         members.setdefault(q, []).append(h)
-    sizes = {len(m) for m in members.values()}
-    if len(members) < 2 or len(sizes) != 1 or sizes.pop() < 2:
+    if len(members) < 2 or max(len(m) for m in members.values()) < 2:
         return None
     return [members[q] for q in sorted(members)]
 
 
-def _rails(g: int, H: int, C: int, carried: dict | None,
-           leaves: list[list[int]] | None = None) -> list[list[tuple[int, int, int]]]:
+def _rails(g: int, H: int, C: int, carried: dict | None, leaves: list[list[int]] | None = None,
+           direct: dict[tuple[int, int], int] | None = None) -> list[list[tuple[int, int, int]]]:
     """Steps along the rails, broadcast-ordered ``(chunk, src, dst)``: every rank sends its own
     chunks, and the pieces of local blocks it carries, to its peers on every other host.
 
     Without ``leaves``: one step, straight to every other host.  With ``leaves`` (the hosts of
-    each leaf switch, all leaves of one size, :func:`leaf_partners`): two steps, so that a chunk
-    crosses the spine once per leaf instead of once per host: first to the other hosts of its
-    own leaf and to the host in the same position of every other leaf, then each of those
-    relays what it got from other leaves to the rest of its leaf.  Every NIC still sends and
-    receives each chunk of its rail once per other host; a leaf's uplink carries ``H - L``
-    host blocks out per rank of the leaf instead of ``L (H - L)``.
+    each leaf switch, :func:`leaf_partners`): two steps, so that a chunk crosses the spine
+    ``k`` times per other leaf instead of once per host there.  First it goes to the other
+    hosts of its own leaf and to ``k`` hosts of every other leaf, then those relay it to the
+    rest of their leaf.  ``k = direct[(size of the source's leaf, size of the other leaf)]``
+    (default 1).  The ``k`` hosts rotate over the leaf chunk by chunk, and the relays are shared
+    among them, so a leaf's NICs share the relaying.  Every NIC still receives each chunk of
+    its rail once per other host.  With leaves of one size and ``k = 1``, a leaf's uplink
+    carries ``H - L`` host blocks out per rank of the leaf instead of ``L (H - L)``.
     """
     sends: dict[int, list[int]] = {}
     for r in range(g * H):
@@ -163,20 +165,88 @@ def _rails(g: int, H: int, C: int, carried: dict | None,
                 if h2 != h:
                     out.extend((chunk, r, h2 * g + b) for chunk in mine)
         return [out]
-    where = {h: (q, i) for q, hs in enumerate(leaves) for i, h in enumerate(hs)}
+    plan = _relay_plan(H, len(sends[0]), leaves, direct)
     first: list[tuple[int, int, int]] = []
     relay: list[tuple[int, int, int]] = []
     for r, mine in sends.items():
         h, b = divmod(r, g)
+        for n, chunk in enumerate(mine):
+            firsts, relays = plan[(h, n)]
+            first.extend((chunk, r, d * g + b) for d in firsts)
+            relay.extend((chunk, u * g + b, v * g + b) for u, v in relays)
+    return [first, relay]
+
+
+def _relay_plan(H: int, per_rank: int, leaves: list[list[int]], direct: dict | None) -> dict:
+    """Host-level plan of :func:`_rails` with leaves, the same on every rail: ``(host, chunk
+    index) -> (hosts it sends to first, [(relaying host, host) ...])``.
+
+    Chunk ``n`` of a host goes straight to ``k_n`` hosts of each other leaf, ``k_n`` spreading
+    the table's mean ``kappa`` over the chunks (``floor((n + 1) kappa) - floor(n kappa)``); the
+    hosts chosen, and the one relaying to each other host of the leaf, are those with the
+    fewest sends so far (then the next in turn from the source's position), so the relaying is
+    spread over the leaf's NICs.
+    """
+    where = {h: (q, i) for q, hs in enumerate(leaves) for i, h in enumerate(hs)}
+    sent = [0] * H
+    for hs in leaves:
+        for h in hs:
+            sent[h] = per_rank * (len(hs) - 1)
+    plan: dict = {}
+    turn = {}
+    for h in range(H):
         q, i = where[h]
+        size = len(leaves[q])
+        firsts = {n: [h2 for h2 in leaves[q] if h2 != h] for n in range(per_rank)}
+        relays: dict[int, list] = {n: [] for n in range(per_rank)}
         for q2, hs in enumerate(leaves):
             if q2 == q:
-                first.extend((chunk, r, h2 * g + b) for h2 in hs if h2 != h for chunk in mine)
                 continue
-            partner = hs[i] * g + b
-            first.extend((chunk, r, partner) for chunk in mine)
-            relay.extend((chunk, partner, h2 * g + b) for h2 in hs if h2 != hs[i] for chunk in mine)
-    return [first, relay]
+            L2 = len(hs)
+            kappa = min(Fraction(L2), Fraction((direct or {}).get((size, L2), 1)))
+            for n in range(per_rank):
+                k = math.floor((n + 1) * kappa) - math.floor(n * kappa)
+                off = turn.get((q2, q, i), i)
+                order = {x: (t - off) % L2 for t, x in enumerate(hs)}
+                ds = sorted(hs, key=lambda x: (sent[x], order[x]))[:k]
+                turn[(q2, q, i)] = off + k
+                sent[h] += k
+                firsts[n].extend(ds)
+                for x in hs:
+                    if x in ds:
+                        continue
+                    u = min(ds, key=lambda y: (sent[y], order[y]))
+                    sent[u] += 1
+                    relays[n].append((u, x))
+        for n in range(per_rank):
+            plan[(h, n)] = (firsts[n], relays[n])
+    return plan
+
+
+def relay_choices(g: int, H: int, leaves: list[list[int]], pieces: int = 1) -> list[dict | None]:
+    """The ``direct`` tables :func:`best_relay` tries with ``pieces`` chunks per block: None (one
+    direct host per other leaf) when the leaves are of one size, else, for each ordered pair of
+    different leaf sizes ``(a, b)``, every mean number of direct hosts ``k`` from 1 to ``b`` that
+    ``pieces`` chunks can make exactly (``k * pieces`` whole), up to 4, and the powers of two
+    and ``b`` above that (between leaves of one size: one host).
+
+    >>> relay_choices(8, 4, [[0, 1], [2, 3]])
+    [None]
+    >>> [t[(3, 4)] for t in relay_choices(8, 7, [[0, 1, 2, 3], [4, 5, 6]], 3) if t[(4, 3)] == 1]
+    [Fraction(1, 1), Fraction(4, 3), Fraction(5, 3), Fraction(2, 1), Fraction(7, 3), Fraction(8, 3), Fraction(3, 1), Fraction(10, 3), Fraction(11, 3), Fraction(4, 1)]
+    """
+    sizes = sorted({len(hs) for hs in leaves})
+    if len(sizes) == 1:
+        return [None]
+    tables: list[dict] = [{}]
+    for a in sizes:
+        for b in sizes:
+            if a == b:
+                continue
+            ks = {Fraction(x, pieces) for x in range(pieces, min(b, 4) * pieces + 1)}
+            ks |= {Fraction(1 << i) for i in range(b.bit_length()) if 1 << i <= b} | {Fraction(b)}
+            tables = [{**t, (a, b): k} for t in tables for k in sorted(ks)]
+    return tables
 
 
 def _as_transfers(phases: list[list[tuple[int, int, int]]], reduce: bool) -> list[list[Transfer]]:
@@ -186,16 +256,50 @@ def _as_transfers(phases: list[list[tuple[int, int, int]]], reduce: bool) -> lis
     return [[Transfer(c, v, u, "reduce") for c, u, v in ts] for ts in reversed(phases)]
 
 
+#: pieces per block :func:`best_relay` tries for leaves of different sizes
+RELAY_PIECES = (1, 2, 3, 4, 6, 8, 12)
+#: work (pieces x hosts^2 per table tried) :func:`best_relay` may spend before it stops trying more pieces
+RELAY_BUDGET = 500_000
+
+
+def best_relay(fabric: Fabric, leaves: list[list[int]], efficiency=None) -> tuple[int, dict | None]:
+    """``(pieces per block C, direct table)`` whose rails steps load the network least per
+    block (:func:`_rails`, :func:`relay_choices`; fewest pieces, then the first table, on ties),
+    counted from the rails' host-level plan (:func:`_relay_plan`, the same on every rail);
+    leaves of one size: ``(1, None)``.  Stops trying more pieces once :data:`RELAY_BUDGET` is
+    spent."""
+    g, H = fabric.shape.gpus_per_host, fabric.shape.hosts
+    if relay_choices(g, H, leaves) == [None]:
+        return 1, None
+    caps = {r: float(c) for r, c in capacities(fabric, efficiency).items()}
+    best, counted = None, 0
+    for C in RELAY_PIECES:
+        tables = relay_choices(g, H, leaves, C)
+        if counted + C * H * H * len(tables) > RELAY_BUDGET and best is not None:
+            break
+        for table in tables:
+            pairs: dict[tuple[int, int], int] = {}
+            for (h, _), (firsts, relays) in _relay_plan(H, C, leaves, table).items():
+                for u, v in [(h, d) for d in firsts] + relays:
+                    pairs[(u, v)] = pairs.get((u, v), 0) + 1
+            load = fabric.load([(u * g + b, v * g + b, m) for (u, v), m in pairs.items() for b in range(g)])
+            term = max(v / caps[r] for r, v in load.items()) / C
+            counted += C * H * H
+            if best is None or term < best[0] * (1 - 1e-9):
+                best = (term, C, table)
+    return best[1], best[2]
+
+
 def _broadcast_phases(forest: LocalForest, g: int, H: int, C: int, e: int,
-                      leaves: list[list[int]] | None) -> list[list[tuple[int, int, int]]]:
+                      leaves: list[list[int]] | None, direct: dict | None = None) -> list[list[tuple[int, int, int]]]:
     """The allgather in broadcast order: rails, then every chunk down its host tree; with
     carriers (``e > 0``) the hosts first share their own blocks, then the rails carry them too,
-    then the remote chunks go down their trees past the carriers.  ``leaves``: the rails relay
-    through one host per leaf (:func:`_rails`)."""
+    then the remote chunks go down their trees past the carriers.  ``leaves``, ``direct``: the
+    rails relay through hosts of each leaf (:func:`_rails`)."""
     if e == 0:
-        return _rails(g, H, C, None, leaves) + _host_phase(forest, g, H, C, None, None)
+        return _rails(g, H, C, None, leaves, direct) + _host_phase(forest, g, H, C, None, None)
     carried = carriers(g, C, e)
-    return (_host_phase(forest, g, H, C, carried, True) + _rails(g, H, C, carried, leaves)
+    return (_host_phase(forest, g, H, C, carried, True) + _rails(g, H, C, carried, leaves, direct)
             + _host_phase(forest, g, H, C, carried, False))
 
 
@@ -252,16 +356,19 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
     _checked(name, chunks, carried)
     host = host_fabric(fabric)
     leaves = leaf_partners(fabric.shape.groups)
+    variants: list[tuple[int, list | None, dict | None]] = [(1, None, None)]
+    if leaves is not None:
+        variants.append(_relay_pieces(fabric, leaves, efficiency))
     candidates: list[Schedule] = []
-    for relay in ([None] if leaves is None else [None, leaves]):
+    for C0, relay, direct in variants:
         if chunks is not None or carried is not None:
-            candidates.append(_build(fabric, host, name, chunks or 1, carried or 0, time_limit_s, relay))
+            candidates.append(_build(fabric, host, name, chunks or 1, carried or 0, time_limit_s, relay, direct))
             continue
-        plain = _build(fabric, host, name, 1, 0, time_limit_s, relay)
+        plain = _build(fabric, host, name, C0, 0, time_limit_s, relay, direct)
         candidates.append(plain)
         C, e = best_split(*_terms(plain, fabric, efficiency), fabric.shape.hosts, fabric.shape.gpus_per_host)
         if e:
-            candidates.append(_build(fabric, host, name, C, e, time_limit_s, relay))
+            candidates.append(_build(fabric, host, name, C, e, time_limit_s, relay, direct))
     sched = candidates[0]
     best = bandwidth_term(sched, fabric, efficiency) if len(candidates) > 1 else None
     for other in candidates[1:]:
@@ -271,8 +378,18 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
     return sched.with_(meta={**sched.meta, "solve_s": round(time.monotonic() - t0, 3)})
 
 
+def _relay_pieces(fabric: Fabric, leaves: list[list[int]], efficiency) -> tuple[int, list, dict | None]:
+    """:func:`best_relay`, once per fabric and efficiency (an allreduce and its phases share it)."""
+    cache = fabric.__dict__.setdefault("_best_relay", {})
+    key = id(efficiency)
+    if key not in cache or cache[key][0] is not efficiency:
+        cache[key] = (efficiency, best_relay(fabric, leaves, efficiency))
+    C, direct = cache[key][1]
+    return C, leaves, direct
+
+
 def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s: float,
-           leaves: list[list[int]] | None = None) -> Schedule:
+           leaves: list[list[int]] | None = None, direct: dict | None = None) -> Schedule:
     """The schedule with ``C`` chunks per rank and ``e`` carried pieces per GPU (rails relayed
     through one host per leaf with ``leaves``), verified, with meta."""
     g, H = fabric.shape.gpus_per_host, fabric.shape.hosts
@@ -284,16 +401,18 @@ def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s
     forests = []
     if name in ("reducescatter", "allreduce"):
         rs = local_forest(host, True, H * C, time_limit_s=budget)
-        phases += _as_transfers(_broadcast_phases(rs, g, H, C, e, leaves), True)
+        phases += _as_transfers(_broadcast_phases(rs, g, H, C, e, leaves, direct), True)
         forests.append(rs)
     if name in ("allgather", "allreduce"):
         ag = local_forest(host, False, H * C, time_limit_s=budget)
-        phases += _as_transfers(_broadcast_phases(ag, g, H, C, e, leaves), False)
+        phases += _as_transfers(_broadcast_phases(ag, g, H, C, e, leaves, direct), False)
         forests.append(ag)
     sched = Schedule(name, g * H, C, _steps(fabric, phases), None, False, "hierarchical", fabric.topology_name,
                      fabric.fingerprint)
     check(sched, fabric)
     extra = {"leaf_relay": True} if leaves is not None else {}
+    if direct:
+        extra["leaf_direct"] = {f"{a}->{b}": str(k) for (a, b), k in sorted(direct.items())}
     return sched.with_(meta={**_meta(sched, fabric, name, forests, 0.0), "carried": e, **extra})
 
 
@@ -325,4 +444,4 @@ def _meta(sched: Schedule, fabric: Fabric, name: str, forests: list[LocalForest]
     return meta
 
 
-__all__ = ["HIERARCHICAL", "carriers", "hierarchical", "host_fabric", "leaf_partners", "tree_levels"]
+__all__ = ["HIERARCHICAL", "carriers", "hierarchical", "host_fabric", "best_relay", "leaf_partners", "relay_choices", "tree_levels"]

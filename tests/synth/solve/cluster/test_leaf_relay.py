@@ -65,11 +65,31 @@ def test_relay_sends_each_block_over_the_spine_once_per_leaf():
     assert sorted(t.dst for t in rail) == [h * g for h in range(1, 8)]
 
 
-def test_partners_only_for_leaves_of_one_size():
+def test_leaves_to_relay_over():
     assert leaf_partners((0, 0, 1, 1, 2, 2)) == [[0, 1], [2, 3], [4, 5]]
     assert leaf_partners((0, 1, 2)) is None            # one host per leaf: nothing to relay
-    assert leaf_partners((0, 0, 0, 0, 1, 1)) is None   # a partly filled last leaf
+    assert leaf_partners((0, 0, 0, 0, 1, 1)) == [[0, 1, 2, 3], [4, 5]]   # a partly filled last leaf
     assert leaf_partners((0,) * 4) is None
+
+
+@pytest.mark.parametrize("H,L", [(6, 4), (11, 4), (7, 4)])
+def test_partly_filled_leaf_meets_the_host_cut(H, L):
+    """4:1, the last leaf partly filled: its uplink is as wide as a full leaf's, so the bound is
+    the host cut (H - 1) / 2 (hand count above: the small leaf's cut is below it).  Without relays
+    the small leaf's hosts pull the other leaves' blocks over the spine once each (6 hosts:
+    4 = 1.6x); relaying needs some blocks of the small leaf to go straight to 2 hosts of a full
+    leaf (a mean of ``k`` direct hosts above 1)."""
+    fab = build_fabric(cluster("dgx-h100", H, spine_oversubscription=4, hosts_per_leaf=L))
+    small = H % L
+    assert lower_bounds(fab, "allgather").bandwidth_rounds_per_block == Fraction(H - 1, 2)
+    assert max(Fraction(4 * (H - small), 2 * L), Fraction(4 * (H - L), 2 * L)) <= Fraction(H - 1, 2)
+    s = hierarchical(fab, "allgather")
+    check(s, fab)
+    assert bandwidth_term(s, fab) == Fraction(H - 1, 2)
+    assert Fraction(s.meta["leaf_direct"][f"{small}->{L}"]) > 1
+    rs = hierarchical(fab, "reducescatter")
+    check(rs, fab)
+    assert bandwidth_term(rs, fab) == Fraction(H - 1, 2)
 
 
 def test_single_switch_cluster_keeps_its_schedule():
