@@ -24,6 +24,11 @@ from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
 
+__all__ = ["QUICK_S", "Staged", "fits", "stage"]
+
+#: clock seconds (deterministic CP-SAT time) per step count in the first, ascending pass of :func:`stage`
+QUICK_S = 1.0
+
 
 @dataclass
 class Staged:
@@ -65,10 +70,12 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     """Trees and delays for ``batch.chunks`` (then twice that) chunks per source that keep the
     batch within its total ``rounds`` and minimise the sum of per-step whole rounds.
 
-    Columns are (bundle, delay): a bundle's trees all get the same count and delay.  Step
-    counts are tried from ``min(R, depth + 2)`` down to the longest shortest path (a
-    perfectly balanced staging has sum of steps = ``R``, so at most ``R`` steps); the search
-    goes down while stagings stay perfect and ends at the time limit (at most 60 s).  Hints:
+    Columns are (bundle, delay): a bundle's trees all get the same count and delay.  A perfectly
+    balanced staging has sum of steps = ``R`` (so at most ``R`` steps).  First, step counts from
+    the longest shortest path up to ``min(R, depth + 2)`` get :data:`QUICK_S` clock seconds each;
+    the first perfect staging found ends the search (fewest steps).  Otherwise step counts are
+    tried from ``min(R, depth + 2)`` down to the longest shortest path; the search goes down
+    while stagings stay perfect and ends at the time limit (at most 60 clock seconds).  Hints:
     the batch without delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven
     bound on the LP rate) gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls
     back to the batch's own trees without delays.
@@ -102,27 +109,60 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                     levels.setdefault(key[0], level_loads(model, key[0][0][1]))
             else:
                 ring_hint = None
+        lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
+        quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
+                               lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
+                               lb, time_limit_s - (clock.now() - t0))
+        for got in quick:
+            if _better(got, best):
+                best = got
+        if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
+            break
         perfect = False
         for S in range(top, shortest - 1, -1):
             left = time_limit_s - (clock.now() - t0)
             if left < 0.5:
                 return best
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
-            lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
             got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, 5.0 if perfect else 15.0), lb)
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
                 if got is None:
                     continue
-            ratio = Fraction(sum(got.z), c)
-            if ratio < Fraction(sum(best.z), best.chunks) or (
-                    ratio == Fraction(sum(best.z), best.chunks) and got.steps < best.steps):
+            if _better(got, best):
                 best = got
             perfect = perfect or sum(got.z) == R
         if Fraction(sum(best.z), best.chunks) <= Fraction(batch.rounds, batch.chunks):
             break
     return best
+
+
+def _better(a: Staged, b: Staged) -> bool:
+    """``a`` needs fewer rounds per chunk (sum of step rounds over chunks) than ``b``, or as few
+    in fewer steps."""
+    ra, rb = Fraction(sum(a.z), a.chunks), Fraction(sum(b.z), b.chunks)
+    return ra < rb or (ra == rb and a.steps < b.steps)
+
+
+def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, steps: range,
+                   hint_for, lower: int, time_left_s: float) -> list[Staged]:
+    """Stagings for the step counts of ``steps`` in ascending order, each searched for
+    :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last).
+
+    Few steps make a small model in which CP-SAT finds a perfect staging at once where one
+    exists, whereas many steps can spend the whole budget a round or two above ``R``."""
+    t0, out = clock.now(), []
+    for S in steps:
+        left = time_left_s - (clock.now() - t0)
+        if left < 0.5:
+            break
+        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), lower)
+        if got is not None:
+            out.append(got)
+            if sum(got.z) == R:
+                break
+    return out
 
 
 def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
