@@ -174,7 +174,10 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         (chunks per round per source; allreduce: of its allgather phase),
         ``bound_rounds_per_block``, ``achieved_rounds_per_block`` (:func:`bandwidth_term`),
         ``ratio_to_bound``, ``solve_s``, exact values as strings, ``lockstep_rounds_per_block``
-        (:func:`lockstep_bandwidth_term`), ``batch_chunks``, ``trees``, ``max_depth``.
+        (:func:`lockstep_bandwidth_term`), ``batch_chunks``, ``trees``, ``max_depth``;
+        ``wall_limit_hit`` (True, present only then) when a CP-SAT search was ended by its
+        wall-clock safety limit rather than its deterministic budget (:mod:`synth.solve.clock`):
+        only then may a re-run of the same input give another schedule.
 
     Raises
     ------
@@ -183,7 +186,7 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     SynthesisInfeasible
         A source cannot reach every rank over the fabric's channels.
     """
-    t0, c0 = time.monotonic(), clock.now()
+    t0, c0, w0 = time.monotonic(), clock.now(), clock.wall_stops()
     name = canonical(collective)
     n = fabric.num_ranks
     got = _by_method(fabric, name, method, efficiency, max_chunks, time_limit_s, root)
@@ -202,7 +205,10 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     sched = _tree_schedule(fabric, name, root if rooted else None, _common_batch(forests), rv, fw)
     from synth.ir.verifier import check
     check(sched, fabric)
-    return sched.with_(meta=_meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0))
+    meta = _meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0)
+    if clock.wall_stops() > w0:             # a safety net fired: this answer may differ on a re-run
+        meta["wall_limit_hit"] = True
+    return sched.with_(meta=meta)
 
 
 def _tree_schedule(fabric: Fabric, name: str, root: int | None, c: int, rv: Forest | None,
