@@ -43,14 +43,12 @@ def solve_cp_sat(solver, model) -> int:
 
 
 def _wall_stopped(solver, status: int) -> bool:
-    """Whether a CP-SAT solve ended at its wall-clock limit before its deterministic budget
-    (an unfinished search that used up its wall time but not its deterministic time)."""
+    """Whether a CP-SAT solve ended at its wall-clock limit: an unfinished search (no proof of
+    optimality or infeasibility) that stopped before its deterministic budget was spent."""
     from ortools.sat.python import cp_model
-    p = solver.parameters
     if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
         return False
-    return (solver.wall_time >= 0.99 * p.max_time_in_seconds
-            and solver.deterministic_time < 0.99 * p.max_deterministic_time)
+    return solver.deterministic_time < 0.99 * solver.parameters.max_deterministic_time
 
 
 def solve_lp(lp) -> int:
