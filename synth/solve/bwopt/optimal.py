@@ -142,10 +142,12 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         Root of broadcast / reduce (default 0).
     max_chunks : int
         Largest batch the whole-chunk search tries (chunks per source), raised to the
-        denominator of the target rate (rounds per chunk) when that is at most twice as much
-        (an 8-GPU mesh of 5 and 6 links per pair needs 38); the step balancing may double it,
-        so ``chunks_per_rank <= 4 * max_chunks`` (allreduce: the lcm of its two phases'
-        batches).  Larger values allow exact batches for awkward rates.
+        denominator of the target rate (rounds per chunk) when that is at most
+        :data:`synth.solve.bwopt.forest.EXACT_MAX_CHUNKS` (an 8-GPU mesh of 5 and 6 links per
+        pair needs 38); where no such batch meets the target, the LP's weights read as exact
+        fractions give one of their common denominator (at most ``EXACT_MAX_CHUNKS``).  The
+        step balancing may double the batch, so ``chunks_per_rank <= 2 * max(max_chunks,
+        EXACT_MAX_CHUNKS)`` (allreduce: the lcm of its two phases' batches).
     time_limit_s : float
         Budget (s) for the LPs and the whole-chunk search; on expiry the best schedule so far
         is returned and ``meta["lp_optimal"]`` says whether the tree LP was proven optimal.
