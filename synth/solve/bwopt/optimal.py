@@ -14,14 +14,18 @@ Method
    their images under the fabric's symmetries (:func:`synth.solve.bwopt.tree_symmetry.symmetries`), every
    generated tree, random-price trees, ring chains; when the symmetries map rank 0 to every
    rank, first "orbit bundles" (one tree and its images, one per source, always used
-   together), which make symmetric exact batches easy to find.  ``R / c`` equals the LP's
-   ``1 / x`` whenever the search finds an exact assignment; diving with the LP is the
-   fallback.
+   together), which make symmetric exact batches easy to find.  Batch sizes go up to the
+   denominator of the target ``1 / x`` (at most :data:`synth.solve.bwopt.forest.EXACT_MAX_CHUNKS`,
+   :func:`synth.solve.bwopt.forest.batch_limit`), so an exact batch is among them.  ``R / c``
+   equals the LP's ``1 / x`` whenever the search finds an exact assignment; else the LP's
+   weights read as exact fractions (:func:`synth.solve.bwopt.tree_batch.rational_batch`), then
+   diving with the LP, are the fallbacks.
 3. **Steps** (:func:`synth.solve.bwopt.staging.stage`, pipelining generalised): every chunk gets a
    tree and a delay ``d``; its tree level ``l`` moves in step ``d + l``.  CP-SAT picks trees
    and delays so that the sum over steps of each step's whole rounds is smallest while the
    batch still fits ``R`` rounds in all: balanced steps, so the schedule is fast even without
-   further pipelining (a perfectly balanced staging has ``sum z_t = R``).  Each step declares
+   further pipelining (a perfectly balanced staging has ``sum z_t = R``; the fewest steps that
+   allow one are searched first).  Each step declares
    the fewest whole rounds its loads need (exact rational arithmetic, so the verifier's
    capacity rule holds).
 
@@ -29,6 +33,12 @@ Collectives: allgather (a broadcast tree per source, chunk ``r*C + i`` rooted at
 reducescatter (the same on the reversed fabric, run backwards with reduces), allreduce
 (reducescatter then allgather, same chunk ids, so chunk ``g`` is reduced at rank ``g // C``
 between the phases), broadcast (trees from the root) and reduce (reversed).
+
+Determinism
+-----------
+Every budget (``time_limit_s``) is on :mod:`synth.solve.clock`, which counts solver work, not
+wall time: the same fabric gives the same schedule on every run and machine.  CP-SAT's
+wall-clock limit is only a safety net; when it ends a search, ``meta["wall_limit_hit"]`` says so.
 
 Bandwidth term
 --------------
