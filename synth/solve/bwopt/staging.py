@@ -112,7 +112,7 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
         lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
         quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
                                lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
-                               lb, time_limit_s - (clock.now() - t0))
+                               lb, time_limit_s - (clock.now() - t0), settled := set())
         for got in quick:
             if _better(got, best):
                 best = got
@@ -123,6 +123,10 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
             left = time_limit_s - (clock.now() - t0)
             if left < 0.5:
                 return best
+            if S in settled:            # proven in the first pass, and not perfect there
+                if perfect:
+                    break
+                continue
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
             got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, 5.0 if perfect else 15.0), lb)
             if got is None or sum(got.z) > R:
@@ -146,9 +150,10 @@ def _better(a: Staged, b: Staged) -> bool:
 
 
 def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, steps: range,
-                   hint_for, lower: int, time_left_s: float) -> list[Staged]:
+                   hint_for, lower: int, time_left_s: float, settled: set[int]) -> list[Staged]:
     """Stagings for the step counts of ``steps`` in ascending order, each searched for
-    :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last).
+    :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last);
+    step counts whose answer was proven join ``settled``.
 
     Few steps make a small model in which CP-SAT finds a perfect staging at once where one
     exists, whereas many steps can spend the whole budget a round or two above ``R``."""
@@ -157,7 +162,8 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
         left = time_left_s - (clock.now() - t0)
         if left < 0.5:
             break
-        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), lower)
+        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), lower,
+                        settled=settled)
         if got is not None:
             out.append(got)
             if sum(got.z) == R:
@@ -167,9 +173,10 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
 
 def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
               hint: dict | None, time_limit_s: float, lower: int = 1,
-              max_terms: int = 600_000) -> Staged | None:
+              max_terms: int = 600_000, settled: set[int] | None = None) -> Staged | None:
     """CP-SAT: counts per (bundle, delay) summing to ``c`` per source, total loads within ``R``
-    rounds, step ``t``'s loads within ``z_t`` rounds; minimise ``sum z_t``."""
+    rounds, step ``t``'s loads within ``z_t`` rounds; minimise ``sum z_t``.  ``S`` joins
+    ``settled`` when the search proves its answer (optimal or infeasible)."""
     from ortools.sat.python import cp_model
 
     unit = [c_.numerator * model.q for c_ in model.cap_exact]        # loads scaled by cap.denominator
@@ -205,7 +212,10 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
     m.Minimize(sum(z))
     solver = cp_model.CpSolver()
     clock.limit_cp_sat(solver, max(0.5, time_limit_s))
-    if solve_cp_sat(solver, m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    status = solve_cp_sat(solver, m)
+    if settled is not None and status in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
+        settled.add(S)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     counts: dict[int, list] = {s: [] for s in sources}
     for b, d, x in cols:
