@@ -191,7 +191,10 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
             cover.setdefault(s, []).append(x)
     if set(cover) != set(sources):
         return None
-    for xs in {tuple(v) for v in cover.values()}:
+    rows: dict[tuple[int, ...], list] = {}    # by variable index, in source order: a set of the
+    for xs in cover.values():                 # variables themselves would order the constraints by
+        rows.setdefault(tuple(x.Index() for x in xs), xs)    # memory address, differently each run
+    for xs in rows.values():
         m.Add(sum(xs) == c)
     z = [m.NewIntVar(1, R, f"z{t}") for t in range(S)]
     step: dict[tuple[int, int], list] = {}

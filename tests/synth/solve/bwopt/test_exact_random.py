@@ -110,3 +110,35 @@ def test_rational_rounding_of_the_lp_weights_meets_the_bound():
     assert fits(model, load, batch.rounds)
     assert not fits(model, load, batch.rounds - 1)
     assert rational_batch(model, packing, bound, max_chunks=batch.chunks - 1) is None
+
+
+SCRIPT = """
+import hashlib, sys
+sys.path.insert(0, "tests")
+from _random_topologies import mixed_nvlink_pcie, uneven_mesh
+from synth.ir.fabric import build_fabric
+from synth.pipeline.synthesize import run_independent
+from synth.solve.bwopt.optimal import bandwidth_optimal
+for t in (uneven_mesh(4, [7, 7, 2, 3, 7, 3]), mixed_nvlink_pcie(4, [1, 2, 1, 2, 2, 2]),
+          uneven_mesh(5, [7, 7, 3, 2, 7, 2, 1, 7, 4, 2])):
+    f = build_fabric(t)
+    for name in ("allgather", "allreduce"):
+        s = bandwidth_optimal(f, name)
+        print(t.name, name, hashlib.sha256(s.with_(meta=run_independent(s.meta)).to_json().encode()).hexdigest())
+"""
+
+
+def test_two_processes_give_the_same_schedules_on_irregular_topologies():
+    """Separate processes (other hash seeds, other memory layouts) write the same schedules; a set
+    of CP-SAT variables once ordered the staging's constraints by memory address, so re-runs of
+    the same 4-GPU mesh gave other schedules."""
+    import os
+    import subprocess
+    import sys
+
+    from _paths import ROOT
+    runs = [subprocess.run([sys.executable, "-c", SCRIPT], cwd=ROOT, check=True, capture_output=True, text=True,
+                           env=dict(os.environ, PYTHONHASHSEED=str(seed), PYTHONPATH=str(ROOT))).stdout
+            for seed in (1, 999)]
+    assert runs[0].count("\n") == 6
+    assert runs[0] == runs[1]
