@@ -47,8 +47,9 @@ def batch_limit(target: Fraction, max_chunks: int) -> int:
         return max_chunks
     if target.denominator <= EXACT_MAX_CHUNKS:
         return target.denominator
-    near = [c for c in range(max_chunks + 1, EXACT_MAX_CHUNKS + 1) if Fraction(math.ceil(c * target), c) <= NEAR * target]
-    return near[0] if near else max_chunks
+    near = (c for c in range(max_chunks + 1, EXACT_MAX_CHUNKS + 1)
+            if Fraction(math.ceil(c * target), c) <= NEAR * target)
+    return next(near, max_chunks)
 
 
 def ring_chains(model: ChannelModel, sources: list[int]) -> dict[int, list[tuple[int, ...]]]:
