@@ -11,8 +11,11 @@ the same decisions on every run, whatever the machine's load:
   (:func:`charge`, e.g. the arborescence pricing of column generation).
 
 CP-SAT also keeps a wall-clock limit of :data:`WALL_SAFETY` times its budget plus
-:data:`WALL_SLACK_S`, only against runaway solves: a run that reaches it is no longer
-reproducible.
+:data:`WALL_SLACK_S`, only as a safety net against runaway solves (the deterministic budget ends
+a solve long before it on any machine that is not starved): a run that reaches it is no longer
+reproducible, so each such stop is counted (:func:`wall_stops`, recorded by
+:func:`synth.solve.stoppable.solve_cp_sat`) and callers report it (e.g. ``meta["wall_limit_hit"]``
+of :func:`synth.solve.bwopt.optimal.bandwidth_optimal`).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ WALL_SAFETY = 20.0
 WALL_SLACK_S = 30.0
 
 _spent = [0.0]
+_wall_stops = [0]
 
 
 def now() -> float:
@@ -37,6 +41,16 @@ def charge(seconds: float) -> None:
     """Advance the clock by ``seconds`` of deterministic work."""
     if seconds > 0:
         _spent[0] += float(seconds)
+
+
+def note_wall_stop() -> None:
+    """Count one solve that its wall-clock safety limit ended (its answer may differ on re-runs)."""
+    _wall_stops[0] += 1
+
+
+def wall_stops() -> int:
+    """Solves ended by their wall-clock safety limit so far in this process (only differences mean anything)."""
+    return _wall_stops[0]
 
 
 def limit_cp_sat(solver, budget_s: float, workers: int = 1) -> None:
@@ -51,4 +65,5 @@ def limit_cp_sat(solver, budget_s: float, workers: int = 1) -> None:
         p.interleave_search = True
 
 
-__all__ = ["LP_ITERATION_S", "PRICING_S", "charge", "limit_cp_sat", "now"]
+__all__ = ["LP_ITERATION_S", "PRICING_S", "WALL_SAFETY", "WALL_SLACK_S", "charge", "limit_cp_sat",
+           "note_wall_stop", "now", "wall_stops"]

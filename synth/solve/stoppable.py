@@ -30,12 +30,25 @@ POLL_S = 0.2
 
 def solve_cp_sat(solver, model) -> int:
     """``solver.solve(model)`` (a ``cp_model.CpSolver``), stoppable by a signal; returns the status
-    and advances :mod:`synth.solve.clock` by the solve's deterministic time."""
-    from synth.solve.clock import charge
+    and advances :mod:`synth.solve.clock` by the solve's deterministic time (and counts the solve in
+    :func:`synth.solve.clock.wall_stops` when its wall-clock safety limit, not its deterministic
+    budget, ended it)."""
+    from synth.solve.clock import charge, note_wall_stop
     solver.parameters.catch_sigint_signal = False
     status = run_stoppable(lambda: solver.solve(model), solver.stop_search)
     charge(solver.deterministic_time)
+    if _wall_stopped(solver, status):
+        note_wall_stop()
     return status
+
+
+def _wall_stopped(solver, status: int) -> bool:
+    """Whether a CP-SAT solve ended at its wall-clock limit: an unfinished search (no proof of
+    optimality or infeasibility) that stopped before its deterministic budget was spent."""
+    from ortools.sat.python import cp_model
+    if status in (cp_model.OPTIMAL, cp_model.INFEASIBLE, cp_model.MODEL_INVALID):
+        return False
+    return solver.deterministic_time < 0.99 * solver.parameters.max_deterministic_time
 
 
 def solve_lp(lp) -> int:

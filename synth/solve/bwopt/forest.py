@@ -10,7 +10,7 @@ import numpy as np
 from synth.ir.fabric import Fabric
 from synth.solve import clock
 from synth.solve.bwopt.staging import Staged, fits, stage
-from synth.solve.bwopt.tree_batch import Batch, Bundle, dive_batch, integer_batch
+from synth.solve.bwopt.tree_batch import Batch, Bundle, dive_batch, integer_batch, rational_batch
 from synth.solve.bwopt.tree_symmetry import permute_tree, symmetric_pool, symmetries, transversal
 from synth.solve.bwopt.trees import (
     ChannelModel,
@@ -20,6 +20,36 @@ from synth.solve.bwopt.trees import (
     random_trees,
     tree_depth,
 )
+
+__all__ = ["EXACT_MAX_CHUNKS", "NEAR", "Forest", "batch_limit", "ring_chains"]
+
+#: largest batch (chunks per source) tried to meet the LP optimum exactly: the denominator of the
+#: target (rounds per chunk) when it is at most this, or the common denominator of the LP's weights
+#: (:func:`synth.solve.bwopt.tree_batch.rational_batch`)
+EXACT_MAX_CHUNKS = 256
+#: where no batch of at most EXACT_MAX_CHUNKS meets the target exactly, the batch limit is raised to
+#: the smallest batch whose whole rounds are within this factor of it
+NEAR = Fraction(1001, 1000)
+
+
+def batch_limit(target: Fraction, max_chunks: int) -> int:
+    """The largest batch (chunks per source) the whole-chunk search tries for ``target`` rounds
+    per chunk: ``max_chunks``, raised to ``target``'s denominator where that is at most
+    :data:`EXACT_MAX_CHUNKS` (a batch of that size can meet the target exactly), else to the
+    smallest batch ``c <= EXACT_MAX_CHUNKS`` with ``ceil(c * target) / c <= NEAR * target`` (if any).
+
+    >>> batch_limit(Fraction(7, 38), 32), batch_limit(Fraction(7, 81), 32), batch_limit(Fraction(1, 2), 32)
+    (38, 81, 32)
+    >>> batch_limit(Fraction(7, 283), 32)
+    202
+    """
+    if target.denominator <= max_chunks:
+        return max_chunks
+    if target.denominator <= EXACT_MAX_CHUNKS:
+        return target.denominator
+    near = (c for c in range(max_chunks + 1, EXACT_MAX_CHUNKS + 1)
+            if Fraction(math.ceil(c * target), c) <= NEAR * target)
+    return next(near, max_chunks)
 
 
 def ring_chains(model: ChannelModel, sources: list[int]) -> dict[int, list[tuple[int, ...]]]:
@@ -76,9 +106,7 @@ class Forest:
         self.target = bound if near else Fraction(lp).limit_denominator(10**4)
         self.pool = self._pool()
         left = lambda: time_limit_s - (clock.now() - t0)  # noqa: E731
-        if max_chunks < self.target.denominator <= 2 * max_chunks:
-            max_chunks = self.target.denominator     # a batch of that many chunks can meet the target exactly
-        self.batch = self._integer(max_chunks, max(1.0, 0.4 * left()))
+        self.batch = self._integer(batch_limit(self.target, max_chunks), max(1.0, 0.4 * left()))
         self.staged = stage(self.model, self._stage_bundles(), self.batch, max(1.0, left()), self.chains,
                              self.packing.upper)
         self.solve_s = clock.now() - t0
@@ -112,7 +140,8 @@ class Forest:
         return pool
 
     def _integer(self, max_chunks: int, time_limit_s: float) -> Batch:
-        """Whole chunk counts: symmetric bundles first (when there are), then per-tree, then diving."""
+        """Whole chunk counts: symmetric bundles first (when there are), then per-tree, then the LP's
+        weights as exact fractions, then diving."""
         t0 = clock.now()
         exact_ = lambda b: Fraction(b.rounds, b.chunks) <= self.target  # noqa: E731
         best = None
@@ -133,6 +162,10 @@ class Forest:
                               time_limit_s=left / 2, pool=self.pool)
         if best is None or Fraction(plain.rounds, plain.chunks) < Fraction(best.rounds, best.chunks):
             best = plain
+        if not exact_(best):      # the LP's own weights as exact fractions: a batch of their common denominator
+            ratio = rational_batch(self.model, self.packing, self.target, max_chunks=EXACT_MAX_CHUNKS)
+            if ratio is not None:
+                return ratio
         sizes = sorted(range(1, max_chunks + 1), key=lambda c: (Fraction(math.ceil(c * self.target), c), c))
         for c in sizes[:4]:
             rounds = math.ceil(c * self.target)

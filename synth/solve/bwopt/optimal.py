@@ -14,14 +14,18 @@ Method
    their images under the fabric's symmetries (:func:`synth.solve.bwopt.tree_symmetry.symmetries`), every
    generated tree, random-price trees, ring chains; when the symmetries map rank 0 to every
    rank, first "orbit bundles" (one tree and its images, one per source, always used
-   together), which make symmetric exact batches easy to find.  ``R / c`` equals the LP's
-   ``1 / x`` whenever the search finds an exact assignment; diving with the LP is the
-   fallback.
+   together), which make symmetric exact batches easy to find.  Batch sizes go up to the
+   denominator of the target ``1 / x`` (at most :data:`synth.solve.bwopt.forest.EXACT_MAX_CHUNKS`,
+   :func:`synth.solve.bwopt.forest.batch_limit`), so an exact batch is among them.  ``R / c``
+   equals the LP's ``1 / x`` whenever the search finds an exact assignment; else the LP's
+   weights read as exact fractions (:func:`synth.solve.bwopt.tree_batch.rational_batch`), then
+   diving with the LP, are the fallbacks.
 3. **Steps** (:func:`synth.solve.bwopt.staging.stage`, pipelining generalised): every chunk gets a
    tree and a delay ``d``; its tree level ``l`` moves in step ``d + l``.  CP-SAT picks trees
    and delays so that the sum over steps of each step's whole rounds is smallest while the
    batch still fits ``R`` rounds in all: balanced steps, so the schedule is fast even without
-   further pipelining (a perfectly balanced staging has ``sum z_t = R``).  Each step declares
+   further pipelining (a perfectly balanced staging has ``sum z_t = R``; the fewest steps that
+   allow one are searched first).  Each step declares
    the fewest whole rounds its loads need (exact rational arithmetic, so the verifier's
    capacity rule holds).
 
@@ -29,6 +33,12 @@ Collectives: allgather (a broadcast tree per source, chunk ``r*C + i`` rooted at
 reducescatter (the same on the reversed fabric, run backwards with reduces), allreduce
 (reducescatter then allgather, same chunk ids, so chunk ``g`` is reduced at rank ``g // C``
 between the phases), broadcast (trees from the root) and reduce (reversed).
+
+Determinism
+-----------
+Every budget (``time_limit_s``) is on :mod:`synth.solve.clock`, which counts solver work, not
+wall time: the same fabric gives the same schedule on every run and machine.  CP-SAT's
+wall-clock limit is only a safety net; when it ends a search, ``meta["wall_limit_hit"]`` says so.
 
 Bandwidth term
 --------------
@@ -142,10 +152,12 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         Root of broadcast / reduce (default 0).
     max_chunks : int
         Largest batch the whole-chunk search tries (chunks per source), raised to the
-        denominator of the target rate (rounds per chunk) when that is at most twice as much
-        (an 8-GPU mesh of 5 and 6 links per pair needs 38); the step balancing may double it,
-        so ``chunks_per_rank <= 4 * max_chunks`` (allreduce: the lcm of its two phases'
-        batches).  Larger values allow exact batches for awkward rates.
+        denominator of the target rate (rounds per chunk) when that is at most
+        :data:`synth.solve.bwopt.forest.EXACT_MAX_CHUNKS` (an 8-GPU mesh of 5 and 6 links per
+        pair needs 38); where no such batch meets the target, the LP's weights read as exact
+        fractions give one of their common denominator (at most ``EXACT_MAX_CHUNKS``).  The
+        step balancing may double the batch, so ``chunks_per_rank <= 2 * max(max_chunks,
+        EXACT_MAX_CHUNKS)`` (allreduce: the lcm of its two phases' batches).
     time_limit_s : float
         Budget (s) for the LPs and the whole-chunk search; on expiry the best schedule so far
         is returned and ``meta["lp_optimal"]`` says whether the tree LP was proven optimal.
@@ -174,7 +186,10 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         (chunks per round per source; allreduce: of its allgather phase),
         ``bound_rounds_per_block``, ``achieved_rounds_per_block`` (:func:`bandwidth_term`),
         ``ratio_to_bound``, ``solve_s``, exact values as strings, ``lockstep_rounds_per_block``
-        (:func:`lockstep_bandwidth_term`), ``batch_chunks``, ``trees``, ``max_depth``.
+        (:func:`lockstep_bandwidth_term`), ``batch_chunks``, ``trees``, ``max_depth``;
+        ``wall_limit_hit`` (True, present only then) when a CP-SAT search was ended by its
+        wall-clock safety limit rather than its deterministic budget (:mod:`synth.solve.clock`):
+        only then may a re-run of the same input give another schedule.
 
     Raises
     ------
@@ -183,7 +198,7 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     SynthesisInfeasible
         A source cannot reach every rank over the fabric's channels.
     """
-    t0, c0 = time.monotonic(), clock.now()
+    t0, c0, w0 = time.monotonic(), clock.now(), clock.wall_stops()
     name = canonical(collective)
     n = fabric.num_ranks
     got = _by_method(fabric, name, method, efficiency, max_chunks, time_limit_s, root)
@@ -202,7 +217,10 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     sched = _tree_schedule(fabric, name, root if rooted else None, _common_batch(forests), rv, fw)
     from synth.ir.verifier import check
     check(sched, fabric)
-    return sched.with_(meta=_meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0))
+    meta = _meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0)
+    if clock.wall_stops() > w0:             # a safety net fired: this answer may differ on a re-run
+        meta["wall_limit_hit"] = True
+    return sched.with_(meta=meta)
 
 
 def _tree_schedule(fabric: Fabric, name: str, root: int | None, c: int, rv: Forest | None,

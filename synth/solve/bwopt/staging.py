@@ -24,6 +24,11 @@ from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
 
+__all__ = ["QUICK_S", "Staged", "fits", "stage"]
+
+#: clock seconds (deterministic CP-SAT time) per step count in the first, ascending pass of :func:`stage`
+QUICK_S = 1.0
+
 
 @dataclass
 class Staged:
@@ -65,10 +70,12 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     """Trees and delays for ``batch.chunks`` (then twice that) chunks per source that keep the
     batch within its total ``rounds`` and minimise the sum of per-step whole rounds.
 
-    Columns are (bundle, delay): a bundle's trees all get the same count and delay.  Step
-    counts are tried from ``min(R, depth + 2)`` down to the longest shortest path (a
-    perfectly balanced staging has sum of steps = ``R``, so at most ``R`` steps); the search
-    goes down while stagings stay perfect and ends at the time limit (at most 60 s).  Hints:
+    Columns are (bundle, delay): a bundle's trees all get the same count and delay.  A perfectly
+    balanced staging has sum of steps = ``R`` (so at most ``R`` steps).  First, step counts from
+    the longest shortest path up to ``min(R, depth + 2)`` get :data:`QUICK_S` clock seconds each;
+    the first perfect staging found ends the search (fewest steps).  Otherwise step counts are
+    tried from ``min(R, depth + 2)`` down to the longest shortest path; the search goes down
+    while stagings stay perfect and ends at the time limit (at most 60 clock seconds).  Hints:
     the batch without delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven
     bound on the LP rate) gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls
     back to the batch's own trees without delays.
@@ -102,22 +109,32 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                     levels.setdefault(key[0], level_loads(model, key[0][0][1]))
             else:
                 ring_hint = None
+        lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
+        quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
+                               lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
+                               lb, time_limit_s - (clock.now() - t0), settled := set())
+        for got in quick:
+            if _better(got, best):
+                best = got
+        if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
+            break
         perfect = False
         for S in range(top, shortest - 1, -1):
             left = time_limit_s - (clock.now() - t0)
             if left < 0.5:
                 return best
+            if S in settled:            # proven in the first pass, and not perfect there
+                if perfect:
+                    break
+                continue
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
-            lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
             got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, 5.0 if perfect else 15.0), lb)
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
                 if got is None:
                     continue
-            ratio = Fraction(sum(got.z), c)
-            if ratio < Fraction(sum(best.z), best.chunks) or (
-                    ratio == Fraction(sum(best.z), best.chunks) and got.steps < best.steps):
+            if _better(got, best):
                 best = got
             perfect = perfect or sum(got.z) == R
         if Fraction(sum(best.z), best.chunks) <= Fraction(batch.rounds, batch.chunks):
@@ -125,11 +142,41 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     return best
 
 
+def _better(a: Staged, b: Staged) -> bool:
+    """``a`` needs fewer rounds per chunk (sum of step rounds over chunks) than ``b``, or as few
+    in fewer steps."""
+    ra, rb = Fraction(sum(a.z), a.chunks), Fraction(sum(b.z), b.chunks)
+    return ra < rb or (ra == rb and a.steps < b.steps)
+
+
+def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, steps: range,
+                   hint_for, lower: int, time_left_s: float, settled: set[int]) -> list[Staged]:
+    """Stagings for the step counts of ``steps`` in ascending order, each searched for
+    :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last);
+    step counts whose answer was proven join ``settled``.
+
+    Few steps make a small model in which CP-SAT finds a perfect staging at once where one
+    exists, whereas many steps can spend the whole budget a round or two above ``R``."""
+    t0, out = clock.now(), []
+    for S in steps:
+        left = time_left_s - (clock.now() - t0)
+        if left < 0.5:
+            break
+        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), lower,
+                        settled=settled)
+        if got is not None:
+            out.append(got)
+            if sum(got.z) == R:
+                break
+    return out
+
+
 def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
               hint: dict | None, time_limit_s: float, lower: int = 1,
-              max_terms: int = 600_000) -> Staged | None:
+              max_terms: int = 600_000, settled: set[int] | None = None) -> Staged | None:
     """CP-SAT: counts per (bundle, delay) summing to ``c`` per source, total loads within ``R``
-    rounds, step ``t``'s loads within ``z_t`` rounds; minimise ``sum z_t``."""
+    rounds, step ``t``'s loads within ``z_t`` rounds; minimise ``sum z_t``.  ``S`` joins
+    ``settled`` when the search proves its answer (optimal or infeasible)."""
     from ortools.sat.python import cp_model
 
     unit = [c_.numerator * model.q for c_ in model.cap_exact]        # loads scaled by cap.denominator
@@ -144,7 +191,10 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
             cover.setdefault(s, []).append(x)
     if set(cover) != set(sources):
         return None
-    for xs in {tuple(v) for v in cover.values()}:
+    rows: dict[tuple[int, ...], list] = {}    # by variable index, in source order: a set of the
+    for xs in cover.values():                 # variables themselves would order the constraints by
+        rows.setdefault(tuple(x.Index() for x in xs), xs)    # memory address, differently each run
+    for xs in rows.values():
         m.Add(sum(xs) == c)
     z = [m.NewIntVar(1, R, f"z{t}") for t in range(S)]
     step: dict[tuple[int, int], list] = {}
@@ -165,7 +215,10 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
     m.Minimize(sum(z))
     solver = cp_model.CpSolver()
     clock.limit_cp_sat(solver, max(0.5, time_limit_s))
-    if solve_cp_sat(solver, m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    status = solve_cp_sat(solver, m)
+    if settled is not None and status in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
+        settled.add(S)
+    if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     counts: dict[int, list] = {s: [] for s in sources}
     for b, d, x in cols:

@@ -7,8 +7,9 @@ resource loads fit ``rounds`` whole rounds of every resource (:class:`Batch`); t
 per chunk, ``rounds / chunks`` (rounds per chunk), is what the bandwidth term of the
 schedule will be.  :func:`integer_batch` searches batch sizes with CP-SAT over single trees
 or :data:`Bundle` s of trees that always carry the same count (e.g. one tree's images under a
-symmetry, :mod:`synth.solve.bwopt.tree_symmetry`); :func:`dive_batch` rounds the LP by diving, for a
-given batch size and round count.
+symmetry, :mod:`synth.solve.bwopt.tree_symmetry`); :func:`rational_batch` reads the LP's weights as exact
+fractions and takes their common denominator as the batch size; :func:`dive_batch` rounds the LP by
+diving, for a given batch size and round count.
 """
 
 from __future__ import annotations
@@ -23,6 +24,8 @@ from synth.solve import clock
 from synth.solve.bwopt.trees import ChannelModel, Packing, pack_trees, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
 from topo_probe.errors import SynthesisInfeasible
+
+__all__ = ["Batch", "Bundle", "dive_batch", "integer_batch", "rational_batch"]
 
 
 @dataclass
@@ -132,6 +135,40 @@ def _apportion(packing: Packing, bundles: list[Bundle], cover: dict[int, list[in
         for k, v in zip(ks, base):
             out[k] = int(v)
     return out
+
+
+def rational_batch(model: ChannelModel, packing: Packing, target: Fraction, *, max_chunks: int,
+                   max_denominator: int = 1000) -> Batch | None:
+    """Exact rational rounding of the LP: a batch that needs exactly ``target`` rounds per chunk,
+    or None.
+
+    Each source's LP weights, as shares of the rate, are read as fractions of denominator at most
+    ``max_denominator`` (an LP vertex has rational weights; GLOP returns them as floats).  If
+    every source's shares sum to exactly 1, a batch of ``c`` chunks per source, ``c`` the lcm of
+    the shares' denominators and of ``target``'s, sends ``c * share`` chunks down each tree.
+    Its exact loads decide: the batch is returned only when ``c <= max_chunks`` and it fits
+    ``c * target`` whole rounds of every resource (then its time per chunk is ``target``).
+    """
+    shares: dict[int, dict[tuple[int, ...], Fraction]] = {}
+    for s, ts in sorted(packing.trees.items()):
+        total = sum(ts.values())
+        if total <= 0:
+            return None
+        got = {p: Fraction(w / total).limit_denominator(max_denominator) for p, w in sorted(ts.items())}
+        got = {p: f for p, f in got.items() if f}
+        if sum(got.values()) != 1:
+            return None
+        shares[s] = got
+    c = math.lcm(target.denominator, *(f.denominator for fs in shares.values() for f in fs.values()))
+    if c > max_chunks:
+        return None
+    counts = {s: [(p, int(f * c)) for p, f in fs.items()] for s, fs in shares.items()}
+    load = sum((m * model.tree_load(p, exact_q=True) for ts in counts.values() for p, m in ts),
+               np.zeros(len(model.resources), dtype=np.int64))
+    rounds = rounds_for(model, load)
+    if Fraction(rounds, c) > target:
+        return None
+    return Batch(c, rounds, counts)
 
 
 def dive_batch(model: ChannelModel, packing: Packing, chunks: int, rounds: int, *,

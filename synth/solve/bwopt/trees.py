@@ -92,7 +92,7 @@ class ChannelModel:
 
     def edge_costs(self, price: np.ndarray) -> np.ndarray:
         """(n, n) cost of each tree edge under resource prices ``price`` (inf: no edge)."""
-        c = self.load @ price
+        c = (self.load * price).sum(axis=2)     # numpy's own summation, not BLAS: the same bits on every CPU
         return np.where(self.edge, c, INF)
 
 
@@ -300,7 +300,7 @@ def pack_trees(model: ChannelModel, sources: list[int], *, time_limit_s: float =
                 new.append((s, parent))
         clock.charge(clock.PRICING_S * model.n ** 2 * len(sources))
         if total > 0:
-            upper = min(upper, float(price @ cap) / total)
+            upper = min(upper, float((price * cap).sum()) / total)
         done = (not new or rate >= upper * (1 - 1e-9)
                 or (target_rate is not None and rate >= target_rate * (1 - 1e-9)))
         if done or clock.now() - t0 > time_limit_s:
