@@ -151,13 +151,10 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     root : int, optional
         Root of broadcast / reduce (default 0).
     max_chunks : int
-        Largest batch the whole-chunk search tries (chunks per source), raised to the
-        denominator of the target rate (rounds per chunk) when that is at most
-        :data:`synth.solve.bwopt.forest.EXACT_MAX_CHUNKS` (an 8-GPU mesh of 5 and 6 links per
-        pair needs 38); where no such batch meets the target, the LP's weights read as exact
-        fractions give one of their common denominator (at most ``EXACT_MAX_CHUNKS``).  The
-        step balancing may double the batch, so ``chunks_per_rank <= 2 * max(max_chunks,
-        EXACT_MAX_CHUNKS)`` (allreduce: the lcm of its two phases' batches).
+        Largest batch the whole-chunk search tries (chunks per source), raised to the target
+        rate's denominator up to :data:`synth.solve.bwopt.forest.EXACT_MAX_CHUNKS` (a mesh of 5
+        and 6 links per pair needs 38), else the common denominator of the LP's weights; step
+        balancing may double it (allreduce: the lcm of its two phases' batches).
     time_limit_s : float
         Budget (s) for the LPs and the whole-chunk search; on expiry the best schedule so far
         is returned and ``meta["lp_optimal"]`` says whether the tree LP was proven optimal.
@@ -187,9 +184,8 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         ``bound_rounds_per_block``, ``achieved_rounds_per_block`` (:func:`bandwidth_term`),
         ``ratio_to_bound``, ``solve_s``, exact values as strings, ``lockstep_rounds_per_block``
         (:func:`lockstep_bandwidth_term`), ``batch_chunks``, ``trees``, ``max_depth``;
-        ``wall_limit_hit`` (True, present only then) when a CP-SAT search was ended by its
-        wall-clock safety limit rather than its deterministic budget (:mod:`synth.solve.clock`):
-        only then may a re-run of the same input give another schedule.
+        ``wall_limit_hit`` (present only then) when a wall-clock safety limit, not the
+        deterministic budget (:mod:`synth.solve.clock`), ended a search: a re-run may differ.
 
     Raises
     ------

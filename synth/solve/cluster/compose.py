@@ -19,7 +19,7 @@ host the remote pieces go down their trees past the carriers, which have them fr
 network.  :mod:`synth.solve.cluster.split` picks ``(C, e)`` (2 x dgx-h100: ``(2, 1)``, the cut
 bound 3/4 rounds per block instead of 7/9).
 
-On a leaf-spine network whose leaves hold ``L >= 2`` hosts each (:func:`leaf_partners`), the
+On a leaf-spine network whose leaves hold ``L >= 2`` hosts each (:func:`synth.solve.cluster.leaf_relay.leaf_partners`), the
 rails step is two steps: a chunk goes to the other hosts of its leaf and to one host of every
 other leaf, which relays it to the rest of its leaf, so it crosses the spine once per leaf.
 A leaf's uplink then carries what the leaf cut needs (``H - L`` blocks in per GPU of the
@@ -43,7 +43,6 @@ bound (:func:`synth.model.bounds.lower_bounds`).
 
 from __future__ import annotations
 
-import math
 import time
 from fractions import Fraction
 
@@ -51,8 +50,9 @@ from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric, build_fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check, required_rounds
-from synth.solve.bwopt.bandwidth_term import bandwidth_term, capacities, resource_term
+from synth.solve.bwopt.bandwidth_term import bandwidth_term, resource_term
 from synth.solve.bwopt.trees import bfs_edges
+from synth.solve.cluster.leaf_relay import best_relay, leaf_partners, relay_plan
 from synth.solve.cluster.local_trees import LocalForest, local_forest
 from synth.solve.cluster.split import best_split
 from topo_probe.errors import UnsupportedCollective
@@ -120,28 +120,13 @@ def _host_phase(forest: LocalForest, g: int, H: int, C: int, carried: dict | Non
     return steps
 
 
-def leaf_partners(groups: tuple[int, ...]) -> list[list[int]] | None:
-    """Hosts of each network group (leaf), in host order, when there are several groups and
-    one of them holds ``L >= 2`` hosts (the shape :func:`_rails` relays over); None otherwise.
-
-    >>> leaf_partners((0, 0, 1, 1)), leaf_partners((0, 0, 0, 0)), leaf_partners((0, 1, 2))
-    ([[0, 1], [2, 3]], None, None)
-    """
-    members: dict[int, list[int]] = {}
-    for h, q in enumerate(groups):
-        members.setdefault(q, []).append(h)
-    if len(members) < 2 or max(len(m) for m in members.values()) < 2:
-        return None
-    return [members[q] for q in sorted(members)]
-
-
 def _rails(g: int, H: int, C: int, carried: dict | None, leaves: list[list[int]] | None = None,
            direct: dict[tuple[int, int], int] | None = None) -> list[list[tuple[int, int, int]]]:
     """Steps along the rails, broadcast-ordered ``(chunk, src, dst)``: every rank sends its own
     chunks, and the pieces of local blocks it carries, to its peers on every other host.
 
     Without ``leaves``: one step, straight to every other host.  With ``leaves`` (the hosts of
-    each leaf switch, :func:`leaf_partners`): two steps, so that a chunk crosses the spine
+    each leaf switch, :func:`synth.solve.cluster.leaf_relay.leaf_partners`): two steps, so that a chunk crosses the spine
     ``k`` times per other leaf instead of once per host there.  First it goes to the other
     hosts of its own leaf and to ``k`` hosts of every other leaf, then those relay it to the
     rest of their leaf.  ``k = direct[(size of the source's leaf, size of the other leaf)]``
@@ -165,7 +150,7 @@ def _rails(g: int, H: int, C: int, carried: dict | None, leaves: list[list[int]]
                 if h2 != h:
                     out.extend((chunk, r, h2 * g + b) for chunk in mine)
         return [out]
-    plan = _relay_plan(H, len(sends[0]), leaves, direct)
+    plan = relay_plan(H, len(sends[0]), leaves, direct)
     first: list[tuple[int, int, int]] = []
     relay: list[tuple[int, int, int]] = []
     for r, mine in sends.items():
@@ -177,117 +162,11 @@ def _rails(g: int, H: int, C: int, carried: dict | None, leaves: list[list[int]]
     return [first, relay]
 
 
-def _relay_plan(H: int, per_rank: int, leaves: list[list[int]], direct: dict | None) -> dict:
-    """Host-level plan of :func:`_rails` with leaves, the same on every rail: ``(host, chunk
-    index) -> (hosts it sends to first, [(relaying host, host) ...])``.
-
-    Chunk ``n`` of a host goes straight to ``k_n`` hosts of each other leaf, ``k_n`` spreading
-    the table's mean ``kappa`` over the chunks (``floor((n + 1) kappa) - floor(n kappa)``); the
-    hosts chosen, and the one relaying to each other host of the leaf, are those with the
-    fewest sends so far (then the next in turn from the source's position), so the relaying is
-    spread over the leaf's NICs.
-    """
-    where = {h: (q, i) for q, hs in enumerate(leaves) for i, h in enumerate(hs)}
-    sent = [0] * H
-    for hs in leaves:
-        for h in hs:
-            sent[h] = per_rank * (len(hs) - 1)
-    plan: dict = {}
-    turn = {}
-    for h in range(H):
-        q, i = where[h]
-        size = len(leaves[q])
-        firsts = {n: [h2 for h2 in leaves[q] if h2 != h] for n in range(per_rank)}
-        relays: dict[int, list] = {n: [] for n in range(per_rank)}
-        for q2, hs in enumerate(leaves):
-            if q2 == q:
-                continue
-            L2 = len(hs)
-            kappa = min(Fraction(L2), Fraction((direct or {}).get((size, L2), 1)))
-            for n in range(per_rank):
-                k = math.floor((n + 1) * kappa) - math.floor(n * kappa)
-                off = turn.get((q2, q, i), i)
-                order = {x: (t - off) % L2 for t, x in enumerate(hs)}
-                ds = sorted(hs, key=lambda x: (sent[x], order[x]))[:k]
-                turn[(q2, q, i)] = off + k
-                sent[h] += k
-                firsts[n].extend(ds)
-                for x in hs:
-                    if x in ds:
-                        continue
-                    u = min(ds, key=lambda y: (sent[y], order[y]))
-                    sent[u] += 1
-                    relays[n].append((u, x))
-        for n in range(per_rank):
-            plan[(h, n)] = (firsts[n], relays[n])
-    return plan
-
-
-def relay_choices(g: int, H: int, leaves: list[list[int]], pieces: int = 1) -> list[dict | None]:
-    """The ``direct`` tables :func:`best_relay` tries with ``pieces`` chunks per block: None (one
-    direct host per other leaf) when the leaves are of one size, else, for each ordered pair of
-    different leaf sizes ``(a, b)``, every mean number of direct hosts ``k`` from 1 to ``b`` that
-    ``pieces`` chunks can make exactly (``k * pieces`` whole), up to 4, and the powers of two
-    and ``b`` above that (between leaves of one size: one host).
-
-    >>> relay_choices(8, 4, [[0, 1], [2, 3]])
-    [None]
-    >>> [t[(3, 4)] for t in relay_choices(8, 7, [[0, 1, 2, 3], [4, 5, 6]], 3) if t[(4, 3)] == 1]
-    [Fraction(1, 1), Fraction(4, 3), Fraction(5, 3), Fraction(2, 1), Fraction(7, 3), Fraction(8, 3), Fraction(3, 1), Fraction(10, 3), Fraction(11, 3), Fraction(4, 1)]
-    """
-    sizes = sorted({len(hs) for hs in leaves})
-    if len(sizes) == 1:
-        return [None]
-    tables: list[dict] = [{}]
-    for a in sizes:
-        for b in sizes:
-            if a == b:
-                continue
-            ks = {Fraction(x, pieces) for x in range(pieces, min(b, 4) * pieces + 1)}
-            ks |= {Fraction(1 << i) for i in range(b.bit_length()) if 1 << i <= b} | {Fraction(b)}
-            tables = [{**t, (a, b): k} for t in tables for k in sorted(ks)]
-    return tables
-
-
 def _as_transfers(phases: list[list[tuple[int, int, int]]], reduce: bool) -> list[list[Transfer]]:
     """Copies in broadcast order, or the time-reversed reduces."""
     if not reduce:
         return [[Transfer(c, u, v, "copy") for c, u, v in ts] for ts in phases]
     return [[Transfer(c, v, u, "reduce") for c, u, v in ts] for ts in reversed(phases)]
-
-
-#: pieces per block :func:`best_relay` tries for leaves of different sizes
-RELAY_PIECES = (1, 2, 3, 4, 6, 8, 12)
-#: work (pieces x hosts^2 per table tried) :func:`best_relay` may spend before it stops trying more pieces
-RELAY_BUDGET = 500_000
-
-
-def best_relay(fabric: Fabric, leaves: list[list[int]], efficiency=None) -> tuple[int, dict | None]:
-    """``(pieces per block C, direct table)`` whose rails steps load the network least per
-    block (:func:`_rails`, :func:`relay_choices`; fewest pieces, then the first table, on ties),
-    counted from the rails' host-level plan (:func:`_relay_plan`, the same on every rail);
-    leaves of one size: ``(1, None)``.  Stops trying more pieces once :data:`RELAY_BUDGET` is
-    spent."""
-    g, H = fabric.shape.gpus_per_host, fabric.shape.hosts
-    if relay_choices(g, H, leaves) == [None]:
-        return 1, None
-    caps = {r: float(c) for r, c in capacities(fabric, efficiency).items()}
-    best, counted = None, 0
-    for C in RELAY_PIECES:
-        tables = relay_choices(g, H, leaves, C)
-        if counted + C * H * H * len(tables) > RELAY_BUDGET and best is not None:
-            break
-        for table in tables:
-            pairs: dict[tuple[int, int], int] = {}
-            for (h, _), (firsts, relays) in _relay_plan(H, C, leaves, table).items():
-                for u, v in [(h, d) for d in firsts] + relays:
-                    pairs[(u, v)] = pairs.get((u, v), 0) + 1
-            load = fabric.load([(u * g + b, v * g + b, m) for (u, v), m in pairs.items() for b in range(g)])
-            term = max(v / caps[r] for r, v in load.items()) / C
-            counted += C * H * H
-            if best is None or term < best[0] * (1 - 1e-9):
-                best = (term, C, table)
-    return best[1], best[2]
 
 
 def _broadcast_phases(forest: LocalForest, g: int, H: int, C: int, e: int,
@@ -444,4 +323,4 @@ def _meta(sched: Schedule, fabric: Fabric, name: str, forests: list[LocalForest]
     return meta
 
 
-__all__ = ["HIERARCHICAL", "carriers", "hierarchical", "host_fabric", "best_relay", "leaf_partners", "relay_choices", "tree_levels"]
+__all__ = ["HIERARCHICAL", "carriers", "hierarchical", "host_fabric", "tree_levels"]

@@ -18,7 +18,8 @@ from synth.ir.verifier import check
 from synth.model.bounds import lower_bounds
 from synth.solve.bwopt.bandwidth_term import bandwidth_term
 from synth.solve.bwopt.optimal import bandwidth_optimal
-from synth.solve.cluster.compose import _build, hierarchical, host_fabric, leaf_partners
+from synth.solve.cluster.compose import _build, hierarchical, host_fabric
+from synth.solve.cluster.leaf_relay import leaf_partners
 from topo_probe.machines.clusters import cluster
 
 
