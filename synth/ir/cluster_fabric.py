@@ -33,6 +33,8 @@ from topo_probe.topology.model import Topology
 
 #: pair class -> index in templates
 _CLS = {"host": 0, "group": 1, "other": 2}
+#: channels whose float routes :meth:`ClusterChannels.route_floats` keeps (about 100 bytes a route entry)
+FLOATS_LIMIT = 300_000
 
 
 class ClusterChannels(Mapping):
@@ -45,6 +47,7 @@ class ClusterChannels(Mapping):
         self.templates = templates          # [class][a][b] -> tuple of (side, pattern id, fraction) | None
         self.tables = tables                # [host][pattern id] -> resource
         self.count = count
+        self._floats: dict = {}             # (i, j) -> route with float fractions, up to FLOATS_LIMIT
 
     def _template(self, key):
         try:
@@ -65,6 +68,17 @@ class ClusterChannels(Mapping):
         h, h2, tpl = self._template(key)
         ts, td = self.tables[h], self.tables[h2]
         return [((td if side else ts)[pid], f) for side, pid, f in tpl]
+
+    def route_floats(self, i: int, j: int) -> tuple:
+        """``((resource, float(fraction)), ...)`` of channel ``(i, j)`` (KeyError: none), kept for
+        the first :data:`FLOATS_LIMIT` channels asked about: loads are summed over the same
+        channels step after step (a ring's steps all use its ring edges)."""
+        hit = self._floats.get((i, j))
+        if hit is None:
+            hit = tuple((r, float(f)) for r, f in self[(i, j)])
+            if len(self._floats) < FLOATS_LIMIT:
+                self._floats[(i, j)] = hit
+        return hit
 
     def __contains__(self, key) -> bool:
         try:

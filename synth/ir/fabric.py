@@ -96,10 +96,11 @@ class Fabric:
     def load(self, sends: list[tuple[int, int]] | list[tuple[int, int, float]]) -> dict[Resource, float]:
         """Chunks crossing each resource for ``sends`` = [(src, dst[, chunks]), ...]."""
         out: dict[Resource, float] = {}
+        floats = getattr(self.channels, "route_floats", None)      # a cluster: its cached routes
         for s in sends:
             i, j = s[0], s[1]
             amount = s[2] if len(s) > 2 else 1.0
-            for r, f in self.channels[(i, j)]:
+            for r, f in (self.channels[(i, j)] if floats is None else floats(i, j)):
                 out[r] = out.get(r, 0.0) + amount * float(f)
         return out
 
