@@ -122,7 +122,9 @@ class Schedule:
         return replace(self, **changes)
 
     # ------------------------------------------------------------------ JSON
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, steps: bool = True) -> dict[str, Any]:
+        """The JSON document as Python objects (``steps=False``: ``steps`` left empty, for
+        :meth:`to_json`, which writes them as text)."""
         spec = self.spec
         return {
             "format": FORMAT, "version": VERSION, "name": self.name,
@@ -131,7 +133,7 @@ class Schedule:
             "chunks": [{"id": c.id, "pre": list(c.pre), "post": list(c.post)} for c in spec.chunks()],
             "steps": [{"rounds": s.rounds,
                        "transfers": [{"chunk": t.chunk, "src": t.src, "dst": t.dst, "op": t.op}
-                                     for t in s.transfers]} for s in self.steps],
+                                     for t in s.transfers]} for s in self.steps] if steps else [],
             "topology": {"name": self.topology_name, "fingerprint": self.topology_fingerprint},
             "cost": {"steps": self.num_steps, "rounds": self.num_rounds, "chunks": self.chunks_per_rank},
             "meta": self.meta,
@@ -141,10 +143,11 @@ class Schedule:
         """The JSON document; indented up to :data:`INDENT_TRANSFERS` transfers, compact beyond
         (the C encoder: a 1,024-rank schedule of a million transfers in a second or two)."""
         big = sum(len(s.transfers) for s in self.steps) > INDENT_TRANSFERS
-        if big:
-            return json.dumps(self.to_dict(), indent=None, separators=(",", ":"))
-        doc = self.to_dict()
+        doc = self.to_dict(steps=False)
         doc["steps"] = _STEPS_HOLE
+        if big:
+            head, tail = json.dumps(doc, indent=None, separators=(",", ":")).split(json.dumps(_STEPS_HOLE), 1)
+            return head + _compact_steps(self.steps) + tail
         head, tail = json.dumps(doc, indent=1).split(json.dumps(_STEPS_HOLE), 1)
         return head + _indented_steps(self.steps) + tail
 
@@ -183,6 +186,22 @@ def _indented_steps(steps) -> str:
             tr = "[]"
         out.append(f'{{\n   "rounds": {json.dumps(st.rounds)},\n   "transfers": {tr}\n  }}')
     return "[\n  " + ",\n  ".join(out) + "\n ]"
+
+
+_COMPACT_TRANSFER = '{"chunk":%d,"src":%d,"dst":%d,"op":%s}'
+
+
+def _compact_steps(steps) -> str:
+    """``steps`` as ``json.dumps(..., separators=(",", ":"))`` writes them, byte for byte, in one
+    string format per transfer (not a dict per transfer: a 1,024-rank schedule has millions)."""
+    ops = {op: json.dumps(op) for op in OPS}
+    fmt = _COMPACT_TRANSFER
+    out = []
+    for st in steps:
+        body = ",".join([fmt % (int(t.chunk), int(t.src), int(t.dst), ops.get(t.op) or json.dumps(t.op))
+                         for t in st.transfers])
+        out.append(f'{{"rounds":{json.dumps(st.rounds)},"transfers":[{body}]}}')
+    return "[" + ",".join(out) + "]"
 
 
 def read_json(path: Path, what: str = "") -> Any:

@@ -34,10 +34,19 @@ def _capacities(fabric: Fabric, efficiency=None) -> dict:
 
 
 def _loads(fabric: Fabric, transfers) -> dict:
-    load: dict = {}
+    """Chunks per resource of ``transfers`` (exact): the transfers counted per channel, the
+    channels' route fractions counted per resource and fraction in integers, and one Fraction
+    product per distinct (resource, fraction) (a cluster's routes share few fractions)."""
+    times: dict = {}                       # (resource, numerator, denominator) -> chunks
     for (i, j), k in Counter((t.src, t.dst) for t in transfers).items():
         for r, f in fabric.channels[(i, j)]:
-            load[r] = load.get(r, Fraction(0)) + k * Fraction(f)
+            if not isinstance(f, Fraction):          # a hand-made fabric's int or float
+                f = Fraction(f)
+            key = (r, f.numerator, f.denominator)
+            times[key] = times.get(key, 0) + k
+    load: dict = {}
+    for (r, num, den), k in times.items():
+        load[r] = load.get(r, Fraction(0)) + Fraction(k * num, den)
     return load
 
 

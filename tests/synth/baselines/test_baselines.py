@@ -290,3 +290,22 @@ def test_one_nvlink_domain_beyond_the_ring_search_gets_the_natural_ring():
     s = baseline("ring", f, "allreduce")
     verify(s, f)
     assert s.num_steps == 2 * (72 - 1)
+
+
+@pytest.mark.parametrize("n", [2, 5, 8, 13])
+@pytest.mark.parametrize("C", [1, 3])
+def test_bruck_alltoall_refuses_up_front_at_the_count_it_builds(monkeypatch, n, C):
+    """bruck's alltoall expects exactly the transfers it builds: with MAX_TRANSFERS at that count it
+    is built, one below it is refused (TooManyTransfers) before a single transfer is added."""
+    import synth.baselines._common as common
+    f = build_fabric(fully_connected(n))
+    built = sum(len(st.transfers) for st in baseline("bruck", f, "alltoall", chunks=C).steps)
+    monkeypatch.setattr(common, "MAX_TRANSFERS", built)
+    assert sum(len(st.transfers) for st in baseline("bruck", f, "alltoall", chunks=C).steps) == built
+    monkeypatch.setattr(common, "MAX_TRANSFERS", built - 1)
+    added = []
+    real_add = common.Builder.add
+    monkeypatch.setattr(common.Builder, "add", lambda self, *a: (added.append(a), real_add(self, *a))[1])
+    with pytest.raises(common.TooManyTransfers, match="more than"):
+        baseline("bruck", f, "alltoall", chunks=C)
+    assert len(added) == 1              # the refusal of Builder.expect, not a built transfer
