@@ -58,6 +58,10 @@ from synth.ir.schedule import Schedule, Step
 from synth.model.physics import CostParams, cost_params_for
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
+#: steps of at least this many transfers on a cluster read their routes as arrays (RouteArrays)
+ARRAY_TRANSFERS = 64
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A schedule's modelled time: ``time_us`` in all, run over ``slices`` message slices in
@@ -163,6 +167,7 @@ class CostModel:
                               for info in fabric.resources.values()], dtype=float)
         self._network = np.array([info.kind == "network" for info in fabric.resources.values()], dtype=bool)
         self._routes = _Routes(fabric, self._res, self._network, self.params.network_latency_us)
+        self._arrays = None                  # a cluster's routes for whole steps (RouteArrays), made on first use
         #: (schedule, loads, latencies, its :class:`_Wavefronts` per slice count) of the last schedule timed
         self._last: tuple | None = None
 
@@ -175,6 +180,10 @@ class CostModel:
         ScheduleInvalid
             A transfer whose src -> dst is not a channel (rule ``no-channel``).
         """
+        if len(step.transfers) >= ARRAY_TRANSFERS and self._route_arrays() is not None:
+            got = self._arrays.step([t.src for t in step.transfers], [t.dst for t in step.transfers])
+            if got is not None:           # else: some pair is no channel, reported below
+                return np.bincount(got[0], weights=got[1], minlength=len(self.rate)).astype(float, copy=False), got[2]
         idx, frac = [], []
         lat = 0.0
         for ti, t in enumerate(step.transfers):
@@ -192,6 +201,18 @@ class CostModel:
         # bincount adds the fractions in transfer order, as a loop of load[r] += f would
         load = np.bincount(np.concatenate(idx), weights=np.concatenate(frac), minlength=len(self.rate))
         return load.astype(float, copy=False), lat
+
+    def _route_arrays(self):
+        """The cluster fabric's :class:`synth.ir.cluster_routes.RouteArrays` (None: not a cluster)."""
+        if self._arrays is None:
+            from synth.ir.cluster_fabric import ClusterChannels, ClusterLatencies
+            ch, lat = self.fabric.channels, self.fabric.path_latency_us
+            if not (isinstance(ch, ClusterChannels) and isinstance(lat, ClusterLatencies)):
+                self._arrays = False
+            else:
+                from synth.ir.cluster_routes import RouteArrays
+                self._arrays = RouteArrays(ch, lat, self._res, self._network, self.params.network_latency_us)
+        return self._arrays or None
 
     def _wave_time(self, load: np.ndarray, lat: float, nbytes_chunk: float) -> tuple[float, float]:
         t = float(np.max(load / self.rate)) * nbytes_chunk if len(load) else 0.0

@@ -63,7 +63,8 @@ def _reference_estimate(m: CostModel, schedule, nbytes: int) -> Estimate:
 
 def _cases():
     out = []
-    for topo in (get_preset("dgx1-v100"), cluster("dgx-h100", 2), cluster("dgx-a100", 2)):
+    for topo in (get_preset("dgx1-v100"), cluster("dgx-h100", 2), cluster("dgx-a100", 2),
+                 cluster("dgx-h100", 4, spine_oversubscription=2.0, hosts_per_leaf=2)):
         f = build_fabric(topo)
         for coll in ("allgather", "allreduce", "broadcast", "alltoall"):
             for name in available_baselines(f, coll):
@@ -83,3 +84,36 @@ def test_times_equal_the_reference_bit_for_bit(fabric, schedule):
         load, lat = m.step_loads(step, si)
         ref_loads, ref_lats = _reference_matrix(m, schedule)
         assert np.array_equal(load, ref_loads[si]) and lat == ref_lats[si]
+
+
+def test_whole_steps_read_as_arrays_on_a_cluster(monkeypatch):
+    """Cluster steps of at least ARRAY_TRANSFERS transfers take the RouteArrays path (three pair
+    classes: same host, same leaf, other leaf); with the threshold out of reach they take the
+    one-by-one path; both give the reference's loads and latency bit for bit."""
+    import synth.model.cost as cost
+    fabric = build_fabric(cluster("dgx-h100", 4, spine_oversubscription=2.0, hosts_per_leaf=2))
+    s = baseline("direct", fabric, "alltoall")
+    assert len(s.steps[0].transfers) >= cost.ARRAY_TRANSFERS
+    m = CostModel(fabric)
+    ref_loads, ref_lats = _reference_matrix(m, s)
+    assert m._route_arrays() is not None
+    for si, step in enumerate(s.steps):
+        load, lat = m.step_loads(step, si)
+        assert np.array_equal(load, ref_loads[si]) and lat == ref_lats[si]
+    monkeypatch.setattr(cost, "ARRAY_TRANSFERS", 10**9)
+    slow = CostModel(fabric)
+    for si, step in enumerate(s.steps):
+        load, lat = slow.step_loads(step, si)
+        assert np.array_equal(load, ref_loads[si]) and lat == ref_lats[si]
+    assert slow._arrays is None                              # never asked for
+
+
+def test_a_step_with_a_pair_that_is_no_channel_is_reported_by_transfer():
+    from synth.ir.schedule import Schedule, Step, Transfer
+    from topo_probe.errors import ScheduleInvalid
+    fabric = build_fabric(cluster("dgx-h100", 2))
+    good = [Transfer(0, i, j) for i in range(16) for j in range(16) if i != j][:100]
+    bad = Schedule("allgather", 16, 1, (Step(1, tuple(good[:70] + [Transfer(0, 3, 3)] + good[70:])),))
+    with pytest.raises(ScheduleInvalid, match="no-channel") as e:
+        CostModel(fabric).schedule_time_us(bad, 1 << 20)
+    assert e.value.transfer == 70
