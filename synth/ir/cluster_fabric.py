@@ -81,6 +81,16 @@ class ClusterChannels(Mapping):
         return hit
 
     def __contains__(self, key) -> bool:
+        if type(key) is tuple and len(key) == 2 and type(key[0]) is int and type(key[1]) is int:
+            i, j = key                     # the usual key, without _template's checks and exceptions
+            n = self.n
+            if not (0 <= i < n and 0 <= j < n) or i == j:
+                return False
+            h, a = divmod(i, self.g)
+            h2, b = divmod(j, self.g)
+            c = 0 if h == h2 else (1 if self.groups[h] == self.groups[h2] else 2)
+            tpl = self.templates[c]
+            return tpl is not None and tpl[a][b] is not None
         try:
             self._template(key)
         except KeyError:

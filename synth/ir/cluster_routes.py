@@ -23,12 +23,13 @@ class RouteArrays:
     ``network[k]``: resource ``k`` is a network link, adding ``extra_us`` µs to a channel's
     latency."""
 
-    def __init__(self, channels: ClusterChannels, latencies: ClusterLatencies, index: dict,
-                 network: np.ndarray, extra_us: float) -> None:
+    def __init__(self, channels: ClusterChannels, latencies: ClusterLatencies | None, index: dict,
+                 network: np.ndarray | None = None, extra_us: float = 0.0) -> None:
         g = channels.g
         self.g, self.n = g, channels.n
         self.groups = np.asarray(channels.groups, dtype=np.intp)
-        self.network, self.extra_us = np.asarray(network, dtype=bool), float(extra_us)
+        self.network = np.zeros(len(index), dtype=bool) if network is None else np.asarray(network, dtype=bool)
+        self.extra_us = float(extra_us)
         width = max((len(t) for t in channels.tables), default=0)
         self.res = np.full((channels.H, max(width, 1)), -1, dtype=np.intp)     # [host, pattern] -> index
         for h, table in enumerate(channels.tables):
@@ -40,7 +41,7 @@ class RouteArrays:
         self.valid = np.zeros(count, dtype=bool)
         self.length = np.zeros(count, dtype=np.intp)
         self.latency = np.zeros(count)
-        self.entries: list = [None] * count          # template -> (sides, pattern ids, fractions)
+        self.routes: list = [None] * count          # template -> (sides, pattern ids, fractions)
         for c in range(3):
             tpl = channels.templates[c]
             if tpl is None:
@@ -48,20 +49,32 @@ class RouteArrays:
             for a in range(g):
                 for b in range(g):
                     route = tpl[a][b]
-                    if route is None or latencies._max[c] is None or latencies._max[c][a][b] is None:
+                    slowest = None if latencies is None or latencies._max[c] is None else latencies._max[c][a][b]
+                    if route is None or (latencies is not None and slowest is None):
                         continue
                     t = (c * g + a) * g + b
                     self.valid[t] = True
                     self.length[t] = len(route)
-                    self.latency[t] = latencies._max[c][a][b]
-                    self.entries[t] = ([side for side, _, _ in route], [pid for _, pid, _ in route],
+                    self.latency[t] = 0.0 if slowest is None else slowest
+                    self.routes[t] = ([side for side, _, _ in route], [pid for _, pid, _ in route],
                                        [float(f) for _, _, f in route])
 
     def step(self, src, dst) -> tuple[np.ndarray, np.ndarray, float] | None:
         """``(resource indices, fractions, latency in µs)`` of the transfers ``src[k] -> dst[k]``:
         every route's entries in transfer order, and the largest channel latency (plus the extra
-        where the route crosses the network); None where some pair is not a channel (or a route
-        has no entries), for the caller's one-by-one path to report."""
+        where the route crosses the network; 0 without ``latencies``); None where some pair is
+        not a channel (or a route has no entries), for the caller's one-by-one path to report."""
+        got = self.entries(src, dst)
+        if got is None:
+            return None
+        starts, idx, frac, t = got
+        crosses = np.logical_or.reduceat(self.network[idx], starts[:-1])
+        lat = float(np.max(self.latency[t] + np.where(crosses, self.extra_us, 0.0)))
+        return idx, frac, max(0.0, lat)
+
+    def entries(self, src, dst) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(starts, resource indices, fractions, templates)``: transfer ``k``'s route entries are
+        ``starts[k]:starts[k + 1]`` of the indices and fractions; None as for :meth:`step`."""
         i = np.asarray(src, dtype=np.intp)
         j = np.asarray(dst, dtype=np.intp)
         if len(i) == 0 or ((i < 0) | (i >= self.n) | (j < 0) | (j >= self.n) | (i == j)).any():
@@ -85,13 +98,11 @@ class RouteArrays:
         for u, lo, hi in zip(kinds.tolist(), bounds[:-1].tolist(), bounds[1:].tolist()):
             at = order[lo:hi]
             base = starts[at]
-            sides, pids, fracs = self.entries[u]
+            sides, pids, fracs = self.routes[u]
             hs, hd = h[at], h2[at]
             for e, (side, pid, f) in enumerate(zip(sides, pids, fracs)):
                 idx[base + e] = self.res[hd if side else hs, pid]
                 frac[base + e] = f
         if (idx < 0).any():
             return None
-        crosses = np.logical_or.reduceat(self.network[idx], starts[:-1])
-        lat = float(np.max(self.latency[t] + np.where(crosses, self.extra_us, 0.0)))
-        return idx, frac, max(0.0, lat)
+        return starts, idx, frac, t

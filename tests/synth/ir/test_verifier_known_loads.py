@@ -90,10 +90,38 @@ def test_cluster_loads_equal_the_explicit_fabric(monkeypatch, limit):
     rng = random.Random(7)
     n = structured.num_ranks
     pairs = [(i, j) for i in range(n) for j in range(n) if i != j]
-    for _ in range(20):
-        sends = [rng.choice(pairs) for _ in range(rng.randrange(1, 200))]
+    for _ in range(20):                # below and above ARRAY_SENDS (the array path)
+        sends = [rng.choice(pairs) for _ in range(rng.randrange(1, 700))]
         sends += sends[: len(sends) // 3]                                  # repeated channels
-        assert structured.load(sends) == explicit.load(sends)
-        weighted = [(i, j, rng.choice([0.5, 1.0, 3.0])) for i, j in sends]
-        assert structured.load(weighted) == explicit.load(weighted)
+        weighted = [(i, j, rng.choice([0.5, 1.0, 3.0, 7])) for i, j in sends]
+        for s in (sends, weighted):
+            got = structured.load(s)
+            assert got == explicit.load(s)
+            assert list(got.items()) == list(_one_by_one(structured, s).items())       # bit for bit, in order
     assert len(structured.channels._floats) <= limit
+
+
+def _one_by_one(fabric, sends):
+    """Fabric.load's loop over the sends and their routes, the reference of the array path."""
+    out = {}
+    for s in sends:
+        for r, f in fabric.channels[(s[0], s[1])]:
+            out[r] = out.get(r, 0.0) + (s[2] if len(s) > 2 else 1.0) * float(f)
+    return out
+
+
+def test_cluster_loads_by_arrays_on_three_pair_classes():
+    """Same host, same leaf and other leaf pairs, every channel once and all at once (the array
+    path of Fabric.load), equal the one-by-one sums bit for bit and in order (and the explicit
+    fabric's loads); a pair that is no channel raises as on the one-by-one path."""
+    from synth.ir.fabric import ARRAY_SENDS
+    topo = cluster("dgx-h100", 4, spine_oversubscription=2.0, hosts_per_leaf=2)
+    structured, explicit = build_fabric(topo), build_fabric(topo, structured=False)
+    n = structured.num_ranks
+    sends = [(i, j, 1.0 + (i * j) % 3) for i in range(n) for j in range(n) if i != j]
+    assert len(sends) >= ARRAY_SENDS
+    got = structured.load(sends)
+    assert list(got.items()) == list(_one_by_one(structured, sends).items()) and got == explicit.load(sends)
+    assert structured.__dict__.get("_route_arrays") is not None
+    with pytest.raises(KeyError):
+        structured.load(sends + [(3, 3)])
