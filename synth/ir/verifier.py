@@ -194,24 +194,28 @@ class _Replay:
         keep, self.violations = self.violations, found
         if step.rounds < 1:
             self.add("bad-rounds", f"step {si}: rounds must be >= 1, got {step.rounds}", si)
-        writes: dict[tuple[int, int], list[tuple[int, str, int]]] = {}
+        # (dst * m + chunk) -> the step's first write into it (transfer, op, value); later ones in `more`
+        first: dict[int, tuple[int, str, int]] = {}
+        more: dict[int, list[tuple[int, str, int]]] = {}
         pairs: list[tuple[int, int]] = []
         n, m, state, fabric, channel_ok = self.n, self.m, self.state, self.fabric, self.channel_ok
+        combining = self.combining
         for ti, t in enumerate(step.transfers):
             chunk, src, dst, op = t.chunk, t.src, t.dst, t.op
             if not (0 <= chunk < m and 0 <= src < n and 0 <= dst < n and src != dst and op in OPS):
                 self._transfer_ok(si, ti, t)               # adds the violation that applies
                 continue
             if fabric is not None:
-                ok = channel_ok.get((src, dst))
+                pair = (src, dst)
+                ok = channel_ok.get(pair)
                 if ok is None:
-                    ok = channel_ok[(src, dst)] = fabric.has_channel(src, dst)
+                    ok = channel_ok[pair] = fabric.has_channel(src, dst)
                 if ok:
-                    pairs.append((src, dst))
+                    pairs.append(pair)
                 else:
                     self.add("no-channel", f"{_where(si, ti, t)}: rank {src} -> {dst} is not a channel "
                              f"of fabric {fabric.topology_name!r}", si, ti, src, chunk)
-            if op == "reduce" and not self.combining:
+            if op == "reduce" and not combining:
                 self.add("op-mismatch", f"{_where(si, ti, t)}: reduce in {self.spec.name}, which does not "
                          f"combine", si, ti, dst, chunk)
                 continue
@@ -220,19 +224,21 @@ class _Replay:
                 self.add("not-held", f"{_where(si, ti, t)}: rank {src} does not hold chunk {chunk} yet",
                          si, ti, src, chunk)
                 continue
-            key = (dst, chunk)
-            ws = writes.get(key)
-            if ws is None:
-                writes[key] = [(ti, op, val)]
+            key = dst * m + chunk
+            if key in first:
+                more.setdefault(key, []).append((ti, op, val))
             else:
-                ws.append((ti, op, val))
-        if self.combining:
-            updates = [(key, self._resolve(si, step, key, ws)) for key, ws in writes.items()]
-        else:             # no reduces here (op-mismatch): one copy is written, two conflict
-            updates = [(key, ws[0][2] if len(ws) == 1 else self._resolve(si, step, key, ws))
-                       for key, ws in writes.items()]
-        for (dst, chunk), val in updates:
-            state[dst * m + chunk] = val
+                first[key] = (ti, op, val)
+        if combining:
+            updates = [(key, self._resolve(si, step, divmod(key, m), [w, *more.get(key, ())]))
+                       for key, w in first.items()]
+        elif more:        # no reduces here (op-mismatch): one copy is written, two conflict
+            updates = [(key, w[2] if key not in more else self._resolve(si, step, divmod(key, m), [w, *more[key]]))
+                       for key, w in first.items()]
+        else:
+            updates = [(key, w[2]) for key, w in first.items()]
+        for key, val in updates:
+            state[key] = val
         if fabric is not None:
             self._capacity(si, step, pairs)
         found.sort(key=lambda v: (v.transfer is None, v.transfer or 0))
