@@ -111,12 +111,11 @@ class Fabric:
                 out[r] = out.get(r, 0.0) + amount * float(f)
         return out
 
-    def _load_by_arrays(self, sends) -> dict[Resource, float] | None:
-        """:meth:`load` of a cluster's ``sends`` from its :class:`synth.ir.cluster_routes.RouteArrays`:
-        the same products ``chunks x fraction`` summed in the same order (``bincount`` adds them in
-        array order), resources in the order they are first loaded; None where some pair is not
-        a channel (the one-by-one path then raises as usual)."""
-        import numpy as np
+    def route_arrays(self):
+        """A cluster's :class:`synth.ir.cluster_routes.RouteArrays` with resources numbered in
+        :attr:`resources` order (``.names``: that order), made once; None for other fabrics."""
+        if not hasattr(self.channels, "route_floats"):
+            return None
         arrays = self.__dict__.get("_route_arrays")
         if arrays is None:
             from synth.ir.cluster_routes import RouteArrays
@@ -124,10 +123,19 @@ class Fabric:
             arrays = RouteArrays(self.channels, None, {r: k for k, r in enumerate(names)})
             arrays.names = names
             self.__dict__["_route_arrays"] = arrays
+        return arrays
+
+    def _load_by_arrays(self, sends) -> dict[Resource, float] | None:
+        """:meth:`load` of a cluster's ``sends`` from its :class:`synth.ir.cluster_routes.RouteArrays`:
+        the same products ``chunks x fraction`` summed in the same order (``bincount`` adds them in
+        array order), resources in the order they are first loaded; None where some pair is not
+        a channel (the one-by-one path then raises as usual)."""
+        import numpy as np
+        arrays = self.route_arrays()
         got = arrays.entries([s[0] for s in sends], [s[1] for s in sends])
         if got is None:
             return None
-        starts, idx, frac, _ = got
+        starts, idx, frac, _, _ = got
         amount = np.array([s[2] if len(s) > 2 else 1.0 for s in sends], dtype=float)
         total = np.bincount(idx, weights=np.repeat(amount, np.diff(starts)) * frac, minlength=len(arrays.names))
         used, first = np.unique(idx, return_index=True)

@@ -25,8 +25,10 @@ def _reference(fabric, transfers) -> dict:
     return load
 
 
-@pytest.mark.parametrize("make", [lambda: cluster("dgx-h100", 2), lambda: get_preset("dgx1-v100")])
+@pytest.mark.parametrize("make", [lambda: cluster("dgx-h100", 2), lambda: get_preset("dgx1-v100"),
+                                  lambda: cluster("dgx-a100", 4, spine_oversubscription=3.0, hosts_per_leaf=2)])
 def test_loads_equal_the_transfer_by_transfer_sums(make):
+    """Below and above ARRAY_PAIRS distinct channels (the route arrays of a cluster)."""
     fabric = build_fabric(make())
     for coll in ("allgather", "alltoall", "reduce"):
         for name in available_baselines(fabric, coll):
@@ -45,3 +47,12 @@ def test_float_fractions_of_a_hand_made_fabric():
     s = baseline("ring", build_fabric(get_preset("dgx1-v100")), "allgather")
     every = [t for st in s.steps for t in st.transfers]
     assert bt._loads(fabric, every) == _reference(fabric, every)
+
+
+def test_the_array_path_runs_on_a_big_cluster_step():
+    fabric = build_fabric(cluster("dgx-a100", 4, spine_oversubscription=3.0, hosts_per_leaf=2))
+    s = baseline("direct", fabric, "alltoall")
+    every = [t for st in s.steps for t in st.transfers] * 3
+    assert len({(t.src, t.dst) for t in every}) >= bt.ARRAY_PAIRS
+    assert bt._loads(fabric, every) == _reference(fabric, every)
+    assert fabric.__dict__.get("_route_arrays") is not None
