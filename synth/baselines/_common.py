@@ -59,7 +59,20 @@ class Builder:
             raise TooManyTransfers(f"{self.algo} {self.spec.name} on {self.spec.ranks} ranks with "
                                    f"{self.spec.chunks_per_rank} chunks per rank needs more than "
                                    f"{MAX_TRANSFERS:,} transfers")
-        self.steps.setdefault(step, []).append(Transfer(chunk, src, dst, op))
+        at = self.steps.get(step)
+        if at is None:
+            at = self.steps[step] = []
+        at.append(Transfer(chunk, src, dst, op))
+
+    def extend(self, step: int, transfers: list[Transfer]) -> None:
+        """Add ``transfers`` at step index ``step``, in order (as many :meth:`add` calls would)."""
+        if self.count + len(transfers) > MAX_TRANSFERS:
+            self.expect(self.count + len(transfers))
+        self.count += len(transfers)
+        at = self.steps.get(step)
+        if at is None:
+            at = self.steps[step] = []
+        at.extend(transfers)
 
     def expect(self, transfers: int) -> None:
         """Refuse early (:class:`TooManyTransfers`) when the schedule will need ``transfers`` transfers."""

@@ -60,6 +60,8 @@ RULES = ("not-held", "double-count", "reduce-into-empty", "overwrite-loses", "wr
 
 #: slack allowed when comparing a load with a capacity (chunks)
 CAPACITY_EPS = 1e-9
+#: capacity tests of at least this many loaded resources run on arrays
+ARRAY_LOADS = 64
 
 
 @dataclass(frozen=True)
@@ -143,9 +145,41 @@ def sized_steps(fabric: Fabric, groups) -> tuple[tuple[Step, ...], list[dict[Res
     return tuple(steps), loads
 
 
+def _as_arrays(fabric: Fabric, loads: dict[Resource, float]):
+    """``(loads, bandwidths)`` as arrays in ``loads`` order, where :meth:`Fabric.capacity` is the
+    plain ``rounds * bandwidth_gbps / unit_gbps`` and ``loads`` is big enough to pay (else None)."""
+    if len(loads) < ARRAY_LOADS or type(fabric).capacity is not Fabric.capacity:
+        return None
+    import numpy as np
+    res = fabric.resources
+    return (np.fromiter(loads.values(), dtype=float, count=len(loads)),
+            np.array([res[r].bandwidth_gbps for r in loads], dtype=float))
+
+
+def over_capacity(fabric: Fabric, loads: dict[Resource, float], rounds: int) -> list[Resource]:
+    """The resources of ``loads`` carrying more than ``capacity(resource, rounds)`` (the
+    ``over-capacity`` test, :data:`CAPACITY_EPS` allowed), in ``loads`` order."""
+    arrays = _as_arrays(fabric, loads)
+    if arrays is None:
+        return [r for r, load in loads.items() if load > fabric.capacity(r, rounds) + CAPACITY_EPS]
+    vals, bw = arrays
+    over = vals > rounds * bw / fabric.unit_gbps + CAPACITY_EPS      # capacity's very arithmetic
+    return [r for r, o in zip(loads, over.tolist()) if o] if over.any() else []
+
+
 def rounds_for_loads(fabric: Fabric, loads: dict[Resource, float]) -> int:
     """Fewest whole rounds (>= 1) in which ``loads`` (chunks per resource, e.g. from
     :func:`step_loads`) fit ``fabric``'s capacities, by the test of the ``over-capacity`` rule."""
+    arrays = _as_arrays(fabric, loads)
+    if arrays is not None:         # the same arithmetic as below, element by element
+        import numpy as np
+        vals, bw = arrays
+        per_round = 1 * bw / fabric.unit_gbps
+        pos = per_round > 0
+        rounds = max(1, int(np.max(np.ceil(vals[pos] / per_round[pos] - 1e-12)))) if pos.any() else 1
+        while (vals > rounds * bw / fabric.unit_gbps + CAPACITY_EPS).any():
+            rounds += 1
+        return rounds
     rounds = 1
     for r, load in loads.items():
         per_round = fabric.capacity(r, 1)
@@ -230,8 +264,13 @@ class _Replay:
             else:
                 first[key] = (ti, op, val)
         if combining:
-            updates = [(key, self._resolve(si, step, divmod(key, m), [w, *more.get(key, ())]))
-                       for key, w in first.items()]
+            updates = []
+            for key, w in first.items():
+                cur = state.get(key, 0)
+                if key in more or (not cur if w[1] == "reduce" else cur & ~w[2]) or (w[1] == "reduce" and w[2] & cur):
+                    updates.append((key, self._resolve(si, step, divmod(key, m), [w, *more.get(key, ())])))
+                else:            # one write and nothing to report: _resolve's result, by hand
+                    updates.append((key, cur | w[2] if w[1] == "reduce" else w[2]))
         elif more:        # no reduces here (op-mismatch): one copy is written, two conflict
             updates = [(key, w[2] if key not in more else self._resolve(si, step, divmod(key, m), [w, *more[key]]))
                        for key, w in first.items()]
@@ -302,8 +341,7 @@ class _Replay:
         self.rounds_needed.append(rounds_for_loads(fab, loads) if pairs else 1)
         if step.rounds < 1:
             return
-        over = [r for r, load in loads.items() if load > fab.capacity(r, step.rounds) + CAPACITY_EPS]
-        for r in sorted(over):
+        for r in sorted(over_capacity(fab, loads, step.rounds)):
             cap = fab.capacity(r, step.rounds)
             if loads[r] > cap + CAPACITY_EPS:
                 self.add("over-capacity", f"step {si}: resource {resource_name(r)} carries {loads[r]:g} "

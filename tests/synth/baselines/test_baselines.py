@@ -309,3 +309,23 @@ def test_bruck_alltoall_refuses_up_front_at_the_count_it_builds(monkeypatch, n, 
     with pytest.raises(common.TooManyTransfers, match="more than"):
         baseline("bruck", f, "alltoall", chunks=C)
     assert len(added) == 1              # the refusal of Builder.expect, not a built transfer
+
+
+@pytest.mark.parametrize("coll", ["allgather", "allreduce", "reduce"])
+def test_direct_adds_its_steps_in_batches_as_one_by_one(monkeypatch, coll):
+    """direct's batches (Builder.extend) give the schedule of one Builder.add per move, and the
+    same refusal past MAX_TRANSFERS."""
+    import synth.baselines._common as common
+    from synth.baselines import direct
+    f = build_fabric(fully_connected(6))
+    spec = common.make_spec("direct", f, coll, None, 2, 1)
+    b = common.Builder("direct", spec, f)
+    for step, chunk, src, dst, op in direct._moves(spec, 0):
+        b.add(step, chunk, src, dst, op)
+    assert baseline("direct", f, coll, chunks=2) == b.finish("direct", {})
+    built = len(direct._moves(spec, 0))
+    monkeypatch.setattr(common, "MAX_TRANSFERS", built - 1)
+    with pytest.raises(common.TooManyTransfers, match=f"direct {coll} on 6 ranks with 2 chunks per rank needs more"):
+        baseline("direct", f, coll, chunks=2)
+    monkeypatch.setattr(common, "MAX_TRANSFERS", built)
+    assert sum(len(st.transfers) for st in baseline("direct", f, coll, chunks=2).steps) == built

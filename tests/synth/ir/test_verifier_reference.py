@@ -13,6 +13,7 @@ from _schedules import ALL, random_schedule
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Step, Transfer
 from synth.ir.verifier import verify
+from topo_probe.machines.clusters import cluster
 from topo_probe.machines.generators import fully_connected, ring
 
 import _verifier_reference as reference
@@ -58,14 +59,42 @@ def _mutate(s, rng: random.Random):
 
 
 @pytest.mark.parametrize("coll", ALL)
-@pytest.mark.parametrize("topo", ["ring", "mesh", "none"])
+@pytest.mark.parametrize("topo", ["ring", "mesh", "none", "cluster"])
 def test_reports_equal_the_plain_replay(coll, topo):
-    n = 6
+    """On the cluster (16 ranks, 2 hosts) steps load more than ARRAY_LOADS resources: the
+    capacity tests run on arrays."""
+    n = 16 if topo == "cluster" else 6
     fabric = {"ring": lambda: build_fabric(ring(n)), "mesh": lambda: build_fabric(fully_connected(n)),
-              "none": lambda: None}[topo]()
+              "none": lambda: None, "cluster": lambda: build_fabric(cluster("dgx-h100", 2))}[topo]()
     rng = random.Random(f"{coll}-{topo}")
     for seed in range(6):
         s = random_schedule(coll, n, rng.choice([1, 2]), rng.randrange(n), seed)
         cases = [s] + [_mutate(s, rng) for _ in range(8)]
         for case in cases:
             assert _report(verify(case, fabric)) == _report(reference.verify(case, fabric))
+
+
+def test_capacity_tests_on_arrays_equal_the_loop(monkeypatch):
+    """rounds_for_loads and over_capacity on arrays (many loaded resources) give the loop's
+    answers, loads right at and around the capacities of 1 to 4 rounds included."""
+    import synth.ir.verifier as verifier
+    fabric = build_fabric(cluster("dgx-h100", 2))
+    rng = random.Random(5)
+    names = list(fabric.resources)
+    cases = []
+    for _ in range(60):
+        picked = rng.sample(names, rng.randrange(verifier.ARRAY_LOADS, len(names)))
+        loads = {}
+        top = rng.randint(1, 4)
+        for r in picked:
+            k = rng.randint(1, top)
+            cap = fabric.capacity(r, k)
+            loads[r] = rng.choice([cap, cap + 1e-9, cap + 2e-9, cap - 1e-12, cap * rng.random(), cap + 1e-6])
+        cases.append(loads)
+    got = [(verifier.rounds_for_loads(fabric, c), [verifier.over_capacity(fabric, c, k) for k in (1, 2, 3)])
+           for c in cases]
+    monkeypatch.setattr(verifier, "ARRAY_LOADS", 10**9)
+    plain = [(verifier.rounds_for_loads(fabric, c), [verifier.over_capacity(fabric, c, k) for k in (1, 2, 3)])
+             for c in cases]
+    assert got == plain
+    assert len({g[0] for g in got}) > 1
