@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Any
 
 from synth.ir.collectives import CollectiveSpec, canonical
+from synth.ir.schedule_text import STEPS_HOLE, compact_steps, indented_steps
 from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError
 from topo_probe.guard import (
     MAX_CHUNK_CELLS,
@@ -144,12 +145,12 @@ class Schedule:
         (the C encoder: a 1,024-rank schedule of a million transfers in a second or two)."""
         big = sum(len(s.transfers) for s in self.steps) > INDENT_TRANSFERS
         doc = self.to_dict(steps=False)
-        doc["steps"] = _STEPS_HOLE
+        doc["steps"] = STEPS_HOLE
         if big:
-            head, tail = json.dumps(doc, indent=None, separators=(",", ":")).split(json.dumps(_STEPS_HOLE), 1)
-            return head + _compact_steps(self.steps) + tail
-        head, tail = json.dumps(doc, indent=1).split(json.dumps(_STEPS_HOLE), 1)
-        return head + _indented_steps(self.steps) + tail
+            head, tail = json.dumps(doc, indent=None, separators=(",", ":")).split(json.dumps(STEPS_HOLE), 1)
+            return head + compact_steps(self.steps) + tail
+        head, tail = json.dumps(doc, indent=1).split(json.dumps(STEPS_HOLE), 1)
+        return head + indented_steps(self.steps) + tail
 
     @classmethod
     def from_dict(cls, doc: Any, source: str = "schedule") -> "Schedule":
@@ -163,45 +164,6 @@ class Schedule:
     @classmethod
     def load(cls, path: str | os.PathLike) -> "Schedule":
         return _parse(read_json(Path(path)), str(path))
-
-
-_STEPS_HOLE = "\x00steps\x00"
-_TRANSFER = ' {{\n     "chunk": {},\n     "src": {},\n     "dst": {},\n     "op": {}\n    }}'
-
-
-def _indented_steps(steps) -> str:
-    """``steps`` as ``json.dumps(..., indent=1)`` writes them one level down, byte for byte, in
-    one string format per transfer (the pure-Python indenting encoder took seconds per
-    10,000-transfer schedule)."""
-    if not steps:
-        return "[]"
-    ops = {op: json.dumps(op) for op in OPS}
-    out = []
-    for st in steps:
-        if st.transfers:
-            body = ",\n   ".join(_TRANSFER.format(int(t.chunk), int(t.src), int(t.dst),
-                                                    ops.get(t.op) or json.dumps(t.op)) for t in st.transfers)
-            tr = "[\n   " + body + "\n   ]"
-        else:
-            tr = "[]"
-        out.append(f'{{\n   "rounds": {json.dumps(st.rounds)},\n   "transfers": {tr}\n  }}')
-    return "[\n  " + ",\n  ".join(out) + "\n ]"
-
-
-_COMPACT_TRANSFER = '{"chunk":%d,"src":%d,"dst":%d,"op":%s}'
-
-
-def _compact_steps(steps) -> str:
-    """``steps`` as ``json.dumps(..., separators=(",", ":"))`` writes them, byte for byte, in one
-    string format per transfer (not a dict per transfer: a 1,024-rank schedule has millions)."""
-    ops = {op: json.dumps(op) for op in OPS}
-    fmt = _COMPACT_TRANSFER
-    out = []
-    for st in steps:
-        body = ",".join([fmt % (int(t.chunk), int(t.src), int(t.dst), ops.get(t.op) or json.dumps(t.op))
-                         for t in st.transfers])
-        out.append(f'{{"rounds":{json.dumps(st.rounds)},"transfers":[{body}]}}')
-    return "[" + ",".join(out) + "]"
 
 
 def read_json(path: Path, what: str = "") -> Any:

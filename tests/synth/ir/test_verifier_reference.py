@@ -77,7 +77,7 @@ def test_reports_equal_the_plain_replay(coll, topo):
 def test_capacity_tests_on_arrays_equal_the_loop(monkeypatch):
     """rounds_for_loads and over_capacity on arrays (many loaded resources) give the loop's
     answers, loads right at and around the capacities of 1 to 4 rounds included."""
-    import synth.ir.verifier as verifier
+    import synth.ir.capacity as verifier
     fabric = build_fabric(cluster("dgx-h100", 2))
     rng = random.Random(5)
     names = list(fabric.resources)
