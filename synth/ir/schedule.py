@@ -58,9 +58,12 @@ OPS = ("copy", "reduce")
 INDENT_TRANSFERS = 50_000
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Transfer:
-    """Send ``chunk`` from rank ``src`` to rank ``dst``; ``op`` is ``copy`` or ``reduce``."""
+    """Send ``chunk`` from rank ``src`` to rank ``dst``; ``op`` is ``copy`` or ``reduce``.
+
+    Slotted: a 1,024-rank run holds tens of millions of them (64 bytes each instead of 350 with
+    an instance ``__dict__``)."""
 
     chunk: int
     src: int
