@@ -11,8 +11,8 @@ from typing import Iterable, Sequence
 
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.fabric import Fabric
-from synth.ir.schedule import Schedule, Step, Transfer
-from synth.ir.verifier import check, required_rounds
+from synth.ir.schedule import Schedule, Transfer
+from synth.ir.verifier import check, sized_steps
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
 
@@ -59,7 +59,20 @@ class Builder:
             raise TooManyTransfers(f"{self.algo} {self.spec.name} on {self.spec.ranks} ranks with "
                                    f"{self.spec.chunks_per_rank} chunks per rank needs more than "
                                    f"{MAX_TRANSFERS:,} transfers")
-        self.steps.setdefault(step, []).append(Transfer(chunk, src, dst, op))
+        at = self.steps.get(step)
+        if at is None:
+            at = self.steps[step] = []
+        at.append(Transfer(chunk, src, dst, op))
+
+    def extend(self, step: int, transfers: list[Transfer]) -> None:
+        """Add ``transfers`` at step index ``step``, in order (as many :meth:`add` calls would)."""
+        if self.count + len(transfers) > MAX_TRANSFERS:
+            self.expect(self.count + len(transfers))
+        self.count += len(transfers)
+        at = self.steps.get(step)
+        if at is None:
+            at = self.steps[step] = []
+        at.extend(transfers)
 
     def expect(self, transfers: int) -> None:
         """Refuse early (:class:`TooManyTransfers`) when the schedule will need ``transfers`` transfers."""
@@ -83,16 +96,12 @@ class Builder:
 
     def finish(self, name: str, meta: dict) -> Schedule:
         """The verified schedule: steps in index order, empty ones dropped, rounds from the load."""
-        steps = []
-        for t in sorted(self.steps):
-            ts = tuple(self.steps[t])
-            if ts:
-                steps.append(Step(required_rounds(self.fabric, [(x.src, x.dst) for x in ts]), ts))
+        steps, loads = sized_steps(self.fabric, (self.steps[t] for t in sorted(self.steps)))
         spec = self.spec
-        sched = Schedule(spec.name, spec.ranks, spec.chunks_per_rank, tuple(steps), spec.root, False,
+        sched = Schedule(spec.name, spec.ranks, spec.chunks_per_rank, steps, spec.root, False,
                          name, self.fabric.topology_name, self.fabric.fingerprint,
                          {"baseline": name, **meta})
-        check(sched, self.fabric)
+        check(sched, self.fabric, loads=loads)
         return sched
 
 

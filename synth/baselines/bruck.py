@@ -33,6 +33,8 @@ def _allgather(b: Builder) -> None:
 
 def _alltoall(b: Builder) -> None:
     n, C = b.spec.ranks, b.spec.chunks_per_rank
+    # a block travelling distance d makes one hop per set bit of d; every rank sends each distance once
+    b.expect(C * n * sum(bin(d).count("1") for d in range(n)))
     for g in range(b.spec.num_chunks):
         s, d = divmod(g // C, n)
         dist, cur, k = (d - s) % n, s, 0

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from synth.baselines._common import Builder, make_spec, require_channels
 from synth.ir.fabric import Fabric
-from synth.ir.schedule import Schedule
+from synth.ir.schedule import Schedule, Transfer
 
 
 def _moves(spec, step0: int) -> list[tuple[int, int, int, int, str]]:
@@ -47,6 +47,6 @@ def build(fabric: Fabric, collective: str, *, root: int | None = None, chunks: i
     require_channels("direct", fabric, sorted({(m[2], m[3]) for m in moves}),
                      f"direct {spec.name} needs every pair it sends over to be a channel")
     b = Builder("direct", spec, fabric)
-    for step, chunk, src, dst, op in moves:
-        b.add(step, chunk, src, dst, op)
+    for step in sorted({m[0] for m in moves}):        # the moves of each step in order, as one batch
+        b.extend(step, [Transfer(chunk, src, dst, op) for st, chunk, src, dst, op in moves if st == step])
     return b.finish("direct", {})

@@ -33,6 +33,8 @@ from topo_probe.topology.model import Topology
 
 #: pair class -> index in templates
 _CLS = {"host": 0, "group": 1, "other": 2}
+#: channels whose float routes :meth:`ClusterChannels.route_floats` keeps (about 100 bytes a route entry)
+FLOATS_LIMIT = 300_000
 
 
 class ClusterChannels(Mapping):
@@ -45,6 +47,7 @@ class ClusterChannels(Mapping):
         self.templates = templates          # [class][a][b] -> tuple of (side, pattern id, fraction) | None
         self.tables = tables                # [host][pattern id] -> resource
         self.count = count
+        self._floats: dict = {}             # (i, j) -> route with float fractions, up to FLOATS_LIMIT
 
     def _template(self, key):
         try:
@@ -66,7 +69,28 @@ class ClusterChannels(Mapping):
         ts, td = self.tables[h], self.tables[h2]
         return [((td if side else ts)[pid], f) for side, pid, f in tpl]
 
+    def route_floats(self, i: int, j: int) -> tuple:
+        """``((resource, float(fraction)), ...)`` of channel ``(i, j)`` (KeyError: none), kept for
+        the first :data:`FLOATS_LIMIT` channels asked about: loads are summed over the same
+        channels step after step (a ring's steps all use its ring edges)."""
+        hit = self._floats.get((i, j))
+        if hit is None:
+            hit = tuple((r, float(f)) for r, f in self[(i, j)])
+            if len(self._floats) < FLOATS_LIMIT:
+                self._floats[(i, j)] = hit
+        return hit
+
     def __contains__(self, key) -> bool:
+        if type(key) is tuple and len(key) == 2 and type(key[0]) is int and type(key[1]) is int:
+            i, j = key                     # the usual key, without _template's checks and exceptions
+            n = self.n
+            if not (0 <= i < n and 0 <= j < n) or i == j:
+                return False
+            h, a = divmod(i, self.g)
+            h2, b = divmod(j, self.g)
+            c = 0 if h == h2 else (1 if self.groups[h] == self.groups[h2] else 2)
+            tpl = self.templates[c]
+            return tpl is not None and tpl[a][b] is not None
         try:
             self._template(key)
         except KeyError:

@@ -34,6 +34,9 @@ from synth.ir.host_graph import merge_parallel_switches as _merge_parallel_switc
 from topo_probe.errors import TopologyError
 from topo_probe.topology.model import Topology
 
+#: :meth:`Fabric.load` reads a cluster's routes as arrays from this many sends on
+ARRAY_SENDS = 256
+
 Resource = tuple[str, str]
 """A directed edge (u, v) of the (switch-merged) topology graph."""
 
@@ -95,13 +98,50 @@ class Fabric:
 
     def load(self, sends: list[tuple[int, int]] | list[tuple[int, int, float]]) -> dict[Resource, float]:
         """Chunks crossing each resource for ``sends`` = [(src, dst[, chunks]), ...]."""
+        if len(sends) >= ARRAY_SENDS and hasattr(self.channels, "route_floats"):
+            out = self._load_by_arrays(sends)           # a cluster: its routes as arrays
+            if out is not None:
+                return out
         out: dict[Resource, float] = {}
+        floats = getattr(self.channels, "route_floats", None)      # a cluster: its cached routes
         for s in sends:
             i, j = s[0], s[1]
             amount = s[2] if len(s) > 2 else 1.0
-            for r, f in self.channels[(i, j)]:
+            for r, f in (self.channels[(i, j)] if floats is None else floats(i, j)):
                 out[r] = out.get(r, 0.0) + amount * float(f)
         return out
+
+    def route_arrays(self):
+        """A cluster's :class:`synth.ir.cluster_routes.RouteArrays` with resources numbered in
+        :attr:`resources` order (``.names``: that order), made once; None for other fabrics."""
+        if not hasattr(self.channels, "route_floats"):
+            return None
+        arrays = self.__dict__.get("_route_arrays")
+        if arrays is None:
+            from synth.ir.cluster_routes import RouteArrays
+            names = list(self.resources)
+            arrays = RouteArrays(self.channels, None, {r: k for k, r in enumerate(names)})
+            arrays.names = names
+            self.__dict__["_route_arrays"] = arrays
+        return arrays
+
+    def _load_by_arrays(self, sends) -> dict[Resource, float] | None:
+        """:meth:`load` of a cluster's ``sends`` from its :class:`synth.ir.cluster_routes.RouteArrays`:
+        the same products ``chunks x fraction`` summed in the same order (``bincount`` adds them in
+        array order), resources in the order they are first loaded; None where some pair is not
+        a channel (the one-by-one path then raises as usual)."""
+        import numpy as np
+        arrays = self.route_arrays()
+        got = arrays.entries([s[0] for s in sends], [s[1] for s in sends])
+        if got is None:
+            return None
+        starts, idx, frac, _, _ = got
+        amount = np.array([s[2] if len(s) > 2 else 1.0 for s in sends], dtype=float)
+        total = np.bincount(idx, weights=np.repeat(amount, np.diff(starts)) * frac, minlength=len(arrays.names))
+        used, first = np.unique(idx, return_index=True)
+        used = used[np.argsort(first)].tolist()
+        names = arrays.names
+        return dict(zip([names[k] for k in used], total[used].tolist()))
 
     def describe(self) -> str:
         return (f"fabric of {self.topology_name}: {self.num_ranks} ranks, {len(self.channels)} channels, "

@@ -45,21 +45,20 @@ topo_probe.errors.ScheduleInvalid: step 0, transfer 0 (chunk 0, rank 1 -> 0): ra
 
 from __future__ import annotations
 
-import math
 import weakref
 from dataclasses import dataclass, field
 
+from synth.ir.capacity import (  # noqa: F401  (re-exported: the verifier's capacity rule, in one place)
+    ARRAY_LOADS, CAPACITY_EPS, over_capacity, required_rounds, rounds_for_loads, sized_steps, step_loads)
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric, Resource
 from synth.ir.schedule import OPS, Schedule, Step
-from topo_probe.errors import ScheduleInvalid, TopocollError
+from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError
 
 RULES = ("not-held", "double-count", "reduce-into-empty", "overwrite-loses", "write-conflict",
          "op-mismatch", "no-channel", "over-capacity", "postcondition", "wrong-topology",
          "bad-transfer", "bad-rounds", "bad-collective")
 
-#: slack allowed when comparing a load with a capacity (chunks)
-CAPACITY_EPS = 1e-9
 
 
 @dataclass(frozen=True)
@@ -103,45 +102,6 @@ def resource_name(resource: Resource) -> str:
     return f"{resource[0]}->{resource[1]}"
 
 
-def step_loads(fabric: Fabric, sends: list[tuple[int, int]] | list[tuple[int, int, float]]) -> dict[Resource, float]:
-    """Chunks per resource for ``sends`` = [(src, dst[, chunks])]: :meth:`Fabric.load` of the
-    sends merged per (src, dst) pair (what the ``over-capacity`` rule compares)."""
-    counts: dict[tuple[int, int], float] = {}
-    for snd in sends:
-        counts[(snd[0], snd[1])] = counts.get((snd[0], snd[1]), 0.0) + (snd[2] if len(snd) > 2 else 1.0)
-    return fabric.load([(i, j, k) for (i, j), k in counts.items()])
-
-
-def required_rounds(fabric: Fabric, sends: list[tuple[int, int]] | list[tuple[int, int, float]]) -> int:
-    """Fewest whole rounds (>= 1) in which ``sends`` = [(src, dst[, chunks])] fit the fabric.
-
-    Uses exactly the test of the ``over-capacity`` rule, so a step declaring this many rounds
-    passes it.
-
-    >>> from topo_probe.topology.model import Topology
-    >>> from synth.ir.fabric import build_fabric
-    >>> t = Topology("two"); _ = t.add_gpu(0); _ = t.add_gpu(1)
-    >>> t.add_link("gpu0", "gpu1", kind="nvlink", links=2, bandwidth_gbps=50.0)
-    >>> f = build_fabric(t)
-    >>> required_rounds(f, [(0, 1)] * 5)   # 2 links carry 2 chunks per round
-    3
-    """
-    return rounds_for_loads(fabric, step_loads(fabric, sends))
-
-
-def rounds_for_loads(fabric: Fabric, loads: dict[Resource, float]) -> int:
-    """Fewest whole rounds (>= 1) in which ``loads`` (chunks per resource, e.g. from
-    :func:`step_loads`) fit ``fabric``'s capacities, by the test of the ``over-capacity`` rule."""
-    rounds = 1
-    for r, load in loads.items():
-        per_round = fabric.capacity(r, 1)
-        if per_round > 0:
-            rounds = max(rounds, math.ceil(load / per_round - 1e-12))
-    while any(load > fabric.capacity(r, rounds) + CAPACITY_EPS for r, load in loads.items()):
-        rounds += 1
-    return rounds
-
-
 def _ranks_text(mask: int) -> str:
     return "[" + ", ".join(str(i) for i in range(mask.bit_length()) if mask >> i & 1) + "]"
 
@@ -153,8 +113,10 @@ def _where(si: int, ti: int, t) -> str:
 class _Replay:
     """Symbolic state and the rule checks of one verification run."""
 
-    def __init__(self, schedule: Schedule, spec: CollectiveSpec, fabric: Fabric | None) -> None:
+    def __init__(self, schedule: Schedule, spec: CollectiveSpec, fabric: Fabric | None,
+                 known_loads: list | None = None) -> None:
         self.s, self.spec, self.fabric = schedule, spec, fabric
+        self.known_loads = known_loads
         self.n, self.m = spec.ranks, spec.num_chunks
         self.combining = spec.combining
         self.chunks = spec.chunks()
@@ -178,34 +140,57 @@ class _Replay:
         keep, self.violations = self.violations, found
         if step.rounds < 1:
             self.add("bad-rounds", f"step {si}: rounds must be >= 1, got {step.rounds}", si)
-        writes: dict[tuple[int, int], list[tuple[int, str, int]]] = {}
+        # (dst * m + chunk) -> the step's first write into it (transfer, op, value); later ones in `more`
+        first: dict[int, tuple[int, str, int]] = {}
+        more: dict[int, list[tuple[int, str, int]]] = {}
         pairs: list[tuple[int, int]] = []
+        n, m, state, fabric, channel_ok = self.n, self.m, self.state, self.fabric, self.channel_ok
+        combining = self.combining
         for ti, t in enumerate(step.transfers):
-            if not self._transfer_ok(si, ti, t):
+            chunk, src, dst, op = t.chunk, t.src, t.dst, t.op
+            if not (0 <= chunk < m and 0 <= src < n and 0 <= dst < n and src != dst and op in OPS):
+                self._transfer_ok(si, ti, t)               # adds the violation that applies
                 continue
-            if self.fabric is not None:
-                ok = self.channel_ok.get((t.src, t.dst))
+            if fabric is not None:
+                pair = (src, dst)
+                ok = channel_ok.get(pair)
                 if ok is None:
-                    ok = self.channel_ok[(t.src, t.dst)] = self.fabric.has_channel(t.src, t.dst)
+                    ok = channel_ok[pair] = fabric.has_channel(src, dst)
                 if ok:
-                    pairs.append((t.src, t.dst))
+                    pairs.append(pair)
                 else:
-                    self.add("no-channel", f"{_where(si, ti, t)}: rank {t.src} -> {t.dst} is not a channel "
-                             f"of fabric {self.fabric.topology_name!r}", si, ti, t.src, t.chunk)
-            if t.op == "reduce" and not self.combining:
+                    self.add("no-channel", f"{_where(si, ti, t)}: rank {src} -> {dst} is not a channel "
+                             f"of fabric {fabric.topology_name!r}", si, ti, src, chunk)
+            if op == "reduce" and not combining:
                 self.add("op-mismatch", f"{_where(si, ti, t)}: reduce in {self.spec.name}, which does not "
-                         f"combine", si, ti, t.dst, t.chunk)
+                         f"combine", si, ti, dst, chunk)
                 continue
-            val = self.state.get(t.src * self.m + t.chunk, 0)
+            val = state.get(src * m + chunk, 0)
             if not val:
-                self.add("not-held", f"{_where(si, ti, t)}: rank {t.src} does not hold chunk {t.chunk} yet",
-                         si, ti, t.src, t.chunk)
+                self.add("not-held", f"{_where(si, ti, t)}: rank {src} does not hold chunk {chunk} yet",
+                         si, ti, src, chunk)
                 continue
-            writes.setdefault((t.dst, t.chunk), []).append((ti, t.op, val))
-        updates = [(key, self._resolve(si, step, key, ws)) for key, ws in writes.items()]
-        for (dst, chunk), val in updates:
-            self.state[dst * self.m + chunk] = val
-        if self.fabric is not None:
+            key = dst * m + chunk
+            if key in first:
+                more.setdefault(key, []).append((ti, op, val))
+            else:
+                first[key] = (ti, op, val)
+        if combining:
+            updates = []
+            for key, w in first.items():
+                cur = state.get(key, 0)
+                if key in more or (not cur if w[1] == "reduce" else cur & ~w[2]) or (w[1] == "reduce" and w[2] & cur):
+                    updates.append((key, self._resolve(si, step, divmod(key, m), [w, *more.get(key, ())])))
+                else:            # one write and nothing to report: _resolve's result, by hand
+                    updates.append((key, cur | w[2] if w[1] == "reduce" else w[2]))
+        elif more:        # no reduces here (op-mismatch): one copy is written, two conflict
+            updates = [(key, w[2] if key not in more else self._resolve(si, step, divmod(key, m), [w, *more[key]]))
+                       for key, w in first.items()]
+        else:
+            updates = [(key, w[2]) for key, w in first.items()]
+        for key, val in updates:
+            state[key] = val
+        if fabric is not None:
             self._capacity(si, step, pairs)
         found.sort(key=lambda v: (v.transfer is None, v.transfer or 0))
         self.violations = keep + found
@@ -260,12 +245,15 @@ class _Replay:
 
     def _capacity(self, si: int, step: Step, pairs: list[tuple[int, int]]) -> None:
         fab = self.fabric
-        loads = step_loads(fab, pairs)
+        # loads a builder computed for this step's transfers: the same as step_loads(fab, pairs)
+        # when every transfer passed the checks above (pairs is then every transfer, in order)
+        known = self.known_loads[si] if self.known_loads is not None and len(pairs) == len(step.transfers) else None
+        loads = known if known is not None else step_loads(fab, pairs)
         self.loads.append(loads)
         self.rounds_needed.append(rounds_for_loads(fab, loads) if pairs else 1)
         if step.rounds < 1:
             return
-        for r in sorted(loads):
+        for r in sorted(over_capacity(fab, loads, step.rounds)):
             cap = fab.capacity(r, step.rounds)
             if loads[r] > cap + CAPACITY_EPS:
                 self.add("over-capacity", f"step {si}: resource {resource_name(r)} carries {loads[r]:g} "
@@ -301,7 +289,7 @@ def _topology_violations(schedule: Schedule, fabric: Fabric) -> list[Violation]:
     return out
 
 
-def verify(schedule: Schedule, fabric: Fabric | None = None) -> VerifyReport:
+def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | None = None) -> VerifyReport:
     """Replay ``schedule`` symbolically and report every broken rule (see module docstring).
 
     Parameters
@@ -311,6 +299,10 @@ def verify(schedule: Schedule, fabric: Fabric | None = None) -> VerifyReport:
     fabric : Fabric, optional
         When given, transfers must use its channels, each step's resource loads must fit
         ``capacity(resource, step.rounds)``, and the topology fingerprints must agree.
+    loads : list, optional
+        Per step of ``schedule``, :func:`step_loads` of ``fabric`` for that step's transfers'
+        ``(src, dst)`` pairs, as :func:`sized_steps` returns them: not computed again (a step
+        with a transfer that fails a check has its loads computed without it, as always).
 
     Returns
     -------
@@ -327,7 +319,9 @@ def verify(schedule: Schedule, fabric: Fabric | None = None) -> VerifyReport:
         pre = _topology_violations(schedule, fabric)
         if schedule.ranks != fabric.num_ranks:
             fabric = None
-    rep = _Replay(schedule, spec, fabric)
+    if loads is not None and len(loads) != len(schedule.steps):
+        raise InvalidArgument(f"verify: {len(loads)} step loads for {len(schedule.steps)} steps")
+    rep = _Replay(schedule, spec, fabric, loads if fabric is not None else None)
     rep.violations = pre
     for si, step in enumerate(schedule.steps):
         rep.step(si, step)
@@ -359,7 +353,7 @@ def _remember(schedule: Schedule, fabric: Fabric | None) -> None:
     _PASSED[key] = (ref, weakref.ref(fabric) if fabric is not None else None)
 
 
-def check(schedule: Schedule, fabric: Fabric | None = None) -> None:
+def check(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | None = None) -> None:
     """Raise :class:`~topo_probe.errors.ScheduleInvalid` for the first violation of :func:`verify`.
 
     The error's ``rule``, ``step``, ``transfer``, ``rank`` and ``chunk`` locate it; its message
@@ -368,9 +362,9 @@ def check(schedule: Schedule, fabric: Fabric | None = None) -> None:
 
     A schedule whose very steps (the same tuple object, as ``schedule.with_(meta=...)`` keeps
     them) already passed on the very same fabric object is not replayed again: a synthesizer's
-    check and the pipeline's check before saving verify it once.
+    check and the pipeline's check before saving verify it once.  ``loads``: as :func:`verify`'s.
     """
     if _passed_before(schedule, fabric):
         return
-    verify(schedule, fabric).raise_first()
+    verify(schedule, fabric, loads=loads).raise_first()
     _remember(schedule, fabric)

@@ -58,6 +58,10 @@ from synth.ir.schedule import Schedule, Step
 from synth.model.physics import CostParams, cost_params_for
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
+#: steps of at least this many transfers on a cluster read their routes as arrays (RouteArrays)
+ARRAY_TRANSFERS = 64
+
+
 @dataclass(frozen=True)
 class Estimate:
     """A schedule's modelled time: ``time_us`` in all, run over ``slices`` message slices in
@@ -99,14 +103,17 @@ def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
 
 
 class _Routes(dict):
-    """Channel -> [(resource index, fraction)], filled on first use (a cluster's fabric computes
-    its million routes on demand; caching all of them would cost gigabytes)."""
+    """Channel -> ``(resource indices, fractions, latency in µs)``: the route as two NumPy arrays
+    (in route order) and the channel's latency plus ``extra_us`` where the route crosses the
+    network; filled on first use (a cluster's fabric computes its million routes on demand;
+    caching all of them would cost gigabytes)."""
 
     LIMIT = 300_000
 
-    def __init__(self, channels, index: dict) -> None:
+    def __init__(self, fabric: Fabric, index: dict, network: np.ndarray, extra_us: float) -> None:
         super().__init__()
-        self.channels, self.index = channels, index
+        self.fabric, self.channels, self.index = fabric, fabric.channels, index
+        self.network, self.extra_us = network, extra_us
 
     def get(self, key, default=None):
         hit = dict.get(self, key)
@@ -115,10 +122,26 @@ class _Routes(dict):
         route = self.channels.get(key)
         if route is None:
             return default
-        hit = [(self.index[r], float(f)) for r, f in route]
+        idx = np.array([self.index[r] for r, _ in route], dtype=np.intp)
+        frac = np.array([float(f) for _, f in route], dtype=float)
+        crosses = bool(self.network[idx].any()) if len(idx) else False
+        lat = self.fabric.channel_latency_us(*key) + (self.extra_us if crosses else 0.0)
+        hit = (idx, frac, lat)
         if len(self) < self.LIMIT:
             self[key] = hit
         return hit
+
+
+@dataclass(frozen=True)
+class _Wavefronts:
+    """A schedule run over ``slices`` message slices, apart from the size: ``count`` wavefronts,
+    ``peak`` the busiest resource's chunks over its rate in each (µs per chunk byte, before
+    dividing the chunk by ``slices``), ``fixed_us`` launch, step overheads and latencies (µs)."""
+
+    slices: int
+    count: int
+    peak: np.ndarray
+    fixed_us: float
 
 
 class CostModel:
@@ -142,9 +165,11 @@ class CostModel:
         #: effective bytes per µs of each resource
         self.rate = np.array([info.bandwidth_gbps * self.params.efficiency(info.kind) * 1e3
                               for info in fabric.resources.values()], dtype=float)
-        self._routes = _Routes(fabric.channels, self._res)
         self._network = np.array([info.kind == "network" for info in fabric.resources.values()], dtype=bool)
-        self._last: tuple | None = None      # (schedule, loads, latencies) of the last schedule timed
+        self._routes = _Routes(fabric, self._res, self._network, self.params.network_latency_us)
+        self._arrays = None                  # a cluster's routes for whole steps (RouteArrays), made on first use
+        #: (schedule, loads, latencies, its :class:`_Wavefronts` per slice count) of the last schedule timed
+        self._last: tuple | None = None
 
     # ---------------------------------------------------------------- loads
     def step_loads(self, step: Step, step_index: int = 0) -> tuple[np.ndarray, float]:
@@ -155,22 +180,39 @@ class CostModel:
         ScheduleInvalid
             A transfer whose src -> dst is not a channel (rule ``no-channel``).
         """
-        load = np.zeros(len(self.rate))
+        if len(step.transfers) >= ARRAY_TRANSFERS and self._route_arrays() is not None:
+            got = self._arrays.step([t.src for t in step.transfers], [t.dst for t in step.transfers])
+            if got is not None:           # else: some pair is no channel, reported below
+                return np.bincount(got[0], weights=got[1], minlength=len(self.rate)).astype(float, copy=False), got[2]
+        idx, frac = [], []
         lat = 0.0
         for ti, t in enumerate(step.transfers):
-            route = self._routes.get((t.src, t.dst))
-            if route is None:
+            hit = self._routes.get((t.src, t.dst))
+            if hit is None:
                 raise ScheduleInvalid(
                     f"step {step_index}, transfer {ti} (chunk {t.chunk}, rank {t.src} -> {t.dst}): "
                     f"not a channel of fabric {self.fabric.topology_name!r} (rule: no-channel)",
                     rule="no-channel", step=step_index, transfer=ti, rank=t.src, chunk=t.chunk)
-            crosses = False
-            for r, f in route:
-                load[r] += f
-                crosses = crosses or bool(self._network[r])
-            extra = self.params.network_latency_us if crosses else 0.0
-            lat = max(lat, self.fabric.channel_latency_us(t.src, t.dst) + extra)
-        return load, lat
+            idx.append(hit[0])
+            frac.append(hit[1])
+            lat = max(lat, hit[2])
+        if not idx:
+            return np.zeros(len(self.rate)), lat
+        # bincount adds the fractions in transfer order, as a loop of load[r] += f would
+        load = np.bincount(np.concatenate(idx), weights=np.concatenate(frac), minlength=len(self.rate))
+        return load.astype(float, copy=False), lat
+
+    def _route_arrays(self):
+        """The cluster fabric's :class:`synth.ir.cluster_routes.RouteArrays` (None: not a cluster)."""
+        if self._arrays is None:
+            from synth.ir.cluster_fabric import ClusterChannels, ClusterLatencies
+            ch, lat = self.fabric.channels, self.fabric.path_latency_us
+            if not (isinstance(ch, ClusterChannels) and isinstance(lat, ClusterLatencies)):
+                self._arrays = False
+            else:
+                from synth.ir.cluster_routes import RouteArrays
+                self._arrays = RouteArrays(ch, lat, self._res, self._network, self.params.network_latency_us)
+        return self._arrays or None
 
     def _wave_time(self, load: np.ndarray, lat: float, nbytes_chunk: float) -> tuple[float, float]:
         t = float(np.max(load / self.rate)) * nbytes_chunk if len(load) else 0.0
@@ -193,24 +235,35 @@ class CostModel:
             loads[si], lats[si] = self.step_loads(step, si)
         return loads, lats
 
-    def _pipelined(self, loads: np.ndarray, lats: np.ndarray, cb: float, k: int) -> Estimate:
-        S = len(lats)
-        p = self.params
+    def _wavefronts(self, loads: np.ndarray, lats: np.ndarray, k: int) -> "_Wavefronts":
+        """What :meth:`estimate` needs of a schedule run over ``k`` slices, whatever the size."""
+        S, p = len(lats), self.params
         if S == 0:
-            return Estimate(p.launch_us, k, 0, 0.0, p.launch_us)
+            return _Wavefronts(k, 0, np.zeros(0), p.launch_us)
         csum = np.vstack([np.zeros((1, loads.shape[1])), np.cumsum(loads, axis=0)])
         w = np.arange(S + k - 1)
         lo, hi = np.maximum(0, w - k + 1), np.minimum(S - 1, w)
         window = csum[hi + 1] - csum[lo]                       # (W, R) chunks per wavefront
-        t = np.max(window / self.rate, axis=1) * (cb / k) if loads.shape[1] else np.zeros(len(w))
-        lat_w = np.array([lats[a:b + 1].max() for a, b in zip(lo, hi)])
+        peak = np.max(window / self.rate, axis=1) if loads.shape[1] else np.zeros(len(w))
+        lat_w = np.full(len(w), -np.inf)                       # slowest channel of each wavefront
+        for d in range(min(k, len(w))):                        # step s is in wavefronts s .. s + k - 1
+            np.maximum(lat_w[d:d + S], lats, out=lat_w[d:d + S])
         fixed = p.launch_us + float(np.sum(p.step_overhead_us + lat_w))
-        pipe = float(np.sum(2.0 * np.sqrt(p.slice_overhead_us * t)))
+        return _Wavefronts(k, len(w), peak, fixed)
+
+    def _pipelined(self, wave: "_Wavefronts", cb: float) -> Estimate:
+        if wave.count == 0:
+            return Estimate(wave.fixed_us, wave.slices, 0, 0.0, wave.fixed_us)
+        t = wave.peak * (cb / wave.slices)                     # bandwidth term of each wavefront (µs)
+        pipe = float(np.sum(2.0 * np.sqrt(self.params.slice_overhead_us * t)))
         bw = float(np.sum(t))
-        return Estimate(fixed + bw + pipe, k, len(w), bw, fixed)
+        return Estimate(wave.fixed_us + bw + pipe, wave.slices, wave.count, bw, wave.fixed_us)
 
     def estimate(self, schedule: Schedule, nbytes: float) -> Estimate:
         """The best :class:`Estimate` over the pipelining choices for ``nbytes`` (nccl-tests size).
+
+        The loads, latencies and wavefronts of the last schedule asked about are kept, so timing
+        one schedule at many sizes costs its transfers once.
 
         Raises
         ------
@@ -220,10 +273,11 @@ class CostModel:
         if nbytes < 0:
             raise InvalidArgument(f"nbytes must be >= 0, got {nbytes!r}")
         if self._last is None or self._last[0] is not schedule:
-            self._last = (schedule, *self._matrix(schedule))
-        _, loads, lats = self._last
+            loads, lats = self._matrix(schedule)
+            self._last = (schedule, loads, lats,
+                          [self._wavefronts(loads, lats, k) for k in sorted(set(self.params.pipeline_slices))])
         cb = chunk_bytes(schedule, nbytes)
-        ests = [self._pipelined(loads, lats, cb, k) for k in sorted(set(self.params.pipeline_slices))]
+        ests = [self._pipelined(wave, cb) for wave in self._last[3]]
         return min(ests, key=lambda e: (e.time_us, e.slices))
 
     def schedule_time_us(self, schedule: Schedule, nbytes: float) -> float:

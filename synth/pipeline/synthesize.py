@@ -55,6 +55,7 @@ from synth.formats.schedule_file import save_schedule
 from synth.ir.schedule import Schedule, atomic_write_text
 from synth.ir.verifier import check
 from synth.model.cost import CostModel
+from synth.pipeline.collector import PausedCollector
 from synth.pipeline.candidates import BWOPT_COLLECTIVES, baselines, bwopt, bwopt_effective, curves, sat_pareto
 from synth.pipeline.msccl_export import export_msccl
 from synth.pipeline.keep import link_identical, unchanged
@@ -351,12 +352,13 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
     (work / "schedules").mkdir()
     t0 = time.perf_counter() - fabric_s
     results: dict[str, CollectiveResult] = {}
-    with RunProgress(opts.collectives, opts.progress, opts.verbose, opts.log) as prog:
+    with RunProgress(opts.collectives, opts.progress, opts.verbose, opts.log) as prog, PausedCollector() as gcp:
         prog.run_wide["fabric"] = fabric_s
         for coll in opts.collectives:
             opts.log(f"{coll}: synthesizing on {fabric.describe()}")
             t = time.perf_counter()
             results[coll] = synthesize_collective(fabric, coll, opts, work, prog)
+            gcp.checkpoint()
             results[coll].summary["total_s"] = round(time.perf_counter() - t, 3)
         with prog.stage("plan"):
             plan, curves, ncc = build_plan(fabric, results, topo)

@@ -23,6 +23,10 @@ from synth.solve.bwopt.arborescence import exact
 __all__ = ["bandwidth_term", "capacities", "lockstep_bandwidth_term", "resource_term"]
 
 
+#: from this many distinct channels on, a cluster's loads are summed over its route arrays
+ARRAY_PAIRS = 256
+
+
 def capacities(fabric: Fabric, efficiency=None) -> dict:
     """Chunks per round of every resource; with ``efficiency`` (link kind -> factor) the effective
     ones, rounded as :mod:`synth.model.cuts` rounds them for its bounds."""
@@ -34,10 +38,26 @@ def capacities(fabric: Fabric, efficiency=None) -> dict:
 
 
 def _loads(fabric: Fabric, transfers) -> dict:
-    load: dict = {}
-    for (i, j), k in Counter((t.src, t.dst) for t in transfers).items():
+    """Chunks per resource of ``transfers`` (exact): the transfers counted per channel, the
+    channels' route fractions counted per resource and fraction in integers, and one Fraction
+    product per distinct (resource, fraction) (a cluster's routes share few fractions)."""
+    counts = Counter((t.src, t.dst) for t in transfers)
+    getter = getattr(fabric, "route_arrays", None)
+    arrays = getter() if getter is not None and len(counts) >= ARRAY_PAIRS else None
+    if arrays is not None:                 # a cluster: its routes as arrays
+        got = arrays.exact_loads([i for i, _ in counts], [j for _, j in counts], list(counts.values()))
+        if got is not None:
+            return {arrays.names[r]: v for r, v in got.items()}
+    times: dict = {}                       # (resource, numerator, denominator) -> chunks
+    for (i, j), k in counts.items():
         for r, f in fabric.channels[(i, j)]:
-            load[r] = load.get(r, Fraction(0)) + k * Fraction(f)
+            if not isinstance(f, Fraction):          # a hand-made fabric's int or float
+                f = Fraction(f)
+            key = (r, f.numerator, f.denominator)
+            times[key] = times.get(key, 0) + k
+    load: dict = {}
+    for (r, num, den), k in times.items():
+        load[r] = load.get(r, Fraction(0)) + Fraction(k * num, den)
     return load
 
 

@@ -35,8 +35,8 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 
 from synth.ir.fabric import Fabric
-from synth.ir.schedule import Schedule, Step, Transfer
-from synth.ir.verifier import check, required_rounds
+from synth.ir.schedule import Schedule, Transfer
+from synth.ir.verifier import check, sized_steps
 from synth.model.physics import cost_params_for
 from synth.solve.bwopt.arborescence import exact
 from synth.solve.bwopt.bandwidth_term import bandwidth_term
@@ -261,16 +261,15 @@ def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float
     n = fabric.num_ranks
     best = None
     for C in range(1, max_chunks + 1):
-        steps = tuple(Step(required_rounds(fabric, [(t.src, t.dst) for t in ts]), tuple(ts))
-                      for ts in _transfers(q, weights, C) if ts)
+        steps, loads = sized_steps(fabric, _transfers(q, weights, C))
         sched = Schedule("alltoall", n, C, steps, None, False, "mcf-lp", fabric.topology_name, fabric.fingerprint)
         term = bandwidth_term(sched, fabric)
         if best is None or term < best[1]:
-            best = (sched, term)
+            best = (sched, term, loads)
         if float(term) <= lp_T * 1.005:
             break
-    sched, term = best
-    check(sched, fabric)
+    sched, term, loads = best
+    check(sched, fabric, loads=loads)
     bound = Fraction(fabric_bounds(fabric, "alltoall").bandwidth_rounds_per_block)
     return sched.with_(meta={
         "method": "mcf-lp", "lp_rounds_per_block": lp_T, "bound_rounds_per_block": float(bound),

@@ -48,8 +48,8 @@ from fractions import Fraction
 
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric, build_fabric
-from synth.ir.schedule import Schedule, Step, Transfer
-from synth.ir.verifier import check, required_rounds
+from synth.ir.schedule import Schedule, Transfer
+from synth.ir.verifier import check, sized_steps
 from synth.solve.bwopt.bandwidth_term import bandwidth_term, resource_term
 from synth.solve.bwopt.trees import bfs_edges
 from synth.solve.cluster.leaf_relay import best_relay, leaf_partners, relay_plan
@@ -182,8 +182,6 @@ def _broadcast_phases(forest: LocalForest, g: int, H: int, C: int, e: int,
             + _host_phase(forest, g, H, C, carried, False))
 
 
-def _steps(fabric: Fabric, phases: list[list[Transfer]]) -> tuple[Step, ...]:
-    return tuple(Step(required_rounds(fabric, [(t.src, t.dst) for t in ts]), tuple(ts)) for ts in phases if ts)
 
 
 def _checked(name: str, chunks, carried) -> None:
@@ -286,9 +284,10 @@ def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s
         ag = local_forest(host, False, H * C, time_limit_s=budget)
         phases += _as_transfers(_broadcast_phases(ag, g, H, C, e, leaves, direct), False)
         forests.append(ag)
-    sched = Schedule(name, g * H, C, _steps(fabric, phases), None, False, "hierarchical", fabric.topology_name,
+    steps, loads = sized_steps(fabric, phases)
+    sched = Schedule(name, g * H, C, steps, None, False, "hierarchical", fabric.topology_name,
                      fabric.fingerprint)
-    check(sched, fabric)
+    check(sched, fabric, loads=loads)
     extra = {"leaf_relay": True} if leaves is not None else {}
     if direct:
         extra["leaf_direct"] = {f"{a}->{b}": str(k) for (a, b), k in sorted(direct.items())}

@@ -27,8 +27,8 @@ from fractions import Fraction
 
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
-from synth.ir.schedule import Schedule, Step, Transfer
-from synth.ir.verifier import check, required_rounds
+from synth.ir.schedule import Schedule, Transfer
+from synth.ir.verifier import check, sized_steps
 from synth.solve.bwopt.bandwidth_term import bandwidth_term
 from synth.solve.cluster.compose import host_fabric, tree_levels
 from synth.solve.cluster.local_trees import LocalForest, local_forest
@@ -148,11 +148,10 @@ def _build(fabric: Fabric, host: Fabric, name: str, root: int, k: int, time_limi
         steps = [[Transfer(c, v, u, "reduce") for c, u, v in ts] for ts in reversed(phases)]
     else:
         steps = [[Transfer(c, u, v, "copy") for c, u, v in ts] for ts in phases]
-    sched = Schedule(name, fabric.num_ranks, k * g,
-                     tuple(Step(required_rounds(fabric, [(t.src, t.dst) for t in ts]), tuple(ts))
-                           for ts in steps if ts),
-                     root, False, "hierarchical", fabric.topology_name, fabric.fingerprint)
-    check(sched, fabric)
+    sized, loads = sized_steps(fabric, steps)
+    sched = Schedule(name, fabric.num_ranks, k * g, sized, root, False, "hierarchical", fabric.topology_name,
+                     fabric.fingerprint)
+    check(sched, fabric, loads=loads)
     return sched.with_(meta=_meta(sched, fabric, name, root, forest, 0.0))
 
 

@@ -290,3 +290,42 @@ def test_one_nvlink_domain_beyond_the_ring_search_gets_the_natural_ring():
     s = baseline("ring", f, "allreduce")
     verify(s, f)
     assert s.num_steps == 2 * (72 - 1)
+
+
+@pytest.mark.parametrize("n", [2, 5, 8, 13])
+@pytest.mark.parametrize("C", [1, 3])
+def test_bruck_alltoall_refuses_up_front_at_the_count_it_builds(monkeypatch, n, C):
+    """bruck's alltoall expects exactly the transfers it builds: with MAX_TRANSFERS at that count it
+    is built, one below it is refused (TooManyTransfers) before a single transfer is added."""
+    import synth.baselines._common as common
+    f = build_fabric(fully_connected(n))
+    built = sum(len(st.transfers) for st in baseline("bruck", f, "alltoall", chunks=C).steps)
+    monkeypatch.setattr(common, "MAX_TRANSFERS", built)
+    assert sum(len(st.transfers) for st in baseline("bruck", f, "alltoall", chunks=C).steps) == built
+    monkeypatch.setattr(common, "MAX_TRANSFERS", built - 1)
+    added = []
+    real_add = common.Builder.add
+    monkeypatch.setattr(common.Builder, "add", lambda self, *a: (added.append(a), real_add(self, *a))[1])
+    with pytest.raises(common.TooManyTransfers, match="more than"):
+        baseline("bruck", f, "alltoall", chunks=C)
+    assert len(added) == 1              # the refusal of Builder.expect, not a built transfer
+
+
+@pytest.mark.parametrize("coll", ["allgather", "allreduce", "reduce"])
+def test_direct_adds_its_steps_in_batches_as_one_by_one(monkeypatch, coll):
+    """direct's batches (Builder.extend) give the schedule of one Builder.add per move, and the
+    same refusal past MAX_TRANSFERS."""
+    import synth.baselines._common as common
+    from synth.baselines import direct
+    f = build_fabric(fully_connected(6))
+    spec = common.make_spec("direct", f, coll, None, 2, 1)
+    b = common.Builder("direct", spec, f)
+    for step, chunk, src, dst, op in direct._moves(spec, 0):
+        b.add(step, chunk, src, dst, op)
+    assert baseline("direct", f, coll, chunks=2) == b.finish("direct", {})
+    built = len(direct._moves(spec, 0))
+    monkeypatch.setattr(common, "MAX_TRANSFERS", built - 1)
+    with pytest.raises(common.TooManyTransfers, match=f"direct {coll} on 6 ranks with 2 chunks per rank needs more"):
+        baseline("direct", f, coll, chunks=2)
+    monkeypatch.setattr(common, "MAX_TRANSFERS", built)
+    assert sum(len(st.transfers) for st in baseline("direct", f, coll, chunks=2).steps) == built

@@ -40,3 +40,16 @@ def test_big_schedules_stay_compact(fabric16, monkeypatch):
     s = baseline("ring", fabric16, "allgather")
     monkeypatch.setattr(schedule_mod, "INDENT_TRANSFERS", 10)
     assert s.to_json() == json.dumps(s.to_dict(), separators=(",", ":"))
+
+
+@pytest.mark.parametrize("coll,name", [("allreduce", "ring"), ("alltoall", "bruck"), ("allreduce", "oneshot")])
+def test_compact_json_matches_the_encoder(fabric16, monkeypatch, coll, name):
+    """Past the threshold the steps are formatted as text too: the bytes of the compact encoder."""
+    s = baseline(name, fabric16, coll)
+    monkeypatch.setattr(schedule_mod, "INDENT_TRANSFERS", 10)
+    assert s.to_json() == json.dumps(s.to_dict(), separators=(",", ":"))
+    idle = Schedule("allreduce", 2, 1, (Step(2, ()), Step(1, (Transfer(0, 0, 1, "reduce"), Transfer(1, 1, 0)))),
+                    meta={"note": "x\\ty\u00e9", "n": [1, 2]})
+    monkeypatch.setattr(schedule_mod, "INDENT_TRANSFERS", 0)
+    assert idle.to_json() == json.dumps(idle.to_dict(), separators=(",", ":"))
+    assert Schedule.from_dict(json.loads(idle.to_json())) == idle

@@ -22,9 +22,9 @@ def counted(monkeypatch):
     calls = []
     real = verifier.verify
 
-    def spy(schedule, fabric=None):
+    def spy(schedule, fabric=None, **kwargs):
         calls.append(schedule)
-        return real(schedule, fabric)
+        return real(schedule, fabric, **kwargs)
     monkeypatch.setattr(verifier, "verify", spy)
     return calls
 
