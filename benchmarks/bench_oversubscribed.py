@@ -10,14 +10,16 @@ each leaf joined to the spine by ``1/R`` of its NIC bandwidth (``spine_oversubsc
 
 * ``gpu_cut``, ``host_cut`` and ``leaf_cut``: rounds per block (1 round = 1 chunk over the
   fabric's unit, 25 GB/s), counted by hand: a GPU takes the other ``8 H - 1`` blocks in over its
-  18 NVLinks of 25 GB/s and its NIC of 50 GB/s (``(8 H - 1) / 20``); a host takes the other ``8 (H - 1)`` blocks in through its 8 NICs
-  (``(H - 1) / 2``); a leaf takes the ``8 (H - L)`` blocks of the other leaves in through its
-  uplink of ``L * 8 * 50 / R`` GB/s (``R (H - L) / (2 L)``; a partly filled last leaf has the
-  same uplink as a full one and fewer blocks inside);
+  18 NVLinks of 25 GB/s and its NIC of 50 GB/s (``(8 H - 1) / 20``); a host takes the other
+  ``8 (H - 1)`` blocks in through its 8 NICs (``(H - 1) / 2``); a leaf takes the ``8 (H - L)``
+  blocks of the other leaves in through its uplink of ``L * 8 * 50 / R`` GB/s
+  (``R (H - L) / (2 L)``; a partly filled last leaf has the same uplink as a full one and fewer
+  blocks inside);
 * ``bound``: :func:`synth.model.bounds.lower_bounds` (max-flow cuts of the fabric), which must
   equal the larger hand count (the ``bound_ok`` column);
-* per collective, the schedule ``bandwidth_optimal`` returns (``method="auto"``) and its ratio to the bound (allreduce: to the phased bound (RS + AG) / n); ``no_relay``: the
-  hierarchy with one rails step (the schedule before leaf relays) for comparison.
+* per collective, the schedule ``bandwidth_optimal`` returns (``method="auto"``) and its ratio
+  to the bound (allreduce: to the phased bound (RS + AG) / n); ``no_relay``: the hierarchy with
+  one rails step (the schedule before leaf relays) for comparison.
 
 Writes ``<out>.md`` and ``<out>.csv``.
 """

@@ -19,9 +19,10 @@ host the remote pieces go down their trees past the carriers, which have them fr
 network.  :mod:`synth.solve.cluster.split` picks ``(C, e)`` (2 x dgx-h100: ``(2, 1)``, the cut
 bound 3/4 rounds per block instead of 7/9).
 
-On a leaf-spine network whose leaves hold ``L >= 2`` hosts each (:func:`synth.solve.cluster.leaf_relay.leaf_partners`), the
-rails step is two steps: a chunk goes to the other hosts of its leaf and to one host of every
-other leaf, which relays it to the rest of its leaf, so it crosses the spine once per leaf.
+On a leaf-spine network (:func:`synth.solve.cluster.leaf_relay.leaf_partners`) the rails step
+is two steps: a chunk goes to the other hosts of its leaf and to one host of every other leaf,
+which relays it to the rest of its leaf, so it crosses the spine once per leaf (from a partly
+filled leaf, to a few hosts of a full one: :mod:`synth.solve.cluster.leaf_relay`).
 A leaf's uplink then carries what the leaf cut needs (``H - L`` blocks in per GPU of the
 leaf, over ``1/R`` of the leaf's NIC bandwidth), while every NIC still moves each block once;
 the schedule is kept when its bandwidth term is smaller (2:1 and 4:1 spines: the larger of
@@ -125,15 +126,16 @@ def _rails(g: int, H: int, C: int, carried: dict | None, leaves: list[list[int]]
     """Steps along the rails, broadcast-ordered ``(chunk, src, dst)``: every rank sends its own
     chunks, and the pieces of local blocks it carries, to its peers on every other host.
 
-    Without ``leaves``: one step, straight to every other host.  With ``leaves`` (the hosts of
-    each leaf switch, :func:`synth.solve.cluster.leaf_relay.leaf_partners`): two steps, so that a chunk crosses the spine
-    ``k`` times per other leaf instead of once per host there.  First it goes to the other
-    hosts of its own leaf and to ``k`` hosts of every other leaf, then those relay it to the
-    rest of their leaf.  ``k = direct[(size of the source's leaf, size of the other leaf)]``
-    (default 1).  The ``k`` hosts rotate over the leaf chunk by chunk, and the relays are shared
-    among them, so a leaf's NICs share the relaying.  Every NIC still receives each chunk of
-    its rail once per other host.  With leaves of one size and ``k = 1``, a leaf's uplink
-    carries ``H - L`` host blocks out per rank of the leaf instead of ``L (H - L)``.
+    Without ``leaves``: one step, straight to every other host.  With ``leaves`` (the hosts of each
+    leaf switch, :func:`synth.solve.cluster.leaf_relay.leaf_partners`): two steps, so that a chunk
+    crosses the spine ``k`` times per other leaf instead of once per host there.  First it goes to
+    the other hosts of its own leaf and to ``k`` hosts of every other leaf, then those relay it to
+    the rest of their leaf.  ``k = direct[(size of the source's leaf, size of the other leaf)]``
+    (default 1; a mean over the chunks where it is a fraction).  Who gets a chunk first and who
+    relays it to whom is :func:`synth.solve.cluster.leaf_relay.relay_plan`'s: the hosts with the
+    fewest sends, so a leaf's NICs share the relaying.  Every NIC still receives each chunk of its
+    rail once per other host.  With leaves of one size and ``k = 1``, a leaf's uplink carries
+    ``H - L`` host blocks out per rank of the leaf instead of ``L (H - L)``.
     """
     sends: dict[int, list[int]] = {}
     for r in range(g * H):
@@ -235,7 +237,8 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
     leaves = leaf_partners(fabric.shape.groups)
     variants: list[tuple[int, list | None, dict | None]] = [(1, None, None)]
     if leaves is not None:
-        variants.append(_relay_pieces(fabric, leaves, efficiency))
+        C0, direct = best_relay(fabric, leaves, efficiency)
+        variants.append((C0, leaves, direct))
     candidates: list[Schedule] = []
     for C0, relay, direct in variants:
         if chunks is not None or carried is not None:
@@ -253,16 +256,6 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
         if term < best:
             sched, best = other, term
     return sched.with_(meta={**sched.meta, "solve_s": round(time.monotonic() - t0, 3)})
-
-
-def _relay_pieces(fabric: Fabric, leaves: list[list[int]], efficiency) -> tuple[int, list, dict | None]:
-    """:func:`best_relay`, once per fabric and efficiency (an allreduce and its phases share it)."""
-    cache = fabric.__dict__.setdefault("_best_relay", {})
-    key = id(efficiency)
-    if key not in cache or cache[key][0] is not efficiency:
-        cache[key] = (efficiency, best_relay(fabric, leaves, efficiency))
-    C, direct = cache[key][1]
-    return C, leaves, direct
 
 
 def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s: float,

@@ -20,7 +20,8 @@ from synth.solve.bwopt.bandwidth_term import capacities
 
 def leaf_partners(groups: tuple[int, ...]) -> list[list[int]] | None:
     """Hosts of each network group (leaf), in host order, when there are several groups and
-    one of them holds ``L >= 2`` hosts (the shape :func:`synth.solve.cluster.compose._rails` relays over); None otherwise.
+    one of them holds ``L >= 2`` hosts (the shape :func:`synth.solve.cluster.compose._rails`
+    relays over); None otherwise.
 
     >>> leaf_partners((0, 0, 1, 1)), leaf_partners((0, 0, 0, 0)), leaf_partners((0, 1, 2))
     ([[0, 1], [2, 3]], None, None)
@@ -88,8 +89,8 @@ def relay_choices(g: int, H: int, leaves: list[list[int]], pieces: int = 1) -> l
 
     >>> relay_choices(8, 4, [[0, 1], [2, 3]])
     [None]
-    >>> [t[(3, 4)] for t in relay_choices(8, 7, [[0, 1, 2, 3], [4, 5, 6]], 3) if t[(4, 3)] == 1]
-    [Fraction(1, 1), Fraction(4, 3), Fraction(5, 3), Fraction(2, 1), Fraction(7, 3), Fraction(8, 3), Fraction(3, 1), Fraction(10, 3), Fraction(11, 3), Fraction(4, 1)]
+    >>> [str(t[(3, 4)]) for t in relay_choices(8, 7, [[0, 1, 2, 3], [4, 5, 6]], 3) if t[(4, 3)] == 1]
+    ['1', '4/3', '5/3', '2', '7/3', '8/3', '3', '10/3', '11/3', '4']
     """
     sizes = sorted({len(hs) for hs in leaves})
     if len(sizes) == 1:
@@ -112,11 +113,20 @@ RELAY_BUDGET = 500_000
 
 
 def best_relay(fabric: Fabric, leaves: list[list[int]], efficiency=None) -> tuple[int, dict | None]:
-    """``(pieces per block C, direct table)`` whose rails steps load the network least per
-    block (:func:`synth.solve.cluster.compose._rails`, :func:`relay_choices`; fewest pieces, then the first table, on ties),
-    counted from the rails' host-level plan (:func:`relay_plan`, the same on every rail);
-    leaves of one size: ``(1, None)``.  Stops trying more pieces once :data:`RELAY_BUDGET` is
-    spent."""
+    """``(pieces per block C, direct table)`` whose rails steps load the network least per block
+    (:func:`synth.solve.cluster.compose._rails`, :func:`relay_choices`; fewest pieces, then the
+    first table, on ties), counted from the rails' host-level plan (:func:`relay_plan`, the same on
+    every rail); leaves of one size: ``(1, None)``.  Stops trying more pieces once
+    :data:`RELAY_BUDGET` is spent.  Computed once per fabric and efficiency (an allreduce and its
+    phases share it)."""
+    cache = fabric.__dict__.setdefault("_best_relay", {})
+    key = id(efficiency)
+    if key not in cache or cache[key][0] is not efficiency:
+        cache[key] = (efficiency, _best_relay(fabric, leaves, efficiency))
+    return cache[key][1]
+
+
+def _best_relay(fabric: Fabric, leaves: list[list[int]], efficiency) -> tuple[int, dict | None]:
     g, H = fabric.shape.gpus_per_host, fabric.shape.hosts
     if relay_choices(g, H, leaves) == [None]:
         return 1, None
