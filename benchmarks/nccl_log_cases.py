@@ -100,6 +100,10 @@ _GJ = ("H100 hosts of one 8-host cluster, \"IB 400G\" (stated), 8 NICs per host 
 _C01 = ("H100 cluster01 of xxrjun/nccl-tests-cluster, NCCL 2.29.2 (2.28 gates); InfiniBand, one 400 Gb/s NIC per "
         "GPU inferred from ~49 GB/s busbw per GPU used (not stated)")
 _C00 = "H100 cluster00 of xxrjun/nccl-tests-cluster, NCCL 2.28.7, InfiniBand (8 x 400 Gb/s NDR assumed)"
+_C00_CNODE2 = ("the NICs of the cnode2 hosts are not stated, and the log contradicts the cnode4 hosts' "
+               "(8 x 400 Gb/s, NCCL's own debug log): one GPU per host sends at 13.5 GB/s where cnode4 reaches "
+               "27.3, four at 14.6 per GPU where cnode4 reaches 28.9")
+_C00_CNODE4 = "H100 cluster00 of xxrjun/nccl-tests-cluster, cnode4 hosts, NCCL 2.28.3, 8 x 400 Gb/s IB (NCCL's debug log)"
 _B200 = ("8 x B200 per host (the `hgx-b200` preset: NVLink 5 via NVSwitch), 8 x 400 Gb/s CX-7 IB (stated), "
          "NCCL 2.29.7 (2.28 gates), NVLS and SHARP off")
 _NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}
@@ -119,7 +123,8 @@ NEW_CASES = [
     Case("h100_64gpu_8node_all_reduce_ib_8nodecluster.txt", "dgx-h100", 8, machine_class="h100-ib-multihost",
          why=f"8 {_GJ}, NCCL defaults"),
     Case("h100_64gpu_8node_all_reduce_ib_8nodecluster_tuned.txt", "dgx-h100", 8, machine_class="h100-ib-multihost",
-         why=f"8 {_GJ}, NCCL_MIN_CTAS=24 NCCL_IB_QPS_PER_CONNECTION=2 (no model term: predicted as defaults)"),
+         env={"NCCL_MIN_CTAS": "24"},
+         why=f"8 {_GJ}, NCCL_MIN_CTAS=24 NCCL_IB_QPS_PER_CONNECTION=2 (the QPs have no model term)"),
     Case("h100_80gpu_10node_all_reduce_5tests_8gpn.txt", "dgx-h100", 10, collective="allreduce",
          machine_class="h100-ib-multihost", why=f"10 x 8 {_C01}, double, 32 MiB..16 GiB"),
     Case("h100_40gpu_10node_all_reduce_5tests_4gpn.txt", "dgx-h100", 10, 4, collective="allreduce",
@@ -130,7 +135,13 @@ NEW_CASES = [
          why=f"10 hosts x 2 GPUs of {_C01}: 2 GPUs and their 2 NICs per host"),
     Case("h100_8gpu_2node_alltoall_sendrecv_4gpn.txt", "dgx-h100", 2, 4, collective="alltoall",
          machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
-         why=f"2 hosts x 4 GPUs of {_C00}: 4 GPUs and 4 NICs per host"),
+         why=f"2 hosts x 4 GPUs of {_C00}: 4 GPUs and 4 NICs per host", skip_reason=_C00_CNODE2),
+    Case("h100_8gpu_2node_alltoall_sendrecv_4gpn_cnode4.txt", "dgx-h100", 2, 4, collective="alltoall",
+         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
+         why=f"2 hosts x 4 GPUs of {_C00_CNODE4}: 4 GPUs and their 4 NICs per host"),
+    Case("h100_8gpu_2node_alltoall_sendrecv_4gpn_cnode4.txt", "dgx-h100", 2, 4, collective="sendrecv",
+         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
+         why="the same job's sendrecv test"),
     Case("h100_8gpu_1node_all_reduce_5tests_cluster01.txt", "dgx-h100", collective="allreduce",
          machine_class="h100-nvswitch-1host", why="8 x H100 80GB HBM3 of cluster01, NCCL 2.29.2, defaults (NVLS)"),
     Case("mi300x_16gpu_2node_all_reduce_roce.txt", "mi300x", 2, 8, 50.0, "roce", version=(2, 22),
@@ -147,7 +158,13 @@ NEW_CASES = [
          machine={"ranks": 10}, machine_class="1gpu-per-host",
          why=f"10 hosts x 1 GPU of {_C01}: one GPU and its NIC per host"),
     Case("h100_2gpu_2node_alltoall_sendrecv_1gpn.txt", "dgx-h100", 2, 1, collective="sendrecv",
-         machine={"ranks": 2}, machine_class="1gpu-per-host", why=f"2 hosts x 1 GPU of {_C00}: one NIC per host"),
+         machine={"ranks": 2}, machine_class="1gpu-per-host", why=f"2 hosts x 1 GPU of {_C00}: one NIC per host",
+         skip_reason=_C00_CNODE2),
+    Case("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt", "dgx-h100", 2, 1, collective="alltoall",
+         machine={"ranks": 2}, machine_class="1gpu-per-host",
+         why=f"2 hosts x 1 GPU of {_C00_CNODE4}: one GPU and its NIC per host"),
+    Case("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt", "dgx-h100", 2, 1, collective="sendrecv",
+         machine={"ranks": 2}, machine_class="1gpu-per-host", why="the same job's sendrecv test"),
     Case("l40s_2gpu_2node_all_reduce_socket_1gpn.txt", "pcie-8gpu-2socket", 2, 1, net_kind="socket",
          machine={"ranks": 2}, machine_class="1gpu-per-host",
          skip_reason="the NIC speed behind NCCL's socket transport is not stated: no machine can be described"),

@@ -43,6 +43,20 @@ def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     assert runs and len({row.size for row in runs[0].rows}) >= 8
 
 
+def test_cluster00_logs_of_unstated_nics_are_listed_not_predicted():
+    """cnode2's NICs are not stated and its rates are half of what the same cluster's cnode4 hosts
+    (8 x 400 Gb/s in NCCL's debug log) reach: its logs stay, with the reason, and cnode4's are predicted."""
+    by_file = {}
+    for c in cases.ALL_CASES:
+        by_file.setdefault(c.file, []).append(c)
+    for name in ("h100_2gpu_2node_alltoall_sendrecv_1gpn.txt", "h100_8gpu_2node_alltoall_sendrecv_4gpn.txt"):
+        assert all("cnode4" in c.skip_reason for c in by_file[name])
+        assert "speed not stated" in (FIXTURES / "real_logs" / name).read_text(encoding="utf-8").splitlines()[0]
+    for name in ("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt", "h100_8gpu_2node_alltoall_sendrecv_4gpn_cnode4.txt"):
+        assert {c.collective for c in by_file[name] if not c.skip_reason} == {"alltoall", "sendrecv"}
+        assert "speed=400000" in (FIXTURES / "real_logs" / name).read_text(encoding="utf-8").splitlines()[0]
+
+
 def test_the_split_is_by_class_and_keeps_the_committed_fit_in_sample():
     held = set(cases.HELD_OUT_CLASSES)
     assert all(c.machine_class in held for c in cases.HELD_OUT)
