@@ -41,6 +41,7 @@ FIT_SPEC = [
     (("tree_eff", "*"), 0.5, 1.2),
     (("tree_eff", "LL128"), 0.3, 1.2),
     (("nvls_efficiency",), 0.5, 1.2),
+    (("nvls_chunk_us",), 0.0, 2.0),
     (("link_eff", "sm70", "nvlink"), 0.5, 1.0),
     (("link_eff", "sm80", "nvlink"), 0.5, 1.0),
     (("link_eff", "sm90", "nvlink"), 0.5, 1.0),

@@ -15,7 +15,8 @@ A fabric resource's ``kind`` maps to a link kind of that table:
 ``infinity_fabric`` ``link_eff[arch, xgmi]``
 ``pcie``           ``link_eff[arch, pcie]``
 ``cpu``            ``link_eff[arch, shm]`` (a socket link or host bridge: staging through host memory)
-``network``        ``net_eff[transport]`` (the NICs' ``transport``, default ``ib``)
+``network``        the larger of ``net_eff[transport]`` and ``ring_net_eff[transport]`` (what the NICs
+                   stream at; the NICs' ``transport``, default ``ib``)
 =================  =========================================================
 
 A step of a schedule whose transfers cross the network also pays the transport's per-hop latency
@@ -141,7 +142,7 @@ def machine_keys(topology: Topology) -> tuple[str, str]:
 def efficiencies(arch: str, transport: str, params: ModelParams = DEFAULT_PARAMS) -> dict[str, float]:
     """Achieved fraction of the data-sheet bandwidth per fabric resource kind."""
     out = {kind: params.link_efficiency(arch, link) for kind, link in LINK_KIND.items()}
-    out["network"] = params.net_efficiency(transport)
+    out["network"] = max(params.net_efficiency(transport), params.ring_net_efficiency(transport))
     return {k: min(1.0, v) for k, v in out.items()}
 
 

@@ -3,7 +3,9 @@
 ``NCCL_ALGO`` / ``NCCL_PROTO``: comma lists, ``^`` excludes (``^LL128`` = all but LL128), and
 the per-collective form of NCCL 2.24+ (``allreduce:tree,ring;allgather:ring``); names are
 case-insensitive.  ``NCCL_NVLS_ENABLE``, ``NCCL_COLLNET_ENABLE``, ``NCCL_P2P_DISABLE`` (0/1),
-``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (integers), ``NCCL_PAT_ENABLE`` (0/1/2 = auto),
+``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (integers), ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` (the
+communicator's CTA bounds: they clamp the ring/tree channels like the former and, unlike them, the
+NVLS CTAs too: init.cc), ``NCCL_PAT_ENABLE`` (0/1/2 = auto),
 ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (bytes, default 128 KiB: enqueue.cc).  Syntax as NCCL's
 ``parseList`` (src/graph/tuning.cc).
 
@@ -24,7 +26,8 @@ from synth.model.nccl.constants import ALGO_NAMES, PROTO_NAMES
 from topo_probe.errors import InvalidArgument
 
 VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_P2P_DISABLE",
-             "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_PAT_ENABLE", "NCCL_NVLSTREE_MAX_CHUNKSIZE", "RCCL_MSCCL_ENABLE")
+             "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_PAT_ENABLE", "NCCL_NVLSTREE_MAX_CHUNKSIZE", "RCCL_MSCCL_ENABLE",
+             "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
 #: NCCL_NVLSTREE_MAX_CHUNKSIZE default (bytes)
 NVLSTREE_CHUNK = 131072
 
@@ -83,6 +86,8 @@ class NcclEnv:
     pat_enable: int | None = None
     nvlstree_chunk: int | None = None
     msccl_enable: int | None = None
+    min_ctas: int | None = None
+    max_ctas: int | None = None
 
     @classmethod
     def from_environ(cls, environ=None) -> "NcclEnv":
@@ -91,7 +96,9 @@ class NcclEnv:
         algo = _parse_list(env["NCCL_ALGO"], ALGO_NAMES, "NCCL_ALGO") if env.get("NCCL_ALGO") else {}
         proto = _parse_list(env["NCCL_PROTO"], PROTO_NAMES, "NCCL_PROTO") if env.get("NCCL_PROTO") else {}
         lo, hi = _flag(env, "NCCL_MIN_NCHANNELS"), _flag(env, "NCCL_MAX_NCHANNELS")
-        for var, v in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi)):
+        min_ctas, max_ctas = _flag(env, "NCCL_MIN_CTAS"), _flag(env, "NCCL_MAX_CTAS")
+        for var, v in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi), ("NCCL_MIN_CTAS", min_ctas),
+                       ("NCCL_MAX_CTAS", max_ctas)):
             if v is not None and not 1 <= v <= 64:
                 raise InvalidArgument(f"{var}={v} must be 1 to 64")
         chunk = _flag(env, "NCCL_NVLSTREE_MAX_CHUNKSIZE")
@@ -99,7 +106,7 @@ class NcclEnv:
             raise InvalidArgument(f"NCCL_NVLSTREE_MAX_CHUNKSIZE={chunk} must be a positive number of bytes")
         return cls(algo, proto, _flag(env, "NCCL_NVLS_ENABLE"), _flag(env, "NCCL_COLLNET_ENABLE"),
                    _flag(env, "NCCL_P2P_DISABLE"), lo, hi, _flag(env, "NCCL_PAT_ENABLE"), chunk,
-                   _flag(env, "RCCL_MSCCL_ENABLE"))
+                   _flag(env, "RCCL_MSCCL_ENABLE"), min_ctas, max_ctas)
 
     def under(self, platform: dict) -> "NcclEnv":
         """This environment over a platform's own settings (``NcclMachine.platform_env``): the
@@ -153,7 +160,8 @@ class NcclEnv:
                        ("NCCL_P2P_DISABLE", self.p2p_disable), ("NCCL_MIN_NCHANNELS", self.min_channels),
                        ("NCCL_MAX_NCHANNELS", self.max_channels), ("NCCL_PAT_ENABLE", self.pat_enable),
                        ("NCCL_NVLSTREE_MAX_CHUNKSIZE", self.nvlstree_chunk),
-                       ("RCCL_MSCCL_ENABLE", self.msccl_enable)):
+                       ("RCCL_MSCCL_ENABLE", self.msccl_enable), ("NCCL_MIN_CTAS", self.min_ctas),
+                       ("NCCL_MAX_CTAS", self.max_ctas)):
             if v is not None:
                 parts.append(f"{var}={v}")
         return " ".join(parts)

@@ -237,7 +237,8 @@ def _collnet_graph(m: NcclMachine, ring: Graph, env: NcclEnv) -> Graph | None:
 
 def comm_graphs(m: NcclMachine, env: NcclEnv | None = None) -> CommGraphs:
     """All graphs NCCL builds for ``m`` under ``env``, and its channel counts (``NCCL_MIN_NCHANNELS``
-    / ``NCCL_MAX_NCHANNELS`` clamp the ring/tree channels; the maximum also the NVLS CTAs)."""
+    / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` clamp the ring/tree channels;
+    the maxima also the NVLS CTAs, ``NCCL_MIN_CTAS`` raises them)."""
     env = env or NcclEnv()
     p2p = not env.p2p_off
     ring = _ring_graph(m, p2p)
@@ -245,11 +246,12 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None) -> CommGraphs:
     n_ch = min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels))
     if m.amd and m.intra == "xgmi":
         n_ch = min(2 * MAXCHANNELS, 2 * ring.n_channels)        # RCCL: rome-model rings, doubled
-    if env.max_channels:
-        n_ch = max(1, min(n_ch, env.max_channels))
-    if env.min_channels:
-        n_ch = min(2 * MAXCHANNELS, max(n_ch, env.min_channels))
-    nvls_ch = min(NVLS_NCHANNELS, env.max_channels or NVLS_NCHANNELS)
+    hi = min(env.max_channels or 2 * MAXCHANNELS, env.max_ctas or 2 * MAXCHANNELS)
+    lo = max(env.min_channels or 0, env.min_ctas or 0)
+    n_ch = min(2 * MAXCHANNELS, max(min(n_ch, hi), lo, 1))
+    nvls_ch = min(NVLS_NCHANNELS, env.max_channels or NVLS_NCHANNELS, env.max_ctas or NVLS_NCHANNELS)
+    if env.min_ctas:                               # init.cc: NVLS CTAs clamped to [minCTAs, maxCTAs]
+        nvls_ch = min(MAXCHANNELS, max(nvls_ch, env.min_ctas))
     per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
     return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, 2)
 

@@ -8,8 +8,8 @@ timed with (:mod:`synth.model.physics`).  Keys are GPU architecture, link kind
 (``nvlink``, ``xgmi``, ``pcie``, ``shm`` = through host memory) or network transport (``ib``,
 ``efa``, ``efa2``, ``tcpxo``), ``*`` meaning "any".  Where one log alone exercises a key (the only
 EFA-v1 machine, the only MI300X...), that value is calibrated there, not independently validated:
-``results/model_validation/report.md`` lists them.  What constrains each (fit of 475 rows of 24
-tables, soft-L1 cost 3.87):
+``results/model_validation/report.md`` lists them.  What constrains each (fit of 485 rows of 25
+tables, soft-L1 cost 2.71):
 
 =====================================  ==================================================
 constants                              logs that constrain them
@@ -18,11 +18,13 @@ host_us, host_us_per_channel           the ``-g 8`` floors: A100, H100 ring / NV
 proto_eff (*, LL / LL128)              H100 ring logs, MI300X MSCCL-LL, A100
 proto_eff (sm80, LL128)                A100 all_reduce only
 tree_eff (* / LL128)                   p4de, A3 Mega / p5, A3 Mega
-nvls_efficiency, lat_scale (*, NVLS)   H100 NVLS log, p5 (NVLSTree)
+nvls_efficiency, nvls_chunk_us,        H100 NVLS log, p5 and the InfiniBand NVLS-tree logs
+lat_scale (*, NVLS)
 link_eff (sm70 / sm80 / sm90, nvlink)  V100 / A100 / H100 logs
 link_eff (*, xgmi), lat_scale gfx942   MI300X only
 lat_scale sm70 / sm80                  V100 only / A100 all_reduce only
-net_eff (*)                            p4de, A3 Mega, H100 InfiniBand (2-10 hosts)
+net_eff (*)                            p4de, A3 Mega, H100 InfiniBand trees (4-10 hosts)
+ring_net_eff (ib, roce)                not fitted: NCCL's NET_BW ratio, 12 of 12.5 GB/s (checked on the IB rings)
 net_lat, net_chunk (ib)                H100 InfiniBand all_reduce logs of 2, 4, 8 and 10 hosts
 net_lat, net_chunk (efa/efa2/tcpxo)    p4de / p5 / A3 Mega only
 p2p_nvlink_efficiency                  A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
@@ -50,7 +52,7 @@ from topo_probe.errors import InvalidArgument
 TRANSPORT_FAMILY = {"roce": "ib"}
 
 #: the tables of ModelParams whose keys are tuples (written ``"a/b"`` in JSON)
-TABLES = ("proto_eff", "tree_eff", "link_eff", "lat_scale", "net_eff", "net_lat", "net_chunk")
+TABLES = ("proto_eff", "tree_eff", "link_eff", "lat_scale", "net_eff", "ring_net_eff", "net_lat", "net_chunk")
 
 
 @dataclass(frozen=True)
@@ -67,12 +69,22 @@ class ModelParams:
         ``proto`` or ``*``: achieved / modelled bandwidth of a tree's chain inside a node.
     nvls_efficiency : float
         Achieved / NCCL's own NVLS bandwidth estimate.
+    nvls_chunk_us : float
+        µs each NVLS chunk costs a channel beyond its bytes (the multimem load-reduce-store round and
+        the flags between chunks): NCCL cuts the NVLS chunk from 128 KiB down to 16 KiB on mid-size
+        messages, so this cost is what makes a mid-size NVLS call slower than its bandwidth.
     link_eff : dict
         ``(arch, link kind)``: achieved fraction of the data-sheet link bandwidth.
     lat_scale : dict
         ``(arch, proto)`` (``NVLS`` for NVLink SHARP): real / NCCL-table intra-node latency.
     net_eff : dict
-        transport: achieved fraction of the NICs' line rate.
+        transport: achieved fraction of the NICs' line rate (trees, CollNet, point-to-point).
+    ring_net_eff : dict
+        transport: achieved fraction of the NICs' line rate when ring channels stream through them:
+        one flow in and one out per channel, spread evenly over the NICs.  Not fitted (a fit would let
+        it absorb what a ring's mid-size rows lack): NCCL's own ``NET_BW`` ratio, 12 GB/s assumed of
+        a 12.5 GB/s (100 Gb/s) NIC; the real InfiniBand and RoCE rings stream at 0.96-0.98.
+        Other transports (EFA, TCPXO, sockets: no ring log) take ``net_eff``.
     net_lat : dict
         ``(transport, proto)``: extra µs per inter-node hop (LL128 shares LL's).
     net_chunk : dict
@@ -88,11 +100,13 @@ class ModelParams:
     proto_eff: dict = field(default_factory=lambda: {("*", "LL"): 1.0, ("*", "LL128"): 1.0})
     tree_eff: dict = field(default_factory=lambda: {"*": 1.0})
     nvls_efficiency: float = 1.0
+    nvls_chunk_us: float = 0.0
     link_eff: dict = field(default_factory=lambda: {
         ("sm70", "nvlink"): 0.9, ("sm80", "nvlink"): 0.78, ("sm90", "nvlink"): 0.82,
         ("*", "nvlink"): 0.8, ("*", "xgmi"): 0.7, ("*", "pcie"): 0.8, ("*", "shm"): 0.5})
     lat_scale: dict = field(default_factory=lambda: {("*", "LL"): 1.0, ("*", "LL128"): 1.0, ("*", "Simple"): 1.0})
     net_eff: dict = field(default_factory=lambda: {"*": 0.85})
+    ring_net_eff: dict = field(default_factory=lambda: {"ib": 12.0 / 12.5, "roce": 12.0 / 12.5})
     net_lat: dict = field(default_factory=lambda: {("*", "LL"): 0.0, ("*", "LL128"): 0.0, ("*", "Simple"): 0.0})
     net_chunk: dict = field(default_factory=lambda: {"*": 0.0})
     p2p_nvlink_efficiency: float = 0.65
@@ -126,6 +140,10 @@ class ModelParams:
     def net_efficiency(self, kind: str) -> float:
         """Achieved fraction of the NICs' line rate on transport ``kind``."""
         return self._per_transport(self.net_eff, kind, 0.85)
+
+    def ring_net_efficiency(self, kind: str) -> float:
+        """Achieved fraction of the NICs' line rate that ring channels stream at on transport ``kind``."""
+        return self._per_transport(self.ring_net_eff, kind, self.net_efficiency(kind))
 
     def tree_efficiency(self, proto: str) -> float:
         """Achieved / modelled bandwidth of a tree's intra-node chain for ``proto``."""

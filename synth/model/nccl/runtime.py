@@ -87,11 +87,13 @@ def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs) -> fl
     return channels * PER_CH_MAX_RING_LL128[cc][idx2] / LL128_DATA_FRACTION
 
 
-def _net_bw(m: NcclMachine, params: ModelParams) -> float:
+def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
     """What a node's NICs deliver (GB/s): line rate, at most the GPUs' PCIe x16 links (data
-    sheet: the efficiency below derates both alike), times the achieved fraction."""
+    sheet: the efficiency below derates both alike), times the achieved fraction (``ring``: of
+    ring channels streaming through them, see :func:`_net_bus_gbs`)."""
     wire = min(m.node_net_gbps, m.gpus_per_node * PCIE_X16_GBS[m.pcie_gen])
-    return wire * params.net_efficiency(m.net_kind)
+    eff = params.ring_net_efficiency(m.net_kind) if ring else params.net_efficiency(m.net_kind)
+    return wire * eff
 
 
 def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int, params: ModelParams) -> float:
@@ -147,12 +149,19 @@ def tree_net_passes(m: NcclMachine, algo: str) -> int:
 
 
 def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
-    """Bus bandwidth the NICs of a node allow (GB/s, multi-node only)."""
+    """Bus bandwidth the NICs of a node allow (GB/s, multi-node only).
+
+    Ring: every channel enters and leaves a node once, through one NIC, and the channels are
+    spread evenly over the NICs: each NIC streams one steady flow per direction per channel, at
+    the ring's achieved fraction of the line rate (``ring_net_eff``; real H100 InfiniBand rings
+    reach 49 of 50 GB/s per NIC on 1, 2, 4 and 8 GPUs per host).  Trees: ``net_eff`` and
+    :func:`tree_net_passes` (an inner vertex's NICs carry its two children's and its parent's
+    flows, unevenly over the channels)."""
     m, g = t.machine, t.graphs
     frac = _proto_fraction(m.arch, proto, params)
-    if algo == "ring":                           # every ring channel crosses one NIC of each node
+    if algo == "ring":
         n_nic = m.visible_nics()[0]
-        return _net_bw(m, params) * min(g.ring.n_channels, n_nic) / n_nic * frac
+        return _net_bw(m, params, ring=True) * min(g.ring.n_channels, n_nic) / n_nic * frac
     return busbw_factor(coll, m.ranks) * _net_bw(m, params) * frac / tree_net_passes(m, algo)
 
 
@@ -179,6 +188,22 @@ def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> i
     return chunk
 
 
+def nvls_chunk_overhead_us(t: TuneTable, algo: str, nbytes: int, channels: int, params: ModelParams) -> float:
+    """µs the NVLS chunks cost beyond their bytes: every channel works through its share of the
+    message one NVLS chunk (:func:`simple_chunk_bytes`) at a time, ``nvls_chunk_us`` each.  On
+    8 x H100 (16 channels, 8 heads): 16 MiB is 32 chunks of 32 KiB per channel, 8 GiB 4,096 of 128 KiB.
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl import NcclModel
+    >>> t = NcclModel(NcclMachine.from_topology(get_preset("dgx-h100"))).table
+    >>> p = ModelParams(nvls_chunk_us=0.5)
+    >>> nvls_chunk_overhead_us(t, "nvls", 16 << 20, 16, p), nvls_chunk_overhead_us(t, "nvls", 8 << 30, 16, p)
+    (16.0, 2048.0)
+    """
+    chunk = simple_chunk_bytes(t, algo, nbytes, channels)
+    return params.nvls_chunk_us * math.ceil(nbytes / (max(1, channels) * chunk))
+
+
 def _chunk_rate_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
                     params: ModelParams) -> float:
     """Bus bandwidth the network's per-message cost allows (GB/s): ``chunk / alpha`` per channel."""
@@ -195,6 +220,8 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
     """Bandwidth part of the time (µs): the slower of the GPU links and the network."""
     wire = nbytes * busbw_factor(coll, t.machine.ranks)
     t_intra = wire / (1000.0 * _intra_bus_gbs(t, coll, algo, proto, channels, params))
+    if algo in ("nvls", "nvls_tree") and t.machine.gpus_per_node > 1:
+        t_intra += nvls_chunk_overhead_us(t, algo, nbytes, channels, params)
     if t.machine.nodes == 1:
         return t_intra
     net_bus = min(_net_bus_gbs(t, coll, algo, proto, params),
@@ -242,5 +269,5 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
 
 
 __all__ = ["host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
-           "ring_capacity_gbs", "simple_chunk_bytes", "latency_us",
+           "ring_capacity_gbs", "simple_chunk_bytes", "nvls_chunk_overhead_us", "latency_us",
            "collective_time_us"]

@@ -41,7 +41,8 @@ def test_each_link_kind_takes_the_shared_constant():
     amd = cost_params_for(get_preset("mi300x"))
     assert amd.infinity_fabric_efficiency == DEFAULT_PARAMS.link_efficiency("gfx942", "xgmi")
     efa2 = cost_params_for(machine("dgx-h100", 2, "efa2"))
-    assert efa2.network_efficiency == DEFAULT_PARAMS.net_efficiency("efa2")
+    streams = max(DEFAULT_PARAMS.net_efficiency("efa2"), DEFAULT_PARAMS.ring_net_efficiency("efa2"))
+    assert efa2.network_efficiency == streams
     assert efa2.network_latency_us == DEFAULT_PARAMS.net_latency_us("efa2", "Simple") > 0
     assert cost_params_for(machine("dgx-h100", 2)).network_latency_us == DEFAULT_PARAMS.net_latency_us("ib", "Simple")
 
@@ -53,12 +54,14 @@ def test_model_version_names_the_shared_constants():
 
 def test_net_kind_applies_to_our_schedules_too():
     """A ring all-gather on 2 hosts x 1 GPU: every step crosses the network, so with one slice
-    --net efa2 adds exactly NCCL's EFA-v2 per-hop latency to each of its steps."""
+    --net efa2 adds exactly NCCL's EFA-v2 per-hop latency to each of its steps (the NICs' achieved
+    fraction held equal: IB streams at the ring's rate, EFA at its fitted one)."""
     ib, efa2 = build_fabric(machine("dgx-h100", 2)), build_fabric(machine("dgx-h100", 2, "efa2"))
     s = baseline("ring", ib, "allgather")
     one = (1,)
     t_ib = CostModel(ib, replace(cost_params_for(ib), pipeline_slices=one)).schedule_time_us(s, 1 << 20)
-    t_efa = CostModel(efa2, replace(cost_params_for(efa2), pipeline_slices=one)).schedule_time_us(s, 1 << 20)
+    same_rate = replace(cost_params_for(efa2), pipeline_slices=one, network_efficiency=cost_params_for(ib).network_efficiency)
+    t_efa = CostModel(efa2, same_rate).schedule_time_us(s, 1 << 20)
     crossing = sum(any(ib.hosts[t.src] != ib.hosts[t.dst] for t in st.transfers) for st in s.steps)
     assert crossing >= 1
     # steps whose slowest transfer crosses the network: all of them on a ring over two hosts' GPUs

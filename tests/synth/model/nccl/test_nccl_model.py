@@ -140,6 +140,19 @@ def test_min_nchannels_raises_channels():
     assert model(A100, NCCL_MIN_NCHANNELS=32).choose("allreduce", GIB).channels == 32
 
 
+def test_min_ctas_raises_ring_and_nvls_channels():
+    """init.cc clamps the NVLS CTAs to [NCCL_MIN_CTAS, NCCL_MAX_CTAS]; NCCL_MIN_NCHANNELS leaves them."""
+    base = comm_graphs(H100)
+    assert (base.n_channels, base.nvls_channels) == (24, 16)
+    g = table(NCCL_MIN_CTAS=24).graphs
+    assert (g.n_channels, g.nvls_channels) == (24, 24)
+    assert table(NCCL_MIN_NCHANNELS=32).graphs.nvls_channels == 16
+    g = table(NCCL_MAX_CTAS=4).graphs
+    assert (g.n_channels, g.nvls_channels) == (4, 4)
+    assert model(NCCL_MIN_CTAS=24).choose("allreduce", GIB).channels == 24
+    assert NcclEnv.from_environ({"NCCL_MIN_CTAS": "24"}).describe() == "NCCL_MIN_CTAS=24"
+
+
 def test_p2p_disable_goes_through_host_memory():
     t = table(NCCL_P2P_DISABLE=1)
     assert t.graphs.ring.type_intra == "SYS" and t.graphs.nvls is None
@@ -176,7 +189,7 @@ def test_rccl_msccl_window_and_switch():
 
 
 @pytest.mark.parametrize("env", [{"NCCL_ALGO": "warp"}, {"NCCL_PROTO": "LL256"}, {"NCCL_MAX_NCHANNELS": "x"},
-                                 {"NCCL_MIN_NCHANNELS": "0"}, {"NCCL_ALGO": "ring;tree"}])
+                                 {"NCCL_MIN_NCHANNELS": "0"}, {"NCCL_ALGO": "ring;tree"}, {"NCCL_MIN_CTAS": "65"}])
 def test_bad_variables_are_one_line_errors(env):
     with pytest.raises(InvalidArgument) as e:
         NcclEnv.from_environ(env)
