@@ -105,7 +105,7 @@ _C00_CNODE2 = ("the NICs of the cnode2 hosts are not stated, and the log contrad
                "27.3, four at 14.6 per GPU where cnode4 reaches 28.9")
 _C00_CNODE4 = "H100 cluster00 of xxrjun/nccl-tests-cluster, cnode4 hosts, NCCL 2.28.3, 8 x 400 Gb/s IB (NCCL's debug log)"
 _B200 = ("8 x B200 per host (the `hgx-b200` preset: NVLink 5 via NVSwitch), 8 x 400 Gb/s CX-7 IB (stated), "
-         "NCCL 2.29.7 (2.28 gates), NVLS and SHARP off")
+         "NCCL 2.29.7, NVLS and SHARP off")
 _NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}
 
 NEW_CASES = [
@@ -151,9 +151,15 @@ NEW_CASES = [
          machine_class="amd-multihost",
          why="2 x 8 MI355X (the `mi355x` preset), 8 x AMD Pollara 400 Gb/s per host (stated), RCCL 2.26.6"),
     Case("b200_32gpu_4node_sendrecv.txt", "hgx-b200", 4, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
-         why=f"4 hosts: {_B200}"),
+         version=(2, 29), why=f"4 hosts: {_B200}"),
     Case("b200_64gpu_8node_sendrecv.txt", "hgx-b200", 8, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
-         why=f"8 hosts: {_B200}"),
+         version=(2, 29), why=f"8 hosts: {_B200}"),
+    Case("b200_16gpu_2node_sendrecv.txt", "hgx-b200", 2, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
+         version=(2, 29), why=f"2 hosts: {_B200}"),
+    Case("b200_128gpu_16node_sendrecv.txt", "hgx-b200", 16, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
+         version=(2, 29), why=f"16 hosts: {_B200}"),
+    Case("b200_512gpu_64node_sendrecv.txt", "hgx-b200", 64, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
+         version=(2, 29), why=f"64 hosts: {_B200}"),
     Case("h100_10gpu_10node_all_reduce_5tests_1gpn.txt", "dgx-h100", 10, 1, collective="allreduce",
          machine={"ranks": 10}, machine_class="1gpu-per-host",
          why=f"10 hosts x 1 GPU of {_C01}: one GPU and its NIC per host"),

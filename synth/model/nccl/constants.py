@@ -47,6 +47,12 @@ ALGO_NAMES = {"tree": "tree", "ring": "ring", "collnetdirect": "collnet_direct",
 PROTO_NAMES = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 #: first NCCL version (major, minor) with each feature (release notes)
 FEATURE_VERSION = {"LL128": (2, 5), "nvls": (2, 17), "nvls_tree": (2, 18), "pat": (2, 23)}
+#: NCCL version whose tables the model holds by default
+NCCL_VERSION = (2, 28)
+#: paths.cc NCCL_P2P_PER_CHANNEL_NET_BW default (GB/s one p2p channel drives through a NIC, NCCL >= 2.29)
+P2P_PER_CHANNEL_NET_BW = 14
+#: device.h NCCL_MAX_DEV_WORK_P2P_PER_BATCH: peers one p2p channel serves per round
+MAX_DEV_WORK_P2P_PER_BATCH = 8
 
 #: topo.h SM60..SM100_NVLINK_BW, GB/s per link
 NVLINK_BW_PER_LINK = {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1}
@@ -158,6 +164,7 @@ def busbw_factor(coll: str, n_ranks: int) -> float:
 
 
 __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NAMES", "FEATURE_VERSION",
+           "NCCL_VERSION", "P2P_PER_CHANNEL_NET_BW", "MAX_DEV_WORK_P2P_PER_BATCH",
            "HW_NVLINK", "HW_PCI", "HW_NET", "NVLINK_BW_PER_LINK", "PCI_BW_BY_GEN", "PCIE_X16_GBS", "CPU_LINK_BW",
            "SPEEDS_INTRA", "SPEEDS_INTER", "MAXCHANNELS", "NVLS_NCHANNELS", "BASE_LAT", "HW_LAT", "LL_MAX_BWS",
            "PER_CH_MAX_RING_LL128", "PER_CH_MAX_TREE_LL128", "PER_CH_MAX_TREE", "PER_CH_MAX_NVLS_TREE",

@@ -5,7 +5,7 @@ the per-collective form of NCCL 2.24+ (``allreduce:tree,ring;allgather:ring``); 
 case-insensitive.  ``NCCL_NVLS_ENABLE``, ``NCCL_COLLNET_ENABLE``, ``NCCL_P2P_DISABLE`` (0/1),
 ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (integers), ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` (the
 communicator's CTA bounds: they clamp the ring/tree channels like the former and, unlike them, the
-NVLS CTAs too: init.cc), ``NCCL_PAT_ENABLE`` (0/1/2 = auto),
+NVLS CTAs too: init.cc), ``NCCL_NCHANNELS_PER_NET_PEER`` (channels per peer on another host), ``NCCL_PAT_ENABLE`` (0/1/2 = auto),
 ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (bytes, default 128 KiB: enqueue.cc).  Syntax as NCCL's
 ``parseList`` (src/graph/tuning.cc).
 
@@ -27,7 +27,7 @@ from topo_probe.errors import InvalidArgument
 
 VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_P2P_DISABLE",
              "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_PAT_ENABLE", "NCCL_NVLSTREE_MAX_CHUNKSIZE", "RCCL_MSCCL_ENABLE",
-             "NCCL_MIN_CTAS", "NCCL_MAX_CTAS")
+             "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER")
 #: NCCL_NVLSTREE_MAX_CHUNKSIZE default (bytes)
 NVLSTREE_CHUNK = 131072
 
@@ -88,6 +88,7 @@ class NcclEnv:
     msccl_enable: int | None = None
     min_ctas: int | None = None
     max_ctas: int | None = None
+    net_channels_per_peer: int | None = None
 
     @classmethod
     def from_environ(cls, environ=None) -> "NcclEnv":
@@ -97,8 +98,9 @@ class NcclEnv:
         proto = _parse_list(env["NCCL_PROTO"], PROTO_NAMES, "NCCL_PROTO") if env.get("NCCL_PROTO") else {}
         lo, hi = _flag(env, "NCCL_MIN_NCHANNELS"), _flag(env, "NCCL_MAX_NCHANNELS")
         min_ctas, max_ctas = _flag(env, "NCCL_MIN_CTAS"), _flag(env, "NCCL_MAX_CTAS")
+        per_peer = _flag(env, "NCCL_NCHANNELS_PER_NET_PEER")
         for var, v in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi), ("NCCL_MIN_CTAS", min_ctas),
-                       ("NCCL_MAX_CTAS", max_ctas)):
+                       ("NCCL_MAX_CTAS", max_ctas), ("NCCL_NCHANNELS_PER_NET_PEER", per_peer)):
             if v is not None and not 1 <= v <= 64:
                 raise InvalidArgument(f"{var}={v} must be 1 to 64")
         chunk = _flag(env, "NCCL_NVLSTREE_MAX_CHUNKSIZE")
@@ -106,7 +108,7 @@ class NcclEnv:
             raise InvalidArgument(f"NCCL_NVLSTREE_MAX_CHUNKSIZE={chunk} must be a positive number of bytes")
         return cls(algo, proto, _flag(env, "NCCL_NVLS_ENABLE"), _flag(env, "NCCL_COLLNET_ENABLE"),
                    _flag(env, "NCCL_P2P_DISABLE"), lo, hi, _flag(env, "NCCL_PAT_ENABLE"), chunk,
-                   _flag(env, "RCCL_MSCCL_ENABLE"), min_ctas, max_ctas)
+                   _flag(env, "RCCL_MSCCL_ENABLE"), min_ctas, max_ctas, per_peer)
 
     def under(self, platform: dict) -> "NcclEnv":
         """This environment over a platform's own settings (``NcclMachine.platform_env``): the
@@ -161,7 +163,7 @@ class NcclEnv:
                        ("NCCL_MAX_NCHANNELS", self.max_channels), ("NCCL_PAT_ENABLE", self.pat_enable),
                        ("NCCL_NVLSTREE_MAX_CHUNKSIZE", self.nvlstree_chunk),
                        ("RCCL_MSCCL_ENABLE", self.msccl_enable), ("NCCL_MIN_CTAS", self.min_ctas),
-                       ("NCCL_MAX_CTAS", self.max_ctas)):
+                       ("NCCL_MAX_CTAS", self.max_ctas), ("NCCL_NCHANNELS_PER_NET_PEER", self.net_channels_per_peer)):
             if v is not None:
                 parts.append(f"{var}={v}")
         return " ".join(parts)

@@ -22,9 +22,12 @@ from dataclasses import dataclass
 
 from synth.model.nccl.constants import (
     CPU_LINK_BW,
+    MAX_DEV_WORK_P2P_PER_BATCH,
     MAXCHANNELS,
+    NCCL_VERSION,
     NVLINK_BW_PER_LINK,
     NVLS_NCHANNELS,
+    P2P_PER_CHANNEL_NET_BW,
     PCI_BW_BY_GEN,
     RCCL_GFX942,
     SPEEDS_INTER,
@@ -59,7 +62,7 @@ class CommGraphs:
     n_channels: int              # comm->nChannels (ring/tree) after postset and the environment
     nvls_channels: int           # CTAs an NVLS collective runs on
     p2p_channels_per_peer: int   # paths.cc: 2 per NVLink
-    net_channels_per_peer: int   # NCCL_NCHANNELS_PER_NET_PEER default 2
+    net_channels_per_peer: int   # channels per network peer (:func:`net_channels_per_peer`)
 
 
 def _speeds(sm: int, inter: bool) -> tuple[float, ...]:
@@ -235,7 +238,48 @@ def _collnet_graph(m: NcclMachine, ring: Graph, env: NcclEnv) -> Graph | None:
     return Graph(max(1, n_nic), ring.bw_intra, min(nic, ring.bw_inter), ring.type_intra, ring.type_inter)
 
 
-def comm_graphs(m: NcclMachine, env: NcclEnv | None = None) -> CommGraphs:
+def _pow2_up(x: int) -> int:
+    return 1 << max(0, int(x) - 1).bit_length()
+
+
+def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL_VERSION,
+                          override: int | None = None) -> int:
+    """Channels NCCL gives a send to a peer on another host (src/graph/paths.cc, by version).
+
+    ``NCCL_NCHANNELS_PER_NET_PEER`` (``override``) wins.  Before 2.20: 2.  From 2.20: 2, halved while
+    ``2 x ranks > 4 x p2p channels``.  From 2.29: one channel per ``P2P_PER_CHANNEL_NET_BW`` (14 GB/s)
+    of the GPU's own NIC (at least one per NIC), to a power of two, then halved while the channels
+    of every peer, ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (8) peers to a channel and round, exceed the
+    p2p channels.  The p2p channels are the communicator's, to a power of two.
+
+    >>> from topo_probe import cluster
+    >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2))
+    >>> [net_channels_per_peer(m.with_(ranks=8 * k, nodes=k), 16, (2, 29)) for k in (2, 4, 8, 16)]
+    [4, 4, 2, 1]
+    >>> [net_channels_per_peer(m.with_(ranks=8 * k, nodes=k), 16, (2, 28)) for k in (2, 4, 8, 16)]
+    [2, 2, 1, 1]
+    """
+    if override:
+        return override
+    if version < (2, 20):
+        return 2
+    p2p_total = _pow2_up(min(n_channels, MAXCHANNELS))
+    if version < (2, 29):
+        per = 2
+        while per * m.ranks > p2p_total * 4 and per > 1:
+            per //= 2
+        return per
+    _, nic = m.visible_nics()
+    net_bw = min(nic, PCI_BW_BY_GEN.get(m.pcie_gen, PCI_BW_BY_GEN[4]))       # the GPU's path to its NIC
+    per = _pow2_up(max(1, -(-int(net_bw) // P2P_PER_CHANNEL_NET_BW))) if nic > 0 else 2
+    if m.nodes > 1:
+        batches = -(-m.ranks // MAX_DEV_WORK_P2P_PER_BATCH)
+        while per * batches > p2p_total and per > 1:
+            per //= 2
+    return per
+
+
+def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCCL_VERSION) -> CommGraphs:
     """All graphs NCCL builds for ``m`` under ``env``, and its channel counts (``NCCL_MIN_NCHANNELS``
     / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` clamp the ring/tree channels;
     the maxima also the NVLS CTAs, ``NCCL_MIN_CTAS`` raises them)."""
@@ -253,7 +297,8 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None) -> CommGraphs:
     if env.min_ctas:                               # init.cc: NVLS CTAs clamped to [minCTAs, maxCTAs]
         nvls_ch = min(MAXCHANNELS, max(nvls_ch, env.min_ctas))
     per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
-    return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, 2)
+    net_peer = net_channels_per_peer(m, n_ch, tuple(version), env.net_channels_per_peer)
+    return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, net_peer)
 
 
-__all__ = ["Graph", "CommGraphs", "comm_graphs", "intra_capacity_gbs", "mesh_rings", "nvlink_per_link_gbs"]
+__all__ = ["Graph", "CommGraphs", "comm_graphs", "net_channels_per_peer", "intra_capacity_gbs", "mesh_rings", "nvlink_per_link_gbs"]

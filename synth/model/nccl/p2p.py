@@ -95,8 +95,13 @@ def mesh_alltoall_us(m: NcclMachine, params: ModelParams, per_peer: float) -> fl
 
 
 def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int) -> float:
-    """Bandwidth one GPU gets to ``peers`` remote ranks through the network (GB/s)."""
-    nic_share = m.node_net_gbps / m.gpus_per_node * params.net_efficiency(m.net_kind)
+    """Bandwidth one GPU gets to ``peers`` remote ranks through the network (GB/s): its share of the
+    node's NICs, at most ``p2p_net_channel_gbs`` per channel
+    (:func:`synth.model.nccl.graphs.net_channels_per_peer`).  A NIC that streams to one peer (sendrecv)
+    does so as a ring channel does (``ring_net_eff``); one that talks to many at once (alltoall) as a
+    tree's does (``net_eff``: the real 2-host H100 alltoall reaches 0.81 of the line rate)."""
+    eff = params.ring_net_efficiency(m.net_kind) if peers == 1 else params.net_efficiency(m.net_kind)
+    nic_share = m.node_net_gbps / m.gpus_per_node * eff
     return min(nic_share, peers * g.net_channels_per_peer * params.p2p_net_channel_gbs)
 
 

@@ -29,6 +29,7 @@ from synth.model.nccl.constants import (
     LL_MAX_BWS,
     MAX_NTHREADS,
     NET_OVERHEAD_US,
+    NCCL_VERSION,
     NET_PLUGIN_LATENCY_US,
     NVLS_EFFICIENCY,
     PER_CH_MAX_NVLS_TREE,
@@ -51,8 +52,6 @@ ALGOS_FOR = {"broadcast": ("ring",), "reduce": ("ring",),
              "allgather": ("ring", "nvls", "collnet_direct", "pat"),
              "reducescatter": ("ring", "nvls", "collnet_direct", "pat"),
              "allreduce": ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree")}
-#: NCCL version the tables are those of
-NCCL_VERSION = (2, 28)
 
 
 def _graph_for(g: CommGraphs, algo: str) -> Graph | None:
@@ -75,7 +74,7 @@ class TuneTable:
     def build(cls, m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCCL_VERSION) -> "TuneTable":
         """Fill NCCL's table for ``m`` under ``env`` (NCCL ``version`` gates LL128, NVLS, NVLSTree, PAT)."""
         env = env or NcclEnv()
-        g = comm_graphs(m, env)
+        g = comm_graphs(m, env, tuple(version))
         t = cls(m, env, g, {}, {}, tuple(version))
         for coll in NCCL_COLLS:
             for algo in ALGOS_FOR[coll]:

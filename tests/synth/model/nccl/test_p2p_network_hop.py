@@ -35,7 +35,8 @@ def test_b200_sendrecv_latency_bound_rows_follow_the_real_logs(hosts, file):
     """64 KiB - 512 KiB, where the hop's latency dominates (real: 42-59 µs; without the hop the model
     said 12-28 µs, 50-70 % short): every row within 40 % of the log."""
     m = b200(hosts)
-    model = NcclModel(m, DEFAULT_PARAMS, NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}))
+    model = NcclModel(m, DEFAULT_PARAMS, NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}),
+                      version=(2, 29))
     run = load_runs(LOGS / file)[0]
     rows = [r for r in run.rows if 64 << 10 <= r.size <= 512 << 10]
     assert len(rows) == 4
@@ -65,3 +66,37 @@ def test_h100_sendrecv_over_two_network_channels_matches_the_real_pair(gpus, fil
         c = model.choose("sendrecv", r.size)
         assert c.algorithm == "p2p" and c.channels == 2
         assert r.out_of_place.time_us / c.time_us - 1 == pytest.approx(0.0, abs=0.08), r.size
+
+
+def test_channels_per_network_peer_follow_nccls_rule_by_version():
+    """paths.cc: 2 before 2.20; from 2.20 2, halved while 2 x ranks > 4 x p2p channels; from 2.29 one per
+    14 GB/s of the GPU's NIC path (min(50, PCIe Gen5's 48) -> 4), halved while the channels of every
+    8 peers exceed the 16 p2p channels.  NCCL_NCHANNELS_PER_NET_PEER wins."""
+    from synth.model.nccl.graphs import comm_graphs
+
+    def per_peer(hosts, version, **env):
+        m = b200(hosts)
+        return comm_graphs(m, NcclEnv.from_environ(env), version).net_channels_per_peer
+
+    assert comm_graphs(b200(4)).n_channels == 16
+    assert [per_peer(k, (2, 29)) for k in (2, 4, 8, 16, 32, 64)] == [4, 4, 2, 1, 1, 1]
+    assert [per_peer(k, (2, 28)) for k in (2, 4, 8, 16)] == [2, 2, 1, 1]
+    assert [per_peer(k, (2, 19)) for k in (2, 16)] == [2, 2]
+    assert per_peer(16, (2, 29), NCCL_NCHANNELS_PER_NET_PEER="4") == 4
+
+
+@pytest.mark.parametrize("hosts, file, channels", [(2, "b200_16gpu_2node_sendrecv.txt", 4),
+                                                   (4, "b200_32gpu_4node_sendrecv.txt", 4),
+                                                   (8, "b200_64gpu_8node_sendrecv.txt", 2),
+                                                   (16, "b200_128gpu_16node_sendrecv.txt", 1),
+                                                   (64, "b200_512gpu_64node_sendrecv.txt", 1)])
+def test_b200_sendrecv_bandwidth_follows_the_channels_per_peer(hosts, file, channels):
+    """NCCL 2.29 gives a peer on another host 4 channels on 2-4 hosts, 2 on 8 and 1 from 16 (NCCL's own
+    INFO lines in the 2-host run: "16 p2p channels, 4 p2p channels per peer"; in the 32-host run of the
+    same report: 1 per peer).  The real logs reach 42.0, 44.4, 26.1, 14.7 and 14.8 GB/s at 256 MiB (the
+    NIC at 0.96 of 50 GB/s, 48.0, is 13 % above the 2-host run; 2 x and 1 x 14 GB/s); the model within 15 %."""
+    model = NcclModel(b200(hosts), DEFAULT_PARAMS, NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}), version=(2, 29))
+    row = next(r for r in load_runs(LOGS / file)[0].rows if r.size == 256 << 20)
+    c = model.choose("sendrecv", row.size)
+    assert c.channels == channels
+    assert row.out_of_place.time_us / c.time_us - 1 == pytest.approx(0.0, abs=0.15)
