@@ -243,14 +243,16 @@ def _pow2_up(x: int) -> int:
 
 
 def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL_VERSION,
-                          override: int | None = None) -> int:
+                          override: int | None = None, local: int | None = None) -> int:
     """Channels NCCL gives a send to a peer on another host (src/graph/paths.cc, by version).
 
     ``NCCL_NCHANNELS_PER_NET_PEER`` (``override``) wins.  Before 2.20: 2.  From 2.20: 2, halved while
     ``2 x ranks > 4 x p2p channels``.  From 2.29: one channel per ``P2P_PER_CHANNEL_NET_BW`` (14 GB/s)
     of the GPU's own NIC (at least one per NIC), to a power of two, then halved while the channels
     of every peer, ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (8) peers to a channel and round, exceed the
-    p2p channels.  The p2p channels are the communicator's, to a power of two.
+    p2p channels.  The p2p channels are the communicator's, to a power of two; from 2.29 a peer on the
+    same host with fewer channels (``local``: 2 over PCIe, 2 per NVLink) lowers the count first, as
+    NCCL takes the least over every peer.
 
     >>> from topo_probe import cluster
     >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2))
@@ -271,7 +273,10 @@ def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL
         return per
     _, nic = m.visible_nics()
     net_bw = min(nic, PCI_BW_BY_GEN.get(m.pcie_gen, PCI_BW_BY_GEN[4]))       # the GPU's path to its NIC
-    per = _pow2_up(max(1, -(-int(net_bw) // P2P_PER_CHANNEL_NET_BW))) if nic > 0 else 2
+    per = max(1, -(-int(net_bw) // P2P_PER_CHANNEL_NET_BW)) if nic > 0 else 2
+    if local and m.gpus_per_node > 1:
+        per = min(per, local)
+    per = _pow2_up(per)
     if m.nodes > 1:
         batches = -(-m.ranks // MAX_DEV_WORK_P2P_PER_BATCH)
         while per * batches > p2p_total and per > 1:
@@ -297,7 +302,8 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     if env.min_ctas:                               # init.cc: NVLS CTAs clamped to [minCTAs, maxCTAs]
         nvls_ch = min(MAXCHANNELS, max(nvls_ch, env.min_ctas))
     per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
-    net_peer = net_channels_per_peer(m, n_ch, tuple(version), env.net_channels_per_peer)
+    local = 2 if (m.intra == "pcie" or not p2p or not m.p2p) else per_peer
+    net_peer = net_channels_per_peer(m, n_ch, tuple(version), env.net_channels_per_peer, local)
     return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, net_peer)
 
 

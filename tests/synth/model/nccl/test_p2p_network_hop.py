@@ -100,3 +100,13 @@ def test_b200_sendrecv_bandwidth_follows_the_channels_per_peer(hosts, file, chan
     c = model.choose("sendrecv", row.size)
     assert c.channels == channels
     assert row.out_of_place.time_us / c.time_us - 1 == pytest.approx(0.0, abs=0.15)
+
+
+def test_a_pcie_peer_on_the_host_lowers_the_network_channels_from_2_29():
+    """NCCL takes the least channels over every peer: a PCIe peer on the same host has 2, so a PCIe
+    box on 2 hosts gets 2 per network peer where an NVSwitch box gets 4."""
+    from synth.model.nccl.graphs import net_channels_per_peer
+    m = b200(2)
+    assert net_channels_per_peer(m, 16, (2, 29), local=36) == 4
+    assert net_channels_per_peer(m, 16, (2, 29), local=2) == 2
+    assert net_channels_per_peer(m, 16, (2, 28), local=2) == 2          # before 2.29 the network's 2 is the least anyway
