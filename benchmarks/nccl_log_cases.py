@@ -103,7 +103,8 @@ _C00 = "H100 cluster00 of xxrjun/nccl-tests-cluster, NCCL 2.28.7, InfiniBand (8 
 _C00_CNODE2 = ("the NICs of the cnode2 hosts are not stated, and the log contradicts the cnode4 hosts' "
                "(8 x 400 Gb/s, NCCL's own debug log): one GPU per host sends at 13.5 GB/s where cnode4 reaches "
                "27.3, four at 14.6 per GPU where cnode4 reaches 28.9")
-_C00_CNODE4 = "H100 cluster00 of xxrjun/nccl-tests-cluster, cnode4 hosts, NCCL 2.28.3, 8 x 400 Gb/s IB (NCCL's debug log)"
+_C00_CNODE4 = ("H100 cluster00 of xxrjun/nccl-tests-cluster, cnode4 hosts, NCCL 2.28.3, "
+               "8 x 400 Gb/s IB (NCCL's debug log)")
 _B200 = ("8 x B200 per host (the `hgx-b200` preset: NVLink 5 via NVSwitch), 8 x 400 Gb/s CX-7 IB (stated), "
          "NCCL 2.29.7, NVLS and SHARP off")
 _NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}

@@ -52,7 +52,8 @@ def test_cluster00_logs_of_unstated_nics_are_listed_not_predicted():
     for name in ("h100_2gpu_2node_alltoall_sendrecv_1gpn.txt", "h100_8gpu_2node_alltoall_sendrecv_4gpn.txt"):
         assert all("cnode4" in c.skip_reason for c in by_file[name])
         assert "speed not stated" in (FIXTURES / "real_logs" / name).read_text(encoding="utf-8").splitlines()[0]
-    for name in ("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt", "h100_8gpu_2node_alltoall_sendrecv_4gpn_cnode4.txt"):
+    for name in ("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt",
+                 "h100_8gpu_2node_alltoall_sendrecv_4gpn_cnode4.txt"):
         assert {c.collective for c in by_file[name] if not c.skip_reason} == {"alltoall", "sendrecv"}
         assert "speed=400000" in (FIXTURES / "real_logs" / name).read_text(encoding="utf-8").splitlines()[0]
 

@@ -5,9 +5,9 @@ the per-collective form of NCCL 2.24+ (``allreduce:tree,ring;allgather:ring``); 
 case-insensitive.  ``NCCL_NVLS_ENABLE``, ``NCCL_COLLNET_ENABLE``, ``NCCL_P2P_DISABLE`` (0/1),
 ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` (integers), ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` (the
 communicator's CTA bounds: they clamp the ring/tree channels like the former and, unlike them, the
-NVLS CTAs too: init.cc), ``NCCL_NCHANNELS_PER_NET_PEER`` (channels per peer on another host), ``NCCL_PAT_ENABLE`` (0/1/2 = auto),
-``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (bytes, default 128 KiB: enqueue.cc).  Syntax as NCCL's
-``parseList`` (src/graph/tuning.cc).
+NVLS CTAs too: init.cc), ``NCCL_NCHANNELS_PER_NET_PEER`` (channels per peer on another host),
+``NCCL_PAT_ENABLE`` (0/1/2 = auto), ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (bytes, default 128 KiB:
+enqueue.cc).  Syntax as NCCL's ``parseList`` (src/graph/tuning.cc).
 
 >>> env = NcclEnv.from_environ({"NCCL_ALGO": "^tree", "NCCL_PROTO": "Simple,LL128", "NCCL_MAX_NCHANNELS": "4"})
 >>> env.algo_allowed("allreduce", "ring"), env.algo_allowed("allreduce", "tree"), env.proto_allowed("allreduce", "LL")
@@ -26,8 +26,8 @@ from synth.model.nccl.constants import ALGO_NAMES, PROTO_NAMES
 from topo_probe.errors import InvalidArgument
 
 VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_P2P_DISABLE",
-             "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_PAT_ENABLE", "NCCL_NVLSTREE_MAX_CHUNKSIZE", "RCCL_MSCCL_ENABLE",
-             "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER")
+             "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_PAT_ENABLE", "NCCL_NVLSTREE_MAX_CHUNKSIZE",
+             "RCCL_MSCCL_ENABLE", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER")
 #: NCCL_NVLSTREE_MAX_CHUNKSIZE default (bytes)
 NVLSTREE_CHUNK = 131072
 

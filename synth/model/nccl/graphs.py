@@ -238,7 +238,8 @@ def _collnet_graph(m: NcclMachine, ring: Graph, env: NcclEnv) -> Graph | None:
     return Graph(max(1, n_nic), ring.bw_intra, min(nic, ring.bw_inter), ring.type_intra, ring.type_inter)
 
 
-def _pow2_up(x: int) -> int:
+def pow2_up(x: int) -> int:
+    """The least power of two >= ``x`` (NCCL's ``pow2Up``; 1 for ``x <= 1``)."""
     return 1 << max(0, int(x) - 1).bit_length()
 
 
@@ -265,7 +266,7 @@ def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL
         return override
     if version < (2, 20):
         return 2
-    p2p_total = _pow2_up(min(n_channels, MAXCHANNELS))
+    p2p_total = pow2_up(min(n_channels, MAXCHANNELS))
     if version < (2, 29):
         per = 2
         while per * m.ranks > p2p_total * 4 and per > 1:
@@ -276,7 +277,7 @@ def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL
     per = max(1, -(-int(net_bw) // P2P_PER_CHANNEL_NET_BW)) if nic > 0 else 2
     if local and m.gpus_per_node > 1:
         per = min(per, local)
-    per = _pow2_up(per)
+    per = pow2_up(per)
     if m.nodes > 1:
         batches = -(-m.ranks // MAX_DEV_WORK_P2P_PER_BATCH)
         while per * batches > p2p_total and per > 1:
@@ -307,4 +308,5 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, net_peer)
 
 
-__all__ = ["Graph", "CommGraphs", "comm_graphs", "net_channels_per_peer", "intra_capacity_gbs", "mesh_rings", "nvlink_per_link_gbs"]
+__all__ = ["Graph", "CommGraphs", "comm_graphs", "net_channels_per_peer", "pow2_up", "intra_capacity_gbs", "mesh_rings",
+           "nvlink_per_link_gbs"]

@@ -17,7 +17,7 @@ moves at most what a channel of NCCL's ring graph carries (its ``bwIntra``).  So
 from __future__ import annotations
 
 from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, PCIE_X16_GBS, PROTOS
-from synth.model.nccl.graphs import CommGraphs
+from synth.model.nccl.graphs import CommGraphs, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.runtime import host_time_us
@@ -26,10 +26,6 @@ from synth.model.nccl.runtime import host_time_us
 P2P_NVL_CHUNK_BYTES = 1 << 19
 #: NCCL_MAX_P2P_NCHANNELS's default (MAXCHANNELS)
 MAX_P2P_CHANNELS = 32
-
-
-def _pow2_up(x: int) -> int:
-    return 1 << max(0, int(x) - 1).bit_length()
 
 
 def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int) -> int:
@@ -43,8 +39,8 @@ def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int) -> int:
     [4, 8, 16, 32, 32]
     """
     pre = min(g.n_channels, MAX_P2P_CHANNELS)
-    total = _pow2_up(pre)
-    per_peer = min(_pow2_up(min(pre, g.p2p_channels_per_peer)), total)
+    total = pow2_up(pre)
+    per_peer = min(pow2_up(min(pre, g.p2p_channels_per_peer)), total)
     n_min = per_peer
     while n_min * m.ranks > total and n_min > 1:
         n_min //= 2

@@ -60,7 +60,8 @@ def test_net_kind_applies_to_our_schedules_too():
     s = baseline("ring", ib, "allgather")
     one = (1,)
     t_ib = CostModel(ib, replace(cost_params_for(ib), pipeline_slices=one)).schedule_time_us(s, 1 << 20)
-    same_rate = replace(cost_params_for(efa2), pipeline_slices=one, network_efficiency=cost_params_for(ib).network_efficiency)
+    ib_rate = cost_params_for(ib).network_efficiency
+    same_rate = replace(cost_params_for(efa2), pipeline_slices=one, network_efficiency=ib_rate)
     t_efa = CostModel(efa2, same_rate).schedule_time_us(s, 1 << 20)
     crossing = sum(any(ib.hosts[t.src] != ib.hosts[t.dst] for t in st.transfers) for st in s.steps)
     assert crossing >= 1

@@ -109,4 +109,4 @@ def test_a_pcie_peer_on_the_host_lowers_the_network_channels_from_2_29():
     m = b200(2)
     assert net_channels_per_peer(m, 16, (2, 29), local=36) == 4
     assert net_channels_per_peer(m, 16, (2, 29), local=2) == 2
-    assert net_channels_per_peer(m, 16, (2, 28), local=2) == 2          # before 2.29 the network's 2 is the least anyway
+    assert net_channels_per_peer(m, 16, (2, 28), local=2) == 2      # before 2.29 the network's 2 is the least
