@@ -78,13 +78,13 @@ class ModelParams:
     lat_scale : dict
         ``(arch, proto)`` (``NVLS`` for NVLink SHARP): real / NCCL-table intra-node latency.
     net_eff : dict
-        transport: achieved fraction of the NICs' line rate (trees, CollNet, point-to-point).
+        transport: achieved fraction of the NICs' line rate (trees, CollNet, sends to many peers).
     ring_net_eff : dict
-        transport: achieved fraction of the NICs' line rate when ring channels stream through them:
-        one flow in and one out per channel, spread evenly over the NICs.  Not fitted (a fit would let
-        it absorb what a ring's mid-size rows lack): NCCL's own ``NET_BW`` ratio, 12 GB/s assumed of
-        a 12.5 GB/s (100 Gb/s) NIC; the real InfiniBand and RoCE rings stream at 0.96-0.98.
-        Other transports (EFA, TCPXO, sockets: no ring log) take ``net_eff``.
+        transport: achieved fraction of the NICs' line rate when ring channels stream through them
+        (one flow in and one out per channel, spread evenly over the NICs), as a send to one peer does.
+        Not fitted (a fit would let it absorb what a ring's mid-size rows lack): NCCL's own ``NET_BW``
+        ratio, 12 GB/s assumed of a 12.5 GB/s (100 Gb/s) NIC; the real InfiniBand and RoCE rings stream
+        at 0.96-0.98.  EFA, TCPXO and sockets (no ring log) take ``net_eff``.
     net_lat : dict
         ``(transport, proto)``: extra µs per inter-node hop (LL128 shares LL's).
     net_chunk : dict
