@@ -76,9 +76,22 @@ class RouteArrays:
         if got is None:
             return None
         starts, idx, frac, t, _ = got
+        lat = self.transfer_latencies(idx, starts, t)
+        return idx, frac, max(0.0, float(np.max(lat)))
+
+    def transfer_latencies(self, idx: np.ndarray, starts: np.ndarray, t: np.ndarray) -> np.ndarray:
+        """µs of each transfer of :meth:`entries`' answer: its channel's latency, plus the extra
+        where its route crosses the network."""
         crosses = np.logical_or.reduceat(self.network[idx], starts[:-1])
-        lat = float(np.max(self.latency[t] + np.where(crosses, self.extra_us, 0.0)))
-        return idx, frac, max(0.0, lat)
+        return np.maximum(0.0, self.latency[t] + np.where(crosses, self.extra_us, 0.0))
+
+    def step_latencies(self, src, dst) -> np.ndarray | None:
+        """µs of each transfer ``src[k] -> dst[k]`` (None as for :meth:`step`)."""
+        got = self.entries(src, dst)
+        if got is None:
+            return None
+        starts, idx, _, t, _ = got
+        return self.transfer_latencies(idx, starts, t)
 
     def entries(self, src, dst) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """``(starts, resource indices, fractions, templates, fraction ids)``: transfer ``k``'s

@@ -15,16 +15,27 @@ A step moves each of its transfers' chunks over the channel's route at the same 
 models how runtimes such as NCCL stream a step through a two-stage buffer pipeline (sender
 writes a slice into the receiver's FIFO, the receiver consumes it): ``q`` slices cost
 ``(q + 1) * (x + t / q)``, minimal at ``q = sqrt(t / x)`` where it equals ``x + t + 2 sqrt(x t)``
-(the constant ``x`` is part of ``step_overhead_us``).  It is what makes a ring approach the link
-rate slowly, like the measured nccl-tests curve; ``slice_overhead_us=0`` gives plain alpha-beta.
+(the constant ``x`` is part of ``step_overhead_us``).  ``slice_overhead_us=0`` gives plain
+alpha-beta, which is what a machine's parameters hold (:func:`synth.model.physics.cost_params_for`):
+the NCCL model meets real logs' mid sizes without the term.
+
+Latency: the critical path
+--------------------------
+The fixed part is not one overhead per step: a schedule runs as a dataflow (each transfer waits
+for its chunk to reach its sender, not for the whole previous step), so it costs
+``launch_us`` plus the longest chain of hops, each ``step_overhead_us`` plus its channel's latency
+(plus ``network_latency_us`` where it crosses the network); see :class:`_CriticalPath`.  A ring of
+``S`` steps is one chain of ``S`` hops, and on several hosts only its network hops pay the
+network's latency, as NCCL's latency model counts a ring.
 
 Pipelining over slices of the message
 -------------------------------------
 A schedule may also run over ``k`` slices of the message: each slice runs the whole schedule on
 ``nbytes / k`` and slice ``s`` executes step ``t`` in *wavefront* ``s + t``.  A wavefront costs one
 step time whose load is the **sum** of the loads of all steps active in it (they share the
-links), so the total is ``launch_us + sum over the S + k - 1 wavefronts``; when consecutive steps
-use disjoint links this is the textbook ``(S + k - 1) * slice step time``.  Schedules whose every
+links), so the bandwidth part is the sum over the ``S + k - 1`` wavefronts; the fixed part is the
+launch, the critical path of one slice and, per further slice, one more overhead and latency of
+the slowest step.  Schedules whose every
 step loads the same links (rings) gain nothing and keep ``k = 1``.  ``k`` is the best of
 ``CostParams.pipeline_slices`` (default 1, 2, 4, ..., 64), so pipelining is never slower than
 running unpipelined.  Reductions are assumed to run at link speed (no compute term).
@@ -144,6 +155,35 @@ class _Wavefronts:
     fixed_us: float
 
 
+class _CriticalPath:
+    """The latency part of a schedule run as a dataflow, one step after another (µs).
+
+    A transfer starts when its chunk has arrived at its sender (every earlier transfer of that
+    chunk to that rank), costs ``overhead_us`` to issue and arrives its channel's latency later;
+    transfers that do not wait on each other overlap, as the channels of NCCL's rings and the
+    blocks of our executor run on their own.  ``end_us`` is the last arrival: a ring of ``S``
+    steps costs ``S`` hops, of which only those crossing the network pay the network's latency,
+    as NCCL's latency model counts a ring's hops.  The bytes are charged apart (the wavefronts'
+    bandwidth terms).
+    """
+
+    def __init__(self, ranks: int, chunks: int, overhead_us: float) -> None:
+        self.chunks, self.overhead = max(1, chunks), overhead_us
+        self.ready = np.zeros(ranks * self.chunks)   # when (rank, chunk) holds every earlier arrival
+        self.end_us = 0.0
+
+    def add(self, step: Step, lat_each: np.ndarray) -> None:
+        n = len(step.transfers)
+        if n == 0:
+            return
+        src = np.fromiter((t.src for t in step.transfers), dtype=np.intp, count=n)
+        dst = np.fromiter((t.dst for t in step.transfers), dtype=np.intp, count=n)
+        chunk = np.fromiter((t.chunk for t in step.transfers), dtype=np.intp, count=n)
+        arrive = self.ready[src * self.chunks + chunk] + self.overhead + lat_each
+        np.maximum.at(self.ready, dst * self.chunks + chunk, arrive)
+        self.end_us = max(self.end_us, float(np.max(arrive)))
+
+
 class CostModel:
     """Alpha-beta time of schedules on ``fabric`` (see the module docstring).
 
@@ -180,12 +220,18 @@ class CostModel:
         ScheduleInvalid
             A transfer whose src -> dst is not a channel (rule ``no-channel``).
         """
+        load, lat = self._step_detail(step, step_index)
+        return load, (float(np.max(lat)) if len(lat) else 0.0)
+
+    def _step_detail(self, step: Step, step_index: int = 0) -> tuple[np.ndarray, np.ndarray]:
+        """``(load per resource in chunks, latency of each transfer in µs)`` of one step."""
         if len(step.transfers) >= ARRAY_TRANSFERS and self._route_arrays() is not None:
-            got = self._arrays.step([t.src for t in step.transfers], [t.dst for t in step.transfers])
+            got = self._arrays.entries([t.src for t in step.transfers], [t.dst for t in step.transfers])
             if got is not None:           # else: some pair is no channel, reported below
-                return np.bincount(got[0], weights=got[1], minlength=len(self.rate)).astype(float, copy=False), got[2]
-        idx, frac = [], []
-        lat = 0.0
+                starts, idx, frac, tmpl, _ = got
+                load = np.bincount(idx, weights=frac, minlength=len(self.rate)).astype(float, copy=False)
+                return load, self._arrays.transfer_latencies(idx, starts, tmpl)
+        idx, frac, lats = [], [], []
         for ti, t in enumerate(step.transfers):
             hit = self._routes.get((t.src, t.dst))
             if hit is None:
@@ -195,12 +241,12 @@ class CostModel:
                     rule="no-channel", step=step_index, transfer=ti, rank=t.src, chunk=t.chunk)
             idx.append(hit[0])
             frac.append(hit[1])
-            lat = max(lat, hit[2])
+            lats.append(hit[2])
         if not idx:
-            return np.zeros(len(self.rate)), lat
+            return np.zeros(len(self.rate)), np.zeros(0)
         # bincount adds the fractions in transfer order, as a loop of load[r] += f would
         load = np.bincount(np.concatenate(idx), weights=np.concatenate(frac), minlength=len(self.rate))
-        return load.astype(float, copy=False), lat
+        return load.astype(float, copy=False), np.asarray(lats, dtype=float)
 
     def _route_arrays(self):
         """The cluster fabric's :class:`synth.ir.cluster_routes.RouteArrays` (None: not a cluster)."""
@@ -225,18 +271,24 @@ class CostModel:
         return self._wave_time(load, lat, float(chunk_bytes))[0]
 
     # ---------------------------------------------------------------- schedules
-    def _matrix(self, schedule: Schedule) -> tuple[np.ndarray, np.ndarray]:
+    def _matrix(self, schedule: Schedule) -> tuple[np.ndarray, np.ndarray, float]:
+        """``(loads per step and resource, max latency per step, critical path in µs)``."""
         if schedule.ranks != self.fabric.num_ranks:
             raise ScheduleInvalid(f"schedule has {schedule.ranks} ranks, fabric {self.fabric.topology_name!r} "
                                   f"has {self.fabric.num_ranks} (rule: wrong-topology)", rule="wrong-topology")
         loads = np.zeros((schedule.num_steps, len(self.rate)))
         lats = np.zeros(schedule.num_steps)
+        path = _CriticalPath(schedule.ranks, schedule.spec.num_chunks, self.params.step_overhead_us)
         for si, step in enumerate(schedule.steps):
-            loads[si], lats[si] = self.step_loads(step, si)
-        return loads, lats
+            loads[si], each = self._step_detail(step, si)
+            lats[si] = float(np.max(each)) if len(each) else 0.0
+            path.add(step, each)
+        return loads, lats, path.end_us
 
-    def _wavefronts(self, loads: np.ndarray, lats: np.ndarray, k: int) -> "_Wavefronts":
-        """What :meth:`estimate` needs of a schedule run over ``k`` slices, whatever the size."""
+    def _wavefronts(self, loads: np.ndarray, lats: np.ndarray, k: int, path_us: float) -> "_Wavefronts":
+        """What :meth:`estimate` needs of a schedule run over ``k`` slices, whatever the size: the
+        fixed part is the launch, the critical path of one slice (``path_us``) and, for each
+        further slice, one more of the slowest step's overhead and latency."""
         S, p = len(lats), self.params
         if S == 0:
             return _Wavefronts(k, 0, np.zeros(0), p.launch_us)
@@ -245,10 +297,7 @@ class CostModel:
         lo, hi = np.maximum(0, w - k + 1), np.minimum(S - 1, w)
         window = csum[hi + 1] - csum[lo]                       # (W, R) chunks per wavefront
         peak = np.max(window / self.rate, axis=1) if loads.shape[1] else np.zeros(len(w))
-        lat_w = np.full(len(w), -np.inf)                       # slowest channel of each wavefront
-        for d in range(min(k, len(w))):                        # step s is in wavefronts s .. s + k - 1
-            np.maximum(lat_w[d:d + S], lats, out=lat_w[d:d + S])
-        fixed = p.launch_us + float(np.sum(p.step_overhead_us + lat_w))
+        fixed = p.launch_us + path_us + (k - 1) * (p.step_overhead_us + float(np.max(lats)))
         return _Wavefronts(k, len(w), peak, fixed)
 
     def _pipelined(self, wave: "_Wavefronts", cb: float) -> Estimate:
@@ -273,9 +322,9 @@ class CostModel:
         if nbytes < 0:
             raise InvalidArgument(f"nbytes must be >= 0, got {nbytes!r}")
         if self._last is None or self._last[0] is not schedule:
-            loads, lats = self._matrix(schedule)
+            loads, lats, path_us = self._matrix(schedule)
             self._last = (schedule, loads, lats,
-                          [self._wavefronts(loads, lats, k) for k in sorted(set(self.params.pipeline_slices))])
+                          [self._wavefronts(loads, lats, k, path_us) for k in sorted(set(self.params.pipeline_slices))])
         cb = chunk_bytes(schedule, nbytes)
         ests = [self._pipelined(wave, cb) for wave in self._last[3]]
         return min(ests, key=lambda e: (e.time_us, e.slices))

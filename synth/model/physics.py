@@ -23,9 +23,14 @@ A step of a schedule whose transfers cross the network also pays the transport's
 (``net_lat[transport, Simple]``, :attr:`CostParams.network_latency_us`), as NCCL's hops do.
 
 It also holds :class:`CostParams`, what the cost model of our schedules needs: the efficiencies
-per resource kind (data-sheet defaults below, or the shared table through
-:func:`cost_params_for`, which is what :class:`synth.model.cost.CostModel` uses by default) and
-our runtime's own overheads (launch, per step, per slice).
+per resource kind and the overheads (launch, per step, per slice).  :func:`cost_params_for`, what
+:class:`synth.model.cost.CostModel` uses by default, takes all of them from the shared table: the
+efficiencies as above, the launch and the cost of a step from NCCL's ring/Simple base and hop
+latencies scaled by the fitted ratio of the GPU architecture (our executors move a step as Simple
+does: the data, then a flag), and the network hop from the same table plus the transport's fitted
+extra.  So our ring schedule and NCCL's ring under Simple are timed alike on the same machine
+(``tests/synth/model/test_physics.py``); the data-sheet defaults below serve only a fabric with no
+topology.
 
 The NCCL-specific parts (protocol payload fractions, NVLS efficiency, per-call host costs,
 latencies of NCCL's tables) stay in :mod:`synth.model.nccl`: they describe what NCCL's kernels do
@@ -46,7 +51,7 @@ from dataclasses import dataclass, fields, replace
 
 from synth.model.nccl.machine import arch_of_topology
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams, params_to_dict
-from topo_probe.errors import InvalidArgument
+from topo_probe.errors import InvalidArgument, TopocollError
 from topo_probe.topology.model import Topology
 
 # ---------------------------------------------------------------- documented parameters
@@ -63,17 +68,16 @@ NETWORK_EFFICIENCY = 12.0 / 12.5
 #: AMD measures about 48 of the 64 GB/s of an MI300X xGMI link ("Understanding RCCL Bandwidth and
 #: xGMI Performance on AMD Instinct MI300X", ROCm blog, March 2025).
 INFINITY_FABRIC_EFFICIENCY = 48.0 / 64.0
-#: Fixed cost of one collective call (kernel launch and the per-call part of the runtime).  NCCL's
-#: own tuning model charges a base latency of 6.6 µs to a Ring/LL collective
-#: (src/graph/tuning.cc, ``baseLat``).
+#: The three overheads below are what ``CostParams()`` holds for a fabric without a topology (a
+#: bare test fabric).  A machine's come from the shared table (:func:`cost_params_for`): NCCL's
+#: ring/Simple base and hop latencies scaled by the fitted ratio of its GPUs, and no in-step term.
+#: Fixed cost of one collective call: NCCL's Ring/LL base latency (src/graph/tuning.cc ``baseLat``).
 LAUNCH_US = 6.6
-#: Per-step cost (synchronisation between consecutive steps, flag polling, kernel loop).
-#: Calibrated: the nccl-tests floor of 8 x A100 ring allreduce (median 39.4 µs up to 64 KiB, 14
-#: steps on the dgx-a100 preset with 0.7 µs channel latency) gives (39.4 - 6.6) / 14 - 0.7 µs; see
-#: results/calibration/ring_allreduce_dgx_a100.md (benchmarks/calibrate_cost_model.py).
+#: Per-step cost (synchronisation between consecutive steps, flag polling, kernel loop); first
+#: calibrated on the floor of one 8 x A100 nccl-tests log (results/calibration/, a floor its
+#: single-process host cost sets).
 STEP_OVERHEAD_US = 1.65
-#: Per-slice cost of the in-step two-stage pipeline (the square-root term).  Calibrated on the
-#: same log (smallest worst-case busbw deviation from 1 MiB to 4 GiB); see the calibration report.
+#: Per-slice cost of the in-step two-stage pipeline (the square-root term), from the same log.
 SLICE_OVERHEAD_US = 0.47
 #: Message slicings tried for cross-step pipelining.
 PIPELINE_SLICES = (1, 2, 4, 8, 16, 32, 64)
@@ -146,24 +150,80 @@ def efficiencies(arch: str, transport: str, params: ModelParams = DEFAULT_PARAMS
     return {k: min(1.0, v) for k, v in out.items()}
 
 
+def wire_latencies_us(fabric) -> tuple[float, float]:
+    """``(intra-host, inter-host)`` µs of the wires alone: the least channel latency from rank 0 to
+    a rank of its own host and to a rank of another (the second is 0 on one host)."""
+    n = fabric.num_ranks
+    hosts = fabric.hosts if len(fabric.hosts) == n else [0] * n
+    intra = [fabric.channel_latency_us(0, j) for j in range(1, n) if hosts[j] == hosts[0] and (0, j) in fabric.channels]
+    inter = [fabric.channel_latency_us(0, j) for j in range(1, n) if hosts[j] != hosts[0] and (0, j) in fabric.channels]
+    return min(intra, default=0.0), min(inter, default=0.0)
+
+
+def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS) -> tuple[float, float, float]:
+    """``(launch, hop inside a host, hop between hosts)`` µs of one of our schedules on
+    ``topology``: what NCCL's ring charges under the Simple protocol
+    (:func:`synth.model.nccl.runtime.hop_latencies_us`, NCCL's tables scaled by the fitted
+    real/table ratio of the GPU architecture).  Our executors move a step as Simple does (the data,
+    then a flag the receiver polls), so one step of a schedule costs what one ring hop of NCCL's
+    costs on the same link.
+
+    >>> from topo_probe import get_preset
+    >>> launch, hop, net = step_costs_us(get_preset("dgx-h100"))
+    >>> round(hop / launch, 6) == round(3.4 / 8.4, 6)   # NCCL's ring/Simple NVLink hop and base, one scale
+    True
+    """
+    from synth.model.nccl.machine import NcclMachine
+    from synth.model.nccl.runtime import hop_latencies_us
+    return hop_latencies_us(NcclMachine.from_topology(topology), "ring", "Simple", params)
+
+
 def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, **overrides) -> CostParams:
-    """The :class:`CostParams` of a fabric (or topology): the shared link efficiencies of its GPU
-    architecture and network transport, the cost model's calibrated overheads; ``overrides``
-    replace fields (e.g. ``launch_us``).  A fabric without its topology gets the defaults."""
+    """The :class:`CostParams` of a fabric (or topology), all from the shared table:
+
+    * the link efficiencies of its GPU architecture and network transport (:func:`efficiencies`);
+    * ``launch_us``: NCCL's ring/Simple base latency, scaled (:func:`step_costs_us`);
+    * ``step_overhead_us``: a ring/Simple hop inside a host less the wire's latency (the cost model
+      adds the channel's latency to it, so a step over one link costs exactly the hop);
+    * ``network_latency_us``: a hop between hosts (the table's network hop plus the transport's
+      fitted extra) less the step overhead and the network channel's wire latency;
+    * ``slice_overhead_us`` 0: the NCCL model meets the real logs' mid sizes without an in-step
+      pipelining term, so with it our ring and NCCL's ring/Simple are timed alike at every size.
+
+    ``overrides`` replace fields (e.g. ``launch_us``).  A fabric without its topology gets the
+    documented defaults; so does a topology the NCCL model cannot read."""
     topology = where if isinstance(where, Topology) else getattr(where, "topology", None)
     if topology is None or topology.num_gpus == 0:
         return replace(CostParams(), **overrides)
     arch, transport = machine_keys(topology)
     fields = {f"{k}_efficiency": v for k, v in efficiencies(arch, transport, params).items()}
     fields["network_latency_us"] = params.net_latency_us(transport, "Simple")
+    try:
+        launch, hop, net_hop = step_costs_us(topology, params)
+    except TopocollError:
+        return CostParams(**{**fields, **overrides})
+    if isinstance(where, Topology):
+        from synth.ir.fabric import build_fabric
+        where = build_fabric(where)
+    wire, net_wire = wire_latencies_us(where)
+    step = max(0.0, hop - wire)
+    fields.update(launch_us=launch, step_overhead_us=step, network_latency_us=max(0.0, net_hop - step - net_wire),
+                  slice_overhead_us=0.0)
     return CostParams(**{**fields, **overrides})
 
 
+#: how the cost model of our schedules turns the constants into times; a change of the formulas
+#: (not of a constant) changes it, and with it :func:`model_version`
+COST_FORMULA = "dataflow critical path; launch, hops from the shared ring/Simple latencies"
+
+
 def model_version(params: ModelParams = DEFAULT_PARAMS) -> str:
-    """12 hex digits naming every constant a result depends on (the cost model's defaults and
-    the shared table): a stored result made with other constants is not reused."""
-    doc = json.dumps({"cost": repr(CostParams()), "shared": params_to_dict(params)}, sort_keys=True, default=str)
+    """12 hex digits naming every constant a result depends on (the cost model's defaults, its
+    formula revision and the shared table): a stored result made otherwise is not reused."""
+    doc = json.dumps({"cost": repr(CostParams()), "formula": COST_FORMULA, "shared": params_to_dict(params)},
+                     sort_keys=True, default=str)
     return hashlib.sha256(doc.encode()).hexdigest()[:12]
 
 
-__all__ = ["CostParams", "cost_params_for", "efficiencies", "machine_keys", "model_version", "LINK_KIND"]
+__all__ = ["CostParams", "cost_params_for", "efficiencies", "machine_keys", "model_version", "step_costs_us",
+           "wire_latencies_us", "LINK_KIND"]

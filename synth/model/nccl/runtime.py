@@ -240,24 +240,43 @@ def _hops(m: NcclMachine, coll: str, algo: str) -> tuple[int, int]:
     return 2 * (m.gpus_per_node - 1), 2 * log_nodes
 
 
+def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams,
+                     p2p_off: bool = False) -> tuple[float, float, float]:
+    """``(base, intra-node hop, inter-node hop)`` µs of ``algo``/``proto`` on ``m``: NCCL's (or
+    RCCL's) tables scaled by the fitted real/table ratio of the architecture and protocol; an
+    inter-node hop is the table's network hop plus the transport's fitted extra.  The cost model of
+    our schedules takes its launch and per-step costs from here too (:mod:`synth.model.physics`).
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl.params import ModelParams
+    >>> hop_latencies_us(NcclMachine.from_topology(get_preset("dgx-h100")), "ring", "Simple", ModelParams())
+    (8.4, 3.4, 14.0)
+    """
+    a, p = ALGOS.index(algo if algo != "pat" else "ring"), PROTOS.index(proto)
+    intra_hw = HW_NVLINK if (not p2p_off and m.p2p and m.intra != "pcie") else HW_PCI
+    scale = params.latency_scale(m.arch, proto)
+    if m.amd:
+        hop = RCCL_GFX942["hw_lat_xgmi"]["tree" if algo == "tree" else "ring"][p]
+        base = RCCL_BASE_LAT[p]
+    else:
+        base, hop = BASE_LAT[a][p], HW_LAT[intra_hw][a][p]
+    return base * scale, hop * scale, HW_LAT[HW_NET][a][p] + params.net_latency_us(m.net_kind, proto)
+
+
 def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
     """Device latency (µs): NCCL's (or RCCL's) tables, scaled by the fitted real/table ratio, plus
-    the transport's extra µs per inter-node hop."""
+    the transport's extra µs per inter-node hop (:func:`hop_latencies_us`)."""
     m = t.machine
-    a, p = ALGOS.index(algo if algo != "pat" else "ring"), PROTOS.index(proto)
-    intra_hw = HW_NVLINK if (not t.env.p2p_off and m.p2p and m.intra != "pcie") else HW_PCI
     n_intra, n_inter = _hops(m, coll, algo)
-    scale = params.latency_scale(m.arch, proto)
     if algo in ("nvls", "nvls_tree"):
-        lat = HW_LAT[HW_NVLINK][ALGOS.index("nvls")][p] * params.lat_scale.get(("*", "NVLS"), scale)
-    elif m.amd:
-        hop = RCCL_GFX942["hw_lat_xgmi"]["tree" if algo == "tree" else "ring"][p]
-        lat = (RCCL_BASE_LAT[p] + n_intra * hop) * scale
+        p = PROTOS.index(proto)
+        lat = HW_LAT[HW_NVLINK][ALGOS.index("nvls")][p] * params.lat_scale.get(
+            ("*", "NVLS"), params.latency_scale(m.arch, proto))
+        net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off)[2]
     else:
-        lat = (BASE_LAT[a][p] + n_intra * HW_LAT[intra_hw][a][p]) * scale
-    if n_inter:
-        lat += n_inter * (HW_LAT[HW_NET][a][p] + params.net_latency_us(m.net_kind, proto))
-    return lat
+        base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off)
+        lat = base + n_intra * hop
+    return lat + n_inter * net
 
 
 def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
@@ -269,5 +288,5 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
 
 
 __all__ = ["host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
-           "ring_capacity_gbs", "simple_chunk_bytes", "nvls_chunk_overhead_us", "latency_us",
+           "ring_capacity_gbs", "simple_chunk_bytes", "nvls_chunk_overhead_us", "hop_latencies_us", "latency_us",
            "collective_time_us"]

@@ -309,17 +309,18 @@ def test_plan_selects_schedule_by_size_and_root(tmp_path):
 
 
 def test_fallback_baseline_follows_the_size():
-    """dgx1-v100 has no plan here: 1 KB allreduce runs rhd (3 steps), 1 GB the NVLink rings."""
+    """dgx1-v100 has no plan here: 1 KB allreduce runs the tree (a short chain of hops), 1 GB the
+    NVLink rings."""
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
         comm = Communicator(8, topology="dgx1-v100", plan=False)
         small, large = comm.schedule_for("allreduce", 1 << 10), comm.schedule_for("allreduce", 1 << 30)
         assert comm.schedule_for("allreduce", 1 << 10) is small
-    assert (small.meta["baseline"], large.meta["baseline"]) == ("rhd", "ring")
+    assert (small.meta["baseline"], large.meta["baseline"]) == ("tree", "ring")
     assert small.num_steps < large.num_steps
     # no plan at all: one warning for the communicator, naming the first call's baseline
     assert len(caught) == 1 and "no plan for 'dgx1-v100'" in str(caught[0].message)
-    assert "first: allreduce of 1024 bytes, baseline 'rhd'" in str(caught[0].message)
+    assert "first: allreduce of 1024 bytes, baseline 'tree'" in str(caught[0].message)
 
 
 def test_auto_plan_lookup_and_fingerprint(tmp_path, monkeypatch):

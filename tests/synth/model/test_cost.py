@@ -168,11 +168,15 @@ def test_ring_allreduce_matches_real_a100_log(fixtures_dir):
     m = CostModel(f)
     floor = statistics.median(r.out_of_place.time_us for r in log.rows if r.size <= 65536)
     assert 38 < floor < 41
-    assert floor / 2 <= m.schedule_time_us(s, 8) <= 2 * floor
-    for r in log.rows:
-        t = m.schedule_time_us(s, r.size)
-        if r.size >= 1 << 20:
-            ratio = busbw_gbps("allreduce", 8, r.size, t) / r.out_of_place.busbw_gbps
-            assert abs(ratio - 1) <= 0.25, (r.size, ratio)
+    # up to 16 MiB NCCL runs LL and LL128 (flags inside the data, no fence per step); our steps
+    # move as Simple does and are timed so: never faster than those rows.  From 32 MiB NCCL runs
+    # Simple too, and our ring's busbw is within 15 % of the log's.
+    assert m.schedule_time_us(s, 8) > floor
+    simple = [r for r in log.rows if r.size >= 32 << 20]
+    assert len(simple) >= 5
+    for r in (r for r in log.rows if r.out_of_place.busbw_gbps > 0):
+        ratio = busbw_gbps("allreduce", 8, r.size, m.schedule_time_us(s, r.size)) / r.out_of_place.busbw_gbps
+        if r in simple:
+            assert abs(ratio - 1) <= 0.15, (r.size, ratio)
         else:
-            assert 0.5 <= t / r.out_of_place.time_us <= 2.0, (r.size, t)
+            assert ratio <= 1.05, (r.size, ratio)

@@ -1,5 +1,5 @@
-"""The cost model against a plain reference: the loop over transfers and the per-size wavefront
-sums it was first written as (a resource's load summed transfer by transfer, every wavefront's
+"""The cost model against a plain reference: the loop over transfers (with a dict of arrival
+times for the critical path) and the per-size wavefront sums it was first written as (a resource's load summed transfer by transfer, every wavefront's
 window recomputed for every size and slice count).  The model keeps per-schedule loads and
 wavefronts and only scales them by the size; its times must equal the reference's bit for bit,
 so plans and reports stay the same."""
@@ -20,25 +20,34 @@ from topo_probe.machines.presets import get_preset
 
 
 def _reference_matrix(m: CostModel, schedule):
-    """Loads (chunks) and latencies (µs) per step, one transfer and route entry at a time."""
+    """Loads (chunks) and latencies (µs) per step, one transfer and route entry at a time, and
+    the critical path: a transfer leaves once its chunk has arrived at its sender (a dict of
+    arrival times per rank and chunk, updated after each step), costs the step overhead and
+    arrives its channel's latency later."""
     res = {r: k for k, r in enumerate(m.fabric.resources)}
     kinds = [info.kind for info in m.fabric.resources.values()]
     loads = np.zeros((schedule.num_steps, len(res)))
     lats = np.zeros(schedule.num_steps)
+    ready, path = {}, 0.0
     for si, step in enumerate(schedule.steps):
-        lat = 0.0
+        lat, arrivals = 0.0, []
         for t in step.transfers:
             crosses = False
             for r, f in m.fabric.channels[(t.src, t.dst)]:
                 loads[si, res[r]] += float(f)
                 crosses = crosses or kinds[res[r]] == "network"
             extra = m.params.network_latency_us if crosses else 0.0
-            lat = max(lat, m.fabric.channel_latency_us(t.src, t.dst) + extra)
+            here = max(0.0, m.fabric.channel_latency_us(t.src, t.dst) + extra)
+            lat = max(lat, here)
+            arrivals.append(((t.dst, t.chunk), ready.get((t.src, t.chunk), 0.0) + m.params.step_overhead_us + here))
+        for key, when in arrivals:
+            ready[key] = max(ready.get(key, 0.0), when)
+            path = max(path, when)
         lats[si] = lat
-    return loads, lats
+    return loads, lats, path
 
 
-def _reference_pipelined(m: CostModel, loads, lats, cb: float, k: int) -> Estimate:
+def _reference_pipelined(m: CostModel, loads, lats, path: float, cb: float, k: int) -> Estimate:
     S, p = len(lats), m.params
     if S == 0:
         return Estimate(p.launch_us, k, 0, 0.0, p.launch_us)
@@ -47,17 +56,16 @@ def _reference_pipelined(m: CostModel, loads, lats, cb: float, k: int) -> Estima
     lo, hi = np.maximum(0, w - k + 1), np.minimum(S - 1, w)
     window = csum[hi + 1] - csum[lo]
     t = np.max(window / m.rate, axis=1) * (cb / k)
-    lat_w = np.array([lats[a:b + 1].max() for a, b in zip(lo, hi)])
-    fixed = p.launch_us + float(np.sum(p.step_overhead_us + lat_w))
+    fixed = p.launch_us + path + (k - 1) * (p.step_overhead_us + max(lats))
     pipe = float(np.sum(2.0 * np.sqrt(p.slice_overhead_us * t)))
     bw = float(np.sum(t))
     return Estimate(fixed + bw + pipe, k, len(w), bw, fixed)
 
 
 def _reference_estimate(m: CostModel, schedule, nbytes: int) -> Estimate:
-    loads, lats = _reference_matrix(m, schedule)
+    loads, lats, path = _reference_matrix(m, schedule)
     cb = chunk_bytes(schedule, nbytes)
-    ests = [_reference_pipelined(m, loads, lats, cb, k) for k in sorted(set(m.params.pipeline_slices))]
+    ests = [_reference_pipelined(m, loads, lats, path, cb, k) for k in sorted(set(m.params.pipeline_slices))]
     return min(ests, key=lambda e: (e.time_us, e.slices))
 
 
@@ -82,7 +90,7 @@ def test_times_equal_the_reference_bit_for_bit(fabric, schedule):
     assert math.isfinite(m.schedule_time_us(schedule, PLAN_SIZES[-1]))
     for si, step in enumerate(schedule.steps[:3]):
         load, lat = m.step_loads(step, si)
-        ref_loads, ref_lats = _reference_matrix(m, schedule)
+        ref_loads, ref_lats, _ = _reference_matrix(m, schedule)
         assert np.array_equal(load, ref_loads[si]) and lat == ref_lats[si]
 
 
@@ -95,7 +103,7 @@ def test_whole_steps_read_as_arrays_on_a_cluster(monkeypatch):
     s = baseline("direct", fabric, "alltoall")
     assert len(s.steps[0].transfers) >= cost.ARRAY_TRANSFERS
     m = CostModel(fabric)
-    ref_loads, ref_lats = _reference_matrix(m, s)
+    ref_loads, ref_lats, ref_path = _reference_matrix(m, s)
     assert m._route_arrays() is not None
     for si, step in enumerate(s.steps):
         load, lat = m.step_loads(step, si)
@@ -106,6 +114,7 @@ def test_whole_steps_read_as_arrays_on_a_cluster(monkeypatch):
         load, lat = slow.step_loads(step, si)
         assert np.array_equal(load, ref_loads[si]) and lat == ref_lats[si]
     assert slow._arrays is None                              # never asked for
+    assert m._matrix(s)[2] == slow._matrix(s)[2] == ref_path   # the critical path both ways
 
 
 def test_a_step_with_a_pair_that_is_no_channel_is_reported_by_transfer():

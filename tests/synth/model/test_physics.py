@@ -15,7 +15,7 @@ from synth.ir.fabric import build_fabric
 from synth.model.cost import CostModel
 from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
 from synth.model.nccl.p2p import PCIE_X16_GBS
-from synth.model.physics import cost_params_for, model_version
+from synth.model.physics import cost_params_for, model_version, step_costs_us
 from topo_probe.cli.options import apply_machine_arguments
 from topo_probe.machines.presets import get_preset
 
@@ -43,8 +43,13 @@ def test_each_link_kind_takes_the_shared_constant():
     efa2 = cost_params_for(machine("dgx-h100", 2, "efa2"))
     streams = max(DEFAULT_PARAMS.net_efficiency("efa2"), DEFAULT_PARAMS.ring_net_efficiency("efa2"))
     assert efa2.network_efficiency == streams
-    assert efa2.network_latency_us == DEFAULT_PARAMS.net_latency_us("efa2", "Simple") > 0
-    assert cost_params_for(machine("dgx-h100", 2)).network_latency_us == DEFAULT_PARAMS.net_latency_us("ib", "Simple")
+    # a step crossing the network costs NCCL's ring/Simple network hop: the table's 14 µs plus the
+    # transport's fitted extra (tuning.cc hwLatencies[NET][Ring][Simple])
+    for fab, net in ((build_fabric(machine("dgx-h100", 2, "efa2")), "efa2"), (build_fabric(machine("dgx-h100", 2)), "ib")):
+        p = cost_params_for(fab)
+        wire = fab.channel_latency_us(0, fab.hosts.index(1))
+        assert p.step_overhead_us + wire + p.network_latency_us == pytest.approx(
+            14.0 + DEFAULT_PARAMS.net_latency_us(net, "Simple"), rel=1e-12)
 
 
 def test_model_version_names_the_shared_constants():
@@ -53,9 +58,10 @@ def test_model_version_names_the_shared_constants():
 
 
 def test_net_kind_applies_to_our_schedules_too():
-    """A ring all-gather on 2 hosts x 1 GPU: every step crosses the network, so with one slice
-    --net efa2 adds exactly NCCL's EFA-v2 per-hop latency to each of its steps (the NICs' achieved
-    fraction held equal: IB streams at the ring's rate, EFA at its fitted one)."""
+    """A ring all-gather on 2 hosts: with one slice --net efa2 adds exactly NCCL's extra EFA-v2
+    per-hop latency to each network hop of the longest chain of hops (every chunk's path around
+    the ring is as long; the one crossing the hosts most often sets the time), the NICs' achieved
+    fraction held equal (IB streams at the ring's rate, EFA at its fitted one)."""
     ib, efa2 = build_fabric(machine("dgx-h100", 2)), build_fabric(machine("dgx-h100", 2, "efa2"))
     s = baseline("ring", ib, "allgather")
     one = (1,)
@@ -63,9 +69,13 @@ def test_net_kind_applies_to_our_schedules_too():
     ib_rate = cost_params_for(ib).network_efficiency
     same_rate = replace(cost_params_for(efa2), pipeline_slices=one, network_efficiency=ib_rate)
     t_efa = CostModel(efa2, same_rate).schedule_time_us(s, 1 << 20)
-    crossing = sum(any(ib.hosts[t.src] != ib.hosts[t.dst] for t in st.transfers) for st in s.steps)
+    hops = {}
+    for st in s.steps:
+        for t in st.transfers:
+            hops.setdefault(t.chunk, []).append(ib.hosts[t.src] != ib.hosts[t.dst])
+    assert len({len(h) for h in hops.values()}) == 1           # every chunk's path: the same hop count
+    crossing = max(sum(h) for h in hops.values())
     assert crossing >= 1
-    # steps whose slowest transfer crosses the network: all of them on a ring over two hosts' GPUs
     extra = DEFAULT_PARAMS.net_latency_us("efa2", "Simple") - DEFAULT_PARAMS.net_latency_us("ib", "Simple")
     assert t_efa - t_ib == pytest.approx(crossing * extra, rel=1e-9)
 
@@ -99,3 +109,24 @@ def test_nothing_either_side_does_is_below_the_bound(name):
     (as the cost model times it) take at least the bound computed from the same constants."""
     _, below, _ = bound_check.check(MACHINES[name](), sizes=SIZES, max_schedule_ranks=16)
     assert not below, below[:5]
+
+
+@pytest.mark.parametrize("preset", ["dgx-h100", "dgx-a100", "dgx1-v100"])
+def test_our_ring_and_nccl_ring_simple_are_timed_alike(preset):
+    """One model for both sides: our ring all-reduce schedule and NCCL's ring under the Simple
+    protocol (NCCL_ALGO=Ring NCCL_PROTO=Simple, all its channels busy from 1 MiB) cost the same on
+    the same GPUs: NCCL's base latency and one hop per step of the same scaled table, the same
+    links at the same achieved rates.  At 8 B both are latency alone (14 hops)."""
+    from synth.model.nccl.env import NcclEnv
+    topo = get_preset(preset)
+    fabric = build_fabric(topo)
+    ours = CostModel(fabric)
+    ring = baseline("ring", fabric, "allreduce")
+    nccl = NcclModel(NcclMachine.from_topology(topo), env=NcclEnv.from_environ({"NCCL_ALGO": "Ring",
+                                                                                "NCCL_PROTO": "Simple"}))
+    launch, hop, _ = step_costs_us(topo)
+    assert ours.schedule_time_us(ring, 8) == pytest.approx(launch + 14 * hop, rel=1e-4)      # + 8 bytes
+    for size in (8, 1 << 20, 16 << 20, 256 << 20, 8 << 30):
+        theirs = nccl.choose("allreduce", size)
+        assert (theirs.algorithm, theirs.protocol) == ("ring", "Simple")
+        assert ours.schedule_time_us(ring, size) == pytest.approx(theirs.time_us, rel=0.02), size
