@@ -105,8 +105,9 @@ def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
             "validated on real nccl-tests logs (`results/model_validation/report.md`; one process per GPU, NCCL "
             f"defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). Where no schedule is predicted "
             "at least 5 % faster, the plan entry is `nccl`: NCCL is "
-            "faster there and the drop-in calls it. Schedules are timed by the calibrated cost model, with the link "
-            "constants the NCCL model uses (`synth/model/physics.py`); busbw in GB/s with nccl-tests factors; the "
+            "faster there and the drop-in calls it. Schedules are timed by the same constants (`synth/model/physics.py`): "
+            "the NCCL model's link rates, and NCCL's ring/Simple launch and hop latencies along the schedule's longest "
+            "chain of hops (our steps move as Simple does: no LL protocol); busbw in GB/s with nccl-tests factors; the "
             "bound is the links' physics alone (path latency plus the cut at those rates), so it bounds both sides.",
             "", *([sure + ".", ""] if sure else []),
             "| collective | size | plan picks | plan µs | NCCL µs (modelled) | NCCL picks | plan vs NCCL | ring µs | "
