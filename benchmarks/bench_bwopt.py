@@ -40,7 +40,7 @@ from synth.ir.schedule import atomic_write_text  # noqa: E402
 from synth.ir.verifier import check  # noqa: E402
 from synth.model.bounds import lower_bounds  # noqa: E402
 from synth.model.cost import CostModel, CostParams  # noqa: E402
-from synth.solve.bwopt.bandwidth_term import bandwidth_term  # noqa: E402
+from synth.solve.bwopt.bandwidth_term import bandwidth_term, lockstep_bandwidth_term  # noqa: E402
 from synth.solve.bwopt.optimal import bandwidth_optimal  # noqa: E402
 from topo_probe.errors import TopocollError  # noqa: E402
 from topo_probe.machines.clusters import cluster  # noqa: E402
@@ -97,7 +97,7 @@ def _run(label: str, fabric, coll: str, limit: float, out_dir: Path, efficiency=
             "bound": _frac(bound), "achieved": _frac(got), "ratio": float(got / bound),
             "phased_bound": _frac(phased) if phased is not None else "",
             "ratio_phased": round(float(got / phased), 4) if phased else "",
-            "lockstep": s.meta["lockstep_rounds_per_block"], "steps": s.num_steps, "chunks": s.chunks_per_rank,
+            "lockstep": s.meta.get("lockstep_rounds_per_block", float(lockstep_bandwidth_term(s, fabric))), "steps": s.num_steps, "chunks": s.chunks_per_rank,
             "seconds": round(wall, 2), "verified": True, "ring_term": _frac(ring_term),
             "ring_over_ours": float(ring_term / got), "sim_us": round(t_ours, 1), "ring_sim_us": round(t_ring, 1),
             "speedup": round(t_ring / t_ours, 3),
