@@ -167,21 +167,37 @@ class _CriticalPath:
     bandwidth terms).
     """
 
-    def __init__(self, ranks: int, chunks: int, overhead_us: float) -> None:
+    def __init__(self, chunks: int, overhead_us: float) -> None:
         self.chunks, self.overhead = max(1, chunks), overhead_us
-        self.ready = np.zeros(ranks * self.chunks)   # when (rank, chunk) holds every earlier arrival
-        self.end_us = 0.0
+        self.steps: list[tuple[np.ndarray, np.ndarray, np.ndarray]] = []
 
     def add(self, step: Step, lat_each: np.ndarray) -> None:
+        """Keep one step's ``(sender key, receiver key, latency)`` per transfer (key: rank, chunk)."""
         n = len(step.transfers)
         if n == 0:
             return
-        src = np.fromiter((t.src for t in step.transfers), dtype=np.intp, count=n)
-        dst = np.fromiter((t.dst for t in step.transfers), dtype=np.intp, count=n)
-        chunk = np.fromiter((t.chunk for t in step.transfers), dtype=np.intp, count=n)
-        arrive = self.ready[src * self.chunks + chunk] + self.overhead + lat_each
-        np.maximum.at(self.ready, dst * self.chunks + chunk, arrive)
-        self.end_us = max(self.end_us, float(np.max(arrive)))
+        src = np.fromiter((t.src for t in step.transfers), dtype=np.int64, count=n)
+        dst = np.fromiter((t.dst for t in step.transfers), dtype=np.int64, count=n)
+        chunk = np.fromiter((t.chunk for t in step.transfers), dtype=np.int64, count=n)
+        self.steps.append((src * self.chunks + chunk, dst * self.chunks + chunk, lat_each))
+
+    @property
+    def end_us(self) -> float:
+        """The last arrival (µs after the launch).  Arrival times are kept only for the (rank, chunk)
+        pairs some transfer delivers to (a sorted key array), so memory grows with the transfers,
+        not with ranks x chunks."""
+        if not self.steps:
+            return 0.0
+        keys = np.unique(np.concatenate([d for _, d, _ in self.steps]))
+        ready = np.zeros(len(keys))
+        end = 0.0
+        for src_key, dst_key, lat in self.steps:
+            at = np.minimum(np.searchsorted(keys, src_key), len(keys) - 1)
+            start = np.where(keys[at] == src_key, ready[at], 0.0)
+            arrive = start + self.overhead + lat
+            np.maximum.at(ready, np.searchsorted(keys, dst_key), arrive)
+            end = max(end, float(np.max(arrive)))
+        return end
 
 
 class CostModel:
@@ -278,7 +294,7 @@ class CostModel:
                                   f"has {self.fabric.num_ranks} (rule: wrong-topology)", rule="wrong-topology")
         loads = np.zeros((schedule.num_steps, len(self.rate)))
         lats = np.zeros(schedule.num_steps)
-        path = _CriticalPath(schedule.ranks, schedule.spec.num_chunks, self.params.step_overhead_us)
+        path = _CriticalPath(schedule.spec.num_chunks, self.params.step_overhead_us)
         for si, step in enumerate(schedule.steps):
             loads[si], each = self._step_detail(step, si)
             lats[si] = float(np.max(each)) if len(each) else 0.0
