@@ -10,7 +10,7 @@ Entry points (imported lazily from their modules):
 
 * :func:`topo_probe.parsers.nvsmi.parse_nvsmi_topo`, :func:`~topo_probe.parsers.nvsmi.parse_nvsmi_p2p`,
   :func:`~topo_probe.parsers.nvsmi.apply_p2p`
-* :func:`topo_probe.parsers.nccl_xml.parse_nccl_xml`, :func:`~topo_probe.parsers.nccl_xml.to_nccl_xml`
+* :func:`topo_probe.parsers.nccl_xml.parse_nccl_xml`, :func:`~topo_probe.parsers.nccl_xml_export.to_nccl_xml`
 * :func:`topo_probe.parsers.link_matrix.parse_link_matrix`
 
 The figures the parsers and the probes share (link bandwidths, bus ids, SM numbers) live in
@@ -44,7 +44,7 @@ __all__ = ["parse_nvsmi_topo", "parse_nvsmi_p2p", "apply_p2p", "parse_nccl_xml",
            "xgmi_gbps_for_arch"]
 
 _LAZY = {"parse_nvsmi_topo": "nvsmi", "parse_nvsmi_p2p": "nvsmi", "apply_p2p": "nvsmi",
-         "parse_nccl_xml": "nccl_xml", "to_nccl_xml": "nccl_xml", "parse_link_matrix": "link_matrix"}
+         "parse_nccl_xml": "nccl_xml", "to_nccl_xml": "nccl_xml_export", "parse_link_matrix": "link_matrix"}
 
 
 def __getattr__(name: str):

@@ -156,3 +156,13 @@ def test_hidden_pairs_without_affinity_share_a_cpu():
     add_pcie_tree_from_classes(t, t.gpus, {("gpu0", "gpu2"): "SYS"})
     assert t.pcie_class("gpu0", "gpu2") == "SYS"
     assert t.pcie_class("gpu0", "gpu1") == "NODE"  # gpu1 joins gpu0's CPU greedily, never gpu2's too
+
+
+def test_every_name_the_parsers_package_lists_resolves():
+    """Each name of ``topo_probe.parsers.__all__`` is importable from the package (the lazy ones
+    from the module that defines them): ``to_nccl_xml`` once pointed at a module without it."""
+    import topo_probe.parsers as parsers
+    from topo_probe.parsers.nccl_xml_export import to_nccl_xml
+    for name in parsers.__all__:
+        assert getattr(parsers, name) is not None, name
+    assert parsers.to_nccl_xml is to_nccl_xml
