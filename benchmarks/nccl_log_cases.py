@@ -52,10 +52,11 @@ CLASSES = {
     "b200-ib-multihost": "B200 (NVLink 5, NVSwitch) hosts over InfiniBand",
     "1gpu-per-host": "one GPU per host, every byte between GPUs crosses the network",
     "pcie-multihost": "PCIe-only GPU hosts (no NVLink) over a network",
+    "pcie-1host": "PCIe-only GPUs (no NVLink) in one host",
 }
 
 #: the fixed held-out split (see the module docstring)
-HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost")
+HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -172,6 +173,9 @@ NEW_CASES = [
          why=f"2 hosts x 1 GPU of {_C00_CNODE4}: one GPU and its NIC per host"),
     Case("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt", "dgx-h100", 2, 1, collective="sendrecv",
          machine={"ranks": 2}, machine_class="1gpu-per-host", why="the same job's sendrecv test"),
+    Case("rtx4090_8gpu_1node_all_reduce_shm.txt", "l40s-8gpu-pcie", machine={"cpu_vendor": "amd"},
+         machine_class="pcie-1host",
+         why="8 x RTX 4090 (Ada, PCIe Gen4 x16), 2 x EPYC 7542, no PCIe switch, every pair SYS, P2P off (SHM), -g 8"),
     Case("l40s_2gpu_2node_all_reduce_socket_1gpn.txt", "pcie-8gpu-2socket", 2, 1, net_kind="socket",
          machine={"ranks": 2}, machine_class="1gpu-per-host",
          skip_reason="the NIC speed behind NCCL's socket transport is not stated: no machine can be described"),

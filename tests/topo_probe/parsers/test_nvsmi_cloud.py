@@ -19,7 +19,7 @@ from topo_probe.parsers.nvsmi import parse_nvsmi_topo
 
 ATTRS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 CLOUD = sorted((FIXTURES / "nvsmi_cloud").glob("*.txt"))
-REAL = CLOUD + [FIXTURES / n for n in ("nvsmi_topo_dgx1_v100.txt", "nvsmi_topo_dgx_a100.txt",
+REAL = CLOUD + [FIXTURES / n for n in ("nvsmi_topo_dgx1_v100.txt", "nvsmi_topo_dgx_a100.txt", "nvsmi_topo_8x_rtx4090_sys.txt",
                                        "nvsmi_topo_2x_pcie_raw_tabs.txt")]
 #: the notes every parse of a PCIe-only matrix carries, whatever its cells
 ROUTINE = ("PCIe links assumed", "NVLink speed", "NUMA node number assigned", "endpoint pairs have no PCIe",
