@@ -85,7 +85,8 @@ def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = Non
     name = machine_class(m)
     rec = records.get(name)
     if rec is not None:
-        return (f"NCCL model: machine class {name}, validated on {rec.logs} real log tables "
+        tables = "real log table" if rec.logs == 1 else "real log tables"
+        return (f"NCCL model: machine class {name}, validated on {rec.logs} {tables} "
                 f"(median error {rec.held_out_median:.0%} held out)")
     if not records:
         return f"NCCL model: machine class {name}: no validation data"
