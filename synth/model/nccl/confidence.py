@@ -27,7 +27,7 @@ VALIDATION = Path(__file__).with_name("class_validation.json")
 
 #: architecture -> the GPU family a class name starts with
 _GPU = {"sm60": "p100", "sm70": "v100", "sm80": "a100", "sm86": "a10-l40", "sm89": "l40s", "sm90": "h100",
-        "sm100": "b200", "gfx90a": "mi250", "gfx942": "mi300x", "gfx950": "mi355x"}
+        "sm100": "b200", "sm120": "rtx50", "gfx90a": "mi250", "gfx942": "mi300x", "gfx950": "mi355x"}
 
 
 def machine_class(m: NcclMachine) -> str:
