@@ -189,8 +189,9 @@ def test_real_communicator_calls_nccl_for_its_nccl_range(tmp_path):
 def test_nccl_wins_where_the_executor_host_time_alone_exceeds_it_and_loses_where_the_schedule_saves_more():
     """The rule of kernels.comm.nccl_choice at its two ends, with the model's own numbers:
     1 MiB all_reduce on a DGX H100: NCCL's modelled time is below the executor's host time
-    alone; 1 GiB all_gather on the 2-socket PCIe box: the schedule's modelled saving over NCCL
-    exceeds the host time, so the executor keeps it."""
+    alone; 1 GiB gather on a DGX-1 (NCCL's P2P reaches 3 of a GPU's 7 peers over PCIe, our ring
+    rides the NVLinks): the schedule's modelled saving over NCCL exceeds the host time, so the
+    executor keeps it."""
     from kernels.backends.executor import program_for
     from kernels.comm.nccl_choice import executor_host_us, nccl_beats_executor
     from synth.plan.versus_nccl import nccl_curve
@@ -205,13 +206,13 @@ def test_nccl_wins_where_the_executor_host_time_alone_exceeds_it_and_loses_where
     # fraction of the op layer's (250 us + 35 us per op), hand-computed from the constants
     assert executor_host_us(ops, native=True) == 4.0 + ops and executor_host_us(ops, native=False) == 250 + 35 * ops
 
-    sel = ScheduleSelector(get_preset("pcie-8gpu-2socket"), plan=False, warn_fallback=False)
-    sched, _ = sel.chooser.best("allgather", None, 1 << 30)
+    sel = ScheduleSelector(get_preset("dgx1-v100"), plan=False, warn_fallback=False)
+    sched, _ = sel.chooser.best("gather", 0, 1 << 30)
     ops = program_for(sched, (1 << 30) // 4 // 8, np.float32).num_ops
-    nccl_us = nccl_curve(sel.topology, "allgather", [1 << 30])["times"][0]
+    nccl_us = nccl_curve(sel.topology, "gather", [1 << 30])["times"][0]
     assert nccl_us - 1.05 * sel.cost.schedule_time_us(sched, 1 << 30) > 1.05 * executor_host_us(ops, native=False)
-    assert not nccl_beats_executor(sel, "allgather", 1 << 30, sched, ops, native=False)
-    assert not nccl_beats_executor(sel, "allgather", 1 << 30, sched, ops, native=True)
+    assert not nccl_beats_executor(sel, "gather", 1 << 30, sched, ops, native=False)
+    assert not nccl_beats_executor(sel, "gather", 1 << 30, sched, ops, native=True)
 
 
 @pytest.mark.filterwarnings("ignore:Communicator. no plan")
