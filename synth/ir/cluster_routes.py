@@ -67,36 +67,17 @@ class RouteArrays:
                                       [float(f) for _, _, f in route], fids)
         self.fractions = [Fraction(num, den) for num, den in ids]
 
-    def step(self, src, dst) -> tuple[np.ndarray, np.ndarray, float] | None:
-        """``(resource indices, fractions, latency in µs)`` of the transfers ``src[k] -> dst[k]``:
-        every route's entries in transfer order, and the largest channel latency (plus the extra
-        where the route crosses the network; 0 without ``latencies``); None where some pair is
-        not a channel (or a route has no entries), for the caller's one-by-one path to report."""
-        got = self.entries(src, dst)
-        if got is None:
-            return None
-        starts, idx, frac, t, _ = got
-        lat = self.transfer_latencies(idx, starts, t)
-        return idx, frac, max(0.0, float(np.max(lat)))
-
     def transfer_latencies(self, idx: np.ndarray, starts: np.ndarray, t: np.ndarray) -> np.ndarray:
         """µs of each transfer of :meth:`entries`' answer: its channel's latency, plus the extra
         where its route crosses the network."""
         crosses = np.logical_or.reduceat(self.network[idx], starts[:-1])
         return np.maximum(0.0, self.latency[t] + np.where(crosses, self.extra_us, 0.0))
 
-    def step_latencies(self, src, dst) -> np.ndarray | None:
-        """µs of each transfer ``src[k] -> dst[k]`` (None as for :meth:`step`)."""
-        got = self.entries(src, dst)
-        if got is None:
-            return None
-        starts, idx, _, t, _ = got
-        return self.transfer_latencies(idx, starts, t)
-
     def entries(self, src, dst) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
         """``(starts, resource indices, fractions, templates, fraction ids)``: transfer ``k``'s
         route entries are ``starts[k]:starts[k + 1]`` of the indices, fractions (floats) and
-        fraction ids (into :attr:`fractions`, exact); None as for :meth:`step`."""
+        fraction ids (into :attr:`fractions`, exact); None where some pair is not a channel (or a route
+        has no entries), for the caller's one-by-one path to report."""
         i = np.asarray(src, dtype=np.intp)
         j = np.asarray(dst, dtype=np.intp)
         if len(i) == 0 or ((i < 0) | (i >= self.n) | (j < 0) | (j >= self.n) | (i == j)).any():
@@ -134,7 +115,7 @@ class RouteArrays:
     def exact_loads(self, src, dst, counts) -> dict[int, Fraction] | None:
         """Chunks (exact) per resource index of ``counts[k]`` transfers over channel ``src[k] ->
         dst[k]``: the counts summed per (resource, fraction) in integers, then one Fraction
-        product per pair; None as for :meth:`step`."""
+        product per pair; None as for :meth:`entries`."""
         got = self.entries(src, dst)
         if got is None:
             return None
