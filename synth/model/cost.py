@@ -161,7 +161,7 @@ class _CriticalPath:
     A transfer starts when its chunk has arrived at its sender (every earlier transfer of that
     chunk to that rank), costs ``overhead_us`` to issue and arrives its channel's latency later;
     transfers that do not wait on each other overlap, as the channels of NCCL's rings and the
-    blocks of our executor run on their own.  ``end_us`` is the last arrival: a ring of ``S``
+    blocks of our executor run on their own.  :meth:`end_us` is the last arrival: a ring of ``S``
     steps costs ``S`` hops, of which only those crossing the network pay the network's latency,
     as NCCL's latency model counts a ring's hops.  The bytes are charged apart (the wavefronts'
     bandwidth terms).
@@ -181,7 +181,6 @@ class _CriticalPath:
         chunk = np.fromiter((t.chunk for t in step.transfers), dtype=np.int64, count=n)
         self.steps.append((src * self.chunks + chunk, dst * self.chunks + chunk, lat_each))
 
-    @property
     def end_us(self) -> float:
         """The last arrival (µs after the launch).  Arrival times are kept only for the (rank, chunk)
         pairs some transfer delivers to (a sorted key array), so memory grows with the transfers,
@@ -299,7 +298,7 @@ class CostModel:
             loads[si], each = self._step_detail(step, si)
             lats[si] = float(np.max(each)) if len(each) else 0.0
             path.add(step, each)
-        return loads, lats, path.end_us
+        return loads, lats, path.end_us()
 
     def _wavefronts(self, loads: np.ndarray, lats: np.ndarray, k: int, path_us: float) -> "_Wavefronts":
         """What :meth:`estimate` needs of a schedule run over ``k`` slices, whatever the size: the
