@@ -12,6 +12,7 @@ Used by :mod:`kernels.mpi.transport` and :mod:`kernels.mpi.communicator`.
 from __future__ import annotations
 
 import json
+import math
 import os
 import time
 
@@ -38,12 +39,31 @@ def mpi():
     return MPI
 
 
-def default_timeout() -> float:
-    """``$TOPOCOLL_MPI_TIMEOUT`` (seconds) or :data:`DEFAULT_TIMEOUT_S`."""
+def checked_timeout(value, source: str = "timeout_s") -> float:
+    """``value`` as a finite number of seconds > 0; :class:`InvalidArgument` naming ``source``
+    otherwise (``nan`` or ``inf`` would disable the deadline, a negative one fail every wait).
+
+    >>> checked_timeout("2.5")
+    2.5
+    >>> checked_timeout("nan", "TOPOCOLL_MPI_TIMEOUT")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: TOPOCOLL_MPI_TIMEOUT='nan': expected a finite number of seconds > 0
+    """
     try:
-        return float(os.environ.get("TOPOCOLL_MPI_TIMEOUT", DEFAULT_TIMEOUT_S))
-    except ValueError:
-        return DEFAULT_TIMEOUT_S
+        seconds = float(value)
+    except (TypeError, ValueError):
+        seconds = math.nan
+    if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
+        raise InvalidArgument(f"{source}={value!r}: expected a finite number of seconds > 0")
+    return seconds
+
+
+def default_timeout() -> float:
+    """``$TOPOCOLL_MPI_TIMEOUT`` (seconds) or :data:`DEFAULT_TIMEOUT_S`; a value that is not a
+    finite number > 0 is refused in one line (:func:`checked_timeout`)."""
+    raw = os.environ.get("TOPOCOLL_MPI_TIMEOUT")
+    return DEFAULT_TIMEOUT_S if raw is None or raw.strip() == "" else checked_timeout(raw, "TOPOCOLL_MPI_TIMEOUT")
 
 
 class Waiter:
@@ -66,7 +86,7 @@ class Waiter:
 
     def __init__(self, ctrl, rank: int, timeout_s: float | None = None) -> None:
         self.ctrl, self.rank = ctrl, rank
-        self.timeout_s = default_timeout() if timeout_s is None else float(timeout_s)
+        self.timeout_s = default_timeout() if timeout_s is None else checked_timeout(timeout_s)
         self.MPI = mpi()
         self._sent: list = []   # ping / pong sends (completed or abandoned on failure)
 

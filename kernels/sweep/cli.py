@@ -22,12 +22,12 @@ Examples
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 from pathlib import Path
 
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
+from topo_probe.cli.exits import signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import DeviceUnavailable, TopocollError, UsageError
 
@@ -166,17 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point ``sweep``; returns the exit status (see module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        args = build_parser().parse_args(argv)
-        return _main(args, argv)
+        with signals_interrupt():
+            args = build_parser().parse_args(argv)
+            return _main(args, argv)
     except SystemExit as e:  # --help
         return int(e.code or 0)
     except UsageError as e:
         print(f"sweep: error: {e}", file=sys.stderr)
         return 2
-    except BrokenPipeError:  # stdout closed early (sweep ... | head): stop quietly
-        sys.stdout = open(os.devnull, "w")
-        return 1
-    except KeyboardInterrupt:
+    except BrokenPipeError:  # stdout closed early (sweep ... | head): the reader has what it wanted
+        return stdout_gone()
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: one line, no traceback
+        print("sweep: interrupted", file=sys.stderr)
         return 130
     except DeviceUnavailable as e:
         print(f"sweep: skipped: {e}", file=sys.stderr)

@@ -25,6 +25,7 @@ from synth.formats.nccl_tests.conventions import nccl_dtype
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
 from synth.formats.nccl_tests.sizes import size_sweep
 from synth.ir.collectives import ROOTED, canonical
+from topo_probe.cli.exits import signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError, UsageError
 
@@ -238,13 +239,20 @@ def run(args) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``simulate``; returns the exit status (0, or 2 on bad input)."""
     try:
-        args = build_parser().parse_args(argv)
-        lines = run(args)
+        with signals_interrupt():
+            args = build_parser().parse_args(argv)
+            lines = run(args)
+            print("\n".join(lines))
+            sys.stdout.flush()
+    except BrokenPipeError:  # `simulate ... | head -2`: the reader has what it wanted
+        return stdout_gone()
+    except KeyboardInterrupt:  # Ctrl-C / SIGTERM: one line, no traceback
+        print("simulate: interrupted", file=sys.stderr)
+        return 130
     except (TopocollError, OSError) as e:
         msg = str(e).splitlines()[0] if str(e) else type(e).__name__
         print(f"simulate: error: {msg}", file=sys.stderr)
         return 2
-    print("\n".join(lines))
     return 0
 
 
