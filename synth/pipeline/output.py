@@ -308,7 +308,9 @@ class ResultsFolder:
 def _recover_old_sibling(out: Path) -> None:
     """Leftovers of versions that swapped a sibling folder in with two renames: an
     ``.<name>.old-<pid>`` is the previous results (renamed back if ``out`` is gone, else
-    deleted); ``.<name>.partial-<pid>`` is an unfinished run (deleted).  Only for dead pids."""
+    deleted); ``.<name>.partial-<pid>`` is an unfinished run (deleted).  Only for dead pids, and only
+    folders that hold nothing but results as synthesize writes them (:func:`classify`): a folder of
+    that name with anything else in it is the user's and is left alone."""
     parent = out.parent
     if not parent.is_dir() or not out.name:
         return
@@ -317,7 +319,29 @@ def _recover_old_sibling(out: Path) -> None:
             pid = p.name.rsplit("-", 1)[1]
             if not pid.isascii() or not pid.isdigit() or _pid_alive(int(pid)) or not p.is_dir():
                 continue
+            if not _only_results(p):     # files synthesize did not write: not ours to move or delete
+                continue
             if kind == "old" and not out.exists() and not out.is_symlink():
                 os.rename(p, out)
             else:
                 shutil.rmtree(p, ignore_errors=True)
+
+
+def _only_results(folder: Path) -> bool:
+    """``folder`` holds nothing but entries synthesize writes (the documented names, the marker),
+    its ``schedules/`` and ``msccl/`` only our kinds of file: a leftover of ours, complete or not."""
+    try:
+        names = os.listdir(folder)
+    except OSError:
+        return False
+    for name in names:
+        path = folder / name
+        if path.is_symlink() or name not in (*ENTRIES, MARKER):
+            return False
+        if name in ("schedules", "msccl"):
+            if not (path.is_dir() and _only_our_files(path, ".json" if name == "schedules" else ".xml",
+                                                       subfolders=("candidates",) if name == "msccl" else ())):
+                return False
+        elif not path.is_file():
+            return False
+    return True

@@ -8,6 +8,10 @@ one with one rename each (a folder: one atomic exchange where Linux's ``renameat
 documented paths hold the old complete results, the new complete ones, or, while ``summary.json``
 is missing and ``.publishing`` is there, part of the way between; a run killed then is finished
 by the next run (:func:`tidy`), also one that reuses the results.
+
+Files a user put inside ``schedules/`` or ``msccl/`` (names that do not start with a collective's
+name and ``-``, as every file synthesize writes there does) are carried into the new version
+(:func:`keep_user_files`): replacing the folder never deletes them.
 """
 
 from __future__ import annotations
@@ -18,6 +22,8 @@ import os
 import re
 import shutil
 from pathlib import Path
+
+from synth.ir.collectives import COLLECTIVES
 
 MARKER = ".topocoll-result"
 #: the layout before plain files: a link to the .v-* folder served, the documented paths links through it
@@ -130,8 +136,40 @@ def journal_target(out: Path) -> str | None:
     return target if _VERSION.match(target) else None
 
 
+def ours_by_name(name: str) -> bool:
+    """``name`` is one synthesize writes into ``schedules/`` or ``msccl/``: ``<collective>-...``.
+
+    >>> ours_by_name("allreduce-ring.json"), ours_by_name("my-schedule.json"), ours_by_name("alltoall.json")
+    (True, False, False)
+    """
+    return any(name.startswith(f"{c}-") for c in COLLECTIVES)
+
+
+def keep_user_files(out: Path, version: Path) -> list[str]:
+    """Hard-link (or copy) into ``version`` every file of ``out/schedules``, ``out/msccl`` and
+    ``out/msccl/candidates`` that synthesize did not write (:func:`ours_by_name`) and that the new
+    version has no file of that name for; returns their paths relative to ``out``."""
+    kept = []
+    for sub in ("schedules", "msccl", "msccl/candidates"):
+        old = out / sub
+        if not old.is_dir() or old.is_symlink():
+            continue
+        for p in sorted(old.iterdir()):
+            if p.is_symlink() or not p.is_file() or p.name.startswith(".") or ours_by_name(p.name):
+                continue
+            dest = version / sub / p.name
+            if dest.exists():
+                continue
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            _link_or_copy(p, dest)
+            kept.append(f"{sub}/{p.name}")
+    return kept
+
+
 def publish(out: Path, version: Path) -> None:
-    """Put the complete results in ``version`` in place at ``out``'s documented paths."""
+    """Put the complete results in ``version`` in place at ``out``'s documented paths (files a
+    user put in ``schedules/`` and ``msccl/`` carried along: :func:`keep_user_files`)."""
+    keep_user_files(out, version)
     _set_journal(out, version.name)
     put_in_place(out, version)
     (out / JOURNAL).unlink()

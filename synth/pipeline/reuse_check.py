@@ -1,6 +1,8 @@
 """What a run that reuses earlier results still does, so the user sees real work in seconds:
 every schedule the plan runs is loaded and verified against this topology's fabric, and the plan
-is summarised (per collective: the size ranges and what runs them).
+is summarised (per collective: the size ranges and what runs them).  A run that cannot reuse them
+first checks what it would drop (:func:`dropped_results`): results of another topology, or of
+collectives and roots it does not redo, are replaced only with ``--force``.
 
 A schedule that fails to load or verify makes the results not reusable: the run says why and
 synthesizes again (:func:`synth.pipeline.synthesize.run`).
@@ -8,6 +10,7 @@ synthesizes again (:func:`synth.pipeline.synthesize.run`).
 
 from __future__ import annotations
 
+import json
 import time
 from pathlib import Path
 
@@ -67,4 +70,40 @@ def verify_reused(out_dir: Path, fabric: Fabric) -> tuple[int, float, list[str]]
     return len(done), time.perf_counter() - t0, plan_lines(plan)
 
 
-__all__ = ["verify_reused", "plan_lines"]
+def dropped_results(out_dir: Path, fingerprint: str, wanted: dict[str, int | None]) -> str | None:
+    """What a new run would silently drop from the results in ``out_dir``: results of another
+    topology (``fingerprint`` differs), or of a collective or root not in ``wanted``
+    (collective -> root, None for unrooted ones); None where it drops nothing (or there are no
+    readable results).
+
+    >>> import tempfile
+    >>> d = Path(tempfile.mkdtemp())
+    >>> _ = (d / "summary.json").write_text('{"topology": "t", "fingerprint": "f1", '
+    ...     '"collectives": {"allreduce": {"root": null}, "broadcast": {"root": 0}}}')
+    >>> dropped_results(d, "f1", {"allreduce": None, "broadcast": 0}) is None
+    True
+    >>> dropped_results(d, "f1", {"broadcast": 3})
+    'holds results for allreduce, broadcast root 0 that this run (broadcast root 3) would drop'
+    >>> dropped_results(d, "f2", {"allreduce": None, "broadcast": 0})
+    "holds results of another topology ('t', fingerprint f1)"
+    """
+    try:
+        old = json.loads((out_dir / "summary.json").read_text())
+    except (OSError, ValueError):
+        return None
+    if not isinstance(old, dict) or not isinstance(old.get("collectives"), dict):
+        return None
+    if old.get("fingerprint") != fingerprint:
+        return f"holds results of another topology ({old.get('topology')!r}, fingerprint {old.get('fingerprint')})"
+
+    def named(coll: str, root) -> str:
+        return coll if root is None else f"{coll} root {root}"
+    gone = [named(c, rec.get("root")) for c, rec in old["collectives"].items()
+            if isinstance(rec, dict) and (c not in wanted or rec.get("root") != wanted[c])]
+    if not gone:
+        return None
+    asked = ", ".join(named(c, r) for c, r in wanted.items())
+    return f"holds results for {', '.join(gone)} that this run ({asked}) would drop"
+
+
+__all__ = ["verify_reused", "plan_lines", "dropped_results"]

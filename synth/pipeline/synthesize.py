@@ -61,7 +61,7 @@ from synth.pipeline.msccl_export import export_msccl
 from synth.pipeline.keep import link_identical, unchanged
 from synth.pipeline.output import ResultsFolder, classify
 from synth.pipeline.progress import RunProgress
-from synth.pipeline.reuse_check import verify_reused
+from synth.pipeline.reuse_check import dropped_results, verify_reused
 from synth.pipeline.wall_clock import WALL_CLOCK_META, dump_json
 from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
 from synth.plan.size_plan import Plan, PlanEntry
@@ -293,8 +293,9 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     if fabric.num_ranks < 2:
         raise InvalidArgument(f"{topo.name}: a collective needs at least 2 GPUs, this topology has "
                               f"{fabric.num_ranks}")
-    for coll in opts.collectives:
-        CollectiveSpec(coll, fabric.num_ranks, 1, opts.root if coll in ROOTED else None)  # validates root
+    wanted = {coll: opts.root if coll in ROOTED else None for coll in opts.collectives}
+    for coll, root in wanted.items():
+        CollectiveSpec(coll, fabric.num_ranks, 1, root)  # validates root
     out_dir = Path(out_dir)
     classify(out_dir)
     with ResultsFolder(out_dir) as folder:      # a run killed earlier is finished or cleaned here
@@ -310,6 +311,10 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
             for line in lines:
                 opts.log(f"  {line}")
             return {**old, "reused": True}
+        dropped = None if force else dropped_results(out_dir, fabric.fingerprint, wanted)
+        if dropped is not None:
+            raise InvalidArgument(f"output folder {out_dir}: {dropped}; add --force to replace them, or choose "
+                                  "another --out")
         had_results = (out_dir / "summary.json").is_file()
         work = folder.new_version()
         try:

@@ -18,11 +18,15 @@ pcie      :func:`pcie_box`: N GPUs on PCIe only, 4 per switch, switches split ov
 ========  ====================================================================================
 
 Every kind except ``pcie`` also hangs its GPUs under one PCIe Gen4 switch with one 200 Gb/s NIC
-per GPU, so ``--nodes`` can join copies of it into a cluster.
+per GPU, so ``--nodes`` can join copies of it into a cluster.  A spec that sets GBPS or LINKS
+names them in the topology's name, so ``ring:4`` and ``ring:4@50/2`` get different default
+results folders (``results/ring4/``, ``results/ring4-50gbps-2links/``).
 
 >>> t = parse_generator_spec("full:8@64")
 >>> t.num_gpus, t.gpu_bandwidth_gbps(0)
 (8, 448.0)
+>>> parse_generator_spec("ring:4").name, parse_generator_spec("ring:4@50/2").name, parse_generator_spec("ring:4/1").name
+('ring4', 'ring4-50gbps-2links', 'ring4-1links')
 >>> parse_generator_spec("torus:4x4").num_gpus, parse_generator_spec("pcie:8").smi_label(0, 7)
 (16, 'SYS')
 >>> parse_generator_spec("xgmi:8").smi_label(0, 1)
@@ -133,6 +137,8 @@ def parse_generator_spec(text: str) -> Topology:
     else:
         build = {"ring": ring, "line": line, "full": fully_connected, "hub": hub_and_spoke}[kind]
         t = build(size, bw, links)
+    if gbps is not None or m["links"]:      # two different specs never share a name (or a results folder)
+        t.name += (f"-{gbps:g}gbps" if gbps is not None else "") + (f"-{links}links" if m["links"] else "")
     return _with_nics(t)
 
 

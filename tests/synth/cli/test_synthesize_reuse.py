@@ -5,10 +5,13 @@ ran, the model version and the topology with its NIC transport (``--net``)."""
 import argparse
 import json
 
+import pytest
+
 from synth.cli.synthesize import main
 from synth.pipeline import synthesize as synth_mod
 from _synth_results import _run
 from topo_probe.cli.options import apply_machine_arguments
+from topo_probe.errors import InvalidArgument
 from topo_probe.load import load_topology
 from topo_probe.machines.generators import fully_connected
 
@@ -24,7 +27,10 @@ def test_another_root_is_not_reused(tmp_path, capsys):
     assert main(QUICK + ["--collectives", "broadcast", "--out", str(out)]) == 0
     assert _roots(out) == {0}
     capsys.readouterr()
-    assert main(QUICK + ["--collectives", "broadcast", "--out", str(out), "--root", "2"]) == 0
+    assert main(QUICK + ["--collectives", "broadcast", "--out", str(out), "--root", "2"]) == 2
+    assert "broadcast root 0 that this run (broadcast root 2) would drop; add --force" in capsys.readouterr().err
+    assert _roots(out) == {0}                             # not dropped silently
+    assert main(QUICK + ["--collectives", "broadcast", "--out", str(out), "--root", "2", "--force"]) == 0
     assert "reusing" not in capsys.readouterr().out
     assert _roots(out) == {2}
     assert main(QUICK + ["--collectives", "broadcast", "--out", str(out), "--root", "2"]) == 0
@@ -90,4 +96,6 @@ def test_another_nic_transport_is_not_reused(tmp_path):
         return apply_machine_arguments(load_topology("ring:2"), argparse.Namespace(nodes=2, nic_gbps=25.0, net=net))
     synth_mod.run(two_hosts(None), out, _opts())
     assert synth_mod.run(two_hosts(None), out, _opts()).get("reused")
-    assert not synth_mod.run(two_hosts("efa"), out, _opts()).get("reused")
+    with pytest.raises(InvalidArgument, match="another topology"):   # replaced only when asked
+        synth_mod.run(two_hosts("efa"), out, _opts())
+    assert not synth_mod.run(two_hosts("efa"), out, _opts(), force=True).get("reused")
