@@ -100,6 +100,39 @@ def _clash(top: list, span: tuple) -> tuple | None:
     return other if other is not None and other[1] > span[0] else None
 
 
+#: the element types NCCL moves and reduces (``ncclDataType_t``; bfloat16 and float8 through
+#: ml_dtypes), in this machine's byte order: anything else (bool, int16, complex, object,
+#: float128, datetime64, strings, big-endian float16, ...) is refused before any work
+NCCL_DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
+               "float64", "float8_e4m3fn", "float8_e5m2")
+
+
+def dtype_problem(dtype) -> str | None:
+    """None for an element type of :data:`NCCL_DTYPES` in native byte order, else why not (one line).
+
+    >>> dtype_problem(np.float32) is None
+    True
+    >>> dtype_problem(">f2")
+    "dtype >f2 is float16 in non-native byte order; pass a.astype(a.dtype.newbyteorder('='))"
+    >>> dtype_problem("U3").split(" (")[0], dtype_problem(np.complex64).split(" (")[0]
+    ('dtype <U3 is not an NCCL type', 'dtype complex64 is not an NCCL type')
+    """
+    d = np.dtype(dtype)
+    if d.name not in NCCL_DTYPES:
+        return f"dtype {d.str if d.kind in 'USV' else d} is not an NCCL type ({', '.join(NCCL_DTYPES)})"
+    if not d.isnative:
+        return f"dtype {d.str} is {d.name} in non-native byte order; pass a.astype(a.dtype.newbyteorder('='))"
+    return None
+
+
+def plain_ndarray(a) -> bool:
+    """``a`` is a NumPy array whose flat view is the caller's memory element for element: an
+    ``ndarray``, a ``memmap`` or another subclass that keeps ``reshape(-1)`` a flat view; not
+    ``numpy.matrix`` (always 2-D, so a flat write never reaches it) or a masked array (its mask
+    would be ignored)."""
+    return isinstance(a, np.ndarray) and not isinstance(a, (np.matrix, np.ma.MaskedArray))
+
+
 def check_buffer_layout(what: str, sends: Sequence, recvs: Sequence) -> None:
     """Refuse, before any byte moves, read-only receive buffers and memory shared across ranks.
 
@@ -184,8 +217,12 @@ def bind_buffers(spec: CollectiveSpec, sendbufs: Sequence, recvbufs: Sequence,
                 raise BufferLayoutError(f"rank {r}: {what} is None but {spec.name} needs one on this rank")
             if layer is not None:
                 layer.check_array(arr, f"rank {r}: {what}")
-            elif not isinstance(arr, np.ndarray):
-                raise BufferLayoutError(f"rank {r}: {what} must be a numpy.ndarray, got {type(arr).__name__}")
+            elif not isinstance(arr, np.ndarray) or not plain_ndarray(arr):
+                raise BufferLayoutError(f"rank {r}: {what} must be a plain numpy.ndarray, got "
+                                        f"{type(arr).__module__}.{type(arr).__name__}")
+            problem = dtype_problem(arr.dtype)
+            if problem is not None:
+                raise BufferLayoutError(f"rank {r}: {what}: {problem}")
             if not arr.flags.c_contiguous:
                 raise BufferLayoutError(f"rank {r}: {what} must be C-contiguous")
             if dtype is None:

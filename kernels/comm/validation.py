@@ -31,16 +31,12 @@ import functools
 
 import numpy as np
 
-from kernels.backends.executor import check_buffer_layout
+from kernels.backends.executor import NCCL_DTYPES, check_buffer_layout, dtype_problem, plain_ndarray
 from kernels.program.ops import has_input, has_output
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 
-#: the element types NCCL moves and reduces (``ncclDataType_t``; bfloat16 and float8 through
-#: ml_dtypes): anything else (bool, int16, complex, object, ...) is refused before any work
-NCCL_DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32",
-               "float64", "float8_e4m3fn", "float8_e5m2")
 
 
 def _is_cupy(a) -> bool:
@@ -64,8 +60,10 @@ def check_array(a, what: str, rank: int | None = None):
         return a
     if not (isinstance(a, np.ndarray) or (_is_cupy(a) and hasattr(a, "dtype"))):
         problem = f"got a {type(a).__name__}, not an array (NumPy or CuPy)"
+    elif isinstance(a, np.ndarray) and not plain_ndarray(a):
+        problem = f"got a {type(a).__module__}.{type(a).__name__}; pass a plain numpy.ndarray (numpy.asarray)"
     elif not nccl_dtype(a.dtype):
-        problem = f"dtype {a.dtype} is not an NCCL type ({', '.join(NCCL_DTYPES)})"
+        problem = dtype_problem(a.dtype)
     else:
         return a
     raise BufferLayoutError(f"{what}: rank {rank}: {problem}" if rank is not None else f"{what}: {problem}")
@@ -79,7 +77,7 @@ def nccl_dtype(dtype) -> bool:
     name costs microseconds, and the MPI communicator asks on every call)."""
     ok = _KNOWN_DTYPES.get(dtype)
     if ok is None:
-        ok = _KNOWN_DTYPES[dtype] = np.dtype(dtype).name in NCCL_DTYPES
+        ok = _KNOWN_DTYPES[dtype] = dtype_problem(dtype) is None
     return ok
 
 
@@ -169,7 +167,7 @@ def prepare(what: str, name: str, ins, outs, count, root=None, in_need=None, out
     ``out_need``: ranks that use that buffer (default all); the others get None (their arrays
     are ignored, as NCCL ignores them) unless passed in place."""
     n = size
-    if isinstance(count, bool) or int(count) != count or count < 0:
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)) or count < 0:
         raise InvalidArgument(f"{what}: count must be an integer >= 0, got {count!r}")
     count = int(count)
     every = set(range(n))
@@ -213,6 +211,8 @@ def prepare(what: str, name: str, ins, outs, count, root=None, in_need=None, out
 def _is_alias(s, d, r: int, count: int, kin: int, kout: int) -> bool:
     """True for NCCL's in-place layouts, which the executor handles without a copy."""
     item = s.dtype.itemsize
+    if not (s.flags.c_contiguous and d.flags.c_contiguous):   # a strided view at the same address is not in place
+        return False
     if kin == kout == 1:
         return _ptr(s) == _ptr(d) and s.size == d.size
     if kin == 1 and kout > 1:
@@ -224,11 +224,14 @@ def _is_alias(s, d, r: int, count: int, kin: int, kout: int) -> bool:
 
 def _fix_aliasing(sends: list, recvs: list, count: int, kin: int, kout: int) -> None:
     """Copy inputs (in ``sends``) that overlap their output other than as NCCL's in-place
-    layout, or that are in place while other ranks are not (the executor needs all or none)."""
+    layout, that are in place while other ranks are not (the executor needs all or none), or
+    that are strided (the executor reads contiguous buffers)."""
     aliased = {}
     for r, (s, d) in enumerate(zip(sends, recvs)):
         if s is None or d is None or s.size == 0 or d.size == 0 or not _shares(s, d):
             aliased[r] = False if s is not None and d is not None else None
+            if s is not None and not s.flags.c_contiguous:     # a strided input is read, as NCCL cannot
+                sends[r] = s.copy()
         elif _is_alias(s, d, r, count, kin, kout):
             aliased[r] = True
         else:
@@ -250,8 +253,12 @@ def check_root(what: str, root, size: int) -> int:
     Traceback (most recent call last):
     ...
     topo_probe.errors.InvalidArgument: reduce: root True is not a rank (0..3)
+    >>> check_root("reduce", 1.5, 4)
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: reduce: root 1.5 is not a rank (0..3)
     """
-    if isinstance(root, bool) or not 0 <= int(root) < size:
+    if isinstance(root, (bool, np.bool_)) or not isinstance(root, (int, np.integer)) or not 0 <= root < size:
         raise InvalidArgument(f"{what}: root {root!r} is not a rank (0..{size - 1})")
     return int(root)
 
@@ -312,7 +319,9 @@ def rank_inplace(spec: CollectiveSpec, r: int, send, recv, count: int) -> bool:
     s1, r1 = s0 + send.size * item, r0 + recv.size * item
     if s1 <= r0 or r1 <= s0:
         return False
-    if spec.name in ("allgather", "gather"):
+    if not (send.flags.c_contiguous and recv.flags.c_contiguous):
+        ok = False
+    elif spec.name in ("allgather", "gather"):
         ok = s0 == r0 + r * count * item
     elif spec.name in ("reducescatter", "scatter"):
         ok = r0 == s0 + r * count * item

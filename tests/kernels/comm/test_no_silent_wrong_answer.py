@@ -1,0 +1,119 @@
+"""Buffers and arguments that used to give silent wrong answers or generic exceptions: big-endian
+float16/bfloat16, numpy.matrix and masked outputs, a strided input at its output's address, roots
+and counts that are not integers, element types NCCL has no kernel for.  Each is refused in one
+line (a TopocollError) or gives NumPy's answer; a property test draws byte orders, ndarray
+subclasses and strided self-overlap."""
+
+from __future__ import annotations
+
+
+import ml_dtypes
+import numpy as np
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from kernels import Communicator, run_schedule
+from synth import baseline, build_fabric
+from topo_probe import get_preset
+from topo_probe.errors import BufferLayoutError, InvalidArgument, TopocollError
+
+pytestmark = pytest.mark.filterwarnings("ignore:Communicator. no plan")
+
+
+@pytest.fixture(scope="module")
+def comm4():
+    return Communicator(4, plan=False)
+
+
+@pytest.mark.parametrize("dtype", [">f2", np.dtype(ml_dtypes.bfloat16).newbyteorder(">"), ">f4", ">i8"])
+@pytest.mark.parametrize("call", ["reduce", "reduce_scatter", "all_reduce"])
+def test_big_endian_refused(comm4, dtype, call):
+    n = 70000                                       # from 64 KiB the reduce ran a chain that misread >f2
+    xs = [np.full(4 * n, r + 1, dtype) for r in range(4)]
+    ys = [np.zeros(n if call == "reduce_scatter" else 4 * n, dtype) for _ in range(4)]
+    with pytest.raises(BufferLayoutError, match="non-native byte order"):
+        if call == "reduce":
+            comm4.reduce(xs, ys, root=3)
+        else:
+            getattr(comm4, call)(xs, ys)
+    assert all((y == 0).all() for y in ys)          # refused before any byte moved
+
+
+@pytest.mark.parametrize("make", [lambda a: np.asmatrix(a), lambda a: np.ma.masked_array(a)], ids=["matrix", "masked"])
+@pytest.mark.parametrize("side", ["in", "out"])
+def test_ndarray_subclasses_refused(comm4, make, side):
+    xs = [np.full(8, r + 1.0) for r in range(4)]
+    ys = [np.zeros(32) for _ in range(4)]
+    if side == "in":
+        xs = [make(x) for x in xs]
+    else:
+        ys = [make(y) for y in ys]
+    with pytest.raises(BufferLayoutError, match="plain numpy.ndarray"):
+        comm4.all_gather(xs, ys)
+
+
+def test_memmap_is_a_plain_buffer(tmp_path, comm4):
+    ys = [np.memmap(tmp_path / f"y{r}", np.float32, "w+", shape=(32,)) for r in range(4)]
+    comm4.all_gather([np.full(8, r + 1, np.float32) for r in range(4)], ys)
+    assert all((y == np.repeat(np.arange(1, 5), 8)).all() for y in ys)
+
+
+def test_strided_input_at_the_outputs_address_is_not_in_place():
+    buf = np.arange(4.0)
+    Communicator(1, plan=False).all_reduce([buf[0:4:2]], [buf[0:2]])
+    assert buf.tolist() == [0.0, 2.0, 2.0, 3.0]     # out = in = [0, 2]; was [0, 1]
+
+
+@pytest.mark.parametrize("root", [1.5, "1", None, float("nan"), True, np.float64(1.0)])
+def test_root_must_be_an_integer_rank(comm4, root):
+    with pytest.raises(InvalidArgument, match="is not a rank"):
+        comm4.broadcast([np.zeros(4) for _ in range(4)], root=root)
+    assert comm4.broadcast([np.full(4, r, np.float32) for r in range(4)], root=np.int64(2))[0].tolist() == [2] * 4
+
+
+@pytest.mark.parametrize("count", [float("nan"), float("inf"), 2.0, "2", -1])
+def test_count_must_be_an_integer(comm4, count):
+    with pytest.raises(InvalidArgument, match="count must be an integer"):
+        comm4.all_gather([np.ones(2) for _ in range(4)], [np.zeros(8) for _ in range(4)], count=count)
+
+
+@pytest.mark.parametrize("dtype", [object, np.complex64, np.longdouble, "datetime64[s]", "U4", "S4", bool, np.int16])
+def test_run_schedule_refuses_types_nccl_cannot_move(dtype):
+    ring = baseline("ring", build_fabric(get_preset("dgx1-v100")), "allreduce")
+    xs = [np.zeros(8, dtype) for _ in range(8)]
+    with pytest.raises(BufferLayoutError, match="is not an NCCL type"):
+        run_schedule(ring, xs, [np.zeros(8, dtype) for _ in range(8)], backend="host")
+
+
+_ORDERS = st.sampled_from(["=", ">", "<"])
+_KINDS = st.sampled_from(["f2", "f4", "f8", "i4", "i8", "u1"])
+
+
+@settings(max_examples=60, deadline=None)
+@given(kind=_KINDS, order=_ORDERS, wrap=st.sampled_from(["plain", "matrix", "masked"]),
+       step=st.integers(1, 3), offset=st.integers(0, 3), n=st.integers(1, 40))
+def test_property_refused_or_numpy_answer(kind, order, wrap, step, offset, n):
+    """all_reduce on 2 ranks with drawn byte order, subclass and a strided input that may start
+    anywhere in its own output: a one-line TopocollError, or exactly NumPy's sum."""
+    dtype = np.dtype(kind).newbyteorder(order)
+    bufs = [(np.arange(offset + step * n + 4) % 7).astype(dtype) for _ in range(2)]
+    xs = [b[offset:offset + step * n:step] for b in bufs]
+    ys = [b[:n] for b in bufs]
+    if wrap == "matrix":
+        ys = [np.asmatrix(y) for y in ys]
+    elif wrap == "masked":
+        xs = [np.ma.masked_array(x) for x in xs]
+    expect = (np.asarray(xs[0]).astype(np.float64) + np.asarray(xs[1]).astype(np.float64))
+    try:
+        Communicator(2, plan=False).all_reduce(xs, ys)
+    except TopocollError as e:
+        assert "\n" not in str(e)
+        assert not dtype.isnative or wrap != "plain", e
+        return
+    assert dtype.isnative and wrap == "plain"
+    got = np.asarray(ys[0]).astype(np.float64)
+    if kind in ("f2", "f4", "f8"):
+        np.testing.assert_allclose(got, expect, rtol=1e-3)
+    else:
+        np.testing.assert_array_equal(got, expect.astype(np.dtype(kind)).astype(np.float64))
