@@ -27,6 +27,7 @@ from pathlib import Path
 
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
+from kernels.sweep.output_paths import check_output_paths
 from topo_probe.cli.exits import signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import DeviceUnavailable, TopocollError, UsageError
@@ -82,6 +83,31 @@ def build_parser() -> argparse.ArgumentParser:
     a("--import", dest="import_log", default=None, help="a real nccl-tests log to read / overlay")
     add_machine_arguments(p)
     return p
+
+
+#: flags a bare ``sweep --import LOG`` has no use for (it re-prints the log's own sizes and runs)
+_IMPORT_IGNORES = ("-b", "-e", "-i", "-f", "-g", "-n", "-w", "-c", "-o", "-d", "-r", "-a", "-J", "--algo",
+                   "--compare", "--topology", "--backend")
+_LONG = {"-b": "--minbytes", "-e": "--maxbytes", "-i": "--stepbytes", "-f": "--stepfactor", "-g": "--ngpus",
+         "-n": "--iters", "-w": "--warmup_iters", "-c": "--check", "-o": "--op", "-d": "--datatype", "-r": "--root",
+         "-a": "--average", "-J": "--output_file"}
+
+
+def _given(argv: list[str], flag: str) -> bool:
+    """Whether ``flag`` (or its long form) was on the command line: ``-g 4``, ``-g4``, ``--ngpus=4``.
+
+    >>> _given(["--import", "x.log", "-g4"], "-g"), _given(["--ngpus=2"], "-g"), _given(["-b", "8"], "-e")
+    (True, True, False)
+    """
+    names = [flag] + ([_LONG[flag]] if flag in _LONG else [])
+    for tok in argv:
+        if tok == "--":
+            break
+        if any(tok == n or tok.startswith(n + "=") for n in names):
+            return True
+        if len(flag) == 2 and tok.startswith(flag) and not tok.startswith("--"):
+            return True
+    return False
 
 
 def _choice(text: str, names: tuple[str, ...], what: str) -> tuple[str, ...]:
@@ -190,9 +216,14 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args, argv: list[str]) -> int:
     if args.backend not in ("host", "cupy", "sim", "mpi"):
         raise UsageError(f"invalid backend {args.backend!r}: expected host, cupy, sim or mpi")
+    check_output_paths(args)
     if args.collective is None:
         if args.import_log is None:
             raise UsageError("missing COLLECTIVE (one of " + ", ".join(NCCL_NAMES.values()) + ")")
+        ignored = [flag for flag in _IMPORT_IGNORES if _given(argv, flag)]
+        if ignored:
+            raise UsageError(f"--import LOG alone re-prints the log as it was run; {', '.join(ignored)} would be "
+                             "ignored (name a COLLECTIVE and --backend sim to model other sizes)")
         from kernels.sweep.importer import import_only
         return import_only(args.import_log, plot_path=args.plot, csv_path=args.csv)
     if args.backend == "mpi":  # one process per rank under mpirun; rank 0 prints the table
@@ -200,7 +231,6 @@ def _main(args, argv: list[str]) -> int:
         check_launched(args.ngpus, args.topology)
         return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
                              argv=argv, json_path=args.output_file)
-    check_output_paths(args)
     if args.import_log is not None:
         if args.plot is None:
             raise UsageError("--import with a COLLECTIVE overlays the log on --plot OUT.png; without --plot "
@@ -219,33 +249,6 @@ def _main(args, argv: list[str]) -> int:
     if not algos:
         raise UsageError("--compare: empty list of algorithms")
     return sweep_and_report(cfg, topo, algos, args, argv)
-
-
-def check_output_paths(args) -> None:
-    """Refuse, before anything runs, output files that cannot be written or are not ours to
-    overwrite: ``--plot`` must name a ``.png`` file in an existing folder; ``--csv`` (or the CSV
-    next to the plot) must not be a folder, and a CSV the user did not name is only replaced
-    when it is one of ours (its header is ours)."""
-    from kernels.sweep.compare import CSV_COLUMNS
-    plot = Path(args.plot) if args.plot else None
-    if plot is not None and plot.suffix.lower() != ".png":
-        raise UsageError(f"--plot {args.plot}: the picture is a PNG; name a file ending in .png")
-    csv = Path(args.csv) if args.csv else (plot.with_suffix(".csv") if plot is not None else None)
-    for flag, path in (("--plot", plot), ("--csv", csv)):
-        if path is None:
-            continue
-        if path.is_dir():
-            raise UsageError(f"{flag} {path}: is a folder; name a file")
-        if not path.parent.is_dir():
-            raise UsageError(f"{flag} {path}: folder {path.parent} does not exist")
-    if csv is not None and not args.csv and csv.exists():
-        try:
-            first = csv.open(encoding="utf-8", errors="replace").readline().strip()
-        except OSError as e:
-            raise UsageError(f"--plot {args.plot} would replace {csv}: {e.strerror}") from None
-        if first != ",".join(CSV_COLUMNS):
-            raise UsageError(f"--plot {args.plot} would replace {csv}, which is not a sweep CSV; "
-                             f"name another with --csv")
 
 
 def _check_algo_name(algo: str) -> None:

@@ -211,7 +211,7 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     except BaseException as exc:
         if os.path.exists(tmp):
             os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename is None:    # a failed write names no file
+        if isinstance(exc, OSError) and exc.filename in (None, tmp):    # name the user's file, not ours
             raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
         raise
 

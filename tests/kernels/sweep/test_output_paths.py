@@ -1,0 +1,75 @@
+"""What a sweep may write (kernels.sweep.output_paths): no folder is created for -J, --plot or
+--csv; a user's CSV is never replaced; checks run before any work; a write failure names the
+user's file, not a temporary one; flags a bare --import would ignore are refused."""
+
+from __future__ import annotations
+
+import errno
+import os
+from pathlib import Path
+
+import pytest
+
+from _paths import FIXTURES
+from kernels.sweep.cli import main
+from synth.ir import schedule as schedule_mod
+
+QUICK = ["all_reduce", "-b", "8", "-e", "64", "-f", "2", "-g", "2", "-n", "1", "-w", "0"]
+LOG = FIXTURES / "nccl_tests_allreduce_a100x8_single_process.txt"
+
+
+def _refused(capsys, argv, needle):
+    rc = main(argv)
+    captured = capsys.readouterr()
+    assert rc == 2, captured.err
+    assert len(captured.err.strip().splitlines()) == 1 and needle in captured.err, captured.err
+    assert "# Rank" not in captured.out and "#  Rank" not in captured.out    # refused before any row
+
+
+def test_json_into_a_missing_folder_is_refused_and_nothing_created(tmp_path, capsys, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    _refused(capsys, QUICK + ["-J", "typo_dir/sub/x.json"], "folder typo_dir/sub does not exist")
+    assert os.listdir(tmp_path) == []
+    _refused(capsys, QUICK + ["-J", str(tmp_path / "no" / "x.json")], "does not exist")
+    assert os.listdir(tmp_path) == []
+
+
+def test_json_never_replaces_a_file(tmp_path, capsys):
+    target = tmp_path / "x.json"
+    target.write_text("mine")
+    assert main(QUICK + ["-J", str(target)]) == 0
+    assert target.read_text() == "mine" and (tmp_path / "x.json.0").is_file()   # nccl-tests' rule
+
+
+def test_a_users_csv_is_not_replaced(tmp_path, capsys):
+    mine = tmp_path / "mine.csv"
+    mine.write_text("a,b\n1,2\n")
+    _refused(capsys, QUICK + ["--csv", str(mine)], "which is not a sweep CSV")
+    assert mine.read_text() == "a,b\n1,2\n"
+    ours = tmp_path / "ours.csv"
+    assert main(QUICK + ["--csv", str(ours)]) == 0
+    first = ours.read_text()
+    assert main(QUICK + ["--csv", str(ours)]) == 0 and ours.read_text().splitlines()[0] == first.splitlines()[0]
+
+
+def test_a_failed_write_names_the_users_file(tmp_path, monkeypatch):
+    real_replace = os.replace
+
+    def full_disk(src, dst):
+        raise OSError(errno.ENOSPC, "No space left on device", src)
+    monkeypatch.setattr(schedule_mod.os, "replace", full_disk)
+    with pytest.raises(OSError) as e:
+        schedule_mod.atomic_write_text(tmp_path / "out.json", "{}")
+    monkeypatch.setattr(schedule_mod.os, "replace", real_replace)
+    assert e.value.filename == str(tmp_path / "out.json") and e.value.errno == errno.ENOSPC
+    assert os.listdir(tmp_path) == []                 # the temporary file is gone too
+
+
+@pytest.mark.parametrize("flags", [["-g", "4"], ["-b", "1M"], ["-o", "max"], ["--ngpus=4"], ["-d", "half"]])
+def test_bare_import_refuses_flags_it_would_ignore(capsys, flags):
+    _refused(capsys, ["--import", str(LOG)] + flags, "would be ignored")
+
+
+def test_bare_import_alone_reprints(capfd):
+    assert main(["--import", str(LOG)]) == 0
+    assert "nGpus 8" in capfd.readouterr().out
