@@ -164,6 +164,9 @@ def resolve_topology(args):
     ngpus = None if args.ngpus is None else _int(args.ngpus, "number of GPUs (-g)")
     if ngpus is not None and ngpus < 1:
         raise UsageError(f"invalid number of GPUs: -g {ngpus} (must be >= 1)")
+    from topo_probe.guard import MAX_GPUS
+    if ngpus is not None and ngpus > MAX_GPUS:
+        raise UsageError(f"invalid number of GPUs: -g {ngpus} (at most {MAX_GPUS} ranks, as any topology)")
     if args.topology is None:
         n = ngpus or 1
         if n == 1:

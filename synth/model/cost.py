@@ -240,12 +240,19 @@ class CostModel:
 
     def _step_detail(self, step: Step, step_index: int = 0) -> tuple[np.ndarray, np.ndarray]:
         """``(load per resource in chunks, latency of each transfer in µs)`` of one step."""
+        idx, frac, lats = self._step_entries(step, step_index)
+        # bincount adds the fractions in transfer order, as a loop of load[r] += f would
+        load = np.bincount(idx, weights=frac, minlength=len(self.rate)) if len(idx) else np.zeros(len(self.rate))
+        return load.astype(float, copy=False), lats
+
+    def _step_entries(self, step: Step, step_index: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``(resource index, fraction of a chunk, in transfer order; latency of each transfer in
+        µs)`` of one step: its loads before they are summed per resource."""
         if len(step.transfers) >= ARRAY_TRANSFERS and self._route_arrays() is not None:
             got = self._arrays.entries([t.src for t in step.transfers], [t.dst for t in step.transfers])
             if got is not None:           # else: some pair is no channel, reported below
                 starts, idx, frac, tmpl, _ = got
-                load = np.bincount(idx, weights=frac, minlength=len(self.rate)).astype(float, copy=False)
-                return load, self._arrays.transfer_latencies(idx, starts, tmpl)
+                return idx, frac, self._arrays.transfer_latencies(idx, starts, tmpl)
         idx, frac, lats = [], [], []
         for ti, t in enumerate(step.transfers):
             hit = self._routes.get((t.src, t.dst))
@@ -258,10 +265,8 @@ class CostModel:
             frac.append(hit[1])
             lats.append(hit[2])
         if not idx:
-            return np.zeros(len(self.rate)), np.zeros(0)
-        # bincount adds the fractions in transfer order, as a loop of load[r] += f would
-        load = np.bincount(np.concatenate(idx), weights=np.concatenate(frac), minlength=len(self.rate))
-        return load.astype(float, copy=False), np.asarray(lats, dtype=float)
+            return np.zeros(0, dtype=np.intp), np.zeros(0), np.zeros(0)
+        return np.concatenate(idx), np.concatenate(frac), np.asarray(lats, dtype=float)
 
     def _route_arrays(self):
         """The cluster fabric's :class:`synth.ir.cluster_routes.RouteArrays` (None: not a cluster)."""
@@ -286,24 +291,35 @@ class CostModel:
         return self._wave_time(load, lat, float(chunk_bytes))[0]
 
     # ---------------------------------------------------------------- schedules
-    def _matrix(self, schedule: Schedule) -> tuple[np.ndarray, np.ndarray, float]:
-        """``(loads per step and resource, max latency per step, critical path in µs)``."""
+    def _matrix(self, schedule: Schedule) -> tuple[np.ndarray, np.ndarray, float, np.ndarray]:
+        """``(loads per step and used resource, max latency per step, critical path in µs, rate of
+        each used resource)``.  Only resources some step loads get a column (a ring on 1,024 fully
+        connected GPUs loads 1,024 of its 1,047,552 links: 16 MiB instead of 16 GiB); the others
+        are 0 in every step and never the busiest."""
         if schedule.ranks != self.fabric.num_ranks:
             raise ScheduleInvalid(f"schedule has {schedule.ranks} ranks, fabric {self.fabric.topology_name!r} "
                                   f"has {self.fabric.num_ranks} (rule: wrong-topology)", rule="wrong-topology")
-        loads = np.zeros((schedule.num_steps, len(self.rate)))
         lats = np.zeros(schedule.num_steps)
         path = _CriticalPath(schedule.spec.num_chunks, self.params.step_overhead_us)
+        entries = []
         for si, step in enumerate(schedule.steps):
-            loads[si], each = self._step_detail(step, si)
+            idx, frac, each = self._step_entries(step, si)
+            entries.append((idx, frac))
             lats[si] = float(np.max(each)) if len(each) else 0.0
             path.add(step, each)
-        return loads, lats, path.end_us()
+        used = np.unique(np.concatenate([e[0] for e in entries])) if entries else np.zeros(0, dtype=np.intp)
+        loads = np.zeros((schedule.num_steps, len(used)))
+        for si, (idx, frac) in enumerate(entries):
+            if len(idx):         # bincount adds in transfer order, per column as before
+                loads[si] = np.bincount(np.searchsorted(used, idx), weights=frac, minlength=len(used))
+        return loads, lats, path.end_us(), self.rate[used]
 
-    def _wavefronts(self, loads: np.ndarray, lats: np.ndarray, k: int, path_us: float) -> "_Wavefronts":
+    def _wavefronts(self, loads: np.ndarray, lats: np.ndarray, k: int, path_us: float,
+                    rate: np.ndarray) -> "_Wavefronts":
         """What :meth:`estimate` needs of a schedule run over ``k`` slices, whatever the size: the
         fixed part is the launch, the critical path of one slice (``path_us``) and, for each
-        further slice, one more of the slowest step's overhead and latency."""
+        further slice, one more of the slowest step's overhead and latency (``rate``: of
+        ``loads``' columns)."""
         S, p = len(lats), self.params
         if S == 0:
             return _Wavefronts(k, 0, np.zeros(0), p.launch_us)
@@ -311,7 +327,7 @@ class CostModel:
         w = np.arange(S + k - 1)
         lo, hi = np.maximum(0, w - k + 1), np.minimum(S - 1, w)
         window = csum[hi + 1] - csum[lo]                       # (W, R) chunks per wavefront
-        peak = np.max(window / self.rate, axis=1) if loads.shape[1] else np.zeros(len(w))
+        peak = np.max(window / rate, axis=1) if loads.shape[1] else np.zeros(len(w))
         fixed = p.launch_us + path_us + (k - 1) * (p.step_overhead_us + float(np.max(lats)))
         return _Wavefronts(k, len(w), peak, fixed)
 
@@ -337,9 +353,9 @@ class CostModel:
         if nbytes < 0:
             raise InvalidArgument(f"nbytes must be >= 0, got {nbytes!r}")
         if self._last is None or self._last[0] is not schedule:
-            loads, lats, path_us = self._matrix(schedule)
-            self._last = (schedule, loads, lats,
-                          [self._wavefronts(loads, lats, k, path_us) for k in sorted(set(self.params.pipeline_slices))])
+            loads, lats, path_us, rate = self._matrix(schedule)
+            self._last = (schedule, loads, lats, [self._wavefronts(loads, lats, k, path_us, rate)
+                                                  for k in sorted(set(self.params.pipeline_slices))])
         cb = chunk_bytes(schedule, nbytes)
         ests = [self._pipelined(wave, cb) for wave in self._last[3]]
         return min(ests, key=lambda e: (e.time_us, e.slices))
