@@ -30,6 +30,7 @@ __all__ = ["Judged", "queries", "judge", "available_pairs", "MAX_QUERY_BYTES"]
 #: largest query size (bytes): 64 GiB
 MAX_QUERY_BYTES = 64 << 30
 _MODEL_PROTO = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+_EVERY = frozenset((a, p) for a in ALGORITHMS for p in PROTOCOLS)
 #: a line is "as fast" when its modelled time is within this fraction of NCCL's default
 TOLERANCE = 1e-9
 
@@ -53,6 +54,8 @@ class Judged:
     changed: int = 0
     foreign_pinned_by_machine_line: int = 0
     gains: dict = field(default_factory=dict)
+    #: fall-throughs by cause: ``other shape``, ``no line for the size``, ``lines unavailable``
+    causes: dict = field(default_factory=dict)
     examples: list = field(default_factory=list)
 
     def note(self, text: str) -> None:
@@ -96,6 +99,13 @@ def judge(conf: ParsedConf, model, model_without_nvls, qs: list[tuple[Query, str
         out = match(conf, q)
         if out.fell_through:
             r.fell_through += 1
+            if world == "other" and (q.nodes, q.ranks) != (m.nodes, m.ranks):
+                cause = "other shape"
+            elif match(conf, Query(q.collective, q.nbytes, q.nodes, q.ranks, _EVERY)).fell_through:
+                cause = "no line for the size"
+            else:
+                cause = "lines unavailable"
+            r.causes[cause] = r.causes.get(cause, 0) + 1
             r.note(f"{q.collective} {q.nbytes} B on {q.nodes} node(s) x {q.ranks} ranks: no line")
         if out.one_channel:
             r.one_channel += 1
