@@ -5,10 +5,22 @@ crashing."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from synth.model.nccl.tuner_plugin import PLUGIN_BUILDS, SIZE_MAX, Query, parse_conf, match
+from synth.model.nccl.tuner_plugin import (
+    ALGORITHMS,
+    COLLECTIVES,
+    PLUGIN_BUILDS,
+    PROTOCOLS,
+    SIZE_MAX,
+    Query,
+    match,
+    parse_conf,
+)
 
 RING_LL = frozenset({("ring", "ll"), ("ring", "simple"), ("tree", "ll")})
 WITH_NVLS = RING_LL | {("nvls", "simple")}
@@ -132,3 +144,34 @@ def test_any_text_is_read_without_raising_and_every_problem_is_one_line(text):
         assert 0 <= line.min_bytes <= SIZE_MAX and 0 <= line.max_bytes <= SIZE_MAX
         assert -(1 << 31) <= line.channels < 1 << 31
         match(c, q(line.collective, line.min_bytes))                # never raises
+
+
+# ------------------------------------------------------------------ the real plugin's answers
+FIXTURES = Path(__file__).resolve().parents[3] / "fixtures" / "nccl_tuner_plugin"
+
+
+def _answers(name):
+    for line in (FIXTURES / f"{name}.answers").read_text().splitlines():
+        if line.startswith("#"):
+            continue
+        query, answer = line.split(" -> ")
+        nodes, ranks, coll, nbytes, pipe, reg, mask = (int(x) for x in query.split())
+        pairs = frozenset((a, p) for i, a in enumerate(ALGORITHMS) for j, p in enumerate(PROTOCOLS)
+                          if mask >> (3 * i + j) & 1)
+        yield Query(COLLECTIVES[coll], nbytes, nodes, ranks, pairs, pipe, reg), tuple(int(x) for x in answer.split())
+
+
+@pytest.mark.parametrize("name", ["fresh_dgx_h100", "fresh_2x_dgx_a100", "committed_before_dgx_h100", "hostile"])
+def test_the_emulator_answers_as_ncclS_compiled_plugin_does(name):
+    """tests/fixtures/nccl_tuner_plugin: NCCL's plugins/tuner/example/plugin.c (v2.30.3-1) compiled
+    on a CPU and called through ncclTunerPlugin_v5 (REFERENCE.md); the entry it set to 0.0 and
+    the *nChannels it returned, for 800-900 queries per file."""
+    conf = parse_conf((FIXTURES / f"{name}.conf").read_bytes(), name)
+    n = 0
+    for q, (algo, proto, channels) in _answers(name):
+        out = match(conf, q)
+        want = (None, None) if algo < 0 else (ALGORITHMS[algo], PROTOCOLS[proto])
+        raw = 1 if out.line is None else (1 if out.line.channels == -1 else out.line.channels)
+        assert ((out.algorithm, out.protocol), raw) == (want, channels), (q, out.label)
+        n += 1
+    assert n >= 800
