@@ -81,7 +81,9 @@ PLUGIN_BUILDS = (
 #: interface symbols NCCL's loader tries, newest first (src/plugin/tuner.cc, src/plugin/tuner/tuner_v*.cc)
 NCCL_TUNER_LOOKUPS = {"2.26.2-2.27.7": ("v4", "v3", "v2"), "2.28.3-2.29.7": ("v5", "v4", "v3", "v2"),
                       "2.30.3 and later": ("v6", "v5", "v4", "v3", "v2")}
-#: RCCL's loader: one symbol (src/include/nccl_tuner.h NCCL_TUNER_PLUGIN_SYMBOL, src/misc/tuner.cc)
+#: RCCL's loader: one symbol (src/include/nccl_tuner.h NCCL_TUNER_PLUGIN_SYMBOL, src/misc/tuner.cc at
+#: 0cbce2a7).  A later development header (src/include/plugin/nccl_tuner.h at 5db32621) names
+#: ncclTunerPlugin_v5; no RCCL release with it was read, so no RCCL is known to load the plugin.
 RCCL_TUNER_LOOKUP = {"rccl 2.21.5 (ROCm 6.3, 0cbce2a7)": ("v2",)}
 
 #: the plugin's line rules, each with the code it comes from (plugin.c at v2.30.3-1 unless named)
