@@ -59,7 +59,13 @@ COVER_BANDS = ((64 << 10, "ll"), (8 << 20, "ll128"), (SIZE_MAX, "simple"))
 #: after the bands, every pair over all sizes, so any table with one entry left matches
 COVER_ORDER = tuple((a, p) for a in ("ring", "tree", "pat", "nvls", "nvls_tree", "collnet_direct", "collnet_chain")
                     for p in ("simple", "ll128", "ll"))
-_MODEL_PROTO = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+#: what every file says about itself, above its lines
+_ABOUT = (
+    f"help: NCCL's own pick is modelled slower by at least {MIN_GAIN:.0%} (default margin); keep: asks for "
+    "NCCL's own (modelled) pick;",
+    "cover: another communicator shape. channels 0 keeps NCCL's channel count. Do not delete lines:",
+    "a call that no line takes runs on one channel (the plugin sets nChannels = 1 before its search).",
+)
 
 
 @dataclass(frozen=True)
@@ -237,7 +243,8 @@ def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
 def tuner_text(lines: list[TunerLine], comment: str = "") -> str:
     """The CSV text: :data:`MARKER`, ``comment``, then each line with its note above it (the
     plugin has no comments after a field)."""
-    head = [MARKER] + [f"# {c}" for c in comment.splitlines() if c.strip()] + [f"# {HEADER}"]
+    head = [MARKER] + [f"# {c}" for c in comment.splitlines() if c.strip()] + [f"# {c}" for c in _ABOUT] + \
+        [f"# {HEADER}"]
     body = []
     for line in lines:
         if line.note:
