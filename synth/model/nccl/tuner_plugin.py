@@ -64,22 +64,25 @@ class PluginBuild:
 
 
 PLUGIN_BUILDS = (
-    PluginBuild("ext-tuner/example", "2.19-2.27.3", ("ncclTunerPlugin_v2", "ncclTunerPlugin_v3", "ncclTunerPlugin_v4"),
-                False, False, "a fixed example choice; no CSV file is read"),
-    PluginBuild("ext-tuner/example", "2.27.5-2.29.3", ("ncclTunerPlugin_v4", "ncclTunerPlugin_v5"), True, False,
+    PluginBuild("ext-tuner/example", "2.23.4-2.27.3", ("ncclTunerPlugin_v3", "ncclTunerPlugin_v4"), False, False,
+                "a fixed example choice (v3 at 2.23.4, v4 from 2.24.3); no CSV file is read"),
+    PluginBuild("ext-tuner/example", "2.27.5-2.27.7", ("ncclTunerPlugin_v4",), True, False,
                 "reads the CSV but indexes the cost table as collCostTable[algo][proto] on NCCL's float** "
-                "(plugin.c pluginGetCollInfo, v2.28.7-1 line 395): the first matching line reads floats as a "
-                "pointer and segfaults"),
+                "(plugin.c pluginGetCollInfo): the first matching line reads floats as a pointer and segfaults"),
+    PluginBuild("ext-tuner/example", "2.28.3-2.29.3", ("ncclTunerPlugin_v5",), True, False,
+                "same collCostTable[algo][proto] indexing (v2.28.7-1 plugin.c line 395): segfaults at the first "
+                "matching line, also with NCCL's own example nccl_tuner.conf"),
     PluginBuild("plugins/tuner/example", "2.29.7", ("ncclTunerPlugin_v5",), True, False,
                 "moved, same collCostTable[algo][proto] indexing: segfaults at the first matching line"),
     PluginBuild("plugins/tuner/example", "2.30.3 and later", ("ncclTunerPlugin_v6", "ncclTunerPlugin_v5"), True, True,
-                "casts the table to float (*)[NCCL_NUM_PROTOCOLS] (plugin.c line 358): the build that works; its "
-                "init also sets three NCCL constants (Blackwell tree and ring/LL128 bandwidth at 4+ nodes, NVLS "
-                "network latency 24 us: plugin.c pluginInit)"),
+                "casts the table to float (*)[NCCL_NUM_PROTOCOLS] (plugin.c line 358): the build that works; its v5 "
+                "interface is unchanged since NCCL 2.28.3, so NCCL 2.28.3 and later load it; its init also sets "
+                "three NCCL constants (Blackwell tree and ring/LL128 bandwidth at 4+ nodes, NVLS network latency "
+                "24 us: plugin.c pluginInit)"),
 )
 
 #: interface symbols NCCL's loader tries, newest first (src/plugin/tuner.cc, src/plugin/tuner/tuner_v*.cc)
-NCCL_TUNER_LOOKUPS = {"2.26.2-2.27.7": ("v4", "v3", "v2"), "2.28.3-2.29.7": ("v5", "v4", "v3", "v2"),
+NCCL_TUNER_LOOKUPS = {"2.23.4": ("v3", "v2"), "2.26.2-2.27.7": ("v4", "v3", "v2"), "2.28.3-2.29.7": ("v5", "v4", "v3", "v2"),
                       "2.30.3 and later": ("v6", "v5", "v4", "v3", "v2")}
 #: RCCL's loader: one symbol (src/include/nccl_tuner.h NCCL_TUNER_PLUGIN_SYMBOL, src/misc/tuner.cc at
 #: 0cbce2a7).  A later development header (src/include/plugin/nccl_tuner.h at 5db32621) names
