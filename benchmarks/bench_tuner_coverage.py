@@ -54,8 +54,9 @@ def _row(label: str, kind: str, text: str, on, off, n: int, seed: int, lines=Non
     helps = "-" if lines is None else str(sum(l.kind == "help" for l in lines))
     row = (f"| `{label}` | {kind}{'' if is_cover_file(text) else ' (before the cover format)'} | "
            f"{len(conf.lines)} ({len(machine)} for this machine) | {len(conf.problems)} | {r.queries:,} | "
-           f"**{r.fell_through:,}** | {r.one_channel:,} | {r.machine_queries:,} | {r.capped:,} | {r.slower:,} | {helps} | "
-           f"{r.changed:,} | {_gains(r)} |")
+           f"**{r.fell_through:,}** | {r.one_channel:,} | {r.machine_queries:,} | {r.capped:,} | {r.slower:,} | "
+           f"{helps} | "
+           f"{r.changed:,} | {_gains(r)} | {r.checked_sum / max(r.queries, 1):.1f} / {r.checked_max} |")
     causes = ", ".join(f"{k} {v:,}" for k, v in sorted(r.causes.items()))
     return row, ([f"fall-throughs: {causes}"] if causes else []) + r.examples
 
@@ -112,10 +113,13 @@ def main(argv=None) -> int:
         "channels -1 or 1; slower = queries on the file's own machine whose applied line the NCCL model "
         "times slower than NCCL's own choice; help lines = lines that change NCCL's modelled choice; "
         "gain = NCCL's modelled time over the applied line's, where a line changed the choice "
-        "(min / median / max over those queries). Lines with a fixed channel count are not timed.", "",
+        "(min / median / max over those queries). Lines with a fixed channel count are not timed. Lines checked: "
+        "how many lines the plugin reads per query up to the one that applies (it makes two debug-log calls for "
+        "each line it skips).", "",
         "| file | written by | lines | plugin-reads-otherwise | queries | fall-throughs | one channel | "
-        "on its machine | fixed channels (not timed) | slower | help lines | queries changed | gain (min / median / max) |",
-        "|---|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
+        "on its machine | fixed channels (not timed) | slower | help lines | queries changed | "
+        "gain (min / median / max) | lines checked (mean / max) |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
         "## Notes", "", *notes, "",
         "## Lines that change NCCL's choice (fresh files)", "",
         "The model's predicted gain over the probes in each range (8 per doubling); every other line keeps "

@@ -13,15 +13,18 @@ whenever no line applies or a line's channels field is -1, an applied line alway
   next line is the choice without NVLS, for a job where NVLS is unavailable;
 * **every other shape** (``-1,-1``): a cover, since the plugin has no line that leaves NCCL's
   choice alone: ring with NCCL's own channel count, LL / LL128 / Simple by size
-  (:data:`COVER_BANDS`), then every (algorithm, protocol) over all sizes, so a table with any
-  entry left matches;
+  (:data:`COVER_BANDS`), and at the end of the file every (algorithm, protocol) NCCL can offer
+  for the collective over all sizes, so a table with any entry left matches;
+* allreduce first, each collective's bands right after its own lines, consecutive ranges that
+  ask for the same pair merged: the plugin pays two debug-log calls for every line it checks
+  before the one that applies;
 * channels always 0 (NCCL's own count), byte ranges 0 to 2^64-1.
 
 >>> from topo_probe import get_preset
 >>> on, off = tuner_models(get_preset("dgx-h100"))
 >>> lines = tuner_lines(on, off, ["allreduce"])
->>> [(l.kind, l.algorithm) for l in lines if l.nodes == 1][-2:]
-[('keep', 'nvls'), ('keep', 'ring')]
+>>> [f"{l.kind} {l.algorithm}/{l.protocol}" for l in lines if l.nodes == 1][:5]
+['keep ring/ll', 'help tree/ll', 'keep ring/ll', 'keep nvls/simple', 'keep ring/ll']
 """
 
 from __future__ import annotations
@@ -33,10 +36,11 @@ from pathlib import Path
 from synth.ir.collectives import canonical
 from synth.ir.schedule import atomic_write_text
 from synth.model.nccl.tuner_plugin import ALGORITHMS, COLLECTIVES, KEEP_NCCL_CHANNELS, PROTOCOLS, SIZE_MAX
+from synth.model.nccl.tuning import ALGOS_FOR
 from topo_probe.errors import InvalidArgument
 
 __all__ = ["TunerLine", "tuner_models", "tuner_lines", "tuner_text", "write_tuner_config", "is_cover_file",
-           "MARKER", "HEADER", "MIN_GAIN", "COVER_BANDS", "PROBE_MAX_BYTES", "NVLS_ALGORITHMS",
+           "MARKER", "HEADER", "MIN_GAIN", "COVER_BANDS", "PROBE_MAX_BYTES", "NVLS_ALGORITHMS", "FILE_ORDER",
            "PLUGIN_COLLECTIVES", "MAX_BYTES"]
 
 #: the collectives the plugin tunes (plugin.c parseCollType)
@@ -56,9 +60,14 @@ NVLS_ALGORITHMS = ("nvls", "nvls_tree")
 #: the cover for other shapes: ring with (inclusive upper byte bound, protocol); a guess for shapes
 #: the file was not written for, not a prediction (LL for small, LL128 mid, Simple large messages)
 COVER_BANDS = ((64 << 10, "ll"), (8 << 20, "ll128"), (SIZE_MAX, "simple"))
-#: after the bands, every pair over all sizes, so any table with one entry left matches
+#: after the bands, every pair NCCL can offer for the collective (``ALGOS_FOR``; NCCL 2.30.3
+#: src/graph/tuning.cc lines 281-285 give the others no bandwidth) over all sizes, in this order,
+#: so any table with one entry left matches
 COVER_ORDER = tuple((a, p) for a in ("ring", "tree", "pat", "nvls", "nvls_tree", "collnet_direct", "collnet_chain")
                     for p in ("simple", "ll128", "ll"))
+#: file order of the collectives: the plugin checks lines in order (two debug-log calls per line it
+#: skips), so the most frequent collective comes first and each one's cover follows its own lines
+FILE_ORDER = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce")
 #: what every file says about itself, above its lines
 _ABOUT = (
     f"help: NCCL's own pick is modelled slower by at least {MIN_GAIN:.0%} (default margin); keep: asks for "
@@ -85,6 +94,8 @@ class TunerLine:
     note: str = ""
     gain: tuple = (1.0, 1.0)
     channels: int = KEEP_NCCL_CHANNELS
+    #: the (min_bytes, max_bytes) ranges inside the line where it is a help line
+    help_ranges: tuple = ()
 
     def csv(self) -> str:
         return (f"{self.collective},{self.min_bytes},{self.max_bytes},{self.algorithm},{self.protocol},"
@@ -190,52 +201,87 @@ def _size(n: int) -> str:
     return f"{n} B"
 
 
-def _machine_lines(on, off, coll: str, min_gain: float) -> list[TunerLine]:
+def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[TunerLine]:
     m = on.machine
     out = []
-    for lo, hi, probes in _segments(on, off, coll, min_gain):
-        for k, e in enumerate(probes[0]):
-            picks = [p[k] for p in probes]
-            gains = [p.default_us / p.chosen_us for p in picks]
-            mid = picks[len(picks) // 2]
-            world = "" if off is None else (" with NVLS" if k == 0 and len(probes[0]) > 1 else
-                                            " if NVLS is unavailable" if k else "")
-            span = f"{_size(lo)}-{'2^64-1 B' if hi == SIZE_MAX else _size(hi)}"
-            if e.helps:
-                note = (f"help{world}, {span}: NCCL's own pick (modelled) {mid.default_label} {mid.default_us:.1f} us, "
-                        f"this line {e.algorithm}/{e.protocol} {mid.chosen_us:.1f} us, {min(gains):.2f}x-"
-                        f"{max(gains):.2f}x faster")
-            else:
-                note = f"keep{world}, {span}: NCCL's own pick (modelled) {e.algorithm}/{e.protocol}, its channels"
-            out.append(TunerLine(coll, lo, hi, e.algorithm, e.protocol.lower(), m.nodes, m.ranks,
-                                 "help" if e.helps else "keep", note, (min(gains), max(gains))))
+    for k, e in enumerate(probes[0]):
+        picks = [p[k] for p in probes]
+        gains = [p.default_us / p.chosen_us for p in picks]
+        mid = picks[len(picks) // 2]
+        world = "" if off is None else (" with NVLS" if k == 0 and len(probes[0]) > 1 else
+                                        " if NVLS is unavailable" if k else "")
+        span = f"{_size(lo)}-{'2^64-1 B' if hi == SIZE_MAX else _size(hi)}"
+        if e.helps:
+            note = (f"help{world}, {span}: NCCL's own pick (modelled) {mid.default_label} {mid.default_us:.1f} us, "
+                    f"this line {e.algorithm}/{e.protocol} {mid.chosen_us:.1f} us, {min(gains):.2f}x-"
+                    f"{max(gains):.2f}x faster")
+        else:
+            note = f"keep{world}, {span}: NCCL's own pick (modelled) {e.algorithm}/{e.protocol}, its channels"
+        out.append(TunerLine(coll, lo, hi, e.algorithm, e.protocol.lower(), m.nodes, m.ranks,
+                             "help" if e.helps else "keep", note, (min(gains), max(gains)) if e.helps else (1.0, 1.0),
+                             help_ranges=((lo, hi),) if e.helps else ()))
     return out
 
 
-def _cover_lines(coll: str) -> list[TunerLine]:
+def _merged(parts: list[TunerLine]) -> TunerLine:
+    """One line for consecutive ranges asking for the same pair (fewer lines to check)."""
+    first, helps = parts[0], [p for p in parts if p.kind == "help"]
+    gain = (min(p.gain[0] for p in helps), max(p.gain[1] for p in helps)) if helps else (1.0, 1.0)
+    return TunerLine(first.collective, first.min_bytes, parts[-1].max_bytes, first.algorithm, first.protocol,
+                     first.nodes, first.ranks, "help" if helps else "keep", "\n".join(p.note for p in parts), gain,
+                     help_ranges=tuple(r for p in helps for r in p.help_ranges))
+
+
+def _machine_lines(on, off, coll: str, min_gain: float) -> list[TunerLine]:
+    """Every size's first pick (slot 0), then the picks without NVLS where slot 0 is NVLS (slot
+    1): a size's slot-1 line comes after its slot-0 line, which NCCL skips without NVLS."""
+    slots: list[list[list[TunerLine]]] = [[], []]
+    for lo, hi, probes in _segments(on, off, coll, min_gain):
+        for k, line in enumerate(_segment_lines(on, off, coll, lo, hi, probes)):
+            runs = slots[k]
+            prev = runs[-1][-1] if runs else None
+            if prev and (prev.algorithm, prev.protocol) == (line.algorithm, line.protocol) and \
+                    prev.max_bytes + 1 == line.min_bytes:
+                runs[-1].append(line)
+            else:
+                runs.append([line])
+    return [_merged(run) for runs in slots for run in runs]
+
+
+def _cover_bands(coll: str) -> list[TunerLine]:
     out, lo = [], 0
     for hi, proto in COVER_BANDS:
         out.append(TunerLine(coll, lo, hi, "ring", proto, -1, -1, "cover",
                              f"cover, any other shape, {_size(lo)}-{'2^64-1 B' if hi == SIZE_MAX else _size(hi)}: "
                              f"ring/{proto}, NCCL's channels"))
         lo = hi + 1
-    out += [TunerLine(coll, 0, SIZE_MAX, a, p, -1, -1, "cover",
-                      "" if k else "fallback, any shape, any size: the first pair NCCL still offers")
-            for k, (a, p) in enumerate(COVER_ORDER)]
     return out
+
+
+def _cover_fallbacks(coll: str) -> list[TunerLine]:
+    pairs = [(a, p) for a, p in COVER_ORDER if a in ALGOS_FOR[coll]]
+    return [TunerLine(coll, 0, SIZE_MAX, a, p, -1, -1, "cover",
+                      "" if k else f"fallback for {coll}, any shape, any size: the first pair NCCL still offers")
+            for k, (a, p) in enumerate(pairs)]
 
 
 def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
                 min_gain: float = MIN_GAIN) -> list[TunerLine]:
-    """The file's lines, in order: per collective this machine's ranges, then the cover."""
+    """The file's lines, in order (:data:`FILE_ORDER`): per collective this machine's ranges and
+    that collective's cover bands; then every collective's fallback pairs (reached only when
+    NCCL has none of the pairs above)."""
     out: list[TunerLine] = []
+    colls = []
     for name in collectives:
         coll = canonical(name)
         if coll not in PLUGIN_COLLECTIVES:
             raise InvalidArgument(f"the tuner plugin has no collective {name!r} ({', '.join(PLUGIN_COLLECTIVES)})")
-        out += _machine_lines(model, model_without_nvls, coll, min_gain)
-    for name in collectives:
-        out += _cover_lines(canonical(name))
+        colls.append(coll)
+    colls = sorted(set(colls), key=FILE_ORDER.index)
+    for coll in colls:
+        out += _machine_lines(model, model_without_nvls, coll, min_gain) + _cover_bands(coll)
+    for coll in colls:
+        out += _cover_fallbacks(coll)
     assert all(l.algorithm in ALGORITHMS and l.protocol in PROTOCOLS for l in out)
     return out
 
@@ -247,8 +293,7 @@ def tuner_text(lines: list[TunerLine], comment: str = "") -> str:
         [f"# {HEADER}"]
     body = []
     for line in lines:
-        if line.note:
-            body.append(f"# {line.note}")
+        body += [f"# {n}" for n in line.note.splitlines()]
         body.append(line.csv())
     return "\n".join(head + body) + "\n"
 

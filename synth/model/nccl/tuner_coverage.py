@@ -6,7 +6,8 @@ is at least as fast as NCCL's own choice there.
 Queries (:func:`queries`): sizes 1 B to 64 GiB (log-uniform, plus both sides of every line
 bound), every collective the plugin tunes, the file's own communicator with the (algorithm,
 protocol) pairs NCCL leaves available with NVLS on and off (:meth:`TuneTable.enabled`), and other
-communicators of 1-64 hosts and 2-1,024 ranks with random non-empty sets of available pairs.
+communicators of 1-64 hosts and 2-1,024 ranks with random non-empty sets of the pairs NCCL can
+offer for the collective (``ALGOS_FOR``: NCCL's tuning.cc gives the others no bandwidth).
 
 >>> from topo_probe import get_preset
 >>> from synth.model.nccl.tuner_config import tuner_lines, tuner_models, tuner_text
@@ -24,6 +25,7 @@ import random
 from dataclasses import dataclass, field
 
 from synth.model.nccl.tuner_plugin import ALGORITHMS, COLLECTIVES, PROTOCOLS, ParsedConf, Query, match
+from synth.model.nccl.tuning import ALGOS_FOR
 
 __all__ = ["Judged", "queries", "judge", "available_pairs", "MAX_QUERY_BYTES"]
 
@@ -53,6 +55,9 @@ class Judged:
     capped: int = 0
     changed: int = 0
     foreign_pinned_by_machine_line: int = 0
+    #: lines the plugin checks per query, up to and including the one that applies (all: none)
+    checked_max: int = 0
+    checked_sum: int = 0
     gains: dict = field(default_factory=dict)
     #: fall-throughs by cause: ``other shape``, ``no line for the size``, ``lines unavailable``
     causes: dict = field(default_factory=dict)
@@ -81,12 +86,13 @@ def queries(conf: ParsedConf, model, model_without_nvls, n: int, seed: int = 0) 
         for size in _sizes(rng, n // 2, bounds):
             coll = rng.choice(COLLECTIVES)
             out.append((Query(coll, size, m.nodes, m.ranks, available_pairs(world, coll)), name))
-    every = [(a, p) for a in ALGORITHMS for p in PROTOCOLS]
     for size in _sizes(rng, n, []):
         hosts = rng.choice([1, 1, 2, 4, 8, 16, 32, 64, rng.randint(1, 64)])
         ranks = max(2, hosts * rng.choice([1, 2, 4, 8, 16])) if rng.random() < 0.7 else rng.randint(max(2, hosts), 1024)
+        coll = rng.choice(COLLECTIVES)
+        every = [(a, p) for a in ALGOS_FOR[coll] for p in PROTOCOLS]      # what NCCL can offer (tuning.cc)
         pairs = frozenset(p for p in every if rng.random() < 0.5) or frozenset([rng.choice(every)])
-        out.append((Query(rng.choice(COLLECTIVES), size, hosts, min(ranks, 1024), pairs), "other"))
+        out.append((Query(coll, size, hosts, min(ranks, 1024), pairs), "other"))
     return out
 
 
@@ -97,6 +103,8 @@ def judge(conf: ParsedConf, model, model_without_nvls, qs: list[tuple[Query, str
     for q, world in qs:
         r.queries += 1
         out = match(conf, q)
+        checked = len(conf.lines) if out.line is None else conf.lines.index(out.line) + 1
+        r.checked_max, r.checked_sum = max(r.checked_max, checked), r.checked_sum + checked
         if out.fell_through:
             r.fell_through += 1
             if world == "other" and (q.nodes, q.ranks) != (m.nodes, m.ranks):

@@ -82,7 +82,8 @@ PLUGIN_BUILDS = (
 )
 
 #: interface symbols NCCL's loader tries, newest first (src/plugin/tuner.cc, src/plugin/tuner/tuner_v*.cc)
-NCCL_TUNER_LOOKUPS = {"2.23.4": ("v3", "v2"), "2.26.2-2.27.7": ("v4", "v3", "v2"), "2.28.3-2.29.7": ("v5", "v4", "v3", "v2"),
+NCCL_TUNER_LOOKUPS = {"2.23.4": ("v3", "v2"), "2.26.2-2.27.7": ("v4", "v3", "v2"),
+                      "2.28.3-2.29.7": ("v5", "v4", "v3", "v2"),
                       "2.30.3 and later": ("v6", "v5", "v4", "v3", "v2")}
 #: RCCL's loader: one symbol (src/include/nccl_tuner.h NCCL_TUNER_PLUGIN_SYMBOL, src/misc/tuner.cc at
 #: 0cbce2a7).  A later development header (src/include/plugin/nccl_tuner.h at 5db32621) names
