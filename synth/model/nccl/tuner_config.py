@@ -9,8 +9,8 @@ whenever no line applies or a line's channels field is -1, an applied line alway
 
 * **this machine** (its exact ``nNodes``/``nRanks``): per collective and size range, a *help*
   line (the model's fastest pair, where it beats NCCL's modelled default by at least
-  :data:`MIN_GAIN`) or a *keep* line (NCCL's modelled default); where that pair is NVLS, the
-  next line is the choice without NVLS, for a job where NVLS is unavailable;
+  :data:`MIN_GAIN`) or a *keep* line (NCCL's modelled default); where that pair is NVLS, a
+  later line for the same sizes holds the choice without NVLS (NCCL skips the NVLS line there);
 * **every other shape** (``-1,-1``): a cover, since the plugin has no line that leaves NCCL's
   choice alone: ring with NCCL's own channel count, LL / LL128 / Simple by size
   (:data:`COVER_BANDS`), and at the end of the file every (algorithm, protocol) NCCL can offer
