@@ -30,6 +30,7 @@ whenever no line applies or a line's channels field is -1, an applied line alway
 from __future__ import annotations
 
 import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -54,6 +55,8 @@ MAX_BYTES = SIZE_MAX
 MIN_GAIN = 0.05
 #: probes run to 1 TiB; the choice at 1 TiB holds to 2^64 - 1 (the model is bandwidth-bound there)
 PROBE_MAX_BYTES = 1 << 40
+#: widest comment text per line (the plugin's fgets reads 255 bytes at a time)
+COMMENT_WIDTH = 200
 #: probes per doubling of the size
 PROBES_PER_OCTAVE = 8
 NVLS_ALGORITHMS = ("nvls", "nvls_tree")
@@ -289,13 +292,19 @@ def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
 def tuner_text(lines: list[TunerLine], comment: str = "") -> str:
     """The CSV text: :data:`MARKER`, ``comment``, then each line with its note above it (the
     plugin has no comments after a field)."""
-    head = [MARKER] + [f"# {c}" for c in comment.splitlines() if c.strip()] + [f"# {c}" for c in _ABOUT] + \
-        [f"# {HEADER}"]
+    head = [MARKER] + _comments(comment) + _comments("\n".join(_ABOUT)) + [f"# {HEADER}"]
     body = []
     for line in lines:
-        body += [f"# {n}" for n in line.note.splitlines()]
+        body += _comments(line.note)
         body.append(line.csv())
     return "\n".join(head + body) + "\n"
+
+
+def _comments(text: str) -> list[str]:
+    """``#`` lines of at most :data:`COMMENT_WIDTH` characters: the plugin reads 255 at a time and
+    would take the rest of a longer line as a line of its own."""
+    return [f"# {part}" for c in text.splitlines() if c.strip()
+            for part in textwrap.wrap(c, COMMENT_WIDTH, break_on_hyphens=False)]
 
 
 def write_tuner_config(path: str | Path, lines: list[TunerLine], comment: str = "") -> None:

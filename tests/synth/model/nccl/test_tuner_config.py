@@ -95,9 +95,11 @@ def _csv_rows(text):
 def test_the_file_read_back_covers_every_size_with_ncclS_channels(tmp_path, name):
     on, off, lines, _ = fresh(name)
     path = tmp_path / "nccl_tuner.conf"
-    write_tuner_config(path, lines, comment="made by a test")
+    write_tuner_config(path, lines, comment="made by a test, in " + "/a,b,c,d,e,f,g,h,i" * 30)   # a long path
     text = path.read_text()
     assert text.startswith(MARKER + "\n") and is_cover_file(text)
+    assert max(len(line.encode()) for line in text.splitlines()) < 255      # the plugin's fgets buffer
+    assert parse_conf(text).problems == ()
     rows = _csv_rows(text)
     assert all(r["ch"] == 0 and (r["pipe"], r["reg"]) == (-1, -1) for r in rows)   # 0: NCCL's own channels
     m = on.machine
