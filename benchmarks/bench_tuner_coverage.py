@@ -65,8 +65,9 @@ def _help_table(name: str, lines) -> list[str]:
     out = []
     for l in lines:
         if l.kind == "help":
+            helps = "; ".join(n for n in l.note.splitlines() if n.startswith("help"))
             out.append(f"| {name} | {l.collective} | {l.min_bytes:,}-{l.max_bytes:,} | {l.algorithm}/{l.protocol} | "
-                       f"{l.note.split(': ', 1)[1]} |")
+                       f"{helps} |")
     return out
 
 
@@ -124,7 +125,9 @@ def main(argv=None) -> int:
         "## Lines that change NCCL's choice (fresh files)", "",
         "The model's predicted gain over the probes in each range (8 per doubling); every other line keeps "
         "NCCL's modelled choice with NCCL's channel count.", "",
-        "| machine | collective | bytes | line | NCCL's default (modelled) and gain |", "|---|---|---|---|---|",
+        "| machine | collective | line's bytes | line | "
+        "where it changes NCCL's pick: NCCL's pick (modelled), times, gain |",
+        "|---|---|---|---|---|",
         *helps, ""])
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / "tuner_coverage.md", text)
