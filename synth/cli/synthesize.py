@@ -42,8 +42,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--no-progress", action="store_true", help="no progress display")
     p.add_argument("--verbose", action="store_true", help="print every collective's time per stage")
     p.add_argument("--nccl-tuner-conf", type=Path, metavar="FILE",
-                   help="also write NCCL's example tuner-plugin CSV (NCCL_TUNER_CONFIG_FILE) with the algorithm, "
-                        "protocol and channels the NCCL model predicts fastest per size on this machine")
+                   help="also write a CSV for NCCL's example tuner plugin (NCCL 2.30.3+, NCCL_TUNER_CONFIG_FILE): "
+                        "lines change NCCL's choice only where the NCCL model predicts it beaten; every other "
+                        "query keeps NCCL's choice and channels (NVIDIA machines only: RCCL cannot load it)")
     add_machine_arguments(p)
     return p
 
@@ -77,15 +78,17 @@ def _base_topology(args):
 
 
 def _write_tuner_conf(topo, path: Path) -> None:
-    from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
-    from synth.model.nccl.tuner_config import tuner_rows, write_tuner_config
-    model = NcclModel(NcclMachine.from_topology(topo), env=NcclEnv())
-    rows = tuner_rows(model)
-    write_tuner_config(path, rows, comment=f"topocoll synthesize --nccl-tuner-conf for {topo.name} "
-                       f"({model.machine.ranks} ranks, {model.machine.nodes} node(s)): the NCCL model's fastest "
-                       f"algorithm/protocol/channels per size.\nUse: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> "
-                       f"NCCL_TUNER_CONFIG_FILE={path}")
-    print(f"wrote {path} ({len(rows)} ranges for NCCL's example tuner plugin)")
+    from synth.model.nccl.tuner_config import tuner_lines, tuner_models, write_tuner_config
+    on, off = tuner_models(topo)
+    lines = tuner_lines(on, off)
+    m = on.machine
+    write_tuner_config(path, lines, comment=(
+        f"synthesize --nccl-tuner-conf for {topo.name} ({m.ranks} ranks, {m.nodes} node(s)).\n"
+        f"For NCCL's example tuner plugin as built from NCCL 2.30.3 or later (plugins/tuner/example); "
+        f"the 2.27.5-2.29.x builds crash at the first matching line.\n"
+        f"Use: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE={path}"))
+    helps = sum(line.kind == "help" for line in lines)
+    print(f"wrote {path} ({len(lines)} lines for NCCL's example tuner plugin, {helps} change NCCL's modelled choice)")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -121,6 +124,8 @@ def _main(argv: list[str] | None) -> int:
         out = Path(args.out) if args.out is not None else Path("results") / folder_name(topo.name)
         if args.nccl_tuner_conf is not None:
             _check_tuner_conf(args.nccl_tuner_conf, out)
+            from synth.model.nccl.tuner_config import tuner_models
+            tuner_models(topo)                  # AMD machines: refused before any work, with why
         summary = run(topo, out, opts, force=args.force)
     except TopocollError as e:
         print(f"synthesize: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)

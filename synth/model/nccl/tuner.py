@@ -126,6 +126,11 @@ class NcclModel:
         timed = [self._timed(own.collective, a, p, int(nbytes)) for a, p in self.table.enabled(own.collective)]
         return min([own] + timed, key=lambda c: c.time_us)
 
+    def forced(self, collective: str, algorithm: str, protocol: str, nbytes: int) -> NcclChoice:
+        """NCCL running ``algorithm``/``protocol`` (model names, e.g. ``ring``/``LL128``) because a
+        tuner plugin pinned it, with NCCL's own channel count for that pair, and its time."""
+        return self._timed(self._check(collective, nbytes), algorithm, protocol, int(nbytes))
+
     def time_us(self, collective: str, nbytes: int) -> float:
         """Predicted time (µs) of ``collective`` of ``nbytes`` as NCCL runs it."""
         return self.choose(collective, nbytes).time_us

@@ -1,92 +1,317 @@
-"""NCCL's example tuner plugin configuration (``ext-tuner/example``, read through
-``NCCL_TUNER_CONFIG_FILE``): per collective and message-size range, the algorithm, protocol and
-channels the NCCL model predicts fastest on this machine.
+"""A configuration for NCCL's example tuner plugin (``plugins/tuner/example``, NCCL 2.30.3 or
+later, read through ``NCCL_TUNER_CONFIG_FILE``) that only helps NCCL: a line changes NCCL's own
+choice only where the NCCL model predicts that choice beaten, every other query takes a line that
+asks for NCCL's own choice with NCCL's own channel count.
 
-Format (NVIDIA/nccl ``ext-tuner/example/README.md``): one CSV line per range,
-``collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff``;
-collectives ``broadcast reduce allgather reducescatter allreduce``; algorithms ``tree ring
-collnet_direct collnet_chain nvls nvls_tree pat``; protocols ``ll ll128 simple``; byte ranges
-inclusive, ``0`` to ``4294967295`` for every size; ``-1`` is a wildcard (or "NCCL's default" for
-channels); ``#`` starts a comment.
+The plugin's rules (:mod:`.tuner_plugin`) decide the layout: it caps NCCL at one channel
+whenever no line applies or a line's channels field is -1, an applied line always pins its
+(algorithm, protocol), and a line NCCL marks unavailable is skipped.  So:
+
+* **this machine** (its exact ``nNodes``/``nRanks``): per collective and size range, a *help*
+  line (the model's fastest pair, where it beats NCCL's modelled default by at least
+  :data:`MIN_GAIN`) or a *keep* line (NCCL's modelled default); where that pair is NVLS, a
+  later line for the same sizes holds the choice without NVLS (NCCL skips the NVLS line there);
+* **every other shape** (``-1,-1``): a cover, since the plugin has no line that leaves NCCL's
+  choice alone: ring with NCCL's own channel count, LL / LL128 / Simple by size
+  (:data:`COVER_BANDS`), and at the end of the file every (algorithm, protocol) NCCL can offer
+  for the collective over all sizes, so a table with any entry left matches;
+* allreduce first, each collective's bands right after its own lines, consecutive ranges that
+  ask for the same pair merged: the plugin pays two debug-log calls for every line it checks
+  before the one that applies;
+* channels always 0 (NCCL's own count), byte ranges 0 to 2^64-1.
 
 >>> from topo_probe import get_preset
->>> from synth.model.nccl import NcclMachine, NcclModel, NcclEnv
->>> rows = tuner_rows(NcclModel(NcclMachine.from_topology(get_preset("dgx-h100")), env=NcclEnv()), ["allreduce"])
->>> rows[0].min_bytes, rows[-1].max_bytes, rows[-1].algorithm, rows[-1].protocol
-(0, 4294967295, 'nvls', 'simple')
+>>> on, off = tuner_models(get_preset("dgx-h100"))
+>>> lines = tuner_lines(on, off, ["allreduce"])
+>>> [f"{l.kind} {l.algorithm}/{l.protocol}" for l in lines if l.nodes == 1][:5]
+['keep ring/ll', 'help tree/ll', 'keep ring/ll', 'keep nvls/simple', 'keep ring/ll']
 """
 
 from __future__ import annotations
 
+import math
+import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
 from synth.ir.collectives import canonical
 from synth.ir.schedule import atomic_write_text
+from synth.model.nccl.tuner_plugin import ALGORITHMS, COLLECTIVES, KEEP_NCCL_CHANNELS, PROTOCOLS, SIZE_MAX
+from synth.model.nccl.tuning import ALGOS_FOR
 from topo_probe.errors import InvalidArgument
 
-#: the collectives the plugin tunes
-PLUGIN_COLLECTIVES = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
-PLUGIN_ALGORITHMS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
-PLUGIN_PROTOCOLS = ("ll", "ll128", "simple")
-#: the largest size the plugin's README uses for "every size" (bytes)
-MAX_BYTES = 4294967295
+__all__ = ["TunerLine", "tuner_models", "tuner_lines", "tuner_text", "write_tuner_config", "is_cover_file",
+           "MARKER", "HEADER", "MIN_GAIN", "COVER_BANDS", "PROBE_MAX_BYTES", "NVLS_ALGORITHMS", "FILE_ORDER",
+           "PLUGIN_COLLECTIVES", "MAX_BYTES"]
+
+#: the collectives the plugin tunes (plugin.c parseCollType)
+PLUGIN_COLLECTIVES = COLLECTIVES
+#: first line of every file this module writes (the format, for readers and tests)
+MARKER = "# topocoll nccl tuner cover v1"
 HEADER = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes,nRanks,numPipeOps,regBuff"
-#: sizes the model is asked at: 64 B to 4 GiB in powers of two
-PROBE_SIZES = [1 << k for k in range(6, 33)]
+#: the largest byte bound a line carries (2^64 - 1: every size NCCL can ask about)
+MAX_BYTES = SIZE_MAX
+#: a help line needs a modelled time at most (1 - MIN_GAIN) of NCCL's default
+MIN_GAIN = 0.05
+#: probes run to 1 TiB; the choice at 1 TiB holds to 2^64 - 1 (the model is bandwidth-bound there)
+PROBE_MAX_BYTES = 1 << 40
+#: widest comment text per line (the plugin's fgets reads 255 bytes at a time)
+COMMENT_WIDTH = 200
+#: probes per doubling of the size
+PROBES_PER_OCTAVE = 8
+NVLS_ALGORITHMS = ("nvls", "nvls_tree")
+#: the cover for other shapes: ring with (inclusive upper byte bound, protocol); a guess for shapes
+#: the file was not written for, not a prediction (LL for small, LL128 mid, Simple large messages)
+COVER_BANDS = ((64 << 10, "ll"), (8 << 20, "ll128"), (SIZE_MAX, "simple"))
+#: after the bands, every pair NCCL can offer for the collective (``ALGOS_FOR``; NCCL 2.30.3
+#: src/graph/tuning.cc lines 281-285 give the others no bandwidth) over all sizes, in this order,
+#: so any table with one entry left matches
+COVER_ORDER = tuple((a, p) for a in ("ring", "tree", "pat", "nvls", "nvls_tree", "collnet_direct", "collnet_chain")
+                    for p in ("simple", "ll128", "ll"))
+#: file order of the collectives: the plugin checks lines in order (two debug-log calls per line it
+#: skips), so the most frequent collective comes first and each one's cover follows its own lines
+FILE_ORDER = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce")
+#: what every file says about itself, above its lines
+_ABOUT = (
+    f"help: NCCL's own pick is modelled slower by at least {MIN_GAIN:.0%} (default margin); keep: asks for "
+    "NCCL's own (modelled) pick;",
+    "cover: another communicator shape. channels 0 keeps NCCL's channel count. Do not delete lines:",
+    "a call that no line takes runs on one channel (the plugin sets nChannels = 1 before its search).",
+)
 
 
 @dataclass(frozen=True)
-class TunerRow:
-    """One line of the configuration (byte range inclusive at both ends)."""
+class TunerLine:
+    """One CSV line (byte range inclusive) with why it is there: ``kind`` is ``help`` (beats
+    NCCL's modelled default), ``keep`` (NCCL's modelled default) or ``cover`` (another shape);
+    ``gain`` the modelled speed-up over NCCL's default (min, max over the probes in range)."""
 
     collective: str
     min_bytes: int
     max_bytes: int
     algorithm: str
     protocol: str
-    channels: int
     nodes: int
     ranks: int
+    kind: str
+    note: str = ""
+    gain: tuple = (1.0, 1.0)
+    channels: int = KEEP_NCCL_CHANNELS
+    #: the (min_bytes, max_bytes) ranges inside the line where it is a help line
+    help_ranges: tuple = ()
 
-    def line(self) -> str:
+    def csv(self) -> str:
         return (f"{self.collective},{self.min_bytes},{self.max_bytes},{self.algorithm},{self.protocol},"
                 f"{self.channels},{self.nodes},{self.ranks},-1,-1")
 
 
-def tuner_rows(model, collectives=PLUGIN_COLLECTIVES, sizes=PROBE_SIZES) -> list[TunerRow]:
-    """Ranges of equal fastest (algorithm, protocol, channels) per collective; RCCL's all-pairs
-    kernels (no plugin name) are left out, so NCCL keeps its own choice there."""
-    m = model.machine
-    out: list[TunerRow] = []
+@dataclass(frozen=True)
+class _Pick:
+    """What one line asks for at one size in one world (NVLS on or off)."""
+
+    algorithm: str       # model names (``ring``, ``LL128``)
+    protocol: str
+    helps: bool
+    default_label: str
+    default_us: float
+    chosen_us: float
+
+    @property
+    def pair(self) -> tuple[str, str]:
+        return self.algorithm, self.protocol
+
+
+def tuner_models(topo):
+    """``(model, model without NVLS or None)`` for ``topo`` under NCCL's defaults; refuses AMD
+    machines (RCCL's loader looks up ``ncclTunerPlugin_v2`` only: :mod:`.tuner_plugin`)."""
+    from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
+    machine = NcclMachine.from_topology(topo)
+    if machine.amd:
+        raise InvalidArgument(f"{topo.name} has AMD GPUs: RCCL cannot load NCCL's example tuner plugin "
+                              "(it looks up ncclTunerPlugin_v2 only), so no tuner file is written")
+    on = NcclModel(machine, env=NcclEnv())
+    off = NcclModel(machine, env=NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}))
+    nvls = any(a in NVLS_ALGORITHMS for c in PLUGIN_COLLECTIVES for a, _ in on.table.enabled(c))
+    return on, (off if nvls else None)
+
+
+def _pick(model, coll: str, nbytes: int, min_gain: float) -> _Pick:
+    d = model.choose(coll, nbytes)
+    best = min((model.forced(coll, a, p, nbytes) for a, p in model.table.enabled(coll)),
+               key=lambda c: c.time_us, default=d)
+    helps = (best.algorithm, best.protocol) != (d.algorithm, d.protocol) and best.time_us <= d.time_us * (1 - min_gain)
+    c = best if helps else d
+    return _Pick(c.algorithm, c.protocol, helps, f"{d.algorithm}/{d.protocol}", d.time_us, c.time_us)
+
+
+def _entries(on, off, coll: str, nbytes: int, min_gain: float) -> tuple:
+    """The picks one size gets, in file order: NVLS on, then (where that is NVLS) without it."""
+    a = _pick(on, coll, nbytes, min_gain)
+    if off is None:
+        return (a,)
+    b = _pick(off, coll, nbytes, min_gain)
+    if a.algorithm in NVLS_ALGORITHMS:
+        return a, b
+    if a.pair == b.pair:
+        return (a,)
+    keep_a = _pick(on, coll, nbytes, math.inf)        # the lines disagree: keep NCCL's choice in both
+    keep_b = _pick(off, coll, nbytes, math.inf)
+    return (keep_a, keep_b) if keep_a.algorithm in NVLS_ALGORITHMS else (keep_a,)
+
+
+def _key(entries: tuple) -> tuple:
+    return tuple((e.pair, e.helps) for e in entries)
+
+
+def _probes() -> list[int]:
+    out = {0, 1}
+    for k in range(PROBE_MAX_BYTES.bit_length()):
+        out.update(round((1 << k) * 2 ** (j / PROBES_PER_OCTAVE)) for j in range(PROBES_PER_OCTAVE))
+    return sorted(s for s in out if s <= PROBE_MAX_BYTES)
+
+
+def _segments(on, off, coll: str, min_gain: float) -> list[tuple[int, int, list]]:
+    """``(lo, hi, [entries per probe in range])``: sizes of one key, switch points found to the
+    byte by bisection between probes."""
+    def at(s):
+        return _entries(on, off, coll, s, min_gain)
+    probes = _probes()
+    segs = [[0, 0, [at(0)]]]
+    for prev, s in zip(probes, probes[1:]):
+        e = at(s)
+        lo = prev
+        while _key(e) != _key(segs[-1][2][-1]):
+            hi = s                                   # key(lo) is the open segment's, key(hi) differs
+            while hi - lo > 1:
+                mid = (lo + hi) // 2
+                if _key(at(mid)) == _key(segs[-1][2][-1]):
+                    lo = mid
+                else:
+                    hi = mid
+            segs[-1][1] = lo
+            segs.append([hi, hi, [at(hi)]])
+            lo = hi
+        segs[-1][1] = s
+        segs[-1][2].append(e)
+    segs[-1][1] = SIZE_MAX
+    return [(lo, hi, es) for lo, hi, es in segs]
+
+
+def _size(n: int) -> str:
+    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
+        if n >= 1 << shift:
+            return f"{n / (1 << shift):.3g} {unit}"
+    return f"{n} B"
+
+
+def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[TunerLine]:
+    m = on.machine
+    out = []
+    for k, e in enumerate(probes[0]):
+        picks = [p[k] for p in probes]
+        gains = [p.default_us / p.chosen_us for p in picks]
+        mid = picks[len(picks) // 2]
+        world = "" if off is None else (" with NVLS" if k == 0 and len(probes[0]) > 1 else
+                                        " if NVLS is unavailable" if k else "")
+        span = f"{_size(lo)}-{'2^64-1 B' if hi == SIZE_MAX else _size(hi)}"
+        if e.helps:
+            note = (f"help{world}, {span}: NCCL's own pick (modelled) {mid.default_label} {mid.default_us:.1f} us, "
+                    f"this line {e.algorithm}/{e.protocol} {mid.chosen_us:.1f} us, {min(gains):.2f}x-"
+                    f"{max(gains):.2f}x faster")
+        else:
+            note = f"keep{world}, {span}: NCCL's own pick (modelled) {e.algorithm}/{e.protocol}, its channels"
+        out.append(TunerLine(coll, lo, hi, e.algorithm, e.protocol.lower(), m.nodes, m.ranks,
+                             "help" if e.helps else "keep", note, (min(gains), max(gains)) if e.helps else (1.0, 1.0),
+                             help_ranges=((lo, hi),) if e.helps else ()))
+    return out
+
+
+def _merged(parts: list[TunerLine]) -> TunerLine:
+    """One line for consecutive ranges asking for the same pair (fewer lines to check)."""
+    first, helps = parts[0], [p for p in parts if p.kind == "help"]
+    gain = (min(p.gain[0] for p in helps), max(p.gain[1] for p in helps)) if helps else (1.0, 1.0)
+    return TunerLine(first.collective, first.min_bytes, parts[-1].max_bytes, first.algorithm, first.protocol,
+                     first.nodes, first.ranks, "help" if helps else "keep", "\n".join(p.note for p in parts), gain,
+                     help_ranges=tuple(r for p in helps for r in p.help_ranges))
+
+
+def _machine_lines(on, off, coll: str, min_gain: float) -> list[TunerLine]:
+    """Every size's first pick (slot 0), then the picks without NVLS where slot 0 is NVLS (slot
+    1): a size's slot-1 line comes after its slot-0 line, which NCCL skips without NVLS."""
+    slots: list[list[list[TunerLine]]] = [[], []]
+    for lo, hi, probes in _segments(on, off, coll, min_gain):
+        for k, line in enumerate(_segment_lines(on, off, coll, lo, hi, probes)):
+            runs = slots[k]
+            prev = runs[-1][-1] if runs else None
+            if prev and (prev.algorithm, prev.protocol) == (line.algorithm, line.protocol) and \
+                    prev.max_bytes + 1 == line.min_bytes:
+                runs[-1].append(line)
+            else:
+                runs.append([line])
+    return [_merged(run) for runs in slots for run in runs]
+
+
+def _cover_bands(coll: str) -> list[TunerLine]:
+    out, lo = [], 0
+    for hi, proto in COVER_BANDS:
+        out.append(TunerLine(coll, lo, hi, "ring", proto, -1, -1, "cover",
+                             f"cover, any other shape, {_size(lo)}-{'2^64-1 B' if hi == SIZE_MAX else _size(hi)}: "
+                             f"ring/{proto}, NCCL's channels"))
+        lo = hi + 1
+    return out
+
+
+def _cover_fallbacks(coll: str) -> list[TunerLine]:
+    pairs = [(a, p) for a, p in COVER_ORDER if a in ALGOS_FOR[coll]]
+    return [TunerLine(coll, 0, SIZE_MAX, a, p, -1, -1, "cover",
+                      "" if k else f"fallback for {coll}, any shape, any size: the first pair NCCL still offers")
+            for k, (a, p) in enumerate(pairs)]
+
+
+def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
+                min_gain: float = MIN_GAIN) -> list[TunerLine]:
+    """The file's lines, in order (:data:`FILE_ORDER`): per collective this machine's ranges and
+    that collective's cover bands; then every collective's fallback pairs (reached only when
+    NCCL has none of the pairs above)."""
+    out: list[TunerLine] = []
+    colls = []
     for name in collectives:
         coll = canonical(name)
         if coll not in PLUGIN_COLLECTIVES:
             raise InvalidArgument(f"the tuner plugin has no collective {name!r} ({', '.join(PLUGIN_COLLECTIVES)})")
-        picks = []
-        for size in sizes:
-            c = model.fastest(coll, size)
-            if c.algorithm in PLUGIN_ALGORITHMS:
-                picks.append((size, (c.algorithm, c.protocol.lower(), c.channels)))
-        ranges: list[list] = []
-        for size, key in picks:
-            if ranges and ranges[-1][1] == key:
-                ranges[-1][2] = size
-            else:
-                ranges.append([size, key, size])
-        for k, (first, (algo, proto, ch), _) in enumerate(ranges):
-            lo = 0 if k == 0 else (ranges[k - 1][2] + first) // 2 + 1
-            hi = MAX_BYTES if k == len(ranges) - 1 else (ranges[k][2] + ranges[k + 1][0]) // 2
-            out.append(TunerRow(coll, lo, hi, algo, proto, ch, m.nodes, m.ranks))
+        colls.append(coll)
+    colls = sorted(set(colls), key=FILE_ORDER.index)
+    for coll in colls:
+        out += _machine_lines(model, model_without_nvls, coll, min_gain) + _cover_bands(coll)
+    for coll in colls:
+        out += _cover_fallbacks(coll)
+    assert all(l.algorithm in ALGORITHMS and l.protocol in PROTOCOLS for l in out)
     return out
 
 
-def write_tuner_config(path: str | Path, rows: list[TunerRow], comment: str = "") -> None:
-    """Write ``rows`` as the plugin's CSV (atomically), with ``comment`` lines first."""
-    head = [f"# {line}" for line in comment.splitlines() if line.strip()]
-    text = "\n".join(head + [f"# {HEADER}"] + [r.line() for r in rows]) + "\n"
-    atomic_write_text(Path(path), text)
+def tuner_text(lines: list[TunerLine], comment: str = "") -> str:
+    """The CSV text: :data:`MARKER`, ``comment``, then each line with its note above it (the
+    plugin has no comments after a field)."""
+    head = [MARKER] + _comments(comment) + _comments("\n".join(_ABOUT)) + [f"# {HEADER}"]
+    body = []
+    for line in lines:
+        body += _comments(line.note)
+        body.append(line.csv())
+    return "\n".join(head + body) + "\n"
 
 
-__all__ = ["TunerRow", "tuner_rows", "write_tuner_config", "PLUGIN_COLLECTIVES", "PLUGIN_ALGORITHMS",
-           "PLUGIN_PROTOCOLS", "MAX_BYTES", "HEADER"]
+def _comments(text: str) -> list[str]:
+    """``#`` lines of at most :data:`COMMENT_WIDTH` characters: the plugin reads 255 at a time and
+    would take the rest of a longer line as a line of its own."""
+    return [f"# {part}" for c in text.splitlines() if c.strip()
+            for part in textwrap.wrap(c, COMMENT_WIDTH, break_on_hyphens=False)]
+
+
+def write_tuner_config(path: str | Path, lines: list[TunerLine], comment: str = "") -> None:
+    """Write ``lines`` as the plugin's CSV (atomically)."""
+    atomic_write_text(Path(path), tuner_text(lines, comment))
+
+
+def is_cover_file(text: str) -> bool:
+    """Whether ``text`` was written by this module (its first line is :data:`MARKER`)."""
+    return text.split("\n", 1)[0].strip() == MARKER

@@ -38,6 +38,15 @@ def test_a_tuner_conf_beside_the_results_is_written(tmp_path, capsys):
     assert (out / "nccl_tuner.conf").is_file() and (out / "summary.json").is_file()
 
 
+def test_a_tuner_conf_for_an_amd_machine_is_refused_before_any_work(tmp_path, capsys):
+    """RCCL's loader looks up ncclTunerPlugin_v2 only (src/misc/tuner.cc), which NCCL's example
+    plugin does not export: no file, one line saying why, no results folder."""
+    out, conf = tmp_path / "res", tmp_path / "nccl_tuner.conf"
+    assert main(["--topology", "mi300x", "--no-progress", "--out", str(out), "--nccl-tuner-conf", str(conf)]) == 2
+    assert "RCCL cannot load" in _one_line(capsys)
+    assert not out.exists() and not conf.exists()
+
+
 def _full_disk(monkeypatch):
     """Every write through synth.ir.schedule's atomic writer fails as on a full disk: ``write``
     raises ENOSPC naming no file."""

@@ -1,11 +1,10 @@
 """synth.model.nccl: NCCL's formulas checked against numbers computed by hand from its published
 tables (NCCL 2.28 src/graph/tuning.cc, search.cc, topo.h), the effect of each environment
-variable, the published / logged anchor points, the validation targets on the real logs, and the
-tuner-plugin configuration read back by an independent reader."""
+variable, the published / logged anchor points and the validation targets on the real logs (the
+tuner-plugin configuration: test_tuner_config.py)."""
 
 from __future__ import annotations
 
-import csv
 import sys
 
 import pytest
@@ -15,7 +14,6 @@ from synth.model.nccl import DEFAULT_PARAMS as P
 from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
 from synth.model.nccl.constants import busbw_factor
 from synth.model.nccl.graphs import comm_graphs
-from synth.model.nccl.tuner_config import MAX_BYTES, tuner_rows, write_tuner_config
 from topo_probe import cluster, get_preset
 from topo_probe.errors import InvalidArgument
 
@@ -234,43 +232,6 @@ def test_validation_targets_hold_on_the_logs_that_meet_them():
             assert s["ok"], (case.file, case.collective, s)
         else:
             assert s["median_big"] <= 0.10, (case.file, s)
-
-
-# ------------------------------------------------------------------ tuner plugin configuration
-def _read_config(path):
-    """An independent reader of NCCL's example-plugin CSV (ext-tuner/example/README.md)."""
-    rows = []
-    for line in path.read_text().splitlines():
-        if not line.strip() or line.lstrip().startswith("#"):
-            continue
-        f = next(csv.reader([line]))
-        assert len(f) == 10, line
-        rows.append(dict(coll=f[0], lo=int(f[1]), hi=int(f[2]), algo=f[3], proto=f[4], ch=int(f[5]),
-                         nodes=int(f[6]), ranks=int(f[7]), pipe=int(f[8]), reg=int(f[9])))
-    return rows
-
-
-@pytest.mark.parametrize("topo", [get_preset("dgx-h100"), cluster("dgx-a100", 2)], ids=["h100", "2xa100"])
-def test_tuner_config_reads_back_contiguous_and_as_predicted(tmp_path, topo):
-    m = NcclModel(NcclMachine.from_topology(topo), env=NcclEnv())
-    path = tmp_path / "nccl_tuner.conf"
-    write_tuner_config(path, tuner_rows(m), comment="made by a test")
-    rows = _read_config(path)
-    assert {r["coll"] for r in rows} == {"broadcast", "reduce", "allgather", "reducescatter", "allreduce"}
-    for coll in {r["coll"] for r in rows}:
-        mine = [r for r in rows if r["coll"] == coll]
-        assert mine[0]["lo"] == 0 and mine[-1]["hi"] == MAX_BYTES
-        assert all(a["hi"] + 1 == b["lo"] for a, b in zip(mine, mine[1:]))
-        for r in mine:
-            assert r["algo"] in ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
-            assert r["proto"] in ("ll", "ll128", "simple")
-            assert (r["nodes"], r["ranks"], r["pipe"], r["reg"]) == (m.machine.nodes, m.machine.ranks, -1, -1)
-            probe = 64                                 # a size the model was asked at, inside the range
-            while probe < r["lo"]:
-                probe *= 2
-            assert probe <= r["hi"] + (r["hi"] == MAX_BYTES)   # 4 GiB is one past the plugin's maximum
-            fastest = m.fastest(coll, probe)
-            assert (fastest.algorithm, fastest.protocol.lower(), fastest.channels) == (r["algo"], r["proto"], r["ch"])
 
 
 # ------------------------------------------------------------------ the fitted constants

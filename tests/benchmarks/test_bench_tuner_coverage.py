@@ -1,0 +1,21 @@
+"""benchmarks/bench_tuner_coverage.py: the table it writes has a row per committed file and per
+preset's fresh file, fresh files with 0 fall-throughs, and the AMD preset noted as not written."""
+
+import sys
+
+from _paths import ROOT
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_tuner_coverage as bench  # noqa: E402
+
+
+def test_the_report_counts_fall_throughs_per_file(tmp_path):
+    assert bench.main(["--out", str(tmp_path), "--queries", "60"]) == 0
+    text = (tmp_path / "tuner_coverage.md").read_text()
+    assert text.splitlines()[2].strip() == bench.COMMAND
+    rows = [l for l in text.splitlines() if l.startswith("| `")]
+    fresh = [r for r in rows if "(fresh)" in r]
+    assert len(fresh) == 5 and all(r.split(" | ")[5] == "**0**" for r in fresh)      # 4 NVIDIA presets + a cluster
+    committed = sorted((ROOT / "results").glob("*/nccl_tuner.conf"))
+    assert len(rows) == len(fresh) + len(committed)
+    assert "fresh `mi300x`: not written" in text and "ncclTunerPlugin_v2" in text
