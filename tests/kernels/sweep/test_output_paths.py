@@ -73,3 +73,8 @@ def test_bare_import_refuses_flags_it_would_ignore(capsys, flags):
 def test_bare_import_alone_reprints(capfd):
     assert main(["--import", str(LOG)]) == 0
     assert "nGpus 8" in capfd.readouterr().out
+
+
+@pytest.mark.parametrize("g", ["1025", "100000"])
+def test_more_ranks_than_any_topology_refused(capsys, g):
+    _refused(capsys, ["broadcast", "-b", "8", "-e", "8", "-g", g, "--backend", "sim"], "at most 1024 ranks")

@@ -228,3 +228,25 @@ def test_critical_path_between_one_hop_and_one_overhead_per_step(n, raw, per_ste
             arrival[key] = max(arrival.get(key, 0.0), at)
             best = max(best, at)
     assert path == pytest.approx(best)
+
+
+def test_only_loaded_resources_get_a_column():
+    """A ring on 64 fully connected GPUs loads 64 of the 4,032 links: the loads matrix keeps 64
+    columns, and the estimate equals one computed on the full dense matrix by hand."""
+    import numpy as np
+
+    from synth import baseline, build_fabric
+    from synth.model.cost import CostModel
+    from topo_probe.machines.generators import fully_connected
+    fab = build_fabric(fully_connected(64))
+    ring = baseline("ring", fab, "allreduce")
+    model = CostModel(fab)
+    loads, lats, path_us, rate = model._matrix(ring)
+    assert loads.shape == (ring.num_steps, 64) and len(rate) == 64
+    dense = np.array([model.step_loads(step)[0] for step in ring.steps])      # every resource, by step
+    assert dense.shape[1] > 4000 and np.count_nonzero(dense.any(axis=0)) == 64
+    k = 1
+    csum = np.vstack([np.zeros((1, dense.shape[1])), np.cumsum(dense, axis=0)])
+    peak = np.max((csum[1:] - csum[:-1]) / model.rate, axis=1)                # one slice: each step alone
+    wave = model._wavefronts(loads, lats, k, path_us, rate)
+    np.testing.assert_allclose(wave.peak, peak, rtol=0, atol=0)
