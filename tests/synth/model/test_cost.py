@@ -214,7 +214,7 @@ def test_critical_path_between_one_hop_and_one_overhead_per_step(n, raw, per_ste
     steps = tuple(Step(1, tuple(Transfer(c, s, d) for c, s, d in moves[k:k + per_step]))
                   for k in range(0, len(moves), per_step))
     sched = Schedule("allgather", n, 1, steps)
-    loads, lats, path = m._matrix(sched)
+    loads, lats, path, _ = m._matrix(sched)
     hop = 1.25 + min(f.channel_latency_us(s, d) for _, s, d in moves)
     assert hop - 1e-9 <= path <= sum(1.25 + x for x in lats) + 1e-9
     arrival: dict = {}
@@ -231,8 +231,8 @@ def test_critical_path_between_one_hop_and_one_overhead_per_step(n, raw, per_ste
 
 
 def test_only_loaded_resources_get_a_column():
-    """A ring on 64 fully connected GPUs loads 64 of the 4,032 links: the loads matrix keeps 64
-    columns, and the estimate equals one computed on the full dense matrix by hand."""
+    """A ring on 64 fully connected GPUs loads a few of the fabric's resources: the loads matrix
+    keeps a column for each loaded one only, and the peaks equal those of the full dense matrix."""
     import numpy as np
 
     from synth import baseline, build_fabric
@@ -242,9 +242,9 @@ def test_only_loaded_resources_get_a_column():
     ring = baseline("ring", fab, "allreduce")
     model = CostModel(fab)
     loads, lats, path_us, rate = model._matrix(ring)
-    assert loads.shape == (ring.num_steps, 64) and len(rate) == 64
     dense = np.array([model.step_loads(step)[0] for step in ring.steps])      # every resource, by step
-    assert dense.shape[1] > 4000 and np.count_nonzero(dense.any(axis=0)) == 64
+    used = np.count_nonzero(dense.any(axis=0))
+    assert loads.shape == (ring.num_steps, used) and len(rate) == used and used < dense.shape[1] / 2
     k = 1
     csum = np.vstack([np.zeros((1, dense.shape[1])), np.cumsum(dense, axis=0)])
     peak = np.max((csum[1:] - csum[:-1]) / model.rate, axis=1)                # one slice: each step alone
