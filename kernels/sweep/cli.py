@@ -147,18 +147,6 @@ def make_config(args, nranks: int):
     return cfg
 
 
-def _most_full_ranks(limit: int) -> int:
-    """The largest n with n (n - 1) <= ``limit`` (a fully connected topology's links).
-
-    >>> _most_full_ranks(3_000_000), 1732 * 1731 <= 3_000_000 < 1733 * 1732
-    (1732, True)
-    """
-    n = int((1 + (1 + 4 * limit) ** 0.5) / 2)
-    while n * (n - 1) > limit:
-        n -= 1
-    return n
-
-
 def resolve_topology(args):
     """``(topology or None, ranks)`` from ``--topology`` and ``-g``."""
     ngpus = None if args.ngpus is None else _int(args.ngpus, "number of GPUs (-g)")
@@ -171,13 +159,6 @@ def resolve_topology(args):
         n = ngpus or 1
         if n == 1:
             return None, 1
-        from synth.baselines._common import MAX_TRANSFERS
-        everyone = str(getattr(args, "collective", "")).replace("_", "") in (
-            "allgather", "reducescatter", "allreduce", "alltoall")
-        if everyone and n * (n - 1) > MAX_TRANSFERS:   # refused before minutes of building the topology
-            raise UsageError(f"-g {n}: every rank needs {n - 1:,} blocks from the others, so every {args.collective} "
-                             f"schedule holds at least {n * (n - 1):,} transfers, more than the {MAX_TRANSFERS:,} "
-                             f"one may hold; use -g {_most_full_ranks(MAX_TRANSFERS)} or fewer")
         from topo_probe.machines.generators import fully_connected
         return fully_connected(n), n
     from topo_probe.cli.options import apply_machine_arguments
@@ -239,8 +220,12 @@ def _main(args, argv: list[str]) -> int:
             raise UsageError("--import with a COLLECTIVE overlays the log on --plot OUT.png; without --plot "
                              "re-print it with: sweep --import LOG")
         from kernels.sweep.importer import read_log
-        read_log(args.import_log, args.collective)          # the right test of the right collective, or refuse
+        imported = read_log(args.import_log, args.collective)  # the right test of the right collective, or refuse
     topo, n = resolve_topology(args)
+    if args.import_log is not None:
+        ranks = getattr(imported.log, "num_ranks", None)
+        if ranks and ranks != n:            # its busbw would sit beside a curve of another machine
+            raise UsageError(f"{args.import_log}: a run of {ranks} ranks; this sweep has {n} (-g or --topology)")
     cfg = make_config(args, n)
     if topo is None and args.algo not in ("plan", "nccl"):      # one rank runs locally: still check the name
         _check_algo_name(args.algo)
@@ -251,6 +236,9 @@ def _main(args, argv: list[str]) -> int:
     algos = [a.strip() for a in args.compare.split(",") if a.strip()] if args.compare else [args.algo]
     if not algos:
         raise UsageError("--compare: empty list of algorithms")
+    for algo in algos:                  # every name checked before the first one runs
+        if algo not in ("plan", "nccl"):
+            _check_algo_name(algo)
     return sweep_and_report(cfg, topo, algos, args, argv)
 
 
@@ -349,10 +337,11 @@ def _plot(cfg, topo, runs, args) -> None:
         label = algo if algo != "plan" or (source and source.plan) else "plan (no plan.json: best baseline)"
         series += compare.series_from_summary(label, summary)
     sizes = sorted({r.size for _, s, _, _ in runs for r in s.rows if r.size > 0})
-    if topo is not None and sizes:
+    if topo is not None and sizes and args.backend != "host":     # a GPU fabric's bound means nothing for CPU times
         root = cfg.roots()[0]
+        cost = getattr(runs[0][2], "cost", None)
         bound = compare.bound_series(runs[0][2].fabric, cfg.collective, None if root < 0 else root, sizes,
-                                     cfg.nranks)
+                                     cfg.nranks, params=cost.params if cost is not None else None)
         if bound is not None:
             series.append(bound)
     if args.import_log is not None:

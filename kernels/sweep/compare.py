@@ -56,15 +56,18 @@ def series_from_summary(label: str, summary: SweepSummary) -> list[Series]:
     return series_from_rows(label, "sweep", summary.rows)
 
 
-def bound_series(fabric, collective: str, root: int | None, sizes: list[int], n: int) -> Series | None:
-    """The lower bound (:func:`synth.model.bounds.lower_bounds`) at ``sizes``; None if unavailable."""
+def bound_series(fabric, collective: str, root: int | None, sizes: list[int], n: int,
+                 params=None) -> Series | None:
+    """The lower bound (:func:`synth.model.bounds.lower_bounds`) at ``sizes``, with the link rates
+    of ``params`` (the cost model's :class:`~synth.model.physics.CostParams`: the achieved rates
+    ``simulate`` and the tables use; None: data-sheet rates); None if unavailable."""
     try:
         from synth.model.bounds import lower_bounds
     except ImportError:
         return None
     ent = entry(collective)
     lb = lower_bounds(fabric, ent.name, root=root if ent.rooted else None)
-    times = [float(lb.time_us(s)) for s in sizes]
+    times = [float(lb.time_us(s, params) if params is not None else lb.time_us(s)) for s in sizes]
     bws = [ent.bandwidths(s, t, n) for s, t in zip(sizes, times)]
     return Series("lower bound", "bound", list(sizes), times, [a for a, _ in bws], [b for _, b in bws])
 
@@ -126,6 +129,13 @@ def write_csv(path: str | Path, series: list[Series]) -> None:
     atomic_write_text(Path(path), csv_text(series))
 
 
+#: colours, dashes and markers of the modelled or swept curves (red and black are the measured
+#: log's and the bound's)
+_COLOURS = ("tab:blue", "tab:orange", "tab:green", "tab:purple", "tab:brown", "tab:pink", "tab:olive", "tab:cyan")
+_DASHES = ("-", "--", "-.", ":")
+_MARKERS = ("o", "s", "^", "v", "D", "P", "*", "h")
+
+
 def plot(path: str | Path, series: list[Series], title: str) -> None:
     """busbw (GB/s) against message size (bytes, log2 x axis), one line per series; PNG, atomically."""
     import matplotlib
@@ -136,12 +146,18 @@ def plot(path: str | Path, series: list[Series], title: str) -> None:
     fig, ax = plt.subplots(figsize=(9, 5.5), dpi=120)
     styles = {"bound": dict(color="black", linestyle="--", linewidth=1.2),
               "measured": dict(color="tab:red", marker="x", linewidth=1.5)}
+    k = 0
     for s in series:
         pts = [(x, y) for x, y in zip(s.sizes, s.busbw) if x > 0]
         if not pts:
             continue
         xs, ys = zip(*pts)
-        ax.plot(xs, ys, label=s.label, **styles.get(s.kind, dict(marker=".", linewidth=1.5)))
+        style = styles.get(s.kind)
+        if style is None:      # its own colour (never the measured red) and a dash, so equal curves stay visible
+            style = dict(color=_COLOURS[k % len(_COLOURS)], linestyle=_DASHES[k % len(_DASHES)],
+                         marker=_MARKERS[k % len(_MARKERS)], markersize=4, linewidth=1.5)
+            k += 1
+        ax.plot(xs, ys, label=s.label, **style)
     ax.set_xscale("log", base=2)
     ax.xaxis.set_major_formatter(FuncFormatter(lambda x, _: _size_label(x)))
     ax.set_xlabel("message size (nccl-tests size, bytes)")

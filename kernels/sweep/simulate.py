@@ -191,7 +191,7 @@ def run(args) -> list[str]:
     from topo_probe.cli.options import apply_machine_arguments
     from topo_probe.load import load_topology, parse_gpu_list
 
-    topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus else None)
+    topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus is not None else None)
     topo = apply_machine_arguments(topo, args)
     imported = _imported(args)
     cfg = _config(args, topo.num_gpus)
@@ -220,8 +220,8 @@ def run(args) -> list[str]:
                else "the topology's NICs" if nics_say else "default")
         what += f"; network {m.net_kind} ({src})"
     notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), {what}",
-             f"cost model: launch {p.launch_us} us, step overhead {p.step_overhead_us} us, slice overhead "
-             f"{p.slice_overhead_us} us, nvlink x{p.nvlink_efficiency:.3g}, pcie x{p.pcie_efficiency:.3g}, "
+             f"cost model: launch {p.launch_us:.4g} us, step overhead {p.step_overhead_us:.4g} us, slice overhead "
+             f"{p.slice_overhead_us:.4g} us, nvlink x{p.nvlink_efficiency:.3g}, pcie x{p.pcie_efficiency:.3g}, "
              f"network x{p.network_efficiency:.3g} (link constants shared with the NCCL model)"]
     if algo == "nccl":
         from synth.model.nccl.confidence import confidence_line

@@ -65,7 +65,7 @@ def _topology(args):
 
 def _base_topology(args):
     from topo_probe.load import load_topology, parse_gpu_list
-    gpus = parse_gpu_list(args.gpus) if args.gpus else None
+    gpus = parse_gpu_list(args.gpus) if args.gpus is not None else None
     if args.topology:
         return load_topology(args.topology, gpus=gpus)
     from topo_probe.probes import probe_machine

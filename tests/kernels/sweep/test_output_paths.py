@@ -78,3 +78,39 @@ def test_bare_import_alone_reprints(capfd):
 @pytest.mark.parametrize("g", ["1025", "100000"])
 def test_more_ranks_than_any_topology_refused(capsys, g):
     _refused(capsys, ["broadcast", "-b", "8", "-e", "8", "-g", g, "--backend", "sim"], "at most 1024 ranks")
+
+
+def test_compare_checks_every_name_before_running(capsys):
+    _refused(capsys, QUICK + ["--compare", "ring,nosuch"], "algorithm 'nosuch'")
+
+
+def test_import_of_another_rank_count_refused(capsys, tmp_path):
+    _refused(capsys, ["all_reduce", "--backend", "sim", "-g", "4", "-b", "8", "-e", "64", "--import", str(LOG),
+                      "--plot", str(tmp_path / "x.png")], "a run of 8 ranks; this sweep has 4")
+    assert not (tmp_path / "x.png").exists()
+
+
+def test_the_plotted_bound_uses_the_tables_rates(tmp_path):
+    """The plot's lower bound is the one simulate prints (achieved link rates), not data-sheet rates."""
+    import csv
+
+    from kernels.sweep.simulate import main as simulate_main
+    out = tmp_path / "b.csv"
+    assert main(["all_reduce", "--backend", "sim", "--topology", "dgx-a100", "-b", "4G", "-e", "4G",
+                 "--csv", str(out)]) == 0
+    rows = [r for r in csv.DictReader(out.open()) if r["kind"] == "bound"]
+    assert len(rows) == 1
+    import contextlib
+    import io
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        assert simulate_main(["--topology", "dgx-a100", "--collective", "allreduce", "-b", "4G", "-e", "4G"]) == 0
+    line = [ln for ln in buf.getvalue().splitlines() if ln.strip() and not ln.startswith("#")][0]
+    printed_bound_busbw = float(line.split()[-1])
+    assert abs(float(rows[0]["busbw_gbps"]) - printed_bound_busbw) <= 0.01 * printed_bound_busbw
+
+
+def test_empty_gpu_list_is_refused(capsys):
+    from kernels.sweep.simulate import main as simulate_main
+    assert simulate_main(["--topology", "dgx-a100", "--gpus", "", "--collective", "allreduce"]) == 2
+    assert "empty GPU list" in capsys.readouterr().err
