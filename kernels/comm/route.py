@@ -46,6 +46,8 @@ from synth.plan.selector import NCCL, Choice
 
 #: ``Route.layer`` of a call NCCL ran
 NCCL_LAYER = "nccl"
+#: why a plan's nccl range runs its fallback on the MPI communicator
+MPI_NO_NCCL = "MPICommunicator runs no NCCL (one process per rank over MPI)"
 
 
 @dataclass(frozen=True)
@@ -143,4 +145,4 @@ def substituted(route: Route, choice: Choice, why: str) -> Route:
                  route.layer, reason, choice.schedule)
 
 
-__all__ = ["Route", "plan_route", "why_not_nccl", "nccl_type_ok", "substituted", "NCCL_LAYER"]
+__all__ = ["Route", "plan_route", "why_not_nccl", "nccl_type_ok", "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]
