@@ -366,8 +366,10 @@ def _single_rank(name: str, sends, recvs, op: str):
 
 
 def _one_gpu(sends: list, recvs: list) -> bool:
-    """Whether every (CuPy) buffer of a call lives on the same GPU."""
-    return len({a.device.id for a in sends + recvs if a is not None}) == 1
+    """Whether every (CuPy) buffer of a call lives on the same GPU (arrays without CuPy's
+    ``.device.id`` say nothing: False)."""
+    ids = {getattr(getattr(a, "device", None), "id", None) for a in sends + recvs if a is not None}
+    return len(ids) == 1 and None not in ids
 
 
 def _probe(devices: list[int]):

@@ -4,8 +4,8 @@ At every plan size (:data:`synth.plan.planner.PLAN_SIZES`) each candidate schedu
 modelled time (:class:`synth.model.cost.CostModel`) **plus the measured fixed cost of the
 executor that will run it** (:data:`EXECUTOR_COSTS`: a per-call cost and a cost per record of
 the busiest rank, :func:`busiest_rank_records`).  The cheapest candidate keeps the size unless
-NCCL's modelled time (:func:`synth.plan.versus_nccl.nccl_curve`) beats it by the margin
-(:data:`synth.plan.versus_nccl.MARGIN`): then the size runs ``nccl``.  Consecutive sizes with
+it is not at least 5 % faster than NCCL's modelled time (:func:`synth.plan.versus_nccl.nccl_curve`,
+:data:`synth.plan.versus_nccl.MARGIN`): then the size runs ``nccl``.  Consecutive sizes with
 the same outcome form one plan range, and each range records in ``plan.json`` what was
 counted (:func:`range_record`): the executor and its cost, the modelled times of both sides at
 the range's first size and the margin.  An ``nccl`` range also names its ``fallback``: the
@@ -110,7 +110,7 @@ def decide_ranges(sizes: list[int], times: dict[str, list[float]], nccl_times: l
                   records: dict[str, int], executor: str) -> list[tuple[str, str | None, int, int | None]]:
     """Plan ranges ``(runs, fallback, min_bytes, max_bytes)``: ``runs`` is the candidate with the
     least modelled time plus ``executor``'s fixed cost (ties: the name that sorts first), or
-    ``nccl`` where NCCL's modelled time beats that by :data:`MARGIN`; ``fallback`` (``nccl``
+    ``nccl`` where that is not :data:`MARGIN` times faster than NCCL's modelled time; ``fallback`` (``nccl``
     ranges only) is that candidate.  ``nccl_times`` None: no NCCL to compare with."""
     cost = EXECUTOR_COSTS[executor]
     names = sorted(times)
@@ -120,7 +120,7 @@ def decide_ranges(sizes: list[int], times: dict[str, list[float]], nccl_times: l
     outcome = []
     for k in range(len(sizes)):
         best = min(names, key=lambda nm: (total[nm][k], nm))
-        nccl_wins = nccl_times is not None and nccl_times[k] * MARGIN < total[best][k]
+        nccl_wins = nccl_times is not None and nccl_times[k] / MARGIN < total[best][k]   # ours: >= 5 % faster
         outcome.append((NCCL, best) if nccl_wins else (best, None))
     ranges, start = [], 0
     for k in range(1, len(sizes) + 1):
@@ -134,7 +134,8 @@ def decide_ranges(sizes: list[int], times: dict[str, list[float]], nccl_times: l
 def range_record(executor: str, records: int, schedule_us: float, nccl_us: float | None) -> dict:
     """What ``plan.json`` says a range's decision counted (µs at the range's first plan size):
     the executor, its fixed cost for ``records`` records, our schedule's modelled time, NCCL's
-    (None: not compared) and ``margin`` = NCCL's time / (schedule + executor) (> 1: ours is faster)."""
+    (None: not compared) and ``margin`` = NCCL's time / (schedule + executor): a schedule range
+    has ``margin`` >= :data:`MARGIN` (1.05), an ``nccl`` range less."""
     fixed = EXECUTOR_COSTS[executor].fixed_us(records)
     out = {"executor": executor, "executor_us": round(fixed, 3), "records": int(records),
            "schedule_us": round(schedule_us, 3), "nccl_us": None if nccl_us is None else round(nccl_us, 3),
