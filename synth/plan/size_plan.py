@@ -78,13 +78,11 @@ class Plan:
         found = index[1].get((name, root if name in ROOTED else None))
         if found is None:
             return None
-        starts, entries = found
+        starts, entries, disjoint = found
+        if not disjoint:                    # overlapping ranges (hand-made plans): first in file order
+            return next((e for e in entries if e.covers(nbytes)), None)
         k = bisect.bisect_right(starts, nbytes) - 1
-        while k >= 0:                       # ranges may overlap in hand-made plans: first in file order wins
-            if entries[k].covers(nbytes):
-                return entries[k]
-            k -= 1
-        return None
+        return entries[k] if k >= 0 and entries[k].covers(nbytes) else None
 
     def load_schedule(self, entry: PlanEntry) -> Schedule:
         from synth.formats.schedule_file import load_schedule
@@ -130,15 +128,16 @@ class Plan:
 
 
 def _index(entries: list[PlanEntry]) -> dict:
-    """``(collective, root) -> (sorted min_bytes, entries in that order)``; among entries with
-    one ``min_bytes`` the first in file order is last, so the bisect meets it first."""
+    """``(collective, root) -> (sorted min_bytes, entries, disjoint)``: entries sorted by
+    ``min_bytes`` where their ranges are disjoint (what ``synthesize`` writes), else in file order."""
     groups: dict = {}
-    for pos, e in enumerate(entries):
-        groups.setdefault((e.collective, e.root), []).append((e.min_bytes, -pos, e))
+    for e in entries:
+        groups.setdefault((e.collective, e.root), []).append(e)
     out = {}
     for key, items in groups.items():
-        items.sort(key=lambda t: (t[0], t[1]))
-        out[key] = ([t[0] for t in items], [t[2] for t in items])
+        ordered = sorted(items, key=lambda e: e.min_bytes)
+        disjoint = all(a.max_bytes is not None and a.max_bytes <= b.min_bytes for a, b in zip(ordered, ordered[1:]))
+        out[key] = ([e.min_bytes for e in ordered], ordered if disjoint else items, disjoint)
     return out
 
 
