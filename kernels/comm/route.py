@@ -83,9 +83,16 @@ class Route:
 
 
 def nccl_type_ok(dtype) -> bool:
-    """Whether NCCL has a datatype for ``dtype`` (:data:`kernels.comm.nccl_runtime.NCCL_TYPES`)."""
-    name = "bfloat16" if str(dtype) == "bfloat16" else np.dtype(dtype).name
-    return name in NCCL_TYPES
+    """Whether NCCL has a datatype for ``dtype`` (:data:`kernels.comm.nccl_runtime.NCCL_TYPES`;
+    remembered per dtype: asked on every call)."""
+    ok = _TYPE_OK.get(dtype)
+    if ok is None:
+        name = "bfloat16" if str(dtype) == "bfloat16" else np.dtype(dtype).name
+        ok = _TYPE_OK[dtype] = name in NCCL_TYPES
+    return ok
+
+
+_TYPE_OK: dict = {}
 
 
 def why_not_nccl(collective: str, dtype, no_nccl) -> str:
