@@ -17,10 +17,14 @@ with out-of-place ones, are copied first so the result is always the out-of-plac
 Buffers shared across ranks (except send buffers that are only read) and read-only outputs
 raise ``BufferLayoutError`` before any byte moves.
 
-Schedule choice (:class:`synth.plan.selector.ScheduleSelector`, shared with the MPI
-communicator and the sweep): a collective of S bytes (nccl-tests size: max of send and receive
-buffer bytes) runs the schedule of the plan entry covering S (and the root); without a plan or
-an entry it runs the fastest applicable baseline at that size by the cost model (as NCCL's
+Schedule choice (:func:`kernels.comm.route.plan_route` over
+:class:`synth.plan.selector.ScheduleSelector`, shared with the MPI communicator and the sweep):
+a collective of S bytes (nccl-tests size: max of send and receive buffer bytes) runs what the
+plan entry covering S (and the root) says: its schedule, or NCCL (the decision was made when
+the plan was built, :mod:`synth.plan.decision`; nothing is modelled per call), or where the
+entry says ``nccl`` and NCCL cannot run the call, the entry's fallback schedule;
+:attr:`Communicator.last_route` says what ran and why where it differs from plan.json.  Without
+a plan or an entry it runs the fastest applicable baseline at that size by the cost model (as NCCL's
 tuning picks ring or tree) and warns once per collective and baseline.  Where that fallback is
 ring or tree and every buffer lives on one GPU (ranks sharing a card), it runs ``direct``
 instead: on one card every schedule moves its bytes through the same memory, and pipelines only
