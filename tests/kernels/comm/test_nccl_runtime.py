@@ -286,3 +286,30 @@ def test_busiest_rank_records_on_the_schedule_track_the_native_executors_count()
                                (direct("allgather", 8), 256, 8)):
         assert native(sched, count) == want
         assert busiest_rank_records(sched) == want
+
+
+def test_the_plans_record_count_never_exceeds_the_native_executors_on_the_committed_schedules():
+    """Over every schedule file the committed plans run, the plan's count (on the schedule) is at
+    most the native executor's own count and equal on the one-step schedules (the count the
+    decision adds is a lower bound of the executor's: a later step's chunk runs that the device
+    program splits further, a SAT schedule's scratch copies, are not counted; 64 Ki elements: no
+    chunk is empty)."""
+    from _paths import ROOT
+
+    from kernels.backends.executor import program_for
+    from kernels.native import device_program
+    from synth.formats.schedule_file import load_schedule
+    from synth.plan import decision
+
+    assert decision.MAX_CHAIN == device_program.MAX_CHAIN
+    files = sorted({p.parent / e["schedule"] for p in ROOT.glob("results/*/plan.json")
+                    for e in json.loads(p.read_text())["entries"] if e["schedule"] != "nccl"})
+    assert len(files) >= 40
+    for f in files:
+        sched = load_schedule(f)
+        dp = device_program.build_device_program(program_for(sched, 1 << 16, np.float32), 1, slices=1)
+        native = int(max(dp.block_start[b + 1] - dp.block_start[b] for b in range(dp.num_blocks)))
+        ours = decision.busiest_rank_records(sched)
+        assert ours <= native, f"{f}: {ours} > {native}"
+        if len(sched.steps) == 1:
+            assert ours == native, f"{f}: {ours} != {native}"
