@@ -134,7 +134,7 @@ class PlanTruth:
             self.nccl_calls.clear()
             gpu_route = self._run_gpu(coll, count, root, op, rng)
         else:
-            host_route = self.host.route(coll, nbytes, root, np.float32, op, on_gpus=False, layer="NumPy")
+            host_route = self.host.route(coll, nbytes, root, np.float32, op, on_gpus=False, layer="host")
             gpu_route = self.gpu.route(coll, nbytes, root, np.float32, op, on_gpus=True, layer="cupy")
         want, words = _want(found, self.host, coll, nbytes, root)
         if (host_route.planned, host_route.ran) != (planned, want) or words not in host_route.reason:

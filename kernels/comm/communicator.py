@@ -178,7 +178,7 @@ class Communicator:
         """What the plan says runs for ``collective`` of ``nbytes`` (nccl-tests size), ``dtype``,
         ``op`` and ``root`` and what runs here (:func:`kernels.comm.route.plan_route`: a lookup,
         NCCL started only where the plan says ``nccl``); ``on_gpus`` False: the host path."""
-        no_nccl = self._nccl_why if on_gpus else f"{layer or 'host'} arrays: NCCL runs on GPU memory only"
+        no_nccl = self._nccl_why if on_gpus else f"host arrays ({layer or 'host'} backend): NCCL runs on GPU memory only"
         return plan_route(self.selector, collective, nbytes, root, dtype=dtype, op=op, no_nccl=no_nccl, layer=layer)
 
     def _run(self, name: str, sends: list, recvs: list, count: int, *, root=None, op="sum"):
@@ -194,7 +194,7 @@ class Communicator:
         layer = backend if isinstance(backend, str) else getattr(backend, "name", type(backend).__name__)
         on_gpus = layer in ("cupy", "cupy-ops")
         route = self.route(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root, ref.dtype, op,
-                           on_gpus=on_gpus, layer="NumPy" if layer == "host" else layer)
+                           on_gpus=on_gpus, layer=layer)
         if on_gpus and route.ran in ("best:ring", "best:tree") and _one_gpu(sends, recvs):
             direct = self.selector.select_baseline("direct", name, root)
             if direct is not None:

@@ -251,7 +251,7 @@ def test_algorithms_longer_than_rccl_loads_stay_out_of_the_algorithm_folder(tmp_
 
 def _plan_schedules(out):
     plan = json.loads((out / "plan.json").read_text())
-    return plan, sorted({e["schedule"] for e in plan["entries"] if e["schedule"] != "nccl"})
+    return plan, sorted({f for e in plan["entries"] for f in (e["schedule"], e.get("fallback")) if f not in ("nccl", None)})
 
 
 def test_a_reusing_run_verifies_the_plan_and_prints_it(ring4_run, capsys):
