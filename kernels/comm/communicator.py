@@ -17,10 +17,14 @@ with out-of-place ones, are copied first so the result is always the out-of-plac
 Buffers shared across ranks (except send buffers that are only read) and read-only outputs
 raise ``BufferLayoutError`` before any byte moves.
 
-Schedule choice (:class:`synth.plan.selector.ScheduleSelector`, shared with the MPI
-communicator and the sweep): a collective of S bytes (nccl-tests size: max of send and receive
-buffer bytes) runs the schedule of the plan entry covering S (and the root); without a plan or
-an entry it runs the fastest applicable baseline at that size by the cost model (as NCCL's
+Schedule choice (:func:`kernels.comm.route.plan_route` over
+:class:`synth.plan.selector.ScheduleSelector`, shared with the MPI communicator and the sweep):
+a collective of S bytes (nccl-tests size: max of send and receive buffer bytes) runs what the
+plan entry covering S (and the root) says: its schedule, or NCCL (the decision was made when
+the plan was built, :mod:`synth.plan.decision`; nothing is modelled per call), or where the
+entry says ``nccl`` and NCCL cannot run the call, the entry's fallback schedule;
+:attr:`Communicator.last_route` says what ran and why where it differs from plan.json.  Without
+a plan or an entry it runs the fastest applicable baseline at that size by the cost model (as NCCL's
 tuning picks ring or tree) and warns once per collective and baseline.  Where that fallback is
 ring or tree and every buffer lives on one GPU (ranks sharing a card), it runs ``direct``
 instead: on one card every schedule moves its bytes through the same memory, and pipelines only
@@ -50,8 +54,8 @@ from collections import deque
 import numpy as np
 
 from kernels.comm import p2p as _p2p
-from kernels.comm.nccl_runtime import NCCL_CALLS
 from kernels.comm.repeat import BOUND_CALLS_KEPT, repeatable as _repeatable
+from kernels.comm.route import Route, plan_route, substituted
 from kernels.comm.validation import (
     _inplace_count,
     _is_cupy,
@@ -65,7 +69,7 @@ from kernels.comm.validation import (
 )
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
-from synth.plan.selector import ScheduleSelector
+from synth.plan.selector import NCCL, ScheduleSelector
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 from topo_probe.topology.model import Topology
 
@@ -145,12 +149,13 @@ class Communicator:
                          if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         self.backend, self.p2p = backend, p2p
-        self._nccl = None          # NcclRuntime once made, False where NCCL cannot run
-        self._nccl_wins: dict[tuple, bool] = {}     # call shape -> NCCL beats the CuPy executor
+        self._nccl, self._nccl_reason = None, ""     # NcclRuntime once made, False (and why) where it cannot run
         self._bound: dict[tuple, tuple] = {}      # repeated-call key -> (bound launch, arrays)
         self._bound_call = None
-        #: the schedule the last collective call chose (None before the first)
+        #: the schedule the last collective call ran (None before the first, and when NCCL ran)
         self.last_schedule: Schedule | None = None
+        #: what ran for the last collective call, against plan.json (:class:`kernels.comm.route.Route`)
+        self.last_route: Route | None = None
         self._sends: dict[tuple[int, int], deque] = {}
         self._recvs: dict[tuple[int, int], deque] = {}
 
@@ -168,6 +173,14 @@ class Communicator:
         (:class:`synth.plan.selector.ScheduleSelector`)."""
         return self.selector.schedule_for(collective, nbytes, root)
 
+    def route(self, collective: str, nbytes: int, root: int | None = None, dtype=None, op: str = "sum", *,
+              on_gpus: bool = True, layer: str = "") -> "Route":
+        """What the plan says runs for ``collective`` of ``nbytes`` (nccl-tests size), ``dtype``,
+        ``op`` and ``root`` and what runs here (:func:`kernels.comm.route.plan_route`: a lookup,
+        NCCL started only where the plan says ``nccl``); ``on_gpus`` False: the host path."""
+        no_nccl = self._nccl_why if on_gpus else f"host arrays ({layer or 'host'} backend): NCCL runs on GPU memory only"
+        return plan_route(self.selector, collective, nbytes, root, dtype=dtype, op=op, no_nccl=no_nccl, layer=layer)
+
     def _run(self, name: str, sends: list, recvs: list, count: int, *, root=None, op="sum"):
         check_op(name, op)
         ref = next(a for a in sends + recvs if a is not None)
@@ -175,21 +188,25 @@ class Communicator:
             return recvs
         if self.size == 1:
             return _single_rank(name, sends, recvs, op)
-        choice = self.selector.select(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root)
         backend = self.backend
         if backend == "auto":
             backend = "cupy" if _is_cupy(ref) else "host"
-        on_gpus = (backend if isinstance(backend, str) else getattr(backend, "name", "")) in ("cupy", "cupy-ops")
-        if on_gpus and choice.label in ("best:ring", "best:tree") and _one_gpu(sends, recvs):
-            choice = self.selector.select_baseline("direct", name, root) or choice
-        self.last_schedule = choice.schedule
-        if on_gpus and name in NCCL_CALLS and self._nccl_ok() and (
-                choice.nccl or self._nccl_faster(name, count, ref.dtype, op, choice.schedule)):
+        layer = backend if isinstance(backend, str) else getattr(backend, "name", type(backend).__name__)
+        on_gpus = layer in ("cupy", "cupy-ops")
+        route = self.route(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root, ref.dtype, op,
+                           on_gpus=on_gpus, layer=layer)
+        if on_gpus and route.ran in ("best:ring", "best:tree") and _one_gpu(sends, recvs):
+            direct = self.selector.select_baseline("direct", name, root)
+            if direct is not None:
+                route = substituted(route, direct, "every buffer on one GPU: direct instead of ring or tree")
+        self.last_route = route if route.ran == NCCL else route.with_layer(layer)
+        self.last_schedule = route.schedule
+        if route.ran == NCCL:
             return self._nccl.run(name, sends, recvs, count, op=op, root=root or 0)
         if on_gpus:
-            return self._run_native(choice.schedule, sends, recvs, op, backend)
+            return self._run_native(route.schedule, sends, recvs, op, backend)
         from kernels.backends.executor import run_schedule
-        return run_schedule(choice.schedule, sends, recvs, op=op, backend=backend, p2p=self.p2p)
+        return run_schedule(route.schedule, sends, recvs, op=op, backend=backend, p2p=self.p2p)
 
     def _run_native(self, schedule, sends, recvs, op, backend):
         """Run on GPUs; where the call ran natively, keep its bound launch for the repeated call
@@ -205,6 +222,7 @@ class Communicator:
         else:
             call()
             self._bound_call = call
+        self.last_route = self.last_route.with_layer("native" if call is not None else "cupy-ops")
         return recvs
 
     def _remember(self, key: tuple, arrays: tuple, out) -> None:
@@ -213,32 +231,21 @@ class Communicator:
         call, self._bound_call = self._bound_call, None
         if len(self._bound) >= BOUND_CALLS_KEPT:
             self._bound.pop(next(iter(self._bound)))
-        self._bound[key] = (call, arrays, out)     # the arrays stay referenced: their ids stay theirs
+        self._bound[key] = (call, arrays, out, self.last_route)   # the arrays stay referenced: ids stay theirs
 
-    def _nccl_faster(self, name, count, dtype, op, schedule) -> bool:
-        """Whether NCCL beats ``schedule`` run by our executor, its fixed cost included
-        (:func:`kernels.comm.nccl_choice.nccl_beats_executor`); remembered per call shape."""
-        key = (name, count, str(dtype), op, schedule)
-        if key not in self._nccl_wins:
-            from kernels.backends.executor import program_for
-            from kernels.comm.nccl_choice import native_records, nccl_beats_executor
-            prog = program_for(schedule, count, dtype, op=op)
-            native = self.p2p != "never" and (self.backend in ("auto", "cupy") or hasattr(self.backend, "bound"))
-            ops = native_records(prog) if native else prog.num_ops
-            nbytes = nccl_bytes(name, count, np.dtype(dtype).itemsize, self.size)
-            if len(self._nccl_wins) >= 4096:
-                self._nccl_wins.clear()
-            self._nccl_wins[key] = nccl_beats_executor(self.selector, name, nbytes, schedule, ops, native=native)
-        return self._nccl_wins[key]
-
-    def _nccl_ok(self) -> bool:
-        """Whether NCCL runs the plan's ``nccl`` ranges here (CuPy with NCCL and GPUs): made
-        once; where not, those ranges run the fastest baseline (the plan's fallback)."""
+    def _nccl_why(self) -> str:
+        """'' where NCCL runs the plan's ``nccl`` ranges here (CuPy with NCCL and one GPU per
+        rank), else why not: started once, at the first call the plan gives to NCCL."""
         if self._nccl is None:
-            from kernels.comm.nccl_runtime import nccl_runtime_or_none
+            from kernels.comm.nccl_runtime import NO_NCCL, nccl_runtime_or_reason
             devices = self.devices if self.devices is not None else list(range(self.size))
-            self._nccl = nccl_runtime_or_none(devices) or False
-        return bool(self._nccl)
+            runtime, self._nccl_reason = nccl_runtime_or_reason(devices)
+            self._nccl = runtime or False
+            if not runtime and self._nccl_reason != NO_NCCL:     # NCCL is here but cannot run: say so once
+                warnings.warn(f"Communicator: NCCL cannot run this communicator: {self._nccl_reason}; the plan's "
+                              f"nccl ranges run the plan's fallback schedule (last_route says so)", RuntimeWarning,
+                              stacklevel=7)
+        return "" if self._nccl else self._nccl_reason
 
     # ------------------------------------------------------------------ validation
     def _check_list(self, what: str, role: str, arrays, need: set[int], same: list[bool]) -> list:
@@ -363,8 +370,10 @@ def _single_rank(name: str, sends, recvs, op: str):
 
 
 def _one_gpu(sends: list, recvs: list) -> bool:
-    """Whether every (CuPy) buffer of a call lives on the same GPU."""
-    return len({a.device.id for a in sends + recvs if a is not None}) == 1
+    """Whether every (CuPy) buffer of a call lives on the same GPU (arrays without CuPy's
+    ``.device.id`` say nothing: False)."""
+    ids = {getattr(getattr(a, "device", None), "id", None) for a in sends + recvs if a is not None}
+    return len(ids) == 1 and None not in ids
 
 
 def _probe(devices: list[int]):

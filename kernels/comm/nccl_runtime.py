@@ -5,7 +5,8 @@ One process holds every rank (the single-process Communicator): the communicator
 once with ``NcclCommunicator.initAll(devices)`` and each call is a ``groupStart`` / one call per
 rank / ``groupEnd``, on each rank's current stream.  CuPy is imported only here and only when
 NCCL is asked for; :func:`nccl_available` says whether it can run (CuPy built with NCCL and at
-least one GPU), so the Communicator falls back to the best schedule where it cannot.
+least one GPU), so the Communicator runs the plan's fallback schedule where it cannot
+(:mod:`kernels.comm.route`).
 
 Collectives NCCL has as single calls: allreduce, allgather, reducescatter, broadcast, reduce
 (gather, scatter and alltoall are point-to-point in NCCL and run as our schedules instead).
@@ -17,12 +18,15 @@ import numpy as np
 
 from topo_probe.errors import DeviceUnavailable, InvalidArgument
 
+#: why NCCL cannot run where CuPy with NCCL or a GPU is missing
+NO_NCCL = "no NCCL here (it needs CuPy built with NCCL and a GPU)"
 #: the collectives NCCL runs as one call
 NCCL_CALLS = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce")
 _OPS = {"sum": "NCCL_SUM", "prod": "NCCL_PROD", "max": "NCCL_MAX", "min": "NCCL_MIN", "avg": "NCCL_AVG"}
-_TYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32", "uint32": "NCCL_UINT32",
-          "int64": "NCCL_INT64", "uint64": "NCCL_UINT64", "float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32",
-          "float64": "NCCL_FLOAT64", "bfloat16": "NCCL_BFLOAT16"}
+#: NCCL datatype of each NumPy dtype name (cupy.cuda.nccl constants, NCCL 2.28 ncclDataType_t)
+NCCL_TYPES = {"int8": "NCCL_INT8", "uint8": "NCCL_UINT8", "int32": "NCCL_INT32", "uint32": "NCCL_UINT32",
+              "int64": "NCCL_INT64", "uint64": "NCCL_UINT64", "float16": "NCCL_FLOAT16", "float32": "NCCL_FLOAT32",
+              "float64": "NCCL_FLOAT64", "bfloat16": "NCCL_BFLOAT16"}
 
 
 def _nccl_module():
@@ -45,30 +49,36 @@ def nccl_available() -> bool:
         return False
 
 
-def nccl_runtime_or_none(devices: list[int], nccl=None, device_count: int | None = None) -> "NcclRuntime | None":
-    """An :class:`NcclRuntime` over ``devices``, or None (with one warning saying why) where NCCL
-    cannot run them: no CuPy/NCCL/GPU, a device index past the GPUs there, two ranks on one GPU
-    (NCCL refuses that: "Duplicate GPU detected"), or NCCL's own initialisation failing."""
-    import warnings
-
+def nccl_runtime_or_reason(devices: list[int], nccl=None, device_count: int | None = None
+                           ) -> tuple["NcclRuntime | None", str]:
+    """``(NcclRuntime over devices, '')``, or ``(None, why)`` where NCCL cannot run them: no
+    CuPy/NCCL/GPU, a device index past the GPUs there, two ranks on one GPU (NCCL refuses that:
+    "Duplicate GPU detected"), or NCCL's own initialisation failing."""
     if nccl is None:
         if not nccl_available():
-            return None
+            return None, NO_NCCL
         import cupy
         device_count = cupy.cuda.runtime.getDeviceCount()
-    why = None
     if len(set(devices)) != len(devices):
-        why = f"ranks share a GPU (devices {list(devices)}); NCCL needs one GPU per rank"
-    elif device_count is not None and any(d < 0 or d >= device_count for d in devices):
-        why = f"devices {list(devices)} are not all among the {device_count} GPUs here"
-    else:
-        try:
-            return NcclRuntime(list(devices), nccl=nccl)
-        except Exception as exc:             # NcclError, CUDA errors: NCCL cannot run here
-            why = f"NCCL did not start ({type(exc).__name__}: {exc})"
-    warnings.warn(f"NCCL cannot run this communicator: {why}; the plan's nccl ranges run the fastest "
-                  f"schedule instead", RuntimeWarning, stacklevel=3)
-    return None
+        return None, f"ranks share a GPU (devices {list(devices)}); NCCL needs one GPU per rank"
+    if device_count is not None and any(d < 0 or d >= device_count for d in devices):
+        return None, f"devices {list(devices)} are not all among the {device_count} GPUs here"
+    try:
+        return NcclRuntime(list(devices), nccl=nccl), ""
+    except Exception as exc:             # NcclError, CUDA errors: NCCL cannot run here
+        return None, f"NCCL did not start ({type(exc).__name__}: {exc})"
+
+
+def nccl_runtime_or_none(devices: list[int], nccl=None, device_count: int | None = None) -> "NcclRuntime | None":
+    """:func:`nccl_runtime_or_reason`'s runtime, or None with one warning saying why (where CuPy
+    with NCCL and a GPU is there at all)."""
+    import warnings
+
+    runtime, why = nccl_runtime_or_reason(devices, nccl, device_count)
+    if runtime is None and (nccl is not None or nccl_available()):
+        warnings.warn(f"NCCL cannot run this communicator: {why}; the plan's nccl ranges run the plan's fallback "
+                      f"schedule instead", RuntimeWarning, stacklevel=2)
+    return runtime
 
 
 class NcclRuntime:
@@ -84,9 +94,9 @@ class NcclRuntime:
 
     def _dtype(self, arr) -> int:
         name = "bfloat16" if str(arr.dtype) == "bfloat16" else np.dtype(arr.dtype).name
-        if name not in _TYPES:
+        if name not in NCCL_TYPES:
             raise InvalidArgument(f"NCCL has no datatype for {arr.dtype}")
-        return getattr(self.nccl, _TYPES[name])
+        return getattr(self.nccl, NCCL_TYPES[name])
 
     def run(self, collective: str, sends: list, recvs: list, count: int, *, op: str = "sum", root: int = 0,
             streams: list | None = None) -> list:
@@ -119,4 +129,4 @@ class NcclRuntime:
         return recvs
 
 
-__all__ = ["NcclRuntime", "nccl_available", "nccl_runtime_or_none", "NCCL_CALLS"]
+__all__ = ["NcclRuntime", "nccl_available", "nccl_runtime_or_none", "nccl_runtime_or_reason", "NO_NCCL", "NCCL_CALLS", "NCCL_TYPES"]

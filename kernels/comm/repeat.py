@@ -31,6 +31,7 @@ def repeatable(method):
             hit = self._bound.get(key)
             if hit is not None:
                 hit[0]()
+                self.last_route = hit[3]         # the route of the call it repeats
                 return hit[2]
         self._bound_call = None
         out = method(self, *args, **kwargs)

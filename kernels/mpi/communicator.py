@@ -45,6 +45,7 @@ import time
 from collections import OrderedDict
 
 from kernels.comm.communicator import nccl_bytes, resolve_topology
+from kernels.comm.route import MPI_NO_NCCL, plan_route
 from kernels.comm.validation import (_contig, _head, _out, _ptr, bind_rank_buffers, check_array, check_op,
                                      check_root, rank_inplace)
 from kernels.mpi import fused as mpi_fused
@@ -130,7 +131,7 @@ class MPICommunicator:
         self.algo = algo
         self.selector = ScheduleSelector(self.topology, plan=plan if algo is None else False, algo=algo,
                                          warn_fallback=self.rank == 0, owner="MPICommunicator", stacklevel=6)
-        self.plan = self.selector.plan
+        self.plan, self.last_route = self.selector.plan, None   # last_route: what the last call ran (kernels.comm.route)
         self._wire, self._native = wire, NativeRunner(self, native)
         self._wires: dict[str, HostWire] = {}
         self._programs: OrderedDict = OrderedDict()
@@ -168,8 +169,7 @@ class MPICommunicator:
                 "native": self._native.name}
 
     def __repr__(self) -> str:
-        return (f"MPICommunicator(rank {self.rank} of {self.size}, topology={self.topology.name!r}, "
-                f"plan={'yes' if self.plan else 'no'})")
+        return f"MPICommunicator(rank {self.rank} of {self.size}, topology={self.topology.name!r}, plan={bool(self.plan)})"
 
     # ------------------------------------------------------------------ failures
     def abort(self, reason, errorcode: int = 1, *, notify: bool = True, grace_s: float = 1.0) -> None:
@@ -183,9 +183,8 @@ class MPICommunicator:
 
     # ------------------------------------------------------------------ schedules
     def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
-        """The verified schedule every rank runs for ``collective`` of ``nbytes`` (nccl-tests
-        size) and root: ``algo`` if given, else the plan entry, else the fastest baseline
-        (:class:`synth.plan.selector.ScheduleSelector`; its warnings come from rank 0 only)."""
+        """The verified schedule every rank runs for ``collective`` of ``nbytes`` and root (the
+        selector's; its warnings come from rank 0 only; :func:`kernels.comm.route.plan_route`)."""
         return self.selector.schedule_for(collective, nbytes, root)
 
     def _wire_for(self, arr) -> HostWire:
@@ -270,8 +269,9 @@ class MPICommunicator:
                 recv[...] = send
             return
         ref = send if send is not None else recv
-        sched = self.schedule_for(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root)
-        self._run(sched, send, recv, op)    # arguments checked by the calling collective
+        self.last_route = plan_route(self.selector, name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root,
+                                     dtype=ref.dtype, op=op, no_nccl=MPI_NO_NCCL, layer="mpi")
+        self._run(self.last_route.schedule, send, recv, op)    # arguments checked by the calling collective
 
     # ------------------------------------------------------------------ collectives
     @agreed("allreduce")

@@ -103,9 +103,10 @@ def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
             f"total {wall_number(format(summary['total_s'], '.1f'))} s.", "",
             "**Plan vs NCCL (modelled).** NCCL is what its tuner would pick at each size, timed by the NCCL model "
             "validated on real nccl-tests logs (`results/model_validation/report.md`; one process per GPU, NCCL "
-            f"defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). Where no schedule is predicted "
-            "at least 5 % faster, the plan entry is `nccl`: NCCL is "
-            "faster there and the drop-in calls it. Schedules are timed by the same constants (`synth/model/physics.py`): "
+            f"defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). Where no schedule, its executor's "
+            "measured fixed cost included, is predicted at least 5 % faster, the plan entry is `nccl`: NCCL is "
+            "faster there and the drop-in calls it (one decision, made here; the Communicator runs what the plan "
+            "says: *Plan* below). Schedules are timed by the same constants (`synth/model/physics.py`): "
             "the NCCL model's link rates, and NCCL's ring/Simple launch and hop latencies along the schedule's longest "
             "chain of hops (our steps move as Simple does: no LL protocol); busbw in GB/s with nccl-tests factors; the "
             "bound is the links' physics alone (path latency plus the cut at those rates), so it bounds both sides.",
@@ -183,8 +184,24 @@ def _stage_lines(summary: dict, colls: list[str]) -> list[str]:
 
 
 def _plan_lines(plan: Plan) -> list[str]:
-    lines = ["", "## Plan", "", "| collective | from | to | schedule |", "|---|---|---|---|"]
+    """The plan, a line per range: what runs and what its decision counted (synth.plan.decision)."""
+    lines = ["", "## Plan", "", "What runs at each size, as `plan.json` says and the Communicator runs it; *counted*: "
+             "the executor whose measured fixed cost the decision added to our schedule's modelled time (µs at the "
+             "range's first size), and NCCL's modelled time against it. Where an `nccl` range cannot run NCCL "
+             "(NumPy arrays, MPI, no NCCL, ranks sharing a GPU, gather/scatter/alltoall, float8) its fallback runs.",
+             "", "| collective | from | to | schedule | counted |", "|---|---|---|---|---|"]
     for e in plan.entries:
         hi = _fmt_bytes(e.max_bytes) if e.max_bytes is not None else "∞"
-        lines.append(f"| {e.collective} | {_fmt_bytes(e.min_bytes)} | {hi} | `{e.schedule}` |")
+        runs = f"`{e.schedule}`" + (f" (fallback `{e.fallback}`)" if e.fallback else "")
+        lines.append(f"| {e.collective} | {_fmt_bytes(e.min_bytes)} | {hi} | {runs} | {_counted(e.decision)} |")
     return lines
+
+
+def _counted(d: dict | None) -> str:
+    """One plan range's decision in words."""
+    if not d:
+        return "-"
+    ours = f"{d['executor']} executor {d['executor_us']:g} µs ({d['records']} records) + schedule {d['schedule_us']:g} µs"
+    if d.get("nccl_us") is None:
+        return ours
+    return f"{ours} vs NCCL {d['nccl_us']:g} µs: NCCL / ours {d['margin']:.2f}"

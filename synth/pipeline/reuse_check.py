@@ -56,15 +56,17 @@ def verify_reused(out_dir: Path, fabric: Fabric) -> tuple[int, float, list[str]]
     """``(schedules verified, seconds, plan lines)`` of the plan in ``out_dir`` against
     ``fabric``, or a one-line reason the results cannot be reused (a schedule missing, malformed
     or not valid on this fabric)."""
+    from synth.formats.schedule_file import load_schedule
     from synth.ir.verifier import check
     t0 = time.perf_counter()
     try:
         plan = Plan.load(out_dir / "plan.json")
         done: set[str] = set()
         for e in plan.entries:
-            if e.schedule != NCCL and e.schedule not in done:
-                check(plan.load_schedule(e), fabric)
-                done.add(e.schedule)
+            for file in (e.schedule, e.fallback):      # a fallback runs where NCCL cannot: verified too
+                if file and file != NCCL and file not in done:
+                    check(load_schedule(plan.base_dir / file), fabric)
+                    done.add(file)
     except TopocollError as exc:
         return str(exc)
     return len(done), time.perf_counter() - t0, plan_lines(plan)

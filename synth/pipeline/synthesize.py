@@ -63,7 +63,7 @@ from synth.pipeline.output import ResultsFolder, classify
 from synth.pipeline.progress import RunProgress
 from synth.pipeline.reuse_check import dropped_results, verify_reused
 from synth.pipeline.wall_clock import WALL_CLOCK_META, dump_json
-from synth.plan.planner import PLAN_SIZES, evaluate, size_ranges
+from synth.plan.planner import PLAN_SIZES, evaluate
 from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import InvalidArgument, TopocollError
 from topo_probe.topology.model import Topology
@@ -206,31 +206,34 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
 def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topology | None = None,
                ) -> tuple[Plan, dict, dict]:
     """Plan entries per collective, the per-size times used to pick them, and NCCL's modelled
-    curve per collective.  With ``topo`` (and >= 2 ranks) every range where no schedule is
-    predicted at least 5 % faster than NCCL becomes an ``nccl`` entry
-    (:mod:`synth.plan.versus_nccl`)."""
-    from synth.plan.versus_nccl import NCCL, nccl_curve, ranges_vs_nccl
+    curve per collective: the one decision of :mod:`synth.plan.decision` (modelled time plus the
+    executor's measured fixed cost; with ``topo`` and >= 2 ranks, ``nccl`` where NCCL is
+    predicted faster by the margin), recorded per entry."""
+    from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records, decide_ranges, executor_for, range_record
+    from synth.plan.versus_nccl import NCCL, nccl_curve
     cost = CostModel(fabric)
     plan = Plan(fabric.topology_name, fabric.fingerprint)
     curves, ncc = {}, {}
+    executor = executor_for(fabric)
     for coll, res in results.items():
         times = res.curves if set(res.curves) == set(res.schedules) else \
             evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
         curves[coll] = times
         if topo is not None and fabric.num_ranks > 1:
             ncc[coll] = nccl_curve(topo, coll, PLAN_SIZES)
-            ranges = ranges_vs_nccl(PLAN_SIZES, times, ncc[coll]["times"])
-        else:
-            ranges = size_ranges(PLAN_SIZES, times)
-        root = res.summary.get("root")
-        for name, lo, hi in ranges:
+        nccl_t = ncc[coll]["times"] if coll in ncc else None
+        counted = EXECUTOR_COSTS[executor].record_us > 0      # clusters: a per-call cost only, no count
+        records = {name: busiest_rank_records(s) if counted else 0 for name, s in res.schedules.items()}
+        for name, fallback, lo, hi in decide_ranges(PLAN_SIZES, times, nccl_t, records, executor):
             k = PLAN_SIZES.index(lo) if lo in PLAN_SIZES else 0
+            ours = fallback if name == NCCL else name
+            s = res.schedules[ours]
+            decision = range_record(executor, records[ours], times[ours][k], None if nccl_t is None else nccl_t[k])
+            path = res.files.get(ours, schedule_file(ours, s))
             if name == NCCL:
-                plan.entries.append(PlanEntry(coll, lo, hi, NCCL, root, round(ncc[coll]["times"][k], 3)))
-                continue
-            s = res.schedules[name]
-            plan.entries.append(PlanEntry(coll, lo, hi, res.files.get(name, schedule_file(name, s)), s.root,
-                                          round(times[name][k], 3)))
+                plan.entries.append(PlanEntry(coll, lo, hi, NCCL, s.root, round(nccl_t[k], 3), path, decision))
+            else:
+                plan.entries.append(PlanEntry(coll, lo, hi, path, s.root, round(times[name][k], 3), None, decision))
     return plan, curves, ncc
 
 

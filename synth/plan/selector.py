@@ -5,7 +5,8 @@ Order of choice for ``(collective, nbytes, root)`` (``nbytes`` is the nccl-tests
 
 1. a forced algorithm (``algo``): a baseline name (:data:`synth.baselines.BASELINES`) or a
    schedule file (JSON), the same for every size;
-2. the plan entry covering ``nbytes`` (:class:`~synth.plan.size_plan.Plan`);
+2. the plan entry covering ``nbytes`` (:class:`~synth.plan.size_plan.Plan`; a bisect, the
+   decision was made when the plan was built: :mod:`synth.plan.decision`);
 3. the fastest applicable baseline at ``nbytes`` by the cost model
    (:class:`~synth.baselines.choice.BaselineChooser`).
 
@@ -39,7 +40,7 @@ from pathlib import Path
 from synth.formats.schedule_file import load_schedule
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
-from synth.plan.size_plan import Plan
+from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError, TopologyError
 from topo_probe.topology.model import Topology
 
@@ -58,12 +59,17 @@ class Choice:
     """A selected schedule: ``source`` is ``file``, ``algo``, ``plan`` or ``baseline``;
     ``label`` names it as the sweep prints it (``ring``, ``plan:<file>``, ``best:<baseline>``).
     ``nccl`` is True where NCCL itself should run (``algo="nccl"`` or a plan entry ``nccl``):
-    ``schedule`` is then the fastest baseline, what runs where NCCL is not available."""
+    ``schedule`` is then what runs where NCCL cannot, named by ``fallback``: the entry's
+    ``fallback`` file (``plan:<file>``), or for plans made before that field and ``algo="nccl"``
+    the fastest baseline at the size by the cost model (``best:<baseline>``).  ``entry`` is the
+    plan entry the choice came from (None: not from a plan)."""
 
     schedule: Schedule
     source: str
     label: str
     nccl: bool = False
+    entry: PlanEntry | None = None
+    fallback: str = ""
 
 
 def _plan_fingerprint(path: Path) -> str | None:
@@ -205,16 +211,21 @@ class ScheduleSelector:
         if self.file_schedule is not None:
             return Choice(self._from_file(name, root), "file", self.file_schedule.name or Path(self.algo).name)
         if self.algo == NCCL:
-            return Choice(self.chooser.best(name, root, nbytes)[0], "algo", NCCL, nccl=True)
+            sched, algo = self.chooser.best(name, root, nbytes)
+            return Choice(sched, "algo", NCCL, nccl=True, fallback=f"best:{algo}")
         if self.algo is not None:
             return Choice(self._verified(("algo", self.algo, name, root), self._forced, name, root), "algo", self.algo)
         entry = self.plan.select(name, nbytes, root) if self.plan is not None else None
+        if entry is not None and entry.schedule == NCCL and entry.fallback:
+            sched = self._verified(("plan", entry.fallback), self._from_plan, entry.fallback, name, root)
+            return Choice(sched, "plan", f"plan:{NCCL}", nccl=True, entry=entry, fallback=f"plan:{entry.fallback}")
         if entry is not None and entry.schedule == NCCL:
-            sched, _ = self.chooser.best(name, root, nbytes)
-            return Choice(self._verified(("best-nccl", id(sched)), lambda: sched), "plan", f"plan:{NCCL}", nccl=True)
+            sched, algo = self.chooser.best(name, root, nbytes)
+            return Choice(self._verified(("best-nccl", id(sched)), lambda: sched), "plan", f"plan:{NCCL}", nccl=True,
+                          entry=entry, fallback=f"best:{algo}")
         if entry is not None:
-            sched = self._verified(("plan", entry), self._from_plan, entry, name, root)
-            return Choice(sched, "plan", f"plan:{entry.schedule}")
+            sched = self._verified(("plan", entry.schedule), self._from_plan, entry.schedule, name, root)
+            return Choice(sched, "plan", f"plan:{entry.schedule}", entry=entry)
         sched, algo = self.chooser.best(name, root, nbytes)
         self._verified(("best", algo, name, root), lambda: sched)
         if self.warn_fallback and self.plan is None and not self._warned:
@@ -273,10 +284,10 @@ class ScheduleSelector:
         from synth.baselines import baseline
         return baseline(self.algo, self.fabric, name, root=root)
 
-    def _from_plan(self, entry, name: str, root: int | None) -> Schedule:
-        sched = self.plan.load_schedule(entry)
+    def _from_plan(self, file: str, name: str, root: int | None) -> Schedule:
+        sched = load_schedule(self.plan.base_dir / file)
         if (sched.collective, sched.root) != (name, root):
-            raise ScheduleInvalid(f"plan entry {entry.schedule}: holds {sched.collective} root {sched.root}, "
+            raise ScheduleInvalid(f"plan entry {file}: holds {sched.collective} root {sched.root}, "
                                   f"expected {name} root {root}", rule="bad-collective")
         return sched
 

@@ -14,10 +14,16 @@ Communicator loads.  JSON document::
 Sizes are nccl-tests sizes in bytes (max of send and receive buffer bytes); ``min_bytes`` is
 inclusive, ``max_bytes`` exclusive (``null`` = no upper limit).  Schedule paths are relative
 to the plan file.  Rooted collectives have one entry set per root they were planned for.
+
+Plans made with the one decision (:mod:`synth.plan.decision`) add, per entry, ``decision``
+(what was counted: ``executor``, ``executor_us``, ``records``, ``schedule_us``, ``nccl_us``,
+``margin``) and, on ``nccl`` entries, ``fallback``: the schedule file that runs where NCCL
+cannot.  Both are optional (plans made before them load unchanged).
 """
 
 from __future__ import annotations
 
+import bisect
 import json
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -42,6 +48,10 @@ class PlanEntry:
     schedule: str
     root: int | None = None
     predicted_us: float | None = None
+    #: ``nccl`` entries: the schedule file run where NCCL cannot (None: made before the field)
+    fallback: str | None = None
+    #: what the plan's decision counted (:func:`synth.plan.decision.range_record`), or None
+    decision: dict | None = field(default=None, compare=False, hash=False)
 
     def covers(self, nbytes: int) -> bool:
         return self.min_bytes <= nbytes and (self.max_bytes is None or nbytes < self.max_bytes)
@@ -55,15 +65,24 @@ class Plan:
     topology_fingerprint: str
     entries: list[PlanEntry] = field(default_factory=list)
     base_dir: Path = Path(".")
+    #: the file it was loaded from (None: made in memory)
+    path: Path | None = None
 
     def select(self, collective: str, nbytes: int, root: int | None = None) -> PlanEntry | None:
-        """The entry covering ``nbytes`` for this collective (and root), or None."""
+        """The entry covering ``nbytes`` for this collective (and root), or None: a bisect in an
+        index built once (rebuilt if :attr:`entries` changes length)."""
         name = canonical(collective)
-        want_root = root if name in ROOTED else None
-        for e in self.entries:
-            if e.collective == name and e.root == want_root and e.covers(nbytes):
-                return e
-        return None
+        index = self.__dict__.get("_index")
+        if index is None or index[0] != len(self.entries):
+            index = self.__dict__["_index"] = (len(self.entries), _index(self.entries))
+        found = index[1].get((name, root if name in ROOTED else None))
+        if found is None:
+            return None
+        starts, entries, disjoint = found
+        if not disjoint:                    # overlapping ranges (hand-made plans): first in file order
+            return next((e for e in entries if e.covers(nbytes)), None)
+        k = bisect.bisect_right(starts, nbytes) - 1
+        return entries[k] if k >= 0 and entries[k].covers(nbytes) else None
 
     def load_schedule(self, entry: PlanEntry) -> Schedule:
         from synth.formats.schedule_file import load_schedule
@@ -74,7 +93,10 @@ class Plan:
                 "topology": {"name": self.topology_name, "fingerprint": self.topology_fingerprint},
                 "entries": [{"collective": e.collective, "root": e.root, "min_bytes": e.min_bytes,
                              "max_bytes": e.max_bytes, "schedule": e.schedule,
-                             "predicted_us": e.predicted_us} for e in self.entries]}
+                             "predicted_us": e.predicted_us,
+                             **({"fallback": e.fallback} if e.fallback is not None else {}),
+                             **({"decision": e.decision} if e.decision is not None else {})}
+                            for e in self.entries]}
 
     def save(self, path: str | Path) -> None:
         path = Path(path)
@@ -102,7 +124,36 @@ class Plan:
             names.append(topo.get(key, ""))
             if not isinstance(names[-1], str):
                 raise ScheduleFormatError(f"{path}: topology.{key} must be a string, got {show(names[-1])}")
-        return cls(names[0], names[1], entries, path.parent)
+        return cls(names[0], names[1], entries, path.parent, path)
+
+
+def _index(entries: list[PlanEntry]) -> dict:
+    """``(collective, root) -> (sorted min_bytes, entries, disjoint)``: entries sorted by
+    ``min_bytes`` where their ranges are disjoint (what ``synthesize`` writes), else in file order."""
+    groups: dict = {}
+    for e in entries:
+        groups.setdefault((e.collective, e.root), []).append(e)
+    out = {}
+    for key, items in groups.items():
+        ordered = sorted(items, key=lambda e: e.min_bytes)
+        disjoint = all(a.max_bytes is not None and a.max_bytes <= b.min_bytes for a, b in zip(ordered, ordered[1:]))
+        out[key] = ([e.min_bytes for e in ordered], ordered if disjoint else items, disjoint)
+    return out
+
+
+def _decision(d: Any, where: str) -> dict | None:
+    """The optional ``decision`` record of an entry: an object of known keys and plain values."""
+    if d is None:
+        return None
+    if not isinstance(d, dict):
+        raise ScheduleFormatError(f"{where}.decision must be an object, got {show(d)}")
+    for key, value in d.items():
+        if key == "executor":
+            if not isinstance(value, str):
+                raise ScheduleFormatError(f"{where}.decision.executor must be a string, got {show(value)}")
+        elif value is not None:
+            check_float(value, f"{where}.decision.{key}", ScheduleFormatError, lo=0.0, hi=MAX_TIME_US, unit="")
+    return dict(d)
 
 
 def _entry(e: Any, where: str) -> PlanEntry:
@@ -136,4 +187,8 @@ def _entry(e: Any, where: str) -> PlanEntry:
     pred = e.get("predicted_us")
     if pred is not None:
         pred = check_float(pred, f"{where}.predicted_us", ScheduleFormatError, lo=0.0, hi=MAX_TIME_US, unit="µs")
-    return PlanEntry(name, lo, hi, sched, root, pred)
+    fallback = e.get("fallback")
+    if fallback is not None and (not isinstance(fallback, str) or not fallback or "\0" in fallback
+                                 or fallback == "nccl"):
+        raise ScheduleFormatError(f"{where}.fallback must be a schedule file path, got {show(fallback)}")
+    return PlanEntry(name, lo, hi, sched, root, pred, fallback, _decision(e.get("decision"), where))

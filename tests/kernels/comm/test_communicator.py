@@ -491,7 +491,7 @@ def test_ranks_sharing_one_gpu_run_direct_where_the_fallback_pipelines(monkeypat
     keeps the pipelined one when the buffers are on different GPUs."""
     comm = Communicator(n, plan=False, backend="cupy")
     ran = []
-    monkeypatch.setattr(comm, "_nccl_ok", lambda: False)
+    monkeypatch.setattr(comm, "_nccl_why", lambda: "no NCCL in this test")
     monkeypatch.setattr(comm, "_run_native", lambda sched, sends, recvs, op, backend: ran.append(sched) or recvs)
     count = 1 << 22
     fallback = comm.selector.select(coll, 4 * count, 0)
@@ -504,3 +504,5 @@ def test_ranks_sharing_one_gpu_run_direct_where_the_fallback_pipelines(monkeypat
         else:
             comm.reduce(bufs, [_on(np.zeros(count, np.float32), g) for g in gpus], root=0)
         assert [s.name for s in ran] == [comm.selector.select_baseline(want, coll, 0).schedule.name]
+        assert comm.last_route.ran == f"best:{want}" and comm.last_route.planned == ""
+        assert ("direct instead of ring or tree" in comm.last_route.reason) == (want == "direct")

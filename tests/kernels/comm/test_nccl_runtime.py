@@ -185,76 +185,131 @@ def test_real_communicator_calls_nccl_for_its_nccl_range(tmp_path):
     assert all(np.array_equal(y.get(), want) for y in ys)
 
 
-# ---------------------------------------------------------------- NCCL or the CuPy executor
-def test_nccl_wins_where_the_executor_host_time_alone_exceeds_it_and_loses_where_the_schedule_saves_more():
-    """The rule of kernels.comm.nccl_choice at its two ends, with the model's own numbers:
-    1 MiB all_reduce on a DGX H100: NCCL's modelled time is below the executor's host time
-    alone; 1 GiB gather on a DGX-1 (NCCL's P2P reaches 3 of a GPU's 7 peers over PCIe, our ring
-    rides the NVLinks): the schedule's modelled saving over NCCL exceeds the host time, so the
-    executor keeps it."""
-    from kernels.backends.executor import program_for
-    from kernels.comm.nccl_choice import executor_host_us, nccl_beats_executor
-    from synth.plan.versus_nccl import nccl_curve
-    from topo_probe import get_preset
-
-    sel = ScheduleSelector(get_preset("dgx-h100"), plan=False, warn_fallback=False)
-    sched, _ = sel.chooser.best("allreduce", None, 1 << 20)
-    ops = program_for(sched, (1 << 20) // 4, np.float32).num_ops
-    assert nccl_curve(sel.topology, "allreduce", [1 << 20])["times"][0] < executor_host_us(ops, native=False)
-    assert nccl_beats_executor(sel, "allreduce", 1 << 20, sched, ops, native=False)
-    # the native executor's fixed cost (4 us + 1 us per op of the busiest rank) is a small
-    # fraction of the op layer's (250 us + 35 us per op), hand-computed from the constants
-    assert executor_host_us(ops, native=True) == 4.0 + ops and executor_host_us(ops, native=False) == 250 + 35 * ops
-
-    sel = ScheduleSelector(get_preset("dgx1-v100"), plan=False, warn_fallback=False)
-    sched, _ = sel.chooser.best("gather", 0, 1 << 30)
-    ops = program_for(sched, (1 << 30) // 4 // 8, np.float32).num_ops
-    nccl_us = nccl_curve(sel.topology, "gather", [1 << 30])["times"][0]
-    assert nccl_us - 1.05 * sel.cost.schedule_time_us(sched, 1 << 30) > 1.05 * executor_host_us(ops, native=False)
-    assert not nccl_beats_executor(sel, "gather", 1 << 30, sched, ops, native=False)
-    assert not nccl_beats_executor(sel, "gather", 1 << 30, sched, ops, native=True)
+# ---------------------------------------------------------------- the plan decides, the call looks up
+def _two_range_plan(folder, topo, sched_file):
+    """allreduce: our schedule below 1 MiB, NCCL (fallback: the same schedule) from 1 MiB."""
+    folder.mkdir(parents=True, exist_ok=True)
+    Plan(topo.name, topo.fingerprint(),
+         [PlanEntry("allreduce", 0, 1 << 20, sched_file), PlanEntry("allreduce", 1 << 20, None, "nccl",
+                                                                    fallback=sched_file)]).save(folder / "plan.json")
+    return folder / "plan.json"
 
 
-@pytest.mark.filterwarnings("ignore:Communicator. no plan")
-@pytest.mark.parametrize("nccl_wins", [True, False])
-def test_communicator_on_gpus_asks_whether_nccl_beats_the_executor(monkeypatch, nccl_wins):
-    """A range the plan gives a schedule, on (fake) GPUs where NCCL can run: the Communicator
-    calls NCCL when NCCL beats the executor with its host time, else runs the schedule (right
-    sum); it asks once per call shape."""
-    import kernels.comm.nccl_choice as choice
-    from kernels.backends.cupy_executor import CupyLayer
+@pytest.mark.parametrize("count,want", [(16, "schedule"), (1 << 18, "nccl")])
+def test_communicator_on_gpus_runs_what_the_plan_says_without_a_model(tmp_path, monkeypatch, count, want):
+    """On (fake) GPUs where NCCL can run, the Communicator runs the plan entry's choice: the
+    schedule below 1 MiB (right sum, whatever a model of NCCL would say: building one fails the
+    test), NCCL from 1 MiB; ``last_route`` names the plan file, the range and what ran."""
+    import synth.plan.versus_nccl as versus
     from _fake_device import FakeRuntime
+    from _schedules import direct
+    from kernels.backends.cupy_executor import CupyLayer
+    from synth.formats.schedule_file import save_schedule
 
-    asked, called = [], []
-    monkeypatch.setattr(choice, "nccl_beats_executor", lambda *a, **kw: asked.append(a[1:3]) or nccl_wins)
-    rt = FakeRuntime(4)
-    comm = Communicator(4, topology=fully_connected(4), plan=False, backend=CupyLayer(runtime=rt))
-    comm._nccl = types.SimpleNamespace(run=lambda name, s, r, count, **kw: called.append((name, count, kw)))
-    xs = [rt.to_device(r, np.full(16, r + 1, np.float32)) for r in range(4)]
-    ys = [rt.to_device(r, np.zeros(16, np.float32)) for r in range(4)]
-    for _ in range(2):
-        comm.all_reduce(xs, ys)
-    assert asked == [("allreduce", 64)]
-    if nccl_wins:
-        assert called == [("allreduce", 16, {"op": "sum", "root": 0})] * 2
+    monkeypatch.setattr(versus, "nccl_curve", lambda *a, **kw: pytest.fail("a model of NCCL was built per call"))
+    topo = fully_connected(4)
+    (tmp_path / "p").mkdir()
+    save_schedule(direct("allreduce", 4), tmp_path / "p" / "ar.json")
+    plan = _two_range_plan(tmp_path / "p", topo, "ar.json")
+    rt, called = FakeRuntime(4), []
+    comm = Communicator(4, topology=topo, plan=plan, backend=CupyLayer(runtime=rt))
+    comm._nccl = types.SimpleNamespace(run=lambda name, s, r, n, **kw: called.append((name, n)))
+    xs = [rt.to_device(r, np.full(count, r + 1, np.float32)) for r in range(4)]
+    ys = [rt.to_device(r, np.zeros(count, np.float32)) for r in range(4)]
+    comm.all_reduce(xs, ys)
+    route = comm.last_route
+    assert route.plan == str(plan) and route.as_planned
+    if want == "nccl":
+        assert called == [("allreduce", count)] and route.ran == route.planned == "nccl"
+        assert route.range == (1 << 20, None) and route.layer == "nccl" and comm.last_schedule is None
     else:
         for r in range(4):
             rt.sync_stream(rt.current_stream(r))
-        assert called == [] and all(np.array_equal(rt.to_host(y), np.full(16, 10, np.float32)) for y in ys)
+        assert called == [] and all(np.array_equal(rt.to_host(y), np.full(count, 10, np.float32)) for y in ys)
+        assert route.ran == route.planned == "ar.json" and route.range == (0, 1 << 20) and route.layer == "cupy-ops"
 
 
-def test_native_cost_counts_the_busiest_blocks_records():
-    """Hand-counted records of the busiest block, as the native executor runs them: one-shot
-    all_reduce 1 per rank (its 56 per-chunk reduces join), direct 8 (a chain of seven reduces and
-    seven copies), ring on 4 ranks 2(n-1) = 6 however large the buffer (no slicing counted)."""
+@pytest.mark.parametrize("why,collective,dtype", [
+    ("NCCL did not start", "allreduce", "float32"),
+    ("no datatype for float8_e4m3fn", "allreduce", "float8_e4m3fn"),
+])
+def test_nccl_range_where_nccl_cannot_run_runs_the_fallback_and_says_why(tmp_path, why, collective, dtype):
+    """The fallback rule: the plan's nccl range runs the entry's fallback schedule where NCCL
+    did not start, or has no datatype for the arrays; the sum is right and the route says why."""
+    import ml_dtypes  # noqa: F401 - registers float8_e4m3fn with NumPy
+    from _fake_device import FakeRuntime
+    from _schedules import direct
+    from kernels.backends.cupy_executor import CupyLayer
+    from synth.formats.schedule_file import save_schedule
+
+    topo = fully_connected(4)
+    (tmp_path / "p").mkdir()
+    save_schedule(direct("allreduce", 4), tmp_path / "p" / "ar.json")
+    plan = _two_range_plan(tmp_path / "p", topo, "ar.json")
+    rt = FakeRuntime(4)
+    comm = Communicator(4, topology=topo, plan=plan, backend=CupyLayer(runtime=rt))
+    if why == "NCCL did not start":
+        comm._nccl, comm._nccl_reason = False, "NCCL did not start (RuntimeError: test)"
+    else:
+        comm._nccl = types.SimpleNamespace(run=lambda *a, **kw: pytest.fail("NCCL ran a float8 call"))
+    count = (1 << 20) // np.dtype(dtype).itemsize          # 1 MiB: the nccl range
+    xs = [rt.to_device(r, np.full(count, r + 1, dtype)) for r in range(4)]
+    ys = [rt.to_device(r, np.zeros(count, dtype)) for r in range(4)]
+    comm.all_reduce(xs, ys)
+    for r in range(4):
+        rt.sync_stream(rt.current_stream(r))
+    assert all(np.array_equal(rt.to_host(y), np.full(count, 10, dtype)) for y in ys)
+    route = comm.last_route
+    assert route.planned == "nccl" and route.ran == "ar.json" and why in route.reason and not route.as_planned
+
+
+def test_busiest_rank_records_on_the_schedule_track_the_native_executors_count():
+    """The plan's count of the busiest rank's records (synth.plan.decision, on the schedule)
+    against the native executor's own (its device program, one channel, no slices), on hand-
+    counted cases: one-shot all_reduce 1 per rank (its 56 per-chunk reduces join), direct 8 (a
+    chain of seven reduces, seven copies), ring on 4 ranks 2(n-1) = 6; allgather direct 8 (seven
+    copies and the own block)."""
     from _schedules import direct, ring
 
     from kernels.backends.executor import program_for
-    from kernels.comm.nccl_choice import native_records
+    from kernels.native.device_program import build_device_program
     from synth.baselines import baseline
     from synth.ir.fabric import build_fabric
-    from topo_probe.machines.generators import fully_connected
+    from synth.plan.decision import busiest_rank_records
+
+    def native(sched, count):
+        dp = build_device_program(program_for(sched, count, np.float32), 1, slices=1)
+        return int(max(dp.block_start[b + 1] - dp.block_start[b] for b in range(dp.num_blocks)))
+
     one = baseline("oneshot", build_fabric(fully_connected(8)), "allreduce")
-    assert native_records(program_for(one, 256, np.float32)) == 1
-    assert native_records(program_for(direct("allreduce", 8), 256, np.float32)) == 8
-    assert native_records(program_for(ring("allreduce", 4), 1 << 22, np.float32)) == 6
+    for sched, count, want in ((one, 256, 1), (direct("allreduce", 8), 256, 8), (ring("allreduce", 4), 1 << 22, 6),
+                               (direct("allgather", 8), 256, 8)):
+        assert native(sched, count) == want
+        assert busiest_rank_records(sched) == want
+
+
+def test_the_plans_record_count_never_exceeds_the_native_executors_on_the_committed_schedules():
+    """Over every schedule file the committed plans run, the plan's count (on the schedule) is at
+    most the native executor's own count and equal on the one-step schedules (the count the
+    decision adds is a lower bound of the executor's: a later step's chunk runs that the device
+    program splits further, a SAT schedule's scratch copies, are not counted; 64 Ki elements: no
+    chunk is empty)."""
+    from _paths import ROOT
+
+    from kernels.backends.executor import program_for
+    from kernels.native import device_program
+    from synth.formats.schedule_file import load_schedule
+    from synth.plan import decision
+
+    assert decision.MAX_CHAIN == device_program.MAX_CHAIN
+    files = sorted({p.parent / e["schedule"] for p in ROOT.glob("results/*/plan.json")
+                    for e in json.loads(p.read_text())["entries"] if e["schedule"] != "nccl"})
+    assert len(files) >= 40
+    for f in files:
+        sched = load_schedule(f)
+        dp = device_program.build_device_program(program_for(sched, 1 << 16, np.float32), 1, slices=1)
+        native = int(max(dp.block_start[b + 1] - dp.block_start[b] for b in range(dp.num_blocks)))
+        ours = decision.busiest_rank_records(sched)
+        assert ours <= native, f"{f}: {ours} > {native}"
+        if len(sched.steps) == 1:
+            assert ours == native, f"{f}: {ours} != {native}"

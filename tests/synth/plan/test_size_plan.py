@@ -3,6 +3,8 @@
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.plan.size_plan import Plan, PlanEntry
@@ -36,3 +38,47 @@ def test_bad_plan_entries_are_named(tmp_path):
     p.write_text(json.dumps({"format": "topocoll.plan", "version": 1, "entries": [{"collective": "allgather"}]}))
     with pytest.raises(ScheduleFormatError, match="missing field 'min_bytes'"):
         Plan.load(p)
+
+
+def test_decision_and_fallback_round_trip_and_bad_values_are_named(tmp_path):
+    d = {"executor": "native", "executor_us": 5.0, "records": 1, "schedule_us": 3.2, "nccl_us": 9.0, "margin": 1.08}
+    plan = Plan("t", "fp", [PlanEntry("allreduce", 0, 64, "nccl", fallback="schedules/a.json", decision=d),
+                            PlanEntry("allreduce", 64, None, "schedules/a.json", decision=d)])
+    plan.save(tmp_path / "plan.json")
+    back = Plan.load(tmp_path / "plan.json")
+    assert [(e.fallback, e.decision) for e in back.entries] == [("schedules/a.json", d), (None, d)]
+    assert back.path == tmp_path / "plan.json"
+    doc = json.loads((tmp_path / "plan.json").read_text())
+    assert "fallback" not in doc["entries"][1]                 # only where it says something
+    for field, value, words in (("fallback", "nccl", "fallback must be a schedule file path"),
+                                ("fallback", 3, "fallback must be a schedule file path"),
+                                ("decision", [1], "decision must be an object"),
+                                ("decision", {"executor": 4}, "decision.executor must be a string"),
+                                ("decision", {"margin": -1.0}, "decision.margin must be >= 0"),
+                                ("decision", {"nccl_us": float("nan")}, "decision.nccl_us: nan is not a finite number")):
+        bad = json.loads(json.dumps(doc))
+        bad["entries"][0][field] = value
+        (tmp_path / "bad.json").write_text(json.dumps(bad))
+        with pytest.raises(ScheduleFormatError, match=r"entries\[0\]" + ".*" + words.replace(".", r"\.")):
+            Plan.load(tmp_path / "bad.json")
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(st.lists(st.tuples(st.sampled_from(["allreduce", "broadcast"]), st.integers(0, 1), st.integers(0, 40),
+                          st.one_of(st.none(), st.integers(1, 40))), max_size=12),
+       st.lists(st.integers(0, 90), min_size=1, max_size=20))
+def test_select_by_bisect_is_the_first_covering_entry_in_file_order(raw, sizes):
+    """Plan.select (a bisect in an index) against a linear scan in file order, on hand-made
+    plans with overlapping ranges, several roots and gaps."""
+    entries = []
+    for k, (coll, root, lo, width) in enumerate(raw):
+        hi = None if width is None else lo + width
+        entries.append(PlanEntry(coll, lo, hi, f"s{k}.json", root if coll == "broadcast" else None))
+    plan = Plan("t", "fp", entries)
+    for nbytes in sizes:
+        for coll, root in (("allreduce", None), ("broadcast", 0), ("broadcast", 1)):
+            want = next((e for e in entries if e.collective == coll and e.root == root and e.covers(nbytes)), None)
+            assert plan.select(coll, nbytes, root) is want
+    entries.append(PlanEntry("allreduce", 0, None, "late.json"))     # the index follows the list
+    assert plan.select("allreduce", 95).schedule == next(e.schedule for e in entries
+                                                          if e.collective == "allreduce" and e.covers(95))

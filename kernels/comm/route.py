@@ -1,0 +1,155 @@
+"""What runs for a collective call: the plan's decision looked up, and the one fallback rule.
+
+:func:`plan_route` is the single answer to "what does the plan say runs for (collective, bytes,
+dtype, op, root), and what runs here": both communicators call it on every call that is not an
+identical repeat, and it only looks the decision up (a bisect in the plan,
+:meth:`synth.plan.size_plan.Plan.select`; the decision itself was made when the plan was built,
+:mod:`synth.plan.decision`).  No model is built at call time.
+
+The fallback rule, where the plan says ``nccl`` and NCCL cannot run the call: the entry's
+``fallback`` schedule runs (plans made before that field: the fastest baseline at the size by
+the cost model), and the route says why NCCL did not run, the first of these that holds:
+
+1. the caller's path has no NCCL (NumPy arrays on the host; the MPI communicator);
+2. NCCL did not start here (no CuPy with NCCL, no GPU, ranks sharing one GPU, NCCL's own
+   initialisation failing: :func:`kernels.comm.nccl_runtime.nccl_runtime_or_none`);
+3. NCCL has no single call for the collective (gather, scatter, alltoall are point-to-point
+   in NCCL; :data:`kernels.comm.nccl_runtime.NCCL_CALLS`);
+4. NCCL has no datatype for the arrays' dtype (:data:`kernels.comm.nccl_runtime.NCCL_TYPES`).
+
+Where no plan entry covers the call, the fastest baseline at the size runs (and where that is
+ring or tree with every buffer on one GPU, ``direct``: see
+:mod:`kernels.comm.communicator`); the route names that too.
+
+>>> import numpy as np
+>>> from synth.plan.selector import ScheduleSelector
+>>> from synth.plan.size_plan import Plan, PlanEntry
+>>> from topo_probe.machines.generators import fully_connected
+>>> topo = fully_connected(4)
+>>> plan = Plan(topo.name, topo.fingerprint(), [PlanEntry("allreduce", 0, None, "nccl")])
+>>> sel = ScheduleSelector(topo, plan=plan)
+>>> r = plan_route(sel, "allreduce", 4096, dtype=np.float32, no_nccl="NumPy arrays: NCCL runs on GPUs only")
+>>> r.planned, r.ran, r.range, r.reason
+('nccl', 'best:oneshot', (0, None), "NumPy arrays: NCCL runs on GPUs only; the plan's fallback runs")
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from kernels.comm.nccl_runtime import NCCL_CALLS, NCCL_TYPES
+from synth.ir.collectives import ROOTED, canonical
+from synth.ir.schedule import Schedule
+from synth.plan.selector import NCCL, Choice
+
+#: ``Route.layer`` of a call NCCL ran
+NCCL_LAYER = "nccl"
+#: why a plan's nccl range runs its fallback on the MPI communicator
+MPI_NO_NCCL = "MPICommunicator runs no NCCL (one process per rank over MPI)"
+
+
+@dataclass(frozen=True)
+class Route:
+    """What ran for one call, against what ``plan.json`` says.
+
+    ``plan`` is the plan file (None: no plan); ``range`` the entry's ``(min_bytes, max_bytes)``
+    (None: no entry covers the call); ``planned`` what the entry runs (``nccl`` or its schedule
+    file; '' without an entry); ``ran`` what ran (``nccl``, a schedule file of the plan,
+    ``best:<baseline>``, or the forced ``algo``); ``layer`` who ran it (``nccl``, ``native``, ``cupy-ops``, ``host``,
+    ``mpi``, ...); ``reason`` why ``ran`` differs from ``planned`` (empty when it does not);
+    ``schedule`` the schedule run (None when NCCL ran)."""
+
+    collective: str
+    nbytes: int
+    root: int | None
+    plan: str | None
+    range: tuple[int, int | None] | None
+    planned: str
+    ran: str
+    layer: str
+    reason: str = ""
+    schedule: Schedule | None = None
+
+    @property
+    def as_planned(self) -> bool:
+        """Whether what ran is what ``plan.json`` says (no fallback, nothing substituted)."""
+        return not self.reason
+
+    def with_layer(self, layer: str) -> "Route":
+        return Route(self.collective, self.nbytes, self.root, self.plan, self.range, self.planned, self.ran,
+                     layer, self.reason, self.schedule)
+
+
+def nccl_type_ok(dtype) -> bool:
+    """Whether NCCL has a datatype for ``dtype`` (:data:`kernels.comm.nccl_runtime.NCCL_TYPES`;
+    remembered per dtype: asked on every call)."""
+    ok = _TYPE_OK.get(dtype)
+    if ok is None:
+        name = "bfloat16" if str(dtype) == "bfloat16" else np.dtype(dtype).name
+        ok = _TYPE_OK[dtype] = name in NCCL_TYPES
+    return ok
+
+
+_TYPE_OK: dict = {}
+
+
+def why_not_nccl(collective: str, dtype, no_nccl) -> str:
+    """Why NCCL cannot run this call (the fallback rule's reasons, in order), or ''; ``no_nccl``
+    is the caller's reason, '' or None, or a function returning it."""
+    if callable(no_nccl):                  # asked only here: NCCL starts only where the plan says nccl
+        no_nccl = no_nccl()
+    if no_nccl:
+        return no_nccl
+    if collective not in NCCL_CALLS:
+        return f"NCCL has no single {collective} call (point-to-point in NCCL)"
+    if dtype is not None and not nccl_type_ok(dtype):
+        return f"NCCL has no datatype for {dtype}"
+    return ""
+
+
+def plan_route(selector, collective: str, nbytes: int, root: int | None = None, *, dtype=None, op: str = "sum",
+               no_nccl=None, layer: str = "") -> Route:
+    """The :class:`Route` of a call of ``collective`` of ``nbytes`` (nccl-tests size), ``dtype``,
+    ``op`` and ``root`` on ``selector`` (:class:`synth.plan.selector.ScheduleSelector`);
+    ``no_nccl``: why the caller's path cannot run NCCL (None or '': it can; a function returning
+    that is called only where the plan says ``nccl``); ``layer``: who runs
+    a schedule there.  ``op`` does not change the route (NCCL has every reduction op)."""
+    name = canonical(collective)
+    root = root if name in ROOTED else None
+    choice: Choice = selector.select(name, nbytes, root)
+    plan = selector.plan
+    where = str(getattr(plan, "path", None) or "given") if plan is not None else None
+    entry = choice.entry
+    rng = (entry.min_bytes, entry.max_bytes) if entry is not None else None
+    if choice.nccl:
+        planned = NCCL
+        why = why_not_nccl(name, dtype, no_nccl)
+        if not why:
+            return Route(name, nbytes, root, where, rng, planned, NCCL, NCCL_LAYER)
+        return Route(name, nbytes, root, where, rng, planned, _file(choice.fallback), layer,
+                     f"{why}; the plan's fallback runs", choice.schedule)
+    ran = _file(choice.label)
+    if choice.source in ("algo", "file"):
+        return Route(name, nbytes, root, where, rng, ran, ran, layer, "", choice.schedule)
+    if entry is not None:
+        return Route(name, nbytes, root, where, rng, entry.schedule, ran, layer, "", choice.schedule)
+    why = "no plan entry covers this call" if plan is not None else "no plan"
+    return Route(name, nbytes, root, where, rng, "", ran, layer,
+                 f"{why}: the fastest baseline at this size by the cost model runs", choice.schedule)
+
+
+def _file(label: str) -> str:
+    """A choice label as a route names it: a plan entry's schedule file without ``plan:``."""
+    return label[len("plan:"):] if label.startswith("plan:") else label
+
+
+def substituted(route: Route, choice: Choice, why: str) -> Route:
+    """``route`` with ``choice``'s schedule run instead, for the reason ``why``."""
+    reason = f"{route.reason}; {why}" if route.reason else why
+    return Route(route.collective, route.nbytes, route.root, route.plan, route.range, route.planned, _file(choice.label),
+                 route.layer, reason, choice.schedule)
+
+
+__all__ = ["Route", "plan_route", "why_not_nccl", "nccl_type_ok", "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]
