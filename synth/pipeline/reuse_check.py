@@ -65,7 +65,7 @@ def verify_reused(out_dir: Path, fabric: Fabric) -> tuple[int, float, list[str]]
         for e in plan.entries:
             for file in (e.schedule, e.fallback):      # a fallback runs where NCCL cannot: verified too
                 if file and file != NCCL and file not in done:
-                    check(load_schedule(plan.base_dir / file), fabric)
+                    check(load_schedule(plan.schedule_path(file)), fabric)
                     done.add(file)
     except TopocollError as exc:
         return str(exc)

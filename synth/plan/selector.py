@@ -285,7 +285,7 @@ class ScheduleSelector:
         return baseline(self.algo, self.fabric, name, root=root)
 
     def _from_plan(self, file: str, name: str, root: int | None) -> Schedule:
-        sched = load_schedule(self.plan.base_dir / file)
+        sched = load_schedule(self.plan.schedule_path(file))
         if (sched.collective, sched.root) != (name, root):
             raise ScheduleInvalid(f"plan entry {file}: holds {sched.collective} root {sched.root}, "
                                   f"expected {name} root {root}", rule="bad-collective")

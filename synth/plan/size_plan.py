@@ -86,7 +86,17 @@ class Plan:
 
     def load_schedule(self, entry: PlanEntry) -> Schedule:
         from synth.formats.schedule_file import load_schedule
-        return load_schedule(self.base_dir / entry.schedule)
+        return load_schedule(self.schedule_path(entry.schedule))
+
+    def schedule_path(self, file: str) -> Path:
+        """``base_dir / file``, refused (ScheduleFormatError) where it resolves outside ``base_dir``
+        (``..``, an absolute path, or a link out of the folder)."""
+        _inside(file, "plan entry schedule")
+        path = self.base_dir / file
+        base, real = self.base_dir.resolve(), path.resolve()
+        if base not in real.parents:
+            raise ScheduleFormatError(f"{path}: resolves outside the plan's folder {self.base_dir}")
+        return path
 
     def to_dict(self) -> dict:
         return {"format": PLAN_FORMAT, "version": PLAN_VERSION,
@@ -156,6 +166,15 @@ def _decision(d: Any, where: str) -> dict | None:
     return dict(d)
 
 
+def _inside(path: str, where: str) -> None:
+    """A schedule path of a plan names a file inside the plan's folder: relative, no ``..``
+    (a plan from elsewhere must not make us read ``/etc/passwd`` or ``../../secret``)."""
+    parts = path.replace("\\", "/").split("/")
+    if path.startswith(("/", "\\")) or (len(path) > 1 and path[1] == ":") or ".." in parts or path.startswith("~"):
+        raise ScheduleFormatError(f"{where}: {show(path)} is outside the plan's folder; schedule paths are relative "
+                                  "to it, without '..'")
+
+
 def _entry(e: Any, where: str) -> PlanEntry:
     """One plan entry, every field checked (sizes in 0..MAX_BYTES, a root only for rooted
     collectives, a schedule path without NUL, a finite predicted time)."""
@@ -179,6 +198,8 @@ def _entry(e: Any, where: str) -> PlanEntry:
     sched = e["schedule"]
     if not isinstance(sched, str) or not sched or "\0" in sched:
         raise ScheduleFormatError(f"{where}.schedule must be a file path, got {show(sched)}")
+    if sched != "nccl":
+        _inside(sched, f"{where}.schedule")
     root = e.get("root")
     if name in ROOTED:
         root = check_int(root, f"{where}.root", ScheduleFormatError, lo=0, hi=MAX_GPUS - 1, what="(a rank)")
@@ -191,4 +212,6 @@ def _entry(e: Any, where: str) -> PlanEntry:
     if fallback is not None and (not isinstance(fallback, str) or not fallback or "\0" in fallback
                                  or fallback == "nccl"):
         raise ScheduleFormatError(f"{where}.fallback must be a schedule file path, got {show(fallback)}")
+    if fallback is not None:
+        _inside(fallback, f"{where}.fallback")
     return PlanEntry(name, lo, hi, sched, root, pred, fallback, _decision(e.get("decision"), where))

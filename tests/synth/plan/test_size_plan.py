@@ -82,3 +82,28 @@ def test_select_by_bisect_is_the_first_covering_entry_in_file_order(raw, sizes):
     entries.append(PlanEntry("allreduce", 0, None, "late.json"))     # the index follows the list
     assert plan.select("allreduce", 95).schedule == next(e.schedule for e in entries
                                                           if e.collective == "allreduce" and e.covers(95))
+
+
+@pytest.mark.parametrize("field", ["schedule", "fallback"])
+@pytest.mark.parametrize("path", ["/etc/passwd", "../outside.json", "schedules/../../x.json", "~/x.json",
+                                  "C:/x.json", "\\\\server\\x.json", "schedules\\..\\..\\x.json"])
+def test_schedule_paths_outside_the_plans_folder_are_refused(tmp_path, field, path):
+    entry = {"collective": "allgather", "min_bytes": 0, "schedule": path}
+    if field == "fallback":
+        entry = {"collective": "allgather", "min_bytes": 0, "schedule": "nccl", "fallback": path}
+    p = tmp_path / "plan.json"
+    p.write_text(json.dumps({"format": "topocoll.plan", "version": 1, "entries": [entry]}))
+    with pytest.raises(ScheduleFormatError, match=rf"entries\[0\]\.{field}: .* is outside the plan's folder"):
+        Plan.load(p)
+
+
+def test_a_link_out_of_the_plans_folder_is_refused(tmp_path):
+    outside = tmp_path / "elsewhere.json"
+    Schedule("broadcast", 2, 1, (Step(1, (Transfer(0, 0, 1),)),), root=0).save(outside)
+    (tmp_path / "res" / "schedules").mkdir(parents=True)
+    (tmp_path / "res" / "schedules" / "b.json").symlink_to(outside)
+    plan = Plan("t", "fp", [PlanEntry("broadcast", 0, None, "schedules/b.json", root=0)])
+    plan.save(tmp_path / "res" / "plan.json")
+    back = Plan.load(tmp_path / "res" / "plan.json")
+    with pytest.raises(ScheduleFormatError, match="resolves outside the plan's folder"):
+        back.load_schedule(back.entries[0])
