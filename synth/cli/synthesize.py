@@ -102,17 +102,20 @@ def _check(args: argparse.Namespace) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     """Run ``synthesize``: 0 done, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM)."""
+    where: dict = {}
     try:
         with signals_interrupt(), stdout_may_close():
-            return _main(argv)
+            return _main(argv, where)
     except KeyboardInterrupt:
-        print("synthesize: interrupted; previous results kept", file=sys.stderr)
+        out = where.get("out")
+        kept = out is not None and (Path(out) / "summary.json").is_file()
+        print(f"synthesize: interrupted; {'previous results kept' if kept else 'nothing written'}", file=sys.stderr)
         return 130
     except BrokenPipeError:
         return stdout_gone()
 
 
-def _main(argv: list[str] | None) -> int:
+def _main(argv: list[str] | None, where: dict | None = None) -> int:
     try:
         args = _parser().parse_args(argv)
         _check(args)
@@ -122,6 +125,8 @@ def _main(argv: list[str] | None) -> int:
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
                                 root=args.root, progress=not args.no_progress, verbose=args.verbose)
         out = Path(args.out) if args.out is not None else Path("results") / folder_name(topo.name)
+        if where is not None:
+            where["out"] = out                  # for the line an interrupt prints
         if args.nccl_tuner_conf is not None:
             _check_tuner_conf(args.nccl_tuner_conf, out)
             from synth.model.nccl.tuner_config import tuner_models

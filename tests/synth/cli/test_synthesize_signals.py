@@ -70,8 +70,9 @@ def test_ctrl_c_on_a_first_run_leaves_no_folder(tmp_path):
     proc = _start(out)
     _after_first_solve(proc, out)
     proc.send_signal(signal.SIGINT)
-    proc.communicate(timeout=30)
+    _, err = proc.communicate(timeout=30)
     assert proc.returncode == 130
+    assert err.strip().splitlines()[-1] == "synthesize: interrupted; nothing written"   # there were no results
     assert os.listdir(tmp_path) == []  # not even the parent it made
 
 
