@@ -76,7 +76,7 @@ def build_parser() -> argparse.ArgumentParser:
     a("-J", "--output_file", default=None, help="write nccl-tests' JSON document here")
     a("--backend", default="host", help="host | cupy | sim | mpi (default host; mpi under mpirun)")
     a("--topology", default=None, help="preset name or topology file (default: fully connected)")
-    a("--algo", default="plan", help="plan | nccl | ring | tree | direct | rhd | bruck | schedule FILE")
+    a("--algo", default="plan", help="plan | nccl | ring | tree | direct | rhd | bruck | oneshot | schedule FILE")
     a("--compare", default=None, help="comma-separated algorithms to sweep side by side")
     a("--plot", default=None, help="PNG of busbw vs size")
     a("--csv", default=None, help="CSV of the curves (default: the PNG path with .csv)")
@@ -118,6 +118,21 @@ def _choice(text: str, names: tuple[str, ...], what: str) -> tuple[str, ...]:
     return (text,)
 
 
+def _datatypes(args) -> tuple[str, ...]:
+    """``-d``: a type the executors run, any of its spellings (``fp16``, ``bf16``), or ``all``; the
+    float8 types with ``--backend sim`` only (modelled, not run), as ``simulate -d`` takes them."""
+    from synth.formats.nccl_tests.conventions import DTYPE_ALIASES, DTYPE_BYTES
+    name = DTYPE_ALIASES.get(args.datatype, args.datatype)
+    if name == "all" or name in DTYPE_NAMES:
+        return _choice(name, DTYPE_NAMES, "datatype")
+    if name in DTYPE_BYTES:
+        if getattr(args, "backend", "host") == "sim":
+            return (name,)
+        raise UsageError(f"datatype {args.datatype!r} is modelled, not run: use --backend sim (or simulate -d)")
+    raise UsageError(f"invalid datatype {args.datatype!r}: expected one of {', '.join(DTYPE_NAMES)} or all "
+                     f"(f8e4m3 and f8e5m2 with --backend sim)")
+
+
 def make_config(args, nranks: int):
     """The :class:`SweepConfig` from parsed flags, validating each (UsageError names the flag)."""
     from kernels.sweep.driver import SweepConfig, sweep_sizes
@@ -138,7 +153,7 @@ def make_config(args, nranks: int):
         raise UsageError(f"invalid root: {vals['root']} (-1 for every root, or a rank in 0..{nranks - 1})")
     cfg = SweepConfig(coll, nranks, parse_size(args.minbytes, "minbytes"), parse_size(args.maxbytes, "maxbytes"),
                       vals["stepbytes"], vals["stepfactor"], vals["iters"], vals["warmup_iters"], vals["check"],
-                      _choice(args.op, OP_NAMES, "op"), _choice(args.datatype, DTYPE_NAMES, "datatype"),
+                      _choice(args.op, OP_NAMES, "op"), _datatypes(args),
                       vals["root"], vals["average"])
     try:
         sweep_sizes(cfg.minbytes, cfg.maxbytes, cfg.stepbytes, cfg.stepfactor)

@@ -4,7 +4,7 @@ every row.
 Usage::
 
     simulate --topology dgx-a100 --collective allreduce [--gpus 0-3] [--nodes 2 ...] \\
-             [--schedule FILE | --baseline nccl|ring|tree|direct|rhd|bruck] [--root R] \\
+             [--schedule FILE | --baseline nccl|ring|tree|direct|rhd|bruck|oneshot] [--root R] \\
              [-b 8] [-e 4G] [-f 2 | -i STEP] [-d float]
 
 It is ``sweep COLLECTIVE --backend sim --algo BASELINE|FILE -c 0`` with simulate's defaults
@@ -30,7 +30,7 @@ from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError, UsageError
 
 #: the baselines ``--baseline`` takes
-BASELINE_CHOICES = ("nccl", "ring", "tree", "direct", "rhd", "bruck")
+BASELINE_CHOICES = ("nccl", "ring", "tree", "direct", "rhd", "bruck", "oneshot")
 
 
 class _Parser(argparse.ArgumentParser):

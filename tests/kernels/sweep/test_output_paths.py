@@ -114,3 +114,19 @@ def test_empty_gpu_list_is_refused(capsys):
     from kernels.sweep.simulate import main as simulate_main
     assert simulate_main(["--topology", "dgx-a100", "--gpus", "", "--collective", "allreduce"]) == 2
     assert "empty GPU list" in capsys.readouterr().err
+
+
+def test_sweep_and_simulate_name_the_same_baselines():
+    from kernels.sweep.cli import build_parser
+    from kernels.sweep.simulate import BASELINE_CHOICES
+    from synth.baselines import BASELINES
+    assert BASELINE_CHOICES == ("nccl", *BASELINES)
+    algo_help = next(a.help for a in build_parser()._actions if "--algo" in a.option_strings)
+    assert all(f" {name} " in f" {algo_help} " for name in ("plan", *BASELINE_CHOICES)), algo_help
+
+
+def test_float8_is_modelled_by_sweep_sim_as_by_simulate(capsys):
+    assert main(["all_reduce", "-d", "f8e4m3", "--backend", "sim", "--topology", "dgx-a100", "-b", "8", "-e", "64"]) == 0
+    assert "f8e4m3" in capsys.readouterr().out
+    _refused(capsys, QUICK + ["-d", "f8e5m2"], "modelled, not run: use --backend sim")
+    assert main(QUICK + ["-d", "bf16"]) == 0                      # simulate's spellings too
