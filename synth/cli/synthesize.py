@@ -44,6 +44,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nccl-tuner-conf", type=Path, metavar="FILE",
                    help="also write NCCL's example tuner-plugin CSV (NCCL_TUNER_CONFIG_FILE) with the algorithm, "
                         "protocol and channels the NCCL model predicts fastest per size on this machine")
+    p.add_argument("--msccl-runtime", choices=("rccl", "msccl-executor-nccl"),
+                   help="the MSCCL runtime msccl/ is built and checked for (default: rccl where the GPUs are AMD, "
+                        "msccl-executor-nccl otherwise); recorded in summary.json")
     add_machine_arguments(p)
     return p
 
@@ -117,7 +120,8 @@ def _main(argv: list[str] | None) -> int:
         from synth.pipeline.synthesize import SynthesisOptions, run
         topo = _topology(args)
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
-                                root=args.root, progress=not args.no_progress, verbose=args.verbose)
+                                root=args.root, progress=not args.no_progress, verbose=args.verbose,
+                                msccl_runtime=args.msccl_runtime)
         out = Path(args.out) if args.out is not None else Path("results") / folder_name(topo.name)
         if args.nccl_tuner_conf is not None:
             _check_tuner_conf(args.nccl_tuner_conf, out)
