@@ -37,7 +37,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import gcd
 
+from synth.formats.msccl.parse import parse_program
 from synth.formats.msccl.program import Program
+from topo_probe.errors import InvalidArgument, ScheduleFormatError
 
 #: ``coll`` values both parsers accept (``msccl_parser.cc``); topocoll writes the first eight
 PARSER_COLLS = ("reduce", "broadcast", "allreduce", "reducescatter", "allgather", "send", "recv", "gather",
@@ -102,7 +104,6 @@ RUNTIME_CHOICES = ("rccl", "msccl-executor-nccl")
 
 def profile_named(name: str) -> RuntimeProfile:
     """The profile called ``name``; one-line InvalidArgument otherwise."""
-    from topo_probe.errors import InvalidArgument
     if name not in PROFILES:
         raise InvalidArgument(f"MSCCL runtime must be one of {', '.join(PROFILES)}, got {name!r}")
     return PROFILES[name]
@@ -236,8 +237,6 @@ def check_xml(text: str, profile: RuntimeProfile, source: str = "<xml>", *,
               every_size: bool = False) -> tuple[Program | None, list[str]]:
     """Parse ``text`` (our parser refuses what the runtimes' parsers refuse) and check it against
     ``profile``; a parse failure is the one violation."""
-    from synth.formats.msccl.parse import parse_program
-    from topo_probe.errors import ScheduleFormatError
     try:
         program = parse_program(text, source=source)
     except ScheduleFormatError as e:

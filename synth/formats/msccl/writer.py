@@ -35,6 +35,7 @@ from synth.formats.msccl.fuse import fuse_rank, fused_counts
 from synth.formats.msccl.layout import COLL_NAMES, DEFAULT_MAX_TBS_PER_GPU, PROTOCOLS, chunks_in
 from synth.formats.msccl.lower import Op, lower, max_parallel
 from synth.formats.msccl.merge import merge_messages
+from synth.formats.msccl.runtimes import MULTIPLIED, check_program, profile_named, smallest_picked_count
 from synth.formats.msccl.threadblocks import Threadblock, assign, number_steps
 from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, ScheduleFormatError, UnsupportedCollective
@@ -153,10 +154,9 @@ def build_program(schedule: Schedule, *, fuse: bool = True, max_tbs_per_gpu: int
                                   f"the runtime's {channel_cap}")
         if max_steps is None or steps <= max_steps:
             return out
-        longest = max((len(t.ops) for rank_tbs in out[1] for t in rank_tbs if t.ops), default=1)
-        quota = max(1, int((quota or longest) * (max_steps - 2) / steps))
-        if quota == 1 and steps > max_steps and _ == SPLIT_TRIES - 1:
-            break
+        if quota == 1:
+            break                                   # one message per channel and still too long
+        quota = max(1, int((quota or steps) * (max_steps - 2) / steps))
     raise InvalidArgument(f"a threadblock still runs more than {max_steps} steps with its connections spread "
                           f"over more channels")
 
@@ -213,7 +213,6 @@ class Export:
     def first_picked_bytes(self, type_bytes: int = 4) -> int:
         """The smallest call (bytes, ``type_bytes``-byte elements) from which the runtime picks the
         file at every power-of-two element count; InvalidArgument when it never does."""
-        from synth.formats.msccl.runtimes import MULTIPLIED, smallest_picked_count
         spec = self.schedule.spec
         loop = max(chunks_in(spec, spec.input_blocks()), chunks_in(spec, spec.output_blocks()))
         mult = spec.ranks if spec.name in MULTIPLIED else 1
@@ -280,7 +279,6 @@ class Export:
     def _check(self, head: dict) -> None:
         """InvalidArgument naming the first rule of the target runtime the program breaks."""
         from synth.formats.msccl.as_program import program_of
-        from synth.formats.msccl.runtimes import check_program
         bad = check_program(program_of(self.schedule, head, self.scratch, self.tbs), self.profile, every_size=True)
         if bad:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
@@ -326,7 +324,6 @@ def _profile(runtime):
     """The RuntimeProfile ``runtime`` names (None stays None)."""
     if runtime is None or not isinstance(runtime, str):
         return runtime
-    from synth.formats.msccl.runtimes import profile_named
     return profile_named(runtime)
 
 
