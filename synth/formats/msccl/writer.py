@@ -157,8 +157,8 @@ def build_program(schedule: Schedule, *, fuse: bool = True, max_tbs_per_gpu: int
         if quota == 1:
             break                                   # one message per channel and still too long
         quota = max(1, int((quota or steps) * (max_steps - 2) / steps))
-    raise InvalidArgument(f"a threadblock still runs more than {max_steps} steps with its connections spread "
-                          f"over more channels")
+    raise InvalidArgument(f"a threadblock still runs more than the {max_steps} steps the runtime loads "
+                          f"(MSCCL_MAX_NUM_STEPS) with its connections spread over more channels")
 
 
 def _build(schedule: Schedule, fuse: bool, max_tbs_per_gpu: int, channels: int, full_ops: bool = True,

@@ -43,3 +43,15 @@ def test_the_default_is_recorded_and_a_bad_runtime_is_refused(tmp_path, capsys):
     assert err.splitlines() == ["synthesize: argument --msccl-runtime: invalid choice: 'nccl' (choose from 'rccl', "
                                 "'msccl-executor-nccl')"]
     assert not (tmp_path / "other").exists()
+
+
+def test_another_runtime_is_not_reused(tmp_path, capsys):
+    out = tmp_path / "res"
+    quick = ["--topology", "ring:3", "--collectives", "allreduce", "--time-limit", "5", "--no-progress",
+             "--out", str(out)]
+    assert main(quick + ["--msccl-runtime", "rccl"]) == 0
+    assert main(quick + ["--msccl-runtime", "rccl"]) == 0
+    assert "reusing" in capsys.readouterr().out
+    assert main(quick + ["--msccl-runtime", "msccl-executor-nccl"]) == 0
+    assert "reusing" not in capsys.readouterr().out
+    assert json.loads((out / "summary.json").read_text())["msccl_runtime"] == "msccl-executor-nccl"
