@@ -188,6 +188,15 @@ def run_fresh(tmp: Path, time_limit: float, log) -> list[tuple[str, Path, str, f
     return out
 
 
+def _built_for_rccl_passes(row: dict) -> bool:
+    """Whether the file as the current writer builds it for RCCL passes RCCL's profile."""
+    if row.get("reexport_rccl"):
+        return row["reexport_rccl"].startswith("passes")
+    if row["runtime"] == "rccl" and row.get("reexport_now"):
+        return row["reexport_now"].startswith("passes")
+    return row.get("rccl") == "yes"
+
+
 def _counts(rows: list[dict]) -> list[str]:
     lines = ["| files | count | load on their runtime | RCCL | msccl-executor-nccl | replay verified | "
              "full ops | re-exported now passes | built for RCCL passes RCCL |", "|---|---|---|---|---|---|---|---|---|"]
@@ -197,8 +206,7 @@ def _counts(rows: list[dict]) -> list[str]:
             continue
         ok = lambda key: sum(1 for r in group if str(r.get(key, "")).startswith("yes"))  # noqa: E731
         reexp = sum(1 for r in group if str(r.get("reexport_now", "")).startswith("passes"))
-        rccl_now = sum(1 for r in group if r.get("rccl") == "yes" and not r.get("reexport_rccl")
-                       or str(r.get("reexport_rccl", "")).startswith("passes"))
+        rccl_now = sum(1 for r in group if _built_for_rccl_passes(r))
         lines.append(f"| {source} | {len(group)} | {ok('loads_on_target')} | {ok('rccl')} | "
                      f"{ok('msccl_executor_nccl')} | {sum(1 for r in group if r.get('replay') == 'verified')} | "
                      f"{sum(int(r.get('full_ops') or 0) for r in group)} | {reexp if source == 'committed' else ''} | "

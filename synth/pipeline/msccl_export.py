@@ -13,10 +13,11 @@ Left out with a note in the collective's summary: schedules in which a rank talk
 more than :data:`synth.formats.msccl.layout.RUNTIME_MAX_TBS_PER_CHANNEL` (RCCL's threadblocks
 per channel; the writer would refuse them, after lowering and fusing the whole program: 30 s for
 a 64-rank one-shot all-reduce); moved to ``candidates/``
-with a note: algorithms with a threadblock of more steps than RCCL loads
-(:data:`synth.formats.msccl.layout.RUNTIME_MAX_STEPS_PER_TB`); at cluster scale, where no
-candidates are written, such an algorithm is not written either (a note says why).  XML longer than
-:data:`GZIP_XML_BYTES` characters is written gzip-compressed.
+with a note: plan algorithms the target runtime would refuse even after the writer cut them over
+more channels (steps per threadblock, threadblocks per GPU, a ``nchunksperloop`` no power-of-two
+call is a multiple of); at cluster scale, where no candidates are written, such an algorithm is
+not written either (a note says why).  XML longer than :data:`GZIP_XML_BYTES` characters is
+written gzip-compressed.
 """
 
 from __future__ import annotations

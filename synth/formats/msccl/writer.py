@@ -138,38 +138,65 @@ def build_program(schedule: Schedule, *, fuse: bool = True, max_tbs_per_gpu: int
         raise InvalidArgument(f"max_tbs_per_gpu and max_channels must be >= 1, got {max_tbs_per_gpu}, "
                               f"{max_channels}")
     k = min(max_channels, max_parallel(schedule))
-    quota = None
+    quota: list = [None, None]                     # messages per channel of a connection, local steps per tb
     for _ in range(SPLIT_TRIES):
         try:
-            out = _build(schedule, fuse, max_tbs_per_gpu, k, full_ops, quota)
+            out = _build(schedule, fuse, max_tbs_per_gpu, k, full_ops, *quota)
         except InvalidArgument:
             if k == 1:
                 raise
             k = max(1, k // 2)
             continue
-        steps = max((len(t.ops) for rank_tbs in out[1] for t in rank_tbs), default=0)
         chans = 1 + max((t.chan for rank_tbs in out[1] for t in rank_tbs), default=0)
         if channel_cap is not None and chans > channel_cap:
             raise InvalidArgument(f"needs {chans} channels to keep threadblocks at {max_steps} steps, more than "
                                   f"the runtime's {channel_cap}")
-        if max_steps is None or steps <= max_steps:
+        longest = [max((len(t.ops) for rank_tbs in out[1] for t in rank_tbs if (t.send < 0 and t.recv < 0) == local),
+                       default=0) for local in (False, True)]
+        if max_steps is None or max(longest) <= max_steps:
             return out
-        if quota == 1:
-            break                                   # one message per channel and still too long
-        quota = max(1, int((quota or steps) * (max_steps - 2) / steps))
+        over = [i for i in (0, 1) if longest[i] > max_steps and quota[i] != 1]
+        if not over:
+            break                                   # one message (local step) per threadblock run and still too long
+        for i in over:
+            quota[i] = max(1, int((quota[i] or longest[i]) * (max_steps - 2) / longest[i]))
+        _fails_before_building(schedule, k, quota[0], max_steps, max_tbs_per_gpu, channel_cap)
     raise InvalidArgument(f"a threadblock still runs more than the {max_steps} steps the runtime loads "
                           f"(MSCCL_MAX_NUM_STEPS) with its connections spread over more channels")
 
 
+def _fails_before_building(schedule: Schedule, k: int, quota: int | None, max_steps: int, max_tbs: int,
+                           channel_cap: int | None) -> None:
+    """InvalidArgument when runs of ``quota`` messages per channel provably need more channels or
+    threadblocks than the runtime has (each run of a connection is a channel of its own, and a
+    threadblock sends to one peer on one channel), before building the program again."""
+    if not quota:
+        return
+    count: dict[tuple[int, int], int] = {}
+    for step in schedule.steps:
+        for t in step.transfers:
+            count[(t.src, t.dst)] = count.get((t.src, t.dst), 0) + 1
+    runs: dict[int, int] = {}
+    for (src, _), m in count.items():
+        runs[src] = runs.get(src, 0) + -(-m // quota)
+    need = k * -(-max(count.values(), default=0) // (k * quota))
+    if channel_cap is not None and need > channel_cap:
+        raise InvalidArgument(f"needs about {need} channels to keep threadblocks at {max_steps} steps, more than "
+                              f"the runtime's {channel_cap}")
+    if max(runs.values(), default=0) > max_tbs:
+        raise InvalidArgument(f"needs at least {max(runs.values())} threadblocks on one GPU to keep them at "
+                              f"{max_steps} steps, more than the cap of {max_tbs}")
+
+
 def _build(schedule: Schedule, fuse: bool, max_tbs_per_gpu: int, channels: int, full_ops: bool = True,
-           quota: int | None = None):
+           quota: int | None = None, local_quota: int | None = None):
     states, ops = lower(schedule, channels, full_ops=full_ops, msgs_per_channel=quota)
     tbs = []
     for r, st in enumerate(states):
         pairs: set = set()
         if fuse:
             ops[r], pairs = fuse_rank(st, ops[r])
-        tbs.append(assign(r, ops[r], pairs, max_tbs_per_gpu, quota))
+        tbs.append(assign(r, ops[r], pairs, max_tbs_per_gpu, local_quota))
     if fuse:
         merge_messages(tbs)
     for rank_tbs in tbs:

@@ -166,10 +166,16 @@ def test_lowered_xml_replays_to_the_same_collective_and_passes_its_profile(topo,
         return                                       # the baseline does not apply here
     try:
         ex = Export(s, runtime=runtime)
-    except InvalidArgument as e:
-        assert "threadblocks" in str(e) or "steps" in str(e) or "channels" in str(e)
+    except InvalidArgument as e:       # a rule it cannot be made to fit, named
+        assert any(why in str(e) for why in ("threadblocks", "steps", "channels")), str(e)
         return
-    text = ex.xml()
+    try:
+        text = ex.xml()
+    except InvalidArgument as e:       # e.g. 6 chunks per rank on 8 GPUs: no power-of-two count is picked
+        loop = ex.head()["nchunksperloop"]
+        mult = s.ranks if coll in ("allgather", "reducescatter", "alltoall") else 1
+        assert "never picks" in str(e) and all((2 ** k * mult) % loop for k in range(40)), str(e)
+        return
     program, bad = check_xml(text, ex.profile, every_size=True)
     assert bad == []
     if runtime == "rccl":
