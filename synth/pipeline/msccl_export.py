@@ -126,8 +126,12 @@ def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, onl
     from synth.formats.msccl.writer import Export, protocol_for
     notes = res.summary.setdefault("notes", [])
     ex, why = _runtime_export(s, profile)
-    if not spans:
-        _write_xml(folder / "candidates" / f"{slug}.xml", (ex or Export(s)).xml(name=name), res)
+    if not spans:                            # never loaded (a subfolder): the generic form where it does not fit
+        try:
+            text = ex.xml(name=name) if ex is not None else None
+        except TopocollError:
+            text = None
+        _write_xml(folder / "candidates" / f"{slug}.xml", text or Export(s).xml(name=name), res)
         return
     for k, (lo, hi) in enumerate(spans):
         top = None if hi is None else max(hi - 1, 1)

@@ -55,3 +55,15 @@ def test_another_runtime_is_not_reused(tmp_path, capsys):
     assert main(quick + ["--msccl-runtime", "msccl-executor-nccl"]) == 0
     assert "reusing" not in capsys.readouterr().out
     assert json.loads((out / "summary.json").read_text())["msccl_runtime"] == "msccl-executor-nccl"
+
+
+def test_the_python_call_takes_the_runtime(tmp_path):
+    from synth import synthesize
+    from topo_probe.errors import InvalidArgument
+    topo = parse_generator_spec("ring:3")
+    summary = synthesize(topo, tmp_path / "a", collectives=["allgather"], time_limit_s=3, log=lambda s: None,
+                         msccl_runtime="rccl")
+    assert summary["msccl_runtime"] == "rccl"
+    with pytest.raises(InvalidArgument, match="msccl_runtime must be one of rccl, msccl-executor-nccl"):
+        synthesize(topo, tmp_path / "b", collectives=["allgather"], msccl_runtime="nccl")
+    assert not (tmp_path / "b").exists()

@@ -21,7 +21,7 @@ from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check
 from synth.pipeline import msccl_export
 from synth.plan.size_plan import Plan, PlanEntry
-from topo_probe.errors import UnsupportedCollective
+from topo_probe.errors import InvalidArgument, UnsupportedCollective
 from topo_probe.machines.clusters import cluster
 
 CASES = [("allreduce", "oneshot"), ("allreduce", "ring"), ("allgather", "direct"), ("reducescatter", "ring"),
@@ -141,3 +141,18 @@ def test_plan_algorithm_over_the_step_limit_is_spread_over_channels(fabric16, tm
     program, bad = check_xml(text, RCCL)
     assert bad == [] and max(len(tb.steps) for g in program.gpus for tb in g.tbs) <= 64
     assert program.nchannels > Export(s).head()["nchannels"]
+
+
+def test_a_candidate_no_power_of_two_call_picks_is_still_written(tmp_path):
+    """The 8-GPU ring all-gather moves 7 chunks per rank (nchunksperloop 56): no power-of-two call
+    picks it, so it can never be a ready file, but candidates/ (never loaded) keeps it, generic."""
+    from synth.ir.fabric import build_fabric
+    from topo_probe import get_preset
+    s = baseline("ring", build_fabric(get_preset("mi300x")), "allgather")
+    with pytest.raises(InvalidArgument, match="never picks"):
+        Export(s, runtime="rccl").xml()
+    res = SimpleNamespace(schedules={"allgather-ring": s}, files={"allgather-ring": "schedules/allgather-ring.json"},
+                          summary={})
+    msccl_export.export_msccl({"allgather": res}, Plan("t", "f"), tmp_path, print, runtime="rccl")
+    written = tmp_path / "candidates" / "allgather-ring.xml"
+    assert written.read_text() == Export(s).xml(name="allgather-ring")
