@@ -45,6 +45,9 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write a CSV for NCCL's example tuner plugin (NCCL 2.30.3+, NCCL_TUNER_CONFIG_FILE): "
                         "lines change NCCL's choice only where the NCCL model predicts it beaten; every other "
                         "query keeps NCCL's choice and channels (NVIDIA machines only: RCCL cannot load it)")
+    p.add_argument("--msccl-runtime", choices=("rccl", "msccl-executor-nccl"),
+                   help="the MSCCL runtime msccl/ is built and checked for (default: rccl where the GPUs are AMD, "
+                        "msccl-executor-nccl otherwise); recorded in summary.json")
     add_machine_arguments(p)
     return p
 
@@ -123,7 +126,8 @@ def _main(argv: list[str] | None, where: dict | None = None) -> int:
         from synth.pipeline.synthesize import SynthesisOptions, run
         topo = _topology(args)
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
-                                root=args.root, progress=not args.no_progress, verbose=args.verbose)
+                                root=args.root, progress=not args.no_progress, verbose=args.verbose,
+                                msccl_runtime=args.msccl_runtime)
         out = Path(args.out) if args.out is not None else Path("results") / folder_name(topo.name)
         if where is not None:
             where["out"] = out                  # for the line an interrupt prints

@@ -1,15 +1,23 @@
 """MSCCL XML of a synthesize run: the plan's algorithms with their size ranges in ``msccl/``
-(ready to be RCCL's ``MSCCL_ALGO_DIR``), every other verified candidate in ``msccl/candidates/``.
+(ready to be the ``MSCCL_ALGO_DIR`` of the runtime the run targets), every other verified
+candidate in ``msccl/candidates/``.
+
+Each file is built for one runtime (:mod:`synth.formats.msccl.runtimes`: ``rccl`` by default
+where the GPUs are AMD, ``msccl-executor-nccl`` elsewhere) and checked against its profile
+before it is written: ``msccl/`` holds only files that runtime loads, launches and picks at every
+power-of-two call in their range (``minBytes`` raised to the first such call, with a note); a
+plan algorithm that cannot be made to fit goes to ``candidates/`` with a note saying why.
 
 Left out with a note in the collective's summary: schedules in which a rank talks to more than
 :data:`MSCCL_MAX_PEERS` peers (MSCCL runs one threadblock per peer), or sends to or receives from
 more than :data:`synth.formats.msccl.layout.RUNTIME_MAX_TBS_PER_CHANNEL` (RCCL's threadblocks
 per channel; the writer would refuse them, after lowering and fusing the whole program: 30 s for
 a 64-rank one-shot all-reduce); moved to ``candidates/``
-with a note: algorithms with a threadblock of more steps than RCCL loads
-(:data:`synth.formats.msccl.layout.RUNTIME_MAX_STEPS_PER_TB`); at cluster scale, where no
-candidates are written, such an algorithm is not written either (a note says why).  XML longer than
-:data:`GZIP_XML_BYTES` characters is written gzip-compressed.
+with a note: plan algorithms the target runtime would refuse even after the writer cut them over
+more channels (steps per threadblock, threadblocks per GPU, a ``nchunksperloop`` no power-of-two
+call is a multiple of); at cluster scale, where no candidates are written, such an algorithm is
+not written either (a note says why).  XML longer than :data:`GZIP_XML_BYTES` characters is
+written gzip-compressed.
 """
 
 from __future__ import annotations
@@ -18,6 +26,7 @@ import gzip
 from pathlib import Path
 
 from synth.formats.msccl.layout import RUNTIME_MAX_TBS_PER_CHANNEL
+from synth.formats.msccl.runtimes import RuntimeProfile, profile_named
 from synth.ir.collectives import ROOTED
 from synth.ir.schedule import Schedule, atomic_write_bytes, atomic_write_text
 from synth.plan.size_plan import Plan
@@ -28,6 +37,12 @@ GZIP_XML_BYTES = 20_000_000
 #: MSCCL runs one threadblock per peer, at most 216 per GPU (microsoft/msccl src/include/msccl.h,
 #: ``MSCCL_MAX_NUM_THREAD_BLOCKS (108*2)``): schedules needing more are not exported
 MSCCL_MAX_PEERS = 216
+
+
+def default_runtime(topo) -> str:
+    """``rccl`` where the topology's GPUs are AMD (gfx*), ``msccl-executor-nccl`` otherwise."""
+    from synth.model.nccl.machine import arch_of_topology
+    return "rccl" if arch_of_topology(topo).startswith("gfx") else "msccl-executor-nccl"
 
 
 def _most_peers(s: Schedule) -> int:
@@ -67,14 +82,16 @@ def _write_xml(path: Path, text: str, res) -> None:
         atomic_write_text(path, text)
 
 
-def export_msccl(results: dict, plan: Plan, folder: Path, log, only_plan: bool = False) -> None:
+def export_msccl(results: dict, plan: Plan, folder: Path, log, only_plan: bool = False,
+                 runtime: str = "rccl") -> None:
     """``msccl/*.xml``: the plan's algorithms, each with its size range (minBytes/maxBytes,
     inclusive, as RCCL reads them) and protocol, ready for ``MSCCL_ALGO_DIR``;
     ``msccl/candidates/*.xml``: every other verified candidate, for any size (not written with
     ``only_plan``, at cluster scale). Schedules whose ranks talk to more than
     :data:`MSCCL_MAX_PEERS` peers are left out with a note (MSCCL runs one threadblock per peer).
     Each schedule is lowered once (:class:`~synth.formats.msccl.writer.Export`) for all its size
-    ranges."""
+    ranges; every file is built for ``runtime`` and checked against its profile first."""
+    profile = profile_named(runtime)
     ranges = _msccl_ranges(plan)
     folder.mkdir(parents=True, exist_ok=True)
     for res in results.values():
@@ -86,51 +103,64 @@ def export_msccl(results: dict, plan: Plan, folder: Path, log, only_plan: bool =
                 notes.append(f"msccl/{slug}.xml not written: {s.ranks} ranks, the plan does not use it")
                 continue
             peers = _most_peers(s)
-            if peers > MSCCL_MAX_PEERS:
+            if peers > min(MSCCL_MAX_PEERS, profile.max_tbs_per_gpu):
                 notes.append(f"msccl/{slug}.xml not written: a rank exchanges data with {peers} peers, more than "
-                             f"the {MSCCL_MAX_PEERS} threadblocks MSCCL runs per GPU (one per peer)")
+                             f"the {min(MSCCL_MAX_PEERS, profile.max_tbs_per_gpu)} threadblocks {profile.name} runs "
+                             f"per GPU (one per peer)")
                 continue
             if peers > RUNTIME_MAX_TBS_PER_CHANNEL:     # every peer has a threadblock on channel 0
                 notes.append(f"msccl/{slug}.xml not written: a rank sends to or receives from {peers} peers, more "
                              f"than the {RUNTIME_MAX_TBS_PER_CHANNEL} threadblocks RCCL runs per channel")
                 continue
             try:
-                _export_one(s, name, slug, spans, folder, res, only_plan)
+                _export_one(s, name, slug, spans, folder, res, only_plan, profile)
             except TopocollError as e:
                 log(f"  msccl export of {name} skipped: {e}")
 
 
-def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, only_plan: bool) -> None:
-    """Write one schedule's XML: a candidate (no spans), or one file per plan range; with
-    ``only_plan``, an algorithm RCCL would not load is not written at all (candidates are not
-    written at that scale either)."""
-    from synth.formats.msccl.layout import RUNTIME_MAX_STEPS_PER_TB
-    from synth.formats.msccl.writer import Export, local_steps_at_least, protocol_for
+def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, only_plan: bool,
+                profile: RuntimeProfile) -> None:
+    """Write one schedule's XML: a candidate (no spans), or one file per plan range built for
+    ``profile`` and checked against it; what does not fit goes to ``candidates/`` with a note
+    (with ``only_plan``, at cluster scale, it is not written at all)."""
+    from synth.formats.msccl.writer import Export, protocol_for
     notes = res.summary.setdefault("notes", [])
-    least = local_steps_at_least(s) if spans and only_plan else 0
-    if least > RUNTIME_MAX_STEPS_PER_TB:     # known before lowering: not lowered at all
-        notes.append(f"msccl/{slug}.xml not written: a threadblock runs at least {least} steps (its local "
-                     f"sums), more than the {RUNTIME_MAX_STEPS_PER_TB} RCCL loads (MSCCL_MAX_NUM_STEPS), and "
-                     f"candidates are not written at {s.ranks} ranks")
+    ex, why = _runtime_export(s, profile)
+    if not spans:                            # never loaded (a subfolder): the generic form where it does not fit
+        try:
+            text = ex.xml(name=name) if ex is not None else None
+        except TopocollError:
+            text = None
+        _write_xml(folder / "candidates" / f"{slug}.xml", text or Export(s).xml(name=name), res)
         return
-    ex = Export(s)
-    if not spans:
-        _write_xml(folder / "candidates" / f"{slug}.xml", ex.xml(name=name), res)
-        return
-    steps = ex.most_steps()
-    where = folder
-    if steps > RUNTIME_MAX_STEPS_PER_TB:     # RCCL would refuse the whole MSCCL_ALGO_DIR entry
-        if only_plan:
-            notes.append(f"msccl/{slug}.xml not written: a threadblock runs {steps} steps, more than the "
-                         f"{RUNTIME_MAX_STEPS_PER_TB} RCCL loads (MSCCL_MAX_NUM_STEPS), and candidates are not "
-                         f"written at {s.ranks} ranks")
-            return
-        where = folder / "candidates"
     for k, (lo, hi) in enumerate(spans):
         top = None if hi is None else max(hi - 1, 1)
         file = f"{slug}{f'-r{k}' if k else ''}.xml"
-        if where != folder:
-            notes.append(f"msccl/candidates/{file}: a threadblock runs {steps} steps, more than the "
-                         f"{RUNTIME_MAX_STEPS_PER_TB} RCCL loads (MSCCL_MAX_NUM_STEPS), so it is not in the "
-                         f"algorithm folder")
-        _write_xml(where / file, ex.xml(name=name, min_bytes=lo, max_bytes=top, proto=protocol_for(top)), res)
+        text = None
+        if ex is not None:
+            try:
+                text = ex.xml(name=name, min_bytes=lo, max_bytes=top, proto=protocol_for(top))
+            except TopocollError as e:
+                why = str(e)
+        if text is None:
+            if only_plan:
+                notes.append(f"msccl/{file} not written: {why}; candidates are not written at {s.ranks} ranks")
+                continue
+            notes.append(f"msccl/candidates/{file}: not in the algorithm folder: {why}")
+            _write_xml(folder / "candidates" / file, Export(s).xml(name=name, min_bytes=lo, max_bytes=top,
+                                                                    proto=protocol_for(top)), res)
+            continue
+        first = ex.first_picked_bytes()
+        if first > lo:
+            notes.append(f"msccl/{file}: minBytes {first} instead of {lo}: {profile.name} picks it only at calls of "
+                         f"at least one element per chunk (nchunksperloop); below, its built-in algorithms run")
+        _write_xml(folder / file, text, res)
+
+
+def _runtime_export(s: Schedule, profile: RuntimeProfile):
+    """(Export built for ``profile``, None) or (None, why it cannot be)."""
+    from synth.formats.msccl.writer import Export
+    try:
+        return Export(s, runtime=profile), None
+    except TopocollError as e:
+        return None, f"{profile.name} cannot run it: {e}"

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import json
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -57,7 +57,7 @@ from synth.ir.verifier import check
 from synth.model.cost import CostModel
 from synth.pipeline.collector import PausedCollector
 from synth.pipeline.candidates import BWOPT_COLLECTIVES, baselines, bwopt, bwopt_effective, curves, sat_pareto
-from synth.pipeline.msccl_export import export_msccl
+from synth.pipeline.msccl_export import default_runtime, export_msccl
 from synth.pipeline.keep import link_identical, unchanged
 from synth.pipeline.output import ResultsFolder, classify
 from synth.pipeline.progress import RunProgress
@@ -98,6 +98,8 @@ class SynthesisOptions:
     #: from LARGE_RANKS ranks on, leave unbuilt the ring baselines that provably cannot be the
     #: fastest at any plan size (:mod:`synth.pipeline.dominance`); False builds them all
     skip_dominated: bool = True
+    #: MSCCL runtime the ``msccl/`` files are built for (None: rccl on AMD GPUs, else msccl-executor-nccl)
+    msccl_runtime: str | None = None
 
 
 @dataclass
@@ -251,7 +253,7 @@ def _options_record(opts: SynthesisOptions) -> dict:
     """The options of a run that change its results (the root is per collective, in its record)."""
     return {"time_limit_s": opts.time_limit_s, "max_sat_ranks": opts.max_sat_ranks,
             "max_sat_steps": opts.max_sat_steps, "max_sat_chunks": opts.max_sat_chunks,
-            "model": model_version()}
+            "model": model_version(), "msccl_runtime": opts.msccl_runtime}
 
 
 def _reusable(out_dir: Path, fabric: Fabric, opts: SynthesisOptions) -> dict | None:
@@ -291,6 +293,8 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     ``"unchanged"``: the number of files kept).
     """
     t0 = time.perf_counter()
+    if opts.msccl_runtime is None:
+        opts = replace(opts, msccl_runtime=default_runtime(topo))
     fabric = build_fabric(topo)
     fabric_s = time.perf_counter() - t0
     if fabric.num_ranks < 2:
@@ -379,12 +383,13 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
             save_topology(topo, work / "topology.json")
         for coll, res in results.items():            # one collective at a time, to time each
             with prog.stage("export", coll):
-                export_msccl({coll: res}, plan, work / "msccl", opts.log, only_plan=fabric.num_ranks >= LARGE_RANKS)
+                export_msccl({coll: res}, plan, work / "msccl", opts.log, only_plan=fabric.num_ranks >= LARGE_RANKS,
+                             runtime=opts.msccl_runtime)
             res.summary["stages"] = prog.collective_stages(coll)
             prog.collective_done(coll)
         summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
                    "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),  # so far, for the report
-                   "options": _options_record(opts), "collectives": {c: r.summary for c, r in results.items()}}
+                   "msccl_runtime": opts.msccl_runtime, "options": _options_record(opts), "collectives": {c: r.summary for c, r in results.items()}}
         with prog.stage("report"):
             report_marked = write_report(work, topo, fabric, summary, curves, plan, ncc)
         with prog.stage("write"):

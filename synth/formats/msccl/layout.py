@@ -27,15 +27,15 @@ from __future__ import annotations
 from synth.ir.collectives import CollectiveSpec
 
 #: collective spellings per dialect: "msccl" (microsoft/msccl), "azure" (Azure's
-#: msccl-executor-nccl) and "rccl" (ROCm/rccl ``src/misc/msccl/msccl_parser.cc``)
+#: msccl-executor-nccl) and "rccl" (ROCm/rccl).  All three write what both runtime parsers accept
+#: (``src/misc/msccl/msccl_parser.cc``: ``reducescatter``; msccl-tools' ``reduce_scatter`` is
+#: refused there, so no dialect writes it; the reader still takes it)
 COLL_NAMES = {
-    "msccl": {"allgather": "allgather", "reducescatter": "reduce_scatter", "allreduce": "allreduce",
-              "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce",
-              "gather": "gather", "scatter": "scatter"},
     "azure": {"allgather": "allgather", "reducescatter": "reducescatter", "allreduce": "allreduce",
               "alltoall": "alltoall", "broadcast": "broadcast", "reduce": "reduce",
               "gather": "gather", "scatter": "scatter"},
 }
+COLL_NAMES["msccl"] = dict(COLL_NAMES["azure"])
 COLL_NAMES["rccl"] = dict(COLL_NAMES["azure"])
 DIALECTS = tuple(COLL_NAMES)
 

@@ -11,6 +11,13 @@ a chain of ``rrc`` taking one round each.  Transfers of one step read the state 
 sends are recorded before the step's receives.  Out of place, a rank that must end with a chunk
 somewhere else than its output place copies it there last (``cpy``).
 
+Without full ops (``full_ops=False``, for RCCL, which launches no ``rrc``): a reduce becomes
+``r`` into a scratch slot of its connection (one per receiving channel and peer, reused), a
+``cpy`` of the local partial to the chunk's home where it is elsewhere, and ``re`` adding the
+slot into the home, both in the receive's threadblock right after it.  ``msgs_per_channel``
+cuts each connection's messages, in program order, into runs of that many per channel (more
+channels, fewer steps per threadblock).
+
 Dependencies are inferred on buffer places, with the in-place aliases of
 :func:`~synth.formats.msccl.layout.alias` (so the program stays correct when the runtime calls
 it in place): a step waits for the last write of what it reads and for the last write and the
@@ -46,6 +53,8 @@ class Op:
     tb: int = -1
     index: int = -1
     hasdep: bool = False
+    #: a local step placed in the threadblock of this receive, right after it (RCCL lowering)
+    follow: Op | None = None
 
     @property
     def reads(self) -> bool:
@@ -76,6 +85,13 @@ class RankState:
         """A fresh scratch slot (for a partial received beside others of the same chunk)."""
         key = -1 - len(self.scratch)
         self.scratch[key] = len(self.scratch)
+        return "s", self.scratch[key]
+
+    def recv_slot(self, peer: int, chan: int) -> Loc:
+        """The scratch slot a receive from ``peer`` on ``chan`` lands in before its ``re``."""
+        key = ("recv", peer, chan)
+        if key not in self.scratch:
+            self.scratch[key] = len(self.scratch)
         return "s", self.scratch[key]
 
     def home(self, chunk: int) -> Loc:
@@ -144,6 +160,38 @@ def _local_sum(st: RankState, chunk: int, parts: list[tuple[Op, Loc]], order: tu
     return out
 
 
+def _recv_reduce(st: RankState, t, source: Loc, home: Loc, order: tuple, chan: int) -> list[Op]:
+    """``r`` into the connection's slot, ``cpy`` of the local partial home when it is elsewhere,
+    ``re`` of the slot into home (the RCCL form of ``rrc``)."""
+    local = st.where[t.chunk]
+    slot = st.recv_slot(t.src, chan)
+    r = Op("r", t.dst, source, slot, order, recv_peer=t.src, chan=chan, chunk=t.chunk)
+    st.record(r, [], [slot])
+    out = [r]
+    if local != home:
+        cp = Op("cpy", t.dst, local, home, order + (1,), chunk=t.chunk, follow=r)
+        st.record(cp, [local], [home])
+        out.append(cp)
+    re = Op("re", t.dst, slot, home, order + (2,), chunk=t.chunk, follow=r)
+    st.record(re, [slot, home], [home])
+    out.append(re)
+    st.where[t.chunk] = home
+    return out
+
+
+def _split(step, chans: list[int], width: int, sent: dict, quota: int | None) -> list[int]:
+    """Channels with each connection's messages cut into runs of ``quota`` (``width`` channels a run)."""
+    if quota is None:
+        return chans
+    out = []
+    for t, c in zip(step.transfers, chans):
+        key = (t.src, t.dst, c)
+        k = sent.get(key, 0)
+        sent[key] = k + 1
+        out.append(c + width * (k // quota))
+    return out
+
+
 def max_parallel(schedule: Schedule) -> int:
     """Most transfers one step puts on one (src, dst) pair (the channels worth using)."""
     best = 1
@@ -155,7 +203,8 @@ def max_parallel(schedule: Schedule) -> int:
     return best
 
 
-def lower(schedule: Schedule, max_channels: int = 1) -> tuple[list[RankState], list[list[Op]]]:
+def lower(schedule: Schedule, max_channels: int = 1, *, full_ops: bool = True,
+          msgs_per_channel: int | None = None) -> tuple[list[RankState], list[list[Op]]]:
     """Per-rank states (scratch use) and op lists in program order (see the module docstring);
     concurrent transfers on one pair spread over up to ``max_channels`` channels (:func:`_channels`)."""
     spec = schedule.spec
@@ -170,10 +219,11 @@ def lower(schedule: Schedule, max_channels: int = 1) -> tuple[list[RankState], l
             ends[r].append(ch.id)
     states = [RankState(spec, r, held[r]) for r in range(n)]
     ops: list[list[Op]] = [[] for _ in range(n)]
+    sent: dict = {}
     for k, step in enumerate(schedule.steps):
         sources = [states[t.src].where[t.chunk] for t in step.transfers]
         targets = [states[t.dst].home(t.chunk) for t in step.transfers]
-        chans = _channels(step, max_channels)
+        chans = _split(step, _channels(step, max_channels), max_channels, sent, msgs_per_channel)
         for idx, t in enumerate(step.transfers):
             op = Op("s", t.src, sources[idx], targets[idx], (k, 0, idx), send_peer=t.dst, chan=chans[idx],
                     chunk=t.chunk)
@@ -192,6 +242,9 @@ def lower(schedule: Schedule, max_channels: int = 1) -> tuple[list[RankState], l
                         chunk=t.chunk)
                 st.record(op, [], [slot])
                 gathered.setdefault((t.dst, t.chunk), []).append((op, slot))
+            elif t.op == "reduce" and not full_ops:
+                ops[t.dst].extend(_recv_reduce(st, t, sources[idx], targets[idx], (k, 1, idx), chans[idx]))
+                continue
             elif t.op == "reduce":
                 local = st.where[t.chunk]
                 op = Op("rrc", t.dst, local, targets[idx], (k, 1, idx), recv_peer=t.src, chan=chans[idx],

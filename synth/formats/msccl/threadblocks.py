@@ -50,16 +50,23 @@ def _pair_leftovers(tbs: list[Threadblock], max_tbs: int) -> list[Threadblock]:
     return [t for t in tbs if id(t) not in merged]
 
 
-def assign(rank: int, ops: list[Op], pairs: set[tuple[int, int, int]], max_tbs: int) -> list[Threadblock]:
-    """Threadblocks of GPU ``rank`` with their ops in program order (see the module docstring)."""
+def assign(rank: int, ops: list[Op], pairs: set[tuple[int, int, int]], max_tbs: int,
+           max_local: int | None = None) -> list[Threadblock]:
+    """Threadblocks of GPU ``rank`` with their ops in program order (see the module docstring);
+    an op with ``follow`` goes where that receive went; local ops fill local threadblocks of
+    ``max_local`` ops each (one, when None)."""
     tbs: dict[tuple, Threadblock] = {}
+    placed: dict[int, Threadblock] = {}
+    local = 0
     recv_tb: dict[tuple[int, int], Threadblock] = {}
     send_tb: dict[tuple[int, int], Threadblock] = {}
     for chan, a, b in sorted(pairs):
         tb = tbs[("pair", chan, a, b)] = Threadblock(b, a, chan)
         recv_tb[(chan, a)] = send_tb[(chan, b)] = tb
     for op in ops:
-        if op.recv_peer >= 0:
+        if op.follow is not None:
+            tb = placed[id(op.follow)]
+        elif op.recv_peer >= 0:
             tb = recv_tb.get((op.chan, op.recv_peer))
             if tb is None:
                 tb = recv_tb[(op.chan, op.recv_peer)] = tbs[("recv", op.chan, op.recv_peer)] = \
@@ -70,7 +77,10 @@ def assign(rank: int, ops: list[Op], pairs: set[tuple[int, int, int]], max_tbs: 
                 tb = send_tb[(op.chan, op.send_peer)] = tbs[("send", op.chan, op.send_peer)] = \
                     Threadblock(op.send_peer, -1, op.chan)
         else:
-            tb = tbs.get(("local",)) or tbs.setdefault(("local",), Threadblock(-1, -1, 0))
+            key = ("local", local // max_local if max_local else 0)
+            local += 1
+            tb = tbs.get(key) or tbs.setdefault(key, Threadblock(-1, -1, 0))
+        placed[id(op)] = tb
         tb.ops.append(op)
     out = sorted(tbs.values(), key=lambda t: (t.send >= 0 or t.recv >= 0, t.chan, t.recv, t.send))
     out = [t for t in out if t.ops]

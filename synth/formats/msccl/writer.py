@@ -13,9 +13,12 @@ buffer places, scratch where a chunk has no output place, dependencies), fusion
 neighbouring messages of a connection merged into multi-chunk steps (:mod:`~synth.formats.msccl.merge`),
 threadblocks and channels within the runtime limits (:mod:`~synth.formats.msccl.threadblocks`:
 one send and one receive peer per threadblock, at most ``max_tbs_per_gpu`` per GPU), then the
-XML in one of the dialects of :data:`~synth.formats.msccl.layout.COLL_NAMES` (``rccl`` and
-``azure`` spell ``reducescatter``, microsoft/msccl ``reduce_scatter``; all get every attribute
-RCCL's parser requires).
+XML in one of the dialects of :data:`~synth.formats.msccl.layout.COLL_NAMES` (all spell
+``reducescatter``, the name both runtime parsers accept, and get every attribute RCCL's parser
+requires).  With a ``runtime`` (:mod:`~synth.formats.msccl.runtimes`) the program is built for
+it (no fusion and no ``rrc`` for RCCL, its threadblock cap, connections spread over more
+channels until no threadblock has more steps than it loads) and checked against its profile
+before it is returned: InvalidArgument names the first rule it would break.
 
 ``min_bytes``/``max_bytes`` are written as the runtimes read them: RCCL runs an algorithm for a
 call of ``nBytes`` (count x type size x ``ngpus`` for allgather, reducescatter and alltoall: the
@@ -32,6 +35,7 @@ from synth.formats.msccl.fuse import fuse_rank, fused_counts
 from synth.formats.msccl.layout import COLL_NAMES, DEFAULT_MAX_TBS_PER_GPU, PROTOCOLS, chunks_in
 from synth.formats.msccl.lower import Op, lower, max_parallel
 from synth.formats.msccl.merge import merge_messages
+from synth.formats.msccl.runtimes import MULTIPLIED, check_program, profile_named, smallest_picked_count
 from synth.formats.msccl.threadblocks import Threadblock, assign, number_steps
 from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, ScheduleFormatError, UnsupportedCollective
@@ -115,34 +119,84 @@ def _emit(schedule: Schedule, head: dict, scratch: list[int], tbs: list[list[Thr
     return "\n".join(lines) + "\n"
 
 
+#: most rebuilds :func:`build_program` tries to bring every threadblock under ``max_steps``
+SPLIT_TRIES = 10
+
+
 def build_program(schedule: Schedule, *, fuse: bool = True, max_tbs_per_gpu: int = DEFAULT_MAX_TBS_PER_GPU,
-                  max_channels: int = MAX_CHANNELS) -> tuple[list[int], list[list[Threadblock]], dict]:
+                  max_channels: int = MAX_CHANNELS, full_ops: bool = True, max_steps: int | None = None,
+                  channel_cap: int | None = None) -> tuple[list[int], list[list[Threadblock]], dict]:
     """Scratch chunks per GPU, threadblocks per GPU and instruction counts of the export.
 
     Concurrent transfers on one GPU pair use up to ``max_channels`` channels, fewer when the
-    threadblocks would not fit ``max_tbs_per_gpu``.
+    threadblocks would not fit ``max_tbs_per_gpu``.  ``full_ops=False``: no ``rrc`` (see
+    :func:`~synth.formats.msccl.lower.lower`).  ``max_steps``: each connection's messages and the
+    local steps are cut into shorter runs, one channel (or local threadblock) each, until no
+    threadblock has more steps (at most ``channel_cap`` channels); InvalidArgument when that fails.
     """
     if max_tbs_per_gpu < 1 or max_channels < 1:
         raise InvalidArgument(f"max_tbs_per_gpu and max_channels must be >= 1, got {max_tbs_per_gpu}, "
                               f"{max_channels}")
     k = min(max_channels, max_parallel(schedule))
-    while True:
+    quota: list = [None, None]                     # messages per channel of a connection, local steps per tb
+    for _ in range(SPLIT_TRIES):
         try:
-            return _build(schedule, fuse, max_tbs_per_gpu, k)
+            out = _build(schedule, fuse, max_tbs_per_gpu, k, full_ops, *quota)
         except InvalidArgument:
             if k == 1:
                 raise
             k = max(1, k // 2)
+            continue
+        chans = 1 + max((t.chan for rank_tbs in out[1] for t in rank_tbs), default=0)
+        if channel_cap is not None and chans > channel_cap:
+            raise InvalidArgument(f"needs {chans} channels to keep threadblocks at {max_steps} steps, more than "
+                                  f"the runtime's {channel_cap}")
+        longest = [max((len(t.ops) for rank_tbs in out[1] for t in rank_tbs if (t.send < 0 and t.recv < 0) == local),
+                       default=0) for local in (False, True)]
+        if max_steps is None or max(longest) <= max_steps:
+            return out
+        over = [i for i in (0, 1) if longest[i] > max_steps and quota[i] != 1]
+        if not over:
+            break                                   # one message (local step) per threadblock run and still too long
+        for i in over:
+            quota[i] = max(1, int((quota[i] or longest[i]) * (max_steps - 2) / longest[i]))
+        _fails_before_building(schedule, k, quota[0], max_steps, max_tbs_per_gpu, channel_cap)
+    raise InvalidArgument(f"a threadblock still runs more than the {max_steps} steps the runtime loads "
+                          f"(MSCCL_MAX_NUM_STEPS) with its connections spread over more channels")
 
 
-def _build(schedule: Schedule, fuse: bool, max_tbs_per_gpu: int, channels: int):
-    states, ops = lower(schedule, channels)
+def _fails_before_building(schedule: Schedule, k: int, quota: int | None, max_steps: int, max_tbs: int,
+                           channel_cap: int | None) -> None:
+    """InvalidArgument when runs of ``quota`` messages per channel provably need more channels or
+    threadblocks than the runtime has (each run of a connection is a channel of its own, and a
+    threadblock sends to one peer on one channel), before building the program again."""
+    if not quota:
+        return
+    count: dict[tuple[int, int], int] = {}
+    for step in schedule.steps:
+        for t in step.transfers:
+            count[(t.src, t.dst)] = count.get((t.src, t.dst), 0) + 1
+    runs: dict[int, int] = {}
+    for (src, _), m in count.items():
+        runs[src] = runs.get(src, 0) + -(-m // quota)
+    need = k * -(-max(count.values(), default=0) // (k * quota))
+    if channel_cap is not None and need > channel_cap:
+        raise InvalidArgument(f"needs about {need} channels to keep threadblocks at {max_steps} steps, more than "
+                              f"the runtime's {channel_cap}")
+    if max(runs.values(), default=0) > max_tbs:
+        raise InvalidArgument(f"needs at least {max(runs.values())} threadblocks on one GPU to keep them at "
+                              f"{max_steps} steps, more than the cap of {max_tbs}")
+
+
+def _build(schedule: Schedule, fuse: bool, max_tbs_per_gpu: int, channels: int, full_ops: bool = True,
+           quota: int | None = None, local_quota: int | None = None):
+    states, ops = lower(schedule, channels, full_ops=full_ops, msgs_per_channel=quota)
     tbs = []
     for r, st in enumerate(states):
         pairs: set = set()
         if fuse:
             ops[r], pairs = fuse_rank(st, ops[r])
-        tbs.append(assign(r, ops[r], pairs, max_tbs_per_gpu))
+        tbs.append(assign(r, ops[r], pairs, max_tbs_per_gpu, local_quota))
     if fuse:
         merge_messages(tbs)
     for rank_tbs in tbs:
@@ -167,14 +221,33 @@ class Export:
     (the program does not depend on the range, protocol or name)."""
 
     def __init__(self, schedule: Schedule, *, fuse: bool = True, max_tbs_per_gpu: int = DEFAULT_MAX_TBS_PER_GPU,
-                 max_channels: int = MAX_CHANNELS) -> None:
+                 max_channels: int = MAX_CHANNELS, runtime=None) -> None:
         if schedule.inplace:
             raise UnsupportedCollective("export the out-of-place form of the schedule (inplace=False); the "
                                         "export declares in-place use itself")
         self.schedule = schedule
-        self.scratch, self.tbs, _ = build_program(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu,
-                                                  max_channels=max_channels)
+        self.profile = _profile(runtime)
+        limits = {}
+        if self.profile is not None:
+            fuse = fuse and self.profile.full_ops
+            limits = {"full_ops": self.profile.full_ops, "max_steps": self.profile.max_steps_per_tb,
+                      "channel_cap": self.profile.max_channels}
+            max_tbs_per_gpu = min(max_tbs_per_gpu, self.profile.max_tbs_per_gpu)
+        self.scratch, self.tbs, self.counts = build_program(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu,
+                                                            max_channels=max_channels, **limits)
         self._inplace: bool | None = None
+
+    def first_picked_bytes(self, type_bytes: int = 4) -> int:
+        """The smallest call (bytes, ``type_bytes``-byte elements) from which the runtime picks the
+        file at every power-of-two element count; InvalidArgument when it never does."""
+        spec = self.schedule.spec
+        loop = max(chunks_in(spec, spec.input_blocks()), chunks_in(spec, spec.output_blocks()))
+        mult = spec.ranks if spec.name in MULTIPLIED else 1
+        first = smallest_picked_count(loop, mult)
+        if first is None:
+            raise InvalidArgument(f"nchunksperloop={loop}: the runtime never picks it at a power-of-two element "
+                                  f"count (count * {mult} is never a multiple of it)")
+        return first * mult * type_bytes
 
     def most_steps(self) -> int:
         """Most steps (``nop`` included) in one threadblock, as :func:`most_steps_per_threadblock`
@@ -215,18 +288,34 @@ class Export:
         head = self.head(**range_and_style)
         if inplace not in (True, False, "auto"):
             raise InvalidArgument(f"inplace must be True, False or 'auto', got {inplace!r}")
+        if self.profile is not None:
+            head["minBytes"] = max(head["minBytes"], self.first_picked_bytes())
+            if head["maxBytes"] and head["maxBytes"] < head["minBytes"]:
+                raise InvalidArgument(f"{head['name']}: picked only from {head['minBytes']} bytes on, above the "
+                                      f"range's end {head['maxBytes']}")
         text = _emit(self.schedule, head, self.scratch, self.tbs)
         if inplace is False or not self.runs_in_place(head, len(text)):
             if inplace is True:
                 raise InvalidArgument(f"{head['name']}: the program is not correct when called in place")
             text = text.replace('inplace="1"', 'inplace="0"', 1)
+            head["inplace"] = 0
+        if self.profile is not None:
+            self._check(head)
         return text
+
+    def _check(self, head: dict) -> None:
+        """InvalidArgument naming the first rule of the target runtime the program breaks."""
+        from synth.formats.msccl.as_program import program_of
+        bad = check_program(program_of(self.schedule, head, self.scratch, self.tbs), self.profile, every_size=True)
+        if bad:
+            more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
+            raise InvalidArgument(f"{head['name']}: {self.profile.name} would refuse it: {bad[0]}{more}")
 
 
 def to_msccl_xml(schedule: Schedule, *, style: str = "rccl", proto: str = "Simple", min_bytes: int = 0,
                  max_bytes: int | None = None, name: str | None = None, fuse: bool = True,
                  max_tbs_per_gpu: int = DEFAULT_MAX_TBS_PER_GPU, max_channels: int = MAX_CHANNELS,
-                 inplace: bool | str = "auto") -> str:
+                 inplace: bool | str = "auto", runtime=None) -> str:
     """MSCCL XML of a verified ``schedule`` (see the module docstring; :class:`Export` writes one
     schedule for several size ranges).
 
@@ -248,10 +337,21 @@ def to_msccl_xml(schedule: Schedule, *, style: str = "rccl", proto: str = "Simpl
     inplace : "auto", True or False
         Declare the algorithm in-place capable: when verified (``"auto"``), always (True: an
         error if it is not) or never.
+    runtime : None, "rccl", "msccl-executor-nccl" or a RuntimeProfile
+        Build the program for that runtime and check it against its profile
+        (:mod:`~synth.formats.msccl.runtimes`); ``min_bytes`` is raised to the first size it is
+        picked at.  None: the generic lowering, unchecked.
     """
     _check_head(style, proto, min_bytes, max_bytes)
-    ex = Export(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu, max_channels=max_channels)
+    ex = Export(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu, max_channels=max_channels, runtime=runtime)
     return ex.xml(inplace=inplace, style=style, proto=proto, min_bytes=min_bytes, max_bytes=max_bytes, name=name)
+
+
+def _profile(runtime):
+    """The RuntimeProfile ``runtime`` names (None stays None)."""
+    if runtime is None or not isinstance(runtime, str):
+        return runtime
+    return profile_named(runtime)
 
 
 def runs_in_place_by_text(text: str, spec) -> bool:

@@ -55,7 +55,14 @@ def test_outputs_exist_and_every_schedule_verifies(ring4_run):
             want[stem] = (min(lo, e["min_bytes"]), top)
     assert set(ready) == set(want)
     for stem, (lo, hi) in want.items():
-        assert (ready[stem]["min_bytes"], ready[stem]["max_bytes"]) == (lo, 0 if hi is None else hi - 1)
+        # minBytes is raised to the first power-of-two float32 call the runtime picks: the
+        # smallest power-of-two count c with c * sizeMultiplier a multiple of nchunksperloop
+        head = (out / "msccl" / f"{stem}.xml").read_text().split(">", 1)[0]
+        loop, ngpus = (int(head.split(f'{k}="')[1].split('"')[0]) for k in ("nchunksperloop", "ngpus"))
+        mult = ngpus if ready[stem]["coll"] in ("allgather", "reducescatter", "alltoall") else 1
+        first = next(2 ** k for k in range(40) if (2 ** k * mult) % loop == 0)
+        assert (ready[stem]["min_bytes"], ready[stem]["max_bytes"]) == (max(lo, first * mult * 4),
+                                                                        0 if hi is None else hi - 1)
     assert not any(m["coll"] in ("broadcast", "reduce", "gather", "scatter") for m in ready.values())
     for coll in ("allgather", "allreduce", "broadcast"):
         s = summary["collectives"][coll]
@@ -232,13 +239,16 @@ def test_a_reader_that_stops_early_does_not_stop_the_run(tmp_path):
 
 
 def test_algorithms_longer_than_rccl_loads_stay_out_of_the_algorithm_folder(tmp_path, monkeypatch):
-    """RCCL loads at most 64 steps per threadblock: with the limit at 1 step, every plan algorithm
-    of a 3-GPU allgather (2+ steps per threadblock) goes to msccl/candidates/ with a note.  The
-    executor's fixed cost is set to 0 so the plan keeps its bandwidth-optimal range (with the
-    native executor's 4 us + 1 us per record NCCL takes every size of this ring)."""
-    from synth.formats.msccl import layout
+    """The runtimes load at most 64 steps per threadblock: with the limit at 1 step, every plan
+    algorithm of a 3-GPU allgather (2+ steps per threadblock, however its connections are spread
+    over channels) goes to msccl/candidates/ with a note.  The executor's fixed cost is set to 0 so
+    the plan keeps its bandwidth-optimal range (with the native executor's 4 us + 1 us per record
+    NCCL takes every size of this ring)."""
+    import dataclasses
+    from synth.formats.msccl import runtimes
     from synth.plan import decision
-    monkeypatch.setattr(layout, "RUNTIME_MAX_STEPS_PER_TB", 1)
+    name = "msccl-executor-nccl"                  # the default for ring:3 (no AMD GPUs)
+    monkeypatch.setitem(runtimes.PROFILES, name, dataclasses.replace(runtimes.PROFILES[name], max_steps_per_tb=1))
     monkeypatch.setitem(decision.EXECUTOR_COSTS, "native", decision.ExecutorCost("native", 0.0, 0.0, "test"))
     out = tmp_path / "o"
     assert main(["--topology", "ring:3", "--collectives", "allgather", "--time-limit", "3", "--out", str(out),

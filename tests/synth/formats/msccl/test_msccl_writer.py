@@ -135,8 +135,10 @@ def test_attribute_sets_and_instruction_kinds_match_rcclss_files():
 
 
 @pytest.mark.parametrize("style, spelling", [("rccl", "reducescatter"), ("azure", "reducescatter"),
-                                             ("msccl", "reduce_scatter")])
+                                             ("msccl", "reducescatter")])
 def test_dialects_spell_reducescatter_their_way(style, spelling):
+    """Every dialect writes the name both runtime parsers accept (``msccl_parser.cc`` refuses
+    msccl-tools' ``reduce_scatter``)."""
     n = 3
     steps = [Step(1, tuple(Transfer((r - k - 1) % n, r, (r + 1) % n, "reduce") for r in range(n)))
              for k in range(n - 1)]

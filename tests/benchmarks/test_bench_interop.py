@@ -1,0 +1,49 @@
+"""benchmarks/bench_interop.py: one row per ready-folder XML, each runtime's verdict from its
+profile (a file built for msccl-executor-nccl with fused steps is refused by RCCL, one built for
+RCCL passes both), the picked sizes, the replay, and the report's counts."""
+
+from __future__ import annotations
+
+import sys
+
+import pytest
+from _paths import ROOT
+
+from synth.cli.synthesize import main as synthesize
+
+sys.path.insert(0, str(ROOT / "benchmarks"))
+import bench_interop as bi  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory):
+    """full:4 allreduce built once for each runtime."""
+    out = {}
+    for runtime in ("rccl", "msccl-executor-nccl"):
+        folder = tmp_path_factory.mktemp(runtime) / "res"
+        assert synthesize(["--topology", "full:4", "--collectives", "allreduce", "--time-limit", "2",
+                           "--no-progress", "--out", str(folder), "--msccl-runtime", runtime]) == 0
+        out[runtime] = folder
+    return out
+
+
+def test_rows_say_what_each_runtime_does(folders, tmp_path):
+    rows = {rt: bi.folder_rows("fresh", f, rt) for rt, f in folders.items()}
+    for rt, group in rows.items():
+        assert group and all(r["runtime"] == rt and r["loads_on_target"] == "yes" for r in group)
+        assert all(r["replay"] == "verified" and r["every_size_picked"] == "yes" for r in group)
+    assert all(r["rccl"] == "yes" and r["full_ops"] == 0 for r in rows["rccl"])
+    fused = [r for r in rows["msccl-executor-nccl"] if r["full_ops"]]
+    assert fused and all(r["rccl"].startswith("no: ") and "step types" in r["rccl"] for r in fused)
+    bi.write_report(tmp_path, rows["rccl"] + rows["msccl-executor-nccl"], "python benchmarks/bench_interop.py", [],
+                    1.0)
+    text = (tmp_path / "report.md").read_text()
+    n = len(rows["rccl"]) + len(rows["msccl-executor-nccl"])
+    rccl_ok = len(rows["rccl"]) + n - len(rows["rccl"]) - len(fused)
+    assert f"| fresh | {n} | {n} | {rccl_ok} | {n} | {n} |" in text
+    assert (tmp_path / "interop.csv").read_text().count("\n") == n + 1
+
+
+def test_sizes_and_schedule_names():
+    assert bi._sizes([64, 128, 1 << 30]) == "64 B-1 GiB (3)" and bi._sizes([]) == "never"
+    assert bi._bytes(3 << 20) == "3 MiB"
