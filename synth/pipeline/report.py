@@ -67,6 +67,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     n = fabric.num_ranks
     colls = list(curves)
     lines = _header_lines(topo, fabric, summary)
+    lines[4:4] = _host_assumption_lines(summary)
     cols = max(1, min(4, len(colls)))
     rows = (len(colls) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
@@ -188,3 +189,10 @@ def _plan_lines(plan: Plan) -> list[str]:
         hi = _fmt_bytes(e.max_bytes) if e.max_bytes is not None else "∞"
         lines.append(f"| {e.collective} | {_fmt_bytes(e.min_bytes)} | {hi} | `{e.schedule}` |")
     return lines
+
+
+def _host_assumption_lines(summary: dict) -> list[str]:
+    """The host assumed for NCCL's side of a topology without a PCIe tree (summary.json's
+    ``host_assumption``), as a paragraph after the fabric line; none when the topology has one."""
+    host = summary.get("host_assumption")
+    return [f"**Host assumption** {host}.", ""] if host else []

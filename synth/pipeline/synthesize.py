@@ -348,6 +348,7 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
     collective's record and the summary get ``stages`` (seconds per stage).  Returns the summary
     and the report's text with its wall-clock times marked (:mod:`synth.pipeline.wall_clock`)."""
     from synth.pipeline.report import write_report
+    from topo_probe.topology.host_assumption import host_assumption_line
     from topo_probe.topology.serialize import save_topology
     (work / "schedules").mkdir()
     t0 = time.perf_counter() - fabric_s
@@ -377,6 +378,8 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
         summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
                    "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),  # so far, for the report
                    "options": _options_record(opts), "collectives": {c: r.summary for c, r in results.items()}}
+        host = host_assumption_line(topo)          # NCCL's side of a topology without a PCIe tree
+        summary.update({"host_assumption": host} if host else {})
         with prog.stage("report"):
             report_marked = write_report(work, topo, fabric, summary, curves, plan, ncc)
         with prog.stage("write"):
