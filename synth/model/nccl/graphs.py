@@ -16,6 +16,7 @@ channels of its ring and tree graphs.  NVLS graphs put two loads on the head GPU
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass
@@ -84,9 +85,10 @@ def _pcie_ring_bw(m: NcclMachine) -> float:
     return bw
 
 
+@functools.lru_cache(maxsize=256)     # a pure function of hashable arguments: each command asks it again
 def mesh_rings(links, per_link: float, speed: float, max_rings: int, tries: int = 64) -> int:
     """How many rings at ``speed`` GB/s fit on a point-to-point link mesh (``links[i][j]`` link
-    counts, ``per_link`` GB/s each): Hamiltonian cycles found by a bounded depth-first search,
+    counts as a tuple of tuples, ``per_link`` GB/s each): Hamiltonian cycles found by a bounded depth-first search,
     repeated with seeded neighbour orders, the largest set kept (as NCCL's search does).  All tries
     together take at most :data:`SEARCH_STEPS` steps, as one search of NCCL's at one speed
     (NCCL 2.30.7 src/graph/search.cc ``NCCL_SEARCH_TIMEOUT``), so a large sparse mesh without
