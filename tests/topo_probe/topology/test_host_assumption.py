@@ -141,3 +141,15 @@ def test_topo_probe_names_the_assumption_and_takes_the_flag(tmp_path, capsys):
     assert topo_probe_main(["--topology", str(f), "--host-path-class", "NVL"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "--host-path-class" in err
+
+
+def test_a_cluster_of_link_matrices_keeps_the_class_on_each_host(tmp_path):
+    from topo_probe.cli.options import apply_machine_arguments, add_machine_arguments
+    import argparse
+    p = argparse.ArgumentParser()
+    add_machine_arguments(p)
+    args = p.parse_args(["--nodes", "2", "--nic-gbps", "25", "--nics-per-node", "2", "--host-path-class", "SYS"])
+    c = apply_machine_arguments(parse_link_matrix(matrix(ring_links(8))), args)
+    assert c.num_gpus == 16 and c.path_class(0, 3) == "SYS" and c.path_class(8, 11) == "SYS"
+    assert c.path_class(0, 8) == "NET" and c.path_class(0, 1) == "NVL"
+    assert "are SYS" in host_assumption_line(c)
