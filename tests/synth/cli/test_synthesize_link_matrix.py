@@ -1,7 +1,7 @@
 """`synthesize --topology FILE` on link matrices whose GPUs are more than two NVLink hops apart
 (issue 40): an 8-GPU ring and DGX-1 with the gpu0-gpu4 NVLinks removed synthesize all eight
 collectives, every saved schedule verifies, and summary.json and report.md state the host assumed
-for NCCL's side (the DGX-1 run is marked slow: its CP-SAT Pareto search on 8 ranks takes about 20 s;
+for NCCL's side (the DGX-1 run is marked slow: its CP-SAT Pareto search on 8 ranks takes about 25 s of CPU;
 all 24 single-NVLink removals are checked for their path classes in
 tests/topo_probe/topology/test_host_assumption.py).  NCCL's side is checked against NCCL's own rules: on the ring its rings run over
 the NVLinks (src/graph/search.cc finds the NVL ring; P2P over NVLink at any level, paths.cc)."""
@@ -31,13 +31,13 @@ def _doc(name: str, links, **kw) -> dict:
     return {"format": "link-matrix", "name": name, "links": links, "link_bandwidth_gbps": 25.0, **kw}
 
 
-@pytest.mark.parametrize("name, links, far_pairs", [
-    ("ring8", RING8, 12), pytest.param("dgx1-no-0-4", DGX1_NO_0_4, 1, marks=pytest.mark.slow)])
-def test_all_eight_collectives_synthesize_verify_and_state_the_host(tmp_path, name, links, far_pairs):
+@pytest.mark.parametrize("name, links, far_pairs, budget_s", [
+    ("ring8", RING8, 12, "2"), pytest.param("dgx1-no-0-4", DGX1_NO_0_4, 1, "0.5", marks=pytest.mark.slow)])
+def test_all_eight_collectives_synthesize_verify_and_state_the_host(tmp_path, name, links, far_pairs, budget_s):
     src = tmp_path / f"{name}.json"
     src.write_text(json.dumps(_doc(name, links)))
     out = tmp_path / "out"
-    assert main(["--topology", str(src), "--time-limit", "2", "--out", str(out), "--no-progress"]) == 0
+    assert main(["--topology", str(src), "--time-limit", budget_s, "--out", str(out), "--no-progress"]) == 0
     fabric = build_fabric(load_topology(str(out / "topology.json")))
     summary = json.loads((out / "summary.json").read_text())
     assert sorted(summary["collectives"]) == sorted(COLLECTIVES)
