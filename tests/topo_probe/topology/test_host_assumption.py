@@ -9,6 +9,7 @@ default P2P level PXB (paths.cc ncclTopoCheckP2p).
 
 from __future__ import annotations
 
+import argparse
 import itertools
 import json
 
@@ -16,10 +17,13 @@ import networkx as nx
 import pytest
 
 from topo_probe.cli.main import main as topo_probe_main
+from topo_probe.cli.options import add_machine_arguments, apply_machine_arguments
 from topo_probe.errors import TopologyError
 from topo_probe.load import load_topology
 from topo_probe.machines.presets import DGX1_LINKS, get_preset
 from topo_probe.parsers.link_matrix import parse_link_matrix
+from topo_probe.parsers.nccl_xml import parse_nccl_xml
+from topo_probe.parsers.nccl_xml_export import to_nccl_xml
 from topo_probe.topology.host_assumption import host_assumption_line, needs_host_assumption
 from topo_probe.topology.serialize import topology_from_dict, topology_to_dict
 
@@ -143,9 +147,7 @@ def test_topo_probe_names_the_assumption_and_takes_the_flag(tmp_path, capsys):
     assert err.count("\n") == 1 and "--host-path-class" in err
 
 
-def test_a_cluster_of_link_matrices_keeps_the_class_on_each_host(tmp_path):
-    from topo_probe.cli.options import apply_machine_arguments, add_machine_arguments
-    import argparse
+def test_a_cluster_of_link_matrices_keeps_the_class_on_each_host():
     p = argparse.ArgumentParser()
     add_machine_arguments(p)
     args = p.parse_args(["--nodes", "2", "--nic-gbps", "25", "--nics-per-node", "2", "--host-path-class", "SYS"])
@@ -153,3 +155,12 @@ def test_a_cluster_of_link_matrices_keeps_the_class_on_each_host(tmp_path):
     assert c.num_gpus == 16 and c.path_class(0, 3) == "SYS" and c.path_class(8, 11) == "SYS"
     assert c.path_class(0, 8) == "NET" and c.path_class(0, 1) == "NVL"
     assert "are SYS" in host_assumption_line(c)
+
+
+def test_the_class_survives_an_nccl_xml_round_trip():
+    for cls in (None, "SYS", "PIX"):
+        t = parse_link_matrix(matrix(ring_links(8), **({"host_path_class": cls} if cls else {})))
+        back = parse_nccl_xml(to_nccl_xml(t))
+        assert back.fingerprint() == t.fingerprint() and back.path_class(0, 4) == (cls or "PHB")
+    with pytest.raises(TopologyError, match="<host path_class>.*got 'NVB'"):
+        parse_nccl_xml(to_nccl_xml(t).replace('path_class="PIX"', 'path_class="NVB"'))
