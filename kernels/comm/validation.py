@@ -31,7 +31,7 @@ import functools
 
 import numpy as np
 
-from kernels.backends.executor import NCCL_DTYPES, check_buffer_layout, dtype_problem, plain_ndarray
+from kernels.backends.executor import check_buffer_layout, dtype_problem, plain_ndarray
 from kernels.program.ops import has_input, has_output
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument

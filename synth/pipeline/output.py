@@ -37,7 +37,7 @@ from pathlib import Path
 
 from synth.pipeline.publish import (CURRENT, ENTRIES, JOURNAL, MARKER, VERSION_PREFIX, _only_our_files, _pid_alive,
                                     _remove, journal_target, publish, put_in_place, tidy)
-from topo_probe.errors import InvalidArgument
+from topo_probe.errors import InvalidArgument, TopocollError
 
 #: files that may sit beside results of versions before the marker (``synthesize --nccl-tuner-conf
 #: results/<name>/nccl_tuner.conf``); accepted there and left as they are
@@ -345,3 +345,18 @@ def _only_results(folder: Path) -> bool:
         elif not path.is_file():
             return False
     return True
+
+
+class ResultsNotWritten(TopocollError):
+    """A file of a run could not be written (a full disk, ...): the run's results are gone, the
+    message names the file and says whether earlier results are still there."""
+
+
+def not_written(exc: OSError, work: Path, out_dir: Path, had_results: bool) -> str:
+    """``<file>: <why>; previous results kept`` (``nothing written`` where there were none), the
+    file named by the documented path it was to have under ``out_dir``."""
+    name = Path(exc.filename) if exc.filename is not None else None
+    if name is not None and work in name.parents:
+        name = out_dir / name.relative_to(work)
+    shown = f"{name}: " if name is not None else f"writing into {out_dir}: "
+    return f"{shown}{exc.strerror or exc}; " + ("previous results kept" if had_results else "nothing written")

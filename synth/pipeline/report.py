@@ -67,6 +67,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     n = fabric.num_ranks
     colls = list(curves)
     lines = _header_lines(topo, fabric, summary)
+    lines[4:4] = _host_assumption_lines(summary)
     cols = max(1, min(4, len(colls)))
     rows = (len(colls) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
@@ -205,3 +206,10 @@ def _counted(d: dict | None) -> str:
     if d.get("nccl_us") is None:
         return ours
     return f"{ours} vs NCCL {d['nccl_us']:g} µs: NCCL / ours {d['margin']:.2f}"
+
+
+def _host_assumption_lines(summary: dict) -> list[str]:
+    """The host assumed for NCCL's side of a topology without a PCIe tree (summary.json's
+    ``host_assumption``), as a paragraph after the fabric line; none when the topology has one."""
+    host = summary.get("host_assumption")
+    return [f"**Host assumption** {host}.", ""] if host else []

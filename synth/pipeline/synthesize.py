@@ -59,13 +59,13 @@ from synth.pipeline.collector import PausedCollector
 from synth.pipeline.candidates import BWOPT_COLLECTIVES, baselines, bwopt, bwopt_effective, curves, sat_pareto
 from synth.pipeline.msccl_export import default_runtime, export_msccl
 from synth.pipeline.keep import link_identical, unchanged
-from synth.pipeline.output import ResultsFolder, classify
+from synth.pipeline.output import ResultsFolder, ResultsNotWritten, classify, not_written
 from synth.pipeline.progress import RunProgress
 from synth.pipeline.reuse_check import dropped_results, verify_reused
 from synth.pipeline.wall_clock import WALL_CLOCK_META, dump_json
 from synth.plan.planner import PLAN_SIZES, evaluate
 from synth.plan.size_plan import Plan, PlanEntry
-from topo_probe.errors import InvalidArgument, TopocollError
+from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import Topology
 
 #: schedules with more transfers than this are saved gzip-compressed (``.json.gz``)
@@ -327,7 +327,7 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
         try:
             summary, report_marked = _synthesize_into(work, topo, fabric, opts, fabric_s)
         except OSError as exc:
-            raise ResultsNotWritten(_not_written(exc, work, out_dir, had_results)) from exc
+            raise ResultsNotWritten(not_written(exc, work, out_dir, had_results)) from exc
         kept = unchanged(out_dir, work, report_marked)
         if kept is not None:                     # the version is deleted on leaving
             times = "this run's stage times are above" if opts.verbose else "--verbose prints this run's stage times"
@@ -339,27 +339,13 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     return summary
 
 
-class ResultsNotWritten(TopocollError):
-    """A file of a run could not be written (a full disk, ...): the run's results are gone, the
-    message names the file and says whether earlier results are still there."""
-
-
-def _not_written(exc: OSError, work: Path, out_dir: Path, had_results: bool) -> str:
-    """``<file>: <why>; previous results kept`` (``nothing written`` where there were none), the
-    file named by the documented path it was to have under ``out_dir``."""
-    name = Path(exc.filename) if exc.filename is not None else None
-    if name is not None and work in name.parents:
-        name = out_dir / name.relative_to(work)
-    shown = f"{name}: " if name is not None else f"writing into {out_dir}: "
-    return f"{shown}{exc.strerror or exc}; " + ("previous results kept" if had_results else "nothing written")
-
-
 def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: SynthesisOptions,
                      fabric_s: float = 0.0) -> tuple[dict, str]:
     """Every output file of a run, written into the (not yet served) folder ``work``; every
     collective's record and the summary get ``stages`` (seconds per stage).  Returns the summary
     and the report's text with its wall-clock times marked (:mod:`synth.pipeline.wall_clock`)."""
     from synth.pipeline.report import write_report
+    from topo_probe.topology.host_assumption import host_assumption_line
     from topo_probe.topology.serialize import save_topology
     (work / "schedules").mkdir()
     t0 = time.perf_counter() - fabric_s
@@ -389,7 +375,10 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
             prog.collective_done(coll)
         summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,
                    "fabric": fabric.describe(), "total_s": round(time.perf_counter() - t0, 3),  # so far, for the report
-                   "msccl_runtime": opts.msccl_runtime, "options": _options_record(opts), "collectives": {c: r.summary for c, r in results.items()}}
+                   "msccl_runtime": opts.msccl_runtime, "options": _options_record(opts),
+                   "collectives": {c: r.summary for c, r in results.items()}}
+        host = host_assumption_line(topo)          # NCCL's side of a topology without a PCIe tree
+        summary.update({"host_assumption": host} if host else {})
         with prog.stage("report"):
             report_marked = write_report(work, topo, fabric, summary, curves, plan, ncc)
         with prog.stage("write"):

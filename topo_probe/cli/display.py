@@ -15,6 +15,7 @@ import re
 from collections import defaultdict, deque
 
 from topo_probe.errors import TopologyError
+from topo_probe.topology.host_assumption import host_assumption_line
 from topo_probe.topology.model import Topology
 
 LEGEND = """Legend:
@@ -215,5 +216,7 @@ def render(topo: Topology) -> str:
     """The full report ``topo-probe`` prints: header, topology matrix, bandwidths, P2P/GDR."""
     head = [f"Topology {topo.name}: {topo.num_gpus} GPUs, fingerprint {topo.fingerprint()}"]
     head += [f"  assumption: {a}" for a in topo.assumptions]
+    host = host_assumption_line(topo)
+    head += [f"  host assumption {host}"] if host else []
     return "\n\n".join(["\n".join(head), smi_matrix(topo), format_bandwidth_matrix(topo),
                         p2p_gdr_summary(topo)])

@@ -10,6 +10,8 @@ hosts under leaf switches (``--hosts-per-leaf M`` each) joined by a spine whose 
 1/R of the leaves' downlink bandwidth.  With one node, ``--nics-per-node`` / ``--nic-gbps`` only
 change the host's NICs.  ``--net`` names the NICs' transport (``ib``, ``roce``, ``efa``, ``efa2``,
 ``tcpxo``, ``socket``), which NCCL's network model reads (InfiniBand without it).
+``--host-path-class`` sets the class assumed between GPUs of a topology without a PCIe tree
+(:mod:`topo_probe.topology.host_assumption`).
 
 >>> import argparse
 >>> p = argparse.ArgumentParser()
@@ -26,6 +28,7 @@ from __future__ import annotations
 import argparse
 
 from topo_probe.errors import TopologyError
+from topo_probe.topology.host_assumption import DEFAULT_HOST_PATH_CLASS, HOST_PATH_CLASSES, set_host_path_class
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
 #: at most this many hosts in a cluster described on the command line
@@ -48,6 +51,11 @@ def add_machine_arguments(p: argparse.ArgumentParser) -> None:
     g.add_argument("--net", choices=NIC_TRANSPORTS, metavar="KIND",
                    help="the NICs' transport for NCCL's model: ib (default), roce, efa (AWS p4d/p4de), efa2 (p5), "
                         "tcpxo (GCP A3), socket")
+    g.add_argument("--host-path-class", choices=HOST_PATH_CLASSES, metavar="CLASS", type=str.upper,
+                   help="for a topology without a PCIe tree (a link matrix): the NCCL path class assumed between "
+                        "GPUs with no NVLink path of at most 2 hops, for NCCL's side only: "
+                        f"{', '.join(HOST_PATH_CLASSES)} (default {DEFAULT_HOST_PATH_CLASS}, as NCCL places GPUs "
+                        "it has no PCI information for)")
 
 
 def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topology:
@@ -78,7 +86,17 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
         raise TopologyError(f"--hosts-per-leaf must be 1 to {MAX_NODES}, got {per_leaf}")
     if per_leaf is not None and ratio is None:
         raise TopologyError("--hosts-per-leaf needs --spine-oversubscription R")
+    topo = _with_host_path_class(topo, getattr(args, "host_path_class", None))
     return _with_transport(_shaped(topo, nodes, gbps, k, rail, ratio, per_leaf), getattr(args, "net", None))
+
+
+def _with_host_path_class(topo: Topology, cls: str | None) -> Topology:
+    """A copy of ``topo`` with the assumed host path class ``cls`` (``topo`` itself without one)."""
+    if cls is None:
+        return topo
+    out = topo.copy()
+    set_host_path_class(out.graph, cls, "--host-path-class")
+    return out
 
 
 def _shaped(topo, nodes, gbps, k, rail, ratio, per_leaf) -> Topology:

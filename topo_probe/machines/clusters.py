@@ -119,6 +119,7 @@ def _replicated_hosts(base: Topology, k: int) -> Topology:
     its GPUs numbered ``h*g ..`` on (``g`` GPUs per host); no network yet."""
     g = base.num_gpus
     t = Topology(f"{k}x{base.name}", description=f"{k} hosts of {base.name}; {base.description}")
+    t.graph.graph.update(base.graph.graph)          # e.g. the host path class of a link matrix
     for h in range(k):
         for n, d in base.graph.nodes(data=True):
             attrs = {a: v for a, v in d.items() if a != "kind"}

@@ -15,8 +15,9 @@ orders of magnitude (NVLink hop ~0.7 µs, PCIe ~1 µs, network ~2-5 µs):
 * :data:`NET_LATENCY_US` 3.0 NIC -> network switch -> NIC (1.5 per edge).
 
 Generators without ``pcie_gbps`` have no PCIe tree: GPUs that the generated fabric does not
-join directly have no path class (``Topology.smi_label`` raises for them); pass ``pcie_gbps``
-to hang every GPU under one PCIe switch (class PIX) as a fallback route.
+join within two hops have no route but the GPUs, and for NCCL's side the stated host assumption
+(:mod:`topo_probe.topology.host_assumption`, class PHB by default); pass ``pcie_gbps`` to hang
+every GPU under one PCIe switch (class PIX) as a fallback route.
 """
 
 from __future__ import annotations

@@ -8,7 +8,9 @@ and probes share (NVLink counts -> links or NVSwitches; PCIe classes -> a PCIe t
 
 ``links[i][j]`` is the number of links from GPU i to GPU j (diagonal 0); each edge carries
 ``links[i][j] * link_bandwidth_gbps`` GB/s per direction.  The matrix is taken literally: no
-NVSwitch is inferred and no PCIe tree is added.
+NVSwitch is inferred and no PCIe tree is added.  For NCCL's side, GPUs with no NVLink path of at
+most two hops are assumed ``PHB`` apart (:mod:`topo_probe.topology.host_assumption`); the
+optional field ``"host_path_class"`` (``PIX``, ``PXB``, ``PHB``, ``NODE``, ``SYS``) says otherwise.
 
 >>> t = parse_link_matrix({"format": "link-matrix", "links": [[0, 2], [2, 0]],
 ...                        "link_bandwidth_gbps": 25.0, "link_latency_us": 0.7})
@@ -35,6 +37,7 @@ from topo_probe.guard import (
 from topo_probe.machines.generators import NVLINK_LATENCY_US
 from topo_probe.parsers.hardware import MAX_NVLINKS_PER_GPU
 from topo_probe.parsers.pcie_classes import rank_ranges
+from topo_probe.topology.host_assumption import set_host_path_class
 from topo_probe.topology.model import GPU_LINK_KINDS, Topology
 
 __all__ = ["parse_link_matrix", "add_nvlinks", "NVSWITCH_PLANS"]
@@ -85,7 +88,8 @@ def parse_link_matrix(doc: dict, *, source: str = "<json>") -> Topology:
         0..:data:`~topo_probe.guard.MAX_LINKS_PER_EDGE`, zero diagonal), ``link_bandwidth_gbps``
         (GB/s per link per direction).  Optional: ``format`` (must be ``"link-matrix"`` if
         present), ``name``, ``description``, ``link_latency_us`` (default 0.7 µs per edge),
-        ``link_kind`` (``"nvlink"`` or ``"infinity_fabric"``).  Numbers must be finite and
+        ``link_kind`` (``"nvlink"`` or ``"infinity_fabric"``), ``host_path_class`` (see the module
+        docstring).  Numbers must be finite and
         within the limits of :mod:`topo_probe.guard`.
     source : str
         Name used in error messages.
@@ -119,6 +123,8 @@ def parse_link_matrix(doc: dict, *, source: str = "<json>") -> Topology:
     if not isinstance(desc, str):
         raise TopologyError(f"{source}: field 'description' must be a string, got {show(desc)}")
     t = Topology(name, description=desc)
+    if "host_path_class" in doc:
+        set_host_path_class(t.graph, doc["host_path_class"], f"{source}: field 'host_path_class'")
     for i in range(n):
         t.add_gpu(i, host=0)
     add_nvlinks(t, links, link_gbps=gbps, latency_us=lat, infer_nvswitch=False, kind=kind)

@@ -12,7 +12,11 @@ GPUs that have no PCIe path)::
       <link a="cpu0" b="cpu1" kind="cpu" links="4" gbps="128.0" latency_us="0.5"/>
       <unlink a="hb0" b="cpu0"/>
       <unnode id="cpu0"/>
+      <host path_class="SYS"/>
     </topocoll>
+
+(``<host path_class>``: the class assumed for NCCL's side between GPUs without a PCIe tree, when
+the user set one, :mod:`topo_probe.topology.host_assumption`.)
 
 NCCL and RCCL skip elements they do not know (``xmlLoadSub``: "Ignoring element"), so the file
 stays a valid ``NCCL_TOPO_FILE``.  The reader applies the block after the NCCL elements;
@@ -23,6 +27,7 @@ from __future__ import annotations
 
 from topo_probe.errors import TopologyError
 from topo_probe.parsers.nccl_xml_tree import El, attr, attr_float, attr_int
+from topo_probe.topology.host_assumption import GRAPH_KEY, set_host_path_class
 from topo_probe.topology.model import LINK_KINDS, NODE_KINDS, Topology
 
 TAG = "topocoll"
@@ -38,6 +43,8 @@ def apply_exact(t: Topology, block: El, source: str) -> None:
             node = attr(el, "id", source)
             if node in t.graph and t.graph.nodes[node]["kind"] != "gpu":
                 t.graph.remove_node(node)
+        elif el.tag == "host":
+            set_host_path_class(t.graph, attr(el, "path_class", source), f"{source}:line {el.line} <host path_class>")
         elif el.tag == "node":
             node, kind = attr(el, "id", source), attr(el, "kind", source)
             if kind not in NODE_KINDS or kind == "gpu":
@@ -89,4 +96,6 @@ def exact_block(original: Topology, imported: Topology) -> list[str]:
     for n, d in sorted(imported.graph.nodes(data=True)):
         if n not in original.graph and d["kind"] != "gpu":
             out.append(f'    <unnode id="{n}"/>')
+    if original.graph.graph.get(GRAPH_KEY):
+        out.append(f'    <host path_class="{original.graph.graph[GRAPH_KEY]}"/>')
     return [f'  <{TAG} version="1">'] + out + [f"  </{TAG}>"] if out else []

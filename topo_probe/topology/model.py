@@ -35,6 +35,7 @@ from typing import Iterable
 import networkx as nx
 
 from topo_probe.errors import TopologyError
+from topo_probe.topology.host_assumption import assumed_pcie_class, fingerprint_part
 
 NODE_KINDS = ("gpu", "nvswitch", "pcie_switch", "host_bridge", "cpu", "nic", "net_switch")
 SWITCH_KINDS = ("nvswitch", "pcie_switch", "host_bridge", "cpu", "net_switch")
@@ -252,12 +253,13 @@ class Topology:
         return self.pcie_class(a, b)
 
     def pcie_class(self, a: str, b: str) -> str:
-        """nvidia-smi PCIe class between any two PCIe endpoints (GPU or NIC node ids)."""
+        """nvidia-smi PCIe class between any two PCIe endpoints (GPU or NIC node ids); an
+        endpoint in no PCIe tree gets the host assumption (:mod:`.host_assumption`)."""
         paths = self._paths(a, b, ("pcie", "cpu"), ("pcie_switch", "host_bridge", "cpu"))
         if not paths:
             if self.graph.nodes[a].get("host", 0) != self.graph.nodes[b].get("host", 0):
                 return "NET"
-            raise TopologyError(f"{a} and {b} are not connected by PCIe")
+            return assumed_pcie_class(self.graph, a, b)      # no PCIe tree: the stated host assumption
         mids = [self.kind(n) for n in paths[0][1:-1]]
         cpus = mids.count("cpu")
         if cpus >= 2:
@@ -297,9 +299,7 @@ class Topology:
         if (i, j) in self.p2p_overrides:
             return self.p2p_overrides[(i, j)]
         cls = self.path_class(i, j)
-        if cls in ("LOC", "NVL", "NVB"):
-            return P2PCapability(True, True, True)
-        if cls == "PIX":
+        if cls in ("LOC", "NVL", "NVB", "PIX"):
             return P2PCapability(True, True, True)
         if cls == "PXB":
             return P2PCapability(True, True, False, "atomics need a common PCIe switch")
@@ -345,14 +345,14 @@ class Topology:
                                 f"got {indices}")
 
     def fingerprint(self) -> str:
-        """Stable hash (16 hex digits) of the structure: node kinds/ranks, NIC transports where
-        set, and edges with their kind, links, bandwidth and latency.  Names, descriptions and bus
-        ids do not count."""
+        """Stable hash (16 hex digits) of the structure: node kinds/ranks, NIC transports and a host
+        path class where set, edges with their kind, links, bandwidth and latency.  Names,
+        descriptions and bus ids do not count."""
         nodes = sorted((n, d["kind"], d.get("index", -1), d.get("host", 0))
                        + ((d["transport"],) if d.get("transport") else ()) for n, d in self.graph.nodes(data=True))
         edges = sorted((u, v, d["kind"], d["links"], round(d["bandwidth_gbps"], 6),
                         round(d["latency_us"], 6)) for u, v, d in self.graph.edges(data=True))
-        blob = json.dumps([nodes, edges], separators=(",", ":"))
+        blob = json.dumps([nodes, edges] + fingerprint_part(self.graph), separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
     def subset(self, gpus: Iterable[int], name: str | None = None) -> "Topology":

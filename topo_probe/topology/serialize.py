@@ -8,7 +8,10 @@ Document layout::
                 "bandwidth_gbps": 50.0, "latency_us": 0.7, "both": true}, ...],
      "p2p_overrides": [{"src": 0, "dst": 1, "read": true, "write": true,
                         "atomics": false, "reason": "..."}],
-     "assumptions": ["..."]}
+     "assumptions": ["..."], "host_path_class": "SYS"}
+
+``host_path_class`` (optional) is the class assumed between GPUs of a topology without a PCIe
+tree (:mod:`topo_probe.topology.host_assumption`).
 
 ``bandwidth_gbps`` is the edge total in GB/s per direction, ``latency_us`` one-way µs.
 ``both`` (default ``true``) adds the reverse direction with the same attributes; the writer
@@ -47,6 +50,7 @@ from topo_probe.guard import (
     read_text,
     show,
 )
+from topo_probe.topology.host_assumption import GRAPH_KEY, set_host_path_class
 from topo_probe.topology.model import LINK_KINDS, NIC_TRANSPORTS, NODE_KINDS, P2PCapability, Topology
 
 FORMAT = "topocoll.topology"
@@ -73,7 +77,8 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
     p2p = [{"src": i, "dst": j, "read": c.read, "write": c.write, "atomics": c.atomics, "reason": c.reason}
            for (i, j), c in sorted(topo.p2p_overrides.items())]
     return {"format": FORMAT, "version": VERSION, "name": topo.name, "description": topo.description,
-            "nodes": nodes, "links": links, "p2p_overrides": p2p, "assumptions": list(topo.assumptions)}
+            "nodes": nodes, "links": links, "p2p_overrides": p2p, "assumptions": list(topo.assumptions),
+            **({GRAPH_KEY: topo.graph.graph[GRAPH_KEY]} if topo.graph.graph.get(GRAPH_KEY) else {})}
 
 
 def _fail(source: str, msg: str) -> TopologyError:
@@ -214,6 +219,8 @@ def topology_from_dict(doc: Any, source: str = "<dict>") -> Topology:
     if not isinstance(assumptions, list) or not all(isinstance(a, str) for a in assumptions):
         raise _fail(source, "assumptions must be a list of strings")
     topo.assumptions = list(assumptions)
+    if GRAPH_KEY in doc:                                 # the host assumed for NCCL's side, when set
+        set_host_path_class(topo.graph, doc[GRAPH_KEY], f"{source}: {GRAPH_KEY}")
     try:
         topo.check_connected()
     except TopologyError as exc:

@@ -16,6 +16,7 @@ channels of its ring and tree graphs.  NVLS graphs put two loads on the head GPU
 
 from __future__ import annotations
 
+import functools
 import math
 import random
 from dataclasses import dataclass
@@ -37,6 +38,8 @@ from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
 
 EPS = 1e-6
+#: steps one ring search at one speed may take (NCCL 2.30.7 src/graph/search.cc NCCL_SEARCH_TIMEOUT, 1 << 14)
+SEARCH_STEPS = 1 << 14
 
 
 @dataclass(frozen=True)
@@ -82,10 +85,14 @@ def _pcie_ring_bw(m: NcclMachine) -> float:
     return bw
 
 
+@functools.lru_cache(maxsize=256)     # a pure function of hashable arguments: each command asks it again
 def mesh_rings(links, per_link: float, speed: float, max_rings: int, tries: int = 64) -> int:
     """How many rings at ``speed`` GB/s fit on a point-to-point link mesh (``links[i][j]`` link
-    counts, ``per_link`` GB/s each): Hamiltonian cycles found by a bounded depth-first search,
-    repeated with seeded neighbour orders, the largest set kept (as NCCL's search does).
+    counts as a tuple of tuples, ``per_link`` GB/s each): Hamiltonian cycles found by a bounded depth-first search,
+    repeated with seeded neighbour orders, the largest set kept (as NCCL's search does).  All tries
+    together take at most :data:`SEARCH_STEPS` steps, as one search of NCCL's at one speed
+    (NCCL 2.30.7 src/graph/search.cc ``NCCL_SEARCH_TIMEOUT``), so a large sparse mesh without
+    rings at a speed costs milliseconds, not minutes.
 
     >>> from topo_probe.machines.presets import DGX1_LINKS
     >>> mesh_rings(DGX1_LINKS, 20.0, 20.0, 16), mesh_rings(DGX1_LINKS, 20.0, 40.0, 16)
@@ -93,29 +100,31 @@ def mesh_rings(links, per_link: float, speed: float, max_rings: int, tries: int 
     """
     n = len(links)
     best = 0
+    steps = [SEARCH_STEPS]
     for seed in range(tries):
         rng = random.Random(seed)
         cap = [[links[i][j] * per_link for j in range(n)] for i in range(n)]
         found = 0
-        while found < max_rings:
-            path = _hamiltonian(cap, speed, n, rng if seed else None)
+        while found < max_rings and steps[0] > 0:
+            path = _hamiltonian(cap, speed, n, rng if seed else None, steps)
             if path is None:
                 break
             for a, b in zip(path, path[1:] + path[:1]):
                 cap[a][b] -= speed
             found += 1
         best = max(best, found)
-        if best >= max_rings:
+        if best >= max_rings or steps[0] <= 0:
             break
     return best
 
 
-def _hamiltonian(cap, speed: float, n: int, rng) -> list[int] | None:
+def _hamiltonian(cap, speed: float, n: int, rng, steps: list[int]) -> list[int] | None:
     budget = [5000]                      # bounded search: NCCL's search has a time budget too
 
     def extend(path: list[int], used: set[int]) -> list[int] | None:
         budget[0] -= 1
-        if budget[0] < 0:
+        steps[0] -= 1
+        if budget[0] < 0 or steps[0] < 0:
             return None
         if len(path) == n:
             return path if cap[path[-1]][path[0]] >= speed - EPS else None

@@ -184,10 +184,26 @@ class NcclMachine:
         vendor = "amd" if any(re.search(r"AMD|EPYC", str(c.get("name", ""))) for c in cpus) else "intel"
         pcie = max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5)
         gen = 5 if pcie > 40 else 4 if pcie > 20 else 3
-        p2p = all(topo.p2p(0, k).read for k in local[1:])
+        p2p = all(topo.p2p(0, k).read for k in _ring_peers(topo, local))
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
                    float(link_gbs), matrix, vendor, max(1, len(cpus)))
+
+
+def _ring_peers(topo: Topology, local: list[int]) -> list[int]:
+    """The GPUs whose P2P with GPU 0 decides NCCL's rings: where the GPU fabric (NVLink, xGMI,
+    NVSwitches) joins all of the host's GPUs, the rings run over it and only the peers it reaches
+    in NCCL's GPU-to-GPU path classes (NVL, NVB: NCCL 2.30.7 src/graph/paths.cc, P2P over NVLink
+    at any P2P level) count; a pair it does not reach (a PCIe or assumed-host path,
+    :mod:`topo_probe.topology.host_assumption`) carries only point-to-point sends.  Elsewhere every
+    peer counts."""
+    import networkx as nx
+    g = topo.graph
+    fabric = nx.Graph((u, v) for u, v, d in g.edges(data=True) if d["kind"] in ("nvlink", "infinity_fabric"))
+    gpus = [topo.gpu(k) for k in local]
+    if len(local) > 1 and all(n in fabric for n in gpus) and set(gpus) <= nx.node_connected_component(fabric, gpus[0]):
+        return [k for k in local[1:] if topo.path_class(local[0], k) in ("NVL", "NVB")]
+    return local[1:]
 
 
 __all__ = ["NcclMachine", "arch_of_gpu_name", "arch_of_topology", "ARCH_FAMILY", "NET_KINDS", "INTRA_KINDS"]

@@ -10,18 +10,17 @@ from types import SimpleNamespace
 import pytest
 
 from synth.baselines import baseline
-from synth.formats.msccl import as_program, parse, writer
+from synth.formats.msccl import as_program, parse
 from synth.formats.msccl.layout import RUNTIME_MAX_STEPS_PER_TB
 from synth.formats.msccl.parse import parse_program
-from synth.formats.msccl.writer import (Export, _emit, build_program, local_steps_at_least,
-                                        most_steps_per_threadblock, protocol_for, runs_in_place_by_text,
+from synth.formats.msccl.writer import (Export, _emit, build_program, most_steps_per_threadblock, protocol_for, runs_in_place_by_text,
                                         to_msccl_xml)
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.verifier import check
 from synth.pipeline import msccl_export
 from synth.plan.size_plan import Plan, PlanEntry
-from topo_probe.errors import InvalidArgument, UnsupportedCollective
+from topo_probe.errors import InvalidArgument
 from topo_probe.machines.clusters import cluster
 
 CASES = [("allreduce", "oneshot"), ("allreduce", "ring"), ("allgather", "direct"), ("reducescatter", "ring"),
