@@ -1,0 +1,255 @@
+"""``TopocollProcessGroup``: the ``topocoll`` backend of torch.distributed, a Python
+``ProcessGroup`` (PyTorch's supported way for a backend written in Python on torch 2.4-2.14:
+``torch.distributed.ProcessGroup`` subclassed, as PyTorch's ``test/distributed/test_c10d_pypg.py``
+does; every method returns a ``Work`` with a future).
+
+Created by torch (``init_process_group("topocoll")``, ``new_group(..., backend="topocoll")``)
+through the creator :func:`create` that :mod:`kernels.pytorch` registers.  It holds two internal
+gloo groups of the same ranks made from the same store (one carries the schedules' transfers and
+the per-call headers, one the user's ``send``/``recv``), an NCCL group made on the first CUDA
+call, its :class:`~synth.plan.selector.ScheduleSelector` (its own plan: a subgroup of k ranks
+plans for k ranks), and one worker thread (:class:`~kernels.pytorch.work.CallQueue`).
+
+Where the group's backend string maps a device to ``gloo`` or ``nccl``
+(``"cpu:gloo,cuda:topocoll"``), calls on that device's tensors go to torch's own backend as they
+are: torch hands a Python group every call whatever the device.
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+import torch
+import torch.distributed as dist
+
+from kernels.pytorch.calls import CallRunner
+from kernels.pytorch.dtypes import premul_factor, reduce_op_name
+from kernels.pytorch.plan_choice import make_selector
+from kernels.pytorch.work import CallQueue, done_work
+
+BACKEND_NAME = "topocoll"
+
+
+class TopocollProcessGroup(dist.ProcessGroup):
+    """One rank of a ``topocoll`` group of ``size`` ranks (module docstring)."""
+
+    def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
+        super().__init__(rank, size)
+        self._store, self._timeout = store, timeout
+        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/data/", store), rank, size, timeout)
+        self._p2p = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/p2p/", store), rank, size, timeout)
+        self._nccl = None
+        self._native_map = None
+        self.runner = CallRunner(rank, size, make_selector(size, rank=rank), self._transport)
+        self._queue = CallQueue(f"topocoll-r{rank}")
+
+    def getBackendName(self) -> str:
+        return BACKEND_NAME
+
+    @property
+    def timeout(self) -> timedelta:
+        return self._timeout
+
+    # ------------------------------------------------------------------ internal groups
+    def _transport(self, device_type: str):
+        if device_type != "cuda":
+            return self._gloo
+        if self._nccl is None:
+            opts = dist.ProcessGroupNCCL.Options()
+            opts._timeout = self._timeout
+            self._nccl = dist.ProcessGroupNCCL(dist.PrefixStore("topocoll/nccl/", self._store), self.rank(),
+                                               self.size(), opts)
+        return self._nccl
+
+    def _torch_backend(self, tensors):
+        """torch's own group for these tensors' device where the backend string maps it to gloo
+        or nccl, else None (ours)."""
+        if self._native_map is None:
+            try:
+                config = str(dist.get_backend_config(self))
+            except (RuntimeError, ValueError, KeyError):
+                config = BACKEND_NAME
+            self._native_map = dict(part.split(":") for part in config.split(",") if ":" in part)
+        dev = next((t.device.type for t in tensors if isinstance(t, torch.Tensor)), "cpu")
+        name = self._native_map.get(dev, BACKEND_NAME)
+        if name == "gloo":
+            return self._gloo
+        if name == "nccl":
+            return self._transport("cuda")
+        return None
+
+    def _submit(self, tensors, result, fn, native):
+        group = self._torch_backend(tensors)
+        if group is not None:
+            return native(group)
+        dev = next((t.device for t in tensors if isinstance(t, torch.Tensor)), None)
+        return self._queue.submit(fn, result, dev)
+
+    def submit_call(self, fn, result: list, device=None):
+        """Run ``fn()`` on the group's worker thread after the calls before it (the DDP hook's
+        compressed all-reduce); returns its Work."""
+        return self._queue.submit(fn, result, device)
+
+    # ------------------------------------------------------------------ collectives
+    def allreduce(self, tensors, opts=None):
+        opts = opts or dist.AllreduceOptions()
+        op = reduce_op_name(opts.reduceOp)
+        factor = premul_factor(opts.reduceOp) if op == "premul_sum" else 1.0
+        return self._submit(tensors, tensors, lambda: self.runner.allreduce(tensors, op, factor, opts),
+                            lambda g: g.allreduce(tensors, opts))
+
+    def allreduce_coalesced(self, tensors, opts=None):
+        opts = opts or dist.AllreduceCoalescedOptions()
+        op = reduce_op_name(opts.reduceOp)
+
+        def run():
+            for group in _by_dtype(tensors):
+                flat = torch.cat([t.reshape(-1) for t in group])
+                self.runner.allreduce([flat], op, premul_factor(opts.reduceOp))
+                for t, piece in zip(group, torch.split(flat, [t.numel() for t in group])):
+                    t.view(-1).copy_(piece)
+        return self._submit(tensors, tensors, run, lambda g: g.allreduce_coalesced(tensors, opts))
+
+    def allgather(self, output_lists, inputs, opts=None):
+        def run():
+            for outs, inp in zip(output_lists, inputs):
+                self.runner.allgather_list(outs, inp)
+        return self._submit(inputs, output_lists, run,
+                            lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()))
+
+    def all_gather_single(self, output, inp, opts=None):
+        return self._submit([inp], [output], lambda: self.runner.allgather_into(output, inp),
+                            lambda g: g._allgather_base(output, inp, opts or dist.AllgatherOptions()))
+
+    _allgather_base = all_gather_single
+
+    def all_gather_single_coalesced(self, outputs, inputs, opts=None):
+        def run():
+            for o, i in zip(outputs, inputs):
+                self.runner.allgather_into(o, i)
+        return self._submit(inputs, outputs, run,
+                            lambda g: g.allgather_into_tensor_coalesced(outputs, inputs, opts or dist.AllgatherOptions()))
+
+    allgather_into_tensor_coalesced = all_gather_single_coalesced
+
+    def allgather_coalesced(self, output_lists, inputs, opts=None):
+        return self.allgather(output_lists, inputs, opts)
+
+    def reduce_scatter(self, outputs, input_lists, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
+        op = reduce_op_name(opts.reduceOp)
+
+        def run():
+            for out, ins in zip(outputs, input_lists):
+                self.runner.reduce_scatter_list(out, ins, op)
+        return self._submit(outputs, outputs, run, lambda g: g.reduce_scatter(outputs, input_lists, opts))
+
+    def reduce_scatter_single(self, output, inp, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
+        op = reduce_op_name(opts.reduceOp)
+        return self._submit([inp], [output], lambda: self.runner.reduce_scatter_into(output, inp, op),
+                            lambda g: g._reduce_scatter_base(output, inp, opts))
+
+    _reduce_scatter_base = reduce_scatter_single
+
+    def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
+        opts = opts or dist.ReduceScatterOptions()
+        op = reduce_op_name(opts.reduceOp)
+
+        def run():
+            for o, i in zip(outputs, inputs):
+                self.runner.reduce_scatter_into(o, i, op)
+        return self._submit(inputs, outputs, run,
+                            lambda g: g.reduce_scatter_tensor_coalesced(outputs, inputs, opts))
+
+    reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
+
+    def broadcast(self, tensors, opts=None):
+        opts = opts or dist.BroadcastOptions()
+        return self._submit(tensors, tensors, lambda: self.runner.broadcast(tensors, opts.rootRank),
+                            lambda g: g.broadcast(tensors, opts))
+
+    def reduce(self, tensors, opts=None):
+        opts = opts or dist.ReduceOptions()
+        op = reduce_op_name(opts.reduceOp)
+        return self._submit(tensors, tensors, lambda: self.runner.reduce(tensors, opts.rootRank, op),
+                            lambda g: g.reduce(tensors, opts))
+
+    def gather(self, output_lists, inputs, opts=None):
+        opts = opts or dist.GatherOptions()
+        outs = output_lists[0] if output_lists else []
+        return self._submit(inputs, output_lists, lambda: self.runner.gather(outs, inputs[0], opts.rootRank),
+                            lambda g: g.gather(output_lists, inputs, opts))
+
+    def scatter(self, outputs, input_lists, opts=None):
+        opts = opts or dist.ScatterOptions()
+        ins = input_lists[0] if input_lists else []
+        return self._submit(outputs, outputs, lambda: self.runner.scatter(outputs[0], ins, opts.rootRank),
+                            lambda g: g.scatter(outputs, input_lists, opts))
+
+    def alltoall(self, outputs, inputs, opts=None):
+        send = [t.numel() for t in inputs]
+        recv = [t.numel() for t in outputs]
+        return self._submit(inputs, outputs, lambda: self.runner.alltoall(outputs, inputs, send, recv, "alltoall_list"),
+                            lambda g: g.alltoall(outputs, inputs, opts or dist.AllToAllOptions()))
+
+    def all_to_all_single(self, output, inp, output_split_sizes, input_split_sizes, opts=None):
+        n = self.size()
+        send = _element_splits(inp, input_split_sizes, n)
+        recv = _element_splits(output, output_split_sizes, n)
+        return self._submit([inp], [output], lambda: self.runner.alltoall([output], [inp], send, recv),
+                            lambda g: g.alltoall_base(output, inp, output_split_sizes, input_split_sizes,
+                                                      opts or dist.AllToAllOptions()))
+
+    alltoall_base = all_to_all_single
+
+    def barrier(self, opts=None):
+        dev = getattr(opts, "device", None) if opts is not None else None
+        kind = dev.type if isinstance(dev, torch.device) else "cpu"
+        return self._queue.submit(lambda: self.runner.barrier(kind), [], None)
+
+    def monitored_barrier(self, timeout=None, wait_all_ranks=False):
+        self.barrier().wait()
+
+    # ------------------------------------------------------------------ point to point
+    def send(self, tensors, dst: int, tag: int = 0):
+        group = self._torch_backend(tensors) or (self._transport("cuda") if tensors[0].is_cuda else self._p2p)
+        return group.send(tensors, dst, tag)
+
+    def recv(self, tensors, src: int, tag: int = 0):
+        group = self._torch_backend(tensors) or (self._transport("cuda") if tensors[0].is_cuda else self._p2p)
+        return group.recv(tensors, src, tag)
+
+    def recv_anysource(self, tensors, tag: int = 0):
+        return self._p2p.recv_anysource(tensors, tag)
+
+    def shutdown(self) -> None:
+        self._queue.shutdown()
+
+    def abort(self) -> None:
+        self._queue.shutdown()
+
+
+def _by_dtype(tensors):
+    groups: dict = {}
+    for t in tensors:
+        groups.setdefault((t.dtype, t.device), []).append(t)
+    return list(groups.values())
+
+
+def _element_splits(t, splits, n: int) -> list[int]:
+    """all_to_all_single's split sizes (rows of dim 0) in elements; none: dim 0 cut evenly."""
+    row = math.prod(t.shape[1:]) if t.dim() else 1
+    if not splits:
+        rows = t.shape[0] if t.dim() else t.numel()
+        return [rows // n * row] * n
+    return [int(s) * row for s in splits]
+
+
+def create(store, rank: int, size: int, timeout: timedelta) -> TopocollProcessGroup:
+    """The creator torch calls for ``init_process_group("topocoll")`` and ``new_group``."""
+    return TopocollProcessGroup(store, rank, size, timeout)
+
+
+__all__ = ["TopocollProcessGroup", "create", "BACKEND_NAME"]
