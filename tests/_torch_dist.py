@@ -21,14 +21,24 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def result_path(rank: int) -> str:
+    """Where ``rank`` leaves its result (a job whose rank exits early writes it itself)."""
+    return os.path.join(os.environ["TOPOCOLL_TEST_OUT"], f"rank{rank}.pkl")
+
+
+def write_result(rank: int, result: dict) -> None:
+    with open(result_path(rank), "wb") as f:
+        pickle.dump(result, f)
+
+
 def _entry(rank: int, job, n: int, init_method: str, out_dir: str, env: dict) -> None:
     os.environ.update(env)
+    os.environ["TOPOCOLL_TEST_OUT"] = out_dir
     try:
         result = job(rank, n, init_method)
     except BaseException:
         result = {"__error__": traceback.format_exc()}
-    with open(os.path.join(out_dir, f"rank{rank}.pkl"), "wb") as f:
-        pickle.dump(result, f)
+    write_result(rank, result)
     os._exit(0)                       # no teardown: a peer may be gone (dead-rank test)
 
 

@@ -109,7 +109,8 @@ def agree(group, header: Header, nranks: int, rank: int, local_note: str = "") -
 
 
 def splits_of(rows: list) -> list[list[int]]:
-    """``splits[s][d]``: elements rank ``s`` sends rank ``d`` (from all-to-all headers)."""
+    """Each rank's all-to-all split sizes from the headers: ``splits[s][d]`` elements rank ``s``
+    sends rank ``d``, ``splits[s][n + d]`` elements it expects from rank ``d``."""
     return [[int(v) for v in row[_FIXED:_FIXED + int(row[7])]] for row in rows]
 
 
