@@ -180,3 +180,33 @@ def _dead_rank(rec: Recorder, rank: int, n: int) -> None:
     elapsed = time.monotonic() - t0
     rec.out["__dead_rank__"] = {"elapsed_s": elapsed, "error": error}
     rec.check("dead_rank", error is not None and elapsed < 10 + 5, f"after {elapsed:.1f} s: {error}")
+
+
+def cuda_job(rank: int, n: int, init: str) -> dict:
+    """The collectives of ``_calls`` on CUDA tensors (the ranks may share one card: messages
+    staged through the host) against gloo on the same values on the CPU, bit for bit; and an
+    async call on a side stream that the current stream waits for."""
+    import torch
+    import torch.distributed as dist
+
+    import kernels.pytorch  # noqa: F401
+    torch.cuda.set_device(rank % torch.cuda.device_count())
+    dist.init_process_group("cpu:gloo,cuda:topocoll", init_method=init, rank=rank, world_size=n,
+                            timeout=timedelta(seconds=60))
+    gloo = dist.new_group(backend="gloo")
+    rec = Recorder()
+    for dtype in DTYPES:
+        for size in (0, 7, 1 << 16):
+            for name, make, call, ranks in _calls(rank, n, dtype, size):
+                ours = [t.cpu() for t in call(None, [t.cuda() for t in make()])]
+                ref = call(gloo, make())
+                if rank in ranks:
+                    rec.check("cuda:" + name, all(bits_equal(a, b) for a, b in zip(ours, ref)), f"{dtype} size {size}")
+    side = torch.cuda.Stream()
+    x = torch.full((1 << 20,), float(rank + 1), device="cuda")
+    with torch.cuda.stream(side):
+        work = dist.all_reduce(x, async_op=True)
+    work.wait()                                   # the current stream now waits for the call's
+    rec.check("cuda:stream", bool((x == n * (n + 1) / 2).all()))
+    dist.destroy_process_group()
+    return rec.out

@@ -23,8 +23,9 @@ from kernels.pytorch.schedule_share import GroupTransport, run_share
 
 
 class CallRunner:
-    """Runs calls for ``rank`` of ``size`` (module docstring).  ``transports(device_type)``
-    returns the internal group for that device (gloo for ``cpu``, NCCL for ``cuda``);
+    """Runs calls for ``rank`` of ``size`` (module docstring).  ``transports(kind)`` returns the
+    internal group that carries a schedule's messages for ``cpu`` / ``cuda`` tensors, and for
+    ``nccl`` torch's NCCL group (None where NCCL is not used);
     ``selector`` is the group's :class:`~synth.plan.selector.ScheduleSelector`."""
 
     def __init__(self, rank: int, size: int, selector, transports) -> None:
@@ -49,9 +50,10 @@ class CallRunner:
         ref = send if send is not None else recv
         choice = choose(self.selector, collective, count, ref.element_size(), root)
         self.last_label = choice.label
-        if ref.is_cuda and choice.nccl and nccl_call is not None:
+        nccl = self.transports("nccl") if ref.is_cuda and choice.nccl and nccl_call is not None else None
+        if nccl is not None:                 # the plan says NCCL: torch's own NCCL group runs it
             self.last_label = "nccl"
-            nccl_call(self.transports("cuda")).wait()
+            nccl_call(nccl).wait()
             return
         run_share(choice.schedule, send, recv, count, op=op, rank=self.rank,
                   transport=GroupTransport(self.transports(ref.device.type)))

@@ -18,6 +18,7 @@ are: torch hands a Python group every call whatever the device.
 from __future__ import annotations
 
 import math
+import os
 from datetime import timedelta
 
 import torch
@@ -26,6 +27,7 @@ import torch.distributed as dist
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
 from kernels.pytorch.plan_choice import make_selector
+from kernels.pytorch.schedule_share import HostStagedGroup
 from kernels.pytorch.work import CallQueue, done_work
 
 BACKEND_NAME = "topocoll"
@@ -52,9 +54,15 @@ class TopocollProcessGroup(dist.ProcessGroup):
         return self._timeout
 
     # ------------------------------------------------------------------ internal groups
-    def _transport(self, device_type: str):
-        if device_type != "cuda":
+    def _transport(self, kind: str):
+        """The internal group for ``cpu`` / ``cuda`` messages (:func:`cuda_messages`), or
+        torch's NCCL group (``nccl``; None where NCCL cannot run: :func:`nccl_usable`)."""
+        if kind == "cpu":
             return self._gloo
+        if kind == "cuda" and cuda_messages() == "host":
+            return HostStagedGroup(self._gloo)
+        if not nccl_usable():
+            return None
         if self._nccl is None:
             opts = dist.ProcessGroupNCCL.Options()
             opts._timeout = self._timeout
@@ -76,7 +84,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
         if name == "gloo":
             return self._gloo
         if name == "nccl":
-            return self._transport("cuda")
+            return self._transport("nccl")
         return None
 
     def _submit(self, tensors, result, fn, native):
@@ -214,12 +222,19 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     # ------------------------------------------------------------------ point to point
     def send(self, tensors, dst: int, tag: int = 0):
-        group = self._torch_backend(tensors) or (self._transport("cuda") if tensors[0].is_cuda else self._p2p)
+        group = self._torch_backend(tensors) or self._p2p_group(tensors)
         return group.send(tensors, dst, tag)
 
     def recv(self, tensors, src: int, tag: int = 0):
-        group = self._torch_backend(tensors) or (self._transport("cuda") if tensors[0].is_cuda else self._p2p)
+        group = self._torch_backend(tensors) or self._p2p_group(tensors)
         return group.recv(tensors, src, tag)
+
+    def _p2p_group(self, tensors):
+        """The user's send/recv: gloo for CPU tensors; NCCL for CUDA tensors where usable, else
+        staged through the host."""
+        if not tensors[0].is_cuda:
+            return self._p2p
+        return self._transport("nccl") or HostStagedGroup(self._p2p)
 
     def recv_anysource(self, tensors, tag: int = 0):
         return self._p2p.recv_anysource(tensors, tag)
@@ -229,6 +244,28 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def abort(self) -> None:
         self._queue.shutdown()
+
+
+def nccl_usable() -> bool:
+    """NCCL is built in, CUDA is up and this node has a GPU per rank (``LOCAL_WORLD_SIZE``, as
+    torchrun sets it): NCCL refuses two ranks on one device."""
+    local = int(os.environ.get("LOCAL_WORLD_SIZE", "1"))
+    return dist.is_nccl_available() and torch.cuda.is_available() and torch.cuda.device_count() >= local
+
+
+def cuda_messages() -> str:
+    """How a schedule's messages between CUDA tensors travel: ``host`` (default: staged through
+    host memory over gloo) or ``nccl`` (``TOPOCOLL_TORCH_CUDA_TRANSPORT=nccl``, NCCL send/recv,
+    where :func:`nccl_usable`).  NCCL puts a pair's sends and receives on one stream, in the
+    order they are posted; two ranks that each send to the other before receiving can then wait
+    on each other once a message outgrows NCCL's buffers, so NCCL messages are opt-in.
+
+    >>> import os; os.environ.pop("TOPOCOLL_TORCH_CUDA_TRANSPORT", None); cuda_messages()
+    'host'
+    """
+    if os.environ.get("TOPOCOLL_TORCH_CUDA_TRANSPORT") == "nccl" and nccl_usable():
+        return "nccl"
+    return "host"
 
 
 def _by_dtype(tensors):

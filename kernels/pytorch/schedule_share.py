@@ -102,6 +102,35 @@ class GroupTransport:
             work.wait()
 
 
+class HostStagedGroup:
+    """Point to point for CUDA tensors through host memory over a gloo group: a send copies its
+    region to the host (on the current stream, waited for), a receive lands in host memory and is
+    copied to the device on the current stream.  Used where ranks share a GPU (NCCL refuses two
+    ranks on one device) or NCCL is missing."""
+
+    def __init__(self, gloo) -> None:
+        self.gloo = gloo
+
+    def send(self, tensors, peer: int, tag: int):
+        host = tensors[0].to("cpu")
+        return _Staged(self.gloo.send([host], peer, tag), host, None)
+
+    def recv(self, tensors, peer: int, tag: int):
+        host = torch.empty(tensors[0].shape, dtype=tensors[0].dtype)
+        return _Staged(self.gloo.recv([host], peer, tag), host, tensors[0])
+
+
+class _Staged:
+    def __init__(self, work, host, device_dst) -> None:
+        self.work, self.host, self.device_dst = work, host, device_dst
+
+    def wait(self):
+        self.work.wait()
+        if self.device_dst is not None:
+            self.device_dst.copy_(self.host)
+        return True
+
+
 def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor | None, count: int, *,
               op: str, rank: int, transport: GroupTransport) -> None:
     """Run this rank's share of ``schedule`` on flat contiguous ``send`` / ``recv`` tensors
@@ -145,4 +174,4 @@ def _local(o, view, op: str, n: int) -> None:
         postdiv(view(o.dst), n)
 
 
-__all__ = ["GroupTransport", "run_share", "combine", "postdiv"]
+__all__ = ["GroupTransport", "HostStagedGroup", "run_share", "combine", "postdiv"]
