@@ -87,12 +87,12 @@ class TopocollProcessGroup(dist.ProcessGroup):
             return self._transport("nccl")
         return None
 
-    def _submit(self, tensors, result, fn, native):
+    def _submit(self, tensors, result, fn, native, opts=None):
         group = self._torch_backend(tensors)
         if group is not None:
             return native(group)
         dev = next((t.device for t in tensors if isinstance(t, torch.Tensor)), None)
-        return self._queue.submit(fn, result, dev)
+        return self._queue.submit(fn, result, dev, inline=opts is not None and not getattr(opts, "asyncOp", True))
 
     def submit_call(self, fn, result: list, device=None):
         """Run ``fn()`` on the group's worker thread after the calls before it (the DDP hook's
@@ -105,7 +105,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
         op = reduce_op_name(opts.reduceOp)
         factor = premul_factor(opts.reduceOp) if op == "premul_sum" else 1.0
         return self._submit(tensors, tensors, lambda: self.runner.allreduce(tensors, op, factor, opts),
-                            lambda g: g.allreduce(tensors, opts))
+                            lambda g: g.allreduce(tensors, opts), opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()
@@ -117,18 +117,18 @@ class TopocollProcessGroup(dist.ProcessGroup):
                 self.runner.allreduce([flat], op, premul_factor(opts.reduceOp))
                 for t, piece in zip(group, torch.split(flat, [t.numel() for t in group])):
                     t.view(-1).copy_(piece)
-        return self._submit(tensors, tensors, run, lambda g: g.allreduce_coalesced(tensors, opts))
+        return self._submit(tensors, tensors, run, lambda g: g.allreduce_coalesced(tensors, opts), opts)
 
     def allgather(self, output_lists, inputs, opts=None):
         def run():
             for outs, inp in zip(output_lists, inputs):
                 self.runner.allgather_list(outs, inp)
         return self._submit(inputs, output_lists, run,
-                            lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()))
+                            lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()), opts)
 
     def all_gather_single(self, output, inp, opts=None):
         return self._submit([inp], [output], lambda: self.runner.allgather_into(output, inp),
-                            lambda g: g._allgather_base(output, inp, opts or dist.AllgatherOptions()))
+                            lambda g: g._allgather_base(output, inp, opts or dist.AllgatherOptions()), opts)
 
     _allgather_base = all_gather_single
 
@@ -137,7 +137,8 @@ class TopocollProcessGroup(dist.ProcessGroup):
             for o, i in zip(outputs, inputs):
                 self.runner.allgather_into(o, i)
         return self._submit(inputs, outputs, run,
-                            lambda g: g.allgather_into_tensor_coalesced(outputs, inputs, opts or dist.AllgatherOptions()))
+                            lambda g: g.allgather_into_tensor_coalesced(outputs, inputs, opts or dist.AllgatherOptions()),
+                            opts)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
@@ -151,13 +152,13 @@ class TopocollProcessGroup(dist.ProcessGroup):
         def run():
             for out, ins in zip(outputs, input_lists):
                 self.runner.reduce_scatter_list(out, ins, op)
-        return self._submit(outputs, outputs, run, lambda g: g.reduce_scatter(outputs, input_lists, opts))
+        return self._submit(outputs, outputs, run, lambda g: g.reduce_scatter(outputs, input_lists, opts), opts)
 
     def reduce_scatter_single(self, output, inp, opts=None):
         opts = opts or dist.ReduceScatterOptions()
         op = reduce_op_name(opts.reduceOp)
         return self._submit([inp], [output], lambda: self.runner.reduce_scatter_into(output, inp, op),
-                            lambda g: g._reduce_scatter_base(output, inp, opts))
+                            lambda g: g._reduce_scatter_base(output, inp, opts), opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -169,38 +170,38 @@ class TopocollProcessGroup(dist.ProcessGroup):
             for o, i in zip(outputs, inputs):
                 self.runner.reduce_scatter_into(o, i, op)
         return self._submit(inputs, outputs, run,
-                            lambda g: g.reduce_scatter_tensor_coalesced(outputs, inputs, opts))
+                            lambda g: g.reduce_scatter_tensor_coalesced(outputs, inputs, opts), opts)
 
     reduce_scatter_tensor_coalesced = reduce_scatter_single_coalesced
 
     def broadcast(self, tensors, opts=None):
         opts = opts or dist.BroadcastOptions()
         return self._submit(tensors, tensors, lambda: self.runner.broadcast(tensors, opts.rootRank),
-                            lambda g: g.broadcast(tensors, opts))
+                            lambda g: g.broadcast(tensors, opts), opts)
 
     def reduce(self, tensors, opts=None):
         opts = opts or dist.ReduceOptions()
         op = reduce_op_name(opts.reduceOp)
         return self._submit(tensors, tensors, lambda: self.runner.reduce(tensors, opts.rootRank, op),
-                            lambda g: g.reduce(tensors, opts))
+                            lambda g: g.reduce(tensors, opts), opts)
 
     def gather(self, output_lists, inputs, opts=None):
         opts = opts or dist.GatherOptions()
         outs = output_lists[0] if output_lists else []
         return self._submit(inputs, output_lists, lambda: self.runner.gather(outs, inputs[0], opts.rootRank),
-                            lambda g: g.gather(output_lists, inputs, opts))
+                            lambda g: g.gather(output_lists, inputs, opts), opts)
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ScatterOptions()
         ins = input_lists[0] if input_lists else []
         return self._submit(outputs, outputs, lambda: self.runner.scatter(outputs[0], ins, opts.rootRank),
-                            lambda g: g.scatter(outputs, input_lists, opts))
+                            lambda g: g.scatter(outputs, input_lists, opts), opts)
 
     def alltoall(self, outputs, inputs, opts=None):
         send = [t.numel() for t in inputs]
         recv = [t.numel() for t in outputs]
         return self._submit(inputs, outputs, lambda: self.runner.alltoall(outputs, inputs, send, recv, "alltoall_list"),
-                            lambda g: g.alltoall(outputs, inputs, opts or dist.AllToAllOptions()))
+                            lambda g: g.alltoall(outputs, inputs, opts or dist.AllToAllOptions()), opts)
 
     def all_to_all_single(self, output, inp, output_split_sizes, input_split_sizes, opts=None):
         n = self.size()
@@ -208,14 +209,15 @@ class TopocollProcessGroup(dist.ProcessGroup):
         recv = _element_splits(output, output_split_sizes, n)
         return self._submit([inp], [output], lambda: self.runner.alltoall([output], [inp], send, recv),
                             lambda g: g.alltoall_base(output, inp, output_split_sizes, input_split_sizes,
-                                                      opts or dist.AllToAllOptions()))
+                                                      opts or dist.AllToAllOptions()), opts)
 
     alltoall_base = all_to_all_single
 
     def barrier(self, opts=None):
         dev = getattr(opts, "device", None) if opts is not None else None
         kind = dev.type if isinstance(dev, torch.device) else "cpu"
-        return self._queue.submit(lambda: self.runner.barrier(kind), [], None)
+        return self._queue.submit(lambda: self.runner.barrier(kind), [], None,
+                                  inline=opts is not None and not getattr(opts, "asyncOp", True))
 
     def monitored_barrier(self, timeout=None, wait_all_ranks=False):
         self.barrier().wait()

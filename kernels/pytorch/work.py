@@ -1,5 +1,6 @@
 """The ``Work`` a ``topocoll`` process group returns, and the one worker thread per group that
-runs its calls in the order they were made (so ``async_op=True`` overlaps them with the caller).
+runs its ``async_op=True`` calls (and DDP's) in the order they were made, overlapped with the
+caller; a call made with ``async_op=False`` runs on the caller's thread after them.
 
 ``Work.wait()`` waits for the call, raises its error (a :class:`~kernels.pytorch.errors.
 TorchBackendError` is re-raised as it is), and on CUDA makes the caller's current stream wait
@@ -72,11 +73,27 @@ class CallQueue:
 
     def __init__(self, name: str) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
+        self._last: concurrent.futures.Future | None = None
 
-    def submit(self, fn, result: list, device: torch.device | None = None) -> TopocollWork:
+    def submit(self, fn, result: list, device: torch.device | None = None, *, inline: bool = False) -> TopocollWork:
+        """Queue ``fn``; ``inline`` (a call made with ``async_op=False``) runs it on the caller's
+        thread once the calls before it are done: a thread hop per call costs more than the
+        call where processes outnumber cores."""
         stream = torch.cuda.current_stream(device) if device is not None and device.type == "cuda" else None
         work = TopocollWork(result, stream)
-        work._call = self._pool.submit(work._run, fn)
+        if not inline:
+            work._call = self._last = self._pool.submit(work._run, fn)
+            return work
+        if self._last is not None:
+            concurrent.futures.wait([self._last])
+            self._last = None
+        work._call = concurrent.futures.Future()
+        try:
+            work._run(fn)
+        except BaseException as exc:  # noqa: BLE001  (raised by wait(), as for a queued call)
+            work._call.set_exception(exc)
+        else:
+            work._call.set_result(None)
         return work
 
     def shutdown(self) -> None:
