@@ -172,8 +172,9 @@ def report(results: dict, command: str, opts: dict) -> str:
         lines += [f"## {n} processes", "", "| all_reduce float32 | topocoll µs | gloo µs | topocoll busbw GB/s | "
                   "gloo busbw GB/s | topocoll / gloo |", "|---|---|---|---|---|---|"]
         for r in res["allreduce"]:
+            ratio = r["topocoll_us"] / r["gloo_us"]
             lines.append(f"| {_fmt_bytes(r['bytes'])} | {r['topocoll_us']:,.0f} | {r['gloo_us']:,.0f} | "
-                         f"{r['topocoll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {r['topocoll_us'] / r['gloo_us']:.2f}x |")
+                         f"{r['topocoll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {ratio:.2f}x |")
         o = res["overhead"]
         lines += ["", f"Per call at 4 bytes: the whole `dist.all_reduce` {o['call']:,.0f} µs; the schedule alone "
                       f"(`{o['schedule_name']}`, run_share on the internal gloo group) {o['schedule']:,.0f} µs; the "

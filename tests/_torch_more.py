@@ -96,7 +96,8 @@ def _async_coalesced_p2p(rec, rank: int, n: int, gloo) -> None:
         time.sleep(0.3)
     t0 = time.monotonic()
     dist.barrier()
-    rec.check("barrier:waits", rank == 0 or time.monotonic() - t0 > 0.2, f"returned after {time.monotonic() - t0:.3f} s")
+    waited = time.monotonic() - t0
+    rec.check("barrier:waits", rank == 0 or waited > 0.2, f"returned after {waited:.3f} s")
 
 
 def _subgroups(rec, rank: int, n: int) -> None:
@@ -137,9 +138,11 @@ def _bad_inputs(rec, rank: int, n: int) -> None:
     meta = torch.empty(8, device="meta") if rank == 0 else x
     _expect(rec, "bad:device", "BadTensor", lambda: dist.all_reduce(meta), (x, before) if rank else None)
     mixed = x.double() if rank == last else x
-    _expect(rec, "bad:dtype", "CollectiveMismatch", lambda: dist.all_reduce(mixed), (x, before) if rank != last else None)
+    _expect(rec, "bad:dtype", "CollectiveMismatch", lambda: dist.all_reduce(mixed),
+            (x, before) if rank != last else None)
     shaped = torch.zeros(9) if rank == last else x
-    _expect(rec, "bad:shape", "CollectiveMismatch", lambda: dist.all_reduce(shaped), None if rank == last else (x, before))
+    _expect(rec, "bad:shape", "CollectiveMismatch", lambda: dist.all_reduce(shaped),
+            None if rank == last else (x, before))
     splits = [1] * n
     sent = [2] + [0] * (n - 1) if rank == last else splits        # the last rank sends rank 0 two
     out = torch.zeros(n)

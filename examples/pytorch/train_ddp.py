@@ -5,8 +5,8 @@ Run::
 
     torchrun --nproc-per-node 4 examples/pytorch/train_ddp.py --backend topocoll
     torchrun --nproc-per-node 4 examples/pytorch/train_ddp.py --backend gloo
-    torchrun --nproc-per-node 2 examples/pytorch/train_ddp.py --backend gloo --hook bf16   # our schedules for DDP's buckets
-    mpirun -n 2 python examples/pytorch/train_ddp.py --backend topocoll                    # as root: --allow-run-as-root
+    torchrun --nproc-per-node 2 examples/pytorch/train_ddp.py --backend gloo --hook bf16  # our buckets
+    mpirun -n 2 python examples/pytorch/train_ddp.py --backend topocoll       # as root: --allow-run-as-root
 
 The two lines that make a PyTorch script use topocoll are marked ``# topocoll``.  The model is a
 3-layer MLP on synthetic regression data (the same seeds on every backend, so the losses can be

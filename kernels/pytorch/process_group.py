@@ -137,8 +137,8 @@ class TopocollProcessGroup(dist.ProcessGroup):
             for o, i in zip(outputs, inputs):
                 self.runner.allgather_into(o, i)
         return self._submit(inputs, outputs, run,
-                            lambda g: g.allgather_into_tensor_coalesced(outputs, inputs, opts or dist.AllgatherOptions()),
-                            opts)
+                            lambda g: g.allgather_into_tensor_coalesced(outputs, inputs,
+                                                                        opts or dist.AllgatherOptions()), opts)
 
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 

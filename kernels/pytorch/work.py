@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import contextlib
+import threading
 from datetime import timedelta
 
 import torch
@@ -74,6 +75,7 @@ class CallQueue:
     def __init__(self, name: str) -> None:
         self._pool = concurrent.futures.ThreadPoolExecutor(max_workers=1, thread_name_prefix=name)
         self._last: concurrent.futures.Future | None = None
+        self._order = threading.Lock()      # calls from several threads (DDP's autograd thread) keep one order
 
     def submit(self, fn, result: list, device: torch.device | None = None, *, inline: bool = False) -> TopocollWork:
         """Queue ``fn``; ``inline`` (a call made with ``async_op=False``) runs it on the caller's
@@ -81,19 +83,20 @@ class CallQueue:
         call where processes outnumber cores."""
         stream = torch.cuda.current_stream(device) if device is not None and device.type == "cuda" else None
         work = TopocollWork(result, stream)
-        if not inline:
-            work._call = self._last = self._pool.submit(work._run, fn)
-            return work
-        if self._last is not None:
-            concurrent.futures.wait([self._last])
-            self._last = None
-        work._call = concurrent.futures.Future()
-        try:
-            work._run(fn)
-        except BaseException as exc:  # noqa: BLE001  (raised by wait(), as for a queued call)
-            work._call.set_exception(exc)
-        else:
-            work._call.set_result(None)
+        with self._order:
+            if not inline:
+                work._call = self._last = self._pool.submit(work._run, fn)
+                return work
+            if self._last is not None:
+                concurrent.futures.wait([self._last])
+                self._last = None
+            work._call = concurrent.futures.Future()
+            try:
+                work._run(fn)
+            except BaseException as exc:  # noqa: BLE001  (raised by wait(), as for a queued call)
+                work._call.set_exception(exc)
+            else:
+                work._call.set_result(None)
         return work
 
     def shutdown(self) -> None:

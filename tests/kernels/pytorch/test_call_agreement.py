@@ -57,9 +57,11 @@ def test_local_checks_name_the_tensor():
 
 def test_dtypes_and_ops_map_to_what_the_lowering_takes():
     import torch.distributed as dist
-    assert [numpy_dtype(t).name for t in (torch.float16, torch.bfloat16, torch.uint8)] == ["float16", "bfloat16", "uint8"]
+    names = [numpy_dtype(t).name for t in (torch.float16, torch.bfloat16, torch.uint8)]
+    assert names == ["float16", "bfloat16", "uint8"]
     assert dtype_code(torch.complex64) == 0
-    assert reduce_op_name(dist.ReduceOp.AVG) == "avg" and reduce_op_name(dist._make_nccl_premul_sum(2.0)) == "premul_sum"
+    assert reduce_op_name(dist.ReduceOp.AVG) == "avg"
+    assert reduce_op_name(dist._make_nccl_premul_sum(2.0)) == "premul_sum"
     with pytest.raises(UnsupportedCall, match="BXOR"):
         reduce_op_name(dist.ReduceOp.BXOR)
     with pytest.raises(RuntimeError):                     # the class is a RuntimeError too
