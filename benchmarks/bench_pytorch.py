@@ -133,8 +133,9 @@ def _ddp_step_ms(n: int, gloo, steps: int) -> dict:
 
 
 def _rank_job(rank: int, n: int, init: str, out_dir: str, opts: dict) -> None:
-    os.environ.setdefault("OMP_NUM_THREADS", "1")
+    import torch
     import torch.distributed as dist
+    torch.set_num_threads(1)                      # as torchrun does (OMP_NUM_THREADS=1)
 
     import kernels.pytorch  # noqa: F401
     dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=120))

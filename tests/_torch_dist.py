@@ -34,6 +34,8 @@ def write_result(rank: int, result: dict) -> None:
 def _entry(rank: int, job, n: int, init_method: str, out_dir: str, env: dict) -> None:
     os.environ.update(env)
     os.environ["TOPOCOLL_TEST_OUT"] = out_dir
+    import torch
+    torch.set_num_threads(1)          # as torchrun does (OMP_NUM_THREADS=1); spawn imported torch already
     try:
         result = job(rank, n, init_method)
     except BaseException:

@@ -25,8 +25,13 @@ class CollectiveMismatch(TorchBackendError):
     raised on every rank, before any data moves, with the same message."""
 
 
+class PeerGone(TorchBackendError):
+    """A peer closed its connection, stopped answering within the group's timeout, or sent a
+    message out of step; ends the call on the ranks that were waiting for it."""
+
+
 class UnsupportedCall(TorchBackendError):
     """A call the backend does not run (e.g. a bitwise reduce op), named on every rank."""
 
 
-__all__ = ["TorchBackendError", "BadTensor", "CollectiveMismatch", "UnsupportedCall"]
+__all__ = ["TorchBackendError", "BadTensor", "CollectiveMismatch", "PeerGone", "UnsupportedCall"]

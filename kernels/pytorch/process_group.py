@@ -4,10 +4,11 @@
 does; every method returns a ``Work`` with a future).
 
 Created by torch (``init_process_group("topocoll")``, ``new_group(..., backend="topocoll")``)
-through the creator :func:`create` that :mod:`kernels.pytorch` registers.  It holds two internal
-gloo groups of the same ranks made from the same store (one carries the schedules' transfers and
-the per-call headers, one the user's ``send``/``recv``), an NCCL group made on the first CUDA
-call, its :class:`~synth.plan.selector.ScheduleSelector` (its own plan: a subgroup of k ranks
+through the creator :func:`create` that :mod:`kernels.pytorch` registers.  It holds, made from
+the same store: a :class:`~kernels.pytorch.sockets.SocketMesh` that carries the schedules'
+transfers and the per-call headers (``TOPOCOLL_TORCH_TRANSPORT=gloo``: an internal gloo group
+instead), two gloo groups of the same ranks (the user's ``send``/``recv``; devices the backend
+string gives to gloo), an NCCL group made on the first CUDA call where it can run, its :class:`~synth.plan.selector.ScheduleSelector` (its own plan: a subgroup of k ranks
 plans for k ranks), and one worker thread (:class:`~kernels.pytorch.work.CallQueue`).
 
 Where the group's backend string maps a device to ``gloo`` or ``nccl``
@@ -28,6 +29,7 @@ from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
 from kernels.pytorch.plan_choice import make_selector
 from kernels.pytorch.schedule_share import HostStagedGroup
+from kernels.pytorch.sockets import SocketMesh
 from kernels.pytorch.work import CallQueue, done_work
 
 BACKEND_NAME = "topocoll"
@@ -40,6 +42,8 @@ class TopocollProcessGroup(dist.ProcessGroup):
         super().__init__(rank, size)
         self._store, self._timeout = store, timeout
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/data/", store), rank, size, timeout)
+        self._mesh = self._gloo if os.environ.get("TOPOCOLL_TORCH_TRANSPORT") == "gloo" else SocketMesh(
+            dist.PrefixStore("topocoll/mesh/", store), rank, size, timeout.total_seconds())
         self._p2p = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/p2p/", store), rank, size, timeout)
         self._nccl = None
         self._native_map = None
@@ -58,9 +62,9 @@ class TopocollProcessGroup(dist.ProcessGroup):
         """The internal group for ``cpu`` / ``cuda`` messages (:func:`cuda_messages`), or
         torch's NCCL group (``nccl``; None where NCCL cannot run: :func:`nccl_usable`)."""
         if kind == "cpu":
-            return self._gloo
+            return self._mesh
         if kind == "cuda" and cuda_messages() == "host":
-            return HostStagedGroup(self._gloo)
+            return HostStagedGroup(self._mesh)
         if not nccl_usable():
             return None
         if self._nccl is None:
@@ -243,9 +247,11 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def shutdown(self) -> None:
         self._queue.shutdown()
+        if hasattr(self._mesh, "close"):
+            self._mesh.close()
 
     def abort(self) -> None:
-        self._queue.shutdown()
+        self.shutdown()
 
 
 def nccl_usable() -> bool:

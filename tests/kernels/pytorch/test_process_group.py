@@ -17,9 +17,10 @@ FAMILIES = {"allreduce": 4, "allgather": 2, "reduce_scatter": 2, "broadcast": 1,
 
 
 def cases(n: int) -> int:
-    """(dtype, size) pairs the job compares: 5 x 5 on 2 ranks; on 4 ranks 1 Mi elements only for
-    float32 and bfloat16 (``_torch_jobs.FOUR_RANK_LARGE``)."""
-    return 25 if n == 2 else 22
+    """(dtype, size) pairs the job compares: 5 dtypes x 5 sizes (on 4 ranks 1 Mi elements for the
+    dtypes of ``_torch_jobs.FOUR_RANK_LARGE``)."""
+    from _torch_jobs import DTYPES, FOUR_RANK_LARGE
+    return 25 if n == 2 else 20 + len(set(FOUR_RANK_LARGE) & set(DTYPES))
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
