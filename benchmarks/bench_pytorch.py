@@ -11,8 +11,8 @@ all_reduce (float32, sum): each round is a gloo barrier then ``--calls`` calls; 
 per call is the round's mean, the round's time the slowest rank's; the table shows the median
 over ``--rounds`` rounds; busbw = bytes / time x 2 (n - 1) / n (nccl-tests).  The overhead
 rows, at 4 bytes: the whole call (``dist.all_reduce``) against the schedule alone
-(:func:`kernels.pytorch.schedule_share.run_share` on the same internal gloo group: the bytes'
-own cost) and against the per-call agreement alone (one header all-gather); the backend's own
+(:func:`kernels.pytorch.schedule_share.run_share` over the group's own connections: the
+bytes' own cost) and against the per-call agreement alone (one header all-gather); the backend's own
 overhead is the whole call minus the schedule.  DDP: the 3-layer MLP of
 ``examples/pytorch/train_ddp.py`` (width 256, batch 32), median step over ``--steps`` steps
 after 5 warm-up steps, slowest rank.  GPU rows are written only where torch sees a GPU.
@@ -168,7 +168,8 @@ def report(results: dict, command: str, opts: dict) -> str:
              f"torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU cores "
              f"({platform.machine()}); processes spawned on one machine, TCP rendezvous; no plan "
              f"(the cost-model fallback: every rank fully connected); {opts['rounds']} rounds of "
-             f"{opts['calls']} calls (1/5 of them from 16 MiB), median round, slowest rank.", ""]
+             f"{opts['calls']} calls (1/5 of them from 16 MiB), median round, slowest rank. Load average "
+             f"when the report was written: {os.getloadavg()[0]:.1f} (the machine's cores are shared).", ""]
     for n, res in sorted(results.items()):
         lines += [f"## {n} processes", "", "| all_reduce float32 | topocoll µs | gloo µs | topocoll busbw GB/s | "
                   "gloo busbw GB/s | topocoll / gloo |", "|---|---|---|---|---|---|"]
@@ -178,7 +179,7 @@ def report(results: dict, command: str, opts: dict) -> str:
                          f"{r['topocoll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {ratio:.2f}x |")
         o = res["overhead"]
         lines += ["", f"Per call at 4 bytes: the whole `dist.all_reduce` {o['call']:,.0f} µs; the schedule alone "
-                      f"(`{o['schedule_name']}`, run_share on the internal gloo group) {o['schedule']:,.0f} µs; the "
+                      f"(`{o['schedule_name']}`, run_share over the group's own connections) {o['schedule']:,.0f} µs; the "
                       f"per-call agreement alone {o['agreement']:,.0f} µs; gloo's all_reduce {o['gloo']:,.0f} µs. "
                       f"**The backend's own overhead** (whole call minus schedule: agreement, worker thread, "
                       f"torch's dispatch, checks): {o['call'] - o['schedule']:,.0f} µs.", "",

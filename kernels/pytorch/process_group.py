@@ -8,8 +8,9 @@ through the creator :func:`create` that :mod:`kernels.pytorch` registers.  It ho
 the same store: a :class:`~kernels.pytorch.sockets.SocketMesh` that carries the schedules'
 transfers and the per-call headers (``TOPOCOLL_TORCH_TRANSPORT=gloo``: an internal gloo group
 instead), two gloo groups of the same ranks (the user's ``send``/``recv``; devices the backend
-string gives to gloo), an NCCL group made on the first CUDA call where it can run, its :class:`~synth.plan.selector.ScheduleSelector` (its own plan: a subgroup of k ranks
-plans for k ranks), and one worker thread (:class:`~kernels.pytorch.work.CallQueue`).
+string gives to gloo), an NCCL group made on the first CUDA call where it can run, its
+:class:`~synth.plan.selector.ScheduleSelector` (its own plan: a subgroup of k ranks plans for k
+ranks), and one worker thread (:class:`~kernels.pytorch.work.CallQueue`).
 
 Where the group's backend string maps a device to ``gloo`` or ``nccl``
 (``"cpu:gloo,cuda:topocoll"``), calls on that device's tensors go to torch's own backend as they

@@ -1,6 +1,6 @@
-"""Run one rank's share of a verified schedule on torch tensors, point to point over a torch
-process group of the same ranks (an internal gloo group for CPU tensors, an internal NCCL group
-for CUDA tensors).
+"""Run one rank's share of a verified schedule on torch tensors, point to point over the group's
+transport (:class:`kernels.pytorch.sockets.SocketMesh`; for CUDA tensors the same staged through
+host memory, or NCCL send/recv where asked for).
 
 Every process lowers the same schedule (:func:`kernels.backends.executor.program_for`) and keeps
 the ops that concern it (:func:`kernels.mpi.transport.rank_plan`, the split the MPI transport
