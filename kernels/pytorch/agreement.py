@@ -15,7 +15,7 @@ group's own all-gather; the data then moves as the schedule says.
 >>> try:
 ...     compare([h.encode(2), other.encode(2)], ["", ""], this_rank=0)
 ... except CollectiveMismatch as e:
-...     print(str(e)[:73])
+...     print(str(e)[:75])
 allreduce: ranks disagree on elements per block: rank 0 has 8, rank 1 has 4
 """
 

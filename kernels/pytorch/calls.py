@@ -31,11 +31,12 @@ class CallRunner:
     def __init__(self, rank: int, size: int, selector, transports) -> None:
         self.rank, self.size, self.selector, self.transports = rank, size, selector, transports
         self.last_label = ""                 # the last call's choice (plan:..., best:..., nccl)
+        self.cuda_device: int | None = None  # the caller's current CUDA device when the call was made
 
     # ------------------------------------------------------------------ shared steps
     def agree(self, collective: str, tensors, *, count: int, root: int = -1, op: str = "", shapes=(),
               splits=(), extra=(0, "")) -> list:
-        code, note = first_failure(tensors_ok(tensors), extra)
+        code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), extra)
         ref = tensors[0] if tensors else None
         header = Header(collective, dtype_code(ref.dtype) if ref is not None else 0, count, root, op,
                         shape_digest(shapes), tuple(splits), code)
@@ -68,8 +69,8 @@ class CallRunner:
                 flat.mul_(factor.to(flat.device) if isinstance(factor, torch.Tensor) else factor)
             if self.size == 1:
                 continue
-            self.run("allreduce", flat, flat, flat.numel(), op="sum" if op == "premul_sum" else op,
-                     nccl_call=nccl_opts and (lambda g, t=t: g.allreduce([t], nccl_opts)))
+            nccl = None if op == "premul_sum" or nccl_opts is None else (lambda g, t=t: g.allreduce([t], nccl_opts))
+            self.run("allreduce", flat, flat, flat.numel(), op="sum" if op == "premul_sum" else op, nccl_call=nccl)
 
     def allgather_into(self, out, inp) -> None:
         """``out`` (flat, n blocks) gets every rank's ``inp``."""

@@ -16,9 +16,9 @@ import torch
 from kernels.pytorch.dtypes import dtype_code
 
 
-def tensors_ok(tensors, device_type: str | None = None) -> tuple[int, str]:
-    """Contiguous, on one CPU or CUDA device (the current CUDA device for CUDA tensors), of one
-    supported dtype."""
+def tensors_ok(tensors, device_type: str | None = None, cuda_device: int | None = None) -> tuple[int, str]:
+    """Contiguous, on one CPU or CUDA device (``cuda_device``, the caller's current CUDA device
+    when the call was made, for CUDA tensors), of one supported dtype."""
     if not tensors:
         return 0, ""
     first = tensors[0]
@@ -28,8 +28,8 @@ def tensors_ok(tensors, device_type: str | None = None) -> tuple[int, str]:
         if t.device.type not in ("cpu", "cuda") or t.device != first.device or (
                 device_type is not None and t.device.type != device_type):
             return 2, f"tensor {k} is on {t.device}, the call's tensors on {device_type or first.device}"
-        if t.device.type == "cuda" and t.device.index != torch.cuda.current_device():
-            return 2, f"tensor {k} is on {t.device}, this rank's current CUDA device is {torch.cuda.current_device()}"
+        if t.device.type == "cuda" and cuda_device is not None and t.device.index != cuda_device:
+            return 2, f"tensor {k} is on {t.device}, this rank's current CUDA device is cuda:{cuda_device}"
         if not t.is_contiguous():
             return 1, f"tensor {k} (shape {tuple(t.shape)}) is not contiguous"
         if dtype_code(t.dtype) == 0:

@@ -97,7 +97,12 @@ class TopocollProcessGroup(dist.ProcessGroup):
         if group is not None:
             return native(group)
         dev = next((t.device for t in tensors if isinstance(t, torch.Tensor)), None)
-        return self._queue.submit(fn, result, dev, inline=opts is not None and not getattr(opts, "asyncOp", True))
+        current = torch.cuda.current_device() if dev is not None and dev.type == "cuda" else None
+
+        def call():
+            self.runner.cuda_device = current       # the device check compares with the caller's
+            fn()
+        return self._queue.submit(call, result, dev, inline=opts is not None and not getattr(opts, "asyncOp", True))
 
     def submit_call(self, fn, result: list, device=None):
         """Run ``fn()`` on the group's worker thread after the calls before it (the DDP hook's
