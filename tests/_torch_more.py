@@ -111,6 +111,16 @@ def _subgroups(rec, rank: int, n: int) -> None:
         rec.check("subgroup:allreduce", bits_equal(x, torch.full((10,), float(sum(r + 1 for r in ranks)))))
         rec.check("subgroup:own_plan", sub.runner.selector.topology.num_gpus == len(ranks),
                   f"plans for {sub.runner.selector.topology.num_gpus} ranks")
+    if n == 4:                                   # DeviceMesh 2 x 2: each dimension a 2-rank topocoll group
+        from torch.distributed.device_mesh import init_device_mesh
+        mesh = init_device_mesh("cpu", (2, 2), mesh_dim_names=("dp", "tp"))
+        for dim, peers in (("dp", [rank % 2, rank % 2 + 2]), ("tp", [rank // 2 * 2, rank // 2 * 2 + 1])):
+            g = mesh.get_group(dim)
+            x = torch.full((3,), float(rank))
+            dist.all_reduce(x, group=g)
+            rec.check("subgroup:device_mesh_" + dim, bits_equal(x, torch.full((3,), float(sum(peers))))
+                      and dist.get_process_group_ranks(g) == peers and g.runner.selector.topology.num_gpus == 2,
+                      f"{dist.get_process_group_ranks(g)}: {x.tolist()}")
 
 
 def _expect(rec, name: str, cls: str, fn, unchanged=None) -> None:

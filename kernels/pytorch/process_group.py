@@ -54,6 +54,28 @@ class TopocollProcessGroup(dist.ProcessGroup):
     def getBackendName(self) -> str:
         return BACKEND_NAME
 
+    # torch sets a group's name and description after creating it; a Python group keeps its own
+    # (DeviceMesh reads ``group_name``; test_c10d_pypg.py's DummyAttrProcessGroup does the same)
+    def _set_group_name(self, name: str) -> None:
+        self._group_name = name
+
+    def _set_group_desc(self, desc: str) -> None:
+        self._group_desc = desc
+
+    def getGroupName(self) -> str:
+        return getattr(self, "_group_name", "")
+
+    def getGroupDesc(self) -> str:
+        return getattr(self, "_group_desc", "")
+
+    @property
+    def group_name(self) -> str:
+        return self.getGroupName()
+
+    @property
+    def group_desc(self) -> str:
+        return self.getGroupDesc()
+
     @property
     def timeout(self) -> timedelta:
         return self._timeout
