@@ -6,9 +6,9 @@ does; every method returns a ``Work`` with a future).
 Created by torch (``init_process_group("topocoll")``, ``new_group(..., backend="topocoll")``)
 through the creator :func:`create` that :mod:`kernels.pytorch` registers.  It holds, made from
 the same store: a :class:`~kernels.pytorch.sockets.SocketMesh` that carries the schedules'
-transfers and the per-call headers (``TOPOCOLL_TORCH_TRANSPORT=gloo``: an internal gloo group
-instead), two gloo groups of the same ranks (the user's ``send``/``recv``; devices the backend
-string gives to gloo), an NCCL group made on the first CUDA call where it can run, its
+transfers and the per-call headers (``TOPOCOLL_TORCH_TRANSPORT=gloo``: a gloo group instead), a
+gloo group of the same ranks (the user's ``send``/``recv``; devices the backend string gives to
+gloo), an NCCL group made on the first CUDA call where it can run, its
 :class:`~synth.plan.selector.ScheduleSelector` (its own plan: a subgroup of k ranks plans for k
 ranks), and one worker thread (:class:`~kernels.pytorch.work.CallQueue`).
 
@@ -42,10 +42,12 @@ class TopocollProcessGroup(dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)
         self._store, self._timeout = store, timeout
-        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/data/", store), rank, size, timeout)
-        self._mesh = self._gloo if os.environ.get("TOPOCOLL_TORCH_TRANSPORT") == "gloo" else SocketMesh(
-            dist.PrefixStore("topocoll/mesh/", store), rank, size, timeout.total_seconds())
-        self._p2p = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/p2p/", store), rank, size, timeout)
+        # torch's gloo: the user's send/recv, devices the backend string gives to gloo
+        self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/gloo/", store), rank, size, timeout)
+        if os.environ.get("TOPOCOLL_TORCH_TRANSPORT") == "gloo":
+            self._mesh = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/data/", store), rank, size, timeout)
+        else:
+            self._mesh = SocketMesh(dist.PrefixStore("topocoll/mesh/", store), rank, size, timeout.total_seconds())
         self._nccl = None
         self._native_map = None
         self.runner = CallRunner(rank, size, make_selector(size, rank=rank), self._transport)
@@ -267,11 +269,11 @@ class TopocollProcessGroup(dist.ProcessGroup):
         """The user's send/recv: gloo for CPU tensors; NCCL for CUDA tensors where usable, else
         staged through the host."""
         if not tensors[0].is_cuda:
-            return self._p2p
-        return self._transport("nccl") or HostStagedGroup(self._p2p)
+            return self._gloo
+        return self._transport("nccl") or HostStagedGroup(self._gloo)
 
     def recv_anysource(self, tensors, tag: int = 0):
-        return self._p2p.recv_anysource(tensors, tag)
+        return self._gloo.recv_anysource(tensors, tag)
 
     def shutdown(self) -> None:
         self._queue.shutdown()
