@@ -151,6 +151,8 @@ def collectives_job(rank: int, n: int, init: str) -> dict:
     from _torch_more import backend_string_checks
     backend_string_checks(rec, rank, n)
     if n == 2:
+        from _torch_ddp import fsdp_checks
+        fsdp_checks(rec, rank, n)
         _dead_rank(rec, rank, n)
     rec.out["__time__"] = {"compare_s": t1 - t0, "more_s": t2 - t1, "ddp_s": t3 - t2,
                         "backend_strings_s": time.monotonic() - t3}

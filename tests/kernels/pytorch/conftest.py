@@ -15,7 +15,7 @@ import pytest
 def _run(n: int):
     from _torch_dist import free_port, run_job
     from _torch_jobs import collectives_job
-    env = {f"TOPOCOLL_TEST_INIT{k}": f"tcp://127.0.0.1:{free_port()}" for k in (2, 3, 4)}
+    env = {f"TOPOCOLL_TEST_INIT{k}": f"tcp://127.0.0.1:{free_port()}" for k in (2, 3, 4, 5, 6)}
     return run_job(collectives_job, n, env=env)
 
 
