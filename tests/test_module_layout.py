@@ -1,6 +1,7 @@
 """Module layout, checked on the source (AST) of every module of the three packages:
 
-* imports point one way (kernels -> synth -> topo_probe; kernels never imports ortools),
+* imports point one way (kernels -> synth -> topo_probe; kernels never imports ortools; only
+  kernels/pytorch/ imports torch),
 * the module import graph has no circles (imports inside functions count too, and so do modules
   loaded through ``importlib.import_module``),
 * every package and subpackage ``__init__`` says in one docstring line what it holds,
@@ -157,6 +158,13 @@ def test_the_graph_check_finds_circles_through_importlib(tmp_path):
 def test_imports_point_one_way(package, forbidden):
     bad = [f"{p.relative_to(ROOT)} imports {m}" for p in sorted((ROOT / package).rglob("*.py"))
            for m in sorted(_imports(p)) if m.split(".")[0] in forbidden]
+    assert not bad, "; ".join(bad)
+
+
+def test_only_kernels_pytorch_imports_torch():
+    """torch is an optional extra (``topocoll[torch]``): one package may import it."""
+    bad = [f"{p.relative_to(ROOT)} imports {m}" for pkg in PACKAGES for p in sorted((ROOT / pkg).rglob("*.py"))
+           if "pytorch" not in p.relative_to(ROOT).parts[:2] for m in sorted(_imports(p)) if m.split(".")[0] == "torch"]
     assert not bad, "; ".join(bad)
 
 

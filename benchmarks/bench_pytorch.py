@@ -1,0 +1,217 @@
+"""The ``topocoll`` torch.distributed backend against gloo on CPU: all_reduce latency and busbw,
+DDP step time, and where our per-call time goes; writes ``OUT/report.md`` (default
+``results/pytorch/``) with the command at the top.
+
+    python benchmarks/bench_pytorch.py                      # 2 and 4 processes
+    python benchmarks/bench_pytorch.py --ranks 2 --quick    # a short run
+
+Processes are spawned on this machine (``torch.multiprocessing``, TCP rendezvous), one job per
+process count; every variant runs in the same processes, rounds alternating between them.
+all_reduce (float32, sum): each round is a gloo barrier then ``--calls`` calls; a rank's time
+per call is the round's mean, the round's time the slowest rank's; the table shows the median
+over ``--rounds`` rounds; busbw = bytes / time x 2 (n - 1) / n (nccl-tests).  The overhead
+rows, at 4 bytes: the whole call (``dist.all_reduce``) against the schedule alone
+(:func:`kernels.pytorch.schedule_share.run_share` over the group's own connections: the
+bytes' own cost) and against the per-call agreement alone (one header all-gather); the backend's own
+overhead is the whole call minus the schedule.  DDP: the 3-layer MLP of
+``examples/pytorch/train_ddp.py`` (width 256, batch 32), median step over ``--steps`` steps
+after 5 warm-up steps, slowest rank.  GPU rows are written only where torch sees a GPU.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import sys
+import tempfile
+import time
+from datetime import timedelta
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+SIZES_BYTES = (4, 1 << 10, 64 << 10, 1 << 20, 16 << 20)
+
+
+def _round_time(fn, calls: int, gloo) -> float:
+    """Slowest rank's mean seconds per call over one round of ``calls`` calls."""
+    import torch
+    import torch.distributed as dist
+    dist.barrier(group=gloo)
+    t0 = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    t = torch.tensor([(time.perf_counter() - t0) / calls], dtype=torch.float64)
+    dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
+    return float(t)
+
+
+def _median_times(variants: dict, calls: int, rounds: int, gloo) -> dict:
+    """Median over rounds of each variant's round time (variants alternate, each round starting
+    with another one)."""
+    names = list(variants)
+    times = {k: [] for k in names}
+    for r in range(rounds):
+        for k in names[r % len(names):] + names[:r % len(names)]:
+            times[k].append(_round_time(variants[k], calls, gloo))
+    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+
+
+def _allreduce_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
+    import torch
+    import torch.distributed as dist
+    rows = []
+    for nbytes in sizes:
+        x = torch.ones(max(1, nbytes // 4))
+        y = x.clone()
+        calls_here = max(3, calls if nbytes <= (1 << 20) else calls // 5)
+        dist.all_reduce(x)
+        dist.all_reduce(y, group=gloo)                                     # warm up: lowering, connections
+        med = _median_times({"topocoll": lambda: dist.all_reduce(x), "gloo": lambda: dist.all_reduce(y, group=gloo)},
+                            calls_here, rounds, gloo)
+        bus = {k: nbytes / v * 2 * (n - 1) / n / 1e9 for k, v in med.items()}
+        rows.append({"bytes": nbytes, "topocoll_us": med["topocoll"] * 1e6, "gloo_us": med["gloo"] * 1e6,
+                     "topocoll_busbw": bus["topocoll"], "gloo_busbw": bus["gloo"]})
+    return rows
+
+
+def _overhead(n: int, gloo, calls: int, rounds: int) -> dict:
+    """Whole call vs the schedule alone vs the agreement alone, 4 bytes (module docstring)."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _get_default_group
+
+    from kernels.pytorch.agreement import Header, agree
+    from kernels.pytorch.plan_choice import choose
+    from kernels.pytorch.schedule_share import GroupTransport, run_share
+    pg = _get_default_group()
+    x, z = torch.ones(1), torch.ones(1)
+    sched = choose(pg.runner.selector, "allreduce", 1, 4).schedule
+    internal = pg._transport("cpu")
+    header = Header("allreduce", 1, 1, op="sum")
+    variants = {"call": lambda: dist.all_reduce(x),
+                "schedule": lambda: run_share(sched, z, z, 1, op="sum", rank=pg.rank(),
+                                              transport=GroupTransport(internal)),
+                "agreement": lambda: agree(internal, header, n, pg.rank()),
+                "gloo": lambda: dist.all_reduce(x, group=gloo)}
+    for fn in variants.values():
+        fn()
+    med = _median_times(variants, calls, rounds, gloo)
+    out = {k: v * 1e6 for k, v in med.items()}
+    out["schedule_name"] = f"{sched.name or sched.meta.get('baseline', 'schedule')}"
+    return out
+
+
+def _ddp_step_ms(n: int, gloo, steps: int) -> dict:
+    import torch
+    import torch.distributed as dist
+    from torch.nn.parallel import DistributedDataParallel as DDP
+    out = {}
+    for name, group in (("topocoll", dist.group.WORLD), ("gloo", gloo)):
+        torch.manual_seed(0)
+        model = torch.nn.Sequential(torch.nn.Linear(64, 256), torch.nn.ReLU(), torch.nn.Linear(256, 256),
+                                    torch.nn.ReLU(), torch.nn.Linear(256, 1))
+        ddp = DDP(model, process_group=group)
+        opt = torch.optim.SGD(ddp.parameters(), lr=0.01)
+        g = torch.Generator().manual_seed(dist.get_rank())
+        times = []
+        for step in range(steps + 5):
+            xb, yb = torch.randn(32, 64, generator=g), torch.randn(32, 1, generator=g)
+            dist.barrier(group=gloo)
+            t0 = time.perf_counter()
+            opt.zero_grad()
+            torch.nn.functional.mse_loss(ddp(xb), yb).backward()
+            opt.step()
+            t = torch.tensor([time.perf_counter() - t0], dtype=torch.float64)
+            dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
+            if step >= 5:
+                times.append(float(t))
+        out[name] = sorted(times)[len(times) // 2] * 1e3
+    return out
+
+
+def _rank_job(rank: int, n: int, init: str, out_dir: str, opts: dict) -> None:
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)                      # as torchrun does (OMP_NUM_THREADS=1)
+
+    import kernels.pytorch  # noqa: F401
+    dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=120))
+    gloo = dist.new_group(backend="gloo")
+    result = {"allreduce": _allreduce_rows(n, gloo, opts["calls"], opts["rounds"], opts["sizes"]),
+              "overhead": _overhead(n, gloo, opts["calls"], opts["rounds"]),
+              "ddp_ms": _ddp_step_ms(n, gloo, opts["steps"])}
+    if rank == 0:
+        Path(out_dir, f"n{n}.json").write_text(json.dumps(result))
+    dist.destroy_process_group()
+
+
+def run(n: int, opts: dict) -> dict:
+    import torch.multiprocessing as mp
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
+    from _torch_dist import free_port
+    with tempfile.TemporaryDirectory() as tmp:
+        mp.start_processes(_rank_job, args=(n, f"tcp://127.0.0.1:{free_port()}", tmp, opts), nprocs=n,
+                           start_method="spawn")
+        return json.loads(Path(tmp, f"n{n}.json").read_text())
+
+
+def _fmt_bytes(b: int) -> str:
+    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
+
+
+def report(results: dict, command: str, opts: dict) -> str:
+    import torch
+    lines = [f"# The topocoll torch.distributed backend against gloo (CPU)", "", f"    {command}", "",
+             f"torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU cores "
+             f"({platform.machine()}); processes spawned on one machine, TCP rendezvous; no plan "
+             f"(the cost-model fallback: every rank fully connected); {opts['rounds']} rounds of "
+             f"{opts['calls']} calls (1/5 of them from 16 MiB), median round, slowest rank. Load average "
+             f"when the report was written: {os.getloadavg()[0]:.1f} (the machine's cores are shared).", ""]
+    for n, res in sorted(results.items()):
+        lines += [f"## {n} processes", "", "| all_reduce float32 | topocoll µs | gloo µs | topocoll busbw GB/s | "
+                  "gloo busbw GB/s | topocoll / gloo |", "|---|---|---|---|---|---|"]
+        for r in res["allreduce"]:
+            ratio = r["topocoll_us"] / r["gloo_us"]
+            lines.append(f"| {_fmt_bytes(r['bytes'])} | {r['topocoll_us']:,.0f} | {r['gloo_us']:,.0f} | "
+                         f"{r['topocoll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {ratio:.2f}x |")
+        o = res["overhead"]
+        lines += ["", f"Per call at 4 bytes: the whole `dist.all_reduce` {o['call']:,.0f} µs; the schedule alone "
+                      f"(`{o['schedule_name']}`, run_share over the group's own connections) {o['schedule']:,.0f} µs; the "
+                      f"per-call agreement alone {o['agreement']:,.0f} µs; gloo's all_reduce {o['gloo']:,.0f} µs. "
+                      f"**The backend's own overhead** (whole call minus schedule: agreement, worker thread, "
+                      f"torch's dispatch, checks): {o['call'] - o['schedule']:,.0f} µs.", "",
+                  f"DDP step (MLP 64-256-256-1, batch 32, median of {opts['steps']}): topocoll "
+                  f"{res['ddp_ms']['topocoll']:.2f} ms, gloo {res['ddp_ms']['gloo']:.2f} ms.", ""]
+    if torch.cuda.is_available():
+        lines += ["## GPU", "", "GPU rows are not measured by this script yet (see docs/pytorch.md).", ""]
+    else:
+        lines += ["## GPU", "", "No GPU on the machine that wrote this report (`torch.cuda.is_available()` is "
+                  "False): no GPU rows.", ""]
+    return "\n".join(lines)
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
+    p.add_argument("--out", default="results/pytorch")
+    p.add_argument("--quick", action="store_true", help="fewer rounds and calls, sizes up to 1 MiB")
+    args = p.parse_args(argv)
+    opts = {"calls": 10 if args.quick else 40, "rounds": 3 if args.quick else 7, "steps": 10 if args.quick else 40,
+            "sizes": SIZES_BYTES[:4] if args.quick else SIZES_BYTES}
+    os.environ.setdefault("TOPOCOLL_RESULTS", tempfile.mkdtemp(prefix="topocoll-noplan-"))
+    results = {n: run(n, opts) for n in args.ranks}
+    from synth.ir.schedule import atomic_write_text
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    command = "python benchmarks/bench_pytorch.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    text = report(results, command.strip(), opts)
+    atomic_write_text(out / "report.md", text + "\n")
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,235 @@
+"""torch.distributed's collectives as topocoll schedule calls, run on one rank (inside the
+process group's worker thread, :mod:`kernels.pytorch.process_group`).
+
+Each call: local checks (:mod:`kernels.pytorch.checks`) -> every rank agrees on the call
+(:func:`kernels.pytorch.agreement.agree`, raises on every rank before any data moves) -> the plan's
+choice (:func:`kernels.pytorch.plan_choice.choose`) -> one rank's share of that schedule over the
+transport (:func:`kernels.pytorch.schedule_share.run_share`), or torch's own NCCL group for CUDA
+tensors where the plan says NCCL.  torch's list forms (``all_gather`` into a list, ``gather``,
+``scatter``, ``reduce_scatter`` from a list) are packed into one flat buffer and unpacked after;
+an uneven all-to-all pads every block to the largest split and runs the ``alltoall`` schedule.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.pytorch.agreement import Header, agree, shape_digest, splits_of
+from kernels.pytorch.checks import first_failure, sizes_ok, tensors_ok
+from kernels.pytorch.dtypes import dtype_code
+from kernels.pytorch.errors import CollectiveMismatch
+from kernels.pytorch.plan_choice import choose
+from kernels.pytorch.schedule_share import GroupTransport, run_share
+
+
+class CallRunner:
+    """Runs calls for ``rank`` of ``size`` (module docstring).  ``transports(kind)`` returns the
+    internal group that carries a schedule's messages for ``cpu`` / ``cuda`` tensors, and for
+    ``nccl`` torch's NCCL group (None where NCCL is not used);
+    ``selector`` is the group's :class:`~synth.plan.selector.ScheduleSelector`."""
+
+    def __init__(self, rank: int, size: int, selector, transports) -> None:
+        self.rank, self.size, self.selector, self.transports = rank, size, selector, transports
+        self.last_label = ""                 # the last call's choice (plan:..., best:..., nccl)
+        self.cuda_device: int | None = None  # the caller's current CUDA device when the call was made
+
+    # ------------------------------------------------------------------ shared steps
+    def agree(self, collective: str, tensors, *, count: int, root: int = -1, op: str = "", shapes=(),
+              splits=(), extra=(0, "")) -> list:
+        code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), extra)
+        ref = tensors[0] if tensors else None
+        header = Header(collective, dtype_code(ref.dtype) if ref is not None else 0, count, root, op,
+                        shape_digest(shapes), tuple(splits), code)
+        return agree(self.transports("cpu"), header, self.size, self.rank, note)
+
+    def run(self, collective: str, send, recv, count: int, *, op: str = "sum", root: int | None = None,
+            nccl_call=None) -> None:
+        """Run the plan's schedule for ``collective`` on flat ``send``/``recv`` (either None
+        where this rank has none; the same tensor for in place)."""
+        if count == 0:
+            return
+        ref = send if send is not None else recv
+        choice = choose(self.selector, collective, count, ref.element_size(), root)
+        self.last_label = choice.label
+        nccl = self.transports("nccl") if ref.is_cuda and choice.nccl and nccl_call is not None else None
+        if nccl is not None:                 # the plan says NCCL: torch's own NCCL group runs it
+            self.last_label = "nccl"
+            nccl_call(nccl).wait()
+            return
+        run_share(choice.schedule, send, recv, count, op=op, rank=self.rank,
+                  transport=GroupTransport(self.transports(ref.device.type)))
+
+    # ------------------------------------------------------------------ collectives
+    def allreduce(self, tensors, op: str, factor=1.0, nccl_opts=None) -> None:
+        for t in tensors:
+            self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape])
+        for t in tensors:
+            flat = t.view(-1)
+            if op == "premul_sum":
+                flat.mul_(factor.to(flat.device) if isinstance(factor, torch.Tensor) else factor)
+            if self.size == 1:
+                continue
+            nccl = None if op == "premul_sum" or nccl_opts is None else (lambda g, t=t: g.allreduce([t], nccl_opts))
+            self.run("allreduce", flat, flat, flat.numel(), op="sum" if op == "premul_sum" else op, nccl_call=nccl)
+
+    def allgather_into(self, out, inp) -> None:
+        """``out`` (flat, n blocks) gets every rank's ``inp``."""
+        self.agree("allgather", [out, inp], count=inp.numel(), shapes=[inp.shape],
+                   extra=sizes_ok([out], self.size * inp.numel(), "output tensor"))
+        self._allgather(out.view(-1), inp.view(-1))
+
+    def _allgather(self, out, inp) -> None:
+        if self.size == 1:
+            out.copy_(inp)
+            return
+        self.run("allgather", inp, out, inp.numel(),
+                 nccl_call=lambda g: g.all_gather_single(out, inp, _opts("AllgatherOptions")))
+
+    def allgather_list(self, outputs, inp) -> None:
+        self.agree("allgather_list", [inp, *outputs], count=inp.numel(), shapes=[inp.shape],
+                   extra=first_failure(sizes_ok(outputs, inp.numel(), "output tensor"),
+                                       _count_ok(outputs, self.size)))
+        flat = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device)
+        self._allgather(flat, inp.reshape(-1))
+        for r, o in enumerate(outputs):
+            o.view(-1).copy_(flat[r * inp.numel():(r + 1) * inp.numel()])
+
+    def reduce_scatter_into(self, out, inp, op: str) -> None:
+        self.agree("reducescatter", [out, inp], count=out.numel(), op=op, shapes=[out.shape],
+                   extra=sizes_ok([inp], self.size * out.numel(), "input tensor"))
+        self._reduce_scatter(out.view(-1), inp.view(-1), op)
+
+    def _reduce_scatter(self, out, inp, op: str) -> None:
+        if self.size == 1:
+            out.copy_(inp)
+            return
+        self.run("reducescatter", inp, out, out.numel(), op=op)
+
+    def reduce_scatter_list(self, out, inputs, op: str) -> None:
+        self.agree("reducescatter_list", [out, *inputs], count=out.numel(), op=op, shapes=[out.shape],
+                   extra=first_failure(sizes_ok(inputs, out.numel(), "input tensor"), _count_ok(inputs, self.size)))
+        flat = torch.cat([t.reshape(-1) for t in inputs]) if inputs else out.new_empty(0)
+        self._reduce_scatter(out.view(-1), flat, op)
+
+    def broadcast(self, tensors, root: int) -> None:
+        for t in tensors:
+            self.agree("broadcast", [t], count=t.numel(), root=root, shapes=[t.shape], extra=self._root_ok(root))
+        if self.size > 1:
+            for t in tensors:
+                flat = t.view(-1)
+                self.run("broadcast", flat, flat, flat.numel(), root=root)
+
+    def reduce(self, tensors, root: int, op: str) -> None:
+        for t in tensors:
+            self.agree("reduce", [t], count=t.numel(), root=root, op=op, shapes=[t.shape], extra=self._root_ok(root))
+        if self.size > 1:
+            for t in tensors:
+                flat = t.view(-1)
+                self.run("reduce", flat, flat if self.rank == root else None, flat.numel(), op=op, root=root)
+
+    def gather(self, outputs, inp, root: int) -> None:
+        mine = self.rank == root
+        self.agree("gather", [inp, *outputs], count=inp.numel(), root=root, shapes=[inp.shape],
+                   extra=first_failure(self._root_ok(root), sizes_ok(outputs, inp.numel(), "output tensor"),
+                                       _count_ok(outputs, self.size) if mine else (0, "")))
+        flat = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device) if mine else None
+        if self.size == 1:
+            flat.copy_(inp.reshape(-1))
+        else:
+            self.run("gather", inp.reshape(-1), flat, inp.numel(), root=root)
+        for r, o in enumerate(outputs if mine else ()):
+            o.view(-1).copy_(flat[r * inp.numel():(r + 1) * inp.numel()])
+
+    def scatter(self, out, inputs, root: int) -> None:
+        mine = self.rank == root
+        self.agree("scatter", [out, *inputs], count=out.numel(), root=root, shapes=[out.shape],
+                   extra=first_failure(self._root_ok(root), sizes_ok(inputs, out.numel(), "input tensor"),
+                                       _count_ok(inputs, self.size) if mine else (0, "")))
+        flat = torch.cat([t.reshape(-1) for t in inputs]) if mine else None
+        if self.size == 1:
+            out.view(-1).copy_(flat)
+        else:
+            self.run("scatter", flat, out.view(-1), out.numel(), root=root)
+
+    def alltoall(self, outputs, inputs, send_splits, recv_splits, collective="alltoall") -> None:
+        """Block ``d`` of ``inputs`` (``send_splits[d]`` elements) goes to rank ``d``; block ``s``
+        of ``outputs`` (``recv_splits[s]`` elements) comes from rank ``s``; ``inputs`` /
+        ``outputs``: flat tensors (one per peer, or one tensor cut by the splits)."""
+        rows = self.agree(collective, [*outputs, *inputs], count=0, splits=[*send_splits, *recv_splits],
+                          extra=first_failure(_splits_ok(inputs, send_splits, self.size, "input"),
+                                              _splits_ok(outputs, recv_splits, self.size, "output")))
+        table = splits_of(rows)
+        n = self.size
+        bad = [(s, d) for s in range(n) for d in range(n) if table[s][d] != table[d][n + s]]
+        if bad:
+            s, d = bad[0]
+            raise CollectiveMismatch(f"{collective}: rank {s} sends {table[s][d]} elements to rank {d}, which "
+                                     f"expects {table[d][n + s]} (every rank raises this before any data moves)")
+        block = max(max(row[:n]) for row in table)
+        if block == 0:
+            return
+        ref = (inputs or outputs)[0]
+        send = _pack(inputs, send_splits, block, ref)
+        recv = torch.empty(n * block, dtype=ref.dtype, device=ref.device)
+        if n == 1:
+            recv.copy_(send)
+        else:
+            self.run("alltoall", send, recv, block)
+        _unpack(recv, outputs, recv_splits, block)
+
+    def barrier(self, device_type: str = "cpu") -> None:
+        t = torch.zeros(1, dtype=torch.uint8, device="cuda" if device_type == "cuda" else "cpu")
+        self.agree("barrier", [t], count=1)
+        if self.size > 1:
+            self.run("allreduce", t, t, 1, op="max")
+
+    def _root_ok(self, root: int) -> tuple[int, str]:
+        return (0, "") if 0 <= root < self.size else (6, f"root {root} is not a rank of a group of {self.size}")
+
+
+def _count_ok(tensors, n: int) -> tuple[int, str]:
+    return (0, "") if len(tensors) == n else (4, f"{len(tensors)} tensors in the list, the group has {n} ranks")
+
+
+def _splits_ok(tensors, splits, n: int, what: str) -> tuple[int, str]:
+    """An all-to-all's ``splits`` (elements per peer) fit its tensors: one tensor per peer, or
+    one tensor holding them all."""
+    if len(tensors) > 1:
+        return _count_ok(tensors, n)
+    if len(splits) != n or min(splits, default=0) < 0:
+        return 7, f"{what} split sizes {list(splits)} are not {n} non-negative numbers"
+    held = sum(t.numel() for t in tensors)
+    if sum(splits) != held:
+        return 7, f"{what} split sizes sum to {sum(splits)} elements, the {what} tensor holds {held}"
+    return 0, ""
+
+
+def _opts(name: str):
+    import torch.distributed as dist
+    return getattr(dist, name)()
+
+
+def _pieces(tensors, splits):
+    """Flat pieces: one per tensor, or one tensor cut by ``splits`` (elements)."""
+    if len(tensors) == 1 and len(splits) > 1:
+        return list(torch.split(tensors[0].view(-1), list(splits)))
+    return [t.view(-1) for t in tensors]
+
+
+def _pack(inputs, splits, block: int, ref) -> torch.Tensor:
+    pieces = _pieces(inputs, splits)
+    if all(p.numel() == block for p in pieces) and len(inputs) == 1:
+        return inputs[0].view(-1)
+    send = torch.zeros(len(splits) * block, dtype=ref.dtype, device=ref.device)
+    for d, p in enumerate(pieces):
+        send[d * block:d * block + p.numel()].copy_(p)
+    return send
+
+
+def _unpack(recv, outputs, splits, block: int) -> None:
+    for s, p in enumerate(_pieces(outputs, splits)):
+        if p.numel():
+            p.copy_(recv[s * block:s * block + p.numel()])
+
+
+__all__ = ["CallRunner"]

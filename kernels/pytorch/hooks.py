@@ -1,0 +1,76 @@
+"""A DDP communication hook that all-reduces gradient buckets on topocoll's schedules, for
+users who keep NCCL (or gloo) as DDP's process group::
+
+    state = TopocollHookState.create(compression="bf16")      # every rank, after init_process_group
+    model.register_comm_hook(state, topocoll_hook)
+
+``compression="none"`` divides the bucket by the world size and all-reduces it (sum) on the
+``topocoll`` group, as DDP's own ``allreduce_hook`` does on its group
+(``torch/distributed/algorithms/ddp_comm_hooks/default_hooks.py``, torch 2.13).  ``"fp16"`` /
+``"bf16"`` run the compressed all-reduce of :mod:`kernels.comm.compression`: each rank casts
+its bucket to the wire format in n zero-padded blocks, an ``all_to_all`` gives rank d every
+rank's block d, rank d sums them in float32 and divides by n, casts the mean back to the wire
+format, and an ``all_gather`` spreads the blocks; every value is rounded twice whatever n is,
+and :func:`kernels.comm.compression.error_bound` (``op="avg"``) bounds the result.  Both
+collectives run the plan's ``alltoall`` / ``allgather`` schedules, as one call on the group's
+worker thread, so the hook returns at once and DDP overlaps it with the backward pass.
+"""
+
+from dataclasses import dataclass
+
+import torch
+import torch.distributed as dist
+
+from kernels.pytorch.errors import UnsupportedCall
+
+WIRE_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+
+
+@dataclass
+class TopocollHookState:
+    """The hook's state: the ``topocoll`` group that carries the buckets and the wire format
+    (``"none"``, ``"fp16"`` or ``"bf16"``)."""
+
+    group: "dist.ProcessGroup"
+    compression: str = "none"
+
+    @classmethod
+    def create(cls, compression: str = "none", ranks=None) -> "TopocollHookState":  # noqa: D102
+        """A new ``topocoll`` group of ``ranks`` (all by default; every rank must call this)."""
+        import kernels.pytorch  # noqa: F401  (registers the backend)
+        if compression not in ("none", *WIRE_DTYPES):
+            raise UnsupportedCall(f"compression {compression!r}: expected none, fp16 or bf16")
+        return cls(dist.new_group(ranks, backend="topocoll"), compression)
+
+
+def compressed_mean(runner, flat: torch.Tensor, wire_dtype: torch.dtype) -> None:
+    """``flat`` becomes the mean over ranks of ``flat`` with ``wire_dtype`` on the wire (module
+    docstring); ``runner`` is the group's :class:`~kernels.pytorch.calls.CallRunner`."""
+    n, count = runner.size, flat.numel()
+    block = -(-count // n)
+    if block == 0:
+        return
+    send = torch.zeros(n * block, dtype=wire_dtype, device=flat.device)
+    send[:count].copy_(flat)
+    recv = torch.empty_like(send)
+    runner.alltoall([recv], [send], [block] * n, [block] * n)
+    mine = recv.view(n, block).to(torch.float32).sum(0).div_(n).to(wire_dtype)
+    gathered = torch.empty_like(send)
+    runner.allgather_into(gathered, mine)
+    flat.copy_(gathered[:count])
+
+
+def topocoll_hook(state: TopocollHookState, bucket: dist.GradBucket) -> torch.futures.Future[torch.Tensor]:
+    """DDP comm hook (module docstring): the bucket's mean over ranks, as a future."""
+    buf = bucket.buffer()
+    group = state.group
+    if state.compression == "none":
+        buf.div_(group.size())
+        fut = dist.all_reduce(buf, group=group, async_op=True).get_future()
+        return fut.then(lambda f: f.value()[0])
+    wire = WIRE_DTYPES[state.compression]
+    work = group.submit_call(lambda: compressed_mean(group.runner, buf, wire), [buf], buf.device)
+    return work.get_future().then(lambda f: f.value()[0])
+
+
+__all__ = ["TopocollHookState", "topocoll_hook", "compressed_mean", "WIRE_DTYPES"]

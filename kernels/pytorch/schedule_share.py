@@ -1,0 +1,177 @@
+"""Run one rank's share of a verified schedule on torch tensors, point to point over the group's
+transport (:class:`kernels.pytorch.sockets.SocketMesh`; for CUDA tensors the same staged through
+host memory, or NCCL send/recv where asked for).
+
+Every process lowers the same schedule (:func:`kernels.backends.executor.program_for`) and keeps
+the ops that concern it (:func:`kernels.mpi.transport.rank_plan`, the split the MPI transport
+runs): each schedule transfer becomes a ``send`` on its source rank and a ``recv`` on its
+destination rank, tagged with the transfer's index in the schedule; local ops (the epilogue's
+copies, integer ``avg``'s division) run in place.  Ops run in the lowering's order (every op's
+dependencies come before it), sends are posted without waiting and carry a copy of their source
+region (so a later op may overwrite it), receives wait: every receive's matching send comes from
+ops earlier in that order, so the ranks cannot wait on each other in a circle.  Reductions are
+torch operations in the element type, with floating ``avg`` as NCCL's pre-multiplied sum
+(:class:`kernels.backends.kernel_twins.PreMulSum`).  On CUDA tensors every operation is enqueued
+on the current stream (the internal NCCL group orders its sends and receives with it).
+"""
+
+from __future__ import annotations
+
+import torch
+
+from kernels.backends.executor import program_for
+from kernels.backends.kernel_twins import PreMulSum, avg_scalar, binop_for
+from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND, rank_plan
+from kernels.program.ops import SCRATCH
+from synth.ir.schedule import Schedule
+
+#: gloo and NCCL take any non-negative int tag; the MPI transport's bound is kept for its check
+_TAG_UB = 2**31 - 1
+_PLANS: dict = {}
+
+
+def _rank_plan(schedule: Schedule, count: int, np_dtype, inplace: bool, op: str, rank: int):
+    key = (id(schedule), count, np_dtype.str, inplace, op, rank)
+    hit = _PLANS.get(key)
+    if hit is None or hit[0] is not schedule:
+        prog = program_for(schedule, count, np_dtype, inplace=inplace, op=op)
+        hit = (schedule, prog, rank_plan(schedule, prog, rank, _TAG_UB))
+        if len(_PLANS) > 256:
+            _PLANS.clear()
+        _PLANS[key] = hit
+    return hit[1], hit[2]
+
+
+def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
+    """``dst = a (binop) b`` in the element type (``dst`` may alias ``a``); ``binop`` is an op
+    name (sum/prod/max/min) or a :class:`PreMulSum`.
+
+    >>> d = torch.zeros(2, dtype=torch.float16); x = torch.tensor([60000.0, 2.0], dtype=torch.float16)
+    >>> combine(d, x, x, PreMulSum(4, True, True)); d.tolist()
+    [30000.0, 1.0]
+    """
+    if isinstance(binop, PreMulSum):
+        s = float(avg_scalar(_np_of(dst.dtype), binop.n))
+        torch.add(a * s if binop.scale_a else a, b * s if binop.scale_b else b, out=dst)
+    elif binop == "sum":
+        torch.add(a, b, out=dst)
+    elif binop == "prod":
+        torch.mul(a, b, out=dst)
+    elif binop == "max":
+        torch.maximum(a, b, out=dst)
+    else:
+        torch.minimum(a, b, out=dst)
+
+
+def postdiv(x: torch.Tensor, n: int) -> None:
+    """avg's final division in place: ``x / n`` for floats, truncation toward zero for integers
+    (NCCL's ``FuncSumPostDiv``, :func:`kernels.backends.kernel_twins.postdiv_host`).
+
+    >>> v = torch.tensor([7, -7, 6]); postdiv(v, 2); v.tolist()
+    [3, -3, 3]
+    """
+    if x.dtype.is_floating_point:
+        x.div_(n)
+    else:
+        x.copy_(torch.div(x, n, rounding_mode="trunc"))
+
+
+def _np_of(dtype: torch.dtype):
+    from kernels.pytorch.dtypes import numpy_dtype
+    return numpy_dtype(dtype)
+
+
+class GroupTransport:
+    """Point-to-point messages over an internal torch process group (``send``/``recv`` of
+    ``torch.distributed.ProcessGroup``); ``timeout`` bounds every wait, so a dead peer ends the
+    call with the group's error instead of a hang."""
+
+    def __init__(self, group) -> None:
+        self.group = group
+        self.sends: list = []
+
+    def isend(self, tensor: torch.Tensor, peer: int, tag: int) -> None:
+        self.sends.append((self.group.send([tensor], peer, tag), tensor))
+
+    def recv(self, tensor: torch.Tensor, peer: int, tag: int) -> None:
+        self.group.recv([tensor], peer, tag).wait()
+
+    def finish(self) -> None:
+        sends, self.sends = self.sends, []
+        for work, _ in sends:
+            work.wait()
+
+
+class HostStagedGroup:
+    """Point to point for CUDA tensors through host memory over a gloo group: a send copies its
+    region to the host (on the current stream, waited for), a receive lands in host memory and is
+    copied to the device on the current stream.  Used where ranks share a GPU (NCCL refuses two
+    ranks on one device) or NCCL is missing."""
+
+    def __init__(self, gloo) -> None:
+        self.gloo = gloo
+
+    def send(self, tensors, peer: int, tag: int):
+        host = tensors[0].to("cpu")
+        return _Staged(self.gloo.send([host], peer, tag), host, None)
+
+    def recv(self, tensors, peer: int, tag: int):
+        host = torch.empty(tensors[0].shape, dtype=tensors[0].dtype)
+        return _Staged(self.gloo.recv([host], peer, tag), host, tensors[0])
+
+
+class _Staged:
+    def __init__(self, work, host, device_dst) -> None:
+        self.work, self.host, self.device_dst = work, host, device_dst
+
+    def wait(self):
+        self.work.wait()
+        if self.device_dst is not None:
+            self.device_dst.copy_(self.host)
+        return True
+
+
+def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor | None, count: int, *,
+              op: str, rank: int, transport: GroupTransport) -> None:
+    """Run this rank's share of ``schedule`` on flat contiguous ``send`` / ``recv`` tensors
+    (layout of :mod:`synth.ir.collectives`; blocks of ``count`` elements; ``send is recv`` is
+    NCCL's in-place layout where the collective has one) — see the module docstring."""
+    ref = send if send is not None else recv
+    inplace = send is not None and recv is not None and send.data_ptr() == recv.data_ptr() and send is recv
+    prog, plan = _rank_plan(schedule, count, _np_of(ref.dtype), inplace, op, rank)
+    user = {"send": send, "recv": recv}
+    bufs = {name: user[which] for name, which in prog.bindings[rank].items()}
+    scratch = prog.sizes[rank].get(SCRATCH)
+    if scratch:
+        bufs[SCRATCH] = torch.empty(scratch, dtype=ref.dtype, device=ref.device)
+
+    def view(region):
+        return bufs[region.buf][region.start:region.stop]
+
+    n = schedule.ranks
+    try:
+        for kind, o, tag, peer in plan.items:
+            if kind == SEND:
+                transport.isend(view(o.src).clone(), peer, tag)
+            elif kind == RECV_COPY:
+                transport.recv(view(o.dst), peer, tag)
+            elif kind == RECV_REDUCE:
+                tmp = torch.empty(o.src.size, dtype=ref.dtype, device=ref.device)
+                transport.recv(tmp, peer, tag)
+                combine(view(o.dst), view(o.acc), tmp, binop_for(o.premul, op, n))
+            elif kind == LOCAL:
+                _local(o, view, op, n)
+    finally:
+        transport.finish()
+
+
+def _local(o, view, op: str, n: int) -> None:
+    if o.kind == "copy":
+        view(o.dst).copy_(view(o.src))
+    elif o.kind == "reduce":
+        combine(view(o.dst), view(o.acc), view(o.src), binop_for(o.premul, op, n))
+    else:                                   # scale: integer avg's division
+        postdiv(view(o.dst), n)
+
+
+__all__ = ["GroupTransport", "HostStagedGroup", "run_share", "combine", "postdiv"]

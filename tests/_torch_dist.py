@@ -1,0 +1,83 @@
+"""Start N processes once, run a job of many checks in each, collect what each rank found.
+
+``run_job(job, n)`` spawns ``n`` processes (``torch.multiprocessing``, spawn), each calling
+``job(rank, n, init_method)`` with a fresh TCP rendezvous; each returns a dict of check name ->
+list of failure lines (empty: passed) and counters; ``run_job`` returns the list of per-rank
+dicts, or raises with the ranks' tracebacks.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import socket
+import tempfile
+import traceback
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def result_path(rank: int) -> str:
+    """Where ``rank`` leaves its result (a job whose rank exits early writes it itself)."""
+    return os.path.join(os.environ["TOPOCOLL_TEST_OUT"], f"rank{rank}.pkl")
+
+
+def write_result(rank: int, result: dict) -> None:
+    with open(result_path(rank), "wb") as f:
+        pickle.dump(result, f)
+
+
+def _entry(rank: int, job, n: int, init_method: str, out_dir: str, env: dict) -> None:
+    os.environ.update(env)
+    os.environ["TOPOCOLL_TEST_OUT"] = out_dir
+    import torch
+    torch.set_num_threads(1)          # as torchrun does (OMP_NUM_THREADS=1); spawn imported torch already
+    try:
+        result = job(rank, n, init_method)
+    except BaseException:
+        result = {"__error__": traceback.format_exc()}
+    write_result(rank, result)
+    os._exit(0)                       # no teardown: a peer may be gone (dead-rank test)
+
+
+def run_job(job, n: int, *, env: dict | None = None, timeout_s: float = 240) -> list[dict]:
+    """Run ``job`` on ``n`` spawned ranks (module docstring)."""
+    import torch.multiprocessing as mp
+    env = {"OMP_NUM_THREADS": "1", "TOPOCOLL_RESULTS": tempfile.gettempdir() + "/topocoll-no-results", **(env or {})}
+    with tempfile.TemporaryDirectory() as out:
+        init = f"tcp://127.0.0.1:{free_port()}"
+        ctx = mp.start_processes(_entry, args=(job, n, init, out, env), nprocs=n, join=False, start_method="spawn")
+        import time
+        deadline = time.monotonic() + timeout_s
+        while not ctx.join(timeout=1):
+            if time.monotonic() > deadline:
+                for p in ctx.processes:
+                    p.kill()
+                raise TimeoutError(f"{job.__name__} on {n} ranks ran over {timeout_s} s")
+        results = []
+        for r in range(n):
+            path = os.path.join(out, f"rank{r}.pkl")
+            if not os.path.exists(path):
+                results.append({"__missing__": True})
+                continue
+            with open(path, "rb") as f:
+                results.append(pickle.load(f))
+    errors = [f"rank {r}:\n{res['__error__']}" for r, res in enumerate(results) if "__error__" in res]
+    if errors:
+        raise AssertionError("\n".join(errors))
+    return results
+
+
+def merged(results: list[dict], prefix: str) -> list[str]:
+    """Every rank's failure lines of the checks whose name starts with ``prefix``."""
+    return [f"rank {r}: {name}: {line}" for r, res in enumerate(results) for name, lines in sorted(res.items())
+            if name.startswith(prefix) and isinstance(lines, list) for line in lines]
+
+
+def checked(results: list[dict], prefix: str) -> int:
+    """How many comparisons the checks under ``prefix`` made (the job counts them)."""
+    return sum(res.get("__count__", {}).get(prefix, 0) for res in results)

@@ -1,0 +1,37 @@
+"""benchmarks/bench_pytorch.py's report: the command at the top, busbw and ratios computed from
+the measured times as nccl-tests defines them, the overhead as the whole call minus the schedule,
+and the GPU section saying why it is empty."""
+
+from __future__ import annotations
+
+import importlib.util
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
+
+from _paths import ROOT  # noqa: E402
+
+
+def _bench():
+    spec = importlib.util.spec_from_file_location("bench_pytorch", ROOT / "benchmarks" / "bench_pytorch.py")
+    mod = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(mod)
+    return mod
+
+
+def test_the_report_shows_the_command_the_rows_and_the_overhead():
+    bench = _bench()
+    mib = 1 << 20
+    res = {2: {"allreduce": [{"bytes": mib, "topocoll_us": 2000.0, "gloo_us": 1000.0,
+                              "topocoll_busbw": mib / 2000e-6 / 1e9, "gloo_busbw": mib / 1000e-6 / 1e9}],
+               "overhead": {"call": 900.0, "schedule": 300.0, "agreement": 250.0, "gloo": 200.0,
+                            "schedule_name": "oneshot"},
+               "ddp_ms": {"topocoll": 6.0, "gloo": 4.0}}}
+    text = bench.report(res, "python benchmarks/bench_pytorch.py --ranks 2", {"rounds": 3, "calls": 10, "steps": 10})
+    lines = text.splitlines()
+    assert lines[2] == "    python benchmarks/bench_pytorch.py --ranks 2"
+    assert "| 1 MiB | 2,000 | 1,000 | 0.524 | 1.049 | 2.00x |" in text      # 1 MiB / 2 ms x 2(n-1)/n
+    assert "**The backend's own overhead** (whole call minus schedule" in text and ": 600 µs." in text
+    assert "DDP step (MLP 64-256-256-1, batch 32, median of 10): topocoll 6.00 ms, gloo 4.00 ms." in text
+    assert ("no GPU rows" in text) != torch.cuda.is_available()

@@ -1,0 +1,34 @@
+"""The torch backend tests share one job per process count: ``collectives_job`` (every
+collective, bad input, subgroups, backend strings, DDP, a dead rank) spawned once on 2 and once
+on 4 ranks for the whole run, whichever test asks first.  Under pytest-xdist the workers share
+it too: the first to ask runs it under a file lock in the run's common temporary folder and
+leaves the results there (the pattern pytest-xdist's documentation gives for session fixtures)."""
+
+from __future__ import annotations
+
+import fcntl
+import pickle
+
+import pytest
+
+
+def _run(n: int):
+    from _torch_dist import free_port, run_job
+    from _torch_jobs import collectives_job
+    env = {f"TOPOCOLL_TEST_INIT{k}": f"tcp://127.0.0.1:{free_port()}" for k in (2, 3, 4, 5, 6)}
+    return run_job(collectives_job, n, env=env)
+
+
+@pytest.fixture(scope="session", params=[2, 4], ids=["2-ranks", "4-ranks"])
+def job_results(request, tmp_path_factory):
+    pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
+    n = request.param
+    if getattr(request.config, "workerinput", None) is None:      # not an xdist worker
+        return n, _run(n)
+    shared = tmp_path_factory.getbasetemp().parent
+    done = shared / f"topocoll-torch-job-{n}.pkl"
+    with open(shared / f"topocoll-torch-job-{n}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        if not done.exists():
+            done.write_bytes(pickle.dumps(_run(n)))
+        return n, pickle.loads(done.read_bytes())

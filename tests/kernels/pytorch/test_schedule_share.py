@@ -1,0 +1,132 @@
+"""run_share on threads: every rank's share of a verified schedule, ranks joined by an in-process
+transport (queues per (source, destination, tag)), against the NumPy meaning of the collective;
+and the op semantics (avg's pre-multiplied sum, integer avg's truncation) against the kernel
+twins the other backends use."""
+
+from __future__ import annotations
+
+import queue
+import threading
+
+import numpy as np
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
+
+from hypothesis import given, settings  # noqa: E402
+from hypothesis import strategies as st  # noqa: E402
+
+from kernels.backends.kernel_twins import PreMulSum, postdiv_host, reduce_copy_host  # noqa: E402
+from kernels.pytorch.schedule_share import combine, postdiv, run_share  # noqa: E402
+from synth import baseline, build_fabric  # noqa: E402
+from topo_probe.machines.generators import fully_connected  # noqa: E402
+
+
+class QueueTransport:
+    """Messages between threads: a send puts a copy, a receive takes it (FIFO per tag)."""
+
+    def __init__(self, boxes, rank: int) -> None:
+        self.boxes, self.rank = boxes, rank
+
+    def _box(self, src, dst, tag):
+        return self.boxes.setdefault((src, dst, tag), queue.Queue())
+
+    def isend(self, tensor, peer, tag):
+        self._box(self.rank, peer, tag).put(tensor.clone())
+
+    def recv(self, tensor, peer, tag):
+        tensor.copy_(self._box(peer, self.rank, tag).get(timeout=20))
+
+    def finish(self):
+        pass
+
+
+REFERENCE = {"sum": lambda xs: np.sum(xs, axis=0), "max": lambda xs: np.max(xs, axis=0),
+             "min": lambda xs: np.min(xs, axis=0), "prod": lambda xs: np.prod(xs, axis=0)}
+
+
+def _run_all(sched, sends, recvs, count, op):
+    boxes: dict = {}
+    lock = threading.Lock()
+    errors = []
+
+    class Locked(QueueTransport):
+        def _box(self, *key):
+            with lock:
+                return super()._box(*key)
+
+    def one(r):
+        try:
+            run_share(sched, sends[r], recvs[r], count, op=op, rank=r, transport=Locked(boxes, r))
+        except BaseException as e:   # noqa: BLE001  (reported below)
+            errors.append(e)
+    threads = [threading.Thread(target=one, args=(r,)) for r in range(sched.ranks)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not errors, errors
+
+
+@settings(max_examples=15, deadline=None)
+@given(n=st.integers(2, 5), algo=st.sampled_from(["ring", "direct", "tree"]),
+       collective=st.sampled_from(["allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce"]),
+       count=st.integers(1, 40), op=st.sampled_from(["sum", "max", "min", "prod"]), seed=st.integers(0, 99))
+def test_every_rank_share_together_computes_the_collective(n, algo, collective, count, op, seed):
+    fabric = build_fabric(fully_connected(n))
+    try:
+        sched = baseline(algo, fabric, collective, root=0 if collective in ("broadcast", "reduce") else None)
+    except Exception:       # noqa: BLE001  (the baseline does not build this collective)
+        return
+    if sched is None:
+        return
+    rng = np.random.default_rng(seed)
+    blocks_in = n if collective in ("reducescatter", "alltoall") else 1
+    blocks_out = n if collective in ("allgather", "alltoall") else 1
+    xs = [rng.integers(-3, 4, blocks_in * count).astype(np.int64) for _ in range(n)]
+    sends = [torch.from_numpy(x.copy()) for x in xs]
+    recvs = [torch.zeros(blocks_out * count, dtype=torch.int64) for _ in range(n)]
+    if collective == "broadcast":
+        sends = [sends[0]] + [None] * (n - 1)
+    if collective == "reduce":
+        recvs = [recvs[0]] + [None] * (n - 1)
+    _run_all(sched, sends, recvs, count, op)
+    red = REFERENCE[op](np.stack(xs))
+    for r in range(n):
+        if collective == "allreduce":
+            want = red
+        elif collective == "allgather":
+            want = np.concatenate(xs)
+        elif collective == "reducescatter":
+            want = red[r * count:(r + 1) * count]
+        elif collective == "alltoall":
+            want = np.concatenate([xs[s][r * count:(r + 1) * count] for s in range(n)])
+        elif collective == "broadcast":
+            want = xs[0]
+        else:
+            if r:
+                continue
+            want = red
+        np.testing.assert_array_equal(recvs[r].numpy(), want, err_msg=f"{algo} {collective} rank {r}")
+
+
+@pytest.mark.parametrize("dtype", [np.float16, np.float32, np.float64])
+@pytest.mark.parametrize("binop", ["sum", "prod", "max", "min", PreMulSum(3, True, False), PreMulSum(4, True, True)])
+def test_combine_matches_the_kernel_twins(dtype, binop):
+    rng = np.random.default_rng(1)
+    a, b = rng.normal(size=257).astype(dtype), rng.normal(size=257).astype(dtype)
+    want = np.empty_like(a)
+    reduce_copy_host(want, a, b, binop)
+    got = torch.empty(257, dtype=getattr(torch, np.dtype(dtype).name))
+    combine(got, torch.from_numpy(a), torch.from_numpy(b), binop)
+    np.testing.assert_array_equal(got.numpy(), want)
+
+
+@pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float32])
+def test_postdiv_matches_the_kernel_twin(dtype):
+    x = np.array([7, -7, 6, -1, 0, 9], dtype=dtype)
+    want = x.copy()
+    postdiv_host(want, 4)
+    got = torch.from_numpy(x.copy())
+    postdiv(got, 4)
+    np.testing.assert_array_equal(got.numpy(), want)

@@ -1,0 +1,44 @@
+"""CallQueue and TopocollWork without processes: calls run in submission order whether queued
+or inline, wait() raises the call's own error, the future completes with the outputs."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
+
+from kernels.pytorch.errors import CollectiveMismatch  # noqa: E402
+from kernels.pytorch.work import CallQueue  # noqa: E402
+
+
+def test_queued_and_inline_calls_run_in_the_order_they_were_made():
+    q, order = CallQueue("t"), []
+    slow = q.submit(lambda: (time.sleep(0.2), order.append("queued")), [])
+    inline = q.submit(lambda: order.append("inline"), [], inline=True)   # waits for the queued one
+    assert order == ["queued", "inline"] and slow.is_completed() and inline.is_completed()
+    q.shutdown()
+
+
+def test_wait_raises_the_calls_error_and_the_future_carries_it():
+    q = CallQueue("t")
+
+    def fail():
+        raise CollectiveMismatch("allreduce: ranks disagree")
+    work = q.submit(fail, [])
+    with pytest.raises(CollectiveMismatch, match="ranks disagree"):
+        work.wait()
+    assert not work.is_success() and isinstance(work.exception(), CollectiveMismatch)
+    with pytest.raises(RuntimeError):
+        work.get_future().wait()
+    q.shutdown()
+
+
+def test_the_future_completes_with_the_output_tensors():
+    q = CallQueue("t")
+    t = torch.zeros(3)
+    work = q.submit(lambda: t.add_(2), [t])
+    work.wait()
+    assert work.get_future().value()[0] is t and t.tolist() == [2.0, 2.0, 2.0]
+    q.shutdown()
