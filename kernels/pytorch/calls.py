@@ -20,6 +20,7 @@ from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.errors import CollectiveMismatch
 from kernels.pytorch.plan_choice import choose
 from kernels.pytorch.schedule_share import GroupTransport, run_share
+from synth.plan.selector import NCCL
 
 
 class CallRunner:
@@ -30,7 +31,8 @@ class CallRunner:
 
     def __init__(self, rank: int, size: int, selector, transports) -> None:
         self.rank, self.size, self.selector, self.transports = rank, size, selector, transports
-        self.last_label = ""                 # the last call's choice (plan:..., best:..., nccl)
+        self.last_label = ""                 # what the last call ran (a plan file, best:..., nccl)
+        self.last_route = None               # its kernels.comm.route.Route: what plan.json says, what ran, why
         self.cuda_device: int | None = None  # the caller's current CUDA device when the call was made
 
     # ------------------------------------------------------------------ shared steps
@@ -49,14 +51,21 @@ class CallRunner:
         if count == 0:
             return
         ref = send if send is not None else recv
-        choice = choose(self.selector, collective, count, ref.element_size(), root)
-        self.last_label = choice.label
-        nccl = self.transports("nccl") if ref.is_cuda and choice.nccl and nccl_call is not None else None
-        if nccl is not None:                 # the plan says NCCL: torch's own NCCL group runs it
-            self.last_label = "nccl"
-            nccl_call(nccl).wait()
+        group = []
+
+        def no_nccl() -> str:                # asked only where plan.json says nccl
+            if not ref.is_cuda:
+                return "CPU tensors: NCCL runs on GPUs only"
+            if nccl_call is None:
+                return f"the topocoll process group has no NCCL call for {collective}"
+            group.append(self.transports("nccl"))
+            return "" if group[0] is not None else "torch's NCCL group cannot run here (no NCCL, or ranks share a GPU)"
+        route = choose(self.selector, collective, count, ref.element_size(), root, no_nccl=no_nccl)
+        self.last_route, self.last_label = route, route.ran
+        if route.ran == NCCL:                # plan.json says NCCL and it can run: torch's own NCCL group runs it
+            nccl_call(group[0] if group else self.transports("nccl")).wait()
             return
-        run_share(choice.schedule, send, recv, count, op=op, rank=self.rank,
+        run_share(route.schedule, send, recv, count, op=op, rank=self.rank,
                   transport=GroupTransport(self.transports(ref.device.type)))
 
     # ------------------------------------------------------------------ collectives

@@ -1,7 +1,8 @@
-"""The one place a ``topocoll`` process group asks which schedule a call runs: the same
-decision as the :class:`~kernels.comm.communicator.Communicator` (plan.json's entry for the
-collective and size, else the fastest baseline by the cost model; ``nccl`` where the plan says
-NCCL is faster), through :class:`synth.plan.selector.ScheduleSelector`.
+"""The one place a ``topocoll`` process group asks what a call runs: the same lookup as the
+:class:`~kernels.comm.communicator.Communicator`, :func:`kernels.comm.route.plan_route` (the
+decision plan.json recorded when it was built: its schedule, or ``nccl``; where NCCL cannot run
+the call, the plan's fallback schedule and the reason; no entry: the fastest baseline by the cost
+model), so a process group runs what plan.json says.
 
 Topology: ``TOPOCOLL_TOPOLOGY`` (a preset name or file) when set, else every rank of the group
 fully connected (``fully_connected(n)``); plan: ``TOPOCOLL_PLAN`` (a ``plan.json`` or results
@@ -9,9 +10,9 @@ folder) when set, else discovery in ``$TOPOCOLL_RESULTS`` / ``results`` (``plan=
 plan is never an error (the cost-model fallback, said once on rank 0).
 
 >>> sel = make_selector(4, rank=1)
->>> c = choose(sel, "allreduce", 4096)
->>> c.schedule.ranks, c.nccl
-(4, False)
+>>> r = choose(sel, "allreduce", 4096, no_nccl="CPU tensors: NCCL runs on GPUs only")
+>>> r.schedule.ranks, r.ran != "nccl"
+(4, True)
 """
 
 from __future__ import annotations
@@ -20,10 +21,11 @@ import os
 import weakref
 
 from kernels.comm.communicator import nccl_bytes, resolve_topology
-from synth.plan.selector import Choice, ScheduleSelector
+from kernels.comm.route import Route, plan_route
+from synth.plan.selector import NCCL, ScheduleSelector
 
 
-#: selector -> (collective, nbytes, root) -> Choice: a call asks once per size (the cost-model
+#: selector -> (collective, nbytes, root) -> Route: a call asks once per size (the cost-model
 #: fallback times every baseline when asked)
 _CHOICES: "weakref.WeakKeyDictionary[ScheduleSelector, dict]" = weakref.WeakKeyDictionary()
 
@@ -41,16 +43,26 @@ def make_selector(group_size: int, *, rank: int = 0) -> ScheduleSelector:
 
 
 def choose(selector: ScheduleSelector, collective: str, count: int, itemsize: int = 4,
-           root: int | None = None) -> Choice:
-    """The :class:`~synth.plan.selector.Choice` for ``collective`` on blocks of ``count``
-    elements of ``itemsize`` bytes (the plan is keyed by the nccl-tests size of the call)."""
+           root: int | None = None, *, no_nccl="") -> Route:
+    """The :class:`~kernels.comm.route.Route` of ``collective`` on blocks of ``count`` elements of
+    ``itemsize`` bytes (the plan is keyed by the nccl-tests size of the call); ``no_nccl``: why
+    this call cannot run on torch's NCCL group ('' where it can; a function is asked only where
+    the plan says ``nccl``)."""
     key = (collective, nccl_bytes(collective, count, itemsize, selector.topology.num_gpus), root)
     cache = _CHOICES.setdefault(selector, {})
-    hit = cache.get(key)
-    if hit is None:
-        if len(cache) >= 4096:
-            cache.clear()
-        hit = cache[key] = selector.select(*key)
+    if len(cache) >= 4096:
+        cache.clear()
+    planned = cache.get(key)
+    if planned is None:                      # the plan's own answer, NCCL assumed able to run
+        planned = cache[key] = plan_route(selector, *key, no_nccl="", layer="topocoll")
+    if planned.ran != NCCL:
+        return planned
+    why = no_nccl() if callable(no_nccl) else no_nccl
+    if not why:
+        return planned
+    hit = cache.get((*key, why))
+    if hit is None:                          # the plan's fallback, with the reason
+        hit = cache[(*key, why)] = plan_route(selector, *key, no_nccl=why, layer="topocoll")
     return hit
 
 
