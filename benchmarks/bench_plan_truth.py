@@ -165,18 +165,18 @@ def main(argv=None) -> int:
         "`nccl` entry where NCCL cannot run, not its documented fallback), a schedule other than the entry's file, "
         "an NCCL call with other arguments, or a result that differs from NumPy. On the host path an `nccl` entry "
         "runs its fallback (NumPy arrays: NCCL runs on GPU memory only); on the GPU path gather, scatter and "
-        "alltoall `nccl` entries run theirs (NCCL has no single call for them). The committed plans predate the "
-        "`fallback` field: their fallback is the fastest baseline at the size (`best:<baseline>`).", "",
+        "alltoall `nccl` entries run theirs (NCCL has no single call for them). Each `nccl` entry names its "
+        "`fallback` schedule (plans made before that field: the fastest baseline at the size, `best:<baseline>`).",
+        "",
         "*Old rule*: the Communicator's previous per-call decision (`kernels/comm/nccl_choice.py` at 67d5ffc), "
         "evaluated at every sampled size where plan.json names a schedule of a collective NCCL has as one call: how "
         "many it sent to NCCL, at the power-of-two sizes the plan is decided at and at the sizes between them (the "
         "old rule evaluated the call's exact size: a range's upper end can flip), and the median host time of its "
-        "first call for a shape (lowering, the busiest block's records, a fresh NCCL model). On the committed "
-        "plans it also disagrees at power-of-two sizes: they were decided without the executor's cost. *Lookup*: `Communicator.route`, what each call now does (median; the first call of a size "
-        "with the selector's per-size memos cleared: for the committed plans' `nccl` entries this includes the "
-        "legacy fallback's fastest-baseline choice by the cost model, gone once the plans carry `fallback`; and "
-        "repeated calls). *fresh*: a plan this script builds with the one decision (DGX A100's GPUs 0-3, all eight "
-        "collectives, no SAT), with `decision` and `fallback` recorded per entry as the regenerated presets will be.",
+        "first call for a shape (lowering, the busiest block's records, a fresh NCCL model). Where it "
+        "disagrees at power-of-two sizes, it judged the call's exact shape with another rule. *Lookup*: `Communicator.route`, what each call now does (median; the first call of a size "
+        "with the selector's per-size memos cleared; and repeated calls). *fresh*: a plan this script builds with "
+        "the one decision (DGX A100's GPUs 0-3, all eight collectives, no SAT), with `decision` and `fallback` "
+        "recorded per entry.",
         "",
         *summary, "", f"Host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end of the run "
         "(the lookup's µs are host times on that machine).", "", *sections])
