@@ -191,9 +191,12 @@ def main(argv: list[str] | None = None) -> int:
     """Console entry point ``sweep``; returns the exit status (see module docstring)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
-        with signals_interrupt():
+        with signals_interrupt() as signalled:
             args = build_parser().parse_args(argv)
-            return _main(args, argv)
+            status = _main(args, argv)
+            if signalled["raised"]:      # swallowed in a clean-up callback: still interrupted
+                raise KeyboardInterrupt
+            return status
     except SystemExit as e:  # --help
         return int(e.code or 0)
     except UsageError as e:

@@ -239,9 +239,11 @@ def run(args) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``simulate``; returns the exit status (0, or 2 on bad input)."""
     try:
-        with signals_interrupt():
+        with signals_interrupt() as signalled:
             args = build_parser().parse_args(argv)
             lines = run(args)
+            if signalled["raised"]:      # swallowed in a clean-up callback: still interrupted
+                raise KeyboardInterrupt
             print("\n".join(lines))
             sys.stdout.flush()
     except BrokenPipeError:  # `simulate ... | head -2`: the reader has what it wanted

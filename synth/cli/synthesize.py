@@ -107,8 +107,11 @@ def main(argv: list[str] | None = None) -> int:
     """Run ``synthesize``: 0 done, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM)."""
     where: dict = {}
     try:
-        with signals_interrupt(), stdout_may_close():
-            return _main(argv, where)
+        with signals_interrupt() as signalled, stdout_may_close():
+            status = _main(argv, where)
+            if signalled["raised"]:      # the interrupt landed in a clean-up callback, which swallowed it
+                raise KeyboardInterrupt
+            return status
     except KeyboardInterrupt:
         out = where.get("out")
         kept = out is not None and (Path(out) / "summary.json").is_file()

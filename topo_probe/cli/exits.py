@@ -44,26 +44,38 @@ def stdout_gone() -> int:
 
 
 @contextlib.contextmanager
-def signals_interrupt() -> Iterator[None]:
+def signals_interrupt() -> Iterator[dict]:
     """While inside: SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread once;
     more signals while the program unwinds are ignored, so its clean-up runs to the end.
-    The previous handlers come back on exit.  Outside the main thread it does nothing."""
-    if threading.current_thread() is not threading.main_thread():
-        yield
-        return
+    The previous handlers come back on exit.  Outside the main thread it does nothing.
+
+    Yields a dict whose ``"raised"`` is True once a signal arrived: a ``KeyboardInterrupt``
+    raised where Python cannot pass it on (a ``__del__``, a garbage-collector or weakref
+    callback) is swallowed by the interpreter, so a caller whose body returned normally checks
+    it and still ends as interrupted.  Such a swallowed interrupt prints no traceback."""
     state = {"raised": False}
+    if threading.current_thread() is not threading.main_thread():
+        yield state
+        return
 
     def handler(signum, frame):
         if not state["raised"]:
             state["raised"] = True
             raise KeyboardInterrupt(signal.Signals(signum).name)
 
+    def unraisable(info, _previous=sys.unraisablehook):
+        if not issubclass(info.exc_type, KeyboardInterrupt):     # ours, swallowed in a callback: quiet
+            _previous(info)
+
     previous = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}
+    previous_hook = sys.unraisablehook
     for s in previous:
         signal.signal(s, handler)
+    sys.unraisablehook = unraisable
     try:
-        yield
+        yield state
     finally:
+        sys.unraisablehook = previous_hook
         for s, h in previous.items():
             signal.signal(s, h if h is not None else signal.SIG_DFL)
 
