@@ -135,8 +135,11 @@ def test_only_the_2_30_3_build_reads_the_csv_and_survives_a_match():
                                            "18446744073709551615", "", " ", "#", "\r", "\t", "x" * 300]),
                           max_size=40).map(",".join)))
 def test_any_text_is_read_without_raising_and_every_problem_is_one_line(text):
+    planted = "nosuch,0,100,ring,simple,0,-1,-1,-1,-1"          # a line the plugin misreads, after the text
+    text += ("\n" + planted) if isinstance(text, str) else ("\n" + planted).encode()
     c = parse_conf(text, "h.conf")
     n = (text.count("\n") if isinstance(text, str) else text.count(b"\n")) + 1
+    assert f"h.conf:{n}: unknown collective 'nosuch': the plugin reads it as allreduce" in c.report()
     for r in c.report():
         assert "\n" not in r and r.startswith("h.conf:")
         assert 1 <= int(r.split(":")[1]) <= n
