@@ -37,6 +37,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from math import gcd
 
+from synth.formats.msccl.layout import RUNTIME_MAX_COUNT, RUNTIME_MAX_STEPS_PER_TB, RUNTIME_MAX_TBS_PER_CHANNEL
 from synth.formats.msccl.parse import parse_program
 from synth.formats.msccl.program import Program
 from topo_probe.errors import InvalidArgument, ScheduleFormatError
@@ -84,18 +85,20 @@ _RCCL_SRC = ("ROCm/rccl 0cbce2a7 (2024-10-24, rocm-6.2.x): src/include/msccl/msc
              "src/include/msccl/msccl_parser.h, src/include/device.h (MAXCHANNELS 128), src/misc/msccl/msccl_parser.cc, "
              "msccl_setup.cc (mscclSetupKernel, mscclSetupConnections), msccl_lifecycle.cc")
 
+#: the limits every runtime shares, stated once (:mod:`synth.formats.msccl.layout`, which the writer builds to)
+_STEPS, _PER_CHANNEL, _COUNT = RUNTIME_MAX_STEPS_PER_TB, RUNTIME_MAX_TBS_PER_CHANNEL, RUNTIME_MAX_COUNT
 #: RCCL from ROCm 6.1 on (full ops refused since 0a53077c; 64 threadblocks since 4c117e53, ROCm 6.0)
-RCCL = RuntimeProfile("rccl", "RCCL (ROCm 6.1 and later)", _RCCL_SRC, _BASIC, 64, 64, 32, 128, 72)
+RCCL = RuntimeProfile("rccl", "RCCL (ROCm 6.1 and later)", _RCCL_SRC, _BASIC, _STEPS, 64, _PER_CHANNEL, 128, _COUNT)
 #: RCCL of ROCm 6.0.x: the same limits, full ops still launched (before 0a53077c)
 RCCL_6_0 = RuntimeProfile("rccl-6.0", "RCCL (ROCm 6.0.x)", _RCCL_SRC + "; at rocm-6.0.0 (4c117e53)",
-                          _BASIC | FULL_OPS, 64, 64, 32, 128, 72)
+                          _BASIC | FULL_OPS, _STEPS, 64, _PER_CHANNEL, 128, _COUNT)
 #: Azure/msccl-executor-nccl (NCCL 2.19-based): every step type; 32 x MAXCHANNELS (32) threadblocks
 MSCCL_EXECUTOR_NCCL = RuntimeProfile(
     "msccl-executor-nccl", "msccl-executor-nccl (Azure, NVIDIA GPUs)",
     "Azure/msccl-executor-nccl c6f6b36d (2024-12-13): src/include/msccl/msccl_struct.h "
     "(MSCCL_MAX_NUM_THREAD_BLOCKS = 32 * MAXCHANNELS), src/include/device.h (MAXCHANNELS 32), makefiles/common.mk "
     "(MSCCL_MAX_NUM_STEPS ?= 64), src/misc/msccl/msccl_parser.cc, msccl_lifecycle.cc",
-    _BASIC | FULL_OPS, 64, 32 * 32, 32, 32, 72)
+    _BASIC | FULL_OPS, _STEPS, 32 * 32, _PER_CHANNEL, 32, _COUNT)
 
 #: profiles by name (what ``synthesize --msccl-runtime`` takes: the first two)
 PROFILES = {p.name: p for p in (RCCL, MSCCL_EXECUTOR_NCCL, RCCL_6_0)}
