@@ -25,13 +25,15 @@ flag, so flags only grow and are never reset between calls.
 
 Arrays (all C-contiguous NumPy, copied to the GPU once per program):
 
-``records`` int64 ``(R, 10)``
-    ``kind, dst_slot, dst_off, src_slot, src_off, acc_slot, acc_off, count, tile, tile_stride``
-    (offsets and counts in elements; ``tile`` 0: the record's elements are contiguous, else
-    they are tiles of ``tile`` elements starting ``tile_stride`` apart, the last one possibly
-    shorter); ``kind`` is one of :data:`KINDS`, plus :data:`PUBLISH` where another
+``records`` int64 ``(R, 12)``
+    ``kind, dst_slot, dst_off, src_slot, src_off, acc_slot, acc_off, count, tile, tile_stride,
+    ll_out_start, ll_out_count`` (offsets and counts in elements; ``tile`` 0: the record's
+    elements are contiguous, else they are tiles of ``tile`` elements starting ``tile_stride``
+    apart, the last one possibly shorter); ``kind`` is the kind word of
+    :mod:`kernels.native.record_format`: one of :data:`KINDS`, plus :data:`PUBLISH` where another
     block waits for this record (a block's flag only grows, so publishing a later record also
-    releases the earlier ones).
+    releases the earlier ones), plus the LL protocol's bits (:mod:`kernels.native.ll`), whose
+    LL outputs are rows ``ll_targets[ll_out_start : ll_out_start + ll_out_count]``.
 ``sources`` int64 ``(S, 2)``
     (slot, offset) of the sources of ``reduce_chain`` records (:data:`KINDS`).
 ``block_start`` int32 ``(B + 1,)``
@@ -47,39 +49,24 @@ Arrays (all C-contiguous NumPy, copied to the GPU once per program):
 >>> s = Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),))
 >>> dp = build_device_program(lower(s, 1000, "float32"), channels=2)
 >>> dp.num_blocks, dp.records.shape, dp.block_rank.tolist()
-(4, (8, 10), [0, 0, 1, 1])
+(4, (8, 12), [0, 0, 1, 1])
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
 from kernels.native.pieces import (SLICE_BYTES, TILE_BYTES, VECTOR_BYTES, channel_pieces, piece_bounds, record_runs,
                                    tile_elements)
+from kernels.native.record_format import KIND_MASK, KINDS, MAX_CHAIN, PREMUL_ACC, PUBLISH, REC_WORDS, W_LL_OUT
 from kernels.program.ops import Op, Program, Region
 from topo_probe.errors import InvalidArgument
 
-#: record kinds: copy, reduce (acc op src), the three floating-avg reduces that pre-multiply
-#: acc, src or both by 1/n (NCCL's PreMulSum), and integer avg's final division
-KINDS = {"copy": 0, "reduce": 1, "reduce_premul_acc": 2, "reduce_premul_src": 3, "reduce_premul_both": 4,
-         "scale": 5, "reduce_chain": 6}
-#: ``reduce_chain`` records: ``dst = acc op src_0 op src_1 ...`` in that order, each operation
-#: rounded to the type as the separate reduces were; the sources are rows
-#: ``sources[src_slot : src_slot + src_off]`` (slot, offset); bits 8-15 of ``kind`` repeat their
-#: number, bit ``16 + i`` says source i is pre-multiplied (floating avg), :data:`PREMUL_ACC`
-#: that ``acc`` is
-PREMUL_ACC = 32
-#: most reduces joined into one chain record
-MAX_CHAIN = 16
-KIND_MASK = 15
-#: bit of ``kind``: after this record the block publishes its flag (someone waits for it)
-PUBLISH = 16
 FIELDS = ("kind", "dst_slot", "dst_off", "src_slot", "src_off", "acc_slot", "acc_off", "count", "tile",
-          "tile_stride")
-#: words of a resolved record as the kernel reads it (:func:`resolve_records`)
-REC_WORDS = 6
+          "tile_stride", "ll_out_start", "ll_out_count")
 #: most channels of one program (a GPU holds 2 blocks per SM of this kernel: 264 on an H100)
 MAX_CHANNELS = 512
 
@@ -102,6 +89,11 @@ class DeviceProgram:
     ranks: int
     dtype: np.dtype
     op: str
+    #: LL protocol (:mod:`kernels.native.ll`): (slot, offset) of each LL region records write,
+    #: bytes of LL lines per rank (slot ``(rank, "@ll")``), and "simple" or "ll"
+    ll_targets: np.ndarray = dataclasses.field(default_factory=lambda: np.zeros((0, 2), np.int64))
+    ll_bytes: tuple[int, ...] = ()
+    protocol: str = "simple"
 
     @property
     def num_blocks(self) -> int:
@@ -145,17 +137,19 @@ def _kind(op: Op) -> int:
 
 def build_device_program(program: Program, channels: int = 1, *, slices: int | None = None,
                          device_of: list[int] | None = None, fuse: bool = True,
-                         tile_bytes: int | None = TILE_BYTES) -> DeviceProgram:
+                         tile_bytes: int | None = TILE_BYTES, protocol: str = "simple") -> DeviceProgram:
     """Lay ``program`` out for the interpreter kernel in ``channels`` channels (see module
     docstring); ``slices`` forces the slices per piece (default: by piece size).  With
     ``device_of`` (rank -> GPU) the blocks of each GPU are numbered consecutively, so one
     launch per GPU runs a contiguous range of blocks (:meth:`DeviceProgram.device_blocks`).
     ``fuse`` joins chains of reduces into one record (see :data:`MAX_CHAIN`); ``tile_bytes``
-    the dealt layout's tile (None or 0: contiguous pieces only)."""
-    if channels < 1:
-        raise InvalidArgument(f"channels must be >= 1, got {channels}")
-    if tile_bytes and (tile_bytes < 0 or tile_bytes % VECTOR_BYTES):
-        raise InvalidArgument(f"tile_bytes must be a positive multiple of {VECTOR_BYTES}, got {tile_bytes}")
+    the dealt layout's tile (None or 0: contiguous pieces only).  ``protocol="ll"`` lays the
+    program out for the LL protocol (:mod:`kernels.native.ll`: contiguous pieces, one slice)."""
+    _check_layout(channels, tile_bytes, protocol)
+    if protocol == "ll":
+        from kernels.native.ll import to_ll
+        return to_ll(build_device_program(program, channels, slices=1, device_of=device_of, fuse=fuse,
+                                          tile_bytes=None))
     item = program.dtype.itemsize
     slots: dict[tuple[int, str], int] = {}
     for r, sizes in enumerate(program.sizes):
@@ -193,9 +187,9 @@ def build_device_program(program: Program, channels: int = 1, *, slices: int | N
     for key in blocks:
         for rec, rows, members in spans[key]:
             if rows:                                # a chain: its source rows go to the shared list
-                rec = [rec[0], rec[1], rec[2], len(sources), len(rows), *rec[5:]]
+                rec = [rec[0], rec[1], rec[2], len(sources), len(rows), *rec[5:10]]
                 sources.extend(rows)
-            records.append(rec)
+            records.append(list(rec[:10]) + [0, 0])
             seen = []
             for j in members:
                 for dep in raw_waits[(key, j)]:
@@ -218,6 +212,15 @@ def build_device_program(program: Program, channels: int = 1, *, slices: int | N
         slots=tuple(slots), block_rank=np.array([k[0] for k in blocks], np.int32),
         block_channel=np.array([k[1] for k in blocks], np.int32), channels=channels, stride=most + 1,
         ranks=program.ranks, dtype=program.dtype, op=program.op)
+
+
+def _check_layout(channels: int, tile_bytes: int | None, protocol: str) -> None:
+    if protocol not in ("simple", "ll"):
+        raise InvalidArgument(f"protocol must be 'simple' or 'll', got {protocol!r}")
+    if channels < 1:
+        raise InvalidArgument(f"channels must be >= 1, got {channels}")
+    if tile_bytes and (tile_bytes < 0 or tile_bytes % VECTOR_BYTES):
+        raise InvalidArgument(f"tile_bytes must be a positive multiple of {VECTOR_BYTES}, got {tile_bytes}")
 
 
 def _dep_records(dep: Op, o: Op, c: int, s: int, where: dict) -> list:
@@ -313,10 +316,11 @@ def _record(members: list, slots: dict, sources: list) -> list[int]:
 
 def resolve_records(dp: DeviceProgram, slot_ptrs: np.ndarray, sources_addr: int) -> np.ndarray:
     """The records as the kernel reads them for one binding: uint64 rows ``dst, src, acc, count,
-    kind word, tile word`` (:data:`REC_WORDS`; the tile word is ``tile | tile_stride << 32``, in
-    elements) with absolute byte addresses (``slot_ptrs[slot] + offset * itemsize``); a chain's
-    ``src`` is the address of its row in the resolved source list at ``sources_addr``
-    (:func:`resolve_sources`), unused addresses 0.
+    kind word, tile word, LL outputs`` (:data:`REC_WORDS`; the tile word is ``tile | tile_stride
+    << 32``, in elements) with absolute byte addresses (``slot_ptrs[slot] + offset * itemsize``);
+    a chain's ``src`` is the address of its row in the resolved address list at ``sources_addr``
+    (:func:`resolve_sources`), and so is the LL output word of a record with LL outputs (the
+    address of its first LL region's entry); unused addresses 0.
 
     >>> from kernels.program.lowering import lower
     >>> from synth.ir.schedule import Schedule, Step, Transfer
@@ -339,16 +343,21 @@ def resolve_records(dp: DeviceProgram, slot_ptrs: np.ndarray, sources_addr: int)
         return np.where(slot >= 0, out, np.uint64(0))
     src = np.where(chain, np.uint64(sources_addr) + rec[:, 3].astype(np.uint64) * np.uint64(8), addr(3, 4, chain))
     tiles = rec[:, 8].astype(np.uint64) | (rec[:, 9].astype(np.uint64) << np.uint64(32))
-    return np.stack([addr(1, 2), src, addr(5, 6), rec[:, 7].astype(np.uint64), rec[:, 0].astype(np.uint64), tiles],
-                    axis=1).astype(np.uint64)
+    outs = np.where(rec[:, 11] > 0, np.uint64(sources_addr) + (len(dp.sources) + rec[:, 10]).astype(np.uint64)
+                    * np.uint64(8), np.uint64(0))
+    words = [addr(1, 2), src, addr(5, 6), rec[:, 7].astype(np.uint64), rec[:, 0].astype(np.uint64), tiles, outs]
+    assert len(words) == REC_WORDS and W_LL_OUT == REC_WORDS - 1
+    return np.stack(words, axis=1).astype(np.uint64)
 
 
 def resolve_sources(dp: DeviceProgram, slot_ptrs: np.ndarray) -> np.ndarray:
-    """Absolute byte addresses of the chain sources (uint64, at least one entry)."""
-    if not len(dp.sources):
+    """Absolute byte addresses of the chain sources, then of the LL regions records write
+    (``dp.ll_targets``): the address list records point into (uint64, at least one entry)."""
+    rows = np.concatenate([dp.sources.reshape(-1, 2), dp.ll_targets.reshape(-1, 2)])
+    if not len(rows):
         return np.zeros(1, np.uint64)
     table = np.asarray(slot_ptrs, np.uint64)
-    return table[dp.sources[:, 0]] + dp.sources[:, 1].astype(np.uint64) * np.uint64(dp.dtype.itemsize)
+    return table[rows[:, 0]] + rows[:, 1].astype(np.uint64) * np.uint64(dp.dtype.itemsize)
 
 
 def resolve_waits(dp: DeviceProgram, flag_addr: np.ndarray) -> np.ndarray:

@@ -202,13 +202,13 @@ __device__ __forceinline__ T tc_div(T x, int n) {
 #endif
 }
 
-// kind: 0 copy, 1 reduce, 2 premul acc, 3 premul src, 4 premul both, 5 scale (+16: publish the flag)
+// a reduce or scale of one element (kinds: record_format.KINDS)
 __device__ __forceinline__ T tc_apply(int kind, T a, T s, double avg, int n) {
     switch (kind) {
-        case 1: return tc_bin(a, s);
-        case 2: return tc_bin(tc_premul(a, avg), s);
-        case 3: return tc_bin(a, tc_premul(s, avg));
-        case 4: return tc_bin(tc_premul(a, avg), tc_premul(s, avg));
+        case TC_KIND_REDUCE: return tc_bin(a, s);
+        case TC_KIND_REDUCE_PREMUL_ACC: return tc_bin(tc_premul(a, avg), s);
+        case TC_KIND_REDUCE_PREMUL_SRC: return tc_bin(a, tc_premul(s, avg));
+        case TC_KIND_REDUCE_PREMUL_BOTH: return tc_bin(tc_premul(a, avg), tc_premul(s, avg));
         default: return tc_div(a, n);
     }
 }
@@ -229,12 +229,14 @@ union tc_vec { uint4 u; T e[16 / sizeof(T)]; };
 
 __device__ __forceinline__ T tc_pre(T x, bool scale, double avg) { return scale ? tc_premul(x, avg) : x; }
 
-// A resolved record (launcher.py): 6 words, dst, src (a chain: address of its source list),
-// acc, count, kind word (bits 0-3 kind, 4 publish, 5 acc pre-multiplied, 8-15 sources of a
-// chain, 16+ which sources are pre-multiplied), tile word (bits 0-31: elements per tile, 0 for
-// one contiguous run; bits 32-63: elements from one tile's start to the next's).
-#define TC_REC_WORDS 6
-#define TC_MAX_CHAIN 16
+// A resolved record (launcher.py) has TC_REC_WORDS words: dst, src (a chain: address of its
+// source list), acc, count, kind word, tile word (bits 0-31: elements per tile, 0 for one
+// contiguous run; bits 32-63: elements from one tile's start to the next's), LL outputs (address
+// of the list of LL regions the record also writes).  The kind word's bits and every limit come
+// from kernels/native/record_format.py as -D options (source.py); none is defined here.
+#if !defined(TC_REC_WORDS) || !defined(TC_K_LL) || !defined(TC_MAX_CHAIN) || !defined(TC_LL_LINE_BYTES)
+#error "interpreter.cu needs the record format's -D options (kernels/native/record_format.py cuda_defines)"
+#endif
 // records and waits of a block are staged in shared memory when they fit
 #define TC_SMEM_RECORDS 64
 #define TC_SMEM_WAITS 128
@@ -286,8 +288,8 @@ __device__ __forceinline__ void tc_run_chain(T* dst, const T* acc, const u64* sr
 __device__ __forceinline__ void tc_run_record(int kind, T* dst, const T* src, const T* acc, i64 count, double avg,
                                               int n) {
     unsigned tid = threadIdx.x;
-    if (kind == 5) { src = dst; acc = dst; }
-    if (kind == 0) acc = dst;
+    if (kind == TC_KIND_SCALE) { src = dst; acc = dst; }
+    if (kind == TC_KIND_COPY) acc = dst;
     u64 d = (u64)dst, s = (u64)src, a = (u64)acc;
     i64 head = count;
     if (((d ^ s) & 15u) == 0 && ((d ^ a) & 15u) == 0 && (d % sizeof(T)) == 0) {
@@ -297,11 +299,11 @@ __device__ __forceinline__ void tc_run_record(int kind, T* dst, const T* src, co
     i64 nvec = (count - head) / TC_V;
     i64 tail = head + nvec * TC_V;
     for (i64 i = tid; i < head; i += TC_THREADS)
-        dst[i] = kind == 0 ? src[i] : tc_apply(kind, acc[i], src[i], avg, n);
+        dst[i] = kind == TC_KIND_COPY ? src[i] : tc_apply(kind, acc[i], src[i], avg, n);
     const uint4* sv = (const uint4*)(src + head);
     const uint4* av = (const uint4*)(acc + head);
     uint4* dv = (uint4*)(dst + head);
-    if (kind == 0) {
+    if (kind == TC_KIND_COPY) {
         i64 i = tid;
         for (; i + (TC_COPY_UNROLL - 1) * TC_THREADS < nvec; i += TC_COPY_UNROLL * TC_THREADS) {
             uint4 x[TC_COPY_UNROLL];
@@ -332,7 +334,7 @@ __device__ __forceinline__ void tc_run_record(int kind, T* dst, const T* src, co
         }
     }
     for (i64 i = tail + tid; i < count; i += TC_THREADS)
-        dst[i] = kind == 0 ? src[i] : tc_apply(kind, acc[i], src[i], avg, n);
+        dst[i] = kind == TC_KIND_COPY ? src[i] : tc_apply(kind, acc[i], src[i], avg, n);
 }
 
 // ---------------------------------------------------------------- flags
@@ -408,6 +410,175 @@ __device__ __forceinline__ int tc_wait(const u64* waits, int w0, int w1, const i
     return ok;
 }
 
+// ---------------------------------------------------------------- the LL protocol
+// An LL line is 16 bytes {data bytes 0-3, flag, data bytes 4-7, flag} (NCCL's LL fifo line): a
+// writer stores it with one 16-byte volatile store, a reader takes it when both flags are the
+// call's epoch, so neither a line of an earlier call nor one torn between its 8-byte halves is
+// read as fresh.  Records of one pass (kernels/native/ll.py) run in 8-byte units, every thread
+// of the block taking units of any of them.
+#define TC_E ((int)(8 / sizeof(T)))
+union tc_unit { u64 w; T e[8 / sizeof(T)]; };
+
+__device__ __forceinline__ uint4 tc_ll_load(const void* p) {
+    uint4 v;
+    asm volatile("ld.volatile.global.v4.u32 {%0,%1,%2,%3}, [%4];"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "l"(p) : "memory");
+    return v;
+}
+
+__device__ __forceinline__ void tc_ll_store(void* p, u64 data, unsigned flag) {
+    asm volatile("st.volatile.global.v4.u32 [%0], {%1,%2,%3,%4};"
+                 :: "l"(p), "r"((unsigned)data), "r"(flag), "r"((unsigned)(data >> 32)), "r"(flag) : "memory");
+}
+
+__device__ __forceinline__ bool tc_ll_fresh(uint4 v, unsigned ep) { return v.y == ep && v.w == ep; }
+__device__ __forceinline__ u64 tc_ll_data(uint4 v) { return (u64)v.x | ((u64)v.z << 32); }
+
+// the unit's first ne elements at p (the rest 0), one 8-byte access where aligned
+__device__ __forceinline__ u64 tc_unit_load(const T* p, int ne) {
+    if (ne == TC_E && ((u64)p & 7u) == 0) return *(const u64*)p;
+    tc_unit u;
+    u.w = 0;
+#pragma unroll
+    for (int k = 0; k < TC_E; ++k)
+        if (k < ne) u.e[k] = p[k];
+    return u.w;
+}
+
+__device__ __forceinline__ void tc_unit_store(T* p, u64 w, int ne) {
+    if (ne == TC_E && ((u64)p & 7u) == 0) { *(u64*)p = w; return; }
+    tc_unit u;
+    u.w = w;
+#pragma unroll
+    for (int k = 0; k < TC_E; ++k)
+        if (k < ne) p[k] = u.e[k];
+}
+
+// wait until the LL line at p is fresh (bounded as tc_wait is); 0 when aborted or timed out
+__device__ __forceinline__ int tc_ll_poll(const char* p, unsigned ep, u64& out, unsigned* abort_word,
+                                          volatile unsigned* status, int gblock, int rec, i64 unit, u64 timeout_ns) {
+    u64 start = tc_now_ns();
+    for (unsigned spins = 1;; ++spins) {
+        uint4 v = tc_ll_load(p);
+        if (tc_ll_fresh(v, ep)) { out = tc_ll_data(v); return 1; }
+        if (spins > 1024u) __nanosleep(64u);
+        if ((spins & 255u) == 0u) {
+            if (tc_load_relaxed(abort_word)) return 0;
+            if (tc_now_ns() - start > timeout_ns) {
+                if (atomicExch(abort_word, 1u) == 0u) {
+                    status[1] = (unsigned)gblock; status[2] = (unsigned)rec;
+                    status[3] = 0xffffffffu; status[4] = (unsigned)unit;     // an LL line, not a flag
+                    __threadfence_system();
+                    status[0] = 1u;
+                }
+                return 0;
+            }
+        }
+    }
+}
+
+// unit k (data bytes 8k .. 8k+7) of one LL record: every operand's load issued first, then the
+// LL lines not yet fresh polled, the elements computed as the Simple path computes them, stored,
+// and written to the record's LL regions; 0 when aborted
+__device__ __forceinline__ int tc_ll_unit(const u64* rec, const u64* srcs, const u64* outs, i64 k, unsigned ep,
+                                          double avg, int n, unsigned* abort_word, volatile unsigned* status,
+                                          int gb, int ri, u64 timeout_ns) {
+    const u64 word = rec[TC_W_KIND];
+    const int kind = (int)(word & TC_K_MASK);
+    const i64 count = (i64)rec[TC_W_COUNT], e0 = k * TC_E;
+    const int ne = (int)(count - e0 < TC_E ? count - e0 : TC_E);
+    const unsigned from_ll = (unsigned)(word >> TC_K_LL_SRC_SHIFT) & 0xffffu;
+    const int nsrc = kind == TC_KIND_CHAIN ? (int)((word >> TC_K_CHAIN_SHIFT) & 255u) : (kind == TC_KIND_SCALE ? 0 : 1);
+    T* dst = (T*)rec[TC_W_DST] + e0;
+    u64 s[TC_MAX_CHAIN];
+    unsigned pending = 0;
+#pragma unroll
+    for (int j = 0; j < TC_MAX_CHAIN; ++j) {
+        if (j < nsrc) {
+            const u64 at = kind == TC_KIND_CHAIN ? srcs[j] : rec[TC_W_SRC];
+            if ((from_ll >> j) & 1u) {
+                uint4 v = tc_ll_load((const char*)at + k * TC_LL_LINE_BYTES);
+                s[j] = tc_ll_data(v);
+                if (!tc_ll_fresh(v, ep)) pending |= 1u << j;
+            } else {
+                s[j] = tc_unit_load((const T*)at + e0, ne);
+            }
+        }
+    }
+    tc_unit a, x, y;
+    a.w = kind == TC_KIND_COPY ? 0 : tc_unit_load(kind == TC_KIND_SCALE ? dst : (const T*)rec[TC_W_ACC] + e0, ne);
+#pragma unroll
+    for (int j = 0; j < TC_MAX_CHAIN; ++j) {
+        if ((pending >> j) & 1u) {
+            const u64 at = kind == TC_KIND_CHAIN ? srcs[j] : rec[TC_W_SRC];
+            if (!tc_ll_poll((const char*)at + k * TC_LL_LINE_BYTES, ep, s[j], abort_word, status, gb, ri, k, timeout_ns))
+                return 0;
+        }
+    }
+    if (kind == TC_KIND_COPY) {
+        x.w = s[0];
+    } else if (kind == TC_KIND_SCALE) {
+#pragma unroll
+        for (int e = 0; e < TC_E; ++e) x.e[e] = tc_div(a.e[e], n);
+    } else if (kind == TC_KIND_CHAIN) {
+        const bool pacc = (word & TC_K_PREMUL_ACC) != 0;
+        const unsigned mask = (unsigned)(word >> TC_K_PREMUL_SHIFT) & 0xffffu;
+#pragma unroll
+        for (int e = 0; e < TC_E; ++e) x.e[e] = tc_pre(a.e[e], pacc, avg);
+#pragma unroll
+        for (int j = 0; j < TC_MAX_CHAIN; ++j) {
+            if (j < nsrc) {
+                y.w = s[j];
+#pragma unroll
+                for (int e = 0; e < TC_E; ++e) x.e[e] = tc_bin(x.e[e], tc_pre(y.e[e], (mask >> j) & 1u, avg));
+            }
+        }
+    } else {
+        y.w = s[0];
+#pragma unroll
+        for (int e = 0; e < TC_E; ++e) x.e[e] = tc_apply(kind, a.e[e], y.e[e], avg, n);
+    }
+    tc_unit_store(dst, x.w, ne);
+    const int nout = (int)((word >> TC_K_LL_OUT_SHIFT) & 255u);
+    for (int t = 0; t < nout; ++t) tc_ll_store((char*)outs[t] + k * TC_LL_LINE_BYTES, x.w, ep);
+    return 1;
+}
+
+// one LL pass: records i .. j-1 of the block (kernels/native/ll.py), their units dealt to the
+// threads in order (a thread's units only move forward through the records); 0 when aborted
+__device__ int tc_ll_pass(const u64* recs, int i, int j, unsigned ep, double avg, int n, unsigned* abort_word,
+                          volatile unsigned* status, int gb, u64 timeout_ns) {
+    __shared__ i64 s_pre[TC_MAX_BATCH + 1];
+    __shared__ u64 s_lists[TC_MAX_BATCH][TC_MAX_CHAIN + TC_MAX_LL_OUT];
+    const int m = j - i, width = TC_MAX_CHAIN + TC_MAX_LL_OUT;
+    for (int t = threadIdx.x; t < m * width; t += TC_THREADS) {      // chain sources and LL outputs
+        const int r = t / width, q = t % width;
+        const u64* rec = recs + (i64)(i + r) * TC_REC_WORDS;
+        const u64 word = rec[TC_W_KIND];
+        const int nsrc = (word & TC_K_MASK) == TC_KIND_CHAIN ? (int)((word >> TC_K_CHAIN_SHIFT) & 255u) : 0;
+        const int nout = (int)((word >> TC_K_LL_OUT_SHIFT) & 255u);
+        if (q < nsrc) s_lists[r][q] = ((const u64*)rec[TC_W_SRC])[q];
+        else if (q >= TC_MAX_CHAIN && q - TC_MAX_CHAIN < nout) s_lists[r][q] = ((const u64*)rec[TC_W_LL_OUT])[q - TC_MAX_CHAIN];
+    }
+    if (threadIdx.x == 0) {
+        i64 total = 0;
+        s_pre[0] = 0;
+        for (int r = 0; r < m; ++r) {
+            total += ((i64)recs[(i64)(i + r) * TC_REC_WORDS + TC_W_COUNT] * (i64)sizeof(T) + 7) / 8;
+            s_pre[r + 1] = total;
+        }
+    }
+    __syncthreads();
+    int r = 0;
+    for (i64 u = threadIdx.x; u < s_pre[m]; u += TC_THREADS) {
+        while (u >= s_pre[r + 1]) ++r;
+        if (!tc_ll_unit(recs + (i64)(i + r) * TC_REC_WORDS, s_lists[r], s_lists[r] + TC_MAX_CHAIN, u - s_pre[r], ep,
+                        avg, n, abort_word, status, gb, i + r, timeout_ns))
+            return 0;
+    }
+    return 1;
+}
+
 // records: resolved records (TC_REC_WORDS words each); waits: (flag address, index) pairs,
 // wait_block: the awaited block of each wait (for the error report)
 extern "C" __global__ void __launch_bounds__(TC_THREADS, 2)
@@ -437,27 +608,47 @@ topocoll_interpreter(const u64* __restrict__ records, const int* __restrict__ bl
     u64* my_flag = flag_ptrs[gb];
     for (int i = r0; i < r1; ++i) {
         const u64* rec = recs + (i64)i * TC_REC_WORDS;
-        const unsigned word = (unsigned)rec[4];
-        const int kind = (int)(word & 15u);
-        const int nsrc = (int)((word >> 8) & 255u);
-        if (kind == 6 && (int)threadIdx.x < nsrc)     // a chain's sources, double-buffered by parity
-            s_src[i & 1][threadIdx.x] = ((const u64*)rec[1])[threadIdx.x];
+        const u64 word = rec[TC_W_KIND];
+        if (word & TC_K_LL) {             // the LL protocol: a pass over this record and those joining it
+            int j = i + 1;
+            while (j < r1 && (recs[(i64)j * TC_REC_WORDS + TC_W_KIND] & TC_K_BATCH)) ++j;
+            int ok = tc_wait(wts, wait_start[i], wait_start[j], wait_block, base, abort_word, status, gb, i,
+                             timeout_ns);
+            if (!__syncthreads_and(ok)) return;
+            ok = tc_ll_pass(recs, i, j, (unsigned)(base / stride), avg_scalar, nranks, abort_word, status, gb,
+                            timeout_ns);
+            if (!__syncthreads_and(ok)) return;
+            if (recs[(i64)(j - 1) * TC_REC_WORDS + TC_W_KIND] & TC_K_PUBLISH) {
+#if TC_SCOPE_SYS
+                __threadfence_system();
+#endif
+                __syncthreads();
+                if (threadIdx.x == 0) tc_store_release(my_flag, base + (u64)(j - 1 - r0) + 1u);
+            }
+            i = j - 1;
+            continue;
+        }
+        const int kind = (int)(word & TC_K_MASK);
+        const int nsrc = (int)((word >> TC_K_CHAIN_SHIFT) & 255u);
+        if (kind == TC_KIND_CHAIN && (int)threadIdx.x < nsrc)     // a chain's sources, double-buffered by parity
+            s_src[i & 1][threadIdx.x] = ((const u64*)rec[TC_W_SRC])[threadIdx.x];
         int ok = tc_wait(wts, wait_start[i], wait_start[i + 1], wait_block, base, abort_word, status, gb, i,
                          timeout_ns);
         if (!__syncthreads_and(ok)) return;
         // the record's tiles in turn (one run when contiguous): `tile` elements, `tstride` apart
-        const i64 count = (i64)rec[3], tile = (i64)(rec[5] & 0xffffffffull), tstride = (i64)(rec[5] >> 32);
+        const i64 count = (i64)rec[TC_W_COUNT], tile = (i64)(rec[TC_W_TILE] & 0xffffffffull), tstride = (i64)(rec[TC_W_TILE] >> 32);
         const i64 run = tile ? tile : count;
         for (i64 done = 0, off = 0; done < count; done += run, off += tstride) {
             const i64 n = count - done < run ? count - done : run;
-            if (kind == 6)
-                tc_run_chain((T*)rec[0] + off, (const T*)rec[2] + off, s_src[i & 1], nsrc, word >> 16,
-                             (word & 32u) != 0, n, avg_scalar, off);
+            if (kind == TC_KIND_CHAIN)
+                tc_run_chain((T*)rec[TC_W_DST] + off, (const T*)rec[TC_W_ACC] + off, s_src[i & 1], nsrc,
+                             (unsigned)(word >> TC_K_PREMUL_SHIFT) & 0xffffu, (word & TC_K_PREMUL_ACC) != 0, n,
+                             avg_scalar, off);
             else
-                tc_run_record(kind, (T*)rec[0] + off, (const T*)rec[1] + off, (const T*)rec[2] + off, n, avg_scalar,
+                tc_run_record(kind, (T*)rec[TC_W_DST] + off, (const T*)rec[TC_W_SRC] + off, (const T*)rec[TC_W_ACC] + off, n, avg_scalar,
                               nranks);
         }
-        if (word & 16u) {                  // someone waits for this record: publish it
+        if (word & TC_K_PUBLISH) {         // someone waits for this record: publish it
 #if TC_SCOPE_SYS
             __threadfence_system();        // each thread's writes reach every GPU and process first
 #endif

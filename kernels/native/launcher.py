@@ -32,6 +32,7 @@ import numpy as np
 
 from kernels.native.device_program import (TILE_BYTES, DeviceProgram, build_device_program, choose_channels,
                                            resolve_records, resolve_sources, resolve_waits)
+from kernels.native.ll import LL_BUF
 from kernels.native.source import KERNEL_NAME, THREADS, compile_options, kernel_source, system_scope
 from kernels.backends.kernel_twins import avg_scalar
 from kernels.program.ops import SCRATCH, Program, is_float
@@ -41,6 +42,11 @@ from topo_probe.errors import DeviceUnavailable, ExecutionTimeout
 DEFAULT_TIMEOUT_S = float(os.environ.get("TOPOCOLL_NATIVE_TIMEOUT_S", "10"))
 _STATUS_WORDS = 8          # [0] error, [1] block, [2] record, [3] awaited block, [4] its index, [5] abort
 _BINDINGS_KEPT = 16
+#: the awaited block the kernel reports when an LL line, not a flag, timed out
+LL_WAIT = 0xFFFFFFFF
+#: LL programs get channels so that each piece is about this many bytes (a pass of 512 threads
+#: moves 4 KiB in one round of 8-byte units)
+LL_PIECE_BYTES = 4 << 10
 
 
 def _cupy():
@@ -157,7 +163,8 @@ class NativeContext:
     """One device program placed on GPUs (see module docstring)."""
 
     def __init__(self, program: Program, device_of: Sequence[int], *, channels: int | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, fuse: bool = True, tile_bytes: int | None = TILE_BYTES):
+                 timeout_s: float = DEFAULT_TIMEOUT_S, fuse: bool = True, tile_bytes: int | None = TILE_BYTES,
+                 protocol: str = "simple"):
         cp = self.cp = _cupy()
         self.program = program
         self.device_of = [int(d) for d in device_of]
@@ -167,11 +174,12 @@ class NativeContext:
         cap = min(k[1] for k in kernels.values())
         writers = {o.rank for o in program.ops()}        # only ranks that write get blocks
         per_dev = max(sum(1 for r in writers if self.device_of[r] == d) for d in self.devices)
-        ch = channels or choose_channels(program, cap)
+        piece = LL_PIECE_BYTES if protocol == "ll" else 32 << 10
+        ch = channels or choose_channels(program, cap, min_piece_bytes=piece)
         ch = max(1, min(ch, cap // max(1, per_dev)))
         self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of, fuse=fuse,
-                                                      tile_bytes=tile_bytes)
-        self.copies = copy_route(program, self.device_of, COPY_ROUTE_MIN_BYTES)
+                                                      tile_bytes=tile_bytes, protocol=protocol)
+        self.copies = None if protocol == "ll" else copy_route(program, self.device_of, COPY_ROUTE_MIN_BYTES)
         #: "memcpy" (copy-only program on one GPU, see module docstring) or "interpreter"
         self.route = "interpreter" if self.copies is None else "memcpy"
         self.timeout_ns = np.uint64(int(timeout_s * 1e9))
@@ -201,6 +209,7 @@ class NativeContext:
             program.dtype) else 0.0
         self._admit_scratch()
         self.scratch = [self._scratch(r) for r in range(program.ranks)]
+        self.ll_lines = [self._ll_lines(r) for r in range(program.ranks)]
         self._bindings: OrderedDict[tuple, dict] = OrderedDict()
         self._enable_peers()
 
@@ -225,6 +234,14 @@ class NativeContext:
         with self.cp.cuda.Device(self.device_of[rank]):
             return self.cp.empty(n, self.program.dtype)
 
+    def _ll_lines(self, rank: int):
+        """Rank ``rank``'s LL lines (zeros: no flag of a call is 0), or None."""
+        n = self.dp.ll_bytes[rank] if rank < len(self.dp.ll_bytes) else 0
+        if not n:
+            return None
+        with self.cp.cuda.Device(self.device_of[rank]):
+            return self.cp.zeros(n // 8, self.cp.uint64)
+
     def _enable_peers(self) -> None:
         rt = self.cp.cuda.runtime
         for d in self.devices:
@@ -242,7 +259,8 @@ class NativeContext:
     def _binding(self, buffers: Sequence[dict]) -> dict:
         ptrs = []
         for (r, name) in self.dp.slots:
-            arr = self.scratch[r] if name == SCRATCH else buffers[r][name]
+            arr = (self.scratch[r] if name == SCRATCH else self.ll_lines[r] if name == LL_BUF
+                   else buffers[r][name])
             ptrs.append(arr.data.ptr)
         key = tuple(ptrs)
         b = self._bindings.get(key)
@@ -354,13 +372,18 @@ class NativeContext:
         for s in self._per_dev.values():
             s["flags"].fill(0)
             s["epochs"].fill(0)
+        for lines in self.ll_lines:
+            if lines is not None:
+                lines.fill(0)
         for b in self._bindings.values():
             b["graphs"].clear()
         w[:] = 0
+        what = (f"an LL line (unit {wj}) of its input" if wb == LL_WAIT else
+                f"rank {int(dp.block_rank[wb])}'s record {wj}")
         raise ExecutionTimeout(
             f"native executor: rank {int(dp.block_rank[blk])} (channel {int(dp.block_channel[blk])}) waited over "
-            f"{int(self.timeout_ns) / 1e9:g} s at record {rec - int(dp.block_start[blk])} for rank "
-            f"{int(dp.block_rank[wb])}'s record {wj}; the call was abandoned")
+            f"{int(self.timeout_ns) / 1e9:g} s at record {rec - int(dp.block_start[blk])} for {what}; "
+            f"the call was abandoned")
 
 
 __all__ = ["NativeContext", "DEFAULT_TIMEOUT_S", "COPY_ROUTE_MIN_BYTES", "copy_route", "kernel_for", "kernel_args",

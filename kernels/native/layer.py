@@ -18,7 +18,7 @@ from kernels.backends.cupy_runtime import CupyRuntime
 from kernels.backends.device import RankBuffers
 from kernels.native.device_program import TILE_BYTES
 from kernels.program.ops import SCRATCH, Program
-from topo_probe.errors import BufferLayoutError
+from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 #: native contexts a layer keeps (per lowered program and GPU layout)
 CONTEXTS_KEPT = 32
@@ -31,15 +31,19 @@ class NativeLayer(CupyLayer):
     default True), ``channels`` (force the channel count; default by size), ``fuse`` (run
     chains of reduces, and records that continue each other, as one record; default True) and
     ``tile_bytes`` (large ops dealt to the channels in tiles of this size; None: contiguous
-    pieces; see :mod:`kernels.native.device_program`)."""
+    pieces; see :mod:`kernels.native.device_program`) and ``protocol``: ``"simple"`` (data, then a
+    flag), ``"ll"`` (:mod:`kernels.native.ll`: data and flag in one line, records of a block in one
+    pass) or ``"auto"`` (LL for programs whose every buffer is at most
+    :data:`~kernels.native.ll.LL_MAX_BYTES`, else Simple); a call may name its own."""
 
     name = "cupy"
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
                  runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = True,
-                 tile_bytes: int | None = TILE_BYTES):
+                 tile_bytes: int | None = TILE_BYTES, protocol: str = "simple"):
         super().__init__(p2p, devices=devices, topology=topology, runtime=runtime)
         self.graphs, self.channels, self.fuse, self.tile_bytes = graphs, channels, fuse, tile_bytes
+        self.protocol = checked_protocol(protocol)
         self._contexts: OrderedDict[tuple, Any] = OrderedDict()
         self._native_for: dict[tuple, bool] = {}
 
@@ -58,16 +62,19 @@ class NativeLayer(CupyLayer):
             return None                      # the native context owns its scratch
         return super().allocate(rank, nelems, dtype)
 
-    def context(self, program: Program) -> Any:
-        """The kept :class:`NativeContext` of ``program`` on the current GPU layout."""
+    def context(self, program: Program, protocol: str | None = None) -> Any:
+        """The kept :class:`NativeContext` of ``program`` on the current GPU layout, under
+        ``protocol`` (default: the layer's)."""
         from kernels.native.launcher import NativeContext
         devs = self.device_of(program.ranks)
-        key = (id(program), tuple(devs))
+        proto = resolve_protocol(program, protocol or self.protocol)
+        key = (id(program), tuple(devs), proto)
         kept = self._contexts.get(key)
         if kept is not None and kept.program is program:
             self._contexts.move_to_end(key)
             return kept
-        ctx = NativeContext(program, devs, channels=self.channels, fuse=self.fuse, tile_bytes=self.tile_bytes)
+        ctx = NativeContext(program, devs, channels=self.channels, fuse=self.fuse, tile_bytes=self.tile_bytes,
+                            protocol=proto)
         self._contexts[key] = ctx
         if len(self._contexts) > CONTEXTS_KEPT:
             self._contexts.popitem(last=False)
@@ -102,4 +109,31 @@ class NativeLayer(CupyLayer):
         self.context(program).run(buffers.bufs, graphs=self.graphs)
 
 
-__all__ = ["NativeLayer", "CONTEXTS_KEPT"]
+PROTOCOLS = ("simple", "ll", "auto")
+
+
+def checked_protocol(protocol: str) -> str:
+    if protocol not in PROTOCOLS:
+        raise InvalidArgument(f"native executor: protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    return protocol
+
+
+def resolve_protocol(program: Program, protocol: str) -> str:
+    """``"simple"`` or ``"ll"`` for ``program``: ``"auto"`` is LL where every buffer of every rank
+    is at most :data:`~kernels.native.ll.LL_MAX_BYTES`.
+
+    >>> from kernels.program.lowering import lower
+    >>> from synth.ir.schedule import Schedule, Step, Transfer
+    >>> s = Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),))
+    >>> resolve_protocol(lower(s, 1024, "float32"), "auto"), resolve_protocol(lower(s, 1 << 20, "float32"), "auto")
+    ('ll', 'simple')
+    """
+    checked_protocol(protocol)
+    if protocol != "auto":
+        return protocol
+    from kernels.native.ll import LL_MAX_BYTES
+    most = max((n for sizes in program.sizes for n in sizes.values()), default=0) * program.dtype.itemsize
+    return "ll" if most <= LL_MAX_BYTES else "simple"
+
+
+__all__ = ["NativeLayer", "CONTEXTS_KEPT", "PROTOCOLS", "resolve_protocol"]

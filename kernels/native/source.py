@@ -7,7 +7,7 @@ on a machine without a GPU; the launcher builds the same source through CuPy's
 ``RawModule`` (NVRTC too, cached on disk by CuPy).
 
 >>> opts = compile_options("float16", "sum", scope_sys=False)
->>> [o for o in opts if o.startswith("-DTC_")]
+>>> [o for o in opts if o.startswith("-DTC_")][:4]
 ['-DTC_DT=6', '-DTC_OP=0', '-DTC_SCOPE_SYS=0', '-DTC_THREADS=512']
 """
 
@@ -18,6 +18,7 @@ from importlib import resources
 
 import numpy as np
 
+from kernels.native.record_format import cuda_defines
 from topo_probe.errors import DeviceUnavailable, InvalidArgument
 
 KERNEL_NAME = "topocoll_interpreter"
@@ -52,7 +53,7 @@ def compile_options(dtype, op: str, *, scope_sys: bool) -> tuple[str, ...]:
         raise InvalidArgument(f"native executor: op must be one of {', '.join(OP_CODES)}, got {op!r}")
     # -fmad=false: no multiply-add contraction anywhere (reductions use explicit _rn intrinsics too)
     return ("--std=c++17", "-fmad=false", f"-DTC_DT={DTYPE_CODES[name]}", f"-DTC_OP={OP_CODES[op]}",
-            f"-DTC_SCOPE_SYS={int(bool(scope_sys))}", f"-DTC_THREADS={THREADS}") + tuning_defines()
+            f"-DTC_SCOPE_SYS={int(bool(scope_sys))}", f"-DTC_THREADS={THREADS}") + cuda_defines() + tuning_defines()
 
 
 #: environment variable with extra ``-DTC_...=value`` options of the copy loop, for tuning runs

@@ -263,7 +263,7 @@ def run_record(rec: np.ndarray, dp, lo: int, hi: int) -> None:
 
 def _run_span(rec: np.ndarray, dp, lo: int, hi: int) -> None:
     """Memory elements ``lo:hi`` (offsets from the record's first element) of one resolved record."""
-    dst_a, src_a, acc_a, count, word, _ = (int(x) for x in rec)
+    dst_a, src_a, acc_a, count, word = (int(x) for x in rec[:5])
     kind, dt, n = word & 15, np.dtype(dp.dtype), dp.ranks
     item = dt.itemsize
     span = hi - lo

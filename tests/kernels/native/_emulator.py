@@ -36,8 +36,10 @@ import numpy as np
 
 from kernels.backends.device import DeviceLayer
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
-from kernels.native.device_program import (KIND_MASK, KINDS, PREMUL_ACC, PUBLISH, TILE_BYTES, DeviceProgram,
-                                           build_device_program, record_runs)
+from kernels.native.device_program import TILE_BYTES, DeviceProgram, build_device_program, record_runs
+from kernels.native.ll import LL_BUF
+from kernels.native.record_format import (BATCH, KIND_MASK, KINDS, LL, LL_LINE_BYTES, PREMUL_ACC, PUBLISH, ll_source,
+                                          ll_units)
 
 
 class DeadlockDetected(Exception):
@@ -55,32 +57,63 @@ _PREMUL = {KINDS["reduce_premul_acc"]: (True, False), KINDS["reduce_premul_src"]
 class Emulator:
     """Runs one device program call after call (flags kept between calls)."""
 
-    def __init__(self, dp: DeviceProgram):
+    def __init__(self, dp: DeviceProgram, *, torn: bool = True):
         self.dp = dp
         self.flags = np.zeros(dp.num_blocks, np.int64)
         self.epoch = 0
+        #: LL lines of each LL slot (uint32 words ``data, flag, data, flag`` per line), kept across
+        #: calls as the GPU's are; ``torn``: each 8-byte half of a store lands on its own, some late
+        self.lines = {i: np.zeros(dp.ll_bytes[r] // 4, np.uint32) for i, (r, name) in enumerate(dp.slots)
+                      if name == LL_BUF}
+        self.torn, self.pending = torn, []
 
     def run(self, buffers: Mapping[tuple[int, str], np.ndarray], *, seed: int = 0, split: bool = True) -> None:
-        """One call on ``buffers`` ((rank, buffer name) -> flat array, for every slot); ``split``
-        cuts records into parts run between other blocks' work."""
+        """One call on ``buffers`` ((rank, buffer name) -> flat array, for every slot but the LL
+        lines); ``split`` cuts Simple records into parts run between other blocks' work.  The
+        records of an LL pass are all in flight at once and run in any order, each when the LL
+        lines it reads are fresh."""
         dp, rng = self.dp, random.Random(seed)
         self.epoch += 1
-        arrays = [buffers[s] for s in dp.slots]
+        arrays = [self.lines.get(i) if name == LL_BUF else buffers[(r, name)] for i, (r, name) in enumerate(dp.slots)]
         nxt = [int(dp.block_start[b]) for b in range(dp.num_blocks)]
         left = [0] * dp.num_blocks                    # elements of the current record still to do
-        inflight: dict[int, tuple] = {}               # block -> (record, regions it touches)
+        inflight: dict[tuple[int, int], tuple] = {}  # (block, record) -> regions it touches
+        passes: dict[int, list[int]] = {}             # block -> LL records of its open pass not yet run
         todo = set(b for b in range(dp.num_blocks) if nxt[b] < dp.block_start[b + 1])
         while todo:
-            ready = [b for b in sorted(todo) if b in inflight or self._waits_met(nxt[b])]
-            if not ready:
-                raise DeadlockDetected(self._deadlock_message(todo, nxt))
-            b = rng.choice(ready)
+            moves = [(b, i) for b in sorted(todo) for i in passes.get(b, [])
+                     if self._ll_fresh(dp.records[i])]
+            moves += [(b, None) for b in sorted(todo) if not passes.get(b) and (
+                (b, nxt[b]) in inflight or self._waits_met(nxt[b], self._pass_end(b, nxt[b])))]
+            if not moves:
+                if self.pending:
+                    self._land(len(self.pending))
+                    continue
+                raise DeadlockDetected(self._deadlock_message(todo, nxt, passes))
+            self._land(rng.randint(0, len(self.pending)))
+            b, i = rng.choice(moves)
+            if i is not None:                         # one record of an open LL pass, whole
+                self._apply(dp.records[i], arrays, 0, int(dp.records[i][7]))
+                self._ll_store(dp.records[i], arrays, rng)
+                del inflight[(b, i)]
+                passes[b].remove(i)
+                if not passes[b]:
+                    self._finish(b, nxt[b] - 1, todo, nxt, step=False)
+                continue
             i = nxt[b]
             rec = dp.records[i]
-            if b not in inflight:
+            if int(rec[0]) & LL:
+                members = list(range(i, self._pass_end(b, i)))
+                for m in members:
+                    touched = _touched(dp.records[m], dp.sources)
+                    self._check_race(b, m, touched, inflight)
+                    inflight[(b, m)] = touched
+                passes[b], nxt[b] = members, members[-1] + 1
+                continue
+            if (b, i) not in inflight:
                 touched = _touched(rec, dp.sources)
                 self._check_race(b, i, touched, inflight)
-                inflight[b] = (i, touched)
+                inflight[(b, i)] = touched
                 left[b] = int(rec[7])
             part = rng.randint(1, left[b]) if split else left[b]
             done = int(rec[7]) - left[b]
@@ -88,23 +121,87 @@ class Emulator:
                 self._apply(rec, arrays, off, off + n)
             left[b] -= part
             if left[b] == 0:
-                del inflight[b]
-                if rec[0] & PUBLISH:
-                    self.flags[b] = self.epoch * dp.stride + (i - dp.block_start[b]) + 1
-                nxt[b] += 1
-                if nxt[b] == dp.block_start[b + 1]:
-                    todo.discard(b)
+                del inflight[(b, i)]
+                self._finish(b, i, todo, nxt, step=True)
+        self._land(len(self.pending))
 
-    def _waits_met(self, i: int) -> bool:
+    def _finish(self, b: int, i: int, todo: set, nxt: list, step: bool) -> None:
+        """Record ``i`` of block ``b`` (the last of a pass) is done: publish, move on."""
         dp = self.dp
-        for wb, wj in dp.waits[dp.wait_start[i]:dp.wait_start[i + 1]]:
+        if dp.records[i][0] & PUBLISH:
+            self.flags[b] = self.epoch * dp.stride + (i - dp.block_start[b]) + 1
+        if step:
+            nxt[b] += 1
+        if nxt[b] == dp.block_start[b + 1]:
+            todo.discard(b)
+
+    def _pass_end(self, b: int, i: int) -> int:
+        recs, end = self.dp.records, int(self.dp.block_start[b + 1])
+        j = i + 1
+        if int(recs[i][0]) & LL:
+            while j < end and int(recs[j][0]) & BATCH:
+                j += 1
+        return j
+
+    # ---------------------------------------------------------------- LL lines
+    def _ll_inputs(self, rec: np.ndarray) -> list[tuple[int, int, int]]:
+        """(source position, LL slot, first line) of each LL input of a record."""
+        word, item = int(rec[0]), self.dp.dtype.itemsize
+        rows = (self.dp.sources[int(rec[3]):int(rec[3]) + int(rec[4])] if word & KIND_MASK == KINDS["reduce_chain"]
+                else [rec[3:5]])
+        return [(j, int(slot), int(off) * item // LL_LINE_BYTES) for j, (slot, off) in enumerate(rows)
+                if ll_source(word, j)]
+
+    def _ll_fresh(self, rec: np.ndarray) -> bool:
+        units = ll_units(int(rec[7]), self.dp.dtype.itemsize)
+        ep = np.uint32(self.epoch & 0xFFFFFFFF)
+        for _, slot, line in self._ll_inputs(rec):
+            words = self.lines[slot][4 * line:4 * (line + units)].reshape(-1, 4)
+            if not ((words[:, 1] == ep).all() and (words[:, 3] == ep).all()):
+                return False
+        return True
+
+    def _ll_data(self, rec: np.ndarray, j: int) -> np.ndarray | None:
+        """Source ``j`` of an LL record as read from its lines (None: read from memory)."""
+        for jj, slot, line in self._ll_inputs(rec):
+            if jj == j:
+                n, dt = int(rec[7]), self.dp.dtype
+                words = self.lines[slot][4 * line:4 * (line + ll_units(n, dt.itemsize))].reshape(-1, 4)
+                return np.ascontiguousarray(words[:, [0, 2]]).reshape(-1).view(dt)[:n].copy()
+        return None
+
+    def _ll_store(self, rec: np.ndarray, arrays: list, rng: random.Random) -> None:
+        """A record's result into each of its LL regions, as 8-byte halves ``(data, flag)``."""
+        n, dt = int(rec[7]), self.dp.dtype
+        data = np.zeros(ll_units(n, dt.itemsize) * 2, np.uint32)
+        data.view(np.uint8)[:n * dt.itemsize] = arrays[int(rec[1])][int(rec[2]):int(rec[2]) + n].view(np.uint8)
+        for slot, off in self.dp.ll_targets[int(rec[10]):int(rec[10]) + int(rec[11])]:
+            first = int(off) * dt.itemsize // 4
+            self.pending += [(int(slot), first + 2 * h, int(data[h])) for h in range(len(data))]
+        if self.torn:
+            rng.shuffle(self.pending)
+        else:
+            self._land(len(self.pending))
+
+    def _land(self, k: int) -> None:
+        """The first ``k`` held-back halves land."""
+        for slot, word, value in self.pending[:k]:
+            self.lines[slot][word:word + 2] = (value, self.epoch & 0xFFFFFFFF)
+        self.pending = self.pending[k:]
+
+    def _waits_met(self, i: int, j: int | None = None) -> bool:
+        dp = self.dp
+        for wb, wj in dp.waits[dp.wait_start[i]:dp.wait_start[j or i + 1]]:
             if self.flags[wb] < self.epoch * dp.stride + wj + 1:
                 return False
         return True
 
-    def _deadlock_message(self, todo: set, nxt: list) -> str:
+    def _deadlock_message(self, todo: set, nxt: list, passes: dict) -> str:
         dp, parts = self.dp, []
         for b in sorted(todo)[:4]:
+            if passes.get(b):
+                parts.append(f"block {b} (rank {dp.block_rank[b]}) waits for the LL lines of records {passes[b]}")
+                continue
             i = nxt[b]
             want = [(int(wb), int(wj)) for wb, wj in dp.waits[dp.wait_start[i]:dp.wait_start[i + 1]]
                     if self.flags[wb] < self.epoch * dp.stride + wj + 1]
@@ -113,7 +210,7 @@ class Emulator:
         return f"deadlock: {len(todo)} block(s) stuck: " + "; ".join(parts)
 
     def _check_race(self, b: int, i: int, touched, inflight: dict) -> None:
-        for ob, (oi, other) in inflight.items():
+        for (ob, oi), other in inflight.items():
             if ob != b and _conflict(touched, other):
                 raise RaceDetected(f"records {i} (block {b}) and {oi} (block {ob}) run at once on the same "
                                    f"elements and one writes")
@@ -130,14 +227,18 @@ class Emulator:
                 slot, off = (int(x) for x in self.dp.sources[ss + i])
                 pre = (bool(word & PREMUL_ACC) and i == 0, bool(word >> (16 + i) & 1))
                 binop = PreMulSum(self.dp.ranks, *pre) if any(pre) else base
-                reduce_copy_with(np, dst, acc if i == 0 else dst, arrays[slot][off + lo:off + hi], binop)
+                ll = self._ll_data(rec, i) if word & LL else None
+                reduce_copy_with(np, dst, acc if i == 0 else dst,
+                                 arrays[slot][off + lo:off + hi] if ll is None else ll[lo:hi], binop)
             return
+        ll = self._ll_data(rec, 0) if word & LL else None
+        src = None if ss < 0 else arrays[ss][so + lo:so + hi] if ll is None else ll[lo:hi]
         if kind == KINDS["copy"]:
-            dst[...] = arrays[ss][so + lo:so + hi]
+            dst[...] = src
         elif kind == KINDS["scale"]:
             postdiv_with(np, dst, self.dp.ranks)
         else:
-            acc, src = arrays[as_][ao + lo:ao + hi], arrays[ss][so + lo:so + hi]
+            acc = arrays[as_][ao + lo:ao + hi]
             pre = _PREMUL.get(kind)
             binop = PreMulSum(self.dp.ranks, *pre) if pre else base
             reduce_copy_with(np, dst, acc, src, binop)
@@ -145,7 +246,7 @@ class Emulator:
 
 def _touched(rec: np.ndarray, sources: np.ndarray) -> tuple:
     """((slot, lo, hi, writes) ...) of a record: each of its tiles (one run when contiguous)."""
-    kind, ds, do, ss, so, as_, ao, n, tile, stride = (int(x) for x in rec)
+    kind, ds, do, ss, so, as_, ao, n, tile, stride = (int(x) for x in rec[:10])
     bases = [(ds, do, True)]
     if kind & KIND_MASK == KINDS["reduce_chain"]:
         bases += [(int(a), int(b), False) for a, b in sources[ss:ss + so]]
@@ -177,15 +278,16 @@ def check_waits_match_dependencies(dp: DeviceProgram) -> None:
 
 class EmulatedNativeLayer(DeviceLayer):
     """A :class:`kernels.backends.device.DeviceLayer` that runs each program as the native
-    executor would (device program, channels, slices, tiles) on the emulator; ``channels`` None
-    draws 1-4 per call, and the tile size is drawn too (16, 48 or 64 bytes deal even the small
+    executor would (device program, channels, slices, tiles, protocol) on the emulator; ``channels``
+    None draws 1-4 per call, ``protocol`` None Simple or LL, and the tile size is drawn too (16, 48 or 64 bytes deal even the small
     test buffers' ops to the channels in tiles; the default leaves them contiguous).  Out-of-place
     programs run twice, so the second call checks the epochs."""
 
     name = "native-emulated"
 
-    def __init__(self, seed: int = 0, channels: int | None = None, slices: int | None = None):
-        self.rng, self.channels, self.slices = random.Random(seed), channels, slices
+    def __init__(self, seed: int = 0, channels: int | None = None, slices: int | None = None,
+                 protocol: str | None = None):
+        self.rng, self.channels, self.slices, self.protocol = random.Random(seed), channels, slices, protocol
         self.runs = 0
 
     def allocate(self, rank, nelems, dtype):
@@ -202,7 +304,8 @@ class EmulatedNativeLayer(DeviceLayer):
     def execute(self, program, buffers):
         ch = self.channels or self.rng.randint(1, 4)
         dp = build_device_program(program, ch, slices=self.slices or self.rng.choice([None, 1, 2, 3]),
-                                  fuse=self.rng.random() < 0.8, tile_bytes=self.rng.choice([TILE_BYTES, 16, 48, 64]))
+                                  fuse=self.rng.random() < 0.8, tile_bytes=self.rng.choice([TILE_BYTES, 16, 48, 64]),
+                                  protocol=self.protocol or self.rng.choice(["simple", "ll"]))
         check_waits_match_dependencies(dp)
         bufs = {(r, name): arr for r, d in enumerate(buffers.bufs) for name, arr in d.items()}
         em = Emulator(dp)

@@ -21,7 +21,9 @@ import ml_dtypes  # noqa: F401 - registers bfloat16 / float8 names with NumPy
 import numpy as np
 
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
-from kernels.native.device_program import REC_WORDS, record_runs
+from kernels.native.device_program import record_runs
+from kernels.native.record_format import (BATCH, KIND_MASK, KINDS, LL, PREMUL_ACC, PUBLISH, REC_WORDS, W_COUNT, W_KIND,
+                                          W_SRC, chain_sources, ll_outputs, ll_source, ll_units, src_premultiplied)
 from kernels.native.source import DTYPE_CODES
 
 _DT_NAMES = {code: name for name, code in DTYPE_CODES.items()}
@@ -61,65 +63,170 @@ class _Kernel:
         blocks = list(range(first, first + grid[0]))
         nxt = {b: int(block_start[b]) for b in blocks}
         base = {b: (int(epochs[b]) + 1) * stride for b in blocks}
+        ends = {b: int(block_start[b + 1]) for b in blocks}
+        self.lines = _LLStores(self.fake.rng)
+        passes: dict[int, list[int]] = {}          # block -> records of its open LL pass not yet run
         status = _view(status_addr, 8, np.uint32)
         rng = self.fake.rng
         while True:
-            live = [b for b in blocks if nxt[b] < block_start[b + 1]]
+            live = [b for b in blocks if nxt[b] < ends[b] or passes.get(b)]
             if not live:
                 break
-            ready = [b for b in live if self._ready(nxt[b], wait_start, waits, base[b])]
-            if not ready:                           # what the kernel's bounded wait reports
-                b = live[0]
-                i = nxt[b]
+            moves = []
+            for b in live:
+                if passes.get(b):
+                    moves += [(b, i) for i in passes[b] if self._ll_ready(recs[i], base[b] // stride)]
+                    continue
+                i, j = nxt[b], self._pass_end(recs, nxt[b], ends[b])
+                if self._ready(i, j, wait_start, waits, base[b]):
+                    moves.append((b, None))
+            if not moves:
+                if self.lines.pending:
+                    self.lines.flush_all()
+                    continue
+                b = live[0]                         # what the kernel's bounded wait reports
+                i = passes[b][0] if passes.get(b) else nxt[b]
                 w = int(wait_start[i])
-                status[1:5] = [b, i, int(wait_block[w]), int(waits[w, 1])]
+                status[1:5] = ([b, i, 0xFFFFFFFF, 0] if passes.get(b)
+                               else [b, i, int(wait_block[w]), int(waits[w, 1])])
                 status[5] = status[0] = 1
                 return
-            b = rng.choice(ready)
-            i = nxt[b]
-            self._run(recs[i], nranks)
-            if int(recs[i, 4]) & 16:
-                _view(int(flag_ptrs[b]), 1, np.uint64)[0] = base[b] + (i - int(block_start[b])) + 1
-            nxt[b] += 1
+            self.lines.flush_some()
+            b, i = rng.choice(moves)
+            if i is None:
+                i = nxt[b]
+                j = self._pass_end(recs, i, ends[b])
+                nxt[b] = j
+                if int(recs[i, W_KIND]) & LL:
+                    passes[b] = list(range(i, j))
+                    continue
+                self._run(recs[i], nranks, None)
+                self._publish(recs, i, b, flag_ptrs, block_start, base)
+                continue
+            self._run(recs[i], nranks, base[b] // stride)
+            passes[b].remove(i)
+            if not passes[b]:
+                self._publish(recs, nxt[b] - 1, b, flag_ptrs, block_start, base)
+        self.lines.flush_all()
         for b in blocks:
             epochs[b] = base[b] // stride
 
     @staticmethod
-    def _ready(i, wait_start, waits, base) -> bool:
-        for w in range(int(wait_start[i]), int(wait_start[i + 1])):
+    def _pass_end(recs, i, end) -> int:
+        """One past the last record of the pass record ``i`` starts (``i + 1`` for Simple)."""
+        j = i + 1
+        if int(recs[i, W_KIND]) & LL:
+            while j < end and int(recs[j, W_KIND]) & BATCH:
+                j += 1
+        return j
+
+    @staticmethod
+    def _publish(recs, i, b, flag_ptrs, block_start, base) -> None:
+        if int(recs[i, W_KIND]) & PUBLISH:
+            _view(int(flag_ptrs[b]), 1, np.uint64)[0] = base[b] + (i - int(block_start[b])) + 1
+
+    @staticmethod
+    def _ready(i, j, wait_start, waits, base) -> bool:
+        for w in range(int(wait_start[i]), int(wait_start[j])):
             if _view(int(waits[w, 0]), 1, np.uint64)[0] < base + int(waits[w, 1]) + 1:
                 return False
         return True
 
-    def _run(self, rec, n) -> None:
-        """One resolved record, tile by tile (:func:`record_runs`)."""
-        dst_a, src_a, acc_a, count, word, tiles = (int(x) for x in rec)
+    def _ll_inputs(self, rec) -> list[tuple[int, int]]:
+        """(source position, address of its LL lines) of an LL record's LL inputs."""
+        word = int(rec[W_KIND])
+        if word & KIND_MASK == KINDS["reduce_chain"]:
+            at = _view(int(rec[W_SRC]), chain_sources(word), np.uint64)
+            return [(j, int(at[j])) for j in range(chain_sources(word)) if ll_source(word, j)]
+        return [(0, int(rec[W_SRC]))] if ll_source(word, 0) else []
+
+    def _ll_ready(self, rec, epoch) -> bool:
+        units = ll_units(int(rec[W_COUNT]), self.dtype.itemsize)
+        return all(_fresh(_view(a, units * 4, np.uint32).reshape(-1, 4), epoch) for _, a in self._ll_inputs(rec))
+
+    def _run(self, rec, n, epoch) -> None:
+        """One resolved record, tile by tile (:func:`record_runs`); an LL record (``epoch`` given)
+        reads its LL inputs from their lines and writes its result to its LL regions too."""
+        dst_a, src_a, acc_a, count, word, tiles, outs = (int(x) for x in rec)
         item = np.dtype(self.dtype).itemsize
+        lines = {}
+        if epoch is not None:
+            units = ll_units(count, item)
+            for j, a in self._ll_inputs(rec):
+                got = _view(a, units * 4, np.uint32).reshape(-1, 4)
+                assert _fresh(got, epoch), "an LL input was read before its lines were fresh"
+                lines[j] = np.ascontiguousarray(got[:, [0, 2]]).reshape(-1).view(self.dtype)[:count].copy()
         for off, k in record_runs(count, tiles & 0xFFFFFFFF, tiles >> 32, 0, count):
             shift = off * item
-            self._run_tile(dst_a + shift, src_a + shift if word & 15 != 6 else src_a, acc_a + shift, k, word, n,
-                          shift)
+            self._run_tile(dst_a + shift, src_a + shift if word & KIND_MASK != 6 else src_a, acc_a + shift, k, word,
+                           n, shift, lines)
+        if epoch is not None:
+            data = np.zeros(ll_units(count, item) * 8, np.uint8)
+            data[:count * item] = _view(dst_a, count, self.dtype).view(np.uint8)
+            for t in range(ll_outputs(word)):
+                self.lines.store(int(_view(outs, ll_outputs(word), np.uint64)[t]), data.view(np.uint32), epoch)
 
-    def _run_tile(self, dst_a, src_a, acc_a, count, word, n, shift) -> None:
-        kind, dt = word & 15, self.dtype
+    def _run_tile(self, dst_a, src_a, acc_a, count, word, n, shift, lines) -> None:
+        kind, dt = word & KIND_MASK, self.dtype
         dst = _view(dst_a, count, dt)
         base = self.op
+
+        def src(j, addr):
+            return lines[j] if j in lines else _view(addr, count, dt)
         if kind == 0:
-            dst[...] = _view(src_a, count, dt)
+            dst[...] = src(0, src_a)
         elif kind == 5:
             postdiv_with(np, dst, n)
         elif kind == 6:
-            nsrc = (word >> 8) & 255
+            nsrc = chain_sources(word)
             srcs = _view(src_a, nsrc, np.uint64)
             acc = _view(acc_a, count, dt).copy()
             for j in range(nsrc):
-                pre = (bool(word & 32) and j == 0, bool(word >> (16 + j) & 1))
-                reduce_copy_with(np, dst, acc if j == 0 else dst, _view(int(srcs[j]) + shift, count, dt),
+                pre = (bool(word & PREMUL_ACC) and j == 0, src_premultiplied(word, j))
+                reduce_copy_with(np, dst, acc if j == 0 else dst, src(j, int(srcs[j]) + shift),
                                  PreMulSum(n, *pre) if any(pre) else base)
         else:
             pre = {2: (True, False), 3: (False, True), 4: (True, True)}.get(kind)
-            reduce_copy_with(np, dst, _view(acc_a, count, dt).copy(), _view(src_a, count, dt),
+            reduce_copy_with(np, dst, _view(acc_a, count, dt).copy(), src(0, src_a),
                              PreMulSum(n, *pre) if pre else base)
+
+
+def _fresh(lines: np.ndarray, epoch: int) -> bool:
+    """Both flags of every LL line (uint32 rows ``data, flag, data, flag``) are ``epoch``."""
+    return bool((lines[:, 1] == np.uint32(epoch & 0xFFFFFFFF)).all() and (lines[:, 3] == np.uint32(epoch)).all())
+
+
+class _LLStores:
+    """LL line stores as the hardware may land them: each 8-byte half (data, flag) on its own,
+    some held back and landing later in any order (a reader then sees a torn line)."""
+
+    def __init__(self, rng):
+        self.rng, self.pending = rng, []
+
+    def store(self, addr: int, words: np.ndarray, epoch: int) -> None:
+        for k in range(len(words) // 2):
+            for half in (0, 1):
+                self.pending.append((addr + 16 * k + 8 * half, int(words[2 * k + half]), epoch & 0xFFFFFFFF))
+        self.rng.shuffle(self.pending)
+        self.flush_some()
+
+    def flush_some(self) -> None:
+        keep = []
+        for item in self.pending:
+            if self.rng.random() < 0.5:
+                self._land(*item)
+            else:
+                keep.append(item)
+        self.pending = keep
+
+    def flush_all(self) -> None:
+        for item in self.pending:
+            self._land(*item)
+        self.pending = []
+
+    @staticmethod
+    def _land(addr: int, data: int, flag: int) -> None:
+        _view(addr, 2, np.uint32)[:] = (data, flag)
 
 
 class _Graph:

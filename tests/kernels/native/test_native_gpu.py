@@ -225,3 +225,75 @@ def test_one_shot_allreduce(inplace):
         _run(sched, count, dt, "sum", inplace, lay, seed=count)
     if not inplace:
         assert all(ctx.dp.num_records == 8 and len(ctx.dp.waits) == 0 for ctx in lay._contexts.values())
+
+
+# ---------------------------------------------------------------- the LL protocol
+@pytest.fixture(scope="module")
+def ll_layer():
+    from kernels.native.layer import NativeLayer
+    return NativeLayer(protocol="ll")
+
+
+@pytest.mark.parametrize("coll", ALL)
+@pytest.mark.parametrize("n", [2, 3, 8])
+def test_ll_every_collective(ll_layer, coll, n):
+    """LL lines and passes on the card: every collective, ring and direct, uneven counts; bit-identical
+    to the host backend (``_run``), out of place and in place."""
+    root = 1 if coll in ROOTED else None
+    for sched in ([ring(coll, n, 2)] if coll in ("allreduce", "allgather", "reducescatter") else []) + \
+            [direct(coll, n, 2, root)]:
+        for count in (1, 37, 4096 + 3):
+            _run(sched, count, "float32", "sum", False, ll_layer)
+        _run(sched, 301, "int64", "sum", True, ll_layer)
+    assert all(ctx.dp.protocol == "ll" for ctx in ll_layer._contexts.values())
+
+
+@pytest.mark.parametrize("dt", ["float16", "float64", "int8", "uint64", "int32"])
+@pytest.mark.parametrize("op", OPS)
+def test_ll_dtypes_and_ops(ll_layer, dt, op):
+    _run(direct("allreduce", 4, 1), 1000 + 5, dt, op, False, ll_layer, seed=5)
+    _run(ring("allreduce", 3, 1), 333, dt, op, False, ll_layer, seed=6)
+
+
+def test_ll_repeated_calls_replay_a_graph_with_fresh_lines():
+    """Graph replays of an LL program with new contents each call: a line of an earlier call
+    taken for fresh would give the earlier call's sum."""
+    from kernels import Communicator
+    from kernels.native.layer import NativeLayer
+    from synth.baselines import baseline
+    from synth.ir.fabric import build_fabric
+    from topo_probe.machines.generators import fully_connected
+    layer = NativeLayer(protocol="ll")
+    comm = Communicator(8, plan=False, backend=layer)
+    xs = [cp.full(4096, r + 1, cp.float32) for r in range(8)]
+    ys = [cp.empty(4096, cp.float32) for _ in range(8)]
+    for k in range(20):
+        for r in range(8):
+            xs[r][...] = r + 1 + k
+        comm.all_reduce(xs, ys)
+        assert all(float(cp.asnumpy(y).min()) == float(cp.asnumpy(y).max()) == 36 + 8 * k for y in ys), k
+    assert any(b["graphs"] for ctx in layer._contexts.values() for b in ctx._bindings.values())
+    sched = baseline("direct", build_fabric(fully_connected(8)), "allreduce")
+    _run(sched, 8 * 512, "float32", "sum", False, layer, repeats=6)
+
+
+def test_ll_line_that_never_arrives_raises_execution_timeout():
+    import dataclasses
+    from kernels.backends.executor import program_for
+    from kernels.native.launcher import NativeContext
+    from topo_probe.errors import ExecutionTimeout
+    prog = program_for(direct("allreduce", 3, 1), 3 * 64, np.float32)
+    ctx = NativeContext(prog, [0, 0, 0], timeout_s=0.2, protocol="ll")
+    good = ctx.dp
+    recs = good.records.copy()
+    recs[:, 0] &= ~(0xFF << 32)                 # no record writes its LL lines
+    ctx.dp = dataclasses.replace(good, records=recs)
+    bufs = [{"input": cp.ones(3 * 64, cp.float32), "output": cp.zeros(3 * 64, cp.float32)} for _ in range(3)]
+    ctx.run(bufs, graphs=False)
+    cp.cuda.runtime.deviceSynchronize()
+    with pytest.raises(ExecutionTimeout, match="an LL line"):
+        ctx.check()
+    ctx.dp = good
+    ctx._bindings.clear()
+    ctx.run(bufs, graphs=False)
+    assert float(bufs[0]["output"][0]) == 3.0

@@ -91,3 +91,36 @@ def test_bad_dtype_and_op_are_named():
         compile_options("complex64", "sum", scope_sys=False)
     with pytest.raises(InvalidArgument, match="op must be one of .* got 'xor'"):
         compile_options("float32", "xor", scope_sys=False)
+
+
+@pytest.mark.parametrize("scope_sys", [False, True])
+def test_ll_lines_are_single_16_byte_volatile_accesses(scope_sys):
+    """An LL line is stored with one 16-byte volatile store and read with one 16-byte volatile load
+    (NCCL's LL: each 8-byte half holds 4 data bytes and their flag), in every build."""
+    ptx = _ptx("float32", "sum", scope_sys, "compute_90")
+    assert re.search(r"st\.volatile\.global\.v4\.u32", ptx), "no 16-byte volatile LL store"
+    assert re.search(r"ld\.volatile\.global\.v4\.u32", ptx), "no 16-byte volatile LL load"
+    assert not re.search(r"\.local\b", ptx), "the LL unit's operands spill to local memory"
+
+
+def test_the_record_format_has_one_source():
+    """interpreter.cu defines none of the record format's names (they come from
+    kernels/native/record_format.py as -D options), every TC_ name it uses is defined by the build
+    options, and without them it refuses to compile."""
+    from kernels.native.record_format import defined_names
+    from kernels.native.source import kernel_source
+    src = kernel_source()
+    for name in defined_names():
+        assert not re.search(rf"#\s*define\s+{name}\b", src), f"interpreter.cu defines {name} itself"
+    local = set(re.findall(r"#\s*define\s+(TC_\w+)", src))
+    options = {re.match(r"-D(TC_\w+)=", o).group(1) for o in compile_options("float32", "sum", scope_sys=False)
+               if o.startswith("-DTC_")} | {"TC_COPY_UNROLL", "TC_CS"}
+    used = set(re.findall(r"\b(TC_[A-Z0-9_]+)\b", src))
+    assert used <= local | options, f"TC_ names with no definition: {sorted(used - local - options)}"
+    assert defined_names() <= used, f"format names the kernel never reads: {sorted(defined_names() - used)}"
+    from cuda.bindings import nvrtc
+    err, prog = nvrtc.nvrtcCreateProgram(src.encode(), b"interpreter.cu", 0, [], [])
+    bare = [o.encode() for o in compile_options("float32", "sum", scope_sys=False) if not o.startswith(
+        tuple(f"-D{n}=" for n in defined_names()))]
+    (err,) = nvrtc.nvrtcCompileProgram(prog, len(bare), bare)
+    assert err != nvrtc.nvrtcResult.NVRTC_SUCCESS, "interpreter.cu compiled without the record format's options"
