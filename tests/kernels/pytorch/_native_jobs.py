@@ -8,12 +8,14 @@ every result against gloo's on the same values, bit for bit, and each call count
 launch.  Then the adapter alone: exchanges and all-gathers, and a peer that leaves.
 
 ``cuda_job``: the same collectives on CUDA tensors, 2 processes sharing one card, through the
-real native path (the runner's launches and ``last_path`` say so), against gloo on the CPU; an
-async call on a side stream; mismatched devices refused on every rank."""
+real native path (the runner's launches and ``last_path`` say so; with
+``TOPOCOLL_TORCH_NATIVE=never`` staged through the host, and no launch), against gloo on the
+CPU; an async call on a side stream; mismatched devices refused on every rank."""
 
 from __future__ import annotations
 
 import math
+import os
 import sys
 import time
 from datetime import timedelta
@@ -119,16 +121,21 @@ def cuda_job(rank: int, n: int, init: str) -> dict:
     gloo = dist.new_group(backend="gloo")
     pg = _get_default_group()
     rec = Recorder()
+    native = os.environ.get("TOPOCOLL_TORCH_NATIVE", "auto") != "never"
     for dtype in DTYPES:
         for size in (0, 7, 1 << 16):
             for name, make, call, ranks in _calls(rank, n, dtype, size):
                 before = pg.runner.native.launches
-                ours = [t.cpu() for t in call(None, [t.cuda() for t in make()])]
+                inputs = [t.cuda() for t in make()]
+                with torch.device("cuda"):                # outputs the call makes itself: on the card too
+                    ours = [t.cpu() for t in call(None, inputs)]
                 ran = pg.runner.native.launches - before
                 ref = call(gloo, make())
                 if rank in ranks:
                     rec.check("cuda:" + name, all(bits_equal(a, b) for a, b in zip(ours, ref)), f"{dtype} size {size}")
-                rec.check("native:" + name, size == 0 or ran >= 1 and pg.runner.last_path == "native",
+                path_ok = ran >= 1 and pg.runner.last_path == "native" if native else (
+                    ran == 0 and pg.runner.last_path == "host")
+                rec.check("path:" + name, size == 0 or path_ok,
                           f"{dtype} size {size}: {ran} launches, path {pg.runner.last_path!r}, "
                           f"why not: {pg.runner.native.why_not!r}")
     _side_stream(rec, rank, n)
