@@ -63,7 +63,7 @@ class Header:
         row = [self.failure, COLLECTIVE_CODES[self.collective], self.dtype_code, self.count, self.root,
                OP_CODES.get(self.op, 0), self.shape_digest, _device_code(self.device), len(self.splits)]
         splits = list(self.splits) + [0] * (2 * nranks - len(self.splits))
-        return torch.tensor(row + splits[:2 * nranks], dtype=torch.int64)
+        return torch.tensor(row + splits[:2 * nranks], dtype=torch.int64, device="cpu")
 
 
 def shape_digest(shapes) -> int:

@@ -31,7 +31,9 @@ from kernels.mpi.agreement import header_digest, schedule_digest
 from kernels.mpi.native_call import IN_PLACE, NO_SAY, OUT_OF_PLACE, NativeCall, NativeRunner
 from kernels.mpi.native_cuda import CudaShareBackend
 from kernels.pytorch.dtypes import numpy_dtype
+from kernels.pytorch.errors import BadTensor, CollectiveMismatch
 from kernels.pytorch.native_comm import StoreComm
+from topo_probe.errors import BufferLayoutError, ProcessGroupMismatch
 
 #: ``TOPOCOLL_TORCH_NATIVE``: ``auto`` (default) or ``never`` (stage CUDA tensors through the host)
 ENV = "TOPOCOLL_TORCH_NATIVE"
@@ -136,8 +138,13 @@ class NativeExecutor:
         call = NativeCall(self.runner, schedule, prog, count, dtype, op, code, user,
                           self._digest(schedule, count, dtype, op), wire=False)
         scope = getattr(self.runner.backend, "scope", None)
-        with scope(ref) if scope is not None else contextlib.nullcontext():
-            wire, _ = call.run(_Agreed())
+        try:
+            with scope(ref) if scope is not None else contextlib.nullcontext():
+                wire, _ = call.run(_Agreed())
+        except BufferLayoutError as exc:     # the same line on every rank, as a RuntimeError too
+            raise BadTensor(f"native path: {exc}") from None
+        except ProcessGroupMismatch as exc:
+            raise CollectiveMismatch(f"native path: {exc}") from None
         if self.runner.enabled is False:
             self.why_not = "a rank cannot map its peers' GPU memory (CUDA IPC)"
         return wire is None

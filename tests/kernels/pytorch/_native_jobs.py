@@ -74,9 +74,29 @@ def shm_job(rank: int, n: int, init: str) -> dict:
                 rec.check("shm:" + name, same and native.launches == before + 1 and pg.runner.last_path == "native",
                           f"{dtype} size {size}: equal {same}, launches {native.launches - before}, "
                           f"path {pg.runner.last_path}")
+    _unshareable(rec, be, rank, n)
     pg.runner.native = None                   # the barrier's own tensor is not in shared memory
     _adapter_checks(rec, pg, rank, n)
     return rec.out
+
+
+def _unshareable(rec: Recorder, be, rank: int, n: int) -> None:
+    """Rank 1's tensor is not in memory its peers can map: every rank raises the same BadTensor
+    (a RuntimeError) naming rank 1, and the next call runs natively."""
+    import torch
+    import torch.distributed as dist
+
+    from kernels.pytorch.errors import BadTensor
+    x = torch.ones(16) if rank == 1 else _shm_tensor(be, torch.ones(16))
+    try:
+        dist.all_reduce(x)
+        error = ""
+    except BadTensor as exc:
+        error = str(exc) if isinstance(exc, RuntimeError) else "not a RuntimeError"
+    rec.check("shm:unshareable", error.startswith("native path: native: rank 1: ") and "rank 0" not in error, error)
+    y = _shm_tensor(be, torch.full((16,), float(rank)))
+    dist.all_reduce(y)
+    rec.check("shm:after", bool((y == sum(range(n))).all()), str(y.tolist()))
 
 
 def _adapter_checks(rec: Recorder, pg, rank: int, n: int) -> None:

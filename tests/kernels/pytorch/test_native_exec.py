@@ -2,7 +2,8 @@
 executor runs over the emulated share backend of the MPI tests (shared memory for CUDA IPC, each
 launch interpreted in its process): all_reduce, broadcast, reduce, all_gather_into_tensor and
 reduce_scatter_tensor on float32, bfloat16, int64 and uint8 equal gloo's results bit for bit,
-each one native launch (``_native_jobs.shm_job``); the routing decision; the local reasons."""
+each one native launch (``_native_jobs.shm_job``); memory a peer cannot map refused on every
+rank; the routing decision; the local reasons."""
 
 from __future__ import annotations
 
@@ -15,8 +16,14 @@ pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch]
                                     "all_gather_into_tensor", "reduce_scatter_tensor"])
 def test_each_call_runs_as_one_native_launch_and_equals_gloo(shm_results, family):
     from _torch_dist import checked, merged
-    assert checked(shm_results, "shm") == 2 * 6 * 4 * 3          # 2 ranks x 6 calls x 4 dtypes x 3 sizes
+    assert checked(shm_results, "shm") == 2 * (6 * 4 * 3 + 2)     # 2 ranks x (6 calls x 4 dtypes x 3 sizes + 2)
     assert not merged(shm_results, "shm:" + family)
+
+
+def test_unshareable_memory_is_refused_on_every_rank_and_the_group_goes_on(shm_results):
+    from _torch_dist import checked, merged
+    assert all("shm:unshareable" in res and "shm:after" in res for res in shm_results)
+    assert not merged(shm_results, "shm:unshareable") and not merged(shm_results, "shm:after")
 
 
 def test_the_data_path_follows_the_route_and_the_executor():
