@@ -17,11 +17,11 @@ rc=0
 'numpy', numpy.__version__, 'gpus', torch.cuda.device_count())"
 } 2>&1 | tee "$OUT/pytorch_machine.txt"
 echo "== gpu-marked tests of tests/kernels/pytorch"
-timeout ${TESTS_S:-60} $PY -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= tests/kernels/pytorch 2>&1 \
+timeout ${TESTS_S:-65} $PY -m pytest -v -m gpu -rs -p no:cacheprovider -o addopts= tests/kernels/pytorch 2>&1 \
   | tee "$OUT/pytorch_gpu_tests.txt" | tail -30
 r=$?; echo "tests rc=$r" | tee -a "$OUT/pytorch_gpu_tests.txt"; [ $r -ne 0 ] && rc=1
 echo "== all_reduce on CUDA tensors, 2 processes on one card"
-timeout ${BENCH_S:-25} $PY benchmarks/bench_pytorch.py --gpu --quick --out "$OUT" 2>&1 \
+timeout ${BENCH_S:-20} $PY benchmarks/bench_pytorch.py --gpu --quick --out "$OUT" 2>&1 \
   | tee "$OUT/pytorch_gpu_bench_log.txt" | tail -15
 r=$?; echo "bench rc=$r" | tee -a "$OUT/pytorch_gpu_bench_log.txt"; [ $r -ne 0 ] && rc=1
 exit $rc

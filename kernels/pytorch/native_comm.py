@@ -64,11 +64,11 @@ class _Ctrl:
     def __init__(self, group) -> None:
         self.group = group
 
-    def Isend(self, msg, dest: int, tag: int):  # noqa: N802 - mpi4py's name
+    def Isend(self, msg, dest: int, tag: int):  # mpi4py's name
         buf = np.ascontiguousarray(msg[0])
         return _Sent(self.group.send([torch.from_numpy(buf.view(np.uint8).copy())], dest, tag))
 
-    def Irecv(self, msg, source: int, tag: int):  # noqa: N802 - mpi4py's name
+    def Irecv(self, msg, source: int, tag: int):  # mpi4py's name
         return _Kept(self.group, msg[0].view(np.uint8), source, tag)
 
 
@@ -78,7 +78,7 @@ class _Data:
     def __init__(self, group, rank: int, size: int) -> None:
         self.group, self.rank, self.size = group, rank, size
 
-    def Iallgather(self, send, recv):  # noqa: N802 - mpi4py's name
+    def Iallgather(self, send, recv):  # mpi4py's name
         mine, out = np.ascontiguousarray(send[0], np.int64), recv[0]
         out[self.rank] = mine
         peers = [p for p in range(self.size) if p != self.rank]

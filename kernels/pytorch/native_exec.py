@@ -12,7 +12,8 @@ path's do: no kernel reads a peer's buffer before the peer reached the call, and
 
 Whether a group runs natively is decided once, by every rank together, on its first CUDA call
 (:meth:`NativeExecutor.ready`): each says whether it can (CuPy importable, the caching
-allocator's memory shareable through CUDA IPC, ``TOPOCOLL_TORCH_NATIVE`` not ``never``), and
+allocator's memory shareable through CUDA IPC: not ``expandable_segments`` nor the
+``cudaMallocAsync`` backend, ``TOPOCOLL_TORCH_NATIVE`` not ``never``), and
 the runner's own start-up then checks that every rank can map every peer's GPU memory.  If any
 cannot, every rank stages through the host for good and :attr:`NativeExecutor.why_not` says why.
 CUDA graphs are off: capturing on the group's worker thread while the caller's thread
@@ -43,8 +44,11 @@ def local_reason() -> str:
     """Why this process cannot run the native path ('' where it can)."""
     if os.environ.get(ENV, "auto") == "never":
         return f"{ENV}=never"
-    if "expandable_segments:true" in os.environ.get("PYTORCH_CUDA_ALLOC_CONF", "").replace(" ", "").lower():
-        return "PYTORCH_CUDA_ALLOC_CONF has expandable_segments:True (such memory cannot be shared through CUDA IPC)"
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        conf = os.environ.get(name, "").replace(" ", "").lower()
+        for setting in ("expandable_segments:true", "backend:cudamallocasync"):
+            if setting in conf:
+                return f"{name} sets {setting} (such memory cannot be shared through CUDA IPC)"
     try:
         import cupy  # noqa: F401
     except ImportError:

@@ -202,3 +202,32 @@ def _mismatched_devices(rec: Recorder, rank: int, n: int) -> None:
     y = torch.full((64,), float(rank), device="cuda")
     dist.all_reduce(y)
     rec.check("devices:after", bool((y == math.fsum(range(n))).all()))
+
+
+def nccl_plan_job(rank: int, n: int, init: str) -> dict:
+    """plan.json (``TOPOCOLL_PLAN``) says NCCL for every all_reduce; with the ranks sharing one
+    card torch's NCCL group cannot run, so the entry's fallback schedule runs, natively, and the
+    route says why.  On one rank: torch's NCCL group is made and runs an all_reduce."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _get_default_group
+
+    import kernels.pytorch  # noqa: F401
+    torch.cuda.set_device(0)
+    dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=60))
+    pg = _get_default_group()
+    rec = Recorder()
+    x = torch.full((1 << 18,), float(rank + 1), device="cuda")
+    if n == 1:
+        group = pg._transport("nccl")
+        y = x.clone()
+        group.allreduce([x]).wait()
+        rec.check("nccl:single", type(group).__name__ == "ProcessGroupNCCL" and torch.equal(x, y), type(group).__name__)
+    else:
+        dist.all_reduce(x)
+        r = pg.runner.last_route
+        rec.check("nccl:fallback", (r.planned, pg.runner.last_path) == ("nccl", "native") and r.ran != "nccl" and
+                  "cannot run here" in r.reason and bool((x == n * (n + 1) / 2).all()),
+                  f"{r.planned} -> {r.ran} ({r.reason}), path {pg.runner.last_path}")
+    dist.destroy_process_group()
+    return rec.out

@@ -51,3 +51,28 @@ def test_host_staged_collectives_equal_gloo_on_two_ranks_sharing_a_card():
     results = run_job(cuda_job, 2, env={"LOCAL_WORLD_SIZE": "2", "TOPOCOLL_TORCH_NATIVE": "never"}, timeout_s=150)
     assert checked(results, "cuda") == 2 * 15 * 15 and checked(results, "path") == 2 * 15 * 16
     assert not merged(results, "cuda") and not merged(results, "path") and not merged(results, "stream")
+
+
+def _nccl_plan(tmp_path, n: int):
+    """A plan for ``n`` fully connected ranks whose every all_reduce says NCCL (fallback: ring)."""
+    from synth import baseline, build_fabric
+    from synth.plan.size_plan import Plan, PlanEntry
+    from topo_probe.machines.generators import fully_connected
+    topo = fully_connected(n)
+    baseline("ring", build_fabric(topo), "allreduce").save(tmp_path / "schedules" / "allreduce-ring.json")
+    Plan(topo.name, topo.fingerprint(), [PlanEntry("allreduce", 0, None, "nccl",
+                                                   fallback="schedules/allreduce-ring.json")]).save(tmp_path / "plan.json")
+    return str(tmp_path / "plan.json")
+
+
+@pytest.mark.parametrize("n", [1, 2])
+def test_where_the_plan_says_nccl_torchs_nccl_group_runs_or_the_fallback_natively(tmp_path, n):
+    """n = 1: torch's NCCL group is made and runs; n = 2 on one card: NCCL refuses two ranks on
+    one device, so the plan's fallback runs natively and the route says why."""
+    pytest.importorskip("cupy", reason="the native path on CUDA tensors needs CuPy")
+    from _native_jobs import nccl_plan_job
+    from _torch_dist import merged, run_job
+    env = {"LOCAL_WORLD_SIZE": str(n), "TOPOCOLL_PLAN": _nccl_plan(tmp_path, 2)} if n == 2 else {}
+    results = run_job(nccl_plan_job, n, env=env, timeout_s=60)
+    assert all(("nccl:single" if n == 1 else "nccl:fallback") in res for res in results)
+    assert not merged(results, "nccl")

@@ -21,7 +21,7 @@ def test_each_call_runs_as_one_native_launch_and_equals_gloo(shm_results, family
 
 
 def test_unshareable_memory_is_refused_on_every_rank_and_the_group_goes_on(shm_results):
-    from _torch_dist import checked, merged
+    from _torch_dist import merged
     assert all("shm:unshareable" in res and "shm:after" in res for res in shm_results)
     assert not merged(shm_results, "shm:unshareable") and not merged(shm_results, "shm:after")
 
@@ -38,9 +38,14 @@ def test_local_reasons_name_the_setting(monkeypatch):
     monkeypatch.setenv(ENV, "never")
     assert local_reason() == f"{ENV}=never"
     monkeypatch.setenv(ENV, "auto")
-    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "max_split_size_mb:64, expandable_segments:True")
-    assert "expandable_segments" in local_reason()
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:64, expandable_segments:True")
+    assert local_reason().startswith("PYTORCH_ALLOC_CONF sets expandable_segments:true")
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "expandable_segments:False")
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync")
+    assert local_reason().startswith("PYTORCH_CUDA_ALLOC_CONF sets backend:cudamallocasync")
     monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF")
     try:
         import cupy  # noqa: F401
         assert local_reason() == ""
