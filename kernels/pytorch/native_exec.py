@@ -137,13 +137,14 @@ class NativeExecutor:
         dtype = numpy_dtype(ref.dtype)
         inplace = send is not None and send is recv
         prog = program_for(schedule, count, dtype, inplace=inplace, op=op)
-        user = {"send": None if send is None else as_array(send), "recv": None if recv is None else as_array(recv)}
         code = NO_SAY if send is None or recv is None else IN_PLACE if inplace else OUT_OF_PLACE
-        call = NativeCall(self.runner, schedule, prog, count, dtype, op, code, user,
-                          self._digest(schedule, count, dtype, op), wire=False)
+        digest = self._digest(schedule, count, dtype, op)
         scope = getattr(self.runner.backend, "scope", None)
         try:
-            with scope(ref) if scope is not None else contextlib.nullcontext():
+            with scope(ref) if scope is not None else contextlib.nullcontext():   # DLPack on torch's stream too
+                user = {"send": None if send is None else as_array(send),
+                        "recv": None if recv is None else as_array(recv)}
+                call = NativeCall(self.runner, schedule, prog, count, dtype, op, code, user, digest, wire=False)
                 wire, _ = call.run(_Agreed())
         except BufferLayoutError as exc:     # the same line on every rank, as a RuntimeError too
             raise BadTensor(f"native path: {exc}") from None
