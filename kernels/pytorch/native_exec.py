@@ -13,7 +13,7 @@ path's do: no kernel reads a peer's buffer before the peer reached the call, and
 Whether a group runs natively is decided once, by every rank together, on its first CUDA call
 (:meth:`NativeExecutor.ready`): each says whether it can (CuPy importable, the caching
 allocator's memory shareable through CUDA IPC: not ``expandable_segments`` nor the
-``cudaMallocAsync`` backend, ``TOPOCOLL_TORCH_NATIVE`` not ``never``), and
+``cudaMallocAsync`` backend, ``TOPOCOLL_TORCH_NATIVE`` not ``never``; every rank on one host), and
 the runner's own start-up then checks that every rank can map every peer's GPU memory.  If any
 cannot, every rank stages through the host for good and :attr:`NativeExecutor.why_not` says why.
 CUDA graphs are off: capturing on the group's worker thread while the caller's thread
@@ -118,9 +118,11 @@ class NativeExecutor:
         mine = local_reason() if self.backend == "auto" else ""
         reasons = exchange_json(comm._ctrl, comm.waiter, mine, self.size, "native: agreeing on the native path",
                                 limit=1024)
-        bad = [(r, why) for r, why in enumerate(reasons) if why]
+        bad = [f"rank {r}: {why}" for r, why in enumerate(reasons) if why]
+        if len(set(comm.hosts)) > 1:          # CUDA IPC maps memory of this node only
+            bad.append(f"the ranks are on {len(set(comm.hosts))} hosts")
         if bad:
-            self.why_not = "; ".join(f"rank {r}: {why}" for r, why in bad)
+            self.why_not = "; ".join(bad)
             return False
         backend = TorchCudaShareBackend() if self.backend == "auto" else self.backend
         self.runner = NativeRunner(comm, backend, graphs=False)

@@ -51,3 +51,15 @@ def test_local_reasons_name_the_setting(monkeypatch):
         assert local_reason() == ""
     except ImportError:
         assert "CuPy" in local_reason()
+
+
+def test_a_group_that_cannot_run_natively_says_why_and_takes_the_host_path(monkeypatch):
+    import torch
+
+    from kernels.pytorch.native_exec import ENV, NativeExecutor
+    monkeypatch.setenv(ENV, "never")
+    ex = NativeExecutor(group=None, rank=0, size=1)                  # one rank: no message travels
+    assert not ex.takes(torch.zeros(3))                               # CPU tensors never go native
+    x = torch.arange(4.0)
+    assert ex.run(None, x, x, 4, "sum") is False and ex.why_not == f"rank 0: {ENV}=never"
+    assert ex.launches == 0 and x.tolist() == [0.0, 1.0, 2.0, 3.0]
