@@ -5,6 +5,7 @@
 # benchmarks/bench_pytorch.py (all_reduce 1 KiB..64 MiB: topocoll native vs the native executor alone
 # vs gloo on CUDA tensors).  Logs and results go to $OUT; each step has its own time limit.
 #   OUT=results/pytorch/gpu bash benchmarks/gpu_pytorch_check.sh
+# Optional, beyond the 90 s: DDP_S=40 also trains examples/pytorch/train_ddp.py on the card (topocoll, gloo).
 set -o pipefail
 OUT=${OUT:-results/pytorch/gpu}
 PY=${PYTHON:-python3}
@@ -24,4 +25,12 @@ echo "== all_reduce on CUDA tensors, 2 processes on one card"
 timeout ${BENCH_S:-20} $PY benchmarks/bench_pytorch.py --gpu --quick --out "$OUT" 2>&1 \
   | tee "$OUT/pytorch_gpu_bench_log.txt" | tail -15
 r=$?; echo "bench rc=$r" | tee -a "$OUT/pytorch_gpu_bench_log.txt"; [ $r -ne 0 ] && rc=1
+if [ "${DDP_S:-0}" -gt 0 ]; then   # optional (outside the 90 s): DDP_S=40 trains the example on the card
+  echo "== DDP example, 2 ranks on one card: topocoll then gloo"
+  for b in topocoll gloo; do
+    timeout $DDP_S $PY -m torch.distributed.run --nproc-per-node 2 examples/pytorch/train_ddp.py --backend $b \
+      --device cuda --steps 20 2>&1 | tee "$OUT/pytorch_gpu_ddp_$b.txt" | tail -3
+    r=$?; echo "ddp $b rc=$r" | tee -a "$OUT/pytorch_gpu_ddp_$b.txt"; [ $r -ne 0 ] && rc=1
+  done
+fi
 exit $rc
