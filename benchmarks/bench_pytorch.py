@@ -281,6 +281,10 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/bench_pytorch.py " + " ".join(argv if argv is not None else sys.argv[1:])
     if args.gpu:
+        import torch
+        if not torch.cuda.is_available():
+            print("bench_pytorch.py --gpu: torch sees no CUDA GPU here", file=sys.stderr)
+            return 2
         res = run(2, opts, _gpu_rank_job)
         atomic_write_text(out / "gpu.json", json.dumps(res, indent=1) + "\n")
         text = gpu_report(res, command.strip(), opts)

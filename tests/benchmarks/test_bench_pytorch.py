@@ -47,3 +47,11 @@ def test_the_gpu_report_shows_busbw_and_the_overhead_over_the_native_executor_al
     assert text.splitlines()[2] == "    python benchmarks/bench_pytorch.py --gpu"
     assert "| 16 MiB | ring | yes | 500 | 420 | 8,000 | 33.55 | 2.10 | 80 |" in text    # 16 MiB / 500 µs x 2(n-1)/n
     assert "| 1 KiB | ring | NO |" in text and "was off" not in text
+
+
+def test_gpu_rows_without_a_gpu_end_in_one_line_and_exit_2(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: --gpu would measure")
+    assert _bench().main(["--gpu", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "bench_pytorch.py --gpu: torch sees no CUDA GPU here\n"
+    assert not (tmp_path / "gpu_report.md").exists()
