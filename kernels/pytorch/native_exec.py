@@ -31,6 +31,7 @@ import torch
 from kernels.mpi.agreement import header_digest, schedule_digest
 from kernels.mpi.native_call import IN_PLACE, NO_SAY, OUT_OF_PLACE, NativeCall, NativeRunner
 from kernels.mpi.native_cuda import CudaShareBackend
+from kernels.native.source import DTYPE_CODES
 from kernels.pytorch.dtypes import numpy_dtype
 from kernels.pytorch.errors import BadTensor, CollectiveMismatch
 from kernels.pytorch.native_comm import StoreComm
@@ -101,8 +102,9 @@ class NativeExecutor:
 
     def takes(self, t: torch.Tensor) -> bool:
         """Whether calls on ``t`` go native: CUDA tensors (a test backend: any tensor; its
-        memory must be the backend's)."""
-        return t.is_cuda if self.backend == "auto" else True
+        memory must be the backend's) of an element type the kernel has (not int16 or bool:
+        those stage through the host)."""
+        return (t.is_cuda or self.backend != "auto") and numpy_dtype(t.dtype).name in DTYPE_CODES
 
     @property
     def launches(self) -> int:

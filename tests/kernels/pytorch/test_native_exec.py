@@ -60,6 +60,9 @@ def test_a_group_that_cannot_run_natively_says_why_and_takes_the_host_path(monke
     monkeypatch.setenv(ENV, "never")
     ex = NativeExecutor(group=None, rank=0, size=1)                  # one rank: no message travels
     assert not ex.takes(torch.zeros(3))                               # CPU tensors never go native
+    emulated = NativeExecutor(group=None, rank=0, size=1, backend=object())
+    assert emulated.takes(torch.zeros(3, dtype=torch.bfloat16)) and emulated.takes(torch.zeros(3, dtype=torch.uint8))
+    assert not emulated.takes(torch.zeros(3, dtype=torch.int16)) and not emulated.takes(torch.zeros(3, dtype=torch.bool))
     x = torch.arange(4.0)
     assert ex.run(None, x, x, 4, "sum") is False and ex.why_not == f"rank 0: {ENV}=never"
     assert ex.launches == 0 and x.tolist() == [0.0, 1.0, 2.0, 3.0]
