@@ -72,7 +72,8 @@ def test_where_the_plan_says_nccl_torchs_nccl_group_runs_or_the_fallback_nativel
     pytest.importorskip("cupy", reason="the native path on CUDA tensors needs CuPy")
     from _native_jobs import nccl_plan_job
     from _torch_dist import merged, run_job
-    env = {"LOCAL_WORLD_SIZE": str(n), "TOPOCOLL_PLAN": _nccl_plan(tmp_path, 2)} if n == 2 else {}
+    env = {"LOCAL_WORLD_SIZE": "2", "CUDA_VISIBLE_DEVICES": "0",        # one card, whatever the machine has
+           "TOPOCOLL_PLAN": _nccl_plan(tmp_path, 2)} if n == 2 else {}
     results = run_job(nccl_plan_job, n, env=env, timeout_s=60)
     assert all(("nccl:single" if n == 1 else "nccl:fallback") in res for res in results)
     assert not merged(results, "nccl")
