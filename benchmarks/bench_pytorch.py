@@ -15,7 +15,17 @@ rows, at 4 bytes: the whole call (``dist.all_reduce``) against the schedule alon
 bytes' own cost) and against the per-call agreement alone (one header all-gather); the backend's own
 overhead is the whole call minus the schedule.  DDP: the 3-layer MLP of
 ``examples/pytorch/train_ddp.py`` (width 256, batch 32), median step over ``--steps`` steps
-after 5 warm-up steps, slowest rank.  GPU rows are written only where torch sees a GPU.
+after 5 warm-up steps, slowest rank.
+
+``--gpu`` (a GPU machine): 2 processes sharing one card, all_reduce of float32 CUDA tensors,
+1 KiB to 64 MiB: the ``topocoll`` group (its native path: one launch per process over CUDA IPC)
+against gloo on the same CUDA tensors and against the native executor called directly on the
+group's schedule (no dispatch, agreement or worker thread: the difference is the backend's own
+overhead per call); each call followed by a device synchronisation.  Writes
+``OUT/gpu_report.md`` and ``OUT/gpu.json``.  NCCL cannot run two ranks on one card, so it has no
+row here.
+
+    python benchmarks/bench_pytorch.py --gpu --out $OUT
 """
 
 from __future__ import annotations
@@ -33,6 +43,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 SIZES_BYTES = (4, 1 << 10, 64 << 10, 1 << 20, 16 << 20)
+GPU_SIZES_BYTES = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 
 
 def _round_time(fn, calls: int, gloo) -> float:
@@ -148,14 +159,78 @@ def _rank_job(rank: int, n: int, init: str, out_dir: str, opts: dict) -> None:
     dist.destroy_process_group()
 
 
-def run(n: int, opts: dict) -> dict:
+def _gpu_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
+    """topocoll vs gloo vs the native executor alone on CUDA tensors (module docstring)."""
+    import torch
+    import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _get_default_group
+
+    from kernels.pytorch.plan_choice import choose
+    pg = _get_default_group()
+    sync = torch.cuda.synchronize
+    rows = []
+    for nbytes in sizes:
+        count = nbytes // 4
+        x, y, z = (torch.zeros(count, device="cuda") for _ in range(3))
+        sched = choose(pg.runner.selector, "allreduce", count, 4).schedule
+        variants = {"topocoll": lambda: (dist.all_reduce(x), sync()),
+                    "native": lambda: (pg.runner.native.run(sched, z, z, count, "sum"), sync()),
+                    "gloo": lambda: (dist.all_reduce(y, group=gloo), sync())}
+        before = pg.runner.native.launches
+        for fn in variants.values():
+            fn()                                   # warm up: lowering, kernel, IPC mappings
+        native = pg.runner.native.launches - before == 2 and pg.runner.last_path == "native"
+        med = _median_times(variants, max(3, calls if nbytes <= (1 << 20) else calls // 4), rounds, gloo)
+        row = {"bytes": nbytes, "native_path": native, "schedule": sched.name or "schedule"}
+        for k, v in med.items():
+            row[f"{k}_us"], row[f"{k}_busbw"] = v * 1e6, nbytes / v * 2 * (n - 1) / n / 1e9
+        rows.append(row)
+    return rows
+
+
+def _gpu_rank_job(rank: int, n: int, init: str, out_dir: str, opts: dict) -> None:
+    import torch
+    import torch.distributed as dist
+    torch.set_num_threads(1)
+    torch.cuda.set_device(0)                       # the processes share the card
+
+    import kernels.pytorch  # noqa: F401
+    dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=120))
+    gloo = dist.new_group(backend="gloo")
+    rows = _gpu_rows(n, gloo, opts["calls"], opts["rounds"], GPU_SIZES_BYTES)
+    if rank == 0:
+        Path(out_dir, f"n{n}.json").write_text(json.dumps({"allreduce": rows, "device": torch.cuda.get_device_name(),
+                                                           "why_not": dist.distributed_c10d._get_default_group()
+                                                           .runner.native.why_not}))
+    dist.destroy_process_group()
+
+
+def run(n: int, opts: dict, job=_rank_job) -> dict:
     import torch.multiprocessing as mp
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
     from _torch_dist import free_port
     with tempfile.TemporaryDirectory() as tmp:
-        mp.start_processes(_rank_job, args=(n, f"tcp://127.0.0.1:{free_port()}", tmp, opts), nprocs=n,
+        mp.start_processes(job, args=(n, f"tcp://127.0.0.1:{free_port()}", tmp, opts), nprocs=n,
                            start_method="spawn")
         return json.loads(Path(tmp, f"n{n}.json").read_text())
+
+
+def gpu_report(res: dict, command: str, opts: dict) -> str:
+    import torch
+    lines = ["# The topocoll torch.distributed backend on CUDA tensors: 2 processes sharing one card", "",
+             f"    {command}", "", f"{res['device']}, torch {torch.__version__}; {opts['rounds']} rounds of "
+             f"{opts['calls']} calls (1/4 of them from 16 MiB), median round, slowest rank; each call followed by "
+             f"a device synchronisation.  native = the group's native executor called directly on the same "
+             f"schedule; topocoll - native = the backend's own overhead per call.", "",
+             "| all_reduce float32 | schedule | ran natively | topocoll µs | native alone µs | gloo µs | "
+             "topocoll busbw GB/s | gloo busbw GB/s | overhead µs |", "|---|---|---|---|---|---|---|---|---|"]
+    for r in res["allreduce"]:
+        lines.append(f"| {_fmt_bytes(r['bytes'])} | {r['schedule']} | {'yes' if r['native_path'] else 'NO'} | "
+                     f"{r['topocoll_us']:,.0f} | {r['native_us']:,.0f} | {r['gloo_us']:,.0f} | "
+                     f"{r['topocoll_busbw']:.2f} | {r['gloo_busbw']:.2f} | {r['topocoll_us'] - r['native_us']:,.0f} |")
+    if res.get("why_not"):
+        lines += ["", f"The native path was off: {res['why_not']}"]
+    return "\n".join(lines + [""])
 
 
 def _fmt_bytes(b: int) -> str:
@@ -185,11 +260,9 @@ def report(results: dict, command: str, opts: dict) -> str:
                       f"torch's dispatch, checks): {o['call'] - o['schedule']:,.0f} µs.", "",
                   f"DDP step (MLP 64-256-256-1, batch 32, median of {opts['steps']}): topocoll "
                   f"{res['ddp_ms']['topocoll']:.2f} ms, gloo {res['ddp_ms']['gloo']:.2f} ms.", ""]
-    if torch.cuda.is_available():
-        lines += ["## GPU", "", "GPU rows are not measured by this script yet (see docs/pytorch.md).", ""]
-    else:
-        lines += ["## GPU", "", "No GPU on the machine that wrote this report (`torch.cuda.is_available()` is "
-                  "False): no GPU rows.", ""]
+    where = ("this machine has one" if torch.cuda.is_available() else "no GPU on the machine that wrote this report "
+             "(`torch.cuda.is_available()` is False): no GPU rows here")
+    lines += ["## GPU", "", f"`--gpu` on a GPU machine writes `gpu_report.md` beside this file; {where}.", ""]
     return "\n".join(lines)
 
 
@@ -198,15 +271,27 @@ def main(argv=None) -> int:
     p.add_argument("--ranks", type=int, nargs="+", default=[2, 4])
     p.add_argument("--out", default="results/pytorch")
     p.add_argument("--quick", action="store_true", help="fewer rounds and calls, sizes up to 1 MiB")
+    p.add_argument("--gpu", action="store_true", help="CUDA tensors, 2 processes on one card (module docstring)")
     args = p.parse_args(argv)
     opts = {"calls": 10 if args.quick else 40, "rounds": 3 if args.quick else 7, "steps": 10 if args.quick else 40,
             "sizes": SIZES_BYTES[:4] if args.quick else SIZES_BYTES}
     os.environ.setdefault("TOPOCOLL_RESULTS", tempfile.mkdtemp(prefix="topocoll-noplan-"))
-    results = {n: run(n, opts) for n in args.ranks}
     from synth.ir.schedule import atomic_write_text
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     command = "python benchmarks/bench_pytorch.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    if args.gpu:
+        import torch
+        if not torch.cuda.is_available():
+            print("bench_pytorch.py --gpu: torch sees no CUDA GPU here", file=sys.stderr)
+            return 2
+        res = run(2, opts, _gpu_rank_job)
+        atomic_write_text(out / "gpu.json", json.dumps(res, indent=1) + "\n")
+        text = gpu_report(res, command.strip(), opts)
+        atomic_write_text(out / "gpu_report.md", text)
+        print(text)
+        return 0 if all(r["native_path"] for r in res["allreduce"]) else 1
+    results = {n: run(n, opts) for n in args.ranks}
     text = report(results, command.strip(), opts)
     atomic_write_text(out / "report.md", text + "\n")
     print(text)

@@ -10,7 +10,8 @@ Run::
 
 The two lines that make a PyTorch script use topocoll are marked ``# topocoll``.  The model is a
 3-layer MLP on synthetic regression data (the same seeds on every backend, so the losses can be
-compared line by line); ``--device cuda`` puts one rank per GPU (``LOCAL_RANK``).
+compared line by line); ``--device cuda`` puts one rank per GPU (``LOCAL_RANK``; ranks share the
+cards when there are more ranks than GPUs, which NCCL refuses and ``topocoll`` runs natively).
 """
 
 from __future__ import annotations
@@ -48,7 +49,7 @@ def main(argv=None) -> int:
     rank, world = dist.get_rank(), dist.get_world_size()
     device = torch.device("cpu")
     if args.device == "cuda":
-        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")))
+        device = torch.device("cuda", int(os.environ.get("LOCAL_RANK", "0")) % torch.cuda.device_count())
         torch.cuda.set_device(device)
     torch.manual_seed(0)
     model = torch.nn.Sequential(torch.nn.Linear(64, args.width), torch.nn.ReLU(),

@@ -2,7 +2,8 @@
 int64 header per call over the group's internal transport group.
 
 A header says what this rank was asked to do (collective, dtype, elements per block, root,
-reduce op, the tensor shape's digest, split sizes of an uneven all-to-all) and whether its own
+reduce op, the tensor shape's digest, the device kind (CPU or CUDA: ranks whose tensors live on
+different kinds would take different paths), split sizes of an uneven all-to-all) and whether its own
 tensors failed the local checks (non-contiguous, wrong device, unsupported dtype ...).  After the
 exchange each rank compares all headers and, if any rank failed or any field differs, raises
 the same one-line error on every rank: :class:`~kernels.pytorch.errors.BadTensor` or
@@ -38,7 +39,9 @@ _OPS = {v: k for k, v in OP_CODES.items()}
 FAILURES = ("", "a tensor is not contiguous", "a tensor is on another device than the group's",
             "unsupported dtype", "tensor sizes do not fit the call", "tensors of one call have different dtypes",
             "root out of range", "split sizes do not fit the tensor")
-_FIXED = 8                    # code, collective, dtype, count, root, op, shape digest, split count
+_FIXED = 9                    # code, collective, dtype, count, root, op, shape digest, device, split count
+#: device kinds in the header
+DEVICES = ("cpu", "cuda")
 
 
 @dataclass
@@ -54,12 +57,13 @@ class Header:
     shape_digest: int = 0
     splits: tuple = ()          # all-to-all: elements sent to, then received from, each rank
     failure: int = 0
+    device: str = "cpu"         # the kind of device the call's tensors are on (DEVICES)
 
     def encode(self, nranks: int) -> torch.Tensor:
         row = [self.failure, COLLECTIVE_CODES[self.collective], self.dtype_code, self.count, self.root,
-               OP_CODES.get(self.op, 0), self.shape_digest, len(self.splits)]
+               OP_CODES.get(self.op, 0), self.shape_digest, _device_code(self.device), len(self.splits)]
         splits = list(self.splits) + [0] * (2 * nranks - len(self.splits))
-        return torch.tensor(row + splits[:2 * nranks], dtype=torch.int64)
+        return torch.tensor(row + splits[:2 * nranks], dtype=torch.int64, device="cpu")
 
 
 def shape_digest(shapes) -> int:
@@ -74,7 +78,8 @@ def _fields(rows) -> dict:
             "elements per block": [int(r[3]) for r in rows],
             "root": [int(r[4]) for r in rows],
             "reduce op": [_OPS.get(int(r[5]), "none") for r in rows],
-            "tensor shapes": [int(r[6]) for r in rows]}
+            "tensor shapes": [int(r[6]) for r in rows],
+            "device": [DEVICES[int(r[7])] if 0 <= int(r[7]) < len(DEVICES) else "?" for r in rows]}
 
 
 def compare(rows: list, local_notes: list[str], this_rank: int) -> None:
@@ -112,7 +117,11 @@ def agree(group, header: Header, nranks: int, rank: int, local_note: str = "") -
 def splits_of(rows: list) -> list[list[int]]:
     """Each rank's all-to-all split sizes from the headers: ``splits[s][d]`` elements rank ``s``
     sends rank ``d``, ``splits[s][n + d]`` elements it expects from rank ``d``."""
-    return [[int(v) for v in row[_FIXED:_FIXED + int(row[7])]] for row in rows]
+    return [[int(v) for v in row[_FIXED:_FIXED + int(row[8])]] for row in rows]
+
+
+def _device_code(kind: str) -> int:
+    return DEVICES.index(kind) if kind in DEVICES else len(DEVICES)
 
 
 __all__ = ["Header", "agree", "compare", "shape_digest", "splits_of", "COLLECTIVE_CODES", "FAILURES"]

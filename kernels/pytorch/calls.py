@@ -5,7 +5,9 @@ Each call: local checks (:mod:`kernels.pytorch.checks`) -> every rank agrees on 
 (:func:`kernels.pytorch.agreement.agree`, raises on every rank before any data moves) -> the plan's
 choice (:func:`kernels.pytorch.plan_choice.choose`) -> one rank's share of that schedule over the
 transport (:func:`kernels.pytorch.schedule_share.run_share`), or torch's own NCCL group for CUDA
-tensors where the plan says NCCL.  torch's list forms (``all_gather`` into a list, ``gather``,
+tensors where the plan says NCCL.  On CUDA tensors a schedule runs natively where the group can
+(:class:`~kernels.pytorch.native_exec.NativeExecutor`: one launch per process, peers' memory
+through CUDA IPC), else staged through the host; :attr:`CallRunner.last_path` says which ran.  torch's list forms (``all_gather`` into a list, ``gather``,
 ``scatter``, ``reduce_scatter`` from a list) are packed into one flat buffer and unpacked after;
 an uneven all-to-all pads every block to the largest split and runs the ``alltoall`` schedule.
 """
@@ -34,6 +36,8 @@ class CallRunner:
         self.last_label = ""                 # what the last call ran (a plan file, best:..., nccl)
         self.last_route = None               # its kernels.comm.route.Route: what plan.json says, what ran, why
         self.cuda_device: int | None = None  # the caller's current CUDA device when the call was made
+        self.native = None                   # a NativeExecutor for CUDA tensors (None: host staging)
+        self.last_path = ""                  # how the last call's data moved: native, host, nccl or local
 
     # ------------------------------------------------------------------ shared steps
     def agree(self, collective: str, tensors, *, count: int, root: int = -1, op: str = "", shapes=(),
@@ -41,7 +45,8 @@ class CallRunner:
         code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), extra)
         ref = tensors[0] if tensors else None
         header = Header(collective, dtype_code(ref.dtype) if ref is not None else 0, count, root, op,
-                        shape_digest(shapes), tuple(splits), code)
+                        shape_digest(shapes), tuple(splits), code,
+                        ref.device.type if isinstance(ref, torch.Tensor) else "cpu")
         return agree(self.transports("cpu"), header, self.size, self.rank, note)
 
     def run(self, collective: str, send, recv, count: int, *, op: str = "sum", root: int | None = None,
@@ -49,6 +54,7 @@ class CallRunner:
         """Run the plan's schedule for ``collective`` on flat ``send``/``recv`` (either None
         where this rank has none; the same tensor for in place)."""
         if count == 0:
+            self.last_path = "local"
             return
         ref = send if send is not None else recv
         group = []
@@ -62,9 +68,14 @@ class CallRunner:
             return "" if group[0] is not None else "torch's NCCL group cannot run here (no NCCL, or ranks share a GPU)"
         route = choose(self.selector, collective, count, ref.element_size(), root, no_nccl=no_nccl)
         self.last_route, self.last_label = route, route.ran
-        if route.ran == NCCL:                # plan.json says NCCL and it can run: torch's own NCCL group runs it
+        self.last_path = data_path(route.ran, self.native is not None and self.native.takes(ref))
+        if self.last_path == "nccl":         # plan.json says NCCL and it can run: torch's own NCCL group runs it
             nccl_call(group[0] if group else self.transports("nccl")).wait()
             return
+        if self.last_path == "native" and self.native.run(route.schedule, send, recv, count, op):
+            return
+        if self.last_path == "native":       # every rank together: the native path is off (native.why_not)
+            self.last_path = "host"
         run_share(route.schedule, send, recv, count, op=op, rank=self.rank,
                   transport=GroupTransport(self.transports(ref.device.type)))
 
@@ -196,6 +207,19 @@ class CallRunner:
         return (0, "") if 0 <= root < self.size else (6, f"root {root} is not a rank of a group of {self.size}")
 
 
+def data_path(ran: str, native: bool) -> str:
+    """How a call's data moves: ``nccl`` where the route ran NCCL, ``native`` for a schedule the
+    group's native executor takes (CUDA tensors), else ``host`` (the schedule's messages over
+    the group's transport; CUDA tensors staged through host memory).
+
+    >>> data_path("nccl", True), data_path("best:ring", True), data_path("best:ring", False)
+    ('nccl', 'native', 'host')
+    """
+    if ran == NCCL:
+        return "nccl"
+    return "native" if native else "host"
+
+
 def _count_ok(tensors, n: int) -> tuple[int, str]:
     return (0, "") if len(tensors) == n else (4, f"{len(tensors)} tensors in the list, the group has {n} ranks")
 
@@ -241,4 +265,4 @@ def _unpack(recv, outputs, splits, block: int) -> None:
             p.copy_(recv[s * block:s * block + p.numel()])
 
 
-__all__ = ["CallRunner"]
+__all__ = ["CallRunner", "data_path"]

@@ -8,7 +8,8 @@ through the creator :func:`create` that :mod:`kernels.pytorch` registers.  It ho
 the same store: a :class:`~kernels.pytorch.sockets.SocketMesh` that carries the schedules'
 transfers and the per-call headers (``TOPOCOLL_TORCH_TRANSPORT=gloo``: a gloo group instead), a
 gloo group of the same ranks (the user's ``send``/``recv``; devices the backend string gives to
-gloo), an NCCL group made on the first CUDA call where it can run, its
+gloo), an NCCL group made on the first CUDA call where it can run, the native executor for CUDA
+tensors (:class:`~kernels.pytorch.native_exec.NativeExecutor`, over the same transport), its
 :class:`~synth.plan.selector.ScheduleSelector` (its own plan: a subgroup of k ranks plans for k
 ranks), and one worker thread (:class:`~kernels.pytorch.work.CallQueue`).
 
@@ -28,6 +29,7 @@ import torch.distributed as dist
 
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
+from kernels.pytorch.native_exec import NativeExecutor
 from kernels.pytorch.plan_choice import make_selector
 from kernels.pytorch.schedule_share import HostStagedGroup
 from kernels.pytorch.sockets import SocketMesh
@@ -51,6 +53,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
         self._nccl = None
         self._native_map = None
         self.runner = CallRunner(rank, size, make_selector(size, rank=rank), self._transport)
+        self.runner.native = NativeExecutor(self._mesh, rank, size) if size > 1 else None
         self._queue = CallQueue(f"topocoll-r{rank}")
 
     def getBackendName(self) -> str:
@@ -277,6 +280,8 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def shutdown(self) -> None:
         self._queue.shutdown()
+        if self.runner.native is not None:
+            self.runner.native.close()
         if hasattr(self._mesh, "close"):
             self._mesh.close()
 

@@ -116,7 +116,7 @@ class HostStagedGroup:
         return _Staged(self.gloo.send([host], peer, tag), host, None)
 
     def recv(self, tensors, peer: int, tag: int):
-        host = torch.empty(tensors[0].shape, dtype=tensors[0].dtype)
+        host = torch.empty(tensors[0].shape, dtype=tensors[0].dtype, device="cpu")
         return _Staged(self.gloo.recv([host], peer, tag), host, tensors[0])
 
 

@@ -35,3 +35,23 @@ def test_the_report_shows_the_command_the_rows_and_the_overhead():
     assert "**The backend's own overhead** (whole call minus schedule" in text and ": 600 µs." in text
     assert "DDP step (MLP 64-256-256-1, batch 32, median of 10): topocoll 6.00 ms, gloo 4.00 ms." in text
     assert ("no GPU rows" in text) != torch.cuda.is_available()
+
+
+def test_the_gpu_report_shows_busbw_and_the_overhead_over_the_native_executor_alone():
+    bench = _bench()
+    mib = 1 << 20
+    row = {"bytes": 16 * mib, "native_path": True, "schedule": "ring", "topocoll_us": 500.0, "native_us": 420.0,
+           "gloo_us": 8000.0, "topocoll_busbw": 16 * mib / 500e-6 / 1e9, "gloo_busbw": 16 * mib / 8000e-6 / 1e9}
+    res = {"allreduce": [row, {**row, "bytes": 1024, "native_path": False}], "device": "GPU X", "why_not": ""}
+    text = bench.gpu_report(res, "python benchmarks/bench_pytorch.py --gpu", {"rounds": 3, "calls": 10})
+    assert text.splitlines()[2] == "    python benchmarks/bench_pytorch.py --gpu"
+    assert "| 16 MiB | ring | yes | 500 | 420 | 8,000 | 33.55 | 2.10 | 80 |" in text    # 16 MiB / 500 µs x 2(n-1)/n
+    assert "| 1 KiB | ring | NO |" in text and "was off" not in text
+
+
+def test_gpu_rows_without_a_gpu_end_in_one_line_and_exit_2(tmp_path, capsys):
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU: --gpu would measure")
+    assert _bench().main(["--gpu", "--out", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == "bench_pytorch.py --gpu: torch sees no CUDA GPU here\n"
+    assert not (tmp_path / "gpu_report.md").exists()

@@ -2,7 +2,9 @@
 collective, bad input, subgroups, backend strings, DDP, a dead rank) spawned once on 2 and once
 on 4 ranks for the whole run, whichever test asks first.  Under pytest-xdist the workers share
 it too: the first to ask runs it under a file lock in the run's common temporary folder and
-leaves the results there (the pattern pytest-xdist's documentation gives for session fixtures)."""
+leaves the results there (the pattern pytest-xdist's documentation gives for session fixtures).
+``shm_results``: the native-path job over the emulated share backend (``_native_jobs.shm_job``),
+once per process for the tests of native_exec.py and native_comm.py."""
 
 from __future__ import annotations
 
@@ -32,3 +34,11 @@ def job_results(request, tmp_path_factory):
         if not done.exists():
             done.write_bytes(pickle.dumps(_run(n)))
         return n, pickle.loads(done.read_bytes())
+
+
+@pytest.fixture(scope="session")
+def shm_results():
+    pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
+    from _native_jobs import shm_job
+    from _torch_dist import run_job
+    return run_job(shm_job, 2, timeout_s=180)

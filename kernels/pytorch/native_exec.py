@@ -1,0 +1,177 @@
+"""The native executor for a ``topocoll`` group's CUDA tensors: one launch per process of its
+rank's share of the device program, peers' buffers read through CUDA IPC
+(:mod:`kernels.mpi.native` and :mod:`kernels.mpi.native_call`, the path MPI ranks take, over
+:class:`~kernels.pytorch.native_comm.StoreComm`).
+
+The tensors go to CuPy without a copy (DLPack; as bytes, so every dtype torch has passes, the
+device program names the element type); the launch and the entry and exit synchronisations run
+on torch's current stream of the call (the caller's stream, captured when the call was made:
+:class:`~kernels.pytorch.work.CallQueue`).  Entry and exit barriers wait on the host, as the MPI
+path's do: no kernel reads a peer's buffer before the peer reached the call, and no rank returns
+(letting its caller overwrite a buffer) while a peer may still read it.
+
+Whether a group runs natively is decided once, by every rank together, on its first CUDA call
+(:meth:`NativeExecutor.ready`): each says whether it can (CuPy importable, the caching
+allocator's memory shareable through CUDA IPC: not ``expandable_segments`` nor the
+``cudaMallocAsync`` backend, ``TOPOCOLL_TORCH_NATIVE`` not ``never``; every rank on one host), and
+the runner's own start-up then checks that every rank can map every peer's GPU memory.  If any
+cannot, every rank stages through the host for good and :attr:`NativeExecutor.why_not` says why.
+CUDA graphs are off: capturing on the group's worker thread while the caller's thread
+allocates fails under CUDA's global capture mode.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+
+import numpy as np
+import torch
+
+from kernels.mpi.agreement import header_digest, schedule_digest
+from kernels.mpi.native_call import IN_PLACE, NO_SAY, OUT_OF_PLACE, NativeCall, NativeRunner
+from kernels.mpi.native_cuda import CudaShareBackend
+from kernels.native.source import DTYPE_CODES
+from kernels.pytorch.dtypes import numpy_dtype
+from kernels.pytorch.errors import BadTensor, CollectiveMismatch
+from kernels.pytorch.native_comm import StoreComm
+from topo_probe.errors import BufferLayoutError, ProcessGroupMismatch
+
+#: ``TOPOCOLL_TORCH_NATIVE``: ``auto`` (default) or ``never`` (stage CUDA tensors through the host)
+ENV = "TOPOCOLL_TORCH_NATIVE"
+
+
+def local_reason() -> str:
+    """Why this process cannot run the native path ('' where it can)."""
+    if os.environ.get(ENV, "auto") == "never":
+        return f"{ENV}=never"
+    for name in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        conf = os.environ.get(name, "").replace(" ", "").lower()
+        for setting in ("expandable_segments:true", "backend:cudamallocasync"):
+            if setting in conf:
+                return f"{name} sets {setting} (such memory cannot be shared through CUDA IPC)"
+    try:
+        import cupy  # noqa: F401
+    except ImportError:
+        return "CuPy is not installed (pip install cupy-cuda12x or cupy-cuda13x)"
+    return ""
+
+
+def as_array(t: torch.Tensor):
+    """``t``'s bytes as a CuPy array (CUDA, through DLPack) or a NumPy array (CPU), no copy."""
+    flat = t.reshape(-1).view(torch.uint8)
+    if t.is_cuda:
+        import cupy as cp
+        return cp.from_dlpack(flat)
+    return flat.numpy()
+
+
+class TorchCudaShareBackend(CudaShareBackend):
+    """:class:`kernels.mpi.native_cuda.CudaShareBackend` for torch's tensors: scratch in bytes
+    (CuPy may lack the element type, e.g. bfloat16), launches on torch's current stream."""
+
+    def empty(self, n: int, dtype):
+        return self.cp.empty(n * np.dtype(dtype).itemsize, self.cp.uint8)
+
+    def scope(self, t: torch.Tensor) -> contextlib.ExitStack:
+        """CuPy's device and current stream set to ``t``'s device and torch's current stream."""
+        ctx = contextlib.ExitStack()
+        ctx.enter_context(self.cp.cuda.Device(t.device.index))
+        stream = torch.cuda.current_stream(t.device)
+        ctx.enter_context(self.cp.cuda.ExternalStream(stream.cuda_stream, t.device.index))
+        return ctx
+
+
+class _Agreed:
+    """The call was agreed before (:func:`kernels.pytorch.agreement.agree`)."""
+
+    def wait(self):
+        return None
+
+
+class NativeExecutor:
+    """The native path of one process group (module docstring).  ``group``: its point-to-point
+    transport; ``backend``: ``"auto"`` (:class:`TorchCudaShareBackend` on CUDA tensors) or a
+    share backend object (tests: NumPy in shared memory, CPU tensors)."""
+
+    def __init__(self, group, rank: int, size: int, backend="auto") -> None:
+        self.group, self.rank, self.size, self.backend = group, rank, size, backend
+        self.runner: NativeRunner | None = None
+        self.why_not = ""                 # why the group stages through the host ('' while it may run natively)
+        self._digests: dict = {}
+
+    def takes(self, t: torch.Tensor) -> bool:
+        """Whether calls on ``t`` go native: CUDA tensors (a test backend: any tensor; its
+        memory must be the backend's) of an element type the kernel has (not int16 or bool:
+        those stage through the host)."""
+        return (t.is_cuda or self.backend != "auto") and numpy_dtype(t.dtype).name in DTYPE_CODES
+
+    @property
+    def launches(self) -> int:
+        """Calls this process ran natively (one launch each)."""
+        return self.runner.launches if self.runner is not None else 0
+
+    def ready(self) -> bool:
+        """Collective, on the first call only: whether every rank may run natively."""
+        if self.runner is not None or self.why_not:
+            return not self.why_not
+        comm = StoreComm(self.group, self.rank, self.size)
+        from kernels.mpi.waiter import exchange_json
+        mine = local_reason() if self.backend == "auto" else ""
+        reasons = exchange_json(comm._ctrl, comm.waiter, mine, self.size, "native: agreeing on the native path",
+                                limit=1024)
+        bad = [f"rank {r}: {why}" for r, why in enumerate(reasons) if why]
+        if len(set(comm.hosts)) > 1:          # CUDA IPC maps memory of this node only
+            bad.append(f"the ranks are on {len(set(comm.hosts))} hosts")
+        if bad:
+            self.why_not = "; ".join(bad)
+            return False
+        backend = TorchCudaShareBackend() if self.backend == "auto" else self.backend
+        self.runner = NativeRunner(comm, backend, graphs=False)
+        return True
+
+    def run(self, schedule, send, recv, count: int, op: str) -> bool:
+        """Run ``schedule`` natively on flat contiguous ``send`` / ``recv`` (either None where
+        this rank has none; the same tensor for in place); False where every rank must take the
+        host path instead (not possible here, or the ranks disagree on in place)."""
+        if not self.ready():
+            return False
+        from kernels.backends.executor import program_for
+        ref = send if send is not None else recv
+        dtype = numpy_dtype(ref.dtype)
+        inplace = send is not None and send is recv
+        prog = program_for(schedule, count, dtype, inplace=inplace, op=op)
+        code = NO_SAY if send is None or recv is None else IN_PLACE if inplace else OUT_OF_PLACE
+        digest = self._digest(schedule, count, dtype, op)
+        scope = getattr(self.runner.backend, "scope", None)
+        try:
+            with scope(ref) if scope is not None else contextlib.nullcontext():   # DLPack on torch's stream too
+                user = {"send": None if send is None else as_array(send),
+                        "recv": None if recv is None else as_array(recv)}
+                call = NativeCall(self.runner, schedule, prog, count, dtype, op, code, user, digest, wire=False)
+                wire, _ = call.run(_Agreed())
+        except BufferLayoutError as exc:     # the same line on every rank, as a RuntimeError too
+            raise BadTensor(f"native path: {exc}") from None
+        except ProcessGroupMismatch as exc:
+            raise CollectiveMismatch(f"native path: {exc}") from None
+        if self.runner.enabled is False:
+            self.why_not = "a rank cannot map its peers' GPU memory (CUDA IPC)"
+        return wire is None
+
+    def _digest(self, schedule, count: int, dtype, op: str) -> int:
+        """The call's digest (it names schedule, count, dtype and op, equal on every rank)."""
+        hit = self._digests.get(id(schedule))
+        if hit is None or hit[0] is not schedule:
+            if len(self._digests) > 64:
+                self._digests.clear()
+            hit = self._digests[id(schedule)] = (schedule, schedule_digest(schedule))
+        spec = schedule.spec
+        return header_digest({"collective": spec.name, "root": spec.root, "count": count, "dtype": dtype.name,
+                              "op": op, "schedule": f"{schedule.name or 'schedule'}:{hit[1]}"})
+
+    def close(self) -> None:
+        if self.runner is not None:
+            self.runner.drop()
+
+
+__all__ = ["NativeExecutor", "TorchCudaShareBackend", "as_array", "local_reason", "ENV"]

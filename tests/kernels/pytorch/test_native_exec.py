@@ -1,0 +1,68 @@
+"""kernels/pytorch/native_exec.py on CPU: a ``topocoll`` group on 2 spawned ranks whose native
+executor runs over the emulated share backend of the MPI tests (shared memory for CUDA IPC, each
+launch interpreted in its process): all_reduce, broadcast, reduce, all_gather_into_tensor and
+reduce_scatter_tensor on float32, bfloat16, int64 and uint8 equal gloo's results bit for bit,
+each one native launch (``_native_jobs.shm_job``); memory a peer cannot map refused on every
+rank; the routing decision; the local reasons."""
+
+from __future__ import annotations
+
+import pytest
+
+pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
+
+
+@pytest.mark.parametrize("family", ["all_reduce:sum", "all_reduce:max", "broadcast", "reduce",
+                                    "all_gather_into_tensor", "reduce_scatter_tensor"])
+def test_each_call_runs_as_one_native_launch_and_equals_gloo(shm_results, family):
+    from _torch_dist import checked, merged
+    assert checked(shm_results, "shm") == 2 * (6 * 4 * 3 + 2)     # 2 ranks x (6 calls x 4 dtypes x 3 sizes + 2)
+    assert not merged(shm_results, "shm:" + family)
+
+
+def test_unshareable_memory_is_refused_on_every_rank_and_the_group_goes_on(shm_results):
+    from _torch_dist import merged
+    assert all("shm:unshareable" in res and "shm:after" in res for res in shm_results)
+    assert not merged(shm_results, "shm:unshareable") and not merged(shm_results, "shm:after")
+
+
+def test_the_data_path_follows_the_route_and_the_executor():
+    from kernels.pytorch.calls import data_path
+    assert data_path("nccl", True) == "nccl"                       # plan.json says NCCL and it can run
+    assert data_path("best:ring (cost model)", True) == "native"
+    assert data_path("results/plan.json:ring", False) == "host"
+
+
+def test_local_reasons_name_the_setting(monkeypatch):
+    from kernels.pytorch.native_exec import ENV, local_reason
+    monkeypatch.setenv(ENV, "never")
+    assert local_reason() == f"{ENV}=never"
+    monkeypatch.setenv(ENV, "auto")
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF", raising=False)
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "max_split_size_mb:64, expandable_segments:True")
+    assert local_reason().startswith("PYTORCH_ALLOC_CONF sets expandable_segments:true")
+    monkeypatch.setenv("PYTORCH_ALLOC_CONF", "expandable_segments:False")
+    monkeypatch.setenv("PYTORCH_CUDA_ALLOC_CONF", "backend:cudaMallocAsync")
+    assert local_reason().startswith("PYTORCH_CUDA_ALLOC_CONF sets backend:cudamallocasync")
+    monkeypatch.delenv("PYTORCH_CUDA_ALLOC_CONF")
+    monkeypatch.delenv("PYTORCH_ALLOC_CONF")
+    try:
+        import cupy  # noqa: F401
+        assert local_reason() == ""
+    except ImportError:
+        assert "CuPy" in local_reason()
+
+
+def test_a_group_that_cannot_run_natively_says_why_and_takes_the_host_path(monkeypatch):
+    import torch
+
+    from kernels.pytorch.native_exec import ENV, NativeExecutor
+    monkeypatch.setenv(ENV, "never")
+    ex = NativeExecutor(group=None, rank=0, size=1)                  # one rank: no message travels
+    assert not ex.takes(torch.zeros(3))                               # CPU tensors never go native
+    emulated = NativeExecutor(group=None, rank=0, size=1, backend=object())
+    assert emulated.takes(torch.zeros(3, dtype=torch.bfloat16)) and emulated.takes(torch.zeros(3, dtype=torch.uint8))
+    assert not emulated.takes(torch.zeros(3, dtype=torch.int16)) and not emulated.takes(torch.zeros(3, dtype=torch.bool))
+    x = torch.arange(4.0)
+    assert ex.run(None, x, x, 4, "sum") is False and ex.why_not == f"rank 0: {ENV}=never"
+    assert ex.launches == 0 and x.tolist() == [0.0, 1.0, 2.0, 3.0]
