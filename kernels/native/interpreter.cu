@@ -477,10 +477,23 @@ __device__ __forceinline__ int tc_ll_poll(const char* p, unsigned ep, u64& out, 
     }
 }
 
-// unit k (data bytes 8k .. 8k+7) of one LL record: every operand's load issued first, then the
-// LL lines not yet fresh polled, the elements computed as the Simple path computes them, stored,
-// and written to the record's LL regions; 0 when aborted
-__device__ __forceinline__ int tc_ll_unit(const u64* rec, const u64* srcs, const u64* outs, i64 k, unsigned ep,
+// operand j of an LL record for unit k: its LL line (polled until fresh) or its elements in memory
+__device__ __forceinline__ int tc_ll_operand(u64 at, bool from_ll, i64 k, i64 e0, int ne, unsigned ep, u64& out,
+                                             unsigned* abort_word, volatile unsigned* status, int gb, int ri,
+                                             u64 timeout_ns) {
+    if (!from_ll) { out = tc_unit_load((const T*)at + e0, ne); return 1; }
+    const char* line = (const char*)at + k * TC_LL_LINE_BYTES;
+    uint4 v = tc_ll_load(line);
+    if (tc_ll_fresh(v, ep)) { out = tc_ll_data(v); return 1; }
+    return tc_ll_poll(line, ep, out, abort_word, status, gb, ri, k, timeout_ns);
+}
+
+// unit k (data bytes 8k .. 8k+7) of one LL record: its operands loaded (a chain's sources
+// TC_LL_GROUP at a time, every load of a group issued before any is waited for), the elements
+// computed as the Simple path computes them, stored, and written to the record's LL regions; 0
+// when aborted
+#define TC_LL_GROUP 4
+__device__ __noinline__ int tc_ll_unit(const u64* rec, const u64* srcs, const u64* outs, i64 k, unsigned ep,
                                           double avg, int n, unsigned* abort_word, volatile unsigned* status,
                                           int gb, int ri, u64 timeout_ns) {
     const u64 word = rec[TC_W_KIND];
@@ -488,55 +501,59 @@ __device__ __forceinline__ int tc_ll_unit(const u64* rec, const u64* srcs, const
     const i64 count = (i64)rec[TC_W_COUNT], e0 = k * TC_E;
     const int ne = (int)(count - e0 < TC_E ? count - e0 : TC_E);
     const unsigned from_ll = (unsigned)(word >> TC_K_LL_SRC_SHIFT) & 0xffffu;
-    const int nsrc = kind == TC_KIND_CHAIN ? (int)((word >> TC_K_CHAIN_SHIFT) & 255u) : (kind == TC_KIND_SCALE ? 0 : 1);
     T* dst = (T*)rec[TC_W_DST] + e0;
-    u64 s[TC_MAX_CHAIN];
-    unsigned pending = 0;
-#pragma unroll
-    for (int j = 0; j < TC_MAX_CHAIN; ++j) {
-        if (j < nsrc) {
-            const u64 at = kind == TC_KIND_CHAIN ? srcs[j] : rec[TC_W_SRC];
-            if ((from_ll >> j) & 1u) {
-                uint4 v = tc_ll_load((const char*)at + k * TC_LL_LINE_BYTES);
-                s[j] = tc_ll_data(v);
-                if (!tc_ll_fresh(v, ep)) pending |= 1u << j;
-            } else {
-                s[j] = tc_unit_load((const T*)at + e0, ne);
-            }
-        }
-    }
     tc_unit a, x, y;
     a.w = kind == TC_KIND_COPY ? 0 : tc_unit_load(kind == TC_KIND_SCALE ? dst : (const T*)rec[TC_W_ACC] + e0, ne);
-#pragma unroll
-    for (int j = 0; j < TC_MAX_CHAIN; ++j) {
-        if ((pending >> j) & 1u) {
-            const u64 at = kind == TC_KIND_CHAIN ? srcs[j] : rec[TC_W_SRC];
-            if (!tc_ll_poll((const char*)at + k * TC_LL_LINE_BYTES, ep, s[j], abort_word, status, gb, ri, k, timeout_ns))
-                return 0;
-        }
-    }
-    if (kind == TC_KIND_COPY) {
-        x.w = s[0];
-    } else if (kind == TC_KIND_SCALE) {
-#pragma unroll
-        for (int e = 0; e < TC_E; ++e) x.e[e] = tc_div(a.e[e], n);
-    } else if (kind == TC_KIND_CHAIN) {
+    if (kind == TC_KIND_CHAIN) {
+        const int nsrc = (int)((word >> TC_K_CHAIN_SHIFT) & 255u);
         const bool pacc = (word & TC_K_PREMUL_ACC) != 0;
         const unsigned mask = (unsigned)(word >> TC_K_PREMUL_SHIFT) & 0xffffu;
 #pragma unroll
         for (int e = 0; e < TC_E; ++e) x.e[e] = tc_pre(a.e[e], pacc, avg);
+#pragma unroll 1
+        for (int g = 0; g < nsrc; g += TC_LL_GROUP) {
+            u64 s[TC_LL_GROUP];
+            unsigned pending = 0;
 #pragma unroll
-        for (int j = 0; j < TC_MAX_CHAIN; ++j) {
-            if (j < nsrc) {
-                y.w = s[j];
+            for (int q = 0; q < TC_LL_GROUP; ++q) {          // issue the group's loads
+                const int j = g + q;
+                if (j < nsrc) {
+                    if ((from_ll >> j) & 1u) {
+                        uint4 v = tc_ll_load((const char*)srcs[j] + k * TC_LL_LINE_BYTES);
+                        s[q] = tc_ll_data(v);
+                        if (!tc_ll_fresh(v, ep)) pending |= 1u << q;
+                    } else {
+                        s[q] = tc_unit_load((const T*)srcs[j] + e0, ne);
+                    }
+                }
+            }
 #pragma unroll
-                for (int e = 0; e < TC_E; ++e) x.e[e] = tc_bin(x.e[e], tc_pre(y.e[e], (mask >> j) & 1u, avg));
+            for (int q = 0; q < TC_LL_GROUP; ++q)
+                if (((pending >> q) & 1u) && !tc_ll_poll((const char*)srcs[g + q] + k * TC_LL_LINE_BYTES, ep, s[q],
+                                                         abort_word, status, gb, ri, k, timeout_ns))
+                    return 0;
+#pragma unroll
+            for (int q = 0; q < TC_LL_GROUP; ++q) {
+                const int j = g + q;
+                if (j < nsrc) {
+                    y.w = s[q];
+#pragma unroll
+                    for (int e = 0; e < TC_E; ++e) x.e[e] = tc_bin(x.e[e], tc_pre(y.e[e], (mask >> j) & 1u, avg));
+                }
             }
         }
-    } else {
-        y.w = s[0];
+    } else if (kind == TC_KIND_SCALE) {
 #pragma unroll
-        for (int e = 0; e < TC_E; ++e) x.e[e] = tc_apply(kind, a.e[e], y.e[e], avg, n);
+        for (int e = 0; e < TC_E; ++e) x.e[e] = tc_div(a.e[e], n);
+    } else {
+        if (!tc_ll_operand(rec[TC_W_SRC], from_ll & 1u, k, e0, ne, ep, y.w, abort_word, status, gb, ri, timeout_ns))
+            return 0;
+        if (kind == TC_KIND_COPY) {
+            x.w = y.w;
+        } else {
+#pragma unroll
+            for (int e = 0; e < TC_E; ++e) x.e[e] = tc_apply(kind, a.e[e], y.e[e], avg, n);
+        }
     }
     tc_unit_store(dst, x.w, ne);
     const int nout = (int)((word >> TC_K_LL_OUT_SHIFT) & 255u);

@@ -33,7 +33,7 @@ from kernels.pytorch.native_exec import NativeExecutor
 from kernels.pytorch.plan_choice import make_selector
 from kernels.pytorch.schedule_share import HostStagedGroup
 from kernels.pytorch.sockets import SocketMesh
-from kernels.pytorch.work import CallQueue, done_work
+from kernels.pytorch.work import CallQueue
 
 BACKEND_NAME = "topocoll"
 

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# One GPU pass over the native executor and the torch backend (about 8 minutes on one H100/H200):
+# the kernel cache warmed in parallel, the LL benchmark (LL beside Simple, plain CuPy and NCCL), the
+# GPU-marked tests of the native executor (Simple and LL), the torch backend's GPU check, the MPI
+# share path in 2 processes, and compute-sanitizer on the small case under both protocols.  Each
+# step has its own time limit; everything lands under $OUT and is packed into $OUT/gpu_pass.tgz.
+#   OUT=results/gpu bash benchmarks/gpu_session_check.sh
+set -o pipefail
+OUT=${OUT:-results/gpu}
+mkdir -p "$OUT"
+export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
+step() { echo "== $1 ($(date +%T))"; }
+step machine
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
+  python3 -c "import cupy, numpy, torch; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numpy', numpy.__version__, 'torch', torch.__version__)"
+} 2>&1 | tee "$OUT/pass_machine.txt"
+step "kernel cache"
+timeout ${WARM_S:-60} python3 benchmarks/native_warm_cache.py 2>&1 | tail -3 | tee "$OUT/pass_warm.txt"
+step "LL benchmark"
+timeout ${LL_S:-90} python3 benchmarks/bench_native_ll.py --out "$OUT" --ranks ${LL_RANKS:-8,4,2} 2>&1 \
+  | tee "$OUT/native_ll_log.txt" | tail -8
+step "native GPU tests"
+timeout ${TESTS_S:-130} python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= --timeout=120 -n ${TESTS_N:-3} \
+  tests/kernels/native 2>&1 | tee "$OUT/native_gpu_tests.txt" | tail -15
+step "torch backend"
+OUT="$OUT/pytorch" TESTS_S=${TORCH_S:-60} timeout $(( ${TORCH_S:-60} + 30 )) bash benchmarks/gpu_pytorch_check.sh 2>&1 \
+  | tee "$OUT/pytorch_pass.txt" | tail -12
+step "MPI share path, 2 processes"
+TOPOCOLL_NATIVE_TIMEOUT_S=30 timeout ${MPI_S:-40} python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= \
+  tests/kernels/mpi/test_native_cuda.py 2>&1 | tee "$OUT/native_mpi_gpu_tests.txt" | tail -5
+step compute-sanitizer
+for tool in racecheck synccheck; do
+  timeout ${SAN_S:-35} compute-sanitizer --tool $tool --error-exitcode 3 python3 benchmarks/native_small_case.py 2>&1 \
+    | tail -4 | tee -a "$OUT/native_sanitizer.txt"
+  echo "$tool rc=${PIPESTATUS[0]}" | tee -a "$OUT/native_sanitizer.txt"
+done
+step done
+tar czf /tmp/gpu_pass.tgz -C "$OUT" . && mv /tmp/gpu_pass.tgz "$OUT/gpu_pass.tgz"
