@@ -54,7 +54,7 @@ from collections import deque
 import numpy as np
 
 from kernels.comm import p2p as _p2p
-from kernels.comm.repeat import BOUND_CALLS_KEPT, repeatable as _repeatable
+from kernels.comm.repeat import repeatable as _repeatable
 from kernels.comm.route import Route, plan_route, substituted
 from kernels.comm.validation import (
     _inplace_count,
@@ -62,7 +62,6 @@ from kernels.comm.validation import (
     _is_list,
     _ptr,
     _size,
-    check_list,
     check_op,
     check_root,
     prepare,
@@ -152,6 +151,7 @@ class Communicator:
         self._nccl, self._nccl_reason = None, ""     # NcclRuntime once made, False (and why) where it cannot run
         self._bound: dict[tuple, tuple] = {}      # repeated-call key -> (bound launch, arrays)
         self._bound_call = None
+        self._routes: dict[tuple, Route] = {}     # call shape -> its route (_run)
         #: the schedule the last collective call ran (None before the first, and when NCCL ran)
         self.last_schedule: Schedule | None = None
         #: what ran for the last collective call, against plan.json (:class:`kernels.comm.route.Route`)
@@ -193,45 +193,52 @@ class Communicator:
             backend = "cupy" if _is_cupy(ref) else "host"
         layer = backend if isinstance(backend, str) else getattr(backend, "name", type(backend).__name__)
         on_gpus = layer in ("cupy", "cupy-ops")
-        route = self.route(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root, ref.dtype, op,
-                           on_gpus=on_gpus, layer=layer)
-        if on_gpus and route.ran in ("best:ring", "best:tree") and _one_gpu(sends, recvs):
-            direct = self.selector.select_baseline("direct", name, root)
-            if direct is not None:
-                route = substituted(route, direct, "every buffer on one GPU: direct instead of ring or tree")
+        one_gpu = on_gpus and _one_gpu(sends, recvs)
+        shape = (name, count * ref.dtype.itemsize, root, ref.dtype, on_gpus, layer, one_gpu)
+        route = self._routes.get(shape)
+        if route is None:
+            route = self._routes[shape] = self._route_of(name, count, ref.dtype, root, op, on_gpus, layer, one_gpu)
         self.last_route = route if route.ran == NCCL else route.with_layer(layer)
         self.last_schedule = route.schedule
         if route.ran == NCCL:
             return self._nccl.run(name, sends, recvs, count, op=op, root=root or 0)
         if on_gpus:
             return self._run_native(route.schedule, sends, recvs, op, backend)
-        from kernels.backends.executor import run_schedule
-        return run_schedule(route.schedule, sends, recvs, op=op, backend=backend, p2p=self.p2p)
+        return self._run_layer(route.schedule, sends, recvs, op, backend, False)
 
     def _run_native(self, schedule, sends, recvs, op, backend):
-        """Run on GPUs; where the call ran natively, keep its bound launch for the repeated call
-        (:meth:`_repeat`)."""
+        return self._run_layer(schedule, sends, recvs, op, backend, True)
+
+    def _route_of(self, name, count, dtype, root, op, on_gpus, layer, one_gpu) -> Route:
+        """The route of one call shape (memoised by :meth:`_run`: plan.json's answer is fixed)."""
+        route = self.route(name, nccl_bytes(name, count, dtype.itemsize, self.size), root, dtype, op,
+                           on_gpus=on_gpus, layer=layer)
+        if one_gpu and route.ran in ("best:ring", "best:tree"):
+            direct = self.selector.select_baseline("direct", name, root)
+            if direct is not None:
+                route = substituted(route, direct, "every buffer on one GPU: direct instead of ring or tree")
+        return route
+
+    def _run_layer(self, schedule, sends, recvs, op, backend, on_gpus: bool):
+        """Run ``schedule``; where the layer binds the call (native launch, host ops resolved) and
+        no send buffer is a copy :func:`~kernels.comm.validation.prepare` made, keep the bound
+        launch for the identical repeated call (:mod:`kernels.comm.repeat`)."""
         from kernels.backends.device import RankBuffers
         from kernels.backends.executor import prepare_call
         layer, program, bufs = prepare_call(schedule, sends, recvs, op=op, backend=backend, p2p=self.p2p)
-        if not program.num_ops:
+        if program is None or not program.num_ops:
             return recvs
+        copied = any(s is not None and s.base is None for s in sends)    # a copy would be replayed stale
         call = layer.bound(program, RankBuffers(bufs)) if hasattr(layer, "bound") else None
         if call is None:
             layer.execute(program, RankBuffers(bufs))
         else:
             call()
-            self._bound_call = call
-        self.last_route = self.last_route.with_layer("native" if call is not None else "cupy-ops")
+            if not copied:
+                self._bound_call = call
+        if on_gpus:
+            self.last_route = self.last_route.with_layer("native" if call is not None else "cupy-ops")
         return recvs
-
-    def _remember(self, key: tuple, arrays: tuple, out) -> None:
-        """Keep the bound native launch of this call for its identical repeat (see
-        :func:`_repeatable`): the repeated call's host time is the graph launch."""
-        call, self._bound_call = self._bound_call, None
-        if len(self._bound) >= BOUND_CALLS_KEPT:
-            self._bound.pop(next(iter(self._bound)))
-        self._bound[key] = (call, arrays, out, self.last_route)   # the arrays stay referenced: ids stay theirs
 
     def _nccl_why(self) -> str:
         """'' where NCCL runs the plan's ``nccl`` ranges here (CuPy with NCCL and one GPU per
@@ -248,10 +255,6 @@ class Communicator:
         return "" if self._nccl else self._nccl_reason
 
     # ------------------------------------------------------------------ validation
-    def _check_list(self, what: str, role: str, arrays, need: set[int], same: list[bool]) -> list:
-        """:func:`kernels.comm.validation.check_list` for this communicator's ranks and devices."""
-        return check_list(what, role, arrays, need, same, size=self.size, devices=self.devices)
-
     def _prepare(self, what, name, ins, outs, count, root=None, in_need=None, out_need=None):
         """:func:`kernels.comm.validation.prepare` (validation, flat views, NCCL in-place aliasing)."""
         return prepare(what, name, ins, outs, count, root, in_need, out_need, size=self.size, devices=self.devices)
