@@ -39,8 +39,8 @@ from typing import Any
 import numpy as np
 
 from kernels.backends import host_reduce
-from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
+from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains
 from kernels.backends.kernel_twins import UFUNC_NAMES, PreMulSum, postdiv_host, reduce_copy_host
 from kernels.program.lowering import Op, Program, Region
 from topo_probe.errors import BufferLayoutError

@@ -63,4 +63,4 @@ def _writeable(a) -> bool | None:
     return getattr(flags, "writeable", None)
 
 
-__all__ = ["repeatable", "BOUND_CALLS_KEPT"]
+__all__ = ["BOUND_CALLS_KEPT", "repeatable"]

@@ -31,7 +31,7 @@ def test_repeat_replays_without_validation_and_reads_new_contents(comm, monkeypa
     rng = np.random.default_rng(0)
     xs = [rng.standard_normal(33).astype(np.float32) for _ in range(4)]
     ys = [np.empty(33, np.float32) for _ in range(4)]
-    prepares = _counting(monkeypatch, communicator_module, "prepare")
+    prepares = _counting(monkeypatch, communicator_module, "bind_lists")
     comm.all_reduce(xs, ys, op=op)
     assert len(prepares) == 1 and len(comm._bound) == 1
     for k in range(3):
@@ -46,7 +46,7 @@ def test_repeat_replays_without_validation_and_reads_new_contents(comm, monkeypa
 def test_a_changed_array_layout_or_argument_takes_the_full_path(comm, monkeypatch):
     xs = [np.arange(8, dtype=np.float32) + r for r in range(4)]
     ys = [np.empty(8, np.float32) for _ in range(4)]
-    prepares = _counting(monkeypatch, communicator_module, "prepare")
+    prepares = _counting(monkeypatch, communicator_module, "bind_lists")
     comm.all_reduce(xs, ys)
     comm.all_reduce(xs, ys, op="max")          # another argument
     for y in ys:
