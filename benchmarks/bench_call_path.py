@@ -161,6 +161,11 @@ def mpi_path(iters: int, rounds: int) -> dict:
     return out
 
 
+NOTE = ("Project calls count every call of a function defined in the project's packages; on the MPI path "
+        "they include the polling loops of the waits, so they vary with how the 8 oversubscribed ranks are "
+        "scheduled. Times are wall clock on a shared 2-core machine: compare columns measured back to back.")
+
+
 def report(out: Path) -> str:
     runs = {p.stem: json.loads(p.read_text()) for p in sorted(out.glob("*.json"))}
     labels = [k for k in ("before", "after") if k in runs] + [k for k in runs if k not in ("before", "after")]
@@ -174,7 +179,7 @@ def report(out: Path) -> str:
     lines = ["# One repeated collective call on the host", "",
              "`Communicator(8, topology=\"dgx-a100\", plan=results/dgx-a100/plan.json).all_reduce` on NumPy "
              "float32, 1 KiB per rank, the same arrays every call (see the script's docstring for what each "
-             "row measures).", "", "| measure | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
+             "row measures). " + NOTE, "", "| measure | " + " | ".join(labels) + " |", "|---|" + "---|" * len(labels)]
     for title, path, key in rows:
         cells = []
         for k in labels:
@@ -194,16 +199,19 @@ def main() -> int:
     ap.add_argument("--iters", type=int, default=2000, help="calls per round (host path; a tenth elsewhere)")
     ap.add_argument("--rounds", type=int, default=7)
     ap.add_argument("--no-mpi", action="store_true", help="skip the MPI path")
+    ap.add_argument("--commit", default="", help="the commit measured, where this tree is no git checkout "
+                                                 "(git archive COMMIT | tar -x)")
     ap.add_argument("--mpi-worker", action="store_true", help=argparse.SUPPRESS)
     args = ap.parse_args()
     warnings.simplefilter("ignore")
     if args.mpi_worker:
         mpi_worker(args.iters, args.rounds)
         return 0
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
-                            cwd=ROOT).stdout.strip()
+    commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
+                                           cwd=ROOT).stdout.strip()
     run = {"command": "python benchmarks/bench_call_path.py " + " ".join(sys.argv[1:]), "commit": commit,
-           "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
+           "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
+                      f"load average {os.getloadavg()[0]:.1f} at the start",
            "host": host_path(args.iters, args.rounds), "native": native_path(args.iters, args.rounds),
            "mpi": {"skipped": "--no-mpi"} if args.no_mpi else mpi_path(args.iters, args.rounds)}
     out = Path(args.out)
