@@ -39,9 +39,9 @@ from typing import Any
 import numpy as np
 
 from kernels.backends import host_reduce
-from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
-from kernels.backends.kernel_twins import PreMulSum, postdiv_host, reduce_copy_host
+from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains
+from kernels.backends.kernel_twins import UFUNC_NAMES, PreMulSum, postdiv_host, reduce_copy_host
 from kernels.program.lowering import Op, Program, Region
 from topo_probe.errors import BufferLayoutError
 
@@ -281,8 +281,41 @@ class HostLayer(DeviceLayer):
         else:
             self._run_chain(chain, bufs, op, lo, hi, n)
 
+    def bound(self, program: Program, buffers: RankBuffers):
+        """A no-argument function running ``program`` on ``buffers`` as :meth:`execute` would,
+        with every op's views and ufunc resolved once (a repeated call on the same arrays runs
+        the NumPy calls alone); None where :meth:`execute` would not run it inline, step by
+        step in this thread (slice-major order, the pool, fused reduce chains)."""
+        item, n = program.dtype.itemsize, program.ranks
+        longest = max((o.dst.size for o in program.ops()), default=0)
+        if (self.slice_bytes > 0 and longest * item >= 2 * self.slice_bytes) or (
+                self.fuse_bytes > 0 and program.dtype.name in FUSED_DTYPES and longest * item >= self.fuse_bytes):
+            return None
+        if any(sum(o.traffic_bytes(item) for o in step) >= self.inline_bytes for step in program.steps):
+            return None
+        calls = [_bound_op(o, buffers.bufs, BINARY_OP[program.op], n) for o in program.ops() if o.dst.size]
+
+        def run() -> None:
+            for fn, args, kwargs in calls:
+                fn(*args, **kwargs)
+        return run
+
     def close(self) -> None:
         """Shut the thread pool down (a later call starts a new one)."""
         if self._pool is not None:
             self._pool.shutdown(wait=True)
             self._pool = None
+
+
+def _bound_op(o: Op, bufs: list, binop, n: int) -> tuple:
+    """``(function, args, kwargs)`` running op ``o`` whole on ``bufs``, as :meth:`HostLayer._run_op`
+    does: a NumPy call where the op is a plain copy or reduce, else the twin itself."""
+    def view(r: Region) -> np.ndarray:
+        return bufs[r.rank][r.buf][r.start:r.stop]
+    if o.kind == "copy":
+        return np.copyto, (view(o.dst), view(o.src)), {}
+    if o.kind == "reduce" and o.premul == (False, False):
+        return getattr(np, UFUNC_NAMES[binop]), (view(o.acc), view(o.src)), {"out": view(o.dst)}
+    if o.kind == "reduce":
+        return reduce_copy_host, (view(o.dst), view(o.acc), view(o.src), PreMulSum(n, *o.premul)), {}
+    return postdiv_host, (view(o.dst), n), {}

@@ -54,7 +54,9 @@ from collections import deque
 import numpy as np
 
 from kernels.comm import p2p as _p2p
-from kernels.comm.repeat import BOUND_CALLS_KEPT, repeatable as _repeatable
+from kernels.comm.interface import CommunicatorBase
+from kernels.comm.machine import probe_devices, resolve_topology
+from kernels.comm.repeat import repeatable as _repeatable
 from kernels.comm.route import Route, plan_route, substituted
 from kernels.comm.validation import (
     _inplace_count,
@@ -62,32 +64,14 @@ from kernels.comm.validation import (
     _is_list,
     _ptr,
     _size,
-    check_list,
+    bind_lists,
     check_op,
     check_root,
-    prepare,
 )
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
 from synth.plan.selector import NCCL, ScheduleSelector
 from topo_probe.errors import BufferLayoutError, InvalidArgument
-from topo_probe.topology.model import Topology
-
-
-def resolve_topology(topology, n: int | None) -> Topology:
-    """A Topology from a Topology, preset name or file path; None: ``fully_connected(n)`` (one
-    GPU named ``single`` when ``n`` is 1)."""
-    if isinstance(topology, Topology):
-        return topology
-    if topology is None and n == 1:
-        single = Topology("single", description="one GPU")
-        single.add_gpu(0)
-        return single
-    if topology is None:
-        from topo_probe.machines.generators import fully_connected
-        return fully_connected(n)
-    from topo_probe.load import load_topology
-    return load_topology(str(topology))
 
 
 def nccl_bytes(collective: str, count: int, itemsize: int, n: int) -> int:
@@ -105,7 +89,7 @@ def _max_blocks(name: str, n: int) -> int:
     return max(spec.input_blocks(), spec.output_blocks())
 
 
-class Communicator:
+class Communicator(CommunicatorBase):
     """Collectives over ``n`` ranks held by this process (see module docstring).
 
     Parameters
@@ -139,7 +123,7 @@ class Communicator:
         if n < 1:
             raise InvalidArgument(f"Communicator: need at least 1 rank, got {devices_or_nranks!r}")
         if self.devices is not None and topology is None and n > 1:
-            topology = _probe(self.devices)
+            topology = probe_devices(self.devices)
         self.topology = resolve_topology(topology, n) if (topology is not None or n > 1) else None
         if self.topology is not None and self.topology.num_gpus != n:
             raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
@@ -152,6 +136,9 @@ class Communicator:
         self._nccl, self._nccl_reason = None, ""     # NcclRuntime once made, False (and why) where it cannot run
         self._bound: dict[tuple, tuple] = {}      # repeated-call key -> (bound launch, arrays)
         self._bound_call = None
+        self._routes: dict[tuple, Route] = {}     # call shape -> its route (_run)
+        self._call = None                         # the BoundCall of the call in progress (_prepare)
+        self._layers: dict = {}                   # backend name -> this communicator's DeviceLayer
         #: the schedule the last collective call ran (None before the first, and when NCCL ran)
         self.last_schedule: Schedule | None = None
         #: what ran for the last collective call, against plan.json (:class:`kernels.comm.route.Route`)
@@ -167,11 +154,6 @@ class Communicator:
     @property
     def fabric(self):
         return self.selector.fabric
-
-    def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
-        """The verified schedule run for ``collective`` of ``nbytes`` (nccl-tests size) and root
-        (:class:`synth.plan.selector.ScheduleSelector`)."""
-        return self.selector.schedule_for(collective, nbytes, root)
 
     def route(self, collective: str, nbytes: int, root: int | None = None, dtype=None, op: str = "sum", *,
               on_gpus: bool = True, layer: str = "") -> "Route":
@@ -193,45 +175,62 @@ class Communicator:
             backend = "cupy" if _is_cupy(ref) else "host"
         layer = backend if isinstance(backend, str) else getattr(backend, "name", type(backend).__name__)
         on_gpus = layer in ("cupy", "cupy-ops")
-        route = self.route(name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root, ref.dtype, op,
-                           on_gpus=on_gpus, layer=layer)
-        if on_gpus and route.ran in ("best:ring", "best:tree") and _one_gpu(sends, recvs):
-            direct = self.selector.select_baseline("direct", name, root)
-            if direct is not None:
-                route = substituted(route, direct, "every buffer on one GPU: direct instead of ring or tree")
+        one_gpu = on_gpus and _one_gpu(sends, recvs)
+        shape = (name, count * ref.dtype.itemsize, root, ref.dtype, on_gpus, layer, one_gpu)
+        route = self._routes.get(shape)
+        if route is None:
+            route = self._routes[shape] = self._route_of(name, count, ref.dtype, root, op, on_gpus, layer, one_gpu)
         self.last_route = route if route.ran == NCCL else route.with_layer(layer)
         self.last_schedule = route.schedule
         if route.ran == NCCL:
             return self._nccl.run(name, sends, recvs, count, op=op, root=root or 0)
         if on_gpus:
             return self._run_native(route.schedule, sends, recvs, op, backend)
-        from kernels.backends.executor import run_schedule
-        return run_schedule(route.schedule, sends, recvs, op=op, backend=backend, p2p=self.p2p)
+        return self._run_layer(route.schedule, sends, recvs, op, backend, False)
 
     def _run_native(self, schedule, sends, recvs, op, backend):
-        """Run on GPUs; where the call ran natively, keep its bound launch for the repeated call
-        (:meth:`_repeat`)."""
+        return self._run_layer(schedule, sends, recvs, op, backend, True)
+
+    def _route_of(self, name, count, dtype, root, op, on_gpus, layer, one_gpu) -> Route:
+        """The route of one call shape (memoised by :meth:`_run`: plan.json's answer is fixed)."""
+        route = self.route(name, nccl_bytes(name, count, dtype.itemsize, self.size), root, dtype, op,
+                           on_gpus=on_gpus, layer=layer)
+        if one_gpu and route.ran in ("best:ring", "best:tree"):
+            direct = self.selector.select_baseline("direct", name, root)
+            if direct is not None:
+                route = substituted(route, direct, "every buffer on one GPU: direct instead of ring or tree")
+        return route
+
+    def _run_layer(self, schedule, sends, recvs, op, backend, on_gpus: bool):
+        """Run ``schedule``; where the layer binds the call (native launch, host ops resolved) and
+        no send buffer is a copy (:attr:`BoundCall.copied`), keep the bound
+        launch for the identical repeated call (:mod:`kernels.comm.repeat`)."""
         from kernels.backends.device import RankBuffers
         from kernels.backends.executor import prepare_call
-        layer, program, bufs = prepare_call(schedule, sends, recvs, op=op, backend=backend, p2p=self.p2p)
-        if not program.num_ops:
+        layer, program, bufs = prepare_call(schedule, sends, recvs, op=op, backend=self._layer(backend),
+                                            p2p=self.p2p, bound=self._call)
+        if program is None or not program.num_ops:
             return recvs
         call = layer.bound(program, RankBuffers(bufs)) if hasattr(layer, "bound") else None
         if call is None:
             layer.execute(program, RankBuffers(bufs))
         else:
             call()
-            self._bound_call = call
-        self.last_route = self.last_route.with_layer("native" if call is not None else "cupy-ops")
+            if not self._call.copied:        # a replay would read the copy, stale
+                self._bound_call = call
+        if on_gpus:
+            self.last_route = self.last_route.with_layer("native" if call is not None else "cupy-ops")
         return recvs
 
-    def _remember(self, key: tuple, arrays: tuple, out) -> None:
-        """Keep the bound native launch of this call for its identical repeat (see
-        :func:`_repeatable`): the repeated call's host time is the graph launch."""
-        call, self._bound_call = self._bound_call, None
-        if len(self._bound) >= BOUND_CALLS_KEPT:
-            self._bound.pop(next(iter(self._bound)))
-        self._bound[key] = (call, arrays, out, self.last_route)   # the arrays stay referenced: ids stay theirs
+    def _layer(self, backend):
+        """This communicator's own device layer of ``backend`` (made at first use, on its devices);
+        a DeviceLayer passed as ``backend`` is used as it is."""
+        if not isinstance(backend, str) or backend == "reference":
+            return backend
+        if backend not in self._layers:
+            from kernels.backends.executor import make_layer
+            self._layers[backend] = make_layer(backend, self.p2p, devices=self.devices)
+        return self._layers[backend]
 
     def _nccl_why(self) -> str:
         """'' where NCCL runs the plan's ``nccl`` ranges here (CuPy with NCCL and one GPU per
@@ -248,29 +247,30 @@ class Communicator:
         return "" if self._nccl else self._nccl_reason
 
     # ------------------------------------------------------------------ validation
-    def _check_list(self, what: str, role: str, arrays, need: set[int], same: list[bool]) -> list:
-        """:func:`kernels.comm.validation.check_list` for this communicator's ranks and devices."""
-        return check_list(what, role, arrays, need, same, size=self.size, devices=self.devices)
-
-    def _prepare(self, what, name, ins, outs, count, root=None, in_need=None, out_need=None):
-        """:func:`kernels.comm.validation.prepare` (validation, flat views, NCCL in-place aliasing)."""
-        return prepare(what, name, ins, outs, count, root, in_need, out_need, size=self.size, devices=self.devices)
+    def _prepare(self, what, name, ins, outs, count, root=None, in_need=None, out_need=None, sized=None):
+        """:func:`kernels.comm.validation.bind_lists` (each array checked once, flat views, NCCL
+        in-place aliasing, the call bound): the call's sends and receives."""
+        self._call = bind_lists(what, name, ins, outs, count, root, in_need, out_need, size=self.size,
+                                devices=self.devices, sized=sized)
+        return list(self._call.sends), list(self._call.recvs)
 
     # ------------------------------------------------------------------ collectives
     @_repeatable
     def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
         """``out[r] = op over ranks of in[*]`` (count = in size). ``stream`` is accepted and ignored."""
         count = _size(in_arrays, "all_reduce")
-        s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count)
+        s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count, sized=in_arrays)
         self._run("allreduce", s, d, count, op=op)
         return out_arrays
 
     @_repeatable
     def all_gather(self, in_arrays, out_arrays, count: int | None = None, stream=None) -> list:
         """Block r of every ``out`` is rank r's input (``count`` elements, default in size)."""
+        sized = None
         if count is None:
-            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(in_arrays, "all_gather")
-        s, d = self._prepare("all_gather", "allgather", in_arrays, out_arrays, count)
+            count = _inplace_count(in_arrays, out_arrays, self.size)
+            count, sized = (count, None) if count else (_size(in_arrays, "all_gather"), in_arrays)
+        s, d = self._prepare("all_gather", "allgather", in_arrays, out_arrays, count, sized=sized)
         self._run("allgather", s, d, count)
         return out_arrays
 
@@ -278,9 +278,11 @@ class Communicator:
     def reduce_scatter(self, in_arrays, out_arrays, count: int | None = None, op: str = "sum",
                        stream=None) -> list:
         """``out[r]`` = reduction of block r of every input (``count`` = out size by default)."""
+        sized = None
         if count is None:
-            count = _inplace_count(in_arrays, out_arrays, self.size) or _size(out_arrays, "reduce_scatter")
-        s, d = self._prepare("reduce_scatter", "reducescatter", in_arrays, out_arrays, count)
+            count = _inplace_count(in_arrays, out_arrays, self.size)
+            count, sized = (count, None) if count else (_size(out_arrays, "reduce_scatter"), out_arrays)
+        s, d = self._prepare("reduce_scatter", "reducescatter", in_arrays, out_arrays, count, sized=sized)
         self._run("reducescatter", s, d, count, op=op)
         return out_arrays
 
@@ -289,7 +291,7 @@ class Communicator:
         """Copy rank ``root``'s buffer into every rank's (in place)."""
         root = self._root("broadcast", root)
         count = _size(in_out_arrays, "broadcast")
-        s, d = self._prepare("broadcast", "broadcast", in_out_arrays, in_out_arrays, count, root)
+        s, d = self._prepare("broadcast", "broadcast", in_out_arrays, in_out_arrays, count, root, sized=in_out_arrays)
         self._run("broadcast", s, d, count, root=root)
         return in_out_arrays
 
@@ -298,7 +300,7 @@ class Communicator:
         """``out[root]`` = reduction of all inputs; other outputs may be None (untouched)."""
         root = self._root("reduce", root)
         count = _size(in_arrays, "reduce")
-        s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root})
+        s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)
         self._run("reduce", s, d, count, root=root, op=op)
         return out_arrays
 
@@ -309,7 +311,7 @@ class Communicator:
         count = _size(in_arrays, "gather")
         if _is_list(out_arrays) and len(out_arrays) == self.size and out_arrays[root] is in_arrays[root]:
             count = in_arrays[root].size // self.size
-        s, d = self._prepare("gather", "gather", in_arrays, out_arrays, count, root, out_need={root})
+        s, d = self._prepare("gather", "gather", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)
         self._run("gather", s, d, count, root=root)
         return out_arrays
 
@@ -320,7 +322,7 @@ class Communicator:
         count = _size(out_arrays, "scatter")
         if _is_list(in_arrays) and len(in_arrays) == self.size and out_arrays[root] is in_arrays[root]:
             count = out_arrays[root].size // self.size
-        s, d = self._prepare("scatter", "scatter", in_arrays, out_arrays, count, root, in_need={root})
+        s, d = self._prepare("scatter", "scatter", in_arrays, out_arrays, count, root, in_need={root}, sized=out_arrays)
         self._run("scatter", s, d, count, root=root)
         return out_arrays
 
@@ -331,7 +333,7 @@ class Communicator:
         if total % self.size:
             raise BufferLayoutError(f"all_to_all: in_arrays hold {total} elements, not a multiple of {self.size} ranks")
         count = total // self.size
-        s, d = self._prepare("all_to_all", "alltoall", in_arrays, out_arrays, count)
+        s, d = self._prepare("all_to_all", "alltoall", in_arrays, out_arrays, count, sized=in_arrays)
         self._run("alltoall", s, d, count)
         return out_arrays
 
@@ -374,20 +376,3 @@ def _one_gpu(sends: list, recvs: list) -> bool:
     ``.device.id`` say nothing: False)."""
     ids = {getattr(getattr(a, "device", None), "id", None) for a in sends + recvs if a is not None}
     return len(ids) == 1 and None not in ids
-
-
-def _probe(devices: list[int]):
-    """Topology of the local GPUs ``devices`` (``topo_probe.probes.probe_machine``, imported
-    lazily); None (then ``fully_connected(n)``, with a warning) when probing is impossible."""
-    try:
-        from topo_probe.probes import probe_machine
-        topo, reasons = probe_machine()
-    except ImportError as exc:
-        topo, reasons = None, [str(exc)]
-    if topo is None:
-        warnings.warn(f"Communicator: cannot probe the GPU topology ({'; '.join(map(str, reasons))}); "
-                      f"assuming fully connected", stacklevel=3)
-        return None
-    if list(devices) != list(range(topo.num_gpus)):
-        topo = topo.subset(devices)
-    return topo

@@ -1,6 +1,7 @@
 """Repeated calls bound once: a Communicator collective called again with the same array objects
-and arguments replays the native launch bound by its first call (no validation, lowering or
-binding again), so its host time is one CUDA graph launch per GPU."""
+(same shapes, strides, dtypes and writeability) and arguments replays the launch bound by its
+first call (no validation, routing, lowering or binding again): on GPUs one CUDA graph launch
+per GPU, on the host the op's NumPy calls (:meth:`kernels.backends.host.HostLayer.bound`)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ def repeatable(method):
                 arrays.extend(a)
             else:
                 scalars.append(a)
-        key = (name, tuple(map(id, arrays)), tuple(scalars), tuple(sorted(kwargs.items())))
+        key = (name, tuple(map(id, arrays)), _layouts(arrays), tuple(scalars), tuple(sorted(kwargs.items())))
         if self._bound:
             hit = self._bound.get(key)
             if hit is not None:
@@ -36,11 +37,30 @@ def repeatable(method):
         self._bound_call = None
         out = method(self, *args, **kwargs)
         if self._bound_call is not None:
-            self._remember(key, tuple(arrays), out)
+            _remember(self, key, tuple(arrays), out)
         return out
     return wrapper
 
 
+def _remember(comm, key: tuple, arrays: tuple, out) -> None:
+    """Keep the bound launch of this call for its identical repeat (oldest dropped first); the
+    arrays stay referenced, so their ids stay theirs."""
+    call, comm._bound_call = comm._bound_call, None
+    if len(comm._bound) >= BOUND_CALLS_KEPT:
+        comm._bound.pop(next(iter(comm._bound)))
+    comm._bound[key] = (call, arrays, out, comm.last_route)
 
 
-__all__ = ["repeatable", "BOUND_CALLS_KEPT"]
+def _layouts(arrays: list) -> tuple:
+    """What of each array the bound launch relies on besides its identity (an array's shape,
+    strides, dtype and flags can be set in place)."""
+    return tuple([None if a is None else (getattr(a, "shape", None), getattr(a, "strides", None),
+                                           getattr(a, "dtype", None), _writeable(a)) for a in arrays])
+
+
+def _writeable(a) -> bool | None:
+    flags = getattr(a, "flags", None)
+    return getattr(flags, "writeable", None)
+
+
+__all__ = ["BOUND_CALLS_KEPT", "repeatable"]

@@ -31,12 +31,11 @@ naming the rank that does not answer a liveness ping.  With ``abort_on_error`` (
 uncaught exception on any rank prints one line naming the rank, tells the other ranks and calls
 ``MPI_Abort``: the job ends, never hangs.
 
-GPUs: pick the device before creating CuPy arrays (``cupy.cuda.Device(comm.local_rank %
-n).use()``); ``TOPOCOLL_MPI_CUDA_AWARE=0/1`` overrides the library's answer.  Repeated calls on
-the same host buffers run on persistent requests (:mod:`kernels.mpi.persistent`).  Elsewhere:
-fused/compressed all-reduce (:mod:`kernels.mpi.fused`), send/recv (:mod:`kernels.mpi.p2p`),
-start-up (:mod:`kernels.mpi.startup`), checks (:mod:`kernels.comm.validation`).
-"""
+GPUs: pick the device before creating CuPy arrays (``cupy.cuda.Device(comm.local_rank % n).use()``);
+``TOPOCOLL_MPI_CUDA_AWARE=0/1`` overrides the library's answer.  Repeated calls on the same host
+buffers run on persistent requests (:mod:`kernels.mpi.persistent`).  Elsewhere: fused/compressed
+all-reduce (:mod:`kernels.mpi.fused`), send/recv (:mod:`kernels.mpi.p2p`), start-up
+(:mod:`kernels.mpi.startup`), buffers (:func:`kernels.backends.binding.bind_call`)."""
 
 from __future__ import annotations
 
@@ -44,10 +43,11 @@ import sys
 import time
 from collections import OrderedDict
 
+from kernels.backends.binding import bind_call
 from kernels.comm.communicator import nccl_bytes, resolve_topology
+from kernels.comm.interface import CommunicatorBase
 from kernels.comm.route import MPI_NO_NCCL, plan_route
-from kernels.comm.validation import (_contig, _head, _out, _ptr, bind_rank_buffers, check_array, check_op,
-                                     check_root, rank_inplace)
+from kernels.comm.validation import _contig, _head, _out, _ptr, check_array, check_op, check_root
 from kernels.mpi import fused as mpi_fused
 from kernels.mpi import p2p as mpi_p2p
 from kernels.mpi import transport as mt
@@ -68,7 +68,7 @@ from topo_probe.errors import BufferLayoutError, InvalidArgument, ProcessGroupMi
 _CACHE_SIZE = 64
 
 
-class MPICommunicator:
+class MPICommunicator(CommunicatorBase):
     """Collectives across MPI processes, one rank each (see module docstring).
 
     Use :meth:`from_mpi`; the constructor takes the same arguments.
@@ -182,11 +182,6 @@ class MPICommunicator:
         self._world.Abort(errorcode)
 
     # ------------------------------------------------------------------ schedules
-    def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
-        """The verified schedule every rank runs for ``collective`` of ``nbytes`` and root (the
-        selector's; its warnings come from rank 0 only; :func:`kernels.comm.route.plan_route`)."""
-        return self.selector.schedule_for(collective, nbytes, root)
-
     def _wire_for(self, arr) -> HostWire:
         one_node = self.ipc == "auto" and self.size > 1 and len(set(self.hosts)) == 1   # CUDA IPC there
         return self._wire if self._wire is not None else wire_for(arr, self._wires, ipc=one_node)
@@ -221,13 +216,15 @@ class MPICommunicator:
                                   f"the communicator {self.size}")
         if op not in REDUCE_OPS:
             raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
-        bound, count = bind_rank_buffers(spec, self.rank, sendbuf, recvbuf)
-        sample = next(iter(bound.values()), None)
+        me, none = self.rank, [None] * self.size     # arrays checked by the agreement (@agreed): bound once
+        call = bind_call(spec, none[:me] + [sendbuf] + none[me + 1:], none[:me] + [recvbuf] + none[me + 1:],
+                         checked=True, ranks=(me,))
+        bound = {k: b[me] for k, b in (("sendbuf", call.sends), ("recvbuf", call.recvs)) if b[me] is not None}
+        sample, count, inplace = next(iter(bound.values()), None), call.count, call.inplace
         if not count:
-            header = self.agreement.header(schedule, count or 0, sample.dtype if sample is not None else "uint8", op)
+            header = self.agreement.header(schedule, 0, sample.dtype if sample is not None else "uint8", op)
             self.agreement.check(header_digest(header), lambda: header)
             return recvbuf
-        inplace = len(bound) == 2 and rank_inplace(spec, self.rank, bound["sendbuf"], bound["recvbuf"], count)
         _, digest, prog, plan, binding, scratch, what = self._rank_plan(schedule, count, sample.dtype, inplace, op)
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
         wire = self._native.call(schedule, prog, count, op, inplace, bound, digest, self._wire_for(sample))

@@ -25,10 +25,10 @@ import argparse
 import sys
 from pathlib import Path
 
+from kernels.sweep.output_paths import check_output_paths
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
-from kernels.sweep.output_paths import check_output_paths
-from topo_probe.cli.exits import signals_interrupt, stdout_gone
+from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import DeviceUnavailable, TopocollError, UsageError
 
@@ -52,13 +52,8 @@ def _int(text: str, what: str) -> int:
         raise UsageError(f"invalid {what}: {text!r} is not an integer") from None
 
 
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line, no usage block
-        raise UsageError(message)
-
-
 def build_parser() -> argparse.ArgumentParser:
-    p = _Parser(prog="sweep", description="nccl-tests-style bandwidth sweeps of topocoll schedules.")
+    p = OneLineParser(prog="sweep", description="nccl-tests-style bandwidth sweeps of topocoll schedules.")
     p.add_argument("collective", nargs="?", help=f"one of {', '.join(NCCL_NAMES.values())}")
     a = p.add_argument
     a("-b", "--minbytes", default="32M", help="smallest size (default 32M)")

@@ -18,24 +18,18 @@ exits with status 2.
 
 from __future__ import annotations
 
-import argparse
 import sys
 
 from synth.formats.nccl_tests.conventions import nccl_dtype
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
 from synth.formats.nccl_tests.sizes import size_sweep
 from synth.ir.collectives import ROOTED, canonical
-from topo_probe.cli.exits import signals_interrupt, stdout_gone
+from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError, UsageError
 
 #: the baselines ``--baseline`` takes
 BASELINE_CHOICES = ("nccl", "ring", "tree", "direct", "rhd", "bruck", "oneshot")
-
-
-class _Parser(argparse.ArgumentParser):
-    def error(self, message: str):  # one line instead of usage + message
-        raise UsageError(message)
 
 
 def parse_size(text: str) -> int:
@@ -64,8 +58,8 @@ def sweep_sizes(minbytes: int, maxbytes: int, factor: int | None, step: int | No
         raise UsageError(str(e)) from None
 
 
-def build_parser() -> _Parser:
-    p = _Parser(prog="simulate", description="nccl-tests style sweep from the cost model, with lower bounds")
+def build_parser() -> OneLineParser:
+    p = OneLineParser(prog="simulate", description="nccl-tests style sweep from the cost model, with lower bounds")
     p.add_argument("--topology", required=True, help="preset, generator spec (full:16) or topology file")
     p.add_argument("--gpus", help="GPU subset, e.g. 0,2-5 (renumbered in this order)")
     p.add_argument("--collective", help="allreduce, allgather, reducescatter, ... (default: the --import log's)")

@@ -71,13 +71,14 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     cols = max(1, min(4, len(colls)))
     rows = (len(colls) + cols - 1) // cols
     fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    params = cost_params_for(fabric)        # one NCCL machine model for every size and collective
     for idx, coll in enumerate(colls):
         c = curves[coll]
         root = summary["collectives"][coll].get("root")
         bound = fabric_bounds(fabric, coll, root)
         series = {"ours": _plan_curve(c), "nccl": nccl.get(coll), "ring": _baseline_curve(c, coll, "ring"),
                   "tree": _baseline_curve(c, coll, "tree"),
-                  "bound": [bound.time_us(nb, cost_params_for(fabric)) for nb in PLAN_SIZES]}
+                  "bound": [bound.time_us(nb, params) for nb in PLAN_SIZES]}
         lines += _size_rows(coll, n, root, plan, series)
         _plot_panel(axes[idx // cols][idx % cols], coll, n, series)
     for j in range(len(colls), rows * cols):

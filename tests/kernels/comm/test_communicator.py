@@ -506,3 +506,24 @@ def test_ranks_sharing_one_gpu_run_direct_where_the_fallback_pipelines(monkeypat
         assert [s.name for s in ran] == [comm.selector.select_baseline(want, coll, 0).schedule.name]
         assert comm.last_route.ran == f"best:{want}" and comm.last_route.planned == ""
         assert ("direct instead of ring or tree" in comm.last_route.reason) == (want == "direct")
+
+
+def test_each_communicator_owns_its_layers_on_its_devices():
+    """No process-wide executor layer shared between communicators: each makes its own at first
+    use (on its devices), and leaves run_schedule's function-level layers alone."""
+    import kernels.backends.executor as executor
+    before = dict(executor._LAYERS)
+    a, b = Communicator(2, plan=False), Communicator(2, plan=False)
+    xs = [np.arange(3.0) + r for r in range(2)]
+    for comm in (a, b):
+        ys = [np.empty(3) for _ in range(2)]
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            comm.all_reduce(xs, ys)
+        assert ys[1].tolist() == [1.0, 3.0, 5.0]
+    assert a._layers["host"] is not b._layers["host"] and a._layer("host") is a._layers["host"]
+    assert executor._LAYERS == before
+    gpus = Communicator([1, 0], topology=fully_connected(2), plan=False, backend="cupy-ops")
+    assert gpus._layer("cupy-ops").devices == [1, 0]          # made lazily: no GPU needed here
+    with pytest.raises(InvalidArgument, match="p2p must be one of"):
+        Communicator(2, plan=False, p2p="sometimes")._layer("host")

@@ -61,3 +61,19 @@ def test_report_rows_agree_with_the_plan_and_each_other(report):
         for t, bw in ((p, plan_bw), (q, nccl_bw)):
             fast, slow = (factor * nb / ((t + d) * 1e-6) / 1e9 for d in (-0.05, 0.05))
             assert slow - 0.05 <= float(bw) <= fast + 0.05, f"{where}: busbw {bw} for {t} µs"
+
+
+def test_the_report_builds_the_nccl_machine_model_once_not_per_size(tmp_path, monkeypatch):
+    """The bound curve of every collective and size uses one set of cost parameters: the NCCL
+    machine model behind them is built once per report, not once per plan size (240 times for
+    dgx-h100's 8 collectives before)."""
+    from synth.model import physics
+    from synth.pipeline.synthesize import SynthesisOptions, run
+    from topo_probe.load import load_topology
+    calls = []
+    real = physics.cost_params_for
+    monkeypatch.setattr(physics, "cost_params_for", lambda *a, **k: calls.append(a) or real(*a, **k))
+    opts = SynthesisOptions(collectives=("allgather", "broadcast"), time_limit_s=5, max_sat_ranks=2)
+    run(load_topology("ring:3"), tmp_path / "out", opts)
+    assert (tmp_path / "out" / "report.md").is_file()
+    assert len(calls) == 1, f"cost_params_for called {len(calls)} times by the report"

@@ -1,0 +1,93 @@
+"""kernels.comm.repeat: an identical repeated Communicator call replays its bound launch (host
+path here; the GPU path in tests/kernels/native/test_native_gpu.py) and gives what NumPy gives
+for the arrays' new contents; anything that could change the answer takes the full path."""
+
+import warnings
+
+import numpy as np
+import pytest
+
+import kernels.comm.communicator as communicator_module
+import kernels.comm.validation as validation
+from kernels.comm.communicator import Communicator
+
+
+@pytest.fixture
+def comm():
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        yield Communicator(4, plan=False)
+
+
+def _counting(monkeypatch, module, name):
+    calls = []
+    real = getattr(module, name)
+    monkeypatch.setattr(module, name, lambda *a, **k: calls.append(1) or real(*a, **k))
+    return calls
+
+
+@pytest.mark.parametrize("op", ["sum", "max", "avg"])
+def test_repeat_replays_without_validation_and_reads_new_contents(comm, monkeypatch, op):
+    rng = np.random.default_rng(0)
+    xs = [rng.standard_normal(33).astype(np.float32) for _ in range(4)]
+    ys = [np.empty(33, np.float32) for _ in range(4)]
+    prepares = _counting(monkeypatch, communicator_module, "bind_lists")
+    comm.all_reduce(xs, ys, op=op)
+    assert len(prepares) == 1 and len(comm._bound) == 1
+    for k in range(3):
+        for x in xs:
+            x[...] = rng.standard_normal(33)
+        comm.all_reduce(xs, ys, op=op)
+        want = {"sum": np.sum, "max": np.max, "avg": np.mean}[op](np.stack(xs).astype(np.float64), axis=0)
+        assert all(np.allclose(y, want, rtol=1e-5, atol=1e-5) for y in ys), f"repeat {k}"
+    assert len(prepares) == 1, "a repeated identical call validated again"
+
+
+def test_a_changed_array_layout_or_argument_takes_the_full_path(comm, monkeypatch):
+    xs = [np.arange(8, dtype=np.float32) + r for r in range(4)]
+    ys = [np.empty(8, np.float32) for _ in range(4)]
+    prepares = _counting(monkeypatch, communicator_module, "bind_lists")
+    comm.all_reduce(xs, ys)
+    comm.all_reduce(xs, ys, op="max")          # another argument
+    for y in ys:
+        y.shape = (2, 4)                        # the same objects, another shape
+    comm.all_reduce(xs, ys)
+    assert len(prepares) == 3
+    assert all(np.array_equal(y.reshape(-1), sum(xs)) for y in ys)
+    ys[1].flags.writeable = False               # the same object, now read-only: refused as before
+    with pytest.raises(Exception, match="read-only"):
+        comm.all_reduce(xs, ys)
+
+
+def test_inputs_copied_for_an_overlap_are_not_replayed_stale(comm):
+    """An input overlapping its output other than in place is copied by prepare; the repeat must
+    read the caller's new contents, not that copy."""
+    bufs = [np.arange(16, dtype=np.float32) + 100 * r for r in range(4)]
+    xs, ys = [b[4:12] for b in bufs], [b[:8] for b in bufs]
+    for k in range(3):
+        for r, b in enumerate(bufs):
+            b[...] = np.arange(16) + 100 * r + k
+        want = sum(x.copy() for x in xs)
+        comm.all_reduce(xs, ys)
+        assert all(np.array_equal(y, want) for y in ys), f"call {k}"
+
+
+def test_route_is_decided_once_per_call_shape(comm, monkeypatch):
+    routes = _counting(monkeypatch, communicator_module, "plan_route")
+    for size in (8, 8, 16, 8, 16):
+        xs = [np.ones(size, np.float32) for _ in range(4)]     # new arrays: no replay, same shape
+        ys = [np.empty(size, np.float32) for _ in range(4)]
+        comm.all_reduce(xs, ys)
+        assert np.array_equal(ys[0], np.full(size, 4, np.float32))
+    assert len(routes) == 2
+    assert comm.last_route.ran.startswith("best:")
+
+
+def test_validation_module_is_not_consulted_on_replay(comm, monkeypatch):
+    xs = [np.ones(5, np.int32) for _ in range(4)]
+    ys = [np.empty(5, np.int32) for _ in range(4)]
+    comm.all_gather(xs, [np.empty(20, np.int32) for _ in range(4)])
+    comm.all_reduce(xs, ys)
+    checks = _counting(monkeypatch, validation, "check_array")
+    comm.all_reduce(xs, ys)
+    assert checks == [] and ys[3].tolist() == [4] * 5
