@@ -493,7 +493,12 @@ __device__ __forceinline__ int tc_ll_operand(u64 at, bool from_ll, i64 k, i64 e0
 // computed as the Simple path computes them, stored, and written to the record's LL regions; 0
 // when aborted
 #define TC_LL_GROUP 4
-__device__ __noinline__ int tc_ll_unit(const u64* rec, const u64* srcs, const u64* outs, i64 k, unsigned ep,
+#if defined(TC_LL_INLINE) && TC_LL_INLINE
+#define TC_LL_UNIT_INLINE __forceinline__
+#else
+#define TC_LL_UNIT_INLINE __noinline__      // one copy of the unit's code: 8-bit float builds stay small
+#endif
+__device__ TC_LL_UNIT_INLINE int tc_ll_unit(const u64* rec, const u64* srcs, const u64* outs, i64 k, unsigned ep,
                                           double avg, int n, unsigned* abort_word, volatile unsigned* status,
                                           int gb, int ri, u64 timeout_ns) {
     const u64 word = rec[TC_W_KIND];

@@ -60,6 +60,8 @@ def compile_options(dtype, op: str, *, scope_sys: bool) -> tuple[str, ...]:
 #: (``benchmarks/native_channels_diag.py --variants``): ``TC_COPY_UNROLL`` (16-byte vectors each
 #: thread has in flight, default 4) and ``TC_CS`` (1: streaming cache hints on copies)
 TUNING_ENV = "TOPOCOLL_NATIVE_DEFINES"
+#: the tuning options it may name (``TC_LL_INLINE``: 1 inlines the LL unit into the kernel)
+TUNING_KEYS = ("-DTC_COPY_UNROLL", "-DTC_CS", "-DTC_LL_INLINE")
 
 
 def tuning_defines() -> tuple[str, ...]:
@@ -68,8 +70,9 @@ def tuning_defines() -> tuple[str, ...]:
     opts = tuple(os.environ.get(TUNING_ENV, "").split())
     for o in opts:
         key, _, val = o.partition("=")
-        if key not in ("-DTC_COPY_UNROLL", "-DTC_CS") or not val.isdigit():
-            raise InvalidArgument(f"{TUNING_ENV}: {o!r} is not -DTC_COPY_UNROLL=<n> or -DTC_CS=<0|1>")
+        if key not in TUNING_KEYS or not val.isdigit():
+            raise InvalidArgument(f"{TUNING_ENV}: {o!r} is not -DTC_COPY_UNROLL=<n>, -DTC_CS=<0|1> or "
+                                  f"-DTC_LL_INLINE=<0|1>")
     return opts
 
 

@@ -108,13 +108,13 @@ def test_the_record_format_has_one_source():
     kernels/native/record_format.py as -D options), every TC_ name it uses is defined by the build
     options, and without them it refuses to compile."""
     from kernels.native.record_format import defined_names
-    from kernels.native.source import kernel_source
+    from kernels.native.source import TUNING_KEYS, kernel_source
     src = kernel_source()
     for name in defined_names():
         assert not re.search(rf"#\s*define\s+{name}\b", src), f"interpreter.cu defines {name} itself"
     local = set(re.findall(r"#\s*define\s+(TC_\w+)", src))
     options = {re.match(r"-D(TC_\w+)=", o).group(1) for o in compile_options("float32", "sum", scope_sys=False)
-               if o.startswith("-DTC_")} | {"TC_COPY_UNROLL", "TC_CS"}
+               if o.startswith("-DTC_")} | {k[2:] for k in TUNING_KEYS}
     used = set(re.findall(r"\b(TC_[A-Z0-9_]+)\b", src))
     assert used <= local | options, f"TC_ names with no definition: {sorted(used - local - options)}"
     assert defined_names() <= used, f"format names the kernel never reads: {sorted(defined_names() - used)}"
