@@ -193,7 +193,8 @@ def _plan_lines(plan: Plan) -> list[str]:
              "", "| collective | from | to | schedule | counted |", "|---|---|---|---|---|"]
     for e in plan.entries:
         hi = _fmt_bytes(e.max_bytes) if e.max_bytes is not None else "∞"
-        runs = f"`{e.schedule}`" + (f" (fallback `{e.fallback}`)" if e.fallback else "")
+        runs = f"`{e.schedule}`" + (f" (fallback `{e.fallback}`)" if e.fallback else "") + (
+            " under LL" if e.protocol == "ll" else "")
         lines.append(f"| {e.collective} | {_fmt_bytes(e.min_bytes)} | {hi} | {runs} | {_counted(e.decision)} |")
     return lines
 

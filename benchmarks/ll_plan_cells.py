@@ -1,0 +1,140 @@
+"""Which <= 1 MiB plan cells our schedules take from NCCL once the native executor can run LL.
+
+    python benchmarks/ll_plan_cells.py --out results/ll_plan          # report.md, cells.json
+
+For each single-host preset of README's plan-vs-NCCL table it reads the committed candidate
+schedules of ``results/<preset>/`` (names from ``summary.json``; the topology's fingerprint must
+match the preset's) and compares the committed plan (every step under Simple) with the plan the
+one decision of :mod:`synth.plan.decision` makes of them with LL where faster (:mod:`synth.plan.protocol`, what ``synthesize`` now does).  A cell is a
+(collective, plan size) with size <= :data:`synth.model.physics.LL_MAX_BYTES`; per cell it
+reports what runs before and after, our modelled µs (schedule under its protocol plus the native
+executor's measured fixed cost) against NCCL's modelled µs, and the lower bound
+(:class:`synth.model.bounds.Bounds` with the machine's link constants) beside the LL schedule's
+time: a cell below the bound fails the run (exit 1).  Nothing under ``results/<preset>/`` is
+rewritten.  About a minute on 2 cores.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+from synth.formats.schedule_file import load_schedule  # noqa: E402
+from synth.ir.fabric import build_fabric  # noqa: E402
+from synth.ir.schedule import atomic_write_text  # noqa: E402
+from synth.model.bounds import lower_bounds  # noqa: E402
+from synth.model.cost import CostModel  # noqa: E402
+from synth.model.physics import LL_MAX_BYTES, cost_params_for  # noqa: E402
+from synth.pipeline.synthesize import CollectiveResult, build_plan  # noqa: E402
+from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records  # noqa: E402
+from synth.plan.planner import PLAN_SIZES  # noqa: E402
+from synth.plan.size_plan import Plan  # noqa: E402
+from synth.plan.versus_nccl import NCCL  # noqa: E402
+from topo_probe.machines.presets import get_preset  # noqa: E402
+
+#: the single-host machines of README's "Plan vs NCCL as it runs" table
+PRESETS = ("dgx1-v100", "dgx-a100", "dgx-h100", "mi300x", "pcie-8gpu-2socket")
+SIZES = [n for n in PLAN_SIZES if n <= LL_MAX_BYTES]
+
+
+def committed_results(preset: str, results: Path):
+    """``(topology, fabric, {collective: CollectiveResult})`` of the committed candidates."""
+    folder = results / preset
+    summary = json.loads((folder / "summary.json").read_text())
+    topo = get_preset(preset)
+    fabric = build_fabric(topo)
+    if fabric.fingerprint != summary["fingerprint"]:
+        raise SystemExit(f"{folder}/summary.json: fingerprint {summary['fingerprint']} is not preset {preset}'s "
+                         f"{fabric.fingerprint}")
+    out = {}
+    for coll, rec in summary["collectives"].items():
+        res = CollectiveResult(summary=dict(rec))
+        for name in rec["simulated_us"]:
+            file = next(f for f in (f"schedules/{name}.json", f"schedules/{name}.json.gz") if (folder / f).is_file())
+            res.schedules[name], res.files[name] = load_schedule(folder / file), file
+        out[coll] = res
+    return topo, fabric, out
+
+
+def cells(preset: str, results: Path) -> list[dict]:
+    """One record per (collective, size <= LL_MAX_BYTES) of ``preset``."""
+    topo, fabric, res = committed_results(preset, results)
+    simple_plan = Plan.load(results / preset / "plan.json")           # as committed: every step Simple
+    plan, _, ncc = build_plan(fabric, res, topo)
+    cost, params, fixed = CostModel(fabric), cost_params_for(fabric), EXECUTOR_COSTS["native"]
+    rows = []
+    for coll, r in res.items():
+        bound = lower_bounds(fabric, coll, r.summary.get("root"))
+        for n in SIZES:
+            root = r.summary.get("root")
+            before, after = simple_plan.select(coll, n, root), plan.select(coll, n, root)
+            ours = after.fallback if after.schedule == NCCL else after.schedule
+            name = next(nm for nm, f in r.files.items() if f == ours)
+            s = r.schedules[name]
+            ll_us = cost.schedule_time_us(s, n, "ll")
+            sched_us = ll_us if after.protocol == "ll" else cost.schedule_time_us(s, n)
+            rows.append({"preset": preset, "collective": coll, "bytes": n, "schedule": name,
+                         "before": "nccl" if before.schedule == NCCL else f"ours/{before.protocol}",
+                         "after": "nccl" if after.schedule == NCCL else f"ours/{after.protocol}",
+                         "protocol": after.protocol, "ours_us": round(sched_us + fixed.fixed_us(
+                             busiest_rank_records(s)), 3), "schedule_us": round(sched_us, 3),
+                         "ll_us": round(ll_us, 3), "nccl_us": round(ncc[coll]["times"][PLAN_SIZES.index(n)], 3),
+                         "nccl_choice": ncc[coll]["choices"][PLAN_SIZES.index(n)],
+                         "bound_us": round(bound.time_us(n, params), 3)})
+    return rows
+
+
+def _size(n: int) -> str:
+    return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} B"
+
+
+def report(rows: list[dict], command: str) -> str:
+    won = [r for r in rows if r["before"] == "nccl" and r["after"] == "ours/ll"]
+    kept = [r for r in rows if r["after"] == "nccl"]
+    below = [r for r in rows if r["ll_us"] < r["bound_us"] - 1e-9]
+    lines = ["# Plan cells <= 1 MiB that LL takes from NCCL (modelled)", "", f"    {command}", "",
+             "Per single-host preset, the committed candidate schedules planned twice by the one decision: every "
+             "step under Simple (as committed), and under LL where faster (LL's ring latencies scaled by the "
+             "architecture's fitted ratio, twice the bytes). *ours*: schedule under its protocol plus the native "
+             "executor's measured fixed cost; *NCCL*: NCCL's modelled choice; *bound*: the lower bound with the "
+             "machine's link constants, which every LL time must meet.", "",
+             f"**{len(won)} cells move from NCCL to our schedules under LL; {len(kept)} stay with NCCL; "
+             f"{len(below)} LL times below the bound (of {len(rows)} cells).**", "",
+             "| preset | cells taken / <= 1 MiB cells | where (ours vs NCCL µs, NCCL / ours) |", "|---|---|---|"]
+    for preset in dict.fromkeys(r["preset"] for r in rows):
+        mine = [r for r in won if r["preset"] == preset]
+        where = "; ".join(f"{r['collective']} {_size(r['bytes'])} {r['ours_us']:g} vs {r['nccl_us']:g} "
+                          f"({r['nccl_us'] / r['ours_us']:.2f}x)" for r in mine) or "none"
+        lines.append(f"| `{preset}` | {len(mine)} / {sum(r['preset'] == preset for r in rows)} | {where} |")
+    lines += ["", "## Every cell", "", "| preset | collective | size | before | after | schedule | ours µs | LL µs "
+              "| NCCL µs (choice) | bound µs |", "|---|---|---|---|---|---|---|---|---|---|"]
+    lines += [f"| {r['preset']} | {r['collective']} | {_size(r['bytes'])} | {r['before']} | {r['after']} | "
+              f"{r['schedule']} | {r['ours_us']:g} | {r['ll_us']:g} | {r['nccl_us']:g} ({r['nccl_choice']}) | "
+              f"{r['bound_us']:g} |" for r in rows]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--out", type=Path, default=ROOT / "results" / "ll_plan")
+    ap.add_argument("--results", type=Path, default=ROOT / "results", help="folder of the committed results")
+    ap.add_argument("--presets", nargs="*", default=list(PRESETS))
+    args = ap.parse_args(argv)
+    rows = [row for p in args.presets for row in cells(p, args.results)]
+    args.out.mkdir(parents=True, exist_ok=True)
+    cmd = "python benchmarks/ll_plan_cells.py --out results/ll_plan" + (
+        f" --presets {' '.join(args.presets)}" if list(args.presets) != list(PRESETS) else "")
+    text = report(rows, cmd)
+    atomic_write_text(args.out / "report.md", text)
+    atomic_write_text(args.out / "cells.json", json.dumps(rows, indent=1))
+    print(text.split("## Every cell")[0])
+    return 1 if any(r["ll_us"] < r["bound_us"] - 1e-9 for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
