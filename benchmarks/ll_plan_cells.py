@@ -93,24 +93,60 @@ def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 else f"{n >> 10} KiB" if n >= 1 << 10 else f"{n} B"
 
 
+def _runs_of(rows: list[dict]) -> str:
+    """Consecutive sizes of one collective as ``8 B-16 KiB 1.22-1.54x`` pieces."""
+    parts, run = [], []
+    for r in rows + [None]:
+        if run and (r is None or r["bytes"] != 2 * run[-1]["bytes"]):
+            x = [q["nccl_us"] / q["ours_us"] for q in run]
+            size = _size(run[0]["bytes"]) + ("" if len(run) == 1 else f"-{_size(run[-1]['bytes'])}")
+            parts.append(f"{size} {min(x):.2f}" + ("" if len(run) == 1 else f"-{max(x):.2f}") + "x")
+            run = []
+        if r is not None:
+            run.append(r)
+    return ", ".join(parts)
+
+
+def _by_collective(rows: list[dict]) -> str:
+    colls = dict.fromkeys(r["collective"] for r in rows)
+    return "; ".join(f"{c} {_runs_of([r for r in rows if r['collective'] == c])}" for c in colls) or "none"
+
+
+def _at(rows: list[dict], n: int) -> str:
+    """README's column for size ``n``: what our schedules run (``LL``: under LL; ``new``: NCCL's
+    before LL), with NCCL / schedule (README's measure: the schedule's modelled time alone), and
+    what stays NCCL."""
+    here = [r for r in rows if r["bytes"] == n]
+    ours = [f"{r['collective']} {r['nccl_us'] / r['schedule_us']:.2f}x" + (
+        (" (new, LL)" if r["before"] == "nccl" else " (LL)") if r["protocol"] == "ll" else "")
+        for r in here if r["after"] != "nccl"]
+    nccl = [r["collective"] for r in here if r["after"] == "nccl"]
+    return "; ".join(ours + ([f"NCCL: {'/'.join(nccl)}"] if nccl else []))
+
+
 def report(rows: list[dict], command: str) -> str:
     won = [r for r in rows if r["before"] == "nccl" and r["after"] == "ours/ll"]
     kept = [r for r in rows if r["after"] == "nccl"]
     below = [r for r in rows if r["ll_us"] < r["bound_us"] - 1e-9]
+    presets = list(dict.fromkeys(r["preset"] for r in rows))
     lines = ["# Plan cells <= 1 MiB that LL takes from NCCL (modelled)", "", f"    {command}", "",
-             "Per single-host preset, the committed candidate schedules planned twice by the one decision: every "
-             "step under Simple (as committed), and under LL where faster (LL's ring latencies scaled by the "
-             "architecture's fitted ratio, twice the bytes). *ours*: schedule under its protocol plus the native "
-             "executor's measured fixed cost; *NCCL*: NCCL's modelled choice; *bound*: the lower bound with the "
-             "machine's link constants, which every LL time must meet.", "",
+             "Per single-host preset, the committed plan (every step under Simple) against the plan the one "
+             "decision makes of the same committed candidate schedules with LL where faster (NCCL's ring/LL "
+             "latencies scaled by the architecture's fitted ratio, twice the bytes on the wire). *ours*: the "
+             "schedule under its protocol plus the native executor's measured fixed cost (the Simple path's); "
+             "*NCCL*: NCCL's modelled choice; x: NCCL / ours; *bound*: the lower bound with the machine's link "
+             "constants, which every LL time must meet.", "",
              f"**{len(won)} cells move from NCCL to our schedules under LL; {len(kept)} stay with NCCL; "
-             f"{len(below)} LL times below the bound (of {len(rows)} cells).**", "",
-             "| preset | cells taken / <= 1 MiB cells | where (ours vs NCCL µs, NCCL / ours) |", "|---|---|---|"]
-    for preset in dict.fromkeys(r["preset"] for r in rows):
-        mine = [r for r in won if r["preset"] == preset]
-        where = "; ".join(f"{r['collective']} {_size(r['bytes'])} {r['ours_us']:g} vs {r['nccl_us']:g} "
-                          f"({r['nccl_us'] / r['ours_us']:.2f}x)" for r in mine) or "none"
-        lines.append(f"| `{preset}` | {len(mine)} / {sum(r['preset'] == preset for r in rows)} | {where} |")
+             f"{len(below)} LL times below the bound (of {len(rows)} cells, sizes 8 B - 1 MiB).**", "",
+             "| preset | taken from NCCL under LL | still NCCL |", "|---|---|---|"]
+    for p in presets:
+        mine = [r for r in rows if r["preset"] == p]
+        lines.append(f"| `{p}` | {_by_collective([r for r in won if r['preset'] == p])} | "
+                     f"{_by_collective([r for r in kept if r['preset'] == p])} |")
+    lines += ["", "At README's two small columns (1 KB, 1 MB), what the new plans run; x here is README's measure, "
+              "NCCL / our schedule's modelled time alone (the decision above adds the executor's fixed cost):", "", "| preset | 1 KiB | 1 MiB |", "|---|---|---|"]
+    lines += [f"| `{p}` | {_at([r for r in rows if r['preset'] == p], 1 << 10)} | "
+              f"{_at([r for r in rows if r['preset'] == p], 1 << 20)} |" for p in presets]
     lines += ["", "## Every cell", "", "| preset | collective | size | before | after | schedule | ours µs | LL µs "
               "| NCCL µs (choice) | bound µs |", "|---|---|---|---|---|---|---|---|---|---|"]
     lines += [f"| {r['preset']} | {r['collective']} | {_size(r['bytes'])} | {r['before']} | {r['after']} | "
