@@ -6,6 +6,8 @@ from __future__ import annotations
 import json
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synth.baselines import available_baselines, baseline
 from synth.ir.fabric import build_fabric
@@ -125,3 +127,25 @@ def test_the_plan_takes_the_faster_protocol_then_decides_against_nccl(preset):
     assert res.summary["ll_ranges"] == [{"min_bytes": e.min_bytes, "max_bytes": e.max_bytes, "schedule": e.schedule,
                                          **({"fallback": e.fallback} if e.fallback else {}),
                                          "predicted_us": e.predicted_us} for e in ll_entries]
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats() | st.text(max_size=8),
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(max_size=4), inner, max_size=3),
+                     max_leaves=6)
+
+
+@settings(max_examples=150, deadline=None)
+@given(protocol=_JSON | st.sampled_from(["simple", "ll", "LL", "Simple", "ll128", " ll"]),
+       hi=st.sampled_from([None, 1024, LL_MAX_BYTES, LL_MAX_BYTES + 1, LL_MAX_BYTES + 2]))
+def test_any_protocol_value_loads_as_one_of_two_or_is_refused_naming_the_field(tmp_path_factory, protocol, hi):
+    path = tmp_path_factory.mktemp("p") / "plan.json"
+    path.write_text(json.dumps({"format": "topocoll.plan", "version": 1, "entries": [
+        {"collective": "allreduce", "min_bytes": 0, "max_bytes": hi, "schedule": "s.json", "protocol": protocol}]}))
+    fits = hi is not None and hi <= LL_MAX_BYTES + 1
+    try:
+        entry = Plan.load(path).entries[0]
+    except ScheduleFormatError as e:
+        assert r"entries[0].protocol" in str(e) and "\n" not in str(e)
+        assert protocol not in ("simple", "ll") or (protocol == "ll" and not fits)
+    else:
+        assert entry.protocol == protocol and (protocol == "simple" or fits)
