@@ -4,8 +4,9 @@
 
 For each single-host preset of README's plan-vs-NCCL table it reads the committed candidate
 schedules of ``results/<preset>/`` (names from ``summary.json``; the topology's fingerprint must
-match the preset's) and compares the committed plan (every step under Simple) with the plan the
-one decision of :mod:`synth.plan.decision` makes of them with LL where faster (:mod:`synth.plan.protocol`, what ``synthesize`` now does).  A cell is a
+match the preset's) and lets the one decision of :mod:`synth.plan.decision` choose among them
+twice: with every step under Simple (the plans before LL) and as ``synthesize`` now plans, with LL
+where faster (:mod:`synth.plan.protocol`, what ``synthesize`` now does).  A cell is a
 (collective, plan size) with size <= :data:`synth.model.physics.LL_MAX_BYTES`; per cell it
 reports what runs before and after, our modelled µs (schedule under its protocol plus the native
 executor's measured fixed cost) against NCCL's modelled µs, and the lower bound
@@ -31,9 +32,8 @@ from synth.model.bounds import lower_bounds  # noqa: E402
 from synth.model.cost import CostModel  # noqa: E402
 from synth.model.physics import LL_MAX_BYTES, cost_params_for  # noqa: E402
 from synth.pipeline.synthesize import CollectiveResult, build_plan  # noqa: E402
-from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records  # noqa: E402
-from synth.plan.planner import PLAN_SIZES  # noqa: E402
-from synth.plan.size_plan import Plan  # noqa: E402
+from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records, decide_ranges  # noqa: E402
+from synth.plan.planner import PLAN_SIZES, evaluate  # noqa: E402
 from synth.plan.versus_nccl import NCCL  # noqa: E402
 from topo_probe.machines.presets import get_preset  # noqa: E402
 
@@ -61,25 +61,32 @@ def committed_results(preset: str, results: Path):
     return topo, fabric, out
 
 
+def simple_only(schedules: dict, cost: CostModel, nccl_times: list[float]) -> dict[int, str]:
+    """Plan size -> what the one decision runs with every step under Simple (a schedule name or ``nccl``)."""
+    records = {name: busiest_rank_records(s) for name, s in schedules.items()}
+    ranges = decide_ranges(PLAN_SIZES, evaluate(schedules, cost.schedule_time_us), nccl_times, records, "native")
+    return {n: runs for runs, _, lo, hi in ranges for n in PLAN_SIZES if lo <= n and (hi is None or n < hi)}
+
+
 def cells(preset: str, results: Path) -> list[dict]:
     """One record per (collective, size <= LL_MAX_BYTES) of ``preset``."""
     topo, fabric, res = committed_results(preset, results)
-    simple_plan = Plan.load(results / preset / "plan.json")           # as committed: every step Simple
     plan, _, ncc = build_plan(fabric, res, topo)
     cost, params, fixed = CostModel(fabric), cost_params_for(fabric), EXECUTOR_COSTS["native"]
     rows = []
     for coll, r in res.items():
         bound = lower_bounds(fabric, coll, r.summary.get("root"))
+        before = simple_only(r.schedules, cost, ncc[coll]["times"])
         for n in SIZES:
             root = r.summary.get("root")
-            before, after = simple_plan.select(coll, n, root), plan.select(coll, n, root)
+            after = plan.select(coll, n, root)
             ours = after.fallback if after.schedule == NCCL else after.schedule
             name = next(nm for nm, f in r.files.items() if f == ours)
             s = r.schedules[name]
             ll_us = cost.schedule_time_us(s, n, "ll")
             sched_us = ll_us if after.protocol == "ll" else cost.schedule_time_us(s, n)
             rows.append({"preset": preset, "collective": coll, "bytes": n, "schedule": name,
-                         "before": "nccl" if before.schedule == NCCL else f"ours/{before.protocol}",
+                         "before": "nccl" if before[n] == NCCL else "ours/simple",
                          "after": "nccl" if after.schedule == NCCL else f"ours/{after.protocol}",
                          "protocol": after.protocol, "ours_us": round(sched_us + fixed.fixed_us(
                              busiest_rank_records(s)), 3), "schedule_us": round(sched_us, 3),
@@ -130,8 +137,8 @@ def report(rows: list[dict], command: str) -> str:
     below = [r for r in rows if r["ll_us"] < r["bound_us"] - 1e-9]
     presets = list(dict.fromkeys(r["preset"] for r in rows))
     lines = ["# Plan cells <= 1 MiB that LL takes from NCCL (modelled)", "", f"    {command}", "",
-             "Per single-host preset, the committed plan (every step under Simple) against the plan the one "
-             "decision makes of the same committed candidate schedules with LL where faster (NCCL's ring/LL "
+             "Per single-host preset, the one decision over the committed candidate schedules with every step "
+             "under Simple (before), and with LL where faster (after, as synthesize now plans: NCCL's ring/LL "
              "latencies scaled by the architecture's fitted ratio, twice the bytes on the wire). *ours*: the "
              "schedule under its protocol plus the native executor's measured fixed cost (the Simple path's); "
              "*NCCL*: NCCL's modelled choice; x: NCCL / ours; *bound*: the lower bound with the machine's link "
