@@ -94,3 +94,23 @@ def test_every_ll_time_meets_the_lower_bound(preset):
                 assert cost.schedule_time_us(s, n, "ll") >= bound.time_us(n, params) - 1e-9, (coll, name, n)
                 checked += 1
     assert checked >= 8 * len(sizes)
+
+
+@pytest.mark.parametrize("preset", ["dgx1-v100", "dgx-a100", "dgx-h100"])
+def test_our_ring_under_ll_costs_nccls_ring_ll_at_8_bytes(preset):
+    """Like with like: at 8 B our ring all-reduce under LL and NCCL's ring/LL (NCCL_ALGO=Ring
+    NCCL_PROTO=LL) are latency alone, NCCL's scaled LL base plus 14 hops; ours pays the wire where
+    it is slower than NCCL's hop (DGX H100's 0.7 µs NVLink wire against LL's 0.6 µs hop)."""
+    from synth.model.nccl import NcclMachine, NcclModel
+    from synth.model.nccl.env import NcclEnv
+    topo = get_preset(preset)
+    fab = build_fabric(topo)
+    ring = baseline("ring", fab, "allreduce")
+    nccl = NcclModel(NcclMachine.from_topology(topo), env=NcclEnv.from_environ({"NCCL_ALGO": "Ring",
+                                                                                "NCCL_PROTO": "LL"}))
+    theirs = nccl.choose("allreduce", 8)
+    assert (theirs.algorithm, theirs.protocol) == ("ring", "LL")
+    launch, hop, _ = step_costs_us(topo, protocol="ll")
+    assert theirs.time_us == pytest.approx(launch + 14 * hop, rel=1e-3)
+    wire = fab.channel_latency_us(0, 1)
+    assert CostModel(fab).schedule_time_us(ring, 8, "ll") == pytest.approx(launch + 14 * max(hop, wire), rel=1e-3)
