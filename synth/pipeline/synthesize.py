@@ -212,7 +212,7 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     executor's measured fixed cost; with ``topo`` and >= 2 ranks, ``nccl`` where NCCL is
     predicted faster by the margin), recorded per entry."""
     from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records, decide_ranges, executor_for, range_record
-    from synth.plan.protocol import ll_ranges, with_protocols
+    from synth.plan.protocol import ll_ranges, report_curves, with_protocols
     from synth.plan.versus_nccl import NCCL, nccl_curve
     cost = CostModel(fabric)
     plan = Plan(fabric.topology_name, fabric.fingerprint)
@@ -229,6 +229,7 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
         records = {name: busiest_rank_records(s) if counted else 0 for name, s in res.schedules.items()}
         sizes, times, protos, nccl_t = with_protocols(cost, res.schedules, times, PLAN_SIZES, lambda sz: nccl_curve(
             topo, coll, sz)["times"], executor, nccl_t)           # LL where faster, calls <= LL_MAX_BYTES
+        curves[coll] = report_curves(curves[coll], sizes, times, protos, PLAN_SIZES)
         for name, fallback, lo, hi in decide_ranges(sizes, times, nccl_t, records, executor, protos):
             k = sizes.index(lo) if lo in sizes else 0
             ours = fallback if name == NCCL else name

@@ -61,6 +61,16 @@ def with_protocols(cost, schedules: dict, times: dict[str, list[float]], sizes: 
     return out_sizes, out_times, protocols, nccl_times
 
 
+def report_curves(simple: dict[str, list[float]], sizes: list[int], times: dict[str, list[float]],
+                  protocols: dict[str, list[str]], plan_sizes: list[int]) -> dict[str, list[float]]:
+    """The curves a report draws (µs at ``plan_sizes``): each schedule's Simple curve, and beside
+    it as ``<name> (LL)`` its best-protocol curve (``times`` at ``sizes``, as :func:`with_protocols`
+    returns them) where LL is faster at some size."""
+    keep = set(plan_sizes)
+    return {**simple, **{f"{name} (LL)": [t for n, t in zip(sizes, ts) if n in keep]
+                         for name, ts in times.items() if LL in protocols.get(name, ())}}
+
+
 def ll_ranges(entries) -> list[dict]:
     """The plan ranges run under LL (``summary.json``'s ``ll_ranges``): sizes, what runs (an
     ``nccl`` range: its fallback) and the modelled µs at the range's first size."""
@@ -69,4 +79,4 @@ def ll_ranges(entries) -> list[dict]:
             for e in entries if e.protocol == LL]
 
 
-__all__ = ["with_protocols", "ll_ranges", "SIMPLE", "LL"]
+__all__ = ["with_protocols", "report_curves", "ll_ranges", "SIMPLE", "LL"]

@@ -17,7 +17,7 @@ from synth.model.physics import LL_MAX_BYTES, cost_params_for
 from synth.pipeline.synthesize import CollectiveResult, build_plan, schedule_file
 from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records, decide_ranges
 from synth.plan.planner import PLAN_SIZES
-from synth.plan.protocol import with_protocols
+from synth.plan.protocol import report_curves, with_protocols
 from synth.plan.size_plan import Plan, PlanEntry
 from synth.plan.versus_nccl import MARGIN, NCCL, nccl_curve
 from topo_probe.errors import ScheduleFormatError
@@ -149,3 +149,11 @@ def test_any_protocol_value_loads_as_one_of_two_or_is_refused_naming_the_field(t
         assert protocol not in ("simple", "ll") or (protocol == "ll" and not fits)
     else:
         assert entry.protocol == protocol and (protocol == "simple" or fits)
+
+
+def test_report_curves_keep_simple_and_add_the_best_protocol_curve_where_ll_wins():
+    simple = {"a": [3.0, 4.0], "b": [1.0, 2.0]}
+    sizes, times = [8, 16, 17], {"a": [2.0, 4.0, 9.0], "b": [1.0, 2.0, 3.0]}
+    protocols = {"a": ["ll", "simple", "simple"], "b": ["simple"] * 3}
+    assert report_curves(simple, sizes, times, protocols, [8, 16]) == {"a": [3.0, 4.0], "b": [1.0, 2.0],
+                                                                       "a (LL)": [2.0, 4.0]}
