@@ -225,7 +225,7 @@ class CostModel:
 
     def __init__(self, fabric: Fabric, params: CostParams | None = None, ll_params: CostParams | None = None) -> None:
         self.fabric = fabric
-        self._ll = (ll_params, params is None)   # the LL model, made on first use
+        self._ll_given, self._ll_shared, self._ll = ll_params, params is None, None  # LL model: on first use
         if params is None:     # the shared link constants of the fabric's GPUs and network
             params = cost_params_for(fabric)
         self.params = params
@@ -353,10 +353,9 @@ class CostModel:
         return Estimate(wave.fixed_us + bw + pipe, wave.slices, wave.count, bw, wave.fixed_us)
 
     def _ll_model(self) -> "CostModel":
-        if not isinstance(self._ll, CostModel):
-            given, shared = self._ll
-            ll = given or (cost_params_for(self.fabric, protocol="ll") if shared else
-                           table_protocol_params(self.params, "ll"))
+        if self._ll is None:
+            ll = self._ll_given or (cost_params_for(self.fabric, protocol="ll") if self._ll_shared else
+                                    table_protocol_params(self.params, "ll"))
             self._ll = CostModel(self.fabric, ll, ll)
         return self._ll
 
