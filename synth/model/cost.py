@@ -40,6 +40,12 @@ step loads the same links (rings) gain nothing and keep ``k = 1``.  ``k`` is the
 ``CostParams.pipeline_slices`` (default 1, 2, 4, ..., 64), so pipelining is never slower than
 running unpipelined.  Reductions are assumed to run at link speed (no compute term).
 
+Protocols
+---------
+``estimate(schedule, nbytes, protocol="ll")`` times the schedule as our executor runs it under LL
+(:mod:`synth.model.physics`): launch and hops from NCCL's ring/LL latencies, and twice the bytes
+on the wire (an LL line carries 8 payload bytes of 16); ``simple`` (the default) as above.
+
 Examples
 --------
 >>> from topo_probe.topology.model import Topology
@@ -58,7 +64,7 @@ Examples
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -66,7 +72,8 @@ from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step
-from synth.model.physics import CostParams, cost_params_for
+from synth.model.physics import WIRE_BYTES_PER_BYTE, CostParams, check_protocol, cost_params_for, \
+    table_protocol_params
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
 #: steps of at least this many transfers on a cluster read their routes as arrays (RouteArrays)
@@ -77,13 +84,15 @@ ARRAY_TRANSFERS = 64
 class Estimate:
     """A schedule's modelled time: ``time_us`` in all, run over ``slices`` message slices in
     ``wavefronts`` wavefronts; ``bandwidth_us`` is the plain bandwidth part of it, ``fixed_us``
-    launch, overheads and latencies, the rest is the in-step pipelining term."""
+    launch, overheads and latencies, the rest is the in-step pipelining term; ``protocol`` the
+    protocol the steps move under (``simple`` or ``ll``)."""
 
     time_us: float
     slices: int
     wavefronts: int
     bandwidth_us: float
     fixed_us: float
+    protocol: str = "simple"
 
 
 def algbw_gbps(nbytes: float, time_us: float) -> float:
@@ -209,10 +218,14 @@ class CostModel:
     params : CostParams, optional
         Efficiencies and overheads (default: :func:`synth.model.physics.cost_params_for` of the
         fabric, the link efficiencies the NCCL model uses for the same GPUs and network).
+    ll_params : CostParams, optional
+        The same under LL (default: ``cost_params_for(fabric, protocol="ll")`` where ``params`` is
+        defaulted too, else ``params`` moved by NCCL's LL/Simple table ratios).
     """
 
-    def __init__(self, fabric: Fabric, params: CostParams | None = None) -> None:
+    def __init__(self, fabric: Fabric, params: CostParams | None = None, ll_params: CostParams | None = None) -> None:
         self.fabric = fabric
+        self._ll_given, self._ll_shared, self._ll = ll_params, params is None, None  # LL model: on first use
         if params is None:     # the shared link constants of the fabric's GPUs and network
             params = cost_params_for(fabric)
         self.params = params
@@ -339,8 +352,16 @@ class CostModel:
         bw = float(np.sum(t))
         return Estimate(wave.fixed_us + bw + pipe, wave.slices, wave.count, bw, wave.fixed_us)
 
-    def estimate(self, schedule: Schedule, nbytes: float) -> Estimate:
-        """The best :class:`Estimate` over the pipelining choices for ``nbytes`` (nccl-tests size).
+    def _ll_model(self) -> "CostModel":
+        if self._ll is None:
+            ll = self._ll_given or (cost_params_for(self.fabric, protocol="ll") if self._ll_shared else
+                                    table_protocol_params(self.params, "ll"))
+            self._ll = CostModel(self.fabric, ll, ll)
+        return self._ll
+
+    def estimate(self, schedule: Schedule, nbytes: float, protocol: str = "simple") -> Estimate:
+        """The best :class:`Estimate` over the pipelining choices for ``nbytes`` (nccl-tests size),
+        the steps moved under ``protocol`` (``ll``: LL's latencies, twice the bytes on the wire).
 
         The loads, latencies and wavefronts of the last schedule asked about are kept, so timing
         one schedule at many sizes costs its transfers once.
@@ -352,6 +373,9 @@ class CostModel:
         """
         if nbytes < 0:
             raise InvalidArgument(f"nbytes must be >= 0, got {nbytes!r}")
+        if check_protocol(protocol) != "simple":
+            wire = self._ll_model().estimate(schedule, nbytes * WIRE_BYTES_PER_BYTE[protocol])
+            return replace(wire, protocol=protocol)
         if self._last is None or self._last[0] is not schedule:
             loads, lats, path_us, rate = self._matrix(schedule)
             self._last = (schedule, loads, lats, [self._wavefronts(loads, lats, k, path_us, rate)
@@ -360,9 +384,10 @@ class CostModel:
         ests = [self._pipelined(wave, cb) for wave in self._last[3]]
         return min(ests, key=lambda e: (e.time_us, e.slices))
 
-    def schedule_time_us(self, schedule: Schedule, nbytes: float) -> float:
-        """Modelled time (µs) of ``schedule`` moving ``nbytes`` (nccl-tests size), best slicing."""
-        return self.estimate(schedule, nbytes).time_us
+    def schedule_time_us(self, schedule: Schedule, nbytes: float, protocol: str = "simple") -> float:
+        """Modelled time (µs) of ``schedule`` moving ``nbytes`` (nccl-tests size) under
+        ``protocol``, best slicing."""
+        return self.estimate(schedule, nbytes, protocol).time_us
 
     def schedule_busbw_gbps(self, schedule: Schedule, nbytes: float) -> float:
         """nccl-tests bus bandwidth (GB/s) the model predicts for ``schedule`` at ``nbytes``."""

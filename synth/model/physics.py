@@ -32,6 +32,19 @@ extra.  So our ring schedule and NCCL's ring under Simple are timed alike on the
 (``tests/synth/model/test_physics.py``); the data-sheet defaults below serve only a fabric with no
 topology.
 
+Protocols
+---------
+Our executors move a step under one of two protocols (:data:`PROTOCOLS`): ``simple`` as above, or
+``ll``, NCCL's LL: data and flag in one 16-byte line (4 data bytes, 4 flag bytes, twice), so the
+receiver polls the data itself.  ``cost_params_for(fabric, protocol="ll")`` takes the launch and the
+hops from NCCL's ring/LL latencies (tuning.cc ``baseLat`` ring 6.6 µs against Simple's 8.4, NVLink
+hop 0.6 against 3.4, PCI 1.0 against 5.7, network 2.7 against 14; :mod:`synth.model.nccl.constants`)
+scaled by the fitted real/table ratio of the architecture under LL, as the NCCL model times its
+own ring/LL; the link efficiencies stay those of the links.  An LL line carries 8 payload bytes of
+16 (``LL_DATA_FRACTION``), so the cost model charges ``WIRE_BYTES_PER_BYTE["ll"]`` = 2 bytes on
+the wire per byte (:meth:`synth.model.cost.CostModel.estimate`).  The native executor runs LL only
+on calls of at most :data:`LL_MAX_BYTES` (nccl-tests size).
+
 The NCCL-specific parts (protocol payload fractions, NVLS efficiency, per-call host costs,
 latencies of NCCL's tables) stay in :mod:`synth.model.nccl`: they describe what NCCL's kernels do
 with the links, not the links.
@@ -49,6 +62,7 @@ import hashlib
 import json
 from dataclasses import dataclass, fields, replace
 
+from synth.model.nccl.constants import BASE_LAT, HW_LAT, HW_NET, HW_NVLINK, LL_DATA_FRACTION, PROTOS
 from synth.model.nccl.machine import arch_of_topology
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams, params_to_dict
 from topo_probe.errors import InvalidArgument, TopocollError
@@ -81,6 +95,12 @@ STEP_OVERHEAD_US = 1.65
 SLICE_OVERHEAD_US = 0.47
 #: Message slicings tried for cross-step pipelining.
 PIPELINE_SLICES = (1, 2, 4, 8, 16, 32, 64)
+#: the protocols our executors move a step with, and NCCL's name of each (constants.PROTOS)
+PROTOCOLS = {"simple": "Simple", "ll": "LL"}
+#: bytes on the wire per payload byte: an LL line carries 8 data bytes of 16 (prims_ll.h)
+WIRE_BYTES_PER_BYTE = {"simple": 1.0, "ll": 1.0 / LL_DATA_FRACTION}
+#: largest call (nccl-tests size, bytes) the native executor runs under LL (nccl-tests' 1 MiB)
+LL_MAX_BYTES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -160,9 +180,27 @@ def wire_latencies_us(fabric) -> tuple[float, float]:
     return min(intra, default=0.0), min(inter, default=0.0)
 
 
-def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS) -> tuple[float, float, float]:
+def check_protocol(protocol) -> str:
+    """``protocol`` if it is one of :data:`PROTOCOLS`, else InvalidArgument naming it."""
+    if not isinstance(protocol, str) or protocol not in PROTOCOLS:
+        raise InvalidArgument(f"protocol must be one of {', '.join(PROTOCOLS)}, got {protocol!r}")
+    return protocol
+
+
+def table_protocol_params(simple: CostParams, protocol: str) -> CostParams:
+    """``simple`` (parameters of a fabric without a machine behind it) moved to ``protocol``:
+    launch, step overhead and network hop times NCCL's table ratio of that protocol to Simple
+    (ring base 6.6 / 8.4, NVLink hop 0.6 / 3.4, network hop 2.7 / 14 for LL)."""
+    ring, p, s = 1, PROTOS.index(PROTOCOLS[check_protocol(protocol)]), PROTOS.index("Simple")
+    return replace(simple, launch_us=simple.launch_us * BASE_LAT[ring][p] / BASE_LAT[ring][s],
+                   step_overhead_us=simple.step_overhead_us * HW_LAT[HW_NVLINK][ring][p] / HW_LAT[HW_NVLINK][ring][s],
+                   network_latency_us=simple.network_latency_us * HW_LAT[HW_NET][ring][p] / HW_LAT[HW_NET][ring][s])
+
+
+def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS,
+                  protocol: str = "simple") -> tuple[float, float, float]:
     """``(launch, hop inside a host, hop between hosts)`` µs of one of our schedules on
-    ``topology``: what NCCL's ring charges under the Simple protocol
+    ``topology`` under ``protocol``: what NCCL's ring charges under that protocol (Simple or LL)
     (:func:`synth.model.nccl.runtime.hop_latencies_us`, NCCL's tables scaled by the fitted
     real/table ratio of the GPU architecture).  Our executors move a step as Simple does (the data,
     then a flag the receiver polls), so one step of a schedule costs what one ring hop of NCCL's
@@ -172,13 +210,18 @@ def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS) -> t
     >>> launch, hop, net = step_costs_us(get_preset("dgx-h100"))
     >>> round(hop / launch, 6) == round(3.4 / 8.4, 6)   # NCCL's ring/Simple NVLink hop and base, one scale
     True
+    >>> launch, hop, net = step_costs_us(get_preset("dgx-h100"), protocol="ll")
+    >>> round(hop / launch, 6) == round(0.6 / 6.6, 6)   # ring/LL
+    True
     """
     from synth.model.nccl.machine import NcclMachine
     from synth.model.nccl.runtime import hop_latencies_us
-    return hop_latencies_us(NcclMachine.from_topology(topology), "ring", "Simple", params)
+    proto = PROTOCOLS[check_protocol(protocol)]
+    return hop_latencies_us(NcclMachine.from_topology(topology), "ring", proto, params)
 
 
-def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, **overrides) -> CostParams:
+def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, protocol: str = "simple",
+                    **overrides) -> CostParams:
     """The :class:`CostParams` of a fabric (or topology), all from the shared table:
 
     * the link efficiencies of its GPU architecture and network transport (:func:`efficiencies`);
@@ -190,18 +233,21 @@ def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, **overrides) ->
     * ``slice_overhead_us`` 0: the NCCL model meets the real logs' mid sizes without an in-step
       pipelining term, so with it our ring and NCCL's ring/Simple are timed alike at every size.
 
+    ``protocol`` ``ll``: the same from NCCL's ring/LL latencies (the module docstring).
     ``overrides`` replace fields (e.g. ``launch_us``).  A fabric without its topology gets the
-    documented defaults; so does a topology the NCCL model cannot read."""
+    documented defaults (under LL moved by :func:`table_protocol_params`); so does a topology the
+    NCCL model cannot read."""
     topology = where if isinstance(where, Topology) else getattr(where, "topology", None)
     if topology is None or topology.num_gpus == 0:
-        return replace(CostParams(), **overrides)
+        return replace(table_protocol_params(CostParams(), protocol), **overrides)
     arch, transport = machine_keys(topology)
     fields = {f"{k}_efficiency": v for k, v in efficiencies(arch, transport, params).items()}
-    fields["network_latency_us"] = params.net_latency_us(transport, "Simple")
+    fields["network_latency_us"] = params.net_latency_us(transport, PROTOCOLS[check_protocol(protocol)])
     try:
-        launch, hop, net_hop = step_costs_us(topology, params)
+        launch, hop, net_hop = step_costs_us(topology, params, protocol)
     except TopocollError:
-        return CostParams(**{**fields, **overrides})
+        moved = table_protocol_params(CostParams(**fields), protocol)      # launch, step: table ratio
+        return replace(moved, **{"network_latency_us": fields["network_latency_us"], **overrides})
     if isinstance(where, Topology):
         from synth.ir.fabric import build_fabric
         where = build_fabric(where)
@@ -214,7 +260,7 @@ def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, **overrides) ->
 
 #: how the cost model of our schedules turns the constants into times; a change of the formulas
 #: (not of a constant) changes it, and with it :func:`model_version`
-COST_FORMULA = "dataflow critical path; launch, hops from the shared ring/Simple latencies"
+COST_FORMULA = "dataflow critical path; launch, hops from the shared ring/Simple or ring/LL latencies; LL 2x bytes"
 
 
 def model_version(params: ModelParams = DEFAULT_PARAMS) -> str:
@@ -225,5 +271,6 @@ def model_version(params: ModelParams = DEFAULT_PARAMS) -> str:
     return hashlib.sha256(doc.encode()).hexdigest()[:12]
 
 
-__all__ = ["CostParams", "cost_params_for", "efficiencies", "machine_keys", "model_version", "step_costs_us",
-           "wire_latencies_us", "LINK_KIND"]
+__all__ = ["CostParams", "cost_params_for", "check_protocol", "efficiencies", "machine_keys", "model_version",
+           "step_costs_us", "table_protocol_params", "wire_latencies_us", "LINK_KIND", "LL_MAX_BYTES", "PROTOCOLS",
+           "WIRE_BYTES_PER_BYTE"]

@@ -110,7 +110,8 @@ def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
             "faster there and the drop-in calls it (one decision, made here; the Communicator runs what the plan "
             "says: *Plan* below). Schedules are timed by the same constants (`synth/model/physics.py`): "
             "the NCCL model's link rates, and NCCL's ring/Simple launch and hop latencies along the schedule's longest "
-            "chain of hops (our steps move as Simple does: no LL protocol); busbw in GB/s with nccl-tests factors; the "
+            "chain of hops (our steps move as Simple does), or where the plan says (LL), up to 1 MiB, ring/LL's with "
+            "twice the bytes (our LL path); busbw in GB/s with nccl-tests factors; the "
             "bound is the links' physics alone (path latency plus the cut at those rates), so it bounds both sides.",
             "", *([sure + ".", ""] if sure else []),
             "| collective | size | plan picks | plan µs | NCCL µs (modelled) | NCCL picks | plan vs NCCL | ring µs | "
@@ -126,6 +127,7 @@ def _size_rows(coll: str, n: int, root, plan: Plan, series: dict) -> list[str]:
         k = PLAN_SIZES.index(nb)
         entry = plan.select(coll, nb, root)
         pick = Path(entry.schedule).name.split(".json")[0] if entry else "-"
+        pick += " (LL)" if entry and entry.protocol == "ll" and pick != "nccl" else ""
         fmt = lambda v: f"{v[k]:.1f}" if v else "-"  # noqa: E731
         plan_t = nc["times"][k] if nc and pick == "nccl" else ours[k]     # what the drop-in runs
         vs = f"{nc['times'][k] / plan_t:.2f}x" if nc else "-"
@@ -194,7 +196,8 @@ def _plan_lines(plan: Plan) -> list[str]:
              "", "| collective | from | to | schedule | counted |", "|---|---|---|---|---|"]
     for e in plan.entries:
         hi = _fmt_bytes(e.max_bytes) if e.max_bytes is not None else "∞"
-        runs = f"`{e.schedule}`" + (f" (fallback `{e.fallback}`)" if e.fallback else "")
+        runs = f"`{e.schedule}`" + (f" (fallback `{e.fallback}`)" if e.fallback else "") + (
+            " under LL" if e.protocol == "ll" else "")
         lines.append(f"| {e.collective} | {_fmt_bytes(e.min_bytes)} | {hi} | {runs} | {_counted(e.decision)} |")
     return lines
 

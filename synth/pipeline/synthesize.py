@@ -212,6 +212,7 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     executor's measured fixed cost; with ``topo`` and >= 2 ranks, ``nccl`` where NCCL is
     predicted faster by the margin), recorded per entry."""
     from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records, decide_ranges, executor_for, range_record
+    from synth.plan.protocol import ll_ranges, report_curves, with_protocols
     from synth.plan.versus_nccl import NCCL, nccl_curve
     cost = CostModel(fabric)
     plan = Plan(fabric.topology_name, fabric.fingerprint)
@@ -226,16 +227,23 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
         nccl_t = ncc[coll]["times"] if coll in ncc else None
         counted = EXECUTOR_COSTS[executor].record_us > 0      # clusters: a per-call cost only, no count
         records = {name: busiest_rank_records(s) if counted else 0 for name, s in res.schedules.items()}
-        for name, fallback, lo, hi in decide_ranges(PLAN_SIZES, times, nccl_t, records, executor):
-            k = PLAN_SIZES.index(lo) if lo in PLAN_SIZES else 0
+        sizes, times, protos, nccl_t = with_protocols(cost, res.schedules, times, PLAN_SIZES, lambda sz: nccl_curve(
+            topo, coll, sz)["times"], executor, nccl_t)           # LL where faster, calls <= LL_MAX_BYTES
+        curves[coll] = report_curves(curves[coll], sizes, times, protos, PLAN_SIZES)
+        for name, fallback, lo, hi in decide_ranges(sizes, times, nccl_t, records, executor, protos):
+            k = sizes.index(lo) if lo in sizes else 0
             ours = fallback if name == NCCL else name
             s = res.schedules[ours]
             decision = range_record(executor, records[ours], times[ours][k], None if nccl_t is None else nccl_t[k])
             path = res.files.get(ours, schedule_file(ours, s))
             if name == NCCL:
-                plan.entries.append(PlanEntry(coll, lo, hi, NCCL, s.root, round(nccl_t[k], 3), path, decision))
+                plan.entries.append(PlanEntry(coll, lo, hi, NCCL, s.root, round(nccl_t[k], 3), path, decision,
+                                              protos[ours][k]))
             else:
-                plan.entries.append(PlanEntry(coll, lo, hi, path, s.root, round(times[name][k], 3), None, decision))
+                plan.entries.append(PlanEntry(coll, lo, hi, path, s.root, round(times[name][k], 3), None, decision,
+                                              protos[name][k]))
+        ll = ll_ranges(e for e in plan.entries if e.collective == coll)
+        res.summary.update({"ll_ranges": ll} if ll else {})          # shown where a range runs LL
     return plan, curves, ncc
 
 

@@ -107,11 +107,14 @@ def busiest_rank_records(schedule) -> int:
 
 
 def decide_ranges(sizes: list[int], times: dict[str, list[float]], nccl_times: list[float] | None,
-                  records: dict[str, int], executor: str) -> list[tuple[str, str | None, int, int | None]]:
+                  records: dict[str, int], executor: str, protocols: dict[str, list[str]] | None = None,
+                  ) -> list[tuple[str, str | None, int, int | None]]:
     """Plan ranges ``(runs, fallback, min_bytes, max_bytes)``: ``runs`` is the candidate with the
     least modelled time plus ``executor``'s fixed cost (ties: the name that sorts first), or
     ``nccl`` where that is not :data:`MARGIN` times faster than NCCL's modelled time; ``fallback`` (``nccl``
-    ranges only) is that candidate.  ``nccl_times`` None: no NCCL to compare with."""
+    ranges only) is that candidate.  ``nccl_times`` None: no NCCL to compare with.  ``protocols``
+    (the protocol each time was modelled under, :func:`synth.plan.protocol.with_protocols`): a
+    range also ends where the chosen candidate's protocol changes."""
     cost = EXECUTOR_COSTS[executor]
     names = sorted(times)
     if not names:
@@ -121,12 +124,13 @@ def decide_ranges(sizes: list[int], times: dict[str, list[float]], nccl_times: l
     for k in range(len(sizes)):
         best = min(names, key=lambda nm: (total[nm][k], nm))
         nccl_wins = nccl_times is not None and nccl_times[k] / MARGIN < total[best][k]   # ours: >= 5 % faster
-        outcome.append((NCCL, best) if nccl_wins else (best, None))
+        proto = protocols[best][k] if protocols else None
+        outcome.append((NCCL, best, proto) if nccl_wins else (best, None, proto))
     ranges, start = [], 0
     for k in range(1, len(sizes) + 1):
         if k == len(sizes) or outcome[k] != outcome[k - 1]:
             end = sizes[k] if k < len(sizes) else None
-            ranges.append((*outcome[k - 1], start, end))
+            ranges.append((*outcome[k - 1][:2], start, end))
             start = end
     return ranges
 

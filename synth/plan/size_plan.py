@@ -19,6 +19,11 @@ Plans made with the one decision (:mod:`synth.plan.decision`) add, per entry, ``
 (what was counted: ``executor``, ``executor_us``, ``records``, ``schedule_us``, ``nccl_us``,
 ``margin``) and, on ``nccl`` entries, ``fallback``: the schedule file that runs where NCCL
 cannot.  Both are optional (plans made before them load unchanged).
+
+Each entry also says under which protocol our executor moves the schedule's steps
+(``"protocol": "simple"`` or ``"ll"``, :mod:`synth.plan.protocol`; on an ``nccl`` entry: its
+fallback's).  A plan without the field runs Simple; an ``ll`` entry covers no size above
+:data:`synth.model.physics.LL_MAX_BYTES`, the largest call the executor runs under LL.
 """
 
 from __future__ import annotations
@@ -31,6 +36,7 @@ from typing import Any
 
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule, atomic_write_text, read_json
+from synth.model.physics import LL_MAX_BYTES, PROTOCOLS
 from topo_probe.errors import ScheduleFormatError, TopocollError
 from topo_probe.guard import MAX_BYTES, MAX_GPUS, MAX_TIME_US, check_float, check_int, show
 
@@ -52,6 +58,9 @@ class PlanEntry:
     fallback: str | None = None
     #: what the plan's decision counted (:func:`synth.plan.decision.range_record`), or None
     decision: dict | None = field(default=None, compare=False, hash=False)
+    #: the protocol our executor moves the steps with: ``simple`` or ``ll`` (LL lines, calls of at
+    #: most LL_MAX_BYTES); on an ``nccl`` entry the fallback's
+    protocol: str = "simple"
 
     def covers(self, nbytes: int) -> bool:
         return self.min_bytes <= nbytes and (self.max_bytes is None or nbytes < self.max_bytes)
@@ -103,7 +112,7 @@ class Plan:
                 "topology": {"name": self.topology_name, "fingerprint": self.topology_fingerprint},
                 "entries": [{"collective": e.collective, "root": e.root, "min_bytes": e.min_bytes,
                              "max_bytes": e.max_bytes, "schedule": e.schedule,
-                             "predicted_us": e.predicted_us,
+                             "predicted_us": e.predicted_us, "protocol": e.protocol,
                              **({"fallback": e.fallback} if e.fallback is not None else {}),
                              **({"decision": e.decision} if e.decision is not None else {})}
                             for e in self.entries]}
@@ -214,4 +223,15 @@ def _entry(e: Any, where: str) -> PlanEntry:
         raise ScheduleFormatError(f"{where}.fallback must be a schedule file path, got {show(fallback)}")
     if fallback is not None:
         _inside(fallback, f"{where}.fallback")
-    return PlanEntry(name, lo, hi, sched, root, pred, fallback, _decision(e.get("decision"), where))
+    return PlanEntry(name, lo, hi, sched, root, pred, fallback, _decision(e.get("decision"), where),
+                     _protocol(e.get("protocol", "simple"), hi, where))
+
+
+def _protocol(protocol: Any, max_bytes: int | None, where: str) -> str:
+    """An entry's protocol: one of PROTOCOLS; ``ll`` only on a range within LL_MAX_BYTES."""
+    if not isinstance(protocol, str) or protocol not in PROTOCOLS:
+        raise ScheduleFormatError(f"{where}.protocol must be one of {', '.join(PROTOCOLS)}, got {show(protocol)}")
+    if protocol == "ll" and (max_bytes is None or max_bytes > LL_MAX_BYTES + 1):
+        raise ScheduleFormatError(f"{where}.protocol: ll runs calls of at most {LL_MAX_BYTES} bytes, but the range "
+                                  f"reaches {'no upper limit' if max_bytes is None else max_bytes - 1} bytes")
+    return protocol
