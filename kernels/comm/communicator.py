@@ -184,12 +184,7 @@ class Communicator(CommunicatorBase):
         self.last_schedule = route.schedule
         if route.ran == NCCL:
             return self._nccl.run(name, sends, recvs, count, op=op, root=root or 0)
-        if on_gpus:
-            return self._run_native(route.schedule, sends, recvs, op, backend)
-        return self._run_layer(route.schedule, sends, recvs, op, backend, False)
-
-    def _run_native(self, schedule, sends, recvs, op, backend):
-        return self._run_layer(schedule, sends, recvs, op, backend, True)
+        return self._run_layer(route.schedule, sends, recvs, op, backend, on_gpus, route.protocol)
 
     def _route_of(self, name, count, dtype, root, op, on_gpus, layer, one_gpu) -> Route:
         """The route of one call shape (memoised by :meth:`_run`: plan.json's answer is fixed)."""
@@ -201,19 +196,21 @@ class Communicator(CommunicatorBase):
                 route = substituted(route, direct, "every buffer on one GPU: direct instead of ring or tree")
         return route
 
-    def _run_layer(self, schedule, sends, recvs, op, backend, on_gpus: bool):
+    def _run_layer(self, schedule, sends, recvs, op, backend, on_gpus: bool, protocol: str | None = None):
         """Run ``schedule``; where the layer binds the call (native launch, host ops resolved) and
         no send buffer is a copy (:attr:`BoundCall.copied`), keep the bound
-        launch for the identical repeated call (:mod:`kernels.comm.repeat`)."""
+        launch for the identical repeated call (:mod:`kernels.comm.repeat`).  ``protocol``: the
+        plan entry's for the native executor (None: the layer's own)."""
         from kernels.backends.device import RankBuffers
         from kernels.backends.executor import prepare_call
         layer, program, bufs = prepare_call(schedule, sends, recvs, op=op, backend=self._layer(backend),
                                             p2p=self.p2p, bound=self._call)
         if program is None or not program.num_ops:
             return recvs
-        call = layer.bound(program, RankBuffers(bufs)) if hasattr(layer, "bound") else None
+        how = {"protocol": protocol} if protocol and getattr(layer, "protocol", None) else {}
+        call = layer.bound(program, RankBuffers(bufs), **how) if hasattr(layer, "bound") else None
         if call is None:
-            layer.execute(program, RankBuffers(bufs))
+            layer.execute(program, RankBuffers(bufs), **how)
         else:
             call()
             if not self._call.copied:        # a replay would read the copy, stale

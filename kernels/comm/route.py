@@ -35,6 +35,7 @@ ring or tree with every buffer on one GPU, ``direct``: see
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -59,7 +60,8 @@ class Route:
     file; '' without an entry); ``ran`` what ran (``nccl``, a schedule file of the plan,
     ``best:<baseline>``, or the forced ``algo``); ``layer`` who ran it (``nccl``, ``native``, ``cupy-ops``, ``host``,
     ``mpi``, ...); ``reason`` why ``ran`` differs from ``planned`` (empty when it does not);
-    ``schedule`` the schedule run (None when NCCL ran)."""
+    ``schedule`` the schedule run (None when NCCL ran); ``protocol`` the protocol the plan entry
+    gives the native executor (``simple`` or ``ll``; None without an entry: the layer's default)."""
 
     collective: str
     nbytes: int
@@ -71,6 +73,7 @@ class Route:
     layer: str
     reason: str = ""
     schedule: Schedule | None = None
+    protocol: str | None = None
 
     @property
     def as_planned(self) -> bool:
@@ -78,8 +81,7 @@ class Route:
         return not self.reason
 
     def with_layer(self, layer: str) -> "Route":
-        return Route(self.collective, self.nbytes, self.root, self.plan, self.range, self.planned, self.ran,
-                     layer, self.reason, self.schedule)
+        return dataclasses.replace(self, layer=layer)
 
 
 def nccl_type_ok(dtype) -> bool:
@@ -123,18 +125,19 @@ def plan_route(selector, collective: str, nbytes: int, root: int | None = None, 
     where = str(getattr(plan, "path", None) or "given") if plan is not None else None
     entry = choice.entry
     rng = (entry.min_bytes, entry.max_bytes) if entry is not None else None
+    proto = getattr(entry, "protocol", None) if entry is not None else None
     if choice.nccl:
         planned = NCCL
         why = why_not_nccl(name, dtype, no_nccl)
         if not why:
             return Route(name, nbytes, root, where, rng, planned, NCCL, NCCL_LAYER)
         return Route(name, nbytes, root, where, rng, planned, _file(choice.fallback), layer,
-                     f"{why}; the plan's fallback runs", choice.schedule)
+                     f"{why}; the plan's fallback runs", choice.schedule, proto)
     ran = _file(choice.label)
     if choice.source in ("algo", "file"):
         return Route(name, nbytes, root, where, rng, ran, ran, layer, "", choice.schedule)
     if entry is not None:
-        return Route(name, nbytes, root, where, rng, entry.schedule, ran, layer, "", choice.schedule)
+        return Route(name, nbytes, root, where, rng, entry.schedule, ran, layer, "", choice.schedule, proto)
     why = "no plan entry covers this call" if plan is not None else "no plan"
     return Route(name, nbytes, root, where, rng, "", ran, layer,
                  f"{why}: the fastest baseline at this size by the cost model runs", choice.schedule)
@@ -148,8 +151,7 @@ def _file(label: str) -> str:
 def substituted(route: Route, choice: Choice, why: str) -> Route:
     """``route`` with ``choice``'s schedule run instead, for the reason ``why``."""
     reason = f"{route.reason}; {why}" if route.reason else why
-    return Route(route.collective, route.nbytes, route.root, route.plan, route.range, route.planned, _file(choice.label),
-                 route.layer, reason, choice.schedule)
+    return dataclasses.replace(route, ran=_file(choice.label), reason=reason, schedule=choice.schedule, protocol=None)
 
 
 __all__ = ["Route", "plan_route", "why_not_nccl", "nccl_type_ok", "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]

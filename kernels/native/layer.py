@@ -31,16 +31,17 @@ class NativeLayer(CupyLayer):
     default True), ``channels`` (force the channel count; default by size), ``fuse`` (run
     chains of reduces, and records that continue each other, as one record; default True) and
     ``tile_bytes`` (large ops dealt to the channels in tiles of this size; None: contiguous
-    pieces; see :mod:`kernels.native.device_program`) and ``protocol``: ``"simple"`` (data, then a
-    flag), ``"ll"`` (:mod:`kernels.native.ll`: data and flag in one line, records of a block in one
-    pass) or ``"auto"`` (LL for programs whose every buffer is at most
-    :data:`~kernels.native.ll.LL_MAX_BYTES`, else Simple); a call may name its own."""
+    pieces; see :mod:`kernels.native.device_program`) and ``protocol``: ``"plan"`` (default: what
+    the call's plan entry says, Simple without one), or forced for every call: ``"simple"`` (data,
+    then a flag), ``"ll"`` (:mod:`kernels.native.ll`: data and flag in one line, records of a block
+    in one pass) or ``"auto"`` (LL for programs whose every buffer is at most
+    :data:`~kernels.native.ll.LL_MAX_BYTES`, else Simple)."""
 
     name = "cupy"
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
                  runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = True,
-                 tile_bytes: int | None = TILE_BYTES, protocol: str = "simple"):
+                 tile_bytes: int | None = TILE_BYTES, protocol: str = "plan"):
         super().__init__(p2p, devices=devices, topology=topology, runtime=runtime)
         self.graphs, self.channels, self.fuse, self.tile_bytes = graphs, channels, fuse, tile_bytes
         self.protocol = checked_protocol(protocol)
@@ -63,11 +64,11 @@ class NativeLayer(CupyLayer):
         return super().allocate(rank, nelems, dtype)
 
     def context(self, program: Program, protocol: str | None = None) -> Any:
-        """The kept :class:`NativeContext` of ``program`` on the current GPU layout, under
-        ``protocol`` (default: the layer's)."""
+        """The kept :class:`NativeContext` of ``program`` on the current GPU layout, under the
+        layer's forced protocol, else ``protocol`` (the plan entry's), else Simple."""
         from kernels.native.launcher import NativeContext
         devs = self.device_of(program.ranks)
-        proto = resolve_protocol(program, protocol or self.protocol)
+        proto = resolve_protocol(program, self.protocol if self.protocol != "plan" else protocol or "simple")
         key = (id(program), tuple(devs), proto)
         kept = self._contexts.get(key)
         if kept is not None and kept.program is program:
@@ -80,14 +81,14 @@ class NativeLayer(CupyLayer):
             self._contexts.popitem(last=False)
         return ctx
 
-    def bound(self, program: Program, buffers: RankBuffers):
+    def bound(self, program: Program, buffers: RankBuffers, protocol: str | None = None):
         """A no-argument function running ``program`` on ``buffers`` natively, or None where this
-        layout runs op by op (see :meth:`NativeContext.bound`)."""
+        layout runs op by op (see :meth:`NativeContext.bound`); ``protocol`` as :meth:`context`."""
         devs = self.device_of(program.ranks)
         if any(b.get(SCRATCH) is not None for b in buffers.bufs) or not self.native_ok(devs):
             return None
         self._check_devices(buffers, devs)
-        return self.context(program).bound(buffers.bufs, graphs=self.graphs)
+        return self.context(program, protocol).bound(buffers.bufs, graphs=self.graphs)
 
     def _check_devices(self, buffers: RankBuffers, devs: list[int]) -> None:
         rt = self.runtime
@@ -97,7 +98,7 @@ class NativeLayer(CupyLayer):
                     raise BufferLayoutError(f"rank {r}: {name} buffer lives on GPU {rt.device_of_array(arr)}, "
                                             f"rank {r} runs on GPU {devs[r]}")
 
-    def execute(self, program: Program, buffers: RankBuffers) -> None:
+    def execute(self, program: Program, buffers: RankBuffers, protocol: str | None = None) -> None:
         devs = self.device_of(program.ranks)
         staged = any(b.get(SCRATCH) is not None for b in buffers.bufs)   # allocate() chose the op layer
         if staged or not self.native_ok(devs):
@@ -106,10 +107,10 @@ class NativeLayer(CupyLayer):
                     b[SCRATCH] = super().allocate(r, program.sizes[r][SCRATCH], program.dtype)
             return super().execute(program, buffers)
         self._check_devices(buffers, devs)
-        self.context(program).run(buffers.bufs, graphs=self.graphs)
+        self.context(program, protocol).run(buffers.bufs, graphs=self.graphs)
 
 
-PROTOCOLS = ("simple", "ll", "auto")
+PROTOCOLS = ("plan", "simple", "ll", "auto")
 
 
 def checked_protocol(protocol: str) -> str:
@@ -129,6 +130,8 @@ def resolve_protocol(program: Program, protocol: str) -> str:
     ('ll', 'simple')
     """
     checked_protocol(protocol)
+    if protocol == "plan":
+        return "simple"
     if protocol != "auto":
         return protocol
     from kernels.native.ll import LL_MAX_BYTES

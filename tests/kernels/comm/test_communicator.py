@@ -527,3 +527,33 @@ def test_each_communicator_owns_its_layers_on_its_devices():
     assert gpus._layer("cupy-ops").devices == [1, 0]          # made lazily: no GPU needed here
     with pytest.raises(InvalidArgument, match="p2p must be one of"):
         Communicator(2, plan=False, p2p="sometimes")._layer("host")
+
+
+def test_the_plan_entrys_protocol_reaches_the_native_layer(tmp_path):
+    """plan.json's per-entry protocol (``ll`` below 4 KiB here, ``simple`` above) is what the
+    route carries and what the layer is asked to run; calls with no entry leave it to the layer."""
+    from kernels.backends.host import HostLayer
+    topo = fully_connected(4)
+    plan = write_plan(tmp_path, topo, [("allreduce", None, 0, 4096, "direct", 1),
+                                       ("allreduce", None, 4096, 1 << 20, "direct", 1)])
+    import dataclasses
+    plan.entries[0] = dataclasses.replace(plan.entries[0], protocol="ll")
+    plan.save(tmp_path / "plan.json")
+
+    class Recording(HostLayer):
+        protocol = "plan"
+        seen: list = []
+
+        def bound(self, program, buffers, protocol=None):
+            self.seen.append(protocol)
+            return super().bound(program, buffers)
+
+    layer = Recording()
+    comm = Communicator(4, plan=str(tmp_path / "plan.json"), backend=layer)
+    for count, want in ((64, "ll"), (4096, "simple"), (1 << 19, None)):
+        xs = [np.full(count, r + 1, np.float32) for r in range(4)]
+        ys = [np.empty(count, np.float32) for _ in range(4)]
+        comm.all_reduce(xs, ys)
+        np.testing.assert_array_equal(ys[2], np.full(count, 10.0, np.float32))
+        assert comm.last_route.protocol == want, (count, comm.last_route)
+        assert layer.seen[-1] == want
