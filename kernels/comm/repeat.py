@@ -7,6 +7,8 @@ from __future__ import annotations
 
 import functools
 
+import numpy as np
+
 from kernels.comm.validation import _is_list
 
 #: bound native launches a Communicator keeps for repeated calls
@@ -59,8 +61,9 @@ def _layouts(arrays: list) -> tuple:
 
 
 def _writeable(a) -> bool | None:
-    flags = getattr(a, "flags", None)
-    return getattr(flags, "writeable", None)
+    """NumPy's writeable flag (a CuPy array has none, and building its ``flags`` object on every
+    repeated call cost more than the graph launch it guards)."""
+    return a.flags.writeable if isinstance(a, np.ndarray) else None
 
 
 __all__ = ["BOUND_CALLS_KEPT", "repeatable"]
