@@ -203,8 +203,10 @@ class TuneTable:
         return lat + log_nodes * inter / 3.5 + ranks * 2.8          # pat
 
     def nvls_bus_gbs(self, coll: str) -> float:
-        """NCCL's intra-node NVLS estimate as an nccl-tests bus bandwidth (GB/s); 0 without NVLS."""
-        g = self.graphs.nvls
+        """NCCL's intra-node NVLS estimate as an nccl-tests bus bandwidth (GB/s); 0 without NVLS.
+        Its graph is the node's NVLink one (:func:`~.graphs.nvls_node_graph`): on several nodes
+        NCCL's own NVLS graph runs at a NIC's speed, a tuning estimate, not the NVLink rate."""
+        g = self.graphs.nvls_node if self.graphs.nvls is not None else None
         if g is None or g.n_channels < 2 or coll not in ("allreduce", "allgather", "reducescatter"):
             return 0.0
         cc, ppn, n = compcap_index(self.machine.sm), self.machine.gpus_per_node, self.machine.ranks
