@@ -263,16 +263,26 @@ def nvls_node_graph(m: NcclMachine, env: NcclEnv | None = None) -> Graph | None:
     return _nvls_graph(m, env or NcclEnv(), node_only=True)
 
 
-def nvls_ctas(m: NcclMachine, env: NcclEnv) -> int:
-    """CTAs an NVLS collective runs on (NVIDIA/nccl 5067397c src/transport/nvls.cc ncclNvlsTuning and
-    ncclNvlsTreeSm100Tuning): 16 on sm90; on sm100 24 in one NVLink domain, 32 on two nodes (NICs of
-    >= 48 GB/s) and otherwise 24 with 48-96 GB/s NICs or 8 GPUs per node; ``NCCL_MAX_CTAS`` /
-    ``NCCL_MAX_NCHANNELS`` cap them, ``NCCL_MIN_CTAS`` raises them (init.cc)."""
+def nvls_ctas(m: NcclMachine, env: NcclEnv, version: tuple = NCCL_VERSION) -> int:
+    """CTAs an NVLS collective runs on (NVIDIA/nccl src/transport/nvls.cc): 16 on sm90; on sm100 32
+    (NCCL 2.25-2.26), from 2.27 (ncclNvlsInit, 72d24320) 24 inside one NVLink domain and 32 across
+    nodes, from 2.30 (ncclNvlsTreeSm100Tuning, 5067397c) 24 on more than two nodes with 48-96 GB/s
+    NICs or 8 GPUs per node on faster ones; ``NCCL_MAX_CTAS`` / ``NCCL_MAX_NCHANNELS`` cap them,
+    ``NCCL_MIN_CTAS`` raises them (init.cc).
+
+    >>> from topo_probe import cluster, get_preset
+    >>> b200 = NcclMachine.from_topology(get_preset("hgx-b200"))
+    >>> [nvls_ctas(b200, NcclEnv(), v) for v in ((2, 26), (2, 28))]
+    [32, 24]
+    >>> [nvls_ctas(NcclMachine.from_topology(cluster("hgx-b200", nodes=k)), NcclEnv(), (2, 30)) for k in (2, 4)]
+    [32, 24]
+    """
     n = NVLS_NCHANNELS
     if m.sm >= 100:
         nic = m.visible_nics()[1] if m.nodes > 1 else 0.0
-        n = NVLS_NCHANNELS_SM100_NVL if m.nodes == 1 else NVLS_NCHANNELS_SM100
-        if m.nodes > 2 and (48.0 <= nic < 96.0 or (nic >= 96.0 and m.gpus_per_node <= 8)):
+        n = NVLS_NCHANNELS_SM100_NVL if (m.nodes == 1 and tuple(version) >= (2, 27)) else NVLS_NCHANNELS_SM100
+        if (tuple(version) >= (2, 30) and m.nodes > 2
+                and (48.0 <= nic < 96.0 or (nic >= 96.0 and m.gpus_per_node <= 8))):
             n = NVLS_NCHANNELS_SM100_NVL
     n = min(n, env.max_channels or n, env.max_ctas or n)
     if env.min_ctas:
@@ -348,7 +358,7 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     hi = min(env.max_channels or 2 * MAXCHANNELS, env.max_ctas or 2 * MAXCHANNELS)
     lo = max(env.min_channels or 0, env.min_ctas or 0)
     n_ch = min(2 * MAXCHANNELS, max(min(n_ch, hi), lo, 1))
-    nvls_ch = nvls_ctas(m, env)
+    nvls_ch = nvls_ctas(m, env, version)
     per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
     local = 2 if (m.intra == "pcie" or not p2p or not m.p2p) else per_peer
     net_peer = net_channels_per_peer(m, n_ch, tuple(version), env.net_channels_per_peer, local)
