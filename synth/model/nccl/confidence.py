@@ -117,7 +117,8 @@ def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = Non
                      f"median error {med:.0%}")
     if rec is not None:
         tables = "real log table" if rec.logs == 1 else "real log tables"
-        coll = None if not collective else "sendrecv" if collective in ("sendrecv", "send_recv") else canonical(collective)
+        coll = None if not collective else "sendrecv" if collective in ("sendrecv", "send_recv") \
+            else canonical(collective)
         if coll and rec.collectives and coll not in rec.collectives:
             return (f"NCCL model: machine class {name}, validated on {rec.logs} {tables} of "
                     f"{'/'.join(rec.collectives)} only: NO real log validates {coll} on it "
@@ -127,8 +128,9 @@ def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = Non
     if not records:
         return f"NCCL model: machine class {name}: no validation data{published}"
     near = max(records.values(), key=lambda r: (_similarity(name, r.name), -r.held_out_median))
+    tables = "table" if near.logs == 1 else "tables"
     return (f"NCCL model: machine class {name}: NO real log validates it{published}; nearest validated class "
-            f"{near.name} ({near.logs} tables, median error {near.held_out_median:.0%} held out)")
+            f"{near.name} ({near.logs} {tables}, median error {near.held_out_median:.0%} held out)")
 
 
 __all__ = ["machine_class", "confidence_line", "load_validation", "load_anchors", "ClassRecord", "VALIDATION",
