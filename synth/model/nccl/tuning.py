@@ -28,6 +28,7 @@ from synth.model.nccl.constants import (
     HW_PCI,
     LL_MAX_BWS,
     MAX_NTHREADS,
+    NCCL_MAX_NVLS_ARITY,
     NET_OVERHEAD_US,
     NCCL_VERSION,
     NET_PLUGIN_LATENCY_US,
@@ -163,6 +164,9 @@ class TuneTable:
         if not env.algo_allowed(coll, algo) or self.version < FEATURE_VERSION.get(algo, (0, 0)):
             return False
         if algo == "nvls_tree" and m.nodes == 1:
+            return False
+        if (algo in ("nvls", "nvls_tree") and coll != "allreduce" and m.gpus_per_node > NCCL_MAX_NVLS_ARITY
+                and self.version >= (2, 27)):       # enqueue.cc (v2.27.3+): no NVLS gather/scatter past 32 GPUs
             return False
         collnet = m.collnet and env.collnet_enable == 1
         if not collnet and (algo.startswith("collnet") or (algo == "nvls" and m.nodes > 1)):

@@ -90,3 +90,14 @@ def test_confidence_line_says_plainly_what_no_log_covers():
     assert one.startswith("NCCL model: machine class b200-nvswitch-1host: NO real log validates it; "
                           "checked on 9 published busbw figures, 9 within 15 %, median error 5%")
     assert machine_class(_m("gb200-nvl72")) == "b200-nvl72"
+
+
+@pytest.mark.parametrize("version, nvls_allowed", [((2, 25), True), ((2, 28), False)])
+def test_nvl72_gathers_and_scatters_leave_nvls_from_2_27(version, nvls_allowed):
+    """enqueue.cc (v2.27.3 on): NVLS/NVLS-tree are skipped for any collective but all_reduce when a
+    node has more than NCCL_MAX_NVLS_ARITY (32) local ranks; all_reduce keeps them."""
+    model = NcclModel(_m("gb200-nvl72"), DEFAULT_PARAMS, NcclEnv(), version=version)
+    for coll in ("allgather", "reducescatter"):
+        assert any(a == "nvls" for a, _ in model.candidates(coll)) is nvls_allowed
+    assert ("nvls", "Simple") in model.candidates("allreduce")
+    assert ("nvls", "Simple") in NcclModel(_m("hgx-b200"), DEFAULT_PARAMS, NcclEnv()).candidates("allgather")
