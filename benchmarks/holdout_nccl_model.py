@@ -178,9 +178,12 @@ def class_records(scores: list[tuple[dict, dict]], command: str) -> dict:
     """What ``synth.model.nccl.confidence`` reads: per machine class, its predicted tables and the
     median over them of their held-out median error (>= 64 KiB)."""
     per: dict[str, list[float]] = {}
+    colls: dict[str, set] = {}
     for _, held in scores:
         per.setdefault(held["case"].machine_class, []).append(held["summary"]["median_big"])
-    return {"command": command, "classes": {k: {"logs": len(v), "held_out_median": round(statistics.median(v), 4)}
+        colls.setdefault(held["case"].machine_class, set()).add(held["collective"])
+    return {"command": command, "classes": {k: {"logs": len(v), "held_out_median": round(statistics.median(v), 4),
+                                                "collectives": sorted(colls[k])}
                                             for k, v in sorted(per.items())}}
 
 

@@ -219,7 +219,7 @@ def run(args) -> list[str]:
              f"network x{p.network_efficiency:.3g} (link constants shared with the NCCL model)"]
     if algo == "nccl":
         from synth.model.nccl.confidence import confidence_line
-        notes.append(confidence_line(backend.nccl.machine))
+        notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective))
     from synth.model.bounds import lower_bounds
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "

@@ -2,16 +2,20 @@
 
 Every real log the model is checked on belongs to a *machine class* (GPU generation, host fabric,
 network; never a run size).  ``benchmarks/holdout_nccl_model.py --by-class`` holds each class out
-in turn (fitted on the others) and writes, per class, how many logs it has and the median error
-of its tables when held out, to ``class_validation.json`` beside this module.  A prediction for a
-machine whose class no log has validated says so, with the held-out error of the nearest
-validated class, in ``simulate``'s and ``synthesize``'s reports.
+in turn (fitted on the others) and writes, per class, how many logs it has, the collectives they
+cover and the median error of its tables when held out, to ``class_validation.json`` beside this
+module.  ``benchmarks/published_nccl_anchors.py --write`` adds, per class, the published figures
+(peak busbw of machines with no full table) the model was checked on, to ``anchor_validation.json``.
+A prediction for a machine whose class no log has validated, or for a collective no log of its class
+covers, says so plainly, with what does exist, in ``simulate``'s and ``synthesize``'s reports.
 
 >>> from topo_probe import get_preset, cluster
 >>> machine_class(NcclMachine.from_topology(get_preset("dgx-h100")))
 'h100-nvswitch-1host'
 >>> machine_class(NcclMachine.from_topology(cluster("dgx-a100", nodes=2)))
 'a100-ib-multihost'
+>>> machine_class(NcclMachine.from_topology(get_preset("gb200-nvl72")))
+'b200-nvl72'
 """
 
 from __future__ import annotations
@@ -21,9 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synth.model.nccl.machine import NcclMachine
+from synth.ir.collectives import canonical
 
 #: the committed per-class validation (written by benchmarks/holdout_nccl_model.py --by-class)
 VALIDATION = Path(__file__).with_name("class_validation.json")
+#: the committed published-figure checks (written by benchmarks/published_nccl_anchors.py --write)
+ANCHORS = Path(__file__).with_name("anchor_validation.json")
 
 #: architecture -> the GPU family a class name starts with
 _GPU = {"sm60": "p100", "sm70": "v100", "sm80": "a100", "sm86": "a10-l40", "sm89": "l40s", "sm90": "h100",
@@ -43,6 +50,8 @@ def machine_class(m: NcclMachine) -> str:
     if m.arch == "sm70" and m.intra == "nvlink" and m.nodes == 1:
         return "v100-dgx1"
     fabric = {"nvswitch": "nvswitch", "xgmi": "1host", "nvlink": "nvlink"}.get(m.intra, m.intra)
+    if m.nodes == 1 and m.intra == "nvswitch" and m.gpus_per_node > 8:   # one NVLink domain of a rack
+        return f"{gpu}-nvl{m.gpus_per_node}"
     if m.nodes == 1:
         return f"{gpu}-1host" if amd else f"{gpu}-{fabric}-1host"
     net = "efa" if m.net_kind == "efa2" else m.net_kind          # one class for both EFA generations
@@ -51,11 +60,13 @@ def machine_class(m: NcclMachine) -> str:
 
 @dataclass(frozen=True)
 class ClassRecord:
-    """What the logs of one class say: ``logs`` tables, median |error| held out (fraction)."""
+    """What the logs of one class say: ``logs`` tables, median |error| held out (fraction), and the
+    collectives the tables are of (empty: not recorded)."""
 
     name: str
     logs: int
     held_out_median: float
+    collectives: tuple = ()
 
 
 def load_validation(path: Path = VALIDATION) -> dict[str, ClassRecord]:
@@ -63,7 +74,16 @@ def load_validation(path: Path = VALIDATION) -> dict[str, ClassRecord]:
     if not path.is_file():
         return {}
     doc = json.loads(path.read_text())
-    return {k: ClassRecord(k, int(v["logs"]), float(v["held_out_median"])) for k, v in doc.get("classes", {}).items()}
+    return {k: ClassRecord(k, int(v["logs"]), float(v["held_out_median"]), tuple(v.get("collectives", ())))
+            for k, v in doc.get("classes", {}).items()}
+
+
+def load_anchors(path: Path = ANCHORS) -> dict[str, tuple[int, int, float]]:
+    """Per class: ``(published figures, figures within 15 %, median |error|)`` ({} when absent)."""
+    if not path.is_file():
+        return {}
+    doc = json.loads(path.read_text())
+    return {k: (int(v["figures"]), int(v["within_15"]), float(v["median"])) for k, v in doc.get("classes", {}).items()}
 
 
 def _similarity(a: str, b: str) -> tuple[int, int, int]:
@@ -71,28 +91,47 @@ def _similarity(a: str, b: str) -> tuple[int, int, int]:
     return (int(pa[-1] == pb[-1]), int(pa[0] == pb[0]), len(set(pa) & set(pb)))
 
 
-def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = None) -> str:
-    """One line for a report: the machine's class and how well real logs validate it.
+def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = None, collective: str | None = None,
+                    anchors: dict | None = None) -> str:
+    """One line for a report: the machine's class and how well real logs validate it (for
+    ``collective``, when given: a class whose tables are all of other collectives says so).
 
-    >>> recs = {"h100-ib-multihost": ClassRecord("h100-ib-multihost", 12, 0.08)}
+    >>> recs = {"h100-ib-multihost": ClassRecord("h100-ib-multihost", 12, 0.08, ("allreduce",))}
     >>> from topo_probe import get_preset, cluster
-    >>> confidence_line(NcclMachine.from_topology(cluster("dgx-h100", nodes=4)), recs)
+    >>> h100x4 = NcclMachine.from_topology(cluster("dgx-h100", nodes=4))
+    >>> confidence_line(h100x4, recs, anchors={})
     'NCCL model: machine class h100-ib-multihost, validated on 12 real log tables (median error 8% held out)'
-    >>> confidence_line(NcclMachine.from_topology(get_preset("dgx-h100")), recs)[:90]
+    >>> confidence_line(h100x4, recs, "alltoall", anchors={})[:98]
+    'NCCL model: machine class h100-ib-multihost, validated on 12 real log tables of allreduce only: NO'
+    >>> confidence_line(NcclMachine.from_topology(get_preset("dgx-h100")), recs, anchors={})[:90]
     'NCCL model: machine class h100-nvswitch-1host: NO real log validates it; nearest validated'
     """
     records = load_validation() if records is None else records
+    anchors = load_anchors() if anchors is None else anchors
     name = machine_class(m)
     rec = records.get(name)
+    published = ""
+    if name in anchors:
+        n, ok, med = anchors[name]
+        published = (f"; checked on {n} published busbw figure{'s' if n != 1 else ''}, {ok} within 15 %, "
+                     f"median error {med:.0%}")
     if rec is not None:
         tables = "real log table" if rec.logs == 1 else "real log tables"
+        coll = None if not collective else "sendrecv" if collective in ("sendrecv", "send_recv") \
+            else canonical(collective)
+        if coll and rec.collectives and coll not in rec.collectives:
+            return (f"NCCL model: machine class {name}, validated on {rec.logs} {tables} of "
+                    f"{'/'.join(rec.collectives)} only: NO real log validates {coll} on it "
+                    f"(median error {rec.held_out_median:.0%} held out on those){published}")
         return (f"NCCL model: machine class {name}, validated on {rec.logs} {tables} "
-                f"(median error {rec.held_out_median:.0%} held out)")
+                f"(median error {rec.held_out_median:.0%} held out){published}")
     if not records:
-        return f"NCCL model: machine class {name}: no validation data"
+        return f"NCCL model: machine class {name}: no validation data{published}"
     near = max(records.values(), key=lambda r: (_similarity(name, r.name), -r.held_out_median))
-    return (f"NCCL model: machine class {name}: NO real log validates it; nearest validated class "
-            f"{near.name} ({near.logs} tables, median error {near.held_out_median:.0%} held out)")
+    tables = "table" if near.logs == 1 else "tables"
+    return (f"NCCL model: machine class {name}: NO real log validates it{published}; nearest validated class "
+            f"{near.name} ({near.logs} {tables}, median error {near.held_out_median:.0%} held out)")
 
 
-__all__ = ["machine_class", "confidence_line", "load_validation", "ClassRecord", "VALIDATION"]
+__all__ = ["machine_class", "confidence_line", "load_validation", "load_anchors", "ClassRecord", "VALIDATION",
+           "ANCHORS"]

@@ -23,7 +23,9 @@ SPEEDS_INTRA / _INTER      per-channel speeds the graph search tries            
 NVLINK_BW_PER_LINK         per-link bandwidth NCCL assumes                      topo.h SM*_NVLINK_BW
 PCI_BW_BY_GEN, CPU_LINK_BW PCIe x16 and inter-socket bandwidth                  topo.h PCI_BW, *_QPI_BW, AMD_BW
 MAXCHANNELS                32 (ring graph: MAXCHANNELS/2)                       device.h, init.cc
-NVLS_NCHANNELS             16 NVLS CTAs on sm90                                 enqueue.cc, NCCL_NVLS_NCHANNELS
+NVLS_NCHANNELS             16 NVLS CTAs on sm90                                 transport/nvls.cc NVLS_NCHANNELS_SM90
+NVLS_NCHANNELS_SM100*      32 NVLS CTAs on sm100 (24 in one NVLink domain)      transport/nvls.cc ncclNvlsTuning
+NCCL_MAX_NVLS_ARITY        at most 32 NVLS heads (graph channels)               device.h, search.cc ncclTopoCompute
 NET_PLUGIN_LATENCY_US      latency the net plugin reports (EFA 75 µs)           aws-ofi-nccl platform-aws.c
 LL_/LL128_DATA_FRACTION    payload 8 of 16 bytes / 120 of 128 bytes             prims_ll.h, device.h
 RCCL_BASE_LAT              12/12/17 µs                                          ROCm/rccl tuning.cc baseLat
@@ -78,6 +80,13 @@ SPEEDS_INTER = {
 }
 MAXCHANNELS = 32
 NVLS_NCHANNELS = 16
+#: NVIDIA/nccl 5067397c src/transport/nvls.cc: NVLS_NCHANNELS_SM100 (several nodes) and _SM100_NVL (one NVLink
+#: domain, ncclNvlsTuning); ncclNvlsTreeSm100Tuning lowers the multi-node count to 24 on >= 3 nodes (or
+#: 8 GPUs per node on >= 96 GB/s NICs)
+NVLS_NCHANNELS_SM100 = 32
+NVLS_NCHANNELS_SM100_NVL = 24
+#: device.h NCCL_MAX_NVLS_ARITY: ncclTopoCompute caps an NVLS graph at min(32, GPUs) heads
+NCCL_MAX_NVLS_ARITY = 32
 
 #: tuning.cc baseLatencies [algo][proto] (µs)
 BASE_LAT = ((6.8, 14.0, 8.4), (6.6, 14.0, 8.4), (0, 0, 0), (0, 0, 0), (0, 0, 0), (0, 0, 0), (8.0, 8.0, 8.0))
@@ -166,7 +175,8 @@ def busbw_factor(coll: str, n_ranks: int) -> float:
 __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NAMES", "FEATURE_VERSION",
            "NCCL_VERSION", "P2P_PER_CHANNEL_NET_BW", "MAX_DEV_WORK_P2P_PER_BATCH",
            "HW_NVLINK", "HW_PCI", "HW_NET", "NVLINK_BW_PER_LINK", "PCI_BW_BY_GEN", "PCIE_X16_GBS", "CPU_LINK_BW",
-           "SPEEDS_INTRA", "SPEEDS_INTER", "MAXCHANNELS", "NVLS_NCHANNELS", "BASE_LAT", "HW_LAT", "LL_MAX_BWS",
+           "SPEEDS_INTRA", "SPEEDS_INTER", "MAXCHANNELS", "NVLS_NCHANNELS", "NVLS_NCHANNELS_SM100",
+           "NVLS_NCHANNELS_SM100_NVL", "NCCL_MAX_NVLS_ARITY", "BASE_LAT", "HW_LAT", "LL_MAX_BWS",
            "PER_CH_MAX_RING_LL128", "PER_CH_MAX_TREE_LL128", "PER_CH_MAX_TREE", "PER_CH_MAX_NVLS_TREE",
            "NVLS_EFFICIENCY", "TREE_CORRECTION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",
            "NET_PLUGIN_LATENCY_US", "LL_DATA_FRACTION", "LL128_DATA_FRACTION", "RCCL_BASE_LAT", "RCCL_GFX942",

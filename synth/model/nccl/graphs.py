@@ -27,7 +27,10 @@ from synth.model.nccl.constants import (
     MAXCHANNELS,
     NCCL_VERSION,
     NVLINK_BW_PER_LINK,
+    NCCL_MAX_NVLS_ARITY,
     NVLS_NCHANNELS,
+    NVLS_NCHANNELS_SM100,
+    NVLS_NCHANNELS_SM100_NVL,
     P2P_PER_CHANNEL_NET_BW,
     PCI_BW_BY_GEN,
     RCCL_GFX942,
@@ -66,6 +69,8 @@ class CommGraphs:
     nvls_channels: int           # CTAs an NVLS collective runs on
     p2p_channels_per_peer: int   # paths.cc: 2 per NVLink
     net_channels_per_peer: int   # channels per network peer (:func:`net_channels_per_peer`)
+    #: the NVLS graph of the node's NVLink fabric alone (:func:`nvls_node_graph`)
+    nvls_node: Graph | None = None
 
 
 def _speeds(sm: int, inter: bool) -> tuple[float, ...]:
@@ -219,16 +224,19 @@ def _tree_graph(m: NcclMachine, ring: Graph, p2p: bool) -> Graph:
     return Graph(n, intra, ring.bw_inter, ring.type_intra, ring.type_inter)
 
 
-def _nvls_graph(m: NcclMachine, env: NcclEnv) -> Graph | None:
+def _nvls_graph(m: NcclMachine, env: NcclEnv, node_only: bool = False) -> Graph | None:
     if not (m.nvls and m.intra == "nvswitch" and m.sm >= 90 and env.nvls_enable != 0
             and m.gpus_per_node > 1 and not env.p2p_off and m.p2p):
         return None
     cap = intra_capacity_gbs(m)
-    heads = m.gpus_per_node if m.nodes == 1 else min(m.gpus_per_node, max(1, m.visible_nics()[0]))
+    one_node = m.nodes == 1 or node_only
+    # search.cc ncclTopoCompute: at most NCCL_MAX_NVLS_ARITY heads; on one node all of them are used
+    heads = min(NCCL_MAX_NVLS_ARITY, m.gpus_per_node) if one_node else min(m.gpus_per_node,
+                                                                           max(1, m.visible_nics()[0]))
 
-    def fits(s):                               # the head GPU carries twice the load
-        return (m.gpus_per_node + 1) * s <= cap + EPS
-    if m.nodes == 1:
+    def fits(s):          # ncclTopoSearchTryNvls: every channel loads each GPU once, its head twice
+        return (heads + 1) * s <= cap + EPS
+    if one_node:
         speeds = _speeds(m.sm, False)
         intra = next((s for s in speeds if fits(s)), speeds[-1])
         inter = max(s for s in speeds if s < 2 * intra + EPS)     # pass 2 raises bwInter
@@ -238,6 +246,48 @@ def _nvls_graph(m: NcclMachine, env: NcclEnv) -> Graph | None:
     intra = next((s for s in speeds if s <= nic + EPS and fits(s)), speeds[-1])
     inter = max((s for s in speeds if s <= nic + EPS and s < 2 * intra + EPS), default=speeds[-1])
     return Graph(heads, intra, inter, "NVL", "PXN")
+
+
+def nvls_node_graph(m: NcclMachine, env: NcclEnv | None = None) -> Graph | None:
+    """The NVLS graph the node's NVLink fabric alone allows (what NCCL's search finds on one node).
+
+    On several nodes NCCL searches the NVLS graph at the network's speeds (``speedArrayInter``, no
+    faster than a NIC), so its ``bwIntra`` is a NIC's rate: a tuning estimate.  The NVLS reduction
+    inside a node still runs over NVLink through the NVSwitch whatever the NICs, so the execution
+    model takes its intra-node rate from this graph (8 x B200: 8 heads of 80 GB/s, not 48).
+
+    >>> from topo_probe import cluster
+    >>> nvls_node_graph(NcclMachine.from_topology(cluster("hgx-b200", nodes=2))).bw_intra
+    80.0
+    """
+    return _nvls_graph(m, env or NcclEnv(), node_only=True)
+
+
+def nvls_ctas(m: NcclMachine, env: NcclEnv, version: tuple = NCCL_VERSION) -> int:
+    """CTAs an NVLS collective runs on (NVIDIA/nccl src/transport/nvls.cc): 16 on sm90; on sm100 32
+    (NCCL 2.25-2.26), from 2.27 (ncclNvlsInit, 72d24320) 24 inside one NVLink domain and 32 across
+    nodes, from 2.30 (ncclNvlsTreeSm100Tuning, 5067397c) 24 on more than two nodes with 48-96 GB/s
+    NICs or 8 GPUs per node on faster ones; ``NCCL_MAX_CTAS`` / ``NCCL_MAX_NCHANNELS`` cap them,
+    ``NCCL_MIN_CTAS`` raises them (init.cc).
+
+    >>> from topo_probe import cluster, get_preset
+    >>> b200 = NcclMachine.from_topology(get_preset("hgx-b200"))
+    >>> [nvls_ctas(b200, NcclEnv(), v) for v in ((2, 26), (2, 28))]
+    [32, 24]
+    >>> [nvls_ctas(NcclMachine.from_topology(cluster("hgx-b200", nodes=k)), NcclEnv(), (2, 30)) for k in (2, 4)]
+    [32, 24]
+    """
+    n = NVLS_NCHANNELS
+    if m.sm >= 100:
+        nic = m.visible_nics()[1] if m.nodes > 1 else 0.0
+        n = NVLS_NCHANNELS_SM100_NVL if (m.nodes == 1 and tuple(version) >= (2, 27)) else NVLS_NCHANNELS_SM100
+        if (tuple(version) >= (2, 30) and m.nodes > 2
+                and (48.0 <= nic < 96.0 or (nic >= 96.0 and m.gpus_per_node <= 8))):
+            n = NVLS_NCHANNELS_SM100_NVL
+    n = min(n, env.max_channels or n, env.max_ctas or n)
+    if env.min_ctas:
+        n = min(MAXCHANNELS, max(n, env.min_ctas))
+    return n
 
 
 def _collnet_graph(m: NcclMachine, ring: Graph, env: NcclEnv) -> Graph | None:
@@ -308,14 +358,14 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     hi = min(env.max_channels or 2 * MAXCHANNELS, env.max_ctas or 2 * MAXCHANNELS)
     lo = max(env.min_channels or 0, env.min_ctas or 0)
     n_ch = min(2 * MAXCHANNELS, max(min(n_ch, hi), lo, 1))
-    nvls_ch = min(NVLS_NCHANNELS, env.max_channels or NVLS_NCHANNELS, env.max_ctas or NVLS_NCHANNELS)
-    if env.min_ctas:                               # init.cc: NVLS CTAs clamped to [minCTAs, maxCTAs]
-        nvls_ch = min(MAXCHANNELS, max(nvls_ch, env.min_ctas))
+    nvls_ch = nvls_ctas(m, env, version)
     per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
     local = 2 if (m.intra == "pcie" or not p2p or not m.p2p) else per_peer
     net_peer = net_channels_per_peer(m, n_ch, tuple(version), env.net_channels_per_peer, local)
-    return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, net_peer)
+    return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, net_peer,
+                      nvls_node_graph(m, env))
 
 
 __all__ = ["Graph", "CommGraphs", "comm_graphs", "net_channels_per_peer", "pow2_up", "intra_capacity_gbs", "mesh_rings",
+           "nvls_node_graph", "nvls_ctas",
            "nvlink_per_link_gbs"]

@@ -28,6 +28,7 @@ from synth.model.nccl.constants import (
     HW_PCI,
     LL_MAX_BWS,
     MAX_NTHREADS,
+    NCCL_MAX_NVLS_ARITY,
     NET_OVERHEAD_US,
     NCCL_VERSION,
     NET_PLUGIN_LATENCY_US,
@@ -164,6 +165,9 @@ class TuneTable:
             return False
         if algo == "nvls_tree" and m.nodes == 1:
             return False
+        if (algo in ("nvls", "nvls_tree") and coll != "allreduce" and m.gpus_per_node > NCCL_MAX_NVLS_ARITY
+                and self.version >= (2, 27)):       # enqueue.cc (v2.27.3+): no NVLS gather/scatter past 32 GPUs
+            return False
         collnet = m.collnet and env.collnet_enable == 1
         if not collnet and (algo.startswith("collnet") or (algo == "nvls" and m.nodes > 1)):
             return False
@@ -203,8 +207,10 @@ class TuneTable:
         return lat + log_nodes * inter / 3.5 + ranks * 2.8          # pat
 
     def nvls_bus_gbs(self, coll: str) -> float:
-        """NCCL's intra-node NVLS estimate as an nccl-tests bus bandwidth (GB/s); 0 without NVLS."""
-        g = self.graphs.nvls
+        """NCCL's intra-node NVLS estimate as an nccl-tests bus bandwidth (GB/s); 0 without NVLS.
+        Its graph is the node's NVLink one (:func:`~.graphs.nvls_node_graph`): on several nodes
+        NCCL's own NVLS graph runs at a NIC's speed, a tuning estimate, not the NVLink rate."""
+        g = self.graphs.nvls_node if self.graphs.nvls is not None else None
         if g is None or g.n_channels < 2 or coll not in ("allreduce", "allgather", "reducescatter"):
             return 0.0
         cc, ppn, n = compcap_index(self.machine.sm), self.machine.gpus_per_node, self.machine.ranks
