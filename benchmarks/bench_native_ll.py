@@ -68,6 +68,7 @@ def main(argv=None) -> int:
     ap.add_argument("--ranks", default="8,4,2")
     ap.add_argument("--collectives", default=",".join(COLLS))
     ap.add_argument("--max-bytes", type=int, default=1 << 20)
+    ap.add_argument("--name", default="native_ll", help="stem of the .md/.csv written under --out")
     args = ap.parse_args(argv)
     import cupy as cp
 
@@ -93,29 +94,33 @@ def main(argv=None) -> int:
             for c in comms.values():
                 c._bound.clear()
             cp.get_default_memory_pool().free_all_blocks()
-            write(out, rows, empty_graph_us, wrong)
-    write(out, rows, empty_graph_us, wrong)
+            write(out, rows, empty_graph_us, wrong, args.name)
+    write(out, rows, empty_graph_us, wrong, args.name)
     print(report(rows, empty_graph_us, wrong)[-4000:])
     return 1 if wrong else 0
 
 
-def write(out: Path, rows: list, empty_us: float, wrong: list) -> None:
-    with open(out / "native_ll.csv", "w", newline="") as fh:
+def write(out: Path, rows: list, empty_us: float, wrong: list, name: str = "native_ll") -> None:
+    with open(out / f"{name}.csv", "w", newline="") as fh:
         w = csv.writer(fh)
         w.writerow(["collective", "ranks", "bytes", "schedule", *EXECUTORS])
         for r in rows:
             w.writerow([r["collective"], r["ranks"], r["bytes"], r.get("schedule", ""),
                         *[f"{r[k]:.2f}" if k in r else "" for k in EXECUTORS]])
-    (out / "native_ll.md").write_text(report(rows, empty_us, wrong))
+    (out / f"{name}.md").write_text(report(rows, empty_us, wrong))
 
 
 def report(rows: list, empty_us: float, wrong: list) -> str:
     import subprocess
     gpu = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                          text=True).stdout.strip()
+    import os
+    tuning = " ".join(f"{k}={os.environ[k]}" for k in ("TOPOCOLL_NATIVE_DEFINES", "TOPOCOLL_LL_PIECE_BYTES")
+                      if os.environ.get(k))
+    command = " ".join(["benchmarks/bench_native_ll.py", *sys.argv[1:]])
     lines = [f"# LL protocol of the native executor on one GPU ({gpu}), ranks sharing the card", "",
-             "Made by `python benchmarks/bench_native_ll.py --out results/gpu` (float32, sum, root 0; us per call, "
-             f"best of 3 rounds). Empty graph launch {empty_us:.2f} us.", "",
+             f"Made by `{tuning + ' ' if tuning else ''}python {command}` "
+             f"(float32, sum, root 0; us per call, best of 3 rounds). Empty graph launch {empty_us:.2f} us.", "",
              "| collective | ranks | bytes | schedule | LL graph | Simple graph | Simple / LL | LL launched "
              "| Simple launched | plain CuPy | NCCL 1 rank |", "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:

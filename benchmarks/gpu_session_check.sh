@@ -19,9 +19,19 @@ timeout ${WARM_S:-60} python3 benchmarks/native_warm_cache.py 2>&1 | tail -3 | t
 step "LL benchmark"
 timeout ${LL_S:-90} python3 benchmarks/bench_native_ll.py --out "$OUT" --ranks ${LL_RANKS:-8,4,2} 2>&1 \
   | tee "$OUT/native_ll_log.txt" | tail -8
+if [ -n "${LL_VARIANTS:-}" ]; then   # LL_VARIANTS=1: the LL benchmark of 8 ranks under other builds and pieces
+  step "LL variants"
+  for v in "-DTC_LL_INLINE=1|4096|inline" "|32768|piece32k" "-DTC_LL_INLINE=1|32768|inline_piece32k"; do
+    IFS='|' read -r defs piece name <<< "$v"
+    TOPOCOLL_NATIVE_DEFINES="$defs" TOPOCOLL_LL_PIECE_BYTES=$piece timeout ${LLV_S:-40} python3 \
+      benchmarks/bench_native_ll.py --out "$OUT" --ranks 8 --name native_ll_$name 2>&1 | tail -1
+  done
+  TOPOCOLL_NATIVE_DEFINES=-DTC_LL_INLINE=1 timeout ${LLV_S:-40} python3 benchmarks/native_ll_diag.py 2>&1 \
+    | grep -v Warning | grep -v self._run | tee "$OUT/native_ll_diag.txt"
+fi
 step "native GPU tests"
 timeout ${TESTS_S:-130} python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= --timeout=120 -n ${TESTS_N:-3} \
-  tests/kernels/native 2>&1 | tee "$OUT/native_gpu_tests.txt" | tail -15
+  tests/kernels/native tests/kernels/comm tests/kernels/backends tests/kernels/mpi 2>&1 | tee "$OUT/native_gpu_tests.txt" | tail -15
 step "torch backend"
 OUT="$OUT/pytorch" TESTS_S=${TORCH_S:-60} timeout $(( ${TORCH_S:-60} + 30 )) bash benchmarks/gpu_pytorch_check.sh 2>&1 \
   | tee "$OUT/pytorch_pass.txt" | tail -12

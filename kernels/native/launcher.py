@@ -45,8 +45,8 @@ _BINDINGS_KEPT = 16
 #: the awaited block the kernel reports when an LL line, not a flag, timed out
 LL_WAIT = 0xFFFFFFFF
 #: LL programs get channels so that each piece is about this many bytes (a pass of 512 threads
-#: moves 4 KiB in one round of 8-byte units)
-LL_PIECE_BYTES = 4 << 10
+#: moves 4 KiB in one round of 8-byte units; ``$TOPOCOLL_LL_PIECE_BYTES`` for tuning runs)
+LL_PIECE_BYTES = int(os.environ.get("TOPOCOLL_LL_PIECE_BYTES", 4 << 10))
 
 
 def _cupy():
