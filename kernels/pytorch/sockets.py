@@ -8,9 +8,9 @@ message is always the one its receiver expects: each carries its tag and byte co
 arrival.  A send is queued to the pair's sender thread (it returns at once; the receiver may be
 busy sending too), except a small message (:data:`INLINE_BYTES`) while that thread is idle: it
 goes out from the caller's thread in one non-blocking ``writev`` (the rest, if the kernel takes
-only part, to the thread), as a hand-off to the thread costs a thread wake-up per message (on a
-loaded 2-core machine ~450 µs per 2-rank exchange of 16 bytes against ~30 µs for a socket
-round trip).  A receive reads straight into the destination tensor.  Every wait is bounded
+only part, to the thread), as a hand-off to the thread costs a thread wake-up (a context
+switch) per message, more than the socket round trip itself on a busy machine.  A receive reads
+straight into the destination tensor.  Every wait is bounded
 by the group's timeout, and a peer that closes its end (a dead process) ends the call at once:
 :class:`~kernels.pytorch.errors.PeerGone`.
 
