@@ -21,7 +21,8 @@ after 5 warm-up steps, slowest rank.
 1 KiB to 64 MiB: the ``topocoll`` group (its native path: one launch per process over CUDA IPC)
 against gloo on the same CUDA tensors and against the native executor called directly on the
 group's schedule (no dispatch, agreement or worker thread: the difference is the backend's own
-overhead per call); each call followed by a device synchronisation.  Writes
+overhead per call); each call followed by a device synchronisation; then where the native
+executor's time goes, phase by phase (:class:`kernels.pytorch.native_exec.PhaseClock`).  Writes
 ``OUT/gpu_report.md`` and ``OUT/gpu.json``.  NCCL cannot run two ranks on one card, so it has no
 row here.
 
@@ -184,6 +185,12 @@ def _gpu_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
         row = {"bytes": nbytes, "native_path": native, "schedule": sched.name or "schedule"}
         for k, v in med.items():
             row[f"{k}_us"], row[f"{k}_busbw"] = v * 1e6, nbytes / v * 2 * (n - 1) / n / 1e9
+        clock = pg.runner.native.clock             # where a native call's time goes (this rank)
+        clock.reset()
+        dist.barrier(group=gloo)
+        for _ in range(max(3, calls if nbytes <= (1 << 20) else calls // 4)):
+            variants["native"]()
+        row["phases_us"] = {k: round(v, 1) for k, v in clock.per_call_us().items()}
         rows.append(row)
     return rows
 
@@ -230,7 +237,28 @@ def gpu_report(res: dict, command: str, opts: dict) -> str:
                      f"{r['topocoll_busbw']:.2f} | {r['gloo_busbw']:.2f} | {r['topocoll_us'] - r['native_us']:,.0f} |")
     if res.get("why_not"):
         lines += ["", f"The native path was off: {res['why_not']}"]
-    return "\n".join(lines + [""])
+    return "\n".join(lines + _phase_lines(res) + [""])
+
+
+#: the phases of :class:`kernels.pytorch.native_exec.PhaseClock`, in the order a call meets them
+PHASES = ("total", "input_sync", "export", "sockets", "launch", "device", "other")
+
+
+def _phase_lines(res: dict) -> list:
+    """Where a native call's time goes (rank 0, the native executor alone, µs per call)."""
+    lines = ["", "Where a native call's time goes (rank 0, the native executor alone, µs per call): input_sync = "
+             "the stream synchronised before the entry barrier; export = CUDA IPC handles of the buffers; sockets = "
+             "the entry and exit all-gathers; device = from the launch until the stream is done (the kernel, its "
+             "waits for the peer's kernel included); other = the rest of the runner's host work.  Two processes "
+             "on one card without CUDA MPS cannot run kernels at once (the GPU time-slices their contexts), so a "
+             "kernel that waits for the peer's flags waits for a context switch: that shows as device time.", "",
+             "| all_reduce float32 | " + " | ".join(PHASES) + " |", "|---" * (len(PHASES) + 1) + "|"]
+    for r in res["allreduce"]:
+        ph = r.get("phases_us", {})
+        lines.append(f"| {_fmt_bytes(r['bytes'])} | " + " | ".join(f"{ph.get(k, 0.0):,.0f}" for k in PHASES) + " |")
+    if res.get("note"):
+        lines += ["", res["note"]]
+    return lines
 
 
 def _fmt_bytes(b: int) -> str:
@@ -272,6 +300,7 @@ def main(argv=None) -> int:
     p.add_argument("--out", default="results/pytorch")
     p.add_argument("--quick", action="store_true", help="fewer rounds and calls, sizes up to 1 MiB")
     p.add_argument("--gpu", action="store_true", help="CUDA tensors, 2 processes on one card (module docstring)")
+    p.add_argument("--note", default="", help="a line for gpu_report.md (e.g. whether CUDA MPS was on)")
     args = p.parse_args(argv)
     opts = {"calls": 10 if args.quick else 40, "rounds": 3 if args.quick else 7, "steps": 10 if args.quick else 40,
             "sizes": SIZES_BYTES[:4] if args.quick else SIZES_BYTES}
@@ -285,7 +314,7 @@ def main(argv=None) -> int:
         if not torch.cuda.is_available():
             print("bench_pytorch.py --gpu: torch sees no CUDA GPU here", file=sys.stderr)
             return 2
-        res = run(2, opts, _gpu_rank_job)
+        res = {**run(2, opts, _gpu_rank_job), "note": args.note}
         atomic_write_text(out / "gpu.json", json.dumps(res, indent=1) + "\n")
         text = gpu_report(res, command.strip(), opts)
         atomic_write_text(out / "gpu_report.md", text)

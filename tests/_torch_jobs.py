@@ -90,9 +90,9 @@ def _calls(rank: int, n: int, dtype: str, size: int):
         ("scatter", lambda: [E(size)] + [x(34 + d) for d in range(n)],
          lambda g, t: (dist.scatter(t[0], t[1:] if rank == 1 % n else None, 1 % n, group=g), [t[0]])[1], every),
         ("alltoall:list_even", lambda: [x(60 + d) for d in range(n)],
-         lambda g, t: (lambda o: (dist.all_to_all(o, t, group=g), o)[1])([E(size) for _ in range(n)]), every),
+         lambda g, t: _list_alltoall(g, t, [E(size) for _ in range(n)]), every),
         ("alltoall:list_uneven", lambda: [x(40 + d, (_split(rank, d, size),)) for d in range(n)],
-         lambda g, t: _list_uneven(g, t, rank, n, size, E), every),
+         lambda g, t: _list_alltoall(g, t, [E(_split(s, rank, size)) for s in range(n)]), every),
         ("alltoall:single_even", lambda: [x(50, (n * size,)), E(n * size)],
          lambda g, t: (dist.all_to_all_single(t[1], t[0], group=g), [t[1]])[1], every),
         ("alltoall:single_uneven", lambda: [x(51, (sum(_split(rank, d, size) for d in range(n)), 2)), E(rows_out, 2)],
@@ -102,16 +102,17 @@ def _calls(rank: int, n: int, dtype: str, size: int):
     return out
 
 
-def _list_uneven(g, t, rank: int, n: int, size: int, E):
-    """all_to_all of uneven lists on ours; gloo takes equal lists only, so its reference is
-    all_to_all_single with the same splits."""
+def _list_alltoall(g, t, outs):
+    """``all_to_all`` of the lists ``t`` into ``outs`` on ours (``g`` None); the reference on gloo
+    is ``all_to_all_single`` of the same bytes with the same splits: gloo's list form refuses
+    uneven lists, and torch 2.11's gloo has no list form at all ("Backend gloo does not support
+    alltoall"; it has ``alltoall_base``, ProcessGroupGloo.hpp)."""
     import torch
     import torch.distributed as dist
-    outs = [E(_split(s, rank, size)) for s in range(n)]
     if g is None:
         dist.all_to_all(outs, t)
         return outs
-    flat = E(sum(o.numel() for o in outs))
+    flat = outs[0].new_empty(sum(o.numel() for o in outs))
     dist.all_to_all_single(flat, torch.cat(t), [o.numel() for o in outs], [i.numel() for i in t], group=g)
     return list(torch.split(flat, [o.numel() for o in outs]))
 
@@ -181,33 +182,3 @@ def _dead_rank(rec: Recorder, rank: int, n: int) -> None:
     elapsed = time.monotonic() - t0
     rec.out["__dead_rank__"] = {"elapsed_s": elapsed, "error": error}
     rec.check("dead_rank", error is not None and elapsed < 10 + 5, f"after {elapsed:.1f} s: {error}")
-
-
-def cuda_job(rank: int, n: int, init: str) -> dict:
-    """The collectives of ``_calls`` on CUDA tensors (the ranks may share one card: messages
-    staged through the host) against gloo on the same values on the CPU, bit for bit; and an
-    async call on a side stream that the current stream waits for."""
-    import torch
-    import torch.distributed as dist
-
-    import kernels.pytorch  # noqa: F401
-    torch.cuda.set_device(rank % torch.cuda.device_count())
-    dist.init_process_group("cpu:gloo,cuda:topocoll", init_method=init, rank=rank, world_size=n,
-                            timeout=timedelta(seconds=60))
-    gloo = dist.new_group(backend="gloo")
-    rec = Recorder()
-    for dtype in DTYPES:
-        for size in (0, 7, 1 << 16):
-            for name, make, call, ranks in _calls(rank, n, dtype, size):
-                ours = [t.cpu() for t in call(None, [t.cuda() for t in make()])]
-                ref = call(gloo, make())
-                if rank in ranks:
-                    rec.check("cuda:" + name, all(bits_equal(a, b) for a, b in zip(ours, ref)), f"{dtype} size {size}")
-    side = torch.cuda.Stream()
-    x = torch.full((1 << 20,), float(rank + 1), device="cuda")
-    with torch.cuda.stream(side):
-        work = dist.all_reduce(x, async_op=True)
-    work.wait()                                   # the current stream now waits for the call's
-    rec.check("cuda:stream", bool((x == n * (n + 1) / 2).all()))
-    dist.destroy_process_group()
-    return rec.out

@@ -23,6 +23,7 @@ they interleave safely with the group's other traffic on the same transport.
 from __future__ import annotations
 
 import socket
+import time
 import types
 
 import numpy as np
@@ -75,10 +76,18 @@ class _Ctrl:
 class _Data:
     """``Iallgather`` of int64 words over ``group``: done before it returns."""
 
-    def __init__(self, group, rank: int, size: int) -> None:
-        self.group, self.rank, self.size = group, rank, size
+    def __init__(self, group, rank: int, size: int, clock=None) -> None:
+        self.group, self.rank, self.size, self.clock = group, rank, size, clock
 
     def Iallgather(self, send, recv):  # mpi4py's name
+        t0 = time.perf_counter()
+        try:
+            return self._allgather(send, recv)
+        finally:
+            if self.clock is not None:
+                self.clock.add("sockets", t0)
+
+    def _allgather(self, send, recv):
         mine, out = np.ascontiguousarray(send[0], np.int64), recv[0]
         out[self.rank] = mine
         peers = [p for p in range(self.size) if p != self.rank]
@@ -114,13 +123,14 @@ class StoreComm:
     """What :class:`~kernels.mpi.native_call.NativeRunner` needs of a communicator, over the
     point-to-point ``group`` (``send`` / ``recv`` of CPU tensors, as
     :class:`~kernels.pytorch.sockets.SocketMesh` and ``ProcessGroupGloo`` have) of ranks
-    ``rank`` of ``size``.  Made collectively (every rank at once): it exchanges host names."""
+    ``rank`` of ``size``.  Made collectively (every rank at once): it exchanges host names.
+    ``clock``: a :class:`~kernels.pytorch.native_exec.PhaseClock` the all-gathers are timed on."""
 
     ipc = "auto"
 
-    def __init__(self, group, rank: int, size: int) -> None:
+    def __init__(self, group, rank: int, size: int, clock=None) -> None:
         self.rank, self.size = rank, size
-        self._ctrl, self._data, self.waiter = _Ctrl(group), _Data(group, rank, size), _Waiter(rank)
+        self._ctrl, self._data, self.waiter = _Ctrl(group), _Data(group, rank, size, clock), _Waiter(rank)
         from kernels.mpi.waiter import exchange_json
         self.hosts = exchange_json(self._ctrl, self.waiter, socket.gethostname(), size,
                                    "native: exchanging host names", limit=256)

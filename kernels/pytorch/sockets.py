@@ -6,7 +6,11 @@ Messages between a pair arrive in the order they were sent; every rank posts a c
 receives in the lowering's op order (:mod:`kernels.pytorch.schedule_share`), so a pair's next
 message is always the one its receiver expects: each carries its tag and byte count, checked on
 arrival.  A send is queued to the pair's sender thread (it returns at once; the receiver may be
-busy sending too); a receive reads straight into the destination tensor.  Every wait is bounded
+busy sending too), except a small message (:data:`INLINE_BYTES`) while that thread is idle: it
+goes out from the caller's thread in one non-blocking ``writev`` (the rest, if the kernel takes
+only part, to the thread), as a hand-off to the thread costs a thread wake-up (a context
+switch) per message, more than the socket round trip itself on a busy machine.  A receive reads
+straight into the destination tensor.  Every wait is bounded
 by the group's timeout, and a peer that closes its end (a dead process) ends the call at once:
 :class:`~kernels.pytorch.errors.PeerGone`.
 
@@ -28,6 +32,9 @@ import torch
 from kernels.pytorch.errors import PeerGone
 
 _HEADER = struct.Struct("<qq")          # tag, payload bytes
+#: messages (header included) up to this many bytes leave from the caller's thread when the
+#: pair's sender thread is idle (module docstring)
+INLINE_BYTES = 64 << 10
 
 
 def _local_address() -> str:
@@ -76,6 +83,8 @@ class SocketMesh:
         self.rank, self.size, self.timeout_s = rank, size, timeout_s
         self.socks: dict[int, socket.socket] = {}
         self._queues: dict[int, queue.Queue] = {}
+        self._locks: dict[int, threading.Lock] = {}
+        self._busy: dict[int, int] = {}             # sends queued to the pair's thread, not yet written
         if size == 1:
             return
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -100,6 +109,7 @@ class SocketMesh:
         s.settimeout(self.timeout_s)
         self.socks[peer] = s
         q = self._queues[peer] = queue.Queue()
+        self._locks[peer], self._busy[peer] = threading.Lock(), 0
         threading.Thread(target=self._sender, args=(peer, s, q), daemon=True, name=f"topocoll-send-{peer}").start()
 
     def _sender(self, peer: int, s: socket.socket, q: queue.Queue) -> None:
@@ -107,15 +117,42 @@ class SocketMesh:
             item = q.get()
             if item is None:
                 return
-            pending, tag = item
+            pending, tag, rest = item
             try:
-                t = pending.tensor
-                s.sendall(_HEADER.pack(tag, t.numel() * t.element_size()))
-                if t.numel():
-                    s.sendall(_bytes_of(t))
+                if rest is not None:                   # what a non-blocking write left over
+                    s.sendall(rest)
+                else:
+                    t = pending.tensor
+                    s.sendall(_HEADER.pack(tag, t.numel() * t.element_size()))
+                    if t.numel():
+                        s.sendall(_bytes_of(t))
             except OSError as exc:
-                pending.error = PeerGone(f"rank {self.rank}: sending to rank {peer} failed ({exc}); did it exit?")
+                pending.error = self._send_failed(peer, exc)
+            with self._locks[peer]:
+                self._busy[peer] -= 1
             pending.done.set()
+
+    def _send_failed(self, peer: int, exc: OSError) -> PeerGone:
+        return PeerGone(f"rank {self.rank}: sending to rank {peer} failed ({exc}); did it exit?")
+
+    def _write_now(self, peer: int, pending: _Pending, tag: int):
+        """Write a small message at once, without blocking (module docstring): None when all of it
+        went out (or the connection failed: ``pending`` holds the error), else the bytes left."""
+        t = pending.tensor
+        head = _HEADER.pack(tag, t.numel() * t.element_size())
+        parts = [head, _bytes_of(t)] if t.numel() else [head]
+        try:                  # the socket has a timeout, so its descriptor is non-blocking
+            sent = os.writev(self.socks[peer].fileno(), parts)
+        except BlockingIOError:
+            sent = 0
+        except OSError as exc:
+            pending.error = self._send_failed(peer, exc)
+            sent = None
+        whole = sum(len(p) for p in parts)
+        if sent is None or sent == whole:
+            pending.done.set()
+            return None
+        return memoryview(b"".join(bytes(p) for p in parts))[sent:]
 
     def _read_exact(self, s: socket.socket, nbytes: int, peer: int | None, into: memoryview | None = None):
         buf = into if into is not None else memoryview(bytearray(nbytes))
@@ -137,7 +174,15 @@ class SocketMesh:
     def send(self, tensors, peer: int, tag: int) -> _Pending:
         """Queue ``tensors[0]`` (kept alive, not to be written until ``wait()``) for ``peer``."""
         pending = _Pending(tensors[0])
-        self._queues[peer].put((pending, tag))
+        t = pending.tensor
+        with self._locks[peer]:                         # one writer at a time, in order
+            rest = None
+            if not self._busy[peer] and _HEADER.size + t.numel() * t.element_size() <= INLINE_BYTES:
+                rest = self._write_now(peer, pending, tag)
+                if rest is None:
+                    return pending
+            self._busy[peer] += 1
+            self._queues[peer].put((pending, tag, rest))
         return pending
 
     def recv(self, tensors, peer: int, tag: int) -> _Received:

@@ -1,0 +1,82 @@
+"""kernels/pytorch/sockets.py: two ranks' SocketMesh in one process (threads, torch's HashStore).
+Messages of every size class (empty, a few bytes, up to and past INLINE_BYTES, 1 MiB) arrive
+whole and in the order sent, both directions at once, while a burst the receiver does not read
+yet fills the socket buffers (small sends then go to the pair's thread, after what it holds); a
+small send on an idle pair is written before ``send`` returns; a peer that closed its end makes
+a send fail with PeerGone."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
+
+
+def _pair():
+    import torch.distributed as dist
+
+    from kernels.pytorch.sockets import SocketMesh
+    store, meshes = dist.HashStore(), [None, None]
+
+    def make(rank):
+        meshes[rank] = SocketMesh(store, rank, 2, timeout_s=20)
+    threads = [threading.Thread(target=make, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return meshes
+
+
+def _messages(seed: int):
+    from kernels.pytorch.sockets import INLINE_BYTES
+    sizes = [0, 8, 4096, INLINE_BYTES - 16, INLINE_BYTES - 15, 1 << 20, 3, 60_000]
+    g = torch.Generator().manual_seed(seed)
+    return [torch.randint(0, 256, (sizes[k % len(sizes)],), generator=g, dtype=torch.uint8) for k in range(40)]
+
+
+def test_every_size_arrives_whole_and_in_order_both_ways_with_full_buffers():
+    meshes = _pair()
+    sent = {0: _messages(1), 1: _messages(2)}
+    got = {0: [], 1: []}
+    busy_seen = []
+
+    def side(rank):
+        mesh, peer = meshes[rank], 1 - rank
+        works = [mesh.send([m], peer, 100 + k) for k, m in enumerate(sent[rank])]   # the burst, unread
+        busy_seen.append(mesh._busy[peer])
+        for k, m in enumerate(sent[peer]):
+            out = torch.empty_like(m)
+            mesh.recv([out], peer, 100 + k)
+            got[rank].append(out)
+        for w in works:
+            w.wait()
+    threads = [threading.Thread(target=side, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert not any(t.is_alive() for t in threads)
+    for rank in (0, 1):
+        assert len(got[rank]) == len(sent[1 - rank])
+        assert all(torch.equal(a, b) for a, b in zip(got[rank], sent[1 - rank]))
+    assert max(busy_seen) > 0                          # the burst did reach the pair's thread
+    for m in meshes:
+        m.close()
+
+
+def test_a_small_send_on_an_idle_pair_is_written_at_once_and_a_closed_peer_fails_it():
+    from kernels.pytorch.errors import PeerGone
+    a, b = _pair()
+    w = a.send([torch.arange(4, dtype=torch.int64)], 1, 5)
+    assert w.done.is_set() and a._busy[1] == 0        # no hand-off to the thread
+    out = torch.zeros(4, dtype=torch.int64)
+    b.recv([out], 0, 5)
+    assert out.tolist() == [0, 1, 2, 3]
+    b.close()
+    with pytest.raises(PeerGone, match="sending to rank 1 failed"):
+        for _ in range(200):
+            a.send([torch.ones(8)], 1, 6).wait()
+    a.close()
