@@ -2,14 +2,15 @@
 # One GPU pass over the native executor and the torch backend (about 8 minutes on one H100/H200):
 # the kernel cache warmed in parallel, the LL benchmark (LL beside Simple, plain CuPy and NCCL), the
 # GPU-marked tests of the native executor (Simple and LL), the torch backend's GPU check, the MPI
-# share path in 2 processes, and compute-sanitizer on the small case under both protocols.  Each
-# step has its own time limit; everything lands under $OUT and is packed into $OUT/gpu_pass.tgz.
+# share path's GPU tests, and compute-sanitizer on the small case under both protocols.  Each
+# step has its own time limit; everything lands under $OUT.
 #   OUT=results/gpu bash benchmarks/gpu_session_check.sh
 set -o pipefail
 OUT=${OUT:-results/gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
-step() { echo "== $1 ($(date +%T))"; }
+# FINAL (optional): a folder that gets $OUT packed as gpu_pass.tgz after every step (a cut-off run keeps its steps)
+step() { [ -n "${FINAL:-}" ] && tar czf "$FINAL/gpu_pass.tgz" -C "$OUT" . 2>/dev/null; echo "== $1 ($(date +%T))"; }
 step machine
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import cupy, numpy, torch; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numpy', numpy.__version__, 'torch', torch.__version__)"
@@ -21,28 +22,22 @@ timeout ${LL_S:-90} python3 benchmarks/bench_native_ll.py --out "$OUT" --ranks $
   | tee "$OUT/native_ll_log.txt" | tail -8
 if [ -n "${LL_VARIANTS:-}" ]; then   # LL_VARIANTS=1: the LL benchmark of 8 ranks under other builds and pieces
   step "LL variants"
-  for v in "-DTC_LL_INLINE=1|4096|inline" "|32768|piece32k" "-DTC_LL_INLINE=1|32768|inline_piece32k"; do
+  for v in "-DTC_LL_INLINE=1|4096|inline" "|32768|piece32k"; do
     IFS='|' read -r defs piece name <<< "$v"
     TOPOCOLL_NATIVE_DEFINES="$defs" TOPOCOLL_LL_PIECE_BYTES=$piece timeout ${LLV_S:-40} python3 \
       benchmarks/bench_native_ll.py --out "$OUT" --ranks 8 --name native_ll_$name 2>&1 | tail -1
   done
-  TOPOCOLL_NATIVE_DEFINES=-DTC_LL_INLINE=1 timeout ${LLV_S:-40} python3 benchmarks/native_ll_diag.py 2>&1 \
-    | grep -v Warning | grep -v self._run | tee "$OUT/native_ll_diag.txt"
 fi
 step "native GPU tests"
 timeout ${TESTS_S:-130} python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= --timeout=120 -n ${TESTS_N:-3} \
   tests/kernels/native tests/kernels/comm tests/kernels/backends tests/kernels/mpi 2>&1 | tee "$OUT/native_gpu_tests.txt" | tail -15
-step "torch backend"
-OUT="$OUT/pytorch" TESTS_S=${TORCH_S:-60} timeout $(( ${TORCH_S:-60} + 30 )) bash benchmarks/gpu_pytorch_check.sh 2>&1 \
-  | tee "$OUT/pytorch_pass.txt" | tail -12
-step "MPI share path, 2 processes"
-TOPOCOLL_NATIVE_TIMEOUT_S=30 timeout ${MPI_S:-40} python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= \
-  tests/kernels/mpi/test_native_cuda.py 2>&1 | tee "$OUT/native_mpi_gpu_tests.txt" | tail -5
 step compute-sanitizer
 for tool in racecheck synccheck; do
   timeout ${SAN_S:-35} compute-sanitizer --tool $tool --error-exitcode 3 python3 benchmarks/native_small_case.py 2>&1 \
     | tail -4 | tee -a "$OUT/native_sanitizer.txt"
   echo "$tool rc=${PIPESTATUS[0]}" | tee -a "$OUT/native_sanitizer.txt"
 done
+step "torch backend"
+OUT="$OUT/pytorch" MPS=0 TESTS_S=${TORCH_S:-100} timeout $(( ${TORCH_S:-100} + 50 )) bash benchmarks/gpu_pytorch_check.sh 2>&1 \
+  | tee "$OUT/pytorch_pass.txt" | tail -12
 step done
-tar czf /tmp/gpu_pass.tgz -C "$OUT" . && mv /tmp/gpu_pass.tgz "$OUT/gpu_pass.tgz"
