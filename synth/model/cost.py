@@ -43,8 +43,10 @@ running unpipelined.  Reductions are assumed to run at link speed (no compute te
 Protocols
 ---------
 ``estimate(schedule, nbytes, protocol="ll")`` times the schedule as our executor runs it under LL
-(:mod:`synth.model.physics`): launch and hops from NCCL's ring/LL latencies, and twice the bytes
-on the wire (an LL line carries 8 payload bytes of 16); ``simple`` (the default) as above.
+(:mod:`synth.model.physics`): hops after the first from NCCL's ring/LL latencies, and twice the
+bytes on the wire (an LL line carries 8 payload bytes of 16); the launch and the first step's hop
+stay Simple's (LL only changes how a step waits for an earlier one, and the first waits for
+nothing); ``simple`` (the default) as above.
 
 Examples
 --------
@@ -375,7 +377,13 @@ class CostModel:
             raise InvalidArgument(f"nbytes must be >= 0, got {nbytes!r}")
         if check_protocol(protocol) != "simple":
             wire = self._ll_model().estimate(schedule, nbytes * WIRE_BYTES_PER_BYTE[protocol])
-            return replace(wire, protocol=protocol)
+            # our executor's LL changes only how one step waits for another (LL lines instead of a
+            # flag): the kernel launch is the same launch, and the first step waits for nothing,
+            # so both cost what they cost under Simple (a one-step schedule gains nothing from LL)
+            ll = self._ll_model().params
+            same = (self.params.launch_us - ll.launch_us) + (self.params.step_overhead_us - ll.step_overhead_us)
+            same = same if schedule.steps else 0.0
+            return replace(wire, protocol=protocol, time_us=wire.time_us + same, fixed_us=wire.fixed_us + same)
         if self._last is None or self._last[0] is not schedule:
             loads, lats, path_us, rate = self._matrix(schedule)
             self._last = (schedule, loads, lats, [self._wavefronts(loads, lats, k, path_us, rate)

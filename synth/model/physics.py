@@ -260,7 +260,8 @@ def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, protocol: str =
 
 #: how the cost model of our schedules turns the constants into times; a change of the formulas
 #: (not of a constant) changes it, and with it :func:`model_version`
-COST_FORMULA = "dataflow critical path; launch, hops from the shared ring/Simple or ring/LL latencies; LL 2x bytes"
+COST_FORMULA = ("dataflow critical path; launch, hops from the shared ring/Simple or ring/LL latencies; LL 2x bytes, "
+                "Simple launch and first hop")
 
 
 def model_version(params: ModelParams = DEFAULT_PARAMS) -> str:

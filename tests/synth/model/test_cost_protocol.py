@@ -1,7 +1,8 @@
-"""The LL protocol in the cost model: NCCL's ring/LL launch and hop latencies (tuning.cc
-``baseLat`` ring {LL 6.6, Simple 8.4}, ``hwLat`` NVLink ring {0.6, 3.4}, PCI {1.0, 5.7}, NET
-{2.7, 14}: NCCL 2.28.3) scaled by the fitted ratio, twice the bytes on the wire; hand-computed
-cases, and every LL time at or above the lower bound."""
+"""The LL protocol in the cost model: NCCL's ring/LL hop latencies (tuning.cc ``baseLat`` ring
+{LL 6.6, Simple 8.4}, ``hwLat`` NVLink ring {0.6, 3.4}, PCI {1.0, 5.7}, NET {2.7, 14}: NCCL
+2.28.3) scaled by the fitted ratio for every hop after the first, twice the bytes on the wire,
+and Simple's launch and first hop (our executor's LL changes only how a step waits for an earlier
+one); hand-computed cases, and every LL time at or above the lower bound."""
 
 from __future__ import annotations
 
@@ -36,14 +37,16 @@ def test_a_bare_fabric_moves_its_params_by_nccls_table_ratios_and_doubles_the_by
     m = CostModel(fab, PLAIN)
     # Simple: launch 3 + step 2 + wire 1 + 1e6 B at 25 GB/s x 0.8 (20e3 B/µs) = 56 µs
     assert m.schedule_time_us(s, 2_000_000) == pytest.approx(56.0, rel=1e-12)
-    # LL: launch 3 x 6.6/8.4, step 2 x 0.6/3.4, wire 1, 2e6 B on the wire: 100 µs
+    # LL, one step: the same launch 3 and first step 2 (nothing to wait for), wire 1, 2e6 B on the
+    # wire: 100 µs -- a one-step schedule only pays LL's doubled bytes
     ll = m.estimate(s, 2_000_000, "ll")
-    assert ll.time_us == pytest.approx(3 * 6.6 / 8.4 + 2 * 0.6 / 3.4 + 1.0 + 100.0, rel=1e-12)
+    assert ll.time_us == pytest.approx(3.0 + 2.0 + 1.0 + 100.0, rel=1e-12)
     assert ll.protocol == "ll" and m.estimate(s, 2_000_000).protocol == "simple"
     assert ll.bandwidth_us == pytest.approx(100.0, rel=1e-12)
-    # LL parameters given: used as they are
+    # LL parameters given: a one-step schedule still costs Simple's launch and hop (its hops after
+    # the first use them: the ring test below)
     given = CostModel(fab, PLAIN, replace(PLAIN, launch_us=0.5, step_overhead_us=0.25))
-    assert given.schedule_time_us(s, 8, "ll") == pytest.approx(0.5 + 0.25 + 1.0 + 8 / 20e3, rel=1e-12)
+    assert given.schedule_time_us(s, 8, "ll") == pytest.approx(3.0 + 2.0 + 1.0 + 2 * 4 / 20e3, rel=1e-12)
 
 
 def test_a_machine_takes_nccls_ring_ll_latencies_scaled_by_its_fitted_ratio():
@@ -59,10 +62,11 @@ def test_a_machine_takes_nccls_ring_ll_latencies_scaled_by_its_fitted_ratio():
                        replace(cost_params_for(fab, protocol="ll"), pipeline_slices=one))
     wire = fab.channel_latency_us(0, 1)
     ll = simple.estimate(ring, 1 << 20, "ll")
-    # each hop costs NCCL's LL hop, or the wire where the wire alone is slower
-    assert ll.fixed_us == pytest.approx(6.6 * scale + 7 * max(0.6 * scale, wire), rel=1e-12)
-    assert ll.bandwidth_us == pytest.approx(2 * simple.estimate(ring, 1 << 20).bandwidth_us, rel=1e-12)
+    # Simple's launch and first hop, then NCCL's LL hop, or the wire where the wire alone is slower
     s_scale = DEFAULT_PARAMS.latency_scale("sm90", "Simple")
+    assert ll.fixed_us == pytest.approx(8.4 * s_scale + max(3.4 * s_scale, wire) + 6 * max(0.6 * scale, wire),
+                                        rel=1e-12)
+    assert ll.bandwidth_us == pytest.approx(2 * simple.estimate(ring, 1 << 20).bandwidth_us, rel=1e-12)
     assert simple.estimate(ring, 8).fixed_us == pytest.approx(8.4 * s_scale + 7 * max(3.4 * s_scale, wire), rel=1e-12)
     # LL's latency wins small messages, its doubled bytes lose big ones
     assert simple.schedule_time_us(ring, 8, "ll") < simple.schedule_time_us(ring, 8)
@@ -97,10 +101,11 @@ def test_every_ll_time_meets_the_lower_bound(preset):
 
 
 @pytest.mark.parametrize("preset", ["dgx1-v100", "dgx-a100", "dgx-h100"])
-def test_our_ring_under_ll_costs_nccls_ring_ll_at_8_bytes(preset):
+def test_our_ring_under_ll_costs_nccls_ring_ll_at_8_bytes_plus_the_simple_launch_and_first_hop(preset):
     """Like with like: at 8 B our ring all-reduce under LL and NCCL's ring/LL (NCCL_ALGO=Ring
-    NCCL_PROTO=LL) are latency alone, NCCL's scaled LL base plus 14 hops; ours pays the wire where
-    it is slower than NCCL's hop (DGX H100's 0.7 µs NVLink wire against LL's 0.6 µs hop)."""
+    NCCL_PROTO=LL) are latency alone, NCCL's scaled LL base plus 14 hops; ours launches as Simple
+    and its first step waits for nothing (Simple's launch and first hop), and it pays the wire where
+    that is slower than NCCL's hop (DGX H100's 0.7 µs NVLink wire against LL's 0.6 µs hop)."""
     from synth.model.nccl import NcclMachine, NcclModel
     from synth.model.nccl.env import NcclEnv
     topo = get_preset(preset)
@@ -113,4 +118,6 @@ def test_our_ring_under_ll_costs_nccls_ring_ll_at_8_bytes(preset):
     launch, hop, _ = step_costs_us(topo, protocol="ll")
     assert theirs.time_us == pytest.approx(launch + 14 * hop, rel=1e-3)
     wire = fab.channel_latency_us(0, 1)
-    assert CostModel(fab).schedule_time_us(ring, 8, "ll") == pytest.approx(launch + 14 * max(hop, wire), rel=1e-3)
+    s_launch, s_hop, _ = step_costs_us(topo)
+    assert CostModel(fab).schedule_time_us(ring, 8, "ll") == pytest.approx(
+        s_launch + max(s_hop, wire) + 13 * max(hop, wire), rel=1e-3)

@@ -96,11 +96,12 @@ def _baselines(fab, coll):
     return res
 
 
-@pytest.mark.parametrize("preset", ["dgx-h100", "mi300x"])
-def test_the_plan_takes_the_faster_protocol_then_decides_against_nccl(preset):
+@pytest.mark.parametrize("preset,some_ll", [("dgx1-v100", True), ("pcie-8gpu-2socket", True), ("dgx-h100", False)])
+def test_the_plan_takes_the_faster_protocol_then_decides_against_nccl(preset, some_ll):
     """Brute force beside build_plan: at every plan size the entry runs the schedule and protocol
     of least modelled time plus the executor's cost, or NCCL where that is not 5 % faster; LL only
-    within LL_MAX_BYTES, and every LL time at or above the bound."""
+    within LL_MAX_BYTES, and every LL time at or above the bound.  On DGX H100 the one-shot
+    all-reduce (one step: nothing for LL to speed up) is the small-size pick, so no range is LL."""
     topo = get_preset(preset)
     fab = build_fabric(topo)
     res = _baselines(fab, "allreduce")
@@ -122,9 +123,9 @@ def test_the_plan_takes_the_faster_protocol_then_decides_against_nccl(preset):
             lls += 1
             assert e.max_bytes is not None and e.max_bytes <= LL_MAX_BYTES + 1
             assert cost.schedule_time_us(res.schedules[name], n, "ll") >= bound.time_us(n, params)
-    assert lls > 0
+    assert (lls > 0) == some_ll
     ll_entries = [e for e in plan.entries if e.protocol == "ll"]
-    assert res.summary["ll_ranges"] == [{"min_bytes": e.min_bytes, "max_bytes": e.max_bytes, "schedule": e.schedule,
+    assert res.summary.get("ll_ranges", []) == [{"min_bytes": e.min_bytes, "max_bytes": e.max_bytes, "schedule": e.schedule,
                                          **({"fallback": e.fallback} if e.fallback else {}),
                                          "predicted_us": e.predicted_us} for e in ll_entries]
 
