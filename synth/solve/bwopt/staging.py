@@ -13,7 +13,6 @@ exact capacity test (loads in chunks, capacities in chunks per round) that stagi
 
 from __future__ import annotations
 
-import copy
 import math
 from dataclasses import dataclass
 from fractions import Fraction
@@ -29,10 +28,6 @@ __all__ = ["QUICK_S", "Staged", "fits", "stage"]
 
 #: clock seconds (deterministic CP-SAT time) per step count in the first, ascending pass of :func:`stage`
 QUICK_S = 1.0
-#: stagings kept by :func:`stage` for a repeated identical problem (e.g. a broadcast's trees, then the
-#: same trees solved again as the mirror of the reduce)
-CACHE_SIZE = 8
-_solved: dict[tuple, tuple[Staged, float]] = {}
 
 
 @dataclass
@@ -72,34 +67,6 @@ def _level_batch(model: ChannelModel, batch: Batch) -> Staged:
 def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s: float,
           chains: dict[int, list[tuple[int, ...]]] | None = None,
           upper_rate: float | None = None) -> Staged:
-    """:func:`_search`, solved once per distinct problem in a process: a repeat returns a copy of
-    the first answer and advances :mod:`synth.solve.clock` by the clock seconds that answer cost,
-    so every later budget, and so every later decision, is the same as if it had been solved again."""
-    key = (_model_key(model), tuple(bundles), batch.chunks, batch.rounds,
-           tuple((s, tuple(ts)) for s, ts in sorted(batch.counts.items())), min(float(time_limit_s), 60.0),
-           tuple((s, tuple(ch)) for s, ch in sorted((chains or {}).items())), upper_rate)
-    if key in _solved:
-        got, cost_s = _solved[key]
-        clock.charge(cost_s)
-        return copy.deepcopy(got)
-    t0 = clock.now()
-    got = _search(model, bundles, batch, time_limit_s, chains, upper_rate)
-    if len(_solved) >= CACHE_SIZE:
-        _solved.pop(next(iter(_solved)))
-    _solved[key] = (copy.deepcopy(got), clock.now() - t0)
-    return got
-
-
-def _model_key(model: ChannelModel) -> tuple:
-    """Everything of ``model`` that staging reads, as exact values (two models built from equal
-    fabrics and efficiencies give equal keys)."""
-    return (model.n, model.q, tuple(model.cap_exact), model.load_q.shape, model.load_q.tobytes(),
-            model.edge.tobytes())
-
-
-def _search(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s: float,
-            chains: dict[int, list[tuple[int, ...]]] | None = None,
-            upper_rate: float | None = None) -> Staged:
     """Trees and delays for ``batch.chunks`` (then twice that) chunks per source that keep the
     batch within its total ``rounds`` and minimise the sum of per-step whole rounds.
 
