@@ -2,7 +2,7 @@
 
 Usage::
 
-    nice python benchmarks/bench_synthesize_e2e.py [--big] [--baseline REF] [--only 64] [--sets one,all]
+    nice python benchmarks/bench_synthesize_e2e.py [--big] [--baseline REF] [--only 64,rail] [--sets one,all]
                                                    [--out results/scale/e2e]
 
 Each case is one whole ``synthesize`` command (``synth.cli.synthesize.main``, every output
@@ -10,7 +10,8 @@ written, MSCCL exports included) in a child process of its own, into a fresh tem
 with ``--force --no-progress``; its peak memory is the child's ``ru_maxrss`` (``os.wait4``).
 Sizes: 8 GPUs (``dgx-h100``, ``dgx-a100``), 16 (``dgx-h100 --nodes 2``), 32 (``dgx-h100 --nodes
 4``), 64 (``dgx-a100 --nodes 8``); with ``--big`` also 256 (``dgx-h100 --nodes 32``) and 1,024
-(``dgx-h100 --nodes 128``).  Collective sets: ``one`` (allgather) and ``all`` (the eight).
+(``dgx-h100 --nodes 128``); with ``--only rail`` (only then) also 16 rail-optimized
+(``dgx-h100 --nodes 2 --rail-optimized``).  Collective sets: ``one`` (allgather) and ``all`` (the eight).
 
 Stage columns (seconds, summed over the collectives) come from ``summary.json``'s ``stages``
 (written by runs that record them; blank for older code); ``ratio`` is the largest
@@ -50,6 +51,8 @@ BIG = [
     (256, "32 x dgx-h100", ["--topology", "dgx-h100", "--nodes", "32"]),
     (1024, "128 x dgx-h100", ["--topology", "dgx-h100", "--nodes", "128"]),
 ]
+#: cases run only when ``--only`` names them by label
+NAMED = {"rail": (16, "2 x dgx-h100 rail", ["--topology", "dgx-h100", "--nodes", "2", "--rail-optimized"])}
 SETS = {"one": "allgather", "all": "all"}
 #: targets of the whole command for all eight collectives (s), by GPUs
 TARGET_S = {8: 10, 16: 10, 32: 10, 64: 10, 256: 30, 1024: 180}
@@ -140,14 +143,15 @@ def main(argv=None) -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--big", action="store_true", help="also 256 and 1,024 GPUs")
     ap.add_argument("--baseline", help="git revision to time right before this tree")
-    ap.add_argument("--only", default="", help="comma list of GPU counts to run (default: all)")
+    ap.add_argument("--only", default="", help="comma list of GPU counts, or 'rail', to run (default: all counts)")
     ap.add_argument("--sets", default="one,all", help="collective sets: one (allgather), all (the eight)")
     ap.add_argument("--out", default=str(ROOT / "results" / "scale" / "e2e"))
     ap.add_argument("--before", help="CSV of an earlier run: add a before/after table")
     ap.add_argument("--from-log", help=argparse.SUPPRESS)   # rows printed by an earlier run: write them only
     args = ap.parse_args(argv)
-    only = {int(x) for x in args.only.split(",") if x}
-    cases = [c for c in CASES + (BIG if args.big else []) if not only or c[0] in only]
+    named = [NAMED[x] for x in args.only.split(",") if x in NAMED]
+    only = {int(x) for x in args.only.split(",") if x and x not in NAMED}
+    cases = [c for c in CASES + (BIG if args.big else []) if (not only and not named) or c[0] in only] + named
     sets = [s for s in args.sets.split(",") if s]
     rows: list[dict] = []
     load0 = os.getloadavg()[0]

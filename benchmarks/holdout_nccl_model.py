@@ -16,7 +16,8 @@ scored as ``validate_cost_model.py`` scores them (targets: median <= 10 %, worst
 in-sample class is predicted from constants fitted on the other in-sample classes, a held-out class
 from constants fitted on the whole in-sample split.  Writes ``OUT/holdout_by_class.md`` and the
 per-class summary ``OUT/class_validation.json`` (with ``--write`` also the package's copy,
-``synth/model/nccl/class_validation.json``, that the reports quote).
+``synth/model/nccl/class_validation.json``, that the reports quote).  ``--out`` has no default,
+so a run never rewrites the committed reports unless it names their folder.
 """
 
 from __future__ import annotations
@@ -72,7 +73,9 @@ def _score(s: dict) -> str:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    p.add_argument("--out", type=Path, default=ROOT / "results" / "model_validation")
+    p.add_argument("--out", type=Path, required=True,
+                   help="folder for the report (required: the committed one, results/model_validation, is "
+                   "rewritten only when named)")
     p.add_argument("--by-class", action="store_true", help="hold out one machine class at a time")
     p.add_argument("--write", action="store_true", help="with --by-class: also write the per-class summary to "
                    "synth/model/nccl/class_validation.json (what the reports quote)")

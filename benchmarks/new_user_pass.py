@@ -54,7 +54,7 @@ SKIP = [(r"pip install|python3 -m venv", "installs packages; the pass uses this 
         (r"\[--|\[-[a-z]", "a synopsis of the flags, not a command"),
         (r"all_reduce_perf|torchrun", "needs GPUs, NCCL's tuner plugin and a build of nccl-tests / PyTorch"),
         (r"benchmarks/bench_mpi_allreduce", "an MPI benchmark that rewrites results/mpi/ (minutes)"),
-        (r"holdout_nccl_model\.py --out|fit_nccl_model\.py", "a model-fitting benchmark (one fit per log: 5-10 minutes "
+        (r"holdout_nccl_model\.py|fit_nccl_model\.py", "a model-fitting benchmark (one fit per log: 5-10 minutes "
          "on 2 cores)")]
 TRACEBACK = "Traceback (most recent call last)"
 

@@ -190,8 +190,8 @@ def write_report(results: list[dict], out: Path) -> None:
               f"{len(results)}. h100_8gpu_1node_all_reduce_nvls.txt is the published NVLS run: it is part of the "
               "fit set, so it is not a held-out check. Every log held out in turn (fitted on the other in-sample logs, "
               "predicted unseen): `holdout.md`; every machine class held out together: `holdout_by_class.md` "
-              "(`python benchmarks/holdout_nccl_model.py [--by-class]`). A miss's reason is under its table where "
-              "it is known.", "", "## H100 over InfiniBand: busbw against host count", ""]
+              "(`python benchmarks/holdout_nccl_model.py [--by-class] --out results/model_validation`). "
+              "A miss's reason is under its table where it is known.", "", "## H100 over InfiniBand: busbw against host count", ""]
     lines += host_count_lines(results) + ["", "## Anchor points", ""] + anchor_checks() + [
               "", "## Calibrated on one log only", "",
               "These constants are each constrained by a single log, so they reproduce it but are not independently "

@@ -41,9 +41,13 @@ import numpy as np
 
 from kernels.sweep.table import Counts, Entry, count_wrong
 from synth.ir.schedule import Schedule
+from synth.model.nccl.constants import ALGOS, MAXCHANNELS, PROTOS
 from topo_probe.errors import DeviceUnavailable, InvalidArgument, UnsupportedCollective
 
 BACKENDS = ("host", "cupy", "sim")
+#: the modelled NCCL choice per row (``algorithm/protocol/channels``), wide enough for the longest
+#: label the model can give (``collnet_direct/Simple/32``), so no cell shifts the columns after it
+NCCL_ALGO_COLUMN = (("nccl", "algo", max(map(len, ALGOS)) + max(map(len, PROTOS)) + len(str(MAXCHANNELS)) + 2),)
 
 
 @dataclass(frozen=True)
@@ -237,7 +241,7 @@ class SimBackend:
         self.source = source
         self.extra_columns = (("slices", ""), ("bound", "(us)"), ("bound", "busbw")) if bounds else ()
         if nccl_column:
-            self.extra_columns += (("nccl", "algo"),)
+            self.extra_columns += NCCL_ALGO_COLUMN
         #: a real log's out-of-place busbw (GB/s) per size: printed beside the prediction
         self.measured = measured
         if measured is not None:
@@ -274,7 +278,7 @@ class SimBackend:
         return self.time_us(case), None
 
     def extras(self, case: Case) -> tuple[str, ...]:
-        names = [name for name, _ in self.extra_columns]
+        names = [column[0] for column in self.extra_columns]
         out = self._bound_cells(case) if "bound" in names else ()
         if "nccl" in names:
             out += (self.nccl.choose(case.entry.name, case.counts.size).label if case.nccl else "-",)

@@ -279,7 +279,7 @@ def _print(lines) -> None:
 def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preamble: bool = True):
     """Run ``algo`` and print its nccl-tests table (``table`` False: the preamble at most, rows
     go to the side-by-side table); returns (summary, source, devices)."""
-    from kernels.sweep.backends import make_backend
+    from kernels.sweep.backends import NCCL_ALGO_COLUMN, make_backend
     from kernels.sweep.driver import make_selector, run_sweep, schedule_at
     from synth.formats.nccl_tests import writer as output
 
@@ -296,7 +296,7 @@ def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preambl
             admit_sweep(cfg, source, schedule_at, available=available_gpu_bytes(), where="GPU memory")
     backend = make_backend(backend_name, source)
     if algo == "nccl":
-        backend.extra_columns = (("nccl", "algo"),)
+        backend.extra_columns = NCCL_ALGO_COLUMN
     devices = backend.devices(cfg.nranks, topo)
     where = topo.name if topo is not None else "single rank"
     notes = [f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"] + (source.notes if source else [])
@@ -306,7 +306,8 @@ def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preambl
         print(f"# running {algo} ...", flush=True)
         return run_sweep(cfg, backend, source), source, devices
     _print(output.header_lines(getattr(backend, "extra_columns", ())))
-    summary = run_sweep(cfg, backend, source, on_row=lambda row: print(output.row_line(row), flush=True))
+    columns = getattr(backend, "extra_columns", ())
+    summary = run_sweep(cfg, backend, source, on_row=lambda row: print(output.row_line(row, columns), flush=True))
     _print(output.footer_lines(summary))
     return summary, source, devices
 

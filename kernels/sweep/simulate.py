@@ -226,7 +226,7 @@ def run(args) -> list[str]:
                  f"rounds per block of {sel.fabric.unit_gbps:g} GB/s ({b.method}{'' if b.exact else ', not exact'})")
     lines = writer.preamble_lines(cfg, backend.devices(cfg.nranks, topo), notes)
     lines += writer.header_lines(backend.extra_columns)
-    summary = run_sweep(cfg, backend, sel, on_row=lambda row: lines.append(writer.row_line(row)))
+    summary = run_sweep(cfg, backend, sel, on_row=lambda row: lines.append(writer.row_line(row, backend.extra_columns)))
     return lines + writer.footer_lines(summary)
 
 

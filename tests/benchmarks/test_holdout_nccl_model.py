@@ -19,3 +19,16 @@ def test_holding_out_the_only_mi300x_log_leaves_its_constants_at_their_hand_set_
             "msccl_onestep_latency_us"} <= set(untouched)
     assert "link_eff/sm90/nvlink" not in untouched          # the H100 logs still fit this one
     assert [r["collective"] for r in results] == ["allreduce"] and results[0]["rows"]
+
+
+@pytest.mark.parametrize("argv", [[], ["--by-class"], ["--by-class", "--write"]])
+def test_without_out_it_refuses_before_writing_anything(argv, capsys):
+    """The committed reports in results/model_validation change only when a run names that folder."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import holdout_nccl_model as h
+    committed = ROOT / "results" / "model_validation"
+    before = {p.name: p.stat().st_mtime_ns for p in committed.iterdir()}
+    with pytest.raises(SystemExit) as e:
+        h.main(argv)
+    assert e.value.code == 2 and "--out" in capsys.readouterr().err
+    assert {p.name: p.stat().st_mtime_ns for p in committed.iterdir()} == before

@@ -48,13 +48,19 @@ def preamble_lines(cfg, devices: list, notes: list[str] = ()) -> list[str]:
     return out
 
 
+def column_width(column: tuple) -> int:
+    """Characters of an extra column: its third item where it has one, else 8."""
+    return column[2] if len(column) > 2 else 8
+
+
 def header_lines(extra_columns=()) -> list[str]:
     """The ``#`` separator, the two header lines and the units line; ``extra_columns`` are
-    ``(name, unit)`` pairs of columns printed after the nccl-tests ones (8 wide each)."""
+    ``(name, unit)`` or ``(name, unit, width)`` tuples of columns printed after the nccl-tests
+    ones (:func:`column_width` wide, right-aligned like the cells of :func:`row_line`)."""
     lines = _nccl_header()
     if extra_columns:
-        lines[2] += "".join("  %8s" % name for name, _ in extra_columns)
-        lines[3] += "".join("  %8s" % unit for _, unit in extra_columns)
+        lines[2] += "".join("  %*s" % (column_width(c), c[0]) for c in extra_columns)
+        lines[3] += "".join("  %*s" % (column_width(c), c[1]) for c in extra_columns)
     return lines
 
 
@@ -77,12 +83,15 @@ def _cell(res) -> str:
     return "  %7s  %6.2f  %6.2f  %5g" % (fmt_time(res.time_us), res.algbw, res.busbw, res.wrong)
 
 
-def row_line(row) -> str:
+def row_line(row, extra_columns=()) -> str:
     """One result row: size, count, type, redop, root, then out-of-place and in-place cells,
-    then the row's ``extras`` (already formatted, 8 wide each)."""
+    then the row's ``extras`` (already formatted; as wide as their ``extra_columns``, 8 where
+    none is named)."""
+    widths = [column_width(c) for c in extra_columns]
+    extras = getattr(row, "extras", ())
     return ("%12d  %12d  %8s  %6s  %6d" % (row.size, row.count, row.type, row.redop, row.root)
             + _cell(row.out_of_place) + _cell(row.in_place)
-            + "".join("  %8s" % x for x in getattr(row, "extras", ())))   # a wider cell just shifts the rest
+            + "".join("  %*s" % (widths[k] if k < len(widths) else 8, x) for k, x in enumerate(extras)))
 
 
 def footer_lines(summary, errors: int | None = None, avg_busbw: float | None = None) -> list[str]:

@@ -87,3 +87,17 @@ def test_json_document_mirrors_nccl_tests(tmp_path):
     write_json(p, doc)
     assert json.loads(p.read_text()) == doc
     assert free_json_path(tmp_path / "out.json") == tmp_path / "out.json.0"   # never overwrites
+
+
+def test_the_nccl_algo_column_is_as_wide_as_its_longest_label():
+    """Every extra cell ends where its header word ends, for the longest label the NCCL model can
+    give (reference: the longest algorithm, protocol and channel count of its constants, by hand)."""
+    from kernels.sweep.backends import NCCL_ALGO_COLUMN
+    columns = (("bound", "(us)"),) + NCCL_ALGO_COLUMN
+    head, units = header_lines(columns)[2:]
+    ok = Result(27.79, 0.0, 0.0, None)
+    for label in ("ring/LL/1", "collnet_direct/Simple/32"):
+        line = row_line(Row(8, 2, "float", "sum", -1, ok, ok, extras=("12.5", label)), columns)
+        assert len(line) == len(head) == len(units)
+        assert line.endswith(label) and head.endswith("nccl") and units.endswith("algo")
+        assert line.rfind("12.5") + 4 == head.rfind("bound") + 5 == units.rfind("(us)") + 4
