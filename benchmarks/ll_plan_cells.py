@@ -138,8 +138,9 @@ def report(rows: list[dict], command: str) -> str:
     presets = list(dict.fromkeys(r["preset"] for r in rows))
     lines = ["# Plan cells <= 1 MiB that LL takes from NCCL (modelled)", "", f"    {command}", "",
              "Per single-host preset, the one decision over the committed candidate schedules with every step "
-             "under Simple (before), and with LL where faster (after, as synthesize now plans: NCCL's ring/LL "
-             "latencies scaled by the architecture's fitted ratio, twice the bytes on the wire). *ours*: the "
+             "under Simple (before), and with LL where faster (after, as synthesize now plans: after the first "
+             "step NCCL's ring/LL hop latencies scaled by the architecture's fitted ratio, Simple's launch and "
+             "first hop, twice the bytes on the wire). *ours*: the "
              "schedule under its protocol plus the native executor's measured fixed cost (the Simple path's); "
              "*NCCL*: NCCL's modelled choice; x: NCCL / ours; *bound*: the lower bound with the machine's link "
              "constants, which every LL time must meet.", "",
