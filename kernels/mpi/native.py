@@ -34,8 +34,17 @@ from collections import OrderedDict
 
 import numpy as np
 
-from kernels.native.device_program import (KIND_MASK, KINDS, TILE_BYTES, DeviceProgram, build_device_program, resolve_records,
-                                           resolve_sources, resolve_waits)
+from kernels.native.device_program import (
+    KIND_MASK,
+    KINDS,
+    TILE_BYTES,
+    DeviceProgram,
+    build_device_program,
+    resolve_records,
+    resolve_sources,
+    resolve_waits,
+)
+from kernels.native.record_format import check_limits
 from kernels.program.ops import SCRATCH, Program
 from topo_probe.errors import BufferLayoutError, ProcessGroupMismatch
 
@@ -197,6 +206,7 @@ class Share:
                  graphs: bool = True, tile_bytes: int | None = TILE_BYTES) -> None:
         self.program, self.rank, self.backend, self.graphs = program, rank, backend, graphs
         self.dp = build_share_program(program, channels, fuse=fuse, tile_bytes=tile_bytes)
+        check_limits(self.dp.records, self.dp.block_start)
         self.first, self.blocks = share_blocks(self.dp, rank)
         self.fingerprint = program_fingerprint(self.dp)
         n = program.sizes[rank].get(SCRATCH, 0)

@@ -33,6 +33,7 @@ import numpy as np
 from kernels.native.device_program import (TILE_BYTES, DeviceProgram, build_device_program, choose_channels,
                                            resolve_records, resolve_sources, resolve_waits)
 from kernels.native.ll import LL_BUF
+from kernels.native.record_format import check_limits
 from kernels.native.source import KERNEL_NAME, THREADS, compile_options, kernel_source, system_scope
 from kernels.backends.kernel_twins import avg_scalar
 from kernels.program.ops import SCRATCH, Program, is_float
@@ -179,6 +180,7 @@ class NativeContext:
         ch = max(1, min(ch, cap // max(1, per_dev)))
         self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of, fuse=fuse,
                                                       tile_bytes=tile_bytes, protocol=protocol)
+        check_limits(self.dp.records, self.dp.block_start)
         self.copies = None if protocol == "ll" else copy_route(program, self.device_of, COPY_ROUTE_MIN_BYTES)
         #: "memcpy" (copy-only program on one GPU, see module docstring) or "interpreter"
         self.route = "interpreter" if self.copies is None else "memcpy"

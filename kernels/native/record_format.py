@@ -96,6 +96,34 @@ def src_premultiplied(word: int, j: int) -> bool:
     return bool((int(word) >> (PREMUL_SRC_SHIFT + j)) & 1)
 
 
+def check_limits(records, block_start) -> None:
+    """Refuse, before anything is uploaded, a device program whose records exceed what the kernel
+    sizes its shared memory by: a chain of more than :data:`MAX_CHAIN` sources, more than
+    :data:`MAX_LL_OUT` LL outputs, an LL pass of more than :data:`MAX_BATCH` records (the kernel
+    itself does not check them).
+
+    >>> import numpy as np
+    >>> check_limits(np.array([[KINDS["reduce_chain"] | 17 << CHAIN_COUNT_SHIFT]]), np.array([0, 1]))
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: device program: record 0 of block 0 is a chain of 17 sources (the kernel holds 16)
+    """
+    from topo_probe.errors import InvalidArgument
+    for b in range(len(block_start) - 1):
+        run = 0
+        for i in range(int(block_start[b]), int(block_start[b + 1])):
+            word = int(records[i][0])
+            where = f"device program: record {i - int(block_start[b])} of block {b}"
+            if word & KIND_MASK == KINDS["reduce_chain"] and chain_sources(word) > MAX_CHAIN:
+                raise InvalidArgument(f"{where} is a chain of {chain_sources(word)} sources (the kernel holds "
+                                      f"{MAX_CHAIN})")
+            if ll_outputs(word) > MAX_LL_OUT:
+                raise InvalidArgument(f"{where} writes {ll_outputs(word)} LL regions (the kernel holds {MAX_LL_OUT})")
+            run = run + 1 if word & BATCH else 1
+            if run > MAX_BATCH:
+                raise InvalidArgument(f"{where} makes an LL pass of {run} records (the kernel holds {MAX_BATCH})")
+
+
 def ll_units(count: int, itemsize: int) -> int:
     """LL lines (8 data bytes each) of a record of ``count`` elements.
 
@@ -108,4 +136,4 @@ def ll_units(count: int, itemsize: int) -> int:
 __all__ = ["KINDS", "KIND_MASK", "PUBLISH", "PREMUL_ACC", "BATCH", "LL", "CHAIN_COUNT_SHIFT", "PREMUL_SRC_SHIFT",
            "LL_OUT_SHIFT", "LL_SRC_SHIFT", "MAX_CHAIN", "MAX_BATCH", "MAX_LL_OUT", "LL_LINE_BYTES", "LL_DATA_BYTES",
            "REC_WORDS", "W_DST", "W_SRC", "W_ACC", "W_COUNT", "W_KIND", "W_TILE", "W_LL_OUT", "cuda_defines",
-           "defined_names", "chain_sources", "ll_outputs", "ll_source", "src_premultiplied", "ll_units"]
+           "defined_names", "chain_sources", "ll_outputs", "ll_source", "src_premultiplied", "ll_units", "check_limits"]

@@ -151,3 +151,39 @@ def test_a_missing_ll_line_times_out_naming_it(monkeypatch):
     ctx.run(bufs)
     with pytest.raises(ExecutionTimeout, match="an LL line"):
         ctx.run(bufs)
+
+
+def test_programs_past_the_kernels_limits_are_refused_before_upload(monkeypatch):
+    """The kernel sizes its shared memory for 16 chain sources, 16 LL outputs and passes of 16
+    records and checks none of them: the launcher refuses a program past them, naming the record."""
+    import kernels.native.launcher as launcher_mod
+    from kernels.native.record_format import BATCH, CHAIN_COUNT_SHIFT, LL_OUT_SHIFT, check_limits
+    from topo_probe.errors import InvalidArgument
+    from kernels.program.lowering import lower
+    dp = build_device_program(lower(direct("allgather", 4), 64, "float32"), protocol="ll")
+    check_limits(dp.records, dp.block_start)                      # a built program passes
+    for bits, what in ((KINDS["reduce_chain"] | 17 << CHAIN_COUNT_SHIFT, "chain of 17 sources"),
+                       (KINDS["copy"] | 17 << LL_OUT_SHIFT, "writes 17 LL regions")):
+        bad = dp.records.copy()
+        bad[0, 0] = bits
+        with pytest.raises(InvalidArgument, match=f"record 0 of block 0 .*{what}"):
+            check_limits(bad, dp.block_start)
+    long = np.zeros((17, dp.records.shape[1]), np.int64)
+    long[1:, 0] = BATCH
+    with pytest.raises(InvalidArgument, match="record 16 of block 0 makes an LL pass of 17 records"):
+        check_limits(long, np.array([0, 17]))
+    cp = FakeCupy(seed=1)
+    monkeypatch.setattr(launcher_mod, "_cupy", lambda: cp)
+    monkeypatch.setattr(launcher_mod, "_KERNELS", {})
+    import dataclasses
+    real = launcher_mod.build_device_program
+
+    def tampered(*a, **k):
+        out = real(*a, **k)
+        recs = out.records.copy()
+        recs[0, 0] = KINDS["reduce_chain"] | 17 << CHAIN_COUNT_SHIFT
+        return dataclasses.replace(out, records=recs)
+    monkeypatch.setattr(launcher_mod, "build_device_program", tampered)
+    prog, _, _, _ = _case(direct("allreduce", 3), 3 * 8, "float32", "sum")
+    with pytest.raises(InvalidArgument, match="chain of 17 sources"):
+        launcher_mod.NativeContext(prog, [0] * 3, protocol="ll")
