@@ -29,6 +29,8 @@ bits 40-55            LL inputs: which sources are read from LL lines (bit 40: `
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 #: record kinds: copy, reduce (acc op src), the three floating-avg reduces that pre-multiply
 #: acc, src or both by 1/n (NCCL's PreMulSum), integer avg's final division, and a chain
 #: ``dst = acc op src_0 op src_1 ...``
@@ -67,6 +69,35 @@ _DEFINES = {"TC_REC_WORDS": REC_WORDS, "TC_MAX_CHAIN": MAX_CHAIN, "TC_MAX_BATCH"
             "TC_W_DST": W_DST, "TC_W_SRC": W_SRC, "TC_W_ACC": W_ACC, "TC_W_COUNT": W_COUNT, "TC_W_KIND": W_KIND,
             "TC_W_TILE": W_TILE, "TC_W_LL_OUT": W_LL_OUT,
             **{f"TC_KIND_{name.upper()}": code for name, code in KINDS.items() if name != "reduce_chain"}}
+
+
+class Resolved(NamedTuple):
+    """One resolved record as the kernel reads it (:data:`REC_WORDS` words; addresses in bytes),
+    for the CPU interpreters of resolved records."""
+
+    dst: int
+    src: int
+    acc: int
+    count: int
+    word: int
+    tile: int
+    tile_stride: int
+    ll_out: int
+
+    @property
+    def kind(self) -> int:
+        return self.word & KIND_MASK
+
+
+def decode_resolved(row) -> Resolved:
+    """A resolved record's words (:func:`kernels.native.device_program.resolve_records`) by name.
+
+    >>> decode_resolved([0x1000, 0x2000, 0, 4, KINDS["copy"] | PUBLISH, 8 | 16 << 32, 0]).tile_stride
+    16
+    """
+    w = [int(x) for x in row[:REC_WORDS]]
+    return Resolved(w[W_DST], w[W_SRC], w[W_ACC], w[W_COUNT], w[W_KIND], w[W_TILE] & 0xFFFFFFFF, w[W_TILE] >> 32,
+                    w[W_LL_OUT])
 
 
 def cuda_defines() -> tuple[str, ...]:
@@ -136,4 +167,4 @@ def ll_units(count: int, itemsize: int) -> int:
 __all__ = ["KINDS", "KIND_MASK", "PUBLISH", "PREMUL_ACC", "BATCH", "LL", "CHAIN_COUNT_SHIFT", "PREMUL_SRC_SHIFT",
            "LL_OUT_SHIFT", "LL_SRC_SHIFT", "MAX_CHAIN", "MAX_BATCH", "MAX_LL_OUT", "LL_LINE_BYTES", "LL_DATA_BYTES",
            "REC_WORDS", "W_DST", "W_SRC", "W_ACC", "W_COUNT", "W_KIND", "W_TILE", "W_LL_OUT", "cuda_defines",
-           "defined_names", "chain_sources", "ll_outputs", "ll_source", "src_premultiplied", "ll_units", "check_limits"]
+           "defined_names", "Resolved", "decode_resolved", "chain_sources", "ll_outputs", "ll_source", "src_premultiplied", "ll_units", "check_limits"]

@@ -29,10 +29,10 @@ import numpy as np
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
 from kernels.mpi.ipc import SharedMemoryIpc
 from kernels.native.device_program import REC_WORDS, record_runs
+from kernels.native.record_format import decode_resolved
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
 from _emulator import DeadlockDetected, RaceDetected, _conflict, _touched  # noqa: E402
-
 
 #: blocks made by this Python process (their tracker registration is the maker's to drop)
 _MADE_HERE: set[str] = set()
@@ -256,15 +256,16 @@ _PREMUL = {2: (True, False), 3: (False, True), 4: (True, True)}
 def run_record(rec: np.ndarray, dp, lo: int, hi: int) -> None:
     """Elements ``lo:hi`` of one resolved record (dst, src, acc, count, kind word, tile word) of
     ``dp``, tile by tile."""
-    count, tiles = int(rec[3]), int(rec[5])
-    for off, n in record_runs(count, tiles & 0xFFFFFFFF, tiles >> 32, lo, hi):
+    r = decode_resolved(rec)
+    for off, n in record_runs(r.count, r.tile, r.tile_stride, lo, hi):
         _run_span(rec, dp, off, off + n)
 
 
 def _run_span(rec: np.ndarray, dp, lo: int, hi: int) -> None:
     """Memory elements ``lo:hi`` (offsets from the record's first element) of one resolved record."""
-    dst_a, src_a, acc_a, count, word = (int(x) for x in rec[:5])
-    kind, dt, n = word & 15, np.dtype(dp.dtype), dp.ranks
+    r = decode_resolved(rec)
+    dst_a, src_a, acc_a, word = r.dst, r.src, r.acc, r.word
+    kind, dt, n = r.kind, np.dtype(dp.dtype), dp.ranks
     item = dt.itemsize
     span = hi - lo
     dst = _view(dst_a + lo * item, span, dt)

@@ -22,8 +22,24 @@ import numpy as np
 
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
 from kernels.native.device_program import record_runs
-from kernels.native.record_format import (BATCH, KIND_MASK, KINDS, LL, PREMUL_ACC, PUBLISH, REC_WORDS, W_COUNT, W_KIND,
-                                          W_SRC, chain_sources, ll_outputs, ll_source, ll_units, src_premultiplied)
+from kernels.native.record_format import (
+    BATCH,
+    KIND_MASK,
+    KINDS,
+    LL,
+    PREMUL_ACC,
+    PUBLISH,
+    REC_WORDS,
+    W_COUNT,
+    W_KIND,
+    W_SRC,
+    chain_sources,
+    decode_resolved,
+    ll_outputs,
+    ll_source,
+    ll_units,
+    src_premultiplied,
+)
 from kernels.native.source import DTYPE_CODES
 
 _DT_NAMES = {code: name for name, code in DTYPE_CODES.items()}
@@ -147,7 +163,8 @@ class _Kernel:
     def _run(self, rec, n, epoch) -> None:
         """One resolved record, tile by tile (:func:`record_runs`); an LL record (``epoch`` given)
         reads its LL inputs from their lines and writes its result to its LL regions too."""
-        dst_a, src_a, acc_a, count, word, tiles, outs = (int(x) for x in rec)
+        r = decode_resolved(rec)
+        dst_a, src_a, acc_a, count, word, outs = r.dst, r.src, r.acc, r.count, r.word, r.ll_out
         item = np.dtype(self.dtype).itemsize
         lines = {}
         if epoch is not None:
@@ -156,7 +173,7 @@ class _Kernel:
                 got = _view(a, units * 4, np.uint32).reshape(-1, 4)
                 assert _fresh(got, epoch), "an LL input was read before its lines were fresh"
                 lines[j] = np.ascontiguousarray(got[:, [0, 2]]).reshape(-1).view(self.dtype)[:count].copy()
-        for off, k in record_runs(count, tiles & 0xFFFFFFFF, tiles >> 32, 0, count):
+        for off, k in record_runs(count, r.tile, r.tile_stride, 0, count):
             shift = off * item
             self._run_tile(dst_a + shift, src_a + shift if word & KIND_MASK != 6 else src_a, acc_a + shift, k, word,
                            n, shift, lines)
