@@ -64,6 +64,16 @@ def wall_us(cp, fn, iters: int, warmup: int = 3) -> float:
     return best
 
 
+def empty_graph_launch_us(cp) -> float:
+    """Wall time of replaying a captured graph of one empty kernel (the floor of a graph call)."""
+    empty = cp.RawKernel(r'extern "C" __global__ void e() {}', "e")
+    with cp.cuda.Stream(non_blocking=True) as side:
+        side.begin_capture()
+        empty((1,), (1,), (), stream=side)
+        g = side.end_capture()
+    return wall_us(cp, lambda: g.launch(cp.cuda.get_current_stream()), 2000)
+
+
 def buffers(cp, coll: str, n: int, count: int):
     """(ins, outs, call kwargs) for a Communicator method, float32, root 0."""
     ins = [cp.random.standard_normal(count * (n if coll in ("scatter", "alltoall", "reducescatter") else 1),
@@ -176,12 +186,7 @@ def main(argv=None) -> int:
     big2 = cp.empty_like(big)
     copy_us = wall_us(cp, lambda: big2.__setitem__(Ellipsis, big), 10)
     copy_gbps = 2 * big.nbytes / copy_us / 1e3
-    empty = cp.RawKernel(r'extern "C" __global__ void e() {}', "e")
-    with cp.cuda.Stream(non_blocking=True) as side:
-        side.begin_capture()
-        empty((1,), (1,), (), stream=side)
-        g = side.end_capture()
-    empty_graph_us = wall_us(cp, lambda: g.launch(cp.cuda.get_current_stream()), 2000)
+    empty_graph_us = empty_graph_launch_us(cp)
     del big, big2
     launch_layer = NativeLayer(graphs=False)
     used: dict = {}

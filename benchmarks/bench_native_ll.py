@@ -24,7 +24,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from bench_native_gpu import COLLS, METHOD, buffers, call_args, check_once, nccl_one_rank, plain_cupy, wall_us
+from bench_native_gpu import (COLLS, METHOD, buffers, call_args, check_once, empty_graph_launch_us, nccl_one_rank,
+                              plain_cupy, wall_us)
 
 from kernels import Communicator
 from kernels.comm.communicator import nccl_bytes
@@ -76,12 +77,7 @@ def main(argv=None) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows, wrong = [], []
-    empty = cp.RawKernel(r'extern "C" __global__ void e() {}', "e")
-    with cp.cuda.Stream(non_blocking=True) as side:
-        side.begin_capture()
-        empty((1,), (1,), (), stream=side)
-        g = side.end_capture()
-    empty_graph_us = wall_us(cp, lambda: g.launch(cp.cuda.get_current_stream()), 2000)
+    empty_graph_us = empty_graph_launch_us(cp)
     for n in (int(x) for x in args.ranks.split(",")):
         comms = {f"{p}_{mode}": Communicator(n, plan=False, backend=NativeLayer(protocol=p, graphs=mode == "graph"))
                  for p in ("ll", "simple") for mode in ("graph", "launch")}

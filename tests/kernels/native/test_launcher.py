@@ -4,6 +4,8 @@ records with absolute addresses, resolved flag waits, epochs, status words).  Ch
 the host backend bit for bit: direct launches, graph capture and replay, bound calls, chains,
 blocks longer than the kernel stages in shared memory, several GPUs, and timeouts."""
 
+import contextlib
+
 import numpy as np
 import pytest
 from _fake_cupy import DevArray, FakeCupy
@@ -23,6 +25,20 @@ def fake(monkeypatch):
     monkeypatch.setattr(launcher, "_cupy", lambda: cp)
     monkeypatch.setattr(launcher, "_KERNELS", {})
     return cp
+
+
+@contextlib.contextmanager
+def fake_launcher(seed: int):
+    """The launcher on a fresh CuPy stand-in of ``seed`` for the duration (hypothesis tests cannot
+    take pytest's monkeypatch fixture per example)."""
+    cp = FakeCupy(seed=seed)
+    launcher._cupy, saved = (lambda: cp), launcher._cupy
+    launcher._KERNELS.clear()
+    try:
+        yield cp
+    finally:
+        launcher._cupy = saved
+        launcher._KERNELS.clear()
 
 
 def _case(sched, count, dtype, op, seed=0):
@@ -55,10 +71,7 @@ def test_launches_graphs_and_bound_calls_match_the_host_backend(data):
     dtype = data.draw(st.sampled_from(["float32", "float16", "int32", "bfloat16", "float8_e4m3fn", "float64"]))
     op = data.draw(st.sampled_from(["sum", "prod", "max", "min", "avg"]))
     count = data.draw(st.sampled_from([1, 5, 64, 301]))
-    cp = FakeCupy(seed=data.draw(st.integers(0, 99)))
-    launcher._cupy, saved = (lambda: cp), launcher._cupy
-    launcher._KERNELS.clear()
-    try:
+    with fake_launcher(data.draw(st.integers(0, 99))):
         prog, bufs, got, want = _case(sched, count, dtype, op, seed=3)
         ctx = launcher.NativeContext(prog, [0] * n, channels=data.draw(st.integers(1, 3)),
                                      fuse=data.draw(st.booleans()),
@@ -69,9 +82,6 @@ def test_launches_graphs_and_bound_calls_match_the_host_backend(data):
         ctx.bound(bufs)()
         _same(got, want)
         assert any(b["graphs"] for b in ctx._bindings.values()) or not prog.num_ops
-    finally:
-        launcher._cupy = saved
-        launcher._KERNELS.clear()
 
 
 def test_chains_and_long_blocks(fake):

@@ -10,7 +10,7 @@ from _fake_cupy import FakeCupy
 from _schedules import direct, ring
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_launcher import _case, _same
+from test_launcher import _case, _same, fake_launcher
 
 import kernels.native.launcher as launcher
 from kernels.native.device_program import build_device_program
@@ -41,10 +41,7 @@ def test_ll_calls_match_the_host_backend_call_after_call(data):
     dtype = data.draw(st.sampled_from(["float32", "float16", "int8", "bfloat16", "float8_e5m2", "float64", "int64"]))
     op = data.draw(st.sampled_from(["sum", "prod", "max", "min", "avg"]))
     count = data.draw(st.sampled_from([1, 3, 7, 64, 301]))
-    cp = FakeCupy(seed=data.draw(st.integers(0, 99)))
-    launcher._cupy, saved = (lambda: cp), launcher._cupy
-    launcher._KERNELS.clear()
-    try:
+    with fake_launcher(data.draw(st.integers(0, 99))):
         prog, bufs, got, want = _case(sched, count, dtype, op, seed=3)
         ctx = launcher.NativeContext(prog, [0] * n, channels=data.draw(st.integers(1, 3)),
                                      fuse=data.draw(st.booleans()), protocol="ll")
@@ -56,9 +53,6 @@ def test_ll_calls_match_the_host_backend_call_after_call(data):
             _same(got2, want2)
         ctx.run(bufs)
         _same(got, want)
-    finally:
-        launcher._cupy = saved
-        launcher._KERNELS.clear()
 
 
 def _regions(dp, i):
