@@ -184,7 +184,12 @@ class Communicator(CommunicatorBase):
         self.last_schedule = route.schedule
         if route.ran == NCCL:
             return self._nccl.run(name, sends, recvs, count, op=op, root=root or 0)
-        return self._run_layer(route.schedule, sends, recvs, op, backend, on_gpus, route.protocol)
+        if on_gpus:
+            return self._run_native(route.schedule, sends, recvs, op, backend, protocol=route.protocol)
+        return self._run_layer(route.schedule, sends, recvs, op, backend, False, route.protocol)
+
+    def _run_native(self, schedule, sends, recvs, op, backend, *, protocol: str | None = None):
+        return self._run_layer(schedule, sends, recvs, op, backend, True, protocol)
 
     def _route_of(self, name, count, dtype, root, op, on_gpus, layer, one_gpu) -> Route:
         """The route of one call shape (memoised by :meth:`_run`: plan.json's answer is fixed)."""

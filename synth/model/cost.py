@@ -43,10 +43,8 @@ running unpipelined.  Reductions are assumed to run at link speed (no compute te
 Protocols
 ---------
 ``estimate(schedule, nbytes, protocol="ll")`` times the schedule as our executor runs it under LL
-(:mod:`synth.model.physics`): hops after the first from NCCL's ring/LL latencies, and twice the
-bytes on the wire (an LL line carries 8 payload bytes of 16); the launch and the first step's hop
-stay Simple's (LL only changes how a step waits for an earlier one, and the first waits for
-nothing); ``simple`` (the default) as above.
+(:mod:`synth.model.physics`): Simple's launch and first hop, NCCL's ring/LL hops after, twice the
+bytes on the wire (8 payload bytes per 16-byte line); ``simple`` (the default) as above.
 
 Examples
 --------
@@ -84,10 +82,9 @@ ARRAY_TRANSFERS = 64
 
 @dataclass(frozen=True)
 class Estimate:
-    """A schedule's modelled time: ``time_us`` in all, run over ``slices`` message slices in
-    ``wavefronts`` wavefronts; ``bandwidth_us`` is the plain bandwidth part of it, ``fixed_us``
-    launch, overheads and latencies, the rest is the in-step pipelining term; ``protocol`` the
-    protocol the steps move under (``simple`` or ``ll``)."""
+    """A schedule's modelled time: ``time_us`` in all, over ``slices`` slices in ``wavefronts``
+    wavefronts; ``bandwidth_us`` its plain bandwidth part, ``fixed_us`` launch, overheads and
+    latencies, the rest the in-step pipelining term; ``protocol`` ``simple`` or ``ll``."""
 
     time_us: float
     slices: int
@@ -376,13 +373,11 @@ class CostModel:
         if nbytes < 0:
             raise InvalidArgument(f"nbytes must be >= 0, got {nbytes!r}")
         if check_protocol(protocol) != "simple":
-            wire = self._ll_model().estimate(schedule, nbytes * WIRE_BYTES_PER_BYTE[protocol])
-            # our executor's LL changes only how one step waits for another (LL lines instead of a
-            # flag): the kernel launch is the same launch, and the first step waits for nothing,
-            # so both cost what they cost under Simple (a one-step schedule gains nothing from LL)
-            ll = self._ll_model().params
-            same = (self.params.launch_us - ll.launch_us) + (self.params.step_overhead_us - ll.step_overhead_us)
-            same = same if schedule.steps else 0.0
+            llm = self._ll_model()
+            wire, ll = llm.estimate(schedule, nbytes * WIRE_BYTES_PER_BYTE[protocol]), llm.params
+            # LL changes only how a step waits for an earlier one: launch and first step as Simple
+            same = (self.params.launch_us - ll.launch_us + self.params.step_overhead_us - ll.step_overhead_us
+                    if schedule.steps else 0.0)
             return replace(wire, protocol=protocol, time_us=wire.time_us + same, fixed_us=wire.fixed_us + same)
         if self._last is None or self._last[0] is not schedule:
             loads, lats, path_us, rate = self._matrix(schedule)

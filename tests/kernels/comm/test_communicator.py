@@ -492,7 +492,7 @@ def test_ranks_sharing_one_gpu_run_direct_where_the_fallback_pipelines(monkeypat
     comm = Communicator(n, plan=False, backend="cupy")
     ran = []
     monkeypatch.setattr(comm, "_nccl_why", lambda: "no NCCL in this test")
-    monkeypatch.setattr(comm, "_run_native", lambda sched, sends, recvs, op, backend: ran.append(sched) or recvs)
+    monkeypatch.setattr(comm, "_run_native", lambda sched, sends, recvs, op, backend, **kw: ran.append(sched) or recvs)
     count = 1 << 22
     fallback = comm.selector.select(coll, 4 * count, 0)
     assert fallback.label in ("best:ring", "best:tree"), fallback.label

@@ -28,7 +28,8 @@ def _pick(plan: dict, coll: str, nbytes: int, ranks: int) -> str:
         if e["collective"] != coll or (e["root"] is not None and e["root"] != root):
             continue
         if e["min_bytes"] <= nbytes and (e["max_bytes"] is None or nbytes < e["max_bytes"]):
-            return Path(e["schedule"]).name.split(".json")[0]
+            name = Path(e["schedule"]).name.split(".json")[0]
+            return f"{name} (LL)" if e.get("protocol") == "ll" and name != "nccl" else name
     return "-"
 
 
