@@ -22,8 +22,8 @@ Only the native executor (one host) has the LL path; a plan for MPI (clusters) k
 >>> cost = CostModel(fab)
 >>> sizes, times, protocols, _ = with_protocols(cost, ring, {"ring": [cost.schedule_time_us(ring["ring"], n)
 ...     for n in (1024, 1 << 20, 1 << 22)]}, [1024, 1 << 20, 1 << 22], None, "native", max_bytes=1 << 20)
->>> sizes, protocols["ring"]
-([1024, 1048576, 1048577, 4194304], ['ll', 'll', 'simple', 'simple'])
+>>> sizes, protocols["ring"]                 # LL's hops win 1 KiB; its doubled bytes lose 1 MiB
+([1024, 1048576, 1048577, 4194304], ['ll', 'simple', 'simple', 'simple'])
 """
 
 from __future__ import annotations
