@@ -37,17 +37,20 @@ def _runner(entry: PlanEntry) -> str:
 
 
 def plan_lines(plan: Plan) -> list[str]:
-    """One line per collective (and root): ``allreduce: 0 B-64 KiB oneshot, 64 KiB-inf nccl``.
+    """One line per collective (and root): ``allreduce: 0 B-64 KiB oneshot, 64 KiB-inf nccl``; a
+    schedule our executor runs under LL says so.
 
-    >>> p = Plan("t", "f", [PlanEntry("allreduce", 0, 1 << 16, "schedules/allreduce-oneshot.json"),
+    >>> p = Plan("t", "f", [PlanEntry("allreduce", 0, 1 << 10, "schedules/allreduce-tree.json", protocol="ll"),
+    ...                     PlanEntry("allreduce", 1 << 10, 1 << 16, "schedules/allreduce-oneshot.json"),
     ...                     PlanEntry("allreduce", 1 << 16, None, "nccl")])
     >>> plan_lines(p)
-    ['allreduce: 0 B-64 KiB allreduce-oneshot, 64 KiB-inf nccl']
+    ['allreduce: 0 B-1 KiB allreduce-tree (LL), 1 KiB-64 KiB allreduce-oneshot, 64 KiB-inf nccl']
     """
     rows: dict[tuple, list[str]] = {}
     for e in plan.entries:
         key = (e.collective, e.root)
-        rows.setdefault(key, []).append(f"{_size(e.min_bytes)}-{_size(e.max_bytes)} {_runner(e)}")
+        ll = " (LL)" if e.protocol == "ll" and e.schedule != NCCL else ""
+        rows.setdefault(key, []).append(f"{_size(e.min_bytes)}-{_size(e.max_bytes)} {_runner(e)}{ll}")
     return [f"{coll}{'' if root is None else f' (root {root})'}: {', '.join(parts)}"
             for (coll, root), parts in rows.items()]
 
