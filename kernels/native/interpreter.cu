@@ -467,7 +467,7 @@ __device__ __forceinline__ int tc_ll_poll(const char* p, unsigned ep, u64& out, 
             if (tc_now_ns() - start > timeout_ns) {
                 if (atomicExch(abort_word, 1u) == 0u) {
                     status[1] = (unsigned)gblock; status[2] = (unsigned)rec;
-                    status[3] = 0xffffffffu; status[4] = (unsigned)unit;     // an LL line, not a flag
+                    status[3] = TC_LL_WAIT; status[4] = (unsigned)unit;     // an LL line, not a flag
                     __threadfence_system();
                     status[0] = 1u;
                 }

@@ -33,7 +33,7 @@ import numpy as np
 from kernels.native.device_program import (TILE_BYTES, DeviceProgram, build_device_program, choose_channels,
                                            resolve_records, resolve_sources, resolve_waits)
 from kernels.native.ll import LL_BUF
-from kernels.native.record_format import check_limits
+from kernels.native.record_format import LL_WAIT, check_limits
 from kernels.native.source import KERNEL_NAME, THREADS, compile_options, kernel_source, system_scope
 from kernels.backends.kernel_twins import avg_scalar
 from kernels.program.ops import SCRATCH, Program, is_float
@@ -43,8 +43,6 @@ from topo_probe.errors import DeviceUnavailable, ExecutionTimeout
 DEFAULT_TIMEOUT_S = float(os.environ.get("TOPOCOLL_NATIVE_TIMEOUT_S", "10"))
 _STATUS_WORDS = 8          # [0] error, [1] block, [2] record, [3] awaited block, [4] its index, [5] abort
 _BINDINGS_KEPT = 16
-#: the awaited block the kernel reports when an LL line, not a flag, timed out
-LL_WAIT = 0xFFFFFFFF
 #: LL programs get channels so that each piece is about this many bytes (a pass of 512 threads
 #: moves 4 KiB in one round of 8-byte units; ``$TOPOCOLL_LL_PIECE_BYTES`` for tuning runs)
 LL_PIECE_BYTES = int(os.environ.get("TOPOCOLL_LL_PIECE_BYTES", 4 << 10))
@@ -175,8 +173,8 @@ class NativeContext:
         cap = min(k[1] for k in kernels.values())
         writers = {o.rank for o in program.ops()}        # only ranks that write get blocks
         per_dev = max(sum(1 for r in writers if self.device_of[r] == d) for d in self.devices)
-        piece = LL_PIECE_BYTES if protocol == "ll" else 32 << 10
-        ch = channels or choose_channels(program, cap, min_piece_bytes=piece)
+        ch = channels or choose_channels(program, cap, **({"min_piece_bytes": LL_PIECE_BYTES}
+                                                          if protocol == "ll" else {}))
         ch = max(1, min(ch, cap // max(1, per_dev)))
         self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of, fuse=fuse,
                                                       tile_bytes=tile_bytes, protocol=protocol)

@@ -39,7 +39,8 @@ import dataclasses
 import numpy as np
 
 from kernels.native.record_format import (BATCH, KIND_MASK, KINDS, LL, LL_LINE_BYTES,
-                                          LL_OUT_SHIFT, LL_SRC_SHIFT, MAX_BATCH, MAX_LL_OUT, PUBLISH, ll_units)
+                                          LL_OUT_SHIFT, LL_SRC_SHIFT, MAX_BATCH, MAX_CHAIN, MAX_LL_OUT, PUBLISH,
+                                          ll_source, ll_units)
 
 #: calls of at most this many bytes (nccl-tests size) may run under LL
 LL_MAX_BYTES = 1 << 20
@@ -162,7 +163,7 @@ def _mark_passes(recs: np.ndarray, sources: np.ndarray, starts: np.ndarray, wait
         size = 0
         for i in range(int(starts[b]), int(starts[b + 1])):
             word = int(recs[i, 0])
-            js = tuple(j for j in range(16) if (word >> (LL_SRC_SHIFT + j)) & 1)
+            js = tuple(j for j in range(MAX_CHAIN) if ll_source(word, j))
             r, w = _reads(recs[i], sources, js), [_writes(recs[i])]
             joins = (size and size < MAX_BATCH and wait_start[i] == wait_start[i + 1]
                      and not (int(recs[i - 1, 0]) & PUBLISH)

@@ -45,6 +45,11 @@ CHAIN_COUNT_SHIFT = 8
 PREMUL_SRC_SHIFT = 16
 LL_OUT_SHIFT = 32
 LL_SRC_SHIFT = 40
+#: the floating-avg reduce kinds: whether ``acc`` / ``src`` is pre-multiplied by 1/n
+PREMUL = {KINDS["reduce_premul_acc"]: (True, False), KINDS["reduce_premul_src"]: (False, True),
+          KINDS["reduce_premul_both"]: (True, True)}
+#: the status word the kernel reports as the awaited block when an LL line, not a flag, timed out
+LL_WAIT = 0xFFFFFFFF
 #: most reduces joined into one chain record
 MAX_CHAIN = 16
 #: most records of one LL pass, and most LL regions one record writes
@@ -65,7 +70,7 @@ _DEFINES = {"TC_REC_WORDS": REC_WORDS, "TC_MAX_CHAIN": MAX_CHAIN, "TC_MAX_BATCH"
             "TC_K_PREMUL_ACC": PREMUL_ACC, "TC_K_BATCH": BATCH, "TC_K_LL": LL,
             "TC_K_CHAIN_SHIFT": CHAIN_COUNT_SHIFT, "TC_K_PREMUL_SHIFT": PREMUL_SRC_SHIFT,
             "TC_K_LL_OUT_SHIFT": LL_OUT_SHIFT, "TC_K_LL_SRC_SHIFT": LL_SRC_SHIFT,
-            "TC_KIND_CHAIN": KINDS["reduce_chain"], "TC_LL_LINE_BYTES": LL_LINE_BYTES,
+            "TC_KIND_CHAIN": KINDS["reduce_chain"], "TC_LL_LINE_BYTES": LL_LINE_BYTES, "TC_LL_WAIT": f"{LL_WAIT:#x}u",
             "TC_W_DST": W_DST, "TC_W_SRC": W_SRC, "TC_W_ACC": W_ACC, "TC_W_COUNT": W_COUNT, "TC_W_KIND": W_KIND,
             "TC_W_TILE": W_TILE, "TC_W_LL_OUT": W_LL_OUT,
             **{f"TC_KIND_{name.upper()}": code for name, code in KINDS.items() if name != "reduce_chain"}}
@@ -164,7 +169,7 @@ def ll_units(count: int, itemsize: int) -> int:
     return -(-count * itemsize // LL_DATA_BYTES)
 
 
-__all__ = ["KINDS", "KIND_MASK", "PUBLISH", "PREMUL_ACC", "BATCH", "LL", "CHAIN_COUNT_SHIFT", "PREMUL_SRC_SHIFT",
+__all__ = ["KINDS", "KIND_MASK", "PREMUL", "LL_WAIT", "PUBLISH", "PREMUL_ACC", "BATCH", "LL", "CHAIN_COUNT_SHIFT", "PREMUL_SRC_SHIFT",
            "LL_OUT_SHIFT", "LL_SRC_SHIFT", "MAX_CHAIN", "MAX_BATCH", "MAX_LL_OUT", "LL_LINE_BYTES", "LL_DATA_BYTES",
            "REC_WORDS", "W_DST", "W_SRC", "W_ACC", "W_COUNT", "W_KIND", "W_TILE", "W_LL_OUT", "cuda_defines",
            "defined_names", "Resolved", "decode_resolved", "chain_sources", "ll_outputs", "ll_source", "src_premultiplied", "ll_units", "check_limits"]

@@ -65,7 +65,7 @@ TUNING_KEYS = ("-DTC_COPY_UNROLL", "-DTC_CS", "-DTC_LL_INLINE")
 
 
 def tuning_defines() -> tuple[str, ...]:
-    """The ``-DTC_COPY_UNROLL=`` / ``-DTC_CS=`` options named in :data:`TUNING_ENV` (others refused)."""
+    """The :data:`TUNING_KEYS` options named in :data:`TUNING_ENV` (others refused)."""
     import os
     opts = tuple(os.environ.get(TUNING_ENV, "").split())
     for o in opts:

@@ -29,7 +29,8 @@ import numpy as np
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
 from kernels.mpi.ipc import SharedMemoryIpc
 from kernels.native.device_program import REC_WORDS, record_runs
-from kernels.native.record_format import decode_resolved
+from kernels.native.record_format import (KINDS, PREMUL, PREMUL_ACC, PUBLISH, W_KIND, decode_resolved,
+                                          src_premultiplied)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
 from _emulator import DeadlockDetected, RaceDetected, _conflict, _touched  # noqa: E402
@@ -185,7 +186,7 @@ class ShareKernel:
         if part < left:
             self.left[b] = left - part
             return
-        if int(self.recs[i, 4]) & 16:
+        if int(self.recs[i, W_KIND]) & PUBLISH:
             _view(int(self.flag_addrs[b]), 1, np.uint64)[0] = self.base[b] + (i - int(self.dp.block_start[b])) + 1
         self.nxt[b] += 1
         if self.nxt[b] == self.dp.block_start[b + 1]:
@@ -250,7 +251,6 @@ def run_interleaved(kernels: list[ShareKernel], rng: random.Random) -> None:
             inflight.pop(key, None)
 
 
-_PREMUL = {2: (True, False), 3: (False, True), 4: (True, True)}
 
 
 def run_record(rec: np.ndarray, dp, lo: int, hi: int) -> None:
@@ -270,19 +270,19 @@ def _run_span(rec: np.ndarray, dp, lo: int, hi: int) -> None:
     span = hi - lo
     dst = _view(dst_a + lo * item, span, dt)
     base = "sum" if dp.op == "avg" else dp.op
-    if kind == 0:
+    if kind == KINDS["copy"]:
         dst[...] = _view(src_a + lo * item, span, dt)
-    elif kind == 5:
+    elif kind == KINDS["scale"]:
         postdiv_with(np, dst, n)
-    elif kind == 6:
+    elif kind == KINDS["reduce_chain"]:
         srcs = _view(src_a, (word >> 8) & 255, np.uint64)
         acc = _view(acc_a + lo * item, span, dt).copy()
         for j, s in enumerate(srcs):
-            pre = (bool(word & 32) and j == 0, bool(word >> (16 + j) & 1))
+            pre = (bool(word & PREMUL_ACC) and j == 0, src_premultiplied(word, j))
             reduce_copy_with(np, dst, acc if j == 0 else dst, _view(int(s) + lo * item, span, dt),
                              PreMulSum(n, *pre) if any(pre) else base)
     else:
-        pre = _PREMUL.get(kind)
+        pre = PREMUL.get(kind)
         reduce_copy_with(np, dst, _view(acc_a + lo * item, span, dt).copy(), _view(src_a + lo * item, span, dt),
                          PreMulSum(n, *pre) if pre else base)
 

@@ -38,8 +38,8 @@ from kernels.backends.device import DeviceLayer
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
 from kernels.native.device_program import TILE_BYTES, DeviceProgram, build_device_program, record_runs
 from kernels.native.ll import LL_BUF
-from kernels.native.record_format import (BATCH, KIND_MASK, KINDS, LL, LL_LINE_BYTES, PREMUL_ACC, PUBLISH, ll_source,
-                                          ll_units)
+from kernels.native.record_format import (BATCH, KIND_MASK, KINDS, LL, LL_LINE_BYTES, PREMUL, PREMUL_ACC, PUBLISH,
+                                          ll_source, ll_units, src_premultiplied)
 
 
 class DeadlockDetected(Exception):
@@ -50,8 +50,6 @@ class RaceDetected(Exception):
     """Two records in flight at once touch the same elements and one of them writes."""
 
 
-_PREMUL = {KINDS["reduce_premul_acc"]: (True, False), KINDS["reduce_premul_src"]: (False, True),
-           KINDS["reduce_premul_both"]: (True, True)}
 
 
 class Emulator:
@@ -225,7 +223,7 @@ class Emulator:
             acc = arrays[as_][ao + lo:ao + hi]
             for i in range(so):                          # src_off holds the number of sources
                 slot, off = (int(x) for x in self.dp.sources[ss + i])
-                pre = (bool(word & PREMUL_ACC) and i == 0, bool(word >> (16 + i) & 1))
+                pre = (bool(word & PREMUL_ACC) and i == 0, src_premultiplied(word, i))
                 binop = PreMulSum(self.dp.ranks, *pre) if any(pre) else base
                 ll = self._ll_data(rec, i) if word & LL else None
                 reduce_copy_with(np, dst, acc if i == 0 else dst,
@@ -239,7 +237,7 @@ class Emulator:
             postdiv_with(np, dst, self.dp.ranks)
         else:
             acc = arrays[as_][ao + lo:ao + hi]
-            pre = _PREMUL.get(kind)
+            pre = PREMUL.get(kind)
             binop = PreMulSum(self.dp.ranks, *pre) if pre else base
             reduce_copy_with(np, dst, acc, src, binop)
 

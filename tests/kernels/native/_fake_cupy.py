@@ -24,6 +24,8 @@ from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_w
 from kernels.native.device_program import record_runs
 from kernels.native.record_format import (
     BATCH,
+    LL_WAIT,
+    PREMUL,
     KIND_MASK,
     KINDS,
     LL,
@@ -103,7 +105,7 @@ class _Kernel:
                 b = live[0]                         # what the kernel's bounded wait reports
                 i = passes[b][0] if passes.get(b) else nxt[b]
                 w = int(wait_start[i])
-                status[1:5] = ([b, i, 0xFFFFFFFF, 0] if passes.get(b)
+                status[1:5] = ([b, i, LL_WAIT, 0] if passes.get(b)
                                else [b, i, int(wait_block[w]), int(waits[w, 1])])
                 status[5] = status[0] = 1
                 return
@@ -175,7 +177,8 @@ class _Kernel:
                 lines[j] = np.ascontiguousarray(got[:, [0, 2]]).reshape(-1).view(self.dtype)[:count].copy()
         for off, k in record_runs(count, r.tile, r.tile_stride, 0, count):
             shift = off * item
-            self._run_tile(dst_a + shift, src_a + shift if word & KIND_MASK != 6 else src_a, acc_a + shift, k, word,
+            chain = word & KIND_MASK == KINDS["reduce_chain"]
+            self._run_tile(dst_a + shift, src_a if chain else src_a + shift, acc_a + shift, k, word,
                            n, shift, lines)
         if epoch is not None:
             data = np.zeros(ll_units(count, item) * 8, np.uint8)
@@ -190,11 +193,11 @@ class _Kernel:
 
         def src(j, addr):
             return lines[j] if j in lines else _view(addr, count, dt)
-        if kind == 0:
+        if kind == KINDS["copy"]:
             dst[...] = src(0, src_a)
-        elif kind == 5:
+        elif kind == KINDS["scale"]:
             postdiv_with(np, dst, n)
-        elif kind == 6:
+        elif kind == KINDS["reduce_chain"]:
             nsrc = chain_sources(word)
             srcs = _view(src_a, nsrc, np.uint64)
             acc = _view(acc_a, count, dt).copy()
@@ -203,14 +206,15 @@ class _Kernel:
                 reduce_copy_with(np, dst, acc if j == 0 else dst, src(j, int(srcs[j]) + shift),
                                  PreMulSum(n, *pre) if any(pre) else base)
         else:
-            pre = {2: (True, False), 3: (False, True), 4: (True, True)}.get(kind)
+            pre = PREMUL.get(kind)
             reduce_copy_with(np, dst, _view(acc_a, count, dt).copy(), src(0, src_a),
                              PreMulSum(n, *pre) if pre else base)
 
 
 def _fresh(lines: np.ndarray, epoch: int) -> bool:
     """Both flags of every LL line (uint32 rows ``data, flag, data, flag``) are ``epoch``."""
-    return bool((lines[:, 1] == np.uint32(epoch & 0xFFFFFFFF)).all() and (lines[:, 3] == np.uint32(epoch)).all())
+    ep = np.uint32(epoch & 0xFFFFFFFF)
+    return bool((lines[:, 1] == ep).all() and (lines[:, 3] == ep).all())
 
 
 class _LLStores:
