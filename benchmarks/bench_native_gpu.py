@@ -74,6 +74,12 @@ def empty_graph_launch_us(cp) -> float:
     return wall_us(cp, lambda: g.launch(cp.cuda.get_current_stream()), 2000)
 
 
+def per_rank_count(coll: str, n: int, nbytes: int) -> int:
+    """float32 elements per rank (at least 1) for a call of ``nbytes`` on ``n`` ranks: the whole
+    buffer of a rank, or its 1/n share where the collective's size counts n pieces."""
+    return max(1, nbytes // 4 // (n if coll in ("allgather", "gather", "alltoall", "reducescatter", "scatter") else 1))
+
+
 def buffers(cp, coll: str, n: int, count: int):
     """(ins, outs, call kwargs) for a Communicator method, float32, root 0."""
     ins = [cp.random.standard_normal(count * (n if coll in ("scatter", "alltoall", "reducescatter") else 1),
@@ -200,8 +206,7 @@ def main(argv=None) -> int:
         direct = Communicator(n, plan=False, backend=launch_layer)
         for coll in args.collectives.split(","):
             for nbytes in [s for s in SIZES if s <= args.max_bytes]:
-                per = max(1, nbytes // 4 // (n if coll in ("allgather", "gather", "alltoall", "reducescatter",
-                                                           "scatter") else 1))
+                per = per_rank_count(coll, n, nbytes)
                 ins, outs = buffers(cp, coll, n, per)
                 pos, kw = call_args(coll, ins, outs)
                 method = getattr(comm, METHOD[coll])

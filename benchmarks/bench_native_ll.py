@@ -25,7 +25,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
 from bench_native_gpu import (COLLS, METHOD, buffers, call_args, check_once, empty_graph_launch_us, nccl_one_rank,
-                              plain_cupy, wall_us)
+                              per_rank_count, plain_cupy, wall_us)
 
 from kernels import Communicator
 from kernels.comm.communicator import nccl_bytes
@@ -37,7 +37,7 @@ _NCCL_US: dict = {}
 
 def measure(cp, n: int, coll: str, nbytes: int, comms: dict, wrong: list) -> dict:
     """us per call of each executor for one (collective, ranks, bytes) cell."""
-    per = max(1, nbytes // 4 // (n if coll in ("allgather", "gather", "alltoall", "reducescatter", "scatter") else 1))
+    per = per_rank_count(coll, n, nbytes)
     ins, outs = buffers(cp, coll, n, per)
     pos, kw = call_args(coll, ins, outs)
     nb = nccl_bytes(coll, per, 4, n)

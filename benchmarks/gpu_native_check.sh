@@ -19,11 +19,7 @@ timeout ${BENCH_S:-180} python3 benchmarks/bench_native_gpu.py --out "$OUT" --ra
 echo "== tiles: contiguous pieces against tiles dealt in turn, beside plain CuPy"
 timeout ${DIAG_S:-90} python3 benchmarks/native_tile_diag.py 2>&1 | tee "$OUT/native_tile_diag.txt"
 echo "== compute-sanitizer"
-for tool in racecheck synccheck; do
-  timeout ${SAN_S:-40} compute-sanitizer --tool $tool --error-exitcode 3 python3 benchmarks/native_small_case.py 2>&1 \
-    | tail -4 | tee -a "$OUT/native_sanitizer.txt"
-  echo "$tool rc=${PIPESTATUS[0]}" | tee -a "$OUT/native_sanitizer.txt"
-done
+OUT="$OUT" SAN_S=${SAN_S:-40} bash benchmarks/native_sanitizer.sh
 echo "== one process per GPU: MPICommunicator natively, 2 processes (sharing the card if only one)"
 TOPOCOLL_NATIVE_TIMEOUT_S=30 timeout ${MPI_S:-50} python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= \
   tests/kernels/mpi/test_native_cuda.py 2>&1 | tee "$OUT/native_mpi_gpu_tests.txt" | tail -15

@@ -32,11 +32,7 @@ step "native GPU tests"
 timeout ${TESTS_S:-130} python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o addopts= --timeout=120 -n ${TESTS_N:-3} \
   tests/kernels/native tests/kernels/comm tests/kernels/backends tests/kernels/mpi 2>&1 | tee "$OUT/native_gpu_tests.txt" | tail -15
 step compute-sanitizer
-for tool in racecheck synccheck; do
-  timeout ${SAN_S:-35} compute-sanitizer --tool $tool --error-exitcode 3 python3 benchmarks/native_small_case.py 2>&1 \
-    | tail -4 | tee -a "$OUT/native_sanitizer.txt"
-  echo "$tool rc=${PIPESTATUS[0]}" | tee -a "$OUT/native_sanitizer.txt"
-done
+OUT="$OUT" SAN_S=${SAN_S:-35} bash benchmarks/native_sanitizer.sh
 step "torch backend"
 OUT="$OUT/pytorch" MPS=0 TESTS_S=${TORCH_S:-100} timeout $(( ${TORCH_S:-100} + 50 )) bash benchmarks/gpu_pytorch_check.sh 2>&1 \
   | tee "$OUT/pytorch_pass.txt" | tail -12

@@ -14,7 +14,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "benchmarks")]
 
-from bench_native_gpu import METHOD, buffers, call_args, check_once, wall_us  # noqa: E402
+from bench_native_gpu import METHOD, buffers, call_args, check_once, per_rank_count, wall_us  # noqa: E402
 
 from kernels import Communicator  # noqa: E402
 
@@ -30,7 +30,7 @@ def main() -> int:
     n = 8
     print("defines:", os.environ.get("TOPOCOLL_NATIVE_DEFINES", "(none)"))
     for coll, nbytes in CASES:
-        per = max(1, nbytes // 4 // (n if coll in ("allgather", "reducescatter") else 1))
+        per = per_rank_count(coll, n, nbytes)
         ins, outs = buffers(cp, coll, n, per)
         pos, kw = call_args(coll, ins, outs)
         cells = []
