@@ -24,7 +24,8 @@ group's schedule (no dispatch, agreement or worker thread: the difference is the
 overhead per call); each call followed by a device synchronisation; then where the native
 executor's time goes, phase by phase (:class:`kernels.pytorch.native_exec.PhaseClock`).  Writes
 ``OUT/gpu_report.md`` and ``OUT/gpu.json``.  NCCL cannot run two ranks on one card, so it has no
-row here.
+row there; a second job, one process with one rank, runs a one-rank NCCL group beside the one-rank
+``topocoll`` group (the issue's "NCCL in the same process layout").
 
     python benchmarks/bench_pytorch.py --gpu --out $OUT
 """
@@ -160,8 +161,9 @@ def _rank_job(rank: int, n: int, init: str, out_dir: str, opts: dict) -> None:
     dist.destroy_process_group()
 
 
-def _gpu_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
-    """topocoll vs gloo vs the native executor alone on CUDA tensors (module docstring)."""
+def _gpu_rows(n: int, gloo, calls: int, rounds: int, sizes, nccl=None) -> list:
+    """topocoll vs gloo vs the native executor alone on CUDA tensors (module docstring); and
+    vs ``nccl`` (a one-rank NCCL group) where given."""
     import torch
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import _get_default_group
@@ -172,11 +174,13 @@ def _gpu_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
     rows = []
     for nbytes in sizes:
         count = nbytes // 4
-        x, y, z = (torch.zeros(count, device="cuda") for _ in range(3))
+        x, y, z, w = (torch.zeros(count, device="cuda") for _ in range(4))
         sched = choose(pg.runner.selector, "allreduce", count, 4).schedule
         variants = {"topocoll": lambda: (dist.all_reduce(x), sync()),
                     "native": lambda: (pg.runner.native.run(sched, z, z, count, "sum"), sync()),
                     "gloo": lambda: (dist.all_reduce(y, group=gloo), sync())}
+        if nccl is not None:
+            variants["nccl"] = lambda: (dist.all_reduce(w, group=nccl), sync())
         before = pg.runner.native.launches
         for fn in variants.values():
             fn()                                   # warm up: lowering, kernel, IPC mappings
@@ -204,7 +208,8 @@ def _gpu_rank_job(rank: int, n: int, init: str, out_dir: str, opts: dict) -> Non
     import kernels.pytorch  # noqa: F401
     dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=120))
     gloo = dist.new_group(backend="gloo")
-    rows = _gpu_rows(n, gloo, opts["calls"], opts["rounds"], GPU_SIZES_BYTES)
+    nccl = dist.new_group(backend="nccl") if n == 1 else None     # NCCL: one rank per card
+    rows = _gpu_rows(n, gloo, opts["calls"], opts["rounds"], GPU_SIZES_BYTES, nccl)
     if rank == 0:
         Path(out_dir, f"n{n}.json").write_text(json.dumps({"allreduce": rows, "device": torch.cuda.get_device_name(),
                                                            "why_not": dist.distributed_c10d._get_default_group()
@@ -237,7 +242,25 @@ def gpu_report(res: dict, command: str, opts: dict) -> str:
                      f"{r['topocoll_busbw']:.2f} | {r['gloo_busbw']:.2f} | {r['topocoll_us'] - r['native_us']:,.0f} |")
     if res.get("why_not"):
         lines += ["", f"The native path was off: {res['why_not']}"]
-    return "\n".join(lines + _phase_lines(res) + [""])
+    return "\n".join(lines + _phase_lines(res) + _one_rank_lines(res.get("one_rank")) + [""])
+
+
+def _one_rank_lines(res: dict | None) -> list:
+    """One process, one rank: topocoll against NCCL in the same layout (the issue's one-rank row)."""
+    if not res:
+        return []
+    lines = ["", "## One rank: against NCCL", "", "One process, a one-rank `topocoll` group beside a one-rank NCCL "
+             "group (`dist.new_group(backend=\"nccl\")`) on the same card, the same rounds; an all_reduce of one "
+             "rank is a copy, so this row is the per-call cost of each backend around the bytes.", "",
+             "| all_reduce float32 | ran natively | topocoll µs | native alone µs | NCCL µs | gloo µs | "
+             "topocoll - NCCL µs | overhead µs |", "|---|---|---|---|---|---|---|---|"]
+    for r in res["allreduce"]:
+        lines.append(f"| {_fmt_bytes(r['bytes'])} | {'yes' if r['native_path'] else 'NO'} | "
+                     f"{r['topocoll_us']:,.1f} | {r['native_us']:,.1f} | {r['nccl_us']:,.1f} | {r['gloo_us']:,.1f} | "
+                     f"{r['topocoll_us'] - r['nccl_us']:,.1f} | {r['topocoll_us'] - r['native_us']:,.1f} |")
+    if res.get("why_not"):
+        lines += ["", f"The native path was off: {res['why_not']}"]
+    return lines
 
 
 #: the phases of :class:`kernels.pytorch.native_exec.PhaseClock`, in the order a call meets them
@@ -314,7 +337,7 @@ def main(argv=None) -> int:
         if not torch.cuda.is_available():
             print("bench_pytorch.py --gpu: torch sees no CUDA GPU here", file=sys.stderr)
             return 2
-        res = {**run(2, opts, _gpu_rank_job), "note": args.note}
+        res = {**run(2, opts, _gpu_rank_job), "note": args.note, "one_rank": run(1, opts, _gpu_rank_job)}
         atomic_write_text(out / "gpu.json", json.dumps(res, indent=1) + "\n")
         text = gpu_report(res, command.strip(), opts)
         atomic_write_text(out / "gpu_report.md", text)

@@ -47,6 +47,20 @@ def test_the_gpu_report_shows_busbw_and_the_overhead_over_the_native_executor_al
     assert text.splitlines()[2] == "    python benchmarks/bench_pytorch.py --gpu"
     assert "| 16 MiB | ring | yes | 500 | 420 | 8,000 | 33.55 | 2.10 | 80 |" in text    # 16 MiB / 500 µs x 2(n-1)/n
     assert "| 1 KiB | ring | NO |" in text and "was off" not in text
+    assert "One rank" not in text                     # no one-rank job in these results
+
+
+def test_the_one_rank_rows_subtract_nccl_and_the_native_executor_from_the_whole_call():
+    bench = _bench()
+    row = {"bytes": 64 << 10, "native_path": True, "schedule": "copy", "topocoll_us": 61.25, "native_us": 40.5,
+           "nccl_us": 9.75, "gloo_us": 70.0, "topocoll_busbw": 0.0, "gloo_busbw": 0.0}
+    two = {"allreduce": [], "device": "GPU X", "why_not": "",
+           "one_rank": {"allreduce": [row], "why_not": "CuPy is not installed"}}
+    text = bench.gpu_report(two, "python benchmarks/bench_pytorch.py --gpu", {"rounds": 3, "calls": 10})
+    # 61.25 - 9.75 = 51.5 over NCCL; 61.25 - 40.5 = 20.75 -> 20.8 of the backend's own
+    assert "| 64 KiB | yes | 61.2 | 40.5 | 9.8 | 70.0 | 51.5 | 20.8 |" in text
+    assert text.index("## One rank") > text.index("Where a native call's time goes")
+    assert "The native path was off: CuPy is not installed" in text
 
 
 def test_gpu_rows_without_a_gpu_end_in_one_line_and_exit_2(tmp_path, capsys):
