@@ -5,7 +5,8 @@
 #  2. the gpu-marked tests of tests/kernels/pytorch (2 processes sharing the card: every collective
 #     natively and staged through the host against gloo, a side stream, mismatched devices, NCCL plans);
 #  3. the GPU rows of benchmarks/bench_pytorch.py (all_reduce 1 KiB..64 MiB: topocoll native vs the
-#     native executor alone vs gloo on CUDA tensors, and where a native call's time goes, phase by phase);
+#     native executor alone vs gloo on CUDA tensors, where a native call's time goes, phase by phase, and a
+#     one-rank job against a one-rank NCCL group);
 #  4. (MPS=1, the default, where nvidia-cuda-mps-control exists) step 3 again under CUDA MPS, whose
 #     clients' kernels may run at once: without MPS the two processes' kernels are time-sliced, so a
 #     kernel waiting for its peer's flags waits for a GPU context switch.  Informational: not in rc.
@@ -39,7 +40,7 @@ timeout ${TESTS_S:-150} $PY -m pytest -v -m gpu -rs -p no:cacheprovider -o addop
   | tee "$OUT/pytorch_gpu_tests.txt" | tail -30
 r=$?; echo "tests rc=$r" | tee -a "$OUT/pytorch_gpu_tests.txt"; [ $r -ne 0 ] && rc=1
 echo "== all_reduce on CUDA tensors, 2 processes on one card"
-timeout ${BENCH_S:-40} $PY benchmarks/bench_pytorch.py --gpu --quick --out "$OUT" --note "CUDA MPS: off" 2>&1 \
+timeout ${BENCH_S:-60} $PY benchmarks/bench_pytorch.py --gpu --quick --out "$OUT" --note "CUDA MPS: off" 2>&1 \
   | tee "$OUT/pytorch_gpu_bench_log.txt" | tail -24
 r=$?; echo "bench rc=$r" | tee -a "$OUT/pytorch_gpu_bench_log.txt"; [ $r -ne 0 ] && rc=1
 if [ "${MPS:-1}" != 0 ] && command -v nvidia-cuda-mps-control >/dev/null; then

@@ -34,6 +34,6 @@ timeout ${TESTS_S:-130} python3 -m pytest -q -m gpu -rs -p no:cacheprovider -o a
 step compute-sanitizer
 OUT="$OUT" SAN_S=${SAN_S:-35} bash benchmarks/native_sanitizer.sh
 step "torch backend"
-OUT="$OUT/pytorch" MPS=0 TESTS_S=${TORCH_S:-100} timeout $(( ${TORCH_S:-100} + 50 )) bash benchmarks/gpu_pytorch_check.sh 2>&1 \
+OUT="$OUT/pytorch" MPS=0 TESTS_S=${TORCH_S:-100} timeout $(( ${TORCH_S:-100} + 70 )) bash benchmarks/gpu_pytorch_check.sh 2>&1 \
   | tee "$OUT/pytorch_pass.txt" | tail -12
 step done
