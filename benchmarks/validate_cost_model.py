@@ -37,7 +37,7 @@ SMALL = 64 << 10
 
 
 from nccl_log_cases import (ALL_CASES, CASES, CLASSES, HELD_OUT, HELD_OUT_CLASSES, IN_SAMPLE,  # noqa: E402,F401
-                            NEW_CASES, Case)
+                            NEW_CASES, THIRD_CASES, Case)
 
 
 #: why a log misses its targets: what its rows show that the model has no term for (read off the
