@@ -35,6 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import fit_nccl_model as fitting  # noqa: E402
 import validate_cost_model as validation  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
+from synth.model.nccl.confidence import TARGET_MEDIAN  # noqa: E402
 from synth.model.nccl.confidence import VALIDATION as CLASS_VALIDATION  # noqa: E402
 
 
@@ -121,7 +122,7 @@ def main(argv=None) -> int:
     return 0
 
 
-TARGET_MEDIAN = 0.15      # the issue's bar: median error within 15 % at >= 64 KiB on 80 % of the tables
+TARGET_FRACTION = 0.90    # the issue's bar: TARGET_MEDIAN met on 90 % of the tables
 
 
 def by_class_scores() -> list[tuple[dict, dict]]:
@@ -162,9 +163,14 @@ def by_class_report(out: Path, command: str, write: bool = False) -> int:
     good = sum(h["summary"]["median_big"] <= TARGET_MEDIAN for _, h in scores)
     fixed = [h for _, h in scores if h["case"].machine_class in validation.HELD_OUT_CLASSES]
     good_fixed = sum(h["summary"]["median_big"] <= TARGET_MEDIAN for h in fixed)
+    third = [h for _, h in scores if h["case"] in validation.THIRD_CASES]
     lines += ["", f"Median error within {TARGET_MEDIAN:.0%} on {good} of {len(scores)} tables at >= 64 KiB "
-              f"({good / max(1, len(scores)):.0%}; target 80 %), each predicted with its machine class held out.",
-              f"On the fixed held-out split alone: {good_fixed} of {len(fixed)} tables.", ""]
+              f"({good / max(1, len(scores)):.0%}; target {TARGET_FRACTION:.0%}), each predicted with its machine "
+              "class held out.",
+              f"On the fixed held-out split alone: {good_fixed} of {len(fixed)} tables; on its third set (logs from "
+              "sources no earlier fixture uses, of classes with no in-sample log): "
+              f"{sum(h['summary']['median_big'] <= TARGET_MEDIAN for h in third)} of {len(third)}.", ""]
+    lines += class_summary_lines(scores) + [""]
     skipped = [c for c in validation.ALL_CASES if c.skip_reason]
     lines += [f"Not predicted: {c.file} ({c.machine_class}): {c.skip_reason}." for c in skipped]
     out.mkdir(parents=True, exist_ok=True)
@@ -177,6 +183,20 @@ def by_class_report(out: Path, command: str, write: bool = False) -> int:
     return 0
 
 
+def class_summary_lines(scores: list[tuple[dict, dict]]) -> list[str]:
+    """Per machine class: its tables, how many meet the bar held out, and their median error."""
+    per: dict[str, list[float]] = {}
+    for _, held in scores:
+        per.setdefault(held["case"].machine_class, []).append(held["summary"]["median_big"])
+    out = ["| machine class | split | tables | within 15 % held out | median of the tables' median errors |",
+           "|---|---|---|---|---|"]
+    for name, errs in per.items():
+        split = "held out" if name in validation.HELD_OUT_CLASSES else "in-sample"
+        out.append(f"| {name} | {split} | {len(errs)} | {sum(e <= TARGET_MEDIAN for e in errs)} | "
+                   f"{statistics.median(errs):.1%} |")
+    return out
+
+
 def class_records(scores: list[tuple[dict, dict]], command: str) -> dict:
     """What ``synth.model.nccl.confidence`` reads: per machine class, its predicted tables and the
     median over them of their held-out median error (>= 64 KiB)."""
@@ -186,7 +206,8 @@ def class_records(scores: list[tuple[dict, dict]], command: str) -> dict:
         per.setdefault(held["case"].machine_class, []).append(held["summary"]["median_big"])
         colls.setdefault(held["case"].machine_class, set()).add(held["collective"])
     return {"command": command, "classes": {k: {"logs": len(v), "held_out_median": round(statistics.median(v), 4),
-                                                "collectives": sorted(colls[k])}
+                                                "collectives": sorted(colls[k]),
+                                                "within_15": sum(x <= TARGET_MEDIAN for x in v)}
                                             for k, v in sorted(per.items())}}
 
 

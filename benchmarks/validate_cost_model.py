@@ -37,7 +37,7 @@ SMALL = 64 << 10
 
 
 from nccl_log_cases import (ALL_CASES, CASES, CLASSES, HELD_OUT, HELD_OUT_CLASSES, IN_SAMPLE,  # noqa: E402,F401
-                            NEW_CASES, Case)
+                            NEW_CASES, THIRD_CASES, Case)
 
 
 #: why a log misses its targets: what its rows show that the model has no term for (read off the
@@ -57,6 +57,17 @@ WHY = {
     "with its nccl-env-profile.sh (NCCL_PROTO=Simple,LL128, NCCL_MIN_NCHANNELS=4 and an NCCL tuner plugin with a "
     "non-public a3plus_tuner_config.textproto); the log does not say which settings were exported, and a tuner "
     "plugin overrides NCCL's own choice, which is what this model reproduces.",
+
+    "b200_8gpu_1node_all_reduce_gcp_a4.txt": "8 x B200, NVLS, -g 8 (held out: no fit has seen Blackwell on one host). "
+    "From 1 GiB the model is within 10 % ({e[8589934592]:+.1%} at 8 GiB); at 8-64 MiB it is 38-49 % fast "
+    "({e[16777216]:+.1%} at 16 MiB): the real run gains only ~540 GB/s busbw per added byte between 32 and 64 "
+    "MiB where 1-4 GiB run at ~740. The NVLS chunk cost (`nvls_chunk_us`) is H100's; nothing in NCCL's source "
+    "says what a Blackwell NVLS chunk costs, and no fit may see this log.",
+    "mi350x_8gpu_1node_all_reduce.txt": "8 x MI350X, -g 8 (held out: no fit has seen gfx950 on one host). Three "
+    "out-of-place rows are single slow runs: 64 MiB ({e[67108864]:+.1%}), 256 MiB ({e[268435456]:+.1%}) and 2 GiB "
+    "({e[2147483648]:+.1%}), whose in-place rows are at the rate of their neighbours. At 64-512 KiB the model "
+    "is host-bound (8 x the per-GPU enqueue cost fitted on NVIDIA -g 8 logs, 36-41 us) where the log takes "
+    "50-61 us: no in-sample log constrains the host cost of one process driving 8 AMD GPUs.",
 }
 
 

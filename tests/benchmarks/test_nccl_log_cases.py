@@ -36,7 +36,15 @@ def test_every_log_has_a_case_and_every_case_a_log_and_a_class():
     assert set(cases.HELD_OUT_CLASSES) <= set(cases.CLASSES)
 
 
-@pytest.mark.parametrize("case", [c for c in cases.NEW_CASES if not c.skip_reason], ids=lambda c: c.file)
+def test_the_third_set_is_held_out_and_of_classes_no_earlier_log_has():
+    """Its classes have no in-sample log (so no fit constrains them) and no log of the first two sets."""
+    earlier = {c.machine_class for c in cases.CASES + cases.NEW_CASES}
+    third = {c.machine_class for c in cases.THIRD_CASES}
+    assert third <= set(cases.HELD_OUT_CLASSES) and not third & earlier
+
+
+@pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES if not c.skip_reason],
+                         ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
     runs = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]

@@ -58,15 +58,30 @@ def machine_class(m: NcclMachine) -> str:
     return f"{gpu}-{net}-multihost"
 
 
+#: the validation's bar: a table's median |error| at >= 64 KiB within this fraction, held out
+TARGET_MEDIAN = 0.15
+
+
 @dataclass(frozen=True)
 class ClassRecord:
-    """What the logs of one class say: ``logs`` tables, median |error| held out (fraction), and the
-    collectives the tables are of (empty: not recorded)."""
+    """What the logs of one class say: ``logs`` tables, median |error| held out (fraction), the
+    collectives the tables are of (empty: not recorded) and how many tables meet
+    :data:`TARGET_MEDIAN` held out (None: not recorded)."""
 
     name: str
     logs: int
     held_out_median: float
     collectives: tuple = ()
+    within_target: int | None = None
+
+    def verdict(self) -> str:
+        """``median error X% held out`` and, where recorded, how many of its tables meet the bar;
+        a class whose median misses the bar says so in capitals."""
+        tables = ("" if self.within_target is None
+                  else f", {self.within_target} of {self.logs} within {TARGET_MEDIAN:.0%}")
+        miss = "" if self.held_out_median <= TARGET_MEDIAN else (
+            f"; OUTSIDE the {TARGET_MEDIAN:.0%} bar: read its numbers as NCCL's tuning tables plus data-sheet rates")
+        return f"median error {self.held_out_median:.0%} held out{tables}{miss}"
 
 
 def load_validation(path: Path = VALIDATION) -> dict[str, ClassRecord]:
@@ -74,7 +89,8 @@ def load_validation(path: Path = VALIDATION) -> dict[str, ClassRecord]:
     if not path.is_file():
         return {}
     doc = json.loads(path.read_text())
-    return {k: ClassRecord(k, int(v["logs"]), float(v["held_out_median"]), tuple(v.get("collectives", ())))
+    return {k: ClassRecord(k, int(v["logs"]), float(v["held_out_median"]), tuple(v.get("collectives", ())),
+                           int(v["within_15"]) if "within_15" in v else None)
             for k, v in doc.get("classes", {}).items()}
 
 
@@ -105,6 +121,8 @@ def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = Non
     'NCCL model: machine class h100-ib-multihost, validated on 12 real log tables of allreduce only: NO'
     >>> confidence_line(NcclMachine.from_topology(get_preset("dgx-h100")), recs, anchors={})[:90]
     'NCCL model: machine class h100-nvswitch-1host: NO real log validates it; nearest validated'
+    >>> ClassRecord("amd-multihost", 3, 0.40, ("allreduce",), 1).verdict()[:60]
+    'median error 40% held out, 1 of 3 within 15%; OUTSIDE the 15'
     """
     records = load_validation() if records is None else records
     anchors = load_anchors() if anchors is None else anchors
@@ -122,16 +140,15 @@ def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = Non
         if coll and rec.collectives and coll not in rec.collectives:
             return (f"NCCL model: machine class {name}, validated on {rec.logs} {tables} of "
                     f"{'/'.join(rec.collectives)} only: NO real log validates {coll} on it "
-                    f"(median error {rec.held_out_median:.0%} held out on those){published}")
-        return (f"NCCL model: machine class {name}, validated on {rec.logs} {tables} "
-                f"(median error {rec.held_out_median:.0%} held out){published}")
+                    f"({rec.verdict()} on those){published}")
+        return f"NCCL model: machine class {name}, validated on {rec.logs} {tables} ({rec.verdict()}){published}"
     if not records:
         return f"NCCL model: machine class {name}: no validation data{published}"
     near = max(records.values(), key=lambda r: (_similarity(name, r.name), -r.held_out_median))
     tables = "table" if near.logs == 1 else "tables"
     return (f"NCCL model: machine class {name}: NO real log validates it{published}; nearest validated class "
-            f"{near.name} ({near.logs} {tables}, median error {near.held_out_median:.0%} held out)")
+            f"{near.name} ({near.logs} {tables}, {near.verdict()})")
 
 
 __all__ = ["machine_class", "confidence_line", "load_validation", "load_anchors", "ClassRecord", "VALIDATION",
-           "ANCHORS"]
+           "ANCHORS", "TARGET_MEDIAN"]

@@ -16,6 +16,7 @@ LL_MAX_BWS                 LL cap [GPU gen / CPU vendor][1, 2, >2 nodes]        
 PER_CH_MAX_*               per-channel caps (ring LL128, tree, NVLS tree)       tuning.cc perChMax*Bws
 NVLS_EFFICIENCY            NVLS achieved / link bandwidth by GPU gen            tuning.cc nvlsEfficiency
 TREE_CORRECTION            tree factor by proto and log2(bytes/64)              tuning.cc treeCorrectionFactor
+NVLS_TREE_CORRECTION_*     the same factor on Blackwell x86 NVLS-tree           tuning.cc ncclTopoGetAlgoTime
 THREAD_THRESHOLD           bytes per thread before adding channels              comm.h NCCL_*_THREAD_THRESHOLD
 MAX_NTHREADS               threads per protocol                                 device.h NCCL_*_MAX_NTHREADS
 NET_OVERHEAD_US            per ring step across nodes (Intel 1, AMD 2)          tuning.cc getNetOverhead
@@ -105,12 +106,17 @@ PER_CH_MAX_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (38.7, 41.4, 36.0), (
 PER_CH_MAX_NVLS_TREE = ((26.5, 18.5, 10.0), (24.0, 23.6, 17.8), (0.0, 57.7, 45.5), (0.0, 96.0, 43.1))
 #: tuning.cc nvlsEfficiency [Volta, Ampere, Hopper, Blackwell]
 NVLS_EFFICIENCY = (0.0, 0.0, 0.85, 0.74)
-#: tuning.cc treeCorrectionFactor [proto][log2(nBytes / 64)], 64 B .. 256 MB
+#: tuning.cc treeCorrectionFactor [proto][log2(nBytes / 64)], 64 B .. 512 MB (24 columns since NCCL 2.29.2,
+#: NVIDIA/nccl ebd1e929; trees read the first 23, ``logSize < 23``)
 TREE_CORRECTION = (
-    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0),
-    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0),
-    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9),
+    (1.0, 1.0, 1.0, 1.0, .9, .8, .7, .7, .7, .7, .6, .5, .4, .4, .5, .6, .7, .8, .9, 1.0, 1.0, 1.0, 1.0, 1.0),
+    (1.0, 1.0, 1.0, 1.0, 1.0, .9, .8, .8, .8, .7, .6, .6, .6, .6, .6, .6, .8, .9, .9, .9, .9, 1.0, 1.0, 1.0),
+    (.9, .9, .9, .9, .9, .9, .9, .8, .7, .6, .6, .5, .5, .5, .5, .6, .7, .8, .7, .7, .8, .9, .9, .9),
 )
+#: ncclTopoGetAlgoTime (tuning.cc, NCCL 2.29.2 on): NVLS-tree all_reduce on Blackwell (compute capability >= 100)
+#: with an x86 CPU takes the trees' correction factor for log2(nBytes / 64) < 24 (up to 512 MiB): NCCL's own
+#: statement that its NVLS-tree bandwidth is not reached at medium sizes there
+NVLS_TREE_CORRECTION_SM, NVLS_TREE_CORRECTION_COLUMNS, NVLS_TREE_CORRECTION_VERSION = 100, 24, (2, 29)
 THREAD_THRESHOLD = {"LL": 8, "LL128": 8, "Simple": 64}
 MAX_NTHREADS = {"LL": 512, "LL128": 640, "Simple": 512}
 NET_OVERHEAD_US = {"intel": 1.0, "amd": 2.0}
@@ -178,6 +184,7 @@ __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NA
            "SPEEDS_INTRA", "SPEEDS_INTER", "MAXCHANNELS", "NVLS_NCHANNELS", "NVLS_NCHANNELS_SM100",
            "NVLS_NCHANNELS_SM100_NVL", "NCCL_MAX_NVLS_ARITY", "BASE_LAT", "HW_LAT", "LL_MAX_BWS",
            "PER_CH_MAX_RING_LL128", "PER_CH_MAX_TREE_LL128", "PER_CH_MAX_TREE", "PER_CH_MAX_NVLS_TREE",
-           "NVLS_EFFICIENCY", "TREE_CORRECTION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",
+           "NVLS_EFFICIENCY", "TREE_CORRECTION", "NVLS_TREE_CORRECTION_SM", "NVLS_TREE_CORRECTION_COLUMNS",
+           "NVLS_TREE_CORRECTION_VERSION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",
            "NET_PLUGIN_LATENCY_US", "LL_DATA_FRACTION", "LL128_DATA_FRACTION", "RCCL_BASE_LAT", "RCCL_GFX942",
            "RCCL_MSCCL_ALLREDUCE_8GPU", "compcap_index", "coll_steps", "busbw_factor"]

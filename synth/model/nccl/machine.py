@@ -67,6 +67,7 @@ class NcclMachine:
     links, ``link_gbs`` the data-sheet GB/s per direction of one link; ``nic_gbps`` the line
     rate of one NIC (GB/s per direction) and ``net_kind`` one of :data:`NET_KINDS`;
     ``cpu_vendor`` ``intel`` or ``amd`` (NCCL's llMaxBws row and net overhead across nodes);
+    ``cpu_arch`` ``x86`` or ``arm`` (Grace: NCCL's ``cpuArch``, which gates a Blackwell NVLS-tree factor);
     ``gpus_per_process`` how many GPUs one thread drives (nccl-tests ``-g``).
     """
 
@@ -88,6 +89,7 @@ class NcclMachine:
     link_matrix: tuple | None = None
     cpu_vendor: str = "intel"
     sockets: int = 2
+    cpu_arch: str = "x86"
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -96,6 +98,7 @@ class NcclMachine:
                   (self.ranks >= 1 and self.nodes >= 1 and self.ranks % self.nodes == 0,
                    f"{self.ranks} ranks do not split over {self.nodes} nodes"),
                   (self.cpu_vendor in ("intel", "amd"), f"CPU vendor {self.cpu_vendor!r} is not intel or amd"),
+                  (self.cpu_arch in ("x86", "arm"), f"CPU architecture {self.cpu_arch!r} is not x86 or arm"),
                   (self.pcie_gen in (3, 4, 5), f"PCIe generation {self.pcie_gen} is not 3, 4 or 5"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
                   (self.link_gbs > 0 and self.nic_gbps >= 0, "link and NIC bandwidths must be positive")]
@@ -182,12 +185,14 @@ class NcclMachine:
             net_kind = next((g.nodes[n]["transport"] for n in nics if g.nodes[n].get("transport")), "ib")
         cpus = [d for _, d in g.nodes(data=True) if d["kind"] == "cpu" and int(d.get("host", 0)) == host0]
         vendor = "amd" if any(re.search(r"AMD|EPYC", str(c.get("name", ""))) for c in cpus) else "intel"
+        arm = any(re.search(r"Grace|Neoverse|ARM|aarch64", str(c.get("name", ""))) for c in cpus)
+        cpu_arch = "arm" if arm else "x86"
         pcie = max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5)
         gen = 5 if pcie > 40 else 4 if pcie > 20 else 3
         p2p = all(topo.p2p(0, k).read for k in _ring_peers(topo, local))
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
-                   float(link_gbs), matrix, vendor, max(1, len(cpus)))
+                   float(link_gbs), matrix, vendor, max(1, len(cpus)), cpu_arch)
 
 
 def _ring_peers(topo: Topology, local: list[int]) -> list[int]:

@@ -43,7 +43,7 @@ from synth.model.nccl.constants import (
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
-from synth.model.nccl.tuning import TuneTable
+from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 
 
 def host_time_us(params: ModelParams, gpus_per_process: int, channels: int) -> float:
@@ -222,7 +222,8 @@ def _chunk_rate_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: in
 
 def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
                  params: ModelParams) -> float:
-    """Bandwidth part of the time (µs): the slower of the GPU links and the network."""
+    """Bandwidth part of the time (µs): the slower of the GPU links and the network (a Blackwell
+    NVLS-tree all_reduce of at most 512 MiB at the fraction NCCL itself expects: :func:`nvls_tree_correction`)."""
     wire = nbytes * busbw_factor(coll, t.machine.ranks)
     t_intra = wire / (1000.0 * _intra_bus_gbs(t, coll, algo, proto, channels, params))
     if algo in ("nvls", "nvls_tree") and t.machine.gpus_per_node > 1:
@@ -231,7 +232,7 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
         return t_intra
     net_bus = min(_net_bus_gbs(t, coll, algo, proto, params),
                   _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params))
-    return max(t_intra, wire / (1000.0 * net_bus))
+    return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes)
 
 
 def _hops(m: NcclMachine, coll: str, algo: str) -> tuple[int, int]:

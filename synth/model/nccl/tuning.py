@@ -33,6 +33,9 @@ from synth.model.nccl.constants import (
     NCCL_VERSION,
     NET_PLUGIN_LATENCY_US,
     NVLS_EFFICIENCY,
+    NVLS_TREE_CORRECTION_COLUMNS,
+    NVLS_TREE_CORRECTION_SM,
+    NVLS_TREE_CORRECTION_VERSION,
     PER_CH_MAX_NVLS_TREE,
     PER_CH_MAX_RING_LL128,
     PER_CH_MAX_TREE,
@@ -229,6 +232,8 @@ class TuneTable:
         log_size = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
         if algo == "tree" and coll == "allreduce" and 0 <= log_size < 23:
             bw *= TREE_CORRECTION[PROTOS.index(proto)][log_size]
+        if self.version >= NVLS_TREE_CORRECTION_VERSION:
+            bw *= nvls_tree_correction(self.machine, coll, algo, proto, nbytes)
         m = self.machine
         if (algo == "ring" and proto == "Simple" and m.nodes > 1 and coll == "allreduce"
                 and nbytes / (self.graphs.n_channels * m.ranks) >= 64):
@@ -265,4 +270,22 @@ class TuneTable:
         return nc, nt
 
 
-__all__ = ["TuneTable", "NCCL_COLLS", "ALGOS_FOR", "NCCL_VERSION"]
+def nvls_tree_correction(m: NcclMachine, coll: str, algo: str, proto: str, nbytes: int) -> float:
+    """The fraction of its NVLS-tree bandwidth NCCL expects at ``nbytes`` (1.0 where it expects all):
+    from NCCL 2.29.2 its ``ncclTopoGetAlgoTime`` (tuning.cc) scales NVLS-tree all_reduce on Blackwell
+    with an x86 CPU by the trees' medium-size correction factor, up to 512 MiB.  The execution model
+    (:mod:`.runtime`) applies it at every version: it describes the hardware, not NCCL's choice.
+
+    >>> from topo_probe import cluster
+    >>> b200x2 = NcclMachine.from_topology(cluster("hgx-b200", nodes=2))
+    >>> [nvls_tree_correction(b200x2, "allreduce", "nvls_tree", "Simple", n << 20) for n in (8, 32, 512, 1024)]
+    [0.8, 0.7, 0.9, 1.0]
+    """
+    log_size = int(math.log2(nbytes >> 6)) if nbytes >= 64 else -1
+    if (algo != "nvls_tree" or coll != "allreduce" or m.sm < NVLS_TREE_CORRECTION_SM or m.cpu_arch != "x86"
+            or not 0 <= log_size < NVLS_TREE_CORRECTION_COLUMNS):
+        return 1.0
+    return TREE_CORRECTION[PROTOS.index(proto)][log_size]
+
+
+__all__ = ["TuneTable", "NCCL_COLLS", "ALGOS_FOR", "NCCL_VERSION", "nvls_tree_correction"]
