@@ -12,6 +12,13 @@ anything?  A loss is any of
 Results: ``results/robustness/faults.md`` (counts per fault kind, the command that made it).
 
     python benchmarks/fault_campaign.py --kills 40 --out results/robustness/faults.md
+
+``--buffers N`` runs the buffer-misuse campaign instead (``tests/_buffer_misuse.py``, the same
+one CI runs): N generated calls of every ``Communicator(plan=False)`` collective and of
+``run_schedule`` with drawn byte orders, ndarray subclasses, overlaps and argument types, each
+judged against NumPy; it replaces only its own section of the results file.
+
+    python benchmarks/fault_campaign.py --buffers 10000 --seed 0
 """
 
 from __future__ import annotations
@@ -33,6 +40,7 @@ sys.path.insert(0, str(ROOT))
 
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 
+BUFFER_SECTION = "\n## Buffer misuse: generated calls\n"
 ARGS = ["--topology", "full:4", "--collectives", "allgather,allreduce", "--time-limit", "5"]
 
 
@@ -166,13 +174,53 @@ def symlink_trials(base: Path) -> dict:
     return counts
 
 
+def buffer_section(calls: int, seed: int) -> tuple[str, int]:
+    """The buffer-misuse campaign's section of the results (markdown) and its failure count."""
+    sys.path.insert(0, str(ROOT / "tests"))
+    from _buffer_misuse import run_campaign  # a test helper: tests/ is on the path only here
+
+    res = run_campaign(calls, seed)
+    counts, draws = res["counts"], res["draws"]
+    kinds = ("silent wrong answers", "generic exceptions", "other failures")
+    lines = [BUFFER_SECTION.strip(), "",
+             (f"Made by `python benchmarks/fault_campaign.py --buffers {calls} --seed {seed}` in {counts['cpu_s']} s "
+              "of CPU (`tests/_buffer_misuse.py`; CI runs the same campaign, 10,000 calls, in "
+              "`tests/kernels/comm/test_buffer_misuse_campaign.py`)."), "",
+             ("Each call answers NumPy's reference (within the dtype's reduction bound; no other byte of any array "
+              "changed) or refuses with one line (a TopocollError, no byte changed); a call whose every draw is "
+              "valid must answer, one with a draw no answer can honour must refuse."), "",
+             "| outcome | calls |", "|---|---|", f"| calls (repeats included) | {counts['calls']} |",
+             f"| answered, NumPy's reference | {counts['answered'] - counts['failures']} |",
+             f"| refused in one line | {counts['refused']} |"]
+    lines += [f"| {k} | {counts[k]} |" for k in kinds]
+    lines += ["", "Draws (calls drawing each; a call draws a layout and up to two more):", "",
+              "| draw | calls |", "|---|---|"] + [f"| {k} | {v} |" for k, v in sorted(draws.items())]
+    lines += [""] + [f"- {f}" for f in res["failures"][:20]]
+    return "\n".join(lines).rstrip() + "\n", counts["failures"]
+
+
+def write_section(out: Path, text: str, buffers: bool) -> None:
+    """Replace one of the file's two parts (folder faults first, the buffer section after)."""
+    old = out.read_text() if out.exists() else ""
+    folders, _, section = old.partition(BUFFER_SECTION)
+    section = BUFFER_SECTION.lstrip() + section if section else ""
+    folders, section = (folders, text) if buffers else (text, section)
+    atomic_write_text(out, folders.rstrip() + "\n\n" + section if section else folders)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=40)
     ap.add_argument("--concurrent", type=int, default=5)
     ap.add_argument("--seed", type=int, default=0)
+    ap.add_argument("--buffers", type=int, metavar="N", help="run the buffer-misuse campaign (N calls) instead")
     ap.add_argument("--out", default="results/robustness/faults.md")
     args = ap.parse_args(argv)
+    if args.buffers is not None:
+        text, failures = buffer_section(args.buffers, args.seed)
+        write_section(Path(args.out), text, buffers=True)
+        print(text)
+        return 1 if failures else 0
     rng = random.Random(args.seed)
     base = Path(tempfile.mkdtemp(prefix="topocoll-faults-"))
     t0 = time.monotonic()
@@ -195,7 +243,7 @@ def main(argv=None) -> int:
         total += int(counts.get("losses", 0))
         lines.append(f"| {what} | {', '.join(f'{k} {v}' for k, v in counts.items())} |")
     lines += ["", f"Losses in all: {total}."]
-    atomic_write_text(Path(args.out), "\n".join(lines) + "\n")
+    write_section(Path(args.out), "\n".join(lines) + "\n", buffers=False)
     print("\n".join(lines))
     return 1 if total else 0
 

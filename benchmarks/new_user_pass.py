@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from _docs import python_snippets, shell_commands  # noqa: E402
+from new_user_bad_inputs import bad_inputs_issue38  # noqa: E402
 
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 
@@ -456,7 +457,7 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         clone, head = make_clone(work, args.rev)
         env = tool_env(clone, work / "bin", work / "home")
-        cmds = doc_commands(clone) + bad_inputs() + regen_commands(clone)
+        cmds = doc_commands(clone) + bad_inputs() + [Cmd(**c) for c in bad_inputs_issue38()] + regen_commands(clone)
         if shutil.which("mpirun", path=env["PATH"]) is None:
             cmds = [c if "mpirun" not in c.shell else Cmd(c.label, c.shell, skip="mpirun is not installed") for c in cmds]
         if args.quick:

@@ -127,6 +127,9 @@ def check_buffer_layout(what: str, sends: Sequence, recvs: Sequence) -> None:
                 spans.append((d0, d1, r, "recvbuf", True))
         if s is not None:
             s0, s1 = _span(s)
+            if s0 < d1 and d0 < s1 and not getattr(s.flags, "writeable", True):
+                raise BufferLayoutError(f"{what}: rank {r}'s sendbuf is read-only but shares memory with its recvbuf "
+                                        f"(an in-place call writes it)")
             if s1 > s0:
                 spans.append((s0, s1, r, "sendbuf", s0 < d1 and d0 < s1))
     spans.sort()
@@ -186,7 +189,7 @@ def check_buffer(arr: Any, what: str, *, layer: Any = None, numpy_only: bool = F
                                 f"{type(arr).__name__}")
     elif not (isinstance(arr, np.ndarray) or (_is_cupy(arr) and hasattr(arr, "dtype"))):
         raise BufferLayoutError(f"{what}: got a {type(arr).__name__}, not an array (NumPy or CuPy)")
-    elif isinstance(arr, np.ndarray) and not plain_ndarray(arr):
+    if isinstance(arr, np.ndarray) and not plain_ndarray(arr):
         raise BufferLayoutError(f"{what}: got a {type(arr).__module__}.{type(arr).__name__}; pass a plain "
                                 f"numpy.ndarray (numpy.asarray)")
     ok = _KNOWN_DTYPES.get(arr.dtype)
@@ -235,8 +238,9 @@ def bind_call(spec: CollectiveSpec, sends: Sequence, recvs: Sequence, devices: S
     and rule."""
     n = spec.ranks
     for role, bufs in (("sendbufs", sends), ("recvbufs", recvs)):
-        if bufs is None or len(bufs) != n:
-            got = "None" if bufs is None else f"{len(bufs)} entries"
+        if not hasattr(bufs, "__len__") or not hasattr(bufs, "__getitem__") or len(bufs) != n:
+            got = (f"{len(bufs)} entries" if hasattr(bufs, "__len__") else "None" if bufs is None
+                   else f"a {type(bufs).__name__}")
             raise BufferLayoutError(f"{role}: need one entry per rank ({n}), got {got}")
     flat_s, flat_r, dtype, count = [None] * n, [None] * n, None, None
     for r in (range(n) if ranks is None else ranks):

@@ -65,6 +65,7 @@ from kernels.comm.validation import (
     _ptr,
     _size,
     bind_lists,
+    check_array,
     check_op,
     check_root,
 )
@@ -311,8 +312,8 @@ class Communicator(CommunicatorBase):
         """Block r of ``out[root]`` is rank r's input; other outputs may be None."""
         root = self._root("gather", root)
         count = _size(in_arrays, "gather")
-        if _is_list(out_arrays) and len(out_arrays) == self.size and out_arrays[root] is in_arrays[root]:
-            count = in_arrays[root].size // self.size
+        if _is_list(out_arrays) and len(out_arrays) == self.size and out_arrays[root] is in_arrays[root] is not None:
+            count = check_array(in_arrays[root], "gather", root).size // self.size
         s, d = self._prepare("gather", "gather", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)
         self._run("gather", s, d, count, root=root)
         return out_arrays
@@ -322,8 +323,8 @@ class Communicator(CommunicatorBase):
         """``out[r]`` = block r of ``in[root]`` (count = out size); other inputs may be None."""
         root = self._root("scatter", root)
         count = _size(out_arrays, "scatter")
-        if _is_list(in_arrays) and len(in_arrays) == self.size and out_arrays[root] is in_arrays[root]:
-            count = out_arrays[root].size // self.size
+        if _is_list(in_arrays) and len(in_arrays) == self.size and out_arrays[root] is in_arrays[root] is not None:
+            count = check_array(out_arrays[root], "scatter", root).size // self.size
         s, d = self._prepare("scatter", "scatter", in_arrays, out_arrays, count, root, in_need={root}, sized=out_arrays)
         self._run("scatter", s, d, count, root=root)
         return out_arrays

@@ -30,6 +30,10 @@ def repeatable(method):
             else:
                 scalars.append(a)
         key = (name, tuple(map(id, arrays)), _layouts(arrays), tuple(scalars), tuple(sorted(kwargs.items())))
+        try:
+            hash(key)
+        except TypeError:         # an unhashable argument (op=['sum'], a dict): no repeat; validation names it
+            return method(self, *args, **kwargs)
         if self._bound:
             hit = self._bound.get(key)
             if hit is not None:
@@ -59,10 +63,10 @@ def _layouts(arrays: list) -> tuple:
     a CuPy array's memory, strides and dtype cannot change in place (its shape can, over the same
     contiguous memory, which a collective reads flat), and reading them all cost more per
     repeated call than the graph launch it guards (16 arrays: about 10 us)."""
-    ref = next((a for a in arrays if a is not None), None)
-    if not isinstance(ref, np.ndarray):
+    if not any(isinstance(a, np.ndarray) for a in arrays):
         return ()
-    return tuple([None if a is None else (a.shape, a.strides, a.dtype, a.flags.writeable) for a in arrays])
+    return tuple([(a.shape, a.strides, a.dtype, a.flags.writeable) if isinstance(a, np.ndarray) else None
+                  for a in arrays])
 
 
 __all__ = ["BOUND_CALLS_KEPT", "repeatable"]

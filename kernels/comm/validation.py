@@ -87,7 +87,7 @@ def _size(arrays, what: str = "collective") -> int:
 
 def _inplace_count(ins, outs, n: int) -> int | None:
     if _is_list(ins) and _is_list(outs) and ins and outs and ins[0] is not None and ins[0] is outs[0]:
-        return ins[0].size // n
+        return check_array(ins[0], "in_arrays", 0).size // n
     return None
 
 

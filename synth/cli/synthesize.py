@@ -106,19 +106,24 @@ def _check(args: argparse.Namespace) -> None:
 def main(argv: list[str] | None = None) -> int:
     """Run ``synthesize``: 0 done, 2 bad input, 130 interrupted (Ctrl-C or SIGTERM)."""
     where: dict = {}
+    signalled: dict = {}
     try:
         with signals_interrupt() as signalled, stdout_may_close():
             status = _main(argv, where)
             if signalled["raised"]:      # the interrupt landed in a clean-up callback, which swallowed it
                 raise KeyboardInterrupt
             return status
-    except KeyboardInterrupt:
+    except BrokenPipeError:
+        return stdout_gone()
+    except BaseException as e:
+        # the interrupt may come back as another exception: C code (an extension's import, a
+        # plot's layout) that is interrupted turns the KeyboardInterrupt into its own error
+        if not isinstance(e, KeyboardInterrupt) and not signalled.get("raised"):
+            raise
         out = where.get("out")
         kept = out is not None and (Path(out) / "summary.json").is_file()
         print(f"synthesize: interrupted; {'previous results kept' if kept else 'nothing written'}", file=sys.stderr)
         return 130
-    except BrokenPipeError:
-        return stdout_gone()
 
 
 def _main(argv: list[str] | None, where: dict | None = None) -> int:

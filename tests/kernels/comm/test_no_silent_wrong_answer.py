@@ -15,7 +15,7 @@ from hypothesis import strategies as st
 
 from kernels import Communicator, run_schedule
 from synth import baseline, build_fabric
-from topo_probe import get_preset
+from topo_probe import get_preset, parse_generator_spec
 from topo_probe.errors import BufferLayoutError, InvalidArgument, TopocollError
 
 pytestmark = pytest.mark.filterwarnings("ignore:Communicator. no plan")
@@ -117,3 +117,78 @@ def test_property_refused_or_numpy_answer(kind, order, wrap, step, offset, n):
         np.testing.assert_allclose(got, expect, rtol=1e-3)
     else:
         np.testing.assert_array_equal(got, expect.astype(np.dtype(kind)).astype(np.float64))
+
+
+# ---------------------------------------------------------------- found by the buffer-misuse campaign
+@pytest.mark.parametrize("op", [["sum"], {"sum": 1}])
+def test_an_unhashable_op_is_refused_in_one_line(comm4, op):
+    with pytest.raises(InvalidArgument, match="op .* is not one of"):
+        comm4.all_reduce([np.ones(4) for _ in range(4)], [np.zeros(4) for _ in range(4)], op=op)
+
+
+def test_a_dict_of_arrays_is_refused_in_one_line(comm4):
+    with pytest.raises(BufferLayoutError, match="list with one array per rank, got dict"):
+        comm4.all_gather({r: np.ones(2) for r in range(4)}, [np.zeros(8) for _ in range(4)])
+
+
+@pytest.mark.parametrize("junk", ["a string", 3.5, [1.0, 2.0]])
+def test_junk_where_a_rank_has_no_buffer_is_ignored(comm4, junk):
+    """NCCL ignores the receive buffers of reduce's other ranks: anything there, NumPy's answer at the root."""
+    ys = [junk, np.zeros(3), junk, junk]
+    comm4.reduce([np.full(3, r + 1.0) for r in range(4)], ys, root=1)
+    assert ys[1].tolist() == [10.0] * 3
+
+
+@pytest.mark.parametrize("call", ["all_gather", "gather", "scatter"])
+@pytest.mark.parametrize("junk", ["a string", 3.5, None])
+def test_junk_passed_as_one_in_place_buffer_is_refused(comm4, call, junk):
+    xs, ys = [np.zeros(8) for _ in range(4)], [np.zeros(8) for _ in range(4)]
+    xs[0] = ys[0] = junk                                   # rank 0 (the root) "in place"
+    with pytest.raises(BufferLayoutError):
+        getattr(comm4, call)(xs, ys)
+
+
+def test_a_repeat_notices_a_read_only_output_after_junk_in_an_ignored_slot():
+    comm = Communicator(2, plan=False)
+    xs, ys = ["junk", np.arange(4.0)], [np.zeros(2), np.zeros(2)]
+    comm.scatter(xs, ys, root=1)
+    assert ys[0].tolist() == [0.0, 1.0] and ys[1].tolist() == [2.0, 3.0]
+    ys[0].flags.writeable = False
+    with pytest.raises(BufferLayoutError, match="read-only"):
+        comm.scatter(xs, ys, root=1)
+
+
+@pytest.mark.parametrize("coll", ["reducescatter", "scatter"])
+def test_a_read_only_input_written_in_place_is_refused(coll):
+    """recvbuf = block r of a read-only sendbuf: NCCL's in-place layout would write the input."""
+    n = 2
+    bufs = [np.arange(4.0) + r for r in range(n)]
+    ins = [b.view() for b in bufs]
+    for a in ins:
+        a.flags.writeable = False
+    outs = [b[2 * r:2 * r + 2] for r, b in enumerate(bufs)]
+    if coll == "scatter":
+        ins = [ins[0], None]
+    with pytest.raises(BufferLayoutError, match="read-only"):
+        Communicator(n, plan=False).reduce_scatter(ins, outs) if coll == "reducescatter" else (
+            Communicator(n, plan=False).scatter(ins, outs, root=0))
+    with pytest.raises(BufferLayoutError, match="read-only"):
+        run_schedule(baseline("direct", build_fabric(parse_generator_spec("full:2")), coll, **({"root": 0} if coll == "scatter"
+                                                                                      else {})), ins, outs)
+    assert [b.tolist() for b in bufs] == [[0.0, 1.0, 2.0, 3.0], [1.0, 2.0, 3.0, 4.0]]
+
+
+@pytest.mark.parametrize("wrap", [np.asmatrix, np.ma.masked_array], ids=["matrix", "masked"])
+@pytest.mark.parametrize("backend", ["host", "reference"])
+def test_run_schedule_refuses_matrix_and_masked_arrays(wrap, backend):
+    ring = baseline("ring", build_fabric(parse_generator_spec("full:4")), "allreduce")
+    xs = [wrap(np.ones(4)) for _ in range(4)]
+    with pytest.raises(BufferLayoutError, match="numpy.ndarray"):
+        run_schedule(ring, xs, [np.zeros(4) for _ in range(4)], backend=backend)
+
+
+@pytest.mark.parametrize("make", [iter, lambda x: (a for a in x), lambda x: 7], ids=["iterator", "generator", "int"])
+def test_run_schedule_refuses_what_is_not_one_entry_per_rank(make):
+    ring = baseline("ring", build_fabric(parse_generator_spec("full:4")), "allreduce")
+    with pytest.raises(BufferLayoutError, match="need one entry per rank"):
+        run_schedule(ring, make([np.ones(4) for _ in range(4)]), [np.zeros(4) for _ in range(4)])

@@ -302,3 +302,37 @@ def test_a_schedule_that_no_longer_verifies_is_not_reused(ring4_run, tmp_path, c
     fabric = build_fabric(load_topology(str(out / "topology.json")))
     for name in _plan_schedules(out)[1]:
         check(load_schedule(out / name), fabric)
+
+
+@pytest.mark.parametrize("turned_into", [ValueError, ImportError, RuntimeError])
+def test_a_signal_that_c_code_turns_into_another_error_still_ends_as_interrupted(monkeypatch, capsys, turned_into):
+    """OR-Tools' import or matplotlib's layout, interrupted by SIGTERM, raise their own error
+    from our KeyboardInterrupt (seen: ImportError "initialization failed", ValueError "Invalid
+    bounding box"): still "interrupted", exit 130, no traceback."""
+    import signal
+    import time
+
+    import synth.cli.synthesize as cli
+
+    def interrupted_inside_c_code(argv, where):
+        try:
+            os.kill(os.getpid(), signal.SIGTERM)
+            time.sleep(5)
+        except KeyboardInterrupt as e:
+            raise turned_into("initialization failed") from e
+        raise AssertionError("no signal arrived")
+
+    monkeypatch.setattr(cli, "_main", interrupted_inside_c_code)
+    assert cli.main([]) == 130
+    assert capsys.readouterr().err.strip() == "synthesize: interrupted; nothing written"
+
+
+def test_an_error_without_a_signal_is_not_called_an_interruption(monkeypatch):
+    import synth.cli.synthesize as cli
+
+    def bug(argv, where):
+        raise ValueError("a bug, not a signal")
+
+    monkeypatch.setattr(cli, "_main", bug)
+    with pytest.raises(ValueError, match="a bug"):
+        cli.main([])
