@@ -62,7 +62,9 @@ class CupyLayer(DeviceLayer):
         GPU of each rank (default: the GPU its buffers live on; rank r on GPU r for a rank
         with none).  Several ranks may share a GPU.
     topology : Topology, optional
-        When given, a pair also needs ``topology.p2p(src, dst).supported`` (GPU index = device id).
+        When given, a pair also needs ``topology.p2p(src, dst).supported``; the topology's GPU
+        index of a device is the rank that runs on it (``devices``, else where the buffers live;
+        the device id itself before any is known).
     runtime : object, optional
         The CUDA runtime wrapper (default :class:`CupyRuntime`, created on first use; tests pass
         the tests' fake runtime).
@@ -122,11 +124,17 @@ class CupyLayer(DeviceLayer):
             return True
         if self.p2p == "never" or self._peer_state.get((dev, peer)) is False:
             return False
-        if self.topology is not None and not self.topology.p2p(peer, dev).supported:
+        if self.topology is not None and not self.topology.p2p(self.topology_gpu(peer),
+                                                               self.topology_gpu(dev)).supported:
             return False
         if (dev, peer) not in self._can:
             self._can[(dev, peer)] = bool(self.runtime.can_access_peer(dev, peer))
         return self._can[(dev, peer)]
+
+    def topology_gpu(self, dev: int) -> int:
+        """The topology's GPU index of CUDA device ``dev``: the first rank that runs on it."""
+        layout = self.devices if self.devices is not None else self._placed
+        return layout.index(dev) if layout is not None and dev in layout else dev
 
     def plan(self, program: Program) -> Plan:
         """Plan ``program``; enable peer access for new pairs once, re-planning around failures.

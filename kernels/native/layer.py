@@ -5,7 +5,9 @@ memory; otherwise (``p2p="never"``, or peer access refused) the op-by-op layer i
 
 One :class:`~kernels.native.launcher.NativeContext` is kept per lowered program and GPU
 layout (up to :data:`CONTEXTS_KEPT`), so a repeated call finds its flags, scratch, pointer
-table and captured graph ready.
+table and captured graph ready.  The buffers reach the layer bound and checked
+(:func:`kernels.backends.binding.bind_call`: a rank's arrays on its GPU among them); the layer
+checks nothing again.
 """
 
 from __future__ import annotations
@@ -18,7 +20,7 @@ from kernels.backends.cupy_runtime import CupyRuntime
 from kernels.backends.device import RankBuffers
 from kernels.native.device_program import TILE_BYTES
 from kernels.program.ops import SCRATCH, Program
-from topo_probe.errors import BufferLayoutError, InvalidArgument
+from topo_probe.errors import InvalidArgument
 
 #: native contexts a layer keeps (per lowered program and GPU layout)
 CONTEXTS_KEPT = 32
@@ -87,16 +89,7 @@ class NativeLayer(CupyLayer):
         devs = self.device_of(program.ranks)
         if any(b.get(SCRATCH) is not None for b in buffers.bufs) or not self.native_ok(devs):
             return None
-        self._check_devices(buffers, devs)
         return self.context(program, protocol).bound(buffers.bufs, graphs=self.graphs)
-
-    def _check_devices(self, buffers: RankBuffers, devs: list[int]) -> None:
-        rt = self.runtime
-        for r, b in enumerate(buffers.bufs):
-            for name, arr in b.items():
-                if name != SCRATCH and rt.device_of_array(arr) != devs[r]:
-                    raise BufferLayoutError(f"rank {r}: {name} buffer lives on GPU {rt.device_of_array(arr)}, "
-                                            f"rank {r} runs on GPU {devs[r]}")
 
     def execute(self, program: Program, buffers: RankBuffers, protocol: str | None = None) -> None:
         devs = self.device_of(program.ranks)
@@ -106,7 +99,6 @@ class NativeLayer(CupyLayer):
                 if SCRATCH in b and b[SCRATCH] is None:
                     b[SCRATCH] = super().allocate(r, program.sizes[r][SCRATCH], program.dtype)
             return super().execute(program, buffers)
-        self._check_devices(buffers, devs)
         self.context(program, protocol).run(buffers.bufs, graphs=self.graphs)
 
 
