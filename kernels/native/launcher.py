@@ -352,7 +352,10 @@ class NativeContext:
                 g.launch(cp.cuda.get_current_stream())
                 continue
             with cp.cuda.Device(d):
-                ln.run(b["tables"][d], b["graphs"], d, capture=graphs and b["calls"] >= 2)
+                if g is not None:            # a replay: no call more per GPU on the repeated path
+                    g.launch(cp.cuda.get_current_stream())
+                else:
+                    ln.run(b["tables"][d], b["graphs"], d, capture=graphs and b["calls"] >= 2)
 
     def _launch_copies(self, b: dict, graphs: bool) -> None:
         """The memcpy route: one device-to-device copy per op on the current stream (a graph of

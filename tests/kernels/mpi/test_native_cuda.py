@@ -117,37 +117,47 @@ def test_mpi_communicator_runs_a_plans_ll_ranges_natively_across_processes(tmp_p
 
 
 # ---------------------------------------------------------------------- without a GPU
-def test_cuda_backend_drives_the_kernel_abi_per_process(monkeypatch):
-    """CuPy replaced by tests/kernels/native/_fake_cupy.py (its kernel interprets exactly the
-    arguments the real one gets: resolved records, block offset, flag pointers, epochs, status
-    words): three ranks' shares of a chained broadcast, each launched by its own backend, a
-    graph captured on the second call and replayed on the third, against NumPy; a launch whose
-    peer has not run reports its wait in the status words; every opened handle is closed."""
+def _stand_in_backends(monkeypatch, seed: int, opened: list, closed: list):
+    """(CuPy stand-in, three ranks' CUDA share backends over it, a chained broadcast 0 -> 1 -> 2):
+    the launcher's CuPy replaced by tests/kernels/native/_fake_cupy.py, CUDA IPC by handles that
+    are the allocation's address (``opened``/``closed`` collect what the backends open and close)."""
     import sys
     from pathlib import Path
-
-    import numpy as np
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
     from _fake_cupy import FakeCupy
-    from test_native import attach_all, make_shares
 
     import kernels.native.launcher as launcher
-    from kernels.backends.executor import program_for
     from kernels.mpi.ipc import CudaIpc
     from kernels.mpi.native_cuda import CudaShareBackend
     from synth.ir.schedule import Schedule, Step, Transfer
-    cp = FakeCupy(seed=3, sms=8)
+    cp = FakeCupy(seed=seed, sms=8)
     monkeypatch.setattr(launcher, "_cupy", lambda: cp)
     monkeypatch.setattr(launcher, "_KERNELS", {})
 
     def address_range(ptr):
         return next((a.ctypes.data, a.nbytes) for a in cp.allocations
                     if a.ctypes.data <= ptr < a.ctypes.data + a.nbytes)
-    opened, closed = [], []
     ipc = CudaIpc(cp, get_handle=lambda b: b.to_bytes(8, "little"), address_range=address_range)
     backends = [CudaShareBackend(ipc=ipc, open_handle=lambda h: opened.append(h) or int.from_bytes(h, "little"),
                                  close_handle=closed.append) for _ in range(3)]
     sched = Schedule("broadcast", 3, 1, (Step(1, (Transfer(0, 0, 1),)), Step(1, (Transfer(0, 1, 2),))), root=0)
+    return cp, backends, sched
+
+
+def test_cuda_backend_drives_the_kernel_abi_per_process(monkeypatch):
+    """CuPy replaced by tests/kernels/native/_fake_cupy.py (its kernel interprets exactly the
+    arguments the real one gets: resolved records, block offset, flag pointers, epochs, status
+    words): three ranks' shares of a chained broadcast, each launched by its own backend, a
+    graph captured on the second call and replayed on the third, against NumPy; a launch whose
+    peer has not run reports its wait in the status words; every opened handle is closed."""
+    import numpy as np
+    from test_native import attach_all, make_shares
+
+    import kernels.native.launcher as launcher
+    from kernels.backends.executor import program_for
+    from kernels.mpi.native_cuda import CudaShareBackend
+    opened, closed = [], []
+    cp, backends, sched = _stand_in_backends(monkeypatch, 3, opened, closed)
     prog = program_for(sched, 1000, np.dtype("float32"))
     x = np.random.default_rng(0).standard_normal(1000).astype(np.float32)
     user = [(cp.asarray(x) if r == 0 else None, cp.zeros(1000, np.float32)) for r in range(3)]
@@ -179,31 +189,13 @@ def test_cuda_backend_runs_ll_shares_through_the_kernel_abi(monkeypatch):
     dependency order; every rank's LL region is allocated zeroed by its backend, exported with
     its flags and mapped by the peers; three calls (a graph captured on the second) against
     NumPy; a consumer launched before its producer reports an LL wait in the status words."""
-    import sys
-    from pathlib import Path
-
     import numpy as np
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
-    from _fake_cupy import FakeCupy
     from test_native import attach_all, make_shares
 
-    import kernels.native.launcher as launcher
     from kernels.backends.executor import program_for
-    from kernels.mpi.ipc import CudaIpc
     from kernels.mpi.native_cuda import CudaShareBackend
     from kernels.native.record_format import LL_WAIT
-    from synth.ir.schedule import Schedule, Step, Transfer
-    cp = FakeCupy(seed=5, sms=8)
-    monkeypatch.setattr(launcher, "_cupy", lambda: cp)
-    monkeypatch.setattr(launcher, "_KERNELS", {})
-
-    def address_range(ptr):
-        return next((a.ctypes.data, a.nbytes) for a in cp.allocations
-                    if a.ctypes.data <= ptr < a.ctypes.data + a.nbytes)
-    ipc = CudaIpc(cp, get_handle=lambda b: b.to_bytes(8, "little"), address_range=address_range)
-    backends = [CudaShareBackend(ipc=ipc, open_handle=lambda h: int.from_bytes(h, "little"),
-                                 close_handle=lambda b: None) for _ in range(3)]
-    sched = Schedule("broadcast", 3, 1, (Step(1, (Transfer(0, 0, 1),)), Step(1, (Transfer(0, 1, 2),))), root=0)
+    cp, backends, sched = _stand_in_backends(monkeypatch, 5, [], [])
     prog = program_for(sched, 301, np.dtype("float32"))
     x = np.random.default_rng(1).standard_normal(301).astype(np.float32)
     user = [(cp.asarray(x) if r == 0 else None, cp.zeros(301, np.float32)) for r in range(3)]
