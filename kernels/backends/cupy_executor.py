@@ -62,9 +62,10 @@ class CupyLayer(DeviceLayer):
         GPU of each rank (default: the GPU its buffers live on; rank r on GPU r for a rank
         with none).  Several ranks may share a GPU.
     topology : Topology, optional
-        When given, a pair also needs ``topology.p2p(src, dst).supported``; the topology's GPU
-        index of a device is the rank that runs on it (``devices``, else where the buffers live;
-        the device id itself before any is known).
+        When given, a pair also needs ``topology.p2p(src, dst).supported``, the topology's GPU
+        index being the device id, or with ``topology_ranks`` (a Communicator's topology, whose
+        GPU i is rank i) the first rank that runs on the device (``devices``, else where the
+        buffers live).
     runtime : object, optional
         The CUDA runtime wrapper (default :class:`CupyRuntime`, created on first use; tests pass
         the tests' fake runtime).
@@ -73,12 +74,12 @@ class CupyLayer(DeviceLayer):
     name = "cupy"
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
-                 runtime: Any = None):
+                 runtime: Any = None, topology_ranks: bool = False):
         if p2p not in ("auto", "never"):
             raise InvalidArgument(f"p2p must be 'auto' or 'never', got {p2p!r}")
         self.p2p = p2p
         self.devices = None if devices is None else [int(d) for d in devices]
-        self.topology = topology
+        self.topology, self.topology_ranks = topology, topology_ranks
         self._runtime = runtime
         self._peer_state: dict[tuple[int, int], bool] = {}
         self._can: dict[tuple[int, int], bool] = {}
@@ -132,9 +133,9 @@ class CupyLayer(DeviceLayer):
         return self._can[(dev, peer)]
 
     def topology_gpu(self, dev: int) -> int:
-        """The topology's GPU index of CUDA device ``dev``: the first rank that runs on it."""
+        """The topology's GPU index of CUDA device ``dev`` (class docstring)."""
         layout = self.devices if self.devices is not None else self._placed
-        return layout.index(dev) if layout is not None and dev in layout else dev
+        return layout.index(dev) if self.topology_ranks and layout is not None and dev in layout else dev
 
     def plan(self, program: Program) -> Plan:
         """Plan ``program``; enable peer access for new pairs once, re-planning around failures.

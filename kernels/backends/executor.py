@@ -101,10 +101,10 @@ def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None
         return HostLayer()
     if backend == "cupy":
         from kernels.native.layer import NativeLayer
-        return NativeLayer(p2p=p2p, devices=devices, topology=topology)
+        return NativeLayer(p2p=p2p, devices=devices, topology=topology, topology_ranks=True)
     if backend == "cupy-ops":
         from kernels.backends.cupy_executor import CupyLayer
-        return CupyLayer(p2p=p2p, devices=devices, topology=topology)
+        return CupyLayer(p2p=p2p, devices=devices, topology=topology, topology_ranks=True)
     raise InvalidArgument(f"backend must be one of {', '.join(BACKENDS)} or a DeviceLayer, got {backend!r}")
 
 
@@ -163,8 +163,8 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
                  bound: BoundCall | None = None) -> tuple[Any, Program | None, list]:
     """Everything :func:`run_schedule` does before the layer runs: binding
     (:func:`kernels.backends.binding.bind_call`, with the layer's ``devices`` where it has them,
-    unless the caller passes the ``bound`` call it made), lowering, scratch.  Returns (layer, program, per-rank buffers); the reference
-    backend runs at once and returns program None."""
+    unless the caller passes the ``bound`` call it made), lowering, scratch.  Returns (layer,
+    program, per-rank buffers); the reference backend runs at once and returns program None."""
     if op not in REDUCE_OPS:
         raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     layer = _layer(backend, p2p)

@@ -19,6 +19,7 @@ from kernels.backends.cupy_executor import CupyLayer
 from kernels.backends.cupy_runtime import CupyRuntime
 from kernels.backends.device import RankBuffers
 from kernels.native.device_program import TILE_BYTES
+from kernels.native.launcher import FUSE
 from kernels.program.ops import SCRATCH, Program
 from topo_probe.errors import InvalidArgument
 
@@ -29,9 +30,10 @@ CONTEXTS_KEPT = 32
 class NativeLayer(CupyLayer):
     """:class:`CupyLayer` that runs whole programs natively where peers are reachable.
 
-    Parameters are :class:`CupyLayer`'s, plus ``graphs`` (replay repeated calls as CUDA graphs,
-    default True), ``channels`` (force the channel count; default by size), ``fuse`` (run
-    chains of reduces, and records that continue each other, as one record; default True) and
+    Parameters are :class:`CupyLayer`'s (``topology_ranks`` among them), plus ``graphs``
+    (replay repeated calls as CUDA graphs, default True), ``channels`` (force the channel count;
+    default by size), ``fuse`` (run chains of reduces, and records that continue each other, as
+    one record; default :data:`~kernels.native.launcher.FUSE`) and
     ``tile_bytes`` (large ops dealt to the channels in tiles of this size; None: contiguous
     pieces; see :mod:`kernels.native.device_program`) and ``protocol``: ``"plan"`` (default: what
     the call's plan entry says, Simple without one), or forced for every call: ``"simple"`` (data,
@@ -42,9 +44,9 @@ class NativeLayer(CupyLayer):
     name = "cupy"
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
-                 runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = True,
-                 tile_bytes: int | None = TILE_BYTES, protocol: str = "plan"):
-        super().__init__(p2p, devices=devices, topology=topology, runtime=runtime)
+                 runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = FUSE,
+                 tile_bytes: int | None = TILE_BYTES, protocol: str = "plan", topology_ranks: bool = False):
+        super().__init__(p2p, devices=devices, topology=topology, runtime=runtime, topology_ranks=topology_ranks)
         self.graphs, self.channels, self.fuse, self.tile_bytes = graphs, channels, fuse, tile_bytes
         self.protocol = checked_protocol(protocol)
         self._contexts: OrderedDict[tuple, Any] = OrderedDict()

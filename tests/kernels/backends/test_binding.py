@@ -165,7 +165,8 @@ def test_each_device_is_checked_once_per_call_on_the_native_path(checks, monkeyp
         assert all(np.array_equal(y, np.full(16, 6 + 4 * call, np.float32)) for y in ys)
         assert comm.last_route.layer == "native" and cp.launches == call + 1
         devices = [c for c in checks if c.endswith(": device")]
-        _once(devices, ["all_reduce: rank 0: device"] + [f"all_reduce: in_arrays: rank {r}: device" for r in range(1, 4)]
+        _once(devices, ["all_reduce: rank 0: device"]
+              + [f"all_reduce: in_arrays: rank {r}: device" for r in range(1, 4)]
               + [f"all_reduce: out_arrays: rank {r}: device" for r in range(4)])
         assert asked == [], "the layer checked a device again"
 

@@ -239,7 +239,8 @@ def test_a_peer_ll_region_that_is_not_mapped_is_refused_in_one_line(monkeypatch)
     monkeypatch.setattr(Share, "connect", connect_without_ll)
     shares = make_shares(prog, 3, fakes, channels=1, protocol="ll")
     user = [(fakes[r].alloc("send", 16, 48), fakes[r].alloc("recv", 48, 48)) for r in range(3)]
-    with pytest.raises(BufferLayoutError, match=r"^native share of rank 0: rank \d's @ll buffer is used but not mapped$"):
+    with pytest.raises(BufferLayoutError, match=r"^native share of rank 0: rank \d's @ll buffer is used but not "
+                                                r"mapped$"):
         attach_all(shares, prog, user)
 
 
