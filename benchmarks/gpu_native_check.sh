@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The native executor's GPU pass (about 8 minutes on one H100/H200): GPU-marked tests of the
 # native executor, the side-by-side benchmark, the tile-size diagnostic, compute-sanitizer on a
-# small case, and the one-process-per-GPU MPI run.  Each step has its own time limit, so a hang costs one step.
+# small case, and the one-process-per-GPU MPI run (Simple and LL).  Each step has its own time
+# limit, so a hang costs one step.
 #   OUT=results/gpu bash benchmarks/gpu_native_check.sh
 set -o pipefail
 OUT=${OUT:-results/gpu}
@@ -21,5 +22,5 @@ timeout ${DIAG_S:-90} python3 benchmarks/native_tile_diag.py 2>&1 | tee "$OUT/na
 echo "== compute-sanitizer"
 OUT="$OUT" SAN_S=${SAN_S:-40} bash benchmarks/native_sanitizer.sh
 echo "== one process per GPU: MPICommunicator natively, 2 processes (sharing the card if only one)"
-TOPOCOLL_NATIVE_TIMEOUT_S=30 timeout ${MPI_S:-50} python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= \
+TOPOCOLL_NATIVE_TIMEOUT_S=30 timeout ${MPI_S:-90} python3 -m pytest -q -x -m gpu -rs -p no:cacheprovider -o addopts= \
   tests/kernels/mpi/test_native_cuda.py 2>&1 | tee "$OUT/native_mpi_gpu_tests.txt" | tail -15

@@ -197,12 +197,22 @@ def check_buffer(arr: Any, what: str, *, layer: Any = None, numpy_only: bool = F
         ok = _KNOWN_DTYPES[arr.dtype] = dtype_problem(arr.dtype) is None
     if not ok:
         raise BufferLayoutError(f"{what}: {dtype_problem(arr.dtype)}")
-    if device is not None and _is_cupy(arr) and arr.device.id != device:
-        raise BufferLayoutError(f"{what}: device cuda:{arr.device.id} is not its rank's cuda:{device}")
+    if device is not None:
+        check_device(arr, what, device)
+
+
+def check_device(arr: Any, what: str, device: int) -> None:
+    """A CuPy array's GPU against its rank's ``device``: the call's one device check (part of
+    :func:`check_buffer`; the layers make none).  BufferLayoutError starting with ``what``."""
+    if _is_cupy(arr):
+        CHECKS.append(f"{what}: device") if CHECKS is not None else None
+        if arr.device.id != device:
+            raise BufferLayoutError(f"{what}: device cuda:{arr.device.id} is not its rank's cuda:{device}")
 
 
 _KNOWN_DTYPES: dict = {}
-#: tests set a list here to see every :func:`check_buffer` call (its ``what``); None otherwise
+#: tests set a list here to see every :func:`check_buffer` call (its ``what``, and ``what +
+#: ": device"`` where it checks the rank's GPU); None otherwise
 CHECKS: list | None = None
 
 
@@ -332,6 +342,7 @@ __all__ = [
     "bind_call",
     "check_buffer",
     "check_buffer_layout",
+    "check_device",
     "dtype_problem",
     "inplace_rank",
     "is_view_of",

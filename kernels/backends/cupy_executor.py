@@ -62,7 +62,10 @@ class CupyLayer(DeviceLayer):
         GPU of each rank (default: the GPU its buffers live on; rank r on GPU r for a rank
         with none).  Several ranks may share a GPU.
     topology : Topology, optional
-        When given, a pair also needs ``topology.p2p(src, dst).supported`` (GPU index = device id).
+        When given, a pair also needs ``topology.p2p(src, dst).supported``, the topology's GPU
+        index being the device id, or with ``topology_ranks`` (a Communicator's topology, whose
+        GPU i is rank i) the first rank that runs on the device (``devices``, else where the
+        buffers live).
     runtime : object, optional
         The CUDA runtime wrapper (default :class:`CupyRuntime`, created on first use; tests pass
         the tests' fake runtime).
@@ -71,12 +74,12 @@ class CupyLayer(DeviceLayer):
     name = "cupy"
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
-                 runtime: Any = None):
+                 runtime: Any = None, topology_ranks: bool = False):
         if p2p not in ("auto", "never"):
             raise InvalidArgument(f"p2p must be 'auto' or 'never', got {p2p!r}")
         self.p2p = p2p
         self.devices = None if devices is None else [int(d) for d in devices]
-        self.topology = topology
+        self.topology, self.topology_ranks = topology, topology_ranks
         self._runtime = runtime
         self._peer_state: dict[tuple[int, int], bool] = {}
         self._can: dict[tuple[int, int], bool] = {}
@@ -122,11 +125,17 @@ class CupyLayer(DeviceLayer):
             return True
         if self.p2p == "never" or self._peer_state.get((dev, peer)) is False:
             return False
-        if self.topology is not None and not self.topology.p2p(peer, dev).supported:
+        if self.topology is not None and not self.topology.p2p(self.topology_gpu(peer),
+                                                               self.topology_gpu(dev)).supported:
             return False
         if (dev, peer) not in self._can:
             self._can[(dev, peer)] = bool(self.runtime.can_access_peer(dev, peer))
         return self._can[(dev, peer)]
+
+    def topology_gpu(self, dev: int) -> int:
+        """The topology's GPU index of CUDA device ``dev`` (class docstring)."""
+        layout = self.devices if self.devices is not None else self._placed
+        return layout.index(dev) if self.topology_ranks and layout is not None and dev in layout else dev
 
     def plan(self, program: Program) -> Plan:
         """Plan ``program``; enable peer access for new pairs once, re-planning around failures.

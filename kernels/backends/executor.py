@@ -87,9 +87,11 @@ def bind_buffers(spec: CollectiveSpec, sendbufs: Sequence, recvbufs: Sequence,
     return call.count, call.dtype, call.inplace, list(call.sends), list(call.recvs)
 
 
-def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None = None) -> DeviceLayer | None:
+def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None = None,
+               topology: Any = None) -> DeviceLayer | None:
     """A new device layer of ``backend`` (None: the reference backend), its ranks on ``devices``
-    when given (else where their buffers live); the caller owns it (a Communicator keeps its own)."""
+    when given (else where their buffers live), the GPU layers' peer access also bounded by
+    ``topology``'s P2P facts (GPU index = rank); the caller owns it (a Communicator keeps its own)."""
     if p2p not in P2P_MODES:
         raise InvalidArgument(f"p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}")
     if backend == "reference":
@@ -99,10 +101,10 @@ def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None
         return HostLayer()
     if backend == "cupy":
         from kernels.native.layer import NativeLayer
-        return NativeLayer(p2p=p2p, devices=devices)
+        return NativeLayer(p2p=p2p, devices=devices, topology=topology, topology_ranks=True)
     if backend == "cupy-ops":
         from kernels.backends.cupy_executor import CupyLayer
-        return CupyLayer(p2p=p2p, devices=devices)
+        return CupyLayer(p2p=p2p, devices=devices, topology=topology, topology_ranks=True)
     raise InvalidArgument(f"backend must be one of {', '.join(BACKENDS)} or a DeviceLayer, got {backend!r}")
 
 
@@ -160,14 +162,15 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
                  backend: Any = "host", p2p: str = "auto",
                  bound: BoundCall | None = None) -> tuple[Any, Program | None, list]:
     """Everything :func:`run_schedule` does before the layer runs: binding
-    (:func:`kernels.backends.binding.bind_call`, unless the caller passes the ``bound`` call it
-    made), lowering, scratch.  Returns (layer, program, per-rank buffers); the reference
-    backend runs at once and returns program None."""
+    (:func:`kernels.backends.binding.bind_call`, with the layer's ``devices`` where it has them,
+    unless the caller passes the ``bound`` call it made), lowering, scratch.  Returns (layer,
+    program, per-rank buffers); the reference backend runs at once and returns program None."""
     if op not in REDUCE_OPS:
         raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     layer = _layer(backend, p2p)
     spec = schedule.spec
-    call = bound if bound is not None else bind_call(spec, sendbufs, recvbufs, layer=layer)
+    call = bound if bound is not None else bind_call(spec, sendbufs, recvbufs, getattr(layer, "devices", None),
+                                                     layer=layer)
     sends, recvs, dtype = call.sends, call.recvs, call.dtype
     if layer is None:
         from kernels.backends.reference import run_reference

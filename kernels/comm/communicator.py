@@ -226,13 +226,14 @@ class Communicator(CommunicatorBase):
         return recvs
 
     def _layer(self, backend):
-        """This communicator's own device layer of ``backend`` (made at first use, on its devices);
+        """This communicator's own device layer of ``backend`` (made at first use, on its devices and
+        topology: no P2P there, staging through the host);
         a DeviceLayer passed as ``backend`` is used as it is."""
         if not isinstance(backend, str) or backend == "reference":
             return backend
         if backend not in self._layers:
             from kernels.backends.executor import make_layer
-            self._layers[backend] = make_layer(backend, self.p2p, devices=self.devices)
+            self._layers[backend] = make_layer(backend, self.p2p, devices=self.devices, topology=self.topology)
         return self._layers[backend]
 
     def _nccl_why(self) -> str:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.backends.binding import BoundCall, _is_cupy, bind_call, check_buffer, is_view_of
+from kernels.backends.binding import BoundCall, _is_cupy, bind_call, check_buffer, check_device, is_view_of
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
@@ -151,6 +151,9 @@ def bind_lists(what: str, name: str, ins, outs, count, root=None, in_need=None, 
         _is_list(ins) and _is_list(outs) and len(ins) == len(outs) == n) else [False] * n
     inplace = {r for r in every if same[r]}
     first = {id(_first(sized))} if sized is not None else set()
+    if sized is not None and devices is not None:     # _size checked that array, all but its GPU
+        r0 = next(r for r, a in enumerate(sized) if a is not None)
+        check_device(sized[r0], f"{what}: rank {r0}", devices[r0])
     in_done = first if sized is ins else set()
     ins = check_list(what, "in_arrays", ins, every if in_need is None else in_need | inplace, same,
                      size=n, devices=devices, checked=in_done)

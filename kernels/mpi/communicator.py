@@ -209,7 +209,7 @@ class MPICommunicator(CommunicatorBase):
         from their sizes; in-place when they alias as in NCCL).  Returns ``recvbuf``."""
         return self._run(schedule, sendbuf, recvbuf, op)
 
-    def _run(self, schedule: Schedule, sendbuf, recvbuf, op: str):
+    def _run(self, schedule: Schedule, sendbuf, recvbuf, op: str, protocol: str | None = None):
         spec = schedule.spec
         if spec.ranks != self.size:
             raise InvalidArgument(f"rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
@@ -227,7 +227,7 @@ class MPICommunicator(CommunicatorBase):
             return recvbuf
         _, digest, prog, plan, binding, scratch, what = self._rank_plan(schedule, count, sample.dtype, inplace, op)
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
-        wire = self._native.call(schedule, prog, count, op, inplace, bound, digest, self._wire_for(sample))
+        wire = self._native.call(schedule, prog, count, op, inplace, bound, digest, self._wire_for(sample), protocol)
         prepared = (digest, lambda: self.agreement.header(schedule, count, sample.dtype, op), plan,
                     {name: user[which] for name, which in binding}, scratch, sample.dtype, wire,
                     what, op)
@@ -268,7 +268,8 @@ class MPICommunicator(CommunicatorBase):
         ref = send if send is not None else recv
         self.last_route = plan_route(self.selector, name, nccl_bytes(name, count, ref.dtype.itemsize, self.size), root,
                                      dtype=ref.dtype, op=op, no_nccl=MPI_NO_NCCL, layer="mpi")
-        self._run(self.last_route.schedule, send, recv, op)    # arguments checked by the calling collective
+        # arguments checked by the calling collective; the plan entry's protocol for the native path
+        self._run(self.last_route.schedule, send, recv, op, self.last_route.protocol)
 
     # ------------------------------------------------------------------ collectives
     @agreed("allreduce")

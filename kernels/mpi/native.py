@@ -10,7 +10,10 @@ a :class:`Share` is one rank's part of it:
   allocation mapped here through CUDA IPC, plus the buffer's offset in it
   (:func:`slot_table`);
 * the same for the flags: this rank's blocks publish into a flag array of this process, the
-  waits on a peer's block read the peer's flag array through its mapping (:func:`flag_table`).
+  waits on a peer's block read the peer's flag array through its mapping (:func:`flag_table`);
+* under the LL protocol (:mod:`kernels.native.ll`), the same for the LL regions: each rank's
+  region (slot ``(rank, "@ll")``) lives in its process and is exported with its flags and
+  scratch; a producer writes its lines into the consumer's region through its mapping.
 
 Handles travel as ``{"handle", "offset", "nbytes"}`` (the allocation base's IPC handle and the
 buffer's byte offset from it), exchanged once per buffer; :class:`PeerMaps` opens each
@@ -39,12 +42,12 @@ from kernels.native.device_program import (
     KINDS,
     TILE_BYTES,
     DeviceProgram,
-    build_device_program,
     resolve_records,
     resolve_sources,
     resolve_waits,
 )
-from kernels.native.record_format import check_limits
+from kernels.native.launcher import FUSE, layout, ll_line_words
+from kernels.native.ll import LL_BUF
 from kernels.program.ops import SCRATCH, Program
 from topo_probe.errors import BufferLayoutError, ProcessGroupMismatch
 
@@ -52,13 +55,13 @@ from topo_probe.errors import BufferLayoutError, ProcessGroupMismatch
 BINDINGS_KEPT = 8
 
 
-def build_share_program(program: Program, channels: int, *, fuse: bool = False,
-                        tile_bytes: int | None = TILE_BYTES) -> DeviceProgram:
-    """The device program every rank builds alike: ``program`` in ``channels`` channels (large
-    ops dealt in tiles of ``tile_bytes``), the blocks of each rank numbered consecutively (rank r
+def build_share_program(program: Program, channels: int, *, fuse: bool = FUSE,
+                        tile_bytes: int | None = TILE_BYTES, protocol: str = "simple") -> DeviceProgram:
+    """The device program every rank builds alike (:func:`kernels.native.launcher.layout`, the
+    single-process executor's): ``program`` in ``channels`` channels (large ops dealt in tiles of
+    ``tile_bytes``) under ``protocol``, the blocks of each rank numbered consecutively (rank r
     is "device" r)."""
-    return build_device_program(program, channels, device_of=list(range(program.ranks)), fuse=fuse,
-                                tile_bytes=tile_bytes)
+    return layout(program, channels, range(program.ranks), fuse=fuse, tile_bytes=tile_bytes, protocol=protocol)
 
 
 def share_blocks(dp: DeviceProgram, rank: int) -> tuple[int, int]:
@@ -79,7 +82,8 @@ def program_fingerprint(dp: DeviceProgram) -> str:
     True
     """
     h = hashlib.blake2b(digest_size=8)
-    for arr in (dp.records, dp.sources, dp.block_start, dp.wait_start, dp.waits, dp.block_rank, dp.block_channel):
+    for arr in (dp.records, dp.sources, dp.block_start, dp.wait_start, dp.waits, dp.block_rank, dp.block_channel,
+                dp.ll_targets):
         h.update(np.ascontiguousarray(arr).tobytes())
         h.update(str(arr.shape).encode())
     meta = [[list(s) for s in dp.slots], dp.channels, dp.stride, dp.ranks, np.dtype(dp.dtype).name, dp.op]
@@ -141,6 +145,8 @@ def local_slots(dp: DeviceProgram, rank: int) -> set[int]:
     used = set(rec[:, 1].tolist()) | set(rec[:, 5].tolist()) | set(rec[~chain, 3].tolist())
     for s, k in rec[chain][:, 3:5]:
         used |= set(dp.sources[s:s + k, 0].tolist())
+    for s, k in rec[rec[:, 11] > 0][:, 10:12]:        # the LL regions its records write
+        used |= set(dp.ll_targets[s:s + k, 0].tolist())
     used.discard(-1)
     return {int(u) for u in used}
 
@@ -202,33 +208,38 @@ class Share:
     :meth:`connect`; per call, on a new set of buffers (:meth:`bound` says None) :meth:`attach`
     with every rank's :meth:`exports`; :meth:`launch`."""
 
-    def __init__(self, program: Program, rank: int, backend, *, channels: int, fuse: bool = False,
-                 graphs: bool = True, tile_bytes: int | None = TILE_BYTES) -> None:
+    def __init__(self, program: Program, rank: int, backend, *, channels: int, fuse: bool = FUSE,
+                 graphs: bool = True, tile_bytes: int | None = TILE_BYTES, protocol: str = "simple") -> None:
         self.program, self.rank, self.backend, self.graphs = program, rank, backend, graphs
-        self.dp = build_share_program(program, channels, fuse=fuse, tile_bytes=tile_bytes)
-        check_limits(self.dp.records, self.dp.block_start)
+        under = {} if protocol == "simple" else {"protocol": protocol}      # Simple: the builder's default
+        self.dp = build_share_program(program, channels, fuse=fuse, tile_bytes=tile_bytes, **under)
         self.first, self.blocks = share_blocks(self.dp, rank)
         self.fingerprint = program_fingerprint(self.dp)
         n = program.sizes[rank].get(SCRATCH, 0)
         self.scratch = backend.empty(n, program.dtype) if n else None
         self.flags = backend.flags(max(1, self.blocks))
+        lines = ll_line_words(self.dp, rank)       # LL: where peers write the lines this rank reads
+        self.ll_lines = backend.flags(lines) if lines else None
         self.maps = PeerMaps(backend)
         self.bindings: OrderedDict[tuple, dict] = OrderedDict()
         self.state = None
         self.peer_scratch: dict[int, int] = {}
+        self.peer_ll: dict[int, int] = {}
 
     def descriptor(self) -> dict:
-        """What the peers need once: the fingerprint and where the flags and scratch are."""
-        b = self.backend
-        return {"fp": self.fingerprint, "flags": b.export(self.flags, f"rank {self.rank}: flags"),
-                "scratch": None if self.scratch is None else b.export(self.scratch, f"rank {self.rank}: scratch")}
+        """What the peers need once: the fingerprint and where the flags, scratch and LL lines are."""
+        b, me = self.backend, f"rank {self.rank}"
+        return {"fp": self.fingerprint, "flags": b.export(self.flags, f"{me}: flags"),
+                "scratch": None if self.scratch is None else b.export(self.scratch, f"{me}: scratch"),
+                "ll": None if self.ll_lines is None else b.export(self.ll_lines, f"{me}: LL lines")}
 
     def connect(self, every: list[dict], what: str) -> None:
-        """Check every rank's fingerprint, map the peers' flags and scratch, set up the launch."""
+        """Check every rank's fingerprint, map the peers' flags, scratch and LL lines, set up the launch."""
         check_fingerprints([d["fp"] for d in every], what)
         peers = [q for q in range(len(every)) if q != self.rank]
         peer_flags = {q: self.maps.acquire(q, every[q]["flags"]) for q in peers}
         self.peer_scratch = {q: self.maps.acquire(q, every[q]["scratch"]) for q in peers if every[q]["scratch"]}
+        self.peer_ll = {q: self.maps.acquire(q, every[q]["ll"]) for q in peers if every[q].get("ll")}
         self.flag_addrs = flag_table(self.dp, self.rank, self.backend.address(self.flags), peer_flags)
         self.waits = resolve_waits(self.dp, self.flag_addrs)
         self.state = self.backend.prepare(self)
@@ -246,15 +257,18 @@ class Share:
     def attach(self, keys: tuple, every: list[dict], bufs: dict) -> dict:
         """Map the peers' buffers of one call (``every[q]``: rank q's exports), resolve the
         records for this process and keep them under ``keys``."""
-        remote, used = {(q, SCRATCH): a for q, a in self.peer_scratch.items()}, []
+        remote = {**{(q, SCRATCH): a for q, a in self.peer_scratch.items()},
+                  **{(q, LL_BUF): a for q, a in self.peer_ll.items()}}
+        used = []
         for q, exports in enumerate(every):
             if q != self.rank:
                 for name, desc in exports.items():
                     remote[(q, name)] = self.maps.acquire(q, desc)
                     used.append((q, desc["handle"]))
         local = {name: self.backend.address(arr) for name, arr in bufs.items()}
-        if self.scratch is not None:
-            local[SCRATCH] = self.backend.address(self.scratch)
+        for name, own in ((SCRATCH, self.scratch), (LL_BUF, self.ll_lines)):
+            if own is not None:
+                local[name] = self.backend.address(own)
         table = slot_table(self.dp, self.rank, local, remote)
         b = {"calls": 0, "used": used, "table": table}
         b["sources_dev"], src_addr = self.backend.upload(resolve_sources(self.dp, table))

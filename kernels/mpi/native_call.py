@@ -36,7 +36,8 @@ import numpy as np
 from kernels.comm.validation import _is_cupy
 from kernels.mpi.native import Share, exports_digest
 from kernels.mpi.waiter import exchange_json
-from kernels.native.device_program import choose_channels
+from kernels.native.launcher import FUSE, channels_for, waited_for
+from kernels.native.layer import resolve_protocol
 from topo_probe.errors import BufferLayoutError, ExecutionTimeout, InvalidArgument
 
 #: shares (device programs with their flags) a communicator keeps
@@ -54,9 +55,10 @@ class NativeCall:
     native = True
 
     def __init__(self, runner: "NativeRunner", schedule, prog, count: int, dtype, op: str, code: int,
-                 user: dict, digest: int, wire) -> None:
+                 user: dict, digest: int, wire, protocol: str = "simple") -> None:
         self.runner, self.schedule, self.prog, self.count = runner, schedule, prog, count
         self.dtype, self.op, self.code, self.user, self.digest, self.wire = dtype, op, code, user, digest, wire
+        self.protocol = protocol
 
     def run(self, gate):
         """``(None, None)`` once the call ran natively, else ``(wire, gate)`` for today's path."""
@@ -69,7 +71,7 @@ class NativeRunner:
     ``mode``: ``"auto"`` (CuPy arrays, every rank on one node, ``ipc="auto"``), ``"never"``, or a
     backend object (tests: any arrays, e.g. NumPy in shared memory)."""
 
-    def __init__(self, comm, mode="auto", *, fuse: bool = False, graphs: bool = True) -> None:
+    def __init__(self, comm, mode="auto", *, fuse: bool = FUSE, graphs: bool = True) -> None:
         if isinstance(mode, str) and mode not in ("auto", "never"):
             raise InvalidArgument(f"MPICommunicator: native must be 'auto', 'never' or a backend, got {mode!r}")
         self.comm, self.mode, self.fuse, self.graphs = comm, mode, fuse, graphs
@@ -83,8 +85,10 @@ class NativeRunner:
     def name(self) -> str:
         return self.mode if isinstance(self.mode, str) else "custom"
 
-    def call(self, schedule, prog, count: int, op: str, inplace: bool, bound: dict, digest: int, wire):
-        """A :class:`NativeCall` where this call may run natively, else ``wire`` itself."""
+    def call(self, schedule, prog, count: int, op: str, inplace: bool, bound: dict, digest: int, wire,
+             protocol: str | None = None):
+        """A :class:`NativeCall` where this call may run natively, else ``wire`` itself;
+        ``protocol``: the plan entry's (None: Simple)."""
         comm = self.comm
         if self.mode == "never" or comm.size < 2 or self.enabled is False:
             return wire
@@ -93,7 +97,8 @@ class NativeRunner:
             return wire
         code = NO_SAY if len(bound) < 2 else IN_PLACE if inplace else OUT_OF_PLACE
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
-        return NativeCall(self, schedule, prog, count, sample.dtype, op, code, user, digest, wire)
+        return NativeCall(self, schedule, prog, count, sample.dtype, op, code, user, digest, wire,
+                          resolve_protocol(prog, protocol or "simple"))
 
     # ------------------------------------------------------------------ per call
     def run(self, call: NativeCall, gate):
@@ -163,14 +168,15 @@ class NativeRunner:
 
     def _share(self, call: NativeCall, prog) -> Share:
         """The share of this call's program (made, and checked with every rank, on first use)."""
-        key = (call.digest, bool(prog.inplace))
+        key = (call.digest, bool(prog.inplace), call.protocol)
         share = self.shares.get(key)           # the digest names schedule, count, dtype and op
         if share is not None:
             self.shares.move_to_end(key)
             return share
         comm = self.comm
-        channels = min(choose_channels(prog, 1 << 30), self.capacity)   # each process holds its own blocks
-        share = Share(prog, comm.rank, self.backend, channels=channels, fuse=self.fuse, graphs=self.graphs)
+        channels = min(channels_for(prog, 1 << 30, call.protocol), self.capacity)   # each process: its own blocks
+        share = Share(prog, comm.rank, self.backend, channels=channels, fuse=self.fuse, graphs=self.graphs,
+                      protocol=call.protocol)
         every = exchange_json(comm._ctrl, comm.waiter, share.descriptor(), comm.size, "native: exchanging programs")
         what = (f"native {prog.collective} ({call.schedule.name or 'schedule'}, {call.count} x "
                 f"{np.dtype(call.dtype).name})")
@@ -196,7 +202,7 @@ class NativeRunner:
         self.drop()
         raise ExecutionTimeout(
             f"native: rank {r} (channel {int(dp.block_channel[blk])}) timed out at record "
-            f"{rec - int(dp.block_start[blk])} waiting for rank {int(dp.block_rank[wb])}'s record {wj}; the call was "
+            f"{rec - int(dp.block_start[blk])} waiting for {waited_for(dp, wb, wj)}; the call was "
             f"abandoned on every rank")
 
     def drop(self) -> None:

@@ -1,7 +1,8 @@
-"""The GPU backend of :class:`kernels.mpi.native.Share`: CuPy memory, CUDA IPC, the interpreter
-kernel built with system-scope flags (:func:`kernels.native.source.system_scope`: the ranks are
-in different processes), one launch per call on the current stream, a CUDA graph of that
-launch from the second call with the same buffers on.
+"""The GPU backend of :class:`kernels.mpi.native.Share`: CuPy memory and CUDA IPC; the launch is
+the single-process executor's (:class:`kernels.native.launcher.Launch`: the interpreter kernel,
+here built with system-scope flags, :func:`kernels.native.source.system_scope`, the ranks being
+in different processes; one launch per call on the current stream, a CUDA graph of that launch
+from the second call with the same buffers on).
 
 Handles are those of :class:`kernels.mpi.ipc.CudaIpc` (``cudaIpcGetMemHandle`` of the
 allocation base found by ``cuMemGetAddressRange``, and the buffer's offset from it); a peer's
@@ -15,10 +16,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.backends.kernel_twins import avg_scalar
-from kernels.native.launcher import DEFAULT_TIMEOUT_S, THREADS, StatusWords, kernel_args, kernel_for
+from kernels.native.launcher import DEFAULT_TIMEOUT_S, Launch, StatusWords
 from kernels.native.source import system_scope
-from kernels.program.ops import is_float
 
 
 class CudaShareBackend:
@@ -77,39 +76,19 @@ class CudaShareBackend:
         return arr, int(arr.data.ptr)
 
     # ------------------------------------------------------------------ launches
-    def prepare(self, share) -> dict:
-        """The program's arrays on this GPU, the kernel and the status words of ``share``."""
+    def prepare(self, share) -> Launch:
+        """The launch of ``share``'s blocks on this GPU (:class:`kernels.native.launcher.Launch`,
+        the single-process executor's): its arrays, the kernel and the status words."""
         cp, dp = self.cp, share.dp
         dev = cp.cuda.Device().id                   # every rank its own process: system scope
-        _, kernel, cap = kernel_for(dev, dp.dtype, dp.op, scope_sys=system_scope([dev] * dp.ranks, range(dp.ranks)))
-        if share.blocks > cap:
-            from topo_probe.errors import DeviceUnavailable
-            raise DeviceUnavailable(f"native share of rank {share.rank}: {share.blocks} blocks, the GPU holds {cap}")
-        waits = dp.waits[:, 0].copy() if len(dp.waits) else np.zeros(1, np.int32)
-        arrays = {"block_start": cp.asarray(dp.block_start), "wait_start": cp.asarray(dp.wait_start),
-                  "wait_block": cp.asarray(waits), "waits": cp.asarray(share.waits),
-                  "flag_ptrs": cp.asarray(share.flag_addrs), "epochs": cp.zeros(dp.num_blocks, cp.uint64)}
-        avg = float(avg_scalar(dp.dtype, dp.ranks)) if dp.op == "avg" and is_float(dp.dtype) else 0.0
-        return {"kernel": kernel, "arrays": arrays, "avg": avg, "status": StatusWords(cp)}
+        return Launch(cp, dp, dev, share.first, share.blocks, share.flag_addrs,
+                      scope_sys=system_scope([dev] * dp.ranks, range(dp.ranks)), status=StatusWords(cp),
+                      timeout_ns=self.timeout_ns, what=f"native share of rank {share.rank}: GPU {dev}")
 
-    def launch(self, share, b: dict, *, graph: bool) -> None:
-        cp, st = self.cp, share.state
-        stream = cp.cuda.get_current_stream()
-        g = b.get("graph")
-        if g is not None:
-            g.launch(stream)
-            return
-        args = kernel_args(b["records_dev"], st["arrays"], share.first, share.dp.stride, share.dp.ranks, st["avg"],
-                           st["status"].dev_ptr, self.timeout_ns)
-        if not graph:
-            st["kernel"]((share.blocks,), (THREADS,), args, stream=stream)
-            return
-        side = cp.cuda.Stream(non_blocking=True)
-        with side:
-            side.begin_capture()
-            st["kernel"]((share.blocks,), (THREADS,), args, stream=side)
-            g = b["graph"] = side.end_capture()
-        g.launch(stream)
+    @staticmethod
+    def launch(share, b: dict, *, graph: bool) -> None:
+        """One launch of ``share``'s blocks over binding ``b`` (its graph kept in ``b["graph"]``)."""
+        share.state.run(b["records_dev"], b, "graph", capture=graph)
 
     def synchronize(self) -> None:
         self.cp.cuda.get_current_stream().synchronize()
@@ -117,7 +96,7 @@ class CudaShareBackend:
     @staticmethod
     def status(share) -> list[int]:
         """``[error, block, record, awaited block, its index]`` of this process's last launch."""
-        return [int(x) for x in share.state["status"].words[:5]]
+        return [int(x) for x in share.state.status.words[:5]]
 
 
 __all__ = ["CudaShareBackend"]

@@ -9,12 +9,19 @@ buffers seen), launches, and on the second call with the same buffers captures t
 into a CUDA graph; every later call with those buffers is one ``cudaGraphLaunch`` per GPU on
 the caller's current stream.
 
-Programs that only copy (no reduce, no dependency between ops: a direct gather, scatter,
-all-gather, all-to-all or broadcast) with every rank on one GPU and every op at least
+Programs that only copy with every rank on one GPU and every op at least
 :data:`COPY_ROUTE_MIN_BYTES` run as one device-to-device memcpy per op instead of the
-interpreter (captured into the same CUDA graph): there the driver's copy reaches about 2.98 TB/s on
-an H100 against the interpreter's 2.5-2.8 (``results/gpu/native_notes.md``), and the ops need no
-ordering.  ``NativeContext.route`` says which one a context runs.
+interpreter (:mod:`kernels.native.copy_route`, captured into the same CUDA graph): there the
+driver's copy reaches about 2.98 TB/s on an H100 against the interpreter's 2.5-2.8
+(``results/gpu/native_notes.md``).  ``NativeContext.route`` says which one a context runs.
+
+The parts both launchers share (this one, all ranks in one process, and the MPI share path,
+one process per rank: :mod:`kernels.mpi.native_cuda`) live here: :func:`layout` (the device
+program, checked against the kernel's limits, with one :data:`FUSE` default),
+:func:`channels_for`, :class:`Launch` (one GPU's launch of its consecutive blocks: the kernel,
+its arrays, residency check, direct launch or CUDA graph) and :func:`waited_for` (what a
+timed-out wait waited for).  The MPI path only adds how peers' buffers are found: CUDA IPC
+handles instead of one process's pointers.
 
 Errors: a wait that outlasts ``timeout_s`` stops the kernel (the abort word) and leaves in
 host-visible status words which block waited for which; the next call, or
@@ -32,6 +39,7 @@ import numpy as np
 
 from kernels.native.device_program import (TILE_BYTES, DeviceProgram, build_device_program, choose_channels,
                                            resolve_records, resolve_sources, resolve_waits)
+from kernels.native.copy_route import COPY_ROUTE_MIN_BYTES, copy_route, issue_copies
 from kernels.native.ll import LL_BUF
 from kernels.native.record_format import LL_WAIT, check_limits
 from kernels.native.source import KERNEL_NAME, THREADS, compile_options, kernel_source, system_scope
@@ -100,13 +108,6 @@ def _kernel(cp, dev: int, dtype, op: str, scope_sys: bool) -> tuple[Any, int]:
     return hit
 
 
-def kernel_for(dev: int, dtype, op: str, *, scope_sys: bool) -> tuple[Any, Any, int]:
-    """(cupy, kernel, blocks GPU ``dev`` holds at once) of one specialisation: the hook through
-    which :mod:`kernels.mpi.native_cuda` launches one process's share of a device program."""
-    cp = _cupy()
-    return (cp, *_kernel(cp, dev, dtype, op, scope_sys))
-
-
 def kernel_args(table, arrays: dict, first: int, stride: int, ranks: int, avg: float, status_ptr: int,
                 timeout_ns) -> tuple:
     """The interpreter kernel's arguments (its ABI, in one place): resolved records ``table``;
@@ -117,101 +118,140 @@ def kernel_args(table, arrays: dict, first: int, stride: int, ranks: int, avg: f
             np.uint64(status_ptr), np.uint64(timeout_ns))
 
 
-#: pinned status words of a launch (the abort word at byte 20), for other launchers
+#: pinned status words of a launch (the abort word at byte 20)
 StatusWords = _Status
+#: whether both launchers join chains of reduces, and records that continue each other, into one
+#: record (:func:`~kernels.native.device_program.build_device_program`); the one default
+FUSE = True
 
 
-#: a copy-only program on one GPU runs as memcpys when its smallest op moves at least this
-#: many bytes (below, one interpreter launch beats several copy launches)
-COPY_ROUTE_MIN_BYTES = 8 << 20
-#: cudaMemcpyDeviceToDevice
-_D2D = 3
+def layout(program: Program, channels: int, device_of: Sequence[int], *, fuse: bool = FUSE,
+           tile_bytes: int | None = TILE_BYTES, protocol: str = "simple") -> DeviceProgram:
+    """The device program both launchers run: ``program`` in ``channels`` channels, the blocks of
+    each GPU (or process) of ``device_of`` numbered consecutively, checked against the limits the
+    kernel sizes its shared memory by."""
+    dp = build_device_program(program, channels, device_of=list(device_of), fuse=fuse, tile_bytes=tile_bytes,
+                              protocol=protocol)
+    check_limits(dp.records, dp.block_start)
+    return dp
 
 
-def copy_route(program: Program, device_of: Sequence[int], min_bytes: int = COPY_ROUTE_MIN_BYTES) -> list | None:
-    """``(dst (rank, buffer), dst offset, src (rank, buffer), src offset, elements)`` per copy
-    when ``program`` runs as plain copies (module docstring), else None; ops that continue each
-    other in both buffers (a transfer's chunks) are one copy.
+def channels_for(program: Program, max_blocks: int, protocol: str = "simple") -> int:
+    """:func:`~kernels.native.device_program.choose_channels` within ``max_blocks``, with LL's
+    smaller pieces (:data:`LL_PIECE_BYTES`) under the LL protocol."""
+    piece = {"min_piece_bytes": LL_PIECE_BYTES} if protocol == "ll" else {}
+    return choose_channels(program, max_blocks, **piece)
 
-    >>> from kernels.program.lowering import lower
-    >>> from synth.ir.schedule import Schedule, Step, Transfer
-    >>> p = lower(Schedule("allgather", 2, 1, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),)), 1 << 21, "float32")
-    >>> sorted(copy_route(p, [0, 0]))[0]
-    ((0, 'output'), 0, (0, 'input'), 0, 2097152)
-    >>> copy_route(p, [0, 1]) is None, copy_route(p, [0, 0], min_bytes=1 << 30) is None
-    (True, True)
-    """
-    ops = list(program.ops())
-    if (not ops or len({device_of[r] for r in range(program.ranks)}) != 1
-            or any(o.kind != "copy" or o.deps or o.src is None for o in ops)):
-        return None
-    out: list[list] = []
-    for o in sorted(ops, key=lambda o: (o.dst.rank, o.dst.buf, o.dst.start)):
-        last = out[-1] if out else None
-        if (last and last[0] == (o.dst.rank, o.dst.buf) and last[2] == (o.src.rank, o.src.buf)
-                and last[1] + last[4] == o.dst.start and last[3] + last[4] == o.src.start):
-            last[4] += o.dst.size
+
+def capture_graph(cp, record):
+    """A CUDA graph of what ``record(stream)`` issues on a side stream."""
+    side = cp.cuda.Stream(non_blocking=True)
+    with side:
+        side.begin_capture()
+        record(side)
+        return side.end_capture()
+
+
+class Launch:
+    """One GPU's launch of the consecutive blocks ``first .. first + blocks - 1`` of device
+    program ``dp``: the kernel of its type, op and flag scope (refused in one line, naming
+    ``what``, when the GPU cannot hold every block at once: they wait on each other), and the
+    arrays it reads besides the records (:attr:`arrays`, by argument name, read at every launch:
+    ``flag_ptrs`` the address of every block's flag as this process sees it, the waits resolved
+    on them, and the epochs, which only grow).  ``status`` are the pinned words a timed-out wait
+    fills."""
+
+    def __init__(self, cp, dp: DeviceProgram, dev: int, first: int, blocks: int, flag_ptrs: np.ndarray, *,
+                 scope_sys: bool, status, timeout_ns: int, what: str) -> None:
+        kernel, cap = _kernel(cp, dev, dp.dtype, dp.op, scope_sys)
+        if blocks > cap:
+            raise DeviceUnavailable(f"{what} would need {blocks} resident blocks, it holds {cap}")
+        self.cp, self.dp, self.dev, self.first, self.blocks = cp, dp, dev, first, blocks
+        self.kernel, self.status, self.timeout_ns = kernel, status, int(timeout_ns)
+        with cp.cuda.Device(dev):
+            self.arrays = {"block_start": cp.asarray(dp.block_start), "wait_start": cp.asarray(dp.wait_start),
+                           "wait_block": cp.asarray(dp.waits[:, 0].copy() if len(dp.waits) else np.zeros(1, np.int32)),
+                           "waits": cp.asarray(resolve_waits(dp, flag_ptrs)), "flag_ptrs": cp.asarray(flag_ptrs),
+                           "epochs": cp.zeros(dp.num_blocks, cp.uint64)}
+        self.avg = float(avg_scalar(dp.dtype, dp.ranks)) if dp.op == "avg" and is_float(dp.dtype) else 0.0
+
+    def args(self, table) -> tuple:
+        return kernel_args(table, self.arrays, self.first, self.dp.stride, self.dp.ranks, self.avg,
+                           self.status.dev_ptr, self.timeout_ns)
+
+    def run(self, table, graphs: dict, key, *, capture: bool) -> None:
+        """This launch on the current stream over resolved records ``table``: the graph kept in
+        ``graphs[key]``, else (``capture``) a graph captured now and kept there, else directly."""
+        stream = self.cp.cuda.get_current_stream()
+        g = graphs.get(key)
+        if g is None and capture:
+            args = self.args(table)
+            g = graphs[key] = capture_graph(self.cp, lambda side: self.kernel((self.blocks,), (THREADS,), args,
+                                                                              stream=side))
+        if g is not None:
+            g.launch(stream)
         else:
-            out.append([(o.dst.rank, o.dst.buf), o.dst.start, (o.src.rank, o.src.buf), o.src.start, o.dst.size])
-    if min(c[4] for c in out) * program.dtype.itemsize < min_bytes:
-        return None
-    return [tuple(c) for c in out]
+            self.kernel((self.blocks,), (THREADS,), self.args(table), stream=stream)
+
+    def reset(self) -> None:
+        """Epochs back to 0 (after a timed-out call, with the flags)."""
+        self.arrays["epochs"].fill(0)
+
+
+def ll_line_words(dp: DeviceProgram, rank: int) -> int:
+    """uint64 words of rank ``rank``'s LL region (slot ``(rank, "@ll")``; 0: none)."""
+    return (dp.ll_bytes[rank] if rank < len(dp.ll_bytes) else 0) // 8
+
+
+def waited_for(dp: DeviceProgram, awaited: int, index: int) -> str:
+    """What a timed-out wait waited for, from the status words' awaited block and index."""
+    if awaited == LL_WAIT:
+        return f"an LL line (unit {index}) of its input"
+    return f"rank {int(dp.block_rank[awaited])}'s record {index}"
 
 
 class NativeContext:
     """One device program placed on GPUs (see module docstring)."""
 
     def __init__(self, program: Program, device_of: Sequence[int], *, channels: int | None = None,
-                 timeout_s: float = DEFAULT_TIMEOUT_S, fuse: bool = True, tile_bytes: int | None = TILE_BYTES,
+                 timeout_s: float = DEFAULT_TIMEOUT_S, fuse: bool = FUSE, tile_bytes: int | None = TILE_BYTES,
                  protocol: str = "simple"):
         cp = self.cp = _cupy()
         self.program = program
         self.device_of = [int(d) for d in device_of]
         self.devices = sorted(set(self.device_of))
         self.scope_sys = system_scope(self.device_of)
-        kernels = {d: _kernel(cp, d, program.dtype, program.op, self.scope_sys) for d in self.devices}
-        cap = min(k[1] for k in kernels.values())
+        cap = min(_kernel(cp, d, program.dtype, program.op, self.scope_sys)[1] for d in self.devices)
         writers = {o.rank for o in program.ops()}        # only ranks that write get blocks
         per_dev = max(sum(1 for r in writers if self.device_of[r] == d) for d in self.devices)
-        ch = channels or choose_channels(program, cap, **({"min_piece_bytes": LL_PIECE_BYTES}
-                                                          if protocol == "ll" else {}))
-        ch = max(1, min(ch, cap // max(1, per_dev)))
-        self.dp: DeviceProgram = build_device_program(program, ch, device_of=self.device_of, fuse=fuse,
-                                                      tile_bytes=tile_bytes, protocol=protocol)
-        check_limits(self.dp.records, self.dp.block_start)
+        ch = max(1, min(channels or channels_for(program, cap, protocol), cap // max(1, per_dev)))
+        self.dp: DeviceProgram = layout(program, ch, self.device_of, fuse=fuse, tile_bytes=tile_bytes,
+                                        protocol=protocol)
         self.copies = None if protocol == "ll" else copy_route(program, self.device_of, COPY_ROUTE_MIN_BYTES)
         #: "memcpy" (copy-only program on one GPU, see module docstring) or "interpreter"
         self.route = "interpreter" if self.copies is None else "memcpy"
         self.timeout_ns = np.uint64(int(timeout_s * 1e9))
         self.status = _Status(cp)
-        self._per_dev = {}
-        flag_ptrs = np.zeros(self.dp.num_blocks, np.uint64)
+        self._flags, flag_ptrs = {}, np.zeros(self.dp.num_blocks, np.uint64)
         for d in self.devices:
             first, nb = self.dp.device_blocks(self.device_of, d)
-            if nb > kernels[d][1]:
-                raise DeviceUnavailable(f"native executor: GPU {d} would need {nb} resident blocks, it holds "
-                                        f"{kernels[d][1]}")
             with cp.cuda.Device(d):
-                arrays = {name: cp.asarray(getattr(self.dp, name)) for name in ("block_start", "wait_start")}
-                arrays["wait_block"] = cp.asarray(self.dp.waits[:, 0].copy() if len(self.dp.waits)
-                                                  else np.zeros(1, np.int32))
-                flags = cp.zeros(max(1, nb) * FLAG_WORDS, cp.uint64)     # one 128-byte line per flag
-                epochs = cp.zeros(self.dp.num_blocks, cp.uint64)
-            flag_ptrs[first:first + nb] = flags.data.ptr + 8 * FLAG_WORDS * np.arange(nb, dtype=np.uint64)
-            self._per_dev[d] = {"first": first, "blocks": nb, "flags": flags, "epochs": epochs,
-                                "kernel": kernels[d][0], **arrays}
-        waits = resolve_waits(self.dp, flag_ptrs)
-        for d in self.devices:
-            with cp.cuda.Device(d):
-                self._per_dev[d]["flag_ptrs"] = cp.asarray(flag_ptrs)
-                self._per_dev[d]["waits"] = cp.asarray(waits)
-        self.avg = float(avg_scalar(program.dtype, program.ranks)) if program.op == "avg" and is_float(
-            program.dtype) else 0.0
+                self._flags[d] = cp.zeros(max(1, nb) * FLAG_WORDS, cp.uint64)     # one 128-byte line per flag
+            flag_ptrs[first:first + nb] = self._flags[d].data.ptr + 8 * FLAG_WORDS * np.arange(nb, dtype=np.uint64)
+        #: one :class:`Launch` per GPU
+        self.launches = {d: Launch(cp, self.dp, d, *self.dp.device_blocks(self.device_of, d), flag_ptrs,
+                                   scope_sys=self.scope_sys, status=self.status, timeout_ns=int(self.timeout_ns),
+                                   what=f"native executor: GPU {d}") for d in self.devices}
         self._admit_scratch()
         self.scratch = [self._scratch(r) for r in range(program.ranks)]
         self.ll_lines = [self._ll_lines(r) for r in range(program.ranks)]
         self._bindings: OrderedDict[tuple, dict] = OrderedDict()
         self._enable_peers()
+
+    @property
+    def _per_dev(self) -> dict:
+        """The arrays each GPU's launch reads (:attr:`Launch.arrays`), by GPU."""
+        return {d: ln.arrays for d, ln in self.launches.items()}
 
     # ------------------------------------------------------------------ setup
     def _admit_scratch(self) -> None:
@@ -236,11 +276,11 @@ class NativeContext:
 
     def _ll_lines(self, rank: int):
         """Rank ``rank``'s LL lines (zeros: no flag of a call is 0), or None."""
-        n = self.dp.ll_bytes[rank] if rank < len(self.dp.ll_bytes) else 0
+        n = ll_line_words(self.dp, rank)
         if not n:
             return None
         with self.cp.cuda.Device(self.device_of[rank]):
-            return self.cp.zeros(n // 8, self.cp.uint64)
+            return self.cp.zeros(n, self.cp.uint64)
 
     def _enable_peers(self) -> None:
         rt = self.cp.cuda.runtime
@@ -282,11 +322,6 @@ class NativeContext:
             self._bindings.move_to_end(key)
         return b
 
-    def _args(self, d: int, table) -> tuple:
-        s = self._per_dev[d]
-        return kernel_args(table, s, s["first"], self.dp.stride, self.program.ranks, self.avg, self.status.dev_ptr,
-                           self.timeout_ns)
-
     def run(self, buffers: Sequence[dict], *, graphs: bool = True) -> None:
         """One call on ``buffers`` (rank -> physical buffer name -> CuPy array), on each GPU's
         current stream."""
@@ -309,25 +344,18 @@ class NativeContext:
         cp = self.cp
         if self.copies is not None:
             return self._launch_copies(b, graphs)
-        for d in self.devices:
-            s = self._per_dev[d]
-            if not s["blocks"]:
+        for d, ln in self.launches.items():
+            if not ln.blocks:
                 continue
             g = b["graphs"].get(d)
             if g is not None and len(self.devices) == 1 and cp.cuda.runtime.getDevice() == d:
                 g.launch(cp.cuda.get_current_stream())
                 continue
             with cp.cuda.Device(d):
-                stream = cp.cuda.get_current_stream()
-                if g is not None:
-                    g.launch(stream)
-                    continue
-                args = self._args(d, b["tables"][d])
-                if graphs and b["calls"] >= 2:
-                    g = b["graphs"][d] = self._capture(s["kernel"], s["blocks"], args)
-                    g.launch(stream)
+                if g is not None:            # a replay: no call more per GPU on the repeated path
+                    g.launch(cp.cuda.get_current_stream())
                 else:
-                    s["kernel"]((s["blocks"],), (THREADS,), args, stream=stream)
+                    ln.run(b["tables"][d], b["graphs"], d, capture=graphs and b["calls"] >= 2)
 
     def _launch_copies(self, b: dict, graphs: bool) -> None:
         """The memcpy route: one device-to-device copy per op on the current stream (a graph of
@@ -338,28 +366,11 @@ class NativeContext:
             stream = cp.cuda.get_current_stream()
             g = b["graphs"].get(d)
             if g is None and graphs and b["calls"] >= 2:
-                side = cp.cuda.Stream(non_blocking=True)
-                with side:
-                    side.begin_capture()
-                    self._copies(b["copies"], side)
-                    g = b["graphs"][d] = side.end_capture()
+                g = b["graphs"][d] = capture_graph(cp, lambda side: issue_copies(cp, b["copies"], side))
             if g is not None:
                 g.launch(stream)
             else:
-                self._copies(b["copies"], stream)
-
-    def _copies(self, copies: list, stream) -> None:
-        memcpy = self.cp.cuda.runtime.memcpyAsync
-        for dst, src, nbytes in copies:
-            memcpy(dst, src, nbytes, _D2D, stream.ptr)
-
-    def _capture(self, kernel, blocks: int, args: tuple):
-        cp = self.cp
-        side = cp.cuda.Stream(non_blocking=True)
-        with side:
-            side.begin_capture()
-            kernel((blocks,), (THREADS,), args, stream=side)
-            return side.end_capture()
+                issue_copies(cp, b["copies"], stream)
 
     def check(self) -> None:
         """Raise ExecutionTimeout if an earlier call's wait timed out (and reset the flags)."""
@@ -369,22 +380,21 @@ class NativeContext:
         blk, rec, wb, wj = (int(x) for x in w[1:5])
         dp = self.dp
         self.cp.cuda.runtime.deviceSynchronize()
-        for s in self._per_dev.values():
-            s["flags"].fill(0)
-            s["epochs"].fill(0)
+        for d, ln in self.launches.items():
+            self._flags[d].fill(0)
+            ln.reset()
         for lines in self.ll_lines:
             if lines is not None:
                 lines.fill(0)
         for b in self._bindings.values():
             b["graphs"].clear()
         w[:] = 0
-        what = (f"an LL line (unit {wj}) of its input" if wb == LL_WAIT else
-                f"rank {int(dp.block_rank[wb])}'s record {wj}")
+        what = waited_for(dp, wb, wj)
         raise ExecutionTimeout(
             f"native executor: rank {int(dp.block_rank[blk])} (channel {int(dp.block_channel[blk])}) waited over "
             f"{int(self.timeout_ns) / 1e9:g} s at record {rec - int(dp.block_start[blk])} for {what}; "
             f"the call was abandoned")
 
 
-__all__ = ["NativeContext", "DEFAULT_TIMEOUT_S", "COPY_ROUTE_MIN_BYTES", "copy_route", "kernel_for", "kernel_args",
-           "StatusWords"]
+__all__ = ["NativeContext", "Launch", "DEFAULT_TIMEOUT_S", "COPY_ROUTE_MIN_BYTES", "FUSE", "copy_route", "layout",
+           "channels_for", "capture_graph", "kernel_args", "ll_line_words", "waited_for", "StatusWords"]

@@ -5,7 +5,9 @@ memory; otherwise (``p2p="never"``, or peer access refused) the op-by-op layer i
 
 One :class:`~kernels.native.launcher.NativeContext` is kept per lowered program and GPU
 layout (up to :data:`CONTEXTS_KEPT`), so a repeated call finds its flags, scratch, pointer
-table and captured graph ready.
+table and captured graph ready.  The buffers reach the layer bound and checked
+(:func:`kernels.backends.binding.bind_call`: a rank's arrays on its GPU among them); the layer
+checks nothing again.
 """
 
 from __future__ import annotations
@@ -17,8 +19,9 @@ from kernels.backends.cupy_executor import CupyLayer
 from kernels.backends.cupy_runtime import CupyRuntime
 from kernels.backends.device import RankBuffers
 from kernels.native.device_program import TILE_BYTES
+from kernels.native.launcher import FUSE
 from kernels.program.ops import SCRATCH, Program
-from topo_probe.errors import BufferLayoutError, InvalidArgument
+from topo_probe.errors import InvalidArgument
 
 #: native contexts a layer keeps (per lowered program and GPU layout)
 CONTEXTS_KEPT = 32
@@ -27,9 +30,10 @@ CONTEXTS_KEPT = 32
 class NativeLayer(CupyLayer):
     """:class:`CupyLayer` that runs whole programs natively where peers are reachable.
 
-    Parameters are :class:`CupyLayer`'s, plus ``graphs`` (replay repeated calls as CUDA graphs,
-    default True), ``channels`` (force the channel count; default by size), ``fuse`` (run
-    chains of reduces, and records that continue each other, as one record; default True) and
+    Parameters are :class:`CupyLayer`'s (``topology_ranks`` among them), plus ``graphs``
+    (replay repeated calls as CUDA graphs, default True), ``channels`` (force the channel count;
+    default by size), ``fuse`` (run chains of reduces, and records that continue each other, as
+    one record; default :data:`~kernels.native.launcher.FUSE`) and
     ``tile_bytes`` (large ops dealt to the channels in tiles of this size; None: contiguous
     pieces; see :mod:`kernels.native.device_program`) and ``protocol``: ``"plan"`` (default: what
     the call's plan entry says, Simple without one), or forced for every call: ``"simple"`` (data,
@@ -40,9 +44,9 @@ class NativeLayer(CupyLayer):
     name = "cupy"
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
-                 runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = True,
-                 tile_bytes: int | None = TILE_BYTES, protocol: str = "plan"):
-        super().__init__(p2p, devices=devices, topology=topology, runtime=runtime)
+                 runtime: Any = None, graphs: bool = True, channels: int | None = None, fuse: bool = FUSE,
+                 tile_bytes: int | None = TILE_BYTES, protocol: str = "plan", topology_ranks: bool = False):
+        super().__init__(p2p, devices=devices, topology=topology, runtime=runtime, topology_ranks=topology_ranks)
         self.graphs, self.channels, self.fuse, self.tile_bytes = graphs, channels, fuse, tile_bytes
         self.protocol = checked_protocol(protocol)
         self._contexts: OrderedDict[tuple, Any] = OrderedDict()
@@ -87,16 +91,7 @@ class NativeLayer(CupyLayer):
         devs = self.device_of(program.ranks)
         if any(b.get(SCRATCH) is not None for b in buffers.bufs) or not self.native_ok(devs):
             return None
-        self._check_devices(buffers, devs)
         return self.context(program, protocol).bound(buffers.bufs, graphs=self.graphs)
-
-    def _check_devices(self, buffers: RankBuffers, devs: list[int]) -> None:
-        rt = self.runtime
-        for r, b in enumerate(buffers.bufs):
-            for name, arr in b.items():
-                if name != SCRATCH and rt.device_of_array(arr) != devs[r]:
-                    raise BufferLayoutError(f"rank {r}: {name} buffer lives on GPU {rt.device_of_array(arr)}, "
-                                            f"rank {r} runs on GPU {devs[r]}")
 
     def execute(self, program: Program, buffers: RankBuffers, protocol: str | None = None) -> None:
         devs = self.device_of(program.ranks)
@@ -106,7 +101,6 @@ class NativeLayer(CupyLayer):
                 if SCRATCH in b and b[SCRATCH] is None:
                     b[SCRATCH] = super().allocate(r, program.sizes[r][SCRATCH], program.dtype)
             return super().execute(program, buffers)
-        self._check_devices(buffers, devs)
         self.context(program, protocol).run(buffers.bufs, graphs=self.graphs)
 
 

@@ -124,3 +124,64 @@ def test_direct_schedule_binding_agrees_with_numpy():
     recvs = [np.zeros(5, np.int32) for _ in range(3)]
     run_schedule(direct("allreduce", 3), sends, recvs, op="max")
     assert all(np.array_equal(r, np.max(sends, axis=0)) for r in recvs)
+
+
+def test_each_device_is_checked_once_per_call_on_the_native_path(checks, monkeypatch):
+    """CuPy arrays of 4 ranks sharing GPU 0 through ``Communicator(devices=[0] * 4)`` and the
+    native layer (CuPy and its CUDA runtime replaced by the CPU stand-in of
+    ``tests/kernels/native/_fake_cupy.py``, whose kernel interprets the launch): every buffer's
+    GPU is checked once, by the binding step, and the layer asks the runtime for no array's GPU
+    again; an array on another GPU is refused in one line naming the rank."""
+    import sys
+    import types
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
+    from _fake_cupy import DevArray, FakeCupy
+
+    import kernels.backends.cupy_executor as cupy_executor
+    import kernels.native.launcher as launcher
+    from kernels.backends.cupy_runtime import CupyRuntime
+
+    class CupyArray(DevArray):                 # what the call path knows a CuPy array by
+        __module__ = "cupy._core.core"
+        device = types.SimpleNamespace(id=0)
+    cp = FakeCupy(seed=2, sms=8)
+    cp.ndarray = CupyArray
+    rt = CupyRuntime.__new__(CupyRuntime)      # the real runtime class over the stand-in
+    rt.cp, rt.rt, rt.count = cp, cp.cuda.runtime, 1
+    asked = []
+    monkeypatch.setattr(rt, "device_of_array", lambda a: asked.append(a) or 0, raising=False)
+    monkeypatch.setattr(cupy_executor, "CupyRuntime", lambda: rt)
+    monkeypatch.setattr(launcher, "_cupy", lambda: cp)
+    monkeypatch.setattr(launcher, "_KERNELS", {})
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        comm = Communicator([0] * 4, topology=fully_connected_4(), plan=False)
+    for call in range(2):                      # new arrays each call: each is bound anew
+        xs = [np.full(16, r + call, np.float32).view(CupyArray) for r in range(4)]
+        ys = [np.zeros(16, np.float32).view(CupyArray) for _ in range(4)]
+        checks.clear()
+        comm.all_reduce(xs, ys)
+        assert all(np.array_equal(y, np.full(16, 6 + 4 * call, np.float32)) for y in ys)
+        assert comm.last_route.layer == "native" and cp.launches == call + 1
+        devices = [c for c in checks if c.endswith(": device")]
+        _once(devices, ["all_reduce: rank 0: device"]
+              + [f"all_reduce: in_arrays: rank {r}: device" for r in range(1, 4)]
+              + [f"all_reduce: out_arrays: rank {r}: device" for r in range(4)])
+        assert asked == [], "the layer checked a device again"
+
+    class OtherGpu(CupyArray):
+        __module__ = "cupy._core.core"
+        device = types.SimpleNamespace(id=1)
+    xs[2] = xs[2].view(OtherGpu)
+    for r in (0, 2):                           # rank 0's input is the one whose size gives the count
+        wrong = list(xs)
+        wrong[r] = xs[r].view(OtherGpu)
+        with pytest.raises(BufferLayoutError, match=rf"^all_reduce: (in_arrays: )?rank {r}: device cuda:1 is not its "
+                                                    rf"rank's cuda:0$"):
+            comm.all_reduce(wrong, ys)
+
+
+def fully_connected_4():
+    from topo_probe.machines.generators import fully_connected
+    return fully_connected(4)

@@ -557,3 +557,37 @@ def test_the_plan_entrys_protocol_reaches_the_native_layer(tmp_path):
         np.testing.assert_array_equal(ys[2], np.full(count, 10.0, np.float32))
         assert comm.last_route.protocol == want, (count, comm.last_route)
         assert layer.seen[-1] == want
+
+
+@pytest.mark.parametrize("topo", ["pcie-8gpu-2socket", "full8"])
+def test_the_topology_reaches_the_layer_no_p2p_pairs_stage_through_the_host(monkeypatch, topo):
+    """The Communicator hands its topology to its layer.  pcie-8gpu-2socket: ranks 0-3 and 4-7
+    share a socket each and have no P2P across (the topology's fact: the fake CUDA runtime of
+    ``tests/_fake_device.py`` allows every pair).  Rank r on GPU ``[0, 4, 1, 5, 2, 6, 3, 7][r]``:
+    an all-gather through ``backend="cupy"`` copies GPU to GPU only between ranks of one socket
+    (by rank, not by device id: GPUs 0 and 4 hold ranks 0 and 1) and stages the rest through
+    pinned host memory; on a fully connected topology nothing stages.  Results against NumPy."""
+    from _fake_device import FakeRuntime
+
+    import kernels.backends.cupy_executor as cupy_executor
+    from kernels.comm.machine import resolve_topology
+    rt = FakeRuntime(8)
+    monkeypatch.setattr(cupy_executor, "CupyRuntime", lambda: rt)
+    devs = [0, 4, 1, 5, 2, 6, 3, 7]
+    rank_of = {d: r for r, d in enumerate(devs)}
+    topology = resolve_topology(topo if topo != "full8" else None, 8)
+    comm = Communicator(devs, topology=topology, plan=False, backend="cupy")
+    xs = [rt.to_device(d, np.full(5, r, np.float32)) for r, d in enumerate(devs)]
+    ys = [rt.alloc(d, 40, np.float32) for d in devs]
+    comm.all_gather(xs, ys)
+    rt.synchronize()
+    assert all(np.array_equal(rt.to_host(y), np.repeat(np.arange(8, dtype=np.float32), 5)) for y in ys)
+    peer = [(rank_of[c[1]], rank_of[c[2]]) for c in rt.calls if c[0] == "copy_peer"]
+    staged = rt.count("d2h")
+    assert peer and rt.count("h2d") == staged
+    if topo == "full8":
+        assert staged == 0
+    else:
+        assert staged > 0 and all(a // 4 == b // 4 for a, b in peer), peer
+        assert any(not topology.p2p(devs[a], devs[b]).supported for a, b in peer), \
+            "some peer copy is between GPUs whose ids, read as the topology's indices, cross sockets"

@@ -29,11 +29,13 @@ import numpy as np
 from kernels.backends.kernel_twins import PreMulSum, postdiv_with, reduce_copy_with
 from kernels.mpi.ipc import SharedMemoryIpc
 from kernels.native.device_program import REC_WORDS, record_runs
-from kernels.native.record_format import (KINDS, PREMUL, PREMUL_ACC, PUBLISH, W_KIND, decode_resolved,
+from kernels.native.record_format import (BATCH, KIND_MASK, KINDS, LL, LL_WAIT, PREMUL, PREMUL_ACC, PUBLISH, W_KIND,
+                                          W_SRC, chain_sources, decode_resolved, ll_outputs, ll_source, ll_units,
                                           src_premultiplied)
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
 from _emulator import DeadlockDetected, RaceDetected, _conflict, _touched  # noqa: E402
+from _fake_cupy import LLStores, lines_fresh  # noqa: E402
 
 #: blocks made by this Python process (their tracker registration is the maker's to drop)
 _MADE_HERE: set[str] = set()
@@ -150,7 +152,10 @@ class ShmShareBackend:
 
 
 class ShareKernel:
-    """One launch of a share: its blocks, run record by record over absolute addresses."""
+    """One launch of a share: its blocks, run record by record over absolute addresses.  Under
+    the LL protocol the records of a pass are all in flight and run in any order, each (whole)
+    once its LL inputs' lines are fresh, and its LL outputs are stored as 8-byte halves that land
+    late and in any order (:class:`LLStores`), in a peer's region through this process's mapping."""
 
     def __init__(self, share, b: dict, rng: random.Random, split: bool) -> None:
         dp = share.dp
@@ -163,21 +168,44 @@ class ShareKernel:
         self.nxt = {b_: int(dp.block_start[b_]) for b_ in self.blocks}
         self.base = {b_: (int(self.epochs[b_]) + 1) * dp.stride for b_ in self.blocks}
         self.left: dict[int, int] = {}
+        self.passes: dict[int, list[int]] = {}       # block -> LL records of its open pass not yet run
+        self.lines = LLStores(rng)
         self.dp = dp
 
     def live(self) -> list[int]:
-        return [b for b in self.blocks if self.nxt[b] < self.dp.block_start[b + 1]]
+        return [b for b in self.blocks if self.nxt[b] < self.dp.block_start[b + 1] or self.passes.get(b)]
+
+    def _pass_end(self, i: int, b: int) -> int:
+        j, end = i + 1, int(self.dp.block_start[b + 1])
+        if int(self.recs[i, W_KIND]) & LL:
+            while j < end and int(self.recs[j, W_KIND]) & BATCH:
+                j += 1
+        return j
 
     def ready(self, b: int) -> bool:
         if b in self.left:
             return True
+        if self.passes.get(b):
+            return any(self._ll_ready(i, b) for i in self.passes[b])
         i, dp = self.nxt[b], self.dp
         return all(_view(int(a), 1, np.uint64)[0] >= self.base[b] + int(j) + 1
-                   for a, j in self.waits[dp.wait_start[i]:dp.wait_start[i + 1]])
+                   for a, j in self.waits[dp.wait_start[i]:dp.wait_start[self._pass_end(i, b)]])
 
     def step(self, b: int) -> None:
-        """Run part of block ``b``'s next record (all of it when not splitting)."""
+        """Run part of block ``b``'s next record (all of it when not splitting); under LL, open a
+        pass or run one ready record of it."""
+        if self.passes.get(b):
+            i = self.rng.choice([i for i in self.passes[b] if self._ll_ready(i, b)])
+            self._run_ll(i, b)
+            self.passes[b].remove(i)
+            if not self.passes[b]:
+                self._done(self.nxt[b] - 1, b)
+            return
         i = self.nxt[b]
+        if int(self.recs[i, W_KIND]) & LL:
+            self.nxt[b] = self._pass_end(i, b)
+            self.passes[b] = list(range(i, self.nxt[b]))
+            return
         count = int(self.recs[i, 3])
         left = self.left.pop(b, count)
         part = self.rng.randint(1, left) if self.split and left > 1 else left
@@ -186,14 +214,58 @@ class ShareKernel:
         if part < left:
             self.left[b] = left - part
             return
+        self.nxt[b] += 1
+        self._done(i, b)
+
+    def _done(self, i: int, b: int) -> None:
+        """Record ``i`` (the last of its pass) is done: publish its flag, end the block's call."""
         if int(self.recs[i, W_KIND]) & PUBLISH:
             _view(int(self.flag_addrs[b]), 1, np.uint64)[0] = self.base[b] + (i - int(self.dp.block_start[b])) + 1
-        self.nxt[b] += 1
-        if self.nxt[b] == self.dp.block_start[b + 1]:
+        if self.nxt[b] == self.dp.block_start[b + 1] and not self.passes.get(b):
             self.epochs[b] = self.base[b] // self.dp.stride
 
+    # ------------------------------------------------------------------ LL lines
+    def _ll_inputs(self, i: int) -> list[tuple[int, int]]:
+        """(source position, address of its LL lines) of record ``i``'s LL inputs."""
+        word = int(self.recs[i, W_KIND])
+        if word & KIND_MASK == KINDS["reduce_chain"]:
+            at = _view(int(self.recs[i, W_SRC]), chain_sources(word), np.uint64)
+            return [(j, int(at[j])) for j in range(chain_sources(word)) if ll_source(word, j)]
+        return [(0, int(self.recs[i, W_SRC]))] if ll_source(word, 0) else []
+
+    def _ll_ready(self, i: int, b: int) -> bool:
+        units = ll_units(int(self.recs[i, 3]), np.dtype(self.dp.dtype).itemsize)
+        return all(lines_fresh(_view(a, units * 4, np.uint32).reshape(-1, 4), self.base[b] // self.dp.stride)
+                   for _, a in self._ll_inputs(i))
+
+    def _run_ll(self, i: int, b: int) -> None:
+        """Record ``i`` whole, its LL inputs read from their lines (the record runs on a copy whose
+        source addresses point at the data the lines carried), its result stored as lines."""
+        rec, dt, epoch = self.recs[i].copy(), np.dtype(self.dp.dtype), self.base[b] // self.dp.stride
+        count, word, keep = int(rec[3]), int(rec[W_KIND]), []
+        chain = word & KIND_MASK == KINDS["reduce_chain"]
+        srcs = _view(int(rec[W_SRC]), chain_sources(word), np.uint64).copy() if chain else None
+        for j, a in self._ll_inputs(i):
+            got = _view(a, ll_units(count, dt.itemsize) * 4, np.uint32).reshape(-1, 4)
+            keep.append(np.ascontiguousarray(got[:, [0, 2]]).reshape(-1).view(dt)[:count].copy())
+            if chain:
+                srcs[j] = address(keep[-1])
+            else:
+                rec[W_SRC] = address(keep[-1])
+        if chain:
+            rec[W_SRC] = address(srcs)
+        run_record(rec, self.dp, 0, count)
+        r = decode_resolved(rec)
+        data = np.zeros(ll_units(count, dt.itemsize) * 8, np.uint8)
+        data[:count * dt.itemsize] = _view(r.dst, count, dt).view(np.uint8)
+        for t in range(ll_outputs(word)):
+            self.lines.store(int(_view(r.ll_out, ll_outputs(word), np.uint64)[t]), data.view(np.uint32), epoch)
+
     def stuck(self, b: int) -> tuple[int, int, int, int]:
-        """(block, record, awaited block, its index) of ``b``'s first unmet wait."""
+        """(block, record, awaited block, its index) of ``b``'s first unmet wait (an LL line:
+        awaited block ``LL_WAIT``)."""
+        if self.passes.get(b):
+            return b, self.passes[b][0], LL_WAIT, 0
         i, dp = self.nxt[b], self.dp
         for w in range(int(dp.wait_start[i]), int(dp.wait_start[i + 1])):
             a, j = self.waits[w]
@@ -208,11 +280,15 @@ class ShareKernel:
         while True:
             live = self.live()
             if not live:
+                self.lines.flush_all()
                 return
             ready = [b for b in live if self.ready(b)]
             if ready:
+                self.lines.flush_some()
                 self.step(self.rng.choice(ready))
                 last = time.monotonic()
+            elif self.lines.pending:
+                self.lines.flush_all()
             elif time.monotonic() - last > timeout_s:
                 self.status[1:5] = self.stuck(live[0])
                 self.status[0] = 1
@@ -230,13 +306,24 @@ def run_interleaved(kernels: list[ShareKernel], rng: random.Random) -> None:
     while True:
         live = [(k, b) for k in kernels for b in k.live()]
         if not live:
+            for k in kernels:
+                k.lines.flush_all()
             return
         ready = [(k, b) for k, b in live if k.ready(b)]
+        if not ready and any(k.lines.pending for k in kernels):
+            for k in kernels:
+                k.lines.flush_all()
+            continue
         if not ready:
             parts = [f"rank {k.share.rank} block {b} record {i - int(k.dp.block_start[b])} waits for block {wb}'s "
                      f"record {wj}" for k, b0 in live[:4] for b, i, wb, wj in [k.stuck(b0)]]
             raise DeadlockDetected(f"deadlock: {len(live)} block(s) stuck: " + "; ".join(parts))
         k, b = rng.choice(ready)
+        for other in kernels:
+            other.lines.flush_some()
+        if k.dp.protocol == "ll":                 # whole records, in passes of records that touch nothing in common
+            k.step(b)
+            continue
         key = (k.share.rank, b)
         if b not in k.left:                       # a record starts
             i = k.nxt[b]
@@ -249,8 +336,6 @@ def run_interleaved(kernels: list[ShareKernel], rng: random.Random) -> None:
         k.step(b)
         if b not in k.left:                       # ... and is done
             inflight.pop(key, None)
-
-
 
 
 def run_record(rec: np.ndarray, dp, lo: int, hi: int) -> None:

@@ -1,6 +1,8 @@
 """MPICommunicator runs what plan.json says, and ``last_route`` says so: under ``mpirun -n 3``,
 a plan with a schedule range, an ``nccl`` range (with its fallback schedule) and a collective
-without entries; every rank checks its result against NumPy and its route against the plan."""
+without entries; every rank checks its result against NumPy and its route against the plan.
+A plan entry's protocol reaches the native path: an ``ll`` range runs as LL shares (their LL
+regions exchanged between the processes), a ``simple`` range as Simple ones."""
 
 from __future__ import annotations
 
@@ -63,6 +65,65 @@ def worker(plan_path: str, out_path: str) -> None:
     comm.barrier()
 
 
+def write_ll_plan(folder: Path) -> Path:
+    """allreduce: ``ring`` under LL below 4 KiB, under Simple from 4 KiB."""
+    from _schedules import ring
+
+    from synth.formats.schedule_file import save_schedule
+    from synth.plan.size_plan import Plan, PlanEntry
+    from topo_probe.machines.generators import fully_connected
+    topo = fully_connected(N)
+    save_schedule(ring("allreduce", N), folder / "ring.json")
+    plan = Plan(topo.name, topo.fingerprint(), [PlanEntry("allreduce", 0, 4096, "ring.json", protocol="ll"),
+                                                PlanEntry("allreduce", 4096, None, "ring.json")])
+    plan.save(folder / "plan.json")
+    return folder / "plan.json"
+
+
+def ll_worker(plan_path: str, out_path: str) -> None:
+    """Native calls over the emulated share backend (NumPy in shared memory, see
+    ``_native_shares.py``): each call's share, protocol and LL mappings against the plan."""
+    from _native_shares import ShmShareBackend
+
+    from kernels.mpi.communicator import MPICommunicator
+    warnings.simplefilter("ignore")
+    be = ShmShareBackend(seed=7)
+    comm = MPICommunicator.from_mpi(plan=plan_path, native=be, timeout_s=60)
+    r, errors, runner = comm.rank, [], comm._native
+
+    def shm(x):
+        a = be.empty(x.size, x.dtype)
+        a[...] = x
+        return a
+    for count, protocol in ((64, "ll"), (2048, "simple")):          # 256 B and 8 KiB of float32
+        for call in range(2):
+            x, y = shm(np.arange(count, dtype=np.float32) * (r + 1)), shm(np.zeros(count, np.float32))
+            before = runner.launches
+            comm.all_reduce(x, y)
+            if not np.array_equal(y, np.arange(count, dtype=np.float32) * sum(range(1, N + 1))):
+                errors.append(f"rank {r}: all_reduce of {count}, call {call}: wrong")
+            if comm.last_route.protocol != protocol or runner.launches != before + 1:
+                errors.append(f"rank {r}: {count}: protocol {comm.last_route.protocol}, "
+                              f"{runner.launches - before} launches")
+        share = next(reversed(runner.shares.values()))
+        if share.dp.protocol != protocol or bool(share.peer_ll) != (protocol == "ll"):
+            errors.append(f"rank {r}: {count}: share under {share.dp.protocol}, LL regions of {sorted(share.peer_ll)}")
+    every = comm.allgather_object(errors)
+    runner.drop()
+    be.release()
+    if r == 0:
+        Path(out_path).write_text(json.dumps([e for errs in every for e in errs]))
+    comm.barrier()
+
+
+def test_a_plan_entrys_protocol_reaches_the_native_path(tmp_path):
+    plan = write_ll_plan(tmp_path)
+    out = tmp_path / "res.json"
+    proc = run_mpi(N, [str(Path(__file__).resolve()), "worker-ll", str(plan), str(out)], timeout=180)
+    assert proc.returncode == 0 and out.exists(), f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
+    assert json.loads(out.read_text()) == []
+
+
 def test_mpi_communicator_runs_the_plan_and_says_what_ran(tmp_path):
     plan = write_plan(tmp_path)
     out = tmp_path / "res.json"
@@ -71,5 +132,5 @@ def test_mpi_communicator_runs_the_plan_and_says_what_ran(tmp_path):
     assert json.loads(out.read_text()) == []
 
 
-if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "worker":
-    worker(sys.argv[2], sys.argv[3])
+if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] in ("worker", "worker-ll"):
+    (worker if sys.argv[1] == "worker" else ll_worker)(sys.argv[2], sys.argv[3])

@@ -59,8 +59,9 @@ def _buffers(backends, coll, n, count, sends, dt, root, inplace, rng):
     return out
 
 
-def make_shares(prog, n, backends, channels, fuse=False, tile_bytes=TILE_BYTES):
-    shares = [Share(prog, r, backends[r], channels=channels, fuse=fuse, tile_bytes=tile_bytes) for r in range(n)]
+def make_shares(prog, n, backends, channels, fuse=False, tile_bytes=TILE_BYTES, protocol="simple"):
+    shares = [Share(prog, r, backends[r], channels=channels, fuse=fuse, tile_bytes=tile_bytes, protocol=protocol)
+              for r in range(n)]
     every = [s.descriptor() for s in shares]
     for s in shares:
         s.connect(every, "test")
@@ -94,7 +95,8 @@ def _check(coll, sched, sends, user, op, dt):
             assert np.array_equal(got.view(np.uint8), want.view(np.uint8)), f"rank {r}: {got} != {want}"
 
 
-def run_case(sched, count, dtype, op, inplace, seed, channels, fuse=False, calls=2, tile_bytes=TILE_BYTES):
+def run_case(sched, count, dtype, op, inplace, seed, channels, fuse=False, calls=2, tile_bytes=TILE_BYTES,
+             protocol="simple"):
     coll, n = sched.collective, sched.ranks
     dt = np.dtype(dtype)
     rng = random.Random(seed)
@@ -103,7 +105,7 @@ def run_case(sched, count, dtype, op, inplace, seed, channels, fuse=False, calls
         sends = make_inputs(coll, n, count, dt, op, sched.root, np.random.default_rng(seed))
         user = _buffers(backends, coll, n, count, sends, dt, sched.root, inplace, rng)
         prog = program_for(sched, count, dt, inplace=inplace, op=op)
-        shares = make_shares(prog, n, backends, channels, fuse, tile_bytes)
+        shares = make_shares(prog, n, backends, channels, fuse, tile_bytes, protocol)
         bs = attach_all(shares, prog, user)
         for call in range(calls):            # flags only grow: the second call checks the epochs
             if call:
@@ -147,6 +149,99 @@ def test_every_rank_share_in_its_own_process_matches_the_reference(data):
     run_case(sched, count, dtype, op, data.draw(st.booleans()), data.draw(st.integers(0, 9999)),
              channels=data.draw(st.integers(1, 3)), fuse=data.draw(st.booleans()),
              tile_bytes=data.draw(st.sampled_from([TILE_BYTES, 16, 32])))    # small tiles: dealt layouts
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(st.data())
+def test_ll_shares_carry_their_lines_across_processes(data):
+    """The LL protocol with one process per rank: each rank's LL region lives in its own
+    "process" and is exported with its flags; a producer writes its lines, as 8-byte halves that
+    land late and in any order, into the consumer's region through its own mapping; two calls
+    (the second's lines must not be taken for the first's) against the reference executor."""
+    coll = data.draw(st.sampled_from(COLLS))
+    n = data.draw(st.integers(2, 6))
+    root = data.draw(st.integers(0, n - 1)) if coll in ROOTED else None
+    if coll in ("allreduce", "allgather", "reducescatter") and data.draw(st.booleans()):
+        sched = ring(coll, n, data.draw(st.integers(1, 2)))
+    else:
+        sched = random_schedule(coll, n, data.draw(st.integers(1, 2)), root, data.draw(st.integers(0, 999)))
+    dtype = data.draw(st.sampled_from(["float32", "int32", "bfloat16", "uint8", "float64"]))
+    op = data.draw(st.sampled_from(["sum", "max", "avg"] if dtype != "uint8" else ["sum", "max"])) \
+        if coll in COMBINING else "sum"
+    shares = run_case(sched, data.draw(st.sampled_from([1, 3, 17, 61])), dtype, op, data.draw(st.booleans()),
+                      data.draw(st.integers(0, 9999)), channels=data.draw(st.integers(1, 3)),
+                      fuse=data.draw(st.booleans()), protocol="ll")
+    assert all(s.dp.protocol == "ll" for s in shares)
+
+
+def _ll_ring(n=4, count=40):
+    """A ring all-reduce's program (and schedule), for the LL tests below."""
+    return program_for(ring("allreduce", n), count, np.dtype("float32")), ring("allreduce", n)
+
+
+def test_ll_lines_go_to_the_consumers_region_through_the_producers_mapping():
+    """By hand, from the raw device program of a 4-rank ring all-reduce under LL: every LL
+    region a producer writes is a consumer's on another rank, and the producer's process
+    resolves it to its own mapping of that region (its mapped base of the consumer's handle +
+    offset); the consumer reads its operand from its own region at the same offset."""
+    from kernels.native.ll import LL_BUF
+    from kernels.native.record_format import KIND_MASK, KINDS, ll_source
+    prog, _ = _ll_ring(4, 40)
+    fakes = [FakeIpc(r) for r in range(4)]
+    shares = make_shares(prog, 4, fakes, channels=1, protocol="ll")
+    user = [(fakes[r].alloc("send", 16, 160), fakes[r].alloc("recv", 48, 160)) for r in range(4)]
+    bs = attach_all(shares, prog, user)
+    dp, item, written, read = shares[0].dp, 4, 0, 0
+    for p, (share, b) in enumerate(zip(shares, bs)):
+        first, nb = share_blocks(dp, p)
+        for i in range(int(dp.block_start[first]), int(dp.block_start[first + nb])):
+            start, k = (int(x) for x in dp.records[i, 10:12])
+            for t in range(start, start + k):
+                slot, off = (int(x) for x in dp.ll_targets[t])
+                q, name = dp.slots[slot]
+                assert name == LL_BUF and q != p, f"rank {p} record {i} writes lines to {dp.slots[slot]}"
+                lines = shares[q].ll_lines
+                want = fakes[p].mapped[fakes[q].own[lines["addr"]][0]] + 128 + off * item
+                assert int(b["sources"][len(dp.sources) + t]) == want, f"rank {p} record {i}: wrong LL target"
+                written += 1
+            word = int(dp.records[i, 0])
+            if ll_source(word, 0) and word & KIND_MASK != KINDS["reduce_chain"]:
+                slot, off = (int(x) for x in dp.records[i, 3:5])
+                assert dp.slots[slot] == (p, LL_BUF)
+                assert int(b["records"][i][1]) == share.ll_lines["addr"] + off * item
+                read += 1
+    assert written and read, (written, read)
+
+
+def test_ll_lines_written_into_the_producers_own_region_are_caught(monkeypatch):
+    """The LL check is not vacuous: a process that resolves its peers' LL regions to its own
+    region (lines that never reach the consumer's process) gives wrong answers or hangs."""
+    from kernels.native.ll import LL_BUF
+    real = native.slot_table
+
+    def own_region(dp, rank, local, remote):
+        return real(dp, rank, local, {k: local[LL_BUF] if k[1] == LL_BUF else v for k, v in remote.items()})
+    monkeypatch.setattr(native, "slot_table", own_region)
+    with pytest.raises((AssertionError, DeadlockDetected)):
+        run_case(ring("allreduce", 4), 40, "float32", "sum", False, 5, channels=1, protocol="ll", calls=1)
+
+
+def test_a_peer_ll_region_that_is_not_mapped_is_refused_in_one_line(monkeypatch):
+    """The LL regions are part of what a share must map: without the peers' regions, binding
+    refuses in one line naming the rank and the region instead of launching into address 0."""
+    from topo_probe.errors import BufferLayoutError
+    prog, _ = _ll_ring(3, 12)
+    fakes = [FakeIpc(r) for r in range(3)]
+    real = Share.connect
+
+    def connect_without_ll(self, every, what):
+        real(self, [{**d, "ll": None} for d in every], what)
+    monkeypatch.setattr(Share, "connect", connect_without_ll)
+    shares = make_shares(prog, 3, fakes, channels=1, protocol="ll")
+    user = [(fakes[r].alloc("send", 16, 48), fakes[r].alloc("recv", 48, 48)) for r in range(3)]
+    with pytest.raises(BufferLayoutError, match=r"^native share of rank 0: rank \d's @ll buffer is used but not "
+                                                r"mapped$"):
+        attach_all(shares, prog, user)
 
 
 def test_a_rank_that_never_launches_is_reported_as_a_deadlock():

@@ -82,7 +82,7 @@ class _Kernel:
         nxt = {b: int(block_start[b]) for b in blocks}
         base = {b: (int(epochs[b]) + 1) * stride for b in blocks}
         ends = {b: int(block_start[b + 1]) for b in blocks}
-        self.lines = _LLStores(self.fake.rng)
+        self.lines = LLStores(self.fake.rng)
         passes: dict[int, list[int]] = {}          # block -> records of its open LL pass not yet run
         status = _view(status_addr, 8, np.uint32)
         rng = self.fake.rng
@@ -160,7 +160,7 @@ class _Kernel:
 
     def _ll_ready(self, rec, epoch) -> bool:
         units = ll_units(int(rec[W_COUNT]), self.dtype.itemsize)
-        return all(_fresh(_view(a, units * 4, np.uint32).reshape(-1, 4), epoch) for _, a in self._ll_inputs(rec))
+        return all(lines_fresh(_view(a, units * 4, np.uint32).reshape(-1, 4), epoch) for _, a in self._ll_inputs(rec))
 
     def _run(self, rec, n, epoch) -> None:
         """One resolved record, tile by tile (:func:`record_runs`); an LL record (``epoch`` given)
@@ -173,7 +173,7 @@ class _Kernel:
             units = ll_units(count, item)
             for j, a in self._ll_inputs(rec):
                 got = _view(a, units * 4, np.uint32).reshape(-1, 4)
-                assert _fresh(got, epoch), "an LL input was read before its lines were fresh"
+                assert lines_fresh(got, epoch), "an LL input was read before its lines were fresh"
                 lines[j] = np.ascontiguousarray(got[:, [0, 2]]).reshape(-1).view(self.dtype)[:count].copy()
         for off, k in record_runs(count, r.tile, r.tile_stride, 0, count):
             shift = off * item
@@ -211,13 +211,13 @@ class _Kernel:
                              PreMulSum(n, *pre) if pre else base)
 
 
-def _fresh(lines: np.ndarray, epoch: int) -> bool:
+def lines_fresh(lines: np.ndarray, epoch: int) -> bool:
     """Both flags of every LL line (uint32 rows ``data, flag, data, flag``) are ``epoch``."""
     ep = np.uint32(epoch & 0xFFFFFFFF)
     return bool((lines[:, 1] == ep).all() and (lines[:, 3] == ep).all())
 
 
-class _LLStores:
+class LLStores:
     """LL line stores as the hardware may land them: each 8-byte half (data, flag) on its own,
     some held back and landing later in any order (a reader then sees a torn line)."""
 
