@@ -74,9 +74,10 @@ from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step
 from synth.model.physics import WIRE_BYTES_PER_BYTE, CostParams, check_protocol, cost_params_for, \
     table_protocol_params
+from synth.model.routes import ChannelRoutes, RouteTable
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
-#: steps of at least this many transfers on a cluster read their routes as arrays (RouteArrays)
+#: steps of at least this many transfers read their routes as arrays (a cluster's RouteArrays, else RouteTable)
 ARRAY_TRANSFERS = 64
 
 
@@ -119,36 +120,6 @@ def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
     """
     spec = schedule.spec
     return float(nbytes) / max(spec.input_blocks(), spec.output_blocks()) / spec.pieces_per_block
-
-
-class _Routes(dict):
-    """Channel -> ``(resource indices, fractions, latency in µs)``: the route as two NumPy arrays
-    (in route order) and the channel's latency plus ``extra_us`` where the route crosses the
-    network; filled on first use (a cluster's fabric computes its million routes on demand;
-    caching all of them would cost gigabytes)."""
-
-    LIMIT = 300_000
-
-    def __init__(self, fabric: Fabric, index: dict, network: np.ndarray, extra_us: float) -> None:
-        super().__init__()
-        self.fabric, self.channels, self.index = fabric, fabric.channels, index
-        self.network, self.extra_us = network, extra_us
-
-    def get(self, key, default=None):
-        hit = dict.get(self, key)
-        if hit is not None:
-            return hit
-        route = self.channels.get(key)
-        if route is None:
-            return default
-        idx = np.array([self.index[r] for r, _ in route], dtype=np.intp)
-        frac = np.array([float(f) for _, f in route], dtype=float)
-        crosses = bool(self.network[idx].any()) if len(idx) else False
-        lat = self.fabric.channel_latency_us(*key) + (self.extra_us if crosses else 0.0)
-        hit = (idx, frac, lat)
-        if len(self) < self.LIMIT:
-            self[key] = hit
-        return hit
 
 
 @dataclass(frozen=True)
@@ -222,6 +193,9 @@ class CostModel:
         defaulted too, else ``params`` moved by NCCL's LL/Simple table ratios).
     """
 
+    #: schedules whose wavefronts are kept (the baseline chooser times six at every size)
+    KEEP = 8
+
     def __init__(self, fabric: Fabric, params: CostParams | None = None, ll_params: CostParams | None = None) -> None:
         self.fabric = fabric
         self._ll_given, self._ll_shared, self._ll = ll_params, params is None, None  # LL model: on first use
@@ -233,10 +207,11 @@ class CostModel:
         self.rate = np.array([info.bandwidth_gbps * self.params.efficiency(info.kind) * 1e3
                               for info in fabric.resources.values()], dtype=float)
         self._network = np.array([info.kind == "network" for info in fabric.resources.values()], dtype=bool)
-        self._routes = _Routes(fabric, self._res, self._network, self.params.network_latency_us)
+        self._routes = ChannelRoutes(fabric, self._res, self._network, self.params.network_latency_us)
         self._arrays = None                  # a cluster's routes for whole steps (RouteArrays), made on first use
-        #: (schedule, loads, latencies, its :class:`_Wavefronts` per slice count) of the last schedule timed
-        self._last: tuple | None = None
+        self._table: RouteTable | None = None    # any other fabric's (RouteTable), made on its first big step
+        #: id(schedule) -> (schedule, its :class:`_Wavefronts` per slice count), the last few timed
+        self._timed: dict[int, tuple] = {}
 
     # ---------------------------------------------------------------- loads
     def step_loads(self, step: Step, step_index: int = 0) -> tuple[np.ndarray, float]:
@@ -260,11 +235,19 @@ class CostModel:
     def _step_entries(self, step: Step, step_index: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(resource index, fraction of a chunk, in transfer order; latency of each transfer in
         µs)`` of one step: its loads before they are summed per resource."""
-        if len(step.transfers) >= ARRAY_TRANSFERS and self._route_arrays() is not None:
-            got = self._arrays.entries([t.src for t in step.transfers], [t.dst for t in step.transfers])
-            if got is not None:           # else: some pair is no channel, reported below
-                starts, idx, frac, tmpl, _ = got
-                return idx, frac, self._arrays.transfer_latencies(idx, starts, tmpl)
+        if len(step.transfers) >= ARRAY_TRANSFERS:
+            src, dst = [t.src for t in step.transfers], [t.dst for t in step.transfers]
+            if self._route_arrays() is not None:
+                got = self._arrays.entries(src, dst)
+                if got is not None:           # else: some pair is no channel, reported below
+                    starts, idx, frac, tmpl, _ = got
+                    return idx, frac, self._arrays.transfer_latencies(idx, starts, tmpl)
+            elif type(self.fabric.channels) is dict:      # a cluster's lazy channels are never listed
+                if self._table is None:
+                    self._table = RouteTable(self.fabric, self._res, self._network, self.params.network_latency_us)
+                got = self._table.entries(src, dst)
+                if got is not None:
+                    return got[1], got[2], got[3]
         idx, frac, lats = [], [], []
         for ti, t in enumerate(step.transfers):
             hit = self._routes.get((t.src, t.dst))
@@ -362,8 +345,8 @@ class CostModel:
         """The best :class:`Estimate` over the pipelining choices for ``nbytes`` (nccl-tests size),
         the steps moved under ``protocol`` (``ll``: LL's latencies, twice the bytes on the wire).
 
-        The loads, latencies and wavefronts of the last schedule asked about are kept, so timing
-        one schedule at many sizes costs its transfers once.
+        The wavefronts of the last :attr:`KEEP` schedules asked about are kept, so timing a few
+        schedules at many sizes (the baseline chooser) costs their transfers once.
 
         Raises
         ------
@@ -379,12 +362,15 @@ class CostModel:
             same = (self.params.launch_us - ll.launch_us + self.params.step_overhead_us - ll.step_overhead_us
                     if schedule.steps else 0.0)
             return replace(wire, protocol=protocol, time_us=wire.time_us + same, fixed_us=wire.fixed_us + same)
-        if self._last is None or self._last[0] is not schedule:
+        hit = self._timed.get(id(schedule))
+        if hit is None or hit[0] is not schedule:
             loads, lats, path_us, rate = self._matrix(schedule)
-            self._last = (schedule, loads, lats, [self._wavefronts(loads, lats, k, path_us, rate)
-                                                  for k in sorted(set(self.params.pipeline_slices))])
+            if len(self._timed) >= self.KEEP:
+                del self._timed[next(iter(self._timed))]
+            hit = self._timed[id(schedule)] = (schedule, [self._wavefronts(loads, lats, k, path_us, rate)
+                                                          for k in sorted(set(self.params.pipeline_slices))])
         cb = chunk_bytes(schedule, nbytes)
-        ests = [self._pipelined(wave, cb) for wave in self._last[3]]
+        ests = [self._pipelined(wave, cb) for wave in hit[1]]
         return min(ests, key=lambda e: (e.time_us, e.slices))
 
     def schedule_time_us(self, schedule: Schedule, nbytes: float, protocol: str = "simple") -> float:
