@@ -40,6 +40,9 @@ ARRAY_SENDS = 256
 Resource = tuple[str, str]
 """A directed edge (u, v) of the (switch-merged) topology graph."""
 
+#: the share of a channel's only path (one object for the million channels of a big mesh)
+_WHOLE = Share(1)
+
 
 @dataclass(frozen=True)
 class ResourceInfo:
@@ -188,14 +191,19 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
                 paths = merged.network_paths(i, j)
             if not paths:
                 continue
-            bott = [min(merged.graph.edges[u, v]["bandwidth_gbps"] for u, v in zip(p, p[1:])) for p in paths]
-            total = sum(Fraction(b).limit_denominator(10**6) for b in bott)
-            route: dict[Resource, Fraction] = {}
-            for p, b in zip(paths, bott):
-                share = Fraction(b).limit_denominator(10**6) / total
-                for u, v in zip(p, p[1:]):
-                    route[(u, v)] = route.get((u, v), Fraction(0)) + share
-            channels[(i, j)] = [(r, Share(f)) for r, f in sorted(route.items())]
+            edges = merged.graph.edges
+            bott = [min(edges[u, v]["bandwidth_gbps"] for u, v in zip(p, p[1:])) for p in paths]
+            if len(paths) == 1 and bott[0] > 0:      # one path carries all of it: b / b = 1 on each edge
+                route = dict.fromkeys(zip(paths[0], paths[0][1:]), _WHOLE)
+                channels[(i, j)] = sorted(route.items())
+            else:
+                total = sum(Fraction(b).limit_denominator(10**6) for b in bott)
+                route = {}
+                for p, b in zip(paths, bott):
+                    share = Fraction(b).limit_denominator(10**6) / total
+                    for u, v in zip(p, p[1:]):
+                        route[(u, v)] = route.get((u, v), Fraction(0)) + share
+                channels[(i, j)] = [(r, Share(f)) for r, f in sorted(route.items())]
             latencies[(i, j)] = [sum(merged.graph.edges[u, v]["latency_us"] for u, v in zip(p, p[1:]))
                                  for p in paths]
             used.update(route)
