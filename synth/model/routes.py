@@ -60,7 +60,7 @@ class RouteTable:
     """Every channel of a (non-cluster) fabric as arrays: ``slot[src * n + dst]`` is the channel's
     row (-1: no channel), its entries ``idx/frac[start[row]:start[row + 1]]``, its latency
     ``lat[row]`` (µs, network extra included).  Built once from ``fabric.channels`` (about 40
-    bytes per route entry: 40 MB for 1,024 fully connected GPUs)."""
+    bytes per route entry: 40 MiB for 1,024 fully connected GPUs)."""
 
     def __init__(self, fabric, index: dict, network: np.ndarray, extra_us: float) -> None:
         n = self.n = fabric.num_ranks
