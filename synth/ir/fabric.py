@@ -101,8 +101,8 @@ class Fabric:
 
     def load(self, sends: list[tuple[int, int]] | list[tuple[int, int, float]]) -> dict[Resource, float]:
         """Chunks crossing each resource for ``sends`` = [(src, dst[, chunks]), ...]."""
-        if len(sends) >= ARRAY_SENDS and hasattr(self.channels, "route_floats"):
-            out = self._load_by_arrays(sends)           # a cluster: its routes as arrays
+        if len(sends) >= ARRAY_SENDS and (hasattr(self.channels, "route_floats") or type(self.channels) is dict):
+            out = self._load_by_arrays(sends)           # the routes as arrays: a cluster's, or every channel's
             if out is not None:
                 return out
         out: dict[Resource, float] = {}
@@ -129,16 +129,21 @@ class Fabric:
         return arrays
 
     def _load_by_arrays(self, sends) -> dict[Resource, float] | None:
-        """:meth:`load` of a cluster's ``sends`` from its :class:`synth.ir.cluster_routes.RouteArrays`:
+        """:meth:`load` of ``sends`` from a cluster's :class:`synth.ir.cluster_routes.RouteArrays` (any
+        other fabric's :class:`synth.ir.route_table.RouteTable`):
         the same products ``chunks x fraction`` summed in the same order (``bincount`` adds them in
         array order), resources in the order they are first loaded; None where some pair is not
         a channel (the one-by-one path then raises as usual)."""
         import numpy as np
-        arrays = self.route_arrays()
+        if type(self.channels) is dict:
+            from synth.ir.route_table import route_table
+            arrays = route_table(self)
+        else:
+            arrays = self.route_arrays()
         got = arrays.entries([s[0] for s in sends], [s[1] for s in sends])
         if got is None:
             return None
-        starts, idx, frac, _, _ = got
+        starts, idx, frac = got[:3]
         amount = np.array([s[2] if len(s) > 2 else 1.0 for s in sends], dtype=float)
         total = np.bincount(idx, weights=np.repeat(amount, np.diff(starts)) * frac, minlength=len(arrays.names))
         used, first = np.unique(idx, return_index=True)

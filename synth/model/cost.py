@@ -71,13 +71,14 @@ import numpy as np
 from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
+from synth.ir.route_table import route_table
 from synth.ir.schedule import Schedule, Step
 from synth.model.physics import WIRE_BYTES_PER_BYTE, CostParams, check_protocol, cost_params_for, \
     table_protocol_params
-from synth.model.routes import ChannelRoutes, RouteTable
+from synth.model.routes import ChannelRoutes, StepRoutes
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
-#: steps of at least this many transfers read their routes as arrays (a cluster's RouteArrays, else RouteTable)
+#: steps of at least this many transfers read their routes as arrays (a cluster's RouteArrays, else StepRoutes)
 ARRAY_TRANSFERS = 64
 
 
@@ -209,7 +210,7 @@ class CostModel:
         self._network = np.array([info.kind == "network" for info in fabric.resources.values()], dtype=bool)
         self._routes = ChannelRoutes(fabric, self._res, self._network, self.params.network_latency_us)
         self._arrays = None                  # a cluster's routes for whole steps (RouteArrays), made on first use
-        self._table: RouteTable | None = None    # any other fabric's (RouteTable), made on its first big step
+        self._table: StepRoutes | None = None    # any other fabric's (StepRoutes), made on its first big step
         #: id(schedule) -> (schedule, its :class:`_Wavefronts` per slice count), the last few timed
         self._timed: dict[int, tuple] = {}
 
@@ -244,10 +245,11 @@ class CostModel:
                     return idx, frac, self._arrays.transfer_latencies(idx, starts, tmpl)
             elif type(self.fabric.channels) is dict:      # a cluster's lazy channels are never listed
                 if self._table is None:
-                    self._table = RouteTable(self.fabric, self._res, self._network, self.params.network_latency_us)
+                    self._table = StepRoutes(route_table(self.fabric), self.fabric, self._network,
+                                             self.params.network_latency_us)
                 got = self._table.entries(src, dst)
                 if got is not None:
-                    return got[1], got[2], got[3]
+                    return got
         idx, frac, lats = [], [], []
         for ti, t in enumerate(step.transfers):
             hit = self._routes.get((t.src, t.dst))

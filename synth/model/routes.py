@@ -1,29 +1,32 @@
 """Channel routes as the cost model reads them: resource indices, float fractions and latency (µs).
 
 :class:`ChannelRoutes` answers one channel at a time (a dictionary filled on first use);
-:class:`RouteTable` answers a whole step at once from arrays over every channel of a fabric
-(``src * n + dst`` -> the channel's entries), built on the first big step: a step of the
-direct all-reduce on 1,024 fully connected GPUs has a million transfers, and looking each up
-in a dictionary cost more than the rest of the model.  Both give the same entries, in route
-order, with the same arithmetic (``float`` of each fraction, the channel's latency plus the
-network's extra where the route crosses it), so the model's numbers do not depend on the path.
+:class:`StepRoutes` answers a whole step at once from the fabric's
+:class:`synth.ir.route_table.RouteTable` (arrays over every channel): a step of the direct
+all-reduce on 1,024 fully connected GPUs has a million transfers, and looking each up in a
+dictionary cost more than the rest of the model.  Both give the same entries, in route order,
+with the same arithmetic (``float`` of each fraction, the channel's latency plus the network's
+extra where the route crosses it), so the model's numbers do not depend on the path.
 
 >>> from synth.ir.fabric import build_fabric
 >>> from topo_probe.machines.generators import fully_connected
 >>> fab = build_fabric(fully_connected(3))
 >>> index = {r: k for k, r in enumerate(fab.resources)}
 >>> one = ChannelRoutes(fab, index, np.zeros(len(index), dtype=bool), 0.0)
->>> table = RouteTable(fab, index, np.zeros(len(index), dtype=bool), 0.0)
->>> starts, idx, frac, lat = table.entries([0, 2], [1, 0])
+>>> from synth.ir.route_table import route_table
+>>> steps = StepRoutes(route_table(fab), fab, np.zeros(len(index), dtype=bool), 0.0)
+>>> idx, frac, lat = steps.entries([0, 2], [1, 0])
 >>> [int(v) for v in idx] == [int(one.get((0, 1))[0][0]), int(one.get((2, 0))[0][0])], frac.tolist()
 (True, [1.0, 1.0])
+>>> lat.tolist() == [one.get((0, 1))[2], one.get((2, 0))[2]]
+True
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-__all__ = ["ChannelRoutes", "RouteTable"]
+__all__ = ["ChannelRoutes", "StepRoutes"]
 
 
 class ChannelRoutes(dict):
@@ -56,49 +59,19 @@ class ChannelRoutes(dict):
         return hit
 
 
-class RouteTable:
-    """Every channel of a (non-cluster) fabric as arrays: ``slot[src * n + dst]`` is the channel's
-    row (-1: no channel), its entries ``idx/frac[start[row]:start[row + 1]]``, its latency
-    ``lat[row]`` (µs, network extra included).  Built once from ``fabric.channels`` (about 40
-    bytes per route entry: 40 MiB for 1,024 fully connected GPUs)."""
+class StepRoutes:
+    """A whole step's route entries from the fabric's :class:`synth.ir.route_table.RouteTable`, and
+    each transfer's latency: its channel's, plus ``extra_us`` where its route crosses the network."""
 
-    def __init__(self, fabric, index: dict, network: np.ndarray, extra_us: float) -> None:
-        n = self.n = fabric.num_ranks
-        self.slot = np.full(n * n, -1, dtype=np.int64)
-        lengths, idx, frac, lat = [], [], [], []
-        latency = fabric.channel_latency_us
-        for row, ((i, j), route) in enumerate(fabric.channels.items()):
-            self.slot[i * n + j] = row
-            lengths.append(len(route))
-            ks = [index[r] for r, _ in route]
-            idx += ks
-            frac += [float(f) for _, f in route]
-            crosses = any(network[k] for k in ks)
-            lat.append(latency(i, j) + (extra_us if crosses else 0.0))
-        self.start = np.zeros(len(lengths) + 1, dtype=np.intp)
-        np.cumsum(np.asarray(lengths, dtype=np.intp), out=self.start[1:])
-        self.idx = np.asarray(idx, dtype=np.intp)
-        self.frac = np.asarray(frac, dtype=float)
-        self.lat = np.asarray(lat, dtype=float)
+    def __init__(self, table, fabric, network: np.ndarray, extra_us: float) -> None:
+        self.table = table
+        hops = np.concatenate([[0], np.cumsum(network[table.idx])]) if len(table.idx) else np.zeros(1)
+        crosses = hops[table.start[1:]] > hops[table.start[:-1]]
+        latency = np.array([fabric.channel_latency_us(i, j) for i, j in table.pairs], dtype=float)
+        self.lat = latency + np.where(crosses, extra_us, 0.0)
 
-    def entries(self, src, dst) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray] | None:
-        """``(starts, resource indices, fractions, latency of each transfer in µs)`` of the
-        transfers ``src[k] -> dst[k]``, their entries concatenated in transfer order; None where
-        some pair is not a channel or has an empty route (the one-by-one path reports it)."""
-        i = np.asarray(src, dtype=np.int64)
-        j = np.asarray(dst, dtype=np.int64)
-        n = self.n
-        if len(i) == 0 or ((i < 0) | (i >= n) | (j < 0) | (j >= n)).any():
-            return None
-        rows = self.slot[i * n + j]
-        if (rows < 0).any():
-            return None
-        lo, hi = self.start[rows], self.start[rows + 1]
-        lengths = hi - lo
-        if not lengths.all():
-            return None
-        starts = np.zeros(len(rows) + 1, dtype=np.intp)
-        np.cumsum(lengths, out=starts[1:])
-        # entry e of the answer is entry (e - starts[k]) of transfer k's route
-        at = np.arange(starts[-1]) - np.repeat(starts[:-1] - lo, lengths)
-        return starts, self.idx[at], self.frac[at], self.lat[rows]
+    def entries(self, src, dst) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+        """``(resource indices, fractions, latency of each transfer in µs)``, entries in transfer and
+        route order; None where some pair is not a channel (the one-by-one path reports it)."""
+        got = self.table.entries(src, dst)
+        return None if got is None else (got[1], got[2], self.lat[got[3]])
