@@ -65,10 +65,10 @@ def write_markdown(csv_path: Path) -> Path:
     rows = list(csv.DictReader(csv_path.open()))
     md = csv_path.with_suffix(".md")
     lines = ["# `sweep all_reduce -b 8 -e 8 -g G --backend sim`: CPU time by rank count", "",
-             "Made by `benchmarks/sweep_sim_ranks.py` (commands in its docstring) on "
-             f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores shared with other "
+             ("Made by `benchmarks/sweep_sim_ranks.py` (commands in its docstring) on "
+              f"{platform.machine()}, Python {platform.python_version()}, {os.cpu_count()} cores shared with other "
              "jobs: CPU time (user + system of the child) is the number to read; wall time was up to 8x the CPU time "
-             "under the machine's load. `time_us` is the row's modelled time: equal before and after.", "",
+             "under the machine's load. `time_us` is the row's modelled time: equal before and after."), "",
              "| " + " | ".join(COLUMNS) + " |", "|" + "---|" * len(COLUMNS)]
     lines += ["| " + " | ".join(r[c] for c in COLUMNS) + " |" for r in rows]
     md.write_text("\n".join(lines) + "\n")

@@ -26,8 +26,8 @@ import sys
 from pathlib import Path
 
 from kernels.sweep.output_paths import check_output_paths
-from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from synth.cli.nccl_options import add_nccl_tests_options, given
+from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments

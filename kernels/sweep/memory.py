@@ -21,8 +21,8 @@ the GPUs' free memory):
 
 from __future__ import annotations
 
-from synth.formats.nccl_tests.conventions import DTYPE_BYTES, nccl_dtype
 from kernels.backends.memory import available_gpu_bytes, available_host_bytes
+from synth.formats.nccl_tests.conventions import DTYPE_BYTES, nccl_dtype
 from synth.formats.nccl_tests.sizes import size_label
 from topo_probe.errors import InvalidArgument
 
@@ -77,4 +77,4 @@ def admit_sweep(cfg, selector, schedule_at, *, available: int | None = None, whe
                               f"copies); {size_label(avail)} available: lower -e or -g")
 
 
-__all__ = ["admit_sweep", "available_gpu_bytes", "sweep_need_bytes", "scratch_bytes", "available_host_bytes", "MARGIN"]
+__all__ = ["MARGIN", "admit_sweep", "available_gpu_bytes", "available_host_bytes", "scratch_bytes", "sweep_need_bytes"]

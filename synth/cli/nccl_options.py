@@ -24,7 +24,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-__all__ = ["NcclTestsOption", "NCCL_TESTS_OPTIONS", "add_nccl_tests_options", "given"]
+__all__ = ["NCCL_TESTS_OPTIONS", "NcclTestsOption", "add_nccl_tests_options", "given"]
 
 
 @dataclass(frozen=True)

@@ -4,8 +4,8 @@ types, schedule files, and one-line errors with exit status 2."""
 from __future__ import annotations
 
 import pytest
-
 from _paths import FIXTURES, ROOT
+
 from kernels.sweep.simulate import main
 from synth.baselines import baseline
 from synth.ir.fabric import build_fabric

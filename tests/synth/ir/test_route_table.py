@@ -32,7 +32,7 @@ def test_every_channel_reads_back_in_route_order():
     for fab in FABRICS.values():
         t = route_table(fab)
         pairs = list(fab.channels)
-        starts, idx, frac, rows = t.entries([i for i, _ in pairs], [j for _, j in pairs])
+        starts, idx, frac, _ = t.entries([i for i, _ in pairs], [j for _, j in pairs])
         for k, (i, j) in enumerate(pairs):
             got = [(t.names[r], f) for r, f in zip(idx[starts[k]:starts[k + 1]], frac[starts[k]:starts[k + 1]])]
             assert got == [(r, float(f)) for r, f in fab.channels[(i, j)]]
