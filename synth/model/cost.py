@@ -78,6 +78,8 @@ from synth.model.physics import WIRE_BYTES_PER_BYTE, CostParams, check_protocol,
 from synth.model.routes import ChannelRoutes, StepRoutes
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
+#: wavefronts x loaded resources above which the wavefronts' peaks are taken one wavefront at a time
+WINDOW_CELLS = 1 << 22
 #: steps of at least this many transfers read their routes as arrays (a cluster's RouteArrays, else StepRoutes)
 ARRAY_TRANSFERS = 64
 
@@ -323,8 +325,12 @@ class CostModel:
         csum = np.vstack([np.zeros((1, loads.shape[1])), np.cumsum(loads, axis=0)])
         w = np.arange(S + k - 1)
         lo, hi = np.maximum(0, w - k + 1), np.minimum(S - 1, w)
-        window = csum[hi + 1] - csum[lo]                       # (W, R) chunks per wavefront
-        peak = np.max(window / rate, axis=1) if loads.shape[1] else np.zeros(len(w))
+        if not loads.shape[1]:
+            peak = np.zeros(len(w))
+        elif len(w) * loads.shape[1] <= WINDOW_CELLS:          # (W, R) chunks per wavefront at once
+            peak = np.max((csum[hi + 1] - csum[lo]) / rate, axis=1)
+        else:             # a million links: one wavefront at a time, the same arithmetic in one row's memory
+            peak = np.array([np.max((csum[b + 1] - csum[a]) / rate) for a, b in zip(lo.tolist(), hi.tolist())])
         fixed = p.launch_us + path_us + (k - 1) * (p.step_overhead_us + float(np.max(lats)))
         return _Wavefronts(k, len(w), peak, fixed)
 
