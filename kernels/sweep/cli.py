@@ -26,6 +26,7 @@ import sys
 from pathlib import Path
 
 from kernels.sweep.output_paths import check_output_paths
+from synth.cli.nccl_options import add_nccl_tests_options, given
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
@@ -56,19 +57,8 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="sweep", description="nccl-tests-style bandwidth sweeps of topocoll schedules.")
     p.add_argument("collective", nargs="?", help=f"one of {', '.join(NCCL_NAMES.values())}")
     a = p.add_argument
-    a("-b", "--minbytes", default="32M", help="smallest size (default 32M)")
-    a("-e", "--maxbytes", default="32M", help="largest size (default 32M)")
-    a("-i", "--stepbytes", default="1048576", help="size increment when -f is 1 (default 1M)")
-    a("-f", "--stepfactor", default="1", help="size multiplier (default 1: use -i)")
-    a("-g", "--ngpus", default=None, help="ranks (default: the topology's GPUs, else 1)")
-    a("-n", "--iters", default="20", help="timed iterations (default 20)")
-    a("-w", "--warmup_iters", default="5", help="warm-up iterations (default 5)")
-    a("-c", "--check", default="1", help="validation iterations, 0 = none (default 1)")
-    a("-o", "--op", default="sum", help=f"{'/'.join(OP_NAMES)}/all (default sum)")
-    a("-d", "--datatype", default="float", help=f"{' '.join(DTYPE_NAMES)} or all (default float)")
-    a("-r", "--root", default="0", help="root rank, -1 = every root (default 0)")
-    a("-a", "--average", default="1", help="rank times: 0 rank 0, 1 mean, 2 min, 3 max (default 1)")
-    a("-J", "--output_file", default=None, help="write nccl-tests' JSON document here")
+    add_nccl_tests_options(p, {"-o": f"{'/'.join(OP_NAMES)}/all (default sum)",
+                               "-d": f"{' '.join(DTYPE_NAMES)} or all (default float)"})
     a("--backend", default="host", help="host | cupy | sim | mpi (default host; mpi under mpirun)")
     a("--topology", default=None, help="preset name or topology file (default: fully connected)")
     a("--algo", default="plan", help="plan | nccl | ring | tree | direct | rhd | bruck | oneshot | schedule FILE")
@@ -83,28 +73,6 @@ def build_parser() -> argparse.ArgumentParser:
 #: flags a bare ``sweep --import LOG`` has no use for (it re-prints the log's own sizes and runs)
 _IMPORT_IGNORES = ("-b", "-e", "-i", "-f", "-g", "-n", "-w", "-c", "-o", "-d", "-r", "-a", "-J", "--algo",
                    "--compare", "--topology", "--backend")
-_LONG = {"-b": "--minbytes", "-e": "--maxbytes", "-i": "--stepbytes", "-f": "--stepfactor", "-g": "--ngpus",
-         "-n": "--iters", "-w": "--warmup_iters", "-c": "--check", "-o": "--op", "-d": "--datatype", "-r": "--root",
-         "-a": "--average", "-J": "--output_file"}
-
-
-def _given(argv: list[str], flag: str) -> bool:
-    """Whether ``flag`` (or its long form) was on the command line: ``-g 4``, ``-g4``, ``--ngpus=4``.
-
-    >>> _given(["--import", "x.log", "-g4"], "-g"), _given(["--ngpus=2"], "-g"), _given(["-b", "8"], "-e")
-    (True, True, False)
-    """
-    names = [flag] + ([_LONG[flag]] if flag in _LONG else [])
-    for tok in argv:
-        if tok == "--":
-            break
-        if any(tok == n or tok.startswith(n + "=") for n in names):
-            return True
-        if len(flag) == 2 and tok.startswith(flag) and not tok.startswith("--"):
-            return True
-    return False
-
-
 def _choice(text: str, names: tuple[str, ...], what: str) -> tuple[str, ...]:
     if text == "all":
         return names
@@ -137,8 +105,8 @@ def make_config(args, nranks: int):
         coll = canonical(args.collective)
     except TopocollError as e:
         raise UsageError(str(e)) from None
-    vals = {k: _int(getattr(args, k), k) for k in ("stepbytes", "stepfactor", "iters", "warmup_iters",
-                                                    "check", "root", "average")}
+    vals = {k: _int(getattr(args, k), k) for k in ("stepfactor", "iters", "warmup_iters", "check", "root", "average")}
+    vals["stepbytes"] = parse_size(args.stepbytes, "stepbytes")     # K/M/G, as nccl-tests' parsesize
     for k, lo in (("iters", 1), ("warmup_iters", 0), ("check", 0), ("stepbytes", 0), ("stepfactor", 1)):
         if vals[k] < lo:
             raise UsageError(f"invalid {k}: {vals[k]} (must be >= {lo})")
@@ -217,7 +185,7 @@ def _main(args, argv: list[str]) -> int:
     if args.collective is None:
         if args.import_log is None:
             raise UsageError("missing COLLECTIVE (one of " + ", ".join(NCCL_NAMES.values()) + ")")
-        ignored = [flag for flag in _IMPORT_IGNORES if _given(argv, flag)]
+        ignored = [flag for flag in _IMPORT_IGNORES if given(argv, flag)]
         if ignored:
             raise UsageError(f"--import LOG alone re-prints the log as it was run; {', '.join(ignored)} would be "
                              "ignored (name a COLLECTIVE and --backend sim to model other sizes)")

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from kernels.sweep.driver import Row, SweepSummary
 from kernels.sweep.table import entry
+from synth.formats.nccl_tests.sizes import size_label
 from synth.ir.schedule import atomic_write_text
 
 CSV_COLUMNS = ("series", "kind", "size", "count", "type", "redop", "root", "time_us", "algbw_gbps",
@@ -178,14 +179,5 @@ def plot(path: str | Path, series: list[Series], title: str) -> None:
             tmp.unlink()
 
 
-def _size_label(x: float) -> str:
-    """``1024`` -> ``1K`` etc. (powers of 1024, like nccl-tests' -b/-e suffixes).
-
-    >>> [_size_label(v) for v in (8, 1024, 3 << 20, 4 << 30)]
-    ['8', '1K', '3M', '4G']
-    """
-    v = int(round(x))
-    for unit, k in (("G", 30), ("M", 20), ("K", 10)):
-        if v >= 1 << k and v % (1 << k) == 0:
-            return f"{v >> k}{unit}"
-    return str(v)
+#: the axis' size labels: binary units, as every label a person reads (KiB, MiB, GiB)
+_size_label = size_label

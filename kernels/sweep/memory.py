@@ -21,8 +21,9 @@ the GPUs' free memory):
 
 from __future__ import annotations
 
+from kernels.backends.memory import available_gpu_bytes, available_host_bytes
 from synth.formats.nccl_tests.conventions import DTYPE_BYTES, nccl_dtype
-from kernels.backends.memory import available_gpu_bytes, available_host_bytes, gib
+from synth.formats.nccl_tests.sizes import size_label
 from topo_probe.errors import InvalidArgument
 
 #: headroom for executor and NumPy temporaries (a fraction of the estimate)
@@ -71,9 +72,9 @@ def admit_sweep(cfg, selector, schedule_at, *, available: int | None = None, whe
         if need > worst:
             worst, what = need, dtype_name
     if worst > avail:
-        raise InvalidArgument(f"{cfg.entry.nccl_name} of {gib(size)} ({what}) on {cfg.nranks} ranks needs about "
-                              f"{gib(worst)} of {where} (buffers, the schedule's scratch and the check's "
-                              f"copies); {gib(avail)} available: lower -e or -g")
+        raise InvalidArgument(f"{cfg.entry.nccl_name} of {size_label(size)} ({what}) on {cfg.nranks} ranks needs about "
+                              f"{size_label(worst)} of {where} (buffers, the schedule's scratch and the check's "
+                              f"copies); {size_label(avail)} available: lower -e or -g")
 
 
-__all__ = ["admit_sweep", "available_gpu_bytes", "sweep_need_bytes", "scratch_bytes", "available_host_bytes", "MARGIN"]
+__all__ = ["MARGIN", "admit_sweep", "available_gpu_bytes", "available_host_bytes", "scratch_bytes", "sweep_need_bytes"]

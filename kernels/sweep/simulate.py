@@ -3,12 +3,13 @@ every row.
 
 Usage::
 
-    simulate --topology dgx-a100 --collective allreduce [--gpus 0-3] [--nodes 2 ...] \\
-             [--schedule FILE | --baseline nccl|ring|tree|direct|rhd|bruck|oneshot] [--root R] \\
-             [-b 8] [-e 4G] [-f 2 | -i STEP] [-d float]
+    simulate --topology dgx-a100 --collective allreduce [--gpus 0-3 | -g 4] [--nodes 2 ...] \\
+             [--schedule FILE | --baseline nccl|ring|tree|direct|rhd|bruck|oneshot] [-r R] \\
+             [-b 8] [-e 4G] [-f 2 | -i STEP] [-d float] [-J OUT.json]
 
-It is ``sweep COLLECTIVE --backend sim --algo BASELINE|FILE -c 0`` with simulate's defaults
-(``-b 8 -e 4G -f 2``, the ring baseline) and three columns after nccl-tests' ones: ``slices``
+It is ``sweep COLLECTIVE --backend sim --algo BASELINE|FILE -c 0``: the same nccl-tests flags with
+nccl-tests' defaults (:mod:`synth.cli.nccl_options`: ``-b 32M -e 32M``, so name the range, e.g.
+``-b 8 -e 4G -f 2``), the ring baseline by default, and three columns after nccl-tests' ones: ``slices``
 (the pipelining the cost model chose), and the lower bound of any schedule on the fabric
 (:func:`synth.model.bounds.lower_bounds` with the same efficiency factors) as a time and a busbw.
 Sizes take K/M/G suffixes (powers of 1024); ``size`` and ``count`` follow nccl-tests.  A schedule
@@ -20,9 +21,7 @@ from __future__ import annotations
 
 import sys
 
-from synth.formats.nccl_tests.conventions import nccl_dtype
-from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
-from synth.formats.nccl_tests.sizes import size_sweep
+from synth.cli.nccl_options import add_nccl_tests_options, given
 from synth.ir.collectives import ROOTED, canonical
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -30,32 +29,6 @@ from topo_probe.errors import TopocollError, UsageError
 
 #: the baselines ``--baseline`` takes
 BASELINE_CHOICES = ("nccl", "ring", "tree", "direct", "rhd", "bruck", "oneshot")
-
-
-def parse_size(text: str) -> int:
-    """Bytes for ``"8"``, ``"64K"``, ``"4G"`` (powers of 1024, like nccl-tests).
-
-    >>> parse_size("4G"), parse_size("64k"), parse_size("8")
-    (4294967296, 65536, 8)
-    """
-    try:
-        return shared_parse_size(text)
-    except ValueError:
-        raise UsageError(f"bad size {text!r}: expected a number with an optional K, M or G suffix") from None
-
-
-def sweep_sizes(minbytes: int, maxbytes: int, factor: int | None, step: int | None) -> list[int]:
-    """The sizes nccl-tests visits: ``minbytes`` then times ``factor`` (or plus ``step``) up to ``maxbytes``.
-
-    >>> sweep_sizes(8, 64, 2, None)
-    [8, 16, 32, 64]
-    """
-    if minbytes > maxbytes:
-        raise UsageError(f"-b {minbytes} is larger than -e {maxbytes}")
-    try:
-        return size_sweep(minbytes, maxbytes, step or 0, factor or 1)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
 
 
 def build_parser() -> OneLineParser:
@@ -67,13 +40,10 @@ def build_parser() -> OneLineParser:
     src.add_argument("--schedule", help="schedule file: topocoll JSON (.json, .json.gz) or MSCCL XML")
     src.add_argument("--baseline", choices=BASELINE_CHOICES,
                      help="baseline (default ring); nccl: what NCCL's tuner picks per size, timed by the NCCL model")
-    p.add_argument("--root", type=int, help="root rank of rooted collectives (default 0)")
-    p.add_argument("-b", "--minbytes", default="8", help="smallest size (default 8)")
-    p.add_argument("-e", "--maxbytes", default="4G", help="largest size (default 4G)")
-    step = p.add_mutually_exclusive_group()
-    step.add_argument("-f", "--stepfactor", type=int, help="multiply the size by this (default 2)")
-    step.add_argument("-i", "--stepbytes", help="add this many bytes instead of multiplying")
-    p.add_argument("-d", "--datatype", default="float", help="nccl-tests type name (default float)")
+    add_nccl_tests_options(p, {"-g": "ranks: the topology's first G GPUs (default: all of them)",
+                               "-r": "root rank of rooted collectives, -1 = every root (default 0)",
+                               "-n": "timed iterations, printed as nccl-tests does (the model runs none)",
+                               "-c": "ignored: the model validates nothing (printed as 0)"})
     p.add_argument("--import", dest="import_log", metavar="LOG",
                    help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "
                         "and pred/real beside the prediction")
@@ -102,31 +72,18 @@ def _imported(args) -> tuple[object, dict[int, float]] | None:
 
 
 def _config(args, n: int):
-    from kernels.sweep.driver import SweepConfig
+    """The :class:`SweepConfig` of the flags: the sweep's own parsing (:func:`kernels.sweep.cli.make_config`),
+    the float8 types included (modelled, not run), nothing validated (``-c`` is 0)."""
+    from kernels.sweep.cli import make_config
     if args.collective is None:
         raise UsageError("the following arguments are required: --collective (or --import LOG)")
     name = canonical(args.collective)
-    if name not in ROOTED and args.root is not None:
+    if name not in ROOTED and given(args.argv, "-r"):
         raise UsageError(f"{name} takes no --root")
-    try:
-        dtype = nccl_dtype(args.datatype)
-    except TopocollError as e:
-        raise UsageError(f"-d {args.datatype!r}: {e}") from None
-    lo, hi = parse_size(args.minbytes), parse_size(args.maxbytes)
-    if args.stepbytes is not None:
-        step, factor = parse_size(args.stepbytes), 1
-        if step < 1:
-            raise UsageError("-i must be at least 1 byte")
-    else:
-        step, factor = 0, 2 if args.stepfactor is None else args.stepfactor
-        if factor < 2:
-            raise UsageError(f"-f must be >= 2, got {factor}")
-    sweep_sizes(lo, hi, factor if factor > 1 else None, step or None)
-    root = args.root if args.root is not None else 0
-    if name in ROOTED and not 0 <= root < n:
-        raise UsageError(f"--root {root} is not a rank of the {n} GPUs")
-    return SweepConfig(name, n, lo, hi, step, factor, iters=1, warmup=0, check=0, ops=("sum",), dtypes=(dtype,),
-                       root=root)
+    args.backend = "sim"
+    cfg = make_config(args, n)
+    cfg.check = 0
+    return cfg
 
 
 def _machine(args, run) -> dict:
@@ -173,7 +130,7 @@ def _check_schedule_file(sel, args, topo, name: str) -> None:
     if s.topology_fingerprint and s.topology_fingerprint != fp and not s.meta.get("msccl"):
         raise UsageError(f"{args.schedule} was made for topology {s.topology_name!r} "
                          f"(fingerprint {s.topology_fingerprint}), not {topo.name!r} ({fp})")
-    if args.root is not None and s.root != args.root:
+    if given(args.argv, "-r") and s.root != int(args.root, 0):
         raise UsageError(f"{args.schedule} has root {s.root}, --root is {args.root}")
 
 
@@ -185,8 +142,13 @@ def run(args) -> list[str]:
     from topo_probe.cli.options import apply_machine_arguments
     from topo_probe.load import load_topology, parse_gpu_list
 
+    args.argv = getattr(args, "argv", [])        # the command line as given (which flags were named)
     topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus is not None else None)
-    topo = apply_machine_arguments(topo, args)
+    topo = _first_ranks(apply_machine_arguments(topo, args), args.ngpus)
+    if args.output_file:
+        from kernels.sweep.output_paths import check_output_paths
+        args.plot = args.csv = None
+        check_output_paths(args)
     imported = _imported(args)
     cfg = _config(args, topo.num_gpus)
     if imported is not None:
@@ -224,17 +186,40 @@ def run(args) -> list[str]:
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "
                  f"rounds per block of {sel.fabric.unit_gbps:g} GB/s ({b.method}{'' if b.exact else ', not exact'})")
-    lines = writer.preamble_lines(cfg, backend.devices(cfg.nranks, topo), notes)
+    path = writer.free_json_path(args.output_file) if args.output_file else None
+    lines = [f"# Writing JSON output to {path}"] if path is not None else []
+    lines += writer.preamble_lines(cfg, backend.devices(cfg.nranks, topo), notes)
     lines += writer.header_lines(backend.extra_columns)
+    start = writer.now()
     summary = run_sweep(cfg, backend, sel, on_row=lambda row: lines.append(writer.row_line(row, backend.extra_columns)))
+    if path is not None:
+        writer.write_json(path, writer.json_document(cfg, backend.devices(cfg.nranks, topo), summary,
+                                                     argv=["simulate", *args.argv], start_time=start,
+                                                     extra={"backend": "sim", "topology": topo.name, "algorithms": [algo]}))
     return lines + writer.footer_lines(summary)
+
+
+def _first_ranks(topo, ngpus: str | None):
+    """``-g G``: the topology's first ``G`` GPUs (at least 2: the model times a collective)."""
+    if ngpus is None:
+        return topo
+    try:
+        g = int(ngpus, 0)
+    except ValueError:
+        raise UsageError(f"invalid number of GPUs (-g): {ngpus!r} is not an integer") from None
+    if not 2 <= g <= topo.num_gpus:
+        raise UsageError(f"invalid number of GPUs: -g {g}; topology {topo.name!r} has {topo.num_gpus} "
+                         f"(the model needs at least 2)")
+    return topo if g == topo.num_gpus else topo.subset(list(range(g)))
 
 
 def main(argv: list[str] | None = None) -> int:
     """Console entry point ``simulate``; returns the exit status (0, or 2 on bad input)."""
     try:
         with signals_interrupt() as signalled:
+            argv = list(sys.argv[1:] if argv is None else argv)
             args = build_parser().parse_args(argv)
+            args.argv = argv
             lines = run(args)
             if signalled["raised"]:      # swallowed in a clean-up callback: still interrupted
                 raise KeyboardInterrupt

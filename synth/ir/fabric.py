@@ -40,6 +40,9 @@ ARRAY_SENDS = 256
 Resource = tuple[str, str]
 """A directed edge (u, v) of the (switch-merged) topology graph."""
 
+#: the share of a channel's only path (one object for the million channels of a big mesh)
+_WHOLE = Share(1)
+
 
 @dataclass(frozen=True)
 class ResourceInfo:
@@ -98,8 +101,8 @@ class Fabric:
 
     def load(self, sends: list[tuple[int, int]] | list[tuple[int, int, float]]) -> dict[Resource, float]:
         """Chunks crossing each resource for ``sends`` = [(src, dst[, chunks]), ...]."""
-        if len(sends) >= ARRAY_SENDS and hasattr(self.channels, "route_floats"):
-            out = self._load_by_arrays(sends)           # a cluster: its routes as arrays
+        if len(sends) >= ARRAY_SENDS and (hasattr(self.channels, "route_floats") or type(self.channels) is dict):
+            out = self._load_by_arrays(sends)           # the routes as arrays: a cluster's, or every channel's
             if out is not None:
                 return out
         out: dict[Resource, float] = {}
@@ -126,16 +129,21 @@ class Fabric:
         return arrays
 
     def _load_by_arrays(self, sends) -> dict[Resource, float] | None:
-        """:meth:`load` of a cluster's ``sends`` from its :class:`synth.ir.cluster_routes.RouteArrays`:
+        """:meth:`load` of ``sends`` from a cluster's :class:`synth.ir.cluster_routes.RouteArrays` (any
+        other fabric's :class:`synth.ir.route_table.RouteTable`):
         the same products ``chunks x fraction`` summed in the same order (``bincount`` adds them in
         array order), resources in the order they are first loaded; None where some pair is not
         a channel (the one-by-one path then raises as usual)."""
         import numpy as np
-        arrays = self.route_arrays()
+        if type(self.channels) is dict:
+            from synth.ir.route_table import route_table
+            arrays = route_table(self)
+        else:
+            arrays = self.route_arrays()
         got = arrays.entries([s[0] for s in sends], [s[1] for s in sends])
         if got is None:
             return None
-        starts, idx, frac, _, _ = got
+        starts, idx, frac = got[:3]
         amount = np.array([s[2] if len(s) > 2 else 1.0 for s in sends], dtype=float)
         total = np.bincount(idx, weights=np.repeat(amount, np.diff(starts)) * frac, minlength=len(arrays.names))
         used, first = np.unique(idx, return_index=True)
@@ -188,14 +196,19 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
                 paths = merged.network_paths(i, j)
             if not paths:
                 continue
-            bott = [min(merged.graph.edges[u, v]["bandwidth_gbps"] for u, v in zip(p, p[1:])) for p in paths]
-            total = sum(Fraction(b).limit_denominator(10**6) for b in bott)
-            route: dict[Resource, Fraction] = {}
-            for p, b in zip(paths, bott):
-                share = Fraction(b).limit_denominator(10**6) / total
-                for u, v in zip(p, p[1:]):
-                    route[(u, v)] = route.get((u, v), Fraction(0)) + share
-            channels[(i, j)] = [(r, Share(f)) for r, f in sorted(route.items())]
+            edges = merged.graph.edges
+            bott = [min(edges[u, v]["bandwidth_gbps"] for u, v in zip(p, p[1:])) for p in paths]
+            if len(paths) == 1 and bott[0] > 0:      # one path carries all of it: b / b = 1 on each edge
+                route = dict.fromkeys(zip(paths[0], paths[0][1:]), _WHOLE)
+                channels[(i, j)] = sorted(route.items())
+            else:
+                total = sum(Fraction(b).limit_denominator(10**6) for b in bott)
+                route = {}
+                for p, b in zip(paths, bott):
+                    share = Fraction(b).limit_denominator(10**6) / total
+                    for u, v in zip(p, p[1:]):
+                        route[(u, v)] = route.get((u, v), Fraction(0)) + share
+                channels[(i, j)] = [(r, Share(f)) for r, f in sorted(route.items())]
             latencies[(i, j)] = [sum(merged.graph.edges[u, v]["latency_us"] for u, v in zip(p, p[1:]))
                                  for p in paths]
             used.update(route)

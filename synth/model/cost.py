@@ -71,12 +71,16 @@ import numpy as np
 from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
+from synth.ir.route_table import route_table
 from synth.ir.schedule import Schedule, Step
 from synth.model.physics import WIRE_BYTES_PER_BYTE, CostParams, check_protocol, cost_params_for, \
     table_protocol_params
+from synth.model.routes import ChannelRoutes, StepRoutes
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
-#: steps of at least this many transfers on a cluster read their routes as arrays (RouteArrays)
+#: wavefronts x loaded resources above which the wavefronts' peaks are taken one wavefront at a time
+WINDOW_CELLS = 1 << 22
+#: steps of at least this many transfers read their routes as arrays (a cluster's RouteArrays, else StepRoutes)
 ARRAY_TRANSFERS = 64
 
 
@@ -119,36 +123,6 @@ def chunk_bytes(schedule: Schedule, nbytes: float) -> float:
     """
     spec = schedule.spec
     return float(nbytes) / max(spec.input_blocks(), spec.output_blocks()) / spec.pieces_per_block
-
-
-class _Routes(dict):
-    """Channel -> ``(resource indices, fractions, latency in µs)``: the route as two NumPy arrays
-    (in route order) and the channel's latency plus ``extra_us`` where the route crosses the
-    network; filled on first use (a cluster's fabric computes its million routes on demand;
-    caching all of them would cost gigabytes)."""
-
-    LIMIT = 300_000
-
-    def __init__(self, fabric: Fabric, index: dict, network: np.ndarray, extra_us: float) -> None:
-        super().__init__()
-        self.fabric, self.channels, self.index = fabric, fabric.channels, index
-        self.network, self.extra_us = network, extra_us
-
-    def get(self, key, default=None):
-        hit = dict.get(self, key)
-        if hit is not None:
-            return hit
-        route = self.channels.get(key)
-        if route is None:
-            return default
-        idx = np.array([self.index[r] for r, _ in route], dtype=np.intp)
-        frac = np.array([float(f) for _, f in route], dtype=float)
-        crosses = bool(self.network[idx].any()) if len(idx) else False
-        lat = self.fabric.channel_latency_us(*key) + (self.extra_us if crosses else 0.0)
-        hit = (idx, frac, lat)
-        if len(self) < self.LIMIT:
-            self[key] = hit
-        return hit
 
 
 @dataclass(frozen=True)
@@ -222,6 +196,9 @@ class CostModel:
         defaulted too, else ``params`` moved by NCCL's LL/Simple table ratios).
     """
 
+    #: schedules whose wavefronts are kept (the baseline chooser times six at every size)
+    KEEP = 8
+
     def __init__(self, fabric: Fabric, params: CostParams | None = None, ll_params: CostParams | None = None) -> None:
         self.fabric = fabric
         self._ll_given, self._ll_shared, self._ll = ll_params, params is None, None  # LL model: on first use
@@ -233,10 +210,11 @@ class CostModel:
         self.rate = np.array([info.bandwidth_gbps * self.params.efficiency(info.kind) * 1e3
                               for info in fabric.resources.values()], dtype=float)
         self._network = np.array([info.kind == "network" for info in fabric.resources.values()], dtype=bool)
-        self._routes = _Routes(fabric, self._res, self._network, self.params.network_latency_us)
+        self._routes = ChannelRoutes(fabric, self._res, self._network, self.params.network_latency_us)
         self._arrays = None                  # a cluster's routes for whole steps (RouteArrays), made on first use
-        #: (schedule, loads, latencies, its :class:`_Wavefronts` per slice count) of the last schedule timed
-        self._last: tuple | None = None
+        self._table: StepRoutes | None = None    # any other fabric's (StepRoutes), made on its first big step
+        #: id(schedule) -> (schedule, its :class:`_Wavefronts` per slice count), the last few timed
+        self._timed: dict[int, tuple] = {}
 
     # ---------------------------------------------------------------- loads
     def step_loads(self, step: Step, step_index: int = 0) -> tuple[np.ndarray, float]:
@@ -260,11 +238,20 @@ class CostModel:
     def _step_entries(self, step: Step, step_index: int = 0) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``(resource index, fraction of a chunk, in transfer order; latency of each transfer in
         µs)`` of one step: its loads before they are summed per resource."""
-        if len(step.transfers) >= ARRAY_TRANSFERS and self._route_arrays() is not None:
-            got = self._arrays.entries([t.src for t in step.transfers], [t.dst for t in step.transfers])
-            if got is not None:           # else: some pair is no channel, reported below
-                starts, idx, frac, tmpl, _ = got
-                return idx, frac, self._arrays.transfer_latencies(idx, starts, tmpl)
+        if len(step.transfers) >= ARRAY_TRANSFERS:
+            src, dst = [t.src for t in step.transfers], [t.dst for t in step.transfers]
+            if self._route_arrays() is not None:
+                got = self._arrays.entries(src, dst)
+                if got is not None:           # else: some pair is no channel, reported below
+                    starts, idx, frac, tmpl, _ = got
+                    return idx, frac, self._arrays.transfer_latencies(idx, starts, tmpl)
+            elif type(self.fabric.channels) is dict:      # a cluster's lazy channels are never listed
+                if self._table is None:
+                    self._table = StepRoutes(route_table(self.fabric), self.fabric, self._network,
+                                             self.params.network_latency_us)
+                got = self._table.entries(src, dst)
+                if got is not None:
+                    return got
         idx, frac, lats = [], [], []
         for ti, t in enumerate(step.transfers):
             hit = self._routes.get((t.src, t.dst))
@@ -338,8 +325,12 @@ class CostModel:
         csum = np.vstack([np.zeros((1, loads.shape[1])), np.cumsum(loads, axis=0)])
         w = np.arange(S + k - 1)
         lo, hi = np.maximum(0, w - k + 1), np.minimum(S - 1, w)
-        window = csum[hi + 1] - csum[lo]                       # (W, R) chunks per wavefront
-        peak = np.max(window / rate, axis=1) if loads.shape[1] else np.zeros(len(w))
+        if not loads.shape[1]:
+            peak = np.zeros(len(w))
+        elif len(w) * loads.shape[1] <= WINDOW_CELLS:          # (W, R) chunks per wavefront at once
+            peak = np.max((csum[hi + 1] - csum[lo]) / rate, axis=1)
+        else:             # a million links: one wavefront at a time, the same arithmetic in one row's memory
+            peak = np.array([np.max((csum[b + 1] - csum[a]) / rate) for a, b in zip(lo.tolist(), hi.tolist())])
         fixed = p.launch_us + path_us + (k - 1) * (p.step_overhead_us + float(np.max(lats)))
         return _Wavefronts(k, len(w), peak, fixed)
 
@@ -362,8 +353,8 @@ class CostModel:
         """The best :class:`Estimate` over the pipelining choices for ``nbytes`` (nccl-tests size),
         the steps moved under ``protocol`` (``ll``: LL's latencies, twice the bytes on the wire).
 
-        The loads, latencies and wavefronts of the last schedule asked about are kept, so timing
-        one schedule at many sizes costs its transfers once.
+        The wavefronts of the last :attr:`KEEP` schedules asked about are kept, so timing a few
+        schedules at many sizes (the baseline chooser) costs their transfers once.
 
         Raises
         ------
@@ -379,12 +370,15 @@ class CostModel:
             same = (self.params.launch_us - ll.launch_us + self.params.step_overhead_us - ll.step_overhead_us
                     if schedule.steps else 0.0)
             return replace(wire, protocol=protocol, time_us=wire.time_us + same, fixed_us=wire.fixed_us + same)
-        if self._last is None or self._last[0] is not schedule:
+        hit = self._timed.get(id(schedule))
+        if hit is None or hit[0] is not schedule:
             loads, lats, path_us, rate = self._matrix(schedule)
-            self._last = (schedule, loads, lats, [self._wavefronts(loads, lats, k, path_us, rate)
-                                                  for k in sorted(set(self.params.pipeline_slices))])
+            if len(self._timed) >= self.KEEP:
+                del self._timed[next(iter(self._timed))]
+            hit = self._timed[id(schedule)] = (schedule, [self._wavefronts(loads, lats, k, path_us, rate)
+                                                          for k in sorted(set(self.params.pipeline_slices))])
         cb = chunk_bytes(schedule, nbytes)
-        ests = [self._pipelined(wave, cb) for wave in self._last[3]]
+        ests = [self._pipelined(wave, cb) for wave in hit[1]]
         return min(ests, key=lambda e: (e.time_us, e.slices))
 
     def schedule_time_us(self, schedule: Schedule, nbytes: float, protocol: str = "simple") -> float:

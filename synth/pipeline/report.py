@@ -6,6 +6,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
+from synth.formats.nccl_tests.sizes import size_label
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import atomic_write_text
 from synth.plan.planner import PLAN_SIZES
@@ -24,13 +25,6 @@ def busbw_gbps(collective: str, n: int, nbytes: int, time_us: float) -> float:
     return nbytes / (time_us * 1e3) * BUSBW_FACTOR[collective](n) if time_us > 0 else 0.0
 
 
-def _fmt_bytes(n: int) -> str:
-    for unit, k in (("GB", 30), ("MB", 20), ("KB", 10)):
-        if n >= 1 << k:
-            return f"{n >> k} {unit}"
-    return f"{n} B"
-
-
 def _plan_curve(curves: dict[str, list[float]]) -> list[float]:
     return [min(times[k] for times in curves.values()) for k in range(len(PLAN_SIZES))]
 
@@ -47,7 +41,7 @@ def _measured_lines(topo: Topology, colls: list[str], n: int) -> list[str]:
         hit = measured(topo.name, coll)
         if hit:
             size, busbw, note = hit
-            out.append(f"- measured NCCL {coll} at {_fmt_bytes(size)}: {busbw:.1f} GB/s busbw ({note})")
+            out.append(f"- measured NCCL {coll} at {size_label(size)}: {busbw:.1f} GB/s busbw ({note})")
     return (["", "Measured NCCL on this machine (real nccl-tests logs):", ""] + out) if out else []
 
 
@@ -120,10 +114,11 @@ def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
 
 
 def _size_rows(coll: str, n: int, root, plan: Plan, series: dict) -> list[str]:
-    """The table's rows of ``coll`` at 1 KB, 1 MB and 1 GB (``series``: times per PLAN_SIZES)."""
+    """The table's rows of ``coll`` at 1 KiB, 1 MiB and 1 GiB (``series``: times per PLAN_SIZES)."""
     ours, nc, ring, bound_t = series["ours"], series["nccl"], series["ring"], series["bound"]
     out = []
-    for label, nb in (("1 KB", 1 << 10), ("1 MB", 1 << 20), ("1 GB", 1 << 30)):
+    for nb in (1 << 10, 1 << 20, 1 << 30):
+        label = size_label(nb)
         k = PLAN_SIZES.index(nb)
         entry = plan.select(coll, nb, root)
         pick = Path(entry.schedule).name.split(".json")[0] if entry else "-"
@@ -195,10 +190,10 @@ def _plan_lines(plan: Plan) -> list[str]:
              "(NumPy arrays, MPI, no NCCL, ranks sharing a GPU, gather/scatter/alltoall, float8) its fallback runs.",
              "", "| collective | from | to | schedule | counted |", "|---|---|---|---|---|"]
     for e in plan.entries:
-        hi = _fmt_bytes(e.max_bytes) if e.max_bytes is not None else "∞"
+        hi = size_label(e.max_bytes) if e.max_bytes is not None else "∞"
         runs = f"`{e.schedule}`" + (f" (fallback `{e.fallback}`)" if e.fallback else "") + (
             " under LL" if e.protocol == "ll" else "")
-        lines.append(f"| {e.collective} | {_fmt_bytes(e.min_bytes)} | {hi} | {runs} | {_counted(e.decision)} |")
+        lines.append(f"| {e.collective} | {size_label(e.min_bytes)} | {hi} | {runs} | {_counted(e.decision)} |")
     return lines
 
 

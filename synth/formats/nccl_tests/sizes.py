@@ -7,6 +7,8 @@ and ``sweep`` (one definition; each CLI words its own errors).
 [8, 16, 32, 64]
 >>> size_sweep(100, 400, 100, 1)
 [100, 200, 300, 400]
+>>> [size_label(n) for n in (8, 1024, 2 << 20, 3 << 29, 4 << 30, 1 << 50)]
+['8 B', '1 KiB', '2 MiB', '1.5 GiB', '4 GiB', '1024 TiB']
 """
 
 from __future__ import annotations
@@ -62,3 +64,19 @@ def size_sweep(minbytes: int, maxbytes: int, stepbytes: int, stepfactor: int) ->
             break
         size = size * stepfactor if stepfactor > 1 else size + stepbytes
     return out
+
+
+_BINARY_UNITS = (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10))
+
+
+def size_label(nbytes: float) -> str:
+    """A size for people, in binary units (KiB, MiB, GiB, TiB: powers of 1024, as ``-b/-e``'s
+    K/M/G): whole numbers plain, others with one decimal, below 1 KiB in bytes.  Tables keep
+    nccl-tests' plain bytes; every label a person reads (reports, console lines, plot axes)
+    comes from here, so ``2 MiB`` is never ``2 MB`` elsewhere."""
+    n = float(nbytes)
+    for unit, k in _BINARY_UNITS:
+        if abs(n) >= 1 << k:
+            v = n / (1 << k)
+            return f"{int(v)} {unit}" if v == int(v) else f"{v:.1f} {unit}"
+    return f"{int(n)} B" if n == int(n) else f"{n:.1f} B"

@@ -58,4 +58,4 @@ def test_plot_writes_a_png(tmp_path):
 
 
 def test_size_labels():
-    assert [_size_label(v) for v in (8, 1536, 1 << 20, 4 << 30)] == ["8", "1536", "1M", "4G"]
+    assert [_size_label(v) for v in (8, 1536, 1 << 20, 4 << 30)] == ["8 B", "1.5 KiB", "1 MiB", "4 GiB"]

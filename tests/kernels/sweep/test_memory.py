@@ -14,8 +14,8 @@ def test_a_sweep_that_cannot_fit_is_refused_before_its_header(capsys, monkeypatc
     out, err = capsys.readouterr()
     assert rc == 2 and out == ""
     assert err.count("\n") == 1
-    assert "all_reduce of 1.0 GiB (float) on 4 ranks needs about 17.5 GiB of host memory" in err
-    assert "1.0 GiB available" in err
+    assert "all_reduce of 1 GiB (float) on 4 ranks needs about 17.5 GiB of host memory" in err
+    assert "; 1 GiB available" in err
 
 
 def test_a_sweep_that_fits_runs(capsys, monkeypatch):

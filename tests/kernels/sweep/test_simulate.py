@@ -4,9 +4,9 @@ types, schedule files, and one-line errors with exit status 2."""
 from __future__ import annotations
 
 import pytest
-
 from _paths import FIXTURES, ROOT
-from kernels.sweep.simulate import main, parse_size, sweep_sizes
+
+from kernels.sweep.simulate import main
 from synth.baselines import baseline
 from synth.ir.fabric import build_fabric
 from synth.model.cost import CostModel
@@ -18,7 +18,7 @@ def rows(out: str) -> list[list[str]]:
 
 
 def test_allreduce_table_matches_cost_model_and_nccl_conventions(capsys):
-    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1M", "-e", "4M"]) == 0
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1M", "-e", "4M", "-f", "2"]) == 0
     out = capsys.readouterr().out
     assert "time   algbw   busbw" in out and "bound" in out and "# Avg bus bandwidth" in out
     table = rows(out)
@@ -67,21 +67,38 @@ def test_schedule_file_and_gpu_subset(tmp_path, capsys):
     assert rows(from_file) == rows(capsys.readouterr().out)
 
 
-def test_helpers():
-    assert parse_size("4G") == 4 << 30 and parse_size("8") == 8 and parse_size("2m") == 2 << 20
-    assert sweep_sizes(8, 100, 2, None) == [8, 16, 32, 64]
-    assert sweep_sizes(10, 30, None, 10) == [10, 20, 30]
+def test_nccl_tests_defaults_and_steps(capsys):
+    """No -b/-e: nccl-tests' one row of 32 MiB; -f 1 adds -i (nccl-tests' stepBytes), here 1M + 1M."""
+    base = ["--topology", "dgx-a100", "--collective", "allreduce"]
+    assert main(base) == 0
+    assert [int(r[0]) for r in rows(capsys.readouterr().out)] == [32 << 20]
+    assert main(base + ["-b", "1M", "-e", "3M", "-f", "1", "-i", "1M"]) == 0
+    assert [int(r[0]) for r in rows(capsys.readouterr().out)] == [1 << 20, 2 << 20, 3 << 20]
+
+
+def test_ngpus_takes_the_first_gpus_and_json_rows_match_the_table(tmp_path, capsys):
+    import json
+    out = tmp_path / "sim.json"
+    assert main(["--topology", "dgx-a100", "--collective", "allgather", "-g", "4", "-b", "1M", "-e", "4M", "-f", "4",
+                 "-J", str(out)]) == 0
+    text = capsys.readouterr().out
+    assert "(4 GPUs)" in text
+    doc = json.loads(out.read_text())
+    table = rows(text)
+    assert [r["size"] for r in doc["results"]] == [int(r[0]) for r in table] == [1 << 20, 4 << 20]
+    assert [r["out_of_place"]["time"] for r in doc["results"]] == pytest.approx([float(r[5]) for r in table], abs=0.01)
 
 
 @pytest.mark.parametrize("argv, message", [
     (["--topology", "no-such-box", "--collective", "allreduce"], "neither an existing file nor a preset"),
-    (["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1G", "-e", "1M"], "larger than -e"),
-    (["--topology", "dgx-a100", "--collective", "allreduce", "-e", "4X"], "bad size '4X'"),
-    (["--topology", "dgx-a100", "--collective", "allreduce", "-d", "complex"], "not an nccl-tests type"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1G", "-e", "1M"], "invalid sizes for 'minbytes' and 'maxbytes'"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-e", "4X"], "invalid size specified for 'maxbytes'"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-d", "complex"], "invalid datatype 'complex'"),
     (["--topology", "dgx-a100", "--collective", "allreduce", "--root", "1"], "takes no --root"),
     (["--topology", "dgx-a100", "--collective", "allsum"], "unknown collective"),
     (["--topology", "dgx-a100"], "required: --collective"),
-    (["--topology", "dgx-a100", "--collective", "allreduce", "-f", "1"], "-f must be >= 2"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-f", "0"], "stepfactor"),
+    (["--topology", "dgx-a100", "--collective", "allreduce", "-g", "9"], "has 8"),
 ])
 def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
     assert main(argv) == 2

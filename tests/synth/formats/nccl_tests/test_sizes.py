@@ -4,7 +4,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from synth.formats.nccl_tests.sizes import parse_size, size_sweep
+from synth.formats.nccl_tests.sizes import parse_size, size_label, size_sweep
 
 
 @given(st.integers(0, 1 << 20), st.sampled_from(["", "K", "k", "M", "m", "G", "g"]))
@@ -25,3 +25,25 @@ def test_loop_matches_a_hand_count():
     assert size_sweep(1, 10, 3, 1) == [1, 4, 7, 10]
     with pytest.raises(ValueError, match="never"):
         size_sweep(0, 8, 0, 2)
+
+
+# ---------------------------------------------------------------- size_label: the one formatter for people
+@pytest.mark.parametrize("nbytes, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
+                                          (2 << 20, "2 MiB"), (3 << 29, "1.5 GiB"), (4 << 30, "4 GiB"),
+                                          (5 << 40, "5 TiB")])
+def test_size_label_by_hand(nbytes, text):
+    assert size_label(nbytes) == text
+
+
+@given(st.integers(1, 1023), st.sampled_from([("KiB", 10), ("MiB", 20), ("GiB", 30)]))
+def test_size_label_of_whole_units_is_the_number_and_binary_unit(k, unit):
+    name, shift = unit
+    assert size_label(k << shift) == f"{k} {name}"
+
+
+@given(st.integers(1024, 1 << 45))
+def test_size_label_reads_back_within_half_a_tenth_of_its_unit(n):
+    number, unit = size_label(n).split()
+    shift = {"KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[unit]
+    assert abs(float(number) * (1 << shift) - n) <= 0.05 * (1 << shift)
+    assert 1 <= float(number) <= 1024 or unit == "TiB"     # 1023.96 KiB reads 1024.0 KiB
