@@ -1,0 +1,19 @@
+"""The ``sweep`` and ``simulate`` console scripts (:func:`topo_probe.cli.entry.run_command`: a
+Ctrl-C while NumPy and the executors load ends in one line, exit 130)."""
+
+from __future__ import annotations
+
+from topo_probe.cli.entry import run_command
+
+
+def sweep() -> int:
+    """The ``sweep`` command."""
+    return run_command("sweep", "kernels.sweep.cli")
+
+
+def simulate() -> int:
+    """The ``simulate`` command."""
+    return run_command("simulate", "kernels.sweep.simulate")
+
+
+__all__ = ["simulate", "sweep"]

@@ -1,0 +1,41 @@
+"""The console scripts' entry points: a Ctrl-C while a command's packages load ends in one line,
+exit 130; the entry modules load nothing heavy, so that window is the interpreter's own start."""
+
+import subprocess
+import sys
+import tomllib
+from pathlib import Path
+
+import pytest
+
+from topo_probe.cli.entry import run_command
+
+ROOT = Path(__file__).resolve().parents[3]
+SCRIPTS = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]["scripts"]
+
+
+def test_ctrl_c_while_the_command_loads_is_one_line_and_exit_130(tmp_path, monkeypatch, capsys):
+    (tmp_path / "slow_command.py").write_text("raise KeyboardInterrupt\n")   # Ctrl-C mid-import
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert run_command("demo", "slow_command") == 130
+    assert capsys.readouterr().err == "demo: interrupted\n"
+
+
+def test_the_command_runs_with_its_arguments_and_its_exit_code(tmp_path, monkeypatch):
+    (tmp_path / "echo_command.py").write_text("def main(argv=None):\n    return len(argv)\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert run_command("demo", "echo_command", ["a", "b", "c"]) == 3
+
+
+@pytest.mark.parametrize("script", sorted(SCRIPTS))
+def test_each_console_script_enters_light_and_names_its_command(script):
+    module, func = SCRIPTS[script].split(":")
+    code = (f"import sys; import {module} as m; f = m.{func}; "
+            "heavy = sorted(n for n in ('numpy', 'networkx', 'ortools', 'matplotlib', 'cupy', 'torch') "
+            "if n in sys.modules); print(','.join(heavy))")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == ""
+    # the command it runs is the one the script is named for: --help names it
+    help_out = subprocess.run([sys.executable, "-c", f"import sys; from {module} import {func}; sys.argv = "
+                               f"['{script}', '--help']; sys.exit({func}())"], cwd=ROOT, capture_output=True, text=True)
+    assert help_out.returncode == 0 and f"usage: {script}" in help_out.stdout

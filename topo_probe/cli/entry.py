@@ -1,0 +1,34 @@
+"""Console-script entry points: :func:`run_command` imports a command's module and runs its
+``main``.  A Ctrl-C while the command's packages load (NumPy, networkx, OR-Tools: up to a second
+on a busy machine) ends as ``<command>: interrupted``, exit 130, not a traceback; once ``main``
+runs, the command's own handling (:func:`topo_probe.cli.exits.signals_interrupt`) takes over.
+This module and the package inits above each entry point import nothing heavy.
+
+>>> run_command("demo", "topo_probe.no_such_module")
+Traceback (most recent call last):
+ModuleNotFoundError: No module named 'topo_probe.no_such_module'
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+
+
+def run_command(prog: str, module: str, argv: list[str] | None = None) -> int:
+    """Import ``module`` and return its ``main(argv)``; 130 after one line where Ctrl-C
+    arrives while it loads."""
+    try:
+        main = importlib.import_module(module).main
+    except KeyboardInterrupt:
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    return main(argv)
+
+
+def topo_probe() -> int:
+    """The ``topo-probe`` command."""
+    return run_command("topo-probe", "topo_probe.cli.main")
+
+
+__all__ = ["run_command", "topo_probe"]
