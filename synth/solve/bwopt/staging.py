@@ -220,7 +220,8 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
                    hint_for, lower: int, time_left_s: float, settled: set[int]) -> list[Staged]:
     """Stagings for the step counts of ``steps`` in ascending order, each searched for
     :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last);
-    step counts whose answer was proven join ``settled``.
+    step counts whose answer was proven join ``settled``; step counts at which
+    :func:`_perfect_possible` proves that no perfect staging exists are not searched.
 
     Few steps make a small model in which CP-SAT finds a perfect staging at once where one
     exists, whereas many steps can spend the whole budget a round or two above ``R``."""
@@ -229,6 +230,8 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
         left = time_left_s - (clock.now() - t0)
         if left < 0.5:
             break
+        if not _perfect_possible(model, levels, sources, c, R, S):
+            continue
         got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), lower,
                         settled=settled)
         if got is not None:
@@ -236,6 +239,57 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
             if sum(got.z) == R:
                 break
     return out
+
+
+#: largest batch rounds ``R`` for which :func:`_perfect_possible` tabulates capacities (R^2 S work each)
+PROOF_MAX_ROUNDS = 64
+
+
+def _perfect_possible(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int) -> bool:
+    """False only when no perfect staging (``sum z = R``) of ``c`` chunks per source in ``S``
+    steps exists over these bundles.  Proof: in a step of ``z`` whole rounds resource ``r``
+    carries at most ``floor(z * cap_r)`` chunks (in exact units), so in all at most the largest
+    sum of those over ``S`` positive whole ``z_t`` summing to ``R`` (:func:`_step_capacity`);
+    if even the LP relaxation (fractional counts of the bundles no deeper than ``S``) cannot
+    carry ``c`` chunks per source within these totals, no staging can.  The LP's capacities get
+    a relative slack of 1e-6, so a float rounding can only make it answer True."""
+    from ortools.linear_solver import pywraplp
+
+    from synth.solve.stoppable import solve_lp
+    if S > R or R > PROOF_MAX_ROUNDS:
+        return S <= R
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    cols = [(b, lp.NumVar(0, lp.infinity(), "")) for b, lv in levels.items() if len(lv) <= S]
+    if not cols:
+        return False
+    carried = lp.NumVar(0, c, "")
+    for s in sources:
+        lp.Add(sum(x for b, x in cols if any(src == s for src, _ in b)) >= carried)
+    total = {b: sum(levels[b]) for b, _ in cols}
+    for r in set().union(*(np.flatnonzero(t).tolist() for t in total.values())):
+        cap = _step_capacity(model.cap_exact[r] * model.q, R, S)
+        lp.Add(sum(int(total[b][r]) * x for b, x in cols if total[b][r]) <= cap * (1 + 1e-6))
+    lp.Maximize(carried)
+    if solve_lp(lp) != pywraplp.Solver.OPTIMAL:
+        return True
+    return carried.solution_value() >= c * (1 - 1e-6)
+
+
+def _step_capacity(per_round: Fraction, R: int, S: int) -> int:
+    """The most whole units a resource carrying ``per_round`` units per round can move in ``S``
+    steps of whole rounds ``z_t >= 1`` summing to ``R``: ``max sum_t floor(z_t * per_round)``
+    (max-plus convolution, exact).
+
+    >>> [_step_capacity(Fraction(96, 25), 12, S) for S in (1, 2, 3, 12)]     # 3.84: 46, 23+23, 15+15+15, 12 x 3
+    [46, 46, 45, 36]
+    """
+    one = np.array([-1] + [(z * per_round.numerator) // per_round.denominator for z in range(1, R + 1)],
+                   dtype=object)
+    best = one.copy()
+    for _ in range(S - 1):
+        best = np.array([-1] + [max((one[a] + best[m - a] for a in range(1, m) if best[m - a] >= 0), default=-1)
+                                for m in range(1, R + 1)], dtype=object)
+    return int(best[R])
 
 
 def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
