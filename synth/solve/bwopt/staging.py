@@ -24,10 +24,15 @@ from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
 
-__all__ = ["QUICK_S", "Staged", "fits", "greedy_staging", "stage", "staging_meta"]
+__all__ = ["IMPERFECT_S", "QUICK_S", "Staged", "fits", "greedy_staging", "stage", "staging_meta"]
 
 #: clock seconds (deterministic CP-SAT time) per step count in the first, ascending pass of :func:`stage`
 QUICK_S = 1.0
+#: clock seconds per step count in the descending pass of :func:`stage` where no perfect staging exists
+#: (:func:`_perfect_possible`): small models still find their few-step stagings (pcie-8gpu-2socket
+#: broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast: 15 clock s there found
+#: nothing, and 48 in all gave 24 whole rounds in 11 steps, where the greedy staging has 25 in 15)
+IMPERFECT_S = 0.3
 
 
 @dataclass
@@ -120,12 +125,15 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     Columns are (bundle, delay): a bundle's trees all get the same count and delay.  A perfectly
     balanced staging has sum of steps = ``R`` (so at most ``R`` steps).  First, step counts from
     the longest shortest path up to ``min(R, depth + 2)`` get :data:`QUICK_S` clock seconds each;
-    the first perfect staging found ends the search (fewest steps).  Otherwise step counts are
-    tried from ``min(R, depth + 2)`` down to the longest shortest path; the search goes down
-    while stagings stay perfect and ends at the time limit (at most 60 clock seconds).  Hints:
-    the batch without delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven
-    bound on the LP rate) gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls
-    back to the batch's own trees without delays.
+    the first perfect staging found ends the search (fewest steps); step counts at which
+    :func:`_perfect_possible` proves that none exists are skipped.  Otherwise step counts are
+    tried from ``min(R, depth + 2)`` down to the longest shortest path (those without a perfect
+    staging for :data:`IMPERFECT_S` clock seconds); the search goes down while stagings stay
+    perfect and ends at the time limit (at most 60 clock seconds).  Hints: the batch without
+    delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
+    gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls back to
+    :func:`greedy_staging` where the quick pass found no staging, else to the batch's own trees
+    without delays.  The result carries its proven lower bound (:class:`Staged`).
     """
     t0 = clock.now()
     time_limit_s = min(time_limit_s, 60.0)
@@ -159,16 +167,11 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
         lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
         quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
                                lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
-                               lb, time_limit_s - (clock.now() - t0), settled := set())
-        for got in quick:
-            if _better(got, best):
-                best = got
+                               lb, time_limit_s - (clock.now() - t0), settled := set(), no_perfect := set())
+        for got in quick or [greedy_staging(model, batch, mult)]:     # none found: the greedy one to beat
+            best = got if _better(got, best) else best
         if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
             break
-        if not quick:       # no staging at all in the quick pass: longer searches rarely find a good one
-            got = greedy_staging(model, batch, mult)     # (2 x dgx-h100 rail broadcast: 24 rounds in 11
-            best = got if _better(got, best) else best   # steps after 48 clock s; greedy: 25 in 15, 0.1 s)
-            continue
         perfect = False
         for S in range(top, shortest - 1, -1):
             left = time_limit_s - (clock.now() - t0)
@@ -179,7 +182,8 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                     break
                 continue
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
-            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, 5.0 if perfect else 15.0), lb)
+            budget = IMPERFECT_S if S in no_perfect else 5.0 if perfect else 15.0
+            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, budget), lb)
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
@@ -217,11 +221,11 @@ def _better(a: Staged, b: Staged) -> bool:
 
 
 def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, steps: range,
-                   hint_for, lower: int, time_left_s: float, settled: set[int]) -> list[Staged]:
+                   hint_for, lower: int, time_left_s: float, settled: set[int], no_perfect: set[int]) -> list[Staged]:
     """Stagings for the step counts of ``steps`` in ascending order, each searched for
     :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last);
     step counts whose answer was proven join ``settled``; step counts at which
-    :func:`_perfect_possible` proves that no perfect staging exists are not searched.
+    :func:`_perfect_possible` proves that no perfect staging exists join ``no_perfect`` unsearched.
 
     Few steps make a small model in which CP-SAT finds a perfect staging at once where one
     exists, whereas many steps can spend the whole budget a round or two above ``R``."""
@@ -231,6 +235,7 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
         if left < 0.5:
             break
         if not _perfect_possible(model, levels, sources, c, R, S):
+            no_perfect.add(S)
             continue
         got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), lower,
                         settled=settled)
