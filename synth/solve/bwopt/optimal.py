@@ -63,7 +63,7 @@ from synth.ir.schedule import Schedule, Step, Transfer
 from synth.solve import clock
 from synth.solve.bwopt.bandwidth_term import bandwidth_term, lockstep_bandwidth_term
 from synth.solve.bwopt.forest import Forest
-from synth.solve.bwopt.staging import Staged
+from synth.solve.bwopt.staging import Staged, staging_meta
 from synth.solve.bwopt.trees import (
     ChannelModel,
     bfs_edges,
@@ -287,8 +287,9 @@ def _common_batch(forests: list[Forest]) -> int:
     c = math.lcm(*(f.staged.chunks for f in forests))
     for f in forests:
         k = c // f.staged.chunks
-        f.staged = Staged(c, f.staged.rounds * k, [z * k for z in f.staged.z],
-                          {s: [(p, d, m * k) for p, d, m in ts] for s, ts in f.staged.counts.items()})
+        f.staged = Staged(c, f.staged.rounds * k, [z * k for z in f.staged.z],        # k copies: the gap
+                          {s: [(p, d, m * k) for p, d, m in ts] for s, ts in f.staged.counts.items()},
+                          f.staged.how, f.staged.lower * k)                          # sum z / lower stays
     return c
 
 
@@ -388,6 +389,7 @@ def _meta(sched: Schedule, fabric: Fabric, name: str, root, forests, fw, solve_s
         "trees": sum(len(ts) for f in forests for ts in f.staged.counts.values()),
         "max_depth": max(f.depth for f in forests),
         "cg_iterations": sum(f.packing.iterations for f in forests),
+        **staging_meta([f.staged for f in forests]),
         "optimized_for": "effective" if forests[0].model.efficiency else "nominal",
         "solve_s": round(solve_s, 3),
     }

@@ -14,7 +14,7 @@ exact capacity test (loads in chunks, capacities in chunks per round) that stagi
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 import numpy as np
@@ -24,21 +24,34 @@ from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
 
-__all__ = ["QUICK_S", "Staged", "fits", "stage"]
+__all__ = ["IMPERFECT_S", "QUICK_S", "Staged", "fits", "greedy_staging", "stage", "staging_meta"]
 
 #: clock seconds (deterministic CP-SAT time) per step count in the first, ascending pass of :func:`stage`
 QUICK_S = 1.0
+#: clock seconds per step count in the descending pass of :func:`stage` where no perfect staging exists
+#: (:func:`_perfect_possible`): small models still find their few-step stagings (pcie-8gpu-2socket
+#: broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast: 15 clock s there found
+#: nothing, and 48 in all gave 24 whole rounds in 11 steps, where the greedy staging has 25 in 15)
+IMPERFECT_S = 0.3
 
 
 @dataclass
 class Staged:
     """A batch with delays: ``counts[s]`` lists ``(tree, delay, chunks)``; step ``t`` needs at
-    most ``z[t]`` whole rounds; the batch needs ``rounds`` in all when steps overlap."""
+    most ``z[t]`` whole rounds; the batch needs ``rounds`` in all when steps overlap.
+
+    ``how`` says which search made it: ``cp-sat`` (the best CP-SAT staging found, optimal only
+    where ``sum z == lower``), ``greedy`` (:func:`greedy_staging`: CP-SAT found no staging within
+    its quick pass) or ``levels`` (no delays); ``lower`` is a proven lower bound on ``sum z`` of
+    any staging of ``chunks`` chunks per source (the LP's rate bound, and at least the fewest
+    steps), so ``sum z / lower`` is the staging's largest possible gap (0: not computed)."""
 
     chunks: int
     rounds: int
     z: list[int]
     counts: dict[int, list[tuple[tuple[int, ...], int, int]]]
+    how: str = "cp-sat"
+    lower: int = 0
 
     @property
     def steps(self) -> int:
@@ -61,7 +74,46 @@ def _level_batch(model: ChannelModel, batch: Batch) -> Staged:
                    np.zeros(len(model.resources), dtype=np.int64))
         z.append(rounds_for(model, load))
     return Staged(batch.chunks, batch.rounds, z,
-                  {s: [(p, 0, m) for p, m in ts] for s, ts in batch.counts.items()})
+                  {s: [(p, 0, m) for p, m in ts] for s, ts in batch.counts.items()}, "levels")
+
+
+def greedy_staging(model: ChannelModel, batch: Batch, mult: int = 1) -> Staged:
+    """The batch's own trees, ``mult`` times its counts, with delays chosen greedily within as
+    many steps as its deepest tree: deepest trees first, each chunk at the delay that adds the
+    fewest whole rounds to the steps it loads (ties: the earliest).  It keeps the batch's trees
+    and counts, so its total loads fit ``mult * batch.rounds`` rounds like the batch's; steps
+    no chunk loads are left out.  Costs one small array operation per chunk, no solver."""
+    items = sorted(((s, p, m * mult) for s, ts in batch.counts.items() for p, m in ts),
+                   key=lambda spm: -tree_depth(spm[1]))
+    dens, nums = [c.denominator for c in model.cap_exact], [c.numerator * model.q for c in model.cap_exact]
+    most = sum(m * int(model.tree_load(p, exact_q=True).max()) for _, p, m in items) * max(dens)
+    kind = np.int64 if max(most, *nums) < 2 ** 62 else object     # exact either way
+    cap = (np.array(dens, dtype=kind), np.array(nums, dtype=kind))
+    S = tree_depth(items[0][1])
+    load = np.zeros((S, len(model.resources)), dtype=kind)
+    z = np.zeros(S, dtype=kind)
+    placed: dict[tuple[int, tuple[int, ...], int], int] = {}
+    for s, p, m in items:
+        lv = np.array(level_loads(model, p), dtype=kind)
+        span = np.arange(S - len(lv) + 1)[:, None] + np.arange(len(lv))     # (delays, levels): steps
+        for _ in range(m):
+            added = (_whole_rounds(load[span] + lv, cap) - z[span]).sum(axis=1)
+            d = int(np.argmin(added))
+            load[span[d]] += lv
+            z[span[d]] = _whole_rounds(load[span[d]], cap)
+            placed[(s, p, d)] = placed.get((s, p, d), 0) + 1
+    used = [t for t in range(S) if load[t].any()]
+    index = {t: k for k, t in enumerate(used)}           # a tree loads consecutive steps, so its
+    counts: dict[int, list] = {s: [] for s in batch.counts}     # first step keeps its place among them
+    for (s, p, d), k in placed.items():
+        counts[s].append((p, index[d], k))
+    return Staged(batch.chunks * mult, batch.rounds * mult, [int(z[t]) for t in used], counts, "greedy")
+
+
+def _whole_rounds(load_q: np.ndarray, cap: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
+    """:func:`synth.solve.bwopt.trees.rounds_for` over the last axis: the fewest whole rounds
+    (>= 1) in which exact loads fit every capacity ``cap = (denominators, numerators * q)``."""
+    return np.maximum((-(-(load_q * cap[0]) // cap[1])).max(axis=-1), 1)
 
 
 def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s: float,
@@ -73,12 +125,15 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     Columns are (bundle, delay): a bundle's trees all get the same count and delay.  A perfectly
     balanced staging has sum of steps = ``R`` (so at most ``R`` steps).  First, step counts from
     the longest shortest path up to ``min(R, depth + 2)`` get :data:`QUICK_S` clock seconds each;
-    the first perfect staging found ends the search (fewest steps).  Otherwise step counts are
-    tried from ``min(R, depth + 2)`` down to the longest shortest path; the search goes down
-    while stagings stay perfect and ends at the time limit (at most 60 clock seconds).  Hints:
-    the batch without delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven
-    bound on the LP rate) gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls
-    back to the batch's own trees without delays.
+    the first perfect staging found ends the search (fewest steps); step counts at which
+    :func:`_perfect_possible` proves that none exists are skipped.  Otherwise step counts are
+    tried from ``min(R, depth + 2)`` down to the longest shortest path (those without a perfect
+    staging for :data:`IMPERFECT_S` clock seconds); the search goes down while stagings stay
+    perfect and ends at the time limit (at most 60 clock seconds).  Hints: the batch without
+    delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
+    gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls back to
+    :func:`greedy_staging` where the quick pass found no staging, else to the batch's own trees
+    without delays.  The result carries its proven lower bound (:class:`Staged`).
     """
     t0 = clock.now()
     time_limit_s = min(time_limit_s, 60.0)
@@ -112,23 +167,23 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
         lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
         quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
                                lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
-                               lb, time_limit_s - (clock.now() - t0), settled := set())
-        for got in quick:
-            if _better(got, best):
-                best = got
+                               lb, time_limit_s - (clock.now() - t0), settled := set(), no_perfect := set())
+        for got in quick or [greedy_staging(model, batch, mult)]:     # none found: the greedy one to beat
+            best = got if _better(got, best) else best
         if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
             break
         perfect = False
         for S in range(top, shortest - 1, -1):
             left = time_limit_s - (clock.now() - t0)
             if left < 0.5:
-                return best
+                return _labelled(best, upper_rate, shortest)
             if S in settled:            # proven in the first pass, and not perfect there
                 if perfect:
                     break
                 continue
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
-            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, 5.0 if perfect else 15.0), lb)
+            budget = IMPERFECT_S if S in no_perfect else 5.0 if perfect else 15.0
+            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, budget), lb)
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
@@ -139,7 +194,23 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
             perfect = perfect or sum(got.z) == R
         if Fraction(sum(best.z), best.chunks) <= Fraction(batch.rounds, batch.chunks):
             break
-    return best
+    return _labelled(best, upper_rate, shortest)
+
+
+def _labelled(staged: Staged, upper_rate: float | None, shortest: int) -> Staged:
+    """``staged`` with its proven lower bound on ``sum z`` (see :class:`Staged`): every step needs
+    a whole round and a chunk crosses at least ``shortest`` steps; the batch's loads need at least
+    ``chunks / upper_rate`` rounds (``upper_rate``: a proven bound on the LP's rate)."""
+    rate = math.ceil(staged.chunks / upper_rate * (1 - 1e-9)) if upper_rate else 1
+    return replace(staged, lower=max(rate, shortest, 1))
+
+
+def staging_meta(stagings: list[Staged]) -> dict:
+    """Schedule metadata on how its phases' steps were found: ``staging`` (each phase's
+    :attr:`Staged.how`, comma-separated) and ``staging_gap``, the largest ratio of a phase's
+    whole rounds (``sum z``) to its proven lower bound (1.0: proven optimal; None: no bound)."""
+    gaps = [sum(st.z) / st.lower for st in stagings if st.lower]
+    return {"staging": ",".join(st.how for st in stagings), "staging_gap": round(max(gaps), 4) if gaps else None}
 
 
 def _better(a: Staged, b: Staged) -> bool:
@@ -150,10 +221,11 @@ def _better(a: Staged, b: Staged) -> bool:
 
 
 def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, steps: range,
-                   hint_for, lower: int, time_left_s: float, settled: set[int]) -> list[Staged]:
+                   hint_for, lower: int, time_left_s: float, settled: set[int], no_perfect: set[int]) -> list[Staged]:
     """Stagings for the step counts of ``steps`` in ascending order, each searched for
     :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last);
-    step counts whose answer was proven join ``settled``.
+    step counts whose answer was proven join ``settled``; step counts at which
+    :func:`_perfect_possible` proves that no perfect staging exists join ``no_perfect`` unsearched.
 
     Few steps make a small model in which CP-SAT finds a perfect staging at once where one
     exists, whereas many steps can spend the whole budget a round or two above ``R``."""
@@ -162,6 +234,9 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
         left = time_left_s - (clock.now() - t0)
         if left < 0.5:
             break
+        if not _perfect_possible(model, levels, sources, c, R, S):
+            no_perfect.add(S)
+            continue
         got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), lower,
                         settled=settled)
         if got is not None:
@@ -169,6 +244,57 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
             if sum(got.z) == R:
                 break
     return out
+
+
+#: largest batch rounds ``R`` for which :func:`_perfect_possible` tabulates capacities (R^2 S work each)
+PROOF_MAX_ROUNDS = 64
+
+
+def _perfect_possible(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int) -> bool:
+    """False only when no perfect staging (``sum z = R``) of ``c`` chunks per source in ``S``
+    steps exists over these bundles.  Proof: in a step of ``z`` whole rounds resource ``r``
+    carries at most ``floor(z * cap_r)`` chunks (in exact units), so in all at most the largest
+    sum of those over ``S`` positive whole ``z_t`` summing to ``R`` (:func:`_step_capacity`);
+    if even the LP relaxation (fractional counts of the bundles no deeper than ``S``) cannot
+    carry ``c`` chunks per source within these totals, no staging can.  The LP's capacities get
+    a relative slack of 1e-6, so a float rounding can only make it answer True."""
+    from ortools.linear_solver import pywraplp
+
+    from synth.solve.stoppable import solve_lp
+    if S > R or R > PROOF_MAX_ROUNDS:
+        return S <= R
+    lp = pywraplp.Solver.CreateSolver("GLOP")
+    cols = [(b, lp.NumVar(0, lp.infinity(), "")) for b, lv in levels.items() if len(lv) <= S]
+    if not cols:
+        return False
+    carried = lp.NumVar(0, c, "")
+    for s in sources:
+        lp.Add(sum(x for b, x in cols if any(src == s for src, _ in b)) >= carried)
+    total = {b: sum(levels[b]) for b, _ in cols}
+    for r in set().union(*(np.flatnonzero(t).tolist() for t in total.values())):
+        cap = _step_capacity(model.cap_exact[r] * model.q, R, S)
+        lp.Add(sum(int(total[b][r]) * x for b, x in cols if total[b][r]) <= cap * (1 + 1e-6))
+    lp.Maximize(carried)
+    if solve_lp(lp) != pywraplp.Solver.OPTIMAL:
+        return True
+    return carried.solution_value() >= c * (1 - 1e-6)
+
+
+def _step_capacity(per_round: Fraction, R: int, S: int) -> int:
+    """The most whole units a resource carrying ``per_round`` units per round can move in ``S``
+    steps of whole rounds ``z_t >= 1`` summing to ``R``: ``max sum_t floor(z_t * per_round)``
+    (max-plus convolution, exact).
+
+    >>> [_step_capacity(Fraction(96, 25), 12, S) for S in (1, 2, 3, 12)]     # 3.84: 46, 23+23, 15+15+15, 12 x 3
+    [46, 46, 45, 36]
+    """
+    one = np.array([-1] + [(z * per_round.numerator) // per_round.denominator for z in range(1, R + 1)],
+                   dtype=object)
+    best = one.copy()
+    for _ in range(S - 1):
+        best = np.array([-1] + [max((one[a] + best[m - a] for a in range(1, m) if best[m - a] >= 0), default=-1)
+                                for m in range(1, R + 1)], dtype=object)
+    return int(best[R])
 
 
 def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
