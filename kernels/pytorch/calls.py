@@ -72,7 +72,7 @@ class CallRunner:
         if self.last_path == "nccl":         # plan.json says NCCL and it can run: torch's own NCCL group runs it
             nccl_call(group[0] if group else self.transports("nccl")).wait()
             return
-        if self.last_path == "native" and self.native.run(route.schedule, send, recv, count, op):
+        if self.last_path == "native" and self.native.run(route.schedule, send, recv, count, op, route.protocol):
             return
         if self.last_path == "native":       # every rank together: the native path is off (native.why_not)
             self.last_path = "host"

@@ -182,33 +182,37 @@ class NativeExecutor:
         self.runner = NativeRunner(comm, backend, graphs=False)
         return True
 
-    def run(self, schedule, send, recv, count: int, op: str) -> bool:
+    def run(self, schedule, send, recv, count: int, op: str, protocol: str | None = None) -> bool:
         """Run ``schedule`` natively on flat contiguous ``send`` / ``recv`` (either None where
-        this rank has none; the same tensor for in place); False where every rank must take the
-        host path instead (not possible here, or the ranks disagree on in place)."""
+        this rank has none; the same tensor for in place) under ``protocol`` (the plan entry's,
+        :attr:`kernels.comm.route.Route.protocol`; None: Simple); False where every rank must take
+        the host path instead (not possible here, or the ranks disagree on in place)."""
         if not self.ready():
             return False
         t0 = time.perf_counter()
         try:
-            return self._run(schedule, send, recv, count, op)
+            return self._run(schedule, send, recv, count, op, protocol or "simple")
         finally:
             self.clock.calls += 1
             self.clock.add("total", t0)
 
-    def _run(self, schedule, send, recv, count: int, op: str) -> bool:
+    def _run(self, schedule, send, recv, count: int, op: str, protocol: str) -> bool:
         from kernels.backends.executor import program_for
+        from kernels.native.layer import resolve_protocol
         ref = send if send is not None else recv
         dtype = numpy_dtype(ref.dtype)
         inplace = send is not None and send is recv
         prog = program_for(schedule, count, dtype, inplace=inplace, op=op)
         code = NO_SAY if send is None or recv is None else IN_PLACE if inplace else OUT_OF_PLACE
-        digest = self._digest(schedule, count, dtype, op)
+        protocol = resolve_protocol(prog, protocol)
+        digest = self._digest(schedule, count, dtype, op, protocol)
         scope = getattr(self.runner.backend, "scope", None)
         try:
             with scope(ref) if scope is not None else contextlib.nullcontext():   # DLPack on torch's stream too
                 user = {"send": None if send is None else as_array(send),
                         "recv": None if recv is None else as_array(recv)}
-                call = NativeCall(self.runner, schedule, prog, count, dtype, op, code, user, digest, wire=False)
+                call = NativeCall(self.runner, schedule, prog, count, dtype, op, code, user, digest, wire=False,
+                                  protocol=protocol)
                 wire, _ = call.run(_Agreed())
         except BufferLayoutError as exc:     # the same line on every rank, as a RuntimeError too
             raise BadTensor(f"native path: {exc}") from None
@@ -218,8 +222,9 @@ class NativeExecutor:
             self.why_not = "a rank cannot map its peers' GPU memory (CUDA IPC)"
         return wire is None
 
-    def _digest(self, schedule, count: int, dtype, op: str) -> int:
-        """The call's digest (it names schedule, count, dtype and op, equal on every rank)."""
+    def _digest(self, schedule, count: int, dtype, op: str, protocol: str = "simple") -> int:
+        """The call's digest (it names schedule, count, dtype, op and protocol, equal on every
+        rank; the runner keeps one share per digest)."""
         hit = self._digests.get(id(schedule))
         if hit is None or hit[0] is not schedule:
             if len(self._digests) > 64:
@@ -227,7 +232,7 @@ class NativeExecutor:
             hit = self._digests[id(schedule)] = (schedule, schedule_digest(schedule))
         spec = schedule.spec
         return header_digest({"collective": spec.name, "root": spec.root, "count": count, "dtype": dtype.name,
-                              "op": op, "schedule": f"{schedule.name or 'schedule'}:{hit[1]}"})
+                              "op": op, "schedule": f"{schedule.name or 'schedule'}:{hit[1]}:{protocol}"})
 
     def close(self) -> None:
         if self.runner is not None:

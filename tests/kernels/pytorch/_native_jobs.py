@@ -74,10 +74,40 @@ def shm_job(rank: int, n: int, init: str) -> dict:
                 rec.check("shm:" + name, same and native.launches == before + 1 and pg.runner.last_path == "native",
                           f"{dtype} size {size}: equal {same}, launches {native.launches - before}, "
                           f"path {pg.runner.last_path}")
+    _ll_ranges(rec, be, native, pg, rank, n, gloo)
     _unshareable(rec, be, rank, n)
     pg.runner.native = None                   # the barrier's own tensor is not in shared memory
     _adapter_checks(rec, pg, rank, n)
     return rec.out
+
+
+def _ll_ranges(rec: Recorder, be, native, pg, rank: int, n: int, gloo) -> None:
+    """Calls whose plan entry says LL (the route's protocol, as plan.json gives it) run LL shares:
+    the backend's line stores land late and torn, the results still equal gloo's bit for bit;
+    and the same call under Simple is another share (the digest names the protocol)."""
+    import dataclasses
+
+    import torch
+    import torch.distributed as dist
+
+    import kernels.pytorch.calls as calls
+    plain = calls.choose
+    for protocol in ("ll", "simple"):
+        calls.choose = lambda *a, **k: dataclasses.replace(plain(*a, **k), protocol=protocol)
+        try:
+            for dtype in ("float32", "bfloat16"):
+                x = ints(dtype, (n * 7,), 5 * rank + 3, 0, 8)
+                for name, call in (("all_reduce", lambda g, t: dist.all_reduce(t, group=g)),
+                                   ("broadcast", lambda g, t: dist.broadcast(t, 0, group=g))):
+                    ours, ref = _shm_tensor(be, x), x.clone()
+                    before = native.launches
+                    call(None, ours)
+                    call(gloo, ref)
+                    used = {key[2] for key in native.runner.shares}
+                    rec.check(f"shm:protocol:{protocol}", bits_equal(ours, ref) and native.launches == before + 1
+                              and protocol in used, f"{name} {dtype}: equal {bits_equal(ours, ref)}, shares {used}")
+        finally:
+            calls.choose = plain
 
 
 def _unshareable(rec: Recorder, be, rank: int, n: int) -> None:

@@ -16,8 +16,16 @@ pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch]
                                     "all_gather_into_tensor", "reduce_scatter_tensor"])
 def test_each_call_runs_as_one_native_launch_and_equals_gloo(shm_results, family):
     from _torch_dist import checked, merged
-    assert checked(shm_results, "shm") == 2 * (6 * 4 * 3 + 2)     # 2 ranks x (6 calls x 4 dtypes x 3 sizes + 2)
+    # 2 ranks x (6 calls x 4 dtypes x 3 sizes + 2 protocols x 2 dtypes x 2 calls + 2)
+    assert checked(shm_results, "shm") == 2 * (6 * 4 * 3 + 8 + 2)
     assert not merged(shm_results, "shm:" + family)
+
+
+@pytest.mark.parametrize("protocol", ["ll", "simple"])
+def test_the_plan_entrys_protocol_reaches_the_native_path_and_equals_gloo(shm_results, protocol):
+    from _torch_dist import merged
+    assert all(f"shm:protocol:{protocol}" in res for res in shm_results)
+    assert not merged(shm_results, f"shm:protocol:{protocol}")
 
 
 def test_unshareable_memory_is_refused_on_every_rank_and_the_group_goes_on(shm_results):
