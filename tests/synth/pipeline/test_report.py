@@ -13,10 +13,9 @@ from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
 from synth.ir.collectives import canonical
 
 REPORTS = sorted(p for p in (ROOT / "results").glob("*/report.md") if (p.parent / "plan.json").exists())
-#: the report's size labels (binary units, synth.formats.nccl_tests.sizes.size_label); reports committed
-#: before the labels said KiB/MiB/GiB read "1 KB", "1 MB", "1 GB" for the same powers of 1024
-SIZES = {"1 KiB": 1 << 10, "1 MiB": 1 << 20, "1 GiB": 1 << 30, "1 KB": 1 << 10, "1 MB": 1 << 20, "1 GB": 1 << 30}
-ROW = re.compile(r"^\| (\w+) \| (1 [KMG]B) \| ([^|]+) \| ([\d.]+) \| ([\d.]+|-) \| [^|]+ \| ([\d.]+x|-) \| ([\d.]+|-) \| "
+#: the report's size labels (binary units, synth.formats.nccl_tests.sizes.size_label)
+SIZES = {"1 KiB": 1 << 10, "1 MiB": 1 << 20, "1 GiB": 1 << 30}
+ROW = re.compile(r"^\| (\w+) \| (1 [KMG]iB) \| ([^|]+) \| ([\d.]+) \| ([\d.]+|-) \| [^|]+ \| ([\d.]+x|-) \| ([\d.]+|-) \| "
                  r"([\d.]+) \| ([\d.]+) \| ([\d.]+) \|$")
 
 
