@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 
-from synth.cli.nccl_options import add_nccl_tests_options, given, make_config
+from synth.cli.nccl_options import add_nccl_tests_options, given, make_config, parse_int
 from synth.ir.collectives import ROOTED, canonical
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -204,10 +204,7 @@ def _first_ranks(topo, ngpus: str | None):
     """``-g G``: the topology's first ``G`` GPUs (at least 2: the model times a collective)."""
     if ngpus is None:
         return topo
-    try:
-        g = int(ngpus, 0)
-    except ValueError:
-        raise UsageError(f"invalid number of GPUs (-g): {ngpus!r} is not an integer") from None
+    g = parse_int(ngpus, "number of GPUs (-g)")
     if not 2 <= g <= topo.num_gpus:
         raise UsageError(f"invalid number of GPUs: -g {g}; topology {topo.name!r} has {topo.num_gpus} "
                          f"(the model needs at least 2)")
