@@ -30,7 +30,7 @@ sys.path.insert(0, str(ROOT))
 
 from kernels.backends.executor import program_for, run_schedule  # noqa: E402
 from kernels.comm.nccl_runtime import NcclRuntime  # noqa: E402
-from kernels.sweep.driver import make_selector, schedule_at  # noqa: E402
+from synth.sweep.driver import make_selector, schedule_at  # noqa: E402
 from topo_probe.machines.generators import fully_connected  # noqa: E402
 
 SIZES = [8, 1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28]

@@ -28,7 +28,7 @@ sys.path.insert(0, str(ROOT / "tests"))        # the tests' fake CUDA runtime
 from _fake_device import FakeRuntime  # noqa: E402
 from kernels.backends.cupy_executor import CupyLayer  # noqa: E402
 from kernels.backends.executor import program_for, run_schedule  # noqa: E402
-from kernels.sweep.driver import make_selector, schedule_at  # noqa: E402
+from synth.sweep.driver import make_selector, schedule_at  # noqa: E402
 from topo_probe.machines.generators import fully_connected  # noqa: E402
 
 CASES = [(2, "ring", 8), (4, "ring", 8), (4, "direct", 1024), (8, "direct", 1024), (8, "ring", 1024)]

@@ -46,7 +46,7 @@ from new_user_bad_inputs import bad_inputs_issue38  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 
 TOOLS = {"topo-probe": "topo_probe.cli.main", "synthesize": "synth.cli.synthesize",
-         "simulate": "kernels.sweep.simulate", "sweep": "kernels.sweep.cli"}
+         "simulate": "synth.cli.simulate", "sweep": "kernels.sweep.cli"}
 #: flags whose value is a file or folder the command writes: redirected to the command's folder
 OUTPUT_FLAGS = ("--json", "--nccl-xml", "--plot", "--csv", "--nccl-tuner-conf", "--out", "-J")
 #: documented commands not run, by a pattern of the command, and why

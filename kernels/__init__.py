@@ -16,7 +16,7 @@ _EXPORTS = {
     "Communicator": "kernels.comm.communicator",
     "MPICommunicator": "kernels.mpi.communicator",
     "run_schedule": "kernels.backends.executor",
-    "SweepConfig": "kernels.sweep.driver", "run_sweep": "kernels.sweep.driver",
+    "SweepConfig": "synth.sweep.driver", "run_sweep": "synth.sweep.driver",
 }
 
 __all__ = sorted(_EXPORTS)

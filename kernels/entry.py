@@ -1,5 +1,5 @@
-"""The ``sweep`` and ``simulate`` console scripts (:func:`topo_probe.cli.entry.run_command`: a
-Ctrl-C while NumPy and the executors load ends in one line, exit 130)."""
+"""The ``sweep`` console script (:func:`topo_probe.cli.entry.run_command`: a Ctrl-C while NumPy
+and the executors load ends in one line, exit 130)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,4 @@ def sweep() -> int:
     return run_command("sweep", "kernels.sweep.cli")
 
 
-def simulate() -> int:
-    """The ``simulate`` command."""
-    return run_command("simulate", "kernels.sweep.simulate")
-
-
-__all__ = ["simulate", "sweep"]
+__all__ = ["sweep"]

@@ -16,8 +16,8 @@ cupy
     rank times are combined by ``-a`` (0 rank 0, 1 mean, 2 min, 3 max) and the median run
     is reported.  Without CuPy or a GPU the backend raises DeviceUnavailable.
 sim
-    the cost model's prediction (:class:`synth.model.cost.CostModel`) for the schedule at the
-    nccl-tests size, same for both placements.
+    the cost model's prediction (:class:`synth.sweep.sim_backend.SimBackend`), same for both
+    placements.
 one rank
     no schedule runs, but the call does, as NCCL runs a one-rank call: host and cupy time the
     call's argument checks and the copy where the buffers differ (in place: the checks alone),
@@ -35,53 +35,17 @@ import os
 import socket
 import statistics
 import time
-from dataclasses import dataclass
 
 import numpy as np
 
-from kernels.sweep.table import Counts, Entry, count_wrong
-from synth.ir.schedule import Schedule
-from synth.model.nccl.constants import ALGOS, MAXCHANNELS, PROTOS
+from kernels.sweep.table import count_wrong
+from kernels.sweep.table import expected as expected_results
+from kernels.sweep.table import inputs as seeded_inputs
+from synth.sweep.driver import Case, Device
+from synth.sweep.sim_backend import SimBackend
 from topo_probe.errors import DeviceUnavailable, InvalidArgument, UnsupportedCollective
 
 BACKENDS = ("host", "cupy", "sim")
-#: the modelled NCCL choice per row (``algorithm/protocol/channels``), wide enough for the longest
-#: label the model can give (``collnet_direct/Simple/32``), so no cell shifts the columns after it
-NCCL_ALGO_COLUMN = (("nccl", "algo", max(map(len, ALGOS)) + max(map(len, PROTOS)) + len(str(MAXCHANNELS)) + 2),)
-
-
-@dataclass(frozen=True)
-class Case:
-    """One measurement: collective entry, ranks, counts, type, op, root, placement, schedule
-    and the nccl-tests loop parameters (iters, warmup, check iterations, average mode)."""
-
-    entry: Entry
-    nranks: int
-    counts: Counts
-    dtype: str
-    op: str
-    root: int | None
-    inplace: bool
-    schedule: Schedule | None
-    iters: int = 20
-    warmup: int = 5
-    check: int = 1
-    average: int = 1
-    #: NCCL itself runs here (``--algo nccl`` or a plan entry ``nccl``); ``schedule`` is the fallback
-    nccl: bool = False
-
-
-@dataclass(frozen=True)
-class Device:
-    """One ``#  Rank r Group g Pid p on host device d [bus] info`` line."""
-
-    rank: int
-    pid: int
-    hostname: str
-    device: int
-    bus: str
-    info: str
-    group: int = 0
 
 
 def _executor():
@@ -100,8 +64,8 @@ def make_buffers(case: Case, seed: int, xp=np, device_of=None, *, expected: bool
     """
     e, n, c = case.entry, case.nranks, case.counts.count
     kin, kout = e.blocks(n)
-    inputs = e.inputs(seed, c, case.dtype, case.op, n)
-    want = e.expected(inputs, c, case.dtype, case.op, n, case.root) if expected else None
+    inputs = seeded_inputs(e, seed, c, case.dtype, case.op, n)
+    want = expected_results(e, inputs, c, case.dtype, case.op, n, case.root) if expected else None
     sends, recvs = [], []
     for r in range(n):
         ctx = device_of(r) if device_of is not None else _Null()
@@ -211,106 +175,6 @@ class HostBackend:
             _run(case, s, d, self.executor_backend)
             return _wrong(case, d, want)
         return statistics.median(times) * 1e6, self._checker.validate(case, once)
-
-
-def _bus(pci_bus_id) -> str:
-    """``0000:07:00.0`` -> ``0x07`` (nccl-tests prints the PCI bus number)."""
-    try:
-        return f"0x{int(str(pci_bus_id).split(':')[-2], 16):02x}"
-    except (ValueError, IndexError):
-        return "sim"
-
-
-class SimBackend:
-    """The cost model's prediction; nothing runs, so nothing is validated (``N/A``).
-
-    Schedules are timed by :class:`synth.model.cost.CostModel`; where NCCL itself runs
-    (``--algo nccl``, a plan entry ``nccl``) by :class:`synth.model.nccl.NcclModel`, with the
-    algorithm / protocol / channels NCCL would pick in a ``nccl`` column.  With ``bounds=True``
-    each row also shows the pipelining the model chose (``slices``) and the lower bound of any
-    schedule on the fabric (:func:`synth.model.bounds.lower_bounds`, same efficiencies) as a
-    time and a busbw; with ``measured`` a real log's busbw and pred/real.
-    """
-
-    name = "sim"
-    checks = False
-
-    def __init__(self, source, *, bounds: bool = False, measured: dict[int, float] | None = None,
-                 nccl_column: bool = False, nccl_env=None, nccl_machine: dict | None = None,
-                 nccl_version: tuple[int, int] | None = None) -> None:
-        self.source = source
-        self.extra_columns = (("slices", ""), ("bound", "(us)"), ("bound", "busbw")) if bounds else ()
-        if nccl_column:
-            self.extra_columns += NCCL_ALGO_COLUMN
-        #: a real log's out-of-place busbw (GB/s) per size: printed beside the prediction
-        self.measured = measured
-        if measured is not None:
-            self.extra_columns += (("real", "busbw"), ("pred/", "real"))
-        self._bounds: dict = {}
-        self._nccl = None
-        self._nccl_env = nccl_env
-        #: what a real log says of the run (``arch``, ``gpus_per_process``), applied to the machine
-        self._nccl_machine = nccl_machine or {}
-        #: the NCCL (major, minor) a real log printed; None: the model's default (the newest it knows)
-        self._nccl_version = nccl_version
-
-    @property
-    def nccl(self):
-        """The NCCL model of the selector's topology (one process per GPU, this environment)."""
-        if self._nccl is None:
-            from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
-            env = self._nccl_env if self._nccl_env is not None else NcclEnv.from_environ()
-            machine = NcclMachine.from_topology(self.source.topology).with_(**self._nccl_machine)
-            extra = {"version": self._nccl_version} if self._nccl_version else {}
-            self._nccl = NcclModel(machine, env=env, **extra)
-        return self._nccl
-
-    def time_us(self, case: Case) -> float:
-        if case.nccl:
-            return self.nccl.time_us(case.entry.name, case.counts.size)
-        return float(self.source.cost.schedule_time_us(case.schedule, case.counts.size))
-
-    def measure(self, case: Case) -> tuple[float, int | None]:
-        if case.schedule is None:   # one rank: NCCL still makes the call; the model's fixed cost of a call
-            from synth.model.physics import LAUNCH_US
-            cost = getattr(self.source, "cost", None)
-            return (cost.params.launch_us if cost is not None else LAUNCH_US), None
-        return self.time_us(case), None
-
-    def extras(self, case: Case) -> tuple[str, ...]:
-        names = [column[0] for column in self.extra_columns]
-        out = self._bound_cells(case) if "bound" in names else ()
-        if "nccl" in names:
-            out += (self.nccl.choose(case.entry.name, case.counts.size).label if case.nccl else "-",)
-        if self.measured is not None:
-            from synth.formats.nccl_tests.conventions import busbw_gbps
-            real = self.measured.get(case.counts.size)
-            pred = busbw_gbps(case.entry.name, case.nranks, case.counts.size, self.time_us(case))
-            out += (f"{real:.2f}", f"{pred / real:.3f}") if real else ("-", "-")
-        return out
-
-    def _bound_cells(self, case: Case) -> tuple[str, ...]:
-        from synth.formats.nccl_tests.conventions import busbw_gbps
-        from synth.formats.nccl_tests.writer import fmt_time
-        from synth.model.bounds import lower_bounds
-        sched, size = case.schedule, case.counts.size
-        key = (sched.collective, sched.root)
-        if key not in self._bounds:
-            self._bounds[key] = lower_bounds(self.source.fabric, sched.collective, sched.root)
-        slices = "-" if case.nccl else str(self.source.cost.estimate(sched, size).slices)
-        lb = self._bounds[key].time_us(size, self.source.cost.params)
-        return (slices, fmt_time(lb).strip(), f"{busbw_gbps(sched.collective, case.nranks, size, lb):.2f}")
-
-    def devices(self, n: int, topology) -> list[Device]:
-        out = []
-        for r in range(n):
-            attrs = topology.graph.nodes[topology.gpu(r)] if topology is not None else {}
-            name = attrs.get("name") or "GPU"
-            where = topology.name if topology is not None else "model"
-            out.append(Device(r, os.getpid(), "sim", r, _bus(attrs.get("pci_bus_id")),
-                              f"{name} (cost model of {where})"))
-        return out
-
 
 
 class CupyBackend:

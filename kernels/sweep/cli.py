@@ -26,31 +26,11 @@ import sys
 from pathlib import Path
 
 from kernels.sweep.output_paths import check_output_paths
-from synth.cli.nccl_options import add_nccl_tests_options, given
+from synth.cli.nccl_options import add_nccl_tests_options, given, make_config, parse_int
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
-from synth.formats.nccl_tests.sizes import parse_size as shared_parse_size
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import DeviceUnavailable, TopocollError, UsageError
-
-
-def parse_size(text: str, what: str) -> int:
-    """nccl-tests' size syntax: a number with an optional K, M or G suffix (powers of 1024).
-
-    >>> parse_size("64K", "maxbytes"), parse_size("1.5M", "maxbytes"), parse_size("8", "minbytes")
-    (65536, 1572864, 8)
-    """
-    try:
-        return shared_parse_size(text)
-    except ValueError:
-        raise UsageError(f"invalid size specified for '{what}': {text!r}") from None
-
-
-def _int(text: str, what: str) -> int:
-    try:
-        return int(text, 0)
-    except ValueError:
-        raise UsageError(f"invalid {what}: {text!r} is not an integer") from None
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -73,61 +53,11 @@ def build_parser() -> argparse.ArgumentParser:
 #: flags a bare ``sweep --import LOG`` has no use for (it re-prints the log's own sizes and runs)
 _IMPORT_IGNORES = ("-b", "-e", "-i", "-f", "-g", "-n", "-w", "-c", "-o", "-d", "-r", "-a", "-J", "--algo",
                    "--compare", "--topology", "--backend")
-def _choice(text: str, names: tuple[str, ...], what: str) -> tuple[str, ...]:
-    if text == "all":
-        return names
-    if text not in names:
-        raise UsageError(f"invalid {what} {text!r}: expected one of {', '.join(names)} or all")
-    return (text,)
-
-
-def _datatypes(args) -> tuple[str, ...]:
-    """``-d``: a type the executors run, any of its spellings (``fp16``, ``bf16``), or ``all``; the
-    float8 types with ``--backend sim`` only (modelled, not run), as ``simulate -d`` takes them."""
-    from synth.formats.nccl_tests.conventions import DTYPE_ALIASES, DTYPE_BYTES
-    name = DTYPE_ALIASES.get(args.datatype, args.datatype)
-    if name == "all" or name in DTYPE_NAMES:
-        return _choice(name, DTYPE_NAMES, "datatype")
-    if name in DTYPE_BYTES:
-        if getattr(args, "backend", "host") == "sim":
-            return (name,)
-        raise UsageError(f"datatype {args.datatype!r} is modelled, not run: use --backend sim (or simulate -d)")
-    raise UsageError(f"invalid datatype {args.datatype!r}: expected one of {', '.join(DTYPE_NAMES)} or all "
-                     f"(f8e4m3 and f8e5m2 with --backend sim)")
-
-
-def make_config(args, nranks: int):
-    """The :class:`SweepConfig` from parsed flags, validating each (UsageError names the flag)."""
-    from kernels.sweep.driver import SweepConfig, sweep_sizes
-    from synth.ir.collectives import canonical
-
-    try:
-        coll = canonical(args.collective)
-    except TopocollError as e:
-        raise UsageError(str(e)) from None
-    vals = {k: _int(getattr(args, k), k) for k in ("stepfactor", "iters", "warmup_iters", "check", "root", "average")}
-    vals["stepbytes"] = parse_size(args.stepbytes, "stepbytes")     # K/M/G, as nccl-tests' parsesize
-    for k, lo in (("iters", 1), ("warmup_iters", 0), ("check", 0), ("stepbytes", 0), ("stepfactor", 1)):
-        if vals[k] < lo:
-            raise UsageError(f"invalid {k}: {vals[k]} (must be >= {lo})")
-    if vals["average"] not in (0, 1, 2, 3):
-        raise UsageError(f"invalid average: {vals['average']} (0 rank 0, 1 mean, 2 min, 3 max)")
-    if not -1 <= vals["root"] < nranks:
-        raise UsageError(f"invalid root: {vals['root']} (-1 for every root, or a rank in 0..{nranks - 1})")
-    cfg = SweepConfig(coll, nranks, parse_size(args.minbytes, "minbytes"), parse_size(args.maxbytes, "maxbytes"),
-                      vals["stepbytes"], vals["stepfactor"], vals["iters"], vals["warmup_iters"], vals["check"],
-                      _choice(args.op, OP_NAMES, "op"), _datatypes(args),
-                      vals["root"], vals["average"])
-    try:
-        sweep_sizes(cfg.minbytes, cfg.maxbytes, cfg.stepbytes, cfg.stepfactor)
-    except ValueError as e:
-        raise UsageError(str(e)) from None
-    return cfg
 
 
 def resolve_topology(args):
     """``(topology or None, ranks)`` from ``--topology`` and ``-g``."""
-    ngpus = None if args.ngpus is None else _int(args.ngpus, "number of GPUs (-g)")
+    ngpus = None if args.ngpus is None else parse_int(args.ngpus, "number of GPUs (-g)")
     if ngpus is not None and ngpus < 1:
         raise UsageError(f"invalid number of GPUs: -g {ngpus} (must be >= 1)")
     from topo_probe.guard import MAX_GPUS
@@ -247,9 +177,10 @@ def _print(lines) -> None:
 def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preamble: bool = True):
     """Run ``algo`` and print its nccl-tests table (``table`` False: the preamble at most, rows
     go to the side-by-side table); returns (summary, source, devices)."""
-    from kernels.sweep.backends import NCCL_ALGO_COLUMN, make_backend
-    from kernels.sweep.driver import make_selector, run_sweep, schedule_at
+    from kernels.sweep.backends import make_backend
     from synth.formats.nccl_tests import writer as output
+    from synth.sweep.driver import make_selector, run_sweep, schedule_at
+    from synth.sweep.sim_backend import NCCL_ALGO_COLUMN
 
     if algo == "nccl" and backend_name != "sim":
         raise UsageError("--algo nccl is NCCL's tuner model: use --backend sim (on GPUs, run NCCL's own nccl-tests)")
@@ -284,8 +215,8 @@ def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str]) -> int:
     """Sweep every algorithm in ``algos`` (one table each), then write -J / --plot / --csv."""
     from dataclasses import replace
 
-    from kernels.sweep.driver import SweepSummary
     from synth.formats.nccl_tests import writer as output
+    from synth.sweep.driver import SweepSummary
 
     json_path = output.free_json_path(args.output_file) if args.output_file else None
     if json_path is not None:

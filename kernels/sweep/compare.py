@@ -18,10 +18,10 @@ import io
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from kernels.sweep.driver import Row, SweepSummary
-from kernels.sweep.table import entry
 from synth.formats.nccl_tests.sizes import size_label
 from synth.ir.schedule import atomic_write_text
+from synth.sweep.driver import Row, SweepSummary
+from synth.sweep.entries import entry
 
 CSV_COLUMNS = ("series", "kind", "size", "count", "type", "redop", "root", "time_us", "algbw_gbps",
                "busbw_gbps", "time_us_ip", "algbw_gbps_ip", "busbw_gbps_ip")
@@ -78,7 +78,7 @@ def side_by_side_lines(labels: list[str], summaries: list[SweepSummary]) -> list
     busbw of every algorithm side by side, then the first algorithm's over the best other's
     (above 1: the first is faster); each algorithm's failing values and average busbw follow.
 
-    >>> from kernels.sweep.driver import Result, Row, SweepSummary
+    >>> from synth.sweep.driver import Result, Row, SweepSummary
     >>> def one(bw): return SweepSummary([Row(1024, 256, "float", "sum", -1, Result(1.0, bw, bw, 0), Result(1.0, bw, bw, 0))])
     >>> print(side_by_side_lines(["plan", "ring"], [one(3.0), one(2.0)])[3])
             1024           256     float     sum      -1      3.00      2.00      1.50

@@ -1,7 +1,7 @@
 """``sweep --import LOG``: read a real nccl-tests log into sweep rows.
 
 Parsing is :mod:`synth.formats.nccl_tests.reader`'s (every historic layout: with or without the root
-column, ``#wrong`` or ``error``); this module turns its rows into :class:`kernels.sweep.driver.Row`
+column, ``#wrong`` or ``error``); this module turns its rows into :class:`synth.sweep.driver.Row`
 so that a measured NCCL curve prints in our layout and plots next to our predictions.
 
 Conversions: a missing or ``-1`` root becomes ``-1``; ``#wrong`` counts are kept; older builds'
@@ -13,9 +13,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from kernels.sweep.driver import Result, Row, SweepSummary
 from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests
 from synth.formats.nccl_tests.runs import load_nccl_tests
+from synth.sweep.driver import Result, Row, SweepSummary
 from topo_probe.errors import NcclTestsLogError
 
 

@@ -13,7 +13,7 @@ the GPUs' free memory):
   of every rank with an output, plus one float64 temporary of an output's size;
 * :data:`MARGIN` on top for temporaries of the executor and NumPy.
 
->>> from kernels.sweep.table import entry
+>>> from synth.sweep.entries import entry
 >>> need = sweep_need_bytes(entry("allreduce"), 4, 1 << 20, "float", None)
 >>> need // (1 << 20)     # 1.25 x (4 x (send, recv, expected) 1 MiB each + a 2 MiB float64 temporary)
 17

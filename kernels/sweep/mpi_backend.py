@@ -40,7 +40,7 @@ class MPISweepBackend:
         import os
         import socket
 
-        from kernels.sweep.backends import Device
+        from synth.sweep.driver import Device
         mine = {"pid": os.getpid(), "host": socket.gethostname().split(".")[0],
                 "info": f"MPI process ({self.comm.waiter.MPI.Get_library_version().splitlines()[0][:40]})"}
         return [Device(r, d["pid"], d["host"], r, "cpu", d["info"])
@@ -69,7 +69,7 @@ class MPISweepBackend:
         self.comm.run_schedule(case.schedule, send, recv, op=case.op)
 
     def measure(self, case) -> tuple[float, int | None]:
-        from kernels.sweep.table import count_wrong
+        from kernels.sweep.table import count_wrong, expected, inputs
         send, recv = self._buffers(case, 0)
         with np.errstate(all="ignore"):
             self.comm.barrier()
@@ -89,9 +89,9 @@ class MPISweepBackend:
             self._rep += 1
             s, d = self._buffers(case, self._rep)
             self._run(case, s, d)
-            inputs = case.entry.inputs(self._rep, case.counts.count, case.dtype, case.op, case.nranks)
-            want = case.entry.expected(inputs, case.counts.count, case.dtype, case.op, case.nranks,
-                                       case.root)[self.comm.rank]
+            sends = inputs(case.entry, self._rep, case.counts.count, case.dtype, case.op, case.nranks)
+            want = expected(case.entry, sends, case.counts.count, case.dtype, case.op, case.nranks,
+                            case.root)[self.comm.rank]
             mine = 0 if want is None else count_wrong(d, want, case.dtype, case.op, case.nranks)
             wrong = sum(int(w) for w in self.comm.allgather_object(mine))
             if wrong:
@@ -145,8 +145,8 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         0, or 1 when any result was wrong (the same on every rank).  A rank that fails
         aborts the job through :meth:`MPICommunicator.abort` (one line naming the rank).
     """
-    from kernels.sweep.driver import make_selector, run_sweep
     from synth.formats.nccl_tests import writer as output
+    from synth.sweep.driver import make_selector, run_sweep
     MPI = mpi()
     world = comm._world if comm is not None else MPI.COMM_WORLD
     n = world.Get_size()

@@ -1,12 +1,13 @@
 """Which files a ``sweep`` may write: ``-J``, ``--plot`` and ``--csv`` are checked before anything
-runs (an existing, writable folder; never a folder; a CSV replaced only when it is one of ours),
-so a sweep never creates folders or ends with a write error after all its work."""
+runs (an existing, writable folder, :func:`synth.sweep.output_file.check_output_file`; never a
+folder; a CSV replaced only when it is one of ours), so a sweep never creates folders or ends
+with a write error after all its work."""
 
 from __future__ import annotations
 
-import os
 from pathlib import Path
 
+from synth.sweep.output_file import check_output_file
 from topo_probe.errors import UsageError
 
 
@@ -23,14 +24,8 @@ def check_output_paths(args) -> None:
     csv = Path(args.csv) if args.csv else (plot.with_suffix(".csv") if plot is not None else None)
     json_file = Path(args.output_file) if getattr(args, "output_file", None) else None
     for flag, path in (("-J", json_file), ("--plot", plot), ("--csv", csv)):
-        if path is None:
-            continue
-        if path.is_dir():
-            raise UsageError(f"{flag} {path}: is a folder; name a file")
-        if not path.parent.is_dir():
-            raise UsageError(f"{flag} {path}: folder {path.parent} does not exist")
-        if not os.access(path.parent, os.W_OK | os.X_OK):
-            raise UsageError(f"{flag} {path}: folder {path.parent} is not writable")
+        if path is not None:
+            check_output_file(flag, path)
     if csv is not None and csv.exists():
         flag = "--csv" if args.csv else f"--plot {args.plot}"
         try:

@@ -1,11 +1,6 @@
-"""One small table entry per collective, like nccl-tests' ``src/<collective>.cu`` files.
-
-An :class:`Entry` says how a sweep size maps to element counts, what the bus-bandwidth factor
-is, how the input data is made and what NumPy says the result must be.  The shared driver
-(:mod:`kernels.sweep.driver`) does everything else.
-
-Sizes, counts, type names and bus-bandwidth factors are nccl-tests conventions
-(:mod:`synth.formats.nccl_tests.conventions`).
+"""The executors' side of the sweep's table (:mod:`synth.sweep.entries`): the data every rank
+sends and what NumPy says each rank must receive, per collective, like the init and check code of
+nccl-tests' ``src/<collective>.cu`` files.
 
 Data
 ----
@@ -15,32 +10,21 @@ type give bit-identical results: sums stay below the largest exactly representab
 the type, products are powers of two, and ``avg`` inputs are multiples of ``n`` so that the
 average is an integer.
 
->>> e = TABLE["allgather"]
->>> e.counts(1024, 4, 8)
-Counts(count=32, send=32, recv=256, size=1024)
->>> round(e.busbw_factor(8), 3)
-0.875
+>>> from synth.sweep.entries import TABLE
+>>> [a.size for a in inputs(TABLE["allgather"], 1, 2, "int32", "sum", 3)]     # one block of 2 per rank
+[2, 2, 2]
+>>> [a.size for a in inputs(TABLE["reducescatter"], 1, 2, "int32", "sum", 3)]  # n blocks of 2 per rank
+[6, 6, 6]
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Callable
 
 import numpy as np
 
-from synth.formats.nccl_tests.conventions import (
-    BUSBW_FACTOR,
-    NCCL_NAMES,
-    OP_NAMES,
-    TEST_NAMES,
-    Counts,
-    block_counts,
-    buffer_blocks,
-    is_float,
-    numpy_dtype,
-)
-from synth.ir.collectives import ROOTED, canonical
+from synth.formats.nccl_tests.conventions import OP_NAMES, is_float, numpy_dtype
+from synth.sweep.entries import Entry
 from topo_probe.errors import InvalidArgument
 
 #: largest integer every value up to which the type holds exactly (2**mantissa bits for floats)
@@ -159,77 +143,26 @@ def _exp_alltoall(sends, count, n, root, red):
     return [np.concatenate([_blocks(sends[s], count, d) for s in range(n)]) for d in range(n)]
 
 
-@dataclass(frozen=True)
-class Entry:
-    """The sweep's view of one collective (see module docstring)."""
-
-    name: str
-    expected_fn: Expected
-
-    @property
-    def nccl_name(self) -> str:
-        return NCCL_NAMES[self.name]
-
-    @property
-    def test_name(self) -> str:
-        return TEST_NAMES[self.name]
-
-    @property
-    def rooted(self) -> bool:
-        return self.name in ROOTED
-
-    @property
-    def reducing(self) -> bool:
-        return self.name in ("allreduce", "reducescatter", "reduce")
-
-    def blocks(self, n: int) -> tuple[int, int]:
-        """(input blocks, output blocks) of each rank's buffers."""
-        return buffer_blocks(self.name, n)
-
-    def counts(self, size: int, itemsize: int, n: int) -> Counts:
-        """Element counts for sweep size ``size`` bytes (:func:`synth.formats.nccl_tests.conventions.block_counts`)."""
-        return block_counts(self.name, size, itemsize, n)
-
-    def busbw_factor(self, n: int) -> float:
-        return float(BUSBW_FACTOR[self.name](n))
-
-    def bandwidths(self, size: int, time_us: float, n: int) -> tuple[float, float]:
-        """(algbw, busbw) in GB/s (1e9 B/s) for ``size`` bytes in ``time_us``; 0 when time is 0.
-
-        >>> [round(x, 2) for x in TABLE["allreduce"].bandwidths(4294967296, 32336.0, 8)]  # A100 log
-        [132.82, 232.44]
-        """
-        algbw = size / (time_us * 1e3) if time_us > 0 else 0.0
-        return algbw, algbw * self.busbw_factor(n)
-
-    def inputs(self, seed: int, count: int, dtype_name: str, op: str, n: int) -> list[np.ndarray]:
-        """Every rank's send buffer (input blocks of ``count``), seeded from (seed, rank, index)."""
-        kin, _ = self.blocks(n)
-        return [init_data(seed, r, kin * count, dtype_name, op, n) for r in range(n)]
-
-    def expected(self, sends: list[np.ndarray], count: int, dtype_name: str, op: str, n: int,
-                 root: int | None) -> list[np.ndarray | None]:
-        """NumPy result per rank (None where the collective defines no output)."""
-        def red(arrays):
-            return reduce_arrays(arrays, op, dtype_name, n)
-        return self.expected_fn(sends, count, n, root, red)
-
-
-TABLE: dict[str, Entry] = {
-    "allreduce": Entry("allreduce", _exp_allreduce),
-    "allgather": Entry("allgather", _exp_allgather),
-    "reducescatter": Entry("reducescatter", _exp_reducescatter),
-    "broadcast": Entry("broadcast", _exp_broadcast),
-    "reduce": Entry("reduce", _exp_reduce),
-    "gather": Entry("gather", _exp_gather),
-    "scatter": Entry("scatter", _exp_scatter),
-    "alltoall": Entry("alltoall", _exp_alltoall),
+#: the NumPy result per rank of each collective
+EXPECTED: dict[str, Expected] = {
+    "allreduce": _exp_allreduce, "allgather": _exp_allgather, "reducescatter": _exp_reducescatter,
+    "broadcast": _exp_broadcast, "reduce": _exp_reduce, "gather": _exp_gather, "scatter": _exp_scatter,
+    "alltoall": _exp_alltoall,
 }
 
 
-def entry(collective: str) -> Entry:
-    """The table entry for any accepted spelling (``all_reduce``, ``allreduce``...)."""
-    return TABLE[canonical(collective)]
+def inputs(e: Entry, seed: int, count: int, dtype_name: str, op: str, n: int) -> list[np.ndarray]:
+    """Every rank's send buffer (input blocks of ``count``), seeded from (seed, rank, index)."""
+    kin, _ = e.blocks(n)
+    return [init_data(seed, r, kin * count, dtype_name, op, n) for r in range(n)]
+
+
+def expected(e: Entry, sends: list[np.ndarray], count: int, dtype_name: str, op: str, n: int,
+             root: int | None) -> list[np.ndarray | None]:
+    """NumPy result per rank (None where the collective defines no output)."""
+    def red(arrays):
+        return reduce_arrays(arrays, op, dtype_name, n)
+    return EXPECTED[e.name](sends, count, n, root, red)
 
 
 def count_wrong(got: np.ndarray, want: np.ndarray, dtype_name: str, op: str, n: int) -> int:

@@ -1,5 +1,5 @@
-"""The ``synthesize`` console script (:func:`topo_probe.cli.entry.run_command`: a Ctrl-C while
-the solver's packages load ends in one line, exit 130)."""
+"""The ``synthesize`` and ``simulate`` console scripts (:func:`topo_probe.cli.entry.run_command`:
+a Ctrl-C while the solver's or the models' packages load ends in one line, exit 130)."""
 
 from __future__ import annotations
 
@@ -11,4 +11,9 @@ def synthesize() -> int:
     return run_command("synthesize", "synth.cli.synthesize")
 
 
-__all__ = ["synthesize"]
+def simulate() -> int:
+    """The ``simulate`` command."""
+    return run_command("simulate", "synth.cli.simulate")
+
+
+__all__ = ["simulate", "synthesize"]

@@ -7,8 +7,9 @@ Defaults are nccl-tests' own (NVIDIA/nccl-tests, ``src/common.cu`` at commit
 ``datacheck`` 1, ``ncclop`` sum, ``nccltype`` float, ``ncclroot`` 0, ``average`` 1 (0 rank 0,
 1 mean, 2 min, 3 max).  Two differ on purpose: ``-g`` has no default (nccl-tests' 1 GPU per
 thread; here the ranks of ``--topology``), and ``-J`` writes nccl-tests' JSON document, which this
-commit of nccl-tests does not have (its ``-F`` writes CSV).  Values stay text here; each command
-parses them (sizes with K/M/G suffixes, powers of 1024, as nccl-tests' ``parsesize``).
+commit of nccl-tests does not have (its ``-F`` writes CSV).  Values stay text in the parser;
+:func:`make_config` turns them into a :class:`~synth.sweep.driver.SweepConfig` for both commands
+(sizes with K/M/G suffixes, powers of 1024, as nccl-tests' ``parsesize``).
 
 >>> import argparse
 >>> p = argparse.ArgumentParser(); add_nccl_tests_options(p)
@@ -24,7 +25,12 @@ from __future__ import annotations
 import argparse
 from dataclasses import dataclass
 
-__all__ = ["NCCL_TESTS_OPTIONS", "NcclTestsOption", "add_nccl_tests_options", "given"]
+from synth.formats.nccl_tests.conventions import DTYPE_NAMES, OP_NAMES
+from synth.formats.nccl_tests.sizes import parse_size as size_of
+from topo_probe.errors import TopocollError, UsageError
+
+__all__ = ["NCCL_TESTS_OPTIONS", "NcclTestsOption", "add_nccl_tests_options", "given", "make_config", "parse_int",
+           "parse_size"]
 
 
 @dataclass(frozen=True)
@@ -82,3 +88,76 @@ def given(argv: list[str], flag: str) -> bool:
         if len(flag) == 2 and tok.startswith(flag) and not tok.startswith("--"):
             return True
     return False
+
+
+def parse_size(text: str, what: str) -> int:
+    """nccl-tests' size syntax: a number with an optional K, M or G suffix (powers of 1024).
+
+    >>> parse_size("64K", "maxbytes"), parse_size("1.5M", "maxbytes"), parse_size("8", "minbytes")
+    (65536, 1572864, 8)
+    """
+    try:
+        return size_of(text)
+    except ValueError:
+        raise UsageError(f"invalid size specified for '{what}': {text!r}") from None
+
+
+def parse_int(text: str, what: str) -> int:
+    """An integer flag (``0x`` and ``0o`` prefixes too); UsageError naming ``what`` otherwise."""
+    try:
+        return int(text, 0)
+    except ValueError:
+        raise UsageError(f"invalid {what}: {text!r} is not an integer") from None
+
+
+def _choice(text: str, names: tuple[str, ...], what: str) -> tuple[str, ...]:
+    if text == "all":
+        return names
+    if text not in names:
+        raise UsageError(f"invalid {what} {text!r}: expected one of {', '.join(names)} or all")
+    return (text,)
+
+
+def _datatypes(args) -> tuple[str, ...]:
+    """``-d``: a type the executors run, any of its spellings (``fp16``, ``bf16``), or ``all``; the
+    float8 types with ``--backend sim`` only (modelled, not run), as ``simulate -d`` takes them."""
+    from synth.formats.nccl_tests.conventions import DTYPE_ALIASES, DTYPE_BYTES
+    name = DTYPE_ALIASES.get(args.datatype, args.datatype)
+    if name == "all" or name in DTYPE_NAMES:
+        return _choice(name, DTYPE_NAMES, "datatype")
+    if name in DTYPE_BYTES:
+        if getattr(args, "backend", "host") == "sim":
+            return (name,)
+        raise UsageError(f"datatype {args.datatype!r} is modelled, not run: use --backend sim (or simulate -d)")
+    raise UsageError(f"invalid datatype {args.datatype!r}: expected one of {', '.join(DTYPE_NAMES)} or all "
+                     f"(f8e4m3 and f8e5m2 with --backend sim)")
+
+
+def make_config(args, nranks: int):
+    """The :class:`~synth.sweep.driver.SweepConfig` of ``sweep``'s and ``simulate``'s parsed flags,
+    validating each (UsageError names the flag)."""
+    from synth.ir.collectives import canonical
+    from synth.sweep.driver import SweepConfig, sweep_sizes
+
+    try:
+        coll = canonical(args.collective)
+    except TopocollError as e:
+        raise UsageError(str(e)) from None
+    vals = {k: parse_int(getattr(args, k), k) for k in ("stepfactor", "iters", "warmup_iters", "check", "root", "average")}
+    vals["stepbytes"] = parse_size(args.stepbytes, "stepbytes")     # K/M/G, as nccl-tests' parsesize
+    for k, lo in (("iters", 1), ("warmup_iters", 0), ("check", 0), ("stepbytes", 0), ("stepfactor", 1)):
+        if vals[k] < lo:
+            raise UsageError(f"invalid {k}: {vals[k]} (must be >= {lo})")
+    if vals["average"] not in (0, 1, 2, 3):
+        raise UsageError(f"invalid average: {vals['average']} (0 rank 0, 1 mean, 2 min, 3 max)")
+    if not -1 <= vals["root"] < nranks:
+        raise UsageError(f"invalid root: {vals['root']} (-1 for every root, or a rank in 0..{nranks - 1})")
+    cfg = SweepConfig(coll, nranks, parse_size(args.minbytes, "minbytes"), parse_size(args.maxbytes, "maxbytes"),
+                      vals["stepbytes"], vals["stepfactor"], vals["iters"], vals["warmup_iters"], vals["check"],
+                      _choice(args.op, OP_NAMES, "op"), _datatypes(args),
+                      vals["root"], vals["average"])
+    try:
+        sweep_sizes(cfg.minbytes, cfg.maxbytes, cfg.stepbytes, cfg.stepfactor)
+    except ValueError as e:
+        raise UsageError(str(e)) from None
+    return cfg

@@ -1,6 +1,6 @@
 """nccl-tests' text layout (column for column) and its ``-J`` JSON document.
 
-The writer takes plain records (duck-typed, as :mod:`kernels.sweep.driver` makes them): a
+The writer takes plain records (duck-typed, as :mod:`synth.sweep.driver` makes them): a
 config with ``collective nranks minbytes maxbytes stepbytes stepfactor warmup iters check``;
 devices with ``rank group pid hostname device bus info``; rows with ``size count type redop
 root out_of_place in_place algorithm`` whose results have ``time_us algbw busbw wrong``; and

@@ -412,7 +412,8 @@ def sweep_worker(coll: str, corrupt: bool, json_path: str) -> None:
     from mpi4py import MPI
     wire = Corrupt() if corrupt and MPI.COMM_WORLD.Get_rank() == 1 else None
     comm = MPICommunicator.from_mpi(plan=False, wire=wire, timeout_s=30)
-    from kernels.sweep.cli import build_parser, make_config  # the exact hook the sweep CLI uses
+    from kernels.sweep.cli import build_parser
+    from synth.cli.nccl_options import make_config  # the exact hook the sweep CLI uses
     argv = [coll, "-b", "8", "-e", "8K", "-f", "4", "-n", "3", "-w", "1", "-c", "1", "-d", "float",
             "-o", "sum", "--backend", "mpi", "--algo", "ring", "-r", "1" if coll in ROOTED else "0"]
     args = build_parser().parse_args(argv)

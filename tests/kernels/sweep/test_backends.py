@@ -6,9 +6,10 @@ import numpy as np
 import pytest
 
 import kernels.backends.executor
-from kernels.sweep.backends import Case, CupyBackend, HostBackend, make_backend, make_buffers
-from kernels.sweep.driver import make_selector, schedule_at
-from kernels.sweep.table import TABLE
+from kernels.sweep.backends import CupyBackend, HostBackend, make_backend, make_buffers
+from kernels.sweep.table import inputs
+from synth.sweep.driver import Case, make_selector, schedule_at
+from synth.sweep.entries import TABLE
 from topo_probe.errors import DeviceUnavailable, InvalidArgument
 from topo_probe.machines.generators import fully_connected
 
@@ -47,7 +48,7 @@ def test_out_of_place_buffers_hold_seeded_inputs():
     case = _case("alltoall")
     sends, recvs, want = make_buffers(case, 7)
     e = TABLE["alltoall"]
-    ins = e.inputs(7, case.counts.count, "float", "sum", 4)
+    ins = inputs(e, 7, case.counts.count, "float", "sum", 4)
     assert all(np.array_equal(s, i) for s, i in zip(sends, ins))
     assert all(not np.shares_memory(s, d) for s, d in zip(sends, recvs))
     assert all(d.size == 4 * case.counts.count and not d.any() for d in recvs)
@@ -120,9 +121,9 @@ def test_host_sweep_memory_stays_within_10_percent_of_the_buffers_it_must_hold()
     import sys
     code = """
 import resource, numpy as np
-from kernels.sweep.backends import Case, HostBackend
-from kernels.sweep.driver import make_selector, schedule_at
-from kernels.sweep.table import entry
+from kernels.sweep.backends import HostBackend
+from synth.sweep.driver import Case, make_selector, schedule_at
+from synth.sweep.entries import entry
 from topo_probe.machines.generators import fully_connected
 e, n = entry("allreduce"), 4
 c = e.counts(64 << 20, 4, n)
@@ -146,8 +147,8 @@ ONE_RANK_FACTOR = {"allreduce": 0.0, "allgather": 0.0, "reducescatter": 0.0, "al
 def test_one_rank_times_the_call_in_place_too_and_busbw_follows_nccl_tests(name):
     """In place nothing moves, but the call is made: its time is the call's cost (argument checks,
     several µs in Python), never a no-op's 0.1 µs (the 335,544 GB/s row of 32 MiB)."""
-    from kernels.sweep.driver import SweepConfig, run_sweep
     from synth.formats.nccl_tests.conventions import BUSBW_FACTOR
+    from synth.sweep.driver import SweepConfig, run_sweep
     assert BUSBW_FACTOR[name](1) == ONE_RANK_FACTOR[name]
     cfg = SweepConfig(name, nranks=1, minbytes=8, maxbytes=1 << 20, stepfactor=256, iters=5, warmup=1)
     rows = run_sweep(cfg, HostBackend(), None).rows
@@ -179,8 +180,8 @@ def test_one_rank_in_place_call_runs_the_argument_checks(monkeypatch):
 def test_one_rank_sim_is_the_models_cost_of_a_call(name, busbw):
     """By hand: 1 MiB in the model's 6.6 µs call (NCCL's Ring/LL base latency) is 158.9 GB/s algbw;
     busbw is that for broadcast (factor 1) and 0 for all_reduce (2(n-1)/n = 0)."""
-    from kernels.sweep.backends import SimBackend
-    from kernels.sweep.driver import SweepConfig, run_sweep
+    from synth.sweep.driver import SweepConfig, run_sweep
+    from synth.sweep.sim_backend import SimBackend
     cfg = SweepConfig(name, nranks=1, minbytes=1 << 20, maxbytes=1 << 20)
     (row,) = run_sweep(cfg, SimBackend(None), None).rows
     for res in (row.out_of_place, row.in_place):

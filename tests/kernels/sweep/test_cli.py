@@ -6,10 +6,10 @@ import importlib.util
 import json
 
 import pytest
-
 from _paths import FIXTURES
+
 import kernels.backends.executor
-from kernels.sweep.cli import main, parse_size
+from kernels.sweep.cli import main
 from synth.baselines import baseline
 from synth.ir.fabric import build_fabric
 from topo_probe.machines.generators import fully_connected
@@ -130,11 +130,6 @@ def test_cupy_backend_is_skipped_without_a_gpu(capsys):
     rc, out, err = _run(capsys, ["all_reduce", "-g", "2", "--backend", "cupy"])
     assert rc == 3 and err.startswith("sweep: skipped: cupy backend: CuPy is not installed")
     assert err.count("\n") == 1
-
-
-def test_parse_size():
-    assert [parse_size(s, "x") for s in ("8", "1K", "1k", "2M", "4G", "0.5K")] == [8, 1024, 1024, 2 << 20,
-                                                                                   4 << 30, 512]
 
 
 def test_json_output_and_schedule_file(capsys, tmp_path):

@@ -1,5 +1,6 @@
 """How ``simulate`` and ``sweep`` end when their reader goes away or they are interrupted: exit 0
-and no traceback on a closed stdout (``| head``), one line and exit 130 on Ctrl-C / SIGTERM."""
+and no traceback on a closed stdout (``| head``), one line and exit 130 on Ctrl-C / SIGTERM
+(``simulate``'s Ctrl-C: tests/synth/cli/test_simulate_exits.py)."""
 
 from __future__ import annotations
 
@@ -8,9 +9,9 @@ import sys
 
 import pytest
 
-from kernels.sweep import cli, simulate
+from kernels.sweep import cli
 
-SIMULATE = [sys.executable, "-c", "import sys; from kernels.sweep.simulate import main; sys.exit(main())",
+SIMULATE = [sys.executable, "-c", "import sys; from synth.cli.simulate import main; sys.exit(main())",
             "--topology", "dgx-a100", "--collective", "allreduce", "--baseline", "ring", "-b", "8", "-e", "1M"]
 SWEEP = [sys.executable, "-c", "import sys; from kernels.sweep.cli import main; sys.exit(main())",
          "all_reduce", "-b", "8", "-e", "64K", "-f", "2", "-g", "2", "-n", "2", "-w", "1"]
@@ -24,14 +25,6 @@ def test_closed_stdout_exits_0_without_traceback(command):
     _, err = p.communicate(timeout=120)
     assert "Traceback" not in err.decode(), err.decode()
     assert p.returncode == 0, err.decode()
-
-
-def test_simulate_interrupted_is_one_line(monkeypatch, capsys):
-    def interrupted(args):
-        raise KeyboardInterrupt("SIGINT")
-    monkeypatch.setattr(simulate, "run", interrupted)
-    assert simulate.main(["--topology", "dgx-a100", "--collective", "allreduce"]) == 130
-    assert capsys.readouterr().err.strip() == "simulate: interrupted"
 
 
 def test_sweep_interrupted_is_one_line(monkeypatch, capsys):

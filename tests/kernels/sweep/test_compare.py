@@ -6,9 +6,9 @@ import io
 import pytest
 
 from kernels.sweep.compare import CSV_COLUMNS, Series, _size_label, bound_series, csv_text, plot, series_from_rows
-from kernels.sweep.driver import Result, Row
 from synth.ir.fabric import build_fabric
 from synth.model.bounds import lower_bounds
+from synth.sweep.driver import Result, Row
 from topo_probe.load import load_topology
 
 

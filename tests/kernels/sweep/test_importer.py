@@ -4,14 +4,14 @@ import contextlib
 import io
 
 import pytest
+from _paths import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _paths import FIXTURES
 from kernels.sweep.backends import HostBackend
-from kernels.sweep.driver import Result, Row, SweepConfig, make_selector, run_sweep
 from kernels.sweep.importer import import_only, log_lines, parse_text, read_log
 from synth.formats.nccl_tests.writer import footer_lines, header_lines, preamble_lines, row_line
+from synth.sweep.driver import Result, Row, SweepConfig, make_selector, run_sweep
 from topo_probe.machines.generators import fully_connected
 
 FIXTURE = FIXTURES / "nccl_tests_allreduce_a100x8_single_process.txt"

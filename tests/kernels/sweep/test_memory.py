@@ -4,8 +4,8 @@ schedule's scratch (hand-computed here)."""
 
 import kernels.sweep.memory as memory
 from kernels.sweep.cli import main
-from kernels.sweep.table import entry
 from synth.ir.schedule import Schedule, Step, Transfer
+from synth.sweep.entries import entry
 
 
 def test_a_sweep_that_cannot_fit_is_refused_before_its_header(capsys, monkeypatch):

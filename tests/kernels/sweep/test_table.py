@@ -1,7 +1,7 @@
-"""kernels.sweep.table: counts, busbw factors, seeded data and the NumPy reference.
+"""kernels.sweep.table: seeded data and the NumPy reference (counts and busbw factors:
+tests/synth/sweep/test_entries.py).
 
-References are independent: hand-computed counts, nccl-tests' published bus-bandwidth formulas,
-the real A100 log's columns, and exact integer arithmetic in Python ints.
+References are independent: hand-written layouts and exact integer arithmetic in Python ints.
 """
 
 
@@ -10,56 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _paths import FIXTURES
-from kernels.sweep.table import TABLE, count_wrong, entry, init_data, reduce_arrays
+from kernels.sweep.table import count_wrong, expected, init_data, reduce_arrays
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, OP_NAMES, is_float, numpy_dtype
-
-FIXTURE = FIXTURES / "nccl_tests_allreduce_a100x8_single_process.txt"
-
-#: nccl-tests' bus bandwidth factors (README "Performance" section), written out by hand
-FACTORS = {"allreduce": lambda n: 2 * (n - 1) / n, "allgather": lambda n: (n - 1) / n,
-           "reducescatter": lambda n: (n - 1) / n, "alltoall": lambda n: (n - 1) / n,
-           "gather": lambda n: (n - 1) / n, "scatter": lambda n: (n - 1) / n,
-           "broadcast": lambda n: 1.0, "reduce": lambda n: 1.0}
-
-
-@pytest.mark.parametrize("name, size, itemsize, n, count, size_out", [
-    ("all_reduce", 1024, 4, 8, 256, 1024),
-    ("all_gather", 1024, 4, 8, 32, 1024),        # each rank sends 32, receives 256
-    ("reduce_scatter", 1024, 4, 8, 32, 1024),
-    ("alltoall", 1000, 1, 3, 333, 999),          # count/n per peer; size rounds down
-    ("gather", 8, 4, 8, 0, 0),                   # 2 elements cannot be cut into 8 blocks
-    ("scatter", 96, 2, 3, 16, 96),
-    ("broadcast", 10, 8, 4, 1, 8),
-    ("reduce", 7, 1, 2, 7, 7),
-])
-def test_counts_follow_nccl_tests(name, size, itemsize, n, count, size_out):
-    c = entry(name).counts(size, itemsize, n)
-    assert (c.count, c.size) == (count, size_out)
-    kin, kout = entry(name).blocks(n)
-    assert (c.send, c.recv) == (kin * count, kout * count)
-
-
-@pytest.mark.parametrize("name", sorted(TABLE))
-@pytest.mark.parametrize("n", [2, 3, 4, 8, 16])
-def test_busbw_factor_matches_published_formula(name, n):
-    assert TABLE[name].busbw_factor(n) == pytest.approx(FACTORS[name](n))
-
-
-def test_bandwidths_reproduce_every_row_of_the_a100_log():
-    rows = [ln.split() for ln in FIXTURE.read_text().splitlines() if ln.strip() and not ln.startswith("#")]
-    assert len(rows) == 30
-    for tok in rows:
-        size = int(tok[0])
-        for t, alg, bus in ((tok[5], tok[6], tok[7]), (tok[9], tok[10], tok[11])):
-            a, b = TABLE["allreduce"].bandwidths(size, float(t), 8)
-            # printed time has 4-5 significant digits, bandwidths 2 decimals
-            assert a == pytest.approx(float(alg), abs=0.006, rel=2e-3)
-            assert b == pytest.approx(float(bus), abs=0.006, rel=2e-3)
-
-
-def test_zero_time_gives_zero_bandwidth():
-    assert TABLE["allreduce"].bandwidths(1024, 0.0, 4) == (0.0, 0.0)
+from synth.sweep.entries import TABLE
 
 
 def test_init_data_is_a_function_of_seed_rank_index():
@@ -125,22 +78,22 @@ def _distinct(n, count, blocks):
 def test_expected_layouts_by_hand():
     n, c = 3, 2
     s = _distinct(n, c, 1)
-    ag = TABLE["allgather"].expected(s, c, "int64", "sum", n, None)
+    ag = expected(TABLE["allgather"], s, c, "int64", "sum", n, None)
     assert ag[1].tolist() == [0, 1, 1000, 1001, 2000, 2001]
-    g = TABLE["gather"].expected(s, c, "int64", "sum", n, 2)
+    g = expected(TABLE["gather"], s, c, "int64", "sum", n, 2)
     assert g[0] is None and g[1] is None and g[2].tolist() == ag[0].tolist()
-    b = TABLE["broadcast"].expected(s, c, "int64", "sum", n, 1)
+    b = expected(TABLE["broadcast"], s, c, "int64", "sum", n, 1)
     assert [x.tolist() for x in b] == [[1000, 1001]] * 3
-    r = TABLE["reduce"].expected(s, c, "int64", "max", n, 0)
+    r = expected(TABLE["reduce"], s, c, "int64", "max", n, 0)
     assert r[0].tolist() == [2000, 2001] and r[1] is None
-    ar = TABLE["allreduce"].expected(s, c, "int64", "sum", n, None)
+    ar = expected(TABLE["allreduce"], s, c, "int64", "sum", n, None)
     assert ar[2].tolist() == [3000, 3003]
     s3 = _distinct(n, c, n)
-    rs = TABLE["reducescatter"].expected(s3, c, "int64", "sum", n, None)
+    rs = expected(TABLE["reducescatter"], s3, c, "int64", "sum", n, None)
     assert rs[1].tolist() == [3000 + 3 * 2, 3000 + 3 * 3]
-    sc = TABLE["scatter"].expected(s3, c, "int64", "sum", n, 2)
+    sc = expected(TABLE["scatter"], s3, c, "int64", "sum", n, 2)
     assert sc[1].tolist() == [2002, 2003]
-    a2a = TABLE["alltoall"].expected(s3, c, "int64", "sum", n, None)
+    a2a = expected(TABLE["alltoall"], s3, c, "int64", "sum", n, None)
     # block s of rank d's output is block d of rank s's input
     assert a2a[1].tolist() == [2, 3, 1002, 1003, 2002, 2003]
 

@@ -9,8 +9,9 @@ from __future__ import annotations
 import pytest
 
 from kernels.sweep.cli import build_parser as sweep_parser
-from kernels.sweep.simulate import build_parser as simulate_parser
 from synth.cli.nccl_options import NCCL_TESTS_OPTIONS, given
+from synth.cli.nccl_options import parse_size as parse_size_flag
+from synth.cli.simulate import build_parser as simulate_parser
 from synth.formats.nccl_tests.sizes import parse_size
 
 #: nccl-tests' defaults, typed in from its source (not from our table)
@@ -57,3 +58,8 @@ def test_given_sees_short_long_and_glued_forms_and_stops_at_double_dash():
     assert given(["-g4"], "-g") and given(["--ngpus=4"], "-g") and given(["--ngpus", "4"], "-g")
     assert not given(["--", "-g", "4"], "-g") and not given(["-b", "8"], "-e")
     assert given(["--algo", "ring"], "--algo") and not given(["--algorithm"], "--algo")
+
+
+def test_size_flags_take_nccl_tests_suffixes():
+    assert [parse_size_flag(s, "x") for s in ("8", "1K", "1k", "2M", "4G", "0.5K")] == [8, 1024, 1024, 2 << 20,
+                                                                                         4 << 30, 512]

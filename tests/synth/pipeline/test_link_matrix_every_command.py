@@ -27,7 +27,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from kernels.sweep.cli import main as sweep_main
-from kernels.sweep.simulate import main as simulate_main
+from synth.cli.simulate import main as simulate_main
 from synth.ir.collectives import COLLECTIVES
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule

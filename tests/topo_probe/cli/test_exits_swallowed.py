@@ -31,7 +31,7 @@ def test_swallowed_interrupt_is_remembered_and_quiet(capsys):
 @pytest.mark.parametrize("module", ["simulate", "sweep"])
 def test_commands_end_as_interrupted_when_it_was_swallowed(monkeypatch, capsys, module):
     if module == "simulate":
-        from kernels.sweep import simulate as mod
+        from synth.cli import simulate as mod
 
         def body(args):
             _SignalledOnCollection()

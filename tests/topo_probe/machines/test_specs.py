@@ -120,7 +120,7 @@ def test_net_needs_nics_and_a_known_kind():
 
 
 def test_the_nccl_baseline_of_a_sweep_changes_with_the_network(capsys):
-    from kernels.sweep.simulate import main
+    from synth.cli.simulate import main
     base = ["--topology", "dgx-h100", "--nodes", "2", "--nics-per-node", "32", "--nic-gbps", "12.5",
             "--baseline", "nccl", "--collective", "allreduce", "-b", "64K", "-e", "64K"]
 

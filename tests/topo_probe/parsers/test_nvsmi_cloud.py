@@ -212,7 +212,7 @@ def test_commands_accept_the_cloud_captures(tmp_path, capsys):
     """topo-probe, simulate and synthesize take a contradictory capture like any other topology,
     and the simulated all_reduce over the all-SYS box is no faster than each GPU's one PCIe link
     allows: 2 x 7/8 x 4 MiB through 31.5 GB/s (Gen4 x16, the parser's stated assumption)."""
-    from kernels.sweep.simulate import main as simulate_main
+    from synth.cli.simulate import main as simulate_main
     from synth.cli.synthesize import main as synthesize_main
     from topo_probe.cli.main import main as topo_probe_main
     sys8 = str(FIXTURES / "nvsmi_cloud" / "rtx4090x8_all_sys_numa_0011.txt")

@@ -4,8 +4,7 @@ nccl-tests log, and the -J document against nccl-tests' JSON keys."""
 import json
 
 from _paths import FIXTURES
-from kernels.sweep.backends import Device
-from kernels.sweep.driver import Result, Row, SweepConfig, SweepSummary
+
 from synth.formats.nccl_tests.writer import (
     fmt_time,
     footer_lines,
@@ -16,6 +15,7 @@ from synth.formats.nccl_tests.writer import (
     row_line,
     write_json,
 )
+from synth.sweep.driver import Device, Result, Row, SweepConfig, SweepSummary
 
 FIXTURE = FIXTURES / "nccl_tests_allreduce_a100x8_single_process.txt"
 LINES = FIXTURE.read_text().splitlines()
@@ -92,7 +92,7 @@ def test_json_document_mirrors_nccl_tests(tmp_path):
 def test_the_nccl_algo_column_is_as_wide_as_its_longest_label():
     """Every extra cell ends where its header word ends, for the longest label the NCCL model can
     give (reference: the longest algorithm, protocol and channel count of its constants, by hand)."""
-    from kernels.sweep.backends import NCCL_ALGO_COLUMN
+    from synth.sweep.sim_backend import NCCL_ALGO_COLUMN
     columns = (("bound", "(us)"),) + NCCL_ALGO_COLUMN
     head, units = header_lines(columns)[2:]
     ok = Result(27.79, 0.0, 0.0, None)

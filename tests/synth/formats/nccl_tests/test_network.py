@@ -3,13 +3,12 @@ and simulate --import using it: a p5 log is modelled over EFA v2, not InfiniBand
 
 from __future__ import annotations
 
-
 import pytest
+from _paths import FIXTURES
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from _paths import FIXTURES
-from kernels.sweep.simulate import main
+from synth.cli.simulate import main
 from synth.formats.nccl_tests.network import network_of
 from synth.formats.nccl_tests.runs import parse_runs
 from synth.model.nccl.machine import NET_KINDS

@@ -3,8 +3,8 @@
 Like nccl-tests' ``common.cu``: for every data type, reduction and root it walks the sizes
 ``minbytes, minbytes*f, ...`` (or ``+ stepbytes``) up to ``maxbytes`` and for each size runs
 the collective out of place and in place, reporting one :class:`Row`.  What "running" means
-is the backend's business (:mod:`kernels.sweep.backends`); which schedule runs at a size is
-the :class:`~synth.plan.selector.ScheduleSelector`'s (``--algo``).
+is the backend's business (:mod:`synth.sweep.sim_backend`, :mod:`kernels.sweep.backends`);
+which schedule runs at a size is the :class:`~synth.plan.selector.ScheduleSelector`'s (``--algo``).
 
 >>> sweep_sizes(8, 64, 1, 2)
 [8, 16, 32, 64]
@@ -17,11 +17,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from kernels.sweep.table import Entry, entry
-from synth.formats.nccl_tests.conventions import DTYPE_BYTES, OP_NAMES, nccl_dtype
+from synth.formats.nccl_tests.conventions import DTYPE_BYTES, OP_NAMES, Counts, nccl_dtype
 from synth.formats.nccl_tests.sizes import size_sweep
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
+from synth.sweep.entries import Entry, entry
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 from topo_probe.topology.model import Topology
 
@@ -101,6 +101,40 @@ class Row:
     extras: tuple[str, ...] = ()
 
 
+@dataclass(frozen=True)
+class Case:
+    """One measurement: collective entry, ranks, counts, type, op, root, placement, schedule
+    and the nccl-tests loop parameters (iters, warmup, check iterations, average mode)."""
+
+    entry: Entry
+    nranks: int
+    counts: Counts
+    dtype: str
+    op: str
+    root: int | None
+    inplace: bool
+    schedule: Schedule | None
+    iters: int = 20
+    warmup: int = 5
+    check: int = 1
+    average: int = 1
+    #: NCCL itself runs here (``--algo nccl`` or a plan entry ``nccl``); ``schedule`` is the fallback
+    nccl: bool = False
+
+
+@dataclass(frozen=True)
+class Device:
+    """One ``#  Rank r Group g Pid p on host device d [bus] info`` line."""
+
+    rank: int
+    pid: int
+    hostname: str
+    device: int
+    bus: str
+    info: str
+    group: int = 0
+
+
 @dataclass
 class SweepSummary:
     """All rows, the number of failing results (nccl-tests' "Out of bounds values") and the
@@ -150,11 +184,10 @@ RowCallback = Callable[[Row], None]
 def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = None) -> SweepSummary:
     """Run the sweep: one :class:`Row` per (type, op, root, size), streamed to ``on_row``.
 
-    ``backend`` implements ``measure(case) -> (time_us, wrong or None)`` (see
+    ``backend`` implements ``measure(case) -> (time_us, wrong or None)`` for a :class:`Case`
+    and ``devices(n, topology) -> [Device]`` (see :mod:`synth.sweep.sim_backend`,
     :mod:`kernels.sweep.backends`); ``selector`` (:func:`make_selector`) picks the schedule per size.
     """
-    from kernels.sweep.backends import Case
-
     summary = SweepSummary()
     ent = cfg.entry
     sizes = cfg.sizes()
@@ -182,3 +215,7 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
                     if on_row is not None:
                         on_row(row)
     return summary
+
+
+__all__ = ["Case", "Device", "Result", "Row", "RowCallback", "SweepConfig", "SweepSummary", "choice_at", "make_selector",
+           "run_sweep", "schedule_at", "sweep_sizes"]

@@ -1,5 +1,5 @@
-"""``simulate``: the sweep's ``sim`` backend under its own name, with the lower bound beside
-every row.
+"""``simulate``: the sweep's ``sim`` backend (:mod:`synth.sweep.sim_backend`) under its own name,
+with the lower bound beside every row.
 
 Usage::
 
@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 
-from synth.cli.nccl_options import add_nccl_tests_options, given
+from synth.cli.nccl_options import add_nccl_tests_options, given, make_config, parse_int
 from synth.ir.collectives import ROOTED, canonical
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -72,9 +72,9 @@ def _imported(args) -> tuple[object, dict[int, float]] | None:
 
 
 def _config(args, n: int):
-    """The :class:`SweepConfig` of the flags: the sweep's own parsing (:func:`kernels.sweep.cli.make_config`),
-    the float8 types included (modelled, not run), nothing validated (``-c`` is 0)."""
-    from kernels.sweep.cli import make_config
+    """The :class:`~synth.sweep.driver.SweepConfig` of the flags: the sweep's own parsing
+    (:func:`synth.cli.nccl_options.make_config`), the float8 types included (modelled, not run),
+    nothing validated (``-c`` is 0)."""
     if args.collective is None:
         raise UsageError("the following arguments are required: --collective (or --import LOG)")
     name = canonical(args.collective)
@@ -116,8 +116,8 @@ def _check_ranks(args, run, topo) -> None:
 
 def _log_sizes(run, cfg) -> tuple[int, ...]:
     """The log's sizes that the sweep reproduces exactly (whole elements per block)."""
-    from kernels.sweep.table import entry
     from synth.formats.nccl_tests.conventions import numpy_dtype
+    from synth.sweep.entries import entry
     e, item = entry(cfg.collective), numpy_dtype(cfg.dtypes[0]).itemsize
     return tuple(r.size for r in run.rows if r.size > 0 and e.counts(r.size, item, cfg.nranks).size == r.size)
 
@@ -136,9 +136,9 @@ def _check_schedule_file(sel, args, topo, name: str) -> None:
 
 def run(args) -> list[str]:
     """The output lines for parsed ``args`` (raises UsageError / TopocollError on bad input)."""
-    from kernels.sweep.backends import SimBackend
-    from kernels.sweep.driver import make_selector, run_sweep
     from synth.formats.nccl_tests import writer
+    from synth.sweep.driver import make_selector, run_sweep
+    from synth.sweep.sim_backend import SimBackend
     from topo_probe.cli.options import apply_machine_arguments
     from topo_probe.load import load_topology, parse_gpu_list
 
@@ -146,9 +146,10 @@ def run(args) -> list[str]:
     topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus is not None else None)
     topo = _first_ranks(apply_machine_arguments(topo, args), args.ngpus)
     if args.output_file:
-        from kernels.sweep.output_paths import check_output_paths
-        args.plot = args.csv = None
-        check_output_paths(args)
+        from pathlib import Path
+
+        from synth.sweep.output_file import check_output_file
+        check_output_file("-J", Path(args.output_file))
     imported = _imported(args)
     cfg = _config(args, topo.num_gpus)
     if imported is not None:
@@ -203,10 +204,7 @@ def _first_ranks(topo, ngpus: str | None):
     """``-g G``: the topology's first ``G`` GPUs (at least 2: the model times a collective)."""
     if ngpus is None:
         return topo
-    try:
-        g = int(ngpus, 0)
-    except ValueError:
-        raise UsageError(f"invalid number of GPUs (-g): {ngpus!r} is not an integer") from None
+    g = parse_int(ngpus, "number of GPUs (-g)")
     if not 2 <= g <= topo.num_gpus:
         raise UsageError(f"invalid number of GPUs: -g {g}; topology {topo.name!r} has {topo.num_gpus} "
                          f"(the model needs at least 2)")

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pytest
 from _paths import FIXTURES, ROOT
 
-from kernels.sweep.simulate import main
 from synth.baselines import baseline
+from synth.cli.simulate import main
 from synth.ir.fabric import build_fabric
 from synth.model.cost import CostModel
 from topo_probe.machines.presets import get_preset

@@ -1,9 +1,12 @@
-"""kernels.sweep.driver: nccl-tests' size loop, row arithmetic and the schedule choice per size."""
+"""synth.sweep.driver: nccl-tests' size loop, row arithmetic and the schedule choice per size."""
 
 import pytest
 
-from kernels.sweep.backends import SimBackend
-from kernels.sweep.driver import (
+from synth.baselines import BASELINES, baseline
+from synth.ir.fabric import build_fabric
+from synth.model.cost import CostModel
+from synth.plan.size_plan import Plan, PlanEntry
+from synth.sweep.driver import (
     Result,
     Row,
     SweepConfig,
@@ -13,10 +16,7 @@ from kernels.sweep.driver import (
     schedule_at,
     sweep_sizes,
 )
-from synth.baselines import BASELINES, baseline
-from synth.ir.fabric import build_fabric
-from synth.model.cost import CostModel
-from synth.plan.size_plan import Plan, PlanEntry
+from synth.sweep.sim_backend import SimBackend
 from topo_probe.errors import InvalidArgument, ScheduleInvalid, UnsupportedCollective
 from topo_probe.load import load_topology
 from topo_probe.machines.generators import fully_connected, ring
