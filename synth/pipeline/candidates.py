@@ -76,8 +76,10 @@ def curves(fabric: Fabric, coll: str, root: int | None, res, cost, notes: list[s
 
 
 def sat_pareto(fabric: Fabric, coll: str, root: int | None, opts, save,
-               prog: RunProgress) -> tuple[list, float, str]:
-    """CP-SAT's latency-bandwidth frontier (``save(S, R, C, schedule)`` hears each point as it is found)."""
+               prog: RunProgress, budget=None) -> tuple[list, float, str]:
+    """CP-SAT's latency-bandwidth frontier (``save(S, R, C, schedule)`` hears each point as it is found),
+    within ``opts.time_limit_s`` clock seconds of ``budget`` (a :class:`synth.solve.budget.SolveBudget`;
+    None: a fresh one)."""
     if fabric.num_ranks > opts.max_sat_ranks:
         return [], 0.0, f"step synthesis skipped: {fabric.num_ranks} ranks > {opts.max_sat_ranks}"
     from synth.solve.sat.search import pareto
@@ -86,28 +88,28 @@ def sat_pareto(fabric: Fabric, coll: str, root: int | None, opts, save,
         with prog.solver_status() as report:
             points = pareto(fabric, coll, root=root, max_steps=opts.max_sat_steps, max_chunks=opts.max_sat_chunks,
                             time_limit_per_instance_s=max(1.0, opts.time_limit_s / 4),
-                            total_time_limit_s=opts.time_limit_s, on_point=save, on_status=report)
+                            total_time_limit_s=opts.time_limit_s, on_point=save, on_status=report, budget=budget)
     except (SynthesisTimeout, SynthesisInfeasible) as e:
         return [], time.perf_counter() - t0, f"step synthesis found nothing: {e}"
     return points, time.perf_counter() - t0, ""
 
 
-def bwopt(fabric: Fabric, coll: str, root: int | None, opts) -> tuple[Schedule | None, float, str]:
-    """The bandwidth-optimal schedule for the links' nominal capacities."""
+def bwopt(fabric: Fabric, coll: str, root: int | None, opts, budget=None) -> tuple[Schedule | None, float, str]:
+    """The bandwidth-optimal schedule for the links' nominal capacities (solved on ``budget``'s clock)."""
     if coll not in BWOPT_COLLECTIVES and not (coll == "alltoall" and fabric.shape is not None):
         return None, 0.0, ("bandwidth-optimal method covers allgather, reducescatter, allreduce, broadcast, reduce "
                            "(and alltoall on clusters of identical hosts)")
     from synth.solve.bwopt.optimal import bandwidth_optimal
     t0 = time.perf_counter()
     try:
-        s = bandwidth_optimal(fabric, coll, root=root, time_limit_s=opts.time_limit_s)
+        s = bandwidth_optimal(fabric, coll, root=root, time_limit_s=opts.time_limit_s, budget=budget)
     except TopocollError as e:
         return None, time.perf_counter() - t0, f"bandwidth-optimal method failed: {e}"
     return s, time.perf_counter() - t0, ""
 
 
 def bwopt_effective(fabric: Fabric, coll: str, root: int | None, opts,
-                    nominal: Schedule | None = None) -> tuple[Schedule | None, float, str]:
+                    nominal: Schedule | None = None, budget=None) -> tuple[Schedule | None, float, str]:
     """The bandwidth-optimal method for the links' *effective* capacities (the cost model's
     per-kind efficiencies): a different optimum only where link kinds of different efficiency
     meet (PCIe next to the CPU link, NVLink next to a NIC).  On a cluster of hosts it is left
@@ -131,7 +133,8 @@ def bwopt_effective(fabric: Fabric, coll: str, root: int | None, opts,
                                                 "effective capacities too: the same bandwidth optimum as bwopt")
     from synth.solve.bwopt.optimal import bandwidth_optimal
     try:
-        s = bandwidth_optimal(fabric, coll, root=root, time_limit_s=opts.time_limit_s, efficiency=params)
+        s = bandwidth_optimal(fabric, coll, root=root, time_limit_s=opts.time_limit_s, efficiency=params,
+                              budget=budget)
     except TopocollError as e:
         return None, time.perf_counter() - t0, f"bandwidth-optimal method (effective capacities) failed: {e}"
     return s, time.perf_counter() - t0, ""

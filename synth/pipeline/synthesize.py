@@ -134,9 +134,10 @@ def schedule_file(name: str, s: Schedule) -> str:
 
 
 def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, workdir: Path,
-                          prog: RunProgress | None = None) -> CollectiveResult:
+                          prog: RunProgress | None = None, budget=None) -> CollectiveResult:
     """All candidates for one collective, saved under ``workdir/schedules`` as they appear;
-    ``prog`` times the stages (its ``collective_stages(coll)``)."""
+    ``prog`` times the stages (its ``collective_stages(coll)``); the solvers charge ``budget`` (a
+    :class:`synth.solve.budget.SolveBudget`; None: a fresh one per solver call)."""
     from synth.solve.bounds_cache import fabric_bounds
     root = opts.root if coll in ROOTED else None
     CollectiveSpec(coll, fabric.num_ranks, 1, root)  # validates root
@@ -160,16 +161,16 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
         save(f"{coll}-{name}", s)
     with prog.stage("pareto", coll):
         pareto_points, pareto_s, pareto_note = sat_pareto(
-            fabric, coll, root, opts, lambda S, R, C, s: save(f"{coll}-sat-S{S}-R{R}-C{C}", s), prog)
+            fabric, coll, root, opts, lambda S, R, C, s: save(f"{coll}-sat-S{S}-R{R}-C{C}", s), prog, budget)
     for S, R, C, s in pareto_points:
         if f"{coll}-sat-S{S}-R{R}-C{C}" not in res.schedules:
             save(f"{coll}-sat-S{S}-R{R}-C{C}", s)
     with prog.stage("bwopt", coll):
-        bw, bw_s, bw_note = bwopt(fabric, coll, root, opts)
+        bw, bw_s, bw_note = bwopt(fabric, coll, root, opts, budget)
     if bw is not None:
         save(f"{coll}-bwopt", bw)
     with prog.stage("bwopt_effective", coll):
-        bwe, bwe_s, bwe_note = bwopt_effective(fabric, coll, root, opts, bw)
+        bwe, bwe_s, bwe_note = bwopt_effective(fabric, coll, root, opts, bw, budget)
     if bwe is not None:
         save(f"{coll}-bwopt-effective", bwe)
     with prog.stage("bounds", coll):
@@ -353,17 +354,19 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
     collective's record and the summary get ``stages`` (seconds per stage).  Returns the summary
     and the report's text with its wall-clock times marked (:mod:`synth.pipeline.wall_clock`)."""
     from synth.pipeline.report import write_report
+    from synth.solve.budget import SolveBudget
     from topo_probe.topology.host_assumption import host_assumption_line
     from topo_probe.topology.serialize import save_topology
     (work / "schedules").mkdir()
     t0 = time.perf_counter() - fabric_s
     results: dict[str, CollectiveResult] = {}
+    budget = SolveBudget()                  # the run's deterministic solver clock, handed to every solve
     with RunProgress(opts.collectives, opts.progress, opts.verbose, opts.log) as prog, PausedCollector() as gcp:
         prog.run_wide["fabric"] = fabric_s
         for coll in opts.collectives:
             opts.log(f"{coll}: synthesizing on {fabric.describe()}")
             t = time.perf_counter()
-            results[coll] = synthesize_collective(fabric, coll, opts, work, prog)
+            results[coll] = synthesize_collective(fabric, coll, opts, work, prog, budget)
             gcp.checkpoint()
             results[coll].summary["total_s"] = round(time.perf_counter() - t, 3)
         with prog.stage("plan"):

@@ -14,13 +14,18 @@ main thread waits in short, interruptible joins, and when a signal handler raise
 ``KeyboardInterrupt``) asks the solver to stop (``stop_search`` / ``InterruptSolve``), waits
 for it (milliseconds) and re-raises.  Afterwards it re-installs the Python-level handlers of
 SIGINT and SIGTERM at the C level, in case a solver changed them behind Python's back.
+Each solve charges the :class:`synth.solve.budget.SolveBudget` its caller hands in; this module
+keeps no state of its own.
 """
 
 from __future__ import annotations
 
 import signal
 import threading
-from typing import Callable, TypeVar
+from typing import TYPE_CHECKING, Callable, TypeVar
+
+if TYPE_CHECKING:
+    from synth.solve.budget import SolveBudget
 
 T = TypeVar("T")
 
@@ -28,17 +33,16 @@ T = TypeVar("T")
 POLL_S = 0.2
 
 
-def solve_cp_sat(solver, model) -> int:
+def solve_cp_sat(solver, model, budget: "SolveBudget") -> int:
     """``solver.solve(model)`` (a ``cp_model.CpSolver``), stoppable by a signal; returns the status
-    and advances :mod:`synth.solve.clock` by the solve's deterministic time (and counts the solve in
-    :func:`synth.solve.clock.wall_stops` when its wall-clock safety limit, not its deterministic
-    budget, ended it)."""
-    from synth.solve.clock import charge, note_wall_stop
+    and advances ``budget`` (a :class:`synth.solve.budget.SolveBudget`) by the solve's
+    deterministic time (and counts the solve in its ``wall_stops`` when its wall-clock safety
+    limit, not its deterministic budget, ended it)."""
     solver.parameters.catch_sigint_signal = False
     status = run_stoppable(lambda: solver.solve(model), solver.stop_search)
-    charge(solver.deterministic_time)
+    budget.charge(solver.deterministic_time)
     if _wall_stopped(solver, status):
-        note_wall_stop()
+        budget.note_wall_stop()
     return status
 
 
@@ -51,11 +55,12 @@ def _wall_stopped(solver, status: int) -> bool:
     return solver.deterministic_time < 0.99 * solver.parameters.max_deterministic_time
 
 
-def solve_lp(lp) -> int:
-    """``lp.Solve()`` (a ``pywraplp.Solver``), stoppable by a signal; returns the result status."""
-    from synth.solve.clock import LP_ITERATION_S, charge
+def solve_lp(lp, budget: "SolveBudget") -> int:
+    """``lp.Solve()`` (a ``pywraplp.Solver``), stoppable by a signal; returns the result status
+    and advances ``budget`` by :data:`synth.solve.budget.LP_ITERATION_S` per simplex iteration."""
+    from synth.solve.budget import LP_ITERATION_S
     status = run_stoppable(lp.Solve, lp.InterruptSolve)
-    charge(LP_ITERATION_S * lp.iterations())
+    budget.charge(LP_ITERATION_S * lp.iterations())
     return status
 
 

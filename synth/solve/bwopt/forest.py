@@ -8,7 +8,7 @@ from fractions import Fraction
 import numpy as np
 
 from synth.ir.fabric import Fabric
-from synth.solve import clock
+from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.bwopt.staging import Staged, fits, stage
 from synth.solve.bwopt.tree_batch import Batch, Bundle, dive_batch, integer_batch, rational_batch
 from synth.solve.bwopt.tree_symmetry import permute_tree, symmetric_pool, symmetries, transversal
@@ -81,8 +81,10 @@ def ring_chains(model: ChannelModel, sources: list[int]) -> dict[int, list[tuple
 class Forest:
     """One collective's trees on one orientation: LP packing, tree pool, whole-chunk batch, steps."""
 
-    def __init__(self, fabric: Fabric, reverse: bool, sources: list[int], efficiency=None) -> None:
+    def __init__(self, fabric: Fabric, reverse: bool, sources: list[int], efficiency=None,
+                 budget: SolveBudget | None = None) -> None:
         self.model = ChannelModel(fabric, reverse, efficiency)
+        self.budget = budget_or_new(budget)     # the clock every solve of this forest charges
         self.sources = sources
         self.packing: Packing | None = None
         self.target: Fraction | None = None
@@ -96,20 +98,20 @@ class Forest:
         self.solve_s = 0.0
 
     def solve(self, bound: Fraction | None, max_chunks: int, time_limit_s: float) -> None:
-        """LP packing, tree pool, whole chunk counts, then balanced steps."""
-        t0 = clock.now()
+        """LP packing, tree pool, whole chunk counts, then balanced steps, within ``time_limit_s``
+        clock seconds of the forest's budget."""
+        window = self.budget.window(time_limit_s)
         target_rate = float(1 / bound) if bound else None
         self.packing = pack_trees(self.model, self.sources, time_limit_s=0.5 * time_limit_s,
-                                  target_rate=target_rate)
+                                  target_rate=target_rate, budget=self.budget)
         lp = 1.0 / self.packing.rate
         near = bound is not None and lp <= float(bound) * (1 + 1e-7)
         self.target = bound if near else Fraction(lp).limit_denominator(10**4)
         self.pool = self._pool()
-        left = lambda: time_limit_s - (clock.now() - t0)  # noqa: E731
-        self.batch = self._integer(batch_limit(self.target, max_chunks), max(1.0, 0.4 * left()))
-        self.staged = stage(self.model, self._stage_bundles(), self.batch, max(1.0, left()), self.chains,
-                             self.packing.upper)
-        self.solve_s = clock.now() - t0
+        self.batch = self._integer(batch_limit(self.target, max_chunks), max(1.0, 0.4 * window.left_s()))
+        self.staged = stage(self.model, self._stage_bundles(), self.batch, max(1.0, window.left_s()), self.chains,
+                            self.packing.upper, self.budget)
+        self.solve_s = window.spent_s()
 
     def _pool(self) -> dict[int, list[tuple[int, ...]]]:
         """Trees for the whole-chunk search: the LP's trees and their images under the fabric's
@@ -142,7 +144,7 @@ class Forest:
     def _integer(self, max_chunks: int, time_limit_s: float) -> Batch:
         """Whole chunk counts: symmetric bundles first (when there are), then per-tree, then the LP's
         weights as exact fractions, then diving."""
-        t0 = clock.now()
+        window = self.budget.window(time_limit_s)
         exact_ = lambda b: Fraction(b.rounds, b.chunks) <= self.target  # noqa: E731
         best = None
         if self.orbit:            # shallowest trees first: fewer steps later
@@ -152,14 +154,13 @@ class Forest:
                 if not some or len({s for b in some for s, _ in b}) < len(self.sources):
                     continue
                 got = integer_batch(self.model, self.packing, self.target, max_chunks=max_chunks,
-                                    time_limit_s=max(1.0, time_limit_s / 8), bundles=some)
+                                    time_limit_s=max(1.0, time_limit_s / 8), bundles=some, budget=self.budget)
                 if best is None or Fraction(got.rounds, got.chunks) < Fraction(best.rounds, best.chunks):
                     best = got
                 if exact_(best):
                     return best
-        left = time_limit_s - (clock.now() - t0)
         plain = integer_batch(self.model, self.packing, self.target, max_chunks=max_chunks,
-                              time_limit_s=left / 2, pool=self.pool)
+                              time_limit_s=window.left_s() / 2, pool=self.pool, budget=self.budget)
         if best is None or Fraction(plain.rounds, plain.chunks) < Fraction(best.rounds, best.chunks):
             best = plain
         if not exact_(best):      # the LP's own weights as exact fractions: a batch of their common denominator
@@ -169,10 +170,10 @@ class Forest:
         sizes = sorted(range(1, max_chunks + 1), key=lambda c: (Fraction(math.ceil(c * self.target), c), c))
         for c in sizes[:4]:
             rounds = math.ceil(c * self.target)
-            left = time_limit_s - (clock.now() - t0)
+            left = window.left_s()
             if Fraction(rounds, c) >= Fraction(best.rounds, best.chunks) or left < 1:
                 break
-            dived = dive_batch(self.model, self.packing, c, rounds, time_limit_s=left / 2)
+            dived = dive_batch(self.model, self.packing, c, rounds, time_limit_s=left / 2, budget=self.budget)
             if dived is not None:
                 return dived
         return best

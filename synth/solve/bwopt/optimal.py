@@ -36,7 +36,8 @@ between the phases), broadcast (trees from the root) and reduce (reversed).
 
 Determinism
 -----------
-Every budget (``time_limit_s``) is on :mod:`synth.solve.clock`, which counts solver work, not
+Every budget (``time_limit_s``) is on the clock of one :class:`synth.solve.budget.SolveBudget`
+(the caller's ``budget``, else a fresh one per call), which counts solver work, not
 wall time: the same fabric gives the same schedule on every run and machine.  CP-SAT's
 wall-clock limit is only a safety net; when it ends a search, ``meta["wall_limit_hit"]`` says so.
 
@@ -60,7 +61,7 @@ import numpy as np
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
-from synth.solve import clock
+from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.bwopt.bandwidth_term import bandwidth_term, lockstep_bandwidth_term
 from synth.solve.bwopt.forest import Forest
 from synth.solve.bwopt.staging import Staged, staging_meta
@@ -138,7 +139,7 @@ def _steps(fabric: Fabric, model: ChannelModel, phases: list[list[list[Transfer]
 
 # ---------------------------------------------------------------------------- public entry
 def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = None, max_chunks: int = 32,
-                      time_limit_s: float = 240.0, efficiency=None, method: str = "auto") -> Schedule:
+                      time_limit_s: float = 240.0, efficiency=None, method: str = "auto", budget=None) -> Schedule:
     """A verified schedule whose bandwidth term reaches the LP optimum (the cut bound where the
     fabric's routes allow it).
 
@@ -156,8 +157,9 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         and 6 links per pair needs 38), else the common denominator of the LP's weights; step
         balancing may double it (allreduce: the lcm of its two phases' batches).
     time_limit_s : float
-        Budget (s) for the LPs and the whole-chunk search; on expiry the best schedule so far
-        is returned and ``meta["lp_optimal"]`` says whether the tree LP was proven optimal.
+        Budget (s, on the clock of ``budget``, a :class:`~synth.solve.budget.SolveBudget`, else a
+        fresh one) for the LPs and the whole-chunk search; on expiry the best schedule so far is
+        returned and ``meta["lp_optimal"]`` says whether the tree LP was proven optimal.
     method : {"auto", "trees", "hierarchical"}
         ``trees``: the LP tree packing below on the whole fabric.  ``hierarchical``: on a
         cluster of identical hosts (``fabric.shape``), :func:`synth.solve.cluster.compose.hierarchical`
@@ -185,7 +187,7 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
         ``ratio_to_bound``, ``solve_s``, exact values as strings, ``lockstep_rounds_per_block``
         (:func:`lockstep_bandwidth_term`), ``batch_chunks``, ``trees``, ``max_depth``;
         ``wall_limit_hit`` (present only then) when a wall-clock safety limit, not the
-        deterministic budget (:mod:`synth.solve.clock`), ended a search: a re-run may differ.
+        deterministic budget (:mod:`synth.solve.budget`), ended a search: a re-run may differ.
 
     Raises
     ------
@@ -194,10 +196,10 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
     SynthesisInfeasible
         A source cannot reach every rank over the fabric's channels.
     """
-    t0, c0, w0 = time.monotonic(), clock.now(), clock.wall_stops()
-    name = canonical(collective)
-    n = fabric.num_ranks
-    got = _by_method(fabric, name, method, efficiency, max_chunks, time_limit_s, root)
+    t0, budget = time.monotonic(), budget_or_new(budget)
+    window, w0 = budget.window(time_limit_s), budget.wall_stops
+    name, n = canonical(collective), fabric.num_ranks
+    got = _by_method(fabric, name, method, efficiency, max_chunks, time_limit_s, root, budget)
     if got is not None:
         return got
     root = _checked_root(name, n, root, max_chunks)
@@ -208,15 +210,14 @@ def bandwidth_optimal(fabric: Fabric, collective: str, *, root: int | None = Non
                         fabric.fingerprint, {"method": "lp-trees", "achieved_rounds_per_block": 0.0,
                                              "achieved_exact": "0", "ratio_to_bound": None})
     efficiency = getattr(efficiency, "efficiency", efficiency)      # a CostParams works too
-    fw, rv = _solved_forests(fabric, name, root, sources, efficiency, max_chunks, time_limit_s, c0)
+    fw, rv = _solved_forests(fabric, name, root, sources, efficiency, max_chunks, window)
     forests = [f for f in (rv, fw) if f]
     sched = _tree_schedule(fabric, name, root if rooted else None, _common_batch(forests), rv, fw)
     from synth.ir.verifier import check
     check(sched, fabric)
     meta = _meta(sched, fabric, name, root, forests, fw, time.monotonic() - t0)
-    if clock.wall_stops() > w0:             # a safety net fired: this answer may differ on a re-run
-        meta["wall_limit_hit"] = True
-    return sched.with_(meta=meta)
+    hit = {"wall_limit_hit": True} if budget.wall_stops > w0 else {}   # a safety net fired: a re-run may differ
+    return sched.with_(meta={**meta, **hit})
 
 
 def _tree_schedule(fabric: Fabric, name: str, root: int | None, c: int, rv: Forest | None,
@@ -231,14 +232,14 @@ def _tree_schedule(fabric: Fabric, name: str, root: int | None, c: int, rv: Fore
 
 
 def _by_method(fabric: Fabric, name: str, method: str, efficiency, max_chunks: int,
-               time_limit_s: float, root: int | None) -> Schedule | None:
+               time_limit_s: float, root: int | None, budget: SolveBudget) -> Schedule | None:
     """The cluster schedule ``method`` asks for (None: pack trees); refuses an unknown method and
     what neither method covers."""
     n = fabric.num_ranks
     if method not in ("auto", "trees", "hierarchical"):
         raise InvalidArgument(f"bandwidth_optimal: method must be auto, trees or hierarchical, got {method!r}")
     if method != "trees" and fabric.shape is not None and fabric.shape.hosts > 1:
-        got = _on_cluster(fabric, name, method, max_chunks, time_limit_s, root, efficiency)
+        got = _on_cluster(fabric, name, method, max_chunks, time_limit_s, root, efficiency, budget)
         if got is not None:
             return got
     if method == "hierarchical" or (fabric.shape is not None and n > TREES_MAX_RANKS):
@@ -266,19 +267,20 @@ def _checked_root(name: str, n: int, root: int | None, max_chunks: int) -> int |
 
 
 def _solved_forests(fabric: Fabric, name: str, root: int | None, sources: list[int], efficiency,
-                    max_chunks: int, time_limit_s: float, t0: float) -> tuple[Forest | None, Forest | None]:
+                    max_chunks: int, window) -> tuple[Forest | None, Forest | None]:
     """(forward forest, reverse forest) of ``name``'s phases (None where it has no such phase),
-    each solved; the reverse trees first try mirroring the forward ones (``t0``: the start on
-    :mod:`synth.solve.clock`)."""
+    each solved; the reverse trees first try mirroring the forward ones (``window``: the call's
+    :class:`synth.solve.budget.Window` of ``time_limit_s`` clock seconds)."""
     rooted = name in ("broadcast", "reduce")
-    fw = Forest(fabric, False, sources, efficiency) if name in ("allgather", "broadcast", "allreduce") else None
-    rv = Forest(fabric, True, sources, efficiency) if name in ("reducescatter", "reduce", "allreduce") else None
+    time_limit_s, budget = window.limit_s, window.budget
+    fw = Forest(fabric, False, sources, efficiency, budget) if name in ("allgather", "broadcast", "allreduce") else None
+    rv = Forest(fabric, True, sources, efficiency, budget) if name in ("reducescatter", "reduce", "allreduce") else None
     bound = (lambda what: None) if efficiency else (lambda what: _bound(fabric, what, root))  # noqa: E731
-    mirror = fw or Forest(fabric, False, sources, efficiency)     # reduce trees: try mirrored ones first
+    mirror = fw or Forest(fabric, False, sources, efficiency, budget)     # reduce trees: try mirrored ones first
     mirror.solve(bound("allgather" if not rooted else "broadcast"), max_chunks, time_limit_s / (2 if rv else 1))
     if rv and not rv.reuse(mirror):
         rv.solve(bound("reducescatter" if not rooted else "reduce"), max_chunks,
-                 max(5.0, time_limit_s - (clock.now() - t0)))
+                 max(5.0, window.left_s()))
     return fw, rv
 
 
@@ -294,41 +296,41 @@ def _common_batch(forests: list[Forest]) -> int:
 
 
 def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_limit_s: float, root: int | None,
-                efficiency) -> Schedule | None:
+                efficiency, budget: SolveBudget) -> Schedule | None:
     """The structured methods of :func:`bandwidth_optimal` on a cluster of identical hosts (None:
     the collective has none): the AllToAll LP, or the hierarchy, compared with the tree packing
     on clusters of at most :data:`TREES_MAX_RANKS` ranks where the hierarchy is not within
     :data:`HIERARCHY_GOOD` of its certified bound (at the effective capacities of
     ``efficiency``, a ``CostParams``, where given)."""
-    t0 = clock.now()
+    window = budget.window(time_limit_s)
     if name == "alltoall":
         return cluster_alltoall(fabric, time_limit_s=time_limit_s) if efficiency is None else None
     if name not in HIERARCHICAL + ROOTED:
         return None
     params = _as_params(efficiency)
     eff = params.efficiency if params is not None else None
-    budget = min(60.0, time_limit_s / 2)
+    share = min(60.0, time_limit_s / 2)
     if name in ROOTED:
         root = _checked_root(name, fabric.num_ranks, root, max_chunks)
         try:
-            hier = hierarchical_rooted(fabric, name, root, efficiency=eff, time_limit_s=budget)
+            hier = hierarchical_rooted(fabric, name, root, efficiency=eff, time_limit_s=share, budget=budget)
         except UnsupportedCollective:            # hosts not joined pairwise: the tree packing, if any
             return None
     else:
-        hier = hierarchical(fabric, name, efficiency=eff, time_limit_s=budget)
+        hier = hierarchical(fabric, name, efficiency=eff, time_limit_s=share, budget=budget)
     hier = hier.with_(meta={**hier.meta, "optimized_for": "effective" if eff else "nominal"})
     if method == "hierarchical" or fabric.num_ranks > TREES_MAX_RANKS:
         return hier
     achieved = float(bandwidth_term(hier, fabric, eff))
     if achieved <= HIERARCHY_GOOD * float(cut_bound(fabric, name, root, params)):
         return hier
-    certified = certified_bound(fabric, name, root, params)
+    certified = certified_bound(fabric, name, root, params, budget)
     hier = hier.with_(meta={**hier.meta, "certified_bound": certified,
                             "ratio_to_certified_bound": achieved / certified if certified else None})
     if achieved <= HIERARCHY_GOOD * certified:
         return hier
     trees = bandwidth_optimal(fabric, name, root=root, max_chunks=max_chunks, method="trees", efficiency=efficiency,
-                              time_limit_s=max(5.0, time_limit_s - (clock.now() - t0)))
+                              time_limit_s=max(5.0, window.left_s()), budget=budget)
     return min((hier, trees), key=lambda s: bandwidth_term(s, fabric, eff))
 
 

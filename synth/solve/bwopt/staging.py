@@ -19,7 +19,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from synth.solve import clock
+from synth.solve.budget import SolveBudget, budget_or_new, limit_cp_sat
 from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
@@ -118,7 +118,7 @@ def _whole_rounds(load_q: np.ndarray, cap: tuple[np.ndarray, np.ndarray]) -> np.
 
 def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s: float,
           chains: dict[int, list[tuple[int, ...]]] | None = None,
-          upper_rate: float | None = None) -> Staged:
+          upper_rate: float | None = None, budget: SolveBudget | None = None) -> Staged:
     """Trees and delays for ``batch.chunks`` (then twice that) chunks per source that keep the
     batch within its total ``rounds`` and minimise the sum of per-step whole rounds.
 
@@ -133,10 +133,11 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
     gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls back to
     :func:`greedy_staging` where the quick pass found no staging, else to the batch's own trees
-    without delays.  The result carries its proven lower bound (:class:`Staged`).
+    without delays.  The result carries its proven lower bound (:class:`Staged`).  Time is
+    counted on ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`).
     """
-    t0 = clock.now()
-    time_limit_s = min(time_limit_s, 60.0)
+    budget = budget_or_new(budget)
+    window = budget.window(min(time_limit_s, 60.0))
     best = _level_batch(model, batch)
     hops = hop_matrix(model)
     sources = sorted(batch.counts)
@@ -167,14 +168,14 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
         lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
         quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
                                lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
-                               lb, time_limit_s - (clock.now() - t0), settled := set(), no_perfect := set())
+                               lb, window.left_s(), settled := set(), no_perfect := set(), budget)
         for got in quick or [greedy_staging(model, batch, mult)]:     # none found: the greedy one to beat
             best = got if _better(got, best) else best
         if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
             break
         perfect = False
         for S in range(top, shortest - 1, -1):
-            left = time_limit_s - (clock.now() - t0)
+            left = window.left_s()
             if left < 0.5:
                 return _labelled(best, upper_rate, shortest)
             if S in settled:            # proven in the first pass, and not perfect there
@@ -182,8 +183,8 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                     break
                 continue
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
-            budget = IMPERFECT_S if S in no_perfect else 5.0 if perfect else 15.0
-            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, budget), lb)
+            share = IMPERFECT_S if S in no_perfect else 5.0 if perfect else 15.0
+            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, share), budget, lb)
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
@@ -221,7 +222,8 @@ def _better(a: Staged, b: Staged) -> bool:
 
 
 def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, steps: range,
-                   hint_for, lower: int, time_left_s: float, settled: set[int], no_perfect: set[int]) -> list[Staged]:
+                   hint_for, lower: int, time_left_s: float, settled: set[int], no_perfect: set[int],
+                   budget: SolveBudget) -> list[Staged]:
     """Stagings for the step counts of ``steps`` in ascending order, each searched for
     :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last);
     step counts whose answer was proven join ``settled``; step counts at which
@@ -229,15 +231,15 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
 
     Few steps make a small model in which CP-SAT finds a perfect staging at once where one
     exists, whereas many steps can spend the whole budget a round or two above ``R``."""
-    t0, out = clock.now(), []
+    window, out = budget.window(time_left_s), []
     for S in steps:
-        left = time_left_s - (clock.now() - t0)
+        left = window.left_s()
         if left < 0.5:
             break
-        if not _perfect_possible(model, levels, sources, c, R, S):
+        if not _perfect_possible(model, levels, sources, c, R, S, budget):
             no_perfect.add(S)
             continue
-        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), lower,
+        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), budget, lower,
                         settled=settled)
         if got is not None:
             out.append(got)
@@ -250,7 +252,8 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
 PROOF_MAX_ROUNDS = 64
 
 
-def _perfect_possible(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int) -> bool:
+def _perfect_possible(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
+                      budget: SolveBudget) -> bool:
     """False only when no perfect staging (``sum z = R``) of ``c`` chunks per source in ``S``
     steps exists over these bundles.  Proof: in a step of ``z`` whole rounds resource ``r``
     carries at most ``floor(z * cap_r)`` chunks (in exact units), so in all at most the largest
@@ -275,7 +278,7 @@ def _perfect_possible(model: ChannelModel, levels: dict, sources: list[int], c: 
         cap = _step_capacity(model.cap_exact[r] * model.q, R, S)
         lp.Add(sum(int(total[b][r]) * x for b, x in cols if total[b][r]) <= cap * (1 + 1e-6))
     lp.Maximize(carried)
-    if solve_lp(lp) != pywraplp.Solver.OPTIMAL:
+    if solve_lp(lp, budget) != pywraplp.Solver.OPTIMAL:
         return True
     return carried.solution_value() >= c * (1 - 1e-6)
 
@@ -298,7 +301,7 @@ def _step_capacity(per_round: Fraction, R: int, S: int) -> int:
 
 
 def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
-              hint: dict | None, time_limit_s: float, lower: int = 1,
+              hint: dict | None, time_limit_s: float, budget: SolveBudget, lower: int = 1,
               max_terms: int = 600_000, settled: set[int] | None = None) -> Staged | None:
     """CP-SAT: counts per (bundle, delay) summing to ``c`` per source, total loads within ``R``
     rounds, step ``t``'s loads within ``z_t`` rounds; minimise ``sum z_t``.  ``S`` joins
@@ -340,8 +343,8 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
     m.Add(sum(z) >= lower)
     m.Minimize(sum(z))
     solver = cp_model.CpSolver()
-    clock.limit_cp_sat(solver, max(0.5, time_limit_s))
-    status = solve_cp_sat(solver, m)
+    limit_cp_sat(solver, max(0.5, time_limit_s))
+    status = solve_cp_sat(solver, m, budget)
     if settled is not None and status in (cp_model.OPTIMAL, cp_model.INFEASIBLE):
         settled.add(S)
     if status not in (cp_model.OPTIMAL, cp_model.FEASIBLE):

@@ -20,7 +20,7 @@ from fractions import Fraction
 
 import numpy as np
 
-from synth.solve import clock
+from synth.solve.budget import SolveBudget, budget_or_new, limit_cp_sat
 from synth.solve.bwopt.trees import ChannelModel, Packing, pack_trees, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
 from topo_probe.errors import SynthesisInfeasible
@@ -44,7 +44,7 @@ Bundle = tuple[tuple[int, tuple[int, ...]], ...]
 
 def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, max_chunks: int,
                   time_limit_s: float = 20.0, pool: dict[int, list[tuple[int, ...]]] | None = None,
-                  bundles: list[Bundle] | None = None) -> Batch:
+                  bundles: list[Bundle] | None = None, budget: SolveBudget | None = None) -> Batch:
     """Whole chunk counts per tree with the smallest batch time per chunk, ``rounds / chunks``.
 
     Batch sizes ``c <= max_chunks`` are tried in order of the best ratio they allow,
@@ -54,7 +54,8 @@ def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, ma
     ties towards shallow trees.  Columns are the trees of ``pool`` (default: every generated
     column) or ``bundles`` (e.g. one tree's images under a symmetry, one per source); the
     largest-remainder rounding of the LP weights is the hint and the fallback.  Stops when
-    no untried ``c`` can beat the best ratio found, or at the time limit.
+    no untried ``c`` can beat the best ratio found, or at the time limit (on ``budget``'s clock;
+    default: a fresh :class:`~synth.solve.budget.SolveBudget`).
     """
     from ortools.sat.python import cp_model
 
@@ -67,7 +68,8 @@ def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, ma
     cover = {s: [k for k, b in enumerate(bundles) if any(t == s for t, _ in b)] for s in sources}
     sizes = sorted(range(1, max_chunks + 1), key=lambda c: (Fraction(math.ceil(c * target), c), c))
     best: Batch | None = None
-    t0 = clock.now()
+    budget = budget_or_new(budget)
+    window = budget.window(time_limit_s)
     for c in sizes:
         floor = Fraction(math.ceil(c * target), c)
         if best is not None and Fraction(best.rounds, best.chunks) <= floor:
@@ -82,7 +84,7 @@ def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, ma
             rounds = rounds_for(model, (np.array(hint)[:, None] * loads).sum(axis=0))
             if best is None or Fraction(rounds, c) < Fraction(best.rounds, best.chunks):
                 best = _batch(bundles, hint, c, rounds)
-        left = time_limit_s - (clock.now() - t0)
+        left = window.left_s()
         if left <= 0.5 or (best is not None and Fraction(best.rounds, best.chunks) <= floor):
             break
         lo = math.ceil(c * target)
@@ -103,8 +105,8 @@ def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, ma
             m.AddHint(w[k], v)
         m.Minimize(R * (c * len(bundles) * max(depth) + 1) + sum(d * x for d, x in zip(depth, w)))
         solver = cp_model.CpSolver()
-        clock.limit_cp_sat(solver, max(0.5, min(left, time_limit_s / 4)))
-        if solve_cp_sat(solver, m) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+        limit_cp_sat(solver, max(0.5, min(left, time_limit_s / 4)))
+        if solve_cp_sat(solver, m, budget) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
             best = _batch(bundles, [int(solver.Value(x)) for x in w], c, int(solver.Value(R)))
     if best is None:
         raise SynthesisInfeasible("trees: no whole-chunk assignment of the trees fits")
@@ -172,27 +174,29 @@ def rational_batch(model: ChannelModel, packing: Packing, target: Fraction, *, m
 
 
 def dive_batch(model: ChannelModel, packing: Packing, chunks: int, rounds: int, *,
-               time_limit_s: float = 20.0) -> Batch | None:
+               time_limit_s: float = 20.0, budget: SolveBudget | None = None) -> Batch | None:
     """Whole chunk counts for a batch of ``chunks`` per source in ``rounds`` rounds, by diving.
 
     Repeatedly solves the LP for the chunks still unassigned within the capacity left
     (exact), commits ``floor(w)`` copies of every tree with LP weight ``w >= 1`` (that keeps
     the LP feasible), or else one copy of the heaviest tree, and re-solves; gives up
-    (returns None) when the LP can no longer place the rest or time runs out.
+    (returns None) when the LP can no longer place the rest or time runs out (on ``budget``'s
+    clock; default: a fresh :class:`~synth.solve.budget.SolveBudget`).
     """
-    t0 = clock.now()
+    budget = budget_or_new(budget)
+    window = budget.window(time_limit_s)
     den = math.lcm(*(c.denominator for c in model.cap_exact))   # exact units: 1 / (q * den) chunk
     left = np.array([int(rounds * c * model.q * den) for c in model.cap_exact], dtype=np.int64)
     need = {s: chunks for s in packing.trees}
     counts: dict[int, dict[tuple[int, ...], int]] = {s: {} for s in need}
     pool = {s: list(packing.columns.get(s, [])) for s in need}
     while any(need.values()):
-        if clock.now() - t0 > time_limit_s:
+        if window.spent_s() > window.limit_s:
             return None
         cap = left / (model.q * den)
         part = pack_trees(model, list(need), demand={s: float(v) for s, v in need.items()},
                           capacity=cap, initial=pool, target_rate=1.0,
-                          time_limit_s=max(0.5, time_limit_s - (clock.now() - t0)))
+                          time_limit_s=max(0.5, window.left_s()), budget=budget)
         if part.rate < 1 - 1e-7:
             return None
         for s, ts in part.columns.items():

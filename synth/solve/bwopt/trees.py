@@ -32,7 +32,7 @@ import numpy as np
 from ortools.linear_solver import pywraplp
 
 from synth.ir.fabric import Fabric, Resource
-from synth.solve import clock
+from synth.solve.budget import PRICING_S, SolveBudget, budget_or_new
 from synth.solve.bwopt.arborescence import INF, exact, min_cost_arborescence
 from synth.solve.stoppable import solve_lp
 from topo_probe.errors import SynthesisInfeasible
@@ -215,8 +215,9 @@ class _Master:
     """The master LP of :func:`pack_trees` (GLOP): max x, tree weights per source, capacities."""
 
     def __init__(self, model: ChannelModel, sources: list[int], demand: dict[int, float],
-                 cap: np.ndarray) -> None:
+                 cap: np.ndarray, budget: SolveBudget) -> None:
         self.model, self.sources, self.demand, self.cap = model, sources, demand, cap
+        self.budget = budget
         self.columns: dict[int, dict[tuple[int, ...], object]] = {s: {} for s in sources}
         self._build()
 
@@ -245,10 +246,10 @@ class _Master:
 
     def solve(self) -> None:
         """Solve; GLOP can stall on a degenerate warm start, so retry once from a fresh model."""
-        status = solve_lp(self.solver)
+        status = solve_lp(self.solver, self.budget)
         if status != pywraplp.Solver.OPTIMAL:
             self._build()
-            status = solve_lp(self.solver)
+            status = solve_lp(self.solver, self.budget)
         if status != pywraplp.Solver.OPTIMAL:
             raise SynthesisInfeasible(f"trees: the master LP (GLOP) ended with status {status}, not optimal")
 
@@ -256,7 +257,8 @@ class _Master:
 def pack_trees(model: ChannelModel, sources: list[int], *, time_limit_s: float = 60.0,
                target_rate: float | None = None, demand: dict[int, float] | None = None,
                capacity: np.ndarray | None = None,
-               initial: dict[int, list[tuple[int, ...]]] | None = None, tol: float = 1e-9) -> Packing:
+               initial: dict[int, list[tuple[int, ...]]] | None = None, tol: float = 1e-9,
+               budget: SolveBudget | None = None) -> Packing:
     """Largest common broadcast rate of ``sources`` over spanning arborescences (column generation).
 
     Maximises ``x`` subject to: source ``s``'s tree weights sum to at least ``x * demand[s]``
@@ -265,18 +267,20 @@ def pack_trees(model: ChannelModel, sources: list[int], *, time_limit_s: float =
     arborescence per source under the LP's resource duals; the loop stops when no tree
     prices out, the Lagrangian upper bound meets the LP value, ``x`` reaches
     ``target_rate`` (a known upper bound such as the cut bound), or ``time_limit_s`` passes
-    (then ``optimal`` is False).
+    (then ``optimal`` is False) on ``budget``'s clock (default: a fresh
+    :class:`~synth.solve.budget.SolveBudget`).
 
     Raises
     ------
     SynthesisInfeasible
         If a source cannot reach every rank over the channels.
     """
-    t0 = clock.now()
+    budget = budget_or_new(budget)
+    window = budget.window(time_limit_s)
     demand = demand or {s: 1.0 for s in sources}
     sources = [s for s in sources if demand.get(s, 0) > 0]
     cap = model.cap if capacity is None else np.maximum(np.asarray(capacity, dtype=float), 0.0)
-    master = _Master(model, sources, demand, cap)
+    master = _Master(model, sources, demand, cap, budget)
     hops = hop_matrix(model)
     for s, trees in (initial or seed_trees(model, sources, hops=hops)).items():
         for parent in trees:
@@ -298,12 +302,12 @@ def pack_trees(model: ChannelModel, sources: list[int], *, time_limit_s: float =
             total += demand[s] * max(0.0, value - delta * model.n * (model.n + 1))
             if value < mu[s] - tol * max(1.0, abs(mu[s])):
                 new.append((s, parent))
-        clock.charge(clock.PRICING_S * model.n ** 2 * len(sources))
+        budget.charge(PRICING_S * model.n ** 2 * len(sources))
         if total > 0:
             upper = min(upper, float((price * cap).sum()) / total)
         done = (not new or rate >= upper * (1 - 1e-9)
                 or (target_rate is not None and rate >= target_rate * (1 - 1e-9)))
-        if done or clock.now() - t0 > time_limit_s:
+        if done or window.spent_s() > window.limit_s:
             break
         for s, parent in new:
             master.add(s, parent)
@@ -311,7 +315,7 @@ def pack_trees(model: ChannelModel, sources: list[int], *, time_limit_s: float =
              for s, cols in master.columns.items()}
     optimal = bool(not new or rate >= upper * (1 - 1e-9)
                    or (target_rate is not None and rate >= target_rate * (1 - 1e-9)))
-    return Packing(rate, max(upper, rate), trees, it, clock.now() - t0, optimal,
+    return Packing(rate, max(upper, rate), trees, it, window.spent_s(), optimal,
                    {s: list(cols) for s, cols in master.columns.items()})
 
 

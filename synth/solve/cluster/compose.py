@@ -51,6 +51,7 @@ from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric, build_fabric
 from synth.ir.schedule import Schedule, Transfer
 from synth.ir.verifier import check, sized_steps
+from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.bwopt.bandwidth_term import bandwidth_term, resource_term
 from synth.solve.bwopt.trees import bfs_edges
 from synth.solve.cluster.leaf_relay import best_relay, leaf_partners, relay_plan
@@ -195,7 +196,7 @@ def _checked(name: str, chunks, carried) -> None:
 
 
 def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, carried: int | None = None,
-                 efficiency=None, time_limit_s: float = 30.0) -> Schedule:
+                 efficiency=None, time_limit_s: float = 30.0, budget: SolveBudget | None = None) -> Schedule:
     """The hierarchical schedule of ``collective`` on a cluster fabric (see the module docstring).
 
     Parameters
@@ -215,7 +216,8 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
         Link kind -> achieved fraction of nominal bandwidth: choose the split for these
         effective capacities (``meta`` stays nominal, as :func:`synth.solve.bwopt.optimal.bandwidth_optimal`'s).
     time_limit_s : float
-        Budget (s) for the host's tree packing and whole-chunk search.
+        Budget (s) for the host's tree packing and whole-chunk search, on the clock of
+        ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`).
 
     Returns
     -------
@@ -231,6 +233,7 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
         Another collective, ``chunks < 1``, ``carried < 0``, or a fabric without a cluster shape.
     """
     t0 = time.monotonic()
+    budget = budget_or_new(budget)
     name = canonical(collective)
     _checked(name, chunks, carried)
     host = host_fabric(fabric)
@@ -242,13 +245,14 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
     candidates: list[Schedule] = []
     for C0, relay, direct in variants:
         if chunks is not None or carried is not None:
-            candidates.append(_build(fabric, host, name, chunks or 1, carried or 0, time_limit_s, relay, direct))
+            candidates.append(_build(fabric, host, name, chunks or 1, carried or 0, time_limit_s, budget, relay,
+                                     direct))
             continue
-        plain = _build(fabric, host, name, C0, 0, time_limit_s, relay, direct)
+        plain = _build(fabric, host, name, C0, 0, time_limit_s, budget, relay, direct)
         candidates.append(plain)
         C, e = best_split(*_terms(plain, fabric, efficiency), fabric.shape.hosts, fabric.shape.gpus_per_host)
         if e:
-            candidates.append(_build(fabric, host, name, C, e, time_limit_s, relay, direct))
+            candidates.append(_build(fabric, host, name, C, e, time_limit_s, budget, relay, direct))
     sched = candidates[0]
     best = bandwidth_term(sched, fabric, efficiency) if len(candidates) > 1 else None
     for other in candidates[1:]:
@@ -258,7 +262,7 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
     return sched.with_(meta={**sched.meta, "solve_s": round(time.monotonic() - t0, 3)})
 
 
-def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s: float,
+def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s: float, budget: SolveBudget,
            leaves: list[list[int]] | None = None, direct: dict | None = None) -> Schedule:
     """The schedule with ``C`` chunks per rank and ``e`` carried pieces per GPU (rails relayed
     through one host per leaf with ``leaves``), verified, with meta."""
@@ -266,15 +270,15 @@ def _build(fabric: Fabric, host: Fabric, name: str, C: int, e: int, time_limit_s
     if e > g - 1:
         raise UnsupportedCollective(f"hierarchical: at most {g - 1} carried pieces per GPU (distinct carriers "
                                     f"per block), got {e}")
-    budget = time_limit_s / (2 if name == "allreduce" else 1)
+    share = time_limit_s / (2 if name == "allreduce" else 1)
     phases: list[list[Transfer]] = []
     forests = []
     if name in ("reducescatter", "allreduce"):
-        rs = local_forest(host, True, H * C, time_limit_s=budget)
+        rs = local_forest(host, True, H * C, time_limit_s=share, budget=budget)
         phases += _as_transfers(_broadcast_phases(rs, g, H, C, e, leaves, direct), True)
         forests.append(rs)
     if name in ("allgather", "allreduce"):
-        ag = local_forest(host, False, H * C, time_limit_s=budget)
+        ag = local_forest(host, False, H * C, time_limit_s=share, budget=budget)
         phases += _as_transfers(_broadcast_phases(ag, g, H, C, e, leaves, direct), False)
         forests.append(ag)
     steps, loads = sized_steps(fabric, phases)

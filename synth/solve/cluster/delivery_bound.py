@@ -29,6 +29,7 @@ from ortools.linear_solver import pywraplp
 
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
+from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.stoppable import solve_lp
 from topo_probe.errors import UnsupportedCollective
 
@@ -52,9 +53,11 @@ def _demands(fabric: Fabric, name: str, root: int) -> list[tuple[int, int, bool]
     return [(r, n - 1, name == "allgather") for r in ranks]
 
 
-def delivery_bound(fabric: Fabric, collective: str, root: int | None = None, efficiency=None) -> float:
+def delivery_bound(fabric: Fabric, collective: str, root: int | None = None, efficiency=None,
+                   budget: SolveBudget | None = None) -> float:
     """Rounds per block no schedule of ``collective`` on ``fabric`` can beat (see the module
-    docstring); ``efficiency`` (link kind -> achieved fraction) scales the capacities.
+    docstring); ``efficiency`` (link kind -> achieved fraction) scales the capacities.  Its LP
+    solves charge ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`).
 
     Raises
     ------
@@ -68,18 +71,20 @@ def delivery_bound(fabric: Fabric, collective: str, root: int | None = None, eff
     n = fabric.num_ranks
     if n < 2:
         return 0.0
+    budget = budget_or_new(budget)
     if name == "allreduce":
-        return sum(delivery_bound(fabric, half, None, efficiency) for half in ("reducescatter", "allgather")) / n
+        return sum(delivery_bound(fabric, half, None, efficiency, budget)
+                   for half in ("reducescatter", "allgather")) / n
     key = (fabric.fingerprint, name, root or 0)
     if efficiency is None and key in _CACHE:
         return _CACHE[key]
-    got = _solve(fabric, name, root or 0, efficiency)
+    got = _solve(fabric, name, root or 0, efficiency, budget)
     if efficiency is None:
         _CACHE[key] = got
     return got
 
 
-def _solve(fabric: Fabric, name: str, root: int, efficiency) -> float:
+def _solve(fabric: Fabric, name: str, root: int, efficiency, budget: SolveBudget) -> float:
     """The LP of :func:`delivery_bound` for a collective other than allreduce."""
     n = fabric.num_ranks
     lp = pywraplp.Solver.CreateSolver("GLOP")
@@ -101,7 +106,7 @@ def _solve(fabric: Fabric, name: str, root: int, efficiency) -> float:
         cap = info.bandwidth_gbps * (efficiency(info.kind) if efficiency else 1.0) / fabric.unit_gbps
         lp.Add(lp.Sum([f * x for f, x in terms]) <= cap * T)
     lp.Minimize(T)
-    if solve_lp(lp) != pywraplp.Solver.OPTIMAL:
+    if solve_lp(lp, budget) != pywraplp.Solver.OPTIMAL:
         return 0.0                                    # no certificate: the trivial bound
     return T.solution_value()
 
@@ -117,11 +122,14 @@ def cut_bound(fabric: Fabric, collective: str, root: int | None = None, params=N
     return Fraction(fabric_bounds(fabric, name, root).rounds_per_block(params))
 
 
-def certified_bound(fabric: Fabric, collective: str, root: int | None = None, params=None) -> float:
+def certified_bound(fabric: Fabric, collective: str, root: int | None = None, params=None,
+                    budget: SolveBudget | None = None) -> float:
     """The larger of :func:`cut_bound` and :func:`delivery_bound` (rounds per block), at
-    ``params``'s effective capacities where given: no schedule's bandwidth term is below it."""
+    ``params``'s effective capacities where given: no schedule's bandwidth term is below it.
+    The LP solves charge ``budget`` (default: a fresh one)."""
     eff = params.efficiency if params is not None else None
-    return max(float(cut_bound(fabric, collective, root, params)), delivery_bound(fabric, collective, root, eff))
+    return max(float(cut_bound(fabric, collective, root, params)),
+               delivery_bound(fabric, collective, root, eff, budget))
 
 
 __all__ = ["DELIVERY_COLLECTIVES", "certified_bound", "cut_bound", "delivery_bound"]

@@ -20,7 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from synth.ir.fabric import Fabric
-from synth.solve import clock
+from synth.solve.budget import SolveBudget, budget_or_new, limit_cp_sat
 from synth.solve.bwopt.forest import ring_chains
 from synth.solve.bwopt.trees import ChannelModel, pack_trees, random_trees, tree_depth
 from synth.solve.stoppable import solve_cp_sat
@@ -63,7 +63,8 @@ def _apportion(weights: dict[tuple[int, ...], float], c: int) -> list[tuple[tupl
     return [(p, int(m)) for p, m in zip(trees, base) if m]
 
 
-def _improve(model: ChannelModel, columns: dict, hint: dict, chunks: int, time_limit_s: float) -> dict | None:
+def _improve(model: ChannelModel, columns: dict, hint: dict, chunks: int, time_limit_s: float,
+             budget: SolveBudget) -> dict | None:
     """CP-SAT: ``chunks`` per source over ``columns``, smallest integer R with loads <= R / 64 x
     capacity (exact: loads in units of 1 / q, capacities times the lcm of their denominators);
     None when it finds nothing better."""
@@ -89,19 +90,23 @@ def _improve(model: ChannelModel, columns: dict, hint: dict, chunks: int, time_l
                 m.AddHint(x[s, p], c)
     m.Minimize(R)
     solver = cp_model.CpSolver()
-    clock.limit_cp_sat(solver, max(0.5, time_limit_s))
-    if solve_cp_sat(solver, m) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+    limit_cp_sat(solver, max(0.5, time_limit_s))
+    if solve_cp_sat(solver, m, budget) not in (cp_model.OPTIMAL, cp_model.FEASIBLE):
         return None
     got = {s: [(p, int(solver.Value(x[s, p]))) for p in ps if solver.Value(x[s, p])] for s, ps in columns.items()}
     return got if _term(model, got, chunks) < _term(model, hint, chunks) else None
 
 
-def local_forest(host: Fabric, reverse: bool, chunks: int, *, time_limit_s: float = 10.0) -> LocalForest:
+def local_forest(host: Fabric, reverse: bool, chunks: int, *, time_limit_s: float = 10.0,
+                 budget: SolveBudget | None = None) -> LocalForest:
     """``chunks`` whole chunks per rank of ``host`` over spanning arborescences (broadcast trees,
-    or reduce trees with ``reverse``), loads as balanced as the LP's trees allow."""
+    or reduce trees with ``reverse``), loads as balanced as the LP's trees allow, within
+    ``time_limit_s`` clock seconds of ``budget`` (default: a fresh
+    :class:`~synth.solve.budget.SolveBudget`)."""
+    budget = budget_or_new(budget)
     model = ChannelModel(host, reverse)
     sources = list(range(host.num_ranks))
-    packing = pack_trees(model, sources, time_limit_s=max(1.0, time_limit_s / 2))
+    packing = pack_trees(model, sources, time_limit_s=max(1.0, time_limit_s / 2), budget=budget)
     hint = {s: _apportion(packing.trees[s], chunks) for s in sources}
     best = hint
     lp_term = 1.0 / packing.rate
@@ -110,7 +115,7 @@ def local_forest(host: Fabric, reverse: bool, chunks: int, *, time_limit_s: floa
         extra = random_trees(model, sources, 8)
         columns = {s: list(dict.fromkeys(list(packing.trees[s]) + chains.get(s, []) + packing.columns.get(s, [])
                                          + extra.get(s, [])))[:96] for s in sources}
-        better = _improve(model, columns, hint, chunks, time_limit_s / 2)
+        better = _improve(model, columns, hint, chunks, time_limit_s / 2, budget)
         best = better or hint
     return LocalForest(model, chunks, best, _term(model, best, chunks), lp_term)
 

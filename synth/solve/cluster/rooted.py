@@ -29,6 +29,7 @@ from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Transfer
 from synth.ir.verifier import check, sized_steps
+from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.bwopt.bandwidth_term import bandwidth_term
 from synth.solve.cluster.compose import host_fabric, tree_levels
 from synth.solve.cluster.local_trees import LocalForest, local_forest
@@ -84,7 +85,8 @@ def _broadcast_phases(forest: LocalForest, g: int, H: int, k: int, root: int) ->
 
 
 def hierarchical_rooted(fabric: Fabric, collective: str, root: int = 0, *, pieces_per_gpu: int | None = None,
-                        efficiency=None, time_limit_s: float = 30.0) -> Schedule:
+                        efficiency=None, time_limit_s: float = 30.0,
+                        budget: SolveBudget | None = None) -> Schedule:
     """The hierarchical broadcast or reduce of a cluster fabric (see the module docstring).
 
     Parameters
@@ -102,7 +104,8 @@ def hierarchical_rooted(fabric: Fabric, collective: str, root: int = 0, *, piece
     efficiency : callable, optional
         Link kind -> achieved fraction of nominal bandwidth, for choosing ``k``.
     time_limit_s : float
-        Budget (s) for the host's tree packing.
+        Budget (s) for the host's tree packing, on the clock of ``budget`` (default: a fresh
+        :class:`~synth.solve.budget.SolveBudget`).
 
     Raises
     ------
@@ -113,6 +116,7 @@ def hierarchical_rooted(fabric: Fabric, collective: str, root: int = 0, *, piece
         A root that is not a rank.
     """
     t0 = time.monotonic()
+    budget = budget_or_new(budget)
     name = canonical(collective)
     if name not in ROOTED:
         raise UnsupportedCollective(f"hierarchical_rooted: {name} is not supported (supported: {', '.join(ROOTED)})")
@@ -130,7 +134,7 @@ def hierarchical_rooted(fabric: Fabric, collective: str, root: int = 0, *, piece
                                     f"joined; the root's scatter needs every pair of a host joined")
     best = None
     for k in [pieces_per_gpu] if pieces_per_gpu else sorted({1, max(1, g - 1)}):
-        sched = _build(fabric, host, name, root, k, time_limit_s)
+        sched = _build(fabric, host, name, root, k, time_limit_s, budget)
         term = bandwidth_term(sched, fabric, efficiency)
         if best is None or term < best[0]:
             best = (term, sched)
@@ -138,11 +142,12 @@ def hierarchical_rooted(fabric: Fabric, collective: str, root: int = 0, *, piece
     return sched.with_(meta={**sched.meta, "solve_s": round(time.monotonic() - t0, 3)})
 
 
-def _build(fabric: Fabric, host: Fabric, name: str, root: int, k: int, time_limit_s: float) -> Schedule:
+def _build(fabric: Fabric, host: Fabric, name: str, root: int, k: int, time_limit_s: float,
+           budget: SolveBudget) -> Schedule:
     """The schedule with ``k`` pieces per GPU, verified, with meta."""
     g, H = fabric.shape.gpus_per_host, fabric.shape.hosts
     reduce = name == "reduce"
-    forest = local_forest(host, reduce, 2 * k, time_limit_s=time_limit_s)
+    forest = local_forest(host, reduce, 2 * k, time_limit_s=time_limit_s, budget=budget)
     phases = _broadcast_phases(forest, g, H, k, root)
     if reduce:
         steps = [[Transfer(c, v, u, "reduce") for c, u, v in ts] for ts in reversed(phases)]

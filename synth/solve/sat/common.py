@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
-from synth.solve import clock
+from synth.solve.budget import SolveBudget, limit_cp_sat
 from synth.solve.stoppable import solve_cp_sat
 from topo_probe.errors import SolverError, SynthesisInfeasible, SynthesisTimeout
 
@@ -119,16 +119,17 @@ def decode_schedule(sm, solver: cp_model.CpSolver, per_step: list[list[Transfer]
 
 
 def run_cp_sat(model: cp_model.CpModel, time_limit_s: float, workers: int,
-               where: str) -> tuple[cp_model.CpSolver, str]:
-    """Solve; return (solver, status name) when it found a schedule, else raise Infeasible / Timeout."""
+               where: str, budget: SolveBudget) -> tuple[cp_model.CpSolver, str]:
+    """Solve within ``time_limit_s`` clock seconds (charged to ``budget``); return (solver, status
+    name) when it found a schedule, else raise Infeasible / Timeout."""
     solver = cp_model.CpSolver()
-    clock.limit_cp_sat(solver, float(time_limit_s), int(workers))    # deterministic budget
+    limit_cp_sat(solver, float(time_limit_s), int(workers))    # deterministic budget
     # measured: probing and CP-SAT's own symmetry detection cost more than they save on these
     # models (DGX-1 pareto solves 35 % less CPU, cluster proofs 2-3x faster without them)
     solver.parameters.cp_model_probing_level = 0
     solver.parameters.symmetry_level = 0
     t0 = time.perf_counter()
-    status = solve_cp_sat(solver, model)
+    status = solve_cp_sat(solver, model, budget)
     if status == cp_model.INFEASIBLE:
         raise SynthesisInfeasible(f"{where}: CP-SAT proved no schedule exists ({time.perf_counter() - t0:.2f} s)")
     if status == cp_model.UNKNOWN:

@@ -26,7 +26,7 @@ from __future__ import annotations
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
-from synth.solve import clock
+from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.sat.model import latency_lower_bound, solve_step_instance, verify
 from topo_probe.errors import InvalidArgument, SynthesisInfeasible, SynthesisTimeout, UnsupportedCollective
 
@@ -102,7 +102,7 @@ def refine(schedule: Schedule, k: int, fabric: Fabric | None = None) -> Schedule
 
 
 def solve_dual(fabric: Fabric, spec: CollectiveSpec, steps: int, rounds: int, *,
-               time_limit_s: float = 60.0, workers: int = 2) -> Schedule:
+               time_limit_s: float = 60.0, workers: int = 2, budget: SolveBudget | None = None) -> Schedule:
     """ReduceScatter or Reduce instance (S, R, C) by solving its dual on the reversed fabric.
 
     Raises SynthesisInfeasible / SynthesisTimeout exactly when the dual instance does.
@@ -114,7 +114,7 @@ def solve_dual(fabric: Fabric, spec: CollectiveSpec, steps: int, rounds: int, *,
         raise UnsupportedCollective(f"{spec.name} has no dual here (expected {', '.join(DUALS)})")
     rev = reverse_fabric(fabric)
     fwd = solve_step_instance(rev, CollectiveSpec(DUALS[spec.name], spec.ranks, spec.chunks_per_rank, spec.root),
-                              steps, rounds, time_limit_s=time_limit_s, workers=workers)
+                              steps, rounds, time_limit_s=time_limit_s, workers=workers, budget=budget)
     return reverse_schedule(fwd, spec.name, fabric)
 
 
@@ -147,14 +147,15 @@ def _splits(S: int, R: int, lo_rs: int, lo_ag: int):
 
 
 def solve_allreduce(fabric: Fabric, steps: int, rounds: int, chunks: int, *,
-                    time_limit_s: float = 60.0, workers: int = 2) -> Schedule:
+                    time_limit_s: float = 60.0, workers: int = 2, budget: SolveBudget | None = None) -> Schedule:
     """An AllReduce (S, R, C) composed of a ReduceScatter (S1, R1, C) and an AllGather
     (S - S1, R - R1, C), trying the most balanced splits first within ``time_limit_s`` in all.
 
     Raises SynthesisInfeasible when every split was proved impossible: that rules out
     compositions, not every AllReduce schedule (a direct one could mix reduces and copies).
     """
-    deadline = clock.now() + time_limit_s
+    budget = budget_or_new(budget)
+    deadline = budget.now() + time_limit_s
     n = fabric.num_ranks
     lo_rs = max(1, latency_lower_bound(fabric, CollectiveSpec("reducescatter", n, chunks)))
     lo_ag = max(1, latency_lower_bound(fabric, CollectiveSpec("allgather", n, chunks)))
@@ -165,14 +166,14 @@ def solve_allreduce(fabric: Fabric, steps: int, rounds: int, chunks: int, *,
         nonlocal timed_out
         key = (kind, s, r)
         if key not in cache:
-            left = deadline - clock.now()
+            left = deadline - budget.now()
             if left <= 0:
                 timed_out = True
                 return None
             try:
                 spec = CollectiveSpec(kind, n, chunks)
                 solve = solve_dual if spec.combining else solve_step_instance
-                cache[key] = solve(fabric, spec, s, r, time_limit_s=left, workers=workers)
+                cache[key] = solve(fabric, spec, s, r, time_limit_s=left, workers=workers, budget=budget)
             except SynthesisInfeasible:
                 cache[key] = None
             except SynthesisTimeout:
@@ -185,7 +186,7 @@ def solve_allreduce(fabric: Fabric, steps: int, rounds: int, chunks: int, *,
         ag = get("allgather", steps - s1, rounds - r1) if rs is not None else None
         if rs is not None and ag is not None:
             return compose_allreduce(rs, ag, fabric)
-        if clock.now() >= deadline:
+        if budget.now() >= deadline:
             timed_out = True
             break
     where = f"allreduce on {fabric.topology_name!r} with S={steps}, R={rounds}, C={chunks}"
@@ -196,9 +197,9 @@ def solve_allreduce(fabric: Fabric, steps: int, rounds: int, chunks: int, *,
 
 
 def solve_combining(fabric: Fabric, spec: CollectiveSpec, steps: int, rounds: int, *,
-                    time_limit_s: float = 60.0, workers: int = 2) -> Schedule:
+                    time_limit_s: float = 60.0, workers: int = 2, budget: SolveBudget | None = None) -> Schedule:
     """Dispatch for :func:`synth.solve.sat.instance.solve_instance` on combining collectives."""
     if spec.name == "allreduce":
         return solve_allreduce(fabric, steps, rounds, spec.chunks_per_rank, time_limit_s=time_limit_s,
-                               workers=workers)
-    return solve_dual(fabric, spec, steps, rounds, time_limit_s=time_limit_s, workers=workers)
+                               workers=workers, budget=budget)
+    return solve_dual(fabric, spec, steps, rounds, time_limit_s=time_limit_s, workers=workers, budget=budget)

@@ -9,13 +9,14 @@ from __future__ import annotations
 
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule
+from synth.solve.budget import SolveBudget
 from synth.solve.sat.compose import solve_combining
 from synth.solve.sat.model import solve_step_instance, spec_of
 
 
 def solve_instance(fabric: Fabric, collective, steps: int, rounds: int, chunks: int, *,
                    root: int | None = None, time_limit_s: float = 60.0, workers: int = 2,
-                   hint: Schedule | None = None, symmetry: int = 1) -> Schedule:
+                   hint: Schedule | None = None, symmetry: int = 1, budget: SolveBudget | None = None) -> Schedule:
     """Synthesize a verified schedule with exactly ``steps`` steps and ``rounds`` rounds.
 
     Parameters
@@ -29,7 +30,8 @@ def solve_instance(fabric: Fabric, collective, steps: int, rounds: int, chunks: 
     root : int, optional
         Root rank of rooted collectives.
     time_limit_s : float
-        CP-SAT wall-clock limit (s); model building is not counted.
+        CP-SAT budget in deterministic clock seconds of ``budget`` (default: a fresh
+        :class:`~synth.solve.budget.SolveBudget`); model building is not counted.
     workers : int
         CP-SAT search workers.
     hint : Schedule, optional
@@ -55,9 +57,10 @@ def solve_instance(fabric: Fabric, collective, steps: int, rounds: int, chunks: 
     """
     spec = spec_of(collective, fabric.num_ranks, chunks, root)
     if spec.combining:
-        return solve_combining(fabric, spec, steps, rounds, time_limit_s=time_limit_s, workers=workers)
+        return solve_combining(fabric, spec, steps, rounds, time_limit_s=time_limit_s, workers=workers,
+                               budget=budget)
     return solve_step_instance(fabric, spec, steps, rounds, time_limit_s=time_limit_s, workers=workers,
-                               hint=hint, symmetry=symmetry)
+                               hint=hint, symmetry=symmetry, budget=budget)
 
 
 __all__ = ["solve_instance"]

@@ -41,6 +41,7 @@ from ortools.sat.python import cp_model
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Transfer
+from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.sat.common import NEVER, Sum, add_capacity, decode_schedule, hop_distances, run_cp_sat
 from synth.solve.sat.flow import FlowModel, is_unicast
 from topo_probe.errors import InvalidArgument, ScheduleInvalid, SynthesisInfeasible, UnsupportedCollective
@@ -190,11 +191,12 @@ def verify(schedule: Schedule, fabric: Fabric) -> None:
 
 def solve_step_instance(fabric: Fabric, spec: CollectiveSpec, steps: int, rounds: int, *,
                         time_limit_s: float = 60.0, workers: int = 2, hint: Schedule | None = None,
-                        symmetry: int = 1) -> Schedule:
+                        symmetry: int = 1, budget: SolveBudget | None = None) -> Schedule:
     """A verified schedule of the non-combining instance ``spec`` with exactly ``steps`` steps and
     ``rounds`` rounds, straight from the CP-SAT model (parameters as
     :func:`synth.solve.sat.instance.solve_instance`, which also handles combining collectives).
     """
+    budget = budget_or_new(budget)
     if spec.combining:
         raise InvalidArgument(f"solve_step_instance takes non-combining collectives, got {spec.name} "
                                     f"(synth.solve.sat.instance.solve_instance composes those)")
@@ -211,7 +213,7 @@ def solve_step_instance(fabric: Fabric, spec: CollectiveSpec, steps: int, rounds
     if hint is not None:
         sm.add_hint(hint)
     build_s = time.perf_counter() - t0
-    solver, name = run_cp_sat(sm.model, time_limit_s, workers, where)
+    solver, name = run_cp_sat(sm.model, time_limit_s, workers, where, budget)
     wall = time.perf_counter() - t0
     meta = {"solver": "cp-sat", "status": name, "wall_s": round(wall, 3), "build_s": round(build_s, 3),
             "steps": steps, "rounds": rounds, "chunks": chunks, "model": type(sm).__name__,

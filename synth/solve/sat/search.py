@@ -25,14 +25,15 @@ from synth.ir.schedule import Schedule
 from synth.solve.sat.compose import DUALS, compose_allreduce, refine, reverse_fabric
 from synth.solve.sat.instance import solve_instance
 from synth.solve.sat.model import is_unicast, latency_lower_bound, spec_of
-from synth.solve import clock
+from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.stoppable import solve_lp
 from topo_probe.errors import SynthesisInfeasible, SynthesisTimeout
 
 Point = tuple[int, int, int, Schedule]
 
 
-def bandwidth_lower_bound(fabric: Fabric, collective, root: int | None = None) -> Fraction:
+def bandwidth_lower_bound(fabric: Fabric, collective, root: int | None = None,
+                          budget: SolveBudget | None = None) -> Fraction:
     """A proved lower bound on R/C (rounds per chunk) for ``collective`` on ``fabric``.
 
     Fractional flow relaxations solved with GLOP, each giving the least congestion
@@ -46,6 +47,7 @@ def bandwidth_lower_bound(fabric: Fabric, collective, root: int | None = None) -
     A schedule with R rounds for C chunks per rank is such a routing with congestion <= R/C.
     Combining collectives use their dual on the reversed fabric; AllReduce adds the bounds of
     ReduceScatter and AllGather (true for compositions, the only AllReduces built here).
+    The LP solves charge ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`).
 
     >>> from synth.ir.fabric import build_fabric
     >>> from topo_probe.machines.generators import ring
@@ -53,10 +55,12 @@ def bandwidth_lower_bound(fabric: Fabric, collective, root: int | None = None) -
     Fraction(3, 2)
     """
     spec = spec_of(collective, fabric.num_ranks, 1, root)
+    budget = budget_or_new(budget)
     if spec.name in DUALS:
-        return bandwidth_lower_bound(reverse_fabric(fabric), DUALS[spec.name], spec.root)
+        return bandwidth_lower_bound(reverse_fabric(fabric), DUALS[spec.name], spec.root, budget)
     if spec.name == "allreduce":
-        return bandwidth_lower_bound(fabric, "reducescatter") + bandwidth_lower_bound(fabric, "allgather")
+        return (bandwidth_lower_bound(fabric, "reducescatter", None, budget)
+                + bandwidth_lower_bound(fabric, "allgather", None, budget))
     n = spec.ranks
     chunks = [(ch.pre[0], frozenset(ch.post) - frozenset(ch.pre)) for ch in spec.chunks() if len(ch.pre) == 1]
     sets = {frozenset([p]) for p in range(n)} | {frozenset(range(n)) - {q} for q in range(n)}
@@ -69,18 +73,18 @@ def bandwidth_lower_bound(fabric: Fabric, collective, root: int | None = None) -
             if q not in sink and need & sink:
                 supply[q] = supply.get(q, 0) + 1
         if supply:
-            best = max(best, _congestion(fabric, [(supply, sink, None)]))
+            best = max(best, _congestion(fabric, [(supply, sink, None)], budget))
     if is_unicast(spec):
         commodities: dict[int, dict[int, int]] = {}
         for q, need in chunks:
             for p in need:
                 commodities.setdefault(q, {})[p] = commodities.setdefault(q, {}).get(p, 0) + 1
         best = max(best, _congestion(fabric, [({q: sum(d.values())}, frozenset(d), d)
-                                              for q, d in sorted(commodities.items())]))
+                                              for q, d in sorted(commodities.items())], budget))
     return best
 
 
-def _congestion(fabric: Fabric, commodities) -> Fraction:
+def _congestion(fabric: Fabric, commodities, budget: SolveBudget) -> Fraction:
     """Least lambda routing ``commodities`` fractionally with load(e) <= lambda * capacity(e, 1).
 
     Each commodity is (supply {rank: chunks}, sink ranks, demand {rank: chunks} or None); with
@@ -107,7 +111,7 @@ def _congestion(fabric: Fabric, commodities) -> Fraction:
     for res, terms in load.items():
         lp.Add(sum(terms) <= lam * (fabric.resources[res].bandwidth_gbps / fabric.unit_gbps))
     lp.Minimize(lam)
-    if solve_lp(lp) != pywraplp.Solver.OPTIMAL:
+    if solve_lp(lp, budget) != pywraplp.Solver.OPTIMAL:
         return Fraction(0)
     value = lam.solution_value()
     nice = Fraction(value).limit_denominator(1000)
@@ -122,13 +126,14 @@ def _say(report, kind: str, text: str, status: str = "") -> None:
 def least_steps(fabric: Fabric, collective, *, root: int | None = None, chunks: int = 1,
                 extra_rounds: int = 0, max_steps: int | None = None,
                 time_limit_per_instance_s: float = 60.0, total_time_limit_s: float = 600.0,
-                workers: int = 2) -> Schedule:
+                workers: int = 2, budget: SolveBudget | None = None) -> Schedule:
     """The schedule with the fewest steps S (and R = S + ``extra_rounds`` rounds, C = ``chunks``).
 
     Tries S from the larger of the latency bound and the bandwidth bound (R >= C * R/C bound)
     upward, up to ``max_steps`` (default: that bound + ranks).
     ``meta["least_steps_proven"]`` is True when every smaller S was proved infeasible (False
     when one of them timed out).  AllReduce: least-steps ReduceScatter ; least-steps AllGather.
+    Time limits are clock seconds of ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`).
 
     Raises
     ------
@@ -138,28 +143,29 @@ def least_steps(fabric: Fabric, collective, *, root: int | None = None, chunks: 
         Some instance timed out and none was found.
     """
     spec = spec_of(collective, fabric.num_ranks, chunks, root)
-    t0, c0 = time.perf_counter(), clock.now()
+    budget = budget_or_new(budget)
+    t0, window = time.perf_counter(), budget.window(total_time_limit_s)
     if spec.name == "allreduce":
         kw = dict(chunks=chunks, extra_rounds=extra_rounds, max_steps=max_steps, workers=workers,
-                  time_limit_per_instance_s=time_limit_per_instance_s)
+                  time_limit_per_instance_s=time_limit_per_instance_s, budget=budget)
         rs = least_steps(fabric, "reducescatter", total_time_limit_s=total_time_limit_s, **kw)
-        left = max(0.0, total_time_limit_s - (clock.now() - c0))
+        left = max(0.0, window.left_s())
         ag = least_steps(fabric, "allgather", total_time_limit_s=left, **kw)
         out = compose_allreduce(rs, ag, fabric)
         out.meta["least_steps_proven"] = False  # of the composition class only
         out.meta["wall_s"] = round(time.perf_counter() - t0, 3)
         return out
     lo = max(1, latency_lower_bound(fabric, spec),
-             math.ceil(bandwidth_lower_bound(fabric, spec.name, spec.root) * chunks) - extra_rounds)
+             math.ceil(bandwidth_lower_bound(fabric, spec.name, spec.root, budget) * chunks) - extra_rounds)
     hi = max_steps if max_steps is not None else lo + fabric.num_ranks
     proven, last = True, ""
     for S in range(lo, hi + 1):
-        left = total_time_limit_s - (clock.now() - c0)
+        left = window.left_s()
         if left <= 0:
             break
         try:
             s = solve_instance(fabric, spec.name, S, S + extra_rounds, chunks, root=spec.root,
-                               time_limit_s=min(time_limit_per_instance_s, left), workers=workers)
+                               time_limit_s=min(time_limit_per_instance_s, left), workers=workers, budget=budget)
         except SynthesisInfeasible:
             continue
         except SynthesisTimeout as e:
@@ -168,7 +174,7 @@ def least_steps(fabric: Fabric, collective, *, root: int | None = None, chunks: 
         s.meta.update(least_steps_proven=proven, latency_bound=lo, search_wall_s=round(time.perf_counter() - t0, 3))
         return s
     where = f"{spec.name} on {fabric.topology_name!r} (C={chunks}, R=S+{extra_rounds})"
-    if not proven or clock.now() - c0 >= total_time_limit_s:
+    if not proven or window.over():
         raise SynthesisTimeout(f"{where}: nothing found for S={lo}..{hi} within the time limits {last}".strip())
     raise SynthesisInfeasible(f"{where}: no schedule with S={lo}..{hi} steps")
 
@@ -176,7 +182,8 @@ def least_steps(fabric: Fabric, collective, *, root: int | None = None, chunks: 
 def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: int | None = None,
            max_chunks: int = 8, time_limit_per_instance_s: float = 60.0, total_time_limit_s: float = 600.0,
            on_point: Callable[[int, int, int, Schedule], None] | None = None,
-           on_status: Callable[[str, str, str], None] | None = None, workers: int = 2) -> list[Point]:
+           on_status: Callable[[str, str, str], None] | None = None, workers: int = 2,
+           budget: SolveBudget | None = None) -> list[Point]:
     """The latency-bandwidth Pareto frontier [(S, R, C, schedule), ...], fewest steps first.
 
     For S = latency bound, bound + 1, ..., ``max_steps`` (default bound + 4), tries (R, C)
@@ -188,17 +195,18 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
     them).  A point's ``meta["dominance_proven"]`` is False when some smaller
     R/C for its S timed out instead of being proved infeasible.  AllReduce combines the
     ReduceScatter and AllGather frontiers (refined to a common C), an upper bound on its own.
+    Time limits are clock seconds of ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`).
 
     Raises SynthesisTimeout / SynthesisInfeasible when no point at all was found.
     """
-    spec = spec_of(collective, fabric.num_ranks, 1, root)
+    spec, budget = spec_of(collective, fabric.num_ranks, 1, root), budget_or_new(budget)
     if spec.name == "allreduce":
         return _pareto_allreduce(fabric, max_steps, max_chunks, time_limit_per_instance_s,
-                                 total_time_limit_s, on_point, on_status, workers)
-    t0, c0 = time.perf_counter(), clock.now()
+                                 total_time_limit_s, on_point, on_status, workers, budget)
+    t0, window = time.perf_counter(), budget.window(total_time_limit_s)
     lo = max(1, latency_lower_bound(fabric, spec))
     hi = max_steps if max_steps is not None else lo + 4
-    bound = bandwidth_lower_bound(fabric, spec.name, spec.root)
+    bound = bandwidth_lower_bound(fabric, spec.name, spec.root, budget)
     points: list[Point] = []
     best: Fraction | None = None
     timed_out = False
@@ -209,7 +217,7 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
     for S in range(lo, hi + 1):
         if best is not None and best <= bound:
             break
-        if clock.now() - c0 >= total_time_limit_s:
+        if window.over():
             timed_out = True
             break
         heap = [(max(Fraction(S, C), Fraction(math.ceil(bound * C), C)), C) for C in range(1, max_chunks + 1)]
@@ -220,14 +228,14 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
             R = int(ratio * C)
             if R > S * C * per_step:
                 continue  # cannot happen for S >= the latency bound; keeps the loop finite
-            left = total_time_limit_s - (clock.now() - c0)
+            left = window.left_s()
             if (best is not None and ratio >= best) or left <= 0:
                 timed_out |= left <= 0
                 break
             _say(on_status, "update", f"{spec.name}: S={S} R={R} C={C}", f"{len(points)} point(s)")
             try:
                 s = solve_instance(fabric, spec.name, S, R, C, root=spec.root, workers=workers,
-                                   time_limit_s=min(time_limit_per_instance_s, left))
+                                   time_limit_s=min(time_limit_per_instance_s, left), budget=budget)
             except SynthesisInfeasible:
                 heapq.heappush(heap, (Fraction(R + 1, C), C))
                 continue
@@ -252,13 +260,14 @@ def pareto(fabric: Fabric, collective, *, root: int | None = None, max_steps: in
     return points
 
 
-def _pareto_allreduce(fabric, max_steps, max_chunks, per_s, total_s, on_point, on_status, workers) -> list[Point]:
-    t0, c0 = time.perf_counter(), clock.now()
+def _pareto_allreduce(fabric, max_steps, max_chunks, per_s, total_s, on_point, on_status, workers,
+                      budget: SolveBudget) -> list[Point]:
+    t0, window = time.perf_counter(), budget.window(total_s)
     half = None if max_steps is None else max(1, max_steps - 1)
     kw = dict(max_steps=half, max_chunks=max_chunks, time_limit_per_instance_s=per_s, on_status=on_status,
-              workers=workers)
+              workers=workers, budget=budget)
     rs = pareto(fabric, "reducescatter", total_time_limit_s=total_s / 2, **kw)
-    ag = pareto(fabric, "allgather", total_time_limit_s=max(0.0, total_s - (clock.now() - c0)), **kw)
+    ag = pareto(fabric, "allgather", total_time_limit_s=max(0.0, window.left_s()), **kw)
     cand = []
     for S1, R1, C1, s1 in rs:
         for S2, R2, C2, s2 in ag:

@@ -42,10 +42,11 @@ def test_ctrl_c_still_reaches_python_after_a_cp_sat_solve(call):
     the Python handler keeps working (the plain call is the control: the process dies)."""
     r = _python(f"""
         import os, signal, time
+        from synth.solve.budget import SolveBudget
         from synth.solve.stoppable import solve_cp_sat
         s = solver(0.2)
         for _ in range(2):
-            {"s.solve(hard_model())" if call == "plain" else "solve_cp_sat(s, hard_model())"}
+            {"s.solve(hard_model())" if call == "plain" else "solve_cp_sat(s, hard_model(), SolveBudget())"}
         try:
             os.kill(os.getpid(), signal.SIGINT)
             time.sleep(1)
@@ -63,6 +64,7 @@ def test_a_signal_stops_a_long_solve_at_once(kind):
     """A 30 s solve, SIGINT after 0.5 s: KeyboardInterrupt in well under 2 s, the solver stopped."""
     r = _python(f"""
         import os, signal, threading, time
+        from synth.solve.budget import SolveBudget
         from synth.solve.stoppable import solve_cp_sat, solve_lp
         def lp_model():
             import random
@@ -74,8 +76,8 @@ def test_a_signal_stops_a_long_solve_at_once(kind):
                 lp.Add(sum(random.random() * xs[random.randrange(3000)] for _ in range(30)) <= 5)
             lp.Maximize(sum(xs))
             return lp
-        job = (lambda: solve_cp_sat(solver(30), hard_model())) if "{kind}" == "cp_sat" else \\
-              (lambda m=lp_model(): solve_lp(m))
+        job = (lambda: solve_cp_sat(solver(30), hard_model(), SolveBudget())) if "{kind}" == "cp_sat" else \\
+              (lambda m=lp_model(): solve_lp(m, SolveBudget()))
         threading.Timer(0.5, lambda: os.kill(os.getpid(), signal.SIGINT)).start()
         t0 = time.monotonic()
         try:

@@ -15,6 +15,7 @@ import pytest
 
 from synth.ir.fabric import build_fabric
 from synth.model.physics import cost_params_for
+from synth.solve.budget import SolveBudget
 from synth.solve.bwopt import staging
 from synth.solve.bwopt.forest import Forest
 from synth.solve.bwopt.staging import fits, greedy_staging
@@ -105,8 +106,8 @@ def test_no_perfect_proof_agrees_with_cp_sat(case, rail):
     c, R = f.batch.chunks, f.batch.rounds
     answers = set()
     for S in range(1, min(R, 4) + 1):
-        possible = staging._perfect_possible(f.model, levels, sources, c, R, S)
-        got = staging._stage_cp(f.model, levels, sources, c, R, S, None, 5.0)
+        possible = staging._perfect_possible(f.model, levels, sources, c, R, S, SolveBudget())
+        got = staging._stage_cp(f.model, levels, sources, c, R, S, None, 5.0, SolveBudget())
         perfect = got is not None and sum(got.z) == R
         assert possible or not perfect, S
         assert got is None or sum(got.z) >= math.ceil(c / f.packing.upper * (1 - 1e-9))   # the rate bound
