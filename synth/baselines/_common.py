@@ -7,6 +7,7 @@ needs (:func:`synth.ir.verifier.required_rounds`) and runs the verifier before r
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Iterable, Sequence
 
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
@@ -73,6 +74,13 @@ class Builder:
         if at is None:
             at = self.steps[step] = []
         at.extend(transfers)
+
+    def add_many(self, step: int, chunks, srcs, dsts, op: str = "copy") -> None:
+        """Add transfers ``chunks[k]: srcs[k] -> dsts[k]`` (sequences or integer NumPy arrays of one
+        length) with ``op`` at step index ``step``, in ``k`` order: what ``add(step, chunks[k], srcs[k],
+        dsts[k], op)`` for each ``k`` would do, without a Python call per transfer."""
+        cols = [c.tolist() if hasattr(c, "tolist") else list(c) for c in (chunks, srcs, dsts)]
+        self.extend(step, list(map(Transfer, *cols, repeat(op, len(cols[0])))))
 
     def expect(self, transfers: int) -> None:
         """Refuse early (:class:`TooManyTransfers`) when the schedule will need ``transfers`` transfers."""

@@ -32,7 +32,7 @@ from synth.ir.host_graph import Share
 from synth.ir.host_graph import gpu_fabric_connected as _gpu_fabric_connected
 from synth.ir.host_graph import merge_parallel_switches as _merge_parallel_switches
 from topo_probe.errors import TopologyError
-from topo_probe.topology.model import Topology
+from topo_probe.topology.model import GPU_LINK_KINDS, Topology
 
 #: :meth:`Fabric.load` reads a cluster's routes as arrays from this many sends on
 ARRAY_SENDS = 256
@@ -184,9 +184,16 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
     channels: dict[tuple[int, int], list[tuple[Resource, Fraction]]] = {}
     latencies: dict[tuple[int, int], list[float]] = {}
     used: set[Resource] = set()
+    direct = _direct_gpu_links(merged)
     for i in range(n):
         for j in range(n):
             if i == j:
+                continue
+            link = direct(i, j) if hosts[i] == hosts[j] else None
+            if link is not None:         # the one shortest GPU-fabric path, whole on its one edge
+                channels[(i, j)] = [(link[0], _WHOLE)]
+                latencies[(i, j)] = [link[1]]
+                used.add(link[0])
                 continue
             if hosts[i] == hosts[j]:
                 paths = merged.gpu_fabric_paths(i, j)
@@ -222,6 +229,23 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
                  latencies, topology=topo)
     _check_fabric_connected(fab)
     return fab
+
+
+def _direct_gpu_links(topo: Topology):
+    """``link(i, j)``: ``((gpu_i, gpu_j), latency_us)`` of a direct NVLink/Infinity Fabric edge GPU i -> GPU j
+    of positive bandwidth, else None.  Such an edge is the only shortest path
+    :meth:`Topology.gpu_fabric_paths` returns, carrying the whole channel: a fully connected box of
+    G GPUs then costs G^2 dictionary look-ups instead of G^2 path searches."""
+    gpus = topo.gpus
+    succ = dict(topo.graph.adjacency())
+
+    def link(i: int, j: int):
+        u, v = gpus[i], gpus[j]
+        d = succ[u].get(v)
+        if d is None or d["kind"] not in GPU_LINK_KINDS or not d["bandwidth_gbps"] > 0:
+            return None
+        return (u, v), d["latency_us"]
+    return link
 
 
 def _unit(resources: dict[Resource, ResourceInfo], gpu_nodes: set[str]) -> float:
