@@ -44,6 +44,32 @@ Resource = tuple[str, str]
 _WHOLE = Share(1)
 
 
+class ResourceLoads(dict):
+    """Chunks per resource, a plain dict to its readers, made by :meth:`Fabric.load` from arrays:
+    ``arrays`` keeps ``(loads, bandwidth_gbps, fabric)`` as arrays in key order for the capacity
+    tests of :mod:`synth.ir.capacity`, and any change of the dict drops them (None)."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrays = None
+
+
+def _dropping_arrays(name: str):
+    method = getattr(dict, name)
+
+    def changed(self, *args, **kwargs):
+        self.arrays = None
+        return method(self, *args, **kwargs)
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("__setitem__", "__delitem__", "__ior__", "update", "pop", "popitem", "clear", "setdefault"):
+    setattr(ResourceLoads, _name, _dropping_arrays(_name))
+
+
 @dataclass(frozen=True)
 class ResourceInfo:
     """One shared link: ``kind`` (link kind), ``bandwidth_gbps`` (per direction), ``latency_us``."""
@@ -147,9 +173,20 @@ class Fabric:
         amount = np.array([s[2] if len(s) > 2 else 1.0 for s in sends], dtype=float)
         total = np.bincount(idx, weights=np.repeat(amount, np.diff(starts)) * frac, minlength=len(arrays.names))
         used, first = np.unique(idx, return_index=True)
-        used = used[np.argsort(first)].tolist()
+        used = used[np.argsort(first)]
         names = arrays.names
-        return dict(zip([names[k] for k in used], total[used].tolist()))
+        out = ResourceLoads(zip([names[k] for k in used.tolist()], total[used].tolist()))
+        out.arrays = (total[used], self._bandwidth_array(names)[used], self)
+        return out
+
+    def _bandwidth_array(self, names: list[Resource]):
+        """``bandwidth_gbps`` of the resources ``names`` (all of :attr:`resources`, in order), made once."""
+        import numpy as np
+        kept = self.__dict__.get("_bandwidths")
+        if kept is None or len(kept) != len(names):
+            kept = self.__dict__["_bandwidths"] = np.array([self.resources[r].bandwidth_gbps for r in names],
+                                                           dtype=float)
+        return kept
 
     def describe(self) -> str:
         return (f"fabric of {self.topology_name}: {self.num_ranks} ranks, {len(self.channels)} channels, "
