@@ -31,6 +31,7 @@ import networkx as nx
 from synth.ir.host_graph import Share
 from synth.ir.host_graph import gpu_fabric_connected as _gpu_fabric_connected
 from synth.ir.host_graph import merge_parallel_switches as _merge_parallel_switches
+from synth.ir.host_graph import parallel_switch_groups
 from topo_probe.errors import TopologyError
 from topo_probe.topology.model import GPU_LINK_KINDS, Topology
 
@@ -214,7 +215,9 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
             if fab is not None:
                 fab.topology = topo
                 return fab
-    merged = Topology(topo.name, _merge_parallel_switches(topo.graph), topo.description)
+    # the graph itself where no NVSwitches are parallel (the merge would copy it unchanged; it is only read)
+    graph = _merge_parallel_switches(topo.graph) if parallel_switch_groups(topo.graph) else topo.graph
+    merged = Topology(topo.name, graph, topo.description)
     n = topo.num_gpus
     hosts = [topo.host_of(i) for i in range(n)]
     fabric_hosts = {h: _gpu_fabric_connected(topo, h) for h in set(hosts)}
@@ -307,7 +310,24 @@ def _build_cluster(topo: Topology, shape, transport: str, unit_gbps: float | Non
                   latencies, shape)
 
 
+def _reaches_all(n: int, a, b) -> bool:
+    """Does rank 0 reach every rank over the edges ``a[k] -> b[k]`` (NumPy arrays)?"""
+    import numpy as np
+    seen = np.zeros(n, dtype=bool)
+    seen[0] = True
+    while True:
+        new = np.unique(b[seen[a] & ~seen[b]])
+        if not len(new):
+            return bool(seen.all())
+        seen[new] = True
+
+
 def _check_fabric_connected(fab: Fabric) -> None:
+    import numpy as np
+    n = fab.num_ranks
+    pairs = np.array(list(fab.channels), dtype=np.int64).reshape(-1, 2)
+    if n <= 1 or (_reaches_all(n, pairs[:, 0], pairs[:, 1]) and _reaches_all(n, pairs[:, 1], pairs[:, 0])):
+        return                     # strongly connected: rank 0 reaches all, and all reach rank 0
     g = nx.DiGraph()
     g.add_nodes_from(range(fab.num_ranks))
     g.add_edges_from(fab.channels)
