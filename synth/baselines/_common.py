@@ -7,11 +7,12 @@ needs (:func:`synth.ir.verifier.required_rounds`) and runs the verifier before r
 
 from __future__ import annotations
 
+from itertools import repeat
 from typing import Iterable, Sequence
 
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.fabric import Fabric
-from synth.ir.schedule import Schedule, Transfer
+from synth.ir.schedule import OPS, Schedule, Transfer
 from synth.ir.verifier import check, sized_steps
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
 
@@ -73,6 +74,27 @@ class Builder:
         if at is None:
             at = self.steps[step] = []
         at.extend(transfers)
+
+    def add_many(self, step: int, chunks, srcs, dsts, op: str = "copy") -> None:
+        """Add transfers ``chunks[k]: srcs[k] -> dsts[k]`` (sequences or integer NumPy arrays of one
+        length) with ``op`` at step index ``step``, in ``k`` order: what ``add(step, chunks[k], srcs[k],
+        dsts[k], op)`` for each ``k`` would do, without a Python call per transfer."""
+        cols = [c.tolist() if hasattr(c, "tolist") else list(c) for c in (chunks, srcs, dsts)]
+        self.extend(step, list(map(Transfer, *cols, repeat(op, len(cols[0])))))
+
+    def add_steps(self, steps, chunks, srcs, dsts, reduce) -> None:
+        """Add transfers ``chunks[k]: srcs[k] -> dsts[k]`` at step index ``steps[k]`` (integer NumPy
+        arrays of one length), a reduce where ``reduce[k]`` (a boolean array) else a copy: what
+        ``add`` for each ``k`` in order would do (each step keeps its transfers in ``k`` order)."""
+        import numpy as np
+        order = np.argsort(steps, kind="stable")
+        at = steps[order]
+        ops = np.array(OPS, dtype=object)[np.asarray(reduce, dtype=np.intp)[order]].tolist()
+        moved = list(map(Transfer, chunks[order].tolist(), srcs[order].tolist(), dsts[order].tolist(), ops))
+        cuts = [0, *(np.flatnonzero(np.diff(at)) + 1).tolist(), len(at)]
+        for a, z in zip(cuts, cuts[1:]):
+            if z > a:
+                self.extend(int(at[a]), moved[a:z])
 
     def expect(self, transfers: int) -> None:
         """Refuse early (:class:`TooManyTransfers`) when the schedule will need ``transfers`` transfers."""

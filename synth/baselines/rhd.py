@@ -12,6 +12,8 @@ Partners at distance ``2^k`` are ``r XOR 2^k``; every partner pair must be a cha
 
 from __future__ import annotations
 
+import numpy as np
+
 from synth.baselines._common import Builder, make_spec, require_channels
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule
@@ -20,30 +22,36 @@ from topo_probe.errors import UnsupportedCollective
 COLLECTIVES = ("reducescatter", "allgather", "allreduce")
 
 
+def _blocks(n: int, C: int, m: int, base):
+    """For every rank ``r`` in order, the chunks of the ``m`` owners ``base(r) + low`` (``low`` =
+    0..m-1 ascending), each owner's ``C`` pieces in order: ``(ranks, chunk ids)``, one entry per
+    transfer, in the order the loops over ``r``, owner and piece would add them."""
+    r = np.repeat(np.arange(n, dtype=np.int64), m * C)
+    low = np.tile(np.repeat(np.arange(m, dtype=np.int64), C), n)
+    piece = np.tile(np.arange(C, dtype=np.int64), n * m)
+    return r, (base(r) | low) * C + piece
+
+
 def _halving(b: Builder, t0: int) -> int:
+    """Rank ``r`` reduces into ``p = r ^ m`` the chunks of every owner ``d`` that shares ``r``'s
+    bits above ``m`` and ``p``'s bit ``m`` (its bits below ``m``: any, ascending)."""
     n, C = b.spec.ranks, b.spec.chunks_per_rank
     t, m = t0, n // 2
     while m >= 1:
-        for r in range(n):
-            p = r ^ m
-            high = ~(2 * m - 1)
-            for d in range(n):
-                if (d & high) == (r & high) and (d & m) == (p & m):
-                    for c in range(C):
-                        b.add(t, d * C + c, r, p, "reduce")
+        high = ~(2 * m - 1)
+        r, chunk = _blocks(n, C, m, lambda r: (r & high) | ((r ^ m) & m))
+        b.add_many(t, chunk, r, r ^ m, "reduce")
         t, m = t + 1, m // 2
     return t
 
 
 def _doubling(b: Builder, t0: int) -> int:
+    """Rank ``r`` copies to ``r ^ m`` the blocks of every owner ``o`` with ``o ^ r < m``."""
     n, C = b.spec.ranks, b.spec.chunks_per_rank
     t, m = t0, 1
     while m < n:
-        for r in range(n):
-            for o in range(n):
-                if (o ^ r) < m:
-                    for c in range(C):
-                        b.add(t, o * C + c, r, r ^ m)
+        r, chunk = _blocks(n, C, m, lambda r: r & ~(m - 1))
+        b.add_many(t, chunk, r, r ^ m)
         t, m = t + 1, m * 2
     return t
 

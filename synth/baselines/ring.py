@@ -27,6 +27,8 @@ nothing is counted twice.
 
 from __future__ import annotations
 
+import numpy as np
+
 from synth.baselines._common import Builder, block_chunks, make_spec
 from synth.baselines.ringsearch import RingPlan, find_rings
 from synth.ir.fabric import Fabric
@@ -70,6 +72,9 @@ class _Rings:
 
 def _blocks(b: Builder, rg: _Rings, mode: str) -> None:
     """allgather / reducescatter / allreduce halves; ``mode`` is 'gather', 'scatter' or 'all'."""
+    if not rg.plan.relayed:
+        _blocks_direct(b, rg, mode)
+        return
     spec = b.spec
     n, C = spec.ranks, spec.chunks_per_rank
     for g in range(spec.num_chunks):
@@ -78,6 +83,26 @@ def _blocks(b: Builder, rg: _Rings, mode: str) -> None:
             rg.route(b, i, g, rg.at(i, owner, 1), n - 1, 0, "reduce")
         if mode in ("gather", "all"):
             rg.route(b, i, g, owner, n - 1, n - 1 if mode == "all" else 0)
+
+
+def _blocks_direct(b: Builder, rg: _Rings, mode: str) -> None:
+    """:func:`_blocks` on rings without relays, one ring step at a time over all chunks at once: ring
+    step ``h`` of every chunk's route is one transfer, so each step holds one transfer per chunk,
+    in chunk order, as the chunk-by-chunk routes would place them (every hop of a reduce route
+    reaches a rank not yet on its way: all reduces)."""
+    spec = b.spec
+    n, C = spec.ranks, spec.chunks_per_rank
+    g = np.arange(spec.num_chunks)
+    ring_of = (g % C) % rg.R
+    rings = np.array(rg.plan.rings[:rg.R], dtype=np.int64)
+    pos = np.empty_like(rings)
+    pos[np.arange(rg.R)[:, None], rings] = np.arange(n)
+    home = pos[ring_of, g // C]              # the owner's place on its chunk's ring
+    halves = {"scatter": [(home + 1, 0, "reduce")], "gather": [(home, 0, "copy")],
+              "all": [(home + 1, 0, "reduce"), (home, n - 1, "copy")]}[mode]
+    for k0, t0, op in halves:
+        for h in range(n - 1):
+            b.add_many(t0 + h, g, rings[ring_of, (k0 + h) % n], rings[ring_of, (k0 + h + 1) % n], op)
 
 
 def _rooted(b: Builder, rg: _Rings) -> None:

@@ -31,6 +31,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+import numpy as np
+
 from synth.baselines._common import Builder, block_chunks, make_spec
 from synth.ir.collectives import canonical
 from synth.ir.fabric import Fabric
@@ -138,15 +140,36 @@ def double_tree(fabric: Fabric, root: int | None = None) -> tuple[Tree, Tree, st
     return t1, t2, "bfs"
 
 
+def _heights(t: Tree) -> list[int]:
+    """:meth:`Tree.height` of every rank, deepest ranks first (one pass, not one search per rank)."""
+    n = len(t.parent)
+    depth = [t.depth(v) for v in range(n)]
+    h = [0] * n
+    for v in sorted(range(n), key=lambda v: -depth[v]):
+        p = t.parent[v]
+        if p is not None:
+            h[p] = max(h[p], h[v] + 1)
+    return h
+
+
 def _allreduce(b: Builder, trees: tuple[Tree, Tree]) -> None:
-    heights = [[t.height(v) for v in range(b.spec.ranks)] for t in trees]
-    for g in range(b.spec.num_chunks):
-        k, m = g % 2, g // 2
-        t, h = trees[k], heights[k]
-        for v, p in enumerate(t.parent):
-            if p is not None:
-                b.add(m + h[v], g, v, p, "reduce")
-                b.add(m + h[t.root] + t.depth(p), g, p, v)
+    """Chunk ``g`` on tree ``g % 2`` entering at ``m = g // 2``: each rank ``v`` below the root
+    reduces into its parent ``p`` at step ``m + h(v)``, then ``p`` copies the result back at step
+    ``m + h(root) + depth(p)``; transfers listed chunk by chunk, rank by rank (reduce, copy)."""
+    per_tree = []
+    for t in trees:
+        h = _heights(t)
+        vs = [v for v, p in enumerate(t.parent) if p is not None]
+        ps = [t.parent[v] for v in vs]
+        per_tree.append((vs, ps, [h[v] for v in vs], [h[t.root] + t.depth(p) for p in ps]))
+    v, p, up, down = (np.array([x[i] for x in per_tree], dtype=np.int64) for i in range(4))   # (tree, rank)
+    g = np.arange(b.spec.num_chunks, dtype=np.int64)
+    k, m = g % 2, (g // 2)[:, None]
+    pairs = np.stack(((m + up[k], v[k], p[k]), (m + down[k], p[k], v[k])), axis=-1)   # (3, chunk, rank, op)
+    step, src, dst = (a.reshape(-1) for a in pairs)
+    chunk = np.broadcast_to(g[:, None, None], pairs.shape[1:]).reshape(-1)
+    reduce = np.broadcast_to(np.array([True, False]), pairs.shape[1:]).reshape(-1)
+    b.add_steps(step, chunk, src, dst, reduce)
 
 
 def _rooted(b: Builder, trees: tuple[Tree, Tree]) -> None:

@@ -51,6 +51,24 @@ def required_rounds(fabric: Fabric, sends: list[tuple[int, int]] | list[tuple[in
     return rounds_for_loads(fabric, step_loads(fabric, sends))
 
 
+def _transfer_loads(fabric: Fabric, ts: tuple) -> dict[Resource, float]:
+    """:func:`step_loads` of the ``(src, dst)`` pairs of transfers ``ts``, the pairs counted over
+    arrays (in order of first appearance, as the dict of :func:`step_loads` keeps them) where there
+    are many and every rank is in range."""
+    n = fabric.num_ranks
+    if len(ts) < ARRAY_LOADS:
+        return step_loads(fabric, [(t.src, t.dst) for t in ts])
+    import numpy as np
+    src = np.fromiter([t.src for t in ts], dtype=np.int64, count=len(ts))
+    dst = np.fromiter([t.dst for t in ts], dtype=np.int64, count=len(ts))
+    if ((src < 0) | (src >= n) | (dst < 0) | (dst >= n)).any():
+        return step_loads(fabric, list(zip(src.tolist(), dst.tolist())))
+    pair, first, count = np.unique(src * n + dst, return_index=True, return_counts=True)
+    order = np.argsort(first)
+    pair = pair[order]
+    return fabric.load(list(zip((pair // n).tolist(), (pair % n).tolist(), count[order].astype(float).tolist())))
+
+
 def sized_steps(fabric: Fabric, groups) -> tuple[tuple[Step, ...], list[dict[Resource, float]]]:
     """A :class:`Step` per group of transfers in ``groups`` (empty groups dropped), each declaring
     the rounds its loads need (:func:`required_rounds`), and those loads (chunks per resource, per
@@ -60,7 +78,7 @@ def sized_steps(fabric: Fabric, groups) -> tuple[tuple[Step, ...], list[dict[Res
     for ts in groups:
         ts = tuple(ts)
         if ts:
-            load = step_loads(fabric, [(t.src, t.dst) for t in ts])
+            load = _transfer_loads(fabric, ts)
             steps.append(Step(rounds_for_loads(fabric, load), ts))
             loads.append(load)
     return tuple(steps), loads
@@ -71,6 +89,9 @@ def _as_arrays(fabric: Fabric, loads: dict[Resource, float]):
     plain ``rounds * bandwidth_gbps / unit_gbps`` and ``loads`` is big enough to pay (else None)."""
     if len(loads) < ARRAY_LOADS or type(fabric).capacity is not Fabric.capacity:
         return None
+    kept = getattr(loads, "arrays", None)     # a ResourceLoads of this fabric: its arrays, made with it
+    if kept is not None and kept[2] is fabric:
+        return kept[0], kept[1]
     import numpy as np
     res = fabric.resources
     return (np.fromiter(loads.values(), dtype=float, count=len(loads)),

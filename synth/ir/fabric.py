@@ -31,8 +31,9 @@ import networkx as nx
 from synth.ir.host_graph import Share
 from synth.ir.host_graph import gpu_fabric_connected as _gpu_fabric_connected
 from synth.ir.host_graph import merge_parallel_switches as _merge_parallel_switches
+from synth.ir.host_graph import parallel_switch_groups
 from topo_probe.errors import TopologyError
-from topo_probe.topology.model import Topology
+from topo_probe.topology.model import GPU_LINK_KINDS, Topology
 
 #: :meth:`Fabric.load` reads a cluster's routes as arrays from this many sends on
 ARRAY_SENDS = 256
@@ -42,6 +43,32 @@ Resource = tuple[str, str]
 
 #: the share of a channel's only path (one object for the million channels of a big mesh)
 _WHOLE = Share(1)
+
+
+class ResourceLoads(dict):
+    """Chunks per resource, a plain dict to its readers, made by :meth:`Fabric.load` from arrays:
+    ``arrays`` keeps ``(loads, bandwidth_gbps, fabric)`` as arrays in key order for the capacity
+    tests of :mod:`synth.ir.capacity`, and any change of the dict drops them (None)."""
+
+    __slots__ = ("arrays",)
+
+    def __init__(self, *args, **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.arrays = None
+
+
+def _dropping_arrays(name: str):
+    method = getattr(dict, name)
+
+    def changed(self, *args, **kwargs):
+        self.arrays = None
+        return method(self, *args, **kwargs)
+    changed.__name__ = name
+    return changed
+
+
+for _name in ("__setitem__", "__delitem__", "__ior__", "update", "pop", "popitem", "clear", "setdefault"):
+    setattr(ResourceLoads, _name, _dropping_arrays(_name))
 
 
 @dataclass(frozen=True)
@@ -147,9 +174,20 @@ class Fabric:
         amount = np.array([s[2] if len(s) > 2 else 1.0 for s in sends], dtype=float)
         total = np.bincount(idx, weights=np.repeat(amount, np.diff(starts)) * frac, minlength=len(arrays.names))
         used, first = np.unique(idx, return_index=True)
-        used = used[np.argsort(first)].tolist()
+        used = used[np.argsort(first)]
         names = arrays.names
-        return dict(zip([names[k] for k in used], total[used].tolist()))
+        out = ResourceLoads(zip([names[k] for k in used.tolist()], total[used].tolist()))
+        out.arrays = (total[used], self._bandwidth_array(names)[used], self)
+        return out
+
+    def _bandwidth_array(self, names: list[Resource]):
+        """``bandwidth_gbps`` of the resources ``names`` (all of :attr:`resources`, in order), made once."""
+        import numpy as np
+        kept = self.__dict__.get("_bandwidths")
+        if kept is None or len(kept) != len(names):
+            kept = self.__dict__["_bandwidths"] = np.array([self.resources[r].bandwidth_gbps for r in names],
+                                                           dtype=float)
+        return kept
 
     def describe(self) -> str:
         return (f"fabric of {self.topology_name}: {self.num_ranks} ranks, {len(self.channels)} channels, "
@@ -177,16 +215,25 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
             if fab is not None:
                 fab.topology = topo
                 return fab
-    merged = Topology(topo.name, _merge_parallel_switches(topo.graph), topo.description)
+    # the graph itself where no NVSwitches are parallel (the merge would copy it unchanged; it is only read)
+    graph = _merge_parallel_switches(topo.graph) if parallel_switch_groups(topo.graph) else topo.graph
+    merged = Topology(topo.name, graph, topo.description)
     n = topo.num_gpus
     hosts = [topo.host_of(i) for i in range(n)]
     fabric_hosts = {h: _gpu_fabric_connected(topo, h) for h in set(hosts)}
     channels: dict[tuple[int, int], list[tuple[Resource, Fraction]]] = {}
     latencies: dict[tuple[int, int], list[float]] = {}
     used: set[Resource] = set()
+    direct = _direct_gpu_links(merged)
     for i in range(n):
         for j in range(n):
             if i == j:
+                continue
+            link = direct(i, j) if hosts[i] == hosts[j] else None
+            if link is not None:         # the one shortest GPU-fabric path, whole on its one edge
+                channels[(i, j)] = [(link[0], _WHOLE)]
+                latencies[(i, j)] = [link[1]]
+                used.add(link[0])
                 continue
             if hosts[i] == hosts[j]:
                 paths = merged.gpu_fabric_paths(i, j)
@@ -224,6 +271,23 @@ def build_fabric(topo: Topology, transport: str = "auto", unit_gbps: float | Non
     return fab
 
 
+def _direct_gpu_links(topo: Topology):
+    """``link(i, j)``: ``((gpu_i, gpu_j), latency_us)`` of a direct NVLink/Infinity Fabric edge GPU i -> GPU j
+    of positive bandwidth, else None.  Such an edge is the only shortest path
+    :meth:`Topology.gpu_fabric_paths` returns, carrying the whole channel: a fully connected box of
+    G GPUs then costs G^2 dictionary look-ups instead of G^2 path searches."""
+    gpus = topo.gpus
+    succ = dict(topo.graph.adjacency())
+
+    def link(i: int, j: int):
+        u, v = gpus[i], gpus[j]
+        d = succ[u].get(v)
+        if d is None or d["kind"] not in GPU_LINK_KINDS or not d["bandwidth_gbps"] > 0:
+            return None
+        return (u, v), d["latency_us"]
+    return link
+
+
 def _unit(resources: dict[Resource, ResourceInfo], gpu_nodes: set[str]) -> float:
     """The slowest single link leaving a GPU (GB/s), 1.0 when none does."""
     leaving = [info.bandwidth_gbps / info.links for (u, _), info in resources.items() if u in gpu_nodes]
@@ -246,7 +310,24 @@ def _build_cluster(topo: Topology, shape, transport: str, unit_gbps: float | Non
                   latencies, shape)
 
 
+def _reaches_all(n: int, a, b) -> bool:
+    """Does rank 0 reach every rank over the edges ``a[k] -> b[k]`` (NumPy arrays)?"""
+    import numpy as np
+    seen = np.zeros(n, dtype=bool)
+    seen[0] = True
+    while True:
+        new = np.unique(b[seen[a] & ~seen[b]])
+        if not len(new):
+            return bool(seen.all())
+        seen[new] = True
+
+
 def _check_fabric_connected(fab: Fabric) -> None:
+    import numpy as np
+    n = fab.num_ranks
+    pairs = np.array(list(fab.channels), dtype=np.int64).reshape(-1, 2)
+    if n <= 1 or (_reaches_all(n, pairs[:, 0], pairs[:, 1]) and _reaches_all(n, pairs[:, 1], pairs[:, 0])):
+        return                     # strongly connected: rank 0 reaches all, and all reach rank 0
     g = nx.DiGraph()
     g.add_nodes_from(range(fab.num_ranks))
     g.add_edges_from(fab.channels)

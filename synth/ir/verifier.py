@@ -55,6 +55,8 @@ from synth.ir.fabric import Fabric, Resource
 from synth.ir.schedule import OPS, Schedule, Step
 from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError
 
+#: steps with at least this many transfers are first tried in bulk (:mod:`synth.ir.step_replay`)
+CLEAN_STEP_TRANSFERS = 256
 RULES = ("not-held", "double-count", "reduce-into-empty", "overwrite-loses", "write-conflict",
          "op-mismatch", "no-channel", "over-capacity", "postcondition", "wrong-topology",
          "bad-transfer", "bad-rounds", "bad-collective")
@@ -136,6 +138,14 @@ class _Replay:
 
     # ---------------------------------------------------------------- one step
     def step(self, si: int, step: Step) -> None:
+        clean = None
+        if len(step.transfers) >= CLEAN_STEP_TRANSFERS:      # a big step that breaks no transfer rule: in bulk
+            from synth.ir.step_replay import replay_clean_step      # (NumPy: loaded when a step is big)
+            clean = replay_clean_step(self, si, step)
+        if clean is not None:
+            if self.fabric is not None:
+                self._capacity(si, step, clean)
+            return
         found: list[Violation] = []
         keep, self.violations = self.violations, found
         if step.rounds < 1:

@@ -59,3 +59,43 @@ def test_gpus_without_any_route_are_named():
     t.add_link("gpu2", "gpu1", kind="nvlink", bandwidth_gbps=25.0, both=False)
     with pytest.raises(TopologyError, match=r"GPUs \[2\] are cut off"):
         build_fabric(t)
+
+
+
+def test_one_way_ring_is_a_fabric_and_the_connectivity_check_agrees_with_networkx():
+    """build_fabric's strong-connectivity check (rank 0 reaches all and all reach rank 0, over
+    arrays) against networkx's on random channel sets of 1..7 ranks; a one-way ring, where every
+    rank reaches every other the long way round, is a fabric."""
+    import random
+    from types import SimpleNamespace
+
+    import networkx as nx
+
+    from synth.ir.fabric import _check_fabric_connected
+
+    t = Topology("oneway5")
+    for i in range(5):
+        t.add_gpu(i)
+    for i in range(5):                   # add_link links both ways: keep i -> i+1 only
+        t.add_link(f"gpu{i}", f"gpu{(i + 1) % 5}", kind="nvlink", bandwidth_gbps=25.0)
+    for i in range(5):
+        t.graph.remove_edge(f"gpu{(i + 1) % 5}", f"gpu{i}")
+    assert sorted(build_fabric(t).channels) == sorted((i, (i + 1) % 5) for i in range(5))
+    rng = random.Random(7)
+    outcomes = set()
+    for _ in range(400):
+        n = rng.randint(1, 7)
+        pairs = [(i, j) for i in range(n) for j in range(n) if i != j and rng.random() < 0.3]
+        g = nx.DiGraph()
+        g.add_nodes_from(range(n))
+        g.add_edges_from(pairs)
+        fab = SimpleNamespace(num_ranks=n, channels=dict.fromkeys(pairs), topology_name="random")
+        try:
+            _check_fabric_connected(fab)
+            refused = False
+        except TopologyError as e:
+            refused = True
+            assert "cannot exchange data" in str(e)
+        assert refused == (n > 1 and not nx.is_strongly_connected(g))
+        outcomes.add(refused)
+    assert outcomes == {True, False}

@@ -16,9 +16,20 @@ from hypothesis import strategies as st
 from synth.ir.collectives import Chunk, CollectiveSpec
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule, Step, Transfer
+import synth.ir.verifier as verifier_module
 from synth.ir.verifier import RULES, check, required_rounds, verify
 from topo_probe.errors import ScheduleInvalid
 from topo_probe.topology.model import Topology
+
+
+@pytest.fixture(autouse=True, scope="module", params=["one by one", "bulk"])
+def replay_mode(request):
+    """Every test twice: as the verifier runs (small steps replayed transfer by transfer) and with
+    every step first tried in bulk (:mod:`synth.ir.step_replay`), which must reject the same."""
+    with pytest.MonkeyPatch.context() as mp:
+        if request.param == "bulk":
+            mp.setattr(verifier_module, "CLEAN_STEP_TRANSFERS", 1)
+        yield request.param
 
 
 # ---------------------------------------------------------------- hand-built topologies

@@ -12,6 +12,8 @@ from _schedules import ALL, random_schedule
 
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Step, Transfer
+import synth.ir.step_replay as step_replay
+import synth.ir.verifier as verifier
 from synth.ir.verifier import verify
 from topo_probe.machines.clusters import cluster
 from topo_probe.machines.generators import fully_connected, ring
@@ -58,11 +60,18 @@ def _mutate(s, rng: random.Random):
     return s.with_(steps=tuple(Step(r, tuple(ts)) for r, ts in zip(rounds, steps)))
 
 
+@pytest.mark.parametrize("bulk", [False, True])
 @pytest.mark.parametrize("coll", ALL)
 @pytest.mark.parametrize("topo", ["ring", "mesh", "none", "cluster"])
-def test_reports_equal_the_plain_replay(coll, topo):
+def test_reports_equal_the_plain_replay(coll, topo, bulk, monkeypatch):
     """On the cluster (16 ranks, 2 hosts) steps load more than ARRAY_LOADS resources: the
-    capacity tests run on arrays."""
+    capacity tests run on arrays.  ``bulk``: every step is first tried by
+    :func:`synth.ir.step_replay.replay_clean_step` (which must take the valid ones)."""
+    taken = []
+    if bulk:
+        real = step_replay.replay_clean_step
+        monkeypatch.setattr(verifier, "CLEAN_STEP_TRANSFERS", 1)
+        monkeypatch.setattr(step_replay, "replay_clean_step", lambda *a: _count(taken, real, a))
     n = 16 if topo == "cluster" else 6
     fabric = {"ring": lambda: build_fabric(ring(n)), "mesh": lambda: build_fabric(fully_connected(n)),
               "none": lambda: None, "cluster": lambda: build_fabric(cluster("dgx-h100", 2))}[topo]()
@@ -72,6 +81,28 @@ def test_reports_equal_the_plain_replay(coll, topo):
         cases = [s] + [_mutate(s, rng) for _ in range(8)]
         for case in cases:
             assert _report(verify(case, fabric)) == _report(reference.verify(case, fabric))
+    assert not bulk or (False in taken and (True in taken or topo == "ring"))   # ring: random pairs, few channels
+
+
+def _count(taken: list, real, args):
+    got = real(*args)
+    taken.append(got is not None)
+    return got
+
+
+def test_bulk_replay_leaves_odd_values_to_the_plain_replay(monkeypatch):
+    """Chunks or ranks that are floats, bools or too big for int64, and unknown ops, in big steps: the
+    report of the plain replay."""
+    monkeypatch.setattr(verifier, "CLEAN_STEP_TRANSFERS", 1)
+    fabric = build_fabric(fully_connected(6))
+    s = random_schedule("allgather", 6, 1, 0, 3)
+    for odd in (Transfer(1.0, 1, 2), Transfer(1.5, 1, 2), Transfer(1, True, 2),
+                Transfer(1, 1, 2.0), Transfer(1, 1, 2, "move"), Transfer(1, 1, 2, "reduce"), Transfer(2**70, 1, 2)):
+        steps = list(s.steps)
+        steps[0] = Step(steps[0].rounds + 1, steps[0].transfers + (odd,))
+        case = s.with_(steps=tuple(steps))
+        got = verify(case, fabric)
+        assert _report(got) == _report(reference.verify(case, fabric))
 
 
 def test_capacity_tests_on_arrays_equal_the_loop(monkeypatch):
