@@ -174,11 +174,12 @@ class NcclMachine:
         host0 = int(g.nodes[gpu0].get("host", 0))
         local = [k for k in range(topo.num_gpus) if topo.host_of(k) == topo.host_of(0)]
         matrix = None
-        if intra == "nvlink":
-            def count(a, b):
-                d = g.get_edge_data(topo.gpu(a), topo.gpu(b)) or {}
-                return int(d.get("links", 1)) if d.get("kind") == "nvlink" else 0
-            matrix = tuple(tuple(count(a, b) if a != b else 0 for b in local) for a in local)
+        if intra == "nvlink":             # NVLinks between each pair of the host's GPUs (one look-up each)
+            nodes = [topo.gpu(k) for k in local]
+
+            def count(d) -> int:
+                return int(d.get("links", 1)) if d is not None and d.get("kind") == "nvlink" else 0
+            matrix = tuple(tuple(count(g.adj[u].get(v)) if u != v else 0 for v in nodes) for u in nodes)
         nics = [n for n, d in g.nodes(data=True) if d["kind"] == "nic" and int(d.get("host", 0)) == host0]
         speeds = [float(g.nodes[n].get("speed_gbps") or 0.0) for n in nics]
         if net_kind is None:
@@ -202,13 +203,25 @@ def _ring_peers(topo: Topology, local: list[int]) -> list[int]:
     at any P2P level) count; a pair it does not reach (a PCIe or assumed-host path,
     :mod:`topo_probe.topology.host_assumption`) carries only point-to-point sends.  Elsewhere every
     peer counts."""
-    import networkx as nx
     g = topo.graph
-    fabric = nx.Graph((u, v) for u, v, d in g.edges(data=True) if d["kind"] in ("nvlink", "infinity_fabric"))
     gpus = [topo.gpu(k) for k in local]
-    if len(local) > 1 and all(n in fabric for n in gpus) and set(gpus) <= nx.node_connected_component(fabric, gpus[0]):
+    if len(local) > 1 and set(gpus) <= _fabric_component(g, gpus[0]):
         return [k for k in local[1:] if topo.path_class(local[0], k) in ("NVL", "NVB")]
     return local[1:]
+
+
+def _fabric_component(g, start: str) -> set:
+    """The nodes ``start`` reaches over NVLink / xGMI links in either direction (``start``
+    itself included)."""
+    seen, todo = {start}, [start]
+    while todo:
+        u = todo.pop()
+        for nbrs in (g.succ[u], g.pred[u]):
+            for v, d in nbrs.items():
+                if v not in seen and d["kind"] in ("nvlink", "infinity_fabric"):
+                    seen.add(v)
+                    todo.append(v)
+    return seen
 
 
 __all__ = ["NcclMachine", "arch_of_gpu_name", "arch_of_topology", "ARCH_FAMILY", "NET_KINDS", "INTRA_KINDS"]
