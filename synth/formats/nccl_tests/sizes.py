@@ -75,8 +75,10 @@ def size_label(nbytes: float) -> str:
     nccl-tests' plain bytes; every label a person reads (reports, console lines, plot axes)
     comes from here, so ``2 MiB`` is never ``2 MB`` elsewhere."""
     n = float(nbytes)
-    for unit, k in _BINARY_UNITS:
-        if abs(n) >= 1 << k:
-            v = n / (1 << k)
+    units = (*_BINARY_UNITS, ("B", 0))
+    for i, (unit, k) in enumerate(units):
+        v = n / (1 << k)
+        if abs(v) >= 1 or k == 0:
+            if i > 0 and round(abs(v), 1) >= 1024:     # 1023.96 KiB rounds to a unit more: 1.0 MiB
+                unit, v = units[i - 1][0], v / 1024
             return f"{int(v)} {unit}" if v == int(v) else f"{v:.1f} {unit}"
-    return f"{int(n)} B" if n == int(n) else f"{n:.1f} B"

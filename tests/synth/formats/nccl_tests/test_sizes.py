@@ -30,7 +30,7 @@ def test_loop_matches_a_hand_count():
 # ---------------------------------------------------------------- size_label: the one formatter for people
 @pytest.mark.parametrize("nbytes, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
                                           (2 << 20, "2 MiB"), (3 << 29, "1.5 GiB"), (4 << 30, "4 GiB"),
-                                          (5 << 40, "5 TiB")])
+                                          (5 << 40, "5 TiB"), (1048524, "1023.9 KiB"), (1048535, "1.0 MiB")])
 def test_size_label_by_hand(nbytes, text):
     assert size_label(nbytes) == text
 
@@ -46,4 +46,4 @@ def test_size_label_reads_back_within_half_a_tenth_of_its_unit(n):
     number, unit = size_label(n).split()
     shift = {"KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[unit]
     assert abs(float(number) * (1 << shift) - n) <= 0.05 * (1 << shift)
-    assert 1 <= float(number) <= 1024 or unit == "TiB"     # 1023.96 KiB reads 1024.0 KiB
+    assert 1 <= float(number) and (float(number) < 1024 or unit == "TiB")   # 1023.96 KiB reads 1.0 MiB
