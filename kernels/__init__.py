@@ -10,7 +10,7 @@
 
 from __future__ import annotations
 
-import importlib
+from topo_probe.lazy import lazy_exports
 
 _EXPORTS = {
     "Communicator": "kernels.comm.communicator",
@@ -22,14 +22,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(f"module 'kernels' has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports("kernels", _EXPORTS, globals())

@@ -13,7 +13,7 @@ stays light (the OR-Tools solvers load only when a solver or a bound is used).
 
 from __future__ import annotations
 
-import importlib
+from topo_probe.lazy import lazy_exports
 
 _EXPORTS = {
     "Schedule": "synth.ir.schedule", "Step": "synth.ir.schedule", "Transfer": "synth.ir.schedule",
@@ -35,15 +35,4 @@ _EXPORTS = {
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str):
-    target = _EXPORTS.get(name)
-    if target is None:
-        raise AttributeError(f"module 'synth' has no attribute {name!r}")
-    module, attr = target if isinstance(target, tuple) else (target, name)
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports("synth", _EXPORTS, globals())

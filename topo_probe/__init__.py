@@ -11,7 +11,7 @@ Ctrl-C handling is in place: :mod:`topo_probe.cli.entry`).
 
 from __future__ import annotations
 
-import importlib
+from topo_probe.lazy import lazy_exports
 
 _EXPORTS = {
     "Topology": "topo_probe.topology.model", "P2PCapability": "topo_probe.topology.model",
@@ -32,15 +32,4 @@ __all__ = ["Topology", "P2PCapability", "load_topology", "probe", "get_preset", 
            "save_topology", "TopologyError", "TopocollError"]
 
 
-def __getattr__(name: str):
-    where = _EXPORTS.get(name)
-    if where is None:
-        raise AttributeError(f"module 'topo_probe' has no attribute {name!r}")
-    module, attr = where if isinstance(where, tuple) else (where, name)
-    value = getattr(importlib.import_module(module), attr)
-    globals()[name] = value
-    return value
-
-
-def __dir__():
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = lazy_exports("topo_probe", _EXPORTS, globals())
