@@ -199,6 +199,9 @@ def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preambl
     devices = backend.devices(cfg.nranks, topo)
     where = topo.name if topo is not None else "single rank"
     notes = [f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"] + (source.notes if source else [])
+    if algo == "nccl":                   # the NCCL model's validated error for this machine class, as simulate says it
+        from synth.model.nccl.confidence import confidence_line
+        notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective))
     if preamble:
         _print(output.preamble_lines(cfg, devices, notes))
     if not table:

@@ -4,6 +4,7 @@ errors, JSON, the sim comparison plot and the import overlay."""
 import csv
 import importlib.util
 import json
+from pathlib import Path
 
 import pytest
 from _paths import FIXTURES
@@ -221,3 +222,20 @@ def test_more_ranks_than_any_topology_is_refused_before_building_anything(capsys
     assert time.perf_counter() - t0 < 2.0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "-g 2000" in err[0] and "at most 1024 ranks" in err[0]
+
+
+def test_sim_sweep_of_nccl_states_the_model_class_error_as_simulate_does(capsys):
+    """`sweep --backend sim --algo nccl` prints the NCCL model's machine class and its held-out error
+    from the committed validation file, read here directly (not through the report code)."""
+    vdoc = json.loads((Path(__file__).resolve().parents[3] / "synth/model/nccl/class_validation.json").read_text())
+    rec = vdoc["classes"]["a100-nvswitch-1host"]
+    rc, out, _ = _run(capsys, ["all_reduce", "--backend", "sim", "--algo", "nccl", "--topology", "dgx-a100",
+                               "-b", "1M", "-e", "1M"])
+    assert rc == 0
+    line = next(x for x in out.splitlines() if x.startswith("# NCCL model:"))
+    assert "machine class a100-nvswitch-1host" in line
+    assert f"validated on {rec['logs']} real log table" in line
+    assert f"median error {float(rec['held_out_median']):.0%} held out" in line
+    rc, out, _ = _run(capsys, ["all_reduce", "--backend", "sim", "--algo", "ring", "--topology", "dgx-a100",
+                               "-b", "1M", "-e", "1M"])
+    assert rc == 0 and "# NCCL model:" not in out
