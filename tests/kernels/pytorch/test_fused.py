@@ -1,0 +1,114 @@
+"""kernels/pytorch/fused.py and the header round of agreement.py / sockets.py: a small CPU
+all_reduce on 2 and 4 spawned ranks sends one message per peer, its data in the header's
+message, and equals gloo bit for bit; a mismatch found in that round raises the same one-line
+error on every rank and leaves every rank's tensor as it was (``_fused_jobs.fused_job``).  Without
+processes: a peer's header that says another number of data bytes than came with it, or a
+message larger than any header round, is a message out of step (PeerGone), and nothing of it
+reaches the receiver's tensors."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
+
+
+@pytest.fixture(scope="module", params=[2, 4], ids=["2-ranks", "4-ranks"])
+def fused_results(request):
+    from _fused_jobs import fused_job
+    from _torch_dist import run_job
+    return request.param, run_job(fused_job, request.param, timeout_s=180)
+
+
+def test_a_small_all_reduce_sends_one_message_per_peer_and_equals_gloo(fused_results):
+    from _torch_dist import checked, merged
+    n, results = fused_results
+    assert checked(results, "fused") >= n * 16 * 2
+    for name in ("fused:messages", "fused:equal", "fused:large_takes_two_rounds"):
+        assert not merged(results, name)
+
+
+@pytest.mark.parametrize("case", ["count", "too_large", "header_alone", "bad_tensor"])
+def test_a_mismatch_in_the_one_round_raises_the_same_line_everywhere_and_touches_nothing(fused_results, case):
+    from _torch_dist import merged
+    n, results = fused_results
+    name = "fused:" + case
+    assert all(name in res and name + ":untouched" in res for res in results)
+    assert not merged(results, name)                      # the error, with its text, on every rank
+    assert not merged(results, name + ":untouched")       # no rank's tensor changed
+    assert not merged(results, name + ":in_step")         # and the next call is right
+    lines = {res["__messages__"][name] for res in results}
+    assert len(lines) == (2 if case == "bad_tensor" else 1), lines  # the failing rank's own line names its tensor
+
+
+def _pair():
+    import torch.distributed as dist
+
+    from kernels.pytorch.sockets import SocketMesh
+    store, meshes = dist.HashStore(), [None, None]
+
+    def make(rank):
+        meshes[rank] = SocketMesh(store, rank, 2, timeout_s=20)
+    threads = [threading.Thread(target=make, args=(r,)) for r in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    return meshes
+
+
+@pytest.mark.parametrize("said,sent", [(8, 4), (0, 4), (8, 0)])
+def test_a_header_whose_data_has_another_length_is_out_of_step(said, sent):
+    """Rank 0 sends a header saying ``said`` bytes follow, then ``sent`` bytes: rank 1's round
+    raises PeerGone naming rank 0 and both numbers."""
+    from kernels.pytorch.agreement import Header, agree_with_data
+    from kernels.pytorch.errors import PeerGone
+    from kernels.pytorch.sockets import TAG_HEADER
+    a, b = _pair()
+    header = Header("allreduce", 1, 2, op="sum", data_bytes=said)
+    a._send_parts(1, TAG_HEADER, [header.row(2), *([bytes(range(sent))] if sent else [])]).wait()
+    mine = Header("allreduce", 1, 2, op="sum", data_bytes=8)
+    data = torch.arange(2, dtype=torch.float32)
+    with pytest.raises(PeerGone, match=f"rank 0's call header says {said} bytes of data follow it, {sent} came"):
+        agree_with_data(b, mine, 2, 1, data=memoryview(data.numpy()).cast("B"))
+    assert data.tolist() == [0.0, 1.0]
+    a.close()
+    b.close()
+
+
+def test_a_message_larger_than_any_header_round_is_out_of_step():
+    from kernels.pytorch.agreement import DATA_BYTES_MAX, Header, agree_with_data
+    from kernels.pytorch.errors import PeerGone
+    from kernels.pytorch.sockets import TAG_HEADER
+    a, b = _pair()
+    row = Header("allreduce", 1, 2, op="sum").row(2)
+    w = a._send_parts(1, TAG_HEADER, [row, bytes(DATA_BYTES_MAX + 8)])
+    with pytest.raises(PeerGone, match=f"message 1 of {len(row) + DATA_BYTES_MAX + 8} bytes where a call header"):
+        agree_with_data(b, Header("allreduce", 1, 2, op="sum"), 2, 1)
+    b.close()
+    w.wait(5)
+    a.close()
+
+
+def test_agreeing_headers_with_data_hand_back_each_peers_bytes_and_no_error():
+    from kernels.pytorch.agreement import Header, agree_with_data
+    a, b = _pair()
+    got = [None, None]
+
+    def side(mesh, rank):
+        x = torch.full((4,), float(rank + 1))
+        h = Header("allreduce", 1, 4, op="sum", data_bytes=16)
+        got[rank] = agree_with_data(mesh, h, 2, rank, data=memoryview(x.numpy()).cast("B"))
+    threads = [threading.Thread(target=side, args=(m, r)) for r, m in enumerate((a, b))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(30)
+    for rank in (0, 1):
+        rows, extra = got[rank]
+        assert extra[rank] is None and len(rows) == 2
+        assert torch.frombuffer(extra[1 - rank], dtype=torch.float32).tolist() == [2.0 - rank] * 4
+    a.close()
+    b.close()
