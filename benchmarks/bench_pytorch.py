@@ -10,10 +10,12 @@ process count; every variant runs in the same processes, rounds alternating betw
 all_reduce (float32, sum): each round is a gloo barrier then ``--calls`` calls; a rank's time
 per call is the round's mean, the round's time the slowest rank's; the table shows the median
 over ``--rounds`` rounds; busbw = bytes / time x 2 (n - 1) / n (nccl-tests).  The overhead
-rows, at 4 bytes: the whole call (``dist.all_reduce``) against the schedule alone
-(:func:`kernels.pytorch.schedule_share.run_share` over the group's own connections: the
-bytes' own cost) and against the per-call agreement alone (one header all-gather); the backend's own
-overhead is the whole call minus the schedule.  DDP: the 3-layer MLP of
+rows, at 4 bytes: the whole call (``dist.all_reduce``); the runner alone
+(``CallRunner.allreduce``: no torch dispatch, no Work); its one round alone (the header and the
+4 bytes to every peer and back, :func:`kernels.pytorch.agreement.agree_with_data`); the
+messages each rank sends per call; and the two rounds such a call took before
+(:mod:`kernels.pytorch.fused`), each alone: the per-call agreement (a header all-gather) and the
+schedule (:func:`kernels.pytorch.schedule_share.run_share` over the group's own connections).  DDP: the 3-layer MLP of
 ``examples/pytorch/train_ddp.py`` (width 256, batch 32), median step over ``--steps`` steps
 after 5 warm-up steps, slowest rank.
 
@@ -91,20 +93,24 @@ def _allreduce_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
 
 
 def _overhead(n: int, gloo, calls: int, rounds: int) -> dict:
-    """Whole call vs the schedule alone vs the agreement alone, 4 bytes (module docstring)."""
+    """Where a 4-byte call's time goes (module docstring): µs per call of each variant, and the
+    messages this rank sends per whole call."""
     import torch
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import _get_default_group
 
-    from kernels.pytorch.agreement import Header, agree
+    from kernels.pytorch.agreement import Header, agree, agree_with_data
     from kernels.pytorch.plan_choice import choose
     from kernels.pytorch.schedule_share import GroupTransport, run_share
     pg = _get_default_group()
     x, z = torch.ones(1), torch.ones(1)
     sched = choose(pg.runner.selector, "allreduce", 1, 4).schedule
     internal = pg._transport("cpu")
-    header = Header("allreduce", 1, 1, op="sum")
+    header, fused = Header("allreduce", 1, 1, op="sum"), Header("allreduce", 1, 1, op="sum", data_bytes=4)
+    data = memoryview(z.numpy()).cast("B")
     variants = {"call": lambda: dist.all_reduce(x),
+                "runner": lambda: pg.runner.allreduce([x], "sum"),
+                "round": lambda: agree_with_data(internal, fused, n, pg.rank(), data=data),
                 "schedule": lambda: run_share(sched, z, z, 1, op="sum", rank=pg.rank(),
                                               transport=GroupTransport(internal)),
                 "agreement": lambda: agree(internal, header, n, pg.rank()),
@@ -113,6 +119,10 @@ def _overhead(n: int, gloo, calls: int, rounds: int) -> dict:
         fn()
     med = _median_times(variants, calls, rounds, gloo)
     out = {k: v * 1e6 for k, v in med.items()}
+    before = internal.frames_sent
+    for _ in range(calls):
+        dist.all_reduce(x)
+    out["messages_per_call"] = (internal.frames_sent - before) / calls
     out["schedule_name"] = f"{sched.name or sched.meta.get('baseline', 'schedule')}"
     return out
 
@@ -304,11 +314,16 @@ def report(results: dict, command: str, opts: dict) -> str:
             lines.append(f"| {_fmt_bytes(r['bytes'])} | {r['topocoll_us']:,.0f} | {r['gloo_us']:,.0f} | "
                          f"{r['topocoll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {ratio:.2f}x |")
         o = res["overhead"]
-        lines += ["", f"Per call at 4 bytes: the whole `dist.all_reduce` {o['call']:,.0f} µs; the schedule alone "
-                      f"(`{o['schedule_name']}`, run_share over the group's own connections) {o['schedule']:,.0f} µs; the "
-                      f"per-call agreement alone {o['agreement']:,.0f} µs; gloo's all_reduce {o['gloo']:,.0f} µs. "
-                      f"**The backend's own overhead** (whole call minus schedule: agreement, worker thread, "
-                      f"torch's dispatch, checks): {o['call'] - o['schedule']:,.0f} µs.", "",
+        lines += ["", f"Where a 4-byte `dist.all_reduce` goes (µs per call): the whole call {o['call']:,.0f}; "
+                      f"the runner alone (`CallRunner.allreduce`: no torch dispatch, no Work) {o['runner']:,.0f}; "
+                      f"its one round alone (header and data to every peer and back, "
+                      f"`agree_with_data`) {o['round']:,.0f}; gloo's all_reduce {o['gloo']:,.0f}. So: sockets "
+                      f"{o['round']:,.0f}, checks, plan lookup and the reduction {o['runner'] - o['round']:,.0f}, "
+                      f"torch's dispatch and the Work {o['call'] - o['runner']:,.0f}; "
+                      f"{o['messages_per_call']:.1f} messages sent per call by each rank. The two rounds a call "
+                      f"took before (and calls over 64 KiB or of other collectives still take): the agreement "
+                      f"alone {o['agreement']:,.0f}, the schedule alone (`{o['schedule_name']}`, run_share over the "
+                      f"group's own connections) {o['schedule']:,.0f}.", "",
                   f"DDP step (MLP 64-256-256-1, batch 32, median of {opts['steps']}): topocoll "
                   f"{res['ddp_ms']['topocoll']:.2f} ms, gloo {res['ddp_ms']['gloo']:.2f} ms.", ""]
     where = ("this machine has one" if torch.cuda.is_available() else "no GPU on the machine that wrote this report "

@@ -140,14 +140,15 @@ def agree(group, header: Header, nranks: int, rank: int, local_note: str = "") -
     return rows
 
 
-def agree_with_data(mesh, header: Header, nranks: int, rank: int, local_note: str = "", data=None):
+def agree_with_data(mesh, header: Header | bytes, nranks: int, rank: int, local_note: str = "", data=None):
     """:func:`agree` over a :class:`~kernels.pytorch.sockets.SocketMesh`, with ``data`` (bytes of
-    the call, ``header.data_bytes`` of them; None: none) in the same message as the header;
+    the call, ``header.data_bytes`` of them; None: none) in the same message as the header
+    (a :class:`Header`, or its :meth:`Header.row` made once for a repeated call);
     returns ``(rows, extra)``: the headers' rows and, per peer, the bytes that followed its header
     (private buffers; None where none did).  A peer whose header does not say how many bytes came
     with it is out of step (:class:`~kernels.pytorch.errors.PeerGone`), checked before the headers
     are compared."""
-    mine = header.row(nranks)
+    mine = header if isinstance(header, bytes) else header.row(nranks)
     got, extra = mesh.gather_rows(mine, data, DATA_BYTES_MAX)
     rows = [np.frombuffer(r, dtype="<i8") for r in got]
     for p, more in enumerate(extra):
@@ -155,7 +156,7 @@ def agree_with_data(mesh, header: Header, nranks: int, rank: int, local_note: st
         if p != rank and came != said:
             raise PeerGone(f"rank {rank}: rank {p}'s call header says {said} bytes of data follow it, {came} came "
                            f"(the ranks' calls went out of step)")
-    if header.failure or any(r != mine for r in got):
+    if rows[rank][0] or any(r != mine for r in got):
         _check(rows, rank, local_note)
     return rows, extra
 

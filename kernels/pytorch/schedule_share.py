@@ -132,13 +132,10 @@ class _Staged:
 
 
 def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor | None, count: int, *,
-              op: str, rank: int, transport: GroupTransport | None, received: list | None = None) -> None:
+              op: str, rank: int, transport: GroupTransport) -> None:
     """Run this rank's share of ``schedule`` on flat contiguous ``send`` / ``recv`` tensors
     (layout of :mod:`synth.ir.collectives`; blocks of ``count`` elements; ``send is recv`` is
-    NCCL's in-place layout where the collective has one) — see the module docstring.
-    ``received``: a one-step schedule whose messages already came (:mod:`kernels.pytorch.fused`):
-    per peer, that peer's whole bound buffer as it was at the call's start (None for this rank);
-    sends are then skipped and receives read there (:func:`prefetchable` says where that holds)."""
+    NCCL's in-place layout where the collective has one) — see the module docstring."""
     ref = send if send is not None else recv
     inplace = send is not None and recv is not None and send.data_ptr() == recv.data_ptr() and send is recv
     prog, plan = _rank_plan(schedule, count, _np_of(ref.dtype), inplace, op, rank)
@@ -155,42 +152,18 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
     try:
         for kind, o, tag, peer in plan.items:
             if kind == SEND:
-                if received is None:
-                    transport.isend(view(o.src).clone(), peer, tag)
+                transport.isend(view(o.src).clone(), peer, tag)
             elif kind == RECV_COPY:
-                if received is None:
-                    transport.recv(view(o.dst), peer, tag)
-                else:
-                    view(o.dst).copy_(received[peer][o.src.start:o.src.stop])
+                transport.recv(view(o.dst), peer, tag)
             elif kind == RECV_REDUCE:
-                if received is None:
-                    tmp = torch.empty(o.src.size, dtype=ref.dtype, device=ref.device)
-                    transport.recv(tmp, peer, tag)
-                else:
-                    tmp = received[peer][o.src.start:o.src.stop]
+                tmp = torch.empty(o.src.size, dtype=ref.dtype, device=ref.device)
+                transport.recv(tmp, peer, tag)
                 combine(view(o.dst), view(o.acc), tmp, binop_for(o.premul, op, n))
             elif kind == LOCAL:
                 _local(o, view, op, n)
     finally:
-        if transport is not None:
-            transport.finish()
+        transport.finish()
 
-
-def prefetchable(schedule: Schedule, count: int, dtype: torch.dtype, op: str, rank: int) -> bool:
-    """Whether ``schedule`` (in place on blocks of ``count`` elements) can run on its peers'
-    buffers received whole beforehand (:func:`run_share`'s ``received``): one step (every
-    transfer reads the buffers as they were at the call's start) and every message this rank
-    receives comes from a peer's own bound buffer (not its scratch)."""
-    if len(schedule.steps) != 1:
-        return False
-    key = ("prefetch", id(schedule), count, dtype, op, rank)
-    hit = _PLANS.get(key)
-    if hit is None or hit[0] is not schedule:
-        prog, plan = _rank_plan(schedule, count, _np_of(dtype), True, op, rank)
-        ok = all(o.src.buf in prog.bindings[peer] for kind, o, _, peer in plan.items
-                 if kind in (RECV_COPY, RECV_REDUCE))
-        hit = _PLANS[key] = (schedule, ok)
-    return hit[1]
 
 
 def _local(o, view, op: str, n: int) -> None:
@@ -202,4 +175,10 @@ def _local(o, view, op: str, n: int) -> None:
         postdiv(view(o.dst), n)
 
 
-__all__ = ["GroupTransport", "HostStagedGroup", "run_share", "prefetchable", "combine", "postdiv"]
+def rank_ops(schedule: Schedule, count: int, dtype: torch.dtype, op: str, rank: int, inplace: bool = True):
+    """``(program, rank plan)`` of ``schedule`` on blocks of ``count`` elements of ``dtype`` for
+    ``rank`` (:func:`kernels.mpi.transport.rank_plan`; made once per call shape)."""
+    return _rank_plan(schedule, count, _np_of(dtype), inplace, op, rank)
+
+
+__all__ = ["GroupTransport", "HostStagedGroup", "run_share", "rank_ops", "combine", "postdiv"]
