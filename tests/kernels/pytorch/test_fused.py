@@ -112,3 +112,63 @@ def test_agreeing_headers_with_data_hand_back_each_peers_bytes_and_no_error():
         assert torch.frombuffer(extra[1 - rank], dtype=torch.float32).tolist() == [2.0 - rank] * 4
     a.close()
     b.close()
+
+
+class _MemoryTransport:
+    """run_share's transport between threads of one process: a message is kept under (source,
+    destination, tag) until its receiver takes it."""
+
+    def __init__(self, box: dict, cond: threading.Condition, rank: int) -> None:
+        self.box, self.cond, self.rank = box, cond, rank
+
+    def isend(self, tensor, peer: int, tag: int) -> None:
+        with self.cond:
+            self.box[(self.rank, peer, tag)] = tensor.clone()
+            self.cond.notify_all()
+
+    def recv(self, tensor, peer: int, tag: int) -> None:
+        with self.cond:
+            assert self.cond.wait_for(lambda: (peer, self.rank, tag) in self.box, timeout=20)
+            tensor.copy_(self.box.pop((peer, self.rank, tag)))
+
+    def finish(self) -> None:
+        pass
+
+
+@pytest.mark.parametrize("n", [2, 4])
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "int64"])
+@pytest.mark.parametrize("op", ["sum", "avg", "max", "prod"])
+def test_one_round_equals_the_schedule_run_message_by_message_bit_for_bit(n, dtype, op, monkeypatch):
+    """OneRound on the peers' whole buffers against run_share exchanging the schedule's own
+    messages between threads, on random values (where summation order shows in the bits)."""
+    monkeypatch.setenv("TOPOCOLL_RESULTS", "/nonexistent-topocoll-results")
+    import warnings
+
+    from kernels.pytorch.fused import OneRound
+    from kernels.pytorch.plan_choice import choose, make_selector
+    from kernels.pytorch.schedule_share import run_share
+    dt = getattr(torch, dtype)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        selector = make_selector(n)
+    for count in (1, 7, 1000):
+        g = torch.Generator().manual_seed(count * n)
+        if dt.is_floating_point:
+            xs = [(torch.randn(count, generator=g) * 3).to(dt) for _ in range(n)]
+        else:
+            xs = [torch.randint(-50, 50, (count,), generator=g, dtype=dt) for _ in range(n)]
+        route = choose(selector, "allreduce", count, xs[0].element_size(), no_nccl="CPU tensors")
+        assert len(route.schedule.steps) == 1
+        ref = [x.clone() for x in xs]
+        box, cond = {}, threading.Condition()
+        threads = [threading.Thread(target=run_share, args=(route.schedule, ref[r], ref[r], count),
+                                    kwargs=dict(op=op, rank=r, transport=_MemoryTransport(box, cond, r)))
+                   for r in range(n)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        for r in range(n):
+            ours = xs[r].clone()
+            OneRound(route.schedule, count, dt, op, r).run(ours, [None if p == r else xs[p] for p in range(n)])
+            assert torch.equal(ours.view(torch.uint8), ref[r].view(torch.uint8)), (r, count)
