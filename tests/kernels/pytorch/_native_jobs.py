@@ -74,11 +74,59 @@ def shm_job(rank: int, n: int, init: str) -> dict:
                 rec.check("shm:" + name, same and native.launches == before + 1 and pg.runner.last_path == "native",
                           f"{dtype} size {size}: equal {same}, launches {native.launches - before}, "
                           f"path {pg.runner.last_path}")
+    _per_call_counts(rec, be, native, pg, rank, n)
     _ll_ranges(rec, be, native, pg, rank, n, gloo)
     _unshareable(rec, be, rank, n)
     pg.runner.native = None                   # the barrier's own tensor is not in shared memory
     _adapter_checks(rec, pg, rank, n)
     return rec.out
+
+
+class _CountingStore:
+    """A store that counts what is asked of it (the group must ask nothing per call)."""
+
+    def __init__(self, store) -> None:
+        self.store, self.asked = store, []
+
+    def __getattr__(self, name):
+        self.asked.append(name)
+        return getattr(self.store, name)
+
+
+def _per_call_counts(rec: Recorder, be, native, pg, rank: int, n: int) -> None:
+    """What one native all_reduce costs the host, counted over 5 repeated calls of the same
+    tensor (the shares and mappings made): messages this rank sends (the agreement, the entry and
+    the exit all-gathers: 3 per peer), stream synchronisations (before and after the launch: 2),
+    buffer exports (one per distinct buffer: in place, 1), launches (1) and store accesses (0)."""
+    import torch
+    import torch.distributed as dist
+    counts = {"synchronize": 0, "export": 0, "launch": 0}
+    plain = {k: getattr(be, k) for k in counts}
+
+    def counted(name):
+        def call(*a, **k):
+            counts[name] += 1
+            return plain[name](*a, **k)
+        return call
+    x = _shm_tensor(be, torch.ones(64))
+    dist.all_reduce(x)                                        # the share and the mappings, once
+    store, pg._store = pg._store, _CountingStore(pg._store)
+    for name in counts:
+        setattr(be, name, counted(name))
+    before = pg._mesh.frames_sent
+    try:
+        for _ in range(5):
+            dist.all_reduce(x)
+    finally:
+        for name in counts:
+            setattr(be, name, plain[name])
+        counting, pg._store = pg._store, store
+    per = {k: v / 5 for k, v in counts.items()}
+    per["messages"] = (pg._mesh.frames_sent - before) / 5
+    want = {"synchronize": 2, "export": 1, "launch": 1, "messages": 3 * (n - 1)}
+    rec.check("percall:native", per == want and pg.runner.last_path == "native" and not counting.asked,
+              f"per call {per}, want {want}; store asked {counting.asked}")
+    rec.out["__per_native_call__"] = per
 
 
 def _ll_ranges(rec: Recorder, be, native, pg, rank: int, n: int, gloo) -> None:
