@@ -10,7 +10,8 @@ launch.  Then the adapter alone: exchanges and all-gathers, and a peer that leav
 ``cuda_job``: the same collectives on CUDA tensors, 2 processes sharing one card, through the
 real native path (the runner's launches and ``last_path`` say so; with
 ``TOPOCOLL_TORCH_NATIVE=never`` staged through the host, and no launch), against gloo on the
-CPU; an async call on a side stream; mismatched devices refused on every rank."""
+CPU; what a repeated native call costs the host (``_per_call_counts``); an async call on a side
+stream; mismatched devices refused on every rank."""
 
 from __future__ import annotations
 
@@ -74,7 +75,7 @@ def shm_job(rank: int, n: int, init: str) -> dict:
                 rec.check("shm:" + name, same and native.launches == before + 1 and pg.runner.last_path == "native",
                           f"{dtype} size {size}: equal {same}, launches {native.launches - before}, "
                           f"path {pg.runner.last_path}")
-    _per_call_counts(rec, be, native, pg, rank, n)
+    _per_call_counts(rec, be, _shm_tensor(be, torch.ones(64)), pg, n)
     _ll_ranges(rec, be, native, pg, rank, n, gloo)
     _unshareable(rec, be, rank, n)
     pg.runner.native = None                   # the barrier's own tensor is not in shared memory
@@ -93,12 +94,11 @@ class _CountingStore:
         return getattr(self.store, name)
 
 
-def _per_call_counts(rec: Recorder, be, native, pg, rank: int, n: int) -> None:
-    """What one native all_reduce costs the host, counted over 5 repeated calls of the same
-    tensor (the shares and mappings made): messages this rank sends (the agreement, the entry and
+def _per_call_counts(rec: Recorder, be, x, pg, n: int) -> None:
+    """What one native all_reduce of ``x`` costs the host (``be``: the share backend the native
+    runner wraps), counted over 5 repeated calls (the shares and mappings made): messages this rank sends (the agreement, the entry and
     the exit all-gathers: 3 per peer), stream synchronisations (before and after the launch: 2),
     buffer exports (one per distinct buffer: in place, 1), launches (1) and store accesses (0)."""
-    import torch
     import torch.distributed as dist
     counts = {"synchronize": 0, "export": 0, "launch": 0}
     plain = {k: getattr(be, k) for k in counts}
@@ -108,7 +108,6 @@ def _per_call_counts(rec: Recorder, be, native, pg, rank: int, n: int) -> None:
             counts[name] += 1
             return plain[name](*a, **k)
         return call
-    x = _shm_tensor(be, torch.ones(64))
     dist.all_reduce(x)                                        # the share and the mappings, once
     store, pg._store = pg._store, _CountingStore(pg._store)
     for name in counts:
@@ -236,6 +235,10 @@ def cuda_job(rank: int, n: int, init: str) -> dict:
                 rec.check("path:" + name, size == 0 or path_ok,
                           f"{dtype} size {size}: {ran} launches, path {pg.runner.last_path!r}, "
                           f"why not: {pg.runner.native.why_not!r}")
+    if native:
+        x = torch.ones(64, device="cuda")
+        dist.all_reduce(x)
+        _per_call_counts(rec, pg.runner.native.runner.backend._backend, x, pg, n)
     _side_stream(rec, rank, n)
     _mismatched_devices(rec, rank, n)
     dist.destroy_process_group()
