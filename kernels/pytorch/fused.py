@@ -78,9 +78,13 @@ class OneRound:
             elif kind == LOCAL:
                 ops.append(("scale" if o.kind not in ("copy", "reduce") else o.kind, own(o.dst), own(o.acc),
                             own(o.src), binop_for(o.premul, op, n)))
+        folded = _folded(ops, count)
+        ops = _in_place(folded) if folded else ops
+        if not any(r is not None and r[0] == "scratch" for op in ops for r in op[1:4]):
+            self.scratch = 0
         sizes = {"scratch": self.scratch}
         self.ops = [(verb, *(_whole(r, sizes.get(r[0], count)) if r is not None else None for r in regions), binop)
-                    for verb, *regions, binop in (_folded(ops, count) or ops)]
+                    for verb, *regions, binop in ops]
         self.n = n
 
     def run(self, flat: torch.Tensor, received: list) -> None:
@@ -98,6 +102,24 @@ class OneRound:
                 view(dst).copy_(view(src))
             else:                                   # scale: integer avg's division
                 postdiv(view(dst), self.n)
+
+
+def _in_place(ops: list) -> list:
+    """Folded ``ops`` that build the result in scratch and end copying it to the caller's tensor
+    (the one-shot schedule's in-place form) build it in the tensor itself where that changes no
+    element's sequence of operations: nothing reads the tensor after the first op that writes
+    scratch (that op may: an elementwise op reads each element before it writes it)."""
+    last = ops[-1]
+    if not (last[0] == "copy" and last[1][0] == "user" and last[3][0] == "scratch"):
+        return ops
+    first = next(i for i, op in enumerate(ops) if op[1] is not None and op[1][0] == "scratch")
+    keys = [[r[0] for r in op[1:4] if r is not None] for op in ops[:-1]]
+    if any("scratch" in k for k in keys[:first]) or any("user" in k for k in keys[first + 1:]):
+        return ops
+
+    def swap(r):
+        return ("user", *r[1:]) if r is not None and r[0] == "scratch" else r
+    return ops[:first] + [(op[0], *(swap(r) for r in op[1:4]), op[4]) for op in ops[first:-1]]
 
 
 def _whole(region: tuple, size: int) -> tuple:
