@@ -150,13 +150,17 @@ def agree_with_data(mesh, header: Header | bytes, nranks: int, rank: int, local_
     are compared."""
     mine = header if isinstance(header, bytes) else header.row(nranks)
     got, extra = mesh.gather_rows(mine, data, DATA_BYTES_MAX)
-    rows = [np.frombuffer(r, dtype="<i8") for r in got]
+    same = all(r == mine for r in got)
+    if same:                                        # the usual case: one row to read
+        rows = [np.frombuffer(mine, dtype="<i8")] * nranks
+    else:
+        rows = [np.frombuffer(r, dtype="<i8") for r in got]
     for p, more in enumerate(extra):
         came, said = 0 if more is None else len(more), int(rows[p][9])
         if p != rank and came != said:
             raise PeerGone(f"rank {rank}: rank {p}'s call header says {said} bytes of data follow it, {came} came "
                            f"(the ranks' calls went out of step)")
-    if rows[rank][0] or any(r != mine for r in got):
+    if rows[rank][0] or not same:
         _check(rows, rank, local_note)
     return rows, extra
 

@@ -150,26 +150,35 @@ def _folded(ops: list, count: int) -> list | None:
 
 def fused_route(runner, t: torch.Tensor, op: str):
     """``(route, OneRound, header row)`` of a one-round all-reduce of ``t`` on ``runner``'s group,
-    or None where the call takes the usual two rounds (module docstring); memoised per call shape."""
-    nbytes = t.numel() * t.element_size()
-    if (runner.size < 2 or op == "premul_sum" or not 0 < nbytes <= DATA_BYTES_MAX or t.device.type != "cpu"
-            or not hasattr(runner.transports("cpu"), "gather_rows") or tensors_ok([t])[0]
-            or (runner.native is not None and runner.native.takes(t))):
+    or None where the call takes the usual two rounds (module docstring).  What depends only on
+    the call's shape, dtype and op (the route, the program, the header, the dtype check) is
+    worked out once per shape; contiguity and the device are checked on every call."""
+    if runner.size < 2 or t.device.type != "cpu" or not t.is_contiguous():
         return None
-    key = (id(runner.selector), tuple(t.shape), t.dtype, op, runner.rank)
+    key = (id(runner.selector), id(runner.native), t.shape, t.dtype, op, runner.rank)
     hit = _SHAPES.get(key)
     if hit is None or hit[0] is not runner.selector:
-        route = choose(runner.selector, "allreduce", t.numel(), t.element_size(), no_nccl=_CPU)
-        try:
-            program = None if route.ran == NCCL else OneRound(route.schedule, t.numel(), t.dtype, op, runner.rank)
-        except ValueError:
-            program = None
-        row = Header("allreduce", dtype_code(t.dtype), t.numel(), -1, op, shape_digest([t.shape]), (), 0, "cpu",
-                     nbytes).row(runner.size)
         if len(_SHAPES) >= 1024:
             _SHAPES.clear()
-        hit = _SHAPES[key] = (runner.selector, route, program, row)
+        hit = _SHAPES[key] = (runner.selector, *_one_round(runner, t, op))
     return None if hit[2] is None else hit[1:]
+
+
+def _one_round(runner, t: torch.Tensor, op: str) -> tuple:
+    """``(route, OneRound or None, header row)`` for calls shaped like ``t`` (:func:`fused_route`)."""
+    nbytes = t.numel() * t.element_size()
+    if (op == "premul_sum" or not 0 < nbytes <= DATA_BYTES_MAX or tensors_ok([t])[0]
+            or not hasattr(runner.transports("cpu"), "gather_rows")
+            or (runner.native is not None and runner.native.takes(t))):
+        return None, None, b""
+    route = choose(runner.selector, "allreduce", t.numel(), t.element_size(), no_nccl=_CPU)
+    try:
+        program = None if route.ran == NCCL else OneRound(route.schedule, t.numel(), t.dtype, op, runner.rank)
+    except ValueError:
+        program = None
+    row = Header("allreduce", dtype_code(t.dtype), t.numel(), -1, op, shape_digest([t.shape]), (), 0, "cpu",
+                 nbytes).row(runner.size)
+    return route, program, row
 
 
 def fused_allreduce(runner, t: torch.Tensor, op: str, chosen) -> None:

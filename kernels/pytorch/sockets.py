@@ -64,10 +64,11 @@ def _bytes_of(t: torch.Tensor) -> memoryview:
 
 class _Pending:
     """A queued send of ``parts`` (byte buffers; ``keep``: what they view, kept alive):
-    ``wait()`` returns once its bytes are handed to the kernel."""
+    ``wait()`` returns once its bytes are handed to the kernel.  ``done`` is an event made only
+    for a send handed to the pair's thread (one written at once shares a set one)."""
 
     def __init__(self, keep, parts: list) -> None:
-        self.keep, self.parts, self.done, self.error = keep, parts, threading.Event(), None
+        self.keep, self.parts, self.done, self.error = keep, parts, _SENT, None
         self.nbytes = sum(len(p) for p in parts)
 
     def wait(self, timeout: float | None = None) -> bool:
@@ -75,6 +76,10 @@ class _Pending:
         if self.error is not None:
             raise self.error
         return True
+
+
+_SENT = threading.Event()
+_SENT.set()
 
 
 class _Received:
@@ -155,7 +160,6 @@ class SocketMesh:
             sent = None
         whole = sum(len(p) for p in parts)
         if sent is None or sent == whole:
-            pending.done.set()
             return None
         return memoryview(b"".join(bytes(p) for p in parts))[sent:]
 
@@ -194,6 +198,7 @@ class SocketMesh:
                     return pending
             elif volatile:
                 pending.parts = [b"".join(bytes(p) for p in parts)]
+            pending.done = threading.Event()
             self._busy[peer] += 1
             self._queues[peer].put((pending, tag, rest))
         return pending
