@@ -44,19 +44,8 @@ def test_a_mismatch_in_the_one_round_raises_the_same_line_everywhere_and_touches
 
 
 def _pair():
-    import torch.distributed as dist
-
-    from kernels.pytorch.sockets import SocketMesh
-    store, meshes = dist.HashStore(), [None, None]
-
-    def make(rank):
-        meshes[rank] = SocketMesh(store, rank, 2, timeout_s=20)
-    threads = [threading.Thread(target=make, args=(r,)) for r in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    return meshes
+    from _socket_pair import socket_pair
+    return socket_pair()
 
 
 @pytest.mark.parametrize("said,sent", [(8, 4), (0, 4), (8, 0)])
