@@ -4,7 +4,8 @@ message, and equals gloo bit for bit; a mismatch found in that round raises the 
 error on every rank and leaves every rank's tensor as it was (``_fused_jobs.fused_job``).  Without
 processes: a peer's header that says another number of data bytes than came with it, or a
 message larger than any header round, is a message out of step (PeerGone), and nothing of it
-reaches the receiver's tensors."""
+reaches the receiver's tensors; the one-round ops equal run_share's bit for bit; run_share's
+temporary buffers are kept per thread for the next call and dropped after an error."""
 
 from __future__ import annotations
 
@@ -161,3 +162,59 @@ def test_one_round_equals_the_schedule_run_message_by_message_bit_for_bit(n, dty
             ours = xs[r].clone()
             OneRound(route.schedule, count, dt, op, r).run(ours, [None if p == r else xs[p] for p in range(n)])
             assert torch.equal(ours.view(torch.uint8), ref[r].view(torch.uint8)), (r, count)
+
+
+def test_run_shares_temporary_buffers_are_kept_per_thread_and_forgotten_after_an_error(monkeypatch):
+    """A thread's second call of one shape reuses the first call's buffers (the same memory) and
+    still gives the right sums; a call that fails keeps none for the next."""
+    monkeypatch.setenv("TOPOCOLL_RESULTS", "/nonexistent-topocoll-results")
+    import warnings
+
+    from kernels.pytorch.plan_choice import choose, make_selector
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        schedule = choose(make_selector(2), "allreduce", 1 << 16, 4, no_nccl="CPU tensors").schedule
+    box, cond = {}, threading.Condition()
+    pools = []
+    for round_ in range(2):
+        xs = [torch.full((1 << 16,), float(r + 1 + round_)) for r in range(2)]
+        threads = []
+        for r in range(2):
+            def job(r=r, xs=xs):
+                from kernels.pytorch.schedule_share import _Temps, run_share
+                for _ in range(2):                         # the same thread, twice
+                    run_share(schedule, xs[r], xs[r], xs[r].numel(), op="sum", rank=r,
+                              transport=_MemoryTransport(box, cond, r))
+                    pools.append((r, [t.data_ptr() for t in _Temps._kept.pool]))
+            threads.append(threading.Thread(target=job))
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(30)
+        # two all-reduces: (1 + 2) * 2 in the first round, (2 + 3) * 2 in the second
+        assert all(bool((x == (3 + 2 * round_) * 2).all()) for x in xs)
+    by_rank = {r: [p for q, p in pools if q == r] for r in (0, 1)}
+    for r in (0, 1):
+        assert by_rank[r][0] and by_rank[r][0] == by_rank[r][1]          # reused within a thread
+
+    class Zeros(_MemoryTransport):                                      # a peer that sends zeros
+        def recv(self, tensor, peer, tag):
+            tensor.zero_()
+
+    class Failing(_MemoryTransport):
+        def recv(self, tensor, peer, tag):
+            raise RuntimeError("peer gone")
+
+    def failing_job():
+        from kernels.pytorch.schedule_share import _Temps, run_share
+        x = torch.ones(1 << 16)
+        run_share(schedule, x, x, x.numel(), op="sum", rank=0, transport=Zeros({}, threading.Condition(), 0))
+        failed.append(len(_Temps._kept.pool))
+        with pytest.raises(RuntimeError, match="peer gone"):
+            run_share(schedule, x, x, x.numel(), op="sum", rank=0, transport=Failing({}, threading.Condition(), 0))
+        failed.append(getattr(_Temps._kept, "pool", "unset"))
+    failed = []
+    t = threading.Thread(target=failing_job)
+    t.start()
+    t.join(30)
+    assert failed[0] > 0 and failed[1:] == [None]                        # kept, then none after the error
