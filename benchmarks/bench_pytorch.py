@@ -10,10 +10,12 @@ process count; every variant runs in the same processes, rounds alternating betw
 all_reduce (float32, sum): each round is a gloo barrier then ``--calls`` calls; a rank's time
 per call is the round's mean, the round's time the slowest rank's; the table shows the median
 over ``--rounds`` rounds; busbw = bytes / time x 2 (n - 1) / n (nccl-tests).  The overhead
-rows, at 4 bytes: the whole call (``dist.all_reduce``) against the schedule alone
-(:func:`kernels.pytorch.schedule_share.run_share` over the group's own connections: the
-bytes' own cost) and against the per-call agreement alone (one header all-gather); the backend's own
-overhead is the whole call minus the schedule.  DDP: the 3-layer MLP of
+rows, at 4 bytes: the whole call (``dist.all_reduce``); the runner alone
+(``CallRunner.allreduce``: no torch dispatch, no Work); its one round alone (the header and the
+4 bytes to every peer and back, :func:`kernels.pytorch.agreement.agree_with_data`); the
+messages each rank sends per call; and the two rounds such a call took before
+(:mod:`kernels.pytorch.fused`), each alone: the per-call agreement (a header all-gather) and the
+schedule (:func:`kernels.pytorch.schedule_share.run_share` over the group's own connections).  DDP: the 3-layer MLP of
 ``examples/pytorch/train_ddp.py`` (width 256, batch 32), median step over ``--steps`` steps
 after 5 warm-up steps, slowest rank.
 
@@ -48,28 +50,30 @@ SIZES_BYTES = (4, 1 << 10, 64 << 10, 1 << 20, 16 << 20)
 GPU_SIZES_BYTES = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
 
 
-def _round_time(fn, calls: int, gloo) -> float:
-    """Slowest rank's mean seconds per call over one round of ``calls`` calls."""
+def _round_time(fn, calls: int, gloo) -> tuple[float, float]:
+    """Slowest rank's mean seconds per call over one round of ``calls`` calls: wall time, and CPU
+    time (``time.process_time``: every thread of the process, its own and torch's)."""
     import torch
     import torch.distributed as dist
     dist.barrier(group=gloo)
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     for _ in range(calls):
         fn()
-    t = torch.tensor([(time.perf_counter() - t0) / calls], dtype=torch.float64)
+    t = torch.tensor([(time.perf_counter() - t0) / calls, (time.process_time() - c0) / calls], dtype=torch.float64)
     dist.all_reduce(t, op=dist.ReduceOp.MAX, group=gloo)
-    return float(t)
+    return float(t[0]), float(t[1])
 
 
-def _median_times(variants: dict, calls: int, rounds: int, gloo) -> dict:
-    """Median over rounds of each variant's round time (variants alternate, each round starting
-    with another one)."""
+def _median_times(variants: dict, calls: int, rounds: int, gloo) -> tuple[dict, dict]:
+    """Median over rounds of each variant's round time, wall and CPU (variants alternate, each
+    round starting with another one)."""
     names = list(variants)
     times = {k: [] for k in names}
     for r in range(rounds):
         for k in names[r % len(names):] + names[:r % len(names)]:
             times[k].append(_round_time(variants[k], calls, gloo))
-    return {k: sorted(v)[len(v) // 2] for k, v in times.items()}
+    wall = {k: sorted(w for w, _ in v)[len(v) // 2] for k, v in times.items()}
+    return wall, {k: sorted(c for _, c in v)[len(v) // 2] for k, v in times.items()}
 
 
 def _allreduce_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
@@ -82,37 +86,47 @@ def _allreduce_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
         calls_here = max(3, calls if nbytes <= (1 << 20) else calls // 5)
         dist.all_reduce(x)
         dist.all_reduce(y, group=gloo)                                     # warm up: lowering, connections
-        med = _median_times({"topocoll": lambda: dist.all_reduce(x), "gloo": lambda: dist.all_reduce(y, group=gloo)},
-                            calls_here, rounds, gloo)
+        variants = {"topocoll": lambda: dist.all_reduce(x), "gloo": lambda: dist.all_reduce(y, group=gloo)}
+        med, cpu = _median_times(variants, calls_here, rounds, gloo)
         bus = {k: nbytes / v * 2 * (n - 1) / n / 1e9 for k, v in med.items()}
         rows.append({"bytes": nbytes, "topocoll_us": med["topocoll"] * 1e6, "gloo_us": med["gloo"] * 1e6,
-                     "topocoll_busbw": bus["topocoll"], "gloo_busbw": bus["gloo"]})
+                     "topocoll_busbw": bus["topocoll"], "gloo_busbw": bus["gloo"],
+                     "topocoll_cpu_us": cpu["topocoll"] * 1e6, "gloo_cpu_us": cpu["gloo"] * 1e6})
     return rows
 
 
 def _overhead(n: int, gloo, calls: int, rounds: int) -> dict:
-    """Whole call vs the schedule alone vs the agreement alone, 4 bytes (module docstring)."""
+    """Where a 4-byte call's time goes (module docstring): µs per call of each variant, and the
+    messages this rank sends per whole call."""
     import torch
     import torch.distributed as dist
     from torch.distributed.distributed_c10d import _get_default_group
 
-    from kernels.pytorch.agreement import Header, agree
+    from kernels.pytorch.agreement import Header, agree, agree_with_data
     from kernels.pytorch.plan_choice import choose
     from kernels.pytorch.schedule_share import GroupTransport, run_share
     pg = _get_default_group()
     x, z = torch.ones(1), torch.ones(1)
     sched = choose(pg.runner.selector, "allreduce", 1, 4).schedule
     internal = pg._transport("cpu")
-    header = Header("allreduce", 1, 1, op="sum")
+    header, fused = Header("allreduce", 1, 1, op="sum"), Header("allreduce", 1, 1, op="sum", data_bytes=4)
+    data = memoryview(z.numpy()).cast("B")
     variants = {"call": lambda: dist.all_reduce(x),
+                "runner": lambda: pg.runner.allreduce([x], "sum"),
+                "round": lambda: agree_with_data(internal, fused, n, pg.rank(), data=data),
                 "schedule": lambda: run_share(sched, z, z, 1, op="sum", rank=pg.rank(),
                                               transport=GroupTransport(internal)),
                 "agreement": lambda: agree(internal, header, n, pg.rank()),
                 "gloo": lambda: dist.all_reduce(x, group=gloo)}
     for fn in variants.values():
         fn()
-    med = _median_times(variants, calls, rounds, gloo)
+    med, cpu = _median_times(variants, calls, rounds, gloo)
     out = {k: v * 1e6 for k, v in med.items()}
+    out["cpu"] = {k: v * 1e6 for k, v in cpu.items()}
+    before = internal.frames_sent
+    for _ in range(calls):
+        dist.all_reduce(x)
+    out["messages_per_call"] = (internal.frames_sent - before) / calls
     out["schedule_name"] = f"{sched.name or sched.meta.get('baseline', 'schedule')}"
     return out
 
@@ -185,7 +199,7 @@ def _gpu_rows(n: int, gloo, calls: int, rounds: int, sizes, nccl=None) -> list:
         for fn in variants.values():
             fn()                                   # warm up: lowering, kernel, IPC mappings
         native = pg.runner.native.launches - before == 2 and pg.runner.last_path == "native"
-        med = _median_times(variants, max(3, calls if nbytes <= (1 << 20) else calls // 4), rounds, gloo)
+        med, _ = _median_times(variants, max(3, calls if nbytes <= (1 << 20) else calls // 4), rounds, gloo)
         row = {"bytes": nbytes, "native_path": native, "schedule": sched.name or "schedule"}
         for k, v in med.items():
             row[f"{k}_us"], row[f"{k}_busbw"] = v * 1e6, nbytes / v * 2 * (n - 1) / n / 1e9
@@ -294,21 +308,32 @@ def report(results: dict, command: str, opts: dict) -> str:
              f"torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU cores "
              f"({platform.machine()}); processes spawned on one machine, TCP rendezvous; no plan "
              f"(the cost-model fallback: every rank fully connected); {opts['rounds']} rounds of "
-             f"{opts['calls']} calls (1/5 of them from 16 MiB), median round, slowest rank. Load average "
-             f"when the report was written: {os.getloadavg()[0]:.1f} (the machine's cores are shared).", ""]
+             f"{opts['calls']} calls (1/5 of them from 16 MiB), median round, slowest rank; CPU µs: the "
+             f"process's CPU time per call (all its threads: gloo's own I/O threads count), the same rounds. "
+             f"Load average when the report was written: {os.getloadavg()[0]:.1f} (the machine's cores are "
+             f"shared: where it is above the core count, wall times mostly measure waiting for a core, and "
+             f"the CPU columns say more about a backend's own cost).", ""]
     for n, res in sorted(results.items()):
         lines += [f"## {n} processes", "", "| all_reduce float32 | topocoll µs | gloo µs | topocoll busbw GB/s | "
-                  "gloo busbw GB/s | topocoll / gloo |", "|---|---|---|---|---|---|"]
+                  "gloo busbw GB/s | topocoll / gloo | topocoll CPU µs | gloo CPU µs |", "|---" * 8 + "|"]
         for r in res["allreduce"]:
             ratio = r["topocoll_us"] / r["gloo_us"]
             lines.append(f"| {_fmt_bytes(r['bytes'])} | {r['topocoll_us']:,.0f} | {r['gloo_us']:,.0f} | "
-                         f"{r['topocoll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {ratio:.2f}x |")
+                         f"{r['topocoll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {ratio:.2f}x | "
+                         f"{r['topocoll_cpu_us']:,.0f} | {r['gloo_cpu_us']:,.0f} |")
         o = res["overhead"]
-        lines += ["", f"Per call at 4 bytes: the whole `dist.all_reduce` {o['call']:,.0f} µs; the schedule alone "
-                      f"(`{o['schedule_name']}`, run_share over the group's own connections) {o['schedule']:,.0f} µs; the "
-                      f"per-call agreement alone {o['agreement']:,.0f} µs; gloo's all_reduce {o['gloo']:,.0f} µs. "
-                      f"**The backend's own overhead** (whole call minus schedule: agreement, worker thread, "
-                      f"torch's dispatch, checks): {o['call'] - o['schedule']:,.0f} µs.", "",
+        lines += ["", f"Where a 4-byte `dist.all_reduce` goes (µs per call): the whole call {o['call']:,.0f}; "
+                      f"the runner alone (`CallRunner.allreduce`: no torch dispatch, no Work) {o['runner']:,.0f}; "
+                      f"its one round alone (header and data to every peer and back, "
+                      f"`agree_with_data`) {o['round']:,.0f}; gloo's all_reduce {o['gloo']:,.0f}. So: sockets "
+                      f"{o['round']:,.0f}, checks, plan lookup and the reduction {o['runner'] - o['round']:,.0f}, "
+                      f"torch's dispatch and the Work {o['call'] - o['runner']:,.0f}; "
+                      f"{o['messages_per_call']:.1f} messages sent per call by each rank. The two rounds a call "
+                      f"took before (and calls over 64 KiB or of other collectives still take): the agreement "
+                      f"alone {o['agreement']:,.0f}, the schedule alone (`{o['schedule_name']}`, run_share over the "
+                      f"group's own connections) {o['schedule']:,.0f}. CPU per call (every thread of the "
+                      f"process): the whole call {o['cpu']['call']:,.0f}, the runner {o['cpu']['runner']:,.0f}, "
+                      f"the round {o['cpu']['round']:,.0f}, gloo {o['cpu']['gloo']:,.0f}.", "",
                   f"DDP step (MLP 64-256-256-1, batch 32, median of {opts['steps']}): topocoll "
                   f"{res['ddp_ms']['topocoll']:.2f} ms, gloo {res['ddp_ms']['gloo']:.2f} ms.", ""]
     where = ("this machine has one" if torch.cuda.is_available() else "no GPU on the machine that wrote this report "

@@ -8,7 +8,12 @@ tensors failed the local checks (non-contiguous, wrong device, unsupported dtype
 exchange each rank compares all headers and, if any rank failed or any field differs, raises
 the same one-line error on every rank: :class:`~kernels.pytorch.errors.BadTensor` or
 :class:`~kernels.pytorch.errors.CollectiveMismatch`.  Only the headers travel on the transport
-group's own all-gather; the data then moves as the schedule says.
+group's own all-gather; the data then moves as the schedule says, except for a small call whose
+schedule is one step (:mod:`kernels.pytorch.fused`): its data rides in the same message as its
+header (:func:`agree_with_data`), received into private buffers, and the header says how many
+bytes follow it (a peer whose message holds another number of bytes is out of step:
+:class:`~kernels.pytorch.errors.PeerGone`).  Where every rank's header is byte for byte this
+rank's and no rank failed, nothing more is compared.
 
 >>> h = Header("allreduce", dtype_code=1, count=8, op="sum")
 >>> compare([h.encode(2), h.encode(2)], ["", ""], this_rank=0)
@@ -22,13 +27,15 @@ allreduce: ranks disagree on elements per block: rank 0 has 8, rank 1 has 4
 
 from __future__ import annotations
 
+import functools
 import hashlib
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 
 from kernels.pytorch.dtypes import OP_CODES, dtype_from_code
-from kernels.pytorch.errors import BadTensor, CollectiveMismatch
+from kernels.pytorch.errors import BadTensor, CollectiveMismatch, PeerGone
 
 COLLECTIVE_CODES = {name: k + 1 for k, name in enumerate(
     ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "gather", "scatter", "alltoall",
@@ -39,7 +46,10 @@ _OPS = {v: k for k, v in OP_CODES.items()}
 FAILURES = ("", "a tensor is not contiguous", "a tensor is on another device than the group's",
             "unsupported dtype", "tensor sizes do not fit the call", "tensors of one call have different dtypes",
             "root out of range", "split sizes do not fit the tensor")
-_FIXED = 9                    # code, collective, dtype, count, root, op, shape digest, device, split count
+_FIXED = 10                   # code, collective, dtype, count, root, op, shape digest, device, split count, data bytes
+#: the most bytes of data a header may carry (:func:`agree_with_data`; a peer may send this much
+#: whatever this rank's own call is)
+DATA_BYTES_MAX = 64 << 10
 #: device kinds in the header
 DEVICES = ("cpu", "cuda")
 
@@ -58,16 +68,30 @@ class Header:
     splits: tuple = ()          # all-to-all: elements sent to, then received from, each rank
     failure: int = 0
     device: str = "cpu"         # the kind of device the call's tensors are on (DEVICES)
+    data_bytes: int = 0         # bytes of the call's data that follow the header in its message
+
+    def values(self, nranks: int) -> list[int]:
+        row = [self.failure, COLLECTIVE_CODES[self.collective], self.dtype_code, self.count, self.root,
+               OP_CODES.get(self.op, 0), self.shape_digest, _device_code(self.device), len(self.splits),
+               self.data_bytes]
+        splits = list(self.splits) + [0] * (2 * nranks - len(self.splits))
+        return row + splits[:2 * nranks]
 
     def encode(self, nranks: int) -> torch.Tensor:
-        row = [self.failure, COLLECTIVE_CODES[self.collective], self.dtype_code, self.count, self.root,
-               OP_CODES.get(self.op, 0), self.shape_digest, _device_code(self.device), len(self.splits)]
-        splits = list(self.splits) + [0] * (2 * nranks - len(self.splits))
-        return torch.tensor(row + splits[:2 * nranks], dtype=torch.int64, device="cpu")
+        return torch.tensor(self.values(nranks), dtype=torch.int64, device="cpu")
+
+    def row(self, nranks: int) -> bytes:
+        """The header as it travels: ``_FIXED + 2 * nranks`` little-endian int64 words."""
+        return np.asarray(self.values(nranks), dtype="<i8").tobytes()
 
 
 def shape_digest(shapes) -> int:
     """A 48-bit digest of tensor shapes (ranks must agree on them where gloo does)."""
+    return _digest_of(tuple(tuple(s) for s in shapes))
+
+
+@functools.lru_cache(maxsize=1024)
+def _digest_of(shapes: tuple) -> int:
     text = ";".join(",".join(str(d) for d in s) for s in shapes)
     return int.from_bytes(hashlib.blake2b(text.encode(), digest_size=6).digest(), "little")
 
@@ -79,7 +103,8 @@ def _fields(rows) -> dict:
             "root": [int(r[4]) for r in rows],
             "reduce op": [_OPS.get(int(r[5]), "none") for r in rows],
             "tensor shapes": [int(r[6]) for r in rows],
-            "device": [DEVICES[int(r[7])] if 0 <= int(r[7]) < len(DEVICES) else "?" for r in rows]}
+            "device": [DEVICES[int(r[7])] if 0 <= int(r[7]) < len(DEVICES) else "?" for r in rows],
+            "bytes of data sent with the header": [int(r[9]) for r in rows]}
 
 
 def compare(rows: list, local_notes: list[str], this_rank: int) -> None:
@@ -103,15 +128,47 @@ def compare(rows: list, local_notes: list[str], this_rank: int) -> None:
 
 
 def agree(group, header: Header, nranks: int, rank: int, local_note: str = "") -> list:
-    """Exchange ``header`` with every rank of ``group`` (an internal gloo group) and check
+    """Exchange ``header`` with every rank of ``group`` (the group's transport: a
+    :class:`~kernels.pytorch.sockets.SocketMesh`, or an internal gloo group) and check
     (:func:`compare`); returns the headers' rows (split sizes of an all-to-all are in them)."""
+    if hasattr(group, "gather_rows"):
+        return agree_with_data(group, header, nranks, rank, local_note)[0]
     mine = header.encode(nranks)
     rows = [torch.empty_like(mine) for _ in range(nranks)]
     group.allgather([rows], [mine]).wait()
-    notes = ["" for _ in range(nranks)]
+    _check(rows, rank, local_note)
+    return rows
+
+
+def agree_with_data(mesh, header: Header | bytes, nranks: int, rank: int, local_note: str = "", data=None):
+    """:func:`agree` over a :class:`~kernels.pytorch.sockets.SocketMesh`, with ``data`` (bytes of
+    the call, ``header.data_bytes`` of them; None: none) in the same message as the header
+    (a :class:`Header`, or its :meth:`Header.row` made once for a repeated call);
+    returns ``(rows, extra)``: the headers' rows and, per peer, the bytes that followed its header
+    (private buffers; None where none did).  A peer whose header does not say how many bytes came
+    with it is out of step (:class:`~kernels.pytorch.errors.PeerGone`), checked before the headers
+    are compared."""
+    mine = header if isinstance(header, bytes) else header.row(nranks)
+    got, extra = mesh.gather_rows(mine, data, DATA_BYTES_MAX)
+    same = all(r == mine for r in got)
+    if same:                                        # the usual case: one row to read
+        rows = [np.frombuffer(mine, dtype="<i8")] * nranks
+    else:
+        rows = [np.frombuffer(r, dtype="<i8") for r in got]
+    for p, more in enumerate(extra):
+        came, said = 0 if more is None else len(more), int(rows[p][9])
+        if p != rank and came != said:
+            raise PeerGone(f"rank {rank}: rank {p}'s call header says {said} bytes of data follow it, {came} came "
+                           f"(the ranks' calls went out of step)")
+    if rows[rank][0] or not same:
+        _check(rows, rank, local_note)
+    return rows, extra
+
+
+def _check(rows, rank: int, local_note: str) -> None:
+    notes = ["" for _ in rows]
     notes[rank] = local_note
     compare(rows, notes, rank)
-    return rows
 
 
 def splits_of(rows: list) -> list[list[int]]:
@@ -124,4 +181,5 @@ def _device_code(kind: str) -> int:
     return DEVICES.index(kind) if kind in DEVICES else len(DEVICES)
 
 
-__all__ = ["Header", "agree", "compare", "shape_digest", "splits_of", "COLLECTIVE_CODES", "FAILURES"]
+__all__ = ["Header", "agree", "agree_with_data", "compare", "shape_digest", "splits_of", "COLLECTIVE_CODES", "FAILURES",
+           "DATA_BYTES_MAX"]

@@ -5,11 +5,14 @@ Each call: local checks (:mod:`kernels.pytorch.checks`) -> every rank agrees on 
 (:func:`kernels.pytorch.agreement.agree`, raises on every rank before any data moves) -> the plan's
 choice (:func:`kernels.pytorch.plan_choice.choose`) -> one rank's share of that schedule over the
 transport (:func:`kernels.pytorch.schedule_share.run_share`), or torch's own NCCL group for CUDA
-tensors where the plan says NCCL.  On CUDA tensors a schedule runs natively where the group can
-(:class:`~kernels.pytorch.native_exec.NativeExecutor`: one launch per process, peers' memory
-through CUDA IPC), else staged through the host; :attr:`CallRunner.last_path` says which ran.  torch's list forms (``all_gather`` into a list, ``gather``,
-``scatter``, ``reduce_scatter`` from a list) are packed into one flat buffer and unpacked after;
-an uneven all-to-all pads every block to the largest split and runs the ``alltoall`` schedule.
+tensors where the plan says NCCL. A small CPU all-reduce whose schedule is one step does the
+agreement and the data in one round (:mod:`kernels.pytorch.fused`). On CUDA tensors a schedule runs
+natively where the group can (:class:`~kernels.pytorch.native_exec.NativeExecutor`: one launch per
+process, peers' memory through CUDA IPC), else staged through the host;
+:attr:`CallRunner.last_path` says which ran. torch's list forms (``all_gather`` into a list,
+``gather``, ``scatter``, ``reduce_scatter`` from a list) are packed into one flat buffer and
+unpacked after; an uneven all-to-all pads every block to the largest split and runs the
+``alltoall`` schedule.
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ from kernels.pytorch.agreement import Header, agree, shape_digest, splits_of
 from kernels.pytorch.checks import first_failure, sizes_ok, tensors_ok
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.errors import CollectiveMismatch
+from kernels.pytorch.fused import fused_allreduce, fused_route
 from kernels.pytorch.plan_choice import choose
 from kernels.pytorch.schedule_share import GroupTransport, run_share
 from synth.plan.selector import NCCL
@@ -81,6 +85,10 @@ class CallRunner:
 
     # ------------------------------------------------------------------ collectives
     def allreduce(self, tensors, op: str, factor=1.0, nccl_opts=None) -> None:
+        route = fused_route(self, tensors[0], op) if len(tensors) == 1 else None
+        if route is not None:                # a small call: header and data in one round
+            fused_allreduce(self, tensors[0], op, route)
+            return
         for t in tensors:
             self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape])
         for t in tensors:

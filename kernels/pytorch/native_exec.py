@@ -133,6 +133,31 @@ class TorchCudaShareBackend(CudaShareBackend):
         return ctx
 
 
+class ExportOncePerCall:
+    """A share backend whose :meth:`export` of the same buffer (address and bytes) twice between
+    two synchronisations, i.e. within one call, hands back the first answer: an in-place call
+    names its one tensor as both send and receive buffer, and an export is a driver call
+    (``cuMemGetAddressRange``, ``cudaIpcGetMemHandle``) per buffer.  Everything else is the
+    wrapped backend's."""
+
+    def __init__(self, backend) -> None:
+        self._backend, self._exported = backend, {}
+
+    def __getattr__(self, name):
+        return getattr(self._backend, name)
+
+    def export(self, arr, what: str) -> dict:
+        key = (self._backend.address(arr), int(arr.nbytes))
+        hit = self._exported.get(key)
+        if hit is None:
+            hit = self._exported[key] = self._backend.export(arr, what)
+        return hit
+
+    def synchronize(self) -> None:
+        self._exported.clear()
+        self._backend.synchronize()
+
+
 class _Agreed:
     """The call was agreed before (:func:`kernels.pytorch.agreement.agree`)."""
 
@@ -179,7 +204,7 @@ class NativeExecutor:
             self.why_not = "; ".join(bad)
             return False
         backend = TorchCudaShareBackend(self.clock) if self.backend == "auto" else self.backend
-        self.runner = NativeRunner(comm, backend, graphs=False)
+        self.runner = NativeRunner(comm, ExportOncePerCall(backend), graphs=False)
         return True
 
     def run(self, schedule, send, recv, count: int, op: str, protocol: str | None = None) -> bool:
@@ -239,4 +264,5 @@ class NativeExecutor:
             self.runner.drop()
 
 
-__all__ = ["NativeExecutor", "PhaseClock", "TorchCudaShareBackend", "as_array", "local_reason", "ENV"]
+__all__ = ["NativeExecutor", "ExportOncePerCall", "PhaseClock", "TorchCudaShareBackend", "as_array", "local_reason",
+           "ENV"]

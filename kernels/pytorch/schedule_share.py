@@ -17,6 +17,8 @@ on the current stream (the internal NCCL group orders its sends and receives wit
 
 from __future__ import annotations
 
+import threading
+
 import torch
 
 from kernels.backends.executor import program_for
@@ -28,6 +30,8 @@ from synth.ir.schedule import Schedule
 #: gloo and NCCL take any non-negative int tag; the MPI transport's bound is kept for its check
 _TAG_UB = 2**31 - 1
 _PLANS: dict = {}
+#: the largest temporary buffer :func:`run_share` keeps for the next call (bytes)
+KEEP_BYTES = 32 << 20
 
 
 def _rank_plan(schedule: Schedule, count: int, np_dtype, inplace: bool, op: str, rank: int):
@@ -141,9 +145,10 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
     prog, plan = _rank_plan(schedule, count, _np_of(ref.dtype), inplace, op, rank)
     user = {"send": send, "recv": recv}
     bufs = {name: user[which] for name, which in prog.bindings[rank].items()}
+    temps = _Temps(ref)
     scratch = prog.sizes[rank].get(SCRATCH)
     if scratch:
-        bufs[SCRATCH] = torch.empty(scratch, dtype=ref.dtype, device=ref.device)
+        bufs[SCRATCH] = temps.take(scratch)
 
     def view(region):
         return bufs[region.buf][region.start:region.stop]
@@ -152,17 +157,53 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
     try:
         for kind, o, tag, peer in plan.items:
             if kind == SEND:
-                transport.isend(view(o.src).clone(), peer, tag)
+                transport.isend(temps.take(o.src.size).copy_(view(o.src)), peer, tag)
             elif kind == RECV_COPY:
                 transport.recv(view(o.dst), peer, tag)
             elif kind == RECV_REDUCE:
-                tmp = torch.empty(o.src.size, dtype=ref.dtype, device=ref.device)
+                tmp = temps.take(o.src.size)
                 transport.recv(tmp, peer, tag)
                 combine(view(o.dst), view(o.acc), tmp, binop_for(o.premul, op, n))
             elif kind == LOCAL:
                 _local(o, view, op, n)
-    finally:
         transport.finish()
+    except BaseException:
+        temps.forget()                      # a send may still hold one: none is used again
+        transport.finish()
+        raise
+
+
+class _Temps:
+    """Temporary buffers of one :func:`run_share` call (scratch, the copies its sends carry, its
+    receives before they are reduced), like ``ref``.  On the CPU, the buffers of a thread's last
+    call are kept (up to :data:`KEEP_BYTES` each) and handed out again in the same order:
+    repeated calls of one shape allocate nothing, where a fresh large buffer costs an ``mmap``
+    and a page fault per page on first touch.  Every send is waited for before the call
+    returns, so the next call may reuse its buffer; after an error none is reused."""
+
+    _kept = threading.local()
+
+    def __init__(self, ref: torch.Tensor) -> None:
+        self.ref, self.taken = ref, 0
+        self.pool = getattr(self._kept, "pool", None) if ref.device.type == "cpu" else None
+        if self.pool is None and ref.device.type == "cpu":
+            self.pool = self._kept.pool = []
+
+    def take(self, numel: int) -> torch.Tensor:
+        ref = self.ref
+        if self.pool is None or numel * ref.element_size() > KEEP_BYTES:
+            return torch.empty(numel, dtype=ref.dtype, device=ref.device)
+        k, self.taken = self.taken, self.taken + 1
+        if k < len(self.pool) and self.pool[k].numel() == numel and self.pool[k].dtype == ref.dtype:
+            return self.pool[k]
+        t = torch.empty(numel, dtype=ref.dtype)
+        self.pool[k:k + 1] = [t]
+        return t
+
+    def forget(self) -> None:
+        if self.pool is not None:
+            self._kept.pool = None
+
 
 
 def _local(o, view, op: str, n: int) -> None:
@@ -174,4 +215,10 @@ def _local(o, view, op: str, n: int) -> None:
         postdiv(view(o.dst), n)
 
 
-__all__ = ["GroupTransport", "HostStagedGroup", "run_share", "combine", "postdiv"]
+def rank_ops(schedule: Schedule, count: int, dtype: torch.dtype, op: str, rank: int, inplace: bool = True):
+    """``(program, rank plan)`` of ``schedule`` on blocks of ``count`` elements of ``dtype`` for
+    ``rank`` (:func:`kernels.mpi.transport.rank_plan`; made once per call shape)."""
+    return _rank_plan(schedule, count, _np_of(dtype), inplace, op, rank)
+
+
+__all__ = ["GroupTransport", "HostStagedGroup", "run_share", "rank_ops", "combine", "postdiv"]

@@ -35,6 +35,11 @@ _HEADER = struct.Struct("<qq")          # tag, payload bytes
 #: messages (header included) up to this many bytes leave from the caller's thread when the
 #: pair's sender thread is idle (module docstring)
 INLINE_BYTES = 64 << 10
+#: what a message may hold beyond :data:`INLINE_BYTES` and still be written inline: a call
+#: header (:meth:`SocketMesh.gather_rows`) in front of that much data
+_HEADER_ROOM = 1024
+#: the tag of the per-call header round
+TAG_HEADER = 1
 
 
 def _local_address() -> str:
@@ -58,16 +63,23 @@ def _bytes_of(t: torch.Tensor) -> memoryview:
 
 
 class _Pending:
-    """A queued send: ``wait()`` returns once its bytes are handed to the kernel."""
+    """A queued send of ``parts`` (byte buffers; ``keep``: what they view, kept alive):
+    ``wait()`` returns once its bytes are handed to the kernel.  ``done`` is an event made only
+    for a send handed to the pair's thread (one written at once shares a set one)."""
 
-    def __init__(self, tensor: torch.Tensor) -> None:
-        self.tensor, self.done, self.error = tensor, threading.Event(), None
+    def __init__(self, keep, parts: list) -> None:
+        self.keep, self.parts, self.done, self.error = keep, parts, _SENT, None
+        self.nbytes = sum(len(p) for p in parts)
 
     def wait(self, timeout: float | None = None) -> bool:
         self.done.wait(timeout)
         if self.error is not None:
             raise self.error
         return True
+
+
+_SENT = threading.Event()
+_SENT.set()
 
 
 class _Received:
@@ -85,6 +97,7 @@ class SocketMesh:
         self._queues: dict[int, queue.Queue] = {}
         self._locks: dict[int, threading.Lock] = {}
         self._busy: dict[int, int] = {}             # sends queued to the pair's thread, not yet written
+        self.frames_sent = 0                        # messages sent (what the tests and the benchmark count)
         if size == 1:
             return
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -122,10 +135,9 @@ class SocketMesh:
                 if rest is not None:                   # what a non-blocking write left over
                     s.sendall(rest)
                 else:
-                    t = pending.tensor
-                    s.sendall(_HEADER.pack(tag, t.numel() * t.element_size()))
-                    if t.numel():
-                        s.sendall(_bytes_of(t))
+                    s.sendall(_HEADER.pack(tag, pending.nbytes))
+                    for part in pending.parts:
+                        s.sendall(part)
             except OSError as exc:
                 pending.error = self._send_failed(peer, exc)
             with self._locks[peer]:
@@ -138,9 +150,7 @@ class SocketMesh:
     def _write_now(self, peer: int, pending: _Pending, tag: int):
         """Write a small message at once, without blocking (module docstring): None when all of it
         went out (or the connection failed: ``pending`` holds the error), else the bytes left."""
-        t = pending.tensor
-        head = _HEADER.pack(tag, t.numel() * t.element_size())
-        parts = [head, _bytes_of(t)] if t.numel() else [head]
+        parts = [_HEADER.pack(tag, pending.nbytes), *pending.parts]
         try:                  # the socket has a timeout, so its descriptor is non-blocking
             sent = os.writev(self.socks[peer].fileno(), parts)
         except BlockingIOError:
@@ -150,7 +160,6 @@ class SocketMesh:
             sent = None
         whole = sum(len(p) for p in parts)
         if sent is None or sent == whole:
-            pending.done.set()
             return None
         return memoryview(b"".join(bytes(p) for p in parts))[sent:]
 
@@ -173,14 +182,23 @@ class SocketMesh:
     # -------------------------------------------------------------- the group interface
     def send(self, tensors, peer: int, tag: int) -> _Pending:
         """Queue ``tensors[0]`` (kept alive, not to be written until ``wait()``) for ``peer``."""
-        pending = _Pending(tensors[0])
-        t = pending.tensor
+        t = tensors[0]
+        return self._send_parts(peer, tag, [_bytes_of(t)] if t.numel() else [], keep=t)
+
+    def _send_parts(self, peer: int, tag: int, parts: list, keep=None, *, volatile: bool = False) -> _Pending:
+        """One message of ``parts`` (byte buffers) to ``peer``; they are not to be written until
+        ``wait()``, unless ``volatile`` (what is not written at once is then copied first)."""
+        pending = _Pending(keep, parts)
         with self._locks[peer]:                         # one writer at a time, in order
+            self.frames_sent += 1
             rest = None
-            if not self._busy[peer] and _HEADER.size + t.numel() * t.element_size() <= INLINE_BYTES:
+            if not self._busy[peer] and _HEADER.size + pending.nbytes <= INLINE_BYTES + _HEADER_ROOM:
                 rest = self._write_now(peer, pending, tag)
                 if rest is None:
                     return pending
+            elif volatile:
+                pending.parts = [b"".join(bytes(p) for p in parts)]
+            pending.done = threading.Event()
             self._busy[peer] += 1
             self._queues[peer].put((pending, tag, rest))
         return pending
@@ -198,16 +216,41 @@ class SocketMesh:
             self._read_exact(s, nbytes, peer, _bytes_of(t))
         return _Received()
 
-    def allgather(self, outputs, inputs):
-        """Every rank's ``inputs[0]`` into ``outputs[0][r]`` (the per-call headers)."""
-        mine, rows = inputs[0], outputs[0]
-        rows[self.rank].copy_(mine)
-        sends = [self.send([mine], p, 1) for p in range(self.size) if p != self.rank]
+    def gather_rows(self, row: bytes, data: memoryview | None = None, max_data: int = 0):
+        """The per-call header round: ``row`` (this rank's header, the same length on every rank),
+        followed in the same message by ``data`` (a small call's bytes, or None), goes to every
+        peer; returns ``(rows, extra)``: every rank's row (``bytes``) and, per peer, the bytes
+        that came after its row (None where none did), read into private buffers, never into a
+        caller's tensor.  A peer may send up to ``max_data`` bytes after its row (whatever this
+        rank's own call is, so that ranks that disagree stay in step and can say so); more, a
+        shorter message or another tag is a message out of step: :class:`PeerGone`."""
+        parts = [row] if data is None or not len(data) else [row, data]
+        sends = [self._send_parts(p, TAG_HEADER, parts, volatile=True) for p in range(self.size) if p != self.rank]
+        rows, extra = [b""] * self.size, [None] * self.size
+        rows[self.rank] = row
         for p in range(self.size):
-            if p != self.rank:
-                self.recv([rows[p]], p, 1)
-        for s in sends:
-            s.wait()
+            if p == self.rank:
+                continue
+            s = self.socks[p]
+            head = self._read_exact(s, _HEADER.size + len(row), p)     # frame and row: one read
+            tag, nbytes = _HEADER.unpack_from(head)
+            if tag != TAG_HEADER or not len(row) <= nbytes <= len(row) + max_data:
+                raise PeerGone(f"rank {self.rank}: rank {p} sent message {tag} of {nbytes} bytes where a call "
+                               f"header of {len(row)} bytes (and at most {max_data} bytes of data) was due "
+                               f"(the ranks' calls went out of step)")
+            rows[p] = bytes(head[_HEADER.size:])
+            if nbytes > len(row):
+                extra[p] = self._read_exact(s, nbytes - len(row), p)
+        for w in sends:
+            w.wait()
+        return rows, extra
+
+    def allgather(self, outputs, inputs):
+        """Every rank's ``inputs[0]`` (an int64 header) into ``outputs[0][r]``, by :meth:`gather_rows`."""
+        mine, rows = inputs[0], outputs[0]
+        got, _ = self.gather_rows(bytes(_bytes_of(mine)))
+        for p, row in enumerate(got):
+            rows[p].copy_(torch.frombuffer(bytearray(row), dtype=mine.dtype).view(mine.shape))
         return _Received()
 
     def close(self) -> None:
@@ -220,4 +263,4 @@ class SocketMesh:
                 pass
 
 
-__all__ = ["SocketMesh"]
+__all__ = ["SocketMesh", "INLINE_BYTES", "TAG_HEADER"]

@@ -11,7 +11,6 @@ for the call's stream as ``ProcessGroupNCCL``'s ``WorkNCCL::wait`` does; ``get_f
 from __future__ import annotations
 
 import concurrent.futures
-import contextlib
 import threading
 from datetime import timedelta
 
@@ -20,30 +19,33 @@ import torch.distributed as dist
 
 
 class TopocollWork(dist._Work):
-    """A call submitted to a :class:`CallQueue` (module docstring)."""
+    """A call submitted to a :class:`CallQueue` (module docstring).  A call that runs on the
+    caller's thread is done when its Work is returned: its torch future is then made only if
+    ``get_future()`` asks for it."""
 
-    def __init__(self, result: list, stream=None) -> None:
+    def __init__(self, result: list, stream=None, *, ran_inline: bool = False) -> None:
         super().__init__()
-        self._call: concurrent.futures.Future | None = None
+        self._call: concurrent.futures.Future | _Finished | None = None
         self._result, self._stream = result, stream
         self._event = torch.cuda.Event() if stream is not None else None
-        self._future = torch.futures.Future()
+        self._future = None if ran_inline else torch.futures.Future()
 
     def _run(self, fn) -> None:
         """Run the call (on the worker thread); the torch future completes before the call's
         concurrent future does, so ``wait()`` then ``get_future().value()`` never races."""
         try:
-            with contextlib.ExitStack() as ctx:
-                if self._stream is not None:
-                    ctx.enter_context(torch.cuda.device(self._stream.device))
-                    ctx.enter_context(torch.cuda.stream(self._stream))
+            if self._stream is None:
                 fn()
-                if self._event is not None:
+            else:
+                with torch.cuda.device(self._stream.device), torch.cuda.stream(self._stream):
+                    fn()
                     self._event.record(self._stream)
         except BaseException as exc:
-            self._future.set_exception(exc)
+            if self._future is not None:
+                self._future.set_exception(exc)
             raise
-        self._future.set_result(self._result)
+        if self._future is not None:
+            self._future.set_result(self._result)
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
         secs = timeout.total_seconds() if timeout else 0
@@ -62,10 +64,37 @@ class TopocollWork(dist._Work):
         return self._call.exception() if self._call.done() else None
 
     def get_future(self) -> torch.futures.Future:
+        if self._future is None:                     # a call that ran inline: done already
+            self._future = torch.futures.Future()
+            error = self._call.exception()
+            if error is not None:
+                self._future.set_exception(error)
+            else:
+                self._future.set_result(self._result)
         return self._future
 
     def result(self) -> list:
         return self._result
+
+
+class _Finished:
+    """What :class:`TopocollWork` reads of a call that ran on the caller's thread (the part of a
+    ``concurrent.futures.Future`` it uses, without its lock and condition)."""
+
+    __slots__ = ("_error",)
+
+    def __init__(self, error: BaseException | None = None) -> None:
+        self._error = error
+
+    def result(self, timeout=None) -> None:
+        if self._error is not None:
+            raise self._error
+
+    def done(self) -> bool:
+        return True
+
+    def exception(self, timeout=None):
+        return self._error
 
 
 class CallQueue:
@@ -82,7 +111,7 @@ class CallQueue:
         thread once the calls before it are done: a thread hop per call costs more than the
         call where processes outnumber cores."""
         stream = torch.cuda.current_stream(device) if device is not None and device.type == "cuda" else None
-        work = TopocollWork(result, stream)
+        work = TopocollWork(result, stream, ran_inline=inline)
         with self._order:
             if not inline:
                 work._call = self._last = self._pool.submit(work._run, fn)
@@ -90,13 +119,12 @@ class CallQueue:
             if self._last is not None:
                 concurrent.futures.wait([self._last])
                 self._last = None
-            work._call = concurrent.futures.Future()
             try:
                 work._run(fn)
             except BaseException as exc:  # noqa: BLE001  (raised by wait(), as for a queued call)
-                work._call.set_exception(exc)
+                work._call = _Finished(exc)
             else:
-                work._call.set_result(None)
+                work._call = _Finished()
         return work
 
     def shutdown(self) -> None:
@@ -105,10 +133,8 @@ class CallQueue:
 
 def done_work(result: list) -> TopocollWork:
     """A Work that is already complete (calls with nothing to move)."""
-    work = TopocollWork(result)
-    work._call = concurrent.futures.Future()
-    work._call.set_result(None)
-    work._future.set_result(result)
+    work = TopocollWork(result, ran_inline=True)
+    work._call = _Finished()
     return work
 
 

@@ -1,6 +1,6 @@
 """benchmarks/bench_pytorch.py's report: the command at the top, busbw and ratios computed from
-the measured times as nccl-tests defines them, the overhead as the whole call minus the schedule,
-and the GPU section saying why it is empty."""
+the measured times as nccl-tests defines them, a call's time split into the socket round, the
+runner's own work and torch's dispatch by subtraction, and the GPU section saying why it is empty."""
 
 from __future__ import annotations
 
@@ -24,15 +24,21 @@ def test_the_report_shows_the_command_the_rows_and_the_overhead():
     bench = _bench()
     mib = 1 << 20
     res = {2: {"allreduce": [{"bytes": mib, "topocoll_us": 2000.0, "gloo_us": 1000.0,
-                              "topocoll_busbw": mib / 2000e-6 / 1e9, "gloo_busbw": mib / 1000e-6 / 1e9}],
-               "overhead": {"call": 900.0, "schedule": 300.0, "agreement": 250.0, "gloo": 200.0,
-                            "schedule_name": "oneshot"},
+                              "topocoll_busbw": mib / 2000e-6 / 1e9, "gloo_busbw": mib / 1000e-6 / 1e9,
+                              "topocoll_cpu_us": 1500.0, "gloo_cpu_us": 700.0}],
+               "overhead": {"call": 900.0, "runner": 650.0, "round": 400.0, "schedule": 300.0, "agreement": 250.0,
+                            "gloo": 200.0, "schedule_name": "oneshot", "messages_per_call": 1.0,
+                            "cpu": {"call": 120.0, "runner": 80.0, "round": 40.0, "gloo": 60.0}},
                "ddp_ms": {"topocoll": 6.0, "gloo": 4.0}}}
     text = bench.report(res, "python benchmarks/bench_pytorch.py --ranks 2", {"rounds": 3, "calls": 10, "steps": 10})
     lines = text.splitlines()
     assert lines[2] == "    python benchmarks/bench_pytorch.py --ranks 2"
-    assert "| 1 MiB | 2,000 | 1,000 | 0.524 | 1.049 | 2.00x |" in text      # 1 MiB / 2 ms x 2(n-1)/n
-    assert "**The backend's own overhead** (whole call minus schedule" in text and ": 600 µs." in text
+    # 1 MiB / 2 ms x 2(n-1)/n; then the CPU columns as measured
+    assert "| 1 MiB | 2,000 | 1,000 | 0.524 | 1.049 | 2.00x | 1,500 | 700 |" in text
+    # sockets = the round; checks, plan lookup and reduction = runner - round; dispatch and Work = call - runner
+    assert "So: sockets 400, checks, plan lookup and the reduction 250, torch's dispatch and the Work 250;" in text
+    assert "1.0 messages sent per call by each rank" in text and "the schedule alone (`oneshot`" in text
+    assert "CPU per call (every thread of the process): the whole call 120, the runner 80, the round 40" in text
     assert "DDP step (MLP 64-256-256-1, batch 32, median of 10): topocoll 6.00 ms, gloo 4.00 ms." in text
     assert ("no GPU rows" in text) != torch.cuda.is_available()
 

@@ -10,7 +10,8 @@ launch.  Then the adapter alone: exchanges and all-gathers, and a peer that leav
 ``cuda_job``: the same collectives on CUDA tensors, 2 processes sharing one card, through the
 real native path (the runner's launches and ``last_path`` say so; with
 ``TOPOCOLL_TORCH_NATIVE=never`` staged through the host, and no launch), against gloo on the
-CPU; an async call on a side stream; mismatched devices refused on every rank."""
+CPU; what a repeated native call costs the host (``_per_call_counts``); an async call on a side
+stream; mismatched devices refused on every rank."""
 
 from __future__ import annotations
 
@@ -74,11 +75,57 @@ def shm_job(rank: int, n: int, init: str) -> dict:
                 rec.check("shm:" + name, same and native.launches == before + 1 and pg.runner.last_path == "native",
                           f"{dtype} size {size}: equal {same}, launches {native.launches - before}, "
                           f"path {pg.runner.last_path}")
+    _per_call_counts(rec, be, _shm_tensor(be, torch.ones(64)), pg, n)
     _ll_ranges(rec, be, native, pg, rank, n, gloo)
     _unshareable(rec, be, rank, n)
     pg.runner.native = None                   # the barrier's own tensor is not in shared memory
     _adapter_checks(rec, pg, rank, n)
     return rec.out
+
+
+class _CountingStore:
+    """A store that counts what is asked of it (the group must ask nothing per call)."""
+
+    def __init__(self, store) -> None:
+        self.store, self.asked = store, []
+
+    def __getattr__(self, name):
+        self.asked.append(name)
+        return getattr(self.store, name)
+
+
+def _per_call_counts(rec: Recorder, be, x, pg, n: int) -> None:
+    """What one native all_reduce of ``x`` costs the host (``be``: the share backend the native
+    runner wraps), counted over 5 repeated calls (the shares and mappings made): messages this rank sends (the agreement, the entry and
+    the exit all-gathers: 3 per peer), stream synchronisations (before and after the launch: 2),
+    buffer exports (one per distinct buffer: in place, 1), launches (1) and store accesses (0)."""
+    import torch.distributed as dist
+    counts = {"synchronize": 0, "export": 0, "launch": 0}
+    plain = {k: getattr(be, k) for k in counts}
+
+    def counted(name):
+        def call(*a, **k):
+            counts[name] += 1
+            return plain[name](*a, **k)
+        return call
+    dist.all_reduce(x)                                        # the share and the mappings, once
+    store, pg._store = pg._store, _CountingStore(pg._store)
+    for name in counts:
+        setattr(be, name, counted(name))
+    before = pg._mesh.frames_sent
+    try:
+        for _ in range(5):
+            dist.all_reduce(x)
+    finally:
+        for name in counts:
+            setattr(be, name, plain[name])
+        counting, pg._store = pg._store, store
+    per = {k: v / 5 for k, v in counts.items()}
+    per["messages"] = (pg._mesh.frames_sent - before) / 5
+    want = {"synchronize": 2, "export": 1, "launch": 1, "messages": 3 * (n - 1)}
+    rec.check("percall:native", per == want and pg.runner.last_path == "native" and not counting.asked,
+              f"per call {per}, want {want}; store asked {counting.asked}")
+    rec.out["__per_native_call__"] = per
 
 
 def _ll_ranges(rec: Recorder, be, native, pg, rank: int, n: int, gloo) -> None:
@@ -188,6 +235,10 @@ def cuda_job(rank: int, n: int, init: str) -> dict:
                 rec.check("path:" + name, size == 0 or path_ok,
                           f"{dtype} size {size}: {ran} launches, path {pg.runner.last_path!r}, "
                           f"why not: {pg.runner.native.why_not!r}")
+    if native:
+        x = torch.ones(64, device="cuda")
+        dist.all_reduce(x)
+        _per_call_counts(rec, pg.runner.native.runner.backend._backend, x, pg, n)
     _side_stream(rec, rank, n)
     _mismatched_devices(rec, rank, n)
     dist.destroy_process_group()

@@ -4,7 +4,9 @@ Natively (``_native_jobs.cuda_job``): every collective of ``_torch_jobs._calls``
 3 sizes equals gloo's on the CPU bit for bit, and every call with data ran as native launches
 (the runner's launch count and ``last_path``, not the host fallback); an async call made on a
 side stream after a late kernel that writes its input, waited for by the current stream; a rank
-passing a CPU tensor where the others pass CUDA tensors makes every rank raise the same line.
+passing a CPU tensor where the others pass CUDA tensors makes every rank raise the same line; a
+repeated native call's host side counted (3 messages per peer, 2 stream synchronisations, 1
+export, no store access).
 Staged through the host (``TOPOCOLL_TORCH_NATIVE=never``): the same results, no launch.  Skips with the reason where torch or a GPU is missing."""
 
 from __future__ import annotations
@@ -31,6 +33,14 @@ def test_collectives_on_cuda_tensors_run_natively_and_equal_gloo(native_results)
     assert not merged(native_results, "cuda")
     assert checked(native_results, "path") == 2 * 15 * 16      # every call of every rank ran natively
     assert not merged(native_results, "path")
+
+
+def test_a_native_call_costs_the_host_three_socket_rounds_two_syncs_one_export_no_store(native_results):
+    """On the card: each repeated native all_reduce sends 3 messages per peer, synchronises the
+    stream twice, exports its one buffer once and asks nothing of the store."""
+    from _torch_dist import merged
+    assert all("percall:native" in res for res in native_results)
+    assert not merged(native_results, "percall")
 
 
 def test_an_async_call_on_a_side_stream_is_ordered_by_events(native_results):

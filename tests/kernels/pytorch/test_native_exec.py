@@ -21,6 +21,16 @@ def test_each_call_runs_as_one_native_launch_and_equals_gloo(shm_results, family
     assert not merged(shm_results, "shm:" + family)
 
 
+def test_a_native_call_costs_three_socket_rounds_two_syncs_one_export_and_no_store_access(shm_results):
+    """The host side of a repeated native all_reduce (``_native_jobs._per_call_counts``): the
+    agreement, entry and exit all-gathers (3 messages per peer), the stream synchronised before
+    and after the launch, the one buffer of an in-place call exported once, one launch, and
+    nothing asked of the store (a store access per call would cost milliseconds on a real GPU)."""
+    from _torch_dist import merged
+    assert all("percall:native" in res for res in shm_results)
+    assert not merged(shm_results, "percall")
+
+
 @pytest.mark.parametrize("protocol", ["ll", "simple"])
 def test_the_plan_entrys_protocol_reaches_the_native_path_and_equals_gloo(shm_results, protocol):
     from _torch_dist import merged

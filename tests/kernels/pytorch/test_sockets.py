@@ -15,19 +15,8 @@ torch = pytest.importorskip("torch", reason="the torch backend needs the topocol
 
 
 def _pair():
-    import torch.distributed as dist
-
-    from kernels.pytorch.sockets import SocketMesh
-    store, meshes = dist.HashStore(), [None, None]
-
-    def make(rank):
-        meshes[rank] = SocketMesh(store, rank, 2, timeout_s=20)
-    threads = [threading.Thread(target=make, args=(r,)) for r in (0, 1)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(30)
-    return meshes
+    from _socket_pair import socket_pair
+    return socket_pair()
 
 
 def _messages(seed: int):
