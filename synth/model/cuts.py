@@ -208,11 +208,22 @@ def _members(classes, vec, first_root: int | None = None, root_inside: bool = Tr
     return tuple(sorted(out))
 
 
-def _enumerate(g: _Graph, spec: CollectiveSpec) -> tuple[Fraction, tuple[int, ...]]:
+def _tables(g: _Graph, fabric: Fabric | None) -> tuple[list[list[int]], dict, dict]:
+    """``(classes, in-cut table, out-cut table)`` of :func:`_cut_table`, made once per fabric
+    object and capacity graph (kept on the fabric: every collective's enumeration at the same
+    capacities reads the same cuts, ``out(S) = in(V \\ S)``)."""
+    tables = fabric.__dict__.setdefault("_cut_tables", {}) if fabric is not None else {}
+    key = (g.n, g.denom, tuple(sorted(g.cap.items())))
+    if key not in tables:
+        classes, table = _cut_table(g)
+        full = tuple(len(c) for c in classes)
+        tables[key] = (classes, table, {vec: table[tuple(f - k for f, k in zip(full, vec))] for vec in table})
+    return tables[key]
+
+
+def _enumerate(g: _Graph, spec: CollectiveSpec, fabric: Fabric | None = None) -> tuple[Fraction, tuple[int, ...]]:
     n, name, root = g.n, spec.name, spec.root
-    classes, table = _cut_table(g)
-    full = tuple(len(c) for c in classes)
-    comp = {vec: table[tuple(f - k for f, k in zip(full, vec))] for vec in table}   # out(S) = in(V \ S)
+    classes, table, comp = _tables(g, fabric)
     rc = next((k for k, c in enumerate(classes) if root in c), None)
     yes = lambda v: True  # noqa: E731
     if name in ("allgather", "reducescatter", "allreduce"):
@@ -367,7 +378,7 @@ def bandwidth_rounds(fabric: Fabric, spec: CollectiveSpec, params=None, method: 
         f, p = min(flows)
         return 1 / f, True, "maxflow", (p,)
     if method == "enumeration" or (method == "auto" and n <= ENUMERATE_MAX_RANKS):
-        r, w = _enumerate(g, spec)
+        r, w = _enumerate(g, spec, fabric)
         return r, True, "enumeration", w
     r, exact, w = _by_maxflow(g, spec, fabric)
     return r, exact, "maxflow", w
