@@ -24,7 +24,7 @@ from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
 
-__all__ = ["IMPERFECT_S", "QUICK_S", "Staged", "fits", "greedy_staging", "stage", "staging_meta"]
+__all__ = ["IMPERFECT_S", "QUICK_S", "Staged", "StagingClock", "fits", "greedy_staging", "stage", "staging_meta"]
 
 #: clock seconds (deterministic CP-SAT time) per step count in the first, ascending pass of :func:`stage`
 QUICK_S = 1.0
@@ -56,6 +56,32 @@ class Staged:
     @property
     def steps(self) -> int:
         return len(self.z)
+
+
+class StagingClock:
+    """How :func:`stage` reads its window's time left: ``share(s)`` is ``min(left / 3, s)``, a
+    solve's limit; ``enough(m)`` is ``left >= m``.  Each read records the least window limit
+    under which it decides the same as with any larger one (``need``, clock seconds), and
+    ``clipped`` whether some read fell short of that (a limit cut by the time left).  A staging
+    that was never clipped is what any window of at least ``need`` gives: the same solves, with
+    the same limits, charging the same clock (:mod:`synth.solve.bwopt.stage_reuse`)."""
+
+    def __init__(self) -> None:
+        self.window = None
+        self.need = 0.0
+        self.clipped = False
+
+    def _read(self, threshold: float) -> float:
+        spent = self.window.spent_s()
+        self.need = max(self.need, spent + threshold)
+        self.clipped = self.clipped or self.window.limit_s - spent < threshold
+        return self.window.limit_s - spent
+
+    def share(self, seconds: float) -> float:
+        return min(self._read(3 * seconds) / 3, seconds)
+
+    def enough(self, seconds: float) -> bool:
+        return self._read(seconds) >= seconds
 
 
 def fits(model: ChannelModel, load_q: np.ndarray, rounds: int) -> bool:
@@ -118,7 +144,8 @@ def _whole_rounds(load_q: np.ndarray, cap: tuple[np.ndarray, np.ndarray]) -> np.
 
 def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s: float,
           chains: dict[int, list[tuple[int, ...]]] | None = None,
-          upper_rate: float | None = None, budget: SolveBudget | None = None) -> Staged:
+          upper_rate: float | None = None, budget: SolveBudget | None = None,
+          clock: "StagingClock | None" = None) -> Staged:
     """Trees and delays for ``batch.chunks`` (then twice that) chunks per source that keep the
     batch within its total ``rounds`` and minimise the sum of per-step whole rounds.
 
@@ -134,10 +161,13 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls back to
     :func:`greedy_staging` where the quick pass found no staging, else to the batch's own trees
     without delays.  The result carries its proven lower bound (:class:`Staged`).  Time is
-    counted on ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`).
+    counted on ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`); ``clock``
+    (a :class:`StagingClock`, made here if None) records how the time left was read.
     """
     budget = budget_or_new(budget)
     window = budget.window(min(time_limit_s, 60.0))
+    clock = clock if clock is not None else StagingClock()
+    clock.window = window
     best = _level_batch(model, batch)
     hops = hop_matrix(model)
     sources = sorted(batch.counts)
@@ -168,15 +198,14 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
         lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
         quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
                                lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
-                               lb, window.left_s(), settled := set(), no_perfect := set(), budget)
+                               lb, clock, settled := set(), no_perfect := set(), budget)
         for got in quick or [greedy_staging(model, batch, mult)]:     # none found: the greedy one to beat
             best = got if _better(got, best) else best
         if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
             break
         perfect = False
         for S in range(top, shortest - 1, -1):
-            left = window.left_s()
-            if left < 0.5:
+            if not clock.enough(0.5):
                 return _labelled(best, upper_rate, shortest)
             if S in settled:            # proven in the first pass, and not perfect there
                 if perfect:
@@ -184,7 +213,7 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                 continue
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
             share = IMPERFECT_S if S in no_perfect else 5.0 if perfect else 15.0
-            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, share), budget, lb)
+            got = _stage_cp(model, levels, sources, c, R, S, use, clock.share(share), budget, lb)
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
@@ -222,25 +251,25 @@ def _better(a: Staged, b: Staged) -> bool:
 
 
 def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, steps: range,
-                   hint_for, lower: int, time_left_s: float, settled: set[int], no_perfect: set[int],
+                   hint_for, lower: int, clock: "StagingClock", settled: set[int], no_perfect: set[int],
                    budget: SolveBudget) -> list[Staged]:
     """Stagings for the step counts of ``steps`` in ascending order, each searched for
-    :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last);
+    :data:`QUICK_S` clock seconds (of what ``clock``'s window has left), up to the first
+    perfect one (``sum z = R``, then last);
     step counts whose answer was proven join ``settled``; step counts at which
     :func:`_perfect_possible` proves that no perfect staging exists join ``no_perfect`` unsearched.
 
     Few steps make a small model in which CP-SAT finds a perfect staging at once where one
     exists, whereas many steps can spend the whole budget a round or two above ``R``."""
-    window, out = budget.window(time_left_s), []
+    out = []
     for S in steps:
-        left = window.left_s()
-        if left < 0.5:
+        if not clock.enough(0.5):
             break
+        limit = clock.share(QUICK_S)              # read before the proof's LP charges the clock
         if not _perfect_possible(model, levels, sources, c, R, S, budget):
             no_perfect.add(S)
             continue
-        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), budget, lower,
-                        settled=settled)
+        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), limit, budget, lower, settled=settled)
         if got is not None:
             out.append(got)
             if sum(got.z) == R:
