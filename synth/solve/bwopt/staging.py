@@ -20,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from synth.solve.budget import SolveBudget, budget_or_new, limit_cp_sat
+from synth.solve.bwopt.staging_proofs import perfect_possible, staging_possible
 from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
@@ -29,8 +30,8 @@ __all__ = ["IMPERFECT_S", "QUICK_S", "Staged", "StagingClock", "fits", "greedy_s
 #: clock seconds (deterministic CP-SAT time) per step count in the first, ascending pass of :func:`stage`
 QUICK_S = 1.0
 #: clock seconds per step count in the descending pass of :func:`stage` where no perfect staging exists
-#: (:func:`_perfect_possible`): small models still find their few-step stagings (pcie-8gpu-2socket
-#: broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast: 15 clock s there found
+#: (:func:`~synth.solve.bwopt.staging_proofs.perfect_possible`): small models still find their few-step
+#: stagings (pcie-8gpu-2socket broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast: 15 clock s there found
 #: nothing, and 48 in all gave 24 whole rounds in 11 steps, where the greedy staging has 25 in 15)
 IMPERFECT_S = 0.3
 
@@ -153,10 +154,12 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     balanced staging has sum of steps = ``R`` (so at most ``R`` steps).  First, step counts from
     the longest shortest path up to ``min(R, depth + 2)`` get :data:`QUICK_S` clock seconds each;
     the first perfect staging found ends the search (fewest steps); step counts at which
-    :func:`_perfect_possible` proves that none exists are skipped.  Otherwise step counts are
-    tried from ``min(R, depth + 2)`` down to the longest shortest path (those without a perfect
-    staging for :data:`IMPERFECT_S` clock seconds); the search goes down while stagings stay
-    perfect and ends at the time limit (at most 60 clock seconds).  Hints: the batch without
+    :func:`~synth.solve.bwopt.staging_proofs.perfect_possible` proves that none exists are
+    skipped.  Otherwise step counts are tried from ``min(R, depth + 2)`` down to the longest
+    shortest path (those without a perfect staging for :data:`IMPERFECT_S` clock seconds, those
+    where :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging at
+    all exists not at all); the search goes down while stagings stay perfect and ends at the
+    time limit (at most 60 clock seconds).  Hints: the batch without
     delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
     gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls back to
     :func:`greedy_staging` where the quick pass found no staging, else to the batch's own trees
@@ -203,7 +206,7 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
             best = got if _better(got, best) else best
         if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
             break
-        perfect = False
+        perfect, none_upto = False, 0          # none_upto: no staging at all in this many steps or fewer
         for S in range(top, shortest - 1, -1):
             if not clock.enough(0.5):
                 return _labelled(best, upper_rate, shortest)
@@ -213,7 +216,13 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                 continue
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
             share = IMPERFECT_S if S in no_perfect else 5.0 if perfect else 15.0
-            got = _stage_cp(model, levels, sources, c, R, S, use, clock.share(share), budget, lb)
+            limit = clock.share(share)
+            if S <= none_upto or not staging_possible(model, levels, sources, c, R, S, budget):
+                none_upto = max(none_upto, S)         # CP-SAT would find none (it answers None then)
+                if perfect:
+                    break
+                continue
+            got = _stage_cp(model, levels, sources, c, R, S, use, limit, budget, lb)
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
@@ -257,7 +266,8 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
     :data:`QUICK_S` clock seconds (of what ``clock``'s window has left), up to the first
     perfect one (``sum z = R``, then last);
     step counts whose answer was proven join ``settled``; step counts at which
-    :func:`_perfect_possible` proves that no perfect staging exists join ``no_perfect`` unsearched.
+    :func:`~synth.solve.bwopt.staging_proofs.perfect_possible` proves that no perfect staging
+    exists join ``no_perfect`` unsearched.
 
     Few steps make a small model in which CP-SAT finds a perfect staging at once where one
     exists, whereas many steps can spend the whole budget a round or two above ``R``."""
@@ -266,7 +276,7 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
         if not clock.enough(0.5):
             break
         limit = clock.share(QUICK_S)              # read before the proof's LP charges the clock
-        if not _perfect_possible(model, levels, sources, c, R, S, budget):
+        if not perfect_possible(model, levels, sources, c, R, S, budget):
             no_perfect.add(S)
             continue
         got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), limit, budget, lower, settled=settled)
@@ -275,58 +285,6 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
             if sum(got.z) == R:
                 break
     return out
-
-
-#: largest batch rounds ``R`` for which :func:`_perfect_possible` tabulates capacities (R^2 S work each)
-PROOF_MAX_ROUNDS = 64
-
-
-def _perfect_possible(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
-                      budget: SolveBudget) -> bool:
-    """False only when no perfect staging (``sum z = R``) of ``c`` chunks per source in ``S``
-    steps exists over these bundles.  Proof: in a step of ``z`` whole rounds resource ``r``
-    carries at most ``floor(z * cap_r)`` chunks (in exact units), so in all at most the largest
-    sum of those over ``S`` positive whole ``z_t`` summing to ``R`` (:func:`_step_capacity`);
-    if even the LP relaxation (fractional counts of the bundles no deeper than ``S``) cannot
-    carry ``c`` chunks per source within these totals, no staging can.  The LP's capacities get
-    a relative slack of 1e-6, so a float rounding can only make it answer True."""
-    from ortools.linear_solver import pywraplp
-
-    from synth.solve.stoppable import solve_lp
-    if S > R or R > PROOF_MAX_ROUNDS:
-        return S <= R
-    lp = pywraplp.Solver.CreateSolver("GLOP")
-    cols = [(b, lp.NumVar(0, lp.infinity(), "")) for b, lv in levels.items() if len(lv) <= S]
-    if not cols:
-        return False
-    carried = lp.NumVar(0, c, "")
-    for s in sources:
-        lp.Add(sum(x for b, x in cols if any(src == s for src, _ in b)) >= carried)
-    total = {b: sum(levels[b]) for b, _ in cols}
-    for r in set().union(*(np.flatnonzero(t).tolist() for t in total.values())):
-        cap = _step_capacity(model.cap_exact[r] * model.q, R, S)
-        lp.Add(sum(int(total[b][r]) * x for b, x in cols if total[b][r]) <= cap * (1 + 1e-6))
-    lp.Maximize(carried)
-    if solve_lp(lp, budget) != pywraplp.Solver.OPTIMAL:
-        return True
-    return carried.solution_value() >= c * (1 - 1e-6)
-
-
-def _step_capacity(per_round: Fraction, R: int, S: int) -> int:
-    """The most whole units a resource carrying ``per_round`` units per round can move in ``S``
-    steps of whole rounds ``z_t >= 1`` summing to ``R``: ``max sum_t floor(z_t * per_round)``
-    (max-plus convolution, exact).
-
-    >>> [_step_capacity(Fraction(96, 25), 12, S) for S in (1, 2, 3, 12)]     # 3.84: 46, 23+23, 15+15+15, 12 x 3
-    [46, 46, 45, 36]
-    """
-    one = np.array([-1] + [(z * per_round.numerator) // per_round.denominator for z in range(1, R + 1)],
-                   dtype=object)
-    best = one.copy()
-    for _ in range(S - 1):
-        best = np.array([-1] + [max((one[a] + best[m - a] for a in range(1, m) if best[m - a] >= 0), default=-1)
-                                for m in range(1, R + 1)], dtype=object)
-    return int(best[R])
 
 
 def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,

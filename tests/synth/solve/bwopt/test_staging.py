@@ -16,7 +16,7 @@ import pytest
 from synth.ir.fabric import build_fabric
 from synth.model.physics import cost_params_for
 from synth.solve.budget import SolveBudget
-from synth.solve.bwopt import staging
+from synth.solve.bwopt import staging, staging_proofs
 from synth.solve.bwopt.forest import Forest
 from synth.solve.bwopt.staging import fits, greedy_staging
 from synth.solve.bwopt.trees import level_loads, rounds_for, tree_depth
@@ -30,7 +30,7 @@ def test_step_capacity_matches_brute_force(per_round):
         for S in range(1, min(R, 5) + 1):
             brute = max(sum(math.floor(z * per_round) for z in zs)
                         for zs in product(range(1, R + 1), repeat=S) if sum(zs) == R)
-            assert staging._step_capacity(per_round, R, S) == brute, (per_round, R, S)
+            assert staging_proofs.step_capacity(per_round, R, S) == brute, (per_round, R, S)
 
 
 def _forest(fabric, efficiency=None, time_limit_s=20.0) -> Forest:
@@ -106,7 +106,7 @@ def test_no_perfect_proof_agrees_with_cp_sat(case, rail):
     c, R = f.batch.chunks, f.batch.rounds
     answers = set()
     for S in range(1, min(R, 4) + 1):
-        possible = staging._perfect_possible(f.model, levels, sources, c, R, S, SolveBudget())
+        possible = staging_proofs.perfect_possible(f.model, levels, sources, c, R, S, SolveBudget())
         got = staging._stage_cp(f.model, levels, sources, c, R, S, None, 5.0, SolveBudget())
         perfect = got is not None and sum(got.z) == R
         assert possible or not perfect, S
@@ -124,7 +124,8 @@ def test_rail_broadcast_staging_is_short(rail, monkeypatch):
     calls = []
     real = staging._stage_cp
     monkeypatch.setattr(staging, "_stage_cp", lambda *a, **k: calls.append(a[7]) or real(*a, **k))
-    s = bandwidth_optimal(fabric, "broadcast", root=0, efficiency=params)
+    fresh = build_fabric(cluster("dgx-h100", 2, rail_optimized=True))     # no staging kept on it yet
+    s = bandwidth_optimal(fresh, "broadcast", root=0, efficiency=params)
     assert calls and max(calls) <= staging.IMPERFECT_S
     assert s.meta["staging"] == "greedy" and s.meta["staging_gap"] >= 1.0
     f = _forest(fabric, params.efficiency)
