@@ -31,8 +31,9 @@ __all__ = ["IMPERFECT_S", "QUICK_S", "Staged", "StagingClock", "fits", "greedy_s
 QUICK_S = 1.0
 #: clock seconds per step count in the descending pass of :func:`stage` where no perfect staging exists
 #: (:func:`~synth.solve.bwopt.staging_proofs.perfect_possible`): small models still find their few-step
-#: stagings (pcie-8gpu-2socket broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast: 15 clock s there found
-#: nothing, and 48 in all gave 24 whole rounds in 11 steps, where the greedy staging has 25 in 15)
+#: stagings (pcie-8gpu-2socket broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast:
+#: 15 clock s there found nothing, and 48 in all gave 24 whole rounds in 11 steps, where the greedy
+#: staging has 25 in 15)
 IMPERFECT_S = 0.3
 
 
