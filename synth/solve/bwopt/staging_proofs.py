@@ -58,12 +58,17 @@ def _carried(model: ChannelModel, levels: dict, sources: list[int], c: int, S: i
     if not cols:
         return False
     carried = lp.NumVar(0, c, "")
-    for s in sources:
-        lp.Add(sum(x for b, x in cols if any(src == s for src, _ in b)) >= carried)
-    total = {b: sum(levels[b]) for b, _ in cols}
-    for r in set().union(*(np.flatnonzero(t).tolist() for t in total.values())):
-        cap = capacity(model.cap_exact[r] * model.q)
-        lp.Add(sum(int(total[b][r]) * x for b, x in cols if total[b][r]) <= cap * (1 + 1e-6))
+    for s in sources:                             # sum of the bundles holding s >= carried
+        row = lp.Constraint(0, lp.infinity())
+        row.SetCoefficient(carried, -1)
+        for b, x in cols:
+            if any(src == s for src, _ in b):
+                row.SetCoefficient(x, 1)
+    total = np.array([sum(levels[b]) for b, _ in cols], dtype=np.int64)       # bundles x resources
+    for r in np.flatnonzero(total.any(axis=0)).tolist():
+        row = lp.Constraint(-lp.infinity(), capacity(model.cap_exact[r] * model.q) * (1 + 1e-6))
+        for k in np.flatnonzero(total[:, r]).tolist():
+            row.SetCoefficient(cols[k][1], int(total[k, r]))
     lp.Maximize(carried)
     if solve_lp(lp, budget) != pywraplp.Solver.OPTIMAL:
         return True
