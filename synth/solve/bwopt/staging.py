@@ -178,27 +178,15 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     shortest = int(max(hops[s].max() for s in sources))
     counts = {(s, p): k for s, ts in batch.counts.items() for p, k in ts}
     bundles = list(dict.fromkeys(bundles + [((s, p),) for (s, p) in counts if len(bundles[0]) == 1]))
-    levels = {}
-    for b in bundles:
-        per = [level_loads(model, p) for _, p in b]
-        levels[b] = [sum(lv[i] for lv in per if i < len(lv)) for i in range(max(map(len, per)))]
+    levels = {b: _bundle_levels(model, b) for b in bundles}
     depth = len(best.z)
     for mult in (1, 2):
         c, R = batch.chunks * mult, batch.rounds * mult
         hint = {(b, 0): min(counts.get(sp, 0) for sp in b) * mult for b in bundles}
-        rings = [ch[::2] for ch in (chains or {}).values()]
-        ring_hint = None
+        ring_hint = _ring_hint(model, chains, bundles, c, R, levels)
         top = min(R, max(depth, shortest) + 2)
-        if rings and len(bundles[0]) == 1 and all(len(r) == len(rings[0]) for r in rings) \
-                and c % len(rings[0]) == 0 and model.n - 1 <= R:
-            ring_hint = {(((s, p),), 0): c // len(ch[::2]) for s, ch in chains.items() for p in ch[::2]}
-            load = sum(k * model.tree_load(b[0][1], exact_q=True) for (b, _), k in ring_hint.items())
-            if fits(model, load, R):          # the rings are bandwidth-optimal here: offer them
-                top = max(top, model.n - 1)
-                for key in ring_hint:
-                    levels.setdefault(key[0], level_loads(model, key[0][0][1]))
-            else:
-                ring_hint = None
+        if ring_hint:                         # the rings are bandwidth-optimal here: offer them
+            top = max(top, model.n - 1)
         lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
         quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
                                lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
@@ -235,6 +223,29 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
         if Fraction(sum(best.z), best.chunks) <= Fraction(batch.rounds, batch.chunks):
             break
     return _labelled(best, upper_rate, shortest)
+
+
+def _bundle_levels(model: ChannelModel, bundle: Bundle) -> list[np.ndarray]:
+    """A bundle's loads per tree level: its trees' level loads summed."""
+    per = [level_loads(model, p) for _, p in bundle]
+    return [sum(lv[i] for lv in per if i < len(lv)) for i in range(max(map(len, per)))]
+
+
+def _ring_hint(model: ChannelModel, chains, bundles: list[Bundle], c: int, R: int, levels: dict) -> dict | None:
+    """``c`` chunks per source spread over every other ring chain of ``chains`` (delay 0), where
+    those rings fit the batch's ``R`` rounds (their one-tree bundles then join ``levels``); None
+    where they do not, or the columns are not single trees."""
+    rings = [ch[::2] for ch in (chains or {}).values()]
+    if not (rings and len(bundles[0]) == 1 and all(len(r) == len(rings[0]) for r in rings)
+            and c % len(rings[0]) == 0 and model.n - 1 <= R):
+        return None
+    hint = {(((s, p),), 0): c // len(ch[::2]) for s, ch in chains.items() for p in ch[::2]}
+    load = sum(k * model.tree_load(b[0][1], exact_q=True) for (b, _), k in hint.items())
+    if not fits(model, load, R):
+        return None
+    for key in hint:
+        levels.setdefault(key[0], level_loads(model, key[0][0][1]))
+    return hint
 
 
 def _labelled(staged: Staged, upper_rate: float | None, shortest: int) -> Staged:
