@@ -30,7 +30,7 @@ class CutTable:
     in-cut times the graph's ``denom``; ``out[k]``: its out-cut, the in-cut of its complement."""
 
     def __init__(self, classes: list[list[int]], vecs: np.ndarray, cut: np.ndarray, comp_index: np.ndarray) -> None:
-        self.classes, self.vecs, self.cut = classes, vecs, cut
+        self.classes, self.vecs, self.cut = classes, vecs.astype(np.int8), cut      # counts <= 16: one byte
         self.out = cut[comp_index]
 
 
