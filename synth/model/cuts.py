@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import itertools
 import math
 from fractions import Fraction
 
@@ -11,6 +10,7 @@ from ortools.graph.python import max_flow
 
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric
+from synth.model.cut_table import CutTable, best_ratio, host_swaps, maxflow_table
 from topo_probe.errors import TopologyError
 
 #: exhaustive subset enumeration up to this many GPUs; Dinkelbach max-flow beyond
@@ -150,8 +150,11 @@ def _twin_classes(g: _Graph) -> list[list[int]]:
     return classes
 
 
-def _cut_table(g: _Graph) -> tuple[list[list[int]], dict[tuple[int, ...], int]]:
-    """``in(S) * denom`` for every subset up to symmetry: ``{class counts: cut}``."""
+def _cut_table(g: _Graph, perms: list[list[int]] | None = None) -> CutTable:
+    """``in(S) * denom`` for every subset up to twin classes (:class:`synth.model.cut_table.CutTable`):
+    one vectorised sum where the switches are stars (rows in bit order), else max-flows (rows in
+    ``itertools.product`` order; ``perms``: host swaps that share cuts, see
+    :func:`synth.model.cut_table.host_swaps`)."""
     n = g.n
     if g.switches_are_stars():
         masks = np.arange(1 << n, dtype=np.int64)
@@ -168,33 +171,8 @@ def _cut_table(g: _Graph) -> tuple[list[list[int]], dict[tuple[int, ...], int]]:
                 sw_out[u] = sw_out.get(u, 0) + c * inside[v]
         for w in set(sw_in) | set(sw_out):
             cut += np.minimum(sw_in.get(w, 0), sw_out.get(w, 0))
-        bits = np.stack(inside, axis=1).tolist()
-        return [[i] for i in range(n)], dict(zip(map(tuple, bits), cut.tolist()))
-    classes = _twin_classes(g)
-    m, a_in, a_out, s, t = g.flow_net()
-    inf = g.inf()
-    table = {}
-    for vec in itertools.product(*(range(len(c) + 1) for c in classes)):
-        members = {x for c, k in zip(classes, vec) for x in c[:k]}
-        ins = np.array([0 if i in members else inf for i in range(n)], dtype=np.int64)
-        m.set_arcs_capacity(a_in, ins)
-        m.set_arcs_capacity(a_out, inf - ins)
-        m.solve(s, t)
-        table[vec] = int(m.optimal_flow())
-    return classes, table
-
-
-def _best_ratio(classes, table, n, num, allow, denom) -> tuple[Fraction, tuple[int, ...]]:
-    """max over vectors with ``allow(vec)`` of ``num(s) / in`` (``in = table / denom``)."""
-    best, arg = None, None
-    for vec, cut in table.items():
-        s = sum(vec)
-        if 0 < s < n and allow(vec):
-            if cut == 0:
-                raise TopologyError(f"GPU subset {_members(classes, vec)} cannot be reached from the others")
-            if best is None or num(s) * best[1] > best[0] * cut:
-                best, arg = (num(s), cut), vec
-    return Fraction(best[0] * denom, best[1]), arg
+        return CutTable([[i] for i in range(n)], np.stack(inside, axis=1), cut, (1 << n) - 1 - masks)
+    return maxflow_table(g, _twin_classes(g), perms or [])
 
 
 def _members(classes, vec, first_root: int | None = None, root_inside: bool = True) -> tuple[int, ...]:
@@ -208,24 +186,36 @@ def _members(classes, vec, first_root: int | None = None, root_inside: bool = Tr
     return tuple(sorted(out))
 
 
-def _enumerate(g: _Graph, spec: CollectiveSpec) -> tuple[Fraction, tuple[int, ...]]:
+def _tables(g: _Graph, fabric: Fabric | None) -> CutTable:
+    """:func:`_cut_table` of ``g``, made once per fabric object and capacity graph (kept on the
+    fabric: every collective's enumeration at the same capacities reads the same cuts)."""
+    tables = fabric.__dict__.setdefault("_cut_tables", {}) if fabric is not None else {}
+    key = (g.n, g.denom, tuple(sorted(g.cap.items())))
+    if key not in tables:
+        tables[key] = _cut_table(g, host_swaps(g.names, g.cap, g.n) if fabric is not None and fabric.shape else None)
+    return tables[key]
+
+
+def _enumerate(g: _Graph, spec: CollectiveSpec, fabric: Fabric | None = None) -> tuple[Fraction, tuple[int, ...]]:
     n, name, root = g.n, spec.name, spec.root
-    classes, table = _cut_table(g)
-    full = tuple(len(c) for c in classes)
-    comp = {vec: table[tuple(f - k for f, k in zip(full, vec))] for vec in table}   # out(S) = in(V \ S)
+    table = _tables(g, fabric)
+    classes = table.classes
     rc = next((k for k, c in enumerate(classes) if root in c), None)
-    yes = lambda v: True  # noqa: E731
+
+    def ratio(out: bool, num=lambda s: n - s, allow=None) -> tuple[Fraction, tuple[int, ...]]:
+        return best_ratio(table, out, n, num, allow, g.denom, lambda vec: _members(classes, vec))
     if name in ("allgather", "reducescatter", "allreduce"):
-        ag, v1 = _best_ratio(classes, table, n, lambda s: n - s, yes, g.denom)
-        rs, v2 = _best_ratio(classes, comp, n, lambda s: n - s, yes, g.denom)
+        ag, v1 = ratio(False)
         if name == "allreduce":
             return _global_cut_bound(g, list(range(1, g.n))), _members(classes, v1)
-        return (ag, _members(classes, v1)) if name == "allgather" else (rs, _members(classes, v2))
+        if name == "allgather":
+            return ag, _members(classes, v1)
+        rs, v2 = ratio(True)
+        return rs, _members(classes, v2)
     if name == "alltoall":
-        r, v = _best_ratio(classes, table, n, lambda s: s * (n - s), yes, g.denom)
+        r, v = ratio(False, lambda s: s * (n - s))
         return r, _members(classes, v)
-    tab = table if name == "gather" else comp
-    r, v = _best_ratio(classes, tab, n, lambda s: n - s, lambda vec: vec[rc] >= 1, g.denom)
+    r, v = ratio(name != "gather", allow=table.vecs[:, rc] >= 1)
     return r, _members(classes, v, root, True)
 
 
@@ -367,7 +357,7 @@ def bandwidth_rounds(fabric: Fabric, spec: CollectiveSpec, params=None, method: 
         f, p = min(flows)
         return 1 / f, True, "maxflow", (p,)
     if method == "enumeration" or (method == "auto" and n <= ENUMERATE_MAX_RANKS):
-        r, w = _enumerate(g, spec)
+        r, w = _enumerate(g, spec, fabric)
         return r, True, "enumeration", w
     r, exact, w = _by_maxflow(g, spec, fabric)
     return r, exact, "maxflow", w

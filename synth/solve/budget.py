@@ -45,6 +45,8 @@ class SolveBudget:
     def __init__(self) -> None:
         self.spent_s = 0.0
         self.wall_stops = 0
+        #: when a list, every charge is also appended to it (to replay a search's charges in order)
+        self.charges: list[float] | None = None
 
     def now(self) -> float:
         """Clock seconds charged to this budget so far (only differences mean anything to callers)."""
@@ -54,6 +56,8 @@ class SolveBudget:
         """Advance the clock by ``seconds`` of deterministic work."""
         if seconds > 0:
             self.spent_s += float(seconds)
+            if self.charges is not None:
+                self.charges.append(float(seconds))
 
     def note_wall_stop(self) -> None:
         """Count one solve that its wall-clock safety limit ended (its answer may differ on re-runs)."""

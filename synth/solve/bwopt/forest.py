@@ -9,7 +9,8 @@ import numpy as np
 
 from synth.ir.fabric import Fabric
 from synth.solve.budget import SolveBudget, budget_or_new
-from synth.solve.bwopt.staging import Staged, fits, stage
+from synth.solve.bwopt.stage_reuse import staged_once
+from synth.solve.bwopt.staging import Staged, fits
 from synth.solve.bwopt.tree_batch import Batch, Bundle, dive_batch, integer_batch, rational_batch
 from synth.solve.bwopt.tree_symmetry import permute_tree, symmetric_pool, symmetries, transversal
 from synth.solve.bwopt.trees import (
@@ -109,8 +110,8 @@ class Forest:
         self.target = bound if near else Fraction(lp).limit_denominator(10**4)
         self.pool = self._pool()
         self.batch = self._integer(batch_limit(self.target, max_chunks), max(1.0, 0.4 * window.left_s()))
-        self.staged = stage(self.model, self._stage_bundles(), self.batch, max(1.0, window.left_s()), self.chains,
-                            self.packing.upper, self.budget)
+        self.staged = staged_once(self.model, self._stage_bundles(), self.batch, max(1.0, window.left_s()),
+                                  self.chains, self.packing.upper, self.budget)
         self.solve_s = window.spent_s()
 
     def _pool(self) -> dict[int, list[tuple[int, ...]]]:

@@ -325,8 +325,8 @@ def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_li
     if achieved <= HIERARCHY_GOOD * float(cut_bound(fabric, name, root, params)):
         return hier
     certified = certified_bound(fabric, name, root, params, budget)
-    hier = hier.with_(meta={**hier.meta, "certified_bound": certified,
-                            "ratio_to_certified_bound": achieved / certified if certified else None})
+    hier = hier.with_(meta={**hier.meta, "certified_bound": _lp_float(certified),     # GLOP: see LP_DIGITS
+                            "ratio_to_certified_bound": _lp_float(achieved / certified) if certified else None})
     if achieved <= HIERARCHY_GOOD * certified:
         return hier
     trees = bandwidth_optimal(fabric, name, root=root, max_chunks=max_chunks, method="trees", efficiency=efficiency,

@@ -20,18 +20,20 @@ from fractions import Fraction
 import numpy as np
 
 from synth.solve.budget import SolveBudget, budget_or_new, limit_cp_sat
+from synth.solve.bwopt.staging_proofs import perfect_possible, staging_possible
 from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
 
-__all__ = ["IMPERFECT_S", "QUICK_S", "Staged", "fits", "greedy_staging", "stage", "staging_meta"]
+__all__ = ["IMPERFECT_S", "QUICK_S", "Staged", "StagingClock", "fits", "greedy_staging", "stage", "staging_meta"]
 
 #: clock seconds (deterministic CP-SAT time) per step count in the first, ascending pass of :func:`stage`
 QUICK_S = 1.0
 #: clock seconds per step count in the descending pass of :func:`stage` where no perfect staging exists
-#: (:func:`_perfect_possible`): small models still find their few-step stagings (pcie-8gpu-2socket
-#: broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast: 15 clock s there found
-#: nothing, and 48 in all gave 24 whole rounds in 11 steps, where the greedy staging has 25 in 15)
+#: (:func:`~synth.solve.bwopt.staging_proofs.perfect_possible`): small models still find their few-step
+#: stagings (pcie-8gpu-2socket broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast:
+#: 15 clock s there found nothing, and 48 in all gave 24 whole rounds in 11 steps, where the greedy
+#: staging has 25 in 15)
 IMPERFECT_S = 0.3
 
 
@@ -56,6 +58,32 @@ class Staged:
     @property
     def steps(self) -> int:
         return len(self.z)
+
+
+class StagingClock:
+    """How :func:`stage` reads its window's time left: ``share(s)`` is ``min(left / 3, s)``, a
+    solve's limit; ``enough(m)`` is ``left >= m``.  Each read records the least window limit
+    under which it decides the same as with any larger one (``need``, clock seconds), and
+    ``clipped`` whether some read fell short of that (a limit cut by the time left).  A staging
+    that was never clipped is what any window of at least ``need`` gives: the same solves, with
+    the same limits, charging the same clock (:mod:`synth.solve.bwopt.stage_reuse`)."""
+
+    def __init__(self) -> None:
+        self.window = None
+        self.need = 0.0
+        self.clipped = False
+
+    def _read(self, threshold: float) -> float:
+        spent = self.window.spent_s()
+        self.need = max(self.need, spent + threshold)
+        self.clipped = self.clipped or self.window.limit_s - spent < threshold
+        return self.window.limit_s - spent
+
+    def share(self, seconds: float) -> float:
+        return min(self._read(3 * seconds) / 3, seconds)
+
+    def enough(self, seconds: float) -> bool:
+        return self._read(seconds) >= seconds
 
 
 def fits(model: ChannelModel, load_q: np.ndarray, rounds: int) -> bool:
@@ -118,7 +146,8 @@ def _whole_rounds(load_q: np.ndarray, cap: tuple[np.ndarray, np.ndarray]) -> np.
 
 def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s: float,
           chains: dict[int, list[tuple[int, ...]]] | None = None,
-          upper_rate: float | None = None, budget: SolveBudget | None = None) -> Staged:
+          upper_rate: float | None = None, budget: SolveBudget | None = None,
+          clock: "StagingClock | None" = None) -> Staged:
     """Trees and delays for ``batch.chunks`` (then twice that) chunks per source that keep the
     batch within its total ``rounds`` and minimise the sum of per-step whole rounds.
 
@@ -126,57 +155,49 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     balanced staging has sum of steps = ``R`` (so at most ``R`` steps).  First, step counts from
     the longest shortest path up to ``min(R, depth + 2)`` get :data:`QUICK_S` clock seconds each;
     the first perfect staging found ends the search (fewest steps); step counts at which
-    :func:`_perfect_possible` proves that none exists are skipped.  Otherwise step counts are
-    tried from ``min(R, depth + 2)`` down to the longest shortest path (those without a perfect
-    staging for :data:`IMPERFECT_S` clock seconds); the search goes down while stagings stay
-    perfect and ends at the time limit (at most 60 clock seconds).  Hints: the batch without
+    :func:`~synth.solve.bwopt.staging_proofs.perfect_possible` proves that none exists are
+    skipped.  Otherwise step counts are tried from ``min(R, depth + 2)`` down to the longest
+    shortest path (those without a perfect staging for :data:`IMPERFECT_S` clock seconds, those
+    where :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging at
+    all exists not at all); the search goes down while stagings stay perfect and ends at the
+    time limit (at most 60 clock seconds).  Hints: the batch without
     delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
     gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls back to
     :func:`greedy_staging` where the quick pass found no staging, else to the batch's own trees
     without delays.  The result carries its proven lower bound (:class:`Staged`).  Time is
-    counted on ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`).
+    counted on ``budget`` (default: a fresh :class:`~synth.solve.budget.SolveBudget`); ``clock``
+    (a :class:`StagingClock`, made here if None) records how the time left was read.
     """
     budget = budget_or_new(budget)
     window = budget.window(min(time_limit_s, 60.0))
+    clock = clock if clock is not None else StagingClock()
+    clock.window = window
     best = _level_batch(model, batch)
     hops = hop_matrix(model)
     sources = sorted(batch.counts)
     shortest = int(max(hops[s].max() for s in sources))
     counts = {(s, p): k for s, ts in batch.counts.items() for p, k in ts}
     bundles = list(dict.fromkeys(bundles + [((s, p),) for (s, p) in counts if len(bundles[0]) == 1]))
-    levels = {}
-    for b in bundles:
-        per = [level_loads(model, p) for _, p in b]
-        levels[b] = [sum(lv[i] for lv in per if i < len(lv)) for i in range(max(map(len, per)))]
+    levels = {b: _bundle_levels(model, b) for b in bundles}
     depth = len(best.z)
     for mult in (1, 2):
         c, R = batch.chunks * mult, batch.rounds * mult
         hint = {(b, 0): min(counts.get(sp, 0) for sp in b) * mult for b in bundles}
-        rings = [ch[::2] for ch in (chains or {}).values()]
-        ring_hint = None
+        ring_hint = _ring_hint(model, chains, bundles, c, R, levels)
         top = min(R, max(depth, shortest) + 2)
-        if rings and len(bundles[0]) == 1 and all(len(r) == len(rings[0]) for r in rings) \
-                and c % len(rings[0]) == 0 and model.n - 1 <= R:
-            ring_hint = {(((s, p),), 0): c // len(ch[::2]) for s, ch in chains.items() for p in ch[::2]}
-            load = sum(k * model.tree_load(b[0][1], exact_q=True) for (b, _), k in ring_hint.items())
-            if fits(model, load, R):          # the rings are bandwidth-optimal here: offer them
-                top = max(top, model.n - 1)
-                for key in ring_hint:
-                    levels.setdefault(key[0], level_loads(model, key[0][0][1]))
-            else:
-                ring_hint = None
+        if ring_hint:                         # the rings are bandwidth-optimal here: offer them
+            top = max(top, model.n - 1)
         lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
         quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
                                lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
-                               lb, window.left_s(), settled := set(), no_perfect := set(), budget)
+                               lb, clock, settled := set(), no_perfect := set(), budget)
         for got in quick or [greedy_staging(model, batch, mult)]:     # none found: the greedy one to beat
             best = got if _better(got, best) else best
         if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
             break
-        perfect = False
+        perfect, none_upto = False, 0          # none_upto: no staging at all in this many steps or fewer
         for S in range(top, shortest - 1, -1):
-            left = window.left_s()
-            if left < 0.5:
+            if not clock.enough(0.5):
                 return _labelled(best, upper_rate, shortest)
             if S in settled:            # proven in the first pass, and not perfect there
                 if perfect:
@@ -184,7 +205,13 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                 continue
             use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
             share = IMPERFECT_S if S in no_perfect else 5.0 if perfect else 15.0
-            got = _stage_cp(model, levels, sources, c, R, S, use, min(left / 3, share), budget, lb)
+            limit = clock.share(share)
+            if S <= none_upto or not staging_possible(model, levels, sources, c, R, S, budget):
+                none_upto = max(none_upto, S)         # CP-SAT would find none (it answers None then)
+                if perfect:
+                    break
+                continue
+            got = _stage_cp(model, levels, sources, c, R, S, use, limit, budget, lb)
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
@@ -196,6 +223,29 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
         if Fraction(sum(best.z), best.chunks) <= Fraction(batch.rounds, batch.chunks):
             break
     return _labelled(best, upper_rate, shortest)
+
+
+def _bundle_levels(model: ChannelModel, bundle: Bundle) -> list[np.ndarray]:
+    """A bundle's loads per tree level: its trees' level loads summed."""
+    per = [level_loads(model, p) for _, p in bundle]
+    return [sum(lv[i] for lv in per if i < len(lv)) for i in range(max(map(len, per)))]
+
+
+def _ring_hint(model: ChannelModel, chains, bundles: list[Bundle], c: int, R: int, levels: dict) -> dict | None:
+    """``c`` chunks per source spread over every other ring chain of ``chains`` (delay 0), where
+    those rings fit the batch's ``R`` rounds (their one-tree bundles then join ``levels``); None
+    where they do not, or the columns are not single trees."""
+    rings = [ch[::2] for ch in (chains or {}).values()]
+    if not (rings and len(bundles[0]) == 1 and all(len(r) == len(rings[0]) for r in rings)
+            and c % len(rings[0]) == 0 and model.n - 1 <= R):
+        return None
+    hint = {(((s, p),), 0): c // len(ch[::2]) for s, ch in chains.items() for p in ch[::2]}
+    load = sum(k * model.tree_load(b[0][1], exact_q=True) for (b, _), k in hint.items())
+    if not fits(model, load, R):
+        return None
+    for key in hint:
+        levels.setdefault(key[0], level_loads(model, key[0][0][1]))
+    return hint
 
 
 def _labelled(staged: Staged, upper_rate: float | None, shortest: int) -> Staged:
@@ -222,82 +272,31 @@ def _better(a: Staged, b: Staged) -> bool:
 
 
 def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, steps: range,
-                   hint_for, lower: int, time_left_s: float, settled: set[int], no_perfect: set[int],
+                   hint_for, lower: int, clock: "StagingClock", settled: set[int], no_perfect: set[int],
                    budget: SolveBudget) -> list[Staged]:
     """Stagings for the step counts of ``steps`` in ascending order, each searched for
-    :data:`QUICK_S` clock seconds, up to the first perfect one (``sum z = R``, then last);
+    :data:`QUICK_S` clock seconds (of what ``clock``'s window has left), up to the first
+    perfect one (``sum z = R``, then last);
     step counts whose answer was proven join ``settled``; step counts at which
-    :func:`_perfect_possible` proves that no perfect staging exists join ``no_perfect`` unsearched.
+    :func:`~synth.solve.bwopt.staging_proofs.perfect_possible` proves that no perfect staging
+    exists join ``no_perfect`` unsearched.
 
     Few steps make a small model in which CP-SAT finds a perfect staging at once where one
     exists, whereas many steps can spend the whole budget a round or two above ``R``."""
-    window, out = budget.window(time_left_s), []
+    out = []
     for S in steps:
-        left = window.left_s()
-        if left < 0.5:
+        if not clock.enough(0.5):
             break
-        if not _perfect_possible(model, levels, sources, c, R, S, budget):
+        limit = clock.share(QUICK_S)              # read before the proof's LP charges the clock
+        if not perfect_possible(model, levels, sources, c, R, S, budget):
             no_perfect.add(S)
             continue
-        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), min(left / 3, QUICK_S), budget, lower,
-                        settled=settled)
+        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), limit, budget, lower, settled=settled)
         if got is not None:
             out.append(got)
             if sum(got.z) == R:
                 break
     return out
-
-
-#: largest batch rounds ``R`` for which :func:`_perfect_possible` tabulates capacities (R^2 S work each)
-PROOF_MAX_ROUNDS = 64
-
-
-def _perfect_possible(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
-                      budget: SolveBudget) -> bool:
-    """False only when no perfect staging (``sum z = R``) of ``c`` chunks per source in ``S``
-    steps exists over these bundles.  Proof: in a step of ``z`` whole rounds resource ``r``
-    carries at most ``floor(z * cap_r)`` chunks (in exact units), so in all at most the largest
-    sum of those over ``S`` positive whole ``z_t`` summing to ``R`` (:func:`_step_capacity`);
-    if even the LP relaxation (fractional counts of the bundles no deeper than ``S``) cannot
-    carry ``c`` chunks per source within these totals, no staging can.  The LP's capacities get
-    a relative slack of 1e-6, so a float rounding can only make it answer True."""
-    from ortools.linear_solver import pywraplp
-
-    from synth.solve.stoppable import solve_lp
-    if S > R or R > PROOF_MAX_ROUNDS:
-        return S <= R
-    lp = pywraplp.Solver.CreateSolver("GLOP")
-    cols = [(b, lp.NumVar(0, lp.infinity(), "")) for b, lv in levels.items() if len(lv) <= S]
-    if not cols:
-        return False
-    carried = lp.NumVar(0, c, "")
-    for s in sources:
-        lp.Add(sum(x for b, x in cols if any(src == s for src, _ in b)) >= carried)
-    total = {b: sum(levels[b]) for b, _ in cols}
-    for r in set().union(*(np.flatnonzero(t).tolist() for t in total.values())):
-        cap = _step_capacity(model.cap_exact[r] * model.q, R, S)
-        lp.Add(sum(int(total[b][r]) * x for b, x in cols if total[b][r]) <= cap * (1 + 1e-6))
-    lp.Maximize(carried)
-    if solve_lp(lp, budget) != pywraplp.Solver.OPTIMAL:
-        return True
-    return carried.solution_value() >= c * (1 - 1e-6)
-
-
-def _step_capacity(per_round: Fraction, R: int, S: int) -> int:
-    """The most whole units a resource carrying ``per_round`` units per round can move in ``S``
-    steps of whole rounds ``z_t >= 1`` summing to ``R``: ``max sum_t floor(z_t * per_round)``
-    (max-plus convolution, exact).
-
-    >>> [_step_capacity(Fraction(96, 25), 12, S) for S in (1, 2, 3, 12)]     # 3.84: 46, 23+23, 15+15+15, 12 x 3
-    [46, 46, 45, 36]
-    """
-    one = np.array([-1] + [(z * per_round.numerator) // per_round.denominator for z in range(1, R + 1)],
-                   dtype=object)
-    best = one.copy()
-    for _ in range(S - 1):
-        best = np.array([-1] + [max((one[a] + best[m - a] for a in range(1, m) if best[m - a] >= 0), default=-1)
-                                for m in range(1, R + 1)], dtype=object)
-    return int(best[R])
 
 
 def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,

@@ -1,7 +1,8 @@
 """Staging (:mod:`synth.solve.bwopt.staging`): the step-capacity table against brute force, the
 greedy staging re-checked load by load with the scalar :func:`rounds_for`, the "no perfect
-staging" proof against CP-SAT's own exact answers, and the rail-optimized cluster whose
-broadcast staging used to spend its whole CP-SAT budget (issue 38).
+staging" proof against CP-SAT's own exact answers, the "no staging at all" proof against an
+exact count model, the rail-optimized cluster whose broadcast staging used to spend its whole
+CP-SAT budget (issue 38), and a staging searched once per fabric and inputs.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ import pytest
 from synth.ir.fabric import build_fabric
 from synth.model.physics import cost_params_for
 from synth.solve.budget import SolveBudget
-from synth.solve.bwopt import staging
+from synth.solve.bwopt import staging, staging_proofs
 from synth.solve.bwopt.forest import Forest
 from synth.solve.bwopt.staging import fits, greedy_staging
 from synth.solve.bwopt.trees import level_loads, rounds_for, tree_depth
@@ -30,7 +31,7 @@ def test_step_capacity_matches_brute_force(per_round):
         for S in range(1, min(R, 5) + 1):
             brute = max(sum(math.floor(z * per_round) for z in zs)
                         for zs in product(range(1, R + 1), repeat=S) if sum(zs) == R)
-            assert staging._step_capacity(per_round, R, S) == brute, (per_round, R, S)
+            assert staging_proofs.step_capacity(per_round, R, S) == brute, (per_round, R, S)
 
 
 def _forest(fabric, efficiency=None, time_limit_s=20.0) -> Forest:
@@ -106,7 +107,7 @@ def test_no_perfect_proof_agrees_with_cp_sat(case, rail):
     c, R = f.batch.chunks, f.batch.rounds
     answers = set()
     for S in range(1, min(R, 4) + 1):
-        possible = staging._perfect_possible(f.model, levels, sources, c, R, S, SolveBudget())
+        possible = staging_proofs.perfect_possible(f.model, levels, sources, c, R, S, SolveBudget())
         got = staging._stage_cp(f.model, levels, sources, c, R, S, None, 5.0, SolveBudget())
         perfect = got is not None and sum(got.z) == R
         assert possible or not perfect, S
@@ -118,16 +119,79 @@ def test_no_perfect_proof_agrees_with_cp_sat(case, rail):
 def test_rail_broadcast_staging_is_short(rail, monkeypatch):
     """Issue 38: every perfect staging is proven impossible, so CP-SAT gets at most
     :data:`IMPERFECT_S` clock seconds per step count (it used to spend 48 in all there, 15 on
-    one step count); the greedy staging stands, labelled with its gap."""
+    one step count), and none at the step counts where no staging fits at all; the greedy
+    staging stands, labelled with its gap."""
     from synth.solve.bwopt.optimal import bandwidth_optimal
     fabric, params = rail
     calls = []
     real = staging._stage_cp
-    monkeypatch.setattr(staging, "_stage_cp", lambda *a, **k: calls.append(a[7]) or real(*a, **k))
-    s = bandwidth_optimal(fabric, "broadcast", root=0, efficiency=params)
-    assert calls and max(calls) <= staging.IMPERFECT_S
+    monkeypatch.setattr(staging, "_stage_cp", lambda *a, **k: calls.append((a[7], a[5])) or real(*a, **k))
+    fresh = build_fabric(cluster("dgx-h100", 2, rail_optimized=True))     # no staging kept on it yet
+    s = bandwidth_optimal(fresh, "broadcast", root=0, efficiency=params)
+    assert calls and max(lim for lim, _ in calls) <= staging.IMPERFECT_S
+    assert min(S for _, S in calls if S > 6) == 9      # 7 and 8 steps: no staging at all (proven, not searched)
     assert s.meta["staging"] == "greedy" and s.meta["staging_gap"] >= 1.0
     f = _forest(fabric, params.efficiency)
     shortest = 2                                  # rank 0 reaches host 1 in one hop, the rest in two
     assert f.staged.lower == max(math.ceil(f.staged.chunks / f.packing.upper * (1 - 1e-9)), shortest)
     assert s.meta["staging_gap"] == round(sum(f.staged.z) / f.staged.lower, 4)
+
+
+def _aggregate_feasible(model, levels, sources, c, R, S) -> bool | None:
+    """Exact reference (CP-SAT, no steps): whole counts of the bundles no deeper than ``S``
+    carrying ``c`` chunks per source within ``R`` rounds of every resource; None if undecided."""
+    from ortools.sat.python import cp_model
+    m = cp_model.CpModel()
+    cols = [(b, m.NewIntVar(0, c, "")) for b, lv in levels.items() if len(lv) <= S]
+    if not cols:
+        return False
+    for s in sources:
+        m.Add(sum(x for b, x in cols if any(src == s for src, _ in b)) == c)
+    for r, cap in enumerate(model.cap_exact):
+        terms = [(int(sum(levels[b])[r]), x) for b, x in cols if sum(levels[b])[r]]
+        if terms:
+            m.Add(sum(a * cap.denominator * x for a, x in terms) <= R * cap.numerator * model.q)
+    solver = cp_model.CpSolver()
+    solver.parameters.num_workers, solver.parameters.max_time_in_seconds = 1, 20.0
+    status = solver.Solve(m)
+    return {cp_model.INFEASIBLE: False, cp_model.OPTIMAL: True, cp_model.FEASIBLE: True}.get(status)
+
+
+def test_no_staging_proof_agrees_with_an_exact_count(rail):
+    """Where :func:`staging_possible` says no staging fits, whole bundle counts within the rounds
+    do not exist either (an exact CP-SAT model of counts only); the proof fires on the rail
+    broadcast below 9 steps at twice the batch, and where counts exist it allows them."""
+    fabric, params = rail
+    f = _forest(fabric, params.efficiency)
+    levels = _levels(f.model, f._stage_bundles())
+    answers = {}
+    for mult in (1, 2):
+        c, R = mult * f.batch.chunks, mult * f.batch.rounds
+        for S in range(1, min(R, 12) + 1):
+            possible = staging_proofs.staging_possible(f.model, levels, [0], c, R, S, SolveBudget())
+            exact = _aggregate_feasible(f.model, levels, [0], c, R, S)
+            assert exact is not None and (possible or not exact), (mult, S)
+            answers[(mult, S)] = possible
+    assert not answers[(2, 8)] and answers[(2, 9)]
+
+
+def test_staged_once_replays_an_unclipped_search(monkeypatch):
+    """A second staging with equal inputs is the first one's answer, and charges the clock what a
+    fresh search charges (compared with one on its own budget); a window below what the first
+    search read searches again."""
+    from synth.solve.bwopt import stage_reuse
+    fabric = build_fabric(get_preset("dgx1-v100"))
+    f = Forest(fabric, False, [0])
+    f.solve(None, 32, 20.0)                       # stages through staged_once: kept on the fabric
+    args = (f.model, f._stage_bundles(), f.batch)
+    fresh_budget, replay_budget = SolveBudget(), SolveBudget()
+    fresh = staging.stage(*args, 20.0, f.chains, f.packing.upper, fresh_budget)
+    searched = []
+    real = stage_reuse.stage
+    monkeypatch.setattr(stage_reuse, "stage", lambda *a, **k: searched.append(1) or real(*a, **k))
+    again = stage_reuse.staged_once(*args, 20.0, f.chains, f.packing.upper, replay_budget)
+    assert not searched and again == fresh == f.staged
+    assert replay_budget.spent_s == fresh_budget.spent_s > 0
+    kept = next(iter(fabric.__dict__["_stagings"].values()))
+    stage_reuse.staged_once(*args, kept[1] * 0.99, f.chains, f.packing.upper, SolveBudget())
+    assert searched == [1]
