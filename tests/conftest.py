@@ -13,7 +13,12 @@ for _var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
 from pathlib import Path  # noqa: E402
 
 import pytest  # noqa: E402
+from _campaign import CAMPAIGN  # noqa: E402
 from _paths import FIXTURES  # noqa: E402
+from hypothesis import settings  # noqa: E402
+
+#: ``pytest --hypothesis-profile=campaign``: the full example counts of tests/_campaign.py
+settings.register_profile(CAMPAIGN, settings.get_profile("default"))
 
 
 @pytest.fixture
