@@ -10,6 +10,7 @@ import hashlib
 import json
 import os
 import re
+import shutil
 from pathlib import Path
 
 import pytest
@@ -49,14 +50,25 @@ def _blank(doc):
     return doc
 
 
-def _made(tmp_path: Path) -> Path:
-    out = tmp_path / "res"
+@pytest.fixture(scope="module")
+def first_run(tmp_path_factory) -> Path:
+    """One ``synthesize`` run for the module: each test works on its own copy of it (a run with
+    the same arguments writes the same files apart from wall-clock times), and it is the
+    independent reference run the changed results are compared with."""
+    out = tmp_path_factory.mktemp("keep") / "res"
     assert main(ARGS + ["--out", str(out)]) == 0
+    assert not any(p.is_symlink() for p in out.rglob("*"))    # a copy shares nothing with it
     return out
 
 
-def test_a_rerun_with_the_same_results_leaves_every_file_as_it_was(tmp_path, capsys):
-    out = _made(tmp_path)
+def _made(first_run: Path, tmp_path: Path) -> Path:
+    out = tmp_path / "res"
+    shutil.copytree(first_run, out)
+    return out
+
+
+def test_a_rerun_with_the_same_results_leaves_every_file_as_it_was(first_run, tmp_path, capsys):
+    out = _made(first_run, tmp_path)
     before = _state(out)
     first = json.loads((out / "summary.json").read_text())
     capsys.readouterr()
@@ -104,9 +116,9 @@ MUTATIONS = {
 
 
 @pytest.mark.parametrize("what", MUTATIONS)
-def test_a_changed_result_is_written_and_changed_times_are_kept(what, tmp_path):
+def test_a_changed_result_is_written_and_changed_times_are_kept(what, first_run, tmp_path):
     rel, change, result = MUTATIONS[what]
-    out = _made(tmp_path)
+    out = _made(first_run, tmp_path)
     original = _state(out)
     change(out / rel)
     mutated = _state(out)
@@ -118,21 +130,14 @@ def test_a_changed_result_is_written_and_changed_times_are_kept(what, tmp_path):
         return
     assert after[rel][1:] != mutated[rel][1:]                      # written again
     assert after[rel][0] == original[rel][0] or rel in ("summary.json", "report.md")
-    # this run's results, not the edited ones: those of an independent run apart from its times
-    assert _blank(json.loads((out / "summary.json").read_text())) == _blank(_reference(tmp_path))
+    # this run's results, not the edited ones: those of an independent run (the module's first) apart from its times
+    reference = json.loads((first_run / "summary.json").read_text())
+    assert _blank(json.loads((out / "summary.json").read_text())) == _blank(reference)
     assert "9.99x" not in (out / "report.md").read_text()
     for timed in ("summary.json", "report.md"):                    # both carry this run's times now
         assert after[timed][1:] != mutated[timed][1:], timed
     same = [r for r in original if r not in (rel, "summary.json", "report.md") and original[r] != "dir"]
     assert same and all(after[r] == mutated[r] for r in same), [r for r in same if after[r] != mutated[r]]
-
-
-def _reference(tmp_path: Path) -> dict:
-    """The summary of an independent run into a folder of its own."""
-    ref = tmp_path / "reference"
-    if not ref.exists():
-        assert main(ARGS + ["--out", str(ref)]) == 0
-    return json.loads((ref / "summary.json").read_text())
 
 
 # ---------------------------------------------------------------- the comparison of summary.json
