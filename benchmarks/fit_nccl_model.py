@@ -34,7 +34,7 @@ from topo_probe.errors import InvalidArgument  # noqa: E402
 #: (constant, lower bound, upper bound): ``(scalar,)`` or ``(table, key...)`` of ModelParams.
 #: ``lat_scale/*/Simple`` is not fitted: Simple's latency is NCCL's own table (tuning.cc baseLat /
 #: hwLat, NVIDIA/nccl b6475625, v2.28), since the multi-host logs cannot tell its per-hop cost from the
-#: network's extra per hop (``net_lat/ib/Simple``): fitted without the one-host logs it fell to 0.32.
+#: network's extra per hop (``net_lat/ib/Simple``): fitted without the one-host H100 logs it fell to 0.32.
 FIT_SPEC = [
     (("host_us",), 2.0, 10.0),
     (("host_us_per_channel",), 0.0, 0.5),
