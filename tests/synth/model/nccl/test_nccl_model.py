@@ -272,3 +272,12 @@ def test_a_send_on_an_nvlink_node_uses_as_many_channels_as_nccl_gives_it():
         assert gbs[s] == pytest.approx(want, rel=0.02), s
     # the real log: 110.8 GB/s at 128 MiB, 188.6 at 256 MiB (tests/fixtures/real_logs/a100_8gpu_1node_sendrecv.txt)
     assert gbs[128] == pytest.approx(110.8, rel=0.05) and gbs[256] == pytest.approx(188.6, rel=0.05)
+
+
+def test_simple_latency_is_nccls_own_table_not_a_fitted_factor():
+    """Simple's intra-node latency is NCCL's tuning.cc table as is (baseLat ring/Simple 8.4 µs, hwLat
+    NVLink ring/Simple 3.4 µs per hop, NVIDIA/nccl b6475625): the multi-host logs cannot separate it
+    from the network's extra per hop, so it is not fitted (benchmarks/fit_nccl_model.py FIT_SPEC)."""
+    from synth.model.nccl.runtime import hop_latencies_us
+    base, hop, _ = hop_latencies_us(NcclMachine.from_topology(get_preset("dgx-h100")), "ring", "Simple", P)
+    assert (base, hop) == pytest.approx((8.4, 3.4))
