@@ -60,11 +60,8 @@ class RingPlan:
     complete: bool
 
 
-_CACHE: dict[tuple, RingPlan] = {}
-
-
 def find_rings(fabric: Fabric, max_rings: int = 64) -> RingPlan:
-    """Rings for ``fabric`` (cached per fabric structure); see the module docstring.  A cluster
+    """Rings for ``fabric`` (found once per fabric object); see the module docstring.  A cluster
     of identical hosts with more than :data:`SEARCH_MAX_RANKS` ranks gets rail-aligned rings
     built from its shape (:func:`synth.baselines.cluster_rings.cluster_rings`) instead.
 
@@ -73,15 +70,11 @@ def find_rings(fabric: Fabric, max_rings: int = 64) -> RingPlan:
     UnsupportedCollective
         A fabric of more than :data:`SEARCH_MAX_RANKS` ranks without such rings.
     """
-    if fabric.num_ranks > SEARCH_MAX_RANKS:
-        key = (fabric.fingerprint, fabric.num_ranks, fabric.unit_gbps, max_rings)
-        if key not in _CACHE:
-            _CACHE[key] = _cluster_plan(fabric, max_rings)
-        return _CACHE[key]
-    key = (fabric.fingerprint, fabric.num_ranks, fabric.unit_gbps, tuple(sorted(fabric.channels)), max_rings)
-    if key not in _CACHE:
-        _CACHE[key] = _search(fabric, max_rings)
-    return _CACHE[key]
+    plans = fabric.memo("rings")                 # kept on the fabric (one search per fabric object)
+    if max_rings not in plans:
+        plans[max_rings] = (_cluster_plan(fabric, max_rings) if fabric.num_ranks > SEARCH_MAX_RANKS
+                            else _search(fabric, max_rings))
+    return plans[max_rings]
 
 
 def _cluster_plan(fabric: Fabric, max_rings: int) -> RingPlan:

@@ -102,6 +102,18 @@ class Fabric:
     topology: object | None = field(default=None, repr=False, compare=False)
 
     # ---------------------------------------------------------------- queries
+    def memo(self, kind: str) -> dict:
+        """A dict of derived results of ``kind`` (cut tables, lower bounds, rings, delivery bounds)
+        kept on this fabric object and dropped with it: the fabric owns what is computed from it, no
+        module keeps results across fabrics.  Fabrics are treated as immutable once built.
+
+        >>> from topo_probe.machines.generators import ring
+        >>> f = build_fabric(ring(4))
+        >>> f.memo("rings") is f.memo("rings"), f.memo("rings") is build_fabric(ring(4)).memo("rings")
+        (True, False)
+        """
+        return self.__dict__.setdefault("_memo", {}).setdefault(kind, {})
+
     def has_channel(self, i: int, j: int) -> bool:
         return (i, j) in self.channels
 

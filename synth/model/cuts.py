@@ -189,7 +189,7 @@ def _members(classes, vec, first_root: int | None = None, root_inside: bool = Tr
 def _tables(g: _Graph, fabric: Fabric | None) -> CutTable:
     """:func:`_cut_table` of ``g``, made once per fabric object and capacity graph (kept on the
     fabric: every collective's enumeration at the same capacities reads the same cuts)."""
-    tables = fabric.__dict__.setdefault("_cut_tables", {}) if fabric is not None else {}
+    tables = fabric.memo("cut_tables") if fabric is not None else {}
     key = (g.n, g.denom, tuple(sorted(g.cap.items())))
     if key not in tables:
         tables[key] = _cut_table(g, host_swaps(g.names, g.cap, g.n) if fabric is not None and fabric.shape else None)

@@ -35,8 +35,6 @@ from topo_probe.errors import UnsupportedCollective
 
 #: collectives the bound covers
 DELIVERY_COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce")
-#: (fabric fingerprint, collective, root) -> bound at nominal capacities
-_CACHE: dict[tuple[str, str, int], float] = {}
 
 
 def _demands(fabric: Fabric, name: str, root: int) -> list[tuple[int, int, bool]]:
@@ -75,12 +73,13 @@ def delivery_bound(fabric: Fabric, collective: str, root: int | None = None, eff
     if name == "allreduce":
         return sum(delivery_bound(fabric, half, None, efficiency, budget)
                    for half in ("reducescatter", "allgather")) / n
-    key = (fabric.fingerprint, name, root or 0)
-    if efficiency is None and key in _CACHE:
-        return _CACHE[key]
+    known = fabric.memo("delivery_bound")       # nominal capacities only: kept on the fabric
+    key = (name, root or 0)
+    if efficiency is None and key in known:
+        return known[key]
     got = _solve(fabric, name, root or 0, efficiency, budget)
     if efficiency is None:
-        _CACHE[key] = got
+        known[key] = got
     return got
 
 
