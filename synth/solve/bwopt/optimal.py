@@ -304,7 +304,7 @@ def _on_cluster(fabric: Fabric, name: str, method: str, max_chunks: int, time_li
     ``efficiency``, a ``CostParams``, where given)."""
     window = budget.window(time_limit_s)
     if name == "alltoall":
-        return cluster_alltoall(fabric, time_limit_s=time_limit_s) if efficiency is None else None
+        return cluster_alltoall(fabric, time_limit_s=time_limit_s, budget=budget) if efficiency is None else None
     if name not in HIERARCHICAL + ROOTED:
         return None
     params = _as_params(efficiency)

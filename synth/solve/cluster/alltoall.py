@@ -40,6 +40,8 @@ from synth.ir.verifier import check, sized_steps
 from synth.model.physics import cost_params_for
 from synth.solve.bwopt.arborescence import exact
 from synth.solve.bwopt.bandwidth_term import bandwidth_term
+from synth.solve.budget import SolveBudget, budget_or_new
+from synth.solve.stoppable import solve_lp
 from topo_probe.errors import SolverError, UnsupportedCollective
 
 
@@ -124,8 +126,9 @@ def _multiplicity(q: _Quotient) -> dict:
     return out
 
 
-def _solve_lp(q: _Quotient, time_limit_s: float):
-    """(T, {commodity: weights per option}) of the symmetric multicommodity flow LP."""
+def _solve_lp(q: _Quotient, time_limit_s: float, budget: SolveBudget):
+    """(T, {commodity: weights per option}) of the symmetric multicommodity flow LP (its solves
+    stoppable by a signal and charged to ``budget``)."""
     fab = q.fabric
     unit = exact(fab.unit_gbps)
     cap = {r: float(exact(info.bandwidth_gbps) / unit) for r, info in fab.resources.items()}
@@ -154,7 +157,7 @@ def _solve_lp(q: _Quotient, time_limit_s: float):
             for r in sorted(coef):
                 rows[r].SetCoefficient(var, float(coef[r]))
     lp.Minimize(T)
-    status = lp.Solve()
+    status = solve_lp(lp, budget)
     if status != pywraplp.Solver.OPTIMAL:
         raise SolverError(f"alltoall: the multicommodity flow LP (GLOP) ended with status {status}, not optimal")
     best = T.solution_value()
@@ -170,10 +173,10 @@ def _solve_lp(q: _Quotient, time_limit_s: float):
         opt = q.options[(cls, a, b)][k]
         obj.SetCoefficient(var, 1e-3 + math.fsum(float(f) * slow[pid] for _, pid, f in q.entries(cls, a, b, opt)))
     obj.SetMinimization()
-    if lp.Solve() != pywraplp.Solver.OPTIMAL:          # keep the first solution's values
+    if solve_lp(lp, budget) != pywraplp.Solver.OPTIMAL:          # keep the first solution's values
         T.SetUb(lp.infinity())
         lp.Minimize(T)
-        lp.Solve()
+        solve_lp(lp, budget)
     weights = {key: [max(0.0, x[(*key, k)].solution_value()) for k in range(len(opts))]
                for key, opts in q.options.items()}
     return T.solution_value(), weights
@@ -222,7 +225,8 @@ def _transfers(q: _Quotient, weights: dict, C: int) -> list[list[Transfer]]:
     return steps
 
 
-def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float = 120.0) -> Schedule:
+def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float = 120.0,
+                     budget: SolveBudget | None = None) -> Schedule:
     """A verified AllToAll schedule of a cluster fabric from the symmetric multicommodity-flow LP.
 
     Parameters
@@ -234,6 +238,8 @@ def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float
         within 0.5 % of the LP optimum is kept (else the best one).
     time_limit_s : float
         Budget (s) of the LP.
+    budget : SolveBudget, optional
+        The clock its LP solves are charged to (:mod:`synth.solve.budget`; default: a fresh one).
 
     Returns
     -------
@@ -257,7 +263,7 @@ def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float
     if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
         raise UnsupportedCollective(f"alltoall LP: max_chunks must be an integer >= 1, got {max_chunks!r}")
     q = _Quotient(fabric)
-    lp_T, weights = _solve_lp(q, time_limit_s)
+    lp_T, weights = _solve_lp(q, time_limit_s, budget_or_new(budget))
     n = fabric.num_ranks
     best = None
     for C in range(1, max_chunks + 1):

@@ -113,3 +113,24 @@ def test_windows_count_from_their_opening():
     assert (window.spent_s(), window.left_s(), window.over()) == (4.0, 6.0, False)
     budget.charge(6.0)
     assert window.over() and window.left_s() == 0.0 and budget.now() == 17.0
+
+
+def test_the_cluster_alltoall_lp_is_charged_to_the_callers_budget():
+    """The AllToAll LP of a cluster charges LP_ITERATION_S per simplex iteration of each of its
+    solves (counted here from the solver) to the budget it is given, and runs stoppable."""
+    from synth.solve.cluster.alltoall import cluster_alltoall
+    from topo_probe.machines.clusters import cluster
+    iterations = []
+    real = stoppable.run_stoppable
+
+    def counted(call, stop):
+        out = real(call, stop)
+        iterations.append(call.__self__.iterations())
+        return out
+
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(stoppable, "run_stoppable", counted)
+        budget = SolveBudget()
+        cluster_alltoall(build_fabric(cluster("dgx-a100", nodes=2)), budget=budget)
+    assert len(iterations) >= 2 and sum(iterations) > 0        # both stages of the LP went through it
+    assert abs(budget.now() - LP_ITERATION_S * sum(iterations)) < 1e-12
