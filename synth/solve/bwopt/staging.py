@@ -146,12 +146,10 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     the first perfect staging found ends the search (fewest steps); step counts at which
     :func:`~synth.solve.bwopt.staging_proofs.perfect_possible` proves that none exists are
     skipped.  Otherwise step counts are tried from ``min(R, depth + 2)`` down to the longest
-    shortest path (those without a perfect staging for :data:`IMPERFECT_S` clock seconds, over
-    the bundles of :mod:`synth.solve.bwopt.staging_seed`'s staging, which is the hint and a
-    candidate itself, those
-    where :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging at
-    all exists not at all); the search goes down while stagings stay perfect and ends at the
-    time limit (at most 60 clock seconds).  Hints: the batch without
+    shortest path (those without a perfect staging for :data:`IMPERFECT_S` clock seconds, seeded:
+    :func:`_seeded_cp`; those where :func:`~synth.solve.bwopt.staging_proofs.staging_possible`
+    proves that no staging at all exists not at all); the search goes down while stagings stay
+    perfect and ends at the time limit (at most 60 clock seconds).  Hints: the batch without
     delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
     gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls back to
     :func:`greedy_staging` where the quick pass found no staging, else to the batch's own trees
@@ -186,8 +184,7 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
             best = got if _better(got, best) else best
         if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
             break
-        seeds: dict = {}                       # count_seed's answers at this c and R
-        perfect, none_upto = False, 0          # none_upto: no staging at all in this many steps or fewer
+        perfect, none_upto, seeds = False, 0, {}      # none_upto: no staging at all in this many steps
         for S in range(top, shortest - 1, -1):
             if not clock.enough(0.5):
                 return _labelled(best, upper_rate, shortest)
@@ -203,15 +200,8 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                 if perfect:
                     break
                 continue
-            if S in no_perfect:                 # seeded, over the seed's bundles (staging_seed)
-                seed = _seeded(model, levels, sources, c, R, S, clock, budget, seeds)
-                got = None
-                if seed is not None:
-                    best = seed[0] if _better(seed[0], best) else best
-                    got = _stage_cp(model, {b: levels[b] for b, _ in seed[1]}, sources, c, R, S, seed[1],
-                                    limit, budget, lb, z_hint=seed[2])
-            else:
-                got = _stage_cp(model, levels, sources, c, R, S, use, limit, budget, lb)
+            got = (_seeded_cp(model, levels, sources, c, R, S, clock, budget, seeds, limit, lb) if S in no_perfect
+                   else _stage_cp(model, levels, sources, c, R, S, use, limit, budget, lb))
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
@@ -239,6 +229,21 @@ def _seeded(model: ChannelModel, levels: dict, sources: list[int], c: int, R: in
         return None
     z, placed = place_greedily(model, levels, counts, S)
     return _compacted(Staged(c, R, z, {}, "seeded"), placed, sources), placed, [max(v, 1) for v in z]
+
+
+def _seeded_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
+               clock: StagingClock, budget: SolveBudget, known: dict, limit: float, lower: int) -> Staged | None:
+    """The better of the seed at ``S`` steps (:func:`_seeded`; ``known``: the count model's answers
+    at this ``c`` and ``R``) and CP-SAT's staging (:func:`_stage_cp`, ``limit`` clock seconds) over
+    the seed's bundles with the seed as its complete hint; None where the count model found no
+    counts (CP-SAT is not asked then)."""
+    seed = _seeded(model, levels, sources, c, R, S, clock, budget, known)
+    if seed is None:
+        return None
+    staged, placed, z_hint = seed
+    got = _stage_cp(model, {b: levels[b] for b, _ in placed}, sources, c, R, S, placed, limit, budget, lower,
+                    z_hint=z_hint)
+    return got if got is not None and _better(got, staged) else staged
 
 
 def _bundle_levels(model: ChannelModel, bundle: Bundle) -> list[np.ndarray]:
