@@ -21,6 +21,7 @@ import numpy as np
 
 from synth.solve.budget import SolveBudget, budget_or_new, limit_cp_sat
 from synth.solve.bwopt.staging_proofs import perfect_possible, staging_possible
+from synth.solve.bwopt.staging_seed import SEED_S, count_seed, place_greedily
 from synth.solve.bwopt.tree_batch import Batch, Bundle
 from synth.solve.bwopt.trees import ChannelModel, hop_matrix, level_loads, rounds_for, tree_depth
 from synth.solve.stoppable import solve_cp_sat
@@ -33,7 +34,8 @@ QUICK_S = 1.0
 #: (:func:`~synth.solve.bwopt.staging_proofs.perfect_possible`): small models still find their few-step
 #: stagings (pcie-8gpu-2socket broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast:
 #: 15 clock s there found nothing, and 48 in all gave 24 whole rounds in 11 steps, where the greedy
-#: staging has 25 in 15)
+#: staging has 25 in 15); there CP-SAT starts from :mod:`synth.solve.bwopt.staging_seed`'s staging, over
+#: its bundles (rail: 22 whole rounds in 10 steps)
 IMPERFECT_S = 0.3
 
 
@@ -43,7 +45,8 @@ class Staged:
     most ``z[t]`` whole rounds; the batch needs ``rounds`` in all when steps overlap.
 
     ``how`` says which search made it: ``cp-sat`` (the best CP-SAT staging found, optimal only
-    where ``sum z == lower``), ``greedy`` (:func:`greedy_staging`: CP-SAT found no staging within
+    where ``sum z == lower``), ``seeded`` (:mod:`synth.solve.bwopt.staging_seed`'s exact counts
+    with greedy delays, which CP-SAT did not improve on), ``greedy`` (:func:`greedy_staging`: CP-SAT found no staging within
     its quick pass) or ``levels`` (no delays); ``lower`` is a proven lower bound on ``sum z`` of
     any staging of ``chunks`` chunks per source (the LP's rate bound, and at least the fewest
     steps), so ``sum z / lower`` is the staging's largest possible gap (0: not computed)."""
@@ -111,37 +114,23 @@ def greedy_staging(model: ChannelModel, batch: Batch, mult: int = 1) -> Staged:
     fewest whole rounds to the steps it loads (ties: the earliest).  It keeps the batch's trees
     and counts, so its total loads fit ``mult * batch.rounds`` rounds like the batch's; steps
     no chunk loads are left out.  Costs one small array operation per chunk, no solver."""
-    items = sorted(((s, p, m * mult) for s, ts in batch.counts.items() for p, m in ts),
-                   key=lambda spm: -tree_depth(spm[1]))
-    dens, nums = [c.denominator for c in model.cap_exact], [c.numerator * model.q for c in model.cap_exact]
-    most = sum(m * int(model.tree_load(p, exact_q=True).max()) for _, p, m in items) * max(dens)
-    kind = np.int64 if max(most, *nums) < 2 ** 62 else object     # exact either way
-    cap = (np.array(dens, dtype=kind), np.array(nums, dtype=kind))
-    S = tree_depth(items[0][1])
-    load = np.zeros((S, len(model.resources)), dtype=kind)
-    z = np.zeros(S, dtype=kind)
-    placed: dict[tuple[int, tuple[int, ...], int], int] = {}
-    for s, p, m in items:
-        lv = np.array(level_loads(model, p), dtype=kind)
-        span = np.arange(S - len(lv) + 1)[:, None] + np.arange(len(lv))     # (delays, levels): steps
-        for _ in range(m):
-            added = (_whole_rounds(load[span] + lv, cap) - z[span]).sum(axis=1)
-            d = int(np.argmin(added))
-            load[span[d]] += lv
-            z[span[d]] = _whole_rounds(load[span[d]], cap)
-            placed[(s, p, d)] = placed.get((s, p, d), 0) + 1
-    used = [t for t in range(S) if load[t].any()]
-    index = {t: k for k, t in enumerate(used)}           # a tree loads consecutive steps, so its
-    counts: dict[int, list] = {s: [] for s in batch.counts}     # first step keeps its place among them
-    for (s, p, d), k in placed.items():
-        counts[s].append((p, index[d], k))
-    return Staged(batch.chunks * mult, batch.rounds * mult, [int(z[t]) for t in used], counts, "greedy")
+    counts = {((s, p),): m * mult for s, ts in batch.counts.items() for p, m in ts}
+    levels = {b: level_loads(model, b[0][1]) for b in counts}
+    z, placed = place_greedily(model, levels, counts, max(map(len, levels.values())))
+    return _compacted(Staged(batch.chunks * mult, batch.rounds * mult, z, {}, "greedy"), placed, list(batch.counts))
 
 
-def _whole_rounds(load_q: np.ndarray, cap: tuple[np.ndarray, np.ndarray]) -> np.ndarray:
-    """:func:`synth.solve.bwopt.trees.rounds_for` over the last axis: the fewest whole rounds
-    (>= 1) in which exact loads fit every capacity ``cap = (denominators, numerators * q)``."""
-    return np.maximum((-(-(load_q * cap[0]) // cap[1])).max(axis=-1), 1)
+def _compacted(staged: Staged, placed: dict, sources: list[int]) -> Staged:
+    """``staged`` with the chunks of ``placed`` (``(bundle, delay) -> chunks``) as its counts and
+    the steps no chunk loads (``z == 0``) left out: a tree loads consecutive steps, so its first
+    step keeps its place among the others."""
+    used = [t for t, v in enumerate(staged.z) if v]
+    index = {t: k for k, t in enumerate(used)}
+    counts: dict[int, list] = {s: [] for s in sources}
+    for (b, d), k in placed.items():
+        for s, p in b:
+            counts[s].append((p, index[d], k))
+    return replace(staged, z=[staged.z[t] for t in used], counts=counts)
 
 
 def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s: float,
@@ -157,10 +146,10 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     the first perfect staging found ends the search (fewest steps); step counts at which
     :func:`~synth.solve.bwopt.staging_proofs.perfect_possible` proves that none exists are
     skipped.  Otherwise step counts are tried from ``min(R, depth + 2)`` down to the longest
-    shortest path (those without a perfect staging for :data:`IMPERFECT_S` clock seconds, those
-    where :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging at
-    all exists not at all); the search goes down while stagings stay perfect and ends at the
-    time limit (at most 60 clock seconds).  Hints: the batch without
+    shortest path (those without a perfect staging for :data:`IMPERFECT_S` clock seconds, seeded:
+    :func:`_seeded_cp`; those where :func:`~synth.solve.bwopt.staging_proofs.staging_possible`
+    proves that no staging at all exists not at all); the search goes down while stagings stay
+    perfect and ends at the time limit (at most 60 clock seconds).  Hints: the batch without
     delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
     gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls back to
     :func:`greedy_staging` where the quick pass found no staging, else to the batch's own trees
@@ -195,7 +184,7 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
             best = got if _better(got, best) else best
         if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
             break
-        perfect, none_upto = False, 0          # none_upto: no staging at all in this many steps or fewer
+        perfect, none_upto, seeds = False, 0, {}      # none_upto: no staging at all in this many steps
         for S in range(top, shortest - 1, -1):
             if not clock.enough(0.5):
                 return _labelled(best, upper_rate, shortest)
@@ -211,7 +200,8 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
                 if perfect:
                     break
                 continue
-            got = _stage_cp(model, levels, sources, c, R, S, use, limit, budget, lb)
+            got = (_seeded_cp(model, levels, sources, c, R, S, clock, budget, seeds, limit, lb) if S in no_perfect
+                   else _stage_cp(model, levels, sources, c, R, S, use, limit, budget, lb))
             if got is None or sum(got.z) > R:
                 if perfect:
                     break
@@ -223,6 +213,37 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
         if Fraction(sum(best.z), best.chunks) <= Fraction(batch.rounds, batch.chunks):
             break
     return _labelled(best, upper_rate, shortest)
+
+
+def _seeded(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
+            clock: StagingClock, budget: SolveBudget, known: dict) -> tuple[Staged, dict, list[int]] | None:
+    """:mod:`synth.solve.bwopt.staging_seed`'s staging in at most ``S`` steps (exact counts, then
+    greedy delays), with its chunks per ``(bundle, delay)`` and whole rounds of each of the ``S``
+    steps (at least 1) as CP-SAT's hint; None where the count model found no counts.  ``known``
+    keeps the counts per set of columns (bundles no deeper than ``S``) of this ``c`` and ``R``."""
+    cols = tuple(b for b, lv in levels.items() if len(lv) <= S)    # the count model's columns
+    if cols not in known:                        # the same columns at another step count: same counts
+        known[cols] = count_seed(model, levels, sources, c, R, S, clock.share(SEED_S), budget)
+    counts = known[cols]
+    if not counts:
+        return None
+    z, placed = place_greedily(model, levels, counts, S)
+    return _compacted(Staged(c, R, z, {}, "seeded"), placed, sources), placed, [max(v, 1) for v in z]
+
+
+def _seeded_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
+               clock: StagingClock, budget: SolveBudget, known: dict, limit: float, lower: int) -> Staged | None:
+    """The better of the seed at ``S`` steps (:func:`_seeded`; ``known``: the count model's answers
+    at this ``c`` and ``R``) and CP-SAT's staging (:func:`_stage_cp`, ``limit`` clock seconds) over
+    the seed's bundles with the seed as its complete hint; None where the count model found no
+    counts (CP-SAT is not asked then)."""
+    seed = _seeded(model, levels, sources, c, R, S, clock, budget, known)
+    if seed is None:
+        return None
+    staged, placed, z_hint = seed
+    got = _stage_cp(model, {b: levels[b] for b, _ in placed}, sources, c, R, S, placed, limit, budget, lower,
+                    z_hint=z_hint)
+    return got if got is not None and _better(got, staged) else staged
 
 
 def _bundle_levels(model: ChannelModel, bundle: Bundle) -> list[np.ndarray]:
@@ -301,7 +322,7 @@ def _first_perfect(model: ChannelModel, levels: dict, sources: list[int], c: int
 
 def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
               hint: dict | None, time_limit_s: float, budget: SolveBudget, lower: int = 1,
-              max_terms: int = 600_000, settled: set[int] | None = None) -> Staged | None:
+              max_terms: int = 600_000, settled: set[int] | None = None, z_hint: list[int] | None = None) -> Staged | None:
     """CP-SAT: counts per (bundle, delay) summing to ``c`` per source, total loads within ``R``
     rounds, step ``t``'s loads within ``z_t`` rounds; minimise ``sum z_t``.  ``S`` joins
     ``settled`` when the search proves its answer (optimal or infeasible)."""
@@ -339,6 +360,8 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
     if hint:
         for b, d, x in cols:
             m.AddHint(x, hint.get((b, d), 0))
+    for v, h in zip(z, z_hint or []):
+        m.AddHint(v, max(h, 1))
     m.Add(sum(z) >= lower)
     m.Minimize(sum(z))
     solver = cp_model.CpSolver()
