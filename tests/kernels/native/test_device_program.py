@@ -36,7 +36,7 @@ def test_emulated_native_matches_numpy(data):
 
 
 #: seeded interleavings per program below; with the property test's 700 cases (one or two
-#: calls each) and the tests after it a CI run emulates 8,372 interleaved calls (counted)
+#: calls each) and the tests after it a CI run emulates 8,509 interleaved calls (counted)
 INTERLEAVINGS = 2500
 
 
