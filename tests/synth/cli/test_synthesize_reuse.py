@@ -61,9 +61,8 @@ def _opts(**kw):
     return synth_mod.SynthesisOptions(**{**base, **kw})
 
 
-def test_the_time_limit_counts_where_a_budgeted_solver_ran(tmp_path):
-    topo, out = fully_connected(3), tmp_path / "res"
-    synth_mod.run(topo, out, _opts())
+def test_the_time_limit_counts_where_a_budgeted_solver_ran(tmp_path, synthesized):
+    topo, out = fully_connected(3), synthesized(tmp_path / "res")     # what synth_mod.run(topo, out, _opts()) writes
     assert synth_mod.run(topo, out, _opts()).get("reused")
     assert not synth_mod.run(topo, out, _opts(time_limit_s=7)).get("reused")    # the LP ran with 5 s
     # alltoall on one host with step synthesis off: baselines only, no budget
@@ -71,17 +70,15 @@ def test_the_time_limit_counts_where_a_budgeted_solver_ran(tmp_path):
     assert synth_mod.run(topo, out, _opts(collectives=("alltoall",), time_limit_s=9)).get("reused")
 
 
-def test_another_model_version_is_not_reused(tmp_path, monkeypatch):
-    topo, out = fully_connected(3), tmp_path / "res"
-    synth_mod.run(topo, out, _opts())
+def test_another_model_version_is_not_reused(tmp_path, monkeypatch, synthesized):
+    topo, out = fully_connected(3), synthesized(tmp_path / "res")     # what synth_mod.run(topo, out, _opts()) writes
     monkeypatch.setattr(synth_mod, "RESULTS_VERSION", synth_mod.RESULTS_VERSION + 1)
     assert not synth_mod.run(topo, out, _opts()).get("reused")
     assert synth_mod.run(topo, out, _opts()).get("reused")
 
 
-def test_results_that_do_not_record_their_options_are_redone(tmp_path):
-    out = tmp_path / "res"
-    _run(out)
+def test_results_that_do_not_record_their_options_are_redone(tmp_path, synthesized):
+    out = synthesized(tmp_path / "res")
     summary = json.loads((out / "summary.json").read_text())
     del summary["options"]                       # as versions before the options were recorded wrote it
     (out / "summary.json").unlink()

@@ -35,8 +35,18 @@ class _Usual:
         return None
 
 
+@pytest.fixture(scope="module")
+def usual(tmp_path_factory) -> Path:
+    """The reference run's folder, with the collector left alone (one for both settings below)."""
+    out = tmp_path_factory.mktemp("collector") / "usual"
+    with pytest.MonkeyPatch.context() as m:
+        m.setattr(pipeline, "PausedCollector", _Usual)
+        assert main(ARGS + ["--out", str(out)]) == 0
+    return out
+
+
 @pytest.mark.parametrize("enabled", [True, False])
-def test_a_run_leaves_the_collector_as_it_was_and_the_results_unchanged(tmp_path, monkeypatch, enabled):
+def test_a_run_leaves_the_collector_as_it_was_and_the_results_unchanged(tmp_path, monkeypatch, enabled, usual):
     was = gc.isenabled()
     (gc.enable if enabled else gc.disable)()
     checkpoints = []
@@ -48,10 +58,8 @@ def test_a_run_leaves_the_collector_as_it_was_and_the_results_unchanged(tmp_path
     finally:
         (gc.enable if was else gc.disable)()
     assert checkpoints == [False, False]                   # one per collective, collector off
-    monkeypatch.setattr(pipeline, "PausedCollector", _Usual)
-    assert main(ARGS + ["--out", str(tmp_path / "usual")]) == 0
-    assert _files(tmp_path / "paused") == _files(tmp_path / "usual")
-    a, b = (json.loads((tmp_path / d / "summary.json").read_text()) for d in ("paused", "usual"))
+    assert _files(tmp_path / "paused") == _files(usual)
+    a, b = (json.loads((d / "summary.json").read_text()) for d in (tmp_path / "paused", usual))
     assert a["collectives"].keys() == b["collectives"].keys()
     for c in a["collectives"]:
         assert a["collectives"][c]["simulated_us"] == b["collectives"][c]["simulated_us"]

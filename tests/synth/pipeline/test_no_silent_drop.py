@@ -23,9 +23,9 @@ def _tree(folder):
     return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
 
 
-def test_fewer_collectives_reuse_or_refuse_without_force(tmp_path):
+def test_fewer_collectives_reuse_or_refuse_without_force(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out, NEW)
+    synthesized(out, NEW)
     before = _tree(out)
     assert _run(out, OLD, force=False).get("reused")   # the same results serve a subset: nothing dropped
     assert _tree(out) == before
@@ -39,9 +39,9 @@ def test_fewer_collectives_reuse_or_refuse_without_force(tmp_path):
     assert _results_at_documented_paths(out) == OLD
 
 
-def test_another_root_refused_without_force(tmp_path):
+def test_another_root_refused_without_force(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out, NEW)
+    synthesized(out, NEW)
     opts = _opts(NEW)
     opts.root = 2
     with pytest.raises(InvalidArgument, match="broadcast root 0 that this run"):
@@ -49,16 +49,16 @@ def test_another_root_refused_without_force(tmp_path):
     assert json.loads((out / "summary.json").read_text())["collectives"]["broadcast"]["root"] == 0
 
 
-def test_more_collectives_extend_without_force(tmp_path):
+def test_more_collectives_extend_without_force(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out, OLD)
+    synthesized(out, OLD)
     _run(out, NEW, force=False)                      # nothing of the old results is dropped
     assert _results_at_documented_paths(out) == NEW
 
 
-def test_another_topology_refused_without_force(tmp_path, capsys):
+def test_another_topology_refused_without_force(tmp_path, capsys, synthesized):
     out = tmp_path / "res"
-    _run(out, OLD)
+    synthesized(out, OLD)
     before = _tree(out)
     with pytest.raises(InvalidArgument, match="holds results of another topology"):
         synth_mod.run(ring(4), out, _opts(OLD), force=False)
@@ -70,9 +70,9 @@ def test_another_topology_refused_without_force(tmp_path, capsys):
     assert _tree(out) == before
 
 
-def test_user_files_in_schedules_and_msccl_survive_force(tmp_path):
+def test_user_files_in_schedules_and_msccl_survive_force(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out, NEW)
+    synthesized(out, NEW)
     (out / "schedules" / "mine.json").write_text('{"my": 1}')
     (out / "msccl" / "tuned.xml").write_text("<algo/>")
     (out / "msccl" / "candidates").mkdir(exist_ok=True)

@@ -95,9 +95,9 @@ def test_empty_folder_is_used_and_marked(tmp_path):
     assert json.loads((out / ".topocoll-result").read_text())["written_by"] == "topocoll synthesize"
 
 
-def test_force_redoes_ours_and_keeps_the_users_files(tmp_path):
+def test_force_redoes_ours_and_keeps_the_users_files(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     (out / "my-notes.md").write_text("mine")
     (out / "extra").mkdir()
     (out / "extra" / "a.csv").write_text("1,2")
@@ -107,9 +107,9 @@ def test_force_redoes_ours_and_keeps_the_users_files(tmp_path):
     _only_ours_left(out, extra=("my-notes.md", "extra"))
 
 
-def test_a_users_file_in_place_of_ours_is_refused(tmp_path, capsys):
+def test_a_users_file_in_place_of_ours_is_refused(tmp_path, capsys, synthesized):
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     (out / "plan.json").unlink()
     (out / "plan.json").write_text("{\"my\": \"own plan\"}")
     with pytest.raises(InvalidArgument, match="plan.json"):
@@ -117,9 +117,9 @@ def test_a_users_file_in_place_of_ours_is_refused(tmp_path, capsys):
     assert json.loads((out / "plan.json").read_text()) == {"my": "own plan"}
 
 
-def test_results_of_versions_before_the_marker_are_adopted(tmp_path):
+def test_results_of_versions_before_the_marker_are_adopted(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     legacy = _as_older_versions_wrote(out, tmp_path / "legacy")  # real files, no marker
     before = (legacy / "summary.json").read_text()
     _run(legacy, OLD, force=False)  # reuse: nothing written
@@ -129,11 +129,11 @@ def test_results_of_versions_before_the_marker_are_adopted(tmp_path):
     _only_ours_left(legacy)
 
 
-def test_an_nccl_tuner_conf_beside_older_results_is_accepted_and_left_alone(tmp_path):
+def test_an_nccl_tuner_conf_beside_older_results_is_accepted_and_left_alone(tmp_path, synthesized):
     """Results committed before the marker sit beside the NCCL tuner CSV that the README's command
     writes into the same folder: reused as they are, adopted on a new run, the CSV untouched."""
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     legacy = _as_older_versions_wrote(out, tmp_path / "legacy")
     (legacy / "nccl_tuner.conf").write_text("mine\n")
     _run(legacy, OLD, force=False)
@@ -148,9 +148,9 @@ def test_an_nccl_tuner_conf_beside_older_results_is_accepted_and_left_alone(tmp_
         _run(plain, OLD, force=False)
 
 
-def test_leftovers_of_killed_runs_are_cleaned(tmp_path):
+def test_leftovers_of_killed_runs_are_cleaned(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     (out / ".v-20990101T000000-999999-0").mkdir()  # an unfinished version of a killed run
     (out / ".v-20990101T000000-999999-0" / "plan.json").write_text("{")
     os.symlink(".v-x", out / ".current.tmp-999999")
@@ -161,9 +161,9 @@ def test_leftovers_of_killed_runs_are_cleaned(tmp_path):
     assert sorted(os.listdir(tmp_path)) == ["res"]
 
 
-def test_old_results_stranded_by_the_old_two_rename_swap_come_back(tmp_path):
+def test_old_results_stranded_by_the_old_two_rename_swap_come_back(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     stranded = _as_older_versions_wrote(out, tmp_path / f".res.old-{2**22 + 12345}")
     shutil.rmtree(out)  # killed between "out -> .out.old" and ".partial -> out"
     _run(out, OLD, force=False)  # reused: the old results are back in place
@@ -182,9 +182,9 @@ def test_files_follow_the_umask(tmp_path):
         assert stat.S_IMODE(p.stat().st_mode) == 0o640, p
 
 
-def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
+def test_a_second_run_into_the_same_folder_is_refused(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     from synth.pipeline.output import ResultsFolder
     with ResultsFolder(out):
         with pytest.raises(InvalidArgument, match="another synthesize run"):
@@ -192,14 +192,14 @@ def test_a_second_run_into_the_same_folder_is_refused(tmp_path):
     assert _results_at_documented_paths(out) == OLD
 
 
-def test_force_over_committed_results_leaves_plain_files_git_sees_as_modified(tmp_path):
+def test_force_over_committed_results_leaves_plain_files_git_sees_as_modified(tmp_path, synthesized):
     """results/<preset>/ as the repository commits it, regenerated with --force: every committed
     file is still a plain file (git shows them modified, none deleted or changed in type)."""
     git = shutil.which("git")
     if git is None:
         pytest.skip("git not installed")
     import subprocess
-    _run(tmp_path / "made")
+    synthesized(tmp_path / "made")
     out = _as_older_versions_wrote(tmp_path / "made", tmp_path / "repo" / "res")
 
     def sh(*args):
@@ -217,9 +217,9 @@ def test_force_over_committed_results_leaves_plain_files_git_sees_as_modified(tm
     assert all(line[:2] in (" M", "??") for line in status), status     # nothing deleted or now a link
 
 
-def test_results_in_the_linked_layout_become_plain_files_also_on_reuse(tmp_path):
+def test_results_in_the_linked_layout_become_plain_files_also_on_reuse(tmp_path, synthesized):
     made = tmp_path / "made"
-    _run(made)
+    synthesized(made)
     out = tmp_path / "res"
     out.mkdir()
     _linked_layout(made, out)
@@ -228,10 +228,10 @@ def test_results_in_the_linked_layout_become_plain_files_also_on_reuse(tmp_path)
     _only_ours_left(out)
 
 
-def test_a_users_folder_named_current_is_left_alone(tmp_path, capsys):
+def test_a_users_folder_named_current_is_left_alone(tmp_path, capsys, synthesized):
     """The link of the linked layout replaced by a folder of the user's own: never deleted."""
     made = tmp_path / "made"
-    _run(made)
+    synthesized(made)
     out = tmp_path / "res"
     out.mkdir()
     _linked_layout(made, out)
@@ -254,17 +254,17 @@ def _killed_runs_leftovers(out: Path) -> list[Path]:
     return [version, out / ".plan.json.tmp-999999"]
 
 
-def test_a_reusing_run_removes_what_a_killed_run_left(tmp_path):
+def test_a_reusing_run_removes_what_a_killed_run_left(tmp_path, synthesized):
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     _killed_runs_leftovers(out)
     assert _run(out, force=False).get("reused")
     _only_ours_left(out)
 
 
-def test_leftovers_that_are_not_recognisably_ours_are_left_with_one_warning(tmp_path, capsys):
+def test_leftovers_that_are_not_recognisably_ours_are_left_with_one_warning(tmp_path, capsys, synthesized):
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     foreign, _ = _killed_runs_leftovers(out)
     mixed = out / ".v-20990101T000000-999998-0"
     mixed.mkdir()
@@ -341,15 +341,15 @@ def _state_after_kill(out: Path, start: str):
 
 
 @pytest.mark.parametrize("start", ["rerun", "legacy", "linked", "first"])
-def test_a_kill_at_every_step_leaves_old_or_new_complete_results(start, tmp_path, monkeypatch):
+def test_a_kill_at_every_step_leaves_old_or_new_complete_results(start, tmp_path, monkeypatch, synthesized):
     """For a re-run over our results, over results of versions before the marker, over results
     in the linked layout of versions before plain files, and a first run: kill at step k = 1, 2,
     ... until a run gets through; after each kill the documented paths hold the old or the new
     complete results, or the new ones are complete in the folder being put in place; the next
     run, one that reuses the results where it can, finishes that and cleans up."""
     template, fresh = tmp_path / "template", tmp_path / "fresh"
-    _run(template, OLD)
-    _run(fresh, NEW)
+    synthesized(template, OLD)
+    synthesized(fresh, NEW)
     summary = json.loads((fresh / "summary.json").read_text())
 
     def synthesize_into(work, *args):  # the solving is tested elsewhere: copy its results
@@ -390,12 +390,12 @@ def test_a_kill_at_every_step_leaves_old_or_new_complete_results(start, tmp_path
 
 
 @pytest.mark.parametrize("start", ["rerun", "legacy"])
-def test_publishing_without_renameat2_still_ends_in_plain_files(start, tmp_path, monkeypatch):
+def test_publishing_without_renameat2_still_ends_in_plain_files(start, tmp_path, monkeypatch, synthesized):
     """Where the atomic exchange is missing (not Linux, old kernel) a folder is replaced with two
     renames (a moment without it, while summary.json is gone); the outcome is the same."""
     from synth.pipeline import publish
     out = tmp_path / "res"
-    _run(out)
+    synthesized(out)
     if start == "legacy":
         out = _as_older_versions_wrote(out, tmp_path / "legacy")
     monkeypatch.setattr(publish, "_exchange", lambda a, b: False)
