@@ -4,6 +4,7 @@ solve that the wall-clock safety limit ends instead is counted on its budget
 differently on a re-run; and each solve owns its budget: two solves in one process do not share
 a clock."""
 
+import contextlib
 import random
 
 import pytest
@@ -84,9 +85,10 @@ def test_one_exhausted_budget_does_not_shorten_another_solve(monkeypatch):
     assert shared.iterations == 1 and not shared.optimal
 
 
-def test_the_clock_counts_lp_iterations_and_pricing():
-    """A packing's clock seconds, recomputed by hand: LP_ITERATION_S per simplex iteration (read
-    from each solve) plus PRICING_S x ranks^2 x sources per pricing round."""
+@contextlib.contextmanager
+def _lp_iterations():
+    """A list that receives the simplex iterations of every LP solve run through
+    :func:`synth.solve.stoppable.run_stoppable` while the block runs."""
     iterations = []
     real = stoppable.run_stoppable
 
@@ -97,6 +99,13 @@ def test_the_clock_counts_lp_iterations_and_pricing():
 
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(stoppable, "run_stoppable", counted)
+        yield iterations
+
+
+def test_the_clock_counts_lp_iterations_and_pricing():
+    """A packing's clock seconds, recomputed by hand: LP_ITERATION_S per simplex iteration (read
+    from each solve) plus PRICING_S x ranks^2 x sources per pricing round."""
+    with _lp_iterations() as iterations:
         model = ChannelModel(build_fabric(get_preset("dgx1-v100")))
         budget = SolveBudget()
         got = pack_trees(model, list(range(model.n)), time_limit_s=5.0, budget=budget)
@@ -120,16 +129,7 @@ def test_the_cluster_alltoall_lp_is_charged_to_the_callers_budget():
     solves (counted here from the solver) to the budget it is given, and runs stoppable."""
     from synth.solve.cluster.alltoall import cluster_alltoall
     from topo_probe.machines.clusters import cluster
-    iterations = []
-    real = stoppable.run_stoppable
-
-    def counted(call, stop):
-        out = real(call, stop)
-        iterations.append(call.__self__.iterations())
-        return out
-
-    with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(stoppable, "run_stoppable", counted)
+    with _lp_iterations() as iterations:
         budget = SolveBudget()
         cluster_alltoall(build_fabric(cluster("dgx-a100", nodes=2)), budget=budget)
     assert len(iterations) >= 2 and sum(iterations) > 0        # both stages of the LP went through it
