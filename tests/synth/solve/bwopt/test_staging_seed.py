@@ -54,17 +54,21 @@ def test_seed_is_a_staging_within_the_rounds(forest):
     assert found
 
 
-def test_seed_beats_the_greedy_staging_on_the_rail():
-    """Issue 38: at 9 steps the seed has at most the greedy staging's rounds per chunk (25 in
-    15 steps), in 6 fewer steps."""
+def test_the_seed_gives_the_rail_search_a_complete_staging_at_every_step_count_it_searches():
+    """Issue 38: at 9 to 12 steps (where CP-SAT searches on the rail) the seed is a complete staging,
+    re-checked load by load, within its step count and shorter than the greedy staging.  Whether a
+    seed alone also has fewer rounds than the greedy staging depends on the fitted link efficiencies
+    (at 9 steps it did before the NCCL model's refit, not after); the search that starts from it does:
+    ``test_staging.py::test_rail_broadcast_staging_is_short``."""
     fabric = build_fabric(cluster("dgx-h100", 2, rail_optimized=True))
     f = _forest(fabric, cost_params_for(fabric).efficiency)
     levels = _levels(f.model, f._stage_bundles())
     greedy = staging.greedy_staging(f.model, f.batch, 2)
-    staged, _, _ = staging._seeded(f.model, levels, [0], greedy.chunks, greedy.rounds, 9, _Clock(),
-                                   SolveBudget(), {})
-    assert Fraction(sum(staged.z), staged.chunks) <= Fraction(sum(greedy.z), greedy.chunks)
-    assert staged.steps <= 9 < greedy.steps
+    for S in range(9, 13):
+        staged, placed, _ = staging._seeded(f.model, levels, [0], greedy.chunks, greedy.rounds, S, _Clock(),
+                                            SolveBudget(), {})
+        assert staged.steps <= S < greedy.steps and sum(placed.values()) == greedy.chunks
+        _check_staging(f.model, staged, greedy.chunks, greedy.rounds)
 
 
 def test_place_greedily_fills_the_least_loaded_delay():
