@@ -59,7 +59,7 @@ def bad_inputs_issue38() -> list[dict]:
              expect=(2,), check=_absent("p.png", "p.csv")),
         dict(label="sweep -d f8e4m3 --backend sim", shell="sweep all_reduce -b 8 -e 64 -f 2 -g 4 -d f8e4m3 "
              "--backend sim"),
-        dict(label="simulate -d f8e4m3", shell="simulate --topology dgx-a100 --collective allreduce -e 64 -d f8e4m3"),
+        dict(label="simulate -d f8e4m3", shell="simulate --topology dgx-a100 --collective allreduce -b 64 -e 64 -d f8e4m3"),
         dict(label="sweep -J into a missing folder", shell=f"{SMALL} -J {{out}}/typo_dir/sub/x.json", expect=(2,),
              check=_absent("typo_dir")),
         dict(label="--csv over a user's CSV", shell=f"{SMALL} --backend sim --csv {{out}}/mine.csv", expect=(2,),
