@@ -15,7 +15,7 @@ what the search charged, charge by charge: the same answer and the same clock as
 links' effective capacities :func:`synth.solve.bwopt.optimal.bandwidth_optimal` stages the
 broadcast forest once for ``broadcast`` and again, with the same inputs, as the mirror of
 ``reduce`` (2 x dgx-h100 rail: about 9 s of CPU each).  The stagings are kept on the fabric
-object, like its cut tables (:func:`synth.model.cuts._tables`); a search ended by a wall-clock
+object (:meth:`synth.ir.fabric.Fabric.memo`), like its cut tables; a search ended by a wall-clock
 safety limit (:mod:`synth.solve.budget`) is not kept.
 """
 
@@ -44,7 +44,7 @@ def staged_once(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_l
     """:func:`synth.solve.bwopt.staging.stage` with these arguments, searched once per fabric
     object and inputs (see the module docstring)."""
     budget = budget_or_new(budget)
-    kept = model.fabric.__dict__.setdefault("_stagings", {})
+    kept = model.fabric.memo("stagings")
     key = _key(model, bundles, batch, chains, upper_rate)
     window_s = min(time_limit_s, 60.0)                 # the window stage() opens
     hit = kept.get(key)

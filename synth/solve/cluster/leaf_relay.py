@@ -119,7 +119,7 @@ def best_relay(fabric: Fabric, leaves: list[list[int]], efficiency=None) -> tupl
     every rail); leaves of one size: ``(1, None)``.  Stops trying more pieces once
     :data:`RELAY_BUDGET` is spent.  Computed once per fabric and efficiency (an allreduce and its
     phases share it)."""
-    cache = fabric.__dict__.setdefault("_best_relay", {})
+    cache = fabric.memo("best_relay")
     key = id(efficiency)
     if key not in cache or cache[key][0] is not efficiency:
         cache[key] = (efficiency, _best_relay(fabric, leaves, efficiency))

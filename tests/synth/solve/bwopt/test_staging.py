@@ -198,6 +198,6 @@ def test_staged_once_replays_an_unclipped_search(monkeypatch):
     again = stage_reuse.staged_once(*args, 20.0, f.chains, f.packing.upper, replay_budget)
     assert not searched and again == fresh == f.staged
     assert replay_budget.spent_s == fresh_budget.spent_s > 0
-    kept = next(iter(fabric.__dict__["_stagings"].values()))
+    kept = next(iter(fabric.memo("stagings").values()))
     stage_reuse.staged_once(*args, kept[1] * 0.99, f.chains, f.packing.upper, SolveBudget())
     assert searched == [1]
