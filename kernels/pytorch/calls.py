@@ -42,6 +42,8 @@ class CallRunner:
         self.cuda_device: int | None = None  # the caller's current CUDA device when the call was made
         self.native = None                   # a NativeExecutor for CUDA tensors (None: host staging)
         self.last_path = ""                  # how the last call's data moved: native, host, nccl or local
+        #: (shape, dtype, op) -> what a one-round all-reduce of that shape needs (kernels.pytorch.fused)
+        self.fused_shapes: dict = {}
 
     # ------------------------------------------------------------------ shared steps
     def agree(self, collective: str, tensors, *, count: int, root: int = -1, op: str = "", shapes=(),

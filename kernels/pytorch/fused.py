@@ -44,8 +44,6 @@ from synth.plan.selector import NCCL
 
 #: why a CPU call never runs on NCCL (the route's reason)
 _CPU = "CPU tensors: NCCL runs on GPUs only"
-#: (selector id, shape, dtype, op, rank) -> (selector, route, OneRound or None, header row)
-_SHAPES: dict = {}
 
 
 class OneRound:
@@ -155,13 +153,13 @@ def fused_route(runner, t: torch.Tensor, op: str):
     worked out once per shape; contiguity and the device are checked on every call."""
     if runner.size < 2 or t.device.type != "cpu" or not t.is_contiguous():
         return None
-    key = (id(runner.selector), id(runner.native), t.shape, t.dtype, op, runner.rank)
-    hit = _SHAPES.get(key)
-    if hit is None or hit[0] is not runner.selector:
-        if len(_SHAPES) >= 1024:
-            _SHAPES.clear()
-        hit = _SHAPES[key] = (runner.selector, *_one_round(runner, t, op))
-    return None if hit[2] is None else hit[1:]
+    shapes = runner.fused_shapes                 # kept by the runner: its selector, executor and rank
+    hit = shapes.get((t.shape, t.dtype, op))
+    if hit is None or hit[0] is not runner.selector or hit[1] is not runner.native:
+        if len(shapes) >= 1024:
+            shapes.clear()
+        hit = shapes[(t.shape, t.dtype, op)] = (runner.selector, runner.native, *_one_round(runner, t, op))
+    return None if hit[3] is None else hit[2:]
 
 
 def _one_round(runner, t: torch.Tensor, op: str) -> tuple:
