@@ -1,5 +1,7 @@
 """nccl-tests size syntax and size loop shared by `simulate`, `sweep` and the MPI benchmark."""
 
+from fractions import Fraction
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -30,7 +32,8 @@ def test_loop_matches_a_hand_count():
 # ---------------------------------------------------------------- size_label: the one formatter for people
 @pytest.mark.parametrize("nbytes, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
                                           (2 << 20, "2 MiB"), (3 << 29, "1.5 GiB"), (4 << 30, "4 GiB"),
-                                          (5 << 40, "5 TiB"), (1048524, "1023.9 KiB"), (1048535, "1.0 MiB")])
+                                          (5 << 40, "5 TiB"), (1048524, "1023.9 KiB"), (1048535, "1.0 MiB"),
+                                          (171776, "167.8 KiB")])
 def test_size_label_by_hand(nbytes, text):
     assert size_label(nbytes) == text
 
@@ -45,7 +48,7 @@ def test_size_label_of_whole_units_is_the_number_and_binary_unit(k, unit):
 def test_size_label_reads_back_within_half_a_tenth_of_its_unit(n):
     number, unit = size_label(n).split()
     shift = {"KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[unit]
-    assert abs(float(number) * (1 << shift) - n) <= 0.05 * (1 << shift)
+    assert abs(Fraction(number) * (1 << shift) - n) <= Fraction(1 << shift, 20)   # exact: 167.75 KiB reads 167.8
     assert float(number) >= 1                    # never "0.9 MiB": a unit is only chosen from 1 of it
     if unit != "TiB":                            # the largest unit has no next one to move to
         assert float(number) < 1024, size_label(n)   # 1023.96 KiB reads 1.0 MiB, never 1024.0 KiB
