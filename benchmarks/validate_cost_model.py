@@ -65,9 +65,10 @@ WHY = {
     "says what a Blackwell NVLS chunk costs, and no fit may see this log.",
     "mi350x_8gpu_1node_all_reduce.txt": "8 x MI350X, -g 8 (held out: no fit has seen gfx950 on one host). Three "
     "out-of-place rows are single slow runs: 64 MiB ({e[67108864]:+.1%}), 256 MiB ({e[268435456]:+.1%}) and 2 GiB "
-    "({e[2147483648]:+.1%}), whose in-place rows are at the rate of their neighbours. At 64-512 KiB the model "
-    "is host-bound (8 x the per-GPU enqueue cost fitted on NVIDIA -g 8 logs, 36-41 us) where the log takes "
-    "50-61 us: no in-sample log constrains the host cost of one process driving 8 AMD GPUs.",
+    "({e[2147483648]:+.1%}), whose in-place rows are at the rate of their neighbours. At 64-512 KiB (32 KiB "
+    "per channel after NCCL's channel reduction) the model runs LL at RCCL's llMaxBws share, 141 GB/s x "
+    "channels / 56 (46 us), where the log takes 50-61 us: RCCL's LL latency on gfx950 is not in the model "
+    "(it holds rcclTuningModel[5], MI300X's).",
 }
 
 

@@ -32,6 +32,7 @@ LL_/LL128_DATA_FRACTION    payload 8 of 16 bytes / 120 of 128 bytes             
 RCCL_BASE_LAT              12/12/17 µs                                          ROCm/rccl tuning.cc baseLat
 RCCL_GFX942                rcclTuningModel[5] (8 x MI300X xGMI mesh)            rccl tuning.cc, rome_models.cc
 RCCL_MSCCL_ALLREDUCE_8GPU  MSCCL allreduce windows 1 KiB .. 16 MiB              rccl tools/msccl-algorithms
+RCCL_GFX9_COMPCAP_INDEX    llMaxBws row of gfx9 GPUs (HIP compute capability 9.x) rccl misc/utils.cc, tuning.cc
 =========================  ===================================================  ============================
 
 Feature gates by NCCL version (``FEATURE_VERSION``): LL128 2.5, NVLS 2.17, NVLSTree 2.18, PAT 2.23.
@@ -138,6 +139,10 @@ RCCL_GFX942 = {
                   "allreduce": ((0, 1048576), (1048576, 9437184))},
     "rings": 28,
 }
+#: NCCL's compute-capability row RCCL uses on gfx9 GPUs (MI250X, MI300X, MI350X): HIP reports compute
+#: capability 9.x there and RCCL reads it as ``comm->minCompCap`` (ROCm/rccl 0cbce2a7 src/misc/utils.cc
+#: ``ncclCudaCompCap``), so its ``llMaxBws`` / ``perChMax*`` tables (src/graph/tuning.cc) take the >= 90 row
+RCCL_GFX9_COMPCAP_INDEX = 2
 #: ROCm/rccl tools/msccl-algorithms for 8 x gfx942: allreduce_1step_mccl_8_2_2048_LL.xml minBytes 1024,
 #: allreduce-allpairs-8n-ll.xml maxBytes 327680, allreduce_1step_mccl_8_2_16777216_LL.xml (16 MiB)
 RCCL_MSCCL_ALLREDUCE_8GPU = {"min_bytes": 1024, "allpairs_max_bytes": 327680, "onestep_max_bytes": 16777216}
@@ -187,4 +192,4 @@ __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NA
            "NVLS_EFFICIENCY", "TREE_CORRECTION", "NVLS_TREE_CORRECTION_SM", "NVLS_TREE_CORRECTION_COLUMNS",
            "NVLS_TREE_CORRECTION_VERSION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",
            "NET_PLUGIN_LATENCY_US", "LL_DATA_FRACTION", "LL128_DATA_FRACTION", "RCCL_BASE_LAT", "RCCL_GFX942",
-           "RCCL_MSCCL_ALLREDUCE_8GPU", "compcap_index", "coll_steps", "busbw_factor"]
+           "RCCL_MSCCL_ALLREDUCE_8GPU", "RCCL_GFX9_COMPCAP_INDEX", "compcap_index", "coll_steps", "busbw_factor"]

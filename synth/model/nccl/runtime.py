@@ -36,6 +36,7 @@ from synth.model.nccl.constants import (
     PROTOS,
     RCCL_BASE_LAT,
     RCCL_GFX942,
+    RCCL_GFX9_COMPCAP_INDEX,
     busbw_factor,
     coll_steps,
     compcap_index,
@@ -82,10 +83,26 @@ def _proto_fraction(arch: str, proto: str, params: ModelParams) -> float:
 
 def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs) -> float:
     """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL, its per-channel ring
-    LL128 limit (in payload terms) otherwise."""
-    if m.amd:
+    LL128 limit (in payload terms) otherwise.
+
+    RCCL keeps both tables (ROCm/rccl 0cbce2a7 src/graph/tuning.cc ``llMaxBws``,
+    ``perChMaxRingLL128Bws``) and picks the row by ``comm->minCompCap``, which it reads from HIP's
+    compute capability (src/misc/utils.cc ``ncclCudaCompCap``: major*10+minor, 9.x on every gfx9
+    GPU), so MI300X / MI350X on one host take the ">= 90" row: 141 GB/s for LL.  Across hosts RCCL
+    takes LL's bandwidth from its per-platform ``bwRatio`` tables instead, which this model does not
+    hold, so there it stays uncapped.
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl.env import NcclEnv
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> m = NcclMachine.from_topology(get_preset("mi300x"))
+    >>> g = comm_graphs(m, NcclEnv(), (2, 28))
+    >>> round(_channel_cap(m, "LL", 4, g) * g.n_channels / 4, 6)
+    141.0
+    """
+    if m.amd and m.nodes > 1:
         return math.inf
-    cc, idx2 = compcap_index(m.sm), min(m.nodes, 3) - 1
+    cc, idx2 = (RCCL_GFX9_COMPCAP_INDEX if m.amd else compcap_index(m.sm)), min(m.nodes, 3) - 1
     if proto == "LL":
         idx1 = cc if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
         return LL_MAX_BWS[idx1][idx2] * channels / g.n_channels

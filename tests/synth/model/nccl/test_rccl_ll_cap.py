@@ -1,0 +1,62 @@
+"""RCCL caps LL's bus bandwidth on one host with NCCL's ``llMaxBws`` row for compute capability
+>= 90 (ROCm/rccl 0cbce2a7 src/graph/tuning.cc; HIP reports 9.x on gfx9, src/misc/utils.cc): 141 GB/s
+with every channel, the channels' share of it with fewer.  Checked by hand and against the real
+8 x MI350X log (tests/fixtures/real_logs, SOURCE header inside)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+
+from _paths import ROOT
+from synth.formats.nccl_tests.runs import load_runs
+from synth.model.nccl import NcclMachine, NcclModel
+from synth.model.nccl.runtime import _channel_cap, host_time_us, latency_us
+from topo_probe import cluster, get_preset
+
+MI350X = NcclMachine.from_topology(get_preset("mi355x"), gpus_per_process=8)
+LOG = ROOT / "tests" / "fixtures" / "real_logs" / "mi350x_8gpu_1node_all_reduce.txt"
+
+
+def test_one_host_ll_time_by_hand():
+    """64 KiB all_reduce on 8 x MI350X: NCCL's channel reduction leaves 2 of 56 channels (65536 <
+    nc x 512 threads x 8 B x 8 ranks for nc > 2); LL moves 2 x 7/8 x 65536 = 114,688 B per rank at
+    141 x 2 / 56 = 5.036 GB/s = 22.78 us, after RCCL's LL latency 12 + 14 hops x 0.8 = 23.2 us
+    (baseLat, rcclTuningModel[5] ring/LL xGMI hop): 45.98 us, above the host floor of one process
+    enqueueing 8 GPUs."""
+    model = NcclModel(MI350X)
+    assert model.table.graphs.n_channels == 56
+    c = model.choose("allreduce", 65536)
+    assert (c.algorithm, c.protocol, c.channels) == ("ring", "LL", 2)
+    lat = latency_us(model.table, "allreduce", "ring", "LL", model.params)
+    assert lat == pytest.approx((12.0 + 14 * 0.8) * model.params.latency_scale("gfx950", "LL"))
+    by_hand = lat + 2 * 7 / 8 * 65536 / (1000.0 * 141.0 * 2 / 56)
+    assert by_hand > host_time_us(model.params, 8, 2)
+    assert c.time_us == pytest.approx(by_hand)
+
+
+def test_several_hosts_stay_uncapped():
+    """Across hosts RCCL takes LL's bandwidth from its bwRatio tables, which the model does not hold."""
+    two = NcclMachine.from_topology(cluster("mi300x", nodes=2))
+    graphs = NcclModel(two).table.graphs
+    assert _channel_cap(two, "LL", 4, graphs) == math.inf
+    one = NcclMachine.from_topology(get_preset("mi300x"))
+    g1 = NcclModel(one).table.graphs
+    assert _channel_cap(one, "LL", 4, g1) == pytest.approx(141.0 * 4 / g1.n_channels)
+
+
+def test_mid_size_ll_rows_of_the_real_log():
+    """The log's 64-512 KiB rows take 50-61 us with 32 KiB per channel; uncapped, the model put them
+    on the 37-41 us host floor (26-50 % fast).  Capped, each is within 36 %, and no row the cap
+    leaves alone moves."""
+    run = next(iter(load_runs(LOG)))
+    model = NcclModel(MI350X)
+    errors = {}
+    for row in run.rows:
+        if 65536 <= row.size <= 524288:
+            c = model.choose("allreduce", row.size)
+            errors[row.size >> 10] = row.out_of_place.time_us / c.time_us - 1
+    assert set(errors) == {64, 128, 256, 512}
+    assert max(errors.values()) <= 0.36, errors
+    assert min(errors.values()) >= 0.05, errors
