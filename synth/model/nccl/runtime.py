@@ -190,11 +190,14 @@ def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPa
 def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> int:
     """Bytes the Simple protocol sends per network message (enqueue.cc): tree: 512 KiB, halved
     while a channel holds fewer than 8x/4x/1x tree-depth chunks (floors 128/64/32 KiB); NVLS(-tree):
-    the NVLS(-tree) chunk, cut to 64/32/16 KiB under 64x/8x/2x (channels x heads) chunks; ring: 2 MiB."""
+    the NVLS chunk, cut to 64/32/16 KiB under 64x/8x/2x (channels x heads) chunks; NVLS-tree: its own
+    rule (:func:`nvls_tree_chunk_bytes`); ring: 2 MiB."""
     m = t.machine
-    if algo in ("nvls", "nvls_tree"):
-        chunk = t.env.chunk_nvls_tree if algo == "nvls_tree" else 131072
-        ops = channels * (t.graphs.nvls.n_channels if t.graphs.nvls else 1)
+    ops = channels * (t.graphs.nvls.n_channels if t.graphs.nvls else 1)
+    if algo == "nvls_tree":
+        return nvls_tree_chunk_bytes(t.env.nvlstree_chunk, m.nodes, nbytes, ops)
+    if algo == "nvls":
+        chunk = 131072
         for mult, size in ((64, 65536), (8, 32768), (2, 16384)):
             if nbytes < mult * ops * chunk and chunk > size:
                 chunk = size
@@ -207,6 +210,26 @@ def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> i
     for mult, floor in ((8, 131072), (4, 65536), (1, 32768)):
         while per_channel / chunk < depth * mult and chunk > floor:
             chunk //= 2
+    return chunk
+
+
+def nvls_tree_chunk_bytes(max_chunk: int | None, nodes: int, nbytes: int, concurrent_ops: int) -> int:
+    """Bytes of one NVLS-tree chunk (NVIDIA/nccl v2.22.3-1 .. v2.28.3-1 src/enqueue.cc, the
+    ``NCCL_ALGO_NVLS_TREE`` branch of the chunk computation): the NVLS chunk (128 KiB,
+    ``NCCL_NVLS_CHUNKSIZE``), at most ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (``max_chunk``; unset: 64 KiB on
+    >= 4 nodes, else no cap), cut to 256/128/64/32 KiB while ``nbytes`` is under 32x/16x/4x/1x
+    ``concurrent_ops`` (channels x NVLS heads) chunks.  A ``max_chunk`` above 128 KiB is taken as the
+    chunk itself: the one platform that sets it (AWS p5) sets ``NCCL_NVLS_CHUNKSIZE`` alike.
+
+    >>> [nvls_tree_chunk_bytes(None, 2, n << 20, 128) for n in (4, 16, 64, 1024)]
+    [32768, 65536, 131072, 131072]
+    >>> [nvls_tree_chunk_bytes(None, 8, n << 20, 128) for n in (4, 16, 1024)]
+    [32768, 65536, 65536]
+    """
+    chunk = max_chunk if max_chunk else (65536 if nodes >= 4 else 131072)
+    for mult, size in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
+        if nbytes < mult * concurrent_ops * chunk and chunk > size:
+            chunk = size
     return chunk
 
 
@@ -302,14 +325,41 @@ def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPara
     return lat + n_inter * net
 
 
+def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes: int, params: ModelParams) -> float:
+    """µs a (NVLS-)tree's first Simple chunk takes to cross the network hops before every hop streams.
+
+    A tree is a pipeline: each step of NCCL's Simple primitives (src/device/prims_simple.h) forwards a
+    chunk only once the whole chunk has arrived from the hop before, so the last hop starts one chunk
+    time per network hop after the first.  NCCL's own latency table has no such term (its latencies do
+    not depend on the chunk).  The chunk is NCCL's (:func:`simple_chunk_bytes`, enqueue.cc), the rate one
+    channel's share of the node's NICs (channels spread evenly over them): on 2 x p5 (32 x 12.5 GB/s
+    EFA, 16 NVLS-tree channels, 512 KiB chunks from 2 GiB) about 2 x 512 KiB / 20 GB/s = 52 µs.
+    Only network hops: the one-host logs' fitted latency scales already hold the NVLink hops'.
+
+    >>> from topo_probe import cluster
+    >>> from synth.model.nccl import NcclModel
+    >>> t = NcclModel(NcclMachine.from_topology(cluster("dgx-h100", nodes=2))).table
+    >>> p = ModelParams(net_eff={"*": 0.8})
+    >>> pipeline_fill_us(t, "nvls_tree", "Simple", 16, 1 << 30, p)      # 2 hops x 128 KiB / (400 x 0.8 / 16 GB/s)
+    13.1072
+    """
+    m = t.machine
+    if m.nodes == 1 or proto != "Simple" or algo not in ("tree", "nvls_tree"):
+        return 0.0
+    chunk = simple_chunk_bytes(t, algo, nbytes, channels)
+    rate = _net_bw(m, params) / max(channels, m.visible_nics()[0])        # GB/s of one channel
+    return _hops(m, "allreduce", algo)[1] * chunk / (1000.0 * rate)
+
+
 def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
                        params: ModelParams) -> float:
     """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` run as ``algo``/``proto`` on
     ``channels`` channels (GPUs per process: the machine's)."""
-    t_dev = latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
+    t_dev = (latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
+             + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
     return max(host_time_us(params, t.machine.gpus_per_process, channels), t_dev)
 
 
 __all__ = ["host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
-           "ring_capacity_gbs", "simple_chunk_bytes", "nvls_chunk_overhead_us", "hop_latencies_us", "latency_us",
-           "collective_time_us"]
+           "ring_capacity_gbs", "simple_chunk_bytes", "nvls_tree_chunk_bytes", "nvls_chunk_overhead_us",
+           "pipeline_fill_us", "hop_latencies_us", "latency_us", "collective_time_us"]
