@@ -43,13 +43,22 @@ def host_swaps(names: list[str], cap: dict[tuple[int, int], int], n: int) -> lis
     for h in hosts[1:] if hosts[:1] == [0] else []:
         pattern = re.compile(rf"(?<![0-9A-Za-z_])h(0|{h})\.")
         mapped = [pattern.sub(lambda m: f"h{h if m.group(1) == '0' else 0}.", x) for x in names]
-        index = {x: k for k, x in enumerate(names)}
-        if len(set(mapped)) != len(names) or any(x not in index for x in mapped):
-            continue
-        perm = [index[x] for x in mapped]
-        if {(perm[u], perm[v]): c for (u, v), c in cap.items()} == cap and all(p < n for p in perm[:n]):
-            out.append(perm[:n])
+        perm = _automorphism(names, mapped, cap, n)
+        if perm is not None:
+            out.append(perm)
     return out
+
+
+def _automorphism(names: list[str], mapped: list[str], cap: dict[tuple[int, int], int], n: int) -> list[int] | None:
+    """The GPU permutation that renaming each node ``names[k]`` to ``mapped[k]`` makes, where that
+    renaming is a permutation of the nodes that maps GPUs to GPUs and ``cap`` onto itself; else None."""
+    index = {x: k for k, x in enumerate(names)}
+    if len(set(mapped)) != len(names) or any(x not in index for x in mapped):
+        return None
+    perm = [index[x] for x in mapped]
+    if {(perm[u], perm[v]): c for (u, v), c in cap.items()} == cap and all(p < n for p in perm[:n]):
+        return perm[:n]
+    return None
 
 
 def index_swaps(names: list[str], cap: dict[tuple[int, int], int], n: int) -> list[list[int]]:
@@ -68,17 +77,14 @@ def index_swaps(names: list[str], cap: dict[tuple[int, int], int], n: int) -> li
         return []
     per_host = next(iter(gpus.values()))
     kinds = {k for (h, k), c in count.items() if c == per_host}
-    index = {x: k for k, x in enumerate(names)}
     out = []
     for i, j in itertools.combinations(range(per_host), 2):
         swap = {str(i): str(j), str(j): str(i)}
         mapped = [f"{m.group(1)}{m.group(2)}{swap.get(m.group(3), m.group(3))}" if m and m.group(2) in kinds else x
                   for x, m in zip(names, parts)]
-        if len(set(mapped)) != len(names) or any(x not in index for x in mapped):
-            continue
-        perm = [index[x] for x in mapped]
-        if {(perm[u], perm[v]): c for (u, v), c in cap.items()} == cap and all(p < n for p in perm[:n]):
-            out.append(perm[:n])
+        perm = _automorphism(names, mapped, cap, n)
+        if perm is not None:
+            out.append(perm)
     return out
 
 
