@@ -6,8 +6,9 @@ graph: a row holds how many of each class are inside, the first ones of each cla
 the switches are stars a subset's in-cut is a sum over edges, computed for all rows at once;
 elsewhere it is one max-flow per row, except that on a cluster, hosts whose swap (every node
 ``h<a>.x`` with ``h<b>.x``) maps the capacity graph onto itself give equal cuts to a subset
-and its image, so each orbit's max-flow runs once (2 x dgx-h100 rail: 2^16 max-flows -> 2^15 +
-2^7).  :func:`best_ratio` finds the enumeration's maximum ratio with NumPy floats and settles it
+and its image, and so do swaps of two local indices on every host at once (:func:`index_swaps`),
+so each orbit's max-flow runs once (2 x dgx-h100 rail: 2^16 max-flows -> 2^15 + 2^7 with the
+host swap, 653 with the swaps within each CPU socket too).  :func:`best_ratio` finds the enumeration's maximum ratio with NumPy floats and settles it
 among the near-best rows exactly, in row order, so its value and witness are those of the loop
 over rows it replaces.
 """
@@ -22,7 +23,7 @@ import numpy as np
 
 from topo_probe.errors import TopologyError
 
-__all__ = ["CutTable", "best_ratio", "host_swaps", "maxflow_table"]
+__all__ = ["CutTable", "best_ratio", "host_swaps", "index_swaps", "maxflow_table"]
 
 
 class CutTable:
@@ -42,12 +43,48 @@ def host_swaps(names: list[str], cap: dict[tuple[int, int], int], n: int) -> lis
     for h in hosts[1:] if hosts[:1] == [0] else []:
         pattern = re.compile(rf"(?<![0-9A-Za-z_])h(0|{h})\.")
         mapped = [pattern.sub(lambda m: f"h{h if m.group(1) == '0' else 0}.", x) for x in names]
-        index = {x: k for k, x in enumerate(names)}
-        if len(set(mapped)) != len(names) or any(x not in index for x in mapped):
-            continue
-        perm = [index[x] for x in mapped]
-        if {(perm[u], perm[v]): c for (u, v), c in cap.items()} == cap and all(p < n for p in perm[:n]):
-            out.append(perm[:n])
+        perm = _automorphism(names, mapped, cap, n)
+        if perm is not None:
+            out.append(perm)
+    return out
+
+
+def _automorphism(names: list[str], mapped: list[str], cap: dict[tuple[int, int], int], n: int) -> list[int] | None:
+    """The GPU permutation that renaming each node ``names[k]`` to ``mapped[k]`` makes, where that
+    renaming is a permutation of the nodes that maps GPUs to GPUs and ``cap`` onto itself; else None."""
+    index = {x: k for k, x in enumerate(names)}
+    if len(set(mapped)) != len(names) or any(x not in index for x in mapped):
+        return None
+    perm = [index[x] for x in mapped]
+    if {(perm[u], perm[v]): c for (u, v), c in cap.items()} == cap and all(p < n for p in perm[:n]):
+        return perm[:n]
+    return None
+
+
+def index_swaps(names: list[str], cap: dict[tuple[int, int], int], n: int) -> list[list[int]]:
+    """GPU permutations (of ``0 .. n-1``, the first ``n`` of ``names``) that swapping two local
+    indices ``i`` and ``j`` on every host at once makes (``h<k>.<kind><i>`` with
+    ``h<k>.<kind><j>``, for the kinds with as many nodes per host as the host has GPUs: GPUs, their
+    PCIe switches, NICs), where that maps the capacity graph ``cap`` onto itself: on 2 x dgx-h100
+    rail the swaps within each CPU socket (GPUs 0-3, 4-7), whose GPUs differ only by rail."""
+    parts = [re.fullmatch(r"(h\d+\.)([A-Za-z_]+)(\d+)", x) for x in names]
+    count: dict[tuple[str, str], int] = {}
+    for m in parts:
+        if m:
+            count[m.group(1), m.group(2)] = count.get((m.group(1), m.group(2)), 0) + 1
+    gpus = {m.group(1): count[m.group(1), m.group(2)] for m in parts[:n] if m}
+    if len(gpus) < 1 or len(set(gpus.values())) != 1 or not all(parts[:n]):
+        return []
+    per_host = next(iter(gpus.values()))
+    kinds = {k for (h, k), c in count.items() if c == per_host}
+    out = []
+    for i, j in itertools.combinations(range(per_host), 2):
+        swap = {str(i): str(j), str(j): str(i)}
+        mapped = [f"{m.group(1)}{m.group(2)}{swap.get(m.group(3), m.group(3))}" if m and m.group(2) in kinds else x
+                  for x, m in zip(names, parts)]
+        perm = _automorphism(names, mapped, cap, n)
+        if perm is not None:
+            out.append(perm)
     return out
 
 
@@ -55,10 +92,11 @@ def _orbit_rows(inside: np.ndarray, perms: list[list[int]]) -> np.ndarray:
     """For each row (a GPU subset, ``inside``: rows x GPUs, every class one GPU), the first row
     of its orbit under the GPU permutations ``perms``: the row whose cut it shares."""
     n = inside.shape[1]
-    masks = (inside.astype(np.int64) << np.arange(n)).sum(axis=1)
+    bits = inside.astype(np.int64)
+    masks = (bits << np.arange(n)).sum(axis=1)
     row_of = np.empty(1 << n, dtype=np.int64)
     row_of[masks] = np.arange(len(masks))
-    images = [row_of[(inside.astype(np.int64) << np.array(p)).sum(axis=1)] for p in perms]
+    images = [row_of[(bits << np.array(p)).sum(axis=1)] for p in perms]
     rep = np.arange(len(masks))
     while True:                               # the least row of each orbit, by propagation
         new = rep
@@ -71,11 +109,11 @@ def _orbit_rows(inside: np.ndarray, perms: list[list[int]]) -> np.ndarray:
 
 def maxflow_table(g, classes: list[list[int]], perms: list[list[int]]) -> CutTable:
     """The table by max-flow (``g``: the cut module's resource graph), rows in the order of
-    ``itertools.product`` over the classes' counts; ``perms`` (from :func:`host_swaps`, used
-    only when every class is one GPU) share cuts within orbits."""
+    ``itertools.product`` over the classes' counts; ``perms`` (from :func:`host_swaps` and
+    :func:`index_swaps`, used only when every class is one GPU) share cuts within orbits."""
     n = g.n
     radix = [len(c) + 1 for c in classes]
-    vecs = np.array(list(itertools.product(*(range(r) for r in radix))), dtype=np.int64).reshape(-1, len(classes))
+    vecs = np.indices(radix, dtype=np.int64).reshape(len(radix), -1).T     # itertools.product's order
     inside = np.zeros((len(vecs), n), dtype=bool)
     for k, members in enumerate(classes):
         for pos, x in enumerate(members):

@@ -10,7 +10,7 @@ from ortools.graph.python import max_flow
 
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric
-from synth.model.cut_table import CutTable, best_ratio, host_swaps, maxflow_table
+from synth.model.cut_table import CutTable, best_ratio, host_swaps, index_swaps, maxflow_table
 from topo_probe.errors import TopologyError
 
 #: exhaustive subset enumeration up to this many GPUs; Dinkelbach max-flow beyond
@@ -153,8 +153,8 @@ def _twin_classes(g: _Graph) -> list[list[int]]:
 def _cut_table(g: _Graph, perms: list[list[int]] | None = None) -> CutTable:
     """``in(S) * denom`` for every subset up to twin classes (:class:`synth.model.cut_table.CutTable`):
     one vectorised sum where the switches are stars (rows in bit order), else max-flows (rows in
-    ``itertools.product`` order; ``perms``: host swaps that share cuts, see
-    :func:`synth.model.cut_table.host_swaps`)."""
+    ``itertools.product`` order; ``perms``: host and index swaps that share cuts, see
+    :func:`synth.model.cut_table.host_swaps` and :func:`~synth.model.cut_table.index_swaps`)."""
     n = g.n
     if g.switches_are_stars():
         masks = np.arange(1 << n, dtype=np.int64)
@@ -192,7 +192,9 @@ def _tables(g: _Graph, fabric: Fabric | None) -> CutTable:
     tables = fabric.memo("cut_tables") if fabric is not None else {}
     key = (g.n, g.denom, tuple(sorted(g.cap.items())))
     if key not in tables:
-        tables[key] = _cut_table(g, host_swaps(g.names, g.cap, g.n) if fabric is not None and fabric.shape else None)
+        perms = host_swaps(g.names, g.cap, g.n) + index_swaps(g.names, g.cap, g.n) if fabric is not None and fabric.shape \
+            else None
+        tables[key] = _cut_table(g, perms)
     return tables[key]
 
 

@@ -14,7 +14,7 @@ what the search charged, charge by charge: the same answer and the same clock as
 ``synthesize`` meets this where a reduce's trees are its broadcast's run backwards: at the
 links' effective capacities :func:`synth.solve.bwopt.optimal.bandwidth_optimal` stages the
 broadcast forest once for ``broadcast`` and again, with the same inputs, as the mirror of
-``reduce`` (2 x dgx-h100 rail: about 9 s of CPU each).  The stagings are kept on the fabric
+``reduce`` (2 x dgx-h100 rail: about 2.5 s of CPU each).  The stagings are kept on the fabric
 object (:meth:`synth.ir.fabric.Fabric.memo`), like its cut tables; a search ended by a wall-clock
 safety limit (:mod:`synth.solve.budget`) is not kept.
 """

@@ -20,6 +20,7 @@ from fractions import Fraction
 import numpy as np
 
 from synth.solve.budget import SolveBudget, budget_or_new, limit_cp_sat
+from synth.solve.bwopt.staging_clock import StagingClock
 from synth.solve.bwopt.staging_proofs import perfect_possible, staging_possible
 from synth.solve.bwopt.staging_seed import SEED_S, count_seed, place_greedily
 from synth.solve.bwopt.tree_batch import Batch, Bundle
@@ -30,12 +31,12 @@ __all__ = ["IMPERFECT_S", "QUICK_S", "Staged", "StagingClock", "fits", "greedy_s
 
 #: clock seconds (deterministic CP-SAT time) per step count in the first, ascending pass of :func:`stage`
 QUICK_S = 1.0
-#: clock seconds per step count in the descending pass of :func:`stage` where no perfect staging exists
-#: (:func:`~synth.solve.bwopt.staging_proofs.perfect_possible`): small models still find their few-step
-#: stagings (pcie-8gpu-2socket broadcast: 3 steps), large ones stop early (2 x dgx-h100 rail broadcast:
-#: 15 clock s there found nothing, and 48 in all gave 24 whole rounds in 11 steps, where the greedy
-#: staging has 25 in 15); there CP-SAT starts from :mod:`synth.solve.bwopt.staging_seed`'s staging, over
-#: its bundles (rail: 22 whole rounds in 10 steps)
+#: clock seconds of CP-SAT in the descending pass of :func:`stage` where no perfect staging exists
+#: (:func:`~synth.solve.bwopt.staging_proofs.perfect_possible`), once, from the best of the seeds
+#: (:mod:`synth.solve.bwopt.staging_seed`) at those step counts, over its bundles: small models still
+#: find their few-step stagings (pcie-8gpu-2socket broadcast: 3 steps), large ones stop early (2 x dgx-h100
+#: rail broadcast: 15 clock s over every bundle found nothing; from the seed, 25 whole rounds in 11 steps,
+#: where the greedy staging has 26 in 15)
 IMPERFECT_S = 0.3
 
 
@@ -61,32 +62,6 @@ class Staged:
     @property
     def steps(self) -> int:
         return len(self.z)
-
-
-class StagingClock:
-    """How :func:`stage` reads its window's time left: ``share(s)`` is ``min(left / 3, s)``, a
-    solve's limit; ``enough(m)`` is ``left >= m``.  Each read records the least window limit
-    under which it decides the same as with any larger one (``need``, clock seconds), and
-    ``clipped`` whether some read fell short of that (a limit cut by the time left).  A staging
-    that was never clipped is what any window of at least ``need`` gives: the same solves, with
-    the same limits, charging the same clock (:mod:`synth.solve.bwopt.stage_reuse`)."""
-
-    def __init__(self) -> None:
-        self.window = None
-        self.need = 0.0
-        self.clipped = False
-
-    def _read(self, threshold: float) -> float:
-        spent = self.window.spent_s()
-        self.need = max(self.need, spent + threshold)
-        self.clipped = self.clipped or self.window.limit_s - spent < threshold
-        return self.window.limit_s - spent
-
-    def share(self, seconds: float) -> float:
-        return min(self._read(3 * seconds) / 3, seconds)
-
-    def enough(self, seconds: float) -> bool:
-        return self._read(seconds) >= seconds
 
 
 def fits(model: ChannelModel, load_q: np.ndarray, rounds: int) -> bool:
@@ -146,11 +121,11 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     the first perfect staging found ends the search (fewest steps); step counts at which
     :func:`~synth.solve.bwopt.staging_proofs.perfect_possible` proves that none exists are
     skipped.  Otherwise step counts are tried from ``min(R, depth + 2)`` down to the longest
-    shortest path (those without a perfect staging for :data:`IMPERFECT_S` clock seconds, seeded:
-    :func:`_seeded_cp`; those where :func:`~synth.solve.bwopt.staging_proofs.staging_possible`
-    proves that no staging at all exists not at all); the search goes down while stagings stay
-    perfect and ends at the time limit (at most 60 clock seconds).  Hints: the batch without
-    delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
+    shortest path (:func:`_descend`: those without a perfect staging get a seed each, and the
+    best seed alone :data:`IMPERFECT_S` clock seconds of CP-SAT; those where
+    :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging at all
+    exists nothing); the search goes down while stagings stay perfect and ends at the time limit
+    (at most 60 clock seconds).  Hints: the batch without delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
     gives CP-SAT the lower bound ``sum z >= c / upper_rate``.  Falls back to
     :func:`greedy_staging` where the quick pass found no staging, else to the batch's own trees
     without delays.  The result carries its proven lower bound (:class:`Staged`).  Time is
@@ -177,39 +152,18 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
         if ring_hint:                         # the rings are bandwidth-optimal here: offer them
             top = max(top, model.n - 1)
         lb = math.ceil(c / upper_rate * (1 - 1e-9)) if upper_rate else 1
-        quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1),
-                               lambda S: ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None,
+        def hint_at(S: int, ring_hint=ring_hint, hint=hint) -> dict | None:
+            return ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
+        quick = _first_perfect(model, levels, sources, c, R, range(max(shortest, 1), top + 1), hint_at,
                                lb, clock, settled := set(), no_perfect := set(), budget)
         for got in quick or [greedy_staging(model, batch, mult)]:     # none found: the greedy one to beat
             best = got if _better(got, best) else best
         if quick and sum(quick[-1].z) == R:     # the fewest steps a perfect staging can have at this batch
             break
-        perfect, none_upto, seeds = False, 0, {}      # none_upto: no staging at all in this many steps
-        for S in range(top, shortest - 1, -1):
-            if not clock.enough(0.5):
-                return _labelled(best, upper_rate, shortest)
-            if S in settled:            # proven in the first pass, and not perfect there
-                if perfect:
-                    break
-                continue
-            use = ring_hint if ring_hint and S >= model.n - 1 else hint if S >= depth else None
-            share = IMPERFECT_S if S in no_perfect else 5.0 if perfect else 15.0
-            limit = clock.share(share)
-            if S <= none_upto or not staging_possible(model, levels, sources, c, R, S, budget):
-                none_upto = max(none_upto, S)         # CP-SAT would find none (it answers None then)
-                if perfect:
-                    break
-                continue
-            got = (_seeded_cp(model, levels, sources, c, R, S, clock, budget, seeds, limit, lb) if S in no_perfect
-                   else _stage_cp(model, levels, sources, c, R, S, use, limit, budget, lb))
-            if got is None or sum(got.z) > R:
-                if perfect:
-                    break
-                if got is None:
-                    continue
-            if _better(got, best):
-                best = got
-            perfect = perfect or sum(got.z) == R
+        best, timed_out = _descend(model, levels, sources, c, R, range(top, shortest - 1, -1), hint_at, lb, clock,
+                                   settled, no_perfect, budget, best)
+        if timed_out:
+            return _labelled(best, upper_rate, shortest)
         if Fraction(sum(best.z), best.chunks) <= Fraction(batch.rounds, batch.chunks):
             break
     return _labelled(best, upper_rate, shortest)
@@ -231,19 +185,65 @@ def _seeded(model: ChannelModel, levels: dict, sources: list[int], c: int, R: in
     return _compacted(Staged(c, R, z, {}, "seeded"), placed, sources), placed, [max(v, 1) for v in z]
 
 
-def _seeded_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, S: int,
-               clock: StagingClock, budget: SolveBudget, known: dict, limit: float, lower: int) -> Staged | None:
-    """The better of the seed at ``S`` steps (:func:`_seeded`; ``known``: the count model's answers
-    at this ``c`` and ``R``) and CP-SAT's staging (:func:`_stage_cp`, ``limit`` clock seconds) over
-    the seed's bundles with the seed as its complete hint; None where the count model found no
-    counts (CP-SAT is not asked then)."""
-    seed = _seeded(model, levels, sources, c, R, S, clock, budget, known)
-    if seed is None:
+def _descend(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, steps: range, hint_for,
+             lower: int, clock: StagingClock, settled: set[int], no_perfect: set[int], budget: SolveBudget,
+             best: Staged) -> tuple[Staged, bool]:
+    """:func:`stage`'s descending pass over ``steps``: the best of ``best`` and the stagings found,
+    and whether the window's time ran out (then CP-SAT polished no seed).
+
+    A step count of ``settled`` is skipped (proven in the quick pass); one where
+    :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging exists (and
+    every step count below it) gets nothing.  One of ``no_perfect`` gets
+    :mod:`synth.solve.bwopt.staging_seed`'s staging (:func:`_seeded`), no CP-SAT; after the pass
+    CP-SAT starts once from the best seed (fewest rounds per chunk, then steps, then step count),
+    over its bundles at its step count, for :data:`IMPERFECT_S` clock seconds (:func:`_polish`).
+    Any other step count gets CP-SAT (15 clock seconds, 5 once a perfect staging was found, with
+    ``hint_for(S)``); the pass goes down while stagings stay perfect: the first step count without
+    one after a perfect one ends it (its answer could not win)."""
+    perfect, none_upto, known, seeds = False, 0, {}, []       # none_upto: no staging at all in this many steps
+    for S in steps:
+        if not clock.enough(0.5):
+            return best, True
+        if S in settled or (perfect and S in no_perfect):     # proven in the first pass, or not perfect
+            if perfect:
+                break
+            continue
+        limit = None if S in no_perfect else clock.share(5.0 if perfect else 15.0)
+        if S <= none_upto or not staging_possible(model, levels, sources, c, R, S, budget):
+            none_upto = max(none_upto, S)         # CP-SAT would find none (it answers None then)
+            if perfect:
+                break
+            continue
+        if limit is None:
+            seed = _seeded(model, levels, sources, c, R, S, clock, budget, known)
+            if seed is not None:
+                seeds.append((S, seed))
+                best = seed[0] if _better(seed[0], best) else best
+            continue
+        got = _stage_cp(model, levels, sources, c, R, S, hint_for(S), limit, budget, lower)
+        if got is None or sum(got.z) > R:
+            if perfect:
+                break
+            if got is None:
+                continue
+        if _better(got, best):
+            best = got
+        perfect = perfect or sum(got.z) == R
+    got = _polish(model, levels, sources, c, R, seeds, clock, budget, lower) if seeds else None
+    return (got if got is not None and _better(got, best) else best), False
+
+
+def _polish(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, seeds: list, clock: StagingClock,
+            budget: SolveBudget, lower: int) -> Staged | None:
+    """CP-SAT (:func:`_stage_cp`, :data:`IMPERFECT_S` clock seconds) over the bundles of the best of
+    ``seeds`` (``(S, seed)`` pairs of :func:`_seeded`: fewest rounds per chunk, then fewest steps,
+    then the smallest ``S``) at its ``S`` steps, with the seed as its complete hint; None where the
+    window has no time left for it or CP-SAT found nothing."""
+    if not clock.enough(0.5):
         return None
-    staged, placed, z_hint = seed
-    got = _stage_cp(model, {b: levels[b] for b, _ in placed}, sources, c, R, S, placed, limit, budget, lower,
-                    z_hint=z_hint)
-    return got if got is not None and _better(got, staged) else staged
+    S, (_, placed, z_hint) = min(seeds, key=lambda e: (Fraction(sum(e[1][0].z), c), e[1][0].steps, e[0]))
+    return _stage_cp(model, {b: levels[b] for b, _ in placed}, sources, c, R, S, placed,
+                     clock.share(IMPERFECT_S), budget, lower, z_hint=z_hint)
 
 
 def _bundle_levels(model: ChannelModel, bundle: Bundle) -> list[np.ndarray]:
@@ -352,11 +352,14 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
             for r in np.flatnonzero(load):
                 step.setdefault((int(r), d + lvl), []).append((int(load[r]) * dens[r], x))
     total: dict[int, list] = {}
-    for (r, t), ts in step.items():
-        m.Add(sum(a * x for a, x in ts) <= z[t] * unit[r])
+    added: set[tuple] = set()      # rows repeated by resources with the same loads and capacity (about
+    for (r, t), ts in step.items():      # 4 in 10 on 2 x dgx-h100 rail): each once, for presolve
+        if _new_row(added, ts, (t, unit[r])):
+            m.Add(sum(a * x for a, x in ts) <= z[t] * unit[r])
         total.setdefault(r, []).extend(ts)
     for r, ts in total.items():
-        m.Add(sum(a * x for a, x in ts) <= R * unit[r])
+        if _new_row(added, ts, R * unit[r]):
+            m.Add(sum(a * x for a, x in ts) <= R * unit[r])
     if hint:
         for b, d, x in cols:
             m.AddHint(x, hint.get((b, d), 0))
@@ -377,3 +380,13 @@ def _stage_cp(model: ChannelModel, levels: dict, sources: list[int], c: int, R: 
             for s, p in b:
                 counts[s].append((p, d, int(solver.Value(x))))
     return Staged(c, R, [int(solver.Value(v)) for v in z], counts)
+
+
+def _new_row(added: set[tuple], terms: list, bound) -> bool:
+    """Whether the row of ``terms`` (``(coefficient, variable)``) within ``bound`` is not in
+    ``added`` yet (then it is added): the same constraint twice only slows CP-SAT's presolve."""
+    key = (bound, tuple(sorted((x.Index(), a) for a, x in terms)))
+    if key in added:
+        return False
+    added.add(key)
+    return True

@@ -12,6 +12,7 @@ source within those totals, no staging can.  The LPs' capacities get a relative 
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -58,11 +59,12 @@ def _carried(model: ChannelModel, levels: dict, sources: list[int], c: int, S: i
     if not cols:
         return False
     carried = lp.NumVar(0, c, "")
+    held = [{src for src, _ in b} for b, _ in cols]
     for s in sources:                             # sum of the bundles holding s >= carried
         row = lp.Constraint(0, lp.infinity())
         row.SetCoefficient(carried, -1)
-        for b, x in cols:
-            if any(src == s for src, _ in b):
+        for (_, x), srcs in zip(cols, held):
+            if s in srcs:
                 row.SetCoefficient(x, 1)
     total = np.array([sum(levels[b]) for b, _ in cols], dtype=np.int64)       # bundles x resources
     for r in np.flatnonzero(total.any(axis=0)).tolist():
@@ -78,15 +80,24 @@ def _carried(model: ChannelModel, levels: dict, sources: list[int], c: int, S: i
 def step_capacity(per_round: Fraction, R: int, S: int) -> int:
     """The most whole units a resource carrying ``per_round`` units per round can move in ``S``
     steps of whole rounds ``z_t >= 1`` summing to ``R``: ``max sum_t floor(z_t * per_round)``
-    (max-plus convolution, exact).
+    (max-plus convolution, exact; -1 where ``S > R``).
 
     >>> [step_capacity(Fraction(96, 25), 12, S) for S in (1, 2, 3, 12)]     # 3.84: 46, 23+23, 15+15+15, 12 x 3
     [46, 46, 45, 36]
     """
-    one = np.array([-1] + [(z * per_round.numerator) // per_round.denominator for z in range(1, R + 1)],
-                   dtype=object)
-    best = one.copy()
-    for _ in range(S - 1):
-        best = np.array([-1] + [max((one[a] + best[m - a] for a in range(1, m) if best[m - a] >= 0), default=-1)
-                                for m in range(1, R + 1)], dtype=object)
-    return int(best[R])
+    table = _step_capacities(per_round, R)
+    return table[S - 1] if S <= len(table) else -1
+
+
+@functools.lru_cache(maxsize=1024)
+def _step_capacities(per_round: Fraction, R: int) -> tuple[int, ...]:
+    """:func:`step_capacity` of ``R`` rounds at 1, 2, ..., ``R`` steps, each step count's
+    max-plus convolution made from the one before: one table per capacity and ``R`` (the
+    staging's proofs ask every resource at every step count)."""
+    one = [-1] + [(z * per_round.numerator) // per_round.denominator for z in range(1, R + 1)]
+    best, out = one, [one[R]]
+    for _ in range(R - 1):
+        best = [-1] + [max((one[a] + best[m - a] for a in range(1, m) if best[m - a] >= 0), default=-1)
+                       for m in range(1, R + 1)]
+        out.append(best[R])
+    return tuple(out)

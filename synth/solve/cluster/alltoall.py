@@ -149,13 +149,16 @@ def _solve_lp(q: _Quotient, time_limit_s: float, budget: SolveBudget):
             var = lp.NumVar(0.0, 1.0, f"x[{cls},{a},{b},{k}]")
             one.SetCoefficient(var, 1.0)
             x[(cls, a, b, k)] = var
-            coef: dict = {}                 # exact sums, set in name order: the same LP whatever
-            for _, pid, f in q.entries(cls, a, b, opt):     # order the fabric lists its routes in
+            entries = q.entries(cls, a, b, opt)          # fractions (rationals)
+            den = math.lcm(*(f.denominator for _, _, f in entries))
+            coef: dict = {}                 # exact sums (integers over den), set in name order: the same
+            for _, pid, f in entries:       # LP whatever order the fabric lists its routes in
+                step = f.numerator * (den // f.denominator)
                 for r, m in mult[(cls, pid)].items():
                     if r in rows:
-                        coef[r] = coef.get(r, 0) + Fraction(f) * m
-            for r in sorted(coef):
-                rows[r].SetCoefficient(var, float(coef[r]))
+                        coef[r] = coef.get(r, 0) + step * m
+            for r in sorted(coef):          # int / int is correctly rounded, as float(Fraction) is
+                rows[r].SetCoefficient(var, coef[r] / den)
     lp.Minimize(T)
     status = solve_lp(lp, budget)
     if status != pywraplp.Solver.OPTIMAL:

@@ -13,7 +13,7 @@ import pytest
 from synth.ir.fabric import build_fabric
 from synth.model import cuts
 from synth.model.bounds import lower_bounds
-from synth.model.cut_table import CutTable, best_ratio, host_swaps
+from synth.model.cut_table import CutTable, best_ratio, host_swaps, index_swaps, maxflow_table
 from synth.model.physics import cost_params_for
 from topo_probe.machines.clusters import cluster, with_nics
 from topo_probe.machines.generators import add_pcie_tree, line
@@ -55,6 +55,25 @@ def test_host_swaps_map_the_capacity_graph_onto_itself():
     assert host_swaps(g.names, g.cap, g.n) == [list(range(8, 16)) + list(range(8))]
     (u, v), c = next(iter(g.cap.items()))
     assert host_swaps(g.names, {**g.cap, (u, v): c + 1}, g.n) == []
+
+
+def test_index_swaps_are_the_swaps_within_each_socket_and_share_only_equal_cuts():
+    """By hand on 2 x dgx-h100 rail: GPUs i and j (and i + 8, j + 8) swap where both sit on one
+    CPU socket (0-3 or 4-7: 2 x 6 swaps), not across (the sockets' PCIe trees differ); moving one
+    capacity of GPU 1's makes the swaps that move GPU 1 no automorphism.  The table that shares
+    cuts through them is the table of one max-flow per row."""
+    g = cuts._Graph(build_fabric(cluster("dgx-h100", 2, rail_optimized=True)))
+    swaps = index_swaps(g.names, g.cap, g.n)
+    pairs = sorted(tuple(i for i in range(8) if p[i] != i) for p in swaps)
+    assert pairs == sorted(itertools.chain(itertools.combinations(range(4), 2), itertools.combinations(range(4, 8), 2)))
+    for p in swaps:
+        assert all(p[i + 8] == p[i] + 8 for i in range(8))
+    (u, v), c = next((e, c) for e, c in g.cap.items() if e[0] == 1)
+    assert len(index_swaps(g.names, {**g.cap, (u, v): c + 1}, g.n)) == 12 - 3
+    classes = cuts._twin_classes(g)
+    shared = maxflow_table(g, classes, host_swaps(g.names, g.cap, g.n) + swaps)
+    alone = maxflow_table(g, classes, [])
+    assert np.array_equal(shared.cut, alone.cut) and np.array_equal(shared.out, alone.out)
 
 
 def _loop(table: CutTable, out: bool, n: int, num, allow, denom):

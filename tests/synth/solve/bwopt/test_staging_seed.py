@@ -8,7 +8,7 @@ from fractions import Fraction
 
 import numpy as np
 import pytest
-from test_staging import _aggregate_feasible, _check_staging, _forest, _levels
+from test_staging import _aggregate_feasible, _check_staging, _Clock, _forest, _levels
 
 from synth.ir.fabric import build_fabric
 from synth.model.physics import cost_params_for
@@ -97,9 +97,3 @@ def test_count_seed_prefers_shallow_bundles():
     levels = {deep: [np.array([0]), np.array([1])], shallow: [np.array([1])]}
     assert count_seed(Model, levels, [0], 3, 1, 2, 1.0, SolveBudget()) == {shallow: 3}
     assert count_seed(Model, levels, [0], 5, 1, 2, 1.0, SolveBudget()) is None     # 5 > 4 per round
-
-
-class _Clock:
-    """A staging clock with all the time it asks for."""
-    def share(self, seconds: float) -> float:
-        return seconds
