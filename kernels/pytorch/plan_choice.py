@@ -22,6 +22,7 @@ import weakref
 
 from kernels.comm.communicator import nccl_bytes, resolve_topology
 from kernels.comm.route import Route, plan_route, substituted
+from kernels.pytorch.agreement import DATA_BYTES_MAX
 from kernels.pytorch.host_cost import host_time_us
 from synth.plan.selector import NCCL, ScheduleSelector
 
@@ -84,11 +85,12 @@ def host_fallback(selector: ScheduleSelector, route: Route) -> Route:
     if route.planned or not route.ran.startswith("best:") or route.schedule is None:
         return route
     from synth.baselines import BASELINES
-    best, best_us = None, host_time_us(route.schedule, route.nbytes)
+    best, best_us = None, host_time_us(route.schedule, route.nbytes, DATA_BYTES_MAX)
     for algo in BASELINES:
         choice = selector.select_baseline(algo, route.collective, route.root)
-        if choice is not None and host_time_us(choice.schedule, route.nbytes) < best_us:
-            best, best_us = choice, host_time_us(choice.schedule, route.nbytes)
+        us = None if choice is None else host_time_us(choice.schedule, route.nbytes, DATA_BYTES_MAX)
+        if us is not None and us < best_us:
+            best, best_us = choice, us
     if best is None or best.label == route.ran:
         return route
     return substituted(route, best, f"the host transport's cost model picks {best.label} "

@@ -132,6 +132,17 @@ class GroupTransport:
     def recv(self, tensor: torch.Tensor, peer: int, tag: int) -> None:
         self.group.recv([tensor], peer, tag).wait()
 
+    def recv_reduce(self, tensor: torch.Tensor, peer: int, tag: int, reduce) -> None:
+        """Receive into ``tensor`` and call ``reduce(start, stop)`` on element ranges of it: as
+        pieces arrive where the group has :meth:`~kernels.pytorch.sockets.SocketMesh.recv_pieces`
+        (CPU tensors), else once over the whole message."""
+        pieces = getattr(self.group, "recv_pieces", None)
+        if pieces is None or tensor.device.type != "cpu":
+            self.recv(tensor, peer, tag)
+            reduce(0, tensor.numel())
+        else:
+            pieces(tensor, peer, tag, reduce)
+
     def finish(self) -> None:
         sends, self.sends = self.sends, []
         for work, _ in sends:
@@ -200,9 +211,8 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
             elif kind == RECV_COPY:
                 transport.recv(view(o.dst), peer, tag)
             elif kind == RECV_REDUCE:
-                tmp = temps.take(o.src.size)
-                transport.recv(tmp, peer, tag)
-                combine(view(o.dst), view(o.acc), tmp, binop_for(o.premul, op, n))
+                _recv_reduce(transport, temps.take(o.src.size), peer, tag, view(o.dst), view(o.acc),
+                             binop_for(o.premul, op, n))
             elif kind == LOCAL:
                 _local(o, view, op, n)
         transport.finish()
@@ -243,6 +253,16 @@ class _Temps:
         if self.pool is not None:
             self._kept.pool = None
 
+
+
+def _recv_reduce(transport, tmp: torch.Tensor, peer: int, tag: int, dst, acc, binop) -> None:
+    """``dst = acc (binop) message``, the message received into ``tmp``; element by element the
+    same operation whether the transport hands it over whole or in pieces."""
+    if not hasattr(transport, "recv_reduce"):
+        transport.recv(tmp, peer, tag)
+        combine(dst, acc, tmp, binop)
+        return
+    transport.recv_reduce(tmp, peer, tag, lambda a, z: combine(dst[a:z], acc[a:z], tmp[a:z], binop))
 
 
 def _local(o, view, op: str, n: int) -> None:
