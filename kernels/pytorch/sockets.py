@@ -21,6 +21,7 @@ here instead.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
 import socket
@@ -62,7 +63,16 @@ def _local_address() -> str:
 
 
 def _bytes_of(t: torch.Tensor) -> memoryview:
-    return memoryview(t.reshape(-1).view(torch.uint8).numpy()).cast("B")
+    """The bytes of contiguous CPU tensor ``t``, read and written in place.  Made from its address
+    rather than through ``view``/``numpy``: every torch op lets go of the GIL and waits to get it
+    back from the pair threads, up to hundreds of µs each on a busy machine.  The view does not
+    keep ``t`` alive: its holder does (a send's ``_Pending``, a receive's caller)."""
+    nbytes = t.numel() * t.element_size()
+    if not t.is_contiguous() or t.device.type != "cpu":
+        raise ValueError("a message is a contiguous CPU tensor")
+    if not nbytes:
+        return memoryview(bytearray(0))
+    return memoryview((ctypes.c_char * nbytes).from_address(t.data_ptr())).cast("B")
 
 
 class _Pending:
