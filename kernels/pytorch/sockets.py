@@ -253,12 +253,28 @@ class SocketMesh:
         that came after its row (None where none did), read into private buffers (kept per
         peer: valid until the next header round), never into a caller's tensor.  ``data`` over
         :data:`INLINE_BYTES` is sent from its own memory, which is not to be written until this
-        returns (every send is done by then).  A peer may send up to ``max_data`` bytes after its row (whatever this
-        rank's own call is, so that ranks that disagree stay in step and can say so); more, a
-        shorter message or another tag is a message out of step: :class:`PeerGone`."""
+        returns or raises (every send is done or failed by then).  A peer may send up to
+        ``max_data`` bytes after its row (whatever this rank's own call is, so that ranks that
+        disagree stay in step and can say so); more, a shorter message or another tag is a
+        message out of step: :class:`PeerGone`."""
         parts = [row] if data is None or not len(data) else [row, data]
         small = data is None or len(data) <= INLINE_BYTES          # copied where it cannot go at once
         sends = [self._send_parts(p, TAG_HEADER, parts, volatile=small) for p in range(self.size) if p != self.rank]
+        try:
+            rows, extra = self._read_rows(row, max_data)
+        except PeerGone:
+            for w in sends if not small else ():      # the caller may write ``data`` once this raises
+                try:
+                    w.wait()                          # done or failed within the socket's timeout
+                except PeerGone:
+                    pass
+            raise
+        for w in sends:
+            w.wait()
+        return rows, extra
+
+    def _read_rows(self, row: bytes, max_data: int):
+        """Every peer's header row and the bytes after it (:meth:`gather_rows`)."""
         rows, extra = [b""] * self.size, [None] * self.size
         rows[self.rank] = row
         for p in range(self.size):
@@ -274,8 +290,6 @@ class SocketMesh:
             rows[p] = bytes(head[_HEADER.size:])
             if nbytes > len(row):
                 extra[p] = self._read_exact(s, nbytes - len(row), p, self._inbox(p, nbytes - len(row)))
-        for w in sends:
-            w.wait()
         return rows, extra
 
     def _inbox(self, peer: int, nbytes: int) -> memoryview:
