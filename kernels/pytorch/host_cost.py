@@ -56,4 +56,4 @@ def host_time_us(schedule, nbytes: int, one_round_bytes: int = 0) -> float:
     return total
 
 
-__all__ = ["host_time_us", "STEP_US_PER_RANK", "SEND_BYTES_PER_US", "REDUCE_BYTES_PER_US"]
+__all__ = ["REDUCE_BYTES_PER_US", "SEND_BYTES_PER_US", "STEP_US_PER_RANK", "host_time_us"]

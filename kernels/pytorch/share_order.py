@@ -40,7 +40,7 @@ def hoisted(rows: list) -> list:
     docstring); returns ``(kind, op, tag, peer)`` items."""
     out: list = []
     for row in rows:
-        kind, o, tag, peer, deps = row
+        kind, deps = row[0], row[4]
         if kind != SEND:
             out.append(row)
             continue
@@ -116,4 +116,4 @@ def _rows(plan) -> list:
     return rows
 
 
-__all__ = ["hoisted", "send_waits", "runs_through", "share_order"]
+__all__ = ["hoisted", "runs_through", "send_waits", "share_order"]
