@@ -79,6 +79,7 @@ def _median_times(variants: dict, calls: int, rounds: int, gloo) -> tuple[dict, 
 def _allreduce_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
     import torch
     import torch.distributed as dist
+    from torch.distributed.distributed_c10d import _get_default_group
     rows = []
     for nbytes in sizes:
         x = torch.ones(max(1, nbytes // 4))
@@ -86,12 +87,16 @@ def _allreduce_rows(n: int, gloo, calls: int, rounds: int, sizes) -> list:
         calls_here = max(3, calls if nbytes <= (1 << 20) else calls // 5)
         dist.all_reduce(x)
         dist.all_reduce(y, group=gloo)                                     # warm up: lowering, connections
+        pg = _get_default_group()
+        before = pg._transport("cpu").frames_sent
+        dist.all_reduce(x)
+        ran = _ran(pg.runner.last_label, pg._transport("cpu").frames_sent - before == n - 1)
         variants = {"topocoll": lambda: dist.all_reduce(x), "gloo": lambda: dist.all_reduce(y, group=gloo)}
         med, cpu = _median_times(variants, calls_here, rounds, gloo)
         bus = {k: nbytes / v * 2 * (n - 1) / n / 1e9 for k, v in med.items()}
         rows.append({"bytes": nbytes, "topocoll_us": med["topocoll"] * 1e6, "gloo_us": med["gloo"] * 1e6,
                      "topocoll_busbw": bus["topocoll"], "gloo_busbw": bus["gloo"],
-                     "topocoll_cpu_us": cpu["topocoll"] * 1e6, "gloo_cpu_us": cpu["gloo"] * 1e6})
+                     "topocoll_cpu_us": cpu["topocoll"] * 1e6, "gloo_cpu_us": cpu["gloo"] * 1e6, "ran": ran})
     return rows
 
 
@@ -298,6 +303,16 @@ def _phase_lines(res: dict) -> list:
     return lines
 
 
+def _ran(label: str, one_round: bool) -> str:
+    """What a call ran, as the table says it: ``best:direct`` -> ``direct``; ``, one round``
+    where its data rode with the call's header (one message per peer: :mod:`kernels.pytorch.fused`).
+
+    >>> _ran("best:oneshot", True), _ran("best:direct", False)
+    ('oneshot, one round', 'direct')
+    """
+    return label.removeprefix("best:") + (", one round" if one_round else "")
+
+
 def _fmt_bytes(b: int) -> str:
     return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
 
@@ -307,7 +322,9 @@ def report(results: dict, command: str, opts: dict) -> str:
     lines = [f"# The topocoll torch.distributed backend against gloo (CPU)", "", f"    {command}", "",
              f"torch {torch.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPU cores "
              f"({platform.machine()}); processes spawned on one machine, TCP rendezvous; no plan "
-             f"(the cost-model fallback: every rank fully connected); {opts['rounds']} rounds of "
+             f"(the cost-model fallback: every rank fully connected; a CPU all_reduce runs the baseline the "
+             f"host transport's cost model picks, `kernels/pytorch/host_cost.py`: the one-step `oneshot` "
+             f"carries its data in the agreement's round up to 2 MiB); {opts['rounds']} rounds of "
              f"{opts['calls']} calls (1/5 of them from 16 MiB), median round, slowest rank; CPU µs: the "
              f"process's CPU time per call (all its threads: gloo's own I/O threads count), the same rounds. "
              f"Load average when the report was written: {os.getloadavg()[0]:.1f} (the machine's cores are "
@@ -315,12 +332,13 @@ def report(results: dict, command: str, opts: dict) -> str:
              f"the CPU columns say more about a backend's own cost).", ""]
     for n, res in sorted(results.items()):
         lines += [f"## {n} processes", "", "| all_reduce float32 | topocoll µs | gloo µs | topocoll busbw GB/s | "
-                  "gloo busbw GB/s | topocoll / gloo | topocoll CPU µs | gloo CPU µs |", "|---" * 8 + "|"]
+                  "gloo busbw GB/s | topocoll / gloo | topocoll CPU µs | gloo CPU µs | topocoll ran |",
+                  "|---" * 9 + "|"]
         for r in res["allreduce"]:
             ratio = r["topocoll_us"] / r["gloo_us"]
             lines.append(f"| {_fmt_bytes(r['bytes'])} | {r['topocoll_us']:,.0f} | {r['gloo_us']:,.0f} | "
                          f"{r['topocoll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {ratio:.2f}x | "
-                         f"{r['topocoll_cpu_us']:,.0f} | {r['gloo_cpu_us']:,.0f} |")
+                         f"{r['topocoll_cpu_us']:,.0f} | {r['gloo_cpu_us']:,.0f} | {r.get('ran', '')} |")
         o = res["overhead"]
         lines += ["", f"Where a 4-byte `dist.all_reduce` goes (µs per call): the whole call {o['call']:,.0f}; "
                       f"the runner alone (`CallRunner.allreduce`: no torch dispatch, no Work) {o['runner']:,.0f}; "
@@ -329,7 +347,8 @@ def report(results: dict, command: str, opts: dict) -> str:
                       f"{o['round']:,.0f}, checks, plan lookup and the reduction {o['runner'] - o['round']:,.0f}, "
                       f"torch's dispatch and the Work {o['call'] - o['runner']:,.0f}; "
                       f"{o['messages_per_call']:.1f} messages sent per call by each rank. The two rounds a call "
-                      f"took before (and calls over 64 KiB or of other collectives still take): the agreement "
+                      f"took before (and calls over 2 MiB, of a schedule of several steps or of other "
+                      f"collectives still take: the agreement, then the schedule): the agreement "
                       f"alone {o['agreement']:,.0f}, the schedule alone (`{o['schedule_name']}`, run_share over the "
                       f"group's own connections) {o['schedule']:,.0f}. CPU per call (every thread of the "
                       f"process): the whole call {o['cpu']['call']:,.0f}, the runner {o['cpu']['runner']:,.0f}, "

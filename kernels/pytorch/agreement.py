@@ -48,8 +48,8 @@ FAILURES = ("", "a tensor is not contiguous", "a tensor is on another device tha
             "root out of range", "split sizes do not fit the tensor")
 _FIXED = 10                   # code, collective, dtype, count, root, op, shape digest, device, split count, data bytes
 #: the most bytes of data a header may carry (:func:`agree_with_data`; a peer may send this much
-#: whatever this rank's own call is)
-DATA_BYTES_MAX = 64 << 10
+#: whatever this rank's own call is, received into buffers the group keeps, one per peer)
+DATA_BYTES_MAX = 2 << 20
 #: device kinds in the header
 DEVICES = ("cpu", "cuda")
 

@@ -72,7 +72,8 @@ class CallRunner:
                 return f"the topocoll process group has no NCCL call for {collective}"
             group.append(self.transports("nccl"))
             return "" if group[0] is not None else "torch's NCCL group cannot run here (no NCCL, or ranks share a GPU)"
-        route = choose(self.selector, collective, count, ref.element_size(), root, no_nccl=no_nccl)
+        route = choose(self.selector, collective, count, ref.element_size(), root, no_nccl=no_nccl,
+                       host=not ref.is_cuda)
         self.last_route, self.last_label = route, route.ran
         self.last_path = data_path(route.ran, self.native is not None and self.native.takes(ref))
         if self.last_path == "nccl":         # plan.json says NCCL and it can run: torch's own NCCL group runs it

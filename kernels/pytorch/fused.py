@@ -42,9 +42,6 @@ from kernels.pytorch.plan_choice import choose
 from kernels.pytorch.schedule_share import combine, postdiv, rank_ops
 from synth.plan.selector import NCCL
 
-#: why a CPU call never runs on NCCL (the route's reason)
-_CPU = "CPU tensors: NCCL runs on GPUs only"
-
 
 class OneRound:
     """``rank``'s ops of a one-step ``schedule`` (in place, blocks of ``count`` elements of
@@ -169,7 +166,7 @@ def _one_round(runner, t: torch.Tensor, op: str) -> tuple:
             or not hasattr(runner.transports("cpu"), "gather_rows")
             or (runner.native is not None and runner.native.takes(t))):
         return None, None, b""
-    route = choose(runner.selector, "allreduce", t.numel(), t.element_size(), no_nccl=_CPU)
+    route = choose(runner.selector, "allreduce", t.numel(), t.element_size(), host=True)
     try:
         program = None if route.ran == NCCL else OneRound(route.schedule, t.numel(), t.dtype, op, runner.rank)
     except ValueError:

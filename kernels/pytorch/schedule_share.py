@@ -9,7 +9,10 @@ destination rank, tagged with the transfer's index in the schedule; local ops (t
 copies, integer ``avg``'s division) run in place.  Ops run in the lowering's order (every op's
 dependencies come before it), sends are posted without waiting and carry a copy of their source
 region (so a later op may overwrite it), receives wait: every receive's matching send comes from
-ops earlier in that order, so the ranks cannot wait on each other in a circle.  Reductions are
+ops earlier in that order, so the ranks cannot wait on each other in a circle.  On CPU tensors
+each send is instead posted as early as its dependencies allow and read in place, the first op
+that writes its region waiting for it, where that provably cannot wait in a circle
+(:mod:`kernels.pytorch.share_order`).  Reductions are
 torch operations in the element type, with floating ``avg`` as NCCL's pre-multiplied sum
 (:class:`kernels.backends.kernel_twins.PreMulSum`).  On CUDA tensors every operation is enqueued
 on the current stream (the internal NCCL group orders its sends and receives with it).
@@ -25,6 +28,7 @@ from kernels.backends.executor import program_for
 from kernels.backends.kernel_twins import PreMulSum, avg_scalar, binop_for
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND, rank_plan
 from kernels.program.ops import SCRATCH
+from kernels.pytorch.share_order import share_order
 from synth.ir.schedule import Schedule
 
 #: gloo and NCCL take any non-negative int tag; the MPI transport's bound is kept for its check
@@ -35,15 +39,40 @@ KEEP_BYTES = 32 << 20
 
 
 def _rank_plan(schedule: Schedule, count: int, np_dtype, inplace: bool, op: str, rank: int):
+    return _planned(schedule, count, np_dtype, inplace, op, rank)[1:3]
+
+
+def _planned(schedule: Schedule, count: int, np_dtype, inplace: bool, op: str, rank: int):
+    """``(schedule, program, rank plan, CPU order)``, made once per call shape; the CPU order is
+    :func:`kernels.pytorch.share_order.share_order`'s ``(items, waits)`` for this rank (None:
+    the plan's own items, each send from a copy), made on first use (:func:`_cpu_order`)."""
     key = (id(schedule), count, np_dtype.str, inplace, op, rank)
     hit = _PLANS.get(key)
     if hit is None or hit[0] is not schedule:
         prog = program_for(schedule, count, np_dtype, inplace=inplace, op=op)
-        hit = (schedule, prog, rank_plan(schedule, prog, rank, _TAG_UB))
+        hit = [schedule, prog, rank_plan(schedule, prog, rank, _TAG_UB), _UNSET]
         if len(_PLANS) > 256:
             _PLANS.clear()
         _PLANS[key] = hit
-    return hit[1], hit[2]
+    return hit
+
+
+_UNSET = object()
+
+
+def _cpu_order(hit: list, inplace: bool, rank: int):
+    """This rank's ``(items, waits)`` of :func:`~kernels.pytorch.share_order.share_order` for the
+    call shape ``hit`` (:func:`_planned`), or None; worked out once, from every rank's plan."""
+    if hit[3] is _UNSET:
+        schedule, prog = hit[0], hit[1]
+        plans = [hit[2] if r == rank else rank_plan(schedule, prog, r, _TAG_UB) for r in range(schedule.ranks)]
+
+        def key_of(r):
+            names = prog.bindings[r]
+            return lambda buf: ("user" if inplace else names[buf]) if buf in names else buf
+        both = share_order(plans, [key_of(r) for r in range(schedule.ranks)])
+        hit[3] = None if both is None else both[rank]
+    return hit[3]
 
 
 def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
@@ -94,11 +123,25 @@ class GroupTransport:
         self.group = group
         self.sends: list = []
 
-    def isend(self, tensor: torch.Tensor, peer: int, tag: int) -> None:
-        self.sends.append((self.group.send([tensor], peer, tag), tensor))
+    def isend(self, tensor: torch.Tensor, peer: int, tag: int):
+        """Post a send of ``tensor`` (not to be written until the returned work's ``wait()``)."""
+        work = self.group.send([tensor], peer, tag)
+        self.sends.append((work, tensor))
+        return work
 
     def recv(self, tensor: torch.Tensor, peer: int, tag: int) -> None:
         self.group.recv([tensor], peer, tag).wait()
+
+    def recv_reduce(self, tensor: torch.Tensor, peer: int, tag: int, reduce) -> None:
+        """Receive into ``tensor`` and call ``reduce(start, stop)`` on element ranges of it: as
+        pieces arrive where the group has :meth:`~kernels.pytorch.sockets.SocketMesh.recv_pieces`
+        (CPU tensors), else once over the whole message."""
+        pieces = getattr(self.group, "recv_pieces", None)
+        if pieces is None or tensor.device.type != "cpu":
+            self.recv(tensor, peer, tag)
+            reduce(0, tensor.numel())
+        else:
+            pieces(tensor, peer, tag, reduce)
 
     def finish(self) -> None:
         sends, self.sends = self.sends, []
@@ -142,7 +185,10 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
     NCCL's in-place layout where the collective has one) — see the module docstring."""
     ref = send if send is not None else recv
     inplace = send is not None and recv is not None and send.data_ptr() == recv.data_ptr() and send is recv
-    prog, plan = _rank_plan(schedule, count, _np_of(ref.dtype), inplace, op, rank)
+    hit = _planned(schedule, count, _np_of(ref.dtype), inplace, op, rank)
+    prog, plan = hit[1], hit[2]
+    order = _cpu_order(hit, inplace, rank) if ref.device.type == "cpu" else None
+    items, waits = order if order is not None else (plan.items, None)
     user = {"send": send, "recv": recv}
     bufs = {name: user[which] for name, which in prog.bindings[rank].items()}
     temps = _Temps(ref)
@@ -154,16 +200,19 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
         return bufs[region.buf][region.start:region.stop]
 
     n = schedule.ranks
+    posted: dict = {}
     try:
-        for kind, o, tag, peer in plan.items:
+        for i, (kind, o, tag, peer) in enumerate(items):
+            for j in waits[i] if waits is not None else ():
+                posted.pop(j).wait()            # a send from the region this op writes is done
             if kind == SEND:
-                transport.isend(temps.take(o.src.size).copy_(view(o.src)), peer, tag)
+                src = view(o.src) if waits is not None else temps.take(o.src.size).copy_(view(o.src))
+                posted[i] = transport.isend(src, peer, tag)
             elif kind == RECV_COPY:
                 transport.recv(view(o.dst), peer, tag)
             elif kind == RECV_REDUCE:
-                tmp = temps.take(o.src.size)
-                transport.recv(tmp, peer, tag)
-                combine(view(o.dst), view(o.acc), tmp, binop_for(o.premul, op, n))
+                _recv_reduce(transport, temps.take(o.src.size), peer, tag, view(o.dst), view(o.acc),
+                             binop_for(o.premul, op, n))
             elif kind == LOCAL:
                 _local(o, view, op, n)
         transport.finish()
@@ -204,6 +253,16 @@ class _Temps:
         if self.pool is not None:
             self._kept.pool = None
 
+
+
+def _recv_reduce(transport, tmp: torch.Tensor, peer: int, tag: int, dst, acc, binop) -> None:
+    """``dst = acc (binop) message``, the message received into ``tmp``; element by element the
+    same operation whether the transport hands it over whole or in pieces."""
+    if not hasattr(transport, "recv_reduce"):
+        transport.recv(tmp, peer, tag)
+        combine(dst, acc, tmp, binop)
+        return
+    transport.recv_reduce(tmp, peer, tag, lambda a, z: combine(dst[a:z], acc[a:z], tmp[a:z], binop))
 
 
 def _local(o, view, op: str, n: int) -> None:

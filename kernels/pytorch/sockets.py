@@ -21,6 +21,7 @@ here instead.
 
 from __future__ import annotations
 
+import ctypes
 import os
 import queue
 import socket
@@ -40,6 +41,9 @@ INLINE_BYTES = 64 << 10
 _HEADER_ROOM = 1024
 #: the tag of the per-call header round
 TAG_HEADER = 1
+#: a received message to be reduced is handed on in pieces of this many bytes
+#: (:meth:`SocketMesh.recv_pieces`)
+PIECE_BYTES = 1 << 20
 
 
 def _local_address() -> str:
@@ -59,7 +63,16 @@ def _local_address() -> str:
 
 
 def _bytes_of(t: torch.Tensor) -> memoryview:
-    return memoryview(t.reshape(-1).view(torch.uint8).numpy()).cast("B")
+    """The bytes of contiguous CPU tensor ``t``, read and written in place.  Made from its address
+    rather than through ``view``/``numpy``: every torch op lets go of the GIL and waits to get it
+    back from the pair threads, up to hundreds of µs each on a busy machine.  The view does not
+    keep ``t`` alive: its holder does (a send's ``_Pending``, a receive's caller)."""
+    nbytes = t.numel() * t.element_size()
+    if not t.is_contiguous() or t.device.type != "cpu":
+        raise ValueError("a message is a contiguous CPU tensor")
+    if not nbytes:
+        return memoryview(bytearray(0))
+    return memoryview((ctypes.c_char * nbytes).from_address(t.data_ptr())).cast("B")
 
 
 class _Pending:
@@ -98,6 +111,7 @@ class SocketMesh:
         self._locks: dict[int, threading.Lock] = {}
         self._busy: dict[int, int] = {}             # sends queued to the pair's thread, not yet written
         self.frames_sent = 0                        # messages sent (what the tests and the benchmark count)
+        self._inboxes: dict[int, bytearray] = {}    # per peer: what came after its call header
         if size == 1:
             return
         listener = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
@@ -206,26 +220,61 @@ class SocketMesh:
     def recv(self, tensors, peer: int, tag: int) -> _Received:
         """Receive the pair's next message into ``tensors[0]`` (its tag and size must match)."""
         t = tensors[0]
-        s = self.socks[peer]
-        got_tag, nbytes = _HEADER.unpack(self._read_exact(s, _HEADER.size, peer))
+        if self._frame(t, peer, tag):
+            self._read_exact(self.socks[peer], t.numel() * t.element_size(), peer, _bytes_of(t))
+        return _Received()
+
+    def recv_pieces(self, t: torch.Tensor, peer: int, tag: int, on_piece, piece_bytes: int | None = None) -> None:
+        """:meth:`recv` into ``t``, calling ``on_piece(start, stop)`` (elements) as each piece of
+        about ``piece_bytes`` (default :data:`PIECE_BYTES`) has arrived, so that it is used while the next one comes (and while
+        it is still in the cache)."""
+        if not self._frame(t, peer, tag):
+            return
+        size, mv = t.element_size(), _bytes_of(t)
+        step = max(1, (piece_bytes or PIECE_BYTES) // size) * size
+        for a in range(0, len(mv), step):
+            z = min(len(mv), a + step)
+            self._read_exact(self.socks[peer], z - a, peer, mv[a:z])
+            on_piece(a // size, z // size)
+
+    def _frame(self, t: torch.Tensor, peer: int, tag: int) -> int:
+        """Read the pair's next message frame; it must be message ``tag`` of ``t``'s size (its bytes)."""
+        got_tag, nbytes = _HEADER.unpack(self._read_exact(self.socks[peer], _HEADER.size, peer))
         want = t.numel() * t.element_size()
         if got_tag != tag or nbytes != want:
             raise PeerGone(f"rank {self.rank}: rank {peer} sent message {got_tag} of {nbytes} bytes where "
                            f"message {tag} of {want} bytes was due (the ranks' calls went out of step)")
-        if nbytes:
-            self._read_exact(s, nbytes, peer, _bytes_of(t))
-        return _Received()
+        return nbytes
 
     def gather_rows(self, row: bytes, data: memoryview | None = None, max_data: int = 0):
         """The per-call header round: ``row`` (this rank's header, the same length on every rank),
         followed in the same message by ``data`` (a small call's bytes, or None), goes to every
         peer; returns ``(rows, extra)``: every rank's row (``bytes``) and, per peer, the bytes
-        that came after its row (None where none did), read into private buffers, never into a
-        caller's tensor.  A peer may send up to ``max_data`` bytes after its row (whatever this
-        rank's own call is, so that ranks that disagree stay in step and can say so); more, a
-        shorter message or another tag is a message out of step: :class:`PeerGone`."""
+        that came after its row (None where none did), read into private buffers (kept per
+        peer: valid until the next header round), never into a caller's tensor.  ``data`` over
+        :data:`INLINE_BYTES` is sent from its own memory, which is not to be written until this
+        returns or raises (every send is done or failed by then).  A peer may send up to
+        ``max_data`` bytes after its row (whatever this rank's own call is, so that ranks that
+        disagree stay in step and can say so); more, a shorter message or another tag is a
+        message out of step: :class:`PeerGone`."""
         parts = [row] if data is None or not len(data) else [row, data]
-        sends = [self._send_parts(p, TAG_HEADER, parts, volatile=True) for p in range(self.size) if p != self.rank]
+        small = data is None or len(data) <= INLINE_BYTES          # copied where it cannot go at once
+        sends = [self._send_parts(p, TAG_HEADER, parts, volatile=small) for p in range(self.size) if p != self.rank]
+        try:
+            rows, extra = self._read_rows(row, max_data)
+        except PeerGone:
+            for w in sends if not small else ():      # the caller may write ``data`` once this raises
+                try:
+                    w.wait()                          # done or failed within the socket's timeout
+                except PeerGone:
+                    pass
+            raise
+        for w in sends:
+            w.wait()
+        return rows, extra
+
+    def _read_rows(self, row: bytes, max_data: int):
+        """Every peer's header row and the bytes after it (:meth:`gather_rows`)."""
         rows, extra = [b""] * self.size, [None] * self.size
         rows[self.rank] = row
         for p in range(self.size):
@@ -240,10 +289,16 @@ class SocketMesh:
                                f"(the ranks' calls went out of step)")
             rows[p] = bytes(head[_HEADER.size:])
             if nbytes > len(row):
-                extra[p] = self._read_exact(s, nbytes - len(row), p)
-        for w in sends:
-            w.wait()
+                extra[p] = self._read_exact(s, nbytes - len(row), p, self._inbox(p, nbytes - len(row)))
         return rows, extra
+
+    def _inbox(self, peer: int, nbytes: int) -> memoryview:
+        """``nbytes`` of the buffer kept for what ``peer`` sends after its call header (valid
+        until the next header round; a fresh large buffer costs a page fault per page)."""
+        buf = self._inboxes.get(peer)
+        if buf is None or len(buf) < nbytes:
+            buf = self._inboxes[peer] = bytearray(nbytes)
+        return memoryview(buf)[:nbytes]
 
     def allgather(self, outputs, inputs):
         """Every rank's ``inputs[0]`` (an int64 header) into ``outputs[0][r]``, by :meth:`gather_rows`."""
@@ -263,4 +318,4 @@ class SocketMesh:
                 pass
 
 
-__all__ = ["SocketMesh", "INLINE_BYTES", "TAG_HEADER"]
+__all__ = ["SocketMesh", "INLINE_BYTES", "TAG_HEADER", "PIECE_BYTES"]

@@ -39,13 +39,17 @@ def _in_step(rec: Recorder, name: str, rank: int, n: int) -> None:
 
 
 def _messages_per_call(rec: Recorder, pg, rank: int, n: int, gloo) -> None:
-    """Ten small all_reduces of every dtype the suite uses: n - 1 messages each (one per peer),
-    results equal gloo's; a 1 MiB all_reduce still takes the schedule's own messages."""
+    """Ten all_reduces of every dtype the suite uses, up to 1 MiB (one-shot without a plan on CPU
+    tensors up to there, kernels.pytorch.host_cost): n - 1 messages each (one per peer), results
+    equal gloo's; a call too large to ride with its header takes the schedule's own messages."""
     import torch
     import torch.distributed as dist
+
+    from kernels.pytorch.agreement import DATA_BYTES_MAX
     mesh = pg._mesh
     for dtype in ("float32", "bfloat16", "int64", "uint8"):
-        for numel in (1, 7, 1024, (64 << 10) // getattr(torch, dtype).itemsize):
+        size = getattr(torch, dtype).itemsize
+        for numel in (1, 7, 1024, (64 << 10) // size, (1 << 20) // size):
             x = ints(dtype, (numel,), 11 * rank + numel, 0, 8)
             ref = x.clone()
             before = mesh.frames_sent
@@ -55,7 +59,7 @@ def _messages_per_call(rec: Recorder, pg, rank: int, n: int, gloo) -> None:
             dist.all_reduce(ref, op=dist.ReduceOp.MAX, group=gloo)
             rec.check("fused:messages", sent == 10 * (n - 1), f"{dtype} x {numel}: {sent} messages in 10 calls")
             rec.check("fused:equal", bits_equal(x, ref) and pg.runner.last_path == "host", f"{dtype} x {numel}")
-    big = torch.ones(1 << 18)
+    big = torch.ones(DATA_BYTES_MAX // 4 + 1)
     before = mesh.frames_sent
     dist.all_reduce(big)
     rec.check("fused:large_takes_two_rounds", mesh.frames_sent - before > n - 1 and bool((big == n).all()),
@@ -67,15 +71,16 @@ def _mismatches(rec: Recorder, pg, rank: int, n: int) -> None:
     import torch.distributed as dist
 
     import kernels.pytorch.calls as calls
+    from kernels.pytorch.agreement import DATA_BYTES_MAX
     last = n - 1
     x = torch.arange(8, dtype=torch.float32) + rank
     counts = torch.zeros(9) if rank == last else x
     _expect_everywhere(rec, "fused:count", "CollectiveMismatch", lambda: dist.all_reduce(counts), counts,
                        f"elements per block: rank 0 has 8, rank {last} has 9")
     _in_step(rec, "fused:count", rank, n)
-    big = torch.zeros(1 << 15) if rank == last else x           # 128 KiB: its header travels alone
+    big = torch.zeros(DATA_BYTES_MAX // 4 + 1) if rank == last else x      # too large: its header travels alone
     _expect_everywhere(rec, "fused:too_large", "CollectiveMismatch", lambda: dist.all_reduce(big), big,
-                       f"elements per block: rank 0 has 8, rank {last} has 32768")
+                       f"elements per block: rank 0 has 8, rank {last} has {DATA_BYTES_MAX // 4 + 1}")
     _in_step(rec, "fused:too_large", rank, n)
     plain = calls.fused_route
     if rank == last:                                            # this rank sends its header alone

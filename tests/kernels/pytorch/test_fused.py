@@ -111,15 +111,18 @@ class _MemoryTransport:
     def __init__(self, box: dict, cond: threading.Condition, rank: int) -> None:
         self.box, self.cond, self.rank = box, cond, rank
 
-    def isend(self, tensor, peer: int, tag: int) -> None:
-        with self.cond:
-            self.box[(self.rank, peer, tag)] = tensor.clone()
+    def isend(self, tensor, peer: int, tag: int):
+        with self.cond:                       # FIFO per (source, destination, tag), as a socket is
+            self.box.setdefault((self.rank, peer, tag), []).append(tensor.clone())
             self.cond.notify_all()
+        done = threading.Event()              # the copy is taken: the send is done
+        done.set()
+        return done
 
     def recv(self, tensor, peer: int, tag: int) -> None:
         with self.cond:
-            assert self.cond.wait_for(lambda: (peer, self.rank, tag) in self.box, timeout=20)
-            tensor.copy_(self.box.pop((peer, self.rank, tag)))
+            assert self.cond.wait_for(lambda: self.box.get((peer, self.rank, tag)), timeout=20)
+            tensor.copy_(self.box[(peer, self.rank, tag)].pop(0))
 
     def finish(self) -> None:
         pass

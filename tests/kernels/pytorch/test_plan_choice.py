@@ -45,3 +45,30 @@ def test_nccl_entry_runs_nccl_where_it_can_and_its_fallback_where_not(selector):
     assert cpu.reason.startswith("CPU tensors: NCCL runs on GPUs only") and cpu.schedule.num_steps > 1
     small = choose(selector, "allreduce", 16, 4, no_nccl=lambda: asked.append(2) or "x")
     assert small.ran == "schedules/allreduce-direct.json" and asked == [1]     # asked only where the plan says nccl
+
+
+def test_a_plan_entry_stands_on_cpu_tensors(selector):
+    """host=True (CPU tensors) changes only the fallback: the plan's entries run as they say."""
+    small = choose(selector, "allreduce", 1024, 4, host=True)
+    assert (small.planned, small.ran, small.reason) == ("schedules/allreduce-direct.json",) * 2 + ("",)
+    big = choose(selector, "allreduce", 1 << 20, 4, host=True)
+    assert (big.planned, big.ran) == ("nccl", "schedules/allreduce-ring.json")
+
+
+@pytest.mark.parametrize("n, gpu_pick, cpu_pick", [(2, "best:oneshot", "best:ring"), (4, "best:direct", "best:direct")])
+def test_the_fallback_on_cpu_tensors_sends_and_reduces_fewer_bytes_at_16_mib(n, gpu_pick, cpu_pick):
+    """Without a plan the GPU cost model picks the one-shot all-reduce at 16 MiB on 2 ranks (each
+    rank sends and reduces the whole buffer, counted below); on CPU tensors the host transport's
+    model picks a reduce-scatter + all-gather (ring: the first of the equals on 2 ranks), which
+    reduces half of it; on 4 ranks both pick direct; at 4 bytes the one-step one-shot (one round)."""
+    from kernels.pytorch.host_cost import host_time_us
+    sel = ScheduleSelector(fully_connected(n), plan=None)
+    gpu = choose(sel, "allreduce", 4 << 20, 4)
+    cpu = choose(sel, "allreduce", 4 << 20, 4, host=True)
+    assert (gpu.ran, cpu.ran) == (gpu_pick, cpu_pick)
+    assert ("host transport" in cpu.reason) == (cpu_pick != gpu_pick)
+    oneshot = sel.select_baseline("oneshot", "allreduce").schedule
+    sent = sum(t.src == 0 for s in oneshot.steps for t in s.transfers) / (n * oneshot.chunks_per_rank)
+    assert sent == n - 1                                         # the whole buffer to each peer
+    assert host_time_us(cpu.schedule, 16 << 20) < host_time_us(oneshot, 16 << 20)
+    assert choose(sel, "allreduce", 1, 4, host=True).ran == "best:oneshot"

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import queue
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -23,22 +24,41 @@ from topo_probe.machines.generators import fully_connected  # noqa: E402
 
 
 class QueueTransport:
-    """Messages between threads: a send puts a copy, a receive takes it (FIFO per tag)."""
+    """Messages between threads with no buffering at all: a send hands over the sender's own
+    tensor (no copy) and is done only once its receiver has copied it out (``wait()`` blocks
+    until then), so a send read in place whose region is written before it is done delivers
+    wrong bytes, and an order that could wait in a circle times out (FIFO per tag)."""
 
     def __init__(self, boxes, rank: int) -> None:
-        self.boxes, self.rank = boxes, rank
+        self.boxes, self.rank, self.sends = boxes, rank, []
 
     def _box(self, src, dst, tag):
         return self.boxes.setdefault((src, dst, tag), queue.Queue())
 
     def isend(self, tensor, peer, tag):
-        self._box(self.rank, peer, tag).put(tensor.clone())
+        taken = threading.Event()
+        self._box(self.rank, peer, tag).put((tensor, tensor.clone(), taken))
+        self.sends.append(_Taken(taken))
+        return self.sends[-1]
 
     def recv(self, tensor, peer, tag):
-        tensor.copy_(self._box(peer, self.rank, tag).get(timeout=20))
+        time.sleep(0.002)                       # the sender runs ahead meanwhile
+        sent, as_sent, taken = self._box(peer, self.rank, tag).get(timeout=20)
+        assert torch.equal(sent, as_sent), f"rank {peer} wrote message {tag}'s region before rank {self.rank} took it"
+        tensor.copy_(sent)
+        taken.set()
 
     def finish(self):
-        pass
+        for s in self.sends:
+            s.wait()
+
+
+class _Taken:
+    def __init__(self, event) -> None:
+        self.event = event
+
+    def wait(self):
+        assert self.event.wait(20), "a send was never received (the ranks wait on each other)"
 
 
 REFERENCE = {"sum": lambda xs: np.sum(xs, axis=0), "max": lambda xs: np.max(xs, axis=0),
@@ -68,11 +88,14 @@ def _run_all(sched, sends, recvs, count, op):
     assert not errors, errors
 
 
-@settings(max_examples=15, deadline=None)
-@given(n=st.integers(2, 5), algo=st.sampled_from(["ring", "direct", "tree"]),
+@settings(max_examples=30, deadline=None)
+@given(n=st.integers(2, 5), algo=st.sampled_from(["ring", "direct", "tree", "oneshot", "rhd", "bruck"]),
        collective=st.sampled_from(["allreduce", "allgather", "reducescatter", "alltoall", "broadcast", "reduce"]),
-       count=st.integers(1, 40), op=st.sampled_from(["sum", "max", "min", "prod"]), seed=st.integers(0, 99))
-def test_every_rank_share_together_computes_the_collective(n, algo, collective, count, op, seed):
+       count=st.integers(1, 40), op=st.sampled_from(["sum", "max", "min", "prod"]), seed=st.integers(0, 99),
+       inplace=st.booleans())
+def test_every_rank_share_together_computes_the_collective(n, algo, collective, count, op, seed, inplace):
+    """In place (all-reduce and broadcast, as the process group calls them) the sends read the
+    tensor that later ops write: the transport above catches a write before the send is taken."""
     fabric = build_fabric(fully_connected(n))
     try:
         sched = baseline(algo, fabric, collective, root=0 if collective in ("broadcast", "reduce") else None)
@@ -86,7 +109,9 @@ def test_every_rank_share_together_computes_the_collective(n, algo, collective, 
     xs = [rng.integers(-3, 4, blocks_in * count).astype(np.int64) for _ in range(n)]
     sends = [torch.from_numpy(x.copy()) for x in xs]
     recvs = [torch.zeros(blocks_out * count, dtype=torch.int64) for _ in range(n)]
-    if collective == "broadcast":
+    if inplace and collective in ("allreduce", "broadcast"):
+        recvs = sends
+    elif collective == "broadcast":
         sends = [sends[0]] + [None] * (n - 1)
     if collective == "reduce":
         recvs = [recvs[0]] + [None] * (n - 1)

@@ -69,3 +69,47 @@ def test_a_small_send_on_an_idle_pair_is_written_at_once_and_a_closed_peer_fails
         for _ in range(200):
             a.send([torch.ones(8)], 1, 6).wait()
     a.close()
+
+
+@pytest.mark.parametrize("algo", ["ring", "oneshot"])
+def test_a_schedule_over_the_pair_sends_in_place_reduces_in_pieces_and_equals_numpy(algo, monkeypatch):
+    """run_share over two SocketMesh ranks (sends read the tensor in place, received messages
+    reduced piece by piece as they arrive, in pieces of 4 KiB here): float32 sums equal NumPy's pairwise sum bit for bit (two addends: one rounding),
+    twice in a row (kept buffers), and each piece is handed on once, in order, covering it."""
+    import numpy as np
+
+    import kernels.pytorch.sockets as sockets
+    from kernels.pytorch.schedule_share import GroupTransport, run_share
+    from synth import baseline, build_fabric
+    from topo_probe.machines.generators import fully_connected
+    sched = baseline(algo, build_fabric(fully_connected(2)), "allreduce")
+    meshes = _pair()
+    pieces: list = []
+    plain = sockets.SocketMesh.recv_pieces
+
+    def counted(self, t, peer, tag, on_piece, piece_bytes=4096):
+        plain(self, t, peer, tag, lambda a, z: (pieces.append((self.rank, a, z)), on_piece(a, z)), piece_bytes)
+    monkeypatch.setattr(sockets.SocketMesh, "recv_pieces", counted)
+    g = torch.Generator().manual_seed(3)
+    for _ in range(2):
+        xs = [torch.randn(1 << 18, generator=g) for _ in range(2)]
+        want = (xs[0].numpy() + xs[1].numpy()).view(np.uint32)
+        errors: list = []
+
+        def one(r):
+            try:
+                run_share(sched, xs[r], xs[r], xs[r].numel(), op="sum", rank=r, transport=GroupTransport(meshes[r]))
+            except BaseException as e:  # noqa: BLE001  (reported below)
+                errors.append(e)
+        threads = [threading.Thread(target=one, args=(r,)) for r in range(2)]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(60)
+        assert not errors, errors
+        for r in range(2):
+            assert np.array_equal(xs[r].numpy().view(np.uint32), want), (algo, r)
+    mine = [(a, z) for r, a, z in pieces if r == 0]
+    assert all(z - a == 1024 for a, z in mine) and len(mine) == 2 * (1 << 18) // 1024 // (2 if algo == "ring" else 1)
+    for m in meshes:
+        m.close()
