@@ -204,13 +204,13 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", type=Path, default=None, help="folder for unseen_logs.md and unseen_logs.json")
     args = ap.parse_args(argv)
-    disagree = uncased_logs()
+    disagree = uncased_logs(FOLDER)
     if disagree:
-        print(f"unseen_logs: error: {FOLDER.relative_to(ROOT)}: {disagree[0]}", file=sys.stderr)
+        print(f"unseen_logs: error: {FOLDER}: {disagree[0]}", file=sys.stderr)
         return 2
     results = []
     for case in unseen.CASES:
-        results.append(evaluate(case))
+        results.append(evaluate(case, FOLDER))
         s = results[-1]["score"]
         print(f"{case.file:52s} median {_pct(s['median']):>6s} worst {_pct(s['worst']):>6s} "
               f"{'OK' if s['ok'] else 'miss'}", flush=True)
