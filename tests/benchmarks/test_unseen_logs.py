@@ -197,3 +197,15 @@ def test_the_rack_logs_rows_are_the_published_anchor_figures_its_note_names():
     rows = own_rows(FOLDER / "gb200_72gpu_nvl72_1rack_all_reduce_coreweave.txt")
     assert {(s, v[3]) for s, v in rows.items()} == set(anchors._NVL72)
     assert "published_nccl_anchors" in BY_FILE["gb200_72gpu_nvl72_1rack_all_reduce_coreweave.txt"].note
+
+
+def test_a_machine_the_command_refuses_stops_the_benchmark_naming_the_log(tmp_path, capsys, monkeypatch):
+    """An 8-rank log described as two 8-GPU hosts: simulate's own rank check refuses it, in one line."""
+    import dataclasses
+    bad = dataclasses.replace(unseen.CASES[2], args=("--topology", "hgx-h200", "--nodes", "2"))
+    monkeypatch.setattr(unseen, "CASES", [bad, *unseen.CASES[3:]] + unseen.CASES[:2])
+    out = tmp_path / "out"
+    assert unseen_logs.main(["--out", str(out)]) == 2
+    err = capsys.readouterr().err.strip()
+    assert err.startswith(f"unseen_logs: error: {bad.file}: ") and "8 ranks" in err and "\n" not in err
+    assert not out.exists()
