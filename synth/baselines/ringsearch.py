@@ -150,13 +150,18 @@ class _Packer:
         self.cap = [fabric.capacity(r, rounds) for r in fabric.resources]
         self.nodes = 0  # search nodes spent by residual searches (bounded by SEARCH_BUDGET)
         self.route = {c: {index[r]: float(fr) for r, fr in route} for c, route in fabric.channels.items()}
+        self._loads: dict[tuple[int, ...], dict[int, float]] = {}
 
     def load(self, ring: tuple[int, ...]) -> dict[int, float]:
-        out: dict[int, float] = {}
-        n = len(ring)
-        for k in range(n if n > 1 else 0):
-            for r, x in self.route[(ring[k], ring[(k + 1) % n])].items():
-                out[r] = out.get(r, 0.0) + x
+        """Chunks per resource index of one chunk over every hop of ``ring`` (kept: the greedy
+        passes over the rotations and the enumerated cycles ask again for the same cycles)."""
+        out = self._loads.get(ring)
+        if out is None:
+            out = self._loads[ring] = {}
+            n = len(ring)
+            for k in range(n if n > 1 else 0):
+                for r, x in self.route[(ring[k], ring[(k + 1) % n])].items():
+                    out[r] = out.get(r, 0.0) + x
         return out
 
     @staticmethod
