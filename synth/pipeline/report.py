@@ -56,11 +56,12 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     """Write ``report.md`` and ``busbw.png`` (one panel per collective) into ``folder``;
     ``nccl`` holds NCCL's modelled curve per collective (:func:`synth.plan.versus_nccl.nccl_curve`).
     Returns the report's text with its wall-clock times marked (:mod:`synth.pipeline.wall_clock`)."""
-    nccl = nccl or {}
-    from matplotlib.figure import Figure      # not pyplot: no figure manager or GUI backend to import
+    from matplotlib.figure import Figure  # not pyplot: no figure manager or GUI backend to import
 
     from synth.model.physics import cost_params_for
     from synth.solve.bounds_cache import fabric_bounds
+
+    nccl = nccl or {}
 
     n = fabric.num_ranks
     colls = list(curves)
