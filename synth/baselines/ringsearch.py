@@ -30,7 +30,7 @@ from dataclasses import dataclass
 
 import networkx as nx
 
-from synth.ir.fabric import Fabric, Resource
+from synth.ir.fabric import Fabric
 from synth.ir.verifier import CAPACITY_EPS, required_rounds
 from topo_probe.errors import UnsupportedCollective
 
@@ -144,29 +144,40 @@ class _Packer:
 
     def __init__(self, fabric: Fabric, rounds: int) -> None:
         self.f = fabric
-        self.cap = {r: fabric.capacity(r, rounds) for r in fabric.resources}
+        #: resources by their index in ``fabric.resources`` (loads and residuals are keyed by
+        #: index: a list lookup, not a hash of the resource's name pair, in the searches' inner loops)
+        index = {r: k for k, r in enumerate(fabric.resources)}
+        self.cap = [fabric.capacity(r, rounds) for r in fabric.resources]
         self.nodes = 0  # search nodes spent by residual searches (bounded by SEARCH_BUDGET)
-        self.route = {c: {r: float(fr) for r, fr in route} for c, route in fabric.channels.items()}
+        self.route = {c: {index[r]: float(fr) for r, fr in route} for c, route in fabric.channels.items()}
+        self._loads: dict[tuple[int, ...], dict[int, float]] = {}
 
-    def load(self, ring: tuple[int, ...]) -> dict[Resource, float]:
-        out: dict[Resource, float] = {}
-        n = len(ring)
-        for k in range(n if n > 1 else 0):
-            for r, x in self.route[(ring[k], ring[(k + 1) % n])].items():
-                out[r] = out.get(r, 0.0) + x
+    def load(self, ring: tuple[int, ...]) -> dict[int, float]:
+        """Chunks per resource index of one chunk over every hop of ``ring`` (kept: the greedy
+        passes over the rotations and the enumerated cycles ask again for the same cycles)."""
+        out = self._loads.get(ring)
+        if out is None:
+            out = self._loads[ring] = {}
+            n = len(ring)
+            for k in range(n if n > 1 else 0):
+                for r, x in self.route[(ring[k], ring[(k + 1) % n])].items():
+                    out[r] = out.get(r, 0.0) + x
         return out
 
     @staticmethod
-    def fits(load: dict, residual: dict) -> bool:
-        return all(residual[r] - x >= -CAPACITY_EPS for r, x in load.items())
+    def fits(load: dict, residual: list) -> bool:
+        for r, x in load.items():         # a loop, not all(...): no generator per call
+            if not residual[r] - x >= -CAPACITY_EPS:
+                return False
+        return True
 
     @staticmethod
-    def take(load: dict, residual: dict, sign: int = -1) -> None:
+    def take(load: dict, residual: list, sign: int = -1) -> None:
         for r, x in load.items():
             residual[r] += sign * x
 
     def greedy(self, cands: list, max_rings: int) -> list:
-        residual, out = dict(self.cap), []
+        residual, out = list(self.cap), []
         for c in cands:
             load = self.load(c)
             while len(out) < max_rings and self.fits(load, residual):
@@ -174,7 +185,7 @@ class _Packer:
                 out.append(c)
         return out
 
-    def upper(self, residual: dict) -> float:
+    def upper(self, residual: list) -> float:
         """More rings cannot exceed, for any rank, what its out-channels can still carry, nor
         what a resource shared by all of a rank's out- (or in-) channels can carry."""
         best = math.inf
@@ -197,7 +208,7 @@ class _Packer:
         best = list(start)
         chosen: list[int] = []
         nodes = 0
-        residual = dict(self.cap)
+        residual = list(self.cap)
 
         def dfs(first: int) -> None:
             nonlocal best, nodes
@@ -224,7 +235,7 @@ class _Packer:
     def residual_search(self, adj: list[list[int]], max_rings: int, rng: random.Random | None) -> list:
         """Repeatedly find one more ring within the residual capacity (DFS, bounded)."""
         n = self.f.num_ranks
-        residual, out = dict(self.cap), []
+        residual, out = list(self.cap), []
         while len(out) < max_rings:
             ring = self._one_ring(adj, residual, rng)
             if ring is None:
@@ -303,7 +314,7 @@ def _pack(fabric: Fabric, cands: list, complete: bool, adj, max_rings: int, roun
     best = p.greedy(cands, max_rings)
     if complete:
         return p.branch_and_bound(cands, max_rings, best)
-    bound = p.upper(dict(p.cap))
+    bound = p.upper(list(p.cap))
     tries = [lambda: p.greedy(_host_rotations(fabric), max_rings),
              lambda: p.greedy(_rotations(fabric) + cands, max_rings),
              lambda: p.residual_search(adj, max_rings, None)]
@@ -324,7 +335,7 @@ def _search(fabric: Fabric, max_rings: int) -> RingPlan:
     if n <= 1:
         return RingPlan((tuple(range(n)),), ((),), False, 1, True)
     if not cands and not complete:
-        ring = _Packer(fabric, 1)._one_ring(adj, {r: math.inf for r in fabric.resources}, None)
+        ring = _Packer(fabric, 1)._one_ring(adj, [math.inf] * len(fabric.resources), None)
         cands = [ring] if ring else []
     if not cands:
         return _relay_plan(fabric)

@@ -15,6 +15,12 @@ from synth.plan.size_plan import Plan
 from topo_probe.topology.model import Topology
 
 
+#: inches of one panel of busbw.png (width, height)
+PANEL_IN = (4.2, 3.4)
+#: inches around and between busbw.png's panels: left (tick labels and the y label), right,
+#: bottom (tick labels and the x label), top (the figure's title), gap between columns (the
+#: next panel's y label and tick labels), gap between rows (x label, then the next title)
+MARGINS_IN = (0.75, 0.15, 0.55, 0.65, 0.8, 0.85)
 #: how the comparison treats a cluster's network (see synth.plan.versus_nccl.nccl_curve)
 _NETWORK_NOTE = ("; the network with InfiniBand's constants whatever its transport, as the schedules' cost model "
                  "has no transport-specific costs")
@@ -50,13 +56,12 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     """Write ``report.md`` and ``busbw.png`` (one panel per collective) into ``folder``;
     ``nccl`` holds NCCL's modelled curve per collective (:func:`synth.plan.versus_nccl.nccl_curve`).
     Returns the report's text with its wall-clock times marked (:mod:`synth.pipeline.wall_clock`)."""
-    nccl = nccl or {}
-    import matplotlib
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
+    from matplotlib.figure import Figure  # not pyplot: no figure manager or GUI backend to import
 
     from synth.model.physics import cost_params_for
     from synth.solve.bounds_cache import fabric_bounds
+
+    nccl = nccl or {}
 
     n = fabric.num_ranks
     colls = list(curves)
@@ -64,7 +69,8 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     lines[4:4] = _host_assumption_lines(summary)
     cols = max(1, min(4, len(colls)))
     rows = (len(colls) + cols - 1) // cols
-    fig, axes = plt.subplots(rows, cols, figsize=(4.2 * cols, 3.4 * rows), squeeze=False)
+    fig = Figure(figsize=(PANEL_IN[0] * cols, PANEL_IN[1] * rows))
+    axes = fig.subplots(rows, cols, squeeze=False)
     params = cost_params_for(fabric)        # one NCCL machine model for every size and collective
     for idx, coll in enumerate(colls):
         c = curves[coll]
@@ -78,15 +84,27 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
     for j in range(len(colls), rows * cols):
         axes[j // cols][j % cols].axis("off")
     fig.suptitle(f"{topo.name}: simulated busbw, synthesized schedules vs NCCL (modelled)")
-    fig.tight_layout()
+    _fixed_margins(fig, rows, cols)
     fig.savefig(folder / "busbw.png", dpi=110)
-    plt.close(fig)
     lines += _measured_lines(topo, colls, n)
     lines += ["", "![busbw](busbw.png)", "", "## Per collective", ""]
     lines += _per_collective_lines(summary, colls) + _plan_lines(plan) + _stage_lines(summary, colls)
     marked = "\n".join(lines) + "\n"
     atomic_write_text(folder / "report.md", unmarked(marked))
     return marked
+
+
+def _fixed_margins(fig, rows: int, cols: int) -> None:
+    """Margins and gaps of the panel grid in inches (:data:`MARGINS_IN`), the same for every
+    figure: the panels' labels are the same texts at the same font sizes, so a tight layout
+    (which lays every text out once more only to measure it: about 0.5 s CPU for 8 panels)
+    would find nearly the same."""
+    w, h = PANEL_IN[0] * cols, PANEL_IN[1] * rows
+    left, right, bottom, top, gap_w, gap_h = MARGINS_IN
+    ax_w = (w - left - right - gap_w * (cols - 1)) / cols
+    ax_h = (h - bottom - top - gap_h * (rows - 1)) / rows
+    fig.subplots_adjust(left=left / w, right=1 - right / w, bottom=bottom / h, top=1 - top / h,
+                        wspace=gap_w / ax_w, hspace=gap_h / ax_h)
 
 
 def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:

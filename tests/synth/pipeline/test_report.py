@@ -79,3 +79,33 @@ def test_the_report_builds_the_nccl_machine_model_once_not_per_size(tmp_path, mo
     run(load_topology("ring:3"), tmp_path / "out", opts)
     assert (tmp_path / "out" / "report.md").is_file()
     assert len(calls) == 1, f"cost_params_for called {len(calls)} times by the report"
+
+
+def test_busbw_png_panels_and_title_fit_the_figure_without_overlapping(tmp_path, monkeypatch):
+    """busbw.png's fixed margins (synth.pipeline.report.MARGINS_IN, no tight layout) leave room
+    for every panel's title, tick labels, axis labels and legend: measured by matplotlib's own
+    text extents at the saved resolution, each panel's drawn box lies inside the figure and
+    overlaps no other panel's nor the figure's title."""
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from synth.pipeline.synthesize import SynthesisOptions, run
+    from topo_probe.load import load_topology
+    saved = []
+    real = Figure.savefig
+    monkeypatch.setattr(Figure, "savefig", lambda self, *a, **k: saved.append((self, k.get("dpi"))) or real(self, *a, **k))
+    colls = ("allgather", "reducescatter", "allreduce", "broadcast", "alltoall")      # 2 rows of 4, 3 panels off
+    run(load_topology("ring:3"), tmp_path / "out", SynthesisOptions(collectives=colls, time_limit_s=5, max_sat_ranks=2))
+    (fig, dpi), = saved
+    fig.set_dpi(dpi)
+    renderer = FigureCanvasAgg(fig).get_renderer()
+    whole = fig.bbox
+    boxes = [ax.get_tightbbox(renderer) for ax in fig.axes if ax.axison]
+    assert len(boxes) == len(colls)
+    title = fig._suptitle.get_window_extent(renderer)
+    for k, box in enumerate(boxes):
+        assert whole.x0 <= box.x0 and box.x1 <= whole.x1 and whole.y0 <= box.y0 and box.y1 <= whole.y1, \
+            f"panel {k} ({box}) leaves the figure ({whole})"
+        assert not box.overlaps(title), f"panel {k} overlaps the figure's title"
+        for j in range(k):
+            assert not box.overlaps(boxes[j]), f"panels {j} and {k} overlap"
