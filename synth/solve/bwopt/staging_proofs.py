@@ -67,10 +67,15 @@ def _carried(model: ChannelModel, levels: dict, sources: list[int], c: int, S: i
             if s in srcs:
                 row.SetCoefficient(x, 1)
     total = np.array([sum(levels[b]) for b, _ in cols], dtype=np.int64)       # bundles x resources
-    for r in np.flatnonzero(total.any(axis=0)).tolist():
-        row = lp.Constraint(-lp.infinity(), capacity(model.cap_exact[r] * model.q) * (1 + 1e-6))
-        for k in np.flatnonzero(total[:, r]).tolist():
-            row.SetCoefficient(cols[k][1], int(total[k, r]))
+    resource, bundle = np.nonzero(total.T)       # rows by resource, each row's bundles in order
+    xs, bound, row, last = [x for _, x in cols], {}, None, -1
+    for r, k, a in zip(resource.tolist(), bundle.tolist(), total.T[resource, bundle].tolist()):
+        if r != last:                            # a resource's row; its capacity once per figure
+            per_round, last = model.cap_exact[r], r
+            if per_round not in bound:
+                bound[per_round] = capacity(per_round * model.q) * (1 + 1e-6)
+            row = lp.Constraint(-lp.infinity(), bound[per_round])
+        row.SetCoefficient(xs[k], a)
     lp.Maximize(carried)
     if solve_lp(lp, budget) != pywraplp.Solver.OPTIMAL:
         return True

@@ -22,7 +22,7 @@ import numpy as np
 
 from synth.solve.budget import SolveBudget, budget_or_new, limit_cp_sat
 from synth.solve.bwopt.trees import ChannelModel, Packing, pack_trees, rounds_for, tree_depth
-from synth.solve.stoppable import solve_cp_sat
+from synth.solve.cp_sat_once import solve_cp_sat_once
 from topo_probe.errors import SynthesisInfeasible
 
 __all__ = ["Batch", "Bundle", "dive_batch", "integer_batch", "rational_batch"]
@@ -98,16 +98,17 @@ def integer_batch(model: ChannelModel, packing: Packing, target: Fraction, *, ma
             m.Add(sum(w[k] for k in ks) == c)
         for r, cap in enumerate(model.cap_exact):
             ks = np.flatnonzero(loads[:, r])
-            if len(ks):
-                m.Add(sum(int(loads[k, r]) * cap.denominator * w[k] for k in ks)
-                      <= R * (cap.numerator * model.q))
+            if len(ks):            # one weighted sum: the very row sum(a * w) <= R * b gives, built faster
+                coeffs = [int(a) * cap.denominator for a in loads[ks, r].tolist()]
+                m.Add(cp_model.LinearExpr.WeightedSum([w[k] for k in ks], coeffs) - R * (cap.numerator * model.q) <= 0)
         for k, v in enumerate(hint or []):
             m.AddHint(w[k], v)
         m.Minimize(R * (c * len(bundles) * max(depth) + 1) + sum(d * x for d, x in zip(depth, w)))
         solver = cp_model.CpSolver()
         limit_cp_sat(solver, max(0.5, min(left, time_limit_s / 4)))
-        if solve_cp_sat(solver, m, budget) in (cp_model.OPTIMAL, cp_model.FEASIBLE):
-            best = _batch(bundles, [int(solver.Value(x)) for x in w], c, int(solver.Value(R)))
+        status, values = solve_cp_sat_once(solver, m, budget, model.fabric.memo("cp_sat"))
+        if status in (cp_model.OPTIMAL, cp_model.FEASIBLE):
+            best = _batch(bundles, [int(values[x.Index()]) for x in w], c, int(values[R.Index()]))
     if best is None:
         raise SynthesisInfeasible("trees: no whole-chunk assignment of the trees fits")
     return best
