@@ -6,7 +6,7 @@ from __future__ import annotations
 import threading
 
 
-def socket_pair(n: int = 2):
+def socket_pair(n: int = 2, timeout_s: float = 20):
     """``[mesh of rank 0, mesh of rank 1, ...]`` of ``n`` ranks, connected to each other."""
     import torch.distributed as dist
 
@@ -14,7 +14,7 @@ def socket_pair(n: int = 2):
     store, meshes = dist.HashStore(), [None] * n
 
     def make(rank):
-        meshes[rank] = SocketMesh(store, rank, n, timeout_s=20)
+        meshes[rank] = SocketMesh(store, rank, n, timeout_s=timeout_s)
     threads = [threading.Thread(target=make, args=(r,)) for r in range(n)]
     for t in threads:
         t.start()

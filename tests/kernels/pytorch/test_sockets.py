@@ -204,3 +204,26 @@ def test_streamed_sends_give_the_numpy_sum_on_every_rank(algo, n, monkeypatch):
                               results[1, "float"][r].numpy().view(np.uint32))
     for m in meshes:
         m.close()
+
+
+def test_a_silent_peer_ends_a_receive_and_a_send_it_does_not_take_within_the_timeout():
+    """The connections block in the kernel, bounded by SO_RCVTIMEO/SO_SNDTIMEO: a receive from
+    a live peer that sends nothing, and a send of more than the socket buffers hold to a peer
+    that reads nothing, each fail with PeerGone after about the group's timeout (0.5 s here),
+    not before and not much after."""
+    import time
+
+    from _socket_pair import socket_pair
+
+    from kernels.pytorch.errors import PeerGone
+    a, b = socket_pair(2, timeout_s=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(PeerGone, match="within the group's timeout"):
+        b.recv([torch.empty(4)], 0, 1)
+    assert 0.45 <= time.monotonic() - t0 < 5
+    t0 = time.monotonic()
+    with pytest.raises(PeerGone, match="sending to rank 1 failed"):
+        a.send([torch.ones(64 << 20, dtype=torch.uint8)], 1, 2).wait()
+    assert 0.45 <= time.monotonic() - t0 < 10
+    a.close()
+    b.close()
