@@ -7,15 +7,12 @@ receives in the lowering's op order (:mod:`kernels.pytorch.schedule_share`), so 
 message is always the one its receiver expects: each carries its tag and byte count, checked on
 arrival.  A send is queued to the pair's sender thread (it returns at once; the receiver may be
 busy sending too), except a small message (:data:`INLINE_BYTES`) while that thread is idle: it
-goes out from the caller's thread in one non-blocking ``sendmsg`` (the rest, if the kernel takes
+goes out from the caller's thread in one non-blocking ``writev`` (the rest, if the kernel takes
 only part, to the thread), as a hand-off to the thread costs a thread wake-up (a context
 switch) per message, more than the socket round trip itself on a busy machine.  A receive reads
-straight into the destination tensor.  The connections are blocking, each wait bounded by
-the group's timeout in the kernel (``SO_RCVTIMEO``/``SO_SNDTIMEO``): a large send is one
-``send`` and a receive one ``recv`` (``MSG_WAITALL``) where a Python timeout made each a loop
-of ``poll`` and partial transfers (a 16 MiB all-reduce on 4 processes: 15,500 ``poll`` calls
-of 70 calls down to 550, and a third fewer futex waits).  A peer that closes its end (a dead
-process) ends the call at once: :class:`~kernels.pytorch.errors.PeerGone`.
+straight into the destination tensor.  Every wait is bounded
+by the group's timeout, and a peer that closes its end (a dead process) ends the call at once:
+:class:`~kernels.pytorch.errors.PeerGone`.
 
 gloo's own send/recv would do the same job; on the 2-core machine of ``results/pytorch/`` a
 4-byte exchange through it took 2.4 ms against 0.4 ms for its all-reduce, so the schedules run
@@ -171,11 +168,7 @@ class SocketMesh:
 
     def _keep(self, peer: int, s: socket.socket) -> None:
         s.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        s.settimeout(None)              # blocking: the kernel bounds each wait (module docstring)
-        whole = int(self.timeout_s)
-        tv = struct.pack("ll", whole, int((self.timeout_s - whole) * 1e6))
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVTIMEO, tv)
-        s.setsockopt(socket.SOL_SOCKET, socket.SO_SNDTIMEO, tv)
+        s.settimeout(self.timeout_s)
         self.socks[peer] = s
         q = self._queues[peer] = queue.Queue()
         self._locks[peer], self._busy[peer] = threading.Lock(), 0
@@ -214,8 +207,8 @@ class SocketMesh:
         """Write a small message at once, without blocking (module docstring): None when all of it
         went out (or the connection failed: ``pending`` holds the error), else the bytes left."""
         parts = [_HEADER.pack(tag, pending.nbytes), *pending.parts]
-        try:
-            sent = self.socks[peer].sendmsg(parts, (), socket.MSG_DONTWAIT)
+        try:                  # the socket has a timeout, so its descriptor is non-blocking
+            sent = os.writev(self.socks[peer].fileno(), parts)
         except BlockingIOError:
             sent = 0
         except OSError as exc:
@@ -231,8 +224,8 @@ class SocketMesh:
         got = 0
         while got < nbytes:
             try:
-                k = s.recv_into(buf[got:], nbytes - got, socket.MSG_WAITALL)
-            except (socket.timeout, BlockingIOError):     # the kernel's SO_RCVTIMEO says EAGAIN
+                k = s.recv_into(buf[got:], nbytes - got)
+            except socket.timeout:
                 raise PeerGone(f"rank {self.rank}: no message from rank {peer} within the group's timeout "
                                f"({self.timeout_s:g} s)") from None
             except OSError as exc:
