@@ -98,7 +98,7 @@ _SENT.set()
 class _Stream(_Pending):
     """A message queued in pieces (:meth:`SocketMesh.send_stream`)."""
 
-    def __init__(self, mesh: "SocketMesh", peer: int, t: torch.Tensor) -> None:
+    def __init__(self, mesh: SocketMesh, peer: int, t: torch.Tensor) -> None:
         mv = _bytes_of(t)
         super().__init__(t, [mv])
         self.mesh, self.peer, self.size, self.fed = mesh, peer, t.element_size(), 0
@@ -261,7 +261,7 @@ class SocketMesh:
                 self._queue(peer, (pending, _HEADER.pack(tag, pending.nbytes), pending.parts, True))
         return pending
 
-    def send_stream(self, t: torch.Tensor, peer: int, tag: int) -> "_Stream":
+    def send_stream(self, t: torch.Tensor, peer: int, tag: int) -> _Stream:
         """One message of ``t``'s bytes to ``peer`` (as :meth:`send`) whose frame is queued now and
         whose bytes are queued as :meth:`_Stream.feed` says each range of them is final: a send
         whose source is still being reduced goes out piece by piece behind the reduction

@@ -153,10 +153,10 @@ def test_streamed_sends_give_the_numpy_sum_on_every_rank(algo, n, monkeypatch):
     and as many streams ran on every rank, at least n - 1 per call (ring: each reduce step's
     result forwarded; direct: exactly n - 1, the reduced block to every peer)."""
     import numpy as np
-
-    import kernels.pytorch.schedule_share as share
-    import kernels.pytorch.sockets as sockets
     from _socket_pair import socket_pair
+
+    from kernels.pytorch import schedule_share as share
+    from kernels.pytorch import sockets
     from synth import baseline, build_fabric
     from topo_probe.machines.generators import fully_connected
     sched = baseline(algo, build_fabric(fully_connected(n)), "allreduce")
@@ -175,11 +175,10 @@ def test_streamed_sends_give_the_numpy_sum_on_every_rank(algo, n, monkeypatch):
             bufs = [x.clone() for x in xs]
             errors: list = []
 
-            def one(r):
+            def one(r, bufs=bufs, errors=errors):
                 try:
-                    run = share.run_share
-                    run(sched, bufs[r], bufs[r], bufs[r].numel(), op="sum", rank=r,
-                        transport=share.GroupTransport(meshes[r]))
+                    share.run_share(sched, bufs[r], bufs[r], bufs[r].numel(), op="sum", rank=r,
+                                    transport=share.GroupTransport(meshes[r]))
                 except BaseException as e:  # noqa: BLE001  (reported below)
                     errors.append(e)
             threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
