@@ -234,7 +234,9 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
             elif kind == RECV_COPY:
                 transport.recv(view(o.dst), peer, tag)
             elif kind == RECV_REDUCE:
-                streams = _streams(items, i, view, transport, posted) if waits is not None and overlap else []
+                streams = []                    # filled as posted: a failure aborts each one
+                if waits is not None and overlap:
+                    _streams(items, i, view, transport, posted, streams)
                 _recv_reduce(transport, temps.take(o.src.size), peer, tag, view(o.dst), view(o.acc),
                              binop_for(o.premul, op, n), streams)
             elif kind == LOCAL:
@@ -261,13 +263,13 @@ def overlap_pays(ranks: int) -> bool:
     return ranks <= limit
 
 
-def _streams(items: list, i: int, view, transport, posted: dict) -> list:
+def _streams(items: list, i: int, view, transport, posted: dict, out: list) -> None:
     """Post, as streams fed behind item ``i``'s reduction, the sends right after it in ``items``
     that send exactly the region it writes (in the CPU order a send comes right after the op
     it depends on, and after every earlier send, :mod:`kernels.pytorch.share_order`: posting
-    it while that op runs keeps each pair's messages in order); recorded in ``posted``."""
+    it while that op runs keeps each pair's messages in order); recorded in ``posted`` and
+    appended to ``out``."""
     dst = view(items[i][1].dst)
-    out = []
     for j in range(i + 1, len(items)):
         kind, o, tag, peer = items[j]
         src = view(o.src) if kind == SEND else None
@@ -278,7 +280,6 @@ def _streams(items: list, i: int, view, transport, posted: dict) -> list:
             break
         posted[j] = s
         out.append(s)
-    return out
 
 
 class _Temps:

@@ -226,3 +226,44 @@ def test_a_silent_peer_ends_a_receive_and_a_send_it_does_not_take_within_the_tim
     assert 0.45 <= time.monotonic() - t0 < 10
     a.close()
     b.close()
+
+
+def test_a_peer_gone_mid_call_ends_a_streaming_rank_with_peer_gone_not_a_hang(monkeypatch):
+    """Rank 1 closes its connections instead of running its share: rank 0's ring, its send of
+    the block being reduced already posted as a stream, raises PeerGone within seconds (the
+    stream is aborted, not waited for forever)."""
+    import time
+
+    from _socket_pair import socket_pair
+
+    from kernels.pytorch import schedule_share as share
+    from kernels.pytorch.errors import PeerGone
+    from synth import baseline, build_fabric
+    from topo_probe.machines.generators import fully_connected
+    sched = baseline("ring", build_fabric(fully_connected(2)), "allreduce")
+    monkeypatch.setattr(share, "STREAM_MAX_RANKS", 2)
+    a, b = socket_pair(2)
+    aborted: list = []
+    plain = a.send_stream
+
+    def counted(*args):
+        s = plain(*args)
+        stop = s.abort
+        s.abort = lambda: (aborted.append(1), stop())
+        return s
+    monkeypatch.setattr(a, "send_stream", counted)
+    b.close()
+    x, errors = torch.ones(1 << 20), []
+
+    def rank0():
+        try:
+            share.run_share(sched, x, x, x.numel(), op="sum", rank=0, transport=share.GroupTransport(a))
+        except PeerGone as e:
+            errors.append(e)
+    t0 = time.monotonic()
+    t = threading.Thread(target=rank0)
+    t.start()
+    t.join(15)
+    assert not t.is_alive() and len(errors) == 1 and aborted == [1]
+    assert time.monotonic() - t0 < 15
+    a.close()
