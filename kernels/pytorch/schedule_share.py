@@ -12,7 +12,11 @@ region (so a later op may overwrite it), receives wait: every receive's matching
 ops earlier in that order, so the ranks cannot wait on each other in a circle.  On CPU tensors
 each send is instead posted as early as its dependencies allow and read in place, the first op
 that writes its region waiting for it, where that provably cannot wait in a circle
-(:mod:`kernels.pytorch.share_order`).  Reductions are
+(:mod:`kernels.pytorch.share_order`); a send of exactly the region a received message is being
+reduced into, right after that receive in this order (a ring's next step, a direct
+all-reduce's all-gather), goes out piece by piece as each piece is reduced, overlapping the
+two steps as gloo's pipelined ring does, where a core is free to write it
+(:func:`overlap_pays`).  Reductions are
 torch operations in the element type, with floating ``avg`` as NCCL's pre-multiplied sum
 (:class:`kernels.backends.kernel_twins.PreMulSum`).  On CUDA tensors every operation is enqueued
 on the current stream (the internal NCCL group orders its sends and receives with it).
@@ -20,6 +24,7 @@ on the current stream (the internal NCCL group orders its sends and receives wit
 
 from __future__ import annotations
 
+import os
 import threading
 
 import torch
@@ -36,6 +41,9 @@ _TAG_UB = 2**31 - 1
 _PLANS: dict = {}
 #: the largest temporary buffer :func:`run_share` keeps for the next call (bytes)
 KEEP_BYTES = 32 << 20
+#: the most ranks a group may have for its sends to be streamed (:func:`overlap_pays`);
+#: None: the cores this process may run on
+STREAM_MAX_RANKS: int | None = None
 
 
 def _rank_plan(schedule: Schedule, count: int, np_dtype, inplace: bool, op: str, rank: int):
@@ -132,6 +140,17 @@ class GroupTransport:
     def recv(self, tensor: torch.Tensor, peer: int, tag: int) -> None:
         self.group.recv([tensor], peer, tag).wait()
 
+    def stream(self, tensor: torch.Tensor, peer: int, tag: int):
+        """Post a send of ``tensor`` whose bytes go as they are fed (``feed(start, stop)``,
+        elements), where the group can (:meth:`~kernels.pytorch.sockets.SocketMesh.send_stream`);
+        else None."""
+        start = getattr(self.group, "send_stream", None)
+        if start is None or tensor.device.type != "cpu" or not tensor.numel():
+            return None
+        work = start(tensor, peer, tag)
+        self.sends.append((work, tensor))
+        return work
+
     def recv_reduce(self, tensor: torch.Tensor, peer: int, tag: int, reduce) -> None:
         """Receive into ``tensor`` and call ``reduce(start, stop)`` on element ranges of it: as
         pieces arrive where the group has :meth:`~kernels.pytorch.sockets.SocketMesh.recv_pieces`
@@ -201,25 +220,66 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
 
     n = schedule.ranks
     posted: dict = {}
+    streams: list = []
+    overlap = overlap_pays(n)
     try:
         for i, (kind, o, tag, peer) in enumerate(items):
             for j in waits[i] if waits is not None else ():
                 posted.pop(j).wait()            # a send from the region this op writes is done
+            if i in posted:
+                continue                        # streamed behind the reduction before it
             if kind == SEND:
                 src = view(o.src) if waits is not None else temps.take(o.src.size).copy_(view(o.src))
                 posted[i] = transport.isend(src, peer, tag)
             elif kind == RECV_COPY:
                 transport.recv(view(o.dst), peer, tag)
             elif kind == RECV_REDUCE:
+                streams = []                    # filled as posted: a failure aborts each one
+                if waits is not None and overlap:
+                    _streams(items, i, view, transport, posted, streams)
                 _recv_reduce(transport, temps.take(o.src.size), peer, tag, view(o.dst), view(o.acc),
-                             binop_for(o.premul, op, n))
+                             binop_for(o.premul, op, n), streams)
             elif kind == LOCAL:
                 _local(o, view, op, n)
         transport.finish()
     except BaseException:
         temps.forget()                      # a send may still hold one: none is used again
+        for s in streams:
+            s.abort()
         transport.finish()
         raise
+
+
+def overlap_pays(ranks: int) -> bool:
+    """Whether a send is streamed behind the reduction it waits for (:func:`_streams`): where
+    this process may use as many cores as the group has ranks (:data:`STREAM_MAX_RANKS`, else
+    the cores it may run on).  The pair's thread then writes on a core of its own while this one
+    reduces; with fewer cores the pieces only add thread wake-ups (4 processes on 2 cores:
+    0.5-1.4 ms more CPU per 16 MiB call, ``results/pytorch/report.md``)."""
+    if STREAM_MAX_RANKS is not None:
+        return ranks <= STREAM_MAX_RANKS
+    cores = getattr(os, "sched_getaffinity", None)
+    limit = len(cores(0)) if cores is not None else (os.cpu_count() or 1)
+    return ranks <= limit
+
+
+def _streams(items: list, i: int, view, transport, posted: dict, out: list) -> None:
+    """Post, as streams fed behind item ``i``'s reduction, the sends right after it in ``items``
+    that send exactly the region it writes (in the CPU order a send comes right after the op
+    it depends on, and after every earlier send, :mod:`kernels.pytorch.share_order`: posting
+    it while that op runs keeps each pair's messages in order); recorded in ``posted`` and
+    appended to ``out``."""
+    dst = view(items[i][1].dst)
+    for j in range(i + 1, len(items)):
+        kind, o, tag, peer = items[j]
+        src = view(o.src) if kind == SEND else None
+        if src is None or src.data_ptr() != dst.data_ptr() or src.numel() != dst.numel():
+            break
+        s = transport.stream(src, peer, tag) if hasattr(transport, "stream") else None
+        if s is None:
+            break
+        posted[j] = s
+        out.append(s)
 
 
 class _Temps:
@@ -255,14 +315,19 @@ class _Temps:
 
 
 
-def _recv_reduce(transport, tmp: torch.Tensor, peer: int, tag: int, dst, acc, binop) -> None:
+def _recv_reduce(transport, tmp: torch.Tensor, peer: int, tag: int, dst, acc, binop, streams=()) -> None:
     """``dst = acc (binop) message``, the message received into ``tmp``; element by element the
-    same operation whether the transport hands it over whole or in pieces."""
+    same operation whether the transport hands it over whole or in pieces; each piece of ``dst``
+    is then fed to ``streams`` (sends of ``dst``, :func:`_streams`)."""
+    def piece(a: int, z: int) -> None:
+        combine(dst[a:z], acc[a:z], tmp[a:z], binop)
+        for s in streams:
+            s.feed(a, z)
     if not hasattr(transport, "recv_reduce"):
         transport.recv(tmp, peer, tag)
-        combine(dst, acc, tmp, binop)
+        piece(0, tmp.numel())
         return
-    transport.recv_reduce(tmp, peer, tag, lambda a, z: combine(dst[a:z], acc[a:z], tmp[a:z], binop))
+    transport.recv_reduce(tmp, peer, tag, piece)
 
 
 def _local(o, view, op: str, n: int) -> None:

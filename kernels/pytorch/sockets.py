@@ -95,6 +95,41 @@ _SENT = threading.Event()
 _SENT.set()
 
 
+class _Stream(_Pending):
+    """A message queued in pieces (:meth:`SocketMesh.send_stream`)."""
+
+    def __init__(self, mesh: SocketMesh, peer: int, t: torch.Tensor) -> None:
+        mv = _bytes_of(t)
+        super().__init__(t, [mv])
+        self.mesh, self.peer, self.size, self.fed = mesh, peer, t.element_size(), 0
+        self.done = threading.Event()
+
+    def feed(self, start: int, stop: int) -> None:
+        """Elements ``start:stop`` (the next ones, in order) are final: queue their bytes."""
+        a, z = start * self.size, stop * self.size
+        if a != self.fed or z <= a:
+            raise ValueError(f"a stream's pieces come in order: bytes {a}:{z} after {self.fed}")
+        self.fed = z
+        with self.mesh._locks[self.peer]:
+            self.mesh._queue(self.peer, (self, None, [self.parts[0][a:z]], z == self.nbytes))
+
+    def abort(self) -> None:
+        """End a stream not fed to its end (the call failed): its message can never be whole, so
+        the connection is shut (the peer's receive fails at once instead of reading the pair's
+        next message as the rest of this one); returns once the pair's thread lets go of it."""
+        if self.fed == self.nbytes:
+            return
+        self.fed = self.nbytes
+        try:
+            self.mesh.socks[self.peer].shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+        with self.mesh._locks[self.peer]:
+            self.mesh._queue(self.peer, (self, None, [], True))
+        self.done.wait()
+        self.error = None
+
+
 class _Received:
     def wait(self) -> bool:
         return True
@@ -140,23 +175,30 @@ class SocketMesh:
         threading.Thread(target=self._sender, args=(peer, s, q), daemon=True, name=f"topocoll-send-{peer}").start()
 
     def _sender(self, peer: int, s: socket.socket, q: queue.Queue) -> None:
+        """Write the pair's queued items in order: ``(pending, head, body, last)``: ``head``
+        (a frame, or None) then ``body`` (byte buffers); ``last``: the item ends ``pending``."""
         while True:
             item = q.get()
             if item is None:
                 return
-            pending, tag, rest = item
+            pending, head, body, last = item
             try:
-                if rest is not None:                   # what a non-blocking write left over
-                    s.sendall(rest)
-                else:
-                    s.sendall(_HEADER.pack(tag, pending.nbytes))
-                    for part in pending.parts:
+                if pending.error is None:         # a stream's pieces after a failed write: none
+                    if head is not None:
+                        s.sendall(head)
+                    for part in body:
                         s.sendall(part)
             except OSError as exc:
                 pending.error = self._send_failed(peer, exc)
             with self._locks[peer]:
                 self._busy[peer] -= 1
-            pending.done.set()
+            if last:
+                pending.done.set()
+
+    def _queue(self, peer: int, item: tuple) -> None:
+        """Hand ``item`` (:meth:`_sender`) to the pair's thread; the caller holds the pair's lock."""
+        self._busy[peer] += 1
+        self._queues[peer].put(item)
 
     def _send_failed(self, peer: int, exc: OSError) -> PeerGone:
         return PeerGone(f"rank {self.rank}: sending to rank {peer} failed ({exc}); did it exit?")
@@ -213,9 +255,23 @@ class SocketMesh:
             elif volatile:
                 pending.parts = [b"".join(bytes(p) for p in parts)]
             pending.done = threading.Event()
-            self._busy[peer] += 1
-            self._queues[peer].put((pending, tag, rest))
+            if rest is not None:
+                self._queue(peer, (pending, None, [rest], True))
+            else:
+                self._queue(peer, (pending, _HEADER.pack(tag, pending.nbytes), pending.parts, True))
         return pending
+
+    def send_stream(self, t: torch.Tensor, peer: int, tag: int) -> _Stream:
+        """One message of ``t``'s bytes to ``peer`` (as :meth:`send`) whose frame is queued now and
+        whose bytes are queued as :meth:`_Stream.feed` says each range of them is final: a send
+        whose source is still being reduced goes out piece by piece behind the reduction
+        (:func:`kernels.pytorch.schedule_share.run_share`).  Nothing else may be sent to
+        ``peer`` until the last piece is fed or the stream is ended by :meth:`_Stream.abort`."""
+        stream = _Stream(self, peer, t)
+        with self._locks[peer]:
+            self.frames_sent += 1
+            self._queue(peer, (stream, _HEADER.pack(tag, stream.nbytes), [], not stream.nbytes))
+        return stream
 
     def recv(self, tensors, peer: int, tag: int) -> _Received:
         """Receive the pair's next message into ``tensors[0]`` (its tag and size must match)."""

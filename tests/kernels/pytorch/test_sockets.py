@@ -113,3 +113,157 @@ def test_a_schedule_over_the_pair_sends_in_place_reduces_in_pieces_and_equals_nu
     assert all(z - a == 1024 for a, z in mine) and len(mine) == 2 * (1 << 18) // 1024 // (2 if algo == "ring" else 1)
     for m in meshes:
         m.close()
+
+
+def test_a_stream_fed_in_pieces_arrives_whole_between_other_messages_and_abort_shuts_the_pair():
+    """send_stream: the frame goes first, the bytes as fed; the pair's messages before and after
+    it arrive in order, each whole; pieces out of order are refused; an unfinished stream's
+    abort shuts the connection, so the peer's receive fails at once (not reading the pair's
+    next message as the rest of it)."""
+    from kernels.pytorch.errors import PeerGone
+    a, b = _pair()
+    g = torch.Generator().manual_seed(7)
+    before, body, after = (torch.randint(-99, 99, (k,), generator=g) for k in (5, 300_001, 9))
+    a.send([before], 1, 1)
+    s = a.send_stream(body, 1, 2)
+    with pytest.raises(ValueError, match="in order"):
+        s.feed(10, 20)
+    for lo in range(0, body.numel(), 70_000):
+        s.feed(lo, min(body.numel(), lo + 70_000))
+    a.send([after], 1, 3)
+    got = [torch.empty_like(t) for t in (before, body, after)]
+    for k, t in enumerate(got):
+        b.recv([t], 0, k + 1)
+    s.wait()
+    assert all(torch.equal(x, y) for x, y in zip(got, (before, body, after)))
+    cut = a.send_stream(body, 1, 4)
+    cut.feed(0, 1000)
+    cut.abort()
+    assert cut.done.is_set()
+    with pytest.raises(PeerGone, match="closed its connection|failed"):
+        b.recv([torch.empty_like(body)], 0, 4)
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("algo,n", [("ring", 2), ("ring", 4), ("direct", 4)])
+def test_streamed_sends_give_the_numpy_sum_on_every_rank(algo, n, monkeypatch):
+    """run_share over ``n`` SocketMesh ranks with streaming forced on (and off): int64 sums
+    equal NumPy's exactly, float32 sums with and without streaming are bit for bit the same,
+    and as many streams ran on every rank, at least n - 1 per call (ring: each reduce step's
+    result forwarded; direct: exactly n - 1, the reduced block to every peer)."""
+    import numpy as np
+    from _socket_pair import socket_pair
+
+    from kernels.pytorch import schedule_share as share
+    from kernels.pytorch import sockets
+    from synth import baseline, build_fabric
+    from topo_probe.machines.generators import fully_connected
+    sched = baseline(algo, build_fabric(fully_connected(n)), "allreduce")
+    meshes = socket_pair(n)
+    streams: list = []
+    plain = sockets.SocketMesh.send_stream
+    monkeypatch.setattr(sockets.SocketMesh, "send_stream", lambda self, *a: streams.append(self.rank) or plain(self, *a))
+    monkeypatch.setattr(sockets, "PIECE_BYTES", 16 << 10)
+    g = torch.Generator().manual_seed(11)
+    ints = [torch.randint(-2**40, 2**40, (3 * (1 << 14) + 4,), generator=g) for _ in range(n)]
+    floats = [torch.randn(1 << 16, generator=g) for _ in range(n)]
+    results = {}
+    for limit in (n, 1):                              # streamed, then not
+        monkeypatch.setattr(share, "STREAM_MAX_RANKS", limit)
+        for name, xs in (("int", ints), ("float", floats)):
+            bufs = [x.clone() for x in xs]
+            errors: list = []
+
+            def one(r, bufs=bufs, errors=errors):
+                try:
+                    share.run_share(sched, bufs[r], bufs[r], bufs[r].numel(), op="sum", rank=r,
+                                    transport=share.GroupTransport(meshes[r]))
+                except BaseException as e:  # noqa: BLE001  (reported below)
+                    errors.append(e)
+            threads = [threading.Thread(target=one, args=(r,)) for r in range(n)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join(60)
+            assert not errors, errors
+            results[limit, name] = bufs
+        if limit == n:
+            per_rank = len(streams) / n
+            assert sorted(streams) == [r for r in range(n) for _ in range(int(per_rank))]   # as many on each
+            if algo == "direct":
+                assert per_rank == (n - 1) * 2, streams    # two calls (int, float), n - 1 streams each
+            assert per_rank >= (n - 1) * 2, streams
+            streams.clear()
+    assert not streams                                 # limit 1: none streamed
+    want = np.sum(np.stack([x.numpy() for x in ints]), axis=0)
+    for r in range(n):
+        assert np.array_equal(results[n, "int"][r].numpy(), want)
+        assert np.array_equal(results[n, "float"][r].numpy().view(np.uint32),
+                              results[1, "float"][r].numpy().view(np.uint32))
+    for m in meshes:
+        m.close()
+
+
+def test_a_silent_peer_ends_a_receive_and_a_send_it_does_not_take_within_the_timeout():
+    """The connections block in the kernel, bounded by SO_RCVTIMEO/SO_SNDTIMEO: a receive from
+    a live peer that sends nothing, and a send of more than the socket buffers hold to a peer
+    that reads nothing, each fail with PeerGone after about the group's timeout (0.5 s here),
+    not before and not much after."""
+    import time
+
+    from _socket_pair import socket_pair
+
+    from kernels.pytorch.errors import PeerGone
+    a, b = socket_pair(2, timeout_s=0.5)
+    t0 = time.monotonic()
+    with pytest.raises(PeerGone, match="within the group's timeout"):
+        b.recv([torch.empty(4)], 0, 1)
+    assert 0.45 <= time.monotonic() - t0 < 5
+    t0 = time.monotonic()
+    with pytest.raises(PeerGone, match="sending to rank 1 failed"):
+        a.send([torch.ones(64 << 20, dtype=torch.uint8)], 1, 2).wait()
+    assert 0.45 <= time.monotonic() - t0 < 10
+    a.close()
+    b.close()
+
+
+def test_a_peer_gone_mid_call_ends_a_streaming_rank_with_peer_gone_not_a_hang(monkeypatch):
+    """Rank 1 closes its connections instead of running its share: rank 0's ring, its send of
+    the block being reduced already posted as a stream, raises PeerGone within seconds (the
+    stream is aborted, not waited for forever)."""
+    import time
+
+    from _socket_pair import socket_pair
+
+    from kernels.pytorch import schedule_share as share
+    from kernels.pytorch.errors import PeerGone
+    from synth import baseline, build_fabric
+    from topo_probe.machines.generators import fully_connected
+    sched = baseline("ring", build_fabric(fully_connected(2)), "allreduce")
+    monkeypatch.setattr(share, "STREAM_MAX_RANKS", 2)
+    a, b = socket_pair(2)
+    aborted: list = []
+    plain = a.send_stream
+
+    def counted(*args):
+        s = plain(*args)
+        stop = s.abort
+        s.abort = lambda: (aborted.append(1), stop())
+        return s
+    monkeypatch.setattr(a, "send_stream", counted)
+    b.close()
+    x, errors = torch.ones(1 << 20), []
+
+    def rank0():
+        try:
+            share.run_share(sched, x, x, x.numel(), op="sum", rank=0, transport=share.GroupTransport(a))
+        except PeerGone as e:
+            errors.append(e)
+    t0 = time.monotonic()
+    t = threading.Thread(target=rank0)
+    t.start()
+    t.join(15)
+    assert not t.is_alive() and len(errors) == 1 and aborted == [1]
+    assert time.monotonic() - t0 < 15
+    a.close()
