@@ -78,7 +78,11 @@ def test_a_message_larger_than_any_header_round_is_out_of_step():
     with pytest.raises(PeerGone, match=f"message 1 of {len(row) + DATA_BYTES_MAX + 8} bytes where a call header"):
         agree_with_data(b, Header("allreduce", 1, 2, op="sum"), 2, 1)
     b.close()
-    w.wait(5)
+    try:                     # the sender ends either way: its bytes all left, or the reset of a peer
+        w.wait(5)            # that closed with them unread (a race the kernel decides)
+    except PeerGone:
+        pass
+    assert w.done.is_set()
     a.close()
 
 
