@@ -95,14 +95,16 @@ def score(rows: list[dict]) -> dict:
                 "ok": False, "median_ok": False}
     errors = [abs(x - 1) for x in ratios]
     median, worst = statistics.median(errors), max(errors)
-    return {"rows": len(ratios), "median": round(median, 4), "worst": round(worst, 4), "low": min(ratios),
-            "high": max(ratios), "ok": median <= unseen.TARGET_MEDIAN and worst <= unseen.TARGET_WORST,
-            "median_ok": median <= unseen.TARGET_MEDIAN}
+    return {"rows": len(ratios), "low": min(ratios), "high": max(ratios), **_against_bar(median, worst)}
 
 
 def before(case: unseen.UnseenCase) -> dict:
     """The recorded score at ``BEFORE_REVISION`` (percent in the record, fractions here)."""
-    median, worst = (x / 100 for x in unseen.BEFORE_REFIT[case.file])
+    return _against_bar(*(x / 100 for x in unseen.BEFORE_REFIT[case.file]))
+
+
+def _against_bar(median: float, worst: float) -> dict:
+    """Median and worst error (fractions, rounded) and whether they meet the bar."""
     return {"median": round(median, 4), "worst": round(worst, 4),
             "ok": median <= unseen.TARGET_MEDIAN and worst <= unseen.TARGET_WORST,
             "median_ok": median <= unseen.TARGET_MEDIAN}
