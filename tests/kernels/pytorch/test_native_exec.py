@@ -87,36 +87,42 @@ def test_a_group_that_cannot_run_natively_says_why_and_takes_the_host_path(monke
 
 
 def test_the_phase_clock_puts_each_step_of_a_call_in_its_phase(monkeypatch):
-    """TorchCudaShareBackend's steps timed on its clock (CuPy's calls replaced by sleeps of known
-    length): the synchronisation before a launch is input_sync, the one after it device; per
-    call µs are the sums over the calls, and ``other`` is what the phases leave of ``total``."""
-    import time
+    """TorchCudaShareBackend's steps timed on its clock (CuPy's calls replaced by naps of known
+    length on a virtual clock, so that a loaded machine cannot stretch them): the synchronisation
+    before a launch is input_sync, the one after it device; per call µs are the sums over the
+    calls, and ``other`` is what the phases leave of ``total``."""
     import types
 
     from kernels.mpi.native_cuda import CudaShareBackend
+    from kernels.pytorch import native_exec
     from kernels.pytorch.native_exec import PhaseClock, TorchCudaShareBackend
+    now = [100.0]                                         # seconds on the virtual clock
+
+    def nap(s):
+        now[0] += s
+    monkeypatch.setattr(native_exec, "time", types.SimpleNamespace(perf_counter=lambda: now[0]))
     naps = {"export": 0.002, "launch": 0.001}
     for name, s in naps.items():
-        monkeypatch.setattr(CudaShareBackend, name, lambda self, *a, s=s, **k: time.sleep(s))
+        monkeypatch.setattr(CudaShareBackend, name, lambda self, *a, s=s, **k: nap(s))
     syncs = iter([0.002, 0.008] * 3)                      # before the launch, after it
-    monkeypatch.setattr(CudaShareBackend, "synchronize", lambda self: time.sleep(next(syncs)))
+    monkeypatch.setattr(CudaShareBackend, "synchronize", lambda self: nap(next(syncs)))
     fake_cp = types.SimpleNamespace(cuda=types.SimpleNamespace(runtime=None))
     be = TorchCudaShareBackend(PhaseClock(), ipc=types.SimpleNamespace(cp=fake_cp))
     clock = be.clock
     for _ in range(3):                                    # one call: sync, 2 exports, launch, sync
-        t0 = time.perf_counter()
+        t0 = now[0]
         be.synchronize()
         be.export(None, "send")
         be.export(None, "recv")
         be.launch(None, {}, graph=False)
         be.synchronize()
-        time.sleep(0.003)                                 # the runner's own work
+        nap(0.003)                                        # the runner's own work
         clock.calls += 1
         clock.add("total", t0)
     per = clock.per_call_us()
     want = {"input_sync": 2000, "export": 4000, "launch": 1000, "device": 8000, "other": 3000}
     for phase, us in want.items():
-        assert us <= per[phase] < us + 3000, (phase, per)
+        assert abs(per[phase] - us) < 1e-3, (phase, per)
     assert abs(sum(per[k] for k in want) - per["total"]) < 1e-6
     clock.reset()
     assert clock.per_call_us() == {"other": 0.0}
