@@ -53,6 +53,28 @@ def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int) -> int:
     return n
 
 
+def alltoall_channels(m: NcclMachine, g: CommGraphs, per_peer: int) -> int:
+    """Channels one rank's alltoall launch touches (its host enqueue cost grows with them).
+
+    NCCL schedules a grouped send/recv round by round, one round per peer, each part on the
+    channels the part needs (src/enqueue.cc ``scheduleP2pTasksToPlan``: a peer in the node gets
+    :func:`p2p_channels` of its part, one across the network ``NCCL_NCHANNELS_PER_NET_PEER``),
+    and the kernel is launched on the channels that got work, never more than the communicator
+    has.  So 8 ranks' alltoall of 8 KiB runs 7 one-channel rounds, not all 56 channels of an
+    MI355X communicator.
+
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> from topo_probe import get_preset
+    >>> m = NcclMachine.from_topology(get_preset("mi355x"), gpus_per_process=8)
+    >>> g = comm_graphs(m)
+    >>> [alltoall_channels(m, g, s) for s in (1024, 2 << 20, 64 << 20)], g.n_channels
+    ([7, 28, 28], 56)
+    """
+    ppn, n = m.gpus_per_node, m.ranks
+    used = (ppn - 1) * p2p_channels(m, g, per_peer) + (n - ppn) * g.net_channels_per_peer
+    return max(1, min(g.n_channels, used))
+
+
 def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disable: bool = False) -> float:
     """Bandwidth one GPU sends to its node peers, all together (GB/s)."""
     if m.gpus_per_node == 1:
@@ -129,7 +151,7 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     else:
         per_peer = nbytes / n
         intra_b, inter_b, peers = per_peer * (ppn - 1), per_peer * (n - ppn), n - ppn
-        channels = g.n_channels
+        channels = alltoall_channels(m, g, int(per_peer))
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
     if coll != "sendrecv" and intra_b and not p2p_disable:
         mesh = mesh_alltoall_us(m, params, intra_b / (ppn - 1))
@@ -139,4 +161,4 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     return max(host_time_us(params, m.gpus_per_process, channels), t_dev), channels
 
 
-__all__ = ["p2p_time_us", "p2p_net_hop_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]
+__all__ = ["p2p_time_us", "alltoall_channels", "p2p_net_hop_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]
