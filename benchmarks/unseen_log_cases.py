@@ -10,6 +10,8 @@ README.md), each described as a new user would describe the machine from its sou
 * :data:`BEFORE_REFIT`: the model's score on every case at revision :data:`BEFORE_REVISION`, before
   the refit of NVLS-tree's chunk rule and the trees' pipeline fill (01787eb); recorded once with the
   same ``simulate --import ... --baseline nccl`` path, not recomputed.
+* :data:`SAME_MACHINE`: pairs of logs of one machine kind from two sources: how far apart their real
+  tables are is what no one prediction of that machine can be nearer than to both.
 * :data:`ISSUE_TARGET`: issue 36's bar, 12 of 14 cases within 15 % median and 35 % worst at >= 64 KiB.
 """
 
@@ -109,6 +111,11 @@ CASES = [
     UnseenCase("gb200_8gpu_2node_all_gather_gcp_a4x_default_doc.txt", "allgather", (*_GB200, "-g", "8"),
                {}, _HEADER, f"{_GCP}test-gke (A4X tab)", 8),
 ]
+
+#: pairs of logs of one machine kind, same collective and ranks, from two pages of one vendor (GKE vs VMs;
+#: the custom-cluster vs the default A4X recipe): the same machine as its user would describe it
+SAME_MACHINE = (("b200_16gpu_2node_all_gather_gcp_a4_doc.txt", "b200_16gpu_2node_all_gather_gcp_a4_vms_doc.txt"),
+                ("gb200_8gpu_2node_all_gather_gcp_a4x_doc.txt", "gb200_8gpu_2node_all_gather_gcp_a4x_default_doc.txt"))
 
 #: the revision whose model :data:`BEFORE_REFIT` scores (before 01787eb's refit)
 BEFORE_REVISION = "65e010d"

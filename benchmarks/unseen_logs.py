@@ -134,6 +134,35 @@ def counts(results: list[dict]) -> dict:
                           for s in unseen.STATUSES if any(r["status"] == s for r in results)}}
 
 
+def run_spread(rows_a: list[dict], rows_b: list[dict]) -> dict:
+    """How far apart two real tables of one machine kind are at the sizes >= ``MIN_SIZE`` both have:
+    the median and range of busbw a / b, and ``halfway``: the median error a prediction would have
+    against each if it sat at every size where it is equally far from both (``2ab / (a + b)``, off by
+    ``|a - b| / (a + b)`` from each): no one prediction of the machine is nearer to both."""
+    a = {r["size"]: r["real_busbw"] for r in rows_a if r["size"] >= unseen.MIN_SIZE and r["real_busbw"] > 0}
+    b = {r["size"]: r["real_busbw"] for r in rows_b if r["size"] >= unseen.MIN_SIZE and r["real_busbw"] > 0}
+    shared = sorted(a.keys() & b.keys())
+    if not shared:
+        return {"sizes": 0, "median": math.nan, "low": math.nan, "high": math.nan, "halfway": math.nan}
+    ratios = [a[s] / b[s] for s in shared]
+    return {"sizes": len(shared), "median": statistics.median(abs(x - 1) for x in ratios), "low": min(ratios),
+            "high": max(ratios), "halfway": statistics.median(abs(a[s] - b[s]) / (a[s] + b[s]) for s in shared)}
+
+
+def spread_lines(results: list[dict]) -> list[str]:
+    """One line per :data:`SAME_MACHINE` pair whose logs are both among ``results``."""
+    by_file = {r["file"]: r for r in results}
+    lines = []
+    for fa, fb in unseen.SAME_MACHINE:
+        if fa in by_file and fb in by_file:
+            s = run_spread(by_file[fa]["rows"], by_file[fb]["rows"])
+            lines.append(f"- {fa} vs {fb}: the real tables differ by {_pct(s['median'])} median (busbw ratio "
+                         f"{s['low']:.2f}-{s['high']:.2f} at {s['sizes']} shared sizes >= 64 KiB); a prediction "
+                         f"equally far from both at every size would be {_pct(s['halfway'])} off each (median).")
+    return ["", "Same machine kind, two published runs (how far apart they are bounds what one prediction of the machine can do on both):"] + lines \
+        if lines else []
+
+
 def _pct(x: float) -> str:
     return "-" if math.isnan(x) else f"{x:.1%}"
 
@@ -175,7 +204,7 @@ def report_lines(results: list[dict]) -> list[str]:
         lines.append(f"| {status} | {unseen.STATUSES[status]} | {k['cases']} | {k['within_both']} | "
                      f"{k['within_median']} | {k['before_within_both']} | {k['before_within_median']} |")
     notes = [f"- {r['file']}: {r['note']}." for r in results if r["note"]]
-    return lines + ([""] + notes if notes else [])
+    return lines + spread_lines(results) + ([""] + notes if notes else [])
 
 
 def header() -> list[str]:
