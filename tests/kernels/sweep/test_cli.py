@@ -217,9 +217,9 @@ def test_more_ranks_than_any_topology_is_refused_before_building_anything(capsys
     would need n (n - 1) = 3,998,000 transfers); once took minutes of building a 4-million-link
     topology before saying no baseline applies."""
     import time
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     assert main(["all_reduce", "-g", "2000", "-b", "8", "-e", "8"]) == 2
-    assert time.perf_counter() - t0 < 2.0
+    assert time.process_time() - t0 < 2.0
     err = capsys.readouterr().err.strip().splitlines()
     assert len(err) == 1 and "-g 2000" in err[0] and "at most 1024 ranks" in err[0]
 

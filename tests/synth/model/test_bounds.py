@@ -197,9 +197,9 @@ def test_maxflow_method_agrees_with_enumeration(topo):
 
 
 def test_sixteen_gpus_take_seconds_and_beyond_uses_maxflow():
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     b = lower_bounds(build_fabric(cluster("dgx1-v100", 2)), "allgather")
-    assert time.perf_counter() - t0 < 10
+    assert time.process_time() - t0 < 10
     assert b.method == "enumeration" and b.exact
     assert b.bandwidth_rounds_per_block == Fraction(63, 25)   # 8 blocks over 4 x 12.5 GB/s NICs, unit 15.75
     big = build_fabric(links_topo(ring_matrix(18), "ring18"))

@@ -174,10 +174,10 @@ def test_exact_block_values_are_checked():
 
 def test_billion_laughs_is_refused_fast():
     bomb = billion_laughs("system", "version")
-    t0 = time.perf_counter()
+    t0 = time.process_time()
     with pytest.raises(TopologyError, match="DOCTYPE"):
         parse_nccl_xml(bomb)
-    assert time.perf_counter() - t0 < 1.0
+    assert time.process_time() - t0 < 1.0
 
 
 ATTR = re.compile(r'(\w+)="([^"]*)"')

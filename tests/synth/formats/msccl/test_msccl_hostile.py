@@ -84,20 +84,20 @@ def test_mutated_programs_give_a_verified_schedule_or_one_format_error(text):
 
 def test_entity_expansion_and_doctype_are_refused_before_expanding():
     bomb = billion_laughs("algo", "name")
-    t = time.perf_counter()
+    t = time.process_time()
     with pytest.raises(ScheduleFormatError, match="DOCTYPE and ENTITY declarations are refused"):
         from_msccl_xml(bomb, source="b.xml")
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
 
 
 def test_an_instance_too_large_to_track_is_refused_before_building_it():
     gpus = "".join(f'<gpu id="{g}" i_chunks="0" o_chunks="0" s_chunks="0"/>' for g in range(4096))
     text = ('<algo name="x" proto="Simple" nchannels="1" nchunksperloop="1048576" ngpus="4096" coll="alltoall" '
             f'inplace="0" outofplace="1" minBytes="0" maxBytes="0">{gpus}</algo>')
-    t = time.perf_counter()
+    t = time.process_time()
     with pytest.raises(ScheduleFormatError, match=r"\(rank, chunk\) pairs, more than the"):
         from_msccl_xml(text)
-    assert time.perf_counter() - t < 2.0
+    assert time.process_time() - t < 2.0
 
 
 def test_size_and_depth_limits():

@@ -98,6 +98,6 @@ def test_simulate_import_refuses_a_log_of_another_rank_count(capsys):
 def test_a_hostile_line_costs_no_time():
     import time
     line = "NCCL INFO NET/OFI " * 200_000
-    t = time.perf_counter()
+    t = time.process_time()
     assert network_of([line, line[:4000]]) is None
-    assert time.perf_counter() - t < 1.0
+    assert time.process_time() - t < 1.0
