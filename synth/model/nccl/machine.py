@@ -17,9 +17,11 @@ Bandwidths are GB/s per direction (1e9 bytes/s).
 
 from __future__ import annotations
 
+import math
 import re
 from dataclasses import dataclass, replace
 
+from synth.model.nccl.constants import PCI_BW_BY_GEN, PCIE_X16_GBS
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -132,6 +134,26 @@ class NcclMachine:
     def node_net_gbps(self) -> float:
         """All NICs of one node together, GB/s per direction."""
         return self.nics_per_node * self.nic_gbps
+
+    @property
+    def used_net_gbps(self) -> float:
+        """What a node's GPUs send through its NICs together (GB/s per direction): every NIC when
+        there are no more NICs than GPUs; else a GPU reaches only as many NICs as NCCL's graph search
+        needs to carry its PCIe link at NCCL's rating of it (topo.cc: lanes x speed / 80, 48 GB/s for
+        Gen5 x16: ``PCI_BW_BY_GEN``), never more than the link physically carries (``PCIE_X16_GBS``).
+        One GPU of an 8 x 400 Gb/s host runs on its own NIC (the search's first try, a PIX path at
+        48 GB/s, fills the GPU's link), not on all eight up to its PCIe link.
+
+        >>> one = NcclMachine("h200", "sm90", 2, 2, "nvswitch", 18, pcie_gen=5, nics_per_node=8, nic_gbps=50.0)
+        >>> one.used_net_gbps, one.with_(ranks=16).used_net_gbps, one.with_(nic_gbps=12.5).used_net_gbps
+        (50.0, 400.0, 50.0)
+        """
+        if self.nics_per_node == 0:
+            return 0.0
+        link = PCIE_X16_GBS.get(self.pcie_gen, PCIE_X16_GBS[5])
+        rated = PCI_BW_BY_GEN.get(self.pcie_gen, link)
+        per_gpu = min(link, math.ceil(rated / self.nic_gbps - 1e-9) * self.nic_gbps)
+        return min(self.node_net_gbps, self.gpus_per_node * per_gpu)
 
     def visible_nics(self) -> tuple[int, float]:
         """NICs as NCCL's search sees them, ``(count, GB/s each)``: at most one per GPU (NICs on

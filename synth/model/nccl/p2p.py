@@ -119,7 +119,7 @@ def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int
     does so as a ring channel does (``ring_net_eff``); one that talks to many at once (alltoall) as a
     tree's does (``net_eff``: the real 2-host H100 alltoall reaches 0.81 of the line rate)."""
     eff = params.ring_net_efficiency(m.net_kind) if peers == 1 else params.net_efficiency(m.net_kind)
-    nic_share = m.node_net_gbps / m.gpus_per_node * eff
+    nic_share = m.used_net_gbps / m.gpus_per_node * eff
     return min(nic_share, peers * g.net_channels_per_peer * params.p2p_net_channel_gbs)
 
 

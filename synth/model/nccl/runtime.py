@@ -110,10 +110,11 @@ def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs) -> fl
 
 
 def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
-    """What a node's NICs deliver (GB/s): line rate, at most the GPUs' PCIe x16 links (data
-    sheet: the efficiency below derates both alike), times the achieved fraction (``ring``: of
+    """What a node's NICs deliver (GB/s): line rate of the NICs its GPUs reach
+    (:attr:`NcclMachine.used_net_gbps`: at most the GPUs' PCIe x16 links; the efficiency below
+    derates both alike), times the achieved fraction (``ring``: of
     ring channels streaming through them, see :func:`_net_bus_gbs`)."""
-    wire = min(m.node_net_gbps, m.gpus_per_node * PCIE_X16_GBS[m.pcie_gen])
+    wire = m.used_net_gbps
     eff = params.ring_net_efficiency(m.net_kind) if ring else params.net_efficiency(m.net_kind)
     return wire * eff
 
