@@ -27,7 +27,8 @@ from topo_probe.errors import InvalidArgument
 
 VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_P2P_DISABLE",
              "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_PAT_ENABLE", "NCCL_NVLSTREE_MAX_CHUNKSIZE",
-             "RCCL_MSCCL_ENABLE", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER")
+             "RCCL_MSCCL_ENABLE", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER",
+             "RCCL_MSCCL_ENABLE_SINGLE_PROCESS")
 #: NCCL_NVLSTREE_MAX_CHUNKSIZE default (bytes)
 NVLSTREE_CHUNK = 131072
 
@@ -89,6 +90,7 @@ class NcclEnv:
     min_ctas: int | None = None
     max_ctas: int | None = None
     net_channels_per_peer: int | None = None
+    msccl_single_process: int | None = None
 
     @classmethod
     def from_environ(cls, environ=None) -> "NcclEnv":
@@ -108,7 +110,8 @@ class NcclEnv:
             raise InvalidArgument(f"NCCL_NVLSTREE_MAX_CHUNKSIZE={chunk} must be a positive number of bytes")
         return cls(algo, proto, _flag(env, "NCCL_NVLS_ENABLE"), _flag(env, "NCCL_COLLNET_ENABLE"),
                    _flag(env, "NCCL_P2P_DISABLE"), lo, hi, _flag(env, "NCCL_PAT_ENABLE"), chunk,
-                   _flag(env, "RCCL_MSCCL_ENABLE"), min_ctas, max_ctas, per_peer)
+                   _flag(env, "RCCL_MSCCL_ENABLE"), min_ctas, max_ctas, per_peer,
+                   _flag(env, "RCCL_MSCCL_ENABLE_SINGLE_PROCESS"))
 
     def under(self, platform: dict) -> "NcclEnv":
         """This environment over a platform's own settings (``NcclMachine.platform_env``): the
@@ -163,7 +166,8 @@ class NcclEnv:
                        ("NCCL_MAX_NCHANNELS", self.max_channels), ("NCCL_PAT_ENABLE", self.pat_enable),
                        ("NCCL_NVLSTREE_MAX_CHUNKSIZE", self.nvlstree_chunk),
                        ("RCCL_MSCCL_ENABLE", self.msccl_enable), ("NCCL_MIN_CTAS", self.min_ctas),
-                       ("NCCL_MAX_CTAS", self.max_ctas), ("NCCL_NCHANNELS_PER_NET_PEER", self.net_channels_per_peer)):
+                       ("NCCL_MAX_CTAS", self.max_ctas), ("NCCL_NCHANNELS_PER_NET_PEER", self.net_channels_per_peer),
+                       ("RCCL_MSCCL_ENABLE_SINGLE_PROCESS", self.msccl_single_process)):
             if v is not None:
                 parts.append(f"{var}={v}")
         return " ".join(parts)

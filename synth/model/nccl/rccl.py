@@ -4,7 +4,10 @@ RCCL keeps NCCL's tuner but (a) forces the protocol by message size with its ``l
 (ROCm/rccl src/graph/tuning.cc, ``rcclTuningModel[5]`` for the 8-GPU xGMI mesh of MI300X) and
 (b) on 8 gfx942 GPUs in one node runs allreduce between 1 KiB and 16 MiB with the MSCCL
 algorithms it ships (ROCm/rccl tools/msccl-algorithms: all-pairs LL up to 320 KiB, one-step LL
-above), bypassing the tuner (``RCCL_MSCCL_ENABLE=0`` turns that off).  Tree/Simple is off on
+above), bypassing the tuner (``RCCL_MSCCL_ENABLE=0`` turns that off), but only when every rank
+has a process of its own (src/misc/msccl/msccl_lifecycle.cc ``mscclCommCompatible``: two ranks
+with the same host and process hash turn MSCCL off for the communicator, unless
+``RCCL_MSCCL_ENABLE_SINGLE_PROCESS=1`` in RCCL versions that have it), so ``-g 8`` runs the ring.  Tree/Simple is off on
 gfx942 inside one node, so the ring carries everything else.  Units: bytes, µs, GB/s per direction.
 """
 
@@ -20,9 +23,23 @@ MSCCL_ALLPAIRS, MSCCL_ONESTEP = "msccl_allpairs", "msccl_1step"
 
 
 def msccl_applies(t: TuneTable, coll: str, nbytes: int) -> bool:
-    """Whether RCCL runs this call with one of its shipped MSCCL allreduce algorithms."""
+    """Whether RCCL runs this call with one of its shipped MSCCL allreduce algorithms.
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl import NcclModel
+    >>> from synth.model.nccl.env import NcclEnv
+    >>> from synth.model.nccl.machine import NcclMachine
+    >>> def table(g, **env):
+    ...     m = NcclMachine.from_topology(get_preset("mi300x"), gpus_per_process=g)
+    ...     return NcclModel(m, env=NcclEnv.from_environ(env)).table
+    >>> [msccl_applies(table(g), "allreduce", 1 << 20) for g in (1, 8)]
+    [True, False]
+    >>> msccl_applies(table(8, RCCL_MSCCL_ENABLE_SINGLE_PROCESS="1"), "allreduce", 1 << 20)
+    True
+    """
     m, limits = t.machine, RCCL_MSCCL_ALLREDUCE_8GPU
-    return (t.env.msccl_enable != 0 and m.arch == "gfx942" and m.nodes == 1 and m.gpus_per_node == 8
+    own_process = m.gpus_per_process == 1 or bool(t.env.msccl_single_process)
+    return (t.env.msccl_enable != 0 and own_process and m.arch == "gfx942" and m.nodes == 1 and m.gpus_per_node == 8
             and coll == "allreduce" and t.env.algo_allowed(coll, "ring")
             and limits["min_bytes"] <= nbytes <= limits["onestep_max_bytes"])
 
