@@ -1,9 +1,9 @@
 """The real nccl-tests / rccl-tests logs of tests/fixtures/real_logs as validation cases of the NCCL
 model: the machine each log's ``# SOURCE:`` header describes, its class, and the fixed split.
 
-* :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`: the logs added later.
-  :data:`ALL_CASES`: both.  The committed constants (``synth/model/nccl/fitted_params.json``) are
-  fitted on :data:`IN_SAMPLE`, every in-sample log of both.
+* :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
+  :data:`FOURTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
+  (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
@@ -56,11 +56,12 @@ CLASSES = {
     "b200-nvswitch-1host": "8 x B200 (NVLink 5, NVSwitch), one host",
     "b200-roce-multihost": "B200 (NVLink 5, NVSwitch) hosts over RoCE",
     "mi355x-1host": "8 x MI350X / MI355X (gfx950) on an xGMI mesh, one host",
+    "a100-ib-multihost": "A100 SXM (NVSwitch) hosts over InfiniBand",
 }
 
 #: the fixed held-out split (see the module docstring)
 HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host",
-                    "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host")
+                    "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -212,7 +213,22 @@ THIRD_CASES = [
          why="8 x MI350X (gfx950, the `mi355x` preset's xGMI mesh), ROCm 7.0 RCCL, -g 8"),
 ]
 
-ALL_CASES = CASES + NEW_CASES + THIRD_CASES
+_ABCI = ("ABCI 2.0 'Compute Node (A)' hosts (aistabci/abci2.0benchmark): 8 x A100-SXM4-40GB (the `dgx-a100` "
+         "preset's NVSwitch), 4 x InfiniBand HDR 200 Gb/s per host (ABCI's documentation, not the repository), "
+         "NCCL 2.8.4, one process per GPU; NCCL_NET_GDR_LEVEL=2 (no model term)")
+
+#: the fourth set: ABCI 2.0's A100 logs (all_reduce and broadcast, 4 B - 32 MiB); the one-host tables join the
+#: in-sample A100 class, the multi-host ones form a new held-out class
+FOURTH_CASES = [
+    Case("a100_8gpu_1node_all_reduce_abci.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
+         why=f"one host of {_ABCI}"),
+    Case("a100_8gpu_1node_broadcast_abci.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
+         why=f"one host of {_ABCI}, broadcast"),
+] + [Case(f"a100_{8 * n}gpu_{n}node_{coll}_abci_hdr.txt", "dgx-a100", n, 4, 25.0, version=(2, 8),
+          machine_class="a100-ib-multihost", why=f"{n} x {_ABCI}" + (", broadcast" if coll == "broadcast" else ""))
+     for n in (2, 4, 8, 16) for coll in ("all_reduce", "broadcast")]
+
+ALL_CASES = CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES
 #: the in-sample split: the only cases a fit may see
 IN_SAMPLE = [c for c in ALL_CASES if c.machine_class not in HELD_OUT_CLASSES and not c.skip_reason]
 HELD_OUT = [c for c in ALL_CASES if c.machine_class in HELD_OUT_CLASSES]

@@ -43,7 +43,27 @@ def test_the_third_set_is_held_out_and_of_classes_no_earlier_log_has():
     assert third <= set(cases.HELD_OUT_CLASSES) and not third & earlier
 
 
-@pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES if not c.skip_reason],
+def test_the_fourth_set_adds_one_held_out_class_and_in_sample_one_host_logs():
+    """ABCI's A100 hosts over InfiniBand are a kind of machine no earlier log shows (held out); its one-host
+    tables are of the in-sample A100 NVSwitch class, like the first set's A100 logs."""
+    earlier = {c.machine_class for c in cases.CASES + cases.NEW_CASES + cases.THIRD_CASES}
+    fourth = cases.FOURTH_CASES
+    assert {c.machine_class for c in fourth} - earlier == {"a100-ib-multihost"}
+    assert "a100-ib-multihost" in cases.HELD_OUT_CLASSES
+    assert {c.machine_class for c in fourth if c.nodes == 1} == {"a100-nvswitch-1host"}
+
+
+@pytest.mark.parametrize("case", cases.FOURTH_CASES, ids=lambda c: c.file)
+def test_each_fourth_case_has_the_hosts_and_ranks_its_device_lines_show(case):
+    """The case's host count is the log's own: distinct host names of the device lines, 8 ranks on each."""
+    (run,) = load_runs(FIXTURES / "real_logs" / case.file)
+    hosts = {d.host for d in run.devices}
+    assert len(hosts) == case.nodes and len(run.devices) == 8 * case.nodes
+    assert {d.name for d in run.devices} == {"A100-SXM4-40GB"}
+
+
+@pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
+                                  if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
