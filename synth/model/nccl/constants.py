@@ -12,6 +12,7 @@ constant                   meaning                                              
 =========================  ===================================================  ============================
 BASE_LAT                   base latency [algo][proto]                           tuning.cc baseLatencies
 HW_LAT                     per-hop latency [hw][algo][proto]                    tuning.cc hwLatencies
+RING_LAT_BY_VERSION        ring rows of both by NCCL version (2.5 .. 2.18)      tuning.cc baseLat, hwLat
 LL_MAX_BWS                 LL cap [GPU gen / CPU vendor][1, 2, >2 nodes]        tuning.cc llMaxBws
 PER_CH_MAX_*               per-channel caps (ring LL128, tree, NVLS tree)       tuning.cc perChMax*Bws
 NVLS_EFFICIENCY            NVLS achieved / link bandwidth by GPU gen            tuning.cc nvlsEfficiency
@@ -97,6 +98,16 @@ HW_LAT = (
     ((.6, 1.25, 4.0), (.6, 1.9, 3.4), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 25), (0, 0, 25), (0, 0, 4.0)),
     ((1.0, 1.9, 4.0), (1.0, 2.5, 5.7), (0, 0, 3.7), (0, 0, 2.8), (0, 0, 0), (0, 0, 0), (0, 0, 4.0)),
     ((5.0, 8.5, 14), (2.7, 4.0, 14.0), (0, 0, 31), (0, 0, 30), (0, 0, 18), (0, 0, 14), (0, 0, 14)),
+)
+#: the ring rows of tuning.cc baseLat and hwLat [NVLink, PCI, NET] (LL, LL128, Simple) µs from the first
+#: NCCL version that holds them (NVIDIA/nccl tags v2.5.6-1, v2.7.3-1, v2.12.7-1, v2.14.3-1, v2.18.1-1; the
+#: last unchanged to 2.28); a version before 2.5 (which has no table) takes 2.5's
+RING_LAT_BY_VERSION = (
+    ((2, 5), (3.6, 3.6, 8.4), ((.4, 2.5, 5.7), (1.0, 2.5, 5.7), (.9, 2.5, 6.6))),
+    ((2, 7), (3.6, 10.0, 8.4), ((.47, 1.9, 3.4), (1.0, 2.5, 5.7), (2.7, 4.0, 9.6))),
+    ((2, 12), (3.6, 10.0, 8.4), ((.47, 1.9, 3.4), (1.0, 2.5, 5.7), (2.7, 4.0, 28.0))),
+    ((2, 14), (3.6, 10.0, 8.4), ((.47, 1.9, 3.4), (1.0, 2.5, 5.7), (2.7, 4.0, 9.6))),
+    ((2, 18), BASE_LAT[1], (HW_LAT[0][1], HW_LAT[1][1], HW_LAT[2][1])),
 )
 #: tuning.cc llMaxBws [GPU gen on 1 node | CPU vendor (0 Intel, 1 AMD) across nodes][1, 2, >2 nodes]
 LL_MAX_BWS = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
@@ -187,7 +198,8 @@ __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NA
            "NCCL_VERSION", "P2P_PER_CHANNEL_NET_BW", "MAX_DEV_WORK_P2P_PER_BATCH",
            "HW_NVLINK", "HW_PCI", "HW_NET", "NVLINK_BW_PER_LINK", "PCI_BW_BY_GEN", "PCIE_X16_GBS", "CPU_LINK_BW",
            "SPEEDS_INTRA", "SPEEDS_INTER", "MAXCHANNELS", "NVLS_NCHANNELS", "NVLS_NCHANNELS_SM100",
-           "NVLS_NCHANNELS_SM100_NVL", "NCCL_MAX_NVLS_ARITY", "BASE_LAT", "HW_LAT", "LL_MAX_BWS",
+           "NVLS_NCHANNELS_SM100_NVL", "NCCL_MAX_NVLS_ARITY", "BASE_LAT", "HW_LAT", "RING_LAT_BY_VERSION",
+           "LL_MAX_BWS",
            "PER_CH_MAX_RING_LL128", "PER_CH_MAX_TREE_LL128", "PER_CH_MAX_TREE", "PER_CH_MAX_NVLS_TREE",
            "NVLS_EFFICIENCY", "TREE_CORRECTION", "NVLS_TREE_CORRECTION_SM", "NVLS_TREE_CORRECTION_COLUMNS",
            "NVLS_TREE_CORRECTION_VERSION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",

@@ -9,7 +9,7 @@ timed with (:mod:`synth.model.physics`).  Keys are GPU architecture, link kind
 ``efa``, ``efa2``, ``tcpxo``), ``*`` meaning "any".  Where one log alone exercises a key (the only
 EFA-v1 machine, the only MI300X...), that value is calibrated there, not independently validated:
 ``results/model_validation/report.md`` lists them.  What constrains each (fit of 485 rows of 25
-tables, soft-L1 cost 2.69):
+tables, soft-L1 cost 2.66):
 
 =====================================  ==================================================
 constants                              logs that constrain them
@@ -22,8 +22,9 @@ nvls_efficiency, nvls_chunk_us,        H100 NVLS log, p5 and the InfiniBand NVLS
 lat_scale (*, NVLS)
 link_eff (sm70 / sm80 / sm90, nvlink)  V100 / A100 / H100 logs
 link_eff (*, xgmi), lat_scale gfx942   MI300X only
-lat_scale sm70 / sm80                  V100 only / A100 all_reduce only
-lat_scale (*, Simple)                  not fitted: NCCL's own Simple latency table (tuning.cc), 1.0
+lat_scale (sm70, LL) / sm80            V100 only (its -g 8 launch floor) / A100 all_reduce only
+lat_scale (*, Simple), (sm70, Simple)  not fitted: NCCL's own Simple latency table of the run's version
+                                       (tuning.cc; V100's 2.4 log takes 2.5's, :mod:`.versions`), 1.0
 net_eff (*)                            p4de, A3 Mega, H100 InfiniBand trees (4-10 hosts)
 ring_net_eff (ib, roce)                not fitted: NCCL's NET_BW ratio, 12 of 12.5 GB/s (checked on the IB rings)
 net_lat, net_chunk (ib)                H100 InfiniBand all_reduce logs of 2, 4, 8 and 10 hosts

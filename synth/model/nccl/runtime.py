@@ -22,7 +22,6 @@ import math
 
 from synth.model.nccl.constants import (
     ALGOS,
-    BASE_LAT,
     HW_LAT,
     HW_NET,
     HW_NVLINK,
@@ -30,6 +29,7 @@ from synth.model.nccl.constants import (
     LL128_DATA_FRACTION,
     LL_DATA_FRACTION,
     LL_MAX_BWS,
+    NCCL_VERSION,
     NVLINK_BW_PER_LINK,
     PCIE_X16_GBS,
     PER_CH_MAX_RING_LL128,
@@ -45,6 +45,7 @@ from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
+from synth.model.nccl.versions import latency_tables
 
 
 def host_time_us(params: ModelParams, gpus_per_process: int, channels: int) -> float:
@@ -288,26 +289,30 @@ def _hops(m: NcclMachine, coll: str, algo: str) -> tuple[int, int]:
 
 
 def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams,
-                     p2p_off: bool = False) -> tuple[float, float, float]:
+                     p2p_off: bool = False, version: tuple = NCCL_VERSION) -> tuple[float, float, float]:
     """``(base, intra-node hop, inter-node hop)`` µs of ``algo``/``proto`` on ``m``: NCCL's (or
-    RCCL's) tables scaled by the fitted real/table ratio of the architecture and protocol; an
-    inter-node hop is the table's network hop plus the transport's fitted extra.  The cost model of
-    our schedules takes its launch and per-step costs from here too (:mod:`synth.model.physics`).
+    RCCL's) tables (the ring rows of NCCL ``version``'s, :func:`~.versions.latency_tables`) scaled by
+    the fitted real/table ratio of the architecture and protocol; an inter-node hop is the table's
+    network hop plus the transport's fitted extra.  The cost model of our schedules takes its launch
+    and per-step costs from here too (:mod:`synth.model.physics`).
 
     >>> from topo_probe import get_preset
     >>> from synth.model.nccl.params import ModelParams
-    >>> hop_latencies_us(NcclMachine.from_topology(get_preset("dgx-h100")), "ring", "Simple", ModelParams())
-    (8.4, 3.4, 14.0)
+    >>> v100 = NcclMachine.from_topology(get_preset("dgx1-v100"))
+    >>> p = ModelParams()
+    >>> hop_latencies_us(v100, "ring", "Simple", p), hop_latencies_us(v100, "ring", "Simple", p, version=(2, 4))
+    ((8.4, 3.4, 14.0), (8.4, 5.7, 6.6))
     """
-    a, p = ALGOS.index(algo if algo != "pat" else "ring"), PROTOS.index(proto)
+    p = PROTOS.index(proto)
     intra_hw = HW_NVLINK if (not p2p_off and m.p2p and m.intra != "pcie") else HW_PCI
     scale = params.latency_scale(m.arch, proto)
+    base_row, hops = latency_tables(algo if algo != "pat" else "ring", version)
     if m.amd:
         hop = RCCL_GFX942["hw_lat_xgmi"]["tree" if algo == "tree" else "ring"][p]
         base = RCCL_BASE_LAT[p]
     else:
-        base, hop = BASE_LAT[a][p], HW_LAT[intra_hw][a][p]
-    return base * scale, hop * scale, HW_LAT[HW_NET][a][p] + params.net_latency_us(m.net_kind, proto)
+        base, hop = base_row[p], hops[intra_hw][p]
+    return base * scale, hop * scale, hops[HW_NET][p] + params.net_latency_us(m.net_kind, proto)
 
 
 def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
@@ -319,9 +324,9 @@ def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPara
         p = PROTOS.index(proto)
         lat = HW_LAT[HW_NVLINK][ALGOS.index("nvls")][p] * params.lat_scale.get(
             ("*", "NVLS"), params.latency_scale(m.arch, proto))
-        net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off)[2]
+        net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version)[2]
     else:
-        base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off)
+        base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version)
         lat = base + n_intra * hop
     return lat + n_inter * net
 

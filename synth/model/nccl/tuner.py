@@ -98,7 +98,7 @@ class NcclModel:
         t = self.table
         if algo in (MSCCL_ALLPAIRS, MSCCL_ONESTEP):
             return NcclChoice(coll, nbytes, algo, proto, 2, msccl_time_us(t, algo, nbytes, self.params), float("nan"))
-        ch, _ = t.channels(algo, proto, nbytes)
+        ch, _ = t.channels(algo, proto, nbytes, coll)
         time = collective_time_us(t, coll, algo, proto, ch, nbytes, self.params)
         return NcclChoice(coll, nbytes, algo, proto, ch, time, t.algo_time_us(coll, algo, proto, nbytes))
 

@@ -19,10 +19,7 @@ import math
 from dataclasses import dataclass
 
 from synth.model.nccl.constants import (
-    ALGOS,
-    BASE_LAT,
     FEATURE_VERSION,
-    HW_LAT,
     HW_NET,
     HW_NVLINK,
     HW_PCI,
@@ -49,6 +46,7 @@ from synth.model.nccl.constants import (
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.graphs import CommGraphs, Graph, comm_graphs
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.versions import NTHREADS_24, TUNER_VERSION, kernel_info_24, latency_tables
 
 #: the collectives NCCL's tuner covers and the algorithms it considers for each (tuning.cc)
 NCCL_COLLS = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
@@ -181,17 +179,18 @@ class TuneTable:
     # -- latency --------------------------------------------------------------------------
     def _latency(self, coll: str, algo: str, proto: str, graph: Graph) -> float:
         m = self.machine
-        a, p = ALGOS.index(algo), PROTOS.index(proto)
+        p = PROTOS.index(proto)
         nodes, ranks, ppn = m.nodes, m.ranks, m.gpus_per_node
         intra_hw = HW_NVLINK if graph.type_intra == "NVL" else HW_PCI
-        intra = HW_LAT[intra_hw][a][p]
-        inter = HW_LAT[HW_NET][ALGOS.index("tree") if ppn == 1 else a][p]
+        base, hops = latency_tables(algo, self.version)           # the table of this NCCL version
+        intra = hops[intra_hw][p]
+        inter = latency_tables("tree" if ppn == 1 else algo, self.version)[1][HW_NET][p]
         plugin = NET_PLUGIN_LATENCY_US.get(m.net_kind, 0.0) if nodes > 1 else 0.0
         inter += plugin * (2 if proto == "Simple" else 1)            # latencyInter (+ the flush)
-        lat = BASE_LAT[a][p]
+        lat = base[p]
         if algo == "ring":
             if coll in ("broadcast", "reduce"):
-                return lat + HW_LAT[intra_hw if nodes == 1 else HW_NET][a][p]
+                return lat + hops[intra_hw if nodes == 1 else HW_NET][p]
             over = NET_OVERHEAD_US[m.cpu_vendor] * (3 if proto == "Simple" else 1)
             intra = max(intra, over) if nodes > 1 else intra
             n_inter = 0 if nodes == 1 else (2 * (nodes - 1) if coll == "allreduce" else nodes - 1)
@@ -245,19 +244,26 @@ class TuneTable:
         return [(a, p) for a in ALGOS_FOR[coll] for p in PROTOS if self.bandwidth.get((coll, a, p), 0.0) > 0]
 
     def choose(self, coll: str, nbytes: int) -> tuple[str, str, int, int, float]:
-        """NCCL's pick: ``(algorithm, protocol, channels, threads, estimated µs)``."""
+        """NCCL's pick: ``(algorithm, protocol, channels, threads, estimated µs)``; before NCCL had a
+        tuner (2.4), its fixed rules (:func:`~.versions.kernel_info_24`) with this table's estimate."""
+        if self.version < TUNER_VERSION:
+            algo, proto, nc, nt = kernel_info_24(self.machine, coll, nbytes, self.graphs.n_channels)
+            return algo, proto, nc, nt, self.algo_time_us(coll, algo, proto, nbytes)
         best = (math.inf, "ring", "Simple")
         for algo, proto in self.enabled(coll):
             t = self.algo_time_us(coll, algo, proto, nbytes)
             if t < best[0]:
                 best = (t, algo, proto)
         t, algo, proto = best
-        nc, nt = self.channels(algo, proto, nbytes)
+        nc, nt = self.channels(algo, proto, nbytes, coll)
         return algo, proto, nc, nt, t
 
-    def channels(self, algo: str, proto: str, nbytes: int) -> tuple[int, int]:
-        """Channels and threads after NCCL's small-message reduction (enqueue.cc)."""
+    def channels(self, algo: str, proto: str, nbytes: int, coll: str = "allreduce") -> tuple[int, int]:
+        """Channels and threads after NCCL's small-message reduction (enqueue.cc) for ``coll``."""
         g, m = self.graphs, self.machine
+        if self.version < TUNER_VERSION:                         # 2.4: LL's own channels, else all
+            _, p, nc, nt = kernel_info_24(m, coll, nbytes, g.n_channels)
+            return (nc, nt) if proto == p == "LL" else (g.n_channels, NTHREADS_24 + (proto == "Simple"))
         if algo in ("nvls", "nvls_tree"):
             return (g.nvls_channels if m.nodes == 1 or algo == "nvls_tree"
                     else min(g.nvls_channels, g.n_channels)), 640
