@@ -95,7 +95,7 @@ def fit_cases(cases=None) -> list:
         One of them is of a held-out machine class or has no machine (``skip_reason``).
     """
     chosen = list(validation.IN_SAMPLE if cases is None else cases)
-    barred = sorted({c.file for c in chosen if c.machine_class in validation.HELD_OUT_CLASSES or c.skip_reason})
+    barred = sorted({c.file for c in chosen if validation.held_out(c) or c.skip_reason})
     if barred:
         raise InvalidArgument(f"a fit never sees held-out or unpredicted logs: {', '.join(barred)}")
     return chosen

@@ -43,14 +43,17 @@ def test_the_third_set_is_held_out_and_of_classes_no_earlier_log_has():
     assert third <= set(cases.HELD_OUT_CLASSES) and not third & earlier
 
 
-def test_the_fourth_set_adds_one_held_out_class_and_in_sample_one_host_logs():
+def test_the_fourth_set_adds_one_held_out_class_and_one_host_logs_held_out_themselves():
     """ABCI's A100 hosts over InfiniBand are a kind of machine no earlier log shows (held out); its one-host
-    tables are of the in-sample A100 NVSwitch class, like the first set's A100 logs."""
+    tables are of the in-sample A100 NVSwitch class, like the first set's A100 logs, but added after the
+    committed fit: held out themselves, so no fit sees them and the fit's own tables stay what they were."""
     earlier = {c.machine_class for c in cases.CASES + cases.NEW_CASES + cases.THIRD_CASES}
     fourth = cases.FOURTH_CASES
     assert {c.machine_class for c in fourth} - earlier == {"a100-ib-multihost"}
     assert "a100-ib-multihost" in cases.HELD_OUT_CLASSES
     assert {c.machine_class for c in fourth if c.nodes == 1} == {"a100-nvswitch-1host"}
+    assert all(cases.held_out(c) for c in fourth) and not any(c in cases.IN_SAMPLE for c in fourth)
+    assert "a100-nvswitch-1host" not in cases.HELD_OUT_CLASSES and all(c.held_out for c in fourth if c.nodes == 1)
 
 
 @pytest.mark.parametrize("case", cases.FOURTH_CASES, ids=lambda c: c.file)
@@ -88,11 +91,11 @@ def test_cluster00_logs_of_unstated_nics_are_listed_not_predicted():
 
 def test_the_split_is_by_class_and_keeps_the_committed_fit_in_sample():
     held = set(cases.HELD_OUT_CLASSES)
-    assert all(c.machine_class in held for c in cases.HELD_OUT)
-    assert not any(c.machine_class in held or c.skip_reason for c in cases.IN_SAMPLE)
+    assert all(c.machine_class in held or c.held_out for c in cases.HELD_OUT)
+    assert not any(c.machine_class in held or c.held_out or c.skip_reason for c in cases.IN_SAMPLE)
     assert {(c.file, c.collective) for c in cases.CASES} <= {(c.file, c.collective) for c in cases.IN_SAMPLE}
     assert len(cases.IN_SAMPLE) + len(cases.HELD_OUT) + sum(
-        bool(c.skip_reason) and c.machine_class not in held for c in cases.ALL_CASES) == len(cases.ALL_CASES)
+        bool(c.skip_reason) and not cases.held_out(c) for c in cases.ALL_CASES) == len(cases.ALL_CASES)
 
 
 def test_fit_selection_never_takes_a_held_out_log(monkeypatch, capsys):
@@ -109,10 +112,11 @@ def test_fit_selection_never_takes_a_held_out_log(monkeypatch, capsys):
     assert [c.file for c in seen[0]] == [c.file for c in seen[1]] == [c.file for c in cases.IN_SAMPLE]
     assert [c.file for c in seen[2]] == [c.file for c in cases.CASES]
     assert [c.file for c in fitting.fit_cases()] == [c.file for c in cases.IN_SAMPLE]   # what fit() defaults to
-    held = set(cases.HELD_OUT_CLASSES)
-    assert not any(c.machine_class in held for chosen in seen for c in chosen)
+    assert not any(cases.held_out(c) for chosen in seen for c in chosen)
     with pytest.raises(InvalidArgument, match="b200_32gpu_4node_sendrecv.txt"):
         fitting.fit_cases(cases.IN_SAMPLE + [c for c in cases.HELD_OUT if c.file.startswith("b200_32")])
+    with pytest.raises(InvalidArgument, match="a100_8gpu_1node_broadcast_abci.txt"):    # held out itself
+        fitting.fit_cases(cases.IN_SAMPLE + [c for c in cases.HELD_OUT if c.file.endswith("broadcast_abci.txt")])
 
 
 def test_class_holdout_puts_every_log_of_a_class_out_together():
@@ -132,6 +136,9 @@ def test_class_holdout_puts_every_log_of_a_class_out_together():
 
     results = h.holdout_class("x", tiny, fit=fit)
     assert fitted_on == [["mi300x_8gpu_1node_all_reduce.txt"]]
+    later = Case("a100_8gpu_1node_broadcast_abci.txt", "dgx-a100", machine_class="y", held_out=True)
+    h.holdout_class("x", tiny + [later], fit=fit)              # a table of class y held out itself: never fitted
+    assert fitted_on[-1] == ["mi300x_8gpu_1node_all_reduce.txt"]
     assert sorted(r["case"].file for r in results) == ["a100_8gpu_1node_all_reduce.txt",
                                                        "h100_8gpu_1node_all_reduce_ring.txt"]
     fit_on, predict = h.class_split(tiny, cases.HELD_OUT_CLASSES[0])
