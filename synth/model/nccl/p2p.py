@@ -16,7 +16,7 @@ moves at most what a channel of NCCL's ring graph carries (its ``bwIntra``).  So
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, PCIE_X16_GBS, PROTOS
+from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, NCCL_VERSION, PCIE_X16_GBS, PROTOS
 from synth.model.nccl.graphs import CommGraphs, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
@@ -132,7 +132,7 @@ def p2p_net_hop_us(m: NcclMachine, params: ModelParams) -> float:
 
 
 def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: ModelParams,
-                p2p_disable: bool = False) -> tuple[float, int]:
+                p2p_disable: bool = False, version: tuple = NCCL_VERSION) -> tuple[float, int]:
     """Predicted nccl-tests time (µs) of a point-to-point collective and the channels it uses.
 
     ``sendrecv``: every rank sends ``nbytes`` to the next rank (a pair crossing nodes when there
@@ -158,7 +158,7 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         t_intra = t_intra if mesh is None else mesh
     t_inter = inter_b / (1000.0 * p2p_inter_gbs(m, g, params, peers)) if inter_b else 0.0
     t_dev = params.p2p_latency_us + (p2p_net_hop_us(m, params) if inter_b else 0.0) + max(t_intra, t_inter)
-    return max(host_time_us(params, m.gpus_per_process, channels), t_dev), channels
+    return max(host_time_us(params, m.gpus_per_process, channels, version), t_dev), channels
 
 
 __all__ = ["p2p_time_us", "alltoall_channels", "p2p_net_hop_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]

@@ -32,6 +32,7 @@ net_lat, net_chunk (efa/efa2/tcpxo)    p4de / p5 / A3 Mega only
 p2p_nvlink_efficiency                  A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
 p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
 msccl_*_latency_us                     MI300X only
+coop_launch_us                         V100 only (the one log of NCCL < 2.9 with -g 8)
 =====================================  ==================================================
 
 >>> DEFAULT_PARAMS.link_efficiency("sm90", "nvlink") < 1.0
@@ -95,6 +96,9 @@ class ModelParams:
         Point-to-point: fraction of NVLink, GB/s per network channel, fixed µs.
     msccl_allpairs_latency_us, msccl_onestep_latency_us : float
         Start-up µs of RCCL's MSCCL all-pairs and one-step LL allreduce kernels.
+    coop_launch_us : float
+        µs per call of the cooperative multi-device launch with which NCCL up to 2.8 started the
+        kernels of a process that drives several GPUs (:data:`.runtime.COOP_LAUNCH_UNTIL`).
     """
 
     host_us: float = 4.7
@@ -116,6 +120,7 @@ class ModelParams:
     p2p_latency_us: float = 10.0
     msccl_allpairs_latency_us: float = 13.7
     msccl_onestep_latency_us: float = 20.0
+    coop_launch_us: float = 0.0
 
     def link_efficiency(self, arch: str, kind: str) -> float:
         """Achieved fraction of the data-sheet bandwidth of a ``kind`` link on ``arch``."""

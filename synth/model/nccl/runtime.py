@@ -30,6 +30,7 @@ from synth.model.nccl.constants import (
     LL_DATA_FRACTION,
     LL_MAX_BWS,
     NCCL_VERSION,
+    NCCL_VERSION,
     NVLINK_BW_PER_LINK,
     PCIE_X16_GBS,
     PER_CH_MAX_RING_LL128,
@@ -48,9 +49,22 @@ from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.versions import latency_tables
 
 
-def host_time_us(params: ModelParams, gpus_per_process: int, channels: int) -> float:
-    """Host µs to enqueue one collective on all GPUs one process drives."""
-    return gpus_per_process * (params.host_us + params.host_us_per_channel * channels)
+#: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
+#: GPUs launched them with one cudaLaunchCooperativeKernelMultiDevice call (src/enqueue.cc
+#: ``ncclLaunchCooperativeKernelMultiDevice``, NVIDIA/nccl v2.4.8-1 .. v2.8.4-1)
+COOP_LAUNCH_UNTIL = (2, 9)
+
+
+def host_time_us(params: ModelParams, gpus_per_process: int, channels: int, version: tuple = NCCL_VERSION) -> float:
+    """Host µs to enqueue one collective on all GPUs one process drives, and before NCCL 2.9 the
+    cooperative multi-device launch of them (``coop_launch_us``, only when a process drives several).
+
+    >>> p = ModelParams(host_us=4.0, host_us_per_channel=0.0, coop_launch_us=10.0)
+    >>> host_time_us(p, 8, 1), host_time_us(p, 8, 1, (2, 4)), host_time_us(p, 1, 1, (2, 4))
+    (32.0, 42.0, 4.0)
+    """
+    coop = params.coop_launch_us if gpus_per_process > 1 and tuple(version) < COOP_LAUNCH_UNTIL else 0.0
+    return gpus_per_process * (params.host_us + params.host_us_per_channel * channels) + coop
 
 
 def link_kind(m: NcclMachine, p2p: bool) -> str:
@@ -363,9 +377,9 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     ``channels`` channels (GPUs per process: the machine's)."""
     t_dev = (latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
-    return max(host_time_us(params, t.machine.gpus_per_process, channels), t_dev)
+    return max(host_time_us(params, t.machine.gpus_per_process, channels, t.version), t_dev)
 
 
-__all__ = ["host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
+__all__ = ["COOP_LAUNCH_UNTIL", "host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
            "ring_capacity_gbs", "simple_chunk_bytes", "nvls_tree_chunk_bytes", "nvls_chunk_overhead_us",
            "pipeline_fill_us", "hop_latencies_us", "latency_us", "collective_time_us"]
