@@ -32,8 +32,9 @@ def test_the_cells_ll_takes_are_sound(tmp_path):
     rows = json.loads((tmp_path / "cells.json").read_text())
     assert len(rows) == 8 * len(bench.SIZES) and max(r["bytes"] for r in rows) == LL_MAX_BYTES
     taken = [r for r in rows if r["before"] == "nccl" and r["after"] == "ours/ll"]
-    assert taken                                     # DGX-1's two-step SAT reduce-scatter at 1 KiB, at least
-    for r in taken:
+    on_ll = [r for r in rows if r["after"] == "ours/ll"]
+    assert on_ll                                     # DGX-1's tree and SAT schedules run LL at 1 KiB, at least
+    for r in on_ll:                                  # every cell LL runs: never below the bound, and the margin kept
         assert r["ll_us"] >= r["bound_us"] and r["ours_us"] * MARGIN <= r["nccl_us"] + 2e-3, r
     text = (tmp_path / "report.md").read_text()
     kept = sum(r["after"] == "nccl" for r in rows)
