@@ -159,8 +159,10 @@ def spread_lines(results: list[dict]) -> list[str]:
             lines.append(f"- {fa} vs {fb}: the real tables differ by {_pct(s['median'])} median (busbw ratio "
                          f"{s['low']:.2f}-{s['high']:.2f} at {s['sizes']} shared sizes >= 64 KiB); a prediction "
                          f"equally far from both at every size would be {_pct(s['halfway'])} off each (median).")
-    return ["", "Same machine kind, two published runs (how far apart they are bounds what one prediction of the machine can do on both):"] + lines \
-        if lines else []
+    if not lines:
+        return []
+    return ["", "Same machine kind, two published runs (how far apart they are bounds what one prediction of "
+                "the machine can do on both):"] + lines
 
 
 def _pct(x: float) -> str:

@@ -157,11 +157,12 @@ class NcclMachine:
 
     def visible_nics(self) -> tuple[int, float]:
         """NICs as NCCL's search sees them, ``(count, GB/s each)``: at most one per GPU (NICs on
-        one PCIe switch are fused: NCCL virtual NICs, aws-ofi-nccl multi-rail)."""
+        one PCIe switch are fused: NCCL virtual NICs, aws-ofi-nccl multi-rail), carrying what the
+        GPUs reach of them (:attr:`used_net_gbps`)."""
         if self.nics_per_node == 0:
             return 0, 0.0
         count = min(self.nics_per_node, self.gpus_per_node)
-        return count, self.node_net_gbps / count
+        return count, self.used_net_gbps / count
 
     @property
     def platform_env(self) -> dict:

@@ -22,7 +22,7 @@ nvls_efficiency, nvls_chunk_us,        H100 NVLS log, p5 and the InfiniBand NVLS
 lat_scale (*, NVLS)
 link_eff (sm70 / sm80 / sm90, nvlink)  V100 / A100 / H100 logs
 link_eff (*, xgmi), lat_scale gfx942   MI300X only
-lat_scale (sm70, LL) / sm80            V100 only (its -g 8 launch floor) / A100 all_reduce only
+lat_scale (sm70, LL) / sm80            V100 only / A100 all_reduce only
 lat_scale (*, Simple), (sm70, Simple)  not fitted: NCCL's own Simple latency table of the run's version
                                        (tuning.cc; V100's 2.4 log takes 2.5's, :mod:`.versions`), 1.0
 net_eff (*)                            p4de, A3 Mega, H100 InfiniBand trees (4-10 hosts)
