@@ -2,7 +2,7 @@
 model: the machine each log's ``# SOURCE:`` header describes, its class, and the fixed split.
 
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
-  :data:`FOURTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
+  :data:`FOURTH_CASES`, :data:`FIFTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
   (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
@@ -236,7 +236,22 @@ FOURTH_CASES = [
           machine_class="a100-ib-multihost", why=f"{n} x {_ABCI}" + (", broadcast" if coll == "broadcast" else ""))
      for n in (2, 4, 8, 16) for coll in ("all_reduce", "broadcast")]
 
-ALL_CASES = CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES
+_THANOS = ("one host of 8 x A100-SXM4-80GB, 12 NVLinks of 25 GB/s per GPU (the `dgx-a100` preset's NVSwitch board), "
+           "NCCL from pip nvidia-nccl-cu12 (version not stated: 2.28 gates assumed)")
+
+#: the fifth set: logs from sources no earlier fixture uses, added after the committed fit; each is held out itself
+#: (its class is in-sample, so the class holdout would otherwise fit on it)
+FIFTH_CASES = [
+    Case("mi300x_8gpu_1node_all_reduce_rocmblog_rccl2.22.txt", "mi300x", version=(2, 22), machine_class="mi300x-1host",
+         why="8 x MI300X xGMI mesh (AMD ROCm blog, March 2025), RCCL 2.22.3, one process per GPU (-g 1)",
+         held_out=True),
+    Case("a100_8gpu_1node_all_reduce_thanos_g8.txt", "dgx-a100", machine_class="a100-nvswitch-1host",
+         why=f"{_THANOS}, one process driving all 8 GPUs (-g 8)", held_out=True),
+    Case("a100_8gpu_1node_all_reduce_thanos_np8.txt", "dgx-a100", machine_class="a100-nvswitch-1host",
+         why=f"{_THANOS}, one MPI process per GPU (-g 1)", held_out=True),
+]
+
+ALL_CASES = CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES
 
 
 def held_out(case: Case) -> bool:

@@ -65,8 +65,18 @@ def test_each_fourth_case_has_the_hosts_and_ranks_its_device_lines_show(case):
     assert {d.name for d in run.devices} == {"A100-SXM4-40GB"}
 
 
+def test_the_fifth_set_is_held_out_and_never_fitted():
+    """Logs from sources no earlier fixture uses, added after the committed fit: every case is held out itself,
+    so neither the committed fit nor a class holdout (which fits on the in-sample tables of other classes) sees it."""
+    fifth = cases.FIFTH_CASES
+    assert fifth and all(c.held_out and cases.held_out(c) for c in fifth)
+    assert not any(c in cases.IN_SAMPLE for c in fifth)
+    earlier = {c.file for c in cases.CASES + cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES}
+    assert not {c.file for c in fifth} & earlier
+
+
 @pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
-                                  if not c.skip_reason],
+                                  + cases.FIFTH_CASES if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
