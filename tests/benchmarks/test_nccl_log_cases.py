@@ -75,6 +75,21 @@ def test_the_fifth_set_is_held_out_and_never_fitted():
     assert not {c.file for c in fifth} & earlier
 
 
+def _oop_times(path):
+    return [(row.size, row.out_of_place.time_us) for run in load_runs(path) for row in run.rows
+            if row.out_of_place is not None]
+
+
+def test_no_fifth_set_table_repeats_a_run_an_earlier_fixture_holds():
+    """A second run of an already used source is new data; the same run copied again is not (the -g 8 run of
+    the A100 guide is the first set's a100_8gpu_1node_all_reduce.txt, so only its -g 1 run is added)."""
+    fifth = {c.file for c in cases.FIFTH_CASES}
+    earlier = [_oop_times(p) for p in LOGS if p.name not in fifth]
+    for name in fifth:
+        rows = set(_oop_times(FIXTURES / "real_logs" / name))
+        assert all(len(rows & set(other)) < 3 for other in earlier), name
+
+
 @pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
                                   + cases.FIFTH_CASES if not c.skip_reason],
                          ids=lambda c: c.file)
