@@ -1,4 +1,4 @@
-"""The unseen set: 18 real nccl-tests / rccl-tests logs that no fit of the NCCL model reads
+"""The unseen set: 26 real nccl-tests / rccl-tests logs that no fit of the NCCL model reads
 (``tests/fixtures/real_logs/unseen/``, each with its ``# SOURCE:`` line; provenance in that folder's
 README.md), each described as a new user would describe the machine from its source alone.
 
@@ -7,7 +7,7 @@ README.md), each described as a new user would describe the machine from its sou
   rank count the source gives, its status (:data:`STATUSES`) and its source.  Nothing here is a
   ``benchmarks/nccl_log_cases.py`` case: ``fit_nccl_model.py`` and the class holdout never see these
   logs, and ``tests/benchmarks/test_unseen_logs.py`` checks that they stay out.
-* :data:`BEFORE_REFIT`: the model's score on every case at revision :data:`BEFORE_REVISION`, before
+* :data:`BEFORE_REFIT`: the model's score on the first 18 cases at revision :data:`BEFORE_REVISION`, before
   the refit of NVLS-tree's chunk rule and the trees' pipeline fill (01787eb); recorded once with the
   same ``simulate --import ... --baseline nccl`` path, not recomputed.
 * :data:`SAME_MACHINE`: pairs of logs of one machine kind from two sources: how far apart their real
@@ -46,10 +46,13 @@ STATUSES = {
                                 "device lines are rebuilt from the command and the rank count",
     "derived": "the source publishes only the in-place busbw column; rows rebuilt from it (only busbw is real)",
     "seen_issue36": "probably the table behind issue 36's 'MI300X in a cloud VM' case (its errors match it)",
+    "seen_issue36_header": "probably among the tables behind issue 36's 'B200, one host' and 'B200 two hosts over "
+                           "InfiniBand' cases (the same machines and one-host collectives); rows verbatim, the "
+                           "nccl-tests header and device lines rebuilt from the rank count",
 }
 
 #: statuses left out of the count that stands for the issue's target (not real rows, or probably seen)
-NOT_COUNTED = ("derived", "seen_issue36")
+NOT_COUNTED = ("derived", "seen_issue36", "seen_issue36_header")
 
 _ALIBABA = "https://github.com/prasad-nair-amd/alibaba/blob/5410faae975d9948ccc5482b91c42188179a1f97/README.md"
 _TOGETHER = "https://github.com/togethercomputer/together-nccl-tests/blob/{}/benchmarks/H100/results/20260305_220043/{}"
@@ -61,6 +64,10 @@ _B200_2 = ("--topology", "hgx-b200", "--nodes", "2", "--net", "roce")
 _NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}
 _HEADER = "new_reconstructed_header"
 _GB200 = ("--topology", "gb200-nvl72")
+_B200_IB_2 = ("--topology", "hgx-b200", "--nodes", "2", "--net", "ib")
+_VULTR = ('public GitHub markdown report "B200 / Vultr POC — cluster test summary" (2026-05-18), section 10, '
+          'block "{}" of sources/nccl_tests_dgxc.log; code-index file id 60744093665, repository name not exposed')
+_SEEN_B200 = "seen_issue36_header"
 
 CASES = [
     UnseenCase("h200_16gpu_2node_all_reduce_spectrumx_roce.txt", "allreduce", _H200_2, {"NCCL_MIN_NCHANNELS": "32"},
@@ -110,6 +117,14 @@ CASES = [
                f"{_GCP}test-vms (two A4 instances; NCCL 2.25.1)", 16),
     UnseenCase("gb200_8gpu_2node_all_gather_gcp_a4x_default_doc.txt", "allgather", (*_GB200, "-g", "8"),
                {}, _HEADER, f"{_GCP}test-gke (A4X tab)", 8),
+    *(UnseenCase(f"b200_8gpu_1node_{op}_vultr_dgxc.txt", coll, ("--topology", "hgx-b200"), {}, _SEEN_B200,
+                 _VULTR.format(f"{op}  ranks=8  (intra-node)"), 8)
+      for op, coll in (("all_reduce", "allreduce"), ("all_gather", "allgather"),
+                       ("reduce_scatter", "reducescatter"), ("alltoall", "alltoall"))),
+    *(UnseenCase(f"b200_16gpu_2node_{op}_vultr_dgxc_ib.txt", coll, _B200_IB_2, {}, _SEEN_B200,
+                 _VULTR.format(f"{op}  ranks=16  (inter-node)"), 16)
+      for op, coll in (("all_reduce", "allreduce"), ("all_gather", "allgather"),
+                       ("reduce_scatter", "reducescatter"), ("alltoall", "alltoall"))),
 ]
 
 #: pairs of logs of one machine kind, same collective and ranks, from two pages of one vendor (GKE vs VMs;
@@ -121,7 +136,8 @@ SAME_MACHINE = (("b200_16gpu_2node_all_gather_gcp_a4_doc.txt", "b200_16gpu_2node
 BEFORE_REVISION = "65e010d"
 
 #: median and worst |pred/real - 1| of out-of-place busbw at >= 64 KiB per case at :data:`BEFORE_REVISION`
-#: (``simulate --import LOG ARGS --baseline nccl`` with the case's env, the pred/real column; in %)
+#: (``simulate --import LOG ARGS --baseline nccl`` with the case's env, the pred/real column; in %); cases
+#: added later have no record here (their "before" is shown as a dash)
 BEFORE_REFIT = {
     "h200_16gpu_2node_all_reduce_spectrumx_roce.txt": (8.1, 74.8),
     "h200_2gpu_2node_all_reduce_gke_1gpn.txt": (89.8, 208.2),
