@@ -8,12 +8,13 @@ own parser and ``run`` (``synth.cli.simulate``), with the case's NCCL/RCCL varia
 only and every other ``NCCL_*`` / ``RCCL_*`` variable of the environment cleared, and reads the
 ``pred/real`` column it prints beside each row (predicted over real out-of-place busbw).  Per case: the
 median and worst |pred/real - 1| at sizes >= 64 KiB, the pred/real range, and whether both are within
-the bar (15 % median, 35 % worst); counts over all 18, by status, and over the cases that stand for issue
-36's target (real rows, not probably seen: the statuses ``derived`` and ``seen_issue36`` left out).
-Beside each case, the score the model had at ``BEFORE_REVISION`` (recorded, not recomputed), so the
-effect of a refit on logs no fit sees shows.  With ``--out``, writes ``OUT/unseen_logs.md`` and
-``OUT/unseen_logs.json``; without it, prints the table only.  About 30 s on two cores (the 72-GPU rack
-takes 20 of them).  A case the command refuses stops the run with one line naming its log (exit 2).
+the bar (15 % median, 35 % worst); counts over all 26, by status, and over the cases that stand for issue
+36's target (real rows, not probably seen: the statuses of ``NOT_COUNTED`` left out).  Beside each
+case, the score the model had at ``BEFORE_REVISION`` (recorded, not recomputed; a dash for the cases
+added later), so the effect of a refit on logs no fit sees shows.  With ``--out``, writes
+``OUT/unseen_logs.md`` and ``OUT/unseen_logs.json``; without it, prints the table only.  About 30 s on
+two cores (the 72-GPU rack takes 20 of them).  A case the command refuses stops the run with one line
+naming its log (exit 2).
 """
 
 from __future__ import annotations
@@ -98,8 +99,11 @@ def score(rows: list[dict]) -> dict:
     return {"rows": len(ratios), "low": min(ratios), "high": max(ratios), **_against_bar(median, worst)}
 
 
-def before(case: unseen.UnseenCase) -> dict:
-    """The recorded score at ``BEFORE_REVISION`` (percent in the record, fractions here)."""
+def before(case: unseen.UnseenCase) -> dict | None:
+    """The recorded score at ``BEFORE_REVISION`` (percent in the record, fractions here); None for a case
+    added after it (no record)."""
+    if case.file not in unseen.BEFORE_REFIT:
+        return None
     return _against_bar(*(x / 100 for x in unseen.BEFORE_REFIT[case.file]))
 
 
@@ -124,8 +128,9 @@ def counts(results: list[dict]) -> dict:
     def one(rs):
         return {"cases": len(rs), "within_both": sum(r["score"]["ok"] for r in rs),
                 "within_median": sum(r["score"]["median_ok"] for r in rs),
-                "before_within_both": sum(r["before"]["ok"] for r in rs),
-                "before_within_median": sum(r["before"]["median_ok"] for r in rs)}
+                "before_cases": sum(r["before"] is not None for r in rs),
+                "before_within_both": sum(bool(r["before"] and r["before"]["ok"]) for r in rs),
+                "before_within_median": sum(bool(r["before"] and r["before"]["median_ok"]) for r in rs)}
     counted = [r for r in results if r["status"] not in unseen.NOT_COUNTED]
     need, of = unseen.ISSUE_TARGET
     return {"all": one(results), "counted": one(counted),
@@ -173,6 +178,13 @@ def _yes(ok: bool, median_ok: bool) -> str:
     return "**yes**" if ok else "median only" if median_ok else "no"
 
 
+def _before_cells(b: dict | None) -> str:
+    """The three "before" cells of a row: median, worst, within (a dash each where nothing was recorded)."""
+    if b is None:
+        return "\u2014 | \u2014 | \u2014"
+    return f"{_pct(b['median'])} | {_pct(b['worst'])} | {_yes(b['ok'], b['median_ok'])}"
+
+
 def report_lines(results: list[dict]) -> list[str]:
     """The Markdown table, one row per case, and the counts."""
     lines = [("| log | collective | status | machine (`simulate` options; env) | rows | median | worst | pred/real "
@@ -183,15 +195,15 @@ def report_lines(results: list[dict]) -> list[str]:
         machine = f"`{r['simulate']}`" + (f"; `{r['env']}`" if r["env"] else "")
         lines.append(f"| {r['file']} | {r['collective']} | {r['status']} | {machine} | {s['rows']} | "
                      f"{_pct(s['median'])} | {_pct(s['worst'])} | {s['low']:.2f}-{s['high']:.2f} | "
-                     f"{_yes(s['ok'], s['median_ok'])} | {_pct(b['median'])} | {_pct(b['worst'])} | "
-                     f"{_yes(b['ok'], b['median_ok'])} |")
+                     f"{_yes(s['ok'], s['median_ok'])} | {_before_cells(b)} |")
     c = counts(results)
     rev = unseen.BEFORE_REVISION
 
     def say(name: str, k: dict) -> str:
+        recorded = "" if k["before_cases"] == k["cases"] else f" of the {k['before_cases']} recorded"
         return (f"{name}: **{k['within_both']} of {k['cases']}** within 15 % median and 35 % worst "
                 f"({k['within_median']} within 15 % median); at {rev}: {k['before_within_both']} "
-                f"({k['before_within_median']}).")
+                f"({k['before_within_median']}){recorded}.")
     need, of = unseen.ISSUE_TARGET
     counted = c["counted"]
     verdict = "met" if counted["within_both"] >= c["counted_needed"] else "**not met**"
@@ -203,8 +215,10 @@ def report_lines(results: list[dict]) -> list[str]:
               "| status | what it means | cases | within both | median within 15 % | at " + rev + ": both | median |",
               "|---|---|---|---|---|---|---|"]
     for status, k in c["by_status"].items():
+        was = (f"{k['before_within_both']} | {k['before_within_median']}" if k["before_cases"]
+               else "\u2014 | \u2014")
         lines.append(f"| {status} | {unseen.STATUSES[status]} | {k['cases']} | {k['within_both']} | "
-                     f"{k['within_median']} | {k['before_within_both']} | {k['before_within_median']} |")
+                     f"{k['within_median']} | {was} |")
     notes = [f"- {r['file']}: {r['note']}." for r in results if r["note"]]
     return lines + spread_lines(results) + ([""] + notes if notes else [])
 
