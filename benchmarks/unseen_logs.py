@@ -12,7 +12,7 @@ the bar (15 % median, 35 % worst); counts over all 26, by status, and over the c
 36's target (real rows, not probably seen: the statuses of ``NOT_COUNTED`` left out).  Beside each
 case, the score the model had at ``BEFORE_REVISION`` (recorded, not recomputed; a dash for the cases
 added later), so the effect of a refit on logs no fit sees shows.  With ``--out``, writes
-``OUT/unseen_logs.md`` and ``OUT/unseen_logs.json``; without it, prints the table only.  About 30 s on
+``OUT/unseen_logs.md`` and ``OUT/unseen_logs.json``; without it, prints the table only.  About 35 s on
 two cores (the 72-GPU rack takes 20 of them).  A case the command refuses stops the run with one line
 naming its log (exit 2).
 """
