@@ -186,6 +186,9 @@ def tree_net_passes(m: NcclMachine, algo: str) -> int:
     return 2 if m.nodes > 2 and algo in ("tree", "nvls_tree") else 1
 
 
+STEADY_NET_ALGOS = ("nvls_tree",)
+
+
 def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
     """Bus bandwidth the NICs of a node allow (GB/s, multi-node only).
 
@@ -194,13 +197,17 @@ def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPa
     the ring's achieved fraction of the line rate (``ring_net_eff``; real H100 InfiniBand rings
     reach 49 of 50 GB/s per NIC on 1, 2, 4 and 8 GPUs per host).  Trees: ``net_eff`` and
     :func:`tree_net_passes` (an inner vertex's NICs carry its two children's and its parent's
-    flows, unevenly over the channels)."""
+    flows, unevenly over the channels), except NVLS-tree on two nodes (``STEADY_NET_ALGOS``): a chain
+    of two, one steady flow per NIC and direction as a ring's, which NCCL itself rates at the full
+    NIC rate (NVIDIA/nccl v2.29.3-1 src/graph/tuning.cc ncclTopoTuneModel, ``interBw`` doubled for
+    ``nNodes <= 2 && NVLS_TREE``): the ring's ``ring_net_eff``."""
     m, g = t.machine, t.graphs
     frac = _proto_fraction(m.arch, proto, params)
     if algo == "ring":
         n_nic = m.visible_nics()[0]
         return _net_bw(m, params, ring=True) * min(g.ring.n_channels, n_nic) / n_nic * frac
-    return busbw_factor(coll, m.ranks) * _net_bw(m, params) * frac / tree_net_passes(m, algo)
+    steady = algo in STEADY_NET_ALGOS and m.nodes == 2
+    return busbw_factor(coll, m.ranks) * _net_bw(m, params, ring=steady) * frac / tree_net_passes(m, algo)
 
 
 def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> int:

@@ -55,12 +55,29 @@ def test_multi_node_nvls_runs_at_the_nodes_nvlink_rate_not_the_nic_search_speed(
     assert comm_graphs(two).nvls.bw_intra == 48.0           # NCCL's search: a NIC's speed
     assert nvls_node_graph(two) == comm_graphs(_m("hgx-b200")).nvls
     # with the NVLink side no longer capped at a NIC's speed, 2 x 8 B200 all_reduce at 8 GiB is bound by
-    # the 8 x 400 Gb/s NICs: busbw = busbw factor x 8 x 50 GB/s x the fitted network efficiency
+    # the 8 x 400 Gb/s NICs: busbw = busbw factor x 8 x 50 GB/s x the ring's NET_BW ratio (two nodes:
+    # each NIC streams one steady flow per direction, see the next test)
     model = NcclModel(two, DEFAULT_PARAMS, NcclEnv())
     c = model.choose("allreduce", 8 << 30)
     bus = (8 << 30) / c.time_us / 1e3 * busbw_factor("allreduce", 16)
-    bound = busbw_factor("allreduce", 16) * 8 * 50.0 * DEFAULT_PARAMS.net_efficiency("ib")
+    bound = busbw_factor("allreduce", 16) * 8 * 50.0 * DEFAULT_PARAMS.ring_net_efficiency("ib")
     assert c.algorithm == "nvls_tree" and bus == pytest.approx(bound, rel=0.01)
+
+
+@pytest.mark.parametrize("nodes, want_gbs", [
+    (2, 1.875 * 8 * 50.0 * 12.0 / 12.5),     # 720.0: chain of two, ring's NET_BW ratio, one pass
+    (4, 1.9375 * 8 * 50.0 * 0.85 / 2),       # 329.4: inner vertices, net_eff (hand-set 0.85), two passes
+])
+def test_nvls_tree_network_limit_on_two_nodes_is_the_rings(nodes, want_gbs):
+    """NVIDIA/nccl v2.29.3-1 src/graph/tuning.cc ncclTopoTuneModel: ``interBw = bwInter * (nNodes <= 2 &&
+    NVLS_TREE ? 2 : 1)``: on two nodes NCCL itself rates NVLS-tree's network side at the full NIC rate
+    (each node roots one tree and is the other's leaf: one steady flow per NIC and direction, as a ring
+    channel).  Hand count, 8 NICs x 50 GB/s: 2 nodes 1.875 x 400 x 0.96 = 720 GB/s of bus bandwidth;
+    4 nodes 1.9375 x 400 x 0.85 / 2 = 329.4 GB/s."""
+    from synth.model.nccl.params import ModelParams
+    from synth.model.nccl.runtime import _net_bus_gbs
+    t = NcclModel(_m("hgx-b200", nodes), ModelParams(), NcclEnv()).table
+    assert _net_bus_gbs(t, "allreduce", "nvls_tree", "Simple", ModelParams()) == pytest.approx(want_gbs, rel=1e-3)
 
 
 @pytest.mark.parametrize("a", [a for a in anchors.ANCHORS if a.preset == "hgx-b200"], ids=lambda a: a.config)
