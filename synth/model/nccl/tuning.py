@@ -46,7 +46,16 @@ from synth.model.nccl.constants import (
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.graphs import CommGraphs, Graph, comm_graphs
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.versions import NTHREADS_24, TUNER_VERSION, kernel_info_24, latency_tables
+from synth.model.nccl.versions import (
+    NTHREADS_24,
+    TUNER_VERSION,
+    ampere_bus_cap_gbs,
+    kernel_info_24,
+    latency_tables,
+    ll128_ring_per_channel_gbs,
+    ring_ll_factor,
+    tree_per_channel_gbs,
+)
 
 #: the collectives NCCL's tuner covers and the algorithms it considers for each (tuning.cc)
 NCCL_COLLS = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
@@ -113,20 +122,22 @@ class TuneTable:
         if algo in ("collnet_direct", "collnet_chain", "pat") and proto != "Simple":
             return 0.0
         cc, idx1, idx2 = self._indices()
-        n = graph.n_channels
+        n, v = graph.n_channels, self.version
         bus = n * (graph.bw_intra if (m.nodes <= 2 or algo.startswith("collnet")) else graph.bw_inter)
+        bus = min(bus, ampere_bus_cap_gbs(m.sm, v))                  # 2.8-2.17: Ampere at most 235 GB/s
         ll_max = LL_MAX_BWS[idx1][idx2]
         if algo == "ring" and proto == "LL":
-            bus = min(ll_max, bus * 0.5)
+            bus = min(ll_max, bus * ring_ll_factor(coll, m.nodes, v))
         elif algo == "ring" and proto == "LL128":
-            bus = min(bus * 0.92, n * PER_CH_MAX_RING_LL128[cc][idx2])
+            bus = min(bus * 0.92, n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_RING_LL128[cc][idx2], v))
         elif algo == "tree":
             if coll == "allreduce":
-                bus = min(bus * 0.92, n * PER_CH_MAX_TREE[cc][idx2])
+                bus = min(bus * 0.92, n * tree_per_channel_gbs(m.sm, m.nodes, PER_CH_MAX_TREE[cc][idx2], v))
             if proto == "LL":
                 bus = min(bus / 3.8, ll_max)
             elif proto == "LL128":
-                bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0), n * PER_CH_MAX_TREE_LL128[cc][idx2])
+                bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0),
+                          n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_TREE_LL128[cc][idx2], v))
         elif algo == "pat":
             bus *= 0.75
         elif algo == "collnet_direct":
