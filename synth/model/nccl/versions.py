@@ -30,6 +30,8 @@ from synth.model.nccl.constants import (
     BASE_LAT,
     HW_LAT,
     RING_LAT_BY_VERSION,
+    TREE_LAT_28,
+    TREE_LAT_28_VERSIONS,
 )
 from synth.model.nccl.machine import NcclMachine
 
@@ -58,6 +60,19 @@ TREE_PER_CH_AMPERE_28 = (24.0, 22.5, 16.0)
 
 def _refined(version: tuple) -> bool:
     return tuple(version) >= REFINE_28_VERSION
+
+
+def legacy_latency_rules(version: tuple) -> bool:
+    """Whether NCCL's tuner estimates latency by 2.8-2.17's rules (tuning.cc v2.8.4-1 .. v2.17.1-1): an LL
+    hop inside a node costs 1.8 x on several nodes (``intraLat *= 1.8``), no per-step network overhead
+    (``getNetOverhead`` came with v2.18.1-1), the ring/Simple all_reduce "plateau" 1.9 x from
+    ``nRanks / 16 x 64 KiB`` (2.18 on: 1.4 x on sm80+ from 64 B per channel and rank), and the tree rows
+    of :data:`~.constants.TREE_LAT_28`.
+
+    >>> legacy_latency_rules((2, 8)), legacy_latency_rules((2, 17)), legacy_latency_rules((2, 18)), legacy_latency_rules((2, 4))
+    (True, True, False, False)
+    """
+    return TREE_LAT_28_VERSIONS[0] <= tuple(version) < TREE_LAT_28_VERSIONS[1]
 
 
 def ring_ll_factor(coll: str, nodes: int, version: tuple) -> float:
@@ -115,9 +130,13 @@ def _row(table: tuple, version: tuple) -> object:
     return found
 
 
-def latency_tables(algo: str, version: tuple) -> tuple[tuple, tuple]:
+def latency_tables(algo: str, version: tuple, tuner: bool = False) -> tuple[tuple, tuple]:
     """``(base, (NVLink, PCI, NET) hops)`` µs per protocol (LL, LL128, Simple) of ``algo`` at NCCL
-    ``version``: the ring rows of that version's table, every other algorithm's from 2.28.
+    ``version``: the ring rows of that version's table, every other algorithm's from 2.28; for NCCL's
+    own estimate (``tuner``) on 2.8-2.17 also that version's tree rows (:data:`~.constants.TREE_LAT_28`).
+
+    >>> latency_tables("tree", (2, 8), tuner=True)[1][0], latency_tables("tree", (2, 8))[1][0]
+    ((0.52, 1.25, 28.0), (0.6, 1.25, 4.0))
 
     >>> base, hops = latency_tables("ring", (2, 4))
     >>> base[2] + 14 * hops[0][2]        # 8-GPU ring all_reduce, Simple, NVLink (2.5's table)
@@ -128,6 +147,8 @@ def latency_tables(algo: str, version: tuple) -> tuple[tuple, tuple]:
     if algo == "ring":
         base, hops = _row(RING_LAT_BY_VERSION, version)
         return base, hops
+    if algo == "tree" and tuner and legacy_latency_rules(version):
+        return TREE_LAT_28
     a = ALGOS.index(algo)
     return BASE_LAT[a], (HW_LAT[0][a], HW_LAT[1][a], HW_LAT[2][a])
 
@@ -188,5 +209,5 @@ def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int) -> t
 
 
 __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_24", "ring_ll_factor",
-           "ampere_bus_cap_gbs", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
+           "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
            "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28"]

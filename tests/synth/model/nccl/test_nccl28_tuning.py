@@ -11,7 +11,7 @@ import pytest
 
 from synth.model.nccl import NcclMachine, NcclModel
 from synth.model.nccl.runtime import _channel_cap
-from topo_probe import get_preset
+from topo_probe import cluster, get_preset
 
 A100 = NcclMachine.from_topology(get_preset("dgx-a100"))
 V28, V228 = (2, 8), (2, 28)
@@ -61,3 +61,27 @@ def test_runtime_ll_cap_is_the_versions_estimate():
     assert _channel_cap(A100, "LL", 24, g, "allreduce", V28) == pytest.approx(58.75)
     assert _channel_cap(A100, "LL", 12, g, "broadcast", V28) == pytest.approx(235.0 / 3 / 2)
     assert _channel_cap(A100, "LL", 24, g, "allreduce", V228) == pytest.approx(87.7)
+
+
+def test_two_node_latencies_by_hand():
+    """2 x 8 A100 on NCCL 2.8 (tuning.cc v2.8.4-1): tree rows base 4.4 / 4.4, hops LL 0.52 (x 1.8 across
+    nodes), LL128 1.25, network 5.0 / 8.5: tree LL 4.4 + 2 x (7 x 0.936 + 5.0) = 27.50 us, tree LL128
+    4.4 + 2 x (7 x 1.25 + 8.5) = 38.9; ring LL 3.6 + 28 x 0.846 + 2 x 2.7 = 32.69 (no network overhead
+    before 2.18).  2.28 keeps its own: tree LL128 14.0 + 2 x (7 x 1.25 + 8.5) = 48.5."""
+    two = NcclMachine.from_topology(cluster("dgx-a100", nodes=2))
+    lat = NcclModel(two, version=V28).table.latency
+    assert lat[("allreduce", "tree", "LL")] == pytest.approx(4.4 + 2 * (7 * 0.52 * 1.8 + 5.0))
+    assert lat[("allreduce", "tree", "LL128")] == pytest.approx(38.9)
+    assert lat[("allreduce", "ring", "LL")] == pytest.approx(3.6 + 28 * 0.47 * 1.8 + 2 * 2.7)
+    assert NcclModel(two, version=V228).table.latency[("allreduce", "tree", "LL128")] == pytest.approx(48.5)
+
+
+def test_ring_plateau_by_hand():
+    """2.8-2.17 multiply the ring/Simple all_reduce latency across nodes by 1.9 from nRanks / 16 x 64 KiB
+    (64 KiB on 16 ranks): 8.4 + 28 x 3.4 + 2 x 9.6 = 122.8 us below, 233.32 us from there."""
+    two = NcclMachine.from_topology(cluster("dgx-a100", nodes=2))
+    t = NcclModel(two, version=V28).table
+    bw = t.bandwidth[("allreduce", "ring", "Simple")] * 1000.0
+    assert t.latency[("allreduce", "ring", "Simple")] == pytest.approx(122.8)
+    assert t.algo_time_us("allreduce", "ring", "Simple", 65535) == pytest.approx(122.8 + 65535 / bw)
+    assert t.algo_time_us("allreduce", "ring", "Simple", 65536) == pytest.approx(122.8 * 1.9 + 65536 / bw)
