@@ -13,6 +13,7 @@ constant                   meaning                                              
 BASE_LAT                   base latency [algo][proto]                           tuning.cc baseLatencies
 HW_LAT                     per-hop latency [hw][algo][proto]                    tuning.cc hwLatencies
 RING_LAT_BY_VERSION        ring rows of both by NCCL version (2.5 .. 2.18)      tuning.cc baseLat, hwLat
+TREE_LAT_28                tree rows of both, NCCL 2.8 .. 2.17 (tuner only)     tuning.cc baseLat, hwLat
 LL_MAX_BWS                 LL cap [GPU gen / CPU vendor][1, 2, >2 nodes]        tuning.cc llMaxBws
 PER_CH_MAX_*               per-channel caps (ring LL128, tree, NVLS tree)       tuning.cc perChMax*Bws
 NVLS_EFFICIENCY            NVLS achieved / link bandwidth by GPU gen            tuning.cc nvlsEfficiency
@@ -109,6 +110,12 @@ RING_LAT_BY_VERSION = (
     ((2, 14), (3.6, 10.0, 8.4), ((.47, 1.9, 3.4), (1.0, 2.5, 5.7), (2.7, 4.0, 9.6))),
     ((2, 18), BASE_LAT[1], (HW_LAT[0][1], HW_LAT[1][1], HW_LAT[2][1])),
 )
+#: the tree rows of tuning.cc baseLat and hwLat [NVLink, PCI, NET] (LL, LL128, Simple) µs of NVIDIA/nccl v2.8.4-1
+#: (unchanged to v2.17.1-1; v2.18.1-1 raised the base to 6.8 / 14.0): "Tree/Simple is the latency a 256kB chunk",
+#: 28 µs a hop where 2.23 on say 4.0 (NVLink) / 14 (network).  NCCL's estimate only (:mod:`.tuning`): the
+#: execution model times a tree's chunks itself (``runtime.pipeline_fill_us``)
+TREE_LAT_28 = ((4.4, 4.4, 0.0), ((.52, 1.25, 28.0), (1.0, 1.9, 28.0), (5.0, 8.5, 28.0)))
+TREE_LAT_28_VERSIONS = ((2, 8), (2, 18))
 #: tuning.cc llMaxBws [GPU gen on 1 node | CPU vendor (0 Intel, 1 AMD) across nodes][1, 2, >2 nodes]
 LL_MAX_BWS = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
 #: tuning.cc perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws, perChMaxNVLSTreeBws [gen][nodes]
@@ -198,7 +205,7 @@ __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NA
            "NCCL_VERSION", "P2P_PER_CHANNEL_NET_BW", "MAX_DEV_WORK_P2P_PER_BATCH",
            "HW_NVLINK", "HW_PCI", "HW_NET", "NVLINK_BW_PER_LINK", "PCI_BW_BY_GEN", "PCIE_X16_GBS", "CPU_LINK_BW",
            "SPEEDS_INTRA", "SPEEDS_INTER", "MAXCHANNELS", "NVLS_NCHANNELS", "NVLS_NCHANNELS_SM100",
-           "NVLS_NCHANNELS_SM100_NVL", "NCCL_MAX_NVLS_ARITY", "BASE_LAT", "HW_LAT", "RING_LAT_BY_VERSION",
+           "NVLS_NCHANNELS_SM100_NVL", "NCCL_MAX_NVLS_ARITY", "BASE_LAT", "HW_LAT", "RING_LAT_BY_VERSION", "TREE_LAT_28", "TREE_LAT_28_VERSIONS",
            "LL_MAX_BWS",
            "PER_CH_MAX_RING_LL128", "PER_CH_MAX_TREE_LL128", "PER_CH_MAX_TREE", "PER_CH_MAX_NVLS_TREE",
            "NVLS_EFFICIENCY", "TREE_CORRECTION", "NVLS_TREE_CORRECTION_SM", "NVLS_TREE_CORRECTION_COLUMNS",

@@ -46,7 +46,7 @@ from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
-from synth.model.nccl.versions import latency_tables
+from synth.model.nccl.versions import ampere_bus_cap_gbs, latency_tables, ring_ll_factor
 
 
 #: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
@@ -96,9 +96,13 @@ def _proto_fraction(arch: str, proto: str, params: ModelParams) -> float:
     return nominal * params.proto_efficiency(arch, proto)
 
 
-def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs) -> float:
+def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs, coll: str = "allreduce",
+                 version: tuple = NCCL_VERSION) -> float:
     """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL, its per-channel ring
-    LL128 limit (in payload terms) otherwise.
+    LL128 limit (in payload terms) otherwise.  Before 2.21 NCCL expected less of LL than llMaxBws
+    (a quarter or a third of its ring graph's bandwidth, :func:`~.versions.ring_ll_factor`): the LL
+    cap is then NCCL's own estimate of that version, as llMaxBws is of later ones (8 x A100 on NCCL
+    2.8: 58.75 GB/s, a quarter of 235, on all 24 channels).
 
     RCCL keeps both tables (ROCm/rccl 0cbce2a7 src/graph/tuning.cc ``llMaxBws``,
     ``perChMaxRingLL128Bws``) and picks the row by ``comm->minCompCap``, which it reads from HIP's
@@ -120,7 +124,12 @@ def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs) -> fl
     cc, idx2 = (RCCL_GFX9_COMPCAP_INDEX if m.amd else compcap_index(m.sm)), min(m.nodes, 3) - 1
     if proto == "LL":
         idx1 = cc if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
-        return LL_MAX_BWS[idx1][idx2] * channels / g.n_channels
+        ll = LL_MAX_BWS[idx1][idx2]
+        factor = ring_ll_factor(coll, m.nodes, version)
+        if factor < 0.5 and not m.amd:
+            graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
+            ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
+        return ll * channels / g.n_channels
     return channels * PER_CH_MAX_RING_LL128[cc][idx2] / LL128_DATA_FRACTION
 
 
@@ -145,7 +154,7 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
     if algo in ("nvls", "nvls_tree"):
         return t.nvls_bus_gbs(coll) * params.nvls_efficiency * min(1.0, channels / g.nvls_channels)
     if algo == "ring":
-        return min(ring_cap * frac * share * ring_intra_relief(m), _channel_cap(m, proto, channels, g))
+        return min(ring_cap * frac * share * ring_intra_relief(m), _channel_cap(m, proto, channels, g, coll, t.version))
     # tree / collnet: a chain inside the node sending up and down at once
     return busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
 

@@ -46,7 +46,17 @@ from synth.model.nccl.constants import (
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.graphs import CommGraphs, Graph, comm_graphs
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.versions import NTHREADS_24, TUNER_VERSION, kernel_info_24, latency_tables
+from synth.model.nccl.versions import (
+    NTHREADS_24,
+    TUNER_VERSION,
+    ampere_bus_cap_gbs,
+    kernel_info_24,
+    latency_tables,
+    legacy_latency_rules,
+    ll128_ring_per_channel_gbs,
+    ring_ll_factor,
+    tree_per_channel_gbs,
+)
 
 #: the collectives NCCL's tuner covers and the algorithms it considers for each (tuning.cc)
 NCCL_COLLS = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
@@ -113,20 +123,22 @@ class TuneTable:
         if algo in ("collnet_direct", "collnet_chain", "pat") and proto != "Simple":
             return 0.0
         cc, idx1, idx2 = self._indices()
-        n = graph.n_channels
+        n, v = graph.n_channels, self.version
         bus = n * (graph.bw_intra if (m.nodes <= 2 or algo.startswith("collnet")) else graph.bw_inter)
+        bus = min(bus, ampere_bus_cap_gbs(m.sm, v))                  # 2.8-2.17: Ampere at most 235 GB/s
         ll_max = LL_MAX_BWS[idx1][idx2]
         if algo == "ring" and proto == "LL":
-            bus = min(ll_max, bus * 0.5)
+            bus = min(ll_max, bus * ring_ll_factor(coll, m.nodes, v))
         elif algo == "ring" and proto == "LL128":
-            bus = min(bus * 0.92, n * PER_CH_MAX_RING_LL128[cc][idx2])
+            bus = min(bus * 0.92, n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_RING_LL128[cc][idx2], v))
         elif algo == "tree":
             if coll == "allreduce":
-                bus = min(bus * 0.92, n * PER_CH_MAX_TREE[cc][idx2])
+                bus = min(bus * 0.92, n * tree_per_channel_gbs(m.sm, m.nodes, PER_CH_MAX_TREE[cc][idx2], v))
             if proto == "LL":
                 bus = min(bus / 3.8, ll_max)
             elif proto == "LL128":
-                bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0), n * PER_CH_MAX_TREE_LL128[cc][idx2])
+                bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0),
+                          n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_TREE_LL128[cc][idx2], v))
         elif algo == "pat":
             bus *= 0.75
         elif algo == "collnet_direct":
@@ -182,17 +194,20 @@ class TuneTable:
         p = PROTOS.index(proto)
         nodes, ranks, ppn = m.nodes, m.ranks, m.gpus_per_node
         intra_hw = HW_NVLINK if graph.type_intra == "NVL" else HW_PCI
-        base, hops = latency_tables(algo, self.version)           # the table of this NCCL version
+        base, hops = latency_tables(algo, self.version, tuner=True)   # the table of this NCCL version
         intra = hops[intra_hw][p]
-        inter = latency_tables("tree" if ppn == 1 else algo, self.version)[1][HW_NET][p]
+        inter = latency_tables("tree" if ppn == 1 else algo, self.version, tuner=True)[1][HW_NET][p]
         plugin = NET_PLUGIN_LATENCY_US.get(m.net_kind, 0.0) if nodes > 1 else 0.0
         inter += plugin * (2 if proto == "Simple" else 1)            # latencyInter (+ the flush)
         lat = base[p]
+        legacy = legacy_latency_rules(self.version)
+        if legacy and nodes > 1 and proto == "LL":
+            intra *= 1.8                                             # 2.8-2.17: LL's hops across nodes
         if algo == "ring":
             if coll in ("broadcast", "reduce"):
                 return lat + hops[intra_hw if nodes == 1 else HW_NET][p]
             over = NET_OVERHEAD_US[m.cpu_vendor] * (3 if proto == "Simple" else 1)
-            intra = max(intra, over) if nodes > 1 else intra
+            intra = max(intra, over) if (nodes > 1 and not legacy) else intra
             n_inter = 0 if nodes == 1 else (2 * (nodes - 1) if coll == "allreduce" else nodes - 1)
             return lat + (coll_steps(coll, ranks) - n_inter) * intra + n_inter * inter
         log_nodes = int(math.log2(nodes))
@@ -234,9 +249,11 @@ class TuneTable:
         if self.version >= NVLS_TREE_CORRECTION_VERSION:
             bw *= nvls_tree_correction(self.machine, coll, algo, proto, nbytes)
         m = self.machine
-        if (algo == "ring" and proto == "Simple" and m.nodes > 1 and coll == "allreduce"
-                and nbytes / (self.graphs.n_channels * m.ranks) >= 64):
-            lat *= 1.9 if m.sm < 80 else 1.4                          # NCCL's "plateau effect of ring"
+        if algo == "ring" and proto == "Simple" and m.nodes > 1 and coll == "allreduce":
+            if legacy_latency_rules(self.version):                    # 2.8-2.17's "plateau effect of ring"
+                lat *= 1.9 if nbytes >= m.ranks / 16.0 * 65536 else 1.0
+            elif nbytes / (self.graphs.n_channels * m.ranks) >= 64:
+                lat *= 1.9 if m.sm < 80 else 1.4                      # NCCL's "plateau effect of ring"
         return lat + nbytes / (1000.0 * bw)
 
     def enabled(self, coll: str) -> list[tuple[str, str]]:

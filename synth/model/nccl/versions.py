@@ -10,6 +10,15 @@
   drives every GPU: ``ncclCommInitAll`` disables them); LL while ``nBytes <= nc * nt * nchunksPerLoop *
   threadThreshold`` with LL's threads ``nt`` (64 .. 256) and channels ``nc`` grown by 8 bytes per thread.
   2.4 reads neither ``NCCL_ALGO`` nor ``NCCL_PROTO`` (they came with 2.5's tuner), so they are ignored.
+* The tuner's bandwidth refinements before 2.21 (``ncclTopoTuneModel``, src/graph/tuning.cc, read at
+  NVIDIA/nccl tags v2.8.4-1 .. v2.21.5-1; :func:`ring_ll_factor`, :func:`ll128_ring_per_channel_gbs`,
+  :func:`ampere_bus_cap_gbs`, :func:`tree_per_channel_gbs`): ring LL at a quarter of the graph's bandwidth
+  (a third for one-node collectives other than all_reduce / reduce) up to 2.20, half from 2.21; Ampere's
+  bus bandwidth capped at 235 GB/s up to 2.17; in 2.8-2.9 a ring LL128 channel at a per-collective rate
+  (16.9 GB/s for all_reduce, not 20) and Ampere trees at 22.5 / 16 GB/s per channel on 2 / more nodes.
+  On 8 x A100 (24 channels, 12 x 21 GB/s graph) NCCL 2.8 thus expects LL at 58.75 GB/s, not 87.7, and
+  leaves it for LL128 at 2 MiB (not 4), LL128 for Simple at 16 MiB (not 32).  Versions before 2.8 keep
+  the 2.28 rules (their refinements differ again and no log needs them).
 """
 
 from __future__ import annotations
@@ -21,6 +30,8 @@ from synth.model.nccl.constants import (
     BASE_LAT,
     HW_LAT,
     RING_LAT_BY_VERSION,
+    TREE_LAT_28,
+    TREE_LAT_28_VERSIONS,
 )
 from synth.model.nccl.machine import NcclMachine
 
@@ -32,6 +43,85 @@ LL_CHANNEL_THRESHOLD_24, THREAD_THRESHOLD_24, THREAD_THRESHOLD_PREVOLTA_24, LL_M
 NTHREADS_24 = 256
 
 
+#: first NCCL whose ring LL estimate is half the graph bandwidth (tuning.cc ``busBw * .5``, v2.21.5-1)
+RING_LL_HALF_VERSION = (2, 21)
+#: the 2.8 refinements read here start at v2.8.4-1 (2.7 has others)
+REFINE_28_VERSION = (2, 8)
+#: tuning.cc ``if (compCap80) busBw = std::min(busBw, 235.0f)``: up to v2.17.1-1 (gone in v2.18.1-1)
+AMPERE_BUS_CAP_GBS, AMPERE_BUS_CAP_UNTIL = 235.0, (2, 18)
+#: tuning.cc ``ll128MaxBwPerCh[NCCL_NUM_FUNCTIONS]`` of v2.8.4-1 / v2.9.9-1 (GB/s per ring channel); a scalar
+#: 20.0 from v2.10.3-1 (the model's 2.28 table holds 20.0 for Volta and Ampere)
+LL128_PER_CH_BY_COLL_28 = {"broadcast": 18.8, "reduce": 12.0, "allgather": 18.3, "reducescatter": 15.2,
+                           "allreduce": 16.9}
+LL128_PER_COLL_UNTIL = (2, 10)
+#: tuning.cc ``perChMaxTreeBws`` Ampere row (1, 2, > 2 nodes) of v2.8.4-1 / v2.9.9-1 ((24.0, 23.6, 17.8) from v2.10.3-1)
+TREE_PER_CH_AMPERE_28 = (24.0, 22.5, 16.0)
+
+
+def _refined(version: tuple) -> bool:
+    return tuple(version) >= REFINE_28_VERSION
+
+
+def legacy_latency_rules(version: tuple) -> bool:
+    """Whether NCCL's tuner estimates latency by 2.8-2.17's rules (tuning.cc v2.8.4-1 .. v2.17.1-1): an LL
+    hop inside a node costs 1.8 x on several nodes (``intraLat *= 1.8``), no per-step network overhead
+    (``getNetOverhead`` came with v2.18.1-1), the ring/Simple all_reduce "plateau" 1.9 x from
+    ``nRanks / 16 x 64 KiB`` (2.18 on: 1.4 x on sm80+ from 64 B per channel and rank), and the tree rows
+    of :data:`~.constants.TREE_LAT_28`.
+
+    >>> legacy_latency_rules((2, 8)), legacy_latency_rules((2, 17)), legacy_latency_rules((2, 18)), legacy_latency_rules((2, 4))
+    (True, True, False, False)
+    """
+    return TREE_LAT_28_VERSIONS[0] <= tuple(version) < TREE_LAT_28_VERSIONS[1]
+
+
+def ring_ll_factor(coll: str, nodes: int, version: tuple) -> float:
+    """Share of the ring graph's bandwidth NCCL's tuner gives LL (before ``llMaxBws``' cap): 1/4 on
+    several nodes or for all_reduce / reduce, else 1/3, from 2.8 to 2.20; 1/2 from 2.21 (and in the
+    model before 2.8).
+
+    >>> ring_ll_factor("allreduce", 1, (2, 8)), ring_ll_factor("broadcast", 1, (2, 8)), ring_ll_factor("allreduce", 1, (2, 21))
+    (0.25, 0.3333333333333333, 0.5)
+    >>> ring_ll_factor("broadcast", 2, (2, 20))
+    0.25
+    """
+    if not _refined(version) or tuple(version) >= RING_LL_HALF_VERSION:
+        return 0.5
+    return 0.25 if (nodes > 1 or coll in ("allreduce", "reduce")) else 1.0 / 3.0
+
+
+def ampere_bus_cap_gbs(sm: int, version: tuple) -> float:
+    """Most graph bus bandwidth (GB/s) NCCL 2.8-2.17's tuner credits an Ampere (sm80) communicator.
+
+    >>> ampere_bus_cap_gbs(80, (2, 8)), ampere_bus_cap_gbs(80, (2, 18)), ampere_bus_cap_gbs(90, (2, 8))
+    (235.0, inf, inf)
+    """
+    ok = sm == 80 and _refined(version) and tuple(version) < AMPERE_BUS_CAP_UNTIL
+    return AMPERE_BUS_CAP_GBS if ok else math.inf
+
+
+def ll128_ring_per_channel_gbs(coll: str, default: float, version: tuple) -> float:
+    """GB/s one ring LL128 channel is credited: 2.8-2.9's per-collective table, else ``default``.
+
+    >>> ll128_ring_per_channel_gbs("allreduce", 20.0, (2, 8)), ll128_ring_per_channel_gbs("allreduce", 20.0, (2, 10))
+    (16.9, 20.0)
+    """
+    if _refined(version) and tuple(version) < LL128_PER_COLL_UNTIL:
+        return LL128_PER_CH_BY_COLL_28.get(coll, default)
+    return default
+
+
+def tree_per_channel_gbs(sm: int, nodes: int, default: float, version: tuple) -> float:
+    """GB/s one tree channel is credited on Ampere in 2.8-2.9 (``perChMaxTreeBws``), else ``default``.
+
+    >>> tree_per_channel_gbs(80, 2, 23.6, (2, 8)), tree_per_channel_gbs(80, 4, 17.8, (2, 8)), tree_per_channel_gbs(80, 4, 17.8, (2, 10))
+    (22.5, 16.0, 17.8)
+    """
+    if sm == 80 and _refined(version) and tuple(version) < LL128_PER_COLL_UNTIL:
+        return TREE_PER_CH_AMPERE_28[min(nodes, 3) - 1]
+    return default
+
+
 def _row(table: tuple, version: tuple) -> object:
     found = table[0][1:]
     for entry in table:
@@ -40,9 +130,13 @@ def _row(table: tuple, version: tuple) -> object:
     return found
 
 
-def latency_tables(algo: str, version: tuple) -> tuple[tuple, tuple]:
+def latency_tables(algo: str, version: tuple, tuner: bool = False) -> tuple[tuple, tuple]:
     """``(base, (NVLink, PCI, NET) hops)`` µs per protocol (LL, LL128, Simple) of ``algo`` at NCCL
-    ``version``: the ring rows of that version's table, every other algorithm's from 2.28.
+    ``version``: the ring rows of that version's table, every other algorithm's from 2.28; for NCCL's
+    own estimate (``tuner``) on 2.8-2.17 also that version's tree rows (:data:`~.constants.TREE_LAT_28`).
+
+    >>> latency_tables("tree", (2, 8), tuner=True)[1][0], latency_tables("tree", (2, 8))[1][0]
+    ((0.52, 1.25, 28.0), (0.6, 1.25, 4.0))
 
     >>> base, hops = latency_tables("ring", (2, 4))
     >>> base[2] + 14 * hops[0][2]        # 8-GPU ring all_reduce, Simple, NVLink (2.5's table)
@@ -53,6 +147,8 @@ def latency_tables(algo: str, version: tuple) -> tuple[tuple, tuple]:
     if algo == "ring":
         base, hops = _row(RING_LAT_BY_VERSION, version)
         return base, hops
+    if algo == "tree" and tuner and legacy_latency_rules(version):
+        return TREE_LAT_28
     a = ALGOS.index(algo)
     return BASE_LAT[a], (HW_LAT[0][a], HW_LAT[1][a], HW_LAT[2][a])
 
@@ -112,4 +208,6 @@ def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int) -> t
     return algo, "Simple", n_channels, NTHREADS_24 + 1
 
 
-__all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_24"]
+__all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_24", "ring_ll_factor",
+           "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
+           "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28"]
