@@ -36,6 +36,7 @@ import networkx as nx
 
 from topo_probe.errors import TopologyError
 from topo_probe.topology.host_assumption import assumed_pcie_class, fingerprint_part
+from topo_probe.topology.shortest_paths import PathIndex
 
 NODE_KINDS = ("gpu", "nvswitch", "pcie_switch", "host_bridge", "cpu", "nic", "net_switch")
 SWITCH_KINDS = ("nvswitch", "pcie_switch", "host_bridge", "cpu", "net_switch")
@@ -185,21 +186,18 @@ class Topology:
 
     def _paths(self, src: str, dst: str, edge_kinds: tuple[str, ...], relay_kinds: tuple[str, ...]):
         """Shortest (fewest hops) simple paths src->dst whose edges have ``edge_kinds`` and
-        whose intermediate nodes have ``relay_kinds`` (never GPUs)."""
-        def ok_edge(u, v):
-            return self.graph.edges[u, v]["kind"] in edge_kinds
-
-        if self.graph.has_edge(src, dst) and ok_edge(src, dst):
+        whose intermediate nodes have ``relay_kinds`` (never GPUs): :class:`.shortest_paths.PathIndex`."""
+        if self.graph.has_edge(src, dst) and self.graph.edges[src, dst]["kind"] in edge_kinds:
             return [(src, dst)]                # one hop: the only shortest path
-        kept, key = self.__dict__.setdefault("_relays_kept", {}), (id(self.graph), len(self.graph), relay_kinds)
-        relays = kept.get(key) or kept.setdefault(key, frozenset(      # never through a GPU
-            n for n, d in self.graph.nodes(data=True) if d["kind"] != "gpu" and d["kind"] in relay_kinds))
-        view = nx.subgraph_view(self.graph, filter_node=lambda n: n == src or n == dst or n in relays,
-                                filter_edge=ok_edge)
-        try:
-            return [tuple(p) for p in nx.all_shortest_paths(view, src, dst)]
-        except nx.NetworkXNoPath:
-            return []
+        kept = self.__dict__.setdefault("_path_indexes", {})
+        edges = sum(map(len, self.graph._succ.values()))      # a changed graph gets a new index
+        key = (id(self.graph), len(self.graph), edges, edge_kinds, relay_kinds)
+        index = kept.get(key)
+        if index is None:                      # never through a GPU
+            relays = frozenset(n for n, d in self.graph.nodes(data=True)
+                               if d["kind"] != "gpu" and d["kind"] in relay_kinds)
+            index = kept.setdefault(key, PathIndex(self.graph, edge_kinds, relays))
+        return index.paths(src, dst)
 
     def gpu_fabric_paths(self, i: int, j: int) -> list[tuple[str, ...]]:
         """Shortest GPU i -> GPU j paths over NVLink/Infinity Fabric, through NVSwitches only."""
