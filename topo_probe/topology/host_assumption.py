@@ -32,9 +32,17 @@ import networkx as nx
 
 from topo_probe.errors import TopologyError
 
-__all__ = ["HOST_PATH_CLASSES", "DEFAULT_HOST_PATH_CLASS", "GRAPH_KEY", "host_path_class",
-           "set_host_path_class", "needs_host_assumption", "assumed_pcie_class", "fingerprint_part",
-           "host_assumption_line"]
+__all__ = [
+    "DEFAULT_HOST_PATH_CLASS",
+    "GRAPH_KEY",
+    "HOST_PATH_CLASSES",
+    "assumed_pcie_class",
+    "fingerprint_part",
+    "host_assumption_line",
+    "host_path_class",
+    "needs_host_assumption",
+    "set_host_path_class",
+]
 
 #: the classes a user may assume between GPUs without an NVLink path of at most two hops
 #: (nvidia-smi / NCCL names, nearest first)

@@ -28,9 +28,9 @@ from __future__ import annotations
 
 import hashlib
 import json
+from collections.abc import Iterable
 from dataclasses import dataclass
-from itertools import product
-from typing import Iterable
+from itertools import pairwise, product
 
 import networkx as nx
 
@@ -230,7 +230,7 @@ class Topology:
             paths = self.network_paths(i, j)
         if not paths:
             return []
-        bott = [min(self.graph.edges[u, v]["bandwidth_gbps"] for u, v in zip(p, p[1:])) for p in paths]
+        bott = [min(self.graph.edges[u, v]["bandwidth_gbps"] for u, v in pairwise(p)) for p in paths]
         total = sum(bott)
         return [(p, b / total) for p, b in zip(paths, bott)]
 
@@ -353,7 +353,7 @@ class Topology:
         blob = json.dumps([nodes, edges] + fingerprint_part(self.graph), separators=(",", ":"))
         return hashlib.sha256(blob.encode()).hexdigest()[:16]
 
-    def subset(self, gpus: Iterable[int], name: str | None = None) -> "Topology":
+    def subset(self, gpus: Iterable[int], name: str | None = None) -> Topology:
         """A partial allocation: keep GPUs ``gpus`` (renumbered 0.. in the given order) and
         every non-GPU node and link of the machine."""
         keep = [int(g) for g in gpus]
@@ -375,7 +375,7 @@ class Topology:
         sub.assumptions = list(self.assumptions)
         return sub
 
-    def copy(self) -> "Topology":
+    def copy(self) -> Topology:
         t = Topology(self.name, self.graph.copy(), self.description)
         t.p2p_overrides = dict(self.p2p_overrides)
         t.assumptions = list(self.assumptions)

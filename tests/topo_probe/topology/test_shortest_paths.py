@@ -43,7 +43,7 @@ def test_every_preset_every_pair_as_networkx(name):
     assert _check_all_pairs(t, ends) == 3 * len(ends) ** 2
 
 
-@pytest.mark.parametrize("kwargs", [dict(nodes=2), dict(nodes=3, rail_optimized=True)])
+@pytest.mark.parametrize("kwargs", [{"nodes": 2}, {"nodes": 3, "rail_optimized": True}])
 def test_clusters_every_pair_as_networkx(kwargs):
     t = cluster("dgx-h100", **kwargs)
     ends = [t.gpu(i) for i in range(0, t.num_gpus, 3)] + t.nodes_of_kind("nic")[::5]
