@@ -53,6 +53,8 @@ from synth.model.nccl.versions import ampere_bus_cap_gbs, latency_tables, ring_l
 #: GPUs launched them with one cudaLaunchCooperativeKernelMultiDevice call (src/enqueue.cc
 #: ``ncclLaunchCooperativeKernelMultiDevice``, NVIDIA/nccl v2.4.8-1 .. v2.8.4-1)
 COOP_LAUNCH_UNTIL = (2, 9)
+#: the algorithms whose NICs carry one steady flow per direction on two nodes, as a ring's (:func:`_net_bus_gbs`)
+STEADY_NET_ALGOS = ("nvls_tree",)
 
 
 def host_time_us(params: ModelParams, gpus_per_process: int, channels: int, version: tuple = NCCL_VERSION) -> float:
@@ -99,10 +101,9 @@ def _proto_fraction(arch: str, proto: str, params: ModelParams) -> float:
 def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs, coll: str = "allreduce",
                  version: tuple = NCCL_VERSION) -> float:
     """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL, its per-channel ring
-    LL128 limit (in payload terms) otherwise.  Before 2.21 NCCL expected less of LL than llMaxBws
-    (a quarter or a third of its ring graph's bandwidth, :func:`~.versions.ring_ll_factor`): the LL
-    cap is then NCCL's own estimate of that version, as llMaxBws is of later ones (8 x A100 on NCCL
-    2.8: 58.75 GB/s, a quarter of 235, on all 24 channels).
+    LL128 limit (in payload terms) otherwise.  Before 2.21 the LL cap is NCCL's own lower estimate of that
+    version (a quarter or a third of its ring graph's bandwidth, :func:`~.versions.ring_ll_factor`; 8 x A100
+    on NCCL 2.8: 58.75 GB/s, a quarter of 235, on all 24 channels), as llMaxBws is of later ones.
 
     RCCL keeps both tables (ROCm/rccl 0cbce2a7 src/graph/tuning.cc ``llMaxBws``,
     ``perChMaxRingLL128Bws``) and picks the row by ``comm->minCompCap``, which it reads from HIP's
@@ -154,7 +155,8 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
     if algo in ("nvls", "nvls_tree"):
         return t.nvls_bus_gbs(coll) * params.nvls_efficiency * min(1.0, channels / g.nvls_channels)
     if algo == "ring":
-        return min(ring_cap * frac * share * ring_intra_relief(m), _channel_cap(m, proto, channels, g, coll, t.version))
+        cap = _channel_cap(m, proto, channels, g, coll, t.version)
+        return min(ring_cap * frac * share * ring_intra_relief(m), cap)
     # tree / collnet: a chain inside the node sending up and down at once
     return busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
 
@@ -193,9 +195,6 @@ def tree_net_passes(m: NcclMachine, algo: str) -> int:
     [1, 2]
     """
     return 2 if m.nodes > 2 and algo in ("tree", "nvls_tree") else 1
-
-
-STEADY_NET_ALGOS = ("nvls_tree",)
 
 
 def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
