@@ -2,6 +2,8 @@
 ``main``.  A Ctrl-C while the command's packages load (NumPy, networkx, OR-Tools: up to a second
 on a busy machine) ends as ``<command>: interrupted``, exit 130, not a traceback; once ``main``
 runs, the command's own handling (:func:`topo_probe.cli.exits.signals_interrupt`) takes over.
+A run that needs more memory than the process may have (past the admission checks, which
+refuse what they can estimate before allocating) ends in one line, exit 2, not a traceback.
 This module and the package inits above each entry point import nothing heavy.
 
 >>> run_command("demo", "topo_probe.no_such_module")
@@ -17,13 +19,18 @@ import sys
 
 def run_command(prog: str, module: str, argv: list[str] | None = None) -> int:
     """Import ``module`` and return its ``main(argv)``; 130 after one line where Ctrl-C
-    arrives while it loads."""
+    arrives while it loads; 2 after one line where the run runs out of memory."""
     try:
         main = importlib.import_module(module).main
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    return main(argv)
+    try:
+        return main(argv)
+    except MemoryError:
+        print(f"{prog}: error: out of memory (more than this process may allocate: free memory, ulimit -v or "
+              "its cgroup's limit); use fewer ranks or GPUs, or smaller sizes", file=sys.stderr)
+        return 2
 
 
 def topo_probe() -> int:

@@ -39,3 +39,13 @@ def test_each_console_script_enters_light_and_names_its_command(script):
     help_out = subprocess.run([sys.executable, "-c", f"import sys; from {module} import {func}; sys.argv = "
                                f"['{script}', '--help']; sys.exit({func}())"], cwd=ROOT, capture_output=True, text=True)
     assert help_out.returncode == 0 and f"usage: {script}" in help_out.stdout
+
+
+def test_running_out_of_memory_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """A run that asks for more memory than this process may have (here 1 PiB at once) ends in
+    one line naming the way out, not in NumPy's or Python's MemoryError traceback."""
+    (tmp_path / "greedy_command.py").write_text("def main(argv=None):\n    return len(bytearray(1 << 50))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert run_command("demo", "greedy_command") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("demo: error: out of memory") and err.count("\n") == 1 and "Traceback" not in err
