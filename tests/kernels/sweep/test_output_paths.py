@@ -8,7 +8,7 @@ import errno
 import os
 
 import pytest
-from _paths import FIXTURES
+from _paths import FIXTURES, ROOT
 
 from kernels.sweep.cli import main
 from synth.ir import schedule as schedule_mod
@@ -116,6 +116,18 @@ def test_sweep_and_simulate_name_the_same_baselines():
     assert BASELINE_CHOICES == ("nccl", *BASELINES)
     algo_help = next(a.help for a in build_parser()._actions if "--algo" in a.option_strings)
     assert all(f" {name} " in f" {algo_help} " for name in ("plan", *BASELINE_CHOICES)), algo_help
+
+
+def test_the_manual_and_the_docstring_list_the_algorithms_sweep_takes():
+    """docs/sweep.md and the module docstring name what --help names: plan, nccl, every baseline, a file."""
+    import re
+
+    import kernels.sweep.cli as cli
+    from synth.cli.simulate import BASELINE_CHOICES
+    want = ["plan", *BASELINE_CHOICES, "FILE"]
+    for where, text in (("docs/sweep.md", (ROOT / "docs" / "sweep.md").read_text()), ("cli", cli.__doc__)):
+        lists = re.findall(r"--algo ([a-z|A-Z]+)", text)
+        assert lists and all(sorted(x.split("|")) == sorted(want) for x in lists), (where, lists)
 
 
 def test_float8_is_modelled_by_sweep_sim_as_by_simulate(capsys):
