@@ -159,3 +159,17 @@ def test_import_with_the_nccl_baseline_reproduces_the_validation(capsys, log, pr
     got = {int(r[0]): float(r[5]) for r in rows(capsys.readouterr().out)}
     assert set(got) == set(want)
     assert all(got[k] == pytest.approx(want[k], rel=0.01, abs=0.06) for k in got)
+
+
+def test_an_imported_logs_header_states_the_sizes_its_rows_have(capsys):
+    """Issue 38: simulate --import printed nccl-tests' default range (minBytes = maxBytes = 32 MiB)
+    over rows from 8 B to 8 GiB.  The header now says the log's range and step, read off the log."""
+    import re
+    log = FIXTURES / "real_logs" / "h100_8gpu_1node_all_reduce_ring.txt"
+    assert main(["--topology", "dgx-h100", "--import", str(log)]) == 0
+    out = capsys.readouterr().out
+    head = re.search(r"minBytes (\d+) maxBytes (\d+) step: (\S+)", out).groups()
+    sizes = [int(ln.split()[0]) for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
+    logged = re.search(r"minBytes (\d+) maxBytes (\d+) step: (\S+)", log.read_text()).groups()
+    assert (int(head[0]), int(head[1])) == (min(sizes), max(sizes)) == (8, 8 << 30)
+    assert head[2] == logged[2] == "2(factor)"
