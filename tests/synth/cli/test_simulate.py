@@ -173,3 +173,16 @@ def test_an_imported_logs_header_states_the_sizes_its_rows_have(capsys):
     logged = re.search(r"minBytes (\d+) maxBytes (\d+) step: (\S+)", log.read_text()).groups()
     assert (int(head[0]), int(head[1])) == (min(sizes), max(sizes)) == (8, 8 << 30)
     assert head[2] == logged[2] == "2(factor)"
+
+
+@pytest.mark.parametrize("topology", ["dgx1-v100", "dgx-a100", "mi300x"])
+@pytest.mark.parametrize("baseline", ["ring", "nccl"])
+def test_notes_print_rounded_numbers(capsys, topology, baseline):
+    """Issue 38: 'launch 18.354000000000003 us'.  No number in simulate's notes carries float noise."""
+    import re
+    assert main(["--topology", topology, "--collective", "allreduce", "--baseline", baseline, "-b", "1K",
+                 "-e", "1K"]) == 0
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# ")]
+    assert any("cost model: launch" in ln for ln in notes)
+    noisy = [ln for ln in notes if re.search(r"\d\.\d{10,}", ln)]     # %g keeps 6 digits; noise has 15+
+    assert noisy == []
