@@ -25,12 +25,18 @@ def run_command(prog: str, module: str, argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
+    except MemoryError:            # the packages alone do not fit (ulimit -v of a few hundred MB)
+        return _out_of_memory(prog)
     try:
         return main(argv)
     except MemoryError:
-        print(f"{prog}: error: out of memory (more than this process may allocate: free memory, ulimit -v or "
-              "its cgroup's limit); use fewer ranks or GPUs, or smaller sizes", file=sys.stderr)
-        return 2
+        return _out_of_memory(prog)
+
+
+def _out_of_memory(prog: str) -> int:
+    print(f"{prog}: error: out of memory (more than this process may allocate: free memory, ulimit -v or "
+          "its cgroup's limit); use fewer ranks or GPUs, or smaller sizes", file=sys.stderr)
+    return 2
 
 
 def topo_probe() -> int:

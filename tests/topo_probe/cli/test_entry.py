@@ -49,3 +49,10 @@ def test_running_out_of_memory_is_one_line_and_exit_2(tmp_path, monkeypatch, cap
     assert run_command("demo", "greedy_command") == 2
     err = capsys.readouterr().err
     assert err.startswith("demo: error: out of memory") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_running_out_of_memory_while_loading_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    (tmp_path / "greedy_import.py").write_text("BIG = bytearray(1 << 50)\n")      # at import time
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert run_command("demo", "greedy_import") == 2
+    assert capsys.readouterr().err.startswith("demo: error: out of memory")
