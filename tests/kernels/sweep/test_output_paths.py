@@ -122,7 +122,7 @@ def test_the_manual_and_the_docstring_list_the_algorithms_sweep_takes():
     """docs/sweep.md and the module docstring name what --help names: plan, nccl, every baseline, a file."""
     import re
 
-    import kernels.sweep.cli as cli
+    from kernels.sweep import cli
     from synth.cli.simulate import BASELINE_CHOICES
     want = ["plan", *BASELINE_CHOICES, "FILE"]
     for where, text in (("docs/sweep.md", (ROOT / "docs" / "sweep.md").read_text()), ("cli", cli.__doc__)):
