@@ -187,7 +187,9 @@ MEMORY_CASES = [("sweep", [c, "-b", "32M", "-e", "128M", "-f", "2", "-g", "8", "
                 for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter",
                           "alltoall")] + [
     ("sweep", ["all_reduce", "-b", "1G", "-e", "1G", "-g", "1"]),
+    ("sweep", ["all_reduce", "-b", "8M", "-e", "32M", "-f", "2", "-g", "4", "-n", "1", "-w", "0"]),
     ("sweep", ["all_reduce", "-b", "8", "-e", "8", "-g", "512", "--backend", "sim"]),
+    ("sweep", ["all_reduce", "-b", "8", "-e", "8", "-g", "1024", "--backend", "sim"]),
     ("sweep", ["alltoall", "-b", "8", "-e", "1M", "-f", "64", "-g", "256", "--backend", "sim"]),
     ("sweep", ["all_gather", "-b", "8", "-e", "4G", "-f", "16", "--backend", "sim", "--topology", "dgx-h100",
                "--nodes", "16"]),
