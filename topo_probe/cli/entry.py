@@ -17,9 +17,12 @@ import importlib
 import sys
 
 
-def run_command(prog: str, module: str, argv: list[str] | None = None) -> int:
+def run_command(prog: str, module: str, argv: list[str] | None = None, *, exiting: bool = False) -> int:
     """Import ``module`` and return its ``main(argv)``; 130 after one line where Ctrl-C
-    arrives while it loads; 2 after one line where the run runs out of memory."""
+    arrives while it loads; 2 after one line where the run runs out of memory.  ``exiting`` (the
+    console scripts: the process ends next): once ``main`` has returned, Ctrl-C and SIGTERM are
+    ignored, so a signal while the interpreter shuts down (freeing the solver's and NumPy's memory
+    takes up to half a second) cannot turn a finished run into a death by signal with no word."""
     try:
         main = importlib.import_module(module).main
     except KeyboardInterrupt:
@@ -31,6 +34,20 @@ def run_command(prog: str, module: str, argv: list[str] | None = None) -> int:
         return main(argv)
     except MemoryError:
         return _out_of_memory(prog)
+    except KeyboardInterrupt:      # between main's own handling and the end of this call
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if exiting:
+            _ignore_signals()
+
+
+def _ignore_signals() -> None:
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
 
 
 def _out_of_memory(prog: str) -> int:
@@ -41,7 +58,7 @@ def _out_of_memory(prog: str) -> int:
 
 def topo_probe() -> int:
     """The ``topo-probe`` command."""
-    return run_command("topo-probe", "topo_probe.cli.main")
+    return run_command("topo-probe", "topo_probe.cli.main", exiting=True)
 
 
 __all__ = ["run_command", "topo_probe"]
