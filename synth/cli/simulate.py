@@ -246,5 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover  (as the console script runs)
+    from synth.cli.entry import simulate
+    sys.exit(simulate())
