@@ -1,4 +1,5 @@
-"""Fault campaign for ``synthesize``'s result folders: kill -9 at random instants, a full disk
+"""Fault campaign for ``synthesize``'s result folders: kill -9 at random instants, SIGINT/SIGTERM
+near the end of a run, a full disk
 (a small tmpfs, where this machine lets us mount one), concurrent runs into one folder, and
 symlinked or user-owned paths.  Every trial ends with the question: did the user lose
 anything?  A loss is any of
@@ -48,6 +49,8 @@ from synth.ir.schedule import atomic_write_text  # noqa: E402
 
 BUFFER_SECTION = "\n## Buffer misuse: generated calls\n"
 MEMORY_SECTION = "\n## Memory under a cap\n"
+#: what each loss was, for the report (signal trials)
+LOSSES: list[str] = []
 ARGS = ["--topology", "full:4", "--collectives", "allgather,allreduce", "--time-limit", "5"]
 
 
@@ -101,6 +104,33 @@ def kill_trials(base: Path, n: int, rng: random.Random) -> dict:
             counts["losses"] += 1
         elif not before:
             counts["recovered_by_next_run"] += 1
+    return counts
+
+
+def signal_trials(base: Path, n: int, rng: random.Random) -> dict:
+    """SIGINT or SIGTERM in the second half of ``synthesize --force`` (where its clean-up runs and
+    a signal can land in a callback): each run ends 0 (done first) or 130 with one
+    'interrupted' line, never a traceback, and the folder holds complete results."""
+    out = base / "signal" / "out"
+    assert synth(out)[0] == 0
+    t0 = time.monotonic()
+    assert synth(out, "--force")[0] == 0
+    span = time.monotonic() - t0
+    counts = {"trials": 0, "losses": 0, "interrupted": 0, "finished_first": 0}
+    for k in range(n):
+        proc = synth(out, "--force", wait=False)
+        time.sleep(rng.uniform(0.5 * span, 1.1 * span))
+        proc.send_signal(signal.SIGINT if k % 2 else signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        quiet = "Traceback" not in err and (proc.returncode == 0 or (
+            proc.returncode == 130 and lines and lines[-1].startswith("synthesize: interrupted")))
+        counts["trials"] += 1
+        counts["interrupted" if proc.returncode == 130 else "finished_first"] += 1
+        if not (quiet and complete(out)):
+            counts["losses"] += 1
+            LOSSES.append(f"signal trial {k}: exit {proc.returncode}, {'complete' if complete(out) else 'INCOMPLETE'}"
+                          f" results, stderr ends {' / '.join(lines[-3:])[-300:]!r}")
     return counts
 
 
@@ -287,6 +317,7 @@ def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=40)
     ap.add_argument("--concurrent", type=int, default=5)
+    ap.add_argument("--signals", type=int, default=40, help="SIGINT/SIGTERM trials near the end of a run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--buffers", type=int, metavar="N", help="run the buffer-misuse campaign (N calls) instead")
     ap.add_argument("--memory", type=int, metavar="MIB", help="run the memory cases under a cap of MIB MiB instead")
@@ -307,6 +338,7 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     try:
         table = {"kill -9 at a random instant of synthesize --force": kill_trials(base, args.kills, rng),
+                 "SIGINT/SIGTERM in the second half of synthesize --force": signal_trials(base, args.signals, rng),
                  "disk full (tmpfs of 16 KiB-1 MiB), with and without earlier results": disk_full_trials(base),
                  "3 concurrent runs into one folder": concurrent_trials(base, args.concurrent),
                  "symlinked folder, symlinked result file, a user's .current": symlink_trials(base)}
@@ -314,7 +346,7 @@ def main(argv=None) -> int:
         shutil.rmtree(base, ignore_errors=True)
     lines = ["# Fault campaign: synthesize's result folders", "",
              f"Made by `python benchmarks/fault_campaign.py --kills {args.kills} --concurrent {args.concurrent} "
-             f"--seed {args.seed}` in {time.monotonic() - t0:.0f} s "
+             f"--signals {args.signals} --seed {args.seed}` in {time.monotonic() - t0:.0f} s "
              f"(`synthesize {' '.join(ARGS)}` into temporary folders).", "",
              "A loss: after the next ordinary run, neither complete earlier nor complete new results; a file we "
              "did not write changed; a failing run exiting 0 or with a traceback; a killed run's leftovers "
@@ -323,7 +355,7 @@ def main(argv=None) -> int:
     for what, counts in table.items():
         total += int(counts.get("losses", 0))
         lines.append(f"| {what} | {', '.join(f'{k} {v}' for k, v in counts.items())} |")
-    lines += ["", f"Losses in all: {total}."]
+    lines += ["", f"Losses in all: {total}."] + ([""] + [f"- {x}" for x in LOSSES] if LOSSES else [])
     write_section(Path(args.out), "\n".join(lines) + "\n", buffers=False)
     print("\n".join(lines))
     return 1 if total else 0
