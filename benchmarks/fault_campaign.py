@@ -1,4 +1,5 @@
-"""Fault campaign for ``synthesize``'s result folders: kill -9 at random instants, a full disk
+"""Fault campaign for ``synthesize``'s result folders: kill -9 at random instants, SIGINT/SIGTERM
+near the end of a run, a full disk
 (a small tmpfs, where this machine lets us mount one), concurrent runs into one folder, and
 symlinked or user-owned paths.  Every trial ends with the question: did the user lose
 anything?  A loss is any of
@@ -19,6 +20,12 @@ one CI runs): N generated calls of every ``Communicator(plan=False)`` collective
 judged against NumPy; it replaces only its own section of the results file.
 
     python benchmarks/fault_campaign.py --buffers 10000 --seed 0
+
+``--memory MIB`` runs the memory cases instead: sweeps, simulate and synthesize under an
+address-space cap (``ulimit -v``) of MIB MiB, some that fit, some that admission must refuse and
+some past what it estimates; each must exit 0, or 2 with one line, never a traceback.
+
+    python benchmarks/fault_campaign.py --memory 1024
 """
 
 from __future__ import annotations
@@ -41,6 +48,9 @@ sys.path.insert(0, str(ROOT))
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 
 BUFFER_SECTION = "\n## Buffer misuse: generated calls\n"
+MEMORY_SECTION = "\n## Memory under a cap\n"
+#: what each loss was, for the report (signal trials)
+LOSSES: list[str] = []
 ARGS = ["--topology", "full:4", "--collectives", "allgather,allreduce", "--time-limit", "5"]
 
 
@@ -94,6 +104,33 @@ def kill_trials(base: Path, n: int, rng: random.Random) -> dict:
             counts["losses"] += 1
         elif not before:
             counts["recovered_by_next_run"] += 1
+    return counts
+
+
+def signal_trials(base: Path, n: int, rng: random.Random) -> dict:
+    """SIGINT or SIGTERM in the second half of ``synthesize --force`` (where its clean-up runs and
+    a signal can land in a callback): each run ends 0 (done first) or 130 with one
+    'interrupted' line, never a traceback, and the folder holds complete results."""
+    out = base / "signal" / "out"
+    assert synth(out)[0] == 0
+    t0 = time.monotonic()
+    assert synth(out, "--force")[0] == 0
+    span = time.monotonic() - t0
+    counts = {"trials": 0, "losses": 0, "interrupted": 0, "finished_first": 0}
+    for k in range(n):
+        proc = synth(out, "--force", wait=False)
+        time.sleep(rng.uniform(0.5 * span, 1.1 * span))
+        proc.send_signal(signal.SIGINT if k % 2 else signal.SIGTERM)
+        _, err = proc.communicate(timeout=300)
+        lines = [ln for ln in err.splitlines() if ln.strip()]
+        quiet = "Traceback" not in err and (proc.returncode == 0 or (
+            proc.returncode == 130 and lines and lines[-1].startswith("synthesize: interrupted")))
+        counts["trials"] += 1
+        counts["interrupted" if proc.returncode == 130 else "finished_first"] += 1
+        if not (quiet and complete(out)):
+            counts["losses"] += 1
+            LOSSES.append(f"signal trial {k}: exit {proc.returncode}, {'complete' if complete(out) else 'INCOMPLETE'}"
+                          f" results, stderr ends {' / '.join(lines[-3:])[-300:]!r}")
     return counts
 
 
@@ -174,6 +211,66 @@ def symlink_trials(base: Path) -> dict:
     return counts
 
 
+#: (command, argv) run under the cap: host sweeps around the cap (admitted or refused by the
+#: admission check), sim sweeps of many ranks (no estimate: past the cap they run out of memory)
+MEMORY_CASES = [("sweep", [c, "-b", "32M", "-e", "128M", "-f", "2", "-g", "8", "-n", "1", "-w", "0"])
+                for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter",
+                          "alltoall")] + [
+    ("sweep", ["all_reduce", "-b", "1G", "-e", "1G", "-g", "1"]),
+    ("sweep", ["all_reduce", "-b", "8M", "-e", "32M", "-f", "2", "-g", "4", "-n", "1", "-w", "0"]),
+    ("sweep", ["all_reduce", "-b", "8", "-e", "8", "-g", "512", "--backend", "sim"]),
+    ("sweep", ["all_reduce", "-b", "8", "-e", "8", "-g", "1024", "--backend", "sim"]),
+    ("sweep", ["alltoall", "-b", "8", "-e", "1M", "-f", "64", "-g", "256", "--backend", "sim"]),
+    ("sweep", ["all_gather", "-b", "8", "-e", "4G", "-f", "16", "--backend", "sim", "--topology", "dgx-h100",
+               "--nodes", "16"]),
+    ("simulate", ["--topology", "dgx-h100", "--nodes", "16", "--collective", "allreduce", "--baseline", "nccl"]),
+    ("simulate", ["--topology", "full:256", "--collective", "alltoall", "--baseline", "direct"]),
+    ("synthesize", ["--topology", "full:16", "--collectives", "allreduce,allgather", "--time-limit", "2"]),
+    ("topo-probe", ["--topology", "dgx-h100", "--nodes", "4"])]
+
+
+def memory_trials(cap_mib: int, base: Path) -> tuple[list[str], int]:
+    """Every :data:`MEMORY_CASES` command under ``ulimit -v cap_mib`` MiB: a markdown table row
+    each (exit, seconds, last stderr line) and the count of failures (exit 2 without exactly one
+    line on stderr, any other non-zero exit, or a traceback)."""
+    import resource
+
+    def capped():
+        resource.setrlimit(resource.RLIMIT_AS, (cap_mib << 20, cap_mib << 20))
+    bins = Path(sys.executable).parent
+    rows, failures = [], 0
+    for k, (tool, argv) in enumerate(MEMORY_CASES):
+        extra = ["--out", str(base / f"m{k}"), "--no-progress"] if tool == "synthesize" else []
+        t0 = time.monotonic()
+        proc = subprocess.run([str(bins / tool), *argv, *extra], cwd=base, capture_output=True, text=True,
+                              check=False, preexec_fn=capped, env={**os.environ, "PYTHONPATH": str(ROOT)}, timeout=1200)
+        err = [ln for ln in proc.stderr.splitlines() if ln.strip()]
+        ok = "Traceback" not in proc.stderr + proc.stdout and (proc.returncode == 0 or (
+            proc.returncode == 2 and len(err) == 1))
+        failures += not ok
+        last = (err[-1] if err else "").replace("|", "/")[:140]
+        rows.append(f"| `{tool} {' '.join(argv)}` | {proc.returncode} | {time.monotonic() - t0:.1f} | "
+                    f"{'ok' if ok else 'FAILED'} | {last} |")
+    return rows, failures
+
+
+def memory_section(cap_mib: int) -> tuple[str, int]:
+    """The memory cases' section of the results (markdown) and its failure count."""
+    base = Path(tempfile.mkdtemp(prefix="topocoll-memory-"))
+    try:
+        rows, failures = memory_trials(cap_mib, base)
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    lines = [MEMORY_SECTION.strip(), "",
+             (f"Made by `python benchmarks/fault_campaign.py --memory {cap_mib}`: each command under an "
+              f"address-space cap of {cap_mib} MiB (`ulimit -v`, RLIMIT_AS), as the console scripts run. It must exit "
+              "0, or 2 with one line (the admission check's refusal before allocating, or 'out of memory' past "
+              "what it estimates), never a traceback."), "",
+             "| command | exit | seconds | verdict | last line on stderr |", "|---|---|---|---|---|", *rows, "",
+             f"Failures: {failures} of {len(rows)}."]
+    return "\n".join(lines) + "\n", failures
+
+
 def buffer_section(calls: int, seed: int) -> tuple[str, int]:
     """The buffer-misuse campaign's section of the results (markdown) and its failure count."""
     sys.path.insert(0, str(ROOT / "tests"))
@@ -199,23 +296,38 @@ def buffer_section(calls: int, seed: int) -> tuple[str, int]:
     return "\n".join(lines).rstrip() + "\n", counts["failures"]
 
 
-def write_section(out: Path, text: str, buffers: bool) -> None:
-    """Replace one of the file's two parts (folder faults first, the buffer section after)."""
-    old = out.read_text() if out.exists() else ""
-    folders, _, section = old.partition(BUFFER_SECTION)
-    section = BUFFER_SECTION.lstrip() + section if section else ""
-    folders, section = (folders, text) if buffers else (text, section)
-    atomic_write_text(out, folders.rstrip() + "\n\n" + section if section else folders)
+def write_section(out: Path, text: str, buffers: bool = False, heading: str | None = None) -> None:
+    """Replace one of the file's parts (folder faults first, then the buffer and memory sections,
+    each starting at its ``## `` heading): ``heading`` names it (``buffers``: the buffer section),
+    none the folder part."""
+    heading = BUFFER_SECTION if buffers else heading
+    headings = (BUFFER_SECTION, MEMORY_SECTION)
+    parts, key = {None: []}, None
+    for line in (out.read_text() if out.exists() else "").splitlines(keepends=True):
+        if "\n" + line.rstrip("\n") + "\n" in headings:
+            key = "\n" + line.rstrip("\n") + "\n"
+            parts[key] = []
+        parts.setdefault(key, []).append(line)
+    parts = {k: "".join(v).strip("\n") for k, v in parts.items()}
+    parts[heading] = text.strip("\n")
+    atomic_write_text(out, "\n\n".join(parts[h] for h in (None, *headings) if parts.get(h)) + "\n")
 
 
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--kills", type=int, default=40)
     ap.add_argument("--concurrent", type=int, default=5)
+    ap.add_argument("--signals", type=int, default=40, help="SIGINT/SIGTERM trials near the end of a run")
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--buffers", type=int, metavar="N", help="run the buffer-misuse campaign (N calls) instead")
+    ap.add_argument("--memory", type=int, metavar="MIB", help="run the memory cases under a cap of MIB MiB instead")
     ap.add_argument("--out", default="results/robustness/faults.md")
     args = ap.parse_args(argv)
+    if args.memory is not None:
+        text, failures = memory_section(args.memory)
+        write_section(Path(args.out), text, heading=MEMORY_SECTION)
+        print(text)
+        return 1 if failures else 0
     if args.buffers is not None:
         text, failures = buffer_section(args.buffers, args.seed)
         write_section(Path(args.out), text, buffers=True)
@@ -226,6 +338,7 @@ def main(argv=None) -> int:
     t0 = time.monotonic()
     try:
         table = {"kill -9 at a random instant of synthesize --force": kill_trials(base, args.kills, rng),
+                 "SIGINT/SIGTERM in the second half of synthesize --force": signal_trials(base, args.signals, rng),
                  "disk full (tmpfs of 16 KiB-1 MiB), with and without earlier results": disk_full_trials(base),
                  "3 concurrent runs into one folder": concurrent_trials(base, args.concurrent),
                  "symlinked folder, symlinked result file, a user's .current": symlink_trials(base)}
@@ -233,7 +346,7 @@ def main(argv=None) -> int:
         shutil.rmtree(base, ignore_errors=True)
     lines = ["# Fault campaign: synthesize's result folders", "",
              f"Made by `python benchmarks/fault_campaign.py --kills {args.kills} --concurrent {args.concurrent} "
-             f"--seed {args.seed}` in {time.monotonic() - t0:.0f} s "
+             f"--signals {args.signals} --seed {args.seed}` in {time.monotonic() - t0:.0f} s "
              f"(`synthesize {' '.join(ARGS)}` into temporary folders).", "",
              "A loss: after the next ordinary run, neither complete earlier nor complete new results; a file we "
              "did not write changed; a failing run exiting 0 or with a traceback; a killed run's leftovers "
@@ -242,7 +355,7 @@ def main(argv=None) -> int:
     for what, counts in table.items():
         total += int(counts.get("losses", 0))
         lines.append(f"| {what} | {', '.join(f'{k} {v}' for k, v in counts.items())} |")
-    lines += ["", f"Losses in all: {total}."]
+    lines += ["", f"Losses in all: {total}."] + ([""] + [f"- {x}" for x in LOSSES] if LOSSES else [])
     write_section(Path(args.out), "\n".join(lines) + "\n", buffers=False)
     print("\n".join(lines))
     return 1 if total else 0

@@ -34,6 +34,15 @@ def _two_folders(out: Path, text: str) -> str | None:
     return None if len(names) == 2 else f"ring:4 and ring:4@50/2 share a folder: {names}"
 
 
+def _header_holds_rows(out: Path, text: str) -> str | None:
+    m = re.search(r"minBytes (\d+) maxBytes (\d+)", text)
+    sizes = [int(r.split()[0]) for r in ROW.findall(text)]
+    if m is None or not sizes:
+        return "no header or no rows"
+    lo, hi = map(int, m.groups())
+    return None if lo <= min(sizes) and max(sizes) <= hi else f"header {lo}..{hi}, rows {min(sizes)}..{max(sizes)}"
+
+
 def _user_csv(out: Path) -> None:
     (out / "mine.csv").write_text("size,mine\n1,2\n")
 
@@ -62,6 +71,12 @@ def bad_inputs_issue38() -> list[dict]:
         dict(label="simulate -d f8e4m3", shell="simulate --topology dgx-a100 --collective allreduce -b 64 -e 64 -d f8e4m3"),
         dict(label="sweep -J into a missing folder", shell=f"{SMALL} -J {{out}}/typo_dir/sub/x.json", expect=(2,),
              check=_absent("typo_dir")),
+        dict(label="sweep -J into a folder no file can be made in", shell=f"{SMALL} -J /proc/x.json", expect=(2,),
+             check=_no_rows),
+        dict(label="simulate --import: the header's range is the log's rows'", check=_header_holds_rows,
+             shell=f"simulate --topology dgx-a100 --import {LOG}"),
+        dict(label="sweep past its memory under ulimit -v (sim backend, 1,024 ranks)", expect=(2,), quick=False,
+             shell="ulimit -v 1500000; sweep all_reduce -b 8 -e 8 -g 1024 --backend sim"),
         dict(label="--csv over a user's CSV", shell=f"{SMALL} --backend sim --csv {{out}}/mine.csv", expect=(2,),
              setup=_user_csv, check=lambda out, _: None if (out / "mine.csv").read_text() == "size,mine\n1,2\n"
              else "mine.csv was replaced"),

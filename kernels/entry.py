@@ -8,7 +8,7 @@ from topo_probe.cli.entry import run_command
 
 def sweep() -> int:
     """The ``sweep`` command."""
-    return run_command("sweep", "kernels.sweep.cli")
+    return run_command("sweep", "kernels.sweep.cli", exiting=True)
 
 
 __all__ = ["sweep"]

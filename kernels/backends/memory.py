@@ -48,6 +48,12 @@ def _machine_available() -> int | None:
         return None
 
 
+def address_space_room() -> int | None:
+    """Room under this process's address-space limit (``ulimit -v``), None without one: every
+    mapping counts, also pages never touched (which the machine's and a cgroup's memory do not)."""
+    return _rlimit_room()
+
+
 def _rlimit_room() -> int | None:
     """``RLIMIT_AS`` less this process's ``VmSize`` (None without a limit)."""
     try:
@@ -143,4 +149,5 @@ def gib(n: int) -> str:
     return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n / (1 << 20):.1f} MiB"
 
 
-__all__ = ["admit", "available_host_bytes", "cgroup_room", "available_gpu_bytes", "gib", "CHECK_FROM_BYTES"]
+__all__ = ["address_space_room", "admit", "available_host_bytes", "cgroup_room", "available_gpu_bytes", "gib",
+           "CHECK_FROM_BYTES"]

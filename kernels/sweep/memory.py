@@ -21,7 +21,7 @@ the GPUs' free memory):
 
 from __future__ import annotations
 
-from kernels.backends.memory import available_gpu_bytes, available_host_bytes
+from kernels.backends.memory import address_space_room, available_gpu_bytes, available_host_bytes
 from synth.formats.nccl_tests.conventions import DTYPE_BYTES, nccl_dtype
 from synth.formats.nccl_tests.sizes import size_label
 from topo_probe.errors import InvalidArgument
@@ -43,8 +43,10 @@ def scratch_bytes(schedule, count: int, dtype_name: str) -> int:
     return sum(s.get("scratch", 0) for s in prog.sizes) * dt.itemsize
 
 
-def sweep_need_bytes(entry, nranks: int, size: int, dtype_name: str, schedule) -> int:
-    """Bytes a sweep row of ``size`` (nccl-tests bytes) needs at its peak (module docstring)."""
+def sweep_need_bytes(entry, nranks: int, size: int, dtype_name: str, schedule, *, untouched: bool = False) -> int:
+    """Bytes a sweep row of ``size`` (nccl-tests bytes) needs at its peak (module docstring);
+    ``untouched``: also the buffers no rank writes or reads, which an address-space limit
+    (``ulimit -v``) counts though the machine never commits them."""
     item = DTYPE_BYTES[nccl_dtype(dtype_name)]
     counts = entry.counts(size, item, nranks)
     kin, kout = entry.blocks(nranks)
@@ -53,28 +55,36 @@ def sweep_need_bytes(entry, nranks: int, size: int, dtype_name: str, schedule) -
     # committed by the OS); broadcast and scatter read only the root's input
     outs = 1 if entry.name in ("gather", "reduce") else nranks
     ins = 1 if entry.name in ("broadcast", "scatter") else nranks
-    buffers = (ins * kin + outs * kout) * c * item
+    buffers = ((nranks if untouched else ins) * kin + (nranks if untouched else outs) * kout) * c * item
     check = outs * kout * c * item + kout * c * 8
     return int(MARGIN * (buffers + check + scratch_bytes(schedule, c, dtype_name)))
 
 
 def admit_sweep(cfg, selector, schedule_at, *, available: int | None = None, where: str = "host memory") -> None:
     """Raise InvalidArgument (one line: need and available) when the sweep's largest size
-    does not fit in ``available`` bytes (default: :func:`available_host_bytes`)."""
+    does not fit in ``available`` bytes (default: :func:`available_host_bytes`, and on the host
+    also every rank's buffers, touched or not, in the room under ``ulimit -v``)."""
     avail = available_host_bytes() if available is None else available
-    if avail is None or not cfg.sizes():
+    mapped_room = address_space_room() if available is None else None      # ulimit -v counts every mapping
+    if (avail is None and mapped_room is None) or not cfg.sizes():
         return
     size = max(cfg.sizes())
-    worst, what = 0, ""
+    worst, mapped, what = 0, 0, ""
     for dtype_name in cfg.dtypes:
         sched = schedule_at(selector, cfg.collective, cfg.roots()[0], size)[0] if selector is not None else None
         need = sweep_need_bytes(cfg.entry, cfg.nranks, size, dtype_name, sched)
         if need > worst:
             worst, what = need, dtype_name
-    if worst > avail:
-        raise InvalidArgument(f"{cfg.entry.nccl_name} of {size_label(size)} ({what}) on {cfg.nranks} ranks needs about "
-                              f"{size_label(worst)} of {where} (buffers, the schedule's scratch and the check's "
+        mapped = max(mapped, sweep_need_bytes(cfg.entry, cfg.nranks, size, dtype_name, sched, untouched=True))
+    head = f"{cfg.entry.nccl_name} of {size_label(size)} ({what}) on {cfg.nranks} ranks needs about"
+    if avail is not None and worst > avail:
+        raise InvalidArgument(f"{head} {size_label(worst)} of {where} (buffers, the schedule's scratch and the check's "
                               f"copies); {size_label(avail)} available: lower -e or -g")
+    if mapped_room is not None and mapped > mapped_room:
+        raise InvalidArgument(f"{head} {size_label(mapped)} of address space (ulimit -v); {size_label(mapped_room)} "
+                              "left (every rank's buffers are mapped, written or not): lower -e or -g, or raise "
+                              "ulimit -v")
 
 
-__all__ = ["MARGIN", "admit_sweep", "available_gpu_bytes", "available_host_bytes", "scratch_bytes", "sweep_need_bytes"]
+__all__ = ["MARGIN", "address_space_room", "admit_sweep", "available_gpu_bytes", "available_host_bytes",
+           "scratch_bytes", "sweep_need_bytes"]

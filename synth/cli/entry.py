@@ -8,12 +8,12 @@ from topo_probe.cli.entry import run_command
 
 def synthesize() -> int:
     """The ``synthesize`` command."""
-    return run_command("synthesize", "synth.cli.synthesize")
+    return run_command("synthesize", "synth.cli.synthesize", exiting=True)
 
 
 def simulate() -> int:
     """The ``simulate`` command."""
-    return run_command("simulate", "synth.cli.simulate")
+    return run_command("simulate", "synth.cli.simulate", exiting=True)
 
 
 __all__ = ["simulate", "synthesize"]

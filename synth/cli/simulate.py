@@ -122,6 +122,16 @@ def _log_sizes(run, cfg) -> tuple[int, ...]:
     return tuple(r.size for r in run.rows if r.size > 0 and e.counts(r.size, item, cfg.nranks).size == r.size)
 
 
+def _log_range(cfg, run) -> None:
+    """The header's minBytes, maxBytes and step are the imported log's (the rows are its sizes),
+    not nccl-tests' defaults for a run without -b/-e."""
+    cfg.minbytes, cfg.maxbytes = min(cfg.size_list), max(cfg.size_list)
+    if run.step and run.step_kind == "factor":
+        cfg.stepfactor = run.step
+    elif run.step and run.step_kind == "bytes":
+        cfg.stepfactor, cfg.stepbytes = 1, run.step
+
+
 def _check_schedule_file(sel, args, topo, name: str) -> None:
     s = sel.file_schedule
     if s.collective != name:
@@ -157,6 +167,7 @@ def run(args) -> list[str]:
         cfg.size_list = _log_sizes(imported[0], cfg)
         if not cfg.size_list:
             raise UsageError(f"{args.import_log}: no size of the log fits {topo.num_gpus} ranks")
+        _log_range(cfg, imported[0])
     algo = args.schedule or args.baseline or "ring"
     sel = make_selector(cfg.collective, topo, algo, plan=False)
     if args.schedule:
@@ -235,5 +246,6 @@ def main(argv: list[str] | None = None) -> int:
     return 0
 
 
-if __name__ == "__main__":  # pragma: no cover
-    sys.exit(main())
+if __name__ == "__main__":  # pragma: no cover  (as the console script runs)
+    from synth.cli.entry import simulate
+    sys.exit(simulate())

@@ -196,5 +196,6 @@ def _check_tuner_conf(path: Path, out: Path) -> None:
         raise UsageError(f"{flag} cannot be written (permission denied)")
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":      # as the console script runs (topo_probe.cli.entry.run_command)
+    from synth.cli.entry import synthesize
+    sys.exit(synthesize())

@@ -200,7 +200,10 @@ def atomic_write_bytes(path: Path, data: bytes) -> None:
     """Write ``data`` to ``path`` through a temporary file in the same folder and a rename (an
     OSError names ``path`` when the failed call did not name a file: a full disk on ``write``)."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
+    except OSError as exc:                                              # name the user's file, not ours
+        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
     try:
         with os.fdopen(fd, "wb") as f:
             f.write(data)

@@ -2,6 +2,8 @@
 ``main``.  A Ctrl-C while the command's packages load (NumPy, networkx, OR-Tools: up to a second
 on a busy machine) ends as ``<command>: interrupted``, exit 130, not a traceback; once ``main``
 runs, the command's own handling (:func:`topo_probe.cli.exits.signals_interrupt`) takes over.
+A run that needs more memory than the process may have (past the admission checks, which
+refuse what they can estimate before allocating) ends in one line, exit 2, not a traceback.
 This module and the package inits above each entry point import nothing heavy.
 
 >>> run_command("demo", "topo_probe.no_such_module")
@@ -15,20 +17,48 @@ import importlib
 import sys
 
 
-def run_command(prog: str, module: str, argv: list[str] | None = None) -> int:
+def run_command(prog: str, module: str, argv: list[str] | None = None, *, exiting: bool = False) -> int:
     """Import ``module`` and return its ``main(argv)``; 130 after one line where Ctrl-C
-    arrives while it loads."""
+    arrives while it loads; 2 after one line where the run runs out of memory.  ``exiting`` (the
+    console scripts: the process ends next): once ``main`` has returned, Ctrl-C and SIGTERM are
+    ignored, so a signal while the interpreter shuts down (freeing the solver's and NumPy's memory
+    takes up to half a second) cannot turn a finished run into a death by signal with no word."""
     try:
         main = importlib.import_module(module).main
     except KeyboardInterrupt:
         print(f"{prog}: interrupted", file=sys.stderr)
         return 130
-    return main(argv)
+    except MemoryError:            # the packages alone do not fit (ulimit -v of a few hundred MB)
+        return _out_of_memory(prog)
+    try:
+        return main(argv)
+    except MemoryError:
+        return _out_of_memory(prog)
+    except KeyboardInterrupt:      # between main's own handling and the end of this call
+        print(f"{prog}: interrupted", file=sys.stderr)
+        return 130
+    finally:
+        if exiting:
+            _ignore_signals()
+
+
+def _ignore_signals() -> None:
+    import signal
+    import threading
+    if threading.current_thread() is threading.main_thread():
+        for s in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(s, signal.SIG_IGN)
+
+
+def _out_of_memory(prog: str) -> int:
+    print(f"{prog}: error: out of memory (more than this process may allocate: free memory, ulimit -v or "
+          "its cgroup's limit); use fewer ranks or GPUs, or smaller sizes", file=sys.stderr)
+    return 2
 
 
 def topo_probe() -> int:
     """The ``topo-probe`` command."""
-    return run_command("topo-probe", "topo_probe.cli.main")
+    return run_command("topo-probe", "topo_probe.cli.main", exiting=True)
 
 
 __all__ = ["run_command", "topo_probe"]

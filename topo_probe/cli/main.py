@@ -104,5 +104,6 @@ def main(argv: list[str] | None = None) -> int:
     return 2
 
 
-if __name__ == "__main__":
-    sys.exit(main())
+if __name__ == "__main__":      # as the console script runs
+    from topo_probe.cli.entry import topo_probe
+    sys.exit(topo_probe())

@@ -239,3 +239,23 @@ def test_sim_sweep_of_nccl_states_the_model_class_error_as_simulate_does(capsys)
     rc, out, _ = _run(capsys, ["all_reduce", "--backend", "sim", "--algo", "ring", "--topology", "dgx-a100",
                                "-b", "1M", "-e", "1M"])
     assert rc == 0 and "# NCCL model:" not in out
+
+
+@pytest.mark.parametrize("argv", [
+    ["sweep", "all_gather", "--backend", "sim", "-g", "3", "-b", "100", "-e", "1000", "-i", "300"],
+    ["sweep", "alltoall", "--backend", "sim", "-g", "3", "-b", "1", "-e", "13", "-f", "2"],
+    ["sweep", "reduce_scatter", "--backend", "sim", "-g", "5", "-b", "7", "-e", "4099", "-f", "3"],
+    ["simulate", "--topology", "dgx-a100", "--collective", "allgather", "-b", "100", "-e", "100"],
+    ["simulate", "--topology", "dgx-a100", "--collective", "allreduce", "-b", "1M"]])
+def test_the_header_size_range_holds_every_row(capsys, argv):
+    """Issue 38: a header's maxBytes stood below the sizes of its rows.  Rows are rounded down to
+    whole elements per rank, as nccl-tests does, so every row lies within the header's range."""
+    import re
+
+    from synth.cli.simulate import main as simulate_main
+    rc = (main if argv[0] == "sweep" else simulate_main)(argv[1:])
+    out = capsys.readouterr().out
+    assert rc == 0
+    lo, hi = map(int, re.search(r"minBytes (\d+) maxBytes (\d+)", out).groups())
+    sizes = [int(ln.split()[0]) for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert sizes and max(sizes) <= hi and lo <= hi

@@ -91,3 +91,13 @@ def test_progress_on_a_terminal_and_quiet_in_a_pipe(capsys, monkeypatch):
     monkeypatch.setattr(sys, "stderr", term)
     assert main(SMALL) == 0
     assert "preparing plan on full2 (2 ranks)" in term.getvalue()
+
+
+def test_host_timings_get_no_gpu_fabric_bound(tmp_path, capsys):
+    """Issue 38: a host-backend CSV/plot drew the GPU fabric's lower bound over CPU timings; the
+    sim backend of the same sweep keeps it (the bound is for modelled GPU times)."""
+    host, sim = tmp_path / "host.csv", tmp_path / "sim.csv"
+    assert _run(SMALL + ["--csv", str(host)], capsys)[0] == 0
+    assert _run(SMALL + ["--backend", "sim", "--csv", str(sim)], capsys)[0] == 0
+    kinds = [{line.split(",")[1] for line in p.read_text().splitlines()[1:]} for p in (host, sim)]
+    assert kinds == [{"sweep"}, {"sweep", "bound"}]

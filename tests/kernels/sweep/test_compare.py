@@ -59,3 +59,28 @@ def test_plot_writes_a_png(tmp_path):
 
 def test_size_labels():
     assert [_size_label(v) for v in (8, 1536, 1 << 20, 4 << 30)] == ["8 B", "1.5 KiB", "1 MiB", "4 GiB"]
+
+
+def test_every_curve_keeps_its_own_look(tmp_path, monkeypatch):
+    """Issue 38: "tree" was drawn in the measured log's red and the modelled NCCL curve hid under
+    ring (same colour and style where they overlap).  Every swept or modelled curve gets its own
+    (colour, dash, marker), never the measured red or the bound's black; equal curves stay visible."""
+    from matplotlib.axes import Axes
+    seen = {}
+    real = Axes.plot
+
+    def spy(self, *args, **kw):
+        seen[kw["label"]] = (kw.get("color"), kw.get("linestyle", "-"), kw.get("marker"))
+        return real(self, *args, **kw)
+    monkeypatch.setattr(Axes, "plot", spy)
+    names = ["plan", "ring", "tree", "direct", "rhd", "bruck", "oneshot", "nccl"]
+    same = [8, 16], [1.0, 1.0], [2.0, 2.0], [3.0, 3.0]                     # identical curves
+    series = [Series(n, "sweep", *same) for n in names]
+    series += [Series("NCCL measured", "measured", *same), Series("lower bound", "bound", *same)]
+    plot(tmp_path / "p.png", series, "title")
+    assert set(seen) == set(names) | {"NCCL measured", "lower bound"}
+    measured, bound = seen["NCCL measured"], seen["lower bound"]
+    ours = [seen[n] for n in names]
+    assert len(set(ours)) == len(ours)                                       # no two alike
+    assert all(c not in (measured[0], bound[0]) for c, _, _ in ours)
+    assert len({c for c, _, _ in ours}) == len(ours)                         # eight colours, eight curves

@@ -54,3 +54,21 @@ def test_rooted_collectives_count_the_roots_buffers_once():
     are never written), the check's expected 512 MiB plus a float64 temporary of 1 GiB:
     2.5 GiB x 1.25 = 3.125 GiB, hand-computed."""
     assert memory.sweep_need_bytes(entry("gather"), 64, 512 << 20, "float", None) == int(1.25 * 2.5 * (1 << 30))
+
+
+def test_an_address_space_limit_counts_the_buffers_no_rank_touches(capsys, monkeypatch):
+    """Issue 38's ulimit -v: a gather touches only the root's output, so the machine commits one,
+    but every rank's output is mapped and RLIMIT_AS counts mappings.  gather of 128 MiB on 8 ranks:
+    8 x 16 MiB inputs + 8 x 128 MiB outputs + the check's 128 MiB expected and 256 MiB float64
+    temporary = 1,536 MiB, x 1.25 = 1,920 MiB of address space; under a 1 GiB room it is refused
+    before the header (it ran out of memory after 8 s), with plenty of physical memory it runs."""
+    argv = ["gather", "-b", "128M", "-e", "128M", "-g", "8", "-n", "1", "-w", "0", "-c", "0"]
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: 64 << 30)
+    monkeypatch.setattr(memory, "address_space_room", lambda: 1 << 30)
+    assert main(argv) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and err.count("\n") == 1
+    assert "needs about 1.9 GiB of address space (ulimit -v); 1 GiB left" in err
+    e = entry("gather")
+    assert memory.sweep_need_bytes(e, 8, 128 << 20, "float", None, untouched=True) == int(1.25 * (1536 << 20))
+    assert memory.sweep_need_bytes(e, 8, 128 << 20, "float", None) == int(1.25 * ((16 << 23) + (512 << 20)))

@@ -8,7 +8,7 @@ import errno
 import os
 
 import pytest
-from _paths import FIXTURES
+from _paths import FIXTURES, ROOT
 
 from kernels.sweep.cli import main
 from synth.ir import schedule as schedule_mod
@@ -118,8 +118,36 @@ def test_sweep_and_simulate_name_the_same_baselines():
     assert all(f" {name} " in f" {algo_help} " for name in ("plan", *BASELINE_CHOICES)), algo_help
 
 
+def test_the_manual_and_the_docstring_list_the_algorithms_sweep_takes():
+    """docs/sweep.md and the module docstring name what --help names: plan, nccl, every baseline, a file."""
+    import re
+
+    from kernels.sweep import cli
+    from synth.cli.simulate import BASELINE_CHOICES
+    want = ["plan", *BASELINE_CHOICES, "FILE"]
+    for where, text in (("docs/sweep.md", (ROOT / "docs" / "sweep.md").read_text()), ("cli", cli.__doc__)):
+        lists = re.findall(r"--algo ([a-z|A-Z]+)", text)
+        assert lists and all(sorted(x.split("|")) == sorted(want) for x in lists), (where, lists)
+
+
 def test_float8_is_modelled_by_sweep_sim_as_by_simulate(capsys):
     assert main(["all_reduce", "-d", "f8e4m3", "--backend", "sim", "--topology", "dgx-a100", "-b", "8", "-e", "64"]) == 0
     assert "f8e4m3" in capsys.readouterr().out
     _refused(capsys, QUICK + ["-d", "f8e5m2"], "modelled, not run: use --backend sim")
     assert main(QUICK + ["-d", "bf16"]) == 0                      # simulate's spellings too
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="needs Linux's /proc")
+def test_json_into_a_folder_no_file_can_be_made_in_is_refused_before_the_sweep(capsys):
+    """/proc takes no new file, even from root (whom os.access lets through): refused before any row,
+    naming the user's path, not a temporary file's."""
+    _refused(capsys, QUICK + ["-J", "/proc/x.json"], "-J /proc/x.json: cannot write in folder /proc")
+
+
+def test_a_temporary_file_that_cannot_be_made_names_the_users_file(tmp_path, monkeypatch):
+    def refused(prefix, dir):
+        raise OSError(errno.EACCES, "Permission denied", os.path.join(dir, prefix + "abc123"))
+    monkeypatch.setattr(schedule_mod.tempfile, "mkstemp", refused)
+    with pytest.raises(OSError) as e:
+        schedule_mod.atomic_write_text(tmp_path / "out.json", "{}")
+    assert e.value.filename == str(tmp_path / "out.json") and e.value.errno == errno.EACCES

@@ -159,3 +159,30 @@ def test_import_with_the_nccl_baseline_reproduces_the_validation(capsys, log, pr
     got = {int(r[0]): float(r[5]) for r in rows(capsys.readouterr().out)}
     assert set(got) == set(want)
     assert all(got[k] == pytest.approx(want[k], rel=0.01, abs=0.06) for k in got)
+
+
+def test_an_imported_logs_header_states_the_sizes_its_rows_have(capsys):
+    """Issue 38: simulate --import printed nccl-tests' default range (minBytes = maxBytes = 32 MiB)
+    over rows from 8 B to 8 GiB.  The header now says the log's range and step, read off the log."""
+    import re
+    log = FIXTURES / "real_logs" / "h100_8gpu_1node_all_reduce_ring.txt"
+    assert main(["--topology", "dgx-h100", "--import", str(log)]) == 0
+    out = capsys.readouterr().out
+    head = re.search(r"minBytes (\d+) maxBytes (\d+) step: (\S+)", out).groups()
+    sizes = [int(ln.split()[0]) for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
+    logged = re.search(r"minBytes (\d+) maxBytes (\d+) step: (\S+)", log.read_text()).groups()
+    assert (int(head[0]), int(head[1])) == (min(sizes), max(sizes)) == (8, 8 << 30)
+    assert head[2] == logged[2] == "2(factor)"
+
+
+@pytest.mark.parametrize("topology", ["dgx1-v100", "dgx-a100", "mi300x"])
+@pytest.mark.parametrize("baseline", ["ring", "nccl"])
+def test_notes_print_rounded_numbers(capsys, topology, baseline):
+    """Issue 38: 'launch 18.354000000000003 us'.  No number in simulate's notes carries float noise."""
+    import re
+    assert main(["--topology", topology, "--collective", "allreduce", "--baseline", baseline, "-b", "1K",
+                 "-e", "1K"]) == 0
+    notes = [ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# ")]
+    assert any("cost model: launch" in ln for ln in notes)
+    noisy = [ln for ln in notes if re.search(r"\d\.\d{10,}", ln)]     # %g keeps 6 digits; noise has 15+
+    assert noisy == []

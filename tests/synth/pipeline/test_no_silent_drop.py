@@ -102,3 +102,15 @@ def test_sibling_old_with_user_files_not_renamed_into_place(tmp_path):
     _run(tmp_path / "res", OLD)                      # --out did not exist: the sibling is not it
     assert (sibling / "notes.txt").read_text() == "mine"
     assert _results_at_documented_paths(tmp_path / "res") == OLD
+
+
+def test_sibling_old_with_user_files_survives_force_over_existing_results(tmp_path, synthesized):
+    """Issue 38's case: --out exists and --force redoes it; a sibling ``.OUT.old-PID`` holding a
+    user's file (not one of our result sets) is neither deleted nor swapped in."""
+    out = synthesized(tmp_path / "res", NEW)
+    sibling = tmp_path / f".res.old-{DEAD}"
+    sibling.mkdir()
+    (sibling / "user.txt").write_text("mine")
+    _run(out, OLD, force=True)
+    assert (sibling / "user.txt").read_text() == "mine" and sorted(os.listdir(sibling)) == ["user.txt"]
+    assert _results_at_documented_paths(out) == OLD

@@ -39,3 +39,41 @@ def test_each_console_script_enters_light_and_names_its_command(script):
     help_out = subprocess.run([sys.executable, "-c", f"import sys; from {module} import {func}; sys.argv = "
                                f"['{script}', '--help']; sys.exit({func}())"], cwd=ROOT, capture_output=True, text=True)
     assert help_out.returncode == 0 and f"usage: {script}" in help_out.stdout
+
+
+def test_running_out_of_memory_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    """A run that asks for more memory than this process may have (here 1 PiB at once) ends in
+    one line naming the way out, not in NumPy's or Python's MemoryError traceback."""
+    (tmp_path / "greedy_command.py").write_text("def main(argv=None):\n    return len(bytearray(1 << 50))\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert run_command("demo", "greedy_command") == 2
+    err = capsys.readouterr().err
+    assert err.startswith("demo: error: out of memory") and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_running_out_of_memory_while_loading_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    (tmp_path / "greedy_import.py").write_text("BIG = bytearray(1 << 50)\n")      # at import time
+    monkeypatch.syspath_prepend(str(tmp_path))
+    assert run_command("demo", "greedy_import") == 2
+    assert capsys.readouterr().err.startswith("demo: error: out of memory")
+
+
+@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
+def test_a_signal_while_a_finished_run_shuts_down_leaves_its_exit_status(tmp_path, sig):
+    """Issue 38's signals near the end of synthesize: after main has returned, the interpreter's
+    shutdown (here an exit callback sleeping 1 s) is not interrupted: exit 0, nothing printed,
+    instead of a KeyboardInterrupt in the callback or a silent death by SIGTERM."""
+    import signal
+    import time
+    (tmp_path / "done_command.py").write_text(
+        "import atexit, sys, time\natexit.register(time.sleep, 1.0)\n"
+        "def main(argv=None):\n    print('done', flush=True)\n    return 0\n")
+    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from topo_probe.cli.entry import run_command; "
+            "sys.exit(run_command('demo', 'done_command', exiting=True))")
+    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                            text=True)
+    assert proc.stdout.readline() == "done\n"
+    time.sleep(0.3)
+    proc.send_signal(getattr(signal, sig))
+    _, err = proc.communicate(timeout=30)
+    assert proc.returncode == 0 and err == "", (proc.returncode, err)
