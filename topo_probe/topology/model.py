@@ -190,13 +190,11 @@ class Topology:
         if self.graph.has_edge(src, dst) and self.graph.edges[src, dst]["kind"] in edge_kinds:
             return [(src, dst)]                # one hop: the only shortest path
         kept = self.__dict__.setdefault("_path_indexes", {})
-        edges = sum(map(len, self.graph._succ.values()))      # a changed graph gets a new index
-        key = (id(self.graph), len(self.graph), edges, edge_kinds, relay_kinds)
-        index = kept.get(key)
-        if index is None:                      # never through a GPU
+        index = kept.get((edge_kinds, relay_kinds))
+        if index is None or not index.valid_for(self.graph):   # never through a GPU
             relays = frozenset(n for n, d in self.graph.nodes(data=True)
                                if d["kind"] != "gpu" and d["kind"] in relay_kinds)
-            index = kept.setdefault(key, PathIndex(self.graph, edge_kinds, relays))
+            index = kept[edge_kinds, relay_kinds] = PathIndex(self.graph, edge_kinds, relays)
         return index.paths(src, dst)
 
     def gpu_fabric_paths(self, i: int, j: int) -> list[tuple[str, ...]]:

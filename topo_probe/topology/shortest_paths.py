@@ -29,13 +29,26 @@ class PathIndex:
     ``relays`` (node ids) only; the searches of the last ``keep`` sources are kept."""
 
     def __init__(self, graph, edge_kinds: tuple, relays: frozenset, keep: int = 64) -> None:
-        self._adj, self._kinds, self._relays, self._keep = graph.succ, frozenset(edge_kinds), relays, keep
+        self._graph, self._adj, self._kinds = graph, graph.succ, frozenset(edge_kinds)
+        self._relays, self._keep = relays, keep
         self._preds: dict = {}
+        self._shape = _shape(graph)
+
+    def valid_for(self, graph) -> bool:
+        """Whether this index still describes ``graph``: the same object with as many nodes, checked
+        on every call (O(1)), and as many edges, checked when a source is searched anew (O(edges),
+        the order of the search itself): a graph changed between two sources gets a new index.
+        (Topologies are built before their paths are asked; nothing changes one between two
+        destinations of one source.)"""
+        return graph is self._graph and len(graph) == self._shape[0]
 
     def _predecessors(self, src) -> dict:
         pred = self._preds.get(src)
         if pred is not None:
             return pred
+        if _shape(self._graph) != self._shape:   # edges changed: start again
+            self._preds.clear()
+            self._shape = _shape(self._graph)
         adj, kinds, relays = self._adj, self._kinds, self._relays
         level, nextlevel, seen, pred = 0, [src], {src: 0}, {src: []}
         while nextlevel:                         # networkx's ``predecessor``, level by level
@@ -79,3 +92,8 @@ class PathIndex:
             else:
                 top -= 1
         return out
+
+
+def _shape(graph) -> tuple[int, int]:
+    """Nodes and edges of ``graph``."""
+    return len(graph), sum(map(len, graph._succ.values()))

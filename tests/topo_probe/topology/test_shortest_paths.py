@@ -60,11 +60,14 @@ def test_a_path_never_passes_through_an_endpoint():
 
 
 def test_a_changed_graph_gets_fresh_paths():
+    """Edges removed after a search: the next source searched notices, and forgets every earlier search."""
     t = cluster("dgx-h100", nodes=2)
-    a, b = t.gpu(0), t.gpu(8)
-    before = t.network_paths(0, 8)
-    assert before
+    assert t.network_paths(0, 8)
     for u, v in list(t.graph.edges()):
         if t.graph.edges[u, v]["kind"] == "network":
             t.graph.remove_edge(u, v)
-    assert t.network_paths(0, 8) == [] == _networkx_paths(t.graph, a, b, KINDS[2][0], frozenset())
+    assert t.network_paths(1, 9) == [] == _networkx_paths(t.graph, t.gpu(1), t.gpu(9), KINDS[2][0], frozenset())
+    assert t.network_paths(0, 8) == []
+    t.graph.remove_node(t.nodes_of_kind("nvswitch")[0])          # a node fewer: a new index at once
+    assert t.gpu_fabric_paths(0, 1) == _networkx_paths(t.graph, t.gpu(0), t.gpu(1), KINDS[0][0],
+                                                        frozenset(t.nodes_of_kind("nvswitch")))
