@@ -30,7 +30,6 @@ from synth.model.nccl.constants import (
     LL_DATA_FRACTION,
     LL_MAX_BWS,
     NCCL_VERSION,
-    NCCL_VERSION,
     NVLINK_BW_PER_LINK,
     PCIE_X16_GBS,
     PER_CH_MAX_RING_LL128,
@@ -44,6 +43,7 @@ from synth.model.nccl.constants import (
 )
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.versions import ampere_bus_cap_gbs, latency_tables, ring_ll_factor
@@ -244,26 +244,6 @@ def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> i
     return chunk
 
 
-def nvls_tree_chunk_bytes(max_chunk: int | None, nodes: int, nbytes: int, concurrent_ops: int) -> int:
-    """Bytes of one NVLS-tree chunk (NVIDIA/nccl v2.22.3-1 .. v2.28.3-1 src/enqueue.cc, the
-    ``NCCL_ALGO_NVLS_TREE`` branch of the chunk computation): the NVLS chunk (128 KiB,
-    ``NCCL_NVLS_CHUNKSIZE``), at most ``NCCL_NVLSTREE_MAX_CHUNKSIZE`` (``max_chunk``; unset: 64 KiB on
-    >= 4 nodes, else no cap), cut to 256/128/64/32 KiB while ``nbytes`` is under 32x/16x/4x/1x
-    ``concurrent_ops`` (channels x NVLS heads) chunks.  A ``max_chunk`` above 128 KiB is taken as the
-    chunk itself: the one platform that sets it (AWS p5) sets ``NCCL_NVLS_CHUNKSIZE`` alike.
-
-    >>> [nvls_tree_chunk_bytes(None, 2, n << 20, 128) for n in (4, 16, 64, 1024)]
-    [32768, 65536, 131072, 131072]
-    >>> [nvls_tree_chunk_bytes(None, 8, n << 20, 128) for n in (4, 16, 1024)]
-    [32768, 65536, 65536]
-    """
-    chunk = max_chunk if max_chunk else (65536 if nodes >= 4 else 131072)
-    for mult, size in ((32, 262144), (16, 131072), (4, 65536), (1, 32768)):
-        if nbytes < mult * concurrent_ops * chunk and chunk > size:
-            chunk = size
-    return chunk
-
-
 def nvls_chunk_overhead_us(t: TuneTable, algo: str, nbytes: int, channels: int, params: ModelParams) -> float:
     """µs the NVLS chunks cost beyond their bytes: every channel works through its share of the
     message one NVLS chunk (:func:`simple_chunk_bytes`) at a time, ``nvls_chunk_us`` each.  On
@@ -294,9 +274,13 @@ def _chunk_rate_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: in
 def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
                  params: ModelParams) -> float:
     """Bandwidth part of the time (µs): the slower of the GPU links and the network (a Blackwell
-    NVLS-tree all_reduce of at most 512 MiB at the fraction NCCL itself expects: :func:`nvls_tree_correction`)."""
+    NVLS-tree all_reduce of at most 512 MiB at the fraction NCCL itself expects: :func:`nvls_tree_correction`;
+    a one-host NVLS all_reduce fills and drains its scatter/reduce/gather loop: :func:`nvls_loop_fill_us`)."""
     wire = nbytes * busbw_factor(coll, t.machine.ranks)
     t_intra = wire / (1000.0 * _intra_bus_gbs(t, coll, algo, proto, channels, params))
+    if algo == "nvls" and coll == "allreduce" and t.machine.nodes == 1 and t.machine.gpus_per_node > 1:
+        t_intra += nvls_loop_fill_us(nbytes, channels, t.graphs.nvls.n_channels if t.graphs.nvls else 1,
+                                     simple_chunk_bytes(t, algo, nbytes, channels), t_intra)
     if algo in ("nvls", "nvls_tree") and t.machine.gpus_per_node > 1:
         t_intra += nvls_chunk_overhead_us(t, algo, nbytes, channels, params)
     if t.machine.nodes == 1:
