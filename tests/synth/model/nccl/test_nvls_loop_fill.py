@@ -20,13 +20,9 @@ def _chunk_by_source(channel_bytes: int, heads: int, chunk: int = 131072) -> int
     """enqueue.cc calcCollChunking, NCCL_ALGO_NVLS, as the one-host path calls it (nChannels = 1,
     nBytes = the channel's bytes): concurrentOps = 1 x nHeads; 64 KiB under 64x, 32 KiB under 8x,
     16 KiB under 2x (concurrentOps x chunk)."""
-    ops = heads
-    if channel_bytes < 64 * ops * chunk and chunk > 65536:
-        chunk = 65536
-    if channel_bytes < 8 * ops * chunk and chunk > 32768:
-        chunk = 32768
-    if channel_bytes < 2 * ops * chunk and chunk > 16384:
-        chunk = 16384
+    for mult, cut in ((64, 65536), (8, 32768), (2, 16384)):     # the three ifs, in order
+        if channel_bytes < mult * heads * chunk and chunk > cut:
+            chunk = cut
     return chunk
 
 
