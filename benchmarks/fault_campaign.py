@@ -212,7 +212,7 @@ def symlink_trials(base: Path) -> dict:
 
 
 #: (command, argv) run under the cap: host sweeps around the cap (admitted or refused by the
-#: admission check), sim sweeps of many ranks (no estimate: past the cap they run out of memory)
+#: admission check), sim sweeps of many ranks (refused before building by their schedules' estimate)
 MEMORY_CASES = [("sweep", [c, "-b", "32M", "-e", "128M", "-f", "2", "-g", "8", "-n", "1", "-w", "0"])
                 for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter",
                           "alltoall")] + [
