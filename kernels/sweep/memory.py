@@ -119,5 +119,6 @@ def admit_sim(nranks: int, algos: int = 1) -> None:
                                   f"its schedules ({algos} algorithm(s)); {size_label(room)} left: lower -g")
 
 
-__all__ = ["MARGIN", "address_space_room", "admit_sim", "admit_sweep", "sim_need_bytes", "available_gpu_bytes", "available_host_bytes",
-           "scratch_bytes", "sweep_need_bytes"]
+__all__ = ["MARGIN", "SIM_BASE_BYTES", "SIM_N2_BYTES", "SIM_TRANSFER_BYTES", "address_space_room", "admit_sim",
+           "admit_sweep", "available_gpu_bytes", "available_host_bytes", "scratch_bytes", "sim_need_bytes",
+           "sweep_need_bytes"]

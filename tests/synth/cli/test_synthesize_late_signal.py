@@ -5,13 +5,9 @@ which results are in place: the previous ones, or this run's complete new ones."
 from __future__ import annotations
 
 import json
-import signal
 import subprocess
 import sys
-import time
 from pathlib import Path
-
-import pytest
 
 import synth.pipeline.synthesize as pipeline
 from synth.cli.synthesize import main
@@ -54,26 +50,6 @@ def test_a_signal_before_publishing_keeps_and_names_the_previous_results(tmp_pat
     assert json.loads((out / "summary.json").read_text()) == {"run": "previous"}
 
 
-@pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_a_signal_after_the_commands_handlers_are_left_leaves_its_exit_status(tmp_path, sig):
-    """Between leaving signals_interrupt (the command has finished and printed) and returning its
-    status, a console script ignores the signal: exit 0 and nothing more, where a SIGTERM killed it
-    silently (-15) and a SIGINT turned the finished run into 'interrupted', exit 130."""
-    (tmp_path / "ending_command.py").write_text(
-        "import time\nfrom topo_probe.cli.exits import signals_interrupt\n"
-        "def main(argv=None):\n    with signals_interrupt():\n        print('done', flush=True)\n"
-        "    time.sleep(1.0)\n    return 0\n")
-    code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from topo_probe.cli.entry import run_command; "
-            "sys.exit(run_command('demo', 'ending_command', exiting=True))")
-    proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                            text=True)
-    assert proc.stdout.readline() == "done\n"
-    time.sleep(0.3)
-    proc.send_signal(getattr(signal, sig))
-    _, err = proc.communicate(timeout=30)
-    assert proc.returncode == 0 and err == "", (proc.returncode, err)
-
-
 def test_an_interrupt_that_passed_through_pyrun_string_leaves_the_commands_status(tmp_path):
     """The exit -2 of the signal campaign: under ``python -m``, CPython 3.11 remembers a
     KeyboardInterrupt that left a ``PyRun_String`` call (pybind11 code does that) even when it was
@@ -87,6 +63,6 @@ def test_an_interrupt_that_passed_through_pyrun_string_leaves_the_commands_statu
     (tmp_path / "caught_main.py").write_text(
         "import sys\nfrom topo_probe.cli.entry import run_command\n"
         "if __name__ == '__main__':\n    sys.exit(run_command('demo', 'caught_command', exiting=True))\n")
-    proc = subprocess.run([sys.executable, "-m", "caught_main"], cwd=tmp_path, capture_output=True, text=True,
+    proc = subprocess.run([sys.executable, "-m", "caught_main"], cwd=tmp_path, capture_output=True, text=True, check=False,
                           env={"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"}, timeout=60)
     assert (proc.returncode, proc.stdout, proc.stderr) == (130, "demo: interrupted\n", "")
