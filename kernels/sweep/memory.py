@@ -98,8 +98,10 @@ def sim_need_bytes(nranks: int, algos: int = 1) -> int:
     ``--algo plan`` builds all six baselines and keeps them).  It bounds the peaks measured with
     ``VmPeak`` (``/proc/self/status``) over ~160 MiB of imports, all_reduce -b 8 -e 8 (MiB, peak -
     160 vs estimate): n=64 144 vs 236, 128 542 vs 720, 256 169 vs 352, 512 676 vs 928,
-    1024 2851 vs 3232; broadcast and all_gather at 512: 350 and 502 vs 928 (n=128 is the O(n^3)
-    baseline just under the transfer cap; 256 is past it).
+    1024 2851 vs 3232; at 512 broadcast 350, all_gather 502, reduce_scatter 515, alltoall 754 vs 928;
+    alltoall at 1024 2259 vs 3232 (n=128 is the O(n^3) baseline just under the transfer cap; 256 is
+    past it).  Conservative: under ``ulimit -v 1048576`` it refuses 512 ranks (928 MiB over ~860 MiB
+    of room) whose all_reduce peaks at 836 MiB in all.
 
     >>> [sim_need_bytes(n) >> 20 for n in (64, 128, 256, 512, 1024)]
     [236, 720, 352, 928, 3232]
