@@ -159,7 +159,8 @@ def _main(args, argv: list[str]) -> int:
 
 def _admit_sim(args, nranks: int) -> None:
     from kernels.sweep.memory import admit_sim
-    if nranks >= 2:
+    from topo_probe.guard import MAX_GPUS
+    if 2 <= nranks <= MAX_GPUS:                    # other counts: resolve_topology's own one line
         admit_sim(nranks, max(1, len([a for a in (args.compare or "").split(",") if a.strip()])))
 
 
