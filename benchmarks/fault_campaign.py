@@ -107,30 +107,54 @@ def kill_trials(base: Path, n: int, rng: random.Random) -> dict:
     return counts
 
 
+def _summary_id(out: Path):
+    try:
+        st = (out / "summary.json").stat()
+    except OSError:
+        return None
+    return st.st_ino, st.st_mtime_ns
+
+
 def signal_trials(base: Path, n: int, rng: random.Random) -> dict:
     """SIGINT or SIGTERM in the second half of ``synthesize --force`` (where its clean-up runs and
-    a signal can land in a callback): each run ends 0 (done first) or 130 with one
-    'interrupted' line, never a traceback, and the folder holds complete results."""
+    a signal can land in a callback), each with another --time-limit than the results in place, so
+    that a finished run publishes new results: each run ends 0 (done first) or 130 with one
+    'interrupted' line that is true of the folder (its summary.json the one from before the run: 'previous
+    results kept'; a new one: 'interrupted after its results were in place'), never a traceback,
+    and the folder holds complete results."""
     out = base / "signal" / "out"
     assert synth(out)[0] == 0
     t0 = time.monotonic()
-    assert synth(out, "--force")[0] == 0
+    assert synth(out, "--force", "--time-limit", "4")[0] == 0       # the span of a run that publishes
     span = time.monotonic() - t0
-    counts = {"trials": 0, "losses": 0, "interrupted": 0, "finished_first": 0}
+    counts = {"trials": 0, "losses": 0, "finished_first": 0, "interrupted_previous_kept": 0,
+              "interrupted_new_in_place": 0, "message_untrue": 0}
+    limit = "4"                                  # the time limit of the results in place
     for k in range(n):
-        proc = synth(out, "--force", wait=False)
+        before = _summary_id(out)
+        other = "4" if limit == "5" else "5"        # other results than those in place: they are published
+        proc = synth(out, "--force", "--time-limit", other, wait=False)
         time.sleep(rng.uniform(0.5 * span, 1.1 * span))
         proc.send_signal(signal.SIGINT if k % 2 else signal.SIGTERM)
         _, err = proc.communicate(timeout=300)
         lines = [ln for ln in err.splitlines() if ln.strip()]
-        quiet = "Traceback" not in err and (proc.returncode == 0 or (
-            proc.returncode == 130 and lines and lines[-1].startswith("synthesize: interrupted")))
+        new = _summary_id(out) != before
+        limit = other if new else limit
+        said = lines[-1] if proc.returncode == 130 and len(lines) == 1 else ""
+        kind = ("finished_first" if proc.returncode == 0 else
+                "interrupted_previous_kept" if said == "synthesize: interrupted; previous results kept" else
+                "interrupted_new_in_place" if said.startswith("synthesize: interrupted after its results were in place")
+                else "")
+        true = (kind == "finished_first" and new) or (kind == "interrupted_previous_kept" and not new) or (
+            kind == "interrupted_new_in_place" and new)
         counts["trials"] += 1
-        counts["interrupted" if proc.returncode == 130 else "finished_first"] += 1
-        if not (quiet and complete(out)):
+        if kind:
+            counts[kind] += 1
+        counts["message_untrue"] += bool(kind) and not true
+        if not (kind and true and "Traceback" not in err and complete(out)):
             counts["losses"] += 1
             LOSSES.append(f"signal trial {k}: exit {proc.returncode}, {'complete' if complete(out) else 'INCOMPLETE'}"
-                          f" results, stderr ends {' / '.join(lines[-3:])[-300:]!r}")
+                          f" {'new' if new else 'previous'} results, stderr ends {' / '.join(lines[-3:])[-300:]!r}")
     return counts
 
 
@@ -212,7 +236,7 @@ def symlink_trials(base: Path) -> dict:
 
 
 #: (command, argv) run under the cap: host sweeps around the cap (admitted or refused by the
-#: admission check), sim sweeps of many ranks (no estimate: past the cap they run out of memory)
+#: admission check), sim sweeps of many ranks (refused before building by their schedules' estimate)
 MEMORY_CASES = [("sweep", [c, "-b", "32M", "-e", "128M", "-f", "2", "-g", "8", "-n", "1", "-w", "0"])
                 for c in ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter",
                           "alltoall")] + [

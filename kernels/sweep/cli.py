@@ -132,6 +132,8 @@ def _main(args, argv: list[str]) -> int:
                              "re-print it with: sweep --import LOG")
         from kernels.sweep.importer import read_log
         imported = read_log(args.import_log, args.collective)  # the right test of the right collective, or refuse
+    if args.backend == "sim" and args.topology is None and args.ngpus is not None:
+        _admit_sim(args, parse_int(args.ngpus, "number of GPUs (-g)"))   # before its 1,024-rank fabric too
     topo, n = resolve_topology(args)
     if args.import_log is not None:
         ranks = getattr(imported.log, "num_ranks", None)
@@ -150,7 +152,16 @@ def _main(args, argv: list[str]) -> int:
     for algo in algos:                  # every name checked before the first one runs
         if algo not in ("plan", "nccl"):
             _check_algo_name(algo)
+    if args.backend == "sim":           # before any schedule is built (kernels.sweep.memory.sim_need_bytes)
+        _admit_sim(args, cfg.nranks)
     return sweep_and_report(cfg, topo, algos, args, argv)
+
+
+def _admit_sim(args, nranks: int) -> None:
+    from kernels.sweep.memory import admit_sim
+    from topo_probe.guard import MAX_GPUS
+    if 2 <= nranks <= MAX_GPUS:                    # other counts: resolve_topology's own one line
+        admit_sim(nranks, max(1, len([a for a in (args.compare or "").split(",") if a.strip()])))
 
 
 def _check_algo_name(algo: str) -> None:

@@ -86,5 +86,41 @@ def admit_sweep(cfg, selector, schedule_at, *, available: int | None = None, whe
                               "ulimit -v")
 
 
-__all__ = ["MARGIN", "address_space_room", "admit_sweep", "available_gpu_bytes", "available_host_bytes",
-           "scratch_bytes", "sweep_need_bytes"]
+#: the sim backend's address space: bytes a schedule transfer costs, and the baselines' O(n^2) term
+SIM_TRANSFER_BYTES, SIM_N2_BYTES, SIM_BASE_BYTES = 256, 3 << 10, 160 << 20
+
+
+def sim_need_bytes(nranks: int, algos: int = 1) -> int:
+    """Address space (bytes) ``sweep --backend sim`` on ``nranks`` ranks grows by while it builds
+    the schedules of ``algos`` algorithms (``--compare`` keeps each), before anything is built:
+    ``algos x (SIM_BASE_BYTES + SIM_N2_BYTES n^2 + SIM_TRANSFER_BYTES n^3)``, the n^3 term only
+    while ``n^3 <= MAX_TRANSFERS`` (a baseline of more transfers is refused before it is built;
+    ``--algo plan`` builds all six baselines and keeps them).  It bounds the peaks measured with
+    ``VmPeak`` (``/proc/self/status``) over ~160 MiB of imports, all_reduce -b 8 -e 8 (MiB, peak -
+    160 vs estimate): n=64 144 vs 236, 128 542 vs 720, 256 169 vs 352, 512 676 vs 928,
+    1024 2851 vs 3232; at 512 broadcast 350, all_gather 502, reduce_scatter 515, alltoall 754 vs 928;
+    alltoall at 1024 2259 vs 3232 (n=128 is the O(n^3) baseline just under the transfer cap; 256 is
+    past it).  Conservative: under ``ulimit -v 1048576`` it refuses 512 ranks (928 MiB over ~860 MiB
+    of room) whose all_reduce peaks at 836 MiB in all.
+
+    >>> [sim_need_bytes(n) >> 20 for n in (64, 128, 256, 512, 1024)]
+    [236, 720, 352, 928, 3232]
+    """
+    from synth.baselines._common import MAX_TRANSFERS
+    cube = nranks ** 3 if nranks ** 3 <= MAX_TRANSFERS else 0
+    return algos * (SIM_BASE_BYTES + SIM_N2_BYTES * nranks ** 2 + SIM_TRANSFER_BYTES * cube)
+
+
+def admit_sim(nranks: int, algos: int = 1) -> None:
+    """Raise InvalidArgument (one line) when :func:`sim_need_bytes` exceeds what this process may
+    still map (``ulimit -v``) or the host has (free memory, cgroup): before any schedule is built."""
+    need = sim_need_bytes(nranks, algos)
+    for room, what in ((address_space_room(), "address space (ulimit -v)"), (available_host_bytes(), "host memory")):
+        if room is not None and need > room:
+            raise InvalidArgument(f"the sim backend on {nranks} ranks needs about {size_label(need)} of {what} for "
+                                  f"its schedules ({algos} algorithm(s)); {size_label(room)} left: lower -g")
+
+
+__all__ = ["MARGIN", "SIM_BASE_BYTES", "SIM_N2_BYTES", "SIM_TRANSFER_BYTES", "address_space_room", "admit_sim",
+           "admit_sweep", "available_gpu_bytes", "available_host_bytes", "scratch_bytes", "sim_need_bytes",
+           "sweep_need_bytes"]

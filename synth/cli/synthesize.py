@@ -5,7 +5,9 @@ With no ``--topology`` it probes this machine; with no GPU it uses the embedded 
 
 ``--out`` must be a new or empty folder or one holding earlier ``synthesize`` results; other
 files there are never touched (:mod:`synth.pipeline.output`).  Ctrl-C or SIGTERM stop the run
-within about a second: ``interrupted; previous results kept``, exit 130, nothing left behind.
+within about a second: ``interrupted; previous results kept``, exit 130, nothing left behind (a
+signal after the new results were put in place says so: ``interrupted after its results were in
+place``, exit 130).
 Bad input: one line on stderr, exit 2.
 """
 
@@ -120,10 +122,31 @@ def main(argv: list[str] | None = None) -> int:
         # plot's layout) that is interrupted turns the KeyboardInterrupt into its own error
         if not isinstance(e, KeyboardInterrupt) and not signalled.get("raised"):
             raise
-        out = where.get("out")
-        kept = out is not None and (Path(out) / "summary.json").is_file()
-        print(f"synthesize: interrupted; {'previous results kept' if kept else 'nothing written'}", file=sys.stderr)
+        print(f"synthesize: {interrupted_line(where)}", file=sys.stderr)
         return 130
+
+
+def _summary_id(out: Path) -> tuple | None:
+    """Which ``summary.json`` is in place in ``out`` (device, inode, mtime; None: none): publishing
+    a run's results puts a new file there, keeping the previous results does not."""
+    try:
+        st = os.stat(Path(out) / "summary.json")
+    except OSError:
+        return None
+    return st.st_dev, st.st_ino, st.st_mtime_ns
+
+
+def interrupted_line(where: dict) -> str:
+    """What an interrupted run says about ``where["out"]``, from what is there now against what was
+    there when the run began (``where["before"]``): this run's complete results (the signal came
+    after they were put in place), the previous results intact, or nothing."""
+    out = where.get("out")
+    now = _summary_id(out) if out is not None else None
+    if now is None:
+        return "interrupted; nothing written"
+    if now != where.get("before"):
+        return f"interrupted after its results were in place; {out}/ holds this run's complete results"
+    return "interrupted; previous results kept"
 
 
 def _main(argv: list[str] | None, where: dict | None = None) -> int:
@@ -137,8 +160,8 @@ def _main(argv: list[str] | None, where: dict | None = None) -> int:
                                 root=args.root, progress=not args.no_progress, verbose=args.verbose,
                                 msccl_runtime=args.msccl_runtime)
         out = Path(args.out) if args.out is not None else Path("results") / folder_name(topo.name)
-        if where is not None:
-            where["out"] = out                  # for the line an interrupt prints
+        if where is not None:                   # for the line an interrupt prints
+            where["out"], where["before"] = out, _summary_id(out)
         if args.nccl_tuner_conf is not None:
             _check_tuner_conf(args.nccl_tuner_conf, out)
             from synth.model.nccl.tuner_config import tuner_models

@@ -20,9 +20,20 @@ import sys
 def run_command(prog: str, module: str, argv: list[str] | None = None, *, exiting: bool = False) -> int:
     """Import ``module`` and return its ``main(argv)``; 130 after one line where Ctrl-C
     arrives while it loads; 2 after one line where the run runs out of memory.  ``exiting`` (the
-    console scripts: the process ends next): once ``main`` has returned, Ctrl-C and SIGTERM are
-    ignored, so a signal while the interpreter shuts down (freeing the solver's and NumPy's memory
-    takes up to half a second) cannot turn a finished run into a death by signal with no word."""
+    console scripts and ``python -m``: the process ends next): once the command's own signal
+    handling is left, Ctrl-C and SIGTERM are ignored, and the process ends at once with ``main``'s
+    status (stdout and stderr flushed, :func:`os._exit`), without the interpreter's shutdown: a
+    signal while it frees the solver's and NumPy's memory (up to half a second) cannot end a
+    finished run by signal, and CPython 3.11's record of a KeyboardInterrupt that once passed
+    through ``PyRun_String`` (pybind11 code; caught or not) cannot turn an exit 0 or 130 into a
+    death by SIGINT (-2) after ``python -m``."""
+    status = _run(prog, module, argv, exiting)
+    if exiting:
+        _end_now(status)
+    return status
+
+
+def _run(prog: str, module: str, argv: list[str] | None, exiting: bool) -> int:
     try:
         main = importlib.import_module(module).main
     except KeyboardInterrupt:
@@ -30,6 +41,9 @@ def run_command(prog: str, module: str, argv: list[str] | None = None, *, exitin
         return 130
     except MemoryError:            # the packages alone do not fit (ulimit -v of a few hundred MB)
         return _out_of_memory(prog)
+    if exiting:
+        from topo_probe.cli.exits import end_with_signals_ignored
+        end_with_signals_ignored()
     try:
         return main(argv)
     except MemoryError:
@@ -40,6 +54,20 @@ def run_command(prog: str, module: str, argv: list[str] | None = None, *, exitin
     finally:
         if exiting:
             _ignore_signals()
+
+
+def _end_now(status: int) -> None:
+    """Flush what the command wrote and end the process with ``status``, skipping the
+    interpreter's shutdown (every file the commands write is closed before they return)."""
+    import os
+    if "logging" in sys.modules:
+        sys.modules["logging"].shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError, AttributeError):    # a reader gone (| head): nothing to say
+            pass
+    os._exit(0 if status is None else int(status))
 
 
 def _ignore_signals() -> None:

@@ -43,6 +43,19 @@ def stdout_gone() -> int:
     return 0
 
 
+#: set by :func:`end_with_signals_ignored`: the outermost :func:`signals_interrupt` leaves SIGINT
+#: and SIGTERM ignored instead of restoring them (the process ends next); and its nesting depth
+_ENDING = {"ignore": False, "depth": 0}
+
+
+def end_with_signals_ignored() -> None:
+    """For a process that ends when its command returns (the console scripts): from the moment
+    the command's outermost :func:`signals_interrupt` is left, SIGINT and SIGTERM are ignored, so a
+    signal while the command prints its last line or returns its status cannot end it by signal
+    (-15) or a second interrupt; what the command reported stays true."""
+    _ENDING["ignore"] = True
+
+
 @contextlib.contextmanager
 def signals_interrupt() -> Iterator[dict]:
     """While inside: SIGINT and SIGTERM raise ``KeyboardInterrupt`` in the main thread once;
@@ -72,12 +85,15 @@ def signals_interrupt() -> Iterator[dict]:
     for s in previous:
         signal.signal(s, handler)
     sys.unraisablehook = unraisable
+    _ENDING["depth"] += 1
     try:
         yield state
     finally:
+        _ENDING["depth"] -= 1
+        ending = _ENDING["ignore"] and _ENDING["depth"] == 0
         sys.unraisablehook = previous_hook
         for s, h in previous.items():
-            signal.signal(s, h if h is not None else signal.SIG_DFL)
+            signal.signal(s, signal.SIG_IGN if ending else h if h is not None else signal.SIG_DFL)
 
 
 class _PipeTolerantStream:

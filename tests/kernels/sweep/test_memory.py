@@ -72,3 +72,47 @@ def test_an_address_space_limit_counts_the_buffers_no_rank_touches(capsys, monke
     e = entry("gather")
     assert memory.sweep_need_bytes(e, 8, 128 << 20, "float", None, untouched=True) == int(1.25 * (1536 << 20))
     assert memory.sweep_need_bytes(e, 8, 128 << 20, "float", None) == int(1.25 * ((16 << 23) + (512 << 20)))
+
+
+def _sweep_under_cap(cap_mib: int, *args: str):
+    """``sweep ARGS`` in a process whose address space is capped at ``cap_mib`` MiB (ulimit -v)."""
+    import resource
+    import subprocess
+    import sys
+    import time
+    from pathlib import Path
+    cap = cap_mib << 20
+    t0 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    start = time.monotonic()
+    p = subprocess.run([sys.executable, "-m", "kernels.sweep.cli", *args], capture_output=True, text=True, check=False,
+                       cwd=Path(__file__).resolve().parents[3], timeout=120,
+                       preexec_fn=lambda: resource.setrlimit(resource.RLIMIT_AS, (cap, cap)))
+    t1 = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return p, t1.ru_utime + t1.ru_stime - t0.ru_utime - t0.ru_stime, time.monotonic() - start
+
+
+def test_a_sim_sweep_past_its_address_space_is_refused_before_building():
+    """1,024 ranks need about 3.2 GiB for their schedules (sim_need_bytes): under a 700 MiB cap the
+    refusal comes before the fabric and the schedules are built (it took 15-45 s to come after)."""
+    p, cpu_s, wall_s = _sweep_under_cap(700, "all_reduce", "-b", "8", "-e", "8", "-g", "1024", "--backend", "sim")
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.count("\n") == 1, p.stderr
+    assert p.stderr.startswith("sweep: error: the sim backend on 1024 ranks needs about 3.2 GiB of address space")
+    assert cpu_s < 3 and wall_s < 10
+
+
+def test_a_sim_sweep_that_fits_is_admitted_and_runs_under_the_same_cap():
+    """32 ranks: estimate 171 MiB (160 + 3 KiB x 32^2 + 256 B x 32^3), measured peak 20 MiB over the
+    imports; it runs under the cap that refuses 1,024 ranks."""
+    assert memory.sim_need_bytes(32) == (160 << 20) + (3 << 10) * 32 ** 2 + 256 * 32 ** 3
+    p, _, _ = _sweep_under_cap(700, "all_reduce", "-b", "8", "-e", "8", "-g", "32", "--backend", "sim")
+    assert p.returncode == 0 and "Avg bus bandwidth" in p.stdout, p.stderr
+
+
+def test_compare_counts_each_algorithm_it_keeps(capsys, monkeypatch):
+    """--compare keeps every algorithm's schedules: the estimate is per algorithm (here 3 x 236 MiB
+    for 64 ranks against 500 MiB)."""
+    monkeypatch.setattr(memory, "address_space_room", lambda: 500 << 20)
+    monkeypatch.setattr(memory, "available_host_bytes", lambda: None)
+    assert main(["all_reduce", "-b", "8", "-e", "8", "-g", "64", "--backend", "sim", "--compare", "ring,tree,direct"]) == 2
+    out, err = capsys.readouterr()
+    assert out == "" and "needs about 708 MiB of address space" in err and "(3 algorithm(s))" in err

@@ -58,16 +58,25 @@ def test_running_out_of_memory_while_loading_is_one_line_and_exit_2(tmp_path, mo
     assert capsys.readouterr().err.startswith("demo: error: out of memory")
 
 
+#: commands that have finished and printed 'done', then take 1 s to end: in an exit callback (the
+#: interpreter's shutdown), or after leaving their signals_interrupt (printing the last line, returning)
+ENDINGS = {"shutdown": "import atexit, time\natexit.register(time.sleep, 1.0)\n"
+                       "def main(argv=None):\n    print('done', flush=True)\n    return 0\n",
+           "after_handlers": "import time\nfrom topo_probe.cli.exits import signals_interrupt\n"
+                             "def main(argv=None):\n    with signals_interrupt():\n        print('done', flush=True)\n"
+                             "    time.sleep(1.0)\n    return 0\n"}
+
+
+@pytest.mark.parametrize("ending", sorted(ENDINGS))
 @pytest.mark.parametrize("sig", ["SIGINT", "SIGTERM"])
-def test_a_signal_while_a_finished_run_shuts_down_leaves_its_exit_status(tmp_path, sig):
-    """Issue 38's signals near the end of synthesize: after main has returned, the interpreter's
-    shutdown (here an exit callback sleeping 1 s) is not interrupted: exit 0, nothing printed,
-    instead of a KeyboardInterrupt in the callback or a silent death by SIGTERM."""
+def test_a_signal_while_a_finished_run_shuts_down_leaves_its_exit_status(tmp_path, sig, ending):
+    """Issue 38's signals near the end of synthesize: once the command has finished, neither the
+    interpreter's shutdown nor the moment between leaving its signal handling and returning is
+    interrupted: exit 0, nothing printed, instead of a KeyboardInterrupt in an exit callback, a
+    silent death by SIGTERM (-15) or a finished run turned into 'interrupted', exit 130."""
     import signal
     import time
-    (tmp_path / "done_command.py").write_text(
-        "import atexit, sys, time\natexit.register(time.sleep, 1.0)\n"
-        "def main(argv=None):\n    print('done', flush=True)\n    return 0\n")
+    (tmp_path / "done_command.py").write_text(ENDINGS[ending])
     code = (f"import sys; sys.path.insert(0, {str(tmp_path)!r}); from topo_probe.cli.entry import run_command; "
             "sys.exit(run_command('demo', 'done_command', exiting=True))")
     proc = subprocess.Popen([sys.executable, "-c", code], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
