@@ -57,11 +57,16 @@ def _run(prog: str, module: str, argv: list[str] | None, exiting: bool) -> int:
 
 
 def _end_now(status: int) -> None:
-    """Flush what the command wrote and end the process with ``status``, skipping the
-    interpreter's shutdown (every file the commands write is closed before they return)."""
+    """Flush what the command wrote, finalize MPI where a command started it (mpirun fails a job
+    whose rank ends without ``MPI_Finalize``: mpi4py's own call is an exit handler, which
+    :func:`os._exit` skips), and end the process with ``status``, skipping the interpreter's
+    shutdown (every file the commands write is closed before they return)."""
     import os
     if "logging" in sys.modules:
         sys.modules["logging"].shutdown()
+    mpi = sys.modules.get("mpi4py.MPI")          # under mpirun: a rank that skips MPI_Finalize fails the job
+    if mpi is not None and mpi.Is_initialized() and not mpi.Is_finalized():
+        mpi.Finalize()
     for stream in (sys.stdout, sys.stderr):
         try:
             stream.flush()
