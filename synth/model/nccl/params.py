@@ -9,7 +9,7 @@ timed with (:mod:`synth.model.physics`).  Keys are GPU architecture, link kind
 ``efa``, ``efa2``, ``tcpxo``), ``*`` meaning "any".  Where one log alone exercises a key (the only
 EFA-v1 machine, the only MI300X...), that value is calibrated there, not independently validated:
 ``results/model_validation/report.md`` lists them.  What constrains each (fit of 485 rows of 25
-tables, soft-L1 cost 2.66):
+tables, soft-L1 cost 2.61):
 
 =====================================  ==================================================
 constants                              logs that constrain them
