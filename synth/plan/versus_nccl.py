@@ -5,7 +5,7 @@ the plan says ``nccl`` — NCCL is faster there, and the drop-in calls it.
 >>> from topo_probe import get_preset
 >>> nccl = nccl_curve(get_preset("dgx-h100"), "allreduce", [1 << 30])
 >>> round(nccl["times"][0] / 1e3, 1), nccl["choices"][0]
-(4.1, 'nvls/Simple/16')
+(4.2, 'nvls/Simple/16')
 """
 
 from __future__ import annotations
