@@ -30,7 +30,7 @@ def available_host_bytes() -> int | None:
     address-space limit (``ulimit -v``: ``RLIMIT_AS`` less its ``VmSize``) and the room under its
     cgroup's memory limit (v2 ``memory.max`` less ``memory.current``, v1 ``memory.limit_in_bytes``
     less ``memory.usage_in_bytes``, on every ancestor); None if none is known."""
-    known = [b for b in (_machine_available(), _rlimit_room(), cgroup_room()) if b is not None]
+    known = [b for b in (_machine_available(), address_space_room(), cgroup_room()) if b is not None]
     return min(known) if known else None
 
 
@@ -49,13 +49,9 @@ def _machine_available() -> int | None:
 
 
 def address_space_room() -> int | None:
-    """Room under this process's address-space limit (``ulimit -v``), None without one: every
-    mapping counts, also pages never touched (which the machine's and a cgroup's memory do not)."""
-    return _rlimit_room()
-
-
-def _rlimit_room() -> int | None:
-    """``RLIMIT_AS`` less this process's ``VmSize`` (None without a limit)."""
+    """Room under this process's address-space limit (``ulimit -v``): ``RLIMIT_AS`` less this
+    process's ``VmSize``, None without a limit.  Every mapping counts, also pages never touched
+    (which the machine's and a cgroup's memory do not)."""
     try:
         import resource
         soft = resource.getrlimit(resource.RLIMIT_AS)[0]
