@@ -22,15 +22,77 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.runtime import host_time_us
 
-#: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink (src/init.cc)
+#: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink on one host (src/init.cc)
 P2P_NVL_CHUNK_BYTES = 1 << 19
+#: NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE's default (bytes): one p2p step of every send of a
+#: communicator spanning hosts (src/init.cc ``computeBuffSizes``: ``nNodes > 1`` picks it for all peers)
+P2P_NET_CHUNK_BYTES = 1 << 17
+#: NCCL_P2P_LL_THRESHOLD's default (bytes per channel; src/enqueue.cc)
+P2P_LL_THRESHOLD_BYTES = 1 << 14
 #: NCCL_MAX_P2P_NCHANNELS's default (MAXCHANNELS)
 MAX_P2P_CHANNELS = 32
+#: first NCCL whose p2p sends may use LL (``NCCL_P2P_LL_THRESHOLD`` in src/enqueue.cc of v2.14.3-1, not v2.13.4-1)
+P2P_LL_SINCE = (2, 14)
+#: from 2.22 (src/enqueue.cc ``addP2pToPlan``, v2.22.3-1) a part across hosts is at least half a chunk and the
+#: LL threshold scales with the peer's channels (``nChannelsMax``); from 2.29 with the part's own channels
+P2P_NET_PARTS_SINCE, P2P_LL_PART_CHANNELS_SINCE = (2, 22), (2, 29)
 
 
-def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int) -> int:
+def part_channels(nbytes: int, n_min: int, n_max: int, chunk: int, multi_node: bool,
+                  version: tuple = NCCL_VERSION) -> int:
+    """Channels NCCL splits one send of ``nbytes`` over (src/enqueue.cc ``addP2pToPlan``, NVIDIA/nccl
+    v2.22.3-1 .. v2.30.7-1; ``calcP2pChunkSize`` before): start from ``min(n_min, bytes / minPart)``
+    and double while a part exceeds ``maxPart`` and the channels stay within ``n_max``.  One host:
+    parts of chunk/8 .. 32 chunks; across hosts (from 2.22) chunk/2 .. one chunk.
+
+    >>> [part_channels(s << 10, 4, 4, 1 << 17, True) for s in (16, 64, 128, 256, 512, 1024)]
+    [1, 1, 2, 4, 4, 4]
+    >>> [part_channels(s << 20, 4, 16, 1 << 19, False) for s in (1, 64, 128, 256)]
+    [4, 4, 8, 16]
+    """
+    if nbytes <= 0:
+        return 1
+    net_parts = multi_node and tuple(version) >= P2P_NET_PARTS_SINCE
+    min_part = chunk // 2 if net_parts else chunk // 8
+    max_part = chunk if multi_node else chunk * 32
+    n = max(1, min(n_min, -(-nbytes // min_part)))
+    part = max(min_part, -(-nbytes // n))
+    while part > max_part and n <= n_max // 2:
+        n *= 2
+        part = -(-nbytes // n)
+    return n
+
+
+def p2p_uses_ll(nbytes: int, n_part: int, n_max: int, version: tuple = NCCL_VERSION) -> bool:
+    """Whether NCCL sends ``nbytes`` to a peer with LL, not Simple (src/enqueue.cc): up to
+    ``NCCL_P2P_LL_THRESHOLD`` (16 KiB) from 2.14, that times the peer's channels from 2.22 and times
+    the part's channels from 2.29 (v2.29.2-1 ``bytes <= nChannels[dir] * ncclParamP2pLLThreshold()``).
+
+    >>> [p2p_uses_ll(s << 10, 1, 4, v) for s in (16, 32) for v in ((2, 18), (2, 28), (2, 29))]
+    [True, True, True, False, True, False]
+    """
+    version = tuple(version)
+    if version < P2P_LL_SINCE or nbytes <= 0:
+        return False
+    per = n_part if version >= P2P_LL_PART_CHANNELS_SINCE else n_max if version >= P2P_NET_PARTS_SINCE else 1
+    return nbytes <= per * P2P_LL_THRESHOLD_BYTES
+
+
+def _per_peer_bounds(m: NcclMachine, g: CommGraphs, per_peer_max: int) -> tuple[int, int]:
+    """``(nChannelsMin, nChannelsMax)`` of ``scheduleP2pTasksToPlan``: the peer's channels, and those
+    halved until every rank's fit in the p2p channels (``p2pnChannels``, a power of two)."""
+    total = pow2_up(min(g.n_channels, MAX_P2P_CHANNELS))
+    n_max = min(pow2_up(per_peer_max), total)
+    n_min = n_max
+    while n_min * m.ranks > total and n_min > 1:
+        n_min //= 2
+    return n_min, n_max
+
+
+def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int, version: tuple = NCCL_VERSION) -> int:
     """Channels NCCL gives one send of ``nbytes`` to a peer in the same node (see the module
-    docstring).
+    docstring).  Across hosts every peer's channels are at most the network peers' (src/graph/paths.cc
+    ``ncclTopoComputeP2pChannelsPerPeer`` takes the least over all peers) and its chunk is the net one.
 
     >>> from synth.model.nccl.graphs import comm_graphs
     >>> from topo_probe import get_preset
@@ -38,19 +100,28 @@ def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int) -> int:
     >>> [p2p_channels(m, comm_graphs(m), s << 20) for s in (1, 128, 256, 512, 1024)]
     [4, 8, 16, 32, 32]
     """
-    pre = min(g.n_channels, MAX_P2P_CHANNELS)
-    total = pow2_up(pre)
-    per_peer = min(pow2_up(min(pre, g.p2p_channels_per_peer)), total)
-    n_min = per_peer
-    while n_min * m.ranks > total and n_min > 1:
-        n_min //= 2
-    min_part, max_part = P2P_NVL_CHUNK_BYTES // 8, P2P_NVL_CHUNK_BYTES * 32
-    n = max(1, min(n_min, -(-nbytes // min_part)))
-    part = max(min_part, -(-nbytes // n))
-    while part > max_part and n <= per_peer // 2:
-        n *= 2
-        part = -(-nbytes // n)
-    return n
+    multi = m.nodes > 1
+    per = min(g.p2p_channels_per_peer, g.net_channels_per_peer) if multi else g.p2p_channels_per_peer
+    n_min, n_max = _per_peer_bounds(m, g, per)
+    chunk = P2P_NET_CHUNK_BYTES if multi else P2P_NVL_CHUNK_BYTES
+    return part_channels(nbytes, n_min, n_max, chunk, multi, version)
+
+
+def net_part_channels(m: NcclMachine, g: CommGraphs, nbytes: int, version: tuple = NCCL_VERSION) -> int:
+    """Channels NCCL gives one send of ``nbytes`` to a peer on another host: :func:`part_channels`
+    with the net chunk (128 KiB) and ``net_channels_per_peer``.  On 2 x 8 H100 under 2.29 (4 channels a
+    peer, 16 p2p channels: 16 ranks start a part on 16 / 16 = 1) a part doubles its channels past 128
+    KiB: 128 KiB runs on 1, 256 KiB on 2, 512 KiB and more on all 4.
+
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> from topo_probe import cluster
+    >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2))
+    >>> g = comm_graphs(m, version=(2, 29))
+    >>> [net_part_channels(m, g, s << 10, (2, 29)) for s in (64, 128, 256, 512, 4096)], g.net_channels_per_peer
+    ([1, 1, 2, 4, 4], 4)
+    """
+    n_min, n_max = _per_peer_bounds(m, g, g.net_channels_per_peer)
+    return part_channels(nbytes, n_min, n_max, P2P_NET_CHUNK_BYTES, True, version)
 
 
 def alltoall_channels(m: NcclMachine, g: CommGraphs, per_peer: int) -> int:
@@ -112,23 +183,44 @@ def mesh_alltoall_us(m: NcclMachine, params: ModelParams, per_peer: float) -> fl
     return worst
 
 
-def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int) -> float:
+def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int, part_ch: int | None = None) -> float:
     """Bandwidth one GPU gets to ``peers`` remote ranks through the network (GB/s): its share of the
-    node's NICs, at most ``p2p_net_channel_gbs`` per channel
-    (:func:`synth.model.nccl.graphs.net_channels_per_peer`).  A NIC that streams to one peer (sendrecv)
-    does so as a ring channel does (``ring_net_eff``); one that talks to many at once (alltoall) as a
-    tree's does (``net_eff``: the real 2-host H100 alltoall reaches 0.81 of the line rate)."""
+    node's NICs, at most ``p2p_net_channel_gbs`` per channel a peer's part runs on (``part_ch``,
+    :func:`net_part_channels`; all ``net_channels_per_peer`` when not given).  A NIC that streams to one
+    peer (sendrecv) does so as a ring channel does (``ring_net_eff``); one that talks to many at once
+    (alltoall) as a tree's does (``net_eff``: the real 2-host H100 alltoall reaches 0.81 of the line rate)."""
     eff = params.ring_net_efficiency(m.net_kind) if peers == 1 else params.net_efficiency(m.net_kind)
     nic_share = m.used_net_gbps / m.gpus_per_node * eff
-    return min(nic_share, peers * g.net_channels_per_peer * params.p2p_net_channel_gbs)
+    return min(nic_share, peers * (part_ch or g.net_channels_per_peer) * params.p2p_net_channel_gbs)
 
 
-def p2p_net_hop_us(m: NcclMachine, params: ModelParams) -> float:
-    """µs a send to a peer on another host adds before its first byte lands: one network hop of
-    the Simple protocol (sends above ``NCCL_P2P_LL_THRESHOLD``, 16 KiB, use it), as a collective's
-    hop costs it: NCCL's table latency (``hwLat[NET][ring][Simple]``, 14 µs) plus the transport's
-    fitted extra (``net_lat[transport, Simple]``)."""
-    return HW_LAT[HW_NET][ALGOS.index("ring")][PROTOS.index("Simple")] + params.net_latency_us(m.net_kind, "Simple")
+def p2p_net_hop_us(m: NcclMachine, params: ModelParams, proto: str = "Simple") -> float:
+    """µs a send to a peer on another host adds before its first byte lands: one network hop of its
+    protocol (:func:`p2p_uses_ll`: LL up to ``NCCL_P2P_LL_THRESHOLD`` a channel, Simple above), as a
+    collective's hop costs it: NCCL's table latency (``hwLat[NET][ring][proto]``: LL 2.7 µs, Simple
+    14 µs) plus the transport's fitted extra (``net_lat[transport, proto]``)."""
+    return HW_LAT[HW_NET][ALGOS.index("ring")][PROTOS.index(proto)] + params.net_latency_us(m.net_kind, proto)
+
+
+def _nvlink_p2p(m: NcclMachine, p2p_disable: bool) -> bool:
+    return m.arch.startswith("sm") and m.intra in ("nvswitch", "nvlink") and m.p2p and not p2p_disable
+
+
+def _channel_cap_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, channels: int) -> float:
+    """GB/s ``channels`` p2p channels move over NVLink: each at most what a channel of NCCL's ring
+    graph carries (its ``bwIntra``, times the NVLink efficiency)."""
+    return channels * g.ring.bw_intra * params.link_efficiency(m.arch, "nvlink")
+
+
+def _remote_send(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int, peers: int,
+                 version: tuple) -> tuple[float, int]:
+    """(GB/s, network hop µs) of one GPU's sends of ``per_peer`` bytes to each of ``peers`` remote
+    ranks: each part on :func:`net_part_channels`, LL below the threshold (half of each LL line is
+    data: the rate halves)."""
+    ch = net_part_channels(m, g, per_peer, version)
+    ll = p2p_uses_ll(per_peer, ch, _per_peer_bounds(m, g, g.net_channels_per_peer)[1], version)
+    gbs = p2p_inter_gbs(m, g, params, peers, ch) * (0.5 if ll else 1.0)
+    return gbs, p2p_net_hop_us(m, params, "LL" if ll else "Simple")
 
 
 def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: ModelParams,
@@ -138,27 +230,37 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     ``sendrecv``: every rank sends ``nbytes`` to the next rank (a pair crossing nodes when there
     are several nodes sets the time).  ``alltoall``: ``nbytes`` per rank split evenly over all
     ranks.  ``gather`` / ``scatter``: the root's traffic, the same as one rank's in alltoall.
+    Each peer's part runs on the channels NCCL gives it (:func:`p2p_channels`,
+    :func:`net_part_channels`); a rank's peers run at once (one kernel, every round of a group of 8 in
+    one batch a channel).
     """
     n, ppn = m.ranks, m.gpus_per_node
     intra_gbs = p2p_intra_gbs(m, g, params, p2p_disable)
+    inter_gbs, hop = float("inf"), 0.0
     if coll == "sendrecv":
         intra_b, inter_b, peers = (0.0, float(nbytes), 1) if m.nodes > 1 else (float(nbytes), 0.0, 0)
         channels = g.net_channels_per_peer if m.nodes > 1 else g.p2p_channels_per_peer
-        if m.nodes == 1 and m.arch.startswith("sm") and m.intra in ("nvswitch", "nvlink") and m.p2p \
-                and not p2p_disable:
-            channels = p2p_channels(m, g, nbytes)
-            intra_gbs = min(intra_gbs, channels * g.ring.bw_intra * params.link_efficiency(m.arch, "nvlink"))
+        if m.nodes == 1 and _nvlink_p2p(m, p2p_disable):
+            channels = p2p_channels(m, g, nbytes, version)
+            intra_gbs = min(intra_gbs, _channel_cap_gbs(m, g, params, channels))
+        elif m.nodes > 1:
+            inter_gbs, hop = _remote_send(m, g, params, nbytes, 1, version)
+            channels = net_part_channels(m, g, nbytes, version)
     else:
         per_peer = nbytes / n
         intra_b, inter_b, peers = per_peer * (ppn - 1), per_peer * (n - ppn), n - ppn
         channels = alltoall_channels(m, g, int(per_peer))
+        if intra_b and _nvlink_p2p(m, p2p_disable):
+            intra_gbs = min(intra_gbs, _channel_cap_gbs(m, g, params, (ppn - 1) * p2p_channels(m, g, int(per_peer), version)))
+        if inter_b:
+            inter_gbs, hop = _remote_send(m, g, params, int(per_peer), peers, version)
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
     if coll != "sendrecv" and intra_b and not p2p_disable:
         mesh = mesh_alltoall_us(m, params, intra_b / (ppn - 1))
         t_intra = t_intra if mesh is None else mesh
-    t_inter = inter_b / (1000.0 * p2p_inter_gbs(m, g, params, peers)) if inter_b else 0.0
-    t_dev = params.p2p_latency_us + (p2p_net_hop_us(m, params) if inter_b else 0.0) + max(t_intra, t_inter)
+    t_inter = inter_b / (1000.0 * inter_gbs) if inter_b else 0.0
+    t_dev = params.p2p_latency_us + hop + max(t_intra, t_inter)
     return max(host_time_us(params, m.gpus_per_process, channels, version), t_dev), channels
 
 
-__all__ = ["p2p_time_us", "alltoall_channels", "p2p_net_hop_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]
+__all__ = ["p2p_time_us", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels", "p2p_net_hop_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]

@@ -1,0 +1,117 @@
+"""NCCL's split of a point-to-point send into channel parts and its LL/Simple choice
+(src/enqueue.cc ``addP2pToPlan`` / ``scheduleP2pTasksToPlan``, NVIDIA/nccl v2.14.3-1 .. v2.30.7-1),
+each checked against a case computed by hand from NCCL's rule, and the real B200 sendrecv logs'
+small rows (a machine class no fit sees)."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from _paths import ROOT
+from synth.formats.nccl_tests.runs import load_runs
+from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
+from synth.model.nccl.env import NcclEnv
+from synth.model.nccl.graphs import comm_graphs
+from synth.model.nccl.p2p import (
+    net_part_channels,
+    p2p_channels,
+    p2p_net_hop_us,
+    p2p_time_us,
+    p2p_uses_ll,
+    part_channels,
+)
+from topo_probe.cli.options import apply_machine_arguments
+from topo_probe.machines.presets import get_preset
+
+LOGS = ROOT / "tests" / "fixtures" / "real_logs"
+K, M = 1 << 10, 1 << 20
+
+
+def b200(hosts: int) -> NcclMachine:
+    ns = argparse.Namespace(nodes=hosts, nic_gbps=50.0, nics_per_node=8, rail_optimized=False)
+    return NcclMachine.from_topology(apply_machine_arguments(get_preset("hgx-b200"), ns))
+
+
+@pytest.mark.parametrize("nbytes, want", [(1, 1), (64 * K, 1), (64 * K + 1, 2), (128 * K, 2), (256 * K, 2),
+                                          (256 * K + 1, 4), (8 * M, 4)])
+def test_a_part_across_hosts_is_half_a_chunk_to_one_chunk(nbytes, want):
+    """Across hosts (2.22+): chunk 128 KiB, parts of 64 .. 128 KiB, start min(2, bytes / 64 KiB),
+    double while a part exceeds 128 KiB and the channels stay within 4: 256 KiB is 2 x 128 KiB, one
+    byte more is 4 parts."""
+    assert part_channels(nbytes, 2, 4, 128 * K, True, (2, 29)) == want
+
+
+def test_before_2_22_a_part_across_hosts_may_be_an_eighth_of_a_chunk():
+    """calcP2pChunkSize (v2.18.1-1): minSize stepSize / 8 on any communicator: 64 KiB starts on
+    min(2, 64 KiB / 16 KiB) = 2 channels, not 1."""
+    assert part_channels(64 * K, 2, 4, 128 * K, True, (2, 18)) == 2
+    assert part_channels(64 * K, 2, 4, 128 * K, True, (2, 22)) == 1
+
+
+@pytest.mark.parametrize("nbytes, want", [(100 * K, 2), (64 * M, 4), (64 * M + 4 * K, 8), (256 * M + 4 * K, 16)])
+def test_a_part_on_one_host_is_an_eighth_of_a_chunk_to_32_chunks(nbytes, want):
+    """One NVLink host: chunk 512 KiB, parts of 64 KiB .. 16 MiB; from 4 up to 16 channels."""
+    assert part_channels(nbytes, 4, 16, 512 * K, False) == want
+
+
+@pytest.mark.parametrize("version, nbytes, want", [((2, 13), 1 * K, False), ((2, 18), 16 * K, True),
+                                                   ((2, 18), 16 * K + 1, False), ((2, 28), 64 * K, True),
+                                                   ((2, 28), 64 * K + 1, False), ((2, 29), 16 * K, True),
+                                                   ((2, 29), 32 * K, False)])
+def test_ll_below_the_threshold_of_its_version(version, nbytes, want):
+    """One channel in the part, four for the peer: 16 KiB (2.14-2.21), 4 x 16 KiB (2.22-2.28),
+    1 x 16 KiB (2.29+); no LL for p2p before 2.14."""
+    assert p2p_uses_ll(nbytes, 1, 4, version) is want
+
+
+def test_a_small_send_across_hosts_pays_an_ll_hop():
+    """8 KiB on 2 x 8 B200 under 2.29 is LL on one channel: p2p latency + hwLat[NET][ring][LL] (2.7
+    µs) + IB's LL extra + 8 KiB at half of one 14 GB/s channel (LL lines carry half data)."""
+    m = b200(2)
+    g = comm_graphs(m, version=(2, 29))
+    assert net_part_channels(m, g, 8 * K, (2, 29)) == 1
+    p = DEFAULT_PARAMS
+    rate = min(m.used_net_gbps / 8 * p.ring_net_efficiency("ib"), p.p2p_net_channel_gbs) * 0.5
+    want = p.p2p_latency_us + 2.7 + p.net_latency_us("ib", "LL") + 8 * K / (1000.0 * rate)
+    assert p2p_net_hop_us(m, p, "LL") == pytest.approx(2.7 + p.net_latency_us("ib", "LL"))
+    assert p2p_time_us(m, g, "sendrecv", 8 * K, p, version=(2, 29))[0] == pytest.approx(want)
+
+
+def test_a_mid_size_send_across_hosts_runs_on_its_parts_channels():
+    """256 KiB on 2 x 8 B200 (2.29): NCCL starts on min(nChannelsMin, 4) and doubles once (2 x 128
+    KiB), so two 14 GB/s channels carry it, not the peer's four."""
+    m = b200(2)
+    g = comm_graphs(m, version=(2, 29))
+    n = net_part_channels(m, g, 256 * K, (2, 29))
+    assert n == 2
+    p = DEFAULT_PARAMS
+    want = p.p2p_latency_us + p2p_net_hop_us(m, p) + 256 * K / (1000.0 * 2 * p.p2p_net_channel_gbs)
+    assert p2p_time_us(m, g, "sendrecv", 256 * K, p, version=(2, 29)) == (pytest.approx(want), 2)
+
+
+def test_one_host_alltoall_is_capped_by_its_parts_channels():
+    """8 x B200 alltoall of 1 MiB a rank: 128 KiB to each of 7 peers, each on p2p_channels (2) ring
+    channels at bwIntra x NVLink efficiency, unless the links are slower."""
+    m = NcclMachine.from_topology(get_preset("hgx-b200"))
+    g = comm_graphs(m)
+    ch = p2p_channels(m, g, 128 * K)
+    assert ch == 2
+    p = DEFAULT_PARAMS
+    links = max(sum(r) for r in m.link_matrix) if m.link_matrix else m.links_per_gpu
+    gbs = min(links * m.link_gbs * p.p2p_nvlink_efficiency, 7 * ch * g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink"))
+    want = p.p2p_latency_us + 7 * 128 * K / (1000.0 * gbs)
+    assert p2p_time_us(m, g, "alltoall", 1 * M, p)[0] == pytest.approx(want)
+
+
+@pytest.mark.parametrize("hosts, file", [(2, "b200_16gpu_2node_sendrecv.txt"), (4, "b200_32gpu_4node_sendrecv.txt"),
+                                         (8, "b200_64gpu_8node_sendrecv.txt")])
+def test_b200_ll_rows_are_nearer_the_real_logs_than_a_simple_hop(hosts, file):
+    """1-16 KiB of the real B200 sendrecv logs (22-33 µs): NCCL sends them with LL; the LL hop model
+    is within 55 % of every row, where charging them a Simple hop (52 µs) was 70-140 % over."""
+    model = NcclModel(b200(hosts), DEFAULT_PARAMS, NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}), version=(2, 29))
+    rows = [r for r in load_runs(LOGS / file)[0].rows if r.size <= 16 * K]
+    assert len(rows) == 5
+    errors = [abs(model.choose("sendrecv", r.size).time_us / r.out_of_place.time_us - 1) for r in rows]
+    assert max(errors) <= 0.55, errors
