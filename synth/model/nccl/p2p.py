@@ -12,6 +12,8 @@ and doubles while a channel's part exceeds 32 NVLink chunks (src/enqueue.cc ``ad
 ``scheduleP2pTasksToPlan``; src/graph/paths.cc ``ncclTopoComputeP2pChannels``), and each channel
 moves at most what a channel of NCCL's ring graph carries (its ``bwIntra``).  So an 8-GPU
 ``sendrecv`` of 128 MiB runs on 8 channels and one of 256 MiB on 16 (:func:`p2p_channels`).
+Across hosts the chunk is 128 KiB for every peer and a part half a chunk to one chunk
+(:func:`part_channels`, :func:`net_part_channels`); small sends use LL (:func:`p2p_uses_ll`).
 """
 
 from __future__ import annotations
@@ -213,14 +215,34 @@ def _channel_cap_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, channel
 
 
 def _remote_send(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int, peers: int,
-                 version: tuple) -> tuple[float, int]:
+                 version: tuple, p2p_disable: bool = False) -> tuple[float, int]:
     """(GB/s, network hop µs) of one GPU's sends of ``per_peer`` bytes to each of ``peers`` remote
     ranks: each part on :func:`net_part_channels`, LL below the threshold (half of each LL line is
-    data: the rate halves)."""
+    data: the rate halves).  A host's peers share their parts' channels (:func:`_group_ctas`); with
+    PXN (on by default where every GPU of the node is NVLink-connected) each of those CTAs writes into
+    the NVLink peer on the destination's rail, so it moves at most a ring channel's NVLink rate."""
     ch = net_part_channels(m, g, per_peer, version)
     ll = p2p_uses_ll(per_peer, ch, _per_peer_bounds(m, g, g.net_channels_per_peer)[1], version)
-    gbs = p2p_inter_gbs(m, g, params, peers, ch) * (0.5 if ll else 1.0)
-    return gbs, p2p_net_hop_us(m, params, "LL" if ll else "Simple")
+    gbs = p2p_inter_gbs(m, g, params, peers, ch)
+    if peers > 1 and m.gpus_per_node > 1 and _nvlink_p2p(m, p2p_disable):
+        gbs = min(gbs, _channel_cap_gbs(m, g, params, _group_ctas(g, ch, m.nodes - 1)))
+    return gbs * (0.5 if ll else 1.0), p2p_net_hop_us(m, params, "LL" if ll else "Simple")
+
+
+def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
+    """CTAs that carry ``groups`` hosts' worth of peers across hosts: NCCL schedules a host's peers
+    as one group of rounds (src/init.cc p2pSchedule: node delta, then local delta), all 8 rounds of a
+    group on the same channels (src/include/channel.h ``ncclP2pChannelBaseForRound``: one base per
+    ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` rounds when ``nNodes > 1``, v2.22.3-1 .. v2.30.7-1) and in one
+    work batch a channel, whose warps they split (src/device/sendrecv.h ``nWarpPerWork``).
+
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> from topo_probe import cluster
+    >>> g = comm_graphs(NcclMachine.from_topology(cluster("dgx-h100", nodes=2)))
+    >>> [_group_ctas(g, 2, k) for k in (1, 3, 15)], g.n_channels
+    ([2, 6, 16], 16)
+    """
+    return max(1, min(pow2_up(min(g.n_channels, MAX_P2P_CHANNELS)), groups * part_ch))
 
 
 def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: ModelParams,
@@ -231,8 +253,9 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     are several nodes sets the time).  ``alltoall``: ``nbytes`` per rank split evenly over all
     ranks.  ``gather`` / ``scatter``: the root's traffic, the same as one rank's in alltoall.
     Each peer's part runs on the channels NCCL gives it (:func:`p2p_channels`,
-    :func:`net_part_channels`); a rank's peers run at once (one kernel, every round of a group of 8 in
-    one batch a channel).
+    :func:`net_part_channels`); a rank's peers run at once, on one host each on its own channels
+    (``ncclP2pChannelBaseForRound``: the round's bit-reversed index), across hosts a host's peers on
+    shared ones (:func:`_group_ctas`).
     """
     n, ppn = m.ranks, m.gpus_per_node
     intra_gbs = p2p_intra_gbs(m, g, params, p2p_disable)
@@ -251,9 +274,11 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         intra_b, inter_b, peers = per_peer * (ppn - 1), per_peer * (n - ppn), n - ppn
         channels = alltoall_channels(m, g, int(per_peer))
         if intra_b and _nvlink_p2p(m, p2p_disable):
-            intra_gbs = min(intra_gbs, _channel_cap_gbs(m, g, params, (ppn - 1) * p2p_channels(m, g, int(per_peer), version)))
+            ch = p2p_channels(m, g, int(per_peer), version)
+            ctas = _group_ctas(g, ch, 1) if m.nodes > 1 else (ppn - 1) * ch
+            intra_gbs = min(intra_gbs, _channel_cap_gbs(m, g, params, ctas))
         if inter_b:
-            inter_gbs, hop = _remote_send(m, g, params, int(per_peer), peers, version)
+            inter_gbs, hop = _remote_send(m, g, params, int(per_peer), peers, version, p2p_disable)
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
     if coll != "sendrecv" and intra_b and not p2p_disable:
         mesh = mesh_alltoall_us(m, params, intra_b / (ppn - 1))
