@@ -14,6 +14,7 @@ from synth.formats.nccl_tests.runs import load_runs
 from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.graphs import comm_graphs
+from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p import (
     net_part_channels,
     p2p_channels,
@@ -115,3 +116,31 @@ def test_b200_ll_rows_are_nearer_the_real_logs_than_a_simple_hop(hosts, file):
     assert len(rows) == 5
     errors = [abs(model.choose("sendrecv", r.size).time_us / r.out_of_place.time_us - 1) for r in rows]
     assert max(errors) <= 0.55, errors
+
+
+def h100_pair_hosts() -> NcclMachine:
+    ns = argparse.Namespace(nodes=2, nic_gbps=50.0, nics_per_node=8, rail_optimized=False)
+    return NcclMachine.from_topology(apply_machine_arguments(get_preset("dgx-h100"), ns))
+
+
+def test_across_hosts_a_local_peer_gets_the_network_peers_channels_and_chunk():
+    """2 x 8 H100 under 2.28: p2pnChannelsPerPeer is the least over all peers (paths.cc
+    ncclTopoComputeP2pChannelsPerPeer), the network peers' 2; 16 ranks on 16 p2p channels start a
+    part on 1; the 128 KiB net chunk: 128 KiB stays on 1 channel, 2 MiB doubles to 2."""
+    m = h100_pair_hosts()
+    g = comm_graphs(m, version=(2, 28))
+    assert (g.n_channels, g.net_channels_per_peer) == (16, 2)
+    assert [p2p_channels(m, g, s, (2, 28)) for s in (64 * K, 128 * K, 2 * M)] == [1, 1, 2]
+
+
+def test_a_hosts_peers_share_their_parts_channels():
+    """2 x 8 H100 alltoall of 32 MiB a rank (2 MiB a peer, 2 channels a part) with a ring channel
+    slowed to 45 GB/s x 0.1: the 7 local peers share 2 CTAs (4.5 GB/s each), the 8 remote ones 2
+    more; so 7 x 2 MiB / 9 GB/s and 8 x 2 MiB / 9 GB/s, the remote set the time."""
+    m = h100_pair_hosts()
+    g = comm_graphs(m, version=(2, 28))
+    assert g.ring.bw_intra == 45.0
+    p = ModelParams(link_eff={("*", "nvlink"): 0.1})
+    hop = p2p_net_hop_us(m, p)
+    want = p.p2p_latency_us + hop + 8 * 2 * M / (1000.0 * 2 * 45.0 * 0.1)
+    assert p2p_time_us(m, g, "alltoall", 32 * M, p, version=(2, 28))[0] == pytest.approx(want)
