@@ -252,8 +252,9 @@ def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
     """CTAs that carry ``groups`` hosts' worth of peers across hosts: NCCL schedules a host's peers
     as one group of rounds (src/init.cc p2pSchedule: node delta, then local delta), all 8 rounds of a
     group on the same channels (src/include/channel.h ``ncclP2pChannelBaseForRound``: one base per
-    ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` rounds when ``nNodes > 1``, v2.22.3-1 .. v2.30.7-1) and in one
-    work batch a channel, whose warps they split (src/device/sendrecv.h ``nWarpPerWork``).
+    ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` rounds when ``nNodes > 1``, v2.22.3-1 .. v2.30.7-1; before,
+    ``ncclChannelComputeBase``: node delta + local step / 8, v2.21.5-1) and in one work batch a
+    channel, whose warps they split (src/device/sendrecv.h ``nWarpPerWork``).
 
     >>> from synth.model.nccl.graphs import comm_graphs
     >>> from topo_probe import cluster
