@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -218,3 +219,19 @@ def test_a_bad_average_line_is_refused_naming_the_file(tmp_path):
         load_runs(bad)
     message = str(err.value)
     assert str(bad) in message and "Avg bus bandwidth" in message and "\n" not in message
+
+
+def _source_repo(case) -> str | None:
+    """The ``github repo owner/name`` a fixture's ``# SOURCE:`` line names (None for other sources)."""
+    first = (FIXTURES / "real_logs" / case.file).read_text(encoding="utf-8").splitlines()[0]
+    found = re.search(r"github repo (\S+?)[,( ]", first)
+    return found.group(1) if found else None
+
+
+def test_source_reused_marks_exactly_the_later_tables_of_a_repository_an_earlier_set_uses():
+    """A sixth-set table is ``source_reused`` when (and only when) an earlier set's fixture names the
+    same GitHub repository; the class holdout reports its count without them."""
+    earlier = {_source_repo(c) for c in cases.ALL_CASES if c not in cases.SIXTH_CASES} - {None}
+    for case in cases.SIXTH_CASES:
+        assert case.source_reused == (_source_repo(case) in earlier), case.file
+    assert any(c.source_reused for c in cases.SIXTH_CASES) and not all(c.source_reused for c in cases.SIXTH_CASES)
