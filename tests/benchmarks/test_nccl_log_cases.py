@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import sys
 
 import pytest
@@ -14,6 +15,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import nccl_log_cases as cases  # noqa: E402
 
 LOGS = sorted((FIXTURES / "real_logs").glob("*.txt"))
+_BUS_IN_ALGBW = ("allgather", "reducescatter")
 
 
 @pytest.mark.parametrize("path", LOGS, ids=[p.name for p in LOGS])
@@ -22,12 +24,16 @@ def test_every_log_names_its_source_and_parses(path):
     assert any(line.startswith("# SOURCE: ") and len(line) > 80 for line in head), path.name
     runs = load_runs(path)
     assert runs and all(r.rows for r in runs)
-    # nccl-tests prints algbw = size / time (GB/s, time in us): a copying slip in a row shows here
+    # nccl-tests prints algbw = size / time (GB/s, time in us): a copying slip in a row shows here. Before June
+    # 2020 its all_gather and reduce_scatter algbw already held the bus factor (n - 1) / n (NVIDIA/nccl-tests#45)
     for run in runs:
+        old_factor = (len(run.devices) - 1) / len(run.devices) if guess_collective(run, path) in _BUS_IN_ALGBW else 1
         for row in run.rows:
             for m in (row.out_of_place, row.in_place):
                 if m is not None and m.time_us and m.algbw_gbps:
-                    assert row.size / m.time_us / 1e3 == pytest.approx(m.algbw_gbps, rel=0.02, abs=0.011), row
+                    algbw = row.size / m.time_us / 1e3
+                    assert m.algbw_gbps in (pytest.approx(algbw, rel=0.02, abs=0.011),
+                                            pytest.approx(algbw * old_factor, rel=0.02, abs=0.011)), row
 
 
 def test_every_log_has_a_case_and_every_case_a_log_and_a_class():
@@ -90,8 +96,40 @@ def test_no_fifth_set_table_repeats_a_run_an_earlier_fixture_holds():
         assert all(len(rows & set(other)) < 3 for other in earlier), name
 
 
+def test_the_sixth_set_is_held_out_and_adds_only_the_dgx2_class():
+    """Issue 36's sixth set: every table is held out (its own flag, or DGX-2's new held-out class), none is
+    in the fit, and its files are new."""
+    sixth = cases.SIXTH_CASES
+    assert sixth and all(cases.held_out(c) for c in sixth) and not any(c in cases.IN_SAMPLE for c in sixth)
+    earlier = cases.CASES + cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES + cases.FIFTH_CASES
+    assert {c.machine_class for c in sixth} - {c.machine_class for c in earlier} == {"v100-dgx2"}
+    assert "v100-dgx2" in cases.HELD_OUT_CLASSES
+    assert all(c.held_out for c in sixth if c.machine_class != "v100-dgx2")
+    assert not {c.file for c in sixth} & {c.file for c in earlier}
+
+
+def test_no_sixth_set_table_repeats_a_run_an_earlier_fixture_holds():
+    """Another run batch of a repository some fixtures use is new data; a copy of a fixture's run is not."""
+    sixth = {c.file for c in cases.SIXTH_CASES}
+    earlier = [_oop_times(p) for p in LOGS if p.name not in sixth]
+    for name in sixth:
+        rows = set(_oop_times(FIXTURES / "real_logs" / name))
+        assert all(len(rows & set(other)) < 3 for other in earlier), name
+
+
+@pytest.mark.parametrize("case", cases.SIXTH_CASES, ids=lambda c: f"{c.file}-{c.collective}")
+def test_each_sixth_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
+    """The case's hosts and ranks (the preset's 8 per host unless the case says fewer) are the log's own."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
+    ranks = case.machine.get("ranks", 8 * case.nodes)
+    assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
+    gpu = {"dgx-h100": "NVIDIA H100 80GB HBM3", "dgx2": "Tesla V100-SXM3-32GB"}[case.preset]
+    assert {d.name for d in run.devices} == {gpu}
+
+
 @pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
-                                  + cases.FIFTH_CASES if not c.skip_reason],
+                                  + cases.FIFTH_CASES + cases.SIXTH_CASES if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
@@ -181,3 +219,19 @@ def test_a_bad_average_line_is_refused_naming_the_file(tmp_path):
         load_runs(bad)
     message = str(err.value)
     assert str(bad) in message and "Avg bus bandwidth" in message and "\n" not in message
+
+
+def _source_repo(case) -> str | None:
+    """The ``github repo owner/name`` a fixture's ``# SOURCE:`` line names (None for other sources)."""
+    first = (FIXTURES / "real_logs" / case.file).read_text(encoding="utf-8").splitlines()[0]
+    found = re.search(r"github repo (\S+?)[,( ]", first)
+    return found.group(1) if found else None
+
+
+def test_source_reused_marks_exactly_the_later_tables_of_a_repository_an_earlier_set_uses():
+    """A sixth-set table is ``source_reused`` when (and only when) an earlier set's fixture names the
+    same GitHub repository; the class holdout reports its count without them."""
+    earlier = {_source_repo(c) for c in cases.ALL_CASES if c not in cases.SIXTH_CASES} - {None}
+    for case in cases.SIXTH_CASES:
+        assert case.source_reused == (_source_repo(case) in earlier), case.file
+    assert any(c.source_reused for c in cases.SIXTH_CASES) and not all(c.source_reused for c in cases.SIXTH_CASES)

@@ -83,7 +83,7 @@ def test_random_irregular_topologies_meet_the_bound_on_every_run(topo):
 
 
 @pytest.mark.slow
-@settings(max_examples=25, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
+@settings(max_examples=12, deadline=None, derandomize=True, suppress_health_check=list(HealthCheck))
 @given(irregular(8))
 def test_random_irregular_topologies_up_to_8_gpus(topo):
     """Re-solved for determinism: the rooted collectives only.  The unrooted ones are re-solved
