@@ -115,8 +115,8 @@ CASES = [
 _XE = "8 x 400 Gb/s CX-7 InfiniBand per host (stated)"
 _GJ = ("H100 hosts of one 8-host cluster, \"IB 400G\" (stated), 8 NICs per host and NCCL version not stated "
        "(8 x 400 Gb/s and NCCL 2.28 gates assumed)")
-_C01 = ("H100 cluster01 of xxrjun/nccl-tests-cluster, NCCL 2.29.2 (2.28 gates); InfiniBand, one 400 Gb/s NIC per "
-        "GPU inferred from ~49 GB/s busbw per GPU used (not stated)")
+_C01 = ("H100 cluster01 of xxrjun/nccl-tests-cluster, NCCL 2.29.2 (the log prints it; 2.29 gates); InfiniBand, "
+        "one 400 Gb/s NIC per GPU inferred from ~49 GB/s busbw per GPU used (not stated)")
 _C00 = "H100 cluster00 of xxrjun/nccl-tests-cluster, NCCL 2.28.7, InfiniBand (8 x 400 Gb/s NDR assumed)"
 _C00_CNODE2 = ("the NICs of the cnode2 hosts are not stated, and the log contradicts the cnode4 hosts' "
                "(8 x 400 Gb/s, NCCL's own debug log): one GPU per host sends at 13.5 GB/s where cnode4 reaches "
@@ -145,12 +145,12 @@ NEW_CASES = [
          env={"NCCL_MIN_CTAS": "24"},
          why=f"8 {_GJ}, NCCL_MIN_CTAS=24 NCCL_IB_QPS_PER_CONNECTION=2 (the QPs have no model term)"),
     Case("h100_80gpu_10node_all_reduce_5tests_8gpn.txt", "dgx-h100", 10, collective="allreduce",
-         machine_class="h100-ib-multihost", why=f"10 x 8 {_C01}, double, 32 MiB..16 GiB"),
+         version=(2, 29), machine_class="h100-ib-multihost", why=f"10 x 8 {_C01}, double, 32 MiB..16 GiB"),
     Case("h100_40gpu_10node_all_reduce_5tests_4gpn.txt", "dgx-h100", 10, 4, collective="allreduce",
-         machine={"ranks": 40}, machine_class="h100-ib-multihost",
+         machine={"ranks": 40}, version=(2, 29), machine_class="h100-ib-multihost",
          why=f"10 hosts x 4 GPUs of {_C01}: 4 GPUs and their 4 NICs per host"),
     Case("h100_20gpu_10node_all_reduce_5tests_2gpn.txt", "dgx-h100", 10, 2, collective="allreduce",
-         machine={"ranks": 20}, machine_class="h100-ib-multihost",
+         machine={"ranks": 20}, version=(2, 29), machine_class="h100-ib-multihost",
          why=f"10 hosts x 2 GPUs of {_C01}: 2 GPUs and their 2 NICs per host"),
     Case("h100_8gpu_2node_alltoall_sendrecv_4gpn.txt", "dgx-h100", 2, 4, collective="alltoall",
          machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
@@ -162,7 +162,8 @@ NEW_CASES = [
          machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
          why="the same job's sendrecv test"),
     Case("h100_8gpu_1node_all_reduce_5tests_cluster01.txt", "dgx-h100", collective="allreduce",
-         machine_class="h100-nvswitch-1host", why="8 x H100 80GB HBM3 of cluster01, NCCL 2.29.2, defaults (NVLS)"),
+         version=(2, 29), machine_class="h100-nvswitch-1host",
+         why="8 x H100 80GB HBM3 of cluster01, NCCL 2.29.2, defaults (NVLS)"),
     Case("mi300x_16gpu_2node_all_reduce_roce.txt", "mi300x", 2, 8, 50.0, "roce", version=(2, 22),
          machine_class="amd-multihost",
          why="2 x 8 MI300X, 8 mlx5 RoCE NICs per host (speed not stated: 400 Gb/s assumed), RCCL 2.22.3"),
@@ -180,7 +181,7 @@ NEW_CASES = [
     Case("b200_512gpu_64node_sendrecv.txt", "hgx-b200", 64, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
          version=(2, 29), why=f"64 hosts: {_B200}"),
     Case("h100_10gpu_10node_all_reduce_5tests_1gpn.txt", "dgx-h100", 10, 1, collective="allreduce",
-         machine={"ranks": 10}, machine_class="1gpu-per-host",
+         machine={"ranks": 10}, version=(2, 29), machine_class="1gpu-per-host",
          why=f"10 hosts x 1 GPU of {_C01}: one GPU and its NIC per host"),
     Case("h100_2gpu_2node_alltoall_sendrecv_1gpn.txt", "dgx-h100", 2, 1, collective="sendrecv",
          machine={"ranks": 2}, machine_class="1gpu-per-host", why=f"2 hosts x 1 GPU of {_C00}: one NIC per host",
@@ -272,10 +273,11 @@ SIXTH_CASES = [
     *[Case("h100_4gpu_1node_5tests_cnode2.txt", "dgx-h100", collective=c, machine={"ranks": 4},
            machine_class="h100-nvswitch-1host", held_out=True, source_reused=True,
            why=f"4 of the 8 GPUs (0-3), {_CNODE2}") for c in _COLLS],
-    *[Case("h100_80gpu_10node_5tests_8gpn_run0128.txt", "dgx-h100", 10, collective=c, machine_class="h100-ib-multihost",
-           held_out=True, source_reused=True, why=f"10 hosts x 8 GPUs of {_RUN0128}") for c in _COLLS],
-    *[Case("h100_40gpu_10node_5tests_4gpn_run0128.txt", "dgx-h100", 10, 4, collective=c, machine={"ranks": 40},
+    *[Case("h100_80gpu_10node_5tests_8gpn_run0128.txt", "dgx-h100", 10, collective=c, version=(2, 29),
            machine_class="h100-ib-multihost", held_out=True, source_reused=True,
+           why=f"10 hosts x 8 GPUs of {_RUN0128}") for c in _COLLS],
+    *[Case("h100_40gpu_10node_5tests_4gpn_run0128.txt", "dgx-h100", 10, 4, collective=c, machine={"ranks": 40},
+           version=(2, 29), machine_class="h100-ib-multihost", held_out=True, source_reused=True,
            why=f"10 hosts x 4 GPUs (and their 4 NICs) of {_RUN0128}") for c in _COLLS],
     *[Case(f"v100_12gpu_dgx2_1node_{name}.txt", "dgx2", version=(2, 5), machine={"ranks": 12},
            machine_class="v100-dgx2", why=_DGX2) for name in ("all_reduce", "broadcast", "reduce", "reduce_scatter")],

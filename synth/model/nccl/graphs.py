@@ -344,6 +344,31 @@ def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL
     return per
 
 
+def few_ppn_channels(m: NcclMachine, ring: Graph, n_channels: int, version: tuple = NCCL_VERSION) -> int:
+    """The communicator's channels after NCCL doubles them for hosts with fewer than 8 GPUs used
+    (src/graph/connect.cc ``ncclTopoPostset``, "use 4 compute channels per search channel to reach
+    peak BW on <8 PPN", since v2.18.1-1): on several nodes, when the ring graph's ``bwIntra`` is over
+    45 GB/s, on sm90 (from v2.27 sm90 and later) and the channels are fewer than 16 (v2.18-2.20: when
+    twice them fit in ``MAXCHANNELS``).  A full 8 x H100 host's ring searches at 45 GB/s and keeps its
+    16; a host of 4 searches at 48 and gets 16 instead of 8.  Only the CTAs grow: NCCL's tuning still
+    counts the graph's channels.
+
+    >>> from topo_probe import cluster
+    >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2))
+    >>> four = m.with_(ranks=8)                      # 4 GPUs on each of the 2 hosts
+    >>> [comm_graphs(x, version=(2, 28)).n_channels for x in (m, four)]
+    [16, 16]
+    >>> comm_graphs(four, version=(2, 17)).n_channels
+    8
+    """
+    version = tuple(version)
+    arch_ok = m.sm >= 90 if version >= (2, 27) else m.sm == 90
+    room = n_channels < 16 if version >= (2, 21) else 2 * n_channels <= MAXCHANNELS
+    if version >= (2, 18) and arch_ok and m.nodes > 1 and ring.bw_intra > 45.0 + EPS and room:
+        return min(MAXCHANNELS, 2 * n_channels)
+    return n_channels
+
+
 def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCCL_VERSION) -> CommGraphs:
     """All graphs NCCL builds for ``m`` under ``env``, and its channel counts (``NCCL_MIN_NCHANNELS``
     / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` clamp the ring/tree channels;
@@ -352,7 +377,7 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     p2p = not env.p2p_off
     ring = _ring_graph(m, p2p)
     tree = _tree_graph(m, ring, p2p)
-    n_ch = min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels))
+    n_ch = few_ppn_channels(m, ring, min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels)), version)
     if m.amd and m.intra == "xgmi":
         n_ch = min(2 * MAXCHANNELS, 2 * ring.n_channels)        # RCCL: rome-model rings, doubled
     hi = min(env.max_channels or 2 * MAXCHANNELS, env.max_ctas or 2 * MAXCHANNELS)
@@ -366,6 +391,6 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
                       nvls_node_graph(m, env))
 
 
-__all__ = ["Graph", "CommGraphs", "comm_graphs", "net_channels_per_peer", "pow2_up", "intra_capacity_gbs", "mesh_rings",
-           "nvls_node_graph", "nvls_ctas",
+__all__ = ["Graph", "CommGraphs", "comm_graphs", "few_ppn_channels", "net_channels_per_peer", "pow2_up",
+           "intra_capacity_gbs", "mesh_rings", "nvls_node_graph", "nvls_ctas",
            "nvlink_per_link_gbs"]
