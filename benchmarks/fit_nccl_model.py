@@ -71,7 +71,7 @@ FIT_SPEC = [
     (("net_chunk", "efa"), 0.0, 200.0),
     (("net_chunk", "efa2"), 0.0, 200.0),
     (("net_chunk", "tcpxo"), 0.0, 200.0),
-    (("p2p_nvlink_efficiency",), 0.3, 1.0),
+    (("p2p_link_share",), 0.3, 1.25),
     (("p2p_net_channel_gbs",), 2.0, 50.0),
     (("msccl_allpairs_latency_us",), 2.0, 40.0),
     (("msccl_onestep_latency_us",), 2.0, 60.0),

@@ -153,6 +153,24 @@ def alltoall_channels(m: NcclMachine, g: CommGraphs, per_peer: int) -> int:
     return max(1, min(g.n_channels, used))
 
 
+def p2p_link_efficiency(m: NcclMachine, params: ModelParams) -> float:
+    """Fraction of a GPU-GPU link's data-sheet rate point-to-point sends reach: the share
+    ``p2p_link_share`` of what the architecture's collectives reach on the same links
+    (``link_eff[arch, nvlink|xgmi]``).  Sends and rings cross the same NVLink / xGMI ports with the
+    same SMs copying, so what a generation gains on its links (NVLink 4 over 3) shows in both: one
+    share, not one p2p efficiency fitted on A100 and lent to every generation.
+
+    >>> from synth.model.nccl import DEFAULT_PARAMS
+    >>> from topo_probe import get_preset
+    >>> a100, h100 = (NcclMachine.from_topology(get_preset(p)) for p in ("dgx-a100", "dgx-h100"))
+    >>> e = [p2p_link_efficiency(m, DEFAULT_PARAMS) for m in (a100, h100)]
+    >>> e[1] / e[0] == DEFAULT_PARAMS.link_efficiency("sm90", "nvlink") / DEFAULT_PARAMS.link_efficiency("sm80", "nvlink")
+    True
+    """
+    kind = "xgmi" if m.intra == "xgmi" else "nvlink"
+    return params.p2p_link_share * params.link_efficiency(m.arch, kind)
+
+
 def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disable: bool = False) -> float:
     """Bandwidth one GPU sends to its node peers, all together (GB/s)."""
     if m.gpus_per_node == 1:
@@ -161,7 +179,7 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
         kind = "shm" if (p2p_disable or not m.p2p) else "pcie"
         return g.ring.n_channels * g.ring.bw_intra * params.link_efficiency(m.arch, kind)
     links = max(sum(row) for row in m.link_matrix) if m.link_matrix else m.links_per_gpu
-    return links * m.link_gbs * params.p2p_nvlink_efficiency
+    return links * m.link_gbs * p2p_link_efficiency(m, params)
 
 
 
@@ -174,11 +192,11 @@ def mesh_alltoall_us(m: NcclMachine, params: ModelParams, per_peer: float) -> fl
     reached through PCIe and the host.  So a DGX-1 GPU sends 4 of its 7 peers' parts over its
     NVLinks (each peer's part over the links to that peer) and 3 over its PCIe x16 link, and the
     slower of the two sets the time.  Rates: the links' data-sheet bandwidths times the shared
-    efficiencies (``p2p_nvlink_efficiency``; ``link_eff[arch, pcie]``).
+    efficiencies (:func:`p2p_link_efficiency`; ``link_eff[arch, pcie]``).
     """
     if m.intra != "nvlink" or not m.link_matrix or not m.p2p:
         return None
-    nvl_rate = m.link_gbs * params.p2p_nvlink_efficiency * 1000.0          # bytes/µs per link
+    nvl_rate = m.link_gbs * p2p_link_efficiency(m, params) * 1000.0          # bytes/µs per link
     pcie_rate = PCIE_X16_GBS.get(m.pcie_gen, 31.5) * params.link_efficiency(m.arch, "pcie") * 1000.0
     worst = 0.0
     for row in m.link_matrix:
@@ -306,4 +324,4 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
 
 
 __all__ = ["p2p_time_us", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels", "p2p_net_hop_us",
-           "p2p_intra_gbs", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]
+           "p2p_intra_gbs", "p2p_link_efficiency", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]

@@ -29,7 +29,7 @@ net_eff (*)                            p4de, A3 Mega, H100 InfiniBand trees (4-1
 ring_net_eff (ib, roce)                not fitted: NCCL's NET_BW ratio, 12 of 12.5 GB/s (checked on the IB rings)
 net_lat, net_chunk (ib)                H100 InfiniBand all_reduce logs of 2, 4, 8 and 10 hosts
 net_lat, net_chunk (efa/efa2/tcpxo)    p4de / p5 / A3 Mega only
-p2p_nvlink_efficiency                  A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
+p2p_link_share                         A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
 p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
 msccl_*_latency_us                     MI300X only
 coop_launch_us                         V100 only (the one log of NCCL < 2.9 with -g 8)
@@ -92,8 +92,9 @@ class ModelParams:
         ``(transport, proto)``: extra µs per inter-node hop (LL128 shares LL's).
     net_chunk : dict
         transport: µs per Simple-protocol network message (bounds mid-size bandwidth).
-    p2p_nvlink_efficiency, p2p_net_channel_gbs, p2p_latency_us : float
-        Point-to-point: fraction of NVLink, GB/s per network channel, fixed µs.
+    p2p_link_share, p2p_net_channel_gbs, p2p_latency_us : float
+        Point-to-point: share of the collectives' link efficiency (``link_eff[arch, nvlink|xgmi]``)
+        its sends reach, GB/s per network channel, fixed µs.
     msccl_allpairs_latency_us, msccl_onestep_latency_us : float
         Start-up µs of RCCL's MSCCL all-pairs and one-step LL allreduce kernels.
     coop_launch_us : float
@@ -115,7 +116,7 @@ class ModelParams:
     ring_net_eff: dict = field(default_factory=lambda: {"ib": 12.0 / 12.5, "roce": 12.0 / 12.5})
     net_lat: dict = field(default_factory=lambda: {("*", "LL"): 0.0, ("*", "LL128"): 0.0, ("*", "Simple"): 0.0})
     net_chunk: dict = field(default_factory=lambda: {"*": 0.0})
-    p2p_nvlink_efficiency: float = 0.65
+    p2p_link_share: float = 0.9
     p2p_net_channel_gbs: float = 14.4
     p2p_latency_us: float = 10.0
     msccl_allpairs_latency_us: float = 13.7

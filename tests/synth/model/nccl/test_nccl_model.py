@@ -265,7 +265,7 @@ def test_a_send_on_an_nvlink_node_uses_as_many_channels_as_nccl_gives_it():
     got = {s: m.choose("sendrecv", s << 20) for s in (128, 256, 512, 1024)}
     assert [got[s].channels for s in (128, 256, 512, 1024)] == [8, 16, 32, 32]
     per_channel = 20.0 * P.link_efficiency("sm80", "nvlink")
-    cap = 12 * 25.0 * P.p2p_nvlink_efficiency
+    cap = 12 * 25.0 * P.p2p_link_share * P.link_efficiency("sm80", "nvlink")
     gbs = {s: (s << 20) / c.time_us / 1e3 for s, c in got.items()}     # sendrecv: busbw = algbw
     for s in got:
         want = min(8 * per_channel if s == 128 else 16 * per_channel if s == 256 else 1e9, cap)

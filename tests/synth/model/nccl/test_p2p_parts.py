@@ -111,7 +111,7 @@ def test_one_host_alltoall_is_capped_by_its_parts_channels():
         g = comm_graphs(m, version=version)
         assert (g.p2p_channels_per_peer, p2p_channels(m, g, 128 * K, version)) == (32, 2)
         cap = 7 * 2 * g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink") * frac
-        gbs = min(links * m.link_gbs * p.p2p_nvlink_efficiency, cap)
+        gbs = min(links * m.link_gbs * p.p2p_link_share * p.link_efficiency(m.arch, "nvlink"), cap)
         want = p.p2p_latency_us + 7 * 128 * K / (1000.0 * gbs)
         assert p2p_time_us(m, g, "alltoall", 1 * M, p, version=version)[0] == pytest.approx(want)
 
