@@ -259,11 +259,34 @@ def _local_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int
     threshold (:func:`p2p_uses_ll`) carries half data a line, times the fitted LL efficiency, as the
     collectives' LL does."""
     ch = p2p_channels(m, g, per_peer, version)
-    per = min(g.p2p_channels_per_peer, g.net_channels_per_peer) if m.nodes > 1 else g.p2p_channels_per_peer
-    ll = p2p_uses_ll(per_peer, ch, _per_peer_bounds(m, g, per)[1], version)
+    ll = _local_uses_ll(m, g, per_peer, version)
     ctas = _group_ctas(g, ch, 1) if m.nodes > 1 else peers * ch
     frac = LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL") if ll else 1.0
     return _channel_cap_gbs(m, g, params, ctas) * frac
+
+
+def _local_uses_ll(m: NcclMachine, g: CommGraphs, per_peer: int, version: tuple) -> bool:
+    per = min(g.p2p_channels_per_peer, g.net_channels_per_peer) if m.nodes > 1 else g.p2p_channels_per_peer
+    return p2p_uses_ll(per_peer, p2p_channels(m, g, per_peer, version), _per_peer_bounds(m, g, per)[1], version)
+
+
+def p2p_protocol(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, p2p_disable: bool = False,
+                 version: tuple = NCCL_VERSION) -> str:
+    """The protocol a point-to-point collective's sends run: ``LL`` when every peer is on the host
+    and each send is under the LL threshold (:func:`p2p_uses_ll`), else ``Simple`` (sends across
+    hosts never use LL: the module docstring).
+
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> from topo_probe import get_preset
+    >>> m = NcclMachine.from_topology(get_preset("hgx-b200"))
+    >>> g = comm_graphs(m, version=(2, 28))
+    >>> [p2p_protocol(m, g, "alltoall", s << 20, version=(2, 28)) for s in (1, 1024)]
+    ['LL', 'Simple']
+    """
+    if m.nodes > 1 or not _nvlink_p2p(m, p2p_disable):
+        return "Simple"
+    per_peer = int(nbytes) if coll == "sendrecv" else int(nbytes) // m.ranks
+    return "LL" if _local_uses_ll(m, g, per_peer, version) else "Simple"
 
 
 def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
@@ -323,5 +346,5 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     return max(host_time_us(params, m.gpus_per_process, channels, version), t_dev), channels
 
 
-__all__ = ["p2p_time_us", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels", "p2p_net_hop_us",
+__all__ = ["p2p_time_us", "p2p_protocol", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels", "p2p_net_hop_us",
            "p2p_intra_gbs", "p2p_link_efficiency", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]

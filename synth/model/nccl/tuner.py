@@ -25,7 +25,7 @@ from synth.formats.nccl_tests.conventions import busbw_gbps
 from synth.ir.collectives import canonical
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.p2p import p2p_time_us
+from synth.model.nccl.p2p import p2p_protocol, p2p_time_us
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams
 from synth.model.nccl.rccl import MSCCL_ALLPAIRS, MSCCL_ONESTEP, msccl_time_us, rccl_choose
 from synth.model.nccl.runtime import collective_time_us
@@ -113,7 +113,8 @@ class NcclModel:
         m, t = self.machine, self.table
         if coll not in NCCL_COLLS:
             time, ch = p2p_time_us(m, t.graphs, coll, nbytes, self.params, self.env.p2p_off, t.version)
-            return NcclChoice(coll, nbytes, "p2p", "Simple", ch, time, float("nan"))
+            proto = p2p_protocol(m, t.graphs, coll, nbytes, self.env.p2p_off, t.version)
+            return NcclChoice(coll, nbytes, "p2p", proto, ch, time, float("nan"))
         algo, proto, _, _, _ = rccl_choose(t, coll, nbytes) if m.amd else t.choose(coll, nbytes)
         return self._timed(coll, algo, proto, nbytes)
 
