@@ -311,6 +311,10 @@ SEVENTH_CASES = [
          machine_class="h100-ib-multihost", held_out=True,
          why=f"{_I290}; NCCL_ALGO=RING (NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_SPLIT_DATA_ON_QPS=0, "
              "NCCL_IB_AR_THRESHOLD=0, relaxed ordering: no model term)"),
+    Case("h100_2gpu_1node_all_reduce_do_baremetal.txt", "dgx-h100", machine={"ranks": 2},
+         machine_class="h100-nvswitch-1host", held_out=True,
+         why="2 of the 8 H100 80GB HBM3 (the `dgx-h100` preset's NVSwitch assumed from the part name) of a "
+             "DigitalOcean bare-metal host, one process (-g 2), NCCL version not stated (2.28 gates assumed)"),
 ]
 
 ALL_CASES = CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
