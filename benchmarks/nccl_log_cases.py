@@ -2,7 +2,8 @@
 model: the machine each log's ``# SOURCE:`` header describes, its class, and the fixed split.
 
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
-  :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
+  :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`: the logs added
+  later.  :data:`ALL_CASES`: all of them.  The committed constants
   (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
@@ -68,12 +69,13 @@ CLASSES = {
     "mi355x-1host": "8 x MI350X / MI355X (gfx950) on an xGMI mesh, one host",
     "a100-ib-multihost": "A100 SXM (NVSwitch) hosts over InfiniBand",
     "v100-dgx2": "16 x V100 SXM3 on two NVSwitch baseboards (DGX-2), one host",
+    "a100-roce-multihost": "A100 SXM (NVSwitch) hosts over RoCE",
 }
 
 #: the fixed held-out split (see the module docstring)
 HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host",
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
-                    "v100-dgx2")
+                    "v100-dgx2", "a100-roce-multihost")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -288,7 +290,34 @@ SIXTH_CASES = [
                      "103-112 GB/s busbw): it does not measure one behaviour"),
 ]
 
-ALL_CASES = CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES
+_OCI = ("OCI BM.GPU4.8 (Oracle Japan's OCI tutorial): 8 x A100-SXM4-40GB (the `dgx-a100` preset's NVSwitch), "
+        "horovod/horovod:latest container, NCCL version not stated (2.28 gates assumed)")
+_I290 = ("2 hosts of NVIDIA/nccl-tests#290: 8 x H100 80GB HBM3 each (the `dgx-h100` preset), 8 x 400 Gb/s NDR "
+         "CX-7 InfiniBand per host (stated), NCCL version not stated (2.28 gates assumed); the author reports "
+         "the 2-host runs as degraded")
+
+#: the seventh set (issue 36): tables from sources no earlier fixture and no unseen-set entry uses, described from
+#: their sources before any prediction; the A100 one-host and H100 ones are of in-sample classes (each held out
+#: itself), the A100 RoCE one forms the new held-out class a100-roce-multihost
+SEVENTH_CASES = [
+    Case("a100_8gpu_1node_all_reduce_oci_bm_gpu4.txt", "dgx-a100", machine_class="a100-nvswitch-1host",
+         why=f"one host of {_OCI}, one process (-g 8), NCCL defaults", held_out=True),
+    Case("a100_16gpu_2node_all_reduce_oci_roce.txt", "dgx-a100", 2, 16, 12.5, "roce",
+         machine_class="a100-roce-multihost",
+         why=f"2 x {_OCI}, 16 x 100 Gb/s RoCE v2 ports per host (stated), all 16 in NCCL_IB_HCA, -g 1"),
+    Case("h100_16gpu_2node_all_reduce_ib_issue290.txt", "dgx-h100", 2, 8, 50.0, machine_class="h100-ib-multihost",
+         why=f"{_I290}; NCCL defaults", held_out=True),
+    Case("h100_16gpu_2node_all_reduce_ib_issue290_ring.txt", "dgx-h100", 2, 8, 50.0, env={"NCCL_ALGO": "RING"},
+         machine_class="h100-ib-multihost", held_out=True,
+         why=f"{_I290}; NCCL_ALGO=RING (NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_SPLIT_DATA_ON_QPS=0, "
+             "NCCL_IB_AR_THRESHOLD=0, relaxed ordering: no model term)"),
+    Case("h100_2gpu_1node_all_reduce_do_baremetal.txt", "dgx-h100", machine={"ranks": 2},
+         machine_class="h100-nvswitch-1host", held_out=True,
+         why="2 of the 8 H100 80GB HBM3 (the `dgx-h100` preset's NVSwitch assumed from the part name) of a "
+             "DigitalOcean bare-metal host, one process (-g 2), NCCL version not stated (2.28 gates assumed)"),
+]
+
+ALL_CASES = CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
 
 
 def held_out(case: Case) -> bool:
