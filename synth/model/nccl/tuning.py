@@ -53,6 +53,7 @@ from synth.model.nccl.versions import (
     kernel_info_24,
     latency_tables,
     legacy_latency_rules,
+    ll128_default_on,
     ll128_ring_per_channel_gbs,
     ring_ll_factor,
     tree_per_channel_gbs,
@@ -169,8 +170,7 @@ class TuneTable:
             return True
         if self.version < FEATURE_VERSION["LL128"] or m.amd:
             return False
-        inter_ok = graph.type_inter in ("NONE", "PXB") or (m.sm >= 90 and graph.type_inter == "PXN")
-        return inter_ok and graph.type_intra == "NVL" and m.sm >= 70
+        return graph.type_intra == "NVL" and ll128_default_on(m.sm, graph.type_inter, self.version)
 
     def _algo_ok(self, coll: str, algo: str) -> bool:
         m, env = self.machine, self.env

@@ -122,6 +122,39 @@ def tree_per_channel_gbs(sm: int, nodes: int, default: float, version: tuple) ->
     return default
 
 
+#: tuning.cc ``ncclTopoTuneModel``: the compute capabilities (major*10+minor, one for every GPU of the
+#: communicator) LL128 is on by default for, from each NCCL version on: Volta from v2.5.6-1, Ampere (8.0
+#: only) from v2.7.3-1, Hopper (9.0) from v2.15.1-1, Blackwell (10.0, 12.0) from v2.25.1-1; from v2.27.3-1
+#: any of 7.0 or more (``minCompCap < 70`` the only exclusion: Ada 8.9 and Ampere 8.6 too)
+LL128_ARCHS_BY_VERSION = (((2, 5), (70,)), ((2, 7), (70, 80)), ((2, 15), (70, 80, 90)),
+                          ((2, 25), (70, 80, 90, 100, 120)), ((2, 27), None))
+#: first NCCL keeping LL128 on Hopper and later when a ring reaches its NIC through another GPU (PXN):
+#: tuning.cc ``minCompCap >= 90 && typeInter <= PATH_PXN``, v2.17.1-1 (PXB at most before)
+LL128_PXN_VERSION = (2, 17)
+
+
+def ll128_default_on(sm: int, type_inter: str, version: tuple) -> bool:
+    """Whether NCCL ``version`` turns LL128 on by default for GPUs of compute capability ``sm`` whose
+    graph leaves the node through ``type_inter`` (``NONE``: one node; ``PXB``; ``PXN``).  The NVLink
+    condition (``typeIntra``) is the caller's.
+
+    >>> [ll128_default_on(80, "NONE", v) for v in ((2, 5), (2, 7), (2, 28))], ll128_default_on(70, "NONE", (2, 4))
+    ([False, True, True], False)
+    >>> [ll128_default_on(90, "NONE", v) for v in ((2, 14), (2, 15))], ll128_default_on(100, "NONE", (2, 24))
+    ([False, True], False)
+    >>> ll128_default_on(89, "NONE", (2, 26)), ll128_default_on(89, "NONE", (2, 27)), ll128_default_on(60, "NONE", (2, 28))
+    (False, True, False)
+    >>> ll128_default_on(90, "PXN", (2, 16)), ll128_default_on(90, "PXN", (2, 17)), ll128_default_on(80, "PXN", (2, 28))
+    (False, True, False)
+    """
+    rows = [archs for first, archs in LL128_ARCHS_BY_VERSION if tuple(version) >= first]
+    if sm < 70 or not rows or rows[-1] is not None and sm not in rows[-1]:
+        return False
+    if type_inter in ("NONE", "PXB"):
+        return True
+    return type_inter == "PXN" and sm >= 90 and tuple(version) >= LL128_PXN_VERSION
+
+
 def _row(table: tuple, version: tuple) -> object:
     found = table[0][1:]
     for entry in table:
@@ -210,4 +243,5 @@ def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int) -> t
 
 __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_24", "ring_ll_factor",
            "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
-           "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28"]
+           "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28",
+           "LL128_ARCHS_BY_VERSION", "LL128_PXN_VERSION", "ll128_default_on"]
