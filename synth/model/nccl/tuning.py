@@ -54,6 +54,8 @@ from synth.model.nccl.versions import (
     latency_tables,
     legacy_latency_rules,
     ll128_default_on,
+    ll128_ring_bus_cap_gbs,
+    ll128_ring_factor,
     ll128_ring_per_channel_gbs,
     ring_ll_factor,
     tree_per_channel_gbs,
@@ -131,7 +133,8 @@ class TuneTable:
         if algo == "ring" and proto == "LL":
             bus = min(ll_max, bus * ring_ll_factor(coll, m.nodes, v))
         elif algo == "ring" and proto == "LL128":
-            bus = min(bus * 0.92, n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_RING_LL128[cc][idx2], v))
+            bus = min(bus * ll128_ring_factor(m.gpus_per_node, v),
+                      ll128_ring_bus_cap_gbs(coll, n, PER_CH_MAX_RING_LL128[cc][idx2], v))
         elif algo == "tree":
             if coll == "allreduce":
                 bus = min(bus * 0.92, n * tree_per_channel_gbs(m.sm, m.nodes, PER_CH_MAX_TREE[cc][idx2], v))

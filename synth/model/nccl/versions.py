@@ -54,6 +54,8 @@ AMPERE_BUS_CAP_GBS, AMPERE_BUS_CAP_UNTIL = 235.0, (2, 18)
 LL128_PER_CH_BY_COLL_28 = {"broadcast": 18.8, "reduce": 12.0, "allgather": 18.3, "reducescatter": 15.2,
                            "allreduce": 16.9}
 LL128_PER_COLL_UNTIL = (2, 10)
+#: v2.7.3-1's ``ll128MaxBwPerCh``: 2.8's but 16.7 for all_reduce
+LL128_PER_CH_BY_COLL_27 = dict(LL128_PER_CH_BY_COLL_28, allreduce=16.7)
 #: tuning.cc ``perChMaxTreeBws`` Ampere row (1, 2, > 2 nodes) of v2.8.4-1 / v2.9.9-1 ((24.0, 23.6, 17.8) from v2.10.3-1)
 TREE_PER_CH_AMPERE_28 = (24.0, 22.5, 16.0)
 
@@ -101,14 +103,55 @@ def ampere_bus_cap_gbs(sm: int, version: tuple) -> float:
 
 
 def ll128_ring_per_channel_gbs(coll: str, default: float, version: tuple) -> float:
-    """GB/s one ring LL128 channel is credited: 2.8-2.9's per-collective table, else ``default``.
+    """GB/s one ring LL128 channel is credited: 2.7-2.9's per-collective table, else ``default``.
 
-    >>> ll128_ring_per_channel_gbs("allreduce", 20.0, (2, 8)), ll128_ring_per_channel_gbs("allreduce", 20.0, (2, 10))
-    (16.9, 20.0)
+    >>> [ll128_ring_per_channel_gbs("allreduce", 20.0, v) for v in ((2, 7), (2, 8), (2, 10))]
+    [16.7, 16.9, 20.0]
     """
-    if _refined(version) and tuple(version) < LL128_PER_COLL_UNTIL:
+    v = tuple(version)
+    if LL128_PER_CHANNEL_VERSION <= v < REFINE_28_VERSION:
+        return LL128_PER_CH_BY_COLL_27.get(coll, default)
+    if _refined(version) and v < LL128_PER_COLL_UNTIL:
         return LL128_PER_CH_BY_COLL_28.get(coll, default)
     return default
+
+
+#: tuning.cc ``ll128MaxBw[NCCL_NUM_FUNCTIONS]`` of v2.5.6-1 .. v2.6.4-1: one ring LL128 bus-bandwidth
+#: ceiling per collective (GB/s) whatever the channels; v2.7.3-1 made it per channel
+LL128_MAX_BY_COLL_25 = {"broadcast": 113.0, "reduce": 72.0, "allgather": 110.0, "reducescatter": 91.0,
+                        "allreduce": 100.0}
+LL128_PER_CHANNEL_VERSION = (2, 7)
+#: tuning.cc ``busBw * (ppn < 2 ? 0.7 : 0.92)`` for ring LL128: v2.7.3-1 .. v2.22.3-1 (one GPU per node
+#: sends and receives through the NIC); 2.5-2.6 ``busBw*120.0/128.0``; 0.92 alone from v2.23.4-1
+LL128_PPN1_VERSIONS = ((2, 7), (2, 23))
+
+
+def ll128_ring_bus_cap_gbs(coll: str, graph_channels: int, per_channel: float, version: tuple) -> float:
+    """NCCL's own ceiling (GB/s bus bandwidth) on a ring LL128 ``coll`` whose graph has ``graph_channels``
+    channels: 2.5-2.6 one figure per collective; from 2.7 ``graph_channels`` x the per-channel rate
+    (:func:`ll128_ring_per_channel_gbs`, ``per_channel`` = the 2.28 table's).
+
+    >>> ll128_ring_bus_cap_gbs("allreduce", 6, 20.0, (2, 5)), ll128_ring_bus_cap_gbs("reduce", 6, 20.0, (2, 5))
+    (100.0, 72.0)
+    >>> round(ll128_ring_bus_cap_gbs("allreduce", 12, 20.0, (2, 8)), 6), ll128_ring_bus_cap_gbs("allreduce", 12, 20.0, (2, 28))
+    (202.8, 240.0)
+    """
+    if tuple(version) < LL128_PER_CHANNEL_VERSION:
+        return LL128_MAX_BY_COLL_25.get(coll, math.inf)
+    return graph_channels * ll128_ring_per_channel_gbs(coll, per_channel, version)
+
+
+def ll128_ring_factor(gpus_per_node: int, version: tuple) -> float:
+    """NCCL's ring LL128 share of its graph bandwidth: 120/128 up to 2.6, 0.7 with one GPU per node
+    in 2.7-2.22, else 0.92.
+
+    >>> ll128_ring_factor(8, (2, 5)), ll128_ring_factor(1, (2, 22)), ll128_ring_factor(1, (2, 23)), ll128_ring_factor(8, (2, 22))
+    (0.9375, 0.7, 0.92, 0.92)
+    """
+    v = tuple(version)
+    if v < LL128_PER_CHANNEL_VERSION:
+        return 120.0 / 128.0
+    return 0.7 if gpus_per_node < 2 and v < LL128_PPN1_VERSIONS[1] else 0.92
 
 
 def tree_per_channel_gbs(sm: int, nodes: int, default: float, version: tuple) -> float:
@@ -244,4 +287,5 @@ def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int) -> t
 __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_24", "ring_ll_factor",
            "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
            "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28",
-           "LL128_ARCHS_BY_VERSION", "LL128_PXN_VERSION", "ll128_default_on"]
+           "LL128_ARCHS_BY_VERSION", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25",
+           "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor"]
