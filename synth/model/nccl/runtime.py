@@ -46,7 +46,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
-from synth.model.nccl.versions import ampere_bus_cap_gbs, latency_tables, ring_ll_factor
+from synth.model.nccl.versions import ampere_bus_cap_gbs, latency_tables, ll128_ring_bus_cap_gbs, ring_ll_factor
 
 
 #: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
@@ -100,10 +100,15 @@ def _proto_fraction(arch: str, proto: str, params: ModelParams) -> float:
 
 def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs, coll: str = "allreduce",
                  version: tuple = NCCL_VERSION) -> float:
-    """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL, its per-channel ring
-    LL128 limit (in payload terms) otherwise.  Before 2.21 the LL cap is NCCL's own lower estimate of that
-    version (a quarter or a third of its ring graph's bandwidth, :func:`~.versions.ring_ll_factor`; 8 x A100
-    on NCCL 2.8: 58.75 GB/s, a quarter of 235, on all 24 channels), as llMaxBws is of later ones.
+    """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL; for LL128 NCCL's own ring LL128
+    ceiling of the run's version, counted as NCCL counts it, on its ring graph's channels (tuning.cc
+    ``graphs[a]->nChannels*perChMaxRingLL128Bw``, NVIDIA/nccl v2.10.3-1 .. v2.29.3-1; 2.7-2.9 a per-collective
+    rate per channel, 2.5-2.6 one figure per collective, :func:`~.versions.ll128_ring_bus_cap_gbs`), shared
+    by the channels that run (the graph's are duplicated: 8 x A100 240 GB/s on 12 graph channels, 24 CTAs);
+    Simple: the per-channel LL128 figure in payload terms.  Before 2.21 the LL cap is NCCL's own lower
+    estimate of that version (a quarter or a third of its ring graph's bandwidth,
+    :func:`~.versions.ring_ll_factor`; 8 x A100 on NCCL 2.8: 58.75 GB/s, a quarter of 235, on all 24
+    channels), as llMaxBws is of later ones.
 
     RCCL keeps both tables (ROCm/rccl 0cbce2a7 src/graph/tuning.cc ``llMaxBws``,
     ``perChMaxRingLL128Bws``) and picks the row by ``comm->minCompCap``, which it reads from HIP's
@@ -131,6 +136,9 @@ def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs, coll:
             graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
             ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
         return ll * channels / g.n_channels
+    if proto == "LL128":
+        own = ll128_ring_bus_cap_gbs(coll, g.ring.n_channels, PER_CH_MAX_RING_LL128[cc][idx2], version)
+        return own * channels / g.n_channels
     return channels * PER_CH_MAX_RING_LL128[cc][idx2] / LL128_DATA_FRACTION
 
 

@@ -53,6 +53,9 @@ from synth.model.nccl.versions import (
     kernel_info_24,
     latency_tables,
     legacy_latency_rules,
+    ll128_default_on,
+    ll128_ring_bus_cap_gbs,
+    ll128_ring_factor,
     ll128_ring_per_channel_gbs,
     ring_ll_factor,
     tree_per_channel_gbs,
@@ -130,7 +133,8 @@ class TuneTable:
         if algo == "ring" and proto == "LL":
             bus = min(ll_max, bus * ring_ll_factor(coll, m.nodes, v))
         elif algo == "ring" and proto == "LL128":
-            bus = min(bus * 0.92, n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_RING_LL128[cc][idx2], v))
+            bus = min(bus * ll128_ring_factor(m.gpus_per_node, v),
+                      ll128_ring_bus_cap_gbs(coll, n, PER_CH_MAX_RING_LL128[cc][idx2], v))
         elif algo == "tree":
             if coll == "allreduce":
                 bus = min(bus * 0.92, n * tree_per_channel_gbs(m.sm, m.nodes, PER_CH_MAX_TREE[cc][idx2], v))
@@ -169,8 +173,7 @@ class TuneTable:
             return True
         if self.version < FEATURE_VERSION["LL128"] or m.amd:
             return False
-        inter_ok = graph.type_inter in ("NONE", "PXB") or (m.sm >= 90 and graph.type_inter == "PXN")
-        return inter_ok and graph.type_intra == "NVL" and m.sm >= 70
+        return graph.type_intra == "NVL" and ll128_default_on(m.sm, graph.type_inter, self.version)
 
     def _algo_ok(self, coll: str, algo: str) -> bool:
         m, env = self.machine, self.env

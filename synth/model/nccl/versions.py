@@ -54,6 +54,8 @@ AMPERE_BUS_CAP_GBS, AMPERE_BUS_CAP_UNTIL = 235.0, (2, 18)
 LL128_PER_CH_BY_COLL_28 = {"broadcast": 18.8, "reduce": 12.0, "allgather": 18.3, "reducescatter": 15.2,
                            "allreduce": 16.9}
 LL128_PER_COLL_UNTIL = (2, 10)
+#: v2.7.3-1's ``ll128MaxBwPerCh``: 2.8's but 16.7 for all_reduce
+LL128_PER_CH_BY_COLL_27 = dict(LL128_PER_CH_BY_COLL_28, allreduce=16.7)
 #: tuning.cc ``perChMaxTreeBws`` Ampere row (1, 2, > 2 nodes) of v2.8.4-1 / v2.9.9-1 ((24.0, 23.6, 17.8) from v2.10.3-1)
 TREE_PER_CH_AMPERE_28 = (24.0, 22.5, 16.0)
 
@@ -101,14 +103,55 @@ def ampere_bus_cap_gbs(sm: int, version: tuple) -> float:
 
 
 def ll128_ring_per_channel_gbs(coll: str, default: float, version: tuple) -> float:
-    """GB/s one ring LL128 channel is credited: 2.8-2.9's per-collective table, else ``default``.
+    """GB/s one ring LL128 channel is credited: 2.7-2.9's per-collective table, else ``default``.
 
-    >>> ll128_ring_per_channel_gbs("allreduce", 20.0, (2, 8)), ll128_ring_per_channel_gbs("allreduce", 20.0, (2, 10))
-    (16.9, 20.0)
+    >>> [ll128_ring_per_channel_gbs("allreduce", 20.0, v) for v in ((2, 7), (2, 8), (2, 10))]
+    [16.7, 16.9, 20.0]
     """
-    if _refined(version) and tuple(version) < LL128_PER_COLL_UNTIL:
+    v = tuple(version)
+    if LL128_PER_CHANNEL_VERSION <= v < REFINE_28_VERSION:
+        return LL128_PER_CH_BY_COLL_27.get(coll, default)
+    if _refined(version) and v < LL128_PER_COLL_UNTIL:
         return LL128_PER_CH_BY_COLL_28.get(coll, default)
     return default
+
+
+#: tuning.cc ``ll128MaxBw[NCCL_NUM_FUNCTIONS]`` of v2.5.6-1 .. v2.6.4-1: one ring LL128 bus-bandwidth
+#: ceiling per collective (GB/s) whatever the channels; v2.7.3-1 made it per channel
+LL128_MAX_BY_COLL_25 = {"broadcast": 113.0, "reduce": 72.0, "allgather": 110.0, "reducescatter": 91.0,
+                        "allreduce": 100.0}
+LL128_PER_CHANNEL_VERSION = (2, 7)
+#: tuning.cc ``busBw * (ppn < 2 ? 0.7 : 0.92)`` for ring LL128: v2.7.3-1 .. v2.22.3-1 (one GPU per node
+#: sends and receives through the NIC); 2.5-2.6 ``busBw*120.0/128.0``; 0.92 alone from v2.23.4-1
+LL128_PPN1_VERSIONS = ((2, 7), (2, 23))
+
+
+def ll128_ring_bus_cap_gbs(coll: str, graph_channels: int, per_channel: float, version: tuple) -> float:
+    """NCCL's own ceiling (GB/s bus bandwidth) on a ring LL128 ``coll`` whose graph has ``graph_channels``
+    channels: 2.5-2.6 one figure per collective; from 2.7 ``graph_channels`` x the per-channel rate
+    (:func:`ll128_ring_per_channel_gbs`, ``per_channel`` = the 2.28 table's).
+
+    >>> ll128_ring_bus_cap_gbs("allreduce", 6, 20.0, (2, 5)), ll128_ring_bus_cap_gbs("reduce", 6, 20.0, (2, 5))
+    (100.0, 72.0)
+    >>> round(ll128_ring_bus_cap_gbs("allreduce", 12, 20.0, (2, 8)), 6), ll128_ring_bus_cap_gbs("allreduce", 12, 20.0, (2, 28))
+    (202.8, 240.0)
+    """
+    if tuple(version) < LL128_PER_CHANNEL_VERSION:
+        return LL128_MAX_BY_COLL_25.get(coll, math.inf)
+    return graph_channels * ll128_ring_per_channel_gbs(coll, per_channel, version)
+
+
+def ll128_ring_factor(gpus_per_node: int, version: tuple) -> float:
+    """NCCL's ring LL128 share of its graph bandwidth: 120/128 up to 2.6, 0.7 with one GPU per node
+    in 2.7-2.22, else 0.92.
+
+    >>> ll128_ring_factor(8, (2, 5)), ll128_ring_factor(1, (2, 22)), ll128_ring_factor(1, (2, 23)), ll128_ring_factor(8, (2, 22))
+    (0.9375, 0.7, 0.92, 0.92)
+    """
+    v = tuple(version)
+    if v < LL128_PER_CHANNEL_VERSION:
+        return 120.0 / 128.0
+    return 0.7 if gpus_per_node < 2 and v < LL128_PPN1_VERSIONS[1] else 0.92
 
 
 def tree_per_channel_gbs(sm: int, nodes: int, default: float, version: tuple) -> float:
@@ -120,6 +163,39 @@ def tree_per_channel_gbs(sm: int, nodes: int, default: float, version: tuple) ->
     if sm == 80 and _refined(version) and tuple(version) < LL128_PER_COLL_UNTIL:
         return TREE_PER_CH_AMPERE_28[min(nodes, 3) - 1]
     return default
+
+
+#: tuning.cc ``ncclTopoTuneModel``: the compute capabilities (major*10+minor, one for every GPU of the
+#: communicator) LL128 is on by default for, from each NCCL version on: Volta from v2.5.6-1, Ampere (8.0
+#: only) from v2.7.3-1, Hopper (9.0) from v2.15.1-1, Blackwell (10.0, 12.0) from v2.25.1-1; from v2.27.3-1
+#: any of 7.0 or more (``minCompCap < 70`` the only exclusion: Ada 8.9 and Ampere 8.6 too)
+LL128_ARCHS_BY_VERSION = (((2, 5), (70,)), ((2, 7), (70, 80)), ((2, 15), (70, 80, 90)),
+                          ((2, 25), (70, 80, 90, 100, 120)), ((2, 27), None))
+#: first NCCL keeping LL128 on Hopper and later when a ring reaches its NIC through another GPU (PXN):
+#: tuning.cc ``minCompCap >= 90 && typeInter <= PATH_PXN``, v2.17.1-1 (PXB at most before)
+LL128_PXN_VERSION = (2, 17)
+
+
+def ll128_default_on(sm: int, type_inter: str, version: tuple) -> bool:
+    """Whether NCCL ``version`` turns LL128 on by default for GPUs of compute capability ``sm`` whose
+    graph leaves the node through ``type_inter`` (``NONE``: one node; ``PXB``; ``PXN``).  The NVLink
+    condition (``typeIntra``) is the caller's.
+
+    >>> [ll128_default_on(80, "NONE", v) for v in ((2, 5), (2, 7), (2, 28))], ll128_default_on(70, "NONE", (2, 4))
+    ([False, True, True], False)
+    >>> [ll128_default_on(90, "NONE", v) for v in ((2, 14), (2, 15))], ll128_default_on(100, "NONE", (2, 24))
+    ([False, True], False)
+    >>> ll128_default_on(89, "NONE", (2, 26)), ll128_default_on(89, "NONE", (2, 27)), ll128_default_on(60, "NONE", (2, 28))
+    (False, True, False)
+    >>> ll128_default_on(90, "PXN", (2, 16)), ll128_default_on(90, "PXN", (2, 17)), ll128_default_on(80, "PXN", (2, 28))
+    (False, True, False)
+    """
+    rows = [archs for first, archs in LL128_ARCHS_BY_VERSION if tuple(version) >= first]
+    if sm < 70 or not rows or rows[-1] is not None and sm not in rows[-1]:
+        return False
+    if type_inter in ("NONE", "PXB"):
+        return True
+    return type_inter == "PXN" and sm >= 90 and tuple(version) >= LL128_PXN_VERSION
 
 
 def _row(table: tuple, version: tuple) -> object:
@@ -210,4 +286,6 @@ def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int) -> t
 
 __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_24", "ring_ll_factor",
            "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
-           "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28"]
+           "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28",
+           "LL128_ARCHS_BY_VERSION", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25",
+           "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor"]
