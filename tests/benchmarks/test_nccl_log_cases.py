@@ -266,29 +266,18 @@ def test_the_seventh_and_eighth_sets_use_only_sources_no_earlier_fixture_names(n
         assert keys and not keys & earlier, (case.file, keys & earlier)
 
 
-def test_the_seventh_set_is_held_out_and_adds_only_the_a100_roce_class():
-    seventh = cases.SEVENTH_CASES
-    assert seventh and all(cases.held_out(c) for c in seventh) and not any(c in cases.IN_SAMPLE for c in seventh)
-    earlier = [c for s in _SETS[:6] for c in s]
-    assert {c.machine_class for c in seventh} - {c.machine_class for c in earlier} == {"a100-roce-multihost"}
-    assert "a100-roce-multihost" in cases.HELD_OUT_CLASSES
-    assert all(c.held_out for c in seventh if c.machine_class != "a100-roce-multihost")
-    assert not {c.file for c in seventh} & {c.file for c in earlier}
-    later = {c.file for c in seventh}
-    for name in later:
-        rows = set(_oop_times(FIXTURES / "real_logs" / name))
-        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
-
-
-def test_the_eighth_set_is_held_out_and_adds_only_the_v100_efa_class():
-    eighth = cases.EIGHTH_CASES
-    assert eighth and all(cases.held_out(c) for c in eighth) and not any(c in cases.IN_SAMPLE for c in eighth)
-    earlier = [c for s in _SETS[:7] for c in s]
-    assert {c.machine_class for c in eighth} - {c.machine_class for c in earlier} == {"v100-efa-multihost"}
-    assert "v100-efa-multihost" in cases.HELD_OUT_CLASSES
-    assert all(c.held_out for c in eighth if c.machine_class not in cases.HELD_OUT_CLASSES)
-    assert not {c.file for c in eighth} & {c.file for c in earlier}
-    later = {c.file for c in eighth}
+@pytest.mark.parametrize("n, new_class", [(6, "a100-roce-multihost"), (7, "v100-efa-multihost")],
+                         ids=["seventh", "eighth"])
+def test_the_seventh_and_eighth_sets_are_held_out_and_add_only_their_new_class(n, new_class):
+    later_set = _SETS[n]
+    assert later_set and all(cases.held_out(c) for c in later_set)
+    assert not any(c in cases.IN_SAMPLE for c in later_set)
+    earlier = [c for s in _SETS[:n] for c in s]
+    assert {c.machine_class for c in later_set} - {c.machine_class for c in earlier} == {new_class}
+    assert new_class in cases.HELD_OUT_CLASSES
+    assert all(c.held_out for c in later_set if c.machine_class not in cases.HELD_OUT_CLASSES)
+    assert not {c.file for c in later_set} & {c.file for c in earlier}
+    later = {c.file for c in later_set}
     for name in later:
         rows = set(_oop_times(FIXTURES / "real_logs" / name))
         assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
