@@ -2,8 +2,8 @@
 model: the machine each log's ``# SOURCE:`` header describes, its class, and the fixed split.
 
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
-  :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`: the logs added
-  later.  :data:`ALL_CASES`: all of them.  The committed constants
+  :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`,
+  :data:`EIGHTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
   (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
@@ -70,12 +70,13 @@ CLASSES = {
     "a100-ib-multihost": "A100 SXM (NVSwitch) hosts over InfiniBand",
     "v100-dgx2": "16 x V100 SXM3 on two NVSwitch baseboards (DGX-2), one host",
     "a100-roce-multihost": "A100 SXM (NVSwitch) hosts over RoCE",
+    "v100-efa-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over AWS EFA",
 }
 
 #: the fixed held-out split (see the module docstring)
 HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host",
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
-                    "v100-dgx2", "a100-roce-multihost")
+                    "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -320,7 +321,40 @@ SEVENTH_CASES = [
              "DigitalOcean bare-metal host, one process (-g 2), NCCL version not stated (2.28 gates assumed)"),
 ]
 
-ALL_CASES = CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
+_P4D = ("2 x AWS p4d.24xlarge (the AWS DLAMI guide's later \"Using EFA on the DLAMI\" page): 8 x A100-SXM4-40GB "
+        "(the `dgx-a100` preset's NVSwitch), 4 EFA NICs per host (\"found 4 nics\"; 100 Gb/s each and the Xeon "
+        "8275CL: AWS's instance documentation), NCCL 2.23.4, aws-ofi-nccl 1.13.2, -g 1")
+_OKE = ("2 OKE bare-metal A100 nodes of oracle-quickstart/oci-hpc-oke: 8 x A100-SXM4-40GB (BM.GPU4.8, the `dgx-a100` "
+        "preset's NVSwitch), 16 SR-IOV RDMA VFs on 16 x 100 Gb/s RoCE ports per host (the repository's NCCL "
+        "topology file), AMD CPU, NCCL 2.19.3 (image tag), -g 1; NCCL_CROSS_NIC=1, NCCL_IB_QPS_PER_CONNECTION=4 "
+        "and the NCCL_TOPO_FILE have no model term")
+
+#: the eighth set (issue 36): tables from sources no earlier fixture and no unseen-set entry uses, described from
+#: their sources before any prediction; the A100-over-EFA, MI300X and H100 one-host ones are of in-sample classes
+#: (each held out itself), the A100 RoCE one is of the held-out class a100-roce-multihost, the V100-over-EFA one
+#: forms the new held-out class v100-efa-multihost
+EIGHTH_CASES = [
+    Case("v100_16gpu_2node_all_reduce_aws_p3dn_efa.txt", "dgx1-v100", 2, 1, 12.5, "efa", version=(2, 4),
+         env={"NCCL_TREE_THRESHOLD": "0"}, machine_class="v100-efa-multihost",
+         why="2 x AWS p3dn.24xlarge (AWS DLAMI guide, 2019-2020): 8 x V100-SXM2-32GB (the `dgx1-v100` preset's hybrid "
+             "cube mesh: AWS's instance documentation), one 100 Gb/s EFA per host (AWS's instance documentation), "
+             "NCCL 2.4.8, -g 1; NCCL_TREE_THRESHOLD=0 (ring at every size, NCCL's own log) has no model term"),
+    Case("a100_16gpu_2node_all_reduce_aws_p4d_efa.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 23),
+         machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost", held_out=True, why=_P4D),
+    Case("a100_16gpu_2node_all_reduce_oci_oke_roce.txt", "dgx-a100", 2, 16, 12.5, "roce", version=(2, 19),
+         machine={"cpu_vendor": "amd"}, machine_class="a100-roce-multihost", why=_OKE),
+    Case("mi300x_8gpu_1node_all_reduce_amd_acceptance_guide.txt", "mi300x", machine_class="mi300x-1host",
+         held_out=True,
+         why="8 x MI300X on one Supermicro host (AMD's MI300X customer acceptance test guide), one process (-g 8), "
+             "rccl-tests develop:ae3e635, RCCL version not printed (2.28 gates assumed), no RCCL variable set"),
+    Case("h100_8gpu_1node_all_reduce_dgxc_recipe.txt", "dgx-h100", machine_class="h100-nvswitch-1host",
+         held_out=True,
+         why="one DGX H100 host (8 x H100 80GB HBM3, NVSwitch) of NVIDIA's DGX Cloud NCCL recipe, 8 processes "
+             "(-g 1), NeMo 25.09 container (NCCL version not printed: 2.28 gates assumed), NCCL defaults (NVLS)"),
+]
+
+ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
+             + EIGHTH_CASES)
 
 
 def held_out(case: Case) -> bool:

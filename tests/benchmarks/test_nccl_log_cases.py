@@ -117,21 +117,23 @@ def test_no_sixth_set_table_repeats_a_run_an_earlier_fixture_holds():
         assert all(len(rows & set(other)) < 3 for other in earlier), name
 
 
-@pytest.mark.parametrize("case", cases.SIXTH_CASES + cases.SEVENTH_CASES, ids=lambda c: f"{c.file}-{c.collective}")
-def test_each_sixth_and_seventh_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
+@pytest.mark.parametrize("case", cases.SIXTH_CASES + cases.SEVENTH_CASES + cases.EIGHTH_CASES,
+                         ids=lambda c: f"{c.file}-{c.collective}")
+def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
     """The case's hosts and ranks (the preset's 8 per host unless the case says fewer) are the log's own."""
     path = FIXTURES / "real_logs" / case.file
     (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
     ranks = case.machine.get("ranks", 8 * case.nodes)
     assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
     gpu = {"dgx-h100": "NVIDIA H100 80GB HBM3", "dgx2": "Tesla V100-SXM3-32GB",
-           "dgx-a100": "NVIDIA A100-SXM4-40GB"}[case.preset]
+           "dgx-a100": "NVIDIA A100-SXM4-40GB", "dgx1-v100": "Tesla V100-SXM2-32GB",
+           "mi300x": "AMD Instinct MI300X"}[case.preset]
     assert {d.name for d in run.devices} == {gpu}
 
 
 @pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
                                   + cases.FIFTH_CASES + cases.SIXTH_CASES + cases.SEVENTH_CASES
-                                  if not c.skip_reason],
+                                  + cases.EIGHTH_CASES if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
@@ -231,13 +233,13 @@ def _source_repo(case) -> str | None:
 
 
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
-         cases.SEVENTH_CASES]
+         cases.SEVENTH_CASES, cases.EIGHTH_CASES]
 
 
-@pytest.mark.parametrize("n", [5, 6], ids=["sixth", "seventh"])
+@pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
 def test_source_reused_marks_exactly_the_later_tables_of_a_repository_an_earlier_set_uses(n):
-    """A sixth- or seventh-set table is ``source_reused`` when (and only when) an earlier set's fixture names
-    the same GitHub repository; the class holdout reports its count without them."""
+    """A sixth-, seventh- or eighth-set table is ``source_reused`` when (and only when) an earlier set's
+    fixture names the same GitHub repository; the class holdout reports its count without them."""
     earlier = {_source_repo(c) for s in _SETS[:n] for c in s} - {None}
     for case in _SETS[n]:
         assert case.source_reused == (_source_repo(case) in earlier), case.file
@@ -255,23 +257,27 @@ def _source_keys(case) -> set:
             | set(re.findall(r"\b[\w-]+/[\w.-]+#\d+", first)) | set(re.findall(r"\bid (\d{6,})", first)))
 
 
-def test_the_seventh_set_uses_only_sources_no_earlier_fixture_names():
+@pytest.mark.parametrize("n", [6, 7], ids=["seventh", "eighth"])
+def test_the_seventh_and_eighth_sets_use_only_sources_no_earlier_fixture_names(n):
     """Issue 36 asks for independent sources: no repository, issue thread or indexed file of an earlier set."""
-    earlier = set().union(*(_source_keys(c) for s in _SETS[:6] for c in s))
-    for case in cases.SEVENTH_CASES:
+    earlier = set().union(*(_source_keys(c) for s in _SETS[:n] for c in s))
+    for case in _SETS[n]:
         keys = _source_keys(case)
         assert keys and not keys & earlier, (case.file, keys & earlier)
 
 
-def test_the_seventh_set_is_held_out_and_adds_only_the_a100_roce_class():
-    seventh = cases.SEVENTH_CASES
-    assert seventh and all(cases.held_out(c) for c in seventh) and not any(c in cases.IN_SAMPLE for c in seventh)
-    earlier = [c for s in _SETS[:6] for c in s]
-    assert {c.machine_class for c in seventh} - {c.machine_class for c in earlier} == {"a100-roce-multihost"}
-    assert "a100-roce-multihost" in cases.HELD_OUT_CLASSES
-    assert all(c.held_out for c in seventh if c.machine_class != "a100-roce-multihost")
-    assert not {c.file for c in seventh} & {c.file for c in earlier}
-    later = {c.file for c in seventh}
+@pytest.mark.parametrize("n, new_class", [(6, "a100-roce-multihost"), (7, "v100-efa-multihost")],
+                         ids=["seventh", "eighth"])
+def test_the_seventh_and_eighth_sets_are_held_out_and_add_only_their_new_class(n, new_class):
+    later_set = _SETS[n]
+    assert later_set and all(cases.held_out(c) for c in later_set)
+    assert not any(c in cases.IN_SAMPLE for c in later_set)
+    earlier = [c for s in _SETS[:n] for c in s]
+    assert {c.machine_class for c in later_set} - {c.machine_class for c in earlier} == {new_class}
+    assert new_class in cases.HELD_OUT_CLASSES
+    assert all(c.held_out for c in later_set if c.machine_class not in cases.HELD_OUT_CLASSES)
+    assert not {c.file for c in later_set} & {c.file for c in earlier}
+    later = {c.file for c in later_set}
     for name in later:
         rows = set(_oop_times(FIXTURES / "real_logs" / name))
         assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
