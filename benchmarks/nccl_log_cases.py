@@ -338,7 +338,7 @@ EIGHTH_CASES = [
          env={"NCCL_TREE_THRESHOLD": "0"}, machine_class="v100-efa-multihost",
          why="2 x AWS p3dn.24xlarge (AWS DLAMI guide, 2019-2020): 8 x V100-SXM2-32GB (the `dgx1-v100` preset's hybrid "
              "cube mesh: AWS's instance documentation), one 100 Gb/s EFA per host (AWS's instance documentation), "
-             "NCCL 2.4.8, -g 1; NCCL_TREE_THRESHOLD=0 (ring at every size, NCCL's own log) has no model term"),
+             "NCCL 2.4.8, -g 1; NCCL_TREE_THRESHOLD=0 (ring at every size, NCCL's own log)"),
     Case("a100_16gpu_2node_all_reduce_aws_p4d_efa.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 23),
          machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost", held_out=True, why=_P4D),
     Case("a100_16gpu_2node_all_reduce_oci_oke_roce.txt", "dgx-a100", 2, 16, 12.5, "roce", version=(2, 19),

@@ -28,7 +28,7 @@ from topo_probe.errors import InvalidArgument
 VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_P2P_DISABLE",
              "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_PAT_ENABLE", "NCCL_NVLSTREE_MAX_CHUNKSIZE",
              "RCCL_MSCCL_ENABLE", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER",
-             "RCCL_MSCCL_ENABLE_SINGLE_PROCESS")
+             "RCCL_MSCCL_ENABLE_SINGLE_PROCESS", "NCCL_TREE_THRESHOLD")
 #: NCCL_NVLSTREE_MAX_CHUNKSIZE default (bytes)
 NVLSTREE_CHUNK = 131072
 
@@ -91,6 +91,8 @@ class NcclEnv:
     max_ctas: int | None = None
     net_channels_per_peer: int | None = None
     msccl_single_process: int | None = None
+    #: NCCL 2.4's all_reduce tree/ring switch (bytes; init.cc ``NCCL_PARAM(TreeThreshold, ...)``): trees up to it
+    tree_threshold: int | None = None
 
     @classmethod
     def from_environ(cls, environ=None) -> "NcclEnv":
@@ -108,10 +110,13 @@ class NcclEnv:
         chunk = _flag(env, "NCCL_NVLSTREE_MAX_CHUNKSIZE")
         if chunk is not None and chunk < 1:
             raise InvalidArgument(f"NCCL_NVLSTREE_MAX_CHUNKSIZE={chunk} must be a positive number of bytes")
+        tree_thr = _flag(env, "NCCL_TREE_THRESHOLD")
+        if tree_thr is not None and tree_thr < 0:
+            raise InvalidArgument(f"NCCL_TREE_THRESHOLD={tree_thr} must be a number of bytes >= 0")
         return cls(algo, proto, _flag(env, "NCCL_NVLS_ENABLE"), _flag(env, "NCCL_COLLNET_ENABLE"),
                    _flag(env, "NCCL_P2P_DISABLE"), lo, hi, _flag(env, "NCCL_PAT_ENABLE"), chunk,
                    _flag(env, "RCCL_MSCCL_ENABLE"), min_ctas, max_ctas, per_peer,
-                   _flag(env, "RCCL_MSCCL_ENABLE_SINGLE_PROCESS"))
+                   _flag(env, "RCCL_MSCCL_ENABLE_SINGLE_PROCESS"), tree_thr)
 
     def under(self, platform: dict) -> "NcclEnv":
         """This environment over a platform's own settings (``NcclMachine.platform_env``): the
@@ -167,7 +172,8 @@ class NcclEnv:
                        ("NCCL_NVLSTREE_MAX_CHUNKSIZE", self.nvlstree_chunk),
                        ("RCCL_MSCCL_ENABLE", self.msccl_enable), ("NCCL_MIN_CTAS", self.min_ctas),
                        ("NCCL_MAX_CTAS", self.max_ctas), ("NCCL_NCHANNELS_PER_NET_PEER", self.net_channels_per_peer),
-                       ("RCCL_MSCCL_ENABLE_SINGLE_PROCESS", self.msccl_single_process)):
+                       ("RCCL_MSCCL_ENABLE_SINGLE_PROCESS", self.msccl_single_process),
+                       ("NCCL_TREE_THRESHOLD", self.tree_threshold)):
             if v is not None:
                 parts.append(f"{var}={v}")
         return " ".join(parts)

@@ -267,7 +267,8 @@ class TuneTable:
         """NCCL's pick: ``(algorithm, protocol, channels, threads, estimated µs)``; before NCCL had a
         tuner (2.4), its fixed rules (:func:`~.versions.kernel_info_24`) with this table's estimate."""
         if self.version < TUNER_VERSION:
-            algo, proto, nc, nt = kernel_info_24(self.machine, coll, nbytes, self.graphs.n_channels)
+            algo, proto, nc, nt = kernel_info_24(self.machine, coll, nbytes, self.graphs.n_channels,
+                                                 self.env.tree_threshold)
             return algo, proto, nc, nt, self.algo_time_us(coll, algo, proto, nbytes)
         best = (math.inf, "ring", "Simple")
         for algo, proto in self.enabled(coll):
@@ -282,7 +283,7 @@ class TuneTable:
         """Channels and threads after NCCL's small-message reduction (enqueue.cc) for ``coll``."""
         g, m = self.graphs, self.machine
         if self.version < TUNER_VERSION:                         # 2.4: LL's own channels, else all
-            _, p, nc, nt = kernel_info_24(m, coll, nbytes, g.n_channels)
+            _, p, nc, nt = kernel_info_24(m, coll, nbytes, g.n_channels, self.env.tree_threshold)
             return (nc, nt) if proto == p == "LL" else (g.n_channels, NTHREADS_24 + (proto == "Simple"))
         if algo in ("nvls", "nvls_tree"):
             return (g.nvls_channels if m.nodes == 1 or algo == "nvls_tree"

@@ -229,8 +229,10 @@ def latency_tables(algo: str, version: tuple, tuner: bool = False) -> tuple[tupl
     return BASE_LAT[a], (HW_LAT[0][a], HW_LAT[1][a], HW_LAT[2][a])
 
 
-def tree_threshold_24(m: NcclMachine, n_channels: int) -> float:
-    """Bytes up to which NCCL 2.4 runs all_reduce as a tree (init.cc ``ncclTreeThreshold``): 0 on one
+def tree_threshold_24(m: NcclMachine, n_channels: int, override: int | None = None) -> float:
+    """Bytes up to which NCCL 2.4 runs all_reduce as a tree: ``NCCL_TREE_THRESHOLD`` when set
+    (``override``; init.cc ``NCCL_PARAM(TreeThreshold, "TREE_THRESHOLD", -2)``, computed only when
+    unset; the variable is gone from 2.5), else init.cc ``ncclTreeThreshold``: 0 on one
     node or when one process drives all GPUs (``ncclCommInitAll``), else where the ring's latency
     (6 µs per rank) stops exceeding the tree's (15 µs per log2 node, 4 per GPU of a node) at NCCL's
     bandwidths (5 GB/s per channel on NVLink, the tree 3/4 of it, twice on 2 nodes).
@@ -244,7 +246,11 @@ def tree_threshold_24(m: NcclMachine, n_channels: int) -> float:
     23040000
 
     (4 nodes: 60000 x 45000 / 15000 B/µs x (6 x 31 - 15 x 2 - 4 x 7) µs.)
+    >>> tree_threshold_24(NcclMachine.from_topology(cluster("dgx1-v100", nodes=2)), 12, override=0)
+    0.0
     """
+    if override is not None:
+        return float(override)
     if m.nodes < 2 or m.gpus_per_process >= m.ranks:
         return 0.0
     nvlink = m.intra in ("nvlink", "nvswitch")
@@ -259,7 +265,8 @@ def tree_threshold_24(m: NcclMachine, n_channels: int) -> float:
     return ring_bw * tree_bw / (ring_bw - tree_bw) * (ring_lat - tree_lat)
 
 
-def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int) -> tuple[str, str, int, int]:
+def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int,
+                   tree_threshold: int | None = None) -> tuple[str, str, int, int]:
     """``(algorithm, protocol, channels, threads)`` NCCL 2.4 runs (enqueue.cc ``getPatternInfo``,
     ``getLoopInfo``, ``getKernelInfo``).  8 x V100 on one node, 12 channels: LL up to 12 x 256 x 8 x 64
     bytes (1.5 MiB) on ``ceil(nBytes / 16 KiB)`` channels, then Simple on all 12.
@@ -270,7 +277,7 @@ def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int) -> t
     [('LL', 1, 64), ('LL', 4, 256), ('LL', 12, 256), ('LL', 12, 256), ('Simple', 12, 257)]
     """
     multi = m.nodes > 1
-    tree = coll == "allreduce" and nbytes <= tree_threshold_24(m, n_channels)
+    tree = coll == "allreduce" and nbytes <= tree_threshold_24(m, n_channels, tree_threshold)
     chunks = m.ranks if coll in ("allreduce", "allgather", "reducescatter") and not tree else 1
     thread_thr = (THREAD_THRESHOLD_24 if m.sm >= 70 else THREAD_THRESHOLD_PREVOLTA_24) * (2 if multi else 1)
     per_thread_ll = min(thread_thr, LL_CHANNEL_THRESHOLD_24)
