@@ -302,17 +302,24 @@ def pow2_up(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
+def p2p_total_channels(n_channels: int) -> int:
+    """NCCL's ``p2pnChannels`` (paths.cc ``ncclTopoComputeP2pChannels``): the communicator's channels, at
+    most MAXCHANNELS, to a power of two.
+
+    >>> [p2p_total_channels(n) for n in (8, 12, 64)]
+    [8, 16, 32]
+    """
+    return pow2_up(min(n_channels, MAXCHANNELS))
+
+
 def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL_VERSION,
                           override: int | None = None, local: int | None = None) -> int:
     """Channels NCCL gives a send to a peer on another host (src/graph/paths.cc, by version).
-
     ``NCCL_NCHANNELS_PER_NET_PEER`` (``override``) wins.  Before 2.20: 2.  From 2.20: 2, halved while
-    ``2 x ranks > 4 x p2p channels``.  From 2.29: one channel per ``P2P_PER_CHANNEL_NET_BW`` (14 GB/s)
-    of the GPU's own NIC (at least one per NIC), to a power of two, then halved while the channels
-    of every peer, ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (8) peers to a channel and round, exceed the
-    p2p channels.  The p2p channels are the communicator's, to a power of two; from 2.29 a peer on the
-    same host with fewer channels (``local``: 2 over PCIe, 2 per NVLink) lowers the count first, as
-    NCCL takes the least over every peer.
+    ``2 x ranks > 4 x`` :func:`p2p_total_channels`.  From 2.29: one channel per ``P2P_PER_CHANNEL_NET_BW``
+    (14 GB/s) of the GPU's own NIC (at least one per NIC), to a power of two, halved while every peer's
+    channels, ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` (8) peers to a channel and round, exceed the p2p
+    channels; a peer on the same host with fewer (``local``: 2 over PCIe, 2 per NVLink) lowers it first.
 
     >>> from topo_probe import cluster
     >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2))
@@ -325,7 +332,7 @@ def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL
         return override
     if version < (2, 20):
         return 2
-    p2p_total = pow2_up(min(n_channels, MAXCHANNELS))
+    p2p_total = p2p_total_channels(n_channels)
     if version < (2, 29):
         per = 2
         while per * m.ranks > p2p_total * 4 and per > 1:
@@ -345,13 +352,11 @@ def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL
 
 
 def few_ppn_channels(m: NcclMachine, ring: Graph, n_channels: int, version: tuple = NCCL_VERSION) -> int:
-    """The communicator's channels after NCCL doubles them for hosts with fewer than 8 GPUs used
-    (src/graph/connect.cc ``ncclTopoPostset``, "use 4 compute channels per search channel to reach
-    peak BW on <8 PPN", since v2.18.1-1): on several nodes, when the ring graph's ``bwIntra`` is over
-    45 GB/s, on sm90 (from v2.27 sm90 and later) and the channels are fewer than 16 (v2.18-2.20: when
-    twice them fit in ``MAXCHANNELS``).  A full 8 x H100 host's ring searches at 45 GB/s and keeps its
-    16; a host of 4 searches at 48 and gets 16 instead of 8.  Only the CTAs grow: NCCL's tuning still
-    counts the graph's channels.
+    """The communicator's channels after NCCL doubles them on hosts of fewer than 8 GPUs (connect.cc
+    ``ncclTopoPostset``, "4 compute channels per search channel ... on <8 PPN", v2.18.1-1 on): several
+    nodes, ring ``bwIntra`` over 45 GB/s, sm90 (sm90+ from 2.27), under 16 channels (2.18-2.20: twice
+    them within MAXCHANNELS).  8 x H100 search at 45 GB/s (16 kept), 4 at 48 (8 -> 16); NCCL's tuning
+    still counts the graph's channels.
 
     >>> from topo_probe import cluster
     >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2))
@@ -391,6 +396,5 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
                       nvls_node_graph(m, env))
 
 
-__all__ = ["Graph", "CommGraphs", "comm_graphs", "few_ppn_channels", "net_channels_per_peer", "pow2_up",
-           "intra_capacity_gbs", "mesh_rings", "nvls_node_graph", "nvls_ctas",
-           "nvlink_per_link_gbs"]
+__all__ = ["Graph", "CommGraphs", "comm_graphs", "few_ppn_channels", "net_channels_per_peer", "p2p_total_channels",
+           "pow2_up", "intra_capacity_gbs", "mesh_rings", "nvls_node_graph", "nvls_ctas", "nvlink_per_link_gbs"]

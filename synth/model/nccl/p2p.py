@@ -24,7 +24,7 @@ part's connector has an LL buffer.
 from __future__ import annotations
 
 from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, LL_DATA_FRACTION, NCCL_VERSION, PCIE_X16_GBS, PROTOS
-from synth.model.nccl.graphs import CommGraphs, pow2_up
+from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.runtime import host_time_us
@@ -36,8 +36,6 @@ P2P_NVL_CHUNK_BYTES = 1 << 19
 P2P_NET_CHUNK_BYTES = 1 << 17
 #: NCCL_P2P_LL_THRESHOLD's default (bytes per channel; src/enqueue.cc)
 P2P_LL_THRESHOLD_BYTES = 1 << 14
-#: NCCL_MAX_P2P_NCHANNELS's default (MAXCHANNELS)
-MAX_P2P_CHANNELS = 32
 #: first NCCL whose p2p sends may use LL (``NCCL_P2P_LL_THRESHOLD`` in src/enqueue.cc of v2.14.3-1, not v2.13.4-1)
 P2P_LL_SINCE = (2, 14)
 #: from 2.22 (src/enqueue.cc ``addP2pToPlan``, v2.22.3-1) a part across hosts is at least half a chunk and the
@@ -88,7 +86,7 @@ def p2p_uses_ll(nbytes: int, n_part: int, n_max: int, version: tuple = NCCL_VERS
 def _per_peer_bounds(m: NcclMachine, g: CommGraphs, per_peer_max: int) -> tuple[int, int]:
     """``(nChannelsMin, nChannelsMax)`` of ``scheduleP2pTasksToPlan``: the peer's channels, and those
     halved until every rank's fit in the p2p channels (``p2pnChannels``, a power of two)."""
-    total = pow2_up(min(g.n_channels, MAX_P2P_CHANNELS))
+    total = p2p_total_channels(g.n_channels)
     n_max = min(pow2_up(per_peer_max), total)
     n_min = n_max
     while n_min * m.ranks > total and n_min > 1:
@@ -108,10 +106,15 @@ def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int, version: tuple = NC
     [4, 8, 16, 32, 32]
     """
     multi = m.nodes > 1
-    per = min(g.p2p_channels_per_peer, g.net_channels_per_peer) if multi else g.p2p_channels_per_peer
-    n_min, n_max = _per_peer_bounds(m, g, per)
+    n_min, n_max = _local_bounds(m, g)
     chunk = P2P_NET_CHUNK_BYTES if multi else P2P_NVL_CHUNK_BYTES
     return part_channels(nbytes, n_min, n_max, chunk, multi, version)
+
+
+def _local_bounds(m: NcclMachine, g: CommGraphs) -> tuple[int, int]:
+    """:func:`_per_peer_bounds` of a peer on the same host (across hosts no more than a network peer's)."""
+    per = min(g.p2p_channels_per_peer, g.net_channels_per_peer) if m.nodes > 1 else g.p2p_channels_per_peer
+    return _per_peer_bounds(m, g, per)
 
 
 def net_part_channels(m: NcclMachine, g: CommGraphs, nbytes: int, version: tuple = NCCL_VERSION) -> int:
@@ -259,15 +262,10 @@ def _local_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int
     threshold (:func:`p2p_uses_ll`) carries half data a line, times the fitted LL efficiency, as the
     collectives' LL does."""
     ch = p2p_channels(m, g, per_peer, version)
-    ll = _local_uses_ll(m, g, per_peer, version)
+    ll = p2p_uses_ll(per_peer, ch, _local_bounds(m, g)[1], version)
     ctas = _group_ctas(g, ch, 1) if m.nodes > 1 else peers * ch
     frac = LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL") if ll else 1.0
     return _channel_cap_gbs(m, g, params, ctas) * frac
-
-
-def _local_uses_ll(m: NcclMachine, g: CommGraphs, per_peer: int, version: tuple) -> bool:
-    per = min(g.p2p_channels_per_peer, g.net_channels_per_peer) if m.nodes > 1 else g.p2p_channels_per_peer
-    return p2p_uses_ll(per_peer, p2p_channels(m, g, per_peer, version), _per_peer_bounds(m, g, per)[1], version)
 
 
 def p2p_protocol(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, p2p_disable: bool = False,
@@ -286,7 +284,8 @@ def p2p_protocol(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, p2p_disa
     if m.nodes > 1 or not _nvlink_p2p(m, p2p_disable):
         return "Simple"
     per_peer = int(nbytes) if coll == "sendrecv" else int(nbytes) // m.ranks
-    return "LL" if _local_uses_ll(m, g, per_peer, version) else "Simple"
+    ll = p2p_uses_ll(per_peer, p2p_channels(m, g, per_peer, version), _local_bounds(m, g)[1], version)
+    return "LL" if ll else "Simple"
 
 
 def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
@@ -303,7 +302,7 @@ def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
     >>> [_group_ctas(g, 2, k) for k in (1, 3, 15)], g.n_channels
     ([2, 6, 16], 16)
     """
-    return max(1, min(pow2_up(min(g.n_channels, MAX_P2P_CHANNELS)), groups * part_ch))
+    return max(1, min(p2p_total_channels(g.n_channels), groups * part_ch))
 
 
 def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: ModelParams,
@@ -322,7 +321,7 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     intra_gbs, inter_gbs = p2p_intra_gbs(m, g, params, p2p_disable), float("inf")
     if coll == "sendrecv":
         intra_b, inter_b, peers = (0.0, float(nbytes), 1) if m.nodes > 1 else (float(nbytes), 0.0, 0)
-        channels = g.net_channels_per_peer if m.nodes > 1 else g.p2p_channels_per_peer
+        channels = g.p2p_channels_per_peer
         if m.nodes == 1 and _nvlink_p2p(m, p2p_disable):
             channels = p2p_channels(m, g, nbytes, version)
             intra_gbs = min(intra_gbs, _local_gbs(m, g, params, nbytes, 1, version))
