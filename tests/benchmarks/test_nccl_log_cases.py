@@ -96,27 +96,6 @@ def test_no_fifth_set_table_repeats_a_run_an_earlier_fixture_holds():
         assert all(len(rows & set(other)) < 3 for other in earlier), name
 
 
-def test_the_sixth_set_is_held_out_and_adds_only_the_dgx2_class():
-    """Issue 36's sixth set: every table is held out (its own flag, or DGX-2's new held-out class), none is
-    in the fit, and its files are new."""
-    sixth = cases.SIXTH_CASES
-    assert sixth and all(cases.held_out(c) for c in sixth) and not any(c in cases.IN_SAMPLE for c in sixth)
-    earlier = cases.CASES + cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES + cases.FIFTH_CASES
-    assert {c.machine_class for c in sixth} - {c.machine_class for c in earlier} == {"v100-dgx2"}
-    assert "v100-dgx2" in cases.HELD_OUT_CLASSES
-    assert all(c.held_out for c in sixth if c.machine_class != "v100-dgx2")
-    assert not {c.file for c in sixth} & {c.file for c in earlier}
-
-
-def test_no_sixth_set_table_repeats_a_run_an_earlier_fixture_holds():
-    """Another run batch of a repository some fixtures use is new data; a copy of a fixture's run is not."""
-    sixth = {c.file for c in cases.SIXTH_CASES}
-    earlier = [_oop_times(p) for p in LOGS if p.name not in sixth]
-    for name in sixth:
-        rows = set(_oop_times(FIXTURES / "real_logs" / name))
-        assert all(len(rows & set(other)) < 3 for other in earlier), name
-
-
 @pytest.mark.parametrize("case", cases.SIXTH_CASES + cases.SEVENTH_CASES + cases.EIGHTH_CASES,
                          ids=lambda c: f"{c.file}-{c.collective}")
 def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
@@ -225,10 +204,13 @@ def test_a_bad_average_line_is_refused_naming_the_file(tmp_path):
     assert str(bad) in message and "Avg bus bandwidth" in message and "\n" not in message
 
 
+#: a ``# SOURCE:`` line's ``github repo owner/name``
+_REPO = re.compile(r"github repo (\S+?)[,( ]")
+
+
 def _source_repo(case) -> str | None:
     """The ``github repo owner/name`` a fixture's ``# SOURCE:`` line names (None for other sources)."""
-    first = (FIXTURES / "real_logs" / case.file).read_text(encoding="utf-8").splitlines()[0]
-    found = re.search(r"github repo (\S+?)[,( ]", first)
+    found = _REPO.search((FIXTURES / "real_logs" / case.file).read_text(encoding="utf-8").splitlines()[0])
     return found.group(1) if found else None
 
 
@@ -253,7 +235,7 @@ def _source_keys(case) -> set:
     first = (FIXTURES / "real_logs" / case.file).read_text(encoding="utf-8").splitlines()[0]
     issues = {f"{o}#{n}" for o, n in re.findall(r"github\.com/([\w-]+/[\w.-]+)/(?:issues|pull)/(\d+)", first)}
     pages = set(re.findall(r"https?://(?!github\.com/)[^\s),]+", first))
-    return ({f"repo {r}" for r in re.findall(r"github repo (\S+?)[,( ]", first)} | issues | pages
+    return ({f"repo {r}" for r in _REPO.findall(first)} | issues | pages
             | set(re.findall(r"\b[\w-]+/[\w.-]+#\d+", first)) | set(re.findall(r"\bid (\d{6,})", first)))
 
 
@@ -266,9 +248,12 @@ def test_the_seventh_and_eighth_sets_use_only_sources_no_earlier_fixture_names(n
         assert keys and not keys & earlier, (case.file, keys & earlier)
 
 
-@pytest.mark.parametrize("n, new_class", [(6, "a100-roce-multihost"), (7, "v100-efa-multihost")],
-                         ids=["seventh", "eighth"])
-def test_the_seventh_and_eighth_sets_are_held_out_and_add_only_their_new_class(n, new_class):
+@pytest.mark.parametrize("n, new_class", [(5, "v100-dgx2"), (6, "a100-roce-multihost"), (7, "v100-efa-multihost")],
+                         ids=["sixth", "seventh", "eighth"])
+def test_each_later_set_is_held_out_adds_only_its_new_class_and_repeats_no_run(n, new_class):
+    """Issue 36's sixth to eighth sets: every table held out (its own flag, or its new held-out class), none
+    in the fit, its files new, and no run a copy of an earlier fixture's (another run batch of a repository
+    some fixtures use is new data)."""
     later_set = _SETS[n]
     assert later_set and all(cases.held_out(c) for c in later_set)
     assert not any(c in cases.IN_SAMPLE for c in later_set)
