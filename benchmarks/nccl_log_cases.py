@@ -2,8 +2,8 @@
 model: the machine each log's ``# SOURCE:`` header describes, its class, and the fixed split.
 
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
-  :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`,
-  :data:`EIGHTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
+  :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
+  :data:`NINTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
   (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
@@ -353,8 +353,26 @@ EIGHTH_CASES = [
              "(-g 1), NeMo 25.09 container (NCCL version not printed: 2.28 gates assumed), NCCL defaults (NVLS)"),
 ]
 
+_P5 = ("p5.48xlarge: 8 x H100 80GB HBM3 SXM5 on NVSwitch (the `dgx-h100` preset), 32 x 100 Gb/s EFA v2 and AMD "
+       "EPYC 7R13 (AWS's instance documentation)")
+
+#: the ninth set: two AWS p5 all_reduce tables of aws-samples/awsome-distributed-training, the repository of the
+#: first set's p4de log (so ``source_reused``), described from their sources before any prediction; both classes
+#: are in-sample, so each table is held out itself
+NINTH_CASES = [
+    Case("h100_8gpu_1node_all_reduce_aws_p5_batch.txt", "dgx-h100", version=(2, 23), machine={"cpu_vendor": "amd"},
+         machine_class="h100-nvswitch-1host", held_out=True, source_reused=True,
+         why=f"one {_P5}, AWS Batch job (mpirun -np 8 -N 8, -g 1: 8 processes on one host), NCCL defaults (NVLS), "
+             "NCCL_BUFFSIZE=8388608 and aws-ofi-nccl's tuner plugin (no model term), NCCL not printed (the "
+             "image's Dockerfile of that commit: 2.23.4)"),
+    Case("h100_16gpu_2node_all_reduce_aws_p5_efa_readme.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 20),
+         machine={"cpu_vendor": "amd"}, machine_class="h100-efa-multihost", held_out=True, source_reused=True,
+         why=f"2 x {_P5}, Slurm srun 16 tasks (-g 1), NCCL defaults, NCCL_BUFFSIZE=8388608 (no model term), "
+             "NCCL not printed (the README's own build of that commit: 2.20.3, aws-ofi-nccl 1.8.1)"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
-             + EIGHTH_CASES)
+             + EIGHTH_CASES + NINTH_CASES)
 
 
 def held_out(case: Case) -> bool:

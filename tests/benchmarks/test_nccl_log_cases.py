@@ -112,7 +112,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
 
 @pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
                                   + cases.FIFTH_CASES + cases.SIXTH_CASES + cases.SEVENTH_CASES
-                                  + cases.EIGHTH_CASES if not c.skip_reason],
+                                  + cases.EIGHTH_CASES + cases.NINTH_CASES if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
@@ -215,7 +215,7 @@ def _source_repo(case) -> str | None:
 
 
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
-         cases.SEVENTH_CASES, cases.EIGHTH_CASES]
+         cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -266,3 +266,31 @@ def test_each_later_set_is_held_out_adds_only_its_new_class_and_repeats_no_run(n
     for name in later:
         rows = set(_oop_times(FIXTURES / "real_logs" / name))
         assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+
+
+def test_the_ninth_set_is_held_out_of_known_classes_from_a_reused_repository_and_repeats_no_run():
+    """The ninth set's two AWS p5 tables: each held out itself (their classes are in-sample), of classes earlier
+    sets have, marked ``source_reused`` because the first set's p4de log comes from the same repository, and no
+    run a copy of an earlier fixture's."""
+    ninth, earlier = cases.NINTH_CASES, [c for s in _SETS[:8] for c in s]
+    assert ninth and all(c.held_out and cases.held_out(c) for c in ninth)
+    assert not any(c in cases.IN_SAMPLE for c in ninth)
+    assert {c.machine_class for c in ninth} <= {c.machine_class for c in earlier if not cases.held_out(c)}
+    earlier_repos = {_source_repo(c) for c in earlier} - {None}
+    assert all(c.source_reused and _source_repo(c) in earlier_repos for c in ninth)
+    assert not {c.file for c in ninth} & {c.file for c in earlier}
+    later = {c.file for c in ninth}
+    for name in later:
+        rows = set(_oop_times(FIXTURES / "real_logs" / name))
+        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+
+
+@pytest.mark.parametrize("case", cases.NINTH_CASES, ids=lambda c: c.file)
+def test_each_ninth_case_has_the_ranks_its_bus_factor_shows(case):
+    """The sources print no device lines: the rank count is the one every row's busbw / algbw = 2 (n - 1) / n
+    gives (8 on one p5, 16 on two), the preset's 8 GPUs per host times the case's hosts."""
+    (run,) = load_runs(FIXTURES / "real_logs" / case.file)
+    n = 8 * case.nodes
+    rows = [r.out_of_place for r in run.rows if r.out_of_place.algbw_gbps >= 10]
+    assert len(rows) >= 8 and not run.devices
+    assert all(m.busbw_gbps / m.algbw_gbps == pytest.approx(2 * (n - 1) / n, rel=0.01) for m in rows)
