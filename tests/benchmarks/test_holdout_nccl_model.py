@@ -13,7 +13,8 @@ pytest.importorskip("scipy")
 def test_holding_out_the_only_mi300x_log_leaves_its_constants_at_their_hand_set_values():
     sys.path.insert(0, str(ROOT / "benchmarks"))
     import holdout_nccl_model as h
-    results, untouched = h.holdout("mi300x_8gpu_1node_all_reduce.txt")
+    # which constants the rest of the logs move is decided before the solver runs: a short solve keeps the list
+    results, untouched = h.holdout("mi300x_8gpu_1node_all_reduce.txt", max_nfev=20)
     # only the MI300X log exercises xGMI, gfx942 latencies and RCCL's MSCCL kernels (params.py's table)
     assert {"link_eff/*/xgmi", "lat_scale/gfx942/LL", "lat_scale/gfx942/Simple", "msccl_allpairs_latency_us",
             "msccl_onestep_latency_us"} <= set(untouched)
