@@ -75,19 +75,21 @@ def test_seeds_load_unmutated(loader, tmp_path):
     """The seeds themselves are accepted (the fuzz cases start from valid inputs); logs with
     launcher prefixes (``srun -l``, ``mpirun --tag-output``) may be refused by readers that
     predate them, with a project error."""
-    loaded = 0
+    loaded = prefixed = 0
     for name, data in SEEDS[loader]:
         path = tmp_path / ("s.json.gz" if name.endswith(".gz") else "s" + Path(name).suffix)
         path.write_bytes(data)
+        launcher = loader == "nccl-tests-log" and (b"<stdout>:" in data or b"\n0: " in data)
+        prefixed += launcher
         try:
             result = LOADERS[loader][1](path)
         except TopocollError:
-            if loader != "nccl-tests-log" or b"<stdout>:" not in data and b"\n0: " not in data:
+            if not launcher:
                 raise
             continue
         assert nonsense(result) is None, name
         loaded += 1
-    assert loaded >= len(SEEDS[loader]) - 2 and loaded >= 1
+    assert loaded >= len(SEEDS[loader]) - prefixed and loaded > len(SEEDS[loader]) // 2
 
 
 @pytest.mark.parametrize("loader", GUARDED)
