@@ -48,6 +48,8 @@ def build_parser() -> OneLineParser:
                    help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "
                         "and pred/real beside the prediction")
     add_machine_arguments(p)     # its --net default here: what the --import log's NCCL INFO lines name
+    p.add_argument("--nccl-version", metavar="X.Y", help="the NCCL whose rules the NCCL model follows (default: "
+                   "the --import log's printed version, else 2.28)")
     return p
 
 
@@ -174,10 +176,12 @@ def run(args) -> list[str]:
         _check_schedule_file(sel, args, topo, cfg.collective)
     backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None, nccl_column=algo == "nccl",
                          nccl_machine=_machine(args, imported[0] if imported else None),
-                         nccl_version=imported[0].nccl_version[:2] if imported and imported[0].nccl_version else None)
+                         nccl_version=_nccl_version(args, imported[0] if imported else None)[0])
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
-    what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {backend.nccl.env.describe() or 'NCCL defaults'})"
+    version, said = _nccl_version(args, imported[0] if imported else None)
+    what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {backend.nccl.env.describe() or 'NCCL defaults'}, "
+            f"NCCL {'.'.join(map(str, backend.nccl.table.version))} rules: {said})"
             if algo == "nccl" else f"schedule {sched.name or '?'} ({sched.num_steps} steps, {sched.chunks_per_rank} "
             f"chunks per rank)")
     m = backend.nccl.machine if algo == "nccl" else None
@@ -209,6 +213,17 @@ def run(args) -> list[str]:
                                                      argv=["simulate", *args.argv], start_time=start,
                                                      extra={"backend": "sim", "topology": topo.name, "algorithms": [algo]}))
     return lines + writer.footer_lines(summary)
+
+
+def _nccl_version(args, run) -> tuple[tuple[int, int] | None, str]:
+    """The NCCL (major, minor) the model follows and where it comes from: ``--nccl-version``, the
+    imported log's printed version, else None (the model's default)."""
+    from synth.model.nccl.installed import parse_nccl_version
+    if args.nccl_version is not None:
+        return parse_nccl_version(args.nccl_version), "--nccl-version"
+    if run is not None and run.nccl_version:
+        return tuple(run.nccl_version[:2]), "the log"
+    return None, "the model's default"
 
 
 def _first_ranks(topo, ngpus: str | None):

@@ -47,6 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write a CSV for NCCL's example tuner plugin (NCCL 2.30.3+, NCCL_TUNER_CONFIG_FILE): "
                         "lines change NCCL's choice only where the NCCL model predicts it beaten; every other "
                         "query keeps NCCL's choice and channels (NVIDIA machines only: RCCL cannot load it)")
+    p.add_argument("--nccl-version", metavar="X.Y", help="the NCCL the plan compares with (default: the one this "
+                   "machine has installed when probing it, else 2.28)")
     p.add_argument("--msccl-runtime", choices=("rccl", "msccl-executor-nccl"),
                    help="the MSCCL runtime msccl/ is built and checked for (default: rccl where the GPUs are AMD, "
                         "msccl-executor-nccl otherwise); recorded in summary.json")
@@ -79,12 +81,25 @@ def _base_topology(args):
         print(f"no GPUs ({'; '.join(reasons) or 'nothing found'}): using the embedded default topology "
               f"'{DEFAULT_TOPOLOGY}' (choose another with --topology PRESET|FILE)")
         return load_topology(DEFAULT_TOPOLOGY, gpus=gpus)
+    args.probed = True                      # this machine's GPUs: its installed NCCL is the one to plan against
     return topo.subset(gpus) if gpus else topo
 
 
-def _write_tuner_conf(topo, path: Path) -> None:
+def _nccl_version(args) -> tuple[tuple[int, int] | None, str]:
+    """The NCCL (major, minor) the plan compares with and where it comes from: ``--nccl-version``;
+    when the topology is this machine's, probed, the NCCL it has installed; else None (the default)."""
+    from synth.model.nccl.installed import OLDEST, installed_nccl_version, parse_nccl_version
+    if args.nccl_version is not None:
+        return parse_nccl_version(args.nccl_version), "--nccl-version"
+    found = installed_nccl_version() if getattr(args, "probed", False) else None
+    if found is not None and found[0] == 2 and found[:2] >= OLDEST:
+        return found[:2], f"installed: NCCL {'.'.join(map(str, found))}"
+    return None, "the model's default"
+
+
+def _write_tuner_conf(topo, path: Path, version: tuple | None = None) -> None:
     from synth.model.nccl.tuner_config import tuner_lines, tuner_models, write_tuner_config
-    on, off = tuner_models(topo)
+    on, off = tuner_models(topo, version)
     lines = tuner_lines(on, off)
     m = on.machine
     write_tuner_config(path, lines, comment=(
@@ -156,16 +171,19 @@ def _main(argv: list[str] | None, where: dict | None = None) -> int:
         from synth.pipeline.output import folder_name
         from synth.pipeline.synthesize import SynthesisOptions, run
         topo = _topology(args)
+        version, said = _nccl_version(args)
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
                                 root=args.root, progress=not args.no_progress, verbose=args.verbose,
-                                msccl_runtime=args.msccl_runtime)
+                                msccl_runtime=args.msccl_runtime, nccl_version=version)
         out = Path(args.out) if args.out is not None else Path("results") / folder_name(topo.name)
         if where is not None:                   # for the line an interrupt prints
             where["out"], where["before"] = out, _summary_id(out)
         if args.nccl_tuner_conf is not None:
             _check_tuner_conf(args.nccl_tuner_conf, out)
             from synth.model.nccl.tuner_config import tuner_models
-            tuner_models(topo)                  # AMD machines: refused before any work, with why
+            tuner_models(topo, version)         # AMD machines, NCCL < 2.28: refused before any work, with why
+        if version is not None:
+            print(f"planning against NCCL {'.'.join(map(str, version))}'s rules ({said})")
         summary = run(topo, out, opts, force=args.force)
     except TopocollError as e:
         print(f"synthesize: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
@@ -177,7 +195,7 @@ def _main(argv: list[str] | None, where: dict | None = None) -> int:
         return 2
     if args.nccl_tuner_conf is not None:
         try:
-            _write_tuner_conf(topo, args.nccl_tuner_conf)
+            _write_tuner_conf(topo, args.nccl_tuner_conf, opts.nccl_version)
         except (OSError, TopocollError) as e:
             why = _os_error(e) if isinstance(e, OSError) else str(e).splitlines()[0]
             print(f"synthesize: {why}; the results in {out}/ are complete, the tuner file was not written",

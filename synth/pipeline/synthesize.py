@@ -21,24 +21,22 @@ Output folder layout (default ``results/<topology-name>/``)::
 ``msccl/`` holds the plan's algorithms as MSCCL XML with their size ranges, ready to be RCCL's
 ``MSCCL_ALGO_DIR`` (rooted collectives only under ``msccl/candidates/``: the XML has no root).
 
-At cluster scale (see :data:`LARGE_RANKS`) some stages cannot run and say so in the summary's
-``notes`` and the report: schedules of more than :data:`GZIP_TRANSFERS` transfers are written as
-``schedules/*.json.gz``, baselines stop at :data:`synth.baselines._common.MAX_TRANSFERS`
-transfers, the tree packing stops at :data:`synth.solve.bwopt.optimal.TREES_MAX_RANKS` ranks
-(the hierarchy covers allgather, reducescatter, allreduce, broadcast and reduce at any size), and
-MSCCL XML is written for the
-schedules the plan uses, gzip-compressed beyond :data:`synth.pipeline.msccl_export.GZIP_XML_BYTES` (the XML of a 1,024-rank
-allgather is 370 MB), and not for schedules in which a rank talks to more than
-:data:`synth.pipeline.msccl_export.MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
+At cluster scale (see :data:`LARGE_RANKS`) some stages cannot run and say so in the summary's ``notes`` and the
+report: schedules of more than :data:`GZIP_TRANSFERS` transfers are written as ``schedules/*.json.gz``, baselines stop
+at :data:`synth.baselines._common.MAX_TRANSFERS` transfers, the tree packing stops at
+:data:`synth.solve.bwopt.optimal.TREES_MAX_RANKS` ranks (the hierarchy covers allgather, reducescatter, allreduce,
+broadcast and reduce at any size), and MSCCL XML is written for the schedules the plan uses, gzip-compressed beyond
+:data:`synth.pipeline.msccl_export.GZIP_XML_BYTES` (the XML of a 1,024-rank allgather is 370 MB), and not for
+schedules in which a rank talks to more than :data:`synth.pipeline.msccl_export.MSCCL_MAX_PEERS` peers (the MSCCL
+runtime cannot load them).
 
-The documented paths are plain files and folders.  A run writes everything into a hidden
-versioned folder first and then puts it in place, one rename per path, ``summary.json`` last
-(:mod:`synth.pipeline.output`, :mod:`synth.pipeline.publish`): a run stopped or killed at any
-instant leaves the previous complete results, the new complete ones, or (killed while putting
-them in place, ``summary.json`` missing) the new ones complete in the hidden folder, which the
-next run puts in place; nothing else in ``--out`` is touched, and folders holding other files
-are refused.  New results equal to those in place apart from wall-clock times are not put in
-place at all: the folder stays as it was (:mod:`synth.pipeline.keep`).
+The documented paths are plain files and folders. A run writes everything into a hidden versioned folder first and
+then puts it in place, one rename per path, ``summary.json`` last (:mod:`synth.pipeline.output`,
+:mod:`synth.pipeline.publish`): a run stopped or killed at any instant leaves the previous complete results, the new
+complete ones, or (killed while putting them in place, ``summary.json`` missing) the new ones complete in the hidden
+folder, which the next run puts in place; nothing else in ``--out`` is touched, and folders holding other files are
+refused. New results equal to those in place apart from wall-clock times are not put in place at all: the folder stays
+as it was (:mod:`synth.pipeline.keep`).
 """
 
 from __future__ import annotations
@@ -100,6 +98,8 @@ class SynthesisOptions:
     skip_dominated: bool = True
     #: MSCCL runtime the ``msccl/`` files are built for (None: rccl on AMD GPUs, else msccl-executor-nccl)
     msccl_runtime: str | None = None
+    #: the NCCL (major, minor) whose rules the plan's NCCL comparison follows (None: the model's default)
+    nccl_version: tuple | None = None
 
 
 @dataclass
@@ -207,11 +207,11 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
 
 
 def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topology | None = None,
-               ) -> tuple[Plan, dict, dict]:
+               nccl_version: tuple | None = None) -> tuple[Plan, dict, dict]:
     """Plan entries per collective, the per-size times used to pick them, and NCCL's modelled
-    curve per collective: the one decision of :mod:`synth.plan.decision` (modelled time plus the
-    executor's measured fixed cost; with ``topo`` and >= 2 ranks, ``nccl`` where NCCL is
-    predicted faster by the margin), recorded per entry."""
+    curve per collective (NCCL ``nccl_version``'s rules): the one decision of :mod:`synth.plan.decision`
+    (modelled time plus the executor's measured fixed cost; with ``topo`` and >= 2 ranks, ``nccl``
+    where NCCL is predicted faster by the margin), recorded per entry."""
     from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records, decide_ranges, executor_for, range_record
     from synth.plan.protocol import ll_ranges, report_curves, with_protocols
     from synth.plan.versus_nccl import NCCL, nccl_curve
@@ -224,12 +224,12 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
             evaluate(res.schedules, cost.schedule_time_us, PLAN_SIZES)
         curves[coll] = times
         if topo is not None and fabric.num_ranks > 1:
-            ncc[coll] = nccl_curve(topo, coll, PLAN_SIZES)
+            ncc[coll] = nccl_curve(topo, coll, PLAN_SIZES, version=nccl_version)
         nccl_t = ncc[coll]["times"] if coll in ncc else None
         counted = EXECUTOR_COSTS[executor].record_us > 0      # clusters: a per-call cost only, no count
         records = {name: busiest_rank_records(s) if counted else 0 for name, s in res.schedules.items()}
         sizes, times, protos, nccl_t = with_protocols(cost, res.schedules, times, PLAN_SIZES, lambda sz: nccl_curve(
-            topo, coll, sz)["times"], executor, nccl_t)           # LL where faster, calls <= LL_MAX_BYTES
+            topo, coll, sz, version=nccl_version)["times"], executor, nccl_t)  # LL where faster, calls <= LL_MAX_BYTES
         curves[coll] = report_curves(curves[coll], sizes, times, protos, PLAN_SIZES)
         for name, fallback, lo, hi in decide_ranges(sizes, times, nccl_t, records, executor, protos):
             k = sizes.index(lo) if lo in sizes else 0
@@ -248,21 +248,21 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     return plan, curves, ncc
 
 
-def model_version() -> str:
+def model_version(nccl_version: tuple | None = None) -> str:
     """What a run's results depend on besides the topology and the options: the results version,
     the cost model's constants and the version of NCCL the NCCL model follows (the plan's NCCL
     comparison uses NCCL's defaults, never this process's ``NCCL_*`` variables)."""
     from synth.model.nccl.tuning import NCCL_VERSION
     from synth.model.physics import model_version as constants_version
-    cost = constants_version()
-    return f"results {RESULTS_VERSION}, cost model {cost}, NCCL model {'.'.join(map(str, NCCL_VERSION))}"
+    nccl = ".".join(map(str, nccl_version or NCCL_VERSION))
+    return f"results {RESULTS_VERSION}, cost model {constants_version()}, NCCL model {nccl}"
 
 
 def _options_record(opts: SynthesisOptions) -> dict:
     """The options of a run that change its results (the root is per collective, in its record)."""
     return {"time_limit_s": opts.time_limit_s, "max_sat_ranks": opts.max_sat_ranks,
             "max_sat_steps": opts.max_sat_steps, "max_sat_chunks": opts.max_sat_chunks,
-            "model": model_version(), "msccl_runtime": opts.msccl_runtime}
+            "model": model_version(opts.nccl_version), "msccl_runtime": opts.msccl_runtime}
 
 
 def _reusable(out_dir: Path, fabric: Fabric, opts: SynthesisOptions) -> dict | None:
@@ -370,7 +370,7 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
             gcp.checkpoint()
             results[coll].summary["total_s"] = round(time.perf_counter() - t, 3)
         with prog.stage("plan"):
-            plan, curves, ncc = build_plan(fabric, results, topo)
+            plan, curves, ncc = build_plan(fabric, results, topo, opts.nccl_version)
         for coll, curve in ncc.items():
             results[coll].summary["nccl_modelled"] = {
                 label: {"time_us": round(curve["times"][PLAN_SIZES.index(nb)], 3),

@@ -17,16 +17,18 @@ MARGIN = 1.05
 NCCL = "nccl"
 
 
-def nccl_curve(topology, collective: str, sizes: list[int], env=None) -> dict:
+def nccl_curve(topology, collective: str, sizes: list[int], env=None, version: tuple | None = None) -> dict:
     """NCCL's modelled times (µs) and choices at ``sizes`` on ``topology`` (one process per GPU;
-    ``env`` default: NCCL defaults, whatever this process's environment says).
+    ``env`` default: NCCL defaults, whatever this process's environment says; ``version``: the
+    NCCL (major, minor) whose rules apply, None the model's default).
 
     The network is modelled with InfiniBand's constants whatever transport the NICs name: the
     cost model that times our schedules has no transport-specific per-hop or per-message cost,
     so giving NCCL EFA's or TCPXO's (``simulate``/``sweep`` do, to predict NCCL alone) would make
     our schedules look faster than they would run on that network."""
     from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
-    model = NcclModel(NcclMachine.from_topology(topology, net_kind="ib"), env=env if env is not None else NcclEnv())
+    model = NcclModel(NcclMachine.from_topology(topology, net_kind="ib"), env=env if env is not None else NcclEnv(),
+                      **({"version": tuple(version)} if version else {}))
     picks = [model.choose(collective, n) for n in sizes]
     return {"times": [c.time_us for c in picks], "choices": [c.label for c in picks],
             "machine": model.machine}

@@ -121,16 +121,24 @@ class _Pick:
         return self.algorithm, self.protocol
 
 
-def tuner_models(topo):
-    """``(model, model without NVLS or None)`` for ``topo`` under NCCL's defaults; refuses AMD
-    machines (RCCL's loader looks up ``ncclTunerPlugin_v2`` only: :mod:`.tuner_plugin`)."""
+def tuner_models(topo, version: tuple | None = None):
+    """``(model, model without NVLS or None)`` for ``topo`` under NCCL's defaults (NCCL ``version``'s
+    rules, None the model's default); refuses AMD machines (RCCL's loader looks up
+    ``ncclTunerPlugin_v2`` only) and an NCCL older than the one build that works can be loaded by
+    (:data:`~.tuner_plugin.WORKING_BUILD_LOADED_FROM`): a file no plugin applies is worse than none."""
     from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
+    from synth.model.nccl.tuner_plugin import WORKING_BUILD_LOADED_FROM
     machine = NcclMachine.from_topology(topo)
     if machine.amd:
         raise InvalidArgument(f"{topo.name} has AMD GPUs: RCCL cannot load NCCL's example tuner plugin "
                               "(it looks up ncclTunerPlugin_v2 only), so no tuner file is written")
-    on = NcclModel(machine, env=NcclEnv())
-    off = NcclModel(machine, env=NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}))
+    if version is not None and tuple(version)[:2] < WORKING_BUILD_LOADED_FROM:
+        raise InvalidArgument(f"NCCL {'.'.join(map(str, version[:2]))} cannot load the example tuner plugin build "
+                              "that applies this file (NCCL 2.30.3's, interface v5: NCCL 2.28.3 and later), so no "
+                              "tuner file is written")
+    extra = {"version": tuple(version)[:2]} if version is not None else {}
+    on = NcclModel(machine, env=NcclEnv(), **extra)
+    off = NcclModel(machine, env=NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}), **extra)
     nvls = any(a in NVLS_ALGORITHMS for c in PLUGIN_COLLECTIVES for a, _ in on.table.enabled(c))
     return on, (off if nvls else None)
 

@@ -28,7 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["PluginBuild", "PLUGIN_BUILDS", "NCCL_TUNER_LOOKUPS", "RCCL_TUNER_LOOKUP", "LINE_RULES",
+__all__ = ["PluginBuild", "PLUGIN_BUILDS", "NCCL_TUNER_LOOKUPS", "WORKING_BUILD_LOADED_FROM", "RCCL_TUNER_LOOKUP", "LINE_RULES",
            "COLLECTIVES", "ALGORITHMS", "PROTOCOLS", "SIZE_MAX", "KEEP_NCCL_CHANNELS", "FIELDS_READ",
            "ConfLine", "ConfProblem", "ParsedConf", "Query", "Outcome", "parse_conf", "match"]
 
@@ -85,6 +85,9 @@ PLUGIN_BUILDS = (
 NCCL_TUNER_LOOKUPS = {"2.23.4": ("v3", "v2"), "2.26.2-2.27.7": ("v4", "v3", "v2"),
                       "2.28.3-2.29.7": ("v5", "v4", "v3", "v2"),
                       "2.30.3 and later": ("v6", "v5", "v4", "v3", "v2")}
+#: the oldest NCCL (major, minor) that loads the one build that works (its ncclTunerPlugin_v5 interface:
+#: NCCL 2.28.3 and later, :data:`NCCL_TUNER_LOOKUPS`); an older NCCL never applies the file
+WORKING_BUILD_LOADED_FROM = (2, 28)
 #: RCCL's loader: one symbol (src/include/nccl_tuner.h NCCL_TUNER_PLUGIN_SYMBOL, src/misc/tuner.cc at
 #: 0cbce2a7).  A later development header (src/include/plugin/nccl_tuner.h at 5db32621) names
 #: ncclTunerPlugin_v5; no RCCL release with it was read, so no RCCL is known to load the plugin.

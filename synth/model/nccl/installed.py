@@ -1,0 +1,65 @@
+"""Which NCCL the model follows: a version a user names (``--nccl-version``), the one this
+machine has installed, or the model's default (:data:`~.constants.NCCL_VERSION`).
+
+The model's rules are keyed by NCCL (major, minor) (:mod:`.versions`: tuning tables, LL128 by
+default, channel rules, tree threshold, point-to-point parts...).  A plan made by probing this
+machine compares our schedules with the NCCL it would really call; a plan for a described machine
+(``--topology``) with the NCCL its owner names, else the default.
+
+The installed library is asked through its own C entry point ``ncclGetVersion(int*)`` (NCCL's
+``nccl.h``): the code is ``major*10000 + minor*100 + patch`` from NCCL 2.9 on and
+``major*1000 + minor*100 + patch`` before (``NCCL_VERSION(X,Y,Z)`` in ``nccl.h.in``, changed with
+2.9.6); RCCL answers the same call.
+
+>>> parse_nccl_version("2.21.5-1"), parse_nccl_version("v2.8"), version_from_code(22105), version_from_code(2804)
+((2, 21), (2, 8), (2, 21, 5), (2, 8, 4))
+"""
+
+from __future__ import annotations
+
+import ctypes
+import re
+
+from topo_probe.errors import UsageError
+
+#: the oldest NCCL whose rules the model holds (NCCL 2.4: trees; LL128 came with 2.5)
+OLDEST = (2, 4)
+#: shared-library names tried, NCCL's first
+LIBRARIES = ("libnccl.so.2", "libnccl.so", "librccl.so.1", "librccl.so")
+_VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:-\d+)?")
+
+
+def parse_nccl_version(text: str, what: str = "--nccl-version") -> tuple[int, int]:
+    """``(major, minor)`` of ``2.21``, ``2.21.5`` or ``v2.21.5-1``; a one-line UsageError naming
+    ``what`` for anything else or for a version older than the model's oldest rules."""
+    m = _VERSION.fullmatch(str(text).strip())
+    if m is None:
+        raise UsageError(f"{what} {text!r}: not an NCCL version MAJOR.MINOR[.PATCH] (e.g. 2.21.5)")
+    version = (int(m.group(1)), int(m.group(2)))
+    if version[0] != 2 or version < OLDEST:
+        raise UsageError(f"{what} {text}: the NCCL model holds NCCL's rules from 2.4 on (2.x releases only)")
+    return version
+
+
+def version_from_code(code: int) -> tuple[int, int, int]:
+    """NCCL's ``ncclGetVersion`` code as ``(major, minor, patch)`` (both encodings, see above)."""
+    if code >= 10000:
+        return code // 10000, code % 10000 // 100, code % 100
+    return code // 1000, code % 1000 // 100, code % 100
+
+
+def installed_nccl_version(libraries=LIBRARIES) -> tuple[int, int, int] | None:
+    """The version of the first NCCL (or RCCL) library this process can load; None where there is
+    none or it does not answer.  Never raises: a machine without NCCL plans against the default."""
+    for name in libraries:
+        try:
+            lib = ctypes.CDLL(name)
+            code = ctypes.c_int(0)
+            if lib.ncclGetVersion(ctypes.byref(code)) == 0 and code.value > 0:
+                return version_from_code(code.value)
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+__all__ = ["OLDEST", "LIBRARIES", "parse_nccl_version", "version_from_code", "installed_nccl_version"]
