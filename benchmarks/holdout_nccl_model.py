@@ -35,7 +35,7 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 import fit_nccl_model as fitting  # noqa: E402
 import validate_cost_model as validation  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
-from synth.model.nccl.confidence import TARGET_MEDIAN  # noqa: E402
+from synth.model.nccl.confidence import PRIMITIVES_REWRITE, TARGET_MEDIAN  # noqa: E402
 from synth.model.nccl.confidence import VALIDATION as CLASS_VALIDATION  # noqa: E402
 
 
@@ -207,16 +207,23 @@ def class_summary_lines(scores: list[tuple[dict, dict]]) -> list[str]:
 
 
 def class_records(scores: list[tuple[dict, dict]], command: str) -> dict:
-    """What ``synth.model.nccl.confidence`` reads: per machine class, its predicted tables and the
-    median over them of their held-out median error (>= 64 KiB)."""
+    """What ``synth.model.nccl.confidence`` reads: per machine class, its predicted tables, the
+    median over them of their held-out median error (>= 64 KiB), and how many of them are of an
+    NCCL before :data:`~synth.model.nccl.confidence.PRIMITIVES_REWRITE` and meet the bar."""
     per: dict[str, list[float]] = {}
     colls: dict[str, set] = {}
+    old: dict[str, list[float]] = {}
     for _, held in scores:
-        per.setdefault(held["case"].machine_class, []).append(held["summary"]["median_big"])
-        colls.setdefault(held["case"].machine_class, set()).add(held["collective"])
+        c = held["case"]
+        per.setdefault(c.machine_class, []).append(held["summary"]["median_big"])
+        colls.setdefault(c.machine_class, set()).add(held["collective"])
+        if tuple(c.version) < PRIMITIVES_REWRITE:
+            old.setdefault(c.machine_class, []).append(held["summary"]["median_big"])
     return {"command": command, "classes": {k: {"logs": len(v), "held_out_median": round(statistics.median(v), 4),
                                                 "collectives": sorted(colls[k]),
-                                                "within_15": sum(x <= TARGET_MEDIAN for x in v)}
+                                                "within_15": sum(x <= TARGET_MEDIAN for x in v),
+                                                "before_2_10": [len(old.get(k, ())),
+                                                                sum(x <= TARGET_MEDIAN for x in old.get(k, ()))]}
                                             for k, v in sorted(per.items())}}
 
 

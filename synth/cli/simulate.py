@@ -179,8 +179,9 @@ def run(args) -> list[str]:
                          nccl_version=_nccl_version(args, imported[0] if imported else None)[0])
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
-    version, said = _nccl_version(args, imported[0] if imported else None)
-    what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {backend.nccl.env.describe() or 'NCCL defaults'}, "
+    said = _nccl_version(args, imported[0] if imported else None)[1]
+    env = backend.nccl.env.describe() or "NCCL defaults"
+    what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {env}, "
             f"NCCL {'.'.join(map(str, backend.nccl.table.version))} rules: {said})"
             if algo == "nccl" else f"schedule {sched.name or '?'} ({sched.num_steps} steps, {sched.chunks_per_rank} "
             f"chunks per rank)")
@@ -197,7 +198,8 @@ def run(args) -> list[str]:
              f"network x{p.network_efficiency:.3g} (link constants shared with the NCCL model)"]
     if algo == "nccl":
         from synth.model.nccl.confidence import confidence_line
-        notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective))
+        notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective,
+                                     version=backend.nccl.table.version))
     from synth.model.bounds import lower_bounds
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "

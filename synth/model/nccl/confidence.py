@@ -60,6 +60,10 @@ def machine_class(m: NcclMachine) -> str:
 
 #: the validation's bar: a table's median |error| at >= 64 KiB within this fraction, held out
 TARGET_MEDIAN = 0.15
+#: NCCL 2.10.3 rewrote the device primitives (src/collectives/device/prims_ll.h, prims_ll128.h: LL128 no
+#: longer stages every line through shared memory; its release notes: better medium sizes); the model's
+#: constants come from later NCCL, so a prediction for an older one says how its tables of that era fare
+PRIMITIVES_REWRITE = (2, 10)
 
 
 @dataclass(frozen=True)
@@ -73,6 +77,8 @@ class ClassRecord:
     held_out_median: float
     collectives: tuple = ()
     within_target: int | None = None
+    #: ``(tables, within the bar)`` of NCCL before :data:`PRIMITIVES_REWRITE` (None: not recorded)
+    before_rewrite: tuple | None = None
 
     def verdict(self) -> str:
         """``median error X% held out`` and, where recorded, how many of its tables meet the bar;
@@ -90,7 +96,8 @@ def load_validation(path: Path = VALIDATION) -> dict[str, ClassRecord]:
         return {}
     doc = json.loads(path.read_text())
     return {k: ClassRecord(k, int(v["logs"]), float(v["held_out_median"]), tuple(v.get("collectives", ())),
-                           int(v["within_15"]) if "within_15" in v else None)
+                           int(v["within_15"]) if "within_15" in v else None,
+                           tuple(int(x) for x in v["before_2_10"]) if "before_2_10" in v else None)
             for k, v in doc.get("classes", {}).items()}
 
 
@@ -108,9 +115,10 @@ def _similarity(a: str, b: str) -> tuple[int, int, int]:
 
 
 def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = None, collective: str | None = None,
-                    anchors: dict | None = None) -> str:
+                    anchors: dict | None = None, version: tuple | None = None) -> str:
     """One line for a report: the machine's class and how well real logs validate it (for
-    ``collective``, when given: a class whose tables are all of other collectives says so).
+    ``collective``, when given: a class whose tables are all of other collectives says so; for an
+    NCCL ``version`` before :data:`PRIMITIVES_REWRITE`, how the class's tables of that era fare).
 
     >>> recs = {"h100-ib-multihost": ClassRecord("h100-ib-multihost", 12, 0.08, ("allreduce",))}
     >>> from topo_probe import get_preset, cluster
@@ -123,7 +131,28 @@ def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = Non
     'NCCL model: machine class h100-nvswitch-1host: NO real log validates it; nearest validated'
     >>> ClassRecord("amd-multihost", 3, 0.40, ("allreduce",), 1).verdict()[:60]
     'median error 40% held out, 1 of 3 within 15%; OUTSIDE the 15'
+    >>> a100 = {"a100-nvswitch-1host": ClassRecord("a100-nvswitch-1host", 6, 0.13, ("allreduce",), 3, (2, 0))}
+    >>> confidence_line(NcclMachine.from_topology(get_preset("dgx-a100")), a100, anchors={}, version=(2, 8))[-74:]
+    '; NCCL 2.8: 2 of its tables are of NCCL before 2.10, 0 within 15% held out'
     """
+    return confidence_class_line(m, records, collective, anchors) + _era(m, records, version)
+
+
+def _era(m: NcclMachine, records: dict[str, ClassRecord] | None, version: tuple | None) -> str:
+    """What the class's tables of NCCL before the primitives' rewrite say, for an older ``version``."""
+    if version is None or tuple(version)[:2] >= PRIMITIVES_REWRITE:
+        return ""
+    rec = (load_validation() if records is None else records).get(machine_class(m))
+    v = ".".join(map(str, tuple(version)[:2]))
+    if rec is None or not rec.before_rewrite or not rec.before_rewrite[0]:
+        return f"; NCCL {v}: NO table of NCCL before 2.10 (which rewrote its primitives) validates this class"
+    n, ok = rec.before_rewrite
+    return f"; NCCL {v}: {n} of its tables are of NCCL before 2.10, {ok} within {TARGET_MEDIAN:.0%} held out"
+
+
+def confidence_class_line(m: NcclMachine, records: dict[str, ClassRecord] | None = None,
+                          collective: str | None = None, anchors: dict | None = None) -> str:
+    """:func:`confidence_line` without the NCCL-version part."""
     records = load_validation() if records is None else records
     anchors = load_anchors() if anchors is None else anchors
     name = machine_class(m)
@@ -150,5 +179,5 @@ def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = Non
             f"{near.name} ({near.logs} {tables}, {near.verdict()})")
 
 
-__all__ = ["machine_class", "confidence_line", "load_validation", "load_anchors", "ClassRecord", "VALIDATION",
-           "ANCHORS", "TARGET_MEDIAN"]
+__all__ = ["PRIMITIVES_REWRITE", "confidence_class_line", "machine_class", "confidence_line", "load_validation",
+           "load_anchors", "ClassRecord", "VALIDATION", "ANCHORS", "TARGET_MEDIAN"]

@@ -107,3 +107,27 @@ def test_simulate_follows_the_named_version_over_the_log(capsys):
     rows = [ln for ln in said.splitlines() if not ln.startswith("#")]
     old = [ln for ln in named.splitlines() if not ln.startswith("#")]
     assert any("nvls" in ln for ln in rows) and not any("nvls" in ln for ln in old)    # NVLS came with NCCL 2.17
+
+
+def _header(capsys, argv) -> str:
+    assert simulate.main(argv) == 0
+    return next(ln for ln in capsys.readouterr().out.splitlines() if ln.startswith("# NCCL model:"))
+
+
+def test_an_nccl_before_the_primitives_rewrite_says_how_its_era_fares(capsys):
+    """NCCL 2.10 rewrote prims_ll/prims_ll128; the constants come from later NCCL.  The count of a
+    class's older tables is the validation cases' own (benchmarks/nccl_log_cases.py)."""
+    import sys
+    from pathlib import Path
+    sys.path.insert(0, str(Path(__file__).resolve().parents[3] / "benchmarks"))
+    from nccl_log_cases import ALL_CASES
+    old = [c for c in ALL_CASES if c.machine_class == "a100-nvswitch-1host" and not c.skip_reason
+           and tuple(c.version) < (2, 10)]
+    base = ["--topology", "dgx-a100", "--baseline", "nccl", "--collective", "allreduce"]
+    line = _header(capsys, base + ["--nccl-version", "2.8"])
+    assert f"NCCL 2.8: {len(old)} of its tables are of NCCL before 2.10" in line and len(old) >= 2
+    assert "before 2.10" not in _header(capsys, base + ["--nccl-version", "2.21"])
+    assert "before 2.10" not in _header(capsys, base)
+    b200 = _header(capsys, ["--topology", "hgx-b200", "--baseline", "nccl", "--collective", "allreduce",
+                            "--nccl-version", "2.9"])
+    assert "NO table of NCCL before 2.10" in b200
