@@ -200,6 +200,8 @@ def run(args) -> list[str]:
         from synth.model.nccl.confidence import confidence_line
         notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective,
                                      version=backend.nccl.table.version))
+    odd = _misaligned_note(cfg)
+    notes += [odd] if odd else []
     from synth.model.bounds import lower_bounds
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "
@@ -226,6 +228,24 @@ def _nccl_version(args, run) -> tuple[tuple[int, int] | None, str]:
     if run is not None and run.nccl_version:
         return tuple(run.nccl_version[:2]), "the log"
     return None, "the model's default"
+
+
+def _misaligned_note(cfg) -> str | None:
+    """A note when some swept sizes give per-rank blocks that are not 16-byte aligned (nccl-tests'
+    count = size / ranks / element size, rounded down): NCCL copies them with narrower loads
+    (before 2.10 element by element: common_kernel.h ``ReduceOrCopyMulti``, ``Npreamble = Nrem``
+    when the pointers' 16-byte alignments differ), which the model does not time."""
+    from synth.formats.nccl_tests.conventions import block_counts, buffer_blocks, numpy_dtype
+    if max(buffer_blocks(cfg.collective, cfg.nranks)) == 1 or cfg.nranks < 2:
+        return None
+    item = numpy_dtype(cfg.dtypes[0]).itemsize
+    sizes = [n for n in cfg.sizes() if n > 0]
+    odd = [n for n in sizes if (block_counts(cfg.collective, n, item, cfg.nranks).count * item) % 16]
+    if not odd:
+        return None
+    return (f"alignment: at {len(odd)} of {len(sizes)} sizes (first {odd[0]} B) a rank's block is not a multiple of "
+            f"16 bytes, so the blocks after the first are misaligned: NCCL copies them with narrower loads (element "
+            f"by element before 2.10); the model times aligned blocks")
 
 
 def _first_ranks(topo, ngpus: str | None):

@@ -294,3 +294,19 @@ def test_each_ninth_case_has_the_ranks_its_bus_factor_shows(case):
     rows = [r.out_of_place for r in run.rows if r.out_of_place.algbw_gbps >= 10]
     assert len(rows) >= 8 and not run.devices
     assert all(m.busbw_gbps / m.algbw_gbps == pytest.approx(2 * (n - 1) / n, rel=0.01) for m in rows)
+
+
+def test_every_predicted_case_describes_a_machine_of_its_declared_class():
+    """What `simulate` and the reports quote is looked up by the class the machine maps to
+    (synth.model.nccl.confidence.machine_class): a case whose machine maps to another class would
+    leave its own class's validation unquoted (the DGX-2 subset once mapped to an NVL-rack name)."""
+    import validate_cost_model as validation
+    from synth.model.nccl.confidence import machine_class
+    wrong = []
+    for c in cases.ALL_CASES:
+        if c.skip_reason:
+            continue
+        _, _, machine = validation._log_and_machine(validation._Keyed(c))
+        if machine_class(machine) != c.machine_class:
+            wrong.append((c.file, c.machine_class, machine_class(machine)))
+    assert not wrong, wrong

@@ -16,6 +16,8 @@ covers, says so plainly, with what does exist, in ``simulate``'s and ``synthesiz
 'a100-ib-multihost'
 >>> machine_class(NcclMachine.from_topology(get_preset("gb200-nvl72")))
 'b200-nvl72'
+>>> machine_class(NcclMachine.from_topology(get_preset("dgx2")))
+'v100-dgx2'
 """
 
 from __future__ import annotations
@@ -49,6 +51,8 @@ def machine_class(m: NcclMachine) -> str:
     gpu = _GPU.get(m.arch, m.arch)
     if m.arch == "sm70" and m.intra == "nvlink" and m.nodes == 1:
         return "v100-dgx1"
+    if m.arch == "sm70" and m.intra == "nvswitch" and m.nodes == 1:    # DGX-2: two NVSwitch baseboards, any subset
+        return "v100-dgx2"
     fabric = {"nvswitch": "nvswitch", "xgmi": "1host", "nvlink": "nvlink"}.get(m.intra, m.intra)
     if m.nodes == 1 and m.intra == "nvswitch" and m.gpus_per_node > 8:   # one NVLink domain of a rack
         return f"{gpu}-nvl{m.gpus_per_node}"

@@ -131,3 +131,4 @@ def test_an_nccl_before_the_primitives_rewrite_says_how_its_era_fares(capsys):
     b200 = _header(capsys, ["--topology", "hgx-b200", "--baseline", "nccl", "--collective", "allreduce",
                             "--nccl-version", "2.9"])
     assert "NO table of NCCL before 2.10" in b200
+
