@@ -149,6 +149,7 @@ def _check_schedule_file(sel, args, topo, name: str) -> None:
 def run(args) -> list[str]:
     """The output lines for parsed ``args`` (raises UsageError / TopocollError on bad input)."""
     from synth.formats.nccl_tests import writer
+    from synth.model.nccl.installed import resolve_nccl_version
     from synth.sweep.driver import make_selector, run_sweep
     from synth.sweep.sim_backend import SimBackend
     from topo_probe.cli.options import apply_machine_arguments
@@ -171,15 +172,15 @@ def run(args) -> list[str]:
             raise UsageError(f"{args.import_log}: no size of the log fits {topo.num_gpus} ranks")
         _log_range(cfg, imported[0])
     algo = args.schedule or args.baseline or "ring"
+    version, said = resolve_nccl_version(args.nccl_version, imported[0].nccl_version if imported else None)
     sel = make_selector(cfg.collective, topo, algo, plan=False)
     if args.schedule:
         _check_schedule_file(sel, args, topo, cfg.collective)
     backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None, nccl_column=algo == "nccl",
                          nccl_machine=_machine(args, imported[0] if imported else None),
-                         nccl_version=_nccl_version(args, imported[0] if imported else None)[0])
+                         nccl_version=version)
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
-    said = _nccl_version(args, imported[0] if imported else None)[1]
     env = backend.nccl.env.describe() or "NCCL defaults"
     what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {env}, "
             f"NCCL {'.'.join(map(str, backend.nccl.table.version))} rules: {said})"
@@ -217,17 +218,6 @@ def run(args) -> list[str]:
                                                      argv=["simulate", *args.argv], start_time=start,
                                                      extra={"backend": "sim", "topology": topo.name, "algorithms": [algo]}))
     return lines + writer.footer_lines(summary)
-
-
-def _nccl_version(args, run) -> tuple[tuple[int, int] | None, str]:
-    """The NCCL (major, minor) the model follows and where it comes from: ``--nccl-version``, the
-    imported log's printed version, else None (the model's default)."""
-    from synth.model.nccl.installed import parse_nccl_version
-    if args.nccl_version is not None:
-        return parse_nccl_version(args.nccl_version), "--nccl-version"
-    if run is not None and run.nccl_version:
-        return tuple(run.nccl_version[:2]), "the log"
-    return None, "the model's default"
 
 
 def _misaligned_note(cfg) -> str | None:

@@ -66,35 +66,25 @@ def _collectives(text: str) -> tuple[str, ...]:
 
 
 def _topology(args):
+    """``(topology, probed)``: probed when it is this machine's, found by probing (its installed NCCL
+    is then the one to plan against)."""
     from topo_probe.cli.options import apply_machine_arguments
-    return apply_machine_arguments(_base_topology(args), args)
+    topo, probed = _base_topology(args)
+    return apply_machine_arguments(topo, args), probed
 
 
 def _base_topology(args):
     from topo_probe.load import load_topology, parse_gpu_list
     gpus = parse_gpu_list(args.gpus) if args.gpus is not None else None
     if args.topology:
-        return load_topology(args.topology, gpus=gpus)
+        return load_topology(args.topology, gpus=gpus), False
     from topo_probe.probes import probe_machine
     topo, reasons = probe_machine()
     if topo is None:
         print(f"no GPUs ({'; '.join(reasons) or 'nothing found'}): using the embedded default topology "
               f"'{DEFAULT_TOPOLOGY}' (choose another with --topology PRESET|FILE)")
-        return load_topology(DEFAULT_TOPOLOGY, gpus=gpus)
-    args.probed = True                      # this machine's GPUs: its installed NCCL is the one to plan against
-    return topo.subset(gpus) if gpus else topo
-
-
-def _nccl_version(args) -> tuple[tuple[int, int] | None, str]:
-    """The NCCL (major, minor) the plan compares with and where it comes from: ``--nccl-version``;
-    when the topology is this machine's, probed, the NCCL it has installed; else None (the default)."""
-    from synth.model.nccl.installed import OLDEST, installed_nccl_version, parse_nccl_version
-    if args.nccl_version is not None:
-        return parse_nccl_version(args.nccl_version), "--nccl-version"
-    found = installed_nccl_version() if getattr(args, "probed", False) else None
-    if found is not None and found[0] == 2 and found[:2] >= OLDEST:
-        return found[:2], f"installed: NCCL {'.'.join(map(str, found))}"
-    return None, "the model's default"
+        return load_topology(DEFAULT_TOPOLOGY, gpus=gpus), False
+    return (topo.subset(gpus) if gpus else topo), True
 
 
 def _write_tuner_conf(topo, path: Path, version: tuple | None = None) -> None:
@@ -170,8 +160,9 @@ def _main(argv: list[str] | None, where: dict | None = None) -> int:
         _check(args)
         from synth.pipeline.output import folder_name
         from synth.pipeline.synthesize import SynthesisOptions, run
-        topo = _topology(args)
-        version, said = _nccl_version(args)
+        from synth.model.nccl.installed import resolve_nccl_version
+        topo, probed = _topology(args)
+        version, said = resolve_nccl_version(args.nccl_version, probed=probed)
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
                                 root=args.root, progress=not args.no_progress, verbose=args.verbose,
                                 msccl_runtime=args.msccl_runtime, nccl_version=version)

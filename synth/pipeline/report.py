@@ -111,8 +111,9 @@ def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
     """The title, the fabric, how to read the table, and the table's head."""
     from synth.model.nccl import NcclMachine
     from synth.model.nccl.confidence import confidence_line
-    nccl = summary.get("options", {}).get("model", "").rpartition("NCCL model ")[2] or "?"    # the rules followed
-    version = tuple(int(x) for x in nccl.split(".")) if nccl.replace(".", "").isdigit() else None
+    from synth.model.nccl.tuning import NCCL_VERSION
+    version = tuple(summary.get("options", {}).get("nccl_version") or NCCL_VERSION)       # the rules followed
+    nccl = ".".join(map(str, version))
     sure = confidence_line(NcclMachine.from_topology(topo), version=version) if topo.num_gpus > 1 else ""
     return [f"# Synthesis report: {topo.name}", "",
             f"{fabric.describe()}; fingerprint `{fabric.fingerprint}`; "

@@ -248,21 +248,21 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     return plan, curves, ncc
 
 
-def model_version(nccl_version: tuple | None = None) -> str:
-    """What a run's results depend on besides the topology and the options: the results version,
-    the cost model's constants and the version of NCCL the NCCL model follows (the plan's NCCL
-    comparison uses NCCL's defaults, never this process's ``NCCL_*`` variables)."""
+def model_version() -> str:
+    """What a run's results depend on besides the topology and the options: the results version, the
+    cost model's constants and the newest NCCL the NCCL model holds the rules of (the NCCL a plan compares
+    with is an option, ``nccl_version``; NCCL's defaults, never this process's ``NCCL_*`` variables)."""
     from synth.model.nccl.tuning import NCCL_VERSION
     from synth.model.physics import model_version as constants_version
-    nccl = ".".join(map(str, nccl_version or NCCL_VERSION))
-    return f"results {RESULTS_VERSION}, cost model {constants_version()}, NCCL model {nccl}"
+    return f"results {RESULTS_VERSION}, cost model {constants_version()}, NCCL model {'.'.join(map(str, NCCL_VERSION))}"
 
 
 def _options_record(opts: SynthesisOptions) -> dict:
     """The options of a run that change its results (the root is per collective, in its record)."""
     return {"time_limit_s": opts.time_limit_s, "max_sat_ranks": opts.max_sat_ranks,
             "max_sat_steps": opts.max_sat_steps, "max_sat_chunks": opts.max_sat_chunks,
-            "model": model_version(opts.nccl_version), "msccl_runtime": opts.msccl_runtime}
+            "model": model_version(), "msccl_runtime": opts.msccl_runtime,
+            "nccl_version": list(opts.nccl_version) if opts.nccl_version else None}    # None: the model's default
 
 
 def _reusable(out_dir: Path, fabric: Fabric, opts: SynthesisOptions) -> dict | None:

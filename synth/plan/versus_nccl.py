@@ -28,7 +28,7 @@ def nccl_curve(topology, collective: str, sizes: list[int], env=None, version: t
     our schedules look faster than they would run on that network."""
     from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
     model = NcclModel(NcclMachine.from_topology(topology, net_kind="ib"), env=env if env is not None else NcclEnv(),
-                      **({"version": tuple(version)} if version else {}))
+                      version=version)
     picks = [model.choose(collective, n) for n in sizes]
     return {"times": [c.time_us for c in picks], "choices": [c.label for c in picks],
             "machine": model.machine}

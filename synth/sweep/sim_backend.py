@@ -68,8 +68,7 @@ class SimBackend:
             from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
             env = self._nccl_env if self._nccl_env is not None else NcclEnv.from_environ()
             machine = NcclMachine.from_topology(self.source.topology).with_(**self._nccl_machine)
-            extra = {"version": self._nccl_version} if self._nccl_version else {}
-            self._nccl = NcclModel(machine, env=env, **extra)
+            self._nccl = NcclModel(machine, env=env, version=self._nccl_version)
         return self._nccl
 
     def time_us(self, case: Case) -> float:

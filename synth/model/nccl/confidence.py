@@ -139,7 +139,7 @@ def confidence_line(m: NcclMachine, records: dict[str, ClassRecord] | None = Non
     >>> confidence_line(NcclMachine.from_topology(get_preset("dgx-a100")), a100, anchors={}, version=(2, 8))[-74:]
     '; NCCL 2.8: 2 of its tables are of NCCL before 2.10, 0 within 15% held out'
     """
-    return confidence_class_line(m, records, collective, anchors) + _era(m, records, version)
+    return _class_line(m, records, collective, anchors) + _era(m, records, version)
 
 
 def _era(m: NcclMachine, records: dict[str, ClassRecord] | None, version: tuple | None) -> str:
@@ -154,7 +154,7 @@ def _era(m: NcclMachine, records: dict[str, ClassRecord] | None, version: tuple 
     return f"; NCCL {v}: {n} of its tables are of NCCL before 2.10, {ok} within {TARGET_MEDIAN:.0%} held out"
 
 
-def confidence_class_line(m: NcclMachine, records: dict[str, ClassRecord] | None = None,
+def _class_line(m: NcclMachine, records: dict[str, ClassRecord] | None = None,
                           collective: str | None = None, anchors: dict | None = None) -> str:
     """:func:`confidence_line` without the NCCL-version part."""
     records = load_validation() if records is None else records
@@ -183,5 +183,5 @@ def confidence_class_line(m: NcclMachine, records: dict[str, ClassRecord] | None
             f"{near.name} ({near.logs} {tables}, {near.verdict()})")
 
 
-__all__ = ["PRIMITIVES_REWRITE", "confidence_class_line", "machine_class", "confidence_line", "load_validation",
+__all__ = ["PRIMITIVES_REWRITE", "machine_class", "confidence_line", "load_validation",
            "load_anchors", "ClassRecord", "VALIDATION", "ANCHORS", "TARGET_MEDIAN"]

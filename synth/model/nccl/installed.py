@@ -48,6 +48,25 @@ def version_from_code(code: int) -> tuple[int, int, int]:
     return code // 1000, code % 1000 // 100, code % 100
 
 
+def resolve_nccl_version(named: str | None, printed: tuple | None = None,
+                         probed: bool = False) -> tuple[tuple[int, int] | None, str]:
+    """The NCCL (major, minor) the model follows and where it comes from, first that applies:
+    ``named`` (``--nccl-version``), ``printed`` (what an imported log prints), the installed library
+    when ``probed`` (the topology is this machine's), else None (the model's default).
+
+    >>> resolve_nccl_version("2.21", (2, 22, 3)), resolve_nccl_version(None, (2, 22, 3)), resolve_nccl_version(None)
+    (((2, 21), '--nccl-version'), ((2, 22), 'the log'), (None, "the model's default"))
+    """
+    if named is not None:
+        return parse_nccl_version(named), "--nccl-version"
+    if printed:
+        return tuple(printed[:2]), "the log"
+    found = installed_nccl_version() if probed else None
+    if found is not None and found[0] == 2 and found[:2] >= OLDEST:
+        return found[:2], f"installed: NCCL {'.'.join(map(str, found))}"
+    return None, "the model's default"
+
+
 def installed_nccl_version(libraries=LIBRARIES) -> tuple[int, int, int] | None:
     """The version of the first NCCL (or RCCL) library this process can load; None where there is
     none or it does not answer.  Never raises: a machine without NCCL plans against the default."""
@@ -62,4 +81,5 @@ def installed_nccl_version(libraries=LIBRARIES) -> tuple[int, int, int] | None:
     return None
 
 
-__all__ = ["OLDEST", "LIBRARIES", "parse_nccl_version", "version_from_code", "installed_nccl_version"]
+__all__ = ["OLDEST", "LIBRARIES", "parse_nccl_version", "resolve_nccl_version", "version_from_code",
+           "installed_nccl_version"]

@@ -345,5 +345,6 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     return max(host_time_us(params, m.gpus_per_process, channels, version), t_dev), channels
 
 
-__all__ = ["p2p_time_us", "p2p_protocol", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels", "p2p_net_hop_us",
-           "p2p_intra_gbs", "p2p_link_efficiency", "p2p_inter_gbs", "p2p_channels", "mesh_alltoall_us"]
+__all__ = ["p2p_time_us", "p2p_protocol", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels",
+           "p2p_net_hop_us", "p2p_intra_gbs", "p2p_link_efficiency", "p2p_inter_gbs", "p2p_channels",
+           "mesh_alltoall_us"]

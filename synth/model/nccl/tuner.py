@@ -76,14 +76,15 @@ class NcclModel:
     env : NcclEnv, optional
         NCCL variables; default ``NcclEnv.from_environ()`` (``os.environ``).
     version : tuple of int, optional
-        NCCL (major, minor): gates LL128 (2.5), NVLS (2.17), NVLSTree (2.18), PAT (2.23).
+        NCCL (major, minor): gates LL128 (2.5), NVLS (2.17), NVLSTree (2.18), PAT (2.23); None: the
+        model's default (:data:`~.tuning.NCCL_VERSION`).
     """
 
     def __init__(self, machine: NcclMachine, params: ModelParams = DEFAULT_PARAMS, env: NcclEnv | None = None,
-                 version: tuple = NCCL_VERSION):
+                 version: tuple | None = NCCL_VERSION):
         self.machine, self.params = machine, params
         self.env = env if env is not None else NcclEnv.from_environ()
-        self.table = TuneTable.build(machine, self.env.under(machine.platform_env), version)
+        self.table = TuneTable.build(machine, self.env.under(machine.platform_env), tuple(version or NCCL_VERSION)[:2])
         #: the communicator's ring/tree channels (NCCL's comm->nChannels)
         self.channels = self.table.graphs.n_channels
 

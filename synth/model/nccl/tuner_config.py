@@ -136,9 +136,8 @@ def tuner_models(topo, version: tuple | None = None):
         raise InvalidArgument(f"NCCL {'.'.join(map(str, version[:2]))} cannot load the example tuner plugin build "
                               "that applies this file (NCCL 2.30.3's, interface v5: NCCL 2.28.3 and later), so no "
                               "tuner file is written")
-    extra = {"version": tuple(version)[:2]} if version is not None else {}
-    on = NcclModel(machine, env=NcclEnv(), **extra)
-    off = NcclModel(machine, env=NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}), **extra)
+    on = NcclModel(machine, env=NcclEnv(), version=version)
+    off = NcclModel(machine, env=NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}), version=version)
     nvls = any(a in NVLS_ALGORITHMS for c in PLUGIN_COLLECTIVES for a, _ in on.table.enabled(c))
     return on, (off if nvls else None)
 
