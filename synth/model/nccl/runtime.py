@@ -32,7 +32,6 @@ from synth.model.nccl.constants import (
     NCCL_VERSION,
     NVLINK_BW_PER_LINK,
     PCIE_X16_GBS,
-    PER_CH_MAX_RING_LL128,
     PROTOS,
     RCCL_BASE_LAT,
     RCCL_GFX942,
@@ -46,7 +45,8 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
-from synth.model.nccl.versions import ampere_bus_cap_gbs, latency_tables, ll128_ring_bus_cap_gbs, ring_ll_factor
+from synth.model.nccl.versions import (ampere_bus_cap_gbs, latency_tables, ll128_ring_bus_cap_gbs, ring_ll128_run_gbs,
+                                         ring_ll_factor)
 
 
 #: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
@@ -103,7 +103,8 @@ def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs, coll:
     """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL; for LL128 NCCL's own ring LL128
     ceiling of the run's version, counted as NCCL counts it, on its ring graph's channels (tuning.cc
     ``graphs[a]->nChannels*perChMaxRingLL128Bw``, NVIDIA/nccl v2.10.3-1 .. v2.29.3-1; 2.7-2.9 a per-collective
-    rate per channel, 2.5-2.6 one figure per collective, :func:`~.versions.ll128_ring_bus_cap_gbs`), shared
+    rate per channel, 2.5-2.6 one figure per collective, :func:`~.versions.ll128_ring_bus_cap_gbs`; Blackwell at
+    NCCL's newest per-channel figure whatever the version, :func:`~.versions.ring_ll128_run_gbs`), shared
     by the channels that run (the graph's are duplicated: 8 x A100 240 GB/s on 12 graph channels, 24 CTAs);
     Simple: the per-channel LL128 figure in payload terms.  Before 2.21 the LL cap is NCCL's own lower
     estimate of that version (a quarter or a third of its ring graph's bandwidth,
@@ -137,9 +138,9 @@ def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs, coll:
             ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
         return ll * channels / g.n_channels
     if proto == "LL128":
-        own = ll128_ring_bus_cap_gbs(coll, g.ring.n_channels, PER_CH_MAX_RING_LL128[cc][idx2], version)
+        own = ll128_ring_bus_cap_gbs(coll, g.ring.n_channels, ring_ll128_run_gbs(cc, idx2), version)
         return own * channels / g.n_channels
-    return channels * PER_CH_MAX_RING_LL128[cc][idx2] / LL128_DATA_FRACTION
+    return channels * ring_ll128_run_gbs(cc, idx2) / LL128_DATA_FRACTION
 
 
 def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:

@@ -33,8 +33,6 @@ from synth.model.nccl.constants import (
     NVLS_TREE_CORRECTION_COLUMNS,
     NVLS_TREE_CORRECTION_SM,
     NVLS_TREE_CORRECTION_VERSION,
-    PER_CH_MAX_NVLS_TREE,
-    PER_CH_MAX_RING_LL128,
     PER_CH_MAX_TREE,
     PER_CH_MAX_TREE_LL128,
     PROTOS,
@@ -57,6 +55,7 @@ from synth.model.nccl.versions import (
     ll128_ring_bus_cap_gbs,
     ll128_ring_factor,
     ll128_ring_per_channel_gbs,
+    per_channel_tables,
     ring_ll_factor,
     tree_per_channel_gbs,
 )
@@ -114,7 +113,7 @@ class TuneTable:
         intra = graph.bw_intra * NVLS_EFFICIENCY[cc] * (n - 1) / n
         intra *= 2.0 if coll == "allreduce" else (m.gpus_per_node - 1) / m.gpus_per_node
         inter = graph.bw_inter * (2 if (m.nodes <= 2 and algo == "nvls_tree") else 1)
-        cap = PER_CH_MAX_NVLS_TREE[cc][idx2] if algo == "nvls_tree" else math.inf
+        cap = per_channel_tables(self.version)[1][cc][idx2] if algo == "nvls_tree" else math.inf
         return min(intra, inter, cap)
 
     def _bus_bw(self, coll: str, algo: str, proto: str, graph: Graph) -> float:
@@ -134,7 +133,7 @@ class TuneTable:
             bus = min(ll_max, bus * ring_ll_factor(coll, m.nodes, v))
         elif algo == "ring" and proto == "LL128":
             bus = min(bus * ll128_ring_factor(m.gpus_per_node, v),
-                      ll128_ring_bus_cap_gbs(coll, n, PER_CH_MAX_RING_LL128[cc][idx2], v))
+                      ll128_ring_bus_cap_gbs(coll, n, per_channel_tables(v)[0][cc][idx2], v))
         elif algo == "tree":
             if coll == "allreduce":
                 bus = min(bus * 0.92, n * tree_per_channel_gbs(m.sm, m.nodes, PER_CH_MAX_TREE[cc][idx2], v))
