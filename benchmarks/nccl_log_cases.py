@@ -371,8 +371,19 @@ NINTH_CASES = [
              "NCCL not printed (the README's own build of that commit: 2.20.3, aws-ofi-nccl 1.8.1)"),
 ]
 
+_H800 = ("8 x NVIDIA H800 (SXM, NVSwitch: NVLS multicast in NCCL's log) on one host; the H800 has 8 NVLink4 links "
+         "(400 GB/s both directions, NVIDIA's data sheet), so the `dgx-h100` preset with links_per_gpu=8")
+
+#: the eleventh set: NVLink / NVSwitch tables from sources no earlier fixture uses, described from their sources
+#: before any prediction; tables of in-sample classes are held out themselves
+ELEVENTH_CASES = [
+    Case("h800_8gpu_1node_broadcast_nf5688m7.txt", "dgx-h100", version=(2, 18), machine={"links_per_gpu": 8},
+         machine_class="h100-nvswitch-1host", held_out=True,
+         why=f"{_H800} (an Inspur NF5688M7), one process (-g 8), NCCL 2.18.3, broadcast, -c 0, no NCCL variable shown"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
-             + EIGHTH_CASES + NINTH_CASES)
+             + EIGHTH_CASES + NINTH_CASES + ELEVENTH_CASES)
 
 
 def held_out(case: Case) -> bool:
