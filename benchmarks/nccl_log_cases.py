@@ -390,6 +390,12 @@ ELEVENTH_CASES = [
          held_out=True,
          why="8 x A100-SXM4-80GB in one host (HGX A100 8-GPU: the `dgx-a100` preset's NVSwitch), one process (-g 8), "
              "NCCL 2.19.3 (nccl-tests 2.19.4's header), no NCCL variable shown"),
+    *[Case(f"h100_8gpu_1node_{name}_simumax.txt", "dgx-h100", machine={"gpus_per_process": 8},
+           machine_class="h100-nvswitch-1host", held_out=True,
+           why="one node of 8 x H100 SXM (900 GB/s NVLink, NVSwitch: MooreThreads/SimuMax's nccl_fit.py), one process "
+               "(-g 8, the repository's nccl_test.sh), bfloat16, 1 MiB - 8 GiB, NCCL version and environment not "
+               "stated (defaults, 2.28 gates assumed)")
+      for name in ("all_reduce", "all_gather", "reduce_scatter", "alltoall")],
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
