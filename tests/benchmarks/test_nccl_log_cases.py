@@ -27,7 +27,8 @@ def test_every_log_names_its_source_and_parses(path):
     # nccl-tests prints algbw = size / time (GB/s, time in us): a copying slip in a row shows here. Before June
     # 2020 its all_gather and reduce_scatter algbw already held the bus factor (n - 1) / n (NVIDIA/nccl-tests#45)
     for run in runs:
-        old_factor = (len(run.devices) - 1) / len(run.devices) if guess_collective(run, path) in _BUS_IN_ALGBW else 1
+        old_factor = ((len(run.devices) - 1) / len(run.devices)
+                      if run.devices and guess_collective(run, path) in _BUS_IN_ALGBW else 1)
         for row in run.rows:
             for m in (row.out_of_place, row.in_place):
                 if m is not None and m.time_us and m.algbw_gbps:
@@ -316,7 +317,9 @@ def test_every_predicted_case_describes_a_machine_of_its_declared_class():
 #: the GPU name each eleventh-set log's device lines print
 _ELEVENTH_GPU = {"h800_8gpu_1node_broadcast_nf5688m7.txt": "NVIDIA H800",
                  "a100_16gpu_2node_all_reduce_aws_p4de_pcluster_efa.txt": "NVIDIA A100-SXM4-80GB",
-                 "a100_8gpu_1node_all_reduce_dkh.txt": "NVIDIA A100-SXM4-80GB"}
+                 "a100_8gpu_1node_all_reduce_dkh.txt": "NVIDIA A100-SXM4-80GB",
+                 **{f"h100_8gpu_1node_{c}_simumax.txt": None for c in ("all_reduce", "all_gather", "reduce_scatter",
+                                                                         "alltoall")}}
 
 
 def test_the_eleventh_set_is_held_out_of_known_classes_from_new_sources_and_repeats_no_run():
@@ -342,9 +345,17 @@ def test_the_eleventh_set_is_held_out_of_known_classes_from_new_sources_and_repe
 @pytest.mark.parametrize("case", cases.ELEVENTH_CASES, ids=lambda c: c.file)
 def test_each_eleventh_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
     """The case's hosts, ranks (the preset's 8 per host) and GPU are the log's own; the H800's 8 NVLinks are the
-    case's override of the `dgx-h100` preset's 18."""
+    case's override of the `dgx-h100` preset's 18. SimuMax's tables print no device lines: their rank count is the
+    one every row's busbw / algbw gives (2 (n - 1) / n for all_reduce, (n - 1) / n for the others), 8."""
     path = FIXTURES / "real_logs" / case.file
     (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
+    gpu = _ELEVENTH_GPU[case.file]
+    if gpu is None:
+        n, factor = 8, 2 if guess_collective(run, path) == "allreduce" else 1
+        rows = [r.out_of_place for r in run.rows if r.out_of_place.algbw_gbps >= 10]
+        assert len(rows) >= 8 and not run.devices and case.nodes == 1 and case.machine == {"gpus_per_process": 8}
+        assert all(m.busbw_gbps / m.algbw_gbps == pytest.approx(factor * (n - 1) / n, rel=0.01) for m in rows)
+        return
     assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == 8 * case.nodes
-    assert {d.name for d in run.devices} == {_ELEVENTH_GPU[case.file]}
-    assert (case.machine.get("links_per_gpu") == 8) == ("H800" in _ELEVENTH_GPU[case.file])
+    assert {d.name for d in run.devices} == {gpu}
+    assert (case.machine.get("links_per_gpu") == 8) == ("H800" in gpu)
