@@ -371,8 +371,35 @@ NINTH_CASES = [
              "NCCL not printed (the README's own build of that commit: 2.20.3, aws-ofi-nccl 1.8.1)"),
 ]
 
+_H800 = ("8 x NVIDIA H800 (SXM, NVSwitch: NVLS multicast in NCCL's log) on one host; the H800 has 8 NVLink4 links "
+         "(400 GB/s both directions, NVIDIA's data sheet), so the `dgx-h100` preset with links_per_gpu=8")
+
+#: the eleventh set: NVLink / NVSwitch tables from sources no earlier fixture uses, described from their sources
+#: before any prediction; tables of in-sample classes are held out themselves
+ELEVENTH_CASES = [
+    Case("h800_8gpu_1node_broadcast_nf5688m7.txt", "dgx-h100", version=(2, 18), machine={"links_per_gpu": 8},
+         machine_class="h100-nvswitch-1host", held_out=True,
+         why=f"{_H800} (an Inspur NF5688M7), one process (-g 8), NCCL 2.18.3, broadcast, -c 0, no NCCL variable shown"),
+    Case("a100_16gpu_2node_all_reduce_aws_p4de_pcluster_efa.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 17),
+         env={"NCCL_PROTO": "simple"}, machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost",
+         held_out=True,
+         why="2 x AWS p4de.24xlarge of an AWS ParallelCluster workshop: 8 x A100-SXM4-80GB (NVSwitch), \"found 4 nics\" "
+             "EFA (100 Gb/s each and the Xeon 8275CL: AWS's instance documentation), NCCL 2.17.1, aws-ofi-nccl 1.5.0, "
+             "NCCL_PROTO=simple exported, -g 1"),
+    Case("a100_8gpu_1node_all_reduce_dkh.txt", "dgx-a100", version=(2, 19), machine_class="a100-nvswitch-1host",
+         held_out=True,
+         why="8 x A100-SXM4-80GB in one host (HGX A100 8-GPU: the `dgx-a100` preset's NVSwitch), one process (-g 8), "
+             "NCCL 2.19.3 (nccl-tests 2.19.4's header), no NCCL variable shown"),
+    *[Case(f"h100_8gpu_1node_{name}_simumax.txt", "dgx-h100", machine={"gpus_per_process": 8},
+           machine_class="h100-nvswitch-1host", held_out=True,
+           why="one node of 8 x H100 SXM (900 GB/s NVLink, NVSwitch: MooreThreads/SimuMax's nccl_fit.py), one process "
+               "(-g 8, the repository's nccl_test.sh), bfloat16, 1 MiB - 8 GiB, NCCL version and environment not "
+               "stated (defaults, 2.28 gates assumed)")
+      for name in ("all_reduce", "all_gather", "reduce_scatter", "alltoall")],
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
-             + EIGHTH_CASES + NINTH_CASES)
+             + EIGHTH_CASES + NINTH_CASES + ELEVENTH_CASES)
 
 
 def held_out(case: Case) -> bool:

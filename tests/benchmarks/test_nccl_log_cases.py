@@ -27,7 +27,8 @@ def test_every_log_names_its_source_and_parses(path):
     # nccl-tests prints algbw = size / time (GB/s, time in us): a copying slip in a row shows here. Before June
     # 2020 its all_gather and reduce_scatter algbw already held the bus factor (n - 1) / n (NVIDIA/nccl-tests#45)
     for run in runs:
-        old_factor = (len(run.devices) - 1) / len(run.devices) if guess_collective(run, path) in _BUS_IN_ALGBW else 1
+        old_factor = ((len(run.devices) - 1) / len(run.devices)
+                      if run.devices and guess_collective(run, path) in _BUS_IN_ALGBW else 1)
         for row in run.rows:
             for m in (row.out_of_place, row.in_place):
                 if m is not None and m.time_us and m.algbw_gbps:
@@ -112,7 +113,8 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
 
 @pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
                                   + cases.FIFTH_CASES + cases.SIXTH_CASES + cases.SEVENTH_CASES
-                                  + cases.EIGHTH_CASES + cases.NINTH_CASES if not c.skip_reason],
+                                  + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.ELEVENTH_CASES
+                                  if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
@@ -310,3 +312,50 @@ def test_every_predicted_case_describes_a_machine_of_its_declared_class():
         if machine_class(machine) != c.machine_class:
             wrong.append((c.file, c.machine_class, machine_class(machine)))
     assert not wrong, wrong
+
+
+#: the GPU name each eleventh-set log's device lines print
+_ELEVENTH_GPU = {"h800_8gpu_1node_broadcast_nf5688m7.txt": "NVIDIA H800",
+                 "a100_16gpu_2node_all_reduce_aws_p4de_pcluster_efa.txt": "NVIDIA A100-SXM4-80GB",
+                 "a100_8gpu_1node_all_reduce_dkh.txt": "NVIDIA A100-SXM4-80GB",
+                 **{f"h100_8gpu_1node_{c}_simumax.txt": None for c in ("all_reduce", "all_gather", "reduce_scatter",
+                                                                         "alltoall")}}
+
+
+def test_the_eleventh_set_is_held_out_of_known_classes_from_new_sources_and_repeats_no_run():
+    """The eleventh set's NVLink / NVSwitch tables: each held out itself (their classes are in-sample), of
+    classes earlier sets have (no new class), from sources no earlier fixture names, and no run a copy of an
+    earlier fixture's."""
+    eleventh, earlier = cases.ELEVENTH_CASES, [c for s in _SETS for c in s]
+    assert eleventh and all(c.held_out and cases.held_out(c) for c in eleventh)
+    assert not any(c in cases.IN_SAMPLE for c in eleventh)
+    assert {c.machine_class for c in eleventh} <= {c.machine_class for c in earlier if not cases.held_out(c)}
+    assert not any(c.source_reused for c in eleventh)
+    earlier_keys = set().union(*(_source_keys(c) for c in earlier))
+    for case in eleventh:
+        keys = _source_keys(case)
+        assert keys and not keys & earlier_keys, (case.file, keys & earlier_keys)
+    assert not {c.file for c in eleventh} & {c.file for c in earlier}
+    later = {c.file for c in eleventh}
+    for name in later:
+        rows = set(_oop_times(FIXTURES / "real_logs" / name))
+        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+
+
+@pytest.mark.parametrize("case", cases.ELEVENTH_CASES, ids=lambda c: c.file)
+def test_each_eleventh_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
+    """The case's hosts, ranks (the preset's 8 per host) and GPU are the log's own; the H800's 8 NVLinks are the
+    case's override of the `dgx-h100` preset's 18. SimuMax's tables print no device lines: their rank count is the
+    one every row's busbw / algbw gives (2 (n - 1) / n for all_reduce, (n - 1) / n for the others), 8."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
+    gpu = _ELEVENTH_GPU[case.file]
+    if gpu is None:
+        n, factor = 8, 2 if guess_collective(run, path) == "allreduce" else 1
+        rows = [r.out_of_place for r in run.rows if r.out_of_place.algbw_gbps >= 10]
+        assert len(rows) >= 8 and not run.devices and case.nodes == 1 and case.machine == {"gpus_per_process": 8}
+        assert all(m.busbw_gbps / m.algbw_gbps == pytest.approx(factor * (n - 1) / n, rel=0.01) for m in rows)
+        return
+    assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == 8 * case.nodes
+    assert {d.name for d in run.devices} == {gpu}
+    assert (case.machine.get("links_per_gpu") == 8) == ("H800" in gpu)
