@@ -385,6 +385,11 @@ TENTH_CASES = [
          why="4 x A100-PCIE-40GB, every pair SYS, 2 sockets x 10 cores (Intel inferred), PCIe Gen3 rate measured by "
              "the page's p2pBandwidthLatencyTest (Gen3 slots inferred), NCCL's SHM transport (default P2P level), "
              "NCCL version not printed (2.28 gates assumed), -g 4"),
+    Case("rtx4090_8gpu_1node_all_reduce_p2p_unlocked.txt", "l40s-8gpu-pcie", machine={"cpu_vendor": "amd", "p2p": True},
+         machine_class="pcie-1host", source_reused=True,
+         why="the host of rtx4090_8gpu_1node_all_reduce_shm.txt (8 x RTX 4090, 2 x EPYC 7542, every pair SYS) after "
+             "tinygrad's P2P driver patch: P2P between every pair (NCCL's default P2P level on AMD CPUs is SYS), "
+             "NCCL version not printed (2.28 gates assumed), -g 8"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
