@@ -372,6 +372,10 @@ NINTH_CASES = [
              "NCCL not printed (the README's own build of that commit: 2.20.3, aws-ofi-nccl 1.8.1)"),
 ]
 
+_NC12S = ("one Azure Standard_NC12s_v3 VM (marconetto/azadventures): 2 x Tesla V100-PCIE-16GB (PCIe Gen3), a NODE pair "
+          "on the VM's one NUMA node, Intel host CPU (Azure's NCv3 documentation), so NCCL's SHM transport; NCCL "
+          "version not printed (2.28 gates assumed)")
+
 #: the tenth set: PCIe-only one-host tables (class pcie-1host, held out) from sources no earlier fixture uses,
 #: each described from its source before any prediction
 TENTH_CASES = [
@@ -390,6 +394,12 @@ TENTH_CASES = [
          why="the host of rtx4090_8gpu_1node_all_reduce_shm.txt (8 x RTX 4090, 2 x EPYC 7542, every pair SYS) after "
              "tinygrad's P2P driver patch: P2P between every pair (NCCL's default P2P level on AMD CPUs is SYS), "
              "NCCL version not printed (2.28 gates assumed), -g 8"),
+    Case("v100pcie_2gpu_1node_all_reduce_azure_nc12sv3.txt", "l40s-8gpu-pcie",
+         machine={"ranks": 2, "pcie_gen": 3, "sockets": 1}, machine_class="pcie-1host",
+         why=f"{_NC12S}; one process (-g 2)"),
+    Case("v100pcie_2gpu_1node_all_reduce_azure_nc12sv3_np2.txt", "l40s-8gpu-pcie",
+         machine={"ranks": 2, "pcie_gen": 3, "sockets": 1}, machine_class="pcie-1host", source_reused=True,
+         why=f"{_NC12S}; the page's second run: 2 MPI processes (-g 1), NCCL_P2P_LEVEL=NVL (SHM either way)"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
