@@ -3,8 +3,9 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
 
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
-  :data:`NINTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
-  (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
+  :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`: the logs added later.  :data:`ALL_CASES`:
+  all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
+  :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
@@ -371,6 +372,36 @@ NINTH_CASES = [
              "NCCL not printed (the README's own build of that commit: 2.20.3, aws-ofi-nccl 1.8.1)"),
 ]
 
+_NC12S = ("one Azure Standard_NC12s_v3 VM (marconetto/azadventures): 2 x Tesla V100-PCIE-16GB (PCIe Gen3), a NODE pair "
+          "on the VM's one NUMA node, Intel host CPU (Azure's NCv3 documentation), so NCCL's SHM transport; NCCL "
+          "version not printed (2.28 gates assumed)")
+
+#: the tenth set: PCIe-only one-host tables (class pcie-1host, held out) from sources no earlier fixture uses,
+#: each described from its source before any prediction
+TENTH_CASES = [
+    Case("rtx5090_8gpu_1node_all_reduce_p2p_sys.txt", "l40s-8gpu-pcie", version=(2, 29),
+         machine={"pcie_gen": 5, "cpu_vendor": "amd", "sockets": 2, "p2p": True}, machine_class="pcie-1host",
+         why="8 x RTX 5090 (PCIe 5.0 x16, no NVLink) on a dual-socket EPYC 9575F host "
+             "(aikitoria/open-gpu-kernel-modules README), P2P enabled by the patched driver and NCCL_P2P_LEVEL=SYS "
+             "(no model term: P2P between every pair, `p2p`), NCCL 2.29.7, -g 8"),
+    Case("a100pcie_4gpu_1node_all_reduce_shm_sys.txt", "l40s-8gpu-pcie", machine={"ranks": 4, "pcie_gen": 3},
+         machine_class="pcie-1host",
+         why="4 x A100-PCIE-40GB, every pair SYS, 2 sockets x 10 cores (Intel inferred), PCIe Gen3 rate measured by "
+             "the page's p2pBandwidthLatencyTest (Gen3 slots inferred), NCCL's SHM transport (default P2P level), "
+             "NCCL version not printed (2.28 gates assumed), -g 4"),
+    Case("rtx4090_8gpu_1node_all_reduce_p2p_unlocked.txt", "l40s-8gpu-pcie", machine={"cpu_vendor": "amd", "p2p": True},
+         machine_class="pcie-1host", source_reused=True,
+         why="the host of rtx4090_8gpu_1node_all_reduce_shm.txt (8 x RTX 4090, 2 x EPYC 7542, every pair SYS) after "
+             "tinygrad's P2P driver patch: P2P between every pair (NCCL's default P2P level on AMD CPUs is SYS), "
+             "NCCL version not printed (2.28 gates assumed), -g 8"),
+    Case("v100pcie_2gpu_1node_all_reduce_azure_nc12sv3.txt", "l40s-8gpu-pcie",
+         machine={"ranks": 2, "pcie_gen": 3, "sockets": 1}, machine_class="pcie-1host",
+         why=f"{_NC12S}; one process (-g 2)"),
+    Case("v100pcie_2gpu_1node_all_reduce_azure_nc12sv3_np2.txt", "l40s-8gpu-pcie",
+         machine={"ranks": 2, "pcie_gen": 3, "sockets": 1}, machine_class="pcie-1host", source_reused=True,
+         why=f"{_NC12S}; the page's second run: 2 MPI processes (-g 1), NCCL_P2P_LEVEL=NVL (SHM either way)"),
+]
+
 _H800 = ("8 x NVIDIA H800 (SXM, NVSwitch: NVLS multicast in NCCL's log) on one host; the H800 has 8 NVLink4 links "
          "(400 GB/s both directions, NVIDIA's data sheet), so the `dgx-h100` preset with links_per_gpu=8")
 
@@ -399,7 +430,7 @@ ELEVENTH_CASES = [
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
-             + EIGHTH_CASES + NINTH_CASES + ELEVENTH_CASES)
+             + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES)
 
 
 def held_out(case: Case) -> bool:

@@ -113,7 +113,8 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
 
 @pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
                                   + cases.FIFTH_CASES + cases.SIXTH_CASES + cases.SEVENTH_CASES
-                                  + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.ELEVENTH_CASES
+                                  + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
+                                  + cases.ELEVENTH_CASES
                                   if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
@@ -217,7 +218,7 @@ def _source_repo(case) -> str | None:
 
 
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
-         cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES]
+         cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -314,6 +315,23 @@ def test_every_predicted_case_describes_a_machine_of_its_declared_class():
     assert not wrong, wrong
 
 
+def test_the_tenth_set_is_pcie_one_host_held_out_from_new_sources_and_repeats_no_run():
+    """The tenth set: PCIe-only one-host tables (the held-out class pcie-1host), each from a source (repository,
+    issue thread, indexed file, page) no earlier fixture names, none in any fit, no run a copy of an earlier one."""
+    tenth, earlier = cases.TENTH_CASES, [c for s in _SETS[:9] for c in s]
+    assert tenth and all(c.machine_class == "pcie-1host" and cases.held_out(c) for c in tenth)
+    assert "pcie-1host" in cases.HELD_OUT_CLASSES and not any(c in cases.IN_SAMPLE for c in tenth)
+    known = set().union(*(_source_keys(c) for c in earlier))
+    for case in tenth:
+        keys = _source_keys(case)
+        assert keys and (case.source_reused or not keys & known), (case.file, keys & known)
+    assert not {c.file for c in tenth} & {c.file for c in earlier}
+    later = {c.file for c in tenth}
+    for name in later:
+        rows = set(_oop_times(FIXTURES / "real_logs" / name))
+        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+
+
 #: the GPU name each eleventh-set log's device lines print
 _ELEVENTH_GPU = {"h800_8gpu_1node_broadcast_nf5688m7.txt": "NVIDIA H800",
                  "a100_16gpu_2node_all_reduce_aws_p4de_pcluster_efa.txt": "NVIDIA A100-SXM4-80GB",
@@ -340,6 +358,15 @@ def test_the_eleventh_set_is_held_out_of_known_classes_from_new_sources_and_repe
     for name in later:
         rows = set(_oop_times(FIXTURES / "real_logs" / name))
         assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+
+
+@pytest.mark.parametrize("case", cases.TENTH_CASES, ids=lambda c: f"{c.file}-{c.collective}")
+def test_each_tenth_case_has_the_ranks_and_gpus_its_device_lines_show(case):
+    """One host, the case's ranks (the preset's 8 unless it says fewer), one GPU model of the log's own."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
+    assert len({d.host for d in run.devices}) == case.nodes == 1
+    assert len(run.devices) == case.machine.get("ranks", 8) and len({d.name for d in run.devices}) == 1
 
 
 @pytest.mark.parametrize("case", cases.ELEVENTH_CASES, ids=lambda c: c.file)
