@@ -199,7 +199,8 @@ NEW_CASES = [
          machine_class="pcie-1host",
          why="8 x RTX 4090 (Ada, PCIe Gen4 x16), 2 x EPYC 7542, no PCIe switch, every pair SYS, P2P off (SHM), -g 8"),
     Case("rtx5090_4gpu_1node_all_reduce_shm.txt", "l40s-8gpu-pcie", version=(2, 26),
-         machine={"ranks": 4, "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 1}, machine_class="pcie-1host",
+         machine={"arch": "sm120", "ranks": 4, "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 1},
+         machine_class="pcie-1host",
          why="4 x RTX 5090 (PCIe 5.0 x16) on an EPYC Genoa host, no P2P (GeForce: SHM), NCCL 2.26.2, -g 4"),
     Case("l40s_2gpu_2node_all_reduce_socket_1gpn.txt", "pcie-8gpu-2socket", 2, 1, net_kind="socket",
          machine={"ranks": 2}, machine_class="1gpu-per-host",
@@ -380,11 +381,13 @@ _NC12S = ("one Azure Standard_NC12s_v3 VM (marconetto/azadventures): 2 x Tesla V
 #: each described from its source before any prediction
 TENTH_CASES = [
     Case("rtx5090_8gpu_1node_all_reduce_p2p_sys.txt", "l40s-8gpu-pcie", version=(2, 29),
-         machine={"pcie_gen": 5, "cpu_vendor": "amd", "sockets": 2, "p2p": True}, machine_class="pcie-1host",
+         machine={"arch": "sm120", "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 2, "p2p": True},
+         machine_class="pcie-1host",
          why="8 x RTX 5090 (PCIe 5.0 x16, no NVLink) on a dual-socket EPYC 9575F host "
              "(aikitoria/open-gpu-kernel-modules README), P2P enabled by the patched driver and NCCL_P2P_LEVEL=SYS "
              "(no model term: P2P between every pair, `p2p`), NCCL 2.29.7, -g 8"),
-    Case("a100pcie_4gpu_1node_all_reduce_shm_sys.txt", "l40s-8gpu-pcie", machine={"ranks": 4, "pcie_gen": 3},
+    Case("a100pcie_4gpu_1node_all_reduce_shm_sys.txt", "l40s-8gpu-pcie",
+         machine={"arch": "sm80", "ranks": 4, "pcie_gen": 3},
          machine_class="pcie-1host",
          why="4 x A100-PCIE-40GB, every pair SYS, 2 sockets x 10 cores (Intel inferred), PCIe Gen3 rate measured by "
              "the page's p2pBandwidthLatencyTest (Gen3 slots inferred), NCCL's SHM transport (default P2P level), "
@@ -395,10 +398,11 @@ TENTH_CASES = [
              "tinygrad's P2P driver patch: P2P between every pair (NCCL's default P2P level on AMD CPUs is SYS), "
              "NCCL version not printed (2.28 gates assumed), -g 8"),
     Case("v100pcie_2gpu_1node_all_reduce_azure_nc12sv3.txt", "l40s-8gpu-pcie",
-         machine={"ranks": 2, "pcie_gen": 3, "sockets": 1}, machine_class="pcie-1host",
+         machine={"arch": "sm70", "ranks": 2, "pcie_gen": 3, "sockets": 1}, machine_class="pcie-1host",
          why=f"{_NC12S}; one process (-g 2)"),
     Case("v100pcie_2gpu_1node_all_reduce_azure_nc12sv3_np2.txt", "l40s-8gpu-pcie",
-         machine={"ranks": 2, "pcie_gen": 3, "sockets": 1}, machine_class="pcie-1host", source_reused=True,
+         machine={"arch": "sm70", "ranks": 2, "pcie_gen": 3, "sockets": 1}, machine_class="pcie-1host",
+         source_reused=True,
          why=f"{_NC12S}; the page's second run: 2 MPI processes (-g 1), NCCL_P2P_LEVEL=NVL (SHM either way)"),
 ]
 
