@@ -83,13 +83,13 @@ def ring_capacity_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p: b
         raw = m.links_per_gpu * m.link_gbs
     elif kind == "nvlink":                       # point-to-point mesh: a ring rides one link per hop
         raw = g.ring.n_channels * g.ring.bw_intra * m.link_gbs / NVLINK_BW_PER_LINK.get(m.sm, 20.0)
-    elif kind == "shm":
-        # through host memory (P2P off): a GPU writes what it sends into host memory and reads what it
-        # receives from there, each over its own PCIe x16 link, one flow per direction; NCCL's search
-        # speed for such a path (10 GB/s for a socket link) is its tuning estimate, not the rate
-        raw = PCIE_X16_GBS[m.pcie_gen]
     else:
-        raw = g.ring.n_channels * g.ring.bw_intra
+        # through host memory (P2P off): a GPU writes what it sends into host memory and reads what it
+        # receives from there, each over its own PCIe x16 link, one flow per direction; P2P over PCIe
+        # writes into the next GPU over the same links, one flow per direction too.  NCCL's search speeds
+        # for such paths (PCI_BW 24 GB/s, AMD_BW 16 or 10 GB/s through a CPU; topo.h) are its tuning
+        # estimates, which its 2 channels of a PCIe ring do not stop at
+        raw = PCIE_X16_GBS[m.pcie_gen]
     return raw * params.link_efficiency(m.arch, kind)
 
 
