@@ -433,8 +433,25 @@ ELEVENTH_CASES = [
       for name in ("all_reduce", "all_gather", "reduce_scatter", "alltoall")],
 ]
 
+_MI308X_SKIP = ("no preset or override describes the MI308X (gfx942 with 80 CUs where the `mi300x` preset is the 304-CU "
+                "MI300X; its xGMI link rate is not stated) and the speed of the 8 Broadcom RoCE NICs per host is not stated")
+
+#: the twelfth set: AMD Instinct tables from sources no earlier fixture uses (or another run of one, ``source_reused``),
+#: described from their sources before any prediction; tables of in-sample classes are held out themselves
+TWELFTH_CASES = [
+    Case("mi300x_8gpu_1node_all_reduce_rocmblog_graph.txt", "mi300x", version=(2, 22), machine_class="mi300x-1host",
+         held_out=True, source_reused=True,
+         why="8 x MI300X xGMI mesh, the host and RCCL 2.22.3 build of mi300x_8gpu_1node_all_reduce_rocmblog_rccl2.22.txt "
+             "(AMD ROCm blog, March 2025), its second run: one process per GPU (-g 1) with graph launch (-G 1: no model "
+             "term), no RCCL variable shown"),
+    Case("mi308x_16gpu_2node_all_reduce_bnxt_roce.txt", "mi300x", 2, 8, None, "roce", version=(2, 27),
+         machine_class="amd-multihost",
+         why="2 hosts x 8 AMD Instinct MI308X, 8 Broadcom bnxt_re RoCE NICs per host (speed not stated), RCCL 2.27.7, "
+             "RCCL_MSCCL_ENABLE=0, -g 1", skip_reason=_MI308X_SKIP),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
-             + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES)
+             + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES)
 
 
 def held_out(case: Case) -> bool:

@@ -114,7 +114,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
 @pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
                                   + cases.FIFTH_CASES + cases.SIXTH_CASES + cases.SEVENTH_CASES
                                   + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
-                                  + cases.ELEVENTH_CASES
+                                  + cases.ELEVENTH_CASES + cases.TWELFTH_CASES
                                   if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
@@ -218,7 +218,7 @@ def _source_repo(case) -> str | None:
 
 
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
-         cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES]
+         cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.TWELFTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -386,3 +386,36 @@ def test_each_eleventh_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(ca
     assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == 8 * case.nodes
     assert {d.name for d in run.devices} == {gpu}
     assert (case.machine.get("links_per_gpu") == 8) == ("H800" in gpu)
+
+
+#: the GPU name each twelfth-set log's device lines print
+_TWELFTH_GPU = {"mi300x_8gpu_1node_all_reduce_rocmblog_graph.txt": "AMD Instinct MI300X",
+                "mi308x_16gpu_2node_all_reduce_bnxt_roce.txt": "AMD Instinct MI308X"}
+
+
+def test_the_twelfth_set_is_held_out_or_listed_of_known_classes_and_repeats_no_run():
+    """The twelfth set's AMD Instinct tables: each predicted one held out itself (its class is in-sample) or listed
+    with the reason no machine describes it, of classes earlier sets have, ``source_reused`` exactly when an earlier
+    fixture names the same source, new files, and no run a copy of an earlier fixture's."""
+    twelfth = cases.TWELFTH_CASES
+    earlier = [c for s in _SETS + [cases.ELEVENTH_CASES] if s is not twelfth for c in s]
+    assert twelfth and all(cases.held_out(c) or c.skip_reason for c in twelfth)
+    assert not any(c in cases.IN_SAMPLE for c in twelfth)
+    assert {c.machine_class for c in twelfth} <= {c.machine_class for c in earlier}
+    earlier_keys = set().union(*(_source_keys(c) for c in earlier))
+    for case in twelfth:
+        keys = _source_keys(case)
+        assert keys and case.source_reused == bool(keys & earlier_keys), (case.file, keys & earlier_keys)
+    assert not {c.file for c in twelfth} & {c.file for c in earlier}
+    later = {c.file for c in twelfth}
+    for name in later:
+        rows = set(_oop_times(FIXTURES / "real_logs" / name))
+        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+
+
+@pytest.mark.parametrize("case", cases.TWELFTH_CASES, ids=lambda c: c.file)
+def test_each_twelfth_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
+    """The case's hosts, ranks (the preset's 8 per host) and GPU are the log's own."""
+    (run,) = load_runs(FIXTURES / "real_logs" / case.file)
+    assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == 8 * case.nodes
+    assert {d.name for d in run.devices} == {_TWELFTH_GPU[case.file]}
