@@ -390,7 +390,8 @@ def test_each_eleventh_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(ca
 
 #: the GPU name each twelfth-set log's device lines print
 _TWELFTH_GPU = {"mi300x_8gpu_1node_all_reduce_rocmblog_graph.txt": "AMD Instinct MI300X",
-                "mi308x_16gpu_2node_all_reduce_bnxt_roce.txt": "AMD Instinct MI308X"}
+                "mi308x_16gpu_2node_all_reduce_bnxt_roce.txt": "AMD Instinct MI308X",
+                "mi350x_8gpu_1node_all_reduce_mpi_np8.txt": "AMD Instinct MI350X"}
 
 
 def test_the_twelfth_set_is_held_out_or_listed_of_known_classes_and_repeats_no_run():
