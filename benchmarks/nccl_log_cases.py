@@ -3,9 +3,9 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
 
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
-  :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`: the logs added later.  :data:`ALL_CASES`:
-  all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
-  :data:`IN_SAMPLE`, every in-sample log of them.
+  :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`THIRTEENTH_CASES`: the logs added
+  later.  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are
+  fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
@@ -457,8 +457,21 @@ TWELFTH_CASES = [
                      "362 GB/s: it does not measure one behaviour"),
 ]
 
+_GKE_DRA = ("2 of the 8 B200 (GPU 0 and 1, given to the pod by NVIDIA's DRA driver) of one GCP a4-highgpu-8g (the "
+            "`hgx-b200` preset's NVLink 5 switch board), Google's gIB diagnostic image v1.0.6 (set_nccl_env.sh sourced, "
+            "its variables not shown), NCCL 2.26.6, 2 processes of one GPU each; rows below 64 MiB elided by the post")
+
+#: the thirteenth set: one-host NVLink / NVSwitch tables of collectives other than all_reduce, from sources no earlier
+#: fixture uses (or, marked ``source_reused``, another run of a site an earlier fixture uses), described from their
+#: sources before any prediction; tables of in-sample classes are held out themselves
+THIRTEENTH_CASES = [
+    Case("b200_2gpu_1node_all_gather_gke_dra.txt", "hgx-b200", version=(2, 26), machine={"ranks": 2},
+         machine_class="b200-nvswitch-1host", source_reused=True,
+         why=f"{_GKE_DRA}; all_gather, 64 MiB - 8 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
-             + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES)
+             + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES)
 
 
 def held_out(case: Case) -> bool:

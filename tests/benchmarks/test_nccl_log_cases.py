@@ -114,7 +114,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
 @pytest.mark.parametrize("case", [c for c in cases.NEW_CASES + cases.THIRD_CASES + cases.FOURTH_CASES
                                   + cases.FIFTH_CASES + cases.SIXTH_CASES + cases.SEVENTH_CASES
                                   + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
-                                  + cases.ELEVENTH_CASES + cases.TWELFTH_CASES
+                                  + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
                                   if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
@@ -218,7 +218,8 @@ def _source_repo(case) -> str | None:
 
 
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
-         cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.TWELFTH_CASES]
+         cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
+         cases.TWELFTH_CASES, cases.THIRTEENTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -344,7 +345,7 @@ def test_the_eleventh_set_is_held_out_of_known_classes_from_new_sources_and_repe
     """The eleventh set's NVLink / NVSwitch tables: each held out itself (their classes are in-sample), of
     classes earlier sets have (no new class), from sources no earlier fixture names, and no run a copy of an
     earlier fixture's."""
-    eleventh, earlier = cases.ELEVENTH_CASES, [c for s in _SETS for c in s]
+    eleventh, earlier = cases.ELEVENTH_CASES, [c for s in _SETS[:10] for c in s]
     assert eleventh and all(c.held_out and cases.held_out(c) for c in eleventh)
     assert not any(c in cases.IN_SAMPLE for c in eleventh)
     assert {c.machine_class for c in eleventh} <= {c.machine_class for c in earlier if not cases.held_out(c)}
@@ -399,7 +400,7 @@ def test_the_twelfth_set_is_held_out_or_listed_of_known_classes_and_repeats_no_r
     with the reason no machine describes it, of classes earlier sets have, ``source_reused`` exactly when an earlier
     fixture names the same source, new files, and no run a copy of an earlier fixture's."""
     twelfth = cases.TWELFTH_CASES
-    earlier = [c for s in _SETS + [cases.ELEVENTH_CASES] if s is not twelfth for c in s]
+    earlier = [c for s in _SETS[:11] for c in s]
     assert twelfth and all(cases.held_out(c) or c.skip_reason for c in twelfth)
     assert not any(c in cases.IN_SAMPLE for c in twelfth)
     assert {c.machine_class for c in twelfth} <= {c.machine_class for c in earlier}
@@ -409,6 +410,27 @@ def test_the_twelfth_set_is_held_out_or_listed_of_known_classes_and_repeats_no_r
         assert keys and case.source_reused == bool(keys & earlier_keys), (case.file, keys & earlier_keys)
     assert not {c.file for c in twelfth} & {c.file for c in earlier}
     later = {c.file for c in twelfth}
+
+
+#: the GPU name and rank count each thirteenth-set log's device lines print
+_THIRTEENTH_GPU = {"b200_2gpu_1node_all_gather_gke_dra.txt": ("NVIDIA B200", 2)}
+
+
+def test_the_thirteenth_set_is_one_host_nvlink_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The thirteenth set: one-host NVLink / NVSwitch tables of collectives other than all_reduce, every one held out
+    (its class of the fixed held-out split, or the table itself), none in any fit, from a source no earlier fixture
+    names unless marked ``source_reused``, and no run a copy of an earlier fixture's."""
+    thirteenth, earlier = cases.THIRTEENTH_CASES, [c for s in _SETS[:12] for c in s]
+    assert thirteenth and all(cases.held_out(c) and c.nodes == 1 for c in thirteenth)
+    assert not any(c in cases.IN_SAMPLE for c in thirteenth)
+    assert all(c.held_out for c in thirteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    assert set(cases.HELD_OUT_CLASSES) <= set(cases.CLASSES)
+    known = set().union(*(_source_keys(c) for c in earlier))
+    for case in thirteenth:
+        keys = _source_keys(case)
+        assert keys and (case.source_reused or not keys & known), (case.file, keys & known)
+    assert not {c.file for c in thirteenth} & {c.file for c in earlier}
+    later = {c.file for c in thirteenth}
     for name in later:
         rows = set(_oop_times(FIXTURES / "real_logs" / name))
         assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
@@ -420,3 +442,14 @@ def test_each_twelfth_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(cas
     (run,) = load_runs(FIXTURES / "real_logs" / case.file)
     assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == 8 * case.nodes
     assert {d.name for d in run.devices} == {_TWELFTH_GPU[case.file]}
+
+
+@pytest.mark.parametrize("case", cases.THIRTEENTH_CASES, ids=lambda c: f"{c.file}-{c.collective}")
+def test_each_thirteenth_case_has_the_host_ranks_and_gpu_its_device_lines_show(case):
+    """One host, the case's ranks (the preset's 8 unless it says fewer) and the GPU of the log's own device lines."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
+    gpu, ranks = _THIRTEENTH_GPU[case.file]
+    assert len({d.host for d in run.devices}) == case.nodes == 1
+    assert len(run.devices) == ranks == case.machine.get("ranks", 8)
+    assert {d.name for d in run.devices} == {gpu}
