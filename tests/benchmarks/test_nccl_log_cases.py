@@ -252,6 +252,16 @@ def test_the_seventh_and_eighth_sets_use_only_sources_no_earlier_fixture_names(n
         assert keys and not keys & earlier, (case.file, keys & earlier)
 
 
+def _assert_new_files_and_runs(new: list, earlier: list) -> None:
+    """No file of ``new`` is one of ``earlier``'s, and no run of ``new`` repeats 3 or more out-of-place times of
+    another fixture's."""
+    assert not {c.file for c in new} & {c.file for c in earlier}
+    later = {c.file for c in new}
+    for name in later:
+        rows = set(_oop_times(FIXTURES / "real_logs" / name))
+        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+
+
 @pytest.mark.parametrize("n, new_class", [(5, "v100-dgx2"), (6, "a100-roce-multihost"), (7, "v100-efa-multihost")],
                          ids=["sixth", "seventh", "eighth"])
 def test_each_later_set_is_held_out_adds_only_its_new_class_and_repeats_no_run(n, new_class):
@@ -265,11 +275,7 @@ def test_each_later_set_is_held_out_adds_only_its_new_class_and_repeats_no_run(n
     assert {c.machine_class for c in later_set} - {c.machine_class for c in earlier} == {new_class}
     assert new_class in cases.HELD_OUT_CLASSES
     assert all(c.held_out for c in later_set if c.machine_class not in cases.HELD_OUT_CLASSES)
-    assert not {c.file for c in later_set} & {c.file for c in earlier}
-    later = {c.file for c in later_set}
-    for name in later:
-        rows = set(_oop_times(FIXTURES / "real_logs" / name))
-        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+    _assert_new_files_and_runs(later_set, earlier)
 
 
 def test_the_ninth_set_is_held_out_of_known_classes_from_a_reused_repository_and_repeats_no_run():
@@ -282,11 +288,7 @@ def test_the_ninth_set_is_held_out_of_known_classes_from_a_reused_repository_and
     assert {c.machine_class for c in ninth} <= {c.machine_class for c in earlier if not cases.held_out(c)}
     earlier_repos = {_source_repo(c) for c in earlier} - {None}
     assert all(c.source_reused and _source_repo(c) in earlier_repos for c in ninth)
-    assert not {c.file for c in ninth} & {c.file for c in earlier}
-    later = {c.file for c in ninth}
-    for name in later:
-        rows = set(_oop_times(FIXTURES / "real_logs" / name))
-        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+    _assert_new_files_and_runs(ninth, earlier)
 
 
 @pytest.mark.parametrize("case", cases.NINTH_CASES, ids=lambda c: c.file)
@@ -316,21 +318,25 @@ def test_every_predicted_case_describes_a_machine_of_its_declared_class():
     assert not wrong, wrong
 
 
+def _assert_new_sources_files_and_runs(new: list, earlier: list, reuse_exact: bool = False) -> None:
+    """Each case of ``new`` names a source (``_source_keys``) no ``earlier`` case names unless it is marked
+    ``source_reused`` (``reuse_exact``: marked exactly when one does), no file of ``earlier``, and no run whose
+    out-of-place times repeat 3 or more of another fixture's."""
+    known = set().union(*(_source_keys(c) for c in earlier))
+    for case in new:
+        keys = _source_keys(case)
+        ok = case.source_reused == bool(keys & known) if reuse_exact else case.source_reused or not keys & known
+        assert keys and ok, (case.file, keys & known)
+    _assert_new_files_and_runs(new, earlier)
+
+
 def test_the_tenth_set_is_pcie_one_host_held_out_from_new_sources_and_repeats_no_run():
     """The tenth set: PCIe-only one-host tables (the held-out class pcie-1host), each from a source (repository,
     issue thread, indexed file, page) no earlier fixture names, none in any fit, no run a copy of an earlier one."""
     tenth, earlier = cases.TENTH_CASES, [c for s in _SETS[:9] for c in s]
     assert tenth and all(c.machine_class == "pcie-1host" and cases.held_out(c) for c in tenth)
     assert "pcie-1host" in cases.HELD_OUT_CLASSES and not any(c in cases.IN_SAMPLE for c in tenth)
-    known = set().union(*(_source_keys(c) for c in earlier))
-    for case in tenth:
-        keys = _source_keys(case)
-        assert keys and (case.source_reused or not keys & known), (case.file, keys & known)
-    assert not {c.file for c in tenth} & {c.file for c in earlier}
-    later = {c.file for c in tenth}
-    for name in later:
-        rows = set(_oop_times(FIXTURES / "real_logs" / name))
-        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+    _assert_new_sources_files_and_runs(tenth, earlier)
 
 
 #: the GPU name each eleventh-set log's device lines print
@@ -350,15 +356,7 @@ def test_the_eleventh_set_is_held_out_of_known_classes_from_new_sources_and_repe
     assert not any(c in cases.IN_SAMPLE for c in eleventh)
     assert {c.machine_class for c in eleventh} <= {c.machine_class for c in earlier if not cases.held_out(c)}
     assert not any(c.source_reused for c in eleventh)
-    earlier_keys = set().union(*(_source_keys(c) for c in earlier))
-    for case in eleventh:
-        keys = _source_keys(case)
-        assert keys and not keys & earlier_keys, (case.file, keys & earlier_keys)
-    assert not {c.file for c in eleventh} & {c.file for c in earlier}
-    later = {c.file for c in eleventh}
-    for name in later:
-        rows = set(_oop_times(FIXTURES / "real_logs" / name))
-        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+    _assert_new_sources_files_and_runs(eleventh, earlier)
 
 
 @pytest.mark.parametrize("case", cases.TENTH_CASES, ids=lambda c: f"{c.file}-{c.collective}")
@@ -404,12 +402,7 @@ def test_the_twelfth_set_is_held_out_or_listed_of_known_classes_and_repeats_no_r
     assert twelfth and all(cases.held_out(c) or c.skip_reason for c in twelfth)
     assert not any(c in cases.IN_SAMPLE for c in twelfth)
     assert {c.machine_class for c in twelfth} <= {c.machine_class for c in earlier}
-    earlier_keys = set().union(*(_source_keys(c) for c in earlier))
-    for case in twelfth:
-        keys = _source_keys(case)
-        assert keys and case.source_reused == bool(keys & earlier_keys), (case.file, keys & earlier_keys)
-    assert not {c.file for c in twelfth} & {c.file for c in earlier}
-    later = {c.file for c in twelfth}
+    _assert_new_sources_files_and_runs(twelfth, earlier, reuse_exact=True)
 
 
 #: the GPU name and rank count each thirteenth-set log's device lines print
@@ -425,15 +418,7 @@ def test_the_thirteenth_set_is_one_host_nvlink_held_out_from_new_or_marked_sourc
     assert not any(c in cases.IN_SAMPLE for c in thirteenth)
     assert all(c.held_out for c in thirteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
     assert set(cases.HELD_OUT_CLASSES) <= set(cases.CLASSES)
-    known = set().union(*(_source_keys(c) for c in earlier))
-    for case in thirteenth:
-        keys = _source_keys(case)
-        assert keys and (case.source_reused or not keys & known), (case.file, keys & known)
-    assert not {c.file for c in thirteenth} & {c.file for c in earlier}
-    later = {c.file for c in thirteenth}
-    for name in later:
-        rows = set(_oop_times(FIXTURES / "real_logs" / name))
-        assert all(len(rows & set(_oop_times(p))) < 3 for p in LOGS if p.name not in later), name
+    _assert_new_sources_files_and_runs(thirteenth, earlier)
 
 
 @pytest.mark.parametrize("case", cases.TWELFTH_CASES, ids=lambda c: c.file)
