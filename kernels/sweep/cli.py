@@ -26,7 +26,8 @@ import sys
 from pathlib import Path
 
 from kernels.sweep.output_paths import check_output_paths
-from synth.cli.nccl_options import add_nccl_tests_options, given, make_config, parse_int
+from synth.cli.nccl_options import (NOT_APPLIED_OPTIONS, add_nccl_tests_options, fold_threads, given, make_config,
+                                    parse_int, unapplied_note)
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -52,7 +53,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 #: flags a bare ``sweep --import LOG`` has no use for (it re-prints the log's own sizes and runs)
 _IMPORT_IGNORES = ("-b", "-e", "-i", "-f", "-g", "-n", "-w", "-c", "-o", "-d", "-r", "-a", "-J", "--algo",
-                   "--compare", "--topology", "--backend")
+                   "--compare", "--topology", "--backend", *(o.short for o in NOT_APPLIED_OPTIONS))
 
 
 def resolve_topology(args):
@@ -112,6 +113,11 @@ def _main(args, argv: list[str]) -> int:
     if args.backend not in ("host", "cupy", "sim", "mpi"):
         raise UsageError(f"invalid backend {args.backend!r}: expected host, cupy, sim or mpi")
     check_output_paths(args)
+    if args.backend == "mpi" and parse_int(args.nthreads, "number of threads (-t)") > 1:
+        raise UsageError(f"--backend mpi runs one rank per process: -t {args.nthreads} (threads per process) "
+                         "does not apply; start more processes with mpirun -n")
+    fold_threads(args)
+    _unapplied(args)                   # a bad number for a taken flag ends here, before any output
     if args.collective is None:
         if args.import_log is None:
             raise UsageError("missing COLLECTIVE (one of " + ", ".join(NCCL_NAMES.values()) + ")")
@@ -125,7 +131,7 @@ def _main(args, argv: list[str]) -> int:
         from kernels.sweep.mpi_backend import check_launched, run_sweep_mpi
         check_launched(args.ngpus, args.topology)
         return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
-                             argv=argv, json_path=args.output_file)
+                             argv=argv, json_path=args.output_file, notes=_unapplied(args))
     if args.import_log is not None:
         if args.plot is None:
             raise UsageError("--import with a COLLECTIVE overlays the log on --plot OUT.png; without --plot "
@@ -157,6 +163,12 @@ def _main(args, argv: list[str]) -> int:
     return sweep_and_report(cfg, topo, algos, args, argv)
 
 
+def _unapplied(args) -> list[str]:
+    """The note naming nccl-tests flags this sweep takes but does not apply (none: empty)."""
+    note = unapplied_note(args, "every call is timed as one plain launch")
+    return [note] if note else []
+
+
 def _admit_sim(args, nranks: int) -> None:
     from kernels.sweep.memory import admit_sim
     from topo_probe.guard import MAX_GPUS
@@ -185,7 +197,7 @@ def _print(lines) -> None:
         print(line, flush=True)
 
 
-def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preamble: bool = True):
+def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preamble: bool = True, extra_notes=()):
     """Run ``algo`` and print its nccl-tests table (``table`` False: the preamble at most, rows
     go to the side-by-side table); returns (summary, source, devices)."""
     from kernels.sweep.backends import make_backend
@@ -210,6 +222,7 @@ def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preambl
     devices = backend.devices(cfg.nranks, topo)
     where = topo.name if topo is not None else "single rank"
     notes = [f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"] + (source.notes if source else [])
+    notes += list(extra_notes)
     if algo == "nccl":                   # the NCCL model's validated error for this machine class, as simulate says it
         from synth.model.nccl.confidence import confidence_line
         notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective))
@@ -237,10 +250,10 @@ def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str]) -> int:
         print(f"# Writing JSON output to {json_path}", flush=True)
     start = output.now()
     if len(algos) == 1:
-        runs = [(algos[0], *_one(cfg, topo, algos[0], args.backend))]
+        runs = [(algos[0], *_one(cfg, topo, algos[0], args.backend, extra_notes=_unapplied(args)))]
     else:                     # --compare: one table, the algorithms side by side
         from kernels.sweep.compare import side_by_side_lines
-        runs = [(algo, *_one(cfg, topo, algo, args.backend, table=False, preamble=i == 0))
+        runs = [(algo, *_one(cfg, topo, algo, args.backend, table=False, preamble=i == 0, extra_notes=_unapplied(args)))
                 for i, algo in enumerate(algos)]
         _print(side_by_side_lines([a for a, *_ in runs], [s for _, s, _, _ in runs]))
     failed = sum(s.errors for _, s, _, _ in runs)

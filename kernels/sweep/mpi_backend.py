@@ -122,7 +122,7 @@ def check_launched(ngpus: str | None, topology) -> None:
 
 
 def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_path=None, out=None,
-                  comm: MPICommunicator | None = None) -> int:
+                  comm: MPICommunicator | None = None, notes=()) -> int:
     """``sweep ... --backend mpi`` on every rank of ``mpirun -n N``: rank 0 prints one
     nccl-tests table (and writes the ``-J`` JSON), ``#wrong`` is checked on every rank.
 
@@ -138,6 +138,8 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         ``--algo``, the command line (for the JSON) and ``-J``.
     out : file, optional
         Where rank 0 prints (default stdout).
+    notes : sequence of str
+        Lines rank 0 adds to the ``#`` notes (the nccl-tests flags taken but not applied).
 
     Returns
     -------
@@ -161,7 +163,8 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         start = output.now()
         root0 = comm.rank == 0
         if root0:
-            print("\n".join(output.preamble_lines(cfg, devices, [f"backend: mpi ({n} processes)"] + (source.notes if source else []))
+            said = [f"backend: mpi ({n} processes)"] + (source.notes if source else []) + list(notes)
+            print("\n".join(output.preamble_lines(cfg, devices, said)
                             + output.header_lines()), file=out, flush=True)
         summary = run_sweep(cfg, backend, source,
                             on_row=(lambda row: print(output.row_line(row), file=out, flush=True)) if root0 else None)

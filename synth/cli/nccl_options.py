@@ -9,7 +9,9 @@ Defaults are nccl-tests' own (NVIDIA/nccl-tests, ``src/common.cu`` at commit
 thread; here the ranks of ``--topology``), and ``-J`` writes nccl-tests' JSON document, which this
 commit of nccl-tests does not have (its ``-F`` writes CSV).  Values stay text in the parser;
 :func:`make_config` turns them into a :class:`~synth.sweep.driver.SweepConfig` for both commands
-(sizes with K/M/G suffixes, powers of 1024, as nccl-tests' ``parsesize``).
+(sizes with K/M/G suffixes, powers of 1024, as nccl-tests' ``parsesize``).  The rest of nccl-tests' flags
+(:data:`NOT_APPLIED_OPTIONS`) are taken so that its command lines run unchanged: ``-t`` folds into the ranks
+(:func:`fold_threads`), the others are named when given (:func:`unapplied_note`).
 
 >>> import argparse
 >>> p = argparse.ArgumentParser(); add_nccl_tests_options(p)
@@ -29,8 +31,8 @@ from synth.formats.nccl_tests.conventions import DTYPE_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as size_of
 from topo_probe.errors import TopocollError, UsageError
 
-__all__ = ["NCCL_TESTS_OPTIONS", "NcclTestsOption", "add_nccl_tests_options", "given", "make_config", "parse_int",
-           "parse_size"]
+__all__ = ["NCCL_TESTS_OPTIONS", "NOT_APPLIED_OPTIONS", "NcclTestsOption", "add_nccl_tests_options", "fold_threads",
+           "given", "make_config", "parse_int", "parse_size", "unapplied_note"]
 
 
 @dataclass(frozen=True)
@@ -64,15 +66,76 @@ NCCL_TESTS_OPTIONS: tuple[NcclTestsOption, ...] = (
     NcclTestsOption("-J", "--output_file", None, "write nccl-tests' JSON document here"),
 )
 
-_BY_SHORT = {o.short: o for o in NCCL_TESTS_OPTIONS}
+#: the rest of nccl-tests' flags (NVIDIA/nccl-tests ``src/common.cu`` ``longopts``, commit a0b82b2; its defaults):
+#: taken, so that an nccl-tests command line runs as it is, but not applied (``-t`` folds into the ranks, see
+#: :func:`fold_threads`); a command names those given another value than the default (:func:`unapplied_note`)
+NOT_APPLIED_OPTIONS: tuple[NcclTestsOption, ...] = (
+    NcclTestsOption("-t", "--nthreads", "1", "threads per process: ranks = t x g, as nccl-tests (default 1)"),
+    NcclTestsOption("-m", "--agg_iters", "1", "operations aggregated per launch (taken, not applied; default 1)"),
+    NcclTestsOption("-N", "--run_cycles", "1", "test cycles (taken, not applied; default 1)"),
+    NcclTestsOption("-p", "--parallel_init", "0", "threads initialise in parallel (taken, not applied)"),
+    NcclTestsOption("-z", "--blocking", "0", "blocking collectives (taken, not applied)"),
+    NcclTestsOption("-y", "--stream_null", "0", "use the NULL stream (taken, not applied)"),
+    NcclTestsOption("-T", "--timeout", "0", "timeout in seconds (taken, not applied)"),
+    NcclTestsOption("-G", "--cudagraph", "0", "launches of a CUDA graph of the iterations (taken, not applied)"),
+    NcclTestsOption("-C", "--report_cputime", "0", "report CPU time (taken, not applied)"),
+    NcclTestsOption("-S", "--report_timestamps", "0", "report timestamps (taken, not applied)"),
+    NcclTestsOption("-R", "--local_register", "0", "register buffers with NCCL (taken, not applied)"),
+    NcclTestsOption("-x", "--cta_policy", "-1", "NCCL CTA policy (taken, not applied)"),
+    NcclTestsOption("-D", "--device_implementation", "0", "device-initiated collectives (taken, not applied)"),
+    NcclTestsOption("-V", "--device_cta_count", "16", "CTAs of a device implementation (taken, not applied)"),
+    NcclTestsOption("-M", "--memory", "0", "report memory use (taken, not applied)"),
+    NcclTestsOption("-u", "--unalign", "0", "misalign the buffers by this many elements (taken, not applied)"),
+    NcclTestsOption("-I", "--per_iter_timing", "0", "time every iteration (taken, not applied)"),
+    NcclTestsOption("-K", "--per_iter_skip", "0", "iterations left out of per-iteration timing (taken, not applied)"),
+)
+
+_BY_SHORT = {o.short: o for o in NCCL_TESTS_OPTIONS + NOT_APPLIED_OPTIONS}
 
 
 def add_nccl_tests_options(p: argparse.ArgumentParser, helps: dict[str, str] | None = None) -> None:
     """Add every flag of :data:`NCCL_TESTS_OPTIONS` to ``p`` (``helps``: a command's own help text
     for some flags, by short name; the defaults never change)."""
     g = p.add_argument_group("nccl-tests options (same names and defaults as nccl-tests)")
-    for o in NCCL_TESTS_OPTIONS:
+    for o in NCCL_TESTS_OPTIONS + NOT_APPLIED_OPTIONS:
         g.add_argument(o.short, o.long, dest=o.dest, default=o.default, help=(helps or {}).get(o.short, o.help))
+
+
+def fold_threads(args) -> None:
+    """``-t T``: nccl-tests runs ``T`` threads of ``-g G`` GPUs each (``G`` 1 unless given), ``T x G`` ranks;
+    here ``-g`` counts ranks, so it becomes ``T x G`` (UsageError for a bad number).
+
+    >>> a = argparse.Namespace(nthreads="2", ngpus="4"); fold_threads(a); a.ngpus
+    '8'
+    >>> a = argparse.Namespace(nthreads="8", ngpus=None); fold_threads(a); a.ngpus
+    '8'
+    >>> a = argparse.Namespace(nthreads="1", ngpus=None); fold_threads(a); a.ngpus is None
+    True
+    """
+    threads = parse_int(args.nthreads, "number of threads (-t)")
+    if threads < 1:
+        raise UsageError(f"invalid number of threads: -t {threads} (must be >= 1)")
+    if threads > 1:
+        per_thread = 1 if args.ngpus is None else parse_int(args.ngpus, "number of GPUs (-g)")
+        args.ngpus = str(threads * per_thread)
+
+
+def unapplied_note(args, doing: str) -> str | None:
+    """One line naming the nccl-tests flags given another value than their default that this command
+    takes but does not apply (``doing``: what it does instead), None when there are none.
+
+    >>> p = argparse.ArgumentParser(); add_nccl_tests_options(p)
+    >>> unapplied_note(p.parse_args(["-G", "1", "-m", "4", "-z", "0"]), "the model times plain launches")
+    'not applied: -m 4 (agg_iters), -G 1 (cudagraph); the model times plain launches'
+    >>> unapplied_note(p.parse_args(["-b", "8"]), "x") is None
+    True
+    """
+    named = []
+    for o in NOT_APPLIED_OPTIONS[1:]:                    # -t is applied: it folds into the ranks
+        value = getattr(args, o.dest)
+        if parse_int(value, o.long[2:]) != int(o.default):
+            named.append(f"{o.short} {value} ({o.long[2:]})")
+    return f"not applied: {', '.join(named)}; {doing}" if named else None
 
 
 def given(argv: list[str], flag: str) -> bool:

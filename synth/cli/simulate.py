@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import sys
 
-from synth.cli.nccl_options import add_nccl_tests_options, given, make_config, parse_int
+from synth.cli.nccl_options import add_nccl_tests_options, fold_threads, given, make_config, parse_int, unapplied_note
 from synth.ir.collectives import ROOTED, canonical
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -156,6 +156,7 @@ def run(args) -> list[str]:
     from topo_probe.load import load_topology, parse_gpu_list
 
     args.argv = getattr(args, "argv", [])        # the command line as given (which flags were named)
+    fold_threads(args)
     topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus is not None else None)
     topo = _first_ranks(apply_machine_arguments(topo, args), args.ngpus)
     if args.output_file:
@@ -203,6 +204,8 @@ def run(args) -> list[str]:
                                      version=backend.nccl.table.version))
     odd = _misaligned_note(cfg)
     notes += [odd] if odd else []
+    skipped = unapplied_note(args, "the model times one plain launch per call")
+    notes += [skipped] if skipped else []
     from synth.model.bounds import lower_bounds
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "

@@ -1,0 +1,87 @@
+"""An nccl-tests command line runs as it is: ``sweep`` and ``simulate`` take every flag of nccl-tests'
+``src/common.cu`` (``longopts`` at NVIDIA/nccl-tests a0b82b2, typed in below from that source, not from
+our table), fold ``-t`` threads into the ranks as nccl-tests counts them (threads x GPUs per thread),
+and name the flags they take but do not apply in a ``# not applied:`` line instead of refusing them or
+silently ignoring them; the numbers are those of the same run without those flags."""
+
+from __future__ import annotations
+
+import pytest
+
+from kernels.sweep.cli import build_parser as sweep_parser
+from kernels.sweep.cli import main as sweep_main
+from synth.cli.simulate import build_parser as simulate_parser
+from synth.cli.simulate import main as simulate_main
+
+#: every (short, long) option of nccl-tests' getopt_long table except -h, from its source
+NCCL_TESTS_FLAGS = {
+    "-t": "--nthreads", "-g": "--ngpus", "-b": "--minbytes", "-e": "--maxbytes", "-i": "--stepbytes",
+    "-f": "--stepfactor", "-n": "--iters", "-m": "--agg_iters", "-w": "--warmup_iters", "-N": "--run_cycles",
+    "-p": "--parallel_init", "-c": "--check", "-o": "--op", "-d": "--datatype", "-r": "--root", "-z": "--blocking",
+    "-y": "--stream_null", "-T": "--timeout", "-G": "--cudagraph", "-C": "--report_cputime",
+    "-S": "--report_timestamps", "-J": "--output_file", "-a": "--average", "-R": "--local_register",
+    "-x": "--cta_policy", "-D": "--device_implementation", "-V": "--device_cta_count", "-M": "--memory",
+    "-u": "--unalign", "-I": "--per_iter_timing", "-K": "--per_iter_skip",
+}
+
+
+@pytest.mark.parametrize("parser", [sweep_parser, simulate_parser], ids=["sweep", "simulate"])
+def test_every_nccl_tests_flag_is_taken_by_its_short_and_long_name(parser):
+    options = {s for a in parser()._actions for s in a.option_strings}
+    missing = {f"{s}/{long}" for s, long in NCCL_TESTS_FLAGS.items() if not {s, long} <= options}
+    assert not missing
+
+
+def _rows(lines: list[str]) -> list[str]:
+    return [line for line in lines if line and not line.startswith("#")]
+
+
+def _simulate(capsys, argv):
+    assert simulate_main(argv) == 0
+    return capsys.readouterr().out.splitlines()
+
+
+BASE = ["--topology", "dgx-a100", "--collective", "allreduce", "-b", "8", "-e", "1M", "-f", "4"]
+
+
+def test_simulate_runs_a_pasted_command_line_and_names_what_it_does_not_apply(capsys):
+    plain = _simulate(capsys, BASE + ["-g", "8"])
+    pasted = _simulate(capsys, BASE + ["-t", "1", "-g", "8", "-G", "1", "-m", "2", "-z", "0", "-N", "1", "-I", "0"])
+    assert _rows(pasted) == _rows(plain)
+    notes = [line for line in pasted if "not applied" in line]
+    assert notes == ["# not applied: -m 2 (agg_iters), -G 1 (cudagraph); the model times one plain launch per call"]
+    assert not [line for line in plain if "not applied" in line]
+
+
+def test_threads_times_gpus_per_thread_are_the_ranks(capsys):
+    """nccl-tests -t 2 -g 4 runs 8 ranks, -t 4 alone 4 (one GPU per thread)."""
+    eight = _simulate(capsys, BASE + ["-t", "2", "-g", "4"])
+    assert eight[0].startswith("# nThread 1 nGpus 8 ") and _rows(eight) == _rows(_simulate(capsys, BASE))
+    four = _simulate(capsys, BASE + ["-t", "4"])
+    assert four[0].startswith("# nThread 1 nGpus 4 ") and _rows(four) == _rows(_simulate(capsys, BASE + ["-g", "4"]))
+
+
+def test_the_host_sweep_folds_threads_and_notes_the_rest(capsys):
+    argv = ["all_reduce", "-b", "8", "-e", "64", "-f", "2"]
+    assert sweep_main(argv + ["-g", "4"]) == 0
+    plain = capsys.readouterr().out.splitlines()
+    assert sweep_main(argv + ["-t", "2", "-g", "2", "-R", "1"]) == 0
+    folded = capsys.readouterr().out.splitlines()
+    assert folded[0].startswith("# nThread 1 nGpus 4 ")
+    # the same sizes and element counts as -g 4 (times are measured, so they differ run to run), all right
+    assert [line.split()[:2] for line in _rows(folded)] == [line.split()[:2] for line in _rows(plain)]
+    assert all(line.split()[8] == "0" for line in _rows(folded))                 # #wrong, out of place
+    assert [line for line in folded if "not applied" in line] == [
+        "# not applied: -R 1 (local_register); every call is timed as one plain launch"]
+
+
+@pytest.mark.parametrize("tool, argv, says", [
+    (simulate_main, BASE + ["-G", "x"], "invalid cudagraph: 'x' is not an integer"),
+    (simulate_main, BASE + ["-t", "0"], "invalid number of threads: -t 0"),
+    (sweep_main, ["all_reduce", "-b", "8", "-e", "8", "-m", "two"], "invalid agg_iters: 'two' is not an integer"),
+    (sweep_main, ["all_reduce", "--backend", "mpi", "-t", "2"], "--backend mpi runs one rank per process"),
+])
+def test_bad_values_end_in_one_line_and_exit_2(capsys, tool, argv, says):
+    assert tool(argv) == 2
+    out = capsys.readouterr()
+    assert out.out == "" and len(out.err.strip().splitlines()) == 1 and says in out.err
