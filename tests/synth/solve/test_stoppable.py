@@ -2,6 +2,7 @@
 stops a long solve at once.  Each case runs in a fresh interpreter (a lost SIGINT handler would
 kill the test runner)."""
 
+import signal
 import subprocess
 import sys
 import textwrap
@@ -31,9 +32,16 @@ def solver(limit_s):
 """
 
 
+def _sigint_default() -> None:
+    """In the child before exec: SIGINT's default action, so that Python turns it into KeyboardInterrupt
+    even when this test runs with SIGINT ignored (a job started with ``&`` by a non-interactive shell:
+    Python then keeps the ignore, and the child would run to its end)."""
+    signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+
 def _python(code: str, timeout: float = 60) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", textwrap.dedent(HARD_MODEL) + textwrap.dedent(code)],
-                          capture_output=True, text=True, timeout=timeout)
+                          capture_output=True, text=True, timeout=timeout, preexec_fn=_sigint_default)
 
 
 @pytest.mark.parametrize("call", ["plain", "stoppable"])
