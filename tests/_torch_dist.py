@@ -31,9 +31,12 @@ def write_result(rank: int, result: dict) -> None:
         pickle.dump(result, f)
 
 
-def _entry(rank: int, job, n: int, init_method: str, out_dir: str, env: dict) -> None:
+def _entry(rank: int, job, n: int, init_method: str, out_dir: str, env: dict, stacks_after_s: float = 0) -> None:
     os.environ.update(env)
     os.environ["TOPOCOLL_TEST_OUT"] = out_dir
+    if stacks_after_s > 0:            # a rank still running near the job's timeout leaves its threads' stacks
+        import faulthandler
+        faulthandler.dump_traceback_later(stacks_after_s, file=open(_stacks_path(out_dir, rank), "w"))
     import torch
     torch.set_num_threads(1)          # as torchrun does (OMP_NUM_THREADS=1); spawn imported torch already
     try:
@@ -44,20 +47,41 @@ def _entry(rank: int, job, n: int, init_method: str, out_dir: str, env: dict) ->
     os._exit(0)                       # no teardown: a peer may be gone (dead-rank test)
 
 
+def _stacks_path(out_dir: str, rank: int) -> str:
+    return os.path.join(out_dir, f"rank{rank}.stacks")
+
+
+def _stacks(out_dir: str, n: int, lines: int = 30) -> str:
+    """The last ``lines`` lines of every rank's stack dump (``_entry``), where there is one."""
+    said = []
+    for r in range(n):
+        try:
+            with open(_stacks_path(out_dir, r)) as f:
+                tail = f.read().strip().splitlines()[-lines:]
+        except OSError:
+            continue
+        if tail:
+            said.append(f"rank {r}:\n" + "\n".join(tail))
+    return "\n".join(said)
+
+
 def run_job(job, n: int, *, env: dict | None = None, timeout_s: float = 240) -> list[dict]:
-    """Run ``job`` on ``n`` spawned ranks (module docstring)."""
+    """Run ``job`` on ``n`` spawned ranks (module docstring); past ``timeout_s`` the ranks are killed and
+    the TimeoutError carries where each was 10 s before (its threads' stacks)."""
     import torch.multiprocessing as mp
     env = {"OMP_NUM_THREADS": "1", "TOPOCOLL_RESULTS": tempfile.gettempdir() + "/topocoll-no-results", **(env or {})}
     with tempfile.TemporaryDirectory() as out:
         init = f"tcp://127.0.0.1:{free_port()}"
-        ctx = mp.start_processes(_entry, args=(job, n, init, out, env), nprocs=n, join=False, start_method="spawn")
+        ctx = mp.start_processes(_entry, args=(job, n, init, out, env, max(1.0, timeout_s - 10)), nprocs=n,
+                                 join=False, start_method="spawn")
         import time
         deadline = time.monotonic() + timeout_s
         while not ctx.join(timeout=1):
             if time.monotonic() > deadline:
                 for p in ctx.processes:
                     p.kill()
-                raise TimeoutError(f"{job.__name__} on {n} ranks ran over {timeout_s} s")
+                raise TimeoutError(f"{job.__name__} on {n} ranks ran over {timeout_s} s; where the ranks were "
+                                   f"10 s before:\n{_stacks(out, n)}")
         results = []
         for r in range(n):
             path = os.path.join(out, f"rank{r}.pkl")

@@ -182,3 +182,9 @@ def _dead_rank(rec: Recorder, rank: int, n: int) -> None:
     elapsed = time.monotonic() - t0
     rec.out["__dead_rank__"] = {"elapsed_s": elapsed, "error": error}
     rec.check("dead_rank", error is not None and elapsed < 10 + 5, f"after {elapsed:.1f} s: {error}")
+
+
+def stuck_job(rank: int, n: int, init: str) -> dict:
+    """A job that never ends on time (the harness's own test: its timeout shows where each rank was)."""
+    time.sleep(120)
+    return {}
