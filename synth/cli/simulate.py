@@ -206,6 +206,8 @@ def run(args) -> list[str]:
     notes += [odd] if odd else []
     skipped = unapplied_note(args, "the model times one plain launch per call")
     notes += [skipped] if skipped else []
+    ran = _log_launch_note(imported[0]) if imported else None
+    notes += [ran] if ran else []
     from synth.model.bounds import lower_bounds
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "
@@ -239,6 +241,17 @@ def _misaligned_note(cfg) -> str | None:
     return (f"alignment: at {len(odd)} of {len(sizes)} sizes (first {odd[0]} B) a rank's block is not a multiple of "
             f"16 bytes, so the blocks after the first are misaligned: NCCL copies them with narrower loads (element "
             f"by element before 2.10); the model times aligned blocks")
+
+
+def _log_launch_note(run) -> str | None:
+    """A note when the imported log's parameter line says its calls were launched otherwise than one
+    plain launch each (nccl-tests ``graph: G`` > 0: a CUDA graph of the iterations; ``agg iters: M`` > 1:
+    M operations per launch), which the model does not time."""
+    how = [f"graph: {run.graph} (-G, CUDA graph launches)" if run.graph else "",
+           f"agg iters: {run.agg_iters} (-m, operations per launch)" if (run.agg_iters or 1) > 1 else ""]
+    how = [h for h in how if h]
+    return (f"the log ran with {', '.join(how)}; the model times one plain launch per call, so its small sizes "
+            f"may read slower than the log's") if how else None
 
 
 def _first_ranks(topo, ngpus: str | None):

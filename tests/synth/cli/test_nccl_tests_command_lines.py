@@ -85,3 +85,22 @@ def test_bad_values_end_in_one_line_and_exit_2(capsys, tool, argv, says):
     assert tool(argv) == 2
     out = capsys.readouterr()
     assert out.out == "" and len(out.err.strip().splitlines()) == 1 and says in out.err
+
+
+def test_an_imported_log_launched_as_a_graph_or_aggregated_is_said_so(capsys, tmp_path):
+    """The log's own parameter line (``graph: G``, ``agg iters: M``) names launches the model does not
+    time; the same log as printed says nothing (graph: 0, agg iters: 1)."""
+    from _paths import ROOT
+    real = ROOT / "tests" / "fixtures" / "real_logs" / "h100_8gpu_1node_all_reduce_ring.txt"
+    text = real.read_text()
+    assert "agg iters: 1 validation: 1 graph: 0" in text
+    changed = tmp_path / "graph.txt"
+    changed.write_text(text.replace("agg iters: 1 validation: 1 graph: 0", "agg iters: 4 validation: 1 graph: 1"))
+    argv = ["--topology", "dgx-h100", "--baseline", "nccl", "--import"]
+    plain = _simulate(capsys, argv + [str(real)])
+    graphed = _simulate(capsys, argv + [str(changed)])
+    assert not [line for line in plain if "the log ran with" in line]
+    said = [line for line in graphed if "the log ran with" in line]
+    assert said == ["# the log ran with graph: 1 (-G, CUDA graph launches), agg iters: 4 (-m, operations per launch); "
+                    "the model times one plain launch per call, so its small sizes may read slower than the log's"]
+    assert _rows(graphed) == _rows(plain)
