@@ -15,8 +15,32 @@ import tempfile
 import traceback
 
 
-def free_port() -> int:
-    with socket.socket() as s:
+def _ephemeral_range() -> tuple[int, int]:
+    """The ports the kernel hands to outgoing connections and to ``bind(port 0)`` (Linux's default when
+    the setting cannot be read)."""
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            low, high = map(int, f.read().split())
+        return low, high
+    except (OSError, ValueError):
+        return 32768, 60999
+
+
+def free_port(low: int = 10000) -> int:
+    """A free port for a rendezvous a rank binds later, below the kernel's ephemeral range: a port
+    ``bind(0)`` gives comes from that range, where any outgoing connection of a concurrent job (the
+    other xdist worker's ranks open hundreds) may take it before the rank binds it, minutes later."""
+    import random
+    top = min(_ephemeral_range()[0], 32768)
+    for _ in range(200):
+        port = random.randrange(low, top)
+        with socket.socket() as s:
+            try:
+                s.bind(("127.0.0.1", port))
+            except OSError:
+                continue
+            return port
+    with socket.socket() as s:                     # every try taken: the kernel's choice, as before
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
 
