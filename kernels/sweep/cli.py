@@ -117,7 +117,7 @@ def _main(args, argv: list[str]) -> int:
         raise UsageError(f"--backend mpi runs one rank per process: -t {args.nthreads} (threads per process) "
                          "does not apply; start more processes with mpirun -n")
     fold_threads(args)
-    _unapplied(args)                   # a bad number for a taken flag ends here, before any output
+    unapplied = _unapplied(args)       # a bad number for a taken flag ends here, before any output
     if args.collective is None:
         if args.import_log is None:
             raise UsageError("missing COLLECTIVE (one of " + ", ".join(NCCL_NAMES.values()) + ")")
@@ -131,7 +131,7 @@ def _main(args, argv: list[str]) -> int:
         from kernels.sweep.mpi_backend import check_launched, run_sweep_mpi
         check_launched(args.ngpus, args.topology)
         return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
-                             argv=argv, json_path=args.output_file, notes=_unapplied(args))
+                             argv=argv, json_path=args.output_file, notes=unapplied)
     if args.import_log is not None:
         if args.plot is None:
             raise UsageError("--import with a COLLECTIVE overlays the log on --plot OUT.png; without --plot "
@@ -160,7 +160,7 @@ def _main(args, argv: list[str]) -> int:
             _check_algo_name(algo)
     if args.backend == "sim":           # before any schedule is built (kernels.sweep.memory.sim_need_bytes)
         _admit_sim(args, cfg.nranks)
-    return sweep_and_report(cfg, topo, algos, args, argv)
+    return sweep_and_report(cfg, topo, algos, args, argv, unapplied)
 
 
 def _unapplied(args) -> list[str]:
@@ -238,8 +238,9 @@ def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preambl
     return summary, source, devices
 
 
-def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str]) -> int:
-    """Sweep every algorithm in ``algos`` (one table each), then write -J / --plot / --csv."""
+def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str], notes=()) -> int:
+    """Sweep every algorithm in ``algos`` (one table each, ``notes`` among its ``#`` lines), then write
+    -J / --plot / --csv."""
     from dataclasses import replace
 
     from synth.formats.nccl_tests import writer as output
@@ -250,10 +251,10 @@ def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str]) -> int:
         print(f"# Writing JSON output to {json_path}", flush=True)
     start = output.now()
     if len(algos) == 1:
-        runs = [(algos[0], *_one(cfg, topo, algos[0], args.backend, extra_notes=_unapplied(args)))]
+        runs = [(algos[0], *_one(cfg, topo, algos[0], args.backend, extra_notes=notes))]
     else:                     # --compare: one table, the algorithms side by side
         from kernels.sweep.compare import side_by_side_lines
-        runs = [(algo, *_one(cfg, topo, algo, args.backend, table=False, preamble=i == 0, extra_notes=_unapplied(args)))
+        runs = [(algo, *_one(cfg, topo, algo, args.backend, table=False, preamble=i == 0, extra_notes=notes))
                 for i, algo in enumerate(algos)]
         _print(side_by_side_lines([a for a, *_ in runs], [s for _, s, _, _ in runs]))
     failed = sum(s.errors for _, s, _, _ in runs)

@@ -120,7 +120,8 @@ def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
             f"total {wall_number(format(summary['total_s'], '.1f'))} s.", "",
             "**Plan vs NCCL (modelled).** NCCL is what its tuner would pick at each size, timed by the NCCL model "
             "validated on real nccl-tests logs (`results/model_validation/report.md`; one process per GPU, NCCL "
-            f"{nccl}'s rules and defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). Where no schedule, its executor's "
+            f"{nccl}'s rules and defaults{_NETWORK_NOTE if topo.nodes_of_kind('net_switch') else ''}). "
+            "Where no schedule, its executor's "
             "measured fixed cost included, is predicted at least 5 % faster, the plan entry is `nccl`: NCCL is "
             "faster there and the drop-in calls it (one decision, made here; the Communicator runs what the plan "
             "says: *Plan* below). Schedules are timed by the same constants (`synth/model/physics.py`): "

@@ -250,7 +250,7 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
 
 def model_version() -> str:
     """What a run's results depend on besides the topology and the options: the results version, the
-    cost model's constants and the newest NCCL the NCCL model holds the rules of (the NCCL a plan compares
+    cost model's constants and the NCCL the NCCL model follows by default (the NCCL a plan compares
     with is an option, ``nccl_version``; NCCL's defaults, never this process's ``NCCL_*`` variables)."""
     from synth.model.nccl.tuning import NCCL_VERSION
     from synth.model.physics import model_version as constants_version

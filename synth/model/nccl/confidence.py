@@ -147,15 +147,15 @@ def _era(m: NcclMachine, records: dict[str, ClassRecord] | None, version: tuple 
     if version is None or tuple(version)[:2] >= PRIMITIVES_REWRITE:
         return ""
     rec = (load_validation() if records is None else records).get(machine_class(m))
-    v = ".".join(map(str, tuple(version)[:2]))
+    v, era = (".".join(map(str, tuple(x)[:2])) for x in (version, PRIMITIVES_REWRITE))
     if rec is None or not rec.before_rewrite or not rec.before_rewrite[0]:
-        return f"; NCCL {v}: NO table of NCCL before 2.10 (which rewrote its primitives) validates this class"
+        return f"; NCCL {v}: NO table of NCCL before {era} (which rewrote its primitives) validates this class"
     n, ok = rec.before_rewrite
-    return f"; NCCL {v}: {n} of its tables are of NCCL before 2.10, {ok} within {TARGET_MEDIAN:.0%} held out"
+    return f"; NCCL {v}: {n} of its tables are of NCCL before {era}, {ok} within {TARGET_MEDIAN:.0%} held out"
 
 
 def _class_line(m: NcclMachine, records: dict[str, ClassRecord] | None = None,
-                          collective: str | None = None, anchors: dict | None = None) -> str:
+                collective: str | None = None, anchors: dict | None = None) -> str:
     """:func:`confidence_line` without the NCCL-version part."""
     records = load_validation() if records is None else records
     anchors = load_anchors() if anchors is None else anchors

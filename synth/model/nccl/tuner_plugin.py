@@ -28,7 +28,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-__all__ = ["PluginBuild", "PLUGIN_BUILDS", "NCCL_TUNER_LOOKUPS", "WORKING_BUILD_LOADED_FROM", "RCCL_TUNER_LOOKUP", "LINE_RULES",
+__all__ = ["PluginBuild", "PLUGIN_BUILDS", "NCCL_TUNER_LOOKUPS", "WORKING_BUILD_LOADED_FROM", "RCCL_TUNER_LOOKUP",
+           "LINE_RULES",
            "COLLECTIVES", "ALGORITHMS", "PROTOCOLS", "SIZE_MAX", "KEEP_NCCL_CHANNELS", "FIELDS_READ",
            "ConfLine", "ConfProblem", "ParsedConf", "Query", "Outcome", "parse_conf", "match"]
 

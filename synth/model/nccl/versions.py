@@ -26,6 +26,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 
 from synth.model.nccl.constants import (
@@ -38,6 +39,7 @@ from synth.model.nccl.constants import (
     RING_LAT_BY_VERSION,
     TREE_LAT_28,
     TREE_LAT_28_VERSIONS,
+    compcap_index,
 )
 from synth.model.nccl.machine import NcclMachine
 
@@ -80,9 +82,10 @@ NVLS_TREE_NET_HOP_BY_VERSION = (((2, 29), 20.9),)
 #: Blackwell rows) to v2.29.7-1 (src/device/prims_ll128.h: abort checks only); the 73.4 of earlier tables
 #: is twice Hopper's 36.7, a figure NCCL has since cut to 34.5-40
 BLACKWELL_RING_LL128_RUN_GBS = 40.0
-BLACKWELL = 3          # compcap_index of sm100
+BLACKWELL = compcap_index(100)
 
 
+@functools.lru_cache(maxsize=64)       # asked for every (collective, algorithm, protocol) of every table built
 def per_channel_tables(version: tuple) -> tuple[tuple, tuple]:
     """``(perChMaxRingLL128Bws, perChMaxNVLSTreeBws)`` [GPU generation][1, 2, > 2 nodes] of NCCL's tuner
     at ``version``: :mod:`.constants`' 2.28.3 tables with the Blackwell rows of later releases.
