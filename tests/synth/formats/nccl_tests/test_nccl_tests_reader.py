@@ -90,6 +90,16 @@ def test_errors_name_the_line():
         parse_nccl_tests(bad)
 
 
+def test_a_negative_size_is_refused_not_skipped():
+    """A row whose size cell is negative is a table row gone wrong, not chatter: dropping it would
+    leave a table one size short with no word said."""
+    negative = BCAST_LOG.replace("     1048576", "    -1048576")
+    with pytest.raises(NcclTestsLogError, match=r"^n.txt: line 4: size must be an integer >= 0, got -1048576$"):
+        parse_nccl_tests(negative, "n.txt")
+    chatter = BCAST_LOG + "-1 ranks answered NCCL INFO\n"
+    assert len(parse_nccl_tests(chatter).rows) == 1
+
+
 def _fmt_time(t: float) -> str:
     return f"{t:7.0f}" if t >= 10000 else f"{t:7.1f}" if t >= 100 else f"{t:7.2f}"
 
