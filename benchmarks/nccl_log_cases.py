@@ -3,8 +3,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
 
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
-  :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`:
-  the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
+  :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
+  :data:`FIFTEENTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
   (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
@@ -470,8 +470,28 @@ THIRTEENTH_CASES = [
          why=f"{_GKE_DRA}; all_gather, 64 MiB - 8 GiB"),
 ]
 
+_DN_LAB = ("AMD Instinct MI355X hosts amd-mi355x-5/-6 of Ahalperin/amd-dev's results (commit 58a032f): xGMI mesh (the "
+           "`mi355x` preset), 8 x 400 Gb/s AMD Pensando ionic RoCE NICs per host, RCCL 2.26.6 (local build), one process "
+           "per GPU (-g 1), NCCL_DEBUG=TRACE with every subsystem logged to a file (no model term), no tuning variable")
+
+#: the fifteenth set: AMD Instinct tables from sources no earlier fixture uses (or, marked ``source_reused``, another run
+#: of one), described from their sources before any prediction; tables of in-sample classes are held out themselves
+FIFTEENTH_CASES = [
+    Case("mi355x_8gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+         why=f"one host, 8 GPUs: {_DN_LAB}"),
+    Case("mi355x_8gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+         why=f"one host, 8 GPUs, alltoall: {_DN_LAB}; its time holds at 300-316 us from 128 B to 64 MiB (the same "
+             "batch's 2- and 4-GPU alltoall: 15 and 97 us), which the repository does not comment"),
+    Case("mi355x_16gpu_2node_all_reduce_ionic.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26),
+         machine_class="amd-multihost", why=f"2 hosts x 8 GPUs: {_DN_LAB}"),
+    Case("mi355x_2gpu_2node_all_reduce_ionic_1gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26),
+         machine={"ranks": 2}, machine_class="1gpu-per-host",
+         why=f"2 hosts x 1 GPU (HIP_VISIBLE_DEVICES=0), one ionic NIC per host in use (its debug log): {_DN_LAB}"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
-             + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES)
+             + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
+             + FIFTEENTH_CASES)
 
 
 def held_out(case: Case) -> bool:

@@ -115,6 +115,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
                                   + cases.FIFTH_CASES + cases.SIXTH_CASES + cases.SEVENTH_CASES
                                   + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
                                   + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
+                                  + cases.FIFTEENTH_CASES
                                   if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
@@ -219,7 +220,7 @@ def _source_repo(case) -> str | None:
 
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
-         cases.TWELFTH_CASES, cases.THIRTEENTH_CASES]
+         cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FIFTEENTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -437,4 +438,35 @@ def test_each_thirteenth_case_has_the_host_ranks_and_gpu_its_device_lines_show(c
     gpu, ranks = _THIRTEENTH_GPU[case.file]
     assert len({d.host for d in run.devices}) == case.nodes == 1
     assert len(run.devices) == ranks == case.machine.get("ranks", 8)
+    assert {d.name for d in run.devices} == {gpu}
+
+
+#: the GPU name and rank count each fifteenth-set log's device lines print
+_FIFTEENTH_GPU = {"mi355x_8gpu_1node_all_reduce_dn_lab.txt": ("AMD Instinct MI355X", 8),
+                  "mi355x_8gpu_1node_alltoall_dn_lab.txt": ("AMD Instinct MI355X", 8),
+                  "mi355x_16gpu_2node_all_reduce_ionic.txt": ("AMD Instinct MI355X", 16),
+                  "mi355x_2gpu_2node_all_reduce_ionic_1gpn.txt": ("AMD Instinct MI355X", 2)}
+
+
+def test_the_fifteenth_set_is_amd_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The fifteenth set: AMD Instinct tables, each held out (its class of the fixed held-out split, or the table
+    itself) or listed with its reason, none in any fit, ``source_reused`` exactly when an earlier fixture names the
+    same source, new files, and no run a copy of an earlier fixture's."""
+    fifteenth = cases.FIFTEENTH_CASES
+    earlier = [c for s in _SETS if s is not fifteenth for c in s]
+    assert fifteenth and all(cases.held_out(c) or c.skip_reason for c in fifteenth)
+    assert not any(c in cases.IN_SAMPLE for c in fifteenth)
+    assert all(c.held_out for c in fifteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    assert all(c.preset.startswith("mi3") for c in fifteenth) and set(cases.HELD_OUT_CLASSES) <= set(cases.CLASSES)
+    _assert_new_sources_files_and_runs(fifteenth, earlier, reuse_exact=True)
+
+
+@pytest.mark.parametrize("case", cases.FIFTEENTH_CASES, ids=lambda c: f"{c.file}-{c.collective}")
+def test_each_fifteenth_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
+    """The case's hosts, ranks (the preset's 8 per host unless the case says fewer) and GPU are the log's own."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
+    gpu, ranks = _FIFTEENTH_GPU[case.file]
+    assert len({d.host for d in run.devices}) == case.nodes
+    assert len(run.devices) == ranks == case.machine.get("ranks", 8 * case.nodes)
     assert {d.name for d in run.devices} == {gpu}
