@@ -3,7 +3,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
 
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
-  :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`:
+  :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
+  :data:`FOURTEENTH_CASES`:
   the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
   (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -470,8 +471,45 @@ THIRTEENTH_CASES = [
          why=f"{_GKE_DRA}; all_gather, 64 MiB - 8 GiB"),
 ]
 
+_DSTACK = ("dstackai/dstack's cluster examples (MPL-2.0): dstack's own 2-node run on that cloud, 16 processes (-g 1), no "
+           "device lines")
+
+#: the fourteenth set: NVIDIA multi-host tables from a source no earlier fixture uses (the cluster examples of
+#: dstackai/dstack, one cloud each), described from their sources before any prediction; tables of in-sample classes
+#: are held out themselves
+FOURTEENTH_CASES = [
+    Case("h100_16gpu_2node_all_gather_gcp_a3mega_dstack.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+         machine_class="h100-tcpxo-multihost", held_out=True,
+         why=f"2 x GCP a3-megagpu-8g (8 x H100 SXM, 8 x 200 Gb/s GPUDirect-TCPXO NICs per host, as the first set's A3 "
+             f"Mega case), {_DSTACK}; all_gather, 8 MiB - 8 GiB, -c 0, TCPXO's NCCL build and env profile (version "
+             "not printed: 2.28 gates assumed, as that case)"),
+    Case("b200_16gpu_2node_all_reduce_gcp_a4_dstack.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26),
+         machine_class="b200-roce-multihost",
+         why=f"2 x GCP A4 (8 x B200, 8 x ConnectX-7 RoCE per host, 400 Gb/s each: Google's A4 documentation), "
+             f"{_DSTACK}; NCCL defaults, no gIB plugin named, dstack's default image (NCCL 2.26.2 by its Dockerfile "
+             "of that date; not printed), rows from 8 MiB"),
+    Case("h100_16gpu_2node_all_reduce_nebius_ib_dstack.txt", "dgx-h100", 2, 8, 50.0, version=(2, 26),
+         machine_class="h100-ib-multihost", held_out=True,
+         why=f"2 Nebius H100 hosts (8 x H100 SXM; InfiniBand, 8 x 400 Gb/s NDR per host: Nebius's documentation, "
+             f"not the page), {_DSTACK}; NCCL defaults, dstack's default image (NCCL 2.26.2 by its Dockerfile of "
+             "that date; not printed)"),
+    Case("b200_16gpu_2node_all_reduce_lambda_ib_dstack.txt", "hgx-b200", 2, 8, 50.0, version=(2, 26),
+         machine_class="b200-ib-multihost",
+         why=f"2 Lambda B200 hosts (8 x B200; InfiniBand, 8 x 400 Gb/s NDR per node: Lambda's 1-Click Clusters "
+             f"documentation, not the page), {_DSTACK}; NCCL 2.26.2 (printed), NCCL defaults (NVLS and tree as NCCL "
+             "picks; NCCL_IB_HCA=^mlx5_0 only drops the host port), -c 1 -n 100"),
+    Case("a100_16gpu_2node_all_reduce_crusoe_ib_dstack.txt", "dgx-a100", 2, 8, 25.0, version=(2, 26),
+         machine_class="a100-ib-multihost",
+         why=f"2 Crusoe A100 80GB SXM VMs (8 x A100 on NVSwitch; 8 InfiniBand HCAs per host in NCCL_IB_HCA, 200 Gb/s "
+             f"HDR each: Crusoe's instance documentation, not the page), {_DSTACK}; dstack's default image's "
+             "nccl-tests (NCCL 2.26.2 by its Dockerfile of that date; not printed); NCCL_TOPO_FILE of Crusoe's VM, "
+             "NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_SPLIT_DATA_ON_QPS=0, NCCL_IB_AR_THRESHOLD=0 and the socket "
+             "threads have no model term"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
-             + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES)
+             + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
+             + FOURTEENTH_CASES)
 
 
 def held_out(case: Case) -> bool:
