@@ -73,12 +73,15 @@ CLASSES = {
     "v100-dgx2": "16 x V100 SXM3 on two NVSwitch baseboards (DGX-2), one host",
     "a100-roce-multihost": "A100 SXM (NVSwitch) hosts over RoCE",
     "v100-efa-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over AWS EFA",
+    "v100-ib-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over InfiniBand",
+    "v100-roce-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over RoCE",
 }
 
 #: the fixed held-out split (see the module docstring)
 HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host",
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
-                    "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost")
+                    "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost", "v100-ib-multihost",
+                    "v100-roce-multihost")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -474,9 +477,12 @@ THIRTEENTH_CASES = [
 _DSTACK = ("dstackai/dstack's cluster examples (MPL-2.0): dstack's own 2-node run on that cloud, 16 processes (-g 1), no "
            "device lines")
 
-#: the fourteenth set: NVIDIA multi-host tables from a source no earlier fixture uses (the cluster examples of
-#: dstackai/dstack, one cloud each), described from their sources before any prediction; tables of in-sample classes
-#: are held out themselves
+_DEEPOPS = "NVIDIA/deepops's documentation (BSD-3-Clause), no parameter or device lines"
+
+#: the fourteenth set: NVIDIA multi-host tables from sources no earlier fixture uses (the cluster examples of
+#: dstackai/dstack, one cloud each, and the validation pages of NVIDIA/deepops), described from their sources before
+#: any prediction; tables of in-sample classes are held out themselves, the DGX-1 ones over InfiniBand and RoCE form
+#: the new held-out classes v100-ib-multihost and v100-roce-multihost
 FOURTEENTH_CASES = [
     Case("h100_16gpu_2node_all_gather_gcp_a3mega_dstack.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
          machine_class="h100-tcpxo-multihost", held_out=True,
@@ -505,6 +511,25 @@ FOURTEENTH_CASES = [
              "nccl-tests (NCCL 2.26.2 by its Dockerfile of that date; not printed); NCCL_TOPO_FILE of Crusoe's VM, "
              "NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_SPLIT_DATA_ON_QPS=0, NCCL_IB_AR_THRESHOLD=0 and the socket "
              "threads have no model term"),
+    Case("a100_32gpu_4node_all_reduce_deepops_slurm.txt", "dgx-a100", 4, 8, 25.0, version=(2, 7),
+         machine_class="a100-ib-multihost",
+         why=f"4 x DGX A100 over InfiniBand, 8 x ConnectX-6 per host (200 Gb/s HDR: the DGX A100 data sheet), "
+             f"{_DEEPOPS}; DeepOps' Slurm validation (srun, pyxis), the TF 20.06 image (NCCL 2.7.5, not printed), 32 "
+             "ranks by the rows' bus factor, 1 MiB - 4 GiB, no NCCL variable shown"),
+    Case("a100_16gpu_2node_all_reduce_deepops_k8s_ib.txt", "dgx-a100", 2, 8, 25.0, env={"NCCL_ALGO": "RING"},
+         machine_class="a100-ib-multihost",
+         why=f"2 x DGX A100, 8 x 200 Gb/s HDR ConnectX-6 per host (stated) through the Network Operator's SR-IOV VFs, "
+             f"{_DEEPOPS}; the page's MPIJob sets NCCL_ALGO=RING (its -np 32 is not this 16-rank run's), NCCL "
+             "version not stated (2.28 gates assumed)"),
+    Case("v100_16gpu_2node_all_reduce_deepops_k8s_ib.txt", "dgx1-v100", 2, 4, 12.5, machine_class="v100-ib-multihost",
+         why=f"2 DGX-1 (8 x V100 SXM2 hybrid cube mesh) over InfiniBand, \"4 x 100G HCA interfaces\" (stated), "
+             f"{_DEEPOPS}; 16 ranks by the rows' bus factor (2 hosts assumed), NCCL_NET_GDR_LEVEL=2 (no model term), "
+             "NCCL version not stated (2.28 gates assumed)"),
+    Case("v100_16gpu_2node_all_reduce_deepops_roce.txt", "dgx1-v100", 2, 2, 12.5, "roce", version=(2, 5),
+         machine_class="v100-roce-multihost",
+         why=f"2 DGX-1 (8 x V100 SXM2 32GB) over RoCE, one SR-IOV VF of each of 2 ConnectX-5 100G per host, one "
+             f"SN2700 switch (stated), NCCL 2.5.6 (stated), {_DEEPOPS}; NCCL_NET_GDR_LEVEL=2, no NCCL_ALGO shown "
+             "(the page calls it a ring test)"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
