@@ -4,7 +4,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
-  :data:`FIFTEENTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
+  :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
   (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
@@ -72,12 +72,15 @@ CLASSES = {
     "v100-dgx2": "16 x V100 SXM3 on two NVSwitch baseboards (DGX-2), one host",
     "a100-roce-multihost": "A100 SXM (NVSwitch) hosts over RoCE",
     "v100-efa-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over AWS EFA",
+    "v100-ib-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over InfiniBand",
+    "v100-roce-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over RoCE",
 }
 
 #: the fixed held-out split (see the module docstring)
 HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host",
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
-                    "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost")
+                    "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost", "v100-ib-multihost",
+                    "v100-roce-multihost")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -470,6 +473,64 @@ THIRTEENTH_CASES = [
          why=f"{_GKE_DRA}; all_gather, 64 MiB - 8 GiB"),
 ]
 
+_DSTACK = ("dstackai/dstack's cluster examples (MPL-2.0): dstack's own 2-node run on that cloud, 16 processes (-g 1), no "
+           "device lines")
+
+_DEEPOPS = "NVIDIA/deepops's documentation (BSD-3-Clause), no parameter or device lines"
+
+#: the fourteenth set: NVIDIA multi-host tables from sources no earlier fixture uses (the cluster examples of
+#: dstackai/dstack, one cloud each, and the validation pages of NVIDIA/deepops), described from their sources before
+#: any prediction; tables of in-sample classes are held out themselves, the DGX-1 ones over InfiniBand and RoCE form
+#: the new held-out classes v100-ib-multihost and v100-roce-multihost
+FOURTEENTH_CASES = [
+    Case("h100_16gpu_2node_all_gather_gcp_a3mega_dstack.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+         machine_class="h100-tcpxo-multihost", held_out=True,
+         why=f"2 x GCP a3-megagpu-8g (8 x H100 SXM, 8 x 200 Gb/s GPUDirect-TCPXO NICs per host, as the first set's A3 "
+             f"Mega case), {_DSTACK}; all_gather, 8 MiB - 8 GiB, -c 0, TCPXO's NCCL build and env profile (version "
+             "not printed: 2.28 gates assumed, as that case)"),
+    Case("b200_16gpu_2node_all_reduce_gcp_a4_dstack.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26),
+         machine_class="b200-roce-multihost",
+         why=f"2 x GCP A4 (8 x B200, 8 x ConnectX-7 RoCE per host, 400 Gb/s each: Google's A4 documentation), "
+             f"{_DSTACK}; NCCL defaults, no gIB plugin named, dstack's default image (NCCL 2.26.2 by its Dockerfile "
+             "of that date; not printed), rows from 8 MiB"),
+    Case("h100_16gpu_2node_all_reduce_nebius_ib_dstack.txt", "dgx-h100", 2, 8, 50.0, version=(2, 26),
+         machine_class="h100-ib-multihost", held_out=True,
+         why=f"2 Nebius H100 hosts (8 x H100 SXM; InfiniBand, 8 x 400 Gb/s NDR per host: Nebius's documentation, "
+             f"not the page), {_DSTACK}; NCCL defaults, dstack's default image (NCCL 2.26.2 by its Dockerfile of "
+             "that date; not printed)"),
+    Case("b200_16gpu_2node_all_reduce_lambda_ib_dstack.txt", "hgx-b200", 2, 8, 50.0, version=(2, 26),
+         machine_class="b200-ib-multihost",
+         why=f"2 Lambda B200 hosts (8 x B200; InfiniBand, 8 x 400 Gb/s NDR per node: Lambda's 1-Click Clusters "
+             f"documentation, not the page), {_DSTACK}; NCCL 2.26.2 (printed), NCCL defaults (NVLS and tree as NCCL "
+             "picks; NCCL_IB_HCA=^mlx5_0 only drops the host port), -c 1 -n 100"),
+    Case("a100_16gpu_2node_all_reduce_crusoe_ib_dstack.txt", "dgx-a100", 2, 8, 25.0, version=(2, 26),
+         machine_class="a100-ib-multihost",
+         why=f"2 Crusoe A100 80GB SXM VMs (8 x A100 on NVSwitch; 8 InfiniBand HCAs per host in NCCL_IB_HCA, 200 Gb/s "
+             f"HDR each: Crusoe's instance documentation, not the page), {_DSTACK}; dstack's default image's "
+             "nccl-tests (NCCL 2.26.2 by its Dockerfile of that date; not printed); NCCL_TOPO_FILE of Crusoe's VM, "
+             "NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_SPLIT_DATA_ON_QPS=0, NCCL_IB_AR_THRESHOLD=0 and the socket "
+             "threads have no model term"),
+    Case("a100_32gpu_4node_all_reduce_deepops_slurm.txt", "dgx-a100", 4, 8, 25.0, version=(2, 7),
+         machine_class="a100-ib-multihost",
+         why=f"4 x DGX A100 over InfiniBand, 8 x ConnectX-6 per host (200 Gb/s HDR: the DGX A100 data sheet), "
+             f"{_DEEPOPS}; DeepOps' Slurm validation (srun, pyxis), the TF 20.06 image (NCCL 2.7.5, not printed), 32 "
+             "ranks by the rows' bus factor, 1 MiB - 4 GiB, no NCCL variable shown"),
+    Case("a100_16gpu_2node_all_reduce_deepops_k8s_ib.txt", "dgx-a100", 2, 8, 25.0, env={"NCCL_ALGO": "RING"},
+         machine_class="a100-ib-multihost",
+         why=f"2 x DGX A100, 8 x 200 Gb/s HDR ConnectX-6 per host (stated) through the Network Operator's SR-IOV VFs, "
+             f"{_DEEPOPS}; the page's MPIJob sets NCCL_ALGO=RING (its -np 32 is not this 16-rank run's), NCCL "
+             "version not stated (2.28 gates assumed)"),
+    Case("v100_16gpu_2node_all_reduce_deepops_k8s_ib.txt", "dgx1-v100", 2, 4, 12.5, machine_class="v100-ib-multihost",
+         why=f"2 DGX-1 (8 x V100 SXM2 hybrid cube mesh) over InfiniBand, \"4 x 100G HCA interfaces\" (stated), "
+             f"{_DEEPOPS}; 16 ranks by the rows' bus factor (2 hosts assumed), NCCL_NET_GDR_LEVEL=2 (no model term), "
+             "NCCL version not stated (2.28 gates assumed)"),
+    Case("v100_16gpu_2node_all_reduce_deepops_roce.txt", "dgx1-v100", 2, 2, 12.5, "roce", version=(2, 5),
+         machine_class="v100-roce-multihost",
+         why=f"2 DGX-1 (8 x V100 SXM2 32GB) over RoCE, one SR-IOV VF of each of 2 ConnectX-5 100G per host, one "
+             f"SN2700 switch (stated), NCCL 2.5.6 (stated), {_DEEPOPS}; NCCL_NET_GDR_LEVEL=2, no NCCL_ALGO shown "
+             "(the page calls it a ring test)"),
+]
+
 _DN_LAB = ("AMD Instinct MI355X hosts amd-mi355x-5/-6 of Ahalperin/amd-dev's results (commit 58a032f): xGMI mesh (the "
            "`mi355x` preset), 8 x 400 Gb/s AMD Pensando ionic RoCE NICs per host, RCCL 2.26.6 (local build), one process "
            "per GPU (-g 1), NCCL_DEBUG=TRACE with every subsystem logged to a file (no model term), no tuning variable")
@@ -491,7 +552,7 @@ FIFTEENTH_CASES = [
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
-             + FIFTEENTH_CASES)
+             + FOURTEENTH_CASES + FIFTEENTH_CASES)
 
 
 def held_out(case: Case) -> bool:

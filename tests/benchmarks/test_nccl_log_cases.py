@@ -115,7 +115,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
                                   + cases.FIFTH_CASES + cases.SIXTH_CASES + cases.SEVENTH_CASES
                                   + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
                                   + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
-                                  + cases.FIFTEENTH_CASES
+                                  + cases.FOURTEENTH_CASES + cases.FIFTEENTH_CASES
                                   if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
@@ -220,7 +220,7 @@ def _source_repo(case) -> str | None:
 
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
-         cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FIFTEENTH_CASES]
+         cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -439,6 +439,33 @@ def test_each_thirteenth_case_has_the_host_ranks_and_gpu_its_device_lines_show(c
     assert len({d.host for d in run.devices}) == case.nodes == 1
     assert len(run.devices) == ranks == case.machine.get("ranks", 8)
     assert {d.name for d in run.devices} == {gpu}
+
+
+def test_the_fourteenth_set_is_held_out_adds_only_its_dgx1_classes_and_repeats_no_run():
+    """The fourteenth set: NVIDIA multi-host tables of dstackai/dstack's cluster examples and NVIDIA/deepops' pages,
+    every one held out (its class of the fixed held-out split, or the table itself), of classes earlier sets have but
+    the two DGX-1 ones (over InfiniBand, over RoCE: held out), from sources no earlier fixture names, new files, and no
+    run a copy of an earlier fixture's."""
+    fourteenth, earlier = cases.FOURTEENTH_CASES, [c for s in _SETS[:13] for c in s]
+    assert fourteenth and all(cases.held_out(c) and c.nodes > 1 for c in fourteenth)
+    assert not any(c in cases.IN_SAMPLE for c in fourteenth)
+    assert all(c.held_out for c in fourteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    new_classes = {c.machine_class for c in fourteenth} - {c.machine_class for c in earlier}
+    assert new_classes == {"v100-ib-multihost", "v100-roce-multihost"} and new_classes <= set(cases.HELD_OUT_CLASSES)
+    assert {_source_repo(c) for c in fourteenth} == {"dstackai/dstack", "NVIDIA/deepops"}
+    _assert_new_sources_files_and_runs(fourteenth, earlier, reuse_exact=True)
+
+
+@pytest.mark.parametrize("case", cases.FOURTEENTH_CASES, ids=lambda c: c.file)
+def test_each_fourteenth_case_has_the_ranks_its_bus_factor_shows(case):
+    """The sources print no device lines: the rank count is the one every row's busbw / algbw gives (2 (n - 1) / n for
+    all_reduce, (n - 1) / n for all_gather): the preset's 8 GPUs per host on the case's hosts."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = load_runs(path)
+    n, factor = 8 * case.nodes, 2 if guess_collective(run, path) == "allreduce" else 1
+    rows = [r.out_of_place for r in run.rows if r.out_of_place.algbw_gbps >= 10]
+    assert len(rows) >= 4 and not run.devices and case.machine.get("ranks", n) == n
+    assert all(m.busbw_gbps / m.algbw_gbps == pytest.approx(factor * (n - 1) / n, rel=0.01) for m in rows)
 
 
 #: the GPU name and rank count each fifteenth-set log's device lines print
