@@ -44,7 +44,7 @@ FIT_SPEC = [
     (("proto_eff", "*", "LL128"), 0.3, 128.0 / 120.0),     # payload never above the line rate
     (("proto_eff", "sm80", "LL128"), 0.3, 1.2),
     (("tree_eff", "*"), 0.5, 1.2),
-    (("tree_eff", "LL128"), 0.3, 1.2),
+    (("tree_ll128_channel_eff",), 0.2, 1.5),
     (("nvls_efficiency",), 0.5, 1.2),
     (("nvls_chunk_us",), 0.0, 2.0),
     (("link_eff", "sm70", "nvlink"), 0.5, 1.0),

@@ -17,7 +17,9 @@ constants                              logs that constrain them
 host_us, host_us_per_channel           the ``-g 8`` floors: A100, H100 ring / NVLS, V100
 proto_eff (*, LL / LL128)              H100 ring logs, MI300X MSCCL-LL, A100
 proto_eff (sm80, LL128)                A100 all_reduce only
-tree_eff (* / LL128)                   p4de, A3 Mega / p5, A3 Mega
+tree_eff (*)                           p4de, A3 Mega
+tree_ll128_channel_eff                 H100 InfiniBand, p5 and A3 Mega tree/LL128 rows (of NCCL's own per-channel
+                                       tree LL128 ceiling, one for every GPU generation)
 nvls_efficiency, nvls_chunk_us,        H100 NVLS log, p5 and the InfiniBand NVLS-tree logs
 lat_scale (*, NVLS)
 link_eff (sm70 / sm80 / sm90, nvlink)  V100 / A100 / H100 logs
@@ -100,6 +102,9 @@ class ModelParams:
     coop_launch_us : float
         µs per call of the cooperative multi-device launch with which NCCL up to 2.8 started the
         kernels of a process that drives several GPUs (:data:`.runtime.COOP_LAUNCH_UNTIL`).
+    tree_ll128_channel_eff : float
+        Achieved fraction of NCCL's own per-channel tree LL128 ceiling (``perChMaxTreeLL128Bws`` times the
+        tree graph's channels, :func:`.runtime.tree_ll128_cap_gbs`).
     """
 
     host_us: float = 4.7
@@ -122,6 +127,7 @@ class ModelParams:
     msccl_allpairs_latency_us: float = 13.7
     msccl_onestep_latency_us: float = 20.0
     coop_launch_us: float = 0.0
+    tree_ll128_channel_eff: float = 1.0
 
     def link_efficiency(self, arch: str, kind: str) -> float:
         """Achieved fraction of the data-sheet bandwidth of a ``kind`` link on ``arch``."""

@@ -28,25 +28,22 @@ from synth.model.nccl.constants import (
     HW_PCI,
     LL128_DATA_FRACTION,
     LL_DATA_FRACTION,
-    LL_MAX_BWS,
     NCCL_VERSION,
     NVLINK_BW_PER_LINK,
     PCIE_X16_GBS,
     PROTOS,
     RCCL_BASE_LAT,
     RCCL_GFX942,
-    RCCL_GFX9_COMPCAP_INDEX,
     busbw_factor,
     coll_steps,
-    compcap_index,
 )
+from synth.model.nccl.channel_caps import ring_channel_cap_gbs, tree_ll128_cap_gbs
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
-from synth.model.nccl.versions import (ampere_bus_cap_gbs, latency_tables, ll128_ring_bus_cap_gbs, ring_ll128_run_gbs,
-                                         ring_ll_factor)
+from synth.model.nccl.versions import latency_tables
 
 
 #: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
@@ -98,51 +95,6 @@ def _proto_fraction(arch: str, proto: str, params: ModelParams) -> float:
     return nominal * params.proto_efficiency(arch, proto)
 
 
-def _channel_cap(m: NcclMachine, proto: str, channels: int, g: CommGraphs, coll: str = "allreduce",
-                 version: tuple = NCCL_VERSION) -> float:
-    """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL; for LL128 NCCL's own ring LL128
-    ceiling of the run's version, counted as NCCL counts it, on its ring graph's channels (tuning.cc
-    ``graphs[a]->nChannels*perChMaxRingLL128Bw``, NVIDIA/nccl v2.10.3-1 .. v2.29.3-1; 2.7-2.9 a per-collective
-    rate per channel, 2.5-2.6 one figure per collective, :func:`~.versions.ll128_ring_bus_cap_gbs`; Blackwell at
-    NCCL's newest per-channel figure whatever the version, :func:`~.versions.ring_ll128_run_gbs`), shared
-    by the channels that run (the graph's are duplicated: 8 x A100 240 GB/s on 12 graph channels, 24 CTAs);
-    Simple: the per-channel LL128 figure in payload terms.  Before 2.21 the LL cap is NCCL's own lower
-    estimate of that version (a quarter or a third of its ring graph's bandwidth,
-    :func:`~.versions.ring_ll_factor`; 8 x A100 on NCCL 2.8: 58.75 GB/s, a quarter of 235, on all 24
-    channels), as llMaxBws is of later ones.
-
-    RCCL keeps both tables (ROCm/rccl 0cbce2a7 src/graph/tuning.cc ``llMaxBws``,
-    ``perChMaxRingLL128Bws``) and picks the row by ``comm->minCompCap``, which it reads from HIP's
-    compute capability (src/misc/utils.cc ``ncclCudaCompCap``: major*10+minor, 9.x on every gfx9
-    GPU), so MI300X / MI350X on one host take the ">= 90" row: 141 GB/s for LL.  Across hosts RCCL
-    takes LL's bandwidth from its per-platform ``bwRatio`` tables instead, which this model does not
-    hold, so there it stays uncapped.
-
-    >>> from topo_probe import get_preset
-    >>> from synth.model.nccl.env import NcclEnv
-    >>> from synth.model.nccl.graphs import comm_graphs
-    >>> m = NcclMachine.from_topology(get_preset("mi300x"))
-    >>> g = comm_graphs(m, NcclEnv(), (2, 28))
-    >>> round(_channel_cap(m, "LL", 4, g) * g.n_channels / 4, 6)
-    141.0
-    """
-    if m.amd and m.nodes > 1:
-        return math.inf
-    cc, idx2 = (RCCL_GFX9_COMPCAP_INDEX if m.amd else compcap_index(m.sm)), min(m.nodes, 3) - 1
-    if proto == "LL":
-        idx1 = cc if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
-        ll = LL_MAX_BWS[idx1][idx2]
-        factor = ring_ll_factor(coll, m.nodes, version)
-        if factor < 0.5 and not m.amd:
-            graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
-            ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
-        return ll * channels / g.n_channels
-    if proto == "LL128":
-        own = ll128_ring_bus_cap_gbs(coll, g.ring.n_channels, ring_ll128_run_gbs(cc, idx2), version)
-        return own * channels / g.n_channels
-    return channels * ring_ll128_run_gbs(cc, idx2) / LL128_DATA_FRACTION
-
-
 def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
     """What a node's NICs deliver (GB/s): line rate of the NICs its GPUs reach
     (:attr:`NcclMachine.used_net_gbps`: at most the GPUs' PCIe x16 links; the efficiency below
@@ -154,7 +106,9 @@ def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
 
 
 def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int, params: ModelParams) -> float:
-    """Bus bandwidth (nccl-tests convention) the node's GPU links allow (GB/s)."""
+    """Bus bandwidth (nccl-tests convention) the node's GPU links allow (GB/s).
+
+    A tree's LL128 chain runs at most at :func:`tree_ll128_cap_gbs`, NCCL's own per-channel ceiling."""
     m, g = t.machine, t.graphs
     if m.gpus_per_node == 1:
         return math.inf
@@ -164,10 +118,13 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
     if algo in ("nvls", "nvls_tree"):
         return t.nvls_bus_gbs(coll) * params.nvls_efficiency * min(1.0, channels / g.nvls_channels)
     if algo == "ring":
-        cap = _channel_cap(m, proto, channels, g, coll, t.version)
+        cap = ring_channel_cap_gbs(m, proto, channels, g, coll, t.version)
         return min(ring_cap * frac * share * ring_intra_relief(m), cap)
     # tree / collnet: a chain inside the node sending up and down at once
-    return busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
+    bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
+    if algo == "tree" and proto == "LL128":
+        bus = min(bus, tree_ll128_cap_gbs(m, g, coll, params) * share)
+    return bus
 
 
 def ring_intra_relief(m: NcclMachine) -> float:

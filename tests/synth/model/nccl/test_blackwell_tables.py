@@ -13,7 +13,7 @@ import pytest
 from _paths import ROOT  # noqa: F401  (puts the repository on sys.path)
 from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
 from synth.model.nccl.graphs import comm_graphs
-from synth.model.nccl.runtime import _channel_cap
+from synth.model.nccl.channel_caps import ring_channel_cap_gbs
 from synth.model.nccl.versions import latency_tables
 from topo_probe import cluster, get_preset
 
@@ -51,11 +51,11 @@ def test_execution_runs_blackwell_ll128_at_40_per_channel_in_every_version():
     for version in ((2, 26), (2, 28), (2, 30)):
         g = comm_graphs(B200, NcclEnv(), version)
         # 16 graph channels x 40 GB/s, shared by the CTAs that run (8 of 32)
-        assert _channel_cap(B200, "LL128", 8, g, "allreduce", version) == pytest.approx(16 * 40.0 * 8 / 32)
+        assert ring_channel_cap_gbs(B200, "LL128", 8, g, "allreduce", version) == pytest.approx(16 * 40.0 * 8 / 32)
         # Simple: the same per-channel figure in payload terms (120 of 128 bytes)
-        assert _channel_cap(B200, "Simple", 8, g, "allreduce", version) == pytest.approx(8 * 40.0 * 128 / 120)
+        assert ring_channel_cap_gbs(B200, "Simple", 8, g, "allreduce", version) == pytest.approx(8 * 40.0 * 128 / 120)
     g = comm_graphs(H100, NcclEnv(), (2, 28))
-    assert _channel_cap(H100, "LL128", g.n_channels, g, "allreduce", (2, 28)) == pytest.approx(g.ring.n_channels * 36.7)
+    assert ring_channel_cap_gbs(H100, "LL128", g.n_channels, g, "allreduce", (2, 28)) == pytest.approx(g.ring.n_channels * 36.7)
 
 
 def test_nvls_tree_network_hop_of_the_tuner_only():

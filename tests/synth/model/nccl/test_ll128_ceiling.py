@@ -13,7 +13,7 @@ import pytest
 from _paths import ROOT  # noqa: F401  (puts the repository on sys.path)
 from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
 from synth.model.nccl.graphs import comm_graphs
-from synth.model.nccl.runtime import _channel_cap
+from synth.model.nccl.channel_caps import ring_channel_cap_gbs
 from topo_probe import cluster, get_preset
 
 DGX2_12 = NcclMachine.from_topology(get_preset("dgx2")).with_(ranks=12)
@@ -22,7 +22,7 @@ H100_10 = NcclMachine.from_topology(cluster("dgx-h100", nodes=10))
 
 
 def _cap(m, coll, channels, version):
-    return _channel_cap(m, "LL128", channels, comm_graphs(m, NcclEnv(), version), coll, version)
+    return ring_channel_cap_gbs(m, "LL128", channels, comm_graphs(m, NcclEnv(), version), coll, version)
 
 
 def test_nccl_25_ceiling_is_one_figure_per_collective():

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from synth.model.nccl import NcclMachine, NcclModel
-from synth.model.nccl.runtime import _channel_cap
+from synth.model.nccl.channel_caps import ring_channel_cap_gbs
 from topo_probe import cluster, get_preset
 
 A100 = NcclMachine.from_topology(get_preset("dgx-a100"))
@@ -58,9 +58,9 @@ def test_runtime_ll_cap_is_the_versions_estimate():
     """The execution model caps LL at NCCL's own LL estimate of the run's version: 58.75 GB/s on all
     24 channels for 2.8's all_reduce, 78.33 for its broadcast, llMaxBws' 87.7 for 2.28."""
     g = NcclModel(A100, version=V28).table.graphs
-    assert _channel_cap(A100, "LL", 24, g, "allreduce", V28) == pytest.approx(58.75)
-    assert _channel_cap(A100, "LL", 12, g, "broadcast", V28) == pytest.approx(235.0 / 3 / 2)
-    assert _channel_cap(A100, "LL", 24, g, "allreduce", V228) == pytest.approx(87.7)
+    assert ring_channel_cap_gbs(A100, "LL", 24, g, "allreduce", V28) == pytest.approx(58.75)
+    assert ring_channel_cap_gbs(A100, "LL", 12, g, "broadcast", V28) == pytest.approx(235.0 / 3 / 2)
+    assert ring_channel_cap_gbs(A100, "LL", 24, g, "allreduce", V228) == pytest.approx(87.7)
 
 
 def test_two_node_latencies_by_hand():

@@ -12,7 +12,8 @@ import pytest
 from _paths import ROOT
 from synth.formats.nccl_tests.runs import load_runs
 from synth.model.nccl import NcclMachine, NcclModel
-from synth.model.nccl.runtime import _channel_cap, host_time_us, latency_us
+from synth.model.nccl.channel_caps import ring_channel_cap_gbs
+from synth.model.nccl.runtime import host_time_us, latency_us
 from topo_probe import cluster, get_preset
 
 MI350X = NcclMachine.from_topology(get_preset("mi355x"), gpus_per_process=8)
@@ -40,10 +41,10 @@ def test_several_hosts_stay_uncapped():
     """Across hosts RCCL takes LL's bandwidth from its bwRatio tables, which the model does not hold."""
     two = NcclMachine.from_topology(cluster("mi300x", nodes=2))
     graphs = NcclModel(two).table.graphs
-    assert _channel_cap(two, "LL", 4, graphs) == math.inf
+    assert ring_channel_cap_gbs(two, "LL", 4, graphs) == math.inf
     one = NcclMachine.from_topology(get_preset("mi300x"))
     g1 = NcclModel(one).table.graphs
-    assert _channel_cap(one, "LL", 4, g1) == pytest.approx(141.0 * 4 / g1.n_channels)
+    assert ring_channel_cap_gbs(one, "LL", 4, g1) == pytest.approx(141.0 * 4 / g1.n_channels)
 
 
 def test_mid_size_ll_rows_of_the_real_log():

@@ -1,0 +1,95 @@
+"""NCCL's own per-channel ceilings on what a ring's and a tree's LL / LL128 / Simple channels move
+(GB/s of bus bandwidth, nccl-tests convention): the caps of the execution model (:mod:`.runtime`)
+that come from NCCL's (and RCCL's) tuning tables rather than from the links.
+"""
+
+from __future__ import annotations
+
+import math
+
+from synth.model.nccl.constants import (
+    LL128_DATA_FRACTION,
+    LL_MAX_BWS,
+    NCCL_VERSION,
+    PER_CH_MAX_TREE_LL128,
+    RCCL_GFX9_COMPCAP_INDEX,
+    busbw_factor,
+    compcap_index,
+)
+from synth.model.nccl.graphs import CommGraphs
+from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.params import ModelParams
+from synth.model.nccl.versions import ampere_bus_cap_gbs, ll128_ring_bus_cap_gbs, ring_ll128_run_gbs, ring_ll_factor
+
+
+def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraphs, coll: str = "allreduce",
+                         version: tuple = NCCL_VERSION) -> float:
+    """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL; for LL128 NCCL's own ring LL128
+    ceiling of the run's version, counted as NCCL counts it, on its ring graph's channels (tuning.cc
+    ``graphs[a]->nChannels*perChMaxRingLL128Bw``, NVIDIA/nccl v2.10.3-1 .. v2.29.3-1; 2.7-2.9 a per-collective
+    rate per channel, 2.5-2.6 one figure per collective, :func:`~.versions.ll128_ring_bus_cap_gbs`; Blackwell at
+    NCCL's newest per-channel figure whatever the version, :func:`~.versions.ring_ll128_run_gbs`), shared
+    by the channels that run (the graph's are duplicated: 8 x A100 240 GB/s on 12 graph channels, 24 CTAs);
+    Simple: the per-channel LL128 figure in payload terms.  Before 2.21 the LL cap is NCCL's own lower
+    estimate of that version (a quarter or a third of its ring graph's bandwidth,
+    :func:`~.versions.ring_ll_factor`; 8 x A100 on NCCL 2.8: 58.75 GB/s, a quarter of 235, on all 24
+    channels), as llMaxBws is of later ones.
+
+    RCCL keeps both tables (ROCm/rccl 0cbce2a7 src/graph/tuning.cc ``llMaxBws``,
+    ``perChMaxRingLL128Bws``) and picks the row by ``comm->minCompCap``, which it reads from HIP's
+    compute capability (src/misc/utils.cc ``ncclCudaCompCap``: major*10+minor, 9.x on every gfx9
+    GPU), so MI300X / MI350X on one host take the ">= 90" row: 141 GB/s for LL.  Across hosts RCCL
+    takes LL's bandwidth from its per-platform ``bwRatio`` tables instead, which this model does not
+    hold, so there it stays uncapped.
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl.env import NcclEnv
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> m = NcclMachine.from_topology(get_preset("mi300x"))
+    >>> g = comm_graphs(m, NcclEnv(), (2, 28))
+    >>> round(ring_channel_cap_gbs(m, "LL", 4, g) * g.n_channels / 4, 6)
+    141.0
+    """
+    if m.amd and m.nodes > 1:
+        return math.inf
+    cc, idx2 = (RCCL_GFX9_COMPCAP_INDEX if m.amd else compcap_index(m.sm)), min(m.nodes, 3) - 1
+    if proto == "LL":
+        idx1 = cc if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
+        ll = LL_MAX_BWS[idx1][idx2]
+        factor = ring_ll_factor(coll, m.nodes, version)
+        if factor < 0.5 and not m.amd:
+            graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
+            ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
+        return ll * channels / g.n_channels
+    if proto == "LL128":
+        own = ll128_ring_bus_cap_gbs(coll, g.ring.n_channels, ring_ll128_run_gbs(cc, idx2), version)
+        return own * channels / g.n_channels
+    return channels * ring_ll128_run_gbs(cc, idx2) / LL128_DATA_FRACTION
+
+
+def tree_ll128_cap_gbs(m: NcclMachine, g: CommGraphs, coll: str, params: ModelParams) -> float:
+    """Most bus bandwidth (nccl-tests convention, GB/s) a tree's LL128 protocol moves on all its channels:
+    NCCL's own per-channel tree LL128 ceiling for the GPU generation and node count
+    (``perChMaxTreeLL128Bws``, NVIDIA/nccl v2.28.9-1 src/graph/tuning.cc line 308:
+    ``min(..., graphs[a]->nChannels*perChMaxTreeLL128Bw)``) times the tree graph's channels, as a tree's
+    algorithm bandwidth (NCCL's ``ratio`` .5 for trees) in bus terms, at the achieved fraction
+    ``tree_ll128_channel_eff`` fitted on every in-sample tree row (one constant for every generation, as
+    NCCL's table is one per generation; RCCL reads the >= 90 row, :data:`~.constants.RCCL_GFX9_COMPCAP_INDEX`).
+
+    >>> from topo_probe import cluster
+    >>> from synth.model.nccl.env import NcclEnv
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2))
+    >>> g = comm_graphs(m, NcclEnv(), NCCL_VERSION)
+    >>> cap = tree_ll128_cap_gbs(m, g, "allreduce", ModelParams(tree_ll128_channel_eff=1.0))
+    >>> round(cap, 6) == round(36.7 * g.tree.n_channels * 0.5 * 2 * 15 / 16, 6)
+    True
+    """
+    if g.tree is None:
+        return math.inf
+    cc = RCCL_GFX9_COMPCAP_INDEX if m.amd else compcap_index(m.sm)
+    per_channel = PER_CH_MAX_TREE_LL128[cc][min(m.nodes, 3) - 1]
+    return params.tree_ll128_channel_eff * per_channel * g.tree.n_channels * 0.5 * busbw_factor(coll, m.ranks)
+
+
+__all__ = ["ring_channel_cap_gbs", "tree_ll128_cap_gbs"]
