@@ -33,6 +33,7 @@ NET_PLUGIN_LATENCY_US      latency the net plugin reports (EFA 75 µs)          
 LL_/LL128_DATA_FRACTION    payload 8 of 16 bytes / 120 of 128 bytes             prims_ll.h, device.h
 RCCL_BASE_LAT              12/12/17 µs                                          ROCm/rccl tuning.cc baseLat
 RCCL_GFX942                rcclTuningModel[5] (8 x MI300X xGMI mesh)            rccl tuning.cc, rome_models.cc
+RCCL_GFX950                rcclTuningModel[6] (MI350X / MI355X), its LL rules    rccl tuning.cc, rccl_wrap.cc
 RCCL_MSCCL_ALLREDUCE_8GPU  MSCCL allreduce windows 1 KiB .. 16 MiB              rccl tools/msccl-algorithms
 RCCL_GFX9_COMPCAP_INDEX    llMaxBws row of gfx9 GPUs (HIP compute capability 9.x) rccl misc/utils.cc, tuning.cc
 =========================  ===================================================  ============================
@@ -157,6 +158,34 @@ RCCL_GFX942 = {
                   "allreduce": ((0, 1048576), (1048576, 9437184))},
     "rings": 28,
 }
+#: ROCm/rccl rcclTuningModel[6], the entry a gfx950 (MI350X / MI355X) node selects: rome_models.cc sets
+#: ``system->tuning = 6`` for gfx950 right after a matched model's options (code index file 2196204885,
+#: parseA2a8P and parseRome4P2H, near chars 97000 and 104000); its values are in tuning.cc ``tuning_model_6``
+#: (file 2336120413 from char 20492).  ``bw_ratio``: bwRatio [<= 2 nodes, > 2 nodes] (LL, LL128, Simple);
+#: ``ll_ranges``: llProtoRanges (LL (min, max], LL128 (min, max]) by bytes per rank, applied only on >= 2
+#: nodes (rccl_wrap.cc rcclUpdateCollectiveProtocol, file 54824299024 near char 2900); ``one_node_ll_max``:
+#: that function's gfx950 one-node rules (LL up to these bytes per rank, file 54824299024 chars 2320-2700);
+#: ``ll_rooted_factor``: busBw x 1.65 for ring LL broadcast / reduce on one gfx942 / gfx950 node (tuning.cc
+#: char 32765); ``xgmi_gbs``: the per-link xGMI speed RCCL's topology gives gfx94x (ROCm/rccl 0cbce2a7
+#: src/graph/topo.h:33 GFX94X_XGMI_WIDTH) and gfx950 (RCCL 2.26.6 prints XGMI[48.0], Ahalperin/amd-dev
+#: 58a032f7 results/scale_8gpu_all_reduce/nccl_debug.log); ``ll128``: off, since init.cc sets
+#: ``topo->ll128Enabled = false`` (file 2254851798 char 35337) and no gfx942 / gfx950 rome model sets it
+#: (only tuning=4 models say ll128Enabled=1), which tuning.cc's enable rule needs (file 2336120413 char 42533)
+RCCL_GFX950 = {
+    "tuning_model": 6,
+    "hw_lat_xgmi": {"tree": (0.9, 0.9, 2.3), "ring": (0.8, 0.8, 2.1)},
+    "hw_lat_net": {"tree": (10.5, 10.5, 25.0), "ring": (9.5, 9.5, 320.0)},
+    "bw_ratio": {"tree": ((0.06, 0.06, 0.11), (0.06, 0.06, 0.59)), "ring": ((0.08, 0.08, 1.00), (0.08, 0.08, 1.00))},
+    "ll_ranges": {"reducescatter": ((0, 131071), (131071, 4194304)),
+                  "allgather": ((0, 7), (7, 8388608)),
+                  "allreduce": ((0, 131071), (131071, 17660227)),
+                  "reduce": ((0, 16383), (16383, 16777216)),
+                  "broadcast": ((0, 2048), (2048, 16777216))},
+    "one_node_ll_max": {"allgather": 88448, "reducescatter": 1048576},
+    "ll_rooted_factor": 1.65,
+    "xgmi_gbs": 48.0,
+    "ll128": False,
+}
 #: NCCL's compute-capability row RCCL uses on gfx9 GPUs (MI250X, MI300X, MI350X): HIP reports compute
 #: capability 9.x there and RCCL reads it as ``comm->minCompCap`` (ROCm/rccl 0cbce2a7 src/misc/utils.cc
 #: ``ncclCudaCompCap``), so its ``llMaxBws`` / ``perChMax*`` tables (src/graph/tuning.cc) take the >= 90 row
@@ -211,4 +240,5 @@ __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NA
            "NVLS_EFFICIENCY", "TREE_CORRECTION", "NVLS_TREE_CORRECTION_SM", "NVLS_TREE_CORRECTION_COLUMNS",
            "NVLS_TREE_CORRECTION_VERSION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",
            "NET_PLUGIN_LATENCY_US", "LL_DATA_FRACTION", "LL128_DATA_FRACTION", "RCCL_BASE_LAT", "RCCL_GFX942",
-           "RCCL_MSCCL_ALLREDUCE_8GPU", "RCCL_GFX9_COMPCAP_INDEX", "compcap_index", "coll_steps", "busbw_factor"]
+           "RCCL_GFX950", "RCCL_MSCCL_ALLREDUCE_8GPU", "RCCL_GFX9_COMPCAP_INDEX", "compcap_index", "coll_steps",
+           "busbw_factor"]
