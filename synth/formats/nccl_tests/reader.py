@@ -17,8 +17,8 @@ Every historic layout is accepted:
   ``Pid`` optional and any bus text (``[0x07]``, ``[0000:07:00]``, our own ``[cpu]``), the
   ``Out of bounds values`` and ``Avg bus bandwidth`` lines (with or without ``#``).
 
-Other lines (NCCL INFO/WARN, blanks, rows before the first header) are skipped.  Units: size in
-bytes, count in elements per rank, time in µs, algbw/busbw in GB/s (1e9 B/s), as nccl-tests.
+Other lines (NCCL INFO/WARN, blanks, rows before the first header) are skipped.  Units: size in bytes,
+count in elements per rank, time in µs, algbw/busbw in GB/s (1e9 B/s), as nccl-tests.
 
 Examples
 --------
@@ -69,9 +69,6 @@ _TEST = re.compile(r"Collective test starting:\s*(\S+)")
 _DATE = re.compile(r"\d{4}-\d{2}-\d{2}$")
 _CLOCK = re.compile(r"\d{2}:\d{2}:\d{2}(?:\.\d+)?$")
 _GLUED = re.compile(r"(\d{2}:\d{2}:\d{2})(\d+)$")
-#: a signed integer: a line of the header's width that starts with one is a row with a bad size (refused),
-#: not chatter (skipped)
-_SIGNED = re.compile(r"[-+]\d{1,30}$")
 
 
 @dataclass(frozen=True)
@@ -286,9 +283,9 @@ def _split_timestamps(toks: list[str], lay: _Layout) -> tuple[list[str], str | N
 
 
 def _row(toks: list[str], lay: _Layout, ms: bool, where: str) -> Row | None:
-    """The table row of ``toks``, or None when the line is not one (chatter)."""
+    """The table row of ``toks``, or None for chatter (a line of the header's width led by ``-N`` is refused)."""
     toks, ts = _split_timestamps(toks, lay)
-    if not toks or not (toks[0].isdigit() or _SIGNED.match(toks[0]) and len(toks) == lay.width):
+    if not toks or not (toks[0].isdigit() or re.fullmatch(r"[-+]\d{1,30}", toks[0]) and len(toks) == lay.width):
         return None
     if lay.has_redop and len(toks) == lay.width - 1 and _is_number(toks[3]):
         toks = toks[:3] + [""] + toks[3:]          # blank redop cell (op name "")
