@@ -115,7 +115,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
                                   + cases.FIFTH_CASES + cases.SIXTH_CASES + cases.SEVENTH_CASES
                                   + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
                                   + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
-                                  + cases.FOURTEENTH_CASES + cases.FIFTEENTH_CASES
+                                  + cases.FOURTEENTH_CASES + cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES
                                   if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
@@ -220,7 +220,8 @@ def _source_repo(case) -> str | None:
 
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
-         cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES]
+         cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES,
+         cases.SIXTEENTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -494,6 +495,40 @@ def test_each_fifteenth_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(c
     path = FIXTURES / "real_logs" / case.file
     (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
     gpu, ranks = _FIFTEENTH_GPU[case.file]
+    assert len({d.host for d in run.devices}) == case.nodes
+    assert len(run.devices) == ranks == case.machine.get("ranks", 8 * case.nodes)
+    assert {d.name for d in run.devices} == {gpu}
+
+
+#: the GPU name and rank count each sixteenth-set log's device lines print
+_SIXTEENTH_GPU = {"a100_16gpu_2node_all_reduce_aws_p4d_eks_efa_nccl2.8.txt": ("A100-SXM4-40GB", 16),
+                  "a100_16gpu_2node_all_reduce_aws_p4d_eks_efa_nccl2.9.txt": ("A100-SXM4-40GB", 16),
+                  "v100_16gpu_2node_all_reduce_aws_p3dn_eks_efa.txt": ("Tesla V100-SXM2-32GB", 16),
+                  "v100_64gpu_8node_all_reduce_aws_p3dn_eks_efa.txt": ("Tesla V100-SXM2-32GB", 64),
+                  "v100_2gpu_2node_all_reduce_aws_p3dn_eks_efa_1gpn.txt": ("Tesla V100-SXM2-32GB", 2)}
+
+
+def test_the_sixteenth_set_is_efa_multihost_held_out_from_new_sources_and_repeats_no_run():
+    """The sixteenth set: V100 and A100 hosts over AWS EFA from AWS's two EKS EFA samples, each table held out (its class
+    of the fixed held-out split, or the table itself) or listed with its reason, none in any fit, of classes earlier sets
+    have, ``source_reused`` exactly when an earlier fixture names the same source, new files, and no run a copy of an
+    earlier fixture's."""
+    sixteenth = cases.SIXTEENTH_CASES
+    earlier = [c for s in _SETS if s is not sixteenth for c in s]
+    assert sixteenth and all(cases.held_out(c) or c.skip_reason for c in sixteenth)
+    assert not any(c in cases.IN_SAMPLE for c in sixteenth)
+    assert all(c.held_out for c in sixteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    assert {c.machine_class for c in sixteenth} <= {c.machine_class for c in earlier}
+    assert all(c.nodes > 1 and c.net_kind == "efa" for c in sixteenth)
+    assert {_source_repo(c) for c in sixteenth} == {"aws-samples/aws-efa-eks", "aws-samples/eks-efa-examples"}
+    _assert_new_sources_files_and_runs(sixteenth, earlier, reuse_exact=True)
+
+
+@pytest.mark.parametrize("case", cases.SIXTEENTH_CASES, ids=lambda c: c.file)
+def test_each_sixteenth_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
+    """The case's hosts, ranks (the preset's 8 per host unless the case says fewer) and GPU are the log's own."""
+    (run,) = load_runs(FIXTURES / "real_logs" / case.file)
+    gpu, ranks = _SIXTEENTH_GPU[case.file]
     assert len({d.host for d in run.devices}) == case.nodes
     assert len(run.devices) == ranks == case.machine.get("ranks", 8 * case.nodes)
     assert {d.name for d in run.devices} == {gpu}
