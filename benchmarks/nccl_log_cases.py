@@ -607,6 +607,12 @@ SEVENTEENTH_CASES = [
              "Google's A4 documentation), but one process per pod on its GPU 0 (-g 1, 2 ranks), gIB diagnostic image "
              "v1.0.6 (set_nccl_env.sh sourced, variables not shown), NCCL 2.26.6; all_gather, 32 B - 1 GiB; whether "
              "NCCL drives one or both NICs from the one GPU is not shown"),
+    Case("h200_2gpu_2node_all_gather_gke_dranet_1gpn.txt", "hgx-h200", 2, 1, 50.0, "roce", version=(2, 25),
+         machine={"ranks": 2}, machine_class="1gpu-per-host", source_reused=True,
+         why="the DraNet project's \"GKE RDMA Demo\" (another document of the project of the DraNet posts): 2 A3 Ultra "
+             "nodes (8 x H200, the `hgx-h200` preset; 8 ConnectX-7 RoCE NICs, 400 Gb/s each by Google's A3 Ultra "
+             "documentation), one pod each with 1 H200 and 1 RDMA NIC (DraNet), one process per pod (-g 1, 2 ranks), "
+             "Google's gIB plugin, NCCL 2.25.1; all_gather, 1 KiB - 8 GiB"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
