@@ -4,8 +4,9 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
-  :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`: the logs added later.
-  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
+  :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`: the logs
+  added later.  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``)
+  are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
@@ -585,9 +586,38 @@ SIXTEENTH_CASES = [
              "-N 1, NCCL_ALGO=ring, FI_EFA_TX_MIN_CREDITS=64 and FI_EFA_ENABLE_SHM_TRANSFER=0: no model term)"),
 ]
 
+_DRANET_2GPN = ("2 GKE nodes of machine type a4-highgpu-8g (8 x B200 each: the `hgx-b200` preset's NVLink 5 switch "
+                "board), one pod per node holding 2 of its B200 (NVIDIA's DRA driver) and the 2 matching RDMA NICs "
+                "(DraNet: gpu0rdma0, gpu1rdma0; RoCE, 400 Gb/s ConnectX-7 each by Google's A4 documentation, not the "
+                "post), Google's gIB diagnostic image v1.0.6 (set_nccl_env.sh sourced, its variables not shown), NCCL "
+                "2.26.6, 4 processes of one GPU each; rows below 256 MiB elided by the post")
+
+#: the seventeenth set: NVIDIA (H100 / H200 / H800 / B200) tables of collectives other than all_reduce, from sources no
+#: earlier fixture uses (or, marked ``source_reused``, another run of one), described from their sources before any
+#: prediction; tables of in-sample classes are held out themselves
+SEVENTEENTH_CASES = [
+    Case("b200_4gpu_2node_all_gather_gke_dranet_2gpn.txt", "hgx-b200", 2, 2, 50.0, "roce", version=(2, 26),
+         machine={"ranks": 4}, machine_class="b200-roce-multihost", source_reused=True,
+         why=f"{_DRANET_2GPN}; all_gather, 256 MiB - 8 GiB; the post's run after DraNet gave the pods their NICs "
+             "(\"They now connect!\"); the post and its single-pod run are b200_2gpu_1node_all_gather_gke_dra.txt's"),
+    Case("b200_2gpu_2node_all_gather_gke_dranet_1gpn.txt", "hgx-b200", 2, 2, 50.0, "roce", version=(2, 26),
+         machine={"ranks": 2}, machine_class="1gpu-per-host", source_reused=True,
+         why="the other stored version of that post, its last run: 2 a4-highgpu-8g nodes, one pod each with a claim "
+             "of 2 B200 and their 2 RDMA NICs on one PCIe root (DRA driver + DraNet; RoCE, 400 Gb/s ConnectX-7 each by "
+             "Google's A4 documentation), but one process per pod on its GPU 0 (-g 1, 2 ranks), gIB diagnostic image "
+             "v1.0.6 (set_nccl_env.sh sourced, variables not shown), NCCL 2.26.6; all_gather, 32 B - 1 GiB; whether "
+             "NCCL drives one or both NICs from the one GPU is not shown"),
+    Case("h200_2gpu_2node_all_gather_gke_dranet_1gpn.txt", "hgx-h200", 2, 1, 50.0, "roce", version=(2, 25),
+         machine={"ranks": 2}, machine_class="1gpu-per-host", source_reused=True,
+         why="the DraNet project's \"GKE RDMA Demo\" (another document of the project of the DraNet posts): 2 A3 Ultra "
+             "nodes (8 x H200, the `hgx-h200` preset; 8 ConnectX-7 RoCE NICs, 400 Gb/s each by Google's A3 Ultra "
+             "documentation), one pod each with 1 H200 and 1 RDMA NIC (DraNet), one process per pod (-g 1, 2 ranks), "
+             "Google's gIB plugin, NCCL 2.25.1; all_gather, 1 KiB - 8 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
-             + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES)
+             + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES)
 
 
 def held_out(case: Case) -> bool:

@@ -221,7 +221,7 @@ def _source_repo(case) -> str | None:
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
          cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES,
-         cases.SIXTEENTH_CASES]
+         cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -532,3 +532,37 @@ def test_each_sixteenth_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(c
     assert len({d.host for d in run.devices}) == case.nodes
     assert len(run.devices) == ranks == case.machine.get("ranks", 8 * case.nodes)
     assert {d.name for d in run.devices} == {gpu}
+
+
+#: the GPU name and rank count each seventeenth-set log's device lines print
+_SEVENTEENTH_GPU = {"b200_4gpu_2node_all_gather_gke_dranet_2gpn.txt": ("NVIDIA B200", 4),
+                    "b200_2gpu_2node_all_gather_gke_dranet_1gpn.txt": ("NVIDIA B200", 2),
+                    "h200_2gpu_2node_all_gather_gke_dranet_1gpn.txt": ("NVIDIA H200", 2)}
+
+
+def test_the_seventeenth_set_is_nvidia_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The seventeenth set: NVIDIA H100 / H200 / H800 / B200 tables of collectives other than all_reduce, each held out
+    (its class of the fixed held-out split, or the table itself) or listed with its reason, none in any fit,
+    from a source no earlier fixture names unless marked ``source_reused`` (marked also for another document of a
+    project an earlier fixture cites), new files, and no run a copy of an earlier fixture's."""
+    seventeenth = cases.SEVENTEENTH_CASES
+    earlier = [c for s in _SETS if s is not seventeenth for c in s]
+    assert seventeenth and all(cases.held_out(c) or c.skip_reason for c in seventeenth)
+    assert not any(c in cases.IN_SAMPLE for c in seventeenth)
+    assert all(c.held_out for c in seventeenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    assert all(c.preset in ("dgx-h100", "hgx-h200", "hgx-b200") for c in seventeenth)
+    _assert_new_sources_files_and_runs(seventeenth, earlier)
+
+
+@pytest.mark.parametrize("case", cases.SEVENTEENTH_CASES, ids=lambda c: f"{c.file}-{c.collective}")
+def test_each_seventeenth_case_has_the_hosts_ranks_gpu_and_collective_of_its_log(case):
+    """The case's hosts, ranks (the preset's 8 per host unless the case says fewer) and GPU are the log's own, the
+    collective is not all_reduce, and the table has at least 6 sizes of 64 KiB or more."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
+    gpu, ranks = _SEVENTEENTH_GPU[case.file]
+    assert len({d.host for d in run.devices}) == case.nodes
+    assert len(run.devices) == ranks == case.machine.get("ranks", 8 * case.nodes)
+    assert {d.name for d in run.devices} == {gpu}
+    assert guess_collective(run, path) != "allreduce"
+    assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
