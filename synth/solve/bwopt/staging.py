@@ -122,7 +122,7 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     :func:`~synth.solve.bwopt.staging_proofs.perfect_possible` proves that none exists are
     skipped.  Otherwise step counts are tried from ``min(R, depth + 2)`` down to the longest
     shortest path (:func:`_descend`: those without a perfect staging get a seed each, and the
-    best seed alone :data:`IMPERFECT_S` clock seconds of CP-SAT; those where
+    seeds tied for the fewest rounds :data:`IMPERFECT_S` clock seconds of CP-SAT each; those where
     :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging at all
     exists nothing); the search goes down while stagings stay perfect and ends at the time limit
     (at most 60 clock seconds).  Hints: the batch without delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
@@ -195,8 +195,8 @@ def _descend(model: ChannelModel, levels: dict, sources: list[int], c: int, R: i
     :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging exists (and
     every step count below it) gets nothing.  One of ``no_perfect`` gets
     :mod:`synth.solve.bwopt.staging_seed`'s staging (:func:`_seeded`), no CP-SAT; after the pass
-    CP-SAT starts once from the best seed (fewest rounds per chunk, then steps, then step count),
-    over its bundles at its step count, for :data:`IMPERFECT_S` clock seconds (:func:`_polish`).
+    CP-SAT starts from every seed tied for the fewest rounds per chunk, over its bundles at its step
+    count, for :data:`IMPERFECT_S` clock seconds each (:func:`_polish`).
     Any other step count gets CP-SAT (15 clock seconds, 5 once a perfect staging was found, with
     ``hint_for(S)``); the pass goes down while stagings stay perfect: the first step count without
     one after a perfect one ends it (its answer could not win)."""
@@ -235,15 +235,21 @@ def _descend(model: ChannelModel, levels: dict, sources: list[int], c: int, R: i
 
 def _polish(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, seeds: list, clock: StagingClock,
             budget: SolveBudget, lower: int) -> Staged | None:
-    """CP-SAT (:func:`_stage_cp`, :data:`IMPERFECT_S` clock seconds) over the bundles of the best of
-    ``seeds`` (``(S, seed)`` pairs of :func:`_seeded`: fewest rounds per chunk, then fewest steps,
-    then the smallest ``S``) at its ``S`` steps, with the seed as its complete hint; None where the
-    window has no time left for it or CP-SAT found nothing."""
-    if not clock.enough(0.5):
-        return None
-    S, (_, placed, z_hint) = min(seeds, key=lambda e: (Fraction(sum(e[1][0].z), c), e[1][0].steps, e[0]))
-    return _stage_cp(model, {b: levels[b] for b, _ in placed}, sources, c, R, S, placed,
-                     clock.share(IMPERFECT_S), budget, lower, z_hint=z_hint)
+    """CP-SAT (:func:`_stage_cp`, :data:`IMPERFECT_S` clock seconds each) over the bundles of every seed
+    tied for the fewest rounds per chunk (``seeds``: ``(S, seed)`` pairs of :func:`_seeded`), at its ``S``
+    steps, with the seed as its complete hint, in ascending ``S``: the best of them (:func:`_better`), None
+    where the window has no time left or CP-SAT found nothing.  Seeds that tie often differ in room: more
+    steps leave CP-SAT more ways to spread the loads (2 x DGX H100 on rails, broadcast: seeds of 28 rounds at
+    10, 11 and 12 steps polish to 24, 23 and 22)."""
+    fewest = min(Fraction(sum(seed[0].z), c) for _, seed in seeds)
+    best = None
+    for S, (first, placed, z_hint) in sorted(seeds, key=lambda e: e[0]):
+        if Fraction(sum(first.z), c) != fewest or not clock.enough(0.5):
+            continue
+        got = _stage_cp(model, {b: levels[b] for b, _ in placed}, sources, c, R, S, placed,
+                        clock.share(IMPERFECT_S), budget, lower, z_hint=z_hint)
+        best = got if got is not None and (best is None or _better(got, best)) else best
+    return best
 
 
 def _bundle_levels(model: ChannelModel, bundle: Bundle) -> list[np.ndarray]:

@@ -120,9 +120,11 @@ def test_rail_broadcast_staging_is_short(rail, monkeypatch):
     """Issue 38: every perfect staging is proven impossible, so no step count gets CP-SAT's long
     search (it used to spend 48 clock seconds in all there, 15 on one step count); the step counts
     where no staging fits at all (proven by :func:`staging_proofs.staging_possible`, recomputed
-    here) get nothing, the others up to 12 a seed each, and only the best seed (fewest rounds per
-    chunk, then steps, then step count) gets CP-SAT, once, for :data:`IMPERFECT_S` clock seconds
-    (it had one call per step count, about 6 s of CPU).  The staging kept (re-checked load by load)
+    here) get nothing, the others up to 12 a seed each, and only the seeds tied for the fewest rounds
+    per chunk get CP-SAT, once each, for :data:`IMPERFECT_S` clock seconds (it had one call per step
+    count, about 6 s of CPU; with one call, on the best seed's fewest steps, a tie of three seeds
+    after the model's constants moved kept 24 rounds where the tied seed with two more steps polishes
+    to 22).  The staging kept (re-checked load by load)
     is no worse than the greedy one, labelled with its gap, and no worse than CP-SAT started from
     every seed (the search before the change), recomputed here.  Which step counts and which
     staging these are follows from the links' effective rates (the NCCL model's constants), so
@@ -148,8 +150,8 @@ def test_rail_broadcast_staging_is_short(rail, monkeypatch):
     assert fits_at and fits_at == list(range(fits_at[0], 13)) and fits_at[0] > 1   # the proof fires below
     assert sorted(seeds) == fits_at                   # no staging at all below: proven, not searched
     found = {S: st for S, st in seeds.items() if st is not None}
-    best = min(found, key=lambda S: (Fraction(sum(found[S].z), found[S].chunks), found[S].steps, S))
-    assert calls == [(staging.IMPERFECT_S, best)]
+    fewest = min(Fraction(sum(st.z), st.chunks) for st in found.values())
+    assert calls == [(staging.IMPERFECT_S, S) for S in sorted(found) if Fraction(sum(found[S].z), found[S].chunks) == fewest]
     greedy = greedy_staging(f.model, f.batch, f.staged.chunks // f.batch.chunks)
     _check_staging(f.model, f.staged, f.staged.chunks, f.staged.rounds)
     assert s.meta["staging"] == f.staged.how and s.meta["staging_gap"] >= 1.0
