@@ -158,33 +158,23 @@ RCCL_GFX942 = {
                   "allreduce": ((0, 1048576), (1048576, 9437184))},
     "rings": 28,
 }
-#: ROCm/rccl rcclTuningModel[6], the entry a gfx950 (MI350X / MI355X) node selects: rome_models.cc sets
-#: ``system->tuning = 6`` for gfx950 right after a matched model's options (code index file 2196204885,
-#: parseA2a8P and parseRome4P2H, near chars 97000 and 104000); its values are in tuning.cc ``tuning_model_6``
-#: (file 2336120413 from char 20492).  ``bw_ratio``: bwRatio [<= 2 nodes, > 2 nodes] (LL, LL128, Simple);
-#: ``ll_ranges``: llProtoRanges (LL (min, max], LL128 (min, max]) by bytes per rank, applied only on >= 2
-#: nodes (rccl_wrap.cc rcclUpdateCollectiveProtocol, file 54824299024 near char 2900); ``one_node_ll_max``:
-#: that function's gfx950 one-node rules (LL up to these bytes per rank, file 54824299024 chars 2320-2700);
-#: ``ll_rooted_factor``: busBw x 1.65 for ring LL broadcast / reduce on one gfx942 / gfx950 node (tuning.cc
-#: char 32765); ``xgmi_gbs``: the per-link xGMI speed RCCL's topology gives gfx94x (ROCm/rccl 0cbce2a7
-#: src/graph/topo.h:33 GFX94X_XGMI_WIDTH) and gfx950 (RCCL 2.26.6 prints XGMI[48.0], Ahalperin/amd-dev
-#: 58a032f7 results/scale_8gpu_all_reduce/nccl_debug.log); ``ll128``: off, since init.cc sets
-#: ``topo->ll128Enabled = false`` (file 2254851798 char 35337) and no gfx942 / gfx950 rome model sets it
-#: (only tuning=4 models say ll128Enabled=1), which tuning.cc's enable rule needs (file 2336120413 char 42533)
+#: ROCm/rccl rcclTuningModel[6] on ONE gfx950 (MI350X / MI355X) node: rome_models.cc sets ``system->tuning = 6`` for
+#: gfx950 (code index file 2196204885, near chars 97000 and 104000); tuning.cc ``tuning_model_6`` (file 2336120413
+#: from char 20492) gives ``hw_lat_xgmi`` (as model 5) and the ring's one-/two-node ``bw_ratio`` (LL, LL128,
+#: Simple); ``one_node_ll_max``: rccl_wrap.cc rcclUpdateCollectiveProtocol's one-node gfx950 rules (LL up to these
+#: bytes per rank, file 54824299024 chars 2320-2700); ``ll_rooted_factor``: busBw x 1.65 for ring LL broadcast /
+#: reduce on one gfx942 / gfx950 node (tuning.cc char 32765); ``xgmi_gbs``: RCCL's per-link xGMI speed (ROCm/rccl
+#: 0cbce2a7 src/graph/topo.h:33 GFX94X_XGMI_WIDTH; RCCL 2.26.6 prints XGMI[48.0] on MI355X, Ahalperin/amd-dev
+#: 58a032f7 results/scale_8gpu_all_reduce/nccl_debug.log).  LL128 stays off (init.cc sets ``topo->ll128Enabled =
+#: false``, file 2254851798 char 35337).  Model 6's llProtoRanges, which RCCL applies only across hosts, are not
+#: held: across hosts the model keeps :data:`RCCL_GFX942`'s (RCCL's tuner picks trees there, which the model does
+#: not run on AMD)
 RCCL_GFX950 = {
-    "tuning_model": 6,
     "hw_lat_xgmi": {"tree": (0.9, 0.9, 2.3), "ring": (0.8, 0.8, 2.1)},
-    "hw_lat_net": {"tree": (10.5, 10.5, 25.0), "ring": (9.5, 9.5, 320.0)},
-    "bw_ratio": {"tree": ((0.06, 0.06, 0.11), (0.06, 0.06, 0.59)), "ring": ((0.08, 0.08, 1.00), (0.08, 0.08, 1.00))},
-    "ll_ranges": {"reducescatter": ((0, 131071), (131071, 4194304)),
-                  "allgather": ((0, 7), (7, 8388608)),
-                  "allreduce": ((0, 131071), (131071, 17660227)),
-                  "reduce": ((0, 16383), (16383, 16777216)),
-                  "broadcast": ((0, 2048), (2048, 16777216))},
+    "ring_bw_ratio": (0.08, 0.08, 1.00),
     "one_node_ll_max": {"allgather": 88448, "reducescatter": 1048576},
     "ll_rooted_factor": 1.65,
     "xgmi_gbs": 48.0,
-    "ll128": False,
 }
 #: NCCL's compute-capability row RCCL uses on gfx9 GPUs (MI250X, MI300X, MI350X): HIP reports compute
 #: capability 9.x there and RCCL reads it as ``comm->minCompCap`` (ROCm/rccl 0cbce2a7 src/misc/utils.cc

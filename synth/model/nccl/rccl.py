@@ -9,7 +9,7 @@ has a process of its own (src/misc/msccl/msccl_lifecycle.cc ``mscclCommCompatibl
 with the same host and process hash turn MSCCL off for the communicator, unless
 ``RCCL_MSCCL_ENABLE_SINGLE_PROCESS=1`` in RCCL versions that have it), so ``-g 8`` runs the ring.  Tree/Simple is off on
 gfx942 inside one node, so the ring carries everything else.  On gfx950 (MI350X / MI355X) RCCL reads
-``rcclTuningModel[6]`` instead and picks the protocol as :func:`gfx950_protocol` says (no MSCCL: RCCL 2.26.6
+``rcclTuningModel[6]`` instead and picks the protocol as :func:`gfx950_one_node_protocol` says (no MSCCL: RCCL 2.26.6
 logs ring LL for a 64 KiB allreduce of 8 one-GPU processes on 8 x MI355X).  Units: bytes, µs, GB/s per direction.
 """
 
@@ -62,7 +62,7 @@ def rccl_choose(t: TuneTable, coll: str, nbytes: int) -> tuple[str, str, int, in
         # across hosts RCCL's tuner picks the algorithm (tree too) before model 6's llProtoRanges pick the
         # protocol; the model runs only the ring there, so it keeps the gfx942 ranges (model 6's alone took
         # the 2-host MI355X tables from 12-14 % to 22-34 % median error)
-        proto = gfx950_protocol(t.machine, coll, nbytes)
+        proto = gfx950_one_node_protocol(t.machine, coll, nbytes)
     elif ranges:
         proto = "LL" if nbytes <= ranges[0][1] else "LL128" if nbytes <= ranges[1][1] else "Simple"
     nc, nt = t.channels("ring", proto, nbytes)
@@ -97,56 +97,32 @@ def rccl_tuner_us(m: NcclMachine, coll: str, proto: str, nbytes: int) -> float:
     """
     c, p, n = RCCL_GFX950, PROTOS.index(proto), m.ranks
     steps, rooted = coll_steps(coll, n), coll in ("broadcast", "reduce")
-    bus = m.links_per_gpu * c["xgmi_gbs"] * c["bw_ratio"]["ring"][0][p]
+    bus = m.links_per_gpu * c["xgmi_gbs"] * c["ring_bw_ratio"][p]
     bus *= c["ll_rooted_factor"] if (rooted and proto == "LL") else 1.0
     hop = c["hw_lat_xgmi"]["ring"][p]
     lat = RCCL_BASE_LAT[p] + (hop if rooted else steps * hop)
     return lat + nbytes / (1000.0 * bus * n / steps)
 
 
-def range_protocol(ranges: tuple, per_rank: int, ll128: bool, nodes: int, coll: str) -> str:
-    """RCCL's pick from ``llProtoRanges`` (rccl_wrap.cc ``rcclUpdateCollectiveProtocol``, its ``nNodes >= 2``
-    branch, code index file 54824299024): Simple, unless ``per_rank`` lies in LL's (min, max], then LL128's
-    when LL128 is on (its max x 3.8 for allreduce beyond 2 nodes).
-
-    >>> r = RCCL_GFX950["ll_ranges"]["allreduce"]
-    >>> [range_protocol(r, b, False, 2, "allreduce") for b in (131071, 131072, 1 << 20)]
-    ['LL', 'Simple', 'Simple']
-    >>> [range_protocol(r, b, True, n, "allreduce") for b, n in ((1 << 20, 2), (17660228, 2), (17660228, 4))]
-    ['LL128', 'Simple', 'LL128']
-    """
-    (ll_lo, ll_hi), (l128_lo, l128_hi) = ranges
-    proto = "LL" if ll_lo < per_rank <= ll_hi else "Simple"
-    l128_hi = l128_hi * 3.8 if (coll == "allreduce" and nodes > 2) else l128_hi
-    return "LL128" if ll128 and l128_lo < per_rank <= l128_hi else proto
-
-
-def gfx950_protocol(m: NcclMachine, coll: str, nbytes: int) -> str:
-    """The protocol RCCL 2.26 (ROCm 7) runs ``coll`` of ``nbytes`` with on gfx950 when ``NCCL_PROTO`` is unset.
-
-    Bytes per rank are ``nbytes / ranks`` but for allreduce (rccl_common.h ``rcclGetSizePerRank``, code index
-    file 59700929476).  On one node RCCL's tuner compares ring LL and Simple (:func:`rccl_tuner_us`; LL128 is
-    off, tree LL is slower than ring LL at every size), then ``rcclUpdateCollectiveProtocol`` turns allgather
-    up to 88448 B per rank and reducescatter up to 1 MiB per rank into LL; on several nodes the
-    ``llProtoRanges`` of ``rcclTuningModel[6]`` decide (:func:`range_protocol`).  RCCL 2.26.6 on 8 x MI355X
-    logged allreduce 64 KiB ring LL, 512 KiB and 4 MiB ring Simple (the nccl_debug.log above).
+def gfx950_one_node_protocol(m: NcclMachine, coll: str, nbytes: int) -> str:
+    """The protocol RCCL 2.26 (ROCm 7) runs ``coll`` of ``nbytes`` with on ONE gfx950 node when ``NCCL_PROTO``
+    is unset: ``rcclUpdateCollectiveProtocol`` turns allgather up to 88448 B per rank and reducescatter up to
+    1 MiB per rank into LL (bytes per rank: ``nbytes / ranks``, rccl_common.h ``rcclGetSizePerRank``, code
+    index file 59700929476); otherwise RCCL's tuner compares ring LL and Simple (:func:`rccl_tuner_us`;
+    LL128 is off, tree LL is slower than ring LL at every size).  RCCL 2.26.6 on 8 x MI355X logged allreduce
+    64 KiB ring LL, 512 KiB and 4 MiB ring Simple (the nccl_debug.log above).
 
     >>> m = _mi355x()
-    >>> [gfx950_protocol(m, "allreduce", b) for b in (65536, 262144, 524288, 4 << 20)]
+    >>> [gfx950_one_node_protocol(m, "allreduce", b) for b in (65536, 262144, 524288, 4 << 20)]
     ['LL', 'LL', 'Simple', 'Simple']
-    >>> [gfx950_protocol(m, "allgather", 8 * b) for b in (88448, 88449)]
+    >>> [gfx950_one_node_protocol(m, "allgather", 8 * b) for b in (88448, 88449)]
     ['LL', 'Simple']
-    >>> [gfx950_protocol(m, "reducescatter", 8 * b) for b in (1 << 20, (1 << 20) + 1)]
+    >>> [gfx950_one_node_protocol(m, "reducescatter", 8 * b) for b in (1 << 20, (1 << 20) + 1)]
     ['LL', 'Simple']
     """
-    c = RCCL_GFX950
-    per_rank = nbytes if coll == "allreduce" else nbytes // m.ranks
-    if m.nodes == 1:
-        if per_rank <= c["one_node_ll_max"].get(coll, -1):
-            return "LL"
-        return min(("LL", "Simple"), key=lambda p: rccl_tuner_us(m, coll, p, nbytes))
-    ranges = c["ll_ranges"].get(coll)
-    return range_protocol(ranges, per_rank, c["ll128"], m.nodes, coll) if ranges else "Simple"
+    if coll != "allreduce" and nbytes // m.ranks <= RCCL_GFX950["one_node_ll_max"].get(coll, -1):
+        return "LL"
+    return min(("LL", "Simple"), key=lambda p: rccl_tuner_us(m, coll, p, nbytes))
 
 
 def msccl_time_us(t: TuneTable, algo: str, nbytes: int, params: ModelParams) -> float:
@@ -161,4 +137,4 @@ def msccl_time_us(t: TuneTable, algo: str, nbytes: int, params: ModelParams) -> 
 
 
 __all__ = ["rccl_choose", "msccl_applies", "msccl_time_us", "MSCCL_ALLPAIRS", "MSCCL_ONESTEP", "rccl_tuner_us",
-           "range_protocol", "gfx950_protocol"]
+           "gfx950_one_node_protocol"]

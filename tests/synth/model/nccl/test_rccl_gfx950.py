@@ -12,8 +12,8 @@ import pytest
 
 from synth.model.nccl import NcclMachine, NcclModel
 from synth.model.nccl.constants import RCCL_GFX942, RCCL_GFX950
-from synth.model.nccl.rccl import gfx950_protocol, range_protocol, rccl_choose, rccl_tuner_us
-from topo_probe import cluster, get_preset
+from synth.model.nccl.rccl import gfx950_one_node_protocol, rccl_choose, rccl_tuner_us
+from topo_probe import get_preset
 
 MI355X = NcclMachine.from_topology(get_preset("mi355x"))
 
@@ -24,19 +24,13 @@ def _alg_gbs(coll: str, proto: str) -> float:
 
 
 def test_tuning_model_6_tables():
-    """The source's rows: hwLat xGMI as model 5, bwRatio ring (0.08, 0.08, 1.00), and the llProtoRanges
-    of the five collectives RCCL tunes (ReduceScatter, AllGather, AllReduce, Reduce, Broadcast)."""
+    """The source's one-node rows: hwLat xGMI as model 5, bwRatio ring (0.08, 0.08, 1.00), the one-node LL
+    rules, LL broadcast/reduce x 1.65, 48 GB/s xGMI links."""
     c = RCCL_GFX950
-    assert c["tuning_model"] == 6
     assert c["hw_lat_xgmi"] == RCCL_GFX942["hw_lat_xgmi"]
-    assert c["bw_ratio"]["ring"][0] == (0.08, 0.08, 1.00)
-    assert c["ll_ranges"] == {"reducescatter": ((0, 131071), (131071, 4194304)),
-                              "allgather": ((0, 7), (7, 8388608)),
-                              "allreduce": ((0, 131071), (131071, 17660227)),
-                              "reduce": ((0, 16383), (16383, 16777216)),
-                              "broadcast": ((0, 2048), (2048, 16777216))}
+    assert c["ring_bw_ratio"] == (0.08, 0.08, 1.00)
     assert c["one_node_ll_max"] == {"allgather": 88448, "reducescatter": 1048576}
-    assert c["ll128"] is False
+    assert (c["ll_rooted_factor"], c["xgmi_gbs"]) == (1.65, 48.0)
 
 
 @pytest.mark.parametrize("coll, ll, simple", [
@@ -58,46 +52,21 @@ def test_tuner_entries_match_rccl_2_26_6(coll, ll, simple):
 def test_one_node_allreduce_switches_to_simple_near_378_kib():
     """LL and Simple cross where 23.2 + n/15360 = 46.4 + n/192000 (n in bytes, times in us):
     n = 23200 / (1/15.36 - 1/192) = 387,339 B.  RCCL 2.26.6 ran 64 KiB as LL, 512 KiB as Simple."""
-    assert [gfx950_protocol(MI355X, "allreduce", n) for n in (65536, 387_000, 388_000, 524288)] == \
+    assert [gfx950_one_node_protocol(MI355X, "allreduce", n) for n in (65536, 387_000, 388_000, 524288)] == \
         ["LL", "LL", "Simple", "Simple"]
 
 
 def test_one_node_broadcast_crossover_with_the_1_65_factor():
     """Broadcast: 12.8 + n/44352 = 19.1 + n/336000 at n = 6300 / (1/44.352 - 1/336) = 321,910 B."""
-    assert [gfx950_protocol(MI355X, "broadcast", n) for n in (320_000, 324_000)] == ["LL", "Simple"]
+    assert [gfx950_one_node_protocol(MI355X, "broadcast", n) for n in (320_000, 324_000)] == ["LL", "Simple"]
 
 
 def test_one_node_allgather_and_reducescatter_ll_rules():
     """The tuner alone would leave LL at 470,817 B in all (17.6 + n/30720 = 31.7 + n/384000), 58,852 B
     per rank; rcclUpdateCollectiveProtocol keeps LL up to 88,448 B per rank for allgather and 1 MiB per
     rank for reducescatter on one gfx950 node."""
-    assert [gfx950_protocol(MI355X, "allgather", 8 * b) for b in (58_000, 88448, 88449)] == ["LL", "LL", "Simple"]
-    assert [gfx950_protocol(MI355X, "reducescatter", 8 * b) for b in (1 << 20, (1 << 20) + 1)] == ["LL", "Simple"]
-
-
-@pytest.mark.parametrize("coll, per_rank, proto", [
-    ("allreduce", 131071, "LL"), ("allreduce", 131072, "Simple"), ("allreduce", 1 << 20, "Simple"),
-    ("reducescatter", 131071, "LL"), ("reducescatter", 131072, "Simple"),
-    ("allgather", 7, "LL"), ("allgather", 8, "Simple"),
-    ("reduce", 16383, "LL"), ("reduce", 16384, "Simple"),
-    ("broadcast", 2048, "LL"), ("broadcast", 2049, "Simple"),
-])
-def test_several_nodes_take_model_6_ranges_without_ll128(coll, per_rank, proto):
-    """On >= 2 nodes LL inside (min, max], else Simple: LL128's range is skipped, ll128Enabled being off.
-    Bytes per rank are the collective's bytes / ranks but for allreduce (rcclGetSizePerRank)."""
-    two = NcclMachine.from_topology(cluster("mi355x", nodes=2))
-    nbytes = per_rank if coll == "allreduce" else per_rank * two.ranks
-    assert gfx950_protocol(two, coll, nbytes) == proto
-
-
-def test_ll128_range_when_enabled():
-    """With ll128Enabled (RCCL_LL128_FORCE_ENABLE or a model saying ll128Enabled=1) LL128 takes
-    (131071, 17660227] for allreduce, its top x 3.8 beyond 2 nodes."""
-    r = RCCL_GFX950["ll_ranges"]["allreduce"]
-    assert range_protocol(r, 1 << 20, True, 2, "allreduce") == "LL128"
-    assert range_protocol(r, 17660228, True, 2, "allreduce") == "Simple"
-    assert range_protocol(r, 17660228, True, 4, "allreduce") == "LL128"
-    assert range_protocol(r, int(17660227 * 3.8) + 1, True, 4, "allreduce") == "Simple"
+    assert [gfx950_one_node_protocol(MI355X, "allgather", 8 * b) for b in (58_000, 88448, 88449)] == ["LL", "LL", "Simple"]
+    assert [gfx950_one_node_protocol(MI355X, "reducescatter", 8 * b) for b in (1 << 20, (1 << 20) + 1)] == ["LL", "Simple"]
 
 
 def test_model_choice_on_one_mi355x_host():
