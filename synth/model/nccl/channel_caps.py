@@ -22,6 +22,11 @@ from synth.model.nccl.params import ModelParams
 from synth.model.nccl.versions import ampere_bus_cap_gbs, ll128_ring_bus_cap_gbs, ring_ll128_run_gbs, ring_ll_factor
 
 
+def _table_row(m: NcclMachine) -> tuple[int, int]:
+    """``(GPU generation, node-count column)`` of NCCL's per-channel tables for ``m`` (RCCL: the >= 90 row)."""
+    return (RCCL_GFX9_COMPCAP_INDEX if m.amd else compcap_index(m.sm)), min(m.nodes, 3) - 1
+
+
 def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraphs, coll: str = "allreduce",
                          version: tuple = NCCL_VERSION) -> float:
     """Most bus bandwidth ``channels`` CTAs push: NCCL's llMaxBws for LL; for LL128 NCCL's own ring LL128
@@ -52,7 +57,7 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
     """
     if m.amd and m.nodes > 1:
         return math.inf
-    cc, idx2 = (RCCL_GFX9_COMPCAP_INDEX if m.amd else compcap_index(m.sm)), min(m.nodes, 3) - 1
+    cc, idx2 = _table_row(m)
     if proto == "LL":
         idx1 = cc if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
         ll = LL_MAX_BWS[idx1][idx2]
@@ -87,8 +92,8 @@ def tree_ll128_cap_gbs(m: NcclMachine, g: CommGraphs, coll: str, params: ModelPa
     """
     if g.tree is None:
         return math.inf
-    cc = RCCL_GFX9_COMPCAP_INDEX if m.amd else compcap_index(m.sm)
-    per_channel = PER_CH_MAX_TREE_LL128[cc][min(m.nodes, 3) - 1]
+    cc, idx2 = _table_row(m)
+    per_channel = PER_CH_MAX_TREE_LL128[cc][idx2]
     return params.tree_ll128_channel_eff * per_channel * g.tree.n_channels * 0.5 * busbw_factor(coll, m.ranks)
 
 

@@ -4,6 +4,8 @@ GPU generation, not by a fraction of the chain's link bandwidth fitted on cloud 
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from synth.model.nccl.channel_caps import tree_ll128_cap_gbs
@@ -40,7 +42,7 @@ def test_the_cap_binds_a_tree_ll128_all_reduce_and_not_its_simple_twin():
     m = NcclMachine.from_topology(cluster("dgx1-v100", nodes=2, nics_per_node=4, nic_gbps=12.5))
     t = TuneTable.build(m, NcclEnv(), (2, 28))
     size = 256 << 20
-    lo, hi = (ModelParams(**{**DEFAULT_PARAMS.__dict__, "tree_ll128_channel_eff": k}) for k in (0.1, 0.2))
+    lo, hi = (replace(DEFAULT_PARAMS, tree_ll128_channel_eff=k) for k in (0.1, 0.2))
     t_lo, t_hi = (collective_time_us(t, "allreduce", "tree", "LL128", t.graphs.n_channels, size, p) for p in (lo, hi))
     wire = size * busbw_factor("allreduce", m.ranks) / 1000.0
     cap_lo = tree_ll128_cap_gbs(m, t.graphs, "allreduce", lo)
