@@ -4,7 +4,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
 * :data:`CASES`: the first validation set's 12 tables.  :data:`NEW_CASES`, :data:`THIRD_CASES`,
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
-  :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`: the logs
+  :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
+  :data:`EIGHTEENTH_CASES`: the logs
   added later.  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``)
   are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -615,9 +616,27 @@ SEVENTEENTH_CASES = [
              "Google's gIB plugin, NCCL 2.25.1; all_gather, 1 KiB - 8 GiB"),
 ]
 
+#: the eighteenth set: NVIDIA tables from sources no earlier fixture uses (an nccl-tests how-to page, a training
+#: framework's test data), described from their sources before any prediction; tables of in-sample classes are held
+#: out themselves
+EIGHTEENTH_CASES = [
+    Case("h100_16gpu_2node_all_reduce_dgx_ib_howto.txt", "dgx-h100", 2, 8, 50.0, "ib", machine_class="h100-ib-multihost",
+         held_out=True,
+         why="an nccl-tests how-to page (file id 15057250191): 2 hosts x 8 H100 80GB HBM3 at the DGX H100 bus IDs, "
+             "16 processes (-g 1), NCCL_IB_HCA naming 8 HCAs per host (speed and link layer not stated: 8 x 400 Gb/s "
+             "InfiniBand assumed, a DGX H100's), NCCL version not printed (2.28 gates assumed), NCCL defaults; "
+             "256 MiB - 8 GiB"),
+    Case("a100_8gpu_1node_all_reduce_galvatron_test.txt", "dgx-a100", machine_class="a100-nvswitch-1host",
+         held_out=True,
+         why="AFDWang/Hetu-Galvatron's hardware-profiler test data: one host, 8 x A100-SXM4-40GB at the DGX A100 bus "
+             "IDs (NVSwitch), one process (-g 8), NCCL version and variables not shown (2.28 gates and defaults "
+             "assumed); 1 MiB - 1 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
-             + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES)
+             + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
+             + EIGHTEENTH_CASES)
 
 
 def held_out(case: Case) -> bool:

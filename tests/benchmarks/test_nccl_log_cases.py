@@ -221,7 +221,7 @@ def _source_repo(case) -> str | None:
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
          cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES,
-         cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES]
+         cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES, cases.EIGHTEENTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -533,15 +533,36 @@ def test_the_seventeenth_set_is_nvidia_held_out_from_new_or_marked_sources_and_r
     _assert_new_sources_files_and_runs(seventeenth, earlier)
 
 
-#: the GPU name and rank count the device lines of each log of the fifteenth to seventeenth sets print
-_DEVICE_LINES = {**_FIFTEENTH_GPU, **_SIXTEENTH_GPU, **_SEVENTEENTH_GPU}
+#: the GPU name and rank count each eighteenth-set log's device lines print
+_EIGHTEENTH_GPU = {"h100_16gpu_2node_all_reduce_dgx_ib_howto.txt": ("NVIDIA H100 80GB HBM3", 16),
+                   "a100_8gpu_1node_all_reduce_galvatron_test.txt": ("NVIDIA A100-SXM4-40GB", 8)}
 
 
-@pytest.mark.parametrize("case", cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES + cases.SEVENTEENTH_CASES,
+def test_the_eighteenth_set_is_nvidia_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The eighteenth set: NVIDIA tables, each held out (its class of the fixed held-out split, or the table itself) or
+    listed with its reason, none in any fit, of NVIDIA presets, from a source no earlier fixture names unless marked
+    ``source_reused``, new files, and no run a copy of an earlier fixture's."""
+    eighteenth = cases.EIGHTEENTH_CASES
+    earlier = [c for s in _SETS if s is not eighteenth for c in s]
+    assert eighteenth and all(cases.held_out(c) or c.skip_reason for c in eighteenth)
+    assert not any(c in cases.IN_SAMPLE for c in eighteenth)
+    assert all(c.held_out for c in eighteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    assert not any(c.preset.startswith("mi3") for c in eighteenth)
+    assert {c.file for c in eighteenth} == set(_EIGHTEENTH_GPU)
+    _assert_new_sources_files_and_runs(eighteenth, earlier)
+
+
+#: the GPU name and rank count the device lines of each log of the fifteenth to eighteenth sets print
+_DEVICE_LINES = {**_FIFTEENTH_GPU, **_SIXTEENTH_GPU, **_SEVENTEENTH_GPU, **_EIGHTEENTH_GPU}
+
+
+@pytest.mark.parametrize("case", cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES + cases.SEVENTEENTH_CASES
+                         + cases.EIGHTEENTH_CASES,
                          ids=lambda c: f"{c.file}-{c.collective}")
 def test_each_later_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
     """The case's hosts, ranks (the preset's 8 per host unless the case says fewer) and GPU are the log's own; the
-    seventeenth set's collective is not all_reduce and its tables have at least 6 sizes of 64 KiB or more."""
+    seventeenth set's collective is not all_reduce, and its tables and the eighteenth set's have at least 6 sizes of
+    64 KiB or more."""
     path = FIXTURES / "real_logs" / case.file
     (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
     gpu, ranks = _DEVICE_LINES[case.file]
@@ -550,4 +571,5 @@ def test_each_later_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case)
     assert {d.name for d in run.devices} == {gpu}
     if case in cases.SEVENTEENTH_CASES:
         assert guess_collective(run, path) != "allreduce"
+    if case in cases.SEVENTEENTH_CASES + cases.EIGHTEENTH_CASES:
         assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
