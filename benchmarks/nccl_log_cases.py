@@ -5,7 +5,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
-  :data:`EIGHTEENTH_CASES`: the logs
+  :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`: the logs
   added later.  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``)
   are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -633,10 +633,44 @@ EIGHTEENTH_CASES = [
              "assumed); 1 MiB - 1 GiB"),
 ]
 
+_DN_LAB_PART = ("another run of the Ahalperin/amd-dev batch (commit 58a032f) of the fifteenth set's dn_lab / ionic tables "
+                "(source reused): AMD Instinct MI355X hosts amd-mi355x-5/-6, xGMI mesh (the `mi355x` preset), 8 x 400 Gb/s "
+                "AMD Pensando ionic RoCE NICs per host, RCCL 2.26.6 (local build), one process per GPU (-g 1), "
+                "HIP_VISIBLE_DEVICES picks the GPUs, NCCL_DEBUG=TRACE to a file (no model term), no tuning variable")
+
+#: the nineteenth set: AMD Instinct tables of fewer GPUs per host than 8 and of alltoall across hosts, described from their
+#: sources before any prediction; every table is of a class of the fixed held-out split
+NINETEENTH_CASES = [
+    Case("mi355x_8gpu_2node_all_reduce_ionic_4gpn.txt", "mi355x", 2, 4, 50.0, "roce", version=(2, 26),
+         machine={"ranks": 8}, machine_class="amd-multihost", source_reused=True,
+         why=f"2 hosts x 4 GPUs (GPUs 0-3), four ionic NICs per host in use (its debug log: NET/IB/0-3): {_DN_LAB_PART}"),
+    Case("mi355x_8gpu_2node_alltoall_ionic_4gpn.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26),
+         machine={"ranks": 8}, machine_class="amd-multihost", source_reused=True,
+         why=f"2 hosts x 4 GPUs (GPUs 0-3), alltoall; the NICs it used are not logged (no debug log in its directory; "
+             f"the host has 8, the model uses at most one per GPU): {_DN_LAB_PART}"),
+    Case("mi355x_4gpu_2node_all_reduce_ionic_2gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26),
+         machine={"ranks": 4}, machine_class="amd-multihost", source_reused=True,
+         why=f"2 hosts x 2 GPUs (GPUs 0 and 1), one ionic NIC per host in use (its debug log: every inter-host channel "
+             f"via NET/IB/0): {_DN_LAB_PART}"),
+    Case("mi355x_4gpu_2node_alltoall_ionic_2gpn.txt", "mi355x", 2, 2, 50.0, "roce", version=(2, 26),
+         machine={"ranks": 4}, machine_class="amd-multihost", source_reused=True,
+         why=f"2 hosts x 2 GPUs (GPUs 0 and 1), alltoall, two ionic NICs per host in use (its debug log: NET/IB/0 and "
+             f"NET/IB/1): {_DN_LAB_PART}"),
+    Case("mi355x_2gpu_2node_alltoall_ionic_1gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26),
+         machine={"ranks": 2}, machine_class="1gpu-per-host", source_reused=True,
+         why=f"2 hosts x 1 GPU (GPU 0), alltoall, one ionic NIC per host (its debug log: NET/IB/0): {_DN_LAB_PART}"),
+    Case("mi355x_4gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 4},
+         machine_class="mi355x-1host", source_reused=True,
+         why=f"one host, GPUs 0-3 of its xGMI mesh (every channel via P2P/IPC): {_DN_LAB_PART}"),
+    Case("mi355x_4gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 4},
+         machine_class="mi355x-1host", source_reused=True,
+         why=f"one host, GPUs 0-3 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
-             + EIGHTEENTH_CASES)
+             + EIGHTEENTH_CASES + NINETEENTH_CASES)
 
 
 def held_out(case: Case) -> bool:

@@ -116,7 +116,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
                                   + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
                                   + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
                                   + cases.FOURTEENTH_CASES + cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES
-                                  if not c.skip_reason],
+                                  + cases.NINETEENTH_CASES if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
@@ -221,7 +221,7 @@ def _source_repo(case) -> str | None:
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
          cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES,
-         cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES, cases.EIGHTEENTH_CASES]
+         cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES, cases.EIGHTEENTH_CASES, cases.NINETEENTH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -481,7 +481,8 @@ def test_the_fifteenth_set_is_amd_held_out_from_new_or_marked_sources_and_repeat
     itself) or listed with its reason, none in any fit, ``source_reused`` exactly when an earlier fixture names the
     same source, new files, and no run a copy of an earlier fixture's."""
     fifteenth = cases.FIFTEENTH_CASES
-    earlier = [c for s in _SETS if s is not fifteenth for c in s]
+    # the nineteenth set reuses this set's source (marked there), so it is no earlier source of this one
+    earlier = [c for s in _SETS if s is not fifteenth and s is not cases.NINETEENTH_CASES for c in s]
     assert fifteenth and all(cases.held_out(c) or c.skip_reason for c in fifteenth)
     assert not any(c in cases.IN_SAMPLE for c in fifteenth)
     assert all(c.held_out for c in fifteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
@@ -552,12 +553,36 @@ def test_the_eighteenth_set_is_nvidia_held_out_from_new_or_marked_sources_and_re
     _assert_new_sources_files_and_runs(eighteenth, earlier)
 
 
-#: the GPU name and rank count the device lines of each log of the fifteenth to eighteenth sets print
-_DEVICE_LINES = {**_FIFTEENTH_GPU, **_SIXTEENTH_GPU, **_SEVENTEENTH_GPU, **_EIGHTEENTH_GPU}
+#: the GPU name and rank count each nineteenth-set log's device lines print
+_NINETEENTH_GPU = {"mi355x_8gpu_2node_all_reduce_ionic_4gpn.txt": ("AMD Instinct MI355X", 8),
+                   "mi355x_8gpu_2node_alltoall_ionic_4gpn.txt": ("AMD Instinct MI355X", 8),
+                   "mi355x_4gpu_2node_all_reduce_ionic_2gpn.txt": ("AMD Instinct MI355X", 4),
+                   "mi355x_4gpu_2node_alltoall_ionic_2gpn.txt": ("AMD Instinct MI355X", 4),
+                   "mi355x_2gpu_2node_alltoall_ionic_1gpn.txt": ("AMD Instinct MI355X", 2),
+                   "mi355x_4gpu_1node_all_reduce_dn_lab.txt": ("AMD Instinct MI355X", 4),
+                   "mi355x_4gpu_1node_alltoall_dn_lab.txt": ("AMD Instinct MI355X", 4)}
+
+
+def test_the_nineteenth_set_is_amd_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The nineteenth set: AMD Instinct tables, each held out (its class of the fixed held-out split, or the table
+    itself) or listed with its reason, none in any fit, of classes earlier sets have, ``source_reused`` exactly when an
+    earlier fixture names the same source, new files, and no run a copy of an earlier fixture's."""
+    nineteenth = cases.NINETEENTH_CASES
+    earlier = [c for s in _SETS if s is not nineteenth for c in s]
+    assert nineteenth and all(cases.held_out(c) or c.skip_reason for c in nineteenth)
+    assert not any(c in cases.IN_SAMPLE for c in nineteenth)
+    assert all(c.held_out for c in nineteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    assert {c.machine_class for c in nineteenth} <= {c.machine_class for c in earlier}
+    assert all(c.preset.startswith("mi3") for c in nineteenth)
+    _assert_new_sources_files_and_runs(nineteenth, earlier, reuse_exact=True)
+
+
+#: the GPU name and rank count the device lines of each log of the fifteenth to nineteenth sets print
+_DEVICE_LINES = {**_FIFTEENTH_GPU, **_SIXTEENTH_GPU, **_SEVENTEENTH_GPU, **_EIGHTEENTH_GPU, **_NINETEENTH_GPU}
 
 
 @pytest.mark.parametrize("case", cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES + cases.SEVENTEENTH_CASES
-                         + cases.EIGHTEENTH_CASES,
+                         + cases.EIGHTEENTH_CASES + cases.NINETEENTH_CASES,
                          ids=lambda c: f"{c.file}-{c.collective}")
 def test_each_later_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case):
     """The case's hosts, ranks (the preset's 8 per host unless the case says fewer) and GPU are the log's own; the
@@ -571,5 +596,5 @@ def test_each_later_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case)
     assert {d.name for d in run.devices} == {gpu}
     if case in cases.SEVENTEENTH_CASES:
         assert guess_collective(run, path) != "allreduce"
-    if case in cases.SEVENTEENTH_CASES + cases.EIGHTEENTH_CASES:
+    if case in cases.SEVENTEENTH_CASES + cases.EIGHTEENTH_CASES + cases.NINETEENTH_CASES:
         assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
