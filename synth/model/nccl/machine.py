@@ -177,7 +177,21 @@ class NcclMachine:
         return {}
 
     def with_(self, **changes) -> "NcclMachine":
-        return replace(self, **changes)
+        """A copy with ``changes``.  Fewer GPUs per host on a full xGMI mesh (every pair of GPUs
+        joined by the same number of links: MI300X, MI325X, MI355X, 7 links to 7 peers) keep only
+        the links to the GPUs they run with: 4 GPUs of such a host reach each other over 3 links
+        each, not 7 (an NVSwitch host keeps every link: each goes to the switches).
+
+        >>> m = NcclMachine("mi300x", "gfx942", 8, 1, "xgmi", 7)
+        >>> m.with_(ranks=4).links_per_gpu, m.with_(ranks=16, nodes=2).links_per_gpu
+        (3, 7)
+        """
+        new = replace(self, **changes)
+        mesh = self.gpus_per_node - 1
+        if (self.intra == "xgmi" and "links_per_gpu" not in changes and mesh > 0 and self.links_per_gpu % mesh == 0
+                and 2 <= new.gpus_per_node < self.gpus_per_node):
+            new = replace(new, links_per_gpu=self.links_per_gpu // mesh * (new.gpus_per_node - 1))
+        return new
 
     @classmethod
     def from_topology(cls, topo: Topology, *, gpus_per_process: int = 1, net_kind: str | None = None,
