@@ -49,12 +49,19 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from synth.model.nccl.net_transport import plugin_chunk_us, plugin_hop_us
 from topo_probe.errors import InvalidArgument
 
 #: a transport that runs on another's code path takes that one's network constants when it has
 #: none of its own: NCCL drives RoCE NICs with its InfiniBand verbs transport (``NET/IB : Using
 #: [0]mlx5_0:1/RoCE``), the same per-message and per-hop work over a different link layer
 TRANSPORT_FAMILY = {"roce": "ib"}
+#: the per-hop and per-message constants (``net_lat``, ``net_chunk``) of the plugin transports (EFA
+#: through aws-ofi-nccl, GPUDirect-TCPXO through FasTrak): NCCL's same proxy and net-transport steps
+#: as over verbs, plus only what their plugin reports (:mod:`.net_transport`); their line-rate
+#: fractions stay their own (``ring_net_eff`` is NCCL's NET_BW ratio of the verbs NICs)
+PLUGIN_FAMILY = {"efa": "ib", "efa2": "ib"}
+_NET_FAMILY = {**TRANSPORT_FAMILY, **PLUGIN_FAMILY}
 
 #: the tables of ModelParams whose keys are tuples (written ``"a/b"`` in JSON)
 TABLES = ("proto_eff", "tree_eff", "link_eff", "lat_scale", "net_eff", "ring_net_eff", "net_lat", "net_chunk")
@@ -105,6 +112,10 @@ class ModelParams:
     tree_ll128_channel_eff : float
         Achieved fraction of NCCL's own per-channel tree LL128 ceiling (``perChMaxTreeLL128Bws`` times the
         tree graph's channels, :func:`.runtime.tree_ll128_cap_gbs`).
+    plugin_hop_share : float
+        Fraction of the inter-node latency a network plugin reports (:mod:`.net_transport`: aws-ofi-nccl's
+        75 / 150 µs) that one inter-node hop, and one Simple network message of its SENDRECV protocol,
+        cost beyond the verbs transport's ``net_lat`` / ``net_chunk``; one value for every plugin transport.
     """
 
     host_us: float = 4.7
@@ -128,6 +139,7 @@ class ModelParams:
     msccl_onestep_latency_us: float = 20.0
     coop_launch_us: float = 0.0
     tree_ll128_channel_eff: float = 1.0
+    plugin_hop_share: float = 0.5
 
     def link_efficiency(self, arch: str, kind: str) -> float:
         """Achieved fraction of the data-sheet bandwidth of a ``kind`` link on ``arch``."""
@@ -144,12 +156,13 @@ class ModelParams:
         return self.lat_scale.get((arch, proto), self.lat_scale.get(("*", proto), 1.0))
 
     @staticmethod
-    def _transports(kind: str) -> tuple[str, ...]:
-        """``kind``, the transport whose code path it runs on (:data:`TRANSPORT_FAMILY`), ``*``."""
-        return tuple(dict.fromkeys((kind, TRANSPORT_FAMILY.get(kind, kind), "*")))
+    def _transports(kind: str, family: dict = TRANSPORT_FAMILY) -> tuple[str, ...]:
+        """``kind``, the transport whose code path it runs on (``family``: :data:`TRANSPORT_FAMILY`, for the
+        per-hop and per-message tables also :data:`PLUGIN_FAMILY`), ``*``."""
+        return tuple(dict.fromkeys((kind, family.get(kind, kind), "*")))
 
-    def _per_transport(self, table: dict, kind: str, default: float) -> float:
-        return next((table[k] for k in self._transports(kind) if k in table), default)
+    def _per_transport(self, table: dict, kind: str, default: float, family: dict = TRANSPORT_FAMILY) -> float:
+        return next((table[k] for k in self._transports(kind, family) if k in table), default)
 
     def net_efficiency(self, kind: str) -> float:
         """Achieved fraction of the NICs' line rate on transport ``kind``."""
@@ -163,17 +176,21 @@ class ModelParams:
         """Achieved / modelled bandwidth of a tree's intra-node chain for ``proto``."""
         return self.tree_eff.get(proto, self.tree_eff.get("*", 1.0))
 
-    def net_chunk_us(self, kind: str) -> float:
-        """µs one Simple-protocol network message costs on transport ``kind``."""
-        return self._per_transport(self.net_chunk, kind, 0.0)
+    def net_chunk_us(self, kind: str, arch: str | None = None) -> float:
+        """µs one Simple-protocol network message costs on transport ``kind`` (GPUs of ``arch``): its
+        family's ``net_chunk`` plus the plugin's share (:func:`.net_transport.plugin_chunk_us`)."""
+        own = self._per_transport(self.net_chunk, kind, 0.0, _NET_FAMILY)
+        return own + plugin_chunk_us(kind, arch, self.plugin_hop_share)
 
-    def net_latency_us(self, kind: str, proto: str) -> float:
-        """Extra µs per inter-node hop on transport ``kind`` for ``proto``."""
+    def net_latency_us(self, kind: str, proto: str, arch: str | None = None) -> float:
+        """Extra µs per inter-node hop on transport ``kind`` (GPUs of ``arch``) for ``proto``: its
+        family's ``net_lat`` plus the plugin's share (:func:`.net_transport.plugin_hop_us`)."""
         group = "LL" if proto == "LL128" else proto
-        for key in ((t, p) for t in self._transports(kind) for p in (proto, group)):
+        plugin = plugin_hop_us(kind, arch, self.plugin_hop_share)
+        for key in ((t, p) for t in self._transports(kind, _NET_FAMILY) for p in (proto, group)):
             if key in self.net_lat:
-                return self.net_lat[key]
-        return 0.0
+                return self.net_lat[key] + plugin
+        return plugin
 
     def with_vector(self, keys: list[tuple], values) -> "ModelParams":
         """A copy with the constants named by ``keys`` (``(scalar,)`` or ``(table, key...)``) set."""
@@ -220,4 +237,5 @@ def params_from_dict(doc: dict) -> ModelParams:
 FITTED = Path(__file__).with_name("fitted_params.json")
 DEFAULT_PARAMS = params_from_dict(json.loads(FITTED.read_text())) if FITTED.is_file() else ModelParams()
 
-__all__ = ["ModelParams", "DEFAULT_PARAMS", "FITTED", "params_to_dict", "params_from_dict", "TABLES", "TRANSPORT_FAMILY"]
+__all__ = ["ModelParams", "DEFAULT_PARAMS", "FITTED", "params_to_dict", "params_from_dict", "TABLES", "TRANSPORT_FAMILY",
+           "PLUGIN_FAMILY"]

@@ -1,0 +1,78 @@
+"""What a network plugin adds to NCCL's own network hop: the plugins' published latencies.
+
+NCCL drives AWS EFA through the aws-ofi-nccl plugin and GCP's GPUDirect-TCPXO through Google's
+FasTrak plugin; the InfiniBand / RoCE verbs transport is NCCL's own.  A plugin tells NCCL how much
+slower than NCCL's verbs transport its network is with one figure, the inter-node latency its
+``getProperties`` reports (``ncclNetProperties_t::latency``, µs).  NCCL's tuner adds that figure once
+per inter-node hop, twice for Simple (the receive-side flush; NVIDIA/nccl v2.27.3-1
+src/graph/tuning.cc lines 333-335: ``interLat += graphs[a]->latencyInter`` and, for
+``NCCL_PROTO_SIMPLE``, once more).  The execution-time model uses the same figure for the same two
+costs, through one fraction of it fitted on every in-sample log of every plugin transport together
+(``plugin_hop_share``, never per transport nor per class, :class:`.params.ModelParams`):
+
+* per inter-node hop, every protocol: ``plugin_hop_share * latency``.  NCCL's tuner counts the latency
+  twice for Simple (the flush); fitted that way the p4d/p4de floors came out 1.7-1.8x the measured
+  ones, and a Simple message's own cost is the next term;
+* per Simple network message, on a platform whose plugin runs its SENDRECV protocol: the same
+  ``plugin_hop_share * latency`` (one inter-node latency), on top of the verbs transport's own
+  ``net_chunk[ib]``.  SENDRECV hands each NCCL message to libfabric as one tagged message
+  (aws-ofi-nccl src/nccl_ofi_sendrecv.cpp) that the EFA provider moves only after a handshake of its
+  own; the RDMA protocol (p5) writes into a buffer the receiver announced with a control message when
+  it posted the receive, NCCL_STEPS ahead (src/nccl_ofi_rdma.cpp), so no message waits on the network.
+
+The figures (aws/aws-ofi-nccl 2daf7d30 src/platform-aws.cpp ``platform_data_map``, lines 83-139;
+``.default_protocol`` the same rows; the latencies' origin: commit d87d61e0 of 2023-05-31 "Variable internode latency reported to NCCL", which
+lowered p4d/p4de/p5 from the 150 µs every EFA device reported before to 75 µs and kept p3dn at 150):
+
+=============================  =======  ========  ===========================================
+platform                       latency  protocol  net kind of this model
+=============================  =======  ========  ===========================================
+p4d.24xlarge, p4de.24xlarge    75 µs    SENDRECV  ``efa`` on A100 (sm80)
+p3dn.24xlarge                  150 µs   SENDRECV  ``efa`` on V100 (sm70): the only V100 instance with EFA
+p5 / p5e                       75 µs    RDMA      ``efa2``
+GPUDirect-TCPXO (A3 Mega)      none     -         ``tcpxo``: the FasTrak plugin is not public; it keeps
+                                                  its own fitted ``net_lat`` / ``net_chunk``
+=============================  =======  ========  ===========================================
+
+>>> plugin_latency_us("efa", "sm80"), plugin_latency_us("efa", "sm70"), plugin_latency_us("ib", "sm90")
+(75.0, 150.0, 0.0)
+"""
+
+from __future__ import annotations
+
+#: aws-ofi-nccl 2daf7d30 src/platform-aws.cpp platform_data_map ``.latency`` (µs) by net kind
+PLUGIN_LATENCY_US = {"efa": 75.0, "efa2": 75.0}
+#: the same table's p3dn.24xlarge row (EFA on V100: no other V100 instance has EFA)
+P3DN_LATENCY_US = 150.0
+#: the same table's ``.default_protocol`` by net kind (p3dn's: SENDRECV too)
+PLUGIN_PROTOCOL = {"efa": "sendrecv", "efa2": "rdma"}
+
+
+def plugin_latency_us(kind: str, arch: str | None = None) -> float:
+    """µs of inter-node latency the network plugin of transport ``kind`` reports to NCCL on a GPU of
+    ``arch`` (0 for NCCL's own transports and for a plugin that publishes none)."""
+    if kind == "efa" and arch == "sm70":
+        return P3DN_LATENCY_US
+    return PLUGIN_LATENCY_US.get(kind, 0.0)
+
+
+def plugin_hop_us(kind: str, arch: str | None, share: float) -> float:
+    """Extra µs of one inter-node hop on a plugin transport, any protocol: ``share`` of its latency.
+
+    >>> plugin_hop_us("efa", "sm80", 0.5), plugin_hop_us("efa", "sm70", 0.5), plugin_hop_us("ib", "sm90", 0.5)
+    (37.5, 75.0, 0.0)
+    """
+    return share * plugin_latency_us(kind, arch)
+
+
+def plugin_chunk_us(kind: str, arch: str | None, share: float) -> float:
+    """Extra µs of one Simple network message on a plugin transport whose protocol is SENDRECV:
+    ``share`` of its latency (nothing on RDMA-write p5, nor where no plugin publishes a latency).
+
+    >>> plugin_chunk_us("efa", "sm80", 0.25), plugin_chunk_us("efa2", "sm90", 0.25), plugin_chunk_us("tcpxo", "sm90", 1)
+    (18.75, 0.0, 0.0)
+    """
+    return share * plugin_latency_us(kind, arch) if PLUGIN_PROTOCOL.get(kind) == "sendrecv" else 0.0
+
+
+__all__ = ["PLUGIN_LATENCY_US", "P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "plugin_latency_us", "plugin_hop_us", "plugin_chunk_us"]
