@@ -1,7 +1,9 @@
 """What a network plugin adds to NCCL's own network hop: the plugins' published latencies.
 
 NCCL drives AWS EFA through the aws-ofi-nccl plugin and GCP's GPUDirect-TCPXO through Google's
-FasTrak plugin; the InfiniBand / RoCE verbs transport is NCCL's own.  A plugin tells NCCL how much
+FasTrak plugin; the InfiniBand / RoCE verbs transport is NCCL's own.  EFA has no fitted ``net_lat`` /
+``net_chunk`` of its own (nor InfiniBand's: a fit would then tune InfiniBand's on EFA logs); what it
+adds to NCCL's own network hop (``hwLat[NET]``) is the following.  A plugin tells NCCL how much
 slower than NCCL's verbs transport its network is with one figure, the inter-node latency its
 ``getProperties`` reports (``ncclNetProperties_t::latency``, µs).  NCCL's tuner adds that figure once
 per inter-node hop, twice for Simple (the receive-side flush; NVIDIA/nccl v2.27.3-1
@@ -14,8 +16,7 @@ costs, through one fraction of it fitted on every in-sample log of every plugin 
   twice for Simple (the flush); fitted that way the p4d/p4de floors came out 1.7-1.8x the measured
   ones, and a Simple message's own cost is the next term;
 * per Simple network message, on a platform whose plugin runs its SENDRECV protocol: the same
-  ``plugin_hop_share * latency`` (one inter-node latency), on top of the verbs transport's own
-  ``net_chunk[ib]``.  SENDRECV hands each NCCL message to libfabric as one tagged message
+  ``plugin_hop_share * latency`` (one inter-node latency).  SENDRECV hands each NCCL message to libfabric as one tagged message
   (aws-ofi-nccl src/nccl_ofi_sendrecv.cpp) that the EFA provider moves only after a handshake of its
   own; the RDMA protocol (p5) writes into a buffer the receiver announced with a control message when
   it posted the receive, NCCL_STEPS ahead (src/nccl_ofi_rdma.cpp), so no message waits on the network.

@@ -30,7 +30,9 @@ lat_scale (*, Simple), (sm70, Simple)  not fitted: NCCL's own Simple latency tab
 net_eff (*)                            p4de, A3 Mega, H100 InfiniBand trees (4-10 hosts)
 ring_net_eff (ib, roce)                not fitted: NCCL's NET_BW ratio, 12 of 12.5 GB/s (checked on the IB rings)
 net_lat, net_chunk (ib)                H100 InfiniBand all_reduce logs of 2, 4, 8 and 10 hosts
-net_lat, net_chunk (efa/efa2/tcpxo)    p4de / p5 / A3 Mega only
+net_lat, net_chunk (tcpxo)             A3 Mega only (no public figure of the TCPXO plugin)
+plugin_hop_share                       p4de and p5 together: EFA has no net_lat / net_chunk of its own, only this
+                                       fraction of aws-ofi-nccl's published latency (:mod:`.net_transport`)
 p2p_link_share                         A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
 p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
 msccl_*_latency_us                     MI300X only
@@ -49,20 +51,13 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from synth.model.nccl.net_transport import plugin_chunk_us, plugin_hop_us
+from synth.model.nccl.net_transport import plugin_chunk_us, plugin_hop_us, plugin_latency_us
 from topo_probe.errors import InvalidArgument
 
 #: a transport that runs on another's code path takes that one's network constants when it has
 #: none of its own: NCCL drives RoCE NICs with its InfiniBand verbs transport (``NET/IB : Using
 #: [0]mlx5_0:1/RoCE``), the same per-message and per-hop work over a different link layer
 TRANSPORT_FAMILY = {"roce": "ib"}
-#: the per-hop and per-message constants (``net_lat``, ``net_chunk``) of the plugin transports (EFA
-#: through aws-ofi-nccl, GPUDirect-TCPXO through FasTrak): NCCL's same proxy and net-transport steps
-#: as over verbs, plus only what their plugin reports (:mod:`.net_transport`); their line-rate
-#: fractions stay their own (``ring_net_eff`` is NCCL's NET_BW ratio of the verbs NICs)
-PLUGIN_FAMILY = {"efa": "ib", "efa2": "ib"}
-_NET_FAMILY = {**TRANSPORT_FAMILY, **PLUGIN_FAMILY}
-
 #: the tables of ModelParams whose keys are tuples (written ``"a/b"`` in JSON)
 TABLES = ("proto_eff", "tree_eff", "link_eff", "lat_scale", "net_eff", "ring_net_eff", "net_lat", "net_chunk")
 
@@ -115,7 +110,8 @@ class ModelParams:
     plugin_hop_share : float
         Fraction of the inter-node latency a network plugin reports (:mod:`.net_transport`: aws-ofi-nccl's
         75 / 150 µs) that one inter-node hop, and one Simple network message of its SENDRECV protocol,
-        cost beyond the verbs transport's ``net_lat`` / ``net_chunk``; one value for every plugin transport.
+        cost (on top of the transport's ``net_lat`` / ``net_chunk``, none for EFA); one value for every plugin
+        transport.
     """
 
     host_us: float = 4.7
@@ -156,13 +152,12 @@ class ModelParams:
         return self.lat_scale.get((arch, proto), self.lat_scale.get(("*", proto), 1.0))
 
     @staticmethod
-    def _transports(kind: str, family: dict = TRANSPORT_FAMILY) -> tuple[str, ...]:
-        """``kind``, the transport whose code path it runs on (``family``: :data:`TRANSPORT_FAMILY`, for the
-        per-hop and per-message tables also :data:`PLUGIN_FAMILY`), ``*``."""
-        return tuple(dict.fromkeys((kind, family.get(kind, kind), "*")))
+    def _transports(kind: str) -> tuple[str, ...]:
+        """``kind``, the transport whose code path it runs on (:data:`TRANSPORT_FAMILY`), ``*``."""
+        return tuple(dict.fromkeys((kind, TRANSPORT_FAMILY.get(kind, kind), "*")))
 
-    def _per_transport(self, table: dict, kind: str, default: float, family: dict = TRANSPORT_FAMILY) -> float:
-        return next((table[k] for k in self._transports(kind, family) if k in table), default)
+    def _per_transport(self, table: dict, kind: str, default: float) -> float:
+        return next((table[k] for k in self._transports(kind) if k in table), default)
 
     def net_efficiency(self, kind: str) -> float:
         """Achieved fraction of the NICs' line rate on transport ``kind``."""
@@ -176,18 +171,24 @@ class ModelParams:
         """Achieved / modelled bandwidth of a tree's intra-node chain for ``proto``."""
         return self.tree_eff.get(proto, self.tree_eff.get("*", 1.0))
 
+    @classmethod
+    def _net_kinds(cls, kind: str, arch: str | None) -> tuple[str, ...]:
+        """The keys of ``net_lat`` / ``net_chunk`` transport ``kind`` reads: a transport whose plugin publishes
+        a latency (EFA) only the transport-blind ``*`` ones (an older fit's own keys of it are inert)."""
+        return ("*",) if plugin_latency_us(kind, arch) > 0.0 else cls._transports(kind)
+
     def net_chunk_us(self, kind: str, arch: str | None = None) -> float:
         """µs one Simple-protocol network message costs on transport ``kind`` (GPUs of ``arch``): its
-        family's ``net_chunk`` plus the plugin's share (:func:`.net_transport.plugin_chunk_us`)."""
-        own = self._per_transport(self.net_chunk, kind, 0.0, _NET_FAMILY)
+        ``net_chunk`` plus the plugin's share (:func:`.net_transport.plugin_chunk_us`)."""
+        own = next((self.net_chunk[k] for k in self._net_kinds(kind, arch) if k in self.net_chunk), 0.0)
         return own + plugin_chunk_us(kind, arch, self.plugin_hop_share)
 
     def net_latency_us(self, kind: str, proto: str, arch: str | None = None) -> float:
         """Extra µs per inter-node hop on transport ``kind`` (GPUs of ``arch``) for ``proto``: its
-        family's ``net_lat`` plus the plugin's share (:func:`.net_transport.plugin_hop_us`)."""
+        ``net_lat`` plus the plugin's share (:func:`.net_transport.plugin_hop_us`)."""
         group = "LL" if proto == "LL128" else proto
         plugin = plugin_hop_us(kind, arch, self.plugin_hop_share)
-        for key in ((t, p) for t in self._transports(kind, _NET_FAMILY) for p in (proto, group)):
+        for key in ((t, p) for t in self._net_kinds(kind, arch) for p in (proto, group)):
             if key in self.net_lat:
                 return self.net_lat[key] + plugin
         return plugin
@@ -237,5 +238,4 @@ def params_from_dict(doc: dict) -> ModelParams:
 FITTED = Path(__file__).with_name("fitted_params.json")
 DEFAULT_PARAMS = params_from_dict(json.loads(FITTED.read_text())) if FITTED.is_file() else ModelParams()
 
-__all__ = ["ModelParams", "DEFAULT_PARAMS", "FITTED", "params_to_dict", "params_from_dict", "TABLES", "TRANSPORT_FAMILY",
-           "PLUGIN_FAMILY"]
+__all__ = ["ModelParams", "DEFAULT_PARAMS", "FITTED", "params_to_dict", "params_from_dict", "TABLES", "TRANSPORT_FAMILY"]
