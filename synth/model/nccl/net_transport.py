@@ -12,18 +12,23 @@ src/graph/tuning.cc lines 333-335: ``interLat += graphs[a]->latencyInter`` and, 
 costs, through one fraction of it fitted on every in-sample log of every plugin transport together
 (``plugin_hop_share``, never per transport nor per class, :class:`.params.ModelParams`):
 
-* per inter-node hop, every protocol: ``plugin_hop_share * latency``.  NCCL's tuner counts the latency
-  twice for Simple (the flush); fitted that way the p4d/p4de floors came out 1.7-1.8x the measured
-  ones, and a Simple message's own cost is the next term;
+* per inter-node hop of LL and LL128: ``plugin_hop_share * latency``.  NCCL's tuner adds the latency
+  to every hop, twice for Simple (the flush); the model charges Simple per network message instead
+  (next term), not per hop: fitted with NCCL's counting (twice, or once, per Simple hop) the p4d/p4de
+  1-2 MiB rows came out 1.3-1.8x the measured ones and fewer EFA tables met their target held out;
 * per Simple network message, on a platform whose plugin runs its SENDRECV protocol: the same
-  ``plugin_hop_share * latency`` (one inter-node latency).  SENDRECV hands each NCCL message to libfabric as one tagged message
-  (aws-ofi-nccl src/nccl_ofi_sendrecv.cpp) that the EFA provider moves only after a handshake of its
-  own; the RDMA protocol (p5) writes into a buffer the receiver announced with a control message when
-  it posted the receive, NCCL_STEPS ahead (src/nccl_ofi_rdma.cpp), so no message waits on the network.
+  ``plugin_hop_share * latency`` (one inter-node latency).  SENDRECV hands each NCCL message to
+  libfabric as one tagged message (aws-ofi-nccl 2daf7d30 src/nccl_ofi_sendrecv.cpp: ``fi_tsend`` line
+  1744, ``fi_trecv`` line 963), which the EFA provider moves above its eager size with its long-CTS
+  protocol, a request and a clear-to-send before the data (ofiwg/libfabric prov/efa/docs
+  efa_rdm_protocol_v4.md section 3.2); the RDMA protocol (p5) writes into a buffer the receiver
+  announced with a control message as it posted the receive, NCCL_STEPS ahead
+  (src/nccl_ofi_rdma.cpp ``rdma_recv_req::post``, line 2567), so no message waits on a handshake.
 
-The figures (aws/aws-ofi-nccl 2daf7d30 src/platform-aws.cpp ``platform_data_map``, lines 83-139;
-``.default_protocol`` the same rows; the latencies' origin: commit d87d61e0 of 2023-05-31 "Variable internode latency reported to NCCL", which
-lowered p4d/p4de/p5 from the 150 µs every EFA device reported before to 75 µs and kept p3dn at 150):
+The figures (aws/aws-ofi-nccl 2daf7d30 src/platform-aws.cpp ``platform_data_map``, lines 83-139,
+``.latency`` and ``.default_protocol``; the latencies' origin: commit d87d61e0 of 2023-05-31
+"Variable internode latency reported to NCCL", which lowered p4d/p4de/p5 from the 150 µs every EFA
+device reported before to 75 µs and kept p3dn at 150):
 
 =============================  =======  ========  ===========================================
 platform                       latency  protocol  net kind of this model
@@ -58,7 +63,7 @@ def plugin_latency_us(kind: str, arch: str | None = None) -> float:
 
 
 def plugin_hop_us(kind: str, arch: str | None, share: float) -> float:
-    """Extra µs of one inter-node hop on a plugin transport, any protocol: ``share`` of its latency.
+    """Extra µs of one LL / LL128 inter-node hop on a plugin transport: ``share`` of its latency.
 
     >>> plugin_hop_us("efa", "sm80", 0.5), plugin_hop_us("efa", "sm70", 0.5), plugin_hop_us("ib", "sm90", 0.5)
     (37.5, 75.0, 0.0)
@@ -76,4 +81,5 @@ def plugin_chunk_us(kind: str, arch: str | None, share: float) -> float:
     return share * plugin_latency_us(kind, arch) if PLUGIN_PROTOCOL.get(kind) == "sendrecv" else 0.0
 
 
-__all__ = ["PLUGIN_LATENCY_US", "P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "plugin_latency_us", "plugin_hop_us", "plugin_chunk_us"]
+__all__ = ["PLUGIN_LATENCY_US", "P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "plugin_latency_us", "plugin_hop_us",
+           "plugin_chunk_us"]

@@ -109,8 +109,8 @@ class ModelParams:
         tree graph's channels, :func:`.runtime.tree_ll128_cap_gbs`).
     plugin_hop_share : float
         Fraction of the inter-node latency a network plugin reports (:mod:`.net_transport`: aws-ofi-nccl's
-        75 / 150 µs) that one inter-node hop, and one Simple network message of its SENDRECV protocol,
-        cost (on top of the transport's ``net_lat`` / ``net_chunk``, none for EFA); one value for every plugin
+        75 / 150 µs) that one LL / LL128 inter-node hop, and one Simple network message of its SENDRECV
+        protocol, cost (on top of the transport's ``net_lat`` / ``net_chunk``, none for EFA); one value for every plugin
         transport.
     """
 
@@ -185,9 +185,10 @@ class ModelParams:
 
     def net_latency_us(self, kind: str, proto: str, arch: str | None = None) -> float:
         """Extra µs per inter-node hop on transport ``kind`` (GPUs of ``arch``) for ``proto``: its
-        ``net_lat`` plus the plugin's share (:func:`.net_transport.plugin_hop_us`)."""
+        ``net_lat`` plus, for LL / LL128, the plugin's share (:func:`.net_transport.plugin_hop_us`; Simple
+        pays it per message, :meth:`net_chunk_us`)."""
         group = "LL" if proto == "LL128" else proto
-        plugin = plugin_hop_us(kind, arch, self.plugin_hop_share)
+        plugin = 0.0 if proto == "Simple" else plugin_hop_us(kind, arch, self.plugin_hop_share)
         for key in ((t, p) for t in self._net_kinds(kind, arch) for p in (proto, group)):
             if key in self.net_lat:
                 return self.net_lat[key] + plugin

@@ -21,9 +21,11 @@ def test_published_plugin_latencies():
 
 
 def test_hop_and_message_costs_by_hand():
-    # p4d Simple hop: 0.4 x 75 µs = 30 µs (InfiniBand's 25 µs not taken); p3dn: 0.4 x 150 = 60 µs
-    assert P.net_latency_us("efa", "Simple", "sm80") == pytest.approx(30.0)
-    assert P.net_latency_us("efa", "Simple", "sm70") == pytest.approx(60.0)
+    # p4d LL hop: 0.4 x 75 µs = 30 µs (InfiniBand's 3 µs not taken); p3dn: 0.4 x 150 = 60 µs
+    assert P.net_latency_us("efa", "LL", "sm80") == pytest.approx(30.0)
+    assert P.net_latency_us("efa", "LL", "sm70") == pytest.approx(60.0)
+    # a Simple hop pays the plugin per message (below), not per hop: the "*" row only
+    assert P.net_latency_us("efa", "Simple", "sm80") == 0.0
     # p5 LL128 hop (LL's row): 0.4 x 75 µs = 30 µs
     assert P.net_latency_us("efa2", "LL128", "sm90") == pytest.approx(30.0)
     # a SENDRECV message: p3dn 0.4 x 150 µs = 60 µs; p4d: 30 µs
