@@ -4,10 +4,16 @@ never InfiniBand's fitted constants; GPUDirect-TCPXO's plugin publishes none; ha
 
 from __future__ import annotations
 
+import argparse
+
 import pytest
 
+from synth.model.nccl import NcclMachine, NcclModel
 from synth.model.nccl.net_transport import plugin_chunk_us, plugin_hop_us, plugin_latency_us
 from synth.model.nccl.params import ModelParams
+from synth.model.nccl.runtime import _chunk_rate_gbs, simple_chunk_bytes
+from topo_probe.cli.options import apply_machine_arguments
+from topo_probe.machines.presets import get_preset
 
 P = ModelParams(net_lat={("*", "LL"): 0.0, ("*", "Simple"): 0.0, ("ib", "LL"): 3.0, ("ib", "Simple"): 25.0},
                 net_chunk={"*": 0.0, "ib": 1.5}, plugin_hop_share=0.4)
@@ -47,3 +53,15 @@ def test_an_older_fits_efa_keys_are_inert_and_line_rates_stay_per_transport():
                       plugin_hop_share=0.0)
     assert (old.net_latency_us("efa", "Simple", "sm80"), old.net_chunk_us("efa", "sm80")) == (0.0, 0.0)
     assert P.ring_net_efficiency("efa") == P.net_efficiency("efa")      # not InfiniBand's NET_BW ratio
+
+
+def test_p4de_mid_size_tree_is_capped_by_one_plugin_latency_per_message():
+    """2 x p4de (8 A100, 4 EFA NICs each), tree/Simple all_reduce of 4 MiB on 8 channels: NCCL's tree
+    chunk falls to 64 KiB (512 KiB per channel < 8 x depth 8 chunks), so each channel sends 64 KiB per
+    0.4 x 75 = 30 µs: 8 x 65536 B / 30 µs x 1.875 (all_reduce bus factor, 16 ranks) = 32.77 GB/s."""
+    ns = argparse.Namespace(nodes=2, nic_gbps=12.5, nics_per_node=4, rail_optimized=False)
+    m = NcclMachine.from_topology(apply_machine_arguments(get_preset("dgx-a100"), ns), net_kind="efa")
+    t = NcclModel(m, P, version=(2, 27)).table
+    assert simple_chunk_bytes(t, "tree", 4 << 20, 8) == 65536
+    assert _chunk_rate_gbs(t, "allreduce", "tree", "Simple", 8, 4 << 20, P) == pytest.approx(
+        8 * 65536 / (1000.0 * 30.0) * 1.875)
