@@ -242,7 +242,7 @@ def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, protocol: str =
         return replace(table_protocol_params(CostParams(), protocol), **overrides)
     arch, transport = machine_keys(topology)
     fields = {f"{k}_efficiency": v for k, v in efficiencies(arch, transport, params).items()}
-    fields["network_latency_us"] = params.net_latency_us(transport, PROTOCOLS[check_protocol(protocol)])
+    fields["network_latency_us"] = params.net_latency_us(transport, PROTOCOLS[check_protocol(protocol)], arch)
     try:
         launch, hop, net_hop = step_costs_us(topology, params, protocol)
     except TopocollError:

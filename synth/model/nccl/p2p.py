@@ -227,7 +227,7 @@ def p2p_net_hop_us(m: NcclMachine, params: ModelParams) -> float:
     Simple protocol (every such send uses it: the module docstring), as a collective's hop costs it:
     NCCL's table latency (``hwLat[NET][ring][Simple]``, 14 µs) plus the transport's fitted extra
     (``net_lat[transport, Simple]``)."""
-    return HW_LAT[HW_NET][ALGOS.index("ring")][PROTOS.index("Simple")] + params.net_latency_us(m.net_kind, "Simple")
+    return HW_LAT[HW_NET][ALGOS.index("ring")][PROTOS.index("Simple")] + params.net_latency_us(m.net_kind, "Simple", m.arch)
 
 
 def _nvlink_p2p(m: NcclMachine, p2p_disable: bool) -> bool:

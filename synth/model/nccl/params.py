@@ -30,7 +30,9 @@ lat_scale (*, Simple), (sm70, Simple)  not fitted: NCCL's own Simple latency tab
 net_eff (*)                            p4de, A3 Mega, H100 InfiniBand trees (4-10 hosts)
 ring_net_eff (ib, roce)                not fitted: NCCL's NET_BW ratio, 12 of 12.5 GB/s (checked on the IB rings)
 net_lat, net_chunk (ib)                H100 InfiniBand all_reduce logs of 2, 4, 8 and 10 hosts
-net_lat, net_chunk (efa/efa2/tcpxo)    p4de / p5 / A3 Mega only
+net_lat, net_chunk (tcpxo)             A3 Mega only (no public figure of the TCPXO plugin)
+plugin_hop_share                       p4de and p5 together: EFA has no net_lat / net_chunk of its own, only this
+                                       fraction of aws-ofi-nccl's published latency (:mod:`.net_transport`)
 p2p_link_share                         A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
 p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
 msccl_*_latency_us                     MI300X only
@@ -49,13 +51,13 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
+from synth.model.nccl.net_transport import plugin_chunk_us, plugin_hop_us, plugin_latency_us
 from topo_probe.errors import InvalidArgument
 
 #: a transport that runs on another's code path takes that one's network constants when it has
 #: none of its own: NCCL drives RoCE NICs with its InfiniBand verbs transport (``NET/IB : Using
 #: [0]mlx5_0:1/RoCE``), the same per-message and per-hop work over a different link layer
 TRANSPORT_FAMILY = {"roce": "ib"}
-
 #: the tables of ModelParams whose keys are tuples (written ``"a/b"`` in JSON)
 TABLES = ("proto_eff", "tree_eff", "link_eff", "lat_scale", "net_eff", "ring_net_eff", "net_lat", "net_chunk")
 
@@ -105,6 +107,11 @@ class ModelParams:
     tree_ll128_channel_eff : float
         Achieved fraction of NCCL's own per-channel tree LL128 ceiling (``perChMaxTreeLL128Bws`` times the
         tree graph's channels, :func:`.runtime.tree_ll128_cap_gbs`).
+    plugin_hop_share : float
+        Fraction of the inter-node latency a network plugin reports (:mod:`.net_transport`: aws-ofi-nccl's
+        75 / 150 µs) that one LL / LL128 inter-node hop, and one Simple network message of its SENDRECV
+        protocol, cost (on top of the transport's ``net_lat`` / ``net_chunk``, none for EFA); one value for every plugin
+        transport.
     """
 
     host_us: float = 4.7
@@ -128,6 +135,7 @@ class ModelParams:
     msccl_onestep_latency_us: float = 20.0
     coop_launch_us: float = 0.0
     tree_ll128_channel_eff: float = 1.0
+    plugin_hop_share: float = 0.5
 
     def link_efficiency(self, arch: str, kind: str) -> float:
         """Achieved fraction of the data-sheet bandwidth of a ``kind`` link on ``arch``."""
@@ -163,17 +171,28 @@ class ModelParams:
         """Achieved / modelled bandwidth of a tree's intra-node chain for ``proto``."""
         return self.tree_eff.get(proto, self.tree_eff.get("*", 1.0))
 
-    def net_chunk_us(self, kind: str) -> float:
-        """µs one Simple-protocol network message costs on transport ``kind``."""
-        return self._per_transport(self.net_chunk, kind, 0.0)
+    @classmethod
+    def _net_kinds(cls, kind: str, arch: str | None) -> tuple[str, ...]:
+        """The keys of ``net_lat`` / ``net_chunk`` transport ``kind`` reads: a transport whose plugin publishes
+        a latency (EFA) only the transport-blind ``*`` ones (an older fit's own keys of it are inert)."""
+        return ("*",) if plugin_latency_us(kind, arch) > 0.0 else cls._transports(kind)
 
-    def net_latency_us(self, kind: str, proto: str) -> float:
-        """Extra µs per inter-node hop on transport ``kind`` for ``proto``."""
+    def net_chunk_us(self, kind: str, arch: str | None = None) -> float:
+        """µs one Simple-protocol network message costs on transport ``kind`` (GPUs of ``arch``): its
+        ``net_chunk`` plus the plugin's share (:func:`.net_transport.plugin_chunk_us`)."""
+        own = next((self.net_chunk[k] for k in self._net_kinds(kind, arch) if k in self.net_chunk), 0.0)
+        return own + plugin_chunk_us(kind, arch, self.plugin_hop_share)
+
+    def net_latency_us(self, kind: str, proto: str, arch: str | None = None) -> float:
+        """Extra µs per inter-node hop on transport ``kind`` (GPUs of ``arch``) for ``proto``: its
+        ``net_lat`` plus, for LL / LL128, the plugin's share (:func:`.net_transport.plugin_hop_us`; Simple
+        pays it per message, :meth:`net_chunk_us`)."""
         group = "LL" if proto == "LL128" else proto
-        for key in ((t, p) for t in self._transports(kind) for p in (proto, group)):
+        plugin = 0.0 if proto == "Simple" else plugin_hop_us(kind, arch, self.plugin_hop_share)
+        for key in ((t, p) for t in self._net_kinds(kind, arch) for p in (proto, group)):
             if key in self.net_lat:
-                return self.net_lat[key]
-        return 0.0
+                return self.net_lat[key] + plugin
+        return plugin
 
     def with_vector(self, keys: list[tuple], values) -> "ModelParams":
         """A copy with the constants named by ``keys`` (``(scalar,)`` or ``(table, key...)``) set."""

@@ -230,7 +230,7 @@ def _chunk_rate_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: in
                     params: ModelParams) -> float:
     """Bus bandwidth the network's per-message cost allows (GB/s): ``chunk / alpha`` per channel."""
     m = t.machine
-    alpha = params.net_chunk_us(m.net_kind)
+    alpha = params.net_chunk_us(m.net_kind, m.arch)
     if m.nodes == 1 or proto != "Simple" or alpha <= 0.0:
         return math.inf
     chunk = simple_chunk_bytes(t, algo, nbytes, channels)
@@ -291,7 +291,7 @@ def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams,
         base = RCCL_BASE_LAT[p]
     else:
         base, hop = base_row[p], hops[intra_hw][p]
-    return base * scale, hop * scale, hops[HW_NET][p] + params.net_latency_us(m.net_kind, proto)
+    return base * scale, hop * scale, hops[HW_NET][p] + params.net_latency_us(m.net_kind, proto, m.arch)
 
 
 def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:

@@ -219,7 +219,9 @@ def _validation():
 #: the logs of the first validation set that meet every target under the in-sample fit (the H100 ring
 #: all_reduce's 4 MiB LL128 row and the InfiniBand alltoall's worst row miss the 25 % worst-row bar by
 #: 3-5 points since the fit also covers the multi-host logs; their medians stay within 10 %)
-MEETS = {"a100_8gpu_1node_all_reduce.txt", "a100_aws_p4de_16gpu_2node_all_reduce.txt",
+#: (p4de over EFA: its median only since its per-message cost is aws-ofi-nccl's published latency times the
+#: fraction shared with p5, no longer its own fitted net_chunk: the 32 MiB row runs 1.27x the model's time)
+MEETS = {"a100_8gpu_1node_all_reduce.txt",
          "h100_8gpu_1node_all_gather_ring.txt", "h100_8gpu_1node_all_reduce_nvls.txt",
          "mi300x_8gpu_1node_all_reduce.txt", "v100_8gpu_dgx1_hybridcubemesh_1node_all_reduce.txt"}
 

@@ -24,7 +24,7 @@ def test_roce_takes_infiniband_constants_unless_it_has_its_own():
     assert (p.net_latency_us("roce", "LL"), p.net_latency_us("roce", "LL128"), p.net_latency_us("roce", "Simple")) \
         == (3.0, 3.0, 25.0)
     assert (p.net_chunk_us("roce"), p.net_efficiency("roce")) == (1.5, 0.9)
-    assert p.net_latency_us("socket", "Simple") == 0.0 and p.net_chunk_us("efa") == 0.0
+    assert p.net_latency_us("socket", "Simple") == 0.0 and p.net_chunk_us("socket") == 0.0
     own = ModelParams(net_lat={("ib", "Simple"): 25.0, ("roce", "Simple"): 40.0})
     assert own.net_latency_us("roce", "Simple") == 40.0
 

@@ -1,0 +1,85 @@
+"""What a network plugin adds to NCCL's own network hop: the plugins' published latencies.
+
+NCCL drives AWS EFA through the aws-ofi-nccl plugin and GCP's GPUDirect-TCPXO through Google's
+FasTrak plugin; the InfiniBand / RoCE verbs transport is NCCL's own.  EFA has no fitted ``net_lat`` /
+``net_chunk`` of its own (nor InfiniBand's: a fit would then tune InfiniBand's on EFA logs); what it
+adds to NCCL's own network hop (``hwLat[NET]``) is the following.  A plugin tells NCCL how much
+slower than NCCL's verbs transport its network is with one figure, the inter-node latency its
+``getProperties`` reports (``ncclNetProperties_t::latency``, µs).  NCCL's tuner adds that figure once
+per inter-node hop, twice for Simple (the receive-side flush; NVIDIA/nccl v2.27.3-1
+src/graph/tuning.cc lines 333-335: ``interLat += graphs[a]->latencyInter`` and, for
+``NCCL_PROTO_SIMPLE``, once more).  The execution-time model uses the same figure for the same two
+costs, through one fraction of it fitted on every in-sample log of every plugin transport together
+(``plugin_hop_share``, never per transport nor per class, :class:`.params.ModelParams`):
+
+* per inter-node hop of LL and LL128: ``plugin_hop_share * latency``.  NCCL's tuner adds the latency
+  to every hop, twice for Simple (the flush); the model charges Simple per network message instead
+  (next term), not per hop: fitted with NCCL's counting (twice, or once, per Simple hop) the p4d/p4de
+  1-2 MiB rows came out 1.3-1.8x the measured ones and fewer EFA tables met their target held out;
+* per Simple network message, on a platform whose plugin runs its SENDRECV protocol: the same
+  ``plugin_hop_share * latency`` (one inter-node latency).  SENDRECV hands each NCCL message to
+  libfabric as one tagged message (aws-ofi-nccl 2daf7d30 src/nccl_ofi_sendrecv.cpp: ``fi_tsend`` line
+  1744, ``fi_trecv`` line 963), which the EFA provider moves above its eager size with its long-CTS
+  protocol, a request and a clear-to-send before the data (ofiwg/libfabric prov/efa/docs
+  efa_rdm_protocol_v4.md section 3.2); the RDMA protocol (p5) writes into a buffer the receiver
+  announced with a control message as it posted the receive, NCCL_STEPS ahead
+  (src/nccl_ofi_rdma.cpp ``rdma_recv_req::post``, line 2567), so no message waits on a handshake.
+
+The figures (aws/aws-ofi-nccl 2daf7d30 src/platform-aws.cpp ``platform_data_map``, lines 83-139,
+``.latency`` and ``.default_protocol``; the latencies' origin: commit d87d61e0 of 2023-05-31
+"Variable internode latency reported to NCCL", which lowered p4d/p4de/p5 from the 150 µs every EFA
+device reported before to 75 µs and kept p3dn at 150):
+
+=============================  =======  ========  ===========================================
+platform                       latency  protocol  net kind of this model
+=============================  =======  ========  ===========================================
+p4d.24xlarge, p4de.24xlarge    75 µs    SENDRECV  ``efa`` on A100 (sm80)
+p3dn.24xlarge                  150 µs   SENDRECV  ``efa`` on V100 (sm70): the only V100 instance with EFA
+p5 / p5e                       75 µs    RDMA      ``efa2``
+GPUDirect-TCPXO (A3 Mega)      none     -         ``tcpxo``: the FasTrak plugin is not public; it keeps
+                                                  its own fitted ``net_lat`` / ``net_chunk``
+=============================  =======  ========  ===========================================
+
+>>> plugin_latency_us("efa", "sm80"), plugin_latency_us("efa", "sm70"), plugin_latency_us("ib", "sm90")
+(75.0, 150.0, 0.0)
+"""
+
+from __future__ import annotations
+
+#: aws-ofi-nccl 2daf7d30 src/platform-aws.cpp platform_data_map ``.latency`` (µs) by net kind
+PLUGIN_LATENCY_US = {"efa": 75.0, "efa2": 75.0}
+#: the same table's p3dn.24xlarge row (EFA on V100: no other V100 instance has EFA)
+P3DN_LATENCY_US = 150.0
+#: the same table's ``.default_protocol`` by net kind (p3dn's: SENDRECV too)
+PLUGIN_PROTOCOL = {"efa": "sendrecv", "efa2": "rdma"}
+
+
+def plugin_latency_us(kind: str, arch: str | None = None) -> float:
+    """µs of inter-node latency the network plugin of transport ``kind`` reports to NCCL on a GPU of
+    ``arch`` (0 for NCCL's own transports and for a plugin that publishes none)."""
+    if kind == "efa" and arch == "sm70":
+        return P3DN_LATENCY_US
+    return PLUGIN_LATENCY_US.get(kind, 0.0)
+
+
+def plugin_hop_us(kind: str, arch: str | None, share: float) -> float:
+    """Extra µs of one LL / LL128 inter-node hop on a plugin transport: ``share`` of its latency.
+
+    >>> plugin_hop_us("efa", "sm80", 0.5), plugin_hop_us("efa", "sm70", 0.5), plugin_hop_us("ib", "sm90", 0.5)
+    (37.5, 75.0, 0.0)
+    """
+    return share * plugin_latency_us(kind, arch)
+
+
+def plugin_chunk_us(kind: str, arch: str | None, share: float) -> float:
+    """Extra µs of one Simple network message on a plugin transport whose protocol is SENDRECV:
+    ``share`` of its latency (nothing on RDMA-write p5, nor where no plugin publishes a latency).
+
+    >>> plugin_chunk_us("efa", "sm80", 0.25), plugin_chunk_us("efa2", "sm90", 0.25), plugin_chunk_us("tcpxo", "sm90", 1)
+    (18.75, 0.0, 0.0)
+    """
+    return share * plugin_latency_us(kind, arch) if PLUGIN_PROTOCOL.get(kind) == "sendrecv" else 0.0
+
+
+__all__ = ["PLUGIN_LATENCY_US", "P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "plugin_latency_us", "plugin_hop_us",
+           "plugin_chunk_us"]

@@ -1,0 +1,67 @@
+"""EFA's network terms: one shared fraction of the latency aws-ofi-nccl publishes (platform-aws.cpp:
+p4d/p4de/p5 75 µs, p3dn 150 µs) per inter-node hop and, on its SENDRECV platforms, per Simple message;
+never InfiniBand's fitted constants; GPUDirect-TCPXO's plugin publishes none; hand-computed."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from synth.model.nccl import NcclMachine, NcclModel
+from synth.model.nccl.net_transport import plugin_chunk_us, plugin_hop_us, plugin_latency_us
+from synth.model.nccl.params import ModelParams
+from synth.model.nccl.runtime import _chunk_rate_gbs, simple_chunk_bytes
+from topo_probe.cli.options import apply_machine_arguments
+from topo_probe.machines.presets import get_preset
+
+P = ModelParams(net_lat={("*", "LL"): 0.0, ("*", "Simple"): 0.0, ("ib", "LL"): 3.0, ("ib", "Simple"): 25.0},
+                net_chunk={"*": 0.0, "ib": 1.5}, plugin_hop_share=0.4)
+
+
+def test_published_plugin_latencies():
+    assert plugin_latency_us("efa", "sm80") == 75.0            # p4d / p4de
+    assert plugin_latency_us("efa", "sm70") == 150.0           # p3dn: EFA on V100
+    assert plugin_latency_us("efa2", "sm90") == 75.0           # p5 / p5e
+    assert plugin_latency_us("tcpxo", "sm90") == 0.0 and plugin_latency_us("ib", "sm90") == 0.0
+
+
+def test_hop_and_message_costs_by_hand():
+    # p4d LL hop: 0.4 x 75 µs = 30 µs (InfiniBand's 3 µs not taken); p3dn: 0.4 x 150 = 60 µs
+    assert P.net_latency_us("efa", "LL", "sm80") == pytest.approx(30.0)
+    assert P.net_latency_us("efa", "LL", "sm70") == pytest.approx(60.0)
+    # a Simple hop pays the plugin per message (below), not per hop: the "*" row only
+    assert P.net_latency_us("efa", "Simple", "sm80") == 0.0
+    # p5 LL128 hop (LL's row): 0.4 x 75 µs = 30 µs
+    assert P.net_latency_us("efa2", "LL128", "sm90") == pytest.approx(30.0)
+    # a SENDRECV message: p3dn 0.4 x 150 µs = 60 µs; p4d: 30 µs
+    assert P.net_chunk_us("efa", "sm70") == pytest.approx(60.0)
+    assert P.net_chunk_us("efa", "sm80") == pytest.approx(30.0)
+    assert plugin_hop_us("efa", "sm80", 1.0) == 75.0 and plugin_chunk_us("efa", "sm80", 1.0) == 75.0
+    # p5 runs the RDMA-write protocol: no per-message handshake
+    assert P.net_chunk_us("efa2", "sm90") == 0.0
+
+
+def test_tcpxo_keeps_its_own_constants_and_infiniband_adds_nothing():
+    # no public TCPXO plugin figure: its own net_lat / net_chunk, else the transport-blind "*" ones
+    assert (P.net_latency_us("tcpxo", "Simple", "sm90"), P.net_chunk_us("tcpxo", "sm90")) == (0.0, 0.0)
+    assert (P.net_latency_us("ib", "Simple", "sm90"), P.net_chunk_us("ib")) == (25.0, 1.5)
+
+
+def test_an_older_fits_efa_keys_are_inert_and_line_rates_stay_per_transport():
+    old = ModelParams(net_lat={("*", "Simple"): 0.0, ("efa", "Simple"): 40.0}, net_chunk={"*": 0.0, "efa": 37.7},
+                      plugin_hop_share=0.0)
+    assert (old.net_latency_us("efa", "Simple", "sm80"), old.net_chunk_us("efa", "sm80")) == (0.0, 0.0)
+    assert P.ring_net_efficiency("efa") == P.net_efficiency("efa")      # not InfiniBand's NET_BW ratio
+
+
+def test_p4de_mid_size_tree_is_capped_by_one_plugin_latency_per_message():
+    """2 x p4de (8 A100, 4 EFA NICs each), tree/Simple all_reduce of 4 MiB on 8 channels: NCCL's tree
+    chunk falls to 64 KiB (512 KiB per channel < 8 x depth 8 chunks), so each channel sends 64 KiB per
+    0.4 x 75 = 30 µs: 8 x 65536 B / 30 µs x 1.875 (all_reduce bus factor, 16 ranks) = 32.77 GB/s."""
+    ns = argparse.Namespace(nodes=2, nic_gbps=12.5, nics_per_node=4, rail_optimized=False)
+    m = NcclMachine.from_topology(apply_machine_arguments(get_preset("dgx-a100"), ns), net_kind="efa")
+    t = NcclModel(m, P, version=(2, 27)).table
+    assert simple_chunk_bytes(t, "tree", 4 << 20, 8) == 65536
+    assert _chunk_rate_gbs(t, "allreduce", "tree", "Simple", 8, 4 << 20, P) == pytest.approx(
+        8 * 65536 / (1000.0 * 30.0) * 1.875)
