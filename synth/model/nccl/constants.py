@@ -29,7 +29,7 @@ MAXCHANNELS                32 (ring graph: MAXCHANNELS/2)                       
 NVLS_NCHANNELS             16 NVLS CTAs on sm90                                 transport/nvls.cc NVLS_NCHANNELS_SM90
 NVLS_NCHANNELS_SM100*      32 NVLS CTAs on sm100 (24 in one NVLink domain)      transport/nvls.cc ncclNvlsTuning
 NCCL_MAX_NVLS_ARITY        at most 32 NVLS heads (graph channels)               device.h, search.cc ncclTopoCompute
-NET_PLUGIN_LATENCY_US      latency the net plugin reports (EFA 75 µs)           aws-ofi-nccl platform-aws.c
+NET_PLUGIN_LATENCY_US      latency the net plugin reports (EFA 75 µs; p3dn: 150, net_transport.py) aws-ofi-nccl platform-aws.c
 LL_/LL128_DATA_FRACTION    payload 8 of 16 bytes / 120 of 128 bytes             prims_ll.h, device.h
 RCCL_BASE_LAT              12/12/17 µs                                          ROCm/rccl tuning.cc baseLat
 RCCL_GFX942                rcclTuningModel[5] (8 x MI300X xGMI mesh)            rccl tuning.cc, rome_models.cc

@@ -46,8 +46,11 @@ GPUDirect-TCPXO (A3 Mega)      none     -         ``tcpxo``: the FasTrak plugin 
 
 from __future__ import annotations
 
-#: aws-ofi-nccl 2daf7d30 src/platform-aws.cpp platform_data_map ``.latency`` (µs) by net kind
-PLUGIN_LATENCY_US = {"efa": 75.0, "efa2": 75.0}
+from synth.model.nccl.constants import NET_PLUGIN_LATENCY_US
+
+#: aws-ofi-nccl 2daf7d30 src/platform-aws.cpp platform_data_map ``.latency`` (µs) by net kind: the
+#: transports of :data:`.constants.NET_PLUGIN_LATENCY_US` (the tuner's table) that publish one
+PLUGIN_LATENCY_US = {k: v for k, v in NET_PLUGIN_LATENCY_US.items() if v > 0.0}
 #: the same table's p3dn.24xlarge row (EFA on V100: no other V100 instance has EFA)
 P3DN_LATENCY_US = 150.0
 #: the same table's ``.default_protocol`` by net kind (p3dn's: SENDRECV too)
@@ -56,7 +59,8 @@ PLUGIN_PROTOCOL = {"efa": "sendrecv", "efa2": "rdma"}
 
 def plugin_latency_us(kind: str, arch: str | None = None) -> float:
     """µs of inter-node latency the network plugin of transport ``kind`` reports to NCCL on a GPU of
-    ``arch`` (0 for NCCL's own transports and for a plugin that publishes none)."""
+    ``arch`` (0 for NCCL's own transports and for a plugin that publishes none); NCCL's tuner adds the
+    same figure (:mod:`.tuning`)."""
     if kind == "efa" and arch == "sm70":
         return P3DN_LATENCY_US
     return PLUGIN_LATENCY_US.get(kind, 0.0)

@@ -28,7 +28,6 @@ from synth.model.nccl.constants import (
     NCCL_MAX_NVLS_ARITY,
     NET_OVERHEAD_US,
     NCCL_VERSION,
-    NET_PLUGIN_LATENCY_US,
     NVLS_EFFICIENCY,
     NVLS_TREE_CORRECTION_COLUMNS,
     NVLS_TREE_CORRECTION_SM,
@@ -44,6 +43,7 @@ from synth.model.nccl.constants import (
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.graphs import CommGraphs, Graph, comm_graphs
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.net_transport import plugin_latency_us
 from synth.model.nccl.versions import (
     NTHREADS_24,
     TUNER_VERSION,
@@ -199,7 +199,7 @@ class TuneTable:
         base, hops = latency_tables(algo, self.version, tuner=True)   # the table of this NCCL version
         intra = hops[intra_hw][p]
         inter = latency_tables("tree" if ppn == 1 else algo, self.version, tuner=True)[1][HW_NET][p]
-        plugin = NET_PLUGIN_LATENCY_US.get(m.net_kind, 0.0) if nodes > 1 else 0.0
+        plugin = plugin_latency_us(m.net_kind, m.arch) if nodes > 1 else 0.0   # p3dn: 150 µs
         inter += plugin * (2 if proto == "Simple" else 1)            # latencyInter (+ the flush)
         lat = base[p]
         legacy = legacy_latency_rules(self.version)
