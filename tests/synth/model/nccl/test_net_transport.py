@@ -65,3 +65,19 @@ def test_p4de_mid_size_tree_is_capped_by_one_plugin_latency_per_message():
     assert simple_chunk_bytes(t, "tree", 4 << 20, 8) == 65536
     assert _chunk_rate_gbs(t, "allreduce", "tree", "Simple", 8, 4 << 20, P) == pytest.approx(
         8 * 65536 / (1000.0 * 30.0) * 1.875)
+
+
+def test_the_tuner_adds_p3dns_own_plugin_latency():
+    """NCCL's tuner adds the latency the plugin reports per inter-node hop, twice for Simple: a ring
+    all_reduce over 2 hosts crosses the network 2 x (2 - 1) = 2 times, so EFA on V100 (p3dn, 150 µs)
+    costs 2 x 2 x 150 = 600 µs of Simple latency more than the same machine over InfiniBand, and LL
+    2 x 150 = 300 µs; on A100 (p4d, 75 µs) half of each."""
+    from synth.model.nccl.tuning import TuneTable
+    ns = argparse.Namespace(nodes=2, nic_gbps=12.5, nics_per_node=4, rail_optimized=False)
+    for preset, per_hop in (("dgx1-v100", 150.0), ("dgx-a100", 75.0)):
+        topo = apply_machine_arguments(get_preset(preset), ns)
+        lat = {k: TuneTable.build(NcclMachine.from_topology(topo, net_kind=k), version=(2, 27)).latency
+               for k in ("efa", "ib")}
+        for proto, times in (("Simple", 2), ("LL", 1)):
+            key = ("allreduce", "ring", proto)
+            assert lat["efa"][key] - lat["ib"][key] == pytest.approx(2 * times * per_hop)
