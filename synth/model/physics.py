@@ -204,7 +204,8 @@ def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS,
     (:func:`synth.model.nccl.runtime.hop_latencies_us`, NCCL's tables scaled by the fitted
     real/table ratio of the GPU architecture).  Our executors move a step as Simple does (the data,
     then a flag the receiver polls), so one step of a schedule costs what one ring hop of NCCL's
-    costs on the same link.
+    costs on the same link, and a step between hosts is one network message (on EFA's SENDRECV
+    platforms it pays the plugin's per-message share, :meth:`.ModelParams.net_message_hop_us`).
 
     >>> from topo_probe import get_preset
     >>> launch, hop, net = step_costs_us(get_preset("dgx-h100"))
@@ -217,7 +218,10 @@ def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS,
     from synth.model.nccl.machine import NcclMachine
     from synth.model.nccl.runtime import hop_latencies_us
     proto = PROTOCOLS[check_protocol(protocol)]
-    return hop_latencies_us(NcclMachine.from_topology(topology), "ring", proto, params)
+    m = NcclMachine.from_topology(topology)
+    launch, hop, net = hop_latencies_us(m, "ring", proto, params)
+    message = params.net_message_hop_us(m.net_kind, proto, m.arch) - params.net_latency_us(m.net_kind, proto, m.arch)
+    return launch, hop, net + message
 
 
 def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, protocol: str = "simple",
@@ -229,7 +233,8 @@ def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, protocol: str =
     * ``step_overhead_us``: a ring/Simple hop inside a host less the wire's latency (the cost model
       adds the channel's latency to it, so a step over one link costs exactly the hop);
     * ``network_latency_us``: a hop between hosts (the table's network hop plus the transport's
-      fitted extra) less the step overhead and the network channel's wire latency;
+      fitted extra and a network plugin's share of its latency) less the step overhead and the
+      network channel's wire latency;
     * ``slice_overhead_us`` 0: the NCCL model meets the real logs' mid sizes without an in-step
       pipelining term, so with it our ring and NCCL's ring/Simple are timed alike at every size.
 
@@ -242,7 +247,7 @@ def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, protocol: str =
         return replace(table_protocol_params(CostParams(), protocol), **overrides)
     arch, transport = machine_keys(topology)
     fields = {f"{k}_efficiency": v for k, v in efficiencies(arch, transport, params).items()}
-    fields["network_latency_us"] = params.net_latency_us(transport, PROTOCOLS[check_protocol(protocol)], arch)
+    fields["network_latency_us"] = params.net_message_hop_us(transport, PROTOCOLS[check_protocol(protocol)], arch)
     try:
         launch, hop, net_hop = step_costs_us(topology, params, protocol)
     except TopocollError:

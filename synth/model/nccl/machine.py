@@ -180,7 +180,8 @@ class NcclMachine:
         """A copy with ``changes``.  Fewer GPUs per host on a full xGMI mesh (every pair of GPUs
         joined by the same number of links: MI300X, MI325X, MI355X, 7 links to 7 peers) keep only
         the links to the GPUs they run with: 4 GPUs of such a host reach each other over 3 links
-        each, not 7 (an NVSwitch host keeps every link: each goes to the switches).
+        each, not 7 (an NVSwitch host keeps every link: each goes to the switches).  The count only
+        shrinks: a machine already cut to fewer GPUs no longer knows its host's whole mesh.
 
         >>> m = NcclMachine("mi300x", "gfx942", 8, 1, "xgmi", 7)
         >>> m.with_(ranks=4).links_per_gpu, m.with_(ranks=16, nodes=2).links_per_gpu

@@ -6,10 +6,10 @@ minimises a soft-L1 loss of ``log(predicted / measured time)`` over every row of
 no constant belongs to one log.  The same table gives the link efficiencies our schedules are
 timed with (:mod:`synth.model.physics`).  Keys are GPU architecture, link kind
 (``nvlink``, ``xgmi``, ``pcie``, ``shm`` = through host memory) or network transport (``ib``,
-``efa``, ``efa2``, ``tcpxo``), ``*`` meaning "any".  Where one log alone exercises a key (the only
-EFA-v1 machine, the only MI300X...), that value is calibrated there, not independently validated:
-``results/model_validation/report.md`` lists them.  What constrains each (fit of 485 rows of 25
-tables, soft-L1 cost 2.61):
+``tcpxo``; EFA has none of its own, :mod:`.net_transport`), ``*`` meaning "any".  Where one log alone
+exercises a key (the only TCPXO machine, the only MI300X...), that value is calibrated there, not
+independently validated: ``results/model_validation/report.md`` lists them.  What constrains each (fit
+of 485 rows of 25 tables, soft-L1 cost 2.73):
 
 =====================================  ==================================================
 constants                              logs that constrain them
@@ -185,14 +185,22 @@ class ModelParams:
 
     def net_latency_us(self, kind: str, proto: str, arch: str | None = None) -> float:
         """Extra µs per inter-node hop on transport ``kind`` (GPUs of ``arch``) for ``proto``: its
-        ``net_lat`` plus, for LL / LL128, the plugin's share (:func:`.net_transport.plugin_hop_us`; Simple
-        pays it per message, :meth:`net_chunk_us`)."""
+        ``net_lat`` plus the plugin's share (:func:`.net_transport.plugin_hop_us`), except for Simple on a
+        SENDRECV platform, which pays it per message instead (:meth:`net_chunk_us`)."""
         group = "LL" if proto == "LL128" else proto
-        plugin = 0.0 if proto == "Simple" else plugin_hop_us(kind, arch, self.plugin_hop_share)
+        per_message = proto == "Simple" and plugin_chunk_us(kind, arch, 1.0) > 0.0
+        plugin = 0.0 if per_message else plugin_hop_us(kind, arch, self.plugin_hop_share)
         for key in ((t, p) for t in self._net_kinds(kind, arch) for p in (proto, group)):
             if key in self.net_lat:
                 return self.net_lat[key] + plugin
         return plugin
+
+    def net_message_hop_us(self, kind: str, proto: str, arch: str | None = None) -> float:
+        """Extra µs of an inter-node hop that carries one message (a point-to-point send, a step of our
+        schedules): :meth:`net_latency_us` plus, for Simple on a SENDRECV platform, that message's
+        plugin share, so every EFA platform pays the plugin once per such hop."""
+        extra = plugin_chunk_us(kind, arch, self.plugin_hop_share) if proto == "Simple" else 0.0
+        return self.net_latency_us(kind, proto, arch) + extra
 
     def with_vector(self, keys: list[tuple], values) -> "ModelParams":
         """A copy with the constants named by ``keys`` (``(scalar,)`` or ``(table, key...)``) set."""

@@ -81,3 +81,36 @@ def test_the_tuner_adds_p3dns_own_plugin_latency():
         for proto, times in (("Simple", 2), ("LL", 1)):
             key = ("allreduce", "ring", proto)
             assert lat["efa"][key] - lat["ib"][key] == pytest.approx(2 * times * per_hop)
+
+
+def _two_hosts(preset: str, nics: int, kind: str):
+    ns = argparse.Namespace(nodes=2, nic_gbps=12.5, nics_per_node=nics, rail_optimized=False)
+    topo = apply_machine_arguments(get_preset(preset), ns)
+    for n, d in topo.graph.nodes(data=True):
+        if d["kind"] == "nic":
+            d["transport"] = kind
+    return topo, NcclMachine.from_topology(topo, net_kind=kind)
+
+
+def test_the_execution_model_reads_the_gpus_platform_p3dn_pays_150_us_per_message():
+    """The run-time paths pass the GPU architecture: a p3dn (V100) Simple message costs 0.4 x 150 = 60 µs,
+    so 8 channels of 64 KiB tree chunks carry 8 x 65536 B / 60 µs x 1.875 = 16.38 GB/s of bus bandwidth."""
+    _, m = _two_hosts("dgx1-v100", 1, "efa")
+    t = NcclModel(m, P, version=(2, 27)).table
+    assert simple_chunk_bytes(t, "tree", 4 << 20, 8) == 65536
+    assert _chunk_rate_gbs(t, "allreduce", "tree", "Simple", 8, 4 << 20, P) == pytest.approx(
+        8 * 65536 / (1000.0 * 60.0) * 1.875)
+
+
+@pytest.mark.parametrize("preset,nics,kind,latency", [("dgx-h100", 32, "efa2", 75.0), ("dgx-a100", 4, "efa", 75.0),
+                                                      ("dgx1-v100", 1, "efa", 150.0)])
+def test_a_send_and_a_step_of_our_schedules_pay_the_plugin_once_per_network_hop(preset, nics, kind, latency):
+    """One message across hosts (a point-to-point send; one step of our schedules) pays the plugin's share
+    once on either protocol (SENDRECV: per message; RDMA: per hop), on top of NCCL's 14 µs network hop."""
+    from synth.model.nccl.p2p import p2p_net_hop_us
+    from synth.model.physics import step_costs_us
+    topo, m = _two_hosts(preset, nics, kind)
+    assert p2p_net_hop_us(m, P) == pytest.approx(14.0 + 0.4 * latency)
+    ib_topo, ib = _two_hosts(preset, nics, "ib")
+    assert p2p_net_hop_us(m, P) - p2p_net_hop_us(ib, P) == pytest.approx(0.4 * latency - 25.0)
+    assert step_costs_us(topo, P)[2] - step_costs_us(ib_topo, P)[2] == pytest.approx(0.4 * latency - 25.0)
