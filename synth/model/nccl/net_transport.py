@@ -12,10 +12,13 @@ src/graph/tuning.cc lines 333-335: ``interLat += graphs[a]->latencyInter`` and, 
 costs, through one fraction of it fitted on every in-sample log of every plugin transport together
 (``plugin_hop_share``, never per transport nor per class, :class:`.params.ModelParams`):
 
-* per inter-node hop of LL and LL128: ``plugin_hop_share * latency``.  NCCL's tuner adds the latency
-  to every hop, twice for Simple (the flush); the model charges Simple per network message instead
-  (next term), not per hop: fitted with NCCL's counting (twice, or once, per Simple hop) the p4d/p4de
-  1-2 MiB rows came out 1.3-1.8x the measured ones and fewer EFA tables met their target held out;
+* per inter-node hop: ``plugin_hop_share * latency`` (LL, LL128, and Simple on the RDMA protocol).  NCCL's
+  tuner adds the latency to every hop, twice for Simple (the flush); on a SENDRECV platform the model
+  charges Simple per network message instead (next term), not per hop: fitted with NCCL's counting
+  (twice, or once, per Simple hop) the p4d/p4de 1-2 MiB rows came out 1.3-1.8x the measured ones and
+  fewer EFA tables met their target held out.  A point-to-point send and a step of our schedules are
+  one message per hop, so they pay the share once on either protocol
+  (:meth:`.params.ModelParams.net_message_hop_us`);
 * per Simple network message, on a platform whose plugin runs its SENDRECV protocol: the same
   ``plugin_hop_share * latency`` (one inter-node latency).  SENDRECV hands each NCCL message to
   libfabric as one tagged message (aws-ofi-nccl 2daf7d30 src/nccl_ofi_sendrecv.cpp: ``fi_tsend`` line
@@ -23,7 +26,8 @@ costs, through one fraction of it fitted on every in-sample log of every plugin 
   protocol, a request and a clear-to-send before the data (ofiwg/libfabric prov/efa/docs
   efa_rdm_protocol_v4.md section 3.2); the RDMA protocol (p5) writes into a buffer the receiver
   announced with a control message as it posted the receive, NCCL_STEPS ahead
-  (src/nccl_ofi_rdma.cpp ``rdma_recv_req::post``, line 2567), so no message waits on a handshake.
+  (src/nccl_ofi_rdma.cpp ``rdma_recv_req::post``, line 2567), so no message waits on a handshake
+  (its hops pay the share, above).
 
 The figures (aws/aws-ofi-nccl 2daf7d30 src/platform-aws.cpp ``platform_data_map``, lines 83-139,
 ``.latency`` and ``.default_protocol``; the latencies' origin: commit d87d61e0 of 2023-05-31
