@@ -109,9 +109,9 @@ class ModelParams:
         tree graph's channels, :func:`.runtime.tree_ll128_cap_gbs`).
     plugin_hop_share : float
         Fraction of the inter-node latency a network plugin reports (:mod:`.net_transport`: aws-ofi-nccl's
-        75 / 150 µs) that one LL / LL128 inter-node hop, and one Simple network message of its SENDRECV
-        protocol, cost (on top of the transport's ``net_lat`` / ``net_chunk``, none for EFA); one value for every plugin
-        transport.
+        75 / 150 µs) that one inter-node hop costs (a Simple hop on a SENDRECV platform: one network
+        message instead), on top of the transport's ``net_lat`` / ``net_chunk`` (none for EFA); one value
+        for every plugin transport.
     """
 
     host_us: float = 4.7
