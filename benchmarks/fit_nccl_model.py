@@ -18,7 +18,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -28,8 +27,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import validate_cost_model as validation  # noqa: E402
-from synth.model.nccl.net_transport import PLUGIN_LATENCY_US  # noqa: E402
-from synth.model.nccl.params import DEFAULT_PARAMS as _COMMITTED, FITTED, ModelParams, params_to_dict  # noqa: E402
+from synth.model.nccl.params import DEFAULT_PARAMS, FITTED, ModelParams, params_to_dict  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 from topo_probe.errors import InvalidArgument  # noqa: E402
 
@@ -79,18 +77,6 @@ FIT_SPEC = [
 START = {"link_eff": 0.8, "lat_scale": 1.0, "net_eff": 0.85, "net_lat": 20.0, "proto_eff": 1.0,
          "net_chunk": 5.0, "tree_eff": 1.0}
 
-
-def without_plugin_keys(p: ModelParams) -> ModelParams:
-    """``p`` less the per-transport ``net_lat`` / ``net_chunk`` of the transports whose plugin publishes a
-    latency (EFA): theirs follow that figure (synth/model/nccl/net_transport.py), so a fit neither moves nor
-    keeps the ones an older fit committed."""
-    def keep(k):
-        return (k[0] if isinstance(k, tuple) else k) not in PLUGIN_LATENCY_US
-    return replace(p, net_lat={k: v for k, v in p.net_lat.items() if keep(k)},
-                   net_chunk={k: v for k, v in p.net_chunk.items() if keep(k)})
-
-
-DEFAULT_PARAMS = without_plugin_keys(_COMMITTED)
 
 #: what --write records beside the constants: the command and every constant's change
 FIT_REPORT = ROOT / "results" / "model_validation" / "fit.txt"

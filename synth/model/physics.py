@@ -205,7 +205,7 @@ def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS,
     real/table ratio of the GPU architecture).  Our executors move a step as Simple does (the data,
     then a flag the receiver polls), so one step of a schedule costs what one ring hop of NCCL's
     costs on the same link, and a step between hosts is one network message (on EFA's SENDRECV
-    platforms it pays the plugin's per-message share, :meth:`.ModelParams.net_message_hop_us`).
+    platforms it pays the plugin's per-message share, :meth:`.ModelParams.net_message_us`).
 
     >>> from topo_probe import get_preset
     >>> launch, hop, net = step_costs_us(get_preset("dgx-h100"))
@@ -220,8 +220,7 @@ def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS,
     proto = PROTOCOLS[check_protocol(protocol)]
     m = NcclMachine.from_topology(topology)
     launch, hop, net = hop_latencies_us(m, "ring", proto, params)
-    message = params.net_message_hop_us(m.net_kind, proto, m.arch) - params.net_latency_us(m.net_kind, proto, m.arch)
-    return launch, hop, net + message
+    return launch, hop, net + params.net_message_us(m.net_kind, proto, m.arch)
 
 
 def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, protocol: str = "simple",
@@ -247,7 +246,8 @@ def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, protocol: str =
         return replace(table_protocol_params(CostParams(), protocol), **overrides)
     arch, transport = machine_keys(topology)
     fields = {f"{k}_efficiency": v for k, v in efficiencies(arch, transport, params).items()}
-    fields["network_latency_us"] = params.net_message_hop_us(transport, PROTOCOLS[check_protocol(protocol)], arch)
+    proto = PROTOCOLS[check_protocol(protocol)]
+    fields["network_latency_us"] = params.net_latency_us(transport, proto, arch) + params.net_message_us(transport, proto, arch)
     try:
         launch, hop, net_hop = step_costs_us(topology, params, protocol)
     except TopocollError:

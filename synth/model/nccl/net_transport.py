@@ -18,7 +18,7 @@ costs, through one fraction of it fitted on every in-sample log of every plugin 
   (twice, or once, per Simple hop) the p4d/p4de 1-2 MiB rows came out 1.3-1.8x the measured ones and
   fewer EFA tables met their target held out.  A point-to-point send and a step of our schedules are
   one message per hop, so they pay the share once on either protocol
-  (:meth:`.params.ModelParams.net_message_hop_us`);
+  (:meth:`.params.ModelParams.net_message_us`);
 * per Simple network message, on a platform whose plugin runs its SENDRECV protocol: the same
   ``plugin_hop_share * latency`` (one inter-node latency).  SENDRECV hands each NCCL message to
   libfabric as one tagged message (aws-ofi-nccl 2daf7d30 src/nccl_ofi_sendrecv.cpp: ``fi_tsend`` line
@@ -44,18 +44,14 @@ GPUDirect-TCPXO (A3 Mega)      none     -         ``tcpxo``: the FasTrak plugin 
                                                   its own fitted ``net_lat`` / ``net_chunk``
 =============================  =======  ========  ===========================================
 
->>> plugin_latency_us("efa", "sm80"), plugin_latency_us("efa", "sm70"), plugin_latency_us("ib", "sm90")
-(75.0, 150.0, 0.0)
 """
 
 from __future__ import annotations
 
 from synth.model.nccl.constants import NET_PLUGIN_LATENCY_US
 
-#: aws-ofi-nccl 2daf7d30 src/platform-aws.cpp platform_data_map ``.latency`` (µs) by net kind: the
-#: transports of :data:`.constants.NET_PLUGIN_LATENCY_US` (the tuner's table) that publish one
-PLUGIN_LATENCY_US = {k: v for k, v in NET_PLUGIN_LATENCY_US.items() if v > 0.0}
-#: the same table's p3dn.24xlarge row (EFA on V100: no other V100 instance has EFA)
+#: aws-ofi-nccl 2daf7d30 src/platform-aws.cpp platform_data_map's p3dn.24xlarge ``.latency`` (EFA on V100: no
+#: other V100 instance has EFA); its other EFA rows are :data:`.constants.NET_PLUGIN_LATENCY_US` (the tuner's table)
 P3DN_LATENCY_US = 150.0
 #: the same table's ``.default_protocol`` by net kind (p3dn's: SENDRECV too)
 PLUGIN_PROTOCOL = {"efa": "sendrecv", "efa2": "rdma"}
@@ -64,30 +60,24 @@ PLUGIN_PROTOCOL = {"efa": "sendrecv", "efa2": "rdma"}
 def plugin_latency_us(kind: str, arch: str | None = None) -> float:
     """µs of inter-node latency the network plugin of transport ``kind`` reports to NCCL on a GPU of
     ``arch`` (0 for NCCL's own transports and for a plugin that publishes none); NCCL's tuner adds the
-    same figure (:mod:`.tuning`)."""
+    same figure (:mod:`.tuning`).
+
+    >>> plugin_latency_us("efa", "sm80"), plugin_latency_us("efa", "sm70"), plugin_latency_us("ib", "sm90")
+    (75.0, 150.0, 0.0)
+    """
     if kind == "efa" and arch == "sm70":
         return P3DN_LATENCY_US
-    return PLUGIN_LATENCY_US.get(kind, 0.0)
+    return NET_PLUGIN_LATENCY_US.get(kind, 0.0)
 
 
-def plugin_hop_us(kind: str, arch: str | None, share: float) -> float:
-    """Extra µs of one LL / LL128 inter-node hop on a plugin transport: ``share`` of its latency.
+def pays_per_message(kind: str) -> bool:
+    """Whether a Simple hop on transport ``kind`` pays its plugin's latency share per network message
+    (SENDRECV: p4d, p4de, p3dn) rather than per hop (RDMA: p5; every other protocol).
 
-    >>> plugin_hop_us("efa", "sm80", 0.5), plugin_hop_us("efa", "sm70", 0.5), plugin_hop_us("ib", "sm90", 0.5)
-    (37.5, 75.0, 0.0)
+    >>> pays_per_message("efa"), pays_per_message("efa2"), pays_per_message("ib")
+    (True, False, False)
     """
-    return share * plugin_latency_us(kind, arch)
+    return PLUGIN_PROTOCOL.get(kind) == "sendrecv"
 
 
-def plugin_chunk_us(kind: str, arch: str | None, share: float) -> float:
-    """Extra µs of one Simple network message on a plugin transport whose protocol is SENDRECV:
-    ``share`` of its latency (nothing on RDMA-write p5, nor where no plugin publishes a latency).
-
-    >>> plugin_chunk_us("efa", "sm80", 0.25), plugin_chunk_us("efa2", "sm90", 0.25), plugin_chunk_us("tcpxo", "sm90", 1)
-    (18.75, 0.0, 0.0)
-    """
-    return share * plugin_latency_us(kind, arch) if PLUGIN_PROTOCOL.get(kind) == "sendrecv" else 0.0
-
-
-__all__ = ["PLUGIN_LATENCY_US", "P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "plugin_latency_us", "plugin_hop_us",
-           "plugin_chunk_us"]
+__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "plugin_latency_us", "pays_per_message"]

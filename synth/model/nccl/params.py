@@ -51,7 +51,7 @@ import json
 from dataclasses import dataclass, field, fields, replace
 from pathlib import Path
 
-from synth.model.nccl.net_transport import plugin_chunk_us, plugin_hop_us, plugin_latency_us
+from synth.model.nccl.net_transport import pays_per_message, plugin_latency_us
 from topo_probe.errors import InvalidArgument
 
 #: a transport that runs on another's code path takes that one's network constants when it has
@@ -177,30 +177,32 @@ class ModelParams:
         a latency (EFA) only the transport-blind ``*`` ones (an older fit's own keys of it are inert)."""
         return ("*",) if plugin_latency_us(kind, arch) > 0.0 else cls._transports(kind)
 
+    def net_message_us(self, kind: str, proto: str, arch: str | None = None) -> float:
+        """Extra µs one network message costs on transport ``kind`` (GPUs of ``arch``) beyond its hop: the
+        plugin's share of its latency for Simple on a SENDRECV platform
+        (:func:`.net_transport.pays_per_message`), else nothing."""
+        if proto != "Simple" or not pays_per_message(kind):
+            return 0.0
+        return self.plugin_hop_share * plugin_latency_us(kind, arch)
+
     def net_chunk_us(self, kind: str, arch: str | None = None) -> float:
         """µs one Simple-protocol network message costs on transport ``kind`` (GPUs of ``arch``): its
-        ``net_chunk`` plus the plugin's share (:func:`.net_transport.plugin_chunk_us`)."""
+        ``net_chunk`` plus :meth:`net_message_us`."""
         own = next((self.net_chunk[k] for k in self._net_kinds(kind, arch) if k in self.net_chunk), 0.0)
-        return own + plugin_chunk_us(kind, arch, self.plugin_hop_share)
+        return own + self.net_message_us(kind, "Simple", arch)
 
     def net_latency_us(self, kind: str, proto: str, arch: str | None = None) -> float:
         """Extra µs per inter-node hop on transport ``kind`` (GPUs of ``arch``) for ``proto``: its
-        ``net_lat`` plus the plugin's share (:func:`.net_transport.plugin_hop_us`), except for Simple on a
-        SENDRECV platform, which pays it per message instead (:meth:`net_chunk_us`)."""
+        ``net_lat`` plus the plugin's share of its latency (:mod:`.net_transport`), except for Simple on a
+        SENDRECV platform, which pays it per message instead (:meth:`net_message_us`).  A hop that carries
+        one message (a point-to-point send, a step of our schedules) costs this plus :meth:`net_message_us`."""
         group = "LL" if proto == "LL128" else proto
-        per_message = proto == "Simple" and plugin_chunk_us(kind, arch, 1.0) > 0.0
-        plugin = 0.0 if per_message else plugin_hop_us(kind, arch, self.plugin_hop_share)
+        per_message = proto == "Simple" and pays_per_message(kind)
+        plugin = 0.0 if per_message else self.plugin_hop_share * plugin_latency_us(kind, arch)
         for key in ((t, p) for t in self._net_kinds(kind, arch) for p in (proto, group)):
             if key in self.net_lat:
                 return self.net_lat[key] + plugin
         return plugin
-
-    def net_message_hop_us(self, kind: str, proto: str, arch: str | None = None) -> float:
-        """Extra µs of an inter-node hop that carries one message (a point-to-point send, a step of our
-        schedules): :meth:`net_latency_us` plus, for Simple on a SENDRECV platform, that message's
-        plugin share, so every EFA platform pays the plugin once per such hop."""
-        extra = plugin_chunk_us(kind, arch, self.plugin_hop_share) if proto == "Simple" else 0.0
-        return self.net_latency_us(kind, proto, arch) + extra
 
     def with_vector(self, keys: list[tuple], values) -> "ModelParams":
         """A copy with the constants named by ``keys`` (``(scalar,)`` or ``(table, key...)``) set."""

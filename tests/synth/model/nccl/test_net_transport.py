@@ -9,7 +9,7 @@ import argparse
 import pytest
 
 from synth.model.nccl import NcclMachine, NcclModel
-from synth.model.nccl.net_transport import plugin_chunk_us, plugin_hop_us, plugin_latency_us
+from synth.model.nccl.net_transport import pays_per_message, plugin_latency_us
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.runtime import _chunk_rate_gbs, simple_chunk_bytes
 from topo_probe.cli.options import apply_machine_arguments
@@ -37,7 +37,7 @@ def test_hop_and_message_costs_by_hand():
     # a SENDRECV message: p3dn 0.4 x 150 µs = 60 µs; p4d: 30 µs
     assert P.net_chunk_us("efa", "sm70") == pytest.approx(60.0)
     assert P.net_chunk_us("efa", "sm80") == pytest.approx(30.0)
-    assert plugin_hop_us("efa", "sm80", 1.0) == 75.0 and plugin_chunk_us("efa", "sm80", 1.0) == 75.0
+    assert pays_per_message("efa") and not pays_per_message("efa2") and not pays_per_message("tcpxo")
     # p5 runs the RDMA-write protocol: no per-message handshake
     assert P.net_chunk_us("efa2", "sm90") == 0.0
 
