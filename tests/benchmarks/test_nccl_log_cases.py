@@ -442,15 +442,22 @@ def test_each_thirteenth_case_has_the_host_ranks_and_gpu_its_device_lines_show(c
     assert {d.name for d in run.devices} == {gpu}
 
 
+def _assert_held_out_set(new: list) -> None:
+    """Every case of a later set is held out (its class of the fixed held-out split, or the table itself) or listed
+    with its reason, and none is in any fit."""
+    assert new and all(cases.held_out(c) or c.skip_reason for c in new)
+    assert not any(c in cases.IN_SAMPLE for c in new)
+    assert all(c.held_out for c in new if c.machine_class not in cases.HELD_OUT_CLASSES)
+
+
 def test_the_fourteenth_set_is_held_out_adds_only_its_dgx1_classes_and_repeats_no_run():
     """The fourteenth set: NVIDIA multi-host tables of dstackai/dstack's cluster examples and NVIDIA/deepops' pages,
     every one held out (its class of the fixed held-out split, or the table itself), of classes earlier sets have but
     the two DGX-1 ones (over InfiniBand, over RoCE: held out), from sources no earlier fixture names, new files, and no
     run a copy of an earlier fixture's."""
     fourteenth, earlier = cases.FOURTEENTH_CASES, [c for s in _SETS[:13] for c in s]
-    assert fourteenth and all(cases.held_out(c) and c.nodes > 1 for c in fourteenth)
-    assert not any(c in cases.IN_SAMPLE for c in fourteenth)
-    assert all(c.held_out for c in fourteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    _assert_held_out_set(fourteenth)
+    assert all(cases.held_out(c) and c.nodes > 1 for c in fourteenth)
     new_classes = {c.machine_class for c in fourteenth} - {c.machine_class for c in earlier}
     assert new_classes == {"v100-ib-multihost", "v100-roce-multihost"} and new_classes <= set(cases.HELD_OUT_CLASSES)
     assert {_source_repo(c) for c in fourteenth} == {"dstackai/dstack", "NVIDIA/deepops"}
@@ -483,9 +490,7 @@ def test_the_fifteenth_set_is_amd_held_out_from_new_or_marked_sources_and_repeat
     fifteenth = cases.FIFTEENTH_CASES
     # the nineteenth set reuses this set's source (marked there), so it is no earlier source of this one
     earlier = [c for s in _SETS if s is not fifteenth and s is not cases.NINETEENTH_CASES for c in s]
-    assert fifteenth and all(cases.held_out(c) or c.skip_reason for c in fifteenth)
-    assert not any(c in cases.IN_SAMPLE for c in fifteenth)
-    assert all(c.held_out for c in fifteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    _assert_held_out_set(fifteenth)
     assert all(c.preset.startswith("mi3") for c in fifteenth) and set(cases.HELD_OUT_CLASSES) <= set(cases.CLASSES)
     _assert_new_sources_files_and_runs(fifteenth, earlier, reuse_exact=True)
 
@@ -505,9 +510,7 @@ def test_the_sixteenth_set_is_efa_multihost_held_out_from_new_sources_and_repeat
     earlier fixture's."""
     sixteenth = cases.SIXTEENTH_CASES
     earlier = [c for s in _SETS if s is not sixteenth for c in s]
-    assert sixteenth and all(cases.held_out(c) or c.skip_reason for c in sixteenth)
-    assert not any(c in cases.IN_SAMPLE for c in sixteenth)
-    assert all(c.held_out for c in sixteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    _assert_held_out_set(sixteenth)
     assert {c.machine_class for c in sixteenth} <= {c.machine_class for c in earlier}
     assert all(c.nodes > 1 and c.net_kind == "efa" for c in sixteenth)
     assert {_source_repo(c) for c in sixteenth} == {"aws-samples/aws-efa-eks", "aws-samples/eks-efa-examples"}
@@ -527,9 +530,7 @@ def test_the_seventeenth_set_is_nvidia_held_out_from_new_or_marked_sources_and_r
     project an earlier fixture cites), new files, and no run a copy of an earlier fixture's."""
     seventeenth = cases.SEVENTEENTH_CASES
     earlier = [c for s in _SETS if s is not seventeenth for c in s]
-    assert seventeenth and all(cases.held_out(c) or c.skip_reason for c in seventeenth)
-    assert not any(c in cases.IN_SAMPLE for c in seventeenth)
-    assert all(c.held_out for c in seventeenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    _assert_held_out_set(seventeenth)
     assert all(c.preset in ("dgx-h100", "hgx-h200", "hgx-b200") for c in seventeenth)
     _assert_new_sources_files_and_runs(seventeenth, earlier)
 
@@ -545,9 +546,7 @@ def test_the_eighteenth_set_is_nvidia_held_out_from_new_or_marked_sources_and_re
     ``source_reused``, new files, and no run a copy of an earlier fixture's."""
     eighteenth = cases.EIGHTEENTH_CASES
     earlier = [c for s in _SETS if s is not eighteenth for c in s]
-    assert eighteenth and all(cases.held_out(c) or c.skip_reason for c in eighteenth)
-    assert not any(c in cases.IN_SAMPLE for c in eighteenth)
-    assert all(c.held_out for c in eighteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    _assert_held_out_set(eighteenth)
     assert not any(c.preset.startswith("mi3") for c in eighteenth)
     assert {c.file for c in eighteenth} == set(_EIGHTEENTH_GPU)
     _assert_new_sources_files_and_runs(eighteenth, earlier)
@@ -569,9 +568,7 @@ def test_the_nineteenth_set_is_amd_held_out_from_new_or_marked_sources_and_repea
     earlier fixture names the same source, new files, and no run a copy of an earlier fixture's."""
     nineteenth = cases.NINETEENTH_CASES
     earlier = [c for s in _SETS if s is not nineteenth for c in s]
-    assert nineteenth and all(cases.held_out(c) or c.skip_reason for c in nineteenth)
-    assert not any(c in cases.IN_SAMPLE for c in nineteenth)
-    assert all(c.held_out for c in nineteenth if c.machine_class not in cases.HELD_OUT_CLASSES)
+    _assert_held_out_set(nineteenth)
     assert {c.machine_class for c in nineteenth} <= {c.machine_class for c in earlier}
     assert all(c.preset.startswith("mi3") for c in nineteenth)
     _assert_new_sources_files_and_runs(nineteenth, earlier, reuse_exact=True)
