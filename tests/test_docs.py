@@ -186,3 +186,14 @@ def test_the_model_manual_counts_the_tables_the_validation_report_has():
     assert re.search(rf"\bon {within} of {tables}; every target met on {met} of {tables}\b", doc)
     assert re.search(rf"targets met on {met} of {tables} tables,\s+median within 10 % on {within} of {tables}\)", doc)
     assert tables == tables2
+
+
+def test_readme_and_the_model_manual_quote_the_committed_class_holdout():
+    """README and docs/nccl-model.md give the class-held-out count of the committed
+    results/model_validation/holdout_by_class.md (README once said 79 of 120 where it said 88 of 129)."""
+    report = (ROOT / "results" / "model_validation" / "holdout_by_class.md").read_text()
+    within, tables = re.search(r"Median error within 15% on (\d+) of (\d+) tables", report).groups()
+    readme = " ".join((ROOT / "README.md").read_text().split())
+    doc = " ".join((ROOT / "docs" / "nccl-model.md").read_text().split())
+    assert re.search(rf"validated on {tables} real nccl-tests tables .{{0,80}}within 15 % on {within};", readme)
+    assert f"within 15 % at >= 64 KiB on **{within} of {tables} tables" in doc
