@@ -5,7 +5,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
-  :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`: the logs
+  :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`: the logs
   added later.  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``)
   are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -667,10 +667,30 @@ NINETEENTH_CASES = [
          why=f"one host, GPUs 0-3 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
 ]
 
+#: the twentieth set: single-host MI355X tables of 2 GPUs (the nineteenth set's batch, source reused) and an A100-over-
+#: InfiniBand table of Azure VMs from a source no earlier fixture uses, each described from its source before any
+#: prediction; every table is of a class of the fixed held-out split
+TWENTIETH_CASES = [
+    Case("mi355x_2gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 2},
+         machine_class="mi355x-1host", source_reused=True,
+         why=f"one host, GPUs 0 and 1 of its xGMI mesh (every connection via P2P/IPC): {_DN_LAB_PART}"),
+    Case("mi355x_2gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 2},
+         machine_class="mi355x-1host", source_reused=True,
+         why=f"one host, GPUs 0 and 1 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
+    Case("a100_16gpu_2node_all_reduce_aks_ndv4_sriov.txt", "dgx-a100", 2, 8, 25.0, "ib", version=(2, 25),
+         machine_class="a100-ib-multihost",
+         why="2 Azure Standard_ND96asr_v4 VMs in an AKS node pool (Azure/aks-rdma-infiniband's tests README; 8 x "
+             "A100 40GB SXM4 on NVSwitch and 8 x 200 Gb/s HDR InfiniBand per VM, the NICs given to the pods as SR-IOV "
+             "VFs by the Network Operator), the expected output of its sriov-nic-policy-gpu MPIJob (2 workers x 8 "
+             "slots; 16 ranks by the rows' bus factor); NCCL of the image's nvidia/cuda:12.8.1-devel base (2.25, not "
+             "printed); NCCL_TOPO_FILE (Azure's ndv4 topology), NCCL_NET_GDR_LEVEL=SYS and NCCL_IB_DISABLE=0 have no "
+             "model term; -c 0 -f 4 -n 10, 8 B - 8 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
-             + EIGHTEENTH_CASES + NINETEENTH_CASES)
+             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES)
 
 
 def held_out(case: Case) -> bool:
