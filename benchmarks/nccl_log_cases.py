@@ -667,9 +667,10 @@ NINETEENTH_CASES = [
          why=f"one host, GPUs 0-3 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
 ]
 
-#: the twentieth set: single-host MI355X tables of 2 GPUs (the nineteenth set's batch, source reused) and an A100-over-
-#: InfiniBand table of Azure VMs from a source no earlier fixture uses, each described from its source before any
-#: prediction; every table is of a class of the fixed held-out split
+#: the twentieth set: single-host MI355X tables (2 GPUs of the nineteenth set's batch; 8 GPUs of two other runs of the
+#: same repository, all_gather among them: source reused) and an A100-over-InfiniBand table of Azure VMs from a source
+#: no earlier fixture uses, each described from its source before any prediction; every table is of a class of the
+#: fixed held-out split
 TWENTIETH_CASES = [
     Case("mi355x_2gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 2},
          machine_class="mi355x-1host", source_reused=True,
@@ -685,6 +686,18 @@ TWENTIETH_CASES = [
              "slots; 16 ranks by the rows' bus factor); NCCL of the image's nvidia/cuda:12.8.1-devel base (2.25, not "
              "printed); NCCL_TOPO_FILE (Azure's ndv4 topology), NCCL_NET_GDR_LEVEL=SYS and NCCL_IB_DISABLE=0 have no "
              "model term; -c 0 -f 4 -n 10, 8 B - 8 GiB"),
+    Case("mi355x_8gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+         source_reused=True,
+         why="Ahalperin/amd-dev's tools/rccl-log-samples all_gather log (another day and build than its scale_* batch): "
+             "8 gfx950 GPUs at the bus IDs of the lab's MI355X hosts (names blank in the container's device lines; an "
+             "MI350X / MI355X host either way: the `mi355x` preset's xGMI mesh), ROCm 7.0.2's RCCL 2.26.6, one process "
+             "(-g 8, P2P/direct), NCCL_DEBUG=INFO only; all_gather, 4 B - 8 GiB"),
+    Case("mi355x_8gpu_1node_all_reduce_ses2_g8.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+         source_reused=True,
+         why="Ahalperin/amd-dev's tools/rccl-log-samples all_reduce log of host amd-mi355x-ses2-1 (not the scale_* "
+             "batch's host): 8 gfx950 GPUs (names blank in the device lines) on xGMI (XGMI[48.0] in its GRAPH lines), "
+             "the repository's RCCL 2.26.6 build, ROCm 7.0.2, one process (-g 8), NCCL_DEBUG=INFO, "
+             "NCCL_DEBUG_SUBSYS=GRAPH, no tuning variable; 64 KiB - 4 GiB"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES

@@ -599,10 +599,14 @@ def test_each_later_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case)
         assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
 
 
-#: the GPU name and rank count each twentieth-set log's device lines print (None: the source prints no device lines)
+#: the GPU name and rank count each twentieth-set log's device lines print (None: the source prints no device lines;
+#: "": the device lines leave the name blank)
 _TWENTIETH_GPU = {"mi355x_2gpu_1node_all_reduce_dn_lab.txt": ("AMD Instinct MI355X", 2),
                   "mi355x_2gpu_1node_alltoall_dn_lab.txt": ("AMD Instinct MI355X", 2),
-                  "a100_16gpu_2node_all_reduce_aks_ndv4_sriov.txt": (None, 16)}
+                  "a100_16gpu_2node_all_reduce_aks_ndv4_sriov.txt": (None, 16),
+                  # the container's device lines leave the GPU name blank
+                  "mi355x_8gpu_1node_all_gather_dn_container.txt": ("", 8),
+                  "mi355x_8gpu_1node_all_reduce_ses2_g8.txt": ("", 8)}
 
 
 def test_the_twentieth_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
