@@ -698,6 +698,12 @@ TWENTIETH_CASES = [
              "batch's host): 8 gfx950 GPUs (names blank in the device lines) on xGMI (XGMI[48.0] in its GRAPH lines), "
              "the repository's RCCL 2.26.6 build, ROCm 7.0.2, one process (-g 8), NCCL_DEBUG=INFO, "
              "NCCL_DEBUG_SUBSYS=GRAPH, no tuning variable; 64 KiB - 4 GiB"),
+    Case("mi355x_6gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26), machine={"ranks": 6},
+         machine_class="mi355x-1host", source_reused=True,
+         why="Ahalperin/amd-dev's tools/rccl-log-samples 6-GPU log (an all_gather despite its name), the same day's "
+             "rccl-builder container as mi355x_8gpu_1node_all_gather_dn_container.txt: 6 of a host's 8 gfx950 GPUs (bus "
+             "IDs of the lab's MI355X; names blank), one process (-g 6), RCCL version not printed (2.26: the same day's "
+             "8-GPU run prints ROCm 7.0.2's 2.26.6), no variable shown; all_gather, 4 B - 128 MiB"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES

@@ -606,7 +606,8 @@ _TWENTIETH_GPU = {"mi355x_2gpu_1node_all_reduce_dn_lab.txt": ("AMD Instinct MI35
                   "a100_16gpu_2node_all_reduce_aks_ndv4_sriov.txt": (None, 16),
                   # the container's device lines leave the GPU name blank
                   "mi355x_8gpu_1node_all_gather_dn_container.txt": ("", 8),
-                  "mi355x_8gpu_1node_all_reduce_ses2_g8.txt": ("", 8)}
+                  "mi355x_8gpu_1node_all_reduce_ses2_g8.txt": ("", 8),
+                  "mi355x_6gpu_1node_all_gather_dn_container.txt": ("", 6)}
 
 
 def test_the_twentieth_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
