@@ -5,7 +5,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
-  :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`: the logs
+  :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`: the logs
   added later.  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``)
   are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -667,10 +667,49 @@ NINETEENTH_CASES = [
          why=f"one host, GPUs 0-3 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
 ]
 
+#: the twentieth set: single-host MI355X tables (2 GPUs of the nineteenth set's batch; 8 GPUs of two other runs of the
+#: same repository, all_gather among them: source reused) and an A100-over-InfiniBand table of Azure VMs from a source
+#: no earlier fixture uses, each described from its source before any prediction; every table is of a class of the
+#: fixed held-out split
+TWENTIETH_CASES = [
+    Case("mi355x_2gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 2},
+         machine_class="mi355x-1host", source_reused=True,
+         why=f"one host, GPUs 0 and 1 of its xGMI mesh (every connection via P2P/IPC): {_DN_LAB_PART}"),
+    Case("mi355x_2gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 2},
+         machine_class="mi355x-1host", source_reused=True,
+         why=f"one host, GPUs 0 and 1 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
+    Case("a100_16gpu_2node_all_reduce_aks_ndv4_sriov.txt", "dgx-a100", 2, 8, 25.0, "ib", version=(2, 25),
+         machine_class="a100-ib-multihost",
+         why="2 Azure Standard_ND96asr_v4 VMs in an AKS node pool (Azure/aks-rdma-infiniband's tests README; 8 x "
+             "A100 40GB SXM4 on NVSwitch and 8 x 200 Gb/s HDR InfiniBand per VM, the NICs given to the pods as SR-IOV "
+             "VFs by the Network Operator), the expected output of its sriov-nic-policy-gpu MPIJob (2 workers x 8 "
+             "slots; 16 ranks by the rows' bus factor); NCCL of the image's nvidia/cuda:12.8.1-devel base (2.25, not "
+             "printed); NCCL_TOPO_FILE (Azure's ndv4 topology), NCCL_NET_GDR_LEVEL=SYS and NCCL_IB_DISABLE=0 have no "
+             "model term; -c 0 -f 4 -n 10, 8 B - 8 GiB"),
+    Case("mi355x_8gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+         source_reused=True,
+         why="Ahalperin/amd-dev's tools/rccl-log-samples all_gather log (another day and build than its scale_* batch): "
+             "8 gfx950 GPUs at the bus IDs of the lab's MI355X hosts (names blank in the container's device lines; an "
+             "MI350X / MI355X host either way: the `mi355x` preset's xGMI mesh), ROCm 7.0.2's RCCL 2.26.6, one process "
+             "(-g 8, P2P/direct), NCCL_DEBUG=INFO only; all_gather, 4 B - 8 GiB"),
+    Case("mi355x_8gpu_1node_all_reduce_ses2_g8.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+         source_reused=True,
+         why="Ahalperin/amd-dev's tools/rccl-log-samples all_reduce log of host amd-mi355x-ses2-1 (not the scale_* "
+             "batch's host): 8 gfx950 GPUs (names blank in the device lines) on xGMI (XGMI[48.0] in its GRAPH lines), "
+             "the repository's RCCL 2.26.6 build, ROCm 7.0.2, one process (-g 8), NCCL_DEBUG=INFO, "
+             "NCCL_DEBUG_SUBSYS=GRAPH, no tuning variable; 64 KiB - 4 GiB"),
+    Case("mi355x_6gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26), machine={"ranks": 6},
+         machine_class="mi355x-1host", source_reused=True,
+         why="Ahalperin/amd-dev's tools/rccl-log-samples 6-GPU log (an all_gather despite its name), the same day's "
+             "rccl-builder container as mi355x_8gpu_1node_all_gather_dn_container.txt: 6 of a host's 8 gfx950 GPUs (bus "
+             "IDs of the lab's MI355X; names blank), one process (-g 6), RCCL version not printed (2.26: the same day's "
+             "8-GPU run prints ROCm 7.0.2's 2.26.6), no variable shown; all_gather, 4 B - 128 MiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
-             + EIGHTEENTH_CASES + NINETEENTH_CASES)
+             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES)
 
 
 def held_out(case: Case) -> bool:

@@ -116,7 +116,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
                                   + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
                                   + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
                                   + cases.FOURTEENTH_CASES + cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES
-                                  + cases.NINETEENTH_CASES if not c.skip_reason],
+                                  + cases.NINETEENTH_CASES + cases.TWENTIETH_CASES if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
@@ -221,7 +221,8 @@ def _source_repo(case) -> str | None:
 _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, cases.FIFTH_CASES, cases.SIXTH_CASES,
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
          cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES,
-         cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES, cases.EIGHTEENTH_CASES, cases.NINETEENTH_CASES]
+         cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES, cases.EIGHTEENTH_CASES, cases.NINETEENTH_CASES,
+         cases.TWENTIETH_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -488,8 +489,9 @@ def test_the_fifteenth_set_is_amd_held_out_from_new_or_marked_sources_and_repeat
     itself) or listed with its reason, none in any fit, ``source_reused`` exactly when an earlier fixture names the
     same source, new files, and no run a copy of an earlier fixture's."""
     fifteenth = cases.FIFTEENTH_CASES
-    # the nineteenth set reuses this set's source (marked there), so it is no earlier source of this one
-    earlier = [c for s in _SETS if s is not fifteenth and s is not cases.NINETEENTH_CASES for c in s]
+    # the nineteenth and twentieth sets reuse this set's source (marked there), so they are no earlier source of this one
+    later = (fifteenth, cases.NINETEENTH_CASES, cases.TWENTIETH_CASES)
+    earlier = [c for s in _SETS if not any(s is t for t in later) for c in s]
     _assert_held_out_set(fifteenth)
     assert all(c.preset.startswith("mi3") for c in fifteenth) and set(cases.HELD_OUT_CLASSES) <= set(cases.CLASSES)
     _assert_new_sources_files_and_runs(fifteenth, earlier, reuse_exact=True)
@@ -595,3 +597,46 @@ def test_each_later_case_has_the_hosts_ranks_and_gpu_its_device_lines_show(case)
         assert guess_collective(run, path) != "allreduce"
     if case in cases.SEVENTEENTH_CASES + cases.EIGHTEENTH_CASES + cases.NINETEENTH_CASES:
         assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
+
+
+#: the GPU name and rank count each twentieth-set log's device lines print (None: the source prints no device lines;
+#: "": the device lines leave the name blank)
+_TWENTIETH_GPU = {"mi355x_2gpu_1node_all_reduce_dn_lab.txt": ("AMD Instinct MI355X", 2),
+                  "mi355x_2gpu_1node_alltoall_dn_lab.txt": ("AMD Instinct MI355X", 2),
+                  "a100_16gpu_2node_all_reduce_aks_ndv4_sriov.txt": (None, 16),
+                  # the container's device lines leave the GPU name blank
+                  "mi355x_8gpu_1node_all_gather_dn_container.txt": ("", 8),
+                  "mi355x_8gpu_1node_all_reduce_ses2_g8.txt": ("", 8),
+                  "mi355x_6gpu_1node_all_gather_dn_container.txt": ("", 6)}
+
+
+def test_the_twentieth_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The twentieth set: each table held out (its class of the fixed held-out split, or the table itself) or listed
+    with its reason, none in any fit, of classes earlier sets have, ``source_reused`` exactly when an earlier fixture
+    names the same source, new files, and no run a copy of an earlier fixture's."""
+    twentieth = cases.TWENTIETH_CASES
+    earlier = [c for s in _SETS if s is not twentieth for c in s]
+    _assert_held_out_set(twentieth)
+    assert all(c.machine_class in cases.HELD_OUT_CLASSES for c in twentieth)
+    assert {c.machine_class for c in twentieth} <= {c.machine_class for c in earlier}
+    assert {c.file for c in twentieth} == set(_TWENTIETH_GPU)
+    _assert_new_sources_files_and_runs(twentieth, earlier, reuse_exact=True)
+
+
+@pytest.mark.parametrize("case", cases.TWENTIETH_CASES, ids=lambda c: c.file)
+def test_each_twentieth_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
+    """The case's hosts, ranks and GPU are the device lines' where the log prints them, else the ranks are the ones
+    every large row's busbw / algbw = 2 (n - 1) / n gives; each table has at least 6 sizes of 64 KiB or more."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = [r for r in load_runs(path) if case.collective is None or guess_collective(r, path) == case.collective]
+    gpu, ranks = _TWENTIETH_GPU[case.file]
+    assert ranks == case.machine.get("ranks", 8 * case.nodes)
+    if gpu is None:
+        assert not run.devices and guess_collective(run, path) == "allreduce"
+        rows = [r.out_of_place for r in run.rows if r.out_of_place.algbw_gbps >= 10]
+        assert len(rows) >= 4
+        assert all(m.busbw_gbps / m.algbw_gbps == pytest.approx(2 * (ranks - 1) / ranks, rel=0.01) for m in rows)
+    else:
+        assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
+        assert {d.name for d in run.devices} == {gpu}
+    assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
