@@ -69,3 +69,13 @@ def test_four_mi355x_ring_is_channel_bound():
         t = NcclModel(MI355X.with_(ranks=ranks), params=params).table
         us = collective_time_us(t, "allreduce", "ring", "Simple", t.graphs.n_channels, nbytes, params)
         assert nbytes * 2 * (ranks - 1) / ranks / (1000.0 * us) == pytest.approx(bus, rel=0.01)
+
+
+@pytest.mark.parametrize("nbytes", [2 << 20, 4 << 20, 8 << 20])
+def test_gfx950_runs_no_ll128_across_hosts(nbytes):
+    """RCCL leaves LL128 off on gfx950 (init.cc ``topo->ll128Enabled = false``): RCCL 2.26.6 across 2 MI355X hosts
+    logged ``2097152 / 4194304 / 8388608 Bytes -> Algo TREE proto SIMPLE`` (results/scale_2x1gpu_all_reduce/
+    nccl_debug.log), where gfx942's ranges (LL128 from 1 MiB to 9 MiB) still give MI300X LL128."""
+    two = NcclModel(NcclMachine.from_topology(cluster("mi355x", nodes=2))).choose("allreduce", nbytes)
+    mi300 = NcclModel(NcclMachine.from_topology(cluster("mi300x", nodes=2))).choose("allreduce", nbytes)
+    assert (two.protocol, mi300.protocol) == ("Simple", "LL128")
