@@ -7,7 +7,8 @@ RCCL runs every ring channel as one workgroup.  Its graph search lays rings over
 results/scale_*gpu_all_reduce/nccl_debug.log): 8 GPUs ``Pattern 4, nChannels 28, bw 12`` and ``112 coll
 channels``; GPUs 0-3 ``Pattern 4, nChannels 6, bw 24`` and ``24 coll channels`` (its rings are the six directed
 Hamiltonian cycles of the 4-GPU mesh, ``Ring 0..5``: each arc carries two of them, 48 / 2 = 24 GB/s), so gfx950
-copies the graph four times on one host.  Units: GB/s per direction, channels.
+copies the graph four times on one host (RCCL 2.26.6's release notes, github.com/ROCm/rccl/releases/tag/rocm-7.0.0:
+"Set a default of 112 channels for a single node with 8 * gfx950").  Units: GB/s per direction, channels.
 """
 
 from __future__ import annotations
