@@ -22,6 +22,13 @@ from synth.model.nccl.params import ModelParams
 from synth.model.nccl.versions import ampere_bus_cap_gbs, ll128_ring_bus_cap_gbs, ring_ll128_run_gbs, ring_ll_factor
 
 
+#: channels over which an AMD host's LL cap and its links are spread: 2 x RCCL's 28 rome-model rings, the channels of
+#: the MI300X logs the xGMI link efficiency was fitted on; a channel's LL rate (141 / 56 GB/s) and link share do not
+#: fall when RCCL 2.26 runs more copies of the rings (112 on 8 x MI350X, whose 64-512 KiB LL rows this fits:
+#: tests/synth/model/nccl/test_rccl_ll_cap.py): more workgroups, not more link
+AMD_REF_CHANNELS = 56
+
+
 def _table_row(m: NcclMachine) -> tuple[int, int]:
     """``(GPU generation, node-count column)`` of NCCL's per-channel tables for ``m`` (RCCL: the >= 90 row)."""
     return (RCCL_GFX9_COMPCAP_INDEX if m.amd else compcap_index(m.sm)), min(m.nodes, 3) - 1
@@ -65,7 +72,7 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
         if factor < 0.5 and not m.amd:
             graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
             ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
-        return ll * channels / g.n_channels
+        return ll * channels / (AMD_REF_CHANNELS if m.amd else g.n_channels)
     if proto == "LL128":
         own = ll128_ring_bus_cap_gbs(coll, g.ring.n_channels, ring_ll128_run_gbs(cc, idx2), version)
         return own * channels / g.n_channels

@@ -33,12 +33,12 @@ from synth.model.nccl.constants import (
     NVLS_NCHANNELS_SM100_NVL,
     P2P_PER_CHANNEL_NET_BW,
     PCI_BW_BY_GEN,
-    RCCL_GFX942,
     SPEEDS_INTER,
     SPEEDS_INTRA,
 )
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.rccl_channels import rccl_coll_channels, rccl_mesh_rings
 
 EPS = 1e-6
 #: steps one ring search at one speed may take (NCCL 2.30.7 src/graph/search.cc NCCL_SEARCH_TIMEOUT, 1 << 14)
@@ -193,7 +193,7 @@ def _ring_graph(m: NcclMachine, p2p: bool) -> Graph:
     type_intra = "NVL" if nvl else "PCI" if p2p and m.p2p else "SYS"
     max_ch = MAXCHANNELS // 2
     if m.amd and m.intra == "xgmi" and nvl:
-        rings = RCCL_GFX942["rings"]
+        rings = rccl_mesh_rings(m.gpus_per_node) if m.nodes == 1 else rccl_mesh_rings(8)
         return Graph(rings, cap / rings, cap / rings, "NVL", "PXB" if m.nodes > 1 else "NONE")
     if m.nodes > 1:
         n_nic, nic = m.visible_nics()
@@ -384,10 +384,10 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     tree = _tree_graph(m, ring, p2p)
     n_ch = few_ppn_channels(m, ring, min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels)), version)
     if m.amd and m.intra == "xgmi":
-        n_ch = min(2 * MAXCHANNELS, 2 * ring.n_channels)        # RCCL: rome-model rings, doubled
-    hi = min(env.max_channels or 2 * MAXCHANNELS, env.max_ctas or 2 * MAXCHANNELS)
-    lo = max(env.min_channels or 0, env.min_ctas or 0)
-    n_ch = min(2 * MAXCHANNELS, max(min(n_ch, hi), lo, 1))
+        n_ch = rccl_coll_channels(m, ring.n_channels)        # RCCL: its rings, copied (rccl_channels.py)
+    top = max(2 * MAXCHANNELS, n_ch)                         # RCCL's MAXCHANNELS is 128
+    hi, lo = min(env.max_channels or top, env.max_ctas or top), max(env.min_channels or 0, env.min_ctas or 0)
+    n_ch = min(top, max(min(n_ch, hi), lo, 1))
     nvls_ch = nvls_ctas(m, env, version)
     per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
     local = 2 if (m.intra == "pcie" or not p2p or not m.p2p) else per_peer

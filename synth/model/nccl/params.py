@@ -107,6 +107,9 @@ class ModelParams:
     tree_ll128_channel_eff : float
         Achieved fraction of NCCL's own per-channel tree LL128 ceiling (``perChMaxTreeLL128Bws`` times the
         tree graph's channels, :func:`.runtime.tree_ll128_cap_gbs`).
+    rccl_channel_gbs : float
+        GB/s one RCCL Simple ring channel (one workgroup) moves on one host of AMD GPUs
+        (:func:`.rccl_channels.rccl_channel_cap_gbs`).
     plugin_hop_share : float
         Fraction of the inter-node latency a network plugin reports (:mod:`.net_transport`: aws-ofi-nccl's
         75 / 150 µs) that one inter-node hop costs (a Simple hop on a SENDRECV platform: one network
@@ -136,6 +139,7 @@ class ModelParams:
     coop_launch_us: float = 0.0
     tree_ll128_channel_eff: float = 1.0
     plugin_hop_share: float = 0.5
+    rccl_channel_gbs: float = 5.0
 
     def link_efficiency(self, arch: str, kind: str) -> float:
         """Achieved fraction of the data-sheet bandwidth of a ``kind`` link on ``arch``."""

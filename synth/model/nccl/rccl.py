@@ -65,6 +65,12 @@ def rccl_choose(t: TuneTable, coll: str, nbytes: int) -> tuple[str, str, int, in
         proto = gfx950_one_node_protocol(t.machine, coll, nbytes)
     elif ranges:
         proto = "LL" if nbytes <= ranges[0][1] else "LL128" if nbytes <= ranges[1][1] else "Simple"
+        if proto == "LL128" and t.machine.arch == "gfx950":
+            # LL128 is off on gfx950 (init.cc ``topo->ll128Enabled = false``, :data:`RCCL_GFX950`): RCCL 2.26.6
+            # across 2 MI355X hosts ran 1-8 MiB allreduce as Simple (Ahalperin/amd-dev 58a032f7
+            # results/scale_2x1gpu_all_reduce/nccl_debug.log: "8388608 Bytes -> Algo TREE proto SIMPLE"; its printed
+            # tuning table gives ring and tree LL128 0.0 GB/s)
+            proto = "Simple"
     nc, nt = t.channels("ring", proto, nbytes)
     return "ring", proto, nc, nt, t.algo_time_us(coll, "ring", proto, nbytes)
 

@@ -37,11 +37,12 @@ from synth.model.nccl.constants import (
     busbw_factor,
     coll_steps,
 )
-from synth.model.nccl.channel_caps import ring_channel_cap_gbs, tree_ll128_cap_gbs
+from synth.model.nccl.channel_caps import AMD_REF_CHANNELS, ring_channel_cap_gbs, tree_ll128_cap_gbs
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
+from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.versions import latency_tables
 
@@ -114,11 +115,12 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
         return math.inf
     frac = _proto_fraction(m.arch, proto, params)
     ring_cap = ring_capacity_gbs(m, g, params, p2p=not t.env.p2p_off)
-    share = min(1.0, channels / g.n_channels)
+    share = min(1.0, channels / (min(g.n_channels, AMD_REF_CHANNELS) if m.amd else g.n_channels))
     if algo in ("nvls", "nvls_tree"):
         return t.nvls_bus_gbs(coll) * params.nvls_efficiency * min(1.0, channels / g.nvls_channels)
     if algo == "ring":
-        cap = ring_channel_cap_gbs(m, proto, channels, g, coll, t.version)
+        cap = min(ring_channel_cap_gbs(m, proto, channels, g, coll, t.version),
+                  rccl_channel_cap_gbs(m, proto, channels, params.rccl_channel_gbs))
         return min(ring_cap * frac * share * ring_intra_relief(m), cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
