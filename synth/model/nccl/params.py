@@ -109,7 +109,11 @@ class ModelParams:
         tree graph's channels, :func:`.runtime.tree_ll128_cap_gbs`).
     rccl_channel_gbs : float
         GB/s one RCCL Simple ring channel (one workgroup) moves on one host of AMD GPUs
-        (:func:`.rccl_channels.rccl_channel_cap_gbs`).
+        (:func:`.rccl_channels.rccl_channel_cap_gbs`).  Starts at RCCL's own rating of a communicator channel:
+        RCCL 2.26.6 rates each ring-graph channel of 4 MI355X at 24 GB/s and copies the graph 4 times
+        (``Pattern 4, nChannels 6, bw 24`` -> ``24 coll channels``, :mod:`.rccl_channels`), 24 / 4 = 6 GB/s; the
+        in-sample AMD logs (8 x MI300X, 56 channels, bound by their links as much) only bound it from below,
+        so a fit that starts here stays near it.
     plugin_hop_share : float
         Fraction of the inter-node latency a network plugin reports (:mod:`.net_transport`: aws-ofi-nccl's
         75 / 150 µs) that one inter-node hop costs (a Simple hop on a SENDRECV platform: one network
@@ -139,7 +143,7 @@ class ModelParams:
     coop_launch_us: float = 0.0
     tree_ll128_channel_eff: float = 1.0
     plugin_hop_share: float = 0.5
-    rccl_channel_gbs: float = 5.0
+    rccl_channel_gbs: float = 6.0
 
     def link_efficiency(self, arch: str, kind: str) -> float:
         """Achieved fraction of the data-sheet bandwidth of a ``kind`` link on ``arch``."""
