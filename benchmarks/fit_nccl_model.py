@@ -37,12 +37,14 @@ from topo_probe.errors import InvalidArgument  # noqa: E402
 #: network's extra per hop (``net_lat/ib/Simple``): fitted without the one-host H100 logs it fell to 0.32.
 #: ``lat_scale/sm70/Simple`` neither: the V100 log (NCCL 2.4) takes the ring table of its era (2.5's 5.7 µs
 #: NVLink step, synth/model/nccl/versions.py), on which it fitted 1.046 (1.648 on 2.28's 3.4 µs step).
+#: No A100 LL128 constant (``proto_eff/sm80/LL128``, ``lat_scale/sm80/LL128``): a ring's LL128 takes the generation's
+#: share of NCCL's per-channel ring LL128 figure (channel_caps.ll128_generation_share, tuning.cc v2.28.9-1 lines
+#: 175-180), its latency the ``*`` scale (NCCL's latency table has no GPU generation).
 FIT_SPEC = [
     (("host_us",), 2.0, 10.0),
     (("host_us_per_channel",), 0.0, 0.5),
     (("proto_eff", "*", "LL"), 0.3, 1.2),
     (("proto_eff", "*", "LL128"), 0.3, 128.0 / 120.0),     # payload never above the line rate
-    (("proto_eff", "sm80", "LL128"), 0.3, 1.2),
     (("tree_eff", "*"), 0.5, 1.2),
     (("tree_ll128_channel_eff",), 0.2, 1.5),
     (("nvls_efficiency",), 0.5, 1.2),
@@ -55,7 +57,6 @@ FIT_SPEC = [
     (("lat_scale", "*", "NVLS"), 0.3, 8.0),
     (("lat_scale", "sm70", "LL"), 0.3, 8.0),
     (("lat_scale", "sm80", "LL"), 0.3, 8.0),
-    (("lat_scale", "sm80", "LL128"), 0.3, 8.0),
     (("lat_scale", "sm80", "Simple"), 0.3, 8.0),
     (("lat_scale", "gfx942", "LL"), 0.3, 5.0),
     (("lat_scale", "gfx942", "Simple"), 0.3, 8.0),

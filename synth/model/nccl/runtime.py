@@ -37,7 +37,7 @@ from synth.model.nccl.constants import (
     busbw_factor,
     coll_steps,
 )
-from synth.model.nccl.channel_caps import ring_channel_cap_gbs, tree_ll128_cap_gbs
+from synth.model.nccl.channel_caps import ll128_generation_share, ring_channel_cap_gbs, tree_ll128_cap_gbs
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
@@ -108,7 +108,9 @@ def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
 def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int, params: ModelParams) -> float:
     """Bus bandwidth (nccl-tests convention) the node's GPU links allow (GB/s).
 
-    A tree's LL128 chain runs at most at :func:`tree_ll128_cap_gbs`, NCCL's own per-channel ceiling."""
+    A tree's LL128 chain runs at most at :func:`tree_ll128_cap_gbs`, NCCL's own per-channel tree ceiling; a
+    ring's LL128 at the GPU generation's share of its payload rate, by NCCL's per-channel ring figure
+    (:func:`ll128_generation_share`; the NICs' side keeps the whole: what limits there is the network)."""
     m, g = t.machine, t.graphs
     if m.gpus_per_node == 1:
         return math.inf
@@ -119,7 +121,8 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
         return t.nvls_bus_gbs(coll) * params.nvls_efficiency * min(1.0, channels / g.nvls_channels)
     if algo == "ring":
         cap = ring_channel_cap_gbs(m, proto, channels, g, coll, t.version)
-        return min(ring_cap * frac * share * ring_intra_relief(m), cap)
+        gen = ll128_generation_share(m) if proto == "LL128" else 1.0
+        return min(ring_cap * frac * gen * share * ring_intra_relief(m), cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
     if algo == "tree" and proto == "LL128":
