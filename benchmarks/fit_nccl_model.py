@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import validate_cost_model as validation  # noqa: E402
-from synth.model.nccl.params import DEFAULT_PARAMS, FITTED, ModelParams, params_to_dict  # noqa: E402
+from synth.model.nccl.params import DEFAULT_PARAMS, FITTED, TABLES, ModelParams, params_to_dict  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 from topo_probe.errors import InvalidArgument  # noqa: E402
 
@@ -126,11 +127,23 @@ def _solve(keys, lo, hi, x0, cases, base, max_nfev):
     return base.with_vector(keys, rounded), res.cost, res.fun.size
 
 
+def without_retired(base: ModelParams) -> ModelParams:
+    """``base`` less the table entries that neither :data:`FIT_SPEC` names nor the hand-set defaults hold: a
+    constant the model no longer fits (``proto_eff/sm80/LL128`` once the generation's LL128 share came from
+    NCCL's table) must not stay in the committed file and stack on what replaced it."""
+    named, hand = {k for k, _, _ in FIT_SPEC}, ModelParams()
+    def kept(table):
+        return {k: v for k, v in getattr(base, table).items()
+                if (table, *(k if isinstance(k, tuple) else (k,))) in named or k in getattr(hand, table)}
+    return replace(base, **{t: kept(t) for t in TABLES})
+
+
 def fit(cases=None, max_nfev: int = 4000):
     """The fitted ModelParams and the loss (soft-L1 cost, rows) over all ``cases`` together,
-    starting from the committed constants."""
-    keys, lo, hi, x0 = starting_point(DEFAULT_PARAMS)
-    return _solve(keys, lo, hi, x0, fit_cases(cases), DEFAULT_PARAMS, max_nfev)
+    starting from the committed constants (less any retired one, :func:`without_retired`)."""
+    base = without_retired(DEFAULT_PARAMS)
+    keys, lo, hi, x0 = starting_point(base)
+    return _solve(keys, lo, hi, x0, fit_cases(cases), base, max_nfev)
 
 
 def fit_from_prior(cases, max_nfev: int = 4000):

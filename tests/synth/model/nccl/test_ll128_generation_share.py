@@ -54,3 +54,21 @@ def test_only_the_ring_takes_it(monkeypatch):
     assert runtime._intra_bus_gbs(t, "allreduce", "ring", "LL128", n, p) == pytest.approx(before["ring"][0] * 36.7 / 20.0)
     assert runtime._intra_bus_gbs(t, "allreduce", "tree", "LL128", n, p) == before["tree"][0]
     assert runtime._net_bus_gbs(t, "allreduce", "ring", "LL128", p) == before["ring"][1]
+
+
+def test_the_fit_drops_the_retired_a100_constants():
+    """A committed file written before the share still holds ``proto_eff[sm80/LL128]`` and
+    ``lat_scale[sm80/LL128]``: the fit starts without them (they would stack on the share), and keeps what it
+    names or the defaults hold."""
+    import sys
+
+    from _paths import ROOT
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    import fit_nccl_model as f
+    old = replace(DEFAULT_PARAMS, proto_eff={**DEFAULT_PARAMS.proto_eff, ("sm80", "LL128"): 0.6925},
+                  lat_scale={**DEFAULT_PARAMS.lat_scale, ("sm80", "LL128"): 1.278})
+    base = f.without_retired(old)
+    assert ("sm80", "LL128") not in base.proto_eff and ("sm80", "LL128") not in base.lat_scale
+    assert base.proto_eff[("*", "LL128")] == old.proto_eff[("*", "LL128")]
+    assert base.lat_scale[("sm80", "Simple")] == old.lat_scale[("sm80", "Simple")]
+    assert base.ring_net_eff == old.ring_net_eff
