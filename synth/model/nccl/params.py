@@ -35,7 +35,8 @@ net_lat, net_chunk (ib)                H100 InfiniBand all_reduce logs of 2, 4, 
 net_lat, net_chunk (tcpxo)             A3 Mega only (no public figure of the TCPXO plugin)
 plugin_hop_share                       p4de and p5 together: EFA has no net_lat / net_chunk of its own, only this
                                        fraction of aws-ofi-nccl's published latency (:mod:`.net_transport`)
-p2p_link_share                         A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
+p2p_link_share                         A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound), less
+                                       Ampere's read mode (:func:`.p2p.read_mode_share`, 9/10 from source)
 p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
 msccl_*_latency_us                     MI300X only
 coop_launch_us                         V100 only (the one log of NCCL < 2.9 with -g 8)
