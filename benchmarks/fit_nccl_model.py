@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -27,7 +28,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import validate_cost_model as validation  # noqa: E402
-from synth.model.nccl.params import DEFAULT_PARAMS, FITTED, ModelParams, params_to_dict  # noqa: E402
+from synth.model.nccl.params import DEFAULT_PARAMS, FITTED, TABLES, ModelParams, params_to_dict  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 from topo_probe.errors import InvalidArgument  # noqa: E402
 
@@ -37,12 +38,14 @@ from topo_probe.errors import InvalidArgument  # noqa: E402
 #: network's extra per hop (``net_lat/ib/Simple``): fitted without the one-host H100 logs it fell to 0.32.
 #: ``lat_scale/sm70/Simple`` neither: the V100 log (NCCL 2.4) takes the ring table of its era (2.5's 5.7 µs
 #: NVLink step, synth/model/nccl/versions.py), on which it fitted 1.046 (1.648 on 2.28's 3.4 µs step).
+#: No A100 LL128 constant (``proto_eff/sm80/LL128``, ``lat_scale/sm80/LL128``): a ring's LL128 takes the generation's
+#: share of NCCL's per-channel ring LL128 figure (channel_caps.ll128_generation_share, tuning.cc v2.28.9-1 lines
+#: 175-180), its latency the ``*`` scale (NCCL's latency table has no GPU generation).
 FIT_SPEC = [
     (("host_us",), 2.0, 10.0),
     (("host_us_per_channel",), 0.0, 0.5),
     (("proto_eff", "*", "LL"), 0.3, 1.2),
     (("proto_eff", "*", "LL128"), 0.3, 128.0 / 120.0),     # payload never above the line rate
-    (("proto_eff", "sm80", "LL128"), 0.3, 1.2),
     (("tree_eff", "*"), 0.5, 1.2),
     (("tree_ll128_channel_eff",), 0.2, 1.5),
     (("nvls_efficiency",), 0.5, 1.2),
@@ -55,7 +58,6 @@ FIT_SPEC = [
     (("lat_scale", "*", "NVLS"), 0.3, 8.0),
     (("lat_scale", "sm70", "LL"), 0.3, 8.0),
     (("lat_scale", "sm80", "LL"), 0.3, 8.0),
-    (("lat_scale", "sm80", "LL128"), 0.3, 8.0),
     (("lat_scale", "sm80", "Simple"), 0.3, 8.0),
     (("lat_scale", "gfx942", "LL"), 0.3, 5.0),
     (("lat_scale", "gfx942", "Simple"), 0.3, 8.0),
@@ -126,11 +128,23 @@ def _solve(keys, lo, hi, x0, cases, base, max_nfev):
     return base.with_vector(keys, rounded), res.cost, res.fun.size
 
 
+def without_retired(base: ModelParams) -> ModelParams:
+    """``base`` less the table entries that neither :data:`FIT_SPEC` names nor the hand-set defaults hold: a
+    constant the model no longer fits (``proto_eff/sm80/LL128`` once the generation's LL128 share came from
+    NCCL's table) must not stay in the committed file and stack on what replaced it."""
+    named, hand = {k for k, _, _ in FIT_SPEC}, ModelParams()
+    def kept(table):
+        return {k: v for k, v in getattr(base, table).items()
+                if (table, *(k if isinstance(k, tuple) else (k,))) in named or k in getattr(hand, table)}
+    return replace(base, **{t: kept(t) for t in TABLES})
+
+
 def fit(cases=None, max_nfev: int = 4000):
     """The fitted ModelParams and the loss (soft-L1 cost, rows) over all ``cases`` together,
-    starting from the committed constants."""
-    keys, lo, hi, x0 = starting_point(DEFAULT_PARAMS)
-    return _solve(keys, lo, hi, x0, fit_cases(cases), DEFAULT_PARAMS, max_nfev)
+    starting from the committed constants (less any retired one, :func:`without_retired`)."""
+    base = without_retired(DEFAULT_PARAMS)
+    keys, lo, hi, x0 = starting_point(base)
+    return _solve(keys, lo, hi, x0, fit_cases(cases), base, max_nfev)
 
 
 def fit_from_prior(cases, max_nfev: int = 4000):

@@ -8,6 +8,7 @@ from __future__ import annotations
 import math
 
 from synth.model.nccl.constants import (
+    HOPPER_COMPCAP_INDEX,
     LL128_DATA_FRACTION,
     LL_MAX_BWS,
     NCCL_VERSION,
@@ -79,6 +80,25 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
     return channels * ring_ll128_run_gbs(cc, idx2) / LL128_DATA_FRACTION
 
 
+def ll128_generation_share(m: NcclMachine) -> float:
+    """Share of the LL128 payload rate a GPU generation reaches, by NCCL's own per-channel ring LL128 figure
+    (``perChMaxRingLL128Bws``, NVIDIA/nccl v2.28.9-1 src/graph/tuning.cc lines 175-180: Volta and Ampere
+    20 GB/s, Hopper 36.7, Blackwell 2 x 36.7; the execution model's figure, :func:`~.versions.ring_ll128_run_gbs`)
+    relative to Hopper's, at most 1: the generation-independent ``proto_eff[*, LL128]`` is the fraction on the
+    Hopper rings that fit it, where LL128 runs at the link rate.  8 x A100: 20 / 36.7 = 0.545 (it fitted
+    0.649 as a constant of its own, ``proto_eff[sm80, LL128]``); Hopper, Blackwell and RCCL's gfx9 GPUs
+    (which read the >= 90 row, :data:`~.constants.RCCL_GFX9_COMPCAP_INDEX`): 1.
+
+    >>> from topo_probe import get_preset
+    >>> round(ll128_generation_share(NcclMachine.from_topology(get_preset("dgx-a100"))), 4)
+    0.545
+    >>> ll128_generation_share(NcclMachine.from_topology(get_preset("dgx-h100")))
+    1.0
+    """
+    cc, idx2 = _table_row(m)
+    return min(1.0, ring_ll128_run_gbs(cc, idx2) / ring_ll128_run_gbs(HOPPER_COMPCAP_INDEX, idx2))
+
+
 def tree_ll128_cap_gbs(m: NcclMachine, g: CommGraphs, coll: str, params: ModelParams) -> float:
     """Most bus bandwidth (nccl-tests convention, GB/s) a tree's LL128 protocol moves on all its channels:
     NCCL's own per-channel tree LL128 ceiling for the GPU generation and node count
@@ -104,4 +124,4 @@ def tree_ll128_cap_gbs(m: NcclMachine, g: CommGraphs, coll: str, params: ModelPa
     return params.tree_ll128_channel_eff * per_channel * g.tree.n_channels * 0.5 * busbw_factor(coll, m.ranks)
 
 
-__all__ = ["ring_channel_cap_gbs", "tree_ll128_cap_gbs"]
+__all__ = ["ring_channel_cap_gbs", "ll128_generation_share", "tree_ll128_cap_gbs"]

@@ -41,6 +41,15 @@ P2P_LL_SINCE = (2, 14)
 #: from 2.22 (src/enqueue.cc ``addP2pToPlan``, v2.22.3-1) a part across hosts is at least half a chunk and the
 #: LL threshold scales with the peer's channels (``nChannelsMax``); from 2.29 with the part's own channels
 P2P_NET_PARTS_SINCE, P2P_LL_PART_CHANNELS_SINCE = (2, 22), (2, 29)
+#: warps of a p2p kernel's CTA: NCCL_MAX_NTHREADS 640 / 32 (src/include/device.h line 88; src/enqueue.cc
+#: ``scheduleP2pTasksToPlan`` line 1045, NVIDIA/nccl v2.28.9-1)
+P2P_CTA_WARPS = 640 // 32
+#: first NCCL whose p2p kernel gives a send/recv work one more sending warp than receiving ones (src/device/sendrecv.h,
+#: v2.19.3-1; before, src/enqueue.cc split a CTA's warps evenly between the send and the recv element)
+P2P_WARP_SPLIT_SINCE = (2, 19)
+#: the compute capability whose NVLink p2p connections read rather than write (src/graph/paths.cc
+#: ``ncclTopoCheckP2p``, v2.28.9-1 lines 368-372: "Enable P2P Read for Ampere/NVLink only")
+P2P_READ_SM = 80
 
 
 def part_channels(nbytes: int, n_min: int, n_max: int, chunk: int, multi_node: bool,
@@ -156,6 +165,37 @@ def alltoall_channels(m: NcclMachine, g: CommGraphs, per_peer: int) -> int:
     return max(1, min(g.n_channels, used))
 
 
+def p2p_warps(n_warps: int) -> tuple[int, int]:
+    """``(sending, receiving)`` warps NCCL gives one send/recv work on ``n_warps`` warps (src/device/sendrecv.h
+    ``RunWorkBatch<ncclFuncSendRecv>::run``, NVIDIA/nccl v2.28.9-1 lines 103-110: one more sender than
+    receivers above 4 warps, "a balanced number of reading and writing threads even if that leaves warps unused").
+
+    >>> p2p_warps(20), p2p_warps(16), p2p_warps(4)
+    ((10, 9), (8, 7), (2, 2))
+    """
+    recv = n_warps // 2 if n_warps <= 4 else (n_warps - 1) // 2
+    return (recv if n_warps <= 4 else recv + 1), recv
+
+
+def read_mode_share(m: NcclMachine, version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> float:
+    """Share of a write-mode p2p channel's rate a send moves when NCCL reads over NVLink (Ampere:
+    :data:`P2P_READ_SM`).  In read mode the Simple buffer sits at the sender (src/transport/p2p.cc
+    ``p2pSendSetup`` lines 372-379, p2p connections included: they have no graph) and the receiver's warps pull
+    each chunk across NVLink; in write mode the sender's warps push it.  From 2.19 a work has one receiving warp
+    fewer than sending ones (:func:`p2p_warps`): 9 of 10 on a 640-thread CTA.  So 8 x A100 sends at 0.9 of
+    what the same links would carry written, 8 x H100 (write mode) at the whole.
+
+    >>> from topo_probe import get_preset
+    >>> a100, h100 = (NcclMachine.from_topology(get_preset(p)) for p in ("dgx-a100", "dgx-h100"))
+    >>> read_mode_share(a100, (2, 28)), read_mode_share(a100, (2, 18)), read_mode_share(h100, (2, 28))
+    (0.9, 1.0, 1.0)
+    """
+    if m.sm != P2P_READ_SM or not _nvlink_p2p(m, p2p_disable) or tuple(version) < P2P_WARP_SPLIT_SINCE:
+        return 1.0
+    send, recv = p2p_warps(P2P_CTA_WARPS)
+    return recv / send
+
+
 def p2p_link_efficiency(m: NcclMachine, params: ModelParams) -> float:
     """Fraction of a GPU-GPU link's data-sheet rate point-to-point sends reach: the share
     ``p2p_link_share`` of what the architecture's collectives reach on the same links
@@ -174,15 +214,17 @@ def p2p_link_efficiency(m: NcclMachine, params: ModelParams) -> float:
     return params.p2p_link_share * params.link_efficiency(m.arch, kind)
 
 
-def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disable: bool = False) -> float:
-    """Bandwidth one GPU sends to its node peers, all together (GB/s)."""
+def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disable: bool = False,
+                  version: tuple = NCCL_VERSION) -> float:
+    """Bandwidth one GPU sends to its node peers, all together (GB/s); over NVLink in read mode
+    :func:`read_mode_share` of it."""
     if m.gpus_per_node == 1:
         return float("inf")
     if p2p_disable or not m.p2p or m.intra == "pcie":
         kind = "shm" if (p2p_disable or not m.p2p) else "pcie"
         return g.ring.n_channels * g.ring.bw_intra * params.link_efficiency(m.arch, kind)
     links = max(sum(row) for row in m.link_matrix) if m.link_matrix else m.links_per_gpu
-    return links * m.link_gbs * p2p_link_efficiency(m, params)
+    return links * m.link_gbs * p2p_link_efficiency(m, params) * read_mode_share(m, version, p2p_disable)
 
 
 
@@ -263,12 +305,12 @@ def _local_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int
     each part's channels (:func:`p2p_channels`) at a ring channel's rate, on one host every peer on its
     own channels, across hosts the host's peers on the same ones (:func:`_group_ctas`); LL below the
     threshold (:func:`p2p_uses_ll`) carries half data a line, times the fitted LL efficiency, as the
-    collectives' LL does."""
+    collectives' LL does; Simple in read mode :func:`read_mode_share` (LL's buffer is the receiver's: it writes)."""
     ch = p2p_channels(m, g, per_peer, version)
     ll = p2p_uses_ll(per_peer, ch, _local_bounds(m, g)[1], version)
     ctas = _group_ctas(g, ch, 1) if m.nodes > 1 else peers * ch
     frac = LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL") if ll else 1.0
-    return _channel_cap_gbs(m, g, params, ctas) * frac
+    return _channel_cap_gbs(m, g, params, ctas) * (frac if ll else read_mode_share(m, version))
 
 
 def p2p_protocol(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, p2p_disable: bool = False,
@@ -321,7 +363,7 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     shared ones (:func:`_group_ctas`).
     """
     n, ppn = m.ranks, m.gpus_per_node
-    intra_gbs, inter_gbs = p2p_intra_gbs(m, g, params, p2p_disable), float("inf")
+    intra_gbs, inter_gbs = p2p_intra_gbs(m, g, params, p2p_disable, version), float("inf")
     if coll == "sendrecv":
         intra_b, inter_b, peers = (0.0, float(nbytes), 1) if m.nodes > 1 else (float(nbytes), 0.0, 0)
         channels = g.p2p_channels_per_peer
@@ -350,4 +392,4 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
 
 __all__ = ["p2p_time_us", "p2p_protocol", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels",
            "p2p_net_hop_us", "p2p_intra_gbs", "p2p_link_efficiency", "p2p_inter_gbs", "p2p_channels",
-           "mesh_alltoall_us"]
+           "mesh_alltoall_us", "p2p_warps", "read_mode_share"]

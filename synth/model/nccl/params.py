@@ -15,8 +15,9 @@ of 485 rows of 25 tables, soft-L1 cost 2.73):
 constants                              logs that constrain them
 =====================================  ==================================================
 host_us, host_us_per_channel           the ``-g 8`` floors: A100, H100 ring / NVLS, V100
-proto_eff (*, LL / LL128)              H100 ring logs, MI300X MSCCL-LL, A100
-proto_eff (sm80, LL128)                A100 all_reduce only
+proto_eff (*, LL / LL128)              H100 ring logs, MI300X MSCCL-LL, A100 (a ring's LL128 on the GPU links
+                                       also x the generation's share, NCCL's per-channel ring LL128 figure over
+                                       Hopper's, not fitted: :func:`.channel_caps.ll128_generation_share`)
 tree_eff (*)                           p4de, A3 Mega
 tree_ll128_channel_eff                 H100 InfiniBand, p5 and A3 Mega tree/LL128 rows (of NCCL's own per-channel
                                        tree LL128 ceiling, one for every GPU generation)
@@ -24,7 +25,8 @@ nvls_efficiency, nvls_chunk_us,        H100 NVLS log, p5 and the InfiniBand NVLS
 lat_scale (*, NVLS)
 link_eff (sm70 / sm80 / sm90, nvlink)  V100 / A100 / H100 logs
 link_eff (*, xgmi), lat_scale gfx942   MI300X only
-lat_scale (sm70, LL) / sm80            V100 only / A100 all_reduce only
+lat_scale sm70 LL / sm80 LL, Simple    V100 only / A100 all_reduce only (LL128: ``*``'s, NCCL's latency table
+                                       has no GPU generation)
 lat_scale (*, Simple), (sm70, Simple)  not fitted: NCCL's own Simple latency table of the run's version
                                        (tuning.cc; V100's 2.4 log takes 2.5's, :mod:`.versions`), 1.0
 net_eff (*)                            p4de, A3 Mega, H100 InfiniBand trees (4-10 hosts)
@@ -33,7 +35,8 @@ net_lat, net_chunk (ib)                H100 InfiniBand all_reduce logs of 2, 4, 
 net_lat, net_chunk (tcpxo)             A3 Mega only (no public figure of the TCPXO plugin)
 plugin_hop_share                       p4de and p5 together: EFA has no net_lat / net_chunk of its own, only this
                                        fraction of aws-ofi-nccl's published latency (:mod:`.net_transport`)
-p2p_link_share                         A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound)
+p2p_link_share                         A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound), less
+                                       Ampere's read mode (:func:`.p2p.read_mode_share`, 9/10 from source)
 p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
 msccl_*_latency_us                     MI300X only
 coop_launch_us                         V100 only (the one log of NCCL < 2.9 with -g 8)

@@ -37,7 +37,12 @@ from synth.model.nccl.constants import (
     busbw_factor,
     coll_steps,
 )
-from synth.model.nccl.channel_caps import AMD_REF_CHANNELS, ring_channel_cap_gbs, tree_ll128_cap_gbs
+from synth.model.nccl.channel_caps import (
+    AMD_REF_CHANNELS,
+    ll128_generation_share,
+    ring_channel_cap_gbs,
+    tree_ll128_cap_gbs,
+)
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
@@ -109,7 +114,9 @@ def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
 def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int, params: ModelParams) -> float:
     """Bus bandwidth (nccl-tests convention) the node's GPU links allow (GB/s).
 
-    A tree's LL128 chain runs at most at :func:`tree_ll128_cap_gbs`, NCCL's own per-channel ceiling."""
+    A tree's LL128 chain runs at most at :func:`tree_ll128_cap_gbs`, NCCL's own per-channel tree ceiling; a
+    ring's LL128 at the GPU generation's share of its payload rate, by NCCL's per-channel ring figure
+    (:func:`ll128_generation_share`; the NICs' side keeps the whole: what limits there is the network)."""
     m, g = t.machine, t.graphs
     if m.gpus_per_node == 1:
         return math.inf
@@ -121,7 +128,8 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
     if algo == "ring":
         cap = min(ring_channel_cap_gbs(m, proto, channels, g, coll, t.version),
                   rccl_channel_cap_gbs(m, proto, channels, params.rccl_channel_gbs))
-        return min(ring_cap * frac * share * ring_intra_relief(m), cap)
+        gen = ll128_generation_share(m) if proto == "LL128" else 1.0
+        return min(ring_cap * frac * gen * share * ring_intra_relief(m), cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
     if algo == "tree" and proto == "LL128":

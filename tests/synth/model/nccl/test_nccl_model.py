@@ -262,12 +262,13 @@ def test_a_send_on_an_nvlink_node_uses_as_many_channels_as_nccl_gives_it():
     process: p2pnChannels = p2pnChannelsPerPeer = 32, nChannelsMin = 32 / 8 = 4, parts of 64 KiB to
     16 MiB): 128 MiB -> 8 channels, 256 MiB -> 16, from 512 MiB 32.  A channel moves at most one
     ring-graph channel (20 GB/s on A100 NVLink, times the fitted NVLink efficiency), the node's
-    links cap the rest: the 128 MiB send runs at about half the 256 MiB one, as the real log shows."""
+    links cap the rest: the 128 MiB send runs at about half the 256 MiB one, as the real log shows.  Ampere
+    reads over NVLink: channels and links at 9/10 (p2p.read_mode_share, sendrecv.h's 9 receiving warps of 10)."""
     m = NcclModel(A100.with_(gpus_per_process=8), env=NcclEnv())
     got = {s: m.choose("sendrecv", s << 20) for s in (128, 256, 512, 1024)}
     assert [got[s].channels for s in (128, 256, 512, 1024)] == [8, 16, 32, 32]
-    per_channel = 20.0 * P.link_efficiency("sm80", "nvlink")
-    cap = 12 * 25.0 * P.p2p_link_share * P.link_efficiency("sm80", "nvlink")
+    per_channel = 20.0 * P.link_efficiency("sm80", "nvlink") * 0.9
+    cap = 12 * 25.0 * P.p2p_link_share * P.link_efficiency("sm80", "nvlink") * 0.9
     gbs = {s: (s << 20) / c.time_us / 1e3 for s, c in got.items()}     # sendrecv: busbw = algbw
     for s in got:
         want = min(8 * per_channel if s == 128 else 16 * per_channel if s == 256 else 1e9, cap)
