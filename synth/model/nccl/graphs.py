@@ -38,7 +38,7 @@ from synth.model.nccl.constants import (
 )
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.rccl_channels import rccl_coll_channels, rccl_mesh_rings
+from synth.model.nccl.rccl_channels import rccl_coll_channels, rccl_env_channels, rccl_mesh_rings
 
 EPS = 1e-6
 #: steps one ring search at one speed may take (NCCL 2.30.7 src/graph/search.cc NCCL_SEARCH_TIMEOUT, 1 << 14)
@@ -383,11 +383,11 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     ring = _ring_graph(m, p2p)
     tree = _tree_graph(m, ring, p2p)
     n_ch = few_ppn_channels(m, ring, min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels)), version)
-    if m.amd and m.intra == "xgmi":
-        n_ch = rccl_coll_channels(m, ring.n_channels)        # RCCL: its rings, copied (rccl_channels.py)
-    top = max(2 * MAXCHANNELS, n_ch)                         # RCCL's MAXCHANNELS is 128
-    hi, lo = min(env.max_channels or top, env.max_ctas or top), max(env.min_channels or 0, env.min_ctas or 0)
-    n_ch = min(top, max(min(n_ch, hi), lo, 1))
+    if m.amd and m.intra == "xgmi":                        # RCCL: its rings, copied, and its env rules
+        n_ch = rccl_env_channels(m, rccl_coll_channels(m, ring.n_channels), env.min_channels, env.max_channels)
+    else:
+        top, lo = 2 * MAXCHANNELS, max(env.min_channels or 0, env.min_ctas or 0)
+        n_ch = min(top, max(min(n_ch, env.max_channels or top, env.max_ctas or top), lo, 1))
     nvls_ch = nvls_ctas(m, env, version)
     per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
     local = 2 if (m.intra == "pcie" or not p2p or not m.p2p) else per_peer

@@ -44,9 +44,10 @@ P2P_NET_PARTS_SINCE, P2P_LL_PART_CHANNELS_SINCE = (2, 22), (2, 29)
 #: warps of a p2p kernel's CTA: NCCL_MAX_NTHREADS 640 / 32 (src/include/device.h line 88; src/enqueue.cc
 #: ``scheduleP2pTasksToPlan`` line 1045, NVIDIA/nccl v2.28.9-1)
 P2P_CTA_WARPS = 640 // 32
-#: first NCCL whose p2p kernel gives a send/recv work one more sending warp than receiving ones (src/device/sendrecv.h,
-#: v2.19.3-1; before, src/enqueue.cc split a CTA's warps evenly between the send and the recv element)
-P2P_WARP_SPLIT_SINCE = (2, 19)
+#: first NCCL whose p2p kernel gives a send/recv work one more sending warp than receiving ones (src/device/sendrecv.h
+#: ``nRecvWarpPerWork``, first in v2.22.3-1 lines 98-105; absent from v2.19.3-1 to v2.21.5-1, where src/enqueue.cc
+#: ``finishWorkP2p`` sized the send and recv elements itself: not modelled, those versions read at the whole rate)
+P2P_WARP_SPLIT_SINCE = (2, 22)
 #: the compute capability whose NVLink p2p connections read rather than write (src/graph/paths.cc
 #: ``ncclTopoCheckP2p``, v2.28.9-1 lines 368-372: "Enable P2P Read for Ampere/NVLink only")
 P2P_READ_SM = 80
@@ -150,7 +151,7 @@ def alltoall_channels(m: NcclMachine, g: CommGraphs, per_peer: int) -> int:
     channels the part needs (src/enqueue.cc ``scheduleP2pTasksToPlan``: a peer in the node gets
     :func:`p2p_channels` of its part, one across the network ``NCCL_NCHANNELS_PER_NET_PEER``),
     and the kernel is launched on the channels that got work, never more than the communicator
-    has.  So 8 ranks' alltoall of 8 KiB runs 7 one-channel rounds, not all 56 channels of an
+    has.  So 8 ranks' alltoall of 8 KiB runs 7 one-channel rounds, not all 112 channels of an
     MI355X communicator.
 
     >>> from synth.model.nccl.graphs import comm_graphs
@@ -158,7 +159,7 @@ def alltoall_channels(m: NcclMachine, g: CommGraphs, per_peer: int) -> int:
     >>> m = NcclMachine.from_topology(get_preset("mi355x"), gpus_per_process=8)
     >>> g = comm_graphs(m)
     >>> [alltoall_channels(m, g, s) for s in (1024, 2 << 20, 64 << 20)], g.n_channels
-    ([7, 28, 28], 56)
+    ([7, 28, 28], 112)
     """
     ppn, n = m.gpus_per_node, m.ranks
     used = (ppn - 1) * p2p_channels(m, g, per_peer) + (n - ppn) * g.net_channels_per_peer
@@ -181,13 +182,14 @@ def read_mode_share(m: NcclMachine, version: tuple = NCCL_VERSION, p2p_disable: 
     """Share of a write-mode p2p channel's rate a send moves when NCCL reads over NVLink (Ampere:
     :data:`P2P_READ_SM`).  In read mode the Simple buffer sits at the sender (src/transport/p2p.cc
     ``p2pSendSetup`` lines 372-379, p2p connections included: they have no graph) and the receiver's warps pull
-    each chunk across NVLink; in write mode the sender's warps push it.  From 2.19 a work has one receiving warp
+    each chunk across NVLink; in write mode the sender's warps push it.  From 2.22 a work has one receiving warp
     fewer than sending ones (:func:`p2p_warps`): 9 of 10 on a 640-thread CTA.  So 8 x A100 sends at 0.9 of
-    what the same links would carry written, 8 x H100 (write mode) at the whole.
+    what the same links would carry written, 8 x H100 (write mode) at the whole.  (A CTA shared by works of at
+    most 4 warps each splits them evenly; the model takes one work per CTA.)
 
     >>> from topo_probe import get_preset
     >>> a100, h100 = (NcclMachine.from_topology(get_preset(p)) for p in ("dgx-a100", "dgx-h100"))
-    >>> read_mode_share(a100, (2, 28)), read_mode_share(a100, (2, 18)), read_mode_share(h100, (2, 28))
+    >>> read_mode_share(a100, (2, 28)), read_mode_share(a100, (2, 21)), read_mode_share(h100, (2, 28))
     (0.9, 1.0, 1.0)
     """
     if m.sm != P2P_READ_SM or not _nvlink_p2p(m, p2p_disable) or tuple(version) < P2P_WARP_SPLIT_SINCE:

@@ -112,11 +112,11 @@ class ModelParams:
         tree graph's channels, :func:`.runtime.tree_ll128_cap_gbs`).
     rccl_channel_gbs : float
         GB/s one RCCL Simple ring channel (one workgroup) moves on one host of AMD GPUs
-        (:func:`.rccl_channels.rccl_channel_cap_gbs`).  Starts at RCCL's own rating of a communicator channel:
-        RCCL 2.26.6 rates each ring-graph channel of 4 MI355X at 24 GB/s and copies the graph 4 times
-        (``Pattern 4, nChannels 6, bw 24`` -> ``24 coll channels``, :mod:`.rccl_channels`), 24 / 4 = 6 GB/s; the
-        in-sample AMD logs (8 x MI300X, 56 channels, bound by their links as much) only bound it from below,
-        so a fit that starts here stays near it.
+        (:func:`.rccl_channels.rccl_channel_cap_gbs`).  Hand-set, not fitted: RCCL 2.26.6 rates each ring-graph
+        channel of 4 MI355X at 24 GB/s and copies the graph 4 times (``Pattern 4, nChannels 6, bw 24`` ->
+        ``24 coll channels``), 24 / 4 = 6 GB/s.  RCCL's rating is no constant (its 8-GPU graph, 28 channels at
+        12 GB/s copied 4 times, gives 3), and the in-sample AMD logs (8 x MI300X, 56 channels, bound by their
+        links as much) bound it only from below (>= 5.65), so no fit pins it down.
     plugin_hop_share : float
         Fraction of the inter-node latency a network plugin reports (:mod:`.net_transport`: aws-ofi-nccl's
         75 / 150 µs) that one inter-node hop costs (a Simple hop on a SENDRECV platform: one network

@@ -25,21 +25,26 @@ RCCL_MAXCHANNELS = 128
 #: =32 / 24"); 4 on gfx950 under RCCL 2.26.6 (its logs: 28 -> 112, 6 -> 24, 2 -> 8)
 RCCL_COPIES = {"gfx942": {2: 16, 4: 4}}
 RCCL_GFX950_COPIES, RCCL_DEFAULT_COPIES = 4, 2
-#: ring-graph channels on 2-4 GPUs of a mesh: every directed Hamiltonian cycle, but 2 GPUs' one cycle twice at half
-#: speed (RCCL 2.26.6 on 2 x MI355X: ``Pattern 4, nChannels 2, bw 24``, results/scale_2gpu_all_reduce/nccl_debug.log)
-SMALL_MESH_RINGS = {2: 2, 3: 2, 4: 6}
+#: ring-graph channels on 2-4 GPUs of a mesh: every directed Hamiltonian cycle, ``(k - 1)!`` of them, each at the
+#: link's 48 GB/s over the cycles an arc carries; ``ncclTopoDupChannels`` (ROCm/rccl 0cbce2a7 src/graph/search.cc
+#: 885-897) then doubles a graph whose per-channel speed is at least 25 GB/s: 2 GPUs' one cycle at 48 -> 2 at 24 (RCCL
+#: 2.26.6 on 2 x MI355X: ``Pattern 4, nChannels 2, bw 24``, results/scale_2gpu_all_reduce/nccl_debug.log), 3 GPUs' two
+#: at 48 -> 4 at 24, 4 GPUs' six at 24 (each arc on two) stay six
+SMALL_MESH_RINGS = {2: 2, 3: 4, 4: 6}
 
 
 def rccl_mesh_rings(gpus_per_node: int) -> int:
     """Ring-graph channels RCCL's search finds on one host of ``gpus_per_node`` GPUs of an xGMI mesh: the 28 rings
     of its 8-GPU rome model (:data:`~.constants.RCCL_GFX942`); on 2-4 GPUs every directed Hamiltonian cycle of the
-    complete graph, ``(k - 1)!`` of them (4 GPUs: 6, each arc in two of them, as RCCL 2.26.6 logged;
-    :data:`SMALL_MESH_RINGS`).
+    complete graph, ``(k - 1)!`` of them, doubled while a channel would run at 25 GB/s or more
+    (:data:`SMALL_MESH_RINGS`; 4 GPUs: 6, each arc in two of them, as RCCL 2.26.6 logged).  5-7 GPUs have no rome
+    model and no log here: the 8-GPU count stands in (RCCL's generic search would find fewer).
 
     >>> [rccl_mesh_rings(k) for k in (2, 3, 4, 8)]
-    [2, 2, 6, 28]
-    >>> all(SMALL_MESH_RINGS[k] == math.factorial(k - 1) for k in (3, 4))
-    True
+    [2, 4, 6, 28]
+    >>> speed = {k: 48.0 / math.factorial(k - 2) for k in (2, 3, 4)}   # each arc carries (k - 2)! of the cycles
+    >>> [math.factorial(k - 1) * (2 if speed[k] >= 25.0 else 1) for k in (2, 3, 4)]
+    [2, 4, 6]
     """
     return SMALL_MESH_RINGS.get(gpus_per_node, RCCL_GFX942["rings"])
 
@@ -62,6 +67,26 @@ def rccl_coll_channels(m: NcclMachine, ring_channels: int) -> int:
     return min(RCCL_MAXCHANNELS, copies * ring_channels)
 
 
+def rccl_env_channels(m: NcclMachine, n_ch: int, min_channels: int | None, max_channels: int | None) -> int:
+    """The communicator's channels after ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` as RCCL applies them
+    (ROCm/rccl 0cbce2a7 src/graph/connect.cc 629-688): at most ``MAXCHANNELS`` (128) on one host, 64 across hosts;
+    a minimum above 64 is capped at 64 across hosts and ignored with fewer than 8 ranks, one above the maximum
+    ignored.
+
+    >>> from topo_probe import get_preset
+    >>> m = NcclMachine.from_topology(get_preset("mi300x"))
+    >>> rccl_env_channels(m, 56, 112, None), rccl_env_channels(m.with_(ranks=4), 24, 112, None)
+    (112, 24)
+    >>> rccl_env_channels(m.with_(nodes=2), 56, 112, None), rccl_env_channels(m, 56, None, 16)
+    (64, 16)
+    """
+    top = RCCL_MAXCHANNELS if m.nodes == 1 else 64
+    lo = min(64, min_channels or 0) if m.nodes > 1 else (min_channels or 0)
+    if (m.ranks < 8 and lo > 64) or lo > top:
+        lo = 0                                              # RCCL: "... is ignored", minimum back to 2
+    return min(top, max(min(n_ch, max_channels or top), lo, 1))
+
+
 def rccl_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, channel_gbs: float) -> float:
     """Most bus bandwidth (GB/s) ``channels`` RCCL Simple ring channels move on one host of AMD GPUs: each
     channel's workgroup at most ``channel_gbs`` (the fitted ``rccl_channel_gbs``).  Elsewhere no cap.
@@ -76,4 +101,4 @@ def rccl_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, channel_gbs:
     return channels * channel_gbs
 
 
-__all__ = ["rccl_mesh_rings", "rccl_coll_channels", "rccl_channel_cap_gbs", "RCCL_MAXCHANNELS", "RCCL_COPIES"]
+__all__ = ["rccl_mesh_rings", "rccl_coll_channels", "rccl_env_channels", "rccl_channel_cap_gbs", "RCCL_MAXCHANNELS", "RCCL_COPIES"]

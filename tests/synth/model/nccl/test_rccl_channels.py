@@ -79,3 +79,23 @@ def test_gfx950_runs_no_ll128_across_hosts(nbytes):
     two = NcclModel(NcclMachine.from_topology(cluster("mi355x", nodes=2))).choose("allreduce", nbytes)
     mi300 = NcclModel(NcclMachine.from_topology(cluster("mi300x", nodes=2))).choose("allreduce", nbytes)
     assert (two.protocol, mi300.protocol) == ("Simple", "LL128")
+
+
+@pytest.mark.parametrize("ranks, nodes, lo, hi, want", [
+    (8, 1, 112, None, 112),   # one gfx94x host: MAXCHANNELS 128 (connect.cc 629-631), AMD's usual MI300X tuning
+    (4, 1, 112, None, 24),    # fewer than 8 ranks: a minimum above 64 is ignored (connect.cc 682-685)
+    (8, 1, 200, None, 56),    # above the maximum: ignored (connect.cc 686-689)
+    (16, 2, 112, None, 64),   # across hosts the minimum is capped at 64 (connect.cc 679-681)
+    (8, 1, None, 16, 16),     # NCCL_MAX_NCHANNELS still caps
+])
+def test_rccl_channel_variables(ranks, nodes, lo, hi, want):
+    """NCCL_MIN_NCHANNELS / NCCL_MAX_NCHANNELS on an MI300X host as RCCL (ROCm/rccl 0cbce2a7) applies them."""
+    from synth.model.nccl.env import NcclEnv
+    m = MI300X.with_(ranks=ranks, nodes=nodes) if nodes > 1 else MI300X.with_(ranks=ranks)
+    assert comm_graphs(m, NcclEnv(min_channels=lo, max_channels=hi)).n_channels == want
+
+
+def test_three_gpu_graph_doubles_like_two():
+    """3 GPUs of a mesh: two directed cycles at the link's 48 GB/s, doubled by ncclTopoDupChannels (>= 25 GB/s) to
+    4 channels at 24; 4 GPUs: six at 24, not doubled (ROCm/rccl 0cbce2a7 src/graph/search.cc 885-897)."""
+    assert [rccl_mesh_rings(k) for k in (2, 3, 4)] == [2, 4, 6]
