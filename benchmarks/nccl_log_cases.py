@@ -5,9 +5,9 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
-  :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`: the logs
-  added later.  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``)
-  are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
+  :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
+  :data:`TWENTY_FIRST_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
+  (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
@@ -706,10 +706,25 @@ TWENTIETH_CASES = [
              "8-GPU run prints ROCm 7.0.2's 2.26.6), no variable shown; all_gather, 4 B - 128 MiB"),
 ]
 
+_SUPERBENCH = ("microsoft/superbenchmark's nccl-bw unit-test data (tests/data/nccl_*.log): one host of 8 x A100-SXM4-40GB "
+               "(the `dgx-a100` preset's NVSwitch board, read from the SXM4 part name), one process (-g 8), -c 0 -n 20 "
+               "-w 5, 1 B - 8 GiB; NCCL version not printed (2.8 gates assumed: the nccl-tests header predates 'agg "
+               "iters', and the repository's image of the benchmark's commit builds a 2021 NCCL branch on NGC PyTorch "
+               "20.12), NCCL variables not shown (defaults assumed)")
+
+#: the twenty-first set: NVIDIA single-host tables of a source no earlier fixture uses (six collectives of one A100
+#: host, broadcast / reduce / alltoall / reduce_scatter among them), each described from its source before any
+#: prediction; the class is in-sample, so every table is held out itself
+TWENTY_FIRST_CASES = [
+    Case(f"a100_8gpu_1node_{name}_superbench.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
+         held_out=True, why=f"{_SUPERBENCH}; {name.replace('_', ' ')}")
+    for name in ("all_gather", "all_reduce", "alltoall", "broadcast", "reduce", "reduce_scatter")
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
-             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES)
+             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES)
 
 
 def held_out(case: Case) -> bool:

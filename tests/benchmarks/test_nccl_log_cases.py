@@ -116,7 +116,8 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
                                   + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
                                   + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
                                   + cases.FOURTEENTH_CASES + cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES
-                                  + cases.NINETEENTH_CASES + cases.TWENTIETH_CASES if not c.skip_reason],
+                                  + cases.NINETEENTH_CASES + cases.TWENTIETH_CASES + cases.TWENTY_FIRST_CASES
+                                  if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
@@ -222,7 +223,7 @@ _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, ca
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
          cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES,
          cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES, cases.EIGHTEENTH_CASES, cases.NINETEENTH_CASES,
-         cases.TWENTIETH_CASES]
+         cases.TWENTIETH_CASES, cases.TWENTY_FIRST_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -639,4 +640,36 @@ def test_each_twentieth_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
     else:
         assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
         assert {d.name for d in run.devices} == {gpu}
+    assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
+
+
+#: the GPU name and rank count each twenty-first-set log's device lines print
+_TWENTY_FIRST_GPU = {f"a100_8gpu_1node_{name}_superbench.txt": ("A100-SXM4-40GB", 8)
+                     for name in ("all_gather", "all_reduce", "alltoall", "broadcast", "reduce", "reduce_scatter")}
+
+
+def test_the_twenty_first_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The twenty-first set: each table held out (its class of the fixed held-out split, or the table itself) or
+    listed with its reason, none in any fit, of classes earlier sets have, ``source_reused`` exactly when an earlier
+    fixture names the same source, new files, and no run a copy of an earlier fixture's."""
+    twenty_first = cases.TWENTY_FIRST_CASES
+    earlier = [c for s in _SETS if s is not twenty_first for c in s]
+    _assert_held_out_set(twenty_first)
+    assert all(cases.held_out(c) for c in twenty_first)
+    assert {c.machine_class for c in twenty_first} <= {c.machine_class for c in earlier}
+    assert {c.file for c in twenty_first} == set(_TWENTY_FIRST_GPU)
+    _assert_new_sources_files_and_runs(twenty_first, earlier, reuse_exact=True)
+
+
+@pytest.mark.parametrize("case", cases.TWENTY_FIRST_CASES, ids=lambda c: c.file)
+def test_each_twenty_first_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
+    """The case's hosts, ranks and GPU are the device lines' and its collective the file name's; each table has at
+    least 6 sizes of 64 KiB or more."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = load_runs(path)
+    gpu, ranks = _TWENTY_FIRST_GPU[case.file]
+    assert ranks == case.machine.get("ranks", 8 * case.nodes) == run.n_gpus
+    assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
+    assert {d.name for d in run.devices} == {gpu}
+    assert guess_collective(run, path) is not None
     assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
