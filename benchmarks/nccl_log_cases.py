@@ -712,13 +712,24 @@ _SUPERBENCH = ("microsoft/superbenchmark's nccl-bw unit-test data (tests/data/nc
                "iters', and the repository's image of the benchmark's commit builds a 2021 NCCL branch on NGC PyTorch "
                "20.12), NCCL variables not shown (defaults assumed)")
 
-#: the twenty-first set: NVIDIA single-host tables of a source no earlier fixture uses (six collectives of one A100
-#: host, broadcast / reduce / alltoall / reduce_scatter among them), each described from its source before any
-#: prediction; the class is in-sample, so every table is held out itself
+_ABCI_SHARP = ("2 ABCI 'Compute Node (A)' hosts of the ABCI User Guide's SHARP chapter (aistabci/abci-docs, commit "
+               "a46fee3, 2022): 8 x A100-SXM4-40GB each (the `dgx-a100` preset's NVSwitch board), 4 x InfiniBand HDR "
+               "200 Gb/s per host (the same repository's system overview), SHARP in-network reduction through the "
+               "NCCL-SHARP plugin with NCCL_COLLNET_ENABLE=1 (the log's SHARP tree lines: `collnet`), NCCL 2.8 (module "
+               "nccl/2.8; the release is not printed), one process per GPU (-g 1), -w 50 -n 50, 8 B - 2 GiB")
+
+#: the twenty-first set: NVIDIA tables of sources no earlier fixture uses: six collectives of one A100 host
+#: (broadcast / reduce / alltoall / reduce_scatter among them; the class is in-sample, so each is held out itself) and
+#: an A100-over-InfiniBand all_reduce of two hosts with SHARP (a class of the fixed held-out split), each described from
+#: its source before any prediction
 TWENTY_FIRST_CASES = [
     Case(f"a100_8gpu_1node_{name}_superbench.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
          held_out=True, why=f"{_SUPERBENCH}; {name.replace('_', ' ')}")
     for name in ("all_gather", "all_reduce", "alltoall", "broadcast", "reduce", "reduce_scatter")
+] + [
+    Case("a100_16gpu_2node_all_reduce_abci_sharp.txt", "dgx-a100", 2, 4, 25.0, "ib",
+         env={"NCCL_COLLNET_ENABLE": "1"}, version=(2, 8), machine={"collnet": True},
+         machine_class="a100-ib-multihost", why=_ABCI_SHARP),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES

@@ -643,9 +643,10 @@ def test_each_twentieth_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
     assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
 
 
-#: the GPU name and rank count each twenty-first-set log's device lines print
-_TWENTY_FIRST_GPU = {f"a100_8gpu_1node_{name}_superbench.txt": ("A100-SXM4-40GB", 8)
-                     for name in ("all_gather", "all_reduce", "alltoall", "broadcast", "reduce", "reduce_scatter")}
+#: the GPU name and rank count each twenty-first-set log's device lines print, and its GPUs per process
+_TWENTY_FIRST_GPU = {**{f"a100_8gpu_1node_{name}_superbench.txt": ("A100-SXM4-40GB", 8, 8)
+                        for name in ("all_gather", "all_reduce", "alltoall", "broadcast", "reduce", "reduce_scatter")},
+                     "a100_16gpu_2node_all_reduce_abci_sharp.txt": ("NVIDIA A100-SXM4-40GB", 16, 1)}
 
 
 def test_the_twenty_first_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
@@ -663,12 +664,13 @@ def test_the_twenty_first_set_is_held_out_from_new_or_marked_sources_and_repeats
 
 @pytest.mark.parametrize("case", cases.TWENTY_FIRST_CASES, ids=lambda c: c.file)
 def test_each_twenty_first_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
-    """The case's hosts, ranks and GPU are the device lines' and its collective the file name's; each table has at
-    least 6 sizes of 64 KiB or more."""
+    """The case's hosts, ranks and GPU are the device lines' (GPUs per process the header's nGpus) and its collective
+    the file name's; each table has at least 6 sizes of 64 KiB or more; the SHARP table asks for CollNet."""
     path = FIXTURES / "real_logs" / case.file
     (run,) = load_runs(path)
-    gpu, ranks = _TWENTY_FIRST_GPU[case.file]
-    assert ranks == case.machine.get("ranks", 8 * case.nodes) == run.n_gpus
+    gpu, ranks, per_process = _TWENTY_FIRST_GPU[case.file]
+    assert ranks == case.machine.get("ranks", 8 * case.nodes) and run.n_gpus == per_process
+    assert ("sharp" in case.file) == (case.env.get("NCCL_COLLNET_ENABLE") == "1") == case.machine.get("collnet", False)
     assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
     assert {d.name for d in run.devices} == {gpu}
     assert guess_collective(run, path) is not None
