@@ -718,10 +718,16 @@ _ABCI_SHARP = ("2 ABCI 'Compute Node (A)' hosts of the ABCI User Guide's SHARP c
                "NCCL-SHARP plugin with NCCL_COLLNET_ENABLE=1 (the log's SHARP tree lines: `collnet`), NCCL 2.8 (module "
                "nccl/2.8; the release is not printed), one process per GPU (-g 1), -w 50 -n 50, 8 B - 2 GiB")
 
+_NIG_V100 = ("2 NIG supercomputer 'Thin compute node Type 2b' hosts igt002/igt007 (nig-sc/nigsc_homepage2's user guide: "
+             "HPE Apollo 6500 Gen10, 4 x V100 SXM2 and 1 x InfiniBand 4xEDR 100 Gb/s per node; the board's NVLink wiring is "
+             "not stated: the `dgx1-v100` preset's first 2 GPUs stand in), 2 GPUs per host from one process each (-g 2), "
+             "4 ranks, alltoall 2 B - 128 MiB; NCCL of NVIDIA HPC SDK 23.7 (not printed: 2.18 assumed, that SDK's "
+             "release), no NCCL variable")
+
 #: the twenty-first set: NVIDIA tables of sources no earlier fixture uses: six collectives of one A100 host
-#: (broadcast / reduce / alltoall / reduce_scatter among them; the class is in-sample, so each is held out itself) and
-#: an A100-over-InfiniBand all_reduce of two hosts with SHARP (a class of the fixed held-out split), each described from
-#: its source before any prediction
+#: (broadcast / reduce / alltoall / reduce_scatter among them; the class is in-sample, so each is held out itself), an
+#: A100-over-InfiniBand all_reduce of two hosts with SHARP and a V100-over-InfiniBand alltoall of two hosts (classes of
+#: the fixed held-out split), each described from its source before any prediction
 TWENTY_FIRST_CASES = [
     Case(f"a100_8gpu_1node_{name}_superbench.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
          held_out=True, why=f"{_SUPERBENCH}; {name.replace('_', ' ')}")
@@ -730,6 +736,8 @@ TWENTY_FIRST_CASES = [
     Case("a100_16gpu_2node_all_reduce_abci_sharp.txt", "dgx-a100", 2, 4, 25.0, "ib",
          env={"NCCL_COLLNET_ENABLE": "1"}, version=(2, 8), machine={"collnet": True},
          machine_class="a100-ib-multihost", why=_ABCI_SHARP),
+    Case("v100_4gpu_2node_alltoall_nig_edr_2gpn.txt", "dgx1-v100", 2, 1, 12.5, "ib", version=(2, 18),
+         machine={"ranks": 4}, machine_class="v100-ib-multihost", why=_NIG_V100),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
