@@ -724,10 +724,16 @@ _NIG_V100 = ("2 NIG supercomputer 'Thin compute node Type 2b' hosts igt002/igt00
              "4 ranks, alltoall 2 B - 128 MiB; NCCL of NVIDIA HPC SDK 23.7 (not printed: 2.18 assumed, that SDK's "
              "release), no NCCL variable")
 
+_AZCLUSTER = ("2 Azure Standard_ND96isr_H100_v5 VMs (edwardsp/azcluster's v0.13.4 walkthrough, 2026-05-22): 8 x H100 "
+              "80GB HBM3 on the VM's NVSwitch board (the `dgx-h100` preset) and 8 x NDR 400 Gb/s InfiniBand each (stated), "
+              "NCCL 2.29.7 (its nccl-library line) with HPC-X 2.25.1's net plugin, 16 processes (-g 1), 8 MiB - 16 GiB; "
+              "NCCL_IB_HCA / NCCL_TOPO_FILE set (no model term), no NCCL_COLLNET_ENABLE shown (NCCL's default, off)")
+
 #: the twenty-first set: NVIDIA tables of sources no earlier fixture uses: six collectives of one A100 host
-#: (broadcast / reduce / alltoall / reduce_scatter among them; the class is in-sample, so each is held out itself), an
-#: A100-over-InfiniBand all_reduce of two hosts with SHARP and a V100-over-InfiniBand alltoall of two hosts (classes of
-#: the fixed held-out split), each described from its source before any prediction
+#: (broadcast / reduce / alltoall / reduce_scatter among them) and an H100-over-InfiniBand all_reduce of two Azure VMs
+#: (their classes are in-sample, so each is held out itself), an A100-over-InfiniBand all_reduce of two hosts with SHARP
+#: and a V100-over-InfiniBand alltoall of two hosts (classes of the fixed held-out split), each described from its
+#: source before any prediction
 TWENTY_FIRST_CASES = [
     Case(f"a100_8gpu_1node_{name}_superbench.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
          held_out=True, why=f"{_SUPERBENCH}; {name.replace('_', ' ')}")
@@ -738,6 +744,8 @@ TWENTY_FIRST_CASES = [
          machine_class="a100-ib-multihost", why=_ABCI_SHARP),
     Case("v100_4gpu_2node_alltoall_nig_edr_2gpn.txt", "dgx1-v100", 2, 1, 12.5, "ib", version=(2, 18),
          machine={"ranks": 4}, machine_class="v100-ib-multihost", why=_NIG_V100),
+    Case("h100_16gpu_2node_all_reduce_azure_ndv5_azcluster.txt", "dgx-h100", 2, 8, 50.0, "ib", version=(2, 29),
+         machine_class="h100-ib-multihost", held_out=True, why=_AZCLUSTER),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
