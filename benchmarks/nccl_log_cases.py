@@ -5,9 +5,9 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`FOURTH_CASES`, :data:`FIFTH_CASES`, :data:`SIXTH_CASES`, :data:`SEVENTH_CASES`, :data:`EIGHTH_CASES`,
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
-  :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`: the logs
-  added later.  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``)
-  are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
+  :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
+  :data:`TWENTY_FIRST_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
+  (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
@@ -706,10 +706,52 @@ TWENTIETH_CASES = [
              "8-GPU run prints ROCm 7.0.2's 2.26.6), no variable shown; all_gather, 4 B - 128 MiB"),
 ]
 
+_SUPERBENCH = ("microsoft/superbenchmark's nccl-bw unit-test data (tests/data/nccl_*.log): one host of 8 x A100-SXM4-40GB "
+               "(the `dgx-a100` preset's NVSwitch board, read from the SXM4 part name), one process (-g 8), -c 0 -n 20 "
+               "-w 5, 1 B - 8 GiB; NCCL version not printed (2.8 gates assumed: the nccl-tests header predates 'agg "
+               "iters', and the repository's image of the benchmark's commit builds a 2021 NCCL branch on NGC PyTorch "
+               "20.12), NCCL variables not shown (defaults assumed)")
+
+_ABCI_SHARP = ("2 ABCI 'Compute Node (A)' hosts of the ABCI User Guide's SHARP chapter (aistabci/abci-docs, commit "
+               "a46fee3, 2022): 8 x A100-SXM4-40GB each (the `dgx-a100` preset's NVSwitch board), 4 x InfiniBand HDR "
+               "200 Gb/s per host (the same repository's system overview), SHARP in-network reduction through the "
+               "NCCL-SHARP plugin with NCCL_COLLNET_ENABLE=1 (the log's SHARP tree lines: `collnet`), NCCL 2.8 (module "
+               "nccl/2.8; the release is not printed), one process per GPU (-g 1), -w 50 -n 50, 8 B - 2 GiB")
+
+_NIG_V100 = ("2 NIG supercomputer 'Thin compute node Type 2b' hosts igt002/igt007 (nig-sc/nigsc_homepage2's user guide: "
+             "HPE Apollo 6500 Gen10, 4 x V100 SXM2 and 1 x InfiniBand 4xEDR 100 Gb/s per node; the board's NVLink wiring is "
+             "not stated: the `dgx1-v100` preset's first 2 GPUs stand in), 2 GPUs per host from one process each (-g 2), "
+             "4 ranks, alltoall 2 B - 128 MiB; NCCL of NVIDIA HPC SDK 23.7 (not printed: 2.18 assumed, that SDK's "
+             "release), no NCCL variable")
+
+_AZCLUSTER = ("2 Azure Standard_ND96isr_H100_v5 VMs (edwardsp/azcluster's v0.13.4 walkthrough, 2026-05-22): 8 x H100 "
+              "80GB HBM3 on the VM's NVSwitch board (the `dgx-h100` preset) and 8 x NDR 400 Gb/s InfiniBand each (stated), "
+              "NCCL 2.29.7 (its nccl-library line) with HPC-X 2.25.1's net plugin, 16 processes (-g 1), 8 MiB - 16 GiB; "
+              "NCCL_IB_HCA / NCCL_TOPO_FILE set (no model term), no NCCL_COLLNET_ENABLE shown (NCCL's default, off)")
+
+#: the twenty-first set: NVIDIA tables of sources no earlier fixture uses: six collectives of one A100 host
+#: (broadcast / reduce / alltoall / reduce_scatter among them) and an H100-over-InfiniBand all_reduce of two Azure VMs
+#: (their classes are in-sample, so each is held out itself), an A100-over-InfiniBand all_reduce of two hosts with SHARP
+#: and a V100-over-InfiniBand alltoall of two hosts (classes of the fixed held-out split), each described from its
+#: source before any prediction
+TWENTY_FIRST_CASES = [
+    Case(f"a100_8gpu_1node_{name}_superbench.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
+         held_out=True, why=f"{_SUPERBENCH}; {name.replace('_', ' ')}")
+    for name in ("all_gather", "all_reduce", "alltoall", "broadcast", "reduce", "reduce_scatter")
+] + [
+    Case("a100_16gpu_2node_all_reduce_abci_sharp.txt", "dgx-a100", 2, 4, 25.0, "ib",
+         env={"NCCL_COLLNET_ENABLE": "1"}, version=(2, 8), machine={"collnet": True},
+         machine_class="a100-ib-multihost", why=_ABCI_SHARP),
+    Case("v100_4gpu_2node_alltoall_nig_edr_2gpn.txt", "dgx1-v100", 2, 1, 12.5, "ib", version=(2, 18),
+         machine={"ranks": 4}, machine_class="v100-ib-multihost", why=_NIG_V100),
+    Case("h100_16gpu_2node_all_reduce_azure_ndv5_azcluster.txt", "dgx-h100", 2, 8, 50.0, "ib", version=(2, 29),
+         machine_class="h100-ib-multihost", held_out=True, why=_AZCLUSTER),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
-             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES)
+             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES)
 
 
 def held_out(case: Case) -> bool:

@@ -116,7 +116,8 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
                                   + cases.EIGHTH_CASES + cases.NINTH_CASES + cases.TENTH_CASES
                                   + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
                                   + cases.FOURTEENTH_CASES + cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES
-                                  + cases.NINETEENTH_CASES + cases.TWENTIETH_CASES if not c.skip_reason],
+                                  + cases.NINETEENTH_CASES + cases.TWENTIETH_CASES + cases.TWENTY_FIRST_CASES
+                                  if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
     path = FIXTURES / "real_logs" / case.file
@@ -222,7 +223,7 @@ _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, ca
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
          cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES,
          cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES, cases.EIGHTEENTH_CASES, cases.NINETEENTH_CASES,
-         cases.TWENTIETH_CASES]
+         cases.TWENTIETH_CASES, cases.TWENTY_FIRST_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -639,4 +640,47 @@ def test_each_twentieth_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
     else:
         assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
         assert {d.name for d in run.devices} == {gpu}
+    assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
+
+
+#: the GPU name and rank count each twenty-first-set log's device lines print, and its GPUs per process
+_TWENTY_FIRST_GPU = {**{f"a100_8gpu_1node_{name}_superbench.txt": ("A100-SXM4-40GB", 8, 8)
+                        for name in ("all_gather", "all_reduce", "alltoall", "broadcast", "reduce", "reduce_scatter")},
+                     "a100_16gpu_2node_all_reduce_abci_sharp.txt": ("NVIDIA A100-SXM4-40GB", 16, 1),
+                     "v100_4gpu_2node_alltoall_nig_edr_2gpn.txt": ("Tesla V100-SXM2-16GB", 4, 2),
+                     # the guide abridges the device lines ("Rank  0 .. Rank  7 on h100a-gpu-0001"): none parse
+                     "h100_16gpu_2node_all_reduce_azure_ndv5_azcluster.txt": (None, 16, 1)}
+
+
+def test_the_twenty_first_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The twenty-first set: each table held out (its class of the fixed held-out split, or the table itself) or
+    listed with its reason, none in any fit, of classes earlier sets have, ``source_reused`` exactly when an earlier
+    fixture names the same source, new files, and no run a copy of an earlier fixture's."""
+    twenty_first = cases.TWENTY_FIRST_CASES
+    earlier = [c for s in _SETS if s is not twenty_first for c in s]
+    _assert_held_out_set(twenty_first)
+    assert all(cases.held_out(c) for c in twenty_first)
+    assert {c.machine_class for c in twenty_first} <= {c.machine_class for c in earlier}
+    assert {c.file for c in twenty_first} == set(_TWENTY_FIRST_GPU)
+    _assert_new_sources_files_and_runs(twenty_first, earlier, reuse_exact=True)
+
+
+@pytest.mark.parametrize("case", cases.TWENTY_FIRST_CASES, ids=lambda c: c.file)
+def test_each_twenty_first_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
+    """The case's hosts, ranks and GPU are the device lines' where the log prints them, else the ranks are the ones every
+    large row's busbw / algbw = 2 (n - 1) / n gives (GPUs per process the header's nGpus); each table has a collective
+    and at least 6 sizes of 64 KiB or more; the SHARP table asks for CollNet."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = load_runs(path)
+    gpu, ranks, per_process = _TWENTY_FIRST_GPU[case.file]
+    assert ranks == case.machine.get("ranks", 8 * case.nodes) and run.n_gpus == per_process
+    assert ("sharp" in case.file) == (case.env.get("NCCL_COLLNET_ENABLE") == "1") == case.machine.get("collnet", False)
+    if gpu is None:
+        rows = [r.out_of_place for r in run.rows if r.out_of_place.algbw_gbps >= 10]
+        assert not run.devices and guess_collective(run, path) == "allreduce" and len(rows) >= 4
+        assert all(m.busbw_gbps / m.algbw_gbps == pytest.approx(2 * (ranks - 1) / ranks, rel=0.01) for m in rows)
+    else:
+        assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
+        assert {d.name for d in run.devices} == {gpu}
+    assert guess_collective(run, path) is not None
     assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
