@@ -17,7 +17,6 @@ channels of its ring and tree graphs.  NVLS graphs put two loads on the head GPU
 from __future__ import annotations
 
 import functools
-import math
 import random
 from dataclasses import dataclass
 
@@ -38,6 +37,7 @@ from synth.model.nccl.constants import (
 )
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.channel_counts import dup_channels, few_ppn_channels, lone_gpu_total_gbs
 from synth.model.nccl.rccl_channels import rccl_coll_channels, rccl_env_channels, rccl_mesh_rings
 
 EPS = 1e-6
@@ -179,16 +179,8 @@ def _search(speeds, max_bw: float, total_bw: float, count_at, max_ch: int) -> tu
     return best if best[0] else (1, speeds[-1])
 
 
-def _dup(n: int, bw: float, sm: int, max_ch: int) -> tuple[int, float]:
-    """ncclTopoDupChannels: double the channels of fast rings, halving their speed."""
-    if bw < 25.0 or (sm > 80 and bw < 50.0 and n > 4):
-        return n, bw
-    dup = min(2 * n, max_ch)
-    return dup, bw / math.ceil(dup / n)
-
-
-def _ring_graph(m: NcclMachine, p2p: bool) -> Graph:
-    cap = intra_capacity_gbs(m, p2p)
+def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Graph:
+    cap = lone_gpu_total_gbs(m) if m.gpus_per_node == 1 and m.nodes > 1 and not m.amd else intra_capacity_gbs(m, p2p)
     nvl = p2p and m.p2p and m.intra != "pcie" and m.gpus_per_node > 1
     type_intra = "NVL" if nvl else "PCI" if p2p and m.p2p else "SYS"
     max_ch = MAXCHANNELS // 2
@@ -200,13 +192,15 @@ def _ring_graph(m: NcclMachine, p2p: bool) -> Graph:
         max_bw = min(nic, PCI_BW_BY_GEN[m.pcie_gen])
         n, s = _search(_speeds(m.sm, True), max_bw, cap,
                        lambda s: min(max_ch, int(cap / s + EPS), n_nic * int(nic / s + EPS)), max_ch)
+        if not m.amd:                                    # RCCL: not followed here
+            n, s = dup_channels(n, s, m.sm, max_ch, version)
         return Graph(n, s, s, type_intra, "PXB")
     if m.intra == "nvlink" and nvl and m.link_matrix:
         per = nvlink_per_link_gbs(m)
         n, s = _search(_speeds(m.sm, False), 2 * per, cap, lambda s: mesh_rings(m.link_matrix, per, s, max_ch), max_ch)
     else:
         n, s = _search(_speeds(m.sm, False), cap, cap, lambda s: min(max_ch, int(cap / s + EPS)), max_ch)
-    n, s = _dup(n, s, m.sm, max_ch)
+    n, s = dup_channels(n, s, m.sm, max_ch, version)
     return Graph(n, s, s, type_intra, "NONE")
 
 
@@ -351,38 +345,15 @@ def net_channels_per_peer(m: NcclMachine, n_channels: int, version: tuple = NCCL
     return per
 
 
-def few_ppn_channels(m: NcclMachine, ring: Graph, n_channels: int, version: tuple = NCCL_VERSION) -> int:
-    """The communicator's channels after NCCL doubles them on hosts of fewer than 8 GPUs (connect.cc
-    ``ncclTopoPostset``, "4 compute channels per search channel ... on <8 PPN", v2.18.1-1 on): several
-    nodes, ring ``bwIntra`` over 45 GB/s, sm90 (sm90+ from 2.27), under 16 channels (2.18-2.20: twice
-    them within MAXCHANNELS).  8 x H100 search at 45 GB/s (16 kept), 4 at 48 (8 -> 16); NCCL's tuning
-    still counts the graph's channels.
-
-    >>> from topo_probe import cluster
-    >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2))
-    >>> four = m.with_(ranks=8)                      # 4 GPUs on each of the 2 hosts
-    >>> [comm_graphs(x, version=(2, 28)).n_channels for x in (m, four)]
-    [16, 16]
-    >>> comm_graphs(four, version=(2, 17)).n_channels
-    8
-    """
-    version = tuple(version)
-    arch_ok = m.sm >= 90 if version >= (2, 27) else m.sm == 90
-    room = n_channels < 16 if version >= (2, 21) else 2 * n_channels <= MAXCHANNELS
-    if version >= (2, 18) and arch_ok and m.nodes > 1 and ring.bw_intra > 45.0 + EPS and room:
-        return min(MAXCHANNELS, 2 * n_channels)
-    return n_channels
-
-
 def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCCL_VERSION) -> CommGraphs:
     """All graphs NCCL builds for ``m`` under ``env``, and its channel counts (``NCCL_MIN_NCHANNELS``
     / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` / ``NCCL_MAX_CTAS`` clamp the ring/tree channels;
     the maxima also the NVLS CTAs, ``NCCL_MIN_CTAS`` raises them)."""
     env = env or NcclEnv()
     p2p = not env.p2p_off
-    ring = _ring_graph(m, p2p)
+    ring = _ring_graph(m, p2p, tuple(version))
     tree = _tree_graph(m, ring, p2p)
-    n_ch = few_ppn_channels(m, ring, min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels)), version)
+    n_ch = few_ppn_channels(m, ring.bw_intra, min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels)), version)
     if m.amd and m.intra == "xgmi":                        # RCCL: its rings, copied, and its env rules
         n_ch = rccl_env_channels(m, rccl_coll_channels(m, ring.n_channels), env.min_channels, env.max_channels)
     else:

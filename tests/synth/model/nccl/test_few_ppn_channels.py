@@ -24,9 +24,9 @@ def h100_hosts(hosts: int, gpus: int) -> NcclMachine:
 
 @pytest.mark.parametrize("gpus, version, channels", [
     (8, (2, 28), 16),     # the ring searches at 45 GB/s: not over 45, no doubling (2 x 8 search channels)
-    (4, (2, 28), 16),     # 4 GPUs: the ring searches at 48 > 45, 2 x 4 channels < 16 -> doubled to 16
+    (4, (2, 28), 16),     # 4 GPUs: the ring searches 4 at 48, duplicated by the search to 8 x 24 -> 2 x 8
     (4, (2, 17), 8),      # before 2.18 the rule does not exist
-    (2, (2, 28), 8),      # 2 x 2 = 4 < 16 -> 8
+    (2, (2, 28), 8),      # 2 at 48, duplicated to 4 x 24 -> 2 x 4 = 8
 ])
 def test_hosts_of_fewer_gpus_double_their_channels(gpus, version, channels):
     assert comm_graphs(h100_hosts(10, gpus), version=version).n_channels == channels

@@ -1,0 +1,78 @@
+"""NCCL's rules on how many ring channels a graph and a communicator get, around the graph search of
+:mod:`.graphs`: ``ncclTopoDupChannels`` (NVIDIA/nccl src/graph/search.cc), which doubles a fast graph's
+channels on one host or several, ``ncclTopoPostset``'s doubling on hosts of fewer than 8 GPUs
+(src/graph/connect.cc), and the ``totalBw`` a host's only GPU searches against (search.cc ``getTotalBw``).
+Units: channels; GB/s per channel (``bw``) or per GPU (``totalBw``).
+
+NCCL's own debug log of one H100 per host, two hosts (xxrjun/nccl-tests-cluster c3756a6d
+benchmarks/cluster00/nccl-tests-pairs/with-debug/logs/nccl_N2_G1_cnode4-005_cnode4-006_debug.log, NCCL 2.28.3;
+tests/fixtures/real_logs/h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt quotes it): "2 channels of 24 GB/s",
+the 1 x 48 GB/s the search finds through the GPU's one NIC, duplicated.
+"""
+
+from __future__ import annotations
+
+from synth.model.nccl.constants import MAXCHANNELS, NCCL_VERSION, NVLINK_BW_PER_LINK, PCI_BW_BY_GEN
+from synth.model.nccl.machine import NcclMachine
+
+EPS = 1e-6
+
+
+def dup_channels(n: int, bw: float, sm: int, max_ch: int, version: tuple = NCCL_VERSION) -> tuple[int, float]:
+    """``(channels, GB/s each)`` after ncclTopoDupChannels doubles a graph of ``n`` channels at ``bw``, at most
+    ``max_ch``, halving their speed: from 2.18 unless under 25 GB/s or, above sm80, under 50 GB/s on more than
+    4 channels (NVIDIA/nccl v2.26.6-1 src/graph/search.cc lines 898-909, called at line 1096 for every graph
+    pass 1 finds, on one host or several); before 2.18 rings of 25 GB/s up to sm80 and of 50 GB/s up to
+    sm90 (v2.17.1-1 search.cc line 897).
+
+    >>> dup_channels(1, 48.0, 90, 16), dup_channels(8, 45.0, 90, 16), dup_channels(4, 48.0, 90, 16, (2, 17))
+    ((2, 24.0), (8, 45.0), (4, 48.0))
+    """
+    if tuple(version) < (2, 18):
+        if not ((sm <= 80 and bw >= 25.0) or (sm <= 90 and bw >= 50.0)):
+            return n, bw
+    elif bw < 25.0 or (sm > 80 and bw < 50.0 and n > 4):
+        return n, bw
+    dup = min(2 * n, max_ch)
+    return dup, bw / -(-dup // n)
+
+
+def lone_gpu_total_gbs(m: NcclMachine) -> float:
+    """NCCL's ``totalBw`` for a host's only GPU (GB/s): the larger of its PCIe link and its NVLinks together
+    (NVIDIA/nccl v2.28.9-1 src/graph/search.cc ``getTotalBw``, lines 29-37), not a path through a CPU.
+
+    >>> from topo_probe import cluster
+    >>> lone_gpu_total_gbs(NcclMachine.from_topology(cluster("dgx-h100", nodes=2)).with_(ranks=2))
+    370.8
+    """
+    nvl = m.links_per_gpu * NVLINK_BW_PER_LINK.get(m.sm, NVLINK_BW_PER_LINK[80]) if m.intra in ("nvswitch",
+                                                                                            "nvlink") else 0.0
+    return max(PCI_BW_BY_GEN[m.pcie_gen], nvl)
+
+
+def few_ppn_channels(m: NcclMachine, ring_bw: float, n_channels: int, version: tuple = NCCL_VERSION) -> int:
+    """The communicator's channels after NCCL doubles them on hosts of fewer than 8 GPUs (connect.cc
+    ``ncclTopoPostset``, "4 compute channels per search channel ... on <8 PPN", v2.18.1-1 on): several
+    nodes, the ring graph's ``bwIntra`` (``ring_bw``, after :func:`dup_channels`) over 45 GB/s, sm90 (sm90+ from 2.27), under 16
+    channels (2.18-2.20: twice them within MAXCHANNELS).  8 x H100 search at 45 GB/s (16 kept); 4 at 48,
+    which the search's own duplication makes 8 at 24 (16 channels, no doubling); NCCL's tuning still counts
+    the graph's channels.
+
+    >>> from topo_probe import cluster
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2))
+    >>> four = m.with_(ranks=8)                      # 4 GPUs on each of the 2 hosts
+    >>> [comm_graphs(x, version=(2, 28)).n_channels for x in (m, four)]
+    [16, 16]
+    >>> comm_graphs(four, version=(2, 17)).n_channels
+    8
+    """
+    version = tuple(version)
+    arch_ok = m.sm >= 90 if version >= (2, 27) else m.sm == 90
+    room = n_channels < 16 if version >= (2, 21) else 2 * n_channels <= MAXCHANNELS
+    if version >= (2, 18) and arch_ok and m.nodes > 1 and ring_bw > 45.0 + EPS and room:
+        return min(MAXCHANNELS, 2 * n_channels)
+    return n_channels
+
+
+__all__ = ["dup_channels", "lone_gpu_total_gbs", "few_ppn_channels"]
