@@ -20,10 +20,10 @@ EPS = 1e-6
 
 def dup_channels(n: int, bw: float, sm: int, max_ch: int, version: tuple = NCCL_VERSION) -> tuple[int, float]:
     """``(channels, GB/s each)`` after ncclTopoDupChannels doubles a graph of ``n`` channels at ``bw``, at most
-    ``max_ch``, halving their speed: from 2.18 unless under 25 GB/s or, above sm80, under 50 GB/s on more than
+    ``max_ch``, halving their speed: from 2.18.3 unless under 25 GB/s or, above sm80, under 50 GB/s on more than
     4 channels (NVIDIA/nccl v2.26.6-1 src/graph/search.cc lines 898-909, called at line 1096 for every graph
     pass 1 finds, on one host or several); before 2.18 rings of 25 GB/s up to sm80 and of 50 GB/s up to
-    sm90 (v2.17.1-1 search.cc line 897).
+    sm90 (v2.17.1-1 search.cc line 897; v2.18.1-1 line 954 still has it, the model switches at 2.18).
 
     >>> dup_channels(1, 48.0, 90, 16), dup_channels(8, 45.0, 90, 16), dup_channels(4, 48.0, 90, 16, (2, 17))
     ((2, 24.0), (8, 45.0), (4, 48.0))

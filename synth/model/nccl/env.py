@@ -105,8 +105,8 @@ class NcclEnv:
         per_peer = _flag(env, "NCCL_NCHANNELS_PER_NET_PEER")
         for var, v in (("NCCL_MIN_NCHANNELS", lo), ("NCCL_MAX_NCHANNELS", hi), ("NCCL_MIN_CTAS", min_ctas),
                        ("NCCL_MAX_CTAS", max_ctas), ("NCCL_NCHANNELS_PER_NET_PEER", per_peer)):
-            if v is not None and not 1 <= v <= 64:
-                raise InvalidArgument(f"{var}={v} must be 1 to 64")
+            if v is not None and not 1 <= v <= 128:              # RCCL's MAXCHANNELS (NCCL's is 64 from 2.25)
+                raise InvalidArgument(f"{var}={v} must be 1 to 128")
         chunk = _flag(env, "NCCL_NVLSTREE_MAX_CHUNKSIZE")
         if chunk is not None and chunk < 1:
             raise InvalidArgument(f"NCCL_NVLSTREE_MAX_CHUNKSIZE={chunk} must be a positive number of bytes")

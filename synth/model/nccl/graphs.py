@@ -355,7 +355,8 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     tree = _tree_graph(m, ring, p2p)
     n_ch = few_ppn_channels(m, ring.bw_intra, min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels)), version)
     if m.amd and m.intra == "xgmi":                        # RCCL: its rings, copied, and its env rules
-        n_ch = rccl_env_channels(m, rccl_coll_channels(m, ring.n_channels), env.min_channels, env.max_channels)
+        n_ch = rccl_env_channels(m, rccl_coll_channels(m, ring.n_channels), env.min_channels, env.max_channels,
+                                 env.min_ctas, env.max_ctas)
     else:
         top, lo = 2 * MAXCHANNELS, max(env.min_channels or 0, env.min_ctas or 0)
         n_ch = min(top, max(min(n_ch, env.max_channels or top, env.max_ctas or top), lo, 1))

@@ -67,11 +67,13 @@ def rccl_coll_channels(m: NcclMachine, ring_channels: int) -> int:
     return min(RCCL_MAXCHANNELS, copies * ring_channels)
 
 
-def rccl_env_channels(m: NcclMachine, n_ch: int, min_channels: int | None, max_channels: int | None) -> int:
-    """The communicator's channels after ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` as RCCL applies them
-    (ROCm/rccl 0cbce2a7 src/graph/connect.cc 629-688): at most ``MAXCHANNELS`` (128) on one host, 64 across hosts;
-    a minimum above 64 is capped at 64 across hosts and ignored with fewer than 8 ranks, one above the maximum
-    ignored.
+def rccl_env_channels(m: NcclMachine, n_ch: int, min_channels: int | None, max_channels: int | None,
+                      min_ctas: int | None = None, max_ctas: int | None = None) -> int:
+    """The communicator's channels after ``NCCL_MIN_NCHANNELS`` / ``NCCL_MAX_NCHANNELS`` and ``NCCL_MIN_CTAS`` /
+    ``NCCL_MAX_CTAS`` as RCCL applies them (ROCm/rccl 0cbce2a7 src/graph/connect.cc 629-707): at most ``MAXCHANNELS``
+    (128) on one host, 64 across hosts; a minimum above 64 is capped at 64 across hosts and ignored with fewer than
+    8 ranks, one above the maximum ignored; then ``min(maxNchannels, nChannels, maxCTAs)``, copied up to
+    ``max(minNchannels, minCTAs)``.
 
     >>> from topo_probe import get_preset
     >>> m = NcclMachine.from_topology(get_preset("mi300x"))
@@ -79,17 +81,20 @@ def rccl_env_channels(m: NcclMachine, n_ch: int, min_channels: int | None, max_c
     (112, 24)
     >>> rccl_env_channels(m.with_(nodes=2), 56, 112, None), rccl_env_channels(m, 56, None, 16)
     (64, 16)
+    >>> rccl_env_channels(m, 56, None, None, max_ctas=8), rccl_env_channels(m, 56, None, None, min_ctas=64)
+    (8, 64)
     """
     top = RCCL_MAXCHANNELS if m.nodes == 1 else 64
     lo = min(64, min_channels or 0) if m.nodes > 1 else (min_channels or 0)
     if (m.ranks < 8 and lo > 64) or lo > top:
         lo = 0                                              # RCCL: "... is ignored", minimum back to 2
-    return min(top, max(min(n_ch, max_channels or top), lo, 1))
+    hi = min(max_channels or top, max_ctas or top)
+    return min(top, max(min(n_ch, hi), lo, min_ctas or 0, 1))
 
 
 def rccl_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, channel_gbs: float) -> float:
     """Most bus bandwidth (GB/s) ``channels`` RCCL Simple ring channels move on one host of AMD GPUs: each
-    channel's workgroup at most ``channel_gbs`` (the fitted ``rccl_channel_gbs``).  Elsewhere no cap.
+    channel's workgroup at most ``channel_gbs`` (the hand-set ``rccl_channel_gbs``).  Elsewhere no cap.
 
     >>> from topo_probe import get_preset
     >>> m = NcclMachine.from_topology(get_preset("mi355x"))

