@@ -247,7 +247,7 @@ def cost_params_for(where, params: ModelParams = DEFAULT_PARAMS, protocol: str =
     arch, transport = machine_keys(topology)
     fields = {f"{k}_efficiency": v for k, v in efficiencies(arch, transport, params).items()}
     proto = PROTOCOLS[check_protocol(protocol)]
-    fields["network_latency_us"] = params.net_latency_us(transport, proto, arch) + params.net_message_us(transport, proto, arch)
+    fields["network_latency_us"] = params.net_message_hop_us(transport, proto, arch)
     try:
         launch, hop, net_hop = step_costs_us(topology, params, protocol)
     except TopocollError:

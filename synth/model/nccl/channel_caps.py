@@ -8,7 +8,6 @@ from __future__ import annotations
 import math
 
 from synth.model.nccl.constants import (
-    HOPPER_COMPCAP_INDEX,
     LL128_DATA_FRACTION,
     LL_MAX_BWS,
     NCCL_VERSION,
@@ -96,7 +95,7 @@ def ll128_generation_share(m: NcclMachine) -> float:
     1.0
     """
     cc, idx2 = _table_row(m)
-    return min(1.0, ring_ll128_run_gbs(cc, idx2) / ring_ll128_run_gbs(HOPPER_COMPCAP_INDEX, idx2))
+    return min(1.0, ring_ll128_run_gbs(cc, idx2) / ring_ll128_run_gbs(compcap_index(90), idx2))
 
 
 def tree_ll128_cap_gbs(m: NcclMachine, g: CommGraphs, coll: str, params: ModelParams) -> float:

@@ -12,7 +12,7 @@ the 1 x 48 GB/s the search finds through the GPU's one NIC, duplicated.
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import MAXCHANNELS, NCCL_VERSION, NVLINK_BW_PER_LINK, PCI_BW_BY_GEN
+from synth.model.nccl.constants import MAXCHANNELS, NCCL_VERSION, PCI_BW_BY_GEN
 from synth.model.nccl.machine import NcclMachine
 
 EPS = 1e-6
@@ -37,16 +37,17 @@ def dup_channels(n: int, bw: float, sm: int, max_ch: int, version: tuple = NCCL_
     return dup, bw / -(-dup // n)
 
 
-def lone_gpu_total_gbs(m: NcclMachine) -> float:
-    """NCCL's ``totalBw`` for a host's only GPU (GB/s): the larger of its PCIe link and its NVLinks together
-    (NVIDIA/nccl v2.28.9-1 src/graph/search.cc ``getTotalBw``, lines 29-37), not a path through a CPU.
+def lone_gpu_total_gbs(m: NcclMachine, per_link_gbs: float) -> float:
+    """NCCL's ``totalBw`` for a host's only GPU (GB/s): the larger of its PCIe link and its NVLinks together,
+    each at NCCL's per-link figure ``per_link_gbs`` (:func:`.graphs.nvlink_per_link_gbs`; NVIDIA/nccl v2.28.9-1
+    src/graph/search.cc ``getTotalBw``, lines 29-37), not a path through a CPU.
 
     >>> from topo_probe import cluster
-    >>> lone_gpu_total_gbs(NcclMachine.from_topology(cluster("dgx-h100", nodes=2)).with_(ranks=2))
-    370.8
+    >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2)).with_(ranks=2)
+    >>> lone_gpu_total_gbs(m, 20.6), lone_gpu_total_gbs(m, 0.0)
+    (370.8, 48.0)
     """
-    nvl = m.links_per_gpu * NVLINK_BW_PER_LINK.get(m.sm, NVLINK_BW_PER_LINK[80]) if m.intra in ("nvswitch",
-                                                                                            "nvlink") else 0.0
+    nvl = m.links_per_gpu * per_link_gbs if m.intra in ("nvswitch", "nvlink") else 0.0
     return max(PCI_BW_BY_GEN[m.pcie_gen], nvl)
 
 

@@ -180,7 +180,8 @@ def _search(speeds, max_bw: float, total_bw: float, count_at, max_ch: int) -> tu
 
 
 def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Graph:
-    cap = lone_gpu_total_gbs(m) if m.gpus_per_node == 1 and m.nodes > 1 and not m.amd else intra_capacity_gbs(m, p2p)
+    lone = m.gpus_per_node == 1 and m.nodes > 1 and not m.amd
+    cap = lone_gpu_total_gbs(m, nvlink_per_link_gbs(m)) if lone else intra_capacity_gbs(m, p2p)
     nvl = p2p and m.p2p and m.intra != "pcie" and m.gpus_per_node > 1
     type_intra = "NVL" if nvl else "PCI" if p2p and m.p2p else "SYS"
     max_ch = MAXCHANNELS // 2

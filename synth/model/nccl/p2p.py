@@ -272,10 +272,9 @@ def p2p_net_hop_us(m: NcclMachine, params: ModelParams) -> float:
     Simple protocol (every such send uses it: the module docstring), as a collective's hop costs it:
     NCCL's table latency (``hwLat[NET][ring][Simple]``, 14 µs) plus the transport's fitted extra
     (``net_lat[transport, Simple]``) and, the send being one message, a network plugin's share of its
-    latency (EFA: :meth:`.params.ModelParams.net_message_us`)."""
+    latency (EFA: :meth:`.params.ModelParams.net_message_hop_us`)."""
     simple = HW_LAT[HW_NET][ALGOS.index("ring")][PROTOS.index("Simple")]
-    return (simple + params.net_latency_us(m.net_kind, "Simple", m.arch)
-            + params.net_message_us(m.net_kind, "Simple", m.arch))
+    return simple + params.net_message_hop_us(m.net_kind, "Simple", m.arch)
 
 
 def _nvlink_p2p(m: NcclMachine, p2p_disable: bool) -> bool:

@@ -205,8 +205,8 @@ class ModelParams:
     def net_latency_us(self, kind: str, proto: str, arch: str | None = None) -> float:
         """Extra µs per inter-node hop on transport ``kind`` (GPUs of ``arch``) for ``proto``: its
         ``net_lat`` plus the plugin's share of its latency (:mod:`.net_transport`), except for Simple on a
-        SENDRECV platform, which pays it per message instead (:meth:`net_message_us`).  A hop that carries
-        one message (a point-to-point send, a step of our schedules) costs this plus :meth:`net_message_us`."""
+        SENDRECV platform, which pays it per message instead (:meth:`net_message_us`; a hop of one message:
+        :meth:`net_message_hop_us`)."""
         group = "LL" if proto == "LL128" else proto
         per_message = proto == "Simple" and pays_per_message(kind)
         plugin = 0.0 if per_message else self.plugin_hop_share * plugin_latency_us(kind, arch)
@@ -214,6 +214,11 @@ class ModelParams:
             if key in self.net_lat:
                 return self.net_lat[key] + plugin
         return plugin
+
+    def net_message_hop_us(self, kind: str, proto: str, arch: str | None = None) -> float:
+        """Extra µs of an inter-node hop that carries one message (a point-to-point send, a step of our
+        schedules): :meth:`net_latency_us` plus :meth:`net_message_us`."""
+        return self.net_latency_us(kind, proto, arch) + self.net_message_us(kind, proto, arch)
 
     def with_vector(self, keys: list[tuple], values) -> "ModelParams":
         """A copy with the constants named by ``keys`` (``(scalar,)`` or ``(table, key...)``) set."""

@@ -10,7 +10,7 @@ import pytest
 
 from synth.model.nccl import NcclMachine
 from synth.model.nccl.channel_counts import dup_channels, lone_gpu_total_gbs
-from synth.model.nccl.graphs import comm_graphs
+from synth.model.nccl.graphs import comm_graphs, nvlink_per_link_gbs
 from topo_probe.cli.options import apply_machine_arguments
 from topo_probe.machines.presets import get_preset
 
@@ -22,8 +22,10 @@ def hosts_of(preset: str, hosts: int, gpus: int) -> NcclMachine:
 
 
 def test_one_h100_per_host_searches_against_its_own_links():
-    """totalBw = max(PCIe 48, 18 x 20.6 NVLink) = 370.8, not a CPU path's 10 GB/s."""
-    assert lone_gpu_total_gbs(hosts_of("dgx-h100", 2, 1)) == pytest.approx(370.8)
+    """totalBw = max(PCIe 48, 18 x 20.6 NVLink) = 370.8, not a CPU path's 10 GB/s (the per-link figure the
+    model's graphs use, topo.h SM90_NVLINK_BW 20.6)."""
+    m = hosts_of("dgx-h100", 2, 1)
+    assert lone_gpu_total_gbs(m, nvlink_per_link_gbs(m)) == pytest.approx(370.8)
 
 
 @pytest.mark.parametrize("version", [(2, 28), (2, 29)])
