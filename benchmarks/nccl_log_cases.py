@@ -240,6 +240,13 @@ _ABCI = ("ABCI 2.0 'Compute Node (A)' hosts (aistabci/abci2.0benchmark): 8 x A10
          "preset's NVSwitch), 4 x InfiniBand HDR 200 Gb/s per host (ABCI's documentation, not the repository), "
          "NCCL 2.8.4, one process per GPU; NCCL_NET_GDR_LEVEL=2 (no model term)")
 
+#: GB/s per direction one NIC of these hosts moves GPU memory at: the same repository's OSU osu_mbw_mr between two
+#: such hosts, GPU buffers (pt2pt/inter_anode jobs 7249072 / 7249073: 39.0 GB/s for 4 and for 8 GPU pairs), over
+#: their 4 HCAs (:func:`synth.model.nccl.net_transport.gpu_net_gbps`)
+ABCI_NIC_DMA_GBS = 39.0 / 4
+_ABCI_DMA = ("GPU memory crosses the network at 39.0 GB/s per host and direction (the repository's pt2pt/inter_anode "
+             "OSU osu_mbw_mr -d cuda, 4 and 8 GPU pairs; host buffers 95 GB/s): nic_dma_gbs 9.75 per HCA")
+
 #: the fourth set: ABCI 2.0's A100 logs (all_reduce and broadcast, 4 B - 32 MiB), added after the committed
 #: fit: the one-host tables are of the in-sample A100 class but held out themselves, the multi-host ones form a
 #: new held-out class
@@ -249,7 +256,8 @@ FOURTH_CASES = [
     Case("a100_8gpu_1node_broadcast_abci.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
          why=f"one host of {_ABCI}, broadcast", held_out=True),
 ] + [Case(f"a100_{8 * n}gpu_{n}node_{coll}_abci_hdr.txt", "dgx-a100", n, 4, 25.0, version=(2, 8),
-          machine_class="a100-ib-multihost", why=f"{n} x {_ABCI}" + (", broadcast" if coll == "broadcast" else ""))
+          machine={"nic_dma_gbs": ABCI_NIC_DMA_GBS}, machine_class="a100-ib-multihost",
+          why=f"{n} x {_ABCI}; {_ABCI_DMA}" + (", broadcast" if coll == "broadcast" else ""))
      for n in (2, 4, 8, 16) for coll in ("all_reduce", "broadcast")]
 
 _THANOS = ("one host of 8 x A100-SXM4-80GB, 12 NVLinks of 25 GB/s per GPU (the `dgx-a100` preset's NVSwitch board), "

@@ -70,7 +70,9 @@ class NcclMachine:
     rate of one NIC (GB/s per direction) and ``net_kind`` one of :data:`NET_KINDS`;
     ``cpu_vendor`` ``intel`` or ``amd`` (NCCL's llMaxBws row and net overhead across nodes);
     ``cpu_arch`` ``x86`` or ``arm`` (Grace: NCCL's ``cpuArch``, which gates a Blackwell NVLS-tree factor);
-    ``gpus_per_process`` how many GPUs one thread drives (nccl-tests ``-g``).
+    ``gpus_per_process`` how many GPUs one thread drives (nccl-tests ``-g``); ``nic_dma_gbs`` the GB/s
+    per direction at which one NIC moves GPU memory over its PCIe path when a measurement of the host
+    states it (0: not stated, the line rate; :func:`.net_transport.gpu_net_gbps`).
     """
 
     name: str
@@ -92,6 +94,7 @@ class NcclMachine:
     cpu_vendor: str = "intel"
     sockets: int = 2
     cpu_arch: str = "x86"
+    nic_dma_gbs: float = 0.0
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -103,7 +106,8 @@ class NcclMachine:
                   (self.cpu_arch in ("x86", "arm"), f"CPU architecture {self.cpu_arch!r} is not x86 or arm"),
                   (self.pcie_gen in (3, 4, 5), f"PCIe generation {self.pcie_gen} is not 3, 4 or 5"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
-                  (self.link_gbs > 0 and self.nic_gbps >= 0, "link and NIC bandwidths must be positive")]
+                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0,
+                   "link and NIC bandwidths must be positive")]
         for ok, message in checks:
             if not ok:
                 raise InvalidArgument(message)
