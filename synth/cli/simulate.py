@@ -48,6 +48,9 @@ def build_parser() -> OneLineParser:
                    help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "
                         "and pred/real beside the prediction")
     add_machine_arguments(p)     # its --net default here: what the --import log's NCCL INFO lines name
+    p.add_argument("--nic-dma-gbps", type=float, metavar="G",
+                   help="GB/s per direction one NIC moves GPU memory at, where a measurement of the host states it "
+                        "(e.g. osu_mbw_mr -d cuda); the NCCL model caps the network at it (default: the line rate)")
     p.add_argument("--nccl-version", metavar="X.Y", help="the NCCL whose rules the NCCL model follows (default: "
                    "the --import log's printed version, else 2.28)")
     return p
@@ -91,7 +94,8 @@ def _config(args, n: int):
 def _machine(args, run) -> dict:
     """What the NCCL model takes from the log and the flags: the GPU architecture (device
     names), GPUs per process and the network (the log's NCCL INFO lines, unless ``--net``
-    put a transport on the topology's NICs)."""
+    put a transport on the topology's NICs), and ``--nic-dma-gbps`` (a measured GPU-memory rate per
+    NIC: :func:`synth.model.nccl.net_transport.gpu_net_gbps`)."""
     from synth.model.nccl import arch_of_gpu_name
     out = {}
     if run is not None:
@@ -101,6 +105,11 @@ def _machine(args, run) -> dict:
             out["arch"] = arch
     if not args.net and run is not None and run.network is not None:
         out["net_kind"] = run.network.kind
+    dma = getattr(args, "nic_dma_gbps", None)
+    if dma is not None:
+        if not dma > 0:
+            raise UsageError(f"--nic-dma-gbps must be a positive number of GB/s, got {dma}")
+        out["nic_dma_gbs"] = dma
     return out
 
 
@@ -194,6 +203,8 @@ def run(args) -> list[str]:
         src = (f"the log: {said.evidence}" if said is not None else "--net" if args.net
                else "the topology's NICs" if nics_say else "default")
         what += f"; network {m.net_kind} ({src})"
+        if m.nic_dma_gbs > 0:
+            what += f", GPU memory at {m.nic_dma_gbs:g} GB/s per NIC (--nic-dma-gbps)"
     notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), {what}",
              f"cost model: launch {p.launch_us:.4g} us, step overhead {p.step_overhead_us:.4g} us, slice overhead "
              f"{p.slice_overhead_us:.4g} us, nvlink x{p.nvlink_efficiency:.3g}, pcie x{p.pcie_efficiency:.3g}, "

@@ -186,3 +186,20 @@ def test_notes_print_rounded_numbers(capsys, topology, baseline):
     assert any("cost model: launch" in ln for ln in notes)
     noisy = [ln for ln in notes if re.search(r"\d\.\d{10,}", ln)]     # %g keeps 6 digits; noise has 15+
     assert noisy == []
+
+
+def test_nic_dma_gbps_caps_the_nccl_models_network_at_the_stated_gpu_memory_rate(capsys):
+    """2 x DGX A100 over 4 x 25 GB/s IB NICs: with --nic-dma-gbps 9.75 (ABCI's measured GPU-memory rate
+    per HCA) a 1 GiB all_reduce's ring busbw cannot pass 4 x 9.75 = 39 GB/s; at the line rate it does."""
+    base = ["--topology", "dgx-a100", "--nodes", "2", "--nics-per-node", "4", "--nic-gbps", "25", "--net", "ib",
+            "--collective", "allreduce", "--baseline", "nccl", "-b", "1G", "-e", "1G"]
+    assert main(base) == 0
+    free = float(rows(capsys.readouterr().out)[0][7])
+    assert main(base + ["--nic-dma-gbps", "9.75"]) == 0
+    out = capsys.readouterr().out
+    capped = float(rows(out)[0][7])
+    assert "GPU memory at 9.75 GB/s per NIC (--nic-dma-gbps)" in out
+    assert 0.5 * 39.0 < capped <= 39.0 < free
+    assert main(base + ["--nic-dma-gbps", "0"]) == 2
+    err = capsys.readouterr().err
+    assert "--nic-dma-gbps must be a positive number" in err and err.count("\n") == 1
