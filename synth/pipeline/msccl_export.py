@@ -17,7 +17,12 @@ with a note: plan algorithms the target runtime would refuse even after the writ
 more channels (steps per threadblock, threadblocks per GPU, a ``nchunksperloop`` no power-of-two
 call is a multiple of); at cluster scale, where no candidates are written, such an algorithm is
 not written either (a note says why).  XML longer than :data:`GZIP_XML_BYTES` characters is
-written gzip-compressed.
+written gzip-compressed: a candidate in ``candidates/``, a plan algorithm in ``msccl/compressed/``
+(never in ``msccl/`` itself: both runtimes parse every regular file of ``MSCCL_ALGO_DIR`` as XML,
+RCCL 0cbce2a7 ``src/misc/msccl/msccl_lifecycle.cc`` lines 177-185, msccl-executor-nccl c6f6b36d
+lines 154-165; a gzip file fails with "expecting '<'" (``msccl_parser.cc`` line 111), which ends
+the scan of the folder before the algorithm handles are sized, line 201, that ``mscclInit`` then
+indexes, line 263).
 """
 
 from __future__ import annotations
@@ -71,14 +76,24 @@ def _msccl_ranges(plan: Plan) -> dict[str, list[tuple[int, int | None]]]:
     return out
 
 
-def _write_xml(path: Path, text: str, res) -> None:
-    """``path`` (``.xml``), or ``path.xml.gz`` beyond :data:`GZIP_XML_BYTES` with a note."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+#: subfolder of ``msccl/`` for compressed plan algorithms (the runtimes skip subfolders)
+COMPRESSED = "compressed"
+
+
+def _write_xml(path: Path, text: str, res, ready: bool = False) -> None:
+    """``path`` (``.xml``), or beyond :data:`GZIP_XML_BYTES` a ``.xml.gz`` with a note: next to
+    ``path`` (a candidate), or for a ``ready`` file of ``msccl/`` in ``msccl/compressed/``, since no
+    runtime reads gzip and both parse every file of their folder."""
     if len(text) > GZIP_XML_BYTES:
-        atomic_write_bytes(path.with_name(path.name + ".gz"), gzip.compress(text.encode(), 6, mtime=0))
+        gz = (path.parent / COMPRESSED if ready else path.parent) / (path.name + ".gz")
+        gz.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_bytes(gz, gzip.compress(text.encode(), 6, mtime=0))
+        where, todo = ((f"{COMPRESSED}/{gz.name}", "gunzip it into msccl/ for the MSCCL runtime (it reads no gzip)")
+                       if ready else (f"candidates/{gz.name}", "gunzip it for the MSCCL runtime"))
         res.summary.setdefault("notes", []).append(
-            f"msccl/{path.name}.gz: {len(text) / 1e6:.0f} MB of XML, compressed (gunzip it for the MSCCL runtime)")
+            f"msccl/{where}: {len(text) / 1e6:.0f} MB of XML, compressed; {todo}")
     else:
+        path.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_text(path, text)
 
 
@@ -154,7 +169,7 @@ def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, onl
         if first > lo:
             notes.append(f"msccl/{file}: minBytes {first} instead of {lo}: {profile.name} picks it only at calls of "
                          f"at least one element per chunk (nchunksperloop); below, its built-in algorithms run")
-        _write_xml(folder / file, text, res)
+        _write_xml(folder / file, text, res, ready=True)
 
 
 def _runtime_export(s: Schedule, profile: RuntimeProfile):

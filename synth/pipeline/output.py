@@ -35,8 +35,9 @@ import sys
 import time
 from pathlib import Path
 
-from synth.pipeline.publish import (CURRENT, ENTRIES, JOURNAL, MARKER, VERSION_PREFIX, _only_our_files, _pid_alive,
-                                    _remove, journal_target, publish, put_in_place, tidy)
+from synth.pipeline.publish import (CURRENT, ENTRIES, JOURNAL, MARKER, MSCCL_SUBFOLDERS, VERSION_PREFIX,
+                                    _only_our_files, _pid_alive, _remove, journal_target, publish, put_in_place,
+                                    tidy)
 from topo_probe.errors import InvalidArgument, TopocollError
 
 #: files that may sit beside results of versions before the marker (``synthesize --nccl-tuner-conf
@@ -114,7 +115,7 @@ def _legacy_entry(path: Path, name: str) -> bool:
         return False
     if name in ("schedules", "msccl"):
         return path.is_dir() and _only_our_files(path, ".json" if name == "schedules" else ".xml",
-                                                 subfolders=("candidates",) if name == "msccl" else ())
+                                                 subfolders=MSCCL_SUBFOLDERS if name == "msccl" else ())
     if not path.is_file():
         return False
     if name != "summary.json":
@@ -340,7 +341,7 @@ def _only_results(folder: Path) -> bool:
             return False
         if name in ("schedules", "msccl"):
             if not (path.is_dir() and _only_our_files(path, ".json" if name == "schedules" else ".xml",
-                                                       subfolders=("candidates",) if name == "msccl" else ())):
+                                                       subfolders=MSCCL_SUBFOLDERS if name == "msccl" else ())):
                 return False
         elif not path.is_file():
             return False

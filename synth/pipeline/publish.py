@@ -32,6 +32,9 @@ JOURNAL = ".publishing"
 VERSION_PREFIX = ".v-"
 #: the documented paths, put in place in this order (summary.json last: where it is, the rest is)
 ENTRIES = ("schedules", "msccl", "topology.json", "report.md", "busbw.png", "plan.json", "summary.json")
+#: subfolders of ``msccl/`` synthesize writes (skipped by the MSCCL runtimes): other candidates, and plan
+#: algorithms too big to write uncompressed (:mod:`synth.pipeline.msccl_export`)
+MSCCL_SUBFOLDERS = ("candidates", "compressed")
 _VERSION = re.compile(r"\.v-(\d{8}T\d{6}-\d+-\d+|adopted-\d+)\Z")
 _TEMP = re.compile(r"\.(?P<name>schedules|msccl|topology\.json|report\.md|busbw\.png|plan\.json|summary\.json|"
                    r"current|publishing|topocoll-result)\.(tmp|old)-(?P<pid>\d+)(-old)?\Z")
@@ -147,10 +150,10 @@ def ours_by_name(name: str) -> bool:
 
 def keep_user_files(out: Path, version: Path) -> list[str]:
     """Hard-link (or copy) into ``version`` every file of ``out/schedules``, ``out/msccl`` and
-    ``out/msccl/candidates`` that synthesize did not write (:func:`ours_by_name`) and that the new
+    ``out/msccl/candidates`` (``compressed``) that synthesize did not write (:func:`ours_by_name`) and that the new
     version has no file of that name for; returns their paths relative to ``out``."""
     kept = []
-    for sub in ("schedules", "msccl", "msccl/candidates"):
+    for sub in ("schedules", "msccl", *(f"msccl/{s}" for s in MSCCL_SUBFOLDERS)):
         old = out / sub
         if not old.is_dir() or old.is_symlink():
             continue
@@ -219,7 +222,7 @@ def _our_version_folder(p: Path) -> bool:
         if q.name == "schedules" and q.is_dir():
             ok = _only_our_files(q, ".json")
         elif q.name == "msccl" and q.is_dir():
-            ok = _only_our_files(q, ".xml", subfolders=("candidates",))
+            ok = _only_our_files(q, ".xml", subfolders=MSCCL_SUBFOLDERS)
         else:
             ok = q.is_file() and (q.name in ENTRIES or q.name.startswith("."))
         if not ok:

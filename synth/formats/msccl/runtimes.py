@@ -15,7 +15,12 @@ a step's ``s`` below ``MSCCL_MAX_NUM_STEPS`` ("too many steps are requested"); a
 carry one itself ("when there is a chain of dependencies ..."); the XML reader keeps at most
 ``MAX_NODES`` (4096) elements for one rank (``<algo>``, every ``<gpu>``, that rank's ``<tb>``
 and ``<step>``) and attribute values of at most ``MAX_STR_LEN`` (255) characters
-(``src/include/msccl/msccl_parser.h``).
+(``src/include/msccl/msccl_parser.h``).  A step's ``depid`` is stored in an ``int8_t``
+(``mscclThreadBlock.dependentBid``, ``src/include/msccl/msccl_struct.h`` line 58 in both runtimes)
+and the kernel waits on ``mscclFlags + dependentBid`` (RCCL ``src/device/msccl_kernel_impl.h``
+lines 274-278, msccl-executor-nccl ``src/device/msccl_kernel.cu`` lines 229-233): a ``depid``
+above 127 wraps negative and waits on a flag outside the array, so at most 128 threadblocks can
+be waited on (msccl-executor-nccl loads 1,024).
 
 Launch: RCCL from ROCm 6.1 (commit 0a53077c, "Improve MSCCL algorithms", 2024-01-03) builds
 no "full ops" kernel: ``mscclSetupKernel`` (``src/misc/msccl/msccl_setup.cc``) returns
@@ -73,6 +78,7 @@ class RuntimeProfile:
     max_nodes: int = 4096          # msccl_parser.h MAX_NODES, per rank
     max_subs: int = 1024           # msccl_parser.h MAX_SUBS: children of one element
     max_attr_chars: int = 255      # msccl_parser.h MAX_STR_LEN
+    max_depid: int = 127           # msccl_struct.h: int8_t dependentBid (a larger depid wraps negative)
 
     @property
     def full_ops(self) -> bool:
@@ -215,6 +221,10 @@ def _tb_violations(profile: RuntimeProfile, where: str, tb) -> list[str]:
                    f"{', '.join(sorted(profile.step_types))})")
     if any(st.cnt >= profile.max_count for st in tb.steps):
         out.append(f"{where}: a step with cnt >= {profile.max_count} (MSCCL_MAX_COUNT)")
+    wraps = [st.index for st in tb.steps if st.depid > profile.max_depid]
+    if wraps:
+        out.append(f"{where} step {wraps[0]}: depid above {profile.max_depid} (the runtime keeps it in an int8_t "
+                   f"and waits on another threadblock's flag)")
     pending = 0
     for st in tb.steps:         # msccl_parser.cc: "when there is a chain of dependencies ..."
         if st.kind == "nop":

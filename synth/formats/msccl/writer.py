@@ -232,7 +232,8 @@ class Export:
             fuse = fuse and self.profile.full_ops
             limits = {"full_ops": self.profile.full_ops, "max_steps": self.profile.max_steps_per_tb,
                       "channel_cap": self.profile.max_channels}
-            max_tbs_per_gpu = min(max_tbs_per_gpu, self.profile.max_tbs_per_gpu)
+            # threadblock ids above max_depid cannot be waited on (int8_t dependentBid)
+            max_tbs_per_gpu = min(max_tbs_per_gpu, self.profile.max_tbs_per_gpu, self.profile.max_depid + 1)
         self.scratch, self.tbs, self.counts = build_program(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu,
                                                             max_channels=max_channels, **limits)
         self._inplace: bool | None = None

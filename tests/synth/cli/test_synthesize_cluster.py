@@ -66,17 +66,22 @@ def test_cluster_outputs_verify_and_the_plan_reads_gzip(cluster_run):
         else:
             runs.append([e.min_bytes, e.max_bytes])
     want = [f"{u}{f'-r{k}' if k else ''}.xml.gz" for u, runs in spans.items() for k in range(len(runs))]
-    xmls = sorted((out / "msccl").glob("*.xml.gz"))
+    xmls = sorted((out / "msccl" / "compressed").glob("*.xml.gz"))    # plan algorithms, kept out of msccl/
     longer = sorted((out / "msccl").glob("candidates/*.xml.gz"))   # more steps per threadblock than RCCL loads
     assert sorted(p.name for p in xmls + longer) == sorted(want)
-    assert {p.name for p in (out / "msccl").iterdir()} <= {p.name for p in xmls} | {"candidates"}
+    # both runtimes parse every regular file of MSCCL_ALGO_DIR as XML, whose first byte after blanks must be
+    # '<' (RCCL 0cbce2a7 src/misc/msccl/msccl_lifecycle.cc 177-185, msccl_parser.cc 107-112): no gzip there
+    assert {p.name for p in (out / "msccl").iterdir() if p.is_dir()} <= {"candidates", "compressed"}
+    for p in (out / "msccl").iterdir():
+        if p.is_file():
+            assert p.read_bytes().lstrip(b" \r\n")[:1] == b"<", p.name
     notes = [n for c in summary["collectives"].values() for n in c.get("notes", [])]
     assert all(any(f"candidates/{p.name[:-3]}" in n and "MSCCL_MAX_NUM_STEPS" in n for n in notes) for p in longer)
     for p in xmls + longer:               # compressed MSCCL XML re-imports and verifies
         check(from_msccl_xml(gzip.decompress(p.read_bytes()).decode(), fabric=fabric), fabric)
     report = (out / "report.md").read_text()
     assert "## Skipped at this scale" in report and "the plan does not use it" in report
-    assert "gunzip it for the MSCCL runtime" in report
+    assert "gunzip it into msccl/ for the MSCCL runtime" in report
 
 
 def test_cluster_rings_stay_on_rails():

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import gzip
+import re
 from pathlib import Path
 
 import pytest
@@ -144,6 +145,34 @@ def test_a_schedule_that_cannot_fit_is_refused_with_the_rule():
     s = baseline("direct", build_fabric(parse_generator_spec("full:70")), "allgather")
     with pytest.raises(InvalidArgument, match="threadblocks"):
         to_msccl_xml(s, runtime="rccl")
+
+
+#: the largest value of the int8_t both runtimes keep a step's depid in (mscclThreadBlock.dependentBid,
+#: src/include/msccl/msccl_struct.h line 58 at RCCL 0cbce2a7 and msccl-executor-nccl c6f6b36d)
+INT8_MAX = 2 ** 7 - 1
+
+
+def test_a_depid_the_runtimes_int8_cannot_hold_is_caught(ours):
+    """depid 128 is -128 in the int8_t: the kernel would wait on a flag before the array."""
+    _, program = ours
+    k = _first_recv_tb(program)
+    tb = program.gpus[0].tbs[k]
+    bad = _tb(program, tb=k, steps=(dataclasses.replace(tb.steps[0], depid=INT8_MAX + 1, deps=0),) + tb.steps[1:])
+    for profile in (MSCCL_EXECUTOR_NCCL, RCCL):
+        assert any("depid above 127" in v for v in check_program(bad, profile)), profile.name
+    ok = _tb(program, tb=k, steps=(dataclasses.replace(tb.steps[0], depid=INT8_MAX, deps=0),) + tb.steps[1:])
+    assert not any("depid" in v for v in check_program(ok, MSCCL_EXECUTOR_NCCL))
+
+
+def test_msccl_executor_exports_name_no_threadblock_an_int8_cannot_hold():
+    """A 16-rank one-shot all-reduce of 2 chunks per rank wants 136 threadblocks per GPU, which
+    msccl-executor-nccl loads (1,024), but a wait on threadblock 128 or above wraps: the export
+    keeps every depid within the int8_t and still passes the profile."""
+    s = baseline("oneshot", build_fabric(get_preset("dgx2")), "allreduce", chunks=2)
+    text = to_msccl_xml(s, runtime="msccl-executor-nccl")
+    depids = [int(d) for d in re.findall(r'depid="(-?[0-9]+)"', text)]
+    assert max(depids) <= INT8_MAX
+    assert check_xml(text, MSCCL_EXECUTOR_NCCL, every_size=True)[1] == []
 
 
 TOPOLOGIES = ("full:4", "ring:6", "dgx1-v100")
