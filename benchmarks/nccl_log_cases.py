@@ -6,8 +6,9 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
-  :data:`TWENTY_FIRST_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
-  (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
+  :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.
+  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every
+  in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
@@ -739,10 +740,34 @@ TWENTY_FIRST_CASES = [
          machine_class="h100-ib-multihost", held_out=True, why=_AZCLUSTER),
 ]
 
+_A3M_GKE = ("2 x GCP a3-megagpu-8g in one GKE node pool (a personal setup script, code-index file id 20165389341): 8 x H100 "
+            "80GB SXM on NVSwitch and 8 additional node networks for GPUDirect-TCPXO (8 x 200 Gb/s, as the first set's A3 "
+            "Mega case), GKE 1.29.4, container-engine-accelerators' nccl-tcpxo-installer and nccl-test.yaml, its "
+            "allgather.sh over the 2 hosts (16 ranks: busbw / algbw = 15/16); NCCL version and env profile not printed "
+            "(2.28 gates assumed, as the earlier A3 Mega cases); all_gather 0 B - 8 GiB")
+
+_A3M_SLURM = ("2 x GCP a3-megagpu-8g Slurm nodes of Cluster Toolkit v1.39.0 (a Japanese Slurm + DDN EXAScaler guide, code-index "
+              "file id 48078477915): 8 x H100 80GB SXM each, GPUDirect-TCPXO over 8 data NICs (NCCL_FASTRAK_IFNAME lists 8; "
+              "8 x 200 Gb/s as the earlier A3 Mega cases), the toolkit's run-nccl-tests.sh (-N 2, 8 tasks per node, -g 1, "
+              "pytorch:24.04 container, the TCPXO NCCL build and its nccl-env-profile.sh); NCCL version not printed (2.28 "
+              "gates assumed, as those cases); all_gather 8 MiB - 8 GiB")
+
+#: the twenty-second set: two more 2-host H100 GPUDirect-TCPXO (A3 Mega) all_gather tables, each the run of a user's own
+#: cluster (a GKE setup script's pasted output, a Slurm guide's expected output), from indexed files no earlier fixture
+#: names; the class h100-tcpxo-multihost is in-sample, so each table is held out itself.  Each described from its source
+#: before any prediction
+TWENTY_SECOND_CASES = [
+    Case("h100_16gpu_2node_all_gather_gcp_a3mega_gke_tcpxo.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+         machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_GKE),
+    Case("h100_16gpu_2node_all_gather_gcp_a3mega_slurm_lustre.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+         machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_SLURM),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
-             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES)
+             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
+             + TWENTY_SECOND_CASES)
 
 
 def held_out(case: Case) -> bool:
