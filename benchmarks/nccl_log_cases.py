@@ -752,15 +752,27 @@ _A3M_SLURM = ("2 x GCP a3-megagpu-8g Slurm nodes of Cluster Toolkit v1.39.0 (a J
               "pytorch:24.04 container, the TCPXO NCCL build and its nccl-env-profile.sh); NCCL version not printed (2.28 "
               "gates assumed, as those cases); all_gather 8 MiB - 8 GiB")
 
+_FARMSHARE = ("Stanford FarmShare GPU node of yumibyte/CS244C-Research: NVIDIA L40S on PCIe (the `l40s-8gpu-pcie` "
+              "preset's GPU), no NVLink; the repository's `nvidia-smi topo -m`: every GPU pair NODE (no PIX/PXB, no SYS: one "
+              "CPU socket), CPU not stated (the preset's Intel default, whose NCCL P2P level PXB excludes NODE pairs: no P2P, "
+              "SHM); NCCL 2.29.2, one process (-g {n}), no NCCL variable; all_reduce 8 B - 128 MiB")
+
 #: the twenty-second set: two more 2-host H100 GPUDirect-TCPXO (A3 Mega) all_gather tables, each the run of a user's own
 #: cluster (a GKE setup script's pasted output, a Slurm guide's expected output), from indexed files no earlier fixture
-#: names; the class h100-tcpxo-multihost is in-sample, so each table is held out itself.  Each described from its source
-#: before any prediction
+#: names (the class h100-tcpxo-multihost is in-sample, so each table is held out itself); and two one-host L40S
+#: all_reduce tables (4 GPUs on oat-02, 2 GPUs on oat-05) of a course project's Stanford FarmShare runs, of the held-out
+#: class pcie-1host.  Each described from its source before any prediction
 TWENTY_SECOND_CASES = [
     Case("h100_16gpu_2node_all_gather_gcp_a3mega_gke_tcpxo.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
          machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_GKE),
     Case("h100_16gpu_2node_all_gather_gcp_a3mega_slurm_lustre.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
          machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_SLURM),
+    Case("l40s_4gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29),
+         machine={"ranks": 4, "sockets": 1, "p2p": False}, machine_class="pcie-1host",
+         why="4 x L40S on oat-02 (GPU0-1 on NUMA node 0, GPU2-3 on NUMA node 1), " + _FARMSHARE.format(n=4)),
+    Case("l40s_2gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29),
+         machine={"ranks": 2, "sockets": 1, "p2p": False}, machine_class="pcie-1host",
+         why="2 x L40S on oat-05 (both on NUMA node 1), " + _FARMSHARE.format(n=2)),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
