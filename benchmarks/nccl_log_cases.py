@@ -761,7 +761,8 @@ _FARMSHARE = ("Stanford FarmShare GPU node of yumibyte/CS244C-Research: NVIDIA L
 #: cluster (a GKE setup script's pasted output, a Slurm guide's expected output), from indexed files no earlier fixture
 #: names (the class h100-tcpxo-multihost is in-sample, so each table is held out itself); and two one-host L40S
 #: all_reduce tables (4 GPUs on oat-02, 2 GPUs on oat-05) of a course project's Stanford FarmShare runs, of the held-out
-#: class pcie-1host.  Each described from its source before any prediction
+#: class pcie-1host; and the same project's one-host 8 x A100 all_reduce of a Modal cloud container (its class is in-sample,
+#: so it is held out itself).  Each described from its source before any prediction
 TWENTY_SECOND_CASES = [
     Case("h100_16gpu_2node_all_gather_gcp_a3mega_gke_tcpxo.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
          machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_GKE),
@@ -773,6 +774,11 @@ TWENTY_SECOND_CASES = [
     Case("l40s_2gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29),
          machine={"ranks": 2, "sockets": 1, "p2p": False}, machine_class="pcie-1host",
          why="2 x L40S on oat-05 (both on NUMA node 1), " + _FARMSHARE.format(n=2)),
+    Case("a100_8gpu_1node_all_reduce_modal.txt", "dgx-a100", version=(2, 29), machine_class="a100-nvswitch-1host",
+         held_out=True,
+         why="one Modal cloud container of yumibyte/CS244C-Research (gpu=\"A100:8\"): 8 x A100-SXM4-40GB (an 8-GPU SXM4 "
+             "board: the HGX A100 NVSwitch board of the `dgx-a100` preset; NVSwitch not stated by the repository), NCCL "
+             "2.29.3 from NVIDIA's apt repository, one process (-g 8), no NCCL variable; all_reduce 8 B - 128 MiB"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES

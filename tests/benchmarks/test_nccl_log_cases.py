@@ -689,7 +689,8 @@ def test_each_twenty_first_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
 _TWENTY_SECOND_GPU = {"h100_16gpu_2node_all_gather_gcp_a3mega_gke_tcpxo.txt": (None, 16),
                       "h100_16gpu_2node_all_gather_gcp_a3mega_slurm_lustre.txt": (None, 16),
                       "l40s_4gpu_1node_all_reduce_farmshare.txt": ("NVIDIA L40S", 4),
-                      "l40s_2gpu_1node_all_reduce_farmshare.txt": ("NVIDIA L40S", 2)}
+                      "l40s_2gpu_1node_all_reduce_farmshare.txt": ("NVIDIA L40S", 2),
+                      "a100_8gpu_1node_all_reduce_modal.txt": ("NVIDIA A100-SXM4-40GB", 8)}
 
 
 def test_the_twenty_second_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
