@@ -6,8 +6,9 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
-  :data:`TWENTY_FIRST_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.  The committed constants
-  (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every in-sample log of them.
+  :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.
+  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every
+  in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
@@ -747,10 +748,52 @@ TWENTY_FIRST_CASES = [
          machine_class="h100-ib-multihost", held_out=True, why=_AZCLUSTER),
 ]
 
+_A3M_GKE = ("2 x GCP a3-megagpu-8g in one GKE node pool (a personal setup script, code-index file id 20165389341): 8 x H100 "
+            "80GB SXM on NVSwitch and 8 additional node networks for GPUDirect-TCPXO (8 x 200 Gb/s, as the first set's A3 "
+            "Mega case), GKE 1.29.4, container-engine-accelerators' nccl-tcpxo-installer and nccl-test.yaml, its "
+            "allgather.sh over the 2 hosts (16 ranks: busbw / algbw = 15/16); NCCL version and env profile not printed "
+            "(2.28 gates assumed, as the earlier A3 Mega cases); all_gather 0 B - 8 GiB")
+
+_A3M_SLURM = ("2 x GCP a3-megagpu-8g Slurm nodes of Cluster Toolkit v1.39.0 (a Japanese Slurm + DDN EXAScaler guide, code-index "
+              "file id 48078477915): 8 x H100 80GB SXM each, GPUDirect-TCPXO over 8 data NICs (NCCL_FASTRAK_IFNAME lists 8; "
+              "8 x 200 Gb/s as the earlier A3 Mega cases), the toolkit's run-nccl-tests.sh (-N 2, 8 tasks per node, -g 1, "
+              "pytorch:24.04 container, the TCPXO NCCL build and its nccl-env-profile.sh); NCCL version not printed (2.28 "
+              "gates assumed, as those cases); all_gather 8 MiB - 8 GiB")
+
+_FARMSHARE = ("Stanford FarmShare GPU node of yumibyte/CS244C-Research: NVIDIA L40S on PCIe (the `l40s-8gpu-pcie` "
+              "preset's GPU), no NVLink; the repository's `nvidia-smi topo -m`: every GPU pair NODE (no PIX/PXB, no SYS: one "
+              "CPU socket), CPU not stated (the preset's Intel default, whose NCCL P2P level PXB excludes NODE pairs: no P2P, "
+              "SHM); NCCL 2.29.2, one process (-g {n}), no NCCL variable; all_reduce 8 B - 128 MiB")
+
+#: the twenty-second set: two more 2-host H100 GPUDirect-TCPXO (A3 Mega) all_gather tables, each the run of a user's own
+#: cluster (a GKE setup script's pasted output, a Slurm guide's expected output), from indexed files no earlier fixture
+#: names (the class h100-tcpxo-multihost is in-sample, so each table is held out itself); and two one-host L40S
+#: all_reduce tables (4 GPUs on oat-02, 2 GPUs on oat-05) of a course project's Stanford FarmShare runs, of the held-out
+#: class pcie-1host; and the same project's one-host 8 x A100 all_reduce of a Modal cloud container (its class is in-sample,
+#: so it is held out itself).  Each described from its source before any prediction
+TWENTY_SECOND_CASES = [
+    Case("h100_16gpu_2node_all_gather_gcp_a3mega_gke_tcpxo.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+         machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_GKE),
+    Case("h100_16gpu_2node_all_gather_gcp_a3mega_slurm_lustre.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+         machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_SLURM),
+    Case("l40s_4gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29),
+         machine={"ranks": 4, "sockets": 1, "p2p": False}, machine_class="pcie-1host",
+         why="4 x L40S on oat-02 (GPU0-1 on NUMA node 0, GPU2-3 on NUMA node 1), " + _FARMSHARE.format(n=4)),
+    Case("l40s_2gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29),
+         machine={"ranks": 2, "sockets": 1, "p2p": False}, machine_class="pcie-1host",
+         why="2 x L40S on oat-05 (both on NUMA node 1), " + _FARMSHARE.format(n=2)),
+    Case("a100_8gpu_1node_all_reduce_modal.txt", "dgx-a100", version=(2, 29), machine_class="a100-nvswitch-1host",
+         held_out=True,
+         why="one Modal cloud container of yumibyte/CS244C-Research (gpu=\"A100:8\"): 8 x A100-SXM4-40GB (an 8-GPU SXM4 "
+             "board: the HGX A100 NVSwitch board of the `dgx-a100` preset; NVSwitch not stated by the repository), NCCL "
+             "2.29.3 from NVIDIA's apt repository, one process (-g 8), no NCCL variable; all_reduce 8 B - 128 MiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
-             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES)
+             + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
+             + TWENTY_SECOND_CASES)
 
 
 def held_out(case: Case) -> bool:

@@ -117,6 +117,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
                                   + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
                                   + cases.FOURTEENTH_CASES + cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES
                                   + cases.NINETEENTH_CASES + cases.TWENTIETH_CASES + cases.TWENTY_FIRST_CASES
+                                  + cases.TWENTY_SECOND_CASES
                                   if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
@@ -223,7 +224,7 @@ _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, ca
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
          cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES,
          cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES, cases.EIGHTEENTH_CASES, cases.NINETEENTH_CASES,
-         cases.TWENTIETH_CASES, cases.TWENTY_FIRST_CASES]
+         cases.TWENTIETH_CASES, cases.TWENTY_FIRST_CASES, cases.TWENTY_SECOND_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -681,4 +682,47 @@ def test_each_twenty_first_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
         assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
         assert {d.name for d in run.devices} == {gpu}
     assert guess_collective(run, path) is not None
+    assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
+
+
+#: the GPU name and rank count each twenty-second-set log's device lines print (None: the source prints no device lines)
+_TWENTY_SECOND_GPU = {"h100_16gpu_2node_all_gather_gcp_a3mega_gke_tcpxo.txt": (None, 16),
+                      "h100_16gpu_2node_all_gather_gcp_a3mega_slurm_lustre.txt": (None, 16),
+                      "l40s_4gpu_1node_all_reduce_farmshare.txt": ("NVIDIA L40S", 4),
+                      "l40s_2gpu_1node_all_reduce_farmshare.txt": ("NVIDIA L40S", 2),
+                      "a100_8gpu_1node_all_reduce_modal.txt": ("NVIDIA A100-SXM4-40GB", 8)}
+
+
+def test_the_twenty_second_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The twenty-second set: each table held out (its class of the fixed held-out split, or the table itself) or
+    listed with its reason, none in any fit, of classes earlier sets have, ``source_reused`` exactly when an earlier
+    fixture names the same source, new files, and no run a copy of an earlier fixture's."""
+    twenty_second = cases.TWENTY_SECOND_CASES
+    earlier = [c for s in _SETS if s is not twenty_second for c in s]
+    _assert_held_out_set(twenty_second)
+    assert all(cases.held_out(c) for c in twenty_second)
+    assert {c.machine_class for c in twenty_second} <= {c.machine_class for c in earlier}
+    assert {c.file for c in twenty_second} == set(_TWENTY_SECOND_GPU)
+    _assert_new_sources_files_and_runs(twenty_second, earlier, reuse_exact=True)
+
+
+@pytest.mark.parametrize("case", cases.TWENTY_SECOND_CASES, ids=lambda c: c.file)
+def test_each_twenty_second_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
+    """The case's hosts, ranks and GPU are the device lines' where the log prints them, else the ranks are the ones every
+    large row's busbw / algbw gives ((n - 1) / n for all_gather and reduce_scatter, 2 (n - 1) / n for all_reduce);
+    each table has a collective and at least 6 sizes of 64 KiB or more."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = load_runs(path)
+    gpu, ranks = _TWENTY_SECOND_GPU[case.file]
+    assert ranks == case.machine.get("ranks", 8 * case.nodes)
+    collective = guess_collective(run, path)
+    assert collective is not None
+    if gpu is None:
+        factor = {"allgather": 1, "reducescatter": 1, "allreduce": 2}[collective]
+        rows = [r.out_of_place for r in run.rows if r.out_of_place.algbw_gbps >= 10]
+        assert not run.devices and len(rows) >= 4
+        assert all(m.busbw_gbps / m.algbw_gbps == pytest.approx(factor * (ranks - 1) / ranks, rel=0.01) for m in rows)
+    else:
+        assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
+        assert {d.name for d in run.devices} == {gpu}
     assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
