@@ -62,7 +62,7 @@ def rccl_coll_channels(m: NcclMachine, ring_channels: int) -> int:
     [56, 24, 32]
     """
     if m.nodes > 1:
-        return min(64, 2 * ring_channels)
+        return min(64, (RCCL_GFX950_COPIES if m.arch == "gfx950" else 2) * ring_channels)
     copies = RCCL_GFX950_COPIES if m.arch == "gfx950" else RCCL_COPIES.get(m.arch, {}).get(m.ranks, RCCL_DEFAULT_COPIES)
     return min(RCCL_MAXCHANNELS, copies * ring_channels)
 
