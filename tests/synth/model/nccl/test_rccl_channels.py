@@ -59,7 +59,9 @@ def test_channel_counts_across_hosts():
 
 
 def test_cap_only_for_one_host_simple():
-    two = NcclMachine.from_topology(cluster("mi355x", nodes=2))
+    """One host, and gfx950 across hosts (its channel counts there are RCCL's); not gfx942 across hosts."""
+    two = NcclMachine.from_topology(cluster("mi300x", nodes=2))
+    assert rccl_channel_cap_gbs(NcclMachine.from_topology(cluster("mi355x", nodes=2)), "Simple", 24, 6.0) == 144.0
     assert rccl_channel_cap_gbs(MI355X, "Simple", 24, 5.5) == pytest.approx(132.0)
     assert math.isinf(rccl_channel_cap_gbs(MI355X, "LL", 24, 5.5))
     assert math.isinf(rccl_channel_cap_gbs(two, "Simple", 24, 5.5))
