@@ -27,6 +27,13 @@ from synth.model.nccl.machine import NcclMachine
 RCCL_SPEEDS_INTER = (48.0, 24.0, 20.0, 18.0, 15.0, 12.0, 10.0, 9.0, 7.0, 6.0, 5.0, 4.0, 3.0, 2.4, 1.2, 0.24, 0.12)
 #: GPUs of every rome model of an xGMI mesh host (rome_models.cc ``.nGpus = 8``; the 16-GPU ones are not xGMI meshes)
 ROME_MODEL_GPUS = 8
+
+
+def _rows(text: str) -> tuple[tuple[float, ...], ...]:
+    """Rows of numbers, one row per line (the correction tables below, as tuning.cc prints them)."""
+    return tuple(tuple(float(v) for v in line.split()) for line in text.strip().splitlines())
+
+
 #: ``tuning_model_0`` (tuning.cc, file 2336120413 chars 5500-8700), per (algorithm, protocol LL/LL128/Simple):
 #: ``hw_lat`` NVLINK (xGMI), PCI and NET rows, ``bw_ratio`` for 2 nodes / more, ``tree_corr`` / ``ring_corr`` the
 #: ``treeCorrectionFactor`` / ``ringCorrectionFactor`` rows indexed by log2(bytes / 64), 0-26
@@ -36,20 +43,14 @@ RCCL_TUNING_MODEL_0 = {
                "net": {"tree": (11.8, 18.2, 20.8), "ring": (9.5, 19.8, 15.1)}},
     "bw_ratio": ({"tree": (0.04, 0.22, 0.91), "ring": (0.04, 0.34, 1.00)},
                  {"tree": (0.04, 0.22, 0.95), "ring": (0.04, 0.34, 1.00)}),
-    "tree_corr": (
-        (0.1, 0.2, 0.1, 0.1, 0.9, 0.3, 0.4, 0.1, 0.2, 0.4, 0.2, 0.1, 0.3, 0.3, 0.2, 0.2, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1,
-         0.1, 0.1, 0.1, 0.1, 0.1),
-        (0.1, 0.3, 1.0, 0.1, 0.5, 1.0, 0.9, 1.0, 1.0, 1.0, 0.3, 0.1, 0.4, 0.5, 0.5, 0.4, 0.4, 0.3, 0.3, 0.2, 0.2, 0.2,
-         0.2, 0.2, 0.2, 0.2, 0.2),
-        (0.2, 1.0, 0.1, 0.1, 0.7, 0.2, 0.4, 0.1, 0.1, 0.3, 0.4, 0.3, 0.6, 0.8, 1.0, 1.0, 1.0, 1.0, 0.9, 0.8, 0.8, 0.8,
-         0.8, 0.8, 0.9, 0.9, 0.9)),
-    "ring_corr": (
-        (0.1, 0.1, 0.1, 0.1, 0.1, 0.2, 0.4, 0.2, 0.3, 0.5, 0.3, 0.1, 0.5, 0.5, 0.3, 0.2, 0.2, 0.1, 0.1, 0.1, 0.1, 0.1,
-         0.1, 0.1, 0.1, 0.1, 0.1),
-        (0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.1, 0.3, 1.0, 1.0, 1.0, 1.0, 1.0, 1.0, 0.8, 0.7, 0.5, 0.4, 0.4, 0.3,
-         0.3, 0.3, 0.3, 0.3, 0.3),
-        (1.0, 0.8, 0.2, 1.0, 1.0, 0.3, 1.0, 0.1, 0.1, 0.2, 0.2, 0.1, 0.5, 1.0, 0.8, 0.8, 1.0, 0.9, 1.0, 1.0, 1.0, 1.0,
-         1.0, 1.0, 1.0, 1.0, 1.0)),
+    "tree_corr": _rows("""
+        0.1 0.2 0.1 0.1 0.9 0.3 0.4 0.1 0.2 0.4 0.2 0.1 0.3 0.3 0.2 0.2 0.2 0.1 0.1 0.1 0.1 0.1 0.1 0.1 0.1 0.1 0.1
+        0.1 0.3 1.0 0.1 0.5 1.0 0.9 1.0 1.0 1.0 0.3 0.1 0.4 0.5 0.5 0.4 0.4 0.3 0.3 0.2 0.2 0.2 0.2 0.2 0.2 0.2 0.2
+        0.2 1.0 0.1 0.1 0.7 0.2 0.4 0.1 0.1 0.3 0.4 0.3 0.6 0.8 1.0 1.0 1.0 1.0 0.9 0.8 0.8 0.8 0.8 0.8 0.9 0.9 0.9"""),
+    "ring_corr": _rows("""
+        0.1 0.1 0.1 0.1 0.1 0.2 0.4 0.2 0.3 0.5 0.3 0.1 0.5 0.5 0.3 0.2 0.2 0.1 0.1 0.1 0.1 0.1 0.1 0.1 0.1 0.1 0.1
+        0.1 0.1 0.1 0.1 0.1 0.1 0.1 0.1 0.1 0.3 1.0 1.0 1.0 1.0 1.0 1.0 0.8 0.7 0.5 0.4 0.4 0.3 0.3 0.3 0.3 0.3 0.3
+        1.0 0.8 0.2 1.0 1.0 0.3 1.0 0.1 0.1 0.2 0.2 0.1 0.5 1.0 0.8 0.8 1.0 0.9 1.0 1.0 1.0 1.0 1.0 1.0 1.0 1.0 1.0"""),
 }
 #: RCCL's threads per channel (its tuning table prints ``Max NThreads 256`` for every protocol on gfx950: tuning.cc
 #: ``getNthreads(..., NCCL_MAX_NTHREADS)`` with RCCL's NCCL_MAX_NTHREADS 256) and the bytes per thread before a
@@ -76,9 +77,9 @@ def rccl_net_graph(m: NcclMachine) -> tuple[int, float, float]:
     Pass 1 (search.cc ``ncclTopoCompute``): from the first of :data:`RCCL_SPEEDS_INTER` at most the GPU's path to
     its NIC (``maxBw``: the NIC and the GPU's PCIe link), as many channels as the NICs carry (each channel enters and
     leaves a host through one NIC) and the GPU's own links (``totalBw``: its xGMI links to the GPUs in use at RCCL's
-    48 GB/s each, or its PCIe link alone), stopping once channels x speed reach ``totalBw``; then ``ncclTopoDupChannels`` doubles a graph
-    of 25 GB/s or more (search.cc:885-897).  Pass 2 raises a tree's ``bwIntra`` while it is under twice ``bwInter``
-    and the GPUs' links allow it (one GPU per host: nothing limits it).  RCCL 2.26.6 printed ``nChannels 2, bw 24``
+    48 GB/s each, or its PCIe link alone), stopping once channels x speed reach ``totalBw``; then
+    ``ncclTopoDupChannels`` doubles a graph of 25 GB/s or more (search.cc:885-897).  Pass 2 raises a tree's
+    ``bwIntra`` while it is under twice ``bwInter`` and the GPUs' links allow it (one GPU per host: nothing limits it).  RCCL 2.26.6 printed ``nChannels 2, bw 24``
     on 2 x 2 MI355X with one NIC in use and ``bw 48/20`` for the tree of 2 x 1 (its ring at 20, not 24: why, its
     logs do not say), and 8 channels at 20 on 2 x 4 with four NICs, where this search stops at 3 x 48 = 144 GB/s,
     the xGMI links' total, and doubles them to 6 at 24.

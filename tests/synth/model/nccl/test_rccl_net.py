@@ -34,6 +34,15 @@ def _by_hand(algo: str, proto: str, nbytes: int, ring_bw: float = 20.0) -> float
     return lat + nbytes / (1000 * bw * corr)
 
 
+def test_tables_as_typed_from_tuning_cc():
+    """A few of tuning_model_0's entries, typed again from tuning.cc: treeCorrectionFactor Simple at 64 KiB-16 MiB,
+    ringCorrectionFactor Simple at 8 KiB-16 MiB, the NET row."""
+    assert RCCL_TUNING_MODEL_0["tree_corr"][2][10:19] == (0.4, 0.3, 0.6, 0.8, 1.0, 1.0, 1.0, 1.0, 0.9)
+    assert RCCL_TUNING_MODEL_0["ring_corr"][2][7:19] == (0.1, 0.1, 0.2, 0.2, 0.1, 0.5, 1.0, 0.8, 0.8, 1.0, 0.9, 1.0)
+    assert RCCL_TUNING_MODEL_0["hw_lat"]["net"] == {"tree": (11.8, 18.2, 20.8), "ring": (9.5, 19.8, 15.1)}
+    assert all(len(r) == 27 for k in ("tree_corr", "ring_corr") for r in RCCL_TUNING_MODEL_0[k])
+
+
 def test_printed_table_of_2x1():
     """The hand-computed table is what RCCL printed (bandwidths and latencies at 0 bytes)."""
     assert round(2 * 48 * 0.04 * 0.5, 1) == 1.9 and round(2 * 48 * 0.91 * 0.5, 1) == 43.7
@@ -71,7 +80,8 @@ def test_model_pick_on_its_own_graph():
 def test_partial_hosts_only_and_channels():
     """A whole 8-GPU host matches a rome model (tuning 6 on gfx950) and stays on the earlier rules; RCCL's channel
     reduction gives the logged tree Simple channels {0..1}, {0..3}, {0..7} at 32, 64, 128 KiB on 8 channels."""
-    assert rccl_partial_host(ONE_PER_HOST) and not rccl_partial_host(NcclMachine.from_topology(cluster("mi355x", nodes=2)))
+    whole = NcclMachine.from_topology(cluster("mi355x", nodes=2))
+    assert rccl_partial_host(ONE_PER_HOST) and not rccl_partial_host(whole)
     assert [rccl_net_channels(ONE_PER_HOST, "tree", "Simple", n, 8) for n in (32768, 65536, 131072)] == [2, 4, 8]
     model = NcclModel(ONE_PER_HOST, env=NcclEnv(), version=(2, 26))
     assert model.channels == 8                              # RCCL 2.26.6: "8 coll channels" (2 graph channels x 4)
