@@ -79,9 +79,10 @@ def rccl_net_graph(m: NcclMachine) -> tuple[int, float, float]:
     leaves a host through one NIC) and the GPU's own links (``totalBw``: its xGMI links to the GPUs in use at RCCL's
     48 GB/s each, or its PCIe link alone), stopping once channels x speed reach ``totalBw``; then
     ``ncclTopoDupChannels`` doubles a graph of 25 GB/s or more (search.cc:885-897).  Pass 2 raises a tree's
-    ``bwIntra`` while it is under twice ``bwInter`` and the GPUs' links allow it (one GPU per host: nothing limits it).  RCCL 2.26.6 printed ``nChannels 2, bw 24``
-    on 2 x 2 MI355X with one NIC in use and ``bw 48/20`` for the tree of 2 x 1 (its ring at 20, not 24: why, its
-    logs do not say), and 8 channels at 20 on 2 x 4 with four NICs, where this search stops at 3 x 48 = 144 GB/s,
+    ``bwIntra`` while it is under twice ``bwInter`` and the GPUs' links allow it (one GPU per host: nothing limits
+    it).  RCCL 2.26.6 printed ``nChannels 2, bw 24`` on 2 x 2 MI355X with one NIC in use and ``bw 48/20`` for the
+    tree of 2 x 1 (its ring at 20, not 24: why, its logs do not say), and 8 channels at 20 on 2 x 4 with four NICs,
+    where this search stops at 3 x 48 = 144 GB/s,
     the xGMI links' total, and doubles them to 6 at 24.
 
     >>> from topo_probe import cluster
