@@ -39,6 +39,7 @@ from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.channel_counts import dup_channels, few_ppn_channels, lone_gpu_total_gbs
 from synth.model.nccl.rccl_channels import rccl_coll_channels, rccl_env_channels, rccl_mesh_rings
+from synth.model.nccl.rccl_net import rccl_net_graph, rccl_partial_host
 
 EPS = 1e-6
 #: steps one ring search at one speed may take (NCCL 2.30.7 src/graph/search.cc NCCL_SEARCH_TIMEOUT, 1 << 14)
@@ -185,6 +186,9 @@ def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Gra
     nvl = p2p and m.p2p and m.intra != "pcie" and m.gpus_per_node > 1
     type_intra = "NVL" if nvl else "PCI" if p2p and m.p2p else "SYS"
     max_ch = MAXCHANNELS // 2
+    if rccl_partial_host(m):                             # RCCL's search across hosts on part of a host
+        n, s, _ = rccl_net_graph(m)
+        return Graph(n, s, s, type_intra, "PXB")
     if m.amd and m.intra == "xgmi" and nvl:
         rings = rccl_mesh_rings(m.gpus_per_node) if m.nodes == 1 else rccl_mesh_rings(8)
         return Graph(rings, cap / rings, cap / rings, "NVL", "PXB" if m.nodes > 1 else "NONE")

@@ -62,7 +62,7 @@ def rccl_coll_channels(m: NcclMachine, ring_channels: int) -> int:
     [56, 24, 32]
     """
     if m.nodes > 1:
-        return min(64, 2 * ring_channels)
+        return min(64, (RCCL_GFX950_COPIES if m.arch == "gfx950" else 2) * ring_channels)
     copies = RCCL_GFX950_COPIES if m.arch == "gfx950" else RCCL_COPIES.get(m.arch, {}).get(m.ranks, RCCL_DEFAULT_COPIES)
     return min(RCCL_MAXCHANNELS, copies * ring_channels)
 
@@ -94,14 +94,16 @@ def rccl_env_channels(m: NcclMachine, n_ch: int, min_channels: int | None, max_c
 
 def rccl_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, channel_gbs: float) -> float:
     """Most bus bandwidth (GB/s) ``channels`` RCCL Simple ring channels move on one host of AMD GPUs: each
-    channel's workgroup at most ``channel_gbs`` (the hand-set ``rccl_channel_gbs``).  Elsewhere no cap.
+    channel's workgroup at most ``channel_gbs`` (the hand-set ``rccl_channel_gbs``).  Across hosts on gfx950 too,
+    whose channel counts there follow RCCL's (:func:`rccl_coll_channels`, :mod:`.rccl_net`); gfx942 across hosts
+    keeps twice its 28 rings, not RCCL's count, and no cap.  Elsewhere no cap.
 
     >>> from topo_probe import get_preset
     >>> m = NcclMachine.from_topology(get_preset("mi355x"))
     >>> rccl_channel_cap_gbs(m, "Simple", 24, 5.5), rccl_channel_cap_gbs(m, "LL", 24, 5.5)
     (132.0, inf)
     """
-    if not m.amd or m.nodes > 1 or proto != "Simple":
+    if not m.amd or (m.nodes > 1 and m.arch != "gfx950") or proto != "Simple":
         return math.inf
     return channels * channel_gbs
 

@@ -47,13 +47,21 @@ def test_channel_counts_as_rccl_printed(machine, ranks, ring, coll):
     assert (g.ring.n_channels, g.n_channels) == (ring, coll)
 
 
-def test_channel_counts_across_hosts_unchanged():
-    """Across hosts the model keeps twice RCCL's 28 rings, at most 64 channels."""
-    assert comm_graphs(NcclMachine.from_topology(cluster("mi355x", nodes=2))).n_channels == 56
+def test_channel_counts_across_hosts():
+    """Across hosts gfx950 copies its ring graph four times too, at most 64 channels: RCCL 2.26.6 printed ``64 coll
+    channels`` on 2 x 8 MI355X, ``32`` on 2 x 4 (8 graph channels) and ``8`` on 2 x 2 and 2 x 1 (2 graph channels;
+    Ahalperin/amd-dev 58a032f7 results/scale_2x{8,4,2,1}gpu_all_reduce/nccl_debug.log); gfx942 keeps twice its 28
+    rings (56)."""
+    assert comm_graphs(NcclMachine.from_topology(cluster("mi355x", nodes=2))).n_channels == 64
+    assert comm_graphs(NcclMachine.from_topology(cluster("mi300x", nodes=2))).n_channels == 56
+    two = NcclMachine.from_topology(cluster("mi355x", nodes=2, nics_per_node=1))
+    assert [comm_graphs(two.with_(ranks=r)).n_channels for r in (2, 4)] == [8, 8]
 
 
 def test_cap_only_for_one_host_simple():
-    two = NcclMachine.from_topology(cluster("mi355x", nodes=2))
+    """One host, and gfx950 across hosts (its channel counts there are RCCL's); not gfx942 across hosts."""
+    two = NcclMachine.from_topology(cluster("mi300x", nodes=2))
+    assert rccl_channel_cap_gbs(NcclMachine.from_topology(cluster("mi355x", nodes=2)), "Simple", 24, 6.0) == 144.0
     assert rccl_channel_cap_gbs(MI355X, "Simple", 24, 5.5) == pytest.approx(132.0)
     assert math.isinf(rccl_channel_cap_gbs(MI355X, "LL", 24, 5.5))
     assert math.isinf(rccl_channel_cap_gbs(two, "Simple", 24, 5.5))
