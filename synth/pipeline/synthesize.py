@@ -27,9 +27,8 @@ at :data:`synth.baselines._common.MAX_TRANSFERS` transfers, the tree packing sto
 :data:`synth.solve.bwopt.optimal.TREES_MAX_RANKS` ranks (the hierarchy covers allgather, reducescatter, allreduce,
 broadcast and reduce at any size), and MSCCL XML is written for the schedules the plan uses, gzip-compressed beyond
 :data:`synth.pipeline.msccl_export.GZIP_XML_BYTES` (a 1,024-rank allgather: 370 MB) into ``msccl/compressed/``
-(the runtimes read every file of ``msccl/`` as XML), and not for
-schedules in which a rank talks to more than :data:`synth.pipeline.msccl_export.MSCCL_MAX_PEERS` peers (the MSCCL
-runtime cannot load them).
+(the runtimes read every file of ``msccl/`` as XML), and not for schedules in which a rank talks to more than
+:data:`synth.pipeline.msccl_export.MSCCL_MAX_PEERS` peers (the MSCCL runtime cannot load them).
 
 The documented paths are plain files and folders. A run writes everything into a hidden versioned folder first and
 then puts it in place, one rename per path, ``summary.json`` last (:mod:`synth.pipeline.output`,
