@@ -19,6 +19,7 @@ exits with status 2.
 
 from __future__ import annotations
 
+import math
 import sys
 
 from synth.cli.nccl_options import add_nccl_tests_options, fold_threads, given, make_config, parse_int, unapplied_note
@@ -107,7 +108,7 @@ def _machine(args, run) -> dict:
         out["net_kind"] = run.network.kind
     dma = getattr(args, "nic_dma_gbps", None)
     if dma is not None:
-        if not dma > 0:
+        if not 0 < dma < math.inf:
             raise UsageError(f"--nic-dma-gbps must be a positive number of GB/s, got {dma}")
         out["nic_dma_gbs"] = dma
     return out

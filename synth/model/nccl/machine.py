@@ -154,10 +154,25 @@ class NcclMachine:
         """
         if self.nics_per_node == 0:
             return 0.0
-        link = PCIE_X16_GBS.get(self.pcie_gen, PCIE_X16_GBS[5])
-        rated = PCI_BW_BY_GEN.get(self.pcie_gen, link)
-        per_gpu = min(link, math.ceil(rated / self.nic_gbps - 1e-9) * self.nic_gbps)
+        per_gpu = min(PCIE_X16_GBS.get(self.pcie_gen, PCIE_X16_GBS[5]), self._nics_per_gpu() * self.nic_gbps)
         return min(self.node_net_gbps, self.gpus_per_node * per_gpu)
+
+    def _nics_per_gpu(self) -> int:
+        """NICs one GPU's traffic spreads over: as many as carry its PCIe link at NCCL's rating of it."""
+        link = PCIE_X16_GBS.get(self.pcie_gen, PCIE_X16_GBS[5])
+        return math.ceil(PCI_BW_BY_GEN.get(self.pcie_gen, link) / self.nic_gbps - 1e-9)
+
+    @property
+    def used_nics(self) -> int:
+        """Physical NICs of a node its GPUs move data through (those :attr:`used_net_gbps` counts): every NIC when
+        there are no more NICs than GPUs, else each GPU's few (4 of an AWS p5's 32 for each of its 8 GPUs).
+
+        >>> NcclMachine("p5", "sm90", 16, 2, "nvswitch", 18, pcie_gen=5, nics_per_node=32, nic_gbps=12.5).used_nics
+        32
+        """
+        if self.nics_per_node == 0:
+            return 0
+        return min(self.nics_per_node, self.gpus_per_node * self._nics_per_gpu())
 
     def visible_nics(self) -> tuple[int, float]:
         """NICs as NCCL's search sees them, ``(count, GB/s each)``: at most one per GPU (NICs on

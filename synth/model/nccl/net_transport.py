@@ -84,11 +84,12 @@ def gpu_net_gbps(m) -> float:
     """GB/s per direction that a node's NICs move between GPU memory and the network together: the
     line rate of the NICs its GPUs reach (:attr:`.machine.NcclMachine.used_net_gbps`), or, where the
     machine states how fast one NIC moves GPU memory over its PCIe path (``nic_dma_gbs``, a measured
-    figure of the host), that many GB/s on each NIC NCCL's search sees (:meth:`.NcclMachine.visible_nics`),
-    whichever is lower.  NCCL's graph search never sees this figure (it rates the path by its PCIe
-    link widths and speeds, NVIDIA/nccl v2.8.4-1 src/graph/topo.cc ``ncclTopoAddPci`` lines 311-370), so
-    the channels it builds stay the same and only the transfer slows: the data of a ring or tree
-    step crosses that path (GPU Direct RDMA: the NIC reads and writes GPU memory itself, v2.8.4-1
+    figure of the host), that many GB/s on each physical NIC the GPUs use (:attr:`.NcclMachine.used_nics`:
+    all 32 of an AWS p5, not the 8 fused NICs NCCL's search sees), whichever is lower.  NCCL's graph
+    search never sees this figure (it rates the path by its PCIe link widths and speeds, NVIDIA/nccl
+    v2.8.4-1 src/graph/topo.cc ``ncclTopoAddPci`` lines 311-370), so the channels it builds stay the
+    same and only the transfer slows: the data of a ring or tree step crosses that path (GPU Direct
+    RDMA: the NIC reads and writes GPU memory itself, v2.8.4-1
     src/transport/net.cc lines 68-94 and 121-148, ``ncclTopoCheckGdr`` then ``LOC_DEVMEM`` buffers).
 
     ABCI 2.0's 'Compute Node (A)' (the hosts of the abci_hdr tables) is the case that states it:
@@ -102,13 +103,13 @@ def gpu_net_gbps(m) -> float:
     whatever the number of GPUs.
 
     >>> from types import SimpleNamespace as M
-    >>> abci = M(used_net_gbps=100.0, nic_dma_gbs=9.75, visible_nics=lambda: (4, 25.0))
-    >>> gpu_net_gbps(abci), gpu_net_gbps(M(used_net_gbps=100.0, nic_dma_gbs=0.0, visible_nics=abci.visible_nics))
+    >>> abci = M(used_net_gbps=100.0, nic_dma_gbs=9.75, used_nics=4)
+    >>> gpu_net_gbps(abci), gpu_net_gbps(M(used_net_gbps=100.0, nic_dma_gbs=0.0, used_nics=4))
     (39.0, 100.0)
     """
     wire = m.used_net_gbps
     if m.nic_dma_gbs > 0:
-        wire = min(wire, m.visible_nics()[0] * m.nic_dma_gbs)
+        wire = min(wire, m.used_nics * m.nic_dma_gbs)
     return wire
 
 

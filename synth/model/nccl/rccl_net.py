@@ -154,7 +154,9 @@ def rccl_net_estimate_us(m: NcclMachine, coll: str, algo: str, proto: str, nbyte
 
 def rccl_net_choose(m: NcclMachine, coll: str, nbytes: int, allowed) -> tuple[str, str]:
     """RCCL's ``(algorithm, protocol)`` across hosts on part of a host: the least :func:`rccl_net_estimate_us` of
-    the pairs ``allowed(algo, proto)`` permits (NCCL_ALGO / NCCL_PROTO).
+    the pairs ``allowed(algo, proto)`` permits (NCCL_ALGO / NCCL_PROTO).  Where none of them has a figure (a tree
+    forced on a collective but allreduce, LL128 forced), a ring as on every other machine: with the first permitted
+    protocol, or Simple where no ring is permitted.
 
     >>> from topo_probe import cluster
     >>> m = NcclMachine.from_topology(cluster("mi355x", nodes=2, nics_per_node=1)).with_(ranks=2)
@@ -162,7 +164,11 @@ def rccl_net_choose(m: NcclMachine, coll: str, nbytes: int, allowed) -> tuple[st
     [('tree', 'LL'), ('tree', 'Simple'), ('ring', 'Simple'), ('tree', 'Simple'), ('ring', 'Simple')]
     """
     pairs = [(a, p) for a in ("tree", "ring") for p in PROTOS if allowed(a, p)]
-    return min(pairs or [("ring", "Simple")], key=lambda ap: rccl_net_estimate_us(m, coll, ap[0], ap[1], nbytes))
+    est = {ap: rccl_net_estimate_us(m, coll, ap[0], ap[1], nbytes) for ap in pairs}
+    finite = [ap for ap in pairs if math.isfinite(est[ap])]
+    if finite:
+        return min(finite, key=est.__getitem__)
+    return next((ap for ap in pairs if ap[0] == "ring"), ("ring", "Simple"))
 
 
 def rccl_net_channels(m: NcclMachine, algo: str, proto: str, nbytes: int, n_channels: int) -> int:

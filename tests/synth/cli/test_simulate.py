@@ -203,3 +203,12 @@ def test_nic_dma_gbps_caps_the_nccl_models_network_at_the_stated_gpu_memory_rate
     assert main(base + ["--nic-dma-gbps", "0"]) == 2
     err = capsys.readouterr().err
     assert "--nic-dma-gbps must be a positive number" in err and err.count("\n") == 1
+
+
+@pytest.mark.parametrize("value", ["inf", "nan", "-1"])
+def test_nic_dma_gbps_refuses_a_figure_no_measurement_gives(capsys, value):
+    """inf is no measured rate (it would print 'GPU memory at inf GB/s per NIC'): one line, exit 2."""
+    assert main(["--topology", "dgx-a100", "--nodes", "2", "--baseline", "nccl", "--collective", "allreduce",
+                 "-b", "1M", "-e", "1M", "--nic-dma-gbps", value]) == 2
+    err = capsys.readouterr().err
+    assert "--nic-dma-gbps must be a positive number" in err and err.count("\n") == 1

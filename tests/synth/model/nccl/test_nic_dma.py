@@ -73,3 +73,15 @@ def test_two_abci_hosts_ring_rows_against_the_log():
 def test_a_negative_figure_is_refused():
     with pytest.raises(InvalidArgument):
         abci(2, -1.0)
+
+
+def test_the_figure_is_per_physical_nic_where_a_gpu_reaches_several():
+    """AWS p5: 32 x 100 Gb/s EFA NICs for 8 H100s, each GPU on 4 of them (NCCL fuses them into one NIC its search
+    sees).  A stated 12 GB/s per NIC, just under the 12.5 line rate, lets the 32 NICs move 384 GB/s of GPU memory,
+    not the 8 fused NICs' 96 (the bus bandwidth fell from 467 to 148 GB/s)."""
+    p5 = NcclMachine.from_topology(cluster("dgx-h100", nodes=2)).with_(nics_per_node=32, nic_gbps=12.5,
+                                                                       net_kind="efa2", pcie_gen=5)
+    assert p5.used_net_gbps == 400.0 and p5.visible_nics() == (8, 50.0)
+    assert gpu_net_gbps(p5.with_(nic_dma_gbs=12.0)) == pytest.approx(32 * 12.0)
+    assert gpu_net_gbps(p5.with_(ranks=2, nic_dma_gbs=12.0)) == pytest.approx(4 * 12.0)   # one GPU: its 4 NICs
+    assert gpu_net_gbps(abci(2).with_(ranks=2)) == pytest.approx(9.75)                    # one GPU: its one HCA

@@ -88,3 +88,16 @@ def test_partial_hosts_only_and_channels():
     assert model.choose("allreduce", 65536).label == "tree/Simple/4"
     forced = NcclModel(ONE_PER_HOST, env=NcclEnv.from_environ({"NCCL_ALGO": "Ring"}), version=(2, 26))
     assert forced.choose("allreduce", 65536).algorithm == "ring"
+
+
+def test_a_forced_choice_rccl_has_no_figure_for_stays_a_real_algorithm():
+    """NCCL_ALGO=Tree for allgather / broadcast (RCCL's tuner gives trees no figure there) and NCCL_PROTO=LL128 (none
+    on gfx950) leave no finite estimate: the model falls back as on every other machine (ring Simple for the tree;
+    ring with the forced protocol), not a tree allgather priced as a tree allreduce."""
+    two_by_four = NcclMachine.from_topology(cluster("mi355x", nodes=2)).with_(ranks=8)
+    for coll in ("allgather", "broadcast"):
+        c = NcclModel(two_by_four, env=NcclEnv.from_environ({"NCCL_ALGO": "Tree"})).choose(coll, 1 << 24)
+        assert (c.algorithm, c.protocol) == ("ring", "Simple"), coll
+    c = NcclModel(two_by_four, env=NcclEnv.from_environ({"NCCL_PROTO": "LL128"})).choose("allgather", 1 << 24)
+    assert (c.algorithm, c.protocol) == ("ring", "LL128")
+    assert rccl_net_choose(ONE_PER_HOST, "allreduce", 1 << 20, lambda a, p: a == "tree") == ("tree", "Simple")
