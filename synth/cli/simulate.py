@@ -183,6 +183,9 @@ def run(args) -> list[str]:
             raise UsageError(f"{args.import_log}: no size of the log fits {topo.num_gpus} ranks")
         _log_range(cfg, imported[0])
     algo = args.schedule or args.baseline or "ring"
+    dma_said = getattr(args, "nic_dma_gbps", None) is not None
+    if dma_said and algo != "nccl":
+        raise UsageError("--nic-dma-gbps applies to the NCCL model only (--baseline nccl)")
     version, said = resolve_nccl_version(args.nccl_version, imported[0].nccl_version if imported else None)
     sel = make_selector(cfg.collective, topo, algo, plan=False)
     if args.schedule:
@@ -190,6 +193,8 @@ def run(args) -> list[str]:
     backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None, nccl_column=algo == "nccl",
                          nccl_machine=_machine(args, imported[0] if imported else None),
                          nccl_version=version)
+    if dma_said and backend.nccl.machine.nodes < 2:
+        raise UsageError(f"--nic-dma-gbps: {topo.name} is one host, no network to cap (describe the hosts with --nodes)")
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
     env = backend.nccl.env.describe() or "NCCL defaults"

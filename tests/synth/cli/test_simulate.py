@@ -203,6 +203,12 @@ def test_nic_dma_gbps_caps_the_nccl_models_network_at_the_stated_gpu_memory_rate
     assert main(base + ["--nic-dma-gbps", "0"]) == 2
     err = capsys.readouterr().err
     assert "--nic-dma-gbps must be a positive number" in err and err.count("\n") == 1
+    ring = [a if a != "nccl" else "ring" for a in base]            # our own cost model: the flag has no meaning
+    one_host = ["--topology", "dgx-a100", "--collective", "allreduce", "--baseline", "nccl", "-b", "1G", "-e", "1G"]
+    for argv, said in ((ring, "applies to the NCCL model only"), (one_host, "is one host")):
+        assert main(argv + ["--nic-dma-gbps", "9.75"]) == 2
+        err = capsys.readouterr().err
+        assert said in err and err.count("\n") == 1
 
 
 @pytest.mark.parametrize("value", ["inf", "nan", "-1"])
