@@ -95,7 +95,10 @@ def rccl_env_channels(m: NcclMachine, n_ch: int, min_channels: int | None, max_c
 def rccl_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, channel_gbs: float) -> float:
     """Most bus bandwidth (GB/s) ``channels`` RCCL Simple ring channels move on one host of AMD GPUs: each
     channel's workgroup at most ``channel_gbs`` (the hand-set ``rccl_channel_gbs``).  Across hosts on gfx950 too,
-    whose channel counts there follow RCCL's (:func:`rccl_coll_channels`, :mod:`.rccl_net`); gfx942 across hosts
+    whose channel counts there follow RCCL's rule (:func:`rccl_coll_channels`, :mod:`.rccl_net`: 4 copies of the
+    ring graph, at most 64) but not always its graph (2 x 4 MI355X: the model's search finds 6 rings, RCCL logged
+    8, so 24 channels where RCCL ran 32 at a lower rate per channel, half its NIC paths without GPU Direct RDMA,
+    which the model does not know: its prediction there is right partly for that wrong reason); gfx942 across hosts
     keeps twice its 28 rings, not RCCL's count, and no cap.  Elsewhere no cap.
 
     >>> from topo_probe import get_preset
