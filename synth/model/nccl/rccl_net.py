@@ -121,7 +121,10 @@ def _log_index(nbytes: int) -> int:
 def rccl_net_estimate_us(m: NcclMachine, coll: str, algo: str, proto: str, nbytes: int) -> float:
     """RCCL's own estimate (µs) of ``algo``/``proto`` across hosts with ``rcclTuningModel[0]`` (tuning.cc
     ``ncclTopoTuneModel`` and ``ncclTopoGetAlgoTime``; ``inf`` where RCCL gives it no bandwidth: LL128, off on
-    gfx950, and trees but for allreduce).
+    gfx950, and trees but for allreduce).  The latency's shape is NCCL 2.23's, which RCCL 2.26 (the logs') carries
+    and the mirrored RCCL commit (NCCL 2.21.5-based) does not: a tree's network hop where one GPU per host
+    (NVIDIA/nccl v2.23.4-1 src/graph/tuning.cc line 236) and ``2 * (nNodes - 1)`` network steps of a ring
+    all_reduce (line 258); it reproduces the table RCCL 2.26.6 printed on 2 x 1 MI355X.
 
     >>> from topo_probe import cluster
     >>> m = NcclMachine.from_topology(cluster("mi355x", nodes=2, nics_per_node=1)).with_(ranks=2)
