@@ -31,6 +31,7 @@ import gzip
 from pathlib import Path
 
 from synth.formats.msccl.layout import RUNTIME_MAX_TBS_PER_CHANNEL
+from synth.formats.msccl.occupancy import gpu_of
 from synth.formats.msccl.runtimes import RuntimeProfile, profile_named
 from synth.ir.collectives import ROOTED
 from synth.ir.schedule import Schedule, atomic_write_bytes, atomic_write_text
@@ -98,15 +99,16 @@ def _write_xml(path: Path, text: str, res, ready: bool = False) -> None:
 
 
 def export_msccl(results: dict, plan: Plan, folder: Path, log, only_plan: bool = False,
-                 runtime: str = "rccl") -> None:
+                 runtime: str = "rccl", topo=None) -> None:
     """``msccl/*.xml``: the plan's algorithms, each with its size range (minBytes/maxBytes,
     inclusive, as RCCL reads them) and protocol, ready for ``MSCCL_ALGO_DIR``;
     ``msccl/candidates/*.xml``: every other verified candidate, for any size (not written with
     ``only_plan``, at cluster scale). Schedules whose ranks talk to more than
     :data:`MSCCL_MAX_PEERS` peers are left out with a note (MSCCL runs one threadblock per peer).
     Each schedule is lowered once (:class:`~synth.formats.msccl.writer.Export`) for all its size
-    ranges; every file is built for ``runtime`` and checked against its profile first."""
-    profile = profile_named(runtime)
+    ranges; every file is built for ``runtime`` and the GPU of ``topo`` (at most one threadblock per
+    SM/CU, :mod:`~synth.formats.msccl.occupancy`) and checked against its profile first."""
+    profile, gpu = profile_named(runtime), gpu_of(topo) if topo is not None else None
     ranges = _msccl_ranges(plan)
     folder.mkdir(parents=True, exist_ok=True)
     for res in results.values():
@@ -128,19 +130,19 @@ def export_msccl(results: dict, plan: Plan, folder: Path, log, only_plan: bool =
                              f"than the {RUNTIME_MAX_TBS_PER_CHANNEL} threadblocks RCCL runs per channel")
                 continue
             try:
-                _export_one(s, name, slug, spans, folder, res, only_plan, profile)
+                _export_one(s, name, slug, spans, folder, res, only_plan, profile, gpu)
             except TopocollError as e:
                 log(f"  msccl export of {name} skipped: {e}")
 
 
 def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, only_plan: bool,
-                profile: RuntimeProfile) -> None:
+                profile: RuntimeProfile, gpu: str | None = None) -> None:
     """Write one schedule's XML: a candidate (no spans), or one file per plan range built for
     ``profile`` and checked against it; what does not fit goes to ``candidates/`` with a note
     (with ``only_plan``, at cluster scale, it is not written at all)."""
     from synth.formats.msccl.writer import Export, protocol_for
     notes = res.summary.setdefault("notes", [])
-    ex, why = _runtime_export(s, profile)
+    ex, why = _runtime_export(s, profile, gpu)
     if not spans:                            # never loaded (a subfolder): the generic form where it does not fit
         try:
             text = ex.xml(name=name) if ex is not None else None
@@ -172,10 +174,10 @@ def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, onl
         _write_xml(folder / file, text, res, ready=True)
 
 
-def _runtime_export(s: Schedule, profile: RuntimeProfile):
-    """(Export built for ``profile``, None) or (None, why it cannot be)."""
+def _runtime_export(s: Schedule, profile: RuntimeProfile, gpu: str | None = None):
+    """(Export built for ``profile`` and the GPU called ``gpu``, None) or (None, why it cannot be)."""
     from synth.formats.msccl.writer import Export
     try:
-        return Export(s, runtime=profile), None
+        return Export(s, runtime=profile, gpu=gpu), None
     except TopocollError as e:
         return None, f"{profile.name} cannot run it: {e}"

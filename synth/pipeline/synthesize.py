@@ -381,7 +381,7 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
         for coll, res in results.items():            # one collective at a time, to time each
             with prog.stage("export", coll):
                 export_msccl({coll: res}, plan, work / "msccl", opts.log, only_plan=fabric.num_ranks >= LARGE_RANKS,
-                             runtime=opts.msccl_runtime)
+                             runtime=opts.msccl_runtime, topo=topo)
             res.summary["stages"] = prog.collective_stages(coll)
             prog.collective_done(coll)
         summary = {"topology": topo.name, "fingerprint": fabric.fingerprint, "ranks": fabric.num_ranks,

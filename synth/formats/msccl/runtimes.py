@@ -26,7 +26,10 @@ Launch: RCCL from ROCm 6.1 (commit 0a53077c, "Improve MSCCL algorithms", 2024-01
 no "full ops" kernel: ``mscclSetupKernel`` (``src/misc/msccl/msccl_setup.cc``) returns
 ``ncclInternalError`` ("this version of MSCCL build doesn't support full Ops") for any
 algorithm with ``rcs``, ``rrs``, ``rrc`` or ``rrcs``, at the first call that picks it.
-``mscclSetupConnections`` needs ``nchannels`` channels on the communicator.
+``mscclSetupConnections`` needs ``nchannels`` channels on the communicator.  Both launch one
+block per threadblock in an ordinary (not cooperative) launch, and a threadblock spins on others'
+flags: more threadblocks on a GPU than it keeps resident can deadlock
+(:mod:`~synth.formats.msccl.occupancy`: at most one per SM/CU is counted on).
 
 Pick (``src/misc/msccl/msccl_lifecycle.cc``, ``mscclInternalSchedulerSelectAlgo``): a call of
 ``count`` elements runs the algorithm only when ``count * sizeMultiplier % nchunksperloop == 0``
@@ -43,6 +46,7 @@ from dataclasses import dataclass
 from math import gcd
 
 from synth.formats.msccl.layout import RUNTIME_MAX_COUNT, RUNTIME_MAX_STEPS_PER_TB, RUNTIME_MAX_TBS_PER_CHANNEL
+from synth.formats.msccl.occupancy import resident_threadblocks
 from synth.formats.msccl.parse import parse_program
 from synth.formats.msccl.program import Program
 from topo_probe.errors import InvalidArgument, ScheduleFormatError
@@ -79,6 +83,7 @@ class RuntimeProfile:
     max_subs: int = 1024           # msccl_parser.h MAX_SUBS: children of one element
     max_attr_chars: int = 255      # msccl_parser.h MAX_STR_LEN
     max_depid: int = 127           # msccl_struct.h: int8_t dependentBid (a larger depid wraps negative)
+    min_sms: int = 80              # SMs (CUs) assumed for an unknown GPU: the fewest of our presets' GPUs (occupancy)
 
     @property
     def full_ops(self) -> bool:
@@ -94,10 +99,11 @@ _RCCL_SRC = ("ROCm/rccl 0cbce2a7 (2024-10-24, rocm-6.2.x): src/include/msccl/msc
 #: the limits every runtime shares, stated once (:mod:`synth.formats.msccl.layout`, which the writer builds to)
 _STEPS, _PER_CHANNEL, _COUNT = RUNTIME_MAX_STEPS_PER_TB, RUNTIME_MAX_TBS_PER_CHANNEL, RUNTIME_MAX_COUNT
 #: RCCL from ROCm 6.1 on (full ops refused since 0a53077c; 64 threadblocks since 4c117e53, ROCm 6.0)
-RCCL = RuntimeProfile("rccl", "RCCL (ROCm 6.1 and later)", _RCCL_SRC, _BASIC, _STEPS, 64, _PER_CHANNEL, 128, _COUNT)
+RCCL = RuntimeProfile("rccl", "RCCL (ROCm 6.1 and later)", _RCCL_SRC, _BASIC, _STEPS, 64, _PER_CHANNEL, 128, _COUNT,
+                      min_sms=256)
 #: RCCL of ROCm 6.0.x: the same limits, full ops still launched (before 0a53077c)
 RCCL_6_0 = RuntimeProfile("rccl-6.0", "RCCL (ROCm 6.0.x)", _RCCL_SRC + "; at rocm-6.0.0 (4c117e53)",
-                          _BASIC | FULL_OPS, _STEPS, 64, _PER_CHANNEL, 128, _COUNT)
+                          _BASIC | FULL_OPS, _STEPS, 64, _PER_CHANNEL, 128, _COUNT, min_sms=256)
 #: Azure/msccl-executor-nccl (NCCL 2.19-based): every step type; 32 x MAXCHANNELS (32) threadblocks
 MSCCL_EXECUTOR_NCCL = RuntimeProfile(
     "msccl-executor-nccl", "msccl-executor-nccl (Azure, NVIDIA GPUs)",
@@ -189,11 +195,16 @@ def _load_violations(program: Program, profile: RuntimeProfile) -> list[str]:
     return out
 
 
-def _gpu_violations(program: Program, profile: RuntimeProfile, gpu) -> list[str]:
+def _gpu_violations(program: Program, profile: RuntimeProfile, gpu, device: str | None = None) -> list[str]:
     where, out = f"gpu {gpu.id}", []
     if len(gpu.tbs) > profile.max_tbs_per_gpu:
         out.append(f"{where}: {len(gpu.tbs)} threadblocks, more than {profile.max_tbs_per_gpu} "
                    f"(MSCCL_MAX_NUM_THREAD_BLOCKS)")
+    resident = resident_threadblocks(profile, device)
+    if len(gpu.tbs) > resident:
+        on = device or f"an unnamed GPU ({profile.min_sms} SMs/CUs assumed)"
+        out.append(f"{where}: {len(gpu.tbs)} threadblocks, more than the {resident} sure to be resident at once on "
+                   f"{on} (one per SM/CU): a resident threadblock may wait forever on one never scheduled")
     nodes = 1 + program.ngpus + len(gpu.tbs) + sum(len(tb.steps) for tb in gpu.tbs)
     if nodes >= profile.max_nodes:
         out.append(f"{where}: {nodes} XML elements to keep, the parser keeps fewer than {profile.max_nodes}")
@@ -237,24 +248,26 @@ def _tb_violations(profile: RuntimeProfile, where: str, tb) -> list[str]:
     return out
 
 
-def check_program(program: Program, profile: RuntimeProfile, *, every_size: bool = False) -> list[str]:
+def check_program(program: Program, profile: RuntimeProfile, *, every_size: bool = False,
+                  device: str | None = None) -> list[str]:
     """One line per rule of ``profile`` that ``program`` breaks (load, launch, pick: see
-    :func:`pick_violations` for ``every_size``); [] when it loads, launches and is picked."""
+    :func:`pick_violations` for ``every_size``); [] when it loads, launches and is picked.
+    ``device``: the GPU's name, for the threadblocks it keeps resident (unknown: ``min_sms``)."""
     out = _load_violations(program, profile)
     for gpu in program.gpus:
-        out.extend(_gpu_violations(program, profile, gpu))
+        out.extend(_gpu_violations(program, profile, gpu, device))
     return out + pick_violations(program, every_size=every_size)
 
 
-def check_xml(text: str, profile: RuntimeProfile, source: str = "<xml>", *,
-              every_size: bool = False) -> tuple[Program | None, list[str]]:
+def check_xml(text: str, profile: RuntimeProfile, source: str = "<xml>", *, every_size: bool = False,
+              device: str | None = None) -> tuple[Program | None, list[str]]:
     """Parse ``text`` (our parser refuses what the runtimes' parsers refuse) and check it against
     ``profile``; a parse failure is the one violation."""
     try:
         program = parse_program(text, source=source)
     except ScheduleFormatError as e:
         return None, [str(e)]
-    return program, check_program(program, profile, every_size=every_size)
+    return program, check_program(program, profile, every_size=every_size, device=device)
 
 
 __all__ = ["FULL_OPS", "MSCCL_EXECUTOR_NCCL", "PARSER_COLLS", "PROFILES", "RCCL", "RCCL_6_0", "RUNTIME_CHOICES",

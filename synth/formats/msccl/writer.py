@@ -16,7 +16,7 @@ one send and one receive peer per threadblock, at most ``max_tbs_per_gpu`` per G
 XML in one of the dialects of :data:`~synth.formats.msccl.layout.COLL_NAMES` (all spell
 ``reducescatter``, the name both runtime parsers accept, and get every attribute RCCL's parser
 requires).  With a ``runtime`` (:mod:`~synth.formats.msccl.runtimes`) the program is built for
-it (no fusion and no ``rrc`` for RCCL, its threadblock cap, connections spread over more
+it (no fusion and no ``rrc`` for RCCL, its threadblock cap, one per SM/CU of the GPU, connections spread over more
 channels until no threadblock has more steps than it loads) and checked against its profile
 before it is returned: InvalidArgument names the first rule it would break.
 
@@ -35,6 +35,7 @@ from synth.formats.msccl.fuse import fuse_rank, fused_counts
 from synth.formats.msccl.layout import COLL_NAMES, DEFAULT_MAX_TBS_PER_GPU, PROTOCOLS, chunks_in
 from synth.formats.msccl.lower import Op, lower, max_parallel
 from synth.formats.msccl.merge import merge_messages
+from synth.formats.msccl.occupancy import gpu_of_topology_name, resident_threadblocks
 from synth.formats.msccl.runtimes import MULTIPLIED, check_program, profile_named, smallest_picked_count
 from synth.formats.msccl.threadblocks import Threadblock, assign, number_steps
 from synth.ir.schedule import Schedule
@@ -221,19 +222,22 @@ class Export:
     (the program does not depend on the range, protocol or name)."""
 
     def __init__(self, schedule: Schedule, *, fuse: bool = True, max_tbs_per_gpu: int = DEFAULT_MAX_TBS_PER_GPU,
-                 max_channels: int = MAX_CHANNELS, runtime=None) -> None:
+                 max_channels: int = MAX_CHANNELS, runtime=None, gpu: str | None = None) -> None:
         if schedule.inplace:
             raise UnsupportedCollective("export the out-of-place form of the schedule (inplace=False); the "
                                         "export declares in-place use itself")
-        self.schedule = schedule
+        self.schedule, self.gpu = schedule, gpu
         self.profile = _profile(runtime)
         limits = {}
         if self.profile is not None:
             fuse = fuse and self.profile.full_ops
             limits = {"full_ops": self.profile.full_ops, "max_steps": self.profile.max_steps_per_tb,
                       "channel_cap": self.profile.max_channels}
-            # threadblock ids above max_depid cannot be waited on (int8_t dependentBid)
-            max_tbs_per_gpu = min(max_tbs_per_gpu, self.profile.max_tbs_per_gpu, self.profile.max_depid + 1)
+            # threadblock ids above max_depid cannot be waited on (int8_t dependentBid); no more than the GPU keeps
+            # resident, or one may spin on one never scheduled (occupancy; GPU named, else the schedule's preset's)
+            self.gpu = gpu or gpu_of_topology_name(schedule.topology_name)
+            max_tbs_per_gpu = min(max_tbs_per_gpu, self.profile.max_tbs_per_gpu, self.profile.max_depid + 1,
+                                  resident_threadblocks(self.profile, self.gpu))
         self.scratch, self.tbs, self.counts = build_program(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu,
                                                             max_channels=max_channels, **limits)
         self._inplace: bool | None = None
@@ -307,7 +311,8 @@ class Export:
     def _check(self, head: dict) -> None:
         """InvalidArgument naming the first rule of the target runtime the program breaks."""
         from synth.formats.msccl.as_program import program_of
-        bad = check_program(program_of(self.schedule, head, self.scratch, self.tbs), self.profile, every_size=True)
+        bad = check_program(program_of(self.schedule, head, self.scratch, self.tbs), self.profile, every_size=True,
+                            device=self.gpu)
         if bad:
             more = f" (and {len(bad) - 1} more)" if len(bad) > 1 else ""
             raise InvalidArgument(f"{head['name']}: {self.profile.name} would refuse it: {bad[0]}{more}")
@@ -316,7 +321,7 @@ class Export:
 def to_msccl_xml(schedule: Schedule, *, style: str = "rccl", proto: str = "Simple", min_bytes: int = 0,
                  max_bytes: int | None = None, name: str | None = None, fuse: bool = True,
                  max_tbs_per_gpu: int = DEFAULT_MAX_TBS_PER_GPU, max_channels: int = MAX_CHANNELS,
-                 inplace: bool | str = "auto", runtime=None) -> str:
+                 inplace: bool | str = "auto", runtime=None, gpu: str | None = None) -> str:
     """MSCCL XML of a verified ``schedule`` (see the module docstring; :class:`Export` writes one
     schedule for several size ranges).
 
@@ -342,9 +347,13 @@ def to_msccl_xml(schedule: Schedule, *, style: str = "rccl", proto: str = "Simpl
         Build the program for that runtime and check it against its profile
         (:mod:`~synth.formats.msccl.runtimes`); ``min_bytes`` is raised to the first size it is
         picked at.  None: the generic lowering, unchecked.
+    gpu : str, optional
+        The GPU's name (``NVIDIA H100 80GB HBM3``): with a ``runtime``, at most one threadblock per
+        SM/CU (:mod:`~synth.formats.msccl.occupancy`; default: the preset the schedule was made for).
     """
     _check_head(style, proto, min_bytes, max_bytes)
-    ex = Export(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu, max_channels=max_channels, runtime=runtime)
+    ex = Export(schedule, fuse=fuse, max_tbs_per_gpu=max_tbs_per_gpu, max_channels=max_channels, runtime=runtime,
+                gpu=gpu)
     return ex.xml(inplace=inplace, style=style, proto=proto, min_bytes=min_bytes, max_bytes=max_bytes, name=name)
 
 
