@@ -197,20 +197,7 @@ def run(args) -> list[str]:
         raise UsageError(f"--nic-dma-gbps: {topo.name} is one host, no network to cap (describe the hosts with --nodes)")
     sched = sel.select(cfg.collective, 0, cfg.roots()[0] if cfg.collective in ROOTED else None).schedule
     p = sel.cost.params
-    env = backend.nccl.env.describe() or "NCCL defaults"
-    what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {env}, "
-            f"NCCL {'.'.join(map(str, backend.nccl.table.version))} rules: {said})"
-            if algo == "nccl" else f"schedule {sched.name or '?'} ({sched.num_steps} steps, {sched.chunks_per_rank} "
-            f"chunks per rank)")
-    m = backend.nccl.machine if algo == "nccl" else None
-    if m is not None and m.nodes > 1:
-        said = imported[0].network if imported and not args.net else None
-        nics_say = any(topo.graph.nodes[n].get("transport") for n in topo.nodes_of_kind("nic"))
-        src = (f"the log: {said.evidence}" if said is not None else "--net" if args.net
-               else "the topology's NICs" if nics_say else "default")
-        what += f"; network {m.net_kind} ({src})"
-        if m.nic_dma_gbs > 0:
-            what += f", GPU memory at {m.nic_dma_gbs:g} GB/s per NIC (--nic-dma-gbps)"
+    what = _what(args, backend, topo, sched, algo, said, imported)
     notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), {what}",
              f"cost model: launch {p.launch_us:.4g} us, step overhead {p.step_overhead_us:.4g} us, slice overhead "
              f"{p.slice_overhead_us:.4g} us, nvlink x{p.nvlink_efficiency:.3g}, pcie x{p.pcie_efficiency:.3g}, "
@@ -240,6 +227,26 @@ def run(args) -> list[str]:
                                                      argv=["simulate", *args.argv], start_time=start,
                                                      extra={"backend": "sim", "topology": topo.name, "algorithms": [algo]}))
     return lines + writer.footer_lines(summary)
+
+
+def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
+    """The header's description of what is timed: NCCL as its tuner runs it (GPU, environment, version
+    rules, and across hosts the network and where it was read) or our schedule."""
+    env = backend.nccl.env.describe() or "NCCL defaults"
+    what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {env}, "
+            f"NCCL {'.'.join(map(str, backend.nccl.table.version))} rules: {said})"
+            if algo == "nccl" else f"schedule {sched.name or '?'} ({sched.num_steps} steps, {sched.chunks_per_rank} "
+            f"chunks per rank)")
+    m = backend.nccl.machine if algo == "nccl" else None
+    if m is not None and m.nodes > 1:
+        said = imported[0].network if imported and not args.net else None
+        nics_say = any(topo.graph.nodes[n].get("transport") for n in topo.nodes_of_kind("nic"))
+        src = (f"the log: {said.evidence}" if said is not None else "--net" if args.net
+               else "the topology's NICs" if nics_say else "default")
+        what += f"; network {m.net_kind} ({src})"
+        if m.nic_dma_gbs > 0:
+            what += f", GPU memory at {m.nic_dma_gbs:g} GB/s per NIC (--nic-dma-gbps)"
+    return what
 
 
 def _misaligned_note(cfg) -> str | None:
