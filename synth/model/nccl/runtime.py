@@ -322,16 +322,38 @@ def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPara
     return lat + n_inter * net
 
 
-def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes: int, params: ModelParams) -> float:
-    """µs a (NVLS-)tree's first Simple chunk takes to cross the network hops before every hop streams.
+def tree_intra_channel_gbs(t: TuneTable, channels: int) -> float:
+    """GB/s one channel of a tree moves over one GPU-to-GPU hop inside a node: NCCL's own speed of the
+    tree graph inside the node (``nChannels x bwIntra`` of its search, :mod:`.graphs`) shared by the
+    channels in use.  A topology figure of NCCL's, not a fitted one: on 2 x p4d (4 tree graph channels
+    of 24 GB/s, 8 channels in use) 12 GB/s.
 
-    A tree is a pipeline: each step of NCCL's Simple primitives (src/device/prims_simple.h) forwards a
-    chunk only once the whole chunk has arrived from the hop before, so the last hop starts one chunk
-    time per network hop after the first.  NCCL's own latency table has no such term (its latencies do
-    not depend on the chunk).  The chunk is NCCL's (:func:`simple_chunk_bytes`, enqueue.cc), the rate one
-    channel's share of the node's NICs (channels spread evenly over them): on 2 x p5 (32 x 12.5 GB/s
-    EFA, 16 NVLS-tree channels, 512 KiB chunks from 2 GiB) about 2 x 512 KiB / 20 GB/s = 52 µs.
-    Only network hops: the one-host logs' fitted latency scales already hold the NVLink hops'.
+    >>> from topo_probe import cluster
+    >>> from synth.model.nccl import NcclModel
+    >>> t = NcclModel(NcclMachine.from_topology(cluster("dgx-a100", nodes=2))).table
+    >>> tree_intra_channel_gbs(t, 8) == t.graphs.tree.n_channels * t.graphs.tree.bw_intra / 8
+    True
+    """
+    g = t.graphs.tree
+    return g.n_channels * g.bw_intra / max(1, channels)
+
+
+def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes: int, params: ModelParams) -> float:
+    """µs a (NVLS-)tree's first Simple chunk takes to cross the hops before every hop streams.
+
+    A tree is a pipeline: each step of NCCL's Simple primitives forwards a chunk only once the whole
+    chunk has arrived from the hop before (NVIDIA/nccl v2.27.3-1 src/device/prims_simple.h lines
+    193-299: ``waitPeer`` for the whole slice, then ``postPeer``; a tree runs ``ProtoSimple<1, 1>``, one
+    slice per chunk, src/device/all_reduce.h), so the last hop starts one chunk time per hop after the
+    first.  NCCL's own latency table has no such term (src/graph/tuning.cc v2.27.3-1 line 343: "Add some
+    chunk latency, waiting for proper chunk modeling").  The chunk is NCCL's (:func:`simple_chunk_bytes`,
+    enqueue.cc), never more than the channel's own bytes (all_reduce.h: ``nelem = min(chunkCount,
+    channelCount - elemOffset)``).  A network hop takes it at one channel's share of the node's NICs
+    (channels spread evenly over them): on 2 x p5 (32 x 12.5 GB/s EFA, 16 NVLS-tree channels, 512 KiB
+    chunks from 2 GiB) about 2 x 512 KiB / 20 GB/s = 52 µs.  A tree's hops inside the nodes, the chain
+    of the node's GPUs up and down (``2 x (GPUs per node - 1)``, :func:`_hops`), take it at
+    :func:`tree_intra_channel_gbs`: no one-host fit holds them (a one-host tree never crosses the network,
+    and the one-host logs run rings and NVLS).  An NVLS-tree's node part is one NVLS step (network hops only).
 
     >>> from topo_probe import cluster
     >>> from synth.model.nccl import NcclModel
@@ -343,9 +365,13 @@ def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes:
     m = t.machine
     if m.nodes == 1 or proto != "Simple" or algo not in ("tree", "nvls_tree"):
         return 0.0
-    chunk = simple_chunk_bytes(t, algo, nbytes, channels)
+    chunk = min(simple_chunk_bytes(t, algo, nbytes, channels), math.ceil(nbytes / max(1, channels)))
     rate = _net_bw(m, params) / max(channels, m.visible_nics()[0])        # GB/s of one channel
-    return _hops(m, "allreduce", algo)[1] * chunk / (1000.0 * rate)
+    intra, inter = _hops(m, "allreduce", algo)
+    fill = inter * chunk / (1000.0 * rate)
+    if algo == "tree" and m.gpus_per_node > 1:
+        fill += intra * chunk / (1000.0 * tree_intra_channel_gbs(t, channels))
+    return fill
 
 
 def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
@@ -359,4 +385,4 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
 
 __all__ = ["COOP_LAUNCH_UNTIL", "host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
            "ring_capacity_gbs", "simple_chunk_bytes", "nvls_tree_chunk_bytes", "nvls_chunk_overhead_us",
-           "pipeline_fill_us", "hop_latencies_us", "latency_us", "collective_time_us"]
+           "pipeline_fill_us", "tree_intra_channel_gbs", "hop_latencies_us", "latency_us", "collective_time_us"]
