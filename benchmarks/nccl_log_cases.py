@@ -92,10 +92,12 @@ CASES = [
          machine_class="a100-nvswitch-1host"),
     Case("a100_8gpu_1node_sendrecv.txt", "dgx-a100", collective="sendrecv", why="8 x A100 NVSwitch, sendrecv -g 8",
          machine_class="a100-nvswitch-1host"),
-    Case("a100_aws_p4de_16gpu_2node_all_reduce.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 27),
+    Case("a100_aws_p4de_16gpu_2node_all_reduce.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 20),
          machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost",
-         why="2 x p4de.24xlarge: 4 x 100 Gb/s EFA per node, Xeon 8275CL, NCCL 2.27 (aws-ofi-nccl sets "
-             "NCCL_PROTO=simple)"),
+         why="2 x p4de.24xlarge: 4 x 100 Gb/s EFA per node, Xeon 8275CL, NCCL 2.20 (not printed: the table first "
+             "appears in the README at commit 88c2e71b, 2024-04-19, whose version table and Dockerfile pin "
+             "NCCL_VERSION 2.20.3 and aws-ofi-nccl 1.8.1; it said 2.27, the README default of the later commit "
+             "quoted; aws-ofi-nccl sets NCCL_PROTO=simple)"),
     Case("h100_16gpu_2node_alltoall_sendrecv.txt", "dgx-h100", 2, collective="alltoall", why=_H100_2NODE,
          machine_class="h100-ib-multihost"),
     Case("h100_16gpu_2node_alltoall_sendrecv.txt", "dgx-h100", 2, collective="sendrecv",
