@@ -48,15 +48,14 @@ WHY = {
     "back to 96 us at 128 KiB) that no latency or bandwidth term of NCCL's model produces (the model stays at "
     "80 us there). At 32 MiB NCCL's own estimates for Ring/LL128 and Tree/LL128 are within a few per cent of each "
     "other; the model takes Ring/LL128, and its LL128-over-EFA ring bandwidth is too optimistic there.",
-    "h100_gcp_a3mega_16gpu_2node_all_reduce.txt": "GPUDirect-TCPXO. The worst rows are 8 and 16 MiB "
+    "h100_gcp_a3mega_16gpu_2node_all_reduce.txt": "GPUDirect-TCPXO, under the NCCL variables of Google's "
+    "nccl-env-profile.sh of the May 2024 - Feb 2025 releases (NCCL_PROTO=Simple, NCCL_ALGO=Ring,Tree, "
+    "NCCL_MIN_NCHANNELS=4, NCCL_NVLS_ENABLE=0: container-engine-accelerators gpudirect-tcpxo/README.md), which the "
+    "model applies to every tcpxo run: Tree/Simple at every size. The worst rows are 8 and 16 MiB "
     "({e[8388608]:+.1%}, {e[16777216]:+.1%}): the measured time grows from 365 us at 4 MiB to 978 us at 16 MiB "
     "(a slow regime at about 20 GB/s of algbw) and then only to 1060 us at 32 MiB, which no algorithm or protocol "
-    "of the model does; and 256 MiB ({e[268435456]:+.1%}), where the model's NVLSTree per-message cost (the tcpxo "
-    "constant, calibrated on this log alone) makes NCCL's NVLSTree pick slower than the model's own 512 MiB Tree "
-    "prediction. The log cannot be modelled faithfully from what it says: Google's TCPXO stack is normally run "
-    "with its nccl-env-profile.sh (NCCL_PROTO=Simple,LL128, NCCL_MIN_NCHANNELS=4 and an NCCL tuner plugin with a "
-    "non-public a3plus_tuner_config.textproto); the log does not say which settings were exported, and a tuner "
-    "plugin overrides NCCL's own choice, which is what this model reproduces.",
+    "of the model does; the profile's tuner plugin (a3plus_tuner_config.textproto, not NCCL's CSV format) and its "
+    "NCCL_BUFFSIZE / chunk sizes are not modelled.",
 
     "b200_8gpu_1node_all_reduce_gcp_a4.txt": "8 x B200, NVLS, -g 8 (held out: no fit has seen Blackwell on one host). "
     "From 1 GiB the model is within 10 % ({e[8589934592]:+.1%} at 8 GiB); at 8-64 MiB it is 38-49 % fast "

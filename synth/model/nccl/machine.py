@@ -188,7 +188,11 @@ class NcclMachine:
         """NCCL variables the platform's network plugin sets by itself (the user's win):
         aws-ofi-nccl forces ``NCCL_PROTO=simple`` on first-generation EFA (p4d/p4de,
         ``platform-aws.c`` configure_nccl_proto) and sets ``NCCL_NVLSTREE_MAX_CHUNKSIZE=524288``
-        on p5 (EFA v2; the p5 log's NCCL INFO lines)."""
+        on p5 (EFA v2; the p5 log's NCCL INFO lines); GPUDirect-TCPXO's runs source Google's
+        ``nccl-env-profile.sh`` (:data:`.net_transport.TCPXO_PROFILE`: Simple, Ring and Tree, NVLS off)."""
+        if self.nodes > 1 and self.net_kind == "tcpxo":
+            from synth.model.nccl.net_transport import TCPXO_PROFILE
+            return dict(TCPXO_PROFILE)
         if self.nodes > 1 and self.net_kind == "efa":
             return {"NCCL_PROTO": "simple"}
         if self.nodes > 1 and self.net_kind == "efa2":

@@ -56,6 +56,17 @@ P3DN_LATENCY_US = 150.0
 #: the same table's ``.default_protocol`` by net kind (p3dn's: SENDRECV too)
 PLUGIN_PROTOCOL = {"efa": "sendrecv", "efa2": "rdma"}
 
+#: the NCCL variables of GPUDirect-TCPXO's ``nccl-env-profile.sh`` (the profile the nccl-tcpxo-installer puts beside its
+#: NCCL build, which GKE's nccl-test.yaml, the Cluster Toolkit's a3-megagpu-8g run-nccl-tests.sh and dstack's A3 Mega
+#: task source) in every release from May 20, 2024 to Feb 06, 2025 (plugin v1.0.1 - v1.0.8-1, NCCL 2.21.5 - 2.23.4):
+#: GoogleCloudPlatform/container-engine-accelerators 992db812 gpudirect-tcpxo/README.md, "NCCL configs" of each
+#: release, lines 411-835 (NCCL_PROTO=Simple, NCCL_ALGO=Ring,Tree, NCCL_MIN_NCHANNELS=4, NCCL_NVLS_ENABLE=0; the
+#: Apr 17, 2024 release, lines 837-870, had NCCL_ALGO=Ring).  From May 01, 2025 the profile allows LL128 (NCCL_PROTO=Simple,LL128),
+#: from Aug 21, 2025 (NCCL 2.26) NVLSTree (NCCL_ALGO and NCCL_NVLS_ENABLE unset): the user's NCCL_* variables override
+#: these.  The same profile's NCCL_BUFFSIZE=8388608, NCCL_DYNAMIC_CHUNK_SIZE and NCCL_P2P_*_CHUNKSIZE and its tuner
+#: plugin's a3plus_tuner_config.textproto (not NCCL's CSV tuner format) are not modelled.
+TCPXO_PROFILE = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLS_ENABLE": "0"}
+
 
 def plugin_latency_us(kind: str, arch: str | None = None) -> float:
     """µs of inter-node latency the network plugin of transport ``kind`` reports to NCCL on a GPU of
@@ -113,4 +124,4 @@ def gpu_net_gbps(m) -> float:
     return wire
 
 
-__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "plugin_latency_us", "pays_per_message", "gpu_net_gbps"]
+__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "TCPXO_PROFILE", "plugin_latency_us", "pays_per_message", "gpu_net_gbps"]

@@ -8,7 +8,7 @@ import argparse
 
 import pytest
 
-from synth.model.nccl import NcclMachine, NcclModel
+from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
 from synth.model.nccl.net_transport import pays_per_message, plugin_latency_us
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.runtime import _chunk_rate_gbs, simple_chunk_bytes
@@ -114,3 +114,17 @@ def test_a_send_and_a_step_of_our_schedules_pay_the_plugin_once_per_network_hop(
     ib_topo, ib = _two_hosts(preset, nics, "ib")
     assert p2p_net_hop_us(m, P) - p2p_net_hop_us(ib, P) == pytest.approx(0.4 * latency - 25.0)
     assert step_costs_us(topo, P)[2] - step_costs_us(ib_topo, P)[2] == pytest.approx(0.4 * latency - 25.0)
+
+
+def test_tcpxo_runs_under_googles_env_profile_and_the_user_wins():
+    # container-engine-accelerators gpudirect-tcpxo/README.md, every release May 2024 - Feb 2025: nccl-env-profile.sh
+    # sets NCCL_PROTO=Simple, NCCL_ALGO=Ring,Tree, NCCL_MIN_NCHANNELS=4, NCCL_NVLS_ENABLE=0 (only across hosts)
+    _, a3 = _two_hosts("dgx-h100", 8, "tcpxo")
+    assert a3.platform_env == {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4",
+                               "NCCL_NVLS_ENABLE": "0"}
+    assert a3.with_(nodes=1, ranks=8).platform_env == {}
+    m = NcclModel(a3)
+    picks = {(m.choose(c, s).algorithm, m.choose(c, s).protocol) for c in ("allreduce", "allgather")
+             for s in (8, 64 << 10, 1 << 20, 16 << 20, 1 << 30)}
+    assert {p for _, p in picks} == {"Simple"} and {a for a, _ in picks} <= {"ring", "tree"}
+    assert NcclModel(a3, env=NcclEnv.from_environ({"NCCL_PROTO": "LL"})).choose("allgather", 8).protocol == "LL"
