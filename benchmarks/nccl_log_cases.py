@@ -797,11 +797,16 @@ _VP4 = ("4 bare-metal Voltage Park hosts g138/g205/g244/g150 (ZiyanIshani/vpbenc
         "(Ubuntu libnccl2), OpenMPI 4.1.2, 32 processes (-g 1), NCCL_IB_DISABLE=0 and NCCL_SOCKET_IFNAME only (no model "
         "term); {coll} 8 B - 8 GiB")
 
+_WAYNE = ("4 of the 8 H100 80GB SXM5 of one shared NVSwitch host (waynehacking8/nccl-collectives-bench's quiet-box re-run: "
+          "every pair NV18, host GPUs 2-5 in a Docker NGC container, only a production single-GPU service left on GPU 0), "
+          "NCCL 2.29.2 (nccl-library=22902), one process (-g 4), no NCCL variable; {coll} 8 B - 8 GiB")
+
 #: the twenty-third set: a new source, a Voltage Park H100 cluster's nccl-tests logs (ZiyanIshani/vpbenchmarking): four
 #: 4-host InfiniBand tables (all_reduce, all_gather, broadcast, reduce) and the one-host all_reduce of one of its hosts;
-#: both classes are in-sample, so each table is held out itself.  Not taken: the same repository's one-host all_gather
-#: and broadcast tables (a disturbed run: times jump 10-100x between neighbouring sizes).  Each described from its
-#: source before any prediction
+#: and a second new source, the quiet-box all_gather, reduce_scatter and all_reduce of a 4-GPU slice of a shared 8 x H100
+#: NVSwitch host (waynehacking8/nccl-collectives-bench); both classes are in-sample, so each table is held out itself.
+#: Not taken: vpbenchmarking's one-host all_gather and broadcast tables (a disturbed run: times jump 10-100x between
+#: neighbouring sizes).  Each described from its source before any prediction
 TWENTY_THIRD_CASES = [
     *[Case(f"h100_32gpu_4node_{coll}_ib_voltagepark.txt", "dgx-h100", 4, 8, 50.0, version=(2, 24),
            machine_class="h100-ib-multihost", held_out=True, why=_VP4.format(coll=coll))
@@ -810,6 +815,9 @@ TWENTY_THIRD_CASES = [
          held_out=True,
          why="host g138 of the same Voltage Park cluster: 8 x H100 80GB HBM3 SXM5 (the `dgx-h100` preset's board), NCCL "
              "2.24.3, one process (-g 8), no NCCL variable shown; all_reduce 8 B - 8 GiB"),
+    *[Case(f"h100_4gpu_1node_{coll}_collectives_bench.txt", "dgx-h100", version=(2, 29), machine={"ranks": 4},
+           machine_class="h100-nvswitch-1host", held_out=True, why=_WAYNE.format(coll=coll))
+      for coll in ("all_gather", "reduce_scatter", "all_reduce")],
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
