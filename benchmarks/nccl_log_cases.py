@@ -801,10 +801,17 @@ _WAYNE = ("4 of the 8 H100 80GB SXM5 of one shared NVSwitch host (waynehacking8/
           "every pair NV18, host GPUs 2-5 in a Docker NGC container, only a production single-GPU service left on GPU 0), "
           "NCCL 2.29.2 (nccl-library=22902), one process (-g 4), no NCCL variable; {coll} 8 B - 8 GiB")
 
+_N013 = ("hosts n013 and n014 of thomaslie210/NCCL_Test_Results, one A100-PCIE-40GB each (the `l40s-8gpu-pcie` preset's "
+         "PCIe GPU slot with the log's sm80; NVLink none), one process per host (2 ranks), one 200 Gb/s InfiniBand NIC "
+         "per host (NCCL's NET[25.0], mlx5_2) on PCIe Gen4 beside the GPU under the same AMD CPU (path PHB), GPUDirect "
+         "RDMA on (NCCL_NET_GDR_LEVEL=SYS), NCCL 2.16.5; {coll} 1 MiB - 1 GiB in 10 MiB steps")
+
 #: the twenty-third set: a new source, a Voltage Park H100 cluster's nccl-tests logs (ZiyanIshani/vpbenchmarking): four
 #: 4-host InfiniBand tables (all_reduce, all_gather, broadcast, reduce) and the one-host all_reduce of one of its hosts;
 #: and a second new source, the quiet-box all_gather, reduce_scatter and all_reduce of a 4-GPU slice of a shared 8 x H100
-#: NVSwitch host (waynehacking8/nccl-collectives-bench); both classes are in-sample, so each table is held out itself.
+#: NVSwitch host (waynehacking8/nccl-collectives-bench), those classes in-sample, so each table held out itself; and a
+#: third new source, two 2-host one-GPU-per-host A100 PCIe tables over InfiniBand with GPUDirect RDMA
+#: (thomaslie210/NCCL_Test_Results; the held-out class 1gpu-per-host).
 #: Not taken: vpbenchmarking's one-host all_gather and broadcast tables (a disturbed run: times jump 10-100x between
 #: neighbouring sizes).  Each described from its source before any prediction
 TWENTY_THIRD_CASES = [
@@ -818,6 +825,10 @@ TWENTY_THIRD_CASES = [
     *[Case(f"h100_4gpu_1node_{coll}_collectives_bench.txt", "dgx-h100", version=(2, 29), machine={"ranks": 4},
            machine_class="h100-nvswitch-1host", held_out=True, why=_WAYNE.format(coll=coll))
       for coll in ("all_gather", "reduce_scatter", "all_reduce")],
+    *[Case(f"a100pcie_2gpu_2node_{coll}_ib_gdr_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 25.0, "ib", version=(2, 16),
+           machine={"ranks": 2, "pcie_gen": 4, "cpu_vendor": "amd"}, machine_class="1gpu-per-host",
+           why=_N013.format(coll=coll))
+      for coll in ("all_gather", "all_reduce")],
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES

@@ -733,7 +733,9 @@ _TWENTY_THIRD_GPU = {**{f"h100_32gpu_4node_{c}_ib_voltagepark.txt": ("NVIDIA H10
                         for c in ("all_reduce", "all_gather", "broadcast", "reduce")},
                      "h100_8gpu_1node_all_reduce_voltagepark.txt": ("NVIDIA H100 80GB HBM3", 8),
                      **{f"h100_4gpu_1node_{c}_collectives_bench.txt": ("NVIDIA H100 80GB HBM3", 4)
-                        for c in ("all_gather", "reduce_scatter", "all_reduce")}}
+                        for c in ("all_gather", "reduce_scatter", "all_reduce")},
+                     **{f"a100pcie_2gpu_2node_{c}_ib_gdr_1gpn.txt": ("NVIDIA A100-PCIE-40GB", 2)
+                        for c in ("all_gather", "all_reduce")}}
 
 
 def test_the_twenty_third_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
