@@ -6,9 +6,9 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
-  :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`: the logs added later.  :data:`ALL_CASES`: all of them.
-  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on :data:`IN_SAMPLE`, every
-  in-sample log of them.
+  :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`: the logs added later.
+  :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
+  :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
 * :data:`HELD_OUT_CLASSES`: the fixed held-out split.  No fit ever sees a log of these classes
   (``benchmarks/fit_nccl_model.py`` fits on :data:`IN_SAMPLE` only): they are kinds of machine of
@@ -791,11 +791,51 @@ TWENTY_SECOND_CASES = [
              "2.29.3 from NVIDIA's apt repository, one process (-g 8), no NCCL variable; all_reduce 8 B - 128 MiB"),
 ]
 
+_VP4 = ("4 bare-metal Voltage Park hosts g138/g205/g244/g150 (ZiyanIshani/vpbenchmarking, AI @ Georgia Tech, 2026-02-24/25): "
+        "8 x H100 80GB HBM3 SXM5 each (the `dgx-h100` preset's 8-GPU NVSwitch board), \"3.2 Tbps InfiniBand\" per node "
+        "(README: 8 x 400 Gb/s taken; the run agent's summary adds \"3 active ports per node\", not taken), NCCL 2.24.3 "
+        "(Ubuntu libnccl2), OpenMPI 4.1.2, 32 processes (-g 1), NCCL_IB_DISABLE=0 and NCCL_SOCKET_IFNAME only (no model "
+        "term); {coll} 8 B - 8 GiB")
+
+_WAYNE = ("4 of the 8 H100 80GB SXM5 of one shared NVSwitch host (waynehacking8/nccl-collectives-bench's quiet-box re-run: "
+          "every pair NV18, host GPUs 2-5 in a Docker NGC container, only a production single-GPU service left on GPU 0), "
+          "NCCL 2.29.2 (nccl-library=22902), one process (-g 4), no NCCL variable; {coll} 8 B - 8 GiB")
+
+_N013 = ("hosts n013 and n014 of thomaslie210/NCCL_Test_Results, one A100-PCIE-40GB each (the `l40s-8gpu-pcie` preset's "
+         "PCIe GPU slot with the log's sm80; NVLink none), one process per host (2 ranks), one 200 Gb/s InfiniBand NIC "
+         "per host (NCCL's NET[25.0], mlx5_2) on PCIe Gen4 beside the GPU under the same AMD CPU (path PHB), GPUDirect "
+         "RDMA on (NCCL_NET_GDR_LEVEL=SYS), NCCL 2.16.5; {coll} 1 MiB - 1 GiB in 10 MiB steps")
+
+#: the twenty-third set: a new source, a Voltage Park H100 cluster's nccl-tests logs (ZiyanIshani/vpbenchmarking): four
+#: 4-host InfiniBand tables (all_reduce, all_gather, broadcast, reduce) and the one-host all_reduce of one of its hosts;
+#: and a second new source, the quiet-box all_gather, reduce_scatter and all_reduce of a 4-GPU slice of a shared 8 x H100
+#: NVSwitch host (waynehacking8/nccl-collectives-bench), those classes in-sample, so each table held out itself; and a
+#: third new source, two 2-host one-GPU-per-host A100 PCIe tables over InfiniBand with GPUDirect RDMA
+#: (thomaslie210/NCCL_Test_Results; the held-out class 1gpu-per-host).
+#: Not taken: vpbenchmarking's one-host all_gather and broadcast tables (a disturbed run: times jump 10-100x between
+#: neighbouring sizes).  Each described from its source before any prediction
+TWENTY_THIRD_CASES = [
+    *[Case(f"h100_32gpu_4node_{coll}_ib_voltagepark.txt", "dgx-h100", 4, 8, 50.0, version=(2, 24),
+           machine_class="h100-ib-multihost", held_out=True, why=_VP4.format(coll=coll))
+      for coll in ("all_reduce", "all_gather", "broadcast", "reduce")],
+    Case("h100_8gpu_1node_all_reduce_voltagepark.txt", "dgx-h100", version=(2, 24), machine_class="h100-nvswitch-1host",
+         held_out=True,
+         why="host g138 of the same Voltage Park cluster: 8 x H100 80GB HBM3 SXM5 (the `dgx-h100` preset's board), NCCL "
+             "2.24.3, one process (-g 8), no NCCL variable shown; all_reduce 8 B - 8 GiB"),
+    *[Case(f"h100_4gpu_1node_{coll}_collectives_bench.txt", "dgx-h100", version=(2, 29), machine={"ranks": 4},
+           machine_class="h100-nvswitch-1host", held_out=True, why=_WAYNE.format(coll=coll))
+      for coll in ("all_gather", "reduce_scatter", "all_reduce")],
+    *[Case(f"a100pcie_2gpu_2node_{coll}_ib_gdr_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 25.0, "ib", version=(2, 16),
+           machine={"ranks": 2, "pcie_gen": 4, "cpu_vendor": "amd"}, machine_class="1gpu-per-host",
+           why=_N013.format(coll=coll))
+      for coll in ("all_gather", "all_reduce")],
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
-             + TWENTY_SECOND_CASES)
+             + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES)
 
 
 def held_out(case: Case) -> bool:

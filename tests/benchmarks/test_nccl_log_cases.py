@@ -117,7 +117,7 @@ def test_each_sixth_to_eighth_case_has_the_hosts_ranks_and_gpu_its_device_lines_
                                   + cases.ELEVENTH_CASES + cases.TWELFTH_CASES + cases.THIRTEENTH_CASES
                                   + cases.FOURTEENTH_CASES + cases.FIFTEENTH_CASES + cases.SIXTEENTH_CASES
                                   + cases.NINETEENTH_CASES + cases.TWENTIETH_CASES + cases.TWENTY_FIRST_CASES
-                                  + cases.TWENTY_SECOND_CASES
+                                  + cases.TWENTY_SECOND_CASES + cases.TWENTY_THIRD_CASES
                                   if not c.skip_reason],
                          ids=lambda c: c.file)
 def test_each_new_case_names_a_table_of_its_log_with_at_least_8_sizes(case):
@@ -224,7 +224,7 @@ _SETS = [cases.CASES, cases.NEW_CASES, cases.THIRD_CASES, cases.FOURTH_CASES, ca
          cases.SEVENTH_CASES, cases.EIGHTH_CASES, cases.NINTH_CASES, cases.TENTH_CASES, cases.ELEVENTH_CASES,
          cases.TWELFTH_CASES, cases.THIRTEENTH_CASES, cases.FOURTEENTH_CASES, cases.FIFTEENTH_CASES,
          cases.SIXTEENTH_CASES, cases.SEVENTEENTH_CASES, cases.EIGHTEENTH_CASES, cases.NINETEENTH_CASES,
-         cases.TWENTIETH_CASES, cases.TWENTY_FIRST_CASES, cases.TWENTY_SECOND_CASES]
+         cases.TWENTIETH_CASES, cases.TWENTY_FIRST_CASES, cases.TWENTY_SECOND_CASES, cases.TWENTY_THIRD_CASES]
 
 
 @pytest.mark.parametrize("n", [5, 6, 7], ids=["sixth", "seventh", "eighth"])
@@ -725,4 +725,41 @@ def test_each_twenty_second_case_has_the_hosts_ranks_and_gpu_its_log_shows(case)
     else:
         assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
         assert {d.name for d in run.devices} == {gpu}
+    assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
+
+
+#: the GPU name and rank count each twenty-third-set log's device lines print
+_TWENTY_THIRD_GPU = {**{f"h100_32gpu_4node_{c}_ib_voltagepark.txt": ("NVIDIA H100 80GB HBM3", 32)
+                        for c in ("all_reduce", "all_gather", "broadcast", "reduce")},
+                     "h100_8gpu_1node_all_reduce_voltagepark.txt": ("NVIDIA H100 80GB HBM3", 8),
+                     **{f"h100_4gpu_1node_{c}_collectives_bench.txt": ("NVIDIA H100 80GB HBM3", 4)
+                        for c in ("all_gather", "reduce_scatter", "all_reduce")},
+                     **{f"a100pcie_2gpu_2node_{c}_ib_gdr_1gpn.txt": ("NVIDIA A100-PCIE-40GB", 2)
+                        for c in ("all_gather", "all_reduce")}}
+
+
+def test_the_twenty_third_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
+    """The twenty-third set: each table held out (its class of the fixed held-out split, or the table itself), none in
+    any fit, of classes earlier sets have, ``source_reused`` exactly when an earlier fixture names the same source, new
+    files, and no run a copy of an earlier fixture's."""
+    twenty_third = cases.TWENTY_THIRD_CASES
+    earlier = [c for s in _SETS if s is not twenty_third for c in s]
+    _assert_held_out_set(twenty_third)
+    assert all(cases.held_out(c) for c in twenty_third)
+    assert {c.machine_class for c in twenty_third} <= {c.machine_class for c in earlier}
+    assert {c.file for c in twenty_third} == set(_TWENTY_THIRD_GPU)
+    _assert_new_sources_files_and_runs(twenty_third, earlier, reuse_exact=True)
+
+
+@pytest.mark.parametrize("case", cases.TWENTY_THIRD_CASES, ids=lambda c: c.file)
+def test_each_twenty_third_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
+    """The case's hosts, ranks and GPU are the device lines'; each table has a collective and at least 6 sizes of
+    64 KiB or more."""
+    path = FIXTURES / "real_logs" / case.file
+    (run,) = load_runs(path)
+    gpu, ranks = _TWENTY_THIRD_GPU[case.file]
+    assert ranks == case.machine.get("ranks", 8 * case.nodes)
+    assert len({d.host for d in run.devices}) == case.nodes and len(run.devices) == ranks
+    assert {d.name for d in run.devices} == {gpu}
+    assert guess_collective(run, path) is not None
     assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
