@@ -651,19 +651,6 @@ _TWENTY_FIRST_GPU = {"a100_16gpu_2node_all_reduce_abci_sharp.txt": ("NVIDIA A100
                      "h100_16gpu_2node_all_reduce_azure_ndv5_azcluster.txt": (None, 16, 1)}
 
 
-def test_the_twenty_first_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
-    """The twenty-first set: each table held out (its class of the fixed held-out split, or the table itself) or
-    listed with its reason, none in any fit, of classes earlier sets have, ``source_reused`` exactly when an earlier
-    fixture names the same source, new files, and no run a copy of an earlier fixture's."""
-    twenty_first = cases.TWENTY_FIRST_CASES
-    earlier = [c for s in _SETS if s is not twenty_first for c in s]
-    _assert_held_out_set(twenty_first)
-    assert all(cases.held_out(c) for c in twenty_first)
-    assert {c.machine_class for c in twenty_first} <= {c.machine_class for c in earlier}
-    assert {c.file for c in twenty_first} == set(_TWENTY_FIRST_GPU)
-    _assert_new_sources_files_and_runs(twenty_first, earlier, reuse_exact=True)
-
-
 @pytest.mark.parametrize("case", cases.TWENTY_FIRST_CASES, ids=lambda c: c.file)
 def test_each_twenty_first_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
     """The case's hosts, ranks and GPU are the device lines' where the log prints them, else the ranks are the ones every
@@ -691,19 +678,6 @@ _TWENTY_SECOND_GPU = {"h100_16gpu_2node_all_gather_gcp_a3mega_gke_tcpxo.txt": (N
                       "l40s_4gpu_1node_all_reduce_farmshare.txt": ("NVIDIA L40S", 4),
                       "l40s_2gpu_1node_all_reduce_farmshare.txt": ("NVIDIA L40S", 2),
                       "a100_8gpu_1node_all_reduce_modal.txt": ("NVIDIA A100-SXM4-40GB", 8)}
-
-
-def test_the_twenty_second_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
-    """The twenty-second set: each table held out (its class of the fixed held-out split, or the table itself) or
-    listed with its reason, none in any fit, of classes earlier sets have, ``source_reused`` exactly when an earlier
-    fixture names the same source, new files, and no run a copy of an earlier fixture's."""
-    twenty_second = cases.TWENTY_SECOND_CASES
-    earlier = [c for s in _SETS if s is not twenty_second for c in s]
-    _assert_held_out_set(twenty_second)
-    assert all(cases.held_out(c) for c in twenty_second)
-    assert {c.machine_class for c in twenty_second} <= {c.machine_class for c in earlier}
-    assert {c.file for c in twenty_second} == set(_TWENTY_SECOND_GPU)
-    _assert_new_sources_files_and_runs(twenty_second, earlier, reuse_exact=True)
 
 
 @pytest.mark.parametrize("case", cases.TWENTY_SECOND_CASES, ids=lambda c: c.file)
@@ -738,19 +712,6 @@ _TWENTY_THIRD_GPU = {**{f"h100_32gpu_4node_{c}_ib_voltagepark.txt": ("NVIDIA H10
                         for c in ("all_gather", "all_reduce")}}
 
 
-def test_the_twenty_third_set_is_held_out_from_new_or_marked_sources_and_repeats_no_run():
-    """The twenty-third set: each table held out (its class of the fixed held-out split, or the table itself), none in
-    any fit, of classes earlier sets have, ``source_reused`` exactly when an earlier fixture names the same source, new
-    files, and no run a copy of an earlier fixture's."""
-    twenty_third = cases.TWENTY_THIRD_CASES
-    earlier = [c for s in _SETS if s is not twenty_third for c in s]
-    _assert_held_out_set(twenty_third)
-    assert all(cases.held_out(c) for c in twenty_third)
-    assert {c.machine_class for c in twenty_third} <= {c.machine_class for c in earlier}
-    assert {c.file for c in twenty_third} == set(_TWENTY_THIRD_GPU)
-    _assert_new_sources_files_and_runs(twenty_third, earlier, reuse_exact=True)
-
-
 @pytest.mark.parametrize("case", cases.TWENTY_THIRD_CASES, ids=lambda c: c.file)
 def test_each_twenty_third_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
     """The case's hosts, ranks and GPU are the device lines'; each table has a collective and at least 6 sizes of
@@ -763,3 +724,19 @@ def test_each_twenty_third_case_has_the_hosts_ranks_and_gpu_its_log_shows(case):
     assert {d.name for d in run.devices} == {gpu}
     assert guess_collective(run, path) is not None
     assert len({row.size for row in run.rows if row.size >= 64 << 10}) >= 6
+
+
+@pytest.mark.parametrize("name, gpus", [("TWENTY_FIRST_CASES", _TWENTY_FIRST_GPU), ("TWENTY_SECOND_CASES", _TWENTY_SECOND_GPU),
+                                        ("TWENTY_THIRD_CASES", _TWENTY_THIRD_GPU)], ids=["21st", "22nd", "23rd"])
+def test_the_twenty_first_to_third_sets_are_held_out_from_new_or_marked_sources_and_repeat_no_run(name, gpus):
+    """The twenty-first, -second and -third sets: each table held out (its class of the fixed held-out split, or the
+    table itself), none in any fit, of classes earlier sets have, ``source_reused`` exactly when an earlier fixture
+    names the same source, new files (exactly the logs the set's device-line table lists), and no run a copy of an
+    earlier fixture's."""
+    this = getattr(cases, name)
+    earlier = [c for s in _SETS if s is not this for c in s]
+    _assert_held_out_set(this)
+    assert all(cases.held_out(c) for c in this)
+    assert {c.machine_class for c in this} <= {c.machine_class for c in earlier}
+    assert {c.file for c in this} == set(gpus)
+    _assert_new_sources_files_and_runs(this, earlier, reuse_exact=True)
