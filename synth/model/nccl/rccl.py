@@ -19,7 +19,7 @@ from synth.model.nccl.constants import (LL_DATA_FRACTION, PROTOS, RCCL_BASE_LAT,
                                         RCCL_MSCCL_ALLREDUCE_8GPU, busbw_factor, coll_steps)
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
-from synth.model.nccl.rccl_net import rccl_net_channels, rccl_net_choose, rccl_net_estimate_us, rccl_partial_host
+from synth.model.nccl.rccl_net import rccl_net_choose, rccl_net_estimate_us, rccl_partial_host
 from synth.model.nccl.runtime import host_time_us
 from synth.model.nccl.tuning import TuneTable
 
@@ -58,8 +58,8 @@ def rccl_choose(t: TuneTable, coll: str, nbytes: int) -> tuple[str, str, int, in
         # part of a host across hosts: rcclTuningModel[0], RCCL's tuner picks tree or ring (:mod:`.rccl_net`)
         algo, proto = rccl_net_choose(t.machine, coll, nbytes, lambda a, p: t.env.algo_allowed(coll, a) and (
             not t.env.proto_set(coll) or t.env.proto_allowed(coll, p)))
-        nc = rccl_net_channels(t.machine, algo, proto, nbytes, t.graphs.n_channels)
-        return algo, proto, nc, 256, rccl_net_estimate_us(t.machine, coll, algo, proto, nbytes)
+        nc, nt = t.channels(algo, proto, nbytes, coll)
+        return algo, proto, nc, nt, rccl_net_estimate_us(t.machine, coll, algo, proto, nbytes)
     ranges = RCCL_GFX942["ll_ranges"].get(coll)
     proto = "Simple"
     if t.env.proto_set(coll):

@@ -53,9 +53,10 @@ RCCL_TUNING_MODEL_0 = {
         1.0 0.8 0.2 1.0 1.0 0.3 1.0 0.1 0.1 0.2 0.2 0.1 0.5 1.0 0.8 0.8 1.0 0.9 1.0 1.0 1.0 1.0 1.0 1.0 1.0 1.0 1.0"""),
 }
 #: RCCL's threads per channel (its tuning table prints ``Max NThreads 256`` for every protocol on gfx950: tuning.cc
-#: ``getNthreads(..., NCCL_MAX_NTHREADS)`` with RCCL's NCCL_MAX_NTHREADS 256) and the bytes per thread before a
-#: channel is added (``threadThresholds 8/8/64``, the ring's LL one times the ranks)
-RCCL_NTHREADS, RCCL_THREAD_THRESHOLD = 256, {"LL": 8, "LL128": 8, "Simple": 64}
+#: ``getNthreads(..., NCCL_MAX_NTHREADS)`` with RCCL's NCCL_MAX_NTHREADS 256), from which its small-message channel
+#: reduction starts (enqueue.cc, NCCL's thread thresholds 8/8/64: :meth:`.tuning.TuneTable.channels`).  RCCL 2.26.6 on
+#: 2 x 1 MI355X (8 channels) logged tree Simple on 2, 4 and 8 channels at 32, 64 and 128 KiB
+RCCL_NTHREADS = 256
 
 
 def rccl_partial_host(m: NcclMachine) -> bool:
@@ -174,22 +175,5 @@ def rccl_net_choose(m: NcclMachine, coll: str, nbytes: int, allowed) -> tuple[st
     return next((ap for ap in pairs if ap[0] == "ring"), ("ring", "Simple"))
 
 
-def rccl_net_channels(m: NcclMachine, algo: str, proto: str, nbytes: int, n_channels: int) -> int:
-    """Channels RCCL runs ``nbytes`` on after its small-message reduction (enqueue.cc: one fewer while ``nbytes <
-    channels x RCCL_NTHREADS x threshold``, the ring's LL threshold times the ranks).  RCCL 2.26.6 on 2 x 1 MI355X
-    (8 channels) logged tree Simple on 2, 4 and 8 channels at 32, 64 and 128 KiB.
-
-    >>> from topo_probe import cluster
-    >>> m = NcclMachine.from_topology(cluster("mi355x", nodes=2)).with_(ranks=2)
-    >>> [rccl_net_channels(m, "tree", "Simple", 1 << k, 8) for k in (15, 16, 17, 20)]
-    [2, 4, 8, 8]
-    """
-    thresh = RCCL_THREAD_THRESHOLD[proto] * (m.ranks if (algo == "ring" and proto == "LL") else 1)
-    nc = n_channels
-    while nbytes < nc * RCCL_NTHREADS * thresh and nc >= 2:
-        nc -= 1
-    return nc
-
-
-__all__ = ["RCCL_TUNING_MODEL_0", "RCCL_SPEEDS_INTER", "rccl_partial_host", "rccl_net_graph", "rccl_net_estimate_us",
-           "rccl_net_choose", "rccl_net_channels"]
+__all__ = ["RCCL_NTHREADS", "RCCL_TUNING_MODEL_0", "RCCL_SPEEDS_INTER", "rccl_partial_host", "rccl_net_graph",
+           "rccl_net_estimate_us", "rccl_net_choose"]

@@ -28,7 +28,6 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.p2p import p2p_protocol, p2p_time_us
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams
 from synth.model.nccl.rccl import MSCCL_ALLPAIRS, MSCCL_ONESTEP, msccl_time_us, rccl_choose
-from synth.model.nccl.rccl_net import rccl_net_channels, rccl_partial_host
 from synth.model.nccl.runtime import collective_time_us
 from synth.model.nccl.tuning import NCCL_COLLS, NCCL_VERSION, TuneTable
 from topo_probe.errors import UnsupportedCollective
@@ -101,8 +100,6 @@ class NcclModel:
         if algo in (MSCCL_ALLPAIRS, MSCCL_ONESTEP):
             return NcclChoice(coll, nbytes, algo, proto, 2, msccl_time_us(t, algo, nbytes, self.params), float("nan"))
         ch, _ = t.channels(algo, proto, nbytes, coll)
-        if rccl_partial_host(self.machine):                  # RCCL's 256 threads per channel (:mod:`.rccl_net`)
-            ch = rccl_net_channels(self.machine, algo, proto, nbytes, t.graphs.n_channels)
         time = collective_time_us(t, coll, algo, proto, ch, nbytes, self.params)
         return NcclChoice(coll, nbytes, algo, proto, ch, time, t.algo_time_us(coll, algo, proto, nbytes))
 

@@ -40,6 +40,7 @@ from synth.model.nccl.constants import (
     coll_steps,
     compcap_index,
 )
+from synth.model.nccl.rccl_net import RCCL_NTHREADS, rccl_partial_host
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.graphs import CommGraphs, Graph, comm_graphs
 from synth.model.nccl.machine import NcclMachine
@@ -279,7 +280,8 @@ class TuneTable:
         return algo, proto, nc, nt, t
 
     def channels(self, algo: str, proto: str, nbytes: int, coll: str = "allreduce") -> tuple[int, int]:
-        """Channels and threads after NCCL's small-message reduction (enqueue.cc) for ``coll``."""
+        """Channels and threads after NCCL's small-message reduction (enqueue.cc) for ``coll``; RCCL across
+        hosts on part of a host starts from its 256 threads per channel (:data:`.rccl_net.RCCL_NTHREADS`)."""
         g, m = self.graphs, self.machine
         if self.version < TUNER_VERSION:                         # 2.4: LL's own channels, else all
             _, p, nc, nt = kernel_info_24(m, coll, nbytes, g.n_channels, self.env.tree_threshold)
@@ -287,7 +289,7 @@ class TuneTable:
         if algo in ("nvls", "nvls_tree"):
             return (g.nvls_channels if m.nodes == 1 or algo == "nvls_tree"
                     else min(g.nvls_channels, g.n_channels)), 640
-        nc, nt = g.n_channels, MAX_NTHREADS[proto]
+        nc, nt = g.n_channels, RCCL_NTHREADS if rccl_partial_host(m) else MAX_NTHREADS[proto]
         thresh = THREAD_THRESHOLD[proto] * (m.ranks if (algo == "ring" and proto == "LL") else 1)
         while nbytes < nc * nt * thresh and nc >= 2:
             nc -= 1

@@ -13,7 +13,7 @@ import pytest
 
 from synth.model.nccl import NcclMachine, NcclModel
 from synth.model.nccl.env import NcclEnv
-from synth.model.nccl.rccl_net import (RCCL_TUNING_MODEL_0, rccl_net_channels, rccl_net_choose, rccl_net_estimate_us,
+from synth.model.nccl.rccl_net import (RCCL_TUNING_MODEL_0, rccl_net_choose, rccl_net_estimate_us,
                                        rccl_net_graph, rccl_partial_host)
 from topo_probe import cluster
 
@@ -82,8 +82,8 @@ def test_partial_hosts_only_and_channels():
     reduction gives the logged tree Simple channels {0..1}, {0..3}, {0..7} at 32, 64, 128 KiB on 8 channels."""
     whole = NcclMachine.from_topology(cluster("mi355x", nodes=2))
     assert rccl_partial_host(ONE_PER_HOST) and not rccl_partial_host(whole)
-    assert [rccl_net_channels(ONE_PER_HOST, "tree", "Simple", n, 8) for n in (32768, 65536, 131072)] == [2, 4, 8]
     model = NcclModel(ONE_PER_HOST, env=NcclEnv(), version=(2, 26))
+    assert [model.table.channels("tree", "Simple", n)[0] for n in (32768, 65536, 131072)] == [2, 4, 8]
     assert model.channels == 8                              # RCCL 2.26.6: "8 coll channels" (2 graph channels x 4)
     assert model.choose("allreduce", 65536).label == "tree/Simple/4"
     forced = NcclModel(ONE_PER_HOST, env=NcclEnv.from_environ({"NCCL_ALGO": "Ring"}), version=(2, 26))
