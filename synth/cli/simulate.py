@@ -96,7 +96,7 @@ def _machine(args, run) -> dict:
     """What the NCCL model takes from the log and the flags: the GPU architecture (device
     names), GPUs per process and the network (the log's NCCL INFO lines, unless ``--net``
     put a transport on the topology's NICs), and ``--nic-dma-gbps`` (a measured GPU-memory rate per
-    NIC: :func:`synth.model.nccl.net_transport.gpu_net_gbps`)."""
+    NIC: :attr:`synth.model.nccl.NcclMachine.gpu_net_gbps`)."""
     from synth.model.nccl import arch_of_gpu_name
     out = {}
     if run is not None:

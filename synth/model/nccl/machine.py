@@ -72,7 +72,7 @@ class NcclMachine:
     ``cpu_arch`` ``x86`` or ``arm`` (Grace: NCCL's ``cpuArch``, which gates a Blackwell NVLS-tree factor);
     ``gpus_per_process`` how many GPUs one thread drives (nccl-tests ``-g``); ``nic_dma_gbs`` the GB/s
     per direction at which one NIC moves GPU memory over its PCIe path when a measurement of the host
-    states it (0: not stated, the line rate; :func:`.net_transport.gpu_net_gbps`).
+    states it (0: not stated, the line rate; :attr:`gpu_net_gbps`).
     """
 
     name: str
@@ -173,6 +173,27 @@ class NcclMachine:
         if self.nics_per_node == 0:
             return 0
         return min(self.nics_per_node, self.gpus_per_node * self._nics_per_gpu())
+
+    @property
+    def gpu_net_gbps(self) -> float:
+        """GB/s per direction the node's NICs move between GPU memory and the network together: the line
+        rate they carry (:attr:`used_net_gbps`), or, where the machine states how fast one NIC moves GPU
+        memory over its PCIe path (``nic_dma_gbs``, a measured figure of the host), that many GB/s on each
+        physical NIC in use (:attr:`used_nics`: all 32 of an AWS p5, not the 8 fused ones NCCL's search
+        sees), whichever is lower.  NCCL's search never sees the figure (it rates the path by PCIe widths:
+        NVIDIA/nccl v2.8.4-1 src/graph/topo.cc ``ncclTopoAddPci`` lines 311-370), so only transfers slow:
+        with GPU Direct RDMA the NIC reads and writes GPU memory itself (v2.8.4-1 src/transport/net.cc
+        lines 68-94, 121-148).  ABCI 2.0's A nodes state it: 39.0 GB/s per host over 4 HDR HCAs for GPU
+        buffers in the OSU runs of aistabci/abci2.0benchmark f0aa27f pt2pt/inter_anode (95 for host
+        buffers), 9.75 per HCA (docs/nccl-model.md, *A host's GPU-memory network rate*).
+
+        >>> abci = NcclMachine("abci", "sm80", 16, 2, "nvswitch", 12, nics_per_node=4, nic_gbps=25.0, nic_dma_gbs=9.75)
+        >>> abci.gpu_net_gbps, abci.with_(nic_dma_gbs=0.0).gpu_net_gbps
+        (39.0, 100.0)
+        """
+        if self.nic_dma_gbs > 0:
+            return min(self.used_net_gbps, self.used_nics * self.nic_dma_gbs)
+        return self.used_net_gbps
 
     def visible_nics(self) -> tuple[int, float]:
         """NICs as NCCL's search sees them, ``(count, GB/s each)``: at most one per GPU (NICs on

@@ -91,37 +91,4 @@ def pays_per_message(kind: str) -> bool:
     return PLUGIN_PROTOCOL.get(kind) == "sendrecv"
 
 
-def gpu_net_gbps(m) -> float:
-    """GB/s per direction that a node's NICs move between GPU memory and the network together: the
-    line rate of the NICs its GPUs reach (:attr:`.machine.NcclMachine.used_net_gbps`), or, where the
-    machine states how fast one NIC moves GPU memory over its PCIe path (``nic_dma_gbs``, a measured
-    figure of the host), that many GB/s on each physical NIC the GPUs use (:attr:`.NcclMachine.used_nics`:
-    all 32 of an AWS p5, not the 8 fused NICs NCCL's search sees), whichever is lower.  NCCL's graph
-    search never sees this figure (it rates the path by its PCIe link widths and speeds, NVIDIA/nccl
-    v2.8.4-1 src/graph/topo.cc ``ncclTopoAddPci`` lines 311-370), so the channels it builds stay the
-    same and only the transfer slows: the data of a ring or tree step crosses that path (GPU Direct
-    RDMA: the NIC reads and writes GPU memory itself, v2.8.4-1
-    src/transport/net.cc lines 68-94 and 121-148, ``ncclTopoCheckGdr`` then ``LOC_DEVMEM`` buffers).
-
-    ABCI 2.0's 'Compute Node (A)' (the hosts of the abci_hdr tables) is the case that states it:
-    its block diagram (github.com/aistabci/abci-docs 95081db en/docs/img/compute-node-a-diagram.png,
-    linked from en/docs/system-overview.md) puts each InfiniBand HDR HCA and two A100s under one PLX switch with
-    one PCIe Gen4 x16 uplink, and the same repository as those tables measured, on the same hosts in
-    the same weeks (github.com/aistabci/abci2.0benchmark f0aa27f pt2pt/inter_anode, OSU osu_mbw_mr -d cuda D D over UCX
-    1.9 with gdrcopy 2.1, jobs 7249071-7249073), 15.3 GB/s for one GPU pair, 39.0 GB/s for 4 pairs
-    (one GPU per switch) and 39.0 for 8, where host-memory buffers reach 95 GB/s on 4 processes (4 x
-    HDR): a host moves GPU memory through its 4 NICs at 39.0 GB/s per direction, 9.75 GB/s per NIC,
-    whatever the number of GPUs.
-
-    >>> from types import SimpleNamespace as M
-    >>> abci = M(used_net_gbps=100.0, nic_dma_gbs=9.75, used_nics=4)
-    >>> gpu_net_gbps(abci), gpu_net_gbps(M(used_net_gbps=100.0, nic_dma_gbs=0.0, used_nics=4))
-    (39.0, 100.0)
-    """
-    wire = m.used_net_gbps
-    if m.nic_dma_gbs > 0:
-        wire = min(wire, m.used_nics * m.nic_dma_gbs)
-    return wire
-
-
-__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "TCPXO_PROFILE", "plugin_latency_us", "pays_per_message", "gpu_net_gbps"]
+__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "TCPXO_PROFILE", "plugin_latency_us", "pays_per_message"]

@@ -26,7 +26,6 @@ from __future__ import annotations
 from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, LL_DATA_FRACTION, NCCL_VERSION, PCIE_X16_GBS, PROTOS
 from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.net_transport import gpu_net_gbps
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.runtime import host_time_us
 
@@ -264,7 +263,7 @@ def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int
     peer (sendrecv) does so as a ring channel does (``ring_net_eff``); one that talks to many at once
     (alltoall) as a tree's does (``net_eff``: the real 2-host H100 alltoall reaches 0.81 of the line rate)."""
     eff = params.ring_net_efficiency(m.net_kind) if peers == 1 else params.net_efficiency(m.net_kind)
-    nic_share = gpu_net_gbps(m) / m.gpus_per_node * eff
+    nic_share = m.gpu_net_gbps / m.gpus_per_node * eff
     return min(nic_share, peers * (part_ch or g.net_channels_per_peer) * params.p2p_net_channel_gbs)
 
 

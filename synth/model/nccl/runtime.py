@@ -45,7 +45,6 @@ from synth.model.nccl.channel_caps import (
 )
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.net_transport import gpu_net_gbps
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
@@ -106,9 +105,9 @@ def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
     """What a node's NICs deliver (GB/s): line rate of the NICs its GPUs reach
     (:attr:`NcclMachine.used_net_gbps`: at most the GPUs' PCIe x16 links; the efficiency below
     derates both alike; or the rate they move GPU memory at, where the machine states it:
-    :func:`.net_transport.gpu_net_gbps`), times the achieved fraction (``ring``: of
+    :attr:`NcclMachine.gpu_net_gbps`), times the achieved fraction (``ring``: of
     ring channels streaming through them, see :func:`_net_bus_gbs`)."""
-    wire = gpu_net_gbps(m)
+    wire = m.gpu_net_gbps
     eff = params.ring_net_efficiency(m.net_kind) if ring else params.net_efficiency(m.net_kind)
     return wire * eff
 

@@ -1,5 +1,5 @@
 """A host whose NICs move GPU memory slower than their line rate (``NcclMachine.nic_dma_gbs``,
-:func:`synth.model.nccl.net_transport.gpu_net_gbps`): ABCI 2.0's 'Compute Node (A)', 4 x HDR
+:attr:`synth.model.nccl.NcclMachine.gpu_net_gbps`): ABCI 2.0's 'Compute Node (A)', 4 x HDR
 200 Gb/s, where the same repository's OSU osu_mbw_mr moved GPU buffers at 39.0 GB/s per host
 (4 and 8 GPU pairs) and host buffers at 95 GB/s.  Hand-computed from those figures and NCCL's
 NET_BW ratio (12 of 12.5 GB/s); NCCL's own graph search does not see the figure."""
@@ -12,7 +12,6 @@ from _paths import ROOT
 from synth.formats.nccl_tests.runs import load_runs
 from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
 from synth.model.nccl.env import NcclEnv
-from synth.model.nccl.net_transport import gpu_net_gbps
 from topo_probe import cluster
 from topo_probe.errors import InvalidArgument
 
@@ -30,9 +29,9 @@ def abci(hosts: int, dma: float = 39.0 / 4) -> NcclMachine:
 def test_the_host_figure_is_four_nics_at_their_dma_rate():
     m = abci(2)
     assert m.used_net_gbps == 100.0                       # 4 x HDR line rate
-    assert gpu_net_gbps(m) == pytest.approx(39.0)         # 4 x 9.75: the OSU host figure
-    assert gpu_net_gbps(m.with_(nic_dma_gbs=0.0)) == 100.0   # not stated: the line rate
-    assert gpu_net_gbps(m.with_(nic_dma_gbs=30.0)) == 100.0  # above the line rate: no effect
+    assert m.gpu_net_gbps == pytest.approx(39.0)         # 4 x 9.75: the OSU host figure
+    assert m.with_(nic_dma_gbs=0.0).gpu_net_gbps == 100.0   # not stated: the line rate
+    assert m.with_(nic_dma_gbs=30.0).gpu_net_gbps == 100.0  # above the line rate: no effect
 
 
 def test_ring_streams_at_the_dma_rate_not_the_line_rate():
@@ -82,6 +81,6 @@ def test_the_figure_is_per_physical_nic_where_a_gpu_reaches_several():
     p5 = NcclMachine.from_topology(cluster("dgx-h100", nodes=2)).with_(nics_per_node=32, nic_gbps=12.5,
                                                                        net_kind="efa2", pcie_gen=5)
     assert p5.used_net_gbps == 400.0 and p5.visible_nics() == (8, 50.0)
-    assert gpu_net_gbps(p5.with_(nic_dma_gbs=12.0)) == pytest.approx(32 * 12.0)
-    assert gpu_net_gbps(p5.with_(ranks=2, nic_dma_gbs=12.0)) == pytest.approx(4 * 12.0)   # one GPU: its 4 NICs
-    assert gpu_net_gbps(abci(2).with_(ranks=2)) == pytest.approx(9.75)                    # one GPU: its one HCA
+    assert p5.with_(nic_dma_gbs=12.0).gpu_net_gbps == pytest.approx(32 * 12.0)
+    assert p5.with_(ranks=2, nic_dma_gbs=12.0).gpu_net_gbps == pytest.approx(4 * 12.0)   # one GPU: its 4 NICs
+    assert abci(2).with_(ranks=2).gpu_net_gbps == pytest.approx(9.75)                    # one GPU: its one HCA
