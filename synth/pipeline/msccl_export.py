@@ -35,6 +35,7 @@ from synth.formats.msccl.occupancy import gpu_of
 from synth.formats.msccl.runtimes import RuntimeProfile, profile_named
 from synth.ir.collectives import ROOTED
 from synth.ir.schedule import Schedule, atomic_write_bytes, atomic_write_text
+from synth.pipeline.publish import MSCCL_SUBFOLDERS
 from synth.plan.size_plan import Plan
 from topo_probe.errors import TopocollError
 
@@ -77,8 +78,8 @@ def _msccl_ranges(plan: Plan) -> dict[str, list[tuple[int, int | None]]]:
     return out
 
 
-#: subfolder of ``msccl/`` for compressed plan algorithms (the runtimes skip subfolders)
-COMPRESSED = "compressed"
+#: subfolders of ``msccl/`` (the runtimes skip subfolders): every other candidate, and compressed plan algorithms
+CANDIDATES, COMPRESSED = MSCCL_SUBFOLDERS
 
 
 def _write_xml(path: Path, text: str, res, ready: bool = False) -> None:
@@ -90,7 +91,7 @@ def _write_xml(path: Path, text: str, res, ready: bool = False) -> None:
         gz.parent.mkdir(parents=True, exist_ok=True)
         atomic_write_bytes(gz, gzip.compress(text.encode(), 6, mtime=0))
         where, todo = ((f"{COMPRESSED}/{gz.name}", "gunzip it into msccl/ for the MSCCL runtime (it reads no gzip)")
-                       if ready else (f"candidates/{gz.name}", "gunzip it for the MSCCL runtime"))
+                       if ready else (f"{CANDIDATES}/{gz.name}", "gunzip it for the MSCCL runtime"))
         res.summary.setdefault("notes", []).append(
             f"msccl/{where}: {len(text) / 1e6:.0f} MB of XML, compressed; {todo}")
     else:
@@ -148,7 +149,7 @@ def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, onl
             text = ex.xml(name=name) if ex is not None else None
         except TopocollError:
             text = None
-        _write_xml(folder / "candidates" / f"{slug}.xml", text or Export(s).xml(name=name), res)
+        _write_xml(folder / CANDIDATES / f"{slug}.xml", text or Export(s).xml(name=name), res)
         return
     for k, (lo, hi) in enumerate(spans):
         top = None if hi is None else max(hi - 1, 1)
@@ -164,7 +165,7 @@ def _export_one(s: Schedule, name: str, slug: str, spans, folder: Path, res, onl
                 notes.append(f"msccl/{file} not written: {why}; candidates are not written at {s.ranks} ranks")
                 continue
             notes.append(f"msccl/candidates/{file}: not in the algorithm folder: {why}")
-            _write_xml(folder / "candidates" / file, Export(s).xml(name=name, min_bytes=lo, max_bytes=top,
+            _write_xml(folder / CANDIDATES / file, Export(s).xml(name=name, min_bytes=lo, max_bytes=top,
                                                                     proto=protocol_for(top)), res)
             continue
         first = ex.first_picked_bytes()
