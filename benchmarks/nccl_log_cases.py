@@ -114,9 +114,10 @@ CASES = [
     Case("h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 22),
          machine={"cpu_vendor": "amd"}, machine_class="h100-efa-multihost",
          why="2 x p5.48xlarge: 32 x 100 Gb/s EFA per node, EPYC 7R13, NCCL 2.22.3, NVLS on"),
-    Case("h100_gcp_a3mega_16gpu_2node_all_reduce.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+    Case("h100_gcp_a3mega_16gpu_2node_all_reduce.txt", "dgx-h100", 2, 8, 25.0, "tcpxo", version=(2, 23),
          machine_class="h100-tcpxo-multihost",
-         why="2 x a3-megagpu-8g: 8 x 200 Gb/s GPUDirect-TCPXO NICs per node, Xeon 8481C"),
+         why="2 x a3-megagpu-8g: 8 x 200 Gb/s GPUDirect-TCPXO NICs per node, Xeon 8481C; committed 2025-04-02 (the "
+             "TCPXO release then current, Feb 06 2025, ships NCCL 2.23 and its 2.21.5-2.23.4 profile)"),
     Case("mi300x_8gpu_1node_all_reduce.txt", "mi300x", why="8 x MI300X xGMI mesh, RCCL, one process per GPU",
          machine_class="mi300x-1host"),
     Case("v100_8gpu_dgx1_hybridcubemesh_1node_all_reduce.txt", "dgx1-v100", version=(2, 4),
@@ -496,11 +497,11 @@ _DEEPOPS = "NVIDIA/deepops's documentation (BSD-3-Clause), no parameter or devic
 #: any prediction; tables of in-sample classes are held out themselves, the DGX-1 ones over InfiniBand and RoCE form
 #: the new held-out classes v100-ib-multihost and v100-roce-multihost
 FOURTEENTH_CASES = [
-    Case("h100_16gpu_2node_all_gather_gcp_a3mega_dstack.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+    Case("h100_16gpu_2node_all_gather_gcp_a3mega_dstack.txt", "dgx-h100", 2, 8, 25.0, "tcpxo", version=(2, 23),
          machine_class="h100-tcpxo-multihost", held_out=True,
          why=f"2 x GCP a3-megagpu-8g (8 x H100 SXM, 8 x 200 Gb/s GPUDirect-TCPXO NICs per host, as the first set's A3 "
              f"Mega case), {_DSTACK}; all_gather, 8 MiB - 8 GiB, -c 0, TCPXO's NCCL build and env profile (version "
-             "not printed: 2.28 gates assumed, as that case)"),
+             "not printed: the release then current, Feb 06 2025, ships NCCL 2.23)"),
     Case("b200_16gpu_2node_all_reduce_gcp_a4_dstack.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26),
          machine_class="b200-roce-multihost",
          why=f"2 x GCP A4 (8 x B200, 8 x ConnectX-7 RoCE per host, 400 Gb/s each: Google's A4 documentation), "
@@ -754,13 +755,13 @@ _A3M_GKE = ("2 x GCP a3-megagpu-8g in one GKE node pool (a personal setup script
             "80GB SXM on NVSwitch and 8 additional node networks for GPUDirect-TCPXO (8 x 200 Gb/s, as the first set's A3 "
             "Mega case), GKE 1.29.4, container-engine-accelerators' nccl-tcpxo-installer and nccl-test.yaml, its "
             "allgather.sh over the 2 hosts (16 ranks: busbw / algbw = 15/16); NCCL version and env profile not printed "
-            "(2.28 gates assumed, as the earlier A3 Mega cases); all_gather 0 B - 8 GiB")
+            "(GKE 1.29.4 dates it to 2024, whose TCPXO releases ship NCCL 2.21.5); all_gather 0 B - 8 GiB")
 
 _A3M_SLURM = ("2 x GCP a3-megagpu-8g Slurm nodes of Cluster Toolkit v1.39.0 (a Japanese Slurm + DDN EXAScaler guide, code-index "
               "file id 48078477915): 8 x H100 80GB SXM each, GPUDirect-TCPXO over 8 data NICs (NCCL_FASTRAK_IFNAME lists 8; "
               "8 x 200 Gb/s as the earlier A3 Mega cases), the toolkit's run-nccl-tests.sh (-N 2, 8 tasks per node, -g 1, "
-              "pytorch:24.04 container, the TCPXO NCCL build and its nccl-env-profile.sh); NCCL version not printed (2.28 "
-              "gates assumed, as those cases); all_gather 8 MiB - 8 GiB")
+              "pytorch:24.04 container, the TCPXO NCCL build and its nccl-env-profile.sh); NCCL version not printed (toolkit "
+              "v1.39.0, 2024-09-12: that year's TCPXO releases ship NCCL 2.21.5); all_gather 8 MiB - 8 GiB")
 
 _FARMSHARE = ("Stanford FarmShare GPU node of yumibyte/CS244C-Research: NVIDIA L40S on PCIe (the `l40s-8gpu-pcie` "
               "preset's GPU), no NVLink; the repository's `nvidia-smi topo -m`: every GPU pair NODE (no PIX/PXB, no SYS: one "
@@ -774,9 +775,9 @@ _FARMSHARE = ("Stanford FarmShare GPU node of yumibyte/CS244C-Research: NVIDIA L
 #: class pcie-1host; and the same project's one-host 8 x A100 all_reduce of a Modal cloud container (its class is in-sample,
 #: so it is held out itself).  Each described from its source before any prediction
 TWENTY_SECOND_CASES = [
-    Case("h100_16gpu_2node_all_gather_gcp_a3mega_gke_tcpxo.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+    Case("h100_16gpu_2node_all_gather_gcp_a3mega_gke_tcpxo.txt", "dgx-h100", 2, 8, 25.0, "tcpxo", version=(2, 21),
          machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_GKE),
-    Case("h100_16gpu_2node_all_gather_gcp_a3mega_slurm_lustre.txt", "dgx-h100", 2, 8, 25.0, "tcpxo",
+    Case("h100_16gpu_2node_all_gather_gcp_a3mega_slurm_lustre.txt", "dgx-h100", 2, 8, 25.0, "tcpxo", version=(2, 21),
          machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_SLURM),
     Case("l40s_4gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29),
          machine={"ranks": 4, "sockets": 1, "p2p": False}, machine_class="pcie-1host",

@@ -21,7 +21,7 @@ import math
 import re
 from dataclasses import dataclass, replace
 
-from synth.model.nccl.constants import PCI_BW_BY_GEN, PCIE_X16_GBS
+from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -204,16 +204,16 @@ class NcclMachine:
         count = min(self.nics_per_node, self.gpus_per_node)
         return count, self.used_net_gbps / count
 
-    @property
-    def platform_env(self) -> dict:
-        """NCCL variables the platform's network plugin sets by itself (the user's win):
-        aws-ofi-nccl forces ``NCCL_PROTO=simple`` on first-generation EFA (p4d/p4de,
+    def platform_env(self, version: tuple = NCCL_VERSION) -> dict:
+        """NCCL variables the platform's network plugin sets by itself under NCCL ``version`` (the user's
+        win): aws-ofi-nccl forces ``NCCL_PROTO=simple`` on first-generation EFA (p4d/p4de,
         ``platform-aws.c`` configure_nccl_proto) and sets ``NCCL_NVLSTREE_MAX_CHUNKSIZE=524288``
         on p5 (EFA v2; the p5 log's NCCL INFO lines); GPUDirect-TCPXO's runs source Google's
-        ``nccl-env-profile.sh`` (:data:`.net_transport.TCPXO_PROFILE`: Simple, Ring and Tree, NVLS off)."""
+        ``nccl-env-profile.sh`` of their NCCL build (:func:`.net_transport.tcpxo_profile`: Simple, Ring and
+        Tree, NVLS off up to NCCL 2.23; Simple and LL128 with NVLS from 2.26)."""
         if self.nodes > 1 and self.net_kind == "tcpxo":
-            from synth.model.nccl.net_transport import TCPXO_PROFILE
-            return dict(TCPXO_PROFILE)
+            from synth.model.nccl.net_transport import tcpxo_profile
+            return tcpxo_profile(version)
         if self.nodes > 1 and self.net_kind == "efa":
             return {"NCCL_PROTO": "simple"}
         if self.nodes > 1 and self.net_kind == "efa2":

@@ -58,14 +58,33 @@ PLUGIN_PROTOCOL = {"efa": "sendrecv", "efa2": "rdma"}
 
 #: the NCCL variables of GPUDirect-TCPXO's ``nccl-env-profile.sh`` (the profile the nccl-tcpxo-installer puts beside its
 #: NCCL build, which GKE's nccl-test.yaml, the Cluster Toolkit's a3-megagpu-8g run-nccl-tests.sh and dstack's A3 Mega
-#: task source) in every release from May 20, 2024 to Feb 06, 2025 (plugin v1.0.1 - v1.0.8-1, NCCL 2.21.5 - 2.23.4):
-#: GoogleCloudPlatform/container-engine-accelerators 992db812 gpudirect-tcpxo/README.md, "NCCL configs" of each
-#: release, lines 411-835 (NCCL_PROTO=Simple, NCCL_ALGO=Ring,Tree, NCCL_MIN_NCHANNELS=4, NCCL_NVLS_ENABLE=0; the
-#: Apr 17, 2024 release, lines 837-870, had NCCL_ALGO=Ring).  From May 01, 2025 the profile allows LL128 (NCCL_PROTO=Simple,LL128),
-#: from Aug 21, 2025 (NCCL 2.26) NVLSTree (NCCL_ALGO and NCCL_NVLS_ENABLE unset): the user's NCCL_* variables override
-#: these.  The same profile's NCCL_BUFFSIZE=8388608, NCCL_DYNAMIC_CHUNK_SIZE and NCCL_P2P_*_CHUNKSIZE and its tuner
-#: plugin's a3plus_tuner_config.textproto (not NCCL's CSV tuner format) are not modelled.
+#: task source) in every release that shipped NCCL 2.21.5 - 2.23.4 from May 20, 2024 to Feb 06, 2025 (plugin v1.0.1 -
+#: v1.0.8-1): GoogleCloudPlatform/container-engine-accelerators 992db812 gpudirect-tcpxo/README.md, "NCCL configs" of
+#: each release, lines 411-835 (NCCL_PROTO=Simple, NCCL_ALGO=Ring,Tree, NCCL_MIN_NCHANNELS=4, NCCL_NVLS_ENABLE=0; the
+#: Apr 17, 2024 release, lines 837-870, had NCCL_ALGO=Ring).  The May 01 and Jun 27, 2025 releases (lines 245-405) kept
+#: NCCL 2.23.4 but allowed LL128 (NCCL_PROTO=Simple,LL128): a 2.23 run is taken as the longer-lived profile above.
+#: The profile's NCCL_BUFFSIZE=8388608, NCCL_DYNAMIC_CHUNK_SIZE and NCCL_P2P_*_CHUNKSIZE and its tuner plugin's
+#: a3plus_tuner_config.textproto (not NCCL's CSV tuner format) are not modelled; the user's NCCL_* variables win.
 TCPXO_PROFILE = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLS_ENABLE": "0"}
+#: the same profile from NCCL 2.26 on: the Aug 21, 2025 release (NCCL 2.26.5, lines 161-244) and the Nov 19, 2025 and
+#: Jan 9, 2026 releases (NCCL 2.28.7, lines 57-160): NCCL_PROTO=Simple,LL128, NCCL_MIN_NCHANNELS=4,
+#: NCCL_NVLSTREE_MAX_CHUNKSIZE=131072 (which Google's config checker enforces, lines 231-239), NCCL_ALGO unset and NVLS
+#: on (unset in 2.26.5, NCCL_NVLS_ENABLE=1 in 2.28.7: NCCL's default either way).  Google shipped no 2.24 or 2.25 build;
+#: a run of those versions is given this profile, the one that followed 2.23
+TCPXO_PROFILE_NCCL_2_26 = {"NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": "4",
+                           "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072"}
+
+
+def tcpxo_profile(version: tuple) -> dict:
+    """The NCCL variables GPUDirect-TCPXO's env profile sets for NCCL ``version`` (major, minor): the 2024-25
+    profile (:data:`TCPXO_PROFILE`) up to NCCL 2.23, :data:`TCPXO_PROFILE_NCCL_2_26` after it.
+
+    >>> tcpxo_profile((2, 21))["NCCL_PROTO"], tcpxo_profile((2, 23))["NCCL_ALGO"], tcpxo_profile((2, 28))["NCCL_PROTO"]
+    ('Simple', 'Ring,Tree', 'Simple,LL128')
+    >>> "NCCL_ALGO" in tcpxo_profile((2, 26)), "NCCL_NVLS_ENABLE" in tcpxo_profile((2, 28))
+    (False, False)
+    """
+    return dict(TCPXO_PROFILE if tuple(version)[:2] <= (2, 23) else TCPXO_PROFILE_NCCL_2_26)
 
 
 def plugin_latency_us(kind: str, arch: str | None = None) -> float:
@@ -91,4 +110,5 @@ def pays_per_message(kind: str) -> bool:
     return PLUGIN_PROTOCOL.get(kind) == "sendrecv"
 
 
-__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "TCPXO_PROFILE", "plugin_latency_us", "pays_per_message"]
+__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "TCPXO_PROFILE", "TCPXO_PROFILE_NCCL_2_26", "plugin_latency_us",
+           "pays_per_message", "tcpxo_profile"]

@@ -2,7 +2,7 @@
 and how long it takes on the machine: the public face of the model.
 
 :class:`NcclModel` builds NCCL's tuning table for the machine under the environment (with the
-platform plugin's own settings underneath, :attr:`NcclMachine.platform_env`), picks what NCCL
+platform plugin's own settings underneath, :meth:`NcclMachine.platform_env`), picks what NCCL
 picks (:mod:`.tuning`, RCCL's overrides in :mod:`.rccl`, point-to-point collectives in
 :mod:`.p2p`) and times that pick with the execution model (:mod:`.runtime`, fitted constants in
 :mod:`.params`).  Sizes follow nccl-tests (bytes per rank, the gathered total for allgather).
@@ -84,7 +84,8 @@ class NcclModel:
                  version: tuple | None = NCCL_VERSION):
         self.machine, self.params = machine, params
         self.env = env if env is not None else NcclEnv.from_environ()
-        self.table = TuneTable.build(machine, self.env.under(machine.platform_env), tuple(version or NCCL_VERSION)[:2])
+        version = tuple(version or NCCL_VERSION)[:2]
+        self.table = TuneTable.build(machine, self.env.under(machine.platform_env(version)), version)
         #: the communicator's ring/tree channels (NCCL's comm->nChannels)
         self.channels = self.table.graphs.n_channels
 

@@ -117,14 +117,23 @@ def test_a_send_and_a_step_of_our_schedules_pay_the_plugin_once_per_network_hop(
 
 
 def test_tcpxo_runs_under_googles_env_profile_and_the_user_wins():
-    # container-engine-accelerators gpudirect-tcpxo/README.md, every release May 2024 - Feb 2025: nccl-env-profile.sh
-    # sets NCCL_PROTO=Simple, NCCL_ALGO=Ring,Tree, NCCL_MIN_NCHANNELS=4, NCCL_NVLS_ENABLE=0 (only across hosts)
+    # container-engine-accelerators gpudirect-tcpxo/README.md, every release May 2024 - Feb 2025 (NCCL 2.21.5 -
+    # 2.23.4): nccl-env-profile.sh sets NCCL_PROTO=Simple, NCCL_ALGO=Ring,Tree, NCCL_MIN_NCHANNELS=4,
+    # NCCL_NVLS_ENABLE=0 (only across hosts); the Aug 2025 (2.26.5) and Jan 2026 (2.28.7) releases:
+    # NCCL_PROTO=Simple,LL128, NCCL_MIN_NCHANNELS=4, NCCL_NVLSTREE_MAX_CHUNKSIZE=131072, no NCCL_ALGO, NVLS on
     _, a3 = _two_hosts("dgx-h100", 8, "tcpxo")
-    assert a3.platform_env == {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4",
-                               "NCCL_NVLS_ENABLE": "0"}
-    assert a3.with_(nodes=1, ranks=8).platform_env == {}
-    m = NcclModel(a3)
+    assert a3.platform_env((2, 21)) == a3.platform_env((2, 23)) == {
+        "NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLS_ENABLE": "0"}
+    assert a3.platform_env((2, 26)) == a3.platform_env() == {
+        "NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072"}
+    assert a3.with_(nodes=1, ranks=8).platform_env((2, 23)) == {}
+    m = NcclModel(a3, version=(2, 23))
     picks = {(m.choose(c, s).algorithm, m.choose(c, s).protocol) for c in ("allreduce", "allgather")
              for s in (8, 64 << 10, 1 << 20, 16 << 20, 1 << 30)}
     assert {p for _, p in picks} == {"Simple"} and {a for a, _ in picks} <= {"ring", "tree"}
+    new = NcclModel(a3)
+    new_picks = {(new.choose(c, s).algorithm, new.choose(c, s).protocol) for c in ("allreduce", "allgather")
+                 for s in (8, 64 << 10, 1 << 20, 16 << 20, 1 << 30)}
+    assert {p for _, p in new_picks} <= {"Simple", "LL128"} and "LL" not in {p for _, p in new_picks}
+    assert any(a.startswith("nvls") for a, _ in new_picks)  # NVLS is on again
     assert NcclModel(a3, env=NcclEnv.from_environ({"NCCL_PROTO": "LL"})).choose("allgather", 8).protocol == "LL"
