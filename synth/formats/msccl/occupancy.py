@@ -26,9 +26,10 @@ flag while the resident ones spin: a deadlock.  Neither runtime guards against i
 So an export keeps at most :data:`BLOCKS_PER_SM` x SMs (CUs) threadblocks per GPU
 (:func:`resident_threadblocks`); NCCL's own kernels never meet this, their grid being at most
 ``MAXCHANNELS`` (32) blocks.  SM/CU counts (:data:`SMS`) are the vendors' data sheets and
-white papers (CUDA's ``multiProcessorCount``); a GPU not in the table gets the smallest count of
-the GPUs our presets use for the runtime (``RuntimeProfile.min_sms``: V100's 80 for
-msccl-executor-nccl, MI355X's 256 for RCCL).
+white papers (CUDA's ``multiProcessorCount``); a GPU not in the table gets a count below every
+GPU of the table (``RuntimeProfile.min_sms``: 32 for msccl-executor-nccl, the most blocks NCCL's
+own kernels launched before 2.25; RCCL's cap of 64 for RCCL, whose shipped algorithms launch 64),
+so that an export for a GPU we do not know stays small rather than hangs.
 """
 
 from __future__ import annotations
@@ -38,15 +39,21 @@ from functools import lru_cache
 #: MSCCL threadblocks one SM (CU) is sure to hold (see the module docstring)
 BLOCKS_PER_SM = 1
 
-#: (substring of the GPU name, SMs or CUs), the first match wins (so "H100 PCIe" before "H100")
+#: (substring of the GPU name, SMs or CUs), the first match wins: a name that contains another comes first
+#: ("H100 PCIe" before "H100", "H200" before "H20", "A100" and "A10G" before "A10", "L40S" and "L40" before "L4")
 SMS = (
     ("V100", 80),          # NVIDIA Tesla V100 (Volta white paper)
     ("A100", 108), ("A800", 108),  # NVIDIA A100 (Ampere white paper), SXM4 and PCIe
-    ("H100 PCIe", 114),    # NVIDIA H100 PCIe (Hopper white paper)
-    ("H100", 132), ("H800", 132), ("H200", 132),  # H100 SXM5 (Hopper white paper); H800/H200: the same GH100 SXM
+    ("A10G", 80), ("A10", 72), ("A30", 56), ("A40", 84),  # NVIDIA A10G (AWS), A10, A30, A40 data sheets
+    ("H100 PCIe", 114), ("H800 PCIe", 114),  # NVIDIA H100 PCIe (Hopper white paper); H800 PCIe: the same board
+    ("H100", 132), ("H800", 132), ("H200", 132),  # H100 SXM5 (Hopper white paper); H800/H200/GH200: GH100 SXM
+    ("H20", 78),           # NVIDIA H20, as CUDA reports it
     ("B200", 148),         # NVIDIA B200 (and GB200's GPUs), as CUDA reports it
-    ("L40S", 142),         # NVIDIA L40S (18,176 CUDA cores, 128 per SM)
-    ("MI300X", 304), ("MI325X", 304), ("MI355X", 256),  # AMD Instinct data sheets (compute units)
+    ("L40S", 142), ("L40", 142), ("L4", 58),  # NVIDIA L40S / L40 (18,176 CUDA cores, 128 per SM), L4 (7,424)
+    ("T4", 40),            # NVIDIA T4 (Turing, 2,560 CUDA cores, 64 per SM)
+    ("RTX 4090", 128), ("RTX 5090", 170),  # GeForce RTX 4090 (AD102), RTX 5090 (GB202)
+    ("MI300X", 304), ("MI325X", 304), ("MI300A", 228), ("MI355X", 256), ("MI350X", 256),  # AMD Instinct data sheets
+    ("MI250", 110), ("MI210", 104), ("MI100", 120),  # AMD Instinct: MI250/MI250X per GCD (one device each)
 )
 
 
@@ -56,6 +63,8 @@ def sms_of(gpu: str | None) -> int | None:
 
     >>> sms_of("Tesla V100-SXM3-32GB"), sms_of("NVIDIA H100 PCIe"), sms_of("AMD Instinct MI300X"), sms_of("?")
     (80, 114, 304, None)
+    >>> sms_of("NVIDIA H800 PCIe"), sms_of("NVIDIA H20"), sms_of("NVIDIA A10G"), sms_of("NVIDIA L4"), sms_of("Tesla T4")
+    (114, 78, 80, 58, 40)
     """
     for key, n in SMS:
         if gpu and key.lower() in gpu.lower():

@@ -83,7 +83,7 @@ class RuntimeProfile:
     max_subs: int = 1024           # msccl_parser.h MAX_SUBS: children of one element
     max_attr_chars: int = 255      # msccl_parser.h MAX_STR_LEN
     max_depid: int = 127           # msccl_struct.h: int8_t dependentBid (a larger depid wraps negative)
-    min_sms: int = 80              # SMs (CUs) assumed for an unknown GPU: the fewest of our presets' GPUs (occupancy)
+    min_sms: int = 32              # SMs (CUs) assumed for an unknown GPU: below every NVIDIA GPU of occupancy.SMS
 
     @property
     def full_ops(self) -> bool:
@@ -99,11 +99,13 @@ _RCCL_SRC = ("ROCm/rccl 0cbce2a7 (2024-10-24, rocm-6.2.x): src/include/msccl/msc
 #: the limits every runtime shares, stated once (:mod:`synth.formats.msccl.layout`, which the writer builds to)
 _STEPS, _PER_CHANNEL, _COUNT = RUNTIME_MAX_STEPS_PER_TB, RUNTIME_MAX_TBS_PER_CHANNEL, RUNTIME_MAX_COUNT
 #: RCCL from ROCm 6.1 on (full ops refused since 0a53077c; 64 threadblocks since 4c117e53, ROCm 6.0)
+#: (an unknown GPU is given RCCL's own cap of 64 CUs: RCCL ships 64-threadblock algorithms for every gfx942 host, and
+#: every Instinct GPU since the MI100, 120 CUs, has more; :data:`synth.formats.msccl.occupancy.SMS`)
 RCCL = RuntimeProfile("rccl", "RCCL (ROCm 6.1 and later)", _RCCL_SRC, _BASIC, _STEPS, 64, _PER_CHANNEL, 128, _COUNT,
-                      min_sms=256)
+                      min_sms=64)
 #: RCCL of ROCm 6.0.x: the same limits, full ops still launched (before 0a53077c)
 RCCL_6_0 = RuntimeProfile("rccl-6.0", "RCCL (ROCm 6.0.x)", _RCCL_SRC + "; at rocm-6.0.0 (4c117e53)",
-                          _BASIC | FULL_OPS, _STEPS, 64, _PER_CHANNEL, 128, _COUNT, min_sms=256)
+                          _BASIC | FULL_OPS, _STEPS, 64, _PER_CHANNEL, 128, _COUNT, min_sms=64)
 #: Azure/msccl-executor-nccl (NCCL 2.19-based): every step type; 32 x MAXCHANNELS (32) threadblocks
 MSCCL_EXECUTOR_NCCL = RuntimeProfile(
     "msccl-executor-nccl", "msccl-executor-nccl (Azure, NVIDIA GPUs)",

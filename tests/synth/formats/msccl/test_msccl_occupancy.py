@@ -14,7 +14,8 @@ import pytest
 
 from synth import build_fabric
 from synth.baselines import baseline
-from synth.formats.msccl.occupancy import BLOCKS_PER_SM, gpu_of, gpu_of_topology_name, resident_threadblocks, sms_of
+from synth.formats.msccl.occupancy import (SMS, BLOCKS_PER_SM, gpu_of, gpu_of_topology_name, resident_threadblocks,
+                                           sms_of)
 from synth.formats.msccl.runtimes import MSCCL_EXECUTOR_NCCL, RCCL, check_xml
 from synth.formats.msccl.writer import to_msccl_xml
 from synth.pipeline.msccl_export import _runtime_export
@@ -51,10 +52,12 @@ def test_one_block_per_sm_is_all_that_is_sure_to_fit():
     assert 65536 // (640 * 96) == 1 == BLOCKS_PER_SM
 
 
-def test_an_unknown_gpu_gets_the_fewest_sms_of_the_runtimes_presets():
-    nvidia = min(n for p, n in PRESET_SMS.items() if p not in AMD)
-    amd = min(PRESET_SMS[p] for p in AMD)
-    assert (resident_threadblocks(MSCCL_EXECUTOR_NCCL), resident_threadblocks(RCCL)) == (nvidia, amd) == (80, 256)
+def test_an_unknown_gpu_gets_fewer_sms_than_every_gpu_the_table_knows():
+    nvidia = [n for key, n in SMS if not key.startswith("MI")]
+    amd = [n for key, n in SMS if key.startswith("MI")]
+    assert resident_threadblocks(MSCCL_EXECUTOR_NCCL) == 32 < min(nvidia) == 40          # T4
+    assert resident_threadblocks(RCCL) == RCCL.max_tbs_per_gpu == 64 < min(amd) == 104   # MI210
+    assert min(PRESET_SMS[p] for p in AMD) == 256 and min(n for p, n in PRESET_SMS.items() if p not in AMD) == 80
     # RCCL's own cap (MSCCL_MAX_NUM_THREAD_BLOCKS 64) is below every CU count: the rule never binds there
     assert RCCL.max_tbs_per_gpu <= min(resident_threadblocks(RCCL, gpu_of(get_preset(p))) for p in AMD)
 
@@ -79,18 +82,27 @@ def test_the_schedules_preset_names_the_gpu_when_none_is_given(oneshot):
 
 
 def test_the_pipeline_passes_the_topologys_gpu(oneshot):
-    """A schedule of a topology that is no preset: the GPU named by the run's topology, else 80 SMs."""
+    """A schedule of a topology that is no preset: the GPU named by the run's topology, else 32 SMs (an unknown GPU)."""
     custom = oneshot.with_(topology_name="probed-host")
     ex, why = _runtime_export(custom, MSCCL_EXECUTOR_NCCL, H100)
     assert why is None and max(len(tbs) for tbs in ex.tbs) == 128
     ex, _ = _runtime_export(custom, MSCCL_EXECUTOR_NCCL)
-    assert max(len(tbs) for tbs in ex.tbs) == 80
+    assert max(len(tbs) for tbs in ex.tbs) == 32
+
+
+def test_smaller_gpus_are_named_before_the_names_that_contain_them():
+    # data sheets: H800 PCIe 114 SMs (not the SXM part's 132), H20 78 (not H200's 132), A10 72 / A10G 80 (not
+    # A100's 108), L4 58 (not L40's 142); a GPU the table does not know gets 32, below all of them
+    from synth.formats.msccl.occupancy import sms_of
+    assert [sms_of(g) for g in ("NVIDIA H800 PCIe", "NVIDIA H20", "NVIDIA A10", "NVIDIA A10G", "NVIDIA L4",
+                                "NVIDIA L40", "NVIDIA GH200 480GB")] == [114, 78, 72, 80, 58, 142, 132]
+    assert resident_threadblocks(MSCCL_EXECUTOR_NCCL, "NVIDIA Jetson Orin") == 32
 
 
 def test_the_checker_refuses_more_threadblocks_than_the_gpu_keeps_resident(oneshot):
     text = to_msccl_xml(oneshot, runtime="msccl-executor-nccl", gpu=H100)           # 128 per GPU
     for device in (V100, A100, None):
         bad = check_xml(text, MSCCL_EXECUTOR_NCCL, device=device)[1]
-        cap = 80 if device in (V100, None) else 108
+        cap = {V100: 80, A100: 108, None: 32}[device]
         assert len(bad) == 16 and all(f"128 threadblocks, more than the {cap} sure to be resident" in b for b in bad)
     assert check_xml(text, MSCCL_EXECUTOR_NCCL, device=H100)[1] == []
