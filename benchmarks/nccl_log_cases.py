@@ -246,7 +246,7 @@ _ABCI = ("ABCI 2.0 'Compute Node (A)' hosts (aistabci/abci2.0benchmark): 8 x A10
 
 #: GB/s per direction one NIC of these hosts moves GPU memory at: the same repository's OSU osu_mbw_mr between two
 #: such hosts, GPU buffers (pt2pt/inter_anode jobs 7249072 / 7249073: 39.0 GB/s for 4 and for 8 GPU pairs), over
-#: their 4 HCAs (:func:`synth.model.nccl.net_transport.gpu_net_gbps`)
+#: their 4 HCAs (:attr:`synth.model.nccl.machine.NcclMachine.gpu_net_gbps`)
 ABCI_NIC_DMA_GBS = 39.0 / 4
 _ABCI_DMA = ("GPU memory crosses the network at 39.0 GB/s per host and direction (the repository's pt2pt/inter_anode "
              "OSU osu_mbw_mr -d cuda, 4 and 8 GPU pairs; host buffers 95 GB/s): nic_dma_gbs 9.75 per HCA")

@@ -233,6 +233,9 @@ def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
     """The header's description of what is timed: NCCL as its tuner runs it (GPU, environment, version
     rules, and across hosts the network and where it was read) or our schedule."""
     env = backend.nccl.env.describe() or "NCCL defaults"
+    platform = backend.nccl.machine.platform_env(backend.nccl.table.version) if algo == "nccl" else {}
+    if platform:                                         # what the network plugin or its profile sets (the user wins)
+        env += ", under the platform's " + " ".join(f"{k}={v}" for k, v in sorted(platform.items()))
     what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {env}, "
             f"NCCL {'.'.join(map(str, backend.nccl.table.version))} rules: {said})"
             if algo == "nccl" else f"schedule {sched.name or '?'} ({sched.num_steps} steps, {sched.chunks_per_rank} "
@@ -244,7 +247,7 @@ def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
         src = (f"the log: {said.evidence}" if said is not None else "--net" if args.net
                else "the topology's NICs" if nics_say else "default")
         what += f"; network {m.net_kind} ({src})"
-        if m.nic_dma_gbs > 0:
+        if m.nic_dma_gbs > 0 and m.gpu_net_gbps < m.used_net_gbps:   # only when it binds
             what += f", GPU memory at {m.nic_dma_gbs:g} GB/s per NIC (--nic-dma-gbps)"
     return what
 

@@ -216,6 +216,9 @@ def _tree_graph(m: NcclMachine, ring: Graph, p2p: bool) -> Graph:
         speeds = _speeds(m.sm, False)
         s = next((v for v in speeds if n * v <= cap + EPS), speeds[-1])
         return Graph(n, s, s, ring.type_intra, "NONE")
+    if rccl_partial_host(m):                             # RCCL's own pass 2, over RCCL's speeds
+        _, _, intra = rccl_net_graph(m)
+        return Graph(n, intra, ring.bw_inter, ring.type_intra, ring.type_inter)
     intra = ring.bw_inter
     for v in sorted(_speeds(m.sm, True)):     # pass 2: raise bwIntra while it stays < 2 x bwInter
         if intra < v <= cap / n + EPS and intra < 2 * ring.bw_inter:

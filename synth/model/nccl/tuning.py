@@ -281,7 +281,15 @@ class TuneTable:
 
     def channels(self, algo: str, proto: str, nbytes: int, coll: str = "allreduce") -> tuple[int, int]:
         """Channels and threads after NCCL's small-message reduction (enqueue.cc) for ``coll``; RCCL across
-        hosts on part of a host starts from its 256 threads per channel (:data:`.rccl_net.RCCL_NTHREADS`)."""
+        hosts on part of a host starts from its 256 threads per channel (:data:`.rccl_net.RCCL_NTHREADS`), and
+        RCCL never halves the threads (only the channels).
+
+        >>> from topo_probe import cluster
+        >>> from synth.model.nccl import NcclMachine, NcclModel
+        >>> m = NcclMachine.from_topology(cluster("mi355x", nodes=2, nics_per_node=1)).with_(ranks=2)
+        >>> NcclModel(m, version=(2, 26)).table.channels("tree", "LL", 256)
+        (1, 256)
+        """
         g, m = self.graphs, self.machine
         if self.version < TUNER_VERSION:                         # 2.4: LL's own channels, else all
             _, p, nc, nt = kernel_info_24(m, coll, nbytes, g.n_channels, self.env.tree_threshold)
@@ -293,8 +301,8 @@ class TuneTable:
         thresh = THREAD_THRESHOLD[proto] * (m.ranks if (algo == "ring" and proto == "LL") else 1)
         while nbytes < nc * nt * thresh and nc >= 2:
             nc -= 1
-        while nbytes < nc * nt * thresh and nt % 128 == 0:
-            nt //= 2
+        while nbytes < nc * nt * thresh and nt % 128 == 0 and not m.amd:  # RCCL 0cbce2a7 enqueue.cc 1678-1686:
+            nt //= 2                                                         # "do not reduce threads count on VEGA"
         return nc, nt
 
 

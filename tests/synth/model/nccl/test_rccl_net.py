@@ -101,3 +101,12 @@ def test_a_forced_choice_rccl_has_no_figure_for_stays_a_real_algorithm():
     c = NcclModel(two_by_four, env=NcclEnv.from_environ({"NCCL_PROTO": "LL128"})).choose("allgather", 1 << 24)
     assert (c.algorithm, c.protocol) == ("ring", "LL128")
     assert rccl_net_choose(ONE_PER_HOST, "allreduce", 1 << 20, lambda a, p: a == "tree") == ("tree", "Simple")
+
+
+def test_the_tree_graph_of_a_partial_host_is_rccls_own():
+    """RCCL's pass 2 raises the tree's bwIntra over RCCL's speeds only (search.cc), so the tree of 2 x 4 MI355X keeps
+    rccl_net_graph's 24 GB/s (not NVIDIA's 30, which RCCL's list does not have) and that of 2 x 1 its 48."""
+    from synth.model.nccl.graphs import comm_graphs
+    four = NcclMachine.from_topology(cluster("mi355x", nodes=2, nics_per_node=4)).with_(ranks=8)
+    assert comm_graphs(four, NcclEnv(), (2, 26)).tree.bw_intra == rccl_net_graph(four)[2] == 24.0
+    assert comm_graphs(ONE_PER_HOST, NcclEnv(), (2, 26)).tree.bw_intra == rccl_net_graph(ONE_PER_HOST)[2] == 48.0
