@@ -6,7 +6,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`NINTH_CASES`, :data:`TENTH_CASES`, :data:`ELEVENTH_CASES`, :data:`TWELFTH_CASES`, :data:`THIRTEENTH_CASES`,
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
-  :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`: the logs added later.
+  :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
+  :data:`TWENTY_FOURTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -832,11 +833,56 @@ TWENTY_THIRD_CASES = [
       for coll in ("all_gather", "all_reduce")],
 ]
 
+_AICR = ("AICR host b0027 of mghpcc/aicr-benchmarks (MGHPCC's AICR B200 cluster, Benchmark_WG/nccl-tests, run"
+         " of 2026-05-06): 8 x NVIDIA B200 on NVLink 5 / NVSwitch (the `hgx-b200` preset's board), AMD Turin "
+         "host (stated), iommu=off / ACS off (stated), NVHPC 26.3's NCCL 2.29.3 (nccl-library=22903), "
+         "nccl-tests 2.18.3, one process (-g 8), every NCCL variable commented out (NCCL defaults, NVLS on); "
+         "{coll}, 1 MiB - 16 GiB in 4x steps")
+_AICR2 = ("AICR hosts b0029 + b0030 of mghpcc/aicr-benchmarks (run of 2026-05-06): 8 x NVIDIA B200 each (the "
+          "`hgx-b200` preset's board), 8 x NDR 400 Gb/s ConnectX-7 InfiniBand rails per host, each GPU PIX to"
+          " its NIC behind a Broadcom PEX890xx switch, AMD Turin host (stated); the repository's own "
+          "measurement of this pair (diag-aicr-gdrdma.md: ib_write_bw GPU<->GPU 47.5 GB/s one way, 27.2 GB/s "
+          "per direction bidirectional, a GPU-endpoint defect it names) taken as the NICs' GPU-memory rate, "
+          "nic_dma_gbs 27.2; NCCL 2.29.3 of NVHPC 26.3 with HPC-X's SHARP plugin loaded but "
+          "NCCL_COLLNET_ENABLE commented out (defaults: CollNet off), one process per host (-g 8); {coll}, 1 "
+          "MiB - 16 GiB in 4x steps{extra}")
+_AICR_SWEEP = ("{n} of the 8 B200 (the first {n} devices, -g {n}; the `hgx-b200` preset's NVSwitch board) of "
+               "AICR host b0012, the same repository's GPU-count sweep (job 33169, 2026-06-03: another host "
+               "and run than b0027's suite, so not independent evidence), AMD Turin host (stated), NCCL "
+               "2.29.3 of NVHPC 26.3, nccl-tests 2.18.3, one process, no NCCL variable stated (defaults); "
+               "{coll}, 1 MiB - 16 GiB in 4x steps")
+
+#: the twenty-fourth set: a new source, the AICR B200 cluster's nccl-tests suite (mghpcc/aicr-benchmarks): the seven
+#: collectives of one 8 x B200 NVSwitch host (sendrecv, reduce, broadcast, reduce_scatter, all_gather, all_reduce,
+#: alltoall; the held-out class b200-nvswitch-1host), six 2- and 4-GPU tables of the same repository's GPU-count
+#: sweep on another host (marked ``source_reused``), and five of a 2-host InfiniBand run (the held-out class
+#: b200-ib-multihost) whose GPU-NIC path the repository itself measures at 27.2 GB/s per direction bidirectionally.
+#: Not taken: the suite's gather, scatter and hypercube tests (no model of them; hypercube fails validation), and the
+#: 2-host broadcast and reduce tables (a disturbed run: 1-64 MiB rows jump up to 10x between neighbouring sizes and
+#: between out-of-place and in-place).  Each described from its source before any prediction
+TWENTY_FOURTH_CASES = [
+    *[Case(f"b200_8gpu_1node_{name}_aicr_mghpcc.txt", "hgx-b200", version=(2, 29), machine={"cpu_vendor": "amd"},
+           machine_class="b200-nvswitch-1host", why=_AICR.format(coll=name))
+      for name in ("sendrecv", "reduce", "broadcast", "reduce_scatter", "all_gather", "all_reduce", "alltoall")],
+    *[Case(f"b200_16gpu_2node_{name}_aicr_gdr_defect.txt", "hgx-b200", 2, 8, 50.0, "ib", version=(2, 29),
+           machine={"cpu_vendor": "amd", "nic_dma_gbs": 27.2}, machine_class="b200-ib-multihost",
+           why=_AICR2.format(coll=name, extra=extra))
+      for name, extra in (("sendrecv", ""), ("alltoall", ""),
+                          ("reduce_scatter", "; its 1 and 4 MiB rows disturbed (0.8-1 ms, in-place 3x faster)"),
+                          ("all_gather", "; its 1 and 4 MiB rows disturbed (0.7-3.7 ms, slower than 16 MiB)"),
+                          ("all_reduce", "; its 1 MiB row disturbed (out-of-place 604 us, in-place 216 us)"))],
+    *[Case(f"b200_{n}gpu_1node_{name}_aicr_sweep_b0012.txt", "hgx-b200", version=(2, 29),
+           machine={"ranks": n, "cpu_vendor": "amd"}, machine_class="b200-nvswitch-1host", source_reused=True,
+           why=_AICR_SWEEP.format(n=n, coll=name))
+      for n, name in ((4, "reduce_scatter"), (4, "all_gather"), (4, "all_reduce"), (4, "alltoall"),
+                      (2, "all_gather"), (2, "all_reduce"))],
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
-             + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES)
+             + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES)
 
 
 def held_out(case: Case) -> bool:
