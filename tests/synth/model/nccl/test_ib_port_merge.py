@@ -8,11 +8,11 @@ Reference, by hand from NCCL's source, for 2 x OCI BM.GPU4.8 (8 x A100 on NVSwit
   one device of 25 GB/s, so 8 devices.
 * v2.19.3-1 src/graph/search.cc lines 839 and 848-1030: the ring takes the highest ``speedArrayInter`` value a
   port carries, 12 GB/s, one channel per port: 16 channels (at most MAXCHANNELS/2 = 16; each GPU's 12 NVLinks
-  of 20 GB/s, topo.h, allow 20); under 25 GB/s no ``ncclTopoDupChannels``.  The tree (at most the ring's 16
+  of 20 GB/s, topo.h line 16, allow 20); under 25 GB/s no ``ncclTopoDupChannels``.  The tree (at most the ring's 16
   channels) raises ``bwIntra`` in pass 2 while ``bwIntra < 2 x bwInter`` and the NVLinks hold it:
   16 x 15 = 240 GB/s fits, 16 x 18 does not -> 16 x 15/12.
 * v2.19.3-1 src/graph/tuning.cc lines 174-201: tree Simple algbw = min(16 x 15 x 0.92, 16 x 23.6) x 0.5 =
-  110.4 GB/s, ring Simple 16 x 12 x 16/30 = 102.4; no tree correction from 512 MiB (lines 408-409), so tree
+  110.4 GB/s, ring Simple 16 x 12 x 16/30 = 102.4; no tree correction from 512 MiB (line 417), so tree
   Simple at 1 GiB.  With 2.20's 8 merged devices of 25 GB/s: ring 8 x 24 (102.4 again), tree
   min(8 x 30 x 0.92, 8 x 23.6) x 0.5 = 94.4 < 102.4 -> ring.
 """
