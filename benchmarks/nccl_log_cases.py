@@ -312,7 +312,9 @@ SIXTH_CASES = [
 ]
 
 _OCI = ("OCI BM.GPU4.8 (Oracle Japan's OCI tutorial): 8 x A100-SXM4-40GB (the `dgx-a100` preset's NVSwitch), "
-        "horovod/horovod:latest container, NCCL version not stated (2.28 gates assumed)")
+        "horovod/horovod:latest container, NCCL version not printed: 2.9 from the image's recipe (horovod/horovod "
+        "docker/horovod/Dockerfile ARG NCCL_VERSION=2.9.9-1+cuda11.3 from commit 69543913, 2022-10-10, through the "
+        "last release v0.28.1 and HEAD 2626dc87; 2.8.4 before)")
 _I290 = ("2 hosts of NVIDIA/nccl-tests#290: 8 x H100 80GB HBM3 each (the `dgx-h100` preset), 8 x 400 Gb/s NDR "
          "CX-7 InfiniBand per host (stated), NCCL version not stated (2.28 gates assumed); the author reports "
          "the 2-host runs as degraded")
@@ -324,9 +326,9 @@ _DEGRADED_290 = ("the thread reports this 2-host run as degraded (\"observed som
 #: their sources before any prediction; the A100 one-host and H100 ones are of in-sample classes (each held out
 #: itself), the A100 RoCE one forms the new held-out class a100-roce-multihost
 SEVENTH_CASES = [
-    Case("a100_8gpu_1node_all_reduce_oci_bm_gpu4.txt", "dgx-a100", machine_class="a100-nvswitch-1host",
+    Case("a100_8gpu_1node_all_reduce_oci_bm_gpu4.txt", "dgx-a100", machine_class="a100-nvswitch-1host", version=(2, 9),
          why=f"one host of {_OCI}, one process (-g 8), NCCL defaults", held_out=True),
-    Case("a100_16gpu_2node_all_reduce_oci_roce.txt", "dgx-a100", 2, 16, 12.5, "roce",
+    Case("a100_16gpu_2node_all_reduce_oci_roce.txt", "dgx-a100", 2, 16, 12.5, "roce", version=(2, 9),
          machine_class="a100-roce-multihost",
          why=f"2 x {_OCI}, 16 x 100 Gb/s RoCE v2 ports per host (stated), all 16 in NCCL_IB_HCA, -g 1"),
     Case("h100_16gpu_2node_all_reduce_ib_issue290.txt", "dgx-h100", 2, 8, 50.0, machine_class="h100-ib-multihost",

@@ -16,6 +16,9 @@ from synth.model.nccl.constants import MAXCHANNELS, NCCL_VERSION, PCI_BW_BY_GEN
 from synth.model.nccl.machine import NcclMachine
 
 EPS = 1e-6
+#: the first NCCL whose InfiniBand/RoCE transport fuses the ports of one NIC into one network device
+#: (NVIDIA/nccl v2.20.3-1 src/transport/net_ib.cc lines 166-181 and 272-294, ``NCCL_IB_MERGE_NICS``)
+IB_MERGE_NICS_VERSION = (2, 20)
 
 
 def dup_channels(n: int, bw: float, sm: int, max_ch: int, version: tuple = NCCL_VERSION) -> tuple[int, float]:
@@ -76,4 +79,28 @@ def few_ppn_channels(m: NcclMachine, ring_bw: float, n_channels: int, version: t
     return n_channels
 
 
-__all__ = ["dup_channels", "lone_gpu_total_gbs", "few_ppn_channels"]
+def search_nics(m: NcclMachine, version: tuple = NCCL_VERSION) -> tuple[int, float]:
+    """``(count, GB/s each)`` of the network devices a host offers NCCL's graph search: the machine's fused
+    view (:meth:`NcclMachine.visible_nics`, at most one per GPU) from NCCL 2.20 on, where the InfiniBand/RoCE
+    transport merges the ports of one NIC (same PCI path, ``sys_image_guid`` and link layer) into one device
+    of their summed speed (NVIDIA/nccl v2.20.3-1 src/transport/net_ib.cc ``ncclIbFindMatchingDev`` lines
+    166-181, the merge and ``speed +=`` at lines 272-294).  Before 2.20 every port is a device of its own at
+    the port's speed (v2.19.3-1 net_ib.cc lines 222-244: one ``ncclIbDevs`` entry per active port, reported as
+    such by ``ncclIbGetProperties``), so the search puts one channel on each: 2 x OCI BM.GPU4.8 (8 dual-port
+    ConnectX, 16 x 100 Gb/s ports; oracle-quickstart/oci-hpc-oke manifests/topology/BM.GPU4.8.xml) on NCCL
+    2.19 searches 16 ports of 12.5 GB/s, on 2.20 8 devices of 25.  RCCL and the other transports keep the
+    fused view.
+
+    >>> from topo_probe import cluster
+    >>> oci = NcclMachine.from_topology(cluster("dgx-a100", nodes=2, nics_per_node=16, nic_gbps=12.5)).with_(net_kind="roce")
+    >>> search_nics(oci, (2, 19)), search_nics(oci, (2, 20))
+    ((16, 12.5), (8, 25.0))
+    """
+    n_nic, nic = m.visible_nics()
+    if (tuple(version) < IB_MERGE_NICS_VERSION and not m.amd and m.net_kind in ("ib", "roce")
+            and m.used_nics > n_nic):
+        return m.used_nics, m.nic_gbps
+    return n_nic, nic
+
+
+__all__ = ["IB_MERGE_NICS_VERSION", "dup_channels", "lone_gpu_total_gbs", "few_ppn_channels", "search_nics"]

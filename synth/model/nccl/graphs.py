@@ -37,7 +37,7 @@ from synth.model.nccl.constants import (
 )
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.channel_counts import dup_channels, few_ppn_channels, lone_gpu_total_gbs
+from synth.model.nccl.channel_counts import dup_channels, few_ppn_channels, lone_gpu_total_gbs, search_nics
 from synth.model.nccl.rccl_channels import rccl_coll_channels, rccl_env_channels, rccl_mesh_rings
 from synth.model.nccl.rccl_net import rccl_net_graph, rccl_partial_host
 
@@ -193,7 +193,7 @@ def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Gra
         rings = rccl_mesh_rings(m.gpus_per_node) if m.nodes == 1 else rccl_mesh_rings(8)
         return Graph(rings, cap / rings, cap / rings, "NVL", "PXB" if m.nodes > 1 else "NONE")
     if m.nodes > 1:
-        n_nic, nic = m.visible_nics()
+        n_nic, nic = search_nics(m, version)       # before NCCL 2.20 every IB/RoCE port on its own
         max_bw = min(nic, PCI_BW_BY_GEN[m.pcie_gen])
         n, s = _search(_speeds(m.sm, True), max_bw, cap,
                        lambda s: min(max_ch, int(cap / s + EPS), n_nic * int(nic / s + EPS)), max_ch)
