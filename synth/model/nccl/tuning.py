@@ -184,7 +184,9 @@ class TuneTable:
 
     def _algo_ok(self, coll: str, algo: str) -> bool:
         m, env = self.machine, self.env
-        if not env.algo_allowed(coll, algo) or self.version < FEATURE_VERSION.get(algo, (0, 0)):
+        # NCCL_ALGO's "CollNet" (read as collnet_direct) names 2.8's one CollNet, the chain
+        named = "collnet_direct" if algo == "collnet_chain" and collnet_chain_28(self.version) else algo
+        if not env.algo_allowed(coll, named) or self.version < FEATURE_VERSION.get(algo, (0, 0)):
             return False
         if algo == "nvls_tree" and m.nodes == 1:
             return False

@@ -54,3 +54,12 @@ def test_nccl_28_collnet_picks_and_channels():
     assert t.channels("collnet_chain", "Simple", 1 << 30)[0] == 8
     # from 2.9 CollNet is direct and Simple only; the later chain keeps NCCL's newer rules (no LL)
     assert _table((2, 28)).bandwidth[("allreduce", "collnet_chain", "LL")] == 0.0
+
+
+def test_nccl_algo_collnet_names_the_28_chain():
+    # NCCL 2.8's NCCL_ALGO knows one "CollNet" (tuning.cc ncclAlgoStr {"Tree", "Ring", "CollNet"})
+    only = TuneTable.build(A100X2, NcclEnv.from_environ({"NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "CollNet"}), (2, 8))
+    assert only.bandwidth[("allreduce", "collnet_chain", "Simple")] > 0
+    assert only.bandwidth[("allreduce", "tree", "Simple")] == 0
+    none = TuneTable.build(A100X2, NcclEnv.from_environ({"NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "^CollNet"}), (2, 8))
+    assert none.bandwidth[("allreduce", "collnet_chain", "Simple")] == 0
