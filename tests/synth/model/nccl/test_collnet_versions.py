@@ -63,3 +63,13 @@ def test_nccl_algo_collnet_names_the_28_chain():
     assert only.bandwidth[("allreduce", "tree", "Simple")] == 0
     none = TuneTable.build(A100X2, NcclEnv.from_environ({"NCCL_COLLNET_ENABLE": "1", "NCCL_ALGO": "^CollNet"}), (2, 8))
     assert none.bandwidth[("allreduce", "collnet_chain", "Simple")] == 0
+
+
+def test_nccl_28_collnet_ll_runs_at_nccls_own_estimate():
+    # tuning.cc line 131: CollNet LL at a sixth of CollNet's busBw, "GDR read is disabled on both sides";
+    # 8 NICs x 24 GB/s x .9 / 6 = 28.8 GB/s busBw, 14.4 GB/s algbw (ratio .5): 64 KiB more take 65536 / 14.4e3 µs
+    from synth.model.nccl import DEFAULT_PARAMS
+    from synth.model.nccl.runtime import collective_time_us
+    t = _table((2, 8))
+    dt = [collective_time_us(t, "allreduce", "collnet_chain", "LL", 8, n, DEFAULT_PARAMS) for n in (65536, 131072)]
+    assert dt[1] - dt[0] == pytest.approx(65536 / (1000 * 14.4))
