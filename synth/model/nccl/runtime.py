@@ -49,7 +49,7 @@ from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_by
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
-from synth.model.nccl.versions import latency_tables
+from synth.model.nccl.versions import collnet_chain_28, latency_tables
 
 
 #: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
@@ -192,7 +192,12 @@ def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPa
         n_nic = m.visible_nics()[0]
         return _net_bw(m, params, ring=True) * min(g.ring.n_channels, n_nic) / n_nic * frac
     steady = algo in STEADY_NET_ALGOS and m.nodes == 2
-    return busbw_factor(coll, m.ranks) * _net_bw(m, params, ring=steady) * frac / tree_net_passes(m, algo)
+    bus = busbw_factor(coll, m.ranks) * _net_bw(m, params, ring=steady) * frac / tree_net_passes(m, algo)
+    if algo == "collnet_chain" and proto == "LL" and collnet_chain_28(t.version):
+        # NCCL 2.8's CollNet LL at NCCL's own estimate, a sixth of its Simple one: "GDR read is disabled on
+        # both sides" (v2.8.4-1 src/graph/tuning.cc line 131), as ring LL runs at its version's estimate
+        bus = min(bus, t.bandwidth[(coll, algo, proto)] * busbw_factor(coll, m.ranks))
+    return bus
 
 
 def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> int:

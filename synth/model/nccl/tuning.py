@@ -48,7 +48,11 @@ from synth.model.nccl.net_transport import plugin_latency_us
 from synth.model.nccl.versions import (
     NTHREADS_24,
     TUNER_VERSION,
+    COLLNET_BW_28,
+    COLLNET_LL_SHARE_28,
     ampere_bus_cap_gbs,
+    collnet_algorithms,
+    collnet_chain_28,
     kernel_info_24,
     latency_tables,
     legacy_latency_rules,
@@ -123,7 +127,8 @@ class TuneTable:
         if algo in ("nvls", "nvls_tree"):
             ok = proto == "Simple" and graph.n_channels >= 2
             return graph.n_channels * self._nvls_bw(coll, algo, graph) if ok else 0.0
-        if algo in ("collnet_direct", "collnet_chain", "pat") and proto != "Simple":
+        chain_28 = algo == "collnet_chain" and collnet_chain_28(self.version)
+        if algo in ("collnet_direct", "collnet_chain", "pat") and proto != "Simple" and not (chain_28 and proto == "LL"):
             return 0.0
         cc, idx1, idx2 = self._indices()
         n, v = graph.n_channels, self.version
@@ -145,6 +150,8 @@ class TuneTable:
                           n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_TREE_LL128[cc][idx2], v))
         elif algo == "pat":
             bus *= 0.75
+        elif chain_28:                                               # 2.8's one CollNet (tuning.cc l. 130-131)
+            bus *= COLLNET_BW_28 * (COLLNET_LL_SHARE_28 if proto == "LL" else 1.0)
         elif algo == "collnet_direct":
             ppn = m.gpus_per_node
             if coll in ("allgather", "reducescatter"):
@@ -177,12 +184,16 @@ class TuneTable:
 
     def _algo_ok(self, coll: str, algo: str) -> bool:
         m, env = self.machine, self.env
-        if not env.algo_allowed(coll, algo) or self.version < FEATURE_VERSION.get(algo, (0, 0)):
+        # NCCL_ALGO's "CollNet" (read as collnet_direct) names 2.8's one CollNet, the chain
+        named = "collnet_direct" if algo == "collnet_chain" and collnet_chain_28(self.version) else algo
+        if not env.algo_allowed(coll, named) or self.version < FEATURE_VERSION.get(algo, (0, 0)):
             return False
         if algo == "nvls_tree" and m.nodes == 1:
             return False
         if (algo in ("nvls", "nvls_tree") and coll != "allreduce" and m.gpus_per_node > NCCL_MAX_NVLS_ARITY
                 and self.version >= (2, 27)):       # enqueue.cc (v2.27.3+): no NVLS gather/scatter past 32 GPUs
+            return False
+        if algo.startswith("collnet") and algo not in collnet_algorithms(self.version):
             return False
         collnet = m.collnet and env.collnet_enable == 1
         if not collnet and (algo.startswith("collnet") or (algo == "nvls" and m.nodes > 1)):
@@ -299,7 +310,10 @@ class TuneTable:
                     else min(g.nvls_channels, g.n_channels)), 640
         nc, nt = g.n_channels, RCCL_NTHREADS if rccl_partial_host(m) else MAX_NTHREADS[proto]
         thresh = THREAD_THRESHOLD[proto] * (m.ranks if (algo == "ring" and proto == "LL") else 1)
-        while nbytes < nc * nt * thresh and nc >= 2:
+        chain_28 = algo == "collnet_chain" and collnet_chain_28(self.version)
+        if chain_28:        # v2.8.4-1 enqueue.cc getAlgoInfo: "one channel for up and one channel for down", no cut
+            nc = max(1, nc // 2)
+        while nbytes < nc * nt * thresh and nc >= 2 and not chain_28:
             nc -= 1
         while nbytes < nc * nt * thresh and nt % 128 == 0 and not m.amd:  # RCCL 0cbce2a7 enqueue.cc 1678-1686:
             nt //= 2                                                         # "do not reduce threads count on VEGA"
