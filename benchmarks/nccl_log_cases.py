@@ -242,8 +242,8 @@ THIRD_CASES = [
 ]
 
 _ABCI = ("ABCI 2.0 'Compute Node (A)' hosts (aistabci/abci2.0benchmark): 8 x A100-SXM4-40GB (the `dgx-a100` "
-         "preset's NVSwitch), 4 x InfiniBand HDR 200 Gb/s per host (ABCI's documentation, not the repository), "
-         "NCCL 2.8.4, one process per GPU; NCCL_NET_GDR_LEVEL=2 (no model term)")
+         "preset's NVSwitch), Xeon Platinum 8360Y CPUs (the header; not the preset's EPYC), 4 x InfiniBand HDR 200 Gb/s per "
+         "host (ABCI's documentation, not the repository), NCCL 2.8.4, one process per GPU; NCCL_NET_GDR_LEVEL=2 (no model term)")
 
 #: GB/s per direction one NIC of these hosts moves GPU memory at: the same repository's OSU osu_mbw_mr between two
 #: such hosts, GPU buffers (pt2pt/inter_anode jobs 7249072 / 7249073: 39.0 GB/s for 4 and for 8 GPU pairs), over
@@ -257,11 +257,11 @@ _ABCI_DMA = ("GPU memory crosses the network at 39.0 GB/s per host and direction
 #: new held-out class
 FOURTH_CASES = [
     Case("a100_8gpu_1node_all_reduce_abci.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
-         why=f"one host of {_ABCI}", held_out=True),
+         machine={"cpu_vendor": "intel"}, why=f"one host of {_ABCI}", held_out=True),
     Case("a100_8gpu_1node_broadcast_abci.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
-         why=f"one host of {_ABCI}, broadcast", held_out=True),
+         machine={"cpu_vendor": "intel"}, why=f"one host of {_ABCI}, broadcast", held_out=True),
 ] + [Case(f"a100_{8 * n}gpu_{n}node_{coll}_abci_hdr.txt", "dgx-a100", n, 4, 25.0, version=(2, 8),
-          machine={"nic_dma_gbs": ABCI_NIC_DMA_GBS}, machine_class="a100-ib-multihost",
+          machine={"nic_dma_gbs": ABCI_NIC_DMA_GBS, "cpu_vendor": "intel"}, machine_class="a100-ib-multihost",
           why=f"{n} x {_ABCI}; {_ABCI_DMA}" + (", broadcast" if coll == "broadcast" else ""))
      for n in (2, 4, 8, 16) for coll in ("all_reduce", "broadcast")]
 
