@@ -242,8 +242,9 @@ THIRD_CASES = [
 ]
 
 _ABCI = ("ABCI 2.0 'Compute Node (A)' hosts (aistabci/abci2.0benchmark): 8 x A100-SXM4-40GB (the `dgx-a100` "
-         "preset's NVSwitch), Xeon Platinum 8360Y CPUs (the header; not the preset's EPYC), 4 x InfiniBand HDR 200 Gb/s per "
-         "host (ABCI's documentation, not the repository), NCCL 2.8.4, one process per GPU; NCCL_NET_GDR_LEVEL=2 (no model term)")
+         "preset's NVSwitch), Xeon Platinum 8360Y CPUs (the header; not the preset's EPYC), 4 x InfiniBand HDR "
+         "200 Gb/s per host (ABCI's documentation, not the repository), NCCL 2.8.4, one process per GPU; "
+         "NCCL_NET_GDR_LEVEL=2 (no model term)")
 
 #: GB/s per direction one NIC of these hosts moves GPU memory at: the same repository's OSU osu_mbw_mr between two
 #: such hosts, GPU buffers (pt2pt/inter_anode jobs 7249072 / 7249073: 39.0 GB/s for 4 and for 8 GPU pairs), over
