@@ -584,9 +584,12 @@ SIXTEENTH_CASES = [
          why=f"{_EKS_P4D}; NCCL 2.8.3 (printed), NCCL_ALGO=RING and FI_EFA_USE_DEVICE_RDMA=1 (the example job of the same "
              "commit, whose -e 1G -n 1000 the log header matches)"),
     Case("a100_16gpu_2node_all_reduce_aws_p4d_eks_efa_nccl2.9.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 9),
-         machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost", held_out=True,
-         why=f"{_EKS_P4D}; NCCL 2.9.9 (printed), the README's later run (-e 4G, 100 iterations): command and NCCL "
-             "variables not shown (defaults assumed)"),
+         env={"NCCL_ALGO": "RING"}, machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost", held_out=True,
+         why=f"{_EKS_P4D}; NCCL 2.9.9 (printed), the README's later run (-e 4G, 100 iterations); NCCL_ALGO=RING assumed: "
+             "the README's step 5 runs `kubectl create -f examples/nccl-efa-tests.yaml`, whose mpirun sets -x "
+             "NCCL_ALGO=RING (examples/nccl-efa-tests.yaml @9933d7f, lines 47-48), and the log's orted line repeats "
+             "that job's other mpirun options (-bind-to none, -map-by slot, --oversubscribe, --mca pml ^cm); "
+             "the header's -e 4G -n 100 differ from the job's -e 1G -n 1000"),
     Case("v100_16gpu_2node_all_reduce_aws_p3dn_eks_efa.txt", "dgx1-v100", 2, 1, 12.5, "efa", version=(2, 6),
          machine_class="v100-efa-multihost",
          why=f"2 {_EKS_P3DN}; 16 processes, its logs/mpi-nccl-test-log-16.log: command and NCCL variables not shown "
