@@ -437,11 +437,12 @@ ELEVENTH_CASES = [
          machine_class="h100-nvswitch-1host", held_out=True,
          why=f"{_H800} (an Inspur NF5688M7), one process (-g 8), NCCL 2.18.3, broadcast, -c 0, no NCCL variable shown"),
     Case("a100_16gpu_2node_all_reduce_aws_p4de_pcluster_efa.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 17),
-         env={"NCCL_PROTO": "simple"}, machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost",
-         held_out=True,
+         env={"NCCL_PROTO": "simple"}, machine={"cpu_vendor": "intel", "plugin_latency_us": 150.0},
+         machine_class="a100-efa-multihost", held_out=True,
          why="2 x AWS p4de.24xlarge of an AWS ParallelCluster workshop: 8 x A100-SXM4-80GB (NVSwitch), \"found 4 nics\" "
-             "EFA (100 Gb/s each and the Xeon 8275CL: AWS's instance documentation), NCCL 2.17.1, aws-ofi-nccl 1.5.0, "
-             "NCCL_PROTO=simple exported, -g 1"),
+             "EFA (100 Gb/s each and the Xeon 8275CL: AWS's instance documentation), NCCL 2.17.1, aws-ofi-nccl 1.5.0 "
+             "(which reports 150 µs of latency to NCCL: aws/aws-ofi-nccl v1.5.0-aws src/nccl_ofi_net.c line 1654; 75 "
+             "on p4d/p4de from v1.7.0), NCCL_PROTO=simple exported, -g 1"),
     Case("a100_8gpu_1node_all_reduce_dkh.txt", "dgx-a100", version=(2, 19), machine_class="a100-nvswitch-1host",
          held_out=True,
          why="8 x A100-SXM4-80GB in one host (HGX A100 8-GPU: the `dgx-a100` preset's NVSwitch), one process (-g 8), "

@@ -72,7 +72,10 @@ class NcclMachine:
     ``cpu_arch`` ``x86`` or ``arm`` (Grace: NCCL's ``cpuArch``, which gates a Blackwell NVLS-tree factor);
     ``gpus_per_process`` how many GPUs one thread drives (nccl-tests ``-g``); ``nic_dma_gbs`` the GB/s
     per direction at which one NIC moves GPU memory over its PCIe path when a measurement of the host
-    states it (0: not stated, the line rate; :attr:`gpu_net_gbps`).
+    states it (0: not stated, the line rate; :attr:`gpu_net_gbps`); ``plugin_latency_us`` the µs of
+    inter-node latency the run's network plugin reported to NCCL's tuner where its release differs from
+    today's table (aws-ofi-nccl before v1.7.0: 150 µs on every EFA platform; -1: the table,
+    :func:`.net_transport.plugin_latency_us`; NCCL's choice only, :func:`.net_transport.tuner_inter_latency_us`).
     """
 
     name: str
@@ -95,6 +98,7 @@ class NcclMachine:
     sockets: int = 2
     cpu_arch: str = "x86"
     nic_dma_gbs: float = 0.0
+    plugin_latency_us: float = -1.0
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),

@@ -100,6 +100,33 @@ def plugin_latency_us(kind: str, arch: str | None = None) -> float:
     return NET_PLUGIN_LATENCY_US.get(kind, 0.0)
 
 
+#: NCCL versions whose tuner reads the plugin's latency (``ncclNetProperties_t::latency``, net API v6 from 2.12) and,
+#: from 2.18, adds it to its own network hop rather than replacing that hop (twice for Simple)
+PLUGIN_LATENCY_READ, PLUGIN_LATENCY_ADDED = (2, 12), (2, 18)
+
+
+def tuner_inter_latency_us(hw_net_us: float, plugin_us: float, proto: str, version: tuple) -> float:
+    """µs NCCL's tuner counts per inter-node hop (``interLat``) from its own network hop ``hw_net_us``
+    (``hwLat[NET]``) and the plugin's reported latency ``plugin_us``, by NCCL ``version``: before 2.12
+    the net plugin API (v2-v5) has no latency, so the hop is NCCL's own (NVIDIA/nccl v2.11.4-1
+    src/graph/tuning.cc line 140); 2.12-2.17 take the plugin's figure instead of their own where it
+    reports one (v2.12.7-1 tuning.cc line 140, v2.17.1-1 line 179: ``latencyInter ? latencyInter :
+    hwLat[NET]``; src/graph/search.cc line 468 copies ``net.latency``); from 2.18 its own hop plus the
+    plugin's, plus the plugin's once more for Simple, the flush (v2.18.1-1 tuning.cc lines 194-196).
+
+    >>> [tuner_inter_latency_us(9.6, 75.0, "Simple", v) for v in ((2, 9), (2, 17), (2, 23))]
+    [9.6, 75.0, 159.6]
+    >>> tuner_inter_latency_us(2.7, 150.0, "LL", (2, 20)), tuner_inter_latency_us(9.6, 0.0, "Simple", (2, 17))
+    (152.7, 9.6)
+    """
+    version = tuple(version)[:2]
+    if plugin_us <= 0 or version < PLUGIN_LATENCY_READ:
+        return hw_net_us
+    if version < PLUGIN_LATENCY_ADDED:
+        return plugin_us
+    return hw_net_us + plugin_us * (2 if proto == "Simple" else 1)
+
+
 def pays_per_message(kind: str) -> bool:
     """Whether a Simple hop on transport ``kind`` pays its plugin's latency share per network message
     (SENDRECV: p4d, p4de, p3dn) rather than per hop (RDMA: p5; every other protocol).
@@ -110,5 +137,5 @@ def pays_per_message(kind: str) -> bool:
     return PLUGIN_PROTOCOL.get(kind) == "sendrecv"
 
 
-__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "TCPXO_PROFILE", "TCPXO_PROFILE_NCCL_2_26", "plugin_latency_us",
-           "pays_per_message", "tcpxo_profile"]
+__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "PLUGIN_LATENCY_READ", "PLUGIN_LATENCY_ADDED", "TCPXO_PROFILE",
+           "TCPXO_PROFILE_NCCL_2_26", "plugin_latency_us", "pays_per_message", "tcpxo_profile", "tuner_inter_latency_us"]
