@@ -45,10 +45,7 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
     Simple: the per-channel LL128 figure in payload terms.  Before 2.21 the LL cap is NCCL's own lower
     estimate of that version (a quarter or a third of its ring graph's bandwidth,
     :func:`~.versions.ring_ll_factor`; 8 x A100 on NCCL 2.8: 58.75 GB/s, a quarter of 235, on all 24
-    channels), as llMaxBws is of later ones.  On several nodes (from 2.21, and before 2.8) the cap is
-    llMaxBws' multi-node figure whole, not shared by the channels: NCCL takes that row by CPU vendor ("for
-    multi-node, we look at CPU type", NVIDIA/nccl v2.24.3-1 src/graph/tuning.cc lines 150-153, 212-215; Intel,
-    more than two nodes: 20.4 GB/s), a host's figure, where one host's row is the GPU generation's.
+    channels), as llMaxBws is of later ones.
 
     RCCL keeps both tables (ROCm/rccl 0cbce2a7 src/graph/tuning.cc ``llMaxBws``,
     ``perChMaxRingLL128Bws``) and picks the row by ``comm->minCompCap``, which it reads from HIP's
@@ -75,8 +72,6 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
         if factor < 0.5 and not m.amd:
             graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
             ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
-        elif m.nodes > 1 and not m.amd:
-            return ll                              # the host's figure: not a channel's share (above)
         return ll * channels / (AMD_REF_CHANNELS if m.amd else g.n_channels)
     if proto == "LL128":
         own = ll128_ring_bus_cap_gbs(coll, g.ring.n_channels, ring_ll128_run_gbs(cc, idx2), version)
