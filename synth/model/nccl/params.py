@@ -122,6 +122,9 @@ class ModelParams:
         75 / 150 µs) that one inter-node hop costs (a Simple hop on a SENDRECV platform: one network
         message instead), on top of the transport's ``net_lat`` / ``net_chunk`` (none for EFA); one value
         for every plugin transport.
+    ring_copy_gbs : float
+        GB/s at which a ring channel's CTA copies a chunk inside its GPU (the final receive out of the FIFO,
+        an out-of-place all_gather's own chunk: :mod:`.ring_steps`); one constant for every GPU.
     """
 
     host_us: float = 4.7
@@ -147,6 +150,7 @@ class ModelParams:
     tree_ll128_channel_eff: float = 1.0
     plugin_hop_share: float = 0.5
     rccl_channel_gbs: float = 6.0
+    ring_copy_gbs: float = 100.0
 
     def link_efficiency(self, arch: str, kind: str) -> float:
         """Achieved fraction of the data-sheet bandwidth of a ``kind`` link on ``arch``."""

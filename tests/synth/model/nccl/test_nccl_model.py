@@ -73,10 +73,13 @@ def test_nvls_estimate_by_hand():
 
 
 def test_ring_allreduce_simple_runtime_by_hand():
-    # execution model: NCCL's latency x fitted Simple factor; bus = 18 links x 25 GB/s x fitted NVLink efficiency
+    # execution model: NCCL's latency x fitted Simple factor; bus = 18 links x 25 GB/s x fitted NVLink efficiency,
+    # sending in 14 of a channel's 15 steps (the last only copies, at share = a channel's 1/24 of the bus over the
+    # CTA's copy rate of a send step's time: ring_steps.py)
     c = model(**RING_SIMPLE).choose("allreduce", GIB)
     lat = (8.4 + 14 * 3.4) * P.latency_scale("sm90", "Simple")
-    expected = lat + GIB * 1.75 / (1000 * 18 * 25.0 * P.link_efficiency("sm90", "nvlink"))
+    bus = 18 * 25.0 * P.link_efficiency("sm90", "nvlink")
+    expected = lat + GIB * 1.75 / (1000 * bus * 14 / (14 + bus / 24 / P.ring_copy_gbs))
     assert c.label == "ring/Simple/24" and c.time_us == pytest.approx(expected, rel=1e-9)
     assert c.busbw_gbps(8) == pytest.approx(GIB * 1.75 / (1000 * expected), rel=1e-9)
 
