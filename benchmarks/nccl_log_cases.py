@@ -751,7 +751,7 @@ _AZCLUSTER = ("2 Azure Standard_ND96isr_H100_v5 VMs (edwardsp/azcluster's v0.13.
 #: unusable by an earlier set and again here
 TWENTY_FIRST_CASES = [
     Case("a100_16gpu_2node_all_reduce_abci_sharp.txt", "dgx-a100", 2, 4, 25.0, "ib",
-         env={"NCCL_COLLNET_ENABLE": "1"}, version=(2, 8), machine={"collnet": True},
+         env={"NCCL_COLLNET_ENABLE": "1"}, version=(2, 8), machine={"collnet": True, "cpu_vendor": "intel"},
          machine_class="a100-ib-multihost", why=_ABCI_SHARP),
     Case("v100_4gpu_2node_alltoall_nig_edr_2gpn.txt", "dgx1-v100", 2, 1, 12.5, "ib", version=(2, 18),
          machine={"ranks": 4}, machine_class="v100-ib-multihost", why=_NIG_V100),

@@ -34,27 +34,31 @@ so that an export for a GPU we do not know stays small rather than hangs.
 
 from __future__ import annotations
 
+import re
 from functools import lru_cache
 
 #: MSCCL threadblocks one SM (CU) is sure to hold (see the module docstring)
 BLOCKS_PER_SM = 1
 
-#: (substring of the GPU name, SMs or CUs), the first match wins: a name that contains another comes first
-#: ("H100 PCIe" before "H100", "H200" before "H20", "A100" and "A10G" before "A10", "L40S" and "L40" before "L4")
+#: (GPU name as a whole word of the device name, SMs or CUs), the first match wins ("H100 PCIe" before "H100",
+#: "RTX 4090 D" before "RTX 4090"); a key matches only where the name has no letter or digit just before or after
+#: it, so "A40" is not read in "RTX A4000", nor "A100" in "A1000", nor "H200" in "GH200"
 SMS = (
     ("V100", 80),          # NVIDIA Tesla V100 (Volta white paper)
     ("A100", 108), ("A800", 108),  # NVIDIA A100 (Ampere white paper), SXM4 and PCIe
     ("A10G", 80), ("A10", 72), ("A30", 56), ("A40", 84),  # NVIDIA A10G (AWS), A10, A30, A40 data sheets
     ("H100 PCIe", 114), ("H800 PCIe", 114),  # NVIDIA H100 PCIe (Hopper white paper); H800 PCIe: the same board
-    ("H100", 132), ("H800", 132), ("H200", 132),  # H100 SXM5 (Hopper white paper); H800/H200/GH200: GH100 SXM
+    ("H100", 132), ("H800", 132), ("H200", 132), ("GH200", 132),  # H100 SXM5 (Hopper white paper); H800/H200: GH100
     ("H20", 78),           # NVIDIA H20, as CUDA reports it
-    ("B200", 148),         # NVIDIA B200 (and GB200's GPUs), as CUDA reports it
+    ("B200", 148), ("GB200", 148),  # NVIDIA B200 and GB200's GPUs, as CUDA reports them
     ("L40S", 142), ("L40", 142), ("L4", 58),  # NVIDIA L40S / L40 (18,176 CUDA cores, 128 per SM), L4 (7,424)
     ("T4", 40),            # NVIDIA T4 (Turing, 2,560 CUDA cores, 64 per SM)
-    ("RTX 4090", 128), ("RTX 5090", 170),  # GeForce RTX 4090 (AD102), RTX 5090 (GB202)
+    ("RTX 4090 D", 114), ("RTX 4090", 128), ("RTX 5090", 170),  # GeForce RTX 4090 D / 4090 (AD102), 5090 (GB202)
     ("MI300X", 304), ("MI325X", 304), ("MI300A", 228), ("MI355X", 256), ("MI350X", 256),  # AMD Instinct data sheets
-    ("MI250", 110), ("MI210", 104), ("MI100", 120),  # AMD Instinct: MI250/MI250X per GCD (one device each)
+    ("MI250X", 110), ("MI250", 104), ("MI210", 104), ("MI100", 120),  # AMD Instinct: MI250(X) per GCD (one device)
 )
+#: words that make a name another part than the table's (a laptop GPU of the same name has far fewer SMs)
+OTHER_PARTS = ("laptop", "mobile", "max-q")
 
 
 def sms_of(gpu: str | None) -> int | None:
@@ -65,9 +69,14 @@ def sms_of(gpu: str | None) -> int | None:
     (80, 114, 304, None)
     >>> sms_of("NVIDIA H800 PCIe"), sms_of("NVIDIA H20"), sms_of("NVIDIA A10G"), sms_of("NVIDIA L4"), sms_of("Tesla T4")
     (114, 78, 80, 58, 40)
+    >>> sms_of("NVIDIA RTX A4000"), sms_of("NVIDIA T400"), sms_of("NVIDIA GeForce RTX 4090 Laptop GPU")
+    (None, None, None)
     """
+    name = (gpu or "").lower()
+    if not name or any(word in name for word in OTHER_PARTS):
+        return None
     for key, n in SMS:
-        if gpu and key.lower() in gpu.lower():
+        if re.search(rf"(?<![a-z0-9]){re.escape(key.lower())}(?![a-z0-9])", name):
             return n
     return None
 

@@ -109,7 +109,7 @@ def tuner_inter_latency_us(hw_net_us: float, plugin_us: float, proto: str, versi
     """µs NCCL's tuner counts per inter-node hop (``interLat``) from its own network hop ``hw_net_us``
     (``hwLat[NET]``) and the plugin's reported latency ``plugin_us``, by NCCL ``version``: before 2.12
     the net plugin API (v2-v5) has no latency, so the hop is NCCL's own (NVIDIA/nccl v2.11.4-1
-    src/graph/tuning.cc line 140); 2.12-2.17 take the plugin's figure instead of their own where it
+    src/graph/tuning.cc line 141); 2.12-2.17 take the plugin's figure instead of their own where it
     reports one (v2.12.7-1 tuning.cc line 140, v2.17.1-1 line 179: ``latencyInter ? latencyInter :
     hwLat[NET]``; src/graph/search.cc line 468 copies ``net.latency``); from 2.18 its own hop plus the
     plugin's, plus the plugin's once more for Simple, the flush (v2.18.1-1 tuning.cc lines 194-196).

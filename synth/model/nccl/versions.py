@@ -290,13 +290,14 @@ def latency_tables(algo: str, version: tuple, tuner: bool = False) -> tuple[tupl
     return BASE_LAT[a], hops
 
 
-#: NCCL's CollNet algorithms by version: one CollNet before v2.9 that reduces up a chain of the node's GPUs
+#: NCCL's CollNet algorithms by version: none before v2.6 (v2.5.7-1 src/include/core.h line 56: "Tree/Ring"); one
+#: CollNet from v2.6 to v2.8 that reduces up a chain of the node's GPUs
 #: (``channel->collTree``, a ``struct ncclTree``: v2.8.4-1 src/collectives/device/all_reduce.h lines 200-209), the
 #: chain the model calls ``collnet_chain``; from v2.9.9-1 to v2.13.4-1 one "Oneshot" CollNet whose heads talk to
 #: the network directly (v2.9.9-1 all_reduce.h: ``struct ncclDirect* tree = &channel->collTree``, ``nHeads``;
 #: tuning.cc line 133 "Oneshot CollNet only supports Simple"), ``collnet_direct``; from v2.14.3-1 both
 #: (src/include/devcomm.h ``NCCL_ALGO_COLLNET_DIRECT`` / ``NCCL_ALGO_COLLNET_CHAIN``)
-COLLNET_ALGOS_BY_VERSION = (((0, 0), ("collnet_chain",)), ((2, 9), ("collnet_direct",)),
+COLLNET_ALGOS_BY_VERSION = (((0, 0), ()), ((2, 6), ("collnet_chain",)), ((2, 9), ("collnet_direct",)),
                             ((2, 14), ("collnet_direct", "collnet_chain")))
 #: v2.8.4-1 src/graph/tuning.cc lines 130-132: CollNet's busBw x .9, LL a sixth of that ("GDR read is disabled
 #: on both sides"), no LL128; its latency rows (lines 57, 65-69): base (LL, LL128, Simple) 4.4 / 4.4 / 0 µs,
@@ -308,15 +309,15 @@ COLLNET_LAT_28 = ((4.4, 4.4, 0.0), ((.5, 1.2, 4.0), (1.0, 1.9, 5.5), (5.0, 5.0, 
 def collnet_algorithms(version: tuple) -> tuple[str, ...]:
     """The CollNet algorithms NCCL ``version`` has (:data:`COLLNET_ALGOS_BY_VERSION`).
 
-    >>> collnet_algorithms((2, 8)), collnet_algorithms((2, 12)), collnet_algorithms((2, 28))
-    (('collnet_chain',), ('collnet_direct',), ('collnet_direct', 'collnet_chain'))
+    >>> collnet_algorithms((2, 5)), collnet_algorithms((2, 8)), collnet_algorithms((2, 12)), collnet_algorithms((2, 28))
+    ((), ('collnet_chain',), ('collnet_direct',), ('collnet_direct', 'collnet_chain'))
     """
     return [algos for first, algos in COLLNET_ALGOS_BY_VERSION if tuple(version) >= first][-1]
 
 
 def collnet_chain_28(version: tuple) -> bool:
     """Whether ``collnet_chain`` is NCCL 2.6-2.8's one CollNet, with its own tuner rules and latency rows."""
-    return tuple(version) < COLLNET_ALGOS_BY_VERSION[1][0]
+    return tuple(version) < COLLNET_ALGOS_BY_VERSION[2][0]
 
 
 def tree_threshold_24(m: NcclMachine, n_channels: int, override: int | None = None) -> float:

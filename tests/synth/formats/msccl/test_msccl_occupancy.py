@@ -97,6 +97,11 @@ def test_smaller_gpus_are_named_before_the_names_that_contain_them():
     assert [sms_of(g) for g in ("NVIDIA H800 PCIe", "NVIDIA H20", "NVIDIA A10", "NVIDIA A10G", "NVIDIA L4",
                                 "NVIDIA L40", "NVIDIA GH200 480GB")] == [114, 78, 72, 80, 58, 142, 132]
     assert resident_threadblocks(MSCCL_EXECUTOR_NCCL, "NVIDIA Jetson Orin") == 32
+    # a key is a whole word: the RTX A4000 (48 SMs) is not an A40 (84), the A1000 not an A100, the T400 (6) not a T4;
+    # a laptop part of a listed name has far fewer SMs (RTX 4090 Laptop: 76) and is unknown; RTX 4090 D has 114
+    assert [sms_of(g) for g in ("NVIDIA RTX A4000", "NVIDIA RTX A1000", "NVIDIA T400", "NVIDIA GeForce RTX 4090 Laptop GPU",
+                                "NVIDIA GeForce RTX 4090 D", "AMD Instinct MI250", "AMD Instinct MI250X")] == [
+        None, None, None, None, 114, 104, 110]
 
 
 def test_the_checker_refuses_more_threadblocks_than_the_gpu_keeps_resident(oneshot):
