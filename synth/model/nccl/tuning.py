@@ -45,14 +45,17 @@ from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.graphs import CommGraphs, Graph, comm_graphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.net_transport import plugin_latency_us, tuner_inter_latency_us
+from synth.model.nccl.collnet_versions import (
+    COLLNET_BW_28,
+    COLLNET_LL_SHARE_28,
+    collnet_algorithms,
+    collnet_chain_28,
+    collnet_rules,
+)
 from synth.model.nccl.versions import (
     NTHREADS_24,
     TUNER_VERSION,
-    COLLNET_BW_28,
-    COLLNET_LL_SHARE_28,
     ampere_bus_cap_gbs,
-    collnet_algorithms,
-    collnet_chain_28,
     kernel_info_24,
     latency_tables,
     legacy_latency_rules,
@@ -152,14 +155,17 @@ class TuneTable:
             bus *= 0.75
         elif chain_28:                                               # 2.8's one CollNet (tuning.cc l. 130-131)
             bus *= COLLNET_BW_28 * (COLLNET_LL_SHARE_28 if proto == "LL" else 1.0)
-        elif algo == "collnet_direct":
-            ppn = m.gpus_per_node
-            if coll in ("allgather", "reducescatter"):
-                bus = ppn * min(graph.bw_intra, graph.bw_inter * 0.9)
-            else:
-                factor = ppn / n
+        elif algo == "collnet_direct" and coll in ("allgather", "reducescatter"):
+            bus = m.gpus_per_node * min(graph.bw_intra, graph.bw_inter * 0.9)
+        elif algo.startswith("collnet"):                             # 2.9 on, by version (collnet_versions)
+            rules = collnet_rules(v)
+            if algo == "collnet_chain":
+                return bus * rules.chain_factor
+            bus *= rules.direct_factor
+            if rules.direct_per_nic:                                 # GPUs per NIC
+                factor = m.gpus_per_node / n
                 bus /= factor - (factor - 1) / 2
-                bus *= 0.85 if m.sm >= 90 else 1.0
+            bus *= rules.direct_hopper if m.sm >= 90 else 1.0
         return bus
 
     def _ratio(self, coll: str, algo: str) -> float:
@@ -195,6 +201,10 @@ class TuneTable:
             return False
         if algo.startswith("collnet") and algo not in collnet_algorithms(self.version):
             return False
+        rules = collnet_rules(self.version)
+        if algo == "collnet_direct" and (coll in ("allgather", "reducescatter") and not rules.gather_scatter
+                                         or rules.direct_needs_nvswitch and m.intra != "nvswitch"):
+            return False
         collnet = m.collnet and env.collnet_enable == 1
         if not collnet and (algo.startswith("collnet") or (algo == "nvls" and m.nodes > 1)):
             return False
@@ -228,10 +238,12 @@ class TuneTable:
         log_nodes = int(math.log2(nodes))
         if algo == "tree":
             return lat + 2 * ((ppn - 1) * intra + log_nodes * inter)
-        if algo == "collnet_direct":
-            return lat + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * 0.4) + inter
-        if algo == "collnet_chain":
-            return lat + 2 * (ppn - 1) * intra + inter
+        rules = collnet_rules(self.version)                           # CollNet's latency by version
+        if algo == "collnet_direct" and rules.direct_arity_us is not None:
+            return lat + 2 * (min(1, ppn - 1) * intra + (ppn - 1) * rules.direct_arity_us) + inter
+        if algo.startswith("collnet"):                                # the chain (and 2.9's direct)
+            chain_inter = rules.chain_inter or collnet_chain_28(self.version)
+            return lat + 2 * (ppn - 1) * intra + (inter if chain_inter or algo == "collnet_direct" else 0.0)
         if algo == "nvls":
             return intra + (inter if nodes > 1 else 0)
         if algo == "nvls_tree":

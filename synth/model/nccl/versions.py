@@ -41,6 +41,15 @@ from synth.model.nccl.constants import (
     TREE_LAT_28_VERSIONS,
     compcap_index,
 )
+from synth.model.nccl.collnet_versions import (
+    COLLNET_ALGOS_BY_VERSION,
+    COLLNET_BW_28,
+    COLLNET_LAT_28,
+    COLLNET_LL_SHARE_28,
+    collnet_algorithms,
+    collnet_chain_28,
+    collnet_latency_rows,
+)
 from synth.model.nccl.machine import NcclMachine
 
 #: first NCCL with a tuning model (src/graph/tuning.cc ncclSetThresholds, v2.5.6-1)
@@ -262,6 +271,7 @@ def latency_tables(algo: str, version: tuple, tuner: bool = False) -> tuple[tupl
     """``(base, (NVLink, PCI, NET) hops)`` µs per protocol (LL, LL128, Simple) of ``algo`` at NCCL
     ``version``: the ring rows of that version's table, every other algorithm's from 2.28; for NCCL's
     own estimate (``tuner``) on 2.8-2.17 also that version's tree rows (:data:`~.constants.TREE_LAT_28`),
+    on 2.9-2.18 its CollNet rows (:func:`~.collnet_versions.collnet_latency_rows`; 2.6-2.8's chain's for both),
     from 2.29 NVLS-tree's network hop (:data:`NVLS_TREE_NET_HOP_BY_VERSION`).
 
     >>> latency_tables("tree", (2, 8), tuner=True)[1][0], latency_tables("tree", (2, 8))[1][0]
@@ -278,8 +288,10 @@ def latency_tables(algo: str, version: tuple, tuner: bool = False) -> tuple[tupl
     if algo == "ring":
         base, hops = _row(RING_LAT_BY_VERSION, version)
         return base, hops
-    if algo == "collnet_chain" and collnet_chain_28(version):
-        return COLLNET_LAT_28
+    if algo.startswith("collnet") and (tuner or collnet_chain_28(version)):
+        rows = collnet_latency_rows(algo, version)     # CollNet's rows by version (:mod:`.collnet_versions`)
+        if rows is not None:
+            return rows
     if algo == "tree" and tuner and legacy_latency_rules(version):
         return TREE_LAT_28
     a = ALGOS.index(algo)
@@ -288,36 +300,6 @@ def latency_tables(algo: str, version: tuple, tuner: bool = False) -> tuple[tupl
     if algo == "nvls_tree" and tuner and later:
         hops = hops[:HW_NET] + (hops[HW_NET][:2] + (later[-1],),)
     return BASE_LAT[a], hops
-
-
-#: NCCL's CollNet algorithms by version: none before v2.6 (v2.5.7-1 src/include/core.h line 56: "Tree/Ring"); one
-#: CollNet from v2.6 to v2.8 that reduces up a chain of the node's GPUs
-#: (``channel->collTree``, a ``struct ncclTree``: v2.8.4-1 src/collectives/device/all_reduce.h lines 200-209), the
-#: chain the model calls ``collnet_chain``; from v2.9.9-1 to v2.13.4-1 one "Oneshot" CollNet whose heads talk to
-#: the network directly (v2.9.9-1 all_reduce.h: ``struct ncclDirect* tree = &channel->collTree``, ``nHeads``;
-#: tuning.cc line 133 "Oneshot CollNet only supports Simple"), ``collnet_direct``; from v2.14.3-1 both
-#: (src/include/devcomm.h ``NCCL_ALGO_COLLNET_DIRECT`` / ``NCCL_ALGO_COLLNET_CHAIN``)
-COLLNET_ALGOS_BY_VERSION = (((0, 0), ()), ((2, 6), ("collnet_chain",)), ((2, 9), ("collnet_direct",)),
-                            ((2, 14), ("collnet_direct", "collnet_chain")))
-#: v2.8.4-1 src/graph/tuning.cc lines 130-132: CollNet's busBw x .9, LL a sixth of that ("GDR read is disabled
-#: on both sides"), no LL128; its latency rows (lines 57, 65-69): base (LL, LL128, Simple) 4.4 / 4.4 / 0 µs,
-#: a hop on NVLink .5 / 1.2 / 4.0, PCI 1.0 / 1.9 / 5.5, network 5.0 / 5.0 / 10.7
-COLLNET_BW_28, COLLNET_LL_SHARE_28 = 0.9, 1.0 / 6.0
-COLLNET_LAT_28 = ((4.4, 4.4, 0.0), ((.5, 1.2, 4.0), (1.0, 1.9, 5.5), (5.0, 5.0, 10.7)))
-
-
-def collnet_algorithms(version: tuple) -> tuple[str, ...]:
-    """The CollNet algorithms NCCL ``version`` has (:data:`COLLNET_ALGOS_BY_VERSION`).
-
-    >>> collnet_algorithms((2, 5)), collnet_algorithms((2, 8)), collnet_algorithms((2, 12)), collnet_algorithms((2, 28))
-    ((), ('collnet_chain',), ('collnet_direct',), ('collnet_direct', 'collnet_chain'))
-    """
-    return [algos for first, algos in COLLNET_ALGOS_BY_VERSION if tuple(version) >= first][-1]
-
-
-def collnet_chain_28(version: tuple) -> bool:
-    """Whether ``collnet_chain`` is NCCL 2.6-2.8's one CollNet, with its own tuner rules and latency rows."""
-    return tuple(version) < COLLNET_ALGOS_BY_VERSION[2][0]
 
 
 def tree_threshold_24(m: NcclMachine, n_channels: int, override: int | None = None) -> float:

@@ -4,7 +4,8 @@ NVIDIA/nccl v2.8.4-1 has one CollNet, the chain up the node's GPUs (src/collecti
 200-209, ``struct ncclTree* tree = &channel->collTree``), tuned by src/graph/tuning.cc lines 130-132 (busBw x .9,
 LL a sixth of that, no LL128) with the CollNet latency rows of lines 57 and 65-69, on half the communicator's
 channels with no small-message cut (src/enqueue.cc ``getAlgoInfo``); v2.9.9-1 .. v2.13.4-1 have one "Oneshot"
-(direct) CollNet; v2.14.3-1 on both.
+(direct) CollNet; v2.14.3-1 on both.  The tuner rules of 2.9 .. 2.20 (``collnet_versions.COLLNET_RULES_BY_VERSION``)
+are checked on 2 x 8 A100 with 4 NICs a host, by hand from the tuning.cc lines each test cites.
 """
 
 from __future__ import annotations
@@ -73,3 +74,79 @@ def test_nccl_28_collnet_ll_runs_at_nccls_own_estimate():
     t = _table((2, 8))
     dt = [collective_time_us(t, "allreduce", "collnet_chain", "LL", 8, n, DEFAULT_PARAMS) for n in (65536, 131072)]
     assert dt[1] - dt[0] == pytest.approx(65536 / (1000 * 14.4))
+
+
+# -- the CollNet tuner rules of 2.9 .. 2.19 (collnet_versions.COLLNET_RULES_BY_VERSION), by hand ---------------------
+#: 2 x 8 A100 with 4 NICs a host: the CollNet graph has 4 channels at 24 GB/s (busBw 96 GB/s), ppn 8, GPUs per NIC 2;
+#: the InfiniBand plugin reports no latency, so a network hop is the table's own
+A100X2_4NIC = NcclMachine.from_topology(cluster("dgx-a100", nodes=2, nics_per_node=4), collnet=True)
+
+
+def _table4(version):
+    t = TuneTable.build(A100X2_4NIC, NcclEnv(collnet_enable=1), version)
+    g = t.graphs.collnet
+    assert (g.n_channels, g.bw_intra) == (4, 24.0)
+    return t
+
+
+def _simple(t, algo):
+    return t.bandwidth[("allreduce", algo, "Simple")], t.latency[("allreduce", algo, "Simple")]
+
+
+def test_nccl_29_oneshot_collnet_by_hand():
+    # v2.9.9-1 tuning.cc lines 132-133: busBw x .9, Simple only, no GPU/NIC divisor; ratio .5 (line 136):
+    # 96 x .9 x .5 = 43.2 GB/s (the 2.19 rule gave 96 / 1.5 x .5 = 32).  Latency lines 158-160, the chain's
+    # formula on 2.8's rows (lines 56, 65-69): 0 + 2 x 7 x 4.0 (NVLink) + 10.7 (network) = 66.7 µs
+    t = _table4((2, 9))
+    assert _simple(t, "collnet_direct") == pytest.approx((43.2, 66.7))
+    assert t.bandwidth[("allreduce", "collnet_direct", "LL")] == 0.0
+    assert t.bandwidth[("allreduce", "collnet_direct", "LL128")] == 0.0
+
+
+#: (version, algorithm, algbw GB/s, latency µs), by hand from NVIDIA/nccl src/graph/tuning.cc:
+#: v2.12.12-1 direct: no .9 (line 132 only zeroes LL / LL128), no divisor: 96 x .5 = 48.0; lines 159-160:
+#:   2 x (1 x 8.0 + 7 x 0.5) + 10.7 = 33.7 (rows lines 56, 65, 69: Simple 8.0 on NVLink, 10.7 on the network)
+#: v2.14.3-1 direct: lines 139-144, f = 8 / 4 = 2, f - (f - 1) / 2 = 1.5: 96 / 1.5 x .5 = 32.0; lines 171-173
+#:   (0.5 µs arity) 33.7.  Chain: line 145 busBw x .75: 96 x .75 x .5 = 36.0; lines 174-175 2 x 7 x 8.0 = 112
+#:   (no network hop); v2.17.1-1 the same (line 168, lines 200-201)
+#: v2.18.1-1 chain: no .75, 48.0; lines 223-224 add the network hop; rows lines 56-59, 70, 78 (base 0, NVLink
+#:   4.75, network 14): 2 x 7 x 4.75 + 14 = 80.5
+#: v2.19.3-1 lines 234-236 (0.4 µs arity) on rows lines 56-59, 68, 76 (direct 3.7 / 31, chain 2.8 / 30):
+#:   direct 32.0, 2 x (3.7 + 7 x 0.4) + 31 = 44.0; chain 48.0, 2 x 7 x 2.8 + 30 = 69.2
+BY_HAND = [((2, 12), "collnet_direct", 48.0, 33.7), ((2, 14), "collnet_direct", 32.0, 33.7),
+           ((2, 14), "collnet_chain", 36.0, 112.0), ((2, 17), "collnet_chain", 36.0, 112.0),
+           ((2, 18), "collnet_chain", 48.0, 80.5), ((2, 19), "collnet_direct", 32.0, 44.0),
+           ((2, 19), "collnet_chain", 48.0, 69.2)]
+
+
+@pytest.mark.parametrize("version, algo, algbw, latency", BY_HAND)
+def test_collnet_estimates_by_hand(version, algo, algbw, latency):
+    assert _simple(_table4(version), algo) == pytest.approx((algbw, latency))
+
+
+def test_collnet_gather_scatter_from_220():
+    # v2.19.3-1 tuning.cc lines 168-169 skip every algorithm but ring / NVLS for all_gather / reduce_scatter;
+    # v2.20.3-1 lines 169-170 admit CollNet direct
+    for coll in ("allgather", "reducescatter"):
+        assert _table4((2, 19)).bandwidth[(coll, "collnet_direct", "Simple")] == 0.0
+        assert _table4((2, 20)).bandwidth[(coll, "collnet_direct", "Simple")] > 0.0
+
+
+def test_collnet_direct_needs_nvswitch_from_214():
+    # v2.14.3-1 tuning.cc lines 206-209: "Disable CollNet+Direct if not on an NVSwitch system"; 2.9-2.13 have no such rule
+    v100x2 = NcclMachine.from_topology(cluster("dgx1-v100", nodes=2), collnet=True)
+    assert v100x2.intra != "nvswitch"
+    key = ("allreduce", "collnet_direct", "Simple")
+    assert TuneTable.build(v100x2, NcclEnv(collnet_enable=1), (2, 13)).bandwidth[key] > 0.0
+    assert TuneTable.build(v100x2, NcclEnv(collnet_enable=1), (2, 14)).bandwidth[key] == 0.0
+
+
+def test_hopper_collnet_direct_share_from_218():
+    # v2.18.1-1 tuning.cc line 182: CollNet direct's busBw x .85 when every GPU is sm90+ (absent in v2.17.1-1)
+    h100x2 = NcclMachine.from_topology(cluster("dgx-h100", nodes=2), collnet=True)
+    key = ("allreduce", "collnet_direct", "Simple")
+    for version, share in (((2, 17), 1.0), ((2, 18), 0.85)):
+        t = TuneTable.build(h100x2, NcclEnv(collnet_enable=1), version)
+        g = t.graphs.collnet
+        f = h100x2.gpus_per_node / g.n_channels
+        assert t.bandwidth[key] == pytest.approx(g.n_channels * g.bw_intra / (f - (f - 1) / 2) * share * 0.5)
