@@ -123,8 +123,9 @@ class ModelParams:
         message instead), on top of the transport's ``net_lat`` / ``net_chunk`` (none for EFA); one value
         for every plugin transport.
     ring_copy_gbs : float
-        GB/s at which a ring channel's CTA copies a chunk inside its GPU (the final receive out of the FIFO,
-        an out-of-place all_gather's own chunk: :mod:`.ring_steps`); one constant for every GPU.
+        GB/s at which a ring channel's CTA copies a chunk inside an H100 SXM5 (the final receive out of the FIFO,
+        an out-of-place all_gather's own chunk: :mod:`.ring_steps`); one constant, which every other GPU takes
+        times its boost clock over H100's (:func:`.ring_steps.cta_copy_gbs`).
     """
 
     host_us: float = 4.7

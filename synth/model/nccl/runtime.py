@@ -48,7 +48,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import ring_send_share
+from synth.model.nccl.ring_steps import cta_copy_gbs, ring_send_share
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.versions import collnet_chain_28, latency_tables
 
@@ -133,7 +133,7 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
         gen = ll128_generation_share(m) if proto == "LL128" else 1.0
         steps = 1.0
         if proto == "Simple":       # a copy step's time relative to a send's: a channel's send rate / its copy rate
-            steps = ring_send_share(coll, m.ranks, ring_cap / g.n_channels / params.ring_copy_gbs)
+            steps = ring_send_share(coll, m.ranks, ring_cap / g.n_channels / cta_copy_gbs(m.arch, params))
         return min(ring_cap * frac * gen * share * ring_intra_relief(m) * steps, cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)

@@ -67,3 +67,29 @@ def test_ring_size_pattern_of_the_aicr_b200_tables():
             (8, "reducescatter"): 694.5, (2, "allreduce"): 638.1}
     for (n, coll), bw in real.items():
         assert _busbw(n, coll, 16 << 30, share) / ag8 == pytest.approx(bw / 671.5, rel=0.06), (n, coll)
+
+
+def test_every_architecture_has_a_clock_and_h100_sets_the_scale():
+    from synth.model.nccl.machine import ARCH_FAMILY
+    from synth.model.nccl.ring_steps import SM_CLOCK_GHZ, cta_copy_gbs
+
+    assert set(SM_CLOCK_GHZ) == set(ARCH_FAMILY)
+    p = replace(DEFAULT_PARAMS, ring_copy_gbs=120.0)
+    assert cta_copy_gbs("sm90", p) == cta_copy_gbs("sm100", p) == 120.0      # 1.98 GHz both
+    assert cta_copy_gbs("sm80", p) == pytest.approx(120.0 * 1410 / 1980)     # A100 SXM4's 1410 MHz
+    assert cta_copy_gbs("sm70", p) == pytest.approx(120.0 * 1530 / 1980)     # V100 SXM2's 1530 MHz
+
+
+def test_a100_ring_copies_at_its_clock_by_hand():
+    """8 x A100, 16 GiB all_reduce ring: a channel sends at 12 NVLinks x 25 GB/s x the A100 NVLink efficiency over
+    NCCL's 24 channels, and copies at 60 GB/s x 1.41 / 1.98 (the H100-clock rate times A100's boost clock over H100's),
+    so the bandwidth without copies is reached at 14 / (14 + share), by hand."""
+    m = NcclMachine.from_topology(get_preset("dgx-a100"))
+
+    def busbw(copy_gbs):
+        model = NcclModel(m, replace(DEFAULT_PARAMS, ring_copy_gbs=copy_gbs), version=(2, 28))
+        c = model.choose("allreduce", 16 << 30)
+        assert c.label == "ring/Simple/24"
+        return c.busbw_gbps(8)
+    share = 12 * 25.0 * DEFAULT_PARAMS.link_efficiency("sm80", "nvlink") / 24 / (60.0 * 1.41 / 1.98)
+    assert busbw(60.0) == pytest.approx(busbw(1e12) * 14 / (14 + share), rel=0.002)
