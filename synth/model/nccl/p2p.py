@@ -27,6 +27,7 @@ from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, LL_DATA_FRACTION, 
 from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
+from synth.model.nccl.p2p_cta import p2p_cta_gbs
 from synth.model.nccl.runtime import host_time_us
 
 #: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink on one host (src/init.cc)
@@ -230,8 +231,6 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
     return links * m.link_gbs * p2p_link_efficiency(m, params) * read_mode_share(m, version, p2p_disable)
 
 
-
-
 def mesh_alltoall_us(m: NcclMachine, params: ModelParams, per_peer: float) -> float | None:
     """Device µs of one GPU's alltoall sends on a point-to-point NVLink mesh (None elsewhere).
 
@@ -283,8 +282,8 @@ def _nvlink_p2p(m: NcclMachine, p2p_disable: bool) -> bool:
 
 def _channel_cap_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, channels: int) -> float:
     """GB/s ``channels`` p2p channels move over NVLink: each at most what a channel of NCCL's ring
-    graph carries (its ``bwIntra``, times the NVLink efficiency)."""
-    return channels * g.ring.bw_intra * params.link_efficiency(m.arch, "nvlink")
+    graph carries (its ``bwIntra``, times the NVLink efficiency) and what its CTA moves (:mod:`.p2p_cta`)."""
+    return channels * min(g.ring.bw_intra * params.link_efficiency(m.arch, "nvlink"), p2p_cta_gbs(m.arch, params))
 
 
 def _remote_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int, peers: int,

@@ -38,6 +38,8 @@ plugin_hop_share                       p4de and p5 together: EFA has no net_lat 
 p2p_link_share                         A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound), less
                                        Ampere's read mode (:func:`.p2p.read_mode_share`, 9/10 from source)
 p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
+p2p_cta_gbs                            A100 sendrecv's channel-bound rows and the 2-host H100 alltoall's NVLink
+                                       hop (PXN); every other GPU takes it on its clock (:mod:`.p2p_cta`)
 msccl_*_latency_us                     MI300X only
 coop_launch_us                         V100 only (the one log of NCCL < 2.9 with -g 8)
 =====================================  ==================================================
@@ -126,6 +128,9 @@ class ModelParams:
         GB/s at which a ring channel's CTA copies a chunk inside an H100 SXM5 (the final receive out of the FIFO,
         an out-of-place all_gather's own chunk: :mod:`.ring_steps`); one constant, which every other GPU takes
         times its boost clock over H100's (:func:`.ring_steps.cta_copy_gbs`).
+    p2p_cta_gbs : float
+        GB/s one point-to-point channel's CTA moves over NVLink at H100 SXM5's clock; other GPUs times their
+        clock over H100's (:func:`.p2p_cta.p2p_cta_gbs`).
     """
 
     host_us: float = 4.7
@@ -152,6 +157,7 @@ class ModelParams:
     plugin_hop_share: float = 0.5
     rccl_channel_gbs: float = 6.0
     ring_copy_gbs: float = 100.0
+    p2p_cta_gbs: float = 20.5
 
     def link_efficiency(self, arch: str, kind: str) -> float:
         """Achieved fraction of the data-sheet bandwidth of a ``kind`` link on ``arch``."""

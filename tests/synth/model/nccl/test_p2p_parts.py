@@ -77,12 +77,13 @@ def test_a_small_send_across_hosts_is_simple():
 
 def test_a_small_send_on_one_host_is_ll_at_half_the_rate():
     """8 KiB between two B200 on one host (2.29): LL (one channel, 8 KiB <= 16 KiB); its lines carry
-    half data (times LL's fitted efficiency), so the one channel moves bwIntra x NVLink efficiency / 2."""
+    half data (times LL's fitted efficiency), so the one channel moves the lesser of bwIntra x NVLink efficiency and
+    its CTA's rate (B200 at H100's 1.98 GHz: ``p2p_cta_gbs`` itself), halved."""
     m = NcclMachine.from_topology(get_preset("hgx-b200"))
     g = comm_graphs(m, version=(2, 29))
     p = DEFAULT_PARAMS
     assert p2p_channels(m, g, 8 * K, (2, 29)) == 1
-    gbs = g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink") / 2 * p.proto_efficiency(m.arch, "LL")
+    gbs = min(g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink"), p.p2p_cta_gbs) / 2 * p.proto_efficiency(m.arch, "LL")
     want = p.p2p_latency_us + 8 * K / (1000.0 * gbs)
     assert p2p_time_us(m, g, "sendrecv", 8 * K, p, version=(2, 29))[0] == pytest.approx(want)
 
@@ -101,7 +102,8 @@ def test_a_mid_size_send_across_hosts_runs_on_its_parts_channels():
 
 def test_one_host_alltoall_is_capped_by_its_parts_channels():
     """8 x B200 alltoall of 1 MiB a rank under 2.28: 128 KiB to each of 7 peers, each on
-    p2p_channels (2) ring channels at bwIntra x NVLink efficiency, unless the links are slower; LL,
+    p2p_channels (2) ring channels at bwIntra x NVLink efficiency or the CTA's rate (B200: ``p2p_cta_gbs``, at H100's
+    clock), unless the links are slower; LL,
     since 128 KiB <= the peer's 32 channels x 16 KiB (2.22-2.28), at half data a line x LL's
     efficiency.  Under 2.29 the part's 2 channels x 16 KiB = 32 KiB: Simple, at the full rate."""
     m = NcclMachine.from_topology(get_preset("hgx-b200"))
@@ -110,7 +112,7 @@ def test_one_host_alltoall_is_capped_by_its_parts_channels():
     for version, frac in (((2, 28), 0.5 * p.proto_efficiency(m.arch, "LL")), ((2, 29), 1.0)):
         g = comm_graphs(m, version=version)
         assert (g.p2p_channels_per_peer, p2p_channels(m, g, 128 * K, version)) == (32, 2)
-        cap = 7 * 2 * g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink") * frac
+        cap = 7 * 2 * min(g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink"), p.p2p_cta_gbs) * frac
         gbs = min(links * m.link_gbs * p.p2p_link_share * p.link_efficiency(m.arch, "nvlink"), cap)
         want = p.p2p_latency_us + 7 * 128 * K / (1000.0 * gbs)
         assert p2p_time_us(m, g, "alltoall", 1 * M, p, version=version)[0] == pytest.approx(want)

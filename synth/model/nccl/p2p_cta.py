@@ -1,0 +1,34 @@
+"""What one point-to-point channel's CTA moves over NVLink, by the SM clock.
+
+A p2p channel is one CTA: NCCL's p2p kernel runs one block a channel (NCCL_MAX_NTHREADS 640 threads,
+src/include/device.h; src/enqueue.cc ``scheduleP2pTasksToPlan``), whose warps split between the send and
+the receive of that channel's work (src/device/sendrecv.h ``RunWorkBatch<ncclFuncSendRecv>::run``: one
+more sending warp than receiving ones, v2.22.3-1 lines 98-105), each side driving its ``Primitives`` one
+chunk step at a time (src/device/prims_simple.h ``genericOp``).  So a channel moves what one SM's
+load/store units push through NVLink, not what its share of the links would carry, and, as a ring
+channel's local copy does (:mod:`.ring_steps`), that follows the SM clock.  ``p2p_cta_gbs`` (fitted, one
+constant) is the rate at H100 SXM5's boost clock; a GPU of another architecture takes it times its boost
+clock over H100's (:data:`.ring_steps.SM_CLOCK_GHZ`).  The real logs' per-channel rates, over their
+clocks: A100 ~13 GB/s a channel (read mode, 9/10 of a written one) / 1.41 GHz, H100 ~20.5 / 1.98, B200
+~21 / 1.98 GHz: 10.3, 10.4, 10.6 GB/s per GHz.  Units: GB/s per channel.
+"""
+
+from __future__ import annotations
+
+from synth.model.nccl.ring_steps import COPY_REF_ARCH, SM_CLOCK_GHZ
+
+
+def p2p_cta_gbs(arch: str, params) -> float:
+    """GB/s one p2p channel's CTA moves on ``arch``: ``params.p2p_cta_gbs`` times the boost clock over
+    H100's; unbounded for an architecture without a clock figure.
+
+    >>> from synth.model.nccl.params import ModelParams
+    >>> [round(p2p_cta_gbs(a, ModelParams(p2p_cta_gbs=20.0)), 2) for a in ("sm90", "sm100", "sm80", "xx")]
+    [20.0, 20.0, 14.24, inf]
+    """
+    if arch not in SM_CLOCK_GHZ:
+        return float("inf")
+    return params.p2p_cta_gbs * SM_CLOCK_GHZ[arch] / SM_CLOCK_GHZ[COPY_REF_ARCH]
+
+
+__all__ = ["p2p_cta_gbs"]
