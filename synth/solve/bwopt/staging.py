@@ -121,8 +121,8 @@ def stage(model: ChannelModel, bundles: list[Bundle], batch: Batch, time_limit_s
     the first perfect staging found ends the search (fewest steps); step counts at which
     :func:`~synth.solve.bwopt.staging_proofs.perfect_possible` proves that none exists are
     skipped.  Otherwise step counts are tried from ``min(R, depth + 2)`` down to the longest
-    shortest path (:func:`_descend`: those without a perfect staging get a seed each, and the
-    seeds tied for the fewest rounds :data:`IMPERFECT_S` clock seconds of CP-SAT each; those where
+    shortest path (:func:`_descend`: those without a perfect staging get a seed each, and every
+    seed :data:`IMPERFECT_S` clock seconds of CP-SAT; those where
     :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging at all
     exists nothing); the search goes down while stagings stay perfect and ends at the time limit
     (at most 60 clock seconds).  Hints: the batch without delays, or one chunk per ring of ``chains``.  ``upper_rate`` (a proven bound on the LP rate)
@@ -195,8 +195,8 @@ def _descend(model: ChannelModel, levels: dict, sources: list[int], c: int, R: i
     :func:`~synth.solve.bwopt.staging_proofs.staging_possible` proves that no staging exists (and
     every step count below it) gets nothing.  One of ``no_perfect`` gets
     :mod:`synth.solve.bwopt.staging_seed`'s staging (:func:`_seeded`), no CP-SAT; after the pass
-    CP-SAT starts from every seed tied for the fewest rounds per chunk, over its bundles at its step
-    count, for :data:`IMPERFECT_S` clock seconds each (:func:`_polish`).
+    CP-SAT starts from every seed, over its bundles at its step count, for :data:`IMPERFECT_S` clock
+    seconds each (:func:`_polish`).
     Any other step count gets CP-SAT (15 clock seconds, 5 once a perfect staging was found, with
     ``hint_for(S)``); the pass goes down while stagings stay perfect: the first step count without
     one after a perfect one ends it (its answer could not win)."""
@@ -236,15 +236,16 @@ def _descend(model: ChannelModel, levels: dict, sources: list[int], c: int, R: i
 def _polish(model: ChannelModel, levels: dict, sources: list[int], c: int, R: int, seeds: list, clock: StagingClock,
             budget: SolveBudget, lower: int) -> Staged | None:
     """CP-SAT (:func:`_stage_cp`, :data:`IMPERFECT_S` clock seconds each) over the bundles of every seed
-    tied for the fewest rounds per chunk (``seeds``: ``(S, seed)`` pairs of :func:`_seeded`), at its ``S``
-    steps, with the seed as its complete hint, in ascending ``S``: the best of them (:func:`_better`), None
-    where the window has no time left or CP-SAT found nothing.  Seeds that tie often differ in room: more
-    steps leave CP-SAT more ways to spread the loads (2 x DGX H100 on rails, broadcast: seeds of 28 rounds at
-    10, 11 and 12 steps polish to 24, 23 and 22)."""
-    fewest = min(Fraction(sum(seed[0].z), c) for _, seed in seeds)
+    (``seeds``: ``(S, seed)`` pairs of :func:`_seeded`), at its ``S`` steps, with the seed as its complete
+    hint, in ascending ``S``: the best of them (:func:`_better`), None where the window has no time left or
+    CP-SAT found nothing.  A seed's own rounds do not say what it polishes to: more steps leave CP-SAT more
+    ways to spread the loads (2 x DGX H100 on rails, broadcast: seeds of 28 rounds at 10, 11 and 12 steps
+    polish to 24, 23 and 22), and a seed that is not the fewest can polish below them all (the same
+    broadcast after the model's constants moved: only the tied seeds polished kept a staging that CP-SAT
+    from the 10-step seed beats)."""
     best = None
-    for S, (first, placed, z_hint) in sorted(seeds, key=lambda e: e[0]):
-        if Fraction(sum(first.z), c) != fewest or not clock.enough(0.5):
+    for S, (_, placed, z_hint) in sorted(seeds, key=lambda e: e[0]):
+        if not clock.enough(0.5):
             continue
         got = _stage_cp(model, {b: levels[b] for b, _ in placed}, sources, c, R, S, placed,
                         clock.share(IMPERFECT_S), budget, lower, z_hint=z_hint)

@@ -153,7 +153,7 @@ def test_rail_broadcast_staging_is_short(rail, monkeypatch):
     assert seeds and sorted(seeds) == [S for S in fits_at if S <= max(seeds)]
     found = {S: st for S, st in seeds.items() if st is not None}
     fewest = min(Fraction(sum(st.z), st.chunks) for st in found.values())
-    assert calls == [(staging.IMPERFECT_S, S) for S in sorted(found) if Fraction(sum(found[S].z), found[S].chunks) == fewest]
+    assert fewest and calls == [(staging.IMPERFECT_S, S) for S in sorted(found)]   # every seed is polished
     greedy = greedy_staging(f.model, f.batch, f.staged.chunks // f.batch.chunks)
     _check_staging(f.model, f.staged, f.staged.chunks, f.staged.rounds)
     assert s.meta["staging"] == f.staged.how and s.meta["staging_gap"] >= 1.0
