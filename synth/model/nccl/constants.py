@@ -185,6 +185,30 @@ RCCL_GFX9_COMPCAP_INDEX = 2
 RCCL_MSCCL_ALLREDUCE_8GPU = {"min_bytes": 1024, "allpairs_max_bytes": 327680, "onestep_max_bytes": 16777216}
 
 
+#: GPU boost clock (GHz) by architecture, the part the model's logs run: vendor figures, or a data sheet's FP32 rate
+#: over (SMs x 2 x FP32 lanes per SM).  sm60 P100 SXM2 1480 MHz with half Volta's LD/ST units (16 a SM, P100 white
+#: paper), so 0.74; sm70 V100 SXM2 1530 MHz, sm80 A100 SXM4 1410 MHz
+#: (white papers' GPU Boost Clock); sm86 A40 37.4 TFLOPS / (84 x 256) = 1.74; sm89 RTX 4090 / L40S 2520 MHz (L40S:
+#: 91.6 TFLOPS / (142 x 256) = 2.52); sm90 H100 SXM5 67 TFLOPS / (132 x 256) = 1.98 (H200, H800 the same);
+#: sm100 B200, HGX B200's 75 TFLOPS FP32 a GPU (NVIDIA's HGX B200 table) / (148 x 256) = 1.98; sm120 RTX 5090
+#: 2410 MHz; AMD's peak engine clock: gfx90a MI250X 1700, gfx942 MI300X 2100, gfx950 MI355X 2400 MHz (AMD's rings
+#: send 2-7 GB/s a channel, so their copies hardly count, whatever a CU moves a clock)
+SM_CLOCK_GHZ = {"sm60": 0.74, "sm70": 1.53, "sm80": 1.41, "sm86": 1.74, "sm89": 2.52, "sm90": 1.98, "sm100": 1.98,
+                "sm120": 2.41, "gfx90a": 1.70, "gfx942": 2.10, "gfx950": 2.40}
+#: the architecture whose clock the per-CTA rates (``ring_copy_gbs``, ``p2p_cta_gbs``) are stated at
+CLOCK_REF_ARCH = "sm90"
+
+
+def at_sm_clock(gbs_at_ref: float, arch: str) -> float:
+    """GB/s one CTA moves on ``arch`` where it moves ``gbs_at_ref`` on an H100 SXM5: scaled by ``arch``'s boost
+    clock over H100's (:data:`SM_CLOCK_GHZ`), as :mod:`.ring_steps` and :mod:`.p2p_cta` take a CTA's rate.
+
+    >>> round(at_sm_clock(100.0, "sm80"), 2), at_sm_clock(100.0, "sm100")
+    (71.21, 100.0)
+    """
+    return gbs_at_ref * SM_CLOCK_GHZ[arch] / SM_CLOCK_GHZ[CLOCK_REF_ARCH]
+
+
 def compcap_index(sm: int) -> int:
     """NCCL's compute-capability row: 0 Volta, 1 Ampere, 2 Hopper, 3 Blackwell.
 
@@ -231,4 +255,5 @@ __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NA
            "NVLS_TREE_CORRECTION_VERSION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",
            "NET_PLUGIN_LATENCY_US", "LL_DATA_FRACTION", "LL128_DATA_FRACTION", "RCCL_BASE_LAT", "RCCL_GFX942",
            "RCCL_GFX950", "RCCL_MSCCL_ALLREDUCE_8GPU", "RCCL_GFX9_COMPCAP_INDEX", "compcap_index", "coll_steps",
-           "busbw_factor"]
+           "busbw_factor",
+           "SM_CLOCK_GHZ", "CLOCK_REF_ARCH", "at_sm_clock"]

@@ -8,14 +8,14 @@ chunk step at a time (src/device/prims_simple.h ``genericOp``).  So a channel mo
 load/store units push through NVLink, not what its share of the links would carry, and, as a ring
 channel's local copy does (:mod:`.ring_steps`), that follows the SM clock.  ``p2p_cta_gbs`` (fitted, one
 constant) is the rate at H100 SXM5's boost clock; a GPU of another architecture takes it times its boost
-clock over H100's (:data:`.ring_steps.SM_CLOCK_GHZ`).  The real logs' per-channel rates, over their
+clock over H100's (:data:`.constants.SM_CLOCK_GHZ`).  The real logs' per-channel rates, over their
 clocks: A100 ~13 GB/s a channel (read mode, 9/10 of a written one) / 1.41 GHz, H100 ~20.5 / 1.98, B200
 ~21 / 1.98 GHz: 10.3, 10.4, 10.6 GB/s per GHz.  Units: GB/s per channel.
 """
 
 from __future__ import annotations
 
-from synth.model.nccl.ring_steps import COPY_REF_ARCH, SM_CLOCK_GHZ
+from synth.model.nccl.constants import SM_CLOCK_GHZ, at_sm_clock
 
 
 def p2p_cta_gbs(arch: str, params) -> float:
@@ -28,7 +28,7 @@ def p2p_cta_gbs(arch: str, params) -> float:
     """
     if arch not in SM_CLOCK_GHZ:
         return float("inf")
-    return params.p2p_cta_gbs * SM_CLOCK_GHZ[arch] / SM_CLOCK_GHZ[COPY_REF_ARCH]
+    return at_sm_clock(params.p2p_cta_gbs, arch)
 
 
 __all__ = ["p2p_cta_gbs"]

@@ -21,7 +21,8 @@ A CTA copies with one SM's load/store units: 32 a SM on every NVIDIA generation 
 the V100, A100 and H100 white papers: 8 LD/ST units in each of 4 processing blocks), driven by NCCL's
 ``reduceCopy`` loop (16-byte loads and stores), so the model takes it to move the same bytes a clock on every GPU
 and its rate to follow the SM clock: ``ring_copy_gbs`` (fitted, one constant) is the rate at H100 SXM5's boost
-clock, and a GPU of another architecture takes it times its own boost clock over H100's (:data:`SM_CLOCK_GHZ`).
+clock, and a GPU of another architecture takes it times its own boost clock over H100's
+(:func:`.constants.at_sm_clock`).
 Not modelled: the bytes a CTA keeps in flight (``ncclCollUnroll()``, NVIDIA/nccl src/include/device.h: 4 on sm70,
 8 from sm80), which would matter were the copy latency-bound (V100's ring, one copy in 15 steps at 11 GB/s a
 channel, cannot tell).  The in-sample logs pin the constant loosely: 8 x H100's rings want it high, 8 x A100's
@@ -35,6 +36,8 @@ copy), 8 GPUs' in 7 of 9.  Units: steps; ``share`` a fraction of a step.
 """
 
 from __future__ import annotations
+
+from synth.model.nccl.constants import at_sm_clock
 
 
 def ring_copy_steps(coll: str, ranks: int) -> tuple[int, int]:
@@ -56,29 +59,17 @@ def ring_copy_steps(coll: str, ranks: int) -> tuple[int, int]:
     return 1, 0
 
 
-#: GPU boost clock (GHz) by architecture, the part the model's logs run: vendor figures, or a data sheet's FP32 rate
-#: over (SMs x 2 x FP32 lanes per SM).  sm60 P100 SXM2 1480 MHz with half Volta's LD/ST units (16 a SM, P100 white
-#: paper), so 0.74; sm70 V100 SXM2 1530 MHz, sm80 A100 SXM4 1410 MHz
-#: (white papers' GPU Boost Clock); sm86 A40 37.4 TFLOPS / (84 x 256) = 1.74; sm89 RTX 4090 / L40S 2520 MHz (L40S:
-#: 91.6 TFLOPS / (142 x 256) = 2.52); sm90 H100 SXM5 67 TFLOPS / (132 x 256) = 1.98 (H200, H800 the same);
-#: sm100 B200, HGX B200's 75 TFLOPS FP32 a GPU (NVIDIA's HGX B200 table) / (148 x 256) = 1.98; sm120 RTX 5090
-#: 2410 MHz; AMD's peak engine clock: gfx90a MI250X 1700, gfx942 MI300X 2100, gfx950 MI355X 2400 MHz (AMD's rings
-#: send 2-7 GB/s a channel, so their copies hardly count, whatever a CU moves a clock)
-SM_CLOCK_GHZ = {"sm60": 0.74, "sm70": 1.53, "sm80": 1.41, "sm86": 1.74, "sm89": 2.52, "sm90": 1.98, "sm100": 1.98,
-                "sm120": 2.41, "gfx90a": 1.70, "gfx942": 2.10, "gfx950": 2.40}
-#: the architecture whose clock ``ring_copy_gbs`` is stated at
-COPY_REF_ARCH = "sm90"
 
 
 def cta_copy_gbs(arch: str, params) -> float:
     """GB/s one CTA copies inside a GPU of ``arch``: ``params.ring_copy_gbs`` (the rate at H100 SXM5's clock)
-    times the GPU's boost clock over H100's (:data:`SM_CLOCK_GHZ`).
+    times the GPU's boost clock over H100's (:data:`.constants.SM_CLOCK_GHZ`).
 
     >>> from synth.model.nccl.params import ModelParams
     >>> [round(cta_copy_gbs(a, ModelParams(ring_copy_gbs=99.0)), 1) for a in ("sm90", "sm100", "sm80", "sm70")]
     [99.0, 99.0, 70.5, 76.5]
     """
-    return params.ring_copy_gbs * SM_CLOCK_GHZ[arch] / SM_CLOCK_GHZ[COPY_REF_ARCH]
+    return at_sm_clock(params.ring_copy_gbs, arch)
 
 
 def ring_send_share(coll: str, ranks: int, share: float) -> float:
@@ -92,4 +83,4 @@ def ring_send_share(coll: str, ranks: int, share: float) -> float:
     return sends / (sends + max(0.0, share) * copies)
 
 
-__all__ = ["COPY_REF_ARCH", "SM_CLOCK_GHZ", "cta_copy_gbs", "ring_copy_steps", "ring_send_share"]
+__all__ = ["cta_copy_gbs", "ring_copy_steps", "ring_send_share"]

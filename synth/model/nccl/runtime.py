@@ -50,7 +50,8 @@ from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import cta_copy_gbs, ring_send_share
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
-from synth.model.nccl.versions import collnet_chain_28, latency_tables
+from synth.model.nccl.collnet_versions import collnet_chain_28
+from synth.model.nccl.versions import latency_tables
 
 
 #: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several

@@ -41,15 +41,7 @@ from synth.model.nccl.constants import (
     TREE_LAT_28_VERSIONS,
     compcap_index,
 )
-from synth.model.nccl.collnet_versions import (
-    COLLNET_ALGOS_BY_VERSION,
-    COLLNET_BW_28,
-    COLLNET_LAT_28,
-    COLLNET_LL_SHARE_28,
-    collnet_algorithms,
-    collnet_chain_28,
-    collnet_latency_rows,
-)
+from synth.model.nccl.collnet_versions import collnet_chain_28, collnet_latency_rows
 from synth.model.nccl.machine import NcclMachine
 
 #: first NCCL with a tuning model (src/graph/tuning.cc ncclSetThresholds, v2.5.6-1)
@@ -368,5 +360,4 @@ __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_
            "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
            "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28",
            "LL128_ARCHS_BY_VERSION", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25",
-           "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor", "COLLNET_ALGOS_BY_VERSION",
-           "collnet_algorithms", "collnet_chain_28", "COLLNET_BW_28", "COLLNET_LL_SHARE_28", "COLLNET_LAT_28"]
+           "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor"]

@@ -1,6 +1,6 @@
 """A p2p channel is one CTA (src/device/sendrecv.h: one block a channel, its warps split between the send and the
 receive), so it moves at most ``p2p_cta_gbs`` times the GPU's boost clock over H100's (:mod:`.p2p_cta`); each case is
-computed by hand from the clocks in :data:`.ring_steps.SM_CLOCK_GHZ` (A100 1.41, H100 / B200 1.98 GHz)."""
+computed by hand from the clocks in :data:`.constants.SM_CLOCK_GHZ` (A100 1.41, H100 / B200 1.98 GHz)."""
 
 from __future__ import annotations
 

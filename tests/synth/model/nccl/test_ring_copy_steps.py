@@ -71,7 +71,8 @@ def test_ring_size_pattern_of_the_aicr_b200_tables():
 
 def test_every_architecture_has_a_clock_and_h100_sets_the_scale():
     from synth.model.nccl.machine import ARCH_FAMILY
-    from synth.model.nccl.ring_steps import SM_CLOCK_GHZ, cta_copy_gbs
+    from synth.model.nccl.constants import SM_CLOCK_GHZ
+    from synth.model.nccl.ring_steps import cta_copy_gbs
 
     assert set(SM_CLOCK_GHZ) == set(ARCH_FAMILY)
     p = replace(DEFAULT_PARAMS, ring_copy_gbs=120.0)
