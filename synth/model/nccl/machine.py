@@ -208,6 +208,24 @@ class NcclMachine:
         count = min(self.nics_per_node, self.gpus_per_node)
         return count, self.used_net_gbps / count
 
+    @property
+    def reported_plugin_latency_us(self) -> float:
+        """µs of inter-node latency the run's network plugin reports to NCCL's tuner: the machine's own
+        ``plugin_latency_us`` where its release is stated, else today's figure for its transport and GPU
+        (:func:`.net_transport.plugin_latency_us`; p3dn 150 µs); 0 on one host.
+
+        >>> from topo_probe import cluster
+        >>> p4d = NcclMachine.from_topology(cluster("dgx-a100", nodes=2, nics_per_node=4, nic_gbps=12.5)).with_(net_kind="efa")
+        >>> p4d.reported_plugin_latency_us, p4d.with_(plugin_latency_us=150.0).reported_plugin_latency_us
+        (75.0, 150.0)
+        """
+        if self.nodes <= 1:
+            return 0.0
+        if self.plugin_latency_us >= 0:
+            return self.plugin_latency_us
+        from synth.model.nccl.net_transport import plugin_latency_us
+        return plugin_latency_us(self.net_kind, self.arch)
+
     def platform_env(self, version: tuple = NCCL_VERSION) -> dict:
         """NCCL variables the platform's network plugin sets by itself under NCCL ``version`` (the user's
         win): aws-ofi-nccl forces ``NCCL_PROTO=simple`` on first-generation EFA (p4d/p4de,

@@ -44,7 +44,7 @@ from synth.model.nccl.rccl_net import RCCL_NTHREADS, rccl_partial_host
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.graphs import CommGraphs, Graph, comm_graphs
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.net_transport import plugin_latency_us, tuner_inter_latency_us
+from synth.model.nccl.net_transport import tuner_inter_latency_us
 from synth.model.nccl.collnet_versions import (
     COLLNET_BW_28,
     COLLNET_LL_SHARE_28,
@@ -221,9 +221,7 @@ class TuneTable:
         base, hops = latency_tables(algo, self.version, tuner=True)   # the table of this NCCL version
         intra = hops[intra_hw][p]
         inter = latency_tables("tree" if ppn == 1 else algo, self.version, tuner=True)[1][HW_NET][p]
-        plugin = (m.plugin_latency_us if m.plugin_latency_us >= 0 else plugin_latency_us(m.net_kind, m.arch)
-                  ) if nodes > 1 else 0.0                                # p3dn: 150 µs
-        inter = tuner_inter_latency_us(inter, plugin, proto, self.version)   # latencyInter, by NCCL version
+        inter = tuner_inter_latency_us(inter, m.reported_plugin_latency_us, proto, self.version)   # latencyInter
         lat = base[p]
         legacy = legacy_latency_rules(self.version)
         if legacy and nodes > 1 and proto == "LL":
