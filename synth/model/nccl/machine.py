@@ -215,7 +215,8 @@ class NcclMachine:
         (:func:`.net_transport.plugin_latency_us`; p3dn 150 µs); 0 on one host.
 
         >>> from topo_probe import cluster
-        >>> p4d = NcclMachine.from_topology(cluster("dgx-a100", nodes=2, nics_per_node=4, nic_gbps=12.5)).with_(net_kind="efa")
+        >>> two = cluster("dgx-a100", nodes=2, nics_per_node=4, nic_gbps=12.5)
+        >>> p4d = NcclMachine.from_topology(two).with_(net_kind="efa")
         >>> p4d.reported_plugin_latency_us, p4d.with_(plugin_latency_us=150.0).reported_plugin_latency_us
         (75.0, 150.0)
         """
