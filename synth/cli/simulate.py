@@ -233,7 +233,7 @@ def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
     """The header's description of what is timed: NCCL as its tuner runs it (GPU, environment, version
     rules, and across hosts the network and where it was read) or our schedule."""
     env = backend.nccl.env.describe() or "NCCL defaults"
-    platform = backend.nccl.machine.platform_env(backend.nccl.table.version) if algo == "nccl" else {}
+    platform = backend.nccl.platform_env if algo == "nccl" else {}
     if platform:                                         # what the network plugin or its profile sets (the user wins)
         env += ", under the platform's " + " ".join(f"{k}={v}" for k, v in sorted(platform.items()))
     what = (f"NCCL as its tuner runs it ({backend.nccl.machine.arch}, {env}, "

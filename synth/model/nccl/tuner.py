@@ -85,7 +85,9 @@ class NcclModel:
         self.machine, self.params = machine, params
         self.env = env if env is not None else NcclEnv.from_environ()
         version = tuple(version or NCCL_VERSION)[:2]
-        self.table = TuneTable.build(machine, self.env.under(machine.platform_env(version)), version)
+        #: the NCCL variables the platform's network plugin or its profile sets underneath the user's
+        self.platform_env = machine.platform_env(version)
+        self.table = TuneTable.build(machine, self.env.under(self.platform_env), version)
         #: the communicator's ring/tree channels (NCCL's comm->nChannels)
         self.channels = self.table.graphs.n_channels
 
