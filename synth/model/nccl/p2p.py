@@ -28,6 +28,7 @@ from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p_cta import p2p_cta_gbs
+from synth.model.nccl.ring_steps import p2p_read_mode
 from synth.model.nccl.runtime import host_time_us
 
 #: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink on one host (src/init.cc)
@@ -49,9 +50,6 @@ P2P_CTA_WARPS = 640 // 32
 #: ``nRecvWarpPerWork``, first in v2.22.3-1 lines 98-105; absent from v2.19.3-1 to v2.21.5-1, where src/enqueue.cc
 #: ``finishWorkP2p`` sized the send and recv elements itself: not modelled, those versions read at the whole rate)
 P2P_WARP_SPLIT_SINCE = (2, 22)
-#: the compute capability whose NVLink p2p connections read rather than write (src/graph/paths.cc
-#: ``ncclTopoCheckP2p``, v2.28.9-1 lines 368-372: "Enable P2P Read for Ampere/NVLink only")
-P2P_READ_SM = 80
 
 
 def part_channels(nbytes: int, n_min: int, n_max: int, chunk: int, multi_node: bool,
@@ -181,7 +179,7 @@ def p2p_warps(n_warps: int) -> tuple[int, int]:
 
 def read_mode_share(m: NcclMachine, version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> float:
     """Share of a write-mode p2p channel's rate a send moves when NCCL reads over NVLink (Ampere:
-    :data:`P2P_READ_SM`).  In read mode the Simple buffer sits at the sender (src/transport/p2p.cc
+    :data:`.ring_steps.P2P_READ_SM`).  In read mode the Simple buffer sits at the sender (src/transport/p2p.cc
     ``p2pSendSetup`` lines 372-379, p2p connections included: they have no graph) and the receiver's warps pull
     each chunk across NVLink; in write mode the sender's warps push it.  From 2.22 a work has one receiving warp
     fewer than sending ones (:func:`p2p_warps`): 9 of 10 on a 640-thread CTA.  So 8 x A100 sends at 0.9 of
@@ -193,7 +191,7 @@ def read_mode_share(m: NcclMachine, version: tuple = NCCL_VERSION, p2p_disable: 
     >>> read_mode_share(a100, (2, 28)), read_mode_share(a100, (2, 21)), read_mode_share(h100, (2, 28))
     (0.9, 1.0, 1.0)
     """
-    if m.sm != P2P_READ_SM or not _nvlink_p2p(m, p2p_disable) or tuple(version) < P2P_WARP_SPLIT_SINCE:
+    if not p2p_read_mode(m, p2p_disable) or tuple(version) < P2P_WARP_SPLIT_SINCE:
         return 1.0
     send, recv = p2p_warps(P2P_CTA_WARPS)
     return recv / send

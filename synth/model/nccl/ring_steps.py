@@ -33,29 +33,81 @@ every GPU).
 
 The loss shrinks with the ring: 2 GPUs' all_gather sends in 1 step of 3 (with the out-of-place
 copy), 8 GPUs' in 7 of 9.  Units: steps; ``share`` a fraction of a step.
+
+**Direct writes skip the final copy (NCCL < 2.23, every rank in one process).**  Two GPUs of one process
+connect through a direct pointer (NVIDIA/nccl v2.22.3-1 ``src/transport/p2p.cc`` lines 361-363:
+``P2P_SAME_PID`` and ``NCCL_P2P_DIRECT_DISABLE`` unset set ``NCCL_DIRECT_WRITE``, or ``NCCL_DIRECT_READ`` in
+read mode; v2.8.4-1 lines 165-166 the same as ``NCCL_DIRECT_GPU``).  A ring all_gather / all_reduce runs its
+primitives with ``Direct=1`` (v2.22.3-1 ``all_gather.h`` line 26, ``all_reduce.h`` line 26; reduce_scatter's
+``Direct=0``, ``reduce_scatter.h`` line 27), and without a registered buffer a write-mode connection still
+becomes ``DirectWrite`` ("direct read not allowed in non-register case", ``prims_simple.h`` lines 458-465):
+the sender writes into the receiver's output and the receiver's last step, whose source is now its own
+output (lines 139-140), copies nothing.  From 2.23 direct mode needs a registered buffer (v2.23.4-1
+``prims_simple.h`` line 502, ``Direct && regFlag``), which nccl-tests does not give.  Read mode (Ampere over
+NVLink, :func:`p2p_read_mode`), ranks in several processes (their connections go through IPC, not a direct
+pointer) and rings that cross hosts (a GPU receiving from its NIC still copies, and the slowest GPU sets the
+ring's pace) keep the copy.
 """
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import at_sm_clock
+from synth.model.nccl.constants import NCCL_VERSION, at_sm_clock
+from synth.model.nccl.machine import NcclMachine
+
+#: compute capability whose GPUs NCCL connects in P2P read mode over NVLink (src/graph/paths.cc
+#: ``ncclTopoCheckP2p``, v2.22.3-1 line 342, v2.28.9-1 lines 368-372: "Enable P2P Read for Ampere/NVLink only")
+P2P_READ_SM = 80
+#: first NCCL version whose direct mode needs a registered buffer (v2.23.4-1 prims_simple.h line 502)
+DIRECT_NEEDS_REGISTRATION_SINCE = (2, 23)
 
 
-def ring_copy_steps(coll: str, ranks: int) -> tuple[int, int]:
+def p2p_read_mode(m: NcclMachine, p2p_disable: bool = False) -> bool:
+    """Whether NCCL connects ``m``'s GPUs in P2P read mode: Ampere over NVLink, P2P on.
+
+    >>> from topo_probe import get_preset
+    >>> [p2p_read_mode(NcclMachine.from_topology(get_preset(p))) for p in ("dgx-a100", "dgx-h100")]
+    [True, False]
+    """
+    nvlink = m.arch.startswith("sm") and m.intra in ("nvswitch", "nvlink") and m.p2p and not p2p_disable
+    return nvlink and m.sm == P2P_READ_SM
+
+
+def ring_direct_write(m: NcclMachine, version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> bool:
+    """Whether a one-host ring writes straight into the next GPU's output (module docstring): NVIDIA's NCCL
+    before 2.23, every rank driven by one process, P2P on in write mode.
+
+    >>> from topo_probe import get_preset
+    >>> h100 = NcclMachine.from_topology(get_preset("dgx-h100"), gpus_per_process=8)
+    >>> ring_direct_write(h100, (2, 22)), ring_direct_write(h100, (2, 23))
+    (True, False)
+    >>> ring_direct_write(NcclMachine.from_topology(get_preset("dgx-h100")), (2, 22))
+    False
+    """
+    return (not m.amd and m.nodes == 1 and m.ranks > 1 and m.gpus_per_process >= m.ranks and m.p2p
+            and not p2p_disable and tuple(version) < DIRECT_NEEDS_REGISTRATION_SINCE
+            and not p2p_read_mode(m, p2p_disable))
+
+
+def ring_copy_steps(coll: str, ranks: int, direct_write: bool = False) -> tuple[int, int]:
     """``(sends, copies)``: steps of a ring channel per chunk that forward it to the next GPU, and local copies
     that send nothing (the final receive; an out-of-place all_gather's own chunk), per the device code
-    cited in the module docstring.  Broadcast, reduce and one rank: ``(1, 0)``.
+    cited in the module docstring.  Broadcast, reduce and one rank: ``(1, 0)``.  With ``direct_write``
+    (:func:`ring_direct_write`) all_gather and all_reduce skip the final receive's copy.
 
     >>> [ring_copy_steps(c, 8) for c in ("allgather", "reducescatter", "allreduce", "broadcast")]
     [(7, 2), (7, 1), (14, 1), (1, 0)]
+    >>> [ring_copy_steps(c, 8, True) for c in ("allgather", "reducescatter", "allreduce")]
+    [(7, 1), (7, 1), (14, 0)]
     """
     if ranks < 2:
         return 1, 0
+    skip = 1 if direct_write else 0
     if coll == "allgather":
-        return ranks - 1, 2
+        return ranks - 1, 2 - skip
     if coll == "reducescatter":
         return ranks - 1, 1
     if coll == "allreduce":
-        return 2 * (ranks - 1), 1
+        return 2 * (ranks - 1), 1 - skip
     return 1, 0
 
 
@@ -72,15 +124,17 @@ def cta_copy_gbs(arch: str, params) -> float:
     return at_sm_clock(params.ring_copy_gbs, arch)
 
 
-def ring_send_share(coll: str, ranks: int, share: float) -> float:
+def ring_send_share(coll: str, ranks: int, share: float, direct_write: bool = False) -> float:
     """Fraction of a ring channel's time spent sending: ``sends / (sends + share x copies)``
     (:func:`ring_copy_steps`); the ring's link bandwidth times it is what the channels move.
 
     >>> ring_send_share("allgather", 2, 0.25), ring_send_share("allreduce", 2, 0.25)
     (0.6666666666666666, 0.8888888888888888)
+    >>> ring_send_share("allgather", 2, 0.25, direct_write=True), ring_send_share("allreduce", 2, 0.25, True)
+    (0.8, 1.0)
     """
-    sends, copies = ring_copy_steps(coll, ranks)
+    sends, copies = ring_copy_steps(coll, ranks, direct_write)
     return sends / (sends + max(0.0, share) * copies)
 
 
-__all__ = ["cta_copy_gbs", "ring_copy_steps", "ring_send_share"]
+__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share"]

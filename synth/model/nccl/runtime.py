@@ -48,7 +48,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import cta_copy_gbs, ring_send_share
+from synth.model.nccl.ring_steps import cta_copy_gbs, ring_direct_write, ring_send_share
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
 from synth.model.nccl.versions import latency_tables
@@ -134,7 +134,8 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
         gen = ll128_generation_share(m) if proto == "LL128" else 1.0
         steps = 1.0
         if proto == "Simple":       # a copy step's time relative to a send's: a channel's send rate / its copy rate
-            steps = ring_send_share(coll, m.ranks, ring_cap / g.n_channels / cta_copy_gbs(m.arch, params))
+            direct = ring_direct_write(m, t.version, t.env.p2p_off)
+            steps = ring_send_share(coll, m.ranks, ring_cap / g.n_channels / cta_copy_gbs(m.arch, params), direct)
         return min(ring_cap * frac * gen * share * ring_intra_relief(m) * steps, cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)

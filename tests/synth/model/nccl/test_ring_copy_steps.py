@@ -6,8 +6,11 @@ from dataclasses import replace
 import pytest
 
 from synth.model.nccl import NcclMachine, NcclModel
+from synth.model.nccl.env import NcclEnv
+from synth.model.nccl.graphs import comm_graphs
 from synth.model.nccl.params import DEFAULT_PARAMS
-from synth.model.nccl.ring_steps import ring_copy_steps, ring_send_share
+from synth.model.nccl.runtime import ring_capacity_gbs
+from synth.model.nccl.ring_steps import ring_copy_steps, ring_direct_write, ring_send_share
 from topo_probe import get_preset
 
 #: the primitives one ring channel calls per chunk, copied by hand from NVIDIA/nccl v2.29.3-1 src/device/
@@ -94,3 +97,49 @@ def test_a100_ring_copies_at_its_clock_by_hand():
         return c.busbw_gbps(8)
     share = 12 * 25.0 * DEFAULT_PARAMS.link_efficiency("sm80", "nvlink") / 24 / (60.0 * 1.41 / 1.98)
     assert busbw(60.0) == pytest.approx(busbw(1e12) * 14 / (14 + share), rel=0.002)
+
+
+#: NVIDIA/nccl v2.22.3-1: the ring primitives' ``Direct`` template argument (all_gather.h line 26: 1,
+#: reduce_scatter.h line 27: 0, all_reduce.h line 26: 1); with a direct write the last call (``directRecv``)
+#: finds its source already in the output and copies nothing (prims_simple.h lines 139-140, genericOp's
+#: "skip one copy"), so it drops out of the copy count; reduce_scatter's ``recvReduceCopy`` stays
+DIRECT_RING = {"allgather": True, "reducescatter": False, "allreduce": True}
+
+
+@pytest.mark.parametrize("coll", sorted(SOURCE_STEPS))
+@pytest.mark.parametrize("n", [2, 8])
+def test_direct_write_drops_the_final_receive_copy(coll, n):
+    sends, copies = ring_copy_steps(coll, n)
+    assert ring_copy_steps(coll, n, direct_write=True) == (sends, copies - DIRECT_RING[coll])
+
+
+def _h100(**kw):
+    return NcclMachine.from_topology(get_preset("dgx-h100"), **kw)
+
+
+@pytest.mark.parametrize("machine, version, expect", [
+    (lambda: _h100(gpus_per_process=8), (2, 22), True),     # one process, write mode, before 2.23
+    (lambda: _h100(gpus_per_process=8), (2, 23), False),    # 2.23: direct mode needs a registered buffer
+    (lambda: _h100(), (2, 22), False),                      # one process per GPU: IPC, no direct pointer
+    (lambda: _h100(gpus_per_process=4), (2, 22), False),    # two processes: half the ring's hops are IPC
+    (lambda: NcclMachine.from_topology(get_preset("dgx-a100"), gpus_per_process=8), (2, 22), False),  # read mode
+    (lambda: NcclMachine.from_topology(get_preset("mi300x"), gpus_per_process=8), (2, 22), False),    # RCCL
+])
+def test_direct_write_conditions(machine, version, expect):
+    assert ring_direct_write(machine(), version) is expect
+
+
+def test_direct_write_speeds_an_old_single_process_ring_by_hand():
+    """8 x H100 in one process, NCCL 2.22 against 2.23, 4 GiB all_reduce with a CTA copying at 20 GB/s: a channel
+    sends at the ring's link bandwidth over its channels, a copy step takes ``share`` = that / 20 of a send; 2.23
+    pays 14 sends + 1 copy per chunk, 2.22 only the 14 sends (both pick the Simple ring at this size)."""
+    m = _h100(gpus_per_process=8)
+    env = NcclEnv.from_environ({"NCCL_ALGO": "Ring", "NCCL_PROTO": "Simple"})
+    times = {}
+    for version in ((2, 22), (2, 23)):
+        c = NcclModel(m, replace(DEFAULT_PARAMS, ring_copy_gbs=20.0), env, version=version).choose("allreduce", 4 << 30)
+        assert c.label.startswith("ring/Simple")
+        times[version] = c.time_us
+    g = comm_graphs(m, env, (2, 22))
+    share = ring_capacity_gbs(m, g, DEFAULT_PARAMS) / g.n_channels / 20.0
+    assert times[(2, 23)] / times[(2, 22)] == pytest.approx((14 + share) / 14, rel=0.02)
