@@ -85,13 +85,14 @@ class _Keyed:
 
 
 def machine_for(case: Case, log) -> NcclMachine:
-    """The NcclMachine of a case: preset (+ nodes/NICs), the log's GPU name and nGpus."""
+    """The NcclMachine of a case: preset (+ nodes/NICs), the log's GPU name (its architecture and part) and nGpus."""
     ns = argparse.Namespace(nodes=case.nodes if case.nodes > 1 else None, nic_gbps=case.nic_gbps,
                             nics_per_node=case.nics_per_node, rail_optimized=False)
     topo = apply_machine_arguments(get_preset(case.preset), ns)
     m = NcclMachine.from_topology(topo, gpus_per_process=log.n_gpus or 1, net_kind=case.net_kind)
     arch = arch_of_gpu_name(log.devices[0].name) if log.devices else None
-    return m.with_(**{**({"arch": arch} if arch else {}), **case.machine})
+    named = {"gpu_name": log.devices[0].name} if log.devices and log.devices[0].name else {}
+    return m.with_(**{**({"arch": arch} if arch else {}), **named, **case.machine})
 
 
 @functools.lru_cache(maxsize=None)

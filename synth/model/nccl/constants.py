@@ -43,6 +43,8 @@ Feature gates by NCCL version (``FEATURE_VERSION``): LL128 2.5, NVLS 2.17, NVLST
 
 from __future__ import annotations
 
+import re
+
 ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
 PROTOS = ("LL", "LL128", "Simple")
 #: backwards-compatible names
@@ -197,16 +199,43 @@ SM_CLOCK_GHZ = {"sm60": 0.74, "sm70": 1.53, "sm80": 1.41, "sm86": 1.74, "sm89": 
                 "sm120": 2.41, "gfx90a": 1.70, "gfx942": 2.10, "gfx950": 2.40}
 #: the architecture whose clock the per-CTA rates (``ring_copy_gbs``, ``p2p_cta_gbs``) are stated at
 CLOCK_REF_ARCH = "sm90"
+#: parts whose boost clock differs from their architecture's figure above, by GPU name (first match wins; data
+#: sheets' FP32 rate over SMs x 2 x FP32 lanes): H100 PCIe / H800 PCIe 51.2 TFLOPS / (114 x 256) = 1.755;
+#: H100 NVL 60 / (132 x 256) = 1.78; V100 PCIe 14 / (80 x 128) = 1.37 (NVIDIA: 1380 MHz), V100S 16.4 / (80 x 128)
+#: = 1.60; L4 30.3 / (58 x 256) = 2.04; Pascal GP102/GP104 (Tesla P40 11.76 / (30 x 256) = 1.53, its
+#: 32 LD/ST units a SM as Volta's: GP102's SM has 4 blocks of 8, unlike P100's 16, so no halving; compute
+#: capability 6.1 is read as ``sm60``); P100 PCIe 9.3 / (56 x 128) = 1.30, halved for its 16 LD/ST units: 0.65
+SM_CLOCK_BY_PART = ((r"H[18]00 PCIe", 1.755), (r"H100 NVL", 1.78), (r"V100S", 1.60), (r"V100-PCIE|V100 PCIe", 1.37),
+                    (r"\bL4\b", 2.04), (r"\bP(40|4|6)\b|GTX 10[5-8]0|TITAN Xp?\b", 1.53),
+                    (r"P100-PCIE|P100 PCIe", 0.65))
 
 
-def at_sm_clock(gbs_at_ref: float, arch: str) -> float:
-    """GB/s one CTA moves on ``arch`` where it moves ``gbs_at_ref`` on an H100 SXM5: scaled by ``arch``'s boost
-    clock over H100's (:data:`SM_CLOCK_GHZ`), as :mod:`.ring_steps` and :mod:`.p2p_cta` take a CTA's rate.
+def sm_clock_ghz(arch: str, gpu_name: str = "") -> float:
+    """Boost clock (GHz, LD/ST-equivalent) of a GPU: its part's figure where :data:`SM_CLOCK_BY_PART` names it, else
+    its architecture's (:data:`SM_CLOCK_GHZ`).
+
+    >>> sm_clock_ghz("sm90"), sm_clock_ghz("sm90", "NVIDIA H100 PCIe"), sm_clock_ghz("sm70", "Tesla V100-PCIE-16GB")
+    (1.98, 1.755, 1.37)
+    >>> sm_clock_ghz("sm89", "NVIDIA L40S"), sm_clock_ghz("sm89", "NVIDIA L4")
+    (2.52, 2.04)
+    """
+    for pattern, ghz in SM_CLOCK_BY_PART:
+        if gpu_name and re.search(pattern, gpu_name):
+            return ghz
+    return SM_CLOCK_GHZ[arch]
+
+
+def at_sm_clock(gbs_at_ref: float, arch: str, gpu_name: str = "") -> float:
+    """GB/s one CTA moves on ``arch`` (the part ``gpu_name`` where :data:`SM_CLOCK_BY_PART` names it) where it
+    moves ``gbs_at_ref`` on an H100 SXM5: scaled by the GPU's boost clock over H100's (:func:`sm_clock_ghz`), as
+    :mod:`.ring_steps` and :mod:`.p2p_cta` take a CTA's rate.
 
     >>> round(at_sm_clock(100.0, "sm80"), 2), at_sm_clock(100.0, "sm100")
     (71.21, 100.0)
+    >>> round(at_sm_clock(100.0, "sm90", "NVIDIA H100 PCIe"), 1)
+    88.6
     """
-    return gbs_at_ref * SM_CLOCK_GHZ[arch] / SM_CLOCK_GHZ[CLOCK_REF_ARCH]
+    return gbs_at_ref * sm_clock_ghz(arch, gpu_name) / SM_CLOCK_GHZ[CLOCK_REF_ARCH]
 
 
 def compcap_index(sm: int) -> int:
@@ -256,4 +285,4 @@ __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NA
            "NET_PLUGIN_LATENCY_US", "LL_DATA_FRACTION", "LL128_DATA_FRACTION", "RCCL_BASE_LAT", "RCCL_GFX942",
            "RCCL_GFX950", "RCCL_MSCCL_ALLREDUCE_8GPU", "RCCL_GFX9_COMPCAP_INDEX", "compcap_index", "coll_steps",
            "busbw_factor",
-           "SM_CLOCK_GHZ", "CLOCK_REF_ARCH", "at_sm_clock"]
+           "SM_CLOCK_GHZ", "SM_CLOCK_BY_PART", "CLOCK_REF_ARCH", "at_sm_clock", "sm_clock_ghz"]

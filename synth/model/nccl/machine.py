@@ -75,7 +75,8 @@ class NcclMachine:
     states it (0: not stated, the line rate; :attr:`gpu_net_gbps`); ``plugin_latency_us`` the µs of
     inter-node latency the run's network plugin reported to NCCL's tuner where its release differs from
     today's table (aws-ofi-nccl before v1.7.0: 150 µs on every EFA platform; -1: the table,
-    :func:`.net_transport.plugin_latency_us`; NCCL's choice only, :func:`.net_transport.tuner_inter_latency_us`).
+    :func:`.net_transport.plugin_latency_us`; NCCL's choice only, :func:`.net_transport.tuner_inter_latency_us`);
+    ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`).
     """
 
     name: str
@@ -99,6 +100,7 @@ class NcclMachine:
     cpu_arch: str = "x86"
     nic_dma_gbs: float = 0.0
     plugin_latency_us: float = -1.0
+    gpu_name: str = ""
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -298,7 +300,8 @@ class NcclMachine:
         p2p = all(topo.p2p(0, k).read for k in _ring_peers(topo, local))
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
-                   float(link_gbs), matrix, vendor, max(1, len(cpus)), cpu_arch)
+                   float(link_gbs), matrix, vendor, max(1, len(cpus)), cpu_arch,
+                   gpu_name=str(g.nodes[gpu0].get("name") or ""))
 
 
 def _ring_peers(topo: Topology, local: list[int]) -> list[int]:

@@ -281,7 +281,8 @@ def _nvlink_p2p(m: NcclMachine, p2p_disable: bool) -> bool:
 def _channel_cap_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, channels: int) -> float:
     """GB/s ``channels`` p2p channels move over NVLink: each at most what a channel of NCCL's ring
     graph carries (its ``bwIntra``, times the NVLink efficiency) and what its CTA moves (:mod:`.p2p_cta`)."""
-    return channels * min(g.ring.bw_intra * params.link_efficiency(m.arch, "nvlink"), p2p_cta_gbs(m.arch, params))
+    link = g.ring.bw_intra * params.link_efficiency(m.arch, "nvlink")
+    return channels * min(link, p2p_cta_gbs(m.arch, params, m.gpu_name))
 
 
 def _remote_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int, peers: int,

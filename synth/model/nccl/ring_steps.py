@@ -113,15 +113,15 @@ def ring_copy_steps(coll: str, ranks: int, direct_write: bool = False) -> tuple[
 
 
 
-def cta_copy_gbs(arch: str, params) -> float:
-    """GB/s one CTA copies inside a GPU of ``arch``: ``params.ring_copy_gbs`` (the rate at H100 SXM5's clock)
-    times the GPU's boost clock over H100's (:data:`.constants.SM_CLOCK_GHZ`).
+def cta_copy_gbs(arch: str, params, gpu_name: str = "") -> float:
+    """GB/s one CTA copies inside a GPU of ``arch`` (the part ``gpu_name``): ``params.ring_copy_gbs`` (the rate at
+    H100 SXM5's clock) times the GPU's boost clock over H100's (:func:`.constants.sm_clock_ghz`).
 
     >>> from synth.model.nccl.params import ModelParams
     >>> [round(cta_copy_gbs(a, ModelParams(ring_copy_gbs=99.0)), 1) for a in ("sm90", "sm100", "sm80", "sm70")]
     [99.0, 99.0, 70.5, 76.5]
     """
-    return at_sm_clock(params.ring_copy_gbs, arch)
+    return at_sm_clock(params.ring_copy_gbs, arch, gpu_name)
 
 
 def ring_send_share(coll: str, ranks: int, share: float, direct_write: bool = False) -> float:

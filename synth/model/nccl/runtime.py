@@ -135,7 +135,8 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
         steps = 1.0
         if proto == "Simple":       # a copy step's time relative to a send's: a channel's send rate / its copy rate
             direct = ring_direct_write(m, t.version, t.env.p2p_off)
-            steps = ring_send_share(coll, m.ranks, ring_cap / g.n_channels / cta_copy_gbs(m.arch, params), direct)
+            share_of_send = ring_cap / g.n_channels / cta_copy_gbs(m.arch, params, m.gpu_name)
+            steps = ring_send_share(coll, m.ranks, share_of_send, direct)
         return min(ring_cap * frac * gen * share * ring_intra_relief(m) * steps, cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)

@@ -84,6 +84,33 @@ def test_every_architecture_has_a_clock_and_h100_sets_the_scale():
     assert cta_copy_gbs("sm70", p) == pytest.approx(120.0 * 1530 / 1980)     # V100 SXM2's 1530 MHz
 
 
+#: (GPU name as nvidia-smi / nccl-tests print it, architecture, boost GHz by hand from the data sheet: FP32 TFLOPS over
+#: SMs x FP32 lanes x 2, or NVIDIA's stated boost clock); names the table does not list take the architecture's
+PART_CLOCKS = [("NVIDIA H100 PCIe", "sm90", 51.2e12 / (114 * 128 * 2) / 1e9),     # H100 PCIe: 51.2 TFLOPS, 114 SMs
+               ("NVIDIA H100 80GB HBM3", "sm90", 1.98),                           # SXM5: the architecture's
+               ("Tesla V100-PCIE-16GB", "sm70", 1.37),                            # V100 PCIe: 1380 MHz boost (14 TFLOPS)
+               ("Tesla V100-SXM2-32GB", "sm70", 1.53),
+               ("NVIDIA L4", "sm89", 30.3e12 / (58 * 128 * 2) / 1e9),            # L4: 30.3 TFLOPS, 58 SMs
+               ("NVIDIA L40S", "sm89", 2.52),
+               ("Tesla P40", "sm60", 11.76e12 / (30 * 128 * 2) / 1e9)]            # P40: 11.76 TFLOPS, 30 SMs
+
+
+@pytest.mark.parametrize("name, arch, ghz", PART_CLOCKS)
+def test_a_part_copies_at_its_own_clock(name, arch, ghz):
+    from synth.model.nccl.ring_steps import cta_copy_gbs
+
+    p = replace(DEFAULT_PARAMS, ring_copy_gbs=99.0)
+    assert cta_copy_gbs(arch, p, name) == pytest.approx(99.0 * ghz / 1.98, rel=0.01)
+
+
+def test_a_topology_carries_its_gpu_name_to_the_clock():
+    from synth.model.nccl.constants import sm_clock_ghz
+
+    m = NcclMachine.from_topology(get_preset("dgx-h100"))
+    assert m.gpu_name and sm_clock_ghz(m.arch, m.gpu_name) == 1.98
+    assert sm_clock_ghz("sm90", m.with_(gpu_name="NVIDIA H100 PCIe").gpu_name) == pytest.approx(1.755, rel=0.01)
+
+
 def test_a100_ring_copies_at_its_clock_by_hand():
     """8 x A100, 16 GiB all_reduce ring: a channel sends at 12 NVLinks x 25 GB/s x the A100 NVLink efficiency over
     NCCL's 24 channels, and copies at 60 GB/s x 1.41 / 1.98 (the H100-clock rate times A100's boost clock over H100's),
