@@ -49,6 +49,7 @@ from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_by
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import cta_copy_gbs, ring_send_share
+from synth.model.nccl.net_transport import ring_cts_wait_us
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
 from synth.model.nccl.versions import latency_tables
@@ -274,7 +275,9 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
         return t_intra
     net_bus = min(_net_bus_gbs(t, coll, algo, proto, params),
                   _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params))
-    return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes)
+    m = t.machine   # a host-staged EFA ring waits on its long messages' clear-to-send (net_transport.py)
+    cts = ring_cts_wait_us(m, algo, coll, proto, nbytes, channels, t.version, params.net_message_us)
+    return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(m, coll, algo, proto, nbytes) + cts
 
 
 def _hops(m: NcclMachine, coll: str, algo: str) -> tuple[int, int]:
