@@ -137,4 +137,21 @@ def ring_send_share(coll: str, ranks: int, share: float, direct_write: bool = Fa
     return sends / (sends + max(0.0, share) * copies)
 
 
-__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share"]
+def ring_simple_send_share(m: NcclMachine, coll: str, channel_gbs: float, params,
+                           version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> float:
+    """:func:`ring_send_share` of a Simple ring on ``m`` whose channels each send at ``channel_gbs`` (GB/s): a copy
+    step takes ``channel_gbs`` over the CTA's copy rate (:func:`cta_copy_gbs`) of a send step, and direct writes
+    (:func:`ring_direct_write`) skip the final receive's copy.
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl.params import ModelParams
+    >>> h100 = NcclMachine.from_topology(get_preset("dgx-h100"), gpus_per_process=8)
+    >>> p = ModelParams(ring_copy_gbs=20.0)
+    >>> [round(ring_simple_send_share(h100, "allreduce", 5.0, p, v), 4) for v in ((2, 23), (2, 22))]   # 14 / 14.25
+    [0.9825, 1.0]
+    """
+    share = channel_gbs / cta_copy_gbs(m.arch, params, m.gpu_name)
+    return ring_send_share(coll, m.ranks, share, ring_direct_write(m, version, p2p_disable))
+
+
+__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share"]

@@ -48,7 +48,8 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import cta_copy_gbs, ring_direct_write, ring_send_share
+from synth.model.nccl.ring_steps import ring_simple_send_share
+from synth.model.nccl.net_transport import ring_cts_wait_us
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
 from synth.model.nccl.versions import latency_tables
@@ -132,11 +133,8 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
         cap = min(ring_channel_cap_gbs(m, proto, channels, g, coll, t.version),
                   rccl_channel_cap_gbs(m, proto, channels, params.rccl_channel_gbs))
         gen = ll128_generation_share(m) if proto == "LL128" else 1.0
-        steps = 1.0
-        if proto == "Simple":       # a copy step's time relative to a send's: a channel's send rate / its copy rate
-            direct = ring_direct_write(m, t.version, t.env.p2p_off)
-            share_of_send = ring_cap / g.n_channels / cta_copy_gbs(m.arch, params, m.gpu_name)
-            steps = ring_send_share(coll, m.ranks, share_of_send, direct)
+        steps = ring_simple_send_share(m, coll, ring_cap / g.n_channels, params, t.version, t.env.p2p_off) \
+            if proto == "Simple" else 1.0
         return min(ring_cap * frac * gen * share * ring_intra_relief(m) * steps, cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
@@ -276,7 +274,9 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
         return t_intra
     net_bus = min(_net_bus_gbs(t, coll, algo, proto, params),
                   _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params))
-    return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes)
+    m = t.machine   # a host-staged EFA ring waits on its long messages' clear-to-send (net_transport.py)
+    cts = ring_cts_wait_us(m, algo, coll, proto, nbytes, channels, t.version, params.net_message_us)
+    return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(m, coll, algo, proto, nbytes) + cts
 
 
 def _hops(m: NcclMachine, coll: str, algo: str) -> tuple[int, int]:
