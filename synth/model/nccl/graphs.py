@@ -38,7 +38,8 @@ from synth.model.nccl.constants import (
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.channel_counts import dup_channels, few_ppn_channels, lone_gpu_total_gbs, search_nics
-from synth.model.nccl.rccl_channels import rccl_coll_channels, rccl_env_channels, rccl_mesh_rings
+from synth.model.nccl.rccl_channels import (rccl_coll_channels, rccl_env_channels, rccl_mesh_rings,
+                                             rccl_p2p_channels_per_peer)
 from synth.model.nccl.rccl_net import rccl_net_graph, rccl_partial_host
 
 EPS = 1e-6
@@ -304,13 +305,17 @@ def pow2_up(x: int) -> int:
     return 1 << max(0, int(x) - 1).bit_length()
 
 
-def p2p_total_channels(n_channels: int) -> int:
+def p2p_total_channels(n_channels: int, rccl: bool = False) -> int:
     """NCCL's ``p2pnChannels`` (paths.cc ``ncclTopoComputeP2pChannels``): the communicator's channels, at
-    most MAXCHANNELS, to a power of two.
+    most MAXCHANNELS, to a power of two.  RCCL's (``rccl``): at most its MAXCHANNELS 128, to a power of two, at
+    most ``4*CHANNEL_LIMIT`` = 64 (ROCm/rccl 0cbce2a7 src/graph/paths.cc:880-912, src/include/device.h:65-66; RCCL
+    2.26.6 the same; it logged 8, 32 and 32 p2p channels on 2 and 4 MI355X of a host and on 2 x 4).
 
-    >>> [p2p_total_channels(n) for n in (8, 12, 64)]
-    [8, 16, 32]
+    >>> [p2p_total_channels(n) for n in (8, 12, 64)], [p2p_total_channels(n, True) for n in (8, 24, 112)]
+    ([8, 16, 32], [8, 32, 64])
     """
+    if rccl:
+        return min(pow2_up(min(n_channels, 128)), 4 * 16)
     return pow2_up(min(n_channels, MAXCHANNELS))
 
 
@@ -372,6 +377,8 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
     local = 2 if (m.intra == "pcie" or not p2p or not m.p2p) else per_peer
     net_peer = net_channels_per_peer(m, n_ch, tuple(version), env.net_channels_per_peer, local)
+    if m.amd and m.intra == "xgmi" and p2p:                 # RCCL's own per-peer rule (paths.cc)
+        per_peer = rccl_p2p_channels_per_peer(m, n_ch, net_peer)
     return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, net_peer,
                       nvls_node_graph(m, env))
 

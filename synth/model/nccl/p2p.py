@@ -28,6 +28,7 @@ from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p_cta import p2p_cta_gbs
+from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import p2p_read_mode
 from synth.model.nccl.runtime import host_time_us
 
@@ -95,7 +96,7 @@ def p2p_uses_ll(nbytes: int, n_part: int, n_max: int, version: tuple = NCCL_VERS
 def _per_peer_bounds(m: NcclMachine, g: CommGraphs, per_peer_max: int) -> tuple[int, int]:
     """``(nChannelsMin, nChannelsMax)`` of ``scheduleP2pTasksToPlan``: the peer's channels, and those
     halved until every rank's fit in the p2p channels (``p2pnChannels``, a power of two)."""
-    total = p2p_total_channels(g.n_channels)
+    total = p2p_total_channels(g.n_channels, m.amd and m.intra == "xgmi")
     n_max = min(pow2_up(per_peer_max), total)
     n_min = n_max
     while n_min * m.ranks > total and n_min > 1:
@@ -158,7 +159,7 @@ def alltoall_channels(m: NcclMachine, g: CommGraphs, per_peer: int) -> int:
     >>> m = NcclMachine.from_topology(get_preset("mi355x"), gpus_per_process=8)
     >>> g = comm_graphs(m)
     >>> [alltoall_channels(m, g, s) for s in (1024, 2 << 20, 64 << 20)], g.n_channels
-    ([7, 28, 28], 112)
+    ([7, 56, 56], 112)
     """
     ppn, n = m.gpus_per_node, m.ranks
     used = (ppn - 1) * p2p_channels(m, g, per_peer) + (n - ppn) * g.net_channels_per_peer
@@ -379,6 +380,8 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         channels = alltoall_channels(m, g, int(per_peer))
         if intra_b and _nvlink_p2p(m, p2p_disable):
             intra_gbs = min(intra_gbs, _local_gbs(m, g, params, int(per_peer), ppn - 1, version))
+        elif intra_b and m.nodes == 1 and not p2p_disable:     # RCCL: a p2p channel is one workgroup, as a ring's
+            intra_gbs = min(intra_gbs, rccl_channel_cap_gbs(m, "Simple", channels, params.rccl_channel_gbs))
         if inter_b:
             inter_gbs = _remote_gbs(m, g, params, int(per_peer), peers, version, p2p_disable)
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0

@@ -111,4 +111,32 @@ def rccl_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, channel_gbs:
     return channels * channel_gbs
 
 
-__all__ = ["rccl_mesh_rings", "rccl_coll_channels", "rccl_env_channels", "rccl_channel_cap_gbs", "RCCL_MAXCHANNELS", "RCCL_COPIES"]
+def rccl_p2p_channels_per_peer(m: NcclMachine, n_channels: int, net_per_peer: int) -> int:
+    """Channels RCCL gives each peer of a send/recv on gfx942 / gfx950 hosts of an xGMI mesh (``p2pnChannelsPerPeer``).
+
+    ROCm/rccl src/graph/paths.cc (0cbce2a7, RCCL 2.21.5: lines 842-844 and 896-911; RCCL 2.26.6, Ahalperin/amd-dev
+    0d4f8c1 rccl/src/graph/paths.cc ``ncclTopoGetNchannels`` / ``ncclTopoComputeP2pChannels``): a peer over xGMI
+    gets 4 channels per link's worth of path bandwidth (``4 * max(1, path->bw / ncclTopoXGMISpeed)``; 2 on other
+    AMD GPUs), a peer on another host ``NCCL_NCHANNELS_PER_NET_PEER``'s 2 (``net_per_peer``); the least over all
+    peers, at most ``p2pnChannels`` (the communicator's channels), to a power of two, and doubled when every rank is
+    on one host ("Doubling P2P channels per peer on single node").  A mesh joins each GPU pair by one link.  RCCL
+    2.26.6 logged ``8 p2p channels per peer`` on 2 and on 4 MI355X of one host and ``2 p2p channels per peer`` on
+    2 x 1 and 2 x 2 (Ahalperin/amd-dev 58a032f7 results/scale_{2gpu,4gpu,2x1gpu,2x2gpu}_alltoall/nccl_debug.log).
+
+    >>> from topo_probe import get_preset
+    >>> m = NcclMachine.from_topology(get_preset("mi355x"))
+    >>> [rccl_p2p_channels_per_peer(m.with_(ranks=k), n, 2) for k, n in ((2, 8), (4, 24), (8, 112))]
+    [8, 8, 8]
+    >>> rccl_p2p_channels_per_peer(m.with_(nodes=2, ranks=4), 8, 2)
+    2
+    """
+    per_link = 4 if m.arch in ("gfx942", "gfx950") else 2
+    lowest = min(n_channels, RCCL_MAXCHANNELS, per_link) if m.gpus_per_node > 1 else min(n_channels, RCCL_MAXCHANNELS)
+    if m.nodes > 1:
+        lowest = min(lowest, net_per_peer)
+    per = 1 << max(0, lowest - 1).bit_length()
+    return min(RCCL_MAXCHANNELS, per * (2 if m.nodes == 1 and m.arch in ("gfx942", "gfx950") else 1))
+
+
+__all__ = ["rccl_mesh_rings", "rccl_coll_channels", "rccl_env_channels", "rccl_channel_cap_gbs", "RCCL_MAXCHANNELS",
+           "RCCL_COPIES", "rccl_p2p_channels_per_peer"]
