@@ -7,7 +7,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
   :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
-  :data:`TWENTY_FOURTH_CASES`: the logs added later.
+  :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -78,13 +78,14 @@ CLASSES = {
     "v100-efa-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over AWS EFA",
     "v100-ib-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over InfiniBand",
     "v100-roce-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over RoCE",
+    "b200-nvl64": "64 Blackwell GPUs (16 hosts of 4) in one NVL72 rack's multi-node NVLink domain",
 }
 
 #: the fixed held-out split (see the module docstring)
 HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host",
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
                     "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost", "v100-ib-multihost",
-                    "v100-roce-multihost")
+                    "v100-roce-multihost", "b200-nvl64")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -890,11 +891,34 @@ TWENTY_FOURTH_CASES = [
                       (2, "all_gather"), (2, "all_reduce"))],
 ]
 
+_OCI_GB300 = ("OCI BM.GPU.GB300.4 hosts of one NVL72 rack (oci-ai-incubations/oci-gpu-quickstarts' GB300 README, commit 61eba7f, "
+              "2026-02-24; UPL-1.0): 4 GB300 per host, 2 Grace CPUs, the rack's NVLink 5 domain across hosts "
+              "(NCCL_MNNVL_ENABLE=1), so the `gb200-nvl72` preset's one NVLink domain with the run's {n} ranks (its GPUs are "
+              "B200: the GB300's NVLink 5 is the same 18 x 50 GB/s, the B300 die and sm103 are not modelled; the log's "
+              "\"NVIDIA GB300\" maps to no arch, so the preset's sm100), NCCL 2.28.7 (its line), one process per GPU, "
+              "NVLS and MNNVLS on, NCCL_BUFFSIZE=16777216 and NCCL_IB_QPS_PER_CONNECTION=4 set (no model term); {coll}, "
+              "512 KiB - 16 GiB")
+
+#: the twenty-fifth set: a new source, Oracle's OCI GPU Quick Starts GB300 README (oci-ai-incubations/oci-gpu-quickstarts,
+#: the full tables of its February 2026 commits): all_reduce and alltoall of one GB300 host (4 GPUs), of 2 hosts and of
+#: 16 hosts of one NVL72 rack, every rank in the rack's multi-node NVLink domain.  The 4- and 8-rank tables are of the
+#: held-out class b200-nvswitch-1host (one NVSwitch domain of 8 GPUs or fewer, as the class function reads them); the
+#: 64-rank tables of the new held-out class b200-nvl64 (no earlier log has a rack's NVLink domain).  Not taken: the README's 32-host, 2-rack tables (two NVLink domains of 64
+#: ranks joined by RoCE: no machine of the project is shaped so; its alltoall runs at 47 GB/s busbw and its all_reduce
+#: sits on a ~490 us floor from 512 KiB to 16 MiB).  Each described from its source before any prediction
+TWENTY_FIFTH_CASES = [
+    *[Case(f"gb300_{n}gpu_{h}node_{coll}_oci_nvl72.txt", "gb200-nvl72", version=(2, 28),
+           env={"NCCL_NVLS_ENABLE": "1"}, machine={"ranks": n},
+           machine_class="b200-nvl64" if n > 8 else "b200-nvswitch-1host",
+           why=(f"{h} host{'s' if h > 1 else ''}: " if h > 1 else "one host: ") + _OCI_GB300.format(n=n, coll=coll))
+      for n, h in ((4, 1), (8, 2), (64, 16)) for coll in ("all_reduce", "alltoall")],
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
-             + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES)
+             + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES)
 
 
 def held_out(case: Case) -> bool:
