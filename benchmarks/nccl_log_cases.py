@@ -7,7 +7,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
   :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
-  :data:`TWENTY_FOURTH_CASES`: the logs added later.
+  :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -78,13 +78,16 @@ CLASSES = {
     "v100-efa-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over AWS EFA",
     "v100-ib-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over InfiniBand",
     "v100-roce-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over RoCE",
+    "b200-nvl64": "64 Blackwell GPUs (16 hosts of 4) in one NVL72 rack's multi-node NVLink domain",
+    "h100-nvlink-1host": "4 x H100 SXM on a direct NVLink mesh (no NVSwitch), one host",
 }
 
 #: the fixed held-out split (see the module docstring)
 HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host",
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
                     "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost", "v100-ib-multihost",
-                    "v100-roce-multihost")
+                    "v100-roce-multihost", "b200-nvl64",
+                    "h100-nvlink-1host")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -897,11 +900,61 @@ TWENTY_FOURTH_CASES = [
                       (2, "all_gather"), (2, "all_reduce"))],
 ]
 
+_OCI_GB300 = ("OCI BM.GPU.GB300.4 hosts of one NVL72 rack (oci-ai-incubations/oci-gpu-quickstarts' GB300 README, commit 61eba7f, "
+              "2026-02-24; UPL-1.0): 4 GB300 per host, 2 Grace CPUs, the rack's NVLink 5 domain across hosts "
+              "(NCCL_MNNVL_ENABLE=1), so the `gb200-nvl72` preset's one NVLink domain with the run's {n} ranks (its GPUs are "
+              "B200: the GB300's NVLink 5 is the same 18 x 50 GB/s, the B300 die and sm103 are not modelled; the log's "
+              "\"NVIDIA GB300\" maps to no arch, so the preset's sm100), NCCL 2.28.7 (its line), one process per GPU, "
+              "NVLS and MNNVLS on, NCCL_BUFFSIZE=16777216 and NCCL_IB_QPS_PER_CONNECTION=4 set (no model term); {coll}, "
+              "512 KiB - 16 GiB")
+
+#: the twenty-fifth set: a new source, Oracle's OCI GPU Quick Starts GB300 README (oci-ai-incubations/oci-gpu-quickstarts,
+#: the full tables of its February 2026 commits): all_reduce and alltoall of one GB300 host (4 GPUs), of 2 hosts and of
+#: 16 hosts of one NVL72 rack, every rank in the rack's multi-node NVLink domain.  The 4- and 8-rank tables are of the
+#: held-out class b200-nvswitch-1host (one NVSwitch domain of 8 GPUs or fewer, as the class function reads them); the
+#: 64-rank tables of the new held-out class b200-nvl64 (no earlier log has a rack's NVLink domain).  Not taken: the README's 32-host, 2-rack tables (two NVLink domains of 64
+#: ranks joined by RoCE: no machine of the project is shaped so; its alltoall runs at 47 GB/s busbw and its all_reduce
+#: sits on a ~490 us floor from 512 KiB to 16 MiB).  Each described from its source before any prediction
+TWENTY_FIFTH_CASES = [
+    *[Case(f"gb300_{n}gpu_{h}node_{coll}_oci_nvl72.txt", "gb200-nvl72", version=(2, 28),
+           env={"NCCL_NVLS_ENABLE": "1"}, machine={"ranks": n},
+           machine_class="b200-nvl64" if n > 8 else "b200-nvswitch-1host",
+           why=(f"{h} host{'s' if h > 1 else ''}: " if h > 1 else "one host: ") + _OCI_GB300.format(n=n, coll=coll))
+      for n, h in ((4, 1), (8, 2), (64, 16)) for coll in ("all_reduce", "alltoall")],
+]
+
+#: the 4-GPU HGX H100 board: every GPU's 18 NVLink 4 links split 6/6/6 over its 3 peers, no NVSwitch (assumed: the
+#: Snellius logs show NVLink rates and no NVLS, not the wiring)
+_H100_4MESH = {"intra": "nvlink", "links_per_gpu": 18, "nvls_switch": False,
+               "link_matrix": ((0, 6, 6, 6), (6, 0, 6, 6), (6, 6, 0, 6), (6, 6, 6, 0))}
+_SNELLIUS = ("SURF Snellius gpu_h100 hosts of odissei-benchmarks/nccl-tests (runs of 2025-08-04): 4 x \"NVIDIA H100\" per host, "
+             "no NVSwitch (NCCL: \"NVLS multicast support is not available\"), the 4 GPUs joined by NVLink (P2P/direct and CUMEM "
+             "channels, 324 GB/s all_reduce busbw on one host; the HGX H100 4-GPU board's 6 links per pair assumed: not stated), "
+             "NCCL 2.22.3 (its line), NCCL_SOCKET_IFNAME only; CPU not stated (the preset's Intel default)")
+
+#: the twenty-sixth set: a new source, the nccl-tests logs of an H100 benchmark of SURF's Snellius (odissei-benchmarks/
+#: nccl-tests): all_reduce, all_gather and reduce_scatter of one 4 x H100 NVLink host (no NVSwitch: the new held-out class
+#: h100-nvlink-1host) and of 2 such hosts over 4 x 200 Gb/s InfiniBand each (the in-sample class h100-ib-multihost, so
+#: each table held out itself).  Not taken: the repository's stress-test logs (one 1-GPU run; a second 2-host
+#: all_reduce with -n 100, the same hosts and day).  Each described from its source before any prediction
+TWENTY_SIXTH_CASES = [
+    *[Case(f"h100_4gpu_1node_{coll}_snellius_nvlink.txt", "dgx-h100", version=(2, 22),
+           machine={"ranks": 4, **_H100_4MESH}, machine_class="h100-nvlink-1host",
+           why=f"one host (gcn155), one process driving its 4 GPUs (-g 4): {_SNELLIUS}; {coll}, 4 B - 128 MiB")
+      for coll in ("all_reduce", "all_gather", "reduce_scatter")],
+    *[Case(f"h100_8gpu_2node_{coll}_snellius_ib_4gpn.txt", "dgx-h100", 2, 4, 25.0, "ib", version=(2, 22),
+           machine={"ranks": 8, **_H100_4MESH}, machine_class="h100-ib-multihost", held_out=True,
+           why=f"2 hosts (gcn151, gcn154) x 4 GPUs, 8 processes (-g 1), 4 x 200 Gb/s InfiniBand per host (ibstat: Rate 200; "
+               f"NCCL's channels on IB/1-4, GDRDMA): {_SNELLIUS}; {coll}, 8 B - 8 GiB")
+      for coll in ("all_reduce", "all_gather", "reduce_scatter")],
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
-             + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES)
+             + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
+             + TWENTY_SIXTH_CASES)
 
 
 def held_out(case: Case) -> bool:
