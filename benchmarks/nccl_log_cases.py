@@ -904,7 +904,7 @@ _OCI_GB300 = ("OCI BM.GPU.GB300.4 hosts of one NVL72 rack (oci-ai-incubations/oc
               "2026-02-24; UPL-1.0): 4 GB300 per host, 2 Grace CPUs, the rack's NVLink 5 domain across hosts "
               "(NCCL_MNNVL_ENABLE=1), so the `gb200-nvl72` preset's one NVLink domain with the run's {n} ranks (its GPUs are "
               "B200: the GB300's NVLink 5 is the same 18 x 50 GB/s, the B300 die and sm103 are not modelled; the log's "
-              "\"NVIDIA GB300\" maps to no arch, so the preset's sm100), NCCL 2.28.7 (its line), one process per GPU, "
+              "\"NVIDIA GB300\" read as sm100), NCCL 2.28.7 (its line), one process per GPU, "
               "NVLS and MNNVLS on, NCCL_BUFFSIZE=16777216 and NCCL_IB_QPS_PER_CONNECTION=4 set (no model term); {coll}, "
               "512 KiB - 16 GiB")
 

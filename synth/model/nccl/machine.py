@@ -26,7 +26,7 @@ from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
 #: GPU name patterns -> architecture (first match wins)
-_NAMES = [(r"RTX 50[5-9]0|RTX PRO [0-9]+ Blackwell", "sm120"), (r"\bB(100|200)\b|GB200|Blackwell", "sm100"), (r"\bH(100|200|800|20)\b|GH200|Hopper", "sm90"),
+_NAMES = [(r"RTX 50[5-9]0|RTX PRO [0-9]+ Blackwell", "sm120"), (r"\bB(100|200|300)\b|GB[23]00|Blackwell", "sm100"), (r"\bH(100|200|800|20)\b|GH200|Hopper", "sm90"),
           (r"\bA(100|800|30)\b", "sm80"), (r"\bA(10|40|6000)\b|RTX 30", "sm86"), (r"L40|L4\b|RTX 40|Ada", "sm89"),
           (r"V100|Volta|TITAN V", "sm70"), (r"P100", "sm60"),
           (r"MI300|MI325|gfx942", "gfx942"), (r"MI350|MI355|gfx950", "gfx950"), (r"MI2[05]0|gfx90a", "gfx90a")]
