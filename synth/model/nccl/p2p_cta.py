@@ -34,7 +34,16 @@ def p2p_cta_gbs(arch: str, params) -> float:
     return at_sm_clock(params.p2p_cta_gbs, arch)
 
 
-def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params) -> float:
+#: bytes of a Simple step on a network connection: NCCL's default NCCL_BUFFSIZE, 4 MiB (NVIDIA/nccl v2.24.3-1
+#: src/init.cc line 598, ``DEFAULT_BUFFSIZE``; the variable is not modelled), over NCCL_STEPS = 8 (src/include/device.h
+#: line 24; src/transport/net.cc line 376: ``stepSize = buffSizes[NCCL_PROTO_SIMPLE]/NCCL_STEPS``)
+NET_STEP_BYTES = (1 << 22) // 8
+#: steps of one Simple slice, by collective (v2.24.3-1 .. v2.29.2-1 src/include/collectives.h: BROADCAST_SLICESTEPS and
+#: REDUCE_SLICESTEPS 1; ALLREDUCE, ALLGATHER and REDUCESCATTER_SLICESTEPS NCCL_STEPS/4 = 2, the default below)
+SLICE_STEPS = {"broadcast": 1, "reduce": 1}
+
+
+def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: str = "allgather") -> float:
     """Most bus bandwidth (GB/s, nccl-tests convention) a ring across hosts moves on ``channels`` channels when
     each channel's CTA moves at most :func:`p2p_cta_gbs` (payload: LL 8 of 16 bytes, LL128 120 of 128); unbounded
     for other algorithms, on one host and on AMD GPUs (RCCL's network channels are not modelled per CTA).
@@ -53,19 +62,36 @@ def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params) -> flo
     4, 2 and 1 GPUs a host (12 GB/s a channel) never meet the bound.  On one host no H100 ring meets it (24 channels
     at 15 GB/s each), and 8 x B200's NVLink rings run 21.6 GB/s a channel, 7 % above it: it is kept to the network.
 
+    Simple: each slice also costs the CTA the model's per-message network cost (``net_chunk_us``, fitted on the
+    in-sample InfiniBand all_reduce logs), once per slice in its serial loop: a slice is one network message (the
+    proxy posts one isend a slice, src/transport/net.cc lines 1182 and 1439, ``sub->transmitted += sliceSteps``),
+    and the CTA posts it to, and waits for its slot from, step counters in host memory (the connection's
+    ``sendMem`` / ``recvMem``, net.cc lines 771-772, mapped from host memory; prims_simple.h lines 116-130, 180-187:
+    a volatile read, then a system-scope fence and a store, per slice).  So a channel moves
+    ``slice / (slice / rate + net_chunk_us)``, the slice being :data:`SLICE_STEPS` x :data:`NET_STEP_BYTES`:
+    broadcast and reduce, 512 KiB slices, pay it twice as often as all_gather's 1 MiB (the Voltage Park 4 x 8 H100
+    hosts: broadcast 286 GB/s busbw, all_gather 324 at 8 GiB).
+
     >>> from topo_probe import cluster
     >>> from synth.model.nccl.machine import NcclMachine
     >>> from synth.model.nccl.params import ModelParams
     >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=4))
     >>> [round(ring_net_cta_cap_gbs(m, "ring", p, 16, ModelParams(p2p_cta_gbs=20.0)), 1) for p in ("Simple", "LL")]
     [320.0, 160.0]
+    >>> p = ModelParams(p2p_cta_gbs=20.0, net_chunk={"ib": 2.0})     # a 1 MiB slice: 52.4288 + 2 µs a channel
+    >>> [round(ring_net_cta_cap_gbs(m, "ring", "Simple", 16, p, c), 1) for c in ("allgather", "broadcast")]
+    [308.2, 297.3]
     >>> ring_net_cta_cap_gbs(m, "tree", "Simple", 16, ModelParams())
     inf
     """
     if algo != "ring" or m.nodes == 1 or m.amd:
         return math.inf
     payload = {"LL": LL_DATA_FRACTION, "LL128": LL128_DATA_FRACTION}.get(proto, 1.0)
-    return channels * p2p_cta_gbs(m.arch, params) * payload
+    rate = p2p_cta_gbs(m.arch, params)                                          # GB/s = 1000 bytes per µs
+    if proto == "Simple":
+        slice_bytes = SLICE_STEPS.get(coll, 2) * NET_STEP_BYTES
+        rate = slice_bytes / (slice_bytes / (1000.0 * rate) + params.net_chunk_us(m.net_kind, m.arch)) / 1000.0
+    return channels * rate * payload
 
 
-__all__ = ["p2p_cta_gbs", "ring_net_cta_cap_gbs"]
+__all__ = ["NET_STEP_BYTES", "SLICE_STEPS", "p2p_cta_gbs", "ring_net_cta_cap_gbs"]

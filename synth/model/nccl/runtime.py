@@ -275,7 +275,7 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
         return t_intra
     net_bus = min(_net_bus_gbs(t, coll, algo, proto, params),
                   _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params),
-                  ring_net_cta_cap_gbs(t.machine, algo, proto, channels, params))
+                  ring_net_cta_cap_gbs(t.machine, algo, proto, channels, params, coll))
     return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes)
 
 
