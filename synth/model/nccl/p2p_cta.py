@@ -58,9 +58,10 @@ def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: 
     CTA's rate.  The rate is the model's one per-CTA constant, fitted on point-to-point logs (:func:`p2p_cta_gbs`:
     20.5 GB/s at H100's clock), not a figure of NCCL's: the real H100 InfiniBand rings of 8 GPUs and 8 x 400 Gb/s
     NICs per host, 16 channels, stop at 323 GB/s busbw (4 and 10 hosts, all_gather and reduce_scatter; the bound,
-    with the slice cost below: 16 x 19.4 = 310), below their NICs' 8 x 48 = 384, while 24 channels reach the NICs (2 hosts, NCCL_MIN_CTAS=24: 392 GB/s) and
-    4, 2 and 1 GPUs a host (12 GB/s a channel) never meet the bound.  On one host no H100 ring meets it (24 channels
-    at 15 GB/s each), and 8 x B200's NVLink rings run 21.6 GB/s a channel, 7 % above it: it is kept to the network.
+    with the slice cost below: 16 x 19.4 = 310), below their NICs' 8 x 48 = 384, while 24 channels reach the NICs
+    (2 hosts, NCCL_MIN_CTAS=24: 392 GB/s) and 4, 2 and 1 GPUs a host (12 GB/s a channel) never meet the bound.
+    On one host no H100 ring meets it (24 channels at 15 GB/s each), and 8 x B200's NVLink rings run 21.6 GB/s a
+    channel, 7 % above it: it is kept to the network.
 
     Simple: each slice also costs the CTA the model's per-message network cost (``net_chunk_us``, fitted on the
     in-sample InfiniBand all_reduce logs), once per slice in its serial loop: a slice is one network message (the
