@@ -1,4 +1,5 @@
-"""What one point-to-point channel's CTA moves over NVLink, by the SM clock.
+"""What one point-to-point channel's CTA moves over NVLink, by the SM clock, and the bound that rate puts on a
+ring's channels across hosts (:func:`ring_net_cta_cap_gbs`).
 
 A p2p channel is one CTA: NCCL's p2p kernel runs one block a channel (NCCL_MAX_NTHREADS 640 threads,
 src/include/device.h; src/enqueue.cc ``scheduleP2pTasksToPlan``), whose warps split between the send and
@@ -16,7 +17,10 @@ clocks: A100 ~13 GB/s a channel (read mode, 9/10 of a written one) / 1.41 GHz, H
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import at_sm_clock
+import math
+
+from synth.model.nccl.constants import LL128_DATA_FRACTION, LL_DATA_FRACTION, at_sm_clock
+from synth.model.nccl.net_transport import NCCL_BUFFSIZE_BYTES, NCCL_STEPS
 
 
 def p2p_cta_gbs(arch: str, params, gpu_name: str = "") -> float:
@@ -30,4 +34,65 @@ def p2p_cta_gbs(arch: str, params, gpu_name: str = "") -> float:
     return at_sm_clock(params.p2p_cta_gbs, arch, gpu_name)
 
 
-__all__ = ["p2p_cta_gbs"]
+#: bytes of a Simple step on a network connection: NCCL's default NCCL_BUFFSIZE, 4 MiB (NVIDIA/nccl v2.24.3-1
+#: src/init.cc line 598, ``DEFAULT_BUFFSIZE``; the variable is not modelled), over NCCL_STEPS = 8 (src/include/device.h
+#: line 24; src/transport/net.cc line 376: ``stepSize = buffSizes[NCCL_PROTO_SIMPLE]/NCCL_STEPS``)
+NET_STEP_BYTES = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
+#: steps of one Simple slice, by collective (v2.24.3-1 .. v2.29.2-1 src/include/collectives.h: BROADCAST_SLICESTEPS and
+#: REDUCE_SLICESTEPS 1; ALLREDUCE, ALLGATHER and REDUCESCATTER_SLICESTEPS NCCL_STEPS/4 = 2, the default below)
+SLICE_STEPS = {"broadcast": 1, "reduce": 1}
+
+
+def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: str = "allgather") -> float:
+    """Most bus bandwidth (GB/s, nccl-tests convention) a ring across hosts moves on ``channels`` channels when
+    each channel's CTA moves at most :func:`p2p_cta_gbs` (payload: LL 8 of 16 bytes, LL128 120 of 128); unbounded
+    for other algorithms, on one host and on AMD GPUs (RCCL's network channels are not modelled per CTA).
+
+    A ring channel is one CTA (NVIDIA/nccl v2.24.3-1 src/enqueue.cc lines 1428-1431: one block a channel; src/device/
+    common.h lines 322-330: a block's channel), which runs its chunk's steps one after another through one
+    ``Primitives`` (src/device/all_gather.h lines 13-70) whose Simple loop handles one slice at a time (src/device/
+    prims_simple.h lines 235-305, ``#pragma unroll 1``: wait for the peers, copy, barrier, post), and a slice it
+    posts to a network connection (``ConnFifoEnabled``: a proxy's FIFO) first waits for a system-scope fence (lines
+    180-187, ``fence_acq_rel_sys``), as a point-to-point send's CTA does on the same primitives.  The bus bandwidth
+    of a ring is what each channel carries over each hop, so the channels' CTAs bound it at ``channels`` x the
+    CTA's rate.  The rate is the model's one per-CTA constant, fitted on point-to-point logs (:func:`p2p_cta_gbs`:
+    20.5 GB/s at H100's clock), not a figure of NCCL's: the real H100 InfiniBand rings of 8 GPUs and 8 x 400 Gb/s
+    NICs per host, 16 channels, stop at 323 GB/s busbw (4 and 10 hosts, all_gather and reduce_scatter; the bound,
+    with the slice cost below: 16 x 19.4 = 310), below their NICs' 8 x 48 = 384, while 24 channels reach the NICs
+    (2 hosts, NCCL_MIN_CTAS=24: 392 GB/s) and 4, 2 and 1 GPUs a host (12 GB/s a channel) never meet the bound.
+    On one host no H100 ring meets it (24 channels at 15 GB/s each), and 8 x B200's NVLink rings run 21.6 GB/s a
+    channel, 7 % above it: it is kept to the network.
+
+    Simple: each slice also costs the CTA the model's per-message network cost (``net_chunk_us``, fitted on the
+    in-sample InfiniBand all_reduce logs), once per slice in its serial loop: a slice is one network message (the
+    proxy posts one isend a slice, src/transport/net.cc lines 1182 and 1439, ``sub->transmitted += sliceSteps``),
+    and the CTA posts it to, and waits for its slot from, step counters in host memory (the connection's
+    ``sendMem`` / ``recvMem``, net.cc lines 771-772, mapped from host memory; prims_simple.h lines 116-130, 180-187:
+    a volatile read, then a system-scope fence and a store, per slice).  So a channel moves
+    ``slice / (slice / rate + net_chunk_us)``, the slice being :data:`SLICE_STEPS` x :data:`NET_STEP_BYTES`:
+    broadcast and reduce, 512 KiB slices, pay it twice as often as all_gather's 1 MiB (the Voltage Park 4 x 8 H100
+    hosts: broadcast 286 GB/s busbw, all_gather 324 at 8 GiB).
+
+    >>> from topo_probe import cluster
+    >>> from synth.model.nccl.machine import NcclMachine
+    >>> from synth.model.nccl.params import ModelParams
+    >>> m = NcclMachine.from_topology(cluster("dgx-h100", nodes=4))
+    >>> [round(ring_net_cta_cap_gbs(m, "ring", p, 16, ModelParams(p2p_cta_gbs=20.0)), 1) for p in ("Simple", "LL")]
+    [320.0, 160.0]
+    >>> p = ModelParams(p2p_cta_gbs=20.0, net_chunk={"ib": 2.0})     # a 1 MiB slice: 52.4288 + 2 µs a channel
+    >>> [round(ring_net_cta_cap_gbs(m, "ring", "Simple", 16, p, c), 1) for c in ("allgather", "broadcast")]
+    [308.2, 297.3]
+    >>> ring_net_cta_cap_gbs(m, "tree", "Simple", 16, ModelParams())
+    inf
+    """
+    if algo != "ring" or m.nodes == 1 or m.amd:
+        return math.inf
+    payload = {"LL": LL_DATA_FRACTION, "LL128": LL128_DATA_FRACTION}.get(proto, 1.0)
+    rate = p2p_cta_gbs(m.arch, params, m.gpu_name)                              # GB/s = 1000 bytes per µs
+    if proto == "Simple":
+        slice_bytes = SLICE_STEPS.get(coll, 2) * NET_STEP_BYTES
+        rate = slice_bytes / (slice_bytes / (1000.0 * rate) + params.net_chunk_us(m.net_kind, m.arch)) / 1000.0
+    return channels * rate * payload
+
+
+__all__ = ["NET_STEP_BYTES", "SLICE_STEPS", "p2p_cta_gbs", "ring_net_cta_cap_gbs"]

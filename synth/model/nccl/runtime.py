@@ -11,7 +11,7 @@ launches back to back, so the host hides under the device unless one thread driv
 bus-bandwidth convention) and ``B`` the achievable bus bandwidth: data-sheet link bandwidth x
 efficiency x protocol payload (LL 8 of 16 bytes, LL128 120 of 128), never more than the channels
 in use can push (NCCL's llMaxBws / perChMaxRingLL128Bws), across nodes never more than a node's
-NICs carry, and for Simple never more than ``chunk / net_chunk_us`` per channel.
+NICs carry or a ring's CTAs move there, and for Simple never more than ``chunk / net_chunk_us`` per channel.
 
 Units: µs, bytes, GB/s per direction.
 """
@@ -48,6 +48,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
+from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share
 from synth.model.nccl.net_transport import ring_cts_wait_us
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
@@ -273,10 +274,10 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
     if t.machine.nodes == 1:
         return t_intra
     net_bus = min(_net_bus_gbs(t, coll, algo, proto, params),
-                  _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params))
-    m = t.machine   # a host-staged EFA ring waits on its long messages' clear-to-send (net_transport.py)
-    cts = ring_cts_wait_us(m, algo, coll, proto, nbytes, channels, t.version, params.net_message_us)
-    return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(m, coll, algo, proto, nbytes) + cts
+                  _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params),
+                  ring_net_cta_cap_gbs(t.machine, algo, proto, channels, params, coll))
+    cts = ring_cts_wait_us(t.machine, algo, coll, proto, nbytes, channels, t.version, params.net_message_us)  # EFA
+    return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes) + cts
 
 
 def _hops(m: NcclMachine, coll: str, algo: str) -> tuple[int, int]:

@@ -29,17 +29,18 @@ def ring_machine(hosts: int, gpus_per_host: int) -> NcclMachine:
 
 
 def test_ring_reaches_the_hand_computed_nic_limit():
-    """2 hosts x 8 H100, NCCL_ALGO=Ring, 8 GiB: 8 NICs x 50 GB/s x 12/12.5 = 384 GB/s of bus bandwidth
-    (NVLink carries more), less only the latency of 2 x 15 + 0.x steps."""
+    """2 hosts x 8 H100, NCCL_ALGO=Ring NCCL_MIN_CTAS=24 (the real log's settings), 8 GiB: 8 NICs x 50 GB/s x
+    12/12.5 = 384 GB/s of bus bandwidth (NVLink and 24 channels' CTAs carry more: test_ring_net_cta.py), less only
+    the latency of 2 x 15 + 0.x steps."""
     m = ring_machine(2, 8)
-    c = NcclModel(m, env=NcclEnv.from_environ({"NCCL_ALGO": "Ring"})).choose("allreduce", BIG)
+    c = NcclModel(m, env=NcclEnv.from_environ({"NCCL_ALGO": "Ring", "NCCL_MIN_CTAS": "24"})).choose("allreduce", BIG)
     assert c.algorithm == "ring"
     assert DEFAULT_PARAMS.ring_net_efficiency("ib") == pytest.approx(12.0 / 12.5)
     assert c.busbw_gbps(m.ranks) == pytest.approx(8 * 50.0 * 12.0 / 12.5, rel=0.02)
 
 
 @pytest.mark.parametrize("hosts, gpus, file, env", [
-    (2, 8, "h100_16gpu_2node_all_reduce_ib_8nodecluster_ring.txt", {"NCCL_ALGO": "Ring"}),
+    (2, 8, "h100_16gpu_2node_all_reduce_ib_8nodecluster_ring.txt", {"NCCL_ALGO": "Ring", "NCCL_MIN_CTAS": "24"}),
     (10, 2, "h100_20gpu_10node_all_reduce_5tests_2gpn.txt", {}),
     (10, 4, "h100_40gpu_10node_all_reduce_5tests_4gpn.txt", {}),
     (10, 1, "h100_10gpu_10node_all_reduce_5tests_1gpn.txt", {}),
