@@ -28,7 +28,7 @@ from topo_probe.errors import InvalidArgument
 VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_P2P_DISABLE",
              "NCCL_MIN_NCHANNELS", "NCCL_MAX_NCHANNELS", "NCCL_PAT_ENABLE", "NCCL_NVLSTREE_MAX_CHUNKSIZE",
              "RCCL_MSCCL_ENABLE", "NCCL_MIN_CTAS", "NCCL_MAX_CTAS", "NCCL_NCHANNELS_PER_NET_PEER",
-             "RCCL_MSCCL_ENABLE_SINGLE_PROCESS", "NCCL_TREE_THRESHOLD")
+             "RCCL_MSCCL_ENABLE_SINGLE_PROCESS", "NCCL_TREE_THRESHOLD", "NCCL_BUFFSIZE")
 #: NCCL_NVLSTREE_MAX_CHUNKSIZE default (bytes)
 NVLSTREE_CHUNK = 131072
 
@@ -93,6 +93,8 @@ class NcclEnv:
     msccl_single_process: int | None = None
     #: NCCL 2.4's all_reduce tree/ring switch (bytes; init.cc ``NCCL_PARAM(TreeThreshold, ...)``): trees up to it
     tree_threshold: int | None = None
+    #: NCCL_BUFFSIZE (bytes): the Simple protocol's buffer, NCCL_STEPS slots of it (src/init.cc ``DEFAULT_BUFFSIZE``)
+    buffsize: int | None = None
 
     @classmethod
     def from_environ(cls, environ=None) -> "NcclEnv":
@@ -113,10 +115,13 @@ class NcclEnv:
         tree_thr = _flag(env, "NCCL_TREE_THRESHOLD")
         if tree_thr is not None and tree_thr < 0:
             raise InvalidArgument(f"NCCL_TREE_THRESHOLD={tree_thr} must be a number of bytes >= 0")
+        buffsize = _flag(env, "NCCL_BUFFSIZE")
+        if buffsize is not None and buffsize < 8:
+            raise InvalidArgument(f"NCCL_BUFFSIZE={buffsize} must be a number of bytes >= 8 (NCCL_STEPS slots)")
         return cls(algo, proto, _flag(env, "NCCL_NVLS_ENABLE"), _flag(env, "NCCL_COLLNET_ENABLE"),
                    _flag(env, "NCCL_P2P_DISABLE"), lo, hi, _flag(env, "NCCL_PAT_ENABLE"), chunk,
                    _flag(env, "RCCL_MSCCL_ENABLE"), min_ctas, max_ctas, per_peer,
-                   _flag(env, "RCCL_MSCCL_ENABLE_SINGLE_PROCESS"), tree_thr)
+                   _flag(env, "RCCL_MSCCL_ENABLE_SINGLE_PROCESS"), tree_thr, buffsize)
 
     def under(self, platform: dict) -> "NcclEnv":
         """This environment over a platform's own settings (``NcclMachine.platform_env``): the
@@ -173,7 +178,7 @@ class NcclEnv:
                        ("RCCL_MSCCL_ENABLE", self.msccl_enable), ("NCCL_MIN_CTAS", self.min_ctas),
                        ("NCCL_MAX_CTAS", self.max_ctas), ("NCCL_NCHANNELS_PER_NET_PEER", self.net_channels_per_peer),
                        ("RCCL_MSCCL_ENABLE_SINGLE_PROCESS", self.msccl_single_process),
-                       ("NCCL_TREE_THRESHOLD", self.tree_threshold)):
+                       ("NCCL_TREE_THRESHOLD", self.tree_threshold), ("NCCL_BUFFSIZE", self.buffsize)):
             if v is not None:
                 parts.append(f"{var}={v}")
         return " ".join(parts)

@@ -29,10 +29,6 @@ costs, through one fraction of it fitted on every in-sample log of every plugin 
   (src/nccl_ofi_rdma.cpp ``rdma_recv_req::post``, line 2567), so no message waits on a handshake
   (its hops pay the share, above).
 
-* per long message of a Simple ring all_reduce where NCCL's buffers are host memory (p3dn: no GPU Direct RDMA):
-  the same share, for every message longer than libfabric's 64 KiB medium limit, which waits for the EFA
-  provider's clear-to-send, along one loop's 2(n-1) steps (:func:`ring_cts_wait_us`).
-
 The figures (aws/aws-ofi-nccl 2daf7d30 src/platform-aws.cpp ``platform_data_map``, lines 83-139,
 ``.latency`` and ``.default_protocol``; the latencies' origin: commit d87d61e0 of 2023-05-31
 "Variable internode latency reported to NCCL", which lowered p4d/p4de/p5 from the 150 µs every EFA
@@ -141,79 +137,5 @@ def pays_per_message(kind: str) -> bool:
     return PLUGIN_PROTOCOL.get(kind) == "sendrecv"
 
 
-#: libfabric's EFA provider (RDM endpoint) sends a message of host memory of at most this many bytes with its eager or
-#: medium protocol, which post every packet at once; a longer one waits for the receiver's clear-to-send (long-CTS)
-#: unless both sides have RDMA read (ofiwg/libfabric v1.12.0 prov/efa/src/rxr/rxr_init.c line 74
-#: ``.efa_max_medium_msg_size = 65536``; rxr_msg.c lines 218-257: medium up to it, long-read from
-#: ``efa_min_read_msg_size`` where ``efa_both_support_rdma_read``, else ``RXR_LONG_MSGRTM_PKT``; the same 64 KiB from
-#: v1.10.0 through v1.16.0's rxr_env.c)
-EFA_MAX_MEDIUM_MSG_BYTES = 65536
-#: NCCL's default NCCL_BUFFSIZE (bytes; v2.4.8-1 src/include/comm.h line 22 ``DEFAULT_BUFFER_SIZE_BYTES``) and
-#: NCCL_STEPS (src/include/devcomm.h line 14): a Simple step is 512 KiB, a ring all_reduce chunk 4 steps
-#: (``ALLREDUCE_CHUNKSTEPS``), a slice 2 (``ALLREDUCE_SLICESTEPS``, collectives.h)
-NCCL_BUFFSIZE_BYTES, NCCL_STEPS = 4 << 20, 8
-#: the first NCCL that cuts a chunk into equal slices of at least sliceSize / 32 (v2.5.6-1 primitives.h line 170
-#: ``dataSize = max(DIVUP(nelem, 16*SLICESPERCHUNK)*16, sliceSize/32)``); v2.4.8-1 (line 156) sends whole slices
-EVEN_SLICES_FROM = (2, 5)
-
-
-def host_staged(kind: str, arch: str | None) -> bool:
-    """Whether NCCL's network buffers on transport ``kind`` (GPUs of ``arch``) are host memory the EFA provider
-    moves with its host-memory protocols: p3dn (EFA on V100), whose first-generation EFA has no RDMA read, so
-    libfabric refuses to register GPU memory ("FI_HMEM capability requires RDMA, which this device does not
-    support", ofiwg/libfabric v1.12.0 rxr_init.c lines 420-423) and aws-ofi-nccl offers NCCL host buffers only
-    (v1.0.1-aws src/nccl_ofi_net.c lines 892-894, ``NCCL_PTR_HOST``).
-
-    >>> host_staged("efa", "sm70"), host_staged("efa", "sm80"), host_staged("ib", "sm70")
-    (True, False, False)
-    """
-    return kind == "efa" and arch == "sm70"
-
-
-def ring_allreduce_messages(nbytes: int, channels: int, ranks: int, version: tuple) -> list[int]:
-    """Bytes of the network messages (slices with data) one step of a Simple ring all_reduce of ``nbytes``
-    sends on each channel, in its first loop: the step's chunk is ``min(4 steps, nbytes / (ranks x channels))``
-    (NVIDIA/nccl v2.9.9-1 src/collectives/device/all_reduce.h line 36 ``realChunkSize``), cut into 2 slices of
-    half the chunk but at least sliceSize / 32 = 32 KiB from NCCL 2.5 (primitives.h lines 138-143), of at most
-    sliceSize = 1 MiB before it.
-
-    >>> ring_allreduce_messages(16 << 20, 2, 16, (2, 4)), ring_allreduce_messages(8 << 20, 2, 16, (2, 6))
-    ([524288], [131072, 131072])
-    >>> ring_allreduce_messages(1 << 20, 8, 16, (2, 9)), ring_allreduce_messages(64 << 20, 2, 16, (2, 4))
-    ([8192], [1048576, 1048576])
-    """
-    step = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
-    chunk = min(4 * step, -(-nbytes // (ranks * max(1, channels))))
-    piece = max(-(-chunk // 32) * 16, 2 * step // 32) if tuple(version)[:2] >= EVEN_SLICES_FROM else 2 * step
-    return [min(piece, chunk - off) for off in range(0, chunk, piece)][:2]
-
-
-def ring_cts_wait_us(m, algo: str, coll: str, proto: str, nbytes: int, channels: int, version: tuple,
-                     message_us) -> float:
-    """µs a Simple ring all_reduce (``algo`` / ``coll`` / ``proto``; 0 for others) of ``nbytes`` on ``channels`` of
-    machine ``m`` (an :class:`.NcclMachine`) waits on the EFA provider's clear-to-send where NCCL's buffers are
-    host memory (:func:`host_staged`): every message longer than :data:`EFA_MAX_MEDIUM_MSG_BYTES` waits one
-    handshake, priced as the plugin's per-message share (``message_us(kind, proto, arch)``:
-    :meth:`.params.ModelParams.net_message_us`), and a ring's steps wait on each other (a rank forwards what it
-    received), so the 2(n-1) steps of one loop pay them in sequence; later loops' messages overlap the first's.
-
-    >>> from types import SimpleNamespace as NS
-    >>> p3dn, p4d = NS(net_kind="efa", arch="sm70", ranks=16), NS(net_kind="efa", arch="sm80", ranks=16)
-    >>> share = lambda *a: 10.0
-    >>> [ring_cts_wait_us(p3dn, "ring", "allreduce", "Simple", n << 20, 2, (2, 4), share) for n in (16, 2)]
-    [300.0, 0.0]
-    >>> ring_cts_wait_us(p4d, "ring", "allreduce", "Simple", 16 << 20, 2, (2, 4), share)
-    0.0
-    >>> ring_cts_wait_us(p3dn, "tree", "allreduce", "Simple", 16 << 20, 2, (2, 4), share)
-    0.0
-    """
-    if (algo, coll, proto) != ("ring", "allreduce", "Simple") or m.ranks < 2 or not host_staged(m.net_kind, m.arch):
-        return 0.0
-    messages = ring_allreduce_messages(nbytes, channels, m.ranks, version)
-    long_cts = sum(1 for b in messages if b > EFA_MAX_MEDIUM_MSG_BYTES)
-    return 2 * (m.ranks - 1) * long_cts * message_us(m.net_kind, proto, m.arch)
-
-
-__all__ = ["EFA_MAX_MEDIUM_MSG_BYTES", "host_staged", "ring_allreduce_messages", "ring_cts_wait_us", "P3DN_LATENCY_US",
-           "PLUGIN_PROTOCOL", "PLUGIN_LATENCY_READ", "PLUGIN_LATENCY_ADDED", "TCPXO_PROFILE",
+__all__ = ["P3DN_LATENCY_US", "PLUGIN_PROTOCOL", "PLUGIN_LATENCY_READ", "PLUGIN_LATENCY_ADDED", "TCPXO_PROFILE",
            "TCPXO_PROFILE_NCCL_2_26", "plugin_latency_us", "pays_per_message", "tcpxo_profile", "tuner_inter_latency_us"]

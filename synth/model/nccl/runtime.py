@@ -50,7 +50,6 @@ from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share
-from synth.model.nccl.net_transport import ring_cts_wait_us
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
 from synth.model.nccl.versions import latency_tables
@@ -275,9 +274,8 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
         return t_intra
     net_bus = min(_net_bus_gbs(t, coll, algo, proto, params),
                   _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params),
-                  ring_net_cta_cap_gbs(t.machine, algo, proto, channels, params, coll))
-    cts = ring_cts_wait_us(t.machine, algo, coll, proto, nbytes, channels, t.version, params.net_message_us)  # EFA
-    return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes) + cts
+                  ring_net_cta_cap_gbs(t.machine, algo, proto, channels, params, coll, t.env.buffsize))
+    return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes)
 
 
 def _hops(m: NcclMachine, coll: str, algo: str) -> tuple[int, int]:

@@ -89,3 +89,20 @@ def test_four_gpus_a_host_stay_at_their_nics():
     assert c.channels == 16 and c.algorithm == "ring"
     assert c.busbw_gbps(m.ranks) == pytest.approx(4 * 50.0 * DEFAULT_PARAMS.ring_net_efficiency("ib"), rel=0.02)
     assert c.busbw_gbps(m.ranks) == pytest.approx(real, rel=0.03)
+
+
+def test_a_bigger_nccl_buffsize_makes_fewer_slices_by_hand():
+    """NCCL_BUFFSIZE=8 MiB: a 2-step slice of an all_gather is 2 MiB (8 MiB / NCCL_STEPS 8 x 2), so a CTA at 20 GB/s
+    with a 2 µs slice cost moves 2097152 / (104.8576 + 2) bytes a µs; the default 4 MiB buffer 1048576 / (52.4288 + 2)."""
+    from topo_probe import cluster
+    from synth.model.nccl.env import NcclEnv
+    from synth.model.nccl.machine import NcclMachine
+    from synth.model.nccl.params import ModelParams
+
+    m = NcclMachine.from_topology(cluster("dgx-h100", nodes=4))
+    p = ModelParams(p2p_cta_gbs=20.0, net_chunk={"ib": 2.0})
+    env = NcclEnv.from_environ({"NCCL_BUFFSIZE": str(8 << 20)})
+    assert ring_net_cta_cap_gbs(m, "ring", "Simple", 16, p, "allgather", env.buffsize) == pytest.approx(
+        16 * 2097152 / (104.8576 + 2.0) / 1000.0)
+    assert ring_net_cta_cap_gbs(m, "ring", "Simple", 16, p, "allgather") == pytest.approx(
+        16 * 1048576 / (52.4288 + 2.0) / 1000.0)
