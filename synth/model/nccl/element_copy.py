@@ -16,7 +16,9 @@ whole step goes through ``ReduceCopyMulti`` (lines 249-264), one ``T`` per threa
 
 A CTA keeps ``sizeof(T) / (16 x 4)`` = 1/16 as many bytes in flight in the element loop as in the packed
 loop, so the model takes its copy rate (:func:`.ring_steps.cta_copy_gbs`) at 1/16 on a misaligned step
-(:data:`ELEMENT_LOOP_SHARE`; float, nccl-tests' default type).  Every rank works through every block
+(:data:`ELEMENT_LOOP_SHARE`; float, nccl-tests' default type).  The one step per chunk with a single source and
+destination (reduce_scatter's first ``send``, all_gather's last ``recv``: ``AUTOUNROLL`` 8, so 1/32) is taken at
+the same share: a simplification that makes the model at most one step in ``ranks`` faster.  Every rank works through every block
 index once per chunk (one step each), so a ring's chunk takes ``aligned + misaligned x max(1, channel
 rate / element rate)`` step times against ``ranks`` when all are aligned.  From 2.10 the copy loads
 narrower packs instead (``reduceCopyPacks``), which the model does not time.
