@@ -1,4 +1,4 @@
-"""Misaligned per-rank blocks before NCCL 2.10: the ring steps NCCL copies element by element.
+"""Misaligned per-rank blocks before NCCL 2.10: the ring steps NCCL copies with narrower loads.
 
 A ring all_gather or reduce_scatter addresses rank ``r``'s block of the user buffer at ``r x count``
 elements (NVIDIA/nccl v2.5.7-1 ``src/collectives/device/reduce_scatter.h`` lines 44, 51, 58 and
@@ -20,8 +20,14 @@ loop, so the model takes its copy rate (:func:`.ring_steps.cta_copy_gbs`) at 1/1
 destination (reduce_scatter's first ``send``, all_gather's last ``recv``: ``AUTOUNROLL`` 8, so 1/32) is taken at
 the same share: a simplification that makes the model at most one step in ``ranks`` faster.  Every rank works through every block
 index once per chunk (one step each), so a ring's chunk takes ``aligned + misaligned x max(1, channel
-rate / element rate)`` step times against ``ranks`` when all are aligned.  From 2.10 the copy loads
-narrower packs instead (``reduceCopyPacks``), which the model does not time.
+rate / element rate)`` step times against ``ranks`` when all are aligned.
+
+NCCL 2.8 and 2.9 copy a misaligned Simple step with an unrolled loop by type instead (v2.8.4-1
+``common_kernel.h`` lines 376-404: the packed loop only when every pointer is aligned, else ``ReduceCopyMulti``
+of ``UNROLL x PACKELEMS / 2`` elements per thread, half the packed loop's ``UNROLL`` x 16 bytes:
+:data:`UNROLLED_BY_TYPE_SHARE`), while their LL128 still loads a misaligned source one element per lane
+(v2.9.9-1 ``prims_ll128.h`` lines 123-126, 270, 281).  From 2.10 the copy loads narrower packs
+(``reduceCopyPacks``), which the model does not time.
 """
 
 from __future__ import annotations
@@ -36,6 +42,10 @@ PACK_BYTES = 16
 AUTOUNROLL_TWO_SOURCES = 4
 #: the element loop's rate over the packed loop's (bytes in flight per thread): 4 / (16 x 4)
 ELEMENT_LOOP_SHARE = ELEMENT_BYTES / (PACK_BYTES * AUTOUNROLL_TWO_SOURCES)
+#: 2.8-2.9's misaligned Simple loop over the packed one: ``UNROLL x 4 / 2`` floats against ``UNROLL`` 16-byte packs
+UNROLLED_BY_TYPE_SHARE = (ELEMENT_BYTES * (PACK_BYTES // ELEMENT_BYTES) // 2) / PACK_BYTES
+#: the first NCCL release whose Simple copy unrolls a misaligned step by type (v2.8.3-1)
+UNROLLED_FROM = (2, 8)
 #: the first NCCL release whose copies load narrower packs instead of single elements (2.10 rewrote primitives)
 PACKED_FROM = (2, 10)
 
@@ -54,19 +64,23 @@ def misaligned_blocks(nbytes: int, ranks: int, elem_bytes: int = ELEMENT_BYTES) 
 def element_copy_slowdown(coll: str, algo: str, proto: str, nbytes: int, ranks: int, version: tuple,
                           channel_gbs: float, cta_gbs: float, amd: bool = False) -> float:
     """Factor (>= 1) on a ring all_gather / reduce_scatter's transfer time for its misaligned blocks:
-    ``(aligned + misaligned x max(1, channel_gbs / (cta_gbs x ELEMENT_LOOP_SHARE))) / ranks``;
+    ``(aligned + misaligned x max(1, channel_gbs / (cta_gbs x share))) / ranks``, ``share``
+    :data:`ELEMENT_LOOP_SHARE` (:data:`UNROLLED_BY_TYPE_SHARE` for Simple on 2.8-2.9);
     ``channel_gbs`` the rate one channel's steps run at (GB/s), ``cta_gbs`` a CTA's packed copy rate (GB/s).
 
     >>> round(element_copy_slowdown("reducescatter", "ring", "Simple", 67108848, 12, (2, 5), 10.0, 48.0), 3)
     2.75
     >>> element_copy_slowdown("reducescatter", "ring", "Simple", 67108848, 12, (2, 12), 10.0, 48.0)
     1.0
+    >>> element_copy_slowdown("reducescatter", "ring", "Simple", 67108848, 12, (2, 8), 48.0, 48.0)   # 48 / 24
+    1.75
     """
     if (amd or algo != "ring" or proto not in ("Simple", "LL128") or coll not in ("allgather", "reducescatter")
             or tuple(version) >= PACKED_FROM or ranks < 2 or cta_gbs <= 0.0):
         return 1.0
     bad = misaligned_blocks(nbytes, ranks)
-    slow = max(1.0, channel_gbs / (cta_gbs * ELEMENT_LOOP_SHARE))
+    unrolled = proto == "Simple" and tuple(version) >= UNROLLED_FROM
+    slow = max(1.0, channel_gbs / (cta_gbs * (UNROLLED_BY_TYPE_SHARE if unrolled else ELEMENT_LOOP_SHARE)))
     return (ranks - bad + bad * slow) / ranks
 
 
@@ -80,5 +94,5 @@ def ring_element_copy_factor(t, coll: str, algo: str, proto: str, channels: int,
                                  cta_copy_gbs(m.arch, params), m.amd)
 
 
-__all__ = ["ELEMENT_BYTES", "ELEMENT_LOOP_SHARE", "PACKED_FROM", "element_copy_slowdown", "misaligned_blocks",
-           "ring_element_copy_factor"]
+__all__ = ["ELEMENT_BYTES", "ELEMENT_LOOP_SHARE", "PACKED_FROM", "UNROLLED_BY_TYPE_SHARE", "UNROLLED_FROM",
+           "element_copy_slowdown", "misaligned_blocks", "ring_element_copy_factor"]

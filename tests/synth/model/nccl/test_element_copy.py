@@ -5,7 +5,8 @@ checked against hand-computed block offsets and against the DGX-2 reduce_scatter
 import pytest
 
 from synth.model.nccl import NcclMachine, NcclModel
-from synth.model.nccl.element_copy import ELEMENT_LOOP_SHARE, element_copy_slowdown, misaligned_blocks
+from synth.model.nccl.element_copy import (ELEMENT_LOOP_SHARE, UNROLLED_BY_TYPE_SHARE, element_copy_slowdown,
+                                           misaligned_blocks)
 from topo_probe import get_preset
 
 
@@ -13,6 +14,9 @@ def test_loop_share_is_one_element_against_four_packs():
     # v2.5.7-1 common_kernel.h: ReduceCopyMulti moves one float (4 B) per thread and iteration,
     # ReduceCopy128bMulti AUTOUNROLL = COLL_UNROLL 4 x (4 / (2 sources + 1 destination)) = 4 packs of 16 B
     assert ELEMENT_LOOP_SHARE == pytest.approx(4 / (4 * 16))
+    # v2.8.4-1 common_kernel.h: misaligned, ReduceCopyMulti of UNROLL x PACKELEMS / 2 = UNROLL x 2 floats (8 B
+    # a thread per UNROLL) against ReduceCopy128bMulti's UNROLL packs of 16 B
+    assert UNROLLED_BY_TYPE_SHARE == pytest.approx(8 / 16)
 
 
 def test_misaligned_blocks_by_hand():
@@ -27,6 +31,11 @@ def test_misaligned_blocks_by_hand():
 def test_slowdown_by_hand_and_its_gates():
     # 9 of 12 blocks at a channel rate 3 x the element loop's (48 GB/s x 1/16 = 3 GB/s against 9 GB/s)
     assert element_copy_slowdown("reducescatter", "ring", "Simple", 67108848, 12, (2, 5), 9.0, 48.0) == \
+        pytest.approx((3 + 9 * 3.0) / 12)
+    # NCCL 2.8-2.9: Simple at half the CTA rate (48 / 2 = 24 GB/s against 36), LL128 still element by element
+    assert element_copy_slowdown("reducescatter", "ring", "Simple", 67108848, 12, (2, 8), 36.0, 48.0) == \
+        pytest.approx((3 + 9 * 1.5) / 12)
+    assert element_copy_slowdown("reducescatter", "ring", "LL128", 67108848, 12, (2, 9), 9.0, 48.0) == \
         pytest.approx((3 + 9 * 3.0) / 12)
     # an element loop faster than the channel costs nothing; 2.10+, LL, all_reduce, trees and AMD are untouched
     assert element_copy_slowdown("allgather", "ring", "LL128", 67108848, 12, (2, 5), 2.0, 48.0) == 1.0
