@@ -37,6 +37,7 @@ from synth.model.nccl.constants import (
     busbw_factor,
     coll_steps,
 )
+from synth.model.nccl.element_copy import ring_element_copy_factor
 from synth.model.nccl.channel_caps import (
     AMD_REF_CHANNELS,
     ll128_generation_share,
@@ -264,7 +265,8 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
     NVLS-tree all_reduce of at most 512 MiB at the fraction NCCL itself expects: :func:`nvls_tree_correction`;
     a one-host NVLS all_reduce fills and drains its scatter/reduce/gather loop: :func:`nvls_loop_fill_us`)."""
     wire = nbytes * busbw_factor(coll, t.machine.ranks)
-    t_intra = wire / (1000.0 * _intra_bus_gbs(t, coll, algo, proto, channels, params))
+    bus = _intra_bus_gbs(t, coll, algo, proto, channels, params)     # misaligned blocks before 2.10: element_copy.py
+    t_intra = wire / (1000.0 * bus) * ring_element_copy_factor(t, coll, algo, proto, channels, nbytes, bus, params)
     if algo == "nvls" and coll == "allreduce" and t.machine.nodes == 1 and t.machine.gpus_per_node > 1:
         t_intra += nvls_loop_fill_us(nbytes, channels, t.graphs.nvls.n_channels if t.graphs.nvls else 1,
                                      simple_chunk_bytes(t, algo, nbytes, channels), t_intra)
