@@ -83,4 +83,64 @@ def ring_send_share(coll: str, ranks: int, share: float) -> float:
     return sends / (sends + max(0.0, share) * copies)
 
 
-__all__ = ["cta_copy_gbs", "ring_copy_steps", "ring_send_share"]
+#: bytes of one Simple step: NCCL's default Simple buffer over its steps (NVIDIA/nccl v2.8.4-1 src/init.cc line 409
+#: ``DEFAULT_BUFFSIZE (1 << 22)``, src/include/devcomm.h line 31 ``NCCL_STEPS 8``; the same through v2.30.7-1)
+SIMPLE_STEP_BYTES = (1 << 22) // 8
+#: data bytes of one LL128 step and the LL128 chunk's granule per thread block: the LL128 buffer (init.cc line 408:
+#: 120 elements x 640 threads x 8 steps x 8 bytes) over its 8 steps, 15 of every 16 words data (devcomm.h lines
+#: 66-70); the granule ``NCCL_LL128_SHMEM_ELEMS_PER_THREAD`` 8 x 640 threads x 8 bytes x 15/16 (line 76)
+LL128_STEP_DATA_BYTES = 120 * 640 * 8 * 15 // 16
+LL128_MIN_CHUNK_BYTES = 8 * 640 * 8 * 15 // 16
+#: the rooted rings: one step per chunk (src/include/collectives.h v2.8.4-1 lines 71-74: BROADCAST_/REDUCE_
+#: CHUNKSTEPS and SLICESTEPS 1), so one chunk is one slice and one network message
+ROOTED_COLLS = ("broadcast", "reduce")
+
+
+def rooted_chunk_bytes(proto: str, nbytes: int, channels: int) -> int:
+    """Bytes of the chunk a rooted ring's channel forwards per step: one step's data, or the channel's share when
+    it holds less.  Simple: v2.8.4-1 src/collectives/device/broadcast.h lines 22-37 (``chunkSize = stepSize *
+    BROADCAST_CHUNKSTEPS``, ``realChunkSize = min(chunkSize, DIVUP(size - gridOffset, nChannels))``; v2.27.3-1
+    src/device/broadcast.h lines 37-40 ``nelem = min(chunkCount, channelCount - elemOffset)``); LL128: lines
+    118-133 (``chunkSize = min(DIVUP(size - gridOffset, nChannels * minChunkSize) * minChunkSize, chunkSize)``).
+
+    >>> rooted_chunk_bytes("Simple", 1 << 20, 8), rooted_chunk_bytes("Simple", 32 << 20, 8)
+    (131072, 524288)
+    >>> rooted_chunk_bytes("LL128", 1 << 20, 8), rooted_chunk_bytes("LL128", 32 << 20, 8)
+    (153600, 576000)
+    """
+    share = -(-nbytes // max(1, channels))
+    if proto == "LL128":
+        return min(LL128_STEP_DATA_BYTES, -(-share // LL128_MIN_CHUNK_BYTES) * LL128_MIN_CHUNK_BYTES)
+    return min(SIMPLE_STEP_BYTES, share)
+
+
+def pays_rooted_fill(coll: str, algo: str, proto: str) -> bool:
+    """Whether ``coll`` run as ``algo``/``proto`` is a rooted ring whose network hops store and forward its chunks
+    (:func:`rooted_net_fill_us`); the execution model charges that fill in place of the fitted network-hop extra."""
+    return algo == "ring" and proto in ("Simple", "LL128") and coll in ROOTED_COLLS
+
+
+def rooted_net_fill_us(coll: str, proto: str, nbytes: int, channels: int, nodes: int, channel_net_gbs: float) -> float:
+    """µs a rooted ring's (broadcast, reduce) first chunk spends crossing the ``nodes - 1`` network hops of its chain
+    (Simple and LL128).
+
+    The network proxy posts a step to the network only once the GPU has written all of it (with GPU Direct RDMA
+    an LL128 step too), and the receiving proxy hands it to the next GPU only once all of it has arrived (v2.8.4-1
+    src/transport/net.cc lines 286-327, ``sendProxy``: ``ncclNetIsend`` of the whole ``sizesFifo`` slot after the
+    GPU's tail passed it; lines 401-428 ``recvProxy``: tail posted after ``ncclNetTest`` completes and the GDR
+    flush), so each network hop of the chain stores and forwards the whole chunk (:func:`rooted_chunk_bytes`) at
+    one channel's share of the node's NICs (``channel_net_gbs``, GB/s).  The later chunks follow in its wake at
+    the bandwidth the transfer term charges.
+
+    >>> rooted_net_fill_us("broadcast", "Simple", 4 << 20, 8, 16, 4.0)       # 15 hops x 512 KiB at 4 GB/s
+    1966.08
+    >>> rooted_net_fill_us("allreduce", "Simple", 4 << 20, 8, 16, 4.0), rooted_net_fill_us("broadcast", "LL", 1, 8, 16, 4.0)
+    (0.0, 0.0)
+    """
+    if coll not in ROOTED_COLLS or nodes < 2 or proto not in ("Simple", "LL128"):
+        return 0.0
+    return (nodes - 1) * rooted_chunk_bytes(proto, nbytes, channels) / (1000.0 * channel_net_gbs)
+
+
+__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_DATA_BYTES", "ROOTED_COLLS", "SIMPLE_STEP_BYTES", "cta_copy_gbs",
+           "pays_rooted_fill", "ring_copy_steps", "ring_send_share", "rooted_chunk_bytes", "rooted_net_fill_us"]

@@ -48,7 +48,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import cta_copy_gbs, ring_send_share
+from synth.model.nccl.ring_steps import cta_copy_gbs, pays_rooted_fill, ring_send_share, rooted_net_fill_us
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
 from synth.model.nccl.versions import latency_tables
@@ -316,8 +316,8 @@ def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams,
 
 
 def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
-    """Device latency (µs): NCCL's (or RCCL's) tables, scaled by the fitted real/table ratio, plus
-    the transport's extra µs per inter-node hop (:func:`hop_latencies_us`)."""
+    """Device latency (µs): NCCL's (or RCCL's) tables, scaled by the fitted real/table ratio, plus the transport's
+    extra µs per inter-node hop (:func:`hop_latencies_us`), which a rooted ring pays as its chunk fill instead."""
     m = t.machine
     n_intra, n_inter = _hops(m, coll, algo)
     if algo in ("nvls", "nvls_tree"):
@@ -328,7 +328,7 @@ def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPara
     else:
         base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version)
         lat = base + n_intra * hop
-    return lat + n_inter * net
+    return lat + n_inter * (net - params.net_latency_us(m.net_kind, proto, m.arch) * pays_rooted_fill(coll, algo, proto))
 
 
 def tree_intra_channel_gbs(t: TuneTable, channels: int) -> float:
@@ -389,6 +389,9 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     ``channels`` channels (GPUs per process: the machine's)."""
     t_dev = (latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
+    if pays_rooted_fill(coll, algo, proto) and t.machine.nodes > 1:      # at a ring channel's share of the NICs
+        t_dev += rooted_net_fill_us(coll, proto, nbytes, channels, t.machine.nodes, _net_bw(t.machine, params, True)
+                                    / max(channels, t.machine.visible_nics()[0]))
     return max(host_time_us(params, t.machine.gpus_per_process, channels, t.version), t_dev)
 
 
