@@ -48,7 +48,8 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import cta_copy_gbs, pays_rooted_fill, ring_send_share, rooted_net_fill_us
+from synth.model.nccl.net_fill import net_chunk_fill_us, pays_rooted_fill
+from synth.model.nccl.ring_steps import cta_copy_gbs, ring_send_share
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
 from synth.model.nccl.versions import latency_tables
@@ -389,9 +390,8 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     ``channels`` channels (GPUs per process: the machine's)."""
     t_dev = (latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
-    if pays_rooted_fill(coll, algo, proto) and t.machine.nodes > 1:      # at a ring channel's share of the NICs
-        t_dev += rooted_net_fill_us(coll, proto, nbytes, channels, t.machine.nodes, _net_bw(t.machine, params, True)
-                                    / max(channels, t.machine.visible_nics()[0]))
+    t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
+                               _net_bw(t.machine, params))              # a network hop's whole chunk (net_fill)
     return max(host_time_us(params, t.machine.gpus_per_process, channels, t.version), t_dev)
 
 

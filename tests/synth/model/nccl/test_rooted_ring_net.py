@@ -19,7 +19,7 @@ import pytest
 from _paths import ROOT
 from synth.formats.nccl_tests.runs import load_runs
 from synth.model.nccl import NcclMachine, NcclModel
-from synth.model.nccl.ring_steps import pays_rooted_fill, rooted_chunk_bytes, rooted_net_fill_us
+from synth.model.nccl.net_fill import pays_rooted_fill, rooted_chunk_bytes, rooted_net_fill_us
 from topo_probe import cluster
 
 LOGS = ROOT / "tests" / "fixtures" / "real_logs"
