@@ -57,6 +57,7 @@ class Graph:
     bw_inter: float
     type_intra: str
     type_inter: str
+    same_channels: bool = True   # graph->sameChannels: every channel follows channel 0's GPU order
 
 
 @dataclass(frozen=True)
@@ -198,9 +199,15 @@ def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Gra
         max_bw = min(nic, PCI_BW_BY_GEN[m.pcie_gen])
         n, s = _search(_speeds(m.sm, True), max_bw, cap,
                        lambda s: min(max_ch, int(cap / s + EPS), n_nic * int(nic / s + EPS)), max_ch)
+        # graph->sameChannels: NCCL searches first with every channel replaying channel 0's GPU order (v2.8.4-1
+        # src/graph/search.cc lines 414-420, 662; v2.24.3-1 lines 657-665, 952-953), so every channel starts at the
+        # same GPU and can only use the NIC beside it (typeInter PIX/PXB; a NIC is skipped once its width is used,
+        # line 402); a ring graph needing several NICs is found by the retry without it (lines 717-723; v2.24.3-1
+        # lines 1031-1038), which keeps sameChannels 0
+        same = n <= int(nic / s + EPS)
         if not m.amd:                                    # RCCL: not followed here
             n, s = dup_channels(n, s, m.sm, max_ch, version)
-        return Graph(n, s, s, type_intra, "PXB")
+        return Graph(n, s, s, type_intra, "PXB", same)
     if m.intra == "nvlink" and nvl and m.link_matrix:
         per = nvlink_per_link_gbs(m)
         n, s = _search(_speeds(m.sm, False), 2 * per, cap, lambda s: mesh_rings(m.link_matrix, per, s, max_ch), max_ch)

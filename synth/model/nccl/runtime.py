@@ -49,6 +49,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
+from synth.model.nccl.net_fill import net_chunk_fill_us, pays_rooted_fill
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
@@ -106,11 +107,10 @@ def _proto_fraction(arch: str, proto: str, params: ModelParams) -> float:
 
 
 def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
-    """What a node's NICs deliver (GB/s): line rate of the NICs its GPUs reach
-    (:attr:`NcclMachine.used_net_gbps`: at most the GPUs' PCIe x16 links; the efficiency below
-    derates both alike; or the rate they move GPU memory at, where the machine states it:
-    :attr:`NcclMachine.gpu_net_gbps`), times the achieved fraction (``ring``: of
-    ring channels streaming through them, see :func:`_net_bus_gbs`)."""
+    """What a node's NICs deliver (GB/s): line rate of the NICs its GPUs reach (:attr:`NcclMachine.used_net_gbps`:
+    at most the GPUs' PCIe x16 links; the efficiency below derates both alike; or the rate they move GPU memory at,
+    where the machine states it: :attr:`NcclMachine.gpu_net_gbps`), times the achieved fraction (``ring``: of ring
+    channels streaming through them, see :func:`_net_bus_gbs`)."""
     wire = m.gpu_net_gbps
     eff = params.ring_net_efficiency(m.net_kind) if ring else params.net_efficiency(m.net_kind)
     return wire * eff
@@ -207,10 +207,9 @@ def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPa
 
 
 def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> int:
-    """Bytes the Simple protocol sends per network message (enqueue.cc): tree: 512 KiB, halved
-    while a channel holds fewer than 8x/4x/1x tree-depth chunks (floors 128/64/32 KiB); NVLS(-tree):
-    the NVLS chunk, cut to 64/32/16 KiB under 64x/8x/2x (channels x heads) chunks; NVLS-tree: its own
-    rule (:func:`nvls_tree_chunk_bytes`); ring: 2 MiB."""
+    """Bytes the Simple protocol sends per network message (enqueue.cc): tree: 512 KiB, halved while a channel holds
+    fewer than 8x/4x/1x tree-depth chunks (floors 128/64/32 KiB); NVLS(-tree): the NVLS chunk, cut to 64/32/16 KiB
+    under 64x/8x/2x (channels x heads) chunks; NVLS-tree: its own rule (:func:`nvls_tree_chunk_bytes`); ring: 2 MiB."""
     m = t.machine
     ops = channels * (t.graphs.nvls.n_channels if t.graphs.nvls else 1)
     if algo == "nvls_tree":
@@ -319,8 +318,8 @@ def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams,
 
 
 def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
-    """Device latency (µs): NCCL's (or RCCL's) tables, scaled by the fitted real/table ratio, plus
-    the transport's extra µs per inter-node hop (:func:`hop_latencies_us`)."""
+    """Device latency (µs): NCCL's (or RCCL's) tables, scaled by the fitted real/table ratio, plus the transport's
+    extra µs per inter-node hop (:func:`hop_latencies_us`), which a rooted ring pays as its chunk fill instead."""
     m = t.machine
     n_intra, n_inter = _hops(m, coll, algo)
     if algo in ("nvls", "nvls_tree"):
@@ -331,7 +330,7 @@ def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPara
     else:
         base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version)
         lat = base + n_intra * hop
-    return lat + n_inter * net
+    return lat + n_inter * (net - params.net_latency_us(m.net_kind, proto, m.arch) * pays_rooted_fill(coll, algo, proto))
 
 
 def tree_intra_channel_gbs(t: TuneTable, channels: int) -> float:
@@ -388,10 +387,11 @@ def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes:
 
 def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
                        params: ModelParams) -> float:
-    """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` run as ``algo``/``proto`` on
-    ``channels`` channels (GPUs per process: the machine's)."""
+    """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` as ``algo``/``proto`` on ``channels`` channels."""
     t_dev = (latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
+    t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
+                               _net_bw(t.machine, params))              # a network hop's whole chunk (net_fill)
     return max(host_time_us(params, t.machine.gpus_per_process, channels, t.version), t_dev)
 
 

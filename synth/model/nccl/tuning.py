@@ -228,7 +228,13 @@ class TuneTable:
             intra *= 1.8                                             # 2.8-2.17: LL's hops across nodes
         if algo == "ring":
             if coll in ("broadcast", "reduce"):
-                return lat + hops[intra_hw if nodes == 1 else HW_NET][p]
+                # one hop when every channel has the same ring, else nsteps hops, Simple's at the tree's row
+                # (v2.8.4-1 src/graph/tuning.cc lines 144-150; v2.27.3-1 lines 339-345): graph->sameChannels
+                hw = intra_hw if nodes == 1 else HW_NET
+                if graph.same_channels:
+                    return lat + hops[hw][p]
+                step = latency_tables("tree", self.version, tuner=True)[1][hw][p] if proto == "Simple" else hops[hw][p]
+                return lat + coll_steps(coll, ranks) * step
             over = NET_OVERHEAD_US[m.cpu_vendor] * (3 if proto == "Simple" else 1)
             intra = max(intra, over) if (nodes > 1 and not legacy) else intra
             n_inter = 0 if nodes == 1 else (2 * (nodes - 1) if coll == "allreduce" else nodes - 1)

@@ -1,0 +1,127 @@
+"""The chunk each network hop stores and forwards, and the µs the first one takes to cross them (the fill).
+
+NCCL's network proxy posts a step to the network only once the GPU has written all of it (with GPU Direct RDMA an
+LL128 step too), and the receiving proxy hands it to the next GPU only once all of it has arrived (NVIDIA/nccl
+v2.8.4-1 src/transport/net.cc lines 286-327, ``sendProxy``: ``ncclNetIsend`` of the whole ``sizesFifo`` slot after
+the GPU's tail passed it; lines 401-428, ``recvProxy``: tail posted after ``ncclNetTest`` completes and the GDR
+flush).  A chunk thus crosses each network hop whole, at one channel's share of the node's NICs, before the next hop
+can start on it; the later chunks follow in its wake at the bandwidth the transfer term charges.  Inside a node the
+LL128 lines are forwarded as they arrive (per-line flags), so only the network hops count for LL128; a tree's
+Simple fill, whose GPU-to-GPU hops count too, is :func:`.runtime.pipeline_fill_us`.
+
+* Rooted rings (broadcast, reduce: one step per chunk, src/include/collectives.h lines 71-74), Simple and LL128:
+  ``nodes - 1`` network hops of the chain; the chunk is one step's data or the channel's share
+  (:func:`rooted_chunk_bytes`).  The fill replaces the fitted network-hop extra for those hops.
+* Trees, LL128: ``2 log2(nodes)`` network hops (up and down, :func:`.runtime._hops`); the chunk is enqueue.cc's
+  (:func:`tree_ll128_chunk_bytes`).
+
+Units: bytes, µs, GB/s.
+"""
+
+from __future__ import annotations
+
+import math
+
+#: bytes of one Simple step: NCCL's default Simple buffer over its steps (v2.8.4-1 src/init.cc line 409
+#: ``DEFAULT_BUFFSIZE (1 << 22)``, src/include/devcomm.h line 31 ``NCCL_STEPS 8``; the same through v2.30.7-1)
+SIMPLE_STEP_BYTES = (1 << 22) // 8
+#: bytes of one LL128 step (lines and flags): the LL128 buffer (init.cc line 408: 120 elements x 640 threads x
+#: 8 steps x 8 bytes, devcomm.h lines 69-70) over its 8 steps; 15 of every 16 words are data (lines 66-67)
+LL128_STEP_BYTES = 120 * 640 * 8
+LL128_STEP_DATA_BYTES = LL128_STEP_BYTES * 15 // 16
+#: the LL128 rooted chunk's granule: ``NCCL_LL128_SHMEM_ELEMS_PER_THREAD`` 8 x 640 threads x 8 bytes x 15/16
+#: (devcomm.h line 76; broadcast.h line 119 ``minChunkSize``)
+LL128_MIN_CHUNK_BYTES = 8 * 640 * 8 * 15 // 16
+#: the rooted rings
+ROOTED_COLLS = ("broadcast", "reduce")
+
+
+def rooted_chunk_bytes(proto: str, nbytes: int, channels: int) -> int:
+    """Bytes of the chunk a rooted ring's channel forwards per step: one step's data, or the channel's share when
+    it holds less.  Simple: v2.8.4-1 src/collectives/device/broadcast.h lines 22-37 (``chunkSize = stepSize *
+    BROADCAST_CHUNKSTEPS``, ``realChunkSize = min(chunkSize, DIVUP(size - gridOffset, nChannels))``; v2.27.3-1
+    src/device/broadcast.h lines 37-40 ``nelem = min(chunkCount, channelCount - elemOffset)``); LL128: lines
+    118-133 (``chunkSize = min(DIVUP(size - gridOffset, nChannels * minChunkSize) * minChunkSize, chunkSize)``).
+
+    >>> rooted_chunk_bytes("Simple", 1 << 20, 8), rooted_chunk_bytes("Simple", 32 << 20, 8)
+    (131072, 524288)
+    >>> rooted_chunk_bytes("LL128", 1 << 20, 8), rooted_chunk_bytes("LL128", 32 << 20, 8)
+    (153600, 576000)
+    """
+    share = -(-nbytes // max(1, channels))
+    if proto == "LL128":
+        return min(LL128_STEP_DATA_BYTES, -(-share // LL128_MIN_CHUNK_BYTES) * LL128_MIN_CHUNK_BYTES)
+    return min(SIMPLE_STEP_BYTES, share)
+
+
+def tree_ll128_chunk_bytes(nbytes: int, channels: int, nodes: int, ppn: int) -> int:
+    """Data bytes of a tree's LL128 chunk: one LL128 step, halved while a channel holds fewer than ``nsteps x 64 /
+    ppn`` of them (down to 128 KiB of lines), then fewer than ``nsteps x 16 / ppn`` (down to 32 KiB), ``nsteps =
+    1 + log2(nodes) + ppn / 10`` (v2.8.4-1 src/enqueue.cc lines 404-411; the same rule at v2.27.3-1 lines
+    2034-2042), never more than the channel's share (all_reduce.h ``nelem = min(chunkSize, size - offset)``).
+
+    >>> tree_ll128_chunk_bytes(32 << 20, 8, 16, 8), tree_ll128_chunk_bytes(2 << 20, 8, 16, 8)     # 76,800 / 19,200 B
+    (72000, 18000)
+    """
+    nsteps = 1 + int(math.log2(max(1, nodes))) + 0.1 * ppn
+    chunk = LL128_STEP_BYTES
+    while nbytes // (channels * chunk) < nsteps * 64 / ppn and chunk > 131072:
+        chunk //= 2
+    while nbytes // (channels * chunk) < nsteps * 16 / ppn and chunk > 32768:
+        chunk //= 2
+    return min(chunk * 15 // 16, -(-nbytes // max(1, channels)))
+
+
+def pays_rooted_fill(coll: str, algo: str, proto: str) -> bool:
+    """Whether ``coll`` run as ``algo``/``proto`` is a rooted ring whose network hops store and forward its chunks;
+    the execution model charges that fill in place of the fitted network-hop extra."""
+    return algo == "ring" and proto in ("Simple", "LL128") and coll in ROOTED_COLLS
+
+
+def rooted_net_fill_us(coll: str, proto: str, nbytes: int, channels: int, nodes: int, channel_net_gbs: float) -> float:
+    """µs a rooted ring's first chunk (:func:`rooted_chunk_bytes`) spends crossing the ``nodes - 1`` network hops of
+    its chain at ``channel_net_gbs`` (GB/s one channel gets of the node's NICs).
+
+    >>> rooted_net_fill_us("broadcast", "Simple", 4 << 20, 8, 16, 4.0)       # 15 hops x 512 KiB at 4 GB/s
+    1966.08
+    >>> rooted_net_fill_us("allreduce", "Simple", 4 << 20, 8, 16, 4.0), rooted_net_fill_us("broadcast", "LL", 1, 8, 16, 4.0)
+    (0.0, 0.0)
+    """
+    if coll not in ROOTED_COLLS or nodes < 2 or proto not in ("Simple", "LL128"):
+        return 0.0
+    return (nodes - 1) * rooted_chunk_bytes(proto, nbytes, channels) / (1000.0 * channel_net_gbs)
+
+
+def tree_ll128_net_fill_us(nbytes: int, channels: int, nodes: int, ppn: int, channel_net_gbs: float) -> float:
+    """µs a tree's first LL128 chunk (:func:`tree_ll128_chunk_bytes`) spends crossing the ``2 log2(nodes)`` network
+    hops up and down the tree at ``channel_net_gbs``.  16 x 8 A100 at 32 MiB on 8 channels, 4.14 GB/s a channel:
+    8 hops x 72,000 B = 139 µs.
+
+    >>> round(tree_ll128_net_fill_us(32 << 20, 8, 16, 8, 4.14), 1), tree_ll128_net_fill_us(1 << 20, 8, 1, 8, 4.14)
+    (139.1, 0.0)
+    """
+    if nodes < 2:
+        return 0.0
+    hops = 2 * int(math.log2(nodes))
+    return hops * tree_ll128_chunk_bytes(nbytes, channels, nodes, ppn) / (1000.0 * channel_net_gbs)
+
+
+def net_chunk_fill_us(coll: str, algo: str, proto: str, nbytes: int, channels: int, m, ring_gbs: float,
+                      tree_gbs: float) -> float:
+    """The fill this module charges ``coll`` run as ``algo``/``proto`` on ``channels`` channels of machine ``m`` (an
+    :class:`~.machine.NcclMachine`; 0 if none): a rooted ring's at a channel's share of ``ring_gbs``, a tree's
+    LL128 at its share of ``tree_gbs`` (GB/s a node's NICs move for a ring and a tree).  Not on RCCL, whose LL128
+    buffer differs (ROCm/rccl 0cbce2a7 src/include/device.h lines 87-88: 28 elements x 256 threads) and is not
+    followed here."""
+    if m.nodes < 2 or m.amd:
+        return 0.0
+    per = max(channels, m.visible_nics()[0])                 # channels spread evenly over the NICs
+    if pays_rooted_fill(coll, algo, proto):
+        return rooted_net_fill_us(coll, proto, nbytes, channels, m.nodes, ring_gbs / per)
+    if algo == "tree" and proto == "LL128":
+        return tree_ll128_net_fill_us(nbytes, channels, m.nodes, m.gpus_per_node, tree_gbs / per)
+    return 0.0
+
+__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_BYTES", "LL128_STEP_DATA_BYTES", "ROOTED_COLLS", "SIMPLE_STEP_BYTES",
+           "net_chunk_fill_us", "pays_rooted_fill", "rooted_chunk_bytes", "rooted_net_fill_us", "tree_ll128_chunk_bytes",
+           "tree_ll128_net_fill_us"]
