@@ -171,7 +171,7 @@ NEW_CASES = [
          why=f"10 hosts x 2 GPUs of {_C01}: 2 GPUs and their 2 NICs per host"),
     *[Case("h100_20gpu_10node_all_reduce_5tests_2gpn.txt", "dgx-h100", 10, 2, collective=coll,
            machine={"ranks": 20}, version=(2, 29), machine_class="h100-ib-multihost", held_out=True,
-           why="the same job's other tests")
+           source_reused=True, why="the same job's other tests")
       for coll in ("allgather", "reducescatter", "alltoall", "sendrecv")],
     Case("h100_8gpu_2node_alltoall_sendrecv_4gpn.txt", "dgx-h100", 2, 4, collective="alltoall",
          machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
@@ -205,7 +205,8 @@ NEW_CASES = [
          machine={"ranks": 10}, version=(2, 29), machine_class="1gpu-per-host",
          why=f"10 hosts x 1 GPU of {_C01}: one GPU and its NIC per host"),
     *[Case("h100_10gpu_10node_all_reduce_5tests_1gpn.txt", "dgx-h100", 10, 1, collective=coll,
-           machine={"ranks": 10}, version=(2, 29), machine_class="1gpu-per-host", why="the same job's other tests")
+           machine={"ranks": 10}, version=(2, 29), machine_class="1gpu-per-host", source_reused=True,
+           why="the same job's other tests")
       for coll in ("allgather", "reducescatter", "alltoall", "sendrecv")],
     Case("h100_2gpu_2node_alltoall_sendrecv_1gpn.txt", "dgx-h100", 2, 1, collective="sendrecv",
          machine={"ranks": 2}, machine_class="1gpu-per-host", why=f"2 hosts x 1 GPU of {_C00}: one NIC per host",
