@@ -22,9 +22,12 @@ from __future__ import annotations
 
 import math
 
+from synth.model.nccl.p2p_cta import NCCL_BUFFSIZE_BYTES, NCCL_STEPS
+
 #: bytes of one Simple step: NCCL's default Simple buffer over its steps (v2.8.4-1 src/init.cc line 409
-#: ``DEFAULT_BUFFSIZE (1 << 22)``, src/include/devcomm.h line 31 ``NCCL_STEPS 8``; the same through v2.30.7-1)
-SIMPLE_STEP_BYTES = (1 << 22) // 8
+#: ``DEFAULT_BUFFSIZE (1 << 22)``, src/include/devcomm.h line 31 ``NCCL_STEPS 8``; the same through v2.30.7-1;
+#: a run's NCCL_BUFFSIZE is not applied to the rooted fill)
+SIMPLE_STEP_BYTES = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
 #: bytes of one LL128 step (lines and flags): the LL128 buffer (init.cc line 408: 120 elements x 640 threads x
 #: 8 steps x 8 bytes, devcomm.h lines 69-70) over its 8 steps; 15 of every 16 words are data (lines 66-67)
 LL128_STEP_BYTES = 120 * 640 * 8

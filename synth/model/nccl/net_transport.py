@@ -63,16 +63,20 @@ PLUGIN_PROTOCOL = {"efa": "sendrecv", "efa2": "rdma"}
 #: each release, lines 411-835 (NCCL_PROTO=Simple, NCCL_ALGO=Ring,Tree, NCCL_MIN_NCHANNELS=4, NCCL_NVLS_ENABLE=0; the
 #: Apr 17, 2024 release, lines 837-870, had NCCL_ALGO=Ring).  The May 01 and Jun 27, 2025 releases (lines 245-405) kept
 #: NCCL 2.23.4 but allowed LL128 (NCCL_PROTO=Simple,LL128): a 2.23 run is taken as the longer-lived profile above.
-#: The profile's NCCL_BUFFSIZE=8388608, NCCL_DYNAMIC_CHUNK_SIZE and NCCL_P2P_*_CHUNKSIZE and its tuner plugin's
-#: a3plus_tuner_config.textproto (not NCCL's CSV tuner format) are not modelled; the user's NCCL_* variables win.
-TCPXO_PROFILE = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLS_ENABLE": "0"}
+#: Every release's profile (Apr 17, 2024 - Jan 9, 2026: lines 96, 149, 201, 293, 380, 447, 503, 560, 614, 676, 725, 775,
+#: 823 and the Apr 17 block) sets NCCL_BUFFSIZE=8388608: twice NCCL's 4 MiB, a 1 MiB Simple step (a tree's chunk,
+#: :func:`.nvls_pipeline.tree_simple_chunk_bytes`).  Its NCCL_DYNAMIC_CHUNK_SIZE (the plugin's own) and NCCL_P2P_*_CHUNKSIZE
+#: and its tuner plugin's a3plus_tuner_config.textproto (not NCCL's CSV tuner format) are not modelled; the user's
+#: NCCL_* variables win.
+TCPXO_PROFILE = {"NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLS_ENABLE": "0",
+                 "NCCL_BUFFSIZE": "8388608"}
 #: the same profile from NCCL 2.26 on: the Aug 21, 2025 release (NCCL 2.26.5, lines 161-244) and the Nov 19, 2025 and
 #: Jan 9, 2026 releases (NCCL 2.28.7, lines 57-160): NCCL_PROTO=Simple,LL128, NCCL_MIN_NCHANNELS=4,
 #: NCCL_NVLSTREE_MAX_CHUNKSIZE=131072 (which Google's config checker enforces, lines 231-239), NCCL_ALGO unset and NVLS
 #: on (unset in 2.26.5, NCCL_NVLS_ENABLE=1 in 2.28.7: NCCL's default either way).  Google shipped no 2.24 or 2.25 build;
 #: a run of those versions is given this profile, the one that followed 2.23
 TCPXO_PROFILE_NCCL_2_26 = {"NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": "4",
-                           "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072"}
+                           "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072", "NCCL_BUFFSIZE": "8388608"}
 
 
 def tcpxo_profile(version: tuple) -> dict:

@@ -1,11 +1,30 @@
 """How NCCL's NVLS kernels cut a message: the NVLS-tree chunk rule and the one-host NVLS
-all_reduce's three-stage loop (pure functions of bytes, channels and heads; the execution model,
+all_reduce's three-stage loop, and the (non-NVLS) tree's Simple chunk (pure functions of bytes, channels and heads; the execution model,
 :mod:`.runtime`, feeds them its chunk and bus time).
 
 Units: µs, bytes.
 """
 
 from __future__ import annotations
+
+
+def tree_simple_chunk_bytes(step: int, depth: int, per_channel: float) -> int:
+    """Bytes of one tree/Simple chunk: the Simple step (``step``: NCCL_BUFFSIZE / NCCL_STEPS, 512 KiB by default;
+    a tree's chunkSteps is 1), halved while a channel's bytes (``per_channel``) hold fewer than 8x / 4x / 1x
+    ``depth`` chunks, floors 128 / 64 / 32 KiB (NVIDIA/nccl v2.19.3-1 src/enqueue.cc lines 1328-1340).  That
+    halving ends with 2.19 (v2.21.5-1 lines 1722-1726 keep the whole step, as does v2.30.7-1): known and not
+    modelled, docs/nccl-model.md (branches ``tree-chunk``, ``nearmiss-tree-step-tried``).
+
+    >>> [tree_simple_chunk_bytes(524288, 8, n << 20) for n in (1, 16, 64)]
+    [65536, 262144, 524288]
+    >>> tree_simple_chunk_bytes(1048576, 8, 128 << 20), tree_simple_chunk_bytes(1048576, 8, 16 << 20)
+    (1048576, 262144)
+    """
+    chunk = step
+    for mult, floor in ((8, 131072), (4, 65536), (1, 32768)):
+        while per_channel / chunk < depth * mult and chunk > floor:
+            chunk //= 2
+    return chunk
 
 
 def nvls_tree_chunk_bytes(max_chunk: int | None, nodes: int, nbytes: int, concurrent_ops: int) -> int:
@@ -60,4 +79,4 @@ def nvls_loop_fill_us(nbytes: int, channels: int, heads: int, chunk: int, stream
     return 2.0 * stream_us * loop / per_channel
 
 
-__all__ = ["nvls_tree_chunk_bytes", "nvls_loop_fill_us"]
+__all__ = ["nvls_tree_chunk_bytes", "nvls_loop_fill_us", "tree_simple_chunk_bytes"]

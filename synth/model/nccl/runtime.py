@@ -46,11 +46,11 @@ from synth.model.nccl.channel_caps import (
 )
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes
+from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes, tree_simple_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.net_fill import net_chunk_fill_us, pays_rooted_fill
-from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
+from synth.model.nccl.p2p_cta import NCCL_BUFFSIZE_BYTES, NCCL_STEPS, ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
@@ -207,9 +207,9 @@ def _net_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPa
 
 
 def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> int:
-    """Bytes the Simple protocol sends per network message (enqueue.cc): tree: 512 KiB, halved while a channel holds
-    fewer than 8x/4x/1x tree-depth chunks (floors 128/64/32 KiB); NVLS(-tree): the NVLS chunk, cut to 64/32/16 KiB
-    under 64x/8x/2x (channels x heads) chunks; NVLS-tree: its own rule (:func:`nvls_tree_chunk_bytes`); ring: 2 MiB."""
+    """Bytes the Simple protocol sends per network message (enqueue.cc): tree: the Simple step (NCCL_BUFFSIZE / 8),
+    halved by depth (:func:`tree_simple_chunk_bytes`); NVLS(-tree): the NVLS chunk, cut to 64/32/16 KiB under
+    64x/8x/2x (channels x heads) chunks; NVLS-tree: its own rule (:func:`nvls_tree_chunk_bytes`); ring: 2 MiB."""
     m = t.machine
     ops = channels * (t.graphs.nvls.n_channels if t.graphs.nvls else 1)
     if algo == "nvls_tree":
@@ -222,13 +222,8 @@ def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> i
         return chunk
     if algo == "ring":
         return 4 * 524288
-    per_channel = nbytes / max(1, channels)
     depth = m.gpus_per_node - 1 + max(1, int(math.log2(m.nodes)))        # trees.cc depth
-    chunk = 524288
-    for mult, floor in ((8, 131072), (4, 65536), (1, 32768)):
-        while per_channel / chunk < depth * mult and chunk > floor:
-            chunk //= 2
-    return chunk
+    return tree_simple_chunk_bytes((t.env.buffsize or NCCL_BUFFSIZE_BYTES) // NCCL_STEPS, depth, nbytes / max(1, channels))
 
 
 def nvls_chunk_overhead_us(t: TuneTable, algo: str, nbytes: int, channels: int, params: ModelParams) -> float:

@@ -56,12 +56,13 @@ def test_an_older_fits_efa_keys_are_inert_and_line_rates_stay_per_transport():
 
 
 def test_p4de_mid_size_tree_is_capped_by_one_plugin_latency_per_message():
-    """2 x p4de (8 A100, 4 EFA NICs each), tree/Simple all_reduce of 4 MiB on 8 channels: NCCL's tree
-    chunk falls to 64 KiB (512 KiB per channel < 8 x depth 8 chunks), so each channel sends 64 KiB per
+    """2 x p4de (8 A100, 4 EFA NICs each), tree/Simple all_reduce of 4 MiB on 8 channels under NCCL 2.19 (the
+    last to halve a tree's chunk): the chunk falls to 64 KiB (512 KiB per channel < 8 x depth 8 chunks), so each
+    channel sends 64 KiB per
     0.4 x 75 = 30 µs: 8 x 65536 B / 30 µs x 1.875 (all_reduce bus factor, 16 ranks) = 32.77 GB/s."""
     ns = argparse.Namespace(nodes=2, nic_gbps=12.5, nics_per_node=4, rail_optimized=False)
     m = NcclMachine.from_topology(apply_machine_arguments(get_preset("dgx-a100"), ns), net_kind="efa")
-    t = NcclModel(m, P, version=(2, 27)).table
+    t = NcclModel(m, P, version=(2, 19)).table
     assert simple_chunk_bytes(t, "tree", 4 << 20, 8) == 65536
     assert _chunk_rate_gbs(t, "allreduce", "tree", "Simple", 8, 4 << 20, P) == pytest.approx(
         8 * 65536 / (1000.0 * 30.0) * 1.875)
@@ -96,7 +97,7 @@ def test_the_execution_model_reads_the_gpus_platform_p3dn_pays_150_us_per_messag
     """The run-time paths pass the GPU architecture: a p3dn (V100) Simple message costs 0.4 x 150 = 60 µs,
     so 8 channels of 64 KiB tree chunks carry 8 x 65536 B / 60 µs x 1.875 = 16.38 GB/s of bus bandwidth."""
     _, m = _two_hosts("dgx1-v100", 1, "efa")
-    t = NcclModel(m, P, version=(2, 27)).table
+    t = NcclModel(m, P, version=(2, 19)).table
     assert simple_chunk_bytes(t, "tree", 4 << 20, 8) == 65536
     assert _chunk_rate_gbs(t, "allreduce", "tree", "Simple", 8, 4 << 20, P) == pytest.approx(
         8 * 65536 / (1000.0 * 60.0) * 1.875)
@@ -120,12 +121,15 @@ def test_tcpxo_runs_under_googles_env_profile_and_the_user_wins():
     # container-engine-accelerators gpudirect-tcpxo/README.md, every release May 2024 - Feb 2025 (NCCL 2.21.5 -
     # 2.23.4): nccl-env-profile.sh sets NCCL_PROTO=Simple, NCCL_ALGO=Ring,Tree, NCCL_MIN_NCHANNELS=4,
     # NCCL_NVLS_ENABLE=0 (only across hosts); the Aug 2025 (2.26.5) and Jan 2026 (2.28.7) releases:
-    # NCCL_PROTO=Simple,LL128, NCCL_MIN_NCHANNELS=4, NCCL_NVLSTREE_MAX_CHUNKSIZE=131072, no NCCL_ALGO, NVLS on
+    # NCCL_PROTO=Simple,LL128, NCCL_MIN_NCHANNELS=4, NCCL_NVLSTREE_MAX_CHUNKSIZE=131072, no NCCL_ALGO, NVLS on;
+    # every release NCCL_BUFFSIZE=8388608
     _, a3 = _two_hosts("dgx-h100", 8, "tcpxo")
     assert a3.platform_env((2, 21)) == a3.platform_env((2, 23)) == {
-        "NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLS_ENABLE": "0"}
+        "NCCL_PROTO": "Simple", "NCCL_ALGO": "Ring,Tree", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLS_ENABLE": "0",
+        "NCCL_BUFFSIZE": "8388608"}
     assert a3.platform_env((2, 26)) == a3.platform_env() == {
-        "NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072"}
+        "NCCL_PROTO": "Simple,LL128", "NCCL_MIN_NCHANNELS": "4", "NCCL_NVLSTREE_MAX_CHUNKSIZE": "131072",
+        "NCCL_BUFFSIZE": "8388608"}
     assert a3.with_(nodes=1, ranks=8).platform_env((2, 23)) == {}
     m = NcclModel(a3, version=(2, 23))
     picks = {(m.choose(c, s).algorithm, m.choose(c, s).protocol) for c in ("allreduce", "allgather")
