@@ -256,9 +256,9 @@ def _misaligned_note(cfg) -> str | None:
     """A note when some swept sizes give per-rank blocks that are not 16-byte aligned (nccl-tests'
     count = size / ranks / element size, rounded down): NCCL copies them with narrower loads
     (before 2.8 element by element: common_kernel.h ``ReduceOrCopyMulti``, ``Npreamble = Nrem``
-    when the pointers' 16-byte alignments differ; 2.8-2.9 an unrolled loop by type, LL128 element by element),
-    which the model times for a ring all_gather / reduce_scatter of NCCL before 2.10
-    (``synth.model.nccl.element_copy``, float elements) and not otherwise."""
+    when the pointers' 16-byte alignments differ; from 2.8 Simple an unrolled loop by type, LL128 element by element
+    before 2.10), which the model times for a ring all_gather / reduce_scatter (``synth.model.nccl.element_copy``,
+    float elements) and not otherwise."""
     from synth.formats.nccl_tests.conventions import block_counts, buffer_blocks, numpy_dtype
     if max(buffer_blocks(cfg.collective, cfg.nranks)) == 1 or cfg.nranks < 2:
         return None
@@ -269,8 +269,8 @@ def _misaligned_note(cfg) -> str | None:
         return None
     return (f"alignment: at {len(odd)} of {len(sizes)} sizes (first {odd[0]} B) a rank's block is not a multiple of "
             f"16 bytes, so the blocks after the first are misaligned: NCCL copies them with narrower loads (element "
-            f"by element before 2.8; the model times that for a ring all_gather / reduce_scatter of float "
-            f"elements before 2.10, aligned blocks otherwise)")
+            f"by element before 2.8, at half rate since; the model times that for a ring all_gather / reduce_scatter "
+            f"of float elements, aligned blocks otherwise)")
 
 
 def _log_launch_note(run) -> str | None:

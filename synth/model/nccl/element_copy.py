@@ -1,4 +1,4 @@
-"""Misaligned per-rank blocks before NCCL 2.10: the ring steps NCCL copies with narrower loads.
+"""Misaligned per-rank blocks: the ring steps NCCL copies with narrower loads.
 
 A ring all_gather or reduce_scatter addresses rank ``r``'s block of the user buffer at ``r x count``
 elements (NVIDIA/nccl v2.5.7-1 ``src/collectives/device/reduce_scatter.h`` lines 44, 51, 58 and
@@ -26,8 +26,11 @@ NCCL 2.8 and 2.9 copy a misaligned Simple step with an unrolled loop by type ins
 ``common_kernel.h`` lines 376-404: the packed loop only when every pointer is aligned, else ``ReduceCopyMulti``
 of ``UNROLL x PACKELEMS / 2`` elements per thread, half the packed loop's ``UNROLL`` x 16 bytes:
 :data:`UNROLLED_BY_TYPE_SHARE`), while their LL128 still loads a misaligned source one element per lane
-(v2.9.9-1 ``prims_ll128.h`` lines 123-126, 270, 281).  From 2.10 the copy loads narrower packs
-(``reduceCopyPacks``), which the model does not time.
+(v2.9.9-1 ``prims_ll128.h`` lines 123-126, 270, 281).  Simple keeps that half rate in every later release: v2.10.3-1
+to v2.16.5-1 take the same unrolled loop by type whenever a pointer is misaligned (v2.12.12-1 ``common_kernel.h``
+lines 640-680), and ``reduceCopyPacks`` from v2.17.1-1 falls back to packs of ``sizeof(T)`` with ``Unroll x
+(16 / sizeof(T)) / 2`` of them (v2.30.7-1 ``src/device/common_kernel.h`` lines 240-243), the same bytes in
+flight.  LL128 stages a misaligned source through aligned packs from 2.10, which the model does not time.
 """
 
 from __future__ import annotations
@@ -46,7 +49,8 @@ ELEMENT_LOOP_SHARE = ELEMENT_BYTES / (PACK_BYTES * AUTOUNROLL_TWO_SOURCES)
 UNROLLED_BY_TYPE_SHARE = (ELEMENT_BYTES * (PACK_BYTES // ELEMENT_BYTES) // 2) / PACK_BYTES
 #: the first NCCL release whose Simple copy unrolls a misaligned step by type (v2.8.3-1)
 UNROLLED_FROM = (2, 8)
-#: the first NCCL release whose copies load narrower packs instead of single elements (2.10 rewrote primitives)
+#: the first NCCL release whose LL128 loads a misaligned source in packs instead of single elements (2.10 rewrote
+#: the primitives); Simple's misaligned loop stays :data:`UNROLLED_BY_TYPE_SHARE` from 2.8 on
 PACKED_FROM = (2, 10)
 
 
@@ -65,18 +69,18 @@ def element_copy_slowdown(coll: str, algo: str, proto: str, nbytes: int, ranks: 
                           channel_gbs: float, cta_gbs: float, amd: bool = False) -> float:
     """Factor (>= 1) on a ring all_gather / reduce_scatter's transfer time for its misaligned blocks:
     ``(aligned + misaligned x max(1, channel_gbs / (cta_gbs x share))) / ranks``, ``share``
-    :data:`ELEMENT_LOOP_SHARE` (:data:`UNROLLED_BY_TYPE_SHARE` for Simple on 2.8-2.9);
+    :data:`ELEMENT_LOOP_SHARE` (:data:`UNROLLED_BY_TYPE_SHARE` for Simple from 2.8; LL128 from 2.10 untimed);
     ``channel_gbs`` the rate one channel's steps run at (GB/s), ``cta_gbs`` a CTA's packed copy rate (GB/s).
 
     >>> round(element_copy_slowdown("reducescatter", "ring", "Simple", 67108848, 12, (2, 5), 10.0, 48.0), 3)
     2.75
-    >>> element_copy_slowdown("reducescatter", "ring", "Simple", 67108848, 12, (2, 12), 10.0, 48.0)
+    >>> element_copy_slowdown("reducescatter", "ring", "Simple", 67108848, 12, (2, 12), 10.0, 48.0)   # 10 < 24
     1.0
     >>> element_copy_slowdown("reducescatter", "ring", "Simple", 67108848, 12, (2, 8), 48.0, 48.0)   # 48 / 24
     1.75
     """
     if (amd or algo != "ring" or proto not in ("Simple", "LL128") or coll not in ("allgather", "reducescatter")
-            or tuple(version) >= PACKED_FROM or ranks < 2 or cta_gbs <= 0.0):
+            or (proto == "LL128" and tuple(version) >= PACKED_FROM) or ranks < 2 or cta_gbs <= 0.0):
         return 1.0
     bad = misaligned_blocks(nbytes, ranks)
     unrolled = proto == "Simple" and tuple(version) >= UNROLLED_FROM

@@ -26,7 +26,7 @@ from synth.model.nccl.p2p_cta import NCCL_BUFFSIZE_BYTES, NCCL_STEPS
 
 #: bytes of one Simple step: NCCL's default Simple buffer over its steps (v2.8.4-1 src/init.cc line 409
 #: ``DEFAULT_BUFFSIZE (1 << 22)``, src/include/devcomm.h line 31 ``NCCL_STEPS 8``; the same through v2.30.7-1;
-#: a run's NCCL_BUFFSIZE is not applied to the rooted fill)
+#: a run's NCCL_BUFFSIZE replaces it: ``step_bytes``)
 SIMPLE_STEP_BYTES = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
 #: bytes of one LL128 step (lines and flags): the LL128 buffer (init.cc line 408: 120 elements x 640 threads x
 #: 8 steps x 8 bytes, devcomm.h lines 69-70) over its 8 steps; 15 of every 16 words are data (lines 66-67)
@@ -39,7 +39,7 @@ LL128_MIN_CHUNK_BYTES = 8 * 640 * 8 * 15 // 16
 ROOTED_COLLS = ("broadcast", "reduce")
 
 
-def rooted_chunk_bytes(proto: str, nbytes: int, channels: int) -> int:
+def rooted_chunk_bytes(proto: str, nbytes: int, channels: int, step_bytes: int = SIMPLE_STEP_BYTES) -> int:
     """Bytes of the chunk a rooted ring's channel forwards per step: one step's data, or the channel's share when
     it holds less.  Simple: v2.8.4-1 src/collectives/device/broadcast.h lines 22-37 (``chunkSize = stepSize *
     BROADCAST_CHUNKSTEPS``, ``realChunkSize = min(chunkSize, DIVUP(size - gridOffset, nChannels))``; v2.27.3-1
@@ -48,18 +48,21 @@ def rooted_chunk_bytes(proto: str, nbytes: int, channels: int) -> int:
 
     >>> rooted_chunk_bytes("Simple", 1 << 20, 8), rooted_chunk_bytes("Simple", 32 << 20, 8)
     (131072, 524288)
-    >>> rooted_chunk_bytes("LL128", 1 << 20, 8), rooted_chunk_bytes("LL128", 32 << 20, 8)
-    (153600, 576000)
+    >>> rooted_chunk_bytes("LL128", 1 << 20, 8), rooted_chunk_bytes("LL128", 32 << 20, 8), rooted_chunk_bytes("LL128", 8, 8)
+    (153600, 576000, 8)
+    >>> rooted_chunk_bytes("Simple", 32 << 20, 8, step_bytes=1 << 20)      # NCCL_BUFFSIZE=8 MiB: 1 MiB steps
+    1048576
     """
     share = -(-nbytes // max(1, channels))
     if proto == "LL128":
-        return min(LL128_STEP_DATA_BYTES, -(-share // LL128_MIN_CHUNK_BYTES) * LL128_MIN_CHUNK_BYTES)
-    return min(SIMPLE_STEP_BYTES, share)
+        return min(LL128_STEP_DATA_BYTES, -(-share // LL128_MIN_CHUNK_BYTES) * LL128_MIN_CHUNK_BYTES, nbytes)
+    return min(step_bytes, share)
 
 
 def tree_ll128_chunk_bytes(nbytes: int, channels: int, nodes: int, ppn: int) -> int:
-    """Data bytes of a tree's LL128 chunk: one LL128 step, halved while a channel holds fewer than ``nsteps x 64 /
-    ppn`` of them (down to 128 KiB of lines), then fewer than ``nsteps x 16 / ppn`` (down to 32 KiB), ``nsteps =
+    """Data bytes of a tree's LL128 chunk: one LL128 step (614,400 bytes of lines), halved while a channel holds fewer
+    than ``nsteps x 64 / ppn`` of them (while above 128 KiB: down to 76,800), then fewer than ``nsteps x 16 / ppn``
+    (while above 32 KiB: down to 19,200), ``nsteps =
     1 + log2(nodes) + ppn / 10`` (v2.8.4-1 src/enqueue.cc lines 404-411; the same rule at v2.27.3-1 lines
     2034-2042), never more than the channel's share (all_reduce.h ``nelem = min(chunkSize, size - offset)``).
 
@@ -75,13 +78,16 @@ def tree_ll128_chunk_bytes(nbytes: int, channels: int, nodes: int, ppn: int) -> 
     return min(chunk * 15 // 16, -(-nbytes // max(1, channels)))
 
 
-def pays_rooted_fill(coll: str, algo: str, proto: str) -> bool:
-    """Whether ``coll`` run as ``algo``/``proto`` is a rooted ring whose network hops store and forward its chunks;
-    the execution model charges that fill in place of the fitted network-hop extra."""
-    return algo == "ring" and proto in ("Simple", "LL128") and coll in ROOTED_COLLS
+def pays_rooted_fill(coll: str, algo: str, proto: str, m=None) -> bool:
+    """Whether ``coll`` run as ``algo``/``proto`` (on machine ``m``, an :class:`~.machine.NcclMachine`: several
+    hosts, not RCCL) is a rooted ring whose network hops store and forward its chunks; the execution model
+    charges that fill in place of the fitted network-hop extra."""
+    on_machine = m is None or (m.nodes > 1 and not m.amd)
+    return on_machine and algo == "ring" and proto in ("Simple", "LL128") and coll in ROOTED_COLLS
 
 
-def rooted_net_fill_us(coll: str, proto: str, nbytes: int, channels: int, nodes: int, channel_net_gbs: float) -> float:
+def rooted_net_fill_us(coll: str, proto: str, nbytes: int, channels: int, nodes: int, channel_net_gbs: float,
+                       step_bytes: int = SIMPLE_STEP_BYTES) -> float:
     """µs a rooted ring's first chunk (:func:`rooted_chunk_bytes`) spends crossing the ``nodes - 1`` network hops of
     its chain at ``channel_net_gbs`` (GB/s one channel gets of the node's NICs).
 
@@ -92,7 +98,7 @@ def rooted_net_fill_us(coll: str, proto: str, nbytes: int, channels: int, nodes:
     """
     if coll not in ROOTED_COLLS or nodes < 2 or proto not in ("Simple", "LL128"):
         return 0.0
-    return (nodes - 1) * rooted_chunk_bytes(proto, nbytes, channels) / (1000.0 * channel_net_gbs)
+    return (nodes - 1) * rooted_chunk_bytes(proto, nbytes, channels, step_bytes) / (1000.0 * channel_net_gbs)
 
 
 def tree_ll128_net_fill_us(nbytes: int, channels: int, nodes: int, ppn: int, channel_net_gbs: float) -> float:
@@ -110,7 +116,7 @@ def tree_ll128_net_fill_us(nbytes: int, channels: int, nodes: int, ppn: int, cha
 
 
 def net_chunk_fill_us(coll: str, algo: str, proto: str, nbytes: int, channels: int, m, ring_gbs: float,
-                      tree_gbs: float) -> float:
+                      tree_gbs: float, step_bytes: int = SIMPLE_STEP_BYTES) -> float:
     """The fill this module charges ``coll`` run as ``algo``/``proto`` on ``channels`` channels of machine ``m`` (an
     :class:`~.machine.NcclMachine`; 0 if none): a rooted ring's at a channel's share of ``ring_gbs``, a tree's
     LL128 at its share of ``tree_gbs`` (GB/s a node's NICs move for a ring and a tree).  Not on RCCL, whose LL128
@@ -119,8 +125,8 @@ def net_chunk_fill_us(coll: str, algo: str, proto: str, nbytes: int, channels: i
     if m.nodes < 2 or m.amd:
         return 0.0
     per = max(channels, m.visible_nics()[0])                 # channels spread evenly over the NICs
-    if pays_rooted_fill(coll, algo, proto):
-        return rooted_net_fill_us(coll, proto, nbytes, channels, m.nodes, ring_gbs / per)
+    if pays_rooted_fill(coll, algo, proto, m):
+        return rooted_net_fill_us(coll, proto, nbytes, channels, m.nodes, ring_gbs / per, step_bytes)
     if algo == "tree" and proto == "LL128":
         return tree_ll128_net_fill_us(nbytes, channels, m.nodes, m.gpus_per_node, tree_gbs / per)
     return 0.0

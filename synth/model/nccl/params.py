@@ -218,13 +218,16 @@ class ModelParams:
         ``net_lat`` plus the plugin's share of its latency (:mod:`.net_transport`), except for Simple on a
         SENDRECV platform, which pays it per message instead (:meth:`net_message_us`; a hop of one message:
         :meth:`net_message_hop_us`)."""
-        group = "LL" if proto == "LL128" else proto
         per_message = proto == "Simple" and pays_per_message(kind)
         plugin = 0.0 if per_message else self.plugin_hop_share * plugin_latency_us(kind, arch)
-        for key in ((t, p) for t in self._net_kinds(kind, arch) for p in (proto, group)):
-            if key in self.net_lat:
-                return self.net_lat[key] + plugin
-        return plugin
+        return self.net_lat_own_us(kind, proto, arch) + plugin
+
+    def net_lat_own_us(self, kind: str, proto: str, arch: str | None = None) -> float:
+        """The fitted ``net_lat`` part of :meth:`net_latency_us` alone (no plugin share): what a rooted ring's
+        chunk fill replaces (:mod:`.net_fill`)."""
+        group = "LL" if proto == "LL128" else proto
+        keys = [(t, p) for t in self._net_kinds(kind, arch) for p in (proto, group)]
+        return next((self.net_lat[k] for k in keys if k in self.net_lat), 0.0)
 
     def net_message_hop_us(self, kind: str, proto: str, arch: str | None = None) -> float:
         """Extra µs of an inter-node hop that carries one message (a point-to-point send, a step of our

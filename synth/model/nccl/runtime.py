@@ -325,7 +325,7 @@ def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPara
     else:
         base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version)
         lat = base + n_intra * hop
-    return lat + n_inter * (net - params.net_latency_us(m.net_kind, proto, m.arch) * pays_rooted_fill(coll, algo, proto))
+    return lat + n_inter * (net - params.net_lat_own_us(m.net_kind, proto, m.arch) * pays_rooted_fill(coll, algo, proto, m))
 
 
 def tree_intra_channel_gbs(t: TuneTable, channels: int) -> float:
@@ -386,7 +386,7 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     t_dev = (latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
     t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
-                               _net_bw(t.machine, params))              # a network hop's whole chunk (net_fill)
+                               _net_bw(t.machine, params), (t.env.buffsize or NCCL_BUFFSIZE_BYTES) // NCCL_STEPS)
     return max(host_time_us(params, t.machine.gpus_per_process, channels, t.version), t_dev)
 
 

@@ -98,3 +98,31 @@ def test_two_abci_hosts_broadcast_rows():
         if (1 << 20) <= row.size <= (32 << 20):
             assert model.choose("broadcast", row.size).protocol == "LL128"
             assert model.time_us("broadcast", row.size) == pytest.approx(row.out_of_place.time_us, rel=0.15)
+
+
+def test_the_fill_and_the_hop_extra_it_replaces_share_one_predicate():
+    """RCCL's rooted rings get no fill (its LL128 buffer differs), so they keep the fitted network-hop extra; one host
+    has no network hop to fill; NVIDIA's multi-host rooted ring replaces it."""
+    from topo_probe import cluster
+    from synth.model.nccl.machine import NcclMachine
+    from synth.model.nccl.net_fill import pays_rooted_fill
+
+    mi300x = NcclMachine.from_topology(cluster("mi300x", nodes=2))
+    a100 = NcclMachine.from_topology(cluster("dgx-a100", nodes=2))
+    one = NcclMachine.from_topology(cluster("dgx-a100", nodes=1))
+    assert not pays_rooted_fill("broadcast", "ring", "Simple", mi300x)
+    assert pays_rooted_fill("broadcast", "ring", "Simple", a100)
+    assert not pays_rooted_fill("broadcast", "ring", "Simple", one)
+    assert not pays_rooted_fill("allreduce", "ring", "Simple", a100)
+
+
+def test_the_fill_replaces_only_the_fitted_hop_extra_not_the_plugins_share():
+    """EFA's LL hop carries the plugin's share of its 150 µs latency on top of the fitted ``net_lat``; the rooted
+    fill (bytes over bandwidth) stands in for the fitted part only."""
+    from synth.model.nccl.net_transport import plugin_latency_us
+    from synth.model.nccl.params import DEFAULT_PARAMS as p
+
+    share = p.plugin_hop_share * plugin_latency_us("efa", "sm80")
+    assert share > 0
+    assert p.net_latency_us("efa", "LL128", "sm80") - p.net_lat_own_us("efa", "LL128", "sm80") == pytest.approx(share)
+    assert p.net_lat_own_us("ib", "LL128", "sm80") == pytest.approx(p.net_latency_us("ib", "LL128", "sm80"))
