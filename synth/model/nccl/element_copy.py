@@ -35,6 +35,8 @@ flight.  LL128 stages a misaligned source through aligned packs from 2.10, which
 
 from __future__ import annotations
 
+import math
+
 from synth.model.nccl.ring_steps import cta_copy_gbs
 
 #: bytes of one element: nccl-tests' default ``-d float``
@@ -92,7 +94,14 @@ def ring_element_copy_factor(t, coll: str, algo: str, proto: str, channels: int,
                              params) -> float:
     """:func:`element_copy_slowdown` for a tuning table ``t`` (its machine and NCCL version) whose ring runs
     at ``bus_gbs`` bus bandwidth (GB/s) on ``channels`` channels, each CTA copying at
-    :func:`.ring_steps.cta_copy_gbs` of ``params``."""
+    :func:`.ring_steps.cta_copy_gbs` of ``params``; 1 where the GPU links set no rate (one GPU a host: no
+    GPU-to-GPU step to slow).
+
+    >>> ring_element_copy_factor(None, "allgather", "ring", "Simple", 4, 10 << 20, float("inf"), None)
+    1.0
+    """
+    if not math.isfinite(bus_gbs):
+        return 1.0
     m = t.machine
     return element_copy_slowdown(coll, algo, proto, nbytes, m.ranks, t.version, bus_gbs / max(1, channels),
                                  cta_copy_gbs(m.arch, params, m.gpu_name), m.amd)

@@ -63,3 +63,17 @@ def test_dgx2_log_alternates_with_the_count_parity():
     real_ratio = (61.96 / 48.21 + 64.16 / 48.80) / 2
     assert _busbw(even, (2, 5)) / _busbw(odd, (2, 5)) == pytest.approx(real_ratio, rel=0.10)
     assert _busbw(even, (2, 12)) / _busbw(odd, (2, 12)) == pytest.approx(1.0, abs=0.01)
+
+
+def test_one_gpu_per_host_rings_stay_finite_on_misaligned_blocks():
+    """10 hosts x 1 H100 (10 ranks: every power-of-two size misaligned), NCCL 2.29, all_gather of 1 GiB: no GPU-to-GPU
+    step, so the ring runs at its NICs' rate, the misaligned blocks change nothing (the review's regression: an
+    infinite GPU-link rate times the slowdown made it NaN / enormous)."""
+    import math
+
+    from topo_probe import cluster
+
+    m = NcclMachine.from_topology(cluster("dgx-h100", nodes=10)).with_(ranks=10)
+    c = NcclModel(m, version=(2, 29)).choose("allgather", 1 << 30)
+    busbw = (1 << 30) * 9 / 10 / (1000.0 * c.time_us)
+    assert math.isfinite(c.time_us) and 20.0 < busbw < 60.0       # one 400 Gb/s NIC: 50 GB/s line rate
