@@ -8,7 +8,7 @@ stays light (the OR-Tools solvers load only when a solver or a bound is used).
 >>> f = build_fabric(get_preset("dgx1-v100"))
 >>> s = baseline("ring", f, "allreduce")
 >>> verify(s, f) is None, round(CostModel(f).schedule_time_us(s, 1 << 30) / 1e3, 1)
-(True, 14.5)
+(True, 14.6)
 """
 
 from __future__ import annotations

@@ -385,8 +385,9 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` as ``algo``/``proto`` on ``channels`` channels."""
     t_dev = (latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
-    t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
-                               _net_bw(t.machine, params), (t.env.buffsize or NCCL_BUFFSIZE_BYTES) // NCCL_STEPS)
+    if t.machine.nodes > 1:             # a network hop's whole chunk (net_fill); one host has no NIC rate to ask
+        t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
+                                   _net_bw(t.machine, params), (t.env.buffsize or NCCL_BUFFSIZE_BYTES) // NCCL_STEPS)
     return max(host_time_us(params, t.machine.gpus_per_process, channels, t.version), t_dev)
 
 
