@@ -187,6 +187,14 @@ RCCL_GFX9_COMPCAP_INDEX = 2
 RCCL_MSCCL_ALLREDUCE_8GPU = {"min_bytes": 1024, "allpairs_max_bytes": 327680, "onestep_max_bytes": 16777216}
 
 
+#: NCCL's default NCCL_BUFFSIZE (bytes; NVIDIA/nccl v2.8.4-1 src/init.cc line 409, v2.24.3-1 line 598,
+#: ``DEFAULT_BUFFSIZE``) and NCCL_STEPS (src/include/device.h line 24), the same through v2.30.7-1; a run's own
+#: NCCL_BUFFSIZE is :attr:`.env.NcclEnv.buffsize`
+NCCL_BUFFSIZE_BYTES, NCCL_STEPS = 4 << 20, 8
+#: bytes of one Simple step by default (src/transport/net.cc line 376: ``stepSize = buffSizes[SIMPLE]/NCCL_STEPS``)
+SIMPLE_STEP_BYTES = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
+
+
 #: GPU boost clock (GHz) by architecture, the part the model's logs run: vendor figures, or a data sheet's FP32 rate
 #: over (SMs x 2 x FP32 lanes per SM).  sm60 P100 SXM2 1480 MHz with half Volta's LD/ST units (16 a SM, P100 white
 #: paper), so 0.74; sm70 V100 SXM2 1530 MHz, sm80 A100 SXM4 1410 MHz
@@ -285,4 +293,4 @@ __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NA
            "NET_PLUGIN_LATENCY_US", "LL_DATA_FRACTION", "LL128_DATA_FRACTION", "RCCL_BASE_LAT", "RCCL_GFX942",
            "RCCL_GFX950", "RCCL_MSCCL_ALLREDUCE_8GPU", "RCCL_GFX9_COMPCAP_INDEX", "compcap_index", "coll_steps",
            "busbw_factor",
-           "SM_CLOCK_GHZ", "SM_CLOCK_BY_PART", "CLOCK_REF_ARCH", "at_sm_clock", "sm_clock_ghz"]
+           "NCCL_BUFFSIZE_BYTES", "NCCL_STEPS", "SIMPLE_STEP_BYTES", "SM_CLOCK_GHZ", "SM_CLOCK_BY_PART", "CLOCK_REF_ARCH", "at_sm_clock", "sm_clock_ghz"]

@@ -22,7 +22,7 @@ import os
 from dataclasses import dataclass, field, fields
 
 from synth.ir.collectives import canonical
-from synth.model.nccl.constants import ALGO_NAMES, PROTO_NAMES
+from synth.model.nccl.constants import ALGO_NAMES, NCCL_BUFFSIZE_BYTES, NCCL_STEPS, PROTO_NAMES
 from topo_probe.errors import InvalidArgument
 
 VARIABLES = ("NCCL_ALGO", "NCCL_PROTO", "NCCL_NVLS_ENABLE", "NCCL_COLLNET_ENABLE", "NCCL_P2P_DISABLE",
@@ -140,6 +140,15 @@ class NcclEnv:
     def p2p_off(self) -> bool:
         """NCCL_P2P_DISABLE is set to a non-zero value."""
         return bool(self.p2p_disable)
+
+    @property
+    def simple_step_bytes(self) -> int:
+        """Bytes of one Simple step: NCCL_BUFFSIZE (default 4 MiB) over NCCL_STEPS.
+
+        >>> NcclEnv().simple_step_bytes, NcclEnv.from_environ({"NCCL_BUFFSIZE": "8388608"}).simple_step_bytes
+        (524288, 1048576)
+        """
+        return (self.buffsize or NCCL_BUFFSIZE_BYTES) // NCCL_STEPS
 
     @property
     def chunk_nvls_tree(self) -> int:

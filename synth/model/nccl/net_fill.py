@@ -22,12 +22,8 @@ from __future__ import annotations
 
 import math
 
-from synth.model.nccl.p2p_cta import NCCL_BUFFSIZE_BYTES, NCCL_STEPS
+from synth.model.nccl.constants import SIMPLE_STEP_BYTES
 
-#: bytes of one Simple step: NCCL's default Simple buffer over its steps (v2.8.4-1 src/init.cc line 409
-#: ``DEFAULT_BUFFSIZE (1 << 22)``, src/include/devcomm.h line 31 ``NCCL_STEPS 8``; the same through v2.30.7-1;
-#: a run's NCCL_BUFFSIZE replaces it: ``step_bytes``)
-SIMPLE_STEP_BYTES = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
 #: bytes of one LL128 step (lines and flags): the LL128 buffer (init.cc line 408: 120 elements x 640 threads x
 #: 8 steps x 8 bytes, devcomm.h lines 69-70) over its 8 steps; 15 of every 16 words are data (lines 66-67)
 LL128_STEP_BYTES = 120 * 640 * 8
@@ -131,6 +127,6 @@ def net_chunk_fill_us(coll: str, algo: str, proto: str, nbytes: int, channels: i
         return tree_ll128_net_fill_us(nbytes, channels, m.nodes, m.gpus_per_node, tree_gbs / per)
     return 0.0
 
-__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_BYTES", "LL128_STEP_DATA_BYTES", "ROOTED_COLLS", "SIMPLE_STEP_BYTES",
+__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_BYTES", "LL128_STEP_DATA_BYTES", "ROOTED_COLLS",
            "net_chunk_fill_us", "pays_rooted_fill", "rooted_chunk_bytes", "rooted_net_fill_us", "tree_ll128_chunk_bytes",
            "tree_ll128_net_fill_us"]

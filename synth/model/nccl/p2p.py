@@ -29,7 +29,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p_cta import p2p_cta_gbs
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import p2p_read_mode
+from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode
 from synth.model.nccl.runtime import host_time_us
 
 #: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink on one host (src/init.cc)
@@ -275,10 +275,6 @@ def p2p_net_hop_us(m: NcclMachine, params: ModelParams) -> float:
     return simple + params.net_message_hop_us(m.net_kind, "Simple", m.arch)
 
 
-def _nvlink_p2p(m: NcclMachine, p2p_disable: bool) -> bool:
-    return m.arch.startswith("sm") and m.intra in ("nvswitch", "nvlink") and m.p2p and not p2p_disable
-
-
 def _channel_cap_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, channels: int) -> float:
     """GB/s ``channels`` p2p channels move over NVLink: each at most what a channel of NCCL's ring
     graph carries (its ``bwIntra``, times the NVLink efficiency) and what its CTA moves (:mod:`.p2p_cta`)."""
@@ -295,7 +291,7 @@ def _remote_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: in
     into the NVLink peer on the destination's rail, so it moves at most a ring channel's NVLink rate."""
     ch = net_part_channels(m, g, per_peer, version)
     gbs = p2p_inter_gbs(m, g, params, peers, ch)
-    if peers > 1 and m.gpus_per_node > 1 and _nvlink_p2p(m, p2p_disable):
+    if peers > 1 and m.gpus_per_node > 1 and nvlink_p2p(m, p2p_disable):
         gbs = min(gbs, _channel_cap_gbs(m, g, params, _group_ctas(g, ch, m.nodes - 1)))
     return gbs
 
@@ -327,7 +323,7 @@ def p2p_protocol(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, p2p_disa
     >>> [p2p_protocol(m, g, "alltoall", s << 20, version=(2, 28)) for s in (1, 1024)]
     ['LL', 'Simple']
     """
-    if m.nodes > 1 or not _nvlink_p2p(m, p2p_disable):
+    if m.nodes > 1 or not nvlink_p2p(m, p2p_disable):
         return "Simple"
     per_peer = int(nbytes) if coll == "sendrecv" else int(nbytes) // m.ranks
     ll = p2p_uses_ll(per_peer, p2p_channels(m, g, per_peer, version), _local_bounds(m, g)[1], version)
@@ -368,7 +364,7 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     if coll == "sendrecv":
         intra_b, inter_b, peers = (0.0, float(nbytes), 1) if m.nodes > 1 else (float(nbytes), 0.0, 0)
         channels = g.p2p_channels_per_peer
-        if m.nodes == 1 and _nvlink_p2p(m, p2p_disable):
+        if m.nodes == 1 and nvlink_p2p(m, p2p_disable):
             channels = p2p_channels(m, g, nbytes, version)
             intra_gbs = min(intra_gbs, _local_gbs(m, g, params, nbytes, 1, version))
         elif m.nodes > 1:
@@ -378,7 +374,7 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         per_peer = nbytes / n
         intra_b, inter_b, peers = per_peer * (ppn - 1), per_peer * (n - ppn), n - ppn
         channels = alltoall_channels(m, g, int(per_peer))
-        if intra_b and _nvlink_p2p(m, p2p_disable):
+        if intra_b and nvlink_p2p(m, p2p_disable):
             intra_gbs = min(intra_gbs, _local_gbs(m, g, params, int(per_peer), ppn - 1, version))
         elif intra_b and m.nodes == 1 and not p2p_disable:     # RCCL: a p2p channel is one workgroup, as a ring's
             intra_gbs = min(intra_gbs, rccl_channel_cap_gbs(m, "Simple", channels, params.rccl_channel_gbs))

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 
-from synth.model.nccl.constants import LL128_DATA_FRACTION, LL_DATA_FRACTION, at_sm_clock
+from synth.model.nccl.constants import LL128_DATA_FRACTION, LL_DATA_FRACTION, SIMPLE_STEP_BYTES, at_sm_clock
 
 
 def p2p_cta_gbs(arch: str, params, gpu_name: str = "") -> float:
@@ -33,19 +33,13 @@ def p2p_cta_gbs(arch: str, params, gpu_name: str = "") -> float:
     return at_sm_clock(params.p2p_cta_gbs, arch, gpu_name)
 
 
-#: NCCL's default NCCL_BUFFSIZE (bytes; NVIDIA/nccl v2.24.3-1 src/init.cc line 598, ``DEFAULT_BUFFSIZE``; the
-#: variable, where a run sets it, is :attr:`.env.NcclEnv.buffsize`) and NCCL_STEPS (src/include/device.h line 24)
-NCCL_BUFFSIZE_BYTES, NCCL_STEPS = 4 << 20, 8
-#: bytes of a Simple step on a network connection by default (src/transport/net.cc line 376:
-#: ``stepSize = buffSizes[NCCL_PROTO_SIMPLE]/NCCL_STEPS``)
-NET_STEP_BYTES = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
 #: steps of one Simple slice, by collective (v2.24.3-1 .. v2.29.2-1 src/include/collectives.h: BROADCAST_SLICESTEPS and
 #: REDUCE_SLICESTEPS 1; ALLREDUCE, ALLGATHER and REDUCESCATTER_SLICESTEPS NCCL_STEPS/4 = 2, the default below)
 SLICE_STEPS = {"broadcast": 1, "reduce": 1}
 
 
 def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: str = "allgather",
-                         buffsize: int | None = None) -> float:
+                         step_bytes: int = SIMPLE_STEP_BYTES) -> float:
     """Most bus bandwidth (GB/s, nccl-tests convention) a ring across hosts moves on ``channels`` channels when
     each channel's CTA moves at most :func:`p2p_cta_gbs` (payload: LL 8 of 16 bytes, LL128 120 of 128); unbounded
     for other algorithms, on one host and on AMD GPUs (RCCL's network channels are not modelled per CTA).
@@ -71,8 +65,8 @@ def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: 
     and the CTA posts it to, and waits for its slot from, step counters in host memory (the connection's
     ``sendMem`` / ``recvMem``, net.cc lines 771-772, mapped from host memory; prims_simple.h lines 116-130, 180-187:
     a volatile read, then a system-scope fence and a store, per slice).  So a channel moves
-    ``slice / (slice / rate + net_chunk_us)``, the slice being :data:`SLICE_STEPS` x the step (``buffsize``, the
-    run's NCCL_BUFFSIZE, else :data:`NCCL_BUFFSIZE_BYTES`, over NCCL_STEPS): broadcast and reduce, 512 KiB slices by
+    ``slice / (slice / rate + net_chunk_us)``, the slice being :data:`SLICE_STEPS` x the step (``step_bytes``, the
+    run's :attr:`.env.NcclEnv.simple_step_bytes`, 512 KiB by default): broadcast and reduce, 512 KiB slices by
     default, pay it twice as often as all_gather's 1 MiB (the Voltage Park 4 x 8 H100 hosts: broadcast 286 GB/s
     busbw, all_gather 324 at 8 GiB).  The cost is InfiniBand's ``net_chunk`` on every transport: what a plugin adds
     per message (EFA's, TCPXO's) is the proxy's, which NCCL_STEPS = 8 slots in flight overlap with the CTA's
@@ -97,9 +91,9 @@ def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: 
     payload = {"LL": LL_DATA_FRACTION, "LL128": LL128_DATA_FRACTION}.get(proto, 1.0)
     rate = p2p_cta_gbs(m.arch, params, m.gpu_name)                              # GB/s = 1000 bytes per µs
     if proto == "Simple":
-        slice_bytes = SLICE_STEPS.get(coll, 2) * ((buffsize or NCCL_BUFFSIZE_BYTES) // NCCL_STEPS)
+        slice_bytes = SLICE_STEPS.get(coll, 2) * step_bytes
         rate = slice_bytes / (slice_bytes / (1000.0 * rate) + params.net_chunk_us("ib", m.arch)) / 1000.0
     return max(1, channels) * rate * payload
 
 
-__all__ = ["NET_STEP_BYTES", "SLICE_STEPS", "p2p_cta_gbs", "ring_net_cta_cap_gbs"]
+__all__ = ["SLICE_STEPS", "p2p_cta_gbs", "ring_net_cta_cap_gbs"]

@@ -61,6 +61,11 @@ P2P_READ_SM = 80
 DIRECT_NEEDS_REGISTRATION_SINCE = (2, 23)
 
 
+def nvlink_p2p(m: NcclMachine, p2p_disable: bool = False) -> bool:
+    """Whether ``m``'s NVIDIA GPUs connect to each other by P2P over NVLink (NVSwitch or a mesh), P2P on."""
+    return m.arch.startswith("sm") and m.intra in ("nvswitch", "nvlink") and m.p2p and not p2p_disable
+
+
 def p2p_read_mode(m: NcclMachine, p2p_disable: bool = False) -> bool:
     """Whether NCCL connects ``m``'s GPUs in P2P read mode: Ampere over NVLink, P2P on.
 
@@ -68,8 +73,7 @@ def p2p_read_mode(m: NcclMachine, p2p_disable: bool = False) -> bool:
     >>> [p2p_read_mode(NcclMachine.from_topology(get_preset(p))) for p in ("dgx-a100", "dgx-h100")]
     [True, False]
     """
-    nvlink = m.arch.startswith("sm") and m.intra in ("nvswitch", "nvlink") and m.p2p and not p2p_disable
-    return nvlink and m.sm == P2P_READ_SM
+    return nvlink_p2p(m, p2p_disable) and m.sm == P2P_READ_SM
 
 
 def ring_direct_write(m: NcclMachine, version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> bool:
@@ -154,4 +158,5 @@ def ring_simple_send_share(m: NcclMachine, coll: str, channel_gbs: float, params
     return ring_send_share(coll, m.ranks, share, ring_direct_write(m, version, p2p_disable))
 
 
-__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share"]
+__all__ = ["P2P_READ_SM", "cta_copy_gbs", "nvlink_p2p", "p2p_read_mode", "ring_copy_steps", "ring_direct_write",
+           "ring_send_share", "ring_simple_send_share"]

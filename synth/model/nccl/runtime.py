@@ -50,7 +50,7 @@ from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_by
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.net_fill import net_chunk_fill_us, pays_rooted_fill
-from synth.model.nccl.p2p_cta import NCCL_BUFFSIZE_BYTES, NCCL_STEPS, ring_net_cta_cap_gbs
+from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
@@ -223,7 +223,7 @@ def simple_chunk_bytes(t: TuneTable, algo: str, nbytes: int, channels: int) -> i
     if algo == "ring":
         return 4 * 524288
     depth = m.gpus_per_node - 1 + max(1, int(math.log2(m.nodes)))        # trees.cc depth
-    return tree_simple_chunk_bytes((t.env.buffsize or NCCL_BUFFSIZE_BYTES) // NCCL_STEPS, depth, nbytes / max(1, channels))
+    return tree_simple_chunk_bytes(t.env.simple_step_bytes, depth, nbytes / max(1, channels))
 
 
 def nvls_chunk_overhead_us(t: TuneTable, algo: str, nbytes: int, channels: int, params: ModelParams) -> float:
@@ -259,7 +259,7 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
     NVLS-tree all_reduce of at most 512 MiB at the fraction NCCL itself expects: :func:`nvls_tree_correction`;
     a one-host NVLS all_reduce fills and drains its scatter/reduce/gather loop: :func:`nvls_loop_fill_us`)."""
     wire = nbytes * busbw_factor(coll, t.machine.ranks)
-    bus = _intra_bus_gbs(t, coll, algo, proto, channels, params)     # misaligned blocks before 2.10: element_copy.py
+    bus = _intra_bus_gbs(t, coll, algo, proto, channels, params)     # misaligned blocks: element_copy.py
     t_intra = wire / (1000.0 * bus) * ring_element_copy_factor(t, coll, algo, proto, channels, nbytes, bus, params)
     if algo == "nvls" and coll == "allreduce" and t.machine.nodes == 1 and t.machine.gpus_per_node > 1:
         t_intra += nvls_loop_fill_us(nbytes, channels, t.graphs.nvls.n_channels if t.graphs.nvls else 1,
@@ -270,7 +270,7 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
         return t_intra
     net_bus = min(_net_bus_gbs(t, coll, algo, proto, params),
                   _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params),
-                  ring_net_cta_cap_gbs(t.machine, algo, proto, channels, params, coll, t.env.buffsize))
+                  ring_net_cta_cap_gbs(t.machine, algo, proto, channels, params, coll, t.env.simple_step_bytes))
     return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes)
 
 
@@ -387,7 +387,7 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
     if t.machine.nodes > 1:             # a network hop's whole chunk (net_fill); one host has no NIC rate to ask
         t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
-                                   _net_bw(t.machine, params), (t.env.buffsize or NCCL_BUFFSIZE_BYTES) // NCCL_STEPS)
+                                   _net_bw(t.machine, params), t.env.simple_step_bytes)
     return max(host_time_us(params, t.machine.gpus_per_process, channels, t.version), t_dev)
 
 

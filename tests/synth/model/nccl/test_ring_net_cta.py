@@ -102,7 +102,7 @@ def test_a_bigger_nccl_buffsize_makes_fewer_slices_by_hand():
     m = NcclMachine.from_topology(cluster("dgx-h100", nodes=4))
     p = ModelParams(p2p_cta_gbs=20.0, net_chunk={"ib": 2.0})
     env = NcclEnv.from_environ({"NCCL_BUFFSIZE": str(8 << 20)})
-    assert ring_net_cta_cap_gbs(m, "ring", "Simple", 16, p, "allgather", env.buffsize) == pytest.approx(
+    assert ring_net_cta_cap_gbs(m, "ring", "Simple", 16, p, "allgather", env.simple_step_bytes) == pytest.approx(
         16 * 2097152 / (104.8576 + 2.0) / 1000.0)
     assert ring_net_cta_cap_gbs(m, "ring", "Simple", 16, p, "allgather") == pytest.approx(
         16 * 1048576 / (52.4288 + 2.0) / 1000.0)
