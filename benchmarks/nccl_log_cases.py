@@ -7,7 +7,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`FOURTEENTH_CASES`, :data:`FIFTEENTH_CASES`, :data:`SIXTEENTH_CASES`, :data:`SEVENTEENTH_CASES`,
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
   :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
-  :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`: the logs added later.
+  :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
+  :data:`TWENTY_SEVENTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -950,12 +951,31 @@ TWENTY_SIXTH_CASES = [
       for coll in ("all_reduce", "all_gather", "reduce_scatter")],
 ]
 
+_AUTODL_2080TI = ("one AutoDL cloud container of Anthony-Hoo's blog post (2025-06-05): 2 x GeForce RTX 2080 Ti (Turing, "
+                  "compute capability 7.5, PCIe Gen3 x16 by nvtop) under one PCIe switch (topo -m: PIX), both on NUMA node "
+                  "1 of a 2-NUMA host (the pair's path crosses no socket link: `sockets` 1), CPU model not stated (the "
+                  "preset's Intel default); P2P not supported (topo -p2p: NS; p2pBandwidthLatencyTest: CANNOT access "
+                  "peer), so NCCL's SHM transport; Turing is read as `sm70`: NCCL's tuning tables put every compute "
+                  "capability below 8.0 in the Volta row (tuning.cc compCapIndex), and the model has no sm75 (assumed); "
+                  "NCCL version not printed (unknown: the Case default, 2.28 gates, assumed), no NCCL variable; one "
+                  "process, -g 2, {coll} 8 B - 1 GiB")
+
+#: the twenty-seventh set: a new source, a blog post's nccl-tests runs on 2 x RTX 2080 Ti of one AutoDL container
+#: (github repo Anthony-Hoo/Anthony-Hoo.github.io): all_reduce, all_gather, broadcast, reduce and alltoall through host
+#: memory (no P2P), the held-out class pcie-1host.  Not taken: the post's one-GPU reduce_perf run (one rank: nothing
+#: crosses a link).  Each described from its source before any prediction
+TWENTY_SEVENTH_CASES = [
+    Case(f"rtx2080ti_2gpu_1node_{coll}_autodl_shm.txt", "l40s-8gpu-pcie",
+         machine={"arch": "sm70", "ranks": 2, "pcie_gen": 3, "sockets": 1, "p2p": False}, machine_class="pcie-1host",
+         why=_AUTODL_2080TI.format(coll=coll))
+    for coll in ("all_reduce", "all_gather", "broadcast", "reduce", "alltoall")]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
-             + TWENTY_SIXTH_CASES)
+             + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES)
 
 
 def held_out(case: Case) -> bool:
