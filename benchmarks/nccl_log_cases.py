@@ -8,7 +8,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
   :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
-  :data:`TWENTY_SEVENTH_CASES`: the logs added later.
+  :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -970,12 +970,27 @@ TWENTY_SEVENTH_CASES = [
          why=_AUTODL_2080TI.format(coll=coll))
     for coll in ("all_reduce", "all_gather", "broadcast", "reduce", "alltoall")]
 
+#: the twenty-eighth set: a new source, the one-node run of an nccl-tests campaign on CSCS's Alps GH200 nodes
+#: (boeschf/nccl-benchmark-on-alps-2025): all_reduce of the 4 GH200 of one node over NVLink without NVSwitch, the held-out
+#: class h100-nvlink-1host (Hopper GPUs on a 4-GPU NVLink mesh, as the Snellius set).  Not taken: the campaign's multi-node
+#: runs (HPE Slingshot through the aws-ofi-nccl plugin: no NIC kind of the project) and the same node count's runs of its
+#: other configurations (the same machine and collective, one table kept).  Described from its source before any prediction
+TWENTY_EIGHTH_CASES = [
+    Case("gh200_4gpu_1node_all_reduce_alps.txt", "dgx-h100", version=(2, 26),
+         machine={"ranks": 4, **_H100_4MESH}, machine_class="h100-nvlink-1host",
+         why="one CSCS Alps node (nid006664) of boeschf/nccl-benchmark-on-alps-2025 (run of 2025-03-18): 4 x \"NVIDIA GH200 "
+             "120GB\", one process per GPU; NCCL's own lines: NCCL 2.26.2, \"NVLS multicast support is not available\" (no "
+             "NVSwitch), 24 channels whose rings cover every pair, all \"via P2P/CUMEM\" (NVLink; the quad-GH200 board's "
+             "links per pair not stated: the 4-GPU Hopper mesh of 6 links per pair assumed); Grace CPU (the preset's Intel "
+             "default: NCCL's non-AMD rows); NCCL_NET/NCCL_NET_GDR_LEVEL/NCCL_CROSS_NIC set for the network (unused on one "
+             "node); all_reduce 8 B - 4 GiB")]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
-             + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES)
+             + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES)
 
 
 def held_out(case: Case) -> bool:
