@@ -80,7 +80,7 @@ CLASSES = {
     "v100-ib-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over InfiniBand",
     "v100-roce-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over RoCE",
     "b200-nvl64": "64 Blackwell GPUs (16 hosts of 4) in one NVL72 rack's multi-node NVLink domain",
-    "h100-nvlink-1host": "4 x H100 SXM on a direct NVLink mesh (no NVSwitch), one host",
+    "h100-nvlink-1host": "4 x Hopper (H100 SXM or GH200) on a direct NVLink mesh (no NVSwitch), one host",
 }
 
 #: the fixed held-out split (see the module docstring)
