@@ -8,7 +8,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
   :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
-  :data:`TWENTY_NINTH_CASES`: the logs added later.
+  :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -978,12 +978,25 @@ TWENTY_NINTH_CASES = [
                                      "(enp136s0f0 or enp137s0f0), 10 Gb/s by the repository's \"# 10GbE\" (not printed)")),
 ]
 
+#: the thirtieth set: a new source, an nccl-tests issue's one-host run on 8 x NVIDIA H20 (NVIDIA/nccl-tests#306, 2025-04):
+#: all_reduce 1 MiB - 2 GiB of one host (the thread's tests ran without MPI, so each process drove its own host's 8 GPUs),
+#: class h100-nvswitch-1host (in-sample: held out itself).  Not taken: the same post's other three tables (one of them a
+#: disturbed run, the other two the same hosts and configuration).  Described from its source before any prediction
+THIRTIETH_CASES = [
+    Case("h20_8gpu_1node_all_reduce_issue306.txt", "dgx-h100", machine_class="h100-nvswitch-1host", held_out=True,
+         why="host node3 of NVIDIA/nccl-tests#306 (GeofferyGeng, 2025-04): 8 x \"NVIDIA H20\" driven by one process "
+             "(nGpus 8: nccl-tests built without MPI, so each host ran alone), \"H20*8+CX7*8(400G)\" per host by the "
+             "author (no network used here); NVSwitch not stated (the 8-GPU HGX H20 board's NVSwitch and 18 NVLink 4 links "
+             "per GPU assumed: the `dgx-h100` preset, Hopper's clock); NCCL version not printed (unknown: the Case "
+             "default, 2.28 gates, assumed), no NCCL variable shown; all_reduce 1 MiB - 2 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
-             + TWENTY_SIXTH_CASES + TWENTY_NINTH_CASES)
+             + TWENTY_SIXTH_CASES + TWENTY_NINTH_CASES + THIRTIETH_CASES)
 
 
 def held_out(case: Case) -> bool:
