@@ -8,7 +8,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
   :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
-  :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`: the logs added later.
+  :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`:
+  the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -984,13 +985,53 @@ TWENTY_EIGHTH_CASES = [
              "links per pair not stated: the 4-GPU Hopper mesh of 6 links per pair assumed); Grace CPU (the preset's Intel "
              "default: NCCL's non-AMD rows); NCCL_NET/NCCL_NET_GDR_LEVEL/NCCL_CROSS_NIC set for the network (unused on one "
              "node); all_reduce 8 B - 4 GiB")]
+_RTX2080TI_8 = ("8 hosts (node1-node3, gpu4-gpu8) of dexhunter/allreduce-experiments (runs committed 2021-06-27), 4 x "
+                "\"GeForce RTX 2080 Ti\" each (Turing, PCIe Gen3 x16 by the card's data sheet; two GPUs per socket of a "
+                "2-socket host by the log's CPU affinity, CPU model not stated: the preset's Intel default), one process per "
+                "GPU (32 ranks); NCCL's own lines: NCCL 2.6.4, \"Could not enable P2P\" between the GPUs of a host, every "
+                "intra-host hop \"via direct shared memory\" (SHM); Turing is read as `sm70` (NCCL's tuning tables put "
+                "every compute capability below 8.0 in the Volta row; the model has no sm75: assumed); "
+                "NCCL_TREE_THRESHOLD=0 set but not read by 2.6.4 (no \"set by environment\" line); {net}; "
+                "all_reduce 4 B - 512 MiB")
+
+#: the twenty-ninth set: a new source, the 32-GPU nccl-tests all_reduce runs of an allreduce study
+#: (dexhunter/allreduce-experiments, MIT): 8 hosts of 4 x RTX 2080 Ti without P2P, over one 100 Gb/s InfiniBand HCA per
+#: host and over 10 Gb/s Ethernet (NCCL's socket transport), the held-out class pcie-multihost.  Not taken: the
+#: repository's 1 MiB - 256 MiB reruns of the same two configurations (the same machine and sweep, the wider 4 B - 512 MiB
+#: runs kept), its linear-step runs (NCCL 2.4.7, 1 MiB or 2 MB steps, hundreds of rows) and its 16-GPU linear-step runs.
+#: Each described from its source before any prediction
+TWENTY_NINTH_CASES = [
+    Case("rtx2080ti_32gpu_8node_all_reduce_ib_4gpn.txt", "l40s-8gpu-pcie", 8, 1, 12.5, "ib", version=(2, 6),
+         machine={"arch": "sm70", "ranks": 32, "pcie_gen": 3, "p2p": False}, machine_class="pcie-multihost",
+         why=_RTX2080TI_8.format(net="one InfiniBand HCA per host (mlx5_0), 100 Gb/s by the repository's \"# 100GbIB\" "
+                                     "(not printed), inter-host steps \"via NET/IB/0\" without GDRDMA (GeForce)")),
+    Case("rtx2080ti_32gpu_8node_all_reduce_socket10g_4gpn.txt", "l40s-8gpu-pcie", 8, 1, 1.25, "socket", version=(2, 6),
+         machine={"arch": "sm70", "ranks": 32, "pcie_gen": 3, "p2p": False}, machine_class="pcie-multihost",
+         source_reused=True,
+         why=_RTX2080TI_8.format(net="NCCL_IB_DISABLE=1: NCCL's socket transport over one Ethernet interface per host "
+                                     "(enp136s0f0 or enp137s0f0), 10 Gb/s by the repository's \"# 10GbE\" (not printed)")),
+]
+
+#: the thirtieth set: a new source, an nccl-tests issue's one-host run on 8 x NVIDIA H20 (NVIDIA/nccl-tests#306, 2025-04):
+#: all_reduce 1 MiB - 2 GiB of one host (the thread's tests ran without MPI, so each process drove its own host's 8 GPUs),
+#: class h100-nvswitch-1host (in-sample: held out itself).  Not taken: the same post's other three tables (one of them a
+#: disturbed run, the other two the same hosts and configuration).  Described from its source before any prediction
+THIRTIETH_CASES = [
+    Case("h20_8gpu_1node_all_reduce_issue306.txt", "dgx-h100", machine_class="h100-nvswitch-1host", held_out=True,
+         why="host node3 of NVIDIA/nccl-tests#306 (GeofferyGeng, 2025-04): 8 x \"NVIDIA H20\" driven by one process "
+             "(nGpus 8: nccl-tests built without MPI, so each host ran alone), \"H20*8+CX7*8(400G)\" per host by the "
+             "author (no network used here); NVSwitch not stated (the 8-GPU HGX H20 board's NVSwitch and 18 NVLink 4 links "
+             "per GPU assumed: the `dgx-h100` preset, Hopper's clock); NCCL version not printed (unknown: the Case "
+             "default, 2.28 gates, assumed), no NCCL variable shown; all_reduce 1 MiB - 2 GiB"),
+]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
-             + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES)
+             + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
+             + THIRTIETH_CASES)
 
 
 def held_out(case: Case) -> bool:
