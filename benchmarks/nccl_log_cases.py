@@ -989,15 +989,16 @@ _RTX2080TI_8 = ("8 hosts (node1-node3, gpu4-gpu8) of dexhunter/allreduce-experim
                 "\"GeForce RTX 2080 Ti\" each (Turing, PCIe Gen3 x16 by the card's data sheet; two GPUs per socket of a "
                 "2-socket host by the log's CPU affinity, CPU model not stated: the preset's Intel default), one process per "
                 "GPU (32 ranks); NCCL's own lines: NCCL 2.6.4, \"Could not enable P2P\" between the GPUs of a host, every "
-                "intra-host hop \"via direct shared memory\" (SHM); Turing is read as `sm70` (NCCL's tuning tables put "
-                "every compute capability below 8.0 in the Volta row; the model has no sm75: assumed); "
+                "intra-host hop \"via direct shared memory\" (SHM); Turing is read as `sm70` (assumed: the model has no "
+                "sm75; NCCL 2.6.4's tuning.cc has no per-architecture rows, its one compute-capability test, line 165, "
+                "enables LL128 only over NVLink, off here either way); "
                 "NCCL_TREE_THRESHOLD=0 set but not read by 2.6.4 (no \"set by environment\" line); {net}; "
                 "all_reduce 4 B - 512 MiB")
 
 #: the twenty-ninth set: a new source, the 32-GPU nccl-tests all_reduce runs of an allreduce study
 #: (dexhunter/allreduce-experiments, MIT): 8 hosts of 4 x RTX 2080 Ti without P2P, over one 100 Gb/s InfiniBand HCA per
 #: host and over 10 Gb/s Ethernet (NCCL's socket transport), the held-out class pcie-multihost.  Not taken: the
-#: repository's 1 MiB - 256 MiB reruns of the same two configurations (the same machine and sweep, the wider 4 B - 512 MiB
+#: repository's earlier 1 MiB - 256 MiB runs (committed 2021-06-26) of the same two configurations (the same machine and sweep, the wider 4 B - 512 MiB
 #: runs kept), its linear-step runs (NCCL 2.4.7, 1 MiB or 2 MB steps, hundreds of rows) and its 16-GPU linear-step runs.
 #: Each described from its source before any prediction
 TWENTY_NINTH_CASES = [
