@@ -1,24 +1,22 @@
 """Point-to-point collectives: nccl-tests ``sendrecv``, ``alltoall`` (and ``gather`` / ``scatter``).
 
-NCCL runs them as grouped ``ncclSend`` / ``ncclRecv``, with no ring, tree or tuner table: each
-peer pair gets its own channels (src/graph/paths.cc ``ncclTopoComputeP2pChannels``: 2 per NVLink;
-across the network ``NCCL_NCHANNELS_PER_NET_PEER``, 2 by default).  Intra-node traffic rides
-NVLink / xGMI (or host memory with ``NCCL_P2P_DISABLE=1``), inter-node traffic the GPU's share of
-the node's NICs; both directions overlap.  Units: bytes, µs, GB/s per direction.
+NCCL runs them as grouped ``ncclSend`` / ``ncclRecv``, with no ring, tree or tuner table: each peer pair gets its own
+channels (src/graph/paths.cc ``ncclTopoComputeP2pChannels``: 2 per NVLink; across the network
+``NCCL_NCHANNELS_PER_NET_PEER``, 2 by default).  Intra-node traffic rides NVLink / xGMI (or host memory with
+``NCCL_P2P_DISABLE=1``), inter-node traffic the GPU's share of the node's NICs; both directions overlap.  Units:
+bytes, µs, GB/s per direction.
 
-A send to a peer on the same NVLink node does not use all its channels at once: NCCL starts
-from ``nChannelsMin`` (the peer's channels halved until every rank's fit in ``p2pnChannels``)
-and doubles while a channel's part exceeds 32 NVLink chunks (src/enqueue.cc ``addP2pToPlan``,
-``scheduleP2pTasksToPlan``; src/graph/paths.cc ``ncclTopoComputeP2pChannels``), and each channel
-moves at most what a channel of NCCL's ring graph carries (its ``bwIntra``).  So an 8-GPU
-``sendrecv`` of 128 MiB runs on 8 channels and one of 256 MiB on 16 (:func:`p2p_channels`).
-Across hosts the chunk is 128 KiB for every peer and a part half a chunk to one chunk
+A send to a peer on the same NVLink node does not use all its channels at once: NCCL starts from ``nChannelsMin``
+(the peer's channels halved until every rank's fit in ``p2pnChannels``) and doubles while a channel's part exceeds 32
+NVLink chunks (src/enqueue.cc ``addP2pToPlan``, ``scheduleP2pTasksToPlan``; src/graph/paths.cc
+``ncclTopoComputeP2pChannels``), and each channel moves at most what a channel of NCCL's ring graph carries (its
+``bwIntra``).  So an 8-GPU ``sendrecv`` of 128 MiB runs on 8 channels and one of 256 MiB on 16
+(:func:`p2p_channels`). Across hosts the chunk is 128 KiB for every peer and a part half a chunk to one chunk
 (:func:`part_channels`, :func:`net_part_channels`).  Small sends to a peer on the same host use LL
-(:func:`p2p_uses_ll`); a send across hosts never does by default: NCCL gives p2p network connections
-shared Simple buffers and no LL buffer unless ``NCCL_ALLOC_P2P_NET_LL_BUFFERS=1`` (src/transport/net.cc
-``sendProxyConnect`` / ``recvProxyConnect``: "Only allocate dedicated buffers for ring/tree, not for
-p2p"; src/init.cc default 0, v2.14.3-1 .. v2.30.7-1), and ``addP2pToPlan`` takes LL only where every
-part's connector has an LL buffer.
+(:func:`p2p_uses_ll`); a send across hosts never does by default: NCCL gives p2p network connections shared Simple
+buffers and no LL buffer unless ``NCCL_ALLOC_P2P_NET_LL_BUFFERS=1`` (src/transport/net.cc ``sendProxyConnect`` /
+``recvProxyConnect``: "Only allocate dedicated buffers for ring/tree, not for p2p"; src/init.cc default 0, v2.14.3-1
+.. v2.30.7-1), and ``addP2pToPlan`` takes LL only where every part's connector has an LL buffer.
 """
 
 from __future__ import annotations
@@ -29,7 +27,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p_cta import p2p_cta_gbs
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode
+from synth.model.nccl.ring_steps import nvlink_p2p, p2p_fifo_fill_factor, p2p_read_mode, ring_direct_write
 from synth.model.nccl.runtime import host_time_us
 
 #: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink on one host (src/init.cc)
@@ -300,12 +298,14 @@ def _local_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int
                version: tuple) -> float:
     """GB/s of one GPU's NVLink sends of ``per_peer`` bytes to each of ``peers`` peers on its host:
     each part's channels (:func:`p2p_channels`) at a ring channel's rate, on one host every peer on its
-    own channels, across hosts the host's peers on the same ones (:func:`_group_ctas`); LL below the
+    own channels while the p2p channels last (v2.28.7-1 src/include/device.h lines 270-272 ``ncclP2pChannelForPart``:
+    ``(base + part) & (nP2pChannels-1)``, so at most ``p2pnChannels`` CTAs: 32 for 63 peers of 64 ranks), across
+    hosts the host's peers on the same ones (:func:`_group_ctas`); LL below the
     threshold (:func:`p2p_uses_ll`) carries half data a line, times the fitted LL efficiency, as the
     collectives' LL does; Simple in read mode :func:`read_mode_share` (LL's buffer is the receiver's: it writes)."""
     ch = p2p_channels(m, g, per_peer, version)
     ll = p2p_uses_ll(per_peer, ch, _local_bounds(m, g)[1], version)
-    ctas = _group_ctas(g, ch, 1) if m.nodes > 1 else peers * ch
+    ctas = _group_ctas(g, ch, 1 if m.nodes > 1 else peers)
     frac = LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL") if ll else 1.0
     return _channel_cap_gbs(m, g, params, ctas) * (frac if ll else read_mode_share(m, version))
 
@@ -357,7 +357,8 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     Each peer's part runs on the channels NCCL gives it (:func:`p2p_channels`,
     :func:`net_part_channels`); a rank's peers run at once, on one host each on its own channels
     (``ncclP2pChannelBaseForRound``: the round's bit-reversed index), across hosts a host's peers on
-    shared ones (:func:`_group_ctas`).
+    shared ones (:func:`_group_ctas`).  A Simple NVLink part of k chunks takes k + 1 chunk times: the receiver copies
+    each chunk out of its FIFO after it lands (:func:`.ring_steps.p2p_fifo_fill_factor`).
     """
     n, ppn = m.ranks, m.gpus_per_node
     intra_gbs, inter_gbs = p2p_intra_gbs(m, g, params, p2p_disable, version), float("inf")
@@ -380,7 +381,11 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
             intra_gbs = min(intra_gbs, rccl_channel_cap_gbs(m, "Simple", channels, params.rccl_channel_gbs))
         if inter_b:
             inter_gbs = _remote_gbs(m, g, params, int(per_peer), peers, version, p2p_disable)
-    t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
+    per = int(nbytes) if coll == "sendrecv" else int(nbytes // n)       # a Simple NVLink part's FIFO fill:
+    ch_part, chunk = p2p_channels(m, g, per, version), P2P_NET_CHUNK_BYTES if m.nodes > 1 else P2P_NVL_CHUNK_BYTES
+    simple = nvlink_p2p(m, p2p_disable) and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)
+    fill = p2p_fifo_fill_factor(per / ch_part, chunk, ring_direct_write(m, version, p2p_disable)) if simple else 1.0
+    t_intra = intra_b / (1000.0 * intra_gbs) * fill if intra_b else 0.0
     if coll != "sendrecv" and intra_b and not p2p_disable:
         mesh = mesh_alltoall_us(m, params, intra_b / (ppn - 1))
         t_intra = t_intra if mesh is None else mesh

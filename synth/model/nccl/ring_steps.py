@@ -158,5 +158,25 @@ def ring_simple_send_share(m: NcclMachine, coll: str, channel_gbs: float, params
     return ring_send_share(coll, m.ranks, share, ring_direct_write(m, version, p2p_disable))
 
 
-__all__ = ["P2P_READ_SM", "cta_copy_gbs", "nvlink_p2p", "p2p_read_mode", "ring_copy_steps", "ring_direct_write",
-           "ring_send_share", "ring_simple_send_share"]
+def p2p_fifo_fill_factor(part_bytes: float, chunk_bytes: int, direct: bool = False) -> float:
+    """Time of a Simple p2p part over NVLink relative to its streaming time (a ratio): ``(k + 1) / k`` for a part of
+    ``k`` chunks.  The sending warps write each chunk into the receiver's FIFO and the receiving warps copy it out
+    into the user's buffer (NVIDIA/nccl v2.28.7-1 ``src/device/sendrecv.h`` lines 16-47: ``directSend`` /
+    ``directRecv`` one ``chunkSize`` at a time, ``chunkSize`` = ``p2pChunkSize``, ``src/enqueue.cc`` lines 837-839);
+    the copy of a chunk starts when its write has landed, so the two stages overlap but for one chunk.  Only a direct
+    pointer (:func:`ring_direct_write`: before 2.23 with every rank in one process; from 2.23 ``Direct && ipcReg``,
+    ``prims_simple.h`` line 744, a registered buffer nccl-tests does not give) writes straight into the output.
+
+    >>> [p2p_fifo_fill_factor(b << 10, 512 << 10) for b in (64, 512, 1024, 2048, 16384)]
+    [2.0, 2.0, 1.5, 1.25, 1.03125]
+    >>> p2p_fifo_fill_factor(64 << 10, 512 << 10, direct=True)
+    1.0
+    """
+    if direct or part_bytes <= 0:
+        return 1.0
+    k = max(1, -(-int(part_bytes) // max(1, int(chunk_bytes))))
+    return (k + 1) / k
+
+
+__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "nvlink_p2p", "p2p_read_mode", "ring_copy_steps",
+           "ring_direct_write", "ring_send_share", "ring_simple_send_share"]
