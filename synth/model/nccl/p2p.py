@@ -1,35 +1,34 @@
 """Point-to-point collectives: nccl-tests ``sendrecv``, ``alltoall`` (and ``gather`` / ``scatter``).
 
-NCCL runs them as grouped ``ncclSend`` / ``ncclRecv``, with no ring, tree or tuner table: each
-peer pair gets its own channels (src/graph/paths.cc ``ncclTopoComputeP2pChannels``: 2 per NVLink;
-across the network ``NCCL_NCHANNELS_PER_NET_PEER``, 2 by default).  Intra-node traffic rides
-NVLink / xGMI (or host memory with ``NCCL_P2P_DISABLE=1``), inter-node traffic the GPU's share of
-the node's NICs; both directions overlap.  Units: bytes, µs, GB/s per direction.
+NCCL runs them as grouped ``ncclSend`` / ``ncclRecv``, with no ring, tree or tuner table: each peer pair gets its own
+channels (src/graph/paths.cc ``ncclTopoComputeP2pChannels``: 2 per NVLink; across the network
+``NCCL_NCHANNELS_PER_NET_PEER``, 2 by default).  Intra-node traffic rides NVLink / xGMI (or host memory with
+``NCCL_P2P_DISABLE=1``), inter-node traffic the GPU's share of the node's NICs; both directions overlap.  Units:
+bytes, µs, GB/s per direction.
 
-A send to a peer on the same NVLink node does not use all its channels at once: NCCL starts
-from ``nChannelsMin`` (the peer's channels halved until every rank's fit in ``p2pnChannels``)
-and doubles while a channel's part exceeds 32 NVLink chunks (src/enqueue.cc ``addP2pToPlan``,
-``scheduleP2pTasksToPlan``; src/graph/paths.cc ``ncclTopoComputeP2pChannels``), and each channel
-moves at most what a channel of NCCL's ring graph carries (its ``bwIntra``).  So an 8-GPU
-``sendrecv`` of 128 MiB runs on 8 channels and one of 256 MiB on 16 (:func:`p2p_channels`).
-Across hosts the chunk is 128 KiB for every peer and a part half a chunk to one chunk
+A send to a peer on the same NVLink node does not use all its channels at once: NCCL starts from ``nChannelsMin``
+(the peer's channels halved until every rank's fit in ``p2pnChannels``) and doubles while a channel's part exceeds 32
+NVLink chunks (src/enqueue.cc ``addP2pToPlan``, ``scheduleP2pTasksToPlan``; src/graph/paths.cc
+``ncclTopoComputeP2pChannels``), and each channel moves at most what a channel of NCCL's ring graph carries (its
+``bwIntra``).  So an 8-GPU ``sendrecv`` of 128 MiB runs on 8 channels and one of 256 MiB on 16
+(:func:`p2p_channels`). Across hosts the chunk is 128 KiB for every peer and a part half a chunk to one chunk
 (:func:`part_channels`, :func:`net_part_channels`).  Small sends to a peer on the same host use LL
-(:func:`p2p_uses_ll`); a send across hosts never does by default: NCCL gives p2p network connections
-shared Simple buffers and no LL buffer unless ``NCCL_ALLOC_P2P_NET_LL_BUFFERS=1`` (src/transport/net.cc
-``sendProxyConnect`` / ``recvProxyConnect``: "Only allocate dedicated buffers for ring/tree, not for
-p2p"; src/init.cc default 0, v2.14.3-1 .. v2.30.7-1), and ``addP2pToPlan`` takes LL only where every
-part's connector has an LL buffer.
+(:func:`p2p_uses_ll`); a send across hosts never does by default: NCCL gives p2p network connections shared Simple
+buffers and no LL buffer unless ``NCCL_ALLOC_P2P_NET_LL_BUFFERS=1`` (src/transport/net.cc ``sendProxyConnect`` /
+``recvProxyConnect``: "Only allocate dedicated buffers for ring/tree, not for p2p"; src/init.cc default 0, v2.14.3-1
+.. v2.30.7-1), and ``addP2pToPlan`` takes LL only where every part's connector has an LL buffer.
 """
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, LL_DATA_FRACTION, NCCL_VERSION, PCIE_X16_GBS, PROTOS
+from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, LL_DATA_FRACTION, NCCL_VERSION, PCIE_X16_GBS, PROTOS, \
+    SIMPLE_STEP_BYTES
 from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
-from synth.model.nccl.p2p_cta import p2p_cta_gbs
+from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, p2p_cta_gbs, p2p_warps
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode
+from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill
 from synth.model.nccl.runtime import host_time_us
 
 #: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink on one host (src/init.cc)
@@ -44,9 +43,6 @@ P2P_LL_SINCE = (2, 14)
 #: from 2.22 (src/enqueue.cc ``addP2pToPlan``, v2.22.3-1) a part across hosts is at least half a chunk and the
 #: LL threshold scales with the peer's channels (``nChannelsMax``); from 2.29 with the part's own channels
 P2P_NET_PARTS_SINCE, P2P_LL_PART_CHANNELS_SINCE = (2, 22), (2, 29)
-#: warps of a p2p kernel's CTA: NCCL_MAX_NTHREADS 640 / 32 (src/include/device.h line 88; src/enqueue.cc
-#: ``scheduleP2pTasksToPlan`` line 1045, NVIDIA/nccl v2.28.9-1)
-P2P_CTA_WARPS = 640 // 32
 #: first NCCL whose p2p kernel gives a send/recv work one more sending warp than receiving ones (src/device/sendrecv.h
 #: ``nRecvWarpPerWork``, first in v2.22.3-1 lines 98-105; absent from v2.19.3-1 to v2.21.5-1, where src/enqueue.cc
 #: ``finishWorkP2p`` sized the send and recv elements itself: not modelled, those versions read at the whole rate)
@@ -164,18 +160,6 @@ def alltoall_channels(m: NcclMachine, g: CommGraphs, per_peer: int) -> int:
     ppn, n = m.gpus_per_node, m.ranks
     used = (ppn - 1) * p2p_channels(m, g, per_peer) + (n - ppn) * g.net_channels_per_peer
     return max(1, min(g.n_channels, used))
-
-
-def p2p_warps(n_warps: int) -> tuple[int, int]:
-    """``(sending, receiving)`` warps NCCL gives one send/recv work on ``n_warps`` warps (src/device/sendrecv.h
-    ``RunWorkBatch<ncclFuncSendRecv>::run``, NVIDIA/nccl v2.28.9-1 lines 103-110: one more sender than
-    receivers above 4 warps, "a balanced number of reading and writing threads even if that leaves warps unused").
-
-    >>> p2p_warps(20), p2p_warps(16), p2p_warps(4)
-    ((10, 9), (8, 7), (2, 2))
-    """
-    recv = n_warps // 2 if n_warps <= 4 else (n_warps - 1) // 2
-    return (recv if n_warps <= 4 else recv + 1), recv
 
 
 def read_mode_share(m: NcclMachine, version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> float:
@@ -298,14 +282,14 @@ def _remote_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: in
 
 def _local_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int, peers: int,
                version: tuple) -> float:
-    """GB/s of one GPU's NVLink sends of ``per_peer`` bytes to each of ``peers`` peers on its host:
-    each part's channels (:func:`p2p_channels`) at a ring channel's rate, on one host every peer on its
-    own channels, across hosts the host's peers on the same ones (:func:`_group_ctas`); LL below the
-    threshold (:func:`p2p_uses_ll`) carries half data a line, times the fitted LL efficiency, as the
-    collectives' LL does; Simple in read mode :func:`read_mode_share` (LL's buffer is the receiver's: it writes)."""
+    """GB/s of one GPU's NVLink sends of ``per_peer`` bytes to each of ``peers`` peers on its host: each part's
+    channels (:func:`p2p_channels`) at a ring channel's rate, on one host every peer on its own channels while the
+    p2p channels last, across hosts the host's peers on the same ones (:func:`_group_ctas`); LL below the threshold
+    (:func:`p2p_uses_ll`) carries half data a line, times the fitted LL efficiency, as the collectives' LL does;
+    Simple in read mode :func:`read_mode_share` (LL's buffer is the receiver's: it writes)."""
     ch = p2p_channels(m, g, per_peer, version)
     ll = p2p_uses_ll(per_peer, ch, _local_bounds(m, g)[1], version)
-    ctas = _group_ctas(g, ch, 1) if m.nodes > 1 else peers * ch
+    ctas = _group_ctas(g, ch, 1 if m.nodes > 1 else peers)
     frac = LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL") if ll else 1.0
     return _channel_cap_gbs(m, g, params, ctas) * (frac if ll else read_mode_share(m, version))
 
@@ -331,12 +315,14 @@ def p2p_protocol(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, p2p_disa
 
 
 def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
-    """CTAs that carry ``groups`` hosts' worth of peers across hosts: NCCL schedules a host's peers
-    as one group of rounds (src/init.cc p2pSchedule: node delta, then local delta), all 8 rounds of a
-    group on the same channels (src/include/channel.h ``ncclP2pChannelBaseForRound``: one base per
-    ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` rounds when ``nNodes > 1``, v2.22.3-1 .. v2.30.7-1; before,
-    ``ncclChannelComputeBase``: node delta + local step / 8, v2.21.5-1) and in one work batch a
-    channel, whose warps they split (src/device/sendrecv.h ``nWarpPerWork``).
+    """CTAs that carry ``groups`` groups of parts on ``part_ch`` channels each, at most the p2p channels: a part's
+    channel is ``(base + part) & (nP2pChannels-1)`` (v2.28.7-1 src/include/device.h lines 270-272), so on one host
+    (``groups`` = the peers, each its own base) 63 peers of 64 ranks share NCCL's 32.  Across hosts ``groups`` is
+    hosts: NCCL schedules a host's peers as one group of rounds (src/init.cc p2pSchedule: node delta, then local
+    delta), all 8 rounds of a group on the same channels (src/include/channel.h ``ncclP2pChannelBaseForRound``: one
+    base per ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` rounds when ``nNodes > 1``, v2.22.3-1 .. v2.30.7-1; before,
+    ``ncclChannelComputeBase``: node delta + local step / 8, v2.21.5-1) and in one work batch a channel, whose warps
+    they split (src/device/sendrecv.h ``nWarpPerWork``).
 
     >>> from synth.model.nccl.graphs import comm_graphs
     >>> from topo_probe import cluster
@@ -347,8 +333,8 @@ def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
     return max(1, min(p2p_total_channels(g.n_channels), groups * part_ch))
 
 
-def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: ModelParams,
-                p2p_disable: bool = False, version: tuple = NCCL_VERSION) -> tuple[float, int]:
+def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: ModelParams, p2p_disable: bool = False,
+                version: tuple = NCCL_VERSION, step_bytes: int = SIMPLE_STEP_BYTES) -> tuple[float, int]:
     """Predicted nccl-tests time (µs) of a point-to-point collective and the channels it uses.
 
     ``sendrecv``: every rank sends ``nbytes`` to the next rank (a pair crossing nodes when there
@@ -357,7 +343,9 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     Each peer's part runs on the channels NCCL gives it (:func:`p2p_channels`,
     :func:`net_part_channels`); a rank's peers run at once, on one host each on its own channels
     (``ncclP2pChannelBaseForRound``: the round's bit-reversed index), across hosts a host's peers on
-    shared ones (:func:`_group_ctas`).
+    shared ones (:func:`_group_ctas`).  A Simple NVLink part of k chunks (``p2pChunkSize``, at most ``step_bytes``,
+    NCCL_BUFFSIZE / 8: src/init.cc v2.28.7-1 line 721; the parts' channels keep the default chunk) also pays the
+    receiver's local copy of its last chunk (:func:`.ring_steps.p2p_simple_fill`), the NVLink mesh's too.
     """
     n, ppn = m.ranks, m.gpus_per_node
     intra_gbs, inter_gbs = p2p_intra_gbs(m, g, params, p2p_disable, version), float("inf")
@@ -380,10 +368,16 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
             intra_gbs = min(intra_gbs, rccl_channel_cap_gbs(m, "Simple", channels, params.rccl_channel_gbs))
         if inter_b:
             inter_gbs = _remote_gbs(m, g, params, int(per_peer), peers, version, p2p_disable)
+    per = int(nbytes) if coll == "sendrecv" else int(nbytes // n)       # a Simple NVLink part's FIFO fill:
+    ch_part, chunk = p2p_channels(m, g, per, version), P2P_NET_CHUNK_BYTES if m.nodes > 1 else P2P_NVL_CHUNK_BYTES
+    simple = nvlink_p2p(m, p2p_disable) and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)
+    ch_gbs = intra_gbs / _group_ctas(g, ch_part, ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1)
+    fill = p2p_simple_fill(m, params, per / ch_part, min(chunk, step_bytes), ch_gbs, version) if simple else 1.0
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
     if coll != "sendrecv" and intra_b and not p2p_disable:
         mesh = mesh_alltoall_us(m, params, intra_b / (ppn - 1))
         t_intra = t_intra if mesh is None else mesh
+    t_intra *= fill
     t_inter = inter_b / (1000.0 * inter_gbs) if inter_b else 0.0
     t_dev = params.p2p_latency_us + (p2p_net_hop_us(m, params) if inter_b else 0.0) + max(t_intra, t_inter)
     return max(host_time_us(params, m.gpus_per_process, channels, version), t_dev), channels

@@ -22,6 +22,23 @@ import math
 from synth.model.nccl.constants import LL128_DATA_FRACTION, LL_DATA_FRACTION, SIMPLE_STEP_BYTES, at_sm_clock
 
 
+#: warps of a p2p kernel's CTA: NCCL_MAX_NTHREADS 640 / 32 (src/include/device.h line 88; src/enqueue.cc
+#: ``scheduleP2pTasksToPlan`` line 1045, NVIDIA/nccl v2.28.9-1)
+P2P_CTA_WARPS = 640 // 32
+
+
+def p2p_warps(n_warps: int) -> tuple[int, int]:
+    """``(sending, receiving)`` warps NCCL gives one send/recv work on ``n_warps`` warps (src/device/sendrecv.h
+    ``RunWorkBatch<ncclFuncSendRecv>::run``, NVIDIA/nccl v2.28.9-1 lines 103-110: one more sender than
+    receivers above 4 warps, "a balanced number of reading and writing threads even if that leaves warps unused").
+
+    >>> p2p_warps(20), p2p_warps(16), p2p_warps(4)
+    ((10, 9), (8, 7), (2, 2))
+    """
+    recv = n_warps // 2 if n_warps <= 4 else (n_warps - 1) // 2
+    return (recv if n_warps <= 4 else recv + 1), recv
+
+
 def p2p_cta_gbs(arch: str, params, gpu_name: str = "") -> float:
     """GB/s one p2p channel's CTA moves on ``arch`` (the part ``gpu_name``): ``params.p2p_cta_gbs`` times the boost
     clock over H100's (:func:`.constants.sm_clock_ghz`).
@@ -96,4 +113,4 @@ def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: 
     return max(1, channels) * rate * payload
 
 
-__all__ = ["SLICE_STEPS", "p2p_cta_gbs", "ring_net_cta_cap_gbs"]
+__all__ = ["P2P_CTA_WARPS", "SLICE_STEPS", "p2p_cta_gbs", "p2p_warps", "ring_net_cta_cap_gbs"]

@@ -158,5 +158,46 @@ def ring_simple_send_share(m: NcclMachine, coll: str, channel_gbs: float, params
     return ring_send_share(coll, m.ranks, share, ring_direct_write(m, version, p2p_disable))
 
 
-__all__ = ["P2P_READ_SM", "cta_copy_gbs", "nvlink_p2p", "p2p_read_mode", "ring_copy_steps", "ring_direct_write",
-           "ring_send_share", "ring_simple_send_share"]
+def p2p_fifo_fill_factor(part_bytes: float, chunk_bytes: int, copy_share: float = 1.0, direct: bool = False) -> float:
+    """Time of a Simple p2p part over NVLink relative to its streaming time (a ratio): ``1 + min(1, copy_share) / k``
+    for a part of ``k`` chunks.  The sending warps write each chunk into the receiver's FIFO and the receiving warps
+    copy it out into the user's buffer (NVIDIA/nccl v2.28.7-1 ``src/device/sendrecv.h`` lines 16-47: ``directSend`` /
+    ``directRecv`` one ``chunkSize`` at a time, ``chunkSize`` = ``p2pChunkSize``, ``src/enqueue.cc`` lines 837-839);
+    the copy of a chunk starts when its write has landed, so the two stages overlap but for one chunk's copy: ``k``
+    writes and one copy, ``k a + b``.  ``copy_share`` is ``b / a``, a local copy's time over a chunk's write (the
+    channel's send rate over the CTA's copy rate, as :func:`ring_send_share`'s ``share``); at most one write's time
+    is charged (a copy slower than the write would set the pace, not modelled).  Only a direct pointer
+    (:func:`ring_direct_write`: before 2.23 with every rank in one process; from 2.23 ``Direct && ipcReg``,
+    ``prims_simple.h`` line 744, a registered buffer nccl-tests does not give) writes straight into the output.
+
+    >>> [p2p_fifo_fill_factor(b << 10, 512 << 10, 0.2) for b in (64, 512, 1024, 2048)]
+    [1.2, 1.2, 1.1, 1.05]
+    >>> p2p_fifo_fill_factor(1 << 20, 512 << 10), p2p_fifo_fill_factor(64 << 10, 512 << 10, 0.2, direct=True)
+    (1.5, 1.0)
+    """
+    if direct or part_bytes <= 0:
+        return 1.0
+    k = max(1, -(-int(part_bytes) // max(1, int(chunk_bytes))))
+    return 1.0 + min(1.0, max(0.0, copy_share)) / k
+
+
+def p2p_simple_fill(m: NcclMachine, params, part_bytes: float, chunk_bytes: int, channel_gbs: float,
+                    version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> float:
+    """:func:`p2p_fifo_fill_factor` of a Simple p2p part on ``m`` whose channel writes at ``channel_gbs`` (GB/s): the
+    receiver's copy of one chunk at the CTA's copy rate (:func:`cta_copy_gbs`), none with a direct pointer.  The chunk
+    is ``p2pChunkSize``, capped at NCCL_BUFFSIZE / NCCL_STEPS (v2.28.7-1 ``src/init.cc`` lines 720-721); the caller
+    passes it.
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl.params import ModelParams
+    >>> h100 = NcclMachine.from_topology(get_preset("dgx-h100"), gpus_per_process=8)
+    >>> p = ModelParams(ring_copy_gbs=80.0)                 # 2 chunks, a copy 20 / 80 of a write
+    >>> [p2p_simple_fill(h100, p, 1 << 20, 512 << 10, 20.0, v) for v in ((2, 28), (2, 22))]
+    [1.125, 1.0]
+    """
+    share = channel_gbs / cta_copy_gbs(m.arch, params, m.gpu_name)
+    return p2p_fifo_fill_factor(part_bytes, chunk_bytes, share, ring_direct_write(m, version, p2p_disable))
+
+
+__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "p2p_simple_fill", "nvlink_p2p", "p2p_read_mode",
+           "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share"]

@@ -116,7 +116,8 @@ class NcclModel:
         coll, nbytes = self._check(collective, nbytes), int(nbytes)
         m, t = self.machine, self.table
         if coll not in NCCL_COLLS:
-            time, ch = p2p_time_us(m, t.graphs, coll, nbytes, self.params, self.env.p2p_off, t.version)
+            time, ch = p2p_time_us(m, t.graphs, coll, nbytes, self.params, self.env.p2p_off, t.version,
+                                   self.env.simple_step_bytes)
             proto = p2p_protocol(m, t.graphs, coll, nbytes, self.env.p2p_off, t.version)
             return NcclChoice(coll, nbytes, "p2p", proto, ch, time, float("nan"))
         algo, proto, _, _, _ = rccl_choose(t, coll, nbytes) if m.amd else t.choose(coll, nbytes)

@@ -105,16 +105,19 @@ def test_one_host_alltoall_is_capped_by_its_parts_channels():
     p2p_channels (2) ring channels at bwIntra x NVLink efficiency or the CTA's rate (B200: ``p2p_cta_gbs``, at H100's
     clock), unless the links are slower; LL,
     since 128 KiB <= the peer's 32 channels x 16 KiB (2.22-2.28), at half data a line x LL's
-    efficiency.  Under 2.29 the part's 2 channels x 16 KiB = 32 KiB: Simple, at the full rate."""
+    efficiency.  Under 2.29 the part's 2 channels x 16 KiB = 32 KiB: Simple, at the full rate, each part of 64 KiB
+    one chunk the receiver then copies out of its FIFO (``ring_steps.p2p_simple_fill``): its 14 CTAs' rate over a
+    CTA's copy rate (B200 at H100's clock: ``ring_copy_gbs``) on top."""
     m = NcclMachine.from_topology(get_preset("hgx-b200"))
     p = DEFAULT_PARAMS
     links = max(sum(r) for r in m.link_matrix) if m.link_matrix else m.links_per_gpu
-    for version, frac in (((2, 28), 0.5 * p.proto_efficiency(m.arch, "LL")), ((2, 29), 1.0)):
+    for version, frac, simple in (((2, 28), 0.5 * p.proto_efficiency(m.arch, "LL"), 0), ((2, 29), 1.0, 1)):
         g = comm_graphs(m, version=version)
         assert (g.p2p_channels_per_peer, p2p_channels(m, g, 128 * K, version)) == (32, 2)
         cap = 7 * 2 * min(g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink"), p.p2p_cta_gbs) * frac
         gbs = min(links * m.link_gbs * p.p2p_link_share * p.link_efficiency(m.arch, "nvlink"), cap)
-        want = p.p2p_latency_us + 7 * 128 * K / (1000.0 * gbs)
+        fill = 1.0 + simple * min(1.0, gbs / 14 / p.ring_copy_gbs)
+        want = p.p2p_latency_us + fill * 7 * 128 * K / (1000.0 * gbs)
         assert p2p_time_us(m, g, "alltoall", 1 * M, p, version=version)[0] == pytest.approx(want)
 
 
