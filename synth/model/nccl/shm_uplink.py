@@ -15,7 +15,8 @@ sharing: a path's bandwidth is taken off every link it crosses, the uplink inclu
 src/graph/search.cc ``followPath``, lines 79-117), but the model times rings at the GPU link's rate, not the
 search's speed (:func:`.runtime.ring_capacity_gbs`).  The uplink is taken as a x16 link of the GPUs' generation, as the
 presets model it.  P2P over PCIe (kind ``pcie``) is not touched: between GPUs of one switch it never
-climbs to the CPU.
+climbs to the CPU.  Where no GPU both writes and reads host memory (a broadcast or reduce of two ranks) the
+link's read-completion rate replaces the fitted host-memory efficiency (:func:`shm_ring_gbs`).
 
 >>> from synth.model.nccl import NcclMachine
 >>> m = NcclMachine("2080ti", "sm70", 2, 1, "pcie", 0, pcie_gen=3, p2p=False, gpus_per_uplink=2)
