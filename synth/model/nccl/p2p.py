@@ -30,7 +30,7 @@ from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p_cta import p2p_cta_gbs
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode
-from synth.model.nccl.runtime import host_time_us, ring_capacity_gbs
+from synth.model.nccl.runtime import host_time_us
 from synth.model.nccl.shm_uplink import uplink_share
 
 #: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink on one host (src/init.cc)
@@ -227,7 +227,7 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
     if p2p_disable or not m.p2p or m.intra == "pcie":
         kind = "shm" if (p2p_disable or not m.p2p) else "pcie"
         share = uplink_share(m, "p2p", kind != "shm")                      # GPUs behind one switch: shm_uplink.py
-        return ring_capacity_gbs(m, g, params, p2p=kind != "shm") * share   # the GPU's x16 link, as a ring's
+        return g.ring.n_channels * g.ring.bw_intra * params.link_efficiency(m.arch, kind) * share
     links = max(sum(row) for row in m.link_matrix) if m.link_matrix else m.links_per_gpu
     return links * m.link_gbs * p2p_link_efficiency(m, params) * read_mode_share(m, version, p2p_disable)
 

@@ -86,20 +86,6 @@ def test_the_autodl_all_reduce_is_predicted_without_fitting_on_it():
         NcclModel(m.with_(gpus_per_uplink=1)).time_us("broadcast", GIB))
 
 
-def test_point_to_point_through_host_memory_takes_the_x16_link_rule():
-    """A GPU's alltoall sends through host memory cross its own x16 link as a ring's do: 15.75 x link_eff[shm]
-    on Gen3, halved behind the AutoDL switch, not NCCL's search speed (PCI_BW 12 GB/s x link_eff).  The log's
-    alltoall holds 3.9-4.6 GB/s busbw from 2 MiB: median within 15 % at >= 64 KiB (48.5 % with the search
-    speed and own links, 24.7 % with the search speed and the shared uplink).  This rule was written after
-    seeing that held-out table's error, so the table is no independent evidence for it; nothing is fitted."""
-    from synth.model.nccl.p2p import p2p_intra_gbs
-    case, m = _autodl("alltoall")
-    g = NcclModel(m).table.graphs
-    got = p2p_intra_gbs(m, g, DEFAULT_PARAMS)
-    assert got == pytest.approx(15.75 * DEFAULT_PARAMS.link_efficiency("sm70", "shm") / 2)
-    assert evaluate(case)["summary"]["median_big"] <= 0.15
-
-
 def test_a_two_gpu_broadcast_moves_at_the_read_completion_rate():
     """On two ranks a broadcast's root only writes host memory and the other GPU only reads it: the link's
     read-completion rate bounds it, 15.75 x 64 / (64 + 20) = 12.0 GB/s on Gen3 (64-byte completions, 20 bytes of
