@@ -967,7 +967,8 @@ _AUTODL_2080TI = ("one AutoDL cloud container of Anthony-Hoo's blog post (2025-0
 #: crosses a link).  Each described from its source before any prediction
 TWENTY_SEVENTH_CASES = [
     Case(f"rtx2080ti_2gpu_1node_{coll}_autodl_shm.txt", "l40s-8gpu-pcie",
-         machine={"arch": "sm70", "ranks": 2, "pcie_gen": 3, "sockets": 1, "p2p": False}, machine_class="pcie-1host",
+         machine={"arch": "sm70", "ranks": 2, "pcie_gen": 3, "sockets": 1, "p2p": False, "gpus_per_uplink": 2},
+         machine_class="pcie-1host",
          why=_AUTODL_2080TI.format(coll=coll))
     for coll in ("all_reduce", "all_gather", "broadcast", "reduce", "alltoall")]
 

@@ -76,7 +76,9 @@ class NcclMachine:
     inter-node latency the run's network plugin reported to NCCL's tuner where its release differs from
     today's table (aws-ofi-nccl before v1.7.0: 150 µs on every EFA platform; -1: the table,
     :func:`.net_transport.plugin_latency_us`; NCCL's choice only, :func:`.net_transport.tuner_inter_latency_us`);
-    ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`).
+    ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`);
+    ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
+    uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`).
     """
 
     name: str
@@ -101,6 +103,7 @@ class NcclMachine:
     nic_dma_gbs: float = 0.0
     plugin_latency_us: float = -1.0
     gpu_name: str = ""
+    gpus_per_uplink: int = 1
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -139,6 +142,11 @@ class NcclMachine:
     def nvls(self) -> bool:
         """NVLink SHARP: Hopper or newer GPUs behind third-generation NVSwitches."""
         return self.nvls_switch and self.family in ("hopper", "blackwell")
+
+    @property
+    def shared_uplink_gpus(self) -> int:
+        """GPUs of this run behind GPU 0's switch uplink (``gpus_per_uplink``, at most the GPUs per node)."""
+        return max(1, min(self.gpus_per_uplink, self.gpus_per_node))
 
     @property
     def node_net_gbps(self) -> float:
@@ -301,7 +309,46 @@ class NcclMachine:
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
                    float(link_gbs), matrix, vendor, max(1, len(cpus)), cpu_arch,
-                   gpu_name=str(g.nodes[gpu0].get("name") or ""))
+                   gpu_name=str(g.nodes[gpu0].get("name") or ""), gpus_per_uplink=_uplink_gpus(topo, local))
+
+
+def _uplink_gpus(topo: Topology, local: list[int]) -> int:
+    """How many of ``local`` GPUs send through host memory over the uplink of the topmost PCIe switch on GPU 0's
+    path to the host (the switch whose uplink goes to a host bridge or CPU): all the GPUs below it when none of them
+    has P2P with GPU 0 (then every ring hop between them climbs to host memory); 1 where GPU 0 links to the host
+    bridge itself, or where they have P2P (a ring then enters and leaves the switch once per channel)."""
+    chains = {k: _switches_to_host(topo, topo.gpu(k)) for k in local}
+    if not chains[local[0]]:
+        return 1
+    top = chains[local[0]][-1]
+    below = [k for k in local[1:] if top in chains[k]]
+    if any(topo.p2p(local[0], k).read for k in below):
+        return 1
+    return 1 + len(below)
+
+
+def _switches_to_host(topo: Topology, gpu: str) -> list[str]:
+    """The PCIe switches on ``gpu``'s shortest PCIe path to a host bridge or CPU, nearest first."""
+    g = topo.graph
+    prev, todo = {gpu: None}, [gpu]
+    while todo:
+        nxt = []
+        for u in todo:
+            for v in g.successors(u):
+                kind = g.nodes[v]["kind"]
+                if v in prev or g.adj[u][v].get("kind") != "pcie":
+                    continue
+                prev[v] = u
+                if kind in ("host_bridge", "cpu"):
+                    chain, w = [], u
+                    while w is not None and w != gpu:
+                        chain.append(w)
+                        w = prev[w]
+                    return chain[::-1]
+                if kind == "pcie_switch":
+                    nxt.append(v)
+        todo = nxt
+    return []
 
 
 def _ring_peers(topo: Topology, local: list[int]) -> list[int]:

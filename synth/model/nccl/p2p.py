@@ -30,6 +30,7 @@ from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, p2p_cta_gbs, p2p_warps
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill
 from synth.model.nccl.runtime import host_time_us
+from synth.model.nccl.shm_uplink import uplink_share
 
 #: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink on one host (src/init.cc)
 P2P_NVL_CHUNK_BYTES = 1 << 19
@@ -209,7 +210,8 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
         return float("inf")
     if p2p_disable or not m.p2p or m.intra == "pcie":
         kind = "shm" if (p2p_disable or not m.p2p) else "pcie"
-        return g.ring.n_channels * g.ring.bw_intra * params.link_efficiency(m.arch, kind)
+        share = uplink_share(m, "p2p", kind != "shm")                      # GPUs behind one switch: shm_uplink.py
+        return g.ring.n_channels * g.ring.bw_intra * params.link_efficiency(m.arch, kind) * share
     links = max(sum(row) for row in m.link_matrix) if m.link_matrix else m.links_per_gpu
     return links * m.link_gbs * p2p_link_efficiency(m, params) * read_mode_share(m, version, p2p_disable)
 
