@@ -15,8 +15,8 @@ sharing: a path's bandwidth is taken off every link it crosses, the uplink inclu
 src/graph/search.cc ``followPath``, lines 79-117), but the model times rings at the GPU link's rate, not the
 search's speed (:func:`.runtime.ring_capacity_gbs`).  The uplink is taken as a x16 link of the GPUs' generation, as the
 presets model it.  P2P over PCIe (kind ``pcie``) is not touched: between GPUs of one switch it never
-climbs to the CPU.  Where no GPU both writes and reads host memory (a broadcast or reduce of two ranks) the
-link's read-completion rate replaces the fitted host-memory efficiency (:func:`shm_ring_gbs`).
+climbs to the CPU.  Not charged: GPUs with hardware P2P that ``NCCL_P2P_DISABLE`` sends through host memory (the
+count is read from the topology only where it has no P2P).
 
 >>> from synth.model.nccl import NcclMachine
 >>> m = NcclMachine("2080ti", "sm70", 2, 1, "pcie", 0, pcie_gen=3, p2p=False, gpus_per_uplink=2)
@@ -28,15 +28,10 @@ link's read-completion rate replaces the fitted host-memory efficiency (:func:`s
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import PCIE_X16_GBS
 from synth.model.nccl.machine import NcclMachine
 
 #: collectives whose rings carry one chain from a root: a broadcast's sends and a reduce's receives
 ROOTED = ("broadcast", "reduce")
-#: a root complex returns a GPU's reads of host memory in completions split at its read completion boundary, 64 or
-#: 128 bytes (the lower taken), each with 20 bytes of framing, sequence, 3-dword header and LCRC (Intel, "Throughput
-#: for Reads", https://www.intel.com/content/www/us/en/docs/programmable/683504/current/throughput-for-reads.html)
-RCB_BYTES, CPL_OVERHEAD_BYTES = 64, 20
 
 
 def uplink_streams(m: NcclMachine, coll: str) -> int:
@@ -59,26 +54,4 @@ def uplink_share(m: NcclMachine, coll: str, p2p: bool = True) -> float:
     return 1.0 / max(1, uplink_streams(m, coll))
 
 
-def one_way(m: NcclMachine, coll: str, p2p: bool = True) -> bool:
-    """Whether no GPU both writes and reads host memory: a broadcast or reduce of two ranks on one host through SHM
-    (the root only writes, the other GPU only reads; on more ranks the chain's inner GPUs do both)."""
-    return not (p2p and m.p2p) and coll in ROOTED and m.ranks == 2 and m.nodes == 1
-
-
-def shm_ring_gbs(m: NcclMachine, coll: str, p2p: bool, ring_gbs: float) -> float:
-    """A ring's bus rate through host memory (GB/s) from ``ring_gbs``, the one-GPU link rate
-    (:func:`.runtime.ring_capacity_gbs`): shared by the uplink's streams (:func:`uplink_share`); where no GPU both
-    writes and reads (:func:`one_way`), the link's read-completion rate instead (x16 data sheet x 64 / 84: the
-    receiver's reads come back in 64-byte completions, the root's writes in larger TLPs are not the bound), not the
-    fitted host-memory efficiency of GPUs that do both.
-
-    >>> m = NcclMachine("2080ti", "sm70", 2, 1, "pcie", 0, pcie_gen=3, p2p=False, gpus_per_uplink=2)
-    >>> shm_ring_gbs(m, "allreduce", True, 7.875), round(shm_ring_gbs(m, "broadcast", True, 7.875), 3)
-    (3.9375, 12.0)
-    """
-    if one_way(m, coll, p2p):
-        return PCIE_X16_GBS[m.pcie_gen] * RCB_BYTES / (RCB_BYTES + CPL_OVERHEAD_BYTES) * uplink_share(m, coll, p2p)
-    return ring_gbs * uplink_share(m, coll, p2p)
-
-
-__all__ = ["uplink_streams", "uplink_share", "one_way", "shm_ring_gbs", "ROOTED", "RCB_BYTES", "CPL_OVERHEAD_BYTES"]
+__all__ = ["uplink_streams", "uplink_share", "ROOTED"]

@@ -59,22 +59,26 @@ def test_streams_per_direction_by_hand():
 
 def test_two_gpus_behind_one_gen3_switch_by_hand():
     """Gen3 x16 is 15.75 GB/s per direction; one GPU's SHM ring takes 15.75 x link_eff[shm] over its own link,
-    and the model's large all_reduce and all_gather on two GPUs sharing the uplink run at half that bus rate (two
-    streams per uplink direction against one)."""
+    and the model's large all_reduce on two GPUs sharing the uplink runs at half the broadcast's bus rate (the
+    same bytes per GPU and direction, two streams per uplink direction against one); on own links alike."""
     _, m = _autodl("all_reduce")
     assert (m.pcie_gen, m.p2p, m.shared_uplink_gpus) == (3, False, 2)
     model = NcclModel(m)
     own = ring_capacity_gbs(m, model.table.graphs, DEFAULT_PARAMS)
     assert own == pytest.approx(15.75 * DEFAULT_PARAMS.link_efficiency("sm70", "shm"))
-    alone = NcclModel(m.with_(gpus_per_uplink=1))
-    for coll in ("allreduce", "allgather"):
-        assert alone.time_us(coll, GIB) / model.time_us(coll, GIB) == pytest.approx(0.5, rel=0.05)
+
+    def ratio(machine):
+        mod = NcclModel(machine)
+        return mod.time_us("broadcast", GIB) / mod.time_us("allreduce", GIB)   # busbw all_reduce / broadcast
+    assert ratio(m) == pytest.approx(0.5, rel=0.05)
+    assert ratio(m.with_(gpus_per_uplink=1)) == pytest.approx(1.0, rel=0.05)
 
 
 def test_the_autodl_all_reduce_is_predicted_without_fitting_on_it():
     """The class is held out.  The log holds 4.0 GB/s busbw from 16 MiB; the shared uplink gives 3.8
     (7.6 on own links: 88.6 % median error before): median within 15 % at >= 64 KiB, every row from
-    16 MiB within 10 %.  The broadcast, one stream per direction, is not slowed by the shared uplink."""
+    16 MiB within 10 %.  The broadcast, one stream per direction, keeps the own-link rate (7.9 against
+    the log's 11.1 GB/s: 29 % slow, not explained here)."""
     case, _ = _autodl("all_reduce")
     assert case.machine_class in HELD_OUT_CLASSES
     res = evaluate(case)
@@ -82,23 +86,7 @@ def test_the_autodl_all_reduce_is_predicted_without_fitting_on_it():
     for r in (r for r in res["rows"] if r["size"] >= 16 << 20):
         assert r["pred_us"] == pytest.approx(r["real_us"], rel=0.10), r
     case, m = _autodl("broadcast")
-    assert NcclModel(m).time_us("broadcast", GIB) == pytest.approx(      # one stream per uplink direction
+    assert NcclModel(m).time_us("broadcast", GIB) == pytest.approx(
         NcclModel(m.with_(gpus_per_uplink=1)).time_us("broadcast", GIB))
 
 
-def test_a_two_gpu_broadcast_moves_at_the_read_completion_rate():
-    """On two ranks a broadcast's root only writes host memory and the other GPU only reads it: the link's
-    read-completion rate bounds it, 15.75 x 64 / (64 + 20) = 12.0 GB/s on Gen3 (64-byte completions, 20 bytes of
-    TLP overhead each), not the fitted host-memory rate of GPUs that do both (15.75 x 0.5).  The AutoDL broadcast
-    and reduce hold 11.1 GB/s from 64 MiB: within 10 % there (29 % slow before), median within 15 %."""
-    from synth.model.nccl.shm_uplink import one_way, shm_ring_gbs
-    case, m = _autodl("broadcast")
-    assert one_way(m, "broadcast", True) and not one_way(m, "allreduce", True)
-    assert not one_way(m.with_(ranks=4), "broadcast", True)
-    assert shm_ring_gbs(m, "broadcast", True, 7.875) == pytest.approx(15.75 * 64 / 84)
-    for coll in ("broadcast", "reduce"):
-        case, _ = _autodl(coll)
-        res = evaluate(case)
-        assert res["summary"]["median_big"] <= 0.15
-        for r in (r for r in res["rows"] if r["size"] >= 64 << 20):
-            assert r["pred_us"] == pytest.approx(r["real_us"], rel=0.10), r
