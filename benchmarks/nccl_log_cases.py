@@ -999,14 +999,14 @@ _RTX2080TI_8 = ("8 hosts (node1-node3, gpu4-gpu8) of dexhunter/allreduce-experim
 #: the twenty-ninth set: a new source, the 32-GPU nccl-tests all_reduce runs of an allreduce study
 #: (dexhunter/allreduce-experiments, MIT): 8 hosts of 4 x RTX 2080 Ti without P2P, over one 100 Gb/s InfiniBand HCA per
 #: host and over 10 Gb/s Ethernet (NCCL's socket transport), the held-out class pcie-multihost.  Not taken: the
-#: repository's earlier 1 MiB - 256 MiB runs (committed 2021-06-26) of the same two configurations (the same machine and sweep, the wider 4 B - 512 MiB
-#: runs kept), its linear-step runs (NCCL 2.4.7, 1 MiB or 2 MB steps, hundreds of rows) and its 16-GPU linear-step runs.
+#: repository's earlier 1 MiB - 256 MiB runs (committed 2021-06-26) of the same two configurations (the same machine
+#: and sweep, the wider 4 B - 512 MiB runs kept), its linear-step runs (NCCL 2.4.7, 1 MiB or 2 MB steps, hundreds of rows) and its 16-GPU linear-step runs.
 #: Each described from its source before any prediction
 TWENTY_NINTH_CASES = [
     Case("rtx2080ti_32gpu_8node_all_reduce_ib_4gpn.txt", "l40s-8gpu-pcie", 8, 1, 12.5, "ib", version=(2, 6),
          machine={"arch": "sm70", "ranks": 32, "pcie_gen": 3, "p2p": False}, machine_class="pcie-multihost",
          why=_RTX2080TI_8.format(net="one InfiniBand HCA per host (mlx5_0), 100 Gb/s by the repository's \"# 100GbIB\" "
-                                     "(not printed), inter-host steps \"via NET/IB/0\" without GDRDMA (GeForce)")),
+                                     "(not printed), inter-host steps \"via NET/IB/0\", no GDRDMA in the log")),
     Case("rtx2080ti_32gpu_8node_all_reduce_socket10g_4gpn.txt", "l40s-8gpu-pcie", 8, 1, 1.25, "socket", version=(2, 6),
          machine={"arch": "sm70", "ranks": 32, "pcie_gen": 3, "p2p": False}, machine_class="pcie-multihost",
          source_reused=True,
