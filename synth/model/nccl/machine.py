@@ -313,42 +313,16 @@ class NcclMachine:
 
 
 def _uplink_gpus(topo: Topology, local: list[int]) -> int:
-    """How many of ``local`` GPUs send through host memory over the uplink of the topmost PCIe switch on GPU 0's
-    path to the host (the switch whose uplink goes to a host bridge or CPU): all the GPUs below it when none of them
-    has P2P with GPU 0 (then every ring hop between them climbs to host memory); 1 where GPU 0 links to the host
-    bridge itself, or where they have P2P (a ring then enters and leaves the switch once per channel)."""
-    chains = {k: _switches_to_host(topo, topo.gpu(k)) for k in local}
-    if not chains[local[0]]:
-        return 1
-    top = chains[local[0]][-1]
-    below = [k for k in local[1:] if top in chains[k]]
+    """How many of ``local`` GPUs send through host memory over one PCIe switch uplink with GPU 0: GPU 0 and every GPU
+    whose PCIe path to it stays below the host (switches only, :meth:`Topology.pcie_paths`), when none of them has P2P
+    with GPU 0 (then every ring hop between them climbs to host memory); 1 where GPU 0 links to the host bridge
+    itself, or where they have P2P (a ring then enters and leaves the switch once per channel)."""
+    g = topo.graph
+    below = [k for k in local[1:] if any(len(p) > 2 and all(g.nodes[v]["kind"] == "pcie_switch" for v in p[1:-1])
+                                         for p in topo.pcie_paths(local[0], k))]
     if any(topo.p2p(local[0], k).read for k in below):
         return 1
     return 1 + len(below)
-
-
-def _switches_to_host(topo: Topology, gpu: str) -> list[str]:
-    """The PCIe switches on ``gpu``'s shortest PCIe path to a host bridge or CPU, nearest first."""
-    g = topo.graph
-    prev, todo = {gpu: None}, [gpu]
-    while todo:
-        nxt = []
-        for u in todo:
-            for v in g.successors(u):
-                kind = g.nodes[v]["kind"]
-                if v in prev or g.adj[u][v].get("kind") != "pcie":
-                    continue
-                prev[v] = u
-                if kind in ("host_bridge", "cpu"):
-                    chain, w = [], u
-                    while w is not None and w != gpu:
-                        chain.append(w)
-                        w = prev[w]
-                    return chain[::-1]
-                if kind == "pcie_switch":
-                    nxt.append(v)
-        todo = nxt
-    return []
 
 
 def _ring_peers(topo: Topology, local: list[int]) -> list[int]:
