@@ -8,7 +8,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`EIGHTEENTH_CASES`, :data:`NINETEENTH_CASES`, :data:`TWENTIETH_CASES`,
   :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
-  :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`:
+  :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
+  :data:`THIRTY_FIRST_CASES`:
   the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
@@ -1027,13 +1028,26 @@ THIRTIETH_CASES = [
              "default, 2.28 gates, assumed), no NCCL variable shown; all_reduce 1 MiB - 2 GiB"),
 ]
 
+#: the thirty-first set: AMD data from a source no earlier fixture uses for AMD: Oracle's oci-hpc-oke guide
+#: (docs/running-nccl-rccl-tests-from-slurm-operator.md, 2026-06), a two-host OCI BM.GPU.MI300X.8 all_reduce over 8 mlx5
+#: RoCE NICs per host, run through Slurm on OKE, class amd-multihost (held out).  The repository is cited by one earlier
+#: (A100) fixture: another file and machine.  Described from its source before any prediction
+THIRTY_FIRST_CASES = [
+    Case("mi300x_16gpu_2node_all_reduce_oci_oke_slurm.txt", "mi300x", 2, 8, 50.0, "roce",
+         machine_class="amd-multihost",
+         why="2 OCI BM.GPU.MI300X.8 bare-metal hosts x 8 AMD Instinct MI300X (xGMI), 16 processes (-g 1, mpirun over "
+             "Slurm on OKE), 8 mlx5 RoCE HCAs per host in NCCL_IB_HCA (speed not stated: 400 Gb/s assumed, Oracle's "
+             "published shape), NCCL_IB_QPS_PER_CONNECTION=4, NCCL_IB_SL=0; rccl-tests develop:a52452e, RCCL version not "
+             "printed (unknown: the Case default assumed); all_reduce 1 GiB - 16 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
-             + THIRTIETH_CASES)
+             + THIRTIETH_CASES + THIRTY_FIRST_CASES)
 
 
 def held_out(case: Case) -> bool:
