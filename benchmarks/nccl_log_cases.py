@@ -1031,7 +1031,8 @@ THIRTIETH_CASES = [
 
 #: the thirty-second set: NVIDIA tables from two new sources, both user notes in the stored GitHub code index whose
 #: repository names the index does not give: a 2 x 8 H200 Oracle Cloud cluster's all_reduce over 8 RoCE NICs per host
-#: (the oci-hpc sample job), the new held-out class h100-roce-multihost (no log of the earlier sets has Hopper hosts over RoCE), and
+#: (the oci-hpc sample job), the new held-out class h100-roce-multihost (no log of the earlier sets has Hopper hosts over RoCE;
+#: with it, source_reused, 2 x 8 H100 of an OCI tutorial page of the site of the seventh set's A100 tables), and
 #: a 16-GPU all_reduce of 4 OCI GB300 hosts in a multi-node NVLink domain (IMEX, NCCL_MNNVL_ENABLE=1, NVLS off), the
 #: new held-out class b200-nvl16 (the class function names a rack's NVLink domain by its rank count; the 64-rank GB300
 #: tables are b200-nvl64).  Not taken: the GB300 notes' other 16-GPU runs (a 4-row table without its header, and a
@@ -1055,6 +1056,16 @@ THIRTY_SECOND_CASES = [
              "NCCL 2.29.3 (its line); the job's NCCL_NVLS_ENABLE=0 and NCCL_MIN_CTAS=16 (modelled), NCCL_CUMEM_ENABLE=1, "
              "NCCL_WORK_FIFO_BYTES=0, NCCL_IB_QPS_PER_CONNECTION=16 and 4 RoCE rails per host through the Spectrum-X "
              "plugin (no model term); all_reduce 8 MiB - 8 GiB"),
+    Case("h100_16gpu_2node_all_reduce_oci_roce_jp.txt", "dgx-h100", 2, 16, 25.0, "roce", version=(2, 21),
+         machine_class="h100-roce-multihost", source_reused=True,
+         why="2 x OCI BM.GPU.H100.8 (Oracle Japan's OCI tutorial page \"NCCL Tests実行方法（BM.GPU.H100.8編）\", code index file id "
+             "5466886451: the site of the A100 OCI fixtures, so source reused): 8 x \"NVIDIA H100 80GB HBM3\" per host (HGX "
+             "NVSwitch assumed), 16 processes (-g 1), OCI's RoCE v2 cluster network, \"all 16 RDMA ports\" per host in "
+             "NCCL_IB_HCA (stated), 200 Gb/s each assumed (not stated: OCI's 3.2 Tb/s for the shape over 16 ports); NCCL "
+             "2.21.5 of the TensorFlow NGC 24.06 container (stated, not printed); NCCL_CUMEM_ENABLE=0, "
+             "NCCL_IB_SPLIT_DATA_ON_QPS=0, NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41, NCCL_NET_PLUGIN=none, "
+             "NCCL_IGNORE_CPU_AFFINITY=1 (no model term); CPU not stated (the preset's Intel default); all_reduce "
+             "1 GiB - 16 GiB"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
