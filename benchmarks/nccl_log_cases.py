@@ -9,8 +9,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
   :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
-  :data:`THIRTY_FIRST_CASES`:
-  the logs added later.
+  :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -83,6 +82,8 @@ CLASSES = {
     "v100-roce-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over RoCE",
     "b200-nvl64": "64 Blackwell GPUs (16 hosts of 4) in one NVL72 rack's multi-node NVLink domain",
     "h100-nvlink-1host": "4 x Hopper (H100 SXM or GH200) on a direct NVLink mesh (no NVSwitch), one host",
+    "h100-roce-multihost": "Hopper SXM (H100 / H200, NVSwitch) hosts over RoCE",
+    "b200-nvl16": "16 Blackwell GPUs (4 hosts of 4) in one NVL72 rack's multi-node NVLink domain",
 }
 
 #: the fixed held-out split (see the module docstring)
@@ -90,7 +91,7 @@ HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
                     "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost", "v100-ib-multihost",
                     "v100-roce-multihost", "b200-nvl64",
-                    "h100-nvlink-1host")
+                    "h100-nvlink-1host", "h100-roce-multihost", "b200-nvl16")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -1041,13 +1042,52 @@ THIRTY_FIRST_CASES = [
              "printed (unknown: the Case default assumed); all_reduce 1 GiB - 16 GiB"),
 ]
 
+#: the thirty-second set: NVIDIA tables from two new sources, both user notes in the stored GitHub code index whose
+#: repository names the index does not give: a 2 x 8 H200 Oracle Cloud cluster's all_reduce over 8 RoCE NICs per host
+#: (the oci-hpc sample job), the new held-out class h100-roce-multihost (no log of the earlier sets has Hopper hosts over RoCE;
+#: with it, source_reused, 2 x 8 H100 of an OCI tutorial page of the site of the seventh set's A100 tables), and
+#: a 16-GPU all_reduce of 4 OCI GB300 hosts in a multi-node NVLink domain (IMEX, NCCL_MNNVL_ENABLE=1, NVLS off), the
+#: new held-out class b200-nvl16 (the class function names a rack's NVLink domain by its rank count; the 64-rank GB300
+#: tables are b200-nvl64).  Not taken: the GB300 notes' other 16-GPU runs (a 4-row table without its header, and a
+#: run on other hosts printed as its 8 GiB row alone).  Each described from its source before any prediction
+THIRTY_SECOND_CASES = [
+    Case("h200_16gpu_2node_all_reduce_oci_roce.txt", "hgx-h200", 2, 8, 50.0, "roce", version=(2, 27),
+         machine_class="h100-roce-multihost",
+         why="2 hosts (GPU-6550, GPU-3841) of an OCI H200 Slurm cluster (\"super-ant\", Oracle's oci-hpc stack; code index "
+             "file id 38991207769): 8 x \"NVIDIA H200\" per host (the `hgx-h200` preset: HGX NVSwitch board assumed), 16 "
+             "processes (-g 1), both hosts on \"switch number 1\"; 8 RDMA netdevs per host (mlx5_0/3/4/5/6/9/10/11 by the "
+             "notes' ibdev2netdev), RoCE at 400 Gb/s each assumed (the OCI shape BM.GPU.H200.8, not named in the notes: "
+             "oci-hpc's run script gives that shape these 8 HCAs; the rate not printed); NCCL 2.27.5 (its line); the "
+             "sbatch's NCCL variables not shown (defaults assumed); CPU not stated (the preset's Intel default); "
+             "all_reduce 1 GiB - 16 GiB"),
+    Case("gb300_16gpu_4node_all_reduce_oke_imex.txt", "gb200-nvl72", version=(2, 29),
+         env={"NCCL_NVLS_ENABLE": "0", "NCCL_MIN_CTAS": "16"}, machine={"ranks": 16}, machine_class="b200-nvl16",
+         why="4 OCI BM.GPU.GB300.4 hosts of a Slurm-on-OKE GB300 cluster (code index file id 60939665059, run of "
+             "2026-05-06): 4 x \"NVIDIA GB300\" per host, 2 Grace CPUs, 16 processes (-g 1), one IMEX channel per rank and "
+             "NCCL_MNNVL_ENABLE=1, so the `gb200-nvl72` preset's one NVLink domain with 16 ranks (the 4 hosts in one rack "
+             "assumed: not stated; GB300's NVLink 5 is the preset's 18 x 50 GB/s, the log's \"NVIDIA GB300\" read as sm100); "
+             "NCCL 2.29.3 (its line); the job's NCCL_NVLS_ENABLE=0 and NCCL_MIN_CTAS=16 (modelled), NCCL_CUMEM_ENABLE=1, "
+             "NCCL_WORK_FIFO_BYTES=0, NCCL_IB_QPS_PER_CONNECTION=16 and 4 RoCE rails per host through the Spectrum-X "
+             "plugin (no model term); all_reduce 8 MiB - 8 GiB"),
+    Case("h100_16gpu_2node_all_reduce_oci_roce_jp.txt", "dgx-h100", 2, 16, 25.0, "roce", version=(2, 21),
+         machine_class="h100-roce-multihost", source_reused=True,
+         why="2 x OCI BM.GPU.H100.8 (Oracle Japan's OCI tutorial page \"NCCL Tests実行方法（BM.GPU.H100.8編）\", code index file id "
+             "5466886451: the site of the A100 OCI fixtures, so source reused): 8 x \"NVIDIA H100 80GB HBM3\" per host (HGX "
+             "NVSwitch assumed), 16 processes (-g 1), OCI's RoCE v2 cluster network, \"all 16 RDMA ports\" per host in "
+             "NCCL_IB_HCA (stated), 200 Gb/s each assumed (not stated: OCI's 3.2 Tb/s for the shape over 16 ports); NCCL "
+             "2.21.5 of the TensorFlow NGC 24.06 container (stated, not printed); NCCL_CUMEM_ENABLE=0, "
+             "NCCL_IB_SPLIT_DATA_ON_QPS=0, NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41, NCCL_NET_PLUGIN=none, "
+             "NCCL_IGNORE_CPU_AFFINITY=1 (no model term); CPU not stated (the preset's Intel default); all_reduce "
+             "1 GiB - 16 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
-             + THIRTIETH_CASES + THIRTY_FIRST_CASES)
+             + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES)
 
 
 def held_out(case: Case) -> bool:
