@@ -137,7 +137,7 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
         gen = ll128_generation_share(m) if proto == "LL128" else 1.0
         steps = ring_simple_send_share(m, coll, ring_cap / g.n_channels, params, t.version, t.env.p2p_off) \
             if proto == "Simple" else 1.0
-        return min(ring_cap * frac * gen * share * ring_intra_relief(m) * steps, cap)
+        return min(ring_cap * frac * gen * share * ring_intra_relief(m, not t.env.p2p_off) * steps, cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
     if algo == "tree" and proto == "LL128":
@@ -145,13 +145,16 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
     return bus
 
 
-def ring_intra_relief(m: NcclMachine) -> float:
-    """How much more bus bandwidth a ring's GPU links allow on several hosts than on one.
+def ring_intra_relief(m: NcclMachine, p2p: bool = True) -> float:
+    """How much more bus bandwidth a ring's GPU links allow on several hosts than on one (a ratio).
 
     On one host every send of the ring rides the GPU links.  On several, each channel's ring
     leaves a host through a NIC once: of a host's ``ppn`` GPUs one sends to the next host, the
     other ``ppn - 1`` over the GPU links, and NCCL's channels start the ring at a different GPU
-    each, so every GPU link carries ``(ppn - 1) / ppn`` of what it carries on one host.
+    each, so every GPU link carries ``(ppn - 1) / ppn`` of what it carries on one host.  Not where
+    the GPU links are PCIe (:func:`link_kind` ``pcie`` or ``shm``): a GPU's x16 link also carries its
+    NIC hop, into host buffers without GPUDirect RDMA (NVIDIA/nccl v2.6.4-1 src/transport/net.cc lines
+    67-73, 90-96, 111, 145: ``ncclCudaHostAlloc`` unless ``useGdr``) or the NIC's DMA of GPU memory with it.
 
     >>> from topo_probe import cluster, get_preset
     >>> ring_intra_relief(NcclMachine.from_topology(get_preset("dgx-h100")))
@@ -160,7 +163,7 @@ def ring_intra_relief(m: NcclMachine) -> float:
     1.1428571428571428
     """
     ppn = m.gpus_per_node
-    return ppn / (ppn - 1) if m.nodes > 1 and ppn > 1 else 1.0
+    return ppn / (ppn - 1) if m.nodes > 1 and ppn > 1 and link_kind(m, p2p) not in ("pcie", "shm") else 1.0
 
 
 def tree_net_passes(m: NcclMachine, algo: str) -> int:
