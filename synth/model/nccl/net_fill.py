@@ -9,7 +9,8 @@ can start on it; the later chunks follow in its wake at the bandwidth the transf
 LL128 lines are forwarded as they arrive (per-line flags), so only the network hops count for LL128; a tree's
 Simple fill, whose GPU-to-GPU hops count too, is :func:`.runtime.pipeline_fill_us`.
 
-* Rooted rings (broadcast, reduce: one step per chunk, src/include/collectives.h lines 71-74), Simple and LL128:
+* Rooted rings (broadcast, reduce: one step per chunk, src/include/collectives.h lines 71-74), Simple, LL128 and LL
+  (its proxy checks every line's flags of a step before it sends it, net.cc lines 309-316):
   ``nodes - 1`` network hops of the chain; the chunk is one step's data or the channel's share
   (:func:`rooted_chunk_bytes`).  The fill replaces the fitted network-hop extra for those hops.
 * Trees, LL128: ``2 log2(nodes)`` network hops (up and down, :func:`.runtime._hops`); the chunk is enqueue.cc's
@@ -28,6 +29,9 @@ from synth.model.nccl.constants import SIMPLE_STEP_BYTES
 #: 8 steps x 8 bytes, devcomm.h lines 69-70) over its 8 steps; 15 of every 16 words are data (lines 66-67)
 LL128_STEP_BYTES = 120 * 640 * 8
 LL128_STEP_DATA_BYTES = LL128_STEP_BYTES * 15 // 16
+#: bytes of one LL step's lines: the LL buffer (v2.8.4-1 src/init.cc line 407: 8 lines x 512 threads x 8 steps x 16
+#: bytes, devcomm.h lines 52-53) over its 8 steps; half of every 16-byte line is data, half flags
+LL_STEP_BYTES = 8 * 512 * 16
 #: the LL128 rooted chunk's granule: ``NCCL_LL128_SHMEM_ELEMS_PER_THREAD`` 8 x 640 threads x 8 bytes x 15/16
 #: (devcomm.h line 76; broadcast.h line 119 ``minChunkSize``)
 LL128_MIN_CHUNK_BYTES = 8 * 640 * 8 * 15 // 16
@@ -48,8 +52,16 @@ def rooted_chunk_bytes(proto: str, nbytes: int, channels: int, step_bytes: int =
     (153600, 576000, 8)
     >>> rooted_chunk_bytes("Simple", 32 << 20, 8, step_bytes=1 << 20)      # NCCL_BUFFSIZE=8 MiB: 1 MiB steps
     1048576
+    >>> rooted_chunk_bytes("LL", 1 << 20, 8), rooted_chunk_bytes("LL", 1 << 17, 8)   # lines: twice the data
+    (65536, 32768)
+
+    LL (bytes of lines, twice the data): one step's 32 KiB of data or the channel's share (lines 56-70:
+    ``chunkSize = stepLines * sizeof(uint64_t) / sizeof(T)``, the last chunk ``lastChunkSize``, enqueue.cc lines
+    386-391); the proxy sends a step's lines only once every line's flags are set (net.cc lines 309-316).
     """
     share = -(-nbytes // max(1, channels))
+    if proto == "LL":
+        return 2 * min(LL_STEP_BYTES // 2, share)
     if proto == "LL128":
         return min(LL128_STEP_DATA_BYTES, -(-share // LL128_MIN_CHUNK_BYTES) * LL128_MIN_CHUNK_BYTES, nbytes)
     return min(step_bytes, share)
@@ -79,7 +91,7 @@ def pays_rooted_fill(coll: str, algo: str, proto: str, m=None) -> bool:
     hosts, not RCCL) is a rooted ring whose network hops store and forward its chunks; the execution model
     charges that fill in place of the fitted network-hop extra."""
     on_machine = m is None or (m.nodes > 1 and not m.amd)
-    return on_machine and algo == "ring" and proto in ("Simple", "LL128") and coll in ROOTED_COLLS
+    return on_machine and algo == "ring" and proto in ("Simple", "LL128", "LL") and coll in ROOTED_COLLS
 
 
 #: slots of a connection's buffer (NVIDIA/nccl v2.8.4-1 src/include/devcomm.h ``NCCL_STEPS``): how far a sender may
@@ -135,10 +147,10 @@ def rooted_net_fill_us(coll: str, proto: str, nbytes: int, channels: int, nodes:
 
     >>> rooted_net_fill_us("broadcast", "Simple", 4 << 20, 8, 16, 4.0)       # 15 hops x 512 KiB at 4 GB/s
     1966.08
-    >>> rooted_net_fill_us("allreduce", "Simple", 4 << 20, 8, 16, 4.0), rooted_net_fill_us("broadcast", "LL", 1, 8, 16, 4.0)
+    >>> rooted_net_fill_us("allreduce", "Simple", 4 << 20, 8, 16, 4.0), rooted_net_fill_us("broadcast", "LL", 1, 8, 1, 4.0)
     (0.0, 0.0)
     """
-    if coll not in ROOTED_COLLS or nodes < 2 or proto not in ("Simple", "LL128"):
+    if coll not in ROOTED_COLLS or nodes < 2 or proto not in ("Simple", "LL128", "LL"):
         return 0.0
     return (nodes - 1) * rooted_chunk_bytes(proto, nbytes, channels, step_bytes) / (1000.0 * channel_net_gbs)
 

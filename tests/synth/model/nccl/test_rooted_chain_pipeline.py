@@ -16,7 +16,7 @@ import pytest
 from _paths import ROOT
 from synth.formats.nccl_tests.runs import load_runs
 from synth.model.nccl import NcclMachine, NcclModel
-from synth.model.nccl.net_fill import rooted_chain_hops, rooted_chain_pipelined
+from synth.model.nccl.net_fill import net_chunk_fill_us, rooted_chain_hops, rooted_chain_pipelined, rooted_chunk_bytes
 from synth.model.nccl.runtime import hop_latencies_us, latency_us
 from topo_probe import cluster
 
@@ -52,8 +52,25 @@ def test_one_channel_pays_one_network_hop_of_sixteen_hosts():
     t = NcclModel(m, version=V28).table
     p = NcclModel(m, version=V28).params
     base, hop, net = hop_latencies_us(m, "ring", "LL", p, version=V28)
+    net -= p.net_lat_own_us(m.net_kind, "LL", m.arch)            # the chunk fill stands in for the fitted extra
     assert latency_us(t, "broadcast", "ring", "LL", p, 1) == pytest.approx(base + net)
     assert latency_us(t, "broadcast", "ring", "LL", p, 2) == pytest.approx(base + 113 * hop + 15 * net)
+
+
+def test_an_ll_step_crosses_each_network_hop_whole():
+    """NCCL 2.8's proxy sends an LL step only once every line's flags are set (v2.8.4-1 src/transport/net.cc lines
+    309-316); a step is 8 lines x 512 threads x 16 B = 64 KiB of lines, 32 KiB of data (init.cc line 407).  4 hosts,
+    256 KiB on 2 channels (128 KiB a channel): 3 hops x 65,536 B at a channel's share of 4 HCAs of 9.75 GB/s at
+    12/12.5 (max(2 channels, 4 NICs) shares: 9.36 GB/s) = 21.0 µs; 1 channel, 64 KiB: one hop, 7.0 µs."""
+    rate = 4 * 9.75 * 12.0 / 12.5 / 4
+    assert rooted_chunk_bytes("LL", 256 << 10, 2) == 65536 and rooted_chunk_bytes("LL", 16 << 10, 1) == 32768
+    assert net_chunk_fill_us("broadcast", "ring", "LL", 256 << 10, 2, abci(4), 4 * 9.75 * 12 / 12.5, 0.0) == (
+        pytest.approx(3 * 65536 / (1000 * rate)))
+    assert net_chunk_fill_us("broadcast", "ring", "LL", 64 << 10, 1, abci(4), 4 * 9.75 * 12 / 12.5, 0.0) == (
+        pytest.approx(65536 / (1000 * rate)))
+    # the log's 256 KiB row on 2 channels (108.6 µs): 100.6 µs with the fill (the chain alone: 87.3 µs, 20 % fast)
+    assert NcclModel(abci(4), version=V28).time_us("broadcast", 256 << 10) == pytest.approx(log_times(4)[256 << 10],
+                                                                                            rel=0.15)
 
 
 def test_one_host_pays_one_intra_hop():
