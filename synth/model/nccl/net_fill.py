@@ -9,7 +9,8 @@ can start on it; the later chunks follow in its wake at the bandwidth the transf
 LL128 lines are forwarded as they arrive (per-line flags), so only the network hops count for LL128; a tree's
 Simple fill, whose GPU-to-GPU hops count too, is :func:`.runtime.pipeline_fill_us`.
 
-* Rooted rings (broadcast, reduce: one step per chunk, src/include/collectives.h lines 71-74), Simple and LL128:
+* Rooted rings (broadcast, reduce: one step per chunk, src/include/collectives.h lines 71-74), Simple, LL128 and LL
+  (its proxy checks every line's flags of a step before it sends it, net.cc lines 309-316):
   ``nodes - 1`` network hops of the chain; the chunk is one step's data or the channel's share
   (:func:`rooted_chunk_bytes`).  The fill replaces the fitted network-hop extra for those hops.
 * Trees, LL128: ``2 log2(nodes)`` network hops (up and down, :func:`.runtime._hops`); the chunk is enqueue.cc's
@@ -28,6 +29,9 @@ from synth.model.nccl.constants import SIMPLE_STEP_BYTES
 #: 8 steps x 8 bytes, devcomm.h lines 69-70) over its 8 steps; 15 of every 16 words are data (lines 66-67)
 LL128_STEP_BYTES = 120 * 640 * 8
 LL128_STEP_DATA_BYTES = LL128_STEP_BYTES * 15 // 16
+#: bytes of one LL step's lines: the LL buffer (v2.8.4-1 src/init.cc line 407: 8 lines x 512 threads x 8 steps x 16
+#: bytes, devcomm.h lines 52-53) over its 8 steps; half of every 16-byte line is data, half flags
+LL_STEP_BYTES = 8 * 512 * 16
 #: the LL128 rooted chunk's granule: ``NCCL_LL128_SHMEM_ELEMS_PER_THREAD`` 8 x 640 threads x 8 bytes x 15/16
 #: (devcomm.h line 76; broadcast.h line 119 ``minChunkSize``)
 LL128_MIN_CHUNK_BYTES = 8 * 640 * 8 * 15 // 16
@@ -48,8 +52,16 @@ def rooted_chunk_bytes(proto: str, nbytes: int, channels: int, step_bytes: int =
     (153600, 576000, 8)
     >>> rooted_chunk_bytes("Simple", 32 << 20, 8, step_bytes=1 << 20)      # NCCL_BUFFSIZE=8 MiB: 1 MiB steps
     1048576
+    >>> rooted_chunk_bytes("LL", 1 << 20, 8), rooted_chunk_bytes("LL", 1 << 17, 8)   # lines: twice the data
+    (65536, 32768)
+
+    LL (bytes of lines, twice the data): one step's 32 KiB of data or the channel's share (lines 56-70:
+    ``chunkSize = stepLines * sizeof(uint64_t) / sizeof(T)``, the last chunk ``lastChunkSize``, enqueue.cc lines
+    386-391); the proxy sends a step's lines only once every line's flags are set (net.cc lines 309-316).
     """
     share = -(-nbytes // max(1, channels))
+    if proto == "LL":
+        return 2 * min(LL_STEP_BYTES // 2, share)
     if proto == "LL128":
         return min(LL128_STEP_DATA_BYTES, -(-share // LL128_MIN_CHUNK_BYTES) * LL128_MIN_CHUNK_BYTES, nbytes)
     return min(step_bytes, share)
@@ -79,7 +91,53 @@ def pays_rooted_fill(coll: str, algo: str, proto: str, m=None) -> bool:
     hosts, not RCCL) is a rooted ring whose network hops store and forward its chunks; the execution model
     charges that fill in place of the fitted network-hop extra."""
     on_machine = m is None or (m.nodes > 1 and not m.amd)
-    return on_machine and algo == "ring" and proto in ("Simple", "LL128") and coll in ROOTED_COLLS
+    return on_machine and algo == "ring" and proto in ("Simple", "LL128", "LL") and coll in ROOTED_COLLS
+
+
+#: slots of a connection's buffer (NVIDIA/nccl v2.8.4-1 src/include/devcomm.h ``NCCL_STEPS``): how far a sender may
+#: run ahead of its receiver
+NCCL_STEPS = 8
+
+
+def rooted_chain_pipelined(coll: str, algo: str, channels: int, m=None) -> bool:
+    """Whether nccl-tests' back-to-back calls of a rooted ring (broadcast, reduce) overlap along its chain, so that a
+    call costs one hop of it rather than all of them: one channel, NVIDIA's NCCL.
+
+    A rank's kernel for a call returns once its own sends are posted; a send waits only for a free slot of the
+    successor's ``NCCL_STEPS`` (NVIDIA/nccl v2.8.4-1 src/collectives/device/primitives.h ``waitSend`` lines 99-112,
+    destructor lines 321-324; v2.8.4-1 src/collectives/device/broadcast.h lines 11-55: one step per chunk), and the
+    next call's kernel on a rank waits only for that rank's previous kernel (one stream).  With one channel each rank
+    thus starts call k+1 as soon as it has forwarded call k, and nccl-tests times the root (NVIDIA/nccl-tests 0b30de5
+    src/common.cu ``BenchTime`` lines 399-421, rank 0's clock), which runs ahead along the chain.  With several
+    channels a rank's kernel ends only when every channel's chunk has reached it, and the channels' rings order the
+    ranks differently across hosts (``sameChannels`` 0 on ABCI's and Voltage Park's multi-NIC graphs, search.cc lines
+    414-420, 717-723), so a rank late on one ring holds the next call of a ring it leads: the chain is paid.  One
+    host's multi-channel rooted rows (every ring in the same order) pay it too (ABCI, DGX-2: docs/nccl-model.md), for
+    a reason not found, so one channel only, where every log agrees; not on RCCL (its kernels are not followed here).
+
+    >>> rooted_chain_pipelined("broadcast", "ring", 1), rooted_chain_pipelined("broadcast", "ring", 2)
+    (True, False)
+    >>> rooted_chain_pipelined("allreduce", "ring", 1), rooted_chain_pipelined("reduce", "tree", 1)
+    (False, False)
+    """
+    return coll in ROOTED_COLLS and algo == "ring" and channels == 1 and (m is None or not m.amd)
+
+
+def rooted_chain_hops(coll: str, algo: str, channels: int, m, n_intra: int, n_inter: int) -> tuple[int, int]:
+    """``(intra-node, inter-node)`` hops whose latency a call of ``coll`` pays: the whole chain's ``(n_intra,
+    n_inter)``, or one hop of it, the slowest (a network hop where there is one), where the chain pipelines across
+    calls (:func:`rooted_chain_pipelined`).
+
+    >>> from types import SimpleNamespace
+    >>> m16, m1 = SimpleNamespace(amd=False, nodes=16), SimpleNamespace(amd=False, nodes=1)
+    >>> rooted_chain_hops("broadcast", "ring", 1, m16, 113, 15), rooted_chain_hops("broadcast", "ring", 8, m16, 113, 15)
+    ((0, 1), (113, 15))
+    >>> rooted_chain_hops("broadcast", "ring", 1, m1, 8, 0)
+    (1, 0)
+    """
+    if not rooted_chain_pipelined(coll, algo, channels, m):
+        return n_intra, n_inter
+    return (0, 1) if n_inter else (min(1, n_intra), 0)
 
 
 def rooted_net_fill_us(coll: str, proto: str, nbytes: int, channels: int, nodes: int, channel_net_gbs: float,
@@ -89,10 +147,10 @@ def rooted_net_fill_us(coll: str, proto: str, nbytes: int, channels: int, nodes:
 
     >>> rooted_net_fill_us("broadcast", "Simple", 4 << 20, 8, 16, 4.0)       # 15 hops x 512 KiB at 4 GB/s
     1966.08
-    >>> rooted_net_fill_us("allreduce", "Simple", 4 << 20, 8, 16, 4.0), rooted_net_fill_us("broadcast", "LL", 1, 8, 16, 4.0)
+    >>> rooted_net_fill_us("allreduce", "Simple", 4 << 20, 8, 16, 4.0), rooted_net_fill_us("broadcast", "LL", 1, 8, 1, 4.0)
     (0.0, 0.0)
     """
-    if coll not in ROOTED_COLLS or nodes < 2 or proto not in ("Simple", "LL128"):
+    if coll not in ROOTED_COLLS or nodes < 2 or proto not in ("Simple", "LL128", "LL"):
         return 0.0
     return (nodes - 1) * rooted_chunk_bytes(proto, nbytes, channels, step_bytes) / (1000.0 * channel_net_gbs)
 
@@ -122,11 +180,12 @@ def net_chunk_fill_us(coll: str, algo: str, proto: str, nbytes: int, channels: i
         return 0.0
     per = max(channels, m.visible_nics()[0])                 # channels spread evenly over the NICs
     if pays_rooted_fill(coll, algo, proto, m):
-        return rooted_net_fill_us(coll, proto, nbytes, channels, m.nodes, ring_gbs / per, step_bytes)
+        hops = 1 if rooted_chain_pipelined(coll, algo, channels, m) else m.nodes - 1      # one hop when pipelined
+        return rooted_net_fill_us(coll, proto, nbytes, channels, hops + 1, ring_gbs / per, step_bytes)
     if algo == "tree" and proto == "LL128":
         return tree_ll128_net_fill_us(nbytes, channels, m.nodes, m.gpus_per_node, tree_gbs / per)
     return 0.0
 
-__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_BYTES", "LL128_STEP_DATA_BYTES", "ROOTED_COLLS",
-           "net_chunk_fill_us", "pays_rooted_fill", "rooted_chunk_bytes", "rooted_net_fill_us", "tree_ll128_chunk_bytes",
-           "tree_ll128_net_fill_us"]
+__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_BYTES", "LL128_STEP_DATA_BYTES", "NCCL_STEPS", "ROOTED_COLLS",
+           "net_chunk_fill_us", "pays_rooted_fill", "rooted_chain_hops", "rooted_chain_pipelined", "rooted_chunk_bytes",
+           "rooted_net_fill_us", "tree_ll128_chunk_bytes", "tree_ll128_net_fill_us"]

@@ -49,7 +49,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes, tree_simple_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.net_fill import net_chunk_fill_us, pays_rooted_fill
+from synth.model.nccl.net_fill import net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share
 from synth.model.nccl.shm_uplink import uplink_share
@@ -316,11 +316,12 @@ def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams,
     return base * scale, hop * scale, hops[HW_NET][p] + params.net_latency_us(m.net_kind, proto, m.arch)
 
 
-def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams) -> float:
+def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams, channels: int = 0) -> float:
     """Device latency (µs): NCCL's (or RCCL's) tables, scaled by the fitted real/table ratio, plus the transport's
-    extra µs per inter-node hop (:func:`hop_latencies_us`), which a rooted ring pays as its chunk fill instead."""
+    extra µs per inter-node hop (:func:`hop_latencies_us`), which a rooted ring pays as its chunk fill instead; a
+    one-channel rooted ring pays one hop of its chain (:func:`~.net_fill.rooted_chain_hops`)."""
     m = t.machine
-    n_intra, n_inter = _hops(m, coll, algo)
+    n_intra, n_inter = rooted_chain_hops(coll, algo, channels, m, *_hops(m, coll, algo))
     if algo in ("nvls", "nvls_tree"):
         p = PROTOS.index(proto)
         lat = HW_LAT[HW_NVLINK][ALGOS.index("nvls")][p] * params.lat_scale.get(
@@ -387,7 +388,8 @@ def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes:
 def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
                        params: ModelParams) -> float:
     """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` as ``algo``/``proto`` on ``channels`` channels."""
-    t_dev = (latency_us(t, coll, algo, proto, params) + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
+    t_dev = (latency_us(t, coll, algo, proto, params, channels)
+             + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
     if t.machine.nodes > 1:             # a network hop's whole chunk (net_fill); one host has no NIC rate to ask
         t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
