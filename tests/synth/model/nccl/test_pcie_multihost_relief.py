@@ -4,7 +4,7 @@ On NVLink hosts one hop per host leaves through a NIC instead of NVLink, so each
 (ppn - 1) / ppn of the one-host ring.  A PCIe-only GPU has one link, its x16 link to the host, and the
 NIC hop crosses it too: without GPUDirect RDMA NCCL's net transport stages the hop in host buffers the
 GPU writes and reads (NVIDIA/nccl v2.6.4-1 src/transport/net.cc lines 67-73, 90-96: ``ncclCudaHostAlloc``
-unless ``useGdr``; lines 111, 145: the GPU's FIFO is ``devHostRecvMem``).  Checked by hand on the 8 hosts
+unless ``useGdr``; lines 111, 145: the data buffer is the host one without it).  Checked by hand on the 8 hosts
 x 4 RTX 2080 Ti log (NCCL 2.6.4, SHM inside a host, "NET/IB/0" without GDRDMA; class pcie-multihost,
 held out: no fit sees it)."""
 
@@ -57,4 +57,4 @@ def test_the_multihost_ring_is_no_faster_than_the_gpus_x16_link_through_host_mem
     busbw = model.choose("allreduce", size).busbw_gbps(m.ranks)
     assert bound * 0.9 <= busbw <= bound * 1.001
     real = max(r.out_of_place.busbw_gbps for r in run.rows if r.size >= 16 << 20)
-    assert real < busbw
+    assert real <= bound
