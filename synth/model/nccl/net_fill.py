@@ -57,7 +57,7 @@ def rooted_chunk_bytes(proto: str, nbytes: int, channels: int, step_bytes: int =
 
     LL (bytes of lines, twice the data): one step's 32 KiB of data or the channel's share (lines 56-70:
     ``chunkSize = stepLines * sizeof(uint64_t) / sizeof(T)``, the last chunk ``lastChunkSize``, enqueue.cc lines
-    386-391); the proxy sends a step's lines only once every line's flags are set (net.cc lines 309-316).
+    398-403); the proxy sends a step's lines only once every line's flags are set (net.cc lines 309-316).
     """
     share = -(-nbytes // max(1, channels))
     if proto == "LL":
@@ -94,26 +94,23 @@ def pays_rooted_fill(coll: str, algo: str, proto: str, m=None) -> bool:
     return on_machine and algo == "ring" and proto in ("Simple", "LL128", "LL") and coll in ROOTED_COLLS
 
 
-#: slots of a connection's buffer (NVIDIA/nccl v2.8.4-1 src/include/devcomm.h ``NCCL_STEPS``): how far a sender may
-#: run ahead of its receiver
-NCCL_STEPS = 8
-
-
 def rooted_chain_pipelined(coll: str, algo: str, channels: int, m=None) -> bool:
     """Whether nccl-tests' back-to-back calls of a rooted ring (broadcast, reduce) overlap along its chain, so that a
     call costs one hop of it rather than all of them: one channel, NVIDIA's NCCL.
 
-    A rank's kernel for a call returns once its own sends are posted; a send waits only for a free slot of the
-    successor's ``NCCL_STEPS`` (NVIDIA/nccl v2.8.4-1 src/collectives/device/primitives.h ``waitSend`` lines 99-112,
-    destructor lines 321-324; v2.8.4-1 src/collectives/device/broadcast.h lines 11-55: one step per chunk), and the
-    next call's kernel on a rank waits only for that rank's previous kernel (one stream).  With one channel each rank
-    thus starts call k+1 as soon as it has forwarded call k, and nccl-tests times the root (NVIDIA/nccl-tests 0b30de5
-    src/common.cu ``BenchTime`` lines 399-421, rank 0's clock), which runs ahead along the chain.  With several
-    channels a rank's kernel ends only when every channel's chunk has reached it, and the channels' rings order the
-    ranks differently across hosts (``sameChannels`` 0 on ABCI's and Voltage Park's multi-NIC graphs, search.cc lines
-    414-420, 717-723), so a rank late on one ring holds the next call of a ring it leads: the chain is paid.  One
-    host's multi-channel rooted rows (every ring in the same order) pay it too (ABCI, DGX-2: docs/nccl-model.md), for
-    a reason not found, so one channel only, where every log agrees; not on RCCL (its kernels are not followed here).
+    NCCL's own tuner charges a rooted ring one hop of its chain where every channel's ring orders the ranks alike and
+    the whole chain otherwise (NVIDIA/nccl v2.8.4-1 src/graph/tuning.cc lines 141-147: ``ringGraph->sameChannels``);
+    one channel is always alike.  Why: a rank's kernel returns once its own sends are posted, a send waiting only for a
+    free slot of the successor's ``NCCL_STEPS`` (v2.8.4-1 src/collectives/device/prims_ll.h ``waitSend`` lines 55-69,
+    destructor lines 240-244; Simple: primitives.h lines 99-112, 321-324), and the next call's kernel on a rank waits
+    only for that rank's previous one (one stream), so each rank starts call k+1 once it has forwarded call k and the
+    root, whose clock nccl-tests reads (NVIDIA/nccl-tests 0b30de5 src/common.cu ``BenchTime`` lines 399-421), runs
+    ahead.  Rings that order the ranks differently (``sameChannels`` 0 on ABCI's and Voltage Park's multi-NIC graphs,
+    search.cc lines 414-420, 717-723) couple a rank late on one ring to the next call of a ring it leads.  The
+    restriction to one channel comes from the logs, not the source: one host's multi-channel rooted rows, whose rings
+    are alike, pay the chain (ABCI, DGX-2; the tuner's ``sameChannels`` half, tried and not kept: docs/nccl-model.md).
+    Known miss: ABCI's one-host one-channel broadcast rows at 4-64 KiB become 9-46 % too fast (their ~7.5 µs floor is
+    the same on 1 to 16 hosts).  Not on RCCL (its kernels are not followed here).
 
     >>> rooted_chain_pipelined("broadcast", "ring", 1), rooted_chain_pipelined("broadcast", "ring", 2)
     (True, False)
@@ -125,8 +122,9 @@ def rooted_chain_pipelined(coll: str, algo: str, channels: int, m=None) -> bool:
 
 def rooted_chain_hops(coll: str, algo: str, channels: int, m, n_intra: int, n_inter: int) -> tuple[int, int]:
     """``(intra-node, inter-node)`` hops whose latency a call of ``coll`` pays: the whole chain's ``(n_intra,
-    n_inter)``, or one hop of it, the slowest (a network hop where there is one), where the chain pipelines across
-    calls (:func:`rooted_chain_pipelined`).
+    n_inter)``, or one hop of it, the slowest (a network hop where there is one: the tuner's ``hwLat[hw[a]]``, the
+    network's on several hosts, NVIDIA/nccl v2.8.4-1 src/graph/tuning.cc lines 106, 141-144), where the chain
+    pipelines across calls (:func:`rooted_chain_pipelined`).
 
     >>> from types import SimpleNamespace
     >>> m16, m1 = SimpleNamespace(amd=False, nodes=16), SimpleNamespace(amd=False, nodes=1)
@@ -180,12 +178,12 @@ def net_chunk_fill_us(coll: str, algo: str, proto: str, nbytes: int, channels: i
         return 0.0
     per = max(channels, m.visible_nics()[0])                 # channels spread evenly over the NICs
     if pays_rooted_fill(coll, algo, proto, m):
-        hops = 1 if rooted_chain_pipelined(coll, algo, channels, m) else m.nodes - 1      # one hop when pipelined
+        hops = 1 if rooted_chain_pipelined(coll, algo, channels, m) else m.nodes - 1  # pipelined: one hop (approximate)
         return rooted_net_fill_us(coll, proto, nbytes, channels, hops + 1, ring_gbs / per, step_bytes)
     if algo == "tree" and proto == "LL128":
         return tree_ll128_net_fill_us(nbytes, channels, m.nodes, m.gpus_per_node, tree_gbs / per)
     return 0.0
 
-__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_BYTES", "LL128_STEP_DATA_BYTES", "NCCL_STEPS", "ROOTED_COLLS",
+__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_BYTES", "LL128_STEP_DATA_BYTES", "ROOTED_COLLS",
            "net_chunk_fill_us", "pays_rooted_fill", "rooted_chain_hops", "rooted_chain_pipelined", "rooted_chunk_bytes",
            "rooted_net_fill_us", "tree_ll128_chunk_bytes", "tree_ll128_net_fill_us"]
