@@ -38,12 +38,8 @@ from synth.model.nccl.constants import (
     coll_steps,
 )
 from synth.model.nccl.element_copy import ring_element_copy_factor
-from synth.model.nccl.channel_caps import (
-    AMD_REF_CHANNELS,
-    ll128_generation_share,
-    ring_channel_cap_gbs,
-    tree_ll128_cap_gbs,
-)
+from synth.model.nccl.channel_caps import (AMD_REF_CHANNELS, ll128_generation_share, ring_channel_cap_gbs,
+                                          tree_ll128_cap_gbs)
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes, tree_simple_chunk_bytes
