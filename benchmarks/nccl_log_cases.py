@@ -80,18 +80,17 @@ CLASSES = {
     "v100-efa-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over AWS EFA",
     "v100-ib-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over InfiniBand",
     "v100-roce-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over RoCE",
-    "b200-nvl64": "64 Blackwell GPUs (16 hosts of 4) in one NVL72 rack's multi-node NVLink domain",
+    "b200-nvl72": "Blackwell GPUs (GB200 / GB300, hosts of 4) in one NVL72 rack's multi-node NVLink domain, any number of them",
     "h100-nvlink-1host": "4 x Hopper (H100 SXM or GH200) on a direct NVLink mesh (no NVSwitch), one host",
     "h100-roce-multihost": "Hopper SXM (H100 / H200, NVSwitch) hosts over RoCE",
-    "b200-nvl16": "16 Blackwell GPUs (4 hosts of 4) in one NVL72 rack's multi-node NVLink domain",
 }
 
 #: the fixed held-out split (see the module docstring)
 HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host",
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
                     "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost", "v100-ib-multihost",
-                    "v100-roce-multihost", "b200-nvl64",
-                    "h100-nvlink-1host", "h100-roce-multihost", "b200-nvl16")
+                    "v100-roce-multihost", "b200-nvl72",
+                    "h100-nvlink-1host", "h100-roce-multihost")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -917,13 +916,13 @@ _OCI_GB300 = ("OCI BM.GPU.GB300.4 hosts of one NVL72 rack (oci-ai-incubations/oc
 #: the full tables of its February 2026 commits): all_reduce and alltoall of one GB300 host (4 GPUs), of 2 hosts and of
 #: 16 hosts of one NVL72 rack, every rank in the rack's multi-node NVLink domain.  The 4- and 8-rank tables are of the
 #: held-out class b200-nvswitch-1host (one NVSwitch domain of 8 GPUs or fewer, as the class function reads them); the
-#: 64-rank tables of the new held-out class b200-nvl64 (no earlier log has a rack's NVLink domain).  Not taken: the README's 32-host, 2-rack tables (two NVLink domains of 64
+#: 64-rank tables of the new held-out class b200-nvl72 (no earlier log has a rack's NVLink domain).  Not taken: the README's 32-host, 2-rack tables (two NVLink domains of 64
 #: ranks joined by RoCE: no machine of the project is shaped so; its alltoall runs at 47 GB/s busbw and its all_reduce
 #: sits on a ~490 us floor from 512 KiB to 16 MiB).  Each described from its source before any prediction
 TWENTY_FIFTH_CASES = [
     *[Case(f"gb300_{n}gpu_{h}node_{coll}_oci_nvl72.txt", "gb200-nvl72", version=(2, 28),
            env={"NCCL_NVLS_ENABLE": "1"}, machine={"ranks": n},
-           machine_class="b200-nvl64" if n > 8 else "b200-nvswitch-1host",
+           machine_class="b200-nvl72" if n > 8 else "b200-nvswitch-1host",
            why=(f"{h} host{'s' if h > 1 else ''}: " if h > 1 else "one host: ") + _OCI_GB300.format(n=n, coll=coll))
       for n, h in ((4, 1), (8, 2), (64, 16)) for coll in ("all_reduce", "alltoall")],
 ]
@@ -1047,8 +1046,8 @@ THIRTY_FIRST_CASES = [
 #: (the oci-hpc sample job), the new held-out class h100-roce-multihost (no log of the earlier sets has Hopper hosts over RoCE;
 #: with it, source_reused, 2 x 8 H100 of an OCI tutorial page of the site of the seventh set's A100 tables), and
 #: a 16-GPU all_reduce of 4 OCI GB300 hosts in a multi-node NVLink domain (IMEX, NCCL_MNNVL_ENABLE=1, NVLS off), the
-#: new held-out class b200-nvl16 (the class function names a rack's NVLink domain by its rank count; the 64-rank GB300
-#: tables are b200-nvl64).  Not taken: the GB300 notes' other 16-GPU runs (a 4-row table without its header, and a
+#: held-out class b200-nvl72 of the 64-rank GB300 tables (the class function names a rack's NVLink domain, not the run's
+#: rank count).  Not taken: the GB300 notes' other 16-GPU runs (a 4-row table without its header, and a
 #: run on other hosts printed as its 8 GiB row alone).  Each described from its source before any prediction
 THIRTY_SECOND_CASES = [
     Case("h200_16gpu_2node_all_reduce_oci_roce.txt", "hgx-h200", 2, 8, 50.0, "roce", version=(2, 27),
@@ -1061,7 +1060,7 @@ THIRTY_SECOND_CASES = [
              "sbatch's NCCL variables not shown (defaults assumed); CPU not stated (the preset's Intel default); "
              "all_reduce 1 GiB - 16 GiB"),
     Case("gb300_16gpu_4node_all_reduce_oke_imex.txt", "gb200-nvl72", version=(2, 29),
-         env={"NCCL_NVLS_ENABLE": "0", "NCCL_MIN_CTAS": "16"}, machine={"ranks": 16}, machine_class="b200-nvl16",
+         env={"NCCL_NVLS_ENABLE": "0", "NCCL_MIN_CTAS": "16"}, machine={"ranks": 16}, machine_class="b200-nvl72",
          why="4 OCI BM.GPU.GB300.4 hosts of a Slurm-on-OKE GB300 cluster (code index file id 60939665059, run of "
              "2026-05-06): 4 x \"NVIDIA GB300\" per host, 2 Grace CPUs, 16 processes (-g 1), one IMEX channel per rank and "
              "NCCL_MNNVL_ENABLE=1, so the `gb200-nvl72` preset's one NVLink domain with 16 ranks (the 4 hosts in one rack "
