@@ -1028,15 +1028,16 @@ THIRTIETH_CASES = [
              "default, 2.28 gates, assumed), no NCCL variable shown; all_reduce 1 MiB - 2 GiB"),
 ]
 
-#: the thirty-first set: AMD data from a source no earlier fixture uses for AMD: Oracle's oci-hpc-oke guide
-#: (docs/running-nccl-rccl-tests-from-slurm-operator.md, 2026-06), a two-host OCI BM.GPU.MI300X.8 all_reduce over 8 mlx5
-#: RoCE NICs per host, run through Slurm on OKE, class amd-multihost (held out).  The repository is cited by one earlier
-#: (A100) fixture: another file and machine.  Described from its source before any prediction
+#: the thirty-first set: AMD data from a repository the eighth set's A100 OKE table already cites (source_reused):
+#: Oracle's oci-hpc-oke guide (docs/running-nccl-rccl-tests-from-slurm-operator.md, 2026-06; another file and machine),
+#: a two-host OCI BM.GPU.MI300X.8 all_reduce over 8 mlx5 RDMA HCAs per host (RoCE assumed), run through Slurm on OKE,
+#: class amd-multihost (held out).  Described from its source before any prediction
 THIRTY_FIRST_CASES = [
     Case("mi300x_16gpu_2node_all_reduce_oci_oke_slurm.txt", "mi300x", 2, 8, 50.0, "roce",
-         machine_class="amd-multihost",
-         why="2 OCI BM.GPU.MI300X.8 bare-metal hosts x 8 AMD Instinct MI300X (xGMI), 16 processes (-g 1, mpirun over "
-             "Slurm on OKE), 8 mlx5 RoCE HCAs per host in NCCL_IB_HCA (speed not stated: 400 Gb/s assumed, Oracle's "
+         machine_class="amd-multihost", source_reused=True,
+         why="2 OCI BM.GPU.MI300X.8 bare-metal hosts x 8 AMD Instinct MI300X (xGMI assumed: the `mi300x` preset's), 16 "
+             "processes (-g 1, mpirun over Slurm on OKE), 8 mlx5 RDMA HCAs (RoCE assumed) per host in NCCL_IB_HCA "
+             "(the guide says \"over RDMA\"; speed not stated: 400 Gb/s assumed, Oracle's "
              "published shape), NCCL_IB_QPS_PER_CONNECTION=4, NCCL_IB_SL=0; rccl-tests develop:a52452e, RCCL version not "
              "printed (unknown: the Case default assumed); all_reduce 1 GiB - 16 GiB"),
 ]
