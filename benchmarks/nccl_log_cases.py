@@ -1044,8 +1044,9 @@ THIRTY_FIRST_CASES = [
 
 #: the thirty-second set: NVIDIA tables from two new sources, both user notes in the stored GitHub code index whose
 #: repository names the index does not give: a 2 x 8 H200 Oracle Cloud cluster's all_reduce over 8 RoCE NICs per host
-#: (the oci-hpc sample job), the new held-out class h100-roce-multihost (no log of the earlier sets has Hopper hosts over RoCE;
-#: with it, source_reused, 2 x 8 H100 of an OCI tutorial page of the site of the seventh set's A100 tables), and
+#: (the oci-hpc sample job), the new held-out class h100-roce-multihost (no log of the earlier sets has Hopper hosts
+#: over RoCE with more than one GPU per host; with it, source_reused, 2 x 8 H100 of an OCI tutorial page of the site of
+#: the seventh set's A100 tables), and
 #: a 16-GPU all_reduce of 4 OCI GB300 hosts in a multi-node NVLink domain (IMEX, NCCL_MNNVL_ENABLE=1, NVLS off), the
 #: held-out class b200-nvl72 of the 64-rank GB300 tables (the class function names a rack's NVLink domain, not the run's
 #: rank count).  Not taken: the GB300 notes' other 16-GPU runs (a 4-row table without its header, and a
@@ -1056,9 +1057,12 @@ THIRTY_SECOND_CASES = [
          why="2 hosts (GPU-6550, GPU-3841) of an OCI H200 Slurm cluster (\"super-ant\", Oracle's oci-hpc stack; code index "
              "file id 38991207769): 8 x \"NVIDIA H200\" per host (the `hgx-h200` preset: HGX NVSwitch board assumed), 16 "
              "processes (-g 1), both hosts on \"switch number 1\"; 8 RDMA netdevs per host (mlx5_0/3/4/5/6/9/10/11 by the "
-             "notes' ibdev2netdev), RoCE at 400 Gb/s each assumed (the OCI shape BM.GPU.H200.8, not named in the notes: "
+             "notes' ibdev2netdev of GPU-4287; the run's hosts assumed alike), RoCE at 400 Gb/s each assumed (the OCI shape BM.GPU.H200.8, not named in the notes: "
              "oci-hpc's run script gives that shape these 8 HCAs; the rate not printed); NCCL 2.27.5 (its line); the "
-             "sbatch's NCCL variables not shown (defaults assumed); CPU not stated (the preset's Intel default); "
+             "likely job (assumed: the log names it) oci-hpc's samples/gpu/nccl_run_allreduce_H100_200.sbatch (commit "
+             "f82152d) sets NCCL_CUMEM_ENABLE=0, NCCL_IB_SPLIT_DATA_ON_QPS=0, NCCL_IB_QPS_PER_CONNECTION=1, "
+             "NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41, NCCL_IB_SL=0, NCCL_IB_TIMEOUT=22, NCCL_NET_PLUGIN, "
+             "NCCL_IGNORE_CPU_AFFINITY=1 and these 8 HCAs (no model term); CPU not stated (the preset's Intel default); "
              "all_reduce 1 GiB - 16 GiB"),
     Case("gb300_16gpu_4node_all_reduce_oke_imex.txt", "gb200-nvl72", version=(2, 29),
          env={"NCCL_NVLS_ENABLE": "0", "NCCL_MIN_CTAS": "16"}, machine={"ranks": 16}, machine_class="b200-nvl72",
