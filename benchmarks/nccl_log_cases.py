@@ -1049,8 +1049,8 @@ THIRTY_FIRST_CASES = [
 #: the seventh set's A100 tables), and
 #: a 16-GPU all_reduce of 4 OCI GB300 hosts in a multi-node NVLink domain (IMEX, NCCL_MNNVL_ENABLE=1, NVLS off), the
 #: held-out class b200-nvl72 of the 64-rank GB300 tables (the class function names a rack's NVLink domain, not the run's
-#: rank count).  Not taken: the GB300 notes' other 16-GPU runs (a 4-row table without its header, and a
-#: run on other hosts printed as its 8 GiB row alone).  Each described from its source before any prediction
+#: rank count).  Not taken: the other 16-GPU runs of the same cluster's notes (code index file id 60818708616: a
+#: 4-row table without its header, and a run on other hosts printed as its 8 GiB row alone).  Each described from its source before any prediction
 THIRTY_SECOND_CASES = [
     Case("h200_16gpu_2node_all_reduce_oci_roce.txt", "hgx-h200", 2, 8, 50.0, "roce", version=(2, 27),
          machine_class="h100-roce-multihost",
@@ -1067,8 +1067,10 @@ THIRTY_SECOND_CASES = [
     Case("gb300_16gpu_4node_all_reduce_oke_imex.txt", "gb200-nvl72", version=(2, 29),
          env={"NCCL_NVLS_ENABLE": "0", "NCCL_MIN_CTAS": "16"}, machine={"ranks": 16}, machine_class="b200-nvl72",
          why="4 OCI BM.GPU.GB300.4 hosts of a Slurm-on-OKE GB300 cluster (code index file id 60939665059, run of "
-             "2026-05-06): 4 x \"NVIDIA GB300\" per host, 2 Grace CPUs, 16 processes (-g 1), one IMEX channel per rank and "
-             "NCCL_MNNVL_ENABLE=1, so the `gb200-nvl72` preset's one NVLink domain with 16 ranks (the 4 hosts in one rack "
+             "2026-05-06): 4 x \"NVIDIA GB300\" per host, 2 Grace CPUs assumed (from the shape: not in the notes), 16 processes "
+             "(-g 1), one IMEX channel per rank (the notes) and NCCL_MNNVL_ENABLE=1 (the job script: the log shows "
+             "neither NVLS nor MNNVL), so the `gb200-nvl72` preset's one NVLink domain with 16 ranks (all four workers "
+             "carry one nvidia.com/gpu.clique label: code index file id 60793204520; the 4 hosts in one rack "
              "assumed: not stated; GB300's NVLink 5 is the preset's 18 x 50 GB/s, the log's \"NVIDIA GB300\" read as sm100); "
              "NCCL 2.29.3 (its line); the job's NCCL_NVLS_ENABLE=0 and NCCL_MIN_CTAS=16 (modelled), NCCL_CUMEM_ENABLE=1, "
              "NCCL_WORK_FIFO_BYTES=0, NCCL_IB_QPS_PER_CONNECTION=16 and 4 RoCE rails per host through the Spectrum-X "
