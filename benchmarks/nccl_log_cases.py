@@ -80,7 +80,8 @@ CLASSES = {
     "v100-efa-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over AWS EFA",
     "v100-ib-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over InfiniBand",
     "v100-roce-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over RoCE",
-    "b200-nvl72": "Blackwell GPUs (GB200 / GB300, hosts of 4) in one NVL72 rack's multi-node NVLink domain, any number of them",
+    "b200-nvl72": "Blackwell GPUs (GB200 / GB300, hosts of 4) in one NVL72 rack's multi-node NVLink domain, "
+                  "any number of them",
     "h100-nvlink-1host": "4 x Hopper (H100 SXM or GH200) on a direct NVLink mesh (no NVSwitch), one host",
     "h100-roce-multihost": "Hopper SXM (H100 / H200, NVSwitch) hosts over RoCE",
 }
@@ -1050,25 +1051,26 @@ THIRTY_FIRST_CASES = [
 #: a 16-GPU all_reduce of 4 OCI GB300 hosts in a multi-node NVLink domain (IMEX, NCCL_MNNVL_ENABLE=1, NVLS off), the
 #: held-out class b200-nvl72 of the 64-rank GB300 tables (the class function names a rack's NVLink domain, not the run's
 #: rank count).  Not taken: the other 16-GPU runs of the same cluster's notes (code index file id 60818708616: a
-#: 4-row table without its header, and a run on other hosts printed as its 8 GiB row alone).  Each described from its source before any prediction
+#: 4-row table without its header, and a run on other hosts printed as its 8 GiB row alone).  Each described from
+#: its source before any prediction
 THIRTY_SECOND_CASES = [
     Case("h200_16gpu_2node_all_reduce_oci_roce.txt", "hgx-h200", 2, 8, 50.0, "roce", version=(2, 27),
          machine_class="h100-roce-multihost",
          why="2 hosts (GPU-6550, GPU-3841) of an OCI H200 Slurm cluster (\"super-ant\", Oracle's oci-hpc stack; code index "
              "file id 38991207769): 8 x \"NVIDIA H200\" per host (the `hgx-h200` preset: HGX NVSwitch board assumed), 16 "
              "processes (-g 1), both hosts on \"switch number 1\"; 8 RDMA netdevs per host (mlx5_0/3/4/5/6/9/10/11 by the "
-             "notes' ibdev2netdev of GPU-4287; the run's hosts assumed alike), RoCE at 400 Gb/s each assumed (the OCI shape BM.GPU.H200.8, not named in the notes: "
-             "oci-hpc's run script gives that shape these 8 HCAs; the rate not printed); NCCL 2.27.5 (its line); the "
+             "notes' ibdev2netdev of GPU-4287; the run's hosts assumed alike), RoCE at 400 Gb/s each assumed (the "
+             "OCI shape BM.GPU.H200.8, not named in the notes: oci-hpc's run script gives that shape these 8 HCAs; the rate not printed); NCCL 2.27.5 (its line); the "
              "likely job (assumed: the log names it) oci-hpc's samples/gpu/nccl_run_allreduce_H100_200.sbatch (commit "
              "f82152d) sets NCCL_CUMEM_ENABLE=0, NCCL_IB_SPLIT_DATA_ON_QPS=0, NCCL_IB_QPS_PER_CONNECTION=1, "
              "NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41, NCCL_IB_SL=0, NCCL_IB_TIMEOUT=22, NCCL_NET_PLUGIN, "
-             "NCCL_IGNORE_CPU_AFFINITY=1 and these 8 HCAs (no model term); CPU not stated (the preset's Intel default); "
-             "all_reduce 1 GiB - 16 GiB"),
+             "NCCL_IGNORE_CPU_AFFINITY=1 and these 8 HCAs (no model term); CPU not stated (the preset's Intel "
+             "default); all_reduce 1 GiB - 16 GiB"),
     Case("gb300_16gpu_4node_all_reduce_oke_imex.txt", "gb200-nvl72", version=(2, 29),
          env={"NCCL_NVLS_ENABLE": "0", "NCCL_MIN_CTAS": "16"}, machine={"ranks": 16}, machine_class="b200-nvl72",
          why="4 OCI BM.GPU.GB300.4 hosts of a Slurm-on-OKE GB300 cluster (code index file id 60939665059, run of "
-             "2026-05-06): 4 x \"NVIDIA GB300\" per host, 2 Grace CPUs assumed (from the shape: not in the notes), 16 processes "
-             "(-g 1), one IMEX channel per rank (the notes) and NCCL_MNNVL_ENABLE=1 (the job script: the log shows "
+             "2026-05-06): 4 x \"NVIDIA GB300\" per host, 2 Grace CPUs assumed (from the shape: not in the notes), "
+             "16 processes (-g 1), one IMEX channel per rank (the notes) and NCCL_MNNVL_ENABLE=1 (the job script: the log shows "
              "neither NVLS nor MNNVL), so the `gb200-nvl72` preset's one NVLink domain with 16 ranks (all four workers "
              "carry one nvidia.com/gpu.clique label: code index file id 60793204520; the 4 hosts in one rack "
              "assumed: not stated; GB300's NVLink 5 is the preset's 18 x 50 GB/s, the log's \"NVIDIA GB300\" read as sm100); "

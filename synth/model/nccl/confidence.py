@@ -16,6 +16,8 @@ covers, says so plainly, with what does exist, in ``simulate``'s and ``synthesiz
 'a100-ib-multihost'
 >>> machine_class(NcclMachine.from_topology(get_preset("gb200-nvl72")))
 'b200-nvl72'
+>>> machine_class(NcclMachine.from_topology(get_preset("gb200-nvl72")).with_(ranks=16))   # part of the rack: same class
+'b200-nvl72'
 >>> machine_class(NcclMachine.from_topology(get_preset("dgx2")))
 'v100-dgx2'
 """
