@@ -80,18 +80,18 @@ CLASSES = {
     "v100-efa-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over AWS EFA",
     "v100-ib-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over InfiniBand",
     "v100-roce-multihost": "V100 SXM2 (DGX-1 hybrid cube mesh) hosts over RoCE",
-    "b200-nvl64": "64 Blackwell GPUs (16 hosts of 4) in one NVL72 rack's multi-node NVLink domain",
+    "b200-nvl72": "Blackwell GPUs (GB200 / GB300, hosts of 4) in one NVL72 rack's multi-node NVLink domain, "
+                  "any number of them",
     "h100-nvlink-1host": "4 x Hopper (H100 SXM or GH200) on a direct NVLink mesh (no NVSwitch), one host",
     "h100-roce-multihost": "Hopper SXM (H100 / H200, NVSwitch) hosts over RoCE",
-    "b200-nvl16": "16 Blackwell GPUs (4 hosts of 4) in one NVL72 rack's multi-node NVLink domain",
 }
 
 #: the fixed held-out split (see the module docstring)
 HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie-multihost", "pcie-1host",
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
                     "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost", "v100-ib-multihost",
-                    "v100-roce-multihost", "b200-nvl64",
-                    "h100-nvlink-1host", "h100-roce-multihost", "b200-nvl16")
+                    "v100-roce-multihost", "b200-nvl72",
+                    "h100-nvlink-1host", "h100-roce-multihost")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -917,13 +917,13 @@ _OCI_GB300 = ("OCI BM.GPU.GB300.4 hosts of one NVL72 rack (oci-ai-incubations/oc
 #: the full tables of its February 2026 commits): all_reduce and alltoall of one GB300 host (4 GPUs), of 2 hosts and of
 #: 16 hosts of one NVL72 rack, every rank in the rack's multi-node NVLink domain.  The 4- and 8-rank tables are of the
 #: held-out class b200-nvswitch-1host (one NVSwitch domain of 8 GPUs or fewer, as the class function reads them); the
-#: 64-rank tables of the new held-out class b200-nvl64 (no earlier log has a rack's NVLink domain).  Not taken: the README's 32-host, 2-rack tables (two NVLink domains of 64
+#: 64-rank tables of the new held-out class b200-nvl72 (no earlier log has a rack's NVLink domain).  Not taken: the README's 32-host, 2-rack tables (two NVLink domains of 64
 #: ranks joined by RoCE: no machine of the project is shaped so; its alltoall runs at 47 GB/s busbw and its all_reduce
 #: sits on a ~490 us floor from 512 KiB to 16 MiB).  Each described from its source before any prediction
 TWENTY_FIFTH_CASES = [
     *[Case(f"gb300_{n}gpu_{h}node_{coll}_oci_nvl72.txt", "gb200-nvl72", version=(2, 28),
            env={"NCCL_NVLS_ENABLE": "1"}, machine={"ranks": n},
-           machine_class="b200-nvl64" if n > 8 else "b200-nvswitch-1host",
+           machine_class="b200-nvl72" if n > 8 else "b200-nvswitch-1host",
            why=(f"{h} host{'s' if h > 1 else ''}: " if h > 1 else "one host: ") + _OCI_GB300.format(n=n, coll=coll))
       for n, h in ((4, 1), (8, 2), (64, 16)) for coll in ("all_reduce", "alltoall")],
 ]
@@ -1029,42 +1029,50 @@ THIRTIETH_CASES = [
              "default, 2.28 gates, assumed), no NCCL variable shown; all_reduce 1 MiB - 2 GiB"),
 ]
 
-#: the thirty-first set: AMD data from a source no earlier fixture uses for AMD: Oracle's oci-hpc-oke guide
-#: (docs/running-nccl-rccl-tests-from-slurm-operator.md, 2026-06), a two-host OCI BM.GPU.MI300X.8 all_reduce over 8 mlx5
-#: RoCE NICs per host, run through Slurm on OKE, class amd-multihost (held out).  The repository is cited by one earlier
-#: (A100) fixture: another file and machine.  Described from its source before any prediction
+#: the thirty-first set: AMD data from a repository the eighth set's A100 OKE table already cites (source_reused):
+#: Oracle's oci-hpc-oke guide (docs/running-nccl-rccl-tests-from-slurm-operator.md, 2026-06; another file and machine),
+#: a two-host OCI BM.GPU.MI300X.8 all_reduce over 8 mlx5 RDMA HCAs per host (RoCE assumed), run through Slurm on OKE,
+#: class amd-multihost (held out).  Described from its source before any prediction
 THIRTY_FIRST_CASES = [
     Case("mi300x_16gpu_2node_all_reduce_oci_oke_slurm.txt", "mi300x", 2, 8, 50.0, "roce",
-         machine_class="amd-multihost",
-         why="2 OCI BM.GPU.MI300X.8 bare-metal hosts x 8 AMD Instinct MI300X (xGMI), 16 processes (-g 1, mpirun over "
-             "Slurm on OKE), 8 mlx5 RoCE HCAs per host in NCCL_IB_HCA (speed not stated: 400 Gb/s assumed, Oracle's "
+         machine_class="amd-multihost", source_reused=True,
+         why="2 OCI BM.GPU.MI300X.8 bare-metal hosts x 8 AMD Instinct MI300X (xGMI assumed: the `mi300x` preset's), 16 "
+             "processes (-g 1, mpirun over Slurm on OKE), 8 mlx5 RDMA HCAs (RoCE assumed) per host in NCCL_IB_HCA "
+             "(the guide says \"over RDMA\"; speed not stated: 400 Gb/s assumed, Oracle's "
              "published shape), NCCL_IB_QPS_PER_CONNECTION=4, NCCL_IB_SL=0; rccl-tests develop:a52452e, RCCL version not "
              "printed (unknown: the Case default assumed); all_reduce 1 GiB - 16 GiB"),
 ]
 
 #: the thirty-second set: NVIDIA tables from two new sources, both user notes in the stored GitHub code index whose
 #: repository names the index does not give: a 2 x 8 H200 Oracle Cloud cluster's all_reduce over 8 RoCE NICs per host
-#: (the oci-hpc sample job), the new held-out class h100-roce-multihost (no log of the earlier sets has Hopper hosts over RoCE;
-#: with it, source_reused, 2 x 8 H100 of an OCI tutorial page of the site of the seventh set's A100 tables), and
+#: (the oci-hpc sample job), the new held-out class h100-roce-multihost (no log of the earlier sets has Hopper hosts
+#: over RoCE with more than one GPU per host; with it, source_reused, 2 x 8 H100 of an OCI tutorial page of the site of
+#: the seventh set's A100 tables), and
 #: a 16-GPU all_reduce of 4 OCI GB300 hosts in a multi-node NVLink domain (IMEX, NCCL_MNNVL_ENABLE=1, NVLS off), the
-#: new held-out class b200-nvl16 (the class function names a rack's NVLink domain by its rank count; the 64-rank GB300
-#: tables are b200-nvl64).  Not taken: the GB300 notes' other 16-GPU runs (a 4-row table without its header, and a
-#: run on other hosts printed as its 8 GiB row alone).  Each described from its source before any prediction
+#: held-out class b200-nvl72 of the 64-rank GB300 tables (the class function names a rack's NVLink domain, not the run's
+#: rank count).  Not taken: the other 16-GPU runs of the same cluster's notes (code index file id 60818708616: a
+#: 4-row table without its header, and a run on other hosts printed as its 8 GiB row alone).  Each described from
+#: its source before any prediction
 THIRTY_SECOND_CASES = [
     Case("h200_16gpu_2node_all_reduce_oci_roce.txt", "hgx-h200", 2, 8, 50.0, "roce", version=(2, 27),
          machine_class="h100-roce-multihost",
          why="2 hosts (GPU-6550, GPU-3841) of an OCI H200 Slurm cluster (\"super-ant\", Oracle's oci-hpc stack; code index "
              "file id 38991207769): 8 x \"NVIDIA H200\" per host (the `hgx-h200` preset: HGX NVSwitch board assumed), 16 "
              "processes (-g 1), both hosts on \"switch number 1\"; 8 RDMA netdevs per host (mlx5_0/3/4/5/6/9/10/11 by the "
-             "notes' ibdev2netdev), RoCE at 400 Gb/s each assumed (the OCI shape BM.GPU.H200.8, not named in the notes: "
-             "oci-hpc's run script gives that shape these 8 HCAs; the rate not printed); NCCL 2.27.5 (its line); the "
-             "sbatch's NCCL variables not shown (defaults assumed); CPU not stated (the preset's Intel default); "
-             "all_reduce 1 GiB - 16 GiB"),
+             "notes' ibdev2netdev of GPU-4287; the run's hosts assumed alike), RoCE at 400 Gb/s each assumed (the "
+             "OCI shape BM.GPU.H200.8, not named in the notes: oci-hpc's run script gives that shape these 8 HCAs; the rate not printed); NCCL 2.27.5 (its line); the "
+             "likely job (assumed: the log names it) oci-hpc's samples/gpu/nccl_run_allreduce_H100_200.sbatch (commit "
+             "f82152d) sets NCCL_CUMEM_ENABLE=0, NCCL_IB_SPLIT_DATA_ON_QPS=0, NCCL_IB_QPS_PER_CONNECTION=1, "
+             "NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41, NCCL_IB_SL=0, NCCL_IB_TIMEOUT=22, NCCL_NET_PLUGIN, "
+             "NCCL_IGNORE_CPU_AFFINITY=1 and these 8 HCAs (no model term); CPU not stated (the preset's Intel "
+             "default); all_reduce 1 GiB - 16 GiB"),
     Case("gb300_16gpu_4node_all_reduce_oke_imex.txt", "gb200-nvl72", version=(2, 29),
-         env={"NCCL_NVLS_ENABLE": "0", "NCCL_MIN_CTAS": "16"}, machine={"ranks": 16}, machine_class="b200-nvl16",
+         env={"NCCL_NVLS_ENABLE": "0", "NCCL_MIN_CTAS": "16"}, machine={"ranks": 16}, machine_class="b200-nvl72",
          why="4 OCI BM.GPU.GB300.4 hosts of a Slurm-on-OKE GB300 cluster (code index file id 60939665059, run of "
-             "2026-05-06): 4 x \"NVIDIA GB300\" per host, 2 Grace CPUs, 16 processes (-g 1), one IMEX channel per rank and "
-             "NCCL_MNNVL_ENABLE=1, so the `gb200-nvl72` preset's one NVLink domain with 16 ranks (the 4 hosts in one rack "
+             "2026-05-06): 4 x \"NVIDIA GB300\" per host, 2 Grace CPUs assumed (from the shape: not in the notes), "
+             "16 processes (-g 1), one IMEX channel per rank (the notes) and NCCL_MNNVL_ENABLE=1 (the job script: the log shows "
+             "neither NVLS nor MNNVL), so the `gb200-nvl72` preset's one NVLink domain with 16 ranks (all four workers "
+             "carry one nvidia.com/gpu.clique label: code index file id 60793204520; the 4 hosts in one rack "
              "assumed: not stated; GB300's NVLink 5 is the preset's 18 x 50 GB/s, the log's \"NVIDIA GB300\" read as sm100); "
              "NCCL 2.29.3 (its line); the job's NCCL_NVLS_ENABLE=0 and NCCL_MIN_CTAS=16 (modelled), NCCL_CUMEM_ENABLE=1, "
              "NCCL_WORK_FIFO_BYTES=0, NCCL_IB_QPS_PER_CONNECTION=16 and 4 RoCE rails per host through the Spectrum-X "

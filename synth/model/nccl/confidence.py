@@ -16,6 +16,8 @@ covers, says so plainly, with what does exist, in ``simulate``'s and ``synthesiz
 'a100-ib-multihost'
 >>> machine_class(NcclMachine.from_topology(get_preset("gb200-nvl72")))
 'b200-nvl72'
+>>> machine_class(NcclMachine.from_topology(get_preset("gb200-nvl72")).with_(ranks=16))   # part of the rack: same class
+'b200-nvl72'
 >>> machine_class(NcclMachine.from_topology(get_preset("dgx2")))
 'v100-dgx2'
 """
@@ -54,8 +56,10 @@ def machine_class(m: NcclMachine) -> str:
     if m.arch == "sm70" and m.intra == "nvswitch" and m.nodes == 1:    # DGX-2: two NVSwitch baseboards, any subset
         return "v100-dgx2"
     fabric = {"nvswitch": "nvswitch", "xgmi": "1host", "nvlink": "nvlink"}.get(m.intra, m.intra)
-    if m.nodes == 1 and m.intra == "nvswitch" and m.gpus_per_node > 8:   # one NVLink domain of a rack
-        return f"{gpu}-nvl{m.gpus_per_node}"
+    if m.nodes == 1 and m.intra == "nvswitch" and m.gpus_per_node > 8:
+        # a multi-node NVLink domain (a GB200 / GB300 NVL72 rack's, the only one the presets and logs have):
+        # one class whatever part of it a run uses, like every other class
+        return f"{gpu}-nvl72"
     if m.nodes == 1:
         return f"{gpu}-1host" if amd else f"{gpu}-{fabric}-1host"
     net = "efa" if m.net_kind == "efa2" else m.net_kind          # one class for both EFA generations
