@@ -1100,7 +1100,7 @@ THIRTY_FOURTH_CASES = [
              "GPUs 0 and 1 used (4 links between them, 12 per GPU), one process with 2 threads (-t 2 -g 1); NCCL "
              "2.22.3 (its line), NCCL_P2P_LEVEL=NVL (no model term on one NVLink host) and NCCL_BUFFSIZE=4194304 "
              "(the default) set by environment, 8 p2p channels over P2P/direct pointer/read (its lines); CPU not "
-             "stated (the preset's Intel default); sendrecv_perf of nccl-tests 2.16.4, 8 B - 2 GiB"),
+             "stated (the dgx-a100 preset's AMD default kept); sendrecv_perf of nccl-tests 2.16.4, 8 B - 2 GiB"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
