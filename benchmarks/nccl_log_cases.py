@@ -9,7 +9,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`TWENTY_FIRST_CASES`, :data:`TWENTY_SECOND_CASES`, :data:`TWENTY_THIRD_CASES`,
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
   :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
-  :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`: the logs added later.
+  :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
+  :data:`THIRTY_THIRD_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -84,6 +85,7 @@ CLASSES = {
                   "any number of them",
     "h100-nvlink-1host": "4 x Hopper (H100 SXM or GH200) on a direct NVLink mesh (no NVSwitch), one host",
     "h100-roce-multihost": "Hopper SXM (H100 / H200, NVSwitch) hosts over RoCE",
+    "a100-nvlink-1host": "A100 SXM on a direct NVLink mesh (the 4-GPU board, no NVSwitch), one host",
 }
 
 #: the fixed held-out split (see the module docstring)
@@ -91,7 +93,7 @@ HELD_OUT_CLASSES = ("amd-multihost", "b200-ib-multihost", "1gpu-per-host", "pcie
                     "b200-nvswitch-1host", "b200-roce-multihost", "mi355x-1host", "a100-ib-multihost",
                     "v100-dgx2", "a100-roce-multihost", "v100-efa-multihost", "v100-ib-multihost",
                     "v100-roce-multihost", "b200-nvl72",
-                    "h100-nvlink-1host", "h100-roce-multihost")
+                    "h100-nvlink-1host", "h100-roce-multihost", "a100-nvlink-1host")
 
 _H100_2NODE = "2 x 8 H100, InfiniBand (8 x 400 Gb/s NDR assumed: a DGX H100 host)"
 
@@ -1089,13 +1091,34 @@ THIRTY_SECOND_CASES = [
              "1 GiB - 16 GiB"),
 ]
 
+#: the thirty-third set: a new source, the opening post of GitHub issue NVIDIA/nccl-tests#331 (a stored copy in the
+#: code index): sendrecv between 2 of the 4 A100-SXM-64GB of one node whose GPUs are joined by a direct NVLink 3 mesh
+#: (topo -m: NV4 between every pair, no NVSwitch inferred; host lrdn2296, CINECA Leonardo Booster by its name), the new held-out
+#: class a100-nvlink-1host (no earlier log has A100s on an NVLink mesh without NVSwitch).  Not taken: the thread's other
+#: results (the NCCL_MIN_CTAS=8 retry, given in words).  Described from its source before any prediction
+THIRTY_THIRD_CASES = [
+    Case("a100_2gpu_1node_sendrecv_leonardo_nvlink.txt", "dgx-a100", collective="sendrecv", version=(2, 22),
+         env={"NCCL_BUFFSIZE": "4194304"},
+         machine={"ranks": 2, "intra": "nvlink", "links_per_gpu": 12, "nvls_switch": False,
+                  "link_matrix": ((0, 4), (4, 0))},
+         machine_class="a100-nvlink-1host",
+         why="one node (lrdn2296; CINECA Leonardo Booster by the host prefix, not named in the post) of "
+             "NVIDIA/nccl-tests#331 (mredenti, replies 2025-07): 4 GPUs whose topo -m reads NV4 between every pair, the 2 "
+             "used \"NVIDIA A100-SXM-64GB\" (a 4-GPU NVLink 3 mesh, the post's \"NVLink 3.0 ... 100 GB/s "
+             "unidirectional\"; no NVSwitch inferred: NV4 to each of 3 peers = A100's 12 links), "
+             "GPUs 0 and 1 used (4 links between them, 12 per GPU), one process with 2 threads (-t 2 -g 1); NCCL "
+             "2.22.3 (its line), NCCL_P2P_LEVEL=NVL (no model term on one NVLink host) and NCCL_BUFFSIZE=4194304 "
+             "(the default) set by environment, 8 p2p channels over P2P/direct pointer/read (its lines); CPU not "
+             "stated (the dgx-a100 preset's AMD default kept); sendrecv_perf of nccl-tests 2.16.4, 8 B - 2 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
-             + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES)
+             + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES)
 
 
 def held_out(case: Case) -> bool:
