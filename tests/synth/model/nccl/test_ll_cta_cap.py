@@ -61,3 +61,18 @@ def test_two_b200_all_gather_4mib_against_log():
     bus_bytes = (4 << 20) / 2
     assert c.time_us >= bus_bytes / (1000 * 188.0)
     assert 17.0 < c.time_us <= real
+
+
+def test_p2p_ll_sends_at_the_cta_rate_by_hand():
+    """An alltoall's LL sends on 8 x B200 (16 KiB to each of 7 peers, under NCCL_P2P_LL_THRESHOLD x channels)
+    run each CTA at 141 / 24 = 5.875 GB/s, not at half a ring channel's NVLink rate (~10 GB/s)."""
+    from synth.model.nccl import p2p
+    model = _b200(8)
+    m, g, params, version = model.machine, model.table.graphs, model.params, (2, 29)
+    per_peer = 16 << 10
+    ch = p2p.p2p_channels(m, g, per_peer, version)
+    assert p2p.p2p_uses_ll(per_peer, ch, p2p._local_bounds(m, g)[1], version)
+    ctas = p2p._group_ctas(g, ch, 7)
+    got = p2p._local_gbs(m, g, params, per_peer, 7, version)
+    assert math.isclose(got, ctas * 141.0 / 24)
+    assert p2p._channel_cap_gbs(m, g, params, ctas) * 0.5 > got          # the link's half would be faster
