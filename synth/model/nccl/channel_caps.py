@@ -13,6 +13,7 @@ from synth.model.nccl.constants import (
     NCCL_VERSION,
     PER_CH_MAX_TREE_LL128,
     RCCL_GFX9_COMPCAP_INDEX,
+    at_sm_clock,
     busbw_factor,
     compcap_index,
 )
@@ -23,6 +24,10 @@ from synth.model.nccl.versions import ampere_bus_cap_gbs, ll128_ring_bus_cap_gbs
 
 
 #: channels over which an AMD host's LL cap and its links are spread: 2 x RCCL's 28 rome-model rings, the channels of
+#: NCCL's ring channels on an NVLink 4 H100 host, the channels its llMaxBws Hopper row (141 GB/s) is reached on:
+#: "24 coll channels" in the NCCL INFO lines of the Snellius 4 x H100 log (NCCL 2.22.3,
+#: tests/fixtures/real_logs/h100_4gpu_1node_all_gather_snellius_nvlink.txt), the model's search on 8 x H100 alike
+HOPPER_LL_CHANNELS = 24
 #: the MI300X logs the xGMI link efficiency was fitted on; a channel's LL rate (141 / 56 GB/s) and link share do not
 #: fall when RCCL 2.26 runs more copies of the rings (112 on 8 x MI350X, whose 64-512 KiB LL rows this fits:
 #: tests/synth/model/nccl/test_rccl_ll_cap.py): more workgroups, not more link
@@ -72,11 +77,43 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
         if factor < 0.5 and not m.amd:
             graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
             ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
+        if idx1 == cc and not m.amd:
+            ll = min(ll, ll_cta_cap_gbs(m, g))
         return ll * channels / (AMD_REF_CHANNELS if m.amd else g.n_channels)
     if proto == "LL128":
         own = ll128_ring_bus_cap_gbs(coll, g.ring.n_channels, ring_ll128_run_gbs(cc, idx2), version)
         return own * channels / g.n_channels
     return channels * ring_ll128_run_gbs(cc, idx2) / LL128_DATA_FRACTION
+
+
+def ll_cta_cap_gbs(m: NcclMachine, g: CommGraphs) -> float:
+    """Most bus bandwidth (GB/s) a Blackwell NVLink ring's LL channels move on one NVLink domain: Hopper's
+    per-channel LL figure (NCCL's llMaxBws Hopper row, 141 GB/s, over the :data:`HOPPER_LL_CHANNELS` it runs on)
+    times the ring's channels, at the GPU's SM clock (:func:`~.constants.at_sm_clock`); ``inf`` elsewhere.
+
+    NCCL's Blackwell row is Hopper's doubled (NVIDIA/nccl v2.29.3-1 src/graph/tuning.cc line 173,
+    ``{2*141.0, ...}``, the same from v2.25.1-1 to v2.30.7-1): the doubled NVLink.  An LL channel does not move
+    at the link's rate but at its CTA's: every thread stores 8-byte data+flag halves of 16-byte lines with
+    volatile stores and its receiver polls each line until the flag matches (v2.29.3-1 src/device/prims_ll.h
+    ``storeLL`` / ``readLL``), one CTA a channel, the work of one SM, whose rate follows the SM clock as a CTA's
+    copy does (:mod:`.ring_steps`); Blackwell's SM clock is Hopper's.  Where it binds (B200 / GB300 on one
+    NVLink domain, 32 channels): 141 / 24 x 32 = 188 GB/s instead of 282.  Not applied to PCIe rings (2-4
+    channels, whose LL the link bounds) nor to NCCL's CPU rows across hosts.
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl.env import NcclEnv
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> b200 = NcclMachine.from_topology(get_preset("hgx-b200"))
+    >>> round(ll_cta_cap_gbs(b200, comm_graphs(b200, NcclEnv(), NCCL_VERSION)), 1)
+    188.0
+    >>> h100 = NcclMachine.from_topology(get_preset("dgx-h100"))
+    >>> ll_cta_cap_gbs(h100, comm_graphs(h100, NcclEnv(), NCCL_VERSION))
+    inf
+    """
+    if m.amd or m.sm < 100 or m.intra not in ("nvswitch", "nvlink"):
+        return math.inf
+    per_channel = LL_MAX_BWS[compcap_index(90)][0] / HOPPER_LL_CHANNELS
+    return at_sm_clock(per_channel, m.arch) * g.n_channels
 
 
 def ll128_generation_share(m: NcclMachine) -> float:
@@ -123,4 +160,4 @@ def tree_ll128_cap_gbs(m: NcclMachine, g: CommGraphs, coll: str, params: ModelPa
     return params.tree_ll128_channel_eff * per_channel * g.tree.n_channels * 0.5 * busbw_factor(coll, m.ranks)
 
 
-__all__ = ["ring_channel_cap_gbs", "ll128_generation_share", "tree_ll128_cap_gbs"]
+__all__ = ["HOPPER_LL_CHANNELS", "ll_cta_cap_gbs", "ring_channel_cap_gbs", "ll128_generation_share", "tree_ll128_cap_gbs"]

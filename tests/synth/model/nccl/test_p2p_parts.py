@@ -78,12 +78,14 @@ def test_a_small_send_across_hosts_is_simple():
 def test_a_small_send_on_one_host_is_ll_at_half_the_rate():
     """8 KiB between two B200 on one host (2.29): LL (one channel, 8 KiB <= 16 KiB); its lines carry
     half data (times LL's fitted efficiency), so the one channel moves the lesser of bwIntra x NVLink efficiency and
-    its CTA's rate (B200 at H100's 1.98 GHz: ``p2p_cta_gbs`` itself), halved."""
+    its CTA's rate (B200 at H100's 1.98 GHz: ``p2p_cta_gbs`` itself), halved, and at most a Blackwell LL CTA's
+    rate, Hopper's 141 GB/s over its 24 channels (channel_caps.ll_cta_cap_gbs, test_ll_cta_cap.py)."""
     m = NcclMachine.from_topology(get_preset("hgx-b200"))
     g = comm_graphs(m, version=(2, 29))
     p = DEFAULT_PARAMS
     assert p2p_channels(m, g, 8 * K, (2, 29)) == 1
     gbs = min(g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink"), p.p2p_cta_gbs) / 2 * p.proto_efficiency(m.arch, "LL")
+    gbs = min(gbs, 141.0 / 24)
     want = p.p2p_latency_us + 8 * K / (1000.0 * gbs)
     assert p2p_time_us(m, g, "sendrecv", 8 * K, p, version=(2, 29))[0] == pytest.approx(want)
 
@@ -115,6 +117,7 @@ def test_one_host_alltoall_is_capped_by_its_parts_channels():
         g = comm_graphs(m, version=version)
         assert (g.p2p_channels_per_peer, p2p_channels(m, g, 128 * K, version)) == (32, 2)
         cap = 7 * 2 * min(g.ring.bw_intra * p.link_efficiency(m.arch, "nvlink"), p.p2p_cta_gbs) * frac
+        cap = cap if simple else min(cap, 7 * 2 * 141.0 / 24)     # LL: a Blackwell LL CTA's rate (test_ll_cta_cap.py)
         gbs = min(links * m.link_gbs * p.p2p_link_share * p.link_efficiency(m.arch, "nvlink"), cap)
         fill = 1.0 + simple * min(1.0, gbs / 14 / p.ring_copy_gbs)
         want = p.p2p_latency_us + fill * 7 * 128 * K / (1000.0 * gbs)
