@@ -23,11 +23,11 @@ from synth.model.nccl.params import ModelParams
 from synth.model.nccl.versions import ampere_bus_cap_gbs, ll128_ring_bus_cap_gbs, ring_ll128_run_gbs, ring_ll_factor
 
 
-#: channels over which an AMD host's LL cap and its links are spread: 2 x RCCL's 28 rome-model rings, the channels of
-#: NCCL's ring channels on an NVLink 4 H100 host, the channels its llMaxBws Hopper row (141 GB/s) is reached on:
-#: "24 coll channels" in the NCCL INFO lines of the Snellius 4 x H100 log (NCCL 2.22.3,
-#: tests/fixtures/real_logs/h100_4gpu_1node_all_gather_snellius_nvlink.txt), the model's search on 8 x H100 alike
+#: NCCL's ring channels on an NVLink 4 H100 host, the channels its llMaxBws Hopper row (141 GB/s) is reached on: the
+#: model's own search on 8 x H100 (``comm_graphs``: 12 rings x 2; tests/synth/model/nccl/test_ll_cta_cap.py checks the
+#: two agree), as NCCL's INFO lines print it ("24 coll channels": the Snellius 4 x H100 and Alps 4 x GH200 logs)
 HOPPER_LL_CHANNELS = 24
+#: channels over which an AMD host's LL cap and its links are spread: 2 x RCCL's 28 rome-model rings, the channels of
 #: the MI300X logs the xGMI link efficiency was fitted on; a channel's LL rate (141 / 56 GB/s) and link share do not
 #: fall when RCCL 2.26 runs more copies of the rings (112 on 8 x MI350X, whose 64-512 KiB LL rows this fits:
 #: tests/synth/model/nccl/test_rccl_ll_cap.py): more workgroups, not more link
@@ -95,8 +95,9 @@ def ll_cta_cap_gbs(m: NcclMachine, g: CommGraphs) -> float:
     ``{2*141.0, ...}``, the same from v2.25.1-1 to v2.30.7-1): the doubled NVLink.  An LL channel does not move
     at the link's rate but at its CTA's: every thread stores 8-byte data+flag halves of 16-byte lines with
     volatile stores and its receiver polls each line until the flag matches (v2.29.3-1 src/device/prims_ll.h
-    ``storeLL`` / ``readLL``), one CTA a channel, the work of one SM, whose rate follows the SM clock as a CTA's
-    copy does (:mod:`.ring_steps`); Blackwell's SM clock is Hopper's.  Where it binds (B200 / GB300 on one
+    ``storeLL`` / ``readLL``), one CTA a channel, the work of one SM.  NCCL publishes no per-CTA LL figure: that the
+    rate follows the SM clock, as a CTA's copy does (:mod:`.ring_steps`), is this model's assumption; Blackwell's SM
+    clock is Hopper's.  Where it binds (B200 / GB300 on one
     NVLink domain, 32 channels): 141 / 24 x 32 = 188 GB/s instead of 282.  Not applied to PCIe rings (2-4
     channels, whose LL the link bounds) nor to NCCL's CPU rows across hosts.
 
