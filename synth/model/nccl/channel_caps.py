@@ -97,9 +97,9 @@ def ll_cta_cap_gbs(m: NcclMachine, g: CommGraphs) -> float:
     volatile stores and its receiver polls each line until the flag matches (v2.29.3-1 src/device/prims_ll.h
     ``storeLL`` / ``readLL``), one CTA a channel, the work of one SM.  NCCL publishes no per-CTA LL figure: that the
     rate follows the SM clock, as a CTA's copy does (:mod:`.ring_steps`), is this model's assumption; Blackwell's SM
-    clock is Hopper's.  Where it binds (B200 / GB300 on one
-    NVLink domain, 32 channels): 141 / 24 x 32 = 188 GB/s instead of 282.  Not applied to PCIe rings (2-4
-    channels, whose LL the link bounds) nor to NCCL's CPU rows across hosts.
+    clock is Hopper's.  Where it binds (B200 / GB300 on one NVLink domain, 32 channels): 141 / 24 x 32 = 188 GB/s
+    instead of 282.  Not applied to PCIe rings (2-4 channels, whose LL the link bounds) nor to NCCL's CPU rows across
+    hosts.
 
     >>> from topo_probe import get_preset
     >>> from synth.model.nccl.env import NcclEnv
