@@ -97,7 +97,10 @@ def test_the_committed_scores_follow_from_the_logs_rows():
         assert score["rows"] == len(got)
         assert abs(score["median"] - np.median(errors)) <= slack, c["file"]
         assert abs(score["worst"] - errors.max()) <= slack, c["file"]
-        assert score["ok"] == (score["median"] <= 0.15 and score["worst"] <= 0.35)
+        if score["ok"]:          # decided on the unrounded errors; the record keeps 4 decimals, so a value just
+            assert score["median"] <= 0.15 and score["worst"] <= 0.35        # over a bar may read as the bar itself
+        else:
+            assert score["median"] >= 0.15 or score["worst"] >= 0.35, c["file"]
         if c["file"] not in unseen.BEFORE_REFIT:                         # added after BEFORE_REVISION: no record
             assert c["before"] is None
             continue
