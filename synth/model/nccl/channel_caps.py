@@ -111,10 +111,20 @@ def ll_cta_cap_gbs(m: NcclMachine, g: CommGraphs) -> float:
     >>> ll_cta_cap_gbs(h100, comm_graphs(h100, NcclEnv(), NCCL_VERSION))
     inf
     """
+    return ll_cta_gbs(m) * g.n_channels
+
+
+def ll_cta_gbs(m: NcclMachine) -> float:
+    """GB/s one CTA's LL moves on a Blackwell NVLink machine ``m`` (one ring channel, or one p2p send's CTA): Hopper's
+    llMaxBws row over :data:`HOPPER_LL_CHANNELS`, at ``m``'s SM clock (:func:`ll_cta_cap_gbs`); ``inf`` elsewhere.
+
+    >>> from topo_probe import get_preset
+    >>> ll_cta_gbs(NcclMachine.from_topology(get_preset("hgx-b200")))
+    5.875
+    """
     if m.amd or m.sm < 100 or m.intra not in ("nvswitch", "nvlink"):
         return math.inf
-    per_channel = LL_MAX_BWS[compcap_index(90)][0] / HOPPER_LL_CHANNELS
-    return at_sm_clock(per_channel, m.arch) * g.n_channels
+    return at_sm_clock(LL_MAX_BWS[compcap_index(90)][0] / HOPPER_LL_CHANNELS, m.arch)
 
 
 def ll128_generation_share(m: NcclMachine) -> float:
@@ -161,4 +171,4 @@ def tree_ll128_cap_gbs(m: NcclMachine, g: CommGraphs, coll: str, params: ModelPa
     return params.tree_ll128_channel_eff * per_channel * g.tree.n_channels * 0.5 * busbw_factor(coll, m.ranks)
 
 
-__all__ = ["HOPPER_LL_CHANNELS", "ll_cta_cap_gbs", "ring_channel_cap_gbs", "ll128_generation_share", "tree_ll128_cap_gbs"]
+__all__ = ["HOPPER_LL_CHANNELS", "ll_cta_cap_gbs", "ll_cta_gbs", "ring_channel_cap_gbs", "ll128_generation_share", "tree_ll128_cap_gbs"]

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, LL_DATA_FRACTION, NCCL_VERSION, PCIE_X16_GBS, PROTOS, \
     SIMPLE_STEP_BYTES
-from synth.model.nccl.channel_caps import ll_cta_cap_gbs
+from synth.model.nccl.channel_caps import ll_cta_gbs
 from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
@@ -294,8 +294,8 @@ def _local_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int
     ll = p2p_uses_ll(per_peer, ch, _local_bounds(m, g)[1], version)
     ctas = _group_ctas(g, ch, 1 if m.nodes > 1 else peers)
     frac = LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL") if ll else 1.0
-    if ll:      # an LL channel at most at its CTA's LL rate (Blackwell NVLink: channel_caps.ll_cta_cap_gbs)
-        return min(_channel_cap_gbs(m, g, params, ctas) * frac, ctas * ll_cta_cap_gbs(m, g) / g.n_channels)
+    if ll:      # an LL channel at most at its CTA's LL rate (Blackwell NVLink: channel_caps.ll_cta_gbs)
+        return min(_channel_cap_gbs(m, g, params, ctas) * frac, ctas * ll_cta_gbs(m))
     return _channel_cap_gbs(m, g, params, ctas) * read_mode_share(m, version)
 
 
