@@ -10,7 +10,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
   :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
-  :data:`THIRTY_THIRD_CASES`: the logs added later.
+  :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1112,13 +1112,33 @@ THIRTY_THIRD_CASES = [
              "stated (the dgx-a100 preset's AMD default kept); sendrecv_perf of nccl-tests 2.16.4, 8 B - 2 GiB"),
 ]
 
+#: the thirty-fourth set: a new source, a Google Cloud documentation page (AI Hypercomputer, "Run NCCL on custom GKE
+#: clusters that use A4X Max", CC BY 4.0; a stored copy in the code index): an all_gather of 2 A4X Max hosts x 4 GB300
+#: in distinct NVLink domains, every inter-host byte over GPUDirect RDMA (RoCE, 4 x 800 Gb/s per host assumed), the
+#: held-out class b200-roce-multihost (Blackwell NVSwitch hosts over RoCE).  Not taken: the page's JobSet run (its
+#: device list elided, its rank count not shown).  Described from its source before any prediction
+THIRTY_FOURTH_CASES = [
+    Case("gb300_8gpu_2node_all_gather_gcp_a4xmax_roce.txt", "hgx-b200", 2, 4, 100.0, "roce", version=(2, 28),
+         machine={"ranks": 8}, machine_class="b200-roce-multihost",
+         why="2 GKE nodes of GCP A4X Max (Google Cloud's page \"Run NCCL on custom GKE clusters that use A4X Max\", "
+             "updated 2026-04-06; code index file id 59794567040): 4 x \"NVIDIA GB300\" per node, 8 processes (one per "
+             "GPU), the two nodes in distinct NVLink domains (the page: the default pods land on separate node pools and "
+             "the output shown is \"cross-domain RDMA throughput\"), so 4 GPUs of a host on NVLink 5 through NVSwitch "
+             "(the `hgx-b200` preset's board with 4 ranks per host: GB300's 18 x 50 GB/s assumed alike; the Grace CPUs "
+             "not modelled) and every inter-host byte over GPUDirect RDMA through Google's gIB scripts; 4 RDMA NICs per "
+             "host at 800 Gb/s (ConnectX-8) over RoCE assumed (not on the page); NCCL 2.28.9 (nccl-headers=22809), "
+             "no NCCL variable shown; all_gather_perf 4 KiB - 16 GiB (the page's command line says alltoall: its output "
+             "header names all_gather)"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
-             + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES)
+             + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
+             + THIRTY_FOURTH_CASES)
 
 
 def held_out(case: Case) -> bool:
