@@ -1118,17 +1118,21 @@ THIRTY_THIRD_CASES = [
 #: held-out class b200-roce-multihost (Blackwell NVSwitch hosts over RoCE).  Not taken: the page's JobSet run (its
 #: device list elided, its rank count not shown).  Described from its source before any prediction
 THIRTY_FOURTH_CASES = [
-    Case("gb300_8gpu_2node_all_gather_gcp_a4xmax_roce.txt", "hgx-b200", 2, 4, 100.0, "roce", version=(2, 28),
-         machine={"ranks": 8}, machine_class="b200-roce-multihost",
+    Case("gb300_8gpu_2node_all_gather_gcp_a4xmax_roce.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 28),
+         machine={"ranks": 8, "pcie_gen": 6}, machine_class="b200-roce-multihost",
          why="2 GKE nodes of GCP A4X Max (Google Cloud's page \"Run NCCL on custom GKE clusters that use A4X Max\", "
              "updated 2026-04-06; code index file id 59794567040): 4 x \"NVIDIA GB300\" per node, 8 processes (one per "
              "GPU), the two nodes in distinct NVLink domains (the page: the default pods land on separate node pools and "
              "the output shown is \"cross-domain RDMA throughput\"), so 4 GPUs of a host on NVLink 5 through NVSwitch "
              "(the `hgx-b200` preset's board with 4 ranks per host: GB300's 18 x 50 GB/s assumed alike; the Grace CPUs "
-             "not modelled) and every inter-host byte over GPUDirect RDMA through Google's gIB scripts; 4 RDMA NICs per "
-             "host at 800 Gb/s (ConnectX-8) over RoCE assumed (not on the page); NCCL 2.28.9 (nccl-headers=22809), "
-             "no NCCL variable shown; all_gather_perf 4 KiB - 16 GiB (the page's command line says alltoall: its output "
-             "header names all_gather)"),
+             "not modelled) and every inter-host byte over GPUDirect RDMA through Google's gIB scripts; 8 RDMA NICs per "
+             "host at 400 Gb/s over RoCE (Google's accelerator-optimized machine page, code index file id 59672125728: "
+             "A4X Max's ConnectX-8 SuperNICs on an \"eight-way rail-aligned\" network, \"up to 3,200 Gbps\"; a CX-8 "
+             "runs Ethernet as 2 x 400G), each GPU's CX-8 on a PCIe Gen6 x16 link (NVIDIA at Hot Chips 2025: on GB300 "
+             "NVL72 a CX-8 links the B300 GPU at Gen6 x16); described so by the review after the first prediction (it "
+             "had 4 x 800 Gb/s on Gen5: see docs/nccl-model.md); NCCL 2.28.9 (nccl-headers=22809), the gIB scripts' "
+             "NCCL variables not shown (assumed: no model term); all_gather_perf 4 KiB - 16 GiB (the page's command "
+             "line says alltoall: its output header names all_gather)"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES

@@ -113,7 +113,7 @@ class NcclMachine:
                    f"{self.ranks} ranks do not split over {self.nodes} nodes"),
                   (self.cpu_vendor in ("intel", "amd"), f"CPU vendor {self.cpu_vendor!r} is not intel or amd"),
                   (self.cpu_arch in ("x86", "arm"), f"CPU architecture {self.cpu_arch!r} is not x86 or arm"),
-                  (self.pcie_gen in (3, 4, 5), f"PCIe generation {self.pcie_gen} is not 3, 4 or 5"),
+                  (self.pcie_gen in PCI_BW_BY_GEN, f"PCIe generation {self.pcie_gen} is not 3, 4, 5 or 6"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
                   (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0,
                    "link and NIC bandwidths must be positive")]
@@ -304,7 +304,7 @@ class NcclMachine:
         arm = any(re.search(r"Grace|Neoverse|ARM|aarch64", str(c.get("name", ""))) for c in cpus)
         cpu_arch = "arm" if arm else "x86"
         pcie = max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5)
-        gen = 5 if pcie > 40 else 4 if pcie > 20 else 3
+        gen = 6 if pcie > 80 else 5 if pcie > 40 else 4 if pcie > 20 else 3
         p2p = all(topo.p2p(0, k).read for k in _ring_peers(topo, local))
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
