@@ -10,7 +10,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
   :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
-  :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`: the logs added later.
+  :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1114,9 +1114,10 @@ THIRTY_THIRD_CASES = [
 
 #: the thirty-fourth set: a new source, a Google Cloud documentation page (AI Hypercomputer, "Run NCCL on custom GKE
 #: clusters that use A4X Max", CC BY 4.0; a stored copy in the code index): an all_gather of 2 A4X Max hosts x 4 GB300
-#: in distinct NVLink domains, every inter-host byte over GPUDirect RDMA (RoCE, 4 x 800 Gb/s per host assumed), the
+#: in distinct NVLink domains, every inter-host byte over GPUDirect RDMA (RoCE, 8 x 400 Gb/s per host), the
 #: held-out class b200-roce-multihost (Blackwell NVSwitch hosts over RoCE).  Not taken: the page's JobSet run (its
-#: device list elided, its rank count not shown).  Described from its source before any prediction
+#: device list elided, its rank count not shown).  Described from its source before any prediction; its NICs
+#: re-described by the review after it (docs/nccl-model.md)
 THIRTY_FOURTH_CASES = [
     Case("gb300_8gpu_2node_all_gather_gcp_a4xmax_roce.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 28),
          machine={"ranks": 8, "pcie_gen": 6}, machine_class="b200-roce-multihost",
@@ -1135,6 +1136,24 @@ THIRTY_FOURTH_CASES = [
              "line says alltoall: its output header names all_gather)"),
 ]
 
+#: the thirty-fifth set: a 4 x RTX 4090 all_reduce with P2P enabled by a patched driver (a README in the code index,
+#: repository not exposed; very probably the host of the blog.chlc.cc 8 x RTX 4090 fixtures: same bus IDs and P2P
+#: matrix, so source reused), in the held-out class pcie-1host.  Described from its source before any prediction (its
+#: CPU and source_reused corrected by the review).  One table taken and dropped: its rows are an unseen log's
+THIRTY_FIFTH_CASES = [
+    Case("rtx4090_4gpu_1node_all_reduce_p2p_driver.txt", "l40s-8gpu-pcie",
+         machine={"ranks": 4, "p2p": True, "sockets": 1, "cpu_vendor": "amd"}, machine_class="pcie-1host",
+         source_reused=True,
+         why="4 of the 8 x NVIDIA GeForce RTX 4090 (PCIe, no NVLink) of host GPU-RTX4090-4-4 (a P2P-driver README in "
+             "the code index, file id 7963955543, repository not exposed): P2P enabled by the installed driver (its "
+             "p2pBandwidthLatencyTest matrix: ~50 GB/s bidirectional within GPUs 0-3 and within 4-7, ~40 across), "
+             "GPUs 0-3 driven by one process (-g 4), one group of the matrix: one socket assumed (sockets 1), P2P "
+             "between every pair (`p2p`), PCIe Gen4 x16 assumed (the preset's), CPU not stated: AMD EPYC taken from the "
+             "evidence that this is the blog.chlc.cc host of 2 x EPYC 7542 (bus IDs 0x01/0x25/0x41/0x61 and the "
+             "same P2P matrix pair by pair; the review's finding, so source reused), NCCL version not printed "
+             "(2.28 gates assumed), no NCCL variable shown; all_reduce 1 KiB - 1 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1142,7 +1161,7 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
-             + THIRTY_FOURTH_CASES)
+             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES)
 
 
 def held_out(case: Case) -> bool:
