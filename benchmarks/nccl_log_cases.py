@@ -411,6 +411,18 @@ NINTH_CASES = [
              "NCCL not printed (the README's own build of that commit: 2.20.3, aws-ofi-nccl 1.8.1)"),
 ]
 
+#: GB/s per direction of the slowest hop of the ring NCCL builds, by each source's CUDA p2pBandwidthLatencyTest
+#: (unidirectional, P2P on, rows = senders; :attr:`synth.model.nccl.machine.NcclMachine.p2p_write_gbs`).  Every GPU
+#: pair scores alike in NCCL's search when every GPU hangs off its own CPU node (NCCL joins every pair of CPU nodes,
+#: NVIDIA/nccl v2.28.9-1 src/graph/topo.cc lines 264-277) and ties go by start index (search.cc lines 191-200 and
+#: 242-254), so the ring is 0->1->...->7->0 (with GPUs 0-3 on one socket, a same-socket-first order gives the same
+#: ring).  The 8 x RTX 4090 host after the P2P patch (blog.chlc.cc, "RTX4090 GPUDirect P2P Unlocked!"; one NUMA node
+#: per GPU, GPUs 0-3 on one socket): 25.6-26.0 within a socket, 3->4 22.14 and 7->0 21.32 across, so 21.3 (6->0's
+#: 20.57 is a pair the ring never uses); the 8 x RTX 5090 host (aikitoria/open-gpu-kernel-modules README, commit
+#: 08dc345, devices 1-8): 56.55-56.58 within a socket, 55.62 at both socket crossings (the matrix's low end 55.59), so
+#: 55.6 (P2P rings only: the 4 x A100 PCIe page states P2P-on figures but its ring is SHM, so it has none)
+RTX4090_P2P_RING_GBS = 21.3
+RTX5090_P2P_RING_GBS = 55.6
 _NC12S = ("one Azure Standard_NC12s_v3 VM (marconetto/azadventures): 2 x Tesla V100-PCIE-16GB (PCIe Gen3), a NODE pair "
           "on the VM's one NUMA node, Intel host CPU (Azure's NCv3 documentation), so NCCL's SHM transport; NCCL "
           "version not printed (2.28 gates assumed)")
@@ -419,7 +431,8 @@ _NC12S = ("one Azure Standard_NC12s_v3 VM (marconetto/azadventures): 2 x Tesla V
 #: each described from its source before any prediction
 TENTH_CASES = [
     Case("rtx5090_8gpu_1node_all_reduce_p2p_sys.txt", "l40s-8gpu-pcie", version=(2, 29),
-         machine={"arch": "sm120", "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 2, "p2p": True},
+         machine={"arch": "sm120", "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 2, "p2p": True,
+                  "p2p_write_gbs": RTX5090_P2P_RING_GBS},
          machine_class="pcie-1host",
          why="8 x RTX 5090 (PCIe 5.0 x16, no NVLink) on a dual-socket EPYC 9575F host "
              "(aikitoria/open-gpu-kernel-modules README), P2P enabled by the patched driver and NCCL_P2P_LEVEL=SYS "
@@ -430,7 +443,8 @@ TENTH_CASES = [
          why="4 x A100-PCIE-40GB, every pair SYS, 2 sockets x 10 cores (Intel inferred), PCIe Gen3 rate measured by "
              "the page's p2pBandwidthLatencyTest (Gen3 slots inferred), NCCL's SHM transport (default P2P level), "
              "NCCL version not printed (2.28 gates assumed), -g 4"),
-    Case("rtx4090_8gpu_1node_all_reduce_p2p_unlocked.txt", "l40s-8gpu-pcie", machine={"cpu_vendor": "amd", "p2p": True},
+    Case("rtx4090_8gpu_1node_all_reduce_p2p_unlocked.txt", "l40s-8gpu-pcie",
+         machine={"cpu_vendor": "amd", "p2p": True, "p2p_write_gbs": RTX4090_P2P_RING_GBS},
          machine_class="pcie-1host", source_reused=True,
          why="the host of rtx4090_8gpu_1node_all_reduce_shm.txt (8 x RTX 4090, 2 x EPYC 7542, every pair SYS) after "
              "tinygrad's P2P driver patch: P2P between every pair (NCCL's default P2P level on AMD CPUs is SYS), "

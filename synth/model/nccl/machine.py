@@ -78,7 +78,17 @@ class NcclMachine:
     :func:`.net_transport.plugin_latency_us`; NCCL's choice only, :func:`.net_transport.tuner_inter_latency_us`);
     ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`);
     ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
-    uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`).
+    uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`);
+    ``p2p_write_gbs`` the GB/s per direction of the slowest hop of the ring NCCL builds when a measurement of the
+    host states it (CUDA's p2pBandwidthLatencyTest, unidirectional, P2P writes, rows = senders; 0: not stated).  With
+    every GPU pair alike in NCCL's search (NCCL joins every pair of CPU nodes, NVIDIA/nccl v2.28.9-1
+    src/graph/topo.cc lines 264-277) ties go by start index (search.cc lines 191-200 and 242-254), so the ring is in
+    index order, 0->1->...->n-1->0.  A ring runs at its slowest hop (search.cc ``followPath`` lines 94-117, line 110
+    stops the path where ``link->bw < fwBw``; each GPU forwards each chunk), so a ring of P2P over PCIe streams at
+    most at that rate (:func:`.runtime.ring_capacity_gbs`; the search never sees the figure).  It is an achieved
+    rate, so it caps the ring after the link efficiency and is not derated itself.  P2P rings only: a ring through
+    host memory (SHM) is not capped, so a host whose NCCL ring is SHM (the 4 x A100 PCIe page states P2P-on
+    figures, but NCCL's default P2P level stops below its SYS pairs) is given none.
     """
 
     name: str
@@ -104,6 +114,7 @@ class NcclMachine:
     plugin_latency_us: float = -1.0
     gpu_name: str = ""
     gpus_per_uplink: int = 1
+    p2p_write_gbs: float = 0.0
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -115,7 +126,7 @@ class NcclMachine:
                   (self.cpu_arch in ("x86", "arm"), f"CPU architecture {self.cpu_arch!r} is not x86 or arm"),
                   (self.pcie_gen in PCI_BW_BY_GEN, f"PCIe generation {self.pcie_gen} is not 3, 4, 5 or 6"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
-                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0,
+                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
                    "link and NIC bandwidths must be positive")]
         for ok, message in checks:
             if not ok:
