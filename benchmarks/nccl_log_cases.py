@@ -10,7 +10,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
   :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
-  :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`: the logs added later.
+  :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
+  :data:`THIRTY_SIXTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1168,6 +1169,25 @@ THIRTY_FIFTH_CASES = [
              "(2.28 gates assumed), no NCCL variable shown; all_reduce 1 KiB - 1 GiB"),
 ]
 
+#: the thirty-sixth set: one table from a document the earlier fixtures do not cite: a Korean Slurm-on-AWS walkthrough's
+#: all_reduce over 2 g7e.8xlarge instances, 1 RTX PRO 6000 Blackwell Server Edition and 1 EFA NIC (100 Gb/s, GPUDirect
+#: RDMA off) each, in the held-out class 1gpu-per-host.  Two tables taken and dropped, each an unseen log's rows
+#: (`test_no_fit_reads_an_unseen_log`).  Described from its source before any prediction (its CPU and PCIe generation
+#: cited by the review from a g7e family page)
+THIRTY_SIXTH_CASES = [
+    Case("rtxpro6000_2gpu_2node_all_reduce_aws_g7e_efa_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 12.5, "efa", version=(2, 29),
+         env={"NCCL_PROTO": "simple", "NCCL_BUFFSIZE": "8388608"},
+         machine={"ranks": 2, "arch": "sm120", "pcie_gen": 5, "cpu_vendor": "intel"}, machine_class="1gpu-per-host",
+         why="2 AWS g7e.8xlarge Slurm nodes gpu-st-ml-1/2 of a Korean Slurm-on-AWS walkthrough (code index file id "
+             "51806320406; the instance type named by the aws-ofi-nccl tuner's line): 1 x \"NVIDIA RTX PRO 6000 "
+             "Blackwell Server Edition\" per node (PCIe, no NVLink: sm120 on the `l40s-8gpu-pcie` preset's PCIe host, "
+             "PCIe Gen5 and an Intel Xeon Emerald Rapids host by a g7e family page, code index file id 51953258258), one process per node (-g 1, 2 ranks), 1 EFA NIC per node at 100 Gb/s (the document: "
+             "\"EFA NIC 1개(100Gbps)\"; the log: found 1 nics), aws-ofi-nccl 1.18.0 with transport SENDRECV, GPUDirect "
+             "RDMA off (its lines: disabling GDR, GDR 0: no model term), the plugin's NCCL_PROTO=simple and "
+             "NCCL_BUFFSIZE=8388608 (modelled) and NCCL_P2P_NET_CHUNKSIZE=524288; NCCL 2.29.2 (its line); the family page "
+             "says g7e supports GPUDirect RDMA, which this run's plugin disabled; all_reduce float, 8 B - 1 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1175,7 +1195,7 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
-             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES)
+             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES)
 
 
 def held_out(case: Case) -> bool:
