@@ -10,7 +10,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`TWENTY_FOURTH_CASES`, :data:`TWENTY_FIFTH_CASES`, :data:`TWENTY_SIXTH_CASES`,
   :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
-  :data:`THIRTY_THIRD_CASES`: the logs added later.
+  :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
+  :data:`THIRTY_SIXTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -411,6 +412,18 @@ NINTH_CASES = [
              "NCCL not printed (the README's own build of that commit: 2.20.3, aws-ofi-nccl 1.8.1)"),
 ]
 
+#: GB/s per direction of the slowest hop of the ring NCCL builds, by each source's CUDA p2pBandwidthLatencyTest
+#: (unidirectional, P2P on, rows = senders; :attr:`synth.model.nccl.machine.NcclMachine.p2p_write_gbs`).  Every GPU
+#: pair scores alike in NCCL's search when every GPU hangs off its own CPU node (NCCL joins every pair of CPU nodes,
+#: NVIDIA/nccl v2.28.9-1 src/graph/topo.cc lines 264-277) and ties go by start index (search.cc lines 191-200 and
+#: 242-254), so the ring is 0->1->...->7->0 (with GPUs 0-3 on one socket, a same-socket-first order gives the same
+#: ring).  The 8 x RTX 4090 host after the P2P patch (blog.chlc.cc, "RTX4090 GPUDirect P2P Unlocked!"; one NUMA node
+#: per GPU, GPUs 0-3 on one socket): 25.6-26.0 within a socket, 3->4 22.14 and 7->0 21.32 across, so 21.3 (6->0's
+#: 20.57 is a pair the ring never uses); the 8 x RTX 5090 host (aikitoria/open-gpu-kernel-modules README, commit
+#: 08dc345, devices 1-8): 56.55-56.58 within a socket, 55.62 at both socket crossings (the matrix's low end 55.59), so
+#: 55.6 (P2P rings only: the 4 x A100 PCIe page states P2P-on figures but its ring is SHM, so it has none)
+RTX4090_P2P_RING_GBS = 21.3
+RTX5090_P2P_RING_GBS = 55.6
 _NC12S = ("one Azure Standard_NC12s_v3 VM (marconetto/azadventures): 2 x Tesla V100-PCIE-16GB (PCIe Gen3), a NODE pair "
           "on the VM's one NUMA node, Intel host CPU (Azure's NCv3 documentation), so NCCL's SHM transport; NCCL "
           "version not printed (2.28 gates assumed)")
@@ -419,7 +432,8 @@ _NC12S = ("one Azure Standard_NC12s_v3 VM (marconetto/azadventures): 2 x Tesla V
 #: each described from its source before any prediction
 TENTH_CASES = [
     Case("rtx5090_8gpu_1node_all_reduce_p2p_sys.txt", "l40s-8gpu-pcie", version=(2, 29),
-         machine={"arch": "sm120", "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 2, "p2p": True},
+         machine={"arch": "sm120", "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 2, "p2p": True,
+                  "p2p_write_gbs": RTX5090_P2P_RING_GBS},
          machine_class="pcie-1host",
          why="8 x RTX 5090 (PCIe 5.0 x16, no NVLink) on a dual-socket EPYC 9575F host "
              "(aikitoria/open-gpu-kernel-modules README), P2P enabled by the patched driver and NCCL_P2P_LEVEL=SYS "
@@ -430,7 +444,8 @@ TENTH_CASES = [
          why="4 x A100-PCIE-40GB, every pair SYS, 2 sockets x 10 cores (Intel inferred), PCIe Gen3 rate measured by "
              "the page's p2pBandwidthLatencyTest (Gen3 slots inferred), NCCL's SHM transport (default P2P level), "
              "NCCL version not printed (2.28 gates assumed), -g 4"),
-    Case("rtx4090_8gpu_1node_all_reduce_p2p_unlocked.txt", "l40s-8gpu-pcie", machine={"cpu_vendor": "amd", "p2p": True},
+    Case("rtx4090_8gpu_1node_all_reduce_p2p_unlocked.txt", "l40s-8gpu-pcie",
+         machine={"cpu_vendor": "amd", "p2p": True, "p2p_write_gbs": RTX4090_P2P_RING_GBS},
          machine_class="pcie-1host", source_reused=True,
          why="the host of rtx4090_8gpu_1node_all_reduce_shm.txt (8 x RTX 4090, 2 x EPYC 7542, every pair SYS) after "
              "tinygrad's P2P driver patch: P2P between every pair (NCCL's default P2P level on AMD CPUs is SYS), "
@@ -1112,13 +1127,75 @@ THIRTY_THIRD_CASES = [
              "stated (the dgx-a100 preset's AMD default kept); sendrecv_perf of nccl-tests 2.16.4, 8 B - 2 GiB"),
 ]
 
+#: the thirty-fourth set: a new source, a Google Cloud documentation page (AI Hypercomputer, "Run NCCL on custom GKE
+#: clusters that use A4X Max", CC BY 4.0; a stored copy in the code index): an all_gather of 2 A4X Max hosts x 4 GB300
+#: in distinct NVLink domains, every inter-host byte over GPUDirect RDMA (RoCE, 8 x 400 Gb/s per host), the
+#: held-out class b200-roce-multihost (Blackwell NVSwitch hosts over RoCE).  Not taken: the page's JobSet run (its
+#: device list elided, its rank count not shown).  Described from its source before any prediction; its NICs
+#: re-described by the review after it (docs/nccl-model.md)
+THIRTY_FOURTH_CASES = [
+    Case("gb300_8gpu_2node_all_gather_gcp_a4xmax_roce.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 28),
+         machine={"ranks": 8, "pcie_gen": 6}, machine_class="b200-roce-multihost",
+         why="2 GKE nodes of GCP A4X Max (Google Cloud's page \"Run NCCL on custom GKE clusters that use A4X Max\", "
+             "updated 2026-04-06; code index file id 59794567040): 4 x \"NVIDIA GB300\" per node, 8 processes (one per "
+             "GPU), the two nodes in distinct NVLink domains (the page: the default pods land on separate node pools and "
+             "the output shown is \"cross-domain RDMA throughput\"), so 4 GPUs of a host on NVLink 5 through NVSwitch "
+             "(the `hgx-b200` preset's board with 4 ranks per host: GB300's 18 x 50 GB/s assumed alike; the Grace CPUs "
+             "not modelled) and every inter-host byte over GPUDirect RDMA through Google's gIB scripts; 8 RDMA NICs per "
+             "host at 400 Gb/s over RoCE (Google's accelerator-optimized machine page, code index file id 59672125728: "
+             "A4X Max's ConnectX-8 SuperNICs on an \"eight-way rail-aligned\" network, \"up to 3,200 Gbps\"; a CX-8 "
+             "runs Ethernet as 2 x 400G), each GPU's CX-8 on a PCIe Gen6 x16 link (NVIDIA at Hot Chips 2025: on GB300 "
+             "NVL72 a CX-8 links the B300 GPU at Gen6 x16); described so by the review after the first prediction (it "
+             "had 4 x 800 Gb/s on Gen5: see docs/nccl-model.md); NCCL 2.28.9 (nccl-headers=22809), the gIB scripts' "
+             "NCCL variables not shown (assumed: no model term); all_gather_perf 4 KiB - 16 GiB (the page's command "
+             "line says alltoall: its output header names all_gather)"),
+]
+
+#: the thirty-fifth set: a 4 x RTX 4090 all_reduce with P2P enabled by a patched driver (a README in the code index,
+#: repository not exposed; very probably the host of the blog.chlc.cc 8 x RTX 4090 fixtures: same bus IDs and P2P
+#: matrix, so source reused), in the held-out class pcie-1host.  Described from its source before any prediction (its
+#: CPU and source_reused corrected by the review).  One table taken and dropped: its rows are an unseen log's
+THIRTY_FIFTH_CASES = [
+    Case("rtx4090_4gpu_1node_all_reduce_p2p_driver.txt", "l40s-8gpu-pcie",
+         machine={"ranks": 4, "p2p": True, "sockets": 1, "cpu_vendor": "amd"}, machine_class="pcie-1host",
+         source_reused=True,
+         why="4 of the 8 x NVIDIA GeForce RTX 4090 (PCIe, no NVLink) of host GPU-RTX4090-4-4 (a P2P-driver README in "
+             "the code index, file id 7963955543, repository not exposed): P2P enabled by the installed driver (its "
+             "p2pBandwidthLatencyTest matrix: ~50 GB/s bidirectional within GPUs 0-3 and within 4-7, ~40 across), "
+             "GPUs 0-3 driven by one process (-g 4), one group of the matrix: one socket assumed (sockets 1), P2P "
+             "between every pair (`p2p`), PCIe Gen4 x16 assumed (the preset's), CPU not stated: AMD EPYC taken from the "
+             "evidence that this is the blog.chlc.cc host of 2 x EPYC 7542 (bus IDs 0x01/0x25/0x41/0x61 and the "
+             "same P2P matrix pair by pair; the review's finding, so source reused), NCCL version not printed "
+             "(2.28 gates assumed), no NCCL variable shown; all_reduce 1 KiB - 1 GiB"),
+]
+
+#: the thirty-sixth set: one table from a document the earlier fixtures do not cite: a Korean Slurm-on-AWS walkthrough's
+#: all_reduce over 2 g7e.8xlarge instances, 1 RTX PRO 6000 Blackwell Server Edition and 1 EFA NIC (100 Gb/s, GPUDirect
+#: RDMA off) each, in the held-out class 1gpu-per-host.  Two tables taken and dropped, each an unseen log's rows
+#: (`test_no_fit_reads_an_unseen_log`).  Described from its source before any prediction (its CPU and PCIe generation
+#: cited by the review from a g7e family page)
+THIRTY_SIXTH_CASES = [
+    Case("rtxpro6000_2gpu_2node_all_reduce_aws_g7e_efa_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 12.5, "efa", version=(2, 29),
+         env={"NCCL_PROTO": "simple", "NCCL_BUFFSIZE": "8388608"},
+         machine={"ranks": 2, "arch": "sm120", "pcie_gen": 5, "cpu_vendor": "intel"}, machine_class="1gpu-per-host",
+         why="2 AWS g7e.8xlarge Slurm nodes gpu-st-ml-1/2 of a Korean Slurm-on-AWS walkthrough (code index file id "
+             "51806320406; the instance type named by the aws-ofi-nccl tuner's line): 1 x \"NVIDIA RTX PRO 6000 "
+             "Blackwell Server Edition\" per node (PCIe, no NVLink: sm120 on the `l40s-8gpu-pcie` preset's PCIe host, "
+             "PCIe Gen5 and an Intel Xeon Emerald Rapids host by a g7e family page, code index file id 51953258258), one process per node (-g 1, 2 ranks), 1 EFA NIC per node at 100 Gb/s (the document: "
+             "\"EFA NIC 1개(100Gbps)\"; the log: found 1 nics), aws-ofi-nccl 1.18.0 with transport SENDRECV, GPUDirect "
+             "RDMA off (its lines: disabling GDR, GDR 0: no model term), the plugin's NCCL_PROTO=simple and "
+             "NCCL_BUFFSIZE=8388608 (modelled) and NCCL_P2P_NET_CHUNKSIZE=524288; NCCL 2.29.2 (its line); the family page "
+             "says g7e supports GPUDirect RDMA, which this run's plugin disabled; all_reduce float, 8 B - 1 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
              + EIGHTEENTH_CASES + NINETEENTH_CASES + TWENTIETH_CASES + TWENTY_FIRST_CASES
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
-             + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES)
+             + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
+             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES)
 
 
 def held_out(case: Case) -> bool:

@@ -65,8 +65,9 @@ MAX_DEV_WORK_P2P_PER_BATCH = 8
 
 #: topo.h SM60..SM100_NVLINK_BW, GB/s per link
 NVLINK_BW_PER_LINK = {60: 18.0, 70: 20.0, 80: 20.0, 86: 12.0, 90: 20.6, 100: 40.1}
-#: topo.h PCI_BW 12 for Gen3 x16; Gen4 24, Gen5 48 (topo.cc scales by generation)
-PCI_BW_BY_GEN = {3: 12.0, 4: 24.0, 5: 48.0}
+#: topo.h PCI_BW 12 for Gen3 x16; Gen4 24, Gen5 48, Gen6 96: topo.cc scales by generation, width x speed / 80 with
+#: kvDictPciGen's 100 Mb/s per lane (v2.28.9-1 src/graph/topo.cc 425, 489-491: "64.0 GT/s PCIe" is 480, since v2.12)
+PCI_BW_BY_GEN = {3: 12.0, 4: 24.0, 5: 48.0, 6: 96.0}
 #: data-sheet GB/s per direction of a PCIe x16 link by generation (PCI-SIG: 8, 16, 32, 64 GT/s per lane):
 #: what a GPU's path to its NIC can physically carry (NCCL's PCI_BW above is its own derated estimate)
 PCIE_X16_GBS = {3: 15.75, 4: 31.5, 5: 63.0, 6: 126.0}

@@ -78,7 +78,17 @@ class NcclMachine:
     :func:`.net_transport.plugin_latency_us`; NCCL's choice only, :func:`.net_transport.tuner_inter_latency_us`);
     ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`);
     ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
-    uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`).
+    uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`);
+    ``p2p_write_gbs`` the GB/s per direction of the slowest hop of the ring NCCL builds when a measurement of the
+    host states it (CUDA's p2pBandwidthLatencyTest, unidirectional, P2P writes, rows = senders; 0: not stated).  With
+    every GPU pair alike in NCCL's search (NCCL joins every pair of CPU nodes, NVIDIA/nccl v2.28.9-1
+    src/graph/topo.cc lines 264-277) ties go by start index (search.cc lines 191-200 and 242-254), so the ring is in
+    index order, 0->1->...->n-1->0.  A ring runs at its slowest hop (search.cc ``followPath`` lines 94-117, line 110
+    stops the path where ``link->bw < fwBw``; each GPU forwards each chunk), so a ring of P2P over PCIe streams at
+    most at that rate (:func:`.runtime.ring_capacity_gbs`; the search never sees the figure).  It is an achieved
+    rate, so it caps the ring after the link efficiency and is not derated itself.  P2P rings only: a ring through
+    host memory (SHM) is not capped, so a host whose NCCL ring is SHM (the 4 x A100 PCIe page states P2P-on
+    figures, but NCCL's default P2P level stops below its SYS pairs) is given none.
     """
 
     name: str
@@ -104,6 +114,7 @@ class NcclMachine:
     plugin_latency_us: float = -1.0
     gpu_name: str = ""
     gpus_per_uplink: int = 1
+    p2p_write_gbs: float = 0.0
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -113,9 +124,9 @@ class NcclMachine:
                    f"{self.ranks} ranks do not split over {self.nodes} nodes"),
                   (self.cpu_vendor in ("intel", "amd"), f"CPU vendor {self.cpu_vendor!r} is not intel or amd"),
                   (self.cpu_arch in ("x86", "arm"), f"CPU architecture {self.cpu_arch!r} is not x86 or arm"),
-                  (self.pcie_gen in (3, 4, 5), f"PCIe generation {self.pcie_gen} is not 3, 4 or 5"),
+                  (self.pcie_gen in PCI_BW_BY_GEN, f"PCIe generation {self.pcie_gen} is not 3, 4, 5 or 6"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
-                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0,
+                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
                    "link and NIC bandwidths must be positive")]
         for ok, message in checks:
             if not ok:
@@ -304,7 +315,7 @@ class NcclMachine:
         arm = any(re.search(r"Grace|Neoverse|ARM|aarch64", str(c.get("name", ""))) for c in cpus)
         cpu_arch = "arm" if arm else "x86"
         pcie = max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5)
-        gen = 5 if pcie > 40 else 4 if pcie > 20 else 3
+        gen = 6 if pcie > 80 else 5 if pcie > 40 else 4 if pcie > 20 else 3
         p2p = all(topo.p2p(0, k).read for k in _ring_peers(topo, local))
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,

@@ -72,6 +72,8 @@ def rccl_choose(t: TuneTable, coll: str, nbytes: int) -> tuple[str, str, int, in
         proto = gfx950_one_node_protocol(t.machine, coll, nbytes)
     elif ranges:
         proto = "LL" if nbytes <= ranges[0][1] else "LL128" if nbytes <= ranges[1][1] else "Simple"
+        if proto == "LL128" and t.machine.arch == "gfx942" and not gfx942_ll128_enabled(t.machine, t.version):
+            proto = "Simple"
         if proto == "LL128" and t.machine.arch == "gfx950":
             # LL128 is off on gfx950 (init.cc ``topo->ll128Enabled = false``, :data:`RCCL_GFX950`): RCCL 2.26.6
             # across 2 MI355X hosts ran 1-8 MiB allreduce as Simple (Ahalperin/amd-dev 58a032f7
@@ -80,6 +82,40 @@ def rccl_choose(t: TuneTable, coll: str, nbytes: int) -> tuple[str, str, int, in
             proto = "Simple"
     nc, nt = t.channels("ring", proto, nbytes)
     return "ring", proto, nc, nt, t.algo_time_us(coll, "ring", proto, nbytes)
+
+
+#: first RCCL (NCCL-numbered) version whose tuning.cc lets gfx942 run LL128: ROCm/rccl 0cbce2a7 (2.21.5)
+#: src/graph/tuning.cc:511-514 enables it on gfx90a alone; RCCL 2.26.6's CHANGELOG.md:36-40 ("RCCL 2.22.3 for ROCm
+#: 6.4.2 ... Added support for the LL128 protocol on gfx942"); 2.26.6 (Ahalperin/amd-dev 0d4f8c1 rccl/src/graph/
+#: tuning.cc:707-712) on gfx90a, gfx942 and gfx950, where ``topo->ll128Enabled``.  2.22-2.25's gating is not readable
+#: here: 2.26.6's is assumed (the ``ll128Enabled`` gate is older: ROCm/rccl 7bbce085, 2022, for gfx90a)
+GFX942_LL128_VERSION = (2, 22)
+#: RCCL 2.26.6's only gfx942 rome model with ``ll128Enabled=1`` (rome_models.cc:577-578, 817, ``rome_model_81``):
+#: 8 GPUs, 8 NICs, 7 xGMI links per GPU; the one-host model (``rome_model_79``, lines 551-561) has no NIC and no LL128
+ROME_MODEL_81 = {"gpus": 8, "nics": 8, "links": 7}
+
+
+def gfx942_ll128_enabled(m: NcclMachine, version: tuple) -> bool:
+    """Whether RCCL lets LL128 run on ``m`` (gfx942) by default.  ``ll128Enabled`` starts false (init.cc:1200 of
+    RCCL 2.26.6) and only a matched rome model sets it; matching needs the model's GPU, NIC and link counts
+    (rome_models.cc ``parseRome4P2H``, called from search.cc:1060), and on one all-xGMI host ``ncclTopoTrimSystem``
+    has removed every NIC first (paths.cc:871-886, unless ``RCCL_ENABLE_INTRANET=1``), so the host matches model 79
+    (no NIC, no LL128).  Before :data:`GFX942_LL128_VERSION` tuning.cc turns LL128 off on every gfx942 (2.21.5);
+    from it 2.26.6's gate is assumed.  Model 81 wants exactly 8 NICs a host (rome_models.cc:2079-2080: a 16-NIC host
+    matches model 84, no LL128); RCCL also compares the link and GPU-NIC path matrices (rome_models.cc:1745-1751,
+    1789-1798), taken here as matching where the counts do (an assumption).  ``RCCL_LL128_FORCE_ENABLE`` is not read
+    here; 2.26.6 drops LL128 even under ``NCCL_PROTO=LL128`` where the gate is shut (tuning.cc:705).
+
+    >>> from topo_probe import cluster, get_preset
+    >>> two = NcclMachine.from_topology(cluster("mi300x", nodes=2))
+    >>> one = NcclMachine.from_topology(get_preset("mi300x"))
+    >>> [gfx942_ll128_enabled(two, v) for v in ((2, 21), (2, 22), (2, 27))], gfx942_ll128_enabled(one, (2, 28))
+    ([False, True, True], False)
+    """
+    if tuple(version) < GFX942_LL128_VERSION or m.nodes < 2:
+        return False
+    want = ROME_MODEL_81
+    return (m.gpus_per_node, m.nics_per_node, m.links_per_gpu) == (want["gpus"], want["nics"], want["links"])
 
 
 def _mi355x() -> NcclMachine:
@@ -150,4 +186,4 @@ def msccl_time_us(t: TuneTable, algo: str, nbytes: int, params: ModelParams) -> 
 
 
 __all__ = ["rccl_choose", "msccl_applies", "msccl_time_us", "MSCCL_ALLPAIRS", "MSCCL_ONESTEP", "rccl_tuner_us",
-           "gfx950_one_node_protocol"]
+           "gfx950_one_node_protocol", "gfx942_ll128_enabled"]

@@ -95,7 +95,8 @@ def ring_capacity_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p: b
         # for such paths (PCI_BW 24 GB/s, AMD_BW 16 or 10 GB/s through a CPU; topo.h) are its tuning
         # estimates, which its 2 channels of a PCIe ring do not stop at
         raw = PCIE_X16_GBS[m.pcie_gen]
-    return raw * params.link_efficiency(m.arch, kind)
+    rate = raw * params.link_efficiency(m.arch, kind)
+    return min(rate, m.p2p_write_gbs) if kind == "pcie" and m.p2p_write_gbs > 0 else rate   # NcclMachine docstring
 
 
 def _proto_fraction(arch: str, proto: str, params: ModelParams) -> float:

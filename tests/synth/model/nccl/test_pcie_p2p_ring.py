@@ -10,6 +10,7 @@ for it; nothing in it is fitted."""
 
 from __future__ import annotations
 
+import math
 import sys
 
 import pytest
@@ -39,7 +40,9 @@ def test_a_p2p_pcie_ring_streams_at_one_x16_link_times_the_pcie_efficiency(name,
     g = NcclModel(m).table.graphs
     assert g.ring.n_channels * g.ring.bw_intra < gen_gbs / 2         # NCCL's estimate: far below the link
     got = ring_capacity_gbs(m, g, DEFAULT_PARAMS)
-    assert got == pytest.approx(gen_gbs * DEFAULT_PARAMS.link_efficiency(m.arch, "pcie"))
+    # or the measured slowest hop of NCCL's ring where it is lower (the 4090 box: test_p2p_write_cap.py)
+    measured = m.p2p_write_gbs or math.inf                          # 0: not stated, no cap
+    assert got == pytest.approx(min(gen_gbs * DEFAULT_PARAMS.link_efficiency(m.arch, "pcie"), measured))
     # P2P off (NCCL_P2P_DISABLE=1): the same link, at host-memory staging's efficiency
     assert ring_capacity_gbs(m, g, DEFAULT_PARAMS, p2p=False) == pytest.approx(
         gen_gbs * DEFAULT_PARAMS.link_efficiency(m.arch, "shm"))

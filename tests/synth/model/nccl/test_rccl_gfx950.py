@@ -78,9 +78,10 @@ def test_model_choice_on_one_mi355x_host():
 
 
 def test_nccl_proto_still_wins_and_gfx942_is_unchanged():
-    """NCCL_PROTO keeps its say on gfx950; MI300X (gfx942, -g 8) still runs tuning model 5's ranges."""
+    """NCCL_PROTO keeps its say on gfx950; MI300X (gfx942, -g 8) still runs tuning model 5's LL range, but its LL128
+    band runs Simple on one host (rome model 79 leaves ``ll128Enabled`` off: test_rccl_gfx942_ll128.py)."""
     from synth.model.nccl.env import NcclEnv
     forced = NcclModel(MI355X, env=NcclEnv.from_environ({"NCCL_PROTO": "LL"}))
     assert rccl_choose(forced.table, "allreduce", 4 << 20)[1] == "LL"
     mi300x = NcclModel(NcclMachine.from_topology(get_preset("mi300x"), gpus_per_process=8))
-    assert [mi300x.choose("allreduce", n).protocol for n in (1 << 20, 2 << 20, 16 << 20)] == ["LL", "LL128", "Simple"]
+    assert [mi300x.choose("allreduce", n).protocol for n in (1 << 20, 2 << 20, 16 << 20)] == ["LL", "Simple", "Simple"]
