@@ -104,7 +104,8 @@ def gfx942_ll128_enabled(m: NcclMachine, version: tuple) -> bool:
     from it 2.26.6's gate is assumed.  Model 81 wants exactly 8 NICs a host (rome_models.cc:2079-2080: a 16-NIC host
     matches model 84, no LL128); RCCL also compares the link and GPU-NIC path matrices (rome_models.cc:1745-1751,
     1789-1798), taken here as matching where the counts do (an assumption).  ``RCCL_LL128_FORCE_ENABLE`` is not read
-    here; 2.26.6 drops LL128 even under ``NCCL_PROTO=LL128`` where the gate is shut (tuning.cc:705).
+    here, and neither is 2.26.6 dropping LL128 under ``NCCL_PROTO=LL128`` where the gate is shut (tuning.cc:705):
+    a set ``NCCL_PROTO`` takes :func:`rccl_choose`'s own path.
 
     >>> from topo_probe import cluster, get_preset
     >>> two = NcclMachine.from_topology(cluster("mi300x", nodes=2))
