@@ -124,7 +124,8 @@ class NcclMachine:
                    f"{self.ranks} ranks do not split over {self.nodes} nodes"),
                   (self.cpu_vendor in ("intel", "amd"), f"CPU vendor {self.cpu_vendor!r} is not intel or amd"),
                   (self.cpu_arch in ("x86", "arm"), f"CPU architecture {self.cpu_arch!r} is not x86 or arm"),
-                  (self.pcie_gen in PCI_BW_BY_GEN, f"PCIe generation {self.pcie_gen} is not 3, 4, 5 or 6"),
+                  (self.pcie_gen in PCI_BW_BY_GEN,
+                   f"PCIe generation {self.pcie_gen} is not one of {', '.join(map(str, PCI_BW_BY_GEN))}"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
                   (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
                    "link and NIC bandwidths must be positive")]

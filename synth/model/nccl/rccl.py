@@ -92,7 +92,8 @@ def rccl_choose(t: TuneTable, coll: str, nbytes: int) -> tuple[str, str, int, in
 GFX942_LL128_VERSION = (2, 22)
 #: RCCL 2.26.6's only gfx942 rome model with ``ll128Enabled=1`` (rome_models.cc:577-578, 817, ``rome_model_81``):
 #: 8 GPUs, 8 NICs, 7 xGMI links per GPU; the one-host model (``rome_model_79``, lines 551-561) has no NIC and no LL128
-ROME_MODEL_81 = {"gpus": 8, "nics": 8, "links": 7}
+#: (GPUs, NICs, xGMI links per GPU) of a host
+ROME_MODEL_81 = (8, 8, 7)
 
 
 def gfx942_ll128_enabled(m: NcclMachine, version: tuple) -> bool:
@@ -115,8 +116,7 @@ def gfx942_ll128_enabled(m: NcclMachine, version: tuple) -> bool:
     """
     if tuple(version) < GFX942_LL128_VERSION or m.nodes < 2:
         return False
-    want = ROME_MODEL_81
-    return (m.gpus_per_node, m.nics_per_node, m.links_per_gpu) == (want["gpus"], want["nics"], want["links"])
+    return (m.gpus_per_node, m.nics_per_node, m.links_per_gpu) == ROME_MODEL_81
 
 
 def _mi355x() -> NcclMachine:
