@@ -10,6 +10,7 @@ synthesizes again (:func:`synth.pipeline.synthesize.run`).
 
 from __future__ import annotations
 
+import hashlib
 import json
 import time
 from pathlib import Path
@@ -20,6 +21,19 @@ from topo_probe.errors import TopocollError
 
 #: a plan entry run by NCCL rather than by a schedule file
 NCCL = "nccl"
+
+#: the cost model and the NCCL model (``synth/model/``): a plan depends on their code, not only on their constants
+MODEL_DIR = Path(__file__).resolve().parent.parent / "model"
+
+
+def model_code_digest(model_dir: Path = MODEL_DIR) -> str:
+    """12 hex digits of the models' source: every ``*.py`` under ``model_dir`` and the NCCL model's fitted
+    constants, each with its path, so results made by another version of the models' code are not reused."""
+    h = hashlib.sha256()
+    for path in sorted([*model_dir.rglob("*.py"), model_dir / "nccl" / "fitted_params.json"]):
+        if path.is_file():
+            h.update(path.relative_to(model_dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:12]
 
 
 def _size(n: int | None) -> str:

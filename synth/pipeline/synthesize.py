@@ -59,7 +59,7 @@ from synth.pipeline.msccl_export import default_runtime, export_msccl
 from synth.pipeline.keep import link_identical, unchanged
 from synth.pipeline.output import ResultsFolder, ResultsNotWritten, classify, not_written
 from synth.pipeline.progress import RunProgress
-from synth.pipeline.reuse_check import dropped_results, verify_reused
+from synth.pipeline.reuse_check import dropped_results, model_code_digest, verify_reused
 from synth.pipeline.wall_clock import WALL_CLOCK_META, dump_json
 from synth.plan.planner import PLAN_SIZES, evaluate
 from synth.plan.size_plan import Plan, PlanEntry
@@ -249,12 +249,12 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
 
 
 def model_version() -> str:
-    """What a run's results depend on besides the topology and the options: the results version, the
-    cost model's constants and the NCCL the NCCL model follows by default (the NCCL a plan compares
-    with is an option, ``nccl_version``; NCCL's defaults, never this process's ``NCCL_*`` variables)."""
+    """What results depend on besides topology and options: the results version, the cost model's constants, the
+    NCCL the model follows by default (NCCL's defaults, never ``NCCL_*``) and the models' code (digest)."""
     from synth.model.nccl.tuning import NCCL_VERSION
-    from synth.model.physics import model_version as constants_version
-    return f"results {RESULTS_VERSION}, cost model {constants_version()}, NCCL model {'.'.join(map(str, NCCL_VERSION))}"
+    from synth.model.physics import model_version as cost
+    nccl = ".".join(map(str, NCCL_VERSION))
+    return f"results {RESULTS_VERSION}, cost model {cost()}, NCCL model {nccl}, code {model_code_digest()}"
 
 
 def _options_record(opts: SynthesisOptions) -> dict:

@@ -1,14 +1,17 @@
 """`synthesize` reuses earlier results only when everything that changes a result is the same:
 the collectives, the root of a rooted collective, the time limit where a solver with a budget
-ran, the model version and the topology with its NIC transport (``--net``)."""
+ran, the model version (constants and code) and the topology with its NIC transport (``--net``)."""
 
 import argparse
 import json
+import shutil
+from pathlib import Path
 
 import pytest
 
 from synth.cli.synthesize import main
 from synth.pipeline import synthesize as synth_mod
+from synth.pipeline.reuse_check import MODEL_DIR, model_code_digest
 from _synth_results import _run
 from topo_probe.cli.options import apply_machine_arguments
 from topo_probe.errors import InvalidArgument
@@ -75,6 +78,40 @@ def test_another_model_version_is_not_reused(tmp_path, monkeypatch, synthesized)
     monkeypatch.setattr(synth_mod, "RESULTS_VERSION", synth_mod.RESULTS_VERSION + 1)
     assert not synth_mod.run(topo, out, _opts()).get("reused")
     assert synth_mod.run(topo, out, _opts()).get("reused")
+
+
+def test_results_of_other_model_code_are_not_reused(tmp_path, monkeypatch, synthesized):
+    """The same constants with another formula (a changed NCCL-model or cost-model module) make
+    other plans: the digest of the models' code is part of the key."""
+    topo, out = fully_connected(3), synthesized(tmp_path / "res")
+    assert synth_mod.run(topo, out, _opts()).get("reused")
+    monkeypatch.setattr(synth_mod, "model_code_digest", lambda: "0" * 12)
+    assert not synth_mod.run(topo, out, _opts()).get("reused")
+    assert synth_mod.run(topo, out, _opts()).get("reused")
+
+
+def test_the_code_digest_follows_every_model_module_and_the_fitted_constants(tmp_path):
+    copy = tmp_path / "model"
+    shutil.copytree(MODEL_DIR, copy, ignore=shutil.ignore_patterns("__pycache__"))
+    assert model_code_digest(copy) == model_code_digest(MODEL_DIR)      # where it lies does not count
+    seen = {model_code_digest(copy)}
+    for edit in ("nccl/tuning.py", "physics.py", "nccl/fitted_params.json"):
+        (copy / edit).write_text((copy / edit).read_text() + "\n")      # one byte more in one file
+        seen.add(model_code_digest(copy))
+    (copy / "nccl" / "new_term.py").write_text("")                         # a new module
+    seen.add(model_code_digest(copy))
+    assert len(seen) == 5
+
+
+def test_the_committed_results_are_reused_on_a_fresh_clone():
+    """README: a fresh clone's `synthesize --topology <preset>` finds the committed results and
+    reuses them; that holds only while they were made by this model (constants and code)."""
+    root = Path(__file__).resolve().parents[3] / "results"
+    stale = {p.parent.name: json.loads(p.read_text())["options"]["model"]
+             for p in sorted(root.glob("*/summary.json"))}
+    assert len(stale) >= 5
+    stale = {k: v for k, v in stale.items() if v != synth_mod.model_version()}
+    assert not stale, f"regenerate with `synthesize --topology <name> --force`: {stale}"
 
 
 def test_results_that_do_not_record_their_options_are_redone(tmp_path, synthesized):
