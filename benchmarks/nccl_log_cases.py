@@ -11,7 +11,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
   :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
-  :data:`THIRTY_SIXTH_CASES`: the logs added later.
+  :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1188,6 +1188,25 @@ THIRTY_SIXTH_CASES = [
              "says g7e supports GPUDirect RDMA, which this run's plugin disabled; all_reduce float, 8 B - 1 GiB"),
 ]
 
+#: the thirty-seventh set: the bare-metal run of a new source, GitHub issue NVIDIA/nccl-tests#256 (a stored copy in the
+#: code index): all_reduce 1 - 9 GiB over 2 Supermicro HGX H200 hosts x 8 GPUs, 8 ConnectX-7 (400 Gb/s) per host on an
+#: Ethernet "IP switch" (RoCE assumed), one GPU and one NIC per PCIe Gen5 switch, in the held-out class
+#: h100-roce-multihost.  Not taken: the thread's VM runs of the same hosts (GPUDirect RDMA lost in a misconfigured VM).
+#: Described from its source before any prediction
+THIRTY_SEVENTH_CASES = [
+    Case("h200_16gpu_2node_all_reduce_roce_issue256.txt", "hgx-h200", 2, 8, 50.0, "roce",
+         machine_class="h100-roce-multihost",
+         why="the bare-metal hosts fs-207 and fs-208 of NVIDIA/nccl-tests#256 (wangjiafu0310, 2024-10; code index file id "
+             "69437015114): \"2 H200 servers connected with the IP switch\", 8 x \"NVIDIA H200\" per host at the HGX "
+             "board's bus IDs (the `hgx-h200` preset: the post's topology dump gives each GPU 18 NVLinks to NVSwitch "
+             "targets and PCIe 32 GT/s x16), 16 processes (-g 1); each GPU behind a Broadcom PCIe Gen5 switch with one "
+             "ConnectX-7 at 400 Gb/s (the dump: mlx5_0-2 shown, speed 400000, gdr 1; the VM passes 8 ConnectX-7 "
+             "through), all 8 NICs per host used over RoCE assumed (Ethernet switch, NCCL_IB_HCA unset; a later run sets "
+             "NCCL_IB_GID_INDEX=3), GPUDirect RDMA on (NCCL_NET_GDR_LEVEL=2: no model term); Intel Xeon Emerald "
+             "Rapids (the dump's GenuineIntel model 207; the preset's Intel CPU); NCCL version not printed (unknown: "
+             "the Case default, 2.28 gates, assumed); all_reduce 1, 3 and 9 GiB (-f 3)"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1195,7 +1214,7 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
-             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES)
+             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES)
 
 
 def held_out(case: Case) -> bool:
