@@ -1204,7 +1204,8 @@ THIRTY_SEVENTH_CASES = [
              "through), all 8 NICs per host used over RoCE assumed (Ethernet switch, NCCL_IB_HCA unset; a later run sets "
              "NCCL_IB_GID_INDEX=3), GPUDirect RDMA on (NCCL_NET_GDR_LEVEL=2: no model term); Intel Xeon Emerald "
              "Rapids (the dump's GenuineIntel model 207; the preset's Intel CPU); NCCL version not printed (unknown: "
-             "the Case default, 2.28 gates, assumed); all_reduce 1, 3 and 9 GiB (-f 3)"),
+             "the Case default, 2.28 gates, assumed, though the thread's date, 2024-10, puts it at 2.23 or older); "
+             "all_reduce 1, 3 and 9 GiB (-f 3)"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
