@@ -118,8 +118,14 @@ def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: 
 #: v2.30.7-1; v2.28.7-1 line 364)
 P2P_PER_BATCH = 8
 #: first NCCL (major, minor) whose p2p base is the round's bit-reversed index (src/include/channel.h v2.28.3-1 lines
-#: 19-30) and whose batches keep to one epoch of 8 rounds (src/enqueue.cc v2.28.7-1 lines 131-138; v2.28.3-1 has not
-#: that rule: the model's 2.28 stands for 2.28.7, the release the 2.28 logs record)
+#: 19-30) and whose batches keep to one epoch of 8 rounds (src/enqueue.cc v2.28.7-1 lines 131-138, v2.28.9-1 too). A
+#: limit: the model's versions are (major, minor) only, and the epoch rule came in a patch release: v2.28.3-1
+#: (src/enqueue.cc ``addWorkBatchToPlan``) has the bit-reversed base but not the rule, so the 2.28 releases before
+#: 2.28.7 (v2.28.3-1 the one checked) run 64 ranks' works in 1 batch a channel.  The rule is right from 2.28.7 and
+#: ASSUMED for all of 2.28 (logs of 2.28.3, 2.28.7 and 2.28.9 and Cases printing no version all count as 2.28).  No
+#: validated table is affected: the only one with more than 8 ranks on one host (gb300_64gpu_16node_alltoall_oci_nvl72,
+#: one NVLink domain) records 2.28.7, and the 2.28.3 logs (h100_*_alltoall_sendrecv_*_cnode4) are 2-host, where the
+#: batches are not charged.
 P2P_EPOCH_SINCE = (2, 28)
 
 
