@@ -165,5 +165,24 @@ def p2p_channel_batches(ranks: int, parts: int, p2p_channels: int, version: tupl
     return max(batches.values(), default=1)
 
 
-__all__ = ["P2P_CTA_WARPS", "P2P_PER_BATCH", "SLICE_STEPS", "p2p_cta_gbs", "p2p_channel_batches", "p2p_warps",
-           "ring_net_cta_cap_gbs"]
+def p2p_extra_batches(m, coll: str, parts: int, p2p_channels: int, version: tuple) -> int:
+    """Work batches beyond the first that the busiest p2p channel runs (:func:`p2p_channel_batches` less one) in an
+    NVIDIA one-host alltoall / gather / scatter from 2.28 (:data:`P2P_EPOCH_SINCE`); 0 otherwise: ``sendrecv`` (one
+    peer), several hosts (channel.h's other branch, not modelled) and RCCL (``m.amd``) pay the fixed µs once.
+
+    The caller charges each extra batch ``p2p_latency_us`` again: an ASSUMPTION, neither measured nor sourced.  That
+    constant is hand-set (10 µs, not fitted), unsourced, and stands for a whole call's fixed cost, launch included,
+    while in NCCL another batch is no new launch: it is one more pass of ``ncclKernelMain``'s loop
+    (src/device/common.h v2.28.7-1 lines 385-399: ``__syncthreads``, then ``loadWorkBatchToShmem`` of the next batch,
+    ``__syncthreads``), and the works of one batch run at once, each on its share of the CTA's warps
+    (src/device/sendrecv.h v2.28.7-1 lines 103-120, ``nWarpPerWork = nWarps/nWorks``).  What that pass costs has not
+    been measured; the one table it moves (GB300, 64 ranks) is still some 10 µs slower than the model at
+    512 KiB - 2 MiB (docs/nccl-model.md).
+    """
+    if coll == "sendrecv" or m.nodes != 1 or m.amd or tuple(version) < P2P_EPOCH_SINCE:
+        return 0
+    return p2p_channel_batches(m.ranks, parts, p2p_channels, version) - 1
+
+
+__all__ = ["P2P_CTA_WARPS", "P2P_PER_BATCH", "SLICE_STEPS", "p2p_cta_gbs", "p2p_channel_batches", "p2p_extra_batches",
+           "p2p_warps", "ring_net_cta_cap_gbs"]
