@@ -11,6 +11,8 @@ import pytest
 
 from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
 from synth.model.nccl.env import NcclEnv
+from synth.model.nccl.graphs import comm_graphs, p2p_total_channels
+from synth.model.nccl.p2p import p2p_channels
 from synth.model.nccl.p2p_cta import p2p_channel_batches
 from topo_probe.machines.presets import get_preset
 
@@ -53,3 +55,36 @@ def test_before_2_28_one_batch():
     params = [dataclasses.replace(DEFAULT_PARAMS, p2p_latency_us=lat) for lat in (30.0, 40.0)]
     times = [NcclModel(m, p, env=NcclEnv(), version=(2, 27)).choose("alltoall", 512 << 10).time_us for p in params]
     assert times[1] - times[0] == pytest.approx(10.0)
+
+
+def _fixed_cost_paid(m: NcclMachine, coll: str, nbytes: int = 512 << 10, version: tuple = (2, 28)) -> float:
+    """µs the call gains when ``p2p_latency_us`` rises by 10 µs (30 -> 40, both above the host's floor)."""
+    params = [dataclasses.replace(DEFAULT_PARAMS, p2p_latency_us=lat) for lat in (30.0, 40.0)]
+    times = [NcclModel(m, p, env=NcclEnv(), version=version).choose(coll, nbytes).time_us for p in params]
+    return times[1] - times[0]
+
+
+def _parts_and_channels(m: NcclMachine, coll: str, nbytes: int = 512 << 10, version: tuple = (2, 28)):
+    """(channels a peer's part runs on, p2pnChannels) of the call: with (1, 32) and 64 ranks the one-host NVIDIA
+    rule would count 2 batches (:func:`test_64_ranks_on_32_channels_run_two_batches_from_2_28`), i.e. pay 20 µs."""
+    g = comm_graphs(m, version=version)
+    return p2p_channels(m, g, nbytes if coll == "sendrecv" else nbytes // m.ranks, version), \
+        p2p_total_channels(g.n_channels)
+
+
+NVL64 = NcclMachine.from_topology(get_preset("gb200-nvl72")).with_(ranks=64)
+
+
+@pytest.mark.parametrize("label, m, coll", [
+    ("two NVLink domains of 32 (several hosts), alltoall", NVL64.with_(nodes=2), "alltoall"),
+    ("one NVLink domain, sendrecv", NVL64, "sendrecv"),
+    ("RCCL, one xGMI host of 64 (AMD)", NcclMachine.from_topology(get_preset("mi355x")).with_(ranks=64), "alltoall"),
+])
+def test_other_p2p_calls_pay_the_fixed_cost_once(label, m, coll):
+    """Only an NVIDIA one-host alltoall / gather / scatter counts batches: across hosts (channel.h's other branch,
+    not modelled), a sendrecv and RCCL pay ``p2p_latency_us`` once, so raising it by 10 µs adds 10 µs, although
+    each of these 64-rank calls has 1 part a peer on 32 p2p channels, where the one-host NVIDIA path pays 2 x 10
+    (:func:`test_alltoall_pays_the_fixed_p2p_cost_once_per_batch`)."""
+    assert m.ranks == 64 and _parts_and_channels(m, coll) == _parts_and_channels(NVL64, "alltoall") == (1, 32)
+    assert _fixed_cost_paid(NVL64, "alltoall") == pytest.approx(20.0)
+    assert _fixed_cost_paid(m, coll) == pytest.approx(10.0), label
