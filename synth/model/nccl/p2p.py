@@ -27,7 +27,7 @@ from synth.model.nccl.channel_caps import ll_cta_gbs
 from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
-from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, p2p_cta_gbs, p2p_warps
+from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, p2p_cta_gbs, p2p_extra_batches, p2p_warps
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill
 from synth.model.nccl.runtime import host_time_us
@@ -350,7 +350,9 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     (``ncclP2pChannelBaseForRound``: the round's bit-reversed index), across hosts a host's peers on
     shared ones (:func:`_group_ctas`).  A Simple NVLink part of k chunks (``p2pChunkSize``, at most ``step_bytes``,
     NCCL_BUFFSIZE / 8: src/init.cc v2.28.7-1 line 721; the parts' channels keep the default chunk) also pays the
-    receiver's local copy of its last chunk (:func:`.ring_steps.p2p_simple_fill`), the NVLink mesh's too.
+    receiver's local copy of its last chunk (:func:`.ring_steps.p2p_simple_fill`), the NVLink mesh's too.  A one-host
+    alltoall pays the fixed µs again for each extra work batch its busiest channel runs in turn, an assumed cost
+    (:func:`.p2p_cta.p2p_extra_batches`, from 2.28).
     """
     n, ppn = m.ranks, m.gpus_per_node
     intra_gbs, inter_gbs = p2p_intra_gbs(m, g, params, p2p_disable, version), float("inf")
@@ -384,7 +386,10 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         t_intra = t_intra if mesh is None else mesh
     t_intra *= fill
     t_inter = inter_b / (1000.0 * inter_gbs) if inter_b else 0.0
-    t_dev = params.p2p_latency_us + (p2p_net_hop_us(m, params) if inter_b else 0.0) + max(t_intra, t_inter)
+    # ASSUMED, unsourced: each extra work batch costs the whole call's fixed µs again (p2p_cta.p2p_extra_batches)
+    extra = p2p_extra_batches(m, coll, ch_part, p2p_total_channels(g.n_channels), version)
+    t_dev = params.p2p_latency_us * (1 + extra) + (p2p_net_hop_us(m, params) if inter_b else 0.0) \
+        + max(t_intra, t_inter)
     return max(host_time_us(params, m.gpus_per_process, channels, version), t_dev), channels
 
 

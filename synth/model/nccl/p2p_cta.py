@@ -1,5 +1,6 @@
-"""What one point-to-point channel's CTA moves over NVLink, by the SM clock, and the bound that rate puts on a
-ring's channels across hosts (:func:`ring_net_cta_cap_gbs`).
+"""What one point-to-point channel's CTA moves over NVLink, by the SM clock, the bound that rate puts on a
+ring's channels across hosts (:func:`ring_net_cta_cap_gbs`), and the work batches it runs in turn
+(:func:`p2p_channel_batches`).
 
 A p2p channel is one CTA: NCCL's p2p kernel runs one block a channel (NCCL_MAX_NTHREADS 640 threads,
 src/include/device.h; src/enqueue.cc ``scheduleP2pTasksToPlan``), whose warps split between the send and
@@ -113,4 +114,75 @@ def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: 
     return max(1, channels) * rate * payload
 
 
-__all__ = ["P2P_CTA_WARPS", "SLICE_STEPS", "p2p_cta_gbs", "p2p_warps", "ring_net_cta_cap_gbs"]
+#: NCCL_MAX_DEV_WORK_P2P_PER_BATCH: p2p works one batch of a channel holds (src/include/device.h, v2.22.3-1 ..
+#: v2.30.7-1; v2.28.7-1 line 364)
+P2P_PER_BATCH = 8
+#: first NCCL (major, minor) whose p2p base is the round's bit-reversed index (src/include/channel.h v2.28.3-1 lines
+#: 19-30) and whose batches keep to one epoch of 8 rounds (src/enqueue.cc v2.28.7-1 lines 131-138, v2.28.9-1 too). A
+#: limit: the model's versions are (major, minor) only, and the epoch rule came in a patch release: v2.28.3-1
+#: (src/enqueue.cc ``addWorkBatchToPlan``) has the bit-reversed base but not the rule, so the 2.28 releases before
+#: 2.28.7 (v2.28.3-1 the one checked) run 64 ranks' works in 1 batch a channel.  The rule is right from 2.28.7 and
+#: ASSUMED for all of 2.28 (logs of 2.28.3, 2.28.7 and 2.28.9 and Cases printing no version all count as 2.28).  No
+#: validated table is affected: the only one with more than 8 ranks on one host (gb300_64gpu_16node_alltoall_oci_nvl72,
+#: one NVLink domain) records 2.28.7, and the 2.28.3 logs (h100_*_alltoall_sendrecv_*_cnode4) are 2-host, where the
+#: batches are not charged.
+P2P_EPOCH_SINCE = (2, 28)
+
+
+def p2p_channel_batches(ranks: int, parts: int, p2p_channels: int, version: tuple) -> int:
+    """Work batches the busiest p2p channel runs one after another in a one-host alltoall of ``ranks`` ranks, each
+    peer's send and receive on ``parts`` channels of the ``p2p_channels`` (``p2pnChannels``, a power of two).
+
+    NCCL schedules one round per peer (src/enqueue.cc ``scheduleP2pTasksToPlan``, round 0 the rank itself) and puts
+    part ``p`` of round ``r`` on channel ``(base + p) & (p2pnChannels - 1)`` (src/include/device.h
+    ``ncclP2pChannelForPart``), ``base`` the round, from 2.28 bit-reversed over ``log2(p2pnChannels)`` bits
+    (src/include/channel.h ``ncclP2pChannelBaseForRound``, one-node branch), so rounds ``r`` and ``r + p2pnChannels``
+    share their channels.  A channel appends a work to its open batch unless that batch holds 8 works, the same round,
+    or (from 2.28.7) a round of another epoch of 8 rounds (``addWorkBatchToPlan``, v2.28.7-1 lines 110-138); the
+    CTA runs its batches in turn (src/device/common.h ``ncclKernelMain`` lines 385-399: run, sync, load the next).
+    64 ranks on 32 channels, one part each: rounds r and r + 32 lie 4 epochs apart, so every channel runs 2 batches
+    (2.27: 1, both works in one batch).
+
+    >>> p2p_channel_batches(64, 1, 32, (2, 28)), p2p_channel_batches(64, 1, 32, (2, 27))
+    (2, 1)
+    >>> p2p_channel_batches(64, 2, 32, (2, 28)), p2p_channel_batches(8, 4, 32, (2, 28))
+    (4, 1)
+    """
+    bits = max(0, p2p_channels.bit_length() - 1)
+    reverse = tuple(version) >= P2P_EPOCH_SINCE
+    open_batch: dict[int, list[int]] = {}
+    batches: dict[int, int] = {}
+    for rnd in range(ranks):
+        base = int(format(rnd % (1 << bits), f"0{bits}b")[::-1], 2) if reverse and bits else rnd
+        for part in range(min(parts, p2p_channels)):
+            ch = (base + part) & (p2p_channels - 1)
+            cur = open_batch.get(ch)
+            if cur is None or len(cur) == P2P_PER_BATCH or rnd in cur or \
+                    (reverse and cur[0] // P2P_PER_BATCH != rnd // P2P_PER_BATCH):
+                open_batch[ch], batches[ch] = [rnd], batches.get(ch, 0) + 1
+            else:
+                cur.append(rnd)
+    return max(batches.values(), default=1)
+
+
+def p2p_extra_batches(m, coll: str, parts: int, p2p_channels: int, version: tuple) -> int:
+    """Work batches beyond the first that the busiest p2p channel runs (:func:`p2p_channel_batches` less one) in an
+    NVIDIA one-host alltoall / gather / scatter from 2.28 (:data:`P2P_EPOCH_SINCE`); 0 otherwise: ``sendrecv`` (one
+    peer), several hosts (channel.h's other branch, not modelled) and RCCL (``m.amd``) pay the fixed µs once.
+
+    The caller charges each extra batch ``p2p_latency_us`` again: an ASSUMPTION, neither measured nor sourced.  That
+    constant is hand-set (10 µs, not fitted), unsourced, and stands for a whole call's fixed cost, launch included,
+    while in NCCL another batch is no new launch: it is one more pass of ``ncclKernelMain``'s loop
+    (src/device/common.h v2.28.7-1 lines 385-399: ``__syncthreads``, then ``loadWorkBatchToShmem`` of the next batch,
+    ``__syncthreads``), and the works of one batch run at once, each on its share of the CTA's warps
+    (src/device/sendrecv.h v2.28.7-1 lines 103-120, ``nWarpPerWork = nWarps/nWorks``).  What that pass costs has not
+    been measured; the one table it moves (GB300, 64 ranks) is still some 10 µs slower than the model at
+    512 KiB - 2 MiB (docs/nccl-model.md).
+    """
+    if coll == "sendrecv" or m.nodes != 1 or m.amd or tuple(version) < P2P_EPOCH_SINCE:
+        return 0
+    return p2p_channel_batches(m.ranks, parts, p2p_channels, version) - 1
+
+
+__all__ = ["P2P_CTA_WARPS", "P2P_PER_BATCH", "SLICE_STEPS", "p2p_cta_gbs", "p2p_channel_batches", "p2p_extra_batches",
+           "p2p_warps", "ring_net_cta_cap_gbs"]
