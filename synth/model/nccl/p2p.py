@@ -29,7 +29,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, p2p_cta_gbs, p2p_warps
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill
+from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill, xgmi_p2p
 from synth.model.nccl.runtime import host_time_us
 from synth.model.nccl.shm_uplink import uplink_share
 
@@ -319,7 +319,7 @@ def p2p_protocol(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, p2p_disa
     return "LL" if ll else "Simple"
 
 
-def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
+def _group_ctas(g: CommGraphs, part_ch: int, groups: int, rccl: bool = False) -> int:
     """CTAs that carry ``groups`` groups of parts on ``part_ch`` channels each, at most the p2p channels: a part's
     channel is ``(base + part) & (nP2pChannels-1)`` (v2.28.7-1 src/include/device.h lines 270-272), so on one host
     (``groups`` = the peers, each its own base) 63 peers of 64 ranks share NCCL's 32.  Across hosts ``groups`` is
@@ -335,7 +335,7 @@ def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
     >>> [_group_ctas(g, 2, k) for k in (1, 3, 15)], g.n_channels
     ([2, 6, 16], 16)
     """
-    return max(1, min(p2p_total_channels(g.n_channels), groups * part_ch))
+    return max(1, min(p2p_total_channels(g.n_channels, rccl), groups * part_ch))
 
 
 def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: ModelParams, p2p_disable: bool = False,
@@ -376,7 +376,8 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     per = int(nbytes) if coll == "sendrecv" else int(nbytes // n)       # a Simple NVLink part's FIFO fill:
     ch_part, chunk = p2p_channels(m, g, per, version), P2P_NET_CHUNK_BYTES if m.nodes > 1 else P2P_NVL_CHUNK_BYTES
     simple = nvlink_p2p(m, p2p_disable) and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)
-    ch_gbs = intra_gbs / _group_ctas(g, ch_part, ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1)
+    simple = simple or xgmi_p2p(m, p2p_disable)          # RCCL: Simple, the same chunk loop (ring_steps.xgmi_p2p)
+    ch_gbs = intra_gbs / _group_ctas(g, ch_part, ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1, m.amd)
     fill = p2p_simple_fill(m, params, per / ch_part, min(chunk, step_bytes), ch_gbs, version) if simple else 1.0
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
     if coll != "sendrecv" and intra_b and not p2p_disable:
