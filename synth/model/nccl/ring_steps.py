@@ -67,12 +67,15 @@ def nvlink_p2p(m: NcclMachine, p2p_disable: bool = False) -> bool:
 
 
 def xgmi_p2p(m: NcclMachine, p2p_disable: bool = False) -> bool:
-    """Whether ``m``'s AMD GPUs send to each other by P2P over an xGMI mesh, P2P on.  RCCL runs the same p2p chunk
-    loop as NCCL (RCCL 2.26.6, Ahalperin/amd-dev 0d4f8c1 rccl/src/device/sendrecv.h lines 19-135: ``directSend`` /
-    ``directRecv`` one ``p2pChunkSize`` at a time, the receiving warps copying each chunk out of their FIFO) with a
-    512 KiB chunk on one xGMI host (rccl/src/init.cc lines 1004-1008, ``P2P_NVL_CHUNKSIZE``; RCCL 2.26.6 logged
-    ``P2P Chunksize set to 524288`` on 2 MI355X) and never a direct pointer (:func:`ring_direct_write`), so a
-    part pays :func:`p2p_simple_fill` as over NVLink.
+    """Whether ``m``'s AMD GPUs send to each other by P2P over an xGMI mesh, P2P on.  RCCL 2.26.6's p2p kernel
+    (Ahalperin/amd-dev 0d4f8c1 rccl/src/device/sendrecv.h lines 19-135) sends a part one ``p2pChunkSize`` chunk at
+    a time, the sending warps writing it into the receiver's FIFO and the receiving warps copying it out, as NCCL's
+    does, but with ``Direct`` = 0 (lines 45 and 104: ``Primitives<T, RedOp, FanAsymmetric<0, 1>, 0, Proto, 1>``,
+    ``FanAsymmetric<1, 0>`` to receive; NVIDIA's NCCL passes 1, v2.28.7-1 src/device/sendrecv.h lines 21 and 38),
+    so it never writes straight into the output, whatever the process layout, and Simple on gfx950 as
+    ``ProtoSimple<1,1,0,4>`` (lines 263 and 275), not NCCL's ``ProtoSimple<1,1>``.  The chunk is 512 KiB on one
+    xGMI host (rccl/src/init.cc lines 1004-1008, ``P2P_NVL_CHUNKSIZE``; RCCL 2.26.6 logged ``P2P Chunksize set to
+    524288`` on 2 MI355X), so a Simple part on one host pays :func:`p2p_simple_fill` as over NVLink.
 
     >>> from topo_probe import get_preset
     >>> [xgmi_p2p(NcclMachine.from_topology(get_preset(p))) for p in ("mi355x", "dgx-h100")]
