@@ -375,8 +375,8 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
             inter_gbs = _remote_gbs(m, g, params, int(per_peer), peers, version, p2p_disable)
     per = int(nbytes) if coll == "sendrecv" else int(nbytes // n)       # a Simple NVLink part's FIFO fill:
     ch_part, chunk = p2p_channels(m, g, per, version), P2P_NET_CHUNK_BYTES if m.nodes > 1 else P2P_NVL_CHUNK_BYTES
-    simple = nvlink_p2p(m, p2p_disable) and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)
-    simple = simple or xgmi_p2p(m, p2p_disable)          # RCCL: Simple, the same chunk loop (ring_steps.xgmi_p2p)
+    simple = nvlink_p2p(m, p2p_disable) or xgmi_p2p(m, p2p_disable)      # RCCL's too (ring_steps.xgmi_p2p)
+    simple = simple and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)   # LL: no FIFO copy
     ch_gbs = intra_gbs / _group_ctas(g, ch_part, ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1, m.amd)
     fill = p2p_simple_fill(m, params, per / ch_part, min(chunk, step_bytes), ch_gbs, version) if simple else 1.0
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0

@@ -45,6 +45,20 @@ def test_4_mi355x_alltoall_of_1_gib_pays_one_copy_of_64_chunks():
     assert t == pytest.approx(3 * 256 * M / (1000.0 * 144.0) * (1 + 0.05 / 64))
 
 
+def test_4_mi355x_alltoall_ll_parts_pay_no_fill_by_hand():
+    """RCCL sends a part with LL up to nChannelsMax x 16 KiB (Ahalperin/amd-dev 0d4f8c1 rccl/src/enqueue.cc lines
+    910, 923-924; 8 channels a peer: 128 KiB), and an LL part has no FIFO to copy out of: no fill.  512 KiB a rank:
+    128 KiB a peer, LL, on 2 channels (a part at least 512 / 8 = 64 KiB), 3 x 2 = 6 channels x 6 = 36 GB/s.  1 MiB:
+    256 KiB a peer, Simple, 4 channels of one 64 KiB chunk each, 12 x 6 = 72 GB/s and x (1 + 6 / 120)."""
+    m, g = _mi355x_4()
+    t, ch = p2p_time_us(m, g, "alltoall", 512 << 10, P, version=(2, 26))
+    assert ch == 6
+    assert t == pytest.approx(3 * (128 << 10) / (1000.0 * 36.0))
+    t, ch = p2p_time_us(m, g, "alltoall", 1 * M, P, version=(2, 26))
+    assert ch == 12
+    assert t == pytest.approx(3 * (256 << 10) / (1000.0 * 72.0) * (1 + 6.0 / 120.0))
+
+
 def test_no_xgmi_fill_without_p2p_or_on_nvidia():
     m, _ = _mi355x_4()
     assert not xgmi_p2p(m, p2p_disable=True)
