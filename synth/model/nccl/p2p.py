@@ -350,7 +350,9 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     (``ncclP2pChannelBaseForRound``: the round's bit-reversed index), across hosts a host's peers on
     shared ones (:func:`_group_ctas`).  A Simple NVLink part of k chunks (``p2pChunkSize``, at most ``step_bytes``,
     NCCL_BUFFSIZE / 8: src/init.cc v2.28.7-1 line 721; the parts' channels keep the default chunk) also pays the
-    receiver's local copy of its last chunk (:func:`.ring_steps.p2p_simple_fill`), the NVLink mesh's too.
+    receiver's local copy of its last chunk (:func:`.ring_steps.p2p_simple_fill`), the NVLink mesh's too, and so
+    does RCCL's on one xGMI host (:func:`.ring_steps.xgmi_p2p`; not across hosts, where RCCL's p2p chunk is its net
+    one, ``rcclSetP2pNetChunkSize``: not modelled).
     """
     n, ppn = m.ranks, m.gpus_per_node
     intra_gbs, inter_gbs = p2p_intra_gbs(m, g, params, p2p_disable, version), float("inf")
@@ -373,9 +375,9 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
             intra_gbs = min(intra_gbs, rccl_channel_cap_gbs(m, "Simple", channels, params.rccl_channel_gbs))
         if inter_b:
             inter_gbs = _remote_gbs(m, g, params, int(per_peer), peers, version, p2p_disable)
-    per = int(nbytes) if coll == "sendrecv" else int(nbytes // n)       # a Simple NVLink part's FIFO fill:
+    per = int(nbytes) if coll == "sendrecv" else int(nbytes // n)       # a Simple p2p part's FIFO fill:
     ch_part, chunk = p2p_channels(m, g, per, version), P2P_NET_CHUNK_BYTES if m.nodes > 1 else P2P_NVL_CHUNK_BYTES
-    simple = nvlink_p2p(m, p2p_disable) or xgmi_p2p(m, p2p_disable)      # RCCL's too (ring_steps.xgmi_p2p)
+    simple = nvlink_p2p(m, p2p_disable) or (xgmi_p2p(m, p2p_disable) and m.nodes == 1)      # RCCL: one host
     simple = simple and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)   # LL: no FIFO copy
     ch_gbs = intra_gbs / _group_ctas(g, ch_part, ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1, m.amd)
     fill = p2p_simple_fill(m, params, per / ch_part, min(chunk, step_bytes), ch_gbs, version) if simple else 1.0

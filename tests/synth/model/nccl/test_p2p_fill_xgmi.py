@@ -11,10 +11,10 @@ import pytest
 
 from synth.model.nccl import NcclMachine
 from synth.model.nccl.graphs import comm_graphs
-from synth.model.nccl.p2p import p2p_time_us
+from synth.model.nccl.p2p import p2p_inter_gbs, p2p_net_hop_us, p2p_time_us
 from synth.model.nccl.params import DEFAULT_PARAMS
 from synth.model.nccl.ring_steps import xgmi_p2p
-from topo_probe import get_preset
+from topo_probe import cluster, get_preset
 
 M = 1 << 20
 #: no latency, a free host; an RCCL channel moves 6 GB/s, a workgroup copies 99 GB/s at H100's 1.98 GHz, so
@@ -57,6 +57,21 @@ def test_4_mi355x_alltoall_ll_parts_pay_no_fill_by_hand():
     t, ch = p2p_time_us(m, g, "alltoall", 1 * M, P, version=(2, 26))
     assert ch == 12
     assert t == pytest.approx(3 * (256 << 10) / (1000.0 * 72.0) * (1 + 6.0 / 120.0))
+
+
+def test_2_x_4_mi355x_alltoall_pays_no_xgmi_fill_across_hosts_by_hand():
+    """Across hosts RCCL's p2p chunk is its net one (Ahalperin/amd-dev 0d4f8c1 rccl/src/init.cc lines 1000-1003,
+    rccl/src/rccl_wrap.cc lines 150-154 ``rcclSetP2pNetChunkSize``: 128 KiB below 16 gfx950 ranks), which the
+    model does not follow, so no fill there.  4 MiB a rank on 2 x 4: 512 KiB to each of 3 host peers over xGMI,
+    here slowed to 3 x 76.8 x 0.05 = 11.52 GB/s (no RCCL channel cap across hosts), 1536 KiB in 136.5 us, plus
+    the one network hop every send across hosts pays; the 4 remote parts' 2 MiB through the NIC take less."""
+    m = NcclMachine.from_topology(cluster("mi355x", nodes=2)).with_(ranks=8)
+    g = comm_graphs(m, version=(2, 26))
+    slow = replace(P, link_eff={**P.link_eff, ("gfx950", "xgmi"): 0.05})
+    assert xgmi_p2p(m) and m.nodes == 2 and m.gpus_per_node == 4
+    assert 4 * (512 << 10) / (1000.0 * p2p_inter_gbs(m, g, slow, 4, 2)) < 3 * (512 << 10) / (1000.0 * 11.52)
+    t, _ = p2p_time_us(m, g, "alltoall", 4 * M, slow, version=(2, 26))
+    assert t == pytest.approx(p2p_net_hop_us(m, slow) + 3 * (512 << 10) / (1000.0 * 11.52))
 
 
 def test_no_xgmi_fill_without_p2p_or_on_nvidia():
