@@ -1,9 +1,9 @@
-"""RCCL's p2p parts on one xGMI host pay the same FIFO fill as NCCL's over NVLink (synth/model/nccl/ring_steps.py
+"""RCCL's Simple p2p parts on one xGMI host pay the same FIFO fill as NCCL's over NVLink (synth/model/nccl/ring_steps.py
 ``xgmi_p2p``, ``p2p_fifo_fill_factor``): RCCL 2.26.6's sendrecv kernel (Ahalperin/amd-dev 0d4f8c1
 rccl/src/device/sendrecv.h lines 19-135) writes each ``p2pChunkSize`` chunk into the receiver's FIFO and the
-receiving warps copy it out, so a part of k chunks takes k writes and one local copy.  The chunk is 512 KiB on one
-xGMI host (rccl/src/init.cc lines 1004-1008).  Each case by hand from RCCL's channel rule (4 ranks: 32 p2p
-channels, 8 a peer) and the figures set below."""
+receiving warps copy it out, never the direct path (``Direct`` = 0, lines 45 and 104), so a part of k chunks takes k
+writes and one local copy.  The chunk is 512 KiB on one xGMI host (rccl/src/init.cc lines 1004-1008).  Each case
+by hand from RCCL's channel rule (4 ranks: 32 p2p channels, 8 a peer) and the figures set below."""
 
 from dataclasses import replace
 
@@ -17,8 +17,10 @@ from synth.model.nccl.ring_steps import xgmi_p2p
 from topo_probe import cluster, get_preset
 
 M = 1 << 20
-#: no latency, a free host; an RCCL channel moves 6 GB/s, a workgroup copies 99 GB/s at H100's 1.98 GHz, so
-#: 99 x 2.40 / 1.98 = 120 GB/s at gfx950's clock; the links (3 x 76.8 x 0.8 = 184 GB/s) do not bind
+#: no latency, a free host, and the model's own constants set to round figures (none is a source figure): an RCCL
+#: channel at 6 GB/s (``rccl_channel_gbs``, hand-set), a CTA's copy at 99 GB/s at H100's 1.98 GHz (``ring_copy_gbs``,
+#: fitted at 100 on NVIDIA rings), which ``cta_copy_gbs`` scales by clock to 99 x 2.40 / 1.98 = 120 GB/s on gfx950;
+#: the links (3 x 76.8 x 0.8 = 184 GB/s) do not bind
 P = replace(DEFAULT_PARAMS, p2p_latency_us=0.0, host_us=0.0, host_us_per_channel=0.0, p2p_link_share=1.0,
             rccl_channel_gbs=6.0, ring_copy_gbs=99.0, link_eff={**DEFAULT_PARAMS.link_eff, ("gfx950", "xgmi"): 0.8})
 
