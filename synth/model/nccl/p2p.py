@@ -327,7 +327,10 @@ def _group_ctas(g: CommGraphs, part_ch: int, groups: int, rccl: bool = False) ->
     delta), all 8 rounds of a group on the same channels (src/include/channel.h ``ncclP2pChannelBaseForRound``: one
     base per ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` rounds when ``nNodes > 1``, v2.22.3-1 .. v2.30.7-1; before,
     ``ncclChannelComputeBase``: node delta + local step / 8, v2.21.5-1) and in one work batch a channel, whose warps
-    they split (src/device/sendrecv.h ``nWarpPerWork``).
+    they split (src/device/sendrecv.h ``nWarpPerWork``).  ``rccl``: RCCL's p2p channels (:func:`.p2p_total_channels`,
+    callers pass ``m.amd and m.intra == "xgmi"`` as :func:`_per_peer_bounds` does); on 2 nodes or fewer RCCL puts part
+    p of round r on ``(base x nChannelsMax + p) & (nP2pChannels-1)``, base r on one host (Ahalperin/amd-dev 0d4f8c1
+    rccl/src/include/device.h lines 282-291, channel.h lines 19-29): each peer its own channels while they last.
 
     >>> from synth.model.nccl.graphs import comm_graphs
     >>> from topo_probe import cluster
@@ -379,7 +382,8 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     ch_part, chunk = p2p_channels(m, g, per, version), P2P_NET_CHUNK_BYTES if m.nodes > 1 else P2P_NVL_CHUNK_BYTES
     simple = nvlink_p2p(m, p2p_disable) or (xgmi_p2p(m, p2p_disable) and m.nodes == 1)      # RCCL: one host
     simple = simple and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)   # LL: no FIFO copy
-    ch_gbs = intra_gbs / _group_ctas(g, ch_part, ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1, m.amd)
+    groups = ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1
+    ch_gbs = intra_gbs / _group_ctas(g, ch_part, groups, m.amd and m.intra == "xgmi")
     fill = p2p_simple_fill(m, params, per / ch_part, min(chunk, step_bytes), ch_gbs, version) if simple else 1.0
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
     if coll != "sendrecv" and intra_b and not p2p_disable:

@@ -217,5 +217,5 @@ def p2p_simple_fill(m: NcclMachine, params, part_bytes: float, chunk_bytes: int,
     return p2p_fifo_fill_factor(part_bytes, chunk_bytes, share, ring_direct_write(m, version, p2p_disable))
 
 
-__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "p2p_simple_fill", "nvlink_p2p", "xgmi_p2p", "p2p_read_mode",
-           "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share"]
+__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "p2p_simple_fill", "nvlink_p2p", "xgmi_p2p",
+           "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share"]
