@@ -203,7 +203,9 @@ SIMPLE_STEP_BYTES = NCCL_BUFFSIZE_BYTES // NCCL_STEPS
 #: 91.6 TFLOPS / (142 x 256) = 2.52); sm90 H100 SXM5 67 TFLOPS / (132 x 256) = 1.98 (H200, H800 the same);
 #: sm100 B200, HGX B200's 75 TFLOPS FP32 a GPU (NVIDIA's HGX B200 table) / (148 x 256) = 1.98; sm120 RTX 5090
 #: 2410 MHz; AMD's peak engine clock: gfx90a MI250X 1700, gfx942 MI300X 2100, gfx950 MI355X 2400 MHz (AMD's rings
-#: send 2-7 GB/s a channel, so their copies hardly count, whatever a CU moves a clock)
+#: send 2-7 GB/s a channel, so their copies hardly count, whatever a CU moves a clock; not so RCCL's Simple p2p parts
+#: on one xGMI host, where one chunk's copy at this clock is all the fill a part pays: x 1.05 for a part of one
+#: chunk at the model's 6 GB/s a channel over 121 GB/s, :func:`.ring_steps.xgmi_p2p`)
 SM_CLOCK_GHZ = {"sm60": 0.74, "sm70": 1.53, "sm80": 1.41, "sm86": 1.74, "sm89": 2.52, "sm90": 1.98, "sm100": 1.98,
                 "sm120": 2.41, "gfx90a": 1.70, "gfx942": 2.10, "gfx950": 2.40}
 #: the architecture whose clock the per-CTA rates (``ring_copy_gbs``, ``p2p_cta_gbs``) are stated at

@@ -27,9 +27,9 @@ from synth.model.nccl.channel_caps import ll_cta_gbs
 from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
-from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, p2p_cta_gbs, p2p_extra_batches, p2p_warps
+from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, group_ctas, p2p_cta_gbs, p2p_extra_batches, p2p_warps
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill
+from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill, xgmi_p2p
 from synth.model.nccl.runtime import host_time_us
 from synth.model.nccl.shm_uplink import uplink_share
 
@@ -273,13 +273,13 @@ def _remote_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: in
                  version: tuple, p2p_disable: bool = False) -> float:
     """GB/s of one GPU's sends of ``per_peer`` bytes to each of ``peers`` remote ranks: each part on
     :func:`net_part_channels`, Simple at every size.  A host's peers share their parts' channels
-    (:func:`_group_ctas`); with PXN (on by default where every GPU of the node is NVLink-connected:
+    (:func:`group_ctas`); with PXN (on by default where every GPU of the node is NVLink-connected:
     src/enqueue.cc ``pxnUsed``, src/graph/search.cc ``NCCL_P2P_PXN_LEVEL`` 2) each of those CTAs writes
     into the NVLink peer on the destination's rail, so it moves at most a ring channel's NVLink rate."""
     ch = net_part_channels(m, g, per_peer, version)
     gbs = p2p_inter_gbs(m, g, params, peers, ch)
     if peers > 1 and m.gpus_per_node > 1 and nvlink_p2p(m, p2p_disable):
-        gbs = min(gbs, _channel_cap_gbs(m, g, params, _group_ctas(g, ch, m.nodes - 1)))
+        gbs = min(gbs, _channel_cap_gbs(m, g, params, group_ctas(g, ch, m.nodes - 1)))
     return gbs
 
 
@@ -287,12 +287,12 @@ def _local_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int
                version: tuple) -> float:
     """GB/s of one GPU's NVLink sends of ``per_peer`` bytes to each of ``peers`` peers on its host: each part's
     channels (:func:`p2p_channels`) at a ring channel's rate, on one host every peer on its own channels while the
-    p2p channels last, across hosts the host's peers on the same ones (:func:`_group_ctas`); LL below the threshold
+    p2p channels last, across hosts the host's peers on the same ones (:func:`group_ctas`); LL below the threshold
     (:func:`p2p_uses_ll`) carries half data a line, times the fitted LL efficiency, as the collectives' LL does;
     Simple in read mode :func:`read_mode_share` (LL's buffer is the receiver's: it writes)."""
     ch = p2p_channels(m, g, per_peer, version)
     ll = p2p_uses_ll(per_peer, ch, _local_bounds(m, g)[1], version)
-    ctas = _group_ctas(g, ch, 1 if m.nodes > 1 else peers)
+    ctas = group_ctas(g, ch, 1 if m.nodes > 1 else peers)
     frac = LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL") if ll else 1.0
     if ll:      # an LL channel at most at its CTA's LL rate (Blackwell NVLink: channel_caps.ll_cta_gbs)
         return min(_channel_cap_gbs(m, g, params, ctas) * frac, ctas * ll_cta_gbs(m))
@@ -319,25 +319,6 @@ def p2p_protocol(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, p2p_disa
     return "LL" if ll else "Simple"
 
 
-def _group_ctas(g: CommGraphs, part_ch: int, groups: int) -> int:
-    """CTAs that carry ``groups`` groups of parts on ``part_ch`` channels each, at most the p2p channels: a part's
-    channel is ``(base + part) & (nP2pChannels-1)`` (v2.28.7-1 src/include/device.h lines 270-272), so on one host
-    (``groups`` = the peers, each its own base) 63 peers of 64 ranks share NCCL's 32.  Across hosts ``groups`` is
-    hosts: NCCL schedules a host's peers as one group of rounds (src/init.cc p2pSchedule: node delta, then local
-    delta), all 8 rounds of a group on the same channels (src/include/channel.h ``ncclP2pChannelBaseForRound``: one
-    base per ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` rounds when ``nNodes > 1``, v2.22.3-1 .. v2.30.7-1; before,
-    ``ncclChannelComputeBase``: node delta + local step / 8, v2.21.5-1) and in one work batch a channel, whose warps
-    they split (src/device/sendrecv.h ``nWarpPerWork``).
-
-    >>> from synth.model.nccl.graphs import comm_graphs
-    >>> from topo_probe import cluster
-    >>> g = comm_graphs(NcclMachine.from_topology(cluster("dgx-h100", nodes=2)))
-    >>> [_group_ctas(g, 2, k) for k in (1, 3, 15)], g.n_channels
-    ([2, 6, 16], 16)
-    """
-    return max(1, min(p2p_total_channels(g.n_channels), groups * part_ch))
-
-
 def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: ModelParams, p2p_disable: bool = False,
                 version: tuple = NCCL_VERSION, step_bytes: int = SIMPLE_STEP_BYTES) -> tuple[float, int]:
     """Predicted nccl-tests time (µs) of a point-to-point collective and the channels it uses.
@@ -348,11 +329,12 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     Each peer's part runs on the channels NCCL gives it (:func:`p2p_channels`,
     :func:`net_part_channels`); a rank's peers run at once, on one host each on its own channels
     (``ncclP2pChannelBaseForRound``: the round's bit-reversed index), across hosts a host's peers on
-    shared ones (:func:`_group_ctas`).  A Simple NVLink part of k chunks (``p2pChunkSize``, at most ``step_bytes``,
+    shared ones (:func:`group_ctas`).  A Simple NVLink part of k chunks (``p2pChunkSize``, at most ``step_bytes``,
     NCCL_BUFFSIZE / 8: src/init.cc v2.28.7-1 line 721; the parts' channels keep the default chunk) also pays the
-    receiver's local copy of its last chunk (:func:`.ring_steps.p2p_simple_fill`), the NVLink mesh's too.  A one-host
-    alltoall pays the fixed µs again for each extra work batch its busiest channel runs in turn, an assumed cost
-    (:func:`.p2p_cta.p2p_extra_batches`, from 2.28).
+    receiver's local copy of its last chunk (:func:`.ring_steps.p2p_simple_fill`), the NVLink mesh's too, and so
+    does RCCL's on one xGMI host (:func:`.ring_steps.xgmi_p2p`; not across hosts: ``rcclSetP2pNetChunkSize``, not
+    modelled).  A one-host NVIDIA alltoall pays the fixed µs again for each extra work batch of its busiest channel,
+    an assumed cost (:func:`.p2p_cta.p2p_extra_batches`, from 2.28).
     """
     n, ppn = m.ranks, m.gpus_per_node
     intra_gbs, inter_gbs = p2p_intra_gbs(m, g, params, p2p_disable, version), float("inf")
@@ -375,10 +357,12 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
             intra_gbs = min(intra_gbs, rccl_channel_cap_gbs(m, "Simple", channels, params.rccl_channel_gbs))
         if inter_b:
             inter_gbs = _remote_gbs(m, g, params, int(per_peer), peers, version, p2p_disable)
-    per = int(nbytes) if coll == "sendrecv" else int(nbytes // n)       # a Simple NVLink part's FIFO fill:
+    per = int(nbytes) if coll == "sendrecv" else int(nbytes // n)       # a Simple p2p part's FIFO fill:
     ch_part, chunk = p2p_channels(m, g, per, version), P2P_NET_CHUNK_BYTES if m.nodes > 1 else P2P_NVL_CHUNK_BYTES
-    simple = nvlink_p2p(m, p2p_disable) and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)
-    ch_gbs = intra_gbs / _group_ctas(g, ch_part, ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1)
+    simple = nvlink_p2p(m, p2p_disable) or (xgmi_p2p(m, p2p_disable) and m.nodes == 1)      # RCCL: one host
+    simple = simple and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)   # LL: no FIFO copy
+    groups = ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1
+    ch_gbs = intra_gbs / group_ctas(g, ch_part, groups, m.amd and m.intra == "xgmi")
     fill = p2p_simple_fill(m, params, per / ch_part, min(chunk, step_bytes), ch_gbs, version) if simple else 1.0
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
     if coll != "sendrecv" and intra_b and not p2p_disable:

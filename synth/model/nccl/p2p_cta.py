@@ -21,6 +21,7 @@ from __future__ import annotations
 import math
 
 from synth.model.nccl.constants import LL128_DATA_FRACTION, LL_DATA_FRACTION, SIMPLE_STEP_BYTES, at_sm_clock
+from synth.model.nccl.graphs import CommGraphs, p2p_total_channels
 
 
 #: warps of a p2p kernel's CTA: NCCL_MAX_NTHREADS 640 / 32 (src/include/device.h line 88; src/enqueue.cc
@@ -184,5 +185,28 @@ def p2p_extra_batches(m, coll: str, parts: int, p2p_channels: int, version: tupl
     return p2p_channel_batches(m.ranks, parts, p2p_channels, version) - 1
 
 
-__all__ = ["P2P_CTA_WARPS", "P2P_PER_BATCH", "SLICE_STEPS", "p2p_cta_gbs", "p2p_channel_batches", "p2p_extra_batches",
-           "p2p_warps", "ring_net_cta_cap_gbs"]
+def group_ctas(g: CommGraphs, part_ch: int, groups: int, rccl: bool = False) -> int:
+    """CTAs that carry ``groups`` groups of parts on ``part_ch`` channels each, at most the p2p channels: a part's
+    channel is ``(base + part) & (nP2pChannels-1)`` (v2.28.7-1 src/include/device.h lines 270-272), so on one host
+    (``groups`` = the peers, each its own base) 63 peers of 64 ranks share NCCL's 32.  Across hosts ``groups`` is
+    hosts: NCCL schedules a host's peers as one group of rounds (src/init.cc p2pSchedule: node delta, then local
+    delta), all 8 rounds of a group on the same channels (src/include/channel.h ``ncclP2pChannelBaseForRound``: one
+    base per ``NCCL_MAX_DEV_WORK_P2P_PER_BATCH`` rounds when ``nNodes > 1``, v2.22.3-1 .. v2.30.7-1; before,
+    ``ncclChannelComputeBase``: node delta + local step / 8, v2.21.5-1) and in one work batch a channel, whose warps
+    they split (src/device/sendrecv.h ``nWarpPerWork``).  ``rccl``: RCCL's p2p channels (:func:`.p2p_total_channels`,
+    callers pass ``m.amd and m.intra == "xgmi"`` as ``p2p._per_peer_bounds`` does); on 2 nodes or fewer RCCL puts part
+    p of round r on ``(base x nChannelsMax + p) & (nP2pChannels-1)``, base r on one host (Ahalperin/amd-dev 0d4f8c1
+    rccl/src/include/device.h lines 282-291, channel.h lines 19-29): each peer its own channels while they last.
+
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> from synth.model.nccl.machine import NcclMachine
+    >>> from topo_probe import cluster
+    >>> g = comm_graphs(NcclMachine.from_topology(cluster("dgx-h100", nodes=2)))
+    >>> [group_ctas(g, 2, k) for k in (1, 3, 15)], g.n_channels
+    ([2, 6, 16], 16)
+    """
+    return max(1, min(p2p_total_channels(g.n_channels, rccl), groups * part_ch))
+
+
+__all__ = ["P2P_CTA_WARPS", "P2P_PER_BATCH", "SLICE_STEPS", "group_ctas", "p2p_cta_gbs", "p2p_channel_batches",
+           "p2p_extra_batches", "p2p_warps", "ring_net_cta_cap_gbs"]

@@ -66,6 +66,24 @@ def nvlink_p2p(m: NcclMachine, p2p_disable: bool = False) -> bool:
     return m.arch.startswith("sm") and m.intra in ("nvswitch", "nvlink") and m.p2p and not p2p_disable
 
 
+def xgmi_p2p(m: NcclMachine, p2p_disable: bool = False) -> bool:
+    """Whether ``m``'s AMD GPUs send to each other by P2P over an xGMI mesh, P2P on.  RCCL 2.26.6's p2p kernel
+    (Ahalperin/amd-dev 0d4f8c1 rccl/src/device/sendrecv.h lines 19-135) sends a part one ``p2pChunkSize`` chunk at
+    a time, the sending warps writing it into the receiver's FIFO and the receiving warps copying it out, as NCCL's
+    does, but with ``Direct`` = 0 (lines 45 and 104: ``Primitives<T, RedOp, FanAsymmetric<0, 1>, 0, Proto, 1>``,
+    ``FanAsymmetric<1, 0>`` to receive; NVIDIA's NCCL passes 1, v2.28.7-1 src/device/sendrecv.h lines 21 and 38),
+    so it never writes straight into the output, whatever the process layout, and Simple on gfx950 as
+    ``ProtoSimple<1,1,0,4>`` (lines 263 and 275), not NCCL's ``ProtoSimple<1,1>``.  The chunk is 512 KiB on one
+    xGMI host (rccl/src/init.cc lines 1004-1008, ``P2P_NVL_CHUNKSIZE``; RCCL 2.26.6 logged ``P2P Chunksize set to
+    524288`` on 2 MI355X), so a Simple part on one host pays :func:`p2p_simple_fill` as over NVLink.
+
+    >>> from topo_probe import get_preset
+    >>> [xgmi_p2p(NcclMachine.from_topology(get_preset(p))) for p in ("mi355x", "dgx-h100")]
+    [True, False]
+    """
+    return m.amd and m.intra == "xgmi" and m.p2p and not p2p_disable
+
+
 def p2p_read_mode(m: NcclMachine, p2p_disable: bool = False) -> bool:
     """Whether NCCL connects ``m``'s GPUs in P2P read mode: Ampere over NVLink, P2P on.
 
@@ -199,5 +217,5 @@ def p2p_simple_fill(m: NcclMachine, params, part_bytes: float, chunk_bytes: int,
     return p2p_fifo_fill_factor(part_bytes, chunk_bytes, share, ring_direct_write(m, version, p2p_disable))
 
 
-__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "p2p_simple_fill", "nvlink_p2p", "p2p_read_mode",
-           "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share"]
+__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "p2p_simple_fill", "nvlink_p2p", "xgmi_p2p",
+           "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share"]
