@@ -1,0 +1,33 @@
+"""Point-to-point sends on a one-host PCIe / host-memory (SHM) communicator, by NCCL's own rules, checked by hand.
+
+Chunk: ``p2pChunkSize`` is ``NCCL_P2P_PCI_CHUNKSIZE`` (128 KiB) unless every GPU pair is NVLink (NVIDIA/nccl
+v2.28.9-1 src/init.cc lines 704-718, src/graph/paths.cc lines 939-943; since v2.16.5-1), and a one-host part is at
+most 32 chunks (src/enqueue.cc lines 894-898), so a send of more than 4 MiB takes two channels."""
+
+from __future__ import annotations
+
+from synth.model.nccl import NcclMachine
+from synth.model.nccl.graphs import comm_graphs
+from synth.model.nccl.p2p import p2p_channels
+from synth.model.nccl.p2p_chunk import all_nvlink, local_chunk_bytes
+from topo_probe import get_preset
+
+MIB = 1 << 20
+#: 2 x RTX 2080 Ti behind one Gen3 switch, no P2P (the AutoDL container of the pcie-1host class)
+AUTODL = NcclMachine("2080ti", "sm70", 2, 1, "pcie", 0, pcie_gen=3, p2p=False, gpus_per_uplink=2, sockets=1)
+
+
+def test_the_chunk_is_nvlinks_only_where_every_pair_is_nvlink():
+    dgx1 = NcclMachine.from_topology(get_preset("dgx1-v100"))        # hybrid cube mesh: 3 of 7 peers over PCIe
+    h100 = NcclMachine.from_topology(get_preset("dgx-h100"))
+    assert not all_nvlink(dgx1) and all_nvlink(h100) and not all_nvlink(AUTODL)
+    assert [local_chunk_bytes(m, (2, 28)) for m in (AUTODL, dgx1, h100)] == [128 << 10, 128 << 10, 512 << 10]
+    assert local_chunk_bytes(AUTODL, (2, 14)) == 512 << 10          # no NCCL_P2P_PCI_CHUNKSIZE before 2.16
+
+
+def test_a_pcie_part_doubles_its_channels_past_32_chunks_of_128_kib():
+    g = comm_graphs(AUTODL, version=(2, 28))
+    # 4 MiB = 32 x 128 KiB: one part on one channel; 8 MiB: 8 MiB > 4 MiB, doubled to two parts of 4 MiB
+    assert [p2p_channels(AUTODL, g, s * MIB, (2, 28)) for s in (1, 4, 8, 32)] == [1, 1, 2, 2]
+    assert p2p_channels(AUTODL, g, 8 * MIB, (2, 14)) == 1            # 512 KiB chunks: parts up to 16 MiB
+
