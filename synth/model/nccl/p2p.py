@@ -31,7 +31,7 @@ from synth.model.nccl.p2p_chunk import P2P_NVL_CHUNK_BYTES, local_chunk_bytes
 from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, p2p_cta_gbs, p2p_warps
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill
-from synth.model.nccl.runtime import host_time_us
+from synth.model.nccl.runtime import host_time_us, ring_capacity_gbs
 from synth.model.nccl.shm_uplink import uplink_share
 
 #: NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE's default (bytes): one p2p step of every send of a
@@ -205,12 +205,16 @@ def p2p_link_efficiency(m: NcclMachine, params: ModelParams) -> float:
 def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disable: bool = False,
                   version: tuple = NCCL_VERSION) -> float:
     """Bandwidth one GPU sends to its node peers, all together (GB/s); over NVLink in read mode
-    :func:`read_mode_share` of it."""
+    :func:`read_mode_share` of it.  Without P2P on one socket, an SHM ring's rate: the same SHM connections
+    (NVIDIA/nccl v2.28.9-1 src/transport/shm.cc lines 171-174, 211-214) over the same x16 links; across sockets
+    NCCL's search speed, which rates the socket link."""
     if m.gpus_per_node == 1:
         return float("inf")
     if p2p_disable or not m.p2p or m.intra == "pcie":
         kind = "shm" if (p2p_disable or not m.p2p) else "pcie"
         share = uplink_share(m, "p2p", kind != "shm")                      # GPUs behind one switch: shm_uplink.py
+        if kind == "shm" and m.sockets == 1:   # an SHM ring's transport and x16 links, no socket link: its rate
+            return ring_capacity_gbs(m, g, params, p2p=False) * share
         return g.ring.n_channels * g.ring.bw_intra * params.link_efficiency(m.arch, kind) * share
     links = max(sum(row) for row in m.link_matrix) if m.link_matrix else m.links_per_gpu
     return links * m.link_gbs * p2p_link_efficiency(m, params) * read_mode_share(m, version, p2p_disable)

@@ -2,14 +2,17 @@
 
 Chunk: ``p2pChunkSize`` is ``NCCL_P2P_PCI_CHUNKSIZE`` (128 KiB) unless every GPU pair is NVLink (NVIDIA/nccl
 v2.28.9-1 src/init.cc lines 704-718, src/graph/paths.cc lines 939-943; since v2.16.5-1), and a one-host part is at
-most 32 chunks (src/enqueue.cc lines 894-898), so a send of more than 4 MiB takes two channels."""
+most 32 chunks (src/enqueue.cc lines 894-898), so a send of more than 4 MiB takes two channels.  Rate: a send between
+GPUs without P2P goes through the same SHM transport and the same x16 links as an SHM ring
+(``runtime.ring_capacity_gbs`` times the uplink share of ``shm_uplink.py``), on one socket."""
 
 from __future__ import annotations
 
 from synth.model.nccl import NcclMachine
 from synth.model.nccl.graphs import comm_graphs
-from synth.model.nccl.p2p import p2p_channels
+from synth.model.nccl.p2p import p2p_channels, p2p_intra_gbs, p2p_time_us
 from synth.model.nccl.p2p_chunk import all_nvlink, local_chunk_bytes
+from synth.model.nccl.params import ModelParams
 from topo_probe import get_preset
 
 MIB = 1 << 20
@@ -31,3 +34,11 @@ def test_a_pcie_part_doubles_its_channels_past_32_chunks_of_128_kib():
     assert [p2p_channels(AUTODL, g, s * MIB, (2, 28)) for s in (1, 4, 8, 32)] == [1, 1, 2, 2]
     assert p2p_channels(AUTODL, g, 8 * MIB, (2, 14)) == 1            # 512 KiB chunks: parts up to 16 MiB
 
+
+def test_an_shm_alltoall_moves_at_the_shm_rings_rate():
+    p = ModelParams(link_eff={("*", "shm"): 0.5}, p2p_latency_us=5.0, host_us=0.0, host_us_per_channel=0.0)
+    g = comm_graphs(AUTODL, version=(2, 28))
+    rate = 15.75 * 0.5 / 2                      # Gen3 x16 data sheet x SHM efficiency, two GPUs on one uplink
+    assert abs(p2p_intra_gbs(AUTODL, g, p) - rate) < 1e-9
+    t, ch = p2p_time_us(AUTODL, g, "alltoall", 1 << 30, p, version=(2, 28))
+    assert ch == 2 and abs(t - (5.0 + (1 << 29) / (1000.0 * rate))) < 1e-6      # half the bytes go to the peer
