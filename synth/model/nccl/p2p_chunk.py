@@ -1,15 +1,22 @@
 """The p2p chunk of a one-host communicator: NVLink's 512 KiB only where every GPU pair is NVLink.
 
 NCCL sizes a point-to-point step (``p2pChunkSize``) once per communicator: ``NCCL_P2P_NET_CHUNKSIZE`` (128 KiB)
-across hosts, ``NCCL_P2P_NVL_CHUNKSIZE`` (512 KiB) when every GPU pair's path is NVLink, else
-``NCCL_P2P_PCI_CHUNKSIZE`` (128 KiB) (NVIDIA/nccl v2.28.9-1 src/init.cc lines 704-718, ``computeBuffSizes``;
-``isAllNvlink`` is src/graph/paths.cc lines 939-943, ``ncclTopoPathAllNVLink``: no GPU pair at ``PATH_PIX`` or
-beyond; the same three-way rule since v2.16.5-1 src/init.cc lines 491-493).  A one-host send then splits into parts
-of at most 32 chunks (src/enqueue.cc line 895, ``maxPartSize = stepSize*32``), so on a PCIe or host-memory (SHM)
-host a part doubles its channels past 4 MiB, not 16 MiB.  Units: bytes.
+across hosts, ``NCCL_P2P_NVL_CHUNKSIZE`` (512 KiB) when every GPU pair's path is NVLink (``isAllNvlink``, v2.28.9-1
+src/graph/paths.cc lines 939-943, ``ncclTopoPathAllNVLink``: no pair at ``PATH_PIX`` or beyond), else
+``NCCL_P2P_PCI_CHUNKSIZE`` (128 KiB) (NVIDIA/nccl v2.28.9-1 src/init.cc lines 704-718, ``computeBuffSizes``; the
+same three-way rule since v2.16.2-1, the first tag with ``P2P_PCI_CHUNKSIZE``, src/init.cc lines 475 and 491-493).
+A pair counts as NVLink where its path is below ``PATH_PIX``: ``PATH_NVL`` (directly linked, or through NVSwitches)
+or ``PATH_NVB``, a route through one intermediate GPU over NVLink on both legs (v2.28.9-1 src/graph/paths.cc lines
+69-71, "allow routing through a GPU only as 1 hop", and 98-99, "Set 1 hop NVLink as NVB"; the same rule as
+``topo_probe``'s ``Topology.path_class``).  So a DGX-1's hybrid cube mesh, whose 12 unlinked pairs each share a
+linked neighbour, is all NVLink and keeps 512 KiB at every version.  Before v2.16.2-1 a one-host step is
+``buffSizes[NCCL_PROTO_SIMPLE]/NCCL_STEPS`` = 4 MiB / 8 = 512 KiB (v2.15.5-1 src/enqueue.cc lines 612-613).  A
+one-host send splits into parts of at most 32 chunks (src/enqueue.cc line 895, ``maxPartSize = stepSize*32``), so
+on a 128 KiB host a part doubles its channels past 4 MiB, not 16 MiB.  Units: bytes.
 
-Not read: RCCL (AMD machines keep NVLink's rule, as before), and ``NCCL_P2P_DISABLE`` on an NVLink host (its paths
-go through the CPU, so NCCL takes the PCIe chunk; the model's p2p channels do not see that variable).
+Not read: RCCL (AMD machines keep 512 KiB, as before), ``NCCL_NVB_DISABLE``, the ARM Simple buffer before v2.16 (1
+MiB: a 128 KiB step), and ``NCCL_P2P_DISABLE`` on an NVLink host (its paths go through the CPU; the model's p2p
+channels do not see that variable).
 
 >>> from synth.model.nccl.machine import NcclMachine
 >>> m = NcclMachine("2080ti", "sm70", 2, 1, "pcie", 0, pcie_gen=3, p2p=False)
@@ -23,17 +30,28 @@ from synth.model.nccl.machine import NcclMachine
 
 #: NCCL_P2P_NVL_CHUNKSIZE's default (bytes, src/init.cc)
 P2P_NVL_CHUNK_BYTES = 1 << 19
-#: NCCL_P2P_PCI_CHUNKSIZE's default (bytes, v2.28.9-1 src/init.cc line 705) and the first NCCL that has it (v2.16.5-1)
+#: NCCL_P2P_PCI_CHUNKSIZE's default (bytes, v2.28.9-1 src/init.cc line 705) and the first NCCL that has it (v2.16.2-1)
 P2P_PCI_CHUNK_BYTES, P2P_PCI_CHUNK_SINCE = 1 << 17, (2, 16)
 
 
-def all_nvlink(m: NcclMachine) -> bool:
-    """Whether every GPU pair of ``m``'s host is joined by NVLink with P2P on (NCCL's ``isAllNvlink``): an NVSwitch
-    host, or a mesh whose link matrix links every pair."""
+def nvlink_pairs(m: NcclMachine) -> list[bool]:
+    """For each ordered pair of distinct GPUs on ``m``'s host, whether NCCL's path between them is below ``PATH_PIX``
+    (module docstring): P2P on and an NVSwitch host, or a mesh pair linked directly (``PATH_NVL``) or through one
+    GPU linked to both (``PATH_NVB``).  Without P2P NCCL routes GPU pairs through the CPU: none is."""
     if not m.p2p or m.intra not in ("nvswitch", "nvlink"):
-        return False
+        return []
     rows = m.link_matrix or ()
-    return all(k > 0 for i, row in enumerate(rows) for j, k in enumerate(row) if i != j)
+    if not rows:                                                        # NVSwitch (or an unstated mesh): all NVL
+        return [True]
+    n = len(rows)
+    return [rows[i][j] > 0 or any(rows[i][k] > 0 and rows[k][j] > 0 for k in range(n) if k not in (i, j))
+            for i in range(n) for j in range(n) if i != j]
+
+
+def all_nvlink(m: NcclMachine) -> bool:
+    """Whether every GPU pair of ``m``'s host is NVLink in NCCL's paths (NVL or NVB: :func:`nvlink_pairs`)."""
+    pairs = nvlink_pairs(m)
+    return bool(pairs) and all(pairs)
 
 
 def local_chunk_bytes(m: NcclMachine, version: tuple) -> int:
@@ -43,4 +61,5 @@ def local_chunk_bytes(m: NcclMachine, version: tuple) -> int:
     return P2P_PCI_CHUNK_BYTES
 
 
-__all__ = ["P2P_NVL_CHUNK_BYTES", "P2P_PCI_CHUNK_BYTES", "P2P_PCI_CHUNK_SINCE", "all_nvlink", "local_chunk_bytes"]
+__all__ = ["P2P_NVL_CHUNK_BYTES", "P2P_PCI_CHUNK_BYTES", "P2P_PCI_CHUNK_SINCE", "all_nvlink",
+           "local_chunk_bytes", "nvlink_pairs"]

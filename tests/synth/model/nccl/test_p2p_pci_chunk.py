@@ -21,10 +21,12 @@ AUTODL = NcclMachine("2080ti", "sm70", 2, 1, "pcie", 0, pcie_gen=3, p2p=False, g
 
 
 def test_the_chunk_is_nvlinks_only_where_every_pair_is_nvlink():
-    dgx1 = NcclMachine.from_topology(get_preset("dgx1-v100"))        # hybrid cube mesh: 3 of 7 peers over PCIe
+    # hybrid cube mesh: each GPU's 3 unlinked peers are each linked to one of its 4 linked ones (GPU 0 -> 5 via 1 or
+    # 4, 0 -> 6 via 2 or 4, 0 -> 7 via 3 or 4), so NCCL's path is PATH_NVB, below PATH_PIX: all NVLink
+    dgx1 = NcclMachine.from_topology(get_preset("dgx1-v100"))
     h100 = NcclMachine.from_topology(get_preset("dgx-h100"))
-    assert not all_nvlink(dgx1) and all_nvlink(h100) and not all_nvlink(AUTODL)
-    assert [local_chunk_bytes(m, (2, 28)) for m in (AUTODL, dgx1, h100)] == [128 << 10, 128 << 10, 512 << 10]
+    assert all_nvlink(dgx1) and all_nvlink(h100) and not all_nvlink(AUTODL)
+    assert [local_chunk_bytes(m, (2, 28)) for m in (AUTODL, dgx1, h100)] == [128 << 10, 512 << 10, 512 << 10]
     assert local_chunk_bytes(AUTODL, (2, 14)) == 512 << 10          # no NCCL_P2P_PCI_CHUNKSIZE before 2.16
 
 
