@@ -1,7 +1,8 @@
 """Point-to-point sends on a one-host PCIe / host-memory (SHM) communicator, by NCCL's own rules, checked by hand.
 
-Chunk: ``p2pChunkSize`` is ``NCCL_P2P_PCI_CHUNKSIZE`` (128 KiB) unless every GPU pair is NVLink (NVIDIA/nccl
-v2.28.9-1 src/init.cc lines 704-718, src/graph/paths.cc lines 939-943; since v2.16.5-1), and a one-host part is at
+Chunk: ``p2pChunkSize`` is ``NCCL_P2P_PCI_CHUNKSIZE`` (128 KiB) unless every GPU pair is NVLink, directly or through
+one GPU (NVIDIA/nccl v2.28.9-1 src/init.cc lines 704-718, src/graph/paths.cc lines 939-943; since v2.25.1-1; from
+v2.16.2-1 to v2.24.3-1 one NVLink pair is enough, v2.24.3-1 paths.cc lines 831-841), and a one-host part is at
 most 32 chunks (src/enqueue.cc lines 894-898), so a send of more than 4 MiB takes two channels.  Rate: a send between
 GPUs without P2P goes through the same SHM transport and the same x16 links as an SHM ring
 (``runtime.ring_capacity_gbs`` times the uplink share of ``shm_uplink.py``), on one socket."""
@@ -28,6 +29,19 @@ def test_the_chunk_is_nvlinks_only_where_every_pair_is_nvlink():
     assert all_nvlink(dgx1) and all_nvlink(h100) and not all_nvlink(AUTODL)
     assert [local_chunk_bytes(m, (2, 28)) for m in (AUTODL, dgx1, h100)] == [128 << 10, 512 << 10, 512 << 10]
     assert local_chunk_bytes(AUTODL, (2, 14)) == 512 << 10          # no NCCL_P2P_PCI_CHUNKSIZE before 2.16
+    assert [local_chunk_bytes(dgx1, v) for v in ((2, 14), (2, 22), (2, 28))] == [512 << 10] * 3
+
+
+def test_a_mixed_host_is_all_nvlink_by_its_nearest_pair_before_2_25_and_by_its_farthest_since():
+    # 4 PCIe GPUs, two NVLink bridges (0-1, 2-3): 0 -> 2 has no direct link and no GPU linked to both (0's only
+    # NVLink peer is 1, and 1-2 is not linked), so its path is PCIe (PATH_PIX or beyond).  2.16 - 2.24 take the
+    # smallest path over all pairs: 0 -> 1 is PATH_NVL < PATH_PIX, so NVLink's 512 KiB.  2.25 on take the largest:
+    # 0 -> 2 >= PATH_PIX, so PCIe's 128 KiB.
+    bridged = ((0, 4, 0, 0), (4, 0, 0, 0), (0, 0, 0, 4), (0, 0, 4, 0))
+    mixed = NcclMachine("bridged", "sm86", 4, 1, "nvlink", 4, link_gbs=14.0625, link_matrix=bridged)
+    assert all_nvlink(mixed, (2, 22)) and not all_nvlink(mixed, (2, 28))
+    assert [local_chunk_bytes(mixed, v) for v in ((2, 14), (2, 22), (2, 24), (2, 25), (2, 28))] == \
+        [512 << 10, 512 << 10, 512 << 10, 128 << 10, 128 << 10]
 
 
 def test_a_pcie_part_doubles_its_channels_past_32_chunks_of_128_kib():
