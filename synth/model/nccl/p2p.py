@@ -206,7 +206,7 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
                   version: tuple = NCCL_VERSION) -> float:
     """Bandwidth one GPU sends to its node peers, all together (GB/s); over NVLink in read mode
     :func:`read_mode_share` of it.  Without P2P on one socket, an SHM ring's rate: the same SHM connections
-    (NVIDIA/nccl v2.28.9-1 src/transport/shm.cc lines 171-174, 211-214) over the same x16 links; across sockets
+    (NVIDIA/nccl v2.28.9-1 src/transport/shm.cc lines 171-175, 205-209) over the same x16 links; across sockets
     NCCL's search speed, which rates the socket link."""
     if m.gpus_per_node == 1:
         return float("inf")
