@@ -205,15 +205,15 @@ def p2p_link_efficiency(m: NcclMachine, params: ModelParams) -> float:
 def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disable: bool = False,
                   version: tuple = NCCL_VERSION) -> float:
     """Bandwidth one GPU sends to its node peers, all together (GB/s); over NVLink in read mode
-    :func:`read_mode_share` of it.  Without P2P on one socket, an SHM ring's rate: the same SHM connections
-    (NVIDIA/nccl v2.28.9-1 src/transport/shm.cc lines 171-175, 205-209) over the same x16 links; across sockets
-    NCCL's search speed, which rates the socket link."""
+    :func:`read_mode_share` of it.  NVIDIA without P2P on one socket: an SHM ring's rate (NVIDIA/nccl v2.28.9-1
+    src/transport/shm.cc lines 171-175, 205-209: the same SHM connections, the same x16 links).  Else NCCL's search
+    speed, a tuning estimate (the one-socket guard: the model's pcie-8gpu-2socket test bound, not NCCL; RCCL unread)."""
     if m.gpus_per_node == 1:
         return float("inf")
     if p2p_disable or not m.p2p or m.intra == "pcie":
         kind = "shm" if (p2p_disable or not m.p2p) else "pcie"
         share = uplink_share(m, "p2p", kind != "shm")                      # GPUs behind one switch: shm_uplink.py
-        if kind == "shm" and m.sockets == 1:   # an SHM ring's transport and x16 links, no socket link: its rate
+        if kind == "shm" and m.sockets == 1 and not m.amd:     # an SHM ring's transport and x16 links: its rate
             return ring_capacity_gbs(m, g, params, p2p=False) * share
         return g.ring.n_channels * g.ring.bw_intra * params.link_efficiency(m.arch, kind) * share
     links = max(sum(row) for row in m.link_matrix) if m.link_matrix else m.links_per_gpu

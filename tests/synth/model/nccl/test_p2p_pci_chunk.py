@@ -58,3 +58,11 @@ def test_an_shm_alltoall_moves_at_the_shm_rings_rate():
     assert abs(p2p_intra_gbs(AUTODL, g, p) - rate) < 1e-9
     t, ch = p2p_time_us(AUTODL, g, "alltoall", 1 << 30, p, version=(2, 28))
     assert ch == 2 and abs(t - (5.0 + (1 << 29) / (1000.0 * rate))) < 1e-6      # half the bytes go to the peer
+
+
+def test_an_amd_host_without_p2p_keeps_the_search_speed():
+    # RCCL's SHM transport was not read: an AMD host sends at its ring graph's speed x SHM efficiency x uplink share
+    amd = NcclMachine("mi210-pcie", "gfx90a", 2, 1, "pcie", 0, pcie_gen=4, p2p=False, sockets=1)
+    p = ModelParams(link_eff={("*", "shm"): 0.5})
+    g = comm_graphs(amd, version=(2, 28))
+    assert abs(p2p_intra_gbs(amd, g, p) - g.ring.n_channels * g.ring.bw_intra * 0.5) < 1e-9
