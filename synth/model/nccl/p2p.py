@@ -6,17 +6,17 @@ channels (src/graph/paths.cc ``ncclTopoComputeP2pChannels``: 2 per NVLink; acros
 ``NCCL_P2P_DISABLE=1``), inter-node traffic the GPU's share of the node's NICs; both directions overlap.  Units:
 bytes, µs, GB/s per direction.
 
-A send to a peer on the same NVLink node does not use all its channels at once: NCCL starts from ``nChannelsMin``
-(the peer's channels halved until every rank's fit in ``p2pnChannels``) and doubles while a channel's part exceeds 32
-NVLink chunks (src/enqueue.cc ``addP2pToPlan``, ``scheduleP2pTasksToPlan``; src/graph/paths.cc
-``ncclTopoComputeP2pChannels``), and each channel moves at most what a channel of NCCL's ring graph carries (its
-``bwIntra``).  So an 8-GPU ``sendrecv`` of 128 MiB runs on 8 channels and one of 256 MiB on 16
-(:func:`p2p_channels`). Across hosts the chunk is 128 KiB for every peer and a part half a chunk to one chunk
-(:func:`part_channels`, :func:`net_part_channels`).  Small sends to a peer on the same host use LL
+A send to a peer on the same NVLink node does not use all its channels at once: NCCL starts from ``nChannelsMin`` (the
+peer's channels halved until every rank's fit in ``p2pnChannels``) and doubles while a channel's part exceeds 32 chunks
+(512 KiB, or 128 KiB where a pair is not NVLink: :mod:`.p2p_chunk`; src/enqueue.cc ``addP2pToPlan``,
+``scheduleP2pTasksToPlan``; src/graph/paths.cc ``ncclTopoComputeP2pChannels``), and each channel moves at most what a
+channel of NCCL's ring graph carries (its ``bwIntra``).  So an 8-GPU ``sendrecv`` of 128 MiB runs on 8 channels and one
+of 256 MiB on 16 (:func:`p2p_channels`). Across hosts the chunk is 128 KiB for every peer and a part half a chunk to one
+chunk (:func:`part_channels`, :func:`net_part_channels`).  Small sends to a peer on the same host use LL
 (:func:`p2p_uses_ll`); a send across hosts never does by default: NCCL gives p2p network connections shared Simple
 buffers and no LL buffer unless ``NCCL_ALLOC_P2P_NET_LL_BUFFERS=1`` (src/transport/net.cc ``sendProxyConnect`` /
-``recvProxyConnect``: "Only allocate dedicated buffers for ring/tree, not for p2p"; src/init.cc default 0, v2.14.3-1
-.. v2.30.7-1), and ``addP2pToPlan`` takes LL only where every part's connector has an LL buffer.
+``recvProxyConnect``: "Only allocate dedicated buffers for ring/tree, not for p2p"; src/init.cc default 0, v2.14.3-1 ..
+v2.30.7-1), and ``addP2pToPlan`` takes LL only where every part's connector has an LL buffer.
 """
 
 from __future__ import annotations
@@ -27,14 +27,13 @@ from synth.model.nccl.channel_caps import ll_cta_gbs
 from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
+from synth.model.nccl.p2p_chunk import local_chunk_bytes
 from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, group_ctas, p2p_cta_gbs, p2p_extra_batches, p2p_warps
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill, xgmi_p2p
-from synth.model.nccl.runtime import host_time_us
+from synth.model.nccl.runtime import host_time_us, ring_capacity_gbs
 from synth.model.nccl.shm_uplink import uplink_share
 
-#: NCCL_P2P_NVL_CHUNKSIZE's default (bytes): one p2p step over NVLink on one host (src/init.cc)
-P2P_NVL_CHUNK_BYTES = 1 << 19
 #: NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE's default (bytes): one p2p step of every send of a
 #: communicator spanning hosts (src/init.cc ``computeBuffSizes``: ``nNodes > 1`` picks it for all peers)
 P2P_NET_CHUNK_BYTES = 1 << 17
@@ -115,7 +114,7 @@ def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int, version: tuple = NC
     """
     multi = m.nodes > 1
     n_min, n_max = _local_bounds(m, g)
-    chunk = P2P_NET_CHUNK_BYTES if multi else P2P_NVL_CHUNK_BYTES
+    chunk = P2P_NET_CHUNK_BYTES if multi else local_chunk_bytes(m, version)      # PCIe / SHM: 128 KiB, p2p_chunk.py
     return part_channels(nbytes, n_min, n_max, chunk, multi, version)
 
 
@@ -206,12 +205,16 @@ def p2p_link_efficiency(m: NcclMachine, params: ModelParams) -> float:
 def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disable: bool = False,
                   version: tuple = NCCL_VERSION) -> float:
     """Bandwidth one GPU sends to its node peers, all together (GB/s); over NVLink in read mode
-    :func:`read_mode_share` of it."""
+    :func:`read_mode_share` of it.  NVIDIA without P2P on one socket: an SHM ring's rate (NVIDIA/nccl v2.28.9-1
+    src/transport/shm.cc lines 171-175, 205-209: the same SHM connections, the same x16 links).  Else NCCL's search
+    speed, a tuning estimate (the one-socket guard: the model's pcie-8gpu-2socket test bound, not NCCL; RCCL unread)."""
     if m.gpus_per_node == 1:
         return float("inf")
     if p2p_disable or not m.p2p or m.intra == "pcie":
         kind = "shm" if (p2p_disable or not m.p2p) else "pcie"
         share = uplink_share(m, "p2p", kind != "shm")                      # GPUs behind one switch: shm_uplink.py
+        if kind == "shm" and m.sockets == 1 and not m.amd:     # an SHM ring's transport and x16 links: its rate
+            return ring_capacity_gbs(m, g, params, p2p=False) * share
         return g.ring.n_channels * g.ring.bw_intra * params.link_efficiency(m.arch, kind) * share
     links = max(sum(row) for row in m.link_matrix) if m.link_matrix else m.links_per_gpu
     return links * m.link_gbs * p2p_link_efficiency(m, params) * read_mode_share(m, version, p2p_disable)
@@ -358,7 +361,8 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         if inter_b:
             inter_gbs = _remote_gbs(m, g, params, int(per_peer), peers, version, p2p_disable)
     per = int(nbytes) if coll == "sendrecv" else int(nbytes // n)       # a Simple p2p part's FIFO fill:
-    ch_part, chunk = p2p_channels(m, g, per, version), P2P_NET_CHUNK_BYTES if m.nodes > 1 else P2P_NVL_CHUNK_BYTES
+    ch_part = p2p_channels(m, g, per, version)
+    chunk = P2P_NET_CHUNK_BYTES if m.nodes > 1 else local_chunk_bytes(m, version)
     simple = nvlink_p2p(m, p2p_disable) or (xgmi_p2p(m, p2p_disable) and m.nodes == 1)      # RCCL: one host
     simple = simple and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)   # LL: no FIFO copy
     groups = ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1
