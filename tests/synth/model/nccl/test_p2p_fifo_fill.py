@@ -10,7 +10,8 @@ import pytest
 
 from synth.model.nccl import NcclMachine
 from synth.model.nccl.graphs import comm_graphs
-from synth.model.nccl.p2p import P2P_NVL_CHUNK_BYTES, p2p_channels, p2p_time_us
+from synth.model.nccl.p2p import p2p_channels, p2p_time_us
+from synth.model.nccl.p2p_chunk import P2P_NVL_CHUNK_BYTES
 from synth.model.nccl.params import DEFAULT_PARAMS
 from synth.model.nccl.ring_steps import p2p_fifo_fill_factor
 from topo_probe import get_preset
