@@ -11,7 +11,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
   :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
-  :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`: the logs added later.
+  :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`, :data:`THIRTY_EIGHTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1208,6 +1208,27 @@ THIRTY_SEVENTH_CASES = [
              "all_reduce 1, 3 and 9 GiB (-f 3)"),
 ]
 
+#: the thirty-eighth set: a new source, nebius/ml-cookbook's Run:ai README (read from the fork twinanda/ml-cookbook):
+#: all_reduce 1 - 16 GiB over 2 Run:ai worker pods of 8 x "NVIDIA H200" each (one HGX H200 host per pod assumed) on
+#: Nebius Managed Kubernetes, InfiniBand (8 x 400 Gb/s NDR per host assumed, as the Nebius dstack fixture), the submit
+#: script's NCCL_BUFFSIZE=8388608, in the in-sample class h100-ib-multihost (so held out itself; the cloud, Nebius,
+#: already feeds the dstack H100 fixture: marked source_reused).  Described from its source before any prediction
+THIRTY_EIGHTH_CASES = [
+    Case("h200_16gpu_2node_all_reduce_nebius_ib_runai.txt", "hgx-h200", 2, 8, 50.0, version=(2, 23),
+         env={"NCCL_BUFFSIZE": "8388608"}, machine_class="h100-ib-multihost", held_out=True, source_reused=True,
+         why="2 Run:ai MPI worker pods (demo-nccl-test-16-h200-worker-0/1) on Nebius Managed Kubernetes, the example output "
+             "of nebius/ml-cookbook's runai/README.md (commit 40f10649, 2025-09-26, Cyril K of Nebius; read from the fork "
+             "twinanda/ml-cookbook): 8 x \"NVIDIA H200\" per pod, each pod a whole 8-GPU host assumed (the pods request 8 "
+             "GPUs), the HGX H200 board assumed (the `hgx-h200` preset: NVSwitch), 16 processes (-g 1, --map-by "
+             "ppr:8:node); InfiniBand, 8 x 400 Gb/s NDR per host assumed (not stated: NCCL_IB_HCA=mlx5 only selects the "
+             "Mellanox RDMA devices; as the Nebius dstack fixture assumes for Nebius's H100 hosts; Nebius's MLPerf "
+             "Inference v6.0 file lists 8 x ConnectX-7 IB NDR 400Gb/s for its B200 hosts); the submit scripts (first "
+             "version f9df2b27, 2025-08-27, whose job name the pods carry, and the README's later one) set "
+             "NCCL_BUFFSIZE=8388608 (modelled), NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_HCA=mlx5, NCCL_SOCKET_IFNAME=eth0 "
+             "and hcoll/ucc off (no model term); NCCL 2.23.4 assumed from the image tag nccl-tests:2.23.4-ubu22.04-cu12.4 "
+             "(not printed); CPU not stated (the preset's Intel default); all_reduce 1 GiB - 16 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1215,7 +1236,8 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
-             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES)
+             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES
+             + THIRTY_EIGHTH_CASES)
 
 
 def held_out(case: Case) -> bool:
