@@ -1210,38 +1210,37 @@ THIRTY_SEVENTH_CASES = [
 
 #: the thirty-eighth set: a new source, nebius/ml-cookbook's Run:ai README (read from the fork twinanda/ml-cookbook):
 #: all_reduce 1 - 16 GiB over 2 Run:ai worker pods of 8 x "NVIDIA H200" each (one HGX H200 host per pod assumed) on
-#: Nebius Managed Kubernetes, InfiniBand (8 x 400 Gb/s NDR per host assumed, as the Nebius dstack fixture), the submit
-#: script's NCCL_BUFFSIZE=8388608, in the in-sample class h100-ib-multihost (so held out itself; the cloud, Nebius,
-#: already feeds the dstack H100 fixture: marked source_reused); and a new source, crusoecloud/solutions-library's
+#: Nebius Managed Kubernetes, InfiniBand (8 x 400 Gb/s NDR per host assumed), the submit
+#: script's NCCL_BUFFSIZE=8388608, in the in-sample class h100-ib-multihost (so held out itself); and a new source, crusoecloud/solutions-library's
 #: cluster-test output: all_reduce 1 - 32 GiB over 2 Crusoe GB200 VMs x 4 GPUs, one process per VM (-g 4), the two in
-#: one NVL72 NVLink domain (IMEX) assumed, in the held-out class b200-nvswitch-1host (8 ranks of one NVLink domain; the
-#: cloud, Crusoe, already feeds the dstack A100 fixture: marked source_reused).  Each described from its source before
+#: one NVL72 NVLink domain (IMEX) assumed, in the held-out class b200-nvswitch-1host (8 ranks of one NVLink domain).
+#: Neither repository feeds another fixture (the earlier Nebius and Crusoe tables are dstackai/dstack's).  Each described from its source before
 #: any prediction
 THIRTY_EIGHTH_CASES = [
     Case("h200_16gpu_2node_all_reduce_nebius_ib_runai.txt", "hgx-h200", 2, 8, 50.0, version=(2, 23),
-         env={"NCCL_BUFFSIZE": "8388608"}, machine_class="h100-ib-multihost", held_out=True, source_reused=True,
+         env={"NCCL_BUFFSIZE": "8388608"}, machine_class="h100-ib-multihost", held_out=True,
          why="2 Run:ai MPI worker pods (demo-nccl-test-16-h200-worker-0/1) on Nebius Managed Kubernetes, the example output "
              "of nebius/ml-cookbook's runai/README.md (commit 40f10649, 2025-09-26, Cyril K of Nebius; read from the fork "
-             "twinanda/ml-cookbook): 8 x \"NVIDIA H200\" per pod, each pod a whole 8-GPU host assumed (the pods request 8 "
-             "GPUs), the HGX H200 board assumed (the `hgx-h200` preset: NVSwitch), 16 processes (-g 1, --map-by "
+             "twinanda/ml-cookbook): 8 x \"NVIDIA H200\" per pod, each pod a whole 8-GPU host assumed (8 device lines a pod at the same PCI IDs on both; the first "
+             "submit script, whose job name the pods carry, sets GPU_PER_NODE=1, so the run used an edited value), the HGX H200 board assumed (the `hgx-h200` preset: NVSwitch), 16 processes (-g 1, --map-by "
              "ppr:8:node); InfiniBand, 8 x 400 Gb/s NDR per host assumed (not stated: NCCL_IB_HCA=mlx5 only selects the "
-             "Mellanox RDMA devices; as the Nebius dstack fixture assumes for Nebius's H100 hosts; Nebius's MLPerf "
+             "Mellanox RDMA devices; the Nebius dstack fixture has that figure from Nebius's documentation for its H100 hosts; no source read gives the H200 hosts' NICs; Nebius's MLPerf "
              "Inference v6.0 file lists 8 x ConnectX-7 IB NDR 400Gb/s for its B200 hosts); the submit scripts (first "
              "version f9df2b27, 2025-08-27, whose job name the pods carry, and the README's later one) set "
              "NCCL_BUFFSIZE=8388608 (modelled), NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_HCA=mlx5, NCCL_SOCKET_IFNAME=eth0 "
              "and hcoll/ucc off (no model term); NCCL 2.23.4 assumed from the image tag nccl-tests:2.23.4-ubu22.04-cu12.4 "
              "(not printed); CPU not stated (the preset's Intel default); all_reduce 1 GiB - 16 GiB"),
     Case("gb200_8gpu_2node_all_reduce_crusoe_nvl72_g4.txt", "gb200-nvl72", version=(2, 28),
-         machine={"ranks": 8, "gpus_per_process": 4}, machine_class="b200-nvswitch-1host", source_reused=True,
+         machine={"ranks": 8, "gpus_per_process": 4}, machine_class="b200-nvswitch-1host",
          why="2 Crusoe GB200 VMs (apple-0, apple-1) of crusoecloud/solutions-library's create-vms-and-run-nccl-test "
              "(nccltest_output.txt, commit 57e37b8d, 2026-02-06, Abe Sharp; removed the next day): 4 x \"NVIDIA GB200\" "
              "per VM (node type gb200-186gb-nvl-ib.4x with imex_support = true: the solution's terraform.tfvars \"GB200 "
              "testing\" lines and README), Grace hosts (the aarch64 driver lines), one process per VM driving its 4 GPUs "
              "(hostfile slots=1, -g 4), so 8 ranks in one NVLink 5 domain across the two VMs assumed (IMEX on, one "
-             "NVL72 rack: not printed), the `gb200-nvl72` preset with 8 ranks (the class function reads 8 GPUs of one "
+             "NVL72 rack: not printed; the node type's ib.4x suggests 4 x 400 Gb/s a VM, about 200 GB/s, which would "
+             "cap a 2-host all_reduce near 350 GB/s busbw, far below the log's), the `gb200-nvl72` preset with 8 ranks (the class function reads 8 GPUs of one "
              "NVSwitch domain as b200-nvswitch-1host, as the OCI GB300 two-host tables); NCCL 2.28.7 (nccl-headers=22807), "
-             "no NCCL variable set by the script (the image's NCCL configuration not shown); the cloud, Crusoe, already "
-             "feeds the dstack A100 fixture (marked source_reused); all_reduce 1 GiB - 32 GiB"),
+             "no NCCL variable set by the script (the image's NCCL configuration not shown); all_reduce 1 GiB - 32 GiB"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
