@@ -11,7 +11,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`TWENTY_SEVENTH_CASES`, :data:`TWENTY_EIGHTH_CASES`, :data:`TWENTY_NINTH_CASES`, :data:`THIRTIETH_CASES`,
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
   :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
-  :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`: the logs added later.
+  :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`, :data:`THIRTY_EIGHTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1208,6 +1208,41 @@ THIRTY_SEVENTH_CASES = [
              "all_reduce 1, 3 and 9 GiB (-f 3)"),
 ]
 
+#: the thirty-eighth set: a new source, nebius/ml-cookbook's Run:ai README (read from the fork twinanda/ml-cookbook):
+#: all_reduce 1 - 16 GiB over 2 Run:ai worker pods of 8 x "NVIDIA H200" each (one HGX H200 host per pod assumed) on
+#: Nebius Managed Kubernetes, InfiniBand (8 x 400 Gb/s NDR per host assumed), the submit
+#: script's NCCL_BUFFSIZE=8388608, in the in-sample class h100-ib-multihost (so held out itself); and a new source, crusoecloud/solutions-library's
+#: cluster-test output: all_reduce 1 - 32 GiB over 2 Crusoe GB200 VMs x 4 GPUs, one process per VM (-g 4), the two in
+#: one NVL72 NVLink domain (IMEX) assumed, in the held-out class b200-nvswitch-1host (8 ranks of one NVLink domain).
+#: Neither repository feeds another fixture (the earlier Nebius and Crusoe tables are dstackai/dstack's).  Each described from its source before
+#: any prediction
+THIRTY_EIGHTH_CASES = [
+    Case("h200_16gpu_2node_all_reduce_nebius_ib_runai.txt", "hgx-h200", 2, 8, 50.0, version=(2, 23),
+         env={"NCCL_BUFFSIZE": "8388608"}, machine_class="h100-ib-multihost", held_out=True,
+         why="2 Run:ai MPI worker pods (demo-nccl-test-16-h200-worker-0/1) on Nebius Managed Kubernetes, the example output "
+             "of nebius/ml-cookbook's runai/README.md (commit 40f10649, 2025-09-26, Cyril K of Nebius; read from the fork "
+             "twinanda/ml-cookbook): 8 x \"NVIDIA H200\" per pod, each pod a whole 8-GPU host assumed (8 device lines a pod at the same PCI IDs on both; the first "
+             "submit script, whose job name the pods carry, sets GPU_PER_NODE=1, so the run used an edited value), the HGX H200 board assumed (the `hgx-h200` preset: NVSwitch), 16 processes (-g 1, --map-by "
+             "ppr:8:node); InfiniBand, 8 x 400 Gb/s NDR per host assumed (not stated: NCCL_IB_HCA=mlx5 only selects the "
+             "Mellanox RDMA devices; the Nebius dstack fixture has that figure from Nebius's documentation for its H100 hosts; no source read gives the H200 hosts' NICs; Nebius's MLPerf "
+             "Inference v6.0 file lists 8 x ConnectX-7 IB NDR 400Gb/s for its B200 hosts); the submit scripts (first "
+             "version f9df2b27, 2025-08-27, whose job name the pods carry, and the README's later one) set "
+             "NCCL_BUFFSIZE=8388608 (modelled), NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_HCA=mlx5, NCCL_SOCKET_IFNAME=eth0 "
+             "and hcoll/ucc off (no model term); NCCL 2.23.4 assumed from the image tag nccl-tests:2.23.4-ubu22.04-cu12.4 "
+             "(not printed); CPU not stated (the preset's Intel default); all_reduce 1 GiB - 16 GiB"),
+    Case("gb200_8gpu_2node_all_reduce_crusoe_nvl72_g4.txt", "gb200-nvl72", version=(2, 28),
+         machine={"ranks": 8, "gpus_per_process": 4}, machine_class="b200-nvswitch-1host",
+         why="2 Crusoe GB200 VMs (apple-0, apple-1) of crusoecloud/solutions-library's create-vms-and-run-nccl-test "
+             "(nccltest_output.txt, commit 57e37b8d, 2026-02-06, Abe Sharp; removed the next day): 4 x \"NVIDIA GB200\" "
+             "per VM (node type gb200-186gb-nvl-ib.4x with imex_support = true: the solution's terraform.tfvars \"GB200 "
+             "testing\" lines and README), Grace hosts (the aarch64 driver lines), one process per VM driving its 4 GPUs "
+             "(hostfile slots=1, -g 4), so 8 ranks in one NVLink 5 domain across the two VMs assumed (IMEX on, one "
+             "NVL72 rack: not printed; the node type's ib.4x suggests 4 x 400 Gb/s a VM, about 200 GB/s, which would "
+             "cap a 2-host all_reduce near 350 GB/s busbw, far below the log's), the `gb200-nvl72` preset with 8 ranks (the class function reads 8 GPUs of one "
+             "NVSwitch domain as b200-nvswitch-1host, as the OCI GB300 two-host tables); NCCL 2.28.7 (nccl-headers=22807), "
+             "no NCCL variable set by the script (the image's NCCL configuration not shown); all_reduce 1 GiB - 32 GiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1215,7 +1250,8 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + TWENTY_SECOND_CASES + TWENTY_THIRD_CASES + TWENTY_FOURTH_CASES + TWENTY_FIFTH_CASES
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
-             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES)
+             + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES
+             + THIRTY_EIGHTH_CASES)
 
 
 def held_out(case: Case) -> bool:
