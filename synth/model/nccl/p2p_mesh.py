@@ -3,23 +3,30 @@
 NCCL reaches a GPU pair without a direct NVLink through one intermediate GPU when both legs are NVLink: the path
 search allows "routing through a GPU only as 1 hop" and marks it ``PATH_NVB`` (NVIDIA/nccl v2.28.9-1
 src/graph/paths.cc lines 69-71 and 98-99; unless ``NCCL_NVB_DISABLE=1``, default 0, line 34).  The path's
-first hop names the intermediate (``ncclTopoCheckP2p``, lines 307-316: ``path->count == 2``), and the P2P
-transport then asks the *intermediate* rank's proxy for both the sender's and the receiver's buffers
-(src/transport/p2p.cc ``p2pSendSetup`` lines 402-416, ``p2pRecvSetup`` 465-476: ``info->rank = intermediateRank``,
-``ncclProxyConnect(..., info->rank, ...)``; "P2P/indirect" in the log).  No GPU copies anything on the way: the
-sender's warps write each chunk into the FIFO in the intermediate GPU's memory over their link to it, the
-receiver's warps read it from there over theirs.  So a send of B bytes loads B on the link sender -> intermediate
-and B on intermediate -> receiver, beside whatever those links carry for their own pairs.  Read mode is
-``PATH_NVL`` only (paths.cc line 368), so an NVB send always writes.
+first hop names the intermediate (``ncclTopoCheckP2p``, lines 307-316: ``path->count == 2``).  The bytes go
+through the *receiver's* buffer: ``p2pRecvSetup`` (src/transport/p2p.cc line 437, ``p2pGetInfo(comm, myInfo,
+peerInfo, ...)`` with ``myInfo`` the receiver) takes the intermediate of the path receiver -> sender and allocates
+the ``ncclRecvMem`` with its FIFOs there (line 468: ``info->rank = intermediateRank``, line 476
+``ncclProxyConnect(..., 0, info->rank, ...)``), and ``p2pSendConnect`` maps that buffer and points the sender's
+``conn.buffs`` into it (lines 490 ``p2pMap(..., comm->peerInfo+info->rank, ...)``, 493 ``buff =
+(char*)(remDevMem+1)``, 500 ``send->conn.buffs[p] = buff``).  The sender's own setup (``p2pSendSetup`` lines
+402-416, the intermediate of sender -> receiver) only places the small ``ncclSendMem`` (head, ptrExchange; line
+377 ``sendSize = sizeof(struct ncclSendMem)``, plus the SIMPLE buffer in read mode only, line 379).  No GPU
+copies anything on the way: the sender's warps write each chunk into the FIFO in the intermediate GPU's memory
+over their link to it, the receiver's warps read it from there over theirs.  So a send of B bytes loads B on the
+link sender -> intermediate and B on intermediate -> receiver, beside whatever those links carry for their own
+pairs.  Read mode is ``PATH_NVL`` only (paths.cc line 368), so an NVB send always writes.
 
-Which intermediate: paths are searched breadth-first from the receiver j (``ncclTopoSetPaths``), its neighbours
-in the order of its links, which NCCL keeps sorted by bandwidth, most first (src/graph/topo.cc lines 164-185,
-NVLinks to one peer aggregated); a later neighbour k replaces an earlier one only with a strictly wider path
-(paths.cc line 73), the path's width being the narrower leg's (line 67).  So k is the first of j's neighbours,
-by j's link count to it, of the widest ``min(links i-k, links k-j)``; among equal link counts NCCL goes by
-NVML's link order, which a link matrix does not carry: taken here by GPU index.  Only the communicator's GPUs
-exist in NCCL's topology (src/graph/topo.cc ``ncclTopoAddNvLinks``: a link to a GPU not in the system is
-dropped), so the mesh is the first ``gpus_per_node`` GPUs' block of the link matrix.
+Which intermediate: ``ncclTopoSetPaths(base)`` searches breadth-first outward from ``base`` and sets every
+node's path *to* it (paths.cc lines 36-60), and the path receiver -> sender has the sender as ``base``: the
+search visits the sender's neighbours in the order of its links, which NCCL keeps sorted by bandwidth, most first
+(src/graph/topo.cc lines 164-185, NVLinks to one peer aggregated); a later neighbour k replaces an earlier one
+only with a strictly wider path (paths.cc line 73), the path's width being the narrower leg's (line 67).  So k
+is the first of the sender i's neighbours, by i's link count to it, of the widest ``min(links i-k, links k-j)``;
+among equal link counts NCCL goes by NVML's link order, which a link matrix does not record: taken here by lower
+GPU index, an assumption (a tie decides, e.g., which link a DGX-1 ``sendrecv`` loads twice).  Only the
+communicator's GPUs exist in NCCL's topology (src/graph/topo.cc ``ncclTopoAddNvLinks``: a link to a GPU not in
+the system is dropped), so the mesh is the first ``gpus_per_node`` GPUs' block of the link matrix.
 
 Versions: NVB paths and the intermediate rank came with NVIDIA/nccl v2.8.3-1 (v2.8.3-1 src/graph/paths.cc lines
 64 and 93; src/transport/p2p.cc lines 175 and 218, ``bootstrapRemAlloc(..., intermediateRank, ...)``);
@@ -46,18 +53,20 @@ def mesh_links(m: NcclMachine) -> tuple | None:
 
 
 def nvb_intermediate(links: tuple, i: int, j: int) -> int | None:
-    """NCCL's intermediate GPU for a send ``i -> j`` without a direct NVLink (module docstring): among the GPUs
-    linked to both, the widest ``min(links[i][k], links[k][j])``, the first in ``j``'s link order (most links
-    first, then GPU index).  None where no GPU is linked to both (no NVB path).
+    """The GPU whose memory holds the FIFO of a send ``i -> j`` without a direct NVLink (module docstring): the
+    receiver's buffer, on the intermediate of NCCL's path ``j -> i``, searched outward from the sender ``i``: among
+    the GPUs linked to both, the widest ``min(links[i][k], links[k][j])``, the first in ``i``'s link order (most
+    links first; equal counts by lower GPU index, standing in for NVML's link order).  None where no GPU is linked
+    to both (no NVB path).
 
     >>> dgx1 = ((0, 2, 1, 1, 2, 0, 0, 0), (2, 0, 1, 2, 0, 1, 0, 0), (1, 1, 0, 2, 0, 0, 2, 0),
     ...         (1, 2, 2, 0, 0, 0, 0, 1), (2, 0, 0, 0, 0, 2, 1, 1), (0, 1, 0, 0, 2, 0, 1, 2),
     ...         (0, 0, 2, 0, 1, 1, 0, 2), (0, 0, 0, 1, 1, 2, 2, 0))
     >>> [nvb_intermediate(dgx1, 0, j) for j in (5, 6, 7)]
-    [4, 2, 3]
+    [4, 4, 4]
     """
-    order = sorted((k for k in range(len(links)) if k not in (i, j) and links[k][j] > 0),
-                   key=lambda k: (-links[j][k], k))
+    order = sorted((k for k in range(len(links)) if k not in (i, j) and links[i][k] > 0),
+                   key=lambda k: (-links[i][k], k))
     best, width = None, 0
     for k in order:
         w = min(links[i][k], links[k][j])
@@ -85,7 +94,9 @@ def mesh_p2p_us(m: NcclMachine, coll: str, per_peer: float, nvl_gbs: float, pcie
     through :func:`nvb_intermediate` (from v2.8), else out of the sender's PCIe x16 link and into the receiver's; the
     busiest link, in one direction, sets the time.
     ``nvl_gbs``: one NVLink's achieved GB/s per direction; a direct pair in read mode moves ``read_share`` of it
-    (an NVB send writes); ``pcie_gbs``: the x16 link's.
+    (an NVB send writes); ``pcie_gbs``: the x16 link's.  Where a tie in link counts picks the intermediate the
+    figure rests on the lower-index stand-in for NVML's order: a DGX-1 ``sendrecv`` (7 -> 0 through 3, so link
+    3 -> 0 carries 3 -> 4's bytes too: 2 parts; through 4, 1 part), not its ``alltoall``/``scatter``/``gather``.
 
     >>> from synth.model.nccl.machine import NcclMachine
     >>> m = NcclMachine("x", "sm70", 3, 1, "nvlink", 2, link_matrix=((0, 1, 0), (1, 0, 1), (0, 1, 0)))

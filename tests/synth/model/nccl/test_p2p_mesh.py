@@ -1,8 +1,9 @@
 """A DGX-1's unlinked GPU pairs send through one intermediate GPU over NVLink (PATH_NVB, NCCL >= 2.8), each link
 carrying its own pair's bytes and the bytes it relays (synth/model/nccl/p2p_mesh.py).  Expected values are worked
-out by hand from NCCL's rule (src/graph/paths.cc lines 67-73: the first of the receiver's neighbours, most links
-first, with the widest narrower leg; src/transport/p2p.cc lines 402-416: the FIFO lives in the intermediate's
-memory), not read off the model."""
+out by hand from NCCL's rule (the FIFO is the receiver's buffer, on the intermediate of the path receiver ->
+sender: src/transport/p2p.cc lines 437, 468 and 490-500; that path is searched outward from the sender,
+src/graph/paths.cc lines 36-73: the first of the sender's neighbours, most links first, equal counts by lower
+GPU index, with the widest narrower leg), not read off the model."""
 
 from __future__ import annotations
 
@@ -14,11 +15,12 @@ from synth.model.nccl.p2p_mesh import mesh_links, nvb_intermediate
 from synth.model.nccl.params import DEFAULT_PARAMS
 from topo_probe import get_preset
 
-#: each unlinked ordered pair of the DGX-1 hybrid cube mesh and its intermediate, by hand: e.g. 0 -> 6 can go
-#: through 2 (1 link, then 2) or 4 (2, then 1): both 1 link wide, and 6 lists 2 (2 links) before 4 (1 link)
-DGX1_NVB = {(0, 5): 4, (0, 6): 2, (0, 7): 3, (1, 4): 0, (1, 6): 2, (1, 7): 5, (2, 4): 0, (2, 5): 1, (2, 7): 6,
-            (3, 4): 0, (3, 5): 7, (3, 6): 2, (4, 1): 0, (4, 2): 6, (4, 3): 0, (5, 0): 4, (5, 2): 6, (5, 3): 1,
-            (6, 0): 4, (6, 1): 2, (6, 3): 2, (7, 0): 4, (7, 1): 3, (7, 2): 6}
+#: each unlinked ordered pair of the DGX-1 hybrid cube mesh and the GPU holding its FIFO, by hand: e.g. 0 -> 6 can
+#: go through 2 (1 link, then 2) or 4 (2, then 1): both 1 link wide, and the sender 0 lists 4 (2 links) before 2
+#: (1 link); 7 -> 0 through 3 or 4, both 1 link from 7 and 1 wide: the lower index, 3 (NVML's order unknown)
+DGX1_NVB = {(0, 5): 4, (0, 6): 4, (0, 7): 4, (1, 4): 0, (1, 6): 2, (1, 7): 3, (2, 4): 6, (2, 5): 6, (2, 7): 6,
+            (3, 4): 0, (3, 5): 1, (3, 6): 2, (4, 1): 0, (4, 2): 0, (4, 3): 0, (5, 0): 4, (5, 2): 1, (5, 3): 7,
+            (6, 0): 2, (6, 1): 2, (6, 3): 2, (7, 0): 3, (7, 1): 5, (7, 2): 6}
 GIB = 1 << 30
 
 
@@ -43,10 +45,11 @@ def _pcie_gbs(m):
 
 
 @pytest.mark.parametrize("coll, version, units, link", [
-    # alltoall: 0 -> 3 (1 link) carries 0 -> 3, 0 -> 7's first leg and 4 -> 3's second: 3 parts, the busiest
+    # alltoall: 3 -> 0 (1 link) carries 3 -> 0, 3 -> 4's first leg and 7 -> 0's second: 3 parts, the busiest
+    # (so do 1 -> 2, 5 -> 1, 7 -> 3, and 0 -> 4, 2 -> 6 with 6 parts on 2 links)
     ("alltoall", (2, 28), 3, "nvl"),
-    # scatter from 0: 0 -> 2 (1 link) carries 2's and 6's parts, 0 -> 3 3's and 7's: 2 parts a link; gather to 0:
-    # 4 -> 0 (2 links) carries 4's part and the second legs of 5, 6 and 7: 4 parts, 2 a link
+    # scatter from 0: 0 -> 4 (2 links) carries 4's part and the first legs of 5, 6 and 7: 4 parts, 2 a link;
+    # gather to 0: 2 -> 0 (1 link) carries 2's and 6's parts, 3 -> 0 3's and 7's: 2 parts a link
     ("scatter", (2, 28), 2, "nvl"), ("gather", (2, 28), 2, "nvl"),
     # before 2.8 no NVB: GPU 0's PCIe link carries its 3 unlinked peers' parts (alltoall, scatter, gather alike)
     ("alltoall", (2, 7), 3, "pcie"), ("scatter", (2, 7), 3, "pcie"), ("gather", (2, 7), 3, "pcie"),
@@ -62,10 +65,11 @@ def test_the_busiest_link_sets_a_dgx1_p2p_collective(dgx1, coll, version, units,
 
 def test_a_dgx1_sendrecv_runs_at_its_slowest_pair(dgx1):
     """nccl-tests sendrecv: rank r to r + 1.  1 -> 2 and 5 -> 6 have one NVLink; 3 -> 4 goes through 0 and 7 -> 0
-    through 4, one link wide on their first leg (3 -> 0, 7 -> 4), each leg carrying that pair alone: one link's
-    rate sets 1 GiB.  Before 2.8, 3 -> 4 and 7 -> 0 cross PCIe instead."""
-    for version, rate in (((2, 28), _nvl_gbs(dgx1)), ((2, 7), _pcie_gbs(dgx1))):
-        by_hand = DEFAULT_PARAMS.p2p_latency_us + GIB / rate
+    through 3 (7's links to 3 and 4 are both one wide; the lower index stands in for NVML's unknown order), so the
+    one link 3 -> 0 carries both pairs' bytes: 2 parts at one link's rate set 1 GiB at 2.8+ (through 4 instead it
+    would be 1).  Before 2.8, 3 -> 4 and 7 -> 0 cross PCIe instead, one part on each x16 link."""
+    for version, rate, units in (((2, 28), _nvl_gbs(dgx1), 2), ((2, 7), _pcie_gbs(dgx1), 1)):
+        by_hand = DEFAULT_PARAMS.p2p_latency_us + units * GIB / rate
         t = NcclModel(dgx1, version=version).choose("sendrecv", GIB).time_us
         assert by_hand < t < by_hand * 1.01, version
 
