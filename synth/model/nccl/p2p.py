@@ -28,8 +28,8 @@ from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p_chunk import local_chunk_bytes
-from synth.model.nccl.p2p_mesh import mesh_p2p_us
 from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, group_ctas, p2p_cta_gbs, p2p_extra_batches, p2p_warps
+from synth.model.nccl.p2p_mesh import mesh_p2p_us
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill, xgmi_p2p
 from synth.model.nccl.runtime import host_time_us, ring_capacity_gbs
@@ -225,10 +225,11 @@ def mesh_send_us(m: NcclMachine, params: ModelParams, coll: str, per_peer: float
                  version: tuple = NCCL_VERSION) -> float | None:
     """Device µs of a one-host p2p collective's sends on a point-to-point NVLink mesh (None elsewhere): each pair
     over the path NCCL's P2P transport takes, a direct NVLink, from 2.8 the two NVLink legs through one
-    intermediate GPU (``PATH_NVB``: NVIDIA/nccl v2.28.9-1 src/transport/p2p.cc ``p2pSendSetup`` lines 402-416, the
-    FIFO in the intermediate's memory), else PCIe; the busiest link sets the time (:func:`.p2p_mesh.mesh_p2p_us`).  Rates: the links' data-sheet
-    bandwidths times the shared efficiencies (:func:`p2p_link_efficiency`; ``link_eff[arch, pcie]``), a direct
-    pair in read mode :func:`read_mode_share` of it."""
+    intermediate GPU (``PATH_NVB``: the FIFO is the receiver's buffer, in the memory of the intermediate of the
+    path receiver -> sender, NVIDIA/nccl v2.28.9-1 src/transport/p2p.cc ``p2pRecvSetup`` line 468,
+    ``p2pSendConnect`` lines 490-500), else PCIe; the busiest link sets the time (:func:`.p2p_mesh.mesh_p2p_us`).
+    Rates: the links' data-sheet bandwidths times the shared efficiencies (:func:`p2p_link_efficiency`;
+    ``link_eff[arch, pcie]``), a direct pair in read mode :func:`read_mode_share` of it."""
     nvl = m.link_gbs * p2p_link_efficiency(m, params)
     pcie = PCIE_X16_GBS.get(m.pcie_gen, 31.5) * params.link_efficiency(m.arch, "pcie")
     return mesh_p2p_us(m, coll, per_peer, nvl, pcie, version, read_mode_share(m, version))
