@@ -29,6 +29,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p_chunk import local_chunk_bytes
 from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, group_ctas, p2p_cta_gbs, p2p_extra_batches, p2p_warps
+from synth.model.nccl.p2p_mesh import mesh_p2p_us
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill, xgmi_p2p
 from synth.model.nccl.runtime import host_time_us, ring_capacity_gbs
@@ -220,28 +221,18 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
     return links * m.link_gbs * p2p_link_efficiency(m, params) * read_mode_share(m, version, p2p_disable)
 
 
-def mesh_alltoall_us(m: NcclMachine, params: ModelParams, per_peer: float) -> float | None:
-    """Device µs of one GPU's alltoall sends on a point-to-point NVLink mesh (None elsewhere).
-
-    NCCL's P2P transport uses NVLink only to a directly linked peer (src/graph/paths.cc: a
-    ``PATH_NVL`` needs a direct link; it never forwards through another GPU); every other peer is
-    reached through PCIe and the host.  So a DGX-1 GPU sends 4 of its 7 peers' parts over its
-    NVLinks (each peer's part over the links to that peer) and 3 over its PCIe x16 link, and the
-    slower of the two sets the time.  Rates: the links' data-sheet bandwidths times the shared
-    efficiencies (:func:`p2p_link_efficiency`; ``link_eff[arch, pcie]``).
-    """
-    if m.intra != "nvlink" or not m.link_matrix or not m.p2p:
-        return None
-    nvl_rate = m.link_gbs * p2p_link_efficiency(m, params) * 1000.0          # bytes/µs per link
-    pcie_rate = PCIE_X16_GBS.get(m.pcie_gen, 31.5) * params.link_efficiency(m.arch, "pcie") * 1000.0
-    worst = 0.0
-    for row in m.link_matrix:
-        linked = [k for k in row if k > 0]
-        far = len(row) - 1 - len(linked)
-        t_nvl = max([per_peer / (k * nvl_rate) for k in linked] + [per_peer * len(linked) / (sum(linked) * nvl_rate)]
-                    if linked else [0.0])
-        worst = max(worst, t_nvl, far * per_peer / pcie_rate)
-    return worst
+def mesh_send_us(m: NcclMachine, params: ModelParams, coll: str, per_peer: float,
+                 version: tuple = NCCL_VERSION) -> float | None:
+    """Device µs of a one-host p2p collective's sends on a point-to-point NVLink mesh (None elsewhere): each pair
+    over the path NCCL's P2P transport takes, a direct NVLink, from 2.8 the two NVLink legs through one
+    intermediate GPU (``PATH_NVB``: the FIFO is the receiver's buffer, in the memory of the intermediate of the
+    path receiver -> sender, NVIDIA/nccl v2.28.9-1 src/transport/p2p.cc ``p2pRecvSetup`` line 468,
+    ``p2pSendConnect`` lines 490-500), else PCIe; the busiest link sets the time (:func:`.p2p_mesh.mesh_p2p_us`).
+    Rates: the links' data-sheet bandwidths times the shared efficiencies (:func:`p2p_link_efficiency`;
+    ``link_eff[arch, pcie]``), a direct pair in read mode :func:`read_mode_share` of it."""
+    nvl = m.link_gbs * p2p_link_efficiency(m, params)
+    pcie = PCIE_X16_GBS.get(m.pcie_gen, 31.5) * params.link_efficiency(m.arch, "pcie")
+    return mesh_p2p_us(m, coll, per_peer, nvl, pcie, version, read_mode_share(m, version))
 
 
 def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int, part_ch: int | None = None) -> float:
@@ -369,9 +360,8 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     ch_gbs = intra_gbs / group_ctas(g, ch_part, groups, m.amd and m.intra == "xgmi")
     fill = p2p_simple_fill(m, params, per / ch_part, min(chunk, step_bytes), ch_gbs, version) if simple else 1.0
     t_intra = intra_b / (1000.0 * intra_gbs) if intra_b else 0.0
-    if coll != "sendrecv" and intra_b and not p2p_disable:
-        mesh = mesh_alltoall_us(m, params, intra_b / (ppn - 1))
-        t_intra = t_intra if mesh is None else mesh
+    if intra_b and not p2p_disable:                 # a mesh: its busiest link, over NCCL's paths (p2p_mesh.py)
+        t_intra = max(t_intra, mesh_send_us(m, params, coll, per, version) or 0.0)
     t_intra *= fill
     t_inter = inter_b / (1000.0 * inter_gbs) if inter_b else 0.0
     # ASSUMED, unsourced: each extra work batch costs the whole call's fixed µs again (p2p_cta.p2p_extra_batches)
@@ -383,4 +373,4 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
 
 __all__ = ["p2p_time_us", "p2p_protocol", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels",
            "p2p_net_hop_us", "p2p_intra_gbs", "p2p_link_efficiency", "p2p_inter_gbs", "p2p_channels",
-           "mesh_alltoall_us", "p2p_warps", "read_mode_share"]
+           "mesh_send_us", "p2p_warps", "read_mode_share"]
