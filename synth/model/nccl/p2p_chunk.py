@@ -41,6 +41,7 @@ channels do not see that variable).
 from __future__ import annotations
 
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.p2p_mesh import mesh_links, nvb_intermediate
 
 #: NCCL_P2P_NVL_CHUNKSIZE's default (bytes, src/init.cc)
 P2P_NVL_CHUNK_BYTES = 1 << 19
@@ -51,17 +52,18 @@ P2P_ALL_PAIRS_SINCE = (2, 25)
 
 
 def nvlink_pairs(m: NcclMachine) -> list[bool]:
-    """For each ordered pair of distinct GPUs on ``m``'s host, whether NCCL's path between them is below ``PATH_PIX``
-    (module docstring): P2P on and an NVSwitch host, or a mesh pair linked directly (``PATH_NVL``) or through one
-    GPU linked to both (``PATH_NVB``).  Without P2P NCCL routes GPU pairs through the CPU: none is."""
+    """For each ordered pair of distinct GPUs of the communicator on ``m``'s host, whether NCCL's path between them
+    is below ``PATH_PIX`` (module docstring): P2P on and an NVSwitch host, or a mesh pair linked directly
+    (``PATH_NVL``) or through one GPU linked to both (``PATH_NVB``, :func:`.p2p_mesh.nvb_intermediate`), on the
+    communicator's block of the link matrix (:func:`.p2p_mesh.mesh_links`).  Without P2P NCCL routes GPU pairs
+    through the CPU: none is."""
     if not m.p2p or m.intra not in ("nvswitch", "nvlink"):
         return []
-    rows = m.link_matrix or ()
-    if not rows:                                                        # NVSwitch (or an unstated mesh): all NVL
+    links = mesh_links(m)
+    if links is None:                                                   # NVSwitch (or an unstated mesh): all NVL
         return [True]
-    n = len(rows)
-    return [rows[i][j] > 0 or any(rows[i][k] > 0 and rows[k][j] > 0 for k in range(n) if k not in (i, j))
-            for i in range(n) for j in range(n) if i != j]
+    n = len(links)
+    return [links[i][j] > 0 or nvb_intermediate(links, i, j) is not None for i in range(n) for j in range(n) if i != j]
 
 
 def all_nvlink(m: NcclMachine, version: tuple = P2P_ALL_PAIRS_SINCE) -> bool:
