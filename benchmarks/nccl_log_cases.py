@@ -12,7 +12,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
   :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
   :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`, :data:`THIRTY_EIGHTH_CASES`,
-  :data:`FORTIETH_CASES`: the logs added later.
+  :data:`THIRTY_NINTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1244,11 +1244,11 @@ THIRTY_EIGHTH_CASES = [
              "no NCCL variable set by the script (the image's NCCL configuration not shown); all_reduce 1 GiB - 32 GiB"),
 ]
 
-#: the fortieth set: the bare-metal run of a new source, GitHub issue NVIDIA/nccl-tests#380 (a stored copy in the code
+#: the thirty-ninth set: the bare-metal run of a new source, GitHub issue NVIDIA/nccl-tests#380 (a stored copy in the code
 #: index): all_reduce 1, 3 and 9 GiB over 2 HGX H200 hosts x 8 GPUs with 4 ConnectX-7 InfiniBand NICs each (one NIC per
 #: two GPUs, 400 Gb/s NDR assumed), in the in-sample class h100-ib-multihost (so held out itself).  Not taken: the
 #: thread's passthrough-VM runs of the same hosts.  Described from its source before any prediction
-FORTIETH_CASES = [
+THIRTY_NINTH_CASES = [
     Case("h200_16gpu_2node_all_reduce_ib_4nic_issue380.txt", "hgx-h200", 2, 4, 50.0, "ib",
          machine_class="h100-ib-multihost", held_out=True,
          why="the two bare-metal servers of NVIDIA/nccl-tests#380 (opening post, 2026-06; code index file id 69552560476): "
@@ -1256,7 +1256,7 @@ FORTIETH_CASES = [
              "board: the `hgx-h200` preset), 16 processes (mpirun -np 16, -g 1); 4 x ConnectX-7 per host (\"4x "
              "NVIDIA/Mellanox ConnectX-7 NICs\"), InfiniBand (lstopo: \"(InfiniBand)\", netdevs ib0..ib3), each NIC on a "
              "PCIe switch shared by two GPUs (PIX to one, PXB to the other), two per CPU package; 400 Gb/s NDR per NIC "
-             "assumed (not stated); NCCL version not printed (the Case default, 2.28 gates, assumed; the thread is of "
+             "assumed (not stated: the adapter's top rate, chosen over NDR200 from the post's own 80 GB/s busbw on one NIC); NCCL version not printed (the Case default, 2.28 gates, assumed; the thread is of "
              "2026-06); CPU not stated (the preset's default); no NCCL variable shown; all_reduce 1, 3 and 9 GiB "
              "(-b 1G -e 16G -f 3)"),
 ]
@@ -1269,7 +1269,7 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
              + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES
-             + THIRTY_EIGHTH_CASES + FORTIETH_CASES)
+             + THIRTY_EIGHTH_CASES + THIRTY_NINTH_CASES)
 
 
 def held_out(case: Case) -> bool:
