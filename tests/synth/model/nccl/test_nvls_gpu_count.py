@@ -2,7 +2,8 @@
 support while the communicator's topology holds ``gpuCount <= 2`` GPUs (NVIDIA/nccl v2.18.3-1 line 239 ..
 v2.27.7-1 line 160, v2.28.3-1 line 160) and only for ``gpuCount < 2`` from v2.28.7-1 (line 161; the same in
 v2.29.3-1 and v2.30.7-1); v2.17.1-1 (line 232) needs two local ranks.  Without support neither NVLS nor
-NVLS-tree enters NCCL's tuning table.  Expectations are read off those lines, not the model."""
+NVLS-tree enters NCCL's tuning table.  Expectations are read off those lines, not the model
+(but for the one consistency check of the model's own pick, labelled)."""
 
 from __future__ import annotations
 
@@ -24,7 +25,7 @@ def _host(ranks: int) -> NcclMachine:
     (3, (2, 18), True),
     (2, (2, 26), False),      # v2.26.6-1 line 157
     (2, (2, 27), False),      # v2.27.7-1 line 160
-    (2, (2, 28), True),       # v2.28.7-1 line 161: gpuCount < 2 (2.28 read as 2.28.7, the logs' 2.28)
+    (2, (2, 28), True),       # v2.28.7-1 line 161: gpuCount < 2 (2.28 ASSUMED to be 2.28.7)
     (2, (2, 29), True),       # v2.29.3-1 line 161
     (1, (2, 29), False),
 ])
@@ -35,13 +36,15 @@ def test_nvls_gpu_count_by_version(gpus, version, on):
 @pytest.mark.parametrize("version, on", [((2, 26), False), ((2, 29), True)])
 def test_two_gpus_of_a_b200_host(version, on):
     """2 of an 8-GPU B200 host (nccl-tests -g 2): no NVLS graph and no NVLS column under 2.26; under 2.29 NVLS's
-    graph has its 2 heads and NCCL rates it (it still loses to the ring: 25 µs latency)."""
+    graph has its 2 heads and NCCL rates it (in the model it still loses to the ring: 25 µs latency)."""
     m = _host(2)
     graphs = comm_graphs(m, NcclEnv(), version)
     assert (graphs.nvls is not None) is on
     assert (graphs.nvls.n_channels == 2) if on else graphs.nvls_node is None
     table = NcclModel(m, env=NcclEnv(), version=version).table
     assert (("nvls", "Simple") in table.enabled("allreduce")) is on
+    # consistency check of the model's own pick (its output, not a number from NCCL's source): NVLS on 2 GPUs
+    # does not take over the 1 GiB all_reduce
     assert table.choose("allreduce", 1 << 30)[0] == "ring"
 
 
