@@ -41,6 +41,7 @@ from synth.model.nccl.channel_counts import dup_channels, few_ppn_channels, lone
 from synth.model.nccl.rccl_channels import (rccl_coll_channels, rccl_env_channels, rccl_mesh_rings,
                                              rccl_p2p_channels_per_peer)
 from synth.model.nccl.rccl_net import rccl_net_graph, rccl_partial_host
+from synth.model.nccl.versions import nvls_supported
 
 EPS = 1e-6
 #: steps one ring search at one speed may take (NCCL 2.30.7 src/graph/search.cc NCCL_SEARCH_TIMEOUT, 1 << 14)
@@ -234,9 +235,9 @@ def _tree_graph(m: NcclMachine, ring: Graph, p2p: bool) -> Graph:
     return Graph(n, intra, ring.bw_inter, ring.type_intra, ring.type_inter)
 
 
-def _nvls_graph(m: NcclMachine, env: NcclEnv, node_only: bool = False) -> Graph | None:
-    if not (m.nvls and m.intra == "nvswitch" and m.sm >= 90 and env.nvls_enable != 0
-            and m.gpus_per_node > 1 and not env.p2p_off and m.p2p):
+def _nvls_graph(m: NcclMachine, env: NcclEnv, node_only: bool = False, version: tuple = NCCL_VERSION) -> Graph | None:
+    if not (m.nvls and m.intra == "nvswitch" and m.sm >= 90 and env.nvls_enable != 0 and not env.p2p_off and m.p2p
+            and nvls_supported(m.gpus_per_node, version)):          # ncclNvlsInit's GPU count, by version
         return None
     cap = intra_capacity_gbs(m)
     one_node = m.nodes == 1 or node_only
@@ -258,7 +259,7 @@ def _nvls_graph(m: NcclMachine, env: NcclEnv, node_only: bool = False) -> Graph 
     return Graph(heads, intra, inter, "NVL", "PXN")
 
 
-def nvls_node_graph(m: NcclMachine, env: NcclEnv | None = None) -> Graph | None:
+def nvls_node_graph(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCCL_VERSION) -> Graph | None:
     """The NVLS graph the node's NVLink fabric alone allows (what NCCL's search finds on one node).
 
     On several nodes NCCL searches the NVLS graph at the network's speeds (``speedArrayInter``, no
@@ -270,7 +271,7 @@ def nvls_node_graph(m: NcclMachine, env: NcclEnv | None = None) -> Graph | None:
     >>> nvls_node_graph(NcclMachine.from_topology(cluster("hgx-b200", nodes=2))).bw_intra
     80.0
     """
-    return _nvls_graph(m, env or NcclEnv(), node_only=True)
+    return _nvls_graph(m, env or NcclEnv(), node_only=True, version=version)
 
 
 def nvls_ctas(m: NcclMachine, env: NcclEnv, version: tuple = NCCL_VERSION) -> int:
@@ -386,8 +387,8 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     net_peer = net_channels_per_peer(m, n_ch, tuple(version), env.net_channels_per_peer, local)
     if m.amd and m.intra == "xgmi" and p2p:                 # RCCL's own per-peer rule (paths.cc)
         per_peer = rccl_p2p_channels_per_peer(m, n_ch, net_peer)
-    return CommGraphs(ring, tree, _nvls_graph(m, env), _collnet_graph(m, ring, env), n_ch, nvls_ch, per_peer, net_peer,
-                      nvls_node_graph(m, env))
+    return CommGraphs(ring, tree, _nvls_graph(m, env, version=version), _collnet_graph(m, ring, env), n_ch, nvls_ch,
+                      per_peer, net_peer, nvls_node_graph(m, env, version))
 
 
 __all__ = ["Graph", "CommGraphs", "comm_graphs", "few_ppn_channels", "net_channels_per_peer", "p2p_total_channels",
