@@ -54,4 +54,28 @@ def uplink_share(m: NcclMachine, coll: str, p2p: bool = True) -> float:
     return 1.0 / max(1, uplink_streams(m, coll))
 
 
-__all__ = ["uplink_streams", "uplink_share", "ROOTED"]
+def shm_stream_gbs(m: NcclMachine, coll: str, ring_cap_gbs: float, p2p: bool = True) -> float:
+    """GB/s per direction one GPU's stream of ``coll`` keeps inside the host: ``ring_cap_gbs`` (the GPU link's rate,
+    :func:`.runtime.ring_capacity_gbs`) times :func:`uplink_share`, except for a two-rank rooted chain through host
+    memory on a host whose one-way pinned host copy rate is stated (``host_copy_gbs``), which moves at that rate.
+
+    A broadcast's root only sends (``directSend`` / ``directCopySend``) and the rank before the root only receives
+    (``directRecv``); a reduce's first rank only sends and its root only receives (``recvReduceCopy``) (NVIDIA/nccl
+    v2.28.9-1 src/device/broadcast.h lines 42-52, src/device/reduce.h lines 32-44), and through SHM the sender's kernel
+    writes and the receiver's kernel reads pinned host memory (src/misc/shmutils.cc line 119 ``cudaHostRegister`` of the
+    /dev/shm segment; shm.cc lines 171-173, 205-207).  On two ranks no rank does both, so each GPU's link carries one
+    direction, the case bandwidthTest measures; with more ranks the middle ones read and write at once (the ring's
+    rate).  The rule was written after seeing the one table it moves (the AutoDL 2 x RTX 2080 Ti broadcast and
+    reduce), whose source post states the figure (bandwidthTest -g 2: 12.2 GB/s host-to-device, 13.2 device-to-host).
+
+    >>> m = NcclMachine("2080ti", "sm70", 2, 1, "pcie", 0, pcie_gen=3, p2p=False, gpus_per_uplink=2, host_copy_gbs=12.2)
+    >>> shm_stream_gbs(m, "broadcast", 7.875), shm_stream_gbs(m, "allreduce", 7.875)
+    (12.2, 3.9375)
+    >>> shm_stream_gbs(m.with_(ranks=4), "reduce", 7.875), shm_stream_gbs(m.with_(host_copy_gbs=0.0), "reduce", 7.875)
+    (3.9375, 7.875)
+    """
+    one_way = coll in ROOTED and m.ranks == 2 and m.nodes == 1 and m.host_copy_gbs > 0 and not (p2p and m.p2p)
+    return m.host_copy_gbs if one_way else ring_cap_gbs * uplink_share(m, coll, p2p)
+
+
+__all__ = ["shm_stream_gbs", "uplink_streams", "uplink_share", "ROOTED"]
