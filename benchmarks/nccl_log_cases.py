@@ -980,18 +980,13 @@ _AUTODL_2080TI = ("one AutoDL cloud container of Anthony-Hoo's blog post (2025-0
                   "NCCL version not printed (unknown: the Case default, 2.28 gates, assumed), no NCCL variable; one "
                   "process, -g 2, {coll} 8 B - 1 GiB")
 
-#: the AutoDL post's cuda-samples bandwidthTest -g 2 (device 0, pinned, 32,000,000 bytes): host-to-device 12.2 GB/s,
-#: device-to-host 13.2 GB/s; the lower one (a stream through host memory is written one way and read the other)
-AUTODL_2080TI_HOST_COPY_GBS = 12.2
-
 #: the twenty-seventh set: a new source, a blog post's nccl-tests runs on 2 x RTX 2080 Ti of one AutoDL container
 #: (github repo Anthony-Hoo/Anthony-Hoo.github.io): all_reduce, all_gather, broadcast, reduce and alltoall through host
 #: memory (no P2P), the held-out class pcie-1host.  Not taken: the post's one-GPU reduce_perf run (one rank: nothing
 #: crosses a link).  Each described from its source before any prediction
 TWENTY_SEVENTH_CASES = [
     Case(f"rtx2080ti_2gpu_1node_{coll}_autodl_shm.txt", "l40s-8gpu-pcie",
-         machine={"arch": "sm70", "ranks": 2, "pcie_gen": 3, "sockets": 1, "p2p": False, "gpus_per_uplink": 2,
-                  "host_copy_gbs": AUTODL_2080TI_HOST_COPY_GBS},
+         machine={"arch": "sm70", "ranks": 2, "pcie_gen": 3, "sockets": 1, "p2p": False, "gpus_per_uplink": 2},
          machine_class="pcie-1host",
          why=_AUTODL_2080TI.format(coll=coll))
     for coll in ("all_reduce", "all_gather", "broadcast", "reduce", "alltoall")]

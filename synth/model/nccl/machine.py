@@ -89,10 +89,6 @@ class NcclMachine:
     rate, so it caps the ring after the link efficiency and is not derated itself.  P2P rings only: a ring through
     host memory (SHM) is not capped, so a host whose NCCL ring is SHM (the 4 x A100 PCIe page states P2P-on
     figures, but NCCL's default P2P level stops below its SYS pairs) is given none.
-    ``host_copy_gbs`` the GB/s per direction of a pinned copy between one GPU and host memory when a measurement of the
-    host states it (CUDA's bandwidthTest, pinned; the lower of host-to-device and device-to-host; 0: not stated): the
-    rate of a two-rank rooted chain through host memory, whose GPU links each carry one direction
-    (:func:`.shm_uplink.shm_stream_gbs`).
     """
 
     name: str
@@ -119,7 +115,6 @@ class NcclMachine:
     gpu_name: str = ""
     gpus_per_uplink: int = 1
     p2p_write_gbs: float = 0.0
-    host_copy_gbs: float = 0.0
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -132,8 +127,7 @@ class NcclMachine:
                   (self.pcie_gen in PCI_BW_BY_GEN,
                    f"PCIe generation {self.pcie_gen} is not one of {', '.join(map(str, PCI_BW_BY_GEN))}"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
-                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0
-                   and self.host_copy_gbs >= 0,
+                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
                    "link and NIC bandwidths must be positive")]
         for ok, message in checks:
             if not ok:
