@@ -48,7 +48,7 @@ from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.net_fill import net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share
-from synth.model.nccl.shm_uplink import uplink_share
+from synth.model.nccl.shm_uplink import shm_stream_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
 from synth.model.nccl.versions import latency_tables
@@ -123,8 +123,8 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
     m, g = t.machine, t.graphs
     if m.gpus_per_node == 1:
         return math.inf
-    frac = _proto_fraction(m.arch, proto, params)
-    ring_cap = ring_capacity_gbs(m, g, params, p2p=not t.env.p2p_off) * uplink_share(m, coll, not t.env.p2p_off)
+    frac, p2p = _proto_fraction(m.arch, proto, params), not t.env.p2p_off
+    ring_cap = shm_stream_gbs(m, coll, ring_capacity_gbs(m, g, params, p2p=p2p), params, p2p)
     share = min(1.0, channels / (min(g.n_channels, AMD_REF_CHANNELS) if m.amd else g.n_channels))
     if algo in ("nvls", "nvls_tree"):
         return t.nvls_bus_gbs(coll) * params.nvls_efficiency * min(1.0, channels / g.nvls_channels)
@@ -134,7 +134,7 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
         gen = ll128_generation_share(m) if proto == "LL128" else 1.0
         steps = ring_simple_send_share(m, coll, ring_cap / g.n_channels, params, t.version, t.env.p2p_off) \
             if proto == "Simple" else 1.0
-        return min(ring_cap * frac * gen * share * ring_intra_relief(m, not t.env.p2p_off) * steps, cap)
+        return min(ring_cap * frac * gen * share * ring_intra_relief(m, p2p) * steps, cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
     if algo == "tree" and proto == "LL128":

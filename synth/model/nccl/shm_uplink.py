@@ -28,7 +28,9 @@ count is read from the topology only where it has no P2P).
 
 from __future__ import annotations
 
+from synth.model.nccl.constants import PCIE_X16_GBS
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.params import ModelParams
 
 #: collectives whose rings carry one chain from a root: a broadcast's sends and a reduce's receives
 ROOTED = ("broadcast", "reduce")
@@ -54,4 +56,38 @@ def uplink_share(m: NcclMachine, coll: str, p2p: bool = True) -> float:
     return 1.0 / max(1, uplink_streams(m, coll))
 
 
-__all__ = ["uplink_streams", "uplink_share", "ROOTED"]
+def shm_stream_gbs(m: NcclMachine, coll: str, ring_cap_gbs: float, params: ModelParams, p2p: bool = True) -> float:
+    """GB/s per direction one GPU's stream of ``coll`` keeps inside the host: ``ring_cap_gbs`` (the GPU link's rate,
+    :func:`.runtime.ring_capacity_gbs`) times :func:`uplink_share`, except for a two-rank rooted chain through host
+    memory on one host and one socket, which streams one way per link: the GPU's PCIe x16 rate (``PCIE_X16_GBS``,
+    15.75 GB/s on Gen3) times ``link_eff[*/pcie]`` (0.8, hand-set: the default of :class:`.params.ModelParams`, not
+    in the fitter's ``FIT_SPEC``, carried unchanged into ``fitted_params.json``), in place of the ring's SHM figure
+    ``link_eff[*/shm]`` (0.5, hand-set, a ring's: every ring rank reads and writes host memory at once).
+
+    A broadcast's root only sends (``directSend`` / ``directCopySend``) and the rank before the root only receives
+    (``directRecv``); a reduce's first rank only sends and its root only receives (``recvReduceCopy``) (NVIDIA/nccl
+    v2.28.9-1 src/device/broadcast.h lines 42-52, src/device/reduce.h lines 32-44).  Through SHM the sender's kernel
+    writes and the receiver's kernel reads pinned host memory (shm.cc lines 171-173, 205-207): one process's ranks
+    (host and pid hashes equal) take the legacy path, a /dev/shm segment pinned with ``cudaHostRegister`` (shm.cc
+    lines 147-150; src/misc/shmutils.cc line 119), separate processes ``ncclCuMemHostAlloc`` (shm.cc lines 528-545).
+    PCIe is full duplex, so the source alone does not halve a ring rank's rate; the restriction to two ranks (with
+    more the middle ranks read and write at once: the ring's figure) comes from the logs: the AutoDL 2 x RTX 2080 Ti
+    ring streams 3.2-4.0 GB/s where its broadcast streams 11.1 one way, and there the limiting link is the PCIe
+    switch's shared uplink, one stream each way.  Across sockets the sender's writes cross the CPU link, which
+    nothing here measures, so a machine of more than one socket (the default 2) keeps the ring's figure.  The rule was
+    written after seeing the AutoDL broadcast and reduce tables.
+
+    >>> from synth.model.nccl import DEFAULT_PARAMS as P
+    >>> m = NcclMachine("2080ti", "sm70", 2, 1, "pcie", 0, pcie_gen=3, p2p=False, gpus_per_uplink=2, sockets=1)
+    >>> round(shm_stream_gbs(m, "broadcast", 7.875, P), 2), shm_stream_gbs(m, "allreduce", 7.875, P)
+    (12.6, 3.9375)
+    >>> shm_stream_gbs(m.with_(ranks=4), "reduce", 7.875, P), shm_stream_gbs(m.with_(sockets=2), "reduce", 7.875, P)
+    (3.9375, 7.875)
+    """
+    one_way = coll in ROOTED and m.ranks == 2 and m.nodes == 1 and m.sockets == 1 and not (p2p and m.p2p)
+    if one_way:
+        return PCIE_X16_GBS[m.pcie_gen] * params.link_efficiency(m.arch, "pcie")
+    return ring_cap_gbs * uplink_share(m, coll, p2p)
+
+
+__all__ = ["shm_stream_gbs", "uplink_streams", "uplink_share", "ROOTED"]
