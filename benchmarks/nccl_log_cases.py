@@ -46,6 +46,10 @@ class Case:
     env: dict = field(default_factory=dict)
     collective: str | None = None
     why: str = ""
+    #: NCCL (major, minor) whose rules the model follows, or (major, minor, patch) where the log prints the release
+    #: (its NCCL INFO line or nccl-library=) or its header records the one release the source names for the run;
+    #: a bare (2, 28), the default for a log that names none, keeps the rules the model had for it (Blackwell's
+    #: 2.28.3 tuner rows, 2.28.7's p2p epochs: synth/model/nccl/versions_patch.py)
     version: tuple = (2, 28)
     machine: dict = field(default_factory=dict)
     machine_class: str = ""
@@ -115,15 +119,15 @@ CASES = [
     Case("h100_16gpu_2node_alltoall_sendrecv.txt", "dgx-h100", 2, collective="sendrecv",
          why="the same job's sendrecv test", machine_class="h100-ib-multihost"),
     Case("h100_8gpu_1node_all_gather_ring.txt", "dgx-h100", env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0"},
-         version=(2, 26), machine_class="h100-nvswitch-1host",
+         version=(2, 26, 2), machine_class="h100-nvswitch-1host",
          why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off, -g 8"),
     Case("h100_8gpu_1node_all_reduce_ring.txt", "dgx-h100",
-         env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, version=(2, 26),
+         env={"NCCL_ALGO": "RING", "NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}, version=(2, 26, 2),
          machine_class="h100-nvswitch-1host",
          why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL_ALGO=RING, NVLS off, -g 8"),
-    Case("h100_8gpu_1node_all_reduce_nvls.txt", "dgx-h100", version=(2, 26), machine_class="h100-nvswitch-1host",
+    Case("h100_8gpu_1node_all_reduce_nvls.txt", "dgx-h100", version=(2, 26, 2), machine_class="h100-nvswitch-1host",
          why="8 x H100 SXM5 NVSwitch, NCCL 2.26.2, NCCL defaults (NVLS), -g 8: the published ~479 GB/s"),
-    Case("h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 22),
+    Case("h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 22, 3),
          machine={"cpu_vendor": "amd"}, machine_class="h100-efa-multihost",
          why="2 x p5.48xlarge: 32 x 100 Gb/s EFA per node, EPYC 7R13, NCCL 2.22.3, NVLS on"),
     Case("h100_gcp_a3mega_16gpu_2node_all_reduce.txt", "dgx-h100", 2, 8, 25.0, "tcpxo", version=(2, 23),
@@ -153,9 +157,10 @@ _B200 = ("8 x B200 per host (the `hgx-b200` preset: NVLink 5 via NVSwitch), 8 x 
 _NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}
 
 NEW_CASES = [
-    Case("h100_16gpu_2node_all_reduce_ib_xe9680.txt", "dgx-h100", 2, version=(2, 26), machine_class="h100-ib-multihost",
+    Case("h100_16gpu_2node_all_reduce_ib_xe9680.txt", "dgx-h100", 2, version=(2, 26, 2),
+         machine_class="h100-ib-multihost",
          why=f"2 x Dell XE9680 (HGX H100), {_XE}, NCCL 2.26.2, NCCL defaults (NVLSTree)"),
-    Case("h100_32gpu_4node_all_reduce_ib_vm.txt", "dgx-h100", 4, version=(2, 26), machine_class="h100-ib-multihost",
+    Case("h100_32gpu_4node_all_reduce_ib_vm.txt", "dgx-h100", 4, version=(2, 26, 2), machine_class="h100-ib-multihost",
          why=f"4 HGX H100 virtual machines, {_XE}, NCCL 2.26.2, NCCL defaults, topology from NCCL_TOPO_FILE"),
     Case("h100_16gpu_2node_all_reduce_ib_8nodecluster.txt", "dgx-h100", 2, machine_class="h100-ib-multihost",
          why=f"2 {_GJ}, NCCL defaults"),
@@ -170,60 +175,60 @@ NEW_CASES = [
          env={"NCCL_MIN_CTAS": "24"},
          why=f"8 {_GJ}, NCCL_MIN_CTAS=24 NCCL_IB_QPS_PER_CONNECTION=2 (the QPs have no model term)"),
     Case("h100_80gpu_10node_all_reduce_5tests_8gpn.txt", "dgx-h100", 10, collective="allreduce",
-         version=(2, 29), machine_class="h100-ib-multihost", why=f"10 x 8 {_C01}, double, 32 MiB..16 GiB"),
+         version=(2, 29, 2), machine_class="h100-ib-multihost", why=f"10 x 8 {_C01}, double, 32 MiB..16 GiB"),
     Case("h100_40gpu_10node_all_reduce_5tests_4gpn.txt", "dgx-h100", 10, 4, collective="allreduce",
-         machine={"ranks": 40}, version=(2, 29), machine_class="h100-ib-multihost",
+         machine={"ranks": 40}, version=(2, 29, 2), machine_class="h100-ib-multihost",
          why=f"10 hosts x 4 GPUs of {_C01}: 4 GPUs and their 4 NICs per host"),
     Case("h100_20gpu_10node_all_reduce_5tests_2gpn.txt", "dgx-h100", 10, 2, collective="allreduce",
-         machine={"ranks": 20}, version=(2, 29), machine_class="h100-ib-multihost",
+         machine={"ranks": 20}, version=(2, 29, 2), machine_class="h100-ib-multihost",
          why=f"10 hosts x 2 GPUs of {_C01}: 2 GPUs and their 2 NICs per host"),
     *[Case("h100_20gpu_10node_all_reduce_5tests_2gpn.txt", "dgx-h100", 10, 2, collective=coll,
-           machine={"ranks": 20}, version=(2, 29), machine_class="h100-ib-multihost", held_out=True,
+           machine={"ranks": 20}, version=(2, 29, 2), machine_class="h100-ib-multihost", held_out=True,
            source_reused=True, why="the same job's other tests")
       for coll in ("allgather", "reducescatter", "alltoall", "sendrecv")],
     Case("h100_8gpu_2node_alltoall_sendrecv_4gpn.txt", "dgx-h100", 2, 4, collective="alltoall",
-         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
+         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28, 7),
          why=f"2 hosts x 4 GPUs of {_C00}: 4 GPUs and 4 NICs per host", skip_reason=_C00_CNODE2),
     Case("h100_8gpu_2node_alltoall_sendrecv_4gpn_cnode4.txt", "dgx-h100", 2, 4, collective="alltoall",
-         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
+         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28, 3),
          why=f"2 hosts x 4 GPUs of {_C00_CNODE4}: 4 GPUs and their 4 NICs per host"),
     Case("h100_8gpu_2node_alltoall_sendrecv_4gpn_cnode4.txt", "dgx-h100", 2, 4, collective="sendrecv",
-         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
+         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28, 3),
          why="the same job's sendrecv test"),
     Case("h100_8gpu_1node_all_reduce_5tests_cluster01.txt", "dgx-h100", collective="allreduce",
-         version=(2, 29), machine_class="h100-nvswitch-1host",
+         version=(2, 29, 2), machine_class="h100-nvswitch-1host",
          why="8 x H100 80GB HBM3 of cluster01, NCCL 2.29.2, defaults (NVLS)"),
-    Case("mi300x_16gpu_2node_all_reduce_roce.txt", "mi300x", 2, 8, 50.0, "roce", version=(2, 22),
+    Case("mi300x_16gpu_2node_all_reduce_roce.txt", "mi300x", 2, 8, 50.0, "roce", version=(2, 22, 3),
          machine_class="amd-multihost",
          why="2 x 8 MI300X, 8 mlx5 RoCE NICs per host (speed not stated: 400 Gb/s assumed), RCCL 2.22.3"),
-    Case("mi355x_16gpu_2node_all_reduce_pollara.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26),
+    Case("mi355x_16gpu_2node_all_reduce_pollara.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26, 6),
          machine_class="amd-multihost",
          why="2 x 8 MI355X (the `mi355x` preset), 8 x AMD Pollara 400 Gb/s per host (stated), RCCL 2.26.6"),
     Case("b200_32gpu_4node_sendrecv.txt", "hgx-b200", 4, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
-         version=(2, 29), why=f"4 hosts: {_B200}"),
+         version=(2, 29, 7), why=f"4 hosts: {_B200}"),
     Case("b200_64gpu_8node_sendrecv.txt", "hgx-b200", 8, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
-         version=(2, 29), why=f"8 hosts: {_B200}"),
+         version=(2, 29, 7), why=f"8 hosts: {_B200}"),
     Case("b200_16gpu_2node_sendrecv.txt", "hgx-b200", 2, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
-         version=(2, 29), why=f"2 hosts: {_B200}"),
+         version=(2, 29, 7), why=f"2 hosts: {_B200}"),
     Case("b200_128gpu_16node_sendrecv.txt", "hgx-b200", 16, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
-         version=(2, 29), why=f"16 hosts: {_B200}"),
+         version=(2, 29, 7), why=f"16 hosts: {_B200}"),
     Case("b200_512gpu_64node_sendrecv.txt", "hgx-b200", 64, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
-         version=(2, 29), why=f"64 hosts: {_B200}"),
+         version=(2, 29, 7), why=f"64 hosts: {_B200}"),
     Case("h100_10gpu_10node_all_reduce_5tests_1gpn.txt", "dgx-h100", 10, 1, collective="allreduce",
-         machine={"ranks": 10}, version=(2, 29), machine_class="1gpu-per-host",
+         machine={"ranks": 10}, version=(2, 29, 2), machine_class="1gpu-per-host",
          why=f"10 hosts x 1 GPU of {_C01}: one GPU and its NIC per host"),
     *[Case("h100_10gpu_10node_all_reduce_5tests_1gpn.txt", "dgx-h100", 10, 1, collective=coll,
-           machine={"ranks": 10}, version=(2, 29), machine_class="1gpu-per-host", source_reused=True,
+           machine={"ranks": 10}, version=(2, 29, 2), machine_class="1gpu-per-host", source_reused=True,
            why="the same job's other tests")
       for coll in ("allgather", "reducescatter", "alltoall", "sendrecv")],
     Case("h100_2gpu_2node_alltoall_sendrecv_1gpn.txt", "dgx-h100", 2, 1, collective="sendrecv",
          machine={"ranks": 2}, machine_class="1gpu-per-host", why=f"2 hosts x 1 GPU of {_C00}: one NIC per host",
-         skip_reason=_C00_CNODE2),
+         skip_reason=_C00_CNODE2, version=(2, 28, 7)),
     Case("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt", "dgx-h100", 2, 1, collective="alltoall",
          machine={"ranks": 2}, machine_class="1gpu-per-host",
-         why=f"2 hosts x 1 GPU of {_C00_CNODE4}: one GPU and its NIC per host"),
+         why=f"2 hosts x 1 GPU of {_C00_CNODE4}: one GPU and its NIC per host", version=(2, 28, 3)),
     Case("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt", "dgx-h100", 2, 1, collective="sendrecv",
-         machine={"ranks": 2}, machine_class="1gpu-per-host", why="the same job's sendrecv test"),
+         machine={"ranks": 2}, machine_class="1gpu-per-host", why="the same job's sendrecv test", version=(2, 28, 3)),
     Case("rtx4090_8gpu_1node_all_reduce_shm.txt", "l40s-8gpu-pcie", machine={"cpu_vendor": "amd"},
          machine_class="pcie-1host",
          why="8 x RTX 4090 (Ada, PCIe Gen4 x16), 2 x EPYC 7542, no PCIe switch, every pair SYS, P2P off (SHM), -g 8"),
@@ -233,11 +238,12 @@ NEW_CASES = [
          why="4 x RTX 5090 (PCIe 5.0 x16) on an EPYC Genoa host, no P2P (GeForce: SHM), NCCL 2.26.2, -g 4"),
     Case("l40s_2gpu_2node_all_reduce_socket_1gpn.txt", "pcie-8gpu-2socket", 2, 1, net_kind="socket",
          machine={"ranks": 2}, machine_class="1gpu-per-host",
-         skip_reason="the NIC speed behind NCCL's socket transport is not stated: no machine can be described"),
+         skip_reason="the NIC speed behind NCCL's socket transport is not stated: no machine can be described",
+         version=(2, 27, 3)),
     Case("l40s_4gpu_2node_all_reduce_roce_2gpn.txt", "pcie-8gpu-2socket", 2, net_kind="roce",
          machine={"ranks": 4}, machine_class="pcie-multihost",
          skip_reason="the count and speed of the RoCE NICs per host are not stated (the GPUs would be "
-                     "the `l40s-8gpu-pcie` preset's)"),
+                     "the `l40s-8gpu-pcie` preset's)", version=(2, 27, 3)),
 ]
 
 _A4 = ("GCP a4-highgpu-8g: 8 x B200 (the `hgx-b200` preset), 8 x 400 Gb/s ConnectX-7 RoCE NICs per host through "
@@ -249,7 +255,7 @@ THIRD_CASES = [
          why="8 x B200 of a GCP a4-highgpu-8g, NGC 25.04 (NCCL 2.26), NCCL defaults (NVLS), -g 8"),
     Case("b200_16gpu_2node_all_reduce_gcp_a4_roce.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26),
          machine_class="b200-roce-multihost", why=f"2 x {_A4}, NGC 25.04 (NCCL 2.26), NCCL defaults"),
-    Case("b200_16gpu_2node_all_gather_gcp_a4_roce.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26),
+    Case("b200_16gpu_2node_all_gather_gcp_a4_roce.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26, 6),
          machine_class="b200-roce-multihost", why=f"2 x {_A4}, NCCL 2.26.6, NCCL defaults",
          skip_reason="the run contradicts the other log of the same machine kind (2 x GCP A4, gIB): its all_gather "
                      "takes 981 us at 8 MiB where that log's all_reduce, which moves twice the bytes per rank, takes "
@@ -276,11 +282,11 @@ _ABCI_DMA = ("GPU memory crosses the network at 39.0 GB/s per host and direction
 #: fit: the one-host tables are of the in-sample A100 class but held out themselves, the multi-host ones form a
 #: new held-out class
 FOURTH_CASES = [
-    Case("a100_8gpu_1node_all_reduce_abci.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
+    Case("a100_8gpu_1node_all_reduce_abci.txt", "dgx-a100", version=(2, 8, 4), machine_class="a100-nvswitch-1host",
          machine={"cpu_vendor": "intel"}, why=f"one host of {_ABCI}", held_out=True),
-    Case("a100_8gpu_1node_broadcast_abci.txt", "dgx-a100", version=(2, 8), machine_class="a100-nvswitch-1host",
+    Case("a100_8gpu_1node_broadcast_abci.txt", "dgx-a100", version=(2, 8, 4), machine_class="a100-nvswitch-1host",
          machine={"cpu_vendor": "intel"}, why=f"one host of {_ABCI}, broadcast", held_out=True),
-] + [Case(f"a100_{8 * n}gpu_{n}node_{coll}_abci_hdr.txt", "dgx-a100", n, 4, 25.0, version=(2, 8),
+] + [Case(f"a100_{8 * n}gpu_{n}node_{coll}_abci_hdr.txt", "dgx-a100", n, 4, 25.0, version=(2, 8, 4),
           machine={"nic_dma_gbs": ABCI_NIC_DMA_GBS, "cpu_vendor": "intel"}, machine_class="a100-ib-multihost",
           why=f"{n} x {_ABCI}; {_ABCI_DMA}" + (", broadcast" if coll == "broadcast" else ""))
      for n in (2, 4, 8, 16) for coll in ("all_reduce", "broadcast")]
@@ -291,7 +297,8 @@ _THANOS = ("one host of 8 x A100-SXM4-80GB, 12 NVLinks of 25 GB/s per GPU (the `
 #: the fifth set: logs from sources no earlier fixture uses, added after the committed fit; each is held out itself
 #: (its class is in-sample, so the class holdout would otherwise fit on it)
 FIFTH_CASES = [
-    Case("mi300x_8gpu_1node_all_reduce_rocmblog_rccl2.22.txt", "mi300x", version=(2, 22), machine_class="mi300x-1host",
+    Case("mi300x_8gpu_1node_all_reduce_rocmblog_rccl2.22.txt", "mi300x", version=(2, 22, 3),
+         machine_class="mi300x-1host",
          why="8 x MI300X xGMI mesh (AMD ROCm blog, March 2025), RCCL 2.22.3, one process per GPU (-g 1)",
          held_out=True),
     Case("a100_8gpu_1node_all_reduce_thanos_np8.txt", "dgx-a100", machine_class="a100-nvswitch-1host",
@@ -312,15 +319,15 @@ _COLLS = ("allgather", "reducescatter", "alltoall", "allreduce", "sendrecv")
 #: prediction; the H100 ones are of in-sample classes and held out themselves, the DGX-2 ones a new held-out class
 SIXTH_CASES = [
     *[Case("h100_8gpu_1node_5tests_cnode2.txt", "dgx-h100", collective=c, machine_class="h100-nvswitch-1host",
-           held_out=True, source_reused=True, why=f"8 GPUs, {_CNODE2}") for c in _COLLS],
+           held_out=True, source_reused=True, why=f"8 GPUs, {_CNODE2}", version=(2, 28, 7)) for c in _COLLS],
     *[Case("h100_4gpu_1node_5tests_cnode2.txt", "dgx-h100", collective=c, machine={"ranks": 4},
            machine_class="h100-nvswitch-1host", held_out=True, source_reused=True,
-           why=f"4 of the 8 GPUs (0-3), {_CNODE2}") for c in _COLLS],
-    *[Case("h100_80gpu_10node_5tests_8gpn_run0128.txt", "dgx-h100", 10, collective=c, version=(2, 29),
+           why=f"4 of the 8 GPUs (0-3), {_CNODE2}", version=(2, 28, 7)) for c in _COLLS],
+    *[Case("h100_80gpu_10node_5tests_8gpn_run0128.txt", "dgx-h100", 10, collective=c, version=(2, 29, 2),
            machine_class="h100-ib-multihost", held_out=True, source_reused=True,
            why=f"10 hosts x 8 GPUs of {_RUN0128}") for c in _COLLS],
     *[Case("h100_40gpu_10node_5tests_4gpn_run0128.txt", "dgx-h100", 10, 4, collective=c, machine={"ranks": 40},
-           version=(2, 29), machine_class="h100-ib-multihost", held_out=True, source_reused=True,
+           version=(2, 29, 2), machine_class="h100-ib-multihost", held_out=True, source_reused=True,
            why=f"10 hosts x 4 GPUs (and their 4 NICs) of {_RUN0128}") for c in _COLLS],
     *[Case(f"v100_12gpu_dgx2_1node_{name}.txt", "dgx2", version=(2, 5), machine={"ranks": 12},
            machine_class="v100-dgx2", why=_DGX2) for name in ("all_reduce", "broadcast", "reduce", "reduce_scatter")],
@@ -376,14 +383,14 @@ _OKE = ("2 OKE bare-metal A100 nodes of oracle-quickstart/oci-hpc-oke: 8 x A100-
 #: (each held out itself), the A100 RoCE one is of the held-out class a100-roce-multihost, the V100-over-EFA one
 #: forms the new held-out class v100-efa-multihost
 EIGHTH_CASES = [
-    Case("v100_16gpu_2node_all_reduce_aws_p3dn_efa.txt", "dgx1-v100", 2, 1, 12.5, "efa", version=(2, 4),
+    Case("v100_16gpu_2node_all_reduce_aws_p3dn_efa.txt", "dgx1-v100", 2, 1, 12.5, "efa", version=(2, 4, 8),
          env={"NCCL_TREE_THRESHOLD": "0"}, machine_class="v100-efa-multihost",
          why="2 x AWS p3dn.24xlarge (AWS DLAMI guide, 2019-2020): 8 x V100-SXM2-32GB (the `dgx1-v100` preset's hybrid "
              "cube mesh: AWS's instance documentation), one 100 Gb/s EFA per host (AWS's instance documentation), "
              "NCCL 2.4.8, -g 1; NCCL_TREE_THRESHOLD=0 (ring at every size, NCCL's own log)"),
-    Case("a100_16gpu_2node_all_reduce_aws_p4d_efa.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 23),
+    Case("a100_16gpu_2node_all_reduce_aws_p4d_efa.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 23, 4),
          machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost", held_out=True, why=_P4D),
-    Case("a100_16gpu_2node_all_reduce_oci_oke_roce.txt", "dgx-a100", 2, 16, 12.5, "roce", version=(2, 19),
+    Case("a100_16gpu_2node_all_reduce_oci_oke_roce.txt", "dgx-a100", 2, 16, 12.5, "roce", version=(2, 19, 3),
          machine={"cpu_vendor": "amd"}, machine_class="a100-roce-multihost", why=_OKE),
     Case("mi300x_8gpu_1node_all_reduce_amd_acceptance_guide.txt", "mi300x", machine_class="mi300x-1host",
          held_out=True,
@@ -402,12 +409,12 @@ _P5 = ("p5.48xlarge: 8 x H100 80GB HBM3 SXM5 on NVSwitch (the `dgx-h100` preset)
 #: first set's p4de log (so ``source_reused``), described from their sources before any prediction; both classes
 #: are in-sample, so each table is held out itself
 NINTH_CASES = [
-    Case("h100_8gpu_1node_all_reduce_aws_p5_batch.txt", "dgx-h100", version=(2, 23), machine={"cpu_vendor": "amd"},
+    Case("h100_8gpu_1node_all_reduce_aws_p5_batch.txt", "dgx-h100", version=(2, 23, 4), machine={"cpu_vendor": "amd"},
          machine_class="h100-nvswitch-1host", held_out=True, source_reused=True,
          why=f"one {_P5}, AWS Batch job (mpirun -np 8 -N 8, -g 1: 8 processes on one host), NCCL defaults (NVLS), "
              "NCCL_BUFFSIZE=8388608 and aws-ofi-nccl's tuner plugin (no model term), NCCL not printed (the "
              "image's Dockerfile of that commit: 2.23.4)"),
-    Case("h100_16gpu_2node_all_reduce_aws_p5_efa_readme.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 20),
+    Case("h100_16gpu_2node_all_reduce_aws_p5_efa_readme.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 20, 3),
          machine={"cpu_vendor": "amd"}, machine_class="h100-efa-multihost", held_out=True, source_reused=True,
          why=f"2 x {_P5}, Slurm srun 16 tasks (-g 1), NCCL defaults, NCCL_BUFFSIZE=8388608 (no model term), "
              "NCCL not printed (the README's own build of that commit: 2.20.3, aws-ofi-nccl 1.8.1)"),
@@ -432,7 +439,7 @@ _NC12S = ("one Azure Standard_NC12s_v3 VM (marconetto/azadventures): 2 x Tesla V
 #: the tenth set: PCIe-only one-host tables (class pcie-1host, held out) from sources no earlier fixture uses,
 #: each described from its source before any prediction
 TENTH_CASES = [
-    Case("rtx5090_8gpu_1node_all_reduce_p2p_sys.txt", "l40s-8gpu-pcie", version=(2, 29),
+    Case("rtx5090_8gpu_1node_all_reduce_p2p_sys.txt", "l40s-8gpu-pcie", version=(2, 29, 7),
          machine={"arch": "sm120", "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 2, "p2p": True,
                   "p2p_write_gbs": RTX5090_P2P_RING_GBS},
          machine_class="pcie-1host",
@@ -466,7 +473,7 @@ _H800 = ("8 x NVIDIA H800 (SXM, NVSwitch: NVLS multicast in NCCL's log) on one h
 #: the eleventh set: NVLink / NVSwitch tables from sources no earlier fixture uses, described from their sources
 #: before any prediction; tables of in-sample classes are held out themselves
 ELEVENTH_CASES = [
-    Case("h800_8gpu_1node_broadcast_nf5688m7.txt", "dgx-h100", version=(2, 18), machine={"links_per_gpu": 8},
+    Case("h800_8gpu_1node_broadcast_nf5688m7.txt", "dgx-h100", version=(2, 18, 3), machine={"links_per_gpu": 8},
          machine_class="h100-nvswitch-1host", held_out=True,
          why=f"{_H800} (an Inspur NF5688M7), one process (-g 8), NCCL 2.18.3, broadcast, -c 0, no NCCL variable shown"),
     Case("a100_16gpu_2node_all_reduce_aws_p4de_pcluster_efa.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 17),
@@ -476,7 +483,7 @@ ELEVENTH_CASES = [
              "EFA (100 Gb/s each and the Xeon 8275CL: AWS's instance documentation), NCCL 2.17.1, aws-ofi-nccl 1.5.0 "
              "(which reports 150 µs of latency to NCCL: aws/aws-ofi-nccl v1.5.0-aws src/nccl_ofi_net.c line 1654; 75 "
              "on p4d/p4de from v1.7.0), NCCL_PROTO=simple exported, -g 1"),
-    Case("a100_8gpu_1node_all_reduce_dkh.txt", "dgx-a100", version=(2, 19), machine_class="a100-nvswitch-1host",
+    Case("a100_8gpu_1node_all_reduce_dkh.txt", "dgx-a100", version=(2, 19, 3), machine_class="a100-nvswitch-1host",
          held_out=True,
          why="8 x A100-SXM4-80GB in one host (HGX A100 8-GPU: the `dgx-a100` preset's NVSwitch), one process (-g 8), "
              "NCCL 2.19.3 (nccl-tests 2.19.4's header), no NCCL variable shown"),
@@ -494,7 +501,7 @@ _MI308X_SKIP = ("no preset or override describes the MI308X (gfx942 with 80 CUs 
 #: the twelfth set: AMD Instinct tables from sources no earlier fixture uses (or another run of one, ``source_reused``),
 #: described from their sources before any prediction; tables of in-sample classes are held out themselves
 TWELFTH_CASES = [
-    Case("mi300x_8gpu_1node_all_reduce_rocmblog_graph.txt", "mi300x", version=(2, 22), machine_class="mi300x-1host",
+    Case("mi300x_8gpu_1node_all_reduce_rocmblog_graph.txt", "mi300x", version=(2, 22, 3), machine_class="mi300x-1host",
          held_out=True, source_reused=True,
          why="8 x MI300X xGMI mesh, the host and RCCL 2.22.3 build of mi300x_8gpu_1node_all_reduce_rocmblog_rccl2.22.txt "
              "(AMD ROCm blog, March 2025), its second run: one process per GPU (-g 1) with graph launch (-G 1: no model "
@@ -520,7 +527,7 @@ _GKE_DRA = ("2 of the 8 B200 (GPU 0 and 1, given to the pod by NVIDIA's DRA driv
 #: fixture uses (or, marked ``source_reused``, another run of a site an earlier fixture uses), described from their
 #: sources before any prediction; tables of in-sample classes are held out themselves
 THIRTEENTH_CASES = [
-    Case("b200_2gpu_1node_all_gather_gke_dra.txt", "hgx-b200", version=(2, 26), machine={"ranks": 2},
+    Case("b200_2gpu_1node_all_gather_gke_dra.txt", "hgx-b200", version=(2, 26, 6), machine={"ranks": 2},
          machine_class="b200-nvswitch-1host", source_reused=True,
          why=f"{_GKE_DRA}; all_gather, 64 MiB - 8 GiB"),
 ]
@@ -540,22 +547,22 @@ FOURTEENTH_CASES = [
          why=f"2 x GCP a3-megagpu-8g (8 x H100 SXM, 8 x 200 Gb/s GPUDirect-TCPXO NICs per host, as the first set's A3 "
              f"Mega case), {_DSTACK}; all_gather, 8 MiB - 8 GiB, -c 0, TCPXO's NCCL build and env profile (version "
              "not printed: the release then current, Feb 06 2025, ships NCCL 2.23)"),
-    Case("b200_16gpu_2node_all_reduce_gcp_a4_dstack.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26),
+    Case("b200_16gpu_2node_all_reduce_gcp_a4_dstack.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26, 2),
          machine_class="b200-roce-multihost",
          why=f"2 x GCP A4 (8 x B200, 8 x ConnectX-7 RoCE per host, 400 Gb/s each: Google's A4 documentation), "
              f"{_DSTACK}; NCCL defaults, no gIB plugin named, dstack's default image (NCCL 2.26.2 by its Dockerfile "
              "of that date; not printed), rows from 8 MiB"),
-    Case("h100_16gpu_2node_all_reduce_nebius_ib_dstack.txt", "dgx-h100", 2, 8, 50.0, version=(2, 26),
+    Case("h100_16gpu_2node_all_reduce_nebius_ib_dstack.txt", "dgx-h100", 2, 8, 50.0, version=(2, 26, 2),
          machine_class="h100-ib-multihost", held_out=True,
          why=f"2 Nebius H100 hosts (8 x H100 SXM; InfiniBand, 8 x 400 Gb/s NDR per host: Nebius's documentation, "
              f"not the page), {_DSTACK}; NCCL defaults, dstack's default image (NCCL 2.26.2 by its Dockerfile of "
              "that date; not printed)"),
-    Case("b200_16gpu_2node_all_reduce_lambda_ib_dstack.txt", "hgx-b200", 2, 8, 50.0, version=(2, 26),
+    Case("b200_16gpu_2node_all_reduce_lambda_ib_dstack.txt", "hgx-b200", 2, 8, 50.0, version=(2, 26, 2),
          machine_class="b200-ib-multihost",
          why=f"2 Lambda B200 hosts (8 x B200; InfiniBand, 8 x 400 Gb/s NDR per node: Lambda's 1-Click Clusters "
              f"documentation, not the page), {_DSTACK}; NCCL 2.26.2 (printed), NCCL defaults (NVLS and tree as NCCL "
              "picks; NCCL_IB_HCA=^mlx5_0 only drops the host port), -c 1 -n 100"),
-    Case("a100_16gpu_2node_all_reduce_crusoe_ib_dstack.txt", "dgx-a100", 2, 8, 25.0, version=(2, 26),
+    Case("a100_16gpu_2node_all_reduce_crusoe_ib_dstack.txt", "dgx-a100", 2, 8, 25.0, version=(2, 26, 2),
          machine_class="a100-ib-multihost",
          why=f"2 Crusoe A100 80GB SXM VMs (8 x A100 on NVSwitch; 8 InfiniBand HCAs per host in NCCL_IB_HCA, 200 Gb/s "
              f"HDR each: Crusoe's instance documentation, not the page), {_DSTACK}; dstack's default image's "
@@ -576,7 +583,7 @@ FOURTEENTH_CASES = [
          why=f"2 DGX-1 (8 x V100 SXM2 hybrid cube mesh) over InfiniBand, \"4 x 100G HCA interfaces\" (stated), "
              f"{_DEEPOPS}; 16 ranks by the rows' bus factor (2 hosts assumed), NCCL_NET_GDR_LEVEL=2 (no model term), "
              "NCCL version not stated (2.28 gates assumed)"),
-    Case("v100_16gpu_2node_all_reduce_deepops_roce.txt", "dgx1-v100", 2, 2, 12.5, "roce", version=(2, 5),
+    Case("v100_16gpu_2node_all_reduce_deepops_roce.txt", "dgx1-v100", 2, 2, 12.5, "roce", version=(2, 5, 6),
          machine_class="v100-roce-multihost",
          why=f"2 DGX-1 (8 x V100 SXM2 32GB) over RoCE, one SR-IOV VF of each of 2 ConnectX-5 100G per host, one "
              f"SN2700 switch (stated), NCCL 2.5.6 (stated), {_DEEPOPS}; NCCL_NET_GDR_LEVEL=2, no NCCL_ALGO shown "
@@ -590,14 +597,14 @@ _DN_LAB = ("AMD Instinct MI355X hosts amd-mi355x-5/-6 of Ahalperin/amd-dev's res
 #: the fifteenth set: AMD Instinct tables from sources no earlier fixture uses (or, marked ``source_reused``, another run
 #: of one), described from their sources before any prediction; tables of in-sample classes are held out themselves
 FIFTEENTH_CASES = [
-    Case("mi355x_8gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+    Case("mi355x_8gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26, 6), machine_class="mi355x-1host",
          why=f"one host, 8 GPUs: {_DN_LAB}"),
-    Case("mi355x_8gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+    Case("mi355x_8gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26, 6), machine_class="mi355x-1host",
          why=f"one host, 8 GPUs, alltoall: {_DN_LAB}; its time holds at 300-316 us from 128 B to 64 MiB (the same "
              "batch's 2- and 4-GPU alltoall: 15 and 97 us), which the repository does not comment"),
-    Case("mi355x_16gpu_2node_all_reduce_ionic.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26),
+    Case("mi355x_16gpu_2node_all_reduce_ionic.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26, 6),
          machine_class="amd-multihost", why=f"2 hosts x 8 GPUs: {_DN_LAB}"),
-    Case("mi355x_2gpu_2node_all_reduce_ionic_1gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26),
+    Case("mi355x_2gpu_2node_all_reduce_ionic_1gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26, 6),
          machine={"ranks": 2}, machine_class="1gpu-per-host",
          why=f"2 hosts x 1 GPU (HIP_VISIBLE_DEVICES=0), one ionic NIC per host in use (its debug log): {_DN_LAB}"),
 ]
@@ -613,28 +620,28 @@ _EKS_P3DN = ("AWS p3dn.24xlarge EKS nodes (aws-samples/eks-efa-examples): 8 x Te
 #: samples, 2020-2021), described from their sources before any prediction; tables of in-sample classes are held out
 #: themselves
 SIXTEENTH_CASES = [
-    Case("a100_16gpu_2node_all_reduce_aws_p4d_eks_efa_nccl2.8.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 8),
+    Case("a100_16gpu_2node_all_reduce_aws_p4d_eks_efa_nccl2.8.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 8, 3),
          env={"NCCL_ALGO": "RING"}, machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost", held_out=True,
          why=f"{_EKS_P4D}; NCCL 2.8.3 (printed), NCCL_ALGO=RING and FI_EFA_USE_DEVICE_RDMA=1 (the example job of the same "
              "commit, whose -e 1G -n 1000 the log header matches)"),
-    Case("a100_16gpu_2node_all_reduce_aws_p4d_eks_efa_nccl2.9.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 9),
+    Case("a100_16gpu_2node_all_reduce_aws_p4d_eks_efa_nccl2.9.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 9, 9),
          env={"NCCL_ALGO": "RING"}, machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost", held_out=True,
          why=f"{_EKS_P4D}; NCCL 2.9.9 (printed), the README's later run (-e 4G, 100 iterations); NCCL_ALGO=RING assumed: "
              "the README's step 5 runs `kubectl create -f examples/nccl-efa-tests.yaml`, whose mpirun sets -x "
              "NCCL_ALGO=RING (examples/nccl-efa-tests.yaml @9933d7f, lines 47-48), and the log's orted line repeats "
              "that job's other mpirun options (-bind-to none, -map-by slot, --oversubscribe, --mca pml ^cm); "
              "the header's -e 4G -n 100 differ from the job's -e 1G -n 1000"),
-    Case("v100_16gpu_2node_all_reduce_aws_p3dn_eks_efa.txt", "dgx1-v100", 2, 1, 12.5, "efa", version=(2, 6),
+    Case("v100_16gpu_2node_all_reduce_aws_p3dn_eks_efa.txt", "dgx1-v100", 2, 1, 12.5, "efa", version=(2, 6, 4),
          machine_class="v100-efa-multihost",
          why=f"2 {_EKS_P3DN}; 16 processes, its logs/mpi-nccl-test-log-16.log: command and NCCL variables not shown "
              "(defaults assumed)"),
-    Case("v100_64gpu_8node_all_reduce_aws_p3dn_eks_efa.txt", "dgx1-v100", 8, 1, 12.5, "efa", version=(2, 6),
+    Case("v100_64gpu_8node_all_reduce_aws_p3dn_eks_efa.txt", "dgx1-v100", 8, 1, 12.5, "efa", version=(2, 6, 4),
          machine_class="v100-efa-multihost",
          why=f"8 {_EKS_P3DN}; 64 processes, its logs/mpi-nccl-test-log-64.log: command and NCCL variables not shown",
          skip_reason="the run does not measure one behaviour: its time holds at 2.18-2.28 ms from 8 B to 1 MiB (the "
                      "same set-up's 16-rank run: 0.15 ms) and it takes longer at 8 and 16 MiB (16.0 and 16.9 ms) than "
                      "at 32 MiB (12.9 ms)"),
-    Case("v100_2gpu_2node_all_reduce_aws_p3dn_eks_efa_1gpn.txt", "dgx1-v100", 2, 1, 12.5, "efa", version=(2, 6),
+    Case("v100_2gpu_2node_all_reduce_aws_p3dn_eks_efa_1gpn.txt", "dgx1-v100", 2, 1, 12.5, "efa", version=(2, 6, 4),
          env={"NCCL_ALGO": "ring"}, machine={"ranks": 2}, machine_class="1gpu-per-host",
          why=f"2 {_EKS_P3DN}; one process and GPU per host (the README's run of example-jobs/mpi-nccl-test.yaml: -n 2 "
              "-N 1, NCCL_ALGO=ring, FI_EFA_TX_MIN_CREDITS=64 and FI_EFA_ENABLE_SHM_TRANSFER=0: no model term)"),
@@ -650,18 +657,18 @@ _DRANET_2GPN = ("2 GKE nodes of machine type a4-highgpu-8g (8 x B200 each: the `
 #: earlier fixture uses (or, marked ``source_reused``, another run of one), described from their sources before any
 #: prediction; tables of in-sample classes are held out themselves
 SEVENTEENTH_CASES = [
-    Case("b200_4gpu_2node_all_gather_gke_dranet_2gpn.txt", "hgx-b200", 2, 2, 50.0, "roce", version=(2, 26),
+    Case("b200_4gpu_2node_all_gather_gke_dranet_2gpn.txt", "hgx-b200", 2, 2, 50.0, "roce", version=(2, 26, 6),
          machine={"ranks": 4}, machine_class="b200-roce-multihost", source_reused=True,
          why=f"{_DRANET_2GPN}; all_gather, 256 MiB - 8 GiB; the post's run after DraNet gave the pods their NICs "
              "(\"They now connect!\"); the post and its single-pod run are b200_2gpu_1node_all_gather_gke_dra.txt's"),
-    Case("b200_2gpu_2node_all_gather_gke_dranet_1gpn.txt", "hgx-b200", 2, 2, 50.0, "roce", version=(2, 26),
+    Case("b200_2gpu_2node_all_gather_gke_dranet_1gpn.txt", "hgx-b200", 2, 2, 50.0, "roce", version=(2, 26, 6),
          machine={"ranks": 2}, machine_class="1gpu-per-host", source_reused=True,
          why="the other stored version of that post, its last run: 2 a4-highgpu-8g nodes, one pod each with a claim "
              "of 2 B200 and their 2 RDMA NICs on one PCIe root (DRA driver + DraNet; RoCE, 400 Gb/s ConnectX-7 each by "
              "Google's A4 documentation), but one process per pod on its GPU 0 (-g 1, 2 ranks), gIB diagnostic image "
              "v1.0.6 (set_nccl_env.sh sourced, variables not shown), NCCL 2.26.6; all_gather, 32 B - 1 GiB; whether "
              "NCCL drives one or both NICs from the one GPU is not shown"),
-    Case("h200_2gpu_2node_all_gather_gke_dranet_1gpn.txt", "hgx-h200", 2, 1, 50.0, "roce", version=(2, 25),
+    Case("h200_2gpu_2node_all_gather_gke_dranet_1gpn.txt", "hgx-h200", 2, 1, 50.0, "roce", version=(2, 25, 1),
          machine={"ranks": 2}, machine_class="1gpu-per-host", source_reused=True,
          why="the DraNet project's \"GKE RDMA Demo\" (another document of the project of the DraNet posts): 2 A3 Ultra "
              "nodes (8 x H200, the `hgx-h200` preset; 8 ConnectX-7 RoCE NICs, 400 Gb/s each by Google's A3 Ultra "
@@ -694,28 +701,28 @@ _DN_LAB_PART = ("another run of the Ahalperin/amd-dev batch (commit 58a032f) of 
 #: the nineteenth set: AMD Instinct tables of fewer GPUs per host than 8 and of alltoall across hosts, described from their
 #: sources before any prediction; every table is of a class of the fixed held-out split
 NINETEENTH_CASES = [
-    Case("mi355x_8gpu_2node_all_reduce_ionic_4gpn.txt", "mi355x", 2, 4, 50.0, "roce", version=(2, 26),
+    Case("mi355x_8gpu_2node_all_reduce_ionic_4gpn.txt", "mi355x", 2, 4, 50.0, "roce", version=(2, 26, 6),
          machine={"ranks": 8}, machine_class="amd-multihost", source_reused=True,
          why=f"2 hosts x 4 GPUs (GPUs 0-3), four ionic NICs per host in use (its debug log: NET/IB/0-3): {_DN_LAB_PART}"),
-    Case("mi355x_8gpu_2node_alltoall_ionic_4gpn.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26),
+    Case("mi355x_8gpu_2node_alltoall_ionic_4gpn.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26, 6),
          machine={"ranks": 8}, machine_class="amd-multihost", source_reused=True,
          why=f"2 hosts x 4 GPUs (GPUs 0-3), alltoall; the NICs it used are not logged (no debug log in its directory; "
              f"the host has 8, the model uses at most one per GPU): {_DN_LAB_PART}"),
-    Case("mi355x_4gpu_2node_all_reduce_ionic_2gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26),
+    Case("mi355x_4gpu_2node_all_reduce_ionic_2gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26, 6),
          machine={"ranks": 4}, machine_class="amd-multihost", source_reused=True,
          why=f"2 hosts x 2 GPUs (GPUs 0 and 1), one ionic NIC per host in use (its debug log: every inter-host channel "
              f"via NET/IB/0): {_DN_LAB_PART}"),
-    Case("mi355x_4gpu_2node_alltoall_ionic_2gpn.txt", "mi355x", 2, 2, 50.0, "roce", version=(2, 26),
+    Case("mi355x_4gpu_2node_alltoall_ionic_2gpn.txt", "mi355x", 2, 2, 50.0, "roce", version=(2, 26, 6),
          machine={"ranks": 4}, machine_class="amd-multihost", source_reused=True,
          why=f"2 hosts x 2 GPUs (GPUs 0 and 1), alltoall, two ionic NICs per host in use (its debug log: NET/IB/0 and "
              f"NET/IB/1): {_DN_LAB_PART}"),
-    Case("mi355x_2gpu_2node_alltoall_ionic_1gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26),
+    Case("mi355x_2gpu_2node_alltoall_ionic_1gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26, 6),
          machine={"ranks": 2}, machine_class="1gpu-per-host", source_reused=True,
          why=f"2 hosts x 1 GPU (GPU 0), alltoall, one ionic NIC per host (its debug log: NET/IB/0): {_DN_LAB_PART}"),
-    Case("mi355x_4gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 4},
+    Case("mi355x_4gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 4},
          machine_class="mi355x-1host", source_reused=True,
          why=f"one host, GPUs 0-3 of its xGMI mesh (every channel via P2P/IPC): {_DN_LAB_PART}"),
-    Case("mi355x_4gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 4},
+    Case("mi355x_4gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 4},
          machine_class="mi355x-1host", source_reused=True,
          why=f"one host, GPUs 0-3 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
 ]
@@ -725,10 +732,10 @@ NINETEENTH_CASES = [
 #: no earlier fixture uses, each described from its source before any prediction; every table is of a class of the
 #: fixed held-out split
 TWENTIETH_CASES = [
-    Case("mi355x_2gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 2},
+    Case("mi355x_2gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 2},
          machine_class="mi355x-1host", source_reused=True,
          why=f"one host, GPUs 0 and 1 of its xGMI mesh (every connection via P2P/IPC): {_DN_LAB_PART}"),
-    Case("mi355x_2gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 2},
+    Case("mi355x_2gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 2},
          machine_class="mi355x-1host", source_reused=True,
          why=f"one host, GPUs 0 and 1 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
     Case("a100_16gpu_2node_all_reduce_aks_ndv4_sriov.txt", "dgx-a100", 2, 8, 25.0, "ib", version=(2, 25),
@@ -739,19 +746,19 @@ TWENTIETH_CASES = [
              "slots; 16 ranks by the rows' bus factor); NCCL of the image's nvidia/cuda:12.8.1-devel base (2.25, not "
              "printed); NCCL_TOPO_FILE (Azure's ndv4 topology), NCCL_NET_GDR_LEVEL=SYS and NCCL_IB_DISABLE=0 have no "
              "model term; -c 0 -f 4 -n 10, 8 B - 8 GiB"),
-    Case("mi355x_8gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+    Case("mi355x_8gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26, 6), machine_class="mi355x-1host",
          source_reused=True,
          why="Ahalperin/amd-dev's tools/rccl-log-samples all_gather log (another day and build than its scale_* batch): "
              "8 gfx950 GPUs at the bus IDs of the lab's MI355X hosts (names blank in the container's device lines; an "
              "MI350X / MI355X host either way: the `mi355x` preset's xGMI mesh), ROCm 7.0.2's RCCL 2.26.6, one process "
              "(-g 8, P2P/direct), NCCL_DEBUG=INFO only; all_gather, 4 B - 8 GiB"),
-    Case("mi355x_8gpu_1node_all_reduce_ses2_g8.txt", "mi355x", version=(2, 26), machine_class="mi355x-1host",
+    Case("mi355x_8gpu_1node_all_reduce_ses2_g8.txt", "mi355x", version=(2, 26, 6), machine_class="mi355x-1host",
          source_reused=True,
          why="Ahalperin/amd-dev's tools/rccl-log-samples all_reduce log of host amd-mi355x-ses2-1 (not the scale_* "
              "batch's host): 8 gfx950 GPUs (names blank in the device lines) on xGMI (XGMI[48.0] in its GRAPH lines), "
              "the repository's RCCL 2.26.6 build, ROCm 7.0.2, one process (-g 8), NCCL_DEBUG=INFO, "
              "NCCL_DEBUG_SUBSYS=GRAPH, no tuning variable; 64 KiB - 4 GiB"),
-    Case("mi355x_6gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26), machine={"ranks": 6},
+    Case("mi355x_6gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 6},
          machine_class="mi355x-1host", source_reused=True,
          why="Ahalperin/amd-dev's tools/rccl-log-samples 6-GPU log (an all_gather despite its name), the same day's "
              "rccl-builder container as mi355x_8gpu_1node_all_gather_dn_container.txt: 6 of a host's 8 gfx950 GPUs (bus "
@@ -788,7 +795,7 @@ TWENTY_FIRST_CASES = [
          machine_class="a100-ib-multihost", why=_ABCI_SHARP),
     Case("v100_4gpu_2node_alltoall_nig_edr_2gpn.txt", "dgx1-v100", 2, 1, 12.5, "ib", version=(2, 18),
          machine={"ranks": 4}, machine_class="v100-ib-multihost", why=_NIG_V100),
-    Case("h100_16gpu_2node_all_reduce_azure_ndv5_azcluster.txt", "dgx-h100", 2, 8, 50.0, "ib", version=(2, 29),
+    Case("h100_16gpu_2node_all_reduce_azure_ndv5_azcluster.txt", "dgx-h100", 2, 8, 50.0, "ib", version=(2, 29, 7),
          machine_class="h100-ib-multihost", held_out=True, why=_AZCLUSTER),
 ]
 
@@ -820,13 +827,13 @@ TWENTY_SECOND_CASES = [
          machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_GKE),
     Case("h100_16gpu_2node_all_gather_gcp_a3mega_slurm_lustre.txt", "dgx-h100", 2, 8, 25.0, "tcpxo", version=(2, 21),
          machine_class="h100-tcpxo-multihost", held_out=True, why=_A3M_SLURM),
-    Case("l40s_4gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29),
+    Case("l40s_4gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29, 2),
          machine={"ranks": 4, "sockets": 1, "p2p": False}, machine_class="pcie-1host",
          why="4 x L40S on oat-02 (GPU0-1 on NUMA node 0, GPU2-3 on NUMA node 1), " + _FARMSHARE.format(n=4)),
-    Case("l40s_2gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29),
+    Case("l40s_2gpu_1node_all_reduce_farmshare.txt", "l40s-8gpu-pcie", version=(2, 29, 2),
          machine={"ranks": 2, "sockets": 1, "p2p": False}, machine_class="pcie-1host",
          why="2 x L40S on oat-05 (both on NUMA node 1), " + _FARMSHARE.format(n=2)),
-    Case("a100_8gpu_1node_all_reduce_modal.txt", "dgx-a100", version=(2, 29), machine_class="a100-nvswitch-1host",
+    Case("a100_8gpu_1node_all_reduce_modal.txt", "dgx-a100", version=(2, 29, 3), machine_class="a100-nvswitch-1host",
          held_out=True,
          why="one Modal cloud container of yumibyte/CS244C-Research (gpu=\"A100:8\"): 8 x A100-SXM4-40GB (an 8-GPU SXM4 "
              "board: the HGX A100 NVSwitch board of the `dgx-a100` preset; NVSwitch not stated by the repository), NCCL "
@@ -857,17 +864,18 @@ _N013 = ("hosts n013 and n014 of thomaslie210/NCCL_Test_Results, one A100-PCIE-4
 #: Not taken: vpbenchmarking's one-host all_gather and broadcast tables (a disturbed run: times jump 10-100x between
 #: neighbouring sizes).  Each described from its source before any prediction
 TWENTY_THIRD_CASES = [
-    *[Case(f"h100_32gpu_4node_{coll}_ib_voltagepark.txt", "dgx-h100", 4, 8, 50.0, version=(2, 24),
+    *[Case(f"h100_32gpu_4node_{coll}_ib_voltagepark.txt", "dgx-h100", 4, 8, 50.0, version=(2, 24, 3),
            machine_class="h100-ib-multihost", held_out=True, why=_VP4.format(coll=coll))
       for coll in ("all_reduce", "all_gather", "broadcast", "reduce")],
-    Case("h100_8gpu_1node_all_reduce_voltagepark.txt", "dgx-h100", version=(2, 24), machine_class="h100-nvswitch-1host",
+    Case("h100_8gpu_1node_all_reduce_voltagepark.txt", "dgx-h100", version=(2, 24, 3),
+         machine_class="h100-nvswitch-1host",
          held_out=True,
          why="host g138 of the same Voltage Park cluster: 8 x H100 80GB HBM3 SXM5 (the `dgx-h100` preset's board), NCCL "
              "2.24.3, one process (-g 8), no NCCL variable shown; all_reduce 8 B - 8 GiB"),
-    *[Case(f"h100_4gpu_1node_{coll}_collectives_bench.txt", "dgx-h100", version=(2, 29), machine={"ranks": 4},
+    *[Case(f"h100_4gpu_1node_{coll}_collectives_bench.txt", "dgx-h100", version=(2, 29, 2), machine={"ranks": 4},
            machine_class="h100-nvswitch-1host", held_out=True, why=_WAYNE.format(coll=coll))
       for coll in ("all_gather", "reduce_scatter", "all_reduce")],
-    *[Case(f"a100pcie_2gpu_2node_{coll}_ib_gdr_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 25.0, "ib", version=(2, 16),
+    *[Case(f"a100pcie_2gpu_2node_{coll}_ib_gdr_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 25.0, "ib", version=(2, 16, 5),
            machine={"ranks": 2, "pcie_gen": 4, "cpu_vendor": "amd"}, machine_class="1gpu-per-host",
            why=_N013.format(coll=coll))
       for coll in ("all_gather", "all_reduce")],
@@ -906,17 +914,17 @@ _AICR_SWEEP = ("{n} of the 8 B200 (the first {n} devices, -g {n}; the `hgx-b200`
 #: 2-host broadcast and reduce tables (a disturbed run: 1-64 MiB rows jump up to 10x between neighbouring sizes and
 #: between out-of-place and in-place).  Each described from its source before any prediction
 TWENTY_FOURTH_CASES = [
-    *[Case(f"b200_8gpu_1node_{name}_aicr_mghpcc.txt", "hgx-b200", version=(2, 29), machine={"cpu_vendor": "amd"},
+    *[Case(f"b200_8gpu_1node_{name}_aicr_mghpcc.txt", "hgx-b200", version=(2, 29, 3), machine={"cpu_vendor": "amd"},
            machine_class="b200-nvswitch-1host", why=_AICR.format(coll=name))
       for name in ("sendrecv", "reduce", "broadcast", "reduce_scatter", "all_gather", "all_reduce", "alltoall")],
-    *[Case(f"b200_16gpu_2node_{name}_aicr_gdr_defect.txt", "hgx-b200", 2, 8, 50.0, "ib", version=(2, 29),
+    *[Case(f"b200_16gpu_2node_{name}_aicr_gdr_defect.txt", "hgx-b200", 2, 8, 50.0, "ib", version=(2, 29, 3),
            machine={"cpu_vendor": "amd", "nic_dma_gbs": 27.2}, machine_class="b200-ib-multihost",
            why=_AICR2.format(coll=name, extra=extra), skip_reason=_AICR2_FAULT)
       for name, extra in (("sendrecv", ""), ("alltoall", ""),
                           ("reduce_scatter", "; its 1 and 4 MiB rows disturbed (0.8-1 ms, in-place 3x faster)"),
                           ("all_gather", "; its 1 and 4 MiB rows disturbed (0.7-3.7 ms, slower than 16 MiB)"),
                           ("all_reduce", "; its 1 MiB row disturbed (out-of-place 604 us, in-place 216 us)"))],
-    *[Case(f"b200_{n}gpu_1node_{name}_aicr_sweep_b0012.txt", "hgx-b200", version=(2, 29),
+    *[Case(f"b200_{n}gpu_1node_{name}_aicr_sweep_b0012.txt", "hgx-b200", version=(2, 29, 3),
            machine={"ranks": n, "cpu_vendor": "amd"}, machine_class="b200-nvswitch-1host", source_reused=True,
            why=_AICR_SWEEP.format(n=n, coll=name))
       for n, name in ((4, "reduce_scatter"), (4, "all_gather"), (4, "all_reduce"), (4, "alltoall"),
@@ -939,7 +947,7 @@ _OCI_GB300 = ("OCI BM.GPU.GB300.4 hosts of one NVL72 rack (oci-ai-incubations/oc
 #: ranks joined by RoCE: no machine of the project is shaped so; its alltoall runs at 47 GB/s busbw and its all_reduce
 #: sits on a ~490 us floor from 512 KiB to 16 MiB).  Each described from its source before any prediction
 TWENTY_FIFTH_CASES = [
-    *[Case(f"gb300_{n}gpu_{h}node_{coll}_oci_nvl72.txt", "gb200-nvl72", version=(2, 28),
+    *[Case(f"gb300_{n}gpu_{h}node_{coll}_oci_nvl72.txt", "gb200-nvl72", version=(2, 28, 7),
            env={"NCCL_NVLS_ENABLE": "1"}, machine={"ranks": n},
            machine_class="b200-nvl72" if n > 8 else "b200-nvswitch-1host",
            why=(f"{h} host{'s' if h > 1 else ''}: " if h > 1 else "one host: ") + _OCI_GB300.format(n=n, coll=coll))
@@ -961,11 +969,11 @@ _SNELLIUS = ("SURF Snellius gpu_h100 hosts of odissei-benchmarks/nccl-tests (run
 #: each table held out itself).  Not taken: the repository's stress-test logs (one 1-GPU run; a second 2-host
 #: all_reduce with -n 100, the same hosts and day).  Each described from its source before any prediction
 TWENTY_SIXTH_CASES = [
-    *[Case(f"h100_4gpu_1node_{coll}_snellius_nvlink.txt", "dgx-h100", version=(2, 22),
+    *[Case(f"h100_4gpu_1node_{coll}_snellius_nvlink.txt", "dgx-h100", version=(2, 22, 3),
            machine={"ranks": 4, **_H100_4MESH}, machine_class="h100-nvlink-1host",
            why=f"one host (gcn155), one process driving its 4 GPUs (-g 4): {_SNELLIUS}; {coll}, 4 B - 128 MiB")
       for coll in ("all_reduce", "all_gather", "reduce_scatter")],
-    *[Case(f"h100_8gpu_2node_{coll}_snellius_ib_4gpn.txt", "dgx-h100", 2, 4, 25.0, "ib", version=(2, 22),
+    *[Case(f"h100_8gpu_2node_{coll}_snellius_ib_4gpn.txt", "dgx-h100", 2, 4, 25.0, "ib", version=(2, 22, 3),
            machine={"ranks": 8, **_H100_4MESH}, machine_class="h100-ib-multihost", held_out=True,
            why=f"2 hosts (gcn151, gcn154) x 4 GPUs, 8 processes (-g 1), 4 x 200 Gb/s InfiniBand per host (ibstat: Rate 200; "
                f"NCCL's channels on IB/1-4, GDRDMA): {_SNELLIUS}; {coll}, 8 B - 8 GiB")
@@ -998,7 +1006,7 @@ TWENTY_SEVENTH_CASES = [
 #: runs (HPE Slingshot through the aws-ofi-nccl plugin: no NIC kind of the project) and the same node count's runs of its
 #: other configurations (the same machine and collective, one table kept).  Described from its source before any prediction
 TWENTY_EIGHTH_CASES = [
-    Case("gh200_4gpu_1node_all_reduce_alps.txt", "dgx-h100", version=(2, 26),
+    Case("gh200_4gpu_1node_all_reduce_alps.txt", "dgx-h100", version=(2, 26, 2),
          machine={"ranks": 4, **_H100_4MESH}, machine_class="h100-nvlink-1host",
          why="one CSCS Alps node (nid006664) of boeschf/nccl-benchmark-on-alps-2025 (run of 2025-03-18): 4 x \"NVIDIA GH200 "
              "120GB\", one process per GPU; NCCL's own lines: NCCL 2.26.2, \"NVLS multicast support is not available\" (no "
@@ -1023,11 +1031,12 @@ _RTX2080TI_8 = ("8 hosts (node1-node3, gpu4-gpu8) of dexhunter/allreduce-experim
 #: and sweep, the wider 4 B - 512 MiB runs kept), its linear-step runs (NCCL 2.4.7, 1 MiB or 2 MB steps, hundreds of rows) and its 16-GPU linear-step runs.
 #: Each described from its source before any prediction
 TWENTY_NINTH_CASES = [
-    Case("rtx2080ti_32gpu_8node_all_reduce_ib_4gpn.txt", "l40s-8gpu-pcie", 8, 1, 12.5, "ib", version=(2, 6),
+    Case("rtx2080ti_32gpu_8node_all_reduce_ib_4gpn.txt", "l40s-8gpu-pcie", 8, 1, 12.5, "ib", version=(2, 6, 4),
          machine={"arch": "sm70", "ranks": 32, "pcie_gen": 3, "p2p": False}, machine_class="pcie-multihost",
          why=_RTX2080TI_8.format(net="one InfiniBand HCA per host (mlx5_0), 100 Gb/s by the repository's \"# 100GbIB\" "
                                      "(not printed), inter-host steps \"via NET/IB/0\", no GDRDMA in the log")),
-    Case("rtx2080ti_32gpu_8node_all_reduce_socket10g_4gpn.txt", "l40s-8gpu-pcie", 8, 1, 1.25, "socket", version=(2, 6),
+    Case("rtx2080ti_32gpu_8node_all_reduce_socket10g_4gpn.txt", "l40s-8gpu-pcie", 8, 1, 1.25, "socket",
+         version=(2, 6, 4),
          machine={"arch": "sm70", "ranks": 32, "pcie_gen": 3, "p2p": False}, machine_class="pcie-multihost",
          source_reused=True,
          why=_RTX2080TI_8.format(net="NCCL_IB_DISABLE=1: NCCL's socket transport over one Ethernet interface per host "
@@ -1072,7 +1081,7 @@ THIRTY_FIRST_CASES = [
 #: 4-row table without its header, and a run on other hosts printed as its 8 GiB row alone).  Each described from
 #: its source before any prediction
 THIRTY_SECOND_CASES = [
-    Case("h200_16gpu_2node_all_reduce_oci_roce.txt", "hgx-h200", 2, 8, 50.0, "roce", version=(2, 27),
+    Case("h200_16gpu_2node_all_reduce_oci_roce.txt", "hgx-h200", 2, 8, 50.0, "roce", version=(2, 27, 5),
          machine_class="h100-roce-multihost",
          why="2 hosts (GPU-6550, GPU-3841) of an OCI H200 Slurm cluster (\"super-ant\", Oracle's oci-hpc stack; code index "
              "file id 38991207769): 8 x \"NVIDIA H200\" per host (the `hgx-h200` preset: HGX NVSwitch board assumed), 16 "
@@ -1084,7 +1093,7 @@ THIRTY_SECOND_CASES = [
              "NCCL_IB_GID_INDEX=3, NCCL_IB_TC=41, NCCL_IB_SL=0, NCCL_IB_TIMEOUT=22, NCCL_NET_PLUGIN, "
              "NCCL_IGNORE_CPU_AFFINITY=1 and these 8 HCAs (no model term); CPU not stated (the preset's Intel "
              "default); all_reduce 1 GiB - 16 GiB"),
-    Case("gb300_16gpu_4node_all_reduce_oke_imex.txt", "gb200-nvl72", version=(2, 29),
+    Case("gb300_16gpu_4node_all_reduce_oke_imex.txt", "gb200-nvl72", version=(2, 29, 3),
          env={"NCCL_NVLS_ENABLE": "0", "NCCL_MIN_CTAS": "16"}, machine={"ranks": 16}, machine_class="b200-nvl72",
          why="4 OCI BM.GPU.GB300.4 hosts of a Slurm-on-OKE GB300 cluster (code index file id 60939665059, run of "
              "2026-05-06): 4 x \"NVIDIA GB300\" per host, 2 Grace CPUs assumed (from the shape: not in the notes), "
@@ -1095,7 +1104,7 @@ THIRTY_SECOND_CASES = [
              "NCCL 2.29.3 (its line); the job's NCCL_NVLS_ENABLE=0 and NCCL_MIN_CTAS=16 (modelled), NCCL_CUMEM_ENABLE=1, "
              "NCCL_WORK_FIFO_BYTES=0, NCCL_IB_QPS_PER_CONNECTION=16 and 4 RoCE rails per host through the Spectrum-X "
              "plugin (no model term); all_reduce 8 MiB - 8 GiB"),
-    Case("h100_16gpu_2node_all_reduce_oci_roce_jp.txt", "dgx-h100", 2, 16, 25.0, "roce", version=(2, 21),
+    Case("h100_16gpu_2node_all_reduce_oci_roce_jp.txt", "dgx-h100", 2, 16, 25.0, "roce", version=(2, 21, 5),
          machine_class="h100-roce-multihost", source_reused=True,
          why="2 x OCI BM.GPU.H100.8 (Oracle Japan's OCI tutorial page \"NCCL Tests実行方法（BM.GPU.H100.8編）\", code index file id "
              "5466886451: the site of the A100 OCI fixtures, so source reused): 8 x \"NVIDIA H100 80GB HBM3\" per host (HGX "
@@ -1113,7 +1122,7 @@ THIRTY_SECOND_CASES = [
 #: class a100-nvlink-1host (no earlier log has A100s on an NVLink mesh without NVSwitch).  Not taken: the thread's other
 #: results (the NCCL_MIN_CTAS=8 retry, given in words).  Described from its source before any prediction
 THIRTY_THIRD_CASES = [
-    Case("a100_2gpu_1node_sendrecv_leonardo_nvlink.txt", "dgx-a100", collective="sendrecv", version=(2, 22),
+    Case("a100_2gpu_1node_sendrecv_leonardo_nvlink.txt", "dgx-a100", collective="sendrecv", version=(2, 22, 3),
          env={"NCCL_BUFFSIZE": "4194304"},
          machine={"ranks": 2, "intra": "nvlink", "links_per_gpu": 12, "nvls_switch": False,
                   "link_matrix": ((0, 4), (4, 0))},
@@ -1135,7 +1144,7 @@ THIRTY_THIRD_CASES = [
 #: device list elided, its rank count not shown).  Described from its source before any prediction; its NICs
 #: re-described by the review after it (docs/nccl-model.md)
 THIRTY_FOURTH_CASES = [
-    Case("gb300_8gpu_2node_all_gather_gcp_a4xmax_roce.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 28),
+    Case("gb300_8gpu_2node_all_gather_gcp_a4xmax_roce.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 28, 9),
          machine={"ranks": 8, "pcie_gen": 6}, machine_class="b200-roce-multihost",
          why="2 GKE nodes of GCP A4X Max (Google Cloud's page \"Run NCCL on custom GKE clusters that use A4X Max\", "
              "updated 2026-04-06; code index file id 59794567040): 4 x \"NVIDIA GB300\" per node, 8 processes (one per "
@@ -1176,7 +1185,8 @@ THIRTY_FIFTH_CASES = [
 #: (`test_no_fit_reads_an_unseen_log`).  Described from its source before any prediction (its CPU and PCIe generation
 #: cited by the review from a g7e family page)
 THIRTY_SIXTH_CASES = [
-    Case("rtxpro6000_2gpu_2node_all_reduce_aws_g7e_efa_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 12.5, "efa", version=(2, 29),
+    Case("rtxpro6000_2gpu_2node_all_reduce_aws_g7e_efa_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 12.5, "efa",
+         version=(2, 29, 2),
          env={"NCCL_PROTO": "simple", "NCCL_BUFFSIZE": "8388608"},
          machine={"ranks": 2, "arch": "sm120", "pcie_gen": 5, "cpu_vendor": "intel"}, machine_class="1gpu-per-host",
          why="2 AWS g7e.8xlarge Slurm nodes gpu-st-ml-1/2 of a Korean Slurm-on-AWS walkthrough (code index file id "
@@ -1218,7 +1228,7 @@ THIRTY_SEVENTH_CASES = [
 #: Neither repository feeds another fixture (the earlier Nebius and Crusoe tables are dstackai/dstack's).  Each described from its source before
 #: any prediction
 THIRTY_EIGHTH_CASES = [
-    Case("h200_16gpu_2node_all_reduce_nebius_ib_runai.txt", "hgx-h200", 2, 8, 50.0, version=(2, 23),
+    Case("h200_16gpu_2node_all_reduce_nebius_ib_runai.txt", "hgx-h200", 2, 8, 50.0, version=(2, 23, 4),
          env={"NCCL_BUFFSIZE": "8388608"}, machine_class="h100-ib-multihost", held_out=True,
          why="2 Run:ai MPI worker pods (demo-nccl-test-16-h200-worker-0/1) on Nebius Managed Kubernetes, the example output "
              "of nebius/ml-cookbook's runai/README.md (commit 40f10649, 2025-09-26, Cyril K of Nebius; read from the fork "
@@ -1231,7 +1241,7 @@ THIRTY_EIGHTH_CASES = [
              "NCCL_BUFFSIZE=8388608 (modelled), NCCL_IB_QPS_PER_CONNECTION=2, NCCL_IB_HCA=mlx5, NCCL_SOCKET_IFNAME=eth0 "
              "and hcoll/ucc off (no model term); NCCL 2.23.4 assumed from the image tag nccl-tests:2.23.4-ubu22.04-cu12.4 "
              "(not printed); CPU not stated (the preset's Intel default); all_reduce 1 GiB - 16 GiB"),
-    Case("gb200_8gpu_2node_all_reduce_crusoe_nvl72_g4.txt", "gb200-nvl72", version=(2, 28),
+    Case("gb200_8gpu_2node_all_reduce_crusoe_nvl72_g4.txt", "gb200-nvl72", version=(2, 28, 7),
          machine={"ranks": 8, "gpus_per_process": 4}, machine_class="b200-nvswitch-1host",
          why="2 Crusoe GB200 VMs (apple-0, apple-1) of crusoecloud/solutions-library's create-vms-and-run-nccl-test "
              "(nccltest_output.txt, commit 57e37b8d, 2026-02-06, Abe Sharp; removed the next day): 4 x \"NVIDIA GB200\" "

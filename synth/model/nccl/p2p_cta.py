@@ -22,6 +22,7 @@ import math
 
 from synth.model.nccl.constants import LL128_DATA_FRACTION, LL_DATA_FRACTION, SIMPLE_STEP_BYTES, at_sm_clock
 from synth.model.nccl.graphs import CommGraphs, p2p_total_channels
+from synth.model.nccl.versions_patch import P2P_EPOCH_BARE_PATCH, P2P_EPOCH_RELEASE, since
 
 
 #: warps of a p2p kernel's CTA: NCCL_MAX_NTHREADS 640 / 32 (src/include/device.h line 88; src/enqueue.cc
@@ -119,14 +120,12 @@ def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: 
 #: v2.30.7-1; v2.28.7-1 line 364)
 P2P_PER_BATCH = 8
 #: first NCCL (major, minor) whose p2p base is the round's bit-reversed index (src/include/channel.h v2.28.3-1 lines
-#: 19-30) and whose batches keep to one epoch of 8 rounds (src/enqueue.cc v2.28.7-1 lines 131-138, v2.28.9-1 too). A
-#: limit: the model's versions are (major, minor) only, and the epoch rule came in a patch release: v2.28.3-1
-#: (src/enqueue.cc ``addWorkBatchToPlan``) has the bit-reversed base but not the rule, so the 2.28 releases before
-#: 2.28.7 (v2.28.3-1 the one checked) run 64 ranks' works in 1 batch a channel.  The rule is right from 2.28.7 and
-#: ASSUMED for all of 2.28 (logs of 2.28.3, 2.28.7 and 2.28.9 and Cases printing no version all count as 2.28).  No
-#: validated table is affected: the only one with more than 8 ranks on one host (gb300_64gpu_16node_alltoall_oci_nvl72,
-#: one NVLink domain) records 2.28.7, and the 2.28.3 logs (h100_*_alltoall_sendrecv_*_cnode4) are 2-host, where the
-#: batches are not charged.
+#: 19-30); its batches keep to one epoch of 8 rounds from release 2.28.7 (src/enqueue.cc v2.28.7-1 lines 131-138,
+#: v2.28.9-1 too; v2.28.3-1 ``addWorkBatchToPlan`` lacks the rule, so 2.28.3 runs 64 ranks' works in 1 batch a
+#: channel): :data:`~.versions_patch.P2P_EPOCH_RELEASE`, for a log that prints its patch.  A bare (2, 28) (a log
+#: printing no patch) is ASSUMED 2.28.7 (:data:`~.versions_patch.P2P_EPOCH_BARE_PATCH`).  The only validated table
+#: with more than 8 ranks on one host (gb300_64gpu_16node_alltoall_oci_nvl72, one NVLink domain) records 2.28.7;
+#: the 2.28.3 logs (h100_*_alltoall_sendrecv_*_cnode4) are 2-host, where the batches are not charged.
 P2P_EPOCH_SINCE = (2, 28)
 
 
@@ -148,9 +147,12 @@ def p2p_channel_batches(ranks: int, parts: int, p2p_channels: int, version: tupl
     (2, 1)
     >>> p2p_channel_batches(64, 2, 32, (2, 28)), p2p_channel_batches(8, 4, 32, (2, 28))
     (4, 1)
+    >>> p2p_channel_batches(64, 1, 32, (2, 28, 3)), p2p_channel_batches(64, 1, 32, (2, 28, 7))
+    (1, 2)
     """
     bits = max(0, p2p_channels.bit_length() - 1)
     reverse = tuple(version) >= P2P_EPOCH_SINCE
+    epochs = since(version, P2P_EPOCH_RELEASE, P2P_EPOCH_BARE_PATCH)
     open_batch: dict[int, list[int]] = {}
     batches: dict[int, int] = {}
     for rnd in range(ranks):
@@ -159,7 +161,7 @@ def p2p_channel_batches(ranks: int, parts: int, p2p_channels: int, version: tupl
             ch = (base + part) & (p2p_channels - 1)
             cur = open_batch.get(ch)
             if cur is None or len(cur) == P2P_PER_BATCH or rnd in cur or \
-                    (reverse and cur[0] // P2P_PER_BATCH != rnd // P2P_PER_BATCH):
+                    (epochs and cur[0] // P2P_PER_BATCH != rnd // P2P_PER_BATCH):
                 open_batch[ch], batches[ch] = [rnd], batches.get(ch, 0) + 1
             else:
                 cur.append(rnd)

@@ -76,7 +76,9 @@ class NcclModel:
     env : NcclEnv, optional
         NCCL variables; default ``NcclEnv.from_environ()`` (``os.environ``).
     version : tuple of int, optional
-        NCCL (major, minor): gates LL128 (2.5), NVLS (2.17), NVLSTree (2.18), PAT (2.23); None: the
+        NCCL (major, minor): gates LL128 (2.5), NVLS (2.17), NVLSTree (2.18), PAT (2.23); or (major, minor,
+        patch) where the log prints it, for the rules that change at a patch release
+        (:mod:`~synth.model.nccl.versions_patch`; a bare minor there is its first release); None: the
         model's default (:data:`~.tuning.NCCL_VERSION`).
     """
 
@@ -84,7 +86,7 @@ class NcclModel:
                  version: tuple | None = NCCL_VERSION):
         self.machine, self.params = machine, params
         self.env = env if env is not None else NcclEnv.from_environ()
-        version = tuple(version or NCCL_VERSION)[:2]
+        version = tuple(version or NCCL_VERSION)[:3]
         #: the NCCL variables the platform's network plugin or its profile sets underneath the user's
         self.platform_env = machine.platform_env(version)
         self.table = TuneTable.build(machine, self.env.under(self.platform_env), version)

@@ -19,9 +19,9 @@
   On 8 x A100 (24 channels, 12 x 21 GB/s graph) NCCL 2.8 thus expects LL at 58.75 GB/s, not 87.7, and
   leaves it for LL128 at 2 MiB (not 4), LL128 for Simple at 16 MiB (not 32).  Versions before 2.8 keep
   the 2.28 rules (their refinements differ again and no log needs them).
-* After 2.28 (:func:`per_channel_tables`, :func:`latency_tables`): Blackwell's ring LL128 and (more than
-  two nodes) NVLS-tree per-channel rates and the NVLS-tree network hop, as NCCL's tuner holds them from
-  2.29 and 2.30.
+* After 2.28.3 (:func:`per_channel_tables`, :func:`latency_tables`): Blackwell's ring LL128 and (more than
+  two nodes) NVLS-tree per-channel rates and the NVLS-tree network hop, by release (2.28.7, 2.28.9, 2.29,
+  2.29.7, 2.30: :mod:`.versions_patch`, where a bare (major, minor) is that minor's first release).
 * NVLS's GPU count (:func:`nvls_supported`): up to 2.28.3 ``ncclNvlsInit`` wants three GPUs a node, from 2.28.7 two.
 """
 
@@ -44,6 +44,12 @@ from synth.model.nccl.constants import (
 )
 from synth.model.nccl.collnet_versions import collnet_chain_28, collnet_latency_rows
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.versions_patch import (
+    BLACKWELL_NVLS_TREE_BY_RELEASE,
+    BLACKWELL_RING_LL128_BY_RELEASE,
+    NVLS_TREE_NET_HOP_BY_RELEASE,
+    row_from,
+)
 
 #: first NCCL with a tuning model (src/graph/tuning.cc ncclSetThresholds, v2.5.6-1)
 TUNER_VERSION = (2, 5)
@@ -70,15 +76,6 @@ LL128_PER_CH_BY_COLL_27 = dict(LL128_PER_CH_BY_COLL_28, allreduce=16.7)
 TREE_PER_CH_AMPERE_28 = (24.0, 22.5, 16.0)
 
 
-#: Blackwell rows of tuning.cc ``ncclTunerConstantsDefaults`` that changed after the 2.28.3 tables of
-#: :mod:`.constants` (N1 / N2 / N4 = one, two, more nodes), by minor version (a patch release is not told
-#: apart: 2.29 takes v2.29.3-1's, 2.30 on v2.30.3-1's): ``perChMaxRingLL128Bws`` 2 x 36.7 -> 34.5 / 34.6 /
-#: 34.5 (v2.29.3-1; v2.28.7-1, ae7aed19, had cut two nodes to 34.6) -> 40.0 (v2.29.7-1, 56a0c229);
-#: ``perChMaxNVLSTreeBws`` on more than two nodes 43.1 -> 43.8 (v2.28.7-1) -> 80.0 (v2.30.3-1)
-BLACKWELL_RING_LL128_BY_VERSION = (((2, 29), (34.5, 34.6, 34.5)), ((2, 30), (40.0, 40.0, 40.0)))
-BLACKWELL_NVLS_TREE_BY_VERSION = (((2, 29), (0.0, 96.0, 43.8)), ((2, 30), (0.0, 96.0, 80.0)))
-#: tuning.cc ``hwLatencies`` NET row, NVLSTree/Simple: 14 -> 20.9 µs a hop (v2.28.7-1; here from 2.29)
-NVLS_TREE_NET_HOP_BY_VERSION = (((2, 29), 20.9),)
 #: what one Blackwell ring LL128 channel moves when it runs (GB/s): NCCL's newest estimate (v2.29.7-1),
 #: for every version, since the LL128 primitives it times did not change from v2.25.1-1 (the first with
 #: Blackwell rows) to v2.29.7-1 (src/device/prims_ll128.h: abort checks only); the 73.4 of earlier tables
@@ -90,18 +87,19 @@ BLACKWELL = compcap_index(100)
 @functools.lru_cache(maxsize=64)       # asked for every (collective, algorithm, protocol) of every table built
 def per_channel_tables(version: tuple) -> tuple[tuple, tuple]:
     """``(perChMaxRingLL128Bws, perChMaxNVLSTreeBws)`` [GPU generation][1, 2, > 2 nodes] of NCCL's tuner
-    at ``version``: :mod:`.constants`' 2.28.3 tables with the Blackwell rows of later releases.
+    at ``version`` (``(major, minor)`` or ``(major, minor, patch)``): :mod:`.constants`' 2.28.3 tables with
+    the Blackwell rows of later releases (:mod:`.versions_patch`).
 
-    >>> [per_channel_tables(v)[0][3] for v in ((2, 28), (2, 29), (2, 30))]
-    [(73.4, 73.4, 73.4), (34.5, 34.6, 34.5), (40.0, 40.0, 40.0)]
-    >>> per_channel_tables((2, 30))[1][3], per_channel_tables((2, 30))[0][2]
-    ((0.0, 96.0, 80.0), (36.7, 36.7, 36.7))
+    >>> [per_channel_tables(v)[0][3] for v in ((2, 28), (2, 28, 7), (2, 29), (2, 29, 7), (2, 30))]
+    [(73.4, 73.4, 73.4), (73.4, 34.6, 73.4), (34.5, 34.6, 34.5), (40.0, 40.0, 40.0), (40.0, 40.0, 40.0)]
+    >>> per_channel_tables((2, 28, 9))[1][3], per_channel_tables((2, 30))[1][3], per_channel_tables((2, 30))[0][2]
+    ((0.0, 96.0, 43.8), (0.0, 96.0, 80.0), (36.7, 36.7, 36.7))
     """
     def with_row(table, changes):
-        row = next((r for v, r in reversed(changes) if tuple(version) >= v), None)
+        row = row_from(changes, version)
         return table if row is None else table[:BLACKWELL] + (row,) + table[BLACKWELL + 1:]
-    return (with_row(PER_CH_MAX_RING_LL128, BLACKWELL_RING_LL128_BY_VERSION),
-            with_row(PER_CH_MAX_NVLS_TREE, BLACKWELL_NVLS_TREE_BY_VERSION))
+    return (with_row(PER_CH_MAX_RING_LL128, BLACKWELL_RING_LL128_BY_RELEASE),
+            with_row(PER_CH_MAX_NVLS_TREE, BLACKWELL_NVLS_TREE_BY_RELEASE))
 
 
 def ring_ll128_run_gbs(cc: int, nodes_index: int) -> float:
@@ -299,12 +297,14 @@ def latency_tables(algo: str, version: tuple, tuner: bool = False) -> tuple[tupl
     ``version``: the ring rows of that version's table, every other algorithm's from 2.28; for NCCL's
     own estimate (``tuner``) on 2.8-2.17 also that version's tree rows (:data:`~.constants.TREE_LAT_28`),
     on 2.9-2.18 its CollNet rows (:func:`~.collnet_versions.collnet_latency_rows`; 2.6-2.8's chain's for both),
-    from 2.29 NVLS-tree's network hop (:data:`NVLS_TREE_NET_HOP_BY_VERSION`).
+    from 2.28.9 NVLS-tree's network hop (:data:`~.versions_patch.NVLS_TREE_NET_HOP_BY_RELEASE`).
 
     >>> latency_tables("tree", (2, 8), tuner=True)[1][0], latency_tables("tree", (2, 8))[1][0]
     ((0.52, 1.25, 28.0), (0.6, 1.25, 4.0))
     >>> latency_tables("nvls_tree", (2, 29), tuner=True)[1][2], latency_tables("nvls_tree", (2, 29))[1][2]
     ((0, 0, 20.9), (0, 0, 14))
+    >>> latency_tables("nvls_tree", (2, 28, 7), tuner=True)[1][2], latency_tables("nvls_tree", (2, 28, 9), tuner=True)[1][2]
+    ((0, 0, 14), (0, 0, 20.9))
 
     >>> base, hops = latency_tables("ring", (2, 4))
     >>> base[2] + 14 * hops[0][2]        # 8-GPU ring all_reduce, Simple, NVLink (2.5's table)
@@ -323,9 +323,9 @@ def latency_tables(algo: str, version: tuple, tuner: bool = False) -> tuple[tupl
         return TREE_LAT_28
     a = ALGOS.index(algo)
     hops = (HW_LAT[0][a], HW_LAT[1][a], HW_LAT[2][a])
-    later = [hop for v, hop in NVLS_TREE_NET_HOP_BY_VERSION if tuple(version) >= v]
-    if algo == "nvls_tree" and tuner and later:
-        hops = hops[:HW_NET] + (hops[HW_NET][:2] + (later[-1],),)
+    later = row_from(NVLS_TREE_NET_HOP_BY_RELEASE, version)
+    if algo == "nvls_tree" and tuner and later is not None:
+        hops = hops[:HW_NET] + (hops[HW_NET][:2] + (later,),)
     return BASE_LAT[a], hops
 
 

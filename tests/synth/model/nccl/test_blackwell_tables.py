@@ -3,7 +3,8 @@
 src/graph/tuning.cc ``ncclTunerConstantsDefaults``, read by hand at NVIDIA/nccl tags v2.28.3-1, v2.28.7-1,
 v2.29.3-1, v2.29.7-1 and v2.30.3-1: ``perChMaxRingLL128Bws`` Blackwell {2*36.7, 2*36.7, 2*36.7} ->
 {34.5, 34.6, 34.5} (2.29.3) -> {40.0, 40.0, 40.0} (2.29.7); ``perChMaxNVLSTreeBws`` Blackwell on > 2
-nodes 43.1 -> 43.8 (2.28.7) -> 80.0 (2.30.3); ``hwLatencies`` NET NVLSTree/Simple 14 -> 20.9 µs (2.28.7).
+nodes 43.1 -> 43.8 (2.28.9) -> 80.0 (2.30.3); ``hwLatencies`` NET NVLSTree/Simple 14 -> 20.9 µs (2.28.9).
+These tests give bare (major, minor) versions; the patch-level rows are test_patch_versions.py's.
 Every expected number below is computed by hand from those rows and the graphs the model builds."""
 
 from __future__ import annotations

@@ -1,0 +1,77 @@
+"""NCCL rules that change inside a minor version, keyed by release ``(major, minor, patch)``.
+
+The model is given NCCL's version as ``(major, minor)`` or, where a log prints it (the ``NCCL version
+2.28.9+cuda..`` INFO line, nccl-tests' ``nccl-library=22809``), ``(major, minor, patch)``.  Every rule keyed
+on a minor (:mod:`.versions`, ``tuple(version) >= (2, 29)``) reads a patch-level version as its minor.  The
+rules here changed at a patch release; for them :func:`release` reads a bare ``(major, minor)`` as that
+minor's first release (patch 0: before any patch-level change), which is what the model did before it kept
+patches, unless a rule names another patch (:data:`P2P_EPOCH_BARE_PATCH`).
+
+Blackwell rows of src/graph/tuning.cc ``ncclTunerConstantsDefaults`` (GB/s per channel, one / two / more
+nodes), read at NVIDIA/nccl v2.28.3-1, v2.28.7-1 (ae7aed19), v2.28.9-1 (dbc86fd0), v2.29.2-1, v2.29.3-1,
+v2.29.7-1, v2.30.3-1:
+
+* ``perChMaxRingLL128Bws``: 2 x 36.7 on 1, 2, >2 nodes (v2.28.3-1 line 179) -> two nodes 34.6 (v2.28.7-1
+  line 179, kept in v2.28.9-1 line 179) -> (34.5, 34.6, 34.5) (v2.29.2-1 and v2.29.3-1 line 179) -> 40.0 on
+  all (v2.29.7-1 line 180, v2.30.3-1);
+* ``perChMaxNVLSTreeBws`` on more than two nodes: 43.1 (v2.28.3-1 and v2.28.7-1 line 197) -> 43.8
+  (v2.28.9-1 line 197) -> 80.0 (v2.30.3-1);
+* ``hwLatencies`` NET row, NVLSTree/Simple: 14 us a hop (v2.28.3-1 and v2.28.7-1 line 165) -> 20.9
+  (v2.28.9-1 line 165 on).
+
+No other row of the table changes between v2.28.3-1 and v2.29.3-1 (``git diff`` of tuning.cc).
+"""
+
+from __future__ import annotations
+
+#: patch a bare ``(major, minor)`` stands for in the rules of this module: the minor's first release
+BARE_PATCH = 0
+#: Blackwell ``perChMaxRingLL128Bws`` from each release on (``(2, 29, 0)``: 2.29's first, v2.29.2-1)
+BLACKWELL_RING_LL128_BY_RELEASE = (((2, 28, 7), (2 * 36.7, 34.6, 2 * 36.7)), ((2, 29, 0), (34.5, 34.6, 34.5)),
+                                   ((2, 29, 7), (40.0, 40.0, 40.0)))
+#: Blackwell ``perChMaxNVLSTreeBws`` from each release on
+BLACKWELL_NVLS_TREE_BY_RELEASE = (((2, 28, 9), (0.0, 96.0, 43.8)), ((2, 30, 0), (0.0, 96.0, 80.0)))
+#: ``hwLatencies[NET][NVLSTree][Simple]`` (us a hop) from each release on
+NVLS_TREE_NET_HOP_BY_RELEASE = (((2, 28, 9), 20.9),)
+#: first release whose p2p work batches keep to one epoch of 8 rounds (src/enqueue.cc ``addWorkBatchToPlan``,
+#: v2.28.7-1 lines 131-138, "Make sure we only aggregate p2p operations within the same p2p round epoch";
+#: absent in v2.28.3-1)
+P2P_EPOCH_RELEASE = (2, 28, 7)
+#: the patch a bare ``(2, 28)`` stands for in the epoch rule: 2.28.7, an ASSUMPTION kept from before the model
+#: held patches (a Case whose log prints no version keeps the rule it had)
+P2P_EPOCH_BARE_PATCH = 7
+
+
+def release(version: tuple, bare_patch: int = BARE_PATCH) -> tuple[int, int, int]:
+    """``(major, minor, patch)`` of ``version``; a bare ``(major, minor)`` gets ``bare_patch``.
+
+    >>> release((2, 28, 9)), release((2, 28)), release((2, 28), P2P_EPOCH_BARE_PATCH)
+    ((2, 28, 9), (2, 28, 0), (2, 28, 7))
+    """
+    v = tuple(version)
+    return (v[0], v[1], v[2] if len(v) > 2 else bare_patch)
+
+
+def since(version: tuple, first: tuple, bare_patch: int = BARE_PATCH) -> bool:
+    """Whether ``version`` is release ``first`` or later (a bare minor read by :func:`release`).
+
+    >>> since((2, 28, 3), P2P_EPOCH_RELEASE), since((2, 28, 7), P2P_EPOCH_RELEASE), since((2, 29), P2P_EPOCH_RELEASE)
+    (False, True, True)
+    """
+    return release(version, bare_patch) >= tuple(first)
+
+
+def row_from(changes: tuple, version: tuple, default=None):
+    """The row of the latest entry ``(first release, row)`` of ``changes`` that ``version`` has reached, else
+    ``default``.
+
+    >>> [row_from(BLACKWELL_RING_LL128_BY_RELEASE, v) for v in ((2, 28, 3), (2, 28, 9), (2, 29), (2, 29, 7))]
+    [None, (73.4, 34.6, 73.4), (34.5, 34.6, 34.5), (40.0, 40.0, 40.0)]
+    """
+    rows = [row for first, row in changes if since(version, first)]
+    return rows[-1] if rows else default
+
+
+__all__ = ["BARE_PATCH", "BLACKWELL_RING_LL128_BY_RELEASE", "BLACKWELL_NVLS_TREE_BY_RELEASE",
+           "NVLS_TREE_NET_HOP_BY_RELEASE", "P2P_EPOCH_RELEASE", "P2P_EPOCH_BARE_PATCH", "release", "since",
+           "row_from"]
