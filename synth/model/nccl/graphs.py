@@ -41,7 +41,7 @@ from synth.model.nccl.channel_counts import dup_channels, few_ppn_channels, lone
 from synth.model.nccl.rccl_channels import (rccl_coll_channels, rccl_env_channels, rccl_mesh_rings,
                                              rccl_p2p_channels_per_peer)
 from synth.model.nccl.rccl_net import rccl_net_graph, rccl_partial_host
-from synth.model.nccl.versions import nvls_supported
+from synth.model.nccl.versions_patch import nvls_supported
 
 EPS = 1e-6
 #: steps one ring search at one speed may take (NCCL 2.30.7 src/graph/search.cc NCCL_SEARCH_TIMEOUT, 1 << 14)

@@ -22,7 +22,8 @@
 * After 2.28.3 (:func:`per_channel_tables`, :func:`latency_tables`): Blackwell's ring LL128 and (more than
   two nodes) NVLS-tree per-channel rates and the NVLS-tree network hop, by release (2.28.7, 2.28.9, 2.29,
   2.29.7, 2.30: :mod:`.versions_patch`, where a bare (major, minor) is that minor's first release).
-* NVLS's GPU count (:func:`nvls_supported`): up to 2.28.3 ``ncclNvlsInit`` wants three GPUs a node, from 2.28.7 two.
+* NVLS's GPU count (:func:`.versions_patch.nvls_supported`): from 2.18 up to 2.28.3 ``ncclNvlsInit`` wants three
+  GPUs a node, from 2.28.7 two.
 """
 
 from __future__ import annotations
@@ -250,40 +251,6 @@ def ll128_default_on(sm: int, type_inter: str, version: tuple) -> bool:
     return type_inter == "PXN" and sm >= 90 and tuple(version) >= LL128_PXN_VERSION
 
 
-#: the fewest GPUs (in the communicator's topology, on each node) with which NCCL's ``ncclNvlsInit``
-#: (src/transport/nvls.cc) turns NVLS on, from each version: v2.17.1-1 line 232 ``localRanks <= 1``; v2.18.3-1
-#: line 239 .. v2.20.5-1 line 240 ``gpuCount <= 2``; v2.21.5-1 line 241 .. v2.24.3-1 line 155
-#: ``(!MNNVL && gpuCount <= 2) || (MNNVL && clique.size <= 2)``; v2.25.1-1 line 157 .. v2.27.7-1 line 160 and
-#: v2.28.3-1 line 160 ``gpuCount <= 2``; v2.28.7-1 line 161 .. v2.30.7-1 line 262 ``gpuCount < 2``
-NVLS_MIN_GPUS_BY_VERSION = (((2, 17), 2), ((2, 18), 3), ((2, 28), 2))
-
-
-def nvls_supported(gpus_per_node: int, version: tuple) -> bool:
-    """Whether NCCL ``version`` turns NVLS (and with it NVLS-tree) on for ``gpus_per_node`` GPUs a node
-    (``ncclNvlsInit``'s ``gpuCount``, the GPUs of the communicator its topology holds; one NVLink domain's
-    where it spans trays): :data:`NVLS_MIN_GPUS_BY_VERSION`.  2.21-2.24 test the NVLink clique's size instead
-    where the communicator is multi-node NVLink (MNNVL); the model treats an NVL72 domain as one node, so
-    ``gpus_per_node`` is that size and the rule agrees in practice.
-
-    ASSUMED: 2.28 takes 2.28.7's rule (``gpuCount < 2``: 2 GPUs on).  The model's versions are (major,
-    minor) only, and the rule changed in a patch release: v2.28.3-1 still needs 3.  The model's 2.28 tables
-    are 2.28.3's (:mod:`.constants`), the cnode4 logs record 2.28.3 and most (2, 28) Cases print no version;
-    both readings give the same choice on every validated table today.
-
-    Known deviation from NCCL 2.20: v2.20.3-1 and v2.20.5-1 (line 240) also turn NVLS and NVLS-tree off on
-    more than one node (``nNodes > 1``, as 2.17 did).  That rule is left out: the only 2.20 multi-host
-    NVLS-capable Case (``h100_16gpu_2node_all_reduce_aws_p5_efa_readme.txt``, 2 x p5; its 2.20.3 is assumed
-    from the README's build, not printed) reaches 487 GB/s busbw at 16 GiB, above the 400 GB/s a ring over
-    2 x p5's 32 x 100 Gb/s could give, so it is unlikely to be a plain 2.20 ring run; the rule would take it
-    from 5.0 % to 21 % (rings).  Open question for the lead (docs/nccl-model.md).
-
-    >>> [nvls_supported(2, v) for v in ((2, 17), (2, 26), (2, 28))], nvls_supported(3, (2, 18))
-    ([True, False, True], True)
-    """
-    rows = [least for first, least in NVLS_MIN_GPUS_BY_VERSION if tuple(version) >= first]
-    return bool(rows) and gpus_per_node >= rows[-1]
-
-
 def _row(table: tuple, version: tuple) -> object:
     found = table[0][1:]
     for entry in table:
@@ -395,5 +362,4 @@ __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_
            "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
            "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28",
            "LL128_ARCHS_BY_VERSION", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25",
-           "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor", "NVLS_MIN_GPUS_BY_VERSION",
-           "nvls_supported"]
+           "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor"]

@@ -11,7 +11,7 @@ import pytest
 
 from synth.model.nccl import NcclEnv, NcclMachine, NcclModel
 from synth.model.nccl.graphs import comm_graphs
-from synth.model.nccl.versions import nvls_supported
+from synth.model.nccl.versions_patch import nvls_supported
 from topo_probe import cluster, get_preset
 
 
@@ -25,7 +25,11 @@ def _host(ranks: int) -> NcclMachine:
     (3, (2, 18), True),
     (2, (2, 26), False),      # v2.26.6-1 line 157
     (2, (2, 27), False),      # v2.27.7-1 line 160
-    (2, (2, 28), True),       # v2.28.7-1 line 161: gpuCount < 2 (2.28 ASSUMED to be 2.28.7)
+    (2, (2, 28, 3), False),   # v2.28.3-1 line 160: gpuCount <= 2
+    (3, (2, 28, 3), True),
+    (2, (2, 28, 7), True),    # v2.28.7-1 line 161: gpuCount < 2
+    (2, (2, 28), True),       # a bare 2.28 ASSUMED to be 2.28.7
+    (2, (2, 29, 3), True),
     (2, (2, 29), True),       # v2.29.3-1 line 161
     (1, (2, 29), False),
 ])
@@ -48,7 +52,7 @@ def test_two_gpus_of_a_b200_host(version, on):
     assert table.choose("allreduce", 1 << 30)[0] == "ring"
 
 
-@pytest.mark.parametrize("version, on", [((2, 26), False), ((2, 28), True)])
+@pytest.mark.parametrize("version, on", [((2, 26), False), ((2, 28, 3), False), ((2, 28, 7), True), ((2, 28), True)])
 def test_two_gpus_a_host_across_hosts(version, on):
     """2 hosts x 2 H100: the topology of each node holds 2 GPUs, so 2.26 runs no NVLS-tree."""
     m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2)).with_(ranks=4)
