@@ -506,7 +506,7 @@ TWELFTH_CASES = [
          why="8 x MI300X xGMI mesh, the host and RCCL 2.22.3 build of mi300x_8gpu_1node_all_reduce_rocmblog_rccl2.22.txt "
              "(AMD ROCm blog, March 2025), its second run: one process per GPU (-g 1) with graph launch (-G 1: no model "
              "term), no RCCL variable shown"),
-    Case("mi308x_16gpu_2node_all_reduce_bnxt_roce.txt", "mi300x", 2, 8, None, "roce", version=(2, 27),
+    Case("mi308x_16gpu_2node_all_reduce_bnxt_roce.txt", "mi300x", 2, 8, None, "roce", version=(2, 27, 7),
          machine_class="amd-multihost",
          why="2 hosts x 8 AMD Instinct MI308X, 8 Broadcom bnxt_re RoCE NICs per host (speed not stated), RCCL 2.27.7, "
              "RCCL_MSCCL_ENABLE=0, -g 1", skip_reason=_MI308X_SKIP),

@@ -29,5 +29,6 @@ def test_every_case_whose_log_prints_a_release_carries_it():
 
 def test_a_case_version_is_major_minor_or_major_minor_patch():
     assert all(len(c.version) in (2, 3) for c in cases.ALL_CASES)
-    assert ("gb300_8gpu_2node_all_gather_gcp_a4xmax_roce.txt", (2, 28, 9)) in \
-        {(c.file, tuple(c.version)) for c in cases.ALL_CASES}
+    carried = {(c.file, tuple(c.version)) for c in cases.ALL_CASES}
+    assert ("gb300_8gpu_2node_all_gather_gcp_a4xmax_roce.txt", (2, 28, 9)) in carried
+    assert ("mi308x_16gpu_2node_all_reduce_bnxt_roce.txt", (2, 27, 7)) in carried   # rccl-tests' "RCCL version : 2.27.7-HEAD"

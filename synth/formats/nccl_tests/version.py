@@ -1,11 +1,11 @@
-"""The NCCL (or RCCL) version an nccl-tests log prints: an ``NCCL INFO NCCL version 2.22.3`` line,
-or the ``nccl-library=22602`` code in the header of newer nccl-tests."""
+"""The NCCL (or RCCL) version an nccl-tests log prints: an ``NCCL INFO NCCL version 2.22.3`` line (rccl-tests'
+``RCCL version : 2.27.7-HEAD``), or the ``nccl-library=22602`` code in the header of newer nccl-tests."""
 
 from __future__ import annotations
 
 import re
 
-_VERSION = re.compile(r"(?:NCCL|RCCL) version (\d{1,2})\.(\d{1,3})\.(\d{1,3})")
+_VERSION = re.compile(r"(?:NCCL|RCCL) version\s*:?\s*(\d{1,2})\.(\d{1,3})\.(\d{1,3})")
 _LIBRARY = re.compile(r"nccl-library=(\d{4,6})(?!\d)")
 
 
@@ -14,6 +14,8 @@ def version_of(line: str) -> tuple[int, int, int] | None:
 
     >>> version_of("host:25:25 [0] NCCL INFO NCCL version 2.22.3+cuda12.2"), version_of("# nccl-library=22602")
     ((2, 22, 3), (2, 26, 2))
+    >>> version_of("RCCL version : 2.27.7-HEAD:0d2c4fd")
+    (2, 27, 7)
     >>> version_of("# nccl-tests version 2.13.8") is None
     True
     """
