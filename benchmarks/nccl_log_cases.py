@@ -47,10 +47,15 @@ class Case:
     collective: str | None = None
     why: str = ""
     #: NCCL (major, minor) whose rules the model follows, or (major, minor, patch) where the log prints the release
-    #: (its NCCL INFO line or nccl-library=) or its header records the one release the source names for the run;
-    #: a bare (2, 28), the default for a log that names none, keeps the rules the model had for it (Blackwell's
-    #: 2.28.3 tuner rows, 2.28.7's p2p epochs: synth/model/nccl/versions_patch.py)
+    #: (its NCCL INFO line, nccl-library= or rccl-tests' "RCCL version :") or, marked by ``release_source``, its
+    #: header records the one release the source names for that run; a bare (2, 28), the default for a log that
+    #: names none, keeps the rules the model had for it (Blackwell's 2.28.3 tuner rows, 2.28.7's p2p epochs and
+    #: NVLS GPU count: synth/model/nccl/versions_patch.py)
     version: tuple = (2, 28)
+    #: "header" where the release of ``version`` is not printed in the fixture's log but its SOURCE header names it
+    #: for this run (the run's own NCCL debug log or INFO line left out, the image tag, the source's statement);
+    #: "" where the log prints it or ``version`` is a bare (major, minor)
+    release_source: str = ""
     machine: dict = field(default_factory=dict)
     machine_class: str = ""
     skip_reason: str = ""
@@ -150,8 +155,8 @@ _C00 = "H100 cluster00 of xxrjun/nccl-tests-cluster, NCCL 2.28.7, InfiniBand (8 
 _C00_CNODE2 = ("the NICs of the cnode2 hosts are not stated, and the log contradicts the cnode4 hosts' "
                "(8 x 400 Gb/s, NCCL's own debug log): one GPU per host sends at 13.5 GB/s where cnode4 reaches "
                "27.3, four at 14.6 per GPU where cnode4 reaches 28.9")
-_C00_CNODE4 = ("H100 cluster00 of xxrjun/nccl-tests-cluster, cnode4 hosts, NCCL 2.28.3, "
-               "8 x 400 Gb/s IB (NCCL's debug log)")
+_C00_CNODE4 = ("H100 cluster00 of xxrjun/nccl-tests-cluster, cnode4 hosts, NCCL 2.28.3 (a separately committed debug "
+               "log of the 2 x 1 GPU pair, not this log: the Cases keep a bare 2.28), 8 x 400 Gb/s IB (NCCL's debug log)")
 _B200 = ("8 x B200 per host (the `hgx-b200` preset: NVLink 5 via NVSwitch), 8 x 400 Gb/s CX-7 IB (stated), "
          "NCCL 2.29.7, NVLS and SHARP off")
 _NO_NVLS = {"NCCL_NVLS_ENABLE": "0", "NCCL_COLLNET_ENABLE": "0"}
@@ -190,10 +195,10 @@ NEW_CASES = [
          machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28, 7),
          why=f"2 hosts x 4 GPUs of {_C00}: 4 GPUs and 4 NICs per host", skip_reason=_C00_CNODE2),
     Case("h100_8gpu_2node_alltoall_sendrecv_4gpn_cnode4.txt", "dgx-h100", 2, 4, collective="alltoall",
-         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28, 3),
+         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
          why=f"2 hosts x 4 GPUs of {_C00_CNODE4}: 4 GPUs and their 4 NICs per host"),
     Case("h100_8gpu_2node_alltoall_sendrecv_4gpn_cnode4.txt", "dgx-h100", 2, 4, collective="sendrecv",
-         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28, 3),
+         machine={"ranks": 8}, machine_class="h100-ib-multihost", version=(2, 28),
          why="the same job's sendrecv test"),
     Case("h100_8gpu_1node_all_reduce_5tests_cluster01.txt", "dgx-h100", collective="allreduce",
          version=(2, 29, 2), machine_class="h100-nvswitch-1host",
@@ -209,7 +214,7 @@ NEW_CASES = [
     Case("b200_64gpu_8node_sendrecv.txt", "hgx-b200", 8, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
          version=(2, 29, 7), why=f"8 hosts: {_B200}"),
     Case("b200_16gpu_2node_sendrecv.txt", "hgx-b200", 2, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
-         version=(2, 29, 7), why=f"2 hosts: {_B200}"),
+         version=(2, 29, 7), release_source="header", why=f"2 hosts: {_B200}"),
     Case("b200_128gpu_16node_sendrecv.txt", "hgx-b200", 16, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
          version=(2, 29, 7), why=f"16 hosts: {_B200}"),
     Case("b200_512gpu_64node_sendrecv.txt", "hgx-b200", 64, 8, 50.0, env=_NO_NVLS, machine_class="b200-ib-multihost",
@@ -226,9 +231,9 @@ NEW_CASES = [
          skip_reason=_C00_CNODE2, version=(2, 28, 7)),
     Case("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt", "dgx-h100", 2, 1, collective="alltoall",
          machine={"ranks": 2}, machine_class="1gpu-per-host",
-         why=f"2 hosts x 1 GPU of {_C00_CNODE4}: one GPU and its NIC per host", version=(2, 28, 3)),
+         why=f"2 hosts x 1 GPU of {_C00_CNODE4}: one GPU and its NIC per host", version=(2, 28)),
     Case("h100_2gpu_2node_alltoall_sendrecv_1gpn_cnode4.txt", "dgx-h100", 2, 1, collective="sendrecv",
-         machine={"ranks": 2}, machine_class="1gpu-per-host", why="the same job's sendrecv test", version=(2, 28, 3)),
+         machine={"ranks": 2}, machine_class="1gpu-per-host", why="the same job's sendrecv test", version=(2, 28)),
     Case("rtx4090_8gpu_1node_all_reduce_shm.txt", "l40s-8gpu-pcie", machine={"cpu_vendor": "amd"},
          machine_class="pcie-1host",
          why="8 x RTX 4090 (Ada, PCIe Gen4 x16), 2 x EPYC 7542, no PCIe switch, every pair SYS, P2P off (SHM), -g 8"),
@@ -282,11 +287,14 @@ _ABCI_DMA = ("GPU memory crosses the network at 39.0 GB/s per host and direction
 #: fit: the one-host tables are of the in-sample A100 class but held out themselves, the multi-host ones form a
 #: new held-out class
 FOURTH_CASES = [
-    Case("a100_8gpu_1node_all_reduce_abci.txt", "dgx-a100", version=(2, 8, 4), machine_class="a100-nvswitch-1host",
+    Case("a100_8gpu_1node_all_reduce_abci.txt", "dgx-a100", version=(2, 8, 4),
+         release_source="header", machine_class="a100-nvswitch-1host",
          machine={"cpu_vendor": "intel"}, why=f"one host of {_ABCI}", held_out=True),
-    Case("a100_8gpu_1node_broadcast_abci.txt", "dgx-a100", version=(2, 8, 4), machine_class="a100-nvswitch-1host",
+    Case("a100_8gpu_1node_broadcast_abci.txt", "dgx-a100", version=(2, 8, 4),
+         release_source="header", machine_class="a100-nvswitch-1host",
          machine={"cpu_vendor": "intel"}, why=f"one host of {_ABCI}, broadcast", held_out=True),
 ] + [Case(f"a100_{8 * n}gpu_{n}node_{coll}_abci_hdr.txt", "dgx-a100", n, 4, 25.0, version=(2, 8, 4),
+          release_source="header",
           machine={"nic_dma_gbs": ABCI_NIC_DMA_GBS, "cpu_vendor": "intel"}, machine_class="a100-ib-multihost",
           why=f"{n} x {_ABCI}; {_ABCI_DMA}" + (", broadcast" if coll == "broadcast" else ""))
      for n in (2, 4, 8, 16) for coll in ("all_reduce", "broadcast")]
@@ -389,8 +397,10 @@ EIGHTH_CASES = [
              "cube mesh: AWS's instance documentation), one 100 Gb/s EFA per host (AWS's instance documentation), "
              "NCCL 2.4.8, -g 1; NCCL_TREE_THRESHOLD=0 (ring at every size, NCCL's own log)"),
     Case("a100_16gpu_2node_all_reduce_aws_p4d_efa.txt", "dgx-a100", 2, 4, 12.5, "efa", version=(2, 23, 4),
+         release_source="header",
          machine={"cpu_vendor": "intel"}, machine_class="a100-efa-multihost", held_out=True, why=_P4D),
     Case("a100_16gpu_2node_all_reduce_oci_oke_roce.txt", "dgx-a100", 2, 16, 12.5, "roce", version=(2, 19, 3),
+         release_source="header",
          machine={"cpu_vendor": "amd"}, machine_class="a100-roce-multihost", why=_OKE),
     Case("mi300x_8gpu_1node_all_reduce_amd_acceptance_guide.txt", "mi300x", machine_class="mi300x-1host",
          held_out=True,
@@ -409,12 +419,12 @@ _P5 = ("p5.48xlarge: 8 x H100 80GB HBM3 SXM5 on NVSwitch (the `dgx-h100` preset)
 #: first set's p4de log (so ``source_reused``), described from their sources before any prediction; both classes
 #: are in-sample, so each table is held out itself
 NINTH_CASES = [
-    Case("h100_8gpu_1node_all_reduce_aws_p5_batch.txt", "dgx-h100", version=(2, 23, 4), machine={"cpu_vendor": "amd"},
+    Case("h100_8gpu_1node_all_reduce_aws_p5_batch.txt", "dgx-h100", version=(2, 23), machine={"cpu_vendor": "amd"},
          machine_class="h100-nvswitch-1host", held_out=True, source_reused=True,
          why=f"one {_P5}, AWS Batch job (mpirun -np 8 -N 8, -g 1: 8 processes on one host), NCCL defaults (NVLS), "
              "NCCL_BUFFSIZE=8388608 and aws-ofi-nccl's tuner plugin (no model term), NCCL not printed (the "
              "image's Dockerfile of that commit: 2.23.4)"),
-    Case("h100_16gpu_2node_all_reduce_aws_p5_efa_readme.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 20, 3),
+    Case("h100_16gpu_2node_all_reduce_aws_p5_efa_readme.txt", "dgx-h100", 2, 32, 12.5, "efa2", version=(2, 20),
          machine={"cpu_vendor": "amd"}, machine_class="h100-efa-multihost", held_out=True, source_reused=True,
          why=f"2 x {_P5}, Slurm srun 16 tasks (-g 1), NCCL defaults, NCCL_BUFFSIZE=8388608 (no model term), "
              "NCCL not printed (the README's own build of that commit: 2.20.3, aws-ofi-nccl 1.8.1)"),
@@ -547,12 +557,12 @@ FOURTEENTH_CASES = [
          why=f"2 x GCP a3-megagpu-8g (8 x H100 SXM, 8 x 200 Gb/s GPUDirect-TCPXO NICs per host, as the first set's A3 "
              f"Mega case), {_DSTACK}; all_gather, 8 MiB - 8 GiB, -c 0, TCPXO's NCCL build and env profile (version "
              "not printed: the release then current, Feb 06 2025, ships NCCL 2.23)"),
-    Case("b200_16gpu_2node_all_reduce_gcp_a4_dstack.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26, 2),
+    Case("b200_16gpu_2node_all_reduce_gcp_a4_dstack.txt", "hgx-b200", 2, 8, 50.0, "roce", version=(2, 26),
          machine_class="b200-roce-multihost",
          why=f"2 x GCP A4 (8 x B200, 8 x ConnectX-7 RoCE per host, 400 Gb/s each: Google's A4 documentation), "
              f"{_DSTACK}; NCCL defaults, no gIB plugin named, dstack's default image (NCCL 2.26.2 by its Dockerfile "
              "of that date; not printed), rows from 8 MiB"),
-    Case("h100_16gpu_2node_all_reduce_nebius_ib_dstack.txt", "dgx-h100", 2, 8, 50.0, version=(2, 26, 2),
+    Case("h100_16gpu_2node_all_reduce_nebius_ib_dstack.txt", "dgx-h100", 2, 8, 50.0, version=(2, 26),
          machine_class="h100-ib-multihost", held_out=True,
          why=f"2 Nebius H100 hosts (8 x H100 SXM; InfiniBand, 8 x 400 Gb/s NDR per host: Nebius's documentation, "
              f"not the page), {_DSTACK}; NCCL defaults, dstack's default image (NCCL 2.26.2 by its Dockerfile of "
@@ -562,7 +572,7 @@ FOURTEENTH_CASES = [
          why=f"2 Lambda B200 hosts (8 x B200; InfiniBand, 8 x 400 Gb/s NDR per node: Lambda's 1-Click Clusters "
              f"documentation, not the page), {_DSTACK}; NCCL 2.26.2 (printed), NCCL defaults (NVLS and tree as NCCL "
              "picks; NCCL_IB_HCA=^mlx5_0 only drops the host port), -c 1 -n 100"),
-    Case("a100_16gpu_2node_all_reduce_crusoe_ib_dstack.txt", "dgx-a100", 2, 8, 25.0, version=(2, 26, 2),
+    Case("a100_16gpu_2node_all_reduce_crusoe_ib_dstack.txt", "dgx-a100", 2, 8, 25.0, version=(2, 26),
          machine_class="a100-ib-multihost",
          why=f"2 Crusoe A100 80GB SXM VMs (8 x A100 on NVSwitch; 8 InfiniBand HCAs per host in NCCL_IB_HCA, 200 Gb/s "
              f"HDR each: Crusoe's instance documentation, not the page), {_DSTACK}; dstack's default image's "
@@ -584,6 +594,7 @@ FOURTEENTH_CASES = [
              f"{_DEEPOPS}; 16 ranks by the rows' bus factor (2 hosts assumed), NCCL_NET_GDR_LEVEL=2 (no model term), "
              "NCCL version not stated (2.28 gates assumed)"),
     Case("v100_16gpu_2node_all_reduce_deepops_roce.txt", "dgx1-v100", 2, 2, 12.5, "roce", version=(2, 5, 6),
+         release_source="header",
          machine_class="v100-roce-multihost",
          why=f"2 DGX-1 (8 x V100 SXM2 32GB) over RoCE, one SR-IOV VF of each of 2 ConnectX-5 100G per host, one "
              f"SN2700 switch (stated), NCCL 2.5.6 (stated), {_DEEPOPS}; NCCL_NET_GDR_LEVEL=2, no NCCL_ALGO shown "
@@ -597,14 +608,18 @@ _DN_LAB = ("AMD Instinct MI355X hosts amd-mi355x-5/-6 of Ahalperin/amd-dev's res
 #: the fifteenth set: AMD Instinct tables from sources no earlier fixture uses (or, marked ``source_reused``, another run
 #: of one), described from their sources before any prediction; tables of in-sample classes are held out themselves
 FIFTEENTH_CASES = [
-    Case("mi355x_8gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26, 6), machine_class="mi355x-1host",
+    Case("mi355x_8gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26, 6),
+         release_source="header", machine_class="mi355x-1host",
          why=f"one host, 8 GPUs: {_DN_LAB}"),
-    Case("mi355x_8gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26, 6), machine_class="mi355x-1host",
+    Case("mi355x_8gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26, 6),
+         release_source="header", machine_class="mi355x-1host",
          why=f"one host, 8 GPUs, alltoall: {_DN_LAB}; its time holds at 300-316 us from 128 B to 64 MiB (the same "
              "batch's 2- and 4-GPU alltoall: 15 and 97 us), which the repository does not comment"),
     Case("mi355x_16gpu_2node_all_reduce_ionic.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26, 6),
+         release_source="header",
          machine_class="amd-multihost", why=f"2 hosts x 8 GPUs: {_DN_LAB}"),
     Case("mi355x_2gpu_2node_all_reduce_ionic_1gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26, 6),
+         release_source="header",
          machine={"ranks": 2}, machine_class="1gpu-per-host",
          why=f"2 hosts x 1 GPU (HIP_VISIBLE_DEVICES=0), one ionic NIC per host in use (its debug log): {_DN_LAB}"),
 ]
@@ -695,34 +710,34 @@ EIGHTEENTH_CASES = [
 
 _DN_LAB_PART = ("another run of the Ahalperin/amd-dev batch (commit 58a032f) of the fifteenth set's dn_lab / ionic tables "
                 "(source reused): AMD Instinct MI355X hosts amd-mi355x-5/-6, xGMI mesh (the `mi355x` preset), 8 x 400 Gb/s "
-                "AMD Pensando ionic RoCE NICs per host, RCCL 2.26.6 (local build), one process per GPU (-g 1), "
-                "HIP_VISIBLE_DEVICES picks the GPUs, NCCL_DEBUG=TRACE to a file (no model term), no tuning variable")
+                "AMD Pensando ionic RoCE NICs per host, RCCL 2.26.6 (local build; the batch's debug log, not this run's: "
+                "the Case keeps a bare 2.26), one process per GPU (-g 1), HIP_VISIBLE_DEVICES picks the GPUs, NCCL_DEBUG=TRACE to a file (no model term), no tuning variable")
 
 #: the nineteenth set: AMD Instinct tables of fewer GPUs per host than 8 and of alltoall across hosts, described from their
 #: sources before any prediction; every table is of a class of the fixed held-out split
 NINETEENTH_CASES = [
-    Case("mi355x_8gpu_2node_all_reduce_ionic_4gpn.txt", "mi355x", 2, 4, 50.0, "roce", version=(2, 26, 6),
+    Case("mi355x_8gpu_2node_all_reduce_ionic_4gpn.txt", "mi355x", 2, 4, 50.0, "roce", version=(2, 26),
          machine={"ranks": 8}, machine_class="amd-multihost", source_reused=True,
          why=f"2 hosts x 4 GPUs (GPUs 0-3), four ionic NICs per host in use (its debug log: NET/IB/0-3): {_DN_LAB_PART}"),
-    Case("mi355x_8gpu_2node_alltoall_ionic_4gpn.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26, 6),
+    Case("mi355x_8gpu_2node_alltoall_ionic_4gpn.txt", "mi355x", 2, 8, 50.0, "roce", version=(2, 26),
          machine={"ranks": 8}, machine_class="amd-multihost", source_reused=True,
          why=f"2 hosts x 4 GPUs (GPUs 0-3), alltoall; the NICs it used are not logged (no debug log in its directory; "
              f"the host has 8, the model uses at most one per GPU): {_DN_LAB_PART}"),
-    Case("mi355x_4gpu_2node_all_reduce_ionic_2gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26, 6),
+    Case("mi355x_4gpu_2node_all_reduce_ionic_2gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26),
          machine={"ranks": 4}, machine_class="amd-multihost", source_reused=True,
          why=f"2 hosts x 2 GPUs (GPUs 0 and 1), one ionic NIC per host in use (its debug log: every inter-host channel "
              f"via NET/IB/0): {_DN_LAB_PART}"),
-    Case("mi355x_4gpu_2node_alltoall_ionic_2gpn.txt", "mi355x", 2, 2, 50.0, "roce", version=(2, 26, 6),
+    Case("mi355x_4gpu_2node_alltoall_ionic_2gpn.txt", "mi355x", 2, 2, 50.0, "roce", version=(2, 26),
          machine={"ranks": 4}, machine_class="amd-multihost", source_reused=True,
          why=f"2 hosts x 2 GPUs (GPUs 0 and 1), alltoall, two ionic NICs per host in use (its debug log: NET/IB/0 and "
              f"NET/IB/1): {_DN_LAB_PART}"),
-    Case("mi355x_2gpu_2node_alltoall_ionic_1gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26, 6),
+    Case("mi355x_2gpu_2node_alltoall_ionic_1gpn.txt", "mi355x", 2, 1, 50.0, "roce", version=(2, 26),
          machine={"ranks": 2}, machine_class="1gpu-per-host", source_reused=True,
          why=f"2 hosts x 1 GPU (GPU 0), alltoall, one ionic NIC per host (its debug log: NET/IB/0): {_DN_LAB_PART}"),
-    Case("mi355x_4gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 4},
+    Case("mi355x_4gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 4},
          machine_class="mi355x-1host", source_reused=True,
          why=f"one host, GPUs 0-3 of its xGMI mesh (every channel via P2P/IPC): {_DN_LAB_PART}"),
-    Case("mi355x_4gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 4},
+    Case("mi355x_4gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 4},
          machine_class="mi355x-1host", source_reused=True,
          why=f"one host, GPUs 0-3 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
 ]
@@ -732,10 +747,10 @@ NINETEENTH_CASES = [
 #: no earlier fixture uses, each described from its source before any prediction; every table is of a class of the
 #: fixed held-out split
 TWENTIETH_CASES = [
-    Case("mi355x_2gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 2},
+    Case("mi355x_2gpu_1node_all_reduce_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 2},
          machine_class="mi355x-1host", source_reused=True,
          why=f"one host, GPUs 0 and 1 of its xGMI mesh (every connection via P2P/IPC): {_DN_LAB_PART}"),
-    Case("mi355x_2gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 2},
+    Case("mi355x_2gpu_1node_alltoall_dn_lab.txt", "mi355x", version=(2, 26), machine={"ranks": 2},
          machine_class="mi355x-1host", source_reused=True,
          why=f"one host, GPUs 0 and 1 of its xGMI mesh, alltoall (every connection via P2P/IPC): {_DN_LAB_PART}"),
     Case("a100_16gpu_2node_all_reduce_aks_ndv4_sriov.txt", "dgx-a100", 2, 8, 25.0, "ib", version=(2, 25),
@@ -746,19 +761,21 @@ TWENTIETH_CASES = [
              "slots; 16 ranks by the rows' bus factor); NCCL of the image's nvidia/cuda:12.8.1-devel base (2.25, not "
              "printed); NCCL_TOPO_FILE (Azure's ndv4 topology), NCCL_NET_GDR_LEVEL=SYS and NCCL_IB_DISABLE=0 have no "
              "model term; -c 0 -f 4 -n 10, 8 B - 8 GiB"),
-    Case("mi355x_8gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26, 6), machine_class="mi355x-1host",
+    Case("mi355x_8gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26, 6),
+         release_source="header", machine_class="mi355x-1host",
          source_reused=True,
          why="Ahalperin/amd-dev's tools/rccl-log-samples all_gather log (another day and build than its scale_* batch): "
              "8 gfx950 GPUs at the bus IDs of the lab's MI355X hosts (names blank in the container's device lines; an "
              "MI350X / MI355X host either way: the `mi355x` preset's xGMI mesh), ROCm 7.0.2's RCCL 2.26.6, one process "
              "(-g 8, P2P/direct), NCCL_DEBUG=INFO only; all_gather, 4 B - 8 GiB"),
-    Case("mi355x_8gpu_1node_all_reduce_ses2_g8.txt", "mi355x", version=(2, 26, 6), machine_class="mi355x-1host",
+    Case("mi355x_8gpu_1node_all_reduce_ses2_g8.txt", "mi355x", version=(2, 26, 6),
+         release_source="header", machine_class="mi355x-1host",
          source_reused=True,
          why="Ahalperin/amd-dev's tools/rccl-log-samples all_reduce log of host amd-mi355x-ses2-1 (not the scale_* "
              "batch's host): 8 gfx950 GPUs (names blank in the device lines) on xGMI (XGMI[48.0] in its GRAPH lines), "
              "the repository's RCCL 2.26.6 build, ROCm 7.0.2, one process (-g 8), NCCL_DEBUG=INFO, "
              "NCCL_DEBUG_SUBSYS=GRAPH, no tuning variable; 64 KiB - 4 GiB"),
-    Case("mi355x_6gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26, 6), machine={"ranks": 6},
+    Case("mi355x_6gpu_1node_all_gather_dn_container.txt", "mi355x", version=(2, 26), machine={"ranks": 6},
          machine_class="mi355x-1host", source_reused=True,
          why="Ahalperin/amd-dev's tools/rccl-log-samples 6-GPU log (an all_gather despite its name), the same day's "
              "rccl-builder container as mi355x_8gpu_1node_all_gather_dn_container.txt: 6 of a host's 8 gfx950 GPUs (bus "
@@ -1006,7 +1023,7 @@ TWENTY_SEVENTH_CASES = [
 #: runs (HPE Slingshot through the aws-ofi-nccl plugin: no NIC kind of the project) and the same node count's runs of its
 #: other configurations (the same machine and collective, one table kept).  Described from its source before any prediction
 TWENTY_EIGHTH_CASES = [
-    Case("gh200_4gpu_1node_all_reduce_alps.txt", "dgx-h100", version=(2, 26, 2),
+    Case("gh200_4gpu_1node_all_reduce_alps.txt", "dgx-h100", version=(2, 26, 2), release_source="header",
          machine={"ranks": 4, **_H100_4MESH}, machine_class="h100-nvlink-1host",
          why="one CSCS Alps node (nid006664) of boeschf/nccl-benchmark-on-alps-2025 (run of 2025-03-18): 4 x \"NVIDIA GH200 "
              "120GB\", one process per GPU; NCCL's own lines: NCCL 2.26.2, \"NVLS multicast support is not available\" (no "
@@ -1105,6 +1122,7 @@ THIRTY_SECOND_CASES = [
              "NCCL_WORK_FIFO_BYTES=0, NCCL_IB_QPS_PER_CONNECTION=16 and 4 RoCE rails per host through the Spectrum-X "
              "plugin (no model term); all_reduce 8 MiB - 8 GiB"),
     Case("h100_16gpu_2node_all_reduce_oci_roce_jp.txt", "dgx-h100", 2, 16, 25.0, "roce", version=(2, 21, 5),
+         release_source="header",
          machine_class="h100-roce-multihost", source_reused=True,
          why="2 x OCI BM.GPU.H100.8 (Oracle Japan's OCI tutorial page \"NCCL Tests実行方法（BM.GPU.H100.8編）\", code index file id "
              "5466886451: the site of the A100 OCI fixtures, so source reused): 8 x \"NVIDIA H100 80GB HBM3\" per host (HGX "
@@ -1229,6 +1247,7 @@ THIRTY_SEVENTH_CASES = [
 #: any prediction
 THIRTY_EIGHTH_CASES = [
     Case("h200_16gpu_2node_all_reduce_nebius_ib_runai.txt", "hgx-h200", 2, 8, 50.0, version=(2, 23, 4),
+         release_source="header",
          env={"NCCL_BUFFSIZE": "8388608"}, machine_class="h100-ib-multihost", held_out=True,
          why="2 Run:ai MPI worker pods (demo-nccl-test-16-h200-worker-0/1) on Nebius Managed Kubernetes, the example output "
              "of nebius/ml-cookbook's runai/README.md (commit 40f10649, 2025-09-26, Cyril K of Nebius; read from the fork "
