@@ -19,7 +19,8 @@ v2.29.7-1, v2.30.3-1:
 * ``hwLatencies`` NET row, NVLSTree/Simple: 14 us a hop (v2.28.3-1 and v2.28.7-1 line 165) -> 20.9
   (v2.28.9-1 line 165 on).
 
-No other row of the table changes between v2.28.3-1 and v2.29.3-1 (``git diff`` of tuning.cc).
+No other row of ``ncclTunerConstantsDefaults`` changes between v2.28.3-1 and v2.29.3-1 (``git diff`` of tuning.cc;
+outside it v2.29.2-1 changes ``treeCorrectionFactor``, keyed on 2.29 in :mod:`.constants`).
 
 NVLS's GPU count (:func:`nvls_supported`): ``ncclNvlsInit`` (src/transport/nvls.cc) needs three GPUs a node
 from 2.18 through v2.28.3-1 (line 160, ``gpuCount <= 2``) and two from v2.28.7-1 (line 161, ``gpuCount < 2``);
