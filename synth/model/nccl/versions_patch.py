@@ -105,7 +105,7 @@ def nvls_supported(gpus_per_node: int, version: tuple) -> bool:
     NVLS-capable Case (``h100_16gpu_2node_all_reduce_aws_p5_efa_readme.txt``, 2 x p5; its 2.20.3 is assumed
     from the README's build, not printed) reaches 487 GB/s busbw at 16 GiB, above the 400 GB/s a ring over
     2 x p5's 32 x 100 Gb/s could give, so it is unlikely to be a plain 2.20 ring run; the rule would take it
-    from 5.0 % to 21 % (rings).  Open question for the lead (docs/nccl-model.md).
+    from 5.0 % to 21 % (rings).  Left open (docs/nccl-model.md).
 
     >>> [nvls_supported(2, v) for v in ((2, 17), (2, 26), (2, 28, 3), (2, 28), (2, 28, 7))]
     [True, False, False, True, True]
