@@ -52,8 +52,8 @@ def build_parser() -> OneLineParser:
     p.add_argument("--nic-dma-gbps", type=float, metavar="G",
                    help="GB/s per direction one NIC moves GPU memory at, where a measurement of the host states it "
                         "(e.g. osu_mbw_mr -d cuda); the NCCL model caps the network at it (default: the line rate)")
-    p.add_argument("--nccl-version", metavar="X.Y", help="the NCCL whose rules the NCCL model follows (default: "
-                   "the --import log's printed version, else 2.28)")
+    p.add_argument("--nccl-version", metavar="X.Y[.Z]", help="the NCCL whose rules the NCCL model follows, its "
+                   "patch kept (default: the --import log's printed version, else 2.28)")
     return p
 
 

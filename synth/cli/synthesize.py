@@ -47,8 +47,8 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write a CSV for NCCL's example tuner plugin (NCCL 2.30.3+, NCCL_TUNER_CONFIG_FILE): "
                         "lines change NCCL's choice only where the NCCL model predicts it beaten; every other "
                         "query keeps NCCL's choice and channels (NVIDIA machines only: RCCL cannot load it)")
-    p.add_argument("--nccl-version", metavar="X.Y", help="the NCCL the plan compares with (default: the one this "
-                   "machine has installed when probing it, else 2.28)")
+    p.add_argument("--nccl-version", metavar="X.Y[.Z]", help="the NCCL the plan compares with, its patch kept "
+                   "(default: the one this machine has installed when probing it, else 2.28)")
     p.add_argument("--msccl-runtime", choices=("rccl", "msccl-executor-nccl"),
                    help="the MSCCL runtime msccl/ is built and checked for (default: rccl where the GPUs are AMD, "
                         "msccl-executor-nccl otherwise); recorded in summary.json")

@@ -20,7 +20,7 @@ NCCL = "nccl"
 def nccl_curve(topology, collective: str, sizes: list[int], env=None, version: tuple | None = None) -> dict:
     """NCCL's modelled times (µs) and choices at ``sizes`` on ``topology`` (one process per GPU;
     ``env`` default: NCCL defaults, whatever this process's environment says; ``version``: the
-    NCCL (major, minor) whose rules apply, None the model's default).
+    NCCL (major, minor) or (major, minor, patch) whose rules apply, None the model's default).
 
     The network is modelled with InfiniBand's constants whatever transport the NICs name: the
     cost model that times our schedules has no transport-specific per-hop or per-message cost,

@@ -44,7 +44,7 @@ class SimBackend:
 
     def __init__(self, source, *, bounds: bool = False, measured: dict[int, float] | None = None,
                  nccl_column: bool = False, nccl_env=None, nccl_machine: dict | None = None,
-                 nccl_version: tuple[int, int] | None = None) -> None:
+                 nccl_version: tuple[int, ...] | None = None) -> None:
         self.source = source
         self.extra_columns = (("slices", ""), ("bound", "(us)"), ("bound", "busbw")) if bounds else ()
         if nccl_column:
@@ -58,7 +58,8 @@ class SimBackend:
         self._nccl_env = nccl_env
         #: what a real log says of the run (``arch``, ``gpus_per_process``), applied to the machine
         self._nccl_machine = nccl_machine or {}
-        #: the NCCL (major, minor) a real log printed; None: the model's default (the newest it knows)
+        #: the NCCL version followed ((major, minor) or with its patch: named, or printed by a real log); None: the
+        #: model's default
         self._nccl_version = nccl_version
 
     @property

@@ -151,7 +151,7 @@ def _era(m: NcclMachine, records: dict[str, ClassRecord] | None, version: tuple 
     if version is None or tuple(version)[:2] >= PRIMITIVES_REWRITE:
         return ""
     rec = (load_validation() if records is None else records).get(machine_class(m))
-    v, era = (".".join(map(str, tuple(x)[:2])) for x in (version, PRIMITIVES_REWRITE))
+    v, era = ".".join(map(str, version)), ".".join(map(str, PRIMITIVES_REWRITE[:2]))     # 2.8.4 as stated
     if rec is None or not rec.before_rewrite or not rec.before_rewrite[0]:
         return f"; NCCL {v}: NO table of NCCL before {era} (which rewrote its primitives) validates this class"
     n, ok = rec.before_rewrite

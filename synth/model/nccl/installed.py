@@ -1,8 +1,11 @@
 """Which NCCL the model follows: a version a user names (``--nccl-version``), the one this
 machine has installed, or the model's default (:data:`~.constants.NCCL_VERSION`).
 
-The model's rules are keyed by NCCL (major, minor) (:mod:`.versions`: tuning tables, LL128 by
-default, channel rules, tree threshold, point-to-point parts...).  A plan made by probing this
+Most of the model's rules are keyed by NCCL (major, minor) (:mod:`.versions`: tuning tables, LL128 by
+default, channel rules, tree threshold, point-to-point parts...); a few changed at a patch release
+(:mod:`.versions_patch`: Blackwell's ring LL128 and NVLS-tree rows, p2p epochs, NVLS's GPU count), so a
+version is kept as stated: ``(major, minor, patch)`` where a patch is named, printed by a log or
+installed, a bare ``(major, minor)`` otherwise (read as :mod:`.versions_patch` says).  A plan made by probing this
 machine compares our schedules with the NCCL it would really call; a plan for a described machine
 (``--topology``) with the NCCL its owner names, else the default.
 
@@ -12,7 +15,7 @@ The installed library is asked through its own C entry point ``ncclGetVersion(in
 2.9.6); RCCL answers the same call.
 
 >>> parse_nccl_version("2.21.5-1"), parse_nccl_version("v2.8"), version_from_code(22105), version_from_code(2804)
-((2, 21), (2, 8), (2, 21, 5), (2, 8, 4))
+((2, 21, 5), (2, 8), (2, 21, 5), (2, 8, 4))
 """
 
 from __future__ import annotations
@@ -29,14 +32,15 @@ LIBRARIES = ("libnccl.so.2", "libnccl.so", "librccl.so.1", "librccl.so")
 _VERSION = re.compile(r"v?(\d+)\.(\d+)(?:\.(\d+))?(?:-\d+)?")
 
 
-def parse_nccl_version(text: str, what: str = "--nccl-version") -> tuple[int, int]:
-    """``(major, minor)`` of ``2.21``, ``2.21.5`` or ``v2.21.5-1``; a one-line UsageError naming
-    ``what`` for anything else or for a version older than the model's oldest rules."""
+def parse_nccl_version(text: str, what: str = "--nccl-version") -> tuple[int, ...]:
+    """``(major, minor)`` of ``2.21``, ``(major, minor, patch)`` of ``2.21.5`` or ``v2.21.5-1`` (the
+    ``-1`` is the packaging); a one-line UsageError naming ``what`` for anything else or for a version
+    older than the model's oldest rules (checked on its ``(major, minor)``)."""
     m = _VERSION.fullmatch(str(text).strip())
     if m is None:
         raise UsageError(f"{what} {text!r}: not an NCCL version MAJOR.MINOR[.PATCH] (e.g. 2.21.5)")
-    version = (int(m.group(1)), int(m.group(2)))
-    if version[0] != 2 or version < OLDEST:
+    version = tuple(int(g) for g in m.groups() if g is not None)
+    if version[0] != 2 or version[:2] < OLDEST:
         raise UsageError(f"{what} {text}: the NCCL model holds NCCL's rules from 2.4 on (2.x releases only)")
     return version
 
@@ -49,21 +53,23 @@ def version_from_code(code: int) -> tuple[int, int, int]:
 
 
 def resolve_nccl_version(named: str | None, printed: tuple | None = None,
-                         probed: bool = False) -> tuple[tuple[int, int] | None, str]:
-    """The NCCL (major, minor) the model follows and where it comes from, first that applies:
-    ``named`` (``--nccl-version``), ``printed`` (what an imported log prints), the installed library
-    when ``probed`` (the topology is this machine's), else None (the model's default).
+                         probed: bool = False) -> tuple[tuple[int, ...] | None, str]:
+    """The NCCL version the model follows, its patch kept where one is known, and where it comes from,
+    first that applies: ``named`` (``--nccl-version``), ``printed`` (what an imported log prints), the
+    installed library when ``probed`` (the topology is this machine's), else None (the model's default).
 
-    >>> resolve_nccl_version("2.21", (2, 22, 3)), resolve_nccl_version(None, (2, 22, 3)), resolve_nccl_version(None)
-    (((2, 21), '--nccl-version'), ((2, 22), 'the log'), (None, "the model's default"))
+    >>> resolve_nccl_version("2.28.9", (2, 22, 3)), resolve_nccl_version("2.28"), resolve_nccl_version(None, (2, 28, 9))
+    (((2, 28, 9), '--nccl-version'), ((2, 28), '--nccl-version'), ((2, 28, 9), 'the log'))
+    >>> resolve_nccl_version(None)
+    (None, "the model's default")
     """
     if named is not None:
         return parse_nccl_version(named), "--nccl-version"
     if printed:
-        return tuple(printed[:2]), "the log"
+        return tuple(int(x) for x in printed[:3]), "the log"
     found = installed_nccl_version() if probed else None
-    if found is not None and found[0] == 2 and found[:2] >= OLDEST:
-        return found[:2], f"installed: NCCL {'.'.join(map(str, found))}"
+    if found is not None and found[0] == 2 and tuple(found[:2]) >= OLDEST:
+        return tuple(found), "installed"
     return None, "the model's default"
 
 

@@ -133,7 +133,7 @@ def tuner_models(topo, version: tuple | None = None):
         raise InvalidArgument(f"{topo.name} has AMD GPUs: RCCL cannot load NCCL's example tuner plugin "
                               "(it looks up ncclTunerPlugin_v2 only), so no tuner file is written")
     if version is not None and tuple(version)[:2] < WORKING_BUILD_LOADED_FROM:
-        raise InvalidArgument(f"NCCL {'.'.join(map(str, version[:2]))} cannot load the example tuner plugin build "
+        raise InvalidArgument(f"NCCL {'.'.join(map(str, version))} cannot load the example tuner plugin build "
                               "that applies this file (NCCL 2.30.3's, interface v5: NCCL 2.28.3 and later), so no "
                               "tuner file is written")
     on = NcclModel(machine, env=NcclEnv(), version=version)

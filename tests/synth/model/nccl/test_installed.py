@@ -7,7 +7,8 @@ import subprocess
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from synth.model.nccl.installed import OLDEST, installed_nccl_version, parse_nccl_version, version_from_code
+from synth.model.nccl.installed import (OLDEST, installed_nccl_version, parse_nccl_version, resolve_nccl_version,
+                                        version_from_code)
 from topo_probe.errors import UsageError
 
 
@@ -16,10 +17,31 @@ def _code(major: int, minor: int, patch: int) -> int:
     return major * 10000 + minor * 100 + patch if (major, minor) >= (2, 9) else major * 1000 + minor * 100 + patch
 
 
-@pytest.mark.parametrize("text,want", [("2.21", (2, 21)), ("2.21.5", (2, 21)), ("v2.21.5-1", (2, 21)),
-                                       (" 2.8.4 ", (2, 8)), ("2.4", (2, 4)), ("2.31.0", (2, 31))])
-def test_the_forms_users_and_release_tags_write(text, want):
+@pytest.mark.parametrize("text,want", [("2.21", (2, 21)), ("2.21.5", (2, 21, 5)), ("v2.21.5-1", (2, 21, 5)),
+                                       (" 2.8.4 ", (2, 8, 4)), ("2.4", (2, 4)), ("v2.8", (2, 8)),
+                                       ("2.31.0", (2, 31, 0)), ("2.28.9", (2, 28, 9)), ("2.28", (2, 28))])
+def test_the_forms_users_and_release_tags_write_keep_a_stated_patch(text, want):
     assert parse_nccl_version(text) == want
+
+
+@pytest.mark.parametrize("named,printed,probed,want", [
+    ("2.28.9", (2, 22, 3), False, ((2, 28, 9), "--nccl-version")),
+    ("2.28", None, False, ((2, 28), "--nccl-version")),
+    (None, (2, 28, 9), False, ((2, 28, 9), "the log")),
+    (None, None, True, ((2, 28, 9), "installed")),
+    (None, None, False, (None, "the model's default"))])
+def test_the_resolved_version_keeps_its_patch(named, printed, probed, want, monkeypatch):
+    import synth.model.nccl.installed as inst
+    monkeypatch.setattr(inst, "installed_nccl_version", lambda *a, **k: (2, 28, 9))
+    assert resolve_nccl_version(named, printed, probed) == want
+
+
+def test_an_installed_nccl_older_than_the_rules_is_checked_on_its_minor(monkeypatch):
+    import synth.model.nccl.installed as inst
+    monkeypatch.setattr(inst, "installed_nccl_version", lambda *a, **k: (2, 3, 13))
+    assert resolve_nccl_version(None, None, True) == (None, "the model's default")
+    monkeypatch.setattr(inst, "installed_nccl_version", lambda *a, **k: (2, 4, 2))
+    assert resolve_nccl_version(None, None, True) == ((2, 4, 2), "installed")
 
 
 @pytest.mark.parametrize("text,needle", [("2.x", "not an NCCL version"), ("", "not an NCCL version"),
@@ -35,10 +57,10 @@ def test_anything_else_is_one_line_naming_the_option(text, needle):
 @given(st.text(max_size=12))
 def test_a_hostile_string_is_a_version_or_a_usage_error(text):
     try:
-        major, minor = parse_nccl_version(text)
+        version = parse_nccl_version(text)
     except UsageError:
         return
-    assert major == 2 and (major, minor) >= OLDEST
+    assert len(version) in (2, 3) and version[0] == 2 and version[:2] >= OLDEST
 
 
 @settings(max_examples=200, deadline=None)
