@@ -120,13 +120,14 @@ def ring_net_cta_cap_gbs(m, algo: str, proto: str, channels: int, params, coll: 
 #: v2.30.7-1; v2.28.7-1 line 364)
 P2P_PER_BATCH = 8
 #: first NCCL (major, minor) whose p2p base is the round's bit-reversed index (src/include/channel.h v2.28.3-1 lines
-#: 19-30); its batches keep to one epoch of 8 rounds from release 2.28.7 (src/enqueue.cc v2.28.7-1 lines 131-138,
-#: v2.28.9-1 too; v2.28.3-1 ``addWorkBatchToPlan`` lacks the rule, so 2.28.3 runs 64 ranks' works in 1 batch a
-#: channel): :data:`~.versions_patch.P2P_EPOCH_RELEASE`, for a log that prints its patch.  A bare (2, 28) (a log
-#: printing no patch) is ASSUMED 2.28.7 (:data:`~.versions_patch.P2P_EPOCH_BARE_PATCH`).  The only validated table
-#: with more than 8 ranks on one host (gb300_64gpu_16node_alltoall_oci_nvl72, one NVLink domain) records 2.28.7;
-#: the 2.28.3 logs (h100_*_alltoall_sendrecv_*_cnode4) are 2-host, where the batches are not charged.
-P2P_EPOCH_SINCE = (2, 28)
+#: 19-30), from which the model charges a one-host alltoall's work batches.  Which rounds share a batch follows
+#: the release: from 2.28.7 a batch keeps to one epoch of 8 rounds (src/enqueue.cc v2.28.7-1 lines 131-138, v2.28.9-1
+#: too; v2.28.3-1 ``addWorkBatchToPlan`` lacks the rule, so 2.28.3 runs 64 ranks' works in 1 batch a channel):
+#: :data:`~.versions_patch.P2P_EPOCH_RELEASE`, a bare (2, 28) ASSUMED 2.28.7
+#: (:data:`~.versions_patch.P2P_EPOCH_BARE_PATCH`).  The only validated table with more than 8 ranks on one host
+#: (gb300_64gpu_16node_alltoall_oci_nvl72, one NVLink domain) records 2.28.7; the 2.28.3 logs
+#: (h100_*_alltoall_sendrecv_*_cnode4) are 2-host, where the batches are not charged.
+P2P_BATCHES_SINCE = (2, 28)
 
 
 def p2p_channel_batches(ranks: int, parts: int, p2p_channels: int, version: tuple) -> int:
@@ -151,7 +152,7 @@ def p2p_channel_batches(ranks: int, parts: int, p2p_channels: int, version: tupl
     (1, 2)
     """
     bits = max(0, p2p_channels.bit_length() - 1)
-    reverse = tuple(version) >= P2P_EPOCH_SINCE
+    reverse = tuple(version) >= P2P_BATCHES_SINCE
     epochs = since(version, P2P_EPOCH_RELEASE, P2P_EPOCH_BARE_PATCH)
     open_batch: dict[int, list[int]] = {}
     batches: dict[int, int] = {}
@@ -170,7 +171,7 @@ def p2p_channel_batches(ranks: int, parts: int, p2p_channels: int, version: tupl
 
 def p2p_extra_batches(m, coll: str, parts: int, p2p_channels: int, version: tuple) -> int:
     """Work batches beyond the first that the busiest p2p channel runs (:func:`p2p_channel_batches` less one) in an
-    NVIDIA one-host alltoall / gather / scatter from 2.28 (:data:`P2P_EPOCH_SINCE`); 0 otherwise: ``sendrecv`` (one
+    NVIDIA one-host alltoall / gather / scatter from 2.28 (:data:`P2P_BATCHES_SINCE`); 0 otherwise: ``sendrecv`` (one
     peer), several hosts (channel.h's other branch, not modelled) and RCCL (``m.amd``) pay the fixed µs once.
 
     The caller charges each extra batch ``p2p_latency_us`` again: an ASSUMPTION, neither measured nor sourced.  That
@@ -182,7 +183,7 @@ def p2p_extra_batches(m, coll: str, parts: int, p2p_channels: int, version: tupl
     been measured; the one table it moves (GB300, 64 ranks) is still some 10 µs slower than the model at
     512 KiB - 2 MiB (docs/nccl-model.md).
     """
-    if coll == "sendrecv" or m.nodes != 1 or m.amd or tuple(version) < P2P_EPOCH_SINCE:
+    if coll == "sendrecv" or m.nodes != 1 or m.amd or tuple(version) < P2P_BATCHES_SINCE:
         return 0
     return p2p_channel_batches(m.ranks, parts, p2p_channels, version) - 1
 
