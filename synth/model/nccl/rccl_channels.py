@@ -36,7 +36,8 @@ SMALL_MESH_RINGS = {2: 2, 3: 4, 4: 6}
 #: 0d4f8c1 rccl/src/graph/rome_models.cc:2052-2053: ``if (ngpus > 4 && romeTopo.nLinks) system->type |=
 #: RCCL_TOPO_4P2H_ROME``) and ``ncclTopoCompute`` then limits a one-host ring search to 2 channels (0cbce2a7
 #: src/graph/search.cc:989-992, 0d4f8c1 rccl/src/graph/search.cc:1073-1076 ``graph->maxChannels = 2``); two
-#: arc-disjoint Hamiltonian cycles at 40 GB/s fill them (40 + 40 > one 48 GB/s link, so each GPU sends on 2 links)
+#: arc-disjoint Hamiltonian cycles at 48 GB/s (AMD speedArrayIntra[0], search.cc:965; ccMin 60, topo.cc:408) fill
+#: them on the retry without sameChannels (48 + 48 > one 48 GB/s link, so each GPU sends on 2 links)
 PARTIAL_MESH_RINGS = 2
 
 

@@ -3,7 +3,8 @@ references worked out by hand from RCCL's source: such a host matches no 8-GPU r
 4P2H" (``ngpus > 4 && romeTopo.nLinks``: ROCm/rccl 0cbce2a7 src/graph/rome_models.cc:1949-1950, RCCL 2.26.6
 Ahalperin/amd-dev 0d4f8c1 rccl/src/graph/rome_models.cc:2052-2053) and ``ncclTopoCompute`` caps a one-host ring search
 at ``maxChannels = 2`` (0cbce2a7 src/graph/search.cc:989-992, 0d4f8c1 rccl/src/graph/search.cc:1073-1076).  Two rings
-at 40 GB/s cannot share a 48 GB/s link, so each GPU sends on 2 of its links; gfx950 copies the graph 4 times
+at 48 GB/s (AMD speedArrayIntra[0], search.cc:965; ccMin 60, topo.cc:408) cannot share a 48 GB/s link (48 + 48 > 48),
+so each GPU sends on 2 of its links; gfx950 copies the graph 4 times
 (0d4f8c1 rccl/src/init.cc:1402-1404), gfx942 twice."""
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ from synth.model.nccl.graphs import comm_graphs
 from synth.model.nccl.params import DEFAULT_PARAMS
 from synth.model.nccl.rccl_channels import rccl_mesh_rings
 from synth.model.nccl.runtime import collective_time_us, ring_capacity_gbs
-from topo_probe import get_preset
+from topo_probe import cluster, get_preset
 
 MI355X = NcclMachine.from_topology(get_preset("mi355x"))
 MI300X = NcclMachine.from_topology(get_preset("mi300x"))
@@ -33,11 +34,20 @@ def _two_arc_disjoint_cycles(n: int) -> bool:
 
 @pytest.mark.parametrize("gpus", [5, 6, 7])
 def test_two_rings_on_five_to_seven_gpus(gpus):
-    """RCCL's search at 40 GB/s (the first speed under one 48 GB/s link) fills maxChannels = 2 with two arc-disjoint
-    rings, which exist on 5-7 GPUs; 8 GPUs keep the rome model's 28 rings, 4 GPUs the 6 of the unlimited search."""
+    """RCCL's search at 48 GB/s (AMD speedArrayIntra[0], search.cc:965; ccMin 60, topo.cc:408) finds 1 ring with
+    sameChannels, then on the retry without it fills maxChannels = 2 with two arc-disjoint rings, which exist on 5-7
+    GPUs; 8 GPUs keep the rome model's 28 rings, 4 GPUs the 6 of the unlimited search."""
     assert _two_arc_disjoint_cycles(gpus)
     assert rccl_mesh_rings(gpus) == 2
     assert (rccl_mesh_rings(4), rccl_mesh_rings(8)) == (6, 28)
+
+
+def test_two_hosts_of_six_gpus_not_capped():
+    """The cap needs ``ngpus == system->nRanks`` (0d4f8c1 rccl/src/graph/search.cc:1073): 2 hosts x 6 MI300X (6 GPUs,
+    12 ranks) keep the multi-host ring graph, the 8-GPU stand-in's 28 rings (rome model 79's ``ringBase``, 0d4f8c1
+    rome_models.cc:551-562, 28 rings), copied twice across hosts: 56 channels, not 2 and 4."""
+    g = comm_graphs(NcclMachine.from_topology(cluster("mi300x", nodes=2)).with_(ranks=12))
+    assert (g.ring.n_channels, g.n_channels) == (28, 56)
 
 
 @pytest.mark.parametrize("machine, ring, coll", [(MI355X, 2, 8), (MI300X, 2, 4)])
