@@ -194,7 +194,8 @@ def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Gra
         return Graph(n, s, s, type_intra, "PXB")
     if m.amd and m.intra == "xgmi" and nvl:
         rings = rccl_mesh_rings(m.gpus_per_node) if m.nodes == 1 else rccl_mesh_rings(8)
-        return Graph(rings, cap / rings, cap / rings, "NVL", "PXB" if m.nodes > 1 else "NONE")
+        per_ring = min(cap / rings, nvlink_per_link_gbs(m))        # a ring crosses one link a hop (5-7 GPUs: 2 rings)
+        return Graph(rings, per_ring, per_ring, "NVL", "PXB" if m.nodes > 1 else "NONE")
     if m.nodes > 1:
         n_nic, nic = search_nics(m, version)       # before NCCL 2.20 every IB/RoCE port on its own
         max_bw = min(nic, PCI_BW_BY_GEN[m.pcie_gen])

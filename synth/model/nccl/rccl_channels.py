@@ -31,21 +31,31 @@ RCCL_GFX950_COPIES, RCCL_DEFAULT_COPIES = 4, 2
 #: 2.26.6 on 2 x MI355X: ``Pattern 4, nChannels 2, bw 24``, results/scale_2gpu_all_reduce/nccl_debug.log), 3 GPUs' two
 #: at 48 -> 4 at 24, 4 GPUs' six at 24 (each arc on two) stay six
 SMALL_MESH_RINGS = {2: 2, 3: 4, 4: 6}
+#: ring-graph channels on one host of 5-7 GPUs with xGMI links, where no 8-GPU rome model matches: RCCL marks such a
+#: host "Rome 4P2H" anyway (ROCm/rccl 0cbce2a7 src/graph/rome_models.cc:1949-1950, RCCL 2.26.6 Ahalperin/amd-dev
+#: 0d4f8c1 rccl/src/graph/rome_models.cc:2052-2053: ``if (ngpus > 4 && romeTopo.nLinks) system->type |=
+#: RCCL_TOPO_4P2H_ROME``) and ``ncclTopoCompute`` then limits a one-host ring search to 2 channels (0cbce2a7
+#: src/graph/search.cc:989-992, 0d4f8c1 rccl/src/graph/search.cc:1073-1076 ``graph->maxChannels = 2``); two
+#: arc-disjoint Hamiltonian cycles at 48 GB/s (AMD speedArrayIntra[0], search.cc:965; ccMin 60, topo.cc:408) fill
+#: them on the retry without sameChannels (48 + 48 > one 48 GB/s link, so each GPU sends on 2 links)
+PARTIAL_MESH_RINGS = 2
 
 
 def rccl_mesh_rings(gpus_per_node: int) -> int:
     """Ring-graph channels RCCL's search finds on one host of ``gpus_per_node`` GPUs of an xGMI mesh: the 28 rings
     of its 8-GPU rome model (:data:`~.constants.RCCL_GFX942`); on 2-4 GPUs every directed Hamiltonian cycle of the
     complete graph, ``(k - 1)!`` of them, doubled while a channel would run at 25 GB/s or more
-    (:data:`SMALL_MESH_RINGS`; 4 GPUs: 6, each arc in two of them, as RCCL 2.26.6 logged).  5-7 GPUs have no rome
-    model and no log here: the 8-GPU count stands in (RCCL's generic search would find fewer).
+    (:data:`SMALL_MESH_RINGS`; 4 GPUs: 6, each arc in two of them, as RCCL 2.26.6 logged).  5-7 GPUs match no rome
+    model, and RCCL caps their ring search at 2 channels (:data:`PARTIAL_MESH_RINGS`).
 
-    >>> [rccl_mesh_rings(k) for k in (2, 3, 4, 8)]
-    [2, 4, 6, 28]
+    >>> [rccl_mesh_rings(k) for k in (2, 3, 4, 5, 6, 7, 8)]
+    [2, 4, 6, 2, 2, 2, 28]
     >>> speed = {k: 48.0 / math.factorial(k - 2) for k in (2, 3, 4)}   # each arc carries (k - 2)! of the cycles
     >>> [math.factorial(k - 1) * (2 if speed[k] >= 25.0 else 1) for k in (2, 3, 4)]
     [2, 4, 6]
     """
+    if 4 < gpus_per_node < 8:
+        return PARTIAL_MESH_RINGS
     return SMALL_MESH_RINGS.get(gpus_per_node, RCCL_GFX942["rings"])
 
 
@@ -139,4 +149,4 @@ def rccl_p2p_channels_per_peer(m: NcclMachine, n_channels: int, net_per_peer: in
 
 
 __all__ = ["rccl_mesh_rings", "rccl_coll_channels", "rccl_env_channels", "rccl_channel_cap_gbs", "RCCL_MAXCHANNELS",
-           "RCCL_COPIES", "rccl_p2p_channels_per_peer"]
+           "RCCL_COPIES", "PARTIAL_MESH_RINGS", "rccl_p2p_channels_per_peer"]

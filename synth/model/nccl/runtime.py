@@ -85,7 +85,8 @@ def ring_capacity_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p: b
     """Achievable ring bus bandwidth inside a node (GB/s, all channels busy)."""
     kind = link_kind(m, p2p)
     if kind == "nvlink" and m.intra == "nvswitch" or kind == "xgmi":
-        raw = m.links_per_gpu * m.link_gbs
+        raw = m.links_per_gpu * m.link_gbs        # one xGMI host: what its rings use (5-7 GPUs: 2 links, rccl_channels)
+        raw = min(raw, g.ring.n_channels * g.ring.bw_intra) if kind == "xgmi" and m.nodes == 1 else raw
     elif kind == "nvlink":                       # point-to-point mesh: a ring rides one link per hop
         raw = g.ring.n_channels * g.ring.bw_intra * m.link_gbs / NVLINK_BW_PER_LINK.get(m.sm, 20.0)
     else:
