@@ -1291,8 +1291,10 @@ THIRTY_NINTH_CASES = [
 ]
 
 _HLC = ("{n} x \"NVIDIA A100-SXM4-80GB\" of one host, one process driving them (-g {n}) inside a Docker container (3767c65d25c4) "
-        "of a Chinese-language \"NCCL Note\" notebook (code index file id 36927849710; repository, author and date not exposed): "
-        "NCCL 2.20.5 (its line), the HPC-X NCCL plugin under /opt/hpcx with no InfiniBand device (one host: no network used), "
+        "of a Chinese-language \"NCCL Note\" notebook (code index file id 36927849710, and its later copy file id 36910972912, "
+        "notes dated 2025, with the same logs; repository and author not exposed): NCCL 2.20.5 (its line; the container's "
+        "stock NCCL assumed, not the note's own builds), 4 devices used (bus 0xa4-0xe7; how many the container sees not "
+        "printed), the HPC-X NCCL plugin under /opt/hpcx with no InfiniBand device (one host: no network used), "
         "NCCL_WORK_FIFO_DEPTH=4194304 from the environment (no model term), 24 coll channels, every hop P2P/direct pointer/read; "
         "{n} GPUs of an 8-GPU HGX A100 NVSwitch board assumed (the `dgx-a100` preset with {n} ranks: the note does not describe "
         "the host's NVLink fabric; chosen over the 4-GPU HGX A100 board's 4 NVLinks a pair from the log's 24 channels between 2 "
@@ -1300,17 +1302,19 @@ _HLC = ("{n} x \"NVIDIA A100-SXM4-80GB\" of one host, one process driving them (
         "(the preset's); {coll}, 128 - 512 MiB")
 
 _BESSEMER = ("4 x Tesla V100-PCIE-32GB (bus 0x3d-0x40) of bessemer-node026, \"(no NVLINK)\", the University of Sheffield "
-             "Bessemer cluster's GPU node (rcgsheffield/sheffield_hpc's bessemer/software/libs/cuda.rst, commit 0ccb359f; "
+             "Bessemer cluster's GPU node (rcgsheffield/sheffield_hpc's bessemer/software/libs/cuda.rst, commit 0ccb359f, "
+             "code index file id 8209252139; "
              "its cluster_specs.rst: a Dell PowerEdge C4140, 2 x Intel Xeon Gold 6138, 4 x V100 32 GiB), one process "
              "driving the 4 GPUs (-g 4); the 4 behind one PCIe Gen3 switch on one socket (sockets 1) with P2P through it "
-             "(`p2p`) assumed (consecutive bus numbers; topology and transport not printed), PCIe Gen3 (the card's), "
+             "(`p2p`) assumed (consecutive bus numbers; topology and transport not printed; a Dell white paper's C4140 "
+             "\"Configuration B\", Fig. 10, has the four V100 PCIe behind one switch), PCIe Gen3 (the card's), "
              "{nccl}; no NCCL variable shown; all_reduce 8 B - 128 MiB")
 
 #: the fortieth set: one new source, a Chinese-language NCCL study notebook read from the stored GitHub code index (file id
-#: 36927849710; repository not exposed): three one-host runs inside a Docker container of an A100-SXM4-80GB host, NCCL
-#: 2.20.5, all_reduce on 2 and 4 GPUs and sendrecv on 2 GPUs driven by one process (-g 2 / -g 4), 128 - 512 MiB; the
-#: GPUs read as part of an 8-GPU HGX A100 NVSwitch board (assumed), so the in-sample class a100-nvswitch-1host (each held
-#: out itself); the 4-GPU and sendrecv runs are the same note's other runs (source_reused).  And a second new source,
+#: 36927849710, a later copy file id 36910972912; repository not exposed): three one-host runs inside a Docker
+#: container of an A100-SXM4-80GB host, NCCL 2.20.5, all_reduce on 2 and 4 GPUs and sendrecv on 2 GPUs driven by one
+#: process (-g 2 / -g 4), 128 - 512 MiB; the GPUs read as part of an 8-GPU HGX A100 NVSwitch board (assumed), so the
+#: in-sample class a100-nvswitch-1host (each held out itself); the 4-GPU and sendrecv runs are the same note's other runs (source_reused).  And a second new source,
 #: the University of Sheffield's HPC documentation (rcgsheffield/sheffield_hpc): all_reduce -g 4 on the 4 x Tesla
 #: V100-PCIE-32GB of the Bessemer cluster's GPU node (no NVLink; one PCIe switch and P2P assumed), NCCL 2.4.2 and 2.8.3
 #: (the modules the page names), class pcie-1host (held out).  Each described from its source before any prediction
