@@ -12,7 +12,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
   :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
   :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`, :data:`THIRTY_EIGHTH_CASES`,
-  :data:`THIRTY_NINTH_CASES`: the logs added later.
+  :data:`THIRTY_NINTH_CASES`, :data:`FORTIETH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1290,6 +1290,54 @@ THIRTY_NINTH_CASES = [
              "(-b 1G -e 16G -f 3)"),
 ]
 
+_HLC = ("{n} x \"NVIDIA A100-SXM4-80GB\" of one host, one process driving them (-g {n}) inside a Docker container (3767c65d25c4) "
+        "of a Chinese-language \"NCCL Note\" notebook (code index file id 36927849710, and its later copy file id 36910972912, "
+        "notes dated 2025, with the same logs; repository and author not exposed): NCCL 2.20.5 (its line; the container's "
+        "stock NCCL assumed, not the note's own builds), 4 devices used (bus 0xa4-0xe7; how many the container sees not "
+        "printed), the HPC-X NCCL plugin under /opt/hpcx with no InfiniBand device (one host: no network used), "
+        "NCCL_WORK_FIFO_DEPTH=4194304 from the environment (no model term), 24 coll channels, every hop P2P/direct pointer/read; "
+        "{n} GPUs of an 8-GPU HGX A100 NVSwitch board assumed (the `dgx-a100` preset with {n} ranks: the note does not describe "
+        "the host's NVLink fabric; chosen over the 4-GPU HGX A100 board's 4 NVLinks a pair from the log's 24 channels between 2 "
+        "GPUs and its own 2-GPU busbw, 192 GB/s all_reduce and 211 GB/s sendrecv at 512 MiB, beyond 4 NVLinks); CPU not stated "
+        "(the preset's); {coll}, 128 - 512 MiB")
+
+_BESSEMER = ("4 x Tesla V100-PCIE-32GB (bus 0x3d-0x40) of bessemer-node026, \"(no NVLINK)\", the University of Sheffield "
+             "Bessemer cluster's GPU node (rcgsheffield/sheffield_hpc's bessemer/software/libs/cuda.rst, commit 0ccb359f, "
+             "code index file id 8209252139; "
+             "its cluster_specs.rst: a Dell PowerEdge C4140, 2 x Intel Xeon Gold 6138, 4 x V100 32 GiB), one process "
+             "driving the 4 GPUs (-g 4); the 4 behind one PCIe Gen3 switch on one socket (sockets 1) with P2P through it "
+             "(`p2p`) assumed (consecutive bus numbers; topology and transport not printed; a Dell white paper's C4140 "
+             "\"Configuration B\", Fig. 10, has the four V100 PCIe behind one switch), PCIe Gen3 (the card's), "
+             "{nccl}; no NCCL variable shown; all_reduce 8 B - 128 MiB")
+
+#: the fortieth set: one new source, a Chinese-language NCCL study notebook read from the stored GitHub code index (file id
+#: 36927849710, a later copy file id 36910972912; repository not exposed): three one-host runs inside a Docker
+#: container of an A100-SXM4-80GB host, NCCL 2.20.5, all_reduce on 2 and 4 GPUs and sendrecv on 2 GPUs driven by one
+#: process (-g 2 / -g 4), 128 - 512 MiB; the GPUs read as part of an 8-GPU HGX A100 NVSwitch board (assumed), so the
+#: in-sample class a100-nvswitch-1host (each held out itself); the 4-GPU and sendrecv runs are the same note's other runs (source_reused).  And a second new source,
+#: the University of Sheffield's HPC documentation (rcgsheffield/sheffield_hpc): all_reduce -g 4 on the 4 x Tesla
+#: V100-PCIE-32GB of the Bessemer cluster's GPU node (no NVLink; one PCIe switch and P2P assumed), NCCL 2.4.2 and 2.8.3
+#: (the modules the page names), class pcie-1host (held out).  Each described from its source before any prediction
+FORTIETH_CASES = [
+    Case("a100_2gpu_1node_all_reduce_hlc_note_g2.txt", "dgx-a100", version=(2, 20, 5), machine={"ranks": 2},
+         machine_class="a100-nvswitch-1host", held_out=True, why=_HLC.format(n=2, coll="all_reduce")),
+    Case("a100_4gpu_1node_all_reduce_hlc_note_g4.txt", "dgx-a100", version=(2, 20, 5), machine={"ranks": 4},
+         machine_class="a100-nvswitch-1host", held_out=True, source_reused=True,
+         why=_HLC.format(n=4, coll="all_reduce") + " (its INFO lines: NVLS multicast not available on each GPU)"),
+    Case("a100_2gpu_1node_sendrecv_hlc_note_g2.txt", "dgx-a100", version=(2, 20, 5), machine={"ranks": 2},
+         collective="sendrecv", machine_class="a100-nvswitch-1host", held_out=True, source_reused=True,
+         why=_HLC.format(n=2, coll="sendrecv")),
+    Case("v100pcie_4gpu_1node_all_reduce_bessemer_nccl2.4.2.txt", "l40s-8gpu-pcie", version=(2, 4, 2),
+         release_source="header", machine={"arch": "sm70", "ranks": 4, "pcie_gen": 3, "sockets": 1, "p2p": True},
+         machine_class="pcie-1host", why=_BESSEMER.format(nccl="NCCL 2.4.2 (the module the page names for the run: "
+                                                              "NCCL/2.4.2-gcccuda-2019a, CUDA 10.1)")),
+    Case("v100pcie_4gpu_1node_all_reduce_bessemer_nccl2.8.3.txt", "l40s-8gpu-pcie", version=(2, 8, 3),
+         release_source="header", machine={"arch": "sm70", "ranks": 4, "pcie_gen": 3, "sockets": 1, "p2p": True},
+         machine_class="pcie-1host", source_reused=True,
+         why=_BESSEMER.format(nccl="NCCL 2.8.3 (the module the page names for the run: NCCL/2.8.3-CUDA-11.1.1; the "
+                                   "same host's later run)")),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1298,7 +1346,7 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
              + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES
-             + THIRTY_EIGHTH_CASES + THIRTY_NINTH_CASES)
+             + THIRTY_EIGHTH_CASES + THIRTY_NINTH_CASES + FORTIETH_CASES)
 
 
 def held_out(case: Case) -> bool:
