@@ -51,7 +51,7 @@ from synth.model.nccl.ring_steps import ring_simple_send_share
 from synth.model.nccl.shm_uplink import shm_stream_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
-from synth.model.nccl.versions import latency_tables
+from synth.model.nccl.versions import latency_tables, net_latency_algo
 
 
 #: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
@@ -309,7 +309,8 @@ def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams,
         hop = RCCL_GFX942["hw_lat_xgmi"]["tree" if algo == "tree" else "ring"][p]
         base = RCCL_BASE_LAT[p]
     else:
-        base, hop = base_row[p], hops[intra_hw][p]
+        base, hop = base_row[p], hops[intra_hw][p]     # ppn 1: the tree's net hop (v2.23.4-1 tuning.cc l. 236)
+        hops = latency_tables(net_latency_algo(algo if algo != "pat" else "ring", m.gpus_per_node, version), version)[1]
     return base * scale, hop * scale, hops[HW_NET][p] + params.net_latency_us(m.net_kind, proto, m.arch)
 
 
