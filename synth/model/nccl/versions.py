@@ -133,14 +133,19 @@ def legacy_latency_rules(version: tuple) -> bool:
     return TREE_LAT_28_VERSIONS[0] <= tuple(version) < TREE_LAT_28_VERSIONS[1]
 
 
-def net_latency_algo(algo: str, ppn: int, version: tuple) -> str:
+def net_latency_algo(algo: str, ppn: int, version: tuple, coll: str = "") -> str:
     """The algorithm whose network-hop row (``hwLat[NCCL_HW_NET]``) NCCL ``version`` charges ``algo`` with ``ppn``
     GPUs per node: from 2.23 the tree's when ``ppn`` is 1 (:data:`PPN1_TREE_NET_LAT_VERSION`; v2.29.2-1 lines 355-356
-    still), else ``algo``'s own.
+    still), else ``algo``'s own.  Ring broadcast / reduce (``coll``) keep the ring's own row: their branch reads
+    ``hwLat[hw[a]][a][p]``, not the substituted ``interLat`` (v2.23.4-1 src/graph/tuning.cc lines 241-249).
 
-    >>> net_latency_algo("ring", 1, (2, 25, 1)), net_latency_algo("ring", 1, (2, 22, 3)), net_latency_algo("ring", 8, (2, 28))
+    >>> net_latency_algo("ring", 1, (2, 25)), net_latency_algo("ring", 1, (2, 22)), net_latency_algo("ring", 8, (2, 28))
     ('tree', 'ring', 'ring')
+    >>> net_latency_algo("ring", 1, (2, 25), "broadcast"), net_latency_algo("tree", 1, (2, 25), "reduce")
+    ('ring', 'tree')
     """
+    if algo == "ring" and coll in ("broadcast", "reduce"):
+        return algo
     return "tree" if ppn == 1 and tuple(version) >= PPN1_TREE_NET_LAT_VERSION else algo
 
 

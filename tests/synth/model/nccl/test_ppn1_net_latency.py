@@ -46,3 +46,32 @@ def test_nccls_own_ring_ll_estimate_moves_by_the_same_hop():
     one = machine(1)
     lat = {v: NcclModel(one, version=v).table.latency[("allgather", "ring", "LL")] for v in ((2, 22), (2, 23))}
     assert lat[(2, 23)] - lat[(2, 22)] == pytest.approx(TREE_NET["LL"] - RING_NET["LL"])
+
+
+@pytest.mark.parametrize("coll", ["broadcast", "reduce"])
+@pytest.mark.parametrize("proto", ["LL", "LL128", "Simple"])
+def test_ring_broadcast_and_reduce_keep_the_rings_row(coll, proto):
+    """Ring broadcast / reduce read the ring's own row (``lat = hwLat[hw[a]][a][p]``, v2.23.4-1 tuning.cc lines
+    241-249), not the substituted ``interLat``: one GPU a host at 2.25 pays what it paid at 2.22, and what 8 pay."""
+    one, eight = machine(1), machine(8)
+    assert net_latency_algo("ring", 1, (2, 25), coll) == "ring"
+    new = hop_latencies_us(one, "ring", proto, DEFAULT_PARAMS, version=(2, 25), coll=coll)[2]
+    old = hop_latencies_us(one, "ring", proto, DEFAULT_PARAMS, version=(2, 22), coll=coll)[2]
+    full = hop_latencies_us(eight, "ring", proto, DEFAULT_PARAMS, version=(2, 25), coll=coll)[2]
+    assert new == pytest.approx(old) and new == pytest.approx(full)
+    assert new == pytest.approx(RING_NET[proto] + DEFAULT_PARAMS.net_latency_us(one.net_kind, proto, one.arch))
+    lat = {v: NcclModel(one, version=v).table.latency[(coll, "ring", proto)] for v in ((2, 22), (2, 23))}
+    assert lat[(2, 23)] == pytest.approx(lat[(2, 22)])       # NCCL's tuner: the same row
+
+
+@pytest.mark.parametrize("proto", ["LL", "Simple"])
+def test_rccl_keeps_its_rows(proto):
+    """RCCL has no such rule (ROCm/rccl 0cbce2a7 src/graph/tuning.cc line 431: ``latencyInter`` or
+    ``hwLat[NET][a][p]``): one MI355X a host pays the ring's network row, as 8 do."""
+    one = NcclMachine.from_topology(cluster("mi355x", nodes=2)).with_(ranks=2, nics_per_node=1)
+    eight = NcclMachine.from_topology(cluster("mi355x", nodes=2))
+    assert one.amd and one.gpus_per_node == 1 and eight.gpus_per_node == 8
+    for v in ((2, 22), (2, 25)):
+        net = hop_latencies_us(one, "ring", proto, DEFAULT_PARAMS, version=v)[2]
+        assert net == pytest.approx(hop_latencies_us(eight, "ring", proto, DEFAULT_PARAMS, version=v)[2])
+        assert net == pytest.approx(RING_NET[proto] + DEFAULT_PARAMS.net_latency_us(one.net_kind, proto, one.arch))
