@@ -13,7 +13,7 @@ Simple fill, whose GPU-to-GPU hops count too, is :func:`.runtime.pipeline_fill_u
   (its proxy checks every line's flags of a step before it sends it, net.cc lines 309-316):
   ``nodes - 1`` network hops of the chain; the chunk is one step's data or the channel's share
   (:func:`rooted_chunk_bytes`).  The fill replaces the fitted network-hop extra for those hops.
-* Trees, LL128: ``2 log2(nodes)`` network hops (up and down, :func:`.runtime._hops`); the chunk is enqueue.cc's
+* Trees, LL128: ``2 log2(nodes)`` network hops (up and down, :func:`critical_path_hops`); the chunk is enqueue.cc's
   (:func:`tree_ll128_chunk_bytes`).
 
 Units: bytes, µs, GB/s.
@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import math
 
-from synth.model.nccl.constants import SIMPLE_STEP_BYTES
+from synth.model.nccl.constants import SIMPLE_STEP_BYTES, coll_steps
 
 #: bytes of one LL128 step (lines and flags): the LL128 buffer (init.cc line 408: 120 elements x 640 threads x
 #: 8 steps x 8 bytes, devcomm.h lines 69-70) over its 8 steps; 15 of every 16 words are data (lines 66-67)
@@ -167,6 +167,18 @@ def tree_ll128_net_fill_us(nbytes: int, channels: int, nodes: int, ppn: int, cha
     return hops * tree_ll128_chunk_bytes(nbytes, channels, nodes, ppn) / (1000.0 * channel_net_gbs)
 
 
+def critical_path_hops(m, coll: str, algo: str) -> tuple[int, int]:
+    """(intra-node hops, inter-node hops) on the critical path of ``coll`` run as ``algo`` on machine ``m`` (an
+    :class:`~.machine.NcclMachine`), as NCCL counts them."""
+    log_nodes = int(math.log2(m.nodes)) if m.nodes > 1 else 0
+    if algo in ("ring", "pat"):
+        inter = 0 if m.nodes == 1 else (2 * (m.nodes - 1) if coll == "allreduce" else m.nodes - 1)
+        return coll_steps(coll, m.ranks) - inter, inter
+    if algo in ("nvls", "nvls_tree"):
+        return 1, (2 * log_nodes if algo == "nvls_tree" else (1 if m.nodes > 1 else 0))
+    return 2 * (m.gpus_per_node - 1), 2 * log_nodes
+
+
 def net_chunk_fill_us(coll: str, algo: str, proto: str, nbytes: int, channels: int, m, ring_gbs: float,
                       tree_gbs: float, step_bytes: int = SIMPLE_STEP_BYTES) -> float:
     """The fill this module charges ``coll`` run as ``algo``/``proto`` on ``channels`` channels of machine ``m`` (an
@@ -184,6 +196,6 @@ def net_chunk_fill_us(coll: str, algo: str, proto: str, nbytes: int, channels: i
         return tree_ll128_net_fill_us(nbytes, channels, m.nodes, m.gpus_per_node, tree_gbs / per)
     return 0.0
 
-__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_BYTES", "LL128_STEP_DATA_BYTES", "ROOTED_COLLS",
+__all__ = ["LL128_MIN_CHUNK_BYTES", "LL128_STEP_BYTES", "LL128_STEP_DATA_BYTES", "ROOTED_COLLS", "critical_path_hops",
            "net_chunk_fill_us", "pays_rooted_fill", "rooted_chain_hops", "rooted_chain_pipelined", "rooted_chunk_bytes",
            "rooted_net_fill_us", "tree_ll128_chunk_bytes", "tree_ll128_net_fill_us"]

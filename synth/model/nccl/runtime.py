@@ -35,7 +35,6 @@ from synth.model.nccl.constants import (
     RCCL_BASE_LAT,
     RCCL_GFX942,
     busbw_factor,
-    coll_steps,
 )
 from synth.model.nccl.element_copy import ring_element_copy_factor
 from synth.model.nccl.channel_caps import (AMD_REF_CHANNELS, ll128_generation_share, ring_channel_cap_gbs,
@@ -45,13 +44,13 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes, tree_simple_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.net_fill import net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
+from synth.model.nccl.net_fill import critical_path_hops, net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share
 from synth.model.nccl.shm_uplink import shm_stream_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
-from synth.model.nccl.versions import latency_tables
+from synth.model.nccl.versions import latency_tables, net_latency_algo
 
 
 #: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
@@ -276,23 +275,13 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
     return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes)
 
 
-def _hops(m: NcclMachine, coll: str, algo: str) -> tuple[int, int]:
-    """(intra-node hops, inter-node hops) on the critical path, as NCCL counts them."""
-    log_nodes = int(math.log2(m.nodes)) if m.nodes > 1 else 0
-    if algo in ("ring", "pat"):
-        inter = 0 if m.nodes == 1 else (2 * (m.nodes - 1) if coll == "allreduce" else m.nodes - 1)
-        return coll_steps(coll, m.ranks) - inter, inter
-    if algo in ("nvls", "nvls_tree"):
-        return 1, (2 * log_nodes if algo == "nvls_tree" else (1 if m.nodes > 1 else 0))
-    return 2 * (m.gpus_per_node - 1), 2 * log_nodes
-
-
-def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams,
-                     p2p_off: bool = False, version: tuple = NCCL_VERSION) -> tuple[float, float, float]:
+def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams, p2p_off: bool = False,
+                     version: tuple = NCCL_VERSION, coll: str = "") -> tuple[float, float, float]:
     """``(base, intra-node hop, inter-node hop)`` µs of ``algo``/``proto`` on ``m``: NCCL's (or
     RCCL's) tables (the ring rows of NCCL ``version``'s, :func:`~.versions.latency_tables`) scaled by
     the fitted real/table ratio of the architecture and protocol; an inter-node hop is the table's
-    network hop plus the transport's fitted extra.  The cost model of our schedules takes its launch
+    network hop plus the transport's fitted extra (NCCL from 2.23 with one GPU a node: the tree's row but for a ring
+    ``coll`` broadcast / reduce, :func:`~.versions.net_latency_algo`).  The cost model of our schedules takes its launch
     and per-step costs from here too (:mod:`synth.model.physics`).
 
     >>> from topo_probe import get_preset
@@ -305,13 +294,16 @@ def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams,
     p = PROTOS.index(proto)
     intra_hw = HW_NVLINK if (not p2p_off and m.p2p and m.intra != "pcie") else HW_PCI
     scale = params.latency_scale(m.arch, proto)
-    base_row, hops = latency_tables(algo if algo != "pat" else "ring", version)
+    algo = algo if algo != "pat" else "ring"
+    base_row, hops = latency_tables(algo, version)
+    net_algo = algo if m.amd else net_latency_algo(algo, m.gpus_per_node, version, coll)  # ppn 1: tuning.cc l. 236
+    net_rows = latency_tables(net_algo, version)[1]
     if m.amd:
         hop = RCCL_GFX942["hw_lat_xgmi"]["tree" if algo == "tree" else "ring"][p]
         base = RCCL_BASE_LAT[p]
     else:
         base, hop = base_row[p], hops[intra_hw][p]
-    return base * scale, hop * scale, hops[HW_NET][p] + params.net_latency_us(m.net_kind, proto, m.arch)
+    return base * scale, hop * scale, net_rows[HW_NET][p] + params.net_latency_us(m.net_kind, proto, m.arch)
 
 
 def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams, channels: int = 0) -> float:
@@ -319,14 +311,14 @@ def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelPara
     extra µs per inter-node hop (:func:`hop_latencies_us`), which a rooted ring pays as its chunk fill instead; a
     one-channel rooted ring pays one hop of its chain (:func:`~.net_fill.rooted_chain_hops`)."""
     m = t.machine
-    n_intra, n_inter = rooted_chain_hops(coll, algo, channels, m, *_hops(m, coll, algo))
+    n_intra, n_inter = rooted_chain_hops(coll, algo, channels, m, *critical_path_hops(m, coll, algo))
     if algo in ("nvls", "nvls_tree"):
         p = PROTOS.index(proto)
         lat = HW_LAT[HW_NVLINK][ALGOS.index("nvls")][p] * params.lat_scale.get(
             ("*", "NVLS"), params.latency_scale(m.arch, proto))
-        net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version)[2]
+        net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version, coll)[2]
     else:
-        base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version)
+        base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version, coll)
         lat = base + n_intra * hop
     return lat + n_inter * (net - params.net_lat_own_us(m.net_kind, proto, m.arch) * pays_rooted_fill(coll, algo, proto, m))
 
@@ -360,7 +352,7 @@ def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes:
     channelCount - elemOffset)``).  A network hop takes it at one channel's share of the node's NICs
     (channels spread evenly over them): on 2 x p5 (32 x 12.5 GB/s EFA, 16 NVLS-tree channels, 512 KiB
     chunks from 2 GiB) about 2 x 512 KiB / 20 GB/s = 52 µs.  A tree's hops inside the nodes, the chain
-    of the node's GPUs up and down (``2 x (GPUs per node - 1)``, :func:`_hops`), take it at
+    of the node's GPUs up and down (``2 x (GPUs per node - 1)``, :func:`~.net_fill.critical_path_hops`), take it at
     :func:`tree_intra_channel_gbs`: no one-host fit holds them (a one-host tree never crosses the network,
     and the one-host logs run rings and NVLS).  An NVLS-tree's node part is one NVLS step (network hops only).
 
@@ -376,7 +368,7 @@ def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes:
         return 0.0
     chunk = min(simple_chunk_bytes(t, algo, nbytes, channels), math.ceil(nbytes / max(1, channels)))
     rate = _net_bw(m, params) / max(channels, m.visible_nics()[0])        # GB/s of one channel
-    intra, inter = _hops(m, "allreduce", algo)
+    intra, inter = critical_path_hops(m, "allreduce", algo)
     fill = inter * chunk / (1000.0 * rate)
     if algo == "tree" and m.gpus_per_node > 1:
         fill += intra * chunk / (1000.0 * tree_intra_channel_gbs(t, channels))

@@ -58,6 +58,7 @@ from synth.model.nccl.versions import (
     ampere_bus_cap_gbs,
     kernel_info_24,
     latency_tables,
+    net_latency_algo,
     legacy_latency_rules,
     ll128_default_on,
     ll128_ring_bus_cap_gbs,
@@ -220,7 +221,7 @@ class TuneTable:
         intra_hw = HW_NVLINK if graph.type_intra == "NVL" else HW_PCI
         base, hops = latency_tables(algo, self.version, tuner=True)   # the table of this NCCL version
         intra = hops[intra_hw][p]
-        inter = latency_tables("tree" if ppn == 1 else algo, self.version, tuner=True)[1][HW_NET][p]
+        inter = latency_tables(net_latency_algo(algo, ppn, self.version), self.version, tuner=True)[1][HW_NET][p]
         inter = tuner_inter_latency_us(inter, m.reported_plugin_latency_us, proto, self.version)   # latencyInter
         lat = base[p]
         legacy = legacy_latency_rules(self.version)

@@ -64,6 +64,9 @@ NTHREADS_24 = 256
 RING_LL_HALF_VERSION = (2, 21)
 #: the 2.8 refinements read here start at v2.8.4-1 (2.7 has others)
 REFINE_28_VERSION = (2, 8)
+#: first NCCL that charges one GPU per node the tree's network hop ("With ppn=1 latencies are fully exposed, use the
+#: Tree network latency", v2.23.4-1 src/graph/tuning.cc lines 235-236; v2.22.3-1 line 225 takes the algorithm's own)
+PPN1_TREE_NET_LAT_VERSION = (2, 23)
 #: tuning.cc ``if (compCap80) busBw = std::min(busBw, 235.0f)``: up to v2.17.1-1 (gone in v2.18.1-1)
 AMPERE_BUS_CAP_GBS, AMPERE_BUS_CAP_UNTIL = 235.0, (2, 18)
 #: tuning.cc ``ll128MaxBwPerCh[NCCL_NUM_FUNCTIONS]`` of v2.8.4-1 / v2.9.9-1 (GB/s per ring channel); a scalar
@@ -128,6 +131,22 @@ def legacy_latency_rules(version: tuple) -> bool:
     (True, True, False, False)
     """
     return TREE_LAT_28_VERSIONS[0] <= tuple(version) < TREE_LAT_28_VERSIONS[1]
+
+
+def net_latency_algo(algo: str, ppn: int, version: tuple, coll: str = "") -> str:
+    """The algorithm whose network-hop row (``hwLat[NCCL_HW_NET]``) NCCL ``version`` charges ``algo`` with ``ppn``
+    GPUs per node: from 2.23 the tree's when ``ppn`` is 1 (:data:`PPN1_TREE_NET_LAT_VERSION`; v2.29.2-1 lines 355-356
+    still), else ``algo``'s own.  Ring broadcast / reduce (``coll``) keep the ring's own row: their branch reads
+    ``hwLat[hw[a]][a][p]``, not the substituted ``interLat`` (v2.23.4-1 src/graph/tuning.cc lines 241-249).
+
+    >>> net_latency_algo("ring", 1, (2, 25)), net_latency_algo("ring", 1, (2, 22)), net_latency_algo("ring", 8, (2, 28))
+    ('tree', 'ring', 'ring')
+    >>> net_latency_algo("ring", 1, (2, 25), "broadcast"), net_latency_algo("tree", 1, (2, 25), "reduce")
+    ('ring', 'tree')
+    """
+    if algo == "ring" and coll in ("broadcast", "reduce"):
+        return algo
+    return "tree" if ppn == 1 and tuple(version) >= PPN1_TREE_NET_LAT_VERSION else algo
 
 
 def ring_ll_factor(coll: str, nodes: int, version: tuple) -> float:
@@ -362,4 +381,5 @@ __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_
            "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
            "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28",
            "LL128_ARCHS_BY_VERSION", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25",
-           "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor"]
+           "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor",
+           "net_latency_algo", "PPN1_TREE_NET_LAT_VERSION"]
