@@ -12,7 +12,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
   :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
   :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`, :data:`THIRTY_EIGHTH_CASES`,
-  :data:`THIRTY_NINTH_CASES`, :data:`FORTIETH_CASES`: the logs added later.
+  :data:`THIRTY_NINTH_CASES`, :data:`FORTIETH_CASES`, :data:`FORTY_FIRST_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1338,6 +1338,27 @@ FORTIETH_CASES = [
                                    "same host's later run)")),
 ]
 
+#: the forty-first set: a new source, GitHub issue NVIDIA/nccl-tests#350 (a stored copy in the code index, file id
+#: 69409530096): gather_perf 128 MiB - 11 GiB over 2 hosts (n013, n014) x 1 A100-PCIE-40GB, one 200 Gb/s InfiniBand NIC
+#: each, NCCL 2.16.5, the thread's drop-off from 6 GiB; the hosts of the twenty-third set's thomaslie210 tables
+#: (source_reused), class 1gpu-per-host (held out).  The remote host ran without the NCCL_NET_GDR_LEVEL the local one
+#: set (the thread's closing comment).  Described from its source before any prediction
+FORTY_FIRST_CASES = [
+    Case("a100pcie_2gpu_2node_gather_ib_issue350_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 25.0, "ib", version=(2, 16, 5),
+         machine={"ranks": 2, "pcie_gen": 4, "cpu_vendor": "amd"}, collective="gather", machine_class="1gpu-per-host",
+         source_reused=True,
+         why="hosts n013 and n014 of NVIDIA/nccl-tests#350 (opening post, closed 2025-10-20; code index file id "
+             "69409530096), the hosts of the twenty-third set's thomaslie210/NCCL_Test_Results tables (same names, GPU "
+             "bus, NIC and bootstrap address): one A100-PCIE-40GB each (the `l40s-8gpu-pcie` preset's PCIe GPU slot with "
+             "the log's sm80; NVLink none), one process per host (mpirun -np 2 -N 1, 2 ranks, root 0 on n013), one "
+             "200 Gb/s InfiniBand NIC per host (NCCL's NET[25.0], mlx5_2; the post's ibv_devinfo: MT4123, Rate 200) on "
+             "PCIe Gen4 beside the GPU under the same AMD CPU (path PHB), NCCL 2.16.5 (its line); GPUDirect RDMA forced on "
+             "n013 (NCCL_NET_GDR_LEVEL=SYS) but, by the closing comment, not passed to n014, the gather's only sender "
+             "(its default GDR level, so its sends possibly through host memory: not modelled, the model has no "
+             "per-host GDR term); gather 128 MiB - 11 GiB in 128 MiB steps, the busbw halving from 6 GiB (the thread's "
+             "subject)"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1346,7 +1367,7 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
              + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES
-             + THIRTY_EIGHTH_CASES + THIRTY_NINTH_CASES + FORTIETH_CASES)
+             + THIRTY_EIGHTH_CASES + THIRTY_NINTH_CASES + FORTIETH_CASES + FORTY_FIRST_CASES)
 
 
 def held_out(case: Case) -> bool:
