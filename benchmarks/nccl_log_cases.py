@@ -1342,7 +1342,9 @@ FORTIETH_CASES = [
 #: 69409530096): gather_perf 128 MiB - 11 GiB over 2 hosts (n013, n014) x 1 A100-PCIE-40GB, one 200 Gb/s InfiniBand NIC
 #: each, NCCL 2.16.5, the thread's drop-off from 6 GiB; the hosts of the twenty-third set's thomaslie210 tables
 #: (source_reused), class 1gpu-per-host (held out).  The remote host ran without the NCCL_NET_GDR_LEVEL the local one
-#: set (the thread's closing comment).  Described from its source before any prediction
+#: set (the thread's closing comment).  And a second new source, aws-ia/terraform-aws-eks-blueprints' eks-efa example:
+#: all_reduce 1 B - 1 GiB over 2 AWS g4dn.metal nodes, one Tesla T4 and one EFA (100 Gb/s assumed, no GPUDirect RDMA)
+#: each, NCCL 2.12.7, class 1gpu-per-host.  Each described from its source before any prediction
 FORTY_FIRST_CASES = [
     Case("a100pcie_2gpu_2node_gather_ib_issue350_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 25.0, "ib", version=(2, 16, 5),
          machine={"ranks": 2, "pcie_gen": 4, "cpu_vendor": "amd"}, collective="gather", machine_class="1gpu-per-host",
@@ -1357,6 +1359,16 @@ FORTY_FIRST_CASES = [
              "(its default GDR level, so its sends possibly through host memory: not modelled, the model has no "
              "per-host GDR term); gather 128 MiB - 11 GiB in 128 MiB steps, the busbw halving from 6 GiB (the thread's "
              "subject)"),
+    Case("t4_2gpu_2node_all_reduce_aws_g4dn_efa_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 12.5, "efa", version=(2, 12, 7),
+         env={"NCCL_PROTO": "simple"}, machine={"ranks": 2, "arch": "sm70", "pcie_gen": 3, "cpu_vendor": "intel"},
+         machine_class="1gpu-per-host",
+         why="2 AWS g4dn.metal nodes of aws-ia/terraform-aws-eks-blueprints' eks-efa example (README and main.tf, commit "
+             "a56919df, 2023-05-14; Apache-2.0): one Tesla T4 per worker pod, one pod per node (2 ranks, -g 1), the "
+             "`l40s-8gpu-pcie` preset's PCIe GPU slot (no NVLink), Turing read as sm70 (NCCL's tuning tables put it in the "
+             "Volta row; the model has no sm75), PCIe Gen3 (the card's, assumed); one EFA per node (main.tf: one "
+             "interface_type efa; the log: found 1 nics) at 100 Gb/s (AWS's g4dn.metal figure, assumed), GPUDirect RDMA "
+             "not used (no GDRDMA on any channel: no model term), aws-ofi-nccl 1.5.0's NCCL_PROTO=simple (modelled); "
+             "Intel Xeon host (AWS's g4dn figure, assumed); NCCL 2.12.7 (its line); all_reduce float 1 B - 1 GiB"),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
