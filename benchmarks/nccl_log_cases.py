@@ -1338,27 +1338,11 @@ FORTIETH_CASES = [
                                    "same host's later run)")),
 ]
 
-#: the forty-first set: a new source, GitHub issue NVIDIA/nccl-tests#350 (a stored copy in the code index, file id
-#: 69409530096): gather_perf 128 MiB - 11 GiB over 2 hosts (n013, n014) x 1 A100-PCIE-40GB, one 200 Gb/s InfiniBand NIC
-#: each, NCCL 2.16.5, the thread's drop-off from 6 GiB; the hosts of the twenty-third set's thomaslie210 tables
-#: (source_reused), class 1gpu-per-host (held out).  The remote host ran without the NCCL_NET_GDR_LEVEL the local one
-#: set (the thread's closing comment).  And a second new source, aws-ia/terraform-aws-eks-blueprints' eks-efa example:
-#: all_reduce 1 B - 1 GiB over 2 AWS g4dn.metal nodes, one Tesla T4 and one EFA (100 Gb/s assumed, no GPUDirect RDMA)
-#: each, NCCL 2.12.7, class 1gpu-per-host.  Each described from its source before any prediction
+#: the forty-first set: a new source, aws-ia/terraform-aws-eks-blueprints' eks-efa example: all_reduce 1 B - 1 GiB over
+#: 2 AWS g4dn.metal nodes, one Tesla T4 and one EFA (100 Gb/s assumed, no GPUDirect RDMA) each, NCCL 2.12.7, class
+#: 1gpu-per-host.  Described from its source before any prediction (NVIDIA/nccl-tests#350's gather, described beside
+#: it, was dropped at review: a misconfigured run, GDR set on one host only, the thread's subject)
 FORTY_FIRST_CASES = [
-    Case("a100pcie_2gpu_2node_gather_ib_issue350_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 25.0, "ib", version=(2, 16, 5),
-         machine={"ranks": 2, "pcie_gen": 4, "cpu_vendor": "amd"}, collective="gather", machine_class="1gpu-per-host",
-         source_reused=True,
-         why="hosts n013 and n014 of NVIDIA/nccl-tests#350 (opening post, closed 2025-10-20; code index file id "
-             "69409530096), the hosts of the twenty-third set's thomaslie210/NCCL_Test_Results tables (same names, GPU "
-             "bus, NIC and bootstrap address): one A100-PCIE-40GB each (the `l40s-8gpu-pcie` preset's PCIe GPU slot with "
-             "the log's sm80; NVLink none), one process per host (mpirun -np 2 -N 1, 2 ranks, root 0 on n013), one "
-             "200 Gb/s InfiniBand NIC per host (NCCL's NET[25.0], mlx5_2; the post's ibv_devinfo: MT4123, Rate 200) on "
-             "PCIe Gen4 beside the GPU under the same AMD CPU (path PHB), NCCL 2.16.5 (its line); GPUDirect RDMA forced on "
-             "n013 (NCCL_NET_GDR_LEVEL=SYS) but, by the closing comment, not passed to n014, the gather's only sender "
-             "(its default GDR level, so its sends possibly through host memory: not modelled, the model has no "
-             "per-host GDR term); gather 128 MiB - 11 GiB in 128 MiB steps, the busbw halving from 6 GiB (the thread's "
-             "subject)"),
     Case("t4_2gpu_2node_all_reduce_aws_g4dn_efa_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 12.5, "efa", version=(2, 12, 7),
          env={"NCCL_PROTO": "simple"}, machine={"ranks": 2, "arch": "sm70", "pcie_gen": 3, "cpu_vendor": "intel"},
          machine_class="1gpu-per-host",
