@@ -1,7 +1,8 @@
 """NCCL's rules on how many ring channels a graph and a communicator get, around the graph search of
 :mod:`.graphs`: ``ncclTopoDupChannels`` (NVIDIA/nccl src/graph/search.cc), which doubles a fast graph's
 channels on one host or several, ``ncclTopoPostset``'s doubling on hosts of fewer than 8 GPUs
-(src/graph/connect.cc), and the ``totalBw`` a host's only GPU searches against (search.cc ``getTotalBw``).
+(src/graph/connect.cc), NCCL 2.4's one ring on a host without NVLink (src/misc/rings.cu), and the
+``totalBw`` a host's only GPU searches against (search.cc ``getTotalBw``).
 Units: channels; GB/s per channel (``bw``) or per GPU (``totalBw``).
 
 NCCL's own debug log of one H100 per host, two hosts (xxrjun/nccl-tests-cluster c3756a6d
@@ -38,6 +39,27 @@ def dup_channels(n: int, bw: float, sm: int, max_ch: int, version: tuple = NCCL_
         return n, bw
     dup = min(2 * n, max_ch)
     return dup, bw / -(-dup // n)
+
+
+#: the first NCCL with the graph search (src/graph/search.cc, v2.5.6-1); before it src/misc/rings.cu built the rings
+RING_SEARCH_VERSION = (2, 5)
+
+
+def legacy_one_host_channels(m: NcclMachine, nvlink_ring: bool, n_channels: int, version: tuple = NCCL_VERSION) -> int:
+    """The channels of a one-host communicator before NCCL 2.5 (``n_channels`` from 2.5 on): a ring without NVLink
+    is one ring.  NVIDIA/nccl v2.4.2-1 src/transport/p2p.cu ``p2pComputeRingsPci`` (lines 318-361) returns 1
+    when it builds a new ring (line 358, ``if (connect == 0) return 1``), ``shmGetRings`` (src/transport/shm.cu
+    line 70) asks for one ring; src/misc/rings.cu duplicates rings only "in case of multinode+NVLink" (lines
+    345-352) and raises them to ``NCCL_MIN_NRINGS``' default, 1 after Kepler (lines 375-380; the model has no Kepler).
+
+    >>> from topo_probe import get_preset
+    >>> m = NcclMachine.from_topology(get_preset("l40s-8gpu-pcie"))
+    >>> legacy_one_host_channels(m, False, 2, (2, 4, 2)), legacy_one_host_channels(m, False, 2, (2, 8, 3))
+    (1, 2)
+    """
+    if tuple(version) >= RING_SEARCH_VERSION or m.nodes > 1 or nvlink_ring:
+        return n_channels
+    return 1
 
 
 def lone_gpu_total_gbs(m: NcclMachine, per_link_gbs: float) -> float:

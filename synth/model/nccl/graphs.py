@@ -37,7 +37,8 @@ from synth.model.nccl.constants import (
 )
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
-from synth.model.nccl.channel_counts import dup_channels, few_ppn_channels, lone_gpu_total_gbs, search_nics
+from synth.model.nccl.channel_counts import (dup_channels, few_ppn_channels, legacy_one_host_channels,
+                                             lone_gpu_total_gbs, search_nics)
 from synth.model.nccl.rccl_channels import (rccl_coll_channels, rccl_env_channels, rccl_mesh_rings,
                                              rccl_p2p_channels_per_peer)
 from synth.model.nccl.rccl_net import rccl_net_graph, rccl_partial_host
@@ -376,6 +377,7 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
     ring = _ring_graph(m, p2p, tuple(version))
     tree = _tree_graph(m, ring, p2p)
     n_ch = few_ppn_channels(m, ring.bw_intra, min(MAXCHANNELS, 2 * min(ring.n_channels, tree.n_channels)), version)
+    n_ch = legacy_one_host_channels(m, ring.type_intra == "NVL", n_ch, version)       # NCCL 2.4's rings.cu
     if m.amd and m.intra == "xgmi":                        # RCCL: its rings, copied, and its env rules
         n_ch = rccl_env_channels(m, rccl_coll_channels(m, ring.n_channels), env.min_channels, env.max_channels,
                                  env.min_ctas, env.max_ctas)
