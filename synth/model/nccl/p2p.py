@@ -28,7 +28,8 @@ from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.p2p_chunk import local_chunk_bytes
-from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, group_ctas, p2p_cta_gbs, p2p_extra_batches, p2p_warps
+from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, P2P_HOST_SPLIT_SINCE, group_ctas, p2p_cta_gbs, p2p_extra_batches, \
+    p2p_host_warps, p2p_warps
 from synth.model.nccl.p2p_mesh import mesh_p2p_us
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill, xgmi_p2p
@@ -46,8 +47,8 @@ P2P_LL_SINCE = (2, 14)
 #: LL threshold scales with the peer's channels (``nChannelsMax``); from 2.29 with the part's own channels
 P2P_NET_PARTS_SINCE, P2P_LL_PART_CHANNELS_SINCE = (2, 22), (2, 29)
 #: first NCCL whose p2p kernel gives a send/recv work one more sending warp than receiving ones (src/device/sendrecv.h
-#: ``nRecvWarpPerWork``, first in v2.22.3-1 lines 98-105; absent from v2.19.3-1 to v2.21.5-1, where src/enqueue.cc
-#: ``finishWorkP2p`` sized the send and recv elements itself: not modelled, those versions read at the whole rate)
+#: ``nRecvWarpPerWork``, first in v2.22.3-1 lines 98-105; from v2.12.7-1 to v2.21.5-1 src/enqueue.cc (``enqueueSegOp``,
+#: then ``finishWorkP2p``) sized the send and recv elements itself, 9 and 8 warps: :func:`.p2p_cta.p2p_host_warps`)
 P2P_WARP_SPLIT_SINCE = (2, 22)
 
 
@@ -169,18 +170,29 @@ def read_mode_share(m: NcclMachine, version: tuple = NCCL_VERSION, p2p_disable: 
     :data:`.ring_steps.P2P_READ_SM`).  In read mode the Simple buffer sits at the sender (src/transport/p2p.cc
     ``p2pSendSetup`` lines 372-379, p2p connections included: they have no graph) and the receiver's warps pull
     each chunk across NVLink; in write mode the sender's warps push it.  From 2.22 a work has one receiving warp
-    fewer than sending ones (:func:`p2p_warps`): 9 of 10 on a 640-thread CTA.  So 8 x A100 sends at 0.9 of
-    what the same links would carry written, 8 x H100 (write mode) at the whole.  (A CTA shared by works of at
-    most 4 warps each splits them evenly; the model takes one work per CTA.)
+    fewer than sending ones (:func:`p2p_warps`): 9 of 10 on a 640-thread CTA; from 2.12 to 2.21 the host gave a
+    work's receive 8 warps and its send 9 (:func:`.p2p_cta.p2p_host_warps`, src/enqueue.cc ``finishWorkP2p``,
+    in 2.12 ``enqueueSegOp``).  The share is recv / send: the model's reading of the warp split, kept from 2.22's
+    9/10 (it takes the copy to be warp-bound and applies that to a link bound), not a figure the source gives.  In
+    read mode the sender's warps copy nothing (v2.20.5-1 src/device/prims_simple.h line 153, ``DirectRead``: an
+    empty send), so recv / 10 (0.8 for 2.12-2.21) is another reading; the one table that reads it (2 x A100
+    sendrecv at 2.20.5) passes under either (8/9: 12.1 % median, 18.6 % worst; 0.8: 7.1 %, 20.8 %) and cannot
+    choose.  So 8 x A100 sends at 0.9 (2.12-2.21: 0.889) of what the same links would carry written, 8 x H100
+    (write mode) at the whole.  2.11 and earlier: not modelled (the whole taken); v2.11.4-1
+    src/collectives/device/sendrecv.h line 25 splits a work's 640 threads (enqueue.cc line 862) into 304
+    receiving and 336 sending (0.905 under this reading).  (A CTA shared by works of at most 4 warps each splits
+    them evenly; the model takes one work per CTA.)
 
     >>> from topo_probe import get_preset
     >>> a100, h100 = (NcclMachine.from_topology(get_preset(p)) for p in ("dgx-a100", "dgx-h100"))
-    >>> read_mode_share(a100, (2, 28)), read_mode_share(a100, (2, 21)), read_mode_share(h100, (2, 28))
-    (0.9, 1.0, 1.0)
+    >>> read_mode_share(a100, (2, 28)), round(read_mode_share(a100, (2, 12)), 4), read_mode_share(a100, (2, 11))
+    (0.9, 0.8889, 1.0)
+    >>> read_mode_share(h100, (2, 28))
+    1.0
     """
-    if not p2p_read_mode(m, p2p_disable) or tuple(version) < P2P_WARP_SPLIT_SINCE:
+    if not p2p_read_mode(m, p2p_disable) or tuple(version) < P2P_HOST_SPLIT_SINCE:
         return 1.0
-    send, recv = p2p_warps(P2P_CTA_WARPS)
+    send, recv = p2p_warps(P2P_CTA_WARPS) if tuple(version) >= P2P_WARP_SPLIT_SINCE else p2p_host_warps(2)
     return recv / send
 
 

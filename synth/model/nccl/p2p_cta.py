@@ -42,6 +42,36 @@ def p2p_warps(n_warps: int) -> tuple[int, int]:
     return (recv if n_warps <= 4 else recv + 1), recv
 
 
+#: first NCCL read for the host's split of a p2p work's warps (src/enqueue.cc ``finishWorkP2p``: v2.13.4-1 lines
+#: 206-220, v2.14.3-1 177-193, v2.20.5-1 117-133, v2.21.5-1 the same; v2.12.12-1 runs the same loop in
+#: ``enqueueSegOp``, lines 946-956, v2.12.7-1 939-948; from v2.22.3-1 the kernel splits them, :func:`p2p_warps`)
+P2P_HOST_SPLIT_SINCE = (2, 12)
+
+
+def p2p_host_warps(n_elems: int = 2, n_warps: int = P2P_CTA_WARPS) -> tuple[int, int]:
+    """``(sending, receiving)`` warps NCCL 2.12-2.21 gives a p2p work whose CTA holds ``n_elems`` elements (a
+    sendrecv's one receive and one send: 2).  ``finishWorkP2p`` (NVIDIA/nccl v2.20.5-1 src/enqueue.cc lines 117-133;
+    v2.13.4-1 206-220; v2.12.12-1 ``enqueueSegOp`` 946-956) rounds the elements up to a power of two of groups,
+    doubles ``nWarp`` while ``nWarp x nGroup <= 20 / 2`` and gives odd elements one warp more; receives sit at even
+    elements, sends at odd (``appendWorkElemP2p`` v2.20.5-1 lines 168-169, v2.13.4-1 ``p2pTailElem`` 256-257,
+    v2.12.12-1 ``getSegment`` line 903: ``start = subType == Recv ? 0 : 1``), and the kernel runs even groups as
+    receives (src/device/sendrecv.h line 78; v2.12.12-1 src/collectives/device/sendrecv.h lines 70-71).  640
+    threads, 2 elements: 8 receiving warps, 9 sending.  The source gives these warp counts only; that a read-mode
+    send moves recv / send = 8/9 of a written one is the model's reading (:func:`.p2p.read_mode_share`), inherited
+    from 2.22's 9/10.
+
+    >>> p2p_host_warps(2), p2p_host_warps(4), p2p_host_warps(8)
+    ((9, 8), (5, 4), (3, 2))
+    """
+    groups = 1
+    while groups < n_elems:
+        groups *= 2
+    warps = 1
+    while warps * groups <= n_warps // 2:
+        warps *= 2
+    return (warps + 1 if warps >= 2 else warps), warps
+
+
 def p2p_cta_gbs(arch: str, params, gpu_name: str = "") -> float:
     """GB/s one p2p channel's CTA moves on ``arch`` (the part ``gpu_name``): ``params.p2p_cta_gbs`` times the boost
     clock over H100's (:func:`.constants.sm_clock_ghz`).
@@ -212,4 +242,4 @@ def group_ctas(g: CommGraphs, part_ch: int, groups: int, rccl: bool = False) -> 
 
 
 __all__ = ["P2P_CTA_WARPS", "P2P_PER_BATCH", "SLICE_STEPS", "group_ctas", "p2p_cta_gbs", "p2p_channel_batches",
-           "p2p_extra_batches", "p2p_warps", "ring_net_cta_cap_gbs"]
+           "p2p_extra_batches", "p2p_host_warps", "p2p_warps", "ring_net_cta_cap_gbs", "P2P_HOST_SPLIT_SINCE"]

@@ -36,7 +36,7 @@ net_lat, net_chunk (tcpxo)             A3 Mega only (no public figure of the TCP
 plugin_hop_share                       p4de and p5 together: EFA has no net_lat / net_chunk of its own, only this
                                        fraction of aws-ofi-nccl's published latency (:mod:`.net_transport`)
 p2p_link_share                         A100 sendrecv only (its 256 MiB - 1 GiB rows: 128 MiB is channel-bound), less
-                                       Ampere's read mode (:func:`.p2p.read_mode_share`, 9/10 from source)
+                                       Ampere's read mode (:func:`.p2p.read_mode_share`: 9/10, read from the warp split)
 p2p_net_channel_gbs                    H100 InfiniBand sendrecv only
 p2p_cta_gbs                            A100 sendrecv's channel-bound rows and the 2-host H100 alltoall's NVLink
                                        hop (PXN); every other GPU takes it on its clock (:mod:`.p2p_cta`)
