@@ -12,7 +12,8 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`THIRTY_FIRST_CASES`, :data:`THIRTY_SECOND_CASES`,
   :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
   :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`, :data:`THIRTY_EIGHTH_CASES`,
-  :data:`THIRTY_NINTH_CASES`, :data:`FORTIETH_CASES`, :data:`FORTY_FIRST_CASES`: the logs added later.
+  :data:`THIRTY_NINTH_CASES`, :data:`FORTIETH_CASES`, :data:`FORTY_FIRST_CASES`,
+  :data:`FORTY_SECOND_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1355,6 +1356,27 @@ FORTY_FIRST_CASES = [
              "Intel Xeon host (AWS's g4dn figure, assumed); NCCL 2.12.7 (its line); all_reduce float 1 B - 1 GiB"),
 ]
 
+_MOC = ("2 hosts of the MOC/NERC cluster in CCI-MOC/roce-testing's RHELAI/3_nccl_tests/logs (commit 9c5b4242, 2025-04-02; no "
+        "licence file), MOC-R4PCC04U37 and -U35, one process per host on its GPU 0 (-g 1, 2 ranks), \"NVIDIA H100 80GB "
+        "HBM3\" (H100 SXM5: the `dgx-h100` preset's GPU; each host holds 4, the board not described, one used); one RoCE "
+        "NIC per host (NCCL_IB_HCA=mlx5_5, \"mlx5_5:1/RoCE\") at 400 Gb/s (the README's \"Largest possible bandwidth "
+        "value: 400 Gbps\"); GPUDirect RDMA not used (the log's \"GDR 0\": no model term); NCCL 2.26.2 (its line), "
+        "internal net plugin, NCCL_ALGO=RING (modelled), 2 coll and 2 p2p channels printed; CPU not stated (the "
+        "preset's); {coll}, 1 GiB - 25 GiB in 2 GiB steps")
+
+#: the forty-second set: a new source, CCI-MOC/roce-testing (the Mass Open Cloud's RoCE tests, RHEL AI): all_reduce and
+#: sendrecv over 2 hosts x 1 H100 SXM5, one 400 Gb/s RoCE NIC each, GPUDirect RDMA off (the log's GDR 0), NCCL 2.26.2,
+#: NCCL_ALGO=RING, 1 - 25 GiB; class 1gpu-per-host (held out); the sendrecv table is the same hosts' other run
+#: (source_reused).  Described from its source before any prediction
+FORTY_SECOND_CASES = [
+    Case("h100_2gpu_2node_all_reduce_roce_nogdr_moc_1gpn.txt", "dgx-h100", 2, 1, 50.0, "roce", version=(2, 26, 2),
+         env={"NCCL_ALGO": "RING"}, machine={"ranks": 2}, machine_class="1gpu-per-host",
+         why=_MOC.format(coll="all_reduce")),
+    Case("h100_2gpu_2node_sendrecv_roce_nogdr_moc_1gpn.txt", "dgx-h100", 2, 1, 50.0, "roce", version=(2, 26, 2),
+         env={"NCCL_ALGO": "RING"}, collective="sendrecv", machine={"ranks": 2}, machine_class="1gpu-per-host",
+         source_reused=True, why=_MOC.format(coll="sendrecv (the same hosts' run of the same day)")),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1363,7 +1385,8 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + TWENTY_SIXTH_CASES + TWENTY_SEVENTH_CASES + TWENTY_EIGHTH_CASES + TWENTY_NINTH_CASES
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
              + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES
-             + THIRTY_EIGHTH_CASES + THIRTY_NINTH_CASES + FORTIETH_CASES + FORTY_FIRST_CASES)
+             + THIRTY_EIGHTH_CASES + THIRTY_NINTH_CASES + FORTIETH_CASES + FORTY_FIRST_CASES
+             + FORTY_SECOND_CASES)
 
 
 def held_out(case: Case) -> bool:
