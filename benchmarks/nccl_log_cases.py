@@ -1356,25 +1356,31 @@ FORTY_FIRST_CASES = [
              "Intel Xeon host (AWS's g4dn figure, assumed); NCCL 2.12.7 (its line); all_reduce float 1 B - 1 GiB"),
 ]
 
-_MOC = ("2 hosts of the MOC/NERC cluster in CCI-MOC/roce-testing's RHELAI/3_nccl_tests/logs (commit 9c5b4242, 2025-04-02; no "
-        "licence file), MOC-R4PCC04U37 and -U35, one process per host on its GPU 0 (-g 1, 2 ranks), \"NVIDIA H100 80GB "
-        "HBM3\" (H100 SXM5: the `dgx-h100` preset's GPU; each host holds 4, the board not described, one used); one RoCE "
-        "NIC per host (NCCL_IB_HCA=mlx5_5, \"mlx5_5:1/RoCE\") at 400 Gb/s (the README's \"Largest possible bandwidth "
-        "value: 400 Gbps\"); GPUDirect RDMA not used (the log's \"GDR 0\": no model term); NCCL 2.26.2 (its line), "
-        "internal net plugin, NCCL_ALGO=RING (modelled), 2 coll and 2 p2p channels printed; CPU not stated (the "
-        "preset's); {coll}, 1 GiB - 25 GiB in 2 GiB steps")
+_MOC = ("2 hosts of the MOC/NERC cluster in CCI-MOC/roce-testing's RHELAI/3_nccl_tests/logs (first added at its commit "
+        "0253e5a, \"initial commit\", 2025-04-02, as RHELAI/4_nccl_tests/logs; 9c5b4242 only renamed them, content "
+        "unchanged; no licence file), MOC-R4PCC04U37 and -U35, one process per host on its GPU 0 (-g 1, 2 ranks), "
+        "\"NVIDIA H100 80GB HBM3\" (H100 SXM5: the `dgx-h100` preset's GPU; each host holds 4, the board not described, "
+        "one used); one RoCE NIC per host (NCCL_IB_HCA=mlx5_5, \"mlx5_5:1/RoCE\") at 400 Gb/s (the README's \"Largest "
+        "possible bandwidth value: 400 Gbps\"); GPUDirect RDMA not used ({gdr}): GPU 0 (bus 06) is farther from mlx5_5 "
+        "than a shared PCIe switch (the all_reduce log's \"GDR 0\" under NCCL's default GDR level), while the same job's "
+        "4-GPU sendrecv log connects on that NIC \"via NET/IB/1/GDRDMA/Shared\": the hosts can do GPUDirect RDMA, GPU 0's "
+        "distance from the NIC loses it (no model term; the preset's layout kept); NCCL 2.26.2 (its line), internal net "
+        "plugin, NCCL_ALGO=RING (modelled), 2 coll and 2 p2p channels printed; GPU 0's process and proxy threads pinned "
+        "to CPUs 0 and 256, the CPU model not stated (the preset's); {coll}, 1 GiB - 25 GiB in 2 GiB steps")
 
 #: the forty-second set: a new source, CCI-MOC/roce-testing (the Mass Open Cloud's RoCE tests, RHEL AI): all_reduce and
-#: sendrecv over 2 hosts x 1 H100 SXM5, one 400 Gb/s RoCE NIC each, GPUDirect RDMA off (the log's GDR 0), NCCL 2.26.2,
-#: NCCL_ALGO=RING, 1 - 25 GiB; class 1gpu-per-host (held out); the sendrecv table is the same hosts' other run
+#: sendrecv over 2 hosts x 1 H100 SXM5, one 400 Gb/s RoCE NIC each, GPUDirect RDMA off (GPU 0 far from the NIC), NCCL
+#: 2.26.2, NCCL_ALGO=RING, 1 - 25 GiB; class 1gpu-per-host (held out); the sendrecv table is the same hosts' other run
 #: (source_reused).  Described from its source before any prediction
 FORTY_SECOND_CASES = [
     Case("h100_2gpu_2node_all_reduce_roce_nogdr_moc_1gpn.txt", "dgx-h100", 2, 1, 50.0, "roce", version=(2, 26, 2),
          env={"NCCL_ALGO": "RING"}, machine={"ranks": 2}, machine_class="1gpu-per-host",
-         why=_MOC.format(coll="all_reduce")),
+         why=_MOC.format(gdr="the log's \"GDR 0\"", coll="all_reduce")),
     Case("h100_2gpu_2node_sendrecv_roce_nogdr_moc_1gpn.txt", "dgx-h100", 2, 1, 50.0, "roce", version=(2, 26, 2),
          env={"NCCL_ALGO": "RING"}, collective="sendrecv", machine={"ranks": 2}, machine_class="1gpu-per-host",
-         source_reused=True, why=_MOC.format(coll="sendrecv (the same hosts' run of the same day)")),
+         source_reused=True,
+         why=_MOC.format(gdr="every channel of the log \"via NET/IB/1/Shared\", no \"/GDRDMA\"; no \"GDR\" line",
+                         coll="sendrecv (the same hosts' run of the same day)")),
 ]
 
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
