@@ -13,7 +13,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
   :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`, :data:`THIRTY_EIGHTH_CASES`,
   :data:`THIRTY_NINTH_CASES`, :data:`FORTIETH_CASES`, :data:`FORTY_FIRST_CASES`,
-  :data:`FORTY_SECOND_CASES`: the logs added later.
+  :data:`FORTY_SECOND_CASES`, :data:`FORTY_THIRD_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1383,6 +1383,23 @@ FORTY_SECOND_CASES = [
                          coll="sendrecv (the same hosts' run of the same day)")),
 ]
 
+#: the forty-third set: a new source, cybertronai/aws-network-benchmarks (Yaroslav Bulatov, 2019): all_reduce 8 B - 10 MiB
+#: over 2 hosts x 8 Tesla V100-SXM2-32GB through EFA (aws-ofi-nccl, provider efa;ofi_rxr), NCCL 2.4.6, NCCL_TREE_THRESHOLD=0,
+#: the hosts read as AWS p3dn.24xlarge (the script's default instance, assumed), class v100-efa-multihost (held out).
+#: Described from its source before any prediction
+FORTY_THIRD_CASES = [
+    Case("v100_16gpu_2node_all_reduce_aws_p3dn_efa_nccl2.4.6_cybertronai.txt", "dgx1-v100", 2, 1, 12.5, "efa",
+         version=(2, 4, 6), env={"NCCL_TREE_THRESHOLD": "0"}, machine_class="v100-efa-multihost",
+         why="2 hosts of cybertronai/aws-network-benchmarks' nccltest_output.txt (commit 222b7a06, 2019-06-08, Yaroslav "
+             "Bulatov; licence not stated): 8 x Tesla V100-SXM2-32GB each (the device lines), 16 processes (mpirun -n 16 "
+             "-N 8, -g 1), EFA through aws-ofi-nccl (\"Selected Provider is efa;ofi_rxr\", NET/AWS Libfabric between hosts, "
+             "NIC distance SYS, no GDRDMA), P2P/IPC inside a host, 2 rings; NCCL 2.4.6 (its line); NCCL_TREE_THRESHOLD=0 "
+             "(\"Trees disabled\": ring at every size); the hosts AWS p3dn.24xlarge (assumed: nccl_multiversion.py's "
+             "default instance and the README's): the `dgx1-v100` preset's hybrid cube mesh and one 100 Gb/s EFA (AWS's "
+             "instance documentation, assumed); the FI_OFI_RXR_* / FI_EFA_MR_CACHE_ENABLE variables have no model term; "
+             "all_reduce float 8 B - 10 MiB"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1392,7 +1409,7 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
              + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES
              + THIRTY_EIGHTH_CASES + THIRTY_NINTH_CASES + FORTIETH_CASES + FORTY_FIRST_CASES
-             + FORTY_SECOND_CASES)
+             + FORTY_SECOND_CASES + FORTY_THIRD_CASES)
 
 
 def held_out(case: Case) -> bool:
