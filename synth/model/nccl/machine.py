@@ -88,7 +88,10 @@ class NcclMachine:
     most at that rate (:func:`.runtime.ring_capacity_gbs`; the search never sees the figure).  It is an achieved
     rate, so it caps the ring after the link efficiency and is not derated itself.  P2P rings only: a ring through
     host memory (SHM) is not capped, so a host whose NCCL ring is SHM (the 4 x A100 PCIe page states P2P-on
-    figures, but NCCL's default P2P level stops below its SYS pairs) is given none.
+    figures, but NCCL's default P2P level stops below its SYS pairs) is given none.  ``nic_path`` is NCCL's path type
+    from a GPU to its NIC, its ring graph's ``typeInter`` across hosts: ``PXB`` (PCIe switches only, the default),
+    ``PHB`` (through the CPU's root complex, where a log's topology shows it; LL128 then stays off: NVIDIA/nccl
+    v2.26.6-1 src/graph/tuning.cc line 429, ``typeInter <= PATH_PXB``).
     """
 
     name: str
@@ -115,6 +118,7 @@ class NcclMachine:
     gpu_name: str = ""
     gpus_per_uplink: int = 1
     p2p_write_gbs: float = 0.0
+    nic_path: str = "PXB"
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -126,6 +130,7 @@ class NcclMachine:
                   (self.cpu_arch in ("x86", "arm"), f"CPU architecture {self.cpu_arch!r} is not x86 or arm"),
                   (self.pcie_gen in PCI_BW_BY_GEN,
                    f"PCIe generation {self.pcie_gen} is not one of {', '.join(map(str, PCI_BW_BY_GEN))}"),
+                  (self.nic_path in ("PXB", "PHB"), f"NIC path {self.nic_path!r} is not PXB or PHB"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
                   (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
                    "link and NIC bandwidths must be positive")]

@@ -187,7 +187,8 @@ class TuneTable:
             return True
         if self.version < FEATURE_VERSION["LL128"] or m.amd:
             return False
-        return graph.type_intra == "NVL" and ll128_default_on(m.sm, graph.type_inter, self.version)
+        # tuning.cc `typeIntra <= PATH_NVB` (v2.26.6-1 line 430): NVLink, or a node's only GPU (PATH_LOC)
+        return graph.type_intra in ("LOC", "NVL") and ll128_default_on(m.sm, graph.type_inter, self.version)
 
     def _algo_ok(self, coll: str, algo: str) -> bool:
         m, env = self.machine, self.env
