@@ -45,3 +45,19 @@ def test_two_pcie_gpus_a_node_keep_ll128_off():
     assert pcie.gpus_per_node == 2
     assert NcclModel(pcie, version=(2, 25, 1)).table.graphs.ring.type_intra != "LOC"
     assert ("ring", "LL128") not in _enabled(pcie, (2, 25, 1))
+
+
+def test_nccl_2_6_keeps_ll128_off_on_a_nodes_only_gpu():
+    """By hand, 2 x 1 V100 (compute capability 70, NIC behind a PCIe switch: typeInter PXB or better).  v2.6.4-1
+    tuning.cc line 165 enables LL128 only where ``typeIntra == LINK_NVL`` (1), and search.cc line 632 gives one GPU
+    ``typeIntra = PATH_LOC`` (0): off, so 1 MiB all_reduce cannot run LL128.  v2.7.8-1 line 176 has ``typeIntra <=
+    PATH_NVL``: LOC passes.  v2.5.6-1 line 154 wants ``graph->nvlink``, set to 1 for every search (search.cc line 491)
+    and cleared only on a GPU-to-GPU hop (line 257), which one GPU never takes, with ``type <= LINK_PCI`` (a PCIe-switch
+    path): on."""
+    v100 = NcclMachine.from_topology(cluster("dgx1-v100", nodes=2)).with_(ranks=2)
+    assert v100.gpus_per_node == 1
+    at_26 = NcclModel(v100, version=(2, 6, 4))
+    assert ("ring", "LL128") not in at_26.table.enabled("allreduce")
+    assert "LL128" not in at_26.choose("allreduce", 1 << 20).label
+    assert ("ring", "LL128") in _enabled(v100, (2, 7, 8))
+    assert ("ring", "LL128") in _enabled(v100, (2, 5, 6))
