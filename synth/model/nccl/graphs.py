@@ -52,7 +52,7 @@ SEARCH_STEPS = 1 << 14
 @dataclass(frozen=True)
 class Graph:
     """One NCCL graph: channels, per-channel bandwidth (GB/s) inside and across nodes, path types (``type_intra``
-    ``LOC`` (a node's only GPU)/``NVL``/``PCI``/``SYS``; ``type_inter`` ``NONE``/``PXB``/``PHB``/``PXN``)."""
+    ``LOC`` (a node's only GPU)/``NVL``/``PCI``/``SYS``; ``type_inter`` ``NONE`` or :data:`.nic_path.NIC_PATHS`)."""
 
     n_channels: int
     bw_intra: float
@@ -211,7 +211,7 @@ def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Gra
         same = n <= int(nic / s + EPS)
         if not m.amd:                                    # RCCL: not followed here
             n, s = dup_channels(n, s, m.sm, max_ch, version)
-        return Graph(n, s, s, type_intra, m.nic_path, same)
+        return Graph(n, s, s, type_intra, m.net_path, same)
     if m.intra == "nvlink" and nvl and m.link_matrix:
         per = nvlink_per_link_gbs(m)
         n, s = _search(_speeds(m.sm, False), 2 * per, cap, lambda s: mesh_rings(m.link_matrix, per, s, max_ch), max_ch)

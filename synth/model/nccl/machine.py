@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, replace
 
 from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
+from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -89,9 +90,11 @@ class NcclMachine:
     rate, so it caps the ring after the link efficiency and is not derated itself.  P2P rings only: a ring through
     host memory (SHM) is not capped, so a host whose NCCL ring is SHM (the 4 x A100 PCIe page states P2P-on
     figures, but NCCL's default P2P level stops below its SYS pairs) is given none.  ``nic_path`` is NCCL's path type
-    from a GPU to its NIC, its ring graph's ``typeInter`` across hosts: ``PXB`` (PCIe switches only, the default),
-    ``PHB`` (through the CPU's root complex, where a log's topology shows it; LL128 then stays off: NVIDIA/nccl
-    v2.26.6-1 src/graph/tuning.cc line 429, ``typeInter <= PATH_PXB``).
+    from a GPU to its NIC (:mod:`.nic_path`), its ring graph's ``typeInter`` across hosts (:attr:`net_path`): ``PIX``,
+    ``PXB`` (PCIe switches only, the default), ``PHB`` (through the CPU's root complex, where a log's topology shows
+    it; LL128 then stays off: NVIDIA/nccl v2.26.6-1 src/graph/tuning.cc line 429, ``typeInter <= PATH_PXB``) or
+    ``SYS``.  The default assumes GPUDirect RDMA at NCCL's default level (``NCCL_NET_GDR_LEVEL`` PXB); without it NCCL
+    sends through the CPU (PHB or worse), which :attr:`net_path` applies for the socket transport only.
     """
 
     name: str
@@ -130,7 +133,7 @@ class NcclMachine:
                   (self.cpu_arch in ("x86", "arm"), f"CPU architecture {self.cpu_arch!r} is not x86 or arm"),
                   (self.pcie_gen in PCI_BW_BY_GEN,
                    f"PCIe generation {self.pcie_gen} is not one of {', '.join(map(str, PCI_BW_BY_GEN))}"),
-                  (self.nic_path in ("PXB", "PHB"), f"NIC path {self.nic_path!r} is not PXB or PHB"),
+                  (self.nic_path in NIC_PATHS, f"NIC path {self.nic_path!r} is not one of {', '.join(NIC_PATHS)}"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
                   (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
                    "link and NIC bandwidths must be positive")]
@@ -253,6 +256,11 @@ class NcclMachine:
             return self.plugin_latency_us
         from synth.model.nccl.net_transport import plugin_latency_us
         return plugin_latency_us(self.net_kind, self.arch)
+
+    @property
+    def net_path(self) -> str:
+        """The ring graph's ``typeInter`` across hosts: ``nic_path``, PHB at best over sockets (no GPUDirect RDMA)."""
+        return graph_nic_path(self)
 
     def platform_env(self, version: tuple = NCCL_VERSION) -> dict:
         """NCCL variables the platform's network plugin sets by itself under NCCL ``version`` (the user's
