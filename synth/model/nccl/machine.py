@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, replace
 
 from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
-from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path
+from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_path
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -95,6 +95,8 @@ class NcclMachine:
     it; LL128 then stays off: NVIDIA/nccl v2.26.6-1 src/graph/tuning.cc line 429, ``typeInter <= PATH_PXB``) or
     ``SYS``.  The default assumes GPUDirect RDMA at NCCL's default level (``NCCL_NET_GDR_LEVEL`` PXB); without it NCCL
     sends through the CPU (PHB or worse), which :attr:`net_path` applies for the socket transport only.
+    :meth:`from_topology` reads it for a host of one GPU (:func:`.nic_path.topology_nic_path`), not for hosts of
+    several GPUs (their NICs' paths are not read: PXB).
     """
 
     name: str
@@ -334,7 +336,8 @@ class NcclMachine:
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
                    float(link_gbs), matrix, vendor, max(1, len(cpus)), cpu_arch,
-                   gpu_name=str(g.nodes[gpu0].get("name") or ""), gpus_per_uplink=_uplink_gpus(topo, local))
+                   gpu_name=str(g.nodes[gpu0].get("name") or ""), gpus_per_uplink=_uplink_gpus(topo, local),
+                   nic_path=topology_nic_path(topo, local))
 
 
 def _uplink_gpus(topo: Topology, local: list[int]) -> int:
