@@ -894,7 +894,7 @@ TWENTY_THIRD_CASES = [
            machine_class="h100-nvswitch-1host", held_out=True, why=_WAYNE.format(coll=coll))
       for coll in ("all_gather", "reduce_scatter", "all_reduce")],
     *[Case(f"a100pcie_2gpu_2node_{coll}_ib_gdr_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 25.0, "ib", version=(2, 16, 5),
-           machine={"ranks": 2, "pcie_gen": 4, "cpu_vendor": "amd"}, machine_class="1gpu-per-host",
+           machine={"ranks": 2, "pcie_gen": 4, "cpu_vendor": "amd", "nic_path": "PHB"}, machine_class="1gpu-per-host",
            why=_N013.format(coll=coll))
       for coll in ("all_gather", "all_reduce")],
 ]

@@ -51,8 +51,8 @@ SEARCH_STEPS = 1 << 14
 
 @dataclass(frozen=True)
 class Graph:
-    """One NCCL graph: channels, per-channel bandwidth (GB/s) inside and across nodes, path types
-    (``type_intra`` ``NVL``/``PCI``/``SYS``; ``type_inter`` ``NONE``/``PXB``/``PXN``)."""
+    """One NCCL graph: channels, per-channel bandwidth (GB/s) inside and across nodes, path types (``type_intra``
+    ``LOC`` (a node's only GPU)/``NVL``/``PCI``/``SYS``; ``type_inter`` ``NONE`` or :data:`.nic_path.NIC_PATHS`)."""
 
     n_channels: int
     bw_intra: float
@@ -188,7 +188,8 @@ def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Gra
     lone = m.gpus_per_node == 1 and m.nodes > 1 and not m.amd
     cap = lone_gpu_total_gbs(m, nvlink_per_link_gbs(m)) if lone else intra_capacity_gbs(m, p2p)
     nvl = p2p and m.p2p and m.intra != "pcie" and m.gpus_per_node > 1
-    type_intra = "NVL" if nvl else "PCI" if p2p and m.p2p else "SYS"
+    # a node's only GPU: NCCL's typeIntra is PATH_LOC (NVIDIA/nccl search.cc, v2.16.5-1 line 748; v2.25.1-1 954-966)
+    type_intra = "LOC" if lone else "NVL" if nvl else "PCI" if p2p and m.p2p else "SYS"
     max_ch = MAXCHANNELS // 2
     if rccl_partial_host(m):                             # RCCL's search across hosts on part of a host
         n, s, _ = rccl_net_graph(m)
@@ -210,7 +211,7 @@ def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Gra
         same = n <= int(nic / s + EPS)
         if not m.amd:                                    # RCCL: not followed here
             n, s = dup_channels(n, s, m.sm, max_ch, version)
-        return Graph(n, s, s, type_intra, "PXB", same)
+        return Graph(n, s, s, type_intra, m.net_path, same)
     if m.intra == "nvlink" and nvl and m.link_matrix:
         per = nvlink_per_link_gbs(m)
         n, s = _search(_speeds(m.sm, False), 2 * per, cap, lambda s: mesh_rings(m.link_matrix, per, s, max_ch), max_ch)

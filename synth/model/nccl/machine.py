@@ -22,6 +22,7 @@ import re
 from dataclasses import dataclass, replace
 
 from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
+from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_path
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -88,7 +89,14 @@ class NcclMachine:
     most at that rate (:func:`.runtime.ring_capacity_gbs`; the search never sees the figure).  It is an achieved
     rate, so it caps the ring after the link efficiency and is not derated itself.  P2P rings only: a ring through
     host memory (SHM) is not capped, so a host whose NCCL ring is SHM (the 4 x A100 PCIe page states P2P-on
-    figures, but NCCL's default P2P level stops below its SYS pairs) is given none.
+    figures, but NCCL's default P2P level stops below its SYS pairs) is given none.  ``nic_path`` is NCCL's path type
+    from a GPU to its NIC (:mod:`.nic_path`), its ring graph's ``typeInter`` across hosts (:attr:`net_path`): ``PIX``,
+    ``PXB`` (PCIe switches only, the default), ``PHB`` (through the CPU's root complex, where a log's topology shows
+    it; LL128 then stays off: NVIDIA/nccl v2.26.6-1 src/graph/tuning.cc line 429, ``typeInter <= PATH_PXB``) or
+    ``SYS``.  The default assumes GPUDirect RDMA at NCCL's default level (``NCCL_NET_GDR_LEVEL`` PXB); without it NCCL
+    sends through the CPU (PHB or worse), which :attr:`net_path` applies for the socket transport only.
+    :meth:`from_topology` reads it for a host of one GPU (:func:`.nic_path.topology_nic_path`), not for hosts of
+    several GPUs (their NICs' paths are not read: PXB).
     """
 
     name: str
@@ -115,6 +123,7 @@ class NcclMachine:
     gpu_name: str = ""
     gpus_per_uplink: int = 1
     p2p_write_gbs: float = 0.0
+    nic_path: str = "PXB"
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -126,6 +135,7 @@ class NcclMachine:
                   (self.cpu_arch in ("x86", "arm"), f"CPU architecture {self.cpu_arch!r} is not x86 or arm"),
                   (self.pcie_gen in PCI_BW_BY_GEN,
                    f"PCIe generation {self.pcie_gen} is not one of {', '.join(map(str, PCI_BW_BY_GEN))}"),
+                  (self.nic_path in NIC_PATHS, f"NIC path {self.nic_path!r} is not one of {', '.join(NIC_PATHS)}"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
                   (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
                    "link and NIC bandwidths must be positive")]
@@ -249,6 +259,11 @@ class NcclMachine:
         from synth.model.nccl.net_transport import plugin_latency_us
         return plugin_latency_us(self.net_kind, self.arch)
 
+    @property
+    def net_path(self) -> str:
+        """The ring graph's ``typeInter`` across hosts: ``nic_path``, PHB at best over sockets (no GPUDirect RDMA)."""
+        return graph_nic_path(self)
+
     def platform_env(self, version: tuple = NCCL_VERSION) -> dict:
         """NCCL variables the platform's network plugin sets by itself under NCCL ``version`` (the user's
         win): aws-ofi-nccl forces ``NCCL_PROTO=simple`` on first-generation EFA (p4d/p4de,
@@ -321,7 +336,8 @@ class NcclMachine:
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
                    float(link_gbs), matrix, vendor, max(1, len(cpus)), cpu_arch,
-                   gpu_name=str(g.nodes[gpu0].get("name") or ""), gpus_per_uplink=_uplink_gpus(topo, local))
+                   gpu_name=str(g.nodes[gpu0].get("name") or ""), gpus_per_uplink=_uplink_gpus(topo, local),
+                   nic_path=topology_nic_path(topo, local))
 
 
 def _uplink_gpus(topo: Topology, local: list[int]) -> int:

@@ -250,8 +250,9 @@ LL128_PXN_VERSION = (2, 17)
 
 def ll128_default_on(sm: int, type_inter: str, version: tuple) -> bool:
     """Whether NCCL ``version`` turns LL128 on by default for GPUs of compute capability ``sm`` whose
-    graph leaves the node through ``type_inter`` (``NONE``: one node; ``PXB``; ``PXN``).  The NVLink
-    condition (``typeIntra``) is the caller's.
+    graph leaves the node through ``type_inter`` (``NONE``: one node; ``PIX`` or ``PXB``; ``PXN``: on from
+    :data:`LL128_PXN_VERSION` on compute capability 90 and up; ``PHB`` or ``SYS``, through the CPU: False, tuning.cc
+    ``typeInter <= PATH_PXB``).  The NVLink condition (``typeIntra``) is the caller's.
 
     >>> [ll128_default_on(80, "NONE", v) for v in ((2, 5), (2, 7), (2, 28))], ll128_default_on(70, "NONE", (2, 4))
     ([False, True, True], False)
@@ -261,11 +262,13 @@ def ll128_default_on(sm: int, type_inter: str, version: tuple) -> bool:
     (False, True, False)
     >>> ll128_default_on(90, "PXN", (2, 16)), ll128_default_on(90, "PXN", (2, 17)), ll128_default_on(80, "PXN", (2, 28))
     (False, True, False)
+    >>> ll128_default_on(90, "PIX", (2, 28)), ll128_default_on(90, "PHB", (2, 28)), ll128_default_on(90, "SYS", (2, 28))
+    (True, False, False)
     """
     rows = [archs for first, archs in LL128_ARCHS_BY_VERSION if tuple(version) >= first]
     if sm < 70 or not rows or rows[-1] is not None and sm not in rows[-1]:
         return False
-    if type_inter in ("NONE", "PXB"):
+    if type_inter in ("NONE", "PIX", "PXB"):
         return True
     return type_inter == "PXN" and sm >= 90 and tuple(version) >= LL128_PXN_VERSION
 

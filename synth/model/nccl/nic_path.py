@@ -1,0 +1,58 @@
+"""NCCL's path type from a GPU to its NIC: the ``typeInter`` of a ring graph across hosts, which gates LL128
+(tuning.cc ``typeInter <= PATH_PXB``, ``<= PATH_PXN`` from compute capability 90).
+
+NCCL's names, nearest first (NVIDIA/nccl v2.27.3-1 src/graph/topo.h lines 74-89): PIX (one PCIe switch), PXB
+(several), PHB (through the CPU's root complex; NCCL has no NODE path, paths.cc line 97 calls any PCIe hop into a CPU
+PHB), SYS (across CPU sockets).  :attr:`.machine.NcclMachine.nic_path` states it (PXB by default);
+:func:`topology_nic_path` reads it from a topology with one GPU a host; :func:`graph_nic_path` is what the graph gets.
+"""
+
+from __future__ import annotations
+
+#: NCCL's GPU-to-NIC path types, nearest first
+NIC_PATHS = ("PIX", "PXB", "PHB", "SYS")
+#: nvidia-smi's PCIe classes (:meth:`topo_probe.topology.model.Topology.pcie_class`) as NCCL's path types
+_FROM_SMI = {"PIX": "PIX", "PXB": "PXB", "PHB": "PHB", "NODE": "PHB", "SYS": "SYS"}
+#: the transports that never have GPUDirect RDMA: the socket transport registers host memory only
+#: (NVIDIA/nccl src/transport/net_socket.cc ``props->ptrSupport = NCCL_PTR_HOST``, v2.16.5-1 line 98, v2.27.3-1 108)
+HOST_MEMORY_ONLY = ("socket",)
+
+
+def through_cpu(path: str) -> str:
+    """``path`` once NCCL sends GPU <-> NIC traffic through the GPU's local CPU, as it does without GPUDirect RDMA
+    (paths.cc: v2.16.5-1 lines 609-617, v2.27.3-1 lines 714-723, ``addInterStep(system, CPU, localCpu, ...)``): PHB
+    at best.
+
+    >>> through_cpu("PIX"), through_cpu("PXB"), through_cpu("PHB"), through_cpu("SYS")
+    ('PHB', 'PHB', 'PHB', 'SYS')
+    """
+    return NIC_PATHS[max(NIC_PATHS.index(path), NIC_PATHS.index("PHB"))]
+
+
+def graph_nic_path(machine) -> str:
+    """The ring graph's ``typeInter`` across hosts for an :class:`~.machine.NcclMachine`: its ``nic_path``, taken
+    through the CPU where its transport has no GPUDirect RDMA (``net_kind`` ``socket``).
+
+    >>> from types import SimpleNamespace as M
+    >>> graph_nic_path(M(nic_path="PXB", net_kind="ib")), graph_nic_path(M(nic_path="PXB", net_kind="socket"))
+    ('PXB', 'PHB')
+    """
+    return through_cpu(machine.nic_path) if machine.net_kind in HOST_MEMORY_ONLY else machine.nic_path
+
+
+def topology_nic_path(topo, local: list[int]) -> str:
+    """NCCL's path from a host's only GPU (``local``: the host's GPU indices) to its nearest NIC in ``topo`` (a
+    :class:`~topo_probe.topology.model.Topology`): the PCIe class, taken through the CPU where
+    :meth:`~topo_probe.topology.model.Topology.gdr` finds no GPUDirect RDMA (a NIC marked ``gdr=False``, or a path
+    beyond PXB, NCCL's default ``NCCL_NET_GDR_LEVEL``); ``PXB``, the default, on a host of several GPUs or without
+    a NIC (their path is not read from the topology)."""
+    if len(local) != 1:
+        return "PXB"
+    g, gpu = topo.graph, topo.gpu(local[0])
+    host = int(g.nodes[gpu].get("host", 0))
+    nics = [n for n, d in g.nodes(data=True) if d["kind"] == "nic" and int(d.get("host", 0)) == host]
+    paths = []
+    for nic in nics:
+        path = _FROM_SMI.get(topo.pcie_class(gpu, nic), "SYS")
+        paths.append(path if topo.gdr(local[0], nic)[0] else through_cpu(path))
+    return min(paths, key=NIC_PATHS.index, default="PXB")
