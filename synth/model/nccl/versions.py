@@ -252,7 +252,8 @@ def ll128_default_on(sm: int, type_inter: str, version: tuple) -> bool:
     """Whether NCCL ``version`` turns LL128 on by default for GPUs of compute capability ``sm`` whose
     graph leaves the node through ``type_inter`` (``NONE``: one node; ``PIX`` or ``PXB``; ``PXN``: on from
     :data:`LL128_PXN_VERSION` on compute capability 90 and up; ``PHB`` or ``SYS``, through the CPU: False, tuning.cc
-    ``typeInter <= PATH_PXB``).  The NVLink condition (``typeIntra``) is the caller's.
+    ``typeInter <= PATH_PXB``; 2.6 alone wants ``typeInter <= LINK_PCI``, i.e. PIX: v2.6.4-1 line 165, topo.h
+    LINK_PCI = PATH_PIX = 2).  The NVLink condition (``typeIntra``) is the caller's.
 
     >>> [ll128_default_on(80, "NONE", v) for v in ((2, 5), (2, 7), (2, 28))], ll128_default_on(70, "NONE", (2, 4))
     ([False, True, True], False)
@@ -264,12 +265,16 @@ def ll128_default_on(sm: int, type_inter: str, version: tuple) -> bool:
     (False, True, False)
     >>> ll128_default_on(90, "PIX", (2, 28)), ll128_default_on(90, "PHB", (2, 28)), ll128_default_on(90, "SYS", (2, 28))
     (True, False, False)
+    >>> [ll128_default_on(70, "PXB", v) for v in ((2, 5), (2, 6), (2, 6, 4), (2, 7))], ll128_default_on(70, "PIX", (2, 6))
+    ([True, False, False, True], True)
     """
     rows = [archs for first, archs in LL128_ARCHS_BY_VERSION if tuple(version) >= first]
     if sm < 70 or not rows or rows[-1] is not None and sm not in rows[-1]:
         return False
-    if type_inter in ("NONE", "PIX", "PXB"):
+    if type_inter in ("NONE", "PIX"):
         return True
+    if type_inter == "PXB":     # 2.6: ``typeInter <= LINK_PCI``, LINK_PCI = PATH_PIX (v2.6.4-1 tuning.cc line 165)
+        return not (2, 6) <= tuple(version)[:2] < (2, 7)
     return type_inter == "PXN" and sm >= 90 and tuple(version) >= LL128_PXN_VERSION
 
 

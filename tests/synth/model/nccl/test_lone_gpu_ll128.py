@@ -48,13 +48,14 @@ def test_two_pcie_gpus_a_node_keep_ll128_off():
 
 
 def test_nccl_2_6_keeps_ll128_off_on_a_nodes_only_gpu():
-    """By hand, 2 x 1 V100 (compute capability 70, NIC behind a PCIe switch: typeInter PXB or better).  v2.6.4-1
+    """By hand, 2 x 1 V100 (compute capability 70, NIC behind one PCIe switch: typeInter PIX, which 2.6's ``typeInter <= LINK_PCI``
+    passes, so only the lone GPU's ``typeIntra`` can turn LL128 off).  v2.6.4-1
     tuning.cc line 165 enables LL128 only where ``typeIntra == LINK_NVL`` (1), and search.cc line 632 gives one GPU
     ``typeIntra = PATH_LOC`` (0): off, so 1 MiB all_reduce cannot run LL128.  v2.7.8-1 line 176 has ``typeIntra <=
     PATH_NVL``: LOC passes.  v2.5.6-1 line 154 wants ``graph->nvlink``, set to 1 for every search (search.cc line 491)
     and cleared only on a GPU-to-GPU hop (line 257), which one GPU never takes, with ``type <= LINK_PCI`` (a PCIe-switch
     path): on."""
-    v100 = NcclMachine.from_topology(cluster("dgx1-v100", nodes=2)).with_(ranks=2)
+    v100 = NcclMachine.from_topology(cluster("dgx1-v100", nodes=2)).with_(ranks=2, nic_path="PIX")
     assert v100.gpus_per_node == 1
     at_26 = NcclModel(v100, version=(2, 6, 4))
     assert ("ring", "LL128") not in at_26.table.enabled("allreduce")
