@@ -128,11 +128,11 @@ def search_nics(m: NcclMachine, version: tuple = NCCL_VERSION) -> tuple[int, flo
 def mesh_peer_channels(m: NcclMachine) -> int | None:
     """The fewest p2p channels NCCL gives a peer on the same host of a point-to-point NVLink mesh (``intra``
     ``nvlink`` with a ``link_matrix``; None otherwise): src/graph/paths.cc ``ncclTopoGetNchannels`` (NVIDIA/nccl
-    v2.22.3-1 and v2.26.2-1 lines 770-776) gives ``2 * max(1, path bw / NVLink bw)`` over an NVL path, the links
-    joining that pair on a mesh (every link of the GPU only through NVSwitch), 2 over any other path, and
-    ``ncclTopoComputeP2pChannels`` (lines 813-825) keeps the minimum over peers.  4 x H100 joined by 6 links a pair
-    print "16 p2p channels per peer", pow2Up(12), not 2 x 18 (tests/fixtures/real_logs/
-    h100_4gpu_1node_all_reduce_snellius_nvlink.txt, NCCL 2.22.3).
+    v2.22.3-1 lines 706-712, v2.26.2-1 lines 770-776) gives ``2 * max(1, path bw / NVLink bw)`` over an NVL path,
+    the links joining that pair on a mesh (every link of the GPU only through NVSwitch), 2 over any other path, and
+    ``ncclTopoComputeP2pChannels`` (v2.22.3-1 lines 749-761, v2.26.2-1 lines 813-825) keeps the minimum over peers.
+    4 x H100 joined by 6 links a pair print "16 p2p channels per peer", pow2Up(12), not 2 x 18
+    (tests/fixtures/real_logs/h100_4gpu_1node_all_reduce_snellius_nvlink.txt, NCCL 2.22.3).
 
     >>> from topo_probe import get_preset
     >>> m = NcclMachine.from_topology(get_preset("dgx-h100")).with_(ranks=4)
