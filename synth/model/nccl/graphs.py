@@ -386,8 +386,8 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
         top, lo = 2 * MAXCHANNELS, max(env.min_channels or 0, env.min_ctas or 0)
         n_ch = min(top, max(min(n_ch, env.max_channels or top, env.max_ctas or top), lo, 1))
     nvls_ch = nvls_ctas(m, env, version)
-    local_min = mesh_peer_channels(m) or 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))
-    per_peer = max(1, min(n_ch, local_min))
+    per_peer = max(1, min(n_ch, mesh_peer_channels(m, version)
+                          or 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
     local = 2 if (m.intra == "pcie" or not p2p or not m.p2p) else per_peer
     net_peer = net_channels_per_peer(m, n_ch, tuple(version), env.net_channels_per_peer, local)
     if m.amd and m.intra == "xgmi" and p2p:                 # RCCL's own per-peer rule (paths.cc)
