@@ -11,8 +11,10 @@ sys.path.insert(0, str(ROOT / "benchmarks"))
 
 import printed_channels as pc  # noqa: E402
 
-_MOC = ("GDR off: the GPU-NIC path goes through the CPU (paths.cc addInterStep), under 28 GB/s on these hosts, so "
-        "ncclTopoDupChannels leaves 1 graph channel (search.cc:901); the hosts' PCIe layout is not described")
+_MOC = ("GDR off; an unverified hypothesis that would explain the printed count: the GPU-NIC path goes through the "
+        "CPU (paths.cc addInterStep) and, were it under 30 GB/s on these hosts, sm90SpeedArrayInter's next step is "
+        "24 (search.cc:919), so ncclTopoDupChannels leaves 1 graph channel (bwIntra < 25, search.cc:901); the hosts' "
+        "PCIe layout is not described")
 #: every (fixture, count) the model does not reproduce, with why (a new mismatch fails the audit)
 KNOWN = {(f"h100_2gpu_2node_{coll}_roce_nogdr_moc_1gpn.txt", key): _MOC
          for coll in ("all_reduce", "sendrecv") for key in ("coll", "p2p", "ring", "tree")}
