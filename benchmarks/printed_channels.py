@@ -1,16 +1,20 @@
 """The channel counts NCCL / RCCL printed in a fixture's NCCL INFO lines, against the counts the model's graphs
 give for the same :class:`nccl_log_cases.Case` (init-time counts, not the CTAs one size launches).
 
-What a log prints, by NCCL version (NVIDIA/nccl src/init.cc, src/graph/connect.cc, src/graph/paths.cc):
+What a log prints, by NCCL version (NVIDIA/nccl; line numbers of the tag named):
 
-* ``N coll channels, [C collnet channels,] [V nvls channels,] P p2p channels, Q p2p channels per peer``
-  (init.cc, 2.12 on; RCCL prints the same line): ``comm->nChannels``, ``comm->nvlsChannels``,
-  ``comm->p2pnChannels``, ``comm->p2pnChannelsPerPeer``.  Older logs print ``N coll channels, P p2p
-  channels, Q p2p channels per peer``.
-* ``Channel 00/24 :    0   1   2 ...`` (connect.cc ``ncclTopoPostset``' ring dump, 2.5 on): one line per ring
-  channel, the total after the slash.  ``Channel 00/0 : 0[0] -> 1[1] via ...`` (a connection; ``/0`` the
-  connection index) is not one, and is ignored.
-* ``Ring 00 :`` (before 2.5): one line per ring, numbered from 0.
+* the summary, ``comm->nChannels``, [``comm->collNetChannels``,] [``comm->nvlsChannels``,] ``comm->p2pnChannels``,
+  ``comm->p2pnChannelsPerPeer``: ``N coll channels, P p2p channels, Q p2p channels per peer`` in 2.7-2.16
+  (src/graph/paths.cc, v2.7.3-1 line 517); ``N coll channels, V nvls channels, P p2p ...`` in 2.17-2.19
+  (src/init.cc, v2.17.1-1 line 940); ``N coll channels, C collnet channels, V nvls channels, P p2p ...`` from 2.20
+  (src/init.cc, v2.20.3-1 line 1254).  None before 2.7.  RCCL prints the same line.
+* ``Channel 00/24 :    0   1   2 ...`` (src/graph/rings.cc ``ncclBuildRings``, which ``ncclTopoPostset`` calls, 2.5
+  on): one line per ring channel, the total after the slash.  ``Channel 00/0 : 0[0] -> 1[1] via ...`` (a
+  connection; ``/0`` the connection index) is not one, and is ignored.
+* ``Channel 00 :  0 1 ...`` (2.4, src/init.cc v2.4.8-1 line 541) and ``Ring 00 :  0 1 ...`` (2.3 and earlier,
+  src/init.cu v2.3.7-1 line 344): one line per ring, numbered from 0, no total: read by one rule, the highest index
+  + 1 of each run of lines numbered from 0.  Lines with ``->`` (a connection, or 2.11's ``Ring 00 : 3 -> 0 -> 1``)
+  are not ring dumps.
 * ``Trees [0] a/b/c->r->p [1] ...``: one ``[i]`` per tree channel (the same count as the rings).
 
 Hostile input: a truncated line that does not match a pattern in full is skipped; a log with no INFO lines gives
@@ -30,7 +34,7 @@ KEYS = ("coll", "nvls", "p2p", "p2p_per_peer", "ring", "tree")
 _SUMMARY = re.compile(r"NCCL INFO (\d+) coll channels, (?:(\d+) collnet channels, )?(?:(\d+) nvls channels, )?"
                       r"(\d+) p2p channels, (\d+) p2p channels per peer\s*$")
 _RING = re.compile(r"NCCL INFO Channel (\d+)/(\d+) :((?:\s+\d+)+)\s*$")
-_OLD_RING = re.compile(r"NCCL INFO Ring (\d+) :((?:\s+\d+)+)\s*$")
+_OLD_RING = re.compile(r"NCCL INFO (?:Ring|Channel) (\d+) :((?:\s+\d+)+)\s*$")     # 2.3's Ring, 2.4's Channel
 _TREES = re.compile(r"NCCL INFO Trees((?:\s*\[\d+\]\s*[-\d/]+->\d+->-?\d+)+)\s*$")
 _TREE_INDEX = re.compile(r"\[(\d+)\]")
 #: a count the fixture's ``#`` header (or the case's ``why``) states from the run's own NCCL log, left out of the
@@ -53,8 +57,8 @@ class Printed:
 
 
 def _ring_total(lines: list[str]) -> list[int]:
-    """The ring totals: from 2.5's ``Channel i/N :`` dump each line's N; from ``Ring i :`` lines the
-    highest index + 1 of each run of lines numbered from 0."""
+    """The ring totals: from 2.5's ``Channel i/N :`` dump each line's N; from ``Ring i :`` (2.3) or ``Channel i :``
+    (2.4) lines the highest index + 1 of each run of lines numbered from 0."""
     totals = []
     for ln in lines:
         m = _RING.search(ln)

@@ -90,3 +90,9 @@ def test_two_counts_in_one_log_the_most_printed_wins_then_the_larger():
 def test_connection_lines_are_not_ring_lines():
     text = "h [0] NCCL INFO Channel 00/0 : 0[0] -> 1[1] via P2P/CUMEM\nh [0] NCCL INFO Channel 01/1 : 0[0] -> 1[1]\n"
     assert pc.parse(text).counts["ring"] is None
+
+
+def test_nccl_2_4_channel_lines_without_a_total_count_like_ring_lines():
+    text = ("x [0] NCCL INFO Channel 00 :    0   1   2\nx [0] NCCL INFO Channel 01 :    0   2   1\n"
+            "x [0] NCCL INFO Channel 02 :    0   1   2\nx [0] NCCL INFO Ring 00 : 0 -> 1 via P2P/IPC\n")
+    assert pc.parse(text).counts["ring"] == 3
