@@ -132,22 +132,16 @@ def parse(text: str, why: str = "") -> Printed:
 def modelled(graphs, machine) -> dict:
     """The same counts from the model's :class:`~synth.model.nccl.graphs.CommGraphs` of a machine: ring, tree and
     coll channels ``n_channels``; nvls its NVLS CTAs where it builds an NVLS graph, else 0; p2p
-    :func:`~synth.model.nccl.graphs.p2p_total_channels`; per peer NCCL's ``pow2Up`` of the fewest any peer gets
-    (NVIDIA/nccl v2.26.2-1 src/graph/paths.cc lines 760-829: a local peer 2 per NVLink or 2, a network peer
-    :func:`~synth.model.nccl.graphs.net_channels_per_peer`), at most the p2p channels; RCCL its own rule."""
-    from synth.model.nccl.graphs import p2p_total_channels, pow2_up
+    :func:`~synth.model.nccl.graphs.p2p_total_channels`; per peer the bound p2p timing itself uses for a local
+    peer (:func:`synth.model.nccl.p2p._local_bounds`' upper one: NCCL's ``pow2Up`` of the fewest channels any peer
+    gets, at most the p2p channels, NVIDIA/nccl v2.26.2-1 src/graph/paths.cc lines 760-829)."""
+    from synth.model.nccl.graphs import p2p_total_channels
+    from synth.model.nccl.p2p import _local_bounds
 
     n = graphs.n_channels
     p2p = p2p_total_channels(n, rccl=machine.amd)
-    if machine.amd:
-        per = graphs.p2p_channels_per_peer
-    else:
-        local = graphs.p2p_channels_per_peer if machine.intra != "pcie" else 2
-        peers = ([local] if machine.gpus_per_node > 1 else []) + ([graphs.net_channels_per_peer]
-                                                                  if machine.nodes > 1 else [])
-        per = min(p2p, pow2_up(min([p2p, *peers])))
     nvls = graphs.nvls_channels if graphs.nvls is not None else 0
-    return dict(coll=n, ring=n, tree=n, nvls=nvls, p2p=p2p, p2p_per_peer=per)
+    return dict(coll=n, ring=n, tree=n, nvls=nvls, p2p=p2p, p2p_per_peer=_local_bounds(machine, graphs)[1])
 
 
 def audit(cases) -> list[dict]:

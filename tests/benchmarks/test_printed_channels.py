@@ -50,6 +50,20 @@ def test_the_snellius_mesh_prints_16_p2p_channels_per_peer_and_the_model_gives_i
     assert row["printed"]["coll"] == row["modelled"]["coll"] == 24
 
 
+def test_a_snellius_sendrecv_runs_on_at_most_16_channels_a_peer_not_32():
+    # by hand: 6 links a pair -> 2 x 6 = 12 -> pow2Up 16; NVSwitch's 2 x 18 = 36 would give 32
+    from nccl_log_cases import ALL_CASES
+    from validate_cost_model import _Keyed, _log_and_machine
+
+    from synth.model.nccl import NcclModel, p2p
+
+    case = next(c for c in ALL_CASES if c.file == "h100_4gpu_1node_all_reduce_snellius_nvlink.txt")
+    model = NcclModel(_log_and_machine(_Keyed(case))[2], version=case.version)
+    g = model.table.graphs
+    assert p2p._local_bounds(model.machine, g)[1] == 16
+    assert p2p.p2p_channels(model.machine, g, 1 << 30, case.version) == 16
+
+
 def test_parse_reads_the_summary_ring_and_tree_lines():
     p = pc.parse(SNIPPET)
     assert p.counts == dict(coll=2, nvls=0, p2p=2, p2p_per_peer=2, ring=2, tree=2)
