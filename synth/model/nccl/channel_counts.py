@@ -1,8 +1,10 @@
 """NCCL's rules on how many ring channels a graph and a communicator get, around the graph search of
 :mod:`.graphs`: ``ncclTopoDupChannels`` (NVIDIA/nccl src/graph/search.cc), which doubles a fast graph's
 channels on one host or several, ``ncclTopoPostset``'s doubling on hosts of fewer than 8 GPUs
-(src/graph/connect.cc), NCCL 2.4's one ring on a host without NVLink (src/misc/rings.cu), and the
-``totalBw`` a host's only GPU searches against (search.cc ``getTotalBw``).
+(src/graph/connect.cc), NCCL 2.4's one ring on a host without NVLink (src/misc/rings.cu), the
+``totalBw`` a host's only GPU searches against (search.cc ``getTotalBw``), and :func:`mesh_peer_channels`, the
+p2p channels per local peer on a point-to-point NVLink mesh (src/graph/paths.cc ``ncclTopoGetNchannels``: the
+links joining each pair, not the GPU's).
 Units: channels; GB/s per channel (``bw``) or per GPU (``totalBw``).
 
 NCCL's own debug log of one H100 per host, two hosts (xxrjun/nccl-tests-cluster c3756a6d
