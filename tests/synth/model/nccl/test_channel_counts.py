@@ -82,7 +82,8 @@ def test_an_nvb_pair_counts_its_narrower_legs_links_from_2_30_7_only():
     from synth.model.nccl.channel_counts import mesh_peer_channels
     from synth.model.nccl.graphs import comm_graphs
 
-    ring = NcclMachine.from_topology(get_preset("dgx-h100")).with_(
-        ranks=4, intra="nvlink", nvls_switch=False, link_matrix=((0, 2, 0, 2), (2, 0, 2, 0), (0, 2, 0, 2), (2, 0, 2, 0)))
+    links = ((0, 2, 0, 2), (2, 0, 2, 0), (0, 2, 0, 2), (2, 0, 2, 0))
+    ring = NcclMachine.from_topology(get_preset("dgx-h100")).with_(ranks=4, intra="nvlink", nvls_switch=False,
+                                                                   link_matrix=links)
     assert [mesh_peer_channels(ring, v) for v in ((2, 30, 4), (2, 30, 7))] == [2, 4]
     assert [comm_graphs(ring, version=v).p2p_channels_per_peer for v in ((2, 30, 4), (2, 30, 7))] == [2, 4]
