@@ -1,8 +1,10 @@
 """NCCL's rules on how many ring channels a graph and a communicator get, around the graph search of
 :mod:`.graphs`: ``ncclTopoDupChannels`` (NVIDIA/nccl src/graph/search.cc), which doubles a fast graph's
 channels on one host or several, ``ncclTopoPostset``'s doubling on hosts of fewer than 8 GPUs
-(src/graph/connect.cc), NCCL 2.4's one ring on a host without NVLink (src/misc/rings.cu), and the
-``totalBw`` a host's only GPU searches against (search.cc ``getTotalBw``).
+(src/graph/connect.cc), NCCL 2.4's one ring on a host without NVLink (src/misc/rings.cu), the
+``totalBw`` a host's only GPU searches against (search.cc ``getTotalBw``), and :func:`mesh_peer_channels`, the
+p2p channels per local peer on a point-to-point NVLink mesh (src/graph/paths.cc ``ncclTopoGetNchannels``: the
+links joining each pair, not the GPU's).
 Units: channels; GB/s per channel (``bw``) or per GPU (``totalBw``).
 
 NCCL's own debug log of one H100 per host, two hosts (xxrjun/nccl-tests-cluster c3756a6d
@@ -15,11 +17,15 @@ from __future__ import annotations
 
 from synth.model.nccl.constants import MAXCHANNELS, NCCL_VERSION, PCI_BW_BY_GEN
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.p2p_mesh import nvb_intermediate
 
 EPS = 1e-6
 #: the first NCCL whose InfiniBand/RoCE transport fuses the ports of one NIC into one network device
 #: (NVIDIA/nccl v2.20.3-1 src/transport/net_ib.cc lines 166-181 and 272-294, ``NCCL_IB_MERGE_NICS``)
 IB_MERGE_NICS_VERSION = (2, 20)
+#: the first NCCL whose ``ncclTopoGetNchannels`` counts an NVB path's bandwidth as it does an NVL path's
+#: (NVIDIA/nccl v2.30.7-1 src/graph/paths.cc line 933; v2.30.4-1 and earlier: NVL only)
+NVB_PEER_CHANNELS_VERSION = (2, 30, 7)
 
 
 def dup_channels(n: int, bw: float, sm: int, max_ch: int, version: tuple = NCCL_VERSION) -> tuple[int, float]:
@@ -125,4 +131,43 @@ def search_nics(m: NcclMachine, version: tuple = NCCL_VERSION) -> tuple[int, flo
     return n_nic, nic
 
 
-__all__ = ["IB_MERGE_NICS_VERSION", "dup_channels", "lone_gpu_total_gbs", "few_ppn_channels", "search_nics"]
+def mesh_peer_channels(m: NcclMachine, version: tuple = NCCL_VERSION) -> int | None:
+    """The fewest p2p channels NCCL gives a peer on the same host of a point-to-point NVLink mesh (``intra``
+    ``nvlink`` with a ``link_matrix``; None otherwise): src/graph/paths.cc ``ncclTopoGetNchannels`` (NVIDIA/nccl
+    v2.22.3-1 lines 706-712, v2.26.2-1 lines 770-776) gives ``2 * max(1, path bw / NVLink bw)`` over an NVL path,
+    the links joining that pair on a mesh (every link of the GPU only through NVSwitch), 2 over any other path, and
+    ``ncclTopoComputeP2pChannels`` (v2.22.3-1 lines 749-761, v2.26.2-1 lines 813-825) keeps the minimum over peers.
+    4 x H100 joined by 6 links a pair print "16 p2p channels per peer", pow2Up(12), not 2 x 18
+    (tests/fixtures/real_logs/h100_4gpu_1node_all_reduce_snellius_nvlink.txt, NCCL 2.22.3).
+    From :data:`NVB_PEER_CHANNELS_VERSION` an NVB path (one intermediate GPU, :func:`.p2p_mesh.nvb_intermediate`)
+    counts its bandwidth too (v2.30.7-1 paths.cc line 933, ``PATH_NVL || PATH_NVB``): the narrower leg's links.
+    Before NCCL 2.7 there are no per-peer p2p channels (neither function exists before v2.7.3-1), so the figure is
+    moot there.
+
+    >>> from topo_probe import get_preset
+    >>> m = NcclMachine.from_topology(get_preset("dgx-h100")).with_(ranks=4)
+    >>> mesh = ((0, 6, 6, 6), (6, 0, 6, 6), (6, 6, 0, 6), (6, 6, 6, 0))
+    >>> mesh_peer_channels(m), mesh_peer_channels(m.with_(intra="nvlink", link_matrix=mesh))
+    (None, 12)
+    >>> mesh_peer_channels(m.with_(intra="nvlink", link_matrix=((0, 2, 0), (2, 0, 1), (0, 1, 0)), ranks=3))
+    2
+    >>> ring = m.with_(intra="nvlink", link_matrix=((0, 2, 0, 2), (2, 0, 2, 0), (0, 2, 0, 2), (2, 0, 2, 0)))
+    >>> mesh_peer_channels(ring, (2, 30, 4)), mesh_peer_channels(ring, (2, 30, 7))
+    (2, 4)
+    """
+    if m.intra != "nvlink" or not m.link_matrix or m.gpus_per_node < 2:
+        return None
+    n = min(m.gpus_per_node, len(m.link_matrix))
+    links = tuple(tuple(row[:n]) for row in m.link_matrix[:n])
+
+    def width(i: int, j: int) -> int:
+        if links[i][j] or tuple(version) < NVB_PEER_CHANNELS_VERSION:
+            return links[i][j]
+        k = nvb_intermediate(links, i, j)
+        return 0 if k is None else min(links[i][k], links[k][j])
+
+    return min((2 * width(i, j) or 2 for i in range(n) for j in range(n) if i != j), default=2)
+
+
+__all__ = ["IB_MERGE_NICS_VERSION", "NVB_PEER_CHANNELS_VERSION", "mesh_peer_channels", "dup_channels",
+           "lone_gpu_total_gbs", "few_ppn_channels", "search_nics"]

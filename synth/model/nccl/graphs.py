@@ -38,7 +38,7 @@ from synth.model.nccl.constants import (
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.channel_counts import (dup_channels, few_ppn_channels, legacy_one_host_channels,
-                                             lone_gpu_total_gbs, search_nics)
+                                             lone_gpu_total_gbs, mesh_peer_channels, search_nics)
 from synth.model.nccl.rccl_channels import (rccl_coll_channels, rccl_env_channels, rccl_mesh_rings,
                                              rccl_p2p_channels_per_peer)
 from synth.model.nccl.rccl_net import rccl_net_graph, rccl_partial_host
@@ -386,7 +386,8 @@ def comm_graphs(m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCC
         top, lo = 2 * MAXCHANNELS, max(env.min_channels or 0, env.min_ctas or 0)
         n_ch = min(top, max(min(n_ch, env.max_channels or top, env.max_ctas or top), lo, 1))
     nvls_ch = nvls_ctas(m, env, version)
-    per_peer = max(1, min(n_ch, 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
+    per_peer = max(1, min(n_ch, mesh_peer_channels(m, version)
+                          or 2 * max(1, int(intra_capacity_gbs(m) / nvlink_per_link_gbs(m) + EPS))))
     local = 2 if (m.intra == "pcie" or not p2p or not m.p2p) else per_peer
     net_peer = net_channels_per_peer(m, n_ch, tuple(version), env.net_channels_per_peer, local)
     if m.amd and m.intra == "xgmi" and p2p:                 # RCCL's own per-peer rule (paths.cc)

@@ -56,3 +56,34 @@ def test_two_b200_per_host_duplicate_their_graph_across_hosts():
 ])
 def test_dup_channels_follows_the_source_rule(args, want):
     assert dup_channels(*args) == want
+
+
+def test_mesh_peer_channels_are_twice_the_links_of_the_least_joined_pair():
+    """NVIDIA/nccl v2.22.3-1 src/graph/paths.cc ncclTopoGetNchannels: 2 x (path bw / NVLink bw) per NVL peer, 2 over
+    any other path; ncclTopoComputeP2pChannels keeps the least.  By hand: 4 x H100, 6 links a pair -> 12 (the
+    communicator's 24 channels do not lower it); a 3-GPU chain 0-1 (2 links), 1-2 (1 link), 0-2 (none) -> 2."""
+    from synth.model.nccl.channel_counts import mesh_peer_channels
+    from synth.model.nccl.graphs import comm_graphs
+
+    m = NcclMachine.from_topology(get_preset("dgx-h100")).with_(ranks=4)
+    mesh = m.with_(intra="nvlink", nvls_switch=False, link_matrix=((0, 6, 6, 6), (6, 0, 6, 6), (6, 6, 0, 6),
+                                                                   (6, 6, 6, 0)))
+    assert mesh_peer_channels(mesh) == 12
+    assert comm_graphs(mesh, version=(2, 22, 3)).p2p_channels_per_peer == 12
+    chain = m.with_(intra="nvlink", ranks=3, link_matrix=((0, 2, 0), (2, 0, 1), (0, 1, 0)))
+    assert mesh_peer_channels(chain) == 2
+    assert mesh_peer_channels(m) is None                           # NVSwitch: every link of the GPU (2 x 18)
+    assert comm_graphs(m, version=(2, 22, 3)).p2p_channels_per_peer == min(36, comm_graphs(m).n_channels)
+
+
+def test_an_nvb_pair_counts_its_narrower_legs_links_from_2_30_7_only():
+    """v2.30.7-1 src/graph/paths.cc line 933 (``PATH_NVL || PATH_NVB``); v2.30.4-1 counts NVL paths only.  By hand: a
+    4-GPU ring of 2 links a pair, diagonals unlinked: a diagonal is 2 through PCIe before, 2 x min(2, 2) = 4 after."""
+    from synth.model.nccl.channel_counts import mesh_peer_channels
+    from synth.model.nccl.graphs import comm_graphs
+
+    links = ((0, 2, 0, 2), (2, 0, 2, 0), (0, 2, 0, 2), (2, 0, 2, 0))
+    ring = NcclMachine.from_topology(get_preset("dgx-h100")).with_(ranks=4, intra="nvlink", nvls_switch=False,
+                                                                   link_matrix=links)
+    assert [mesh_peer_channels(ring, v) for v in ((2, 30, 4), (2, 30, 7))] == [2, 4]
+    assert [comm_graphs(ring, version=v).p2p_channels_per_peer for v in ((2, 30, 4), (2, 30, 7))] == [2, 4]
