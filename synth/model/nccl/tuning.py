@@ -69,10 +69,6 @@ from synth.model.nccl.versions import (
     tree_per_channel_gbs,
 )
 
-#: NCCL versions [from, to) whose tuner keeps LL128 off on a node's only GPU: 2.6 wants ``typeIntra == LINK_NVL``
-#: (v2.6.4-1 src/graph/tuning.cc line 165), and PATH_LOC is 0; 2.5 wants the graph's ``nvlink`` (v2.5.6-1 line 154),
-#: which a lone GPU keeps (search.cc line 491 sets it per search, only a GPU-to-GPU hop clears it, line 257)
-LL128_LOC_OFF = ((2, 6), (2, 7))
 #: the collectives NCCL's tuner covers and the algorithms it considers for each (tuning.cc)
 NCCL_COLLS = ("broadcast", "reduce", "allgather", "reducescatter", "allreduce")
 ALGOS_FOR = {"broadcast": ("ring",), "reduce": ("ring",),
@@ -191,11 +187,7 @@ class TuneTable:
             return True
         if self.version < FEATURE_VERSION["LL128"] or m.amd:
             return False
-        # tuning.cc `typeIntra <= PATH_NVL` (v2.7.8-1 line 176; `<= PATH_NVB`, v2.26.6-1 line 430): NVLink, or a
-        # node's only GPU (PATH_LOC); see LL128_LOC_OFF for 2.6 and 2.5
-        loc_ok = not LL128_LOC_OFF[0] <= tuple(self.version) < LL128_LOC_OFF[1]
-        return (graph.type_intra == "NVL" or graph.type_intra == "LOC" and loc_ok) and \
-            ll128_default_on(m.sm, graph.type_inter, self.version)
+        return ll128_default_on(m.sm, graph.type_inter, self.version, graph.type_intra)
 
     def _algo_ok(self, coll: str, algo: str) -> bool:
         m, env = self.machine, self.env

@@ -248,12 +248,20 @@ LL128_ARCHS_BY_VERSION = (((2, 5), (70,)), ((2, 7), (70, 80)), ((2, 15), (70, 80
 LL128_PXN_VERSION = (2, 17)
 
 
-def ll128_default_on(sm: int, type_inter: str, version: tuple) -> bool:
-    """Whether NCCL ``version`` turns LL128 on by default for GPUs of compute capability ``sm`` whose
-    graph leaves the node through ``type_inter`` (``NONE``: one node; ``PIX`` or ``PXB``; ``PXN``: on from
-    :data:`LL128_PXN_VERSION` on compute capability 90 and up; ``PHB`` or ``SYS``, through the CPU: False, tuning.cc
-    ``typeInter <= PATH_PXB``; 2.6 alone wants ``typeInter <= LINK_PCI``, i.e. PIX: v2.6.4-1 line 165, topo.h
-    LINK_PCI = PATH_PIX = 2).  The NVLink condition (``typeIntra``) is the caller's.
+#: NCCL versions [from, to) whose tuner keeps LL128 off on a node's only GPU (``typeIntra`` PATH_LOC, 0): 2.6 wants
+#: ``typeIntra == LINK_NVL`` (v2.6.4-1 src/graph/tuning.cc line 165); 2.5 wants the graph's ``nvlink`` (v2.5.6-1 line
+#: 154), which a lone GPU keeps (search.cc line 491 sets it per search, only a GPU-to-GPU hop clears it, line 257);
+#: from 2.7 ``typeIntra <= PATH_NVL`` (v2.7.8-1 line 176; ``<= PATH_NVB``, v2.26.6-1 line 430) passes it
+LL128_LOC_OFF = ((2, 6), (2, 7))
+
+
+def ll128_default_on(sm: int, type_inter: str, version: tuple, type_intra: str = "NVL") -> bool:
+    """Whether NCCL ``version`` turns LL128 on by default for GPUs of compute capability ``sm`` whose graph runs
+    inside the node over ``type_intra`` (``NVL``; ``LOC``, a node's only GPU, except in :data:`LL128_LOC_OFF`;
+    any other path: False) and leaves the node through ``type_inter`` (``NONE``: one node; ``PIX`` or ``PXB``;
+    ``PXN``: on from :data:`LL128_PXN_VERSION` on compute capability 90 and up; ``PHB`` or ``SYS``, through the
+    CPU: False, tuning.cc ``typeInter <= PATH_PXB``; 2.6 alone wants ``typeInter <= LINK_PCI``, i.e. PIX: v2.6.4-1
+    line 165, topo.h LINK_PCI = PATH_PIX = 2).  One function for tuning.cc's whole default gate.
 
     >>> [ll128_default_on(80, "NONE", v) for v in ((2, 5), (2, 7), (2, 28))], ll128_default_on(70, "NONE", (2, 4))
     ([False, True, True], False)
@@ -267,7 +275,14 @@ def ll128_default_on(sm: int, type_inter: str, version: tuple) -> bool:
     (True, False, False)
     >>> [ll128_default_on(70, "PXB", v) for v in ((2, 5), (2, 6), (2, 6, 4), (2, 7))], ll128_default_on(70, "PIX", (2, 6))
     ([True, False, False, True], True)
+    >>> [ll128_default_on(90, "NONE", (2, 28), t) for t in ("NVL", "LOC", "PCI")]
+    [True, True, False]
+    >>> [ll128_default_on(70, "PIX", v, "LOC") for v in ((2, 5), (2, 6, 4), (2, 7))]
+    [True, False, True]
     """
+    lone_ok = type_intra == "LOC" and not LL128_LOC_OFF[0] <= tuple(version)[:2] < LL128_LOC_OFF[1]
+    if type_intra != "NVL" and not lone_ok:
+        return False
     rows = [archs for first, archs in LL128_ARCHS_BY_VERSION if tuple(version) >= first]
     if sm < 70 or not rows or rows[-1] is not None and sm not in rows[-1]:
         return False
@@ -388,6 +403,6 @@ def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int,
 __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_24", "ring_ll_factor",
            "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
            "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28",
-           "LL128_ARCHS_BY_VERSION", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25",
+           "LL128_ARCHS_BY_VERSION", "LL128_LOC_OFF", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25",
            "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor",
            "net_latency_algo", "PPN1_TREE_NET_LAT_VERSION"]
