@@ -170,13 +170,43 @@ def audit(cases) -> list[dict]:
     return rows
 
 
-def main() -> int:
+def report(rows) -> str:
+    """``rows`` of :func:`audit` as the markdown ``--out`` writes: one line per fixture, printed / modelled."""
+    lines = ["# Channel counts the real logs print, against the model's", "",
+             "Command: `python benchmarks/printed_channels.py --out results/model_validation`", "",
+             "Init-time counts (not the CTAs one size launches); printed / modelled; `source` info: NCCL INFO lines, "
+             "header: a count the fixture's header or Case states.", "",
+             "| log | NCCL | source | " + " | ".join(KEYS) + " | conflicts | result |",
+             "|---|---|---|" + "---|" * len(KEYS) + "---|---|"]
+    for r in rows:
+        cells = [f"{r['printed'][k]} / {r['modelled'][k]}" if r["printed"][k] is not None else "" for k in KEYS]
+        result = "**differs: " + ", ".join(r["diff"]) + "**" if r["diff"] else "agrees"
+        version = ".".join(map(str, r["case"].version))
+        lines.append(f"| {r['case'].file} | {version} | {r['source']} | " + " | ".join(cells)
+                     + f" | {r['conflicts'] or ''} | {result} |")
+    agree = sum(not r["diff"] for r in rows)
+    lines += ["", f"{agree} of {len(rows)} fixtures that print or state a count agree with the model."]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv=None) -> int:
+    import argparse
+    from pathlib import Path
+
     from nccl_log_cases import ALL_CASES
 
-    for r in audit(ALL_CASES):
-        shown = {k: (r["printed"][k], r["modelled"][k]) for k in KEYS if r["printed"][k] is not None}
-        flag = "MISMATCH " + ",".join(r["diff"]) if r["diff"] else "ok"
-        print(r["case"].file, r["case"].version, r["source"], shown, r["conflicts"] or "", flag)
+    from synth.ir.schedule import atomic_write_text
+
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--out", type=Path, help="write printed_channels.md into this folder (else print it)")
+    args = p.parse_args(argv)
+    text = report(audit(ALL_CASES))
+    if args.out is None:
+        print(text, end="")
+    else:
+        args.out.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(args.out / "printed_channels.md", text)
+        print(f"wrote {args.out / 'printed_channels.md'}")
     return 0
 
 
@@ -184,4 +214,4 @@ if __name__ == "__main__":
     raise SystemExit(main())
 
 
-__all__ = ["KEYS", "Printed", "audit", "modelled", "parse"]
+__all__ = ["KEYS", "Printed", "audit", "modelled", "parse", "report"]

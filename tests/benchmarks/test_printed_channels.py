@@ -115,3 +115,14 @@ def test_nccl_2_4_channel_lines_without_a_total_count_like_ring_lines():
     text = ("x [0] NCCL INFO Channel 00 :    0   1   2\nx [0] NCCL INFO Channel 01 :    0   2   1\n"
             "x [0] NCCL INFO Channel 02 :    0   1   2\nx [0] NCCL INFO Ring 00 : 0 -> 1 via P2P/IPC\n")
     assert pc.parse(text).counts["ring"] == 3
+
+
+def test_the_committed_report_is_what_the_audit_gives_today():
+    """results/model_validation/printed_channels.md (the numbers docs/nccl-model.md quotes) is the audit of the
+    head's model and fixtures: rerun `python benchmarks/printed_channels.py --out results/model_validation`."""
+    from nccl_log_cases import ALL_CASES
+
+    committed = (ROOT / "results" / "model_validation" / "printed_channels.md").read_text()
+    rows = pc.audit(ALL_CASES)
+    assert committed == pc.report(rows)
+    assert f"{sum(not r['diff'] for r in rows)} of {len(rows)} fixtures" in committed
