@@ -237,31 +237,26 @@ def tree_per_channel_gbs(sm: int, nodes: int, default: float, version: tuple) ->
     return default
 
 
-#: tuning.cc ``ncclTopoTuneModel``: the compute capabilities (major*10+minor, one for every GPU of the
-#: communicator) LL128 is on by default for, from each NCCL version on: Volta from v2.5.6-1, Ampere (8.0
-#: only) from v2.7.3-1, Hopper (9.0) from v2.15.1-1, Blackwell (10.0, 12.0) from v2.25.1-1; from v2.27.3-1
-#: any of 7.0 or more (``minCompCap < 70`` the only exclusion: Ada 8.9 and Ampere 8.6 too)
+#: tuning.cc ``ncclTopoTuneModel``: the compute capabilities (major*10+minor, every GPU of the communicator) LL128 is
+#: on by default for, from each NCCL version on: Volta from v2.5.6-1, Ampere (8.0 only) from v2.7.3-1, Hopper (9.0)
+#: from v2.15.1-1, Blackwell (10.0, 12.0) from v2.25.1-1; from v2.27.3-1 any of 7.0 or more (Ada 8.9, Ampere 8.6 too)
 LL128_ARCHS_BY_VERSION = (((2, 5), (70,)), ((2, 7), (70, 80)), ((2, 15), (70, 80, 90)),
                           ((2, 25), (70, 80, 90, 100, 120)), ((2, 27), None))
 #: first NCCL keeping LL128 on Hopper and later when a ring reaches its NIC through another GPU (PXN):
 #: tuning.cc ``minCompCap >= 90 && typeInter <= PATH_PXN``, v2.17.1-1 (PXB at most before)
 LL128_PXN_VERSION = (2, 17)
-
-
-#: NCCL versions [from, to) whose tuner keeps LL128 off on a node's only GPU (``typeIntra`` PATH_LOC, 0): 2.6 wants
-#: ``typeIntra == LINK_NVL`` (v2.6.4-1 src/graph/tuning.cc line 165); 2.5 wants the graph's ``nvlink`` (v2.5.6-1 line
-#: 154), which a lone GPU keeps (search.cc line 491 sets it per search, only a GPU-to-GPU hop clears it, line 257);
-#: from 2.7 ``typeIntra <= PATH_NVL`` (v2.7.8-1 line 176; ``<= PATH_NVB``, v2.26.6-1 line 430) passes it
+#: NCCL versions [from, to) keeping LL128 off on a node's only GPU (PATH_LOC, 0): 2.6's ``typeIntra == LINK_NVL``
+#: (v2.6.4-1 tuning.cc line 165); 2.5's graph ``nvlink`` a lone GPU keeps (v2.5.6-1 line 154; search.cc lines 491,
+#: 257) and 2.7's ``typeIntra <= PATH_NVL`` (v2.7.8-1 line 176; ``<= PATH_NVB``, v2.26.6-1 line 430) pass it
 LL128_LOC_OFF = ((2, 6), (2, 7))
 
 
 def ll128_default_on(sm: int, type_inter: str, version: tuple, type_intra: str = "NVL") -> bool:
-    """Whether NCCL ``version`` turns LL128 on by default for GPUs of compute capability ``sm`` whose graph runs
-    inside the node over ``type_intra`` (``NVL``; ``LOC``, a node's only GPU, except in :data:`LL128_LOC_OFF`;
-    any other path: False) and leaves the node through ``type_inter`` (``NONE``: one node; ``PIX`` or ``PXB``;
-    ``PXN``: on from :data:`LL128_PXN_VERSION` on compute capability 90 and up; ``PHB`` or ``SYS``, through the
-    CPU: False, tuning.cc ``typeInter <= PATH_PXB``; 2.6 alone wants ``typeInter <= LINK_PCI``, i.e. PIX: v2.6.4-1
-    line 165, topo.h LINK_PCI = PATH_PIX = 2).  One function for tuning.cc's whole default gate.
+    """Whether NCCL ``version`` turns LL128 on by default (tuning.cc's whole gate) for compute capability ``sm``,
+    a graph inside the node over ``type_intra`` (``NVL``; ``LOC``, a node's only GPU, but in :data:`LL128_LOC_OFF`;
+    else False) and out of it through ``type_inter`` (``NONE``: one node; ``PIX``, ``PXB``; ``PXN`` from
+    :data:`LL128_PXN_VERSION` on sm90 and up; ``PHB`` / ``SYS``, through the CPU: False, ``typeInter <= PATH_PXB``;
+    2.6 alone wants ``typeInter <= LINK_PCI``, PIX: v2.6.4-1 line 165, topo.h LINK_PCI = PATH_PIX = 2).
 
     >>> [ll128_default_on(80, "NONE", v) for v in ((2, 5), (2, 7), (2, 28))], ll128_default_on(70, "NONE", (2, 4))
     ([False, True, True], False)
@@ -281,10 +276,8 @@ def ll128_default_on(sm: int, type_inter: str, version: tuple, type_intra: str =
     [True, False, True]
     """
     lone_ok = type_intra == "LOC" and not LL128_LOC_OFF[0] <= tuple(version)[:2] < LL128_LOC_OFF[1]
-    if type_intra != "NVL" and not lone_ok:
-        return False
     rows = [archs for first, archs in LL128_ARCHS_BY_VERSION if tuple(version) >= first]
-    if sm < 70 or not rows or rows[-1] is not None and sm not in rows[-1]:
+    if type_intra != "NVL" and not lone_ok or sm < 70 or not rows or rows[-1] is not None and sm not in rows[-1]:
         return False
     if type_inter in ("NONE", "PIX"):
         return True
@@ -401,8 +394,7 @@ def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int,
 
 
 __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_24", "ring_ll_factor",
-           "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs", "RING_LL_HALF_VERSION",
-           "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28",
-           "LL128_ARCHS_BY_VERSION", "LL128_LOC_OFF", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25",
-           "LL128_PER_CH_BY_COLL_27", "ll128_ring_bus_cap_gbs", "ll128_ring_factor",
-           "net_latency_algo", "PPN1_TREE_NET_LAT_VERSION"]
+           "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs",
+           "RING_LL_HALF_VERSION", "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28", "LL128_ARCHS_BY_VERSION",
+           "LL128_LOC_OFF", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25", "LL128_PER_CH_BY_COLL_27",
+           "ll128_ring_bus_cap_gbs", "ll128_ring_factor", "net_latency_algo", "PPN1_TREE_NET_LAT_VERSION"]
