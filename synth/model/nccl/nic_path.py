@@ -4,10 +4,13 @@
 NCCL's names, nearest first (NVIDIA/nccl v2.27.3-1 src/graph/topo.h lines 74-89): PIX (one PCIe switch), PXB
 (several), PHB (through the CPU's root complex; NCCL has no NODE path, paths.cc line 97 calls any PCIe hop into a CPU
 PHB), SYS (across CPU sockets).  :attr:`.machine.NcclMachine.nic_path` states it (PXB by default);
-:func:`topology_nic_path` reads it from a topology with one GPU a host; :func:`graph_nic_path` is what the graph gets.
+:func:`topology_nic_path` reads it from a topology with one GPU a host; :func:`graph_nic_path` is what the graph gets;
+:func:`net_path_gbs` the bandwidth NCCL's search sees on it (GB/s).
 """
 
 from __future__ import annotations
+
+from synth.model.nccl.constants import CPU_LINK_BW, PCI_BW_BY_GEN
 
 #: NCCL's GPU-to-NIC path types, nearest first
 NIC_PATHS = ("PIX", "PXB", "PHB", "SYS")
@@ -56,3 +59,24 @@ def topology_nic_path(topo, local: list[int]) -> str:
         path = _FROM_SMI.get(topo.pcie_class(gpu, nic), "SYS")
         paths.append(path if topo.gdr(local[0], nic)[0] else through_cpu(path))
     return min(paths, key=NIC_PATHS.index, default="PXB")
+
+
+def cpu_link_gbs(m) -> float:
+    """NCCL's rating of the link between two CPU sockets (GB/s; topo.h ``AMD_BW`` 16, ``SKL_QPI_BW`` 10)."""
+    return CPU_LINK_BW["amd" if m.cpu_vendor == "amd" else "intel_skl"]
+
+
+def net_path_gbs(m) -> float:
+    """The bandwidth NCCL's search sees on a GPU's path to its NIC (GB/s): the GPU's PCIe x16 link, and on a
+    ``SYS`` path (the NIC behind the other CPU socket) also the link between the sockets.  NCCL rates a path at
+    its narrowest link (NVIDIA/nccl v2.26.2-1 src/graph/paths.cc lines 67 and 192, ``addInterStep``) and sets the
+    socket link by vendor (src/graph/topo.cc lines 70-92, ``ncclTopoGetInterCpuBw``: AMD_BW 16 GB/s, topo.h line
+    21); each channel the search places on the path takes its speed off every link (search.cc ``followPath``,
+    lines 79-118), so a 16 GB/s path holds one channel of at most 15 GB/s (sm90's speeds, line 919).
+
+    >>> from types import SimpleNamespace as M
+    >>> [net_path_gbs(M(pcie_gen=5, net_path=p, cpu_vendor="amd")) for p in ("PXB", "SYS")]
+    [48.0, 16.0]
+    """
+    bw = PCI_BW_BY_GEN[m.pcie_gen]
+    return min(bw, cpu_link_gbs(m)) if m.net_path == "SYS" else bw

@@ -62,3 +62,17 @@ def test_hosts_of_several_gpus_keep_the_default_and_bad_paths_are_refused():
     assert NcclMachine.from_topology(cluster("l40s-8gpu-pcie", nodes=2)).nic_path == "PXB"
     with pytest.raises(InvalidArgument, match="NIC path 'NODE'"):
         _lone_h100(nic_path="NODE")
+
+
+def test_a_lone_h100_across_the_socket_link_searches_one_channel_at_15_gbs():
+    """By hand from NCCL's rules: a SYS path crosses the socket link, which NCCL rates AMD_BW = 16 GB/s (v2.26.2-1
+    src/graph/topo.h line 21, topo.cc lines 70-92), so the path is 16 GB/s (paths.cc: the narrowest link); sm90's
+    inter speeds 48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12 (search.cc line 919): the first <= 16 is 15, one
+    channel takes 15 of the path's 16 (followPath) and 12 would also fit only one (12 < 15 in all), so the graph
+    has 1 channel; 15 < 25, so ncclTopoDupChannels keeps it
+    (search.cc lines 898-902) and ncclTopoPostset doubles it to 2 (connect.cc line 452), the 2 coll channels the
+    MOC logs print.  The same GPU through a PHB path keeps its PCIe Gen5 48 GB/s: 1 x 48, duplicated to 2 x 24, 4."""
+    far = NcclModel(_lone_h100(nic_path="SYS", cpu_vendor="amd"), version=(2, 26, 2)).table.graphs
+    assert (far.ring.n_channels, far.ring.bw_inter, far.n_channels) == (1, 15.0, 2)
+    near = NcclModel(_lone_h100(nic_path="PHB", cpu_vendor="amd"), version=(2, 26, 2)).table.graphs
+    assert (near.ring.n_channels, near.ring.bw_inter, near.n_channels) == (2, 24.0, 4)
