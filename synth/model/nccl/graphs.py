@@ -89,8 +89,8 @@ def nvlink_per_link_gbs(m: NcclMachine) -> float:
 
 
 def _pcie_ring_bw(m: NcclMachine) -> float:
-    bw = PCI_BW_BY_GEN[m.pcie_gen]
-    return min(bw, cpu_link_gbs(m)) if m.sockets > 1 else bw
+    bw = PCI_BW_BY_GEN[m.pcie_gen]       # the socket link as the default version rates it (this cap is not versioned)
+    return min(bw, cpu_link_gbs(m, NCCL_VERSION)) if m.sockets > 1 else bw
 
 
 @functools.lru_cache(maxsize=256)     # a pure function of hashable arguments: each command asks it again
@@ -198,10 +198,11 @@ def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Gra
         return Graph(rings, per_ring, per_ring, "NVL", "PXB" if m.nodes > 1 else "NONE")
     if m.nodes > 1:
         n_nic, nic = search_nics(m, version)       # before NCCL 2.20 every IB/RoCE port on its own
-        path, sys_path = net_path_gbs(m), m.net_path == "SYS"    # SYS: each GPU's channels share the socket link
-        max_bw = min(nic, path)
+        max_bw = min(nic, net_path_gbs(m, version))
+        # SYS: every channel crosses the host's one socket link each way (topo.cc 262-275), whichever GPU it starts at
+        link = cpu_link_gbs(m, version) if m.net_path == "SYS" else float("inf")
         n, s = _search(_speeds(m.sm, True), max_bw, cap, lambda s: min(max_ch, int(cap / s + EPS), n_nic * int(
-            nic / s + EPS), m.gpus_per_node * int(path / s + EPS) if sys_path else max_ch), max_ch)
+            nic / s + EPS), int(min(link / s + EPS, max_ch))), max_ch)
         # graph->sameChannels: NCCL searches first with every channel replaying channel 0's GPU order (v2.8.4-1
         # src/graph/search.cc lines 414-420, 662; v2.24.3-1 lines 657-665, 952-953), so every channel starts at the
         # same GPU and can only use the NIC beside it (typeInter PIX/PXB; a NIC is skipped once its width is used,
