@@ -1373,7 +1373,10 @@ _MOC = ("2 hosts of the MOC/NERC cluster in CCI-MOC/roce-testing's RHELAI/3_nccl
 #: SYS), and the 2 coll channels printed are a 1-channel graph under 25 GB/s (connect.cc doubles it; search.cc lines
 #: 898-902 keep 1), which a PHB path at the H100's PCIe Gen5 (48 GB/s) does not give and a SYS path through the
 #: socket link (AMD_BW 16 GB/s: one channel at 15) does; the CPU is AMD by the later NERC notes on the same racks
-#: (AMD EPYC 9754; the notes docs/nccl-model.md lists with the forty-second set)
+#: (AMD EPYC 9754; the notes docs/nccl-model.md lists with the forty-second set).  SYS over PHB: the 4-GPU log's PXN
+#: relay "NET/IB/1(2)" (GPU 2, bus a6, serves mlx5_5; GPU 0 is at bus 06).  Not independent: revised after the
+#: model's count error here was known, from the log's own count and relay; a PHB path with a PCIe Gen4 hop (24 GB/s)
+#: would also give 1 x 24 -> 2 channels (printed_channels.INFERRED_FROM_COUNT)
 _MOC_MACHINE = {"ranks": 2, "nic_path": "SYS", "cpu_vendor": "amd"}
 
 #: the forty-second set: a new source, CCI-MOC/roce-testing (the Mass Open Cloud's RoCE tests, RHEL AI): all_reduce and
