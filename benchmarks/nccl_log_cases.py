@@ -1364,9 +1364,20 @@ _MOC = ("2 hosts of the MOC/NERC cluster in CCI-MOC/roce-testing's RHELAI/3_nccl
         "possible bandwidth value: 400 Gbps\"); GPUDirect RDMA not used ({gdr}): GPU 0 (bus 06) is farther from mlx5_5 "
         "than a shared PCIe switch (the all_reduce log's \"GDR 0\" under NCCL's default GDR level), while the same job's "
         "4-GPU sendrecv log connects on that NIC \"via NET/IB/1/GDRDMA/Shared\": the hosts can do GPUDirect RDMA, GPU 0's "
-        "distance from the NIC loses it (no model term; the preset's layout kept); NCCL 2.26.2 (its line), internal net "
+        "distance from the NIC loses it (a SYS path, read from the log's channels: _MOC_MACHINE); NCCL 2.26.2 (its "
+        "line), internal net "
         "plugin, NCCL_ALGO=RING (modelled), 2 coll and 2 p2p channels printed; GPU 0's process and proxy threads pinned "
-        "to CPUs 0 and 256, the CPU model not stated (the preset's); {coll}, 1 GiB - 25 GiB in 2 GiB steps")
+        "to CPUs 0 and 256, an AMD CPU (the later NERC notes: EPYC 9754); {coll}, 1 GiB - 25 GiB in 2 GiB steps")
+
+#: GPU 0's NIC path on the MOC hosts, from the logs: "GDR 0" under NCCL's default level puts it beyond PXB (PHB or
+#: SYS), and the 2 coll channels printed are a 1-channel graph under 25 GB/s (connect.cc doubles it; search.cc lines
+#: 898-902 keep 1), which a PHB path at the H100's PCIe Gen5 (48 GB/s) does not give and a SYS path through the
+#: socket link (AMD_BW 16 GB/s: one channel at 15) does; the CPU is AMD by the later NERC notes on the same racks
+#: (AMD EPYC 9754; the notes docs/nccl-model.md lists with the forty-second set).  SYS over PHB: the 4-GPU log's PXN
+#: relay "NET/IB/1(2)" (GPU 2, bus a6, serves mlx5_5; GPU 0 is at bus 06).  Not independent: revised after the
+#: model's count error here was known, from the log's own count and relay; a PHB path with a PCIe Gen4 hop (24 GB/s)
+#: would also give 1 x 24 -> 2 channels (printed_channels.INFERRED_FROM_COUNT)
+_MOC_MACHINE = {"ranks": 2, "nic_path": "SYS", "cpu_vendor": "amd"}
 
 #: the forty-second set: a new source, CCI-MOC/roce-testing (the Mass Open Cloud's RoCE tests, RHEL AI): all_reduce and
 #: sendrecv over 2 hosts x 1 H100 SXM5, one 400 Gb/s RoCE NIC each, GPUDirect RDMA off (GPU 0 far from the NIC), NCCL
@@ -1374,10 +1385,10 @@ _MOC = ("2 hosts of the MOC/NERC cluster in CCI-MOC/roce-testing's RHELAI/3_nccl
 #: (source_reused).  Described from its source before any prediction
 FORTY_SECOND_CASES = [
     Case("h100_2gpu_2node_all_reduce_roce_nogdr_moc_1gpn.txt", "dgx-h100", 2, 1, 50.0, "roce", version=(2, 26, 2),
-         env={"NCCL_ALGO": "RING"}, machine={"ranks": 2}, machine_class="1gpu-per-host",
+         env={"NCCL_ALGO": "RING"}, machine=_MOC_MACHINE, machine_class="1gpu-per-host",
          why=_MOC.format(gdr="the log's \"GDR 0\"", coll="all_reduce")),
     Case("h100_2gpu_2node_sendrecv_roce_nogdr_moc_1gpn.txt", "dgx-h100", 2, 1, 50.0, "roce", version=(2, 26, 2),
-         env={"NCCL_ALGO": "RING"}, collective="sendrecv", machine={"ranks": 2}, machine_class="1gpu-per-host",
+         env={"NCCL_ALGO": "RING"}, collective="sendrecv", machine=_MOC_MACHINE, machine_class="1gpu-per-host",
          source_reused=True,
          why=_MOC.format(gdr="every channel of the log \"via NET/IB/1/Shared\", no \"/GDRDMA\"; no \"GDR\" line",
                          coll="sendrecv (the same hosts' run of the same day)")),

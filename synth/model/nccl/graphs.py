@@ -21,7 +21,6 @@ import random
 from dataclasses import dataclass
 
 from synth.model.nccl.constants import (
-    CPU_LINK_BW,
     MAX_DEV_WORK_P2P_PER_BATCH,
     MAXCHANNELS,
     NCCL_VERSION,
@@ -37,6 +36,7 @@ from synth.model.nccl.constants import (
 )
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.nic_path import cpu_link_gbs, net_path_gbs
 from synth.model.nccl.channel_counts import (dup_channels, few_ppn_channels, legacy_one_host_channels,
                                              lone_gpu_total_gbs, mesh_peer_channels, search_nics)
 from synth.model.nccl.rccl_channels import (rccl_coll_channels, rccl_env_channels, rccl_mesh_rings,
@@ -89,10 +89,8 @@ def nvlink_per_link_gbs(m: NcclMachine) -> float:
 
 
 def _pcie_ring_bw(m: NcclMachine) -> float:
-    bw = PCI_BW_BY_GEN[m.pcie_gen]
-    if m.sockets > 1:
-        bw = min(bw, CPU_LINK_BW["amd" if m.cpu_vendor == "amd" else "intel_skl"])
-    return bw
+    bw = PCI_BW_BY_GEN[m.pcie_gen]       # the socket link as the default version rates it (this cap is not versioned)
+    return min(bw, cpu_link_gbs(m, NCCL_VERSION)) if m.sockets > 1 else bw
 
 
 @functools.lru_cache(maxsize=256)     # a pure function of hashable arguments: each command asks it again
@@ -200,9 +198,11 @@ def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Gra
         return Graph(rings, per_ring, per_ring, "NVL", "PXB" if m.nodes > 1 else "NONE")
     if m.nodes > 1:
         n_nic, nic = search_nics(m, version)       # before NCCL 2.20 every IB/RoCE port on its own
-        max_bw = min(nic, PCI_BW_BY_GEN[m.pcie_gen])
-        n, s = _search(_speeds(m.sm, True), max_bw, cap,
-                       lambda s: min(max_ch, int(cap / s + EPS), n_nic * int(nic / s + EPS)), max_ch)
+        max_bw = min(nic, net_path_gbs(m, version))
+        # SYS: every channel crosses the host's one socket link each way (topo.cc 262-275), whichever GPU it starts at
+        link = cpu_link_gbs(m, version) if m.net_path == "SYS" else float("inf")
+        n, s = _search(_speeds(m.sm, True), max_bw, cap, lambda s: min(max_ch, int(cap / s + EPS), n_nic * int(
+            nic / s + EPS), int(min(link / s + EPS, max_ch))), max_ch)
         # graph->sameChannels: NCCL searches first with every channel replaying channel 0's GPU order (v2.8.4-1
         # src/graph/search.cc lines 414-420, 662; v2.24.3-1 lines 657-665, 952-953), so every channel starts at the
         # same GPU and can only use the NIC beside it (typeInter PIX/PXB; a NIC is skipped once its width is used,

@@ -9,6 +9,7 @@ from topo_probe.topology.model import Topology
 
 from synth.model.nccl import NcclModel
 from synth.model.nccl.machine import NcclMachine
+from synth.model.nccl.nic_path import cpu_link_gbs
 
 
 def _lone_h100(**kw) -> NcclMachine:
@@ -62,3 +63,52 @@ def test_hosts_of_several_gpus_keep_the_default_and_bad_paths_are_refused():
     assert NcclMachine.from_topology(cluster("l40s-8gpu-pcie", nodes=2)).nic_path == "PXB"
     with pytest.raises(InvalidArgument, match="NIC path 'NODE'"):
         _lone_h100(nic_path="NODE")
+
+
+def test_a_lone_h100_across_the_socket_link_searches_one_channel_at_15_gbs():
+    """By hand from NCCL's rules: a SYS path crosses the socket link, which NCCL rates AMD_BW = 16 GB/s (v2.26.2-1
+    src/graph/topo.h line 21, topo.cc lines 70-92), so the path is 16 GB/s (paths.cc: the narrowest link); sm90's
+    inter speeds 48, 45, 42, 40, 30, 24, 22, 20, 17.5, 15, 12 (search.cc line 919): the first <= 16 is 15, one
+    channel takes 15 of the path's 16 (followPath) and 12 would also fit only one (12 < 15 in all), so the graph
+    has 1 channel; 15 < 25, so ncclTopoDupChannels keeps it
+    (search.cc lines 898-902) and ncclTopoPostset doubles it to 2 (connect.cc line 452), the 2 coll channels the
+    MOC logs print.  The same GPU through a PHB path keeps its PCIe Gen5 48 GB/s: 1 x 48, duplicated to 2 x 24, 4."""
+    far = NcclModel(_lone_h100(nic_path="SYS", cpu_vendor="amd"), version=(2, 26, 2)).table.graphs
+    assert (far.ring.n_channels, far.ring.bw_inter, far.n_channels) == (1, 15.0, 2)
+    near = NcclModel(_lone_h100(nic_path="PHB", cpu_vendor="amd"), version=(2, 26, 2)).table.graphs
+    assert (near.ring.n_channels, near.ring.bw_inter, near.n_channels) == (2, 24.0, 4)
+
+
+def test_the_socket_link_is_the_hosts_so_two_gpus_across_it_still_search_one_channel():
+    """By hand: 2 hosts x 2 H100 (NVSwitch, 2 of the 8 NICs of 50 GB/s each), every GPU's NIC behind the other
+    socket (SYS), AMD, NCCL 2.26.2.  NCCL joins a pair of CPUs by one LINK_SYS each way (v2.26.2-1
+    src/graph/topo.cc lines 262-275), and every ring channel crosses it twice, NET -> first GPU and last GPU -> NET,
+    whichever GPU it starts at, so the host's channels share its 16 GB/s (AMD_BW, topo.h line 21): at 15 GB/s
+    (the first sm90 speed under 16, search.cc line 919) min(16, 370.8 / 15, 2 x 50 / 15, 16 / 15) = 1 channel;
+    at 12 still 1 (12 < 15); 6 / 15 < 0.49 ends the search: 1 channel at 15, kept (15 < 25, search.cc line 901),
+    2 after ncclTopoPostset.  Counted per GPU (2 x int(16 / 15)) it would be 2 graph channels.  The same hosts
+    through a PHB path keep PCIe Gen5's 48: 2 channels at 48 (2 NICs), duplicated to 4 at 24, 8."""
+    def graphs(path):
+        m = NcclMachine.from_topology(cluster("dgx-h100", nodes=2)).with_(ranks=4, nic_path=path, cpu_vendor="amd")
+        assert m.gpus_per_node == 2
+        return NcclModel(m, version=(2, 26, 2)).table.graphs
+    far, near = graphs("SYS"), graphs("PHB")
+    assert (far.ring.n_channels, far.ring.bw_inter, far.n_channels) == (1, 15.0, 2)
+    assert (near.ring.n_channels, near.ring.bw_inter, near.n_channels) == (4, 24.0, 8)
+
+
+def test_the_socket_links_rating_follows_the_nccl_version():
+    """topo.h/topo.cc ``ncclTopoGetInterCpuBw`` by tag: AMD_BW 16 in v2.16.2-1 (topo.h line 21, topo.cc lines
+    75-77), no AMD case in v2.16.5-1 .. v2.18.6-1 (LOC_BW 5000, topo.h line 13), back in v2.19.1-1 (line 21);
+    Skylake SKL_QPI_WIDTH 12 in v2.5.6-1 (line 18), 9.0 from v2.6.4-1 (SKL_QPI_BW 9.0 in v2.17.1-1, line 20),
+    10.0 from v2.18.1-1 (line 21).  Intel is read as Skylake (the machine carries no CPU model)."""
+    amd, intel = _lone_h100(cpu_vendor="amd"), _lone_h100(cpu_vendor="intel")
+    amd_by = {(2, 15, 5): 5000.0, (2, 16, 2): 16.0, (2, 16, 5): 5000.0, (2, 18, 6): 5000.0, (2, 19, 1): 16.0,
+              (2, 26, 2): 16.0}
+    intel_by = {(2, 5, 6): 12.0, (2, 6, 4): 9.0, (2, 17, 1): 9.0, (2, 18, 1): 10.0, (2, 26, 2): 10.0}
+    assert {v: cpu_link_gbs(amd, v) for v in amd_by} == amd_by
+    assert {v: cpu_link_gbs(intel, v) for v in intel_by} == intel_by
+    # 2.18.6 rates an AMD socket link LOC_BW: a lone H100's SYS path searches as its PHB path does
+    sys_, phb = (NcclModel(_lone_h100(nic_path=p, cpu_vendor="amd"), version=(2, 18, 6)).table.graphs
+                 for p in ("SYS", "PHB"))
+    assert (sys_.ring.n_channels, sys_.ring.bw_inter) == (phb.ring.n_channels, phb.ring.bw_inter) == (2, 24.0)
