@@ -13,7 +13,7 @@ model: the machine each log's ``# SOURCE:`` header describes, its class, and the
   :data:`THIRTY_THIRD_CASES`, :data:`THIRTY_FOURTH_CASES`, :data:`THIRTY_FIFTH_CASES`,
   :data:`THIRTY_SIXTH_CASES`, :data:`THIRTY_SEVENTH_CASES`, :data:`THIRTY_EIGHTH_CASES`,
   :data:`THIRTY_NINTH_CASES`, :data:`FORTIETH_CASES`, :data:`FORTY_FIRST_CASES`,
-  :data:`FORTY_SECOND_CASES`, :data:`FORTY_THIRD_CASES`: the logs added later.
+  :data:`FORTY_SECOND_CASES`, :data:`FORTY_THIRD_CASES`, :data:`FORTY_FOURTH_CASES`: the logs added later.
   :data:`ALL_CASES`: all of them.  The committed constants (``synth/model/nccl/fitted_params.json``) are fitted on
   :data:`IN_SAMPLE`, every in-sample log of them.
 * ``machine_class`` names a whole kind of machine (GPU, host fabric and network), not a run size.
@@ -1411,6 +1411,62 @@ FORTY_THIRD_CASES = [
              "all_reduce float 8 B - 10 MiB"),
 ]
 
+_AICR_A0008 = ("4 of the 8 NVIDIA RTX PRO 6000 Blackwell Server Edition of AICR host a0008 (mghpcc/aicr-benchmarks, "
+               "out-1socket/nvhpc-26.3-a0008-9679, commit d14c76f, 2026-05-06; results_rtx6000.md Table 2): PCIe Gen5 "
+               "x16 per GPU, no NVLink, 2 x AMD EPYC 9575F in NPS=4, GPUs 0-3 on socket 0, one per sub-NUMA die, no "
+               "GPU pair sharing a PCIe switch (every pair SYS), IOMMU off and ACS off (stated); one process (-g 4), "
+               "no NCCL variable set (defaults); NCCL 2.29.3 of NVHPC 26.3 (nccl-library=22903), nccl-tests 2.18.3; "
+               "transport not printed: SHM through host memory, no P2P (inferred from the repository's later a0007 "
+               "study, results_a0007_postfw.md: at NCCL defaults a group of more than two of these GPUs stages every "
+               "byte through host memory, and a0007 at defaults matches this a0008 run on every collective; assumed; "
+               "NCCL's gate, NVIDIA/nccl v2.29.3-1 src/graph/paths.cc ncclTopoCheckP2p lines 318-324: P2P level PXB by "
+               "default, raised to SYS on AMD x86 only when the node's topology holds <= 2 GPUs, and every pair here "
+               "is SYS), so the `l40s-8gpu-pcie` preset's SHM host as sm120, PCIe Gen5, one socket, an AMD host, 4 "
+               "ranks; the NUMA dies' Infinity Fabric has no model term; {coll}, 1 MiB - 16 GiB in 4x steps")
+
+#: the forty-fourth set: more tables of the AICR cluster's nccl-tests suite (mghpcc/aicr-benchmarks, the source of the
+#: twenty-fourth set, so ``source_reused``), from files no fixture used: the seven collectives of a 4-GPU run on one
+#: socket of an 8 x RTX PRO 6000 Blackwell PCIe host (no NVLink, no PCIe switch, NCCL defaults: SHM inferred from the
+#: repository's own later study; class pcie-1host), a sendrecv of 2 such hosts with one GPU each over NDR InfiniBand
+#: with GPUDirect RDMA (class 1gpu-per-host), and a 2 x 2 B200 all_reduce over InfiniBand at NCCL's default algorithm
+#: (class b200-ib-multihost; the repository's own ib_write_bw GPU-memory rate of its B200 hosts, 27.2 GB/s per
+#: direction, as the b0029 pair's cases).  NCCL 2.29.3 throughout.  Described from their sources before any prediction
+FORTY_FOURTH_CASES = [
+    *[Case(f"rtxpro6000_4gpu_1node_{coll}_aicr_a0008_shm.txt", "l40s-8gpu-pcie", version=(2, 29, 3),
+           machine={"arch": "sm120", "ranks": 4, "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 1},
+           machine_class="pcie-1host", source_reused=True, why=_AICR_A0008.format(coll=coll))
+      for coll in ("sendrecv", "reduce", "broadcast", "reduce_scatter", "all_gather", "all_reduce", "alltoall")],
+    Case("rtxpro6000_2gpu_2node_sendrecv_aicr_ib_gdr_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 50.0, "ib", version=(2, 29, 3),
+         machine={"ranks": 2, "arch": "sm120", "pcie_gen": 5, "cpu_vendor": "amd"}, machine_class="1gpu-per-host",
+         source_reused=True,
+         why="AICR hosts a0009 and a0010 of mghpcc/aicr-benchmarks (out-2node/nvhpc-26.3-a0009-9666, commit d14c76f, "
+             "2026-05-06; results_rtx6000.md Table 3): one NVIDIA RTX PRO 6000 Blackwell Server Edition used per host "
+             "(device 0; PCIe Gen5 x16, no NVLink: sm120 on the `l40s-8gpu-pcie` preset's PCIe host), 2 x AMD EPYC "
+             "9575F per host, one process per host (-g 1, 2 ranks), an NDR InfiniBand NIC per host at 400 Gb/s "
+             "(stated: 50 GB/s per direction), one NIC used (assumed), GPUDirect RDMA in use (stated: nvidia_peermem "
+             "installed; the GPU's PCIe path to its NIC not stated: the model's default PXB), NCCL defaults assumed "
+             "(the committed 2nodes-2gpus.sh loops over ten tests, the log holds only sendrecv: the script does not "
+             "match the log); NCCL 2.29.3 of NVHPC 26.3 (nccl-library=22903); the repository's ~25 GB/s 'GDRDMA bidir "
+             "budget' is read off this table, not measured apart, so no nic_dma_gbs; sendrecv, 1 MiB - 16 GiB in 4x "
+             "steps"),
+    Case("b200_4gpu_2node_all_reduce_aicr_ib_2gpn.txt", "hgx-b200", 2, 2, 50.0, "ib", version=(2, 29, 3),
+         machine={"ranks": 4, "cpu_vendor": "amd", "nic_dma_gbs": 27.2}, machine_class="b200-ib-multihost",
+         source_reused=True,
+         why="AICR hosts b0016 and b0019 of mghpcc/aicr-benchmarks (out-2node/nvhpc-26.3-sharp-ab-b0016-36306, commit "
+             "ac1fda8, 2026-06-05, its 'RUN A: SHARP OFF (default algo, Ring)'; results_sharp.md): 8 x NVIDIA B200 per "
+             "host on NVLink 5 / NVSwitch (the `hgx-b200` preset's board), 9 NDR ConnectX-7 rails at 400 Gb/s per host "
+             "(inter-node-nccl.md), each GPU PIX to its NIC behind a Broadcom PEX890xx switch, AMD Turin host "
+             "(stated); 2 GPUs per host used (devices 0-1, one process per host, -g 2, 4 ranks) and 2 NICs per host "
+             "(results_sharp.md: 'With only 2 NICs/node'; each GPU's own assumed), only the 4 management NICs excluded "
+             "(NCCL_IB_HCA: mlx5_12 eligible), NCCL_COLLNET_ENABLE=0, NCCL_ALGO not set; the NICs' GPU-memory rate the "
+             "repository's ib_write_bw of its B200 pair b0029/b0030 (diag-aicr-gdrdma.md: 27.2 GB/s per direction "
+             "bidirectional), which its follow-up (aicr-followup/REPORT.md, 2026-08-10) finds 'not a platform "
+             "property' but a cluster defect of the PEX890xx switch-local GPU-to-NIC GPUDirect RDMA path, relaxed "
+             "ordering ruled out; the same PIX-behind-PEX890xx design on these hosts, so assumed for them (measured on "
+             "b0029/b0030, not b0016/b0019): nic_dma_gbs 27.2; NCCL 2.29.3 of NVHPC 26.3 (nccl-library=22903) with "
+             "HPC-X's SHARP plugin loaded; all_reduce, 1 MiB - 16 GiB in 4x steps"),
+]
+
 ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXTH_CASES + SEVENTH_CASES
              + EIGHTH_CASES + NINTH_CASES + TENTH_CASES + ELEVENTH_CASES + TWELFTH_CASES + THIRTEENTH_CASES
              + FOURTEENTH_CASES + FIFTEENTH_CASES + SIXTEENTH_CASES + SEVENTEENTH_CASES
@@ -1420,7 +1476,7 @@ ALL_CASES = (CASES + NEW_CASES + THIRD_CASES + FOURTH_CASES + FIFTH_CASES + SIXT
              + THIRTIETH_CASES + THIRTY_FIRST_CASES + THIRTY_SECOND_CASES + THIRTY_THIRD_CASES
              + THIRTY_FOURTH_CASES + THIRTY_FIFTH_CASES + THIRTY_SIXTH_CASES + THIRTY_SEVENTH_CASES
              + THIRTY_EIGHTH_CASES + THIRTY_NINTH_CASES + FORTIETH_CASES + FORTY_FIRST_CASES
-             + FORTY_SECOND_CASES + FORTY_THIRD_CASES)
+             + FORTY_SECOND_CASES + FORTY_THIRD_CASES + FORTY_FOURTH_CASES)
 
 
 def held_out(case: Case) -> bool:
