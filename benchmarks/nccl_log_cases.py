@@ -1422,7 +1422,9 @@ _AICR_A0008 = ("4 of the 8 NVIDIA RTX PRO 6000 Blackwell Server Edition of AICR 
                "NCCL's gate, NVIDIA/nccl v2.29.3-1 src/graph/paths.cc ncclTopoCheckP2p lines 318-324: P2P level PXB by "
                "default, raised to SYS on AMD x86 only when the node's topology holds <= 2 GPUs, and every pair here "
                "is SYS), so the `l40s-8gpu-pcie` preset's SHM host as sm120, PCIe Gen5, one socket, an AMD host, 4 "
-               "ranks; the NUMA dies' Infinity Fabric has no model term; {coll}, 1 MiB - 16 GiB in 4x steps")
+               "ranks, its GPUs on 4 NUMA nodes (NPS=4, one GPU per die: stated), which NCCL's topology joins by "
+               "16 GB/s SYS links (gpu_numa_nodes); the NUMA dies' Infinity Fabric has no model term; {coll}, "
+               "1 MiB - 16 GiB in 4x steps")
 
 #: the forty-fourth set: more tables of the AICR cluster's nccl-tests suite (mghpcc/aicr-benchmarks, the source of the
 #: twenty-fourth set, so ``source_reused``), from files no fixture used: the seven collectives of a 4-GPU run on one
@@ -1433,7 +1435,8 @@ _AICR_A0008 = ("4 of the 8 NVIDIA RTX PRO 6000 Blackwell Server Edition of AICR 
 #: direction, as the b0029 pair's cases).  NCCL 2.29.3 throughout.  Described from their sources before any prediction
 FORTY_FOURTH_CASES = [
     *[Case(f"rtxpro6000_4gpu_1node_{coll}_aicr_a0008_shm.txt", "l40s-8gpu-pcie", version=(2, 29, 3),
-           machine={"arch": "sm120", "ranks": 4, "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 1},
+           machine={"arch": "sm120", "ranks": 4, "pcie_gen": 5, "cpu_vendor": "amd", "sockets": 1,
+                    "gpu_numa_nodes": 4},
            machine_class="pcie-1host", source_reused=True, why=_AICR_A0008.format(coll=coll))
       for coll in ("sendrecv", "reduce", "broadcast", "reduce_scatter", "all_gather", "all_reduce", "alltoall")],
     Case("rtxpro6000_2gpu_2node_sendrecv_aicr_ib_gdr_1gpn.txt", "l40s-8gpu-pcie", 2, 1, 50.0, "ib", version=(2, 29, 3),

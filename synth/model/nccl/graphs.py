@@ -89,8 +89,8 @@ def nvlink_per_link_gbs(m: NcclMachine) -> float:
 
 
 def _pcie_ring_bw(m: NcclMachine) -> float:
-    bw = PCI_BW_BY_GEN[m.pcie_gen]       # the socket link as the default version rates it (this cap is not versioned)
-    return min(bw, cpu_link_gbs(m, NCCL_VERSION)) if m.sockets > 1 else bw
+    bw = PCI_BW_BY_GEN[m.pcie_gen]       # the link between CPU nodes (sockets or NUMA nodes) as the default version rates it
+    return min(bw, cpu_link_gbs(m, NCCL_VERSION)) if m.sockets > 1 or m.gpu_numa_nodes > 1 else bw
 
 
 @functools.lru_cache(maxsize=256)     # a pure function of hashable arguments: each command asks it again

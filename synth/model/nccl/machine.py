@@ -96,7 +96,11 @@ class NcclMachine:
     ``SYS``.  The default assumes GPUDirect RDMA at NCCL's default level (``NCCL_NET_GDR_LEVEL`` PXB); without it NCCL
     sends through the CPU (PHB or worse), which :attr:`net_path` applies for the socket transport only.
     :meth:`from_topology` reads it for a host of one GPU (:func:`.nic_path.topology_nic_path`), not for hosts of
-    several GPUs (their NICs' paths are not read: PXB).
+    several GPUs (their NICs' paths are not read: PXB).  ``gpu_numa_nodes`` how many NUMA nodes the host's GPUs sit
+    on where a source states it (AMD's NPS setting; 0: one per socket): NCCL makes one CPU node per NUMA node
+    (NVIDIA/nccl v2.29.3-1 src/graph/topo.cc lines 524-529, ``numaid``) and joins every pair by a ``LINK_SYS`` at
+    ``ncclTopoGetInterCpuBw`` (lines 265-277; AMD_BW 16 GB/s, topo.h line 24), so GPUs on several NUMA nodes of one
+    socket meet through that link as across sockets (:func:`.graphs.intra_capacity_gbs`).
     """
 
     name: str
@@ -123,6 +127,7 @@ class NcclMachine:
     gpu_name: str = ""
     gpus_per_uplink: int = 1
     p2p_write_gbs: float = 0.0
+    gpu_numa_nodes: int = 0
     nic_path: str = "PXB"
 
     def __post_init__(self) -> None:
