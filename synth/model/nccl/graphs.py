@@ -89,7 +89,7 @@ def nvlink_per_link_gbs(m: NcclMachine) -> float:
 
 
 def _pcie_ring_bw(m: NcclMachine) -> float:
-    bw = PCI_BW_BY_GEN[m.pcie_gen]       # the link between CPU nodes (sockets or NUMA nodes) as the default version rates it
+    bw = PCI_BW_BY_GEN[m.pcie_gen]       # the link between CPU nodes (sockets, NUMA nodes) as today's NCCL rates it
     return min(bw, cpu_link_gbs(m, NCCL_VERSION)) if m.sockets > 1 or m.gpu_numa_nodes > 1 else bw
 
 
