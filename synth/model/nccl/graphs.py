@@ -179,7 +179,7 @@ def _search(speeds, max_bw: float, total_bw: float, count_at, max_ch: int) -> tu
             idx += 1
             continue
         break
-    return best if best[0] else (1, speeds[-1])
+    return best if best[0] else (1, speeds[-1])   # NCCL: 0.1 GB/s (search.cc 1219-1236), LL below 1 MiB differs
 
 
 def _ring_graph(m: NcclMachine, p2p: bool, version: tuple = NCCL_VERSION) -> Graph:

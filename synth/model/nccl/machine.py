@@ -96,11 +96,15 @@ class NcclMachine:
     ``SYS``.  The default assumes GPUDirect RDMA at NCCL's default level (``NCCL_NET_GDR_LEVEL`` PXB); without it NCCL
     sends through the CPU (PHB or worse), which :attr:`net_path` applies for the socket transport only.
     :meth:`from_topology` reads it for a host of one GPU (:func:`.nic_path.topology_nic_path`), not for hosts of
-    several GPUs (their NICs' paths are not read: PXB).  ``gpu_numa_nodes`` how many NUMA nodes the host's GPUs sit
-    on where a source states it (AMD's NPS setting; 0: one per socket): NCCL makes one CPU node per NUMA node
-    (NVIDIA/nccl v2.29.3-1 src/graph/topo.cc lines 524-529, ``numaid``) and joins every pair by a ``LINK_SYS`` at
-    ``ncclTopoGetInterCpuBw`` (lines 265-277; AMD_BW 16 GB/s, topo.h line 24), so GPUs on several NUMA nodes of one
-    socket meet through that link as across sockets (:func:`.graphs.intra_capacity_gbs`).
+    several GPUs (their NICs' paths are not read: PXB).  ``gpu_numa_nodes`` how many NUMA nodes of one host the
+    communicator's GPUs sit on, where a source states it (a0008's host has 8 NUMA nodes, its 4 ranks sit on 4; 0: one
+    per socket): NCCL makes one CPU node per NUMA node (NVIDIA/nccl v2.29.3-1 src/graph/topo.cc lines 524-529,
+    ``numaid``) and joins every pair by a ``LINK_SYS`` at ``ncclTopoGetInterCpuBw`` (lines 265-277; AMD_BW 16 GB/s,
+    topo.h line 24), so GPUs on several NUMA nodes of one socket meet through that link as across sockets
+    (:func:`.graphs.intra_capacity_gbs`).  The cap is not versioned: ``_pcie_ring_bw`` rates the crossing with
+    ``cpu_link_gbs(m, NCCL_VERSION)``, so a 2.16.5-2.18.x case, whose NCCL had no AMD cap, would still get 16 GB/s
+    (no current case does).  It applies to Intel sub-NUMA clustering too (one CPU node per NUMA node), rated with
+    the model's Skylake assumption (:func:`.nic_path.cpu_link_gbs`).
     """
 
     name: str
