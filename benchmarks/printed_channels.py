@@ -138,15 +138,15 @@ def modelled(graphs, machine) -> dict:
     """The same counts from the model's :class:`~synth.model.nccl.graphs.CommGraphs` of a machine: ring, tree and
     coll channels ``n_channels``; nvls its NVLS CTAs where it builds an NVLS graph, else 0; p2p
     :func:`~synth.model.nccl.graphs.p2p_total_channels`; per peer the bound p2p timing itself uses for a local
-    peer (:func:`synth.model.nccl.p2p._local_bounds`' upper one: NCCL's ``pow2Up`` of the fewest channels any peer
-    gets, at most the p2p channels, NVIDIA/nccl v2.26.2-1 src/graph/paths.cc lines 760-829)."""
+    peer (:func:`synth.model.nccl.p2p.local_channel_bounds`' upper one: NCCL's ``pow2Up`` of the fewest channels any
+    peer gets, at most the p2p channels, NVIDIA/nccl v2.26.2-1 src/graph/paths.cc lines 760-829)."""
     from synth.model.nccl.graphs import p2p_total_channels
-    from synth.model.nccl.p2p import _local_bounds
+    from synth.model.nccl.p2p import local_channel_bounds
 
     n = graphs.n_channels
     p2p = p2p_total_channels(n, rccl=machine.amd)
     nvls = graphs.nvls_channels if graphs.nvls is not None else 0
-    return dict(coll=n, ring=n, tree=n, nvls=nvls, p2p=p2p, p2p_per_peer=_local_bounds(machine, graphs)[1])
+    return dict(coll=n, ring=n, tree=n, nvls=nvls, p2p=p2p, p2p_per_peer=local_channel_bounds(machine, graphs)[1])
 
 
 def audit(cases) -> list[dict]:

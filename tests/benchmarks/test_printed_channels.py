@@ -64,7 +64,7 @@ def test_a_snellius_sendrecv_runs_on_at_most_16_channels_a_peer_not_32():
     case = next(c for c in ALL_CASES if c.file == "h100_4gpu_1node_all_reduce_snellius_nvlink.txt")
     model = NcclModel(_log_and_machine(_Keyed(case))[2], version=case.version)
     g = model.table.graphs
-    assert p2p._local_bounds(model.machine, g)[1] == 16
+    assert p2p.local_channel_bounds(model.machine, g)[1] == 16
     assert p2p.p2p_channels(model.machine, g, 1 << 30, case.version) == 16
 
 

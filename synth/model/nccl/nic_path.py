@@ -10,7 +10,7 @@ PHB), SYS (across CPU sockets).  :attr:`.machine.NcclMachine.nic_path` states it
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import PCI_BW_BY_GEN
+from synth.model.nccl.constants import CPU_LINK_BW, PCI_BW_BY_GEN
 from synth.model.nccl.versions_patch import row_from
 
 #: NCCL's GPU-to-NIC path types, nearest first
@@ -69,11 +69,11 @@ LOC_GBS = 5000.0
 #: topo.cc lines 75-77; gone from v2.16.5-1 through v2.18.6-1 (no AMD case, so ``LOC_BW``); back in v2.19.1-1
 #: (topo.h line 21, topo.cc lines 75-77) and on (v2.26.2-1 topo.h line 21, topo.cc lines 87-89).  A bare minor
 #: reads as its first release (:func:`.versions_patch.release`, patch 0): 2.16 as 2.16.2, 2.19 as 2.19.1
-AMD_LINK_BY_RELEASE = (((2, 16, 0), 16.0), ((2, 16, 5), LOC_GBS), ((2, 19, 0), 16.0))
+AMD_LINK_BY_RELEASE = (((2, 16, 0), CPU_LINK_BW["amd"]), ((2, 16, 5), LOC_GBS), ((2, 19, 0), CPU_LINK_BW["amd"]))
 #: Skylake's (the Intel model the model assumes): ``SKL_QPI_WIDTH`` 12 in v2.5.6-1 (topo.h line 18), 9.0 from
 #: v2.6.4-1 (topo.h line 19; ``SKL_QPI_BW`` 9.0 v2.14.3-1 .. v2.17.1-1, line 20), ``SKL_QPI_BW`` 10.0 from v2.18.1-1
 #: (topo.h line 21; v2.26.2-1 line 23)
-SKL_LINK_BY_RELEASE = (((2, 6, 0), 9.0), ((2, 18, 0), 10.0))
+SKL_LINK_BY_RELEASE = (((2, 6, 0), 9.0), ((2, 18, 0), CPU_LINK_BW["intel_skl"]))
 
 
 def cpu_link_gbs(m, version: tuple) -> float:

@@ -115,12 +115,12 @@ def p2p_channels(m: NcclMachine, g: CommGraphs, nbytes: int, version: tuple = NC
     [4, 8, 16, 32, 32]
     """
     multi = m.nodes > 1
-    n_min, n_max = _local_bounds(m, g)
+    n_min, n_max = local_channel_bounds(m, g)
     chunk = P2P_NET_CHUNK_BYTES if multi else local_chunk_bytes(m, version)      # PCIe / SHM: 128 KiB, p2p_chunk.py
     return part_channels(nbytes, n_min, n_max, chunk, multi, version)
 
 
-def _local_bounds(m: NcclMachine, g: CommGraphs) -> tuple[int, int]:
+def local_channel_bounds(m: NcclMachine, g: CommGraphs) -> tuple[int, int]:
     """:func:`_per_peer_bounds` of a peer on the same host (across hosts no more than a network peer's)."""
     per = min(g.p2p_channels_per_peer, g.net_channels_per_peer) if m.nodes > 1 else g.p2p_channels_per_peer
     return _per_peer_bounds(m, g, per)
@@ -297,7 +297,7 @@ def _local_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, per_peer: int
     (:func:`p2p_uses_ll`) carries half data a line, times the fitted LL efficiency, as the collectives' LL does;
     Simple in read mode :func:`read_mode_share` (LL's buffer is the receiver's: it writes)."""
     ch = p2p_channels(m, g, per_peer, version)
-    ll = p2p_uses_ll(per_peer, ch, _local_bounds(m, g)[1], version)
+    ll = p2p_uses_ll(per_peer, ch, local_channel_bounds(m, g)[1], version)
     ctas = group_ctas(g, ch, 1 if m.nodes > 1 else peers)
     frac = LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL") if ll else 1.0
     if ll:      # an LL channel at most at its CTA's LL rate (Blackwell NVLink: channel_caps.ll_cta_gbs)
@@ -321,7 +321,7 @@ def p2p_protocol(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, p2p_disa
     if m.nodes > 1 or not nvlink_p2p(m, p2p_disable):
         return "Simple"
     per_peer = int(nbytes) if coll == "sendrecv" else int(nbytes) // m.ranks
-    ll = p2p_uses_ll(per_peer, p2p_channels(m, g, per_peer, version), _local_bounds(m, g)[1], version)
+    ll = p2p_uses_ll(per_peer, p2p_channels(m, g, per_peer, version), local_channel_bounds(m, g)[1], version)
     return "LL" if ll else "Simple"
 
 
@@ -367,7 +367,7 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     ch_part = p2p_channels(m, g, per, version)
     chunk = P2P_NET_CHUNK_BYTES if m.nodes > 1 else local_chunk_bytes(m, version)
     simple = nvlink_p2p(m, p2p_disable) or (xgmi_p2p(m, p2p_disable) and m.nodes == 1)      # RCCL: one host
-    simple = simple and not p2p_uses_ll(per, ch_part, _local_bounds(m, g)[1], version)   # LL: no FIFO copy
+    simple = simple and not p2p_uses_ll(per, ch_part, local_channel_bounds(m, g)[1], version)   # LL: no FIFO copy
     groups = ppn - 1 if coll != "sendrecv" and m.nodes == 1 else 1
     ch_gbs = intra_gbs / group_ctas(g, ch_part, groups, m.amd and m.intra == "xgmi")
     fill = p2p_simple_fill(m, params, per / ch_part, min(chunk, step_bytes), ch_gbs, version) if simple else 1.0
@@ -383,6 +383,6 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     return max(host_time_us(params, m.gpus_per_process, channels, version), t_dev), channels
 
 
-__all__ = ["p2p_time_us", "p2p_protocol", "part_channels", "p2p_uses_ll", "net_part_channels", "alltoall_channels",
-           "p2p_net_hop_us", "p2p_intra_gbs", "p2p_link_efficiency", "p2p_inter_gbs", "p2p_channels",
-           "mesh_send_us", "p2p_warps", "read_mode_share"]
+__all__ = ["p2p_time_us", "p2p_protocol", "part_channels", "local_channel_bounds", "p2p_uses_ll", "net_part_channels",
+           "alltoall_channels", "p2p_net_hop_us", "p2p_intra_gbs", "p2p_link_efficiency", "p2p_inter_gbs",
+           "p2p_channels", "mesh_send_us", "p2p_warps", "read_mode_share"]

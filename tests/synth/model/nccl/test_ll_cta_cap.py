@@ -77,7 +77,7 @@ def test_p2p_ll_sends_at_the_cta_rate_by_hand():
     m, g, params, version = model.machine, model.table.graphs, model.params, (2, 29)
     per_peer = 16 << 10
     ch = p2p.p2p_channels(m, g, per_peer, version)
-    assert p2p.p2p_uses_ll(per_peer, ch, p2p._local_bounds(m, g)[1], version)
+    assert p2p.p2p_uses_ll(per_peer, ch, p2p.local_channel_bounds(m, g)[1], version)
     ctas = p2p.group_ctas(g, ch, 7)
     got = p2p._local_gbs(m, g, params, per_peer, 7, version)
     assert math.isclose(got, ctas * 141.0 / 24)
