@@ -47,7 +47,7 @@ def build_parser() -> OneLineParser:
                                "-c": "ignored: the model validates nothing (printed as 0)"})
     p.add_argument("--import", dest="import_log", metavar="LOG",
                    help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "
-                        "and pred/real beside the prediction")
+                        "and pred/real beside the prediction (a log of several types / ops: pick one with -d / -o)")
     add_machine_arguments(p)     # its --net default here: what the --import log's NCCL INFO lines name
     p.add_argument("--nic-dma-gbps", type=float, metavar="G",
                    help="GB/s per direction one NIC moves GPU memory at, where a measurement of the host states it "
@@ -57,11 +57,14 @@ def build_parser() -> OneLineParser:
     return p
 
 
-def _imported(args) -> tuple[object, dict[int, float]] | None:
-    """(run, busbw per size) of ``--import``; fills ``--collective`` and ``-d`` from the log."""
+def _imported(args) -> tuple[object, dict[int, float], list] | None:
+    """(run, busbw per size, rows) of ``--import``: the rows of one datatype and op (``-d`` / ``-o``, or
+    the log's only ones: :func:`~synth.formats.nccl_tests.runs.pick_rows`); fills ``--collective``,
+    ``-d`` and ``-o`` from the log, and notes rows that report wrong results on stderr."""
     if not args.import_log:
         return None
-    from synth.formats.nccl_tests.runs import guess_collective, load_nccl_tests
+    from synth.formats.nccl_tests.conventions import OP_NAMES
+    from synth.formats.nccl_tests.runs import guess_collective, load_nccl_tests, pick_rows
     run = load_nccl_tests(args.import_log, args.collective)
     found = guess_collective(run, args.import_log)
     if args.collective is None:
@@ -70,11 +73,19 @@ def _imported(args) -> tuple[object, dict[int, float]] | None:
         args.collective = found
     elif found is not None and found != canonical(args.collective):
         raise UsageError(f"{args.import_log}: a {found} log, --collective is {canonical(args.collective)}")
-    if run.rows:
-        args.datatype = run.rows[0].type
-    real = {r.size: r.out_of_place.busbw_gbps for r in run.rows
+    rows = pick_rows(run, args.import_log, args.datatype if given(args.argv, "-d") else None,
+                     args.op if given(args.argv, "-o") else None)
+    if rows:
+        args.datatype = rows[0].type
+        args.op = rows[0].redop if rows[0].redop in OP_NAMES else args.op
+    wrong = sum(1 for r in rows if run.wrong_column == "#wrong"
+                and any(m is not None and (m.wrong or 0) > 0 for m in (r.out_of_place, r.in_place)))
+    if wrong:
+        print(f"simulate: note: {args.import_log}: {wrong} of {len(rows)} rows report #wrong > 0 (nccl-tests "
+              f"found wrong results); their busbw is compared as it is", file=sys.stderr)
+    real = {r.size: r.out_of_place.busbw_gbps for r in rows
             if r.out_of_place is not None and r.out_of_place.busbw_gbps and r.size > 0}
-    return run, real
+    return run, real, rows
 
 
 def _config(args, n: int):
@@ -126,12 +137,12 @@ def _check_ranks(args, run, topo) -> None:
                          f"or --gpus)")
 
 
-def _log_sizes(run, cfg) -> tuple[int, ...]:
-    """The log's sizes that the sweep reproduces exactly (whole elements per block)."""
+def _log_sizes(rows, cfg) -> tuple[int, ...]:
+    """The imported rows' sizes that the sweep reproduces exactly (whole elements per block)."""
     from synth.formats.nccl_tests.conventions import numpy_dtype
     from synth.sweep.entries import entry
     e, item = entry(cfg.collective), numpy_dtype(cfg.dtypes[0]).itemsize
-    return tuple(r.size for r in run.rows if r.size > 0 and e.counts(r.size, item, cfg.nranks).size == r.size)
+    return tuple(r.size for r in rows if r.size > 0 and e.counts(r.size, item, cfg.nranks).size == r.size)
 
 
 def _log_range(cfg, run) -> None:
@@ -178,7 +189,7 @@ def run(args) -> list[str]:
     cfg = _config(args, topo.num_gpus)
     if imported is not None:
         _check_ranks(args, imported[0], topo)
-        cfg.size_list = _log_sizes(imported[0], cfg)
+        cfg.size_list = _log_sizes(imported[2], cfg)
         if not cfg.size_list:
             raise UsageError(f"{args.import_log}: no size of the log fits {topo.num_gpus} ranks")
         _log_range(cfg, imported[0])

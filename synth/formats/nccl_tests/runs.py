@@ -131,10 +131,62 @@ def select_run(runs: list[NcclTestsLog], collective: str | None, source: str = "
     return hits[0]
 
 
+def _is_op(redop: str) -> bool:
+    """Whether a row's ``redop`` cell names a reduction (not ``none``, blank or ``N/A``)."""
+    return redop.lower() not in ("", "none", "n/a")
+
+
+def _one_of(have: list[str], want: str | None, what: str, flag: str, source: str) -> str | None:
+    """The value of ``have`` (a log's datatypes or ops, in order) that ``want`` picks, or its only one."""
+    if not have:                        # no rows, or a collective without a reduction: nothing to pick
+        return None
+    if want is not None and want != "all":
+        if want not in have:
+            raise NcclTestsLogError(f"{source} has no {want} rows (it holds {', '.join(have)}); pick one of them "
+                                    f"with {flag}")
+        return want
+    if len(have) > 1:
+        raise NcclTestsLogError(f"{source} holds rows of several {what} ({', '.join(have)}); pick one with {flag}")
+    return have[0]
+
+
+def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: str | None = None) -> list:
+    """The rows of one datatype and one reduction op of a run (nccl-tests ``-d all`` / ``-o all``
+    print a section per type or op, the same sizes again): those of ``datatype`` / ``op`` (any
+    spelling; None or ``all``: the log's only one).  Rows without an op (``none``, blank) match any.
+
+    Raises
+    ------
+    NcclTestsLogError
+        Several types (ops) and none picked, a picked one the log lacks, or a size that appears twice
+        for the picked pair (two runs' rows in one table, or one row per root of ``-r -1``).
+    """
+    from synth.formats.nccl_tests.conventions import DTYPE_ALIASES
+    types = list(dict.fromkeys(DTYPE_ALIASES.get(r.type, r.type) for r in log.rows))
+    ops = list(dict.fromkeys(r.redop for r in log.rows if _is_op(r.redop)))
+    typ = _one_of(types, DTYPE_ALIASES.get(datatype, datatype), "datatypes", "-d", source)
+    red = _one_of(ops, op, "reduction ops", "-o", source)
+    rows = [r for r in log.rows
+            if DTYPE_ALIASES.get(r.type, r.type) == typ and (r.redop == red or not _is_op(r.redop))]
+    seen: dict[int, list] = {}
+    for r in rows:
+        if r.size > 0:
+            seen.setdefault(r.size, []).append(r)
+    twice = next((rs for rs in seen.values() if len(rs) > 1), None)
+    if twice is not None:
+        roots = sorted({-1 if r.root is None else r.root for r in twice})
+        why = f"one row per root ({', '.join(map(str, roots))})" if len(roots) > 1 else "two runs in one table?"
+        pair = f"{typ} {red}" if red else typ
+        raise NcclTestsLogError(f"{source}: size {twice[0].size} appears {len(twice)} times for {pair} ({why}); "
+                                f"keep one run's rows")
+    return rows
+
+
 def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTestsLog:
     """Read an nccl-tests log file: its only run, or the run of ``collective`` when the file holds
     several (launcher prefixes removed).  Errors name the file."""
     return select_run(load_runs(path), collective, str(path))
 
 
-__all__ = ["parse_runs", "load_runs", "select_run", "strip_prefixes", "guess_collective", "load_nccl_tests"]
+__all__ = ["parse_runs", "load_runs", "select_run", "strip_prefixes", "guess_collective", "load_nccl_tests",
+           "pick_rows"]

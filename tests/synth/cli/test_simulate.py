@@ -218,3 +218,69 @@ def test_nic_dma_gbps_refuses_a_figure_no_measurement_gives(capsys, value):
                  "-b", "1M", "-e", "1M", "--nic-dma-gbps", value]) == 2
     err = capsys.readouterr().err
     assert "--nic-dma-gbps must be a positive number" in err and err.count("\n") == 1
+
+
+def _two_sections(tmp_path, second: dict, name: str = "all_reduce.txt"):
+    """The A100 fixture log with a second section after its float/sum rows: the same sizes with the
+    fields of ``second`` changed (e.g. ``{"type": "double"}``) and busbw 1.00 everywhere (as nccl-tests
+    ``-d all`` / ``-o all`` print them: one table, section after section)."""
+    text = (FIXTURES / "real_logs" / "a100_8gpu_1node_all_reduce.txt").read_text()
+    rows = [ln for ln in text.splitlines() if ln.strip() and not ln.lstrip().startswith("#")
+            and ln.split()[0].isdigit()]
+    more = []
+    for ln in rows:
+        c = ln.split()
+        c[2], c[3] = second.get("type", c[2]), second.get("redop", c[3])
+        c[7] = c[11] = "1.00"
+        c[8] = c[12] = second.get("wrong", c[8])
+        more.append("  ".join(c))
+    path = tmp_path / name
+    path.write_text(text.rstrip("\n") + "\n" + "\n".join(more) + "\n")
+    return path
+
+
+@pytest.mark.parametrize("second,flag", [({"type": "double"}, "-d"), ({"redop": "max"}, "-o")])
+def test_import_of_several_types_or_ops_needs_one_picked(capsys, tmp_path, second, flag):
+    """Audit 65: a ``-d all`` (``-o all``) log compared every float prediction with the last section's
+    busbw of the same size.  Without -d (-o) such a log is refused, naming what it holds."""
+    log = _two_sections(tmp_path, second)
+    assert main(["--topology", "dgx-a100", "--import", str(log)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(log) in err and flag in err
+    assert ("float, double" if flag == "-d" else "sum, max") in err
+
+
+@pytest.mark.parametrize("second,argv,want", [({"type": "double"}, ["-d", "double"], ("double", "sum", "1.00")),
+                                              ({"type": "double"}, ["-d", "float"], ("float", "sum", None)),
+                                              ({"redop": "max"}, ["-o", "max"], ("float", "max", "1.00")),
+                                              ({"redop": "max"}, ["-o", "sum"], ("float", "sum", None))])
+def test_import_compares_the_rows_of_the_picked_type_and_op(capsys, tmp_path, second, argv, want):
+    log = _two_sections(tmp_path, second)
+    assert main(["--topology", "dgx-a100", "--import", str(log), *argv]) == 0
+    table = rows(capsys.readouterr().out)
+    real = {int(ln.split()[0]): ln.split()[7] for ln in log.read_text().splitlines()[16:46]}
+    assert len(table) == 30 and all((r[2], r[3]) == want[:2] for r in table)
+    picked = {int(r[0]): want[2] or real[int(r[0])] for r in table}
+    assert [r[-2] for r in table] == [b if float(b) > 0 else "-" for b in picked.values()]   # never the other's
+
+
+def test_import_of_an_absent_type_or_op_or_a_repeated_size_is_refused(capsys, tmp_path):
+    log = _two_sections(tmp_path, {"type": "double"})
+    assert main(["--topology", "dgx-a100", "--import", str(log), "-d", "half"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "no half rows" in err and "float, double" in err
+    assert main(["--topology", "dgx-a100", "--import", str(log), "-d", "float", "-o", "min"]) == 2
+    assert "no min rows" in capsys.readouterr().err
+    twice = _two_sections(tmp_path, {}, "twice_all_reduce.txt")         # two runs' rows, one table
+    assert main(["--topology", "dgx-a100", "--import", str(twice)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(twice) in err and "size 8 " in err
+
+
+def test_import_notes_rows_that_report_wrong_results(capsys, tmp_path):
+    log = _two_sections(tmp_path, {"type": "double", "wrong": "3"})
+    assert main(["--topology", "dgx-a100", "--import", str(log), "-d", "float"]) == 0
+    assert "#wrong" not in capsys.readouterr().err
+    assert main(["--topology", "dgx-a100", "--import", str(log), "-d", "double"]) == 0
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "30 rows" in err and "#wrong" in err
