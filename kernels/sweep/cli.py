@@ -150,7 +150,9 @@ def _main(args, argv: list[str]) -> int:
         _check_algo_name(args.algo)
     if args.backend == "sim" and topo is None:
         raise UsageError("the sim backend needs at least 2 ranks (-g) or a --topology")
-    if args.backend == "sim":
+    if args.backend == "sim":           # a 1-GPU topology or -g 1: no collective to model (synthesize's line)
+        from synth.ir.collectives import check_collective_gpus
+        check_collective_gpus(topo.name, n)
         cfg.check = 0  # nothing runs, nothing to validate
     algos = [a.strip() for a in args.compare.split(",") if a.strip()] if args.compare else [args.algo]
     if not algos:

@@ -23,7 +23,7 @@ import math
 import sys
 
 from synth.cli.nccl_options import add_nccl_tests_options, fold_threads, given, make_config, parse_int, unapplied_note
-from synth.ir.collectives import ROOTED, canonical
+from synth.ir.collectives import ROOTED, canonical, check_collective_gpus
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError, UsageError
@@ -180,6 +180,7 @@ def run(args) -> list[str]:
     fold_threads(args)
     topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus is not None else None)
     topo = _first_ranks(apply_machine_arguments(topo, args), args.ngpus)
+    check_collective_gpus(topo.name, topo.num_gpus)     # --gpus 0, a 1-GPU file: as synthesize
     if args.output_file:
         from pathlib import Path
 

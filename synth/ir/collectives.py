@@ -219,6 +219,19 @@ class CollectiveSpec:
         return Position(s, chunk % C) if d == rank else None
 
 
+def check_collective_gpus(topology: str, gpus: int) -> None:
+    """Refuse a topology of fewer than 2 GPUs, on which no collective moves data (what ``synthesize``,
+    ``simulate`` and the ``sim`` backend of ``sweep`` say).
+
+    >>> check_collective_gpus("one", 1)
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: one: a collective needs at least 2 GPUs, this topology has 1
+    """
+    if gpus < 2:
+        raise InvalidArgument(f"{topology}: a collective needs at least 2 GPUs, this topology has {gpus}")
+
+
 def piece_bounds(count: int, pieces: int, k: int) -> tuple[int, int]:
     """Element range [start, stop) of piece ``k`` when ``count`` elements are cut into
     ``pieces`` pieces like ``numpy.array_split``.

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
-from synth.ir.collectives import COLLECTIVES, ROOTED, CollectiveSpec
+from synth.ir.collectives import COLLECTIVES, ROOTED, CollectiveSpec, check_collective_gpus
 from synth.ir.fabric import Fabric, build_fabric
 from synth.formats.schedule_file import save_schedule
 from synth.ir.schedule import Schedule, atomic_write_text
@@ -306,9 +306,7 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
         opts = replace(opts, msccl_runtime=default_runtime(topo))
     fabric = build_fabric(topo)
     fabric_s = time.perf_counter() - t0
-    if fabric.num_ranks < 2:
-        raise InvalidArgument(f"{topo.name}: a collective needs at least 2 GPUs, this topology has "
-                              f"{fabric.num_ranks}")
+    check_collective_gpus(topo.name, fabric.num_ranks)
     wanted = {coll: opts.root if coll in ROOTED else None for coll in opts.collectives}
     for coll, root in wanted.items():
         CollectiveSpec(coll, fabric.num_ranks, 1, root)  # validates root

@@ -109,6 +109,10 @@ def test_check_zero_prints_na(capsys):
     (["all_reduce", "--frobnicate"], "unrecognized arguments: --frobnicate"),
     (["all_reduce", "--topology", "dgx-a100", "-g", "9"], "topology 'dgx-a100' has 8"),
     (["all_reduce", "--backend", "sim"], "sim backend needs at least 2 ranks"),
+    (["all_reduce", "--topology", "dgx-a100", "--backend", "sim", "--algo", "nccl", "-g", "1", "-b", "8", "-e", "8"],
+     "a collective needs at least 2 GPUs"),      # audit 65: a ZeroDivisionError in the NCCL model
+    (["all_reduce", "--topology", "dgx-a100", "--backend", "sim", "--compare", "ring,nccl", "-g", "1"],
+     "a collective needs at least 2 GPUs"),
 ])
 def test_bad_flags_one_line_errors(capsys, argv, msg):
     rc, out, err = _run(capsys, argv)
@@ -259,3 +263,14 @@ def test_the_header_size_range_holds_every_row(capsys, argv):
     lo, hi = map(int, re.search(r"minBytes (\d+) maxBytes (\d+)", out).groups())
     sizes = [int(ln.split()[0]) for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
     assert sizes and max(sizes) <= hi and lo <= hi
+
+
+def test_a_one_gpu_link_matrix_is_refused_by_the_sim_backend(capsys, tmp_path):
+    """Audit 65: a 1-GPU topology file reached the NCCL model (ZeroDivisionError, exit 1)."""
+    one = tmp_path / "lm_one.json"
+    one.write_text('{"format": "link-matrix", "links": [[0]], "link_bandwidth_gbps": 25}')
+    for algo in ("nccl", "ring"):
+        rc, out, err = _run(capsys, ["all_reduce", "--topology", str(one), "--backend", "sim", "--algo", algo,
+                                     "-b", "8", "-e", "8"])
+        assert rc == 2 and out == "" and err.count("\n") == 1
+        assert "a collective needs at least 2 GPUs, this topology has 1" in err

@@ -284,3 +284,16 @@ def test_import_notes_rows_that_report_wrong_results(capsys, tmp_path):
     assert main(["--topology", "dgx-a100", "--import", str(log), "-d", "double"]) == 0
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "30 rows" in err and "#wrong" in err
+
+
+@pytest.mark.parametrize("baseline", ["nccl", "ring"])
+def test_one_gpu_is_refused_as_synthesize_refuses_it(capsys, tmp_path, baseline):
+    """Audit 65: ``--gpus 0`` or a 1-GPU topology file reached the NCCL model (ZeroDivisionError, exit 1);
+    ``synthesize`` refuses them with the same line."""
+    one = tmp_path / "lm_one.json"
+    one.write_text('{"format": "link-matrix", "links": [[0]], "link_bandwidth_gbps": 25}')
+    for topo in (["--topology", "dgx-a100", "--gpus", "0"], ["--topology", str(one)]):
+        assert main([*topo, "--collective", "allreduce", "--baseline", baseline, "-b", "8", "-e", "8"]) == 2
+        captured = capsys.readouterr()
+        assert captured.out == "" and captured.err.count("\n") == 1
+        assert "a collective needs at least 2 GPUs, this topology has 1" in captured.err
