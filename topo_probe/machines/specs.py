@@ -40,6 +40,7 @@ from __future__ import annotations
 import re
 
 from topo_probe.errors import TopologyError
+from topo_probe.guard import MAX_GPUS    # a spec asks for no more GPUs than any topology may have
 from topo_probe.machines.generators import (
     PCIE_X16_GBPS,
     add_pcie_tree,
@@ -53,8 +54,6 @@ from topo_probe.topology.model import Topology
 
 #: NIC line rate given to generated machines (GB/s per direction): 200 Gb/s
 GENERATED_NIC_GBPS = 25.0
-#: at most this many GPUs in one generated machine (bounds what a command line can ask for)
-MAX_SPEC_GPUS = 4096
 
 _SPEC = re.compile(r"(?P<kind>[a-z]+):(?P<n>\d{1,5})(?:x(?P<m>\d{1,5}))?(?:@(?P<gbps>\d+(?:\.\d+)?))?"
                    r"(?:/(?P<links>\d{1,3}))?")
@@ -76,8 +75,8 @@ def pcie_box(n: int, pcie_gbps: float = PCIE_X16_GBPS[4], per_switch: int = 4,
     >>> t.smi_label(0, 3), t.smi_label(0, 4), len(t.nodes_of_kind("nic"))
     ('PIX', 'SYS', 2)
     """
-    if not 2 <= n <= MAX_SPEC_GPUS:
-        raise TopologyError(f"pcie:{n}: need 2 to {MAX_SPEC_GPUS} GPUs")
+    if not 2 <= n <= MAX_GPUS:
+        raise TopologyError(f"pcie:{n}: need 2 to {MAX_GPUS} GPUs")
     t = Topology(f"pcie{n}", description=f"{n} GPUs on PCIe ({pcie_gbps} GB/s x16), {per_switch} per switch")
     for i in range(n):
         t.add_gpu(i)
@@ -119,8 +118,8 @@ def parse_generator_spec(text: str) -> Topology:
     size = n * int(m["m"]) if m["m"] else n
     if m["m"] and kind != "torus":
         raise TopologyError(f"topology spec {text!r}: only torus takes NxM")
-    if not 2 <= size <= MAX_SPEC_GPUS or links < 1:
-        raise TopologyError(f"topology spec {text!r}: need 2 to {MAX_SPEC_GPUS} GPUs and at least 1 link")
+    if not 2 <= size <= MAX_GPUS or links < 1:
+        raise TopologyError(f"topology spec {text!r}: need 2 to {MAX_GPUS} GPUs and at least 1 link")
     gbps = float(m["gbps"]) if m["gbps"] else None
     if gbps is not None and not 0 < gbps < 1e6:
         raise TopologyError(f"topology spec {text!r}: bandwidth must be > 0 GB/s")
