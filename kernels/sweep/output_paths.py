@@ -1,7 +1,7 @@
 """Which files a ``sweep`` may write: ``-J``, ``--plot`` and ``--csv`` are checked before anything
 runs (an existing, writable folder, :func:`synth.sweep.output_file.check_output_file`; never a
-folder; a CSV replaced only when it is one of ours), so a sweep never creates folders or ends
-with a write error after all its work."""
+folder; an existing file replaced only when it is a PNG for ``--plot``, a CSV of ours for ``--csv``), so a
+sweep never creates folders, ends with a write error after all its work or overwrites a user's file."""
 
 from __future__ import annotations
 
@@ -9,14 +9,19 @@ from pathlib import Path
 
 from synth.sweep.output_file import check_output_file
 from topo_probe.errors import UsageError
+from topo_probe.topology.serialize import check_replaceable
+
+#: the eight bytes every PNG file begins with (PNG specification, 5.2)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def check_output_paths(args) -> None:
     """Refuse, before anything runs, output files that cannot be written or are not ours to
     overwrite: ``-J``, ``--plot`` and ``--csv`` must name a file in an existing folder this
-    process may write (no folder is created); ``--plot`` a ``.png``; a CSV (``--csv`` or the one
-    next to the plot) is only replaced when it is one of ours (its header is ours).  ``-J`` never
-    replaces a file (nccl-tests' rule: the first free ``FILE``, ``FILE.0``, ...)."""
+    process may write (no folder is created); ``--plot`` a ``.png`` that replaces only a PNG (its
+    signature bytes); a CSV (``--csv`` or the one next to the plot) is only replaced when it is one of
+    ours (its header is ours).  ``-J`` never replaces a file (nccl-tests' rule: the first free ``FILE``,
+    ``FILE.0``, ...).  :func:`topo_probe.topology.serialize.check_replaceable` tells the files apart."""
     from kernels.sweep.compare import CSV_COLUMNS
     plot = Path(args.plot) if args.plot else None
     if plot is not None and plot.suffix.lower() != ".png":
@@ -26,15 +31,12 @@ def check_output_paths(args) -> None:
     for flag, path in (("-J", json_file), ("--plot", plot), ("--csv", csv)):
         if path is not None:
             check_output_file(flag, path)
-    if csv is not None and csv.exists():
-        flag = "--csv" if args.csv else f"--plot {args.plot}"
-        try:
-            first = csv.open(encoding="utf-8", errors="replace").readline().strip()
-        except OSError as e:
-            raise UsageError(f"{flag} would replace {csv}: {e.strerror}") from None
-        if first != ",".join(CSV_COLUMNS):
-            raise UsageError(f"{flag} would replace {csv}, which is not a sweep CSV; name another "
-                             f"{'file' if args.csv else 'with --csv'}")
+    if plot is not None:           # a picture to redraw (ours or not); anything else is a user's file, kept
+        check_replaceable("--plot", plot, lambda head: head.startswith(PNG_SIGNATURE), "a PNG")
+    if csv is not None:
+        flag, header = ("--csv" if args.csv else f"--plot {args.plot}"), ",".join(CSV_COLUMNS)
+        check_replaceable(flag, csv, lambda head: head.decode("utf-8", "replace").split("\n", 1)[0].strip() == header,
+                          "a sweep CSV", f"name another {'file' if args.csv else 'with --csv'}")
 
 
 __all__ = ["check_output_paths"]

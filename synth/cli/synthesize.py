@@ -46,7 +46,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--nccl-tuner-conf", type=Path, metavar="FILE",
                    help="also write a CSV for NCCL's example tuner plugin (NCCL 2.30.3+, NCCL_TUNER_CONFIG_FILE): "
                         "lines change NCCL's choice only where the NCCL model predicts it beaten; every other "
-                        "query keeps NCCL's choice and channels (NVIDIA machines only: RCCL cannot load it)")
+                        "query keeps NCCL's choice and channels (NVIDIA machines only: RCCL cannot load it; an "
+                        "existing FILE is replaced only if synthesize wrote it)")
     p.add_argument("--nccl-version", metavar="X.Y[.Z]", help="the NCCL the plan compares with, its patch kept "
                    "(default: the one this machine has installed when probing it, else 2.28)")
     p.add_argument("--msccl-runtime", choices=("rccl", "msccl-executor-nccl"),
@@ -209,7 +210,8 @@ def _os_error(e: OSError) -> str:
 
 def _check_tuner_conf(path: Path, out: Path) -> None:
     """Refuse, before any work, a ``--nccl-tuner-conf`` that cannot be written as a file: a folder,
-    something not a regular file, a path in a missing or read-only folder, or one of the results."""
+    something not a regular file, a path in a missing or read-only folder, one of the results, or an
+    existing file that is not a tuner file of ours (:func:`synth.model.nccl.tuner_config.is_cover_file`)."""
     from synth.pipeline.output import ENTRIES, MARKER, VERSION_PREFIX
     flag = f"--nccl-tuner-conf {path}"
     if path.is_dir():
@@ -226,6 +228,10 @@ def _check_tuner_conf(path: Path, out: Path) -> None:
         raise UsageError(f"{flag}: folder {folder} does not exist")
     if not os.access(folder, os.W_OK | os.X_OK) or (path.exists() and not os.access(path, os.W_OK)):
         raise UsageError(f"{flag} cannot be written (permission denied)")
+    from synth.model.nccl.tuner_config import is_cover_file
+    from topo_probe.topology.serialize import check_replaceable
+    check_replaceable("--nccl-tuner-conf", path, lambda head: is_cover_file(head.decode("utf-8", "replace")),
+                      "a tuner file synthesize wrote")      # a user's file is never replaced
 
 
 if __name__ == "__main__":      # as the console script runs (topo_probe.cli.entry.run_command)

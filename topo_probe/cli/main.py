@@ -31,8 +31,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--topology", metavar="X", help="preset name or file (our JSON, link-matrix JSON, NCCL "
                    "topology XML, nvidia-smi topo -m output); default: probe this machine")
     p.add_argument("--gpus", metavar="LIST", help="keep only these GPUs, e.g. 0,2-5 (renumbered 0..)")
-    p.add_argument("--json", metavar="OUT", help="write the topology as topocoll.topology JSON to OUT")
-    p.add_argument("--nccl-xml", metavar="OUT", help="write the topology as NCCL topology XML to OUT")
+    p.add_argument("--json", metavar="OUT", help="write the topology as topocoll.topology JSON to OUT "
+                   "(an existing OUT only if topo-probe wrote it)")
+    p.add_argument("--nccl-xml", metavar="OUT", help="write the topology as NCCL topology XML to OUT "
+                   "(an existing OUT only if topo-probe wrote it)")
     p.add_argument("--format", choices=("matrix", "json"), default="matrix",
                    help="what to print on stdout (default: matrix)")
     p.add_argument("--nvlink-gbps", metavar="F", type=float,
@@ -49,10 +51,24 @@ def _probe() -> tuple[Topology | None, list[str]]:
     return probe_machine()
 
 
+def _check_outputs(args: argparse.Namespace) -> None:
+    """Before any work: ``--json`` / ``--nccl-xml`` replace an existing file only when it is one we
+    write (a ``topocoll.topology`` JSON; an XML that begins with our comment line), never a user's."""
+    from topo_probe.parsers.nccl_xml_export import is_topology_xml
+    from topo_probe.topology.serialize import check_replaceable, is_topology_json
+    if args.json:
+        check_replaceable("--json", args.json, is_topology_json, "one topo-probe wrote (a "
+                          "topocoll.topology JSON)")
+    if args.nccl_xml:
+        check_replaceable("--nccl-xml", args.nccl_xml, is_topology_xml, "one topo-probe wrote "
+                          "(an NCCL XML that begins with <!-- topocoll: topology)")
+
+
 def _run(args: argparse.Namespace) -> int:
     from topo_probe.cli.options import apply_machine_arguments
     from topo_probe.load import load_topology, parse_gpu_list
 
+    _check_outputs(args)
     gpus = parse_gpu_list(args.gpus) if args.gpus is not None else None
     if args.topology is not None:
         topo = load_topology(args.topology, gpus=gpus, nvlink_gbps=args.nvlink_gbps)

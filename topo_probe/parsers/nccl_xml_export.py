@@ -34,7 +34,20 @@ from topo_probe.parsers.hardware import (
 from topo_probe.parsers.nccl_xml_tree import CPU_CLASS, NVSWITCH_CLASS
 from topo_probe.topology.model import Topology
 
-__all__ = ["to_nccl_xml", "CPU_CLASS", "NVSWITCH_CLASS"]
+__all__ = ["to_nccl_xml", "is_topology_xml", "XML_MARK", "CPU_CLASS", "NVSWITCH_CLASS"]
+
+#: how every XML :func:`to_nccl_xml` writes begins (a comment naming the topology): what tells our own file
+XML_MARK = "<!-- topocoll: topology "
+
+
+def is_topology_xml(head: bytes) -> bool:
+    """Whether a file's first bytes are an XML that :func:`to_nccl_xml` wrote (it starts with :data:`XML_MARK`).
+
+    >>> is_topology_xml(to_nccl_xml(Topology("t")).encode()), is_topology_xml(b"<system version='1'>")
+    (True, False)
+    """
+    return head.lstrip().startswith(XML_MARK.encode())
+
 
 #: PCI class RCCL's dumps give MI300-class GPUs (processing accelerator)
 AMD_GPU_CLASS = "0x120000"
@@ -191,7 +204,7 @@ class _Exporter:
         for k, cpu in enumerate(cpus):
             self._cpu(cpu, k, children, loose if k == 0 else [], len(hosts) > 1)
         self._switch_links(1)
-        head = [f"<!-- topocoll: topology {_q(self.t.name).replace('--', '- -')} for NCCL_TOPO_FILE -->"]
+        head = [f"{XML_MARK}{_q(self.t.name).replace('--', '- -')} for NCCL_TOPO_FILE -->"]
         head += [f"<!-- assumption: {_q(n).replace('--', '- -')} -->" for n in self.notes]
         return "\n".join(head + ['<system version="1">'] + body + ["</system>"]) + "\n"
 

@@ -30,11 +30,12 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import tempfile
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
-from topo_probe.errors import TopologyError
+from topo_probe.errors import TopologyError, UsageError
 from topo_probe.guard import (
     MAX_BANDWIDTH_GBPS,
     MAX_EDGES,
@@ -245,6 +246,34 @@ def atomic_write(path: str | os.PathLike, text: str) -> None:
         if os.path.exists(tmp):
             os.unlink(tmp)
         raise
+
+
+def check_replaceable(flag: str, path: str | os.PathLike, is_ours: Callable[[bytes], bool], what: str,
+                      hint: str = "name another file") -> None:
+    """Refuse (UsageError, one line naming ``flag`` and the file) to replace an existing ``path``
+    unless ``is_ours`` recognises its first 4 KiB as a file of ours (``what``: what ours are, e.g.
+    ``a sweep CSV``), so that no command overwrites a user's unrelated file.  A missing path passes.
+
+    >>> check_replaceable("--csv", "/no/such/file.csv", lambda head: False, "a sweep CSV")
+    """
+    path = Path(path)
+    if not path.exists():
+        return
+    if not path.is_file():
+        raise UsageError(f"{flag} would replace {path}, which is not a regular file; {hint}")
+    try:
+        with path.open("rb") as fh:
+            head = fh.read(4096)
+    except OSError as e:
+        raise UsageError(f"{flag} would replace {path}: {e.strerror or e}") from None
+    if not is_ours(head):
+        raise UsageError(f"{flag} would replace {path}, which is not {what}; {hint}")
+
+
+def is_topology_json(head: bytes) -> bool:
+    """Whether a file's first bytes are a ``topocoll.topology`` document as :func:`save_topology`
+    writes it (its first key is ``format``)."""
+    return re.match(rb'\s*\{\s*"format"\s*:\s*"' + re.escape(FORMAT.encode()) + rb'"', head) is not None
 
 
 def topology_to_json(topo: Topology) -> str:

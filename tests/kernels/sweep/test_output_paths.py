@@ -151,3 +151,18 @@ def test_a_temporary_file_that_cannot_be_made_names_the_users_file(tmp_path, mon
     with pytest.raises(OSError) as e:
         schedule_mod.atomic_write_text(tmp_path / "out.json", "{}")
     assert e.value.filename == str(tmp_path / "out.json") and e.value.errno == errno.EACCES
+
+
+def test_a_file_that_is_not_a_png_is_not_replaced_by_the_plot(tmp_path, capsys):
+    """Audit 65: ``--plot notes.png`` replaced a text file (only the name's ending was checked).  An
+    existing file is replaced only when it is a PNG (its signature bytes), as the help says."""
+    notes = tmp_path / "notes.png"
+    notes.write_text("my notes\n")
+    _refused(capsys, QUICK + ["--backend", "sim", "--plot", str(notes)], "which is not a PNG")
+    assert notes.read_text() == "my notes\n" and not (tmp_path / "notes.csv").exists()
+    pic = tmp_path / "pic.png"
+    assert main(QUICK + ["--backend", "sim", "--plot", str(pic)]) == 0
+    before = pic.stat().st_mtime_ns
+    os.utime(pic, ns=(before - 10**9, before - 10**9))
+    assert main(QUICK + ["--backend", "sim", "--plot", str(pic)]) == 0              # a PNG: replaced
+    assert pic.stat().st_mtime_ns > before - 10**9 and pic.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")

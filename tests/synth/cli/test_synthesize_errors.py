@@ -88,3 +88,19 @@ def test_a_full_disk_over_earlier_results_keeps_them_and_says_so(tmp_path, capsy
     err = _one_line(capsys)
     assert f"{out}/" in err and ": No space left on device; previous results kept" in err, err
     assert json.loads((out / "summary.json").read_text()) == before
+
+
+def test_a_users_file_is_not_replaced_by_the_tuner_conf_but_ours_is(tmp_path, capsys):
+    """Audit 65: ``--nccl-tuner-conf`` replaced any existing file.  A file that is not a tuner file
+    synthesize wrote (:func:`synth.model.nccl.tuner_config.is_cover_file`) is refused before any work."""
+    out, mine = tmp_path / "res", tmp_path / "userfile.txt"
+    mine.write_text("my notes\n")
+    assert main(QUICK + ["--out", str(out), "--nccl-tuner-conf", str(mine)]) == 2
+    err = _one_line(capsys)
+    assert str(mine) in err and "not a tuner file" in err
+    assert mine.read_text() == "my notes\n" and not out.exists()
+    ours = tmp_path / "nccl_tuner.conf"
+    assert main(QUICK + ["--out", str(out), "--nccl-tuner-conf", str(ours)]) == 0
+    ours.write_text(ours.read_text() + "# edited\n")
+    assert main(QUICK + ["--out", str(out), "--nccl-tuner-conf", str(ours)]) == 0     # our own: replaced
+    assert "# edited" not in ours.read_text()

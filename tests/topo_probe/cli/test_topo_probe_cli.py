@@ -156,3 +156,21 @@ def test_a_reader_that_stops_early_gets_no_broken_pipe_error(fmt):
     proc.stdout.close()  # what head does after its lines
     err = proc.stderr.read().decode()
     assert proc.wait(timeout=60) == 0 and err == "", err
+
+
+@pytest.mark.parametrize("flag", ["--json", "--nccl-xml"])
+def test_a_users_file_is_not_replaced_but_our_own_export_is(tmp_path, capsys, flag):
+    """Audit 65: ``--json`` / ``--nccl-xml`` replaced any existing file.  An existing file is replaced
+    only when it is one topo-probe writes (a ``topocoll.topology`` JSON, an XML with our comment line);
+    nothing is written when either is refused."""
+    mine, other = tmp_path / "mine.txt", tmp_path / ("o.xml" if flag == "--json" else "o.json")
+    mine.write_text('{"format": "link-matrix", "links": [[0, 1], [1, 0]]}\n')
+    other_flag = "--nccl-xml" if flag == "--json" else "--json"
+    assert main(["--topology", "ring:4", other_flag, str(other), flag, str(mine)]) == 2
+    cap = capsys.readouterr()
+    assert len(cap.err.splitlines()) == 1 and str(mine) in cap.err and "not one topo-probe wrote" in cap.err
+    assert mine.read_text().startswith('{"format": "link-matrix"') and not other.exists()
+    ours = tmp_path / "ours"
+    assert main(["--topology", "ring:4", flag, str(ours)]) == 0
+    assert main(["--topology", "ring:8", flag, str(ours)]) == 0                      # our own: replaced
+    assert "ring8" in ours.read_text()
