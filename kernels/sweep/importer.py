@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests
-from synth.formats.nccl_tests.runs import load_nccl_tests
+from synth.formats.nccl_tests.runs import check_sizes_once, load_nccl_tests
 from synth.sweep.driver import Result, Row, SweepSummary
 from topo_probe.errors import NcclTestsLogError
 
@@ -53,10 +53,12 @@ def read_log(path: str | Path, collective: str | None = None) -> ImportedLog:
     Raises
     ------
     NcclTestsLogError
-        Bad input (names the file and line), no test of ``collective`` in the file, or a log of
-        another collective (told by its test line or its file name).
+        Bad input (names the file and line), no test of ``collective`` in the file, a log of
+        another collective (told by its test line or its file name), or a size twice in one
+        type/op/root series (two runs' rows in one table: a plot would zig-zag).
     """
     log = load_nccl_tests(path, collective)
+    check_sizes_once(log.rows, str(path))
     if collective is not None:
         from synth.formats.nccl_tests.runs import collective_of, guess_collective
         have, want = guess_collective(log, path), collective_of(collective)

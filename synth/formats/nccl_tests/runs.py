@@ -168,18 +168,30 @@ def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: s
     red = _one_of(ops, op, "reduction ops", "-o", source)
     rows = [r for r in log.rows
             if DTYPE_ALIASES.get(r.type, r.type) == typ and (r.redop == red or not _is_op(r.redop))]
-    seen: dict[int, list] = {}
+    check_sizes_once(rows, source, by_root=False)
+    return rows
+
+
+def check_sizes_once(rows: list, source: str, by_root: bool = True) -> None:
+    """Refuse a size (above 0) that appears twice for one datatype and op (and root, ``by_root``):
+    two runs' rows in one table, or without ``by_root`` the rows of ``-r -1``, one per root.
+
+    Raises
+    ------
+    NcclTestsLogError
+        Names the source, the size, how many times and for which type and op.
+    """
+    seen: dict[tuple, list] = {}
     for r in rows:
         if r.size > 0:
-            seen.setdefault(r.size, []).append(r)
+            seen.setdefault((r.type, r.redop, r.root if by_root else None, r.size), []).append(r)
     twice = next((rs for rs in seen.values() if len(rs) > 1), None)
     if twice is not None:
         roots = sorted({-1 if r.root is None else r.root for r in twice})
         why = f"one row per root ({', '.join(map(str, roots))})" if len(roots) > 1 else "two runs in one table?"
-        pair = f"{typ} {red}" if red else typ
+        pair = f"{twice[0].type} {twice[0].redop}" if _is_op(twice[0].redop) else twice[0].type
         raise NcclTestsLogError(f"{source}: size {twice[0].size} appears {len(twice)} times for {pair} ({why}); "
                                 f"keep one run's rows")
-    return rows
 
 
 def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTestsLog:
@@ -189,4 +201,4 @@ def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTest
 
 
 __all__ = ["parse_runs", "load_runs", "select_run", "strip_prefixes", "guess_collective", "load_nccl_tests",
-           "pick_rows"]
+           "pick_rows", "check_sizes_once"]

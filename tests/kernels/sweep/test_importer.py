@@ -109,3 +109,27 @@ def test_import_only_prints_each_test_of_a_two_test_file(capsys):
     assert main(["--import", log]) == 0
     out = capsys.readouterr().out
     assert out.count("# Avg bus bandwidth") == 2 and "72.4265" in out and "28.6299" in out
+
+
+def test_a_log_with_a_size_twice_in_one_series_is_refused_before_the_sweep(tmp_path, capsys):
+    """Audit 65: a log holding two runs' rows in one table (every size twice for float sum) was
+    plotted as one zig-zag series; it is refused, naming the file and the size, before any row.
+    Sections of other types (nccl-tests ``-d all``) stay series of their own."""
+    from kernels.sweep.cli import main
+    text = FIXTURE.read_text()
+    rows = [ln for ln in text.splitlines() if ln.strip() and not ln.startswith("#")]
+    twice = tmp_path / "twice_all_reduce.txt"
+    twice.write_text(text + "\n".join(rows) + "\n")
+    base = ["all_reduce", "--backend", "sim", "--topology", "dgx-a100", "-b", "8", "-e", "64", "-f", "2"]
+    for argv in (base + ["--import", str(twice), "--plot", str(tmp_path / "p.png")],
+                 ["--import", str(twice), "--plot", str(tmp_path / "p.png")]):
+        assert main(argv) == 2
+        captured = capsys.readouterr()
+        assert "#  Rank" not in captured.out or argv[0] == "--import"       # the sweep ran no row
+        assert captured.err.count("\n") == 1 and str(twice) in captured.err and "size 8 appears 2 times" in captured.err
+        assert not (tmp_path / "p.png").exists()
+    dall = tmp_path / "dall_all_reduce.txt"
+    dall.write_text(text + "\n".join(ln.replace(" float ", " double ") for ln in rows) + "\n")
+    assert main(base + ["--import", str(dall), "--plot", str(tmp_path / "p.png")]) == 0
+    csv = (tmp_path / "p.csv").read_text()
+    assert csv.count("NCCL measured (8 ranks) float sum root -1,") == csv.count("(8 ranks) double sum root -1,") == 30
