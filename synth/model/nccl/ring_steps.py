@@ -59,6 +59,11 @@ from synth.model.nccl.machine import NcclMachine
 P2P_READ_SM = 80
 #: first NCCL version whose direct mode needs a registered buffer (v2.23.4-1 prims_simple.h line 502)
 DIRECT_NEEDS_REGISTRATION_SINCE = (2, 23)
+#: NCCL_SIMPLE_MAX_NTHREADS (NCCL_MAX_NTHREADS before 2.8): a Simple CTA's threads where the ring is not slow
+SIMPLE_MAX_NTHREADS = 512
+#: PCI_BW (PCI_WIDTH before 2.9): GB/s against which NCCL's tuner compares the ring graph's bandwidth when it
+#: sets a Simple CTA's threads, Gen3 x16 at every version (v2.28.9-1 src/graph/topo.h line 22)
+PCI_BW_TUNING = 12.0
 
 
 def nvlink_p2p(m: NcclMachine, p2p_disable: bool = False) -> bool:
@@ -135,15 +140,41 @@ def ring_copy_steps(coll: str, ranks: int, direct_write: bool = False) -> tuple[
 
 
 
-def cta_copy_gbs(arch: str, params, gpu_name: str = "") -> float:
-    """GB/s one CTA copies inside a GPU of ``arch`` (the part ``gpu_name``): ``params.ring_copy_gbs`` (the rate at
-    H100 SXM5's clock) times the GPU's boost clock over H100's (:func:`.constants.sm_clock_ghz`).
+def cta_copy_gbs(arch: str, params, gpu_name: str = "", threads: int = SIMPLE_MAX_NTHREADS) -> float:
+    """GB/s one CTA of ``threads`` threads copies inside a GPU of ``arch`` (the part ``gpu_name``):
+    ``params.ring_copy_gbs`` (the rate of a 512-thread CTA at H100 SXM5's clock) times the GPU's boost clock over
+    H100's (:func:`.constants.sm_clock_ghz`) and ``threads`` over 512 (:func:`simple_ring_threads`).
 
     >>> from synth.model.nccl.params import ModelParams
     >>> [round(cta_copy_gbs(a, ModelParams(ring_copy_gbs=99.0)), 1) for a in ("sm90", "sm100", "sm80", "sm70")]
     [99.0, 99.0, 70.5, 76.5]
+    >>> round(cta_copy_gbs("sm70", ModelParams(ring_copy_gbs=99.0), threads=256), 2)
+    38.25
     """
-    return at_sm_clock(params.ring_copy_gbs, arch, gpu_name)
+    return at_sm_clock(params.ring_copy_gbs, arch, gpu_name) * threads / SIMPLE_MAX_NTHREADS
+
+
+def simple_ring_threads(m: NcclMachine, graphs, version: tuple = NCCL_VERSION) -> int:
+    """Threads of a ring's Simple CTA as NCCL of ``version`` sets them by default (``graphs``: the
+    communicator's :class:`.graphs.CommGraphs`).  NCCL 2.4: 256 after Kepler, 128 on Kepler (v2.4.8-1
+    ``src/include/rings.h`` lines 10-13, ``getDefaultThreads``; ``src/init.cc`` lines 1023-1027).  2.5: 256 where
+    the tree graph's ``speedIntra x nChannels <= 12``, else 512 (v2.5.6-1 ``src/graph/tuning.cc`` line 80); from
+    2.6 the ring graph's (v2.6.4-1 line 80 ``<= PCI_WIDTH``, 12.0 in topo.h; v2.28.9-1 line 231 ``bwIntra x
+    nChannels <= PCI_BW``, 12.0 in topo.h line 22).  RCCL's own thread counts (its tuning.cc line 307) are
+    not followed: 512.
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> h100 = NcclMachine.from_topology(get_preset("dgx-h100"))
+    >>> simple_ring_threads(h100, comm_graphs(h100)), simple_ring_threads(h100, comm_graphs(h100), (2, 4, 8))
+    (512, 256)
+    """
+    if m.amd:
+        return SIMPLE_MAX_NTHREADS
+    if tuple(version) < (2, 5):
+        return 128 if m.sm // 10 == 3 else 256
+    g = graphs.tree if tuple(version) < (2, 6) else graphs.ring
+    return 256 if g.bw_intra * g.n_channels <= PCI_BW_TUNING else SIMPLE_MAX_NTHREADS
 
 
 def ring_send_share(coll: str, ranks: int, share: float, direct_write: bool = False) -> float:
@@ -160,7 +191,8 @@ def ring_send_share(coll: str, ranks: int, share: float, direct_write: bool = Fa
 
 
 def ring_simple_send_share(m: NcclMachine, coll: str, channel_gbs: float, params,
-                           version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> float:
+                           version: tuple = NCCL_VERSION, p2p_disable: bool = False,
+                           threads: int = SIMPLE_MAX_NTHREADS) -> float:
     """:func:`ring_send_share` of a Simple ring on ``m`` whose channels each send at ``channel_gbs`` (GB/s): a copy
     step takes ``channel_gbs`` over the CTA's copy rate (:func:`cta_copy_gbs`) of a send step, and direct writes
     (:func:`ring_direct_write`) skip the final receive's copy.
@@ -172,7 +204,7 @@ def ring_simple_send_share(m: NcclMachine, coll: str, channel_gbs: float, params
     >>> [round(ring_simple_send_share(h100, "allreduce", 5.0, p, v), 4) for v in ((2, 23), (2, 22))]   # 14 / 14.25
     [0.9825, 1.0]
     """
-    share = channel_gbs / cta_copy_gbs(m.arch, params, m.gpu_name)
+    share = channel_gbs / cta_copy_gbs(m.arch, params, m.gpu_name, threads)
     return ring_send_share(coll, m.ranks, share, ring_direct_write(m, version, p2p_disable))
 
 
@@ -218,4 +250,5 @@ def p2p_simple_fill(m: NcclMachine, params, part_bytes: float, chunk_bytes: int,
 
 
 __all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "p2p_simple_fill", "nvlink_p2p", "xgmi_p2p",
-           "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share"]
+           "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share",
+           "simple_ring_threads"]
