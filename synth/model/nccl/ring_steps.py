@@ -17,15 +17,21 @@ its CTA copies inside the GPU (:func:`cta_copy_gbs`).  A ring's link bandwidth i
 Broadcast and reduce are chains: every GPU but the ends receives and forwards each chunk in one step, so
 nothing idles the chain's slowest GPU.
 
-A CTA copies with one SM's load/store units: 32 a SM on every NVIDIA generation since Volta (the SM diagrams of
-the V100, A100 and H100 white papers: 8 LD/ST units in each of 4 processing blocks), driven by NCCL's
-``reduceCopy`` loop (16-byte loads and stores), so the model takes it to move the same bytes a clock on every GPU
-and its rate to follow the SM clock: ``ring_copy_gbs`` (fitted, one constant) is the rate at H100 SXM5's boost
-clock, and a GPU of another architecture takes it times its own boost clock over H100's
-(:func:`.constants.at_sm_clock`).
-Not modelled: the bytes a CTA keeps in flight (``ncclCollUnroll()``, NVIDIA/nccl src/include/device.h: 4 on sm70,
-8 from sm80), which would matter were the copy latency-bound (V100's ring, one copy in 15 steps at 11 GB/s a
-channel, cannot tell).  The in-sample logs pin the constant loosely: 8 x H100's rings want it high, 8 x A100's
+A CTA copies with NCCL's ``reduceCopyPacks`` loop: each worker thread issues ``Unroll`` 16-byte volatile
+loads before it uses any (NVIDIA/nccl v2.28.9-1 ``src/device/common_kernel.h`` lines 82-96 and 115), so a CTA
+keeps ``workers x Unroll x 16`` bytes in flight and, by Little's law, copies that many bytes per read latency.
+Its workers are the tuner's Simple thread count: a ring's CTA is launched with one sync warp on top of it
+(``src/enqueue.cc`` line 1902, "Extra warp for sync") and ``Primitives`` takes that warp back out
+(``nworkers = nthreads - WARP_SIZE``, ``src/device/prims_simple.h`` line 597; the same 256 / 512 workers at
+v2.6.4-1 ``enqueue.cc`` line 270 with ``primitives.h`` line 202, and at v2.4.8-1 ``nThreads+1`` with
+``blockDim.x - 1``).  The model knows neither the read latency nor, across GPUs, how it and ``Unroll`` (4 on
+sm70, 8 on sm80-sm90, 6 on sm120: ``src/include/device.h`` line 504) combine, so it takes one fitted rate,
+``ring_copy_gbs``, for a 512-thread CTA at H100 SXM5's boost clock, and scales it across GPUs by the boost clock
+(:func:`.constants.at_sm_clock`: an assumption, the same bytes a clock on every GPU), and within one GPU by the
+CTA's workers (:func:`simple_ring_threads`: at the same ``Unroll`` and latency the bytes in flight, and so the
+rate, follow the workers: 256 of 512 copies at half the rate).  The workers ratio is a within-GPU term only:
+across hosts the SHM per-channel rates do not follow bytes in flight (docs/nccl-model.md, ``shm65-tried``).
+The in-sample logs pin the constant loosely: 8 x H100's rings want it high, 8 x A100's
 all_reduce low, not for its copies but because the model puts its Simple rows at 32-512 MiB 6-14 % fast and
 those at 1-4 GiB 4-5 % slow, so any Simple-only slowdown helps it.  By the clock, A100 copies at 71 % of H100's
 rate, so that pull sets H100's value less (fitted without the one-host H100 class: 34 GB/s, 28 with one rate for
@@ -59,6 +65,12 @@ from synth.model.nccl.machine import NcclMachine
 P2P_READ_SM = 80
 #: first NCCL version whose direct mode needs a registered buffer (v2.23.4-1 prims_simple.h line 502)
 DIRECT_NEEDS_REGISTRATION_SINCE = (2, 23)
+#: NCCL_SIMPLE_MAX_NTHREADS (NCCL_MAX_NTHREADS before 2.8): a Simple CTA's threads where the ring is not slow
+SIMPLE_MAX_NTHREADS = 512
+#: PCI_BW (PCI_WIDTH before 2.14: v2.13.4-1 src/graph/topo.h line 18; PCI_BW from v2.14.3-1 line 18): GB/s against
+#: which NCCL's tuner compares the ring graph's bandwidth when it sets a Simple CTA's threads, Gen3 x16 at every
+#: version (v2.28.9-1 src/graph/topo.h line 22)
+PCI_BW_TUNING = 12.0
 
 
 def nvlink_p2p(m: NcclMachine, p2p_disable: bool = False) -> bool:
@@ -135,15 +147,48 @@ def ring_copy_steps(coll: str, ranks: int, direct_write: bool = False) -> tuple[
 
 
 
-def cta_copy_gbs(arch: str, params, gpu_name: str = "") -> float:
-    """GB/s one CTA copies inside a GPU of ``arch`` (the part ``gpu_name``): ``params.ring_copy_gbs`` (the rate at
-    H100 SXM5's clock) times the GPU's boost clock over H100's (:func:`.constants.sm_clock_ghz`).
+def cta_copy_gbs(arch: str, params, gpu_name: str = "", threads: int = SIMPLE_MAX_NTHREADS) -> float:
+    """GB/s one CTA of ``threads`` threads copies inside a GPU of ``arch`` (the part ``gpu_name``):
+    ``params.ring_copy_gbs`` (the rate of a 512-thread CTA at H100 SXM5's clock) times the GPU's boost clock over
+    H100's (:func:`.constants.sm_clock_ghz`) and the CTA's copy workers over a 512-thread CTA's.  The workers
+    equal ``threads`` (the ring's CTA runs one sync warp more, v2.28.9-1 src/enqueue.cc line 1902, which
+    ``nworkers = nthreads - WARP_SIZE`` removes, src/device/prims_simple.h line 597), and by Little's law a CTA
+    keeping ``workers x Unroll x 16`` bytes in flight (src/device/common_kernel.h lines 82-96) copies in
+    proportion to them at a fixed ``Unroll`` and read latency: ``threads`` over 512.
 
     >>> from synth.model.nccl.params import ModelParams
     >>> [round(cta_copy_gbs(a, ModelParams(ring_copy_gbs=99.0)), 1) for a in ("sm90", "sm100", "sm80", "sm70")]
     [99.0, 99.0, 70.5, 76.5]
+    >>> round(cta_copy_gbs("sm70", ModelParams(ring_copy_gbs=99.0), threads=256), 2)
+    38.25
     """
-    return at_sm_clock(params.ring_copy_gbs, arch, gpu_name)
+    return at_sm_clock(params.ring_copy_gbs, arch, gpu_name) * threads / SIMPLE_MAX_NTHREADS
+
+
+def simple_ring_threads(m: NcclMachine, graphs, version: tuple = NCCL_VERSION) -> int:
+    """Threads of a ring's Simple CTA as NCCL of ``version`` sets them by default (``graphs``: the
+    communicator's :class:`.graphs.CommGraphs`).  NCCL 2.4: 256 after Kepler, 128 on Kepler (v2.4.8-1
+    ``src/include/rings.h`` lines 10-13, ``getDefaultThreads``; ``src/init.cc`` lines 1023-1027).  2.5: 256 where
+    the tree graph's ``speedIntra x nChannels <= 12``, else 512 (v2.5.6-1 ``src/graph/tuning.cc`` line 80); from
+    2.6 the ring graph's (v2.6.4-1 line 80 ``<= PCI_WIDTH``, 12.0 in topo.h; v2.28.9-1 line 231 ``bwIntra x
+    nChannels <= PCI_BW``, 12.0 in topo.h line 22).  Defaults only: ``NCCL_NTHREADS``, which replaces the
+    default (v2.28.9-1 tuning.cc lines 232-233, ``getNthreads``), is not read.  AMD returns 512, the fitted rate
+    unscaled, although RCCL applies the same rule capped at its ``NCCL_MAX_NTHREADS`` 256 (ROCm/rccl 0cbce2a7
+    src/graph/tuning.cc lines 303-307, src/include/device.h line 68): a contradiction left in place, since
+    :data:`.rccl_net.RCCL_NTHREADS` already says RCCL runs 256 threads while this function returns 512 for AMD.
+
+    >>> from topo_probe import get_preset
+    >>> from synth.model.nccl.graphs import comm_graphs
+    >>> h100 = NcclMachine.from_topology(get_preset("dgx-h100"))
+    >>> simple_ring_threads(h100, comm_graphs(h100)), simple_ring_threads(h100, comm_graphs(h100), (2, 4, 8))
+    (512, 256)
+    """
+    if m.amd:
+        return SIMPLE_MAX_NTHREADS
+    if tuple(version) < (2, 5):
+        return 128 if m.sm // 10 == 3 else 256
+    g = graphs.tree if tuple(version) < (2, 6) else graphs.ring
+    return 256 if g.bw_intra * g.n_channels <= PCI_BW_TUNING else SIMPLE_MAX_NTHREADS
 
 
 def ring_send_share(coll: str, ranks: int, share: float, direct_write: bool = False) -> float:
@@ -160,7 +205,8 @@ def ring_send_share(coll: str, ranks: int, share: float, direct_write: bool = Fa
 
 
 def ring_simple_send_share(m: NcclMachine, coll: str, channel_gbs: float, params,
-                           version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> float:
+                           version: tuple = NCCL_VERSION, p2p_disable: bool = False,
+                           threads: int = SIMPLE_MAX_NTHREADS) -> float:
     """:func:`ring_send_share` of a Simple ring on ``m`` whose channels each send at ``channel_gbs`` (GB/s): a copy
     step takes ``channel_gbs`` over the CTA's copy rate (:func:`cta_copy_gbs`) of a send step, and direct writes
     (:func:`ring_direct_write`) skip the final receive's copy.
@@ -172,7 +218,7 @@ def ring_simple_send_share(m: NcclMachine, coll: str, channel_gbs: float, params
     >>> [round(ring_simple_send_share(h100, "allreduce", 5.0, p, v), 4) for v in ((2, 23), (2, 22))]   # 14 / 14.25
     [0.9825, 1.0]
     """
-    share = channel_gbs / cta_copy_gbs(m.arch, params, m.gpu_name)
+    share = channel_gbs / cta_copy_gbs(m.arch, params, m.gpu_name, threads)
     return ring_send_share(coll, m.ranks, share, ring_direct_write(m, version, p2p_disable))
 
 
@@ -218,4 +264,5 @@ def p2p_simple_fill(m: NcclMachine, params, part_bytes: float, chunk_bytes: int,
 
 
 __all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "p2p_simple_fill", "nvlink_p2p", "xgmi_p2p",
-           "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share"]
+           "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share",
+           "simple_ring_threads"]

@@ -46,7 +46,7 @@ from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.net_fill import critical_path_hops, net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
-from synth.model.nccl.ring_steps import ring_simple_send_share
+from synth.model.nccl.ring_steps import ring_simple_send_share, simple_ring_threads
 from synth.model.nccl.shm_uplink import shm_stream_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
@@ -132,8 +132,8 @@ def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int
         cap = min(ring_channel_cap_gbs(m, proto, channels, g, coll, t.version),
                   rccl_channel_cap_gbs(m, proto, channels, params.rccl_channel_gbs))
         gen = ll128_generation_share(m) if proto == "LL128" else 1.0
-        steps = ring_simple_send_share(m, coll, ring_cap / g.n_channels, params, t.version, t.env.p2p_off) \
-            if proto == "Simple" else 1.0
+        steps = ring_simple_send_share(m, coll, ring_cap / g.n_channels, params, t.version, t.env.p2p_off,
+                                       simple_ring_threads(m, g, t.version)) if proto == "Simple" else 1.0
         return min(ring_cap * frac * gen * share * ring_intra_relief(m, p2p) * steps, cap)
     # tree / collnet: a chain inside the node sending up and down at once
     bus = busbw_factor(coll, m.ranks) * ring_cap / 2.0 * frac * share * params.tree_efficiency(proto)
