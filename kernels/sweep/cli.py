@@ -150,13 +150,14 @@ def _main(args, argv: list[str]) -> int:
         _check_algo_name(args.algo)
     if args.backend == "sim" and topo is None:
         raise UsageError("the sim backend needs at least 2 ranks (-g) or a --topology")
-    if args.backend == "sim":           # a 1-GPU topology or -g 1: no collective to model (synthesize's line)
-        from synth.ir.collectives import check_collective_gpus
-        check_collective_gpus(topo.name, n)
+    if args.backend == "sim":
         cfg.check = 0  # nothing runs, nothing to validate
     algos = [a.strip() for a in args.compare.split(",") if a.strip()] if args.compare else [args.algo]
     if not algos:
         raise UsageError("--compare: empty list of algorithms")
+    if args.backend == "sim" and "nccl" in algos:   # NCCL's model of 1 GPU: no collective (synthesize's line);
+        from synth.ir.collectives import check_collective_gpus   # ring / plan time a one-rank call
+        check_collective_gpus(topo.name, n)
     for algo in algos:                  # every name checked before the first one runs
         if algo not in ("plan", "nccl"):
             _check_algo_name(algo)

@@ -269,8 +269,20 @@ def test_a_one_gpu_link_matrix_is_refused_by_the_sim_backend(capsys, tmp_path):
     """Audit 65: a 1-GPU topology file reached the NCCL model (ZeroDivisionError, exit 1)."""
     one = tmp_path / "lm_one.json"
     one.write_text('{"format": "link-matrix", "links": [[0]], "link_bandwidth_gbps": 25}')
-    for algo in ("nccl", "ring"):
-        rc, out, err = _run(capsys, ["all_reduce", "--topology", str(one), "--backend", "sim", "--algo", algo,
+    for algos in (["--algo", "nccl"], ["--compare", "ring,nccl"]):
+        rc, out, err = _run(capsys, ["all_reduce", "--topology", str(one), "--backend", "sim", *algos,
                                      "-b", "8", "-e", "8"])
         assert rc == 2 and out == "" and err.count("\n") == 1
         assert "a collective needs at least 2 GPUs, this topology has 1" in err
+
+
+@pytest.mark.parametrize("algo", ["ring", "plan"])
+def test_one_gpu_sim_times_the_one_rank_call_without_nccl(capsys, algo):
+    """docs/sweep.md: with ``-g 1`` the sim backend charges a one-rank call its launch cost.  The
+    1-GPU refusal of audit 65 is the NCCL model's alone (``--algo nccl``); ring and plan still print a row."""
+    rc, out, err = _run(capsys, ["all_reduce", "--topology", "dgx-h100", "-g", "1", "--backend", "sim",
+                                 "--algo", algo])
+    rows = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert rc == 0 and "needs at least 2 GPUs" not in err
+    assert len(rows) == 1 and rows[0].split()[0] == "33554432"
+    assert float(rows[0].split()[5]) > 0            # the call's cost, not a no-op
