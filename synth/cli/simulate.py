@@ -42,12 +42,14 @@ def build_parser() -> OneLineParser:
     src.add_argument("--baseline", choices=BASELINE_CHOICES,
                      help="baseline (default ring); nccl: what NCCL's tuner picks per size, timed by the NCCL model")
     add_nccl_tests_options(p, {"-g": "ranks: the topology's first G GPUs (default: all of them)",
-                               "-r": "root rank of rooted collectives, -1 = every root (default 0)",
+                               "-r": "root rank of rooted collectives, -1 = every root (default 0; with --import: "
+                                     "the log's root, required when it holds several)",
                                "-n": "timed iterations, printed as nccl-tests does (the model runs none)",
                                "-c": "ignored: the model validates nothing (printed as 0)"})
     p.add_argument("--import", dest="import_log", metavar="LOG",
                    help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "
-                        "and pred/real beside the prediction (a log of several types / ops: pick one with -d / -o)")
+                        "and pred/real beside the prediction (a log of several types / ops / roots: pick one with "
+                        "-d / -o / -r)")
     add_machine_arguments(p)     # its --net default here: what the --import log's NCCL INFO lines name
     p.add_argument("--nic-dma-gbps", type=float, metavar="G",
                    help="GB/s per direction one NIC moves GPU memory at, where a measurement of the host states it "
@@ -58,9 +60,9 @@ def build_parser() -> OneLineParser:
 
 
 def _imported(args) -> tuple[object, dict[int, float], list] | None:
-    """(run, busbw per size, rows) of ``--import``: the rows of one datatype and op (``-d`` / ``-o``, or
-    the log's only ones: :func:`~synth.formats.nccl_tests.runs.pick_rows`); fills ``--collective``,
-    ``-d`` and ``-o`` from the log, and notes rows that report wrong results on stderr."""
+    """(run, busbw per size, rows) of ``--import``: the rows of one datatype, op and root (``-d`` / ``-o``
+    / ``-r``, or the log's only ones: :func:`~synth.formats.nccl_tests.runs.pick_rows`); fills
+    ``--collective``, ``-d``, ``-o`` and ``-r`` from the log, and notes rows that report wrong results on stderr."""
     if not args.import_log:
         return None
     from synth.formats.nccl_tests.conventions import OP_NAMES
@@ -74,10 +76,12 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
     elif found is not None and found != canonical(args.collective):
         raise UsageError(f"{args.import_log}: a {found} log, --collective is {canonical(args.collective)}")
     rows = pick_rows(run, args.import_log, args.datatype if given(args.argv, "-d") else None,
-                     args.op if given(args.argv, "-o") else None)
+                     args.op if given(args.argv, "-o") else None,
+                     parse_int(args.root, "root") if given(args.argv, "-r") else None)
     if rows:
         args.datatype = rows[0].type
         args.op = rows[0].redop if rows[0].redop in OP_NAMES else args.op
+        args.root = next((str(r.root) for r in rows if r.root is not None), args.root)     # the log's root
     wrong = sum(1 for r in rows if run.wrong_column == "#wrong"
                 and any(m is not None and (m.wrong or 0) > 0 for m in (r.out_of_place, r.in_place)))
     if wrong:

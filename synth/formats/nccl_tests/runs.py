@@ -150,16 +150,18 @@ def _one_of(have: list[str], want: str | None, what: str, flag: str, source: str
     return have[0]
 
 
-def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: str | None = None) -> list:
-    """The rows of one datatype and one reduction op of a run (nccl-tests ``-d all`` / ``-o all``
-    print a section per type or op, the same sizes again): those of ``datatype`` / ``op`` (any
-    spelling; None or ``all``: the log's only one).  Rows without an op (``none``, blank) match any.
+def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: str | None = None,
+              root: int | None = None) -> list:
+    """The rows of one datatype, one reduction op and one root of a run (nccl-tests ``-d all`` /
+    ``-o all`` print a section per type or op, ``-r -1`` a row per root of each size): those of
+    ``datatype`` / ``op`` (any spelling; None or ``all``: the log's only one) and ``root`` (None or
+    -1: the log's only one).  Rows without an op (``none``, blank) or a root (-1) match any.
 
     Raises
     ------
     NcclTestsLogError
-        Several types (ops) and none picked, a picked one the log lacks, or a size that appears twice
-        for the picked pair (two runs' rows in one table, or one row per root of ``-r -1``).
+        Several types (ops, roots) and none picked, a picked one the log lacks, or a size that appears
+        twice for the picked type, op and root (two runs' rows in one table).
     """
     from synth.formats.nccl_tests.conventions import DTYPE_ALIASES
     types = list(dict.fromkeys(DTYPE_ALIASES.get(r.type, r.type) for r in log.rows))
@@ -168,13 +170,30 @@ def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: s
     red = _one_of(ops, op, "reduction ops", "-o", source)
     rows = [r for r in log.rows
             if DTYPE_ALIASES.get(r.type, r.type) == typ and (r.redop == red or not _is_op(r.redop))]
-    check_sizes_once(rows, source, by_root=False)
+    rows = _of_root(rows, root, source)
+    check_sizes_once(rows, source)
     return rows
 
 
-def check_sizes_once(rows: list, source: str, by_root: bool = True) -> None:
-    """Refuse a size (above 0) that appears twice for one datatype and op (and root, ``by_root``):
-    two runs' rows in one table, or without ``by_root`` the rows of ``-r -1``, one per root.
+def _of_root(rows: list, root: int | None, source: str) -> list:
+    """The rows of ``root`` (None or -1: the rows' only root); rows without a root are kept."""
+    roots = sorted({r.root for r in rows if r.root is not None})
+    if not roots:                       # an unrooted collective, or no root column: nothing to pick
+        return rows
+    listed = ", ".join(map(str, roots))
+    if root is not None and root >= 0 and root not in roots:
+        raise NcclTestsLogError(f"{source} has no rows of root {root} (it holds root {listed}); pick one of them "
+                                f"with -r")
+    if (root is None or root < 0) and len(roots) > 1:
+        raise NcclTestsLogError(f"{source} holds rows of several roots ({listed}: nccl-tests -r -1); pick one "
+                                f"with -r")
+    keep = root if root is not None and root >= 0 else roots[0]
+    return [r for r in rows if r.root is None or r.root == keep]
+
+
+def check_sizes_once(rows: list, source: str) -> None:
+    """Refuse a size (above 0) that appears twice for one datatype, op and root: two runs' rows in
+    one table.
 
     Raises
     ------
@@ -184,14 +203,13 @@ def check_sizes_once(rows: list, source: str, by_root: bool = True) -> None:
     seen: dict[tuple, list] = {}
     for r in rows:
         if r.size > 0:
-            seen.setdefault((r.type, r.redop, r.root if by_root else None, r.size), []).append(r)
+            seen.setdefault((r.type, r.redop, r.root, r.size), []).append(r)
     twice = next((rs for rs in seen.values() if len(rs) > 1), None)
     if twice is not None:
-        roots = sorted({-1 if r.root is None else r.root for r in twice})
-        why = f"one row per root ({', '.join(map(str, roots))})" if len(roots) > 1 else "two runs in one table?"
         pair = f"{twice[0].type} {twice[0].redop}" if _is_op(twice[0].redop) else twice[0].type
-        raise NcclTestsLogError(f"{source}: size {twice[0].size} appears {len(twice)} times for {pair} ({why}); "
-                                f"keep one run's rows")
+        at = f" root {twice[0].root}" if twice[0].root is not None else ""
+        raise NcclTestsLogError(f"{source}: size {twice[0].size} appears {len(twice)} times for {pair}{at} (two runs "
+                                f"in one table?); keep one run's rows")
 
 
 def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTestsLog:

@@ -297,3 +297,48 @@ def test_one_gpu_is_refused_as_synthesize_refuses_it(capsys, tmp_path, baseline)
         captured = capsys.readouterr()
         assert captured.out == "" and captured.err.count("\n") == 1
         assert "a collective needs at least 2 GPUs, this topology has 1" in captured.err
+
+
+def _per_root(tmp_path, roots, name: str = "broadcast_roots.txt"):
+    """The A100 broadcast fixture log as nccl-tests ``-r -1`` prints it: for each size one row per root
+    of ``roots``, root R's busbw R + 0.5 (out of place), so a comparison shows whose row it took."""
+    text = (FIXTURES / "real_logs" / "a100_8gpu_1node_broadcast_abci.txt").read_text()
+    lines = []
+    for ln in text.splitlines():
+        c = ln.split()
+        if not (c and c[0].isdigit()):
+            lines.append(ln)
+            continue
+        for root in roots:
+            c[3], c[6] = str(root), f"{root + 0.5:.2f}"
+            lines.append("  ".join(c))
+    path = tmp_path / name
+    path.write_text("\n".join(lines) + "\n")
+    return path
+
+
+def test_import_of_a_log_of_several_roots_needs_one_picked(capsys, tmp_path):
+    """Audit 65 review: a broadcast log of ``-r -1`` (a row per root of each size) was refused even with
+    ``-r 3``, saying 'keep one run's rows'.  Without a root picked (or with -r -1) it is refused naming
+    its roots and -r; ``-r R`` compares root R's rows; an absent root is refused."""
+    log = _per_root(tmp_path, (0, 3, 5))
+    for argv in ([], ["-r", "-1"]):
+        assert main(["--topology", "dgx-a100", "--import", str(log), *argv]) == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and str(log) in err and "several roots (0, 3, 5" in err and "-r" in err
+        assert "keep one run's rows" not in err
+    assert main(["--topology", "dgx-a100", "--import", str(log), "-r", "3"]) == 0
+    table = rows(capsys.readouterr().out)
+    assert len(table) == 24 and all(r[4] == "3" for r in table)
+    assert {r[-2] for r in table} == {"3.50"}                     # root 3's busbw, never another root's
+    assert main(["--topology", "dgx-a100", "--import", str(log), "-r", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and str(log) in err and "no rows of root 2" in err and "0, 3, 5" in err
+
+
+def test_import_of_one_root_models_that_root(capsys, tmp_path):
+    """A log of one root other than 0 (``-r 5``) is compared with the model of root 5, not -r's default 0."""
+    log = _per_root(tmp_path, (5,))
+    assert main(["--topology", "dgx-a100", "--import", str(log)]) == 0
+    table = rows(capsys.readouterr().out)
+    assert len(table) == 24 and all(r[4] == "5" and r[-2] == "5.50" for r in table)
