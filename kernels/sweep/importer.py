@@ -106,16 +106,18 @@ def log_lines(imp: ImportedLog, source: str) -> list[str]:
 
 def import_only(path: str | Path, plot_path: str | None = None, csv_path: str | None = None) -> int:
     """Print every test of the log in our layout (and plot a one-test log); exit status 1 if it
-    reported wrong results."""
+    reported wrong results.  A log that cannot be plotted (several tests, a size twice in one
+    series) is refused before any row is printed."""
     from synth.formats.nccl_tests.runs import load_runs
     runs = [from_log(r) for r in load_runs(path)]
+    if plot_path is not None:
+        if len(runs) > 1:
+            raise NcclTestsLogError(f"{path} holds {len(runs)} tests; name the collective to plot one "
+                                    f"(sweep COLLECTIVE --import LOG --plot OUT.png)")
+        check_sizes_once(runs[0].log.rows, str(path))
     for imp in runs:
         for line in log_lines(imp, str(path) + (f" ({imp.log.test})" if len(runs) > 1 else "")):
             print(line, flush=True)
-    if plot_path is not None and len(runs) > 1:
-        raise NcclTestsLogError(f"{path} holds {len(runs)} tests; name the collective to plot one "
-                                f"(sweep COLLECTIVE --import LOG --plot OUT.png)")
-    imp = runs[0]
     if plot_path is not None:
         from kernels.sweep import compare
         series = measured_series(path)

@@ -125,7 +125,7 @@ def test_a_log_with_a_size_twice_in_one_series_is_refused_before_the_sweep(tmp_p
                  ["--import", str(twice), "--plot", str(tmp_path / "p.png")]):
         assert main(argv) == 2
         captured = capsys.readouterr()
-        assert "#  Rank" not in captured.out or argv[0] == "--import"       # the sweep ran no row
+        assert captured.out == ""                       # no sweep row, no re-printed log row
         assert captured.err.count("\n") == 1 and str(twice) in captured.err and "size 8 appears 2 times" in captured.err
         assert not (tmp_path / "p.png").exists()
     dall = tmp_path / "dall_all_reduce.txt"
@@ -133,3 +133,17 @@ def test_a_log_with_a_size_twice_in_one_series_is_refused_before_the_sweep(tmp_p
     assert main(base + ["--import", str(dall), "--plot", str(tmp_path / "p.png")]) == 0
     csv = (tmp_path / "p.csv").read_text()
     assert csv.count("NCCL measured (8 ranks) float sum root -1,") == csv.count("(8 ranks) double sum root -1,") == 30
+
+
+def test_a_log_of_two_tests_is_refused_by_plot_before_any_row(tmp_path, capsys):
+    """As a repeated size: ``sweep --import LOG --plot`` of a file of two tests printed both logs, then
+    exited 2; it exits 2 before any row, with no picture (the re-print alone still shows both)."""
+    from kernels.sweep.cli import main
+    two = tmp_path / "two.txt"
+    two.write_text(FIXTURE.read_text() + FIXTURE.read_text())
+    assert main(["--import", str(two), "--plot", str(tmp_path / "p.png")]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and captured.err.count("\n") == 1 and "holds 2 tests" in captured.err
+    assert not (tmp_path / "p.png").exists() and not (tmp_path / "p.csv").exists()
+    assert main(["--import", str(two)]) == 0
+    assert capsys.readouterr().out.count("# sweep --import") == 2
