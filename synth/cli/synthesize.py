@@ -47,7 +47,7 @@ def _parser() -> argparse.ArgumentParser:
                    help="also write a CSV for NCCL's example tuner plugin (NCCL 2.30.3+, NCCL_TUNER_CONFIG_FILE): "
                         "lines change NCCL's choice only where the NCCL model predicts it beaten; every other "
                         "query keeps NCCL's choice and channels (NVIDIA machines only: RCCL cannot load it; an "
-                        "existing FILE is replaced only if synthesize wrote it)")
+                        "existing FILE is replaced only if synthesize wrote it or it is empty)")
     p.add_argument("--nccl-version", metavar="X.Y[.Z]", help="the NCCL the plan compares with, its patch kept "
                    "(default: the one this machine has installed when probing it, else 2.28)")
     p.add_argument("--msccl-runtime", choices=("rccl", "msccl-executor-nccl"),

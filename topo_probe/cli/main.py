@@ -32,9 +32,9 @@ def build_parser() -> argparse.ArgumentParser:
                    "topology XML, nvidia-smi topo -m output); default: probe this machine")
     p.add_argument("--gpus", metavar="LIST", help="keep only these GPUs, e.g. 0,2-5 (renumbered 0..)")
     p.add_argument("--json", metavar="OUT", help="write the topology as topocoll.topology JSON to OUT "
-                   "(an existing OUT only if topo-probe wrote it)")
+                   "(an existing OUT only if topo-probe wrote it or it is empty)")
     p.add_argument("--nccl-xml", metavar="OUT", help="write the topology as NCCL topology XML to OUT "
-                   "(an existing OUT only if topo-probe wrote it)")
+                   "(an existing OUT only if topo-probe wrote it or it is empty)")
     p.add_argument("--format", choices=("matrix", "json"), default="matrix",
                    help="what to print on stdout (default: matrix)")
     p.add_argument("--nvlink-gbps", metavar="F", type=float,

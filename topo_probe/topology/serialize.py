@@ -252,7 +252,8 @@ def check_replaceable(flag: str, path: str | os.PathLike, is_ours: Callable[[byt
                       hint: str = "name another file") -> None:
     """Refuse (UsageError, one line naming ``flag`` and the file) to replace an existing ``path``
     unless ``is_ours`` recognises its first 4 KiB as a file of ours (``what``: what ours are, e.g.
-    ``a sweep CSV``), so that no command overwrites a user's unrelated file.  A missing path passes.
+    ``a sweep CSV``), so that no command overwrites a user's unrelated file.  A missing path passes,
+    and so does an empty file (nothing to lose: e.g. one ``mktemp`` made for the output).
 
     >>> check_replaceable("--csv", "/no/such/file.csv", lambda head: False, "a sweep CSV")
     """
@@ -266,7 +267,7 @@ def check_replaceable(flag: str, path: str | os.PathLike, is_ours: Callable[[byt
             head = fh.read(4096)
     except OSError as e:
         raise UsageError(f"{flag} would replace {path}: {e.strerror or e}") from None
-    if not is_ours(head):
+    if head and not is_ours(head):
         raise UsageError(f"{flag} would replace {path}, which is not {what}; {hint}")
 
 

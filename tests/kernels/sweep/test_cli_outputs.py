@@ -101,3 +101,13 @@ def test_host_timings_get_no_gpu_fabric_bound(tmp_path, capsys):
     assert _run(SMALL + ["--backend", "sim", "--csv", str(sim)], capsys)[0] == 0
     kinds = [{line.split(",")[1] for line in p.read_text().splitlines()[1:]} for p in (host, sim)]
     assert kinds == [{"sweep"}, {"sweep", "bound"}]
+
+
+def test_empty_files_such_as_mktemp_makes_are_written(tmp_path, capsys):
+    """``--plot`` / ``--csv`` naming empty files (made by ``mktemp``) write them: nothing to lose."""
+    png, csv = tmp_path / "p.png", tmp_path / "c.csv"
+    png.touch()
+    csv.touch()
+    rc, out, err = _run(SMALL + ["--plot", str(png), "--csv", str(csv)], capsys)
+    assert rc == 0 and "would replace" not in err
+    assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and csv.read_text().startswith("series,")

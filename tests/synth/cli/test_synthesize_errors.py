@@ -104,3 +104,11 @@ def test_a_users_file_is_not_replaced_by_the_tuner_conf_but_ours_is(tmp_path, ca
     ours.write_text(ours.read_text() + "# edited\n")
     assert main(QUICK + ["--out", str(out), "--nccl-tuner-conf", str(ours)]) == 0     # our own: replaced
     assert "# edited" not in ours.read_text()
+
+
+def test_an_empty_tuner_conf_such_as_mktemp_makes_is_written(tmp_path, capsys):
+    """``--nccl-tuner-conf "$(mktemp)"``: the empty file holds nothing of a user's; it is written."""
+    out, conf = tmp_path / "res", tmp_path / "tmp.Xy9Z"
+    conf.touch()
+    assert main(QUICK + ["--out", str(out), "--nccl-tuner-conf", str(conf)]) == 0
+    assert conf.stat().st_size > 0 and (out / "summary.json").is_file()

@@ -174,3 +174,12 @@ def test_a_users_file_is_not_replaced_but_our_own_export_is(tmp_path, capsys, fl
     assert main(["--topology", "ring:4", flag, str(ours)]) == 0
     assert main(["--topology", "ring:8", flag, str(ours)]) == 0                      # our own: replaced
     assert "ring8" in ours.read_text()
+
+
+@pytest.mark.parametrize("flag", ["--json", "--nccl-xml"])
+def test_an_empty_file_such_as_mktemp_makes_is_replaced(tmp_path, capsys, flag):
+    """``topo-probe --json "$(mktemp)"``: the empty file is no user's data; it is written, exit 0."""
+    out = tmp_path / "tmp.Ab12Cd"
+    out.touch()
+    assert main(["--topology", "ring:4", flag, str(out)]) == 0
+    assert capsys.readouterr().err == "" and "ring4" in out.read_text()

@@ -175,3 +175,18 @@ def test_file_errors(tmp_path):
         load_topology_json(tmp_path / "missing.json")
     with pytest.raises(TopologyError, match="cannot write"):
         save_topology(ring(2), tmp_path / "no" / "such" / "dir.json")
+
+
+def test_check_replaceable_takes_an_empty_file_refuses_any_other(tmp_path):
+    """Audit 65 review: an empty file (``OUT=$(mktemp)``) holds nothing to lose, so it may be replaced;
+    a file of one byte that is not ours, or a folder, is still refused in one line."""
+    from topo_probe.errors import UsageError
+    from topo_probe.topology.serialize import check_replaceable
+    empty = tmp_path / "tmp.XXXX"
+    empty.touch()
+    check_replaceable("--json", empty, lambda head: False, "a topology JSON")
+    empty.write_text("\n")
+    with pytest.raises(UsageError, match=r"--json would replace .*tmp\.XXXX, which is not a topology JSON"):
+        check_replaceable("--json", empty, lambda head: False, "a topology JSON")
+    with pytest.raises(UsageError, match="not a regular file"):
+        check_replaceable("--json", tmp_path, lambda head: True, "a topology JSON")
