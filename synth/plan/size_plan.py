@@ -12,8 +12,10 @@ Communicator loads.  JSON document::
          "schedule": "schedules/allgather-lp-trees.json"}, ...]}
 
 Sizes are nccl-tests sizes in bytes (max of send and receive buffer bytes); ``min_bytes`` is
-inclusive, ``max_bytes`` exclusive (``null`` = no upper limit).  Schedule paths are relative
-to the plan file.  Rooted collectives have one entry set per root they were planned for.
+inclusive, ``max_bytes`` exclusive (``null`` = no upper limit).  Two entries of one collective
+(and root) whose ranges overlap are refused when loaded; gaps are legal (a size no entry covers
+runs the fastest baseline).  Schedule paths are relative to the plan file.  Rooted collectives
+have one entry set per root they were planned for.
 
 Plans made with the one decision (:mod:`synth.plan.decision`) add, per entry, ``decision``
 (what was counted: ``executor``, ``executor_us``, ``records``, ``schedule_us``, ``nccl_us``,
@@ -88,7 +90,7 @@ class Plan:
         if found is None:
             return None
         starts, entries, disjoint = found
-        if not disjoint:                    # overlapping ranges (hand-made plans): first in file order
+        if not disjoint:                    # overlapping ranges (in-memory plans; load refuses them): list order
             return next((e for e in entries if e.covers(nbytes)), None)
         k = bisect.bisect_right(starts, nbytes) - 1
         return entries[k] if k >= 0 and entries[k].covers(nbytes) else None
@@ -118,7 +120,9 @@ class Plan:
                             for e in self.entries]}
 
     def save(self, path: str | Path) -> None:
+        """Write the plan; one with overlapping ranges is refused as :meth:`load` refuses it."""
         path = Path(path)
+        _disjoint(self.entries, str(path))
         atomic_write_text(path, json.dumps(self.to_dict(), indent=1))
 
     @classmethod
@@ -138,6 +142,7 @@ class Plan:
         if not isinstance(items, list):
             raise ScheduleFormatError(f"{path}: entries must be a list, got {show(items)}")
         entries = [_entry(e, f"{path}: entries[{k}]") for k, e in enumerate(items)]
+        _disjoint(entries, str(path))
         names = []
         for key in ("name", "fingerprint"):
             names.append(topo.get(key, ""))
@@ -158,6 +163,32 @@ def _index(entries: list[PlanEntry]) -> dict:
         disjoint = all(a.max_bytes is not None and a.max_bytes <= b.min_bytes for a, b in zip(ordered, ordered[1:]))
         out[key] = ([e.min_bytes for e in ordered], ordered if disjoint else items, disjoint)
     return out
+
+
+def _span(lo: int, hi: int | None) -> str:
+    return f"[{lo}, {'no limit' if hi is None else hi})"
+
+
+def _disjoint(entries: list[PlanEntry], where: str) -> None:
+    """Refuse (ScheduleFormatError) two entries of one collective and root whose byte ranges
+    overlap: which one runs at a size in both would be an accident of order.  Gaps are legal (a
+    size no entry covers runs the fastest baseline: :class:`synth.plan.selector.ScheduleSelector`)."""
+    groups: dict = {}
+    for k, e in enumerate(entries):
+        groups.setdefault((e.collective, e.root), []).append((e.min_bytes, k))
+    for (name, root), items in groups.items():
+        items.sort()
+        for (_, i), (_, j) in zip(items, items[1:]):
+            a, b = entries[i], entries[j]              # a starts first: they overlap where a ends after b starts
+            if a.max_bytes is None or a.max_bytes > b.min_bytes:
+                ends = min((x for x in (a.max_bytes, b.max_bytes) if x is not None), default=None)
+                first, second = sorted((i, j))
+                raise ScheduleFormatError(
+                    f"{where}: entries[{first}] and entries[{second}] overlap: {name}"
+                    f"{'' if root is None else f' root {root}'} bytes "
+                    f"{_span(entries[first].min_bytes, entries[first].max_bytes)} and "
+                    f"{_span(entries[second].min_bytes, entries[second].max_bytes)} both cover "
+                    f"{_span(b.min_bytes, ends)}; a plan has one entry per size")
 
 
 def _decision(d: Any, where: str) -> dict | None:
