@@ -1,6 +1,7 @@
 """Plans: selection by size and root, JSON round trip, precise errors."""
 
 import json
+from pathlib import Path
 
 import pytest
 from hypothesis import given, settings
@@ -107,3 +108,81 @@ def test_a_link_out_of_the_plans_folder_is_refused(tmp_path):
     back = Plan.load(tmp_path / "res" / "plan.json")
     with pytest.raises(ScheduleFormatError, match="resolves outside the plan's folder"):
         back.load_schedule(back.entries[0])
+
+
+COMMITTED_PLAN = Path(__file__).resolve().parents[3] / "results" / "dgx1-v100" / "plan.json"
+
+
+def test_a_committed_plan_with_two_overlapping_entries_is_refused_naming_both(tmp_path):
+    doc = json.loads(COMMITTED_PLAN.read_text())
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    Plan.load(tmp_path / "plan.json")                              # the committed plan loads
+    first, second = doc["entries"][0], doc["entries"][1]
+    assert (first["collective"], first["max_bytes"]) == (second["collective"], second["min_bytes"])
+    first["max_bytes"] = second["max_bytes"]                       # entries[0] now reaches into entries[1]
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    lo, mid, hi = first["min_bytes"], second["min_bytes"], second["max_bytes"]
+    with pytest.raises(ScheduleFormatError) as bad:
+        Plan.load(tmp_path / "plan.json")
+    assert str(bad.value) == (f"{tmp_path / 'plan.json'}: entries[0] and entries[1] overlap: {first['collective']} "
+                              f"bytes [{lo}, {hi}) and [{mid}, {hi}) both cover [{mid}, {hi}); a plan has one entry "
+                              f"per size")
+    doc["entries"][0] = dict(second)                               # a duplicate is an overlap too
+    (tmp_path / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(ScheduleFormatError, match=r"entries\[0\] and entries\[1\] overlap"):
+        Plan.load(tmp_path / "plan.json")
+
+
+def test_saving_overlapping_ranges_is_refused_and_other_roots_do_not_overlap(tmp_path):
+    plan = Plan("t", "fp", [PlanEntry("broadcast", 0, None, "a.json", root=0),
+                            PlanEntry("broadcast", 0, None, "b.json", root=1)])
+    plan.save(tmp_path / "plan.json")                              # one range per root: no overlap
+    assert Plan.load(tmp_path / "plan.json").select("broadcast", 5, root=1).schedule == "b.json"
+    plan.entries.append(PlanEntry("broadcast", 1 << 20, 1 << 21, "c.json", root=1))
+    with pytest.raises(ScheduleFormatError, match=r"entries\[1\] and entries\[2\] overlap: broadcast root 1 bytes "
+                                                  r"\[0, no limit\) and \[1048576, 2097152\) both cover"):
+        plan.save(tmp_path / "plan.json")
+
+
+@st.composite
+def _disjoint_entries(draw):
+    """Entries of two collectives (broadcast: roots 0 and 1) whose ranges never overlap within one
+    collective and root, with gaps, in shuffled file order."""
+    entries = []
+    for coll, root in (("allreduce", None), ("broadcast", 0), ("broadcast", 1)):
+        cuts = sorted(draw(st.sets(st.integers(0, 60), max_size=8)))
+        open_end = draw(st.booleans())
+        for k in range(0, len(cuts) - 1):
+            if draw(st.booleans()):                                # else a gap between cuts[k] and cuts[k + 1]
+                entries.append(PlanEntry(coll, cuts[k], cuts[k + 1], f"{coll}{root}-{k}.json", root))
+        if cuts and open_end:
+            entries.append(PlanEntry(coll, cuts[-1], None, f"{coll}{root}-last.json", root))
+    return draw(st.permutations(entries))
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(_disjoint_entries(), st.data())
+def test_disjoint_ranges_load_and_any_overlap_is_refused(tmp_path_factory, entries, data):
+    """Random non-overlapping range sets (gaps allowed) load, and select what a linear scan does;
+    one more entry overlapping any of them is refused, naming both."""
+    folder = tmp_path_factory.mktemp("plan")
+    Plan("t", "fp", list(entries)).save(folder / "plan.json")
+    back = Plan.load(folder / "plan.json")
+    for nbytes in range(0, 70, 3):
+        for coll, root in (("allreduce", None), ("broadcast", 0), ("broadcast", 1)):
+            want = next((e for e in entries if e.collective == coll and e.root == root and e.covers(nbytes)), None)
+            assert back.select(coll, nbytes, root) == want
+    if not entries:
+        return
+    k = data.draw(st.integers(0, len(entries) - 1))
+    hit = entries[k]
+    at = data.draw(st.integers(hit.min_bytes, hit.min_bytes + 40 if hit.max_bytes is None else hit.max_bytes - 1))
+    lo = data.draw(st.integers(0, at))
+    hi = data.draw(st.one_of(st.none(), st.integers(at + 1, at + 50)))
+    doc = json.loads((folder / "plan.json").read_text())
+    doc["entries"].append({"collective": hit.collective, "root": hit.root, "min_bytes": lo, "max_bytes": hi,
+                           "schedule": "x.json"})
+    (folder / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(ScheduleFormatError, match=rf"entries\[\d+\] and entries\[{len(entries)}\] overlap: "
+                                                  rf"{hit.collective}"):
+        Plan.load(folder / "plan.json")
