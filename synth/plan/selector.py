@@ -72,10 +72,13 @@ class Choice:
     fallback: str = ""
 
 
-def _plan_fingerprint(path: Path) -> str | None:
+def _plan_fingerprint(path: Path, strict: bool = False) -> str | None:
+    """The plan's fingerprint, or None where it does not load; ``strict``: its TopocollError."""
     try:
         return Plan.load(path).topology_fingerprint
     except TopocollError:
+        if strict:
+            raise
         return None
 
 
@@ -91,7 +94,7 @@ def _discover(topology: Topology, base: Path) -> tuple[Plan | None, str]:
         return None, f"plan: none for {topology.name!r} in {base}/"
     fp = topology.fingerprint()
     for path in candidates:
-        if _plan_fingerprint(path) in (fp, ""):
+        if _plan_fingerprint(path, strict=path == named) in (fp, ""):   # the topology's own plan: loads or is refused
             return Plan.load(path), f"plan: {path}"
     if named.is_file():
         note = (f"{named}: plan made for another topology (fingerprint {_plan_fingerprint(named)} != {fp}); "
@@ -106,7 +109,8 @@ def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
 
     ``plan``: a :class:`Plan` or a ``plan.json`` path (must match the topology's fingerprint,
     else :class:`TopologyError`); a results folder, ``"auto"`` or None: discovery in that folder
-    or in :func:`results_dir` (a plan made for another topology is skipped with a warning);
+    or in :func:`results_dir` (a plan made for another topology is skipped with a warning; the
+    topology's own ``<dir>/<name>/plan.json`` that does not load is refused with its error);
     False: no plan.
     """
     if plan is False:

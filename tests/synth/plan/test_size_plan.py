@@ -186,3 +186,19 @@ def test_disjoint_ranges_load_and_any_overlap_is_refused(tmp_path_factory, entri
     with pytest.raises(ScheduleFormatError, match=rf"entries\[\d+\] and entries\[{len(entries)}\] overlap: "
                                                   rf"{hit.collective}"):
         Plan.load(folder / "plan.json")
+
+
+def test_discovery_refuses_the_topologys_own_plan_when_it_overlaps(tmp_path):
+    """plan="auto" or a results folder: the topology's own plan.json is refused, not skipped as
+    if it were another topology's (and a baseline run in its place)."""
+    from synth.plan.selector import find_plan
+    from topo_probe.machines.generators import fully_connected
+    topo = fully_connected(4)
+    plan = Plan(topo.name, topo.fingerprint(), [PlanEntry("allgather", 0, None, "nccl")])
+    plan.save(tmp_path / topo.name / "plan.json")
+    assert find_plan(topo, tmp_path)[0].entries == plan.entries
+    doc = json.loads((tmp_path / topo.name / "plan.json").read_text())
+    doc["entries"].append({"collective": "allgather", "min_bytes": 1000, "max_bytes": 524288, "schedule": "nccl"})
+    (tmp_path / topo.name / "plan.json").write_text(json.dumps(doc))
+    with pytest.raises(ScheduleFormatError, match=r"plan\.json: entries\[0\] and entries\[1\] overlap: allgather"):
+        find_plan(topo, tmp_path)
