@@ -150,7 +150,8 @@ def run_schedule(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
 
     Raises
     ------
-    BufferLayoutError, UnsupportedCollective, ScheduleInvalid, DeviceUnavailable
+    InvalidArgument (not a Schedule, bad op, backend or p2p), BufferLayoutError, UnsupportedCollective,
+    ScheduleInvalid, DeviceUnavailable
     """
     layer, program, bufs = prepare_call(schedule, sendbufs, recvbufs, op=op, backend=backend, p2p=p2p)
     if program is not None and program.num_ops:
@@ -165,6 +166,9 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     (:func:`kernels.backends.binding.bind_call`, with the layer's ``devices`` where it has them,
     unless the caller passes the ``bound`` call it made), lowering, scratch.  Returns (layer,
     program, per-rank buffers); the reference backend runs at once and returns program None."""
+    if not isinstance(schedule, Schedule):
+        raise InvalidArgument(f"schedule must be a Schedule (load one with Schedule.load(path) or make one "
+                              f"with synth.baseline(name, fabric, collective)), got {type(schedule).__name__}")
     if op not in REDUCE_OPS:
         raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     layer = _layer(backend, p2p)

@@ -97,6 +97,14 @@ def test_bad_options():
         run_schedule(ring("allreduce", 2), sb, rb, p2p="always")
 
 
+@pytest.mark.parametrize("schedule", ["ring", None])
+def test_a_schedule_that_is_not_a_schedule_is_invalid_argument(schedule):
+    _, sb, rb = _bufs("allreduce", 2, 4)
+    with pytest.raises(InvalidArgument, match=r"^schedule must be a Schedule \(load one with .*\), got "
+                       + type(schedule).__name__ + "$"):
+        run_schedule(schedule, sb, rb)
+
+
 def test_cupy_backend_without_gpu_is_device_unavailable():
     pytest.importorskip("numpy")
     try:
