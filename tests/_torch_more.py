@@ -123,15 +123,19 @@ def _subgroups(rec, rank: int, n: int) -> None:
                       f"{dist.get_process_group_ranks(g)}: {x.tolist()}")
 
 
-def _expect(rec, name: str, cls: str, fn, unchanged=None) -> None:
-    """``fn()`` raises ``cls`` (a TopocollError and a RuntimeError); ``unchanged``: (tensor, copy
-    taken before) that must still be equal (no data moved)."""
+def _expect(rec, name: str, cls: str, fn, unchanged=None, says: str = "") -> None:
+    """``fn()`` raises ``cls`` (a TopocollError and a RuntimeError; its message one line, matching
+    the regular expression ``says``); ``unchanged``: (tensor, copy taken before) that must still
+    be equal (no data moved)."""
+    import re
+
     from topo_probe.errors import TopocollError
     try:
         fn()
         rec.check(name, False, "no error raised")
     except RuntimeError as e:
-        ok = type(e).__name__ == cls and isinstance(e, TopocollError)
+        ok = type(e).__name__ == cls and isinstance(e, TopocollError) and (
+            not says or (re.search(says, str(e)) is not None and "\n" not in str(e)))
         rec.check(name, ok, f"{type(e).__name__}: {e}")
     if unchanged is not None:
         rec.check(name + "_untouched", bits_equal(*unchanged))
@@ -165,11 +169,64 @@ def _bad_inputs(rec, rank: int, n: int) -> None:
     rec.check("bad:group_still_works", bits_equal(x, (torch.arange(8, dtype=torch.float32) * n + n * (n - 1) / 2)))
 
 
+def premul_checks(rec, rank: int, n: int) -> None:
+    """PREMUL_SUM as torch's NCCL group runs it: sum over ranks of factor x input (a float or a
+    1-element tensor) on all_reduce, reduce_scatter (tensor, list, coalesced) and reduce, the
+    reduce_scatter's input and the non-root's reduce tensor unchanged (float32 integer-valued
+    data: exact); an integer tensor raises BadTensor on every rank, its tensor untouched."""
+    import torch
+    import torch.distributed as dist
+    k = 4
+    for name, factor, f in (("float", 2.0, 2.0), ("tensor", torch.tensor([3.0]), 3.0)):
+        op = lambda: dist._make_nccl_premul_sum(factor)                                  # noqa: E731
+        mine = lambda r: torch.arange(n * k, dtype=torch.float32) + 10 * r                # noqa: E731
+        want = sum(f * mine(r) for r in range(n))
+        inp, out = mine(rank), torch.empty(k)
+        dist.reduce_scatter_tensor(out, inp, op=op())
+        rec.check(f"premul:reduce_scatter_tensor_{name}", bits_equal(out, want[rank * k:(rank + 1) * k])
+                  and bits_equal(inp, mine(rank)), f"{out.tolist()} input {inp.tolist()}")
+        ins, out = list(mine(rank).split(k)), torch.empty(k)
+        dist.reduce_scatter(out, ins, op=op())
+        rec.check(f"premul:reduce_scatter_list_{name}", bits_equal(out, want[rank * k:(rank + 1) * k])
+                  and bits_equal(torch.cat(ins), mine(rank)), f"{out.tolist()}")
+        ins, outs = [mine(rank), mine(rank)[:2 * n]], [torch.empty(k), torch.empty(2)]
+        with dist._coalescing_manager():
+            for o, i in zip(outs, ins):
+                dist.reduce_scatter_tensor(o, i, op=op())
+        rec.check(f"premul:reduce_scatter_coalesced_{name}", bits_equal(outs[0], want[rank * k:(rank + 1) * k])
+                  and bits_equal(outs[1], want[:2 * n][rank * 2:rank * 2 + 2]) and bits_equal(ins[0], mine(rank)),
+                  f"{[o.tolist() for o in outs]}")
+        x, root = mine(rank), 1 % n
+        dist.reduce(x, root, op=op())
+        rec.check(f"premul:reduce_{name}", bits_equal(x, want if rank == root else mine(rank)), f"{x.tolist()}")
+        x = mine(rank)
+        dist.all_reduce(x, op=op())
+        rec.check(f"premul:allreduce_{name}", bits_equal(x, want), f"{x.tolist()}")
+    x = torch.arange(8, dtype=torch.int64) + rank
+    premul = dist._make_nccl_premul_sum(2.0)
+    calls = {"allreduce": lambda: dist.all_reduce(x, op=premul),
+             "reduce": lambda: dist.reduce(x, 0, op=premul),
+             "reduce_scatter_tensor": lambda: dist.reduce_scatter_tensor(x[:8 // n], x, op=premul),
+             "reduce_scatter_list": lambda: dist.reduce_scatter(x[:1], list(x[:n].split(1)), op=premul)}
+    for name, call in calls.items():
+        _expect(rec, "premul:int_" + name, "BadTensor", call, (x, torch.arange(8, dtype=torch.int64) + rank),
+                "PREMUL_SUM takes float16, float32, bfloat16 or float64 tensors, not int64")
+    y = torch.full((3,), float(rank))
+
+    def coalesced():                           # the float tensor comes first; neither changes
+        with dist._coalescing_manager():
+            dist.all_reduce(y, op=premul)
+            dist.all_reduce(x, op=premul)
+    _expect(rec, "premul:int_allreduce_coalesced", "BadTensor", coalesced, (y, torch.full((3,), float(rank))))
+    rec.check("premul:int_allreduce_coalesced_int_untouched", bits_equal(x, torch.arange(8, dtype=torch.int64) + rank))
+
+
 def more_checks(rec, rank: int, n: int, gloo) -> None:
     _random_sums(rec, rank, n, gloo)
     _async_coalesced_p2p(rec, rank, n, gloo)
     _subgroups(rec, rank, n)
     _bad_inputs(rec, rank, n)
+    premul_checks(rec, rank, n)
 
 
 def backend_string_checks(rec, rank: int, n: int) -> None:

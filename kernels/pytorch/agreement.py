@@ -45,7 +45,7 @@ _OPS = {v: k for k, v in OP_CODES.items()}
 #: local-check failures a rank reports in its header (0: none)
 FAILURES = ("", "a tensor is not contiguous", "a tensor is on another device than the group's",
             "unsupported dtype", "tensor sizes do not fit the call", "tensors of one call have different dtypes",
-            "root out of range", "split sizes do not fit the tensor")
+            "root out of range", "split sizes do not fit the tensor", "a dtype PREMUL_SUM does not take")
 _FIXED = 10                   # code, collective, dtype, count, root, op, shape digest, device, split count, data bytes
 #: the most bytes of data a header may carry (:func:`agree_with_data`; a peer may send this much
 #: whatever this rank's own call is, received into buffers the group keeps, one per peer)

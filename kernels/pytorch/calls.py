@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from kernels.pytorch.agreement import Header, agree, shape_digest, splits_of
-from kernels.pytorch.checks import first_failure, sizes_ok, tensors_ok
+from kernels.pytorch.checks import first_failure, premul_ok, sizes_ok, tensors_ok
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.errors import CollectiveMismatch
 from kernels.pytorch.fused import fused_allreduce, fused_route
@@ -48,7 +48,7 @@ class CallRunner:
     # ------------------------------------------------------------------ shared steps
     def agree(self, collective: str, tensors, *, count: int, root: int = -1, op: str = "", shapes=(),
               splits=(), extra=(0, "")) -> list:
-        code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), extra)
+        code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), premul_ok(tensors, op), extra)
         ref = tensors[0] if tensors else None
         header = Header(collective, dtype_code(ref.dtype) if ref is not None else 0, count, root, op,
                         shape_digest(shapes), tuple(splits), code,
@@ -97,7 +97,7 @@ class CallRunner:
         for t in tensors:
             flat = t.view(-1)
             if op == "premul_sum":
-                flat.mul_(factor.to(flat.device) if isinstance(factor, torch.Tensor) else factor)
+                scale(flat, factor)
             if self.size == 1:
                 continue
             nccl = None if op == "premul_sum" or nccl_opts is None else (lambda g, t=t: g.allreduce([t], nccl_opts))
@@ -125,22 +125,25 @@ class CallRunner:
         for r, o in enumerate(outputs):
             o.view(-1).copy_(flat[r * inp.numel():(r + 1) * inp.numel()])
 
-    def reduce_scatter_into(self, out, inp, op: str) -> None:
+    def reduce_scatter_into(self, out, inp, op: str, factor=1.0) -> None:
         self.agree("reducescatter", [out, inp], count=out.numel(), op=op, shapes=[out.shape],
                    extra=sizes_ok([inp], self.size * out.numel(), "input tensor"))
-        self._reduce_scatter(out.view(-1), inp.view(-1), op)
+        flat = inp.view(-1)
+        self._reduce_scatter(out.view(-1), scale(flat.clone(), factor) if op == "premul_sum" else flat, op)
 
     def _reduce_scatter(self, out, inp, op: str) -> None:
+        """``inp``: already scaled for premul_sum (a copy: the caller's input is never written)."""
+        op = "sum" if op == "premul_sum" else op
         if self.size == 1:
             out.copy_(inp)
             return
         self.run("reducescatter", inp, out, out.numel(), op=op)
 
-    def reduce_scatter_list(self, out, inputs, op: str) -> None:
+    def reduce_scatter_list(self, out, inputs, op: str, factor=1.0) -> None:
         self.agree("reducescatter_list", [out, *inputs], count=out.numel(), op=op, shapes=[out.shape],
                    extra=first_failure(sizes_ok(inputs, out.numel(), "input tensor"), _count_ok(inputs, self.size)))
-        flat = torch.cat([t.reshape(-1) for t in inputs]) if inputs else out.new_empty(0)
-        self._reduce_scatter(out.view(-1), flat, op)
+        flat = torch.cat([t.reshape(-1) for t in inputs]) if inputs else out.new_empty(0)   # a copy
+        self._reduce_scatter(out.view(-1), scale(flat, factor) if op == "premul_sum" else flat, op)
 
     def broadcast(self, tensors, root: int) -> None:
         for t in tensors:
@@ -150,13 +153,19 @@ class CallRunner:
                 flat = t.view(-1)
                 self.run("broadcast", flat, flat, flat.numel(), root=root)
 
-    def reduce(self, tensors, root: int, op: str) -> None:
+    def reduce(self, tensors, root: int, op: str, factor=1.0) -> None:
+        """premul_sum: the schedule runs on a scaled copy, written back on the root only (NCCL
+        leaves the other ranks' buffers as they were)."""
         for t in tensors:
             self.agree("reduce", [t], count=t.numel(), root=root, op=op, shapes=[t.shape], extra=self._root_ok(root))
-        if self.size > 1:
-            for t in tensors:
-                flat = t.view(-1)
-                self.run("reduce", flat, flat if self.rank == root else None, flat.numel(), op=op, root=root)
+        for t in tensors:
+            flat = t.view(-1)
+            buf = scale(flat.clone(), factor) if op == "premul_sum" else flat
+            if self.size > 1:
+                self.run("reduce", buf, buf if self.rank == root else None, flat.numel(),
+                         op="sum" if op == "premul_sum" else op, root=root)
+            if buf is not flat and self.rank == root:
+                flat.copy_(buf)
 
     def gather(self, outputs, inp, root: int) -> None:
         mine = self.rank == root
@@ -229,6 +238,12 @@ def data_path(ran: str, native: bool) -> str:
     if ran == NCCL:
         return "nccl"
     return "native" if native else "host"
+
+
+def scale(flat, factor):
+    """``flat`` times a premul_sum factor (a float or a 1-element tensor), in place, in its own
+    dtype (NCCL's PreMulSum scales each input in the element type); returns ``flat``."""
+    return flat.mul_(factor.to(flat.device) if isinstance(factor, torch.Tensor) else factor)
 
 
 def _count_ok(tensors, n: int) -> tuple[int, str]:

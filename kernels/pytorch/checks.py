@@ -47,9 +47,26 @@ def sizes_ok(tensors, numel: int, what: str) -> tuple[int, str]:
     return 0, ""
 
 
+#: the dtypes torch's NCCL group takes for PREMUL_SUM ("PreMulSum Data type must be half, float, bfloat16 or double")
+PREMUL_DTYPES = (torch.float16, torch.float32, torch.bfloat16, torch.float64)
+
+
+def premul_ok(tensors, op: str) -> tuple[int, str]:
+    """A ``premul_sum`` call's tensors are of a floating dtype NCCL's PreMulSum takes.
+
+    >>> premul_ok([torch.zeros(2, dtype=torch.int64)], "premul_sum")[1]
+    'PREMUL_SUM takes float16, float32, bfloat16 or float64 tensors, not int64'
+    """
+    t = tensors[0] if op == "premul_sum" and tensors else None
+    if isinstance(t, torch.Tensor) and t.dtype not in PREMUL_DTYPES:
+        names = [str(d).replace("torch.", "") for d in PREMUL_DTYPES]
+        return 8, f"PREMUL_SUM takes {', '.join(names[:-1])} or {names[-1]} tensors, not {str(t.dtype)[6:]}"
+    return 0, ""
+
+
 def first_failure(*results) -> tuple[int, str]:
     """The first failing result of several checks, else ``(0, "")``."""
     return next((r for r in results if r[0]), (0, ""))
 
 
-__all__ = ["tensors_ok", "sizes_ok", "first_failure"]
+__all__ = ["tensors_ok", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]

@@ -148,8 +148,8 @@ class TopocollProcessGroup(dist.ProcessGroup):
         opts = opts or dist.AllreduceCoalescedOptions()
         op = reduce_op_name(opts.reduceOp)
 
-        def run():
-            for group in _by_dtype(tensors):
+        def run():                  # premul_sum: a dtype PreMulSum refuses raises before any group's data moves
+            for group in sorted(_by_dtype(tensors), key=lambda g: op == "premul_sum" and g[0].is_floating_point()):
                 flat = torch.cat([t.reshape(-1) for t in group])
                 self.runner.allreduce([flat], op, premul_factor(opts.reduceOp))
                 for t, piece in zip(group, torch.split(flat, [t.numel() for t in group])):
@@ -184,28 +184,28 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ReduceScatterOptions()
-        op = reduce_op_name(opts.reduceOp)
+        op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
 
         def run():
             for out, ins in zip(outputs, input_lists):
-                self.runner.reduce_scatter_list(out, ins, op)
+                self.runner.reduce_scatter_list(out, ins, op, factor)
         return self._submit(outputs, outputs, run, lambda g: g.reduce_scatter(outputs, input_lists, opts), opts)
 
     def reduce_scatter_single(self, output, inp, opts=None):
         opts = opts or dist.ReduceScatterOptions()
-        op = reduce_op_name(opts.reduceOp)
-        return self._submit([inp], [output], lambda: self.runner.reduce_scatter_into(output, inp, op),
+        op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
+        return self._submit([inp], [output], lambda: self.runner.reduce_scatter_into(output, inp, op, factor),
                             lambda g: g._reduce_scatter_base(output, inp, opts), opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
     def reduce_scatter_single_coalesced(self, outputs, inputs, opts=None):
         opts = opts or dist.ReduceScatterOptions()
-        op = reduce_op_name(opts.reduceOp)
+        op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
 
         def run():
             for o, i in zip(outputs, inputs):
-                self.runner.reduce_scatter_into(o, i, op)
+                self.runner.reduce_scatter_into(o, i, op, factor)
         return self._submit(inputs, outputs, run,
                             lambda g: g.reduce_scatter_tensor_coalesced(outputs, inputs, opts), opts)
 
@@ -218,8 +218,8 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def reduce(self, tensors, opts=None):
         opts = opts or dist.ReduceOptions()
-        op = reduce_op_name(opts.reduceOp)
-        return self._submit(tensors, tensors, lambda: self.runner.reduce(tensors, opts.rootRank, op),
+        op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
+        return self._submit(tensors, tensors, lambda: self.runner.reduce(tensors, opts.rootRank, op, factor),
                             lambda g: g.reduce(tensors, opts), opts)
 
     def gather(self, output_lists, inputs, opts=None):

@@ -1,8 +1,9 @@
 """The topocoll process group on 2 and 4 spawned ranks (``job_results``: one job per rank
 count): every collective on float32, bfloat16, float16, int64 and uint8, sizes 0, 1, 7, 1 Ki and
 1 Mi elements, equals gloo's result bit for bit (integer-valued data: exact in any order);
-random-valued sums, avg and premul_sum within the summation bound; async, coalesced, p2p,
-barrier, subgroups, bad input on every rank, backend strings; a dead rank."""
+random-valued sums, avg and premul_sum within the summation bound; premul_sum on every reducing
+collective; async, coalesced, p2p, barrier, subgroups, bad input on every rank, backend strings;
+a dead rank."""
 
 from __future__ import annotations
 
@@ -40,6 +41,14 @@ def test_random_sums_avg_and_premul_sum_are_within_the_summation_bound(job_resul
     n, results = job_results
     assert checked(results, "random") == n * 38
     assert not merged(results, "random")
+
+
+def test_premul_sum_on_every_reducing_collective_and_integer_tensors_refused(job_results):
+    """reduce_scatter (tensor, list, coalesced), reduce and all_reduce: sum of factor x input
+    (float and tensor factors), inputs and non-root tensors unchanged; integer tensors BadTensor."""
+    n, results = job_results
+    assert checked(results, "premul") == n * 21
+    assert not merged(results, "premul")
 
 
 @pytest.mark.parametrize("family", ["async", "coalesced", "p2p", "barrier", "subgroup", "backend_string"])
