@@ -151,17 +151,29 @@ class Plan:
         return cls(names[0], names[1], entries, path.parent, path)
 
 
+def _groups(entries: list[PlanEntry]) -> dict:
+    """``(collective, root) -> [(index, entry), ...]`` sorted by ``min_bytes`` (then file order)."""
+    groups: dict = {}
+    for k, e in enumerate(entries):
+        groups.setdefault((e.collective, e.root), []).append((k, e))
+    return {key: sorted(items, key=lambda ke: (ke[1].min_bytes, ke[0])) for key, items in groups.items()}
+
+
+def _overlap(items: list) -> tuple | None:
+    """The first two neighbours of a :func:`_groups` list whose byte ranges overlap, else None (sorted by
+    start, any overlap shows between neighbours: if i < j overlap, so do i and i + 1)."""
+    return next(((a, b) for a, b in zip(items, items[1:])
+                 if a[1].max_bytes is None or a[1].max_bytes > b[1].min_bytes), None)
+
+
 def _index(entries: list[PlanEntry]) -> dict:
     """``(collective, root) -> (sorted min_bytes, entries, disjoint)``: entries sorted by
     ``min_bytes`` where their ranges are disjoint (what ``synthesize`` writes), else in file order."""
-    groups: dict = {}
-    for e in entries:
-        groups.setdefault((e.collective, e.root), []).append(e)
     out = {}
-    for key, items in groups.items():
-        ordered = sorted(items, key=lambda e: e.min_bytes)
-        disjoint = all(a.max_bytes is not None and a.max_bytes <= b.min_bytes for a, b in zip(ordered, ordered[1:]))
-        out[key] = ([e.min_bytes for e in ordered], ordered if disjoint else items, disjoint)
+    for key, items in _groups(entries).items():
+        disjoint = _overlap(items) is None
+        ordered = [e for _, e in (items if disjoint else sorted(items, key=lambda ke: ke[0]))]
+        out[key] = ([e.min_bytes for _, e in items], ordered, disjoint)
     return out
 
 
@@ -173,22 +185,19 @@ def _disjoint(entries: list[PlanEntry], where: str) -> None:
     """Refuse (ScheduleFormatError) two entries of one collective and root whose byte ranges
     overlap: which one runs at a size in both would be an accident of order.  Gaps are legal (a
     size no entry covers runs the fastest baseline: :class:`synth.plan.selector.ScheduleSelector`)."""
-    groups: dict = {}
-    for k, e in enumerate(entries):
-        groups.setdefault((e.collective, e.root), []).append((e.min_bytes, k))
-    for (name, root), items in groups.items():
-        items.sort()
-        for (_, i), (_, j) in zip(items, items[1:]):
-            a, b = entries[i], entries[j]              # a starts first: they overlap where a ends after b starts
-            if a.max_bytes is None or a.max_bytes > b.min_bytes:
-                ends = min((x for x in (a.max_bytes, b.max_bytes) if x is not None), default=None)
-                first, second = sorted((i, j))
-                raise ScheduleFormatError(
-                    f"{where}: entries[{first}] and entries[{second}] overlap: {name}"
-                    f"{'' if root is None else f' root {root}'} bytes "
-                    f"{_span(entries[first].min_bytes, entries[first].max_bytes)} and "
-                    f"{_span(entries[second].min_bytes, entries[second].max_bytes)} both cover "
-                    f"{_span(b.min_bytes, ends)}; a plan has one entry per size")
+    for (name, root), items in _groups(entries).items():
+        pair = _overlap(items)
+        if pair is None:
+            continue
+        (i, a), (j, b) = pair                          # a starts first: they overlap where a ends after b starts
+        ends = min((x for x in (a.max_bytes, b.max_bytes) if x is not None), default=None)
+        first, second = sorted((i, j))
+        raise ScheduleFormatError(
+            f"{where}: entries[{first}] and entries[{second}] overlap: {name}"
+            f"{'' if root is None else f' root {root}'} bytes "
+            f"{_span(entries[first].min_bytes, entries[first].max_bytes)} and "
+            f"{_span(entries[second].min_bytes, entries[second].max_bytes)} both cover "
+            f"{_span(b.min_bytes, ends)}; a plan has one entry per size")
 
 
 def _decision(d: Any, where: str) -> dict | None:
