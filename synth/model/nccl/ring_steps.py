@@ -57,7 +57,7 @@ ring's pace) keep the copy.
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import NCCL_VERSION, at_sm_clock
+from synth.model.nccl.constants import MAX_NTHREADS, NCCL_VERSION, PCI_BW_BY_GEN, at_sm_clock
 from synth.model.nccl.machine import NcclMachine
 
 #: compute capability whose GPUs NCCL connects in P2P read mode over NVLink (src/graph/paths.cc
@@ -66,11 +66,11 @@ P2P_READ_SM = 80
 #: first NCCL version whose direct mode needs a registered buffer (v2.23.4-1 prims_simple.h line 502)
 DIRECT_NEEDS_REGISTRATION_SINCE = (2, 23)
 #: NCCL_SIMPLE_MAX_NTHREADS (NCCL_MAX_NTHREADS before 2.8): a Simple CTA's threads where the ring is not slow
-SIMPLE_MAX_NTHREADS = 512
+SIMPLE_MAX_NTHREADS = MAX_NTHREADS["Simple"]
 #: PCI_BW (PCI_WIDTH before 2.14: v2.13.4-1 src/graph/topo.h line 18; PCI_BW from v2.14.3-1 line 18): GB/s against
 #: which NCCL's tuner compares the ring graph's bandwidth when it sets a Simple CTA's threads, Gen3 x16 at every
 #: version (v2.28.9-1 src/graph/topo.h line 22)
-PCI_BW_TUNING = 12.0
+PCI_BW_TUNING = PCI_BW_BY_GEN[3]
 
 
 def nvlink_p2p(m: NcclMachine, p2p_disable: bool = False) -> bool:
