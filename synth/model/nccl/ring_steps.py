@@ -245,35 +245,12 @@ def p2p_fifo_fill_factor(part_bytes: float, chunk_bytes: int, copy_share: float 
     return 1.0 + min(1.0, max(0.0, copy_share)) / k
 
 
-def p2p_recv_workers(m: NcclMachine, version: tuple = NCCL_VERSION) -> int:
-    """Threads that copy a p2p receive out of its FIFO, on a channel whose CTA runs one peer's send and receive.
-    RCCL: the p2p CTA has ``NCCL_MAX_NTHREADS`` = 256 threads on every gfx (ROCm/rccl 0cbce2a7 src/enqueue.cc line
-    962, src/include/device.h line 68), 4 warps of 64; ``finishWorkP2p`` (enqueue.cc lines 163-179) gives a send +
-    receive pair 2 warps each and the receive group's workers are all its threads: 128.  NVIDIA below 2.22: 640
-    threads (device.h ``NCCL_MAX_NTHREADS``, 512 before 2.8), the same split (v2.21.5-1 src/enqueue.cc lines 117-133,
-    v2.12.12-1 lines 948-956): the receive gets 8 warps, 256 threads (``extraWarp`` goes to the send).  From 2.22 the
-    kernel splits its 20 warps itself, ``(nWarpPerWork - 1) / 2`` = 9 to the receive (v2.22.3-1 src/device/sendrecv.h
-    lines 99-105, v2.28.7-1 lines 103-109), 288; a receive adds no extra warp (``nworkers = nthreads`` without a
-    send, prims_simple.h line 597).  Several peers on one CTA (alltoall) split it further: not followed.
-
-    >>> from topo_probe import get_preset
-    >>> [p2p_recv_workers(NcclMachine.from_topology(get_preset(p)), v) for p, v in
-    ...  (("mi355x", (2, 26)), ("dgx-h100", (2, 21)), ("dgx-h100", (2, 22)))]
-    [128, 256, 288]
-    """
-    if m.amd:
-        return 128
-    return 288 if tuple(version) >= (2, 22) else 256
-
-
 def p2p_simple_fill(m: NcclMachine, params, part_bytes: float, chunk_bytes: int, channel_gbs: float,
                     version: tuple = NCCL_VERSION, p2p_disable: bool = False) -> float:
     """:func:`p2p_fifo_fill_factor` of a Simple p2p part on ``m`` whose channel writes at ``channel_gbs`` (GB/s): the
-    receiver's copy of one chunk at a CTA's copy rate (:func:`cta_copy_gbs`), none with a direct pointer.  On AMD the
-    rate is that of RCCL's 128 receive workers (:func:`p2p_recv_workers`); on NVIDIA it stays a 512-worker CTA's,
-    although the receive has 256 (below 2.22) or 288: taken at those counts the class holdout lost a passing table
-    (DGX-2 reduce_scatter 12.1 -> 15.8 %, through the refit; docs/nccl-model.md).  The chunk is ``p2pChunkSize``,
-    capped at NCCL_BUFFSIZE / NCCL_STEPS (v2.28.7-1 ``src/init.cc`` lines 720-721); the caller passes it.
+    receiver's copy of one chunk at the CTA's copy rate (:func:`cta_copy_gbs`), none with a direct pointer.  The chunk
+    is ``p2pChunkSize``, capped at NCCL_BUFFSIZE / NCCL_STEPS (v2.28.7-1 ``src/init.cc`` lines 720-721); the caller
+    passes it.
 
     >>> from topo_probe import get_preset
     >>> from synth.model.nccl.params import ModelParams
@@ -282,11 +259,10 @@ def p2p_simple_fill(m: NcclMachine, params, part_bytes: float, chunk_bytes: int,
     >>> [p2p_simple_fill(h100, p, 1 << 20, 512 << 10, 20.0, v) for v in ((2, 28), (2, 22))]
     [1.125, 1.0]
     """
-    workers = p2p_recv_workers(m, version) if m.amd else SIMPLE_MAX_NTHREADS
-    share = channel_gbs / cta_copy_gbs(m.arch, params, m.gpu_name, workers)
+    share = channel_gbs / cta_copy_gbs(m.arch, params, m.gpu_name)
     return p2p_fifo_fill_factor(part_bytes, chunk_bytes, share, ring_direct_write(m, version, p2p_disable))
 
 
-__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "p2p_recv_workers", "p2p_simple_fill", "nvlink_p2p", "xgmi_p2p",
+__all__ = ["P2P_READ_SM", "cta_copy_gbs", "p2p_fifo_fill_factor", "p2p_simple_fill", "nvlink_p2p", "xgmi_p2p",
            "p2p_read_mode", "ring_copy_steps", "ring_direct_write", "ring_send_share", "ring_simple_send_share",
            "simple_ring_threads"]

@@ -19,8 +19,7 @@ from topo_probe import cluster, get_preset
 M = 1 << 20
 #: no latency, a free host, and the model's own constants set to round figures (none is a source figure): an RCCL
 #: channel at 6 GB/s (``rccl_channel_gbs``, hand-set), a CTA's copy at 99 GB/s at H100's 1.98 GHz (``ring_copy_gbs``,
-#: fitted at 100 on NVIDIA rings), which ``cta_copy_gbs`` scales by clock to 99 x 2.40 / 1.98 = 120 GB/s on gfx950
-#: for 512 workers and to 30 for the receive's 128 (``ring_steps.p2p_recv_workers``: 2 of RCCL's 4 64-lane warps);
+#: fitted at 100 on NVIDIA rings), which ``cta_copy_gbs`` scales by clock to 99 x 2.40 / 1.98 = 120 GB/s on gfx950;
 #: the links (3 x 76.8 x 0.8 = 184 GB/s) do not bind
 P = replace(DEFAULT_PARAMS, p2p_latency_us=0.0, host_us=0.0, host_us_per_channel=0.0, p2p_link_share=1.0,
             rccl_channel_gbs=6.0, ring_copy_gbs=99.0, link_eff={**DEFAULT_PARAMS.link_eff, ("gfx950", "xgmi"): 0.8})
@@ -33,33 +32,33 @@ def _mi355x_4() -> tuple:
 
 def test_4_mi355x_alltoall_of_16_mib_pays_one_chunk_copy_by_hand():
     """16 MiB a rank: 4 MiB a peer on its 8 channels, 512 KiB a part, one chunk.  3 peers x 8 = 24 channels x 6 GB/s
-    = 144 GB/s; one chunk written at 6 GB/s and copied at 30: x (1 + 6 / 30)."""
+    = 144 GB/s; one chunk written at 6 GB/s and copied at 120: x (1 + 6 / 120)."""
     m, g = _mi355x_4()
     assert xgmi_p2p(m) and m.arch == "gfx950" and m.link_gbs == 76.8
     t, ch = p2p_time_us(m, g, "alltoall", 16 * M, P, version=(2, 26))
     assert ch == 24
-    assert t == pytest.approx(3 * 4 * M / (1000.0 * 144.0) * (1 + 6.0 / 30.0))
+    assert t == pytest.approx(3 * 4 * M / (1000.0 * 144.0) * (1 + 6.0 / 120.0))
 
 
 def test_4_mi355x_alltoall_of_1_gib_pays_one_copy_of_64_chunks():
-    """1 GiB a rank: 256 MiB a peer, 32 MiB a part (8 channels), 64 chunks of 512 KiB: x (1 + 0.2 / 64)."""
+    """1 GiB a rank: 256 MiB a peer, 32 MiB a part (8 channels), 64 chunks of 512 KiB: x (1 + 0.05 / 64)."""
     m, g = _mi355x_4()
     t, _ = p2p_time_us(m, g, "alltoall", 1024 * M, P, version=(2, 26))
-    assert t == pytest.approx(3 * 256 * M / (1000.0 * 144.0) * (1 + 0.2 / 64))
+    assert t == pytest.approx(3 * 256 * M / (1000.0 * 144.0) * (1 + 0.05 / 64))
 
 
 def test_4_mi355x_alltoall_ll_parts_pay_no_fill_by_hand():
     """RCCL sends a part with LL up to nChannelsMax x 16 KiB (Ahalperin/amd-dev 0d4f8c1 rccl/src/enqueue.cc lines
     910, 923-924; 8 channels a peer: 128 KiB), and an LL part has no FIFO to copy out of: no fill.  512 KiB a rank:
     128 KiB a peer, LL, on 2 channels (a part at least 512 / 8 = 64 KiB), 3 x 2 = 6 channels x 6 = 36 GB/s.  1 MiB:
-    256 KiB a peer, Simple, 4 channels of one 64 KiB chunk each, 12 x 6 = 72 GB/s and x (1 + 6 / 30)."""
+    256 KiB a peer, Simple, 4 channels of one 64 KiB chunk each, 12 x 6 = 72 GB/s and x (1 + 6 / 120)."""
     m, g = _mi355x_4()
     t, ch = p2p_time_us(m, g, "alltoall", 512 << 10, P, version=(2, 26))
     assert ch == 6
     assert t == pytest.approx(3 * (128 << 10) / (1000.0 * 36.0))
     t, ch = p2p_time_us(m, g, "alltoall", 1 * M, P, version=(2, 26))
     assert ch == 12
-    assert t == pytest.approx(3 * (256 << 10) / (1000.0 * 72.0) * (1 + 6.0 / 30.0))
+    assert t == pytest.approx(3 * (256 << 10) / (1000.0 * 72.0) * (1 + 6.0 / 120.0))
 
 
 def test_2_x_4_mi355x_alltoall_pays_no_xgmi_fill_across_hosts_by_hand():

@@ -1,40 +1,13 @@
-"""Threads per CTA where the source sets them: a p2p receive's copy workers (``ring_steps.p2p_recv_workers``), the
-tuner's small-message channel / thread cut starting from a slow ring's 256 Simple threads (``TuneTable.channels``),
-and a one-rank TuneTable refused as the CLIs refuse it.  Every expectation is counted by hand from the source."""
-
-from dataclasses import replace
+"""Threads per CTA where the source sets them: the tuner's small-message channel / thread cut starting from a slow
+ring's 256 Simple threads (``TuneTable.channels``), and a one-rank TuneTable refused as the CLIs refuse it.  Every
+expectation is counted by hand from the source."""
 
 import pytest
 
 from synth.model.nccl import NcclMachine
-from synth.model.nccl.params import DEFAULT_PARAMS
-from synth.model.nccl.ring_steps import p2p_recv_workers, p2p_simple_fill
 from synth.model.nccl.tuning import TuneTable
 from topo_probe import get_preset
 from topo_probe.errors import InvalidArgument
-
-
-def test_rccl_p2p_receive_has_two_of_four_64_lane_warps():
-    """ROCm/rccl 0cbce2a7: the p2p CTA has NCCL_MAX_NTHREADS = 256 threads (src/enqueue.cc line 962, device.h line
-    68), 256 / 64 = 4 warps; finishWorkP2p (enqueue.cc lines 163-179) with a send and a receive: nGroup 2, nWarp
-    doubles while nWarp x 2 <= 4 / 2, so 2 warps, 128 threads, each a worker."""
-    assert p2p_recv_workers(NcclMachine.from_topology(get_preset("mi355x")), (2, 26)) == 128
-
-
-def test_nvidia_p2p_receive_workers_by_version():
-    """640 threads, 20 warps.  Below 2.22 (v2.21.5-1 src/enqueue.cc lines 117-133): nWarp doubles while nWarp x 2 <=
-    10, so 8, and the receive (group 0) gets no extraWarp: 256.  From 2.22 (v2.28.7-1 src/device/sendrecv.h lines
-    103-109): (20 - 1) / 2 = 9 receive warps: 288."""
-    h100 = NcclMachine.from_topology(get_preset("dgx-h100"))
-    assert [p2p_recv_workers(h100, v) for v in ((2, 18), (2, 21), (2, 22), (2, 28))] == [256, 256, 288, 288]
-
-
-def test_mi355x_p2p_fill_copies_at_128_of_512_workers():
-    """A 1 MiB part of two 512 KiB chunks on gfx950 (2.40 GHz boost): ring_copy_gbs 99 at H100's 1.98 GHz is
-    99 x 2.40 / 1.98 = 120 GB/s for 512 workers, 30 for 128; a channel writing at 6 GB/s: x (1 + 6 / 30 / 2)."""
-    m = NcclMachine.from_topology(get_preset("mi355x"))
-    p = replace(DEFAULT_PARAMS, ring_copy_gbs=99.0)
-    assert p2p_simple_fill(m, p, 1 << 20, 512 << 10, 6.0, (2, 26)) == pytest.approx(1 + 6.0 / 30.0 / 2)
 
 
 def test_slow_ring_small_message_cut_starts_from_256_threads():
