@@ -18,6 +18,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+from synth.ir.collectives import check_collective_gpus
 from synth.model.nccl.constants import (
     FEATURE_VERSION,
     HW_NET,
@@ -41,6 +42,7 @@ from synth.model.nccl.constants import (
     compcap_index,
 )
 from synth.model.nccl.rccl_net import RCCL_NTHREADS, rccl_partial_host
+from synth.model.nccl.ring_steps import simple_ring_threads
 from synth.model.nccl.env import NcclEnv
 from synth.model.nccl.graphs import CommGraphs, Graph, comm_graphs
 from synth.model.nccl.machine import NcclMachine
@@ -92,6 +94,11 @@ class TuneTable:
     latency: dict
     bandwidth: dict
     version: tuple = NCCL_VERSION
+
+    def __post_init__(self) -> None:
+        """Refuse a machine of fewer than 2 ranks as the CLIs do (:func:`synth.ir.collectives.check_collective_gpus`):
+        its bus-bandwidth ratio ``n / coll_steps`` would divide by zero."""
+        check_collective_gpus(self.machine.name, self.machine.ranks)
 
     @classmethod
     def build(cls, m: NcclMachine, env: NcclEnv | None = None, version: tuple = NCCL_VERSION) -> "TuneTable":
@@ -311,7 +318,11 @@ class TuneTable:
     def channels(self, algo: str, proto: str, nbytes: int, coll: str = "allreduce") -> tuple[int, int]:
         """Channels and threads after NCCL's small-message reduction (enqueue.cc) for ``coll``; RCCL across
         hosts on part of a host starts from its 256 threads per channel (:data:`.rccl_net.RCCL_NTHREADS`), and
-        RCCL never halves the threads (only the channels).
+        RCCL never halves the threads (only the channels).  The cut starts from the tuner's ``maxThreads[algo][proto]``
+        (NVIDIA/nccl v2.28.9-1 src/enqueue.cc line 1866), which for ring Simple is the slow-ring default
+        (:func:`.ring_steps.simple_ring_threads`: 256 where ``bwIntra x nChannels <= PCI_BW``, src/graph/tuning.cc
+        line 231); 2.5 kept one Simple count for ring and tree (v2.5.6-1 enqueue.cc line 266 ``maxThreads[protocol]``,
+        tuning.cc line 81).
 
         >>> from topo_probe import cluster
         >>> from synth.model.nccl import NcclMachine, NcclModel
@@ -327,6 +338,9 @@ class TuneTable:
             return (g.nvls_channels if m.nodes == 1 or algo == "nvls_tree"
                     else min(g.nvls_channels, g.n_channels)), 640
         nc, nt = g.n_channels, RCCL_NTHREADS if rccl_partial_host(m) else MAX_NTHREADS[proto]
+        if proto == "Simple" and (algo == "ring" or (algo == "tree" and self.version < (2, 6))) \
+                and not rccl_partial_host(m):
+            nt = simple_ring_threads(m, g, self.version)
         thresh = THREAD_THRESHOLD[proto] * (m.ranks if (algo == "ring" and proto == "LL") else 1)
         chain_28 = algo == "collnet_chain" and collnet_chain_28(self.version)
         if chain_28:        # v2.8.4-1 enqueue.cc getAlgoInfo: "one channel for up and one channel for down", no cut
