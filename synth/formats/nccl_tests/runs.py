@@ -246,6 +246,17 @@ def _of_root(rows: list, root: int | None, source: str) -> list:
     return [r for r in rows if r.root is None or r.root == keep]
 
 
+def compared(row):
+    """The measurement of ``row`` a comparison takes: out-of-place, else in-place (rows of an in-place-only
+    log, rccl-tests ``-O 0``, or with nccl-tests' blank out-of-place body); None when it has neither.
+
+    >>> log = parse_runs("#  in-place\\n# size count type redop root time algbw busbw #wrong\\n8 2 float sum -1 9.5 0 0 0")[0]
+    >>> compared(log.rows[0]).time_us, log.rows[0].out_of_place
+    (9.5, None)
+    """
+    return row.out_of_place if row.out_of_place is not None else row.in_place
+
+
 def check_sizes_once(rows: list, source: str, cycles: int = 1) -> None:
     """Refuse a size (above 0) that appears twice for one datatype, op and root in one of ``cycles``
     cycles (a log's :attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.cycles`: nccl-tests ``-N``):
@@ -275,4 +286,4 @@ def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTest
 
 
 __all__ = ["parse_runs", "load_runs", "select_run", "strip_prefixes", "guess_collective", "load_nccl_tests",
-           "pick_rows", "check_sizes_once", "cycles_of", "one_cycle"]
+           "pick_rows", "check_sizes_once", "cycles_of", "one_cycle", "compared"]
