@@ -5,16 +5,21 @@ column, ``#wrong`` or ``error``); this module turns its rows into :class:`synth.
 so that a measured NCCL curve prints in our layout and plots next to our predictions.
 
 Conversions: a missing or ``-1`` root becomes ``-1``; ``#wrong`` counts are kept; older builds'
-``error`` column (a maximum error, not a count) and ``N/A`` cells become ``wrong=None``.
+``error`` column (a maximum error, not a count) and ``N/A`` cells become ``wrong=None``.  A row
+without an out-of-place measurement (rccl-tests ``-O 0``, nccl-tests' blank body) re-prints with
+blank out-of-place cells, as nccl-tests' ``writeBenchMarkLineNullBody`` (util.cu:480-485 at
+v2.19.6), and plots its in-place numbers; a ``-N`` log (whole cycles of its sizes) re-prints every
+row and plots its first cycle; the reader's notes (a cut-off last row, cycles) print as ``#`` lines.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests
-from synth.formats.nccl_tests.runs import check_sizes_once, load_nccl_tests
+from synth.formats.nccl_tests.runs import check_sizes_once, load_nccl_tests, one_cycle
 from synth.sweep.driver import Result, Row, SweepSummary
 from topo_probe.errors import NcclTestsLogError
 
@@ -58,7 +63,7 @@ def read_log(path: str | Path, collective: str | None = None) -> ImportedLog:
         type/op/root series (two runs' rows in one table: a plot would zig-zag).
     """
     log = load_nccl_tests(path, collective)
-    check_sizes_once(log.rows, str(path))
+    check_sizes_once(log.rows, str(path), log.cycles)
     if collective is not None:
         from synth.formats.nccl_tests.runs import collective_of, guess_collective
         have, want = guess_collective(log, path), collective_of(collective)
@@ -73,12 +78,38 @@ def parse_text(text: str, source: str = "nccl-tests output") -> ImportedLog:
 
 
 def measured_series(path: str | Path, collective: str | None = None) -> list:
-    """The log's out-of-place busbw as ``measured`` plot series (one per type/op/root group)."""
+    """The log's out-of-place busbw as ``measured`` plot series (one per type/op/root group; the first
+    cycle of a ``-N`` log); in-place where a row has no out-of-place measurement."""
     from kernels.sweep.compare import series_from_rows
     imp = read_log(path, collective)
     n = imp.log.num_ranks
-    label = "NCCL measured" + (f" ({n} ranks)" if n else "")
-    return series_from_rows(label, "measured", [r for r in imp.rows if r.out_of_place.time_us > 0])
+    rows = [r if lr.out_of_place is not None else replace(r, out_of_place=r.in_place)
+            for r, lr in zip(imp.rows, imp.log.rows)]
+    in_place = " in-place" if any(lr.out_of_place is None for lr in imp.log.rows) else ""
+    label = f"NCCL measured{in_place}" + (f" ({n} ranks)" if n else "")
+    return series_from_rows(label, "measured", [r for r in one_cycle(rows, 1, imp.log.cycles) if r.out_of_place.time_us > 0])
+
+
+def _row_line(row: Row, measured_out: bool) -> str:
+    """``row`` as the writer prints it; without an out-of-place measurement its four cells blank."""
+    from synth.formats.nccl_tests import writer as output
+    line = output.row_line(row)
+    if measured_out:
+        return line
+    k = 5 - (not row.type.strip()) - (not row.redop.strip())      # the cells before out-of-place
+    spans = [m.span() for m in re.finditer(r"\S+", line)]
+    a, b = spans[k - 1][1], spans[k + 3][1]
+    return line[:a] + " " * (b - a) + line[b:]
+
+
+def _avg_busbw(imp: ImportedLog) -> float | None:
+    """The log's ``Avg bus bandwidth``; without one, the mean of its measured busbw cells where some
+    are absent (the summary would count an absent cell as 0), else None (the summary's)."""
+    log = imp.log
+    if log.avg_busbw_gbps is not None or all(r.out_of_place is not None for r in log.rows):
+        return log.avg_busbw_gbps
+    vals = log.busbw_values()
+    return sum(vals) / len(vals) if vals else None
 
 
 def log_lines(imp: ImportedLog, source: str) -> list[str]:
@@ -95,12 +126,13 @@ def log_lines(imp: ImportedLog, source: str) -> list[str]:
                    f"agg iters: {log.agg_iters or 1} validation: {log.validation} graph: {log.graph or 0}")
     out.append(f"# sweep --import {source}: {len(imp.rows)} rows, {log.num_ranks or '?'} ranks, root column "
                f"{'yes' if log.has_root else 'no'}, {log.wrong_column} column")
+    out += [f"# note: {note}" for note in log.notes]
     out += ["#", "# Using devices"]
     out += ["#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
             % (d.rank, d.group or 0, d.pid or 0, d.host, d.device, d.bus_id, d.name) for d in log.devices]
     out += output.header_lines()
-    out += [output.row_line(row) for row in imp.rows]
-    out += output.footer_lines(imp.summary, log.out_of_bounds, log.avg_busbw_gbps)
+    out += [_row_line(row, lr.out_of_place is not None) for row, lr in zip(imp.rows, log.rows)]
+    out += output.footer_lines(imp.summary, log.out_of_bounds, _avg_busbw(imp))
     return out
 
 
@@ -114,9 +146,10 @@ def import_only(path: str | Path, plot_path: str | None = None, csv_path: str | 
         if len(runs) > 1:
             raise NcclTestsLogError(f"{path} holds {len(runs)} tests; name the collective to plot one "
                                     f"(sweep COLLECTIVE --import LOG --plot OUT.png)")
-        check_sizes_once(runs[0].log.rows, str(path))
-    for imp in runs:
-        for line in log_lines(imp, str(path) + (f" ({imp.log.test})" if len(runs) > 1 else "")):
+        check_sizes_once(runs[0].log.rows, str(path), runs[0].log.cycles)
+    for k, imp in enumerate(runs, 1):
+        name = f" (run {k}{': ' + imp.log.test if imp.log.test else ''})" if len(runs) > 1 else ""
+        for line in log_lines(imp, str(path) + name):
             print(line, flush=True)
     if plot_path is not None:
         from kernels.sweep import compare

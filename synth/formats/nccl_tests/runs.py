@@ -9,7 +9,12 @@
   or the same binary twice): a run starts at ``# Collective test starting: NAME``, at a
   ``# nThread ...`` parameter line, or at a column header that follows table rows.  Each run is
   parsed on its own (:func:`~synth.formats.nccl_tests.reader.parse_nccl_tests`), so rows of two
-  tests are never mixed.
+  tests are never mixed; only the last run may end in a row cut short (a killed job: left out with a note).
+* nccl-tests ``-N k`` (rccl-tests ``-s k``) prints the whole size sweep k times under one header
+  (nccl-tests v2.19.6 common.cu:934-943, rccl-tests ae3e635 common.cu:803-817): :func:`cycles_of` counts
+  them (a size sequence that repeats whole), :attr:`NcclTestsLog.cycles` holds the count and
+  :func:`pick_rows` takes one cycle (the first unless told).  A size repeated in any other way
+  stays an error (:func:`check_sizes_once`).
 
 >>> text = ("0: # Collective test starting: all_gather_perf\\n"
 ...         "0: #  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\\n"
@@ -41,7 +46,7 @@ _ROW = re.compile(r"^\s*\d+\s+\d+\s+\S")
 
 def strip_prefixes(text: str) -> list[str]:
     """The lines of ``text`` without launcher prefixes."""
-    return [_TAG.sub(" ", _PREFIX.sub("", line, count=1)) for line in text.splitlines()]
+    return [_TAG.sub(" ", _PREFIX.sub("", line, count=1)) for line in text.replace("\ufeff", "").splitlines()]
 
 
 def _segments(lines: list[str]) -> list[tuple[str | None, list[str]]]:
@@ -94,8 +99,13 @@ def parse_runs(text: str, source: str = "nccl-tests log") -> list[NcclTestsLog]:
     for k, (name, body) in enumerate(segs):
         where = source if len(segs) == 1 else f"{source} (run {k + 1}{': ' + name if name else ''})"
         has_devices = any("Rank" in x and "device" in x for x in body)
-        log = parse_nccl_tests("\n".join(body if has_devices or k else preamble + body), where)
+        log = parse_nccl_tests("\n".join(body if has_devices or k else preamble + body), where, k == len(segs) - 1)
         log.test = name or log.test
+        # -N cycles end in one footer (common.cu:934-943, then the footer): rows below a footer are another run's
+        log.cycles = cycles_of(log.rows) if log.footer_row in (None, len(log.rows)) else 1
+        if log.cycles > 1:
+            log.notes.append(f"{where}: the sizes repeat {log.cycles} times (nccl-tests -N {log.cycles}): "
+                             f"{log.cycles} cycles, one is compared (the first unless picked)")
         if not log.devices and out and out[-1].devices:
             log.devices = list(out[-1].devices)
         out.append(log)
@@ -151,17 +161,18 @@ def _one_of(have: list[str], want: str | None, what: str, flag: str, source: str
 
 
 def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: str | None = None,
-              root: int | None = None) -> list:
+              root: int | None = None, cycle: int | None = None) -> list:
     """The rows of one datatype, one reduction op and one root of a run (nccl-tests ``-d all`` /
     ``-o all`` print a section per type or op, ``-r -1`` a row per root of each size): those of
     ``datatype`` / ``op`` (any spelling; None or ``all``: the log's only one) and ``root`` (None or
-    -1: the log's only one).  Rows without an op (``none``, blank) or a root (-1) match any.
+    -1: the log's only one), of ``cycle`` (1-based; None: the first) of ``-N`` logs.  Rows without an
+    op (``none``, blank) or a root (-1) match any.
 
     Raises
     ------
     NcclTestsLogError
-        Several types (ops, roots) and none picked, a picked one the log lacks, or a size that appears
-        twice for the picked type, op and root (two runs' rows in one table).
+        Several types (ops, roots) and none picked, a picked one the log lacks, a cycle the log lacks, or
+        a size that appears twice in one cycle for the picked type, op and root (two runs' rows in one table).
     """
     from synth.formats.nccl_tests.conventions import DTYPE_ALIASES
     types = list(dict.fromkeys(DTYPE_ALIASES.get(r.type, r.type) for r in log.rows))
@@ -171,8 +182,52 @@ def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: s
     rows = [r for r in log.rows
             if DTYPE_ALIASES.get(r.type, r.type) == typ and (r.redop == red or not _is_op(r.redop))]
     rows = _of_root(rows, root, source)
+    n = log.cycles
+    if cycle is not None and not 1 <= cycle <= n:
+        raise NcclTestsLogError(f"{source} has no cycle {cycle}: it holds {n} cycles of its sizes (nccl-tests -N)")
+    rows = one_cycle(rows, cycle or 1, n)
     check_sizes_once(rows, source)
     return rows
+
+
+def _by_series(rows: list) -> dict[tuple, list[int]]:
+    """The positions in ``rows`` of each (type, op, root) series, in order."""
+    out: dict[tuple, list[int]] = {}
+    for i, r in enumerate(rows):
+        out.setdefault((r.type, r.redop, r.root), []).append(i)
+    return out
+
+
+def cycles_of(rows: list) -> int:
+    """How many times every (type, op, root) series repeats its whole size sequence (nccl-tests ``-N``),
+    the same count for all; 1 when the rows are no whole repetition (or only 0-byte rows).
+
+    >>> from types import SimpleNamespace as R
+    >>> cycles_of([R(type="float", redop="sum", root=None, size=s) for s in (8, 16, 8, 16)])
+    2
+    >>> cycles_of([R(type="float", redop="sum", root=None, size=s) for s in (8, 16, 8)])
+    1
+    """
+    counts = set()
+    for pos in _by_series(rows).values():
+        sizes = [rows[i].size for i in pos]
+        n = len(sizes)
+        period = next(p for p in range(1, n + 1) if n % p == 0 and sizes == sizes[:p] * (n // p))
+        counts.add(n // period if any(sizes) else 1)     # only 0-byte rows: one sweep rounded to 0, not cycles
+    return counts.pop() if len(counts) == 1 else 1
+
+
+def one_cycle(rows: list, cycle: int = 1, n: int | None = None) -> list:
+    """The rows of cycle ``cycle`` (1-based) of each series, in their order, of ``n`` cycles (a log's
+    :attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.cycles`; None: :func:`cycles_of` the rows)."""
+    n = cycles_of(rows) if n is None else n
+    if n == 1:
+        return list(rows)
+    keep = set()
+    for pos in _by_series(rows).values():
+        p = len(pos) // n
+        keep.update(pos[(cycle - 1) * p:cycle * p])
+    return [r for i, r in enumerate(rows) if i in keep]
 
 
 def _of_root(rows: list, root: int | None, source: str) -> list:
@@ -191,9 +246,21 @@ def _of_root(rows: list, root: int | None, source: str) -> list:
     return [r for r in rows if r.root is None or r.root == keep]
 
 
-def check_sizes_once(rows: list, source: str) -> None:
-    """Refuse a size (above 0) that appears twice for one datatype, op and root: two runs' rows in
-    one table.
+def compared(row):
+    """The measurement of ``row`` a comparison takes: out-of-place, else in-place (rows of an in-place-only
+    log, rccl-tests ``-O 0``, or with nccl-tests' blank out-of-place body); None when it has neither.
+
+    >>> log = parse_runs("#  in-place\\n# size count type redop root time algbw busbw #wrong\\n8 2 float sum -1 9.5 0 0 0")[0]
+    >>> compared(log.rows[0]).time_us, log.rows[0].out_of_place
+    (9.5, None)
+    """
+    return row.out_of_place if row.out_of_place is not None else row.in_place
+
+
+def check_sizes_once(rows: list, source: str, cycles: int = 1) -> None:
+    """Refuse a size (above 0) that appears twice for one datatype, op and root in one of ``cycles``
+    cycles (a log's :attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.cycles`: nccl-tests ``-N``):
+    two runs' rows in one table.
 
     Raises
     ------
@@ -201,7 +268,7 @@ def check_sizes_once(rows: list, source: str) -> None:
         Names the source, the size, how many times and for which type and op.
     """
     seen: dict[tuple, list] = {}
-    for r in rows:
+    for r in one_cycle(rows, 1, cycles):
         if r.size > 0:
             seen.setdefault((r.type, r.redop, r.root, r.size), []).append(r)
     twice = next((rs for rs in seen.values() if len(rs) > 1), None)
@@ -219,4 +286,4 @@ def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTest
 
 
 __all__ = ["parse_runs", "load_runs", "select_run", "strip_prefixes", "guess_collective", "load_nccl_tests",
-           "pick_rows", "check_sizes_once"]
+           "pick_rows", "check_sizes_once", "cycles_of", "one_cycle", "compared"]

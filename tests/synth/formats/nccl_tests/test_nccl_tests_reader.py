@@ -82,9 +82,11 @@ def test_rooted_collective_keeps_its_root_and_na_cells():
 def test_errors_name_the_line():
     with pytest.raises(NcclTestsLogError, match="no nccl-tests column header"):
         parse_nccl_tests("hello\nworld\n")
-    broken = BCAST_LOG + "     2097152        524288     float    none       3    20.50\n"
+    broken = BCAST_LOG + "     2097152        524288     float    none       3    20.50\n# Avg bus bandwidth : 51.6\n"
     with pytest.raises(NcclTestsLogError, match=r"line 5: 6 cells, the header has 13"):
-        parse_nccl_tests(broken, "b.txt")
+        parse_nccl_tests(broken, "b.txt")       # the footer follows: a short row, not a cut-off last one
+    with pytest.raises(NcclTestsLogError, match=r"line 5: 6 cells, the header has 13"):
+        parse_nccl_tests(broken.split("# Avg")[0], "b.txt", cut_ok=False)
     bad = BCAST_LOG.replace("20.50", "2x.50")
     with pytest.raises(NcclTestsLogError, match="'2x.50' is not a number"):
         parse_nccl_tests(bad)

@@ -1,0 +1,43 @@
+"""The text of an nccl-tests log file, whatever the shell that saved it wrote.
+
+A byte-order mark picks the encoding: UTF-8 (``EF BB BF``, Notepad, ``Out-File -Encoding utf8`` of
+Windows PowerShell 5), UTF-16 little-endian (``FF FE``, what Windows PowerShell 5's ``>`` writes) or
+big-endian (``FE FF``); a file without one is read as UTF-8.  Undecodable bytes become U+FFFD, so a
+broken byte shows up as a cell that is not a number (an error naming the line), never as a silent
+value.
+
+>>> decode_log_bytes(b"\\xef\\xbb\\xbf# nThread 1"), decode_log_bytes("# nThread 1".encode("utf-16"))
+('# nThread 1', '# nThread 1')
+>>> decode_log_bytes(b"\\xfe\\xff\\x00#")
+'#'
+"""
+
+from __future__ import annotations
+
+import codecs
+from pathlib import Path
+
+from topo_probe.errors import NcclTestsLogError
+
+#: (byte-order mark, codec), the longer marks first
+_BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
+
+
+def decode_log_bytes(data: bytes) -> str:
+    """``data`` decoded by its byte-order mark (the mark removed), else as UTF-8; bad bytes become U+FFFD."""
+    for bom, codec in _BOMS:
+        if data.startswith(bom):
+            return data[len(bom):].decode(codec, errors="replace")
+    return data.decode("utf-8", errors="replace")
+
+
+def read_log_text(path: str | Path) -> str:
+    """The text of a log file (:func:`decode_log_bytes`; errors name the file)."""
+    p = Path(path)
+    try:
+        return decode_log_bytes(p.read_bytes())
+    except OSError as e:
+        raise NcclTestsLogError(f"{p}: cannot read: {e.strerror}") from None
+
+
+__all__ = ["decode_log_bytes", "read_log_text"]
