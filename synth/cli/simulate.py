@@ -222,8 +222,6 @@ def run(args) -> list[str]:
         from synth.model.nccl.confidence import confidence_line
         notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective,
                                      version=backend.nccl.table.version))
-    odd = _misaligned_note(cfg)
-    notes += [odd] if odd else []
     skipped = unapplied_note(args, "the model times one plain launch per call")
     notes += [skipped] if skipped else []
     ran = _log_launch_note(imported[0]) if imported else None
@@ -266,27 +264,6 @@ def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
         if m.nic_dma_gbs > 0 and m.gpu_net_gbps < m.used_net_gbps:   # only when it binds
             what += f", GPU memory at {m.nic_dma_gbs:g} GB/s per NIC (--nic-dma-gbps)"
     return what
-
-
-def _misaligned_note(cfg) -> str | None:
-    """A note when some swept sizes give per-rank blocks that are not 16-byte aligned (nccl-tests'
-    count = size / ranks / element size, rounded down): NCCL copies them with narrower loads
-    (before 2.8 element by element: common_kernel.h ``ReduceOrCopyMulti``, ``Npreamble = Nrem``
-    when the pointers' 16-byte alignments differ; from 2.8 Simple an unrolled loop by type, LL128 element by element
-    before 2.10), which the model times for a ring all_gather / reduce_scatter (``synth.model.nccl.element_copy``,
-    float elements) and not otherwise."""
-    from synth.formats.nccl_tests.conventions import block_counts, buffer_blocks, numpy_dtype
-    if max(buffer_blocks(cfg.collective, cfg.nranks)) == 1 or cfg.nranks < 2:
-        return None
-    item = numpy_dtype(cfg.dtypes[0]).itemsize
-    sizes = [n for n in cfg.sizes() if n > 0]
-    odd = [n for n in sizes if (block_counts(cfg.collective, n, item, cfg.nranks).count * item) % 16]
-    if not odd:
-        return None
-    return (f"alignment: at {len(odd)} of {len(sizes)} sizes (first {odd[0]} B) a rank's block is not a multiple of "
-            f"16 bytes, so the blocks after the first are misaligned: NCCL copies them with narrower loads (element "
-            f"by element before 2.8, at half rate since; the model times that for a ring all_gather / reduce_scatter "
-            f"of float elements, aligned blocks otherwise)")
 
 
 def _log_launch_note(run) -> str | None:
