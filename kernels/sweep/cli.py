@@ -27,7 +27,7 @@ from pathlib import Path
 
 from kernels.sweep.output_paths import check_output_paths
 from synth.cli.nccl_options import (NOT_APPLIED_OPTIONS, add_nccl_tests_options, fold_threads, given, make_config,
-                                    parse_int, unapplied_note)
+                                    mulsum_note, parse_int, root_note, unapplied_note)
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -168,9 +168,23 @@ def _main(args, argv: list[str]) -> int:
 
 
 def _unapplied(args) -> list[str]:
-    """The note naming nccl-tests flags this sweep takes but does not apply (none: empty)."""
+    """The notes naming nccl-tests flags this sweep takes but does not apply (none: empty): flags it
+    does not model, ``-r`` of a collective without a root (ignored, as nccl-tests ignores it), and the
+    ``mulsum`` op nccl-tests' ``-o all`` has and this sweep does not run."""
     note = unapplied_note(args, "every call is timed as one plain launch")
-    return [note] if note else []
+    known = args.collective is not None and _known(args.collective)
+    root = root_note(args, args.collective) if known else None
+    mulsum = mulsum_note(args, args.collective) if known else None
+    return [n for n in (note, root, mulsum) if n]
+
+
+def _known(collective: str) -> bool:
+    from synth.ir.collectives import canonical
+    try:
+        canonical(collective)
+    except TopocollError:
+        return False
+    return True
 
 
 def _admit_sim(args, nranks: int) -> None:

@@ -32,7 +32,7 @@ from synth.formats.nccl_tests.sizes import parse_size as size_of
 from topo_probe.errors import TopocollError, UsageError
 
 __all__ = ["NCCL_TESTS_OPTIONS", "NOT_APPLIED_OPTIONS", "NcclTestsOption", "add_nccl_tests_options", "fold_threads",
-           "given", "make_config", "parse_int", "parse_size", "unapplied_note"]
+           "given", "make_config", "mulsum_note", "parse_int", "parse_size", "root_note", "unapplied_note"]
 
 
 @dataclass(frozen=True)
@@ -138,6 +138,41 @@ def unapplied_note(args, doing: str) -> str | None:
     return f"not applied: {', '.join(named)}; {doing}" if named else None
 
 
+def root_note(args, collective: str) -> str | None:
+    """A note when ``-r`` names a root for a collective that has none: nccl-tests takes any ``-r``
+    (NVIDIA/nccl-tests v2.19.6 src/common.cu line 1273, ``ncclroot = strtol(optarg, NULL, 0)``) and its unrooted
+    tests run with root -1 whatever it says (all_reduce.cu line 574, all_gather.cu line 87), so it is ignored here
+    too; None for a rooted collective or ``-r 0`` (the default).
+
+    >>> root_note(argparse.Namespace(root="5"), "allreduce")
+    '-r 5 ignored: allreduce has no root (nccl-tests runs it with root -1, as here)'
+    >>> root_note(argparse.Namespace(root="5"), "broadcast") is None, root_note(argparse.Namespace(root="0"), "allgather")
+    (True, None)
+    """
+    from synth.ir.collectives import ROOTED, canonical
+    name = canonical(collective)
+    if name in ROOTED or parse_int(args.root, "root") == 0:
+        return None
+    return f"-r {args.root} ignored: {name} has no root (nccl-tests runs it with root -1, as here)"
+
+
+def mulsum_note(args, collective: str) -> str | None:
+    """A note for ``-o all`` of a reducing collective: nccl-tests' ``all`` has a sixth op, ``mulsum`` (NCCL's
+    pre-multiplied sum, ``ncclRedOpCreatePreMulSum``, with NCCL 2.11 or later: NVIDIA/nccl-tests v2.19.6
+    src/common.cu lines 57-65 and 1142-1149), which no executor here runs, so its rows are missing.
+
+    >>> mulsum_note(argparse.Namespace(op="all"), "allreduce")[:40]
+    '-o all: sum, prod, max, min, avg; not mu'
+    >>> mulsum_note(argparse.Namespace(op="all"), "allgather"), mulsum_note(argparse.Namespace(op="sum"), "reduce")
+    (None, None)
+    """
+    from synth.ir.collectives import canonical
+    if args.op != "all" or canonical(collective) not in ("allreduce", "reducescatter", "reduce"):
+        return None
+    return ("-o all: sum, prod, max, min, avg; not mulsum (nccl-tests' sixth op with NCCL >= 2.11, a pre-multiplied "
+            "sum no executor here runs)")
+
+
 def given(argv: list[str], flag: str) -> bool:
     """Whether ``flag`` (a short name of the table, or any other flag) or its long form was on the
     command line: ``-g 4``, ``-g4``, ``--ngpus=4``; nothing after ``--`` counts."""
@@ -213,8 +248,12 @@ def make_config(args, nranks: int):
             raise UsageError(f"invalid {k}: {vals[k]} (must be >= {lo})")
     if vals["average"] not in (0, 1, 2, 3):
         raise UsageError(f"invalid average: {vals['average']} (0 rank 0, 1 mean, 2 min, 3 max)")
-    if not -1 <= vals["root"] < nranks:
+    from synth.ir.collectives import ROOTED
+    if coll in ROOTED and not -1 <= vals["root"] < nranks:      # unrooted: taken and ignored (root_note)
         raise UsageError(f"invalid root: {vals['root']} (-1 for every root, or a rank in 0..{nranks - 1})")
+    if args.op == "mulsum":
+        raise UsageError("invalid op 'mulsum': NCCL's pre-multiplied sum (ncclRedOpCreatePreMulSum) is not run here; "
+                         f"expected one of {', '.join(OP_NAMES)} or all")
     cfg = SweepConfig(coll, nranks, parse_size(args.minbytes, "minbytes"), parse_size(args.maxbytes, "maxbytes"),
                       vals["stepbytes"], vals["stepfactor"], vals["iters"], vals["warmup_iters"], vals["check"],
                       _choice(args.op, OP_NAMES, "op"), _datatypes(args),

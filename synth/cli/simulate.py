@@ -22,7 +22,8 @@ from __future__ import annotations
 import math
 import sys
 
-from synth.cli.nccl_options import add_nccl_tests_options, fold_threads, given, make_config, parse_int, unapplied_note
+from synth.cli.nccl_options import (add_nccl_tests_options, fold_threads, given, make_config, mulsum_note, parse_int,
+                                    root_note, unapplied_note)
 from synth.ir.collectives import ROOTED, canonical, check_collective_gpus
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -75,9 +76,10 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
         args.collective = found
     elif found is not None and found != canonical(args.collective):
         raise UsageError(f"{args.import_log}: a {found} log, --collective is {canonical(args.collective)}")
+    rooted = canonical(args.collective) in ROOTED       # an unrooted log's rows have no root to pick
     rows = pick_rows(run, args.import_log, args.datatype if given(args.argv, "-d") else None,
                      args.op if given(args.argv, "-o") else None,
-                     parse_int(args.root, "root") if given(args.argv, "-r") else None)
+                     parse_int(args.root, "root") if given(args.argv, "-r") and rooted else None)
     if rows:
         args.datatype = rows[0].type
         args.op = rows[0].redop if rows[0].redop in OP_NAMES else args.op
@@ -95,12 +97,9 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
 def _config(args, n: int):
     """The :class:`~synth.sweep.driver.SweepConfig` of the flags: the sweep's own parsing
     (:func:`synth.cli.nccl_options.make_config`), the float8 types included (modelled, not run),
-    nothing validated (``-c`` is 0)."""
+    nothing validated (``-c`` is 0); ``-r`` of an unrooted collective is ignored, as nccl-tests does."""
     if args.collective is None:
         raise UsageError("the following arguments are required: --collective (or --import LOG)")
-    name = canonical(args.collective)
-    if name not in ROOTED and given(args.argv, "-r"):
-        raise UsageError(f"{name} takes no --root")
     args.backend = "sim"
     cfg = make_config(args, n)
     cfg.check = 0
@@ -167,7 +166,7 @@ def _check_schedule_file(sel, args, topo, name: str) -> None:
     if s.topology_fingerprint and s.topology_fingerprint != fp and not s.meta.get("msccl"):
         raise UsageError(f"{args.schedule} was made for topology {s.topology_name!r} "
                          f"(fingerprint {s.topology_fingerprint}), not {topo.name!r} ({fp})")
-    if given(args.argv, "-r") and s.root != int(args.root, 0):
+    if given(args.argv, "-r") and name in ROOTED and s.root != parse_int(args.root, "root"):
         raise UsageError(f"{args.schedule} has root {s.root}, --root is {args.root}")
 
 
@@ -224,6 +223,9 @@ def run(args) -> list[str]:
                                      version=backend.nccl.table.version))
     skipped = unapplied_note(args, "the model times one plain launch per call")
     notes += [skipped] if skipped else []
+    unrooted = root_note(args, cfg.collective) if given(args.argv, "-r") else None
+    mulsum = mulsum_note(args, cfg.collective)
+    notes += [n for n in (unrooted, mulsum) if n]
     ran = _log_launch_note(imported[0]) if imported else None
     notes += [ran] if ran else []
     from synth.model.bounds import lower_bounds

@@ -79,6 +79,8 @@ def test_every_type_and_op(capsys):
     rows = _rows(out)
     assert len(rows) == 10 * 5 and {t[3] for t in rows} == {"sum", "prod", "max", "min", "avg"}
     assert {t[2] for t in rows} >= {"int8", "uint64", "half", "bfloat16", "double"}
+    # nccl-tests' -o all has a sixth op, mulsum, with NCCL >= 2.11 (common.cu lines 57-65, 1142-1149): said, not hidden
+    assert "# -o all: sum, prod, max, min, avg; not mulsum" in out
 
 
 def test_avg_on_integers_is_accepted_like_nccl(capsys):
@@ -86,6 +88,15 @@ def test_avg_on_integers_is_accepted_like_nccl(capsys):
     rc, out, _ = _run(capsys, ["all_reduce", "-b", "64", "-e", "64", "-g", "4", "-d", "int32", "-o", "avg",
                                "-n", "1", "-w", "0"])
     assert rc == 0 and _rows(out)[0][3] == "avg"
+
+
+def test_root_of_an_unrooted_collective_is_ignored_as_nccl_tests_does(capsys):
+    """all_reduce_perf -g 4 -r 5 runs (common.cu line 1273 takes any -r; all_reduce.cu line 574 runs root -1):
+    its rows print root -1, with a note; a rooted collective still refuses a root it does not have."""
+    rc, out, err = _run(capsys, ["all_reduce", "-g", "4", "-r", "5", "-b", "64", "-e", "64", "-n", "1", "-w", "0"])
+    assert rc == 0, err
+    assert _rows(out)[0][4] == "-1" and "# -r 5 ignored: allreduce has no root" in out
+    assert _run(capsys, ["broadcast", "-g", "4", "-r", "5", "-b", "64", "-e", "64"])[0] == 2
 
 
 def test_check_zero_prints_na(capsys):

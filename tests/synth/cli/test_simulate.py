@@ -94,7 +94,7 @@ def test_ngpus_takes_the_first_gpus_and_json_rows_match_the_table(tmp_path, caps
     (["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1G", "-e", "1M"], "invalid sizes for 'minbytes' and 'maxbytes'"),
     (["--topology", "dgx-a100", "--collective", "allreduce", "-e", "4X"], "invalid size specified for 'maxbytes'"),
     (["--topology", "dgx-a100", "--collective", "allreduce", "-d", "complex"], "invalid datatype 'complex'"),
-    (["--topology", "dgx-a100", "--collective", "allreduce", "--root", "1"], "takes no --root"),
+    (["--topology", "dgx-a100", "--collective", "broadcast", "--root", "8"], "invalid root: 8"),
     (["--topology", "dgx-a100", "--collective", "allsum"], "unknown collective"),
     (["--topology", "dgx-a100"], "required: --collective"),
     (["--topology", "dgx-a100", "--collective", "allreduce", "-f", "0"], "stepfactor"),
@@ -104,6 +104,18 @@ def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
     assert main(argv) == 2
     cap = capsys.readouterr()
     assert cap.out == "" and message in cap.err and cap.err.count("\n") == 1
+
+
+def test_root_of_an_unrooted_collective_is_ignored_as_nccl_tests_does(capsys):
+    """nccl-tests takes any -r (common.cu line 1273) and all_reduce_perf runs root -1 whatever it says (all_reduce.cu
+    line 574): the same rows as without -r, root -1, and a note that it was ignored."""
+    base = ["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1K", "-e", "4K", "-f", "2"]
+    assert main(base) == 0
+    plain = capsys.readouterr().out
+    assert main(base + ["-r", "5"]) == 0
+    out = capsys.readouterr().out
+    assert rows(out) == rows(plain) and {r[4] for r in rows(out)} == {"-1"}
+    assert "# -r 5 ignored: allreduce has no root" in out and "ignored" not in plain
 
 
 def test_schedule_for_another_collective_or_topology_is_rejected(tmp_path, capsys):
