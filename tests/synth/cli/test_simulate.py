@@ -118,6 +118,26 @@ def test_root_of_an_unrooted_collective_is_ignored_as_nccl_tests_does(capsys):
     assert "# -r 5 ignored: allreduce has no root" in out and "ignored" not in plain
 
 
+@pytest.mark.parametrize("argv", [["--baseline", "nccl", "--collective", "allreduce"],
+                                  ["--baseline", "nccl", "--collective", "alltoall"],
+                                  ["--baseline", "ring", "--collective", "allgather"]])
+def test_a_zero_byte_call_launches_nothing(argv, capsys):
+    """NCCL discards an empty collective before any launch (v2.28.9-1 src/enqueue.cc lines 2554-2555; all_to_all is
+    ncclAlltoAll from 2.28, nccl-tests alltoall.cu line 319): 0 us of device work, not a launch's 10-25 us."""
+    assert main(["--topology", "dgx-a100", "-b", "0", "-e", "0"] + argv) == 0
+    (row,) = rows(capsys.readouterr().out)
+    assert row[:2] == ["0", "0"] and row[5] == row[9] == "0.00"
+
+
+def test_a_zero_byte_all_to_all_of_sends_before_nccl_2_28_is_still_timed(capsys):
+    """Before 2.28 nccl-tests' alltoall is a group of ncclSend/ncclRecv (alltoall.cu lines 324-331), which NCCL
+    never discards (enqueue.cc taskAppend: Send/Recv go to p2pTaskAppend before the count test)."""
+    assert main(["--topology", "dgx-a100", "-b", "0", "-e", "0", "--baseline", "nccl", "--collective", "alltoall",
+                 "--nccl-version", "2.27"]) == 0
+    (row,) = rows(capsys.readouterr().out)
+    assert float(row[5]) > 1.0
+
+
 def test_schedule_for_another_collective_or_topology_is_rejected(tmp_path, capsys):
     f = build_fabric(get_preset("dgx-a100"))
     path = tmp_path / "rs.json"
