@@ -1,15 +1,16 @@
 """The nccl-tests option table, one for every command that prints an nccl-tests table (``sweep``,
 ``simulate``): the same flags, long names and defaults as nccl-tests' ``src/common.cu``.
 
-Defaults are nccl-tests' own (NVIDIA/nccl-tests, ``src/common.cu`` at commit
-01d6761451d62e5b968bd8806c92898928e069ec, "Command line parameter defaults"): ``minBytes`` and
-``maxBytes`` 32 MiB, ``stepBytes`` 1 MiB, ``stepFactor`` 1, ``iters`` 20, ``warmup_iters`` 5,
-``datacheck`` 1, ``ncclop`` sum, ``nccltype`` float, ``ncclroot`` 0, ``average`` 1 (0 rank 0,
-1 mean, 2 min, 3 max).  Two differ on purpose: ``-g`` has no default (nccl-tests' 1 GPU per
-thread; here the ranks of ``--topology``), and ``-J`` writes nccl-tests' JSON document, which this
-commit of nccl-tests does not have (its ``-F`` writes CSV).  Values stay text in the parser;
+Defaults are nccl-tests' own (NVIDIA/nccl-tests v2.19.6, commit a0b82b2, ``src/common.cu`` lines 90-120,
+"Command line parameter defaults"): ``minBytes`` and ``maxBytes`` 32 MiB, ``stepBytes`` 1 MiB,
+``stepFactor`` 1, ``iters`` 20, ``warmup_iters`` 1 (5 before v2.16.8, commit f2015cb, which also made the
+warm-up run at every size), ``datacheck`` 1, ``ncclop`` sum, ``nccltype`` float, ``ncclroot`` 0,
+``average`` 1 (0 rank 0, 1 mean, 2 min, 3 max).  One differs on purpose: ``-g`` has no default
+(nccl-tests' 1 GPU per thread; here the ranks of ``--topology``).  ``-J`` writes nccl-tests' JSON
+document, only to a name ending in ``.json``, as nccl-tests (lines 135-173).  Values stay text in the parser;
 :func:`make_config` turns them into a :class:`~synth.sweep.driver.SweepConfig` for both commands
-(sizes with K/M/G suffixes, powers of 1024, as nccl-tests' ``parsesize``).  The rest of nccl-tests' flags
+(sizes as nccl-tests' ``parsesize`` reads them: K/M/G suffixes, powers of 1024, ``1KB``, ``0x100``).
+The rest of nccl-tests' flags
 (:data:`NOT_APPLIED_OPTIONS`) are taken so that its command lines run unchanged: ``-t`` folds into the ranks
 (:func:`fold_threads`), the others are named when given (:func:`unapplied_note`).
 
@@ -17,7 +18,7 @@ commit of nccl-tests does not have (its ``-F`` writes CSV).  Values stay text in
 >>> p = argparse.ArgumentParser(); add_nccl_tests_options(p)
 >>> a = p.parse_args(["-b", "8", "--maxbytes", "1G"])
 >>> a.minbytes, a.maxbytes, a.stepbytes, a.stepfactor, a.iters, a.warmup_iters, a.root
-('8', '1G', '1M', '1', '20', '5', '0')
+('8', '1G', '1M', '1', '20', '1', '0')
 >>> given(["-g4", "--root=1"], "-g"), given(["--root=1"], "-r"), given(["-b", "8"], "-e")
 (True, True, False)
 """
@@ -57,13 +58,13 @@ NCCL_TESTS_OPTIONS: tuple[NcclTestsOption, ...] = (
     NcclTestsOption("-i", "--stepbytes", "1M", "size increment when -f is 1 (default 1M)"),
     NcclTestsOption("-f", "--stepfactor", "1", "size multiplier (default 1: add -i instead)"),
     NcclTestsOption("-n", "--iters", "20", "timed iterations (default 20)"),
-    NcclTestsOption("-w", "--warmup_iters", "5", "warm-up iterations (default 5)"),
+    NcclTestsOption("-w", "--warmup_iters", "1", "warm-up iterations per size (default 1)"),
     NcclTestsOption("-c", "--check", "1", "validation iterations, 0 = none (default 1)"),
-    NcclTestsOption("-o", "--op", "sum", "sum/prod/min/max/avg or all (default sum)"),
+    NcclTestsOption("-o", "--op", "sum", "sum/prod/min/max/avg or all (default sum; not mulsum)"),
     NcclTestsOption("-d", "--datatype", "float", "nccl-tests type name or all (default float)"),
     NcclTestsOption("-r", "--root", "0", "root rank, -1 = every root (default 0)"),
     NcclTestsOption("-a", "--average", "1", "rank times: 0 rank 0, 1 mean, 2 min, 3 max (default 1)"),
-    NcclTestsOption("-J", "--output_file", None, "write nccl-tests' JSON document here"),
+    NcclTestsOption("-J", "--output_file", None, "write nccl-tests' JSON document here (a name ending in .json)"),
 )
 
 #: the rest of nccl-tests' flags (NVIDIA/nccl-tests ``src/common.cu`` ``longopts``, commit a0b82b2; its defaults):
@@ -146,8 +147,8 @@ def root_note(args, collective: str) -> str | None:
 
     >>> root_note(argparse.Namespace(root="5"), "allreduce")
     '-r 5 ignored: allreduce has no root (nccl-tests runs it with root -1, as here)'
-    >>> root_note(argparse.Namespace(root="5"), "broadcast") is None, root_note(argparse.Namespace(root="0"), "allgather")
-    (True, None)
+    >>> root_note(argparse.Namespace(root="5"), "broadcast"), root_note(argparse.Namespace(root="0"), "allgather")
+    (None, None)
     """
     from synth.ir.collectives import ROOTED, canonical
     name = canonical(collective)
