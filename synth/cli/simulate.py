@@ -14,7 +14,8 @@ nccl-tests' defaults (:mod:`synth.cli.nccl_options`: ``-b 32M -e 32M``, so name 
 (:func:`synth.model.bounds.lower_bounds` with the same efficiency factors) as a time and a busbw.
 Sizes take K/M/G suffixes (powers of 1024); ``size`` and ``count`` follow nccl-tests.  A schedule
 file is topocoll JSON (also ``.json.gz``) or MSCCL XML.  Bad input prints one line on stderr and
-exits with status 2.
+exits with status 2; an average bus bandwidth below 0.9 x ``NCCL_TESTS_MIN_BW`` (GB/s) prints ``FAILED``
+and exits with status 1, as nccl-tests.
 """
 
 from __future__ import annotations
@@ -180,6 +181,11 @@ def run(args) -> list[str]:
     from topo_probe.load import load_topology, parse_gpu_list
 
     args.argv = getattr(args, "argv", [])        # the command line as given (which flags were named)
+    min_bw = writer.min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any work
+    if args.output_file and not writer.is_json_name(args.output_file):     # nccl-tests writes no such file
+        print(f"simulate: note: -J {args.output_file}: nccl-tests writes its JSON only to a name ending in .json; "
+              f"nothing written", file=sys.stderr)
+        args.output_file = None
     fold_threads(args)
     topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus is not None else None)
     topo = _first_ranks(apply_machine_arguments(topo, args), args.ngpus)
@@ -241,8 +247,10 @@ def run(args) -> list[str]:
     if path is not None:
         writer.write_json(path, writer.json_document(cfg, backend.devices(cfg.nranks, topo), summary,
                                                      argv=["simulate", *args.argv], start_time=start,
-                                                     extra={"backend": "sim", "topology": topo.name, "algorithms": [algo]}))
-    return lines + writer.footer_lines(summary)
+                                                     extra={"backend": "sim", "topology": topo.name,
+                                                            "algorithms": [algo]}, min_bw=min_bw))
+    args.below_min_bw = writer.below_min_bw(summary.avg_busbw, min_bw)     # main's status 1, as nccl-tests fails
+    return lines + writer.footer_lines(summary, min_bw=min_bw, program=writer.program_name(cfg.collective))
 
 
 def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
@@ -291,7 +299,8 @@ def _first_ranks(topo, ngpus: str | None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point ``simulate``; returns the exit status (0, or 2 on bad input)."""
+    """Console entry point ``simulate``; returns the exit status (0; 1 when the modelled average bus bandwidth is
+    below 0.9 x ``NCCL_TESTS_MIN_BW``, as nccl-tests fails; 2 on bad input)."""
     try:
         with signals_interrupt() as signalled:
             argv = list(sys.argv[1:] if argv is None else argv)
@@ -302,6 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise KeyboardInterrupt
             print("\n".join(lines))
             sys.stdout.flush()
+            if getattr(args, "below_min_bw", False):     # the average busbw fails NCCL_TESTS_MIN_BW
+                return 1
     except BrokenPipeError:  # `simulate ... | head -2`: the reader has what it wanted
         return stdout_gone()
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM: one line, no traceback

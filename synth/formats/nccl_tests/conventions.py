@@ -151,5 +151,6 @@ def busbw_gbps(collective: str, n: int, nbytes: float, time_us: float) -> float:
     return float(nbytes) / (float(time_us) * 1e3) * BUSBW_FACTOR[canonical(collective)](n)
 
 
-__all__ = ["DIVIDED", "DTYPE_BYTES", "DTYPE_NAMES", "DTYPE_ALIASES", "OP_NAMES", "NCCL_NAMES", "TEST_NAMES", "BUSBW_FACTOR",
+__all__ = ["DIVIDED",
+           "DTYPE_BYTES", "DTYPE_NAMES", "DTYPE_ALIASES", "OP_NAMES", "NCCL_NAMES", "TEST_NAMES", "BUSBW_FACTOR",
            "Counts", "collective_of", "nccl_dtype", "numpy_dtype", "is_float", "buffer_blocks", "block_counts", "busbw_gbps"]

@@ -129,6 +129,17 @@ def test_a_zero_byte_call_launches_nothing(argv, capsys):
     assert row[:2] == ["0", "0"] and row[5] == row[9] == "0.00"
 
 
+def test_min_bw_and_a_json_flag_of_another_name(capsys, monkeypatch, tmp_path):
+    """NCCL_TESTS_MIN_BW above the modelled average: FAILED and status 1 (nccl-tests common.cu line 1853); -J out.txt:
+    nothing written (common.cu lines 135-173)."""
+    monkeypatch.setenv("NCCL_TESTS_MIN_BW", "100000")
+    target = tmp_path / "out.txt"
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "-J", str(target)]) == 1
+    cap = capsys.readouterr()
+    assert " FAILED" in cap.out.splitlines()[-3] and not target.exists() and "nothing written" in cap.err
+    assert cap.out.splitlines()[-1] == "# Collective test concluded: all_reduce_perf"
+
+
 def test_a_zero_byte_all_to_all_of_sends_before_nccl_2_28_is_still_timed(capsys):
     """Before 2.28 nccl-tests' alltoall is a group of ncclSend/ncclRecv (alltoall.cu lines 324-331), which NCCL
     never discards (enqueue.cc taskAppend: Send/Recv go to p2pTaskAppend before the count test)."""
