@@ -234,6 +234,8 @@ def run(args) -> list[str]:
     notes += [n for n in (unrooted, mulsum) if n]
     ran = _log_launch_note(imported[0]) if imported else None
     notes += [ran] if ran else []
+    dropped = _dropped_sizes_note(imported[2], cfg) if imported else None
+    notes += [dropped] if dropped else []
     from synth.model.bounds import lower_bounds
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "
@@ -274,6 +276,17 @@ def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
         if m.nic_dma_gbs > 0 and m.gpu_net_gbps < m.used_net_gbps:   # only when it binds
             what += f", GPU memory at {m.nic_dma_gbs:g} GB/s per NIC (--nic-dma-gbps)"
     return what
+
+
+def _dropped_sizes_note(rows, cfg) -> str | None:
+    """A note naming the log's sizes that today's nccl-tests rule cannot give (whole 16-byte blocks per rank of a
+    divided collective, :func:`synth.formats.nccl_tests.conventions.block_counts`; an nccl-tests before v2.13.12
+    cut them otherwise), which are left out of the prediction."""
+    sizes = sorted({r.size for r in rows if r.size > 0} - set(cfg.size_list))
+    if not sizes:
+        return None
+    return (f"{len(sizes)} of the log's sizes (first {sizes[0]} B) are not whole 16-byte blocks per rank, as nccl-tests "
+            f"cuts them since v2.13.12: not predicted")
 
 
 def _log_launch_note(run) -> str | None:

@@ -385,3 +385,25 @@ def test_import_of_one_root_models_that_root(capsys, tmp_path):
     assert main(["--topology", "dgx-a100", "--import", str(log)]) == 0
     table = rows(capsys.readouterr().out)
     assert len(table) == 24 and all(r[4] == "5" and r[-2] == "5.50" for r in table)
+
+
+def test_import_names_the_sizes_an_older_nccl_tests_cut_otherwise(capsys, tmp_path):
+    """An all_gather log of 3 ranks in half precision from an nccl-tests before v2.13.12 (4 elements per block:
+    commit 29f4114's parent) has size 24 (4 halves per rank); today's rule gives 12 / 3 = 4, & ~7 = 0, so it is left
+    out, and said; size 48 (8 halves per rank, & ~7 = 8) is predicted."""
+    cells = "  ".join(["{:>12}"] * 13)
+    lines = ["# nThread 1 nGpus 3 minBytes 24 maxBytes 48 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+             "validation: 1 graph: 0", "#", "# Using devices",
+             *[f"#  Rank {r:2d} Group  0 Pid   1000 on       host device {r:2d} [0x{r:02x}] NVIDIA A100-SXM4-80GB"
+               for r in range(3)], "#",
+             "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+             "busbw #wrong",
+             cells.format(24, 4, "half", "none", -1, "10.00", "0.00", "0.00", 0, "10.00", "0.00", "0.00", 0),
+             cells.format(48, 8, "half", "none", -1, "10.00", "0.00", "0.00", 0, "10.00", "0.00", "0.00", 0),
+             "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 0 ", "#"]
+    log = tmp_path / "all_gather_perf.txt"
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["--topology", "dgx-a100", "--gpus", "0-2", "--collective", "allgather", "--import", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert [r[0] for r in rows(out)] == ["48"]
+    assert "# 1 of the log's sizes (first 24 B) are not whole 16-byte blocks per rank" in out
