@@ -227,15 +227,7 @@ def run(args) -> list[str]:
         from synth.model.nccl.confidence import confidence_line
         notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective,
                                      version=backend.nccl.table.version))
-    skipped = unapplied_note(args, "the model times one plain launch per call")
-    notes += [skipped] if skipped else []
-    unrooted = root_note(args, cfg.collective) if given(args.argv, "-r") else None
-    mulsum = mulsum_note(args, cfg.collective)
-    notes += [n for n in (unrooted, mulsum) if n]
-    ran = _log_launch_note(imported[0]) if imported else None
-    notes += [ran] if ran else []
-    dropped = _dropped_sizes_note(imported[2], cfg) if imported else None
-    notes += [dropped] if dropped else []
+    notes += _flag_notes(args, cfg, imported)
     from synth.model.bounds import lower_bounds
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "
@@ -276,6 +268,16 @@ def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
         if m.nic_dma_gbs > 0 and m.gpu_net_gbps < m.used_net_gbps:   # only when it binds
             what += f", GPU memory at {m.nic_dma_gbs:g} GB/s per NIC (--nic-dma-gbps)"
     return what
+
+
+def _flag_notes(args, cfg, imported) -> list[str]:
+    """The notes on what the flags and the ``--import`` log ask that the model does otherwise: nccl-tests flags
+    taken but not applied, ``-r`` of an unrooted collective, ``-o all``'s mulsum, the log's launches and sizes."""
+    notes = [unapplied_note(args, "the model times one plain launch per call"),
+             root_note(args, cfg.collective) if given(args.argv, "-r") else None, mulsum_note(args, cfg.collective)]
+    if imported:
+        notes += [_log_launch_note(imported[0]), _dropped_sizes_note(imported[2], cfg)]
+    return [n for n in notes if n]
 
 
 def _dropped_sizes_note(rows, cfg) -> str | None:
