@@ -8,7 +8,8 @@ iterations, ``-c`` check iterations (0: no validation), ``-o`` reduction, ``-d``
 ``--compare A,B,...`` (one table, busbw side by side; ``--plot OUT.png`` and ``--csv`` draw and
 save the curves), ``--import LOG``.
 
-Exit status: 0 success; 1 wrong results (``# Out of bounds values`` > 0); 2 bad flags or input,
+Exit status: 0 success; 1 wrong results (``# Out of bounds values`` > 0) or an average bus bandwidth
+below 0.9 x ``NCCL_TESTS_MIN_BW`` (GB/s), as nccl-tests fails it; 2 bad flags or input,
 or a run that could not complete (one line on stderr); 3 the backend is unavailable here (no
 CuPy / GPU).
 
@@ -27,7 +28,7 @@ from pathlib import Path
 
 from kernels.sweep.output_paths import check_output_paths
 from synth.cli.nccl_options import (NOT_APPLIED_OPTIONS, add_nccl_tests_options, fold_threads, given, make_config,
-                                    parse_int, unapplied_note)
+                                    mulsum_note, parse_int, root_note, unapplied_note)
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -113,6 +114,9 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args, argv: list[str]) -> int:
     if args.backend not in ("host", "cupy", "sim", "mpi"):
         raise UsageError(f"invalid backend {args.backend!r}: expected host, cupy, sim or mpi")
+    from synth.formats.nccl_tests.writer import min_bw_gbps
+    args.min_bw = min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any output
+    _json_name(args, "sweep")
     check_output_paths(args)
     if args.backend == "mpi" and parse_int(args.nthreads, "number of threads (-t)") > 1:
         raise UsageError(f"--backend mpi runs one rank per process: -t {args.nthreads} (threads per process) "
@@ -167,10 +171,27 @@ def _main(args, argv: list[str]) -> int:
     return sweep_and_report(cfg, topo, algos, args, argv, unapplied)
 
 
+def _json_name(args, prog: str) -> None:
+    """``-J`` of a name nccl-tests does not write (not ``.json``: :func:`~synth.formats.nccl_tests.writer.is_json_name`)
+    is dropped as there, with a note on stderr instead of its silence."""
+    from synth.formats.nccl_tests.writer import is_json_name
+    if args.output_file and not is_json_name(args.output_file):
+        print(f"{prog}: note: -J {args.output_file}: nccl-tests writes its JSON only to a name ending in .json; "
+              f"nothing written", file=sys.stderr)
+        args.output_file = None
+
+
 def _unapplied(args) -> list[str]:
-    """The note naming nccl-tests flags this sweep takes but does not apply (none: empty)."""
-    note = unapplied_note(args, "every call is timed as one plain launch")
-    return [note] if note else []
+    """The notes naming nccl-tests flags this sweep takes but does not apply (none: empty): flags it
+    does not model, ``-r`` of a collective without a root (ignored, as nccl-tests ignores it), and the
+    ``mulsum`` op nccl-tests' ``-o all`` has and this sweep does not run."""
+    notes = [unapplied_note(args, "every call is timed as one plain launch")]
+    if args.collective is not None:
+        try:
+            notes += [root_note(args, args.collective), mulsum_note(args, args.collective)]
+        except TopocollError:           # an unknown collective: make_config says so, in its own line
+            pass
+    return [n for n in notes if n]
 
 
 def _admit_sim(args, nranks: int) -> None:
@@ -201,12 +222,11 @@ def _print(lines) -> None:
         print(line, flush=True)
 
 
-def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preamble: bool = True, extra_notes=()):
-    """Run ``algo`` and print its nccl-tests table (``table`` False: the preamble at most, rows
-    go to the side-by-side table); returns (summary, source, devices)."""
+def _prepare(cfg, topo, algo: str, backend_name: str):
+    """``algo``'s schedule source, backend, device lines and ``#`` notes, checked before anything prints
+    (an algorithm that does not apply, a sweep that cannot fit)."""
     from kernels.sweep.backends import make_backend
-    from synth.formats.nccl_tests import writer as output
-    from synth.sweep.driver import make_selector, run_sweep, schedule_at
+    from synth.sweep.driver import make_selector, schedule_at
     from synth.sweep.sim_backend import NCCL_ALGO_COLUMN
 
     if algo == "nccl" and backend_name != "sim":
@@ -223,52 +243,73 @@ def _one(cfg, topo, algo: str, backend_name: str, *, table: bool = True, preambl
     backend = make_backend(backend_name, source)
     if algo == "nccl":
         backend.extra_columns = NCCL_ALGO_COLUMN
-    devices = backend.devices(cfg.nranks, topo)
     where = topo.name if topo is not None else "single rank"
     notes = [f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"] + (source.notes if source else [])
-    notes += list(extra_notes)
     if algo == "nccl":                   # the NCCL model's validated error for this machine class, as simulate says it
         from synth.model.nccl.confidence import confidence_line
         notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective))
-    if preamble:
-        _print(output.preamble_lines(cfg, devices, notes))
-    if not table:
-        print(f"# running {algo} ...", flush=True)
-        return run_sweep(cfg, backend, source), source, devices
-    _print(output.header_lines(getattr(backend, "extra_columns", ())))
+    return source, backend, backend.devices(cfg.nranks, topo), notes
+
+
+def _one(cfg, topo, algo: str, backend_name: str, *, extra_notes=(), min_bw: float | None = None):
+    """Run ``algo`` and print its nccl-tests table; returns (summary, source, devices)."""
+    from synth.formats.nccl_tests import writer as output
+    from synth.sweep.driver import run_sweep
+
+    source, backend, devices, notes = _prepare(cfg, topo, algo, backend_name)
+    _print(output.preamble_lines(cfg, devices, notes + list(extra_notes)))
     columns = getattr(backend, "extra_columns", ())
+    _print(output.header_lines(columns))
     summary = run_sweep(cfg, backend, source, on_row=lambda row: print(output.row_line(row, columns), flush=True))
-    _print(output.footer_lines(summary))
+    _print(output.footer_lines(summary, min_bw=min_bw, program=output.program_name(cfg.collective)))
     return summary, source, devices
+
+
+def _compared(cfg, topo, algos: list[str], backend_name: str, *, extra_notes=(), min_bw: float | None = None):
+    """``--compare``: every algorithm prepared first, one preamble with all their notes (each one's NCCL
+    model class line too, whichever place it has in the list), then each run and one side-by-side table;
+    returns ``[(algo, summary, source, devices)]``."""
+    from kernels.sweep.compare import side_by_side_lines
+    from synth.formats.nccl_tests import writer as output
+    from synth.sweep.driver import run_sweep
+
+    prepared = [(algo, *_prepare(cfg, topo, algo, backend_name)) for algo in algos]
+    notes = list(dict.fromkeys(n for *_, algo_notes in prepared for n in algo_notes))
+    _print(output.preamble_lines(cfg, prepared[0][3], notes + list(extra_notes)))
+    runs = []
+    for algo, source, backend, devices, _ in prepared:
+        print(f"# running {algo} ...", flush=True)
+        runs.append((algo, run_sweep(cfg, backend, source), source, devices))
+    _print(side_by_side_lines([a for a, *_ in runs], [s for _, s, _, _ in runs], min_bw=min_bw))
+    return runs
 
 
 def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str], notes=()) -> int:
     """Sweep every algorithm in ``algos`` (one table each, ``notes`` among its ``#`` lines), then write
-    -J / --plot / --csv."""
+    -J / --plot / --csv.  Status 1 when a result was wrong or an average bus bandwidth fails
+    ``NCCL_TESTS_MIN_BW`` (as nccl-tests' non-zero exit)."""
     from dataclasses import replace
 
     from synth.formats.nccl_tests import writer as output
     from synth.sweep.driver import SweepSummary
 
+    min_bw = getattr(args, "min_bw", None)
     json_path = output.free_json_path(args.output_file) if args.output_file else None
     if json_path is not None:
         print(f"# Writing JSON output to {json_path}", flush=True)
     start = output.now()
     if len(algos) == 1:
-        runs = [(algos[0], *_one(cfg, topo, algos[0], args.backend, extra_notes=notes))]
+        runs = [(algos[0], *_one(cfg, topo, algos[0], args.backend, extra_notes=notes, min_bw=min_bw))]
     else:                     # --compare: one table, the algorithms side by side
-        from kernels.sweep.compare import side_by_side_lines
-        runs = [(algo, *_one(cfg, topo, algo, args.backend, table=False, preamble=i == 0, extra_notes=notes))
-                for i, algo in enumerate(algos)]
-        _print(side_by_side_lines([a for a, *_ in runs], [s for _, s, _, _ in runs]))
-    failed = sum(s.errors for _, s, _, _ in runs)
+        runs = _compared(cfg, topo, algos, args.backend, extra_notes=notes, min_bw=min_bw)
+    failed = sum(s.errors for _, s, _, _ in runs) + sum(output.below_min_bw(s.avg_busbw, min_bw) for _, s, _, _ in runs)
     if json_path is not None:
         merged = SweepSummary([replace(r, algorithm=f"{algo}={r.algorithm}" if len(runs) > 1 else r.algorithm)
                                for algo, s, _, _ in runs for r in s.rows])
         extra = {"backend": args.backend, "topology": topo.name if topo is not None else None,
                  "algorithms": algos}
         output.write_json(json_path, output.json_document(cfg, runs[0][3], merged, argv=["sweep", *argv],
-                                                          start_time=start, extra=extra))
+                                                          start_time=start, extra=extra, min_bw=min_bw))
     if args.plot is not None or args.csv is not None:
         _plot(cfg, topo, runs, args)
     return 1 if failed else 0

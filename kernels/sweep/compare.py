@@ -73,10 +73,12 @@ def bound_series(fabric, collective: str, root: int | None, sizes: list[int], n:
     return Series("lower bound", "bound", list(sizes), times, [a for a, _ in bws], [b for _, b in bws])
 
 
-def side_by_side_lines(labels: list[str], summaries: list[SweepSummary]) -> list[str]:
+def side_by_side_lines(labels: list[str], summaries: list[SweepSummary], min_bw: float | None = None) -> list[str]:
     """One table for ``--compare``: per row (size, count, type, redop, root) the out-of-place
     busbw of every algorithm side by side, then the first algorithm's over the best other's
-    (above 1: the first is faster); each algorithm's failing values and average busbw follow.
+    (above 1: the first is faster); each algorithm's failing values and average busbw follow (with
+    ``OK`` / ``FAILED`` against ``min_bw``, ``NCCL_TESTS_MIN_BW``:
+    :func:`synth.formats.nccl_tests.writer.below_min_bw`).
 
     >>> from synth.sweep.driver import Result, Row, SweepSummary
     >>> def one(bw): return SweepSummary([Row(1024, 256, "float", "sum", -1, Result(1.0, bw, bw, 0), Result(1.0, bw, bw, 0))])
@@ -98,8 +100,10 @@ def side_by_side_lines(labels: list[str], summaries: list[SweepSummary]) -> list
                      + "".join(f"  {bw:{width}.2f}" for bw in bws) + "  " + ratio)
     for label, s in zip(labels, summaries):
         lines.append(f"# Out of bounds values : {s.errors} {'FAILED' if s.errors else 'OK'}   ({label})")
+    from synth.formats.nccl_tests.writer import below_min_bw
     for label, s in zip(labels, summaries):
-        lines.append("# Avg bus bandwidth    : %g   (%s)" % (s.avg_busbw, label))
+        verdict = "" if min_bw is None else " FAILED" if below_min_bw(s.avg_busbw, min_bw) else " OK"
+        lines.append("# Avg bus bandwidth    : %g%s   (%s)" % (s.avg_busbw, verdict, label))
     return lines + ["#"]
 
 

@@ -144,7 +144,8 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
     Returns
     -------
     int
-        0, or 1 when any result was wrong (the same on every rank).  A rank that fails
+        0, or 1 when any result was wrong or the average bus bandwidth is below 0.9 x ``NCCL_TESTS_MIN_BW``
+        (the same on every rank).  A rank that fails
         aborts the job through :meth:`MPICommunicator.abort` (one line naming the rank).
     """
     from synth.formats.nccl_tests import writer as output
@@ -156,6 +157,7 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
     topo = _sweep_topology(topology, n)
     comm = comm or MPICommunicator.from_mpi(world, topology=topo, plan="auto" if algo == "plan" else False)
     out = out or sys.stdout
+    min_bw = output.min_bw_gbps()              # NCCL_TESTS_MIN_BW, the same on every rank
     try:
         source = make_selector(cfg.collective, topo if n > 1 else None, algo)
         backend = MPISweepBackend(comm)
@@ -169,15 +171,16 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         summary = run_sweep(cfg, backend, source,
                             on_row=(lambda row: print(output.row_line(row), file=out, flush=True)) if root0 else None)
         if root0:
-            print("\n".join(output.footer_lines(summary)), file=out, flush=True)
+            print("\n".join(output.footer_lines(summary, min_bw=min_bw, program=output.program_name(cfg.collective))),
+                  file=out, flush=True)
             if json_path:
                 doc = output.json_document(cfg, devices, summary, argv=list(argv), start_time=start,
-                                           extra={"backend": "mpi", "topology": topo.name})
+                                           extra={"backend": "mpi", "topology": topo.name}, min_bw=min_bw)
                 output.write_json(output.free_json_path(json_path), doc)
         comm.barrier()
     except (TopocollError, ValueError, OSError) as exc:
         comm.abort(exc)
-    return 1 if summary.errors else 0
+    return 1 if summary.errors or output.below_min_bw(summary.avg_busbw, min_bw) else 0
 
 
 def _sweep_topology(topology, n: int):

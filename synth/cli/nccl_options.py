@@ -1,15 +1,16 @@
 """The nccl-tests option table, one for every command that prints an nccl-tests table (``sweep``,
 ``simulate``): the same flags, long names and defaults as nccl-tests' ``src/common.cu``.
 
-Defaults are nccl-tests' own (NVIDIA/nccl-tests, ``src/common.cu`` at commit
-01d6761451d62e5b968bd8806c92898928e069ec, "Command line parameter defaults"): ``minBytes`` and
-``maxBytes`` 32 MiB, ``stepBytes`` 1 MiB, ``stepFactor`` 1, ``iters`` 20, ``warmup_iters`` 5,
-``datacheck`` 1, ``ncclop`` sum, ``nccltype`` float, ``ncclroot`` 0, ``average`` 1 (0 rank 0,
-1 mean, 2 min, 3 max).  Two differ on purpose: ``-g`` has no default (nccl-tests' 1 GPU per
-thread; here the ranks of ``--topology``), and ``-J`` writes nccl-tests' JSON document, which this
-commit of nccl-tests does not have (its ``-F`` writes CSV).  Values stay text in the parser;
+Defaults are nccl-tests' own (NVIDIA/nccl-tests v2.19.6, commit a0b82b2, ``src/common.cu`` lines 90-120,
+"Command line parameter defaults"): ``minBytes`` and ``maxBytes`` 32 MiB, ``stepBytes`` 1 MiB,
+``stepFactor`` 1, ``iters`` 20, ``warmup_iters`` 1 (5 before v2.16.8, commit f2015cb, which also made the
+warm-up run at every size), ``datacheck`` 1, ``ncclop`` sum, ``nccltype`` float, ``ncclroot`` 0,
+``average`` 1 (0 rank 0, 1 mean, 2 min, 3 max).  One differs on purpose: ``-g`` has no default
+(nccl-tests' 1 GPU per thread; here the ranks of ``--topology``).  ``-J`` writes nccl-tests' JSON
+document, only to a name ending in ``.json``, as nccl-tests (lines 135-173).  Values stay text in the parser;
 :func:`make_config` turns them into a :class:`~synth.sweep.driver.SweepConfig` for both commands
-(sizes with K/M/G suffixes, powers of 1024, as nccl-tests' ``parsesize``).  The rest of nccl-tests' flags
+(sizes as nccl-tests' ``parsesize`` reads them: K/M/G suffixes, powers of 1024, ``1KB``, ``0x100``).
+The rest of nccl-tests' flags
 (:data:`NOT_APPLIED_OPTIONS`) are taken so that its command lines run unchanged: ``-t`` folds into the ranks
 (:func:`fold_threads`), the others are named when given (:func:`unapplied_note`).
 
@@ -17,7 +18,7 @@ commit of nccl-tests does not have (its ``-F`` writes CSV).  Values stay text in
 >>> p = argparse.ArgumentParser(); add_nccl_tests_options(p)
 >>> a = p.parse_args(["-b", "8", "--maxbytes", "1G"])
 >>> a.minbytes, a.maxbytes, a.stepbytes, a.stepfactor, a.iters, a.warmup_iters, a.root
-('8', '1G', '1M', '1', '20', '5', '0')
+('8', '1G', '1M', '1', '20', '1', '0')
 >>> given(["-g4", "--root=1"], "-g"), given(["--root=1"], "-r"), given(["-b", "8"], "-e")
 (True, True, False)
 """
@@ -32,7 +33,7 @@ from synth.formats.nccl_tests.sizes import parse_size as size_of
 from topo_probe.errors import TopocollError, UsageError
 
 __all__ = ["NCCL_TESTS_OPTIONS", "NOT_APPLIED_OPTIONS", "NcclTestsOption", "add_nccl_tests_options", "fold_threads",
-           "given", "make_config", "parse_int", "parse_size", "unapplied_note"]
+           "given", "make_config", "mulsum_note", "parse_int", "parse_size", "root_note", "unapplied_note"]
 
 
 @dataclass(frozen=True)
@@ -57,13 +58,13 @@ NCCL_TESTS_OPTIONS: tuple[NcclTestsOption, ...] = (
     NcclTestsOption("-i", "--stepbytes", "1M", "size increment when -f is 1 (default 1M)"),
     NcclTestsOption("-f", "--stepfactor", "1", "size multiplier (default 1: add -i instead)"),
     NcclTestsOption("-n", "--iters", "20", "timed iterations (default 20)"),
-    NcclTestsOption("-w", "--warmup_iters", "5", "warm-up iterations (default 5)"),
+    NcclTestsOption("-w", "--warmup_iters", "1", "warm-up iterations per size (default 1)"),
     NcclTestsOption("-c", "--check", "1", "validation iterations, 0 = none (default 1)"),
-    NcclTestsOption("-o", "--op", "sum", "sum/prod/min/max/avg or all (default sum)"),
+    NcclTestsOption("-o", "--op", "sum", "sum/prod/min/max/avg or all (default sum; not mulsum)"),
     NcclTestsOption("-d", "--datatype", "float", "nccl-tests type name or all (default float)"),
     NcclTestsOption("-r", "--root", "0", "root rank, -1 = every root (default 0)"),
     NcclTestsOption("-a", "--average", "1", "rank times: 0 rank 0, 1 mean, 2 min, 3 max (default 1)"),
-    NcclTestsOption("-J", "--output_file", None, "write nccl-tests' JSON document here"),
+    NcclTestsOption("-J", "--output_file", None, "write nccl-tests' JSON document here (a name ending in .json)"),
 )
 
 #: the rest of nccl-tests' flags (NVIDIA/nccl-tests ``src/common.cu`` ``longopts``, commit a0b82b2; its defaults):
@@ -136,6 +137,41 @@ def unapplied_note(args, doing: str) -> str | None:
         if parse_int(value, o.long[2:]) != int(o.default):
             named.append(f"{o.short} {value} ({o.long[2:]})")
     return f"not applied: {', '.join(named)}; {doing}" if named else None
+
+
+def root_note(args, collective: str) -> str | None:
+    """A note when ``-r`` names a root for a collective that has none: nccl-tests takes any ``-r``
+    (NVIDIA/nccl-tests v2.19.6 src/common.cu line 1273, ``ncclroot = strtol(optarg, NULL, 0)``) and its unrooted
+    tests run with root -1 whatever it says (all_reduce.cu line 574, all_gather.cu line 87), so it is ignored here
+    too; None for a rooted collective or ``-r 0`` (the default).
+
+    >>> root_note(argparse.Namespace(root="5"), "allreduce")
+    '-r 5 ignored: allreduce has no root (nccl-tests runs it with root -1, as here)'
+    >>> root_note(argparse.Namespace(root="5"), "broadcast"), root_note(argparse.Namespace(root="0"), "allgather")
+    (None, None)
+    """
+    from synth.ir.collectives import ROOTED, canonical
+    name = canonical(collective)
+    if name in ROOTED or parse_int(args.root, "root") == 0:
+        return None
+    return f"-r {args.root} ignored: {name} has no root (nccl-tests runs it with root -1, as here)"
+
+
+def mulsum_note(args, collective: str) -> str | None:
+    """A note for ``-o all`` of a reducing collective: nccl-tests' ``all`` has a sixth op, ``mulsum`` (NCCL's
+    pre-multiplied sum, ``ncclRedOpCreatePreMulSum``, with NCCL 2.11 or later: NVIDIA/nccl-tests v2.19.6
+    src/common.cu lines 57-65 and 1142-1149), which no executor here runs, so its rows are missing.
+
+    >>> mulsum_note(argparse.Namespace(op="all"), "allreduce")[:40]
+    '-o all: sum, prod, max, min, avg; not mu'
+    >>> mulsum_note(argparse.Namespace(op="all"), "allgather"), mulsum_note(argparse.Namespace(op="sum"), "reduce")
+    (None, None)
+    """
+    from synth.ir.collectives import canonical
+    if args.op != "all" or canonical(collective) not in ("allreduce", "reducescatter", "reduce"):
+        return None
+    return ("-o all: sum, prod, max, min, avg; not mulsum (nccl-tests' sixth op with NCCL >= 2.11, a pre-multiplied "
+            "sum no executor here runs)")
 
 
 def given(argv: list[str], flag: str) -> bool:
@@ -213,8 +249,12 @@ def make_config(args, nranks: int):
             raise UsageError(f"invalid {k}: {vals[k]} (must be >= {lo})")
     if vals["average"] not in (0, 1, 2, 3):
         raise UsageError(f"invalid average: {vals['average']} (0 rank 0, 1 mean, 2 min, 3 max)")
-    if not -1 <= vals["root"] < nranks:
+    from synth.ir.collectives import ROOTED
+    if coll in ROOTED and not -1 <= vals["root"] < nranks:      # unrooted: taken and ignored (root_note)
         raise UsageError(f"invalid root: {vals['root']} (-1 for every root, or a rank in 0..{nranks - 1})")
+    if args.op == "mulsum":
+        raise UsageError("invalid op 'mulsum': NCCL's pre-multiplied sum (ncclRedOpCreatePreMulSum) is not run here; "
+                         f"expected one of {', '.join(OP_NAMES)} or all")
     cfg = SweepConfig(coll, nranks, parse_size(args.minbytes, "minbytes"), parse_size(args.maxbytes, "maxbytes"),
                       vals["stepbytes"], vals["stepfactor"], vals["iters"], vals["warmup_iters"], vals["check"],
                       _choice(args.op, OP_NAMES, "op"), _datatypes(args),

@@ -14,7 +14,8 @@ nccl-tests' defaults (:mod:`synth.cli.nccl_options`: ``-b 32M -e 32M``, so name 
 (:func:`synth.model.bounds.lower_bounds` with the same efficiency factors) as a time and a busbw.
 Sizes take K/M/G suffixes (powers of 1024); ``size`` and ``count`` follow nccl-tests.  A schedule
 file is topocoll JSON (also ``.json.gz``) or MSCCL XML.  Bad input prints one line on stderr and
-exits with status 2.
+exits with status 2; an average bus bandwidth below 0.9 x ``NCCL_TESTS_MIN_BW`` (GB/s) prints ``FAILED``
+and exits with status 1, as nccl-tests.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from __future__ import annotations
 import math
 import sys
 
-from synth.cli.nccl_options import add_nccl_tests_options, fold_threads, given, make_config, parse_int, unapplied_note
+from synth.cli.nccl_options import (add_nccl_tests_options, fold_threads, given, make_config, mulsum_note, parse_int,
+                                    root_note, unapplied_note)
 from synth.ir.collectives import ROOTED, canonical, check_collective_gpus
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -75,9 +77,10 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
         args.collective = found
     elif found is not None and found != canonical(args.collective):
         raise UsageError(f"{args.import_log}: a {found} log, --collective is {canonical(args.collective)}")
+    rooted = canonical(args.collective) in ROOTED       # an unrooted log's rows have no root to pick
     rows = pick_rows(run, args.import_log, args.datatype if given(args.argv, "-d") else None,
                      args.op if given(args.argv, "-o") else None,
-                     parse_int(args.root, "root") if given(args.argv, "-r") else None)
+                     parse_int(args.root, "root") if given(args.argv, "-r") and rooted else None)
     if rows:
         args.datatype = rows[0].type
         args.op = rows[0].redop if rows[0].redop in OP_NAMES else args.op
@@ -95,12 +98,9 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
 def _config(args, n: int):
     """The :class:`~synth.sweep.driver.SweepConfig` of the flags: the sweep's own parsing
     (:func:`synth.cli.nccl_options.make_config`), the float8 types included (modelled, not run),
-    nothing validated (``-c`` is 0)."""
+    nothing validated (``-c`` is 0); ``-r`` of an unrooted collective is ignored, as nccl-tests does."""
     if args.collective is None:
         raise UsageError("the following arguments are required: --collective (or --import LOG)")
-    name = canonical(args.collective)
-    if name not in ROOTED and given(args.argv, "-r"):
-        raise UsageError(f"{name} takes no --root")
     args.backend = "sim"
     cfg = make_config(args, n)
     cfg.check = 0
@@ -167,7 +167,7 @@ def _check_schedule_file(sel, args, topo, name: str) -> None:
     if s.topology_fingerprint and s.topology_fingerprint != fp and not s.meta.get("msccl"):
         raise UsageError(f"{args.schedule} was made for topology {s.topology_name!r} "
                          f"(fingerprint {s.topology_fingerprint}), not {topo.name!r} ({fp})")
-    if given(args.argv, "-r") and s.root != int(args.root, 0):
+    if given(args.argv, "-r") and name in ROOTED and s.root != parse_int(args.root, "root"):
         raise UsageError(f"{args.schedule} has root {s.root}, --root is {args.root}")
 
 
@@ -181,6 +181,11 @@ def run(args) -> list[str]:
     from topo_probe.load import load_topology, parse_gpu_list
 
     args.argv = getattr(args, "argv", [])        # the command line as given (which flags were named)
+    min_bw = writer.min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any work
+    if args.output_file and not writer.is_json_name(args.output_file):     # nccl-tests writes no such file
+        print(f"simulate: note: -J {args.output_file}: nccl-tests writes its JSON only to a name ending in .json; "
+              f"nothing written", file=sys.stderr)
+        args.output_file = None
     fold_threads(args)
     topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus is not None else None)
     topo = _first_ranks(apply_machine_arguments(topo, args), args.ngpus)
@@ -222,12 +227,7 @@ def run(args) -> list[str]:
         from synth.model.nccl.confidence import confidence_line
         notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective,
                                      version=backend.nccl.table.version))
-    odd = _misaligned_note(cfg)
-    notes += [odd] if odd else []
-    skipped = unapplied_note(args, "the model times one plain launch per call")
-    notes += [skipped] if skipped else []
-    ran = _log_launch_note(imported[0]) if imported else None
-    notes += [ran] if ran else []
+    notes += _flag_notes(args, cfg, imported)
     from synth.model.bounds import lower_bounds
     b = lower_bounds(sel.fabric, cfg.collective, sched.root)
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "
@@ -241,8 +241,10 @@ def run(args) -> list[str]:
     if path is not None:
         writer.write_json(path, writer.json_document(cfg, backend.devices(cfg.nranks, topo), summary,
                                                      argv=["simulate", *args.argv], start_time=start,
-                                                     extra={"backend": "sim", "topology": topo.name, "algorithms": [algo]}))
-    return lines + writer.footer_lines(summary)
+                                                     extra={"backend": "sim", "topology": topo.name,
+                                                            "algorithms": [algo]}, min_bw=min_bw))
+    args.below_min_bw = writer.below_min_bw(summary.avg_busbw, min_bw)     # main's status 1, as nccl-tests fails
+    return lines + writer.footer_lines(summary, min_bw=min_bw, program=writer.program_name(cfg.collective))
 
 
 def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
@@ -268,25 +270,25 @@ def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
     return what
 
 
-def _misaligned_note(cfg) -> str | None:
-    """A note when some swept sizes give per-rank blocks that are not 16-byte aligned (nccl-tests'
-    count = size / ranks / element size, rounded down): NCCL copies them with narrower loads
-    (before 2.8 element by element: common_kernel.h ``ReduceOrCopyMulti``, ``Npreamble = Nrem``
-    when the pointers' 16-byte alignments differ; from 2.8 Simple an unrolled loop by type, LL128 element by element
-    before 2.10), which the model times for a ring all_gather / reduce_scatter (``synth.model.nccl.element_copy``,
-    float elements) and not otherwise."""
-    from synth.formats.nccl_tests.conventions import block_counts, buffer_blocks, numpy_dtype
-    if max(buffer_blocks(cfg.collective, cfg.nranks)) == 1 or cfg.nranks < 2:
+def _flag_notes(args, cfg, imported) -> list[str]:
+    """The notes on what the flags and the ``--import`` log ask that the model does otherwise: nccl-tests flags
+    taken but not applied, ``-r`` of an unrooted collective, ``-o all``'s mulsum, the log's launches and sizes."""
+    notes = [unapplied_note(args, "the model times one plain launch per call"),
+             root_note(args, cfg.collective) if given(args.argv, "-r") else None, mulsum_note(args, cfg.collective)]
+    if imported:
+        notes += [_log_launch_note(imported[0]), _dropped_sizes_note(imported[2], cfg)]
+    return [n for n in notes if n]
+
+
+def _dropped_sizes_note(rows, cfg) -> str | None:
+    """A note naming the log's sizes that today's nccl-tests rule cannot give (whole 16-byte blocks per rank of a
+    divided collective, :func:`synth.formats.nccl_tests.conventions.block_counts`; an nccl-tests before v2.13.12
+    cut them otherwise), which are left out of the prediction."""
+    sizes = sorted({r.size for r in rows if r.size > 0} - set(cfg.size_list))
+    if not sizes:
         return None
-    item = numpy_dtype(cfg.dtypes[0]).itemsize
-    sizes = [n for n in cfg.sizes() if n > 0]
-    odd = [n for n in sizes if (block_counts(cfg.collective, n, item, cfg.nranks).count * item) % 16]
-    if not odd:
-        return None
-    return (f"alignment: at {len(odd)} of {len(sizes)} sizes (first {odd[0]} B) a rank's block is not a multiple of "
-            f"16 bytes, so the blocks after the first are misaligned: NCCL copies them with narrower loads (element "
-            f"by element before 2.8, at half rate since; the model times that for a ring all_gather / reduce_scatter "
-            f"of float elements, aligned blocks otherwise)")
+    return (f"{len(sizes)} of the log's sizes (first {sizes[0]} B) are not whole 16-byte blocks per rank, as nccl-tests "
+            f"cuts them since v2.13.12: not predicted")
 
 
 def _log_launch_note(run) -> str | None:
@@ -312,7 +314,8 @@ def _first_ranks(topo, ngpus: str | None):
 
 
 def main(argv: list[str] | None = None) -> int:
-    """Console entry point ``simulate``; returns the exit status (0, or 2 on bad input)."""
+    """Console entry point ``simulate``; returns the exit status (0; 1 when the modelled average bus bandwidth is
+    below 0.9 x ``NCCL_TESTS_MIN_BW``, as nccl-tests fails; 2 on bad input)."""
     try:
         with signals_interrupt() as signalled:
             argv = list(sys.argv[1:] if argv is None else argv)
@@ -323,6 +326,8 @@ def main(argv: list[str] | None = None) -> int:
                 raise KeyboardInterrupt
             print("\n".join(lines))
             sys.stdout.flush()
+            if getattr(args, "below_min_bw", False):     # the average busbw fails NCCL_TESTS_MIN_BW
+                return 1
     except BrokenPipeError:  # `simulate ... | head -2`: the reader has what it wanted
         return stdout_gone()
     except KeyboardInterrupt:  # Ctrl-C / SIGTERM: one line, no traceback

@@ -43,7 +43,7 @@ class SweepConfig:
     stepbytes: int = 1 << 20
     stepfactor: int = 1
     iters: int = 20
-    warmup: int = 5
+    warmup: int = 1
     check: int = 1
     ops: tuple[str, ...] = ("sum",)
     dtypes: tuple[str, ...] = ("float",)
@@ -115,7 +115,7 @@ class Case:
     inplace: bool
     schedule: Schedule | None
     iters: int = 20
-    warmup: int = 5
+    warmup: int = 1
     check: int = 1
     average: int = 1
     #: NCCL itself runs here (``--algo nccl`` or a plan entry ``nccl``); ``schedule`` is the fallback

@@ -5,7 +5,12 @@ It has the interface of every sweep backend (:func:`synth.sweep.driver.run_sweep
 returning ``(time_us, None)``: the cost model's prediction (:class:`synth.model.cost.CostModel`)
 for the schedule at the nccl-tests size, same for both placements, never validated (``N/A``).
 One rank: no schedule runs, but NCCL still makes the call, so the row is the cost model's fixed
-cost of a call (``launch_us``).  The backends that run live in :mod:`kernels.sweep.backends`.
+cost of a call (``launch_us``).  A call of 0 elements costs 0 µs (:meth:`SimBackend.empty_call_free`):
+NCCL discards an empty collective before it enqueues or launches anything (NVIDIA/nccl v2.28.9-1
+src/enqueue.cc lines 2554-2555, ``if (info->count == 0) return ncclSuccess;``, ahead of the one-rank
+launch too; RCCL the same), our communicators return before any schedule runs, and the model has no
+cost for a call that does nothing (real logs' 0-byte rows: 0.06-1.65 µs of host time).  The backends
+that run live in :mod:`kernels.sweep.backends`.
 """
 
 from __future__ import annotations
@@ -77,7 +82,22 @@ class SimBackend:
             return self.nccl.time_us(case.entry.name, case.counts.size)
         return float(self.source.cost.schedule_time_us(case.schedule, case.counts.size))
 
+    def empty_call_free(self, case: Case) -> bool:
+        """Whether ``case`` moves 0 elements and so launches nothing: every collective NCCL runs as one, and our
+        schedules (:meth:`kernels.comm.communicator.Communicator` returns at ``count == 0``); not the
+        all-to-all, gather and scatter nccl-tests runs as groups of ``ncclSend``/``ncclRecv`` before NCCL 2.28
+        (src/alltoall.cu lines 317-331 at nccl-tests v2.19.6), which NCCL never discards (enqueue.cc
+        ``taskAppend`` hands Send/Recv to ``p2pTaskAppend`` before the count test)."""
+        if case.counts.count != 0:
+            return False
+        if not case.nccl:
+            return True
+        from synth.model.nccl.tuner import P2P_COLLECTIVES
+        return case.entry.name not in P2P_COLLECTIVES or tuple(self.nccl.table.version)[:2] >= (2, 28)
+
     def measure(self, case: Case) -> tuple[float, int | None]:
+        if self.empty_call_free(case):      # NCCL returns before any launch (module docstring)
+            return 0.0, None
         if case.schedule is None:   # one rank: NCCL still makes the call; the model's fixed cost of a call
             from synth.model.physics import LAUNCH_US
             cost = getattr(self.source, "cost", None)
@@ -86,9 +106,10 @@ class SimBackend:
 
     def extras(self, case: Case) -> tuple[str, ...]:
         names = [column[0] for column in self.extra_columns]
-        out = self._bound_cells(case) if "bound" in names else ()
+        free = self.empty_call_free(case)           # nothing runs: no bound, no NCCL choice
+        out = (("-", "0.00", "0.00") if free else self._bound_cells(case)) if "bound" in names else ()
         if "nccl" in names:
-            out += (self.nccl.choose(case.entry.name, case.counts.size).label if case.nccl else "-",)
+            out += (self.nccl.choose(case.entry.name, case.counts.size).label if case.nccl and not free else "-",)
         if self.measured is not None:
             from synth.formats.nccl_tests.conventions import busbw_gbps
             real = self.measured.get(case.counts.size)

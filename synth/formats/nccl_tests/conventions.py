@@ -2,16 +2,23 @@
 collective, the bus-bandwidth factors and the size -> count rule.
 
 A sweep size ``S`` (bytes) is ``S // itemsize`` elements.  Collectives whose buffers are one
-block use that as their count; the others (allgather, reducescatter, gather, scatter, alltoall)
-cut it into ``n`` blocks of ``count // n`` elements.  The printed ``size`` is ``max(send, recv)``
-buffer bytes of one rank and ``count`` the elements of one block.  ``algbw = size / time`` and
-``busbw = algbw * factor`` (GB = 1e9 bytes)::
+block (all_reduce, broadcast, reduce) use that as their count; the others (allgather,
+reducescatter, gather, scatter, alltoall) cut it into ``n`` blocks of ``count // n`` elements
+rounded down to whole 16-byte units, ``(count / n) & ~(16 / itemsize - 1)`` (NVIDIA/nccl-tests
+v2.19.6, ``*GetCollByteCount`` in ``src/all_gather.cu``, ``reduce_scatter.cu``, ``gather.cu``,
+``scatter.cu`` line 11, ``alltoall.cu`` line 19; since commit 29f4114, v2.13.12), so every
+rank's block starts 16-byte aligned.  The printed ``size`` is ``max(send, recv)`` buffer bytes
+of one rank and ``count`` the elements of one block (``common.cu`` ``setupArgs`` lines 900-911,
+printed at line 938).  ``algbw = size / time`` and ``busbw = algbw * factor`` (GB = 1e9 bytes)::
 
     all_reduce  S=1024 float n=8  ->  size 1024, count 256
     all_gather  S=1024 float n=8  ->  size 1024, count  32  (each rank sends 32, receives 256)
+    all_gather  S=1000 float n=4  ->  size  960, count  60  (250 per rank, rounded down to 4 floats)
 
 >>> block_counts("allgather", 1024, 4, 8)
 Counts(count=32, send=32, recv=256, size=1024)
+>>> block_counts("allgather", 1000, 4, 4)
+Counts(count=60, send=60, recv=240, size=960)
 >>> round(BUSBW_FACTOR["allreduce"](8), 3), DTYPE_BYTES["bfloat16"], nccl_dtype("fp16")
 (1.75, 2, 'half')
 """
@@ -57,6 +64,9 @@ BUSBW_FACTOR = {
     "broadcast": lambda n: 1.0,
     "reduce": lambda n: 1.0,
 }
+#: the collectives whose nccl-tests size is cut into one block per rank (on one rank too), each
+#: rounded down to whole 16-byte units (:func:`block_counts`)
+DIVIDED = ("allgather", "reducescatter", "gather", "scatter", "alltoall")
 _NUMPY = {"int8": np.int8, "uint8": np.uint8, "int32": np.int32, "uint32": np.uint32, "int64": np.int64,
           "uint64": np.uint64, "half": np.float16, "float": np.float32, "double": np.float64}
 
@@ -120,10 +130,12 @@ def buffer_blocks(collective: str, n: int) -> tuple[int, int]:
 
 
 def block_counts(collective: str, size: int, itemsize: int, n: int) -> Counts:
-    """Element counts for sweep size ``size`` bytes (see the module docstring)."""
-    kin, kout = buffer_blocks(collective, n)
+    """Element counts for sweep size ``size`` bytes (see the module docstring): one block of
+    ``size // itemsize`` elements, or ``n`` blocks of whole 16-byte units."""
+    name = canonical(collective)
+    kin, kout = buffer_blocks(name, n)
     elems = size // itemsize
-    count = elems if kin == kout == 1 else elems // n
+    count = (elems // n) & ~(max(1, 16 // itemsize) - 1) if name in DIVIDED else elems
     return Counts(count, kin * count, kout * count, max(kin, kout) * count * itemsize)
 
 
@@ -139,5 +151,6 @@ def busbw_gbps(collective: str, n: int, nbytes: float, time_us: float) -> float:
     return float(nbytes) / (float(time_us) * 1e3) * BUSBW_FACTOR[canonical(collective)](n)
 
 
-__all__ = ["DTYPE_BYTES", "DTYPE_NAMES", "DTYPE_ALIASES", "OP_NAMES", "NCCL_NAMES", "TEST_NAMES", "BUSBW_FACTOR",
+__all__ = ["DIVIDED",
+           "DTYPE_BYTES", "DTYPE_NAMES", "DTYPE_ALIASES", "OP_NAMES", "NCCL_NAMES", "TEST_NAMES", "BUSBW_FACTOR",
            "Counts", "collective_of", "nccl_dtype", "numpy_dtype", "is_float", "buffer_blocks", "block_counts", "busbw_gbps"]

@@ -3,6 +3,8 @@ and ``sweep`` (one definition; each CLI words its own errors).
 
 >>> parse_size("64K"), parse_size("1.5M"), parse_size("4G"), parse_size("8")
 (65536, 1572864, 4294967296, 8)
+>>> parse_size("1KB"), parse_size("0x100"), parse_size("2 GiB"), parse_size("1e3")
+(1024, 256, 2147483648, 1000)
 >>> size_sweep(8, 64, 1, 2)
 [8, 16, 32, 64]
 >>> size_sweep(100, 400, 100, 1)
@@ -17,7 +19,12 @@ import re
 
 from topo_probe.errors import InvalidArgument
 
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?\s*([KkMmGg])?\s*$")
+#: what glibc's ``sscanf("%lf")`` takes at the start of a size, after blanks: a signed ``0x`` hexadecimal or
+#: decimal number; an exponent mark without digits (``1e``, ``0x1p+``) is taken and ignored, as glibc does
+#: (checked against glibc's own ``sscanf`` in tests/synth/formats/nccl_tests/test_sizes.py)
+_BLANKS = " \t\n\v\f\r"
+_HEX = re.compile(r"([+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]*))(?:[pP]([+-]?[0-9]*))?")
+_DEC = re.compile(r"([+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+))(?:[eE]([+-]?[0-9]*))?")
 _UNITS = {"k": 1 << 10, "m": 1 << 20, "g": 1 << 30}
 #: largest message size accepted (bytes): 1 PiB, far beyond any GPU's memory
 MAX_SIZE_BYTES = 1 << 50
@@ -26,14 +33,32 @@ MAX_SIZES = 100_000
 
 
 def parse_size(text: str) -> int:
-    """Bytes for a number with an optional K, M or G suffix (powers of 1024, like nccl-tests).
+    """Bytes for a size as nccl-tests' ``parsesize`` reads it (NVIDIA/nccl-tests v2.19.6 src/common.cu lines
+    227-261, ``sscanf(value, "%lf %1s")``): a decimal or ``0x`` hexadecimal number, then optionally, after
+    blanks, one of K, M, G (either case; powers of 1024) and whatever follows it (``1KB``, ``2 GiB``); the
+    bytes are the product, its fraction dropped (``(size_t)parsed``).
 
-    Raises ValueError for anything else.
+    Raises InvalidArgument for anything else (nccl-tests' ``invalid size``: no number, another letter
+    after it such as ``8B``, a negative size) and for sizes above :data:`MAX_SIZE_BYTES`.
     """
-    m = _SIZE.match(text)
-    if not m:
+    start = len(text) - len(text.lstrip(_BLANKS))
+    m = _HEX.match(text, start) or _DEC.match(text, start)
+    if m is not None and m.re is _HEX and m.group(1).rstrip(".")[-1] in "xX" and m.group(2) is not None:
+        m = None                                    # "0x.p3": glibc takes no number
+    rest = text[m.end():].lstrip(_BLANKS) if m else ""
+    if m is None or (rest and rest[0] not in "KkMmGg"):
         raise InvalidArgument(f"invalid size {text!r}: expected a number with an optional K, M or G suffix")
-    number = float(text.strip().rstrip("KkMmGg ")) * _UNITS.get((m.group(2) or "").lower(), 1)
+    exponent = m.group(2) if m.group(2) and m.group(2).lstrip("+-") else "0"
+    if m.re is _HEX:            # glibc reads a bare "0x." as 0
+        try:
+            value = 0.0 if m.group(1).rstrip(".")[-1] in "xX" else float.fromhex(f"{m.group(1)}p{exponent}")
+        except OverflowError:
+            value = float("inf")
+    else:
+        value = float(f"{m.group(1)}e{exponent}")
+    number = value * _UNITS.get(rest[:1].lower(), 1)
+    if number < 0:
+        raise InvalidArgument(f"invalid size {text!r}: a size cannot be negative")
     if number > MAX_SIZE_BYTES:
         raise InvalidArgument(f"size {text!r} is larger than {MAX_SIZE_BYTES} bytes (1 PiB)")
     return int(number)

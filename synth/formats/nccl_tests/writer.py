@@ -6,41 +6,62 @@ devices with ``rank group pid hostname device bus info``; rows with ``size count
 root out_of_place in_place algorithm`` whose results have ``time_us algbw busbw wrong``; and
 ``extras`` per row (extra columns printed after the nccl-tests ones, named by ``extra_columns``).
 
-The text is what ``all_reduce_perf`` prints: a ``#`` preamble (parameters, one line per rank
-under ``# Using devices``), a blank ``#``, two header lines and a units line, one row per size
-and the two summary lines.  Times print with 2, 1 or 0 decimals below 100, 10000 and above
-(µs); bandwidths with 2 decimals (GB/s, 1e9 bytes/s); ``#wrong`` with ``%g`` or ``N/A``.
+The text is what ``all_reduce_perf`` of NVIDIA/nccl-tests v2.19.6 prints (src/util.cu): a ``#``
+preamble (``# Collective test starting``, parameters, one line per rank under ``# Using devices``),
+a blank ``#``, two header lines and a units line (lines 756-760), one row per size and the summary
+lines (lines 777-780).  Times (µs, 7 wide) and bandwidths (GB/s, 1e9 bytes/s, 6 wide) print as its
+``getFloatStr`` (lines 487-492): 2 decimals where they fit, else 1, else 0, else exponent form;
+``#wrong`` with ``%6g`` or ``N/A`` (lines 508-510).  Not printed: its ``# nccl-tests version``
+line (no nccl-tests or NCCL library runs here, and readers take the NCCL version from it).
 
->>> fmt_time(38.854), fmt_time(103.8), fmt_time(16330.4)
-('  38.85', '  103.8', '  16330')
+>>> fmt_time(38.854), fmt_time(103.8), fmt_time(16330.4), fmt_time(123456.7), float_str(1234.5, 6)
+('  38.85', ' 103.80', '16330.4', ' 123457', '1234.5')
 """
 
 from __future__ import annotations
 
 import json
+import math
+import os
 import time
 from pathlib import Path
 
-from synth.formats.nccl_tests.conventions import TEST_NAMES
+from synth.formats.nccl_tests.conventions import NCCL_NAMES, TEST_NAMES
 from synth.ir.schedule import atomic_write_text
+from topo_probe.errors import InvalidArgument
+from topo_probe.guard import check_float
 
 JSON_VERSION = 1
 
 
+def float_str(value: float, width: int) -> str:
+    """``value`` in ``width`` characters as nccl-tests' ``getFloatStr`` (v2.19.6 src/util.cu lines 487-492): the first
+    of ``%.2f``, ``%.1f``, ``%.0f`` that fits, else ``%.1e`` (7 wide and more) or ``%.0e``, cut to ``width``
+    as its ``snprintf(str, width+1, ...)`` cuts it."""
+    for fmt in ("%*.2f", "%*.1f", "%*.0f"):
+        text = fmt % (width, value)
+        if len(text) <= width:
+            return text
+    return ((("%*.1e" if width >= 7 else "%*.0e") % (width, value)))[:width]
+
+
 def fmt_time(us: float) -> str:
-    """Time column (7 wide) as nccl-tests prints it."""
-    if us >= 10000.0:
-        return "%7.0f" % us
-    if us >= 100.0:
-        return "%7.1f" % us
-    return "%7.2f" % us
+    """Time column (7 wide) as nccl-tests prints it (:func:`float_str`)."""
+    return float_str(us, 7)
+
+
+def program_name(collective: str) -> str:
+    """The nccl-tests binary of a canonical collective (``allreduce`` -> ``all_reduce_perf``)."""
+    return f"{NCCL_NAMES[collective]}_perf"
 
 
 def preamble_lines(cfg, devices: list, notes: list[str] = ()) -> list[str]:
-    """Parameter line, our own ``# sweep:`` notes, then ``# Using devices`` and one line per rank."""
+    """``# Collective test starting``, the parameter line (v2.19.6 src/util.cu lines 624-628), our own
+    ``# sweep:`` notes, then ``# Using devices`` and one line per rank."""
     step = f"{cfg.stepfactor}(factor)" if cfg.stepfactor > 1 else f"{cfg.stepbytes}(bytes)"
-    out = [f"# nThread 1 nGpus {cfg.nranks} minBytes {cfg.minbytes} maxBytes {cfg.maxbytes} step: {step} "
-           f"warmup iters: {cfg.warmup} iters: {cfg.iters} agg iters: 1 validation: {cfg.check} graph: 0"]
+    out = [f"# Collective test starting: {program_name(cfg.collective)}",
+           f"# nThread 1 nGpus {cfg.nranks} minBytes {cfg.minbytes} maxBytes {cfg.maxbytes} step: {step} "
+           f"warmup iters: {cfg.warmup} iters: {cfg.iters} agg iters: 1 validation: {cfg.check} graph: 0 unalign: 0"]
     out += [f"# {note}" for note in notes]
     out += ["#", "# Using devices"]
     out += ["#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
@@ -58,7 +79,8 @@ def header_lines(extra_columns=()) -> list[str]:
     ``(name, unit)`` or ``(name, unit, width)`` tuples of columns printed after the nccl-tests
     ones (:func:`column_width` wide, right-aligned like the cells of :func:`row_line`)."""
     lines = _nccl_header()
-    if extra_columns:
+    if extra_columns:                    # nccl-tests' lines end in a blank (its empty timestamp column)
+        lines[2], lines[3] = lines[2][:-1], lines[3][:-1]
         lines[2] += "".join("  %*s" % (column_width(c), c[0]) for c in extra_columns)
         lines[3] += "".join("  %*s" % (column_width(c), c[1]) for c in extra_columns)
     return lines
@@ -69,39 +91,81 @@ def _nccl_header() -> list[str]:
     return [
         "#",
         "# %10s  %12s  %8s  %6s  %6s           out-of-place                       in-place          " % blank5,
-        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s %6s  %7s  %6s  %6s %6s"
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s "
         % ("size", "count", "type", "redop", "root", "time", "algbw", "busbw", "#wrong",
            "time", "algbw", "busbw", "#wrong"),
-        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %5s  %7s  %6s  %6s  %5s"
+        "# %10s  %12s  %8s  %6s  %6s  %7s  %6s  %6s  %6s  %7s  %6s  %6s  %6s "
         % ("(B)", "(elements)", "", "", "", "(us)", "(GB/s)", "(GB/s)", "", "(us)", "(GB/s)", "(GB/s)", ""),
     ]
 
 
 def _cell(res) -> str:
+    nums = (fmt_time(res.time_us), float_str(res.algbw, 6), float_str(res.busbw, 6))
     if res.wrong is None:
-        return "  %7s  %6.2f  %6.2f  %5s" % (fmt_time(res.time_us), res.algbw, res.busbw, "N/A")
-    return "  %7s  %6.2f  %6.2f  %5g" % (fmt_time(res.time_us), res.algbw, res.busbw, res.wrong)
+        return "  %7s  %6s  %6s    N/A" % nums
+    return "  %7s  %6s  %6s  %6g" % (*nums, res.wrong)
 
 
 def row_line(row, extra_columns=()) -> str:
     """One result row: size, count, type, redop, root, then out-of-place and in-place cells,
     then the row's ``extras`` (already formatted; as wide as their ``extra_columns``, 8 where
-    none is named)."""
+    none is named).  nccl-tests' ``N/A`` cell is a character narrower than a ``#wrong`` one (util.cu
+    lines 508-510); before extras the row is padded to the header's width, so they stay in line."""
     widths = [column_width(c) for c in extra_columns]
     extras = getattr(row, "extras", ())
-    return ("%12d  %12d  %8s  %6s  %6d" % (row.size, row.count, row.type, row.redop, row.root)
-            + _cell(row.out_of_place) + _cell(row.in_place)
+    line = ("%12d  %12d  %8s  %6s  %6d" % (row.size, row.count, row.type, row.redop, row.root)
+            + _cell(row.out_of_place) + _cell(row.in_place))
+    if not extras:
+        return line
+    return (line.ljust(len(_nccl_header()[2]) - 1)
             + "".join("  %*s" % (widths[k] if k < len(widths) else 8, x) for k, x in enumerate(extras)))
 
 
-def footer_lines(summary, errors: int | None = None, avg_busbw: float | None = None) -> list[str]:
-    """``# Out of bounds values`` (failing results), ``# Avg bus bandwidth`` and a final ``#``;
-    ``errors`` / ``avg_busbw`` override the values computed from the rows (imported logs)."""
+def min_bw_gbps(environ=os.environ) -> float | None:
+    """``NCCL_TESTS_MIN_BW`` (GB/s), the average bus bandwidth below 0.9 times which nccl-tests fails a run
+    (v2.19.6 src/common.cu lines 1829-1830, 1853; util.cu line 778); None when unset, empty or -1 (its
+    "unchecked"); InvalidArgument for a value that is not a finite number (nccl-tests' ``atof`` would read
+    it as 0 and pass every run)."""
+    text = environ.get("NCCL_TESTS_MIN_BW", "").strip()
+    if not text:
+        return None
+    try:
+        value = float(text)
+    except ValueError:
+        raise InvalidArgument(f"NCCL_TESTS_MIN_BW={text!r} is not a number of GB/s") from None
+    value = check_float(value, "NCCL_TESTS_MIN_BW (GB/s)", InvalidArgument, lo=-math.inf, hi=math.inf)
+    return None if value == -1 else value
+
+
+def below_min_bw(avg_busbw: float, min_bw: float | None) -> bool:
+    """Whether an average bus bandwidth fails ``NCCL_TESTS_MIN_BW`` (below 0.9 times it)."""
+    return min_bw is not None and avg_busbw < min_bw * 0.9
+
+
+def footer_lines(summary, errors: int | None = None, avg_busbw: float | None = None, *,
+                 min_bw: float | None = None, program: str | None = None) -> list[str]:
+    """``# Out of bounds values`` (failing results), ``# Avg bus bandwidth`` (with ``OK`` / ``FAILED``
+    against ``min_bw``, :func:`min_bw_gbps`), a final ``#`` and, given ``program``, ``# Collective test
+    concluded``; ``errors`` / ``avg_busbw`` override the values computed from the rows (imported logs)."""
     errors = summary.errors if errors is None else errors
     avg = summary.avg_busbw if avg_busbw is None else avg_busbw
+    verdict = "" if min_bw is None else "FAILED" if below_min_bw(avg, min_bw) else "OK"
     return [f"# Out of bounds values : {errors} {'FAILED' if errors else 'OK'}",
-            "# Avg bus bandwidth    : %g " % avg,
-            "#"]
+            "# Avg bus bandwidth    : %g %s" % (avg, verdict),
+            "#"] + ([f"# Collective test concluded: {program}"] if program else [])
+
+
+def is_json_name(path: str | Path) -> bool:
+    """Whether nccl-tests writes ``-J path`` at all: only a name whose extension (after the last ``.`` that
+    follows the last ``/``, something after it) is ``json`` in any case (v2.19.6 src/common.cu lines 135-173,
+    ``getExtension`` / ``classifyOutputFile``); any other name is not written.
+
+    >>> [is_json_name(p) for p in ("out.json", "OUT.JSON", ".json", "out.txt", "out", "a.json/b", "out.")]
+    [True, True, True, False, False, False, False]
+    """
+    text = str(path)
+    dot = text.rfind(".")
+    return dot > text.rfind("/") and dot + 1 != len(text) and text[dot + 1:].lower() == "json"
 
 
 def now() -> str:
@@ -114,7 +178,7 @@ def _result_json(res) -> dict:
 
 
 def json_document(cfg, devices: list, summary, *, argv: list[str],
-                  start_time: str, extra: dict | None = None) -> dict:
+                  start_time: str, extra: dict | None = None, min_bw: float | None = None) -> dict:
     """The ``-J`` document, key for key as nccl-tests writes it (``version`` 1), plus a
     ``topocoll`` object with what nccl-tests has no field for (backend, topology, algorithm)
     and an ``algorithm`` key per result.  ``env`` lists only ``NCCL_*`` and ``TOPOCOLL_*``
@@ -134,7 +198,8 @@ def json_document(cfg, devices: list, summary, *, argv: list[str],
     return {"version": JSON_VERSION, "start_time": start_time, "args": list(argv), "env": env,
             "nccl_version": 0, "config": config, "results": results,
             "out_of_bounds": {"count": summary.errors, "okay": "true" if summary.errors == 0 else "false"},
-            "average_bus_bandwidth": {"bandwidth": summary.avg_busbw, "okay": "unchecked"},
+            "average_bus_bandwidth": {"bandwidth": summary.avg_busbw, "okay": "unchecked" if min_bw is None else
+                                      "false" if below_min_bw(summary.avg_busbw, min_bw) else "true"},
             "errors": [], "topocoll": dict(extra or {}), "end_time": now()}
 
 

@@ -79,6 +79,8 @@ def test_every_type_and_op(capsys):
     rows = _rows(out)
     assert len(rows) == 10 * 5 and {t[3] for t in rows} == {"sum", "prod", "max", "min", "avg"}
     assert {t[2] for t in rows} >= {"int8", "uint64", "half", "bfloat16", "double"}
+    # nccl-tests' -o all has a sixth op, mulsum, with NCCL >= 2.11 (common.cu lines 57-65, 1142-1149): said, not hidden
+    assert "# -o all: sum, prod, max, min, avg; not mulsum" in out
 
 
 def test_avg_on_integers_is_accepted_like_nccl(capsys):
@@ -86,6 +88,15 @@ def test_avg_on_integers_is_accepted_like_nccl(capsys):
     rc, out, _ = _run(capsys, ["all_reduce", "-b", "64", "-e", "64", "-g", "4", "-d", "int32", "-o", "avg",
                                "-n", "1", "-w", "0"])
     assert rc == 0 and _rows(out)[0][3] == "avg"
+
+
+def test_root_of_an_unrooted_collective_is_ignored_as_nccl_tests_does(capsys):
+    """all_reduce_perf -g 4 -r 5 runs (common.cu line 1273 takes any -r; all_reduce.cu line 574 runs root -1):
+    its rows print root -1, with a note; a rooted collective still refuses a root it does not have."""
+    rc, out, err = _run(capsys, ["all_reduce", "-g", "4", "-r", "5", "-b", "64", "-e", "64", "-n", "1", "-w", "0"])
+    assert rc == 0, err
+    assert _rows(out)[0][4] == "-1" and "# -r 5 ignored: allreduce has no root" in out
+    assert _run(capsys, ["broadcast", "-g", "4", "-r", "5", "-b", "64", "-e", "64"])[0] == 2
 
 
 def test_check_zero_prints_na(capsys):
@@ -243,6 +254,46 @@ def test_sim_sweep_of_nccl_states_the_model_class_error_as_simulate_does(capsys)
     rc, out, _ = _run(capsys, ["all_reduce", "--backend", "sim", "--algo", "ring", "--topology", "dgx-a100",
                                "-b", "1M", "-e", "1M"])
     assert rc == 0 and "# NCCL model:" not in out
+
+
+def test_compare_states_the_nccl_model_class_wherever_nccl_stands(capsys):
+    """--compare ring,nccl prints the NCCL model's class line as --compare nccl,ring does (audit 66: only when nccl
+    came first), and every algorithm's own line, in the one preamble."""
+    base = ["all_reduce", "--backend", "sim", "--topology", "dgx-a100", "-b", "1M", "-e", "1M", "--compare"]
+    for order in ("ring,nccl", "nccl,ring"):
+        rc, out, _ = _run(capsys, base + [order])
+        assert rc == 0
+        head = out[:out.index("# Using devices")]
+        assert head.count("# NCCL model: machine class a100-nvswitch-1host") == 1
+        assert "algo ring" in head and "algo nccl" in head
+
+
+def test_min_bw_fails_a_sweep_below_nine_tenths_of_it(capsys, monkeypatch):
+    """NCCL_TESTS_MIN_BW: nccl-tests prints FAILED and exits non-zero when the average busbw is below 0.9 x the
+    value (common.cu lines 1829-1830, 1853; util.cu line 778), OK otherwise."""
+    argv = ["all_reduce", "--backend", "sim", "--topology", "dgx-a100", "-b", "1M", "-e", "1M", "--algo", "ring"]
+    monkeypatch.setenv("NCCL_TESTS_MIN_BW", "100000")
+    rc, out, _ = _run(capsys, argv)
+    line = next(x for x in out.splitlines() if x.startswith("# Avg bus bandwidth"))
+    avg = float(line.split()[5])
+    assert rc == 1 and line.endswith(" FAILED") and avg == pytest.approx(float(_rows(out)[0][7]), abs=0.01)
+    monkeypatch.setenv("NCCL_TESTS_MIN_BW", str(avg / 0.9 - 0.01))
+    rc, out, _ = _run(capsys, argv)
+    assert rc == 0 and "# Avg bus bandwidth    : " in out and out.count(" OK") == 2
+    rc, out, _ = _run(capsys, argv + ["--compare", "ring,nccl"])
+    assert rc == 0 and "OK   (ring)" in out
+    monkeypatch.setenv("NCCL_TESTS_MIN_BW", "lots")
+    rc, out, err = _run(capsys, argv)
+    assert rc == 2 and out == "" and "NCCL_TESTS_MIN_BW='lots'" in err
+
+
+def test_json_flag_of_another_name_writes_nothing_as_nccl_tests(capsys, tmp_path):
+    """nccl-tests writes -J only to a .json name (common.cu lines 135-173); out.txt is left alone, with a note."""
+    target = tmp_path / "out.txt"
+    rc, out, err = _run(capsys, ["all_reduce", "-g", "2", "-b", "64", "-e", "64", "-n", "1", "-w", "0", "-J",
+                                 str(target)])
+    assert rc == 0 and not target.exists() and list(tmp_path.iterdir()) == []
+    assert "Writing JSON" not in out and "nothing written" in err
 
 
 @pytest.mark.parametrize("argv", [

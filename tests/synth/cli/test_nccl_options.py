@@ -1,8 +1,8 @@
 """The one nccl-tests option table (synth/cli/nccl_options.py): ``sweep`` and ``simulate`` take the
-same flags with the same defaults, and the defaults are nccl-tests' own (src/common.cu at
-NVIDIA/nccl-tests 01d6761451d62e5b968bd8806c92898928e069ec, read by hand: minBytes = maxBytes =
-32*1024*1024, stepBytes = 1*1024*1024, stepFactor = 1, iters = 20, warmup_iters = 5,
-datacheck = 1, sum, float, root 0, average = 1)."""
+same flags with the same defaults, and the defaults are nccl-tests' own (src/common.cu lines 90-120 at
+NVIDIA/nccl-tests v2.19.6, commit a0b82b2, read by hand: minBytes = maxBytes = 32*1024*1024,
+stepBytes = 1*1024*1024, stepFactor = 1, iters = 20, warmup_iters = 1, datacheck = 1, sum, float,
+root 0, average = 1)."""
 
 from __future__ import annotations
 
@@ -14,9 +14,10 @@ from synth.cli.nccl_options import parse_size as parse_size_flag
 from synth.cli.simulate import build_parser as simulate_parser
 from synth.formats.nccl_tests.sizes import parse_size
 
-#: nccl-tests' defaults, typed in from its source (not from our table)
+#: nccl-tests' defaults, typed in from its source (NVIDIA/nccl-tests v2.19.6 src/common.cu lines 90-120; warm-up 1
+#: since v2.16.8), not from our table
 NCCL_TESTS_DEFAULTS = {"minbytes": 32 * 1024 * 1024, "maxbytes": 32 * 1024 * 1024, "stepbytes": 1024 * 1024,
-                       "stepfactor": 1, "iters": 20, "warmup_iters": 5, "check": 1, "op": "sum",
+                       "stepfactor": 1, "iters": 20, "warmup_iters": 1, "check": 1, "op": "sum",
                        "datatype": "float", "root": 0, "average": 1}
 SIZES = ("minbytes", "maxbytes", "stepbytes")
 

@@ -56,9 +56,9 @@ def test_simulate_runs_a_pasted_command_line_and_names_what_it_does_not_apply(ca
 def test_threads_times_gpus_per_thread_are_the_ranks(capsys):
     """nccl-tests -t 2 -g 4 runs 8 ranks, -t 4 alone 4 (one GPU per thread)."""
     eight = _simulate(capsys, BASE + ["-t", "2", "-g", "4"])
-    assert eight[0].startswith("# nThread 1 nGpus 8 ") and _rows(eight) == _rows(_simulate(capsys, BASE))
+    assert eight[1].startswith("# nThread 1 nGpus 8 ") and _rows(eight) == _rows(_simulate(capsys, BASE))
     four = _simulate(capsys, BASE + ["-t", "4"])
-    assert four[0].startswith("# nThread 1 nGpus 4 ") and _rows(four) == _rows(_simulate(capsys, BASE + ["-g", "4"]))
+    assert four[1].startswith("# nThread 1 nGpus 4 ") and _rows(four) == _rows(_simulate(capsys, BASE + ["-g", "4"]))
 
 
 def test_the_host_sweep_folds_threads_and_notes_the_rest(capsys):
@@ -67,7 +67,7 @@ def test_the_host_sweep_folds_threads_and_notes_the_rest(capsys):
     plain = capsys.readouterr().out.splitlines()
     assert sweep_main(argv + ["-t", "2", "-g", "2", "-R", "1"]) == 0
     folded = capsys.readouterr().out.splitlines()
-    assert folded[0].startswith("# nThread 1 nGpus 4 ")
+    assert folded[0] == "# Collective test starting: all_reduce_perf" and folded[1].startswith("# nThread 1 nGpus 4 ")
     # the same sizes and element counts as -g 4 (times are measured, so they differ run to run), all right
     assert [line.split()[:2] for line in _rows(folded)] == [line.split()[:2] for line in _rows(plain)]
     assert all(line.split()[8] == "0" for line in _rows(folded))                 # #wrong, out of place

@@ -94,7 +94,7 @@ def test_ngpus_takes_the_first_gpus_and_json_rows_match_the_table(tmp_path, caps
     (["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1G", "-e", "1M"], "invalid sizes for 'minbytes' and 'maxbytes'"),
     (["--topology", "dgx-a100", "--collective", "allreduce", "-e", "4X"], "invalid size specified for 'maxbytes'"),
     (["--topology", "dgx-a100", "--collective", "allreduce", "-d", "complex"], "invalid datatype 'complex'"),
-    (["--topology", "dgx-a100", "--collective", "allreduce", "--root", "1"], "takes no --root"),
+    (["--topology", "dgx-a100", "--collective", "broadcast", "--root", "8"], "invalid root: 8"),
     (["--topology", "dgx-a100", "--collective", "allsum"], "unknown collective"),
     (["--topology", "dgx-a100"], "required: --collective"),
     (["--topology", "dgx-a100", "--collective", "allreduce", "-f", "0"], "stepfactor"),
@@ -104,6 +104,49 @@ def test_bad_input_is_one_line_and_status_2(argv, message, capsys):
     assert main(argv) == 2
     cap = capsys.readouterr()
     assert cap.out == "" and message in cap.err and cap.err.count("\n") == 1
+
+
+def test_root_of_an_unrooted_collective_is_ignored_as_nccl_tests_does(capsys):
+    """nccl-tests takes any -r (common.cu line 1273) and all_reduce_perf runs root -1 whatever it says (all_reduce.cu
+    line 574): the same rows as without -r, root -1, and a note that it was ignored."""
+    base = ["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1K", "-e", "4K", "-f", "2"]
+    assert main(base) == 0
+    plain = capsys.readouterr().out
+    assert main(base + ["-r", "5"]) == 0
+    out = capsys.readouterr().out
+    assert rows(out) == rows(plain) and {r[4] for r in rows(out)} == {"-1"}
+    assert "# -r 5 ignored: allreduce has no root" in out and "ignored" not in plain
+
+
+@pytest.mark.parametrize("argv", [["--baseline", "nccl", "--collective", "allreduce"],
+                                  ["--baseline", "nccl", "--collective", "alltoall"],
+                                  ["--baseline", "ring", "--collective", "allgather"]])
+def test_a_zero_byte_call_launches_nothing(argv, capsys):
+    """NCCL discards an empty collective before any launch (v2.28.9-1 src/enqueue.cc lines 2554-2555; all_to_all is
+    ncclAlltoAll from 2.28, nccl-tests alltoall.cu line 319): 0 us of device work, not a launch's 10-25 us."""
+    assert main(["--topology", "dgx-a100", "-b", "0", "-e", "0"] + argv) == 0
+    (row,) = rows(capsys.readouterr().out)
+    assert row[:2] == ["0", "0"] and row[5] == row[9] == "0.00"
+
+
+def test_min_bw_and_a_json_flag_of_another_name(capsys, monkeypatch, tmp_path):
+    """NCCL_TESTS_MIN_BW above the modelled average: FAILED and status 1 (nccl-tests common.cu line 1853); -J out.txt:
+    nothing written (common.cu lines 135-173)."""
+    monkeypatch.setenv("NCCL_TESTS_MIN_BW", "100000")
+    target = tmp_path / "out.txt"
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "-J", str(target)]) == 1
+    cap = capsys.readouterr()
+    assert " FAILED" in cap.out.splitlines()[-3] and not target.exists() and "nothing written" in cap.err
+    assert cap.out.splitlines()[-1] == "# Collective test concluded: all_reduce_perf"
+
+
+def test_a_zero_byte_all_to_all_of_sends_before_nccl_2_28_is_still_timed(capsys):
+    """Before 2.28 nccl-tests' alltoall is a group of ncclSend/ncclRecv (alltoall.cu lines 324-331), which NCCL
+    never discards (enqueue.cc taskAppend: Send/Recv go to p2pTaskAppend before the count test)."""
+    assert main(["--topology", "dgx-a100", "-b", "0", "-e", "0", "--baseline", "nccl", "--collective", "alltoall",
+                 "--nccl-version", "2.27"]) == 0
+    (row,) = rows(capsys.readouterr().out)
+    assert float(row[5]) > 1.0
 
 
 def test_schedule_for_another_collective_or_topology_is_rejected(tmp_path, capsys):
@@ -342,3 +385,25 @@ def test_import_of_one_root_models_that_root(capsys, tmp_path):
     assert main(["--topology", "dgx-a100", "--import", str(log)]) == 0
     table = rows(capsys.readouterr().out)
     assert len(table) == 24 and all(r[4] == "5" and r[-2] == "5.50" for r in table)
+
+
+def test_import_names_the_sizes_an_older_nccl_tests_cut_otherwise(capsys, tmp_path):
+    """An all_gather log of 3 ranks in half precision from an nccl-tests before v2.13.12 (4 elements per block:
+    commit 29f4114's parent) has size 24 (4 halves per rank); today's rule gives 12 / 3 = 4, & ~7 = 0, so it is left
+    out, and said; size 48 (8 halves per rank, & ~7 = 8) is predicted."""
+    cells = "  ".join(["{:>12}"] * 13)
+    lines = ["# nThread 1 nGpus 3 minBytes 24 maxBytes 48 step: 2(factor) warmup iters: 5 iters: 20 agg iters: 1 "
+             "validation: 1 graph: 0", "#", "# Using devices",
+             *[f"#  Rank {r:2d} Group  0 Pid   1000 on       host device {r:2d} [0x{r:02x}] NVIDIA A100-SXM4-80GB"
+               for r in range(3)], "#",
+             "#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "
+             "busbw #wrong",
+             cells.format(24, 4, "half", "none", -1, "10.00", "0.00", "0.00", 0, "10.00", "0.00", "0.00", 0),
+             cells.format(48, 8, "half", "none", -1, "10.00", "0.00", "0.00", 0, "10.00", "0.00", "0.00", 0),
+             "# Out of bounds values : 0 OK", "# Avg bus bandwidth    : 0 ", "#"]
+    log = tmp_path / "all_gather_perf.txt"
+    log.write_text("\n".join(lines) + "\n")
+    assert main(["--topology", "dgx-a100", "--gpus", "0-2", "--collective", "allgather", "--import", str(log)]) == 0
+    out = capsys.readouterr().out
+    assert [r[0] for r in rows(out)] == ["48"]
+    assert "# 1 of the log's sizes (first 24 B) are not whole 16-byte blocks per rank" in out

@@ -1,24 +1,30 @@
 """synth.formats.nccl_tests.writer: the text layout, checked character for character against a real
-nccl-tests log, and the -J document against nccl-tests' JSON keys."""
+nccl-tests v2.19.4 log (the layout of v2.19.6 src/util.cu), and the -J document against nccl-tests' JSON keys."""
 
 import json
 
+import pytest
 from _paths import FIXTURES
 
 from synth.formats.nccl_tests.writer import (
+    below_min_bw,
+    float_str,
     fmt_time,
     footer_lines,
     free_json_path,
     header_lines,
+    is_json_name,
     json_document,
+    min_bw_gbps,
     preamble_lines,
     row_line,
     write_json,
 )
 from synth.sweep.driver import Device, Result, Row, SweepConfig, SweepSummary
+from topo_probe.errors import InvalidArgument
 
-FIXTURE = FIXTURES / "nccl_tests_allreduce_a100x8_single_process.txt"
-LINES = FIXTURE.read_text().splitlines()
+FIXTURE = FIXTURES / "real_logs" / "a100_8gpu_1node_all_reduce_dkh.txt"     # nccl-tests 2.19.4, NCCL 2.19.3
+LINES = [ln for ln in FIXTURE.read_text().splitlines() if not ln.startswith("# SOURCE")]
 
 
 def _row_from_text(line: str) -> Row:
@@ -29,38 +35,82 @@ def _row_from_text(line: str) -> Row:
 
 def test_header_lines_are_the_logs():
     start = LINES.index("# Using devices") + 9
-    assert header_lines() == LINES[start:start + 4]
+    assert header_lines() == LINES[start:start + 4]          # blank "#", banner, names, units (trailing blank too)
 
 
 def test_every_row_of_the_log_reprints_identically():
     rows = [ln for ln in LINES if ln and not ln.startswith("#")]
-    assert len(rows) == 30
+    assert len(rows) == 25
     for ln in rows:
         assert row_line(_row_from_text(ln)) == ln
 
 
 def test_footer_like_the_log():
     s = SweepSummary()
-    assert footer_lines(s, 0, 66.2058) == LINES[-3:]
+    assert footer_lines(s, 0, 34.9024, program="all_reduce_perf") == LINES[-5:-1]
     bad = Result(1.0, 2.0, 3.0, 5)
     s = SweepSummary([Row(8, 2, "float", "sum", -1, bad, Result(1.0, 2.0, 5.0, 0))])
     assert footer_lines(s) == ["# Out of bounds values : 1 FAILED", "# Avg bus bandwidth    : 4 ", "#"]
 
 
 def test_preamble_like_the_log():
-    cfg = SweepConfig("all_reduce", 8, minbytes=8, maxbytes=4294967296, stepfactor=2)
-    devs = [Device(r, 54740, "thanos", r, "0x%02x" % b, "NVIDIA A100-SXM4-80GB")
-            for r, b in enumerate((0x07, 0x0a, 0x45, 0x4b, 0x84, 0x8a, 0xc0, 0xc3))]
-    assert preamble_lines(cfg, devs) == LINES[:11]
-    assert preamble_lines(cfg, devs, ["sweep: x"])[1] == "# sweep: x"
+    """``# Collective test starting`` and the parameter line with ``unalign:`` (util.cu lines 624-628); the log's
+    ``# nccl-tests version`` line is left out (no nccl-tests or NCCL library runs here)."""
+    cfg = SweepConfig("all_reduce", 8, minbytes=8, maxbytes=134217728, stepfactor=2, warmup=1)
+    devs = [Device(r, 584419, "dkh", r, "0x14", "NVIDIA A100-SXM4-80GB") for r in range(8)]
+    out = preamble_lines(cfg, devs)
+    assert out[:2] == LINES[1:3] and out[2:4] == LINES[3:5]
+    assert preamble_lines(cfg, devs, ["sweep: x"])[2] == "# sweep: x"
+
+
+@pytest.mark.parametrize("value, width, text", [
+    (38.854, 7, "  38.85"), (103.8, 7, " 103.80"), (1295.41, 7, "1295.41"), (9999.994, 7, "9999.99"),
+    (9999.996, 7, "10000.0"), (16330.4, 7, "16330.4"), (123456.7, 7, " 123457"), (12345678.0, 7, "1.2e+07"),
+    (999.99, 6, "999.99"), (1234.5, 6, "1234.5"), (12345.6, 6, " 12346"), (123456.0, 6, "123456"),
+    (1234567.0, 6, " 1e+06")])
+def test_numbers_print_as_get_float_str(value, width, text):
+    """nccl-tests v2.19.6 src/util.cu lines 487-492: %.2f, else %.1f, else %.0f where it fits ``width``, else
+    %.1e (width >= 7) or %.0e; worked by hand (a busbw of 1234.5 GB/s no longer pushes the row out of line)."""
+    assert float_str(value, width) == text
+
+
+def test_a_wide_busbw_keeps_its_columns():
+    big = Result(16330.4, 1030.44, 1803.27, 0)
+    line = row_line(Row(16 << 30, 4 << 30, "float", "sum", -1, big, big))
+    names = header_lines()[2]
+    assert len(line) == len(names) - 1         # the names line ends in a blank
+    assert line.split()[5:9] == ["16330.4", "1030.4", "1803.3", "0"]
+
+
+def test_min_bw_verdict_as_nccl_tests():
+    """NCCL_TESTS_MIN_BW (common.cu lines 1829-1830, util.cu line 778): OK at or above 0.9 x the value, FAILED
+    below, nothing when unset or -1; a value that is no number is refused (nccl-tests' atof reads 0)."""
+    s = SweepSummary([Row(8, 2, "float", "sum", -1, Result(1.0, 2.0, 90.0, 0), Result(1.0, 2.0, 90.0, 0))])
+    assert footer_lines(s, min_bw=100.0)[1] == "# Avg bus bandwidth    : 90 OK"       # 90 >= 0.9 x 100
+    assert footer_lines(s, min_bw=100.1)[1] == "# Avg bus bandwidth    : 90 FAILED"
+    assert below_min_bw(90.0, 100.1) and not below_min_bw(90.0, None)
+    assert min_bw_gbps({}) is None and min_bw_gbps({"NCCL_TESTS_MIN_BW": "-1"}) is None
+    assert min_bw_gbps({"NCCL_TESTS_MIN_BW": " 250.5 "}) == 250.5
+    for bad in ("fast", "nan", "inf"):
+        with pytest.raises(InvalidArgument, match="NCCL_TESTS_MIN_BW"):
+            min_bw_gbps({"NCCL_TESTS_MIN_BW": bad})
+
+
+@pytest.mark.parametrize("path, written", [("out.json", True), ("out.JSON", True), ("dir/x.Json", True),
+                                           (".json", True), ("out.txt", False), ("out", False),
+                                           ("a.json/out", False), ("out.", False), ("out.json.txt", False)])
+def test_only_a_json_name_is_written(path, written):
+    """nccl-tests v2.19.6 src/common.cu lines 135-173: the extension after the last '.' past the last '/', compared
+    with strcasecmp to "json"; any other -J name writes nothing."""
+    assert is_json_name(path) is written
 
 
 def test_time_and_na_formats():
-    # thresholds apply to the unrounded value, as in nccl-tests (99.996 prints " 100.00")
+    # getFloatStr: two decimals wherever they fit 7 characters (util.cu lines 487-492)
     assert [fmt_time(x) for x in (0.004, 99.994, 99.996, 100.0, 9999.94, 10000.0)] == \
-        ["   0.00", "  99.99", " 100.00", "  100.0", " 9999.9", "  10000"]
+        ["   0.00", "  99.99", " 100.00", " 100.00", "9999.94", "10000.0"]
     na = Result(27.79, 0.0, 0.0, None)
-    line = row_line(Row(8, 2, "float", "sum", 3, na, na))
+    line = row_line(Row(8, 2, "float", "sum", 3, na, na))        # util.cu line 510: "  %7s  %6s  %6s    N/A"
     assert line == "           8             2     float     sum       3    27.79    0.00    0.00    N/A" \
                    "    27.79    0.00    0.00    N/A"
 
@@ -82,7 +132,10 @@ def test_json_document_mirrors_nccl_tests(tmp_path):
     assert r["out_of_place"] == {"time": 2.0, "alg_bw": 4.0, "bus_bw": 4.0, "nwrong": 0.0}
     assert r["in_place"]["nwrong"] is None
     assert doc["out_of_bounds"] == {"count": 0, "okay": "true"}
-    assert doc["average_bus_bandwidth"]["bandwidth"] == 4.0
+    assert doc["average_bus_bandwidth"] == {"bandwidth": 4.0, "okay": "unchecked"}
+    checked = json_document(cfg, devs, s, argv=[], start_time="", min_bw=5.0)      # util.cu line 791
+    assert checked["average_bus_bandwidth"]["okay"] == "false"
+    assert json_document(cfg, devs, s, argv=[], start_time="", min_bw=4.0)["average_bus_bandwidth"]["okay"] == "true"
     p = free_json_path(tmp_path / "out.json")
     write_json(p, doc)
     assert json.loads(p.read_text()) == doc

@@ -1,5 +1,8 @@
 """nccl-tests size syntax and size loop shared by `simulate`, `sweep` and the MPI benchmark."""
 
+import ctypes
+import ctypes.util
+import platform
 from fractions import Fraction
 
 import pytest
@@ -16,10 +19,45 @@ def test_suffixes_are_powers_of_1024(n, suffix):
     assert parse_size(f"{n}{suffix}") == n * scale
 
 
-@pytest.mark.parametrize("text", ["", "4X", "K", "1KB", "-8", "one"])
+@pytest.mark.parametrize("text", ["", "4X", "K", "8B", "1 b", "-8", "one", "0x", "1p4", "0xK", "inf", "nan"])
 def test_bad_sizes_raise(text):
     with pytest.raises(ValueError, match="invalid size"):
         parse_size(text)
+
+
+@pytest.mark.parametrize("text, nbytes", [("1KB", 1024), ("1 KB", 1024), ("2GiB", 2 << 30), ("4 megabytes", 4 << 20),
+                                          ("0x100", 256), ("0x100K", 256 << 10), ("1e3", 1000), ("1e3k", 1024000),
+                                          ("1e", 1), ("1eK", 1024), (" +8", 8), ("0x1p4", 16), ("1.9", 1)])
+def test_sizes_read_as_nccl_tests_parsesize(text, nbytes):
+    """nccl-tests v2.19.6 src/common.cu lines 227-261: ``sscanf(value, "%lf %1s")`` then K/M/G by the first
+    character after the number, the rest ignored; glibc's %lf reads hex and drops a bare exponent mark."""
+    assert parse_size(text) == nbytes
+
+
+def _glibc_parsesize(text: str) -> float:
+    """nccl-tests' parsesize, run through this machine's own C library (the independent reference)."""
+    libc = ctypes.CDLL(ctypes.util.find_library("c"))
+    value, letter = ctypes.c_double(), ctypes.create_string_buffer(8)
+    got = libc.sscanf(text.encode(), b"%lf %1s", ctypes.byref(value), letter)
+    units = {"g": 1 << 30, "m": 1 << 20, "k": 1 << 10}
+    if got == 2:
+        unit = units.get(letter.value.decode("latin-1").lower())
+        return -1.0 if unit is None or letter.value.decode("latin-1") not in "GgMmKk" else value.value * unit
+    return value.value if got == 1 else -1.0
+
+
+@pytest.mark.skipif(platform.libc_ver()[0] != "glibc", reason="the reference is glibc's sscanf (nccl-tests' Linux)")
+@given(st.text(alphabet="0123456789.eEpPxXaf+-kKmMgGbB \t", max_size=9))
+@settings(derandomize=True, max_examples=500)
+def test_every_text_reads_as_glibc_sscanf_does(text):
+    """Any text: the bytes nccl-tests gets (``(size_t)parsed``), or a refusal where it prints ``invalid size``
+    (or where its size is not a finite number of bytes up to 1 PiB)."""
+    ref = _glibc_parsesize(text)
+    if ref != ref or not 0 <= ref <= (1 << 50):
+        with pytest.raises(ValueError):
+            parse_size(text)
+    else:
+        assert parse_size(text) == int(ref)
 
 
 def test_loop_matches_a_hand_count():
