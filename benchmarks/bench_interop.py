@@ -121,8 +121,9 @@ def _reexport(original, program, runtime: str, fabric, gpu: str | None = None) -
     if original is None or original.inplace:
         return ""
     try:
-        text = Export(original, runtime=runtime, gpu=gpu).xml(min_bytes=program.min_bytes, max_bytes=program.max_bytes or None,
-                                                     proto=program.proto, name=program.name)
+        ex = Export(original, runtime=runtime, gpu=gpu)
+        text = ex.xml(min_bytes=program.min_bytes, max_bytes=program.max_bytes or None, proto=program.proto,
+                      name=program.name)
     except TopocollError as e:
         return f"not ready: {str(e)[:110]}"
     prog, bad = check_xml(text, profile_named(runtime), every_size=True, device=gpu)

@@ -60,14 +60,14 @@ _MODEL_STEPS = (
     _py("validate", f"validate_cost_model.py --out {MV}", MV, True),
     _py("holdout-by-class", f"holdout_nccl_model.py --by-class --out {MV} --write", MV, True),
     Step("preset-dgx1-v100", "synthesize --force --no-progress", "results/dgx1-v100", True),
-    *(Step(f"preset-{t}", f"synthesize --topology {t} --force --no-progress --nccl-tuner-conf results/{t}/nccl_tuner.conf",
-           f"results/{t}", True) for t in PRESETS),
+    *(Step(f"preset-{t}", f"synthesize --topology {t} --force --no-progress"
+           f" --nccl-tuner-conf results/{t}/nccl_tuner.conf", f"results/{t}", True) for t in PRESETS),
     Step("preset-mi300x", "synthesize --topology mi300x --force --no-progress", "results/mi300x", True),
     _py("unseen-logs", f"unseen_logs.py --out {MV}", MV, True, "the held-out logs: the lead runs it"),
     _py("published-anchors", f"published_nccl_anchors.py --out {MV} --write", MV, True),
     _py("ll-plan", "ll_plan_cells.py --out results/ll_plan", "results/ll_plan", True, "reads the presets"),
-    Step("sweep-dgx-a100", "sweep all_reduce --backend sim --topology dgx-a100 -b 8 -e 4G -f 2 --compare plan,nccl,ring,tree"
-         " --import tests/fixtures/nccl_tests_allreduce_a100x8_single_process.txt"
+    Step("sweep-dgx-a100", "sweep all_reduce --backend sim --topology dgx-a100 -b 8 -e 4G -f 2"
+         " --compare plan,nccl,ring,tree --import tests/fixtures/nccl_tests_allreduce_a100x8_single_process.txt"
          " --plot results/sweep/dgx-a100_all_reduce_busbw.png > results/sweep/dgx-a100_all_reduce_sim.txt",
          "results/sweep", True, "reads results/dgx-a100/plan.json"),
     _py("printed-channels", f"printed_channels.py --out {MV}", MV, True),
@@ -87,18 +87,21 @@ _MODEL_STEPS = (
 )
 
 _OTHER_STEPS = (
-    _py("new-user", "new_user_pass.py --out results/new_user", "results/new_user", False, "last model-free: the final code"),
+    _py("new-user", "new_user_pass.py --out results/new_user", "results/new_user", False,
+        "last model-free: the final code"),
     _py("host-reduce", "bench_host_reduce.py --repeats 5 --out results/host_reduce", "results/host_reduce", False),
     _py("host-allreduce", "bench_host_allreduce.py --out results/host_allreduce --max-mem-gib 17",
         "results/host_allreduce", False, "needs 17 GiB of memory"),
     Step("mpi-n2", "mpirun -n 2 python benchmarks/bench_mpi_allreduce.py --out results/mpi --rounds 12",
          "results/mpi", False),
     *(Step(f"mpi-n4{'-' + a if a else ''}", "mpirun --oversubscribe -n 4 python benchmarks/bench_mpi_allreduce.py"
-           f" --out results/mpi --rounds 12{' --algo ' + a if a else ''}", "results/mpi", False) for a in ("", "rhd", "ring")),
+           f" --out results/mpi --rounds 12{' --algo ' + a if a else ''}", "results/mpi", False)
+      for a in ("", "rhd", "ring")),
     Step("mpi-overhead", "mpirun --oversubscribe -n 4 python benchmarks/bench_mpi_overhead.py --out results/mpi",
          "results/mpi", False),
     _py("pytorch", "bench_pytorch.py --out results/pytorch", "results/pytorch", False),
-    _py("fuzz-loaders", "fuzz_loaders.py --cases 10000 --workers 1 --out results/robustness", "results/robustness", False),
+    _py("fuzz-loaders", "fuzz_loaders.py --cases 10000 --workers 1 --out results/robustness", "results/robustness",
+        False),
     _py("faults", "fault_campaign.py --kills 40 --concurrent 5 --signals 80 --seed 0", "results/robustness", False),
     _py("faults-buffers", "fault_campaign.py --buffers 10000 --seed 0", "results/robustness", False),
     _py("faults-memory", "fault_campaign.py --memory 1024", "results/robustness", False),
@@ -224,7 +227,8 @@ def _run_all(steps: list[Step], dry_run: bool) -> int:
                 rc, log = _run(s, logdir)
             except OSError as exc:
                 progress.stop()
-                print(f"regenerate_results: step {s.name} could not start ({exc.strerror}): {s.command}", file=sys.stderr)
+                print(f"regenerate_results: step {s.name} could not start ({exc.strerror}): {s.command}",
+                      file=sys.stderr)
                 return 2
             if rc != 0:
                 progress.stop()
