@@ -41,6 +41,7 @@ sys.path.insert(0, str(ROOT))
 from synth import from_msccl_xml, load_schedule  # noqa: E402
 from synth.formats.msccl.runtimes import (FULL_OPS, MSCCL_EXECUTOR_NCCL, RCCL, check_program,  # noqa: E402
                                           check_xml, pick_violations, picked_sizes, profile_named)
+from synth.formats.msccl.occupancy import gpu_of  # noqa: E402
 from synth.formats.msccl.writer import Export  # noqa: E402
 from synth.ir.fabric import build_fabric  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
@@ -114,17 +115,18 @@ def _replay_cost(text: str, xml: Path, fabric, original, sizes: list[int]) -> tu
     return "verified", f"{ratio:.3f} at {_bytes(at)}"
 
 
-def _reexport(original, program, runtime: str, fabric) -> str:
+def _reexport(original, program, runtime: str, fabric, gpu: str | None = None) -> str:
     """The current writer's export of ``original`` for ``runtime`` and the file's range: whether
     it passes the profile (every size picked) and its lowering cost (replay over original)."""
     if original is None or original.inplace:
         return ""
     try:
-        text = Export(original, runtime=runtime).xml(min_bytes=program.min_bytes, max_bytes=program.max_bytes or None,
-                                                     proto=program.proto, name=program.name)
+        ex = Export(original, runtime=runtime, gpu=gpu)
+        text = ex.xml(min_bytes=program.min_bytes, max_bytes=program.max_bytes or None, proto=program.proto,
+                      name=program.name)
     except TopocollError as e:
         return f"not ready: {str(e)[:110]}"
-    prog, bad = check_xml(text, profile_named(runtime), every_size=True)
+    prog, bad = check_xml(text, profile_named(runtime), every_size=True, device=gpu)
     if bad:
         return f"fails: {bad[0][:100]}"
     full = sum(prog.instruction_counts().get(k, 0) for k in FULL_OPS)
@@ -144,10 +146,11 @@ def folder_rows(source: str, folder: Path, label: str) -> list[dict]:
     fabric = build_fabric(topo)
     summary = json.loads((folder / "summary.json").read_text()) if (folder / "summary.json").is_file() else {}
     runtime = summary.get("msccl_runtime") or default_runtime(topo)
+    gpu = gpu_of(topo)                 # threadblocks resident at once: the topology's GPU, as the writer checks
     rows = []
     for xml in xmls:
         text = _text(xml)
-        program, bad = check_xml(text, profile_named(runtime), xml.name)
+        program, bad = check_xml(text, profile_named(runtime), xml.name, device=gpu)
         row = {"source": source, "folder": label, "file": xml.name, "runtime": runtime,
                "loads_on_target": _verdict(bad)}
         if program is None:
@@ -157,8 +160,8 @@ def folder_rows(source: str, folder: Path, label: str) -> list[dict]:
         original = load_schedule(sched_file) if sched_file else None
         sizes = picked_sizes(program)
         row.update({
-            "rccl": _verdict(check_program(program, RCCL)),
-            "msccl_executor_nccl": _verdict(check_program(program, MSCCL_EXECUTOR_NCCL)),
+            "rccl": _verdict(check_program(program, RCCL, device=gpu)),
+            "msccl_executor_nccl": _verdict(check_program(program, MSCCL_EXECUTOR_NCCL, device=gpu)),
             "every_size_picked": "yes" if not pick_violations(program, every_size=True) else "no",
             "picked_float32": _sizes(sizes),
             "full_ops": sum(program.instruction_counts().get(k, 0) for k in FULL_OPS),
@@ -166,9 +169,9 @@ def folder_rows(source: str, folder: Path, label: str) -> list[dict]:
             "max_tbs_per_gpu": max(len(g.tbs) for g in program.gpus), "nchannels": program.nchannels})
         row["replay"], row["lowering_cost"] = _replay_cost(text, xml, fabric, original, sizes)
         if source == "committed":
-            row["reexport_now"] = _reexport(original, program, runtime, fabric)
+            row["reexport_now"] = _reexport(original, program, runtime, fabric, gpu)
         if runtime != "rccl":          # what --msccl-runtime rccl would write for the same range
-            row["reexport_rccl"] = _reexport(original, program, "rccl", fabric)
+            row["reexport_rccl"] = _reexport(original, program, "rccl", fabric, gpu)
         rows.append(row)
     return rows
 

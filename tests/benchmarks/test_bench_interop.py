@@ -47,3 +47,18 @@ def test_rows_say_what_each_runtime_does(folders, tmp_path):
 def test_sizes_and_schedule_names():
     assert bi._sizes([64, 128, 1 << 30]) == "64 B-1 GiB (3)" and bi._sizes([]) == "never"
     assert bi._bytes(3 << 20) == "3 MiB"
+
+
+def test_threadblock_residency_is_judged_on_the_folders_gpu(tmp_path):
+    """A committed DGX A100 file of 58 threadblocks per GPU: the writer checked it against the A100's
+    108 SMs (NVIDIA Ampere white paper), so every verdict must too, not the 32 SMs of an unnamed GPU."""
+    import shutil
+    src = ROOT / "results" / "dgx-a100"
+    for part in ("topology.json", "summary.json", "schedules"):
+        (shutil.copytree if (src / part).is_dir() else shutil.copy)(src / part, tmp_path / part)
+    (tmp_path / "msccl").mkdir()
+    shutil.copy(src / "msccl" / "allreduce-oneshot.xml", tmp_path / "msccl")
+    [row] = bi.folder_rows("committed", tmp_path, "dgx-a100")
+    assert 32 < row["max_tbs_per_gpu"] <= 108
+    assert row["loads_on_target"] == "yes" and row["msccl_executor_nccl"] == "yes", row
+    assert "unnamed GPU" not in str(row)
