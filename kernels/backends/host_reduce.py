@@ -29,7 +29,8 @@ several sources into one chunk in one step) that the host backend and the staged
 run through these kernels.
 
 Types: int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64.  The
-float8 types are not supported here (:func:`supports` says so; callers keep the NumPy twins).
+float8 types are not supported here (:func:`supports` says so; callers keep the NumPy twins, which
+reduce float8 as NCCL does: in half, saturating; see :func:`kernels.backends.kernel_twins.f8_binop`).
 """
 
 from __future__ import annotations

@@ -188,3 +188,25 @@ def test_large_or_fused_programs_do_not_bind():
         prog = program_for(direct("allreduce", 4), count, np.dtype(dtype))
         bufs = RankBuffers([{k: np.zeros(count, dtype) for k in prog.bindings[r]} for r in range(4)])
         assert layer.bound(prog, bufs) is None, (count, dtype)
+
+
+@pytest.mark.parametrize("name, big", [("float8_e4m3fn", 448.0), ("float8_e5m2", 57344.0)])
+def test_float8_allreduce_saturates_like_nccl(name, big):
+    """Hand-computed, NCCL's fp8 semantics (reduce_kernel.h:440-455, v2.28.9-1): 4 ranks of the largest
+    finite value sum to it (saturated, not NaN / inf), max of NaN and 1 is 1, and avg scales
+    each contribution by 1/4 before the sum (4 x big/4 = big)."""
+    import ml_dtypes
+    from kernels.backends.reference import run_reference
+    dt = np.dtype(getattr(ml_dtypes, name))
+    sends = [np.array([big, -big, np.nan if r == 0 else 1.0, 2.0], dt) for r in range(4)]
+    want = {"sum": [big, -big, np.nan, 8.0], "max": [big, -big, 1.0, 2.0], "avg": [big, -big, np.nan, 2.0]}
+    for op, expected in want.items():
+        for runner in ("host", "reference"):
+            hs, hr = alloc_buffers("allreduce", 4, 4, sends, dt, None, False)
+            if runner == "host":
+                run_schedule(ring("allreduce", 4), hs, hr, op=op, backend="host")
+            else:
+                run_reference(ring("allreduce", 4), hs, hr, op=op)
+            for r in range(4):
+                np.testing.assert_array_equal(hr[r].astype(np.float64), expected, err_msg=f"{runner} {op} rank {r}")
+                assert all(b == 0x7F for b in hr[r].view(np.uint8)[np.isnan(hr[r])]), f"{runner} {op}: NaN is 0x7f"
