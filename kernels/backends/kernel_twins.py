@@ -107,6 +107,20 @@ def binop_for(premul: tuple[bool, bool], reduce_op: str, n: int):
     return "sum" if reduce_op == "avg" else reduce_op
 
 
+def plain_ufunc(xp, dtype, binop):
+    """The array-module ufunc computing ``binop`` on ``dtype`` exactly as :func:`reduce_copy_with`
+    does (``ufunc(a, b, out=dst)``), or None where only :func:`reduce_copy_with` itself gives
+    NCCL's answer: a :class:`PreMulSum`, float8 (in half, saturating).  Bound call paths use it to
+    skip the dispatch.
+
+    >>> plain_ufunc(np, np.int32, "max") is np.maximum, plain_ufunc(np, np.float32, PreMulSum(2, True, False))
+    (True, None)
+    """
+    if isinstance(binop, PreMulSum) or is_f8(dtype):
+        return None
+    return getattr(xp, UFUNC_NAMES[binop])
+
+
 def reduce_copy_with(xp, dst, a, b, op: str) -> None:
     """``dst[:] = a (op) b`` with array module ``xp`` (``dst`` may alias ``a``); ``op`` is an op
     name or a :class:`PreMulSum`.
