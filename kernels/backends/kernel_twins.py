@@ -67,7 +67,8 @@ def f8_from_half(xp, h, dtype):
     """float16 array -> float8 ``dtype`` as ``__nv_fp8_e4m3(__half)`` / ``__nv_fp8_e5m2(__half)``:
     round to nearest even, +-inf and overflow to +-largest finite, NaN to 0x7f.
 
-    >>> f8_from_half(np, np.array([896, -np.inf, 1.0], np.float16), "float8_e4m3fn").tolist()
+    >>> import ml_dtypes     # registers the float8 names with NumPy
+    >>> f8_from_half(np, np.array([896, -np.inf, 1.0], np.float16), ml_dtypes.float8_e4m3fn).tolist()
     [448.0, -448.0, 1.0]
     """
     dt = np.dtype(dtype)
