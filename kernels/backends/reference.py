@@ -23,18 +23,18 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.backends.kernel_twins import avg_scalar, f8_binop, is_f8
+from kernels.backends.kernel_twins import avg_scalar, f8_binop, is_f8, reduce_copy_with
 from kernels.program.ops import is_float
 from synth.ir.collectives import REDUCE_OPS, element_range
 from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
-_COMBINE = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
-
-
 def _combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
-    """``a (op) b`` in the element type; float8 in half with saturation, as NCCL (kernel_twins.f8_binop)."""
-    return f8_binop(np, a, b, op) if is_f8(a.dtype) else _COMBINE[op](a, b)
+    """``a (op) b`` in the element type as NCCL computes it (kernel_twins.reduce_copy_with: float8
+    in half with saturation, floating max / min dropping a NaN operand)."""
+    out = np.empty_like(a)
+    reduce_copy_with(np, out, a, b, op)
+    return out
 
 
 def _premul(v: np.ndarray, n: int) -> np.ndarray:

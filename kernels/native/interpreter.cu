@@ -18,7 +18,10 @@
 // Reductions follow the NumPy twins (kernels/backends/kernel_twins.py) operation by
 // operation: 16-bit floating types compute in float32 and round once to the type, products
 // and sums are separate IEEE operations (__fmul_rn/__fadd_rn: no fused multiply-add), integer
-// sums and products wrap, max/min propagate NaN.  float8 follows NCCL (v2.28.9-1
+// sums and products wrap.  Floating max/min drop a NaN operand as NCCL does (NaN only when both
+// are; v2.28.9-1 src/device/reduce_kernel.h:397-436): float/double as fmaxf/fmax, equal values
+// keeping the second operand (NumPy's fmax on the host; CUDA leaves the sign of max(+0, -0) open),
+// half/bfloat16 as __hmax/__hmin (+0 above -0).  float8 follows NCCL (v2.28.9-1
 // src/device/reduce_kernel.h:440-455, 719-760): the op in half (__hadd/__hmul/__hmax/__hmin),
 // the result narrowed with saturation (cuda_fp8.hpp __NV_SATFINITE); see tc_f8_round.
 
@@ -164,16 +167,18 @@ __device__ __forceinline__ T tc_bin(T a, T b) {
     return fromf(__fadd_rn(x, y));
 #elif TC_OP == 1
     return fromf(__fmul_rn(x, y));
-#elif TC_DT >= TC_E4M3
-    // __hmax / __hmin (cuda_fp16.hpp): the other operand when one is NaN, +0 above -0; the pick
-    // then goes through __nv_fp8_*(__half), which saturates e5m2's infinity
-    bool keep = (TC_OP == 2 ? x >= y : x <= y) || y != y;
-    if (x == y) keep = (TC_OP == 2) == ((a & 0x80u) <= (b & 0x80u));
-    return fromf(keep ? x : y);
-#elif TC_OP == 2
-    return (x >= y || x != x) ? a : b;
 #else
-    return (x <= y || x != x) ? a : b;
+    // __hmax / __hmin (cuda_fp16.hpp, cuda_bf16.hpp): the other operand when one is NaN, +0 above
+    // -0 (the sign bit is the top bit of T); float8's pick then goes through __nv_fp8_*(__half),
+    // which saturates e5m2's infinity
+    const unsigned top = 1u << (8 * sizeof(T) - 1);
+    bool keep = (TC_OP == 2 ? x >= y : x <= y) || y != y;
+    if (x == y) keep = (TC_OP == 2) == ((a & top) <= (b & top));
+#if TC_DT >= TC_E4M3
+    return fromf(keep ? x : y);
+#else
+    return keep ? a : b;
+#endif
 #endif
 #elif TC_DT == TC_FLOAT32
 #if TC_OP == 0
@@ -181,9 +186,9 @@ __device__ __forceinline__ T tc_bin(T a, T b) {
 #elif TC_OP == 1
     return __fmul_rn(a, b);
 #elif TC_OP == 2
-    return (a >= b || a != a) ? a : b;
+    return (a > b || b != b) ? a : b;      // fmaxf: NaN dropped; equal keeps b (NumPy's fmax)
 #else
-    return (a <= b || a != a) ? a : b;
+    return (a < b || b != b) ? a : b;
 #endif
 #else
 #if TC_OP == 0
@@ -191,9 +196,9 @@ __device__ __forceinline__ T tc_bin(T a, T b) {
 #elif TC_OP == 1
     return __dmul_rn(a, b);
 #elif TC_OP == 2
-    return (a >= b || a != a) ? a : b;
+    return (a > b || b != b) ? a : b;      // fmaxf: NaN dropped; equal keeps b (NumPy's fmax)
 #else
-    return (a <= b || a != a) ? a : b;
+    return (a < b || b != b) ? a : b;
 #endif
 #endif
 }

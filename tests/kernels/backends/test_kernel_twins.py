@@ -25,7 +25,7 @@ def _recording_xp():
             calls.append(name)
             return getattr(np, name)(*args, **kwargs)
         return fn
-    names = ("add", "multiply", "maximum", "minimum", "floor_divide", "divide")
+    names = ("add", "multiply", "fmax", "fmin", "floor_divide", "divide")
     return types.SimpleNamespace(**{n: wrap(n) for n in names}), calls
 
 
@@ -151,3 +151,29 @@ def test_float8_avg_premulsum_matches_the_reference(f8_tables, name, n):
         reduce_copy_host(d, a, b, PreMulSum(n, scale_a, scale_b))
         w = want if scale_b else add[prod[codes, s][:, None], codes[None, :]].reshape(-1)
         assert np.array_equal(d.view(np.uint8), w), f"{name} avg of {n}: {np.sum(d.view(np.uint8) != w)} pairs differ"
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_float_max_min_drop_nan_like_nccl(name, op):
+    """NCCL's fmaxf / __hmax (reduce_kernel.h:397-436): every pair of special values and random bit
+    patterns against the independent element reference; plain_ufunc (the bound paths) agrees bit for bit."""
+    import ml_dtypes
+    from _minmax_reference import check_minmax, special_pairs
+
+    from kernels.backends.kernel_twins import plain_ufunc
+    dt = np.dtype(getattr(ml_dtypes, name, None) or name)
+    a, b = special_pairs(dt)
+    bits = np.random.default_rng(3).integers(0, 256, (2, 2048 * dt.itemsize), dtype=np.uint8)
+    a, b = np.concatenate([a, bits[0].view(dt)]), np.concatenate([b, bits[1].view(dt)])
+    d = np.empty_like(a)
+    reduce_copy_with(np, d, a, b, op)
+    assert check_minmax(d, a, b, op, f"twin {name}") > a.size * 0.9
+    uf = plain_ufunc(np, dt, op)
+    if uf is not None:
+        with np.errstate(invalid="ignore"):
+            p = uf(a, b)
+        assert np.array_equal(p.view(np.uint8), d.view(np.uint8)), f"plain_ufunc {name} {op} differs from the twin"
+    hand = {"max": [3.0, 1.0, 2.0], "min": [3.0, 1.0, -2.0]}[op]       # NaN vs 3, 1 vs NaN, 2 vs -2
+    reduce_copy_with(np, d[:3], np.array([np.nan, 1, 2], dt), np.array([3, np.nan, -2], dt), op)
+    assert d[:3].astype(np.float64).tolist() == hand
