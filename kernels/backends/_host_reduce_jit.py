@@ -10,6 +10,8 @@ work in float32 and round to the 16-bit type after every op.
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 from numba import njit, prange
 
@@ -31,7 +33,9 @@ def as_tuple(arrays) -> tuple:
 
 @njit(cache=True, nogil=True)
 def _combine(out, a, b, code, sa, sb, s, ge, m):
-    """``out[j] = (a[j] (* s)) op (b[j] (* s))``; max / min: NaN wins, ties keep ``b`` (``a`` if ``ge``)."""
+    """``out[j] = (a[j] (* s)) op (b[j] (* s))``; max / min as NCCL's fmaxf / __hmax: a NaN operand
+    is dropped (NaN only when both are), ties keep ``b`` (NumPy's fmax on float32 / float64) or, if
+    ``ge``, the zero of the right sign (``__hmax``: +0 above -0; min: -0 below +0)."""
     if code == 0 and sa and sb:
         for j in range(m):
             out[j] = a[j] * s + b[j] * s
@@ -50,11 +54,11 @@ def _combine(out, a, b, code, sa, sb, s, ge, m):
     elif code == 2:
         for j in range(m):
             x, y = a[j], b[j]
-            out[j] = x if (x > y or x != x or (ge and x == y)) else y
+            out[j] = x if (x > y or y != y or (ge and x == y and math.copysign(1.0, x) > 0)) else y
     else:
         for j in range(m):
             x, y = a[j], b[j]
-            out[j] = x if (x < y or x != x or (ge and x == y)) else y
+            out[j] = x if (x < y or y != y or (ge and x == y and math.copysign(1.0, x) < 0)) else y
 
 
 @njit(cache=True, nogil=True)
@@ -72,11 +76,11 @@ def _accumulate(acc, b, code, sb, s, ge, m):
     elif code == 2:
         for j in range(m):
             x, y = acc[j], b[j]
-            acc[j] = x if (x > y or x != x or (ge and x == y)) else y
+            acc[j] = x if (x > y or y != y or (ge and x == y and math.copysign(1.0, x) > 0)) else y
     else:
         for j in range(m):
             x, y = acc[j], b[j]
-            acc[j] = x if (x < y or x != x or (ge and x == y)) else y
+            acc[j] = x if (x < y or y != y or (ge and x == y and math.copysign(1.0, x) < 0)) else y
 
 
 # ---------------------------------------------------------------------- native types
@@ -85,7 +89,7 @@ def _native_block(dst, srcs, k, code, scale, s, lo, hi, acc):
     m = hi - lo
     d = dst[lo:hi]
     if k == 1:
-        _combine(d, srcs[0][lo:hi], srcs[0][lo:hi], 3, False, False, s, True, m)    # min(x, x) = x
+        _combine(d, srcs[0][lo:hi], srcs[0][lo:hi], 3, False, False, s, False, m)   # min(x, x) = x
         if scale[0]:
             for j in range(m):
                 d[j] = d[j] * s

@@ -41,7 +41,7 @@ import numpy as np
 from kernels.backends import host_reduce
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
 from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains
-from kernels.backends.kernel_twins import UFUNC_NAMES, PreMulSum, postdiv_host, reduce_copy_host
+from kernels.backends.kernel_twins import PreMulSum, plain_ufunc, postdiv_host, reduce_copy_host
 from kernels.program.lowering import Op, Program, Region
 from topo_probe.errors import BufferLayoutError
 
@@ -309,13 +309,16 @@ class HostLayer(DeviceLayer):
 
 def _bound_op(o: Op, bufs: list, binop, n: int) -> tuple:
     """``(function, args, kwargs)`` running op ``o`` whole on ``bufs``, as :meth:`HostLayer._run_op`
-    does: a NumPy call where the op is a plain copy or reduce, else the twin itself."""
+    does: a NumPy call where the op is a plain copy or reduce (:func:`plain_ufunc`; never float8),
+    else the twin itself."""
     def view(r: Region) -> np.ndarray:
         return bufs[r.rank][r.buf][r.start:r.stop]
     if o.kind == "copy":
         return np.copyto, (view(o.dst), view(o.src)), {}
-    if o.kind == "reduce" and o.premul == (False, False):
-        return getattr(np, UFUNC_NAMES[binop]), (view(o.acc), view(o.src)), {"out": view(o.dst)}
     if o.kind == "reduce":
-        return reduce_copy_host, (view(o.dst), view(o.acc), view(o.src), PreMulSum(n, *o.premul)), {}
+        op = PreMulSum(n, *o.premul) if o.premul != (False, False) else binop
+        ufunc = plain_ufunc(np, view(o.dst).dtype, op)
+        if ufunc is not None:
+            return ufunc, (view(o.acc), view(o.src)), {"out": view(o.dst)}
+        return reduce_copy_host, (view(o.dst), view(o.acc), view(o.src), op), {}
     return postdiv_host, (view(o.dst), n), {}

@@ -21,15 +21,18 @@ NaN payloads and signs aside (IEEE leaves them open; NaN stays NaN):
 * floating ``avg`` is NCCL's PreMulSum: a source still one rank's raw contribution is first
   multiplied by ``1/n`` (:func:`~kernels.backends.kernel_twins.avg_scalar`) in the type,
   the product rounded, then summed; integer avg sums here and divides later (SumPostDiv);
-* max / min keep NumPy's choice between equal signed zeros (float16 keeps the first operand,
-  the other floating types the second) and propagate NaN.
+* max / min drop a NaN operand as NCCL does (NaN only when both are; v2.28.9-1
+  src/device/reduce_kernel.h:397-436): float32 / float64 as NumPy's fmax / fmin (equal signed
+  zeros keep the second operand, as NumPy does here; CUDA's fmaxf leaves that sign open),
+  float16 / bfloat16 as ``__hmax`` / ``__hmin`` (+0 above -0).
 
 :func:`fuse_reduce_chains` finds the reduce chains of a lowered program (a rank reducing
 several sources into one chunk in one step) that the host backend and the staged GPU path
 run through these kernels.
 
 Types: int8, uint8, int32, uint32, int64, uint64, float16, bfloat16, float32, float64.  The
-float8 types are not supported here (:func:`supports` says so; callers keep the NumPy twins).
+float8 types are not supported here (:func:`supports` says so; callers keep the NumPy twins, which
+reduce float8 as NCCL does: in half, saturating; see :func:`kernels.backends.kernel_twins.f8_binop`).
 """
 
 from __future__ import annotations
@@ -133,7 +136,7 @@ def reduce_nway(dst: np.ndarray, srcs, op="sum", scale=None, s=None, *, parallel
         fl = np.concatenate([fl, np.zeros(J.MAX_SOURCES - fl.size, np.bool_)])
         if half:
             args = (dst.view(np.uint16), J.as_tuple([a.view(np.uint16) for a in part]), len(part), OPCODES[op],
-                    fl, sv, _decode_table(dt.name), dt.name == "bfloat16", dt.name == "float16")
+                    fl, sv, _decode_table(dt.name), dt.name == "bfloat16", True)
             run = J.half_parallel if parallel else J.half_serial
         else:
             args = (dst, J.as_tuple(part), len(part), OPCODES[op], fl, sv)

@@ -6,6 +6,20 @@ buffer layers and the test doubles share one definition of each op (see
 :data:`UFUNC_NAMES`); the fused host kernels (:mod:`kernels.backends.host_reduce`) and the
 native GPU kernel are checked against them bit for bit.  Integers wrap like C / NCCL;
 floating ``avg`` is NCCL's PreMulSum (:class:`PreMulSum`), integer avg SumPostDiv.
+
+Floating max / min drop a NaN operand as NCCL does (v2.28.9-1 src/device/reduce_kernel.h:397-436):
+float / double through ``fmaxf`` / ``fminf`` / ``fmax`` / ``fmin`` (NumPy's ``fmax`` / ``fmin``:
+NaN only when both operands are NaN; which zero ``max(+0, -0)`` gives is left open by CUDA's
+math API, and here is NumPy's), half and bfloat16 through ``__hmax`` / ``__hmin``
+(cuda_fp16.hpp / cuda_bf16.hpp: the same NaN rule, +0 above -0).
+
+float8 (``float8_e4m3fn``, ``float8_e5m2``) reduces as NCCL does on sm_90 (v2.28.9-1
+src/device/reduce_kernel.h:440-455, 619-645, 719-760; the same since v2.24.3-1): both operands
+are widened to half, combined with ``__hadd`` / ``__hmul`` / ``__hmax`` / ``__hmin``, and the half
+result is narrowed by the ``__nv_fp8_*(__half)`` constructor, which rounds to nearest even and
+saturates (``__NV_SATFINITE``, CUDA 13.0 cuda_fp8.hpp ``__nv_cvt_double_to_fp8``): overflow and
++-inf become +-largest finite (448, 57344), NaN becomes 0x7f.  ``__hmax`` / ``__hmin`` return the
+other operand when one is NaN and order +0 above -0 (cuda_fp16.hpp).  See :func:`f8_binop`.
 """
 
 from __future__ import annotations
@@ -18,7 +32,14 @@ from topo_probe.errors import InvalidArgument
 
 #: reduction op -> name of the ufunc that applies it (integer avg sums, then divides; floating
 #: avg sums contributions pre-multiplied by 1/n, see :class:`PreMulSum`)
-UFUNC_NAMES = {"sum": "add", "avg": "add", "prod": "multiply", "max": "maximum", "min": "minimum"}
+UFUNC_NAMES = {"sum": "add", "avg": "add", "prod": "multiply", "max": "fmax", "min": "fmin"}
+#: 16-bit floating types, whose max / min are ``__hmax`` / ``__hmin`` (:func:`reduce_copy_with`)
+HALF_TYPES = frozenset({"float16", "bfloat16"})
+
+#: largest finite value of each float8 type: where ``__NV_SATFINITE`` clamps (cuda_fp8.hpp FP8_MAXNORM 0x7e / 0x7b)
+F8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
+#: the float8 bit pattern of a NaN result (the canonical half NaN 0x7fff narrowed by cuda_fp8.hpp)
+F8_NAN_BITS = 0x7F
 
 
 @dataclass(frozen=True)
@@ -45,12 +66,75 @@ def avg_scalar(dtype, n: int):
     return np.float32(1.0 / n).astype(dt)[()]
 
 
+def is_f8(dtype) -> bool:
+    """Whether ``dtype`` is one of NCCL's float8 types (ml_dtypes' float8_e4m3fn / float8_e5m2)."""
+    return np.dtype(dtype).name in F8_MAX
+
+
+def f8_from_half(xp, h, dtype):
+    """float16 array -> float8 ``dtype`` as ``__nv_fp8_e4m3(__half)`` / ``__nv_fp8_e5m2(__half)``:
+    round to nearest even, +-inf and overflow to +-largest finite, NaN to 0x7f.
+
+    >>> import ml_dtypes     # registers the float8 names with NumPy
+    >>> f8_from_half(np, np.array([896, -np.inf, 1.0], np.float16), ml_dtypes.float8_e4m3fn).tolist()
+    [448.0, -448.0, 1.0]
+    """
+    dt = np.dtype(dtype)
+    m = F8_MAX[dt.name]
+    out = xp.clip(h, -m, m).astype(dt)      # values past m round to m anyway: clip first, then round
+    bits = out.view(xp.uint8)
+    bits[xp.isnan(h)] = F8_NAN_BITS
+    return out
+
+
+def half_minmax(xp, x, y, want_max: bool):
+    """``__hmax`` / ``__hmin`` (cuda_fp16.hpp, cuda_bf16.hpp) on float16 or bfloat16 arrays of module
+    ``xp`` (NumPy, CuPy or torch): the other operand when one is NaN (NaN when both), +0 above -0.
+
+    >>> half_minmax(np, np.array([np.nan, 0.0, -0.0], np.float16), np.array([2, -0.0, 0.0], np.float16), True)
+    array([2., 0., 0.], dtype=float16)
+    """
+    with np.errstate(invalid="ignore"):     # comparisons with NaN are False, as meant
+        pick_x = ((x >= y) if want_max else (x <= y)) | xp.isnan(y)
+        zeros = (x == y) & (x == 0)
+    pick_x = xp.where(zeros, xp.signbit(x) != want_max, pick_x)
+    return xp.where(pick_x, x, y)
+
+
+def f8_binop(xp, a, b, op: str):
+    """``a (op) b`` for float8 arrays as NCCL computes it: in half, narrowed with saturation
+    (op sum / avg / prod / max / min; the result has ``a``'s dtype)."""
+    x, y = a.astype(np.float16), b.astype(np.float16)
+    if op in ("max", "min"):
+        h = half_minmax(xp, x, y, op == "max")
+    else:
+        with np.errstate(over="ignore", invalid="ignore"):      # half overflow is saturated below
+            h = getattr(xp, UFUNC_NAMES[op])(x, y)
+    return f8_from_half(xp, h, a.dtype)
+
+
 def binop_for(premul: tuple[bool, bool], reduce_op: str, n: int):
     """The binary op of one reduce op: ``PreMulSum`` when it scales an operand (floating avg),
     else the collective's op name (sum for avg)."""
     if premul[0] or premul[1]:
         return PreMulSum(n, premul[0], premul[1])
     return "sum" if reduce_op == "avg" else reduce_op
+
+
+def plain_ufunc(xp, dtype, binop):
+    """The array-module ufunc computing ``binop`` on ``dtype`` exactly as :func:`reduce_copy_with`
+    does (``ufunc(a, b, out=dst)``), or None where only :func:`reduce_copy_with` itself gives
+    NCCL's answer: a :class:`PreMulSum`, float8 (in half, saturating), max / min of float16 and
+    bfloat16 (``__hmax``'s zero sign).  Bound call paths use it to skip the dispatch.
+
+    >>> plain_ufunc(np, np.float32, "max") is np.fmax, plain_ufunc(np, np.float32, PreMulSum(2, True, False))
+    (True, None)
+    """
+    if isinstance(binop, PreMulSum) or is_f8(dtype):
+        return None
+    if binop in ("max", "min") and np.dtype(dtype).name in HALF_TYPES:
+        return None
+    return getattr(xp, UFUNC_NAMES[binop])
 
 
 def reduce_copy_with(xp, dst, a, b, op: str) -> None:
@@ -60,19 +144,41 @@ def reduce_copy_with(xp, dst, a, b, op: str) -> None:
     >>> d = np.zeros(2, np.int32)
     >>> reduce_copy_with(np, d, np.array([1, 5], np.int32), np.array([4, 2], np.int32), "max"); d
     array([4, 5], dtype=int32)
+    >>> f = np.zeros(2, np.float32); x, y = np.array([np.nan, 1], np.float32), np.array([3, np.nan], np.float32)
+    >>> reduce_copy_with(np, f, x, y, "max"); f                 # NaN dropped, as NCCL's fmaxf
+    array([3., 1.], dtype=float32)
     >>> h = np.zeros(1, np.float16); x = np.array([60000], np.float16)
     >>> reduce_copy_with(np, h, x, x, PreMulSum(4, True, True)); h.tolist()   # 2 of 4 ranks: no overflow
     [30000.0]
     """
+    if is_f8(dst.dtype):
+        _reduce_copy_f8(xp, dst, a, b, op)
+        return
     if isinstance(op, PreMulSum):
         s = avg_scalar(dst.dtype, op.n)
         xp.add(a * s if op.scale_a else a, b * s if op.scale_b else b, out=dst)
+        return
+    if op in ("max", "min") and dst.dtype.name in HALF_TYPES:
+        dst[...] = half_minmax(xp, a, b, op == "max")
         return
     try:
         name = UFUNC_NAMES[op]
     except (KeyError, TypeError):
         raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {op!r}") from None
     getattr(xp, name)(a, b, out=dst)
+
+
+def _reduce_copy_f8(xp, dst, a, b, op) -> None:
+    """:func:`reduce_copy_with` for float8: every product and sum through :func:`f8_binop`
+    (PreMulSum's scale is ``1/n`` narrowed once from float32 with saturation, enqueue.cc:2295-2301)."""
+    if isinstance(op, PreMulSum):
+        s = xp.full(1, avg_scalar(dst.dtype, op.n), dtype=dst.dtype)
+        a = f8_binop(xp, a, xp.broadcast_to(s, a.shape), "prod") if op.scale_a else a
+        b = f8_binop(xp, b, xp.broadcast_to(s, b.shape), "prod") if op.scale_b else b
+        op = "sum"
+    if not isinstance(op, str) or op not in UFUNC_NAMES:
+        raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {op!r}")
+    dst[...] = f8_binop(xp, a, b, op)
 
 
 def postdiv_with(xp, x, n: int) -> None:

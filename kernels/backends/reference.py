@@ -23,13 +23,24 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.backends.kernel_twins import avg_scalar
+from kernels.backends.kernel_twins import avg_scalar, f8_binop, is_f8, reduce_copy_with
 from kernels.program.ops import is_float
 from synth.ir.collectives import REDUCE_OPS, element_range
 from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
-_COMBINE = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}
+def _combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """``a (op) b`` in the element type as NCCL computes it (kernel_twins.reduce_copy_with: float8
+    in half with saturation, floating max / min dropping a NaN operand)."""
+    out = np.empty_like(a)
+    reduce_copy_with(np, out, a, b, op)
+    return out
+
+
+def _premul(v: np.ndarray, n: int) -> np.ndarray:
+    """One contribution times ``1/n`` in its type (NCCL's PreMulSum)."""
+    s = avg_scalar(v.dtype, n)
+    return f8_binop(np, v, np.full(v.shape, s, v.dtype), "prod") if is_f8(v.dtype) else v * s
 
 
 def _divide(x: np.ndarray, n: int) -> np.ndarray:
@@ -68,7 +79,7 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
         for r in c.pre:
             a, b = element_range(spec, count, spec.input_position(c.id, r))
             v = np.array(np.asarray(sendbufs[r]).reshape(-1)[a:b], copy=True)
-            value[(r, c.id)] = v * avg_scalar(v.dtype, n) if premul else v   # NCCL's PreMulSum
+            value[(r, c.id)] = _premul(v, n) if premul else v
             owners[(r, c.id)] = frozenset([r])
     name = schedule.name or spec.name
     for t, step in enumerate(schedule.steps):
@@ -92,7 +103,7 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
                 raise ScheduleInvalid(f"schedule {name!r}: step {t} transfer {i}: reduce of chunk {tr.chunk} "
                                       f"into rank {tr.dst} counts rank(s) {sorted(both)} twice",
                                       rule="double-count", step=t, transfer=i, rank=tr.dst, chunk=tr.chunk)
-            new_value[key_dst] = _COMBINE[op](new_value[key_dst], value[key_src])
+            new_value[key_dst] = _combine(op, new_value[key_dst], value[key_src])
             new_owners[key_dst] = new_owners[key_dst] | owners[key_src]
         value, owners = new_value, new_owners
     for c in chunks:

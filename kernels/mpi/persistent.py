@@ -29,7 +29,7 @@ from operator import is_
 
 import numpy as np
 
-from kernels.backends.kernel_twins import UFUNC_NAMES, PreMulSum, binop_for, reduce_copy_with
+from kernels.backends.kernel_twins import binop_for, plain_ufunc, reduce_copy_with
 from kernels.mpi import transport as mt
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND, RankPlan
 from kernels.mpi.waiter import Waiter, mpi
@@ -173,10 +173,11 @@ _MPI: list = []
 
 
 def _reducer(dst, acc, tmp, binop):
-    """``dst = acc (op) tmp`` as a call without arguments."""
-    if isinstance(binop, PreMulSum):
+    """``dst = acc (op) tmp`` as a call without arguments, as :func:`reduce_copy_with` computes it
+    (a bare ufunc only where that is the same: :func:`plain_ufunc`; float8 and avg go through it)."""
+    ufunc = plain_ufunc(np, dst.dtype, binop)
+    if ufunc is None:
         return lambda: reduce_copy_with(np, dst, acc, tmp, binop)
-    ufunc = getattr(np, UFUNC_NAMES[binop])
     return lambda: ufunc(acc, tmp, out=dst)
 
 

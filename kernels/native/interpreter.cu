@@ -16,9 +16,14 @@
 // TC_THREADS (threads per block).
 //
 // Reductions follow the NumPy twins (kernels/backends/kernel_twins.py) operation by
-// operation: 16-bit and 8-bit floating types compute in float32 and round once to the type,
-// products and sums are separate IEEE operations (__fmul_rn/__fadd_rn: no fused multiply-add),
-// integer sums and products wrap, max/min propagate NaN.
+// operation: 16-bit floating types compute in float32 and round once to the type, products
+// and sums are separate IEEE operations (__fmul_rn/__fadd_rn: no fused multiply-add), integer
+// sums and products wrap.  Floating max/min drop a NaN operand as NCCL does (NaN only when both
+// are; v2.28.9-1 src/device/reduce_kernel.h:397-436): float/double as fmaxf/fmax, equal values
+// keeping the second operand (NumPy's fmax on the host; CUDA leaves the sign of max(+0, -0) open),
+// half/bfloat16 as __hmax/__hmin (+0 above -0).  float8 follows NCCL (v2.28.9-1
+// src/device/reduce_kernel.h:440-455, 719-760): the op in half (__hadd/__hmul/__hmax/__hmin),
+// the result narrowed with saturation (cuda_fp8.hpp __NV_SATFINITE); see tc_f8_round.
 
 #define TC_INT8 0
 #define TC_UINT8 1
@@ -70,15 +75,14 @@ typedef unsigned char T;
 
 // ---------------------------------------------------------------- 8/16-bit float conversions
 #ifdef TC_VIA_FLOAT
-// float -> 8-bit float, round to nearest even; NaN and overflow as ml_dtypes converts:
-// e4m3fn has no infinity (overflow -> NaN 0x7f), e5m2 overflows to infinity (0x7c).
-__device__ __forceinline__ unsigned char tc_to_f8(float f, int M, int bias, unsigned maxcode, unsigned overflow,
-                                                  unsigned nancode, float min_normal) {
+// float -> 8-bit float as cuda_fp8.hpp's __nv_cvt_*_to_fp8(.., __NV_SATFINITE, ..): round to
+// nearest even, overflow and +-inf to +-largest finite (maxcode), NaN to 0x7f.
+__device__ __forceinline__ unsigned char tc_to_f8(float f, int M, int bias, unsigned maxcode, float min_normal) {
     unsigned u = __float_as_uint(f);
     unsigned sign = (u >> 24) & 0x80u;
     unsigned a = u & 0x7fffffffu;
-    if (a > 0x7f800000u) return (unsigned char)(sign | nancode);
-    if (a == 0x7f800000u) return (unsigned char)(sign | overflow);
+    if (a > 0x7f800000u) return (unsigned char)0x7fu;
+    if (a == 0x7f800000u) return (unsigned char)(sign | maxcode);
     float af = __uint_as_float(a);
     if (af < min_normal) {
         float q = rintf(__fmul_rn(af, __int_as_float((127 + bias + M - 1) << 23)));
@@ -88,14 +92,31 @@ __device__ __forceinline__ unsigned char tc_to_f8(float f, int M, int bias, unsi
     unsigned r = (a + ((1u << (shift - 1)) - 1u) + ((a >> shift) & 1u)) >> shift;
     int e = (int)(r >> M) - 127 + bias;
     unsigned code = ((unsigned)e << M) | (r & ((1u << M) - 1u));
-    if (code > maxcode) return (unsigned char)(sign | overflow);
+    if (code > maxcode) return (unsigned char)(sign | maxcode);
     return (unsigned char)(sign | code);
 }
 
+// not a build option: tests/kernels/native/test_interpreter_f8.py compiles this file up to
+// tc_div for the CPU, with its own two half conversions
+#ifndef TOPOCOLL_CPU_TEST
 __device__ __forceinline__ float tc_half_to_float(unsigned short h) {
     float f;
     asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"(h));
     return f;
+}
+
+__device__ __forceinline__ unsigned short tc_float_to_half(float f) {
+    unsigned short h;
+    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+#endif
+
+// a float32 result of one op on two float8 values -> float8 as NCCL gets it: the op's exact
+// result rounded to half (__hadd/__hmul round once; float32 then half is the same rounding, as
+// float32 has 24 >= 2*11+2 bits), then narrowed by __nv_fp8_*(__half) with saturation.
+__device__ __forceinline__ unsigned char tc_f8_round(float f, int M, int bias, unsigned maxcode, float min_normal) {
+    return tc_to_f8(tc_half_to_float(tc_float_to_half(f)), M, bias, maxcode, min_normal);
 }
 
 __device__ __forceinline__ float tof(T x) {
@@ -115,17 +136,15 @@ __device__ __forceinline__ float tof(T x) {
 
 __device__ __forceinline__ T fromf(float f) {
 #if TC_DT == TC_FLOAT16
-    unsigned short h;
-    asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
-    return h;
+    return tc_float_to_half(f);
 #elif TC_DT == TC_BFLOAT16
     unsigned short h;
     asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
     return h;
 #elif TC_DT == TC_E5M2
-    return tc_to_f8(f, 2, 15, 0x7bu, 0x7cu, 0x7eu, 6.103515625e-05f);
+    return tc_f8_round(f, 2, 15, 0x7bu, 6.103515625e-05f);
 #else
-    return tc_to_f8(f, 3, 7, 0x7eu, 0x7fu, 0x7fu, 0.015625f);
+    return tc_f8_round(f, 3, 7, 0x7eu, 0.015625f);
 #endif
 }
 #endif
@@ -148,10 +167,18 @@ __device__ __forceinline__ T tc_bin(T a, T b) {
     return fromf(__fadd_rn(x, y));
 #elif TC_OP == 1
     return fromf(__fmul_rn(x, y));
-#elif TC_OP == 2
-    return (x >= y || x != x) ? a : b;
 #else
-    return (x <= y || x != x) ? a : b;
+    // __hmax / __hmin (cuda_fp16.hpp, cuda_bf16.hpp): the other operand when one is NaN, +0 above
+    // -0 (the sign bit is the top bit of T); float8's pick then goes through __nv_fp8_*(__half),
+    // which saturates e5m2's infinity
+    const unsigned top = 1u << (8 * sizeof(T) - 1);
+    bool keep = (TC_OP == 2 ? x >= y : x <= y) || y != y;
+    if (x == y) keep = (TC_OP == 2) == ((a & top) <= (b & top));
+#if TC_DT >= TC_E4M3
+    return fromf(keep ? x : y);
+#else
+    return keep ? a : b;
+#endif
 #endif
 #elif TC_DT == TC_FLOAT32
 #if TC_OP == 0
@@ -159,9 +186,9 @@ __device__ __forceinline__ T tc_bin(T a, T b) {
 #elif TC_OP == 1
     return __fmul_rn(a, b);
 #elif TC_OP == 2
-    return (a >= b || a != a) ? a : b;
+    return (a > b || b != b) ? a : b;      // fmaxf: NaN dropped; equal keeps b (NumPy's fmax)
 #else
-    return (a <= b || a != a) ? a : b;
+    return (a < b || b != b) ? a : b;
 #endif
 #else
 #if TC_OP == 0
@@ -169,9 +196,9 @@ __device__ __forceinline__ T tc_bin(T a, T b) {
 #elif TC_OP == 1
     return __dmul_rn(a, b);
 #elif TC_OP == 2
-    return (a >= b || a != a) ? a : b;
+    return (a > b || b != b) ? a : b;      // fmaxf: NaN dropped; equal keeps b (NumPy's fmax)
 #else
-    return (a <= b || a != a) ? a : b;
+    return (a < b || b != b) ? a : b;
 #endif
 #endif
 }

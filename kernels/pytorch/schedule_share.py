@@ -30,11 +30,12 @@ import threading
 import torch
 
 from kernels.backends.executor import program_for
-from kernels.backends.kernel_twins import PreMulSum, avg_scalar, binop_for
+from kernels.backends.kernel_twins import PreMulSum, avg_scalar, binop_for, half_minmax
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND, rank_plan
 from kernels.program.ops import SCRATCH
 from kernels.pytorch.share_order import share_order
 from synth.ir.schedule import Schedule
+from topo_probe.errors import InvalidArgument
 
 #: gloo and NCCL take any non-negative int tag; the MPI transport's bound is kept for its check
 _TAG_UB = 2**31 - 1
@@ -85,7 +86,7 @@ def _cpu_order(hit: list, inplace: bool, rank: int):
 
 def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
     """``dst = a (binop) b`` in the element type (``dst`` may alias ``a``); ``binop`` is an op
-    name (sum/prod/max/min) or a :class:`PreMulSum`.
+    name (sum/prod/max/min; max / min drop NaN as NCCL does, :func:`_minmax`) or a :class:`PreMulSum`.
 
     >>> d = torch.zeros(2, dtype=torch.float16); x = torch.tensor([60000.0, 2.0], dtype=torch.float16)
     >>> combine(d, x, x, PreMulSum(4, True, True)); d.tolist()
@@ -98,10 +99,22 @@ def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
         torch.add(a, b, out=dst)
     elif binop == "prod":
         torch.mul(a, b, out=dst)
-    elif binop == "max":
-        torch.maximum(a, b, out=dst)
+    elif binop in ("max", "min"):
+        _minmax(dst, a, b, binop == "max")
     else:
-        torch.minimum(a, b, out=dst)
+        raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {binop!r}")
+
+
+def _minmax(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, want_max: bool) -> None:
+    """NCCL's max / min (v2.28.9-1 src/device/reduce_kernel.h:397-436): a NaN operand is dropped
+    (NaN only when both are): ``fmaxf`` / ``fmax`` for float32 / float64 (torch.fmax), ``__hmax`` /
+    ``__hmin`` for float16 / bfloat16, which also put +0 above -0; integers as torch.maximum."""
+    if dst.dtype in (torch.float16, torch.bfloat16):
+        dst.copy_(half_minmax(torch, a, b, want_max))
+    elif dst.dtype.is_floating_point:
+        (torch.fmax if want_max else torch.fmin)(a, b, out=dst)
+    else:
+        (torch.maximum if want_max else torch.minimum)(a, b, out=dst)
 
 
 def postdiv(x: torch.Tensor, n: int) -> None:

@@ -31,7 +31,7 @@ def _runtime():
         entered.append(("device", i))
         yield
 
-    cp = types.SimpleNamespace(**{n: getattr(np, n) for n in ("add", "multiply", "maximum", "minimum",
+    cp = types.SimpleNamespace(**{n: getattr(np, n) for n in ("add", "multiply", "fmax", "fmin",
                                                                 "floor_divide", "divide")})
     cp.cuda = types.SimpleNamespace(Device=device)
     rt = CupyRuntime.__new__(CupyRuntime)      # skip the CuPy import of __init__

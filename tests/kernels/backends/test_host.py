@@ -168,6 +168,13 @@ def test_bound_launch_matches_execute_bit_for_bit_on_new_contents(data):
     call = layer.bound(prog, bufs)
     assert call is not None, "a small program runs inline: it must bind"
     again = make_inputs(coll, n, count, dtype, op, root, np.random.default_rng(1))
+    hostile = dtype.startswith(("float", "bfloat")) and data.draw(st.booleans(), label="hostile")
+    if hostile:     # NaN (max / min drop it), inf, signed zeros; float8 overflow (largest finite doubled)
+        big = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}.get(dtype, 2.5)
+        pool = [big, -big, np.nan, np.inf, -np.inf, 0.0, -0.0, 1.0, big / 2]
+        again = [None if v is None else np.array(data.draw(st.lists(st.sampled_from(pool), min_size=v.size,
+                                                                    max_size=v.size), label="hostile values"),
+                                                 np.float32).astype(dtype) for v in again]
     sb2, rb2 = alloc_buffers(coll, n, count, again, dtype, root, inplace, fill=77)
     for mine, theirs in ((rb, rb2), (sb, sb2)):  # the same arrays get the second call's contents
         for x, y in zip(mine, theirs):
@@ -175,7 +182,8 @@ def test_bound_launch_matches_execute_bit_for_bit_on_new_contents(data):
                 x[...] = y
     run_schedule(sched, sb2, rb2, op=op, backend=HostLayer(threads=1))
     call()
-    check_result(coll, n, count, again, rb, op, root, dtype)
+    if not hostile:         # the NumPy expectation knows nothing of saturation or NaN; execute is checked by hand below
+        check_result(coll, n, count, again, rb, op, root, dtype)
     for r, (x, y) in enumerate(zip(rb, rb2)):
         assert x is None or np.array_equal(x.view(np.uint8), y.view(np.uint8)), f"rank {r} differs from execute"
 
@@ -188,3 +196,90 @@ def test_large_or_fused_programs_do_not_bind():
         prog = program_for(direct("allreduce", 4), count, np.dtype(dtype))
         bufs = RankBuffers([{k: np.zeros(count, dtype) for k in prog.bindings[r]} for r in range(4)])
         assert layer.bound(prog, bufs) is None, (count, dtype)
+
+
+@pytest.mark.parametrize("name, big", [("float8_e4m3fn", 448.0), ("float8_e5m2", 57344.0)])
+def test_float8_allreduce_saturates_like_nccl(name, big):
+    """Hand-computed, NCCL's fp8 semantics (reduce_kernel.h:440-455, v2.28.9-1): 4 ranks of the largest
+    finite value sum to it (saturated, not NaN / inf), max of NaN and 1 is 1, and avg scales
+    each contribution by 1/4 before the sum (4 x big/4 = big)."""
+    import ml_dtypes
+    dt = np.dtype(getattr(ml_dtypes, name))
+    sends = [np.array([big, -big, np.nan if r == 0 else 1.0, 2.0], dt) for r in range(4)]
+    want = {"sum": [big, -big, np.nan, 8.0], "max": [big, -big, 1.0, 2.0], "avg": [big, -big, np.nan, 2.0]}
+    for op, expected in want.items():
+        for runner in RUNNERS:
+            hs, hr = alloc_buffers("allreduce", 4, 4, sends, dt, None, False)
+            RUNNERS[runner](ring("allreduce", 4), hs, hr, op)
+            for r in range(4):
+                np.testing.assert_array_equal(hr[r].astype(np.float64), expected, err_msg=f"{runner} {op} rank {r}")
+                assert all(b == 0x7F for b in hr[r].view(np.uint8)[np.isnan(hr[r])]), f"{runner} {op}: NaN is 0x7f"
+
+
+def _bound_run(sched, sends, recvs, op):
+    """Run ``sched`` through ``HostLayer().bound`` (what a repeated small call runs)."""
+    n, count = sched.ranks, recvs[0].size
+    prog = program_for(sched, count, sends[0].dtype, op=op)
+    user = [{"send": s, "recv": r} for s, r in zip(sends, recvs)]
+    bufs = RankBuffers([{k: user[r][w] for k, w in prog.bindings[r].items()} for r in range(n)])
+    for r, d in enumerate(bufs.bufs):
+        if "scratch" in prog.sizes[r]:
+            d["scratch"] = np.zeros(prog.sizes[r]["scratch"], sends[0].dtype)
+    call = HostLayer(threads=1).bound(prog, bufs)
+    assert call is not None
+    call()
+
+
+def _persistent_run(sched, sends, recvs, op):
+    """Run ``sched``'s ops in order, every reduce through ``kernels.mpi.persistent._reducer`` (the
+    call a bound MPI plan makes on a received partial ``tmp``), the rest as execute runs them."""
+    from kernels.backends.kernel_twins import binop_for, postdiv_host
+    from kernels.mpi.persistent import _reducer
+    n, count = sched.ranks, recvs[0].size
+    prog = program_for(sched, count, sends[0].dtype, op=op)
+    user = [{"send": s, "recv": r} for s, r in zip(sends, recvs)]
+    bufs = [{k: user[r][w] for k, w in prog.bindings[r].items()} for r in range(n)]
+
+    def view(reg):
+        return bufs[reg.rank][reg.buf][reg.start:reg.stop]
+    for step in prog.steps:
+        staged = [(o, view(o.src).copy() if o.kind in ("copy", "reduce") else None) for o in step]
+        for o, src in staged:
+            if o.kind == "copy":
+                view(o.dst)[...] = src
+            elif o.kind == "reduce":
+                _reducer(view(o.dst), view(o.acc), src, binop_for(o.premul, op, n))()
+            else:
+                postdiv_host(view(o.dst), n)
+
+
+def _reference_run(sched, sends, recvs, op):
+    from kernels.backends.reference import run_reference
+    run_reference(sched, sends, recvs, op=op)
+
+
+RUNNERS = {"host": lambda sched, s, r, op: run_schedule(sched, s, r, op=op, backend="host"),
+           "bound": _bound_run,             # the repeated small call's path (Communicator: layer.bound first)
+           "mpi-bound": _persistent_run,    # kernels.mpi.persistent's prepared reduces, one per received partial
+           "reference": _reference_run}
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+def test_max_min_allreduce_drops_nan_like_nccl(name):
+    """Hand-computed, NCCL's fmaxf / __hmax (reduce_kernel.h:397-436, v2.28.9-1): a NaN from one rank
+    is dropped (max [NaN, 1, 1, 1] = 1), NaN stays only where every rank has it; half / bfloat16's
+    max(+0, -0) is +0 and min -0 (float / double: CUDA leaves that sign open, not checked)."""
+    import ml_dtypes
+    dt = np.dtype(getattr(ml_dtypes, name, None) or name)
+    sends = [np.array([np.nan if r == 0 else 1.0, 2.0 if r == 3 else np.nan, np.nan, -0.0 if r % 2 else 0.0], dt)
+             for r in range(4)]
+    want = {"max": [1.0, 2.0, np.nan, 0.0], "min": [1.0, 2.0, np.nan, -0.0]}
+    half = name in ("float16", "bfloat16")
+    for op, expected in want.items():
+        for runner in RUNNERS:
+            hs, hr = alloc_buffers("allreduce", 4, 4, sends, dt, None, False)
+            RUNNERS[runner](ring("allreduce", 4), hs, hr, op)
+            for r in range(4):
+                got = hr[r].astype(np.float64)
+                np.testing.assert_array_equal(got, expected, err_msg=f"{runner} {name} {op} rank {r}")
+                assert not half or np.signbit(got[3]) == (op == "min"), f"{runner} {name} {op} rank {r}: zero sign"

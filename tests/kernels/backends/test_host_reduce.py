@@ -134,7 +134,21 @@ def test_hand_computed_cases():
     assert b.tolist() == [1.0]
     m = np.empty(2, np.float32)
     reduce_nway(m, [np.array([-0.0, 1], np.float32), np.array([0.0, np.nan], np.float32)], "max")
-    assert np.signbit(m[0]) == np.signbit(np.maximum(np.float32(-0.0), np.float32(0.0))) and np.isnan(m[1])
+    assert np.signbit(m[0]) == np.signbit(np.fmax(np.float32(-0.0), np.float32(0.0))) and m[1] == 1   # NCCL's fmaxf
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("op", ["max", "min"])
+@pytest.mark.parametrize("k", [2, 3])
+def test_max_min_drop_nan_like_nccl(name, op, k):
+    """Every pair of special values (and a third source of NaN: it changes nothing) against the
+    independent element reference of NCCL's fmaxf / __hmax (tests/_minmax_reference.py)."""
+    from _minmax_reference import check_minmax, special_pairs
+    dt = np.dtype(getattr(ml_dtypes, name, None) or name)
+    a, b = special_pairs(dt)
+    d = np.empty_like(a)
+    reduce_nway(d, [a, b] + [np.full(a.size, np.nan, dt)] * (k - 2), op, parallel=False)
+    assert check_minmax(d, a, b, op, f"reduce_nway {name}") > a.size * 0.9
 
 
 def test_bad_input_is_one_line_invalid_argument():

@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.backends.kernel_twins import postdiv_host, postdiv_with, reduce_copy_host, reduce_copy_with
+from kernels.backends.kernel_twins import PreMulSum, postdiv_host, postdiv_with, reduce_copy_host, reduce_copy_with
 from topo_probe.errors import InvalidArgument
 
 
@@ -25,7 +25,7 @@ def _recording_xp():
             calls.append(name)
             return getattr(np, name)(*args, **kwargs)
         return fn
-    names = ("add", "multiply", "maximum", "minimum", "floor_divide", "divide")
+    names = ("add", "multiply", "fmax", "fmin", "floor_divide", "divide")
     return types.SimpleNamespace(**{n: wrap(n) for n in names}), calls
 
 
@@ -88,3 +88,92 @@ def test_reduce_twin_wraps_integers_like_c():
     assert d.tolist() == [44, 8]
     reduce_copy_host(d, np.array([200, 3], np.uint8), np.array([2, 5], np.uint8), "prod")
     assert d.tolist() == [144, 15]
+
+
+# ------------------------------------------------------------------ float8: NCCL's half + saturation
+F8_OPS = ("sum", "prod", "max", "min")
+
+
+@pytest.fixture(scope="module")
+def f8_tables():
+    from _f8_reference import table
+    return {(name, op): table(name, op) for name in ("float8_e4m3fn", "float8_e5m2") for op in F8_OPS}
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("op", F8_OPS)
+def test_float8_twin_matches_the_brute_force_nccl_reference(f8_tables, name, op):
+    """All 256 x 256 pairs of bit patterns, bit for bit (NaN results are 0x7f)."""
+    import ml_dtypes
+    dt = np.dtype(getattr(ml_dtypes, name))
+    a = np.repeat(np.arange(256, dtype=np.uint8), 256).view(dt)
+    b = np.tile(np.arange(256, dtype=np.uint8), 256).view(dt)
+    d = np.zeros(256 * 256, dt)
+    reduce_copy_host(d, a, b, op)
+    want = f8_tables[(name, op)].reshape(-1)
+    bad = np.flatnonzero(d.view(np.uint8) != want)
+    assert bad.size == 0, (f"{name} {op}: {bad.size} pairs differ, first a=0x{bad[0] // 256:02x} "
+                           f"b=0x{bad[0] % 256:02x}: got 0x{d.view(np.uint8)[bad[0]]:02x}, want 0x{want[bad[0]]:02x}")
+
+
+@pytest.mark.parametrize("name, big, sat", [("float8_e4m3fn", 448.0, 0x7E), ("float8_e5m2", 57344.0, 0x7B)])
+def test_float8_overflow_saturates_as_nccl_does(name, big, sat):
+    """Hand cases from cuda_fp8.hpp's __NV_SATFINITE: 448 + 448 is 448 in e4m3 (not NaN), 57344 * 2 is
+    57344 in e5m2 (not inf), and a PreMulSum avg of 4 ranks scales by 1/4 in half."""
+    import ml_dtypes
+    dt = np.dtype(getattr(ml_dtypes, name))
+    x = np.array([big, -big], dt)
+    for op in ("sum", "prod"):
+        d = np.zeros(2, dt)
+        reduce_copy_host(d, x, np.array([big, big], dt), op)
+        assert d.view(np.uint8).tolist() == [sat, (sat | 0x80) if op == "prod" else 0], (op, d.tolist())
+    d = np.zeros(2, dt)
+    reduce_copy_host(d, x, x, PreMulSum(4, True, True))
+    assert d.tolist() == [big / 2, -big / 2]
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("n", [2, 3, 5, 8, 1000])
+def test_float8_avg_premulsum_matches_the_reference(f8_tables, name, n):
+    """PreMulSum of every pair: ``fp8(half(a)*half(s)) + fp8(half(b)*half(s))`` with ``s`` = 1/n narrowed
+    from float32 with saturation (NCCL v2.28.9-1 enqueue.cc:2295-2301, reduce_kernel.h:719-760)."""
+    import ml_dtypes
+    from _f8_reference import narrow
+    dt = np.dtype(getattr(ml_dtypes, name))
+    s = narrow(name, float(np.float32(1.0 / n)))
+    prod, add = f8_tables[(name, "prod")], f8_tables[(name, "sum")]
+    codes = np.arange(256)
+    want = add[prod[codes, s][:, None], prod[codes, s][None, :]].reshape(-1)
+    a = np.repeat(np.arange(256, dtype=np.uint8), 256).view(dt)
+    b = np.tile(np.arange(256, dtype=np.uint8), 256).view(dt)
+    for scale_a, scale_b in ((True, True), (True, False)):
+        d = np.zeros(256 * 256, dt)
+        reduce_copy_host(d, a, b, PreMulSum(n, scale_a, scale_b))
+        w = want if scale_b else add[prod[codes, s][:, None], codes[None, :]].reshape(-1)
+        assert np.array_equal(d.view(np.uint8), w), f"{name} avg of {n}: {np.sum(d.view(np.uint8) != w)} pairs differ"
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_float_max_min_drop_nan_like_nccl(name, op):
+    """NCCL's fmaxf / __hmax (reduce_kernel.h:397-436): every pair of special values and random bit
+    patterns against the independent element reference; plain_ufunc (the bound paths) agrees bit for bit."""
+    import ml_dtypes
+    from _minmax_reference import check_minmax, special_pairs
+
+    from kernels.backends.kernel_twins import plain_ufunc
+    dt = np.dtype(getattr(ml_dtypes, name, None) or name)
+    a, b = special_pairs(dt)
+    bits = np.random.default_rng(3).integers(0, 256, (2, 2048 * dt.itemsize), dtype=np.uint8)
+    a, b = np.concatenate([a, bits[0].view(dt)]), np.concatenate([b, bits[1].view(dt)])
+    d = np.empty_like(a)
+    reduce_copy_with(np, d, a, b, op)
+    assert check_minmax(d, a, b, op, f"twin {name}") > a.size * 0.9
+    uf = plain_ufunc(np, dt, op)
+    if uf is not None:
+        with np.errstate(invalid="ignore"):
+            p = uf(a, b)
+        assert np.array_equal(p.view(np.uint8), d.view(np.uint8)), f"plain_ufunc {name} {op} differs from the twin"
+    hand = {"max": [3.0, 1.0, 2.0], "min": [3.0, 1.0, -2.0]}[op]       # NaN vs 3, 1 vs NaN, 2 vs -2
+    reduce_copy_with(np, d[:3], np.array([np.nan, 1, 2], dt), np.array([3, np.nan, -2], dt), op)
+    assert d[:3].astype(np.float64).tolist() == hand

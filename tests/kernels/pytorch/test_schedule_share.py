@@ -147,6 +147,30 @@ def test_combine_matches_the_kernel_twins(dtype, binop):
     np.testing.assert_array_equal(got.numpy(), want)
 
 
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64", "int32"])
+@pytest.mark.parametrize("op", ["max", "min"])
+def test_combine_max_min_drop_nan_like_nccl(name, op):
+    """NCCL's fmaxf / __hmax (reduce_kernel.h:397-436), not torch.maximum's NaN propagation: every
+    pair of special values against the independent element reference."""
+    import ml_dtypes
+    from _minmax_reference import check_minmax, special_pairs
+    if name == "int32":
+        a, b = np.repeat(np.arange(-3, 4, dtype=np.int32), 7), np.tile(np.arange(-3, 4, dtype=np.int32), 7)
+        got = torch.empty(a.size, dtype=torch.int32)
+        combine(got, torch.from_numpy(a), torch.from_numpy(b), op)
+        assert got.numpy().tolist() == (np.maximum if op == "max" else np.minimum)(a, b).tolist()
+        return
+    dt = np.dtype(getattr(ml_dtypes, name, None) or name)
+    a, b = special_pairs(dt)
+    tdt = getattr(torch, name)
+    ta, tb = (torch.from_numpy(x.view(np.uint16)).view(tdt) if dt.itemsize == 2 else torch.from_numpy(x)
+              for x in (a, b))
+    got = torch.empty(a.size, dtype=tdt)
+    combine(got, ta, tb, op)
+    g = got.view(torch.int16).numpy().view(dt) if dt.itemsize == 2 else got.numpy()
+    assert check_minmax(g, a, b, op, f"torch combine {name}") > a.size * 0.9
+
+
 @pytest.mark.parametrize("dtype", [np.int64, np.int32, np.float32])
 def test_postdiv_matches_the_kernel_twin(dtype):
     x = np.array([7, -7, 6, -1, 0, 9], dtype=dtype)
