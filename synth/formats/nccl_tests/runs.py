@@ -175,7 +175,8 @@ def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: s
     ------
     NcclTestsLogError
         Several types (ops, roots) and none picked, a picked one the log lacks, a cycle the log lacks, or
-        a size that appears twice in one cycle for the picked type, op and root (two runs' rows in one table).
+        a size that appears again after another size in one cycle for the picked type, op and root (two runs' rows
+        in one table).
     """
     from synth.formats.nccl_tests.conventions import DTYPE_ALIASES
     types = list(dict.fromkeys(DTYPE_ALIASES.get(r.type, r.type) for r in log.rows))
