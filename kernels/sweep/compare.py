@@ -108,17 +108,16 @@ def side_by_side_lines(labels: list[str], summaries: list[SweepSummary], min_bw:
 
 
 def csv_text(series: list[Series]) -> str:
-    """The CSV document (see module docstring); bound rows repeat the time for in-place."""
+    """The CSV document (see module docstring); bound rows repeat the time for in-place; a measurement a log
+    lacks is empty cells."""
     buf = io.StringIO()
     w = csv.writer(buf, lineterminator="\n")
     w.writerow(CSV_COLUMNS)
     for s in series:
         if s.rows:
             for r in s.rows:
-                o, i = r.out_of_place, r.in_place
                 w.writerow([s.label, s.kind, r.size, r.count, r.type, r.redop, r.root,
-                            _num(o.time_us), _num(o.algbw), _num(o.busbw),
-                            _num(i.time_us), _num(i.algbw), _num(i.busbw)])
+                            *_cells(r.out_of_place), *_cells(r.in_place)])
         else:
             for k, size in enumerate(s.sizes):
                 vals = [_num(s.time_us[k]), _num(s.algbw[k]), _num(s.busbw[k])]
@@ -128,6 +127,12 @@ def csv_text(series: list[Series]) -> str:
 
 def _num(x: float) -> str:
     return f"{x:.6g}"
+
+
+def _cells(res) -> list[str]:
+    """A measurement's time, algbw and busbw cells; empty for one not measured (None: an imported log's
+    out-of-place-only row has no in-place one)."""
+    return ["", "", ""] if res is None else [_num(res.time_us), _num(res.algbw), _num(res.busbw)]
 
 
 def write_csv(path: str | Path, series: list[Series]) -> None:

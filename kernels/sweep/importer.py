@@ -6,15 +6,14 @@ so that a measured NCCL curve prints in our layout and plots next to our predict
 
 Conversions: a missing or ``-1`` root becomes ``-1``; ``#wrong`` counts are kept; older builds'
 ``error`` column (a maximum error, not a count) and ``N/A`` cells become ``wrong=None``.  A row
-without an out-of-place measurement (rccl-tests ``-O 0``, nccl-tests' blank body) re-prints with
-blank out-of-place cells, as nccl-tests' ``writeBenchMarkLineNullBody`` (util.cu:480-485 at
-v2.19.6), and plots its in-place numbers; a ``-N`` log (whole cycles of its sizes) re-prints every
-row and plots its first cycle; the reader's notes (a cut-off last row, cycles) print as ``#`` lines.
+without an out-of-place measurement (rccl-tests ``-O 0``, nccl-tests' blank body) keeps None there, which the
+writer prints as nccl-tests' ``writeBenchMarkLineNullBody`` (32 blanks, util.cu:480-485 at v2.19.6) and the
+summary leaves out of its average; it plots its in-place numbers; a ``-N`` log (whole cycles of its sizes)
+re-prints every row and plots its first cycle; the reader's notes (a cut-off last row, cycles) print as ``#`` lines.
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
@@ -36,9 +35,9 @@ class ImportedLog:
         return SweepSummary(list(self.rows))
 
 
-def _result(m, counts_wrong: bool) -> Result:
+def _result(m, counts_wrong: bool) -> Result | None:
     if m is None:
-        return Result(0.0, 0.0, 0.0, None)
+        return None
     wrong = int(m.wrong) if counts_wrong and m.wrong is not None else None
     return Result(m.time_us or 0.0, m.algbw_gbps or 0.0, m.busbw_gbps or 0.0, wrong)
 
@@ -83,33 +82,10 @@ def measured_series(path: str | Path, collective: str | None = None) -> list:
     from kernels.sweep.compare import series_from_rows
     imp = read_log(path, collective)
     n = imp.log.num_ranks
-    rows = [r if lr.out_of_place is not None else replace(r, out_of_place=r.in_place)
-            for r, lr in zip(imp.rows, imp.log.rows)]
-    in_place = " in-place" if any(lr.out_of_place is None for lr in imp.log.rows) else ""
+    rows = [r if r.out_of_place is not None else replace(r, out_of_place=r.in_place) for r in imp.rows]
+    in_place = " in-place" if any(r.out_of_place is None for r in imp.rows) else ""
     label = f"NCCL measured{in_place}" + (f" ({n} ranks)" if n else "")
     return series_from_rows(label, "measured", [r for r in one_cycle(rows, 1, imp.log.cycles) if r.out_of_place.time_us > 0])
-
-
-def _row_line(row: Row, measured_out: bool) -> str:
-    """``row`` as the writer prints it; without an out-of-place measurement its four cells blank."""
-    from synth.formats.nccl_tests import writer as output
-    line = output.row_line(row)
-    if measured_out:
-        return line
-    k = 5 - (not row.type.strip()) - (not row.redop.strip())      # the cells before out-of-place
-    spans = [m.span() for m in re.finditer(r"\S+", line)]
-    a, b = spans[k - 1][1], spans[k + 3][1]
-    return line[:a] + " " * (b - a) + line[b:]
-
-
-def _avg_busbw(imp: ImportedLog) -> float | None:
-    """The log's ``Avg bus bandwidth``; without one, the mean of its measured busbw cells where some
-    are absent (the summary would count an absent cell as 0), else None (the summary's)."""
-    log = imp.log
-    if log.avg_busbw_gbps is not None or all(r.out_of_place is not None for r in log.rows):
-        return log.avg_busbw_gbps
-    vals = log.busbw_values()
-    return sum(vals) / len(vals) if vals else None
 
 
 def log_lines(imp: ImportedLog, source: str) -> list[str]:
@@ -131,8 +107,8 @@ def log_lines(imp: ImportedLog, source: str) -> list[str]:
     out += ["#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
             % (d.rank, d.group or 0, d.pid or 0, d.host, d.device, d.bus_id, d.name) for d in log.devices]
     out += output.header_lines()
-    out += [_row_line(row, lr.out_of_place is not None) for row, lr in zip(imp.rows, log.rows)]
-    out += output.footer_lines(imp.summary, log.out_of_bounds, _avg_busbw(imp))
+    out += [output.row_line(row) for row in imp.rows]
+    out += output.footer_lines(imp.summary, log.out_of_bounds, log.avg_busbw_gbps)
     return out
 
 

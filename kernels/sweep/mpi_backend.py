@@ -154,6 +154,7 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
     world = comm._world if comm is not None else MPI.COMM_WORLD
     n = world.Get_size()
     cfg = cfg_for(n)
+    cfg.nprocs = n                             # one rank per process: nccl-tests' nGpus 1 under mpirun
     topo = _sweep_topology(topology, n)
     comm = comm or MPICommunicator.from_mpi(world, topology=topo, plan="auto" if algo == "plan" else False)
     out = out or sys.stdout

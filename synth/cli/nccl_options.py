@@ -234,7 +234,8 @@ def _datatypes(args) -> tuple[str, ...]:
 
 def make_config(args, nranks: int):
     """The :class:`~synth.sweep.driver.SweepConfig` of ``sweep``'s and ``simulate``'s parsed flags,
-    validating each (UsageError names the flag)."""
+    validating each (UsageError names the flag); its ``nthreads`` is ``-t`` (``nranks`` already counts them:
+    :func:`fold_threads`), so the tables print nccl-tests' ``nThread T nGpus G`` line."""
     from synth.ir.collectives import canonical
     from synth.sweep.driver import SweepConfig, sweep_sizes
 
@@ -258,7 +259,7 @@ def make_config(args, nranks: int):
     cfg = SweepConfig(coll, nranks, parse_size(args.minbytes, "minbytes"), parse_size(args.maxbytes, "maxbytes"),
                       vals["stepbytes"], vals["stepfactor"], vals["iters"], vals["warmup_iters"], vals["check"],
                       _choice(args.op, OP_NAMES, "op"), _datatypes(args),
-                      vals["root"], vals["average"])
+                      vals["root"], vals["average"], nthreads=parse_int(getattr(args, "nthreads", "1"), "nthreads"))
     try:
         sweep_sizes(cfg.minbytes, cfg.maxbytes, cfg.stepbytes, cfg.stepfactor)
     except ValueError as e:

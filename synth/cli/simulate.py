@@ -52,6 +52,8 @@ def build_parser() -> OneLineParser:
                    help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "
                         "and pred/real beside the prediction (a log of several types / ops / roots: pick one with "
                         "-d / -o / -r)")
+    p.add_argument("--cycle", metavar="K", help="with --import of an nccl-tests -N log (its sizes repeated K or more "
+                   "times): compare cycle K, 1-based (default 1)")
     add_machine_arguments(p)     # its --net default here: what the --import log's NCCL INFO lines name
     p.add_argument("--nic-dma-gbps", type=float, metavar="G",
                    help="GB/s per direction one NIC moves GPU memory at, where a measurement of the host states it "
@@ -63,12 +65,17 @@ def build_parser() -> OneLineParser:
 
 def _imported(args) -> tuple[object, dict[int, float], list] | None:
     """(run, busbw per size, rows) of ``--import``: the rows of one datatype, op and root (``-d`` / ``-o``
-    / ``-r``, or the log's only ones: :func:`~synth.formats.nccl_tests.runs.pick_rows`); fills
-    ``--collective``, ``-d``, ``-o`` and ``-r`` from the log, and notes rows that report wrong results on stderr."""
+    / ``-r``, or the log's only ones) of one ``-N`` cycle (``--cycle``, else the first:
+    :func:`~synth.formats.nccl_tests.runs.pick_rows`); fills ``--collective``, ``-d``, ``-o`` and ``-r`` from the
+    log; the busbw compared is out-of-place, else in-place (:func:`~synth.formats.nccl_tests.runs.compared`: an
+    in-place-only log), the first row's of a size the log prints twice in a row (nccl-tests' 16-byte blocks per
+    rank round small sizes to one); the reader's notes and rows that report wrong results go to stderr."""
     if not args.import_log:
+        if args.cycle is not None:
+            raise UsageError("--cycle picks a cycle of an --import LOG; there is none")
         return None
     from synth.formats.nccl_tests.conventions import OP_NAMES
-    from synth.formats.nccl_tests.runs import guess_collective, load_nccl_tests, pick_rows
+    from synth.formats.nccl_tests.runs import compared, guess_collective, load_nccl_tests, pick_rows
     run = load_nccl_tests(args.import_log, args.collective)
     found = guess_collective(run, args.import_log)
     if args.collective is None:
@@ -80,7 +87,10 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
     rooted = canonical(args.collective) in ROOTED       # an unrooted log's rows have no root to pick
     rows = pick_rows(run, args.import_log, args.datatype if given(args.argv, "-d") else None,
                      args.op if given(args.argv, "-o") else None,
-                     parse_int(args.root, "root") if given(args.argv, "-r") and rooted else None)
+                     parse_int(args.root, "root") if given(args.argv, "-r") and rooted else None,
+                     cycle=None if args.cycle is None else parse_int(args.cycle, "cycle (--cycle)"))
+    for note in run.notes:                  # a cut-off last row left out, -N cycles: what the reader chose
+        print(f"# note: {note}", file=sys.stderr)
     if rows:
         args.datatype = rows[0].type
         args.op = rows[0].redop if rows[0].redop in OP_NAMES else args.op
@@ -90,8 +100,11 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
     if wrong:
         print(f"simulate: note: {args.import_log}: {wrong} of {len(rows)} rows report #wrong > 0 (nccl-tests "
               f"found wrong results); their busbw is compared as it is", file=sys.stderr)
-    real = {r.size: r.out_of_place.busbw_gbps for r in rows
-            if r.out_of_place is not None and r.out_of_place.busbw_gbps and r.size > 0}
+    real: dict[int, float] = {}
+    for r in rows:
+        m = compared(r)
+        if m is not None and m.busbw_gbps and r.size > 0:
+            real.setdefault(r.size, m.busbw_gbps)
     return run, real, rows
 
 
@@ -109,13 +122,13 @@ def _config(args, n: int):
 
 def _machine(args, run) -> dict:
     """What the NCCL model takes from the log and the flags: the GPU architecture (device
-    names), GPUs per process and the network (the log's NCCL INFO lines, unless ``--net``
+    names), GPUs per process (``nThread`` x ``nGpus``) and the network (the log's NCCL INFO lines, unless ``--net``
     put a transport on the topology's NICs), and ``--nic-dma-gbps`` (a measured GPU-memory rate per
     NIC: :attr:`synth.model.nccl.NcclMachine.gpu_net_gbps`)."""
     from synth.model.nccl import arch_of_gpu_name
     out = {}
-    if run is not None:
-        out["gpus_per_process"] = run.n_gpus or 1
+    if run is not None:                 # -t T -g G: one process of T x G ranks (nccl-tests v2.19.6 common.cu:901)
+        out["gpus_per_process"] = (run.n_gpus or 1) * (run.n_threads or 1)
         arch = arch_of_gpu_name(run.devices[0].name) if run.devices else None
         if arch:
             out["arch"] = arch
@@ -142,17 +155,24 @@ def _check_ranks(args, run, topo) -> None:
 
 
 def _log_sizes(rows, cfg) -> tuple[int, ...]:
-    """The imported rows' sizes that the sweep reproduces exactly (whole elements per block)."""
+    """The imported rows' sizes that the sweep reproduces exactly (whole elements per block), each once (nccl-tests
+    prints a size again where its 16-byte blocks per rank round two sizes to one)."""
     from synth.formats.nccl_tests.conventions import numpy_dtype
     from synth.sweep.entries import entry
     e, item = entry(cfg.collective), numpy_dtype(cfg.dtypes[0]).itemsize
-    return tuple(r.size for r in rows if r.size > 0 and e.counts(r.size, item, cfg.nranks).size == r.size)
+    return tuple(dict.fromkeys(r.size for r in rows
+                               if r.size > 0 and e.counts(r.size, item, cfg.nranks).size == r.size))
 
 
-def _log_range(cfg, run) -> None:
+def _log_range(cfg, run, argv: list[str]) -> None:
     """The header's minBytes, maxBytes and step are the imported log's (the rows are its sizes),
-    not nccl-tests' defaults for a run without -b/-e."""
+    not nccl-tests' defaults for a run without -b/-e; so are its warm-up and timed iterations, unless
+    ``-w`` / ``-n`` are given."""
     cfg.minbytes, cfg.maxbytes = min(cfg.size_list), max(cfg.size_list)
+    if run.warmup_iters is not None and not given(argv, "-w"):
+        cfg.warmup = run.warmup_iters
+    if run.iters is not None and not given(argv, "-n"):
+        cfg.iters = run.iters
     if run.step and run.step_kind == "factor":
         cfg.stepfactor = run.step
     elif run.step and run.step_kind == "bytes":
@@ -202,7 +222,7 @@ def run(args) -> list[str]:
         cfg.size_list = _log_sizes(imported[2], cfg)
         if not cfg.size_list:
             raise UsageError(f"{args.import_log}: no size of the log fits {topo.num_gpus} ranks")
-        _log_range(cfg, imported[0])
+        _log_range(cfg, imported[0], args.argv)
     algo = args.schedule or args.baseline or "ring"
     dma_said = getattr(args, "nic_dma_gbps", None) is not None
     if dma_said and algo != "nccl":

@@ -51,9 +51,25 @@ class SweepConfig:
     average: int = 1
     #: exact sizes to run instead of the -b/-e/-f loop (e.g. a real log's sizes)
     size_list: tuple[int, ...] | None = None
+    #: nccl-tests ``-t``: threads per process; ``nranks`` is ``nprocs x nthreads x`` GPUs per thread, as nccl-tests'
+    #: ``nranks = nProcs*nGpus*nThreads`` (NVIDIA/nccl-tests v2.19.6 src/common.cu line 901)
+    nthreads: int = 1
+    #: processes (``--backend mpi``: one per rank)
+    nprocs: int = 1
 
     def __post_init__(self) -> None:
         self.collective = canonical(self.collective)
+
+    @property
+    def gpus_per_thread(self) -> int:
+        """nccl-tests' ``nGpus`` (``-g``): GPUs each thread of each process drives, ``nranks / (nprocs x nthreads)``.
+
+        >>> SweepConfig("allreduce", 8, nthreads=2).gpus_per_thread
+        4
+        >>> SweepConfig("allreduce", 8, nprocs=8).gpus_per_thread
+        1
+        """
+        return max(1, self.nranks // (self.nprocs * self.nthreads))
 
     @property
     def entry(self) -> Entry:
@@ -87,15 +103,16 @@ class Result:
 
 @dataclass(frozen=True)
 class Row:
-    """One printed row: nccl-tests size (bytes), count (elements), type, redop, root, results."""
+    """One printed row: nccl-tests size (bytes), count (elements), type, redop, root, results (None: not measured,
+    an imported row of an in-place-only log; printed blank)."""
 
     size: int
     count: int
     type: str
     redop: str
     root: int
-    out_of_place: Result
-    in_place: Result
+    out_of_place: Result | None
+    in_place: Result | None
     algorithm: str = ""
     #: extra columns after the nccl-tests ones, formatted (the backend's ``extra_columns``)
     extras: tuple[str, ...] = ()
@@ -144,11 +161,13 @@ class SweepSummary:
 
     @property
     def errors(self) -> int:
-        return sum(1 for r in self.rows for res in (r.out_of_place, r.in_place) if res.wrong)
+        return sum(1 for r in self.rows for res in (r.out_of_place, r.in_place) if res is not None and res.wrong)
 
     @property
     def avg_busbw(self) -> float:
-        vals = [res.busbw for r in self.rows for res in (r.out_of_place, r.in_place)]
+        """Mean busbw (GB/s) of every measurement; a row's missing one (None: an imported in-place-only row) is not
+        counted, as nccl-tests averages only the bodies it timed (v2.19.6 src/common.cu lines 895-896, 1831)."""
+        vals = [res.busbw for r in self.rows for res in (r.out_of_place, r.in_place) if res is not None]
         return sum(vals) / len(vals) if vals else 0.0
 
 

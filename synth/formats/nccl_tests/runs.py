@@ -12,8 +12,11 @@
   tests are never mixed; only the last run may end in a row cut short (a killed job: left out with a note).
 * nccl-tests ``-N k`` (rccl-tests ``-s k``) prints the whole size sweep k times under one header
   (nccl-tests v2.19.6 common.cu:934-943, rccl-tests ae3e635 common.cu:803-817): :func:`cycles_of` counts
-  them (a size sequence that repeats whole), :attr:`NcclTestsLog.cycles` holds the count and
-  :func:`pick_rows` takes one cycle (the first unless told).  A size repeated in any other way
+  them (the parameter line's loop, minBytes to maxBytes by its step, repeated whole; else a size sequence that
+  repeats whole), :attr:`NcclTestsLog.cycles` holds the count and :func:`pick_rows` takes one
+  cycle (the first unless told).  A size printed again in the next row is nccl-tests' own: it rounds each rank's
+  block down to whole 16-byte units (v2.19.6 all_gather.cu ``AllGatherGetCollByteCount``), so ``-b 8`` on 4 ranks
+  prints 0 three times and ``-b 64 -e 112 -i 16`` prints 64 four times.  A size repeated in any other way
   stays an error (:func:`check_sizes_once`).
 
 >>> text = ("0: # Collective test starting: all_gather_perf\\n"
@@ -35,7 +38,7 @@ from synth.formats.nccl_tests.conventions import collective_of
 from synth.formats.nccl_tests.network import network_of
 from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests, read_log_text
 from synth.formats.nccl_tests.version import version_of
-from topo_probe.errors import NcclTestsLogError
+from topo_probe.errors import NcclTestsLogError, TopocollError
 
 _PREFIX = re.compile(r"^\d{1,6}: ?")
 _TAG = re.compile(r"\[\d{1,6},\d{1,6}\]<std(?:out|err)>: ?")
@@ -102,7 +105,7 @@ def parse_runs(text: str, source: str = "nccl-tests log") -> list[NcclTestsLog]:
         log = parse_nccl_tests("\n".join(body if has_devices or k else preamble + body), where, k == len(segs) - 1)
         log.test = name or log.test
         # -N cycles end in one footer (common.cu:934-943, then the footer): rows below a footer are another run's
-        log.cycles = cycles_of(log.rows) if log.footer_row in (None, len(log.rows)) else 1
+        log.cycles = cycles_of(log.rows, sizes_per_cycle(log)) if log.footer_row in (None, len(log.rows)) else 1
         if log.cycles > 1:
             log.notes.append(f"{where}: the sizes repeat {log.cycles} times (nccl-tests -N {log.cycles}): "
                              f"{log.cycles} cycles, one is compared (the first unless picked)")
@@ -172,7 +175,8 @@ def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: s
     ------
     NcclTestsLogError
         Several types (ops, roots) and none picked, a picked one the log lacks, a cycle the log lacks, or
-        a size that appears twice in one cycle for the picked type, op and root (two runs' rows in one table).
+        a size that appears again after another size in one cycle for the picked type, op and root (two runs' rows
+        in one table).
     """
     from synth.formats.nccl_tests.conventions import DTYPE_ALIASES
     types = list(dict.fromkeys(DTYPE_ALIASES.get(r.type, r.type) for r in log.rows))
@@ -198,20 +202,46 @@ def _by_series(rows: list) -> dict[tuple, list[int]]:
     return out
 
 
-def cycles_of(rows: list) -> int:
+def sizes_per_cycle(log: NcclTestsLog) -> int | None:
+    """The rows one cycle of a type, op and root prints by the log's parameter line: nccl-tests' size loop from
+    minBytes to maxBytes by its step (v2.19.6 src/common.cu lines 934-936); None without the line or for a loop
+    that cannot run.
+
+    >>> sizes_per_cycle(NcclTestsLog([], (), False, "#wrong", min_bytes=8, max_bytes=128, step=2, step_kind="factor"))
+    5
+    """
+    from synth.formats.nccl_tests.sizes import size_sweep
+    if log.min_bytes is None or log.max_bytes is None or not log.step or log.step_kind not in ("factor", "bytes"):
+        return None
+    factor, step = (log.step, 0) if log.step_kind == "factor" else (1, log.step)
+    try:
+        return len(size_sweep(log.min_bytes, log.max_bytes, step, factor))
+    except TopocollError:
+        return None
+
+
+def cycles_of(rows: list, per_cycle: int | None = None) -> int:
     """How many times every (type, op, root) series repeats its whole size sequence (nccl-tests ``-N``),
-    the same count for all; 1 when the rows are no whole repetition (or only 0-byte rows).
+    the same count for all; 1 when the rows are no whole repetition (or only 0-byte rows).  A cycle is
+    ``per_cycle`` rows (:func:`sizes_per_cycle`, the log's parameter line) where the rows repeat so and one cycle's
+    sizes never drop (nccl-tests' loop grows them; a size printed again in the next row is its 16-byte rounding);
+    else the shortest whole repetition (ambiguous for one size printed again and again: taken as cycles).
 
     >>> from types import SimpleNamespace as R
-    >>> cycles_of([R(type="float", redop="sum", root=None, size=s) for s in (8, 16, 8, 16)])
-    2
-    >>> cycles_of([R(type="float", redop="sum", root=None, size=s) for s in (8, 16, 8)])
-    1
+    >>> def rows(*sizes): return [R(type="float", redop="sum", root=None, size=s) for s in sizes]
+    >>> cycles_of(rows(8, 16, 8, 16)), cycles_of(rows(8, 16, 8)), cycles_of(rows(0, 0, 64, 0, 0, 64))
+    (2, 1, 2)
+    >>> cycles_of(rows(64, 64, 64)), cycles_of(rows(64, 64, 64), per_cycle=3), cycles_of(rows(8, 16, 8, 16), 4)
+    (3, 1, 2)
     """
     counts = set()
     for pos in _by_series(rows).values():
         sizes = [rows[i].size for i in pos]
         n = len(sizes)
+        first = sizes[:per_cycle or n]
+        if per_cycle and n % per_cycle == 0 and sizes == first * (n // per_cycle) and first == sorted(first):
+            counts.add(n // per_cycle)
+            continue
         period = next(p for p in range(1, n + 1) if n % p == 0 and sizes == sizes[:p] * (n // p))
         counts.add(n // period if any(sizes) else 1)     # only 0-byte rows: one sweep rounded to 0, not cycles
     return counts.pop() if len(counts) == 1 else 1
@@ -258,9 +288,10 @@ def compared(row):
 
 
 def check_sizes_once(rows: list, source: str, cycles: int = 1) -> None:
-    """Refuse a size (above 0) that appears twice for one datatype, op and root in one of ``cycles``
-    cycles (a log's :attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.cycles`: nccl-tests ``-N``):
-    two runs' rows in one table.
+    """Refuse a size (above 0) that appears again for one datatype, op and root in one of ``cycles``
+    cycles (a log's :attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.cycles`: nccl-tests ``-N``) after another
+    size: two runs' rows in one table.  A size again in the next row is nccl-tests' (whole 16-byte blocks per rank
+    round neighbouring sizes to one), not refused.
 
     Raises
     ------
@@ -268,10 +299,16 @@ def check_sizes_once(rows: list, source: str, cycles: int = 1) -> None:
         Names the source, the size, how many times and for which type and op.
     """
     seen: dict[tuple, list] = {}
+    last: dict[tuple, int] = {}
+    twice = None
     for r in one_cycle(rows, 1, cycles):
+        series = (r.type, r.redop, r.root)
         if r.size > 0:
-            seen.setdefault((r.type, r.redop, r.root, r.size), []).append(r)
-    twice = next((rs for rs in seen.values() if len(rs) > 1), None)
+            again = seen.setdefault((*series, r.size), [])
+            again.append(r)
+            if len(again) > 1 and last[series] != r.size and twice is None:
+                twice = again
+        last[series] = r.size
     if twice is not None:
         pair = f"{twice[0].type} {twice[0].redop}" if _is_op(twice[0].redop) else twice[0].type
         at = f" root {twice[0].root}" if twice[0].root is not None else ""
@@ -286,4 +323,4 @@ def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTest
 
 
 __all__ = ["parse_runs", "load_runs", "select_run", "strip_prefixes", "guess_collective", "load_nccl_tests",
-           "pick_rows", "check_sizes_once", "cycles_of", "one_cycle", "compared"]
+           "pick_rows", "check_sizes_once", "cycles_of", "one_cycle", "compared", "sizes_per_cycle"]

@@ -1,9 +1,11 @@
 """nccl-tests' text layout (column for column) and its ``-J`` JSON document.
 
 The writer takes plain records (duck-typed, as :mod:`synth.sweep.driver` makes them): a
-config with ``collective nranks minbytes maxbytes stepbytes stepfactor warmup iters check``;
+config with ``collective nranks minbytes maxbytes stepbytes stepfactor warmup iters check`` (and
+``nthreads gpus_per_thread``, nccl-tests' ``-t`` and ``-g``; 1 and ``nranks`` without them);
 devices with ``rank group pid hostname device bus info``; rows with ``size count type redop
-root out_of_place in_place algorithm`` whose results have ``time_us algbw busbw wrong``; and
+root out_of_place in_place algorithm`` whose results have ``time_us algbw busbw wrong`` (None: not
+measured, printed as nccl-tests' ``writeBenchMarkLineNullBody``, 32 blanks, src/util.cu lines 480-485); and
 ``extras`` per row (extra columns printed after the nccl-tests ones, named by ``extra_columns``).
 
 The text is what ``all_reduce_perf`` of NVIDIA/nccl-tests v2.19.6 prints (src/util.cu): a ``#``
@@ -55,12 +57,20 @@ def program_name(collective: str) -> str:
     return f"{NCCL_NAMES[collective]}_perf"
 
 
+def threads_and_gpus(cfg) -> tuple[int, int]:
+    """nccl-tests' ``nThread`` and ``nGpus`` of a config: its ``-t`` threads per process and ``-g`` GPUs per thread
+    (``nranks`` in one thread for a config without them)."""
+    return getattr(cfg, "nthreads", 1), getattr(cfg, "gpus_per_thread", cfg.nranks)
+
+
 def preamble_lines(cfg, devices: list, notes: list[str] = ()) -> list[str]:
-    """``# Collective test starting``, the parameter line (v2.19.6 src/util.cu lines 624-628), our own
-    ``# sweep:`` notes, then ``# Using devices`` and one line per rank."""
+    """``# Collective test starting``, the parameter line (v2.19.6 src/util.cu lines 624-628: ``nThread`` and
+    ``nGpus`` as ``-t`` and ``-g`` gave them, :func:`threads_and_gpus`), our own ``# sweep:`` notes, then
+    ``# Using devices`` and one line per rank."""
     step = f"{cfg.stepfactor}(factor)" if cfg.stepfactor > 1 else f"{cfg.stepbytes}(bytes)"
+    threads, gpus = threads_and_gpus(cfg)
     out = [f"# Collective test starting: {program_name(cfg.collective)}",
-           f"# nThread 1 nGpus {cfg.nranks} minBytes {cfg.minbytes} maxBytes {cfg.maxbytes} step: {step} "
+           f"# nThread {threads} nGpus {gpus} minBytes {cfg.minbytes} maxBytes {cfg.maxbytes} step: {step} "
            f"warmup iters: {cfg.warmup} iters: {cfg.iters} agg iters: 1 validation: {cfg.check} graph: 0 unalign: 0"]
     out += [f"# {note}" for note in notes]
     out += ["#", "# Using devices"]
@@ -99,7 +109,14 @@ def _nccl_header() -> list[str]:
     ]
 
 
+#: nccl-tests' ``writeBenchMarkLineNullBody`` (v2.19.6 src/util.cu lines 480-485): 32 blanks where a body is not
+#: measured, a character narrower than a ``%6g`` ``#wrong`` body, as wide as an ``N/A`` one
+NULL_BODY = " " * 32
+
+
 def _cell(res) -> str:
+    if res is None:
+        return NULL_BODY
     nums = (fmt_time(res.time_us), float_str(res.algbw, 6), float_str(res.busbw, 6))
     if res.wrong is None:
         return "  %7s  %6s  %6s    N/A" % nums
@@ -110,7 +127,8 @@ def row_line(row, extra_columns=()) -> str:
     """One result row: size, count, type, redop, root, then out-of-place and in-place cells,
     then the row's ``extras`` (already formatted; as wide as their ``extra_columns``, 8 where
     none is named).  nccl-tests' ``N/A`` cell is a character narrower than a ``#wrong`` one (util.cu
-    lines 508-510); before extras the row is padded to the header's width, so they stay in line."""
+    lines 508-510), and so is a measurement that is None (:data:`NULL_BODY`); before extras the row is padded to
+    the header's width, so they stay in line."""
     widths = [column_width(c) for c in extra_columns]
     extras = getattr(row, "extras", ())
     line = ("%12d  %12d  %8s  %6s  %6d" % (row.size, row.count, row.type, row.redop, row.root)
@@ -172,7 +190,9 @@ def now() -> str:
     return time.strftime("%Y-%m-%d %H:%M:%S")
 
 
-def _result_json(res) -> dict:
+def _result_json(res) -> dict | None:
+    if res is None:                      # util.cu lines 482-484: "out_of_place": null
+        return None
     return {"time": res.time_us, "alg_bw": res.algbw, "bus_bw": res.busbw,
             "nwrong": None if res.wrong is None else float(res.wrong)}
 
@@ -185,7 +205,8 @@ def json_document(cfg, devices: list, summary, *, argv: list[str],
     variables."""
     import os
     step = {"step_factor": cfg.stepfactor} if cfg.stepfactor > 1 else {"step_bytes": cfg.stepbytes}
-    config = {"nthreads": 1, "ngpus": cfg.nranks, "minimum_bytes": cfg.minbytes, "maximum_bytes": cfg.maxbytes,
+    threads, gpus = threads_and_gpus(cfg)
+    config = {"nthreads": threads, "ngpus": gpus, "minimum_bytes": cfg.minbytes, "maximum_bytes": cfg.maxbytes,
               **step, "warmup_iters": cfg.warmup, "iterations": cfg.iters, "aggregated_iterations": 1,
               "validation": cfg.check, "graph": 0, "blocking_collectives": "false", "parallel_init": "false",
               "devices": [{"rank": d.rank, "group": d.group, "pid": d.pid, "hostname": d.hostname,

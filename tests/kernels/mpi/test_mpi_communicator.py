@@ -436,6 +436,9 @@ def test_sweep_backend_mpi_prints_one_table_from_rank0(coll, tmp_path):
     assert sorted(ln for ln in text.splitlines() if ln.startswith("STATUS")) == ["STATUS rank 0 0", "STATUS rank 1 0"]
     doc = json.loads(out.read_text())
     assert doc["topocoll"]["backend"] == "mpi" and len(doc["results"]) == len(rows)
+    # one rank per process: nccl-tests under mpirun -n 2 prints nThread 1 nGpus 1 (v2.19.6 util.cu:626-628, 645-646)
+    assert "\n# nThread 1 nGpus 1 minBytes 8 " in text and (doc["config"]["nthreads"], doc["config"]["ngpus"]) == (1, 1)
+    assert len(doc["config"]["devices"]) == 2
 
 
 def test_sweep_backend_mpi_counts_wrong_results_on_every_rank(tmp_path):

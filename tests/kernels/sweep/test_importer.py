@@ -158,3 +158,68 @@ def test_a_log_of_two_tests_is_refused_by_plot_before_any_row(tmp_path, capsys):
     assert not (tmp_path / "p.png").exists() and not (tmp_path / "p.csv").exists()
     assert main(["--import", str(two)]) == 0
     assert capsys.readouterr().out.count("# sweep --import") == 2
+
+
+def _nccl_tests_log(sizes_counts, pre: str, groups: int = 2, avg: bool = True) -> str:
+    """A log as nccl-tests v2.19.6 prints it (util.cu rows lines 454 and 503-508), typed in here."""
+    head = ("#       size         count      type   redop    root     time   algbw   busbw #wrong" +
+            "     time   algbw   busbw #wrong" * (groups - 1) + "\n")
+    rows = "".join("%12d  %12d  %8s  %6s  %6d" % (s, c, "float", "none", -1) +
+                   "  %7.2f  %6.2f  %6.2f  %6g" % (10.0 + k, 1.0 + k, 2.0 + k, 0) * groups + "\n"
+                   for k, (s, c) in enumerate(sizes_counts))
+    return pre + head + rows + "# Out of bounds values : 0 OK\n" + ("# Avg bus bandwidth    : 1.5 \n" if avg else "")
+
+
+AG4 = ("# nThread 1 nGpus 4 minBytes {lo} maxBytes {hi} step: {step} warmup iters: 1 iters: 20 agg iters: 1 "
+       "validation: 1 graph: 0 unalign: 0\n#\n")
+
+
+@pytest.mark.parametrize("lo, hi, step, rows, cycles", [
+    # -b 64 -e 128 -i 16: per rank (size/4/4) & ~3 floats (v2.19.6 all_gather.cu line 11) = 4, 4, 4, 4, 8
+    (64, 128, "16(bytes)", [(64, 4)] * 4 + [(128, 8)], 1),
+    # -b 8 -e 128 -f 2 -N 2: 2, 4, 8 floats / 4 ranks round to 0; 16, 32 floats to 4 and 8 per rank
+    (8, 128, "2(factor)", ([(0, 0)] * 3 + [(64, 4), (128, 8)]) * 2, 2),
+    # -N 3 of nccl-tests' default range, -b 32M -e 32M: the parameter line says one size per cycle
+    (1 << 25, 1 << 25, "1048576(bytes)", [(1 << 25, 1 << 21)] * 3, 3),
+])
+def test_sizes_nccl_tests_rounds_to_one_are_accepted(tmp_path, capsys, lo, hi, step, rows, cycles):
+    """A log nccl-tests really prints for all_gather on 4 ranks repeats sizes where its 16-byte blocks per rank round
+    neighbouring sizes to one; sweep --import re-prints and plots it (was refused: 'appears 4 times'), and so does a
+    sweep that overlays it; the parameter line's loop tells -N cycles from those repeats."""
+    from kernels.sweep.cli import main
+    log = tmp_path / "all_gather.txt"
+    log.write_text(_nccl_tests_log(rows, AG4.format(lo=lo, hi=hi, step=step)))
+    assert read_log(log).log.cycles == cycles
+    assert main(["--import", str(log), "--plot", str(tmp_path / "p.png")]) == 0
+    printed = [ln.split()[:2] for ln in capsys.readouterr().out.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert printed == [[str(s), str(c)] for s, c in rows]
+    per_cycle = len(rows) // cycles
+    measured = [ln.split(",")[2] for ln in (tmp_path / "p.csv").read_text().splitlines()[1:]]
+    assert measured == [str(s) for s, _ in rows[:per_cycle]]          # the first cycle, each row
+    sweep = ["all_gather", "--backend", "sim", "--topology", "dgx-a100", "-g", "4", "-b", "64", "-e", "128", "-i",
+             "16", "--import", str(log), "--plot", str(tmp_path / "q.png")]
+    assert main(sweep) == 0 and "NCCL measured (4 ranks)" in (tmp_path / "q.csv").read_text()
+
+
+def test_a_missing_body_reprints_blank_and_leaves_the_average(tmp_path, capsys):
+    """nccl-tests' blank out-of-place body is 32 blanks (util.cu lines 480-485), re-printed so (was 33: a %6g body's
+    width); an out-of-place-only log (one group, no banner) re-prints no made-up in-place zeros, and without an
+    'Avg bus bandwidth' line its average is its out-of-place cells' (2.0, 3.0: 2.5; was 1.25, zeros counted)."""
+    pre = AG4.format(lo=64, hi=128, step="2(factor)")
+    null = tmp_path / "null_all_gather.txt"
+    null.write_text(pre + "#       size         count      type   redop    root     time   algbw   busbw #wrong     "
+                    "time   algbw   busbw #wrong\n" + "%12d  %12d  %8s  %6s  %6d" % (64, 4, "float", "none", -1) +
+                    " " * 32 + "  %7.2f  %6.2f  %6.2f  %6g\n" % (10.0, 1.0, 2.0, 0))
+    assert import_only(null) == 0
+    (row,) = [ln for ln in capsys.readouterr().out.splitlines() if ln.strip().startswith("64 ")]
+    assert row == ("          64             4     float    none      -1" + " " * 32
+                   + "    10.00    1.00    2.00       0")
+    one = tmp_path / "one_all_gather.txt"
+    one.write_text(_nccl_tests_log([(64, 4), (128, 8)], pre, groups=1, avg=False))
+    assert import_only(one, plot_path=str(tmp_path / "p.png")) == 0
+    out = capsys.readouterr().out
+    rows = [ln for ln in out.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert [ln.split() for ln in rows] == [["64", "4", "float", "none", "-1", "10.00", "1.00", "2.00", "0"],
+                                           ["128", "8", "float", "none", "-1", "11.00", "2.00", "3.00", "0"]]
+    assert "# Avg bus bandwidth    : 2.5 " in out
+    assert (tmp_path / "p.csv").read_text().splitlines()[1].endswith(",64,4,float,none,-1,10,1,2,,,")

@@ -6,6 +6,8 @@ silently ignoring them; the numbers are those of the same run without those flag
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from kernels.sweep.cli import build_parser as sweep_parser
@@ -54,20 +56,25 @@ def test_simulate_runs_a_pasted_command_line_and_names_what_it_does_not_apply(ca
 
 
 def test_threads_times_gpus_per_thread_are_the_ranks(capsys):
-    """nccl-tests -t 2 -g 4 runs 8 ranks, -t 4 alone 4 (one GPU per thread)."""
+    """nccl-tests -t 2 -g 4 runs 8 ranks, -t 4 alone 4 (one GPU per thread), and says so in its own words: nThread and
+    nGpus as given (v2.19.6 util.cu:626-628 prints nThreads, nGpus; common.cu:901 nranks = nProcs*nGpus*nThreads)."""
     eight = _simulate(capsys, BASE + ["-t", "2", "-g", "4"])
-    assert eight[1].startswith("# nThread 1 nGpus 8 ") and _rows(eight) == _rows(_simulate(capsys, BASE))
+    assert eight[1].startswith("# nThread 2 nGpus 4 ") and _rows(eight) == _rows(_simulate(capsys, BASE))
+    assert len([line for line in eight if line.startswith("#  Rank")]) == 8
     four = _simulate(capsys, BASE + ["-t", "4"])
-    assert four[1].startswith("# nThread 1 nGpus 4 ") and _rows(four) == _rows(_simulate(capsys, BASE + ["-g", "4"]))
+    assert four[1].startswith("# nThread 4 nGpus 1 ") and _rows(four) == _rows(_simulate(capsys, BASE + ["-g", "4"]))
 
 
-def test_the_host_sweep_folds_threads_and_notes_the_rest(capsys):
+def test_the_host_sweep_folds_threads_and_notes_the_rest(capsys, tmp_path):
     argv = ["all_reduce", "-b", "8", "-e", "64", "-f", "2"]
     assert sweep_main(argv + ["-g", "4"]) == 0
     plain = capsys.readouterr().out.splitlines()
-    assert sweep_main(argv + ["-t", "2", "-g", "2", "-R", "1"]) == 0
+    assert sweep_main(argv + ["-t", "2", "-g", "2", "-R", "1", "-J", str(tmp_path / "t.json")]) == 0
     folded = capsys.readouterr().out.splitlines()
-    assert folded[0] == "# Collective test starting: all_reduce_perf" and folded[1].startswith("# nThread 1 nGpus 4 ")
+    assert folded[1] == "# Collective test starting: all_reduce_perf" and folded[2].startswith("# nThread 2 nGpus 2 ")
+    assert len([line for line in folded if line.startswith("#  Rank")]) == 4        # 2 threads x 2 GPUs: 4 ranks run
+    config = json.loads((tmp_path / "t.json").read_text())["config"]                 # util.cu:645-646
+    assert (config["nthreads"], config["ngpus"], len(config["devices"])) == (2, 2, 4)
     # the same sizes and element counts as -g 4 (times are measured, so they differ run to run), all right
     assert [line.split()[:2] for line in _rows(folded)] == [line.split()[:2] for line in _rows(plain)]
     assert all(line.split()[8] == "0" for line in _rows(folded))                 # #wrong, out of place

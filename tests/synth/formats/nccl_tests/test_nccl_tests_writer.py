@@ -154,3 +154,31 @@ def test_the_nccl_algo_column_is_as_wide_as_its_longest_label():
         assert len(line) == len(head) == len(units)
         assert line.endswith(label) and head.endswith("nccl") and units.endswith("algo")
         assert line.rfind("12.5") + 4 == head.rfind("bound") + 5 == units.rfind("(us)") + 4
+
+
+def test_a_missing_measurement_prints_as_nccl_tests_null_body():
+    """A row without an out-of-place measurement (None) prints nccl-tests' writeBenchMarkLineNullBody: 32 blanks
+    (v2.19.6 util.cu lines 480-485, counted there), then the in-place body; JSON ``"out_of_place": null`` (lines
+    482-484); the summary averages the bodies there are (common.cu lines 895-896: only timed bodies add to bw)."""
+    inplace = Result(20.5, 0.25, 0.5, 0)
+    row = Row(16, 4, "float", "sum", -1, None, inplace)
+    head = "          16             4     float     sum      -1"
+    assert row_line(row) == head + " " * 32 + "    20.50    0.25    0.50       0"
+    assert len(row_line(row)) == len(row_line(Row(16, 4, "float", "sum", -1, inplace, inplace))) - 1
+    s = SweepSummary([row, Row(8, 2, "float", "sum", -1, Result(1.0, 1.0, 1.5, 0), Result(1.0, 1.0, 2.5, 0))])
+    assert s.avg_busbw == pytest.approx((0.5 + 1.5 + 2.5) / 3) and s.errors == 0
+    cfg = SweepConfig("all_reduce", 2, minbytes=8, maxbytes=16, stepfactor=2)
+    doc = json_document(cfg, [], s, argv=[], start_time="")
+    assert doc["results"][0]["out_of_place"] is None and doc["results"][0]["in_place"]["time"] == 20.5
+
+
+@pytest.mark.parametrize("nranks, threads, procs, want", [(8, 1, 1, (1, 8)), (4, 2, 1, (2, 2)), (8, 8, 1, (8, 1)),
+                                                         (4, 1, 4, (1, 1))])
+def test_the_parameter_line_says_threads_and_gpus_per_thread(nranks, threads, procs, want):
+    """nccl-tests prints ``nThread %d nGpus %d`` of its -t and -g (v2.19.6 util.cu lines 626-628; JSON nthreads and
+    ngpus, lines 645-646), its ranks nProcs*nGpus*nThreads (common.cu line 901): -t 2 -g 2 is 'nThread 2 nGpus 2'
+    on 4 ranks, one process per rank under mpirun 'nThread 1 nGpus 1'."""
+    cfg = SweepConfig("all_reduce", nranks, minbytes=8, maxbytes=8, nthreads=threads, nprocs=procs)
+    assert preamble_lines(cfg, [])[1].startswith("# nThread %d nGpus %d minBytes 8 " % want)
+    config = json_document(cfg, [], SweepSummary(), argv=[], start_time="")["config"]
+    assert (config["nthreads"], config["ngpus"]) == want
