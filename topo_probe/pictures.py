@@ -73,6 +73,21 @@ def is_our_png(head: bytes) -> bool:
     return texts is not None and texts.get(MARK_KEY, "").startswith(MARK_PREFIX)
 
 
+def _umask() -> int:
+    """The process's umask, read without changing it (Linux 4.7+: the ``Umask:`` line of
+    ``/proc/self/status``); elsewhere set and put back at once (``os.umask`` has no read-only form)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
 def save_png(fig, path: str | os.PathLike, command: str, **savefig_kw) -> None:
     """Write matplotlib figure ``fig`` to ``path`` as a marked PNG (:func:`png_metadata`),
     atomically: a temporary file in the same folder, renamed over ``path`` (permissions as a plain
@@ -80,9 +95,7 @@ def save_png(fig, path: str | os.PathLike, command: str, **savefig_kw) -> None:
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.png", dir=path.parent)
     try:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)
+        os.fchmod(fd, 0o666 & ~_umask())
         os.close(fd)
         fig.savefig(tmp, format="png", metadata=png_metadata(command), **savefig_kw)
         os.replace(tmp, path)

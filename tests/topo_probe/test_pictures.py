@@ -81,3 +81,23 @@ def test_a_damaged_head_is_never_ours(ours, data):
 @given(st.binary(max_size=300))
 def test_random_bytes_after_the_signature_are_not_ours(tail):
     assert not is_our_png(PNG_SIGNATURE + tail) and png_text_chunks(tail.lstrip(b"\x89")) is None
+
+
+@pytest.mark.parametrize("mask", [0o022, 0o027, 0o077])
+def test_save_png_gives_a_plain_open_s_mode_without_touching_the_umask(tmp_path, monkeypatch, mask):
+    """The picture's mode is 0o666 minus the process umask (what ``open`` gives a new file), read
+    without ``os.umask``: setting it is process-wide, another thread's file would get the wrong mode."""
+    import os
+    import stat
+    old = os.umask(mask)
+    try:
+        def forbidden(_mask):
+            raise AssertionError("save_png changed the process umask")
+        monkeypatch.setattr(os, "umask", forbidden)
+        save_png(_figure(), tmp_path / "p.png", "sweep --plot", dpi=20)
+        monkeypatch.undo()
+        plain = tmp_path / "plain"
+        plain.write_bytes(b"")                                      # the reference: a plain open's mode
+        assert stat.S_IMODE((tmp_path / "p.png").stat().st_mode) == stat.S_IMODE(plain.stat().st_mode) == 0o666 & ~mask
+    finally:
+        os.umask(old)
