@@ -24,13 +24,15 @@ thread hop per receive.
 from __future__ import annotations
 
 import concurrent.futures
+import os
+import queue
 import threading
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
-from kernels.pytorch.errors import BadTensor, P2PMismatch, PeerGone
+from kernels.pytorch.errors import BadTensor, P2PMismatch, PeerGone, TorchBackendError
 
 #: header: magic, sequence number on (pair, tag), element count, dtype code
 HEADER_WORDS = 4
@@ -65,9 +67,63 @@ def _scratch(count: int, dtype: torch.dtype, where: str) -> torch.Tensor:
                        f"more than this host can hold to discard") from None
 
 
+def check_on() -> bool:
+    """Whether the user's send/recv are checked: ``TOPOCOLL_P2P_CHECK`` unset or ``1`` (default),
+    ``0``: straight to gloo (the same on every rank of a group)."""
+    value = os.environ.get("TOPOCOLL_P2P_CHECK", "1").strip()
+    if value not in ("0", "1"):
+        raise TorchBackendError(f"TOPOCOLL_P2P_CHECK={value!r}: expected 0 (send/recv straight to gloo) or 1 (checked)")
+    return value == "1"
+
+
+def make_p2p(store, rank: int, size: int, timeout: timedelta, gloo):
+    """The group of a topocoll group's send/recv: a :class:`CheckedP2P` over two gloo groups of
+    its own (headers, payloads), or ``gloo`` itself where ``TOPOCOLL_P2P_CHECK=0``.  The payloads
+    never share ``gloo``: a receive there (a device the backend string gives to gloo) is posted at
+    once, a checked payload's only after its header, and gloo hands a pair and tag's messages to
+    the receives in the order they are posted, so the unchecked one would take the checked payload."""
+    if not check_on():
+        return gloo
+    headers, payloads = (dist.ProcessGroupGloo(dist.PrefixStore(prefix, store), rank, size, timeout)
+                         for prefix in ("topocoll/p2ph/", "topocoll/p2pd/"))
+    return CheckedP2P(payloads, headers, rank, timeout.total_seconds())
+
+
+class _Helpers:
+    """The threads that finish receives: an idle one takes the next receive, a new one starts only
+    where none is idle (each blocks until its header arrives, so a bounded pool could wait for a
+    receive that only a later one would let in); a thread idle for ``idle_s`` seconds ends."""
+
+    def __init__(self, name: str, idle_s: float = 30.0) -> None:
+        self._jobs: queue.SimpleQueue = queue.SimpleQueue()
+        self._lock, self._idle, self._name, self._idle_s = threading.Lock(), 0, name, idle_s
+
+    def submit(self, fn, *args) -> None:
+        with self._lock:
+            start = self._idle == 0
+            self._idle -= 0 if start else 1
+        self._jobs.put((fn, args))
+        if start:
+            threading.Thread(target=self._run, name=self._name, daemon=True).start()
+
+    def _run(self) -> None:
+        while True:
+            try:
+                fn, args = self._jobs.get(timeout=self._idle_s)
+            except queue.Empty:
+                with self._lock:
+                    if self._idle > 0:          # the others idle can take what comes next
+                        self._idle -= 1
+                        return
+                continue
+            fn(*args)
+            with self._lock:
+                self._idle += 1
+
+
 class CheckedP2P:
-    """``send`` / ``recv`` / ``recv_anysource`` of one rank (module docstring): ``payload`` is
-    the group's gloo, ``headers`` a gloo group of the same ranks used for nothing else."""
+    """``send`` / ``recv`` / ``recv_anysource`` of one rank (module docstring): ``payload`` and
+    ``headers`` are gloo groups of the same ranks used for nothing else."""
 
     def __init__(self, payload, headers, rank: int, timeout_s: float) -> None:
         self.payload, self.headers, self.rank, self.timeout_s = payload, headers, rank, timeout_s
@@ -75,6 +131,8 @@ class CheckedP2P:
         self._sent: dict[tuple[int, int], int] = {}           # (dst, tag) -> next sequence number
         self._posted = threading.Condition()
         self._next: dict[tuple[int, int], int] = {}           # (src, tag) -> next payload to post
+        self._broken: dict[tuple[int, int], str] = {}         # (src, tag) -> its first failure
+        self._helpers = _Helpers(f"topocoll-p2p-r{rank}")
 
     def send(self, tensors, dst: int, tag: int = 0):
         t = _checked_tensor(tensors, f"send to rank {dst}", self.rank)
@@ -83,27 +141,35 @@ class CheckedP2P:
             self._sent[(dst, tag)] = seq + 1
             header = torch.tensor([_MAGIC, seq, t.numel(), _CODE[t.dtype]], dtype=torch.int64)
             works = [self.headers.send([header], dst, tag), self.payload.send([t], dst, tag)]
-        return P2PWork(tensors, sends=works)
+        return P2PWork(tensors, f"send to rank {dst} (tag {tag}) on rank {self.rank}", sends=works)
 
     def recv(self, tensors, src: int, tag: int = 0):
         t = _checked_tensor(tensors, f"recv from rank {src}", self.rank)
+        work = P2PWork(tensors, f"recv from rank {src} (tag {tag}) on rank {self.rank}")
+        with self._posted:
+            broken = self._broken.get((src, tag))
+        if broken is not None:                # its header would be out of step too: nothing posted
+            work.done.set_exception(PeerGone(self._broken_line(src, tag, broken)))
+            return work
         header = torch.zeros(HEADER_WORDS, dtype=torch.int64)
-        return self._receive(tensors, t, header, self.headers.recv([header], src, tag), src, tag)
+        self._helpers.submit(self._finish, work, t, header, self.headers.recv([header], src, tag), src, tag)
+        return work
 
     def recv_anysource(self, tensors, tag: int = 0):
         t = _checked_tensor(tensors, "recv from any rank", self.rank)
         header = torch.zeros(HEADER_WORDS, dtype=torch.int64)
-        return self._receive(tensors, t, header, self.headers.recv_anysource([header], tag), None, tag)
-
-    def _receive(self, tensors, t, header, header_work, src, tag) -> P2PWork:
-        work = P2PWork(tensors)
-        threading.Thread(target=self._finish, args=(work, t, header, header_work, src, tag),
-                         name=f"topocoll-p2p-r{self.rank}", daemon=True).start()
+        work = P2PWork(tensors, f"recv from any rank (tag {tag}) on rank {self.rank}")
+        self._helpers.submit(self._finish, work, t, header, self.headers.recv_anysource([header], tag), None, tag)
         return work
 
+    def _broken_line(self, src: int, tag: int, first: str) -> str:
+        return (f"recv from rank {src} (tag {tag}) on rank {self.rank}: messages from rank {src} on tag {tag} are "
+                f"out of step since an earlier receive failed ({first})")
+
     def _finish(self, work: P2PWork, t, header, header_work, src, tag) -> None:
-        """On the helper thread: wait for the header, post the payload's receive in sequence
-        order, wait for it, and complete ``work`` (with P2PMismatch where they disagree)."""
+        """On a helper thread: wait for the header, post the payload's receive in sequence order,
+        wait for it, and complete ``work`` (with P2PMismatch where they disagree).  A header or
+        scratch failure leaves (src, tag) broken: later receives from it raise at once."""
         try:
             header_work.wait()
             if src is None:
@@ -124,17 +190,28 @@ class CheckedP2P:
                                   f"{t.numel()} elements of {str(t.dtype).replace('torch.', '')}; the message "
                                   f"was discarded")
         except BaseException as exc:  # noqa: BLE001  (raised by the Work's wait())
+            if isinstance(exc, PeerGone) and src is not None:
+                with self._posted:
+                    self._broken.setdefault((src, tag), str(exc))
+                    self._posted.notify_all()
             work.done.set_exception(exc)
         else:
             work.done.set_result(None)
 
     def _post_in_order(self, into, src: int, tag: int, seq: int):
-        """Post the receive of payload ``seq`` from ``src`` on ``tag`` once ``seq - 1``'s is posted."""
+        """Post the receive of payload ``seq`` from ``src`` on ``tag`` once ``seq - 1``'s is posted;
+        raises at once where (src, tag) is broken or ``seq`` was posted already."""
         key = (src, tag)
         with self._posted:
-            if not self._posted.wait_for(lambda: self._next.get(key, 0) == seq, self.timeout_s):
+            if not self._posted.wait_for(lambda: key in self._broken or self._next.get(key, 0) >= seq,
+                                         self.timeout_s):
                 raise PeerGone(f"recv from rank {src} (tag {tag}) on rank {self.rank}: message {seq} arrived but "
                                f"message {self._next.get(key, 0)} did not within {self.timeout_s:g} s")
+            if key in self._broken:
+                raise PeerGone(self._broken_line(src, tag, self._broken[key]))
+            if self._next.get(key, 0) > seq:
+                raise PeerGone(f"recv from rank {src} (tag {tag}) on rank {self.rank}: message {seq} arrived again "
+                               f"(message {self._next[key] - 1} was received already)")
             posted = self.payload.recv([into], src, tag)
             self._next[key] = seq + 1
             self._posted.notify_all()
@@ -142,28 +219,51 @@ class CheckedP2P:
 
 
 class P2PWork(dist._Work):
-    """The Work of a checked send (its two gloo sends) or receive (done when the helper thread
-    has the payload or the error); ``wait()`` raises the error."""
+    """The Work of a checked send (its two gloo sends, waited for once, by the first ``wait``, the
+    result kept: gloo's send Work completes one wait only) or receive (done when the helper thread
+    has the payload or the error); ``wait()`` raises the error, any number of times."""
 
-    def __init__(self, tensors, sends=None) -> None:
+    def __init__(self, tensors, what: str, sends=None) -> None:
         super().__init__()
-        self._tensors, self._sends, self.source = tensors, sends, None
+        self._tensors, self._what, self._sends, self.source = tensors, what, sends, None
         self.done: concurrent.futures.Future = concurrent.futures.Future()
-        if sends is not None:
-            self.done.set_result(None)
+        self._sends_lock = threading.Lock()
+
+    def _wait_sends(self, secs: float) -> None:
+        """Wait for the gloo sends (once; ``secs`` > 0: at most that long, gloo's own timeout) and
+        complete ``done`` with the outcome."""
+        if not self._sends_lock.acquire(timeout=secs if secs > 0 else -1):
+            raise PeerGone(f"{self._what}: not complete within {secs:g} s")
+        try:
+            if self.done.done():
+                return
+            try:
+                for w in self._sends:
+                    w.wait(timedelta(seconds=secs)) if secs > 0 else w.wait()
+            except BaseException as exc:  # noqa: BLE001  (kept: every later wait() raises it)
+                self.done.set_exception(exc)
+            else:
+                self.done.set_result(None)
+        finally:
+            self._sends_lock.release()
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
-        for w in self._sends or ():
-            w.wait()
-        secs = timeout.total_seconds() if timeout else 0
-        self.done.result(timeout=secs or None)
+        """Wait until done (``timeout`` 0: the group's timeout, else at most ``timeout``) and raise
+        its error; past ``timeout``, PeerGone (a RuntimeError, as torch's backends raise)."""
+        secs = timeout.total_seconds() if timeout else 0.0
+        if self._sends is not None:
+            self._wait_sends(secs)
+        try:
+            self.done.result(timeout=secs if secs > 0 else None)
+        except concurrent.futures.TimeoutError:
+            raise PeerGone(f"{self._what}: not complete within {secs:g} s") from None
         return True
 
     def is_completed(self) -> bool:
-        return self.done.done() and all(w.is_completed() for w in self._sends or ())
+        return self.done.done() or (self._sends is not None and all(w.is_completed() for w in self._sends))
 
     def is_success(self) -> bool:
-        return self.is_completed() and self.done.exception() is None
+        return self.done.exception() is None if self.done.done() else self.is_completed()
 
     def exception(self):
         return self.done.exception() if self.done.done() else None
@@ -175,6 +275,8 @@ class P2PWork(dist._Work):
         return self._source_rank()
 
     def get_future(self) -> torch.futures.Future:
+        """A future of the tensors, completed (or failed) with the Work; returns at once (a send's
+        gloo Works have no future: a thread waits for them)."""
         fut = torch.futures.Future()
 
         def finish(_done) -> None:
@@ -183,14 +285,13 @@ class P2PWork(dist._Work):
                 fut.set_result(self._tensors)
             else:
                 fut.set_exception(error)
-        if self._sends is not None:
-            for w in self._sends:
-                w.wait()
         self.done.add_done_callback(finish)
+        if self._sends is not None and not self.done.done():
+            threading.Thread(target=self._wait_sends, args=(0.0,), name="topocoll-p2p-send", daemon=True).start()
         return fut
 
     def result(self) -> list:
         return self._tensors
 
 
-__all__ = ["CheckedP2P", "HEADER_WORDS", "P2PWork"]
+__all__ = ["CheckedP2P", "HEADER_WORDS", "P2PWork", "check_on", "make_p2p"]

@@ -7,8 +7,9 @@ Created by torch (``init_process_group("topocoll")``, ``new_group(..., backend="
 through the creator :func:`create` that :mod:`kernels.pytorch` registers.  It holds, made from
 the same store: a :class:`~kernels.pytorch.sockets.SocketMesh` that carries the schedules'
 transfers and the per-call headers (``TOPOCOLL_TORCH_TRANSPORT=gloo``: a gloo group instead), a
-gloo group of the same ranks (the user's ``send``/``recv``, each message after a header on a
-second gloo group: :mod:`kernels.pytorch.checked_p2p`; devices the backend string gives to gloo), an NCCL
+gloo group of the same ranks (devices the backend string gives to gloo), the user's
+``send``/``recv`` (each message after a header, on two gloo groups of their own:
+:mod:`kernels.pytorch.checked_p2p`; ``TOPOCOLL_P2P_CHECK=0``: the gloo group), an NCCL
 group made on the first CUDA call where it can run, the native executor for CUDA tensors
 (:class:`~kernels.pytorch.native_exec.NativeExecutor`, over the same transport), its
 :class:`~synth.plan.selector.ScheduleSelector` (its own plan: a subgroup of k ranks plans for k
@@ -31,7 +32,7 @@ import torch.distributed as dist
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
 from kernels.pytorch.native_exec import NativeExecutor
-from kernels.pytorch.checked_p2p import CheckedP2P
+from kernels.pytorch.checked_p2p import make_p2p
 from kernels.pytorch.plan_choice import make_selector
 from kernels.pytorch.schedule_share import HostStagedGroup
 from kernels.pytorch.sockets import SocketMesh
@@ -46,11 +47,11 @@ class TopocollProcessGroup(dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)
         self._store, self._timeout = store, timeout
-        # torch's gloo: the user's send/recv, devices the backend string gives to gloo
+        # torch's gloo: devices the backend string gives to gloo
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/gloo/", store), rank, size, timeout)
-        # the headers of those send/recv (kernels.pytorch.checked_p2p: a mismatch raises, gloo would abort)
-        headers = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/p2ph/", store), rank, size, timeout)
-        self._p2p = CheckedP2P(self._gloo, headers, rank, timeout.total_seconds())
+        # the user's send/recv, checked on two gloo groups of their own (kernels.pytorch.checked_p2p: a mismatch
+        # raises, gloo would abort); TOPOCOLL_P2P_CHECK=0: self._gloo
+        self._p2p = make_p2p(store, rank, size, timeout, self._gloo)
         if os.environ.get("TOPOCOLL_TORCH_TRANSPORT") == "gloo":
             self._mesh = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/data/", store), rank, size, timeout)
         else:

@@ -141,3 +141,100 @@ def p2p_job(rank: int, n: int, init: str) -> dict:
     rec.check("alive:allreduce", x.tolist() == [n * (n + 1) / 2] * 5, str(x.tolist()))
     dist.destroy_process_group()
     return rec.out
+
+
+def _group(rank: int, n: int, init: str, timeout_s: float = 10):
+    """A topocoll group made directly (no init_process_group), on the job's rendezvous."""
+    import torch.distributed as dist
+
+    from kernels.pytorch.process_group import create
+    host, port = init.removeprefix("tcp://").rsplit(":", 1)
+    store = dist.TCPStore(host, int(port), n, rank == 0, timeout=timedelta(seconds=60))
+    pg = create(store, rank, n, timedelta(seconds=timeout_s))
+    pg._native_map = {}                       # torch has no backend config for a group it did not make
+    return store, pg
+
+
+def _future_then_waits(rec: Recorder, rank: int, pg, store) -> None:
+    """A send's get_future returns before the receiver has posted its receive; the send's wait()
+    then works twice (gloo's send Work completes one wait only: before, the second timed out)."""
+    import time
+
+    import torch
+    if rank == 0:
+        work = pg.send([torch.arange(4.0)], 1, 0)
+        t0 = time.monotonic()
+        fut = work.get_future()
+        took = time.monotonic() - t0
+        store.set("future:asked", "1")
+        rec.check("robust:future:at-once", took < 0.5, f"get_future took {took:.2f} s")
+        try:
+            fut.wait()
+            rec.check("robust:future:waits", work.wait() and work.wait(timedelta(seconds=5)), "wait() returned False")
+        except RuntimeError as e:
+            rec.check("robust:future:waits", False, f"{type(e).__name__}: {str(e)[:200]}")
+    else:
+        store.wait(["future:asked"])
+        got = torch.zeros(4)
+        pg.recv([got], 0, 0).wait()
+        rec.check("robust:future:data", got.tolist() == [0.0, 1.0, 2.0, 3.0], str(got.tolist()))
+
+
+def _beside_unchecked_gloo(rec: Recorder, rank: int, pg, _store) -> None:
+    """A checked receive outstanding (CUDA tensors host-staged go this way) and then a receive on the
+    group's gloo (a device the backend string gives to gloo), same peer and tag: each gets its own
+    message (before, the gloo receive, posted first, took the checked message's payload)."""
+    import torch
+    if rank == 0:
+        pg._p2p.send([torch.full((3,), 1.0)], 1, 0).wait()
+        pg._gloo.send([torch.full((3,), 2.0)], 1, 0).wait()
+    else:
+        checked_t, plain_t = torch.zeros(3), torch.zeros(3)
+        w_checked = pg._p2p.recv([checked_t], 0, 0)
+        w_plain = pg._gloo.recv([plain_t], 0, 0)
+        w_checked.wait()
+        w_plain.wait()
+        rec.check("robust:beside-gloo", checked_t.tolist() == [1.0] * 3 and plain_t.tolist() == [2.0] * 3,
+                  f"checked {checked_t.tolist()}, gloo {plain_t.tolist()}")
+
+
+def _receive_timeout(rec: Recorder, rank: int, pg, store) -> None:
+    """recv(...).wait(timeout) before the message: a RuntimeError within about the timeout; the
+    receive stays posted and takes the message when it comes."""
+    import time
+
+    import torch
+    if rank == 1:
+        got = torch.zeros(2)
+        work = pg.recv([got], 0, 7)
+        t0 = time.monotonic()
+        try:
+            work.wait(timedelta(seconds=0.3))
+            rec.check("robust:timeout", False, "no error before the message was sent")
+        except RuntimeError as e:
+            rec.check("robust:timeout", time.monotonic() - t0 < 2.0, f"after {time.monotonic() - t0:.1f} s: {e}")
+        except Exception as e:  # noqa: BLE001
+            rec.check("robust:timeout", False, f"{type(e).__name__}, not a RuntimeError: {e}")
+        store.set("timeout:waited", "1")
+        work.wait()
+        rec.check("robust:timeout:data", got.tolist() == [3.0, 3.0], str(got.tolist()))
+    else:
+        store.wait(["timeout:waited"])
+        pg.send([torch.full((2,), 3.0)], 1, 7).wait()
+
+
+def robust_job(rank: int, n: int, init: str) -> dict:
+    """On 2 ranks, a topocoll group made directly: _future_then_waits, _beside_unchecked_gloo,
+    _receive_timeout."""
+    store, pg = _group(rank, n, init)
+    rec = Recorder()
+    for part in (_future_then_waits, _beside_unchecked_gloo, _receive_timeout):
+        try:
+            part(rec, rank, pg, store)
+        except Exception as e:  # noqa: BLE001  (one part's failure is its check's, the next still runs)
+            rec.check(f"robust:{part.__name__}", False, f"{type(e).__name__}: {str(e)[:300]}")
+    store.set(f"robust:done{rank}", "1")     # rank 0 (the store's server) ends last
+    if rank == 0:
+        store.wait([f"robust:done{r}" for r in range(n)])
+    pg.shutdown()
+    return rec.out

@@ -64,7 +64,7 @@ class _Payload:
 def _finish(words, tensor):
     from kernels.pytorch.checked_p2p import CheckedP2P, P2PWork
     p2p = CheckedP2P(_Payload(), None, 1, timeout_s=0.05)
-    work = P2PWork([tensor])
+    work = P2PWork([tensor], "recv")
     p2p._finish(work, tensor, torch.tensor(words, dtype=torch.int64), _Done(0), 0, 3)
     return p2p.payload.posted, work
 
@@ -107,3 +107,15 @@ def test_any_header_ends_in_the_data_or_a_topocoll_error(magic, seq, count, code
         assert posted == [(count * _DTYPES[code - 1].itemsize, torch.uint8, 0, 3)]       # drained as bytes
     else:                                         # a scratch this host cannot hold
         assert type(e.value).__name__ == "PeerGone" and posted == [] and "more than this host" in str(e.value)
+
+
+def test_futures_waits_timeouts_and_unchecked_gloo_beside_checked_receives():
+    """_checked_p2p_jobs.robust_job on 2 ranks (real gloo): a send's get_future does not block and
+    its wait() works twice; wait(timeout) is a RuntimeError in time; a receive on the group's gloo
+    does not take an outstanding checked receive's payload."""
+    from _torch_dist import run_job
+
+    from _checked_p2p_jobs import robust_job
+    results = run_job(robust_job, 2, timeout_s=120)
+    assert not merged(results, "robust")
+    assert checked(results, "robust") >= 5
