@@ -12,18 +12,23 @@ header first and posts the payload's receive only then: into the user's tensor w
 dtype agree, else into a scratch tensor of the sender's count and dtype (so the sender's send
 completes and the pair stays in step), and then raises.
 
-Headers travel on a gloo group of their own (same ranks, the user's tag), payloads on the
-group's gloo: a receive's header is posted when the call is made (``irecv`` returns at once), a
-helper thread waits for it and posts the payload's receive, in the sender's sequence order per
-source and tag (gloo matches messages of one pair and tag in the order receives are posted), so
-receives from a given source, from any source (``recv_anysource``) and on several tags may be
-outstanding together.  Cost: one extra message of :data:`HEADER_WORDS` int64 per send and a
-thread hop per receive.
+Headers and payloads travel on two gloo groups of their own (same ranks, the user's tag;
+:func:`make_p2p`): a receive's header is posted when the call is made (``irecv`` returns at once);
+once it is in, the payload's receive is posted, in the sender's sequence order per source and tag
+(gloo matches messages of one pair and tag in the order receives are posted), so receives from a
+given source, from any source (``recv_anysource``) and on several tags may be outstanding
+together.  That second step runs on the caller's thread where ``wait()`` (no timeout) comes first,
+else on a reused helper thread (:class:`_Helpers`).  Cost (docs/pytorch.md, measured by
+benchmarks/bench_p2p.py): one extra message of :data:`HEADER_WORDS` int64 per send and one extra
+round trip per message (gloo's TCP pair writes a message only once the receiver's "receive
+posted" notice is in: ``Pair::handleRemotePendingRecv`` in gloo/transport/tcp/pair.cc), two more
+gloo groups per topocoll group.  ``TOPOCOLL_P2P_CHECK=0``: none of it, gloo as is.
 """
 
 from __future__ import annotations
 
 import concurrent.futures
+import functools
 import os
 import queue
 import threading
@@ -152,14 +157,19 @@ class CheckedP2P:
             work.done.set_exception(PeerGone(self._broken_line(src, tag, broken)))
             return work
         header = torch.zeros(HEADER_WORDS, dtype=torch.int64)
-        self._helpers.submit(self._finish, work, t, header, self.headers.recv([header], src, tag), src, tag)
-        return work
+        return self._start(work, t, header, self.headers.recv([header], src, tag), src, tag)
 
     def recv_anysource(self, tensors, tag: int = 0):
         t = _checked_tensor(tensors, "recv from any rank", self.rank)
         header = torch.zeros(HEADER_WORDS, dtype=torch.int64)
         work = P2PWork(tensors, f"recv from any rank (tag {tag}) on rank {self.rank}")
-        self._helpers.submit(self._finish, work, t, header, self.headers.recv_anysource([header], tag), None, tag)
+        return self._start(work, t, header, self.headers.recv_anysource([header], tag), None, tag)
+
+    def _start(self, work: P2PWork, *args) -> P2PWork:
+        """Hand the receive to a helper thread; a ``wait()`` without timeout that comes first runs
+        it on the caller's thread instead (``dist.recv``: no thread hop there and back)."""
+        work._job = functools.partial(self._finish, work, *args)
+        self._helpers.submit(work._run_job)
         return work
 
     def _broken_line(self, src: int, tag: int, first: str) -> str:
@@ -228,6 +238,11 @@ class P2PWork(dist._Work):
         self._tensors, self._what, self._sends, self.source = tensors, what, sends, None
         self.done: concurrent.futures.Future = concurrent.futures.Future()
         self._sends_lock = threading.Lock()
+        self._job, self._claim = None, threading.Lock()         # a receive's work: run once, by whoever comes first
+
+    def _run_job(self) -> None:
+        if self._job is not None and self._claim.acquire(blocking=False):
+            self._job()
 
     def _wait_sends(self, secs: float) -> None:
         """Wait for the gloo sends (once; ``secs`` > 0: at most that long, gloo's own timeout) and
@@ -253,6 +268,8 @@ class P2PWork(dist._Work):
         secs = timeout.total_seconds() if timeout else 0.0
         if self._sends is not None:
             self._wait_sends(secs)
+        elif secs <= 0:
+            self._run_job()
         try:
             self.done.result(timeout=secs if secs > 0 else None)
         except concurrent.futures.TimeoutError:

@@ -159,3 +159,42 @@ def test_topocoll_p2p_check_picks_the_group(monkeypatch, value):
         assert p2p is gloo
     else:
         assert isinstance(p2p, CheckedP2P) and p2p.payload is not gloo and p2p.headers is not p2p.payload
+
+
+def test_a_receive_runs_once_on_whichever_thread_comes_first():
+    from kernels.pytorch.checked_p2p import P2PWork
+    runs = []
+    work = P2PWork([torch.zeros(1)], "recv")
+    work._job = lambda: (runs.append(threading.get_ident()), work.done.set_result(None))
+    assert work.wait() and work.wait()
+    work._run_job()                                            # the helper, late: nothing to do
+    assert runs == [threading.get_ident()]
+
+
+def test_helpers_run_every_blocked_job_at_once_and_reuse_idle_threads():
+    """Jobs that each wait for the last one (receives whose headers come in reverse) all run: a
+    thread per job outstanding, none bounded; afterwards sequential jobs reuse the idle threads."""
+    from kernels.pytorch.checked_p2p import _Helpers
+    helpers, n = _Helpers("test", idle_s=5.0), 6
+    gates = [threading.Event() for _ in range(n)]
+    done, names = [], set()
+
+    def job(k):
+        names.add(threading.get_ident())
+        assert gates[k].wait(5.0)
+        done.append(k)
+        if k:
+            gates[k - 1].set()
+    for k in range(n):
+        helpers.submit(job, k)
+    gates[n - 1].set()
+    deadline = time.monotonic() + 5
+    while len(done) < n and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert done == list(range(n - 1, -1, -1)) and len(names) == n
+    before = threading.active_count()
+    for _ in range(20):
+        ev = threading.Event()
+        helpers.submit(ev.set)
+        assert ev.wait(5.0)
+    assert threading.active_count() <= before
