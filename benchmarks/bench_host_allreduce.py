@@ -31,7 +31,6 @@ import os
 import platform
 import statistics
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from kernels.backends.host import HostLayer  # noqa: E402
 from synth.baselines import baseline  # noqa: E402
 from synth.ir.fabric import build_fabric  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
+from topo_probe.pictures import save_png  # noqa: E402
 from topo_probe.machines.generators import fully_connected  # noqa: E402
 
 MB = 1 << 20
@@ -196,11 +196,7 @@ def plot(rows: list[dict], path: Path) -> None:
     ax2.set_ylabel("busbw (GB/s, nccl-tests definition)")
     fig.suptitle("Host all_reduce (ring, NumPy backend) vs memory-bandwidth floor")
     fig.tight_layout()
-    fd, tmp = tempfile.mkstemp(prefix=".efficiency.", suffix=".png", dir=path.parent)
-    os.close(fd)
-    fig.savefig(tmp, dpi=110)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+    save_png(fig, path, "benchmarks/bench_host_allreduce.py", dpi=110)
 
 
 def main(argv: list[str] | None = None) -> int:

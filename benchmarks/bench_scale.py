@@ -148,6 +148,7 @@ def _plot(rows: list[dict], path: Path) -> dict:
     import matplotlib
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
+    from topo_probe.pictures import save_png
     fig, axes = plt.subplots(1, 2, figsize=(12, 4.6))
     slopes = {}
     for ax, network in zip(axes, ("rail", "single switch")):
@@ -170,7 +171,7 @@ def _plot(rows: list[dict], path: Path) -> dict:
         ax.grid(True, which="both", alpha=0.3)
         ax.legend(fontsize=6.5)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, "benchmarks/bench_scale.py", dpi=110)
     plt.close(fig)
     return slopes
 

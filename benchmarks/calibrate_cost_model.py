@@ -38,6 +38,7 @@ from synth.ir.schedule import atomic_write_text
 from synth.model.bounds import lower_bounds
 from synth.model.cost import CostModel, CostParams, busbw_gbps
 from topo_probe.machines.presets import get_preset
+from topo_probe.pictures import save_png
 
 ROOT = Path(__file__).resolve().parent.parent
 LOG = ROOT / "tests" / "fixtures" / "nccl_tests_allreduce_a100x8_single_process.txt"
@@ -209,10 +210,8 @@ def write_png(path: Path, table: list[dict]) -> None:
     ax.grid(True, which="both", alpha=0.3)
     ax.legend()
     fig.tight_layout()
-    tmp = path.with_name(f".{path.name}.tmp.png")
-    fig.savefig(tmp, dpi=120)
+    save_png(fig, path, "benchmarks/calibrate_cost_model.py", dpi=120)
     plt.close(fig)
-    tmp.replace(path)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -31,6 +31,7 @@ from synth.formats.nccl_tests.runs import guess_collective, load_runs  # noqa: E
 from synth.model.nccl import DEFAULT_PARAMS, NcclEnv, NcclMachine, NcclModel, arch_of_gpu_name  # noqa: E402
 from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
 from topo_probe.machines.presets import get_preset  # noqa: E402
+from topo_probe.pictures import save_png  # noqa: E402
 
 LOGS = ROOT / "tests" / "fixtures" / "real_logs"
 SMALL = 64 << 10
@@ -249,7 +250,7 @@ def _plot(res: dict, path: Path) -> None:
     ax.legend()
     ax.grid(True, alpha=0.3)
     fig.tight_layout()
-    fig.savefig(path, dpi=110)
+    save_png(fig, path, "benchmarks/validate_cost_model.py", dpi=110)
     plt.close(fig)
 
 

@@ -120,6 +120,21 @@ def run_job(job, n: int, *, env: dict | None = None, timeout_s: float = 240) -> 
     return results
 
 
+def on_2_and_4_ranks(job_path: str, timeout_s: float = 180):
+    """A module-scoped pytest fixture giving ``(n, run_job(job, n))`` for n = 2 and 4 ranks, the job
+    named ``"module:function"`` (imported when the fixture first runs)."""
+    import importlib
+
+    import pytest
+
+    @pytest.fixture(scope="module", params=[2, 4], ids=["2-ranks", "4-ranks"])
+    def results(request):
+        module, name = job_path.split(":")
+        return request.param, run_job(getattr(importlib.import_module(module), name), request.param,
+                                      timeout_s=timeout_s)
+    return results
+
+
 def merged(results: list[dict], prefix: str) -> list[str]:
     """Every rank's failure lines of the checks whose name starts with ``prefix``."""
     return [f"rank {r}: {name}: {line}" for r, res in enumerate(results) for name, lines in sorted(res.items())

@@ -30,8 +30,14 @@ class PeerGone(TorchBackendError):
     message out of step; ends the call on the ranks that were waiting for it."""
 
 
+class P2PMismatch(TorchBackendError):
+    """A received message's element count or dtype differs from the receiving tensor's; raised on
+    the receiving rank only, after the message was read into scratch memory and discarded, so the
+    sender's send completes and the next message between the two arrives in order."""
+
+
 class UnsupportedCall(TorchBackendError):
     """A call the backend does not run (e.g. a bitwise reduce op), named on every rank."""
 
 
-__all__ = ["TorchBackendError", "BadTensor", "CollectiveMismatch", "PeerGone", "UnsupportedCall"]
+__all__ = ["TorchBackendError", "BadTensor", "CollectiveMismatch", "PeerGone", "P2PMismatch", "UnsupportedCall"]

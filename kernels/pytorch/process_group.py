@@ -7,9 +7,11 @@ Created by torch (``init_process_group("topocoll")``, ``new_group(..., backend="
 through the creator :func:`create` that :mod:`kernels.pytorch` registers.  It holds, made from
 the same store: a :class:`~kernels.pytorch.sockets.SocketMesh` that carries the schedules'
 transfers and the per-call headers (``TOPOCOLL_TORCH_TRANSPORT=gloo``: a gloo group instead), a
-gloo group of the same ranks (the user's ``send``/``recv``; devices the backend string gives to
-gloo), an NCCL group made on the first CUDA call where it can run, the native executor for CUDA
-tensors (:class:`~kernels.pytorch.native_exec.NativeExecutor`, over the same transport), its
+gloo group of the same ranks (devices the backend string gives to gloo), the user's
+``send``/``recv`` (each message after a header, on two gloo groups of their own:
+:mod:`kernels.pytorch.checked_p2p`; ``TOPOCOLL_P2P_CHECK=0``: the gloo group), an NCCL
+group made on the first CUDA call where it can run, the native executor for CUDA tensors
+(:class:`~kernels.pytorch.native_exec.NativeExecutor`, over the same transport), its
 :class:`~synth.plan.selector.ScheduleSelector` (its own plan: a subgroup of k ranks plans for k
 ranks), and one worker thread (:class:`~kernels.pytorch.work.CallQueue`).
 
@@ -30,6 +32,7 @@ import torch.distributed as dist
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
 from kernels.pytorch.native_exec import NativeExecutor
+from kernels.pytorch.checked_p2p import make_p2p
 from kernels.pytorch.plan_choice import make_selector
 from kernels.pytorch.schedule_share import HostStagedGroup
 from kernels.pytorch.sockets import SocketMesh
@@ -44,8 +47,11 @@ class TopocollProcessGroup(dist.ProcessGroup):
     def __init__(self, store, rank: int, size: int, timeout: timedelta) -> None:
         super().__init__(rank, size)
         self._store, self._timeout = store, timeout
-        # torch's gloo: the user's send/recv, devices the backend string gives to gloo
+        # torch's gloo: devices the backend string gives to gloo
         self._gloo = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/gloo/", store), rank, size, timeout)
+        # the user's send/recv, checked on two gloo groups of their own (kernels.pytorch.checked_p2p: a mismatch
+        # raises, gloo would abort); TOPOCOLL_P2P_CHECK=0: self._gloo
+        self._p2p = make_p2p(store, rank, size, timeout, self._gloo)
         if os.environ.get("TOPOCOLL_TORCH_TRANSPORT") == "gloo":
             self._mesh = dist.ProcessGroupGloo(dist.PrefixStore("topocoll/data/", store), rank, size, timeout)
         else:
@@ -272,11 +278,14 @@ class TopocollProcessGroup(dist.ProcessGroup):
         """The user's send/recv: gloo for CPU tensors; NCCL for CUDA tensors where usable, else
         staged through the host."""
         if not tensors[0].is_cuda:
-            return self._gloo
-        return self._transport("nccl") or HostStagedGroup(self._gloo)
+            return self._p2p
+        return self._transport("nccl") or HostStagedGroup(self._p2p)
 
     def recv_anysource(self, tensors, tag: int = 0):
-        return self._gloo.recv_anysource(tensors, tag)
+        group = self._torch_backend(tensors)
+        if group is not None:
+            return group.recv_anysource(tensors, tag)
+        return (HostStagedGroup(self._p2p) if tensors[0].is_cuda else self._p2p).recv_anysource(tensors, tag)
 
     def shutdown(self) -> None:
         self._queue.shutdown()

@@ -198,6 +198,10 @@ class HostStagedGroup:
         host = torch.empty(tensors[0].shape, dtype=tensors[0].dtype, device="cpu")
         return _Staged(self.gloo.recv([host], peer, tag), host, tensors[0])
 
+    def recv_anysource(self, tensors, tag: int):
+        host = torch.empty(tensors[0].shape, dtype=tensors[0].dtype, device="cpu")
+        return _Staged(self.gloo.recv_anysource([host], tag), host, tensors[0])
+
 
 class _Staged:
     def __init__(self, work, host, device_dst) -> None:
@@ -208,6 +212,9 @@ class _Staged:
         if self.device_dst is not None:
             self.device_dst.copy_(self.host)
         return True
+
+    def _source_rank(self) -> int:
+        return self.work._source_rank()
 
 
 def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor | None, count: int, *,

@@ -45,8 +45,8 @@ def build_parser() -> argparse.ArgumentParser:
     a("--topology", default=None, help="preset name or topology file (default: fully connected)")
     a("--algo", default="plan", help="plan | nccl | ring | tree | direct | rhd | bruck | oneshot | schedule FILE")
     a("--compare", default=None, help="comma-separated algorithms to sweep side by side")
-    a("--plot", default=None, help="PNG of busbw vs size (an existing PNG or empty file is replaced, any other "
-                                    "file refused)")
+    a("--plot", default=None, help="PNG of busbw vs size (an existing PNG topocoll drew or an empty file is "
+                                    "replaced, any other file refused)")
     a("--csv", default=None, help="CSV of the curves (default: the PNG path with .csv)")
     a("--import", dest="import_log", default=None, help="a real nccl-tests log to read / overlay")
     add_machine_arguments(p)

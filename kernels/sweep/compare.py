@@ -22,6 +22,7 @@ from synth.formats.nccl_tests.sizes import size_label
 from synth.ir.schedule import atomic_write_text
 from synth.sweep.driver import Row, SweepSummary
 from synth.sweep.entries import entry
+from topo_probe.pictures import save_png
 
 CSV_COLUMNS = ("series", "kind", "size", "count", "type", "redop", "root", "time_us", "algbw_gbps",
                "busbw_gbps", "time_us_ip", "algbw_gbps_ip", "busbw_gbps_ip")
@@ -178,14 +179,10 @@ def plot(path: str | Path, series: list[Series], title: str) -> None:
     fig.tight_layout()
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.tmp.png")
     try:
-        fig.savefig(tmp, format="png")
-        tmp.replace(path)
+        save_png(fig, path, "sweep --plot")
     finally:
         plt.close(fig)
-        if tmp.exists():
-            tmp.unlink()
 
 
 #: the axis' size labels: binary units, as every label a person reads (KiB, MiB, GiB)

@@ -1,6 +1,6 @@
 """Which files a ``sweep`` may write: ``-J``, ``--plot`` and ``--csv`` are checked before anything
 runs (an existing, writable folder, :func:`synth.sweep.output_file.check_output_file`; never a
-folder; an existing file replaced only when it is a PNG for ``--plot``, a CSV of ours for ``--csv``), so a
+folder; an existing file replaced only when it is a PNG topocoll drew for ``--plot``, a CSV of ours for ``--csv``), so a
 sweep never creates folders, ends with a write error after all its work or overwrites a user's file."""
 
 from __future__ import annotations
@@ -9,19 +9,18 @@ from pathlib import Path
 
 from synth.sweep.output_file import check_output_file
 from topo_probe.errors import UsageError
+from topo_probe.pictures import is_our_png
 from topo_probe.topology.serialize import check_replaceable
-
-#: the eight bytes every PNG file begins with (PNG specification, 5.2)
-PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def check_output_paths(args) -> None:
     """Refuse, before anything runs, output files that cannot be written or are not ours to
     overwrite: ``-J``, ``--plot`` and ``--csv`` must name a file in an existing folder this
-    process may write (no folder is created); ``--plot`` a ``.png`` that replaces only a PNG (its
-    signature bytes); a CSV (``--csv`` or the one next to the plot) is only replaced when it is one of
-    ours (its header is ours).  ``-J`` never replaces a file (nccl-tests' rule: the first free ``FILE``,
-    ``FILE.0``, ...).  :func:`topo_probe.topology.serialize.check_replaceable` tells the files apart."""
+    process may write (no folder is created); ``--plot`` a ``.png`` that replaces only a PNG of ours
+    (:func:`topo_probe.pictures.is_our_png`: its ``Software`` text names topocoll); a CSV (``--csv``
+    or the one next to the plot) is only replaced when it is one of ours (its header is ours).  ``-J``
+    never replaces a file (nccl-tests' rule: the first free ``FILE``, ``FILE.0``, ...).
+    :func:`topo_probe.topology.serialize.check_replaceable` tells the files apart."""
     from kernels.sweep.compare import CSV_COLUMNS
     plot = Path(args.plot) if args.plot else None
     if plot is not None and plot.suffix.lower() != ".png":
@@ -31,8 +30,8 @@ def check_output_paths(args) -> None:
     for flag, path in (("-J", json_file), ("--plot", plot), ("--csv", csv)):
         if path is not None:
             check_output_file(flag, path)
-    if plot is not None:           # a picture to redraw (ours or not); anything else is a user's file, kept
-        check_replaceable("--plot", plot, lambda head: head.startswith(PNG_SIGNATURE), "a PNG")
+    if plot is not None:           # a picture of ours to redraw; anything else (another PNG too) is a user's file, kept
+        check_replaceable("--plot", plot, is_our_png, "a PNG topocoll drew (its Software text names topocoll)")
     if csv is not None:
         flag, header = ("--csv" if args.csv else f"--plot {args.plot}"), ",".join(CSV_COLUMNS)
         check_replaceable(flag, csv, lambda head: head.decode("utf-8", "replace").split("\n", 1)[0].strip() == header,

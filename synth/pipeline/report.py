@@ -12,6 +12,7 @@ from synth.ir.schedule import atomic_write_text
 from synth.plan.planner import PLAN_SIZES
 from synth.pipeline.wall_clock import unmarked, wall_number, wall_stages
 from synth.plan.size_plan import Plan
+from topo_probe.pictures import save_png
 from topo_probe.topology.model import Topology
 
 
@@ -85,7 +86,7 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
         axes[j // cols][j % cols].axis("off")
     fig.suptitle(f"{topo.name}: simulated busbw, synthesized schedules vs NCCL (modelled)")
     _fixed_margins(fig, rows, cols)
-    fig.savefig(folder / "busbw.png", dpi=110)
+    save_png(fig, folder / "busbw.png", "synthesize", dpi=110)
     lines += _measured_lines(topo, colls, n)
     lines += ["", "![busbw](busbw.png)", "", "## Per collective", ""]
     lines += _per_collective_lines(summary, colls) + _plan_lines(plan) + _stage_lines(summary, colls)

@@ -15,12 +15,9 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
 
+from _torch_dist import on_2_and_4_ranks  # noqa: E402
 
-@pytest.fixture(scope="module", params=[2, 4], ids=["2-ranks", "4-ranks"])
-def fused_results(request):
-    from _fused_jobs import fused_job
-    from _torch_dist import run_job
-    return request.param, run_job(fused_job, request.param, timeout_s=180)
+fused_results = on_2_and_4_ranks("_fused_jobs:fused_job", timeout_s=180)
 
 
 def test_a_small_all_reduce_sends_one_message_per_peer_and_equals_gloo(fused_results):

@@ -166,3 +166,32 @@ def test_a_file_that_is_not_a_png_is_not_replaced_by_the_plot(tmp_path, capsys):
     os.utime(pic, ns=(before - 10**9, before - 10**9))
     assert main(QUICK + ["--backend", "sim", "--plot", str(pic)]) == 0              # a PNG: replaced
     assert pic.stat().st_mtime_ns > before - 10**9 and pic.read_bytes().startswith(b"\x89PNG\r\n\x1a\n")
+
+
+def test_only_a_png_sweep_drew_is_replaced_by_the_plot(tmp_path, capsys):
+    """Fix 66: any PNG was replaced (only the signature was checked), a user's photo too.  Now a PNG
+    without topocoll's ``Software`` text, a damaged PNG, a folder or a link to a user's file is
+    refused with one line and left byte for byte; the picture a sweep drew is replaced."""
+    from matplotlib.figure import Figure
+    theirs = tmp_path / "theirs.png"
+    fig = Figure(figsize=(2, 1))
+    fig.add_subplot().plot([1, 2])
+    fig.savefig(theirs, dpi=40)                                        # matplotlib's own, no mark
+    body = theirs.read_bytes()
+    hostile = {"cut.png": body[:40], "garbage.png": b"\x89PNG\r\n\x1a\n" + b"\0garbage" * 64}
+    for name, data in hostile.items():
+        (tmp_path / name).write_bytes(data)
+    (tmp_path / "folder.png").mkdir()
+    (tmp_path / "link.png").symlink_to(theirs)
+    for name in ("theirs.png", *hostile, "link.png"):
+        _refused(capsys, QUICK + ["--backend", "sim", "--plot", str(tmp_path / name)],
+                 "which is not a PNG topocoll drew")
+    _refused(capsys, QUICK + ["--backend", "sim", "--plot", str(tmp_path / "folder.png")], "")
+    assert theirs.read_bytes() == body and (tmp_path / "link.png").is_symlink()
+    assert all((tmp_path / name).read_bytes() == data for name, data in hostile.items())
+    assert not any(p.suffix == ".csv" for p in tmp_path.iterdir())
+    ours = tmp_path / "ours.png"
+    assert main(QUICK + ["--backend", "sim", "--plot", str(ours)]) == 0
+    ours.write_bytes(ours.read_bytes()[:4096] + b"redraw me")          # its mark is in the first chunks
+    assert main(QUICK + ["--backend", "sim", "--plot", str(ours)]) == 0
+    assert not ours.read_bytes().endswith(b"redraw me")

@@ -97,6 +97,9 @@ def test_busbw_png_panels_and_title_fit_the_figure_without_overlapping(tmp_path,
     colls = ("allgather", "reducescatter", "allreduce", "broadcast", "alltoall")      # 2 rows of 4, 3 panels off
     run(load_topology("ring:3"), tmp_path / "out", SynthesisOptions(collectives=colls, time_limit_s=5, max_sat_ranks=2))
     (fig, dpi), = saved
+    from topo_probe.pictures import png_text_chunks
+    texts = png_text_chunks((tmp_path / "out" / "busbw.png").read_bytes()[:4096])   # marked: a rerun may replace it
+    assert texts["Software"] == "topocoll: synthesize"
     fig.set_dpi(dpi)
     renderer = FigureCanvasAgg(fig).get_renderer()
     whole = fig.bbox

@@ -1,0 +1,121 @@
+"""kernels/pytorch/checked_p2p.py on 2 and 4 spawned ranks (``_checked_p2p_jobs.p2p_job``): matching
+send/recv (isend/irecv, batch_isend_irecv) equals gloo bit for bit; a send whose element count or dtype
+differs from the matching recv's tensor raises P2PMismatch (a TopocollError and a RuntimeError)
+on the receiving rank only, leaves its tensor as it was, kills no process (before: gloo's
+EnforceNotMet aborted the receiver) and the next message arrives intact; also with irecvs
+outstanding, tags out of order and a receive from any source.  Without processes: any header
+(hostile words included) ends in the data or a TopocollError, and posts at most the announced receive."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
+
+from _checked_p2p_jobs import DTYPES, SIZES  # noqa: E402
+from _torch_dist import checked, merged, on_2_and_4_ranks  # noqa: E402
+
+p2p_results = on_2_and_4_ranks("_checked_p2p_jobs:p2p_job", timeout_s=150)
+
+
+def test_matching_traffic_equals_gloo_bit_for_bit(p2p_results):
+    n, results = p2p_results
+    assert checked(results, "match") == n * len(DTYPES) * len(SIZES)
+    assert not merged(results, "match")
+
+
+@pytest.mark.parametrize("family", ["mismatch", "outstanding", "anysource"])
+def test_a_mismatch_raises_on_the_receiver_and_the_next_message_arrives(p2p_results, family):
+    n, results = p2p_results
+    assert all("__missing__" not in res for res in results)          # no process died
+    assert checked(results, family) >= 3
+    assert not merged(results, family)
+    assert not merged(results, "alive") and checked(results, "alive") == n
+
+
+class _Done:
+    """A gloo Work that is already complete (from ``source``)."""
+
+    def __init__(self, source: int = 0) -> None:
+        self.source = source
+
+    def wait(self):
+        return True
+
+    def _source_rank(self) -> int:
+        return self.source
+
+
+class _Payload:
+    """The payload group of a receiver: a receive fills its tensor with 0x5A bytes (small ones)."""
+
+    def __init__(self) -> None:
+        self.posted = []
+
+    def recv(self, tensors, src, tag):
+        self.posted.append((tensors[0].numel(), tensors[0].dtype, src, tag))
+        if tensors[0].numel() <= 1 << 16:
+            tensors[0].view(-1).view(torch.uint8).fill_(0x5A)
+        return _Done(src)
+
+
+def _finish(words, tensor):
+    from kernels.pytorch.checked_p2p import CheckedP2P, P2PWork
+    p2p = CheckedP2P(_Payload(), None, 1, timeout_s=0.05)
+    work = P2PWork([tensor], "recv")
+    p2p._finish(work, tensor, torch.tensor(words, dtype=torch.int64), _Done(0), 0, 3)
+    return p2p.payload.posted, work
+
+
+def test_a_matching_header_fills_the_tensor_a_mismatch_drains_into_scratch():
+    from kernels.pytorch.checked_p2p import _CODE, _MAGIC
+    t = torch.zeros(6, dtype=torch.int32)
+    posted, work = _finish([_MAGIC, 0, 6, _CODE[torch.int32]], t)
+    assert work.wait() and posted == [(6, torch.int32, 0, 3)] and t.view(torch.uint8).eq(0x5A).all()
+    t = torch.zeros(6, dtype=torch.int32)
+    posted, work = _finish([_MAGIC, 0, 6, _CODE[torch.float32]], t)       # same bytes, other dtype
+    with pytest.raises(RuntimeError, match=r"rank 0 sent 6 elements of float32, the receiving tensor holds "
+                                           r"6 elements of int32") as e:
+        work.wait()
+    assert type(e.value).__name__ == "P2PMismatch" and posted == [(24, torch.uint8, 0, 3)] and not t.any()
+
+
+@settings(max_examples=300, deadline=None)
+@given(magic=st.sampled_from([0x7470_3270, 0, -1, 2**62]), seq=st.integers(-3, 3), count=st.integers(-5, 2**62),
+       code=st.integers(-2, 80), size=st.integers(0, 8))
+def test_any_header_ends_in_the_data_or_a_topocoll_error(magic, seq, count, code, size):
+    """A header is checked before anything is posted: a bad magic, count or code is PeerGone with
+    nothing posted; a header ahead of its turn times out (PeerGone); otherwise exactly one receive
+    of the announced size and dtype is posted, and the tensor changes only when they match."""
+    from kernels.pytorch.checked_p2p import _CODE, _DTYPES
+    from topo_probe.errors import TopocollError
+    t = torch.zeros(size)
+    posted, work = _finish([magic, seq, count, code], t)
+    valid = magic == 0x7470_3270 and count >= 0 and 1 <= code <= len(_DTYPES)
+    match = valid and seq == 0 and count == size and code == _CODE[torch.float32]
+    if match:
+        assert work.wait() and posted == [(size, torch.float32, 0, 3)]
+        return
+    with pytest.raises(TopocollError) as e:
+        work.wait()
+    assert isinstance(e.value, RuntimeError) and not t.any()
+    if not valid or seq != 0:
+        assert type(e.value).__name__ == "PeerGone" and posted == []
+    elif type(e.value).__name__ == "P2PMismatch":
+        assert posted == [(count * _DTYPES[code - 1].itemsize, torch.uint8, 0, 3)]       # drained as bytes
+    else:                                         # a scratch this host cannot hold
+        assert type(e.value).__name__ == "PeerGone" and posted == [] and "more than this host" in str(e.value)
+
+
+def test_futures_waits_timeouts_and_unchecked_gloo_beside_checked_receives():
+    """_checked_p2p_jobs.robust_job on 2 ranks (real gloo): a send's get_future does not block and
+    its wait() works twice; wait(timeout) is a RuntimeError in time; a receive on the group's gloo
+    does not take an outstanding checked receive's payload."""
+    from _torch_dist import run_job
+
+    from _checked_p2p_jobs import robust_job
+    results = run_job(robust_job, 2, timeout_s=120)
+    assert not merged(results, "robust")
+    assert checked(results, "robust") >= 5
