@@ -61,13 +61,12 @@ def read_log(path: str | Path, collective: str | None = None) -> ImportedLog:
         another collective (told by its test line or its file name), or a size twice in one
         type/op/root series (two runs' rows in one table: a plot would zig-zag).
     """
+    from synth.formats.nccl_tests.runs import collective_of, guess_collective
     log = load_nccl_tests(path, collective)
-    check_sizes_once(log.rows, str(path), log.cycles)
-    if collective is not None:
-        from synth.formats.nccl_tests.runs import collective_of, guess_collective
-        have, want = guess_collective(log, path), collective_of(collective)
-        if have is not None and have != want:
-            raise NcclTestsLogError(f"{path}: a {have} log, not {want}")
+    have = guess_collective(log, path)
+    if collective is not None and have is not None and have != collective_of(collective):
+        raise NcclTestsLogError(f"{path}: a {have} log, not {collective_of(collective)}")
+    check_sizes_once(log.rows, str(path), log.cycles, log, have or collective_of(collective))
     return from_log(log)
 
 
@@ -116,13 +115,14 @@ def import_only(path: str | Path, plot_path: str | None = None, csv_path: str | 
     """Print every test of the log in our layout (and plot a one-test log); exit status 1 if it
     reported wrong results.  A log that cannot be plotted (several tests, a size twice in one
     series) is refused before any row is printed."""
-    from synth.formats.nccl_tests.runs import load_runs
+    from synth.formats.nccl_tests.runs import guess_collective, load_runs
     runs = [from_log(r) for r in load_runs(path)]
     if plot_path is not None:
         if len(runs) > 1:
             raise NcclTestsLogError(f"{path} holds {len(runs)} tests; name the collective to plot one "
                                     f"(sweep COLLECTIVE --import LOG --plot OUT.png)")
-        check_sizes_once(runs[0].log.rows, str(path), runs[0].log.cycles)
+        log = runs[0].log
+        check_sizes_once(log.rows, str(path), log.cycles, log, guess_collective(log, path))
     for k, imp in enumerate(runs, 1):
         name = f" (run {k}{': ' + imp.log.test if imp.log.test else ''})" if len(runs) > 1 else ""
         for line in log_lines(imp, str(path) + name):

@@ -88,7 +88,8 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
     rows = pick_rows(run, args.import_log, args.datatype if given(args.argv, "-d") else None,
                      args.op if given(args.argv, "-o") else None,
                      parse_int(args.root, "root") if given(args.argv, "-r") and rooted else None,
-                     cycle=None if args.cycle is None else parse_int(args.cycle, "cycle (--cycle)"))
+                     cycle=None if args.cycle is None else parse_int(args.cycle, "cycle (--cycle)"),
+                     collective=args.collective)
     for note in run.notes:                  # a cut-off last row left out, -N cycles: what the reader chose
         print(f"# note: {note}", file=sys.stderr)
     if rows:

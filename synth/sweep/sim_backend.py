@@ -5,24 +5,33 @@ It has the interface of every sweep backend (:func:`synth.sweep.driver.run_sweep
 returning ``(time_us, None)``: the cost model's prediction (:class:`synth.model.cost.CostModel`)
 for the schedule at the nccl-tests size, same for both placements, never validated (``N/A``).
 One rank: no schedule runs, but NCCL still makes the call, so the row is the cost model's fixed
-cost of a call (``launch_us``).  A call of 0 elements costs 0 µs (:meth:`SimBackend.empty_call_free`):
-NCCL discards an empty collective before it enqueues or launches anything (NVIDIA/nccl v2.28.9-1
-src/enqueue.cc lines 2554-2555, ``if (info->count == 0) return ncclSuccess;``, ahead of the one-rank
-launch too; RCCL the same), our communicators return before any schedule runs, and the model has no
-cost for a call that does nothing (real logs' 0-byte rows: 0.06-1.65 µs of host time).  The backends
-that run live in :mod:`kernels.sweep.backends`.
+cost of a call (``launch_us``).  A call of 0 elements costs 0 µs (:meth:`SimBackend.empty_call_free`)
+from NCCL 2.20 (:data:`EMPTY_CALL_DISCARDED_FROM`): NCCL discards an empty collective before it enqueues or
+launches anything (``taskAppend``: NVIDIA/nccl v2.20.3-1 src/enqueue.cc line 1865, v2.28.9-1 lines 2554-2555,
+``if (info->count == 0) return ncclSuccess;``, ahead of the one-rank launch too; RCCL the same), our communicators
+return before any schedule runs, and the model has no cost for a call that does nothing (real logs' 0-byte rows:
+0.06-1.65 µs of host time).  Before 2.20 (up to v2.19.4-1 ``taskAppend`` and ``ncclEnqueueCheck`` test no count:
+a one-rank call goes to ``ncclLaunchOneRank``, src/enqueue.cc line 1565, the others are enqueued and launched) an
+empty NCCL call keeps its modelled time, as does the one-rank call's launch cost.  The backends that run live in
+:mod:`kernels.sweep.backends`.
 """
 
 from __future__ import annotations
 
 import os
 
-from synth.model.nccl.constants import ALGOS, MAXCHANNELS, PROTOS
+from synth.model.nccl.constants import ALGOS, MAXCHANNELS, NCCL_VERSION, PROTOS
 from synth.sweep.driver import Case, Device
 
 #: the modelled NCCL choice per row (``algorithm/protocol/channels``), wide enough for the longest
 #: label the model can give (``collnet_direct/Simple/32``), so no cell shifts the columns after it
 NCCL_ALGO_COLUMN = (("nccl", "algo", max(map(len, ALGOS)) + max(map(len, PROTOS)) + len(str(MAXCHANNELS)) + 2),)
+
+#: the first NCCL (major, minor) that discards a collective of 0 elements before any launch: ``taskAppend``'s
+#: ``if (info->count == 0 && info->coll != ncclFuncSend && info->coll != ncclFuncRecv) return ncclSuccess;``
+#: (NVIDIA/nccl v2.20.3-1 src/enqueue.cc line 1865, the first 2.20 release); no count test in v2.19.4-1 or before
+#: (``git grep "count == 0"`` / ``nBytes == 0`` over src/ of every tag v2.3.7-1 .. v2.19.4-1)
+EMPTY_CALL_DISCARDED_FROM = (2, 20)
 
 
 def _bus(pci_bus_id) -> str:
@@ -83,17 +92,21 @@ class SimBackend:
         return float(self.source.cost.schedule_time_us(case.schedule, case.counts.size))
 
     def empty_call_free(self, case: Case) -> bool:
-        """Whether ``case`` moves 0 elements and so launches nothing: every collective NCCL runs as one, and our
-        schedules (:meth:`kernels.comm.communicator.Communicator` returns at ``count == 0``); not the
-        all-to-all, gather and scatter nccl-tests runs as groups of ``ncclSend``/``ncclRecv`` before NCCL 2.28
-        (src/alltoall.cu lines 317-331 at nccl-tests v2.19.6), which NCCL never discards (enqueue.cc
+        """Whether ``case`` moves 0 elements and so launches nothing: our schedules
+        (:meth:`kernels.comm.communicator.Communicator` returns at ``count == 0``) and, from NCCL 2.20
+        (:data:`EMPTY_CALL_DISCARDED_FROM`, the version followed), every collective NCCL runs as one and the one-rank
+        call; not the all-to-all, gather and scatter nccl-tests runs as groups of ``ncclSend``/``ncclRecv`` before
+        NCCL 2.28 (src/alltoall.cu lines 317-331 at nccl-tests v2.19.6), which NCCL never discards (enqueue.cc
         ``taskAppend`` hands Send/Recv to ``p2pTaskAppend`` before the count test)."""
         if case.counts.count != 0:
             return False
-        if not case.nccl:
+        if not case.nccl and case.schedule is not None:
             return True
+        version = tuple(self.nccl.table.version if case.nccl else self._nccl_version or NCCL_VERSION)[:2]
+        if version < EMPTY_CALL_DISCARDED_FROM:
+            return False
         from synth.model.nccl.tuner import P2P_COLLECTIVES
-        return case.entry.name not in P2P_COLLECTIVES or tuple(self.nccl.table.version)[:2] >= (2, 28)
+        return not case.nccl or case.entry.name not in P2P_COLLECTIVES or version >= (2, 28)
 
     def measure(self, case: Case) -> tuple[float, int | None]:
         if self.empty_call_free(case):      # NCCL returns before any launch (module docstring)
@@ -140,4 +153,4 @@ class SimBackend:
         return out
 
 
-__all__ = ["NCCL_ALGO_COLUMN", "SimBackend"]
+__all__ = ["EMPTY_CALL_DISCARDED_FROM", "NCCL_ALGO_COLUMN", "SimBackend"]

@@ -16,8 +16,9 @@
   repeats whole), :attr:`NcclTestsLog.cycles` holds the count and :func:`pick_rows` takes one
   cycle (the first unless told).  A size printed again in the next row is nccl-tests' own: it rounds each rank's
   block down to whole 16-byte units (v2.19.6 all_gather.cu ``AllGatherGetCollByteCount``), so ``-b 8`` on 4 ranks
-  prints 0 three times and ``-b 64 -e 112 -i 16`` prints 64 four times.  A size repeated in any other way
-  stays an error (:func:`check_sizes_once`).
+  prints 0 three times and ``-b 64 -e 112 -i 16`` prints 64 four times; such a repeat is accepted only for those
+  collectives (or an unknown one) and only as often as the log's parameter line rounds to it (:func:`printed_sizes`).
+  A size repeated in any other way stays an error (:func:`check_sizes_once`).
 
 >>> text = ("0: # Collective test starting: all_gather_perf\\n"
 ...         "0: #  size count type redop root time algbw busbw #wrong time algbw busbw #wrong\\n"
@@ -164,12 +165,13 @@ def _one_of(have: list[str], want: str | None, what: str, flag: str, source: str
 
 
 def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: str | None = None,
-              root: int | None = None, cycle: int | None = None) -> list:
+              root: int | None = None, cycle: int | None = None, collective: str | None = None) -> list:
     """The rows of one datatype, one reduction op and one root of a run (nccl-tests ``-d all`` /
     ``-o all`` print a section per type or op, ``-r -1`` a row per root of each size): those of
     ``datatype`` / ``op`` (any spelling; None or ``all``: the log's only one) and ``root`` (None or
     -1: the log's only one), of ``cycle`` (1-based; None: the first) of ``-N`` logs.  Rows without an
-    op (``none``, blank) or a root (-1) match any.
+    op (``none``, blank) or a root (-1) match any.  ``collective`` (any spelling; None: the log's) tells which sizes
+    nccl-tests prints twice in a row (:func:`check_sizes_once`).
 
     Raises
     ------
@@ -190,7 +192,7 @@ def pick_rows(log: NcclTestsLog, source: str, datatype: str | None = None, op: s
     if cycle is not None and not 1 <= cycle <= n:
         raise NcclTestsLogError(f"{source} has no cycle {cycle}: it holds {n} cycles of its sizes (nccl-tests -N)")
     rows = one_cycle(rows, cycle or 1, n)
-    check_sizes_once(rows, source)
+    check_sizes_once(rows, source, log=log, collective=collective_of(collective) if collective else log.collective)
     return rows
 
 
@@ -202,6 +204,19 @@ def _by_series(rows: list) -> dict[tuple, list[int]]:
     return out
 
 
+def _size_loop(log: NcclTestsLog) -> list[int] | None:
+    """The sizes (bytes) nccl-tests' loop runs by the log's parameter line, minBytes to maxBytes by its step (v2.19.6
+    src/common.cu lines 934-936); None without the line or for a loop that cannot run."""
+    from synth.formats.nccl_tests.sizes import size_sweep
+    if log.min_bytes is None or log.max_bytes is None or not log.step or log.step_kind not in ("factor", "bytes"):
+        return None
+    factor, step = (log.step, 0) if log.step_kind == "factor" else (1, log.step)
+    try:
+        return size_sweep(log.min_bytes, log.max_bytes, step, factor)
+    except TopocollError:
+        return None
+
+
 def sizes_per_cycle(log: NcclTestsLog) -> int | None:
     """The rows one cycle of a type, op and root prints by the log's parameter line: nccl-tests' size loop from
     minBytes to maxBytes by its step (v2.19.6 src/common.cu lines 934-936); None without the line or for a loop
@@ -210,14 +225,27 @@ def sizes_per_cycle(log: NcclTestsLog) -> int | None:
     >>> sizes_per_cycle(NcclTestsLog([], (), False, "#wrong", min_bytes=8, max_bytes=128, step=2, step_kind="factor"))
     5
     """
-    from synth.formats.nccl_tests.sizes import size_sweep
-    if log.min_bytes is None or log.max_bytes is None or not log.step or log.step_kind not in ("factor", "bytes"):
-        return None
-    factor, step = (log.step, 0) if log.step_kind == "factor" else (1, log.step)
-    try:
-        return len(size_sweep(log.min_bytes, log.max_bytes, step, factor))
-    except TopocollError:
-        return None
+    loop = _size_loop(log)
+    return None if loop is None else len(loop)
+
+
+def printed_sizes(log: NcclTestsLog | None, collective: str | None, dtype: str) -> list[int] | None:
+    """The sizes (bytes) one cycle of ``dtype`` rows prints by the log's parameter line (:func:`sizes_per_cycle`'s
+    loop) on its :attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.num_ranks` ranks, rounded as nccl-tests rounds
+    a 16-byte-blocked collective (:data:`~synth.formats.nccl_tests.conventions.DIVIDED`,
+    :func:`~synth.formats.nccl_tests.conventions.block_counts`; ``collective`` None: unknown, taken as one of them,
+    which all print ``n`` blocks of the rounded count); None for another collective or without the parameter line,
+    the rank count or a known ``dtype``.
+
+    >>> log = NcclTestsLog([], (), False, "#wrong", n_gpus=4, min_bytes=64, max_bytes=128, step=16, step_kind="bytes")
+    >>> printed_sizes(log, "allgather", "float"), printed_sizes(log, None, "float"), printed_sizes(log, "allreduce", "float")
+    ([64, 64, 64, 64, 128], [64, 64, 64, 64, 128], None)
+    """
+    from synth.formats.nccl_tests.conventions import DIVIDED, DTYPE_ALIASES, DTYPE_BYTES, block_counts
+    name = collective or DIVIDED[0]
+    itemsize = DTYPE_BYTES.get(DTYPE_ALIASES.get(dtype, dtype))
+    loop = _size_loop(log) if log is not None and name in DIVIDED and itemsize and log.num_ranks else None
+    return None if loop is None else [block_counts(name, s, itemsize, log.num_ranks).size for s in loop]
 
 
 def cycles_of(rows: list, per_cycle: int | None = None) -> int:
@@ -287,33 +315,45 @@ def compared(row):
     return row.out_of_place if row.out_of_place is not None else row.in_place
 
 
-def check_sizes_once(rows: list, source: str, cycles: int = 1) -> None:
+def check_sizes_once(rows: list, source: str, cycles: int = 1, log: NcclTestsLog | None = None,
+                     collective: str | None = None) -> None:
     """Refuse a size (above 0) that appears again for one datatype, op and root in one of ``cycles``
     cycles (a log's :attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.cycles`: nccl-tests ``-N``) after another
-    size: two runs' rows in one table.  A size again in the next row is nccl-tests' (whole 16-byte blocks per rank
-    round neighbouring sizes to one), not refused.
+    size: two runs' rows in one table.  A size again in the next row is accepted only as often as nccl-tests prints
+    it: ``collective`` (canonical; None: unknown) rounds to 16-byte blocks and ``log``'s parameter line loops to it
+    that many times (:func:`printed_sizes`); an all_reduce run ending at 16 then one from ``-b 16`` is refused.
 
     Raises
     ------
     NcclTestsLogError
-        Names the source, the size, how many times and for which type and op.
+        Names the source, the size, how many times and for which type and op (and, for a repeat in the next row,
+        how often the parameter line prints it).
     """
     seen: dict[tuple, list] = {}
     last: dict[tuple, int] = {}
-    twice = None
+    loops: dict[str, list[int] | None] = {}
+    twice, why = None, ""
     for r in one_cycle(rows, 1, cycles):
         series = (r.type, r.redop, r.root)
         if r.size > 0:
             again = seen.setdefault((*series, r.size), [])
             again.append(r)
-            if len(again) > 1 and last[series] != r.size and twice is None:
+            if len(again) > 1 and twice is None and last[series] != r.size:
                 twice = again
+            elif len(again) > 1 and twice is None:          # again in the next row: as often as nccl-tests prints it?
+                if r.type not in loops:
+                    loops[r.type] = printed_sizes(log, collective, r.type)
+                printed = loops[r.type]
+                if printed is None or len(again) > printed.count(r.size):
+                    twice, why = again, (f"; the parameter line prints it {printed.count(r.size)} times"
+                                         if printed is not None else "; only a 16-byte-blocked collective's log with "
+                                         "its parameter line prints a size again")
         last[series] = r.size
     if twice is not None:
         pair = f"{twice[0].type} {twice[0].redop}" if _is_op(twice[0].redop) else twice[0].type
         at = f" root {twice[0].root}" if twice[0].root is not None else ""
         raise NcclTestsLogError(f"{source}: size {twice[0].size} appears {len(twice)} times for {pair}{at} (two runs "
-                                f"in one table?); keep one run's rows")
+                                f"in one table?{why}); keep one run's rows")
 
 
 def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTestsLog:
@@ -323,4 +363,5 @@ def load_nccl_tests(path: str | Path, collective: str | None = None) -> NcclTest
 
 
 __all__ = ["parse_runs", "load_runs", "select_run", "strip_prefixes", "guess_collective", "load_nccl_tests",
-           "pick_rows", "check_sizes_once", "cycles_of", "one_cycle", "compared", "sizes_per_cycle"]
+           "pick_rows", "check_sizes_once", "cycles_of", "one_cycle", "compared", "sizes_per_cycle",
+           "printed_sizes"]

@@ -115,3 +115,17 @@ def test_sizes_nccl_tests_prints_twice_are_predicted_once(tmp_path, capsys):
     captured = capsys.readouterr()
     table = [ln.split() for ln in captured.out.splitlines() if ln.strip() and not ln.startswith("#")]
     assert [(r[0], r[-2]) for r in table] == [("64", "1.00"), ("128", "5.00")] and "cycles" not in captured.err
+
+
+def test_two_all_reduce_runs_in_one_table_are_refused_in_one_line(tmp_path, capsys):
+    """An all_reduce run ending at 16 and a second from -b 16 in one table (16 twice in a row, another time): an
+    all_reduce prints every size once, so simulate and sweep --import refuse it, one line, exit 2 (was compared as one
+    run, 16 on the first run's row)."""
+    from kernels.sweep.cli import main as sweep
+    rows = [_head(s, s // 4) + _body(10.0 + k, 1.0) * 2 for k, s in enumerate((8, 16, 16, 32, 64))]
+    log = _log(tmp_path, rows, g=4, lo=8, hi=64)
+    for run in (lambda: main(["--topology", "dgx-a100", "--gpus", "0-3", "--import", log]),
+                lambda: sweep(["--import", log, "--plot", str(tmp_path / "p.png")])):
+        assert run() == 2
+        err = capsys.readouterr().err
+        assert err.count("\n") == 1 and "size 16 appears 2 times for float sum (two runs in one table" in err
