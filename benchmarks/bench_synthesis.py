@@ -163,7 +163,9 @@ def _markdown(rows: list[dict], eight: list[dict], totals: list[float], extra: l
     out = ["# Step synthesis vs SCCL", "",
            "SCCL timings: tests/fixtures/REFERENCE.md (msccl-tools 030a750, z3 5.4, 2-core x86-64). "
            "Ours: CP-SAT (`synth.solve.sat.model`, `synth.solve.sat.search`, `synth.solve.sat.compose`), "
-           f"{env['workers']} workers, on {env['machine']}; wall time includes model building, "
+           f"`--workers {env['workers']}`, deterministic: each solve opens with CP-SAT's five-strategy interleave, "
+           "then max_lp and feasibility jump one task at a time (`synth.solve.sat.common.run_cp_sat`), on "
+           f"{env['machine']}; wall time includes model building, "
            f"solving and `synth.ir.verifier.check`; median and worst of {env['repeat']} runs.", "",
            f"Command: `{cmd}`", "",
            "| run | SCCL result | SCCL wall (s) | our result | our wall (s), median / worst | speed-up | target |",

@@ -18,7 +18,7 @@ from ortools.sat.python import cp_model
 
 from synth.ir.fabric import Fabric
 from synth.ir.schedule import Schedule, Step, Transfer
-from synth.solve.budget import SolveBudget, limit_cp_sat
+from synth.solve.budget import SolveBudget, limit_cp_sat, limit_step_search
 from synth.solve.stoppable import solve_cp_sat
 from topo_probe.errors import SolverError, SynthesisInfeasible, SynthesisTimeout
 
@@ -118,18 +118,39 @@ def decode_schedule(sm, solver: cp_model.CpSolver, per_step: list[list[Transfer]
                     sm.fabric.fingerprint, meta)
 
 
+#: clock seconds of a step solve's opening (``workers > 1``): CP-SAT's five-strategy interleave on
+#: :data:`OPENING_WORKERS` threads, the search every synthesized schedule came from before the opening was added
+OPENING_S = 0.1
+#: threads of the opening, whatever ``workers`` says (so that ``workers`` does not change the answer)
+OPENING_WORKERS = 2
+
+
 def run_cp_sat(model: cp_model.CpModel, time_limit_s: float, workers: int,
                where: str, budget: SolveBudget) -> tuple[cp_model.CpSolver, str]:
     """Solve within ``time_limit_s`` clock seconds (charged to ``budget``); return (solver, status
-    name) when it found a schedule, else raise Infeasible / Timeout."""
-    solver = cp_model.CpSolver()
-    limit_cp_sat(solver, float(time_limit_s), int(workers))    # deterministic budget
-    # measured: probing and CP-SAT's own symmetry detection cost more than they save on these
-    # models (DGX-1 pareto solves 35 % less CPU, cluster proofs 2-3x faster without them)
-    solver.parameters.cp_model_probing_level = 0
-    solver.parameters.symmetry_level = 0
-    t0 = time.perf_counter()
-    status = solve_cp_sat(solver, model, budget)
+    name) when it found a schedule, else raise Infeasible / Timeout.
+
+    ``workers > 1``: an opening of :data:`OPENING_S` clock seconds of ``limit_cp_sat(OPENING_WORKERS)``,
+    which settles the small instances as it always did (the committed presets' plans stay as they
+    were), then the rest of the budget for :func:`synth.solve.budget.limit_step_search`,
+    many times faster on the hard ones.  Both are deterministic and neither depends on ``workers``,
+    so neither does the answer.
+    """
+    t0, start = time.perf_counter(), budget.now()
+    phases = [lambda s, b: limit_cp_sat(s, b, OPENING_WORKERS if workers > 1 else 1)]
+    if workers > 1 and time_limit_s > OPENING_S:
+        phases.append(limit_step_search)
+    for k, limit in enumerate(phases):
+        solver = cp_model.CpSolver()
+        left = float(time_limit_s) - (budget.now() - start)
+        limit(solver, min(left, OPENING_S) if k + 1 < len(phases) else left)   # deterministic budget
+        # measured: probing and CP-SAT's own symmetry detection cost more than they save on these
+        # models (DGX-1 pareto solves 35 % less CPU, cluster proofs 2-3x faster without them)
+        solver.parameters.cp_model_probing_level = 0
+        solver.parameters.symmetry_level = 0
+        status = solve_cp_sat(solver, model, budget)
+        if status != cp_model.UNKNOWN:
+            break
     if status == cp_model.INFEASIBLE:
         raise SynthesisInfeasible(f"{where}: CP-SAT proved no schedule exists ({time.perf_counter() - t0:.2f} s)")
     if status == cp_model.UNKNOWN:
