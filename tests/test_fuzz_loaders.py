@@ -103,9 +103,10 @@ def test_mutated_inputs_are_refused_or_sound(loader, tmp_path):
         outcomes.append(run_case(loader, case_seed, tmp_path)[0])
 
     check()
-    # the mutations reach past the first check: some inputs still load, many are refused (a third:
-    # a plain nccl-tests log survives about half of its mutations as another valid log)
-    assert outcomes.count("refused") > len(outcomes) // 3 and "accepted" in outcomes, outcomes.count("accepted")
+    # the mutations reach past the first check: some inputs still load, many are refused (a quarter:
+    # a plain nccl-tests log survives about two thirds of its mutations as another valid log, since a
+    # run cut mid-row, a byte-order mark and blank out-of-place bodies are read as nccl-tests writes them)
+    assert outcomes.count("refused") > len(outcomes) // 4 and "accepted" in outcomes, outcomes.count("accepted")
 
 
 def test_the_physics_check_catches_what_the_guard_refuses():
