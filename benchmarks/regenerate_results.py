@@ -100,6 +100,7 @@ _OTHER_STEPS = (
     Step("mpi-overhead", "mpirun --oversubscribe -n 4 python benchmarks/bench_mpi_overhead.py --out results/mpi",
          "results/mpi", False),
     _py("pytorch", "bench_pytorch.py --out results/pytorch", "results/pytorch", False),
+    _py("pytorch-p2p", "bench_p2p.py", "results/pytorch", False),
     _py("fuzz-loaders", "fuzz_loaders.py --cases 10000 --workers 1 --out results/robustness", "results/robustness",
         False),
     _py("faults", "fault_campaign.py --kills 40 --concurrent 5 --signals 80 --seed 0", "results/robustness", False),

@@ -141,3 +141,18 @@ def test_redirected_output_lands_only_on_success(tmp_path, monkeypatch):
     assert bench.main([]) == 0 and good.read_text() == "42\n"
     monkeypatch.setattr(bench, "STEPS", (bench.Step("ko", f"python -c \"print(1); 1/0\" > {bad}", "x", False),))
     assert bench.main([]) == 2 and bad.read_text() == "kept\n"
+
+
+def test_every_committed_command_of_a_listed_folder_is_a_step():
+    """Each report under a listed folder names a command the list runs (a report another script writes into
+    the same folder, e.g. results/pytorch/p2p.md, is not left out)."""
+    import fnmatch
+    import re
+    listed = {s.command for s in (*bench.STEPS, bench.LOO)}
+    folders = {s.out for s in bench.STEPS}
+    for p in (ROOT / "results").glob("*/*.md"):
+        folder = str(p.parent.relative_to(ROOT))
+        m = re.search(r"Command: `(python benchmarks/[^`]*)`", p.read_text(errors="replace"))
+        kept = any(fnmatch.fnmatch(str(p.relative_to(ROOT)), k) for k in bench.NOT_REGENERATED)
+        if folder in folders and m and not kept and "unseen" not in m.group(1):
+            assert any(m.group(1) in c or c in m.group(1) for c in listed), (str(p), m.group(1))
