@@ -11,11 +11,12 @@ byte after the signature that is not a chunk makes the file *not ours*.
 
 from __future__ import annotations
 
+import io
 import os
 import struct
-import tempfile
 import zlib
-from pathlib import Path
+
+from topo_probe.topology.serialize import atomic_write
 
 #: the eight bytes every PNG file begins with (PNG specification, 5.2)
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
@@ -73,36 +74,14 @@ def is_our_png(head: bytes) -> bool:
     return texts is not None and texts.get(MARK_KEY, "").startswith(MARK_PREFIX)
 
 
-def _umask() -> int:
-    """The process's umask, read without changing it (Linux 4.7+: the ``Umask:`` line of
-    ``/proc/self/status``); elsewhere set and put back at once (``os.umask`` has no read-only form)."""
-    try:
-        with open("/proc/self/status") as f:
-            for line in f:
-                if line.startswith("Umask:"):
-                    return int(line.split()[1], 8)
-    except (OSError, ValueError, IndexError):
-        pass
-    umask = os.umask(0o022)
-    os.umask(umask)
-    return umask
-
-
 def save_png(fig, path: str | os.PathLike, command: str, **savefig_kw) -> None:
     """Write matplotlib figure ``fig`` to ``path`` as a marked PNG (:func:`png_metadata`),
-    atomically: a temporary file in the same folder, renamed over ``path`` (permissions as a plain
-    ``open`` would give).  ``savefig_kw`` goes to ``fig.savefig`` (``dpi``, ...)."""
-    path = Path(path)
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp.png", dir=path.parent)
-    try:
-        os.fchmod(fd, 0o666 & ~_umask())
-        os.close(fd)
-        fig.savefig(tmp, format="png", metadata=png_metadata(command), **savefig_kw)
-        os.replace(tmp, path)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
+    atomically (:func:`topo_probe.topology.serialize.atomic_write`: a temporary file in the same
+    folder, renamed over ``path``, the mode a plain ``open`` would give).  ``savefig_kw`` goes to
+    ``fig.savefig`` (``dpi``, ...)."""
+    buf = io.BytesIO()
+    fig.savefig(buf, format="png", metadata=png_metadata(command), **savefig_kw)
+    atomic_write(path, buf.getvalue())
 
 
 __all__ = ["MARK_KEY", "MARK_PREFIX", "PNG_SIGNATURE", "is_our_png", "png_metadata", "png_text_chunks", "save_png"]

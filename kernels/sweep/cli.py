@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 from kernels.sweep.output_paths import check_output_paths
-from synth.cli.nccl_options import (NOT_APPLIED_OPTIONS, add_nccl_tests_options, fold_threads, given, make_config,
-                                    mulsum_note, parse_int, root_note, unapplied_note)
+from synth.cli.nccl_options import (NOT_APPLIED_OPTIONS, add_nccl_tests_options, drop_unwritten_json, fold_threads,
+                                    given, make_config, mulsum_note, parse_int, root_note, unapplied_note)
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -116,7 +116,7 @@ def _main(args, argv: list[str]) -> int:
         raise UsageError(f"invalid backend {args.backend!r}: expected host, cupy, sim or mpi")
     from synth.formats.nccl_tests.writer import min_bw_gbps
     args.min_bw = min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any output
-    _json_name(args, "sweep")
+    drop_unwritten_json(args, "sweep")
     check_output_paths(args)
     if args.backend == "mpi" and parse_int(args.nthreads, "number of threads (-t)") > 1:
         raise UsageError(f"--backend mpi runs one rank per process: -t {args.nthreads} (threads per process) "
@@ -169,16 +169,6 @@ def _main(args, argv: list[str]) -> int:
     if args.backend == "sim":           # before any schedule is built (kernels.sweep.memory.sim_need_bytes)
         _admit_sim(args, cfg.nranks)
     return sweep_and_report(cfg, topo, algos, args, argv, unapplied)
-
-
-def _json_name(args, prog: str) -> None:
-    """``-J`` of a name nccl-tests does not write (not ``.json``: :func:`~synth.formats.nccl_tests.writer.is_json_name`)
-    is dropped as there, with a note on stderr instead of its silence."""
-    from synth.formats.nccl_tests.writer import is_json_name
-    if args.output_file and not is_json_name(args.output_file):
-        print(f"{prog}: note: -J {args.output_file}: nccl-tests writes its JSON only to a name ending in .json; "
-              f"nothing written", file=sys.stderr)
-        args.output_file = None
 
 
 def _unapplied(args) -> list[str]:

@@ -174,6 +174,19 @@ def mulsum_note(args, collective: str) -> str | None:
             "sum no executor here runs)")
 
 
+def drop_unwritten_json(args, prog: str) -> None:
+    """``-J`` of a name nccl-tests does not write (not ``.json``:
+    :func:`~synth.formats.nccl_tests.writer.is_json_name`) is dropped as there, with a note on stderr
+    instead of its silence (``prog``: the command's name, first on the note)."""
+    import sys
+
+    from synth.formats.nccl_tests.writer import is_json_name
+    if args.output_file and not is_json_name(args.output_file):
+        print(f"{prog}: note: -J {args.output_file}: nccl-tests writes its JSON only to a name ending in .json; "
+              f"nothing written", file=sys.stderr)
+        args.output_file = None
+
+
 def given(argv: list[str], flag: str) -> bool:
     """Whether ``flag`` (a short name of the table, or any other flag) or its long form was on the
     command line: ``-g 4``, ``-g4``, ``--ngpus=4``; nothing after ``--`` counts."""

@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 import sys
 
-from synth.cli.nccl_options import (add_nccl_tests_options, fold_threads, given, make_config, mulsum_note, parse_int,
-                                    root_note, unapplied_note)
+from synth.cli.nccl_options import (add_nccl_tests_options, drop_unwritten_json, fold_threads, given, make_config,
+                                    mulsum_note, parse_int, root_note, unapplied_note)
 from synth.ir.collectives import ROOTED, canonical, check_collective_gpus
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -203,10 +203,7 @@ def run(args) -> list[str]:
 
     args.argv = getattr(args, "argv", [])        # the command line as given (which flags were named)
     min_bw = writer.min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any work
-    if args.output_file and not writer.is_json_name(args.output_file):     # nccl-tests writes no such file
-        print(f"simulate: note: -J {args.output_file}: nccl-tests writes its JSON only to a name ending in .json; "
-              f"nothing written", file=sys.stderr)
-        args.output_file = None
+    drop_unwritten_json(args, "simulate")         # nccl-tests writes no such file
     fold_threads(args)
     topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus is not None else None)
     topo = _first_ranks(apply_machine_arguments(topo, args), args.ngpus)

@@ -229,16 +229,31 @@ def topology_from_dict(doc: Any, source: str = "<dict>") -> Topology:
     return check_topology(topo, source, TopologyError)
 
 
-def atomic_write(path: str | os.PathLike, text: str) -> None:
-    """Write ``text`` to ``path`` atomically (temporary file in the same folder, then rename)."""
+def current_umask() -> int:
+    """The process's umask, read without changing it (Linux 4.7+: the ``Umask:`` line of
+    ``/proc/self/status``); elsewhere set and put back at once (``os.umask`` has no read-only form,
+    and setting it is process-wide: another thread's new file could get the wrong mode)."""
+    try:
+        with open("/proc/self/status") as f:
+            for line in f:
+                if line.startswith("Umask:"):
+                    return int(line.split()[1], 8)
+    except (OSError, ValueError, IndexError):
+        pass
+    umask = os.umask(0o022)
+    os.umask(umask)
+    return umask
+
+
+def atomic_write(path: str | os.PathLike, data: str | bytes) -> None:
+    """Write ``data`` (text as UTF-8, or bytes) to ``path`` atomically (temporary file in the same
+    folder, then rename), with the mode a plain ``open`` would give (0o666 minus the umask)."""
     path = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent or ".")
     try:
-        umask = os.umask(0o022)
-        os.umask(umask)
-        os.fchmod(fd, 0o666 & ~umask)  # mkstemp makes 0600; a plain open() would give this
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
+        os.fchmod(fd, 0o666 & ~current_umask())  # mkstemp makes 0600
+        with os.fdopen(fd, "wb") as fh:
+            fh.write(data.encode("utf-8") if isinstance(data, str) else data)
             fh.flush()
             os.fsync(fh.fileno())
         os.replace(tmp, path)
