@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
+from kernels.pytorch.checks import PREMUL_DTYPES
 from kernels.pytorch.native_exec import NativeExecutor
 from kernels.pytorch.checked_p2p import make_p2p
 from kernels.pytorch.plan_choice import make_selector
@@ -155,7 +156,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
         op = reduce_op_name(opts.reduceOp)
 
         def run():                  # premul_sum: a dtype PreMulSum refuses raises before any group's data moves
-            for group in sorted(_by_dtype(tensors), key=lambda g: op == "premul_sum" and g[0].is_floating_point()):
+            for group in sorted(_by_dtype(tensors), key=lambda g: op == "premul_sum" and g[0].dtype in PREMUL_DTYPES):
                 flat = torch.cat([t.reshape(-1) for t in group])
                 self.runner.allreduce([flat], op, premul_factor(opts.reduceOp))
                 for t, piece in zip(group, torch.split(flat, [t.numel() for t in group])):
