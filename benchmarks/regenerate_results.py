@@ -31,6 +31,8 @@ import time
 from dataclasses import dataclass
 from pathlib import Path
 
+from topo_probe.topology.serialize import atomic_write
+
 ROOT = Path(__file__).resolve().parent.parent
 CONSOLE_SCRIPTS = ("synthesize", "sweep", "simulate", "topo-probe")
 PRESETS = ("dgx-a100", "dgx-h100", "pcie-8gpu-2socket")
@@ -178,15 +180,10 @@ def _run(step: Step, logdir: Path) -> tuple[int, Path]:
     with open(log, "w") as err:
         if stdout is None:
             return subprocess.run(argv, cwd=ROOT, env=env, stdout=err, stderr=subprocess.STDOUT).returncode, log
-        target = ROOT / stdout
-        tmp = target.with_name(target.name + ".tmp")
-        with open(tmp, "w") as out:
-            rc = subprocess.run(argv, cwd=ROOT, env=env, stdout=out, stderr=err).returncode
-        if rc == 0:
-            os.replace(tmp, target)
-        else:
-            tmp.unlink(missing_ok=True)
-        return rc, log
+        r = subprocess.run(argv, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=err, text=True)
+        if r.returncode == 0:        # the committed file is replaced only by a whole, successful output
+            atomic_write(ROOT / stdout, r.stdout)
+        return r.returncode, log
 
 
 def _list(steps: list[Step]) -> None:
