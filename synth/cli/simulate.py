@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 import sys
 
-from synth.cli.nccl_options import (add_nccl_tests_options, drop_unwritten_json, fold_threads, given, make_config,
-                                    mulsum_note, parse_int, root_note, unapplied_note)
+from synth.cli.nccl_options import (add_nccl_tests_options, drop_unwritten_json, flag_notes, fold_threads, given,
+                                    make_config, parse_int)
 from synth.ir.collectives import ROOTED, canonical, check_collective_gpus
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -291,8 +291,7 @@ def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
 def _flag_notes(args, cfg, imported) -> list[str]:
     """The notes on what the flags and the ``--import`` log ask that the model does otherwise: nccl-tests flags
     taken but not applied, ``-r`` of an unrooted collective, ``-o all``'s mulsum, the log's launches and sizes."""
-    notes = [unapplied_note(args, "the model times one plain launch per call"),
-             root_note(args, cfg.collective) if given(args.argv, "-r") else None, mulsum_note(args, cfg.collective)]
+    notes = flag_notes(args, cfg.collective, args.argv)
     if imported:
         notes += [_log_launch_note(imported[0]), _dropped_sizes_note(imported[2], cfg)]
     return [n for n in notes if n]
