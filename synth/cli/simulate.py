@@ -129,7 +129,7 @@ def _machine(args, run) -> dict:
     from synth.model.nccl import arch_of_gpu_name
     out = {}
     if run is not None:                 # -t T -g G: one process of T x G ranks (nccl-tests v2.19.6 common.cu:901)
-        out["gpus_per_process"] = (run.n_gpus or 1) * (run.n_threads or 1)
+        out["gpus_per_process"] = run.ranks_per_process
         arch = arch_of_gpu_name(run.devices[0].name) if run.devices else None
         if arch:
             out["arch"] = arch
