@@ -9,7 +9,8 @@ class: ``benchmarks/nccl_log_cases.py`` holds the cases, their classes and the f
 Each log is described only by what its ``# SOURCE:`` header and its own lines say: the machine
 (preset, nodes, NICs and their kind), the NCCL environment the run used, the NCCL version it
 names (feature gates only), and the GPUs each process drives (the log's ``nThread`` x ``nGpus``:
-:attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.ranks_per_process`, as ``simulate --import`` reads it).
+:attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.ranks_per_process`, as ``simulate --import`` reads it) over its
+``nThread`` threads (each enqueues its own ``nGpus``: the host time, :func:`synth.model.nccl.runtime.host_time_us`).
 Nothing is fitted per log.  Only the out-of-place rows are compared (:data:`ROWS_COMPARED`).
 
 Targets (per log): for sizes >= 64 KiB, median |pred/real - 1| <= 10 % and worst <= 25 % on the
@@ -91,15 +92,16 @@ class _Keyed:
 
 
 def machine_for(case: Case, log) -> NcclMachine:
-    """The NcclMachine of a case: preset (+ nodes/NICs), the log's GPU name (its architecture and part) and GPUs per
-    process (nThread x nGpus)."""
+    """The NcclMachine of a case: preset (+ nodes/NICs), the log's GPU name (its architecture and part), GPUs per
+    process (nThread x nGpus) and threads per process (nThread)."""
     ns = argparse.Namespace(nodes=case.nodes if case.nodes > 1 else None, nic_gbps=case.nic_gbps,
                             nics_per_node=case.nics_per_node, rail_optimized=False)
     topo = apply_machine_arguments(get_preset(case.preset), ns)
     m = NcclMachine.from_topology(topo, gpus_per_process=log.ranks_per_process, net_kind=case.net_kind)
     arch = arch_of_gpu_name(log.devices[0].name) if log.devices else None
     named = {"gpu_name": log.devices[0].name} if log.devices and log.devices[0].name else {}
-    return m.with_(**{**({"arch": arch} if arch else {}), **named, **case.machine})
+    threads = {"threads_per_process": log.threads_per_process}      # each enqueues its own nGpus: the host time
+    return m.with_(**{**threads, **({"arch": arch} if arch else {}), **named, **case.machine})
 
 
 @functools.lru_cache(maxsize=None)

@@ -4,6 +4,7 @@ and the log reader count them), and only the out-of-place rows are scored, as it
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 
 import pytest
 from _paths import ROOT
@@ -47,12 +48,22 @@ def test_gpus_per_process_are_threads_times_gpus(logs, threads, gpus, per_proces
     case = logs(threads, gpus)
     log, _, machine = v._log_and_machine(v._Keyed(case))
     assert (log.n_threads, log.n_gpus, log.num_ranks) == (threads, gpus, threads * gpus)
-    assert machine.gpus_per_process == per_process
+    assert (machine.gpus_per_process, machine.threads_per_process) == (per_process, threads)
 
 
-def test_a_threaded_log_is_predicted_as_the_same_process_with_one_thread(logs):
-    threaded, plain = v.evaluate(logs(2, 4)), v.evaluate(logs(1, 8))
-    assert [r["pred_us"] for r in threaded["rows"]] == [r["pred_us"] for r in plain["rows"]]
+@pytest.mark.parametrize("threads, gpus", [(2, 4), (8, 1)])
+def test_a_threaded_log_charges_one_threads_host_time(logs, threads, gpus):
+    """Each of a process's T threads enqueues its own G GPUs in parallel (nccl-tests v2.19.6 common.cu lines 548-619,
+    1725-1768): with 50 us of host per GPU and 1 per channel, the host-bound 1 MiB row takes G x (50 + ch) (was
+    T x G); the 256 MiB row, device-bound, is the one-thread process's time (the same process of 8 GPUs)."""
+    heavy = replace(v.DEFAULT_PARAMS, host_us=50.0, host_us_per_channel=1.0)
+    threaded, plain = v.evaluate(logs(threads, gpus), heavy), v.evaluate(logs(1, 8), heavy)
+    small, one = threaded["rows"][0], plain["rows"][0]
+    channels = int(small["choice"].rsplit("/", 1)[1])
+    assert small["pred_us"] == pytest.approx(gpus * (50.0 + channels), rel=1e-12)
+    assert one["pred_us"] == pytest.approx(8 * (50.0 + channels), rel=1e-12)
+    big = threaded["rows"][2]
+    assert big["pred_us"] == plain["rows"][2]["pred_us"] > 8 * (50.0 + int(big["choice"].rsplit("/", 1)[1]))
 
 
 def test_only_out_of_place_rows_are_scored_and_the_output_says_so(logs):
