@@ -113,6 +113,20 @@ def f8_binop(xp, a, b, op: str):
     return f8_from_half(xp, h, a.dtype)
 
 
+def premul_scale(xp, v, n: int):
+    """One contribution ``v`` times :func:`avg_scalar` of ``n`` in its own type, the operand step of NCCL's
+    PreMulSum (:class:`PreMulSum`): a plain product rounded in the type, for float8 a product in half narrowed
+    with saturation (:func:`f8_binop`; the scale itself narrowed once from float32, enqueue.cc:2295-2301).
+
+    >>> premul_scale(np, np.array([3.0, 1.0], np.float16), 4).tolist()
+    [0.75, 0.25]
+    """
+    s = avg_scalar(v.dtype, n)
+    if is_f8(v.dtype):
+        return f8_binop(xp, v, xp.broadcast_to(xp.full(1, s, dtype=v.dtype), v.shape), "prod")
+    return v * s
+
+
 def binop_for(premul: tuple[bool, bool], reduce_op: str, n: int):
     """The binary op of one reduce op: ``PreMulSum`` when it scales an operand (floating avg),
     else the collective's op name (sum for avg)."""
@@ -155,8 +169,7 @@ def reduce_copy_with(xp, dst, a, b, op: str) -> None:
         _reduce_copy_f8(xp, dst, a, b, op)
         return
     if isinstance(op, PreMulSum):
-        s = avg_scalar(dst.dtype, op.n)
-        xp.add(a * s if op.scale_a else a, b * s if op.scale_b else b, out=dst)
+        xp.add(premul_scale(xp, a, op.n) if op.scale_a else a, premul_scale(xp, b, op.n) if op.scale_b else b, out=dst)
         return
     if op in ("max", "min") and dst.dtype.name in HALF_TYPES:
         dst[...] = half_minmax(xp, a, b, op == "max")
@@ -170,11 +183,10 @@ def reduce_copy_with(xp, dst, a, b, op: str) -> None:
 
 def _reduce_copy_f8(xp, dst, a, b, op) -> None:
     """:func:`reduce_copy_with` for float8: every product and sum through :func:`f8_binop`
-    (PreMulSum's scale is ``1/n`` narrowed once from float32 with saturation, enqueue.cc:2295-2301)."""
+    (PreMulSum's operands scaled by :func:`premul_scale`)."""
     if isinstance(op, PreMulSum):
-        s = xp.full(1, avg_scalar(dst.dtype, op.n), dtype=dst.dtype)
-        a = f8_binop(xp, a, xp.broadcast_to(s, a.shape), "prod") if op.scale_a else a
-        b = f8_binop(xp, b, xp.broadcast_to(s, b.shape), "prod") if op.scale_b else b
+        a = premul_scale(xp, a, op.n) if op.scale_a else a
+        b = premul_scale(xp, b, op.n) if op.scale_b else b
         op = "sum"
     if not isinstance(op, str) or op not in UFUNC_NAMES:
         raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {op!r}")

@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.backends.kernel_twins import avg_scalar, f8_binop, is_f8, reduce_copy_with
+from kernels.backends.kernel_twins import premul_scale, reduce_copy_with
 from kernels.program.ops import is_float
 from synth.ir.collectives import REDUCE_OPS, element_range
 from synth.ir.schedule import Schedule
@@ -35,12 +35,6 @@ def _combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     out = np.empty_like(a)
     reduce_copy_with(np, out, a, b, op)
     return out
-
-
-def _premul(v: np.ndarray, n: int) -> np.ndarray:
-    """One contribution times ``1/n`` in its type (NCCL's PreMulSum)."""
-    s = avg_scalar(v.dtype, n)
-    return f8_binop(np, v, np.full(v.shape, s, v.dtype), "prod") if is_f8(v.dtype) else v * s
 
 
 def _divide(x: np.ndarray, n: int) -> np.ndarray:
@@ -79,7 +73,11 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
         for r in c.pre:
             a, b = element_range(spec, count, spec.input_position(c.id, r))
             v = np.array(np.asarray(sendbufs[r]).reshape(-1)[a:b], copy=True)
-            value[(r, c.id)] = _premul(v, n) if premul else v
+            # the element step (one value times 1/n in its type) is the twins', as _combine's a (op) b is:
+            # not circular, since the reference checks the schedule (who holds, sends and combines which
+            # contribution, in which order), and the twins' arithmetic has its own hand-computed tests
+            # (tests/kernels/backends/test_kernel_twins.py)
+            value[(r, c.id)] = premul_scale(np, v, n) if premul else v
             owners[(r, c.id)] = frozenset([r])
     name = schedule.name or spec.name
     for t, step in enumerate(schedule.steps):

@@ -27,8 +27,8 @@ import sys
 from pathlib import Path
 
 from kernels.sweep.output_paths import check_output_paths
-from synth.cli.nccl_options import (NOT_APPLIED_OPTIONS, add_nccl_tests_options, drop_unwritten_json, fold_threads,
-                                    given, make_config, mulsum_note, parse_int, root_note, unapplied_note)
+from synth.cli.nccl_options import (NOT_APPLIED_OPTIONS, add_nccl_tests_options, drop_unwritten_json, flag_notes,
+                                    fold_threads, given, make_config, parse_int)
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -122,7 +122,7 @@ def _main(args, argv: list[str]) -> int:
         raise UsageError(f"--backend mpi runs one rank per process: -t {args.nthreads} (threads per process) "
                          "does not apply; start more processes with mpirun -n")
     fold_threads(args)
-    unapplied = _unapplied(args)       # a bad number for a taken flag ends here, before any output
+    unapplied = flag_notes(args, args.collective, argv)    # a bad number for a taken flag ends here, before any output
     if args.collective is None:
         if args.import_log is None:
             raise UsageError("missing COLLECTIVE (one of " + ", ".join(NCCL_NAMES.values()) + ")")
@@ -169,19 +169,6 @@ def _main(args, argv: list[str]) -> int:
     if args.backend == "sim":           # before any schedule is built (kernels.sweep.memory.sim_need_bytes)
         _admit_sim(args, cfg.nranks)
     return sweep_and_report(cfg, topo, algos, args, argv, unapplied)
-
-
-def _unapplied(args) -> list[str]:
-    """The notes naming nccl-tests flags this sweep takes but does not apply (none: empty): flags it
-    does not model, ``-r`` of a collective without a root (ignored, as nccl-tests ignores it), and the
-    ``mulsum`` op nccl-tests' ``-o all`` has and this sweep does not run."""
-    notes = [unapplied_note(args, "every call is timed as one plain launch")]
-    if args.collective is not None:
-        try:
-            notes += [root_note(args, args.collective), mulsum_note(args, args.collective)]
-        except TopocollError:           # an unknown collective: make_config says so, in its own line
-            pass
-    return [n for n in notes if n]
 
 
 def _admit_sim(args, nranks: int) -> None:

@@ -30,10 +30,11 @@ from dataclasses import dataclass
 
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, OP_NAMES
 from synth.formats.nccl_tests.sizes import parse_size as size_of
-from topo_probe.errors import TopocollError, UsageError
+from topo_probe.errors import TopocollError, UnsupportedCollective, UsageError
 
-__all__ = ["NCCL_TESTS_OPTIONS", "NOT_APPLIED_OPTIONS", "NcclTestsOption", "add_nccl_tests_options", "fold_threads",
-           "given", "make_config", "mulsum_note", "parse_int", "parse_size", "root_note", "unapplied_note"]
+__all__ = ["NCCL_TESTS_OPTIONS", "NOT_APPLIED_OPTIONS", "NcclTestsOption", "PLAIN_LAUNCH", "add_nccl_tests_options",
+           "flag_notes", "fold_threads", "given", "make_config", "mulsum_note", "parse_int", "parse_size", "root_note",
+           "unapplied_note"]
 
 
 @dataclass(frozen=True)
@@ -172,6 +173,34 @@ def mulsum_note(args, collective: str) -> str | None:
         return None
     return ("-o all: sum, prod, max, min, avg; not mulsum (nccl-tests' sixth op with NCCL >= 2.11, a pre-multiplied "
             "sum no executor here runs)")
+
+
+#: what ``sweep`` and ``simulate`` do instead of the flags :func:`unapplied_note` names
+PLAIN_LAUNCH = "every call is timed as one plain launch"
+
+
+def flag_notes(args, collective: str | None, argv: list[str]) -> list[str]:
+    """The notes of ``sweep`` and ``simulate`` on the nccl-tests flags they take but read otherwise (none: empty):
+    flags not applied (:func:`unapplied_note`), ``-r`` given for a collective without a root (:func:`root_note`),
+    ``-o all``'s missing mulsum (:func:`mulsum_note`).  A bad number raises UsageError; an unknown or missing
+    ``collective`` only drops the last two notes (the command's config says so, in its own line).
+
+    >>> p = argparse.ArgumentParser(); add_nccl_tests_options(p); argv = ["-r", "2", "-G", "1"]
+    >>> flag_notes(p.parse_args(argv), "all_reduce", argv)
+    ['not applied: -G 1 (cudagraph); every call is timed as one plain launch', \
+'-r 2 ignored: allreduce has no root (nccl-tests runs it with root -1, as here)']
+    >>> flag_notes(p.parse_args(argv), "nonsense", argv)
+    ['not applied: -G 1 (cudagraph); every call is timed as one plain launch']
+    """
+    from synth.ir.collectives import canonical
+    notes = [unapplied_note(args, PLAIN_LAUNCH)]
+    try:
+        name = canonical(collective) if collective is not None else None
+    except UnsupportedCollective:
+        name = None
+    if name is not None:
+        notes += [root_note(args, name) if given(argv, "-r") else None, mulsum_note(args, name)]
+    return [n for n in notes if n]
 
 
 def drop_unwritten_json(args, prog: str) -> None:

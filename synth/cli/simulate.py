@@ -23,8 +23,8 @@ from __future__ import annotations
 import math
 import sys
 
-from synth.cli.nccl_options import (add_nccl_tests_options, drop_unwritten_json, fold_threads, given, make_config,
-                                    mulsum_note, parse_int, root_note, unapplied_note)
+from synth.cli.nccl_options import (add_nccl_tests_options, drop_unwritten_json, flag_notes, fold_threads, given,
+                                    make_config, parse_int)
 from synth.ir.collectives import ROOTED, canonical, check_collective_gpus
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
@@ -123,13 +123,15 @@ def _config(args, n: int):
 
 def _machine(args, run) -> dict:
     """What the NCCL model takes from the log and the flags: the GPU architecture (device
-    names), GPUs per process (``nThread`` x ``nGpus``) and the network (the log's NCCL INFO lines, unless ``--net``
+    names), GPUs per process (``nThread`` x ``nGpus``) and threads per process (``nThread``: each enqueues its own
+    ``nGpus``, the host time), the network (the log's NCCL INFO lines, unless ``--net``
     put a transport on the topology's NICs), and ``--nic-dma-gbps`` (a measured GPU-memory rate per
     NIC: :attr:`synth.model.nccl.NcclMachine.gpu_net_gbps`)."""
     from synth.model.nccl import arch_of_gpu_name
     out = {}
     if run is not None:                 # -t T -g G: one process of T x G ranks (nccl-tests v2.19.6 common.cu:901)
-        out["gpus_per_process"] = (run.n_gpus or 1) * (run.n_threads or 1)
+        out["gpus_per_process"] = run.ranks_per_process
+        out["threads_per_process"] = run.threads_per_process      # each thread enqueues its own -g GPUs: host time
         arch = arch_of_gpu_name(run.devices[0].name) if run.devices else None
         if arch:
             out["arch"] = arch
@@ -291,8 +293,7 @@ def _what(args, backend, topo, sched, algo: str, said: str, imported) -> str:
 def _flag_notes(args, cfg, imported) -> list[str]:
     """The notes on what the flags and the ``--import`` log ask that the model does otherwise: nccl-tests flags
     taken but not applied, ``-r`` of an unrooted collective, ``-o all``'s mulsum, the log's launches and sizes."""
-    notes = [unapplied_note(args, "the model times one plain launch per call"),
-             root_note(args, cfg.collective) if given(args.argv, "-r") else None, mulsum_note(args, cfg.collective)]
+    notes = flag_notes(args, cfg.collective, args.argv)
     if imported:
         notes += [_log_launch_note(imported[0]), _dropped_sizes_note(imported[2], cfg)]
     return [n for n in notes if n]

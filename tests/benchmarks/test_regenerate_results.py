@@ -18,7 +18,7 @@ LEAD = [
     "python benchmarks/fit_nccl_model.py --write",
     "python benchmarks/validate_cost_model.py --out results/model_validation",
     "python benchmarks/holdout_nccl_model.py --by-class --out results/model_validation --write",
-    "synthesize --force --no-progress",
+    "synthesize --force --no-progress --nccl-tuner-conf results/dgx1-v100/nccl_tuner.conf",   # docs/results.md
     "synthesize --topology dgx-a100 --force --no-progress --nccl-tuner-conf results/dgx-a100/nccl_tuner.conf",
     "synthesize --topology dgx-h100 --force --no-progress --nccl-tuner-conf results/dgx-h100/nccl_tuner.conf",
     "synthesize --topology pcie-8gpu-2socket --force --no-progress"
@@ -156,3 +156,42 @@ def test_every_committed_command_of_a_listed_folder_is_a_step():
         kept = any(fnmatch.fnmatch(str(p.relative_to(ROOT)), k) for k in bench.NOT_REGENERATED)
         if folder in folders and m and not kept and "unseen" not in m.group(1):
             assert any(m.group(1) in c or c in m.group(1) for c in listed), (str(p), m.group(1))
+
+
+def _docs_preset_commands() -> dict[str, str]:
+    """docs/results.md's table, read as written: the default preset's row gives its command; a row "the same with
+    `--topology T` (`U`, ...)" gives each named preset that command with ``--topology`` and its own folder, without
+    ``--nccl-tuner-conf`` where the row says "<PRESET> (without `--nccl-tuner-conf`"."""
+    import re
+    rows = [line for line in (ROOT / "docs" / "results.md").read_text().splitlines() if line.startswith("| `results/")]
+    base = re.fullmatch(r"\| `results/([\w-]+)/` \| `(synthesize [^`]*)` \|.*", rows[0])
+    assert base, rows[0]
+    default, command = base.groups()
+    want = {default: command}
+    for row in rows[1:]:
+        cells = row.split(" | ")
+        m = re.match(r"the same with `--topology ([\w-]+)`(?: \(([^)]*)\))?$", cells[1])
+        if not m:
+            continue
+        for t in [m.group(1)] + re.findall(r"`([\w-]+)`", m.group(2) or ""):
+            assert f"`results/{t}/`" in cells[0], (t, cells[0])
+            c = command.replace(f"results/{default}/", f"results/{t}/")
+            c = c.replace("synthesize", f"synthesize --topology {t}")
+            if f"{t.upper()} (without `--nccl-tuner-conf`" in row:
+                c = re.sub(r" --nccl-tuner-conf \S+", "", c)
+            want[t] = c
+    return want
+
+
+def test_preset_steps_run_the_commands_of_the_docs_table():
+    """docs/results.md is the contract: each preset step is its table's command (plus --no-progress, which only
+    silences the progress bar); dgx1-v100 writes its nccl_tuner.conf, mi300x none (RCCL cannot load NCCL's tuner)."""
+    want = _docs_preset_commands()
+    assert set(want) == {"dgx1-v100", "dgx-a100", "dgx-h100", "mi300x", "pcie-8gpu-2socket"}
+    assert want["dgx1-v100"] == "synthesize --force --nccl-tuner-conf results/dgx1-v100/nccl_tuner.conf"
+    assert want["mi300x"] == "synthesize --topology mi300x --force"
+    got = {s.name.removeprefix("preset-"): s.command.replace(" --no-progress", "") for s in bench.STEPS
+           if s.name.startswith("preset-")}
+    assert got == want
+    presets = [s for s in bench.STEPS if s.name.startswith("preset-")]
+    assert all(s.out == f"results/{s.name.removeprefix('preset-')}" for s in presets)

@@ -136,6 +136,18 @@ class NcclTestsLog:
             return len(distinct)
         return self.n_gpus * (self.n_threads or 1) if self.n_gpus else self.n_gpus
 
+    @property
+    def ranks_per_process(self) -> int:
+        """GPUs one process of the run drives: ``nThread * nGpus`` (nccl-tests' ``-t`` threads of ``-g`` GPUs each,
+        common.cu:901 at v2.19.6); 1 where the log prints neither.  :attr:`num_ranks` counts all processes."""
+        return (self.n_gpus or 1) * self.threads_per_process
+
+    @property
+    def threads_per_process(self) -> int:
+        """Threads one process of the run splits its GPUs over (nccl-tests' ``-t``, each thread enqueueing its own
+        ``nGpus`` GPUs: common.cu lines 548-619 and 1725-1768 at v2.19.6); 1 where the log prints none."""
+        return self.n_threads or 1
+
     def busbw_values(self) -> list[float]:
         """All busbw cells (out-of-place then in-place per row), as "Avg bus bandwidth" averages."""
         out = []

@@ -71,12 +71,13 @@ class NcclMachine:
     rate of one NIC (GB/s per direction) and ``net_kind`` one of :data:`NET_KINDS`;
     ``cpu_vendor`` ``intel`` or ``amd`` (NCCL's llMaxBws row and net overhead across nodes);
     ``cpu_arch`` ``x86`` or ``arm`` (Grace: NCCL's ``cpuArch``, which gates a Blackwell NVLS-tree factor);
-    ``gpus_per_process`` how many GPUs one thread drives (nccl-tests ``-g``); ``nic_dma_gbs`` the GB/s
-    per direction at which one NIC moves GPU memory over its PCIe path when a measurement of the host
-    states it (0: not stated, the line rate; :attr:`gpu_net_gbps`); ``plugin_latency_us`` the µs of
-    inter-node latency the run's network plugin reported to NCCL's tuner where its release differs from
-    today's table (aws-ofi-nccl before v1.7.0: 150 µs on every EFA platform; -1: the table,
-    :func:`.net_transport.plugin_latency_us`; NCCL's choice only, :func:`.net_transport.tuner_inter_latency_us`);
+    ``gpus_per_process`` how many GPUs one process drives (nccl-tests ``-t`` x ``-g``), ``threads_per_process`` over how
+    many threads (``-t``; each enqueues its own ``-g`` GPUs: :func:`.runtime.host_time_us`); ``nic_dma_gbs``
+    the GB/s per direction at which one NIC moves GPU memory over its PCIe path when a measurement of the host states it
+    (0: not stated, the line rate; :attr:`gpu_net_gbps`); ``plugin_latency_us`` the µs of inter-node latency the run's
+    network plugin reported to NCCL's tuner where its release differs from today's table (aws-ofi-nccl before v1.7.0:
+    150 µs on every EFA platform; -1: the table, :func:`.net_transport.plugin_latency_us`; NCCL's choice only,
+    :func:`.net_transport.tuner_inter_latency_us`);
     ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`);
     ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
     uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`);
@@ -133,6 +134,7 @@ class NcclMachine:
     p2p_write_gbs: float = 0.0
     gpu_numa_nodes: int = 0
     nic_path: str = "PXB"
+    threads_per_process: int = 1
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -146,6 +148,9 @@ class NcclMachine:
                    f"PCIe generation {self.pcie_gen} is not one of {', '.join(map(str, PCI_BW_BY_GEN))}"),
                   (self.nic_path in NIC_PATHS, f"NIC path {self.nic_path!r} is not one of {', '.join(NIC_PATHS)}"),
                   (self.gpus_per_process >= 1, f"gpus_per_process {self.gpus_per_process} must be >= 1"),
+                  (self.threads_per_process >= 1 and self.gpus_per_process % self.threads_per_process == 0,
+                   f"gpus_per_process {self.gpus_per_process} do not split evenly over threads_per_process "
+                   f"{self.threads_per_process}"),
                   (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
                    "link and NIC bandwidths must be positive")]
         for ok, message in checks:

@@ -380,7 +380,7 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
     extra = p2p_extra_batches(m, coll, ch_part, p2p_total_channels(g.n_channels), version)
     t_dev = params.p2p_latency_us * (1 + extra) + (p2p_net_hop_us(m, params) if inter_b else 0.0) \
         + max(t_intra, t_inter)
-    return max(host_time_us(params, m.gpus_per_process, channels, version), t_dev), channels
+    return max(host_time_us(params, m.gpus_per_process, channels, version, m.threads_per_process), t_dev), channels
 
 
 __all__ = ["p2p_time_us", "p2p_protocol", "part_channels", "local_channel_bounds", "p2p_uses_ll", "net_part_channels",

@@ -183,7 +183,7 @@ def msccl_time_us(t: TuneTable, algo: str, nbytes: int, params: ModelParams) -> 
     bus = m.links_per_gpu * m.link_gbs * LL_DATA_FRACTION * params.proto_efficiency(m.arch, "LL")
     lat = params.msccl_allpairs_latency_us if algo == MSCCL_ALLPAIRS else params.msccl_onestep_latency_us
     t_dev = lat + nbytes * busbw_factor("allreduce", m.ranks) / (1000.0 * bus)
-    return max(host_time_us(params, m.gpus_per_process, 2, t.version), t_dev)
+    return max(host_time_us(params, m.gpus_per_process, 2, t.version, m.threads_per_process), t_dev)
 
 
 __all__ = ["rccl_choose", "msccl_applies", "msccl_time_us", "MSCCL_ALLPAIRS", "MSCCL_ONESTEP", "rccl_tuner_us",

@@ -5,7 +5,7 @@ predicts the time nccl-tests measures for that choice, with the same structure (
 bandwidth) but physical capacities and the fitted constants of :mod:`.params`:
 
 ``T = max(T_host, T_dev)``.  ``T_host`` is the host cost of enqueueing one operation on every GPU
-a process drives (``gpus_per_process * (host_us + host_us_per_channel * channels)``): nccl-tests
+one thread drives (``gpus_per_process / threads_per_process * (host_us + host_us_per_channel * channels)``): nccl-tests
 launches back to back, so the host hides under the device unless one thread drives 8 GPUs.
 ``T_dev = latency + W / B`` with ``W`` the bytes each rank moves on its busiest link (nccl-tests'
 bus-bandwidth convention) and ``B`` the achievable bus bandwidth: data-sheet link bandwidth x
@@ -61,16 +61,22 @@ COOP_LAUNCH_UNTIL = (2, 9)
 STEADY_NET_ALGOS = ("nvls_tree",)
 
 
-def host_time_us(params: ModelParams, gpus_per_process: int, channels: int, version: tuple = NCCL_VERSION) -> float:
-    """Host µs to enqueue one collective on all GPUs one process drives, and before NCCL 2.9 the
-    cooperative multi-device launch of them (``coop_launch_us``, only when a process drives several).
+def host_time_us(params: ModelParams, gpus_per_process: int, channels: int, version: tuple = NCCL_VERSION,
+                 threads_per_process: int = 1) -> float:
+    """Host µs to enqueue one collective on the GPUs one thread of a process drives (nccl-tests ``-g``: each of its
+    ``-t`` threads enqueues and launches its own in parallel, v2.19.6 src/common.cu lines 548-619 and 1725-1768; NCCL's
+    group is per thread, NVIDIA/nccl v2.28.9-1 src/group.cc line 22, launched in turn, lines 259-315), and before NCCL
+    2.9 the cooperative multi-device launch of all the process's GPUs, every thread's (``coop_launch_us``, only when a
+    process drives several: v2.8.4-1 src/init.cc lines 595-600 count one pid's ranks, enqueue.cc lines 204-212).
 
     >>> p = ModelParams(host_us=4.0, host_us_per_channel=0.0, coop_launch_us=10.0)
     >>> host_time_us(p, 8, 1), host_time_us(p, 8, 1, (2, 4)), host_time_us(p, 1, 1, (2, 4))
     (32.0, 42.0, 4.0)
+    >>> host_time_us(p, 8, 1, (2, 28), 2), host_time_us(p, 8, 1, (2, 28), 8), host_time_us(p, 8, 1, (2, 4), 8)
+    (16.0, 4.0, 14.0)
     """
     coop = params.coop_launch_us if gpus_per_process > 1 and tuple(version) < COOP_LAUNCH_UNTIL else 0.0
-    return gpus_per_process * (params.host_us + params.host_us_per_channel * channels) + coop
+    return gpus_per_process // threads_per_process * (params.host_us + params.host_us_per_channel * channels) + coop
 
 
 def link_kind(m: NcclMachine, p2p: bool) -> str:
@@ -384,7 +390,8 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     if t.machine.nodes > 1:             # a network hop's whole chunk (net_fill); one host has no NIC rate to ask
         t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
                                    _net_bw(t.machine, params), t.env.simple_step_bytes)
-    return max(host_time_us(params, t.machine.gpus_per_process, channels, t.version), t_dev)
+    m = t.machine
+    return max(host_time_us(params, m.gpus_per_process, channels, t.version, m.threads_per_process), t_dev)
 
 
 __all__ = ["COOP_LAUNCH_UNTIL", "host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",

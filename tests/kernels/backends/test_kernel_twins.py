@@ -12,7 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.backends.kernel_twins import PreMulSum, postdiv_host, postdiv_with, reduce_copy_host, reduce_copy_with
+from kernels.backends.kernel_twins import (PreMulSum, postdiv_host, postdiv_with, premul_scale, reduce_copy_host,
+                                          reduce_copy_with)
 from topo_probe.errors import InvalidArgument
 
 
@@ -151,6 +152,32 @@ def test_float8_avg_premulsum_matches_the_reference(f8_tables, name, n):
         reduce_copy_host(d, a, b, PreMulSum(n, scale_a, scale_b))
         w = want if scale_b else add[prod[codes, s][:, None], codes[None, :]].reshape(-1)
         assert np.array_equal(d.view(np.uint8), w), f"{name} avg of {n}: {np.sum(d.view(np.uint8) != w)} pairs differ"
+
+
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2"])
+@pytest.mark.parametrize("n", [2, 3, 7, 1000])
+def test_premul_scale_of_float8_is_the_brute_force_product_by_one_over_n(f8_tables, name, n):
+    """The one PreMulSum operand step (which the reference executor shares): every float8 code times 1/n
+    (narrowed from float32 with saturation) equals the brute-force half-and-saturate product table."""
+    import ml_dtypes
+    from _f8_reference import narrow
+    dt = np.dtype(getattr(ml_dtypes, name))
+    s = narrow(name, float(np.float32(1.0 / n)))
+    got = premul_scale(np, np.arange(256, dtype=np.uint8).view(dt), n)
+    assert got.dtype == dt
+    assert np.array_equal(got.view(np.uint8), f8_tables[(name, "prod")][np.arange(256), s])
+
+
+@pytest.mark.parametrize("name", ["float16", "float32", "float64"])
+def test_premul_scale_of_wider_floats_rounds_the_exact_product_once(name):
+    """Non-float8 types: float(v) * float(1/n in the type) in float64 (exact for float16 and float32
+    operands), rounded once to the type: NCCL's ``x * scalar`` in the element type."""
+    rng = np.random.default_rng(5)
+    v = rng.standard_normal(500).astype(name) * 100
+    for n in (3, 7, 10):
+        s = np.float64(1.0 / n) if name == "float64" else float(np.float32(1.0 / n).astype(name))
+        want = np.array([float(x) * s for x in v]).astype(name) if name != "float64" else v * s
+        assert np.array_equal(premul_scale(np, v, n), want), (name, n)
 
 
 @pytest.mark.parametrize("name", ["float16", "bfloat16", "float32", "float64"])

@@ -51,7 +51,7 @@ def test_simulate_runs_a_pasted_command_line_and_names_what_it_does_not_apply(ca
     pasted = _simulate(capsys, BASE + ["-t", "1", "-g", "8", "-G", "1", "-m", "2", "-z", "0", "-N", "1", "-I", "0"])
     assert _rows(pasted) == _rows(plain)
     notes = [line for line in pasted if "not applied" in line]
-    assert notes == ["# not applied: -m 2 (agg_iters), -G 1 (cudagraph); the model times one plain launch per call"]
+    assert notes == ["# not applied: -m 2 (agg_iters), -G 1 (cudagraph); every call is timed as one plain launch"]
     assert not [line for line in plain if "not applied" in line]
 
 
@@ -80,6 +80,23 @@ def test_the_host_sweep_folds_threads_and_notes_the_rest(capsys, tmp_path):
     assert all(line.split()[8] == "0" for line in _rows(folded))                 # #wrong, out of place
     assert [line for line in folded if "not applied" in line] == [
         "# not applied: -R 1 (local_register); every call is timed as one plain launch"]
+
+
+def test_sweep_and_simulate_print_the_same_flag_notes_for_the_same_flags(capsys):
+    """One builder (synth.cli.nccl_options.flag_notes) for both commands: the same nccl-tests flags give the same
+    ``#`` lines, typed in here from nccl-tests' behaviour (-r of all_reduce ignored, v2.19.6 all_reduce.cu:574;
+    -o all's sixth op mulsum, common.cu:57-65), not from the builder."""
+    flags = ["-b", "8", "-e", "16", "-f", "2", "-g", "2", "-r", "3", "-o", "all", "-G", "1", "-R", "1"]
+    want = ["# not applied: -G 1 (cudagraph), -R 1 (local_register); every call is timed as one plain launch",
+            "# -r 3 ignored: allreduce has no root (nccl-tests runs it with root -1, as here)",
+            "# -o all: sum, prod, max, min, avg; not mulsum (nccl-tests' sixth op with NCCL >= 2.11, a pre-multiplied "
+            "sum no executor here runs)"]
+    said = {}
+    simulate_argv = ["--topology", "dgx-a100", "--collective", "allreduce", *flags]
+    for name, tool, argv in (("sweep", sweep_main, ["all_reduce", *flags]), ("simulate", simulate_main, simulate_argv)):
+        assert tool(argv) == 0, name
+        said[name] = [line for line in capsys.readouterr().out.splitlines() if line in want]
+    assert said["sweep"] == said["simulate"] == want
 
 
 @pytest.mark.parametrize("tool, argv, says", [

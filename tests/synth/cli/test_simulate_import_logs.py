@@ -8,6 +8,8 @@ from __future__ import annotations
 import argparse
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synth.cli.simulate import _machine, main
 from synth.formats.nccl_tests.runs import parse_runs
@@ -101,7 +103,42 @@ def test_a_threaded_logs_ranks_are_one_process(threads, gpus):
     text = PRE.format(t=threads, g=gpus, lo=8, hi=8, step="2(factor)") + BOTH + _head(8, 2) + _body(1.0, 0.0) * 2
     (run,) = parse_runs(text)
     machine = _machine(argparse.Namespace(net=None, nic_dma_gbps=None), run)
-    assert machine["gpus_per_process"] == threads * gpus
+    assert (machine["gpus_per_process"], machine["threads_per_process"]) == (threads * gpus, threads)
+
+
+@pytest.mark.parametrize("threads, gpus", [(1, 8), (2, 4), (8, 1)])
+def test_a_threaded_logs_host_time_is_one_threads(tmp_path, capsys, monkeypatch, threads, gpus):
+    """Each of the T threads enqueues and launches its own G GPUs in parallel (nccl-tests v2.19.6 common.cu lines
+    548-619 and 1725-1768; NVIDIA/nccl v2.28.9-1 src/group.cc line 22, a thread's own group): with 200 us of host per
+    GPU and 3 per channel, an 8-byte all_reduce on one ring/LL channel takes G x 203 us (was 8 x 203 = 1624 for all
+    three).  The model's parameters are swapped for these heavy ones where simulate builds it."""
+    from dataclasses import replace
+
+    import synth.model.nccl as nccl
+    heavy = replace(nccl.DEFAULT_PARAMS, host_us=200.0, host_us_per_channel=3.0)
+
+    class HeavyHost(nccl.NcclModel):
+        def __init__(self, machine, params=None, env=None, version=None):
+            super().__init__(machine, heavy, env, version)
+    monkeypatch.setattr(nccl, "NcclModel", HeavyHost)
+    log = _log(tmp_path, [_head(8, 2) + _body(50.0, 0.1) * 2], t=threads, g=gpus, lo=8, hi=8)
+    assert main(["--topology", "dgx-a100", "--collective", "allreduce", "--baseline", "nccl", "--import", log]) == 0
+    (row,) = _table(capsys.readouterr().out).values()
+    assert row[-3] == "ring/LL/1" and float(row[5]) == pytest.approx(gpus * 203.0, abs=0.005)
+
+
+@settings(max_examples=50, deadline=None, derandomize=True)
+@given(threads=st.integers(0, 1 << 20), gpus=st.integers(0, 1 << 20))
+def test_any_thread_and_gpu_counts_give_a_machine_of_one_threads_gpus(threads, gpus):
+    """Whatever nThread / nGpus a log prints (0 read as 1, as the reader counts ranks), the model's machine is valid
+    and each thread drives the log's nGpus: no traceback, no GPU count that does not split over the threads."""
+    from synth.model.nccl import NcclMachine
+    from topo_probe import get_preset
+    text = PRE.format(t=threads, g=gpus, lo=8, hi=8, step="2(factor)") + BOTH + _head(8, 2) + _body(1.0, 0.0) * 2
+    (run,) = parse_runs(text)
+    m = NcclMachine.from_topology(get_preset("dgx-a100")).with_(
+        **_machine(argparse.Namespace(net=None, nic_dma_gbps=None), run))
+    assert (m.gpus_per_process, m.threads_per_process) == ((gpus or 1) * (threads or 1), threads or 1)
 
 
 def test_sizes_nccl_tests_prints_twice_are_predicted_once(tmp_path, capsys):
