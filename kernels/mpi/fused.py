@@ -50,6 +50,9 @@ def compressed_all_reduce(comm, in_array, out_array, *, compression: str = "bf16
     fmt = cz.get_format(compression)
     group_size = cz.DEFAULT_GROUP if group_size is None else group_size
     n, count = comm.size, int(in_array.size)
+    # every rank must use the same format, group and op (the wire is bytes: no dtype would differ)
+    comm.agreement.check_plain({"collective": "compressed_allreduce", "root": None, "count": count, "op": op,
+                                "dtype": np.dtype(in_array.dtype).name, "schedule": f"{fmt.name}/{group_size}"})
     if count == 0:
         return out_array
     b = -(-count // n)

@@ -89,6 +89,16 @@ class Waiter:
         self.timeout_s = default_timeout() if timeout_s is None else checked_timeout(timeout_s)
         self.MPI = mpi()
         self._sent: list = []   # ping / pong sends (completed or abandoned on failure)
+        #: the first PeerFailed this waiter raised (its text) and the rank it named: the
+        #: communicator is closed from then on (:meth:`kernels.mpi.agreement.CallAgreement.start`)
+        self.failure: str | None = None
+        self.failed_rank: int | None = None
+
+    def _failed(self, message: str, rank: int | None) -> PeerFailed:
+        """Remember the first failure (the communicator is closed) and build its PeerFailed."""
+        if self.failure is None:
+            self.failure, self.failed_rank = message, rank
+        return PeerFailed(message, rank=rank, reporter=self.rank)
 
     def check_notices(self) -> None:
         """Answer liveness pings; raise PeerFailed if another rank has sent a failure notice."""
@@ -106,8 +116,7 @@ class Waiter:
             src = st.Get_source()
             self.ctrl.Recv([buf, MPI.BYTE], source=src, tag=TAG_NOTICE)
             text = bytes(buf).rstrip(b"\0").decode("utf-8", "replace")
-            raise PeerFailed(f"rank {self.rank}: stopping because rank {src} failed: {text}",
-                             rank=src, reporter=self.rank)
+            raise self._failed(f"rank {self.rank}: stopping because rank {src} failed: {text}", src)
 
     def unresponsive(self, size: int, within_s: float = 1.0) -> list[int]:
         """Ranks that do not answer a ping within ``within_s`` seconds (hung, dead or busy
@@ -166,8 +175,11 @@ class Waiter:
         why = (f"rank(s) {silent} do not respond (hung, dead or busy outside the communicator)" if silent
                else "every rank responds (mismatched collective calls?)" if self.ctrl is not None
                else "some rank did not join")
-        raise PeerFailed(f"rank {self.rank}: {what}: no progress for {self.timeout_s:g} s waiting on rank(s) "
-                         f"{waiting or 'unknown'}; {why}", rank=who, reporter=self.rank)
+        text = (f"rank {self.rank}: {what}: no progress for {self.timeout_s:g} s waiting on rank(s) "
+                f"{waiting or 'unknown'}; {why}")
+        if self.ctrl is not None:   # the others stop too, even a late rank about to join this call
+            notify_failure(self.ctrl, self.rank, self.ctrl.Get_size(), text, grace_s=0.2)
+        raise self._failed(text, who)
 
     def all(self, reqs: list, what: str, peers) -> None:
         """Wait for every request of ``reqs`` (``peers(i)`` names the rank of request i),
