@@ -364,8 +364,8 @@ class MPICommunicator(CommunicatorBase):
         mpi_p2p.send(self, check_array(array, "send", self.rank), peer)
 
     def recv(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
-        """Receive into ``array`` from ``peer`` (blocks, with the deadline); the size must be the
-        sent one (:mod:`kernels.mpi.p2p`)."""
+        """Receive into ``array`` from ``peer`` (blocks, with the deadline); size and type must be
+        the sent ones (:mod:`kernels.mpi.p2p`)."""
         mpi_p2p.check_peer(self, "recv", peer, rank)
         mpi_p2p.recv(self, check_array(array, "recv", self.rank), peer)
 

@@ -7,7 +7,8 @@ Each scenario failed before its fix (mpi67 audit): a read-only output on one ran
 collective hung until the timeout and then desynchronised the next calls; compressed all-reduces
 with another format or op returned garbage on both ranks; ``count=True`` ran as 1 and
 ``count=4.0`` raised a ``TypeError`` about slices; and a rank that joined a call its peer had
-given up on (timeout) returned success while the peer raised, then both carried on.
+given up on (timeout) returned success while the peer raised, then both carried on.  (A receive of
+another type: test_agreement.py.)
 
 One ``mpirun -n 2`` runs every scenario (this file is the worker)."""
 
@@ -21,7 +22,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _mpi import run_mpi
+from _mpi import worker_results
 
 #: timeout of the communicator the late-rank scenario uses (seconds)
 SHORT_S = 2.0
@@ -93,10 +94,7 @@ def worker(out_path: str) -> None:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("hostile") / "res.json"
-    proc = run_mpi(2, [str(Path(__file__).resolve()), "worker", str(out)], timeout=180)
-    assert proc.returncode == 0 and out.exists(), f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
-    return json.loads(out.read_text())
+    return worker_results(2, Path(__file__).resolve(), tmp_path_factory.mktemp("hostile") / "res.json")
 
 
 #: scenario -> (rank that refuses its own call, its error type, words its message must hold)
