@@ -6,7 +6,9 @@ Each scenario failed before its fix (mpi67 audit): a read-only output on one ran
 ``ValueError`` / ``BufferError`` there while the other rank returned; a barrier against a
 collective hung until the timeout and then desynchronised the next calls; compressed all-reduces
 with another format or op returned garbage on both ranks; ``count=True`` ran as 1 and
-``count=4.0`` raised a ``TypeError`` about slices; and a rank that joined a call its peer had
+``count=4.0`` raised a ``TypeError`` about slices; a list among ``fused_all_reduce``'s tensors
+raised an ``AttributeError`` on that rank while the others waited for the timeout; a replayed
+call wrote into an output made read-only since; and a rank that joined a call its peer had
 given up on (timeout) returned success while the peer raised, then both carried on.  (A receive of
 another type: test_agreement.py.)
 
@@ -36,7 +38,15 @@ def _scenarios(comm) -> dict:
         a.flags.writeable = not readonly
         return a
 
+    def replayed_then_readonly():
+        o = np.empty(8, np.float32)
+        for _ in range(3):          # the call is replayed from the third time on (kernels.mpi.replay)
+            comm.all_reduce(x, o)
+        comm.all_reduce(x, ro(o, odd))
+
     return {
+        "replayed-readonly": replayed_then_readonly,
+        "fused-list": lambda: comm.fused_all_reduce([x.copy(), [1.0, 2.0] if odd else x[:2].copy()]),
         "readonly-out": lambda: comm.all_reduce(x, ro(np.empty(8, np.float32), odd)),
         "readonly-broadcast": lambda: comm.broadcast(ro(x.copy(), odd), root=0),
         "readonly-reduce-root": lambda: comm.reduce(x, ro(np.empty(8, np.float32), r == 0), root=0),
@@ -102,6 +112,8 @@ OWN_ERRORS = {"readonly-out": (1, "BufferLayoutError", "rank 1's recvbuf is read
               "readonly-broadcast": (1, "BufferLayoutError", "rank 1's recvbuf is read-only"),
               "readonly-reduce-root": (0, "BufferLayoutError", "rank 0's recvbuf is read-only"),
               "compressed-list": (1, "BufferLayoutError", "rank 1: got a list"),
+              "fused-list": (1, "BufferLayoutError", "fused_all_reduce: tensors[1]: rank 1: got a list"),
+              "replayed-readonly": (1, "BufferLayoutError", "rank 1's recvbuf is read-only"),
               "count-bool": (1, "InvalidArgument", "count must be an integer >= 0, got True"),
               "count-float": (1, "InvalidArgument", "count must be an integer >= 0, got 4.0")}
 #: scenario -> words of the ProcessGroupMismatch every rank raises
