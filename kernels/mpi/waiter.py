@@ -88,7 +88,7 @@ class Waiter:
         self.ctrl, self.rank = ctrl, rank
         self.timeout_s = default_timeout() if timeout_s is None else checked_timeout(timeout_s)
         self.MPI = mpi()
-        self._sent: list = []   # ping / pong sends (completed or abandoned on failure)
+        self._sent: list = []   # ping / pong / notice sends (each holds its buffer) until MPI completes them
         #: the first PeerFailed this waiter raised (its text) and the rank it named: the
         #: communicator is closed from then on (:meth:`kernels.mpi.agreement.CallAgreement.start`)
         self.failure: str | None = None
@@ -178,7 +178,7 @@ class Waiter:
         text = (f"rank {self.rank}: {what}: no progress for {self.timeout_s:g} s waiting on rank(s) "
                 f"{waiting or 'unknown'}; {why}")
         if self.ctrl is not None:   # the others stop too, even a late rank about to join this call
-            notify_failure(self.ctrl, self.rank, self.ctrl.Get_size(), text, grace_s=0.2)
+            self._sent += notify_failure(self.ctrl, self.rank, self.ctrl.Get_size(), text, grace_s=0.2)
         raise self._failed(text, who)
 
     def all(self, reqs: list, what: str, peers) -> None:
@@ -191,9 +191,13 @@ class Waiter:
                        lambda: [peers(i) for i, r in enumerate(reqs) if not r.Get_status()])
 
 
-def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0) -> None:
-    """Send ``text`` to every other rank (tag :data:`TAG_NOTICE`); best effort, at most
-    ``grace_s`` seconds.  Ranks waiting in :class:`Waiter` raise PeerFailed naming ``rank``."""
+def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0) -> list:
+    """Send ``text`` to every other rank (tag :data:`TAG_NOTICE`); best effort, waiting at most
+    ``grace_s`` seconds.  Ranks waiting in :class:`Waiter` raise PeerFailed naming ``rank``.
+
+    Returns the send requests (each mpi4py request holds its buffer): a caller that carries on
+    must keep them referenced until they complete (mpi4py frees a dropped request, and with it
+    the buffer MPI may still be reading)."""
     MPI = mpi()
     raw = text.encode("utf-8")[:NOTICE_BYTES - 1]
     buf = np.zeros(NOTICE_BYTES, np.uint8)
@@ -213,6 +217,7 @@ def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0) 
         except Exception:  # noqa: BLE001
             break
         time.sleep(1e-3)
+    return reqs
 
 
 def exchange_json(ctrl, waiter: Waiter, obj, size: int, what: str, limit: int = 1 << 16) -> list:

@@ -3,10 +3,11 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from kernels.mpi.waiter import DEFAULT_TIMEOUT_S, Waiter, checked_timeout, default_timeout
-from topo_probe.errors import InvalidArgument
+from topo_probe.errors import InvalidArgument, PeerFailed
 
 
 @pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "-5", "0", "abc", "1e999"])
@@ -38,3 +39,54 @@ def test_waiter_timeout_argument_checked(bad):
     with pytest.raises(InvalidArgument, match="timeout_s="):
         Waiter(None, 0, bad)
     assert checked_timeout(2) == 2.0
+
+
+class _Req:
+    """A fake mpi4py request: ``done`` says whether Test() completes it; ``buf`` is what it sends."""
+
+    def __init__(self, done: bool, buf=None, dest=None, tag=None) -> None:
+        self.done, self.buf, self.dest, self.tag = done, buf, dest, tag
+
+    def Test(self) -> bool:
+        return self.done
+
+
+class _Ctrl:
+    """A fake control communicator of ``size`` ranks: every peer answers pings at once, sends of
+    failure notices never complete (the peers are busy), ``notices`` are (source, bytes) waiting."""
+
+    def __init__(self, size: int, notices=()) -> None:
+        self.size, self.sent, self.notices = size, [], list(notices)
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def Isend(self, msg, dest, tag):
+        self.sent.append(_Req(False, msg[0], dest, tag))
+        return self.sent[-1]
+
+    def Irecv(self, msg, source, tag):
+        return _Req(True)
+
+    def Iprobe(self, source, tag, status):
+        from kernels.mpi.waiter import TAG_NOTICE
+        if tag == TAG_NOTICE and self.notices:
+            status.Set_source(self.notices[0][0])
+            return True
+        return False
+
+    def Recv(self, msg, source, tag):
+        src, raw = self.notices.pop(0)
+        msg[0][:len(raw)] = np.frombuffer(raw, np.uint8)
+
+
+def test_a_timeout_keeps_its_failure_notices_and_their_buffers_until_mpi_is_done():
+    from kernels.mpi.waiter import TAG_NOTICE
+    w = Waiter(_Ctrl(3), 0, 1.0)
+    with pytest.raises(PeerFailed, match="no progress for 1 s waiting on rank"):
+        w._timeout("allreduce", [1, 2])
+    notices = [r for r in w.ctrl.sent if r.tag == TAG_NOTICE]
+    assert sorted(r.dest for r in notices) == [1, 2]
+    for r in notices:      # still posted: referenced by the waiter, with the bytes they send
+        assert any(s is r for s in w._sent), "an active notice send was dropped (mpi4py frees it)"
+        assert b"no progress" in bytes(r.buf)
