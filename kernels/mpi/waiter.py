@@ -115,8 +115,9 @@ class Waiter:
             buf = np.zeros(NOTICE_BYTES, np.uint8)
             src = st.Get_source()
             self.ctrl.Recv([buf, MPI.BYTE], source=src, tag=TAG_NOTICE)
-            text = bytes(buf).rstrip(b"\0").decode("utf-8", "replace")
-            raise self._failed(f"rank {self.rank}: stopping because rank {src} failed: {text}", src)
+            blamed, how, text = read_notice(bytes(buf).rstrip(b"\0").decode("utf-8", "replace"), src,
+                                            self.ctrl.Get_size())
+            raise self._failed(f"rank {self.rank}: stopping because rank {src} {how}: {text}", blamed)
 
     def unresponsive(self, size: int, within_s: float = 1.0) -> list[int]:
         """Ranks that do not answer a ping within ``within_s`` seconds (hung, dead or busy
@@ -178,7 +179,7 @@ class Waiter:
         text = (f"rank {self.rank}: {what}: no progress for {self.timeout_s:g} s waiting on rank(s) "
                 f"{waiting or 'unknown'}; {why}")
         if self.ctrl is not None:   # the others stop too, even a late rank about to join this call
-            self._sent += notify_failure(self.ctrl, self.rank, self.ctrl.Get_size(), text, grace_s=0.2)
+            self._sent += notify_failure(self.ctrl, self.rank, self.ctrl.Get_size(), text, grace_s=0.2, blame=(who,))
         raise self._failed(text, who)
 
     def all(self, reqs: list, what: str, peers) -> None:
@@ -191,15 +192,18 @@ class Waiter:
                        lambda: [peers(i) for i, r in enumerate(reqs) if not r.Get_status()])
 
 
-def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0) -> list:
+def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0, blame: tuple = ()) -> list:
     """Send ``text`` to every other rank (tag :data:`TAG_NOTICE`); best effort, waiting at most
-    ``grace_s`` seconds.  Ranks waiting in :class:`Waiter` raise PeerFailed naming ``rank``.
+    ``grace_s`` seconds.  Ranks waiting in :class:`Waiter` raise PeerFailed naming ``rank``, or,
+    for a timeout's notice (``blame=(who,)``), ``who``: the rank the timed-out rank blamed, None
+    when it blamed several or none (:func:`read_notice`).
 
     Returns the send requests (each mpi4py request holds its buffer): a caller that carries on
     must keep them referenced until they complete (mpi4py frees a dropped request, and with it
     the buffer MPI may still be reading)."""
     MPI = mpi()
-    raw = text.encode("utf-8")[:NOTICE_BYTES - 1]
+    raw = (f"timeout:{blame[0]}:" if blame else "failed:").encode() + text.encode("utf-8")
+    raw = raw[:NOTICE_BYTES - 1]
     buf = np.zeros(NOTICE_BYTES, np.uint8)
     buf[:len(raw)] = np.frombuffer(raw, np.uint8)
     reqs = []
@@ -218,6 +222,23 @@ def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0) 
             break
         time.sleep(1e-3)
     return reqs
+
+
+def read_notice(text: str, src: int, size: int) -> tuple[int | None, str, str]:
+    """(rank to blame, what happened, message) of a notice ``src`` sent (:func:`notify_failure`):
+    ``timeout:<rank or None>:`` blames that rank (one of the ``size``), anything else ``src``.
+
+    >>> read_notice("timeout:None:rank 1: allreduce: no progress", 1, 4)
+    (None, 'timed out', 'rank 1: allreduce: no progress')
+    >>> read_notice("failed:timeout:3:a user's error text", 2, 4)
+    (2, 'failed', "timeout:3:a user's error text")
+    """
+    kind, _, rest = text.partition(":")
+    if kind == "timeout":
+        who, sep, message = rest.partition(":")
+        if sep and (who == "None" or who.isdecimal() and int(who) < size):
+            return (None if who == "None" else int(who)), "timed out", message
+    return src, "failed", rest if kind == "failed" else text
 
 
 def exchange_json(ctrl, waiter: Waiter, obj, size: int, what: str, limit: int = 1 << 16) -> list:

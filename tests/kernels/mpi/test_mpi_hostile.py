@@ -69,7 +69,7 @@ def _attempt(fn) -> dict:
         fn()
         got = {"raised": None}
     except Exception as exc:  # noqa: BLE001 - reported to the test
-        got = {"raised": type(exc).__name__, "message": str(exc)}
+        got = {"raised": type(exc).__name__, "message": str(exc), "rank": getattr(exc, "rank", None)}
     got["seconds"] = time.monotonic() - t0
     return got
 
@@ -142,7 +142,8 @@ def test_a_rank_that_joins_a_call_its_peer_gave_up_on_fails_too_and_the_communic
     early, late = results[0]["late-rank"], results[1]["late-rank"]
     assert early["late"]["raised"] == "PeerFailed" and "no progress" in early["late"]["message"], early
     assert late["late"]["raised"] == "PeerFailed", late             # not a success beside rank 0's error
-    assert "rank 0 failed" in late["late"]["message"] and late["late"]["seconds"] < 1, late
+    assert "rank 0 timed out" in late["late"]["message"] and late["late"]["seconds"] < 1, late
+    assert early["late"]["rank"] == late["late"]["rank"] == 1, (early, late)   # rank 1 was silent: not rank 0
     for got in (early["next"], late["next"]):                        # closed, not desynchronised
         assert got["raised"] == "PeerFailed" and "closed" in got["message"] and got["seconds"] < 1, got
 
