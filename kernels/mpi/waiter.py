@@ -162,13 +162,16 @@ class Waiter:
                 self.check_notices()
                 next_probe = now + self.probe_s
                 if now - start > self.timeout_s:
-                    self._timeout(what, sorted(set(awaited())))
+                    self.timed_out(what, sorted(set(awaited())))
             if now - start > self.nap_after_s:
                 time.sleep(self.nap_s)
             else:
                 _yield()
 
-    def _timeout(self, what: str, waiting: list[int]) -> None:
+    def timed_out(self, what: str, waiting: list[int]) -> None:
+        """Give up on ``what`` (no progress for :attr:`timeout_s` waiting on ranks ``waiting``): ping
+        the peers to say who is silent, tell every peer (:func:`notify_failure`), close the
+        communicator (:meth:`_failed`) and raise the PeerFailed."""
         waiting = [w for w in waiting if w >= 0]
         silent = self.unresponsive(self.ctrl.Get_size()) if self.ctrl is not None else []
         blame = silent or waiting

@@ -28,6 +28,8 @@ from _mpi import worker_results
 
 #: timeout of the communicator the late-rank scenario uses (seconds)
 SHORT_S = 2.0
+#: timeout of rank 1 in the receive scenario: it hears of rank 0's timeout long before its own
+LONG_S = 8.0
 
 
 def _scenarios(comm) -> dict:
@@ -85,6 +87,21 @@ def _late_rank(MPICommunicator) -> dict:
     return got
 
 
+def _recv_timeout(MPICommunicator) -> dict:
+    """Both ranks receive from each other, nothing is sent: rank 0 (deadline SHORT_S) gives up first,
+    rank 1 (deadline LONG_S) must hear of it rather than wait for its own; then both call again."""
+    comm = MPICommunicator.from_mpi(plan=False, timeout_s=SHORT_S if comm_rank() == 0 else LONG_S,
+                                    abort_on_error=False)
+    got = {"recv": _attempt(lambda: comm.recv(np.empty(4, np.float32), 1 - comm.rank))}
+    got["next"] = _attempt(lambda: comm.all_reduce(np.ones(4, np.float32), np.empty(4, np.float32)))
+    return got
+
+
+def comm_rank() -> int:
+    from mpi4py import MPI
+    return MPI.COMM_WORLD.Get_rank()
+
+
 def worker(out_path: str) -> None:
     from kernels.mpi.communicator import MPICommunicator
     warnings.simplefilter("ignore")
@@ -97,6 +114,7 @@ def worker(out_path: str) -> None:
         got["after"]["value"] = after.tolist()
         res[name] = got
     res["late-rank"] = _late_rank(MPICommunicator)
+    res["recv-timeout"] = _recv_timeout(MPICommunicator)
     every = comm.allgather_object(res)
     if comm.rank == 0:
         Path(out_path).write_text(json.dumps(every))
@@ -145,6 +163,19 @@ def test_a_rank_that_joins_a_call_its_peer_gave_up_on_fails_too_and_the_communic
     assert "rank 0 timed out" in late["late"]["message"] and late["late"]["seconds"] < 1, late
     assert early["late"]["rank"] == late["late"]["rank"] == 1, (early, late)   # rank 1 was silent: not rank 0
     for got in (early["next"], late["next"]):                        # closed, not desynchronised
+        assert got["raised"] == "PeerFailed" and "closed" in got["message"] and got["seconds"] < 1, got
+
+
+
+def test_a_rank_whose_receive_times_out_tells_its_peers_and_closes_the_communicator(results):
+    early, late = results[0]["recv-timeout"], results[1]["recv-timeout"]
+    assert late["recv"]["raised"] == "PeerFailed", late        # not its own deadline (LONG_S)
+    assert late["recv"]["seconds"] < SHORT_S + 1 < LONG_S, late  # rank 0's deadline, a ping rank 1 answers, the notice
+    assert "stopping because rank 0 timed out" in late["recv"]["message"], late
+    assert early["recv"]["raised"] == "PeerFailed", early
+    assert "recv from rank 1: no progress for 2 s" in early["recv"]["message"], early
+    assert early["recv"]["rank"] == late["recv"]["rank"] == 1, (early, late)
+    for got in (early["next"], late["next"]):
         assert got["raised"] == "PeerFailed" and "closed" in got["message"] and got["seconds"] < 1, got
 
 

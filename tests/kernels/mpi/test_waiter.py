@@ -84,7 +84,7 @@ class _Ctrl:
 def test_a_timeout_keeps_its_failure_notices_and_their_buffers_until_mpi_is_done():
     w = Waiter(_Ctrl(3), 0, 1.0)
     with pytest.raises(PeerFailed, match="no progress for 1 s waiting on rank"):
-        w._timeout("allreduce", [1, 2])
+        w.timed_out("allreduce", [1, 2])
     notices = [r for r in w.ctrl.sent if r.tag == TAG_NOTICE]
     assert sorted(r.dest for r in notices) == [1, 2]
     for r in notices:      # still posted: referenced by the waiter, with the bytes they send
@@ -108,7 +108,7 @@ def _times_out_on(waiting, silent=()):
     def run(sender):
         sender.unresponsive = lambda size, within_s=1.0: list(silent)
         with pytest.raises(PeerFailed):
-            sender._timeout("allreduce", list(waiting))
+            sender.timed_out("allreduce", list(waiting))
     return run
 
 
