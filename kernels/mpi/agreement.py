@@ -142,9 +142,7 @@ class CallAgreement:
         they do not).  The messages are persistent requests, started together; a set still
         active (a call that stopped before its headers were in) is left to MPI and replaced."""
         waiter, MPI = self.waiter, self.waiter.MPI
-        if waiter.failure is not None:     # closed: its peers stopped (or will) at that call too
-            raise PeerFailed(f"rank {self.rank}: this communicator is closed after call {self.calls} failed "
-                             f"({waiter.failure}); make a new one", rank=waiter.failed_rank, reporter=self.rank)
+        self.refuse_if_closed()
         self.calls += 1
         waiter.check_notices()             # a peer gave up on an earlier call: stop before posting anything
         self.agreed = True
@@ -159,6 +157,14 @@ class CallAgreement:
         out[0], out[1] = digest, self.calls
         MPI.Prequest.Startall(every)
         return CallGate(self, header, recvs, sends, out, ins)
+
+    def refuse_if_closed(self) -> None:
+        """PeerFailed at once when a call of this communicator already failed (it is closed: its
+        peers stopped, or will, at that call too); every call checks first, point to point too."""
+        waiter = self.waiter
+        if waiter.failure is not None:
+            raise PeerFailed(f"rank {self.rank}: this communicator is closed after call {self.calls} failed "
+                             f"({waiter.failure}); make a new one", rank=waiter.failed_rank, reporter=self.rank)
 
     def check(self, digest: int, header) -> None:
         """Agree on this call before anything else happens (raise ProcessGroupMismatch on every

@@ -47,7 +47,7 @@ from kernels.backends.binding import bind_call, check_buffer_layout
 from kernels.comm.communicator import nccl_bytes, resolve_topology
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.route import MPI_NO_NCCL, plan_route
-from kernels.comm.validation import _contig, _head, _out, _ptr, check_array, check_count, check_op, check_root
+from kernels.comm.validation import _contig, _head, _out, _ptr, check_count, check_op, check_root
 from kernels.mpi import fused as mpi_fused
 from kernels.mpi import p2p as mpi_p2p
 from kernels.mpi import transport as mt
@@ -360,14 +360,12 @@ class MPICommunicator(CommunicatorBase):
     # ------------------------------------------------------------------ point to point, sync
     def send(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
         """Post a send of ``array`` to ``peer``; completes once ``peer`` receives (FIFO per pair)."""
-        mpi_p2p.check_peer(self, "send", peer, rank)
-        mpi_p2p.send(self, check_array(array, "send", self.rank), peer)
+        mpi_p2p.send(self, array, peer, rank)
 
     def recv(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
         """Receive into ``array`` from ``peer`` (blocks, with the deadline); size and type must be
         the sent ones (:mod:`kernels.mpi.p2p`)."""
-        mpi_p2p.check_peer(self, "recv", peer, rank)
-        mpi_p2p.recv(self, check_array(array, "recv", self.rank), peer)
+        mpi_p2p.recv(self, array, peer, rank)
 
     def wait_sends(self) -> None:
         """Wait (with the deadline) until every posted :meth:`send` is received."""

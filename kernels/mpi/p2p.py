@@ -17,29 +17,35 @@ import time
 import numpy as np
 
 from kernels.backends.binding import NCCL_DTYPES
-from kernels.comm.validation import _contig, _out
+from kernels.comm.validation import _contig, _out, check_array
 from kernels.mpi.transport import abandon
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 
 def check_peer(comm, what: str, peer: int, rank: int | None) -> None:
-    """``peer`` must be another rank; ``rank`` (if given) this process's."""
+    """The communicator must be open (not closed by a failed call: the same PeerFailed as a
+    collective's), ``peer`` another rank and ``rank`` (if given) this process's."""
+    comm.agreement.refuse_if_closed()
     if rank is not None and rank != comm.rank:
         raise InvalidArgument(f"{what}: rank={rank} but this process is rank {comm.rank}")
     if not 0 <= int(peer) < comm.size or peer == comm.rank:
         raise InvalidArgument(f"{what}: rank {comm.rank}: peer {peer} is not another rank (0..{comm.size - 1})")
 
 
-def send(comm, array, peer: int) -> None:
+def send(comm, array, peer: int, rank: int | None = None) -> None:
     """Post a send of ``array`` to ``peer``; it completes once ``peer`` receives (FIFO per pair)."""
+    check_peer(comm, "send", peer, rank)
+    array = check_array(array, "send", comm.rank)
     wire = comm._wire_for(array)
     buf = wire.send_buffer(_contig(array).reshape(-1), pooled=False)
     tag = 1 + NCCL_DTYPES.index(array.dtype.name)   # checked NCCL type (check_array): the receiver compares
     comm._pending.append((comm._p2p.Isend([buf, comm.waiter.MPI.BYTE], dest=peer, tag=tag), peer, buf))
 
 
-def recv(comm, array, peer: int) -> None:
+def recv(comm, array, peer: int, rank: int | None = None) -> None:
     """Receive ``array.size`` elements from ``peer`` into ``array`` (see module docstring)."""
+    check_peer(comm, "recv", peer, rank)
+    array = check_array(array, "recv", comm.rank)
     MPI, waiter, me = comm.waiter.MPI, comm.waiter, comm.rank
     msg, got, tag = _probe(comm, peer)
     want = array.size * array.dtype.itemsize
@@ -80,5 +86,6 @@ def _probe(comm, peer: int):
 
 def wait_sends(comm) -> None:
     """Wait (with the deadline) until every posted :func:`send` is received."""
+    comm.agreement.refuse_if_closed()   # its sends stay posted (comm._pending keeps their buffers)
     pend, comm._pending = comm._pending, []
     comm.waiter.all([p[0] for p in pend], "send", lambda i: pend[i][1])

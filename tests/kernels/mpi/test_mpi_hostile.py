@@ -84,6 +84,9 @@ def _late_rank(MPICommunicator) -> dict:
         time.sleep(SHORT_S + 2.5)
     got = {"late": _attempt(lambda: comm.all_reduce(x, np.empty(4, np.float32)))}
     got["next"] = _attempt(lambda: comm.all_reduce(x, np.empty(4, np.float32)))
+    peer = 1 - comm.rank   # point to point on the closed communicator: refused too, not exchanged
+    got["p2p"] = [_attempt(lambda: comm.send(x, peer)), _attempt(lambda: comm.recv(np.empty(4, np.float32), peer)),
+                  _attempt(comm.wait_sends)]
     return got
 
 
@@ -162,7 +165,7 @@ def test_a_rank_that_joins_a_call_its_peer_gave_up_on_fails_too_and_the_communic
     assert late["late"]["raised"] == "PeerFailed", late             # not a success beside rank 0's error
     assert "rank 0 timed out" in late["late"]["message"] and late["late"]["seconds"] < 1, late
     assert early["late"]["rank"] == late["late"]["rank"] == 1, (early, late)   # rank 1 was silent: not rank 0
-    for got in (early["next"], late["next"]):                        # closed, not desynchronised
+    for got in (early["next"], late["next"], *early["p2p"], *late["p2p"]):    # closed, not desynchronised
         assert got["raised"] == "PeerFailed" and "closed" in got["message"] and got["seconds"] < 1, got
 
 
