@@ -9,8 +9,10 @@ with another format or op returned garbage on both ranks; ``count=True`` ran as 
 ``count=4.0`` raised a ``TypeError`` about slices; a list among ``fused_all_reduce``'s tensors
 raised an ``AttributeError`` on that rank while the others waited for the timeout; a replayed
 call wrote into an output made read-only since; and a rank that joined a call its peer had
-given up on (timeout) returned success while the peer raised, then both carried on.  (A receive of
-another type: test_agreement.py.)
+given up on (timeout) returned success while the peer raised, then both carried on.  Review fixes:
+that late rank's PeerFailed named the rank that timed out, not the one it blamed; a receive's
+timeout told no peer and left the communicator open; send, recv and wait_sends ran on a closed
+communicator.  (A receive of another type: test_agreement.py.)
 
 One ``mpirun -n 2`` runs every scenario (this file is the worker)."""
 

@@ -1,5 +1,7 @@
 """The MPI deadline: ``$TOPOCOLL_MPI_TIMEOUT`` and ``timeout_s`` must be finite seconds > 0
-(``nan`` and ``inf`` would disable the deadline, so a dead rank would hang the job)."""
+(``nan`` and ``inf`` would disable the deadline, so a dead rank would hang the job); a timeout's
+failure notices (a fake control communicator): kept until sent, and blaming the rank the timed-out
+rank blamed, whatever bytes a notice holds."""
 
 from __future__ import annotations
 
