@@ -51,3 +51,12 @@ def run_mpi(n: int, args: list[str], timeout: float = 120):
         pytest.skip("mpirun / mpi4py not installed (pip install 'topocoll[mpi]')")
     return subprocess.run(cmd + [sys.executable, *args], capture_output=True, text=True, timeout=timeout,
                           cwd=ROOT, env=mpi_env())
+
+
+def worker_results(n: int, script: str, out) -> list:
+    """Run ``script worker OUT`` under ``mpirun -n n`` (skips without MPI) and return the JSON that
+    its rank 0 wrote to ``out``; an assertion with the end of stderr when the run failed."""
+    import json
+    proc = run_mpi(n, [str(script), "worker", str(out)], timeout=240)
+    assert proc.returncode == 0 and out.exists(), f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
+    return json.loads(out.read_text())

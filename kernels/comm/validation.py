@@ -143,9 +143,7 @@ def bind_lists(what: str, name: str, ins, outs, count, root=None, in_need=None, 
     are ignored, as NCCL ignores them) unless passed in place; ``sized``: the list whose
     first array :func:`_size` checked already."""
     n = size
-    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)) or count < 0:
-        raise InvalidArgument(f"{what}: count must be an integer >= 0, got {count!r}")
-    count = int(count)
+    count = check_count(what, count)
     every = set(range(n))
     same = [ins[r] is not None and ins[r] is outs[r] for r in range(n)] if (
         _is_list(ins) and _is_list(outs) and len(ins) == len(outs) == n) else [False] * n
@@ -190,6 +188,20 @@ def bind_lists(what: str, name: str, ins, outs, count, root=None, in_need=None, 
 
 
 # ---------------------------------------------------------------------- both communicators
+def check_count(what: str, count) -> int:
+    """``count`` (elements per block) as an int; InvalidArgument naming ``what`` unless it is an
+    integer >= 0 (``True`` or ``4.0`` are refused, not read as 1 or 4).
+
+    >>> check_count("all_gather: rank 1", True)
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: all_gather: rank 1: count must be an integer >= 0, got True
+    """
+    if isinstance(count, (bool, np.bool_)) or not isinstance(count, (int, np.integer)) or count < 0:
+        raise InvalidArgument(f"{what}: count must be an integer >= 0, got {count!r}")
+    return int(count)
+
+
 def check_root(what: str, root, size: int) -> int:
     """``root`` as an int, or InvalidArgument when it is not a rank of ``size``.
 

@@ -19,7 +19,11 @@ each field that differs and which ranks hold which value.  No buffer can be writ
 (without this, a rank with another count or dtype truncated or overran the peers' receives: MPI
 errors or heap corruption; another op gave a silent wrong result; another collective or root hung
 until the timeout).  A rank whose arguments fail its own checks before the agreement joins it
-with its error, so the others stop at once too (:meth:`CallAgreement.failed`).
+with its error, so the others stop at once too (:meth:`CallAgreement.failed`).  Calls without
+data (``barrier``, ``allgather_object``, a compressed all-reduce's format) agree the same way
+(:meth:`CallAgreement.check_plain`).  After a :class:`~topo_probe.errors.PeerFailed` the
+communicator is closed (:meth:`CallAgreement.start` raises at once), and each call first reads
+failure notices, so a rank that arrives late at a call a peer gave up on fails too.
 """
 
 from __future__ import annotations
@@ -137,9 +141,11 @@ class CallAgreement:
         peer's; the :class:`CallGate` says whether they agree (``header()`` is only built when
         they do not).  The messages are persistent requests, started together; a set still
         active (a call that stopped before its headers were in) is left to MPI and replaced."""
+        waiter, MPI = self.waiter, self.waiter.MPI
+        self.refuse_if_closed()
         self.calls += 1
+        waiter.check_notices()             # a peer gave up on an earlier call: stop before posting anything
         self.agreed = True
-        MPI = self.waiter.MPI
         if self._persistent is None or not MPI.Request.Testall(self._persistent[0]):
             out = np.empty(2, np.int64)
             ins = np.empty((self.size, 2), np.int64)
@@ -152,10 +158,25 @@ class CallAgreement:
         MPI.Prequest.Startall(every)
         return CallGate(self, header, recvs, sends, out, ins)
 
+    def refuse_if_closed(self) -> None:
+        """PeerFailed at once when a call of this communicator already failed (it is closed: its
+        peers stopped, or will, at that call too); every call checks first, point to point too."""
+        waiter = self.waiter
+        if waiter.failure is not None:
+            raise PeerFailed(f"rank {self.rank}: this communicator is closed after call {self.calls} failed "
+                             f"({waiter.failure}); make a new one", rank=waiter.failed_rank, reporter=self.rank)
+
     def check(self, digest: int, header) -> None:
         """Agree on this call before anything else happens (raise ProcessGroupMismatch on every
         rank if the ranks disagree)."""
         self.start(digest, header).wait()
+
+    def check_plain(self, header) -> None:
+        """:meth:`check` of a call that moves no data: ``header`` is a dict of :data:`FIELDS`, or
+        the name of a call without arguments (``"barrier"``: every peer's header in is a barrier)."""
+        if isinstance(header, str):
+            header = {"collective": header, "root": None, "count": 0, "dtype": None, "op": None, "schedule": None}
+        self.check(header_digest(header), lambda: header)
 
     def mismatch(self, header) -> None:
         """Every rank, once it knows the ranks disagree on this call: exchange the full headers,

@@ -43,11 +43,11 @@ import sys
 import time
 from collections import OrderedDict
 
-from kernels.backends.binding import bind_call
+from kernels.backends.binding import bind_call, check_buffer_layout
 from kernels.comm.communicator import nccl_bytes, resolve_topology
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.route import MPI_NO_NCCL, plan_route
-from kernels.comm.validation import _contig, _head, _out, _ptr, check_array, check_op, check_root
+from kernels.comm.validation import _contig, _head, _out, _ptr, check_count, check_op, check_root
 from kernels.mpi import fused as mpi_fused
 from kernels.mpi import p2p as mpi_p2p
 from kernels.mpi import transport as mt
@@ -219,11 +219,11 @@ class MPICommunicator(CommunicatorBase):
         me, none = self.rank, [None] * self.size     # arrays checked by the agreement (@agreed): bound once
         call = bind_call(spec, none[:me] + [sendbuf] + none[me + 1:], none[:me] + [recvbuf] + none[me + 1:],
                          checked=True, ranks=(me,))
+        check_buffer_layout(spec.name, call.sends, call.recvs)   # read-only outputs: before the agreement
         bound = {k: b[me] for k, b in (("sendbuf", call.sends), ("recvbuf", call.recvs)) if b[me] is not None}
         sample, count, inplace = next(iter(bound.values()), None), call.count, call.inplace
         if not count:
-            header = self.agreement.header(schedule, 0, sample.dtype if sample is not None else "uint8", op)
-            self.agreement.check(header_digest(header), lambda: header)
+            self.agreement.check_plain(self.agreement.header(schedule, 0, getattr(sample, "dtype", "uint8"), op))
             return recvbuf
         _, digest, prog, plan, binding, scratch, what = self._rank_plan(schedule, count, sample.dtype, inplace, op)
         user = {"send": bound.get("sendbuf"), "recv": bound.get("recvbuf")}
@@ -258,8 +258,7 @@ class MPICommunicator(CommunicatorBase):
         if count == 0:
             if self.size > 1:  # still a call every rank makes: they must agree on it
                 ref = send if send is not None else recv
-                header = self.agreement.header(None, 0, ref.dtype, op, name, root)
-                self.agreement.check(header_digest(header), lambda: header)
+                self.agreement.check_plain(self.agreement.header(None, 0, ref.dtype, op, name, root))
             return
         if self.size == 1:
             if send is not None and recv is not None and _ptr(send) != _ptr(recv):
@@ -286,9 +285,9 @@ class MPICommunicator(CommunicatorBase):
         """Block r of ``out`` is rank r's input; ``in is out`` means in place (block ``rank``)."""
         n, r = self.size, self.rank
         if in_array is out_array:
-            count = out_array.size // n if count is None else count
+            count = out_array.size // n if count is None else check_count(f"all_gather: rank {r}", count)
             in_array = out_array.reshape(-1)[r * count:(r + 1) * count]
-        count = in_array.size if count is None else count
+        count = in_array.size if count is None else check_count(f"all_gather: rank {r}", count)
         self._collective("allgather", _head(_contig(in_array), count),
                          _head(_out(out_array, "all_gather"), n * count), count)
         return out_array
@@ -298,9 +297,9 @@ class MPICommunicator(CommunicatorBase):
         """``out`` = reduction of block ``rank`` of every input; ``in is out``: in place."""
         n, r = self.size, self.rank
         if in_array is out_array:
-            count = in_array.size // n if count is None else count
+            count = in_array.size // n if count is None else check_count(f"reduce_scatter: rank {r}", count)
             out_array = _out(in_array, "reduce_scatter").reshape(-1)[r * count:(r + 1) * count]
-        count = out_array.size if count is None else count
+        count = out_array.size if count is None else check_count(f"reduce_scatter: rank {r}", count)
         self._collective("reducescatter", _head(_contig(in_array), n * count),
                          _head(_out(out_array, "reduce_scatter"), count), count, op=op)
         return out_array
@@ -361,25 +360,24 @@ class MPICommunicator(CommunicatorBase):
     # ------------------------------------------------------------------ point to point, sync
     def send(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
         """Post a send of ``array`` to ``peer``; completes once ``peer`` receives (FIFO per pair)."""
-        mpi_p2p.check_peer(self, "send", peer, rank)
-        mpi_p2p.send(self, check_array(array, "send", self.rank), peer)
+        mpi_p2p.send(self, array, peer, rank)
 
     def recv(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
-        """Receive into ``array`` from ``peer`` (blocks, with the deadline); the size must be the
-        sent one (:mod:`kernels.mpi.p2p`)."""
-        mpi_p2p.check_peer(self, "recv", peer, rank)
-        mpi_p2p.recv(self, check_array(array, "recv", self.rank), peer)
+        """Receive into ``array`` from ``peer`` (blocks, with the deadline); size and type must be
+        the sent ones (:mod:`kernels.mpi.p2p`)."""
+        mpi_p2p.recv(self, array, peer, rank)
 
     def wait_sends(self) -> None:
         """Wait (with the deadline) until every posted :meth:`send` is received."""
         mpi_p2p.wait_sends(self)
 
     def barrier(self) -> None:
-        """All ranks reach this point (MPI ``Ibarrier`` polled with the deadline)."""
-        self.waiter.all([self._ctrl.Ibarrier()], "barrier", lambda i: -1)
+        """All ranks reach this point (the per-call agreement with no data: a rank in another call raises)."""
+        self.agreement.check_plain("barrier")   # every rank's header in: a barrier, and a mismatch check
 
     def allgather_object(self, obj) -> list:
         """Every rank's JSON-able ``obj``, in rank order (small metadata only)."""
+        self.agreement.check_plain("allgather_object")   # not another rank's collective
         return exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
 
     # ------------------------------------------------------------------ fusion and compression
@@ -390,6 +388,7 @@ class MPICommunicator(CommunicatorBase):
         return mpi_fused.fused_all_reduce(self, tensors, mode=mode, bucket_mb=bucket_mb, split_points=split_points,
                                           op=op, compression=compression)
 
+    @agreed("compressed_allreduce")
     def compressed_all_reduce(self, in_array, out_array, *, compression: str = "bf16", op: str = "sum",
                               group_size: int | None = None):
         """This rank's part of :func:`kernels.comm.compression.compressed_all_reduce` (same wire

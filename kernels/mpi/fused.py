@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from kernels.comm.validation import _is_cupy
+from kernels.comm.validation import _is_cupy, check_array
 from topo_probe.errors import InvalidArgument
 
 
@@ -21,8 +21,15 @@ def fused_all_reduce(comm, tensors, *, mode: str = "auto", bucket_mb: float = 64
     """All-reduce this rank's ``tensors`` in place over ``comm``, one collective per fusion
     bucket; ``compression`` as :func:`compressed_all_reduce`.  Returns the buckets."""
     from kernels.comm.fusion import plan_buckets
-    buckets = plan_buckets([t.nbytes for t in tensors], mode, bucket_mb=bucket_mb,
-                           split_points=split_points, keys=[t.dtype for t in tensors])
+    try:      # this rank's own errors reach the peers (waiting in the first bucket's call) at once
+        for i, t in enumerate(tensors):
+            check_array(t, f"fused_all_reduce: tensors[{i}]", comm.rank)
+        buckets = plan_buckets([t.nbytes for t in tensors], mode, bucket_mb=bucket_mb,
+                               split_points=split_points, keys=[t.dtype for t in tensors])
+    except Exception as exc:
+        if comm.size > 1:
+            comm.agreement.failed({"collective": "fused_allreduce"}, exc)
+        raise
     for bucket in buckets:
         ts = [tensors[i] for i in bucket]
         xp = comm._wire_for(ts[0]).xp
@@ -50,6 +57,9 @@ def compressed_all_reduce(comm, in_array, out_array, *, compression: str = "bf16
     fmt = cz.get_format(compression)
     group_size = cz.DEFAULT_GROUP if group_size is None else group_size
     n, count = comm.size, int(in_array.size)
+    # every rank must use the same format, group and op (the wire is bytes: no dtype would differ)
+    comm.agreement.check_plain({"collective": "compressed_allreduce", "root": None, "count": count, "op": op,
+                                "dtype": np.dtype(in_array.dtype).name, "schedule": f"{fmt.name}/{group_size}"})
     if count == 0:
         return out_array
     b = -(-count // n)

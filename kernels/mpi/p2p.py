@@ -2,7 +2,9 @@
 ``recv`` blocks with the deadline, ``wait_sends`` waits for every posted send.
 
 As in NCCL, a receive must name exactly the size that was sent: the receiver probes the message
-first (``Improbe``) and compares its byte count with its own buffer's; a mismatch is received
+first (``Improbe``) and compares its byte count with its own buffer's, and its element type
+(the message's tag is the type's index in :data:`~kernels.backends.binding.NCCL_DTYPES`, plus 1:
+stricter than NCCL and MPI over ``MPI_BYTE``, which reinterpret the bytes); a mismatch is received
 into a throwaway buffer (the channel stays clean for the next message) and raises
 :class:`~topo_probe.errors.BufferLayoutError` naming both ranks and both sizes (MPI alone accepts
 a shorter message silently and fails a longer one with ``MPI_ERR_TRUNCATE``).
@@ -14,36 +16,46 @@ import time
 
 import numpy as np
 
-from kernels.comm.validation import _contig, _out
+from kernels.backends.binding import NCCL_DTYPES
+from kernels.comm.validation import _contig, _out, check_array
 from kernels.mpi.transport import abandon
-from topo_probe.errors import BufferLayoutError, InvalidArgument, PeerFailed
+from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 
 def check_peer(comm, what: str, peer: int, rank: int | None) -> None:
-    """``peer`` must be another rank; ``rank`` (if given) this process's."""
+    """The communicator must be open (not closed by a failed call: the same PeerFailed as a
+    collective's), ``peer`` another rank and ``rank`` (if given) this process's."""
+    comm.agreement.refuse_if_closed()
     if rank is not None and rank != comm.rank:
         raise InvalidArgument(f"{what}: rank={rank} but this process is rank {comm.rank}")
     if not 0 <= int(peer) < comm.size or peer == comm.rank:
         raise InvalidArgument(f"{what}: rank {comm.rank}: peer {peer} is not another rank (0..{comm.size - 1})")
 
 
-def send(comm, array, peer: int) -> None:
+def send(comm, array, peer: int, rank: int | None = None) -> None:
     """Post a send of ``array`` to ``peer``; it completes once ``peer`` receives (FIFO per pair)."""
+    check_peer(comm, "send", peer, rank)
+    array = check_array(array, "send", comm.rank)
     wire = comm._wire_for(array)
     buf = wire.send_buffer(_contig(array).reshape(-1), pooled=False)
-    comm._pending.append((comm._p2p.Isend([buf, comm.waiter.MPI.BYTE], dest=peer, tag=0), peer, buf))
+    tag = 1 + NCCL_DTYPES.index(array.dtype.name)   # checked NCCL type (check_array): the receiver compares
+    comm._pending.append((comm._p2p.Isend([buf, comm.waiter.MPI.BYTE], dest=peer, tag=tag), peer, buf))
 
 
-def recv(comm, array, peer: int) -> None:
+def recv(comm, array, peer: int, rank: int | None = None) -> None:
     """Receive ``array.size`` elements from ``peer`` into ``array`` (see module docstring)."""
+    check_peer(comm, "recv", peer, rank)
+    array = check_array(array, "recv", comm.rank)
     MPI, waiter, me = comm.waiter.MPI, comm.waiter, comm.rank
-    msg, got = _probe(comm, peer)
+    msg, got, tag = _probe(comm, peer)
     want = array.size * array.dtype.itemsize
-    if got != want:
+    sent = NCCL_DTYPES[tag - 1] if 0 < tag <= len(NCCL_DTYPES) else f"tag {tag}"
+    if got != want or sent != array.dtype.name:
         sink = np.empty(max(got, 1), np.uint8)
         waiter.all([msg.Irecv([sink, MPI.BYTE])], f"recv from rank {peer}", lambda i: peer)
         raise BufferLayoutError(f"recv: rank {me} expects {array.size} {array.dtype.name} ({want} bytes) from "
-                                f"rank {peer}, which sent {got} bytes; send and recv must name the same size")
+                                f"rank {peer}, which sent {got} bytes of {sent}; send and recv must name the "
+                                f"same size and type")
     wire = comm._wire_for(array)
     buf, fin = wire.recv_buffer(array.size, array.dtype, into=_out(array, "recv").reshape(-1))
     req = msg.Irecv([buf, MPI.BYTE])
@@ -58,24 +70,22 @@ def recv(comm, array, peer: int) -> None:
 
 
 def _probe(comm, peer: int):
-    """The next message from ``peer`` (matched: no other receive can take it) and its bytes."""
+    """The next message from ``peer`` (matched: no other receive can take it), its bytes and tag."""
     MPI, waiter = comm.waiter.MPI, comm.waiter
     status = MPI.Status()
     start = time.monotonic()
     while True:
-        msg = comm._p2p.Improbe(source=peer, tag=0, status=status)
+        msg = comm._p2p.Improbe(source=peer, tag=MPI.ANY_TAG, status=status)   # in order: one source
         if msg is not None:
-            return msg, status.Get_count(MPI.BYTE)
+            return msg, status.Get_count(MPI.BYTE), status.Get_tag()
         waiter.check_notices()
-        if time.monotonic() - start > waiter.timeout_s:
-            silent = waiter.unresponsive(comm.size)
-            raise PeerFailed(f"rank {comm.rank}: recv from rank {peer}: nothing arrived for {waiter.timeout_s:g} s"
-                             + (f"; rank(s) {silent} do not respond" if silent else ""),
-                             rank=peer, reporter=comm.rank)
+        if time.monotonic() - start > waiter.timeout_s:   # the peers stop too, the communicator closes
+            waiter.timed_out(f"recv from rank {peer}", [peer])
         time.sleep(2e-5)
 
 
 def wait_sends(comm) -> None:
     """Wait (with the deadline) until every posted :func:`send` is received."""
+    comm.agreement.refuse_if_closed()   # its sends stay posted (comm._pending keeps their buffers)
     pend, comm._pending = comm._pending, []
     comm.waiter.all([p[0] for p in pend], "send", lambda i: pend[i][1])

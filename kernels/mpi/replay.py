@@ -6,7 +6,7 @@ checks the arrays, picks the schedule, lowers it, binds the buffers and computes
 header digest; everything that follows from its arguments is the same next time.  When a call
 of :class:`~kernels.mpi.communicator.MPICommunicator` ran exactly one schedule, :class:`CallMemo`
 keeps what it prepared (:meth:`MPICommunicator._launch`'s argument) under the call's arguments:
-the method, the identity and the shape, strides and dtype of each NumPy array, and the other
+the method, the identity and the shape, strides, dtype and writeability of each NumPy array, and the other
 arguments' values.  A later call with the same key skips to the launch: the per-call agreement
 and the run.  Only arguments met twice are kept (so a loop over fresh arrays keeps nothing),
 at most :data:`MAX_CALLS` of them and only calls whose arrays hold at most
@@ -61,7 +61,8 @@ class CallMemo:
 
     def get(self, key, args: tuple, kwargs: dict):
         """``(prepared, result)`` of the call kept under ``key`` if its arrays are still the
-        ones it was made with, unchanged in shape, strides and dtype; else None."""
+        ones it was made with, unchanged in shape, strides, dtype and writeability (an output made
+        read-only since is refused by the full call, not written); else None."""
         hit = self._calls.get(key)
         if hit is None:
             return None
@@ -69,8 +70,9 @@ class CallMemo:
         k = 0
         for v in (*args, *kwargs.values()):
             if type(v) is np.ndarray:
-                shape, strides, dtype = sigs[k]
-                if v is not arrays[k] or v.shape != shape or v.strides != strides or v.dtype != dtype:
+                shape, strides, dtype, writeable = sigs[k]
+                if (v is not arrays[k] or v.shape != shape or v.strides != strides or v.dtype != dtype
+                        or v.flags.writeable != writeable):
                     del self._calls[key]
                     return None
                 k += 1
@@ -92,7 +94,7 @@ class CallMemo:
         if sum(a.nbytes for a in arrays) > MAX_CALL_BYTES:
             return
         del self._seen[key]
-        self._calls[key] = (arrays, [(a.shape, a.strides, a.dtype) for a in arrays], trace[0], result)
+        self._calls[key] = (arrays, [(a.shape, a.strides, a.dtype, a.flags.writeable) for a in arrays], trace[0], result)
         if len(self._calls) > MAX_CALLS:
             self._calls.popitem(last=False)
 

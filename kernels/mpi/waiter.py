@@ -88,7 +88,17 @@ class Waiter:
         self.ctrl, self.rank = ctrl, rank
         self.timeout_s = default_timeout() if timeout_s is None else checked_timeout(timeout_s)
         self.MPI = mpi()
-        self._sent: list = []   # ping / pong sends (completed or abandoned on failure)
+        self._sent: list = []   # ping / pong / notice sends (each holds its buffer) until MPI completes them
+        #: the first PeerFailed this waiter raised (its text) and the rank it named: the
+        #: communicator is closed from then on (:meth:`kernels.mpi.agreement.CallAgreement.start`)
+        self.failure: str | None = None
+        self.failed_rank: int | None = None
+
+    def _failed(self, message: str, rank: int | None) -> PeerFailed:
+        """Remember the first failure (the communicator is closed) and build its PeerFailed."""
+        if self.failure is None:
+            self.failure, self.failed_rank = message, rank
+        return PeerFailed(message, rank=rank, reporter=self.rank)
 
     def check_notices(self) -> None:
         """Answer liveness pings; raise PeerFailed if another rank has sent a failure notice."""
@@ -105,9 +115,9 @@ class Waiter:
             buf = np.zeros(NOTICE_BYTES, np.uint8)
             src = st.Get_source()
             self.ctrl.Recv([buf, MPI.BYTE], source=src, tag=TAG_NOTICE)
-            text = bytes(buf).rstrip(b"\0").decode("utf-8", "replace")
-            raise PeerFailed(f"rank {self.rank}: stopping because rank {src} failed: {text}",
-                             rank=src, reporter=self.rank)
+            blamed, how, text = read_notice(bytes(buf).rstrip(b"\0").decode("utf-8", "replace"), src,
+                                            self.ctrl.Get_size())
+            raise self._failed(f"rank {self.rank}: stopping because rank {src} {how}: {text}", blamed)
 
     def unresponsive(self, size: int, within_s: float = 1.0) -> list[int]:
         """Ranks that do not answer a ping within ``within_s`` seconds (hung, dead or busy
@@ -152,13 +162,16 @@ class Waiter:
                 self.check_notices()
                 next_probe = now + self.probe_s
                 if now - start > self.timeout_s:
-                    self._timeout(what, sorted(set(awaited())))
+                    self.timed_out(what, sorted(set(awaited())))
             if now - start > self.nap_after_s:
                 time.sleep(self.nap_s)
             else:
                 _yield()
 
-    def _timeout(self, what: str, waiting: list[int]) -> None:
+    def timed_out(self, what: str, waiting: list[int]) -> None:
+        """Give up on ``what`` (no progress for :attr:`timeout_s` waiting on ranks ``waiting``): ping
+        the peers to say who is silent, tell every peer (:func:`notify_failure`), close the
+        communicator (:meth:`_failed`) and raise the PeerFailed."""
         waiting = [w for w in waiting if w >= 0]
         silent = self.unresponsive(self.ctrl.Get_size()) if self.ctrl is not None else []
         blame = silent or waiting
@@ -166,8 +179,11 @@ class Waiter:
         why = (f"rank(s) {silent} do not respond (hung, dead or busy outside the communicator)" if silent
                else "every rank responds (mismatched collective calls?)" if self.ctrl is not None
                else "some rank did not join")
-        raise PeerFailed(f"rank {self.rank}: {what}: no progress for {self.timeout_s:g} s waiting on rank(s) "
-                         f"{waiting or 'unknown'}; {why}", rank=who, reporter=self.rank)
+        text = (f"rank {self.rank}: {what}: no progress for {self.timeout_s:g} s waiting on rank(s) "
+                f"{waiting or 'unknown'}; {why}")
+        if self.ctrl is not None:   # the others stop too, even a late rank about to join this call
+            self._sent += notify_failure(self.ctrl, self.rank, self.ctrl.Get_size(), text, grace_s=0.2, blame=(who,))
+        raise self._failed(text, who)
 
     def all(self, reqs: list, what: str, peers) -> None:
         """Wait for every request of ``reqs`` (``peers(i)`` names the rank of request i),
@@ -179,11 +195,18 @@ class Waiter:
                        lambda: [peers(i) for i, r in enumerate(reqs) if not r.Get_status()])
 
 
-def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0) -> None:
-    """Send ``text`` to every other rank (tag :data:`TAG_NOTICE`); best effort, at most
-    ``grace_s`` seconds.  Ranks waiting in :class:`Waiter` raise PeerFailed naming ``rank``."""
+def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0, blame: tuple = ()) -> list:
+    """Send ``text`` to every other rank (tag :data:`TAG_NOTICE`); best effort, waiting at most
+    ``grace_s`` seconds.  Ranks waiting in :class:`Waiter` raise PeerFailed naming ``rank``, or,
+    for a timeout's notice (``blame=(who,)``), ``who``: the rank the timed-out rank blamed, None
+    when it blamed several or none (:func:`read_notice`).
+
+    Returns the send requests (each mpi4py request holds its buffer): a caller that carries on
+    must keep them referenced until they complete (mpi4py frees a dropped request, and with it
+    the buffer MPI may still be reading)."""
     MPI = mpi()
-    raw = text.encode("utf-8")[:NOTICE_BYTES - 1]
+    raw = (f"timeout:{blame[0]}:" if blame else "failed:").encode() + text.encode("utf-8")
+    raw = raw[:NOTICE_BYTES - 1]
     buf = np.zeros(NOTICE_BYTES, np.uint8)
     buf[:len(raw)] = np.frombuffer(raw, np.uint8)
     reqs = []
@@ -201,6 +224,24 @@ def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0) 
         except Exception:  # noqa: BLE001
             break
         time.sleep(1e-3)
+    return reqs
+
+
+def read_notice(text: str, src: int, size: int) -> tuple[int | None, str, str]:
+    """(rank to blame, what happened, message) of a notice ``src`` sent (:func:`notify_failure`):
+    ``timeout:<rank or None>:`` blames that rank (one of the ``size``), anything else ``src``.
+
+    >>> read_notice("timeout:None:rank 1: allreduce: no progress", 1, 4)
+    (None, 'timed out', 'rank 1: allreduce: no progress')
+    >>> read_notice("failed:timeout:3:a user's error text", 2, 4)
+    (2, 'failed', "timeout:3:a user's error text")
+    """
+    kind, _, rest = text.partition(":")
+    if kind == "timeout":
+        who, sep, message = rest.partition(":")
+        if sep and (who == "None" or who.isdecimal() and int(who) < size):
+            return (None if who == "None" else int(who)), "timed out", message
+    return src, "failed", rest if kind == "failed" else text
 
 
 def exchange_json(ctrl, waiter: Waiter, obj, size: int, what: str, limit: int = 1 << 16) -> list:

@@ -21,7 +21,7 @@ import pytest
 
 from kernels.mpi.agreement import describe_mismatch, header_digest
 
-from _mpi import run_mpi
+from _mpi import worker_results
 
 SCENARIOS = ("collective", "count", "dtype", "op", "root", "schedule", "bad-argument", "short-buffer")
 #: what each rank's message must contain (the field and the ranks that hold each value)
@@ -66,19 +66,20 @@ def _call(comm, scenario: str, odd: bool, x=None, out=None) -> None:
         comm.all_reduce(x, out[:50] if odd else out)
 
 
-def _p2p_sizes(comm) -> dict:
-    """Rank 0 sends 3 elements; rank 1 receives into 4 (refused), then a matching pair works."""
+def _p2p_refused(comm, first: np.ndarray, wrong: np.ndarray) -> dict:
+    """Rank 0 sends ``first`` then ``arange(4)`` of ``wrong``'s type; rank 1 receives the first
+    into ``wrong`` (refused: another size or type), then the second works."""
     got = {}
     if comm.rank == 0:
-        comm.send(np.arange(3, dtype=np.float32), 1)
-        comm.send(np.arange(4, dtype=np.float32), 1)
+        comm.send(first, 1)
+        comm.send(np.arange(4, dtype=wrong.dtype), 1)
         comm.wait_sends()
     elif comm.rank == 1:
         try:
-            comm.recv(np.zeros(4, np.float32), 0)
+            comm.recv(wrong, 0)
         except Exception as exc:  # noqa: BLE001 - reported to the test
             got = {"raised": type(exc).__name__, "message": str(exc)}
-        ok = np.zeros(4, np.float32)
+        ok = np.zeros(4, wrong.dtype)
         comm.recv(ok, 0)
         got["next"] = ok.tolist()
     comm.barrier()
@@ -121,7 +122,8 @@ def worker(out_path: str) -> None:
         got["abandoned"] = keep_abandoned()
         got["salted"] = sorted({hit[3].salted for hit in comm._programs.values()})
         res[scenario] = got
-    res["p2p"] = _p2p_sizes(comm)
+    res["p2p"] = _p2p_refused(comm, np.arange(3, dtype=np.float32), np.zeros(4, np.float32))
+    res["p2p-type"] = _p2p_refused(comm, np.arange(4, dtype=np.float32), np.zeros(4, np.int32))  # same bytes
     every = comm.allgather_object(res)
     if r == 0:
         Path(out_path).write_text(json.dumps(every))
@@ -130,10 +132,7 @@ def worker(out_path: str) -> None:
 
 @pytest.fixture(scope="module")
 def results(tmp_path_factory):
-    out = tmp_path_factory.mktemp("agree") / "res.json"
-    proc = run_mpi(3, [str(Path(__file__).resolve()), "worker", str(out)], timeout=240)
-    assert proc.returncode == 0 and out.exists(), f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
-    return json.loads(out.read_text())
+    return worker_results(3, Path(__file__).resolve(), tmp_path_factory.mktemp("agree") / "res.json")
 
 
 @pytest.mark.parametrize("tags", ["salted", "bound", "short-tags"])
@@ -160,9 +159,18 @@ def test_a_rank_with_another_call_stops_every_rank_naming_the_field(results, sce
 def test_a_receive_of_another_size_is_refused_and_the_channel_stays_clean(results):
     got = results[1]["p2p"]
     assert got["raised"] == "BufferLayoutError"
-    assert got["message"] == ("recv: rank 1 expects 4 float32 (16 bytes) from rank 0, which sent 12 bytes; "
-                              "send and recv must name the same size")
+    assert got["message"] == ("recv: rank 1 expects 4 float32 (16 bytes) from rank 0, which sent 12 bytes of "
+                              "float32; send and recv must name the same size and type")
     assert got["next"] == [0.0, 1.0, 2.0, 3.0]
+
+
+def test_a_receive_of_another_type_is_refused_naming_both_and_the_channel_stays_clean(results):
+    """Before (mpi67), a float32 send received as int32 of the same 16 bytes was reinterpreted."""
+    got = results[1]["p2p-type"]
+    assert got["raised"] == "BufferLayoutError", got
+    assert got["message"] == ("recv: rank 1 expects 4 int32 (16 bytes) from rank 0, which sent 16 bytes of float32; "
+                              "send and recv must name the same size and type")
+    assert got["next"] == [0, 1, 2, 3]
 
 
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "worker":

@@ -1,12 +1,17 @@
 """The MPI deadline: ``$TOPOCOLL_MPI_TIMEOUT`` and ``timeout_s`` must be finite seconds > 0
-(``nan`` and ``inf`` would disable the deadline, so a dead rank would hang the job)."""
+(``nan`` and ``inf`` would disable the deadline, so a dead rank would hang the job); a timeout's
+failure notices (a fake control communicator): kept until sent, and blaming the rank the timed-out
+rank blamed, whatever bytes a notice holds."""
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
-from kernels.mpi.waiter import DEFAULT_TIMEOUT_S, Waiter, checked_timeout, default_timeout
-from topo_probe.errors import InvalidArgument
+from kernels.mpi.waiter import DEFAULT_TIMEOUT_S, TAG_NOTICE, Waiter, checked_timeout, default_timeout, notify_failure
+from topo_probe.errors import InvalidArgument, PeerFailed
 
 
 @pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "-5", "0", "abc", "1e999"])
@@ -38,3 +43,99 @@ def test_waiter_timeout_argument_checked(bad):
     with pytest.raises(InvalidArgument, match="timeout_s="):
         Waiter(None, 0, bad)
     assert checked_timeout(2) == 2.0
+
+
+class _Req:
+    """A fake mpi4py request: ``done`` says whether Test() completes it; ``buf`` is what it sends."""
+
+    def __init__(self, done: bool, buf=None, dest=None, tag=None) -> None:
+        self.done, self.buf, self.dest, self.tag = done, buf, dest, tag
+
+    def Test(self) -> bool:
+        return self.done
+
+
+class _Ctrl:
+    """A fake control communicator of ``size`` ranks: every peer answers pings at once, sends of
+    failure notices never complete (the peers are busy), ``notices`` are (source, bytes) waiting."""
+
+    def __init__(self, size: int, notices=()) -> None:
+        self.size, self.sent, self.notices = size, [], list(notices)
+
+    def Get_size(self) -> int:
+        return self.size
+
+    def Isend(self, msg, dest, tag):
+        self.sent.append(_Req(False, msg[0], dest, tag))
+        return self.sent[-1]
+
+    def Irecv(self, msg, source, tag):
+        return _Req(True)
+
+    def Iprobe(self, source, tag, status):
+        if tag == TAG_NOTICE and self.notices:
+            status.Set_source(self.notices[0][0])
+            return True
+        return False
+
+    def Recv(self, msg, source, tag):
+        src, raw = self.notices.pop(0)
+        msg[0][:len(raw)] = np.frombuffer(raw, np.uint8)
+
+
+def test_a_timeout_keeps_its_failure_notices_and_their_buffers_until_mpi_is_done():
+    w = Waiter(_Ctrl(3), 0, 1.0)
+    with pytest.raises(PeerFailed, match="no progress for 1 s waiting on rank"):
+        w.timed_out("allreduce", [1, 2])
+    notices = [r for r in w.ctrl.sent if r.tag == TAG_NOTICE]
+    assert sorted(r.dest for r in notices) == [1, 2]
+    for r in notices:      # still posted: referenced by the waiter, with the bytes they send
+        assert any(s is r for s in w._sent), "an active notice send was dropped (mpi4py frees it)"
+        assert b"no progress" in bytes(r.buf)
+
+
+def _notice_from(size: int, src: int, sender_does) -> PeerFailed:
+    """The PeerFailed a rank of ``size`` raises on the notice rank ``src`` sends by ``sender_does``."""
+    sender = Waiter(_Ctrl(size), src, 1.0)
+    sender_does(sender)
+    raw = bytes(next(r.buf for r in sender.ctrl.sent if r.tag == TAG_NOTICE and r.dest == 0)).rstrip(b"\0")
+    w = Waiter(_Ctrl(size, [(src, raw)]), 0, 1.0)
+    with pytest.raises(PeerFailed) as e:
+        w.check_notices()
+    assert (w.failure, w.failed_rank) == (str(e.value), e.value.rank)   # the communicator closes on it
+    return e.value
+
+
+def _times_out_on(waiting, silent=()):
+    def run(sender):
+        sender.unresponsive = lambda size, within_s=1.0: list(silent)
+        with pytest.raises(PeerFailed):
+            sender.timed_out("allreduce", list(waiting))
+    return run
+
+
+@pytest.mark.parametrize("waiting, silent, blamed", [([2, 3], [2, 3], None), ([2, 3], [3], 3), ([2], [], 2),
+                                                     ([2, 3], [], None)])
+def test_a_timeout_notice_blames_the_rank_the_timed_out_rank_blamed_not_the_sender(waiting, silent, blamed):
+    # seen: ranks 2, 3 silent, rank 1 timed out; ranks 2, 3 got PeerFailed(rank=1)
+    got = _notice_from(4, 1, _times_out_on(waiting, silent))
+    assert got.rank == blamed and got.reporter == 0, got
+    assert f"rank 0: stopping because rank 1 timed out: rank 1: allreduce: no progress for 1 s waiting on rank(s) " \
+           f"{waiting}" in str(got) and "\n" not in str(got)
+
+
+@pytest.mark.parametrize("text", ["boom", "timeout:3:spoofed by a user's error text", "timeout:None:x"])
+def test_a_crash_notice_blames_its_sender_whatever_its_text(text):
+    got = _notice_from(4, 2, lambda sender: notify_failure(sender.ctrl, 2, 4, text, grace_s=0))
+    assert got.rank == 2 and str(got) == f"rank 0: stopping because rank 2 failed: {text}"
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64).map(lambda b: b.rstrip(b"\0")), st.sampled_from([b"", b"timeout:", b"failed:"]),
+       st.integers(1, 3))
+def test_any_notice_bytes_are_one_peer_failed_naming_a_rank_of_the_communicator_or_none(raw, head, src):
+    w = Waiter(_Ctrl(4, [(src, head + raw)]), 0, 1.0)
+    with pytest.raises(PeerFailed) as e:
+        w.check_notices()
+    assert e.value.rank is None or 0 <= e.value.rank < 4, e.value.rank
+    assert f"rank 0: stopping because rank {src} " in str(e.value)
