@@ -264,3 +264,35 @@ def test_random_topologies_round_trip(n_gpu, n_nic, data):
     same = {e: (e if e.startswith("gpu") else nic(back, t.graph.nodes[e]["name"])) for e in eps}
     for a, b in classes:
         assert back.pcie_class(same[a], same[b]) == classes[(a, b)]
+
+
+# ----------------------------------------------------------------------------- a dump without PCI sysfs
+VM = (FIXTURES / "family" / "nccl_topo_dump_vm_no_sysfs.xml").read_text()
+
+
+def test_dump_without_sysfs_reads_empty_link_width_as_x16():
+    """NCCL writes link_speed="" and link_width="" where it finds no sysfs path (a VM; v2.28.9-1 xml.cc
+    611-626) and reads "" as x16 at its Gen3 fallback (topo.cc 484-488): the same topology as the dump with
+    those values written out (hand-written fixture, tests/fixtures/family/README.md)."""
+    t = parse_nccl_xml(VM, source="vm.xml")
+    spelled = VM.replace('link_width=""', 'link_width="16"').replace('link_speed=""', 'link_speed="8.0 GT/s PCIe"')
+    assert t.fingerprint() == parse_nccl_xml(spelled).fingerprint()
+    assert t.smi_label(0, 1) == "NV12" and t.gpu_bandwidth_gbps(0) == 300.0  # 12 NVLink3 x 25 GB/s
+    pcie = sorted(d["bandwidth_gbps"] for u, v, d in t.graph.edges(data=True) if d["kind"] == "pcie")
+    assert pcie == [15.75] * 6  # 3 devices, both directions: 16 lanes x 8 GT/s x 128/130 / 8
+    assert t.graph.nodes[nic(t, "eth0")]["speed_gbps"] == 12.5  # 100000 Mb/s
+    assert [t.graph.nodes[c]["numa_node"] for c in t.nodes_of_kind("cpu")] == [-1]
+    assert "PCIe link width empty in some <pci> elements: x16 assumed (as NCCL does)" in t.assumptions
+
+
+@settings(derandomize=True, max_examples=30, deadline=None)
+@given(st.data())
+def test_any_empty_link_width_reads_as_x16(data):
+    """Blanking the width of any <pci> of the real H200 dump gives that device's link 16 lanes, nothing else."""
+    widths = [m.start() for m in re.finditer(r'link_width="16"', H200)]
+    k = data.draw(st.sampled_from(widths))
+    blank = H200[:k] + 'link_width=""' + H200[k + len('link_width="16"'):]
+    a, b = parse_nccl_xml(H200), parse_nccl_xml(blank)
+    assert a.fingerprint() == b.fingerprint()
+    assert {(u, v): d["bandwidth_gbps"] for u, v, d in a.graph.edges(data=True)} == \
+        {(u, v): d["bandwidth_gbps"] for u, v, d in b.graph.edges(data=True)}
