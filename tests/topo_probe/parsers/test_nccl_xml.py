@@ -296,3 +296,41 @@ def test_any_empty_link_width_reads_as_x16(data):
     assert a.fingerprint() == b.fingerprint()
     assert {(u, v): d["bandwidth_gbps"] for u, v, d in a.graph.edges(data=True)} == \
         {(u, v): d["bandwidth_gbps"] for u, v, d in b.graph.edges(data=True)}
+
+
+# ----------------------------------------------------------------------------- Broadcom switches joined by <pcilink>
+BCM = (FIXTURES / "family" / "nccl_topo_dump_bcm_pcilink.xml").read_text()
+
+
+def test_pcilink_joins_broadcom_switches_as_nccl_does():
+    """NCCL links two switches that name each other in <pcilink> directly (v2.28.9-1 topo.cc 621-641) and calls
+    a PCI-to-PCI hop PXB (paths.cc 95): GPUs under the two switches are PXB with P2P, not PHB through the CPU
+    (as the same file without its <pcilink> lines reads)."""
+    t = parse_nccl_xml(BCM, source="bcm.xml")
+    plain = parse_nccl_xml(re.sub(r"\s*<pcilink [^>]*/>", "", BCM))
+    same = {(0, 1), (2, 3)}
+    for i in range(4):
+        for j in range(4):
+            if i != j:
+                want = "PIX" if (min(i, j), max(i, j)) in same else "PXB"
+                assert (t.smi_label(i, j), plain.smi_label(i, j)) == (want, want if want == "PIX" else "PHB")
+                assert t.p2p(i, j).read is True and plain.p2p(i, j).read is (want == "PIX")
+    switches = {t.graph.nodes[n]["pci_bus_id"]: n for n in t.nodes_of_kind("pcie_switch")}
+    link = t.graph.edges[switches["0000:15:00.0"], switches["0000:35:00.0"]]
+    assert link["bandwidth_gbps"] == 63.0  # both uplinks 32 GT/s x16 = Gen5
+    assert t.gdr(2, nic(t, "mlx5_0")) == (True, "")
+    assert parse_nccl_xml(to_nccl_xml(t)).fingerprint() == t.fingerprint()
+
+
+@settings(derandomize=True, max_examples=30, deadline=None)
+@given(st.sampled_from(["0000:15:00.0", "0000:35:00.0", "0000:17:00.0", "0000:99:00.0", "zz", ""]))
+def test_pcilink_to_anything_else_is_ignored_or_one_line(target):
+    """A <pcilink> to itself, a GPU, a missing device or a bad bus id adds no link (or is a TopologyError)."""
+    text = BCM.replace('<pcilink target="0000:35:00.0"/>', f'<pcilink target="{target}"/>')
+    try:
+        t = parse_nccl_xml(text)
+    except TopologyError as e:
+        assert "\n" not in str(e)
+        return
+    links = [(u, v) for u, v in t.graph.edges if t.kind(u) == t.kind(v) == "pcie_switch"]
+    assert len(links) == 2  # the other switch's <pcilink> back still joins them (both directions)
