@@ -30,6 +30,9 @@ from topo_probe.guard import (
 )
 from topo_probe.topology.model import Topology
 
+#: the banner and table titles rocm-smi prints (``==== Link Type between two GPUs ====``)
+_ROCM_SMI = re.compile(r"ROCm System Management Interface|^=+ (?:Weight|Hops|Link Type) between two GPUs =+",
+                       re.MULTILINE)
 _GPU_HEADER = re.compile(r"^[ \t]*GPU0(\s|$)", re.MULTILINE)  # [ \t]*: \s* is quadratic on blank lines
 
 
@@ -96,6 +99,9 @@ def _parse_text(text: str, source: str, nvlink_gbps: float | None) -> Topology:
         except ImportError:
             raise _missing("an NCCL topology XML", "topo_probe.parsers.nccl_xml", source) from None
         return parse_nccl_xml(text, source=source)
+    if _ROCM_SMI.search(text):  # its GPU0 rows would otherwise be misread as an nvidia-smi matrix
+        raise TopologyError(f"{source}: looks like `rocm-smi --showtopo` output, which gives no link counts or PCIe "
+                            f"tree and is not read: give RCCL's topology dump instead (NCCL_TOPO_DUMP_FILE=FILE)")
     if _GPU_HEADER.search(text):
         try:
             from topo_probe.parsers.nvsmi import parse_nvsmi_topo

@@ -152,3 +152,18 @@ def test_parse_gpu_list_round_trip(gpus):
         parts.append(str(gpus[k]) if e == k else f"{gpus[k]}-{gpus[e]}")
         k = e + 1
     assert parse_gpu_list(",".join(parts)) == gpus
+
+
+def test_rocm_smi_showtopo_is_named_not_misread(fixtures_dir, tmp_path):
+    """rocm-smi --showtopo has GPU0 rows like an nvidia-smi matrix; it is refused in one line that says what
+    it is (hand-written fixture, tests/fixtures/family/README.md), whichever of its tables comes first."""
+    path = fixtures_dir / "family" / "rocm_smi_showtopo_4gpu.txt"
+    text = path.read_text()
+    for k, piece in enumerate([text, text[text.index("=" * 31 + " Link Type"):]]):
+        f = tmp_path / f"r{k}.txt"
+        f.write_text(piece)
+        with pytest.raises(TopologyError) as exc:
+            load_topology(str(f))
+        msg = str(exc.value)
+        assert msg.startswith(f"{f}: looks like `rocm-smi --showtopo` output") and "\n" not in msg
+        assert "NCCL_TOPO_DUMP_FILE" in msg

@@ -138,7 +138,8 @@ def _rail_speeds(base: Topology, rails: list[str], nic_gbps: float | None) -> li
     for nic in rails:
         speed = nic_gbps if nic_gbps is not None else base.graph.nodes[nic].get("speed_gbps")
         if not speed or speed <= 0:
-            raise TopologyError(f"cluster: NIC {nic!r} has no speed_gbps; pass nic_gbps")
+            raise TopologyError(f"cluster: NIC {nic!r} has no speed_gbps (nvidia-smi shows none); pass nic_gbps "
+                                f"(--nic-gbps G, GB/s per direction per NIC)")
         speeds.append(float(speed))
     return speeds
 

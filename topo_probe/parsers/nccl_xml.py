@@ -17,33 +17,30 @@ Format (NCCL ``src/graph/xml.cc``, ``topo.cc``)::
       </cpu>
     </system>
 
-Import: each ``cpu`` is a CPU / NUMA node (``cpu{numaid}``) with one host bridge (NCCL has
-none: everything under a CPU is PHB to each other; our ``hostbridge="k"`` attribute on a
-top-level ``pci`` splits them, see export); each ``pci`` holding a ``gpu`` or ``nic`` is that
-endpoint, any other ``pci`` a PCIe switch.  PCIe bandwidth = ``link_width`` x per-lane rate of
-``link_speed`` (theoretical: "16.0 GT/s PCIe" x16 = Gen4 = 31.5 GB/s; NCCL assumes 24).
-``nvlink`` with ``tclass="0x068000"`` targets an NVSwitch: one ``nvswitch`` node per distinct
-target bus id.  NVLink speed per link from the GPU's ``sm``: 60 -> 20 GB/s, 70/80/90 -> 25
-(NVLink2/3/4), 100+ -> 50 (NCCL itself assumes 20 / 20.6 / 40.1).  Net ``speed`` is Mb/s;
-NIC ``speed_gbps`` = speed / 8000 GB/s.  GPU rank -> index (renumbered 0.. in rank order).
+Import: each ``cpu`` is a CPU / NUMA node (``cpu{numaid}``) with one host bridge (NCCL has none: everything under a
+CPU is PHB to each other; our ``hostbridge="k"`` attribute on a top-level ``pci`` splits them, see export); each
+``pci`` holding a ``gpu`` or ``nic`` is that endpoint, any other ``pci`` a PCIe switch. PCIe bandwidth =
+``link_width`` x per-lane rate of ``link_speed`` (theoretical: "16.0 GT/s PCIe" x16 = Gen4 = 31.5 GB/s; NCCL assumes
+24). ``nvlink`` with ``tclass="0x068000"`` targets an NVSwitch: one ``nvswitch`` node per distinct target bus id.
+NVLink speed per link from the GPU's ``sm``: 60 -> 20 GB/s, 70/80/90 -> 25 (NVLink2/3/4), 100+ -> 50 (NCCL itself
+assumes 20 / 20.6 / 40.1). Net ``speed`` is Mb/s; NIC ``speed_gbps`` = speed / 8000 GB/s. GPU rank -> index
+(renumbered 0.. in rank order).
 
-RCCL (AMD) dumps and models describe Infinity Fabric as ``<xgmi target=BUSID count=N
-tclass=...>`` under each GPU and add ``gcn`` (``gfx942``, or an older dump's number such as
-``910`` = gfx90a) and ``arch`` to ``<gpu>``: each ``xgmi`` becomes an ``infinity_fabric`` edge
-of ``count`` links at the architecture's speed per link (:data:`topo_probe.parsers.XGMI_GBPS`:
-gfx942 64 GB/s per direction, gfx90a 50, ...); the GPU keeps ``gcn_arch``, ``hip_arch`` and its
-``nccl_sm`` (AMD's ``sm`` is no CUDA compute capability).
+RCCL (AMD) dumps and models describe Infinity Fabric as ``<xgmi target=BUSID count=N tclass=...>`` under each GPU
+and add ``gcn`` (``gfx942``, or an older dump's number such as ``910`` = gfx90a) and ``arch`` to ``<gpu>``: each
+``xgmi`` becomes an ``infinity_fabric`` edge of ``count`` links at the architecture's speed per link
+(:data:`topo_probe.parsers.XGMI_GBPS`: gfx942 64 GB/s per direction, gfx90a 50, ...); the GPU keeps ``gcn_arch``,
+``hip_arch`` and its ``nccl_sm`` (AMD's ``sm`` is no CUDA compute capability).
 
-Files written by our exporter carry ``topocoll_node``/``topocoll_hb`` attributes (node ids)
-and a ``<topocoll>`` block of exact values NCCL's format has no field for
-(:mod:`topo_probe.parsers.nccl_xml_exact`), so they read back to the same topology and
-fingerprint.  Hostile input is refused early (:mod:`topo_probe.parsers.nccl_xml_tree`: size,
+Files written by our exporter carry ``topocoll_node``/``topocoll_hb`` attributes (node ids) and a ``<topocoll>``
+block of exact values NCCL's format has no field for (:mod:`topo_probe.parsers.nccl_xml_exact`), so they read back
+to the same topology and fingerprint. Hostile input is refused early (:mod:`topo_probe.parsers.nccl_xml_tree`: size,
 depth, DOCTYPE/ENTITY, strict bounded numbers); a file without GPUs is an error.
 
-Truncated input (a dump cut short, like the ``head`` of a file): by default parsed leniently:
-whatever elements are complete are kept, open elements are closed at the end, a partial last
-tag is dropped, and a note saying where it stopped goes to ``topo.assumptions``.  NVLinks to
-GPUs missing from the file are dropped (noted).  ``strict=True`` raises instead.
+Truncated input (a dump cut short, like the ``head`` of a file): by default parsed leniently: whatever elements are
+complete are kept, open elements are closed at the end, a partial last tag is dropped, and a note saying where it
+stopped goes to ``topo.assumptions``. NVLinks to GPUs missing from the file are dropped (noted). ``strict=True``
+raises instead.
 
 Export (:func:`topo_probe.parsers.nccl_xml_export.to_nccl_xml`) writes the same format back for ``NCCL_TOPO_FILE``.
 """
@@ -90,6 +87,8 @@ class _Importer:
         self.gpu_bus: dict[tuple[int, str], str] = {}
         self.links_of: list[tuple[str, El]] = []   # (gpu node, <nvlink> or <xgmi>)
         self.switch_bus: set[str] = set()
+        self.pcilinks: list[tuple[tuple[int, str], str]] = []  # ((host, switch bus id), <pcilink> target bus id)
+        self.bcm: dict[tuple[int, str], tuple[str, float]] = {}  # (host, bus id) -> (switch node, uplink GB/s)
         self.pre = ""  # node id prefix "h{host}." when the file spans several hosts
         hashes = []
         for cpu in root.children:
@@ -145,6 +144,7 @@ class _Importer:
         if any(len(c) > 1 for c in cpus.values()) and not exact:
             self.t.assumptions.append(f"CPU-CPU links assumed {CPU_LINK_GBPS} GB/s per direction (not in the XML)")
         self.links()
+        self.pci_links()
         for el in exact:
             apply_exact(self.t, el, self.source)
         return self.t
@@ -176,7 +176,11 @@ class _Importer:
         return node
 
     def pci_gbps(self, el: El) -> float:
-        width = attr_int(el, "link_width", self.source, 0, 64, 16)
+        # NCCL writes link_width="" (and link_speed="") for a device it finds no sysfs path of, as in a VM
+        # (v2.28.9-1 src/graph/xml.cc 611-626), and reads "" as width 0, then x16 (src/graph/topo.cc 484-488)
+        width = 0 if el.attrs.get("link_width") == "" else attr_int(el, "link_width", self.source, 0, 64, 16)
+        if el.attrs.get("link_width") == "":
+            self.note("PCIe link width empty in some <pci> elements: x16 assumed (as NCCL does)")
         gen = pcie_gen_from_speed(el.attrs.get("link_speed"))
         if gen is None:
             self.note("PCIe link speed missing or unknown in some <pci> elements: Gen3 assumed (as NCCL does)")
@@ -202,11 +206,22 @@ class _Importer:
             return
         sw = self.new("pcie", "pcie_switch", el, pci_bus_id=bus, pci_class=cls, host=host, **raw)
         self.t.add_link(sw, parent, kind="pcie", bandwidth_gbps=gbps, latency_us=PCIE_LATENCY_US)
+        self.bcm[(host, bus)] = (sw, gbps)
         for c in el.children:
+            if c.tag == "pcilink":
+                self.pcilinks.append(((host, bus), normalize_bus_id(attr(c, "target", self.source))))
             if c.tag == "pci":
                 self.pci(c, sw, numa, host)
             elif c.tag == "nic":
                 self.nic(c, sw, None, numa, host)
+
+    def pci_links(self) -> None:
+        """<pcilink>: two Broadcom switches joined directly, PXB (NCCL 2.22.3+; v2.28.9-1 topo.cc 621-641)."""
+        for (host, bus), target in self.pcilinks:
+            (a, ga), (b, gb) = self.bcm[(host, bus)], self.bcm.get((host, target), (None, 0.0))
+            if b not in (None, a) and not self.t.graph.has_edge(a, b):
+                self.t.add_link(a, b, kind="pcie", bandwidth_gbps=min(ga, gb), latency_us=PCIE_LATENCY_US)
+                self.note("<pcilink> between PCIe switches: a direct link at the slower switch uplink's rate")
 
     def gpu(self, el: El, bus: str, parent: str, gbps: float, numa: int, host: int, raw: dict) -> None:
         s = self.source

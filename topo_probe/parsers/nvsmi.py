@@ -1,24 +1,21 @@
 """``nvidia-smi topo -m`` and ``nvidia-smi topo -p2p <r|w|n|a|p>`` output to a Topology.
 
-Accepts raw (tab-separated) or pasted (space-aligned) text, with or without NIC columns
-(``NIC0``... with a ``NIC Legend:`` block, or named columns such as ``mlx5_0``), the
-``CPU Affinity`` / ``NUMA Affinity`` / ``GPU NUMA ID`` columns, the `` X `` diagonal and
-the empty cell nvidia-smi prints before ``GPU NUMA ID``.  Lines before the header and after
-the matrix (the legends) are ignored, except the NIC legend.
+Accepts raw (tab-separated) or pasted (space-aligned) text, with or without NIC columns (``NIC0``... with a
+``NIC Legend:`` block, or named columns such as ``mlx5_0``), the ``CPU Affinity`` / ``NUMA Affinity`` /
+``GPU NUMA ID`` columns, the `` X `` diagonal and the empty cell nvidia-smi prints before ``GPU NUMA ID``.
+Lines before the header and after the matrix (the legends) are ignored, except the NIC legend.
 
 What is built (and what is assumed, recorded in ``topo.assumptions``):
 
-* ``NV#`` -> a direct ``nvlink`` edge of # links.  When every pair of a GPU group shows the
-  same NV# and that many links per GPU is implausible point to point (NV12 x 7 peers = 84,
-  NV18), NVSwitches are inferred instead (NV12: 6, NV18: 4, see
-  :data:`topo_probe.parsers.link_matrix.NVSWITCH_PLANS`).
+* ``NV#`` -> a direct ``nvlink`` edge of # links.  When every pair of a GPU group shows the same NV# and that
+  many links per GPU is implausible point to point (NV12 x 7 peers = 84, NV18), NVSwitches are inferred
+  instead (NV12: 6, NV18: 4, see :data:`topo_probe.parsers.link_matrix.NVSWITCH_PLANS`).
 * NVLink speed: ``nvlink_gbps`` if given, else a guess from the NV# pattern (NV12 everywhere
   -> NVLink3, NV18 -> NVLink4, NV1/NV2 mesh -> NVLink2; all 25 GB/s per link per direction).
 * PCIe: a tree that reproduces every PCIe cell (GPU-GPU, GPU-NIC, NIC-NIC), see
-  :func:`topo_probe.parsers.pcie_classes.add_pcie_tree_from_classes`; CPUs (NUMA nodes) from
-  the ``NUMA Affinity`` column, else from equal ``CPU Affinity`` strings.  Link speed is
-  ``pcie_gbps`` if given, else a guess from the NVLink generation (Gen3 for NVLink2, Gen4
-  for NVLink3 or no NVLink, Gen5 for NVLink4).
+  :func:`topo_probe.parsers.pcie_classes.add_pcie_tree_from_classes`; CPUs (NUMA nodes) from the
+  ``NUMA Affinity`` column, else from equal ``CPU Affinity`` strings.  Link speed is ``pcie_gbps`` if given,
+  else a guess from the NVLink generation (Gen3 for NVLink2, Gen4 for NVLink3 or no NVLink, Gen5 for NVLink4).
 
 >>> text = "\\tGPU0\\tGPU1\\tCPU Affinity\\n GPU0\\t X \\tNV4\\t0-7\\nGPU1\\tNV4\\t X \\t0-7\\n"
 >>> t = parse_nvsmi_topo(text)
@@ -53,7 +50,7 @@ __all__ = ["parse_nvsmi_topo", "parse_nvsmi_p2p", "apply_p2p", "P2P_CODES"]
 
 _ATTR_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")
 _HEADER_TOKEN = re.compile(r"CPU Affinity|NUMA Affinity|GPU NUMA ID|\S+")
-_TOPO_CELL = re.compile(r"X|NV[1-9][0-9]*|PIX|PXB|PHB|NODE|SYS")
+_TOPO_CELL = re.compile(r"X|NV[1-9][0-9]*|PIX|PXB|PHB|NODE|SYS|SOC")  # SOC: SYS as drivers before NODE print it
 _GPU_LABEL = re.compile(r"GPU([0-9]+)")
 
 #: ``nvidia-smi topo -p2p`` legend.
@@ -161,12 +158,15 @@ def _read_row(mat: _Matrix, source: str, ln: int, line: str, toks, cell, rows_se
                    + (f" + {len(mat.attrs)} values ({', '.join(mat.attrs)})" if mat.attrs and is_gpu else ""))
     for (col, tok), name in zip(values[:n], mat.cols):
         if not cell.fullmatch(tok):
-            expect = "X, NV<n>, PIX, PXB, PHB, NODE or SYS" if cell is _TOPO_CELL else \
+            expect = "X, NV<n>, PIX, PXB, PHB, NODE, SYS or SOC" if cell is _TOPO_CELL else \
                 "X, " + ", ".join(P2P_CODES)
             raise _err(source, ln, col, f"unknown cell {show(tok)} in row {label}, column {name} (expected {expect})")
         if tok.startswith("NV") and (ascii_int(tok[2:], 6) or MAX_LINKS_PER_EDGE + 1) > MAX_LINKS_PER_EDGE:
             raise _err(source, ln, col, f"cell {label}/{name} is {tok[:12]}: more than the {MAX_LINKS_PER_EDGE} "
                        f"NVLinks a GPU pair can have")
+        if tok == "SOC" and not any(n.startswith("cells SOC ") for n in mat.notes):
+            mat.notes.append(f"cells SOC (first: row {label}, line {ln} column {col}): older drivers' SYS, read as SYS")
+        tok = "SYS" if tok == "SOC" else tok
         if (tok == "X") != (name == label):
             mat.notes.append(f"cell {label}/{name} is {tok} (line {ln} column {col}): "
                              + ("the diagonal, read as X" if name == label else "X off the diagonal, read as unknown"))
@@ -223,7 +223,7 @@ def _source_name(source: str, default: str) -> str:
 
 def parse_nvsmi_topo(text: str, *, nvlink_gbps: float | None = None, source: str = "<text>",
                      pcie_gbps: float | None = None) -> Topology:
-    """Parse ``nvidia-smi topo -m`` output (see the module docstring).
+    """Parse ``nvidia-smi topo -m`` output (see the module docstring; older drivers' SOC is SYS).
 
     Parameters
     ----------

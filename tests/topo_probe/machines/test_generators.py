@@ -2,12 +2,14 @@
 
 import networkx as nx
 import pytest
+from _paths import FIXTURES
 
 from topo_probe.cli.display import pair_bandwidth_gbps
 from topo_probe.errors import TopologyError
 from topo_probe.machines.clusters import cluster
 from topo_probe.machines.generators import fully_connected, hub_and_spoke, line, ring, torus
 from topo_probe.machines.presets import get_preset
+from topo_probe.parsers.nvsmi import parse_nvsmi_topo
 
 
 def _nv_edges(t):
@@ -106,6 +108,16 @@ def test_cluster_rails_and_nic_override():
 def test_cluster_needs_nics():
     with pytest.raises(TopologyError, match="no NICs"):
         cluster(ring(4), nodes=2)
+
+
+def test_cluster_of_nvsmi_text_names_the_nic_speed_flag():
+    """nvidia-smi shows NICs but not their speed: --nodes needs --nic-gbps, and the one line says so by that name
+    (hand-written fixture, tests/fixtures/family/README.md)."""
+    t = parse_nvsmi_topo((FIXTURES / "family" / "nvsmi_p100x4_driver384_soc.txt").read_text())
+    with pytest.raises(TopologyError) as exc:
+        cluster(t, nodes=2)
+    assert "--nic-gbps" in str(exc.value) and "'nic0'" in str(exc.value) and "\n" not in str(exc.value)
+    assert cluster(t, nodes=2, nic_gbps=12.5).graph.edges["h1.nic0", "netswitch0"]["bandwidth_gbps"] == 12.5
 
 
 def test_cluster_leaf_spine_oversubscription():

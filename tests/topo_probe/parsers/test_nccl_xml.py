@@ -264,3 +264,73 @@ def test_random_topologies_round_trip(n_gpu, n_nic, data):
     same = {e: (e if e.startswith("gpu") else nic(back, t.graph.nodes[e]["name"])) for e in eps}
     for a, b in classes:
         assert back.pcie_class(same[a], same[b]) == classes[(a, b)]
+
+
+# ----------------------------------------------------------------------------- a dump without PCI sysfs
+VM = (FIXTURES / "family" / "nccl_topo_dump_vm_no_sysfs.xml").read_text()
+
+
+def test_dump_without_sysfs_reads_empty_link_width_as_x16():
+    """NCCL writes link_speed="" and link_width="" where it finds no sysfs path (a VM; v2.28.9-1 xml.cc
+    611-626) and reads "" as x16 at its Gen3 fallback (topo.cc 484-488): the same topology as the dump with
+    those values written out (hand-written fixture, tests/fixtures/family/README.md)."""
+    t = parse_nccl_xml(VM, source="vm.xml")
+    spelled = VM.replace('link_width=""', 'link_width="16"').replace('link_speed=""', 'link_speed="8.0 GT/s PCIe"')
+    assert t.fingerprint() == parse_nccl_xml(spelled).fingerprint()
+    assert t.smi_label(0, 1) == "NV12" and t.gpu_bandwidth_gbps(0) == 300.0  # 12 NVLink3 x 25 GB/s
+    pcie = sorted(d["bandwidth_gbps"] for u, v, d in t.graph.edges(data=True) if d["kind"] == "pcie")
+    assert pcie == [15.75] * 6  # 3 devices, both directions: 16 lanes x 8 GT/s x 128/130 / 8
+    assert t.graph.nodes[nic(t, "eth0")]["speed_gbps"] == 12.5  # 100000 Mb/s
+    assert [t.graph.nodes[c]["numa_node"] for c in t.nodes_of_kind("cpu")] == [-1]
+    assert "PCIe link width empty in some <pci> elements: x16 assumed (as NCCL does)" in t.assumptions
+
+
+@settings(derandomize=True, max_examples=30, deadline=None)
+@given(st.data())
+def test_any_empty_link_width_reads_as_x16(data):
+    """Blanking the width of any <pci> of the real H200 dump gives that device's link 16 lanes, nothing else."""
+    widths = [m.start() for m in re.finditer(r'link_width="16"', H200)]
+    k = data.draw(st.sampled_from(widths))
+    blank = H200[:k] + 'link_width=""' + H200[k + len('link_width="16"'):]
+    a, b = parse_nccl_xml(H200), parse_nccl_xml(blank)
+    assert a.fingerprint() == b.fingerprint()
+    assert {(u, v): d["bandwidth_gbps"] for u, v, d in a.graph.edges(data=True)} == \
+        {(u, v): d["bandwidth_gbps"] for u, v, d in b.graph.edges(data=True)}
+
+
+# ----------------------------------------------------------------------------- Broadcom switches joined by <pcilink>
+BCM = (FIXTURES / "family" / "nccl_topo_dump_bcm_pcilink.xml").read_text()
+
+
+def test_pcilink_joins_broadcom_switches_as_nccl_does():
+    """NCCL links two switches that name each other in <pcilink> directly (v2.28.9-1 topo.cc 621-641) and calls
+    a PCI-to-PCI hop PXB (paths.cc 95): GPUs under the two switches are PXB with P2P, not PHB through the CPU
+    (as the same file without its <pcilink> lines reads)."""
+    t = parse_nccl_xml(BCM, source="bcm.xml")
+    plain = parse_nccl_xml(re.sub(r"\s*<pcilink [^>]*/>", "", BCM))
+    same = {(0, 1), (2, 3)}
+    for i in range(4):
+        for j in range(4):
+            if i != j:
+                want = "PIX" if (min(i, j), max(i, j)) in same else "PXB"
+                assert (t.smi_label(i, j), plain.smi_label(i, j)) == (want, want if want == "PIX" else "PHB")
+                assert t.p2p(i, j).read is True and plain.p2p(i, j).read is (want == "PIX")
+    switches = {t.graph.nodes[n]["pci_bus_id"]: n for n in t.nodes_of_kind("pcie_switch")}
+    link = t.graph.edges[switches["0000:15:00.0"], switches["0000:35:00.0"]]
+    assert link["bandwidth_gbps"] == 63.0  # both uplinks 32 GT/s x16 = Gen5
+    assert t.gdr(2, nic(t, "mlx5_0")) == (True, "")
+    assert parse_nccl_xml(to_nccl_xml(t)).fingerprint() == t.fingerprint()
+
+
+@settings(derandomize=True, max_examples=30, deadline=None)
+@given(st.sampled_from(["0000:15:00.0", "0000:35:00.0", "0000:17:00.0", "0000:99:00.0", "zz", ""]))
+def test_pcilink_to_anything_else_is_ignored_or_one_line(target):
+    """A <pcilink> to itself, a GPU, a missing device or a bad bus id adds no link (or is a TopologyError)."""
+    text = BCM.replace('<pcilink target="0000:35:00.0"/>', f'<pcilink target="{target}"/>')
+    try:
+        t = parse_nccl_xml(text)
+    except TopologyError as e:
+        assert "\n" not in str(e)
+        return
+    links = [(u, v) for u, v in t.graph.edges if t.kind(u) == t.kind(v) == "pcie_switch"]
+    assert len(links) == 2  # the other switch's <pcilink> back still joins them (both directions)

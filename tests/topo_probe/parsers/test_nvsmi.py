@@ -329,3 +329,28 @@ def test_random_matrices_round_trip_cell_by_cell(m):
             assert (numa[i] == numa[j]) == (pos[i][0] == pos[j][0])
         if numa_col:
             assert numa[i] == pos[i][0]
+
+
+# ----------------------------------------------------------------------------- older drivers
+def test_old_driver_soc_cells_read_as_sys():
+    """Drivers before NODE existed print SOC for SYS (legend 'SOC = ... the SMP link between CPU sockets'):
+    every cell is read as the text says with SOC as SYS, the topology is the one the same text with SYS gives,
+    and one assumption says so (hand-written fixture, tests/fixtures/family/README.md)."""
+    text = read("family/nvsmi_p100x4_driver384_soc.txt")
+    t = parse_nvsmi_topo(text, source="old.txt")
+    as_sys = re.sub(r"\bSOC\b", "SYS", text.split("\n\nLegend")[0]) + "\n"
+    assert check_every_cell(t, as_sys) == 4 * 4 + 2 * 4
+    assert t.fingerprint() == parse_nvsmi_topo(as_sys).fingerprint()
+    assert t.path_class(0, 2) == "SYS" and t.p2p(0, 2).read is False and t.p2p(0, 1).read is True
+    assert [a for a in t.assumptions if "SOC" in a] == [
+        "cells SOC (first: row GPU0, line 2 column 14): older drivers' SYS, read as SYS"]
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(machines())
+def test_random_matrices_with_soc_for_sys(m):
+    text, cells = render(*m)
+    old = re.sub(r"\bSYS\b", "SOC", text)
+    t = parse_nvsmi_topo(old)
+    assert t.fingerprint() == parse_nvsmi_topo(text).fingerprint()
+    assert any("SOC" in a for a in t.assumptions) == ("SYS" in cells.values())
