@@ -26,7 +26,13 @@ def test_matching_traffic_equals_gloo_bit_for_bit(p2p_results):
     assert not merged(results, "match")
 
 
-@pytest.mark.parametrize("family", ["mismatch", "outstanding", "anysource"])
+def test_sizes_at_the_inline_threshold_arrive_bit_for_bit(p2p_results):
+    _, results = p2p_results
+    assert checked(results, "edges") == 3 * 5
+    assert not merged(results, "edges")
+
+
+@pytest.mark.parametrize("family", ["mismatch", "outstanding", "anysource", "edgemismatch"])
 def test_a_mismatch_raises_on_the_receiver_and_the_next_message_arrives(p2p_results, family):
     n, results = p2p_results
     assert all("__missing__" not in res for res in results)          # no process died
@@ -83,20 +89,24 @@ def test_a_matching_header_fills_the_tensor_a_mismatch_drains_into_scratch():
 
 
 @settings(max_examples=300, deadline=None)
-@given(magic=st.sampled_from([0x7470_3270, 0, -1, 2**62]), seq=st.integers(-3, 3), count=st.integers(-5, 2**62),
+@given(magic=st.sampled_from([0x7470_3270, 0x7470_3269, 0, -1, 2**62]), seq=st.integers(-3, 3), count=st.integers(-5, 2**62),
        code=st.integers(-2, 80), size=st.integers(0, 8))
 def test_any_header_ends_in_the_data_or_a_topocoll_error(magic, seq, count, code, size):
     """A header is checked before anything is posted: a bad magic, count or code is PeerGone with
-    nothing posted; a header ahead of its turn times out (PeerGone); otherwise exactly one receive
-    of the announced size and dtype is posted, and the tensor changes only when they match."""
+    nothing posted, as is an inline header (0x74703269) announcing more bytes than its message
+    holds (here none); a header ahead of its turn times out (PeerGone); otherwise exactly one
+    receive of the announced size and dtype is posted (none for an inline one), and the tensor
+    changes only when they match."""
     from kernels.pytorch.checked_p2p import _CODE, _DTYPES
     from topo_probe.errors import TopocollError
     t = torch.zeros(size)
     posted, work = _finish([magic, seq, count, code], t)
-    valid = magic == 0x7470_3270 and count >= 0 and 1 <= code <= len(_DTYPES)
+    inline = magic == 0x7470_3269
+    valid = magic in (0x7470_3270, 0x7470_3269) and count >= 0 and 1 <= code <= len(_DTYPES) and not (
+        inline and count * _DTYPES[code - 1].itemsize > 0)
     match = valid and seq == 0 and count == size and code == _CODE[torch.float32]
     if match:
-        assert work.wait() and posted == [(size, torch.float32, 0, 3)]
+        assert work.wait() and posted == ([] if inline else [(size, torch.float32, 0, 3)])
         return
     with pytest.raises(TopocollError) as e:
         work.wait()
@@ -104,7 +114,7 @@ def test_any_header_ends_in_the_data_or_a_topocoll_error(magic, seq, count, code
     if not valid or seq != 0:
         assert type(e.value).__name__ == "PeerGone" and posted == []
     elif type(e.value).__name__ == "P2PMismatch":
-        assert posted == [(count * _DTYPES[code - 1].itemsize, torch.uint8, 0, 3)]       # drained as bytes
+        assert posted == ([] if inline else [(count * _DTYPES[code - 1].itemsize, torch.uint8, 0, 3)])  # drained
     else:                                         # a scratch this host cannot hold
         assert type(e.value).__name__ == "PeerGone" and posted == [] and "more than this host" in str(e.value)
 
@@ -119,3 +129,102 @@ def test_futures_waits_timeouts_and_unchecked_gloo_beside_checked_receives():
     results = run_job(robust_job, 2, timeout_s=120)
     assert not merged(results, "robust")
     assert checked(results, "robust") >= 5
+
+
+class _Wire:
+    """Both ends of one pair and tag without processes: the sender's groups keep what it sends; the
+    receiver's header receive takes the next header message as gloo's TCP pair does (its bytes at
+    the front of the posted buffer, which must be at least as large: gloo aborts otherwise) and
+    its payload receive the next payload (byte counts equal, as ``_scratch`` and the match give)."""
+
+    def __init__(self) -> None:
+        self.headers, self.payloads = [], []
+
+    def group(self, kind: str):
+        wire = self
+
+        class _Group:
+            def send(self, tensors, dst, tag):
+                getattr(wire, kind).append(tensors[0].reshape(-1).view(torch.uint8).clone())
+                return _Done()
+
+            def recv(self, tensors, src, tag):
+                sent = wire.payloads.pop(0)
+                into = tensors[0].reshape(-1).view(torch.uint8)
+                assert sent.numel() == into.numel(), (sent.numel(), into.numel())
+                into.copy_(sent)
+                return _Done(src)
+        return _Group()
+
+    def deliver(self, tensor, tag: int = 0):
+        """The receiver's side of one message into ``tensor``: its Work and the payloads posted."""
+        from kernels.pytorch.checked_p2p import CheckedP2P, P2PWork, _header_buffer
+        p2p = self.receiver
+        buf, sent = _header_buffer(), self.headers.pop(0)
+        assert sent.numel() <= buf.numel(), "gloo would abort: message larger than the posted receive"
+        buf[:sent.numel()].copy_(sent)
+        work = P2PWork([tensor], "recv")
+        posted = len(self.payloads)
+        CheckedP2P._finish(p2p, work, tensor, buf, _Done(0), 0, tag)
+        return work, posted - len(self.payloads)
+
+
+def _pair():
+    from kernels.pytorch.checked_p2p import CheckedP2P
+    wire = _Wire()
+    sender = CheckedP2P(wire.group("payloads"), wire.group("headers"), 0, timeout_s=0.05)
+    wire.receiver = CheckedP2P(wire.group("payloads"), None, 1, timeout_s=0.05)
+    return sender, wire
+
+
+def _random_bits(dtype, count: int, seed: int):
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (count * dtype.itemsize,), generator=g, dtype=torch.uint8).view(dtype)
+
+
+@settings(max_examples=200, deadline=None)
+@given(dtype=st.sampled_from([torch.float32, torch.bfloat16, torch.uint8, torch.int64, torch.bool]),
+       count=st.integers(0, 3 * (16 << 10)), seed=st.integers(0, 2**31 - 1))
+def test_a_message_of_any_size_arrives_bit_for_bit_inline_up_to_the_threshold(dtype, count, seed):
+    """Any size of any of these dtypes arrives bit for bit (NaN payloads included); up to
+    INLINE_BYTES bytes as one message with the header (no payload posted), above as two."""
+    from kernels.pytorch.checked_p2p import INLINE_BYTES
+    sender, wire = _pair()
+    sent = _random_bits(dtype, count, seed) if dtype != torch.bool else _random_bits(torch.uint8, count, seed).bool()
+    sender.send([sent], 1, 0).wait()
+    inline = count * dtype.itemsize <= INLINE_BYTES
+    assert (len(wire.headers), len(wire.payloads)) == (1, 0 if inline else 1)
+    got = torch.empty(count, dtype=dtype)
+    work, posted = wire.deliver(got)
+    assert work.wait() and posted == (0 if inline else 1)
+    assert torch.equal(got.view(torch.uint8), sent.view(torch.uint8))
+
+
+@pytest.mark.parametrize("inline", [True, False])
+@pytest.mark.parametrize("kind", ["count", "dtype"])
+def test_a_mismatch_below_and_above_the_threshold_raises_and_writes_no_byte(inline, kind):
+    """float32 of threshold / 4 elements (inline) or one more (two messages) into a tensor of
+    another count or another dtype of the same size: P2PMismatch, the tensor as it was, the sender's send completed, and the next message arrives."""
+    from kernels.pytorch.checked_p2p import INLINE_BYTES
+    from kernels.pytorch.errors import P2PMismatch
+    sender, wire = _pair()
+    count = INLINE_BYTES // 4 + (0 if inline else 1)
+    assert sender.send([torch.arange(count, dtype=torch.float32)], 1, 0).wait()
+    into = (torch.full((count - 1,), 7.0) if kind == "count" else torch.full((count,), 7, dtype=torch.int32))
+    before = into.clone()
+    work, _ = wire.deliver(into)
+    with pytest.raises(P2PMismatch, match=rf"rank 0 sent {count} elements of float32"):
+        work.wait()
+    assert torch.equal(into.view(torch.uint8), before.view(torch.uint8)) and not wire.payloads
+    sender.send([torch.arange(3, dtype=torch.int64)], 1, 0)
+    nxt = torch.zeros(3, dtype=torch.int64)
+    assert wire.deliver(nxt)[0].wait() and nxt.tolist() == [0, 1, 2]
+
+
+def test_an_inline_header_that_claims_more_bytes_than_it_carries_is_out_of_step():
+    from kernels.pytorch.checked_p2p import _CODE, _MAGIC_INLINE
+    t = torch.zeros(2)
+    posted, work = _finish([_MAGIC_INLINE, 0, 2, _CODE[torch.float32]], t)   # the header alone: no room
+    with pytest.raises(RuntimeError, match="out of step") as e:
+        work.wait()
+    assert type(e.value).__name__ == "PeerGone" and posted == [] and not t.any()
