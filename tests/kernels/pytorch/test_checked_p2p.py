@@ -3,8 +3,11 @@ send/recv (isend/irecv, batch_isend_irecv) equals gloo bit for bit; a send whose
 differs from the matching recv's tensor raises P2PMismatch (a TopocollError and a RuntimeError)
 on the receiving rank only, leaves its tensor as it was, kills no process (before: gloo's
 EnforceNotMet aborted the receiver) and the next message arrives intact; also with irecvs
-outstanding, tags out of order and a receive from any source.  Without processes: any header
-(hostile words included) ends in the data or a TopocollError, and posts at most the announced receive."""
+outstanding, tags out of order and a receive from any source; at the inline threshold (0, 1, T - 1,
+T, T + 1 elements) every message arrives bit for bit, and a count, dtype or tag mismatch just below
+or above it is caught the same way.  Without processes: any header (hostile words included) ends in
+the data or a TopocollError, and posts at most the announced receive; any size and dtype goes
+through the sender's and receiver's code bit for bit, inline (one message) up to INLINE_BYTES."""
 
 from __future__ import annotations
 
