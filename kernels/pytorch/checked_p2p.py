@@ -1,16 +1,18 @@
 """The user's ``send`` / ``recv`` over gloo, checked: each message is preceded by a small header
-(its sequence number on the pair and tag, element count, dtype) so that a receive whose tensor
-does not match raises :class:`~kernels.pytorch.errors.P2PMismatch` on the receiving rank instead
-of aborting the process inside gloo.
+(its sequence number on the pair and tag, element count, dtype), or rides inside the header's
+message up to :data:`INLINE_BYTES` (16 KiB), so that a receive whose tensor does not match
+raises :class:`~kernels.pytorch.errors.P2PMismatch` on the receiving rank instead of aborting
+the process inside gloo.
 
 Why a header: gloo's TCP transport checks a message against the posted receive buffer only as
 ``op.preamble.length <= op.nbytes`` (the abort torch 2.13's bundled gloo prints: "enforce fail at
 gloo/transport/tcp/pair.cc:456 ... Received data size doesn't match expected size"), thrown as
 ``gloo::EnforceNotMet`` on gloo's own I/O thread, which terminates the process; a smaller message
-or another dtype of the same byte size passes silently into the user's tensor.  Here the receiver reads the
-header first and posts the payload's receive only then: into the user's tensor when count and
-dtype agree, else into a scratch tensor of the sender's count and dtype (so the sender's send
-completes and the pair stays in step), and then raises.
+or another dtype of the same byte size passes silently into the user's tensor.  Here the receiver
+reads the header first: an inline payload is copied out of the header's message only where count
+and dtype agree; a larger one's receive is posted only then, into the user's tensor where they
+agree, else into a scratch tensor of the sender's count and dtype (so the sender's send completes
+and the pair stays in step), and then it raises.
 
 Headers and payloads travel on two gloo groups of their own (same ranks, the user's tag;
 :func:`make_p2p`): a receive's header is posted when the call is made (``irecv`` returns at once);
@@ -21,15 +23,17 @@ together.  That second step runs on the caller's thread where ``wait()`` (no tim
 else on a reused helper thread (:class:`_Helpers`).
 
 Small messages: a payload of at most :data:`INLINE_BYTES` bytes rides in its header's message
-(magic ``tp2i``; one gloo send) and every header's receive is posted with room for one.  gloo
-takes a message shorter than the posted receive: torch's ``ProcessGroupGloo::recv`` posts the
-tensor's byte size as an unbound buffer and checks nothing more, and gloo's TCP pair reads the
-message's ``preamble.length`` bytes into the front of that buffer after checking only
-``length <= nbytes`` (``Pair::prepareRead``, gloo/transport/tcp/pair.cc; tested: a 10-byte send into
-a 100-byte receive fills 10 bytes, the other 90 stay as they were).  The receiver checks count and
-dtype before copying the bytes into the user's tensor (a mismatch writes nothing and drains
-nothing: the message is in already) and takes the message's turn in the (source, tag) order so
-that a later payload's receive is still posted in sequence.
+(magic ``tp2i``; one gloo send) then an 8-byte trailer, and every header's receive is posted with
+room for one.  gloo takes a message shorter than the posted receive: torch's
+``ProcessGroupGloo::recv`` posts the tensor's byte size as an unbound buffer and checks nothing
+more, and gloo's TCP pair reads the message's ``preamble.length`` bytes into the front of that
+buffer after checking only ``length <= nbytes`` (``Pair::prepareRead``, gloo/transport/tcp/pair.cc;
+tested: a 10-byte send into a 100-byte receive fills 10 bytes, the other 90 stay as they were).
+gloo does not say how many bytes arrived: the trailer must sit right after the announced bytes,
+only zero fill behind it (else PeerGone).  Count and dtype are checked before the bytes are copied
+into the user's tensor (a mismatch writes nothing and drains nothing: the message is in); the
+message takes its turn in the (source, tag) order so that a later payload's receive is posted in
+sequence.
 
 Cost (docs/pytorch.md, measured by benchmarks/bench_p2p.py): a message above
 :data:`INLINE_BYTES` pays one extra message of :data:`HEADER_WORDS` int64 and one extra round trip
@@ -65,6 +69,9 @@ _WORDS = struct.Struct(f"={HEADER_WORDS}q")
 INLINE_BYTES = 16 << 10
 _MAGIC = 0x7470_3270            # "tp2p": the payload follows on the payload group
 _MAGIC_INLINE = 0x7470_3269     # "tp2i": the payload follows the header in its message
+#: ends an inline message, right after its payload (8 nonzero bytes: a receive's zero fill is not one)
+_TRAILER = b"tp2i-end"
+_INLINE_ROOM = _HEADER_BYTES + INLINE_BYTES + len(_TRAILER)     # a header receive's bytes
 #: every torch dtype, by name (the same table on every rank of one torch); index + 1 is its code
 _DTYPES = tuple(sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str))
 _CODE = {t: k + 1 for k, t in enumerate(_DTYPES)}
@@ -87,10 +94,10 @@ def _checked_tensor(tensors, what: str, rank: int) -> torch.Tensor:
 
 def _header_buffer() -> torch.Tensor:
     """A header's receive: the header's words, zero until it arrives, and room for an inline
-    payload (gloo's TCP pair takes a message shorter than the posted receive: it reads the
+    payload and its trailer (gloo's TCP pair takes a message shorter than the posted receive: it reads the
     message's length into the front of the buffer and leaves the rest as it was;
     ``Pair::prepareRead`` checks only ``op.preamble.length <= op.nbytes``, gloo/transport/tcp/pair.cc)."""
-    return torch.zeros(_HEADER_BYTES + INLINE_BYTES, dtype=torch.uint8)
+    return torch.zeros(_INLINE_ROOM, dtype=torch.uint8)
 
 
 def _scratch(count: int, dtype: torch.dtype, where: str) -> torch.Tensor:
@@ -117,12 +124,31 @@ def _header(*words: int) -> torch.Tensor:
 
 
 def _message(seq: int, t: torch.Tensor) -> tuple[torch.Tensor, bool]:
-    """What goes on the header group for ``t``, and whether ``t``'s bytes are in it: the header
-    then the bytes where ``t`` holds at most :data:`INLINE_BYTES` bytes, else the header alone."""
+    """What goes on the header group for ``t``, and whether ``t``'s bytes are in it: the header,
+    the bytes and :data:`_TRAILER` where ``t`` holds at most :data:`INLINE_BYTES` bytes, else the
+    header alone."""
     data = _as_bytes(t) if t.numel() * t.element_size() <= INLINE_BYTES else None
     if data is None:
         return _header(_MAGIC, seq, t.numel(), _CODE[t.dtype]), False
-    return torch.cat([_header(_MAGIC_INLINE, seq, t.numel(), _CODE[t.dtype]), data]), True
+    trailer = torch.frombuffer(bytearray(_TRAILER), dtype=torch.uint8)
+    return torch.cat([_header(_MAGIC_INLINE, seq, t.numel(), _CODE[t.dtype]), data, trailer]), True
+
+
+def _read_header(message: torch.Tensor, where: str) -> tuple[int, int, int, bool]:
+    """A header receive's bytes as (sequence number, count, dtype code, inline); PeerGone where the
+    words are no header or an inline message's trailer is not right after its announced bytes with
+    zero fill behind it (a message shorter or longer than it says: gloo does not say its length)."""
+    data = message.numpy()
+    magic, seq, count, code = _WORDS.unpack_from(data)
+    if magic not in (_MAGIC, _MAGIC_INLINE) or seq < 0 or count < 0 or not 1 <= code <= len(_DTYPES):
+        raise PeerGone(f"{where}: the message header is out of step (magic {magic:#x}, count {count}, "
+                       f"dtype code {code})")
+    end = _HEADER_BYTES + count * _DTYPES[code - 1].itemsize
+    if magic == _MAGIC_INLINE and (data[end:end + len(_TRAILER)].tobytes() != _TRAILER
+                                   or data[end + len(_TRAILER):].any()):
+        raise PeerGone(f"{where}: the message header is out of step (its message does not end right after the "
+                       f"{count} elements of {_dtype_name(code)} it announces; a sender of another topocoll version?)")
+    return seq, count, code, magic == _MAGIC_INLINE
 
 
 def check_on() -> bool:
@@ -240,12 +266,7 @@ class CheckedP2P:
             if src is None:
                 src = header_work._source_rank()
             message = header.view(-1).view(torch.uint8)
-            magic, seq, count, code = _WORDS.unpack_from(message.numpy())
-            inline = magic == _MAGIC_INLINE
-            if (magic not in (_MAGIC, _MAGIC_INLINE) or seq < 0 or count < 0 or not 1 <= code <= len(_DTYPES)
-                    or inline and count * _DTYPES[code - 1].itemsize > message.numel() - _HEADER_BYTES):
-                raise PeerGone(f"recv from rank {src} (tag {tag}) on rank {self.rank}: the message header is "
-                               f"out of step (magic {magic:#x}, count {count}, dtype code {code})")
+            seq, count, code, inline = _read_header(message, f"recv from rank {src} (tag {tag}) on rank {self.rank}")
             dtype = _DTYPES[code - 1]
             ok = count == t.numel() and dtype == t.dtype
             if inline:                        # in order too: a later payload's receive waits for its turn

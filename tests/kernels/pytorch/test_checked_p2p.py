@@ -70,11 +70,18 @@ class _Payload:
         return _Done(src)
 
 
-def _finish(words, tensor):
-    from kernels.pytorch.checked_p2p import CheckedP2P, P2PWork
+def _finish(words, tensor, tail: bytes = b""):
+    """Receive a header message of ``words`` then ``tail`` as gloo leaves it in a header receive
+    (at the front of the real posted buffer, the rest as it was: zero)."""
+    from kernels.pytorch.checked_p2p import CheckedP2P, P2PWork, _header_buffer
     p2p = CheckedP2P(_Payload(), None, 1, timeout_s=0.05)
     work = P2PWork([tensor], "recv")
-    p2p._finish(work, tensor, torch.tensor(words, dtype=torch.int64), _Done(0), 0, 3)
+    sent = torch.tensor(words, dtype=torch.int64).view(torch.uint8).numpy().tobytes() + tail
+    buf = _header_buffer()
+    assert len(sent) <= buf.numel(), "gloo would abort: message larger than the posted receive"
+    if sent:
+        buf[:len(sent)].copy_(torch.frombuffer(bytearray(sent), dtype=torch.uint8))
+    p2p._finish(work, tensor, buf, _Done(0), 0, 3)
     return p2p.payload.posted, work
 
 
@@ -92,24 +99,27 @@ def test_a_matching_header_fills_the_tensor_a_mismatch_drains_into_scratch():
 
 
 @settings(max_examples=300, deadline=None)
-@given(magic=st.sampled_from([0x7470_3270, 0x7470_3269, 0, -1, 2**62]), seq=st.integers(-3, 3), count=st.integers(-5, 2**62),
-       code=st.integers(-2, 80), size=st.integers(0, 8))
-def test_any_header_ends_in_the_data_or_a_topocoll_error(magic, seq, count, code, size):
+@given(magic=st.sampled_from([0x7470_3270, 0x7470_3269, 0, -1, 2**62]), seq=st.integers(-3, 3),
+       count=st.integers(-5, 2**62), code=st.integers(-2, 80), size=st.integers(0, 8), ends=st.booleans())
+def test_any_header_ends_in_the_data_or_a_topocoll_error(magic, seq, count, code, size, ends):
     """A header is checked before anything is posted: a bad magic, count or code is PeerGone with
-    nothing posted, as is an inline header (0x74703269) announcing more bytes than its message
-    holds (here none); a header ahead of its turn times out (PeerGone); otherwise exactly one
-    receive of the announced size and dtype is posted (none for an inline one), and the tensor
-    changes only when they match."""
-    from kernels.pytorch.checked_p2p import _CODE, _DTYPES
+    nothing posted, as is an inline header (0x74703269) whose message does not hold its announced
+    bytes (0x5A) then the trailer (``ends`` False, or too many to fit); a header ahead of its turn
+    times out (PeerGone); otherwise exactly one receive of the announced size and dtype is posted
+    (none for an inline one), and the tensor changes (to 0x5A bytes) only when they match."""
+    from kernels.pytorch.checked_p2p import _CODE, _DTYPES, _TRAILER, INLINE_BYTES
     from topo_probe.errors import TopocollError
     t = torch.zeros(size)
-    posted, work = _finish([magic, seq, count, code], t)
     inline = magic == 0x7470_3269
-    valid = magic in (0x7470_3270, 0x7470_3269) and count >= 0 and 1 <= code <= len(_DTYPES) and not (
-        inline and count * _DTYPES[code - 1].itemsize > 0)
+    valid = magic in (0x7470_3270, 0x7470_3269) and count >= 0 and 1 <= code <= len(_DTYPES)
+    fits = valid and count * _DTYPES[code - 1].itemsize <= INLINE_BYTES
+    tail = b"\x5a" * (count * _DTYPES[code - 1].itemsize) + _TRAILER if inline and ends and fits else b""
+    posted, work = _finish([magic, seq, count, code], t, tail)
+    valid = valid and not (inline and not (ends and fits))
     match = valid and seq == 0 and count == size and code == _CODE[torch.float32]
     if match:
         assert work.wait() and posted == ([] if inline else [(size, torch.float32, 0, 3)])
+        assert t.view(torch.uint8).eq(0x5A).all()
         return
     with pytest.raises(TopocollError) as e:
         work.wait()
@@ -225,9 +235,46 @@ def test_a_mismatch_below_and_above_the_threshold_raises_and_writes_no_byte(inli
 
 
 def test_an_inline_header_that_claims_more_bytes_than_it_carries_is_out_of_step():
+    """The header alone in the real posted buffer (zero behind it) claiming 2 float32: before the
+    trailer, the zeros were taken as the payload and wait() was True."""
     from kernels.pytorch.checked_p2p import _CODE, _MAGIC_INLINE
-    t = torch.zeros(2)
-    posted, work = _finish([_MAGIC_INLINE, 0, 2, _CODE[torch.float32]], t)   # the header alone: no room
+    t = torch.full((2,), 7.0)
+    posted, work = _finish([_MAGIC_INLINE, 0, 2, _CODE[torch.float32]], t)
     with pytest.raises(RuntimeError, match="out of step") as e:
         work.wait()
-    assert type(e.value).__name__ == "PeerGone" and posted == [] and not t.any()
+    assert type(e.value).__name__ == "PeerGone" and posted == [] and t.tolist() == [7.0, 7.0]
+
+
+def test_a_truncated_inline_message_is_out_of_step_and_writes_no_byte():
+    """The reviewer's case: a header claiming 100 float32 (400 bytes) with only 8 bytes behind it
+    (2 ones): before, 98 zeros and wait() True; now PeerGone, the tensor as it was."""
+    from kernels.pytorch.checked_p2p import _CODE, _MAGIC_INLINE
+    t = torch.full((100,), 7.0)
+    posted, work = _finish([_MAGIC_INLINE, 0, 100, _CODE[torch.float32]], t, torch.ones(2).numpy().tobytes())
+    with pytest.raises(RuntimeError, match="does not end right after the 100 elements of float32") as e:
+        work.wait()
+    assert type(e.value).__name__ == "PeerGone" and posted == [] and t.eq(7.0).all()
+
+
+@settings(max_examples=200, deadline=None)
+@given(count=st.integers(0, (16 << 10) // 4), seed=st.integers(0, 2**31 - 1), data=st.data())
+def test_an_inline_message_cut_short_or_with_bytes_after_it_is_out_of_step(count, seed, data):
+    """The sender's own inline message of ``count`` float32, cut to any shorter length, or followed
+    by bytes that are not all zero (as long as gloo would take it: within the posted buffer), is
+    PeerGone and writes no byte; whole (or followed by zeros only: the same bytes in the buffer) it arrives."""
+    from kernels.pytorch.checked_p2p import _INLINE_ROOM, _message
+    sent = _random_bits(torch.float32, count, seed)
+    whole = _message(0, sent)[0].numpy().tobytes()
+    room = _INLINE_ROOM - len(whole)
+    change = data.draw(st.one_of(st.integers(0, len(whole) - 1),
+                                 st.binary(min_size=1, max_size=min(room, 64)) if room else st.nothing(),
+                                 st.just(None)))
+    message = whole if change is None else whole[:change] if isinstance(change, int) else whole + change
+    t = torch.full((count,), 7.0)
+    posted, work = _finish([], t, message)
+    if change is None or isinstance(change, bytes) and not any(change):
+        assert work.wait() and torch.equal(t.view(torch.uint8), sent.view(torch.uint8))
+        return
+    with pytest.raises(RuntimeError, match="out of step") as e:
+        work.wait()
+    assert type(e.value).__name__ == "PeerGone" and posted == [] and t.eq(7.0).all()
