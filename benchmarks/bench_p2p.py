@@ -1,8 +1,9 @@
 """The cost of the ``topocoll`` backend's checked send/recv (:mod:`kernels.pytorch.checked_p2p`):
 a 2-process ping-pong, 4 B to 4 MiB of float32, checked (the default) against
-``TOPOCOLL_P2P_CHECK=0`` (straight to the group's gloo) and against the checked path as first
-written (a new thread per receive); and the start-up cost of a group (its gloo groups'
-connections).  Writes ``OUT/p2p.md`` (default ``results/pytorch/``) with the command at the top.
+``TOPOCOLL_P2P_CHECK=0`` (straight to the group's gloo) and against today's protocol with the
+helper threads as first written (a new thread per receive); and the start-up cost of a group
+(its gloo groups' connections).  Writes ``OUT/p2p.md`` (default ``results/pytorch/``) with the
+command at the top.
 
     python benchmarks/bench_p2p.py                 # 7 rounds of 200 round trips per size
     python benchmarks/bench_p2p.py --quick         # 3 rounds of 30
@@ -38,12 +39,13 @@ from bench_pytorch import fmt_bytes  # noqa: E402  (benchmarks/bench_pytorch.py:
 SIZES_BYTES = (4, 64, 1 << 10, 16 << 10, 256 << 10, 4 << 20)
 VARIANTS = ("unchecked", "checked", "thread_per_recv")
 LABELS = {"unchecked": "TOPOCOLL_P2P_CHECK=0 (gloo)", "checked": "checked (default)",
-          "thread_per_recv": "checked, a new thread per receive (as first written)"}
+          "thread_per_recv": "today's protocol, a new thread per receive"}
 
 
 class _NewThreadEach:
-    """The helper threads as first written: a new thread for every receive, which always runs it
-    (the caller's wait() never does: ``P2PWork._run_job`` claimed here)."""
+    """The helper threads as first written, under today's protocol (inline small messages included):
+    a new thread for every receive, which always runs it (the caller's wait() never does:
+    ``P2PWork._run_job`` claimed here)."""
 
     def submit(self, run_job) -> None:
         work = run_job.__self__
