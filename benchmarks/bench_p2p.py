@@ -1,17 +1,22 @@
 """The cost of the ``topocoll`` backend's checked send/recv (:mod:`kernels.pytorch.checked_p2p`):
 a 2-process ping-pong, 4 B to 4 MiB of float32, checked (the default) against
-``TOPOCOLL_P2P_CHECK=0`` (straight to the group's gloo) and against the checked path as first
-written (a new thread per receive); and the start-up cost of a group (its gloo groups'
-connections).  Writes ``OUT/p2p.md`` (default ``results/pytorch/``) with the command at the top.
+``TOPOCOLL_P2P_CHECK=0`` (straight to the group's gloo) and against today's protocol with the
+helper threads as first written (a new thread per receive); and the start-up cost of a group
+(its gloo groups' connections).  Writes ``OUT/p2p.md`` (default ``results/pytorch/``) with the
+command at the top.
 
     python benchmarks/bench_p2p.py                 # 7 rounds of 200 round trips per size
     python benchmarks/bench_p2p.py --quick         # 3 rounds of 30
 
-Both processes run every variant, rounds alternating between them; a round is a store barrier then
-``--trips`` round trips (rank 0 sends, rank 1 receives and sends the same tensor back); the table
-shows rank 0's median round (by wall time): half its mean wall time per round trip (one way) and
-its CPU time per round trip (``time.process_time``: all of rank 0's threads; load from other
-processes on the host stretches the wall time far more than the CPU time).
+Both processes run every variant, rounds alternating between them, sizes one after another; a
+round is a store barrier then ``--trips`` round trips (rank 0 sends, rank 1 receives and sends the
+same tensor back); the table shows rank 0's median round (by wall time): half its mean wall time
+per round trip (one way) and its CPU time per round trip (``time.process_time``: all of rank 0's
+threads).  Load from other processes on the host stretches the wall time, and on 2 cores the CPU
+time too (cold caches after every hand-off between threads), differently for sizes measured at
+different times: a table written at a high load average can order sizes wrongly (the one before
+small messages rode with their header, at load average 6.5: checked 1 KiB 1809 us, 256 KiB
+1454 us; the same code at load average 0.1, ``--quick``: 297 and 506 us).
 """
 
 from __future__ import annotations
@@ -28,16 +33,19 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from bench_pytorch import fmt_bytes  # noqa: E402  (benchmarks/bench_pytorch.py: the tables' sizes)
 
 SIZES_BYTES = (4, 64, 1 << 10, 16 << 10, 256 << 10, 4 << 20)
 VARIANTS = ("unchecked", "checked", "thread_per_recv")
 LABELS = {"unchecked": "TOPOCOLL_P2P_CHECK=0 (gloo)", "checked": "checked (default)",
-          "thread_per_recv": "checked, a new thread per receive (as first written)"}
+          "thread_per_recv": "today's protocol, a new thread per receive"}
 
 
 class _NewThreadEach:
-    """The helper threads as first written: a new thread for every receive, which always runs it
-    (the caller's wait() never does: ``P2PWork._run_job`` claimed here)."""
+    """The helper threads as first written, under today's protocol (inline small messages included):
+    a new thread for every receive, which always runs it (the caller's wait() never does:
+    ``P2PWork._run_job`` claimed here)."""
 
     def submit(self, run_job) -> None:
         work = run_job.__self__
@@ -106,7 +114,8 @@ def _rank_job(rank: int, init: str, out_dir: str, opts: dict) -> None:
         rows.append({"bytes": size, **{name: sorted(v)[len(v) // 2] for name, v in times.items()}})   # by wall
     _barrier(store, rank, "end")
     if rank == 0:
-        Path(out_dir, "p2p.json").write_text(json.dumps({"rows": rows, "made_s": made_s}))
+        from kernels.pytorch.checked_p2p import INLINE_BYTES
+        Path(out_dir, "p2p.json").write_text(json.dumps({"rows": rows, "made_s": made_s, "inline_bytes": INLINE_BYTES}))
         store.wait(["done/1"])
     else:
         store.set("done/1", "1")
@@ -115,22 +124,20 @@ def _rank_job(rank: int, init: str, out_dir: str, opts: dict) -> None:
     os._exit(0)                  # no interpreter teardown: gloo's threads may still hold the groups
 
 
-def _fmt_bytes(b: int) -> str:
-    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
-
-
 def report(res: dict, command: str, opts: dict) -> str:
     lines = ["# checked send/recv against gloo: 2-process ping-pong\n", f"Command: `{command}`\n",
              f"Host: {platform.node() or 'unknown'}, {os.cpu_count()} cores, Python {platform.python_version()}, "
              f"load average {os.getloadavg()[0]:.1f} when written; {opts['rounds']} rounds of {opts['trips']} "
              f"round trips per size, median round, microseconds one way (half a round trip).\n",
-             "Each cell: wall one way / rank 0's CPU time per round trip (all its threads), microseconds.\n",
+             "Each cell: wall one way / rank 0's CPU time per round trip (all its threads), microseconds. "
+             f"Checked, a message of up to {fmt_bytes(res['inline_bytes'])} travels inside its header's message "
+             "(one gloo send); a larger one as a header then its payload.\n",
              "| size | " + " | ".join(LABELS[v] for v in VARIANTS) + " | checked / gloo (wall) |",
              "|---" * (len(VARIANTS) + 2) + "|"]
     for row in res["rows"]:
         us = {v: (row[v][0] / 2 * 1e6, row[v][1] * 1e6) for v in VARIANTS}
         cells = " | ".join(f"{us[v][0]:.0f} / {us[v][1]:.0f}" for v in VARIANTS)
-        lines.append(f"| {_fmt_bytes(row['bytes'])} | {cells} | {us['checked'][0] / us['unchecked'][0]:.2f}x |")
+        lines.append(f"| {fmt_bytes(row['bytes'])} | {cells} | {us['checked'][0] / us['unchecked'][0]:.2f}x |")
     made = res["made_s"]
     lines += ["", "Start-up, rank 0, one group of 2 ranks on this host (its gloo groups' connections): "
               + ", ".join(f"{LABELS[v]} {made[v] * 1e3:.0f} ms" for v in VARIANTS) + "."]

@@ -1,16 +1,18 @@
 """The user's ``send`` / ``recv`` over gloo, checked: each message is preceded by a small header
-(its sequence number on the pair and tag, element count, dtype) so that a receive whose tensor
-does not match raises :class:`~kernels.pytorch.errors.P2PMismatch` on the receiving rank instead
-of aborting the process inside gloo.
+(its sequence number on the pair and tag, element count, dtype), or rides inside the header's
+message up to :data:`INLINE_BYTES` (16 KiB), so that a receive whose tensor does not match
+raises :class:`~kernels.pytorch.errors.P2PMismatch` on the receiving rank instead of aborting
+the process inside gloo.
 
 Why a header: gloo's TCP transport checks a message against the posted receive buffer only as
 ``op.preamble.length <= op.nbytes`` (the abort torch 2.13's bundled gloo prints: "enforce fail at
 gloo/transport/tcp/pair.cc:456 ... Received data size doesn't match expected size"), thrown as
 ``gloo::EnforceNotMet`` on gloo's own I/O thread, which terminates the process; a smaller message
-or another dtype of the same byte size passes silently into the user's tensor.  Here the receiver reads the
-header first and posts the payload's receive only then: into the user's tensor when count and
-dtype agree, else into a scratch tensor of the sender's count and dtype (so the sender's send
-completes and the pair stays in step), and then raises.
+or another dtype of the same byte size passes silently into the user's tensor.  Here the receiver
+reads the header first: an inline payload is copied out of the header's message only where count
+and dtype agree; a larger one's receive is posted only then, into the user's tensor where they
+agree, else into a scratch tensor of the sender's count and dtype (so the sender's send completes
+and the pair stays in step), and then it raises.
 
 Headers and payloads travel on two gloo groups of their own (same ranks, the user's tag;
 :func:`make_p2p`): a receive's header is posted when the call is made (``irecv`` returns at once);
@@ -18,11 +20,28 @@ once it is in, the payload's receive is posted, in the sender's sequence order p
 (gloo matches messages of one pair and tag in the order receives are posted), so receives from a
 given source, from any source (``recv_anysource``) and on several tags may be outstanding
 together.  That second step runs on the caller's thread where ``wait()`` (no timeout) comes first,
-else on a reused helper thread (:class:`_Helpers`).  Cost (docs/pytorch.md, measured by
-benchmarks/bench_p2p.py): one extra message of :data:`HEADER_WORDS` int64 per send and one extra
-round trip per message (gloo's TCP pair writes a message only once the receiver's "receive
-posted" notice is in: ``Pair::handleRemotePendingRecv`` in gloo/transport/tcp/pair.cc), two more
-gloo groups per topocoll group.  ``TOPOCOLL_P2P_CHECK=0``: none of it, gloo as is.
+else on a reused helper thread (:class:`_Helpers`).
+
+Small messages: a payload of at most :data:`INLINE_BYTES` bytes rides in its header's message
+(magic ``tp2i``; one gloo send) then an 8-byte trailer, and every header's receive is posted with
+room for one.  gloo takes a message shorter than the posted receive: torch's
+``ProcessGroupGloo::recv`` posts the tensor's byte size as an unbound buffer and checks nothing
+more, and gloo's TCP pair reads the message's ``preamble.length`` bytes into the front of that
+buffer after checking only ``length <= nbytes`` (``Pair::prepareRead``, gloo/transport/tcp/pair.cc;
+tested: a 10-byte send into a 100-byte receive fills 10 bytes, the other 90 stay as they were).
+gloo does not say how many bytes arrived: the trailer must sit right after the announced bytes,
+only zero fill behind it (else PeerGone).  Count and dtype are checked before the bytes are copied
+into the user's tensor (a mismatch writes nothing and drains nothing: the message is in); the
+message takes its turn in the (source, tag) order so that a later payload's receive is posted in
+sequence.
+
+Cost (docs/pytorch.md, measured by benchmarks/bench_p2p.py): a message above
+:data:`INLINE_BYTES` pays one extra message of :data:`HEADER_WORDS` int64 and one extra round trip
+(gloo's TCP pair writes a message only once the receiver's "receive posted" notice is in:
+``Pair::handleRemotePendingRecv`` in gloo/transport/tcp/pair.cc; the payload's receive is posted
+only once its header is in); a smaller one pays two copies of its bytes and the Python around
+them; every topocoll group connects two more gloo groups.  ``TOPOCOLL_P2P_CHECK=0``: none of it,
+gloo as is.
 """
 
 from __future__ import annotations
@@ -31,24 +50,35 @@ import concurrent.futures
 import functools
 import os
 import queue
+import struct
 import threading
 from datetime import timedelta
 
 import torch
 import torch.distributed as dist
 
+from kernels.pytorch.dtypes import dtype_name
 from kernels.pytorch.errors import BadTensor, P2PMismatch, PeerGone, TorchBackendError
 
-#: header: magic, sequence number on (pair, tag), element count, dtype code
+#: header: magic, sequence number on (pair, tag), element count, dtype code (int64 words, this host's byte order)
 HEADER_WORDS = 4
-_MAGIC = 0x7470_3270            # "tp2p"
+_HEADER_BYTES = HEADER_WORDS * 8
+_WORDS = struct.Struct(f"={HEADER_WORDS}q")
+#: a payload of at most this many bytes travels inside its header's message (one gloo send, no
+#: payload round trip); every header's receive is posted with room for one (module docstring)
+INLINE_BYTES = 16 << 10
+_MAGIC = 0x7470_3270            # "tp2p": the payload follows on the payload group
+_MAGIC_INLINE = 0x7470_3269     # "tp2i": the payload follows the header in its message
+#: ends an inline message, right after its payload (8 nonzero bytes: a receive's zero fill is not one)
+_TRAILER = b"tp2i-end"
+_INLINE_ROOM = _HEADER_BYTES + INLINE_BYTES + len(_TRAILER)     # a header receive's bytes
 #: every torch dtype, by name (the same table on every rank of one torch); index + 1 is its code
 _DTYPES = tuple(sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str))
 _CODE = {t: k + 1 for k, t in enumerate(_DTYPES)}
 
 
 def _dtype_name(code: int) -> str:
-    return str(_DTYPES[code - 1]).replace("torch.", "") if 1 <= code <= len(_DTYPES) else f"dtype code {code}"
+    return dtype_name(_DTYPES[code - 1]) if 1 <= code <= len(_DTYPES) else f"dtype code {code}"
 
 
 def _checked_tensor(tensors, what: str, rank: int) -> torch.Tensor:
@@ -58,8 +88,16 @@ def _checked_tensor(tensors, what: str, rank: int) -> torch.Tensor:
     t = tensors[0]
     if t.layout != torch.strided or not t.is_contiguous():
         raise BadTensor(f"{what} on rank {rank}: the tensor must be dense and contiguous "
-                        f"(shape {tuple(t.shape)}, {str(t.dtype).replace('torch.', '')})")
+                        f"(shape {tuple(t.shape)}, {dtype_name(t.dtype)})")
     return t
+
+
+def _header_buffer() -> torch.Tensor:
+    """A header's receive: the header's words, zero until it arrives, and room for an inline
+    payload and its trailer (gloo's TCP pair takes a message shorter than the posted receive: it reads the
+    message's length into the front of the buffer and leaves the rest as it was;
+    ``Pair::prepareRead`` checks only ``op.preamble.length <= op.nbytes``, gloo/transport/tcp/pair.cc)."""
+    return torch.zeros(_INLINE_ROOM, dtype=torch.uint8)
 
 
 def _scratch(count: int, dtype: torch.dtype, where: str) -> torch.Tensor:
@@ -68,8 +106,49 @@ def _scratch(count: int, dtype: torch.dtype, where: str) -> torch.Tensor:
     try:
         return torch.empty(count * dtype.itemsize, dtype=torch.uint8)
     except (RuntimeError, MemoryError, OverflowError, TypeError, ValueError):  # too large for torch.empty
-        raise PeerGone(f"{where}: the sender announced {count} elements of {str(dtype).replace('torch.', '')}, "
+        raise PeerGone(f"{where}: the sender announced {count} elements of {dtype_name(dtype)}, "
                        f"more than this host can hold to discard") from None
+
+
+def _as_bytes(t: torch.Tensor) -> torch.Tensor | None:
+    """A dense contiguous tensor's bytes, flat (a view); None for a dtype torch will not view as
+    bytes (such a message takes the payload group)."""
+    try:
+        return t.reshape(-1).view(torch.uint8)
+    except (RuntimeError, TypeError):
+        return None
+
+
+def _header(*words: int) -> torch.Tensor:
+    return torch.frombuffer(bytearray(_WORDS.pack(*words)), dtype=torch.uint8)
+
+
+def _message(seq: int, t: torch.Tensor) -> tuple[torch.Tensor, bool]:
+    """What goes on the header group for ``t``, and whether ``t``'s bytes are in it: the header,
+    the bytes and :data:`_TRAILER` where ``t`` holds at most :data:`INLINE_BYTES` bytes, else the
+    header alone."""
+    data = _as_bytes(t) if t.numel() * t.element_size() <= INLINE_BYTES else None
+    if data is None:
+        return _header(_MAGIC, seq, t.numel(), _CODE[t.dtype]), False
+    trailer = torch.frombuffer(bytearray(_TRAILER), dtype=torch.uint8)
+    return torch.cat([_header(_MAGIC_INLINE, seq, t.numel(), _CODE[t.dtype]), data, trailer]), True
+
+
+def _read_header(message: torch.Tensor, where: str) -> tuple[int, int, int, bool]:
+    """A header receive's bytes as (sequence number, count, dtype code, inline); PeerGone where the
+    words are no header or an inline message's trailer is not right after its announced bytes with
+    zero fill behind it (a message shorter or longer than it says: gloo does not say its length)."""
+    data = message.numpy()
+    magic, seq, count, code = _WORDS.unpack_from(data)
+    if magic not in (_MAGIC, _MAGIC_INLINE) or seq < 0 or count < 0 or not 1 <= code <= len(_DTYPES):
+        raise PeerGone(f"{where}: the message header is out of step (magic {magic:#x}, count {count}, "
+                       f"dtype code {code})")
+    end = _HEADER_BYTES + count * _DTYPES[code - 1].itemsize
+    if magic == _MAGIC_INLINE and (data[end:end + len(_TRAILER)].tobytes() != _TRAILER
+                                   or data[end + len(_TRAILER):].any()):
+        raise PeerGone(f"{where}: the message header is out of step (its message does not end right after the "
+                       f"{count} elements of {_dtype_name(code)} it announces; a sender of another topocoll version?)")
+    return seq, count, code, magic == _MAGIC_INLINE
 
 
 def check_on() -> bool:
@@ -144,8 +223,10 @@ class CheckedP2P:
         with self._send_lock:                 # header then payload, in one order per (dst, tag)
             seq = self._sent.get((dst, tag), 0)
             self._sent[(dst, tag)] = seq + 1
-            header = torch.tensor([_MAGIC, seq, t.numel(), _CODE[t.dtype]], dtype=torch.int64)
-            works = [self.headers.send([header], dst, tag), self.payload.send([t], dst, tag)]
+            message, inline = _message(seq, t)
+            works = [self.headers.send([message], dst, tag)]
+            if not inline:
+                works.append(self.payload.send([t], dst, tag))
         return P2PWork(tensors, f"send to rank {dst} (tag {tag}) on rank {self.rank}", sends=works)
 
     def recv(self, tensors, src: int, tag: int = 0):
@@ -156,12 +237,12 @@ class CheckedP2P:
         if broken is not None:                # its header would be out of step too: nothing posted
             work.done.set_exception(PeerGone(self._broken_line(src, tag, broken)))
             return work
-        header = torch.zeros(HEADER_WORDS, dtype=torch.int64)
+        header = _header_buffer()
         return self._start(work, t, header, self.headers.recv([header], src, tag), src, tag)
 
     def recv_anysource(self, tensors, tag: int = 0):
         t = _checked_tensor(tensors, "recv from any rank", self.rank)
-        header = torch.zeros(HEADER_WORDS, dtype=torch.int64)
+        header = _header_buffer()
         work = P2PWork(tensors, f"recv from any rank (tag {tag}) on rank {self.rank}")
         return self._start(work, t, header, self.headers.recv_anysource([header], tag), None, tag)
 
@@ -184,20 +265,22 @@ class CheckedP2P:
             header_work.wait()
             if src is None:
                 src = header_work._source_rank()
-            magic, seq, count, code = (int(v) for v in header.tolist())
-            if magic != _MAGIC or seq < 0 or count < 0 or not 1 <= code <= len(_DTYPES):
-                raise PeerGone(f"recv from rank {src} (tag {tag}) on rank {self.rank}: the message header is "
-                               f"out of step (magic {magic:#x}, count {count}, dtype code {code})")
+            message = header.view(-1).view(torch.uint8)
+            seq, count, code, inline = _read_header(message, f"recv from rank {src} (tag {tag}) on rank {self.rank}")
             dtype = _DTYPES[code - 1]
             ok = count == t.numel() and dtype == t.dtype
-            into = t if ok else _scratch(count, dtype, f"recv from rank {src} (tag {tag}) on rank {self.rank}")
-            payload_work = self._post_in_order(into, src, tag, seq)
-            payload_work.wait()
+            if inline:                        # in order too: a later payload's receive waits for its turn
+                self._post_in_order(None, src, tag, seq)
+                if ok:
+                    _as_bytes(t).copy_(message[_HEADER_BYTES:_HEADER_BYTES + count * dtype.itemsize])
+            else:
+                into = t if ok else _scratch(count, dtype, f"recv from rank {src} (tag {tag}) on rank {self.rank}")
+                self._post_in_order(into, src, tag, seq).wait()
             work.source = src
             if not ok:
                 raise P2PMismatch(f"recv from rank {src} (tag {tag}) on rank {self.rank}: rank {src} sent "
                                   f"{count} elements of {_dtype_name(code)}, the receiving tensor holds "
-                                  f"{t.numel()} elements of {str(t.dtype).replace('torch.', '')}; the message "
+                                  f"{t.numel()} elements of {dtype_name(t.dtype)}; the message "
                                   f"was discarded")
         except BaseException as exc:  # noqa: BLE001  (raised by the Work's wait())
             if isinstance(exc, PeerGone) and src is not None:
@@ -209,8 +292,9 @@ class CheckedP2P:
             work.done.set_result(None)
 
     def _post_in_order(self, into, src: int, tag: int, seq: int):
-        """Post the receive of payload ``seq`` from ``src`` on ``tag`` once ``seq - 1``'s is posted;
-        raises at once where (src, tag) is broken or ``seq`` was posted already."""
+        """Post the receive of payload ``seq`` from ``src`` on ``tag`` once ``seq - 1``'s is posted
+        (``into`` None: an inline payload, only its turn is taken); raises at once where (src, tag)
+        is broken or ``seq`` was posted already."""
         key = (src, tag)
         with self._posted:
             if not self._posted.wait_for(lambda: key in self._broken or self._next.get(key, 0) >= seq,
@@ -222,7 +306,7 @@ class CheckedP2P:
             if self._next.get(key, 0) > seq:
                 raise PeerGone(f"recv from rank {src} (tag {tag}) on rank {self.rank}: message {seq} arrived again "
                                f"(message {self._next[key] - 1} was received already)")
-            posted = self.payload.recv([into], src, tag)
+            posted = self.payload.recv([into], src, tag) if into is not None else None
             self._next[key] = seq + 1
             self._posted.notify_all()
         return posted
@@ -311,4 +395,4 @@ class P2PWork(dist._Work):
         return self._tensors
 
 
-__all__ = ["CheckedP2P", "HEADER_WORDS", "P2PWork", "check_on", "make_p2p"]
+__all__ = ["CheckedP2P", "HEADER_WORDS", "INLINE_BYTES", "P2PWork", "check_on", "make_p2p"]

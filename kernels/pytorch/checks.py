@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.pytorch.dtypes import dtype_code
+from kernels.pytorch.dtypes import dtype_code, dtype_name
 
 
 def tensors_ok(tensors, device_type: str | None = None, cuda_device: int | None = None) -> tuple[int, str]:
@@ -59,8 +59,8 @@ def premul_ok(tensors, op: str) -> tuple[int, str]:
     """
     t = tensors[0] if op == "premul_sum" and tensors else None
     if isinstance(t, torch.Tensor) and t.dtype not in PREMUL_DTYPES:
-        names = [str(d).replace("torch.", "") for d in PREMUL_DTYPES]
-        return 8, f"PREMUL_SUM takes {', '.join(names[:-1])} or {names[-1]} tensors, not {str(t.dtype)[6:]}"
+        names = [dtype_name(d) for d in PREMUL_DTYPES]
+        return 8, f"PREMUL_SUM takes {', '.join(names[:-1])} or {names[-1]} tensors, not {dtype_name(t.dtype)}"
     return 0, ""
 
 

@@ -52,10 +52,15 @@ def dtype_code(dtype: torch.dtype) -> int:
     return _CODE.get(dtype, 0)
 
 
+def dtype_name(dtype: torch.dtype) -> str:
+    """A torch dtype's name as error messages give it: ``float32``, not ``torch.float32``."""
+    return str(dtype).removeprefix("torch.")
+
+
 def dtype_from_code(code: int) -> str:
     """The dtype's name for error messages."""
     t = _BY_CODE.get(int(code))
-    return str(t).replace("torch.", "") if t is not None else "unsupported dtype"
+    return dtype_name(t) if t is not None else "unsupported dtype"
 
 
 def reduce_op_name(reduce_op) -> str:
@@ -77,4 +82,4 @@ def premul_factor(reduce_op) -> float | torch.Tensor:
     return reduce_op.factor
 
 
-__all__ = ["numpy_dtype", "dtype_code", "dtype_from_code", "reduce_op_name", "premul_factor", "OP_CODES"]
+__all__ = ["numpy_dtype", "dtype_code", "dtype_name", "dtype_from_code", "reduce_op_name", "premul_factor", "OP_CODES"]

@@ -77,6 +77,73 @@ def _mismatches(rec: Recorder, rank: int, n: int) -> None:
         _next_arrives(rec, "mismatch:" + name, rank, 0, 1)
 
 
+def _random_bits(dtype: str, count: int, seed: int):
+    """``count`` elements of ``dtype`` of random bits (NaN payloads and all), rebuilt from ``seed``."""
+    import torch
+    t = getattr(torch, dtype)
+    g = torch.Generator().manual_seed(seed)
+    return torch.randint(0, 256, (count * t.itemsize,), generator=g, dtype=torch.uint8).view(t)
+
+
+def _threshold_edges(rec: Recorder, rank: int) -> None:
+    """Rank 0 to 1: 0, 1, T - 1, T and T + 1 elements (T: INLINE_BYTES of the dtype, the largest
+    message carried with its header) of float32, bfloat16 and uint8, each bit for bit."""
+    import torch
+    import torch.distributed as dist
+
+    from kernels.pytorch.checked_p2p import INLINE_BYTES
+    for dtype in ("float32", "bfloat16", "uint8"):
+        edge = INLINE_BYTES // getattr(torch, dtype).itemsize
+        for count in (0, 1, edge - 1, edge, edge + 1):
+            if rank == 0:
+                dist.send(_random_bits(dtype, count, count), 1, tag=4)
+            elif rank == 1:
+                got = torch.full((count,), 3, dtype=getattr(torch, dtype))
+                dist.recv(got, 0, tag=4)
+                rec.check("edges:bits", bits_equal(got, _random_bits(dtype, count, count)), f"{dtype} x {count}")
+
+
+def _edge_mismatches(rec: Recorder, rank: int) -> None:
+    """Below (T / 4 float32, one message) and above (T / 4 + 1, two) the threshold: another count
+    or another dtype of the same size raises P2PMismatch on the receiver with its tensor as it
+    was; a receive on another tag does not take the message (it times out untouched, then the
+    message arrives on its own tag); the next message arrives."""
+    import torch
+    import torch.distributed as dist
+
+    from kernels.pytorch.checked_p2p import INLINE_BYTES
+    from kernels.pytorch.dtypes import dtype_name
+    for count in (INLINE_BYTES // 4, INLINE_BYTES // 4 + 1):
+        sent = torch.arange(count, dtype=torch.float32)
+        for name, into in (("count", torch.full((count - 1,), 9.0)), ("dtype", torch.full((count,), 9, dtype=torch.int32))):
+            if rank == 0:
+                dist.send(sent, 1)
+            elif rank == 1:
+                _expect_mismatch(rec, f"edgemismatch:{name}:{count}", lambda: dist.recv(into, 0), into,
+                                 f"{count} elements of float32", f"{into.numel()} elements of {dtype_name(into.dtype)}")
+        _tag_mismatch(rec, rank, sent)
+        _next_arrives(rec, f"edgemismatch:{count}", rank, 0, 1)
+
+
+def _tag_mismatch(rec: Recorder, rank: int, sent) -> None:
+    import torch
+    import torch.distributed as dist
+    if rank == 0:
+        dist.send(sent, 1, tag=8)
+        dist.send(sent + 1, 1, tag=9)
+    elif rank == 1:
+        other, right = torch.full_like(sent, 9.0), torch.full_like(sent, 9.0)
+        work = dist.irecv(other, 0, tag=9)
+        try:
+            work.wait(timedelta(seconds=0.5))
+            rec.check("edgemismatch:tag", False, "a receive on tag 9 completed before tag 9 was sent")
+        except RuntimeError:
+            rec.check("edgemismatch:tag:untouched", bool(other.eq(9.0).all()), "the tag-9 tensor changed")
+        dist.recv(right, 0, tag=8)
+        work.wait()
+        rec.check("edgemismatch:tag", bits_equal(right, sent) and bits_equal(other, sent + 1), f"{sent.numel()}")
+
+
 def _outstanding(rec: Recorder, rank: int) -> None:
     """Two irecvs posted before either message: the first mismatches, the second is right; tags
     received in the other order than sent."""
@@ -134,6 +201,8 @@ def p2p_job(rank: int, n: int, init: str) -> dict:
     rec = Recorder()
     _matching(rec, rank, n, gloo)
     _mismatches(rec, rank, n)
+    _threshold_edges(rec, rank)
+    _edge_mismatches(rec, rank)
     _outstanding(rec, rank)
     _any_source(rec, rank, n)
     x = torch.full((5,), float(rank + 1))
