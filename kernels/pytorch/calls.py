@@ -95,13 +95,11 @@ class CallRunner:
         for t in tensors:
             self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape])
         for t in tensors:
-            flat = t.view(-1)
-            if op == "premul_sum":
-                scale(flat, factor)
+            flat, run_op = premul(t.view(-1), op, factor, copy=False)
             if self.size == 1:
                 continue
-            nccl = None if op == "premul_sum" or nccl_opts is None else (lambda g, t=t: g.allreduce([t], nccl_opts))
-            self.run("allreduce", flat, flat, flat.numel(), op="sum" if op == "premul_sum" else op, nccl_call=nccl)
+            nccl = None if run_op != op or nccl_opts is None else (lambda g, t=t: g.allreduce([t], nccl_opts))
+            self.run("allreduce", flat, flat, flat.numel(), op=run_op, nccl_call=nccl)
 
     def allgather_into(self, out, inp) -> None:
         """``out`` (flat, n blocks) gets every rank's ``inp``."""
@@ -128,12 +126,10 @@ class CallRunner:
     def reduce_scatter_into(self, out, inp, op: str, factor=1.0) -> None:
         self.agree("reducescatter", [out, inp], count=out.numel(), op=op, shapes=[out.shape],
                    extra=sizes_ok([inp], self.size * out.numel(), "input tensor"))
-        flat = inp.view(-1)
-        self._reduce_scatter(out.view(-1), scale(flat.clone(), factor) if op == "premul_sum" else flat, op)
+        self._reduce_scatter(out.view(-1), *premul(inp.view(-1), op, factor))
 
     def _reduce_scatter(self, out, inp, op: str) -> None:
-        """``inp``: already scaled for premul_sum (a copy: the caller's input is never written)."""
-        op = "sum" if op == "premul_sum" else op
+        """``inp`` and ``op`` as :func:`premul` gives them (premul_sum: a scaled copy, summed)."""
         if self.size == 1:
             out.copy_(inp)
             return
@@ -143,7 +139,7 @@ class CallRunner:
         self.agree("reducescatter_list", [out, *inputs], count=out.numel(), op=op, shapes=[out.shape],
                    extra=first_failure(sizes_ok(inputs, out.numel(), "input tensor"), _count_ok(inputs, self.size)))
         flat = torch.cat([t.reshape(-1) for t in inputs]) if inputs else out.new_empty(0)   # a copy
-        self._reduce_scatter(out.view(-1), scale(flat, factor) if op == "premul_sum" else flat, op)
+        self._reduce_scatter(out.view(-1), *premul(flat, op, factor, copy=False))
 
     def broadcast(self, tensors, root: int) -> None:
         for t in tensors:
@@ -160,10 +156,9 @@ class CallRunner:
             self.agree("reduce", [t], count=t.numel(), root=root, op=op, shapes=[t.shape], extra=self._root_ok(root))
         for t in tensors:
             flat = t.view(-1)
-            buf = scale(flat.clone(), factor) if op == "premul_sum" else flat
+            buf, run_op = premul(flat, op, factor)
             if self.size > 1:
-                self.run("reduce", buf, buf if self.rank == root else None, flat.numel(),
-                         op="sum" if op == "premul_sum" else op, root=root)
+                self.run("reduce", buf, buf if self.rank == root else None, flat.numel(), op=run_op, root=root)
             if buf is not flat and self.rank == root:
                 flat.copy_(buf)
 
@@ -238,6 +233,19 @@ def data_path(ran: str, native: bool) -> str:
     if ran == NCCL:
         return "nccl"
     return "native" if native else "host"
+
+
+def premul(flat, op: str, factor, *, copy: bool = True):
+    """``(buffer, op)`` a schedule runs for a reducing call: for ``premul_sum`` (NCCL's
+    ncclRedOpCreatePreMulSum) ``flat`` scaled by ``factor`` in its own dtype (a copy, or ``flat``
+    itself where ``copy`` is False) and ``"sum"``; for any other op ``flat`` and ``op`` unchanged.
+
+    >>> buf, op = premul(torch.ones(2), "premul_sum", 0.5); buf.tolist(), op
+    ([0.5, 0.5], 'sum')
+    """
+    if op != "premul_sum":
+        return flat, op
+    return scale(flat.clone() if copy else flat, factor), "sum"
 
 
 def scale(flat, factor):
