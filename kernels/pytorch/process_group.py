@@ -126,10 +126,13 @@ class TopocollProcessGroup(dist.ProcessGroup):
             return self._transport("nccl")
         return None
 
-    def _submit(self, tensors, result, fn, native, opts=None):
+    def _submit(self, tensors, result, fn, native, opts=None, staged=()):
+        """``staged``: :func:`_dense`'s (tensor, copy) pairs, written back once ``fn`` has run."""
         group = self._torch_backend(tensors)
         if group is not None:
             return native(group)
+        if staged:
+            fn = _then_write_back(fn, staged)
         dev = next((t.device for t in tensors if isinstance(t, torch.Tensor)), None)
         current = torch.cuda.current_device() if dev is not None and dev.type == "cuda" else None
 
@@ -148,8 +151,9 @@ class TopocollProcessGroup(dist.ProcessGroup):
         opts = opts or dist.AllreduceOptions()
         op = reduce_op_name(opts.reduceOp)
         factor = premul_factor(opts.reduceOp) if op == "premul_sum" else 1.0
-        return self._submit(tensors, tensors, lambda: self.runner.allreduce(tensors, op, factor, opts),
-                            lambda g: g.allreduce(tensors, opts), opts)
+        (bufs,), staged = _dense(tensors)
+        return self._submit(tensors, tensors, lambda: self.runner.allreduce(bufs, op, factor, opts),
+                            lambda g: g.allreduce(tensors, opts), opts, staged)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()
@@ -160,19 +164,22 @@ class TopocollProcessGroup(dist.ProcessGroup):
                 flat = torch.cat([t.reshape(-1) for t in group])
                 self.runner.allreduce([flat], op, premul_factor(opts.reduceOp))
                 for t, piece in zip(group, torch.split(flat, [t.numel() for t in group])):
-                    t.view(-1).copy_(piece)
+                    t.copy_(piece.view(t.shape))       # t may be non-contiguous (gloo takes it)
         return self._submit(tensors, tensors, run, lambda g: g.allreduce_coalesced(tensors, opts), opts)
 
     def allgather(self, output_lists, inputs, opts=None):
+        (outs_d, ins_d), staged = _dense(output_lists, inputs)
+
         def run():
-            for outs, inp in zip(output_lists, inputs):
+            for outs, inp in zip(outs_d, ins_d):
                 self.runner.allgather_list(outs, inp)
         return self._submit(inputs, output_lists, run,
-                            lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()), opts)
+                            lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()), opts, staged)
 
     def all_gather_single(self, output, inp, opts=None):
-        return self._submit([inp], [output], lambda: self.runner.allgather_into(output, inp),
-                            lambda g: g._allgather_base(output, inp, opts or dist.AllgatherOptions()), opts)
+        ((out_d, inp_d),), staged = _dense([output, inp])
+        return self._submit([inp], [output], lambda: self.runner.allgather_into(out_d, inp_d),
+                            lambda g: g._allgather_base(output, inp, opts or dist.AllgatherOptions()), opts, staged)
 
     _allgather_base = all_gather_single
 
@@ -193,16 +200,20 @@ class TopocollProcessGroup(dist.ProcessGroup):
         opts = opts or dist.ReduceScatterOptions()
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
 
+        (outs_d, ins_d), staged = _dense(outputs, input_lists)
+
         def run():
-            for out, ins in zip(outputs, input_lists):
+            for out, ins in zip(outs_d, ins_d):
                 self.runner.reduce_scatter_list(out, ins, op, factor)
-        return self._submit(outputs, outputs, run, lambda g: g.reduce_scatter(outputs, input_lists, opts), opts)
+        return self._submit(outputs, outputs, run, lambda g: g.reduce_scatter(outputs, input_lists, opts), opts,
+                            staged)
 
     def reduce_scatter_single(self, output, inp, opts=None):
         opts = opts or dist.ReduceScatterOptions()
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
-        return self._submit([inp], [output], lambda: self.runner.reduce_scatter_into(output, inp, op, factor),
-                            lambda g: g._reduce_scatter_base(output, inp, opts), opts)
+        ((out_d, inp_d),), staged = _dense([output, inp])
+        return self._submit([inp], [output], lambda: self.runner.reduce_scatter_into(out_d, inp_d, op, factor),
+                            lambda g: g._reduce_scatter_base(output, inp, opts), opts, staged)
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -220,26 +231,30 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         opts = opts or dist.BroadcastOptions()
-        return self._submit(tensors, tensors, lambda: self.runner.broadcast(tensors, opts.rootRank),
-                            lambda g: g.broadcast(tensors, opts), opts)
+        (bufs,), staged = _dense(tensors)
+        return self._submit(tensors, tensors, lambda: self.runner.broadcast(bufs, opts.rootRank),
+                            lambda g: g.broadcast(tensors, opts), opts, staged)
 
     def reduce(self, tensors, opts=None):
         opts = opts or dist.ReduceOptions()
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
-        return self._submit(tensors, tensors, lambda: self.runner.reduce(tensors, opts.rootRank, op, factor),
-                            lambda g: g.reduce(tensors, opts), opts)
+        (bufs,), staged = _dense(tensors)
+        return self._submit(tensors, tensors, lambda: self.runner.reduce(bufs, opts.rootRank, op, factor),
+                            lambda g: g.reduce(tensors, opts), opts, staged)
 
     def gather(self, output_lists, inputs, opts=None):
         opts = opts or dist.GatherOptions()
-        outs = output_lists[0] if output_lists else []
-        return self._submit(inputs, output_lists, lambda: self.runner.gather(outs, inputs[0], opts.rootRank),
-                            lambda g: g.gather(output_lists, inputs, opts), opts)
+        (outs_d, ins_d), staged = _dense(output_lists, inputs)
+        outs = outs_d[0] if outs_d else []
+        return self._submit(inputs, output_lists, lambda: self.runner.gather(outs, ins_d[0], opts.rootRank),
+                            lambda g: g.gather(output_lists, inputs, opts), opts, staged)
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ScatterOptions()
-        ins = input_lists[0] if input_lists else []
-        return self._submit(outputs, outputs, lambda: self.runner.scatter(outputs[0], ins, opts.rootRank),
-                            lambda g: g.scatter(outputs, input_lists, opts), opts)
+        (outs_d, ins_d), staged = _dense(outputs, input_lists)
+        ins = ins_d[0] if ins_d else []
+        return self._submit(outputs, outputs, lambda: self.runner.scatter(outs_d[0], ins, opts.rootRank),
+                            lambda g: g.scatter(outputs, input_lists, opts), opts, staged)
 
     def alltoall(self, outputs, inputs, opts=None):
         send = [t.numel() for t in inputs]
@@ -321,6 +336,36 @@ def cuda_messages() -> str:
     return "host"
 
 
+def _dense(*lists):
+    """``lists`` (of tensors or lists of them), each non-contiguous tensor (transposed, channels_last,
+    strided) replaced by a contiguous copy, and the (tensor, copy) pairs to write back after the call
+    (torch's gloo takes such tensors; the schedules run on flat buffers).
+
+    >>> x = torch.zeros(2, 3).t(); (ys,), pairs = _dense([x]); ys[0].is_contiguous(), pairs[0][0] is x
+    (True, True)
+    """
+    staged = []
+
+    def dense(t):
+        if isinstance(t, list):
+            return [dense(u) for u in t]
+        if isinstance(t, torch.Tensor) and t.layout == torch.strided and not t.is_contiguous():
+            copy = t.contiguous()
+            staged.append((t, copy))
+            return copy
+        return t
+    return [dense(list(ts)) for ts in lists], staged
+
+
+def _then_write_back(fn, staged):
+    """``fn`` followed by copying each contiguous stand-in back into the caller's tensor."""
+    def call():
+        fn()
+        for tensor, copy in staged:
+            tensor.copy_(copy)
+    return call
+
+
 def _by_dtype(tensors):
     groups: dict = {}
     for t in tensors:
@@ -338,8 +383,17 @@ def _element_splits(t, splits, n: int) -> list[int]:
 
 
 def create(store, rank: int, size: int, timeout: timedelta) -> TopocollProcessGroup:
-    """The creator torch calls for ``init_process_group("topocoll")`` and ``new_group``."""
-    return TopocollProcessGroup(store, rank, size, timeout)
+    """The creator torch calls for ``init_process_group("topocoll")`` and ``new_group``.
+
+    Each making of a group gets keys of its own under ``store``: ``destroy_process_group`` sets
+    torch's group counter back to 0 (torch 2.13 distributed_c10d.py, ``destroy_process_group``:
+    ``_world.group_count = 0``), so a group made again in the same process has the destroyed one's
+    store prefix, and under torchrun (whose agent's store outlives the group) the destroyed
+    group's addresses are still there: the new group's connections went to closed listeners and
+    the second ``init_process_group`` hung.  Every rank of one making adds 1 before any connects,
+    so ``(count - 1) // size`` is the same on all of them and new for each making."""
+    generation = (store.add("topocoll/makings", 1) - 1) // size
+    return TopocollProcessGroup(dist.PrefixStore(f"topocoll/{generation}/", store), rank, size, timeout)
 
 
 __all__ = ["TopocollProcessGroup", "create", "BACKEND_NAME"]
