@@ -91,7 +91,7 @@ def _mismatches(rec: Recorder, pg, rank: int, n: int) -> None:
     finally:
         calls.fused_route = plain
     _in_step(rec, "fused:header_alone", rank, n)
-    bad = torch.zeros(4, 2).t() if rank == 0 else x             # not contiguous: no data from rank 0
+    bad = torch.zeros(8, dtype=torch.float8_e4m3fn) if rank == 0 else x     # a dtype we refuse: no data from rank 0
     _expect_everywhere(rec, "fused:bad_tensor", "BadTensor", lambda: dist.all_reduce(bad), x,
                        "rank 0: ")
     _in_step(rec, "fused:bad_tensor", rank, n)
