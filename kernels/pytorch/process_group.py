@@ -31,6 +31,7 @@ import torch.distributed as dist
 
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
+from kernels.pytorch.layouts import dense_copies, then_write_back
 from kernels.pytorch.checks import PREMUL_DTYPES
 from kernels.pytorch.native_exec import NativeExecutor
 from kernels.pytorch.checked_p2p import make_p2p
@@ -127,12 +128,12 @@ class TopocollProcessGroup(dist.ProcessGroup):
         return None
 
     def _submit(self, tensors, result, fn, native, opts=None, staged=()):
-        """``staged``: :func:`_dense`'s (tensor, copy) pairs, written back once ``fn`` has run."""
+        """``staged``: (tensor, contiguous copy) pairs of ``dense_copies``, written back after ``fn``."""
         group = self._torch_backend(tensors)
         if group is not None:
             return native(group)
         if staged:
-            fn = _then_write_back(fn, staged)
+            fn = then_write_back(fn, staged)
         dev = next((t.device for t in tensors if isinstance(t, torch.Tensor)), None)
         current = torch.cuda.current_device() if dev is not None and dev.type == "cuda" else None
 
@@ -151,7 +152,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
         opts = opts or dist.AllreduceOptions()
         op = reduce_op_name(opts.reduceOp)
         factor = premul_factor(opts.reduceOp) if op == "premul_sum" else 1.0
-        (bufs,), staged = _dense(tensors)
+        (bufs,), staged = dense_copies(tensors)
         return self._submit(tensors, tensors, lambda: self.runner.allreduce(bufs, op, factor, opts),
                             lambda g: g.allreduce(tensors, opts), opts, staged)
 
@@ -168,7 +169,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
         return self._submit(tensors, tensors, run, lambda g: g.allreduce_coalesced(tensors, opts), opts)
 
     def allgather(self, output_lists, inputs, opts=None):
-        (outs_d, ins_d), staged = _dense(output_lists, inputs)
+        (outs_d, ins_d), staged = dense_copies(output_lists, inputs)
 
         def run():
             for outs, inp in zip(outs_d, ins_d):
@@ -177,7 +178,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
                             lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()), opts, staged)
 
     def all_gather_single(self, output, inp, opts=None):
-        ((out_d, inp_d),), staged = _dense([output, inp])
+        ((out_d, inp_d),), staged = dense_copies([output, inp])
         return self._submit([inp], [output], lambda: self.runner.allgather_into(out_d, inp_d),
                             lambda g: g._allgather_base(output, inp, opts or dist.AllgatherOptions()), opts, staged)
 
@@ -200,7 +201,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
         opts = opts or dist.ReduceScatterOptions()
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
 
-        (outs_d, ins_d), staged = _dense(outputs, input_lists)
+        (outs_d, ins_d), staged = dense_copies(outputs, input_lists)
 
         def run():
             for out, ins in zip(outs_d, ins_d):
@@ -211,7 +212,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
     def reduce_scatter_single(self, output, inp, opts=None):
         opts = opts or dist.ReduceScatterOptions()
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
-        ((out_d, inp_d),), staged = _dense([output, inp])
+        ((out_d, inp_d),), staged = dense_copies([output, inp])
         return self._submit([inp], [output], lambda: self.runner.reduce_scatter_into(out_d, inp_d, op, factor),
                             lambda g: g._reduce_scatter_base(output, inp, opts), opts, staged)
 
@@ -231,27 +232,27 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         opts = opts or dist.BroadcastOptions()
-        (bufs,), staged = _dense(tensors)
+        (bufs,), staged = dense_copies(tensors)
         return self._submit(tensors, tensors, lambda: self.runner.broadcast(bufs, opts.rootRank),
                             lambda g: g.broadcast(tensors, opts), opts, staged)
 
     def reduce(self, tensors, opts=None):
         opts = opts or dist.ReduceOptions()
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
-        (bufs,), staged = _dense(tensors)
+        (bufs,), staged = dense_copies(tensors)
         return self._submit(tensors, tensors, lambda: self.runner.reduce(bufs, opts.rootRank, op, factor),
                             lambda g: g.reduce(tensors, opts), opts, staged)
 
     def gather(self, output_lists, inputs, opts=None):
         opts = opts or dist.GatherOptions()
-        (outs_d, ins_d), staged = _dense(output_lists, inputs)
+        (outs_d, ins_d), staged = dense_copies(output_lists, inputs)
         outs = outs_d[0] if outs_d else []
         return self._submit(inputs, output_lists, lambda: self.runner.gather(outs, ins_d[0], opts.rootRank),
                             lambda g: g.gather(output_lists, inputs, opts), opts, staged)
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ScatterOptions()
-        (outs_d, ins_d), staged = _dense(outputs, input_lists)
+        (outs_d, ins_d), staged = dense_copies(outputs, input_lists)
         ins = ins_d[0] if ins_d else []
         return self._submit(outputs, outputs, lambda: self.runner.scatter(outs_d[0], ins, opts.rootRank),
                             lambda g: g.scatter(outputs, input_lists, opts), opts, staged)
@@ -334,36 +335,6 @@ def cuda_messages() -> str:
     if os.environ.get("TOPOCOLL_TORCH_CUDA_TRANSPORT") == "nccl" and nccl_usable():
         return "nccl"
     return "host"
-
-
-def _dense(*lists):
-    """``lists`` (of tensors or lists of them), each non-contiguous tensor (transposed, channels_last,
-    strided) replaced by a contiguous copy, and the (tensor, copy) pairs to write back after the call
-    (torch's gloo takes such tensors; the schedules run on flat buffers).
-
-    >>> x = torch.zeros(2, 3).t(); (ys,), pairs = _dense([x]); ys[0].is_contiguous(), pairs[0][0] is x
-    (True, True)
-    """
-    staged = []
-
-    def dense(t):
-        if isinstance(t, list):
-            return [dense(u) for u in t]
-        if isinstance(t, torch.Tensor) and t.layout == torch.strided and not t.is_contiguous():
-            copy = t.contiguous()
-            staged.append((t, copy))
-            return copy
-        return t
-    return [dense(list(ts)) for ts in lists], staged
-
-
-def _then_write_back(fn, staged):
-    """``fn`` followed by copying each contiguous stand-in back into the caller's tensor."""
-    def call():
-        fn()
-        for tensor, copy in staged:
-            tensor.copy_(copy)
-    return call
 
 
 def _by_dtype(tensors):

@@ -2,7 +2,7 @@
 ``topocoll`` group made, destroyed and made again on the same store in one process (as a script
 under torchrun does: the agent's store outlives the group) runs its calls, and calls on
 non-contiguous tensors (transposed, channels_last, a strided slice) equal torch's gloo on the
-same tensors bit for bit, where they raised BadTensor before."""
+same tensors bit for bit, where they raised BadTensor before (all-to-alls: gloo refuses them too)."""
 
 from __future__ import annotations
 
