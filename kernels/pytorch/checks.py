@@ -1,10 +1,13 @@
 """The local half of a call's checks: what one rank can see of its own tensors before the
 ranks compare headers (:mod:`kernels.pytorch.agreement`).  Each check returns
-``(failure code, one line)`` with code 0 when the tensors are fine.
+``(failure code, one line)`` with code 0 when the tensors are fine; :func:`flat` is the flat
+view of a tensor the checks passed that every call runs on.
 
 >>> import torch
 >>> tensors_ok([torch.zeros(4), torch.zeros(2, 4).t()])
-(1, 'tensor 1 (shape (4, 2)) is not contiguous')
+(1, 'tensor 1 (shape (4, 2), strides (1, 4)) is not contiguous in any memory format')
+>>> tensors_ok([torch.zeros(2, 3, 2, 2).contiguous(memory_format=torch.channels_last)])
+(0, '')
 >>> tensors_ok([torch.zeros(3)], device_type="cpu")
 (0, '')
 """
@@ -17,8 +20,9 @@ from kernels.pytorch.dtypes import dtype_code
 
 
 def tensors_ok(tensors, device_type: str | None = None, cuda_device: int | None = None) -> tuple[int, str]:
-    """Contiguous, on one CPU or CUDA device (``cuda_device``, the caller's current CUDA device
-    when the call was made, for CUDA tensors), of one supported dtype."""
+    """Contiguous in a memory format (:func:`dense`), on one CPU or CUDA device (``cuda_device``,
+    the caller's current CUDA device when the call was made, for CUDA tensors), of one supported
+    dtype."""
     if not tensors:
         return 0, ""
     first = tensors[0]
@@ -30,12 +34,54 @@ def tensors_ok(tensors, device_type: str | None = None, cuda_device: int | None 
             return 2, f"tensor {k} is on {t.device}, the call's tensors on {device_type or first.device}"
         if t.device.type == "cuda" and cuda_device is not None and t.device.index != cuda_device:
             return 2, f"tensor {k} is on {t.device}, this rank's current CUDA device is cuda:{cuda_device}"
-        if not t.is_contiguous():
-            return 1, f"tensor {k} (shape {tuple(t.shape)}) is not contiguous"
+        if not dense(t):
+            return layouts_ok([t], k)
         if dtype_code(t.dtype) == 0:
             return 3, f"tensor {k} has dtype {t.dtype}, not supported"
         if t.dtype != first.dtype:
             return 5, f"tensor {k} has dtype {t.dtype}, tensor 0 {first.dtype}"
+    return 0, ""
+
+
+def dense(t) -> bool:
+    """``t`` is a strided tensor contiguous in the memory format torch suggests for it (plain,
+    ``channels_last``, ``channels_last_3d``): the rule of torch's NCCL group, whose
+    ``check_gpu_single_tensor`` raises "Tensors must be contiguous" unless
+    ``tensor.is_contiguous(tensor.suggest_memory_format())`` (pytorch/pytorch
+    torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, commit cf1380df).  ``suggest_memory_format``
+    is not in torch's Python API: it names channels_last (channels_last_3d) for a 4-d (5-d) tensor
+    with such strides, so its check is the one below.  Such a tensor's elements fill ``numel``
+    consecutive slots of its storage, which NCCL reads and writes as flat bytes.
+
+    >>> dense(torch.zeros(2, 3, 4, 5, 6).contiguous(memory_format=torch.channels_last_3d)), dense(torch.zeros(4)[::2])
+    (True, False)
+    """
+    if t.layout != torch.strided:
+        return False
+    other = _CHANNELS_LAST.get(t.dim())
+    return t.is_contiguous() or (other is not None and t.is_contiguous(memory_format=other))
+
+
+_CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+
+
+def flat(t):
+    """A :func:`dense` tensor's elements in storage order: a 1-D view of its own memory (no copy;
+    writing it writes ``t``), as NCCL reads a channels_last tensor.
+
+    >>> x = torch.arange(4.0).reshape(1, 2, 2, 1).contiguous(memory_format=torch.channels_last); flat(x).tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+    return t.view(-1) if t.is_contiguous() else t.as_strided((t.numel(),), (1,))
+
+
+def layouts_ok(tensors, first: int = 0) -> tuple[int, str]:
+    """Every tensor of ``tensors`` (numbered from ``first``) is :func:`dense`: transposed,
+    strided-slice and overlapping (expanded) tensors are refused, as torch's NCCL group does."""
+    for k, t in enumerate(tensors, first):
+        if isinstance(t, torch.Tensor) and not dense(t):
+            return 1, (f"tensor {k} (shape {tuple(t.shape)}, strides {tuple(t.stride())}) "
+                       "is not contiguous in any memory format")
     return 0, ""
 
 
@@ -69,4 +115,4 @@ def first_failure(*results) -> tuple[int, str]:
     return next((r for r in results if r[0]), (0, ""))
 
 
-__all__ = ["tensors_ok", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]
+__all__ = ["tensors_ok", "dense", "flat", "layouts_ok", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]

@@ -16,7 +16,7 @@ class TorchBackendError(TopocollError, RuntimeError):
 
 
 class BadTensor(TorchBackendError):
-    """A rank passed a tensor the call cannot take (non-contiguous, on another device, wrong
+    """A rank passed a tensor the call cannot take (not contiguous in any memory format, on another device, wrong
     size or dtype for this call on this rank); raised on every rank of the call."""
 
 

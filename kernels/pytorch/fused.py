@@ -36,7 +36,7 @@ from kernels.backends.kernel_twins import binop_for
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND
 from kernels.program.ops import SCRATCH
 from kernels.pytorch.agreement import DATA_BYTES_MAX, Header, agree_with_data, shape_digest
-from kernels.pytorch.checks import tensors_ok
+from kernels.pytorch.checks import dense, flat, tensors_ok
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.plan_choice import choose
 from kernels.pytorch.schedule_share import combine, postdiv, rank_ops
@@ -148,7 +148,7 @@ def fused_route(runner, t: torch.Tensor, op: str):
     or None where the call takes the usual two rounds (module docstring).  What depends only on
     the call's shape, dtype and op (the route, the program, the header, the dtype check) is
     worked out once per shape; contiguity and the device are checked on every call."""
-    if runner.size < 2 or t.device.type != "cpu" or not t.is_contiguous():
+    if runner.size < 2 or t.device.type != "cpu" or not dense(t):
         return None
     shapes = runner.fused_shapes                 # kept by the runner: its selector, executor and rank
     hit = shapes.get((t.shape, t.dtype, op))
@@ -180,12 +180,12 @@ def fused_allreduce(runner, t: torch.Tensor, op: str, chosen) -> None:
     """All-reduce ``t`` in place in one round (module docstring; ``chosen``: :func:`fused_route`'s
     answer); raises on every rank, ``t`` untouched, where the ranks disagree."""
     route, program, row = chosen
-    flat = t.view(-1)
-    data = memoryview(flat.view(torch.uint8).numpy()).cast("B")
+    mine = flat(t)                               # a channels_last tensor: its own memory, as NCCL reads it
+    data = memoryview(mine.view(torch.uint8).numpy()).cast("B")
     _, extra = agree_with_data(runner.transports("cpu"), row, runner.size, runner.rank, data=data)
     received = [None if more is None else torch.frombuffer(more, dtype=t.dtype) for more in extra]
     runner.last_route, runner.last_label, runner.last_path = route, route.ran, "host"
-    program.run(flat, received)
+    program.run(mine, received)
 
 
 __all__ = ["OneRound", "fused_route", "fused_allreduce"]

@@ -31,8 +31,7 @@ import torch.distributed as dist
 
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
-from kernels.pytorch.layouts import dense_copies, then_write_back
-from kernels.pytorch.checks import PREMUL_DTYPES
+from kernels.pytorch.checks import PREMUL_DTYPES, flat, layouts_ok
 from kernels.pytorch.native_exec import NativeExecutor
 from kernels.pytorch.checked_p2p import make_p2p
 from kernels.pytorch.plan_choice import make_selector
@@ -127,13 +126,10 @@ class TopocollProcessGroup(dist.ProcessGroup):
             return self._transport("nccl")
         return None
 
-    def _submit(self, tensors, result, fn, native, opts=None, staged=()):
-        """``staged``: (tensor, contiguous copy) pairs of ``dense_copies``, written back after ``fn``."""
+    def _submit(self, tensors, result, fn, native, opts=None):
         group = self._torch_backend(tensors)
         if group is not None:
             return native(group)
-        if staged:
-            fn = then_write_back(fn, staged)
         dev = next((t.device for t in tensors if isinstance(t, torch.Tensor)), None)
         current = torch.cuda.current_device() if dev is not None and dev.type == "cuda" else None
 
@@ -152,35 +148,33 @@ class TopocollProcessGroup(dist.ProcessGroup):
         opts = opts or dist.AllreduceOptions()
         op = reduce_op_name(opts.reduceOp)
         factor = premul_factor(opts.reduceOp) if op == "premul_sum" else 1.0
-        (bufs,), staged = dense_copies(tensors)
-        return self._submit(tensors, tensors, lambda: self.runner.allreduce(bufs, op, factor, opts),
-                            lambda g: g.allreduce(tensors, opts), opts, staged)
+        return self._submit(tensors, tensors, lambda: self.runner.allreduce(tensors, op, factor, opts),
+                            lambda g: g.allreduce(tensors, opts), opts)
 
     def allreduce_coalesced(self, tensors, opts=None):
         opts = opts or dist.AllreduceCoalescedOptions()
         op = reduce_op_name(opts.reduceOp)
 
         def run():                  # premul_sum: a dtype PreMulSum refuses raises before any group's data moves
+            bad = layouts_ok(tensors)   # on every rank, in the first group's agreement, before any data moves
             for group in sorted(_by_dtype(tensors), key=lambda g: op == "premul_sum" and g[0].dtype in PREMUL_DTYPES):
-                flat = torch.cat([t.reshape(-1) for t in group])
-                self.runner.allreduce([flat], op, premul_factor(opts.reduceOp))
-                for t, piece in zip(group, torch.split(flat, [t.numel() for t in group])):
-                    t.copy_(piece.view(t.shape))       # t may be non-contiguous (gloo takes it)
+                numels = [t.numel() for t in group]
+                packed = group[0].new_empty(sum(numels)) if bad[0] else torch.cat([flat(t) for t in group])
+                self.runner.allreduce([packed], op, premul_factor(opts.reduceOp), extra=bad)
+                for t, piece in zip(group, torch.split(packed, numels)):
+                    flat(t).copy_(piece)
         return self._submit(tensors, tensors, run, lambda g: g.allreduce_coalesced(tensors, opts), opts)
 
     def allgather(self, output_lists, inputs, opts=None):
-        (outs_d, ins_d), staged = dense_copies(output_lists, inputs)
-
         def run():
-            for outs, inp in zip(outs_d, ins_d):
+            for outs, inp in zip(output_lists, inputs):
                 self.runner.allgather_list(outs, inp)
         return self._submit(inputs, output_lists, run,
-                            lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()), opts, staged)
+                            lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()), opts)
 
     def all_gather_single(self, output, inp, opts=None):
-        ((out_d, inp_d),), staged = dense_copies([output, inp])
-        return self._submit([inp], [output], lambda: self.runner.allgather_into(out_d, inp_d),
-                            lambda g: g._allgather_base(output, inp, opts or dist.AllgatherOptions()), opts, staged)
+        return self._submit([inp], [output], lambda: self.runner.allgather_into(output, inp),
+                            lambda g: g._allgather_base(output, inp, opts or dist.AllgatherOptions()), opts)
 
     _allgather_base = all_gather_single
 
@@ -201,20 +195,16 @@ class TopocollProcessGroup(dist.ProcessGroup):
         opts = opts or dist.ReduceScatterOptions()
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
 
-        (outs_d, ins_d), staged = dense_copies(outputs, input_lists)
-
         def run():
-            for out, ins in zip(outs_d, ins_d):
+            for out, ins in zip(outputs, input_lists):
                 self.runner.reduce_scatter_list(out, ins, op, factor)
-        return self._submit(outputs, outputs, run, lambda g: g.reduce_scatter(outputs, input_lists, opts), opts,
-                            staged)
+        return self._submit(outputs, outputs, run, lambda g: g.reduce_scatter(outputs, input_lists, opts), opts)
 
     def reduce_scatter_single(self, output, inp, opts=None):
         opts = opts or dist.ReduceScatterOptions()
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
-        ((out_d, inp_d),), staged = dense_copies([output, inp])
-        return self._submit([inp], [output], lambda: self.runner.reduce_scatter_into(out_d, inp_d, op, factor),
-                            lambda g: g._reduce_scatter_base(output, inp, opts), opts, staged)
+        return self._submit([inp], [output], lambda: self.runner.reduce_scatter_into(output, inp, op, factor),
+                            lambda g: g._reduce_scatter_base(output, inp, opts), opts)
 
     _reduce_scatter_base = reduce_scatter_single
 
@@ -232,30 +222,26 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def broadcast(self, tensors, opts=None):
         opts = opts or dist.BroadcastOptions()
-        (bufs,), staged = dense_copies(tensors)
-        return self._submit(tensors, tensors, lambda: self.runner.broadcast(bufs, opts.rootRank),
-                            lambda g: g.broadcast(tensors, opts), opts, staged)
+        return self._submit(tensors, tensors, lambda: self.runner.broadcast(tensors, opts.rootRank),
+                            lambda g: g.broadcast(tensors, opts), opts)
 
     def reduce(self, tensors, opts=None):
         opts = opts or dist.ReduceOptions()
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
-        (bufs,), staged = dense_copies(tensors)
-        return self._submit(tensors, tensors, lambda: self.runner.reduce(bufs, opts.rootRank, op, factor),
-                            lambda g: g.reduce(tensors, opts), opts, staged)
+        return self._submit(tensors, tensors, lambda: self.runner.reduce(tensors, opts.rootRank, op, factor),
+                            lambda g: g.reduce(tensors, opts), opts)
 
     def gather(self, output_lists, inputs, opts=None):
         opts = opts or dist.GatherOptions()
-        (outs_d, ins_d), staged = dense_copies(output_lists, inputs)
-        outs = outs_d[0] if outs_d else []
-        return self._submit(inputs, output_lists, lambda: self.runner.gather(outs, ins_d[0], opts.rootRank),
-                            lambda g: g.gather(output_lists, inputs, opts), opts, staged)
+        outs = output_lists[0] if output_lists else []
+        return self._submit(inputs, output_lists, lambda: self.runner.gather(outs, inputs[0], opts.rootRank),
+                            lambda g: g.gather(output_lists, inputs, opts), opts)
 
     def scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ScatterOptions()
-        (outs_d, ins_d), staged = dense_copies(outputs, input_lists)
-        ins = ins_d[0] if ins_d else []
-        return self._submit(outputs, outputs, lambda: self.runner.scatter(outs_d[0], ins, opts.rootRank),
-                            lambda g: g.scatter(outputs, input_lists, opts), opts, staged)
+        ins = input_lists[0] if input_lists else []
+        return self._submit(outputs, outputs, lambda: self.runner.scatter(outputs[0], ins, opts.rootRank),
+                            lambda g: g.scatter(outputs, input_lists, opts), opts)
 
     def alltoall(self, outputs, inputs, opts=None):
         send = [t.numel() for t in inputs]

@@ -25,8 +25,8 @@ def _expect_everywhere(rec: Recorder, name: str, cls: str, fn, tensor, text: str
     except RuntimeError as e:
         rec.check(name, type(e).__name__ == cls and text in str(e), f"{type(e).__name__}: {e}")
         rec.out.setdefault("__messages__", {})[name] = str(e)
-    rec.check(name + ":untouched", bits_equal(tensor, before), f"{tensor.view(-1)[:4].tolist()} was "
-              f"{before.view(-1)[:4].tolist()}")
+    rec.check(name + ":untouched", bits_equal(tensor, before), f"{tensor.reshape(-1)[:4].tolist()} was "
+              f"{before.reshape(-1)[:4].tolist()}")
 
 
 def _in_step(rec: Recorder, name: str, rank: int, n: int) -> None:
@@ -91,7 +91,7 @@ def _mismatches(rec: Recorder, pg, rank: int, n: int) -> None:
     finally:
         calls.fused_route = plain
     _in_step(rec, "fused:header_alone", rank, n)
-    bad = torch.zeros(8, dtype=torch.float8_e4m3fn) if rank == 0 else x     # a dtype we refuse: no data from rank 0
+    bad = torch.zeros(4, 2).t() if rank == 0 else x             # not contiguous: no data from rank 0
     _expect_everywhere(rec, "fused:bad_tensor", "BadTensor", lambda: dist.all_reduce(bad), x,
                        "rank 0: ")
     _in_step(rec, "fused:bad_tensor", rank, n)

@@ -1,50 +1,119 @@
 """The job of test_layouts_and_reinit.py (run on spawned ranks by ``_torch_dist.run_job``): the
 ``topocoll`` group made, destroyed and made again on the same store in one process (as a script
-under torchrun does: the agent's store outlives the group) runs its calls, and calls on
-non-contiguous tensors (transposed, channels_last, a strided slice) equal torch's gloo on the
-same tensors bit for bit, where they raised BadTensor before (all-to-alls: gloo refuses them too)."""
+under torchrun does: the agent's store outlives the group) runs its calls; collectives on dense
+``channels_last`` and ``channels_last_3d`` tensors (which torch's NCCL group takes) equal torch's
+gloo on plain contiguous copies of the same values bit for bit, outputs in their own layout; and a
+transposed, strided-slice or overlapping (expanded) tensor on one rank raises BadTensor on every
+rank, the others' tensors untouched, after which the group goes on in step."""
 
 from __future__ import annotations
 
 from datetime import timedelta
 
+from _fused_jobs import _expect_everywhere, _in_step
 from _torch_jobs import Recorder, bits_equal
 
 
-def _inputs(rank: int):
-    """Non-contiguous tensors of float32, distinct per rank (exact sums)."""
+def _dense_inputs(rank: int):
+    """format name -> (a float32 tensor in that memory format, distinct per rank: exact sums, format)."""
     import torch
-    base = torch.arange(48, dtype=torch.float32) + 100 * rank
-    return {"transposed": base[:12].reshape(3, 4).t(),
-            "channels_last": base.reshape(2, 3, 2, 4).contiguous(memory_format=torch.channels_last),
-            "strided": base[::2]}
+    base = torch.arange(96, dtype=torch.float32) + 1000 * rank
+    return {"channels_last": (base[:48].reshape(2, 3, 2, 4).contiguous(memory_format=torch.channels_last),
+                              torch.channels_last),
+            "channels_last_3d": (base.reshape(2, 3, 2, 2, 4).contiguous(memory_format=torch.channels_last_3d),
+                                 torch.channels_last_3d)}
 
 
 def _calls(n: int):
-    """name -> call(tensor, group) returning the tensors it wrote; each leaves its input as it found it."""
+    """name -> call(t, group) returning the tensors it wrote; outputs made in ``t``'s memory format."""
     import torch
     import torch.distributed as dist
 
+    def like(t, rows):                     # t's layout, ``rows`` along dim 0
+        return torch.empty((rows, *t.shape[1:])).contiguous(memory_format=_format(t))
+
+    def gather_into(t, g):
+        out = like(t, n * t.shape[0])
+        dist.all_gather_into_tensor(out, t, group=g)
+        return [out]
+
+    def scatter_from(t, g):
+        big = torch.cat([t * (k + 1) for k in range(n)]).contiguous(memory_format=_format(t))
+        out = like(t, t.shape[0])
+        dist.reduce_scatter_tensor(out, big, group=g)
+        return [out]
+
+    def all_to_all(t, g):
+        big = torch.cat([t + k for k in range(n)]).contiguous(memory_format=_format(t))
+        out = like(t, n * t.shape[0])
+        dist.all_to_all_single(out, big, group=g)
+        return [out]
+
     def all_gather(t, g):
-        outs = [torch.zeros(t.shape[::-1]).t() if t.dim() == 2 else torch.zeros_like(t) for _ in range(n)]
+        outs = [like(t, t.shape[0]) for _ in range(n)]
         dist.all_gather(outs, t, group=g)
         return outs
 
-    def reduce_scatter(t, g):
-        out = torch.zeros(2 * n, 3).t()
-        dist.reduce_scatter_tensor(out, torch.arange(6.0 * n * n).reshape(3 * n, 2 * n) * t.reshape(-1)[0], group=g)
-        return [out]
-
     def coalesced(t, g):
-        pair = [t.clone(), (t * 2).clone()]
+        pair = [t.clone(memory_format=torch.preserve_format), t * 2]
         dist.all_reduce_coalesced(pair, group=g)
         return pair
     return {
         "all_reduce": lambda t, g: (dist.all_reduce(t, group=g), [t])[1],
         "broadcast": lambda t, g: (dist.broadcast(t, src=n - 1, group=g), [t])[1],
         "reduce": lambda t, g: (dist.reduce(t, dst=0, group=g), [t])[1],
-        "all_gather": all_gather, "reduce_scatter": reduce_scatter, "coalesced": coalesced,
+        "all_gather": all_gather, "all_gather_into_tensor": gather_into, "reduce_scatter_tensor": scatter_from,
+        "all_to_all_single": all_to_all, "coalesced": coalesced,
     }
+
+
+def _format(t):
+    """``t``'s memory format: channels_last(_3d) where it is laid out so, else contiguous."""
+    import torch
+    fmt = {4: torch.channels_last, 5: torch.channels_last_3d}.get(t.dim())
+    return fmt if fmt is not None and not t.is_contiguous() and t.is_contiguous(memory_format=fmt) \
+        else torch.contiguous_format
+
+
+def _dense_layouts(rec: Recorder, rank: int, n: int, gloo) -> None:
+    import torch
+    for call_name, call in _calls(n).items():
+        for kind, (t, fmt) in _dense_inputs(rank).items():
+            ours, theirs = t.clone(memory_format=torch.preserve_format), t.contiguous()
+            try:
+                got = call(ours, None)
+            except RuntimeError as e:
+                rec.check(f"layout:{call_name}:{kind}", False, f"{type(e).__name__}: {e}")
+                continue
+            want = call(theirs, gloo)
+            if call_name == "reduce" and rank != 0:       # only the root's output is defined
+                continue
+            same = len(got) == len(want) and all(bits_equal(a, b) for a, b in zip(got, want))
+            kept = all(a.is_contiguous(memory_format=fmt) and not a.is_contiguous() for a in got)
+            rec.check(f"layout:{call_name}:{kind}", same and kept,
+                      f"kept {kept}: {[a.flatten().tolist()[:6] for a in got]} != "
+                      f"{[b.flatten().tolist()[:6] for b in want]}")
+
+
+def _strided_refused(rec: Recorder, rank: int, n: int) -> None:
+    """A non-dense tensor on the last rank: BadTensor everywhere, before any byte moves."""
+    import torch
+    import torch.distributed as dist
+    last = rank == n - 1
+    bad = {"transposed": lambda: torch.zeros(4, n).t(), "strided": lambda: torch.zeros(8 * n)[::2].view(n, 4),
+           "overlapping": lambda: torch.zeros(1, 4).expand(n, 4)}
+    for kind, make in bad.items():
+        mine = make() if last else torch.arange(4.0 * n).reshape(n, 4) + rank
+        out, gathered = torch.full((n, 4), -1.0), torch.full((n * n, 4), -1.0)
+        calls = {"all_reduce": (lambda: dist.all_reduce(mine), mine),
+                 "broadcast": (lambda: dist.broadcast(mine, src=0), mine),
+                 "all_gather_into_tensor": (lambda: dist.all_gather_into_tensor(gathered, mine), gathered),
+                 "coalesced": (lambda: dist.all_reduce_coalesced([torch.ones(3), mine]), mine),
+                 "all_to_all_single": (lambda: dist.all_to_all_single(out, mine), out)}
+        for call_name, (fn, watched) in calls.items():
+            name = f"refused:{call_name}:{kind}"
+            _expect_everywhere(rec, name, "BadTensor", fn, watched, "not contiguous")
+            _in_step(rec, name, rank, n)
 
 
 def layout_job(rank: int, n: int, init: str) -> dict:
@@ -62,22 +131,7 @@ def layout_job(rank: int, n: int, init: str) -> dict:
         rec.check(f"remade:{making}", x.tolist() == [float(sum(range(n)) + n * making)] * 3, str(x.tolist()))
         if making < 2:
             dist.destroy_process_group()
-    gloo = dist.new_group(backend="gloo")
-    for call_name, call in _calls(n).items():
-        for kind, t in _inputs(rank).items():
-            if call_name == "reduce_scatter" and kind != "transposed":
-                continue
-            ours, theirs = t.clone(memory_format=torch.preserve_format), t.clone(memory_format=torch.preserve_format)
-            try:
-                got = call(ours, None)
-            except RuntimeError as e:
-                rec.check(f"layout:{call_name}:{kind}", False, f"{type(e).__name__}: {e}")
-                continue
-            want = call(theirs, gloo)
-            if call_name == "reduce" and rank != 0:       # only the root's output is defined (gloo writes partial sums)
-                continue
-            same = len(got) == len(want) and all(bits_equal(a, b) and a.stride() == b.stride()
-                                                 for a, b in zip(got, want))
-            rec.check(f"layout:{call_name}:{kind}", same, f"{[a.tolist() for a in got]} != {[b.tolist() for b in want]}")
+    _dense_layouts(rec, rank, n, dist.new_group(backend="gloo"))
+    _strided_refused(rec, rank, n)
     dist.destroy_process_group()
     return rec.out

@@ -1,8 +1,10 @@
-"""kernels/pytorch/process_group.py and layouts.py on 2 and 4 spawned ranks (``_layout_jobs.layout_job``): a
-``topocoll`` group destroyed and made again on the same store runs (it hung in its second
-making: torch names the group as before and the old addresses were read), and every collective
-on non-contiguous tensors (transposed, channels_last, strided) equals torch's gloo on the same
-tensors bit for bit, strides included (it raised BadTensor where gloo runs)."""
+"""kernels/pytorch/checks.py (``dense``, ``flat``) and process_group.py on 2 and 4 spawned ranks
+(``_layout_jobs.layout_job``): a ``topocoll`` group destroyed and made again on the same store runs
+(it hung in its second making: torch names the group as before and the old addresses were
+read); every collective on dense channels_last / channels_last_3d tensors (torch's NCCL group
+takes them: ``is_contiguous(suggest_memory_format())``) equals torch's gloo on contiguous copies
+bit for bit, its outputs in their own layout; a transposed, strided or overlapping tensor on one
+rank raises BadTensor on every rank before any byte moves (issue 35), the group in step after."""
 
 from __future__ import annotations
 
@@ -12,7 +14,7 @@ torch = pytest.importorskip("torch", reason="the torch backend needs the topocol
 
 from _torch_dist import checked, merged, on_2_and_4_ranks  # noqa: E402
 
-layout_results = on_2_and_4_ranks("_layout_jobs:layout_job", timeout_s=120)
+layout_results = on_2_and_4_ranks("_layout_jobs:layout_job", timeout_s=150)
 
 
 def test_a_group_made_again_on_the_same_store_runs(layout_results):
@@ -21,15 +23,30 @@ def test_a_group_made_again_on_the_same_store_runs(layout_results):
     assert checked(results, "remade") == 3 * n
 
 
-def test_non_contiguous_tensors_equal_gloo_bit_for_bit(layout_results):
+def test_channels_last_tensors_equal_gloo_bit_for_bit_in_their_own_layout(layout_results):
     n, results = layout_results
     assert merged(results, "layout") == []
-    assert checked(results, "layout") == n * (4 * 3 + 1) + 3      # reduce: the root only
+    assert checked(results, "layout") == 2 * (7 * n + 1)        # 8 calls x 2 formats; reduce: the root only
 
 
-def test_dense_copies_stage_only_non_contiguous_tensors():
-    from kernels.pytorch.layouts import dense_copies
-    a, b = torch.zeros(2, 3), torch.zeros(4, 2).t()
-    (xs, [ys]), staged = dense_copies([a, b], [[b]])
-    assert xs[0] is a and xs[1] is not b and xs[1].is_contiguous() and ys[0].is_contiguous()
-    assert [p[0] is b for p in staged] == [True, True] and torch.equal(xs[1], b)
+def test_strided_tensors_raise_bad_tensor_on_every_rank_untouched(layout_results):
+    n, results = layout_results
+    assert merged(results, "refused") == []
+    assert checked(results, "refused") == 3 * 5 * 3 * n        # 3 layouts x 5 calls x (error, untouched, in step)
+
+
+def test_flat_is_the_storage_of_a_dense_tensor_and_others_are_refused():
+    from kernels.pytorch.checks import dense, flat, layouts_ok
+    x = torch.arange(24.0).reshape(1, 2, 3, 4).contiguous(memory_format=torch.channels_last)
+    view = flat(x)
+    assert view.data_ptr() == x.data_ptr() and view.tolist() == x.permute(0, 2, 3, 1).reshape(-1).tolist()
+    view.mul_(2)                                             # no copy: writing it writes x
+    assert torch.equal(x, torch.arange(24.0).reshape(1, 2, 3, 4) * 2)
+    y = torch.arange(72.0).reshape(3, 2, 3, 4).contiguous(memory_format=torch.channels_last)[1:]   # offset 24
+    assert dense(y) and y.storage_offset() == 24 and flat(y).data_ptr() == y.data_ptr()
+    assert flat(y).tolist() == y.permute(0, 2, 3, 1).reshape(-1).tolist()
+    refused = [torch.zeros(2, 3).t(), torch.zeros(8)[::2], torch.zeros(1, 4).expand(3, 4),
+               torch.zeros(2, 3, 4, 5).permute(0, 2, 1, 3), torch.zeros(2, 3, 4, 4)[:, :, :, :2]]
+    assert [dense(t) for t in refused] == [False] * 5
+    assert layouts_ok([x, refused[0]], 3) == (1, "tensor 4 (shape (3, 2), strides (1, 3)) is not contiguous in any "
+                                                 "memory format")
