@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from kernels.pytorch.agreement import Header, agree, shape_digest, splits_of
-from kernels.pytorch.checks import first_failure, flat, premul_ok, sizes_ok, tensors_ok
+from kernels.pytorch.checks import ANY_LAYOUT, call_layouts, first_failure, flat, premul_ok, sizes_ok, tensors_ok
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.errors import CollectiveMismatch
 from kernels.pytorch.fused import fused_allreduce, fused_route
@@ -42,17 +42,21 @@ class CallRunner:
         self.cuda_device: int | None = None  # the caller's current CUDA device when the call was made
         self.native = None                   # a NativeExecutor for CUDA tensors (None: host staging)
         self.last_path = ""                  # how the last call's data moved: native, host, nccl or local
-        #: (shape, dtype, op) -> what a one-round all-reduce of that shape needs (kernels.pytorch.fused)
+        #: (shape, dtype, op, layout bits) -> what a one-round all-reduce of that shape needs (kernels.pytorch.fused)
         self.fused_shapes: dict = {}
 
     # ------------------------------------------------------------------ shared steps
     def agree(self, collective: str, tensors, *, count: int, root: int = -1, op: str = "", shapes=(),
-              splits=(), extra=(0, "")) -> list:
+              splits=(), extra=(0, ""), layouts: int | None = None) -> list:
+        """``layouts``: the memory layouts of the caller's tensors where ``tensors`` are packed copies
+        (bits of :data:`~kernels.pytorch.checks.LAYOUTS`; None: those ``tensors`` share)."""
         code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), premul_ok(tensors, op), extra)
         ref = tensors[0] if tensors else None
+        if layouts is None:
+            layouts = ANY_LAYOUT if code else call_layouts(tensors)
         header = Header(collective, dtype_code(ref.dtype) if ref is not None else 0, count, root, op,
                         shape_digest(shapes), tuple(splits), code,
-                        ref.device.type if isinstance(ref, torch.Tensor) else "cpu")
+                        ref.device.type if isinstance(ref, torch.Tensor) else "cpu", layouts=layouts)
         return agree(self.transports("cpu"), header, self.size, self.rank, note)
 
     def run(self, collective: str, send, recv, count: int, *, op: str = "sum", root: int | None = None,
@@ -87,14 +91,15 @@ class CallRunner:
                   transport=GroupTransport(self.transports(ref.device.type)))
 
     # ------------------------------------------------------------------ collectives
-    def allreduce(self, tensors, op: str, factor=1.0, nccl_opts=None, extra=(0, "")) -> None:
-        """``extra``: a failed check of tensors the caller packed into ``tensors`` (coalesced calls)."""
-        route = fused_route(self, tensors[0], op) if len(tensors) == 1 and not extra[0] else None
+    def allreduce(self, tensors, op: str, factor=1.0, nccl_opts=None, extra=(0, ""), layouts=None) -> None:
+        """``extra``, ``layouts``: a failed check and the memory layouts of tensors the caller packed
+        into ``tensors`` (coalesced calls)."""
+        route = fused_route(self, tensors[0], op) if len(tensors) == 1 and not extra[0] and layouts is None else None
         if route is not None:                # a small call: header and data in one round
             fused_allreduce(self, tensors[0], op, route)
             return
         for t in tensors:
-            self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape], extra=extra)
+            self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape], extra=extra, layouts=layouts)
         for t in tensors:
             buf, run_op = premul(flat(t), op, factor, copy=False)
             if self.size == 1:

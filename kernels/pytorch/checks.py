@@ -20,9 +20,9 @@ from kernels.pytorch.dtypes import dtype_code
 
 
 def tensors_ok(tensors, device_type: str | None = None, cuda_device: int | None = None) -> tuple[int, str]:
-    """Contiguous in a memory format (:func:`dense`), on one CPU or CUDA device (``cuda_device``,
-    the caller's current CUDA device when the call was made, for CUDA tensors), of one supported
-    dtype."""
+    """Contiguous in a memory format (:func:`dense`), all in one (:func:`same_layout`), on one CPU or
+    CUDA device (``cuda_device``, the caller's current CUDA device when the call was made, for CUDA
+    tensors), of one supported dtype."""
     if not tensors:
         return 0, ""
     first = tensors[0]
@@ -40,7 +40,7 @@ def tensors_ok(tensors, device_type: str | None = None, cuda_device: int | None 
             return 3, f"tensor {k} has dtype {t.dtype}, not supported"
         if t.dtype != first.dtype:
             return 5, f"tensor {k} has dtype {t.dtype}, tensor 0 {first.dtype}"
-    return 0, ""
+    return same_layout(tensors)
 
 
 def dense(t) -> bool:
@@ -63,6 +63,59 @@ def dense(t) -> bool:
 
 
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+#: the memory layouts a call's bytes can be in, bit k for LAYOUTS[k] (the agreement header sends the bits)
+LAYOUTS = ("contiguous", "channels_last", "channels_last_3d")
+ANY_LAYOUT = 7
+
+
+def layout_bits(t) -> int:
+    """The layouts a :func:`dense` tensor ``t`` is contiguous in, as bits of :data:`LAYOUTS`: a tensor
+    in which two coincide (``is_contiguous()`` and ``is_contiguous(channels_last)`` both true, as for
+    shape (2, 3, 1, 1)) has both, one of at most 1 element (no element order) has every layout.
+
+    >>> layout_bits(torch.zeros(2, 3, 2, 2)), layout_bits(torch.zeros(2, 3, 1, 1)), layout_bits(torch.zeros(0, 3))
+    (1, 3, 7)
+    """
+    if t.numel() <= 1:
+        return ANY_LAYOUT
+    fmt = _CHANNELS_LAST.get(t.dim())
+    last = 0 if fmt is None or not t.is_contiguous(memory_format=fmt) else (2 if t.dim() == 4 else 4)
+    return int(t.is_contiguous()) | last
+
+
+def layout_names(bits: int) -> str:
+    """``bits`` of :data:`LAYOUTS` in words: ``layout_names(3) == "contiguous/channels_last"``."""
+    return "/".join(name for k, name in enumerate(LAYOUTS) if bits >> k & 1) or "no layout"
+
+
+def call_layouts(tensors) -> int:
+    """The layouts every tensor of ``tensors`` is in (bits of :data:`LAYOUTS`; 0: none)."""
+    common = ANY_LAYOUT
+    for t in tensors:
+        common &= layout_bits(t)
+    return common
+
+
+def same_layout(tensors, first: int = 0) -> tuple[int, str]:
+    """The :func:`dense` ``tensors`` of one call (numbered from ``first``) share a memory layout:
+    a channels_last tensor's bytes gathered into a contiguous one, or reduced with one, would be
+    combined in another element order.  NCCL combines the bytes; this backend refuses (docs/pytorch.md).
+
+    >>> same_layout([torch.zeros(2, 3, 2, 2), torch.zeros(2, 3, 2, 2).contiguous(memory_format=torch.channels_last)])
+    (9, 'tensor 0 is contiguous, tensor 1 is channels_last: the tensors of one call must share a memory layout')
+    """
+    common, seen = ANY_LAYOUT, []
+    for k, t in enumerate(tensors, first):
+        if not isinstance(t, torch.Tensor) or not dense(t):
+            continue                                # refused by the other checks
+        bits = layout_bits(t)
+        if not common & bits:
+            j, other = next(((j, b) for j, b in seen if not b & bits), seen[0])
+            return 9, (f"tensor {j} is {layout_names(other)}, tensor {k} is {layout_names(bits)}: "
+                       "the tensors of one call must share a memory layout")
+        common &= bits
+        seen.append((k, bits))
+    return 0, ""
 
 
 def flat(t):
@@ -115,4 +168,5 @@ def first_failure(*results) -> tuple[int, str]:
     return next((r for r in results if r[0]), (0, ""))
 
 
-__all__ = ["tensors_ok", "dense", "flat", "layouts_ok", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]
+__all__ = ["tensors_ok", "dense", "flat", "layouts_ok", "layout_bits", "layout_names", "call_layouts",
+           "same_layout", "LAYOUTS", "ANY_LAYOUT", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]

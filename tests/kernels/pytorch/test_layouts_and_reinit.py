@@ -4,7 +4,9 @@
 read); every collective on dense channels_last / channels_last_3d tensors (torch's NCCL group
 takes them: ``is_contiguous(suggest_memory_format())``) equals torch's gloo on contiguous copies
 bit for bit, its outputs in their own layout; a transposed, strided or overlapping tensor on one
-rank raises BadTensor on every rank before any byte moves (issue 35), the group in step after."""
+rank raises BadTensor on every rank before any byte moves (issue 35), the group in step after;
+tensors of one call in different memory layouts raise BadTensor, ranks in different layouts
+CollectiveMismatch, on every rank (NCCL would combine their bytes); layouts that coincide run."""
 
 from __future__ import annotations
 
@@ -33,6 +35,46 @@ def test_strided_tensors_raise_bad_tensor_on_every_rank_untouched(layout_results
     n, results = layout_results
     assert merged(results, "refused") == []
     assert checked(results, "refused") == 3 * 5 * 3 * n        # 3 layouts x 5 calls x (error, untouched, in step)
+
+
+def test_ranks_in_different_layouts_raise_collective_mismatch_on_every_rank(layout_results):
+    n, results = layout_results
+    assert merged(results, "across") == []
+    assert checked(results, "across") == 2 * 6 * 3 * n          # 2 sizes x 6 calls x (error, untouched, in step)
+
+
+def test_tensors_of_one_call_in_different_layouts_raise_bad_tensor_on_every_rank(layout_results):
+    n, results = layout_results
+    assert merged(results, "within") == []
+    assert checked(results, "within") == 2 * 5 * 3 * n          # every rank / last rank x 5 calls x 3 checks
+
+
+def test_layouts_that_coincide_run_and_equal_gloo(layout_results):
+    n, results = layout_results
+    assert merged(results, "coincide") == []
+    assert checked(results, "coincide") == 3 * n
+
+
+def test_layout_bits_and_the_header_compare_by_intersection():
+    """A tensor counts as every layout it is dense in; ranks agree where one layout is common."""
+    from kernels.pytorch.agreement import Header, compare
+    from kernels.pytorch.checks import layout_bits, same_layout
+    from kernels.pytorch.errors import CollectiveMismatch
+    cl = torch.zeros(2, 3, 2, 2).contiguous(memory_format=torch.channels_last)
+    cl3 = torch.zeros(2, 3, 2, 2, 2).contiguous(memory_format=torch.channels_last_3d)
+    both = torch.zeros(2, 3, 1, 1).contiguous(memory_format=torch.channels_last)
+    assert [layout_bits(t) for t in (torch.zeros(2, 3, 2, 2), cl, cl3, both, torch.zeros(1), torch.zeros(0, 3, 2, 2))] \
+        == [1, 2, 4, 3, 7, 7]
+    assert same_layout([both, cl, torch.ones(1)]) == (0, "")
+    assert same_layout([cl, both, torch.zeros(4)], 2) == (
+        9, "tensor 2 is channels_last, tensor 4 is contiguous: the tensors of one call must share a memory layout")
+    rows = [Header("allreduce", 1, 8, op="sum", layouts=b).encode(3) for b in (3, 2, 2)]
+    compare(rows, ["", "", ""], this_rank=0)                         # channels_last is common
+    rows = [Header("allreduce", 1, 8, op="sum", layouts=b).encode(3) for b in (3, 2, 1)]
+    with pytest.raises(CollectiveMismatch, match="memory layout: rank 0 has contiguous/channels_last, rank 2 has "
+                                                 "contiguous") as caught:
+        compare(rows, ["", "", ""], this_rank=1)
+    assert "\n" not in str(caught.value)
 
 
 def test_flat_is_the_storage_of_a_dense_tensor_and_others_are_refused():
