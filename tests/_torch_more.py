@@ -149,6 +149,8 @@ def _bad_inputs(rec, rank: int, n: int) -> None:
     before = x.clone()
     noncontig = torch.zeros(2, 4).t() if rank == last else torch.zeros(4, 2)
     _expect(rec, "bad:noncontiguous", "BadTensor", lambda: dist.all_reduce(noncontig))
+    float8 = torch.zeros(8, dtype=torch.float8_e4m3fn) if rank == last else torch.zeros(8)
+    _expect(rec, "bad:unsupported_dtype", "BadTensor", lambda: dist.all_reduce(float8))
     meta = torch.empty(8, device="meta") if rank == 0 else x
     _expect(rec, "bad:device", "BadTensor", lambda: dist.all_reduce(meta), (x, before) if rank else None)
     mixed = x.double() if rank == last else x

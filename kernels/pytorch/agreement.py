@@ -3,8 +3,11 @@ int64 header per call over the group's internal transport group.
 
 A header says what this rank was asked to do (collective, dtype, elements per block, root,
 reduce op, the tensor shape's digest, the device kind (CPU or CUDA: ranks whose tensors live on
-different kinds would take different paths), split sizes of an uneven all-to-all) and whether its own
-tensors failed the local checks (non-contiguous, wrong device, unsupported dtype ...).  After the
+different kinds would take different paths), the memory layouts its tensors share (bits of
+:data:`~kernels.pytorch.checks.LAYOUTS`: ranks whose bytes are in different element orders must not
+combine them; ranks agree where one layout is in every rank's bits), split sizes of an uneven
+all-to-all) and whether its own tensors failed the local checks (non-contiguous, wrong device,
+unsupported dtype, tensors of one call in different layouts ...).  After the
 exchange each rank compares all headers and, if any rank failed or any field differs, raises
 the same one-line error on every rank: :class:`~kernels.pytorch.errors.BadTensor` or
 :class:`~kernels.pytorch.errors.CollectiveMismatch`.  Only the headers travel on the transport
@@ -34,6 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
+from kernels.pytorch.checks import ANY_LAYOUT, layout_names
 from kernels.pytorch.dtypes import OP_CODES, dtype_from_code
 from kernels.pytorch.errors import BadTensor, CollectiveMismatch, PeerGone
 
@@ -45,8 +49,10 @@ _OPS = {v: k for k, v in OP_CODES.items()}
 #: local-check failures a rank reports in its header (0: none)
 FAILURES = ("", "a tensor is not contiguous", "a tensor is on another device than the group's",
             "unsupported dtype", "tensor sizes do not fit the call", "tensors of one call have different dtypes",
-            "root out of range", "split sizes do not fit the tensor", "a dtype PREMUL_SUM does not take")
-_FIXED = 10                   # code, collective, dtype, count, root, op, shape digest, device, split count, data bytes
+            "root out of range", "split sizes do not fit the tensor", "a dtype PREMUL_SUM does not take",
+            "tensors of one call are in different memory layouts")
+_FIXED = 11                   # code, collective, dtype, count, root, op, shape digest, device, split count, data bytes,
+#                               layout bits
 #: the most bytes of data a header may carry (:func:`agree_with_data`; a peer may send this much
 #: whatever this rank's own call is, received into buffers the group keeps, one per peer)
 DATA_BYTES_MAX = 2 << 20
@@ -69,11 +75,12 @@ class Header:
     failure: int = 0
     device: str = "cpu"         # the kind of device the call's tensors are on (DEVICES)
     data_bytes: int = 0         # bytes of the call's data that follow the header in its message
+    layouts: int = ANY_LAYOUT   # the memory layouts every tensor of the call is dense in (bits of LAYOUTS)
 
     def values(self, nranks: int) -> list[int]:
         row = [self.failure, COLLECTIVE_CODES[self.collective], self.dtype_code, self.count, self.root,
                OP_CODES.get(self.op, 0), self.shape_digest, _device_code(self.device), len(self.splits),
-               self.data_bytes]
+               self.data_bytes, self.layouts]
         splits = list(self.splits) + [0] * (2 * nranks - len(self.splits))
         return row + splits[:2 * nranks]
 
@@ -125,6 +132,20 @@ def compare(rows: list, local_notes: list[str], this_rank: int) -> None:
                 msg = f"rank 0 has {first}, rank {odd} has {values[odd]}"
             raise CollectiveMismatch(f"{what}: ranks disagree on {field}: {msg} (every rank raises this "
                                      f"before any data moves)")
+    _compare_layouts(what, [int(r[10]) for r in rows])
+
+
+def _compare_layouts(what: str, bits: list[int]) -> None:
+    """Ranks agree on a layout where one is in every rank's bits (a tensor in which two layouts
+    coincide counts as both); else the first rank whose bits miss rank 0's is named."""
+    common = ANY_LAYOUT
+    for b in bits:
+        common &= b
+    if not common:
+        odd = next((r for r, b in enumerate(bits) if not b & bits[0]), len(bits) - 1)
+        raise CollectiveMismatch(f"{what}: ranks disagree on memory layout: rank 0 has {layout_names(bits[0])}, "
+                                 f"rank {odd} has {layout_names(bits[odd])} (their bytes are in different "
+                                 f"element orders; every rank raises this before any data moves)")
 
 
 def agree(group, header: Header, nranks: int, rank: int, local_note: str = "") -> list:

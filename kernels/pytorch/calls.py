@@ -20,7 +20,7 @@ from __future__ import annotations
 import torch
 
 from kernels.pytorch.agreement import Header, agree, shape_digest, splits_of
-from kernels.pytorch.checks import first_failure, premul_ok, sizes_ok, tensors_ok
+from kernels.pytorch.checks import ANY_LAYOUT, call_layouts, first_failure, flat, premul_ok, sizes_ok, tensors_ok
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.errors import CollectiveMismatch
 from kernels.pytorch.fused import fused_allreduce, fused_route
@@ -42,17 +42,21 @@ class CallRunner:
         self.cuda_device: int | None = None  # the caller's current CUDA device when the call was made
         self.native = None                   # a NativeExecutor for CUDA tensors (None: host staging)
         self.last_path = ""                  # how the last call's data moved: native, host, nccl or local
-        #: (shape, dtype, op) -> what a one-round all-reduce of that shape needs (kernels.pytorch.fused)
+        #: (shape, dtype, op, layout bits) -> what a one-round all-reduce of that shape needs (kernels.pytorch.fused)
         self.fused_shapes: dict = {}
 
     # ------------------------------------------------------------------ shared steps
     def agree(self, collective: str, tensors, *, count: int, root: int = -1, op: str = "", shapes=(),
-              splits=(), extra=(0, "")) -> list:
+              splits=(), extra=(0, ""), layouts: int | None = None) -> list:
+        """``layouts``: the memory layouts of the caller's tensors where ``tensors`` are packed copies
+        (bits of :data:`~kernels.pytorch.checks.LAYOUTS`; None: those ``tensors`` share)."""
         code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), premul_ok(tensors, op), extra)
         ref = tensors[0] if tensors else None
+        if layouts is None:
+            layouts = ANY_LAYOUT if code else call_layouts(tensors)
         header = Header(collective, dtype_code(ref.dtype) if ref is not None else 0, count, root, op,
                         shape_digest(shapes), tuple(splits), code,
-                        ref.device.type if isinstance(ref, torch.Tensor) else "cpu")
+                        ref.device.type if isinstance(ref, torch.Tensor) else "cpu", layouts=layouts)
         return agree(self.transports("cpu"), header, self.size, self.rank, note)
 
     def run(self, collective: str, send, recv, count: int, *, op: str = "sum", root: int | None = None,
@@ -87,27 +91,27 @@ class CallRunner:
                   transport=GroupTransport(self.transports(ref.device.type)))
 
     # ------------------------------------------------------------------ collectives
-    def allreduce(self, tensors, op: str, factor=1.0, nccl_opts=None) -> None:
-        route = fused_route(self, tensors[0], op) if len(tensors) == 1 else None
+    def allreduce(self, tensors, op: str, factor=1.0, nccl_opts=None, extra=(0, ""), layouts=None) -> None:
+        """``extra``, ``layouts``: a failed check and the memory layouts of tensors the caller packed
+        into ``tensors`` (coalesced calls)."""
+        route = fused_route(self, tensors[0], op) if len(tensors) == 1 and not extra[0] and layouts is None else None
         if route is not None:                # a small call: header and data in one round
             fused_allreduce(self, tensors[0], op, route)
             return
         for t in tensors:
-            self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape])
+            self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape], extra=extra, layouts=layouts)
         for t in tensors:
-            flat = t.view(-1)
-            if op == "premul_sum":
-                scale(flat, factor)
+            buf, run_op = premul(flat(t), op, factor, copy=False)
             if self.size == 1:
                 continue
-            nccl = None if op == "premul_sum" or nccl_opts is None else (lambda g, t=t: g.allreduce([t], nccl_opts))
-            self.run("allreduce", flat, flat, flat.numel(), op="sum" if op == "premul_sum" else op, nccl_call=nccl)
+            nccl = None if run_op != op or nccl_opts is None else (lambda g, t=t: g.allreduce([t], nccl_opts))
+            self.run("allreduce", buf, buf, buf.numel(), op=run_op, nccl_call=nccl)
 
     def allgather_into(self, out, inp) -> None:
         """``out`` (flat, n blocks) gets every rank's ``inp``."""
         self.agree("allgather", [out, inp], count=inp.numel(), shapes=[inp.shape],
                    extra=sizes_ok([out], self.size * inp.numel(), "output tensor"))
-        self._allgather(out.view(-1), inp.view(-1))
+        self._allgather(flat(out), flat(inp))
 
     def _allgather(self, out, inp) -> None:
         if self.size == 1:
@@ -120,20 +124,18 @@ class CallRunner:
         self.agree("allgather_list", [inp, *outputs], count=inp.numel(), shapes=[inp.shape],
                    extra=first_failure(sizes_ok(outputs, inp.numel(), "output tensor"),
                                        _count_ok(outputs, self.size)))
-        flat = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device)
-        self._allgather(flat, inp.reshape(-1))
+        packed = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device)
+        self._allgather(packed, flat(inp))
         for r, o in enumerate(outputs):
-            o.view(-1).copy_(flat[r * inp.numel():(r + 1) * inp.numel()])
+            flat(o).copy_(packed[r * inp.numel():(r + 1) * inp.numel()])
 
     def reduce_scatter_into(self, out, inp, op: str, factor=1.0) -> None:
         self.agree("reducescatter", [out, inp], count=out.numel(), op=op, shapes=[out.shape],
                    extra=sizes_ok([inp], self.size * out.numel(), "input tensor"))
-        flat = inp.view(-1)
-        self._reduce_scatter(out.view(-1), scale(flat.clone(), factor) if op == "premul_sum" else flat, op)
+        self._reduce_scatter(flat(out), *premul(flat(inp), op, factor))
 
     def _reduce_scatter(self, out, inp, op: str) -> None:
-        """``inp``: already scaled for premul_sum (a copy: the caller's input is never written)."""
-        op = "sum" if op == "premul_sum" else op
+        """``inp`` and ``op`` as :func:`premul` gives them (premul_sum: a scaled copy, summed)."""
         if self.size == 1:
             out.copy_(inp)
             return
@@ -142,16 +144,16 @@ class CallRunner:
     def reduce_scatter_list(self, out, inputs, op: str, factor=1.0) -> None:
         self.agree("reducescatter_list", [out, *inputs], count=out.numel(), op=op, shapes=[out.shape],
                    extra=first_failure(sizes_ok(inputs, out.numel(), "input tensor"), _count_ok(inputs, self.size)))
-        flat = torch.cat([t.reshape(-1) for t in inputs]) if inputs else out.new_empty(0)   # a copy
-        self._reduce_scatter(out.view(-1), scale(flat, factor) if op == "premul_sum" else flat, op)
+        packed = torch.cat([flat(t) for t in inputs]) if inputs else out.new_empty(0)   # a copy
+        self._reduce_scatter(flat(out), *premul(packed, op, factor, copy=False))
 
     def broadcast(self, tensors, root: int) -> None:
         for t in tensors:
             self.agree("broadcast", [t], count=t.numel(), root=root, shapes=[t.shape], extra=self._root_ok(root))
         if self.size > 1:
             for t in tensors:
-                flat = t.view(-1)
-                self.run("broadcast", flat, flat, flat.numel(), root=root)
+                buf = flat(t)
+                self.run("broadcast", buf, buf, buf.numel(), root=root)
 
     def reduce(self, tensors, root: int, op: str, factor=1.0) -> None:
         """premul_sum: the schedule runs on a scaled copy, written back on the root only (NCCL
@@ -159,37 +161,36 @@ class CallRunner:
         for t in tensors:
             self.agree("reduce", [t], count=t.numel(), root=root, op=op, shapes=[t.shape], extra=self._root_ok(root))
         for t in tensors:
-            flat = t.view(-1)
-            buf = scale(flat.clone(), factor) if op == "premul_sum" else flat
+            mine = flat(t)
+            buf, run_op = premul(mine, op, factor)
             if self.size > 1:
-                self.run("reduce", buf, buf if self.rank == root else None, flat.numel(),
-                         op="sum" if op == "premul_sum" else op, root=root)
-            if buf is not flat and self.rank == root:
-                flat.copy_(buf)
+                self.run("reduce", buf, buf if self.rank == root else None, mine.numel(), op=run_op, root=root)
+            if buf is not mine and self.rank == root:
+                mine.copy_(buf)
 
     def gather(self, outputs, inp, root: int) -> None:
         mine = self.rank == root
         self.agree("gather", [inp, *outputs], count=inp.numel(), root=root, shapes=[inp.shape],
                    extra=first_failure(self._root_ok(root), sizes_ok(outputs, inp.numel(), "output tensor"),
                                        _count_ok(outputs, self.size) if mine else (0, "")))
-        flat = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device) if mine else None
+        packed = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device) if mine else None
         if self.size == 1:
-            flat.copy_(inp.reshape(-1))
+            packed.copy_(flat(inp))
         else:
-            self.run("gather", inp.reshape(-1), flat, inp.numel(), root=root)
+            self.run("gather", flat(inp), packed, inp.numel(), root=root)
         for r, o in enumerate(outputs if mine else ()):
-            o.view(-1).copy_(flat[r * inp.numel():(r + 1) * inp.numel()])
+            flat(o).copy_(packed[r * inp.numel():(r + 1) * inp.numel()])
 
     def scatter(self, out, inputs, root: int) -> None:
         mine = self.rank == root
         self.agree("scatter", [out, *inputs], count=out.numel(), root=root, shapes=[out.shape],
                    extra=first_failure(self._root_ok(root), sizes_ok(inputs, out.numel(), "input tensor"),
                                        _count_ok(inputs, self.size) if mine else (0, "")))
-        flat = torch.cat([t.reshape(-1) for t in inputs]) if mine else None
+        packed = torch.cat([flat(t) for t in inputs]) if mine else None
         if self.size == 1:
-            out.view(-1).copy_(flat)
+            flat(out).copy_(packed)
         else:
-            self.run("scatter", flat, out.view(-1), out.numel(), root=root)
+            self.run("scatter", packed, flat(out), out.numel(), root=root)
 
     def alltoall(self, outputs, inputs, send_splits, recv_splits, collective="alltoall") -> None:
         """Block ``d`` of ``inputs`` (``send_splits[d]`` elements) goes to rank ``d``; block ``s``
@@ -240,6 +241,19 @@ def data_path(ran: str, native: bool) -> str:
     return "native" if native else "host"
 
 
+def premul(flat, op: str, factor, *, copy: bool = True):
+    """``(buffer, op)`` a schedule runs for a reducing call: for ``premul_sum`` (NCCL's
+    ncclRedOpCreatePreMulSum) ``flat`` scaled by ``factor`` in its own dtype (a copy, or ``flat``
+    itself where ``copy`` is False) and ``"sum"``; for any other op ``flat`` and ``op`` unchanged.
+
+    >>> buf, op = premul(torch.ones(2), "premul_sum", 0.5); buf.tolist(), op
+    ([0.5, 0.5], 'sum')
+    """
+    if op != "premul_sum":
+        return flat, op
+    return scale(flat.clone() if copy else flat, factor), "sum"
+
+
 def scale(flat, factor):
     """``flat`` times a premul_sum factor (a float or a 1-element tensor), in place, in its own
     dtype (NCCL's PreMulSum scales each input in the element type); returns ``flat``."""
@@ -271,14 +285,14 @@ def _opts(name: str):
 def _pieces(tensors, splits):
     """Flat pieces: one per tensor, or one tensor cut by ``splits`` (elements)."""
     if len(tensors) == 1 and len(splits) > 1:
-        return list(torch.split(tensors[0].view(-1), list(splits)))
-    return [t.view(-1) for t in tensors]
+        return list(torch.split(flat(tensors[0]), list(splits)))
+    return [flat(t) for t in tensors]
 
 
 def _pack(inputs, splits, block: int, ref) -> torch.Tensor:
     pieces = _pieces(inputs, splits)
     if all(p.numel() == block for p in pieces) and len(inputs) == 1:
-        return inputs[0].view(-1)
+        return flat(inputs[0])
     send = torch.zeros(len(splits) * block, dtype=ref.dtype, device=ref.device)
     for d, p in enumerate(pieces):
         send[d * block:d * block + p.numel()].copy_(p)

@@ -1,10 +1,13 @@
 """The local half of a call's checks: what one rank can see of its own tensors before the
 ranks compare headers (:mod:`kernels.pytorch.agreement`).  Each check returns
-``(failure code, one line)`` with code 0 when the tensors are fine.
+``(failure code, one line)`` with code 0 when the tensors are fine; :func:`flat` is the flat
+view of a tensor the checks passed that every call runs on.
 
 >>> import torch
 >>> tensors_ok([torch.zeros(4), torch.zeros(2, 4).t()])
-(1, 'tensor 1 (shape (4, 2)) is not contiguous')
+(1, 'tensor 1 (shape (4, 2), strides (1, 4)) is not contiguous in any memory format')
+>>> tensors_ok([torch.zeros(2, 3, 2, 2).contiguous(memory_format=torch.channels_last)])
+(0, '')
 >>> tensors_ok([torch.zeros(3)], device_type="cpu")
 (0, '')
 """
@@ -17,8 +20,9 @@ from kernels.pytorch.dtypes import dtype_code, dtype_name
 
 
 def tensors_ok(tensors, device_type: str | None = None, cuda_device: int | None = None) -> tuple[int, str]:
-    """Contiguous, on one CPU or CUDA device (``cuda_device``, the caller's current CUDA device
-    when the call was made, for CUDA tensors), of one supported dtype."""
+    """Contiguous in a memory format (:func:`dense`), all in one (:func:`same_layout`), on one CPU or
+    CUDA device (``cuda_device``, the caller's current CUDA device when the call was made, for CUDA
+    tensors), of one supported dtype."""
     if not tensors:
         return 0, ""
     first = tensors[0]
@@ -30,12 +34,107 @@ def tensors_ok(tensors, device_type: str | None = None, cuda_device: int | None 
             return 2, f"tensor {k} is on {t.device}, the call's tensors on {device_type or first.device}"
         if t.device.type == "cuda" and cuda_device is not None and t.device.index != cuda_device:
             return 2, f"tensor {k} is on {t.device}, this rank's current CUDA device is cuda:{cuda_device}"
-        if not t.is_contiguous():
-            return 1, f"tensor {k} (shape {tuple(t.shape)}) is not contiguous"
+        if not dense(t):
+            return layouts_ok([t], k)
         if dtype_code(t.dtype) == 0:
             return 3, f"tensor {k} has dtype {t.dtype}, not supported"
         if t.dtype != first.dtype:
             return 5, f"tensor {k} has dtype {t.dtype}, tensor 0 {first.dtype}"
+    return same_layout(tensors)
+
+
+def dense(t) -> bool:
+    """``t`` is a strided tensor contiguous in the memory format torch suggests for it (plain,
+    ``channels_last``, ``channels_last_3d``): the rule of torch's NCCL group, whose
+    ``check_gpu_single_tensor`` raises "Tensors must be contiguous" unless
+    ``tensor.is_contiguous(tensor.suggest_memory_format())`` (pytorch/pytorch
+    torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp, commit cf1380df).  ``suggest_memory_format``
+    is not in torch's Python API: it names channels_last (channels_last_3d) for a 4-d (5-d) tensor
+    with such strides, so its check is the one below.  Such a tensor's elements fill ``numel``
+    consecutive slots of its storage, which NCCL reads and writes as flat bytes.
+
+    >>> dense(torch.zeros(2, 3, 4, 5, 6).contiguous(memory_format=torch.channels_last_3d)), dense(torch.zeros(4)[::2])
+    (True, False)
+    """
+    if t.layout != torch.strided:
+        return False
+    other = _CHANNELS_LAST.get(t.dim())
+    return t.is_contiguous() or (other is not None and t.is_contiguous(memory_format=other))
+
+
+_CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
+#: the memory layouts a call's bytes can be in, bit k for LAYOUTS[k] (the agreement header sends the bits)
+LAYOUTS = ("contiguous", "channels_last", "channels_last_3d")
+ANY_LAYOUT = 7
+
+
+def layout_bits(t) -> int:
+    """The layouts a :func:`dense` tensor ``t`` is contiguous in, as bits of :data:`LAYOUTS`: a tensor
+    in which two coincide (``is_contiguous()`` and ``is_contiguous(channels_last)`` both true, as for
+    shape (2, 3, 1, 1)) has both, one of at most 1 element (no element order) has every layout.
+
+    >>> layout_bits(torch.zeros(2, 3, 2, 2)), layout_bits(torch.zeros(2, 3, 1, 1)), layout_bits(torch.zeros(0, 3))
+    (1, 3, 7)
+    """
+    if t.numel() <= 1:
+        return ANY_LAYOUT
+    fmt = _CHANNELS_LAST.get(t.dim())
+    last = 0 if fmt is None or not t.is_contiguous(memory_format=fmt) else (2 if t.dim() == 4 else 4)
+    return int(t.is_contiguous()) | last
+
+
+def layout_names(bits: int) -> str:
+    """``bits`` of :data:`LAYOUTS` in words: ``layout_names(3) == "contiguous/channels_last"``."""
+    return "/".join(name for k, name in enumerate(LAYOUTS) if bits >> k & 1) or "no layout"
+
+
+def call_layouts(tensors) -> int:
+    """The layouts every tensor of ``tensors`` is in (bits of :data:`LAYOUTS`; 0: none)."""
+    common = ANY_LAYOUT
+    for t in tensors:
+        common &= layout_bits(t)
+    return common
+
+
+def same_layout(tensors, first: int = 0) -> tuple[int, str]:
+    """The :func:`dense` ``tensors`` of one call (numbered from ``first``) share a memory layout:
+    a channels_last tensor's bytes gathered into a contiguous one, or reduced with one, would be
+    combined in another element order.  NCCL combines the bytes; this backend refuses (docs/pytorch.md).
+
+    >>> same_layout([torch.zeros(2, 3, 2, 2), torch.zeros(2, 3, 2, 2).contiguous(memory_format=torch.channels_last)])
+    (9, 'tensor 0 is contiguous, tensor 1 is channels_last: the tensors of one call must share a memory layout')
+    """
+    common, seen = ANY_LAYOUT, []
+    for k, t in enumerate(tensors, first):
+        if not isinstance(t, torch.Tensor) or not dense(t):
+            continue                                # refused by the other checks
+        bits = layout_bits(t)
+        if not common & bits:
+            j, other = next(((j, b) for j, b in seen if not b & bits), seen[0])
+            return 9, (f"tensor {j} is {layout_names(other)}, tensor {k} is {layout_names(bits)}: "
+                       "the tensors of one call must share a memory layout")
+        common &= bits
+        seen.append((k, bits))
+    return 0, ""
+
+
+def flat(t):
+    """A :func:`dense` tensor's elements in storage order: a 1-D view of its own memory (no copy;
+    writing it writes ``t``), as NCCL reads a channels_last tensor.
+
+    >>> x = torch.arange(4.0).reshape(1, 2, 2, 1).contiguous(memory_format=torch.channels_last); flat(x).tolist()
+    [0.0, 2.0, 1.0, 3.0]
+    """
+    return t.view(-1) if t.is_contiguous() else t.as_strided((t.numel(),), (1,))
+
+
+def layouts_ok(tensors, first: int = 0) -> tuple[int, str]:
+    """Every tensor of ``tensors`` (numbered from ``first``) is :func:`dense`: transposed,
+    strided-slice and overlapping (expanded) tensors are refused, as torch's NCCL group does."""
+    for k, t in enumerate(tensors, first):
+        if isinstance(t, torch.Tensor) and not dense(t):
+            return 1, (f"tensor {k} (shape {tuple(t.shape)}, strides {tuple(t.stride())}) "
+                       "is not contiguous in any memory format")
     return 0, ""
 
 
@@ -69,4 +168,5 @@ def first_failure(*results) -> tuple[int, str]:
     return next((r for r in results if r[0]), (0, ""))
 
 
-__all__ = ["tensors_ok", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]
+__all__ = ["tensors_ok", "dense", "flat", "layouts_ok", "layout_bits", "layout_names", "call_layouts",
+           "same_layout", "LAYOUTS", "ANY_LAYOUT", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]

@@ -16,12 +16,14 @@ class TorchBackendError(TopocollError, RuntimeError):
 
 
 class BadTensor(TorchBackendError):
-    """A rank passed a tensor the call cannot take (non-contiguous, on another device, wrong
-    size or dtype for this call on this rank); raised on every rank of the call."""
+    """A rank passed a tensor the call cannot take (not contiguous in any memory format, in another
+    memory layout than the call's other tensors, on another device, wrong size or dtype for this
+    call on this rank); raised on every rank of the call."""
 
 
 class CollectiveMismatch(TorchBackendError):
-    """Ranks disagree on the call (collective, dtype, element count, root, op or split sizes);
+    """Ranks disagree on the call (collective, dtype, element count, root, op, shapes, memory layout
+    or split sizes);
     raised on every rank, before any data moves, with the same message."""
 
 

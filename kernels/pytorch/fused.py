@@ -36,7 +36,7 @@ from kernels.backends.kernel_twins import binop_for
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND
 from kernels.program.ops import SCRATCH
 from kernels.pytorch.agreement import DATA_BYTES_MAX, Header, agree_with_data, shape_digest
-from kernels.pytorch.checks import tensors_ok
+from kernels.pytorch.checks import dense, flat, layout_bits, tensors_ok
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.plan_choice import choose
 from kernels.pytorch.schedule_share import combine, postdiv, rank_ops
@@ -146,16 +146,17 @@ def _folded(ops: list, count: int) -> list | None:
 def fused_route(runner, t: torch.Tensor, op: str):
     """``(route, OneRound, header row)`` of a one-round all-reduce of ``t`` on ``runner``'s group,
     or None where the call takes the usual two rounds (module docstring).  What depends only on
-    the call's shape, dtype and op (the route, the program, the header, the dtype check) is
+    the call's shape, dtype, op and memory layout (the route, the program, the header, the dtype check) is
     worked out once per shape; contiguity and the device are checked on every call."""
-    if runner.size < 2 or t.device.type != "cpu" or not t.is_contiguous():
+    if runner.size < 2 or t.device.type != "cpu" or not dense(t):
         return None
     shapes = runner.fused_shapes                 # kept by the runner: its selector, executor and rank
-    hit = shapes.get((t.shape, t.dtype, op))
+    key = (t.shape, t.dtype, op, layout_bits(t))     # the layout rides in the header: ranks must agree on it
+    hit = shapes.get(key)
     if hit is None or hit[0] is not runner.selector or hit[1] is not runner.native:
         if len(shapes) >= 1024:
             shapes.clear()
-        hit = shapes[(t.shape, t.dtype, op)] = (runner.selector, runner.native, *_one_round(runner, t, op))
+        hit = shapes[key] = (runner.selector, runner.native, *_one_round(runner, t, op))
     return None if hit[3] is None else hit[2:]
 
 
@@ -172,7 +173,7 @@ def _one_round(runner, t: torch.Tensor, op: str) -> tuple:
     except ValueError:
         program = None
     row = Header("allreduce", dtype_code(t.dtype), t.numel(), -1, op, shape_digest([t.shape]), (), 0, "cpu",
-                 nbytes).row(runner.size)
+                 nbytes, layout_bits(t)).row(runner.size)
     return route, program, row
 
 
@@ -180,12 +181,12 @@ def fused_allreduce(runner, t: torch.Tensor, op: str, chosen) -> None:
     """All-reduce ``t`` in place in one round (module docstring; ``chosen``: :func:`fused_route`'s
     answer); raises on every rank, ``t`` untouched, where the ranks disagree."""
     route, program, row = chosen
-    flat = t.view(-1)
-    data = memoryview(flat.view(torch.uint8).numpy()).cast("B")
+    mine = flat(t)                               # a channels_last tensor: its own memory, as NCCL reads it
+    data = memoryview(mine.view(torch.uint8).numpy()).cast("B")
     _, extra = agree_with_data(runner.transports("cpu"), row, runner.size, runner.rank, data=data)
     received = [None if more is None else torch.frombuffer(more, dtype=t.dtype) for more in extra]
     runner.last_route, runner.last_label, runner.last_path = route, route.ran, "host"
-    program.run(flat, received)
+    program.run(mine, received)
 
 
 __all__ = ["OneRound", "fused_route", "fused_allreduce"]

@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
-from kernels.pytorch.checks import PREMUL_DTYPES
+from kernels.pytorch.checks import ANY_LAYOUT, PREMUL_DTYPES, call_layouts, first_failure, flat, layouts_ok, same_layout
 from kernels.pytorch.native_exec import NativeExecutor
 from kernels.pytorch.checked_p2p import make_p2p
 from kernels.pytorch.plan_choice import make_selector
@@ -156,11 +156,14 @@ class TopocollProcessGroup(dist.ProcessGroup):
         op = reduce_op_name(opts.reduceOp)
 
         def run():                  # premul_sum: a dtype PreMulSum refuses raises before any group's data moves
+            bad = first_failure(layouts_ok(tensors), same_layout(tensors))   # on every rank, in the first group's
+            layouts = ANY_LAYOUT if bad[0] else call_layouts(tensors)         # agreement, before any data moves
             for group in sorted(_by_dtype(tensors), key=lambda g: op == "premul_sum" and g[0].dtype in PREMUL_DTYPES):
-                flat = torch.cat([t.reshape(-1) for t in group])
-                self.runner.allreduce([flat], op, premul_factor(opts.reduceOp))
-                for t, piece in zip(group, torch.split(flat, [t.numel() for t in group])):
-                    t.view(-1).copy_(piece)
+                numels = [t.numel() for t in group]
+                packed = group[0].new_empty(sum(numels)) if bad[0] else torch.cat([flat(t) for t in group])
+                self.runner.allreduce([packed], op, premul_factor(opts.reduceOp), extra=bad, layouts=layouts)
+                for t, piece in zip(group, torch.split(packed, numels)):
+                    flat(t).copy_(piece)
         return self._submit(tensors, tensors, run, lambda g: g.allreduce_coalesced(tensors, opts), opts)
 
     def allgather(self, output_lists, inputs, opts=None):
@@ -338,8 +341,17 @@ def _element_splits(t, splits, n: int) -> list[int]:
 
 
 def create(store, rank: int, size: int, timeout: timedelta) -> TopocollProcessGroup:
-    """The creator torch calls for ``init_process_group("topocoll")`` and ``new_group``."""
-    return TopocollProcessGroup(store, rank, size, timeout)
+    """The creator torch calls for ``init_process_group("topocoll")`` and ``new_group``.
+
+    Each making of a group gets keys of its own under ``store``: ``destroy_process_group`` sets
+    torch's group counter back to 0 (torch 2.13 distributed_c10d.py, ``destroy_process_group``:
+    ``_world.group_count = 0``), so a group made again in the same process has the destroyed one's
+    store prefix, and under torchrun (whose agent's store outlives the group) the destroyed
+    group's addresses are still there: the new group's connections went to closed listeners and
+    the second ``init_process_group`` hung.  Every rank of one making adds 1 before any connects,
+    so ``(count - 1) // size`` is the same on all of them and new for each making."""
+    generation = (store.add("topocoll/makings", 1) - 1) // size
+    return TopocollProcessGroup(dist.PrefixStore(f"topocoll/{generation}/", store), rank, size, timeout)
 
 
 __all__ = ["TopocollProcessGroup", "create", "BACKEND_NAME"]

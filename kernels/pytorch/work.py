@@ -3,9 +3,10 @@ runs its ``async_op=True`` calls (and DDP's) in the order they were made, overla
 caller; a call made with ``async_op=False`` runs on the caller's thread after them.
 
 ``Work.wait()`` waits for the call, raises its error (a :class:`~kernels.pytorch.errors.
-TorchBackendError` is re-raised as it is), and on CUDA makes the caller's current stream wait
-for the call's stream as ``ProcessGroupNCCL``'s ``WorkNCCL::wait`` does; ``get_future()`` is a
-``torch.futures.Future`` completed with the call's output tensors (what DDP's comm hooks read).
+TorchBackendError` is re-raised as it is; past ``wait(timeout)``, ``PeerGone``), and on CUDA
+makes the caller's current stream wait for the call's stream as ``ProcessGroupNCCL``'s
+``WorkNCCL::wait`` does; ``get_future()`` is a ``torch.futures.Future`` completed with the call's
+output tensors (what DDP's comm hooks read).
 """
 
 from __future__ import annotations
@@ -16,6 +17,8 @@ from datetime import timedelta
 
 import torch
 import torch.distributed as dist
+
+from kernels.pytorch.errors import PeerGone
 
 
 class TopocollWork(dist._Work):
@@ -48,8 +51,15 @@ class TopocollWork(dist._Work):
             self._future.set_result(self._result)
 
     def wait(self, timeout: timedelta = timedelta(0)) -> bool:
+        """Wait for the call (``timeout`` 0: until it ends) and raise its own error; past
+        ``timeout``, :class:`~kernels.pytorch.errors.PeerGone`, a RuntimeError as gloo's
+        ("Operation timed out!", torch 2.13) and checked_p2p's Work raise, while the call runs on."""
         secs = timeout.total_seconds() if timeout else 0
-        self._call.result(timeout=secs or None)      # raises the call's own error
+        try:
+            self._call.result(timeout=secs or None)      # raises the call's own error
+        except concurrent.futures.TimeoutError:
+            raise PeerGone(f"Work.wait: the call did not complete within {secs:g} s (it still runs; "
+                           "a peer may not have made it)") from None
         if self._event is not None:
             torch.cuda.current_stream(self._stream.device).wait_event(self._event)
         return True

@@ -25,8 +25,8 @@ def _expect_everywhere(rec: Recorder, name: str, cls: str, fn, tensor, text: str
     except RuntimeError as e:
         rec.check(name, type(e).__name__ == cls and text in str(e), f"{type(e).__name__}: {e}")
         rec.out.setdefault("__messages__", {})[name] = str(e)
-    rec.check(name + ":untouched", bits_equal(tensor, before), f"{tensor.view(-1)[:4].tolist()} was "
-              f"{before.view(-1)[:4].tolist()}")
+    rec.check(name + ":untouched", bits_equal(tensor, before), f"{tensor.reshape(-1)[:4].tolist()} was "
+              f"{before.reshape(-1)[:4].tolist()}")
 
 
 def _in_step(rec: Recorder, name: str, rank: int, n: int) -> None:

@@ -1,16 +1,20 @@
 """CallQueue and TopocollWork without processes: calls run in submission order whether queued
-or inline, wait() raises the call's own error, the future completes with the outputs."""
+or inline, wait() raises the call's own error (past its timeout PeerGone, a RuntimeError as
+gloo's), the future completes with the outputs."""
 
 from __future__ import annotations
 
+import threading
 import time
+from datetime import timedelta
 
 import pytest
 
 torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
 
-from kernels.pytorch.errors import CollectiveMismatch  # noqa: E402
+from kernels.pytorch.errors import CollectiveMismatch, PeerGone  # noqa: E402
 from kernels.pytorch.work import CallQueue  # noqa: E402
+from topo_probe.errors import TopocollError  # noqa: E402
 
 
 def test_queued_and_inline_calls_run_in_the_order_they_were_made():
@@ -41,4 +45,20 @@ def test_the_future_completes_with_the_output_tensors():
     work = q.submit(lambda: t.add_(2), [t])
     work.wait()
     assert work.get_future().value()[0] is t and t.tolist() == [2.0, 2.0, 2.0]
+    q.shutdown()
+
+
+def test_wait_past_its_timeout_raises_peer_gone_a_runtime_error_and_the_call_runs_on():
+    """gloo's Work.wait(timeout) raises RuntimeError("Operation timed out!"); ours a one-line
+    PeerGone (a TopocollError and a RuntimeError), not concurrent.futures.TimeoutError."""
+    q, gate, t = CallQueue("t"), threading.Event(), torch.zeros(2)
+    work = q.submit(lambda: (gate.wait(10), t.add_(1)), [t])
+    started = time.monotonic()
+    with pytest.raises(PeerGone, match=r"^Work.wait: the call did not complete within 0.2 s") as caught:
+        work.wait(timedelta(seconds=0.2))
+    assert 0.15 < time.monotonic() - started < 5
+    assert isinstance(caught.value, RuntimeError) and isinstance(caught.value, TopocollError)
+    assert "\n" not in str(caught.value) and not work.is_completed()
+    gate.set()                                       # the call was not cancelled: it ends, wait() then returns
+    assert work.wait() and t.tolist() == [1.0, 1.0]
     q.shutdown()
