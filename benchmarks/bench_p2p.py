@@ -33,8 +33,7 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from bench_pytorch import fmt_bytes  # noqa: E402  (benchmarks/bench_pytorch.py: the tables' sizes)
+from synth.formats.nccl_tests.sizes import size_label  # noqa: E402  (the tables' sizes: "4 B", "16 KiB", "4 MiB")
 
 SIZES_BYTES = (4, 64, 1 << 10, 16 << 10, 256 << 10, 4 << 20)
 VARIANTS = ("unchecked", "checked", "thread_per_recv")
@@ -130,14 +129,14 @@ def report(res: dict, command: str, opts: dict) -> str:
              f"load average {os.getloadavg()[0]:.1f} when written; {opts['rounds']} rounds of {opts['trips']} "
              f"round trips per size, median round, microseconds one way (half a round trip).\n",
              "Each cell: wall one way / rank 0's CPU time per round trip (all its threads), microseconds. "
-             f"Checked, a message of up to {fmt_bytes(res['inline_bytes'])} travels inside its header's message "
+             f"Checked, a message of up to {size_label(res['inline_bytes'])} travels inside its header's message "
              "(one gloo send); a larger one as a header then its payload.\n",
              "| size | " + " | ".join(LABELS[v] for v in VARIANTS) + " | checked / gloo (wall) |",
              "|---" * (len(VARIANTS) + 2) + "|"]
     for row in res["rows"]:
         us = {v: (row[v][0] / 2 * 1e6, row[v][1] * 1e6) for v in VARIANTS}
         cells = " | ".join(f"{us[v][0]:.0f} / {us[v][1]:.0f}" for v in VARIANTS)
-        lines.append(f"| {fmt_bytes(row['bytes'])} | {cells} | {us['checked'][0] / us['unchecked'][0]:.2f}x |")
+        lines.append(f"| {size_label(row['bytes'])} | {cells} | {us['checked'][0] / us['unchecked'][0]:.2f}x |")
     made = res["made_s"]
     lines += ["", "Start-up, rank 0, one group of 2 ranks on this host (its gloo groups' connections): "
               + ", ".join(f"{LABELS[v]} {made[v] * 1e3:.0f} ms" for v in VARIANTS) + "."]

@@ -45,6 +45,7 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from synth.formats.nccl_tests.sizes import size_label  # noqa: E402  (the tables' sizes: "4 B", "16 KiB", "4 MiB")
 
 SIZES_BYTES = (4, 1 << 10, 64 << 10, 1 << 20, 16 << 20)
 GPU_SIZES_BYTES = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
@@ -256,7 +257,7 @@ def gpu_report(res: dict, command: str, opts: dict) -> str:
              "| all_reduce float32 | schedule | ran natively | topocoll µs | native alone µs | gloo µs | "
              "topocoll busbw GB/s | gloo busbw GB/s | overhead µs |", "|---|---|---|---|---|---|---|---|---|"]
     for r in res["allreduce"]:
-        lines.append(f"| {fmt_bytes(r['bytes'])} | {r['schedule']} | {'yes' if r['native_path'] else 'NO'} | "
+        lines.append(f"| {size_label(r['bytes'])} | {r['schedule']} | {'yes' if r['native_path'] else 'NO'} | "
                      f"{r['topocoll_us']:,.0f} | {r['native_us']:,.0f} | {r['gloo_us']:,.0f} | "
                      f"{r['topocoll_busbw']:.2f} | {r['gloo_busbw']:.2f} | {r['topocoll_us'] - r['native_us']:,.0f} |")
     if res.get("why_not"):
@@ -274,7 +275,7 @@ def _one_rank_lines(res: dict | None) -> list:
              "| all_reduce float32 | ran natively | topocoll µs | native alone µs | NCCL µs | gloo µs | "
              "topocoll - NCCL µs | overhead µs |", "|---|---|---|---|---|---|---|---|"]
     for r in res["allreduce"]:
-        lines.append(f"| {fmt_bytes(r['bytes'])} | {'yes' if r['native_path'] else 'NO'} | "
+        lines.append(f"| {size_label(r['bytes'])} | {'yes' if r['native_path'] else 'NO'} | "
                      f"{r['topocoll_us']:,.1f} | {r['native_us']:,.1f} | {r['nccl_us']:,.1f} | {r['gloo_us']:,.1f} | "
                      f"{r['topocoll_us'] - r['nccl_us']:,.1f} | {r['topocoll_us'] - r['native_us']:,.1f} |")
     if res.get("why_not"):
@@ -297,7 +298,7 @@ def _phase_lines(res: dict) -> list:
              "| all_reduce float32 | " + " | ".join(PHASES) + " |", "|---" * (len(PHASES) + 1) + "|"]
     for r in res["allreduce"]:
         ph = r.get("phases_us", {})
-        lines.append(f"| {fmt_bytes(r['bytes'])} | " + " | ".join(f"{ph.get(k, 0.0):,.0f}" for k in PHASES) + " |")
+        lines.append(f"| {size_label(r['bytes'])} | " + " | ".join(f"{ph.get(k, 0.0):,.0f}" for k in PHASES) + " |")
     if res.get("note"):
         lines += ["", res["note"]]
     return lines
@@ -311,15 +312,6 @@ def _ran(label: str, one_round: bool) -> str:
     ('oneshot, one round', 'direct')
     """
     return label.removeprefix("best:") + (", one round" if one_round else "")
-
-
-def fmt_bytes(b: int) -> str:
-    """A power-of-two size as the tables give it (also benchmarks/bench_p2p.py's).
-
-    >>> fmt_bytes(4), fmt_bytes(16 << 10), fmt_bytes(4 << 20)
-    ('4 B', '16 KiB', '4 MiB')
-    """
-    return f"{b >> 20} MiB" if b >= 1 << 20 else f"{b >> 10} KiB" if b >= 1 << 10 else f"{b} B"
 
 
 def report(results: dict, command: str, opts: dict) -> str:
@@ -341,7 +333,7 @@ def report(results: dict, command: str, opts: dict) -> str:
                   "|---" * 9 + "|"]
         for r in res["allreduce"]:
             ratio = r["topocoll_us"] / r["gloo_us"]
-            lines.append(f"| {fmt_bytes(r['bytes'])} | {r['topocoll_us']:,.0f} | {r['gloo_us']:,.0f} | "
+            lines.append(f"| {size_label(r['bytes'])} | {r['topocoll_us']:,.0f} | {r['gloo_us']:,.0f} | "
                          f"{r['topocoll_busbw']:.3f} | {r['gloo_busbw']:.3f} | {ratio:.2f}x | "
                          f"{r['topocoll_cpu_us']:,.0f} | {r['gloo_cpu_us']:,.0f} | {r.get('ran', '')} |")
         o = res["overhead"]

@@ -71,7 +71,7 @@ def test_loop_matches_a_hand_count():
 @pytest.mark.parametrize("nbytes, text", [(0, "0 B"), (1023, "1023 B"), (1024, "1 KiB"), (1536, "1.5 KiB"),
                                           (2 << 20, "2 MiB"), (3 << 29, "1.5 GiB"), (4 << 30, "4 GiB"),
                                           (5 << 40, "5 TiB"), (1048524, "1023.9 KiB"), (1048535, "1.0 MiB"),
-                                          (171776, "167.8 KiB")])
+                                          (171776, "167.8 KiB"), (4, "4 B"), (16 << 10, "16 KiB"), (4 << 20, "4 MiB")])
 def test_size_label_by_hand(nbytes, text):
     assert size_label(nbytes) == text
 
