@@ -134,7 +134,7 @@ class NcclTestsLog:
         distinct = {(d.rank, d.group, d.pid, d.host, d.device) for d in self.devices}
         if distinct:
             return len(distinct)
-        return self.n_gpus * (self.n_threads or 1) if self.n_gpus else self.n_gpus
+        return self.ranks_per_process if self.n_gpus else self.n_gpus
 
     @property
     def ranks_per_process(self) -> int:
