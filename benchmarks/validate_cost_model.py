@@ -31,7 +31,7 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "benchmarks"))
 
 from synth.formats.nccl_tests.runs import guess_collective, load_runs  # noqa: E402
-from synth.model.nccl import DEFAULT_PARAMS, NcclEnv, NcclMachine, NcclModel, arch_of_gpu_name  # noqa: E402
+from synth.model.nccl import DEFAULT_PARAMS, NcclEnv, NcclMachine, NcclModel  # noqa: E402
 from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
 from topo_probe.machines.presets import get_preset  # noqa: E402
 from topo_probe.pictures import save_png  # noqa: E402
@@ -97,11 +97,10 @@ def machine_for(case: Case, log) -> NcclMachine:
     ns = argparse.Namespace(nodes=case.nodes if case.nodes > 1 else None, nic_gbps=case.nic_gbps,
                             nics_per_node=case.nics_per_node, rail_optimized=False)
     topo = apply_machine_arguments(get_preset(case.preset), ns)
-    m = NcclMachine.from_topology(topo, gpus_per_process=log.ranks_per_process, net_kind=case.net_kind)
-    arch = arch_of_gpu_name(log.devices[0].name) if log.devices else None
+    fields = log.machine_fields()       # threads per process, arch (synth/formats/nccl_tests/reader.py)
+    m = NcclMachine.from_topology(topo, gpus_per_process=fields.pop("gpus_per_process"), net_kind=case.net_kind)
     named = {"gpu_name": log.devices[0].name} if log.devices and log.devices[0].name else {}
-    threads = {"threads_per_process": log.threads_per_process}      # each enqueues its own nGpus: the host time
-    return m.with_(**{**threads, **({"arch": arch} if arch else {}), **named, **case.machine})
+    return m.with_(**{**fields, **named, **case.machine})
 
 
 @functools.lru_cache(maxsize=None)

@@ -127,14 +127,8 @@ def _machine(args, run) -> dict:
     ``nGpus``, the host time), the network (the log's NCCL INFO lines, unless ``--net``
     put a transport on the topology's NICs), and ``--nic-dma-gbps`` (a measured GPU-memory rate per
     NIC: :attr:`synth.model.nccl.NcclMachine.gpu_net_gbps`)."""
-    from synth.model.nccl import arch_of_gpu_name
-    out = {}
-    if run is not None:                 # -t T -g G: one process of T x G ranks (nccl-tests v2.19.6 common.cu:901)
-        out["gpus_per_process"] = run.ranks_per_process
-        out["threads_per_process"] = run.threads_per_process      # each thread enqueues its own -g GPUs: host time
-        arch = arch_of_gpu_name(run.devices[0].name) if run.devices else None
-        if arch:
-            out["arch"] = arch
+    # -t T -g G: one process of T x G ranks (nccl-tests v2.19.6 common.cu:901)
+    out = run.machine_fields() if run is not None else {}
     if not args.net and run is not None and run.network is not None:
         out["net_kind"] = run.network.kind
     dma = getattr(args, "nic_dma_gbps", None)

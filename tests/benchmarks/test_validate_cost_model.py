@@ -72,3 +72,17 @@ def test_only_out_of_place_rows_are_scored_and_the_output_says_so(logs):
     lines = v.console_lines([res])
     assert lines[0].startswith("rows compared: out-of-place") and "in-place columns are not read" in lines[0]
     assert len(lines) == 2 and lines[1].startswith(res["case"].file)
+
+
+@pytest.mark.parametrize("threads, gpus", [(2, 4), (4, 2)])
+def test_simulate_and_validation_take_the_same_machine_fields_from_a_threaded_log(logs, threads, gpus):
+    """``simulate --import`` and this validation read one log's machine the same way (NcclTestsLog.machine_fields):
+    T x G GPUs per process, T threads, and the first device's architecture (an H100 is sm90), by hand."""
+    import argparse
+
+    from synth.cli.simulate import _machine
+    log, _, machine = v._log_and_machine(v._Keyed(logs(threads, gpus)))
+    fields = _machine(argparse.Namespace(net=None, nic_dma_gbps=None), log)
+    assert {k: fields[k] for k in ("gpus_per_process", "threads_per_process", "arch")} == {
+        "gpus_per_process": threads * gpus, "threads_per_process": threads, "arch": "sm90"}
+    assert (machine.gpus_per_process, machine.threads_per_process, machine.arch) == (threads * gpus, threads, "sm90")

@@ -148,6 +148,15 @@ class NcclTestsLog:
         ``nGpus`` GPUs: common.cu lines 548-619 and 1725-1768 at v2.19.6); 1 where the log prints none."""
         return self.n_threads or 1
 
+    def machine_fields(self) -> dict:
+        """The NCCL model's machine settings this log gives: ``gpus_per_process`` (:attr:`ranks_per_process`),
+        ``threads_per_process`` (each thread enqueues its own ``-g`` GPUs: the host time) and, where the first
+        device line names a known GPU, its ``arch`` (``sm90``, ``gfx942``...)."""
+        from synth.model.nccl.machine import arch_of_gpu_name
+        out = {"gpus_per_process": self.ranks_per_process, "threads_per_process": self.threads_per_process}
+        arch = arch_of_gpu_name(self.devices[0].name) if self.devices else None
+        return {**out, "arch": arch} if arch else out
+
     def busbw_values(self) -> list[float]:
         """All busbw cells (out-of-place then in-place per row), as "Avg bus bandwidth" averages."""
         out = []
