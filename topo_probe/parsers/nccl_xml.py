@@ -176,11 +176,11 @@ class _Importer:
         return node
 
     def pci_gbps(self, el: El) -> float:
-        # NCCL writes link_width="" (and link_speed="") for a device it finds no sysfs path of, as in a VM
-        # (v2.28.9-1 src/graph/xml.cc 611-626), and reads "" as width 0, then x16 (src/graph/topo.cc 484-488)
-        width = 0 if el.attrs.get("link_width") == "" else attr_int(el, "link_width", self.source, 0, 64, 16)
-        if el.attrs.get("link_width") == "":
+        if el.attrs.get("link_width") == "":    # NCCL writes "" (and link_speed="") for a device of no sysfs path
+            width = 0       # (VM; v2.28.9-1 src/graph/xml.cc 611-626), read as 0, then x16 (src/graph/topo.cc 484-488)
             self.note("PCIe link width empty in some <pci> elements: x16 assumed (as NCCL does)")
+        else:
+            width = attr_int(el, "link_width", self.source, 0, 64, 16)
         gen = pcie_gen_from_speed(el.attrs.get("link_speed"))
         if gen is None:
             self.note("PCIe link speed missing or unknown in some <pci> elements: Gen3 assumed (as NCCL does)")
