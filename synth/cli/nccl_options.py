@@ -140,10 +140,11 @@ def unapplied_note(args, doing: str) -> str | None:
     return f"not applied: {', '.join(named)}; {doing}" if named else None
 
 
-def root_note(args, collective: str) -> str | None:
-    """A note when ``-r`` names a root for a collective that has none: nccl-tests takes any ``-r``
-    (NVIDIA/nccl-tests v2.19.6 src/common.cu line 1273, ``ncclroot = strtol(optarg, NULL, 0)``) and its unrooted
-    tests run with root -1 whatever it says (all_reduce.cu line 574, all_gather.cu line 87), so it is ignored here
+def root_note(args, name: str) -> str | None:
+    """A note when ``-r`` names a root for a collective (``name``: canonical, :func:`synth.ir.collectives.canonical`)
+    that has none: nccl-tests takes any ``-r`` (NVIDIA/nccl-tests v2.19.6 src/common.cu line 1273,
+    ``ncclroot = strtol(optarg, NULL, 0)``) and its unrooted tests run with root -1 whatever it says (all_reduce.cu
+    line 574, all_gather.cu line 87), so it is ignored here
     too; None for a rooted collective or ``-r 0`` (the default).
 
     >>> root_note(argparse.Namespace(root="5"), "allreduce")
@@ -151,16 +152,16 @@ def root_note(args, collective: str) -> str | None:
     >>> root_note(argparse.Namespace(root="5"), "broadcast"), root_note(argparse.Namespace(root="0"), "allgather")
     (None, None)
     """
-    from synth.ir.collectives import ROOTED, canonical
-    name = canonical(collective)
+    from synth.ir.collectives import ROOTED
     if name in ROOTED or parse_int(args.root, "root") == 0:
         return None
     return f"-r {args.root} ignored: {name} has no root (nccl-tests runs it with root -1, as here)"
 
 
-def mulsum_note(args, collective: str) -> str | None:
-    """A note for ``-o all`` of a reducing collective: nccl-tests' ``all`` has a sixth op, ``mulsum`` (NCCL's
-    pre-multiplied sum, ``ncclRedOpCreatePreMulSum``, with NCCL 2.11 or later: NVIDIA/nccl-tests v2.19.6
+def mulsum_note(args, name: str) -> str | None:
+    """A note for ``-o all`` of a reducing collective (``name``: canonical, :func:`synth.ir.collectives.canonical`):
+    nccl-tests' ``all`` has a sixth op, ``mulsum`` (NCCL's pre-multiplied sum, ``ncclRedOpCreatePreMulSum``, with
+    NCCL 2.11 or later: NVIDIA/nccl-tests v2.19.6
     src/common.cu lines 57-65 and 1142-1149), which no executor here runs, so its rows are missing.
 
     >>> mulsum_note(argparse.Namespace(op="all"), "allreduce")[:40]
@@ -168,8 +169,7 @@ def mulsum_note(args, collective: str) -> str | None:
     >>> mulsum_note(argparse.Namespace(op="all"), "allgather"), mulsum_note(argparse.Namespace(op="sum"), "reduce")
     (None, None)
     """
-    from synth.ir.collectives import canonical
-    if args.op != "all" or canonical(collective) not in ("allreduce", "reducescatter", "reduce"):
+    if args.op != "all" or name not in ("allreduce", "reducescatter", "reduce"):
         return None
     return ("-o all: sum, prod, max, min, avg; not mulsum (nccl-tests' sixth op with NCCL >= 2.11, a pre-multiplied "
             "sum no executor here runs)")
