@@ -281,8 +281,7 @@ def bind_call(spec: CollectiveSpec, sends: Sequence, recvs: Sequence, devices: S
         copied = copied or any(a is not b for a, b in zip(before, flat_s))
     else:
         inplace = _in_place(spec, flat_s, flat_r, count)
-        if ranks is None:
-            check_buffer_layout(what or spec.name, flat_s, flat_r)
+        check_buffer_layout(what or spec.name, flat_s, flat_r)      # the bound ranks' buffers (the others None)
     return BoundCall(spec, count or 0, np.dtype(dtype if dtype is not None else np.uint8), inplace,
                      tuple(flat_s), tuple(flat_r), copied)
 

@@ -43,7 +43,7 @@ import sys
 import time
 from collections import OrderedDict
 
-from kernels.backends.binding import bind_call, check_buffer_layout
+from kernels.backends.binding import bind_call
 from kernels.comm.communicator import nccl_bytes, resolve_topology
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.route import MPI_NO_NCCL, plan_route
@@ -219,7 +219,6 @@ class MPICommunicator(CommunicatorBase):
         me, none = self.rank, [None] * self.size     # arrays checked by the agreement (@agreed): bound once
         call = bind_call(spec, none[:me] + [sendbuf] + none[me + 1:], none[:me] + [recvbuf] + none[me + 1:],
                          checked=True, ranks=(me,))
-        check_buffer_layout(spec.name, call.sends, call.recvs)   # read-only outputs: before the agreement
         bound = {k: b[me] for k, b in (("sendbuf", call.sends), ("recvbuf", call.recvs)) if b[me] is not None}
         sample, count, inplace = next(iter(bound.values()), None), call.count, call.inplace
         if not count:

@@ -119,6 +119,15 @@ def test_bind_call_for_one_rank_of_many():
         bind_call(spec, [None, out[4:7], None, None], [None, out, None, None], ranks=(1,))
 
 
+def test_bind_call_for_one_rank_checks_its_layout():
+    """ranks=(me,) still refuses a read-only output (check_buffer_layout on the bound rank; the others are None)."""
+    spec = CollectiveSpec("allgather", 4, 1)
+    out = np.zeros(12, np.int64)
+    out.flags.writeable = False
+    with pytest.raises(BufferLayoutError, match="^allgather: rank 1's recvbuf is read-only$"):
+        bind_call(spec, [None, np.zeros(3, np.int64), None, None], [None, out, None, None], checked=True, ranks=(1,))
+
+
 def test_direct_schedule_binding_agrees_with_numpy():
     sends = [np.arange(5, dtype=np.int32) * (r + 1) for r in range(3)]
     recvs = [np.zeros(5, np.int32) for _ in range(3)]
