@@ -196,6 +196,12 @@ class CallAgreement:
         except ProcessGroupMismatch:
             pass
 
+    def report(self, collective: str, error: BaseException) -> None:
+        """An error this rank raised before its call of ``collective`` reached the agreement, told to the peers
+        (:meth:`failed`; nothing to tell on one rank); the caller re-raises it."""
+        if self.size > 1:
+            self.failed({"collective": collective}, error)
+
 
 class CallGate:
     """The header exchange of one call: :attr:`recvs` (one per peer, in ``agreement.peers``
@@ -271,8 +277,7 @@ def agreed(collective: str):
                 if outermost and not state.agreed and not isinstance(exc, (PeerFailed, ProcessGroupMismatch)):
                     if isinstance(exc, ValueError) and f"rank {self.rank}" not in str(exc):
                         exc.args = (f"{name}: rank {self.rank}: {exc}",)  # say whose call it was
-                    if self.size > 1:
-                        state.failed({"collective": collective}, exc)
+                    state.report(collective, exc)
                 raise
             finally:
                 state.depth -= 1

@@ -27,8 +27,7 @@ def fused_all_reduce(comm, tensors, *, mode: str = "auto", bucket_mb: float = 64
         buckets = plan_buckets([t.nbytes for t in tensors], mode, bucket_mb=bucket_mb,
                                split_points=split_points, keys=[t.dtype for t in tensors])
     except Exception as exc:
-        if comm.size > 1:
-            comm.agreement.failed({"collective": "fused_allreduce"}, exc)
+        comm.agreement.report("fused_allreduce", exc)
         raise
     for bucket in buckets:
         ts = [tensors[i] for i in bucket]
