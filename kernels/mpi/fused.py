@@ -57,8 +57,8 @@ def compressed_all_reduce(comm, in_array, out_array, *, compression: str = "bf16
     group_size = cz.DEFAULT_GROUP if group_size is None else group_size
     n, count = comm.size, int(in_array.size)
     # every rank must use the same format, group and op (the wire is bytes: no dtype would differ)
-    comm.agreement.check_plain({"collective": "compressed_allreduce", "root": None, "count": count, "op": op,
-                                "dtype": np.dtype(in_array.dtype).name, "schedule": f"{fmt.name}/{group_size}"})
+    comm.agreement.check_plain({**comm.agreement.header(None, count, in_array.dtype, op, "compressed_allreduce"),
+                                "schedule": f"{fmt.name}/{group_size}"})
     if count == 0:
         return out_array
     b = -(-count // n)
