@@ -283,10 +283,11 @@ class MPICommunicator(CommunicatorBase):
     def all_gather(self, in_array, out_array, count: int | None = None, stream=None):
         """Block r of ``out`` is rank r's input; ``in is out`` means in place (block ``rank``)."""
         n, r = self.size, self.rank
+        count = None if count is None else check_count(f"all_gather: rank {r}", count)   # once, in place or not
         if in_array is out_array:
-            count = out_array.size // n if count is None else check_count(f"all_gather: rank {r}", count)
+            count = out_array.size // n if count is None else count
             in_array = out_array.reshape(-1)[r * count:(r + 1) * count]
-        count = in_array.size if count is None else check_count(f"all_gather: rank {r}", count)
+        count = in_array.size if count is None else count
         self._collective("allgather", _head(_contig(in_array), count),
                          _head(_out(out_array, "all_gather"), n * count), count)
         return out_array
@@ -295,10 +296,11 @@ class MPICommunicator(CommunicatorBase):
     def reduce_scatter(self, in_array, out_array, count: int | None = None, op: str = "sum", stream=None):
         """``out`` = reduction of block ``rank`` of every input; ``in is out``: in place."""
         n, r = self.size, self.rank
+        count = None if count is None else check_count(f"reduce_scatter: rank {r}", count)   # once, in place or not
         if in_array is out_array:
-            count = in_array.size // n if count is None else check_count(f"reduce_scatter: rank {r}", count)
+            count = in_array.size // n if count is None else count
             out_array = _out(in_array, "reduce_scatter").reshape(-1)[r * count:(r + 1) * count]
-        count = out_array.size if count is None else check_count(f"reduce_scatter: rank {r}", count)
+        count = out_array.size if count is None else count
         self._collective("reducescatter", _head(_contig(in_array), n * count),
                          _head(_out(out_array, "reduce_scatter"), count), count, op=op)
         return out_array
