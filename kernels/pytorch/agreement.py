@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kernels.pytorch.checks import ANY_LAYOUT, layout_names
+from kernels.pytorch.checks import ANY_LAYOUT, common_layouts, layout_names
 from kernels.pytorch.dtypes import OP_CODES, dtype_from_code
 from kernels.pytorch.errors import BadTensor, CollectiveMismatch, PeerGone
 
@@ -138,10 +138,7 @@ def compare(rows: list, local_notes: list[str], this_rank: int) -> None:
 def _compare_layouts(what: str, bits: list[int]) -> None:
     """Ranks agree on a layout where one is in every rank's bits (a tensor in which two layouts
     coincide counts as both); else the first rank whose bits miss rank 0's is named."""
-    common = ANY_LAYOUT
-    for b in bits:
-        common &= b
-    if not common:
+    if not common_layouts(bits):
         odd = next((r for r, b in enumerate(bits) if not b & bits[0]), len(bits) - 1)
         raise CollectiveMismatch(f"{what}: ranks disagree on memory layout: rank 0 has {layout_names(bits[0])}, "
                                  f"rank {odd} has {layout_names(bits[odd])} (their bytes are in different "

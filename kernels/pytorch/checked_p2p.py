@@ -265,7 +265,7 @@ class CheckedP2P:
             header_work.wait()
             if src is None:
                 src = header_work._source_rank()
-            message = header.view(-1).view(torch.uint8)
+            message = header                  # flat uint8 already (_header_buffer)
             seq, count, code, inline = _read_header(message, f"recv from rank {src} (tag {tag}) on rank {self.rank}")
             dtype = _DTYPES[code - 1]
             ok = count == t.numel() and dtype == t.dtype

@@ -88,12 +88,17 @@ def layout_names(bits: int) -> str:
     return "/".join(name for k, name in enumerate(LAYOUTS) if bits >> k & 1) or "no layout"
 
 
+def common_layouts(bits) -> int:
+    """The layouts in every one of ``bits`` (each bits of :data:`LAYOUTS`; 0: none; :data:`ANY_LAYOUT` of none)."""
+    common = ANY_LAYOUT
+    for b in bits:
+        common &= b
+    return common
+
+
 def call_layouts(tensors) -> int:
     """The layouts every tensor of ``tensors`` is in (bits of :data:`LAYOUTS`; 0: none)."""
-    common = ANY_LAYOUT
-    for t in tensors:
-        common &= layout_bits(t)
-    return common
+    return common_layouts(layout_bits(t) for t in tensors)
 
 
 def same_layout(tensors, first: int = 0) -> tuple[int, str]:
@@ -168,5 +173,5 @@ def first_failure(*results) -> tuple[int, str]:
     return next((r for r in results if r[0]), (0, ""))
 
 
-__all__ = ["tensors_ok", "dense", "flat", "layouts_ok", "layout_bits", "layout_names", "call_layouts",
+__all__ = ["tensors_ok", "dense", "flat", "layouts_ok", "layout_bits", "layout_names", "common_layouts", "call_layouts",
            "same_layout", "LAYOUTS", "ANY_LAYOUT", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]
