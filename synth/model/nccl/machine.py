@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
 from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_path
+from synth.model.nccl.pcie_path import gpu_pcie_gen, pcie_path_gbs
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -79,7 +80,8 @@ class NcclMachine:
     150 µs on every EFA platform; -1: the table, :func:`.net_transport.plugin_latency_us`; NCCL's choice only,
     :func:`.net_transport.tuner_inter_latency_us`);
     ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`);
-    ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
+    ``pcie_path_gbs`` the slowest PCIe link between the host's GPUs where narrower than the x16 rate of ``pcie_gen``
+    (0: none; :mod:`.pcie_path`, which caps every PCIe / host-memory stream by it); ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
     uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`);
     ``p2p_write_gbs`` the GB/s per direction of the slowest hop of the ring NCCL builds when a measurement of the
     host states it (CUDA's p2pBandwidthLatencyTest, unidirectional, P2P writes, rows = senders; 0: not stated).  With
@@ -135,6 +137,7 @@ class NcclMachine:
     gpu_numa_nodes: int = 0
     nic_path: str = "PXB"
     threads_per_process: int = 1
+    pcie_path_gbs: float = 0.0
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -151,7 +154,7 @@ class NcclMachine:
                   (self.threads_per_process >= 1 and self.gpus_per_process % self.threads_per_process == 0,
                    f"gpus_per_process {self.gpus_per_process} do not split evenly over threads_per_process "
                    f"{self.threads_per_process}"),
-                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
+                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and min(self.p2p_write_gbs, self.pcie_path_gbs) >= 0,
                    "link and NIC bandwidths must be positive")]
         for ok, message in checks:
             if not ok:
@@ -344,14 +347,13 @@ class NcclMachine:
         vendor = "amd" if any(re.search(r"AMD|EPYC", str(c.get("name", ""))) for c in cpus) else "intel"
         arm = any(re.search(r"Grace|Neoverse|ARM|aarch64", str(c.get("name", ""))) for c in cpus)
         cpu_arch = "arm" if arm else "x86"
-        pcie = max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5)
-        gen = 6 if pcie > 80 else 5 if pcie > 40 else 4 if pcie > 20 else 3
+        gen = gpu_pcie_gen(topo)
         p2p = all(topo.p2p(0, k).read for k in _ring_peers(topo, local))
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
                    float(link_gbs), matrix, vendor, max(1, len(cpus)), cpu_arch,
                    gpu_name=str(g.nodes[gpu0].get("name") or ""), gpus_per_uplink=_uplink_gpus(topo, local),
-                   nic_path=topology_nic_path(topo, local))
+                   nic_path=topology_nic_path(topo, local), pcie_path_gbs=pcie_path_gbs(topo, local, gen))
 
 
 def _uplink_gpus(topo: Topology, local: list[int]) -> int:
