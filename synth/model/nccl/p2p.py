@@ -380,6 +380,9 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         t_intra = max(t_intra, mesh_send_us(m, params, coll, per, version) or 0.0)
     t_intra *= fill
     t_inter = inter_b / (1000.0 * inter_gbs) if inter_b else 0.0
+    if inter_b and m.intra == "pcie":   # both parts leave over the GPU's PCIe path (search.cc 110): .pcie_path
+        path_gbs = pcie_stream_gbs(m) * params.link_efficiency(m.arch, "pcie")
+        t_inter = max(t_inter, (intra_b + inter_b) / (1000.0 * path_gbs))
     # ASSUMED, unsourced: each extra work batch costs the whole call's fixed µs again (p2p_cta.p2p_extra_batches)
     extra = p2p_extra_batches(m, coll, ch_part, p2p_total_channels(g.n_channels), version)
     t_dev = params.p2p_latency_us * (1 + extra) + (p2p_net_hop_us(m, params) if inter_b else 0.0) \

@@ -37,17 +37,23 @@ def gpu_pcie_gen(topo: Topology, gpu: int = 0) -> int:
     return _gen_of(max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5))
 
 
+def _counted(g, u: str, v: str) -> bool:
+    """A PCIe link, or the link between two CPU sockets (NCCL's ``LINK_SYS``: v2.28.9-1 src/graph/topo.cc
+    ``ncclTopoConnectCpus`` lines 264-277, line 273; here at the Topology's own rate), which a ring across the sockets
+    crosses in each direction (its host-bridge-to-CPU links are the CPU's own, not counted)."""
+    return g.edges[u, v]["kind"] == "pcie" or g.nodes[u].get("kind") == g.nodes[v].get("kind") == "cpu"
+
+
 def slowest_pcie_link_gbs(topo: Topology, local: list[int]) -> float:
-    """The slowest PCIe link (GB/s per direction) on the PCIe paths from GPU ``local[0]`` to the host's other GPUs
-    (:meth:`Topology.pcie_paths`: through switches, host bridges and CPUs; CPU links are not PCIe and not counted);
+    """The slowest PCIe or socket-to-socket link (GB/s per direction) on the PCIe paths from GPU ``local[0]`` to the
+    host's other GPUs (:meth:`Topology.pcie_paths`: through switches, host bridges and CPUs; :func:`_counted`);
     ``inf`` where there is none."""
     g, slowest = topo.graph, math.inf
     for k in local[1:]:
         for path in topo.pcie_paths(local[0], k):
             for u, v in zip(path, path[1:]):
-                d = g.edges[u, v]
-                if d["kind"] == "pcie":
-                    slowest = min(slowest, d["bandwidth_gbps"])
+                if _counted(g, u, v):
+                    slowest = min(slowest, g.edges[u, v]["bandwidth_gbps"])
     return slowest
 
 
@@ -56,6 +62,16 @@ def pcie_path_gbs(topo: Topology, local: list[int], gen: int) -> float:
     the x16 rate of ``gen`` (a narrower GPU link, uplink or inter-switch link), else 0.0 (none narrower)."""
     slowest = slowest_pcie_link_gbs(topo, local)
     return float(slowest) if slowest < PCIE_X16_GBS[gen] - 1e-9 else 0.0
+
+
+def nic_gbs(topo: Topology, nic: str) -> float:
+    """NIC ``nic``'s rate (GB/s per direction): its line rate (``speed_gbps``; 0 where none is stated), at most its own
+    PCIe link's, which every GPU-to-NIC path crosses (v2.28.9-1 src/graph/topo.cc lines 482-492 rate the NIC's link
+    by its lanes x speed like any other; a path is its slowest link, src/graph/paths.cc line 67)."""
+    g = topo.graph
+    speed = float(g.nodes[nic].get("speed_gbps") or 0.0)
+    own = [d["bandwidth_gbps"] for _, _, d in g.out_edges(nic, data=True) if d["kind"] == "pcie"]
+    return min([speed] + own) if speed and own else speed
 
 
 def pcie_stream_gbs(m) -> float:
@@ -71,4 +87,4 @@ def pcie_stream_gbs(m) -> float:
     return min(x16, m.pcie_path_gbs) if m.pcie_path_gbs > 0 else x16
 
 
-__all__ = ["gpu_pcie_gen", "slowest_pcie_link_gbs", "pcie_path_gbs", "pcie_stream_gbs"]
+__all__ = ["gpu_pcie_gen", "slowest_pcie_link_gbs", "pcie_path_gbs", "nic_gbs", "pcie_stream_gbs"]
