@@ -6,7 +6,8 @@ same link constants (``synth/model/physics.py``).
 
 Machines: the presets and clusters of 2-16 hosts over InfiniBand, RoCE, EFA, EFA v2 and TCPXO, and PCIe-limited
 hosts read from an NCCL topology dump (:func:`pcie_limited`: 4 x L40S under two Broadcom switches, the GPUs' links
-at Gen4 x16, Gen3 x8 or Gen5 x16, with P2P through a ``<pcilink>`` or through host memory behind x4 uplinks);
+at Gen4 x16, Gen3 x8 or Gen5 x16, with P2P through a ``<pcilink>`` or through host memory behind x4 uplinks) and
+two family fixtures (:func:`family`: 4 x P100 on two sockets, a VM's dump without sysfs);
 sizes 8 B - 8 GiB (every 4x); baselines on fabrics of up to 32 ranks.  Prints and writes one row
 per machine (cells, cells below the bound, the closest NCCL came to the bound) and every cell
 below it.  About a minute on 2 cores.
@@ -44,9 +45,9 @@ CLUSTERS = [("dgx-h100", 2, None, False), ("dgx-h100", 4, None, True), ("dgx-h10
             ("mi300x", 2, None, False), ("dgx-h100", 16, None, True)]
 
 
-def machine(preset, nodes=None, net=None, rail=False):
-    """``preset`` (a name or a Topology) as ``--nodes`` / ``--net`` / ``--rail-optimized`` shape it."""
-    ns = argparse.Namespace(nodes=nodes, nic_gbps=None, nics_per_node=None, rail_optimized=rail, net=net,
+def machine(preset, nodes=None, net=None, rail=False, nic_gbps=None):
+    """``preset`` (a name or a Topology) as ``--nodes`` / ``--net`` / ``--rail-optimized`` / ``--nic-gbps`` shape it."""
+    ns = argparse.Namespace(nodes=nodes, nic_gbps=nic_gbps, nics_per_node=None, rail_optimized=rail, net=net,
                             spine_oversubscription=None, hosts_per_leaf=None)
     return apply_machine_arguments(get_preset(preset) if isinstance(preset, str) else preset, ns)
 
@@ -74,6 +75,7 @@ def pcie_dump_variant(gpu_link: str = "", switch_link: str = "", pcilink: bool =
 PCIE_VARIANTS = [("4 x L40S Gen4 x16, pcilink", "", "", True, None),
                  ("2 x 4 x L40S Gen4 x16, pcilink", "", "", True, 2),
                  ("4 x L40S Gen3 x8, pcilink", 'link_speed="8.0 GT/s PCIe" link_width="8"', "", True, None),
+                 ("2 x 4 x L40S Gen3 x8, pcilink", 'link_speed="8.0 GT/s PCIe" link_width="8"', "", True, 2),
                  ("4 x L40S Gen5 x16, pcilink", 'link_speed="32.0 GT/s PCIe" link_width="16"', "", True, None),
                  ("4 x L40S Gen4 x16, SHM", "", "", False, None),
                  ("4 x L40S Gen4 x16, SHM, x4 uplinks", "", 'link_speed="16.0 GT/s PCIe" link_width="4"', False, None)]
@@ -87,6 +89,23 @@ def pcie_limited(folder: Path) -> list[tuple[str, object]]:
         path.write_text(pcie_dump_variant(gpu_link, switch_link, pcilink))
         topo = load_topology(str(path))
         out.append((name, machine(topo, hosts) if hosts else topo))
+    return out
+
+
+#: (name, fixture in tests/fixtures/family, hosts, --nic-gbps) of the family fixtures whose links bound NCCL's streams:
+#: 4 x P100 on two sockets joined by a 20 GB/s link (nvidia-smi, no P2P across them), and a VM's dump without sysfs
+#: (Gen3 x16 read for its links, a 100 Gb/s NIC without GPUDirect RDMA)
+FAMILY = [("4 x P100, 2 sockets (nvidia-smi)", "nvsmi_p100x4_driver384_soc.txt", None, None),
+          ("2 x 4 x P100, 2 sockets, 12.5 GB/s NIC", "nvsmi_p100x4_driver384_soc.txt", 2, 12.5),
+          ("2 x 2 x A100 VM, no sysfs", "nccl_topo_dump_vm_no_sysfs.xml", 2, None)]
+
+
+def family(fixtures: Path = ROOT / "tests" / "fixtures" / "family") -> list[tuple[str, object]]:
+    """The :data:`FAMILY` machines as ``(name, Topology)``."""
+    out = []
+    for name, file, hosts, nic in FAMILY:
+        topo = load_topology(str(fixtures / file))
+        out.append((name, machine(topo, hosts, nic_gbps=nic) if hosts else topo))
     return out
 
 
@@ -122,7 +141,7 @@ def main(argv=None) -> int:
     machines += [(f"{k} x {pr}{', ' + net if net else ''}{', rails' if rail else ''}", machine(pr, k, net, rail))
                  for pr, k, net, rail in CLUSTERS]
     with tempfile.TemporaryDirectory() as folder:
-        machines += pcie_limited(Path(folder))
+        machines += pcie_limited(Path(folder)) + family()
     lines = ["# The lower bound against both sides", "",
              f"Command: `python benchmarks/bound_check.py {' '.join(sys.argv[1:] if argv is None else argv)}`", "",
              "Per machine: cells timed (NCCL's modelled choice and every baseline schedule by the cost model, 8 "

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from synth.model.nccl import NcclMachine, NcclModel
+from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
 from synth.model.nccl.pcie_path import pcie_stream_gbs
 from topo_probe.load import load_topology
 
@@ -75,5 +75,58 @@ def test_pcie_limited_machines_stay_above_the_bound(tmp_path, k):
     """The bound check's PCIe-limited machines (``bound_check.PCIE_VARIANTS``): no cell below the bound
     (the Gen4 pcilink dump had 55 of 560 before, its 2-host form 28; Gen3 x8 72)."""
     name, topo = bound_check.pcie_limited(tmp_path)[k]
+    _, below, _ = bound_check.check(topo, sizes=[8 << s for s in range(0, 31, 3)], max_schedule_ranks=8)
+    assert not below, (name, below[:3])
+
+
+FAMILY = Path(__file__).resolve().parents[3] / "fixtures" / "family"
+
+
+def test_a_ring_across_two_sockets_is_capped_by_their_20_gb_s_link():
+    """4 x P100 on two sockets (nvidia-smi: SOC between the pairs, no P2P), the sockets joined by a 20 GB/s link in the
+    Topology.  A ring crosses it once each way (search.cc line 110: a channel takes bandwidth from every link), so a
+    1 GiB ring broadcast moves 1 GiB over it: at least 1 GiB / (20 GB/s x link_eff[shm]) = 107,374.2 µs at the
+    model's host-memory efficiency of 0.5 (before: 68,241 µs, 1.6 x the link)."""
+    m = NcclMachine.from_topology(load_topology(str(FAMILY / "nvsmi_p100x4_driver384_soc.txt")))
+    assert (m.sockets, m.p2p, m.pcie_path_gbs) == (2, False, 20.0)
+    eff = DEFAULT_PARAMS.link_efficiency(m.arch, "shm")
+    assert eff == 0.5
+    assert _floor_us(GIB, 20.0 * eff) == pytest.approx(107374.2, abs=0.1)
+    assert NcclModel(m).choose("broadcast", GIB).time_us > _floor_us(GIB, 20.0 * eff)
+
+
+def test_a_nic_is_capped_by_its_own_pcie_link():
+    """A VM's dump without sysfs: the NIC's link read as Gen3 x16 (15.75 GB/s); a 50 GB/s line rate given on the command
+    line cannot leave through it (topo.cc lines 482-492 rate the NIC's link; paths.cc line 67: a path's slowest)."""
+    topo = bound_check.machine(load_topology(str(FAMILY / "nccl_topo_dump_vm_no_sysfs.xml")), 2, nic_gbps=50.0)
+    assert NcclMachine.from_topology(topo).nic_gbps == 15.75
+
+
+def test_a_gpu_reaches_its_nics_at_most_at_its_path_rate():
+    """Two 25 GB/s NIC ports for 4 Gen3 x8 GPUs: each GPU's traffic leaves over its 7.875 GB/s link, so the node's
+    GPUs send 4 x 7.875 = 31.5 GB/s, not the ports' 50 (``used_net_gbps``; before: min(50, 4 x 15.75))."""
+    m = NcclMachine("l40s", "sm89", 8, 2, "pcie", 0, pcie_gen=3, nics_per_node=2, nic_gbps=25.0, pcie_path_gbs=7.875)
+    assert m.used_net_gbps == 31.5
+
+
+def test_a_two_host_alltoall_leaves_over_the_gpus_own_link(tmp_path):
+    """2 x 4 x L40S at Gen3 x8: a GPU sends 7/8 of its 1 GiB to the 7 other ranks, all over its own 7.875 GB/s link,
+    its 3 local peers' parts and its 4 remote ones' alike (not at once over two paths): at least
+    7/8 GiB / (7.875 x link_eff[pcie]) = 149,130.8 µs at the model's PCIe efficiency 0.8 (before: 63,967 µs)."""
+    path = tmp_path / "dump.xml"
+    path.write_text(bound_check.pcie_dump_variant(gpu_link=GEN3_X8))
+    m = NcclMachine.from_topology(bound_check.machine(load_topology(str(path)), 2))
+    eff = DEFAULT_PARAMS.link_efficiency(m.arch, "pcie")
+    assert (m.nodes, m.pcie_path_gbs, eff) == (2, 7.875, 0.8)
+    floor = _floor_us(GIB * 7 / 8, 7.875 * eff)
+    assert floor == pytest.approx(149130.8, abs=0.1)
+    assert NcclModel(m).choose("alltoall", GIB).time_us > floor
+
+
+@pytest.mark.parametrize("k", range(len(bound_check.FAMILY)))
+def test_family_machines_stay_above_the_bound(k):
+    """``bound_check.FAMILY``: the two-socket P100 had 13 of 385 cells below the bound at these sizes (broadcast,
+    reduce, allreduce), 14 on two hosts with 12.5 GB/s NICs."""
+    name, topo = bound_check.family()[k]
     _, below, _ = bound_check.check(topo, sizes=[8 << s for s in range(0, 31, 3)], max_schedule_ranks=8)
     assert not below, (name, below[:3])
