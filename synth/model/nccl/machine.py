@@ -347,7 +347,7 @@ class NcclMachine:
         vendor = "amd" if any(re.search(r"AMD|EPYC", str(c.get("name", ""))) for c in cpus) else "intel"
         arm = any(re.search(r"Grace|Neoverse|ARM|aarch64", str(c.get("name", ""))) for c in cpus)
         cpu_arch = "arm" if arm else "x86"
-        gen = gpu_pcie_gen(topo)
+        gen = min(gpu_pcie_gen(topo, k) for k in local)       # the host's slowest GPU link
         p2p = all(topo.p2p(0, k).read for k in _ring_peers(topo, local))
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,

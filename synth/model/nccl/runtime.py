@@ -100,7 +100,7 @@ def ring_capacity_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p: b
         # writes into the next GPU over the same links, one flow per direction too.  NCCL's search speeds
         # for such paths (PCI_BW 24 GB/s, AMD_BW 16 or 10 GB/s through a CPU; topo.h) are its tuning
         # estimates, which its 2 channels of a PCIe ring do not stop at; capped by the slowest PCIe link between
-        # the GPUs (a narrower GPU link, switch uplink or inter-switch link: :mod:`.pcie_path`, search.cc line 110)
+        # the GPUs (a narrower GPU link, switch uplink or socket link: :mod:`.pcie_path`, search.cc line 110)
         raw = pcie_stream_gbs(m)
     rate = raw * params.link_efficiency(m.arch, kind)
     return min(rate, m.p2p_write_gbs) if kind == "pcie" and m.p2p_write_gbs > 0 else rate   # NcclMachine docstring

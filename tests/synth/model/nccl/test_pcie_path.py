@@ -39,7 +39,8 @@ def _floor_us(nbytes: float, link_gbs: float) -> float:
 
 def test_the_pcilink_dump_is_gen4_as_its_gpus_links_say(tmp_path):
     """16.0 GT/s x16 = 31.5 GB/s per direction: Gen4, not the switches' 32 GT/s (Gen5).  A 1 GiB ring all_gather
-    on 4 GPUs moves 3/4 GiB through each GPU's link: at least 25,565.3 µs even at 100 % of 31.5 GB/s (before: 17,058)."""
+    on 4 GPUs moves 3/4 GiB through each GPU's link: at least 25,565.3 µs even at 100 % of 31.5 GB/s
+    (before: 17,058)."""
     _, m = _machine(tmp_path)
     assert (m.pcie_gen, m.pcie_path_gbs) == (4, 0.0)
     assert pcie_stream_gbs(m) == 31.5
@@ -58,11 +59,32 @@ def test_a_gen3_x8_gpu_streams_at_most_7_875_gb_s(tmp_path):
         assert NcclModel(m).choose(coll, GIB).time_us > _floor_us(GIB * 3 / 4, 7.875), coll
 
 
-def test_a_narrow_switch_uplink_caps_the_ring(tmp_path):
-    """Switches at 16 GT/s x4 = 7.875 GB/s: the ring crosses the pcilink between them (read as the slower uplink)."""
-    _, m = _machine(tmp_path, switch_link=X4_UPLINK)
-    assert (m.pcie_gen, m.pcie_path_gbs) == (4, 7.875)
-    assert NcclModel(m).choose("allgather", GIB).time_us > _floor_us(GIB * 3 / 4, 7.875)
+def test_a_narrow_switch_uplink_caps_the_ring_through_host_memory(tmp_path):
+    """Switches at 16 GT/s x4 (4 lanes x 1.969 = 7.875 GB/s), no ``<pcilink>``: the switches meet
+    at the host bridge, so a ring between them crosses both uplinks; 3/4 GiB at 7.875 GB/s is 102,261.2 µs at least."""
+    _, m = _machine(tmp_path, switch_link=X4_UPLINK, pcilink=False)
+    assert (m.pcie_gen, m.p2p, m.pcie_path_gbs) == (4, False, 7.875)
+    floor = _floor_us(GIB * 3 / 4, 7.875)
+    assert floor == pytest.approx(102261.2, abs=0.1)
+    assert NcclModel(m).choose("allgather", GIB).time_us > floor
+
+
+def test_a_pcilink_never_limits_a_gpu_pair(tmp_path):
+    """With ``<pcilink>`` NCCL joins the switches with LINK_LOC at LOC_BW, 5000 GB/s (v2.28.9-1 src/graph/topo.cc
+    line 637, topo.h line 15), and its breadth-first paths (src/graph/paths.cc lines 52-108) take it, one hop shorter
+    than through the CPU: GPU to GPU never crosses the x4 uplinks, so only the GPUs' own 31.5 GB/s links count
+    (the parser's 7.875 GB/s for the pcilink, the slower uplink, is its own reading)."""
+    topo, m = _machine(tmp_path, switch_link=X4_UPLINK)
+    assert (m.pcie_gen, m.p2p, m.pcie_path_gbs, pcie_stream_gbs(m)) == (4, True, 0.0, 31.5)
+    two = NcclMachine.from_topology(bound_check.machine(topo, 2))                  # the mark survives the host copies
+    assert (two.nodes, two.pcie_path_gbs) == (2, 0.0)
+
+
+def test_a_gen4_x8_gpu_reads_as_gen3_as_nccl_rates_it(tmp_path):
+    """16.0 GT/s x8 = 15.75 GB/s, Gen3 x16's rate; NCCL: 8 x 120 / 80 = 16 x 60 / 80 = 12 GB/s for both (v2.28.9-1
+    src/graph/topo.cc lines 423-426 ``kvDictPciGen``, line 491)."""
+    _, m = _machine(tmp_path, gpu_link='link_speed="16.0 GT/s PCIe" link_width="8"')
+    assert (m.pcie_gen, m.pcie_path_gbs, pcie_stream_gbs(m)) == (3, 0.0, 15.75)
 
 
 def test_gen5_gpus_keep_gen5(tmp_path):
@@ -72,8 +94,10 @@ def test_gen5_gpus_keep_gen5(tmp_path):
 
 @pytest.mark.parametrize("k", range(len(bound_check.PCIE_VARIANTS)))
 def test_pcie_limited_machines_stay_above_the_bound(tmp_path, k):
-    """The bound check's PCIe-limited machines (``bound_check.PCIE_VARIANTS``): no cell below the bound
-    (the Gen4 pcilink dump had 55 of 560 before, its 2-host form 28; Gen3 x8 72)."""
+    """The bound check's PCIe-limited machines (``bound_check.PCIE_VARIANTS``): no cell below the bound at these 11
+    sizes, 8 B - 1 GiB every 8x (385 cells a machine).  Before the fix, at these sizes, the first six variants had
+    185 of their 2,310 cells below it: the Gen4 pcilink dump 39, its 2-host form 19, Gen3 x8 48, Gen5 0, SHM 31,
+    SHM with x4 uplinks 48 (the 2-host Gen3 x8 variant, added later, 15)."""
     name, topo = bound_check.pcie_limited(tmp_path)[k]
     _, below, _ = bound_check.check(topo, sizes=[8 << s for s in range(0, 31, 3)], max_schedule_ranks=8)
     assert not below, (name, below[:3])
