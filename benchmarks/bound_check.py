@@ -4,7 +4,10 @@ same link constants (``synth/model/physics.py``).
 
     python benchmarks/bound_check.py --out results/model_validation     # bound_check.md
 
-Machines: the presets and clusters of 2-16 hosts over InfiniBand, RoCE, EFA, EFA v2 and TCPXO;
+Machines: the presets and clusters of 2-16 hosts over InfiniBand, RoCE, EFA, EFA v2 and TCPXO, and PCIe-limited
+hosts read from an NCCL topology dump (:func:`pcie_limited`: 4 x L40S under two Broadcom switches, the GPUs' links
+at Gen4 x16, Gen3 x8 or Gen5 x16, with P2P through a ``<pcilink>`` or through host memory behind x4 uplinks) and
+two family fixtures (:func:`family`: 4 x P100 on two sockets, a VM's dump without sysfs);
 sizes 8 B - 8 GiB (every 4x); baselines on fabrics of up to 32 ranks.  Prints and writes one row
 per machine (cells, cells below the bound, the closest NCCL came to the bound) and every cell
 below it.  About a minute on 2 cores.
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -28,6 +32,7 @@ from synth.model.cost import CostModel  # noqa: E402
 from synth.model.nccl import NcclMachine, NcclModel  # noqa: E402
 from synth.model.physics import cost_params_for  # noqa: E402
 from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
+from topo_probe.load import load_topology  # noqa: E402
 from topo_probe.machines.presets import get_preset  # noqa: E402
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall", "gather", "scatter")
@@ -40,10 +45,68 @@ CLUSTERS = [("dgx-h100", 2, None, False), ("dgx-h100", 4, None, True), ("dgx-h10
             ("mi300x", 2, None, False), ("dgx-h100", 16, None, True)]
 
 
-def machine(preset: str, nodes=None, net=None, rail=False):
-    ns = argparse.Namespace(nodes=nodes, nic_gbps=None, nics_per_node=None, rail_optimized=rail, net=net,
+def machine(preset, nodes=None, net=None, rail=False, nic_gbps=None):
+    """``preset`` (a name or a Topology) as ``--nodes`` / ``--net`` / ``--rail-optimized`` / ``--nic-gbps`` shape it."""
+    ns = argparse.Namespace(nodes=nodes, nic_gbps=nic_gbps, nics_per_node=None, rail_optimized=rail, net=net,
                             spine_oversubscription=None, hosts_per_leaf=None)
-    return apply_machine_arguments(get_preset(preset), ns)
+    return apply_machine_arguments(get_preset(preset) if isinstance(preset, str) else preset, ns)
+
+
+#: the hand-written NCCL dump of 4 x L40S (Gen4 x16) under two Gen5 Broadcom switches joined by ``<pcilink>``
+PCILINK_DUMP = ROOT / "tests" / "fixtures" / "family" / "nccl_topo_dump_bcm_pcilink.xml"
+_GPU_LINK = 'link_speed="16.0 GT/s PCIe" link_width="16">\n        <gpu'
+_SWITCH_LINK = 'subsystem_device="0x100b" link_speed="32.0 GT/s PCIe" link_width="16"'
+_PCILINKS = ('      <pcilink target="0000:35:00.0"/>\n', '      <pcilink target="0000:15:00.0"/>\n')
+
+
+def pcie_dump_variant(gpu_link: str = "", switch_link: str = "", pcilink: bool = True) -> str:
+    """:data:`PCILINK_DUMP`'s text with the GPUs' ``link_speed``/``link_width`` replaced by ``gpu_link`` (e.g.
+    ``'link_speed="8.0 GT/s PCIe" link_width="8"'``), the switches' by ``switch_link``, and without the
+    ``<pcilink>`` pair where ``pcilink`` is False (the switches then meet at the host bridge: PHB, no P2P)."""
+    text = PCILINK_DUMP.read_text()
+    if gpu_link:
+        text = text.replace(_GPU_LINK, f"{gpu_link}>\n        <gpu")
+    if switch_link:
+        text = text.replace(_SWITCH_LINK, f'subsystem_device="0x100b" {switch_link}')
+    return text if pcilink else text.replace(_PCILINKS[0], "").replace(_PCILINKS[1], "")
+
+
+#: (name, gpu_link, switch_link, pcilink, hosts) of the PCIe-limited machines
+PCIE_VARIANTS = [("4 x L40S Gen4 x16, pcilink", "", "", True, None),
+                 ("2 x 4 x L40S Gen4 x16, pcilink", "", "", True, 2),
+                 ("4 x L40S Gen3 x8, pcilink", 'link_speed="8.0 GT/s PCIe" link_width="8"', "", True, None),
+                 ("2 x 4 x L40S Gen3 x8, pcilink", 'link_speed="8.0 GT/s PCIe" link_width="8"', "", True, 2),
+                 ("4 x L40S Gen5 x16, pcilink", 'link_speed="32.0 GT/s PCIe" link_width="16"', "", True, None),
+                 ("4 x L40S Gen4 x16, SHM", "", "", False, None),
+                 ("4 x L40S Gen4 x16, SHM, x4 uplinks", "", 'link_speed="16.0 GT/s PCIe" link_width="4"', False, None)]
+
+
+def pcie_limited(folder: Path) -> list[tuple[str, object]]:
+    """The :data:`PCIE_VARIANTS` as ``(name, Topology)``, each dump written to ``folder`` and read back."""
+    out = []
+    for k, (name, gpu_link, switch_link, pcilink, hosts) in enumerate(PCIE_VARIANTS):
+        path = Path(folder) / f"pcie_variant_{k}.xml"
+        path.write_text(pcie_dump_variant(gpu_link, switch_link, pcilink))
+        topo = load_topology(str(path))
+        out.append((name, machine(topo, hosts) if hosts else topo))
+    return out
+
+
+#: (name, fixture in tests/fixtures/family, hosts, --nic-gbps) of the family fixtures whose links bound NCCL's streams:
+#: 4 x P100 on two sockets joined by a 20 GB/s link (nvidia-smi, no P2P across them), and a VM's dump without sysfs
+#: (Gen3 x16 read for its links, a 100 Gb/s NIC without GPUDirect RDMA)
+FAMILY = [("4 x P100, 2 sockets (nvidia-smi)", "nvsmi_p100x4_driver384_soc.txt", None, None),
+          ("2 x 4 x P100, 2 sockets, 12.5 GB/s NIC", "nvsmi_p100x4_driver384_soc.txt", 2, 12.5),
+          ("2 x 2 x A100 VM, no sysfs", "nccl_topo_dump_vm_no_sysfs.xml", 2, None)]
+
+
+def family(fixtures: Path = ROOT / "tests" / "fixtures" / "family") -> list[tuple[str, object]]:
+    """The :data:`FAMILY` machines as ``(name, Topology)``."""
+    out = []
+    for name, file, hosts, nic in FAMILY:
+        topo = load_topology(str(fixtures / file))
+        out.append((name, machine(topo, hosts, nic_gbps=nic) if hosts else topo))
+    return out
 
 
 def check(topo, *, sizes=SIZES, max_schedule_ranks: int = 32) -> tuple[int, list[tuple], float]:
@@ -77,6 +140,8 @@ def main(argv=None) -> int:
     machines = [(name, get_preset(name)) for name in PRESETS]
     machines += [(f"{k} x {pr}{', ' + net if net else ''}{', rails' if rail else ''}", machine(pr, k, net, rail))
                  for pr, k, net, rail in CLUSTERS]
+    with tempfile.TemporaryDirectory() as folder:
+        machines += pcie_limited(Path(folder)) + family()
     lines = ["# The lower bound against both sides", "",
              f"Command: `python benchmarks/bound_check.py {' '.join(sys.argv[1:] if argv is None else argv)}`", "",
              "Per machine: cells timed (NCCL's modelled choice and every baseline schedule by the cost model, 8 "

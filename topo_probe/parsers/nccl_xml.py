@@ -52,16 +52,8 @@ from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import CPU_LATENCY_US, NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_LATENCY_US
-from topo_probe.parsers.hardware import (
-    CPU_LINK_GBPS,
-    PCIE_LANE_GBPS,
-    XGMI_DEFAULT_GBPS,
-    gcn_arch,
-    normalize_bus_id,
-    nvlink_gbps_for_sm,
-    pcie_gen_from_speed,
-    xgmi_gbps_for_arch,
-)
+from topo_probe.parsers.hardware import (CPU_LINK_GBPS, PCIE_LANE_GBPS, XGMI_DEFAULT_GBPS, gcn_arch, normalize_bus_id,
+                                         nvlink_gbps_for_sm, pcie_gen_from_speed, xgmi_gbps_for_arch)
 from topo_probe.parsers.nccl_xml_exact import TAG as EXACT_TAG
 from topo_probe.parsers.nccl_xml_exact import apply_exact
 from topo_probe.parsers.nccl_xml_tree import CPU_CLASS, NVSWITCH_CLASS, El, attr, attr_float, attr_int, read_tree, walk
@@ -221,6 +213,7 @@ class _Importer:
             (a, ga), (b, gb) = self.bcm[(host, bus)], self.bcm.get((host, target), (None, 0.0))
             if b not in (None, a) and not self.t.graph.has_edge(a, b):
                 self.t.add_link(a, b, kind="pcie", bandwidth_gbps=min(ga, gb), latency_us=PCIE_LATENCY_US)
+                self.t.graph.nodes[a]["pcilink_to"] = target      # NCCL: LINK_LOC at LOC_BW (topo.cc line 637)
                 self.note("<pcilink> between PCIe switches: a direct link at the slower switch uplink's rate")
 
     def gpu(self, el: El, bus: str, parent: str, gbps: float, numa: int, host: int, raw: dict) -> None:

@@ -23,6 +23,7 @@ from dataclasses import dataclass, replace
 
 from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
 from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_path
+from synth.model.nccl.pcie_path import gpu_pcie_gen, nic_gbs, pcie_path_gbs, pcie_stream_gbs
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -79,6 +80,8 @@ class NcclMachine:
     150 µs on every EFA platform; -1: the table, :func:`.net_transport.plugin_latency_us`; NCCL's choice only,
     :func:`.net_transport.tuner_inter_latency_us`);
     ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`);
+    ``pcie_path_gbs`` the slowest PCIe or CPU-to-CPU link between the host's GPUs where narrower than the x16 rate
+    of ``pcie_gen`` (0: none; :mod:`.pcie_path`, which caps every PCIe / host-memory stream by it);
     ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
     uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`);
     ``p2p_write_gbs`` the GB/s per direction of the slowest hop of the ring NCCL builds when a measurement of the
@@ -135,6 +138,7 @@ class NcclMachine:
     gpu_numa_nodes: int = 0
     nic_path: str = "PXB"
     threads_per_process: int = 1
+    pcie_path_gbs: float = 0.0
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -151,8 +155,8 @@ class NcclMachine:
                   (self.threads_per_process >= 1 and self.gpus_per_process % self.threads_per_process == 0,
                    f"gpus_per_process {self.gpus_per_process} do not split evenly over threads_per_process "
                    f"{self.threads_per_process}"),
-                  (self.link_gbs > 0 and self.nic_gbps >= 0 and self.nic_dma_gbs >= 0 and self.p2p_write_gbs >= 0,
-                   "link and NIC bandwidths must be positive")]
+                  (self.link_gbs > 0 and min(self.nic_gbps, self.nic_dma_gbs, self.p2p_write_gbs, self.pcie_path_gbs)
+                   >= 0, "link and NIC bandwidths must be positive")]
         for ok, message in checks:
             if not ok:
                 raise InvalidArgument(message)
@@ -191,12 +195,11 @@ class NcclMachine:
 
     @property
     def used_net_gbps(self) -> float:
-        """What a node's GPUs send through its NICs together (GB/s per direction): every NIC when
-        there are no more NICs than GPUs; else a GPU reaches only as many NICs as NCCL's graph search
-        needs to carry its PCIe link at NCCL's rating of it (topo.cc: lanes x speed / 80, 48 GB/s for
-        Gen5 x16: ``PCI_BW_BY_GEN``), never more than the link physically carries (``PCIE_X16_GBS``).
-        One GPU of an 8 x 400 Gb/s host runs on its own NIC (the search's first try, a PIX path at
-        48 GB/s, fills the GPU's link), not on all eight up to its PCIe link.
+        """What a node's GPUs send through its NICs together (GB/s per direction): every NIC when there are no more
+        NICs than GPUs; else a GPU reaches only as many NICs as NCCL's graph search needs to carry its PCIe link at
+        NCCL's rating of it (topo.cc: lanes x speed / 80, 48 GB/s for Gen5 x16: ``PCI_BW_BY_GEN``), never more than
+        its path carries (:func:`.pcie_path.pcie_stream_gbs`).  One GPU of an 8 x 400 Gb/s host runs on its own NIC
+        (the search's first try, a PIX path at 48 GB/s, fills the GPU's link), not on all eight up to its PCIe link.
 
         >>> one = NcclMachine("h200", "sm90", 2, 2, "nvswitch", 18, pcie_gen=5, nics_per_node=8, nic_gbps=50.0)
         >>> one.used_net_gbps, one.with_(ranks=16).used_net_gbps, one.with_(nic_gbps=12.5).used_net_gbps
@@ -204,7 +207,7 @@ class NcclMachine:
         """
         if self.nics_per_node == 0:
             return 0.0
-        per_gpu = min(PCIE_X16_GBS.get(self.pcie_gen, PCIE_X16_GBS[5]), self._nics_per_gpu() * self.nic_gbps)
+        per_gpu = min(pcie_stream_gbs(self), self._nics_per_gpu() * self.nic_gbps)
         return min(self.node_net_gbps, self.gpus_per_node * per_gpu)
 
     def _nics_per_gpu(self) -> int:
@@ -337,21 +340,20 @@ class NcclMachine:
                 return int(d.get("links", 1)) if d is not None and d.get("kind") == "nvlink" else 0
             matrix = tuple(tuple(count(g.adj[u].get(v)) if u != v else 0 for v in nodes) for u in nodes)
         nics = [n for n, d in g.nodes(data=True) if d["kind"] == "nic" and int(d.get("host", 0)) == host0]
-        speeds = [float(g.nodes[n].get("speed_gbps") or 0.0) for n in nics]
+        speeds = [nic_gbs(topo, n) for n in nics]                  # line rate, at most its PCIe link
         if net_kind is None:
             net_kind = next((g.nodes[n]["transport"] for n in nics if g.nodes[n].get("transport")), "ib")
         cpus = [d for _, d in g.nodes(data=True) if d["kind"] == "cpu" and int(d.get("host", 0)) == host0]
         vendor = "amd" if any(re.search(r"AMD|EPYC", str(c.get("name", ""))) for c in cpus) else "intel"
         arm = any(re.search(r"Grace|Neoverse|ARM|aarch64", str(c.get("name", ""))) for c in cpus)
         cpu_arch = "arm" if arm else "x86"
-        pcie = max((d["bandwidth_gbps"] for _, _, d in g.edges(data=True) if d["kind"] == "pcie"), default=31.5)
-        gen = 6 if pcie > 80 else 5 if pcie > 40 else 4 if pcie > 20 else 3
+        gen = min(gpu_pcie_gen(topo, k) for k in local)       # the host's slowest GPU link
         p2p = all(topo.p2p(0, k).read for k in _ring_peers(topo, local))
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
                    float(link_gbs), matrix, vendor, max(1, len(cpus)), cpu_arch,
                    gpu_name=str(g.nodes[gpu0].get("name") or ""), gpus_per_uplink=_uplink_gpus(topo, local),
-                   nic_path=topology_nic_path(topo, local))
+                   nic_path=topology_nic_path(topo, local), pcie_path_gbs=pcie_path_gbs(topo, local, gen))
 
 
 def _uplink_gpus(topo: Topology, local: list[int]) -> int:

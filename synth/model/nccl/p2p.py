@@ -21,7 +21,7 @@ v2.30.7-1), and ``addP2pToPlan`` takes LL only where every part's connector has 
 
 from __future__ import annotations
 
-from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, LL_DATA_FRACTION, NCCL_VERSION, PCIE_X16_GBS, PROTOS, \
+from synth.model.nccl.constants import ALGOS, HW_LAT, HW_NET, LL_DATA_FRACTION, NCCL_VERSION, PROTOS, \
     SIMPLE_STEP_BYTES
 from synth.model.nccl.channel_caps import ll_cta_gbs
 from synth.model.nccl.graphs import CommGraphs, p2p_total_channels, pow2_up
@@ -31,6 +31,7 @@ from synth.model.nccl.p2p_chunk import local_chunk_bytes
 from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, P2P_HOST_SPLIT_SINCE, group_ctas, p2p_cta_gbs, p2p_extra_batches, \
     p2p_host_warps, p2p_warps
 from synth.model.nccl.p2p_mesh import mesh_p2p_us
+from synth.model.nccl.pcie_path import pcie_stream_gbs
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill, xgmi_p2p
 from synth.model.nccl.runtime import host_time_us, ring_capacity_gbs
@@ -220,7 +221,9 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
     """Bandwidth one GPU sends to its node peers, all together (GB/s); over NVLink in read mode
     :func:`read_mode_share` of it.  NVIDIA without P2P on one socket: an SHM ring's rate (NVIDIA/nccl v2.28.9-1
     src/transport/shm.cc lines 171-175, 205-209: the same SHM connections, the same x16 links).  Else NCCL's search
-    speed, a tuning estimate (the one-socket guard: the model's pcie-8gpu-2socket test bound, not NCCL; RCCL unread)."""
+    speed, a tuning estimate (the one-socket guard: the model's pcie-8gpu-2socket test bound, not NCCL; RCCL unread),
+    at most what the GPU's PCIe path carries (:func:`.pcie_path.pcie_stream_gbs` x ``link_eff``): every send leaves
+    over that path, and NCCL's search takes a channel's bandwidth from each link it crosses (search.cc line 110)."""
     if m.gpus_per_node == 1:
         return float("inf")
     if p2p_disable or not m.p2p or m.intra == "pcie":
@@ -228,7 +231,8 @@ def p2p_intra_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p_disabl
         share = uplink_share(m, "p2p", kind != "shm")                      # GPUs behind one switch: shm_uplink.py
         if kind == "shm" and m.sockets == 1 and not m.amd:     # an SHM ring's transport and x16 links: its rate
             return ring_capacity_gbs(m, g, params, p2p=False) * share
-        return g.ring.n_channels * g.ring.bw_intra * params.link_efficiency(m.arch, kind) * share
+        eff = params.link_efficiency(m.arch, kind)
+        return min(g.ring.n_channels * g.ring.bw_intra, pcie_stream_gbs(m)) * eff * share
     links = max(sum(row) for row in m.link_matrix) if m.link_matrix else m.links_per_gpu
     return links * m.link_gbs * p2p_link_efficiency(m, params) * read_mode_share(m, version, p2p_disable)
 
@@ -243,7 +247,7 @@ def mesh_send_us(m: NcclMachine, params: ModelParams, coll: str, per_peer: float
     Rates: the links' data-sheet bandwidths times the shared efficiencies (:func:`p2p_link_efficiency`;
     ``link_eff[arch, pcie]``), a direct pair in read mode :func:`read_mode_share` of it."""
     nvl = m.link_gbs * p2p_link_efficiency(m, params)
-    pcie = PCIE_X16_GBS.get(m.pcie_gen, 31.5) * params.link_efficiency(m.arch, "pcie")
+    pcie = pcie_stream_gbs(m) * params.link_efficiency(m.arch, "pcie")     # x16 rate, path-capped: .pcie_path
     return mesh_p2p_us(m, coll, per_peer, nvl, pcie, version, read_mode_share(m, version))
 
 
@@ -376,6 +380,9 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         t_intra = max(t_intra, mesh_send_us(m, params, coll, per, version) or 0.0)
     t_intra *= fill
     t_inter = inter_b / (1000.0 * inter_gbs) if inter_b else 0.0
+    if inter_b and m.intra == "pcie":   # both parts leave over the GPU's PCIe path (search.cc 110): .pcie_path
+        path_gbs = pcie_stream_gbs(m) * params.link_efficiency(m.arch, "pcie")
+        t_inter = max(t_inter, (intra_b + inter_b) / (1000.0 * path_gbs))
     # ASSUMED, unsourced: each extra work batch costs the whole call's fixed µs again (p2p_cta.p2p_extra_batches)
     extra = p2p_extra_batches(m, coll, ch_part, p2p_total_channels(g.n_channels), version)
     t_dev = params.p2p_latency_us * (1 + extra) + (p2p_net_hop_us(m, params) if inter_b else 0.0) \

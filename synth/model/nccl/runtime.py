@@ -30,7 +30,6 @@ from synth.model.nccl.constants import (
     LL_DATA_FRACTION,
     NCCL_VERSION,
     NVLINK_BW_PER_LINK,
-    PCIE_X16_GBS,
     PROTOS,
     RCCL_BASE_LAT,
     RCCL_GFX942,
@@ -47,6 +46,7 @@ from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.net_fill import critical_path_hops, net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share, simple_ring_threads
+from synth.model.nccl.pcie_path import pcie_stream_gbs
 from synth.model.nccl.shm_uplink import shm_stream_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
@@ -99,8 +99,9 @@ def ring_capacity_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, p2p: b
         # receives from there, each over its own PCIe x16 link, one flow per direction; P2P over PCIe
         # writes into the next GPU over the same links, one flow per direction too.  NCCL's search speeds
         # for such paths (PCI_BW 24 GB/s, AMD_BW 16 or 10 GB/s through a CPU; topo.h) are its tuning
-        # estimates, which its 2 channels of a PCIe ring do not stop at
-        raw = PCIE_X16_GBS[m.pcie_gen]
+        # estimates, which its 2 channels of a PCIe ring do not stop at; capped by the slowest PCIe link between
+        # the GPUs (a narrower GPU link, switch uplink or socket link: :mod:`.pcie_path`, search.cc line 110)
+        raw = pcie_stream_gbs(m)
     rate = raw * params.link_efficiency(m.arch, kind)
     return min(rate, m.p2p_write_gbs) if kind == "pcie" and m.p2p_write_gbs > 0 else rate   # NcclMachine docstring
 

@@ -15,7 +15,7 @@ from synth.baselines import baseline
 from synth.ir.fabric import build_fabric
 from synth.model.cost import CostModel
 from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
-from synth.model.nccl.p2p import PCIE_X16_GBS
+from synth.model.nccl.constants import PCIE_X16_GBS
 from synth.model.physics import cost_params_for, model_version, step_costs_us
 from topo_probe.cli.options import apply_machine_arguments
 from topo_probe.machines.presets import get_preset
