@@ -28,7 +28,6 @@ from __future__ import annotations
 import functools
 import json
 import os
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -50,6 +49,7 @@ from topo_probe.guard import (
     read_capped,
     show,
 )
+from topo_probe.topology.serialize import atomic_write
 
 FORMAT = "topocoll.schedule"
 VERSION = 1
@@ -197,25 +197,17 @@ def atomic_write_text(path: Path, text: str) -> None:
 
 
 def atomic_write_bytes(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename (an
-    OSError names ``path`` when the failed call did not name a file: a full disk on ``write``)."""
+    """Write ``data`` to ``path`` through a temporary file in the same folder and a rename
+    (:func:`topo_probe.topology.serialize.atomic_write`: mode 0o666 minus the umask, read without
+    setting it), making the folder first.  An OSError names ``path`` when the failed call named no
+    file (a full disk on ``write``) or only the temporary one."""
     path.parent.mkdir(parents=True, exist_ok=True)
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", dir=path.parent)
-    except OSError as exc:                                              # name the user's file, not ours
-        raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
-    try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(data)
-        umask = os.umask(0)
-        os.umask(umask)
-        os.chmod(tmp, 0o666 & ~umask)  # mkstemp makes 0600; give the usual permissions
-        os.replace(tmp, path)
-    except BaseException as exc:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        if isinstance(exc, OSError) and exc.filename in (None, tmp):    # name the user's file, not ours
-            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc
+        atomic_write(path, data)
+    except OSError as exc:
+        named = Path(exc.filename) if isinstance(exc.filename, (str, os.PathLike)) else None
+        if named is None or (named.parent == path.parent and named.name.startswith(f".{path.name}.")):
+            raise OSError(exc.errno, exc.strerror or str(exc), str(path)) from exc   # the user's file, not ours
         raise
 
 

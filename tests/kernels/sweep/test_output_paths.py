@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import errno
 import os
+import tempfile
 
 import pytest
 from _paths import FIXTURES, ROOT
@@ -145,9 +146,9 @@ def test_json_into_a_folder_no_file_can_be_made_in_is_refused_before_the_sweep(c
 
 
 def test_a_temporary_file_that_cannot_be_made_names_the_users_file(tmp_path, monkeypatch):
-    def refused(prefix, dir):
+    def refused(prefix, dir, **_):
         raise OSError(errno.EACCES, "Permission denied", os.path.join(dir, prefix + "abc123"))
-    monkeypatch.setattr(schedule_mod.tempfile, "mkstemp", refused)
+    monkeypatch.setattr(tempfile, "mkstemp", refused)          # the one module every atomic write uses
     with pytest.raises(OSError) as e:
         schedule_mod.atomic_write_text(tmp_path / "out.json", "{}")
     assert e.value.filename == str(tmp_path / "out.json") and e.value.errno == errno.EACCES
