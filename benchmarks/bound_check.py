@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -32,8 +31,11 @@ from synth.model.cost import CostModel  # noqa: E402
 from synth.model.nccl import NcclMachine, NcclModel  # noqa: E402
 from synth.model.physics import cost_params_for  # noqa: E402
 from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
+from topo_probe.errors import TopologyError  # noqa: E402
+from topo_probe.guard import check_topology  # noqa: E402
 from topo_probe.load import load_topology  # noqa: E402
 from topo_probe.machines.presets import get_preset  # noqa: E402
+from topo_probe.parsers.nccl_xml import parse_nccl_xml  # noqa: E402
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall", "gather", "scatter")
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -81,13 +83,13 @@ PCIE_VARIANTS = [("4 x L40S Gen4 x16, pcilink", "", "", True, None),
                  ("4 x L40S Gen4 x16, SHM, x4 uplinks", "", 'link_speed="16.0 GT/s PCIe" link_width="4"', False, None)]
 
 
-def pcie_limited(folder: Path) -> list[tuple[str, object]]:
-    """The :data:`PCIE_VARIANTS` as ``(name, Topology)``, each dump written to ``folder`` and read back."""
+def pcie_limited() -> list[tuple[str, object]]:
+    """The :data:`PCIE_VARIANTS` as ``(name, Topology)``, each dump's text parsed as it is built (no file) and
+    checked as :func:`~topo_probe.load.load_topology` checks a file's."""
     out = []
-    for k, (name, gpu_link, switch_link, pcilink, hosts) in enumerate(PCIE_VARIANTS):
-        path = Path(folder) / f"pcie_variant_{k}.xml"
-        path.write_text(pcie_dump_variant(gpu_link, switch_link, pcilink))
-        topo = load_topology(str(path))
+    for name, gpu_link, switch_link, pcilink, hosts in PCIE_VARIANTS:
+        topo = parse_nccl_xml(pcie_dump_variant(gpu_link, switch_link, pcilink), source=name)
+        topo = check_topology(topo, name, TopologyError)
         out.append((name, machine(topo, hosts) if hosts else topo))
     return out
 
@@ -140,8 +142,7 @@ def main(argv=None) -> int:
     machines = [(name, get_preset(name)) for name in PRESETS]
     machines += [(f"{k} x {pr}{', ' + net if net else ''}{', rails' if rail else ''}", machine(pr, k, net, rail))
                  for pr, k, net, rail in CLUSTERS]
-    with tempfile.TemporaryDirectory() as folder:
-        machines += pcie_limited(Path(folder)) + family()
+    machines += pcie_limited() + family()
     lines = ["# The lower bound against both sides", "",
              f"Command: `python benchmarks/bound_check.py {' '.join(sys.argv[1:] if argv is None else argv)}`", "",
              "Per machine: cells timed (NCCL's modelled choice and every baseline schedule by the cost model, 8 "

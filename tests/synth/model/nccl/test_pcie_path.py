@@ -93,14 +93,31 @@ def test_gen5_gpus_keep_gen5(tmp_path):
 
 
 @pytest.mark.parametrize("k", range(len(bound_check.PCIE_VARIANTS)))
-def test_pcie_limited_machines_stay_above_the_bound(tmp_path, k):
+def test_pcie_limited_machines_stay_above_the_bound(k):
     """The bound check's PCIe-limited machines (``bound_check.PCIE_VARIANTS``): no cell below the bound at these 11
     sizes, 8 B - 1 GiB every 8x (385 cells a machine).  Before the fix, at these sizes, the first six variants had
     185 of their 2,310 cells below it: the Gen4 pcilink dump 39, its 2-host form 19, Gen3 x8 48, Gen5 0, SHM 31,
     SHM with x4 uplinks 48 (the 2-host Gen3 x8 variant, added later, 15)."""
-    name, topo = bound_check.pcie_limited(tmp_path)[k]
+    name, topo = bound_check.pcie_limited()[k]
     _, below, _ = bound_check.check(topo, sizes=[8 << s for s in range(0, 31, 3)], max_schedule_ranks=8)
     assert not below, (name, below[:3])
+
+
+def test_pcie_limited_parses_each_dump_as_the_file_would_be_loaded(tmp_path):
+    """``bound_check.pcie_limited`` parses each variant's text in memory: the same machine (all but its name) as
+    ``load_topology`` gives for that text written to a file, and nothing is written."""
+    from topo_probe.topology.serialize import topology_to_dict
+    for k, (name, topo) in enumerate(bound_check.pcie_limited()):
+        _, gpu_link, switch_link, pcilink, hosts = bound_check.PCIE_VARIANTS[k]
+        path = tmp_path / f"pcie_variant_{k}.xml"
+        path.write_text(bound_check.pcie_dump_variant(gpu_link, switch_link, pcilink))
+        ref = load_topology(str(path))
+        ref = bound_check.machine(ref, hosts) if hosts else ref
+        got, want = topology_to_dict(topo), topology_to_dict(ref)
+        for doc in (got, want):
+            doc.pop("name", None), doc.pop("description", None)
+        assert got == want, name
+    assert sorted(p.name for p in tmp_path.iterdir()) == [f"pcie_variant_{k}.xml" for k in range(k + 1)]
 
 
 FAMILY = Path(__file__).resolve().parents[3] / "fixtures" / "family"
