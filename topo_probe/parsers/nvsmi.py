@@ -74,6 +74,7 @@ class _Matrix:
     nic_legend: dict[str, str] = field(default_factory=dict)
     notes: list[str] = field(default_factory=list)       # readings of ambiguous cells (assumptions)
     header_text: str = ""
+    soc_noted: bool = False                              # the SOC-for-SYS note is made (once, at the first SOC)
 
 
 def _err(source: str, line: int, col: int, msg: str) -> TopologyError:
@@ -125,8 +126,7 @@ def _read_matrix(text: str, source: str, cell: re.Pattern, what: str) -> _Matrix
         _read_row(mat, source, k + 1, line, toks, cell, rows_seen, head)
         k += 1
     mat.end_line = k + 1
-    missing = [c for c in cols if c not in rows_seen]
-    if missing:
+    if missing := [c for c in cols if c not in rows_seen]:
         raise _err(source, k + 1, 1, f"matrix truncated: no row for {', '.join(missing)} (the header at line "
                    f"{start + 1} has {len(cols)} columns)")
     for line in lines[k:]:
@@ -164,7 +164,8 @@ def _read_row(mat: _Matrix, source: str, ln: int, line: str, toks, cell, rows_se
         if tok.startswith("NV") and (ascii_int(tok[2:], 6) or MAX_LINKS_PER_EDGE + 1) > MAX_LINKS_PER_EDGE:
             raise _err(source, ln, col, f"cell {label}/{name} is {tok[:12]}: more than the {MAX_LINKS_PER_EDGE} "
                        f"NVLinks a GPU pair can have")
-        if tok == "SOC" and not any(n.startswith("cells SOC ") for n in mat.notes):
+        if tok == "SOC" and not mat.soc_noted:
+            mat.soc_noted = True
             mat.notes.append(f"cells SOC (first: row {label}, line {ln} column {col}): older drivers' SYS, read as SYS")
         tok = "SYS" if tok == "SOC" else tok
         if (tok == "X") != (name == label):
