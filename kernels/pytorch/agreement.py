@@ -37,7 +37,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from kernels.pytorch.checks import ANY_LAYOUT, common_layouts, layout_names
+from kernels.pytorch.checks import ANY_LAYOUT, layout_names, odd_layout
 from kernels.pytorch.dtypes import OP_CODES, dtype_from_code
 from kernels.pytorch.errors import BadTensor, CollectiveMismatch, PeerGone
 
@@ -137,9 +137,10 @@ def compare(rows: list, local_notes: list[str], this_rank: int) -> None:
 
 def _compare_layouts(what: str, bits: list[int]) -> None:
     """Ranks agree on a layout where one is in every rank's bits (a tensor in which two layouts
-    coincide counts as both); else the first rank whose bits miss rank 0's is named."""
-    if not common_layouts(bits):
-        odd = next((r for r, b in enumerate(bits) if not b & bits[0]), len(bits) - 1)
+    coincide counts as both); else the first rank whose bits share none with the ranks before it
+    (:func:`~kernels.pytorch.checks.odd_layout`) is named."""
+    odd = odd_layout(bits)
+    if odd is not None:
         raise CollectiveMismatch(f"{what}: ranks disagree on memory layout: rank 0 has {layout_names(bits[0])}, "
                                  f"rank {odd} has {layout_names(bits[odd])} (their bytes are in different "
                                  f"element orders; every rank raises this before any data moves)")

@@ -20,7 +20,8 @@ from __future__ import annotations
 import torch
 
 from kernels.pytorch.agreement import Header, agree, shape_digest, splits_of
-from kernels.pytorch.checks import ANY_LAYOUT, call_layouts, first_failure, flat, premul_ok, sizes_ok, tensors_ok
+from kernels.pytorch.checks import (ANY_LAYOUT, call_layouts, first_failure, flat, layouts_ok, premul_ok, same_layout,
+                                    sizes_ok, tensors_ok)
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.errors import CollectiveMismatch
 from kernels.pytorch.fused import fused_allreduce, fused_route
@@ -47,13 +48,14 @@ class CallRunner:
 
     # ------------------------------------------------------------------ shared steps
     def agree(self, collective: str, tensors, *, count: int, root: int = -1, op: str = "", shapes=(),
-              splits=(), extra=(0, ""), layouts: int | None = None) -> list:
-        """``layouts``: the memory layouts of the caller's tensors where ``tensors`` are packed copies
-        (bits of :data:`~kernels.pytorch.checks.LAYOUTS`; None: those ``tensors`` share)."""
+              splits=(), extra=(0, ""), originals=None) -> list:
+        """``originals``: the caller's own tensors where ``tensors`` are packed copies of them (coalesced
+        calls): each must be dense, all in one memory layout, and the header sends their layouts."""
+        if originals is not None:
+            extra = first_failure(extra, layouts_ok(originals), same_layout(originals))
         code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), premul_ok(tensors, op), extra)
         ref = tensors[0] if tensors else None
-        if layouts is None:
-            layouts = ANY_LAYOUT if code else call_layouts(tensors)
+        layouts = ANY_LAYOUT if code else call_layouts(tensors if originals is None else originals)
         header = Header(collective, dtype_code(ref.dtype) if ref is not None else 0, count, root, op,
                         shape_digest(shapes), tuple(splits), code,
                         ref.device.type if isinstance(ref, torch.Tensor) else "cpu", layouts=layouts)
@@ -91,15 +93,14 @@ class CallRunner:
                   transport=GroupTransport(self.transports(ref.device.type)))
 
     # ------------------------------------------------------------------ collectives
-    def allreduce(self, tensors, op: str, factor=1.0, nccl_opts=None, extra=(0, ""), layouts=None) -> None:
-        """``extra``, ``layouts``: a failed check and the memory layouts of tensors the caller packed
-        into ``tensors`` (coalesced calls)."""
-        route = fused_route(self, tensors[0], op) if len(tensors) == 1 and not extra[0] and layouts is None else None
+    def allreduce(self, tensors, op: str, factor=1.0, nccl_opts=None, originals=None) -> None:
+        """``originals``: the caller's tensors packed into ``tensors`` (coalesced calls; :meth:`agree`)."""
+        route = fused_route(self, tensors[0], op) if len(tensors) == 1 and originals is None else None
         if route is not None:                # a small call: header and data in one round
             fused_allreduce(self, tensors[0], op, route)
             return
         for t in tensors:
-            self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape], extra=extra, layouts=layouts)
+            self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape], originals=originals)
         for t in tensors:
             buf, run_op = premul(flat(t), op, factor, copy=False)
             if self.size == 1:

@@ -57,7 +57,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from kernels.pytorch.dtypes import dtype_name
+from kernels.pytorch.dtypes import ANY_DTYPE_CODES, ANY_DTYPES, any_dtype_code, any_dtype_from_code, dtype_name
 from kernels.pytorch.errors import BadTensor, P2PMismatch, PeerGone, TorchBackendError
 
 #: header: magic, sequence number on (pair, tag), element count, dtype code (int64 words, this host's byte order)
@@ -72,13 +72,12 @@ _MAGIC_INLINE = 0x7470_3269     # "tp2i": the payload follows the header in its 
 #: ends an inline message, right after its payload (8 nonzero bytes: a receive's zero fill is not one)
 _TRAILER = b"tp2i-end"
 _INLINE_ROOM = _HEADER_BYTES + INLINE_BYTES + len(_TRAILER)     # a header receive's bytes
-#: every torch dtype, by name (the same table on every rank of one torch); index + 1 is its code
-_DTYPES = tuple(sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str))
-_CODE = {t: k + 1 for k, t in enumerate(_DTYPES)}
+_DTYPES, _CODE = ANY_DTYPES, ANY_DTYPE_CODES     # the tests' names for the header's dtype table
 
 
 def _dtype_name(code: int) -> str:
-    return dtype_name(_DTYPES[code - 1]) if 1 <= code <= len(_DTYPES) else f"dtype code {code}"
+    dtype = any_dtype_from_code(code)
+    return dtype_name(dtype) if dtype is not None else f"dtype code {code}"
 
 
 def _checked_tensor(tensors, what: str, rank: int) -> torch.Tensor:
@@ -129,9 +128,9 @@ def _message(seq: int, t: torch.Tensor) -> tuple[torch.Tensor, bool]:
     header alone."""
     data = _as_bytes(t) if t.numel() * t.element_size() <= INLINE_BYTES else None
     if data is None:
-        return _header(_MAGIC, seq, t.numel(), _CODE[t.dtype]), False
+        return _header(_MAGIC, seq, t.numel(), any_dtype_code(t.dtype)), False
     trailer = torch.frombuffer(bytearray(_TRAILER), dtype=torch.uint8)
-    return torch.cat([_header(_MAGIC_INLINE, seq, t.numel(), _CODE[t.dtype]), data, trailer]), True
+    return torch.cat([_header(_MAGIC_INLINE, seq, t.numel(), any_dtype_code(t.dtype)), data, trailer]), True
 
 
 def _read_header(message: torch.Tensor, where: str) -> tuple[int, int, int, bool]:
@@ -140,10 +139,10 @@ def _read_header(message: torch.Tensor, where: str) -> tuple[int, int, int, bool
     zero fill behind it (a message shorter or longer than it says: gloo does not say its length)."""
     data = message.numpy()
     magic, seq, count, code = _WORDS.unpack_from(data)
-    if magic not in (_MAGIC, _MAGIC_INLINE) or seq < 0 or count < 0 or not 1 <= code <= len(_DTYPES):
+    if magic not in (_MAGIC, _MAGIC_INLINE) or seq < 0 or count < 0 or any_dtype_from_code(code) is None:
         raise PeerGone(f"{where}: the message header is out of step (magic {magic:#x}, count {count}, "
                        f"dtype code {code})")
-    end = _HEADER_BYTES + count * _DTYPES[code - 1].itemsize
+    end = _HEADER_BYTES + count * any_dtype_from_code(code).itemsize
     if magic == _MAGIC_INLINE and (data[end:end + len(_TRAILER)].tobytes() != _TRAILER
                                    or data[end + len(_TRAILER):].any()):
         raise PeerGone(f"{where}: the message header is out of step (its message does not end right after the "
@@ -267,7 +266,7 @@ class CheckedP2P:
                 src = header_work._source_rank()
             message = header                  # flat uint8 already (_header_buffer)
             seq, count, code, inline = _read_header(message, f"recv from rank {src} (tag {tag}) on rank {self.rank}")
-            dtype = _DTYPES[code - 1]
+            dtype = any_dtype_from_code(code)
             ok = count == t.numel() and dtype == t.dtype
             if inline:                        # in order too: a later payload's receive waits for its turn
                 self._post_in_order(None, src, tag, seq)

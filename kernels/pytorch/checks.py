@@ -65,7 +65,10 @@ def dense(t) -> bool:
 _CHANNELS_LAST = {4: torch.channels_last, 5: torch.channels_last_3d}
 #: the memory layouts a call's bytes can be in, bit k for LAYOUTS[k] (the agreement header sends the bits)
 LAYOUTS = ("contiguous", "channels_last", "channels_last_3d")
-ANY_LAYOUT = 7
+ANY_LAYOUT = (1 << len(LAYOUTS)) - 1
+_CONTIGUOUS_BIT = 1 << LAYOUTS.index("contiguous")
+#: tensor dim -> the bit of the channels-last layout torch suggests for it
+_CHANNELS_LAST_BIT = {4: 1 << LAYOUTS.index("channels_last"), 5: 1 << LAYOUTS.index("channels_last_3d")}
 
 
 def layout_bits(t) -> int:
@@ -79,8 +82,8 @@ def layout_bits(t) -> int:
     if t.numel() <= 1:
         return ANY_LAYOUT
     fmt = _CHANNELS_LAST.get(t.dim())
-    last = 0 if fmt is None or not t.is_contiguous(memory_format=fmt) else (2 if t.dim() == 4 else 4)
-    return int(t.is_contiguous()) | last
+    last = 0 if fmt is None or not t.is_contiguous(memory_format=fmt) else _CHANNELS_LAST_BIT[t.dim()]
+    return (_CONTIGUOUS_BIT if t.is_contiguous() else 0) | last
 
 
 def layout_names(bits: int) -> str:
@@ -96,6 +99,21 @@ def common_layouts(bits) -> int:
     return common
 
 
+def odd_layout(bits) -> int | None:
+    """The position of the first of ``bits`` (each bits of :data:`LAYOUTS`) that shares no layout
+    with every one before it, None where one layout is in all.
+
+    >>> odd_layout([3, 2, 1]), odd_layout([3, 2, 7])
+    (2, None)
+    """
+    common = ANY_LAYOUT
+    for k, b in enumerate(bits):
+        common &= b
+        if not common:
+            return k
+    return None
+
+
 def call_layouts(tensors) -> int:
     """The layouts every tensor of ``tensors`` is in (bits of :data:`LAYOUTS`; 0: none)."""
     return common_layouts(layout_bits(t) for t in tensors)
@@ -109,18 +127,15 @@ def same_layout(tensors, first: int = 0) -> tuple[int, str]:
     >>> same_layout([torch.zeros(2, 3, 2, 2), torch.zeros(2, 3, 2, 2).contiguous(memory_format=torch.channels_last)])
     (9, 'tensor 0 is contiguous, tensor 1 is channels_last: the tensors of one call must share a memory layout')
     """
-    common, seen = ANY_LAYOUT, []
-    for k, t in enumerate(tensors, first):
-        if not isinstance(t, torch.Tensor) or not dense(t):
-            continue                                # refused by the other checks
-        bits = layout_bits(t)
-        if not common & bits:
-            j, other = next(((j, b) for j, b in seen if not b & bits), seen[0])
-            return 9, (f"tensor {j} is {layout_names(other)}, tensor {k} is {layout_names(bits)}: "
-                       "the tensors of one call must share a memory layout")
-        common &= bits
-        seen.append((k, bits))
-    return 0, ""
+    seen = [(k, layout_bits(t)) for k, t in enumerate(tensors, first)
+            if isinstance(t, torch.Tensor) and dense(t)]    # the others are refused by the other checks
+    odd = odd_layout(b for _, b in seen)
+    if odd is None:
+        return 0, ""
+    k, bits = seen[odd]
+    j, other = next(((j, b) for j, b in seen[:odd] if not b & bits), seen[0])
+    return 9, (f"tensor {j} is {layout_names(other)}, tensor {k} is {layout_names(bits)}: "
+               "the tensors of one call must share a memory layout")
 
 
 def flat(t):
@@ -174,4 +189,4 @@ def first_failure(*results) -> tuple[int, str]:
 
 
 __all__ = ["tensors_ok", "dense", "flat", "layouts_ok", "layout_bits", "layout_names", "common_layouts", "call_layouts",
-           "same_layout", "LAYOUTS", "ANY_LAYOUT", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]
+           "odd_layout", "same_layout", "LAYOUTS", "ANY_LAYOUT", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]

@@ -27,6 +27,10 @@ _DTYPES = (
 _NP = {t: n for t, n in _DTYPES}
 _CODE = {t: k + 1 for k, (t, _) in enumerate(_DTYPES)}
 _BY_CODE = {k + 1: t for k, (t, _) in enumerate(_DTYPES)}
+#: every torch dtype, by name (the same table on every rank of one torch); index + 1 is its
+#: :func:`any_dtype_code` (the checked point-to-point header's dtype word, kernels.pytorch.checked_p2p)
+ANY_DTYPES = tuple(sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str))
+ANY_DTYPE_CODES = {t: k + 1 for k, t in enumerate(ANY_DTYPES)}
 
 #: torch's RedOpType -> the op name the lowering and kernel twins take (premul_sum runs as sum of
 #: inputs scaled by its factor first, in the element type, as NCCL's ncclRedOpCreatePreMulSum)
@@ -63,6 +67,20 @@ def dtype_from_code(code: int) -> str:
     return dtype_name(t) if t is not None else "unsupported dtype"
 
 
+def any_dtype_code(dtype: torch.dtype) -> int:
+    """``dtype``'s code among every torch dtype (:data:`ANY_DTYPES`, 1-based)."""
+    return ANY_DTYPE_CODES[dtype]
+
+
+def any_dtype_from_code(code: int) -> torch.dtype | None:
+    """The torch dtype of :func:`any_dtype_code` ``code``; None for a code no dtype has.
+
+    >>> any_dtype_from_code(any_dtype_code(torch.bfloat16)), any_dtype_from_code(0)
+    (torch.bfloat16, None)
+    """
+    return ANY_DTYPES[code - 1] if 1 <= code <= len(ANY_DTYPES) else None
+
+
 def reduce_op_name(reduce_op) -> str:
     """``"sum"``, ``"avg"``, ``"prod"``, ``"min"``, ``"max"`` or ``"premul_sum"`` for a torch
     ``ReduceOp`` (object or enum); UnsupportedCall for bitwise ops."""
@@ -82,4 +100,5 @@ def premul_factor(reduce_op) -> float | torch.Tensor:
     return reduce_op.factor
 
 
-__all__ = ["numpy_dtype", "dtype_code", "dtype_name", "dtype_from_code", "reduce_op_name", "premul_factor", "OP_CODES"]
+__all__ = ["numpy_dtype", "dtype_code", "dtype_name", "dtype_from_code", "reduce_op_name", "premul_factor", "OP_CODES",
+           "ANY_DTYPES", "ANY_DTYPE_CODES", "any_dtype_code", "any_dtype_from_code"]

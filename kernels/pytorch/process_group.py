@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
-from kernels.pytorch.checks import ANY_LAYOUT, PREMUL_DTYPES, call_layouts, first_failure, flat, layouts_ok, same_layout
+from kernels.pytorch.checks import PREMUL_DTYPES, dense, flat
 from kernels.pytorch.native_exec import NativeExecutor
 from kernels.pytorch.checked_p2p import make_p2p
 from kernels.pytorch.plan_choice import make_selector
@@ -156,12 +156,11 @@ class TopocollProcessGroup(dist.ProcessGroup):
         op = reduce_op_name(opts.reduceOp)
 
         def run():                  # premul_sum: a dtype PreMulSum refuses raises before any group's data moves
-            bad = first_failure(layouts_ok(tensors), same_layout(tensors))   # on every rank, in the first group's
-            layouts = ANY_LAYOUT if bad[0] else call_layouts(tensors)         # agreement, before any data moves
             for group in sorted(_by_dtype(tensors), key=lambda g: op == "premul_sum" and g[0].dtype in PREMUL_DTYPES):
                 numels = [t.numel() for t in group]
-                packed = group[0].new_empty(sum(numels)) if bad[0] else torch.cat([flat(t) for t in group])
-                self.runner.allreduce([packed], op, premul_factor(opts.reduceOp), extra=bad, layouts=layouts)
+                packed = (torch.cat([flat(t) for t in group]) if all(map(dense, group))  # else agree refuses them
+                          else group[0].new_empty(sum(numels)))
+                self.runner.allreduce([packed], op, premul_factor(opts.reduceOp), originals=tensors)
                 for t, piece in zip(group, torch.split(packed, numels)):
                     flat(t).copy_(piece)
         return self._submit(tensors, tensors, run, lambda g: g.allreduce_coalesced(tensors, opts), opts)

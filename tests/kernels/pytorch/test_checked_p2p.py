@@ -278,3 +278,15 @@ def test_an_inline_message_cut_short_or_with_bytes_after_it_is_out_of_step(count
     with pytest.raises(RuntimeError, match="out of step") as e:
         work.wait()
     assert type(e.value).__name__ == "PeerGone" and posted == [] and t.eq(7.0).all()
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.integers(-5, 200))
+def test_any_dtype_codes_number_every_torch_dtype_by_name(code):
+    """The header's dtype word: every torch dtype (hand-listed samples included) has a distinct 1-based code
+    in name order; any other code maps to no dtype."""
+    from kernels.pytorch.dtypes import any_dtype_code, any_dtype_from_code
+    every = sorted({v for v in vars(torch).values() if isinstance(v, torch.dtype)}, key=str)
+    assert {torch.float32, torch.bfloat16, torch.complex64, torch.bool} <= set(every)
+    assert [any_dtype_code(t) for t in every] == list(range(1, len(every) + 1))
+    assert any_dtype_from_code(code) == (every[code - 1] if 1 <= code <= len(every) else None)

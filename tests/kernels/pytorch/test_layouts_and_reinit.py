@@ -11,6 +11,7 @@ CollectiveMismatch, on every rank (NCCL would combine their bytes); layouts that
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings, strategies as st
 
 torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
 
@@ -92,3 +93,16 @@ def test_flat_is_the_storage_of_a_dense_tensor_and_others_are_refused():
     assert [dense(t) for t in refused] == [False] * 5
     assert layouts_ok([x, refused[0]], 3) == (1, "tensor 4 (shape (3, 2), strides (1, 3)) is not contiguous in any "
                                                  "memory format")
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.integers(0, 7), max_size=12))
+def test_odd_layout_is_where_the_running_intersection_first_empties(bits):
+    """odd_layout against NumPy's running bitwise AND: the first position where it reaches 0."""
+    import numpy as np
+    from kernels.pytorch.checks import ANY_LAYOUT, LAYOUTS, odd_layout
+    assert ANY_LAYOUT == 0b111 and len(LAYOUTS) == 3
+    running = np.bitwise_and.accumulate(np.array([ANY_LAYOUT] + bits, dtype=np.int64))[1:]
+    zeros = np.flatnonzero(running == 0)
+    assert odd_layout(bits) == (int(zeros[0]) if zeros.size else None)
+    assert odd_layout(iter(bits)) == odd_layout(bits)                       # any iterable
