@@ -1,4 +1,4 @@
-"""The unseen set: 26 real nccl-tests / rccl-tests logs that no fit of the NCCL model reads
+"""The unseen set: 27 real nccl-tests / rccl-tests logs that no fit of the NCCL model reads
 (``tests/fixtures/real_logs/unseen/``, each with its ``# SOURCE:`` line; provenance in that folder's
 README.md), each described as a new user would describe the machine from its source alone.
 
@@ -125,12 +125,20 @@ CASES = [
                  _VULTR.format(f"{op}  ranks=16  (inter-node)"), 16)
       for op, coll in (("all_reduce", "allreduce"), ("all_gather", "allgather"),
                        ("reduce_scatter", "reducescatter"), ("alltoall", "alltoall"))),
+    UnseenCase("mi300x_vf_8gpu_1node_all_reduce_azure_ndv5_DERIVED.txt", "allreduce", ("--topology", "mi300x"), {},
+               "derived", "https://github.com/samuel-bohman/AI-benchmarking-guide/blob/3de0c294fd1059a91a2c158712c4a078"
+               "619d73e8/Azure_Results/ND_MI300X_v5_results.md (RCCL Bandwidth; busbw-only table)", 8,
+               note="the source labels its column NCCL_ALGO=NVLS, which RCCL cannot run on an AMD GPU (no NVLS "
+                    "bandwidth; 'no algorithm/protocol available' when NCCL_ALGO leaves none): described without "
+                    "NCCL_ALGO, decided from the source and RCCL's code before any prediction"),
 ]
 
 #: pairs of logs of one machine kind, same collective and ranks, from two pages of one vendor (GKE vs VMs;
-#: the custom-cluster vs the default A4X recipe): the same machine as its user would describe it
+#: the custom-cluster vs the default A4X recipe) or two sources of one cloud VM type (Azure ND MI300X v5 under
+#: RCCL 2.20.5 and 2.22.3): the same machine as its user would describe it
 SAME_MACHINE = (("b200_16gpu_2node_all_gather_gcp_a4_doc.txt", "b200_16gpu_2node_all_gather_gcp_a4_vms_doc.txt"),
-                ("gb200_8gpu_2node_all_gather_gcp_a4x_doc.txt", "gb200_8gpu_2node_all_gather_gcp_a4x_default_doc.txt"))
+                ("gb200_8gpu_2node_all_gather_gcp_a4x_doc.txt", "gb200_8gpu_2node_all_gather_gcp_a4x_default_doc.txt"),
+                ("mi300x_vf_8gpu_1node_all_reduce_azure.txt", "mi300x_vf_8gpu_1node_all_reduce_azure_ndv5_DERIVED.txt"))
 
 #: the revision whose model :data:`BEFORE_REFIT` scores (before 01787eb's refit)
 BEFORE_REVISION = "65e010d"

@@ -8,7 +8,7 @@ own parser and ``run`` (``synth.cli.simulate``), with the case's NCCL/RCCL varia
 only and every other ``NCCL_*`` / ``RCCL_*`` variable of the environment cleared, and reads the
 ``pred/real`` column it prints beside each row (predicted over real out-of-place busbw).  Per case: the
 median and worst |pred/real - 1| at sizes >= 64 KiB, the pred/real range, and whether both are within
-the bar (15 % median, 35 % worst); counts over all 26, by status, and over the cases that stand for issue
+the bar (15 % median, 35 % worst); counts over all 27, by status, and over the cases that stand for issue
 36's target (real rows, not probably seen: the statuses of ``NOT_COUNTED`` left out).  Beside each
 case, the score the model had at ``BEFORE_REVISION`` (recorded, not recomputed; a dash for the cases
 added later), so the effect of a refit on logs no fit sees shows.  With ``--out``, writes

@@ -112,7 +112,7 @@ def test_the_committed_counts_and_report_are_the_cases_own():
     doc = committed()
     cases = doc["cases"]
     counted = [c for c in cases if c["status"] not in ("derived", "seen_issue36", "seen_issue36_header")]
-    assert len(cases) == 26 and len(counted) == 15
+    assert len(cases) == 27 and len(counted) == 15
     assert sum(c["before"] is not None for c in cases) == len(unseen.BEFORE_REFIT) == 18
     assert doc["counts"]["all"]["within_both"] == sum(c["score"]["ok"] for c in cases)
     assert doc["counts"]["counted"]["within_both"] == sum(c["score"]["ok"] for c in counted)
@@ -246,3 +246,31 @@ def test_the_spread_of_two_runs_of_one_machine_by_hand_and_from_the_logs_own_row
                                      [{"size": s, "real_busbw": v[3]} for s, v in b.items()])
         assert got["sizes"] == len(shared) and got["median"] == pytest.approx(np.median(np.abs(np.array(ratios) - 1)))
         assert got["low"] == pytest.approx(min(ratios)) and got["high"] == pytest.approx(max(ratios))
+
+
+#: the "ND MI300X v5 (GB/s)" column of samuel-bohman/AI-benchmarking-guide @3de0c294
+#: Azure_Results/ND_MI300X_v5_results.md, 1K to 8G, copied by hand from that page
+ND_MI300X_V5_BUSBW = (0.04, 0.07, 0.15, 0.29, 0.59, 1.13, 2.22, 4.18, 7.50, 13.01, 22.41, 43.41, 82.53, 131.57, 171.46,
+                      230.35, 266.34, 290.81, 302.80, 308.89, 313.92, 315.06, 314.85, 316.82)
+
+
+def test_the_derived_rows_are_the_published_busbw_and_follow_the_readme_rule():
+    """Every busbw-only table: the out-of-place and in-place columns equal, algbw = busbw * n / (2 (n - 1)) and
+    time = size / algbw, each within its printed rounding (the fixture README's rule); the Azure ND MI300X v5
+    table's busbw is the published column, size 1 KiB doubling to 8 GiB."""
+    row = re.compile(r"^\s*(\d+)\s+\d+\s+float\s+sum\s+-1\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+N/A\s+([\d.]+)\s+([\d.]+)"
+                     r"\s+([\d.]+)\s+N/A\s*$", re.MULTILINE)
+    derived = [c for c in unseen.CASES if c.status == "derived"]
+    assert len(derived) == 3
+    for case in derived:
+        rows = row.findall((FOLDER / case.file).read_text(encoding="utf-8"))
+        assert len(rows) == len(own_rows(FOLDER / case.file)) == 24, case.file
+        n = case.ranks
+        for size, t, algbw, busbw, t2, algbw2, busbw2 in rows:
+            assert (t, algbw, busbw) == (t2, algbw2, busbw2), size
+            assert float(algbw) == pytest.approx(float(busbw) * n / (2 * (n - 1)), abs=0.0051), size
+            exact = int(size) / (float(busbw) * n / (2 * (n - 1))) / 1e3     # us, from the unrounded algbw
+            assert float(t) == pytest.approx(exact, abs=0.51 if exact >= 1000 else 0.051), size
+    rows = own_rows(FOLDER / "mi300x_vf_8gpu_1node_all_reduce_azure_ndv5_DERIVED.txt")
+    assert sorted(rows) == [1024 << k for k in range(24)]
+    assert [rows[s][3] for s in sorted(rows)] == list(ND_MI300X_V5_BUSBW)
