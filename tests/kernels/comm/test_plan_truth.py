@@ -15,7 +15,7 @@ import warnings
 import pytest
 from _campaign import examples
 from _paths import ROOT
-from _plan_truth import EXEC_BYTES, PlanTruth, sampled_counts
+from _plan_truth import EXEC_BYTES, UNSEEN, PlanTruth, sampled_counts, unseen_plan
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -175,31 +175,16 @@ def test_a_mutated_committed_plan_runs_what_it_says_or_is_refused_in_one_line(dg
 
 
 # --------------------------------------------------------------------------- machines no preset has
-#: topologies as a user's files give them (tests/fixtures; family/README.md says what each
-#: imitates), at small rank counts: 2, 3, 4 and 6 GPUs
-UNSEEN = {
-    "vm-2xA100-no-sysfs": ("family/nccl_topo_dump_vm_no_sysfs.xml", None),
-    "rtx4090-gpus0-2": ("nvsmi_topo_8x_rtx4090_sys.txt", [0, 1, 2]),
-    "p100x4-soc": ("family/nvsmi_p100x4_driver384_soc.txt", None),
-    "dgx-a100-nvsmi-gpus0-5": ("nvsmi_topo_dgx_a100.txt", list(range(6))),
-}
-
-
 @pytest.mark.parametrize("name", sorted(UNSEEN))
 def test_a_plan_synthesize_writes_for_a_machine_no_preset_has_runs_what_it_says(name, tmp_path):
-    """``synthesize --topology FILE [--gpus ...] --out X`` (the pipeline it runs, no SAT), then
-    every entry of X/plan.json at sampled sizes through both paths against a linear scan of the
-    file and NumPy; the Communicator is handed the folder X, as a user would."""
-    from synth.pipeline import synthesize as synth_mod
-    from topo_probe.load import load_topology
-    file, gpus = UNSEEN[name]
-    topo = load_topology(str(ROOT / "tests" / "fixtures" / file), gpus)
-    opts = synth_mod.SynthesisOptions(time_limit_s=5, progress=False, max_sat_ranks=0, log=lambda s: None)
-    synth_mod.run(topo, tmp_path, opts, force=True)
-    truth = PlanTruth(tmp_path / "plan.json", topo)
-    assert truth.host.selector.plan.path == tmp_path / "plan.json"
+    """``synthesize --topology FILE [--gpus ...] --out X`` (the pipeline it runs, no SAT) for the
+    user's files of tests/fixtures at 2, 3, 4 and 6 GPUs, then every entry of X/plan.json at
+    sampled sizes through both paths against a linear scan of the file and NumPy; a Communicator
+    handed the folder X, as a user would, takes X/plan.json (before: no plan, baselines ran)."""
+    path, topo = unseen_plan(name, tmp_path)
+    truth = PlanTruth(path, topo)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         by_folder = Communicator(topo.num_gpus, topology=topo, plan=tmp_path)
-    assert by_folder.selector.plan is not None and by_folder.selector.plan.path == tmp_path / "plan.json"
+    assert by_folder.selector.plan is not None and by_folder.selector.plan.path == path
     _check(truth.run(exec_per_entry=2), truth.plan)

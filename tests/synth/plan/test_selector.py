@@ -166,3 +166,9 @@ def test_an_unfingerprinted_plan_of_another_machine_names_the_entry(tmp_path, to
     k, _ = _first(json.loads((folder / "plan.json").read_text()), "allreduce")
     with pytest.raises(ScheduleInvalid, match=rf"^{folder / 'plan.json'}: entries\[{k}\].schedule .*wrong-topology"):
         sel.select("allreduce", 64)
+
+
+def test_a_folder_whose_plan_json_is_a_symlink_loop_is_refused(tmp_path, topo):
+    os.symlink(tmp_path / "plan.json", tmp_path / "plan.json")
+    with pytest.raises(ScheduleFormatError, match=rf"^{tmp_path / 'plan.json'}: cannot read"):
+        find_plan(topo, tmp_path)
