@@ -97,9 +97,11 @@ def _mine(found: Plan | None, topology: Topology, fp: str, own: bool) -> bool:
     return own or found.topology_name == topology.name
 
 
-def _discover(topology: Topology, base: Path) -> tuple[Plan | None, str]:
-    if os.path.lexists(base / "plan.json"):        # the folder synthesize --out wrote: that plan, or refused
-        return _given(topology, base / "plan.json")
+def _discover(topology: Topology, base: Path, explicit: bool = False) -> tuple[Plan | None, str]:
+    if os.path.lexists(base / "plan.json"):        # the folder synthesize --out wrote: that plan
+        if explicit:                               # named by the caller: it must be the topology's
+            return _given(topology, base / "plan.json")
+        return _own(topology, base / "plan.json")
     named = base / topology.name / "plan.json"
     others = sorted(p for p in base.glob("*/plan.json") if p != named and p.is_file())
     candidates = ([named] if os.path.lexists(named) else []) + others   # the own one there but unreadable: refused
@@ -111,11 +113,19 @@ def _discover(topology: Topology, base: Path) -> tuple[Plan | None, str]:
         if _mine(found, topology, fp, path == named):
             return found, f"plan: {path}"
     if os.path.lexists(named):
-        note = (f"{named}: plan made for another topology (fingerprint {_loadable(named).topology_fingerprint} != "
-                f"{fp}); not used")
-        warnings.warn(note, stacklevel=4)
-        return None, "plan: " + note
+        return _own(topology, named)
     return None, f"plan: none for {topology.name!r} (fingerprint {fp}) in {base}/"
+
+
+def _own(topology: Topology, path: Path) -> tuple[Plan | None, str]:
+    """A discovered plan in the place the topology's own would be: it loads or is refused; one
+    made for another topology is skipped with a warning."""
+    found, fp = _loadable(path, strict=True), topology.fingerprint()
+    if _mine(found, topology, fp, True):
+        return found, f"plan: {path}"
+    note = f"{path}: plan made for another topology (fingerprint {found.topology_fingerprint} != {fp}); not used"
+    warnings.warn(note, stacklevel=5)
+    return None, "plan: " + note
 
 
 def _given(topology: Topology, plan) -> tuple[Plan, str]:
@@ -140,7 +150,8 @@ def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
     ``plan``: a :class:`Plan` or a ``plan.json`` path (must match the topology's fingerprint,
     else :class:`TopologyError`); a results folder, ``"auto"`` or None: discovery in that folder
     or in :func:`results_dir` (a folder holding a ``plan.json``, as ``synthesize --out`` writes
-    it, is that plan, which must match; else ``<dir>/<name>/plan.json``, then every
+    it, is that plan: a folder passed as ``plan`` must match, one found by ``"auto"`` is skipped
+    with a warning where it does not; else ``<dir>/<name>/plan.json``, then every
     ``<dir>/*/plan.json`` of the topology's fingerprint (one without a fingerprint: the own one,
     or one naming the topology); a plan made for another topology is skipped with a warning;
     the topology's own ``<dir>/<name>/plan.json`` that does not load is refused with its error);
@@ -151,7 +162,7 @@ def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
     if plan is None or plan == "auto":
         return _discover(topology, results_dir())
     if not isinstance(plan, Plan) and Path(plan).is_dir() and Path(plan).suffix != ".json":
-        return _discover(topology, Path(plan))
+        return _discover(topology, Path(plan), explicit=True)
     return _given(topology, plan)
 
 

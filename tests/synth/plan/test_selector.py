@@ -172,3 +172,15 @@ def test_a_folder_whose_plan_json_is_a_symlink_loop_is_refused(tmp_path, topo):
     os.symlink(tmp_path / "plan.json", tmp_path / "plan.json")
     with pytest.raises(ScheduleFormatError, match=rf"^{tmp_path / 'plan.json'}: cannot read"):
         find_plan(topo, tmp_path)
+
+
+def test_topocoll_results_naming_a_synthesize_out_folder(tmp_path, topo, monkeypatch):
+    """``TOPOCOLL_RESULTS=X`` (``"auto"``) with X/plan.json: this topology's plan is used; another
+    machine's is skipped with a warning, as ``<results>/<name>/plan.json`` of another topology is."""
+    folder = _copy(tmp_path / "out")
+    monkeypatch.setenv("TOPOCOLL_RESULTS", str(folder))
+    plan, _ = find_plan(topo, "auto")
+    assert plan is not None and plan.path == folder / "plan.json"
+    with pytest.warns(UserWarning, match="plan made for another topology"):
+        plan, note = find_plan(get_preset("dgx-a100"), "auto")
+    assert plan is None and str(folder / "plan.json") in note
