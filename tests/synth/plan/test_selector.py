@@ -184,3 +184,19 @@ def test_topocoll_results_naming_a_synthesize_out_folder(tmp_path, topo, monkeyp
     with pytest.warns(UserWarning, match="plan made for another topology"):
         plan, note = find_plan(get_preset("dgx-a100"), "auto")
     assert plan is None and str(folder / "plan.json") in note
+
+
+def test_a_schedule_file_shared_by_entries_of_two_collectives_is_refused_for_the_other(tmp_path, topo):
+    """Two entries naming one schedule file (allreduce's, by a hand edit, also for allgather): after
+    the allreduce call loaded and verified it, the allgather call must still be refused naming its
+    entry (before: the verified-schedule cache was keyed by the file alone and handed allgather the
+    allreduce schedule, which the Communicator then ran: a silent wrong answer)."""
+    folder = _copy(tmp_path / "out")
+    doc = json.loads((folder / "plan.json").read_text())
+    (_, ar), (k, ag) = _first(doc, "allreduce"), _first(doc, "allgather")
+    ag["schedule"] = ar["schedule"]
+    (folder / "plan.json").write_text(json.dumps(doc))
+    sel = ScheduleSelector(topo, plan=folder / "plan.json")
+    assert sel.select("allreduce", ar["min_bytes"]).schedule.collective == "allreduce"
+    with pytest.raises(ScheduleInvalid, match=rf"^{folder / 'plan.json'}: entries\[{k}\].schedule .*holds allreduce"):
+        sel.select("allgather", ag["min_bytes"])
