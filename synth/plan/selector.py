@@ -333,7 +333,7 @@ class ScheduleSelector:
         own class with one line naming the plan file, the entry and the field."""
         file = getattr(entry, field)
         try:
-            return self._verified(("plan", file), self._from_plan, file, name, root)
+            return self._verified(("plan", file, name, root), self._from_plan, file, name, root)
         except TopocollError as err:
             k = next((i for i, e in enumerate(self.plan.entries) if e is entry), "?")
             err.args = (f"{self.plan.path or 'plan'}: entries[{k}].{field} {file}: {err.args[0] if err.args else err}",
