@@ -200,3 +200,20 @@ def test_a_schedule_file_shared_by_entries_of_two_collectives_is_refused_for_the
     assert sel.select("allreduce", ar["min_bytes"]).schedule.collective == "allreduce"
     with pytest.raises(ScheduleInvalid, match=rf"^{folder / 'plan.json'}: entries\[{k}\].schedule .*holds allreduce"):
         sel.select("allgather", ag["min_bytes"])
+
+
+def test_auto_takes_no_unfingerprinted_plan_of_another_machine_from_a_synthesize_out_folder(tmp_path, topo,
+                                                                                            monkeypatch):
+    """``TOPOCOLL_RESULTS=X`` with an X/plan.json without a fingerprint made for another machine (8
+    ranks, named dgx1-v100): skipped with a warning for a 4-rank topology, as the same file in
+    ``<results>/<other>/plan.json`` is (before: taken, then refused at the first call)."""
+    folder = _copy(tmp_path / "out")
+    _edit(folder, lambda doc: doc["topology"].update(fingerprint=""))
+    monkeypatch.setenv("TOPOCOLL_RESULTS", str(folder))
+    four = topo.subset([0, 1, 2, 3])
+    assert four.name != topo.name
+    with pytest.warns(UserWarning, match="plan made for another topology"):
+        plan, note = find_plan(four, "auto")
+    assert plan is None and str(folder / "plan.json") in note, note
+    plan, _ = find_plan(topo, "auto")           # the topology it names: still its plan
+    assert plan is not None and plan.path == folder / "plan.json"
