@@ -101,7 +101,7 @@ def _discover(topology: Topology, base: Path, explicit: bool = False) -> tuple[P
     if os.path.lexists(base / "plan.json"):        # the folder synthesize --out wrote: that plan
         if explicit:                               # named by the caller: it must be the topology's
             return _given(topology, base / "plan.json")
-        return _own(topology, base / "plan.json")
+        return _own(topology, base / "plan.json", own=False)   # not named by the topology: a fingerprint or its name
     named = base / topology.name / "plan.json"
     others = sorted(p for p in base.glob("*/plan.json") if p != named and p.is_file())
     candidates = ([named] if os.path.lexists(named) else []) + others   # the own one there but unreadable: refused
@@ -117,13 +117,16 @@ def _discover(topology: Topology, base: Path, explicit: bool = False) -> tuple[P
     return None, f"plan: none for {topology.name!r} (fingerprint {fp}) in {base}/"
 
 
-def _own(topology: Topology, path: Path) -> tuple[Plan | None, str]:
-    """A discovered plan in the place the topology's own would be: it loads or is refused; one
-    made for another topology is skipped with a warning."""
+def _own(topology: Topology, path: Path, own: bool = True) -> tuple[Plan | None, str]:
+    """A discovered plan in the place the topology's own would be (``own``: ``<dir>/<name>/``, whose
+    folder names the topology; else a results folder's own ``plan.json``): it loads or is refused;
+    one made for another topology is skipped with a warning."""
     found, fp = _loadable(path, strict=True), topology.fingerprint()
-    if _mine(found, topology, fp, True):
+    if _mine(found, topology, fp, own):
         return found, f"plan: {path}"
-    note = f"{path}: plan made for another topology (fingerprint {found.topology_fingerprint} != {fp}); not used"
+    made = (f"fingerprint {found.topology_fingerprint} != {fp}" if found.topology_fingerprint
+            else f"{found.topology_name!r}, no fingerprint")
+    note = f"{path}: plan made for another topology ({made}); not used"
     warnings.warn(note, stacklevel=5)
     return None, "plan: " + note
 
