@@ -16,7 +16,8 @@ Plan discovery (:func:`find_plan`) is explicit and said once: a :class:`Plan` or
 path passed as ``plan`` is used (it must match the topology); a results folder passed as
 ``plan``, or for ``plan="auto"`` the folder named by the ``TOPOCOLL_RESULTS`` environment
 variable, else ``results`` (where ``synthesize`` writes), is searched for the plan whose topology
-fingerprint is the topology's (``<dir>/<name>/plan.json`` first, then every
+fingerprint is the topology's (a ``plan.json`` in the folder itself, as ``synthesize --out``
+writes it, is that plan; else ``<dir>/<name>/plan.json`` first, then every
 ``<dir>/*/plan.json``).  The chosen path is logged once on the ``topocoll``
 logger and kept in :attr:`ScheduleSelector.notes`.
 
