@@ -5,7 +5,8 @@ runtime under the op-by-op CuPy layer, NCCL a recording stand-in): what plan.jso
 and the mismatches (there must be none).  Calls up to 64 KiB run and are checked against NumPy;
 larger sampled sizes check the route the same call takes (``Communicator.route``).
 
-Also: how often the Communicator's previous per-call rule (``kernels/comm/nccl_choice.py`` at
+Also the plans ``synthesize`` writes for machines no preset has (the user's files of
+tests/fixtures at 2-6 GPUs, tests/_plan_truth.py's UNSEEN).  Also: how often the Communicator's previous per-call rule (``kernels/comm/nccl_choice.py`` at
 commit 67d5ffc: NCCL also where the schedule's modelled time plus the native executor's 4 us +
 1 us per record is not 5 % below NCCL's, with a fresh NCCL model per call shape) ran NCCL at a
 size plan.json gives a schedule, and the host time per call of that rule's first call for a
@@ -31,7 +32,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))        # the tests' stand-ins of CuPy and NCCL
 
-from _plan_truth import EXEC_BYTES, PlanTruth  # noqa: E402
+from _plan_truth import EXEC_BYTES, UNSEEN, PlanTruth, unseen_plan  # noqa: E402
 from kernels.backends.executor import program_for  # noqa: E402
 from kernels.comm.nccl_runtime import NCCL_CALLS  # noqa: E402
 from kernels.native.device_program import build_device_program  # noqa: E402
@@ -146,6 +147,12 @@ def main(argv=None) -> int:
         lines, stats = preset_section(name, path, topo, args.old_samples)
         sections += lines
         totals[name] = stats
+        for key in UNSEEN:                   # machines no preset has: synthesize on the user's files
+            path, topo = unseen_plan(key, Path(tmp) / key)
+            name = f"unseen: {key} ({topo.num_gpus} GPUs, `tests/fixtures/{UNSEEN[key][0]}`)"
+            lines, stats = preset_section(name, path, topo, args.old_samples)
+            sections += lines
+            totals[name] = stats
     summary = ["| preset | sampled sizes | run (<= 64 KiB) | mismatches | `nccl` sizes: host ran the fallback "
                "| stand-in GPU ran NCCL | old rule: NCCL at a schedule size, power of two | at other sizes "
                "| old rule's first call (µs) | lookup, first call of a size (µs) | lookup, repeated (µs) |",
@@ -176,7 +183,9 @@ def main(argv=None) -> int:
         "disagrees at power-of-two sizes, it judged the call's exact shape with another rule. *Lookup*: `Communicator.route`, what each call now does (median; the first call of a size "
         "with the selector's per-size memos cleared; and repeated calls). *fresh*: a plan this script builds with "
         "the one decision (DGX A100's GPUs 0-3, all eight collectives, no SAT), with `decision` and `fallback` "
-        "recorded per entry.",
+        "recorded per entry. *unseen*: machines no preset has, as `synthesize --topology FILE [--gpus ...] --out X` "
+        "makes their plans from the user's files in `tests/fixtures/` (`family/README.md` says what each imitates; "
+        "5 s budget, no SAT), at 2, 3, 4 and 6 GPUs.",
         "",
         *summary, "", f"Host: {os.cpu_count()} CPUs, load average {os.getloadavg()[0]:.1f} at the end of the run "
         "(the lookup's µs are host times on that machine).", "", *sections])

@@ -191,4 +191,28 @@ class PlanTruth:
         return max(spec.input_blocks(), spec.output_blocks()) * count * 4
 
 
-__all__ = ["PlanTruth", "Sample", "planned_at", "sampled_counts", "EXEC_BYTES", "TOP_BYTES"]
+#: machines no preset has, as a user's files give them (tests/fixtures; family/README.md says what
+#: each imitates) at small rank counts: name -> (file under tests/fixtures, GPUs kept or None)
+UNSEEN = {
+    "vm-2xA100-no-sysfs": ("family/nccl_topo_dump_vm_no_sysfs.xml", None),
+    "rtx4090-gpus0-2": ("nvsmi_topo_8x_rtx4090_sys.txt", [0, 1, 2]),
+    "p100x4-soc": ("family/nvsmi_p100x4_driver384_soc.txt", None),
+    "dgx-a100-nvsmi-gpus0-5": ("nvsmi_topo_dgx_a100.txt", list(range(6))),
+}
+
+
+def unseen_plan(name: str, folder):
+    """``synthesize --topology FILE [--gpus ...] --out folder`` for :data:`UNSEEN` ``name`` (the
+    pipeline the command runs, 5 s budget, no SAT): ``(folder / "plan.json", topology)``."""
+    from pathlib import Path
+
+    from synth.pipeline import synthesize as synth_mod
+    from topo_probe.load import load_topology
+    file, gpus = UNSEEN[name]
+    topo = load_topology(str(Path(__file__).parent / "fixtures" / file), gpus)
+    opts = synth_mod.SynthesisOptions(time_limit_s=5, progress=False, max_sat_ranks=0, log=lambda s: None)
+    synth_mod.run(topo, folder, opts, force=True)
+    return Path(folder) / "plan.json", topo
+
+
+__all__ = ["PlanTruth", "Sample", "planned_at", "sampled_counts", "unseen_plan", "EXEC_BYTES", "TOP_BYTES", "UNSEEN"]

@@ -16,7 +16,8 @@ Plan discovery (:func:`find_plan`) is explicit and said once: a :class:`Plan` or
 path passed as ``plan`` is used (it must match the topology); a results folder passed as
 ``plan``, or for ``plan="auto"`` the folder named by the ``TOPOCOLL_RESULTS`` environment
 variable, else ``results`` (where ``synthesize`` writes), is searched for the plan whose topology
-fingerprint is the topology's (``<dir>/<name>/plan.json`` first, then every
+fingerprint is the topology's (a ``plan.json`` in the folder itself, as ``synthesize --out``
+writes it, is that plan; else ``<dir>/<name>/plan.json`` first, then every
 ``<dir>/*/plan.json``).  The chosen path is logged once on the ``topocoll``
 logger and kept in :attr:`ScheduleSelector.notes`.
 
@@ -41,7 +42,7 @@ from synth.formats.schedule_file import load_schedule
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
 from synth.plan.size_plan import Plan, PlanEntry
-from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError, TopologyError
+from topo_probe.errors import InvalidArgument, ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError
 from topo_probe.topology.model import Topology
 
 logger = logging.getLogger("topocoll")
@@ -72,10 +73,10 @@ class Choice:
     fallback: str = ""
 
 
-def _plan_fingerprint(path: Path, strict: bool = False) -> str | None:
-    """The plan's fingerprint, or None where it does not load; ``strict``: its TopocollError."""
+def _loadable(path: Path, strict: bool = False) -> Plan | None:
+    """The plan in ``path``, or None where it does not load; ``strict``: its TopocollError."""
     try:
-        return Plan.load(path).topology_fingerprint
+        return Plan.load(path)
     except TopocollError:
         if strict:
             raise
@@ -87,21 +88,64 @@ def results_dir() -> Path:
     return Path(os.environ.get("TOPOCOLL_RESULTS") or DEFAULT_RESULTS)
 
 
-def _discover(topology: Topology, base: Path) -> tuple[Plan | None, str]:
+def _mine(found: Plan | None, topology: Topology, fp: str, own: bool) -> bool:
+    """Whether a discovered plan is this topology's: its fingerprint, or (a plan made without one)
+    the topology's own ``<dir>/<name>/plan.json`` or a plan naming the topology."""
+    if found is None:
+        return False
+    if found.topology_fingerprint:
+        return found.topology_fingerprint == fp
+    return own or found.topology_name == topology.name
+
+
+def _discover(topology: Topology, base: Path, explicit: bool = False) -> tuple[Plan | None, str]:
+    if os.path.lexists(base / "plan.json"):        # the folder synthesize --out wrote: that plan
+        if explicit:                               # named by the caller: it must be the topology's
+            return _given(topology, base / "plan.json")
+        return _own(topology, base / "plan.json", own=False)   # not named by the topology: a fingerprint or its name
     named = base / topology.name / "plan.json"
-    candidates = [p for p in [named] + sorted(p for p in base.glob("*/plan.json") if p != named) if p.is_file()]
+    others = sorted(p for p in base.glob("*/plan.json") if p != named and p.is_file())
+    candidates = ([named] if os.path.lexists(named) else []) + others   # the own one there but unreadable: refused
     if not candidates:          # no plan to compare with: skip the fingerprint (seconds at 2,000 GPUs)
         return None, f"plan: none for {topology.name!r} in {base}/"
     fp = topology.fingerprint()
     for path in candidates:
-        if _plan_fingerprint(path, strict=path == named) in (fp, ""):   # the topology's own plan: loads or is refused
-            return Plan.load(path), f"plan: {path}"
-    if named.is_file():
-        note = (f"{named}: plan made for another topology (fingerprint {_plan_fingerprint(named)} != {fp}); "
-                f"not used")
-        warnings.warn(note, stacklevel=4)
-        return None, "plan: " + note
+        found = _loadable(path, strict=path == named)   # the topology's own plan: loads or is refused
+        if _mine(found, topology, fp, path == named):
+            return found, f"plan: {path}"
+    if os.path.lexists(named):
+        return _own(topology, named)
     return None, f"plan: none for {topology.name!r} (fingerprint {fp}) in {base}/"
+
+
+def _own(topology: Topology, path: Path, own: bool = True) -> tuple[Plan | None, str]:
+    """A discovered plan in the place the topology's own would be (``own``: ``<dir>/<name>/``, whose
+    folder names the topology; else a results folder's own ``plan.json``): it loads or is refused;
+    one made for another topology is skipped with a warning."""
+    found, fp = _loadable(path, strict=True), topology.fingerprint()
+    if _mine(found, topology, fp, own):
+        return found, f"plan: {path}"
+    made = (f"fingerprint {found.topology_fingerprint} != {fp}" if found.topology_fingerprint
+            else f"{found.topology_name!r}, no fingerprint")
+    note = f"{path}: plan made for another topology ({made}); not used"
+    warnings.warn(note, stacklevel=5)
+    return None, "plan: " + note
+
+
+def _given(topology: Topology, plan) -> tuple[Plan, str]:
+    """A plan the caller named (a :class:`Plan` or a file): it must be the topology's."""
+    if isinstance(plan, Plan):
+        found, where = plan, "plan: given"
+    else:
+        if Path(plan).is_dir():
+            raise ScheduleFormatError(f"{plan}: is a directory, not a plan file (plan.json)")
+        found, where = Plan.load(plan), f"plan: {plan}"
+    fp = topology.fingerprint()
+    if found.topology_fingerprint and found.topology_fingerprint != fp:
+        raise TopologyError(f"{found.path or 'plan'}: topology.fingerprint {found.topology_fingerprint} "
+                            f"({found.topology_name!r}) does not match {topology.name!r} (fingerprint {fp}, "
+                            f"{topology.num_gpus} GPUs): a plan made for another machine")
+    return found, where
 
 
 def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
@@ -109,22 +153,21 @@ def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
 
     ``plan``: a :class:`Plan` or a ``plan.json`` path (must match the topology's fingerprint,
     else :class:`TopologyError`); a results folder, ``"auto"`` or None: discovery in that folder
-    or in :func:`results_dir` (a plan made for another topology is skipped with a warning; the
-    topology's own ``<dir>/<name>/plan.json`` that does not load is refused with its error);
+    or in :func:`results_dir` (a folder holding a ``plan.json``, as ``synthesize --out`` writes
+    it, is that plan: a folder passed as ``plan`` must match, one found by ``"auto"`` is skipped
+    with a warning where it does not; else ``<dir>/<name>/plan.json``, then every
+    ``<dir>/*/plan.json`` of the topology's fingerprint (one without a fingerprint: the own one,
+    or one naming the topology); a plan made for another topology is skipped with a warning;
+    the topology's own ``<dir>/<name>/plan.json`` that does not load is refused with its error);
     False: no plan.
     """
     if plan is False:
         return None, "plan: none asked for"
     if plan is None or plan == "auto":
         return _discover(topology, results_dir())
-    if not isinstance(plan, Plan) and Path(plan).is_dir():
-        return _discover(topology, Path(plan))
-    found, where = (plan, "plan: given") if isinstance(plan, Plan) else (Plan.load(plan), f"plan: {plan}")
-    fp = topology.fingerprint()
-    if found.topology_fingerprint and found.topology_fingerprint != fp:
-        raise TopologyError(f"plan for topology {found.topology_name!r} (fingerprint {found.topology_fingerprint}) "
-                            f"does not match {topology.name!r} (fingerprint {fp})")
-    return found, where
+    if not isinstance(plan, Plan) and Path(plan).is_dir() and Path(plan).suffix != ".json":
+        return _discover(topology, Path(plan), explicit=True)
+    return _given(topology, plan)
 
 
 class ScheduleSelector:
@@ -221,14 +264,14 @@ class ScheduleSelector:
             return Choice(self._verified(("algo", self.algo, name, root), self._forced, name, root), "algo", self.algo)
         entry = self.plan.select(name, nbytes, root) if self.plan is not None else None
         if entry is not None and entry.schedule == NCCL and entry.fallback:
-            sched = self._verified(("plan", entry.fallback), self._from_plan, entry.fallback, name, root)
+            sched = self._plan_schedule(entry, "fallback", name, root)
             return Choice(sched, "plan", f"plan:{NCCL}", nccl=True, entry=entry, fallback=f"plan:{entry.fallback}")
         if entry is not None and entry.schedule == NCCL:
             sched, algo = self.chooser.best(name, root, nbytes)
             return Choice(self._verified(("best-nccl", id(sched)), lambda: sched), "plan", f"plan:{NCCL}", nccl=True,
                           entry=entry, fallback=f"best:{algo}")
         if entry is not None:
-            sched = self._verified(("plan", entry.schedule), self._from_plan, entry.schedule, name, root)
+            sched = self._plan_schedule(entry, "schedule", name, root)
             return Choice(sched, "plan", f"plan:{entry.schedule}", entry=entry)
         sched, algo = self.chooser.best(name, root, nbytes)
         self._verified(("best", algo, name, root), lambda: sched)
@@ -288,11 +331,24 @@ class ScheduleSelector:
         from synth.baselines import baseline
         return baseline(self.algo, self.fabric, name, root=root)
 
+    def _plan_schedule(self, entry: PlanEntry, field: str, name: str, root: int | None) -> Schedule:
+        """The verified schedule file of ``entry``'s ``field`` (``schedule`` or ``fallback``); an
+        error (unreadable, another collective or root, refused by the verifier) is raised as its
+        own class with one line naming the plan file, the entry and the field."""
+        file = getattr(entry, field)
+        try:
+            return self._verified(("plan", file, name, root), self._from_plan, file, name, root)
+        except TopocollError as err:
+            k = next((i for i, e in enumerate(self.plan.entries) if e is entry), "?")
+            err.args = (f"{self.plan.path or 'plan'}: entries[{k}].{field} {file}: {err.args[0] if err.args else err}",
+                        *err.args[1:])
+            raise
+
     def _from_plan(self, file: str, name: str, root: int | None) -> Schedule:
         sched = load_schedule(self.plan.schedule_path(file))
         if (sched.collective, sched.root) != (name, root):
-            raise ScheduleInvalid(f"plan entry {file}: holds {sched.collective} root {sched.root}, "
-                                  f"expected {name} root {root}", rule="bad-collective")
+            raise ScheduleInvalid(f"holds {sched.collective} root {sched.root}, the entry is {name} root {root}",
+                                  rule="bad-collective")
         return sched
 
 

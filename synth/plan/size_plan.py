@@ -104,7 +104,10 @@ class Plan:
         (``..``, an absolute path, or a link out of the folder)."""
         _inside(file, "plan entry schedule")
         path = self.base_dir / file
-        base, real = self.base_dir.resolve(), path.resolve()
+        try:
+            base, real = self.base_dir.resolve(), path.resolve()
+        except (OSError, RuntimeError) as err:       # a symlink loop: RuntimeError before Python 3.13
+            raise ScheduleFormatError(f"{path}: cannot resolve: {err}") from None
         if base not in real.parents:
             raise ScheduleFormatError(f"{path}: resolves outside the plan's folder {self.base_dir}")
         return path

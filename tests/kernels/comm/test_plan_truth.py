@@ -2,16 +2,24 @@
 whatever it holds) and of a plan built here for a small topology, at sampled sizes (each
 range's ends and middle and every power-of-two size in it) through the Communicator on the host
 path and on the GPU path with the CPU stand-in of CuPy (tests/_plan_truth.py): the route each
-call took against a linear scan of plan.json, and the result against NumPy."""
+call took against a linear scan of plan.json, and the result against NumPy.  The same for plans
+synthesize writes for machines no preset has (the user's files of tests/fixtures, 2-6 GPUs), and
+for hostile edits of a committed plan: each runs what the edited file says or is refused in one
+line naming the file."""
 
 from __future__ import annotations
 
 import json
+import warnings
 
 import pytest
+from _campaign import examples
 from _paths import ROOT
-from _plan_truth import EXEC_BYTES, PlanTruth
+from _plan_truth import EXEC_BYTES, UNSEEN, PlanTruth, sampled_counts, unseen_plan
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
+from kernels import Communicator
 from synth.formats.schedule_file import load_schedule
 from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records
 from synth.plan.versus_nccl import MARGIN
@@ -89,3 +97,94 @@ def test_a_fresh_plan_records_the_decision_it_made(fresh_plan):
             assert margin < MARGIN and e.predicted_us == pytest.approx(d["nccl_us"]), e
         else:
             assert margin >= MARGIN - 1e-3 and e.fallback is None, e
+
+
+# --------------------------------------------------------------------------- mutated plans
+#: values a hand edit (or a hostile file) puts into an entry's fields
+HOSTILE = {
+    "min_bytes": [-1, 0, 1, 4095, 65536, 2 ** 63, 2 ** 70, 1.5, "12", None, True, float("nan")],
+    "max_bytes": [-1, 0, 1, 4096, 65537, 2 ** 62, 2 ** 70, 1.5, "12", None, False, float("inf")],
+    "schedule": ["nccl", "schedules/absent.json", "../plan.json", "/etc/passwd", "", 3, None,
+                 "schedules/allgather-rhd.json", "schedules/allreduce-tree.json", "schedules/broadcast-ring.json"],
+    "fallback": [None, "nccl", "schedules/absent.json", "schedules/allreduce-tree.json",
+                 "schedules/gather-tree.json", "schedules/reduce-ring.json", 7],
+    "collective": ["allreduce", "all_gather", "gather", "reduce", "allreduce2", "", 3, None],
+    "root": [None, 0, 1, 7, 8, -1, 1.0, "0"],
+    "protocol": ["simple", "ll", "LL", None, 1],
+}
+
+
+def _mutated(doc, data):
+    """``doc`` with one to three hostile edits: an entry's field, a removed, duplicated or moved
+    entry, or another fingerprint (what the edit was, for the failure message)."""
+    doc, what = json.loads(json.dumps(doc)), []
+    for _ in range(data.draw(st.integers(1, 3))):
+        k = data.draw(st.integers(0, len(doc["entries"]) - 1))
+        kind = data.draw(st.sampled_from(sorted(HOSTILE) + ["drop", "duplicate", "move", "fingerprint"]))
+        if kind == "drop" and len(doc["entries"]) > 1:
+            doc["entries"].pop(k)
+        elif kind == "duplicate":
+            doc["entries"].append(dict(doc["entries"][k]))
+        elif kind == "move":
+            doc["entries"].insert(0, doc["entries"].pop(k))
+        elif kind == "fingerprint":
+            doc["topology"]["fingerprint"] = data.draw(st.sampled_from(["", "0123456789abcdef", 5]))
+        elif kind in HOSTILE:
+            doc["entries"][k][kind] = data.draw(st.sampled_from(HOSTILE[kind]))
+        what.append(f"{kind} entries[{k}]")
+    return doc, what
+
+
+@pytest.fixture(scope="module")
+def dgx1_copy(tmp_path_factory):
+    """The committed dgx1-v100 plan and its schedules in a folder of their own."""
+    import shutil
+    folder = tmp_path_factory.mktemp("dgx1")
+    shutil.copytree(ROOT / "results" / "dgx1-v100" / "schedules", folder / "schedules")
+    return folder, json.loads((ROOT / "results" / "dgx1-v100" / "plan.json").read_text()), get_preset("dgx1-v100")
+
+
+@settings(max_examples=examples(100, 1000), deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(data=st.data())
+def test_a_mutated_committed_plan_runs_what_it_says_or_is_refused_in_one_line(dgx1_copy, data):
+    """Every edit of the committed plan either is refused in one line naming the plan file (its
+    field or entry) or a schedule file of its folder, or runs what the edited plan.json says,
+    by a linear scan of its entries, on both paths, with NumPy's results (tests/_plan_truth.py)."""
+    import numpy as np
+
+    from topo_probe.errors import TopocollError
+    folder, doc, topo = dgx1_copy
+    bad, what = _mutated(doc, data)
+    path = folder / f"plan-{data.draw(st.integers(0, 10 ** 9))}.json"
+    path.write_text(json.dumps(bad))
+    try:
+        truth = PlanTruth(path, topo)
+        entries = truth.plan.entries
+        picks = data.draw(st.lists(st.integers(0, len(entries) - 1), min_size=1, max_size=3)) if entries else []
+        for k in picks:
+            counts = sampled_counts(entries[k], topo.num_gpus)
+            if counts:
+                sample = truth.sample(entries[k], counts[0], np.random.default_rng(k))
+                assert not sample.mismatch, (what, sample)
+    except TopocollError as err:
+        line = str(err)
+        assert "\n" not in line, (what, line)
+        assert str(path) in line or str(folder / "schedules") in line, (what, line)
+    finally:
+        path.unlink()
+
+
+# --------------------------------------------------------------------------- machines no preset has
+@pytest.mark.parametrize("name", sorted(UNSEEN))
+def test_a_plan_synthesize_writes_for_a_machine_no_preset_has_runs_what_it_says(name, tmp_path):
+    """``synthesize --topology FILE [--gpus ...] --out X`` (the pipeline it runs, no SAT) for the
+    user's files of tests/fixtures at 2, 3, 4 and 6 GPUs, then every entry of X/plan.json at
+    sampled sizes through both paths against a linear scan of the file and NumPy; a Communicator
+    handed the folder X, as a user would, takes X/plan.json (before: no plan, baselines ran)."""
+    path, topo = unseen_plan(name, tmp_path)
+    truth = PlanTruth(path, topo)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        by_folder = Communicator(topo.num_gpus, topology=topo, plan=tmp_path)
+    assert by_folder.selector.plan is not None and by_folder.selector.plan.path == path
+    _check(truth.run(exec_per_entry=2), truth.plan)
