@@ -51,7 +51,7 @@ _OPS = {v: k for k, v in OP_CODES.items()}
 FAILURES = ("", "a tensor is not contiguous", "a tensor is on another device than the group's",
             "unsupported dtype", "tensor sizes do not fit the call", "tensors of one call have different dtypes",
             "root out of range", "split sizes do not fit the tensor", "a dtype PREMUL_SUM does not take",
-            "tensors of one call are in different memory layouts")
+            "tensors of one call are in different memory layouts", "AVG does not take bool tensors")
 _FIXED = 11                   # code, collective, dtype, count, root, op, shape digest, device, split count, data bytes,
 #                               layout bits
 #: the most bytes of data a header may carry (:func:`agree_with_data`; a peer may send this much

@@ -21,8 +21,8 @@ from __future__ import annotations
 import torch
 
 from kernels.pytorch.agreement import Header, agree, shape_digest, splits_of
-from kernels.pytorch.checks import (ANY_LAYOUT, call_layouts, first_failure, flat, layout_bits, layouts_ok, premul_ok,
-                                    same_layout, sizes_ok, tensors_ok)
+from kernels.pytorch.checks import (ANY_LAYOUT, call_layouts, first_failure, flat, layout_bits, layouts_ok,
+                                    reduce_op_ok, same_layout, sizes_ok, tensors_ok)
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.errors import CollectiveMismatch
 from kernels.pytorch.fused import fused_allreduce, fused_route
@@ -54,7 +54,7 @@ class CallRunner:
         calls): each must be dense, all in one memory layout, and the header sends their layouts."""
         if originals is not None:
             extra = first_failure(extra, layouts_ok(originals), same_layout(originals))
-        code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), premul_ok(tensors, op), extra)
+        code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), reduce_op_ok(tensors, op), extra)
         ref = tensors[0] if tensors else None
         layouts = ANY_LAYOUT if code else call_layouts(tensors if originals is None else originals)
         header = Header(collective, dtype_code(ref.dtype) if ref is not None else 0, count, root, op,
@@ -102,7 +102,7 @@ class CallRunner:
             return
         extra, shapes = (0, ""), None
         if originals is not None:            # coalesced: the whole call in every header (pairs_digest)
-            extra = first_failure(*(first_failure(tensors_ok([t]), premul_ok([t], op)) for t in tensors))
+            extra = first_failure(*(first_failure(tensors_ok([t]), reduce_op_ok([t], op)) for t in tensors))
             shapes = pairs_digest([(t, t) for t in originals])
         for t in tensors:                    # every part agreed on every rank before any part's data moves
             self.agree("allreduce" if shapes is None else "allreduce_coalesced", [t], count=t.numel(), op=op,
@@ -148,7 +148,7 @@ class CallRunner:
             if not code:
                 elements, (code, note) = needs(out, inp)
                 count = count if k else elements
-                code, note = first_failure((code, note), premul_ok([inp], op))
+                code, note = first_failure((code, note), reduce_op_ok([inp], op))
             if code and not failure[0]:
                 failure = (code, f"pair {k}: {note}")
         pairs = list(zip(outputs, inputs))
@@ -184,10 +184,23 @@ class CallRunner:
         self.run("reducescatter", inp, out, out.numel(), op=op)
 
     def reduce_scatter_list(self, out, inputs, op: str, factor=1.0) -> None:
-        self.agree("reducescatter_list", [out, *inputs], count=out.numel(), op=op, shapes=[out.shape],
-                   extra=first_failure(sizes_ok(inputs, out.numel(), "input tensor"), _count_ok(inputs, self.size)))
-        packed = torch.cat([flat(t) for t in inputs]) if inputs else out.new_empty(0)   # a copy
-        self._reduce_scatter(flat(out), *premul(packed, op, factor, copy=False))
+        """``inputs[d]``: rank ``d``'s block, the same sizes on every rank, ``out`` this rank's size;
+        uneven blocks (gloo and torch's NCCL group take them) run padded to the largest."""
+        sizes = [t.numel() for t in inputs]
+        block = max(sizes, default=out.numel())
+        mine = sizes[self.rank] if len(sizes) == self.size else out.numel()
+        self.agree("reducescatter_list", [out, *inputs], count=block, op=op, shapes=[t.shape for t in inputs],
+                   extra=first_failure(_count_ok(inputs, self.size), sizes_ok([out], mine, "output tensor")))
+        even = all(k == block for k in sizes)
+        if even:
+            packed, target = torch.cat([flat(t) for t in inputs]) if inputs else out.new_empty(0), flat(out)  # a copy
+        else:
+            packed, target = out.new_zeros(self.size * block), out.new_empty(block)
+            for d, t in enumerate(inputs):
+                packed[d * block:d * block + t.numel()].copy_(flat(t))
+        self._reduce_scatter(target, *premul(packed, op, factor, copy=False))
+        if not even:
+            flat(out).copy_(target[:out.numel()])
 
     def broadcast(self, tensors, root: int) -> None:
         for t in tensors:

@@ -84,7 +84,8 @@ def coalesced_refusals(rec: Recorder, rank: int, n: int) -> None:
     for bad, cls in scatter.items():
         outs, ins = _scatter_parts(rank, n, bad)
         _expect_same_error(rec, f"refused:reduce_scatter:{bad}", cls,
-                           _coalesced(dist.reduce_scatter_tensor, outs, ins), outs[0], torch.full_like(outs[0], SENTINEL))
+                           _coalesced(dist.reduce_scatter_tensor, outs, ins), outs[0],
+                           torch.full_like(outs[0], SENTINEL))
         _in_step(rec, f"refused:reduce_scatter:{bad}", rank, n)
     # all_reduce_coalesced: one buffer per dtype; the float64 part's count differs on the last rank
     a = torch.full((3,), float(rank + 1))
