@@ -103,7 +103,7 @@ class CallRunner:
         extra, shapes = (0, ""), None
         if originals is not None:            # coalesced: the whole call in every header (pairs_digest)
             extra = first_failure(*(first_failure(tensors_ok([t]), reduce_op_ok([t], op)) for t in tensors))
-            shapes = pairs_digest([(t, t) for t in originals])
+            shapes = pairs_digest([(t, t) for t in originals], layouts=False)
         for t in tensors:                    # every part agreed on every rank before any part's data moves
             self.agree("allreduce" if shapes is None else "allreduce_coalesced", [t], count=t.numel(), op=op,
                        shapes=shapes or [t.shape], originals=originals, extra=extra)
@@ -315,15 +315,18 @@ def scale(flat, factor):
     return flat.mul_(factor.to(flat.device) if isinstance(factor, torch.Tensor) else factor)
 
 
-def pairs_digest(pairs) -> list:
+def pairs_digest(pairs, layouts: bool = True) -> list:
     """What :func:`~kernels.pytorch.agreement.shape_digest` hashes for a coalesced call: per
-    (output, input) pair both shapes, the dtype code and the memory layout bits (ranks must agree on
-    each; a pair that is not a pair of tensors counts as an empty shape)."""
+    (output, input) pair both shapes, the dtype code and (``layouts``) the memory layout bits
+    (ranks must agree on each; a pair that is not a pair of tensors counts as an empty shape).
+    ``all_reduce_coalesced`` leaves the layouts out: its tensors share one, which its header's
+    layout field carries."""
     rows = [(len(pairs),)]
     for pair in pairs:
         for t in pair:
             ok = isinstance(t, torch.Tensor)
-            rows += [tuple(t.shape) if ok else (), (dtype_code(t.dtype), layout_bits(t)) if ok else (-1,)]
+            rows += [tuple(t.shape) if ok else (),
+                     (dtype_code(t.dtype), layout_bits(t) if layouts else 0) if ok else (-1,)]
     return rows
 
 
