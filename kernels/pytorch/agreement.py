@@ -43,14 +43,15 @@ from kernels.pytorch.errors import BadTensor, CollectiveMismatch, PeerGone
 
 COLLECTIVE_CODES = {name: k + 1 for k, name in enumerate(
     ("allreduce", "allgather", "reducescatter", "broadcast", "reduce", "gather", "scatter", "alltoall",
-     "barrier", "allgather_list", "reducescatter_list", "alltoall_list"))}
+     "barrier", "allgather_list", "reducescatter_list", "alltoall_list", "allreduce_coalesced", "allgather_coalesced",
+     "reducescatter_coalesced"))}
 _NAMES = {v: k for k, v in COLLECTIVE_CODES.items()}
 _OPS = {v: k for k, v in OP_CODES.items()}
 #: local-check failures a rank reports in its header (0: none)
 FAILURES = ("", "a tensor is not contiguous", "a tensor is on another device than the group's",
             "unsupported dtype", "tensor sizes do not fit the call", "tensors of one call have different dtypes",
             "root out of range", "split sizes do not fit the tensor", "a dtype PREMUL_SUM does not take",
-            "tensors of one call are in different memory layouts")
+            "tensors of one call are in different memory layouts", "AVG does not take bool tensors")
 _FIXED = 11                   # code, collective, dtype, count, root, op, shape digest, device, split count, data bytes,
 #                               layout bits
 #: the most bytes of data a header may carry (:func:`agree_with_data`; a peer may send this much
@@ -126,7 +127,10 @@ def compare(rows: list, local_notes: list[str], this_rank: int) -> None:
         if len(set(values)) > 1:
             first = values[0]
             odd = next(r for r, v in enumerate(values) if v != first)
-            if field == "tensor shapes":
+            if field == "tensor shapes" and what.endswith("_coalesced"):    # the digest covers every part
+                msg = (f"rank 0 and rank {odd} pass different parts (how many, or a part's shapes, dtype or "
+                       f"memory layout)")
+            elif field == "tensor shapes":
                 msg = f"rank 0 and rank {odd} pass tensors of different shapes"
             else:
                 msg = f"rank 0 has {first}, rank {odd} has {values[odd]}"

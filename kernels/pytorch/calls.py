@@ -12,7 +12,8 @@ process, peers' memory through CUDA IPC), else staged through the host;
 :attr:`CallRunner.last_path` says which ran. torch's list forms (``all_gather`` into a list,
 ``gather``, ``scatter``, ``reduce_scatter`` from a list) are packed into one flat buffer and
 unpacked after; an uneven all-to-all pads every block to the largest split and runs the
-``alltoall`` schedule.
+``alltoall`` schedule.  A coalesced call (several parts) is agreed whole, every part checked, before
+its first part's data moves (:meth:`CallRunner.agree_pairs`, :func:`pairs_digest`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,8 @@ from __future__ import annotations
 import torch
 
 from kernels.pytorch.agreement import Header, agree, shape_digest, splits_of
-from kernels.pytorch.checks import (ANY_LAYOUT, call_layouts, first_failure, flat, layouts_ok, premul_ok, same_layout,
-                                    sizes_ok, tensors_ok)
+from kernels.pytorch.checks import (ANY_LAYOUT, call_layouts, first_failure, flat, layout_bits, layouts_ok,
+                                    reduce_op_ok, same_layout, sizes_ok, tensors_ok)
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.errors import CollectiveMismatch
 from kernels.pytorch.fused import fused_allreduce, fused_route
@@ -53,7 +54,7 @@ class CallRunner:
         calls): each must be dense, all in one memory layout, and the header sends their layouts."""
         if originals is not None:
             extra = first_failure(extra, layouts_ok(originals), same_layout(originals))
-        code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), premul_ok(tensors, op), extra)
+        code, note = first_failure(tensors_ok(tensors, cuda_device=self.cuda_device), reduce_op_ok(tensors, op), extra)
         ref = tensors[0] if tensors else None
         layouts = ANY_LAYOUT if code else call_layouts(tensors if originals is None else originals)
         header = Header(collective, dtype_code(ref.dtype) if ref is not None else 0, count, root, op,
@@ -99,8 +100,13 @@ class CallRunner:
         if route is not None:                # a small call: header and data in one round
             fused_allreduce(self, tensors[0], op, route)
             return
-        for t in tensors:
-            self.agree("allreduce", [t], count=t.numel(), op=op, shapes=[t.shape], originals=originals)
+        extra, shapes = (0, ""), None
+        if originals is not None:            # coalesced: the whole call in every header (pairs_digest)
+            extra = first_failure(*(first_failure(tensors_ok([t]), reduce_op_ok([t], op)) for t in tensors))
+            shapes = pairs_digest([(t, t) for t in originals], layouts=False)
+        for t in tensors:                    # every part agreed on every rank before any part's data moves
+            self.agree("allreduce" if shapes is None else "allreduce_coalesced", [t], count=t.numel(), op=op,
+                       shapes=shapes or [t.shape], originals=originals, extra=extra)
         for t in tensors:
             buf, run_op = premul(flat(t), op, factor, copy=False)
             if self.size == 1:
@@ -113,6 +119,41 @@ class CallRunner:
         self.agree("allgather", [out, inp], count=inp.numel(), shapes=[inp.shape],
                    extra=sizes_ok([out], self.size * inp.numel(), "output tensor"))
         self._allgather(flat(out), flat(inp))
+
+    def allgather_pairs(self, outputs, inputs) -> None:
+        """``all_gather_into_tensor_coalesced``: every pair checked, on every rank, in one header
+        (:meth:`agree_pairs`) before any pair's data moves."""
+        self.agree_pairs("allgather_coalesced", outputs, inputs, lambda o, i: (
+            i.numel(), sizes_ok([o], self.size * i.numel(), "output tensor")))
+        for out, inp in zip(outputs, inputs):
+            self._allgather(flat(out), flat(inp))
+
+    def reduce_scatter_pairs(self, outputs, inputs, op: str, factor=1.0) -> None:
+        """``reduce_scatter_tensor_coalesced``, checked as :meth:`allgather_pairs`."""
+        self.agree_pairs("reducescatter_coalesced", outputs, inputs, lambda o, i: (
+            o.numel(), sizes_ok([i], self.size * o.numel(), "input tensor")), op=op)
+        for out, inp in zip(outputs, inputs):
+            self._reduce_scatter(flat(out), *premul(flat(inp), op, factor))
+
+    def agree_pairs(self, collective: str, outputs, inputs, needs, op: str = "") -> None:
+        """One agreement for a coalesced call of (output, input) pairs: ``needs(out, inp)`` gives a
+        pair's elements per block and its size check; the header carries the first pair's fields,
+        the first failing pair's local failure and a digest of every pair (:func:`pairs_digest`), so
+        a bad later pair, or ranks with different pairs, raise on every rank before any byte moves."""
+        failure, count = (0, ""), 0
+        if len(outputs) != len(inputs):
+            failure = (4, f"{len(outputs)} output tensors for {len(inputs)} input tensors")
+        for k, (out, inp) in enumerate(zip(outputs, inputs)):
+            code, note = tensors_ok([out, inp], cuda_device=self.cuda_device)
+            if not code:
+                elements, (code, note) = needs(out, inp)
+                count = count if k else elements
+                code, note = first_failure((code, note), reduce_op_ok([inp], op))
+            if code and not failure[0]:
+                failure = (code, f"pair {k}: {note}")
+        pairs = list(zip(outputs, inputs))
+        self.agree(collective, list(pairs[0]) if pairs else [], count=count, op=op, shapes=pairs_digest(pairs),
+                   extra=failure)
 
     def _allgather(self, out, inp) -> None:
         if self.size == 1:
@@ -143,10 +184,23 @@ class CallRunner:
         self.run("reducescatter", inp, out, out.numel(), op=op)
 
     def reduce_scatter_list(self, out, inputs, op: str, factor=1.0) -> None:
-        self.agree("reducescatter_list", [out, *inputs], count=out.numel(), op=op, shapes=[out.shape],
-                   extra=first_failure(sizes_ok(inputs, out.numel(), "input tensor"), _count_ok(inputs, self.size)))
-        packed = torch.cat([flat(t) for t in inputs]) if inputs else out.new_empty(0)   # a copy
-        self._reduce_scatter(flat(out), *premul(packed, op, factor, copy=False))
+        """``inputs[d]``: rank ``d``'s block, the same sizes on every rank, ``out`` this rank's size;
+        uneven blocks (gloo and torch's NCCL group take them) run padded to the largest."""
+        sizes = [t.numel() for t in inputs]
+        block = max(sizes, default=out.numel())
+        mine = sizes[self.rank] if len(sizes) == self.size else out.numel()
+        self.agree("reducescatter_list", [out, *inputs], count=block, op=op, shapes=[t.shape for t in inputs],
+                   extra=first_failure(_count_ok(inputs, self.size), sizes_ok([out], mine, "output tensor")))
+        even = all(k == block for k in sizes)
+        if even:
+            packed, target = torch.cat([flat(t) for t in inputs]) if inputs else out.new_empty(0), flat(out)  # a copy
+        else:
+            packed, target = out.new_zeros(self.size * block), out.new_empty(block)
+            for d, t in enumerate(inputs):
+                packed[d * block:d * block + t.numel()].copy_(flat(t))
+        self._reduce_scatter(target, *premul(packed, op, factor, copy=False))
+        if not even:
+            flat(out).copy_(target[:out.numel()])
 
     def broadcast(self, tensors, root: int) -> None:
         for t in tensors:
@@ -259,6 +313,21 @@ def scale(flat, factor):
     """``flat`` times a premul_sum factor (a float or a 1-element tensor), in place, in its own
     dtype (NCCL's PreMulSum scales each input in the element type); returns ``flat``."""
     return flat.mul_(factor.to(flat.device) if isinstance(factor, torch.Tensor) else factor)
+
+
+def pairs_digest(pairs, layouts: bool = True) -> list:
+    """What :func:`~kernels.pytorch.agreement.shape_digest` hashes for a coalesced call: per
+    (output, input) pair both shapes, the dtype code and (``layouts``) the memory layout bits
+    (ranks must agree on each; a pair that is not a pair of tensors counts as an empty shape).
+    ``all_reduce_coalesced`` leaves the layouts out: its tensors share one, which its header's
+    layout field carries."""
+    rows = [(len(pairs),)]
+    for pair in pairs:
+        for t in pair:
+            ok = isinstance(t, torch.Tensor)
+            rows += [tuple(t.shape) if ok else (),
+                     (dtype_code(t.dtype), layout_bits(t) if layouts else 0) if ok else (-1,)]
+    return rows
 
 
 def _count_ok(tensors, n: int) -> tuple[int, str]:

@@ -57,7 +57,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from kernels.pytorch.dtypes import ANY_DTYPE_CODES, ANY_DTYPES, any_dtype_code, any_dtype_from_code, dtype_name
+from kernels.pytorch.dtypes import any_dtype_code, any_dtype_from_code, dtype_name
 from kernels.pytorch.errors import BadTensor, P2PMismatch, PeerGone, TorchBackendError
 
 #: header: magic, sequence number on (pair, tag), element count, dtype code (int64 words, this host's byte order)
@@ -72,7 +72,6 @@ _MAGIC_INLINE = 0x7470_3269     # "tp2i": the payload follows the header in its 
 #: ends an inline message, right after its payload (8 nonzero bytes: a receive's zero fill is not one)
 _TRAILER = b"tp2i-end"
 _INLINE_ROOM = _HEADER_BYTES + INLINE_BYTES + len(_TRAILER)     # a header receive's bytes
-_DTYPES, _CODE = ANY_DTYPES, ANY_DTYPE_CODES     # the tests' names for the header's dtype table
 
 
 def _dtype_name(code: int) -> str:

@@ -183,10 +183,27 @@ def premul_ok(tensors, op: str) -> tuple[int, str]:
     return 0, ""
 
 
+def reduce_op_ok(tensors, op: str) -> tuple[int, str]:
+    """The call's dtype is one its reduce op takes: PREMUL_SUM's floating dtypes
+    (:func:`premul_ok`), and no AVG of bool tensors, which torch's NCCL group refuses ("Cannot
+    use ReduceOp.AVG with boolean inputs", ``getNcclReduceOp`` in pytorch/pytorch
+    ``torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp``) and gloo too (torch 2.13: "result type
+    Float can't be cast to the desired output type Bool"); run, it gave all False.
+
+    >>> reduce_op_ok([torch.ones(2, dtype=torch.bool)], "avg")[1]
+    'AVG does not take bool tensors (the mean of booleans is not a boolean)'
+    """
+    t = tensors[0] if op == "avg" and tensors else None
+    if isinstance(t, torch.Tensor) and t.dtype == torch.bool:
+        return 10, "AVG does not take bool tensors (the mean of booleans is not a boolean)"
+    return premul_ok(tensors, op)
+
+
 def first_failure(*results) -> tuple[int, str]:
     """The first failing result of several checks, else ``(0, "")``."""
     return next((r for r in results if r[0]), (0, ""))
 
 
 __all__ = ["tensors_ok", "dense", "flat", "layouts_ok", "layout_bits", "layout_names", "common_layouts", "call_layouts",
-           "odd_layout", "same_layout", "LAYOUTS", "ANY_LAYOUT", "sizes_ok", "premul_ok", "first_failure", "PREMUL_DTYPES"]
+           "odd_layout", "same_layout", "LAYOUTS", "ANY_LAYOUT", "sizes_ok", "premul_ok", "reduce_op_ok",
+           "first_failure", "PREMUL_DTYPES"]

@@ -36,7 +36,7 @@ from kernels.backends.kernel_twins import binop_for
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND
 from kernels.program.ops import SCRATCH
 from kernels.pytorch.agreement import DATA_BYTES_MAX, Header, agree_with_data, shape_digest
-from kernels.pytorch.checks import dense, flat, layout_bits, tensors_ok
+from kernels.pytorch.checks import dense, flat, layout_bits, reduce_op_ok, tensors_ok
 from kernels.pytorch.dtypes import dtype_code
 from kernels.pytorch.plan_choice import choose
 from kernels.pytorch.schedule_share import combine, postdiv, rank_ops
@@ -163,7 +163,7 @@ def fused_route(runner, t: torch.Tensor, op: str):
 def _one_round(runner, t: torch.Tensor, op: str) -> tuple:
     """``(route, OneRound or None, header row)`` for calls shaped like ``t`` (:func:`fused_route`)."""
     nbytes = t.numel() * t.element_size()
-    if (op == "premul_sum" or not 0 < nbytes <= DATA_BYTES_MAX or tensors_ok([t])[0]
+    if (op == "premul_sum" or not 0 < nbytes <= DATA_BYTES_MAX or tensors_ok([t])[0] or reduce_op_ok([t], op)[0]
             or not hasattr(runner.transports("cpu"), "gather_rows")
             or (runner.native is not None and runner.native.takes(t))):
         return None, None, b""

@@ -31,7 +31,7 @@ import torch.distributed as dist
 
 from kernels.pytorch.calls import CallRunner
 from kernels.pytorch.dtypes import premul_factor, reduce_op_name
-from kernels.pytorch.checks import PREMUL_DTYPES, dense, flat
+from kernels.pytorch.checks import dense, flat
 from kernels.pytorch.native_exec import NativeExecutor
 from kernels.pytorch.checked_p2p import make_p2p
 from kernels.pytorch.plan_choice import make_selector
@@ -155,13 +155,13 @@ class TopocollProcessGroup(dist.ProcessGroup):
         opts = opts or dist.AllreduceCoalescedOptions()
         op = reduce_op_name(opts.reduceOp)
 
-        def run():                  # premul_sum: a dtype PreMulSum refuses raises before any group's data moves
-            for group in sorted(_by_dtype(tensors), key=lambda g: op == "premul_sum" and g[0].dtype in PREMUL_DTYPES):
-                numels = [t.numel() for t in group]
-                packed = (torch.cat([flat(t) for t in group]) if all(map(dense, group))  # else agree refuses them
-                          else group[0].new_empty(sum(numels)))
-                self.runner.allreduce([packed], op, premul_factor(opts.reduceOp), originals=tensors)
-                for t, piece in zip(group, torch.split(packed, numels)):
+        def run():                  # one flat buffer per dtype, every one agreed before any data moves
+            groups = _by_dtype(tensors)
+            packs = [torch.cat([flat(t) for t in group]) if all(map(dense, group))  # else agree refuses them
+                     else group[0].new_empty(sum(t.numel() for t in group)) for group in groups]
+            self.runner.allreduce(packs, op, premul_factor(opts.reduceOp), originals=tensors)
+            for group, packed in zip(groups, packs):
+                for t, piece in zip(group, torch.split(packed, [t.numel() for t in group])):
                     flat(t).copy_(piece)
         return self._submit(tensors, tensors, run, lambda g: g.allreduce_coalesced(tensors, opts), opts)
 
@@ -180,8 +180,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def all_gather_single_coalesced(self, outputs, inputs, opts=None):
         def run():
-            for o, i in zip(outputs, inputs):
-                self.runner.allgather_into(o, i)
+            self.runner.allgather_pairs(outputs, inputs)
         return self._submit(inputs, outputs, run,
                             lambda g: g.allgather_into_tensor_coalesced(outputs, inputs,
                                                                         opts or dist.AllgatherOptions()), opts)
@@ -213,8 +212,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
         op, factor = reduce_op_name(opts.reduceOp), premul_factor(opts.reduceOp)
 
         def run():
-            for o, i in zip(outputs, inputs):
-                self.runner.reduce_scatter_into(o, i, op, factor)
+            self.runner.reduce_scatter_pairs(outputs, inputs, op, factor)
         return self._submit(inputs, outputs, run,
                             lambda g: g.reduce_scatter_tensor_coalesced(outputs, inputs, opts), opts)
 

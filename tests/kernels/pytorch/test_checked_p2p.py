@@ -86,12 +86,13 @@ def _finish(words, tensor, tail: bytes = b""):
 
 
 def test_a_matching_header_fills_the_tensor_a_mismatch_drains_into_scratch():
-    from kernels.pytorch.checked_p2p import _CODE, _MAGIC
+    from kernels.pytorch.checked_p2p import _MAGIC
+    from kernels.pytorch.dtypes import any_dtype_code
     t = torch.zeros(6, dtype=torch.int32)
-    posted, work = _finish([_MAGIC, 0, 6, _CODE[torch.int32]], t)
+    posted, work = _finish([_MAGIC, 0, 6, any_dtype_code(torch.int32)], t)
     assert work.wait() and posted == [(6, torch.int32, 0, 3)] and t.view(torch.uint8).eq(0x5A).all()
     t = torch.zeros(6, dtype=torch.int32)
-    posted, work = _finish([_MAGIC, 0, 6, _CODE[torch.float32]], t)       # same bytes, other dtype
+    posted, work = _finish([_MAGIC, 0, 6, any_dtype_code(torch.float32)], t)       # same bytes, other dtype
     with pytest.raises(RuntimeError, match=r"rank 0 sent 6 elements of float32, the receiving tensor holds "
                                            r"6 elements of int32") as e:
         work.wait()
@@ -107,16 +108,17 @@ def test_any_header_ends_in_the_data_or_a_topocoll_error(magic, seq, count, code
     bytes (0x5A) then the trailer (``ends`` False, or too many to fit); a header ahead of its turn
     times out (PeerGone); otherwise exactly one receive of the announced size and dtype is posted
     (none for an inline one), and the tensor changes (to 0x5A bytes) only when they match."""
-    from kernels.pytorch.checked_p2p import _CODE, _DTYPES, _TRAILER, INLINE_BYTES
+    from kernels.pytorch.checked_p2p import _TRAILER, INLINE_BYTES
+    from kernels.pytorch.dtypes import ANY_DTYPES, any_dtype_code
     from topo_probe.errors import TopocollError
     t = torch.zeros(size)
     inline = magic == 0x7470_3269
-    valid = magic in (0x7470_3270, 0x7470_3269) and count >= 0 and 1 <= code <= len(_DTYPES)
-    fits = valid and count * _DTYPES[code - 1].itemsize <= INLINE_BYTES
-    tail = b"\x5a" * (count * _DTYPES[code - 1].itemsize) + _TRAILER if inline and ends and fits else b""
+    valid = magic in (0x7470_3270, 0x7470_3269) and count >= 0 and 1 <= code <= len(ANY_DTYPES)
+    fits = valid and count * ANY_DTYPES[code - 1].itemsize <= INLINE_BYTES
+    tail = b"\x5a" * (count * ANY_DTYPES[code - 1].itemsize) + _TRAILER if inline and ends and fits else b""
     posted, work = _finish([magic, seq, count, code], t, tail)
     valid = valid and not (inline and not (ends and fits))
-    match = valid and seq == 0 and count == size and code == _CODE[torch.float32]
+    match = valid and seq == 0 and count == size and code == any_dtype_code(torch.float32)
     if match:
         assert work.wait() and posted == ([] if inline else [(size, torch.float32, 0, 3)])
         assert t.view(torch.uint8).eq(0x5A).all()
@@ -127,7 +129,7 @@ def test_any_header_ends_in_the_data_or_a_topocoll_error(magic, seq, count, code
     if not valid or seq != 0:
         assert type(e.value).__name__ == "PeerGone" and posted == []
     elif type(e.value).__name__ == "P2PMismatch":
-        assert posted == ([] if inline else [(count * _DTYPES[code - 1].itemsize, torch.uint8, 0, 3)])  # drained
+        assert posted == ([] if inline else [(count * ANY_DTYPES[code - 1].itemsize, torch.uint8, 0, 3)])  # drained
     else:                                         # a scratch this host cannot hold
         assert type(e.value).__name__ == "PeerGone" and posted == [] and "more than this host" in str(e.value)
 
@@ -237,9 +239,10 @@ def test_a_mismatch_below_and_above_the_threshold_raises_and_writes_no_byte(inli
 def test_an_inline_header_that_claims_more_bytes_than_it_carries_is_out_of_step():
     """The header alone in the real posted buffer (zero behind it) claiming 2 float32: before the
     trailer, the zeros were taken as the payload and wait() was True."""
-    from kernels.pytorch.checked_p2p import _CODE, _MAGIC_INLINE
+    from kernels.pytorch.checked_p2p import _MAGIC_INLINE
+    from kernels.pytorch.dtypes import any_dtype_code
     t = torch.full((2,), 7.0)
-    posted, work = _finish([_MAGIC_INLINE, 0, 2, _CODE[torch.float32]], t)
+    posted, work = _finish([_MAGIC_INLINE, 0, 2, any_dtype_code(torch.float32)], t)
     with pytest.raises(RuntimeError, match="out of step") as e:
         work.wait()
     assert type(e.value).__name__ == "PeerGone" and posted == [] and t.tolist() == [7.0, 7.0]
@@ -248,9 +251,10 @@ def test_an_inline_header_that_claims_more_bytes_than_it_carries_is_out_of_step(
 def test_a_truncated_inline_message_is_out_of_step_and_writes_no_byte():
     """The reviewer's case: a header claiming 100 float32 (400 bytes) with only 8 bytes behind it
     (2 ones): before, 98 zeros and wait() True; now PeerGone, the tensor as it was."""
-    from kernels.pytorch.checked_p2p import _CODE, _MAGIC_INLINE
+    from kernels.pytorch.checked_p2p import _MAGIC_INLINE
+    from kernels.pytorch.dtypes import any_dtype_code
     t = torch.full((100,), 7.0)
-    posted, work = _finish([_MAGIC_INLINE, 0, 100, _CODE[torch.float32]], t, torch.ones(2).numpy().tobytes())
+    posted, work = _finish([_MAGIC_INLINE, 0, 100, any_dtype_code(torch.float32)], t, torch.ones(2).numpy().tobytes())
     with pytest.raises(RuntimeError, match="does not end right after the 100 elements of float32") as e:
         work.wait()
     assert type(e.value).__name__ == "PeerGone" and posted == [] and t.eq(7.0).all()

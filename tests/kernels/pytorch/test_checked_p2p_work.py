@@ -109,17 +109,18 @@ def _finish(p2p, words, tensor, tag: int = 3):
 
 @pytest.mark.parametrize("first", ["magic", "scratch", "turn"])
 def test_a_failed_header_breaks_its_peer_and_tag_and_later_receives_raise_at_once(first):
-    from kernels.pytorch.checked_p2p import _CODE, _MAGIC
+    from kernels.pytorch.checked_p2p import _MAGIC
+    from kernels.pytorch.dtypes import any_dtype_code
     from kernels.pytorch.errors import PeerGone
     p2p = _receiver(timeout_s=0.3 if first == "turn" else 30.0)
-    words = {"magic": [0x1234, 0, 2, _CODE[torch.float32]], "scratch": [_MAGIC, 0, 2**62, _CODE[torch.float64]],
-             "turn": [_MAGIC, 5, 2, _CODE[torch.float32]]}[first]
+    f32, f64 = any_dtype_code(torch.float32), any_dtype_code(torch.float64)
+    words = {"magic": [0x1234, 0, 2, f32], "scratch": [_MAGIC, 0, 2**62, f64], "turn": [_MAGIC, 5, 2, f32]}[first]
     with pytest.raises(PeerGone) as e:
         _finish(p2p, words, torch.zeros(2)).wait()
     first_line = str(e.value)
     t0 = time.monotonic()
     with pytest.raises(PeerGone) as later:          # the sender's next message: would wait for message 0
-        _finish(p2p, [_MAGIC, 1, 2, _CODE[torch.float32]], torch.zeros(2)).wait()
+        _finish(p2p, [_MAGIC, 1, 2, any_dtype_code(torch.float32)], torch.zeros(2)).wait()
     text = str(later.value)
     assert time.monotonic() - t0 < 0.2 and "\n" not in text
     assert "rank 0 (tag 3)" in text and first_line in text and "did not arrive" not in text
@@ -127,17 +128,18 @@ def test_a_failed_header_breaks_its_peer_and_tag_and_later_receives_raise_at_onc
     with pytest.raises(PeerGone, match="out of step since an earlier receive failed"):
         p2p.recv([torch.zeros(2)], 0, tag=3).wait(timedelta(seconds=5))
     assert p2p.headers.posted == posted                          # nothing posted for it
-    assert _finish(p2p, [_MAGIC, 0, 2, _CODE[torch.float32]], torch.zeros(2), tag=4).wait()   # another tag: fine
+    assert _finish(p2p, [_MAGIC, 0, 2, any_dtype_code(torch.float32)], torch.zeros(2), tag=4).wait()   # other tag
 
 
 def test_a_header_whose_sequence_number_was_received_already_raises_at_once():
-    from kernels.pytorch.checked_p2p import _CODE, _MAGIC
+    from kernels.pytorch.checked_p2p import _MAGIC
+    from kernels.pytorch.dtypes import any_dtype_code
     from kernels.pytorch.errors import PeerGone
     p2p = _receiver(timeout_s=30.0)
-    assert _finish(p2p, [_MAGIC, 0, 2, _CODE[torch.float32]], torch.zeros(2)).wait()
+    assert _finish(p2p, [_MAGIC, 0, 2, any_dtype_code(torch.float32)], torch.zeros(2)).wait()
     t0 = time.monotonic()
     with pytest.raises(PeerGone, match=r"message 0 arrived again"):
-        _finish(p2p, [_MAGIC, 0, 2, _CODE[torch.float32]], torch.zeros(2)).wait()
+        _finish(p2p, [_MAGIC, 0, 2, any_dtype_code(torch.float32)], torch.zeros(2)).wait()
     assert time.monotonic() - t0 < 0.2 and p2p.payload.posted == [(2, 0, 3)]
 
 

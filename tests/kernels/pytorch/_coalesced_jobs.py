@@ -1,0 +1,132 @@
+"""The job of test_coalesced_refusals.py (run on spawned ranks by ``_torch_dist.run_job``): a
+coalesced call (``_coalescing_manager`` around ``all_gather_into_tensor`` / ``reduce_scatter_tensor``
+/ ``all_reduce``, which torch hands the group as one ``allgather_into_tensor_coalesced`` /
+``reduce_scatter_tensor_coalesced`` / ``allreduce_coalesced``) whose 2nd or 3rd part is bad raises
+the same error class on every rank before any byte of any part moves: the 1st part's output is
+untouched on every rank (it held a sentinel, or its own input for all_reduce), and the group is
+in step after.  Before, each part was agreed and run in turn, so the 1st part's output was
+written before the bad part raised."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+
+from _fused_jobs import _in_step
+from _torch_jobs import Recorder, bits_equal
+
+SENTINEL = -7.0
+
+
+def _gather_parts(rank: int, n: int, bad: str):
+    """(outputs, inputs) of 3 all_gather_into_tensor parts; ``bad``: which part is wrong where."""
+    import torch
+    ins = [torch.full((3,), float(rank)), torch.full((2,), rank + 0.5), torch.full((4,), rank + 0.25)]
+    outs = [torch.full((n * t.numel(),), SENTINEL) for t in ins]
+    if bad == "second_output_size_on_rank0" and rank == 0:
+        outs[1] = torch.full((n * 2 + 1,), SENTINEL)            # locally wrong: this rank alone knows
+    if bad == "third_count_on_last_rank" and rank == n - 1:
+        ins[2], outs[2] = torch.full((5,), 1.0), torch.full((n * 5,), SENTINEL)   # locally fine, ranks differ
+    if bad == "second_dtype_on_last_rank" and rank == n - 1:
+        ins[1], outs[1] = ins[1].double(), outs[1].double()
+    if bad == "third_strided_on_rank0" and rank == 0:
+        outs[2] = torch.full((n * 4, 2), SENTINEL)[:, 0]         # not contiguous
+    return outs, ins
+
+
+def _scatter_parts(rank: int, n: int, bad: str):
+    """(outputs, inputs) of 3 reduce_scatter_tensor parts (as :func:`_gather_parts`)."""
+    import torch
+    outs = [torch.full((k,), SENTINEL) for k in (3, 2, 4)]
+    ins = [torch.arange(n * o.numel(), dtype=torch.float32) + rank for o in outs]
+    if bad == "second_input_size_on_rank0" and rank == 0:
+        ins[1] = torch.zeros(n * 2 + 1)
+    if bad == "third_count_on_last_rank" and rank == n - 1:
+        outs[2], ins[2] = torch.full((5,), SENTINEL), torch.zeros(n * 5)
+    if bad == "second_dtype_on_last_rank" and rank == n - 1:
+        outs[1], ins[1] = outs[1].double(), ins[1].double()
+    return outs, ins
+
+
+def _coalesced(call, outs, ins, **kw):
+    import torch.distributed as dist
+
+    def run():
+        with dist._coalescing_manager():
+            for o, i in zip(outs, ins):
+                call(o, i, **kw)
+    return run
+
+
+def _expect_same_error(rec: Recorder, name: str, cls: str, fn, first, before) -> None:
+    """``fn()`` raises ``cls`` (its message kept for the cross-rank comparison); ``first`` (the
+    1st part's output) equals ``before`` bit for bit afterwards."""
+    try:
+        fn()
+        rec.check(name, False, "no error raised")
+    except RuntimeError as e:
+        rec.check(name, type(e).__name__ == cls, f"{type(e).__name__}: {e}")
+        rec.out.setdefault("__messages__", {})[name] = f"{type(e).__name__}: {e}"
+    rec.check(name + ":first_untouched", bits_equal(first, before), f"{first.tolist()} was {before.tolist()}")
+
+
+def coalesced_refusals(rec: Recorder, rank: int, n: int) -> None:
+    import torch
+    import torch.distributed as dist
+    gather = {"second_output_size_on_rank0": "BadTensor", "third_count_on_last_rank": "CollectiveMismatch",
+              "second_dtype_on_last_rank": "CollectiveMismatch", "third_strided_on_rank0": "BadTensor"}
+    for bad, cls in gather.items():
+        outs, ins = _gather_parts(rank, n, bad)
+        _expect_same_error(rec, f"refused:allgather:{bad}", cls, _coalesced(dist.all_gather_into_tensor, outs, ins),
+                           outs[0], torch.full_like(outs[0], SENTINEL))
+        _in_step(rec, f"refused:allgather:{bad}", rank, n)
+    scatter = {"second_input_size_on_rank0": "BadTensor", "third_count_on_last_rank": "CollectiveMismatch",
+               "second_dtype_on_last_rank": "CollectiveMismatch"}
+    for bad, cls in scatter.items():
+        outs, ins = _scatter_parts(rank, n, bad)
+        _expect_same_error(rec, f"refused:reduce_scatter:{bad}", cls,
+                           _coalesced(dist.reduce_scatter_tensor, outs, ins), outs[0],
+                           torch.full_like(outs[0], SENTINEL))
+        _in_step(rec, f"refused:reduce_scatter:{bad}", rank, n)
+    # all_reduce_coalesced: one buffer per dtype; the float64 part's count differs on the last rank
+    a = torch.full((3,), float(rank + 1))
+    b = torch.arange(5 if rank == n - 1 else 4, dtype=torch.float64)
+
+    def allreduce():
+        with dist._coalescing_manager():
+            dist.all_reduce(a)
+            dist.all_reduce(b)
+    _expect_same_error(rec, "refused:allreduce:second_dtype_count_on_last_rank", "CollectiveMismatch", allreduce, a,
+                       torch.full((3,), float(rank + 1)))
+    _in_step(rec, "refused:allreduce:second_dtype_count_on_last_rank", rank, n)
+    _good_parts_still_run(rec, rank, n)
+
+
+def _good_parts_still_run(rec: Recorder, rank: int, n: int) -> None:
+    """Three good parts of mixed dtypes and sizes (one empty) equal the same calls one by one."""
+    import torch
+    import torch.distributed as dist
+    ins = [torch.full((3,), float(rank)), torch.arange(2, dtype=torch.float64) + rank, torch.zeros(0)]
+    outs = [torch.empty(n * t.numel(), dtype=t.dtype) for t in ins]
+    _coalesced(dist.all_gather_into_tensor, outs, ins)()
+    for o, i in zip(outs, ins):
+        want = torch.empty_like(o)
+        dist.all_gather_into_tensor(want, i)
+        rec.check("coalesced:allgather_mixed", bits_equal(o, want), f"{o.tolist()} != {want.tolist()}")
+    outs = [torch.empty(3), torch.empty(2, dtype=torch.float64), torch.empty(0)]
+    ins = [torch.arange(n * o.numel(), dtype=o.dtype) * (rank + 1) for o in outs]
+    _coalesced(dist.reduce_scatter_tensor, outs, ins)()
+    for o, i in zip(outs, ins):
+        want = torch.empty_like(o)
+        dist.reduce_scatter_tensor(want, i.clone())
+        rec.check("coalesced:reduce_scatter_mixed", bits_equal(o, want), f"{o.tolist()} != {want.tolist()}")
+
+
+def coalesced_job(rank: int, n: int, init: str) -> dict:
+    import torch.distributed as dist
+
+    import kernels.pytorch  # noqa: F401
+    dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=60))
+    rec = Recorder()
+    coalesced_refusals(rec, rank, n)
+    dist.destroy_process_group()
+    return rec.out
