@@ -15,6 +15,7 @@ import json
 import time
 from pathlib import Path
 
+from synth.formats.nccl_tests.sizes import size_label
 from synth.ir.fabric import Fabric
 from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import TopocollError
@@ -37,13 +38,8 @@ def model_code_digest(model_dir: Path = MODEL_DIR) -> str:
 
 
 def _size(n: int | None) -> str:
-    """Bytes as the plan lines print them: ``64 KiB``, ``1 GiB``, ``8 B``."""
-    if n is None:
-        return "inf"
-    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << k and n % (1 << k) == 0:
-            return f"{n >> k} {unit}"
-    return f"{n} B"
+    """Bytes as the plan lines print them (:func:`~synth.formats.nccl_tests.sizes.size_label`), ``inf`` for no end."""
+    return "inf" if n is None else size_label(n)
 
 
 def _runner(entry: PlanEntry) -> str:
