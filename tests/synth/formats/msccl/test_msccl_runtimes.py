@@ -243,3 +243,12 @@ def test_a_chunk_offset_the_runtimes_int16_cannot_hold_is_caught(profile):
     assert check_xml(_one_send_xml(INT16_MAX), profile)[1] == []
     found = check_xml(_one_send_xml(INT16_MAX + 1), profile)[1]
     assert any("offset above 32767" in v for v in found), found
+
+
+@settings(max_examples=40, deadline=None)
+@given(offset=st.integers(0, 65535))
+def test_every_offset_is_judged_by_the_int16_rule(offset):
+    """Any offset of the 65,536-chunk buffer: refused by both profiles exactly where int16_t cannot hold it."""
+    for profile in (RCCL, MSCCL_EXECUTOR_NCCL):
+        found = check_xml(_one_send_xml(offset), profile)[1]
+        assert any("offset above" in v for v in found) == (offset > INT16_MAX), (profile.name, found)
