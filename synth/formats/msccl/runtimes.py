@@ -20,11 +20,14 @@ and ``<step>``) and attribute values of at most ``MAX_STR_LEN`` (255) characters
 and the kernel waits on ``mscclFlags + dependentBid`` (RCCL ``src/device/msccl_kernel_impl.h``
 lines 274-278, msccl-executor-nccl ``src/device/msccl_kernel.cu`` lines 229-233): a ``depid``
 above 127 wraps negative and waits on a flag outside the array, so at most 128 threadblocks can
-be waited on (msccl-executor-nccl loads 1,024).  A step's ``srcoff`` and ``dstoff`` are stored unchecked
+be waited on (msccl-executor-nccl loads 1,024).  A step's ``srcoff`` and ``dstoff`` are stored
 (``msccl_parser.cc`` lines 571-575) in ``int16_t`` fields (``mscclTransmission``, ``msccl_struct.h``
-lines 44-45; the same struct in msccl-executor-nccl), and the kernel multiplies them by the chunk size
-(RCCL ``src/device/msccl_kernel_impl.h`` lines 292-293): an offset above 32,767 wraps negative and
-the step reads or writes outside its buffer.
+lines 44-45; the same struct in msccl-executor-nccl), and only the stored, wrapped value is
+bounds-checked (``mscclCheckBufferBounds``, lines 270-288, called at 610-611: ``-1 <= offset <
+chunks``, and not at all for the unchecked side of ``rcs``, ``rrs``, ``rrc``): 32,768-65,534 wrap
+negative and the file is refused; 65,535 wraps to -1, which passes, and a larger offset wraps to
+a small one that may pass, so the kernel (RCCL ``src/device/msccl_kernel_impl.h`` lines 292-293,
+offset times chunk size) reads or writes another chunk than the file names.
 
 Launch: RCCL from ROCm 6.1 (commit 0a53077c, "Improve MSCCL algorithms", 2024-01-03) builds
 no "full ops" kernel: ``mscclSetupKernel`` (``src/misc/msccl/msccl_setup.cc``) returns
@@ -246,7 +249,7 @@ def _tb_violations(profile: RuntimeProfile, where: str, tb) -> list[str]:
     far = [st.index for st in tb.steps if st.kind != "nop" and max(st.srcoff, st.dstoff) > profile.max_offset]
     if far:
         out.append(f"{where} step {far[0]}: chunk offset above {profile.max_offset} (the runtime keeps srcoff and "
-                   f"dstoff in int16_t fields: it would address memory outside the buffer)")
+                   f"dstoff in int16_t fields: it refuses the file or addresses another chunk)")
     pending = 0
     for st in tb.steps:         # msccl_parser.cc: "when there is a chain of dependencies ..."
         if st.kind == "nop":

@@ -221,8 +221,8 @@ def test_lowered_xml_replays_to_the_same_collective_and_passes_its_profile(topo,
 
 #: the largest chunk offset a step can name: both runtimes keep srcoff and dstoff in int16_t fields
 #: (mscclTransmission.srcOffset/dstOffset, src/include/msccl/msccl_struct.h lines 44-45 at RCCL 0cbce2a7, the same
-#: struct in msccl-executor-nccl; msccl_parser.cc lines 571-575 store them unchecked, and the kernel,
-#: src/device/msccl_kernel_impl.h lines 292-293, multiplies the wrapped value by the chunk size)
+#: struct in msccl-executor-nccl; msccl_parser.cc lines 571-575 store them and 610-611 bounds-check only the wrapped
+#: value, and the kernel, src/device/msccl_kernel_impl.h lines 292-293, multiplies it by the chunk size)
 INT16_MAX = 2 ** 15 - 1
 
 
@@ -239,7 +239,7 @@ def _one_send_xml(offset: int) -> str:
 
 @pytest.mark.parametrize("profile", [RCCL, MSCCL_EXECUTOR_NCCL], ids=lambda p: p.name)
 def test_a_chunk_offset_the_runtimes_int16_cannot_hold_is_caught(profile):
-    """Offset 32,768 is -32,768 in the int16_t: the kernel would read and write before the buffer."""
+    """Offset 32,768 is -32,768 in the int16_t: RCCL's bounds check (msccl_parser.cc 270-288) then refuses the file."""
     assert check_xml(_one_send_xml(INT16_MAX), profile)[1] == []
     found = check_xml(_one_send_xml(INT16_MAX + 1), profile)[1]
     assert any("offset above 32767" in v for v in found), found
