@@ -1,5 +1,6 @@
 """Does a tuner file leave NCCL on one channel?  Every committed ``results/*/nccl_tuner.conf``
-and a freshly written file for every preset (and a 2-host DGX A100 cluster) through the emulator
+and a freshly written file for every preset and for machines no preset has (:data:`OTHER_MACHINES`:
+the hand-written fixtures of other machines, a few GPUs of a preset, clusters on RoCE and EFA) through the emulator
 of NCCL's example tuner plugin (``synth.model.nccl.tuner_plugin``, rules of
 ``plugins/tuner/example/plugin.c`` at NCCL 2.30.3).
 
@@ -29,15 +30,35 @@ from synth.ir.schedule import atomic_write_text  # noqa: E402
 from synth.model.nccl.tuner_config import is_cover_file, tuner_lines, tuner_models, write_tuner_config  # noqa: E402
 from synth.model.nccl.tuner_coverage import judge, queries  # noqa: E402
 from synth.model.nccl.tuner_plugin import PLUGIN_BUILDS, RCCL_TUNER_LOOKUP, parse_conf  # noqa: E402
-from topo_probe import cluster, get_preset  # noqa: E402
+from topo_probe import get_preset  # noqa: E402
+from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
+from topo_probe.load import load_topology, parse_gpu_list  # noqa: E402
 from topo_probe.errors import InvalidArgument  # noqa: E402
 
 PRESETS = ("dgx1-v100", "dgx-a100", "dgx-h100", "pcie-8gpu-2socket", "mi300x")
+_FAMILY = "tests/fixtures/family/"
+#: machines no preset has: label -> (--topology, --gpus, --nodes, --net), as ``synthesize`` takes them
+OTHER_MACHINES = {
+    "2x dgx-a100": ("dgx-a100", None, 2, None),
+    "4 x P100, two sockets (nvidia-smi, SOC)": (_FAMILY + "nvsmi_p100x4_driver384_soc.txt", None, None, None),
+    "4 x L40S, pcilink switches (NCCL dump)": (_FAMILY + "nccl_topo_dump_bcm_pcilink.xml", None, None, None),
+    "2 x A100 PCIe, VM without sysfs (NCCL dump)": (_FAMILY + "nccl_topo_dump_vm_no_sysfs.xml", None, None, None),
+    "8 x RTX 4090 (nvidia-smi, SYS)": ("tests/fixtures/nvsmi_topo_8x_rtx4090_sys.txt", None, None, None),
+    "dgx1-v100 GPUs 0-2": ("dgx1-v100", "0-2", None, None),
+    "dgx-h100 GPUs 0-5": ("dgx-h100", "0-5", None, None),
+    "2x dgx-h100, RoCE": ("dgx-h100", None, 2, "roce"),
+    "4x dgx-a100, EFA": ("dgx-a100", None, 4, "efa"),
+}
 COMMAND = "python benchmarks/bench_tuner_coverage.py --out results/interop"
 
 
 def _topology(name: str):
-    return cluster("dgx-a100", 2) if name == "2x dgx-a100" else get_preset(name)
+    if name not in OTHER_MACHINES:
+        return get_preset(name)
+    path, gpus, nodes, net = OTHER_MACHINES[name]
+    topo = load_topology(str(ROOT / path) if path.startswith("tests/") else path,
+                         gpus=parse_gpu_list(gpus) if gpus else None)
+    return apply_machine_arguments(topo, argparse.Namespace(nodes=nodes, net=net))
 
 
 def _gains(r) -> str:
@@ -89,7 +110,7 @@ def main(argv=None) -> int:
         notes += [f"- `{path.relative_to(ROOT)}`: {e}" for e in ex[:3]]
         print(row, flush=True)
     with tempfile.TemporaryDirectory() as tmp:
-        for k, name in enumerate(PRESETS + ("2x dgx-a100",)):
+        for k, name in enumerate(PRESETS + tuple(OTHER_MACHINES)):
             try:
                 on, off = tuner_models(_topology(name))
             except InvalidArgument as e:

@@ -15,6 +15,7 @@ import json
 import time
 from pathlib import Path
 
+from synth.formats.nccl_tests.sizes import size_label
 from synth.ir.fabric import Fabric
 from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import TopocollError
@@ -37,13 +38,12 @@ def model_code_digest(model_dir: Path = MODEL_DIR) -> str:
 
 
 def _size(n: int | None) -> str:
-    """Bytes as the plan lines print them: ``64 KiB``, ``1 GiB``, ``8 B``."""
+    """A range boundary as the plan lines print it: :func:`~synth.formats.nccl_tests.sizes.size_label` where that
+    is exact (``64 KiB``, ``8 B``), else plain bytes (``1048577 B``, not the rounded ``1.0 MiB``); ``inf`` for no end."""
     if n is None:
         return "inf"
-    for unit, k in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << k and n % (1 << k) == 0:
-            return f"{n >> k} {unit}"
-    return f"{n} B"
+    label = size_label(n)
+    return label if "." not in label else f"{n} B"
 
 
 def _runner(entry: PlanEntry) -> str:

@@ -20,7 +20,14 @@ and ``<step>``) and attribute values of at most ``MAX_STR_LEN`` (255) characters
 and the kernel waits on ``mscclFlags + dependentBid`` (RCCL ``src/device/msccl_kernel_impl.h``
 lines 274-278, msccl-executor-nccl ``src/device/msccl_kernel.cu`` lines 229-233): a ``depid``
 above 127 wraps negative and waits on a flag outside the array, so at most 128 threadblocks can
-be waited on (msccl-executor-nccl loads 1,024).
+be waited on (msccl-executor-nccl loads 1,024).  A step's ``srcoff`` and ``dstoff`` are stored
+(``msccl_parser.cc`` lines 571-575) in ``int16_t`` fields (``mscclTransmission``, ``msccl_struct.h``
+lines 44-45; the same struct in msccl-executor-nccl), and only the stored, wrapped value is
+bounds-checked (``mscclCheckBufferBounds``, lines 270-288, called at 610-611: ``-1 <= offset <
+chunks``, and not at all for the unchecked side of ``rcs``, ``rrs``, ``rrc``): 32,768-65,534 wrap
+negative and the file is refused; 65,535 wraps to -1, which passes, and a larger offset wraps to
+a small one that may pass, so the kernel (RCCL ``src/device/msccl_kernel_impl.h`` lines 292-293,
+offset times chunk size) reads or writes another chunk than the file names.
 
 Launch: RCCL from ROCm 6.1 (commit 0a53077c, "Improve MSCCL algorithms", 2024-01-03) builds
 no "full ops" kernel: ``mscclSetupKernel`` (``src/misc/msccl/msccl_setup.cc``) returns
@@ -83,6 +90,7 @@ class RuntimeProfile:
     max_subs: int = 1024           # msccl_parser.h MAX_SUBS: children of one element
     max_attr_chars: int = 255      # msccl_parser.h MAX_STR_LEN
     max_depid: int = 127           # msccl_struct.h: int8_t dependentBid (a larger depid wraps negative)
+    max_offset: int = 32767        # msccl_struct.h: int16_t srcOffset/dstOffset (a larger srcoff/dstoff wraps negative)
     min_sms: int = 32              # SMs (CUs) assumed for an unknown GPU: below every NVIDIA GPU of occupancy.SMS
 
     @property
@@ -238,6 +246,10 @@ def _tb_violations(profile: RuntimeProfile, where: str, tb) -> list[str]:
     if wraps:
         out.append(f"{where} step {wraps[0]}: depid above {profile.max_depid} (the runtime keeps it in an int8_t "
                    f"and waits on another threadblock's flag)")
+    far = [st.index for st in tb.steps if st.kind != "nop" and max(st.srcoff, st.dstoff) > profile.max_offset]
+    if far:
+        out.append(f"{where} step {far[0]}: chunk offset above {profile.max_offset} (the runtime keeps srcoff and "
+                   f"dstoff in int16_t fields: it refuses the file or addresses another chunk)")
     pending = 0
     for st in tb.steps:         # msccl_parser.cc: "when there is a chain of dependencies ..."
         if st.kind == "nop":

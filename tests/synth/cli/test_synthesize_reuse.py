@@ -133,3 +133,17 @@ def test_another_nic_transport_is_not_reused(tmp_path):
     with pytest.raises(InvalidArgument, match="another topology"):   # replaced only when asked
         synth_mod.run(two_hosts("efa"), out, _opts())
     assert not synth_mod.run(two_hosts("efa"), out, _opts(), force=True).get("reused")
+
+
+def test_plan_lines_print_every_range_boundary_exactly():
+    """A boundary that is no whole KiB/MiB/GiB prints in bytes, as before size_label: the committed dgx-a100
+    plan has broadcast ranges 1 MiB-1,048,577 B and 1,048,577 B-2 MiB, which a one-decimal label shows as the
+    empty-looking ``1 MiB-1.0 MiB`` and ``1.0 MiB-2 MiB``."""
+    from synth.plan.size_plan import Plan, PlanEntry
+    from synth.pipeline.reuse_check import plan_lines
+    mib = 1 << 20
+    plan = Plan("t", "f", [PlanEntry("broadcast", mib, mib + 1, "schedules/broadcast-tree.json", root=0),
+                           PlanEntry("broadcast", mib + 1, 2 * mib, "nccl", root=0),
+                           PlanEntry("allgather", 0, 1536, "nccl"), PlanEntry("allgather", 1536, None, "nccl")])
+    assert plan_lines(plan) == ["broadcast (root 0): 1 MiB-1048577 B broadcast-tree, 1048577 B-2 MiB nccl",
+                                "allgather: 0 B-1536 B nccl, 1536 B-inf nccl"]

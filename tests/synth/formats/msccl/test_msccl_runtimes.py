@@ -217,3 +217,38 @@ def test_lowered_xml_replays_to_the_same_collective_and_passes_its_profile(topo,
     assert (back.collective, back.ranks, back.spec.num_chunks) == (s.collective, s.ranks, s.spec.num_chunks)
     moved = {(t.src, t.dst, t.chunk) for st_ in back.steps for t in st_.transfers}
     assert moved == {(t.src, t.dst, t.chunk) for st_ in s.steps for t in st_.transfers}
+
+
+#: the largest chunk offset a step can name: both runtimes keep srcoff and dstoff in int16_t fields
+#: (mscclTransmission.srcOffset/dstOffset, src/include/msccl/msccl_struct.h lines 44-45 at RCCL 0cbce2a7, the same
+#: struct in msccl-executor-nccl; msccl_parser.cc lines 571-575 store them and 610-611 bounds-check only the wrapped
+#: value, and the kernel, src/device/msccl_kernel_impl.h lines 292-293, multiplies it by the chunk size)
+INT16_MAX = 2 ** 15 - 1
+
+
+def _one_send_xml(offset: int) -> str:
+    """A hand-written 2-rank all-gather of 65,536 chunks per loop whose one send and receive use ``offset``."""
+    step = f'srcbuf="o" srcoff="{offset}" dstbuf="o" dstoff="{offset}" cnt="1" depid="-1" deps="-1" hasdep="0"'
+    gpus = "".join(
+        f'<gpu id="{g}" i_chunks="32768" o_chunks="65536" s_chunks="0">'
+        f'<tb id="0" send="{1 - g if g == 0 else -1}" recv="{1 - g if g == 1 else -1}" chan="0">'
+        f'<step s="0" type="{"s" if g == 0 else "r"}" {step}/></tb></gpu>' for g in (0, 1))
+    return ('<algo name="x" proto="Simple" nchannels="1" nchunksperloop="65536" ngpus="2" coll="allgather" '
+            f'inplace="0" outofplace="1" minBytes="0" maxBytes="0">{gpus}</algo>')
+
+
+@pytest.mark.parametrize("profile", [RCCL, MSCCL_EXECUTOR_NCCL], ids=lambda p: p.name)
+def test_a_chunk_offset_the_runtimes_int16_cannot_hold_is_caught(profile):
+    """Offset 32,768 is -32,768 in the int16_t: RCCL's bounds check (msccl_parser.cc 270-288) then refuses the file."""
+    assert check_xml(_one_send_xml(INT16_MAX), profile)[1] == []
+    found = check_xml(_one_send_xml(INT16_MAX + 1), profile)[1]
+    assert any("offset above 32767" in v for v in found), found
+
+
+@settings(max_examples=40, deadline=None)
+@given(offset=st.integers(0, 65535))
+def test_every_offset_is_judged_by_the_int16_rule(offset):
+    """Any offset of the 65,536-chunk buffer: refused by both profiles exactly where int16_t cannot hold it."""
+    for profile in (RCCL, MSCCL_EXECUTOR_NCCL):
+        found = check_xml(_one_send_xml(offset), profile)[1]
+        assert any("offset above" in v for v in found) == (offset > INT16_MAX), (profile.name, found)
