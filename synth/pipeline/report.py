@@ -213,10 +213,10 @@ def _plan_lines(plan: Plan) -> list[str]:
              "(NumPy arrays, MPI, no NCCL, ranks sharing a GPU, gather/scatter/alltoall, float8) its fallback runs.",
              "", "| collective | from | to | schedule | counted |", "|---|---|---|---|---|"]
     for e in plan.entries:
-        hi = size_label(e.max_bytes) if e.max_bytes is not None else "∞"
+        hi = size_label(e.max_bytes, exact=True) if e.max_bytes is not None else "∞"
         runs = f"`{e.schedule}`" + (f" (fallback `{e.fallback}`)" if e.fallback else "") + (
             " under LL" if e.protocol == "ll" else "")
-        lines.append(f"| {e.collective} | {size_label(e.min_bytes)} | {hi} | {runs} | {_counted(e.decision)} |")
+        lines.append(f"| {e.collective} | {size_label(e.min_bytes, exact=True)} | {hi} | {runs} | {_counted(e.decision)} |")
     return lines
 
 

@@ -40,10 +40,7 @@ def model_code_digest(model_dir: Path = MODEL_DIR) -> str:
 def _size(n: int | None) -> str:
     """A range boundary as the plan lines print it: :func:`~synth.formats.nccl_tests.sizes.size_label` where that
     is exact (``64 KiB``, ``8 B``), else plain bytes (``1048577 B``, not the rounded ``1.0 MiB``); ``inf`` for no end."""
-    if n is None:
-        return "inf"
-    label = size_label(n)
-    return label if "." not in label else f"{n} B"
+    return "inf" if n is None else size_label(n, exact=True)
 
 
 def _runner(entry: PlanEntry) -> str:

@@ -94,11 +94,19 @@ def size_sweep(minbytes: int, maxbytes: int, stepbytes: int, stepfactor: int) ->
 _BINARY_UNITS = (("TiB", 40), ("GiB", 30), ("MiB", 20), ("KiB", 10))
 
 
-def size_label(nbytes: float) -> str:
+def size_label(nbytes: float, exact: bool = False) -> str:
     """A size for people, in binary units (KiB, MiB, GiB, TiB: powers of 1024, as ``-b/-e``'s
     K/M/G): whole numbers plain, others with one decimal, below 1 KiB in bytes.  Tables keep
     nccl-tests' plain bytes; every label a person reads (reports, console lines, plot axes)
-    comes from here, so ``2 MiB`` is never ``2 MB`` elsewhere."""
+    comes from here, so ``2 MiB`` is never ``2 MB`` elsewhere.  ``exact``: plain bytes where the
+    rounded label would hide a difference (a plan's range boundary ``1048577 B``, not ``1.0 MiB``).
+
+    >>> size_label(1 << 20), size_label((1 << 20) + 1), size_label((1 << 20) + 1, exact=True)
+    ('1 MiB', '1.0 MiB', '1048577 B')
+    """
+    if exact:
+        label = size_label(nbytes)
+        return label if "." not in label else f"{int(nbytes)} B"
     n = float(nbytes)
     units = (*_BINARY_UNITS, ("B", 0))
     for i, (unit, k) in enumerate(units):

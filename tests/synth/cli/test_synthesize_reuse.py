@@ -147,3 +147,14 @@ def test_plan_lines_print_every_range_boundary_exactly():
                            PlanEntry("allgather", 0, 1536, "nccl"), PlanEntry("allgather", 1536, None, "nccl")])
     assert plan_lines(plan) == ["broadcast (root 0): 1 MiB-1048577 B broadcast-tree, 1048577 B-2 MiB nccl",
                                 "allgather: 0 B-1536 B nccl, 1536 B-inf nccl"]
+
+
+def test_report_plan_table_prints_every_range_boundary_exactly():
+    """report.md's plan table had the same lossy label (committed dgx-a100 report: ``| 1 MiB | 1.0 MiB |``)."""
+    from synth.pipeline.report import _plan_lines
+    from synth.plan.size_plan import Plan, PlanEntry
+    mib = 1 << 20
+    plan = Plan("t", "f", [PlanEntry("broadcast", mib, mib + 1, "schedules/broadcast-tree.json", root=0),
+                           PlanEntry("broadcast", mib + 1, None, "nccl", root=0)])
+    rows = [line for line in _plan_lines(plan) if line.startswith("| broadcast")]
+    assert [row.split(" | ")[1:3] for row in rows] == [["1 MiB", "1048577 B"], ["1048577 B", "∞"]]
