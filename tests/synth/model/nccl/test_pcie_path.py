@@ -73,7 +73,7 @@ def test_a_pcilink_never_limits_a_gpu_pair(tmp_path):
     """With ``<pcilink>`` NCCL joins the switches with LINK_LOC at LOC_BW, 5000 GB/s (v2.28.9-1 src/graph/topo.cc
     line 637, topo.h line 15), and its breadth-first paths (src/graph/paths.cc lines 52-108) take it, one hop shorter
     than through the CPU: GPU to GPU never crosses the x4 uplinks, so only the GPUs' own 31.5 GB/s links count
-    (the parser's 7.875 GB/s for the pcilink, the slower uplink, is its own reading)."""
+    (the parser rates the pcilink at LOC_BW too, so the bound does not cap the pair at the uplinks either)."""
     topo, m = _machine(tmp_path, switch_link=X4_UPLINK)
     assert (m.pcie_gen, m.p2p, m.pcie_path_gbs, pcie_stream_gbs(m)) == (4, True, 0.0, 31.5)
     two = NcclMachine.from_topology(bound_check.machine(topo, 2))                  # the mark survives the host copies
