@@ -164,7 +164,8 @@ class NcclMachine:
                    f"{self.threads_per_process}"),
                   (self.link_gbs > 0 and min(self.nic_gbps, self.nic_dma_gbs, self.p2p_write_gbs, self.pcie_path_gbs)
                    >= 0, "link and NIC bandwidths must be positive"),
-                  (all(len(x) == 2 and x[0] >= 0 and x[1] in ("pcie", "shm") for x in self.nic_shares),
+                  (all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], (int, float)) and x[0] >= 0
+                       and x[1] in ("pcie", "shm") for x in self.nic_shares),
                    f"nic_shares {self.nic_shares!r} must be (GB/s >= 0, 'pcie' or 'shm') pairs")]
         for ok, message in checks:
             if not ok:

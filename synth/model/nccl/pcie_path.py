@@ -44,7 +44,7 @@ def gpu_pcie_gen(topo: Topology, gpu: int = 0) -> int:
 def _pcilink(g, u: str, v: str) -> bool:
     """Whether ``u``-``v`` is a ``<pcilink>`` between two PCIe switches (the parser's ``pcilink_to``), which NCCL joins
     with ``LINK_LOC`` at ``LOC_BW``, 5000 GB/s (v2.28.9-1 src/graph/topo.cc line 637, topo.h line 15): it never limits
-    a GPU-GPU path (the parser's rate for it, the slower switch uplink, is its own reading, used by the bound only)."""
+    a GPU-GPU path (the parser rates it at ``LOC_BW`` too, so the bound's fabric does not limit it either)."""
     a, b = g.nodes[u], g.nodes[v]
     return a.get("pcilink_to") == b.get("pci_bus_id", "") or b.get("pcilink_to") == a.get("pci_bus_id", "")
 

@@ -17,6 +17,7 @@ import pytest
 from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
 from synth.model.nccl.pcie_path import pcie_rate_gbs, run_nic_share
 from synth.model.nccl.pcie_share import nic_links, nic_shares
+from topo_probe.errors import InvalidArgument
 from topo_probe.load import load_topology
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[4] / "benchmarks"))
@@ -97,3 +98,9 @@ def test_the_shared_link_machines_stay_above_the_bound(name):
     topo = dict(bound_check.pcie_limited() + bound_check.family())[name]
     _, below, _ = bound_check.check(topo, sizes=[8 << s for s in range(0, 31, 3)], max_schedule_ranks=8)
     assert not below, (name, below[:3])
+
+
+@pytest.mark.parametrize("bad", [((-1.0, "pcie"),), ((7.875, "nvlink"),), ((7.875,),), ("x",), (("7.875", "pcie"),)])
+def test_a_bad_nic_share_is_a_one_line_error(bad):
+    with pytest.raises(InvalidArgument, match="nic_shares .* must be"):
+        NcclMachine("l40s", "sm89", 8, 2, "pcie", 0, nic_shares=bad)
