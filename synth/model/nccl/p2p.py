@@ -380,8 +380,10 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         t_intra = max(t_intra, mesh_send_us(m, params, coll, per, version) or 0.0)
     t_intra *= fill
     t_inter = inter_b / (1000.0 * inter_gbs) if inter_b else 0.0
-    if inter_b and m.intra == "pcie":   # both parts leave over the GPU's PCIe path (search.cc 110), its share of
-        path_gbs = pcie_rate_gbs(m, params, to_nic=True)   # a link the host's GPUs cross to their NIC: .pcie_share
+    if inter_b and m.intra == "pcie":   # both parts leave over the GPU's PCIe path (search.cc 110); in an alltoall
+        # every GPU sends at once, so at its share of a link the host's GPUs cross to their NIC (.pcie_share); a
+        # sendrecv's crossing GPU and a gather/scatter's root are the only ones of their host streaming to the NIC
+        path_gbs = pcie_rate_gbs(m, params, to_nic=coll == "alltoall")
         t_inter = max(t_inter, (intra_b + inter_b) / (1000.0 * path_gbs))
     # ASSUMED, unsourced: each extra work batch costs the whole call's fixed µs again (p2p_cta.p2p_extra_batches)
     extra = p2p_extra_batches(m, coll, ch_part, p2p_total_channels(g.n_channels), version)

@@ -3,9 +3,12 @@ between two CPU sockets that a second socket's GPUs cross to a NIC on the first,
 narrower than its line rate.  NCCL's search gives each channel its bandwidth from every link the channel's path
 crosses and takes it off that link (NVIDIA/nccl v2.28.9-1 src/graph/search.cc ``followPath`` lines 79-117: line
 110 refuses a link with less left than the channel's ``fwBw``, line 111 ``SUB_ROUND(link->bw, fwBw)`` takes it
-off), so ``k`` GPUs whose channels cross one link share it, ``1 / k`` each.  A point-to-point collective runs every
-peer's transfer at once: NCCL v2.28.9-1 has no alltoall call of its own (nccl-tests and PyTorch issue ``ncclSend`` /
-``ncclRecv`` per peer inside one group), and src/enqueue.cc ``scheduleP2pTasksToPlan`` (lines 1039-1097) puts every
+off), so ``k`` GPUs whose channels cross one link share it, ``1 / k`` each.  That is NCCL's rule for the rings
+and trees it searches; point-to-point transfers are not searched, but their streams share a link the same way when
+they cross it at once, as an alltoall's do (not a sendrecv's or a gather/scatter's: one GPU a host streams toward
+the NIC, so :func:`.p2p.p2p_time_us` applies the share to an alltoall only).  An alltoall runs every peer's
+transfer at once: NCCL v2.28.9-1 has no alltoall call of its own (nccl-tests and PyTorch issue ``ncclSend`` /
+``ncclRecv`` per peer inside one group), and src/enqueue.cc ``scheduleP2pTasksToPlan`` (lines 1039-1119) puts every
 round's send and receive into the same kernel plan, each round on its own channels (``addP2pToPlan`` line 803,
 ``ncclP2pChannelBaseForRound``), so every GPU of a host streams toward its NIC at the same time and each GPU behind
 a shared link gets its share of it.

@@ -1,7 +1,7 @@
 """Several GPUs of a host share one narrow link on their way to the NIC (``synth/model/nccl/pcie_share.py``): NCCL's
 search takes each channel's bandwidth off every link it crosses (NVIDIA/nccl v2.28.9-1 src/graph/search.cc
 ``followPath`` lines 110-111), so ``k`` GPUs whose channels cross one link get ``1 / k`` of it each, and an alltoall
-runs every peer's transfer in one kernel plan (src/enqueue.cc ``scheduleP2pTasksToPlan`` lines 1039-1097).  And a NIC
+runs every peer's transfer in one kernel plan (src/enqueue.cc ``scheduleP2pTasksToPlan`` lines 1039-1119).  And a NIC
 whose rate is its own PCIe slot's moves data as that PCIe link does.  Before, each GPU was capped by its own path
 only and a PCIe-limited NIC ran at the network's efficiency, so these machines fell below the lower bound.
 Expectations by hand: data-sheet GB/s per direction x the model's link efficiencies (``link_eff``: pcie 0.8, shm 0.5
@@ -104,3 +104,24 @@ def test_the_shared_link_machines_stay_above_the_bound(name):
 def test_a_bad_nic_share_is_a_one_line_error(bad):
     with pytest.raises(InvalidArgument, match="nic_shares .* must be"):
         NcclMachine("l40s", "sm89", 8, 2, "pcie", 0, nic_shares=bad)
+
+
+def test_a_scatter_root_beside_the_nic_does_not_share_the_far_uplink(tmp_path):
+    """x4-uplink SHM on 2 hosts, 1 GiB scatter / gather from GPU 0: only the root sends (receives) its 7 parts, and GPU
+    0 sits under the NIC's own switch, so no other GPU's stream shares its way out (nccl-tests issue one group of
+    ncclSend / ncclRecv on the root only).  Its parts cross at most the host's slowest GPU-GPU link (7.875 GB/s x
+    link_eff[pcie] 0.8 = 6.3 GB/s: 149,130.8 µs), not half of it (298,261.6 µs, the alltoall share)."""
+    m = NcclMachine.from_topology(_x4_shm_two_hosts(tmp_path))
+    halved = _us(GIB * 7 / 8, 3.9375 * 0.8)
+    for coll in ("scatter", "gather"):
+        t = NcclModel(m).choose(coll, GIB).time_us
+        assert _us(GIB * 7 / 8, 7.875 * 0.8) < t < halved, (coll, t)
+
+
+def test_a_sendrecv_across_hosts_has_one_gpu_a_host_on_the_socket_link():
+    """4 x P100 on 2 hosts, 50 GB/s NICs, 1 GiB sendrecv (rank r to r + 1): on a host only GPU 3 sends to the next
+    host, crossing the socket link 1 -> 0 alone (GPU 1 -> GPU 2 crosses it the other way), so it is not held to
+    half of that link: below 1 GiB / (10 GB/s x shm 0.5) = 214,748.4 µs."""
+    topo = bound_check.machine(load_topology(str(FAMILY / "nvsmi_p100x4_driver384_soc.txt")), 2, nic_gbps=50.0)
+    t = NcclModel(NcclMachine.from_topology(topo)).choose("sendrecv", GIB).time_us
+    assert t < _us(GIB, 10.0 * 0.5), t
