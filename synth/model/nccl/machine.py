@@ -83,8 +83,8 @@ class NcclMachine:
     ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`);
     ``pcie_path_gbs`` the slowest PCIe or CPU-to-CPU link between the host's GPUs where narrower than the x16 rate
     of ``pcie_gen`` (0: none; :mod:`.pcie_path`, which caps every PCIe / host-memory stream by it); ``nic_shares``
-    per count of the host's first GPUs in use, ``(GB/s, link kind)``: a GPU's share of the busiest link on their PCIe
-    paths to the NIC and that link's ``link_eff`` kind, ``pcie`` or ``shm`` (:mod:`.pcie_share`; empty: none,
+    per count of the host's first GPUs in use, ``((GB/s, link kind), ...)``: per ``link_eff`` kind, ``pcie`` or
+    ``shm``, a GPU's least share of a link on their PCIe paths to the NIC (:mod:`.pcie_share`; empty: none,
     :func:`.pcie_path.run_nic_share`); ``nic_pcie_limited`` whether the NICs' rate is their own PCIe link's, below
     the line rate;
     ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
@@ -164,9 +164,10 @@ class NcclMachine:
                    f"{self.threads_per_process}"),
                   (self.link_gbs > 0 and min(self.nic_gbps, self.nic_dma_gbs, self.p2p_write_gbs, self.pcie_path_gbs)
                    >= 0, "link and NIC bandwidths must be positive"),
-                  (all(isinstance(x, tuple) and len(x) == 2 and isinstance(x[0], (int, float)) and x[0] >= 0
-                       and x[1] in ("pcie", "shm") for x in self.nic_shares),
-                   f"nic_shares {self.nic_shares!r} must be (GB/s >= 0, 'pcie' or 'shm') pairs")]
+                  (all(isinstance(e, tuple) and all(isinstance(x, tuple) and len(x) == 2 and x[1] in ("pcie", "shm")
+                                                     and isinstance(x[0], (int, float)) and x[0] >= 0 for x in e)
+                       for e in self.nic_shares),
+                   f"nic_shares {self.nic_shares!r} must be tuples of (GB/s >= 0, 'pcie' or 'shm') pairs")]
         for ok, message in checks:
             if not ok:
                 raise InvalidArgument(message)

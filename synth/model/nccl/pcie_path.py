@@ -102,28 +102,27 @@ def pcie_stream_gbs(m) -> float:
     return min(x16, m.pcie_path_gbs) if m.pcie_path_gbs > 0 else x16
 
 
-def run_nic_share(m) -> tuple[float, str]:
-    """``(GB/s, link kind)`` of :attr:`.machine.NcclMachine.nic_shares` for machine ``m``'s GPUs per node, which are the
-    host's first ones (``(0.0, "pcie")``: no shared link narrower than their generation's x16 rate)."""
+def run_nic_share(m) -> tuple[tuple[float, str], ...]:
+    """The ``((GB/s, link kind), ...)`` of :attr:`.machine.NcclMachine.nic_shares` for machine ``m``'s GPUs per node,
+    which are the host's first ones (``()``: no shared link narrower than their generation's x16 rate)."""
     k = min(m.gpus_per_node, len(m.nic_shares))
-    return tuple(m.nic_shares[k - 1]) if k else (0.0, "pcie")
+    return tuple(m.nic_shares[k - 1]) if k else ()
 
 
 def pcie_rate_gbs(m, params, to_nic: bool = False) -> float:
     """GB/s per direction a GPU's PCIe stream achieves on machine ``m``: :func:`pcie_stream_gbs` times
     ``link_eff[arch, pcie]`` of ``params`` (a :class:`.params.ModelParams`); with ``to_nic`` also at most its share
-    of the busiest link on its way to its NIC (:func:`run_nic_share`, :mod:`.pcie_share`),
-    derated by that link's own ``link_eff`` kind.
+    of each narrow link on its way to its NIC (:func:`run_nic_share`, :mod:`.pcie_share`), derated by that link's
+    own ``link_eff`` kind (the slowest after efficiency, not in GB/s).
 
     >>> from synth.model.nccl import DEFAULT_PARAMS, NcclMachine
     >>> m = NcclMachine("l40s", "sm89", 8, 2, "pcie", 0, pcie_gen=4, pcie_path_gbs=7.875,
-    ...                  nic_shares=((7.875, "pcie"),) * 3 + ((3.9375, "pcie"),))
+    ...                  nic_shares=(((7.875, "pcie"),),) * 3 + (((3.9375, "pcie"),),))
     >>> round(pcie_rate_gbs(m, DEFAULT_PARAMS), 4), round(pcie_rate_gbs(m, DEFAULT_PARAMS, to_nic=True), 4)
     (6.3, 3.15)
     """
     rate = pcie_stream_gbs(m) * params.link_efficiency(m.arch, "pcie")
-    share, kind = run_nic_share(m)
-    if to_nic and share > 0:                      # that link at its own kind's efficiency (a socket link: shm's)
+    for share, kind in run_nic_share(m) if to_nic else ():   # at its own kind's efficiency (a socket link: shm's)
         rate = min(rate, share * params.link_efficiency(m.arch, kind))
     return rate
 

@@ -16,7 +16,7 @@ a shared link gets its share of it.
 >>> from topo_probe.machines.presets import get_preset
 >>> t = get_preset("dgx-h100")
 >>> set(nic_shares(t, list(range(t.num_gpus)), 5)), uplink_gpus(t, list(range(t.num_gpus)))
-({(0.0, 'pcie')}, 1)
+({()}, 1)
 """
 
 from __future__ import annotations
@@ -54,28 +54,29 @@ def nic_links(topo: Topology, local: list[int]) -> dict[int, list[tuple[str, str
     return out
 
 
-def _share(g, links: dict[int, list[tuple[str, str]]], gen: int) -> tuple[float, str]:
-    """The least link rate / GPUs of ``links`` crossing it, and that link's ``link_eff`` kind; ``(0.0, "pcie")`` where
-    it is not below the x16 rate of ``gen``."""
+def _share(g, links: dict[int, list[tuple[str, str]]], gen: int) -> tuple[tuple[float, str], ...]:
+    """Per ``link_eff`` kind (``pcie``, ``shm``), the least link rate / GPUs of ``links`` crossing it, where below the
+    x16 rate of ``gen``: ``((GB/s, kind), ...)``, one pair a kind, ``()`` where none is narrower.  One pair a kind, not
+    the least GB/s overall: which link is slowest depends on each kind's efficiency (a socket link at 10 GB/s x shm's
+    0.5 is slower than a PCIe link at 7.875 x 0.8), which the model's parameters hold, not the topology."""
     users: dict[frozenset, int] = {}
     for path in links.values():
         for u, v in path:
             users[frozenset((u, v))] = users.get(frozenset((u, v)), 0) + 1
-    least, kind = math.inf, "pcie"
+    least = {"pcie": math.inf, "shm": math.inf}
     for path in links.values():
         for u, v in path:
-            share = g.edges[u, v]["bandwidth_gbps"] / users[frozenset((u, v))]
-            if share < least:
-                least, kind = share, "pcie" if g.edges[u, v]["kind"] == "pcie" else "shm"
-    return (float(least), kind) if least < PCIE_X16_GBS[gen] - 1e-9 else (0.0, "pcie")
+            kind = "pcie" if g.edges[u, v]["kind"] == "pcie" else "shm"
+            least[kind] = min(least[kind], g.edges[u, v]["bandwidth_gbps"] / users[frozenset((u, v))])
+    return tuple((float(gbs), kind) for kind, gbs in least.items() if gbs < PCIE_X16_GBS[gen] - 1e-9)
 
 
-def nic_shares(topo: Topology, local: list[int], gen: int) -> tuple[tuple[float, str], ...]:
+def nic_shares(topo: Topology, local: list[int], gen: int) -> tuple[tuple[tuple[float, str], ...], ...]:
     """:attr:`.machine.NcclMachine.nic_shares`: for the host's first 1, 2, ... ``len(local)`` GPUs in use (a run of
-    fewer GPUs per host uses devices 0, 1, ...), the least, over those GPUs, of a link's rate divided by how many of
-    them cross it on their NIC paths (:func:`nic_links`; GB/s per direction), where below the x16 rate of ``gen``, and
-    that link's ``link_eff`` kind: ``shm`` for a link between two CPU sockets (as the bound rates a ``cpu`` link:
-    :data:`synth.model.physics.LINK_KIND`), else ``pcie``; ``(0.0, "pcie")`` where no such link is narrower."""
+    fewer GPUs per host uses devices 0, 1, ...), per ``link_eff`` kind the least, over those GPUs, of a link's rate
+    divided by how many of them cross it on their NIC paths (:func:`nic_links`; GB/s per direction), where below the
+    x16 rate of ``gen``: ``shm`` for a link between two CPU sockets (as the bound rates a ``cpu`` link:
+    :data:`synth.model.physics.LINK_KIND`), else ``pcie``; ``()`` where no such link is narrower (:func:`_share`)."""
     links = nic_links(topo, local)
     return tuple(_share(topo.graph, {k: links[k] for k in local[:n] if k in links}, gen)
                  for n in range(1, len(local) + 1))

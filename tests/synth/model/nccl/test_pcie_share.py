@@ -47,10 +47,10 @@ def test_two_gpus_behind_one_x4_uplink_get_half_of_it_each(tmp_path):
     links = nic_links(topo, [0, 1, 2, 3])
     assert [len(links[k]) for k in range(4)] == [1, 1, 3, 3]        # GPU link; GPU link + the two uplinks
     # GPUs 0-2 in use: GPU 2 alone on the uplinks (7.875); all four: GPUs 2 and 3 share them
-    assert nic_shares(topo, [0, 1, 2, 3], 4) == ((0.0, "pcie"), (0.0, "pcie"), (7.875, "pcie"), (3.9375, "pcie"))
+    assert nic_shares(topo, [0, 1, 2, 3], 4) == ((), (), ((7.875, "pcie"),), ((3.9375, "pcie"),))
     m = NcclMachine.from_topology(topo)
-    assert (m.nodes, m.p2p, m.pcie_path_gbs, run_nic_share(m)) == (2, False, 7.875, (3.9375, "pcie"))
-    assert run_nic_share(m.with_(ranks=4)) == (0.0, "pcie")            # 2 GPUs per host: devices 0-1, under the NIC
+    assert (m.nodes, m.p2p, m.pcie_path_gbs, run_nic_share(m)) == (2, False, 7.875, ((3.9375, "pcie"),))
+    assert run_nic_share(m.with_(ranks=4)) == ()            # 2 GPUs per host: devices 0-1, under the NIC
     assert pcie_rate_gbs(m, DEFAULT_PARAMS, to_nic=True) == pytest.approx(3.9375 * 0.8)
 
 
@@ -71,7 +71,7 @@ def test_the_second_sockets_gpus_share_the_socket_link_to_the_nic():
     path at the PCIe efficiency, 0.50 of the bound)."""
     topo = bound_check.machine(load_topology(str(FAMILY / "nvsmi_p100x4_driver384_soc.txt")), 2, nic_gbps=50.0)
     m = NcclMachine.from_topology(topo)
-    assert (m.pcie_path_gbs, run_nic_share(m)) == (20.0, (10.0, "shm"))
+    assert (m.pcie_path_gbs, set(run_nic_share(m))) == (20.0, {(15.75, "pcie"), (10.0, "shm")})   # GPUs 0-1: 31.5 / 2
     floor = _us(GIB * 7 / 8, 10.0 * 0.5)
     assert floor == pytest.approx(187904.8, abs=0.1)
     assert NcclModel(m).choose("alltoall", GIB).time_us > floor
@@ -100,7 +100,8 @@ def test_the_shared_link_machines_stay_above_the_bound(name):
     assert not below, (name, below[:3])
 
 
-@pytest.mark.parametrize("bad", [((-1.0, "pcie"),), ((7.875, "nvlink"),), ((7.875,),), ("x",), (("7.875", "pcie"),)])
+@pytest.mark.parametrize("bad", [((-1.0, "pcie"),), (((-1.0, "pcie"),),), (((7.875, "nvlink"),),), (((7.875,),),),
+                                 ("x",), ((("7.875", "pcie"),),), (((7.875, "pcie"), "x"),)])
 def test_a_bad_nic_share_is_a_one_line_error(bad):
     with pytest.raises(InvalidArgument, match="nic_shares .* must be"):
         NcclMachine("l40s", "sm89", 8, 2, "pcie", 0, nic_shares=bad)
@@ -125,3 +126,25 @@ def test_a_sendrecv_across_hosts_has_one_gpu_a_host_on_the_socket_link():
     topo = bound_check.machine(load_topology(str(FAMILY / "nvsmi_p100x4_driver384_soc.txt")), 2, nic_gbps=50.0)
     t = NcclModel(NcclMachine.from_topology(topo)).choose("sendrecv", GIB).time_us
     assert t < _us(GIB, 10.0 * 0.5), t
+
+
+def _p100_two_hosts(switch1_gbs: float | None = None):
+    topo = bound_check.machine(load_topology(str(FAMILY / "nvsmi_p100x4_driver384_soc.txt")), 2, nic_gbps=50.0)
+    for h in range(2):                      # GPUs 2-3's switch uplink to their host bridge, both directions
+        for u, v in ((f"h{h}.pcie1", f"h{h}.hb1"), (f"h{h}.hb1", f"h{h}.pcie1")):
+            topo.graph.edges[u, v]["bandwidth_gbps"] = switch1_gbs or topo.graph.edges[u, v]["bandwidth_gbps"]
+    return topo
+
+
+def test_the_slowest_share_is_picked_after_each_links_efficiency():
+    """The P100 on 2 hosts with GPUs 2-3's switch uplink at Gen4 x8 (15.75 GB/s): on their way to the NIC they share
+    it (7.875 GB/s each, a PCIe link: x 0.8 = 6.3) and the 20 GB/s socket link (10 each, x shm 0.5 = 5.0).  The
+    socket link is the slower after efficiency, though not in GB/s: a 1 GiB alltoall takes at least 7/8 GiB / 5.0
+    GB/s = 187,904.8 µs (picking the least GB/s first gave 6.3 GB/s, 149,184 µs, 4 cells below the bound)."""
+    topo = _p100_two_hosts(15.75)
+    m = NcclMachine.from_topology(topo)
+    assert set(run_nic_share(m)) == {(7.875, "pcie"), (10.0, "shm")}
+    assert pcie_rate_gbs(m, DEFAULT_PARAMS, to_nic=True) == pytest.approx(10.0 * 0.5)
+    assert NcclModel(m).choose("alltoall", GIB).time_us > _us(GIB * 7 / 8, 10.0 * 0.5)
+    _, below, _ = bound_check.check(topo, sizes=[8 << s for s in range(0, 31, 3)], max_schedule_ranks=8)
+    assert not below, below[:3]
