@@ -6,8 +6,9 @@ same link constants (``synth/model/physics.py``).
 
 Machines: the presets and clusters of 2-16 hosts over InfiniBand, RoCE, EFA, EFA v2 and TCPXO, and PCIe-limited
 hosts read from an NCCL topology dump (:func:`pcie_limited`: 4 x L40S under two Broadcom switches, the GPUs' links
-at Gen4 x16, Gen3 x8 or Gen5 x16, with P2P through a ``<pcilink>`` or through host memory behind x4 uplinks) and
-two family fixtures (:func:`family`: 4 x P100 on two sockets, a VM's dump without sysfs);
+at Gen4 x16, Gen3 x8 or Gen5 x16, with P2P through a ``<pcilink>`` (also under x4 uplinks) or through host memory
+behind x4 uplinks (also on 2 hosts)) and
+two family fixtures (:func:`family`: 4 x P100 on two sockets, a VM's dump without sysfs, also with 50 GB/s NICs);
 sizes 8 B - 8 GiB (every 4x); baselines on fabrics of up to 32 ranks.  Prints and writes one row
 per machine (cells, cells below the bound, the closest NCCL came to the bound) and every cell
 below it.  About a minute on 2 cores.
@@ -73,14 +74,18 @@ def pcie_dump_variant(gpu_link: str = "", switch_link: str = "", pcilink: bool =
     return text if pcilink else text.replace(_PCILINKS[0], "").replace(_PCILINKS[1], "")
 
 
+#: a switch uplink of 4 lanes at 16 GT/s (7.875 GB/s)
+X4_UPLINK = 'link_speed="16.0 GT/s PCIe" link_width="4"'
 #: (name, gpu_link, switch_link, pcilink, hosts) of the PCIe-limited machines
 PCIE_VARIANTS = [("4 x L40S Gen4 x16, pcilink", "", "", True, None),
                  ("2 x 4 x L40S Gen4 x16, pcilink", "", "", True, 2),
                  ("4 x L40S Gen3 x8, pcilink", 'link_speed="8.0 GT/s PCIe" link_width="8"', "", True, None),
                  ("2 x 4 x L40S Gen3 x8, pcilink", 'link_speed="8.0 GT/s PCIe" link_width="8"', "", True, 2),
                  ("4 x L40S Gen5 x16, pcilink", 'link_speed="32.0 GT/s PCIe" link_width="16"', "", True, None),
+                 ("4 x L40S Gen4 x16, pcilink, x4 uplinks", "", X4_UPLINK, True, None),
                  ("4 x L40S Gen4 x16, SHM", "", "", False, None),
-                 ("4 x L40S Gen4 x16, SHM, x4 uplinks", "", 'link_speed="16.0 GT/s PCIe" link_width="4"', False, None)]
+                 ("4 x L40S Gen4 x16, SHM, x4 uplinks", "", X4_UPLINK, False, None),
+                 ("2 x 4 x L40S Gen4 x16, SHM, x4 uplinks", "", X4_UPLINK, False, 2)]
 
 
 def pcie_limited() -> list[tuple[str, object]]:
@@ -96,10 +101,14 @@ def pcie_limited() -> list[tuple[str, object]]:
 
 #: (name, fixture in tests/fixtures/family, hosts, --nic-gbps) of the family fixtures whose links bound NCCL's streams:
 #: 4 x P100 on two sockets joined by a 20 GB/s link (nvidia-smi, no P2P across them), and a VM's dump without sysfs
-#: (Gen3 x16 read for its links, a 100 Gb/s NIC without GPUDirect RDMA)
+#: (Gen3 x16 read for its links, a 100 Gb/s NIC without GPUDirect RDMA); with 50 GB/s NICs (``--nic-gbps``) the
+#: P100's socket-1 GPUs share the socket link to the NIC and the VM's NIC runs at its Gen3 x16 slot's rate
+#: (synth/model/nccl/pcie_share.py)
 FAMILY = [("4 x P100, 2 sockets (nvidia-smi)", "nvsmi_p100x4_driver384_soc.txt", None, None),
           ("2 x 4 x P100, 2 sockets, 12.5 GB/s NIC", "nvsmi_p100x4_driver384_soc.txt", 2, 12.5),
-          ("2 x 2 x A100 VM, no sysfs", "nccl_topo_dump_vm_no_sysfs.xml", 2, None)]
+          ("2 x 4 x P100, 2 sockets, 50 GB/s NIC", "nvsmi_p100x4_driver384_soc.txt", 2, 50.0),
+          ("2 x 2 x A100 VM, no sysfs", "nccl_topo_dump_vm_no_sysfs.xml", 2, None),
+          ("2 x 2 x A100 VM, no sysfs, 50 GB/s NIC", "nccl_topo_dump_vm_no_sysfs.xml", 2, 50.0)]
 
 
 def family(fixtures: Path = ROOT / "tests" / "fixtures" / "family") -> list[tuple[str, object]]:

@@ -59,6 +59,9 @@ from topo_probe.parsers.nccl_xml_exact import apply_exact
 from topo_probe.parsers.nccl_xml_tree import CPU_CLASS, NVSWITCH_CLASS, El, attr, attr_float, attr_int, read_tree, walk
 from topo_probe.topology.model import Topology
 
+#: NCCL's rate of a link inside one device, a ``<pcilink>`` between two virtual switches (v2.28.9-1 topo.h line 15)
+LOC_BW_GBPS = 5000.0
+
 __all__ = ["parse_nccl_xml"]
 
 #: bounds of counts in the file
@@ -208,13 +211,16 @@ class _Importer:
                 self.nic(c, sw, None, numa, host)
 
     def pci_links(self) -> None:
-        """<pcilink>: two Broadcom switches joined directly, PXB (NCCL 2.22.3+; v2.28.9-1 topo.cc 621-641)."""
+        """<pcilink>: two Broadcom switches joined directly, PXB (NCCL 2.22.3+; v2.28.9-1 topo.cc 621-641), at NCCL's
+        ``LOC_BW`` (topo.cc line 637, topo.h line 15): the two are virtual switches of one chip (xml.cc ``getBcmLinks``
+        lines 426-445 read ``/sys/kernel/pci_switch_link/virtual_switch_links``), joined inside it, not over their
+        uplinks, whose rate the dump states and the chip's does not."""
         for (host, bus), target in self.pcilinks:
-            (a, ga), (b, gb) = self.bcm[(host, bus)], self.bcm.get((host, target), (None, 0.0))
+            a, b = self.bcm[(host, bus)][0], self.bcm.get((host, target), (None, 0.0))[0]
             if b not in (None, a) and not self.t.graph.has_edge(a, b):
-                self.t.add_link(a, b, kind="pcie", bandwidth_gbps=min(ga, gb), latency_us=PCIE_LATENCY_US)
+                self.t.add_link(a, b, kind="pcie", bandwidth_gbps=LOC_BW_GBPS, latency_us=PCIE_LATENCY_US)
                 self.t.graph.nodes[a]["pcilink_to"] = target      # NCCL: LINK_LOC at LOC_BW (topo.cc line 637)
-                self.note("<pcilink> between PCIe switches: a direct link at the slower switch uplink's rate")
+                self.note("<pcilink> between PCIe switches: one chip's virtual switches, at NCCL's LOC_BW 5000 GB/s")
 
     def gpu(self, el: El, bus: str, parent: str, gbps: float, numa: int, host: int, raw: dict) -> None:
         s = self.source

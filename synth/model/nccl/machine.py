@@ -24,6 +24,7 @@ from dataclasses import dataclass, replace
 from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
 from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_path
 from synth.model.nccl.pcie_path import gpu_pcie_gen, nic_gbs, pcie_path_gbs, pcie_stream_gbs
+from synth.model.nccl.pcie_share import nic_pcie_limited, nic_shares, uplink_gpus
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -81,7 +82,11 @@ class NcclMachine:
     :func:`.net_transport.tuner_inter_latency_us`);
     ``gpu_name`` the GPU's name where known (its part's SM clock: :func:`.constants.sm_clock_ghz`);
     ``pcie_path_gbs`` the slowest PCIe or CPU-to-CPU link between the host's GPUs where narrower than the x16 rate
-    of ``pcie_gen`` (0: none; :mod:`.pcie_path`, which caps every PCIe / host-memory stream by it);
+    of ``pcie_gen`` (0: none; :mod:`.pcie_path`, which caps every PCIe / host-memory stream by it); ``nic_shares``
+    per count of the host's first GPUs in use, ``((GB/s, link kind), ...)``: per ``link_eff`` kind, ``pcie`` or
+    ``shm``, a GPU's least share of a link on their PCIe paths to the NIC (:mod:`.pcie_share`; empty: none,
+    :func:`.pcie_path.run_nic_share`); ``nic_pcie_limited`` whether the NICs' rate is their own PCIe link's, below
+    the line rate;
     ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
     uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`);
     ``p2p_write_gbs`` the GB/s per direction of the slowest hop of the ring NCCL builds when a measurement of the
@@ -139,6 +144,8 @@ class NcclMachine:
     nic_path: str = "PXB"
     threads_per_process: int = 1
     pcie_path_gbs: float = 0.0
+    nic_shares: tuple = ()
+    nic_pcie_limited: bool = False
 
     def __post_init__(self) -> None:
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
@@ -156,7 +163,11 @@ class NcclMachine:
                    f"gpus_per_process {self.gpus_per_process} do not split evenly over threads_per_process "
                    f"{self.threads_per_process}"),
                   (self.link_gbs > 0 and min(self.nic_gbps, self.nic_dma_gbs, self.p2p_write_gbs, self.pcie_path_gbs)
-                   >= 0, "link and NIC bandwidths must be positive")]
+                   >= 0, "link and NIC bandwidths must be positive"),
+                  (all(isinstance(e, tuple) and all(isinstance(x, tuple) and len(x) == 2 and x[1] in ("pcie", "shm")
+                                                     and isinstance(x[0], (int, float)) and x[0] >= 0 for x in e)
+                       for e in self.nic_shares),
+                   f"nic_shares {self.nic_shares!r} must be tuples of (GB/s >= 0, 'pcie' or 'shm') pairs")]
         for ok, message in checks:
             if not ok:
                 raise InvalidArgument(message)
@@ -352,21 +363,9 @@ class NcclMachine:
         return cls(topo.name, arch_of_topology(topo), topo.num_gpus, max(1, len(hosts)), intra, links, gen, bool(p2p),
                    len(nics), max(speeds, default=0.0), net_kind, gpus_per_process, switch, collnet,
                    float(link_gbs), matrix, vendor, max(1, len(cpus)), cpu_arch,
-                   gpu_name=str(g.nodes[gpu0].get("name") or ""), gpus_per_uplink=_uplink_gpus(topo, local),
-                   nic_path=topology_nic_path(topo, local), pcie_path_gbs=pcie_path_gbs(topo, local, gen))
-
-
-def _uplink_gpus(topo: Topology, local: list[int]) -> int:
-    """How many of ``local`` GPUs send through host memory over one PCIe switch uplink with GPU 0: GPU 0 and every GPU
-    whose PCIe path to it stays below the host (switches only, :meth:`Topology.pcie_paths`), when none of them has P2P
-    with GPU 0 (then every ring hop between them climbs to host memory); 1 where GPU 0 links to the host bridge
-    itself, or where they have P2P (a ring then enters and leaves the switch once per channel)."""
-    g = topo.graph
-    below = [k for k in local[1:] if any(len(p) > 2 and all(g.nodes[v]["kind"] == "pcie_switch" for v in p[1:-1])
-                                         for p in topo.pcie_paths(local[0], k))]
-    if any(topo.p2p(local[0], k).read for k in below):
-        return 1
-    return 1 + len(below)
+                   gpu_name=str(g.nodes[gpu0].get("name") or ""), gpus_per_uplink=uplink_gpus(topo, local),
+                   nic_path=topology_nic_path(topo, local), pcie_path_gbs=pcie_path_gbs(topo, local, gen),
+                   nic_shares=nic_shares(topo, local, gen), nic_pcie_limited=nic_pcie_limited(topo, nics, speeds))
 
 
 def _ring_peers(topo: Topology, local: list[int]) -> list[int]:

@@ -31,7 +31,7 @@ from synth.model.nccl.p2p_chunk import local_chunk_bytes
 from synth.model.nccl.p2p_cta import P2P_CTA_WARPS, P2P_HOST_SPLIT_SINCE, group_ctas, p2p_cta_gbs, p2p_extra_batches, \
     p2p_host_warps, p2p_warps
 from synth.model.nccl.p2p_mesh import mesh_p2p_us
-from synth.model.nccl.pcie_path import pcie_stream_gbs
+from synth.model.nccl.pcie_path import nic_efficiency, pcie_rate_gbs, pcie_stream_gbs
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill, xgmi_p2p
 from synth.model.nccl.runtime import host_time_us, ring_capacity_gbs
@@ -247,7 +247,7 @@ def mesh_send_us(m: NcclMachine, params: ModelParams, coll: str, per_peer: float
     Rates: the links' data-sheet bandwidths times the shared efficiencies (:func:`p2p_link_efficiency`;
     ``link_eff[arch, pcie]``), a direct pair in read mode :func:`read_mode_share` of it."""
     nvl = m.link_gbs * p2p_link_efficiency(m, params)
-    pcie = pcie_stream_gbs(m) * params.link_efficiency(m.arch, "pcie")     # x16 rate, path-capped: .pcie_path
+    pcie = pcie_rate_gbs(m, params)                                       # x16 rate, path-capped: .pcie_path
     return mesh_p2p_us(m, coll, per_peer, nvl, pcie, version, read_mode_share(m, version))
 
 
@@ -258,7 +258,7 @@ def p2p_inter_gbs(m: NcclMachine, g: CommGraphs, params: ModelParams, peers: int
     peer (sendrecv) does so as a ring channel does (``ring_net_eff``); one that talks to many at once
     (alltoall) as a tree's does (``net_eff``: the real 2-host H100 alltoall reaches 0.81 of the line rate)."""
     eff = params.ring_net_efficiency(m.net_kind) if peers == 1 else params.net_efficiency(m.net_kind)
-    nic_share = m.gpu_net_gbps / m.gpus_per_node * eff
+    nic_share = m.gpu_net_gbps / m.gpus_per_node * nic_efficiency(m, params, eff)    # PCIe slot: .pcie_path
     return min(nic_share, peers * (part_ch or g.net_channels_per_peer) * params.p2p_net_channel_gbs)
 
 
@@ -380,8 +380,10 @@ def p2p_time_us(m: NcclMachine, g: CommGraphs, coll: str, nbytes: int, params: M
         t_intra = max(t_intra, mesh_send_us(m, params, coll, per, version) or 0.0)
     t_intra *= fill
     t_inter = inter_b / (1000.0 * inter_gbs) if inter_b else 0.0
-    if inter_b and m.intra == "pcie":   # both parts leave over the GPU's PCIe path (search.cc 110): .pcie_path
-        path_gbs = pcie_stream_gbs(m) * params.link_efficiency(m.arch, "pcie")
+    if inter_b and m.intra == "pcie":   # both parts leave over the GPU's PCIe path (search.cc 110); in an alltoall
+        # every GPU sends at once, so at its share of a link the host's GPUs cross to their NIC (.pcie_share); a
+        # sendrecv's crossing GPU and a gather/scatter's root are the only ones of their host streaming to the NIC
+        path_gbs = pcie_rate_gbs(m, params, to_nic=coll == "alltoall")
         t_inter = max(t_inter, (intra_b + inter_b) / (1000.0 * path_gbs))
     # ASSUMED, unsourced: each extra work batch costs the whole call's fixed µs again (p2p_cta.p2p_extra_batches)
     extra = p2p_extra_batches(m, coll, ch_part, p2p_total_channels(g.n_channels), version)

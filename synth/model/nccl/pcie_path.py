@@ -44,12 +44,12 @@ def gpu_pcie_gen(topo: Topology, gpu: int = 0) -> int:
 def _pcilink(g, u: str, v: str) -> bool:
     """Whether ``u``-``v`` is a ``<pcilink>`` between two PCIe switches (the parser's ``pcilink_to``), which NCCL joins
     with ``LINK_LOC`` at ``LOC_BW``, 5000 GB/s (v2.28.9-1 src/graph/topo.cc line 637, topo.h line 15): it never limits
-    a GPU-GPU path (the parser's rate for it, the slower switch uplink, is its own reading, used by the bound only)."""
+    a GPU-GPU path (the parser rates it at ``LOC_BW`` too, so the bound's fabric does not limit it either)."""
     a, b = g.nodes[u], g.nodes[v]
     return a.get("pcilink_to") == b.get("pci_bus_id", "") or b.get("pcilink_to") == a.get("pci_bus_id", "")
 
 
-def _counted(g, u: str, v: str) -> bool:
+def counted_link(g, u: str, v: str) -> bool:
     """A PCIe link but a ``<pcilink>`` (:func:`_pcilink`), or the link between two CPU sockets (NCCL's ``LINK_SYS``:
     v2.28.9-1 src/graph/topo.cc ``ncclTopoConnectCpus`` lines 264-277, line 273; here at the Topology's own rate),
     which a ring across the sockets crosses in each direction (its host-bridge-to-CPU links are the CPU's own, not
@@ -61,13 +61,13 @@ def _counted(g, u: str, v: str) -> bool:
 
 def slowest_pcie_link_gbs(topo: Topology, local: list[int]) -> float:
     """The slowest PCIe or socket-to-socket link (GB/s per direction) on the PCIe paths from GPU ``local[0]`` to the
-    host's other GPUs (:meth:`Topology.pcie_paths`: through switches, host bridges and CPUs; :func:`_counted`);
+    host's other GPUs (:meth:`Topology.pcie_paths`: through switches, host bridges and CPUs; :func:`counted_link`);
     ``inf`` where there is none."""
     g, slowest = topo.graph, math.inf
     for k in local[1:]:
         for path in topo.pcie_paths(local[0], k):
             for u, v in zip(path, path[1:]):
-                if _counted(g, u, v):
+                if counted_link(g, u, v):
                     slowest = min(slowest, g.edges[u, v]["bandwidth_gbps"])
     return slowest
 
@@ -102,4 +102,44 @@ def pcie_stream_gbs(m) -> float:
     return min(x16, m.pcie_path_gbs) if m.pcie_path_gbs > 0 else x16
 
 
-__all__ = ["gpu_pcie_gen", "slowest_pcie_link_gbs", "pcie_path_gbs", "nic_gbs", "pcie_stream_gbs"]
+def run_nic_share(m) -> tuple[tuple[float, str], ...]:
+    """The ``((GB/s, link kind), ...)`` of :attr:`.machine.NcclMachine.nic_shares` for machine ``m``'s GPUs per node,
+    which are the host's first ones (``()``: no shared link narrower than their generation's x16 rate)."""
+    k = min(m.gpus_per_node, len(m.nic_shares))
+    return tuple(m.nic_shares[k - 1]) if k else ()
+
+
+def pcie_rate_gbs(m, params, to_nic: bool = False) -> float:
+    """GB/s per direction a GPU's PCIe stream achieves on machine ``m``: :func:`pcie_stream_gbs` times
+    ``link_eff[arch, pcie]`` of ``params`` (a :class:`.params.ModelParams`); with ``to_nic`` also at most its share
+    of each narrow link on its way to its NIC (:func:`run_nic_share`, :mod:`.pcie_share`), derated by that link's
+    own ``link_eff`` kind (the slowest after efficiency, not in GB/s).
+
+    >>> from synth.model.nccl import DEFAULT_PARAMS, NcclMachine
+    >>> m = NcclMachine("l40s", "sm89", 8, 2, "pcie", 0, pcie_gen=4, pcie_path_gbs=7.875,
+    ...                  nic_shares=(((7.875, "pcie"),),) * 3 + (((3.9375, "pcie"),),))
+    >>> round(pcie_rate_gbs(m, DEFAULT_PARAMS), 4), round(pcie_rate_gbs(m, DEFAULT_PARAMS, to_nic=True), 4)
+    (6.3, 3.15)
+    """
+    rate = pcie_stream_gbs(m) * params.link_efficiency(m.arch, "pcie")
+    for share, kind in run_nic_share(m) if to_nic else ():   # at its own kind's efficiency (a socket link: shm's)
+        rate = min(rate, share * params.link_efficiency(m.arch, kind))
+    return rate
+
+
+def nic_efficiency(m, params, net_eff: float) -> float:
+    """The fraction of :attr:`.machine.NcclMachine.nic_gbps` a NIC delivers, given the network's ``net_eff``: where
+    that rate is the NIC's own PCIe link's (``nic_pcie_limited``: a 50 GB/s NIC in a Gen3 x16 slot moves 15.75), the
+    link moves data as a PCIe link does, so at most ``link_eff[arch, pcie]`` of it (a path is its slowest link:
+    v2.28.9-1 src/graph/paths.cc line 67; the NIC's link is rated by lanes x speed like any, topo.cc lines 482-492).
+
+    >>> from synth.model.nccl import DEFAULT_PARAMS, NcclMachine
+    >>> m = NcclMachine("vm", "sm80", 4, 2, "nvlink", 12, pcie_gen=3, nics_per_node=1, nic_gbps=15.75)
+    >>> nic_efficiency(m, DEFAULT_PARAMS, 0.96), nic_efficiency(m.with_(nic_pcie_limited=True), DEFAULT_PARAMS, 0.96)
+    (0.96, 0.8)
+    """
+    return min(net_eff, params.link_efficiency(m.arch, "pcie")) if m.nic_pcie_limited else net_eff
+
+
+__all__ = ["gpu_pcie_gen", "slowest_pcie_link_gbs", "pcie_path_gbs", "nic_gbs", "pcie_stream_gbs", "pcie_rate_gbs",
+           "nic_efficiency", "counted_link", "run_nic_share"]

@@ -46,7 +46,7 @@ from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.net_fill import critical_path_hops, net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ring_simple_send_share, simple_ring_threads
-from synth.model.nccl.pcie_path import pcie_stream_gbs
+from synth.model.nccl.pcie_path import nic_efficiency, pcie_stream_gbs
 from synth.model.nccl.shm_uplink import shm_stream_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
@@ -118,7 +118,7 @@ def _net_bw(m: NcclMachine, params: ModelParams, ring: bool = False) -> float:
     channels streaming through them, see :func:`_net_bus_gbs`)."""
     wire = m.gpu_net_gbps
     eff = params.ring_net_efficiency(m.net_kind) if ring else params.net_efficiency(m.net_kind)
-    return wire * eff
+    return wire * nic_efficiency(m, params, eff)              # a NIC its PCIe slot limits: .pcie_path
 
 
 def _intra_bus_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: int, params: ModelParams) -> float:

@@ -28,7 +28,7 @@ count is read from the topology only where it has no P2P).
 
 from __future__ import annotations
 
-from synth.model.nccl.pcie_path import pcie_stream_gbs
+from synth.model.nccl.pcie_path import pcie_rate_gbs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 
@@ -86,7 +86,7 @@ def shm_stream_gbs(m: NcclMachine, coll: str, ring_cap_gbs: float, params: Model
     """
     one_way = coll in ROOTED and m.ranks == 2 and m.nodes == 1 and m.sockets == 1 and not (p2p and m.p2p)
     if one_way:
-        return pcie_stream_gbs(m) * params.link_efficiency(m.arch, "pcie")     # x16 rate, path-capped: .pcie_path
+        return pcie_rate_gbs(m, params)                                       # x16 rate, path-capped: .pcie_path
     return ring_cap_gbs * uplink_share(m, coll, p2p)
 
 

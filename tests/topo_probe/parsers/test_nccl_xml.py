@@ -317,7 +317,7 @@ def test_pcilink_joins_broadcom_switches_as_nccl_does():
                 assert t.p2p(i, j).read is True and plain.p2p(i, j).read is (want == "PIX")
     switches = {t.graph.nodes[n]["pci_bus_id"]: n for n in t.nodes_of_kind("pcie_switch")}
     link = t.graph.edges[switches["0000:15:00.0"], switches["0000:35:00.0"]]
-    assert link["bandwidth_gbps"] == 63.0  # both uplinks 32 GT/s x16 = Gen5
+    assert link["bandwidth_gbps"] == 5000.0  # NCCL's LOC_BW (topo.h line 15), not an uplink's 63 (Gen5 x16)
     assert t.gdr(2, nic(t, "mlx5_0")) == (True, "")
     assert parse_nccl_xml(to_nccl_xml(t)).fingerprint() == t.fingerprint()
 

@@ -73,7 +73,7 @@ def test_a_pcilink_never_limits_a_gpu_pair(tmp_path):
     """With ``<pcilink>`` NCCL joins the switches with LINK_LOC at LOC_BW, 5000 GB/s (v2.28.9-1 src/graph/topo.cc
     line 637, topo.h line 15), and its breadth-first paths (src/graph/paths.cc lines 52-108) take it, one hop shorter
     than through the CPU: GPU to GPU never crosses the x4 uplinks, so only the GPUs' own 31.5 GB/s links count
-    (the parser's 7.875 GB/s for the pcilink, the slower uplink, is its own reading)."""
+    (the parser rates the pcilink at LOC_BW too, so the bound does not cap the pair at the uplinks either)."""
     topo, m = _machine(tmp_path, switch_link=X4_UPLINK)
     assert (m.pcie_gen, m.p2p, m.pcie_path_gbs, pcie_stream_gbs(m)) == (4, True, 0.0, 31.5)
     two = NcclMachine.from_topology(bound_check.machine(topo, 2))                  # the mark survives the host copies
@@ -97,7 +97,8 @@ def test_pcie_limited_machines_stay_above_the_bound(k):
     """The bound check's PCIe-limited machines (``bound_check.PCIE_VARIANTS``): no cell below the bound at these 11
     sizes, 8 B - 1 GiB every 8x (385 cells a machine).  Before the fix, at these sizes, the first six variants had
     185 of their 2,310 cells below it: the Gen4 pcilink dump 39, its 2-host form 19, Gen3 x8 48, Gen5 0, SHM 31,
-    SHM with x4 uplinks 48 (the 2-host Gen3 x8 variant, added later, 15)."""
+    SHM with x4 uplinks 48 (the 2-host Gen3 x8 variant, added later, 15; the pcilink under x4 uplinks 46, its bound
+    then crossing the pcilink at the uplink's rate, and SHM with x4 uplinks on 2 hosts 5, added with pcie_share.py)."""
     name, topo = bound_check.pcie_limited()[k]
     _, below, _ = bound_check.check(topo, sizes=[8 << s for s in range(0, 31, 3)], max_schedule_ranks=8)
     assert not below, (name, below[:3])
@@ -167,7 +168,8 @@ def test_a_two_host_alltoall_leaves_over_the_gpus_own_link(tmp_path):
 @pytest.mark.parametrize("k", range(len(bound_check.FAMILY)))
 def test_family_machines_stay_above_the_bound(k):
     """``bound_check.FAMILY``: the two-socket P100 had 13 of 385 cells below the bound at these sizes (broadcast,
-    reduce, allreduce), 14 on two hosts with 12.5 GB/s NICs."""
+    reduce, allreduce), 14 on two hosts with 12.5 GB/s NICs; with 50 GB/s NICs (added with pcie_share.py) the P100 5
+    and the VM 10."""
     name, topo = bound_check.family()[k]
     _, below, _ = bound_check.check(topo, sizes=[8 << s for s in range(0, 31, 3)], max_schedule_ranks=8)
     assert not below, (name, below[:3])
