@@ -14,8 +14,9 @@ pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch]
 
 from _torch_dist import checked, merged  # noqa: E402
 
-#: refused cases: allgather 4, reduce_scatter 3, allreduce 1; each: error, 1st part untouched, in step
-REFUSED = 4 + 3 + 1
+#: refused cases: allgather 4, reduce_scatter 3, allreduce 1, allgather lists 2; each: error, 1st part
+#: untouched, in step
+REFUSED = 4 + 3 + 1 + 2
 
 
 def test_a_bad_later_part_raises_on_every_rank_before_any_byte_moves(job_results):
