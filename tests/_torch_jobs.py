@@ -148,6 +148,11 @@ def collectives_job(rank: int, n: int, init: str) -> dict:
     from _torch_ddp import ddp_checks
     ddp_checks(rec, rank, n, gloo)
     t3 = time.monotonic()
+    from _coalesced_jobs import coalesced_refusals        # tests/kernels/pytorch: one job for every module
+    from _parity_jobs import parity_checks
+    coalesced_refusals(rec, rank, n)
+    parity_checks(rec, rank, n, gloo)
+    t4 = time.monotonic()
     dist.destroy_process_group()
     from _torch_more import backend_string_checks
     backend_string_checks(rec, rank, n)
@@ -156,7 +161,7 @@ def collectives_job(rank: int, n: int, init: str) -> dict:
         fsdp_checks(rec, rank, n)
         _dead_rank(rec, rank, n)
     rec.out["__time__"] = {"compare_s": t1 - t0, "more_s": t2 - t1, "ddp_s": t3 - t2,
-                        "backend_strings_s": time.monotonic() - t3}
+                        "coalesced_and_parity_s": t4 - t3, "backend_strings_s": time.monotonic() - t4}
     return rec.out
 
 

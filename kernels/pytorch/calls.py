@@ -162,14 +162,24 @@ class CallRunner:
         self.run("allgather", inp, out, inp.numel(),
                  nccl_call=lambda g: g.all_gather_single(out, inp, _opts("AllgatherOptions")))
 
-    def allgather_list(self, outputs, inp) -> None:
-        self.agree("allgather_list", [inp, *outputs], count=inp.numel(), shapes=[inp.shape],
-                   extra=first_failure(sizes_ok(outputs, inp.numel(), "output tensor"),
-                                       _count_ok(outputs, self.size)))
-        packed = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device)
-        self._allgather(packed, flat(inp))
-        for r, o in enumerate(outputs):
-            flat(o).copy_(packed[r * inp.numel():(r + 1) * inp.numel()])
+    def allgather_lists(self, output_lists, inputs) -> None:
+        """``all_gather`` into a list per input (``all_gather_coalesced``: several): every pair agreed
+        before any pair's data moves, each header with every input's shape (ranks with other pairs
+        raise at the first)."""
+        shapes = [(len(output_lists), len(inputs)), *(tuple(i.shape) for i in inputs)]
+        failure = _count_ok(output_lists, len(inputs), "output lists")
+        for k, (outputs, inp) in enumerate(zip(output_lists, inputs)):   # the first failing pair's, in every header
+            code, note = first_failure(tensors_ok([inp, *outputs], cuda_device=self.cuda_device),
+                                       sizes_ok(outputs, inp.numel(), "output tensor"), _count_ok(outputs, self.size))
+            if code and not failure[0]:
+                failure = (code, f"pair {k}: {note}" if len(inputs) > 1 else note)
+        for outputs, inp in zip(output_lists, inputs):
+            self.agree("allgather_list", [inp, *outputs], count=inp.numel(), shapes=shapes, extra=failure)
+        for outputs, inp in zip(output_lists, inputs):
+            packed = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device)
+            self._allgather(packed, flat(inp))
+            for r, o in enumerate(outputs):
+                flat(o).copy_(packed[r * inp.numel():(r + 1) * inp.numel()])
 
     def reduce_scatter_into(self, out, inp, op: str, factor=1.0) -> None:
         self.agree("reducescatter", [out, inp], count=out.numel(), op=op, shapes=[out.shape],
@@ -330,8 +340,11 @@ def pairs_digest(pairs, layouts: bool = True) -> list:
     return rows
 
 
-def _count_ok(tensors, n: int) -> tuple[int, str]:
-    return (0, "") if len(tensors) == n else (4, f"{len(tensors)} tensors in the list, the group has {n} ranks")
+def _count_ok(tensors, n: int, what: str = "") -> tuple[int, str]:
+    if len(tensors) == n:
+        return 0, ""
+    return 4, f"{len(tensors)} {what} for {n} input tensors" if what else (
+        f"{len(tensors)} tensors in the list, the group has {n} ranks")
 
 
 def _splits_ok(tensors, splits, n: int, what: str) -> tuple[int, str]:

@@ -167,8 +167,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def allgather(self, output_lists, inputs, opts=None):
         def run():
-            for outs, inp in zip(output_lists, inputs):
-                self.runner.allgather_list(outs, inp)
+            self.runner.allgather_lists(output_lists, inputs)
         return self._submit(inputs, output_lists, run,
                             lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()), opts)
 

@@ -1,4 +1,4 @@
-"""The job of test_coalesced_refusals.py (run on spawned ranks by ``_torch_dist.run_job``): a
+"""The checks of test_coalesced_refusals.py (run inside the shared ``_torch_jobs.collectives_job``): a
 coalesced call (``_coalescing_manager`` around ``all_gather_into_tensor`` / ``reduce_scatter_tensor``
 / ``all_reduce``, which torch hands the group as one ``allgather_into_tensor_coalesced`` /
 ``reduce_scatter_tensor_coalesced`` / ``allreduce_coalesced``) whose 2nd or 3rd part is bad raises
@@ -8,8 +8,6 @@ in step after.  Before, each part was agreed and run in turn, so the 1st part's 
 written before the bad part raised."""
 
 from __future__ import annotations
-
-from datetime import timedelta
 
 from _fused_jobs import _in_step
 from _torch_jobs import Recorder, bits_equal
@@ -65,7 +63,7 @@ def _expect_same_error(rec: Recorder, name: str, cls: str, fn, first, before) ->
         rec.check(name, False, "no error raised")
     except RuntimeError as e:
         rec.check(name, type(e).__name__ == cls, f"{type(e).__name__}: {e}")
-        rec.out.setdefault("__messages__", {})[name] = f"{type(e).__name__}: {e}"
+        rec.out.setdefault("__coalesced_messages__", {})[name] = f"{type(e).__name__}: {e}"
     rec.check(name + ":first_untouched", bits_equal(first, before), f"{first.tolist()} was {before.tolist()}")
 
 
@@ -76,17 +74,18 @@ def coalesced_refusals(rec: Recorder, rank: int, n: int) -> None:
               "second_dtype_on_last_rank": "CollectiveMismatch", "third_strided_on_rank0": "BadTensor"}
     for bad, cls in gather.items():
         outs, ins = _gather_parts(rank, n, bad)
-        _expect_same_error(rec, f"refused:allgather:{bad}", cls, _coalesced(dist.all_gather_into_tensor, outs, ins),
-                           outs[0], torch.full_like(outs[0], SENTINEL))
-        _in_step(rec, f"refused:allgather:{bad}", rank, n)
+        _expect_same_error(rec, f"parts_refused:allgather:{bad}", cls,
+                           _coalesced(dist.all_gather_into_tensor, outs, ins), outs[0],
+                           torch.full_like(outs[0], SENTINEL))
+        _in_step(rec, f"parts_refused:allgather:{bad}", rank, n)
     scatter = {"second_input_size_on_rank0": "BadTensor", "third_count_on_last_rank": "CollectiveMismatch",
                "second_dtype_on_last_rank": "CollectiveMismatch"}
     for bad, cls in scatter.items():
         outs, ins = _scatter_parts(rank, n, bad)
-        _expect_same_error(rec, f"refused:reduce_scatter:{bad}", cls,
+        _expect_same_error(rec, f"parts_refused:reduce_scatter:{bad}", cls,
                            _coalesced(dist.reduce_scatter_tensor, outs, ins), outs[0],
                            torch.full_like(outs[0], SENTINEL))
-        _in_step(rec, f"refused:reduce_scatter:{bad}", rank, n)
+        _in_step(rec, f"parts_refused:reduce_scatter:{bad}", rank, n)
     # all_reduce_coalesced: one buffer per dtype; the float64 part's count differs on the last rank
     a = torch.full((3,), float(rank + 1))
     b = torch.arange(5 if rank == n - 1 else 4, dtype=torch.float64)
@@ -95,10 +94,36 @@ def coalesced_refusals(rec: Recorder, rank: int, n: int) -> None:
         with dist._coalescing_manager():
             dist.all_reduce(a)
             dist.all_reduce(b)
-    _expect_same_error(rec, "refused:allreduce:second_dtype_count_on_last_rank", "CollectiveMismatch", allreduce, a,
-                       torch.full((3,), float(rank + 1)))
-    _in_step(rec, "refused:allreduce:second_dtype_count_on_last_rank", rank, n)
+    _expect_same_error(rec, "parts_refused:allreduce:second_dtype_count_on_last_rank", "CollectiveMismatch",
+                       allreduce, a, torch.full((3,), float(rank + 1)))
+    _in_step(rec, "parts_refused:allreduce:second_dtype_count_on_last_rank", rank, n)
+    _gather_lists_refused(rec, rank, n)
     _good_parts_still_run(rec, rank, n)
+
+
+def _gather_lists_refused(rec: Recorder, rank: int, n: int) -> None:
+    """``all_gather_coalesced`` (torch 2.13 keeps it, deprecated; it hands the group every (output
+    list, input) pair in one ``allgather_coalesced``): a 2nd input one element short on rank 0, a
+    3rd pair on the last rank alone.  Before, each pair was agreed and run in turn: the 1st pair's
+    outputs were written, and ranks with another number of pairs fell out of step."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+    for bad, cls in (("second_input_size_on_rank0", "BadTensor"), ("third_pair_on_last_rank", "CollectiveMismatch")):
+        ins = [torch.full((2,), float(rank)), torch.full((2 if bad.endswith("rank0") and rank == 0 else 3,), 1.0)]
+        outs = [[torch.full((t,), SENTINEL) for _ in range(n)] for t in (2, 3)]
+        if bad.startswith("third") and rank == n - 1:
+            ins.append(torch.ones(4))
+            outs.append([torch.full((4,), SENTINEL) for _ in range(n)])
+
+        def call(outs=outs, ins=ins):
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", FutureWarning)
+                dist.all_gather_coalesced(outs, ins)
+        name = f"parts_refused:allgather_lists:{bad}"
+        _expect_same_error(rec, name, cls, call, outs[0][1 % n], torch.full((2,), SENTINEL))
+        _in_step(rec, name, rank, n)
 
 
 def _good_parts_still_run(rec: Recorder, rank: int, n: int) -> None:
@@ -111,22 +136,12 @@ def _good_parts_still_run(rec: Recorder, rank: int, n: int) -> None:
     for o, i in zip(outs, ins):
         want = torch.empty_like(o)
         dist.all_gather_into_tensor(want, i)
-        rec.check("coalesced:allgather_mixed", bits_equal(o, want), f"{o.tolist()} != {want.tolist()}")
+        rec.check("parts_mixed:allgather_mixed", bits_equal(o, want), f"{o.tolist()} != {want.tolist()}")
     outs = [torch.empty(3), torch.empty(2, dtype=torch.float64), torch.empty(0)]
     ins = [torch.arange(n * o.numel(), dtype=o.dtype) * (rank + 1) for o in outs]
     _coalesced(dist.reduce_scatter_tensor, outs, ins)()
     for o, i in zip(outs, ins):
         want = torch.empty_like(o)
         dist.reduce_scatter_tensor(want, i.clone())
-        rec.check("coalesced:reduce_scatter_mixed", bits_equal(o, want), f"{o.tolist()} != {want.tolist()}")
+        rec.check("parts_mixed:reduce_scatter_mixed", bits_equal(o, want), f"{o.tolist()} != {want.tolist()}")
 
-
-def coalesced_job(rank: int, n: int, init: str) -> dict:
-    import torch.distributed as dist
-
-    import kernels.pytorch  # noqa: F401
-    dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=60))
-    rec = Recorder()
-    coalesced_refusals(rec, rank, n)
-    dist.destroy_process_group()
-    return rec.out

@@ -1,5 +1,5 @@
-"""The job of test_gloo_parity.py (run on spawned ranks by ``_torch_dist.run_job``): calls a user
-of torch.distributed makes beyond the core collectives, each made on the default ``topocoll`` group
+"""The checks of test_gloo_parity.py (run inside the shared ``_torch_jobs.collectives_job``): calls a
+user of torch.distributed makes beyond the core collectives, each made on the default ``topocoll`` group
 and on a gloo group of the same ranks, the two outcomes compared: equal values, or both refused
 (``outcome``).  Object collectives, ``batch_isend_irecv`` with mixed sizes both ways, list
 ``all_to_all`` with uneven and empty blocks, list ``reduce_scatter`` with empty tensors,
@@ -8,8 +8,6 @@ bool / int8 / float64 / complex64 tensors under every reduce op, 0-dim tensors, 
 1-D mesh (and a 2 x 2 mesh on 4 ranks) against the tensors it stands for."""
 
 from __future__ import annotations
-
-from datetime import timedelta
 
 from _torch_jobs import Recorder, bits_equal
 
@@ -242,13 +240,9 @@ def _dtensor(rec: Recorder, rank: int, n: int) -> None:
                                                                   total[k * rows:(k + 1) * rows]))
 
 
-def parity_job(rank: int, n: int, init: str) -> dict:
-    import torch.distributed as dist
 
-    import kernels.pytorch  # noqa: F401
-    dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=60))
-    gloo = dist.new_group(backend="gloo")
-    rec = Recorder()
+def parity_checks(rec: Recorder, rank: int, n: int, gloo) -> None:
+    """Every family of test_gloo_parity.py, ``gloo`` a gloo group of the same ranks."""
     _objects(rec, rank, n, gloo)
     _p2p_and_lists(rec, rank, n, gloo)
     _dtypes_and_0dim(rec, rank, n, gloo)
@@ -256,5 +250,3 @@ def parity_job(rank: int, n: int, init: str) -> dict:
     _dtensor(rec, rank, n)
     from _ddp_options_jobs import ddp_options
     ddp_options(rec, rank, n, gloo)
-    dist.destroy_process_group()
-    return rec.out

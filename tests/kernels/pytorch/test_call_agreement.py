@@ -70,15 +70,16 @@ def test_dtypes_and_ops_map_to_what_the_lowering_takes():
 
 
 _PART = st.tuples(st.lists(st.integers(0, 4), max_size=3), st.sampled_from(["float32", "float64", "int64"]),
-                  st.booleans())
+                  st.sampled_from(["as drawn", "4-d", "4-d channels_last"]))
 
 
 def _parts(spec):
-    """(outputs, inputs) from (shape, dtype, channels_last-able 4-d?) per part."""
+    """(outputs, inputs) from (shape, dtype, layout) per part: the drawn shape, or a 4-d one
+    contiguous or channels_last (the same shape in another element order)."""
     outs, ins = [], []
-    for shape, dtype, four_d in spec:
-        t = torch.zeros((2, 3, 1, 2) if four_d else tuple(shape), dtype=getattr(torch, dtype))
-        ins.append(t)
+    for shape, dtype, layout in spec:
+        t = torch.zeros((2, 3, 1, 2) if layout != "as drawn" else tuple(shape), dtype=getattr(torch, dtype))
+        ins.append(t.contiguous(memory_format=torch.channels_last) if layout.endswith("channels_last") else t)
         outs.append(torch.zeros((2 * t.numel(),), dtype=t.dtype))
     return outs, ins
 
@@ -87,10 +88,11 @@ def _parts(spec):
 @given(a=st.lists(_PART, min_size=1, max_size=4), b=st.lists(_PART, min_size=1, max_size=4))
 def test_a_coalesced_calls_digest_differs_exactly_where_its_parts_do(a, b):
     """Two ranks' coalesced calls agree on the header's shape digest iff they have as many parts,
-    each of the same shapes and dtype (the digest is what lets a bad later part raise before the
-    first part moves)."""
+    each of the same shapes, dtype and element order (strides) (the digest is what lets a bad later
+    part raise before the first part moves)."""
     from kernels.pytorch.agreement import shape_digest
     from kernels.pytorch.calls import pairs_digest
     (oa, ia), (ob, ib) = _parts(a), _parts(b)
-    same = len(ia) == len(ib) and all(x.shape == y.shape and x.dtype == y.dtype for x, y in zip(ia + oa, ib + ob))
+    same = len(ia) == len(ib) and all(x.shape == y.shape and x.dtype == y.dtype and x.stride() == y.stride()
+                                      for x, y in zip(ia + oa, ib + ob))
     assert (shape_digest(pairs_digest(list(zip(oa, ia)))) == shape_digest(pairs_digest(list(zip(ob, ib))))) == same
