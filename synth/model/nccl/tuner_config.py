@@ -20,10 +20,9 @@ whenever no line applies or a line's channels field is -1, an applied line alway
   (:data:`COVER_BANDS`; without LL128, LL up to :data:`COVER_LL_WITHOUT_LL128`), and at the end
   of the file every (algorithm, protocol) NCCL can offer
   for the collective over all sizes, so a table with any entry left matches;
-* allreduce first, each collective's bands right after its own lines (the machine's, then the
-  smaller communicators'), consecutive ranges that
-  ask for the same pair merged: the plugin pays two debug-log calls for every line it checks
-  before the one that applies;
+* the whole machine's lines of every collective first (allreduce first), then per collective the
+  smaller communicators' lines and its cover bands, consecutive ranges that ask for the same pair
+  merged: the plugin pays two debug-log calls for every line it checks before the one that applies;
 * channels always 0 (NCCL's own count), byte ranges 0 to 2^64-1.
 
 >>> from topo_probe import get_preset
@@ -84,7 +83,7 @@ COVER_LL_WITHOUT_LL128 = 256 << 10
 COVER_ORDER = tuple((a, p) for a in ("ring", "tree", "pat", "nvls", "nvls_tree", "collnet_direct", "collnet_chain")
                     for p in ("simple", "ll128", "ll"))
 #: file order of the collectives: the plugin checks lines in order (two debug-log calls per line it
-#: skips), so the most frequent collective comes first and each one's cover follows its own lines
+#: skips), so the most frequent collective comes first
 FILE_ORDER = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce")
 #: what every file says about itself, above its lines
 _ABOUT = (
@@ -300,10 +299,10 @@ def _cover_fallbacks(coll: str) -> list[TunerLine]:
 
 def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
                 min_gain: float = MIN_GAIN, shapes: tuple = ()) -> list[TunerLine]:
-    """The file's lines, in order (:data:`FILE_ORDER`): per collective this machine's ranges, then
-    each of ``shapes``' (:func:`.tuner_shapes.comm_shapes`: smaller communicators of the machine,
-    lines from their own models) and that collective's cover bands; then every collective's
-    fallback pairs (reached only when NCCL has none of the pairs above)."""
+    """The file's lines, in order (:data:`FILE_ORDER`): every collective's ranges for this machine;
+    then per collective each of ``shapes``' (:func:`.tuner_shapes.comm_shapes`: smaller
+    communicators of the machine, lines from their own models) and that collective's cover bands;
+    then every collective's fallback pairs (reached only when NCCL has none of the pairs above)."""
     out: list[TunerLine] = []
     colls = []
     for name in collectives:
@@ -312,8 +311,9 @@ def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
             raise InvalidArgument(f"the tuner plugin has no collective {name!r} ({', '.join(PLUGIN_COLLECTIVES)})")
         colls.append(coll)
     colls = sorted(set(colls), key=FILE_ORDER.index)
-    for coll in colls:
+    for coll in colls:                       # the whole machine's communicator: its query checks these only
         out += _machine_lines(model, model_without_nvls, coll, min_gain)
+    for coll in colls:
         for shape in shapes:
             (on, off), others = shape.models[0], shape.models[1:]
             lines = _machine_lines(on, off, coll, min_gain, others)

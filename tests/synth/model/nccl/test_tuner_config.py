@@ -105,6 +105,8 @@ def test_the_file_read_back_covers_every_size_with_ncclS_channels(tmp_path, name
     rows = _csv_rows(text)
     assert all(r["ch"] == 0 and (r["pipe"], r["reg"]) == (-1, -1) for r in rows)   # 0: NCCL's own channels
     m = on.machine
+    every_mine = [r for r in rows if (r["nodes"], r["ranks"]) == (m.nodes, m.ranks)]
+    assert rows[:len(every_mine)] == every_mine                    # the whole machine's query checks these only
     for coll in ("broadcast", "reduce", "allgather", "reducescatter", "allreduce"):
         mine = [r for r in rows if r["coll"] == coll and (r["nodes"], r["ranks"]) == (m.nodes, m.ranks)]
         tiling = []                        # the first lines tile 0 .. 2^64-1, the rest are for NVLS off
@@ -126,8 +128,8 @@ def test_the_file_read_back_covers_every_size_with_ncclS_channels(tmp_path, name
             {(a, p) for a in offered for p in ("ll", "ll128", "simple")}   # tuning.cc v2.30.3-1 lines 281-285
         smaller = [r for r in rows if r["coll"] == coll and (r["nodes"], r["ranks"]) in shapes]
         assert smaller and {(r["nodes"], r["ranks"]) for r in smaller} == shapes
-        between = rows[rows.index(mine[-1]) + 1:rows.index(cover[0])]   # this machine's lines, the smaller
-        assert between == smaller                                       # communicators', then the cover
+        between = rows[rows.index(every_mine[-1]) + 1:rows.index(cover[0])]   # every collective's lines for this
+        assert [r for r in between if r["coll"] == coll] == smaller           # machine, the smaller ones', the cover
     assert [r["coll"] for r in rows][0] == "allreduce"            # checked first: the most frequent call
 
 
