@@ -103,7 +103,8 @@ def _help_table(name: str, lines, machine) -> list[str]:
 def _shape_rows(name: str, on, off, lines, shapes, n: int, seed: int) -> list[str]:
     """Per smaller communicator: slower queries under the cover alone (the file without the
     shapes' lines) and under this file, strictly and beyond :data:`SHAPE_TOLERANCE`."""
-    cover_only = parse_conf(tuner_text(tuner_lines(on, off)))
+    own = {(s.nodes, s.ranks) for s in shapes}              # without them: tuner_lines(on, off), not recomputed
+    cover_only = parse_conf(tuner_text([l for l in lines if (l.nodes, l.ranks) not in own]))
     full = parse_conf(tuner_text(lines))
     a, b = (judge_shapes(c, shapes, n, seed) for c in (cover_only, full))
     c = judge_shapes(full, shapes, n, seed, tolerance=SHAPE_TOLERANCE)

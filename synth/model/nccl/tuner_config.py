@@ -156,6 +156,24 @@ def tuner_models(topo, version: tuple | None = None):
     return on, (off if nvls else None)
 
 
+class _Memo:
+    """``model``'s :meth:`choose` and :meth:`forced`, memoised for one file: the bisection of
+    :func:`_segments`, the keep picks and the shapes' checks ask the same sizes again."""
+
+    def __init__(self, model):
+        self.machine, self.table, self._model, self._seen = model.machine, model.table, model, {}
+
+    def choose(self, coll: str, nbytes: int):
+        key = (coll, nbytes)
+        return self._seen[key] if key in self._seen else self._seen.setdefault(key, self._model.choose(coll, nbytes))
+
+    def forced(self, coll: str, algorithm: str, protocol: str, nbytes: int):
+        key = (coll, algorithm, protocol, nbytes)
+        if key not in self._seen:
+            self._seen[key] = self._model.forced(coll, algorithm, protocol, nbytes)
+        return self._seen[key]
+
+
 def _holds(model, coll: str, pair: tuple, nbytes: int) -> bool:
     """Whether ``pair`` is available to ``model`` and timed no slower than NCCL's own choice there."""
     if pair not in model.table.enabled(coll):
@@ -311,6 +329,8 @@ def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
             raise InvalidArgument(f"the tuner plugin has no collective {name!r} ({', '.join(PLUGIN_COLLECTIVES)})")
         colls.append(coll)
     colls = sorted(set(colls), key=FILE_ORDER.index)
+    model, model_without_nvls = _Memo(model), model_without_nvls and _Memo(model_without_nvls)
+    shapes = [dataclasses.replace(s, models=tuple((_Memo(o), f and _Memo(f)) for o, f in s.models)) for s in shapes]
     for coll in colls:                       # the whole machine's communicator: its query checks these only
         out += _machine_lines(model, model_without_nvls, coll, min_gain)
     for coll in colls:
