@@ -101,18 +101,23 @@ def _help_table(name: str, lines, machine) -> list[str]:
 
 
 def _shape_rows(name: str, on, off, lines, shapes, n: int, seed: int) -> list[str]:
-    """Per smaller communicator: slower queries under the cover alone (the file without the
-    shapes' lines) and under this file, strictly and beyond :data:`SHAPE_TOLERANCE`."""
+    """Per smaller communicator: slower queries under the file as branch export68 wrote it (the
+    machine's lines and a cover without the ring/LL line for machines without LL128), under the
+    cover alone (the file without the shapes' lines) and under this file, strictly and beyond
+    :data:`SHAPE_TOLERANCE`."""
     own = {(s.nodes, s.ranks) for s in shapes}              # without them: tuner_lines(on, off), not recomputed
-    cover_only = parse_conf(tuner_text([l for l in lines if (l.nodes, l.ranks) not in own]))
+    cover_only = [l for l in lines if (l.nodes, l.ranks) not in own]
+    before = [l for l in cover_only if not (l.kind == "cover" and (l.algorithm, l.protocol) == ("ring", "ll")
+                                            and l.min_bytes > 0)]      # the LL128 band's ring/LL line
     full = parse_conf(tuner_text(lines))
-    a, b = (judge_shapes(c, shapes, n, seed) for c in (cover_only, full))
+    z, a = (judge_shapes(parse_conf(tuner_text(c)), shapes, n, seed) for c in (before, cover_only))
+    b = judge_shapes(full, shapes, n, seed)
     c = judge_shapes(full, shapes, n, seed, tolerance=SHAPE_TOLERANCE)
     out = []
     for s in shapes:
         mine = sum(l.nodes == s.nodes and l.ranks == s.ranks for l in lines)
-        out.append(f"| {name} | {s.label} | {len(s.subsets)} | {mine} | {b[s.label][0]:,} | {a[s.label][1]:,} | "
-                   f"**{b[s.label][1]:,}** | **{c[s.label][1]:,}** | {b[s.label][2]:,} |")
+        out.append(f"| {name} | {s.label} | {len(s.subsets)} | {mine} | {b[s.label][0]:,} | {z[s.label][1]:,} | "
+                   f"{a[s.label][1]:,} | **{b[s.label][1]:,}** | **{c[s.label][1]:,}** | {b[s.label][2]:,} |")
     return out
 
 
@@ -175,10 +180,12 @@ def main(argv=None) -> int:
         "machine's (`synth.model.nccl.tuner_shapes`): queries of that shape (every collective, sizes as above, NVLS "
         "on and off) on the representative subset (the first GPUs) and on up to 3 other subsets with a different "
         "NCCL machine; slower = the applied line timed slower than NCCL's own choice on that subset, by any margin "
-        f"or by more than {SHAPE_TOLERANCE:.0%}. Cover only: the same file without the shape's lines.", "",
-        "| machine | communicator | GPU subsets timed | its lines | queries | slower, cover only | slower, this file | "
+        f"or by more than {SHAPE_TOLERANCE:.0%}. Before: the file as branch export68 wrote it (no lines for the "
+        "shape, no ring/LL line after the cover's LL128 band); cover only: this file without the shape's lines.", "",
+        "| machine | communicator | GPU subsets timed | its lines | queries | slower, before | slower, cover only | "
+        "slower, this file | "
         f"slower by > {SHAPE_TOLERANCE:.0%}, this file | fall-throughs |",
-        "|---|---|---|---|---|---|---|---|---|", *shape_rows, "",
+        "|---|---|---|---|---|---|---|---|---|---|", *shape_rows, "",
         "## Notes", "", *notes, "",
         "## Lines that change NCCL's choice (fresh files)", "",
         "The model's predicted gain over the probes in each range (8 per doubling); every other line keeps "

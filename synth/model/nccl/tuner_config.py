@@ -75,7 +75,8 @@ NVLS_ALGORITHMS = ("nvls", "nvls_tree")
 COVER_BANDS = ((64 << 10, "ll"), (8 << 20, "ll128"), (SIZE_MAX, "simple"))
 #: where NCCL has no LL128, the LL128 band's sizes up to this (bytes, inclusive) take ring/LL: below the
 #: smallest size from which the model times ring/Simple faster than ring/LL on a machine without LL128
-#: (311,743 B: 4 x L40S pcilink dump, 2 GPUs, allreduce; P100, RTX 4090, 8-GPU PCIe fixtures 370 KB-5 MB)
+#: (296,714 B: 4 x L40S pcilink dump, GPUs 0-1, broadcast; the first k GPUs, every collective, of the RTX 4090,
+#: P100 and pcie-8gpu-2socket fixtures: 341,669 B, 447,391 B, 861,006 B)
 COVER_LL_WITHOUT_LL128 = 256 << 10
 #: after the bands, every pair NCCL can offer for the collective (``ALGOS_FOR``; NCCL 2.30.3
 #: src/graph/tuning.cc lines 281-285 give the others no bandwidth) over all sizes, in this order,

@@ -39,8 +39,9 @@ def fresh(name):
     if name not in _CACHE:
         topo = cluster("dgx-a100", 2) if name == "2xdgx-a100" else get_preset(name)
         on, off = tuner_models(topo)
-        shapes = frozenset((s.nodes, s.ranks) for s in comm_shapes(topo))
-        lines = tuner_lines(on, off, shapes=comm_shapes(topo))               # as synthesize writes it
+        every = comm_shapes(topo)
+        shapes = frozenset((s.nodes, s.ranks) for s in every)
+        lines = tuner_lines(on, off, shapes=every)                           # as synthesize writes it
         _CACHE[name] = on, off, lines, parse_conf(tuner_text(lines, "test"), name), shapes
     return _CACHE[name]
 
