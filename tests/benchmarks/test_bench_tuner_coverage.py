@@ -26,4 +26,6 @@ def test_the_report_counts_fall_throughs_per_file(tmp_path):
     assert {r[0][2:] for r in shapes} == {"dgx1-v100", "dgx-a100", "dgx-h100", "pcie-8gpu-2socket"} | \
         set(bench.OTHER_MACHINES) - {"2 x A100 PCIe, VM without sysfs (NCCL dump)"}    # 2 GPUs: no smaller shape
     assert len([r for r in shapes if r[0] == "| dgx-h100"]) == 6                       # 2 .. 7 of its 8 GPUs
-    assert all(r[8] == "**0**" and r[9] == "0 |" for r in shapes)   # none slower by > 2 %, no fall-through
+    assert all(r[8] == "**0**" and r[9] == "0 |" for r in shapes)
+    p100 = [r for r in shapes if r[0].startswith("| 4 x P100")]      # export68's file slowed it (the audit's case)
+    assert p100 and sum(int(r[5].replace(",", "")) for r in p100) > 0   # none slower by > 2 %, no fall-through
