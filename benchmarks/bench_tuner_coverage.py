@@ -11,7 +11,10 @@ every collective; the file's own communicator with NVLS on and off; other commun
 hosts and 2-1,024 ranks with random sets of available pairs), the queries no line takes (NCCL
 then runs its own choice on one channel), all one-channel outcomes, and on the file's machine the
 queries whose applied line the NCCL model times slower than NCCL's own choice; the lines that
-change NCCL's modelled choice and the model's predicted gain where they applied.  Writes
+change NCCL's modelled choice and the model's predicted gain where they applied.  Per fresh file
+also every smaller communicator of its machine (``synth.model.nccl.tuner_shapes``: 2 .. G GPUs of
+a host, fewer full hosts): queries slower than NCCL's own choice with the cover alone and with
+the file's lines for that shape.  Writes
 ``OUT/tuner_coverage.md`` atomically; a few seconds per file.
 """
 
@@ -27,8 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 from synth.ir.schedule import atomic_write_text  # noqa: E402
-from synth.model.nccl.tuner_config import is_cover_file, tuner_lines, tuner_models, write_tuner_config  # noqa: E402
-from synth.model.nccl.tuner_coverage import judge, queries  # noqa: E402
+from synth.model.nccl.tuner_config import (  # noqa: E402
+    SHAPE_TOLERANCE, is_cover_file, tuner_lines, tuner_models, tuner_text, write_tuner_config)
+from synth.model.nccl.tuner_coverage import judge, judge_shapes, queries  # noqa: E402
+from synth.model.nccl.tuner_shapes import comm_shapes  # noqa: E402
 from synth.model.nccl.tuner_plugin import PLUGIN_BUILDS, RCCL_TUNER_LOOKUP, parse_conf  # noqa: E402
 from topo_probe import get_preset  # noqa: E402
 from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
@@ -68,13 +73,15 @@ def _gains(r) -> str:
     return f"{min(g):.2f}x / {statistics.median(g):.2f}x / {max(g):.2f}x"
 
 
-def _row(label: str, kind: str, text: str, on, off, n: int, seed: int, lines=None) -> tuple[str, list]:
+def _row(label: str, kind: str, text: str, on, off, n: int, seed: int, lines=None, shapes=()) -> tuple[str, list]:
     conf = parse_conf(text, label)
-    r = judge(conf, on, off, queries(conf, on, off, n, seed=seed))
-    machine = [l for l in conf.lines if l.nodes != -1 or l.ranks != -1]
+    r = judge(conf, on, off, queries(conf, on, off, n, seed=seed), frozenset((s.nodes, s.ranks) for s in shapes))
+    machine = [l for l in conf.lines if (l.nodes, l.ranks) == (on.machine.nodes, on.machine.ranks)]
+    smaller = sum(l.nodes != -1 and l.ranks != -1 for l in conf.lines) - len(machine)
     helps = "-" if lines is None else str(sum(l.kind == "help" for l in lines))
     row = (f"| `{label}` | {kind}{'' if is_cover_file(text) else ' (before the cover format)'} | "
-           f"{len(conf.lines)} ({len(machine)} for this machine) | {len(conf.problems)} | {r.queries:,} | "
+           f"{len(conf.lines)} ({len(machine)} for this machine, {smaller} smaller) | {len(conf.problems)} | "
+           f"{r.queries:,} | "
            f"**{r.fell_through:,}** | {r.one_channel:,} | {r.machine_queries:,} | {r.capped:,} | {r.slower:,} | "
            f"{helps} | "
            f"{r.changed:,} | {_gains(r)} | {r.checked_sum / max(r.queries, 1):.1f} / {r.checked_max} |")
@@ -82,13 +89,35 @@ def _row(label: str, kind: str, text: str, on, off, n: int, seed: int, lines=Non
     return row, ([f"fall-throughs: {causes}"] if causes else []) + r.examples
 
 
-def _help_table(name: str, lines) -> list[str]:
+def _help_table(name: str, lines, machine) -> list[str]:
+    """The help lines for the whole machine (the smaller communicators' are counted in the main table)."""
     out = []
     for l in lines:
-        if l.kind == "help":
+        if l.kind == "help" and (l.nodes, l.ranks) == (machine.nodes, machine.ranks):
             helps = "; ".join(n for n in l.note.splitlines() if n.startswith("help"))
             out.append(f"| {name} | {l.collective} | {l.min_bytes:,}-{l.max_bytes:,} | {l.algorithm}/{l.protocol} | "
                        f"{helps} |")
+    return out
+
+
+def _shape_rows(name: str, on, off, lines, shapes, n: int, seed: int) -> list[str]:
+    """Per smaller communicator: slower queries under the file as branch export68 wrote it (the
+    machine's lines and a cover without the ring/LL line for machines without LL128), under the
+    cover alone (the file without the shapes' lines) and under this file, strictly and beyond
+    :data:`SHAPE_TOLERANCE`."""
+    own = {(s.nodes, s.ranks) for s in shapes}              # without them: tuner_lines(on, off), not recomputed
+    cover_only = [l for l in lines if (l.nodes, l.ranks) not in own]
+    before = [l for l in cover_only if not (l.kind == "cover" and (l.algorithm, l.protocol) == ("ring", "ll")
+                                            and l.min_bytes > 0)]      # the LL128 band's ring/LL line
+    full = parse_conf(tuner_text(lines))
+    z, a = (judge_shapes(parse_conf(tuner_text(c)), shapes, n, seed) for c in (before, cover_only))
+    b = judge_shapes(full, shapes, n, seed)
+    c = judge_shapes(full, shapes, n, seed, tolerance=SHAPE_TOLERANCE)
+    out = []
+    for s in shapes:
+        mine = sum(l.nodes == s.nodes and l.ranks == s.ranks for l in lines)
+        out.append(f"| {name} | {s.label} | {len(s.subsets)} | {mine} | {b[s.label][0]:,} | {z[s.label][1]:,} | "
+                   f"{a[s.label][1]:,} | **{b[s.label][1]:,}** | **{c[s.label][1]:,}** | {b[s.label][2]:,} |")
     return out
 
 
@@ -97,7 +126,7 @@ def main(argv=None) -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "results" / "interop")
     ap.add_argument("--queries", type=int, default=2500, help="queries per NVLS state and for other shapes")
     args = ap.parse_args(argv)
-    rows, helps, notes = [], [], []
+    rows, helps, notes, shape_rows = [], [], [], []
     for k, path in enumerate(sorted((ROOT / "results").glob("*/nccl_tuner.conf"))):
         name = path.parent.name
         try:
@@ -112,17 +141,20 @@ def main(argv=None) -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for k, name in enumerate(PRESETS + tuple(OTHER_MACHINES)):
             try:
-                on, off = tuner_models(_topology(name))
+                topo = _topology(name)
+                on, off = tuner_models(topo)
             except InvalidArgument as e:
                 notes.append(f"- fresh `{name}`: not written: {e}")
                 continue
-            lines = tuner_lines(on, off)
+            shapes = comm_shapes(topo)
+            lines = tuner_lines(on, off, shapes=shapes)
             path = Path(tmp) / "nccl_tuner.conf"
             write_tuner_config(path, lines, comment=f"fresh for {name}")
             row, ex = _row(f"{name} (fresh)", "synthesize --nccl-tuner-conf", path.read_text(), on, off,
-                           args.queries, 100 + k, lines)
+                           args.queries, 100 + k, lines, shapes)
             rows.append(row)
-            helps += _help_table(name, lines)
+            shape_rows += _shape_rows(name, on, off, lines, shapes, args.queries // 8, 200 + k)
+            helps += _help_table(name, lines, on.machine)
             print(row, flush=True)
     build = next(b for b in PLUGIN_BUILDS if b.works)
     text = "\n".join([
@@ -133,7 +165,8 @@ def main(argv=None) -> int:
         f"`ncclTunerPlugin_{RCCL_TUNER_LOOKUP[next(iter(RCCL_TUNER_LOOKUP))][0]}` only).", "",
         "Columns: fall-throughs = queries no line takes; one channel = fall-throughs plus lines with "
         "channels -1 or 1; slower = queries on the file's own machine whose applied line the NCCL model "
-        "times slower than NCCL's own choice; help lines = lines that change NCCL's modelled choice; "
+        "times slower than NCCL's own choice; help lines = lines that change NCCL's modelled choice (the machine's and "
+        "its smaller communicators'); "
         "gain = NCCL's modelled time over the applied line's, where a line changed the choice "
         "(min / median / max over those queries). Lines with a fixed channel count are not timed. Lines checked: "
         "how many lines the plugin reads per query up to the one that applies (it makes two debug-log calls for "
@@ -142,6 +175,17 @@ def main(argv=None) -> int:
         "on its machine | fixed channels (not timed) | slower | help lines | queries changed | "
         "gain (min / median / max) | lines checked (mean / max) |",
         "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|", *rows, "",
+        "## Smaller communicators of each machine (fresh files)", "",
+        "Every one-host communicator of 2 .. G GPUs of the first host and every count of full hosts below the "
+        "machine's (`synth.model.nccl.tuner_shapes`): queries of that shape (every collective, sizes as above, NVLS "
+        "on and off) on the representative subset (the first GPUs) and on up to 3 other subsets with a different "
+        "NCCL machine; slower = the applied line timed slower than NCCL's own choice on that subset, by any margin "
+        f"or by more than {SHAPE_TOLERANCE:.0%}. Before: the file as branch export68 wrote it (no lines for the "
+        "shape, no ring/LL line after the cover's LL128 band); cover only: this file without the shape's lines.", "",
+        "| machine | communicator | GPU subsets timed | its lines | queries | slower, before | slower, cover only | "
+        "slower, this file | "
+        f"slower by > {SHAPE_TOLERANCE:.0%}, this file | fall-throughs |",
+        "|---|---|---|---|---|---|---|---|---|---|", *shape_rows, "",
         "## Notes", "", *notes, "",
         "## Lines that change NCCL's choice (fresh files)", "",
         "The model's predicted gain over the probes in each range (8 per doubling); every other line keeps "

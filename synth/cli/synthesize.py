@@ -90,8 +90,9 @@ def _base_topology(args):
 
 def _write_tuner_conf(topo, path: Path, version: tuple | None = None) -> None:
     from synth.model.nccl.tuner_config import tuner_lines, tuner_models, write_tuner_config
+    from synth.model.nccl.tuner_shapes import comm_shapes
     on, off = tuner_models(topo, version)
-    lines = tuner_lines(on, off)
+    lines = tuner_lines(on, off, shapes=comm_shapes(topo, version))
     m = on.machine
     write_tuner_config(path, lines, comment=(
         f"synthesize --nccl-tuner-conf for {topo.name} ({m.ranks} ranks, {m.nodes} node(s)).\n"

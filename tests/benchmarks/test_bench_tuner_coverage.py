@@ -1,6 +1,7 @@
 """benchmarks/bench_tuner_coverage.py: the table it writes has a row per committed file and per
 preset's and other machine's fresh file, fresh files with 0 fall-throughs and no query the model
-times slower than NCCL's own choice, and the AMD preset noted as not written."""
+times slower than NCCL's own choice, and the AMD preset noted as not written; per smaller
+communicator of each machine (2 .. G GPUs, fewer hosts) no query slower by more than 2 %."""
 
 import sys
 
@@ -21,3 +22,10 @@ def test_the_report_counts_fall_throughs_per_file(tmp_path):
     committed = sorted((ROOT / "results").glob("*/nccl_tuner.conf"))
     assert len(rows) == len(fresh) + len(committed)
     assert "fresh `mi300x`: not written" in text and "ncclTunerPlugin_v2" in text
+    shapes = [r.split(" | ") for r in text.splitlines() if r.startswith("| ") and " host(s), " in r]
+    assert {r[0][2:] for r in shapes} == {"dgx1-v100", "dgx-a100", "dgx-h100", "pcie-8gpu-2socket"} | \
+        set(bench.OTHER_MACHINES) - {"2 x A100 PCIe, VM without sysfs (NCCL dump)"}    # 2 GPUs: no smaller shape
+    assert len([r for r in shapes if r[0] == "| dgx-h100"]) == 6                       # 2 .. 7 of its 8 GPUs
+    assert all(r[8] == "**0**" and r[9] == "0 |" for r in shapes)
+    p100 = [r for r in shapes if r[0].startswith("| 4 x P100")]      # export68's file slowed it (the audit's case)
+    assert p100 and sum(int(r[5].replace(",", "")) for r in p100) > 0   # none slower by > 2 %, no fall-through

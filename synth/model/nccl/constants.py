@@ -43,6 +43,7 @@ Feature gates by NCCL version (``FEATURE_VERSION``): LL128 2.5, NVLS 2.17, NVLST
 
 from __future__ import annotations
 
+import functools
 import re
 
 ALGOS = ("tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree", "pat")
@@ -221,9 +222,11 @@ SM_CLOCK_BY_PART = ((r"H[18]00 PCIe", 1.755), (r"H100 NVL", 1.78), (r"V100S", 1.
                     (r"P100-PCIE|P100 PCIe", 0.65))
 
 
+@functools.lru_cache(maxsize=256)
 def sm_clock_ghz(arch: str, gpu_name: str = "") -> float:
     """Boost clock (GHz, LD/ST-equivalent) of a GPU: its part's figure where :data:`SM_CLOCK_BY_PART` names it, else
-    its architecture's (:data:`SM_CLOCK_GHZ`).
+    its architecture's (:data:`SM_CLOCK_GHZ`).  Memoised (a pure function of its arguments; the model asks it
+    on every timed call, each a regular-expression search per part).
 
     >>> sm_clock_ghz("sm90"), sm_clock_ghz("sm90", "NVIDIA H100 PCIe"), sm_clock_ghz("sm70", "Tesla V100-PCIE-16GB")
     (1.98, 1.755, 1.37)

@@ -11,13 +11,18 @@ whenever no line applies or a line's channels field is -1, an applied line alway
   line (the model's fastest pair, where it beats NCCL's modelled default by at least
   :data:`MIN_GAIN`) or a *keep* line (NCCL's modelled default); where that pair is NVLS, a
   later line for the same sizes holds the choice without NVLS (NCCL skips the NVLS line there);
+* **its smaller communicators** (:mod:`.tuner_shapes`: 2 .. G GPUs of a host, fewer full hosts;
+  exact ``nNodes``/``nRanks``): the same from the model of that shape, a help line only where it
+  holds within :data:`SHAPE_TOLERANCE` on other GPU subsets of the shape too; left out where they
+  only keep and the cover holds as well;
 * **every other shape** (``-1,-1``): a cover, since the plugin has no line that leaves NCCL's
   choice alone: ring with NCCL's own channel count, LL / LL128 / Simple by size
-  (:data:`COVER_BANDS`), and at the end of the file every (algorithm, protocol) NCCL can offer
+  (:data:`COVER_BANDS`; without LL128, LL up to :data:`COVER_LL_WITHOUT_LL128`), and at the end
+  of the file every (algorithm, protocol) NCCL can offer
   for the collective over all sizes, so a table with any entry left matches;
-* allreduce first, each collective's bands right after its own lines, consecutive ranges that
-  ask for the same pair merged: the plugin pays two debug-log calls for every line it checks
-  before the one that applies;
+* the whole machine's lines of every collective first (allreduce first), then per collective the
+  smaller communicators' lines and its cover bands, consecutive ranges that ask for the same pair
+  merged: the plugin pays two debug-log calls for every line it checks before the one that applies;
 * channels always 0 (NCCL's own count), byte ranges 0 to 2^64-1.
 
 >>> from topo_probe import get_preset
@@ -29,11 +34,13 @@ whenever no line applies or a line's channels field is -1, an applied line alway
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import textwrap
 from dataclasses import dataclass
 from pathlib import Path
 
+from synth.formats.nccl_tests.sizes import size_label
 from synth.ir.collectives import canonical
 from synth.ir.schedule import atomic_write_text
 from synth.model.nccl.tuner_plugin import ALGORITHMS, COLLECTIVES, KEEP_NCCL_CHANNELS, PROTOCOLS, SIZE_MAX
@@ -42,7 +49,7 @@ from topo_probe.errors import InvalidArgument
 
 __all__ = ["TunerLine", "tuner_models", "tuner_lines", "tuner_text", "write_tuner_config", "is_cover_file",
            "MARKER", "HEADER", "MIN_GAIN", "COVER_BANDS", "PROBE_MAX_BYTES", "NVLS_ALGORITHMS", "FILE_ORDER",
-           "PLUGIN_COLLECTIVES", "MAX_BYTES"]
+           "PLUGIN_COLLECTIVES", "MAX_BYTES", "SHAPE_TOLERANCE"]
 
 #: the collectives the plugin tunes (plugin.c parseCollType)
 PLUGIN_COLLECTIVES = COLLECTIVES
@@ -53,23 +60,31 @@ HEADER = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes
 MAX_BYTES = SIZE_MAX
 #: a help line needs a modelled time at most (1 - MIN_GAIN) of NCCL's default
 MIN_GAIN = 0.05
+#: a shape's line may be this much slower than NCCL's modelled choice on another GPU subset of it
+SHAPE_TOLERANCE = 0.02
 #: probes run to 1 TiB; the choice at 1 TiB holds to 2^64 - 1 (the model is bandwidth-bound there)
 PROBE_MAX_BYTES = 1 << 40
 #: widest comment text per line (the plugin's fgets reads 255 bytes at a time)
 COMMENT_WIDTH = 200
+_MODEL_PROTO = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 #: probes per doubling of the size
 PROBES_PER_OCTAVE = 8
 NVLS_ALGORITHMS = ("nvls", "nvls_tree")
 #: the cover for other shapes: ring with (inclusive upper byte bound, protocol); a guess for shapes
 #: the file was not written for, not a prediction (LL for small, LL128 mid, Simple large messages)
 COVER_BANDS = ((64 << 10, "ll"), (8 << 20, "ll128"), (SIZE_MAX, "simple"))
+#: where NCCL has no LL128, the LL128 band's sizes up to this (bytes, inclusive) take ring/LL: below the
+#: smallest size from which the model times ring/Simple faster than ring/LL on a machine without LL128
+#: (296,714 B: 4 x L40S pcilink dump, GPUs 0-1, broadcast; the first k GPUs, every collective, of the RTX 4090,
+#: P100 and pcie-8gpu-2socket fixtures: 341,669 B, 447,391 B, 861,006 B)
+COVER_LL_WITHOUT_LL128 = 256 << 10
 #: after the bands, every pair NCCL can offer for the collective (``ALGOS_FOR``; NCCL 2.30.3
 #: src/graph/tuning.cc lines 281-285 give the others no bandwidth) over all sizes, in this order,
 #: so any table with one entry left matches
 COVER_ORDER = tuple((a, p) for a in ("ring", "tree", "pat", "nvls", "nvls_tree", "collnet_direct", "collnet_chain")
                     for p in ("simple", "ll128", "ll"))
 #: file order of the collectives: the plugin checks lines in order (two debug-log calls per line it
-#: skips), so the most frequent collective comes first and each one's cover follows its own lines
+#: skips), so the most frequent collective comes first
 FILE_ORDER = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce")
 #: what every file says about itself, above its lines
 _ABOUT = (
@@ -142,21 +157,50 @@ def tuner_models(topo, version: tuple | None = None):
     return on, (off if nvls else None)
 
 
-def _pick(model, coll: str, nbytes: int, min_gain: float) -> _Pick:
+class _Memo:
+    """``model``'s :meth:`choose` and :meth:`forced`, memoised for one file: the bisection of
+    :func:`_segments`, the keep picks and the shapes' checks ask the same sizes again."""
+
+    def __init__(self, model):
+        self.machine, self.table, self._model, self._seen = model.machine, model.table, model, {}
+
+    def choose(self, coll: str, nbytes: int):
+        key = (coll, nbytes)
+        return self._seen[key] if key in self._seen else self._seen.setdefault(key, self._model.choose(coll, nbytes))
+
+    def forced(self, coll: str, algorithm: str, protocol: str, nbytes: int):
+        key = (coll, algorithm, protocol, nbytes)
+        if key not in self._seen:
+            self._seen[key] = self._model.forced(coll, algorithm, protocol, nbytes)
+        return self._seen[key]
+
+
+def _holds(model, coll: str, pair: tuple, nbytes: int) -> bool:
+    """Whether ``pair`` is available to ``model`` and timed no slower than NCCL's own choice there."""
+    if pair not in model.table.enabled(coll):
+        return False
+    return model.forced(coll, *pair, nbytes).time_us <= model.choose(coll, nbytes).time_us * (1 + SHAPE_TOLERANCE)
+
+
+def _pick(model, coll: str, nbytes: int, min_gain: float, others: tuple = ()) -> _Pick:
+    """NCCL's modelled choice, or the fastest pair where it beats it by ``min_gain`` on ``model``
+    and holds (:func:`_holds`) on each of ``others`` (other GPU subsets of the same shape)."""
     d = model.choose(coll, nbytes)
     best = min((model.forced(coll, a, p, nbytes) for a, p in model.table.enabled(coll)),
                key=lambda c: c.time_us, default=d)
     helps = (best.algorithm, best.protocol) != (d.algorithm, d.protocol) and best.time_us <= d.time_us * (1 - min_gain)
+    helps = helps and all(_holds(o, coll, (best.algorithm, best.protocol), nbytes) for o in others)
     c = best if helps else d
     return _Pick(c.algorithm, c.protocol, helps, f"{d.algorithm}/{d.protocol}", d.time_us, c.time_us)
 
 
-def _entries(on, off, coll: str, nbytes: int, min_gain: float) -> tuple:
-    """The picks one size gets, in file order: NVLS on, then (where that is NVLS) without it."""
-    a = _pick(on, coll, nbytes, min_gain)
+def _entries(on, off, coll: str, nbytes: int, min_gain: float, others: tuple = ()) -> tuple:
+    """The picks one size gets, in file order: NVLS on, then (where that is NVLS) without it;
+    ``others`` the (model, model without NVLS) pairs of other GPU subsets of the shape."""
+    a = _pick(on, coll, nbytes, min_gain, tuple(o for o, _ in others))
     if off is None:
         return (a,)
-    b = _pick(off, coll, nbytes, min_gain)
+    b = _pick(off, coll, nbytes, min_gain, tuple(f or o for o, f in others))
     if a.algorithm in NVLS_ALGORITHMS:
         return a, b
     if a.pair == b.pair:
@@ -177,11 +221,11 @@ def _probes() -> list[int]:
     return sorted(s for s in out if s <= PROBE_MAX_BYTES)
 
 
-def _segments(on, off, coll: str, min_gain: float) -> list[tuple[int, int, list]]:
+def _segments(on, off, coll: str, min_gain: float, others: tuple = ()) -> list[tuple[int, int, list]]:
     """``(lo, hi, [entries per probe in range])``: sizes of one key, switch points found to the
     byte by bisection between probes."""
     def at(s):
-        return _entries(on, off, coll, s, min_gain)
+        return _entries(on, off, coll, s, min_gain, others)
     probes = _probes()
     segs = [[0, 0, [at(0)]]]
     for prev, s in zip(probes, probes[1:]):
@@ -204,13 +248,6 @@ def _segments(on, off, coll: str, min_gain: float) -> list[tuple[int, int, list]
     return [(lo, hi, es) for lo, hi, es in segs]
 
 
-def _size(n: int) -> str:
-    for unit, shift in (("GiB", 30), ("MiB", 20), ("KiB", 10)):
-        if n >= 1 << shift:
-            return f"{n / (1 << shift):.3g} {unit}"
-    return f"{n} B"
-
-
 def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[TunerLine]:
     m = on.machine
     out = []
@@ -220,7 +257,7 @@ def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[T
         mid = picks[len(picks) // 2]
         world = "" if off is None else (" with NVLS" if k == 0 and len(probes[0]) > 1 else
                                         " if NVLS is unavailable" if k else "")
-        span = f"{_size(lo)}-{'2^64-1 B' if hi == SIZE_MAX else _size(hi)}"
+        span = f"{size_label(lo)}-{'2^64-1 B' if hi == SIZE_MAX else size_label(hi)}"
         if e.helps:
             note = (f"help{world}, {span}: NCCL's own pick (modelled) {mid.default_label} {mid.default_us:.1f} us, "
                     f"this line {e.algorithm}/{e.protocol} {mid.chosen_us:.1f} us, {min(gains):.2f}x-"
@@ -242,11 +279,11 @@ def _merged(parts: list[TunerLine]) -> TunerLine:
                      help_ranges=tuple(r for p in helps for r in p.help_ranges))
 
 
-def _machine_lines(on, off, coll: str, min_gain: float) -> list[TunerLine]:
+def _machine_lines(on, off, coll: str, min_gain: float, others: tuple = ()) -> list[TunerLine]:
     """Every size's first pick (slot 0), then the picks without NVLS where slot 0 is NVLS (slot
     1): a size's slot-1 line comes after its slot-0 line, which NCCL skips without NVLS."""
     slots: list[list[list[TunerLine]]] = [[], []]
-    for lo, hi, probes in _segments(on, off, coll, min_gain):
+    for lo, hi, probes in _segments(on, off, coll, min_gain, others):
         for k, line in enumerate(_segment_lines(on, off, coll, lo, hi, probes)):
             runs = slots[k]
             prev = runs[-1][-1] if runs else None
@@ -261,9 +298,13 @@ def _machine_lines(on, off, coll: str, min_gain: float) -> list[TunerLine]:
 def _cover_bands(coll: str) -> list[TunerLine]:
     out, lo = [], 0
     for hi, proto in COVER_BANDS:
+        span = f"{size_label(lo)}-{'2^64-1 B' if hi == SIZE_MAX else size_label(hi)}"
         out.append(TunerLine(coll, lo, hi, "ring", proto, -1, -1, "cover",
-                             f"cover, any other shape, {_size(lo)}-{'2^64-1 B' if hi == SIZE_MAX else _size(hi)}: "
-                             f"ring/{proto}, NCCL's channels"))
+                             f"cover, any other shape, {span}: ring/{proto}, NCCL's channels"))
+        if proto == "ll128":                  # no LL128 (P100, RTX 4090, L40S): LL, not the Simple fallback
+            top = min(hi, COVER_LL_WITHOUT_LL128)
+            out.append(TunerLine(coll, lo, top, "ring", "ll", -1, -1, "cover",
+                                 f"cover without LL128, {size_label(lo)}-{size_label(top)}: ring/LL"))
         lo = hi + 1
     return out
 
@@ -276,10 +317,11 @@ def _cover_fallbacks(coll: str) -> list[TunerLine]:
 
 
 def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
-                min_gain: float = MIN_GAIN) -> list[TunerLine]:
-    """The file's lines, in order (:data:`FILE_ORDER`): per collective this machine's ranges and
-    that collective's cover bands; then every collective's fallback pairs (reached only when
-    NCCL has none of the pairs above)."""
+                min_gain: float = MIN_GAIN, shapes: tuple = ()) -> list[TunerLine]:
+    """The file's lines, in order (:data:`FILE_ORDER`): every collective's ranges for this machine;
+    then per collective each of ``shapes``' (:func:`.tuner_shapes.comm_shapes`: smaller
+    communicators of the machine, lines from their own models) and that collective's cover bands;
+    then every collective's fallback pairs (reached only when NCCL has none of the pairs above)."""
     out: list[TunerLine] = []
     colls = []
     for name in collectives:
@@ -288,12 +330,44 @@ def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
             raise InvalidArgument(f"the tuner plugin has no collective {name!r} ({', '.join(PLUGIN_COLLECTIVES)})")
         colls.append(coll)
     colls = sorted(set(colls), key=FILE_ORDER.index)
+    model, model_without_nvls = _Memo(model), model_without_nvls and _Memo(model_without_nvls)
+    shapes = [dataclasses.replace(s, models=tuple((_Memo(o), f and _Memo(f)) for o, f in s.models)) for s in shapes]
+    for coll in colls:                       # the whole machine's communicator: its query checks these only
+        out += _machine_lines(model, model_without_nvls, coll, min_gain)
     for coll in colls:
-        out += _machine_lines(model, model_without_nvls, coll, min_gain) + _cover_bands(coll)
+        for shape in shapes:
+            (on, off), others = shape.models[0], shape.models[1:]
+            lines = _machine_lines(on, off, coll, min_gain, others)
+            if any(l.kind == "help" for l in lines) or not _cover_holds(coll, shape, lines):
+                out += _labelled(lines, shape)
+        out += _cover_bands(coll)
     for coll in colls:
         out += _cover_fallbacks(coll)
     assert all(l.algorithm in ALGORITHMS and l.protocol in PROTOCOLS for l in out)
     return out
+
+
+def _cover_holds(coll: str, shape, lines: list[TunerLine]) -> bool:
+    """Whether the ``-1,-1`` cover alone gives ``shape`` (each GPU subset, NVLS on and off) a pair
+    that :func:`_holds` at every probe size and every bound of ``lines`` (the shape's own lines,
+    whose bounds are NCCL's switch points there): then those lines are left out of the file."""
+    cover = _cover_bands(coll) + _cover_fallbacks(coll)
+    sizes = set(_probes()) | {b + d for l in cover + lines for b in (l.min_bytes, l.max_bytes) for d in (-1, 0, 1)}
+    sizes = sorted(x for x in sizes if 0 <= x <= PROBE_MAX_BYTES)
+    for on, off in shape.models:
+        for world in (on,) if off is None else (on, off):
+            enabled = world.table.enabled(coll)
+            for size in sizes:
+                pair = next(((l.algorithm, _MODEL_PROTO[l.protocol]) for l in cover if l.min_bytes <= size <= l.max_bytes
+                             and (l.algorithm, _MODEL_PROTO[l.protocol]) in enabled), None)
+                if pair is None or not _holds(world, coll, pair, size):
+                    return False
+    return True
+
+
+def _labelled(lines: list[TunerLine], shape) -> list[TunerLine]:
+    """``lines`` of a smaller communicator, their notes saying which."""
+    return [dataclasses.replace(l, note=f"for {shape.label}: " + l.note) for l in lines]
 
 
 def tuner_text(lines: list[TunerLine], comment: str = "") -> str:

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from synth.model.nccl.tuner_plugin import ALGORITHMS, COLLECTIVES, PROTOCOLS, ParsedConf, Query, match
 from synth.model.nccl.tuning import ALGOS_FOR
 
-__all__ = ["Judged", "queries", "judge", "available_pairs", "MAX_QUERY_BYTES"]
+__all__ = ["Judged", "queries", "judge", "judge_shapes", "available_pairs", "MAX_QUERY_BYTES"]
 
 #: largest query size (bytes): 64 GiB
 MAX_QUERY_BYTES = 64 << 30
@@ -96,8 +96,11 @@ def queries(conf: ParsedConf, model, model_without_nvls, n: int, seed: int = 0) 
     return out
 
 
-def judge(conf: ParsedConf, model, model_without_nvls, qs: list[tuple[Query, str]]) -> Judged:
-    """Emulate every query; on the file's machine, time the applied line with the model."""
+def judge(conf: ParsedConf, model, model_without_nvls, qs: list[tuple[Query, str]],
+          shapes: frozenset = frozenset()) -> Judged:
+    """Emulate every query; on the file's machine, time the applied line with the model.
+    ``shapes``: the other ``(nodes, ranks)`` the file has lines for (:func:`judge_shapes` times
+    those); a query of another shape pinned by a line that is not ``-1,-1`` counts as foreign."""
     r = Judged()
     m = model.machine
     for q, world in qs:
@@ -118,8 +121,8 @@ def judge(conf: ParsedConf, model, model_without_nvls, qs: list[tuple[Query, str
         if out.one_channel:
             r.one_channel += 1
         if world == "other":
-            if (q.nodes, q.ranks) != (m.nodes, m.ranks) and out.line is not None and \
-                    (out.line.nodes != -1 or out.line.ranks != -1):
+            foreign = (q.nodes, q.ranks) != (m.nodes, m.ranks) and (q.nodes, q.ranks) not in shapes
+            if foreign and out.line is not None and (out.line.nodes != -1 or out.line.ranks != -1):
                 r.foreign_pinned_by_machine_line += 1
             continue
         r.machine_queries += 1
@@ -139,3 +142,29 @@ def judge(conf: ParsedConf, model, model_without_nvls, qs: list[tuple[Query, str
             r.changed += 1
             r.gains.setdefault(out.line.number, []).append(d.time_us / c.time_us)
     return r
+
+
+def judge_shapes(conf: ParsedConf, shapes, n: int, seed: int = 0, tolerance: float = TOLERANCE) -> dict:
+    """Per shape (:class:`~.tuner_shapes.CommShape`) label: ``(queries, slower, fell_through)``
+    over ``n`` queries per GPU subset and NVLS state of it (sizes as :func:`queries`, every
+    collective); slower: the applied line's modelled time above NCCL's own choice by more than
+    ``tolerance`` on that subset."""
+    rng = random.Random(seed)
+    bounds = sorted({l.min_bytes for l in conf.lines} | {l.max_bytes + 1 for l in conf.lines})
+    out = {}
+    for shape in shapes:
+        counts = [0, 0, 0]
+        for on, off in shape.models:
+            for world in (on,) if off is None else (on, off):
+                for size in _sizes(rng, n, bounds):
+                    coll = rng.choice(COLLECTIVES)
+                    o = match(conf, Query(coll, size, shape.nodes, shape.ranks, available_pairs(world, coll)))
+                    counts[0] += 1
+                    if o.fell_through:
+                        counts[2] += 1
+                        continue
+                    d = world.choose(coll, size)
+                    c = world.forced(coll, o.algorithm, _MODEL_PROTO[o.protocol], size)
+                    counts[1] += c.time_us > d.time_us * (1 + tolerance)
+        out[shape.label] = tuple(counts)
+    return out

@@ -25,6 +25,7 @@ from synth.model.nccl.tuner_config import (
 )
 from synth.model.nccl.tuner_coverage import available_pairs, judge, queries
 from synth.model.nccl.tuner_plugin import SIZE_MAX, Query, match, parse_conf
+from synth.model.nccl.tuner_shapes import comm_shapes
 from topo_probe import cluster, get_preset
 from topo_probe.errors import InvalidArgument
 
@@ -38,16 +39,18 @@ def fresh(name):
     if name not in _CACHE:
         topo = cluster("dgx-a100", 2) if name == "2xdgx-a100" else get_preset(name)
         on, off = tuner_models(topo)
-        lines = tuner_lines(on, off)
-        _CACHE[name] = on, off, lines, parse_conf(tuner_text(lines, "test"), name)
+        every = comm_shapes(topo)
+        shapes = frozenset((s.nodes, s.ranks) for s in every)
+        lines = tuner_lines(on, off, shapes=every)                           # as synthesize writes it
+        _CACHE[name] = on, off, lines, parse_conf(tuner_text(lines, "test"), name), shapes
     return _CACHE[name]
 
 
 @pytest.mark.parametrize("name", NVIDIA + ["2xdgx-a100"])
 def test_no_emulated_query_falls_through_and_none_is_slower_than_ncclS_own_choice(name):
-    on, off, _, conf = fresh(name)
+    on, off, _, conf, shapes = fresh(name)
     assert conf.problems == ()
-    r = judge(conf, on, off, queries(conf, on, off, 1200, seed=len(name)))
+    r = judge(conf, on, off, queries(conf, on, off, 1200, seed=len(name)), shapes)
     assert r.queries >= 2400
     assert (r.fell_through, r.one_channel, r.slower, r.capped, r.foreign_pinned_by_machine_line) == (0, 0, 0, 0, 0), \
         r.examples
@@ -93,7 +96,7 @@ def _csv_rows(text):
 
 @pytest.mark.parametrize("name", ["dgx-h100", "dgx1-v100"])
 def test_the_file_read_back_covers_every_size_with_ncclS_channels(tmp_path, name):
-    on, off, lines, _ = fresh(name)
+    on, off, lines, _, shapes = fresh(name)
     path = tmp_path / "nccl_tuner.conf"
     write_tuner_config(path, lines, comment="made by a test, in " + "/a,b,c,d,e,f,g,h,i" * 30)   # a long path
     text = path.read_text()
@@ -103,6 +106,8 @@ def test_the_file_read_back_covers_every_size_with_ncclS_channels(tmp_path, name
     rows = _csv_rows(text)
     assert all(r["ch"] == 0 and (r["pipe"], r["reg"]) == (-1, -1) for r in rows)   # 0: NCCL's own channels
     m = on.machine
+    every_mine = [r for r in rows if (r["nodes"], r["ranks"]) == (m.nodes, m.ranks)]
+    assert rows[:len(every_mine)] == every_mine                    # the whole machine's query checks these only
     for coll in ("broadcast", "reduce", "allgather", "reducescatter", "allreduce"):
         mine = [r for r in rows if r["coll"] == coll and (r["nodes"], r["ranks"]) == (m.nodes, m.ranks)]
         tiling = []                        # the first lines tile 0 .. 2^64-1, the rest are for NVLS off
@@ -122,15 +127,18 @@ def test_the_file_read_back_covers_every_size_with_ncclS_channels(tmp_path, name
                    "allreduce": {"tree", "ring", "collnet_direct", "collnet_chain", "nvls", "nvls_tree"}}[coll]
         assert {(r["algo"], r["proto"]) for r in cover if (r["lo"], r["hi"]) == (0, SIZE_MAX)} == \
             {(a, p) for a in offered for p in ("ll", "ll128", "simple")}   # tuning.cc v2.30.3-1 lines 281-285
-        assert rows.index(cover[0]) == rows.index(mine[-1]) + 1   # this machine's lines, then its cover
+        smaller = [r for r in rows if r["coll"] == coll and (r["nodes"], r["ranks"]) in shapes]
+        assert smaller and {(r["nodes"], r["ranks"]) for r in smaller} == shapes
+        between = rows[rows.index(every_mine[-1]) + 1:rows.index(cover[0])]   # every collective's lines for this
+        assert [r for r in between if r["coll"] == coll] == smaller           # machine, the smaller ones', the cover
     assert [r["coll"] for r in rows][0] == "allreduce"            # checked first: the most frequent call
 
 
 def test_hand_worked_dgx_h100_allreduce():
     """NVLS on: NCCL's NVLS pick at 1 GiB is kept; NVLS off (the nvls line is IGNORE): the next
-    line, NCCL's ring/Simple; a 4-rank job takes the cover: ring/LL at 1 KiB, ring/Simple at
+    line, NCCL's ring/Simple; a 2-host 4-rank job takes the cover: ring/LL at 1 KiB, ring/Simple at
     1 GiB, and with ring unavailable the first fallback pair NCCL still has."""
-    on, off, _, conf = fresh("dgx-h100")
+    on, off, _, conf, _ = fresh("dgx-h100")
     own = on.choose("allreduce", GIB)
     assert (own.algorithm, own.protocol) == ("nvls", "Simple")
     a = match(conf, Query("allreduce", GIB, 1, 8, available_pairs(on, "allreduce")))
@@ -140,15 +148,16 @@ def test_hand_worked_dgx_h100_allreduce():
     assert b.line.number > a.line.number and a.line.min_bytes <= b.line.min_bytes <= GIB <= b.line.max_bytes
     anything = frozenset((x, p) for x in ("ring", "tree") for p in ("ll", "ll128", "simple"))
     for size, proto in ((1024, "ll"), (1 << 20, "ll128"), (GIB, "simple"), (SIZE_MAX, "simple")):
-        c = match(conf, Query("allreduce", size, 1, 4, anything))
+        c = match(conf, Query("allreduce", size, 2, 4, anything))       # 1 x 4 has lines of its own
         assert (c.algorithm, c.protocol, c.line.nodes, c.line.ranks) == ("ring", proto, -1, -1)
     d = match(conf, Query("allgather", 1024, 4, 32, frozenset({("pat", "ll"), ("pat", "simple")})))
     assert (d.algorithm, d.protocol) == ("pat", "simple")
 
 
 def test_help_lines_beat_ncclS_modelled_choice_by_the_margin_and_say_by_how_much():
-    on, off, lines, _ = fresh("dgx1-v100")
-    helps = [l for l in lines if l.kind == "help"]
+    on, off, lines, _, _ = fresh("dgx1-v100")
+    m = on.machine                               # the smaller communicators' lines: test_tuner_shapes.py
+    helps = [l for l in lines if l.kind == "help" and (l.nodes, l.ranks) == (m.nodes, m.ranks)]
     assert helps
     for l in helps:
         assert l.help_ranges and all(l.min_bytes <= lo <= hi <= l.max_bytes for lo, hi in l.help_ranges)

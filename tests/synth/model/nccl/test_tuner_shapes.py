@@ -1,0 +1,99 @@
+"""Tuner files on smaller communicators of their own machine (synth.model.nccl.tuner_shapes):
+a 2-GPU subgroup of a P100 box or a DGX-1 must not get a line the NCCL model times slower than
+NCCL's own choice there (the cases an audit of branch export68 found: the ``-1,-1`` cover's
+ring/LL128 band, skipped without LL128 for the ring/Simple fallback, or slower than Simple).
+Queries go through the emulator of NCCL's example plugin; the reference is the model of that
+GPU subset, built independently of the file (``tuner_models(topo.subset(...))``)."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from _paths import ROOT
+from synth.model.nccl.tuner_config import SHAPE_TOLERANCE, tuner_lines, tuner_models, tuner_text
+from synth.model.nccl.tuner_coverage import available_pairs
+from synth.model.nccl.tuner_plugin import Query, match, parse_conf
+from synth.model.nccl.tuner_shapes import comm_shapes
+from topo_probe import cluster
+from topo_probe.load import load_topology
+
+P100 = str(ROOT / "tests/fixtures/family/nvsmi_p100x4_driver384_soc.txt")
+PROTO = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
+_FILES: dict = {}
+_MODELS: dict = {}
+
+
+def file_for(spec):
+    """(topology, parsed file with the smaller communicators' lines) for a preset or fixture."""
+    if spec not in _FILES:
+        topo = cluster("dgx-a100", 3) if spec == "3xdgx-a100" else load_topology(spec)
+        on, off = tuner_models(topo)
+        lines = tuner_lines(on, off, shapes=comm_shapes(topo))
+        _FILES[spec] = topo, lines, parse_conf(tuner_text(lines), spec)
+    return _FILES[spec]
+
+
+def models_of(spec, topo, gpus):
+    key = (spec, tuple(gpus))
+    if key not in _MODELS:
+        _MODELS[key] = tuner_models(topo.subset(gpus))
+    return _MODELS[key]
+
+
+def applied(conf, model, coll, nbytes):
+    """(line's modelled time, NCCL's own modelled time) for one emulated query on ``model``'s shape."""
+    m = model.machine
+    out = match(conf, Query(coll, nbytes, m.nodes, m.ranks, available_pairs(model, coll)))
+    assert not out.fell_through and out.channel_cap is None
+    return model.forced(coll, out.algorithm, PROTO[out.protocol], nbytes).time_us, model.choose(coll, nbytes).time_us
+
+
+@pytest.mark.parametrize("spec, gpus, coll, nbytes, old_us, own_us", [
+    (P100, (0, 1), "allreduce", 88_000, 46.6, 16.8),          # the cover's LL128 band fell to ring/Simple
+    ("dgx1-v100", (0, 1), "reduce", 3_500_000, 170.0, 96.0),  # the cover's ring/LL128 where Simple is faster
+])
+def test_audit_cases_get_no_line_slower_than_ncclS_choice(spec, gpus, coll, nbytes, old_us, own_us):
+    topo, _, conf = file_for(spec)
+    on, _ = models_of(spec, topo, gpus)
+    line_us, nccl_us = applied(conf, on, coll, nbytes)
+    assert nccl_us == pytest.approx(own_us, rel=0.05)         # the audit's figures for NCCL's own choice
+    assert line_us <= nccl_us * (1 + 1e-9) and line_us < old_us / 1.5
+
+
+def test_the_cover_without_ll128_falls_to_ll_then_simple():
+    """A shape the file has no lines for (16 ranks on one host), NCCL offering ring LL and Simple only:
+    ring/LL up to 256 KiB (the LL128 band's own line is skipped), ring/Simple above (the fallback)."""
+    _, _, conf = file_for(P100)
+    no_ll128 = frozenset({("ring", "ll"), ("ring", "simple")})
+    for nbytes, proto in ((1000, "ll"), (100_000, "ll"), (256 << 10, "ll"), ((256 << 10) + 1, "simple"),
+                          (4 << 20, "simple")):
+        out = match(conf, Query("allreduce", nbytes, 1, 16, no_ll128))
+        assert (out.algorithm, out.protocol, out.line.nodes) == ("ring", proto, -1)
+
+
+def test_shapes_are_every_one_host_size_and_every_host_count():
+    assert [(s.nodes, s.ranks) for s in comm_shapes(cluster("dgx-a100", 3))] == \
+        [(1, k) for k in range(2, 9)] + [(2, 16)]
+    dgx1 = comm_shapes(load_topology("dgx1-v100"))
+    assert [(s.nodes, s.ranks) for s in dgx1] == [(1, k) for k in range(2, 8)]
+    assert dgx1[0].subsets[0] == (0, 1) and len(dgx1[0].subsets) == 3     # 0-1 NV1, 0-2 NV1 with other links, 0-5 NV2
+    _, lines, _ = file_for("3xdgx-a100")
+    assert {(l.nodes, l.ranks) for l in lines} >= {(3, 24), (2, 16), (1, 2), (-1, -1)}
+
+
+@settings(max_examples=120, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(spec=st.sampled_from([P100, "dgx1-v100", "pcie-8gpu-2socket", "dgx-h100"]), data=st.data(),
+       coll=st.sampled_from(["allreduce", "allgather", "reducescatter", "broadcast", "reduce"]),
+       nbytes=st.integers(1, 1 << 36), nvls=st.booleans())
+def test_any_subset_any_size_gets_a_line_no_slower_than_ncclS_choice(spec, data, coll, nbytes, nvls):
+    """Any k GPUs of the machine (not only the subsets the file was written from), any size: the
+    applied line is within SHAPE_TOLERANCE of NCCL's own modelled choice on that subset."""
+    topo, _, conf = file_for(spec)
+    k = data.draw(st.integers(2, topo.num_gpus))
+    gpus = tuple(sorted(data.draw(st.permutations(range(topo.num_gpus)))[:k]))    # any k of its GPUs
+    on, off = models_of(spec, topo, gpus)
+    model = on if nvls or off is None else off
+    line_us, nccl_us = applied(conf, model, coll, nbytes)
+    assert line_us <= nccl_us * (1 + SHAPE_TOLERANCE), (gpus, coll, nbytes, line_us, nccl_us)
