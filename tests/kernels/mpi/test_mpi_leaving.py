@@ -1,0 +1,116 @@
+"""A rank that leaves normally while its peers still call (``mpirun -n 2`` and ``-n 4``; this file
+is the worker): the peers learn it from its ``left`` notice, not from the deadline.
+
+Before (mpi67 docs/mpi.md): a rank that returned from its script (so ``MPI_Finalize`` ran) while its
+peers made another call was only seen by the deadline, ``TOPOCOLL_MPI_TIMEOUT`` + about 1.2 s
+(6.0 s with 5 s).  Now, with a 30 s deadline: the peers raise PeerFailed naming it well within
+2 s; a rank that finished the same calls as its peers and ends first fails nobody (its notice
+is read during or after the last call, which it finished); ``close()`` and garbage collection
+leave the same way."""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _mpi import run_mpi
+
+#: calls every rank makes before one leaves
+CALLS = 3
+#: the deadline of the peers (seconds): far above what a departure may take to be seen
+DEADLINE_S = "30"
+
+
+def _attempt(fn) -> dict:
+    t0 = time.monotonic()
+    try:
+        fn()
+        got = {"raised": None}
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        got = {"raised": type(exc).__name__, "message": str(exc), "rank": getattr(exc, "rank", None)}
+    got["seconds"] = time.monotonic() - t0
+    return got
+
+
+def worker(mode: str, out: str) -> None:
+    from kernels.mpi.communicator import MPICommunicator
+    comm = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
+    leaver, x = comm.size - 1, np.arange(64, dtype=np.float32) + comm.rank
+    for _ in range(CALLS):
+        comm.all_reduce(x, np.empty_like(x))
+    res = {}
+    if mode == "exit":
+        if comm.rank == leaver:
+            return                      # the end of the script: atexit, then MPI_Finalize
+        res["next"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
+        res["after"] = _attempt(comm.barrier)
+    elif mode == "finish":              # the same calls everywhere; the leaver ends first
+        if comm.rank == leaver:
+            return
+        time.sleep(1.0)                 # its notice is in by now
+        res["read"] = _attempt(comm.waiter.check_notices)
+        res["departed"] = {str(k): v[0] for k, v in comm.waiter.departed.items()}
+    elif mode == "close":
+        other = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
+        if comm.rank == leaver:
+            comm.close()
+            res["own"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
+            del other                   # garbage: collected, so it leaves too
+            gc.collect()
+            time.sleep(3.0)             # still running while the peers call
+        else:
+            time.sleep(0.5)
+            res["next"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
+            res["collected"] = _attempt(lambda: other.all_reduce(x, np.empty_like(x)))
+    Path(out, f"rank{comm.rank}.json").write_text(json.dumps(res))
+
+
+def _run(n: int, mode: str, tmp_path, monkeypatch) -> dict:
+    monkeypatch.setenv("TOPOCOLL_MPI_TIMEOUT", DEADLINE_S)
+    t0 = time.monotonic()
+    proc = run_mpi(n, [str(Path(__file__).resolve()), mode, str(tmp_path)], timeout=240)
+    wall = time.monotonic() - t0
+    assert proc.returncode == 0, f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
+    got = {int(p.stem[4:]): json.loads(p.read_text()) for p in tmp_path.glob("rank*.json")}
+    return {"ranks": got, "wall": wall}
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_rank_that_ends_its_script_after_call_k_fails_the_peers_call_k_plus_1_at_once(n, tmp_path, monkeypatch):
+    run = _run(n, "exit", tmp_path, monkeypatch)
+    assert sorted(run["ranks"]) == list(range(n - 1)), run   # every peer reports
+    for r, got in run["ranks"].items():
+        nxt = got["next"]
+        assert nxt["raised"] == "PeerFailed" and nxt["rank"] == n - 1, (r, nxt)
+        assert f"call {CALLS + 1}: stopping because rank {n - 1} left after its call {CALLS}" in nxt["message"]
+        assert nxt["seconds"] < 2.0, (r, nxt)            # the deadline is 30 s
+        assert got["after"]["raised"] == "PeerFailed" and "closed after call" in got["after"]["message"], got
+    assert run["wall"] < 30, run["wall"]                  # the job did not wait for the deadline either
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_rank_that_finished_the_same_calls_and_ends_first_fails_nobody(n, tmp_path, monkeypatch):
+    run = _run(n, "finish", tmp_path, monkeypatch)
+    assert sorted(run["ranks"]) == list(range(n - 1)), run
+    for r, got in run["ranks"].items():
+        assert got["read"]["raised"] is None, (r, got)
+        assert got["departed"] == {str(n - 1): CALLS}, (r, got)   # its notice was read, and says call 3
+
+
+def test_close_and_collection_leave_too(tmp_path, monkeypatch):
+    run = _run(2, "close", tmp_path, monkeypatch)
+    peer, leaver = run["ranks"][0], run["ranks"][1]
+    assert leaver["own"]["raised"] == "InvalidArgument" and "closed after call 3" in leaver["own"]["message"], leaver
+    for got in (peer["next"], peer["collected"]):
+        assert got["raised"] == "PeerFailed" and got["rank"] == 1 and got["seconds"] < 2.0, got
+    assert f"call {CALLS + 1}: stopping because rank 1 left after its call {CALLS}" in peer["next"]["message"]
+    assert "call 1: stopping because rank 1 left after its call 0" in peer["collected"]["message"]
+
+
+if __name__ == "__main__" and len(sys.argv) > 2:
+    worker(sys.argv[1], sys.argv[2])
