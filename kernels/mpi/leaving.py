@@ -9,7 +9,9 @@ reads failure notices (every call starts with that, and every wait polls for the
 :class:`~topo_probe.errors.PeerFailed` naming the rank in any call numbered above ``<calls>``
 (:meth:`kernels.mpi.waiter.Waiter.check_departed`): at once instead of after the deadline.  A
 call the rank finished is not failed: its messages completed, so the peers may still drain
-them after it left (the last call of a job, whose ranks end one after another).
+them after it left (the last call of a job, whose ranks end one after another).  A ``recv``
+from it gets what it sent before it left, else raises once nothing came for
+:data:`kernels.mpi.p2p.LEFT_GRACE_S` after the notice.
 
 Interpreter exit works because :func:`weakref.finalize` runs its callbacks from an
 :mod:`atexit` hook, and Python runs those before the functions registered with ``Py_AtExit``

@@ -21,6 +21,9 @@ from kernels.comm.validation import _contig, _out, check_array
 from kernels.mpi.transport import abandon
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
+#: seconds a receive from a peer that left still waits for its message (sent before it left)
+LEFT_GRACE_S = 1.0
+
 
 def check_peer(comm, what: str, peer: int, rank: int | None) -> None:
     """The communicator must be open (not closed by a failed call: the same PeerFailed as a
@@ -70,16 +73,24 @@ def recv(comm, array, peer: int, rank: int | None = None) -> None:
 
 
 def _probe(comm, peer: int):
-    """The next message from ``peer`` (matched: no other receive can take it), its bytes and tag."""
+    """The next message from ``peer`` (matched: no other receive can take it), its bytes and tag.
+    A ``peer`` that left (:mod:`kernels.mpi.leaving`) without it: PeerFailed once nothing came for
+    :data:`LEFT_GRACE_S` after its departure notice was read (its sends went out before the notice)."""
     MPI, waiter = comm.waiter.MPI, comm.waiter
     status = MPI.Status()
-    start = time.monotonic()
+    start, gone = time.monotonic(), None
     while True:
         msg = comm._p2p.Improbe(source=peer, tag=MPI.ANY_TAG, status=status)   # in order: one source
         if msg is not None:
             return msg, status.Get_count(MPI.BYTE), status.Get_tag()
         waiter.check_notices()
-        if time.monotonic() - start > waiter.timeout_s:   # the peers stop too, the communicator closes
+        now = time.monotonic()
+        if peer in waiter.departed:
+            gone = now if gone is None else gone
+            if now - gone > LEFT_GRACE_S:
+                raise waiter._failed(f"rank {comm.rank}: recv from rank {peer}: rank {peer} left (closed its "
+                                     f"communicator or ended) without sending it", peer)
+        if now - start > waiter.timeout_s:   # the peers stop too, the communicator closes
             waiter.timed_out(f"recv from rank {peer}", [peer])
         time.sleep(2e-5)
 

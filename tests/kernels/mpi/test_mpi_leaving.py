@@ -55,6 +55,15 @@ def worker(mode: str, out: str) -> None:
         time.sleep(1.0)                 # its notice is in by now
         res["read"] = _attempt(comm.waiter.check_notices)
         res["departed"] = {str(k): v[0] for k, v in comm.waiter.departed.items()}
+    elif mode == "p2p":                 # the leaver sends one message, then ends
+        if comm.rank == leaver:
+            comm.send(x, 0)
+            return
+        time.sleep(0.5)
+        got = np.empty_like(x)
+        res["sent"] = _attempt(lambda: comm.recv(got, leaver))
+        res["value"] = got.tolist()
+        res["never"] = _attempt(lambda: comm.recv(got, leaver))
     elif mode == "close":
         other = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
         if comm.rank == leaver:
@@ -100,6 +109,14 @@ def test_a_rank_that_finished_the_same_calls_and_ends_first_fails_nobody(n, tmp_
     for r, got in run["ranks"].items():
         assert got["read"]["raised"] is None, (r, got)
         assert got["departed"] == {str(n - 1): CALLS}, (r, got)   # its notice was read, and says call 3
+
+
+def test_a_receive_gets_what_a_rank_sent_before_it_left_and_then_fails_at_once(tmp_path, monkeypatch):
+    got = _run(2, "p2p", tmp_path, monkeypatch)["ranks"][0]
+    assert got["sent"]["raised"] is None and got["value"] == (np.arange(64) + 1.0).tolist(), got
+    never = got["never"]
+    assert never["raised"] == "PeerFailed" and never["rank"] == 1 and never["seconds"] < 2.5, never
+    assert "recv from rank 1: rank 1 left (closed its communicator or ended) without sending it" in never["message"]
 
 
 def test_close_and_collection_leave_too(tmp_path, monkeypatch):
