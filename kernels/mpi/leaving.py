@@ -18,9 +18,8 @@ Interpreter exit works because :func:`weakref.finalize` runs its callbacks from 
 (``Py_FinalizeEx``; "Python's internal finalization will have completed before the cleanup
 function", CPython docs, ``Py_AtExit``), where mpi4py calls ``MPI_Finalize`` (mpi4py 4.1
 ``src/mpi4py/MPI.src/atimport.pxi``, ``bootstrap()``: ``Py_AtExit(atexit)``, "Cleanup at (the
-very end of) Python exit").  Not covered: ``os._exit`` (``mpirun`` ends the job), and an
-``MPI.Finalize()`` the program calls itself before it exits (the notice finds MPI finalized
-and is skipped: the peers wait for the deadline, as before).
+very end of) Python exit").  An ``MPI.Finalize()`` the program calls itself sends them too
+(:func:`_on_finalize`).  Not covered: ``os._exit`` (``mpirun`` ends the job).
 
 *On an error* (:func:`abort`): print one line naming the rank, send a failure notice
 (:func:`kernels.mpi.waiter.notify_failure`), then ``MPI_Abort``.
@@ -72,9 +71,34 @@ def notify_departure(waiter: Waiter, size: int, grace_s: float = GRACE_S) -> Non
 
 def watch_departure(comm) -> weakref.finalize:
     """Call :func:`notify_departure` once: when ``comm`` is garbage collected, at interpreter
-    exit while it lives, or when the returned finalizer is called (``comm.close()``).  It holds
-    ``comm``'s waiter, never ``comm`` itself (that would keep it alive)."""
-    return weakref.finalize(comm, notify_departure, comm.waiter, comm.size)
+    exit while it lives, when the program calls ``MPI.Finalize()`` itself (:func:`_on_finalize`),
+    or when the returned finalizer is called (``comm.close()``).  It holds ``comm``'s waiter,
+    never ``comm`` itself (that would keep it alive)."""
+    leave = weakref.finalize(comm, notify_departure, comm.waiter, comm.size)
+    _LEAVING[:] = [f for f in _LEAVING if f.alive] + [leave]
+    _on_finalize(comm.waiter.MPI)
+    return leave
+
+
+#: the departures still to send: :func:`_on_finalize` sends them when MPI is finalized first
+_LEAVING: list = []
+_KEYVAL: list = []
+
+
+def _on_finalize(MPI) -> None:
+    """Once per process: an attribute on ``MPI_COMM_SELF`` whose delete callback sends every
+    pending departure.  ``MPI_Finalize`` frees that communicator's attributes before anything
+    else (MPI-3.1 section 8.7.1, "Allowing User Functions at Process Termination"), so an
+    ``MPI.Finalize()`` the program calls itself tells the peers too; at interpreter exit mpi4py
+    skips Python callbacks (``PyMPI_attr_delete_fn``: ``if not Py_IsInitialized()``, mpi4py 4.1
+    ``src/mpi4py/MPI.src/attrimpl.pxi``), and the atexit hook has sent them already."""
+    if _KEYVAL or not MPI.Is_initialized() or MPI.Is_finalized():
+        return
+    try:
+        _KEYVAL.append(MPI.Comm.Create_keyval(delete_fn=lambda *_: [leave() for leave in list(_LEAVING)]))
+        MPI.COMM_SELF.Set_attr(_KEYVAL[0], None)
+    except Exception:  # noqa: BLE001 - without it only an explicit MPI.Finalize() goes unseen
+        pass
 
 
 def abort(comm, reason, errorcode: int = 1, *, notify: bool = True, grace_s: float = 1.0) -> None:

@@ -44,8 +44,11 @@ def worker(mode: str, out: str) -> None:
     for _ in range(CALLS):
         comm.all_reduce(x, np.empty_like(x))
     res = {}
-    if mode == "exit":
+    if mode in ("exit", "finalize"):
         if comm.rank == leaver:
+            if mode == "finalize":      # the program finalizes MPI itself, then ends
+                from mpi4py import MPI
+                MPI.Finalize()
             return                      # the end of the script: atexit, then MPI_Finalize
         res["next"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
         res["after"] = _attempt(comm.barrier)
@@ -89,9 +92,10 @@ def _run(n: int, mode: str, tmp_path, monkeypatch) -> dict:
     return {"ranks": got, "wall": wall}
 
 
-@pytest.mark.parametrize("n", [2, 4])
-def test_a_rank_that_ends_its_script_after_call_k_fails_the_peers_call_k_plus_1_at_once(n, tmp_path, monkeypatch):
-    run = _run(n, "exit", tmp_path, monkeypatch)
+@pytest.mark.parametrize("n, how", [(2, "exit"), (4, "exit"), (2, "finalize")])
+def test_a_rank_that_ends_its_script_after_call_k_fails_the_peers_call_k_plus_1_at_once(n, how, tmp_path,
+                                                                                          monkeypatch):
+    run = _run(n, how, tmp_path, monkeypatch)
     assert sorted(run["ranks"]) == list(range(n - 1)), run   # every peer reports
     for r, got in run["ranks"].items():
         nxt = got["next"]
@@ -108,7 +112,8 @@ def test_a_rank_that_finished_the_same_calls_and_ends_first_fails_nobody(n, tmp_
     assert sorted(run["ranks"]) == list(range(n - 1)), run
     for r, got in run["ranks"].items():
         assert got["read"]["raised"] is None, (r, got)
-        assert got["departed"] == {str(n - 1): CALLS}, (r, got)   # its notice was read, and says call 3
+        # its notice was read and says call 3 (so do those of survivors that ended already)
+        assert got["departed"][str(n - 1)] == CALLS and set(got["departed"].values()) == {CALLS}, (r, got)
 
 
 def test_a_receive_gets_what_a_rank_sent_before_it_left_and_then_fails_at_once(tmp_path, monkeypatch):
