@@ -175,9 +175,8 @@ class CallAgreement:
 
     def check(self, digest: int, header) -> None:
         """Agree on this call before anything else happens (raise ProcessGroupMismatch on every
-        rank if the ranks disagree)."""
+        rank if the ranks disagree).  The call is not :meth:`done` yet: its data may follow."""
         self.start(digest, header).wait()
-        self.done()
 
     def done(self) -> None:
         """This rank finished its part of the current call (every message of it completed, or

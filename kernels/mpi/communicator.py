@@ -374,11 +374,14 @@ class MPICommunicator(CommunicatorBase):
     def barrier(self) -> None:
         """All ranks reach this point (the per-call agreement with no data: a rank in another call raises)."""
         self.agreement.check_plain("barrier")   # every rank's header in: a barrier, and a mismatch check
+        self.agreement.done()
 
     def allgather_object(self, obj) -> list:
         """Every rank's JSON-able ``obj``, in rank order (small metadata only)."""
         self.agreement.check_plain("allgather_object")   # not another rank's collective
-        return exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
+        got = exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
+        self.agreement.done()   # only now: a rank that leaves before this never finished the call
+        return got
 
     # ------------------------------------------------------------------ fusion and compression
     def fused_all_reduce(self, tensors, *, mode: str = "auto", bucket_mb: float = 64, split_points=None,

@@ -52,6 +52,11 @@ def worker(mode: str, out: str) -> None:
             return                      # the end of the script: atexit, then MPI_Finalize
         res["next"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
         res["after"] = _attempt(comm.barrier)
+    elif mode == "midcall":             # the leaver's call 4 stops after its agreement (not JSON), then it ends
+        if comm.rank == leaver:
+            res["own"] = _attempt(lambda: comm.allgather_object(object()))
+            return
+        res["next"] = _attempt(lambda: comm.allgather_object(comm.rank))
     elif mode == "finish":              # the same calls everywhere; the leaver ends first
         if comm.rank == leaver:
             return
@@ -104,6 +109,13 @@ def test_a_rank_that_ends_its_script_after_call_k_fails_the_peers_call_k_plus_1_
         assert nxt["seconds"] < 2.0, (r, nxt)            # the deadline is 30 s
         assert got["after"]["raised"] == "PeerFailed" and "closed after call" in got["after"]["message"], got
     assert run["wall"] < 30, run["wall"]                  # the job did not wait for the deadline either
+
+
+def test_a_rank_that_left_during_a_call_fails_the_peers_call_at_once(tmp_path, monkeypatch):
+    # its allgather_object agreed, then raised TypeError before sending: it did not finish call 4
+    got = _run(2, "midcall", tmp_path, monkeypatch)["ranks"][0]["next"]
+    assert got["raised"] == "PeerFailed" and got["rank"] == 1 and got["seconds"] < 2.0, got
+    assert f"call {CALLS + 1}: stopping because rank 1 left after its call {CALLS} (" in got["message"], got
 
 
 @pytest.mark.parametrize("n", [2, 4])
