@@ -1,7 +1,8 @@
 """How a rank leaves a :class:`~kernels.mpi.communicator.MPICommunicator`, and what its peers learn.
 
 *Normally* (:func:`watch_departure`): when the communicator is closed (``close()``), garbage
-collected, or the interpreter exits (``sys.exit``, the end of the script), the rank sends every
+collected (only with ``abort_on_error=False``: the abort hook, :func:`kernels.mpi.startup.install_abort_hook`,
+holds it), or the interpreter exits (``sys.exit``, the end of the script), the rank sends every
 peer a ``left:<rank>:<calls>`` notice (:func:`kernels.mpi.waiter.departure_notice`) on the control
 communicator (the failure notices' tag), ``<calls>`` being the number of collective calls whose
 part it finished (:meth:`kernels.mpi.agreement.CallAgreement.done`).  A peer reads it as it
