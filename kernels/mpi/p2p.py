@@ -96,7 +96,20 @@ def _probe(comm, peer: int):
 
 
 def wait_sends(comm) -> None:
-    """Wait (with the deadline) until every posted :func:`send` is received."""
+    """Wait (with the deadline) until every posted :func:`send` is received; PeerFailed once one
+    to a peer that left (:mod:`kernels.mpi.leaving`) is still open :data:`LEFT_GRACE_S` after its notice."""
     comm.agreement.refuse_if_closed()   # its sends stay posted (comm._pending keeps their buffers)
     pend, comm._pending = comm._pending, []
-    comm.waiter.all([p[0] for p in pend], "send", lambda i: pend[i][1])
+    waiter, reqs, gone = comm.waiter, [p[0] for p in pend], {}
+    testall = waiter.MPI.Request.Testall
+
+    def received() -> bool:
+        if testall(reqs):
+            return True
+        for peer in {p[1] for p in pend if p[1] in waiter.departed and not p[0].Get_status()}:
+            if time.monotonic() - gone.setdefault(peer, time.monotonic()) > LEFT_GRACE_S:
+                abandon(reqs, [False] * len(reqs))   # posted still: keep them (and their buffers) alive
+                raise waiter._failed(f"rank {comm.rank}: send to rank {peer}: rank {peer} left (closed its "
+                                     f"communicator or ended) without receiving it", peer)
+        return False
+    waiter._poll(received, "send", lambda: [p[1] for p in pend if not p[0].Get_status()])

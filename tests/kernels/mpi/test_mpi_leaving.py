@@ -72,6 +72,13 @@ def worker(mode: str, out: str) -> None:
         res["sent"] = _attempt(lambda: comm.recv(got, leaver))
         res["value"] = got.tolist()
         res["never"] = _attempt(lambda: comm.recv(got, leaver))
+    elif mode == "unreceived":          # a large send (rendezvous: completes only once received) to the leaver
+        if comm.rank == 0:
+            comm.send(np.ones(1 << 20, np.float32), leaver)
+            time.sleep(0.5)
+            res["wait"] = _attempt(comm.wait_sends)
+        elif comm.rank == leaver:
+            return
     elif mode == "close":
         other = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
         if comm.rank == leaver:
@@ -134,6 +141,12 @@ def test_a_receive_gets_what_a_rank_sent_before_it_left_and_then_fails_at_once(t
     never = got["never"]
     assert never["raised"] == "PeerFailed" and never["rank"] == 1 and never["seconds"] < 2.5, never
     assert "recv from rank 1: rank 1 left (closed its communicator or ended) without sending it" in never["message"]
+
+
+def test_waiting_for_a_send_a_rank_that_left_never_received_fails_at_once(tmp_path, monkeypatch):
+    got = _run(2, "unreceived", tmp_path, monkeypatch)["ranks"][0]["wait"]
+    assert got["raised"] == "PeerFailed" and got["rank"] == 1 and got["seconds"] < 2.5, got
+    assert "send to rank 1: rank 1 left (closed its communicator or ended) without receiving it" in got["message"]
 
 
 def test_close_and_collection_leave_too(tmp_path, monkeypatch):
