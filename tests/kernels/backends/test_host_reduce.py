@@ -179,9 +179,14 @@ def test_importing_the_module_does_not_import_numba():
 def test_fuse_reduce_chains_finds_each_ranks_chain_and_nothing_else():
     p = program_for(direct("allreduce", 4), 8, "float32", op="avg")
     step0 = fuse_reduce_chains(list(p.steps[0]))
-    assert [len(f.ops) for f in step0] == [3, 3, 3, 3] and all(isinstance(f, FusedReduce) for f in step0)
-    f = step0[1]
+    # rank-order sums (synth.ir.sum_order): ranks 2 and 3 first copy x0 in, then add x1, their own, ...
+    copies, chains = step0[:2], step0[2:]
+    assert [(o.kind, o.rank, o.src.rank) for o in copies] == [("copy", 2, 0), ("copy", 3, 0)]
+    assert [len(f.ops) for f in chains] == [3, 3, 3, 3] and all(isinstance(f, FusedReduce) for f in chains)
+    f = chains[1]
     assert f.dst.rank == 1 and f.ops[0].acc.rank == 1 and [o.src.rank for o in f.ops] == [0, 2, 3]
+    f = chains[2]
+    assert f.ops[0].acc == f.dst == copies[0].dst and [o.src.rank for o in f.ops] == [1, 2, 3]
     assert fuse_reduce_chains(list(p.steps[1])) == list(p.steps[1])            # copies stay ops
     ringp = program_for(ring("allreduce", 4), 8, "float32")
     assert all(not isinstance(x, FusedReduce) for s in ringp.steps for x in fuse_reduce_chains(list(s)))
