@@ -67,3 +67,15 @@ def test_only_floating_sums_and_products_depend_on_order():
         [True, True, True, True, False, False]
     assert not any(order_matters("sum", t) for t in ("int8", "uint8", "int64", "bool"))
     assert order_matters("sum", "bfloat16") and order_matters("avg", "float16")
+
+
+def test_every_committed_all_reduce_schedule_gives_every_rank_one_expression():
+    """The preset and solver all-reduces under results/*/schedules/ (ring, tree, one-shot, SAT,
+    bwopt, clusters): none leaves two ranks with different reduction trees of a chunk."""
+    from _paths import ROOT
+
+    from synth.formats.schedule_file import load_schedule
+    paths = sorted(ROOT.glob("results/*/schedules/*allreduce*.json"))
+    assert len(paths) >= 40
+    bad = {p.name: inconsistent_chunks(load_schedule(p))[:1] for p in paths}
+    assert {k: v for k, v in bad.items() if v} == {}
