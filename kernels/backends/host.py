@@ -142,7 +142,7 @@ class HostLayer(DeviceLayer):
         """``ops`` with reduce chains fused (:func:`fuse_reduce_chains`) where the dtype allows."""
         if self.fuse_bytes <= 0 or program.dtype.name not in FUSED_DTYPES:
             return ops
-        return fuse_reduce_chains(ops, -(-self.fuse_bytes // program.dtype.itemsize))
+        return fuse_reduce_chains(ops, -(-self.fuse_bytes // program.dtype.itemsize), copy_head=True)
 
     def execute(self, program: Program, buffers: RankBuffers) -> None:
         item = program.dtype.itemsize
@@ -243,8 +243,8 @@ class HostLayer(DeviceLayer):
 
         def view(r: Region) -> np.ndarray:
             return bufs.bufs[r.rank][r.buf][r.start + lo:r.start + hi]
-        binops = [PreMulSum(n, *o.premul) if o.premul != (False, False) else binop for o in f.ops]
-        host_reduce.reduce_chain(view(f.dst), [view(f.ops[0].acc)] + [view(o.src) for o in f.ops], binops,
+        binops = [PreMulSum(n, *o.premul) if o.premul != (False, False) else binop for o in f.reduces]
+        host_reduce.reduce_chain(view(f.dst), [view(f.acc)] + [view(o.src) for o in f.reduces], binops,
                                  parallel=False)
 
     def _execute_steps(self, program: Program, buffers: RankBuffers) -> None:

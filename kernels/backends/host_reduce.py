@@ -207,6 +207,16 @@ class FusedReduce:
     def dst(self) -> Region:
         return self.ops[0].dst
 
+    @property
+    def acc(self) -> Region:
+        """What the chain starts from: the first reduce's accumulator, or the source of the copy
+        that heads it (a rank-order sum's first peer, :mod:`synth.ir.sum_order`)."""
+        return self.ops[0].src if self.ops[0].kind == "copy" else self.ops[0].acc
+
+    @property
+    def reduces(self) -> tuple[Op, ...]:
+        return self.ops[1:] if self.ops[0].kind == "copy" else self.ops
+
 
 def _overlap(a: Region, b: Region) -> bool:
     return a.rank == b.rank and a.buf == b.buf and a.start < b.stop and b.start < a.stop
@@ -214,18 +224,21 @@ def _overlap(a: Region, b: Region) -> bool:
 
 def _extends(run: list[Op], o: Op) -> bool:
     d = run[0].dst
-    return (o.kind == "reduce" and o.dst == d and o.acc == d and not o.premul[0]
+    after_copy = len(run) == 1 and run[0].kind == "copy"     # its acc is the copied value, maybe still raw
+    return (o.kind == "reduce" and o.dst == d and o.acc == d and (after_copy or not o.premul[0])
             and not any(_overlap(x, d) for x in [o.src] + [p.src for p in run]))
 
 
-def fuse_reduce_chains(ops, min_elems: int = 0) -> list:
+def fuse_reduce_chains(ops, min_elems: int = 0, copy_head: bool = False) -> list:
     """``ops`` with each run of consecutive reduce ops into one region (the first may read its
-    accumulator elsewhere, no source overlaps the destination) as one :class:`FusedReduce`."""
+    accumulator elsewhere, no source overlaps the destination) as one :class:`FusedReduce`;
+    with ``copy_head``, a copy into that region may head the run (:attr:`FusedReduce.acc`)."""
     out, i = [], 0
     while i < len(ops):
         j = i + 1
         first = ops[i]
-        if first.kind == "reduce" and (first.acc == first.dst or not _overlap(first.acc, first.dst)):
+        if ((first.kind == "reduce" and (first.acc == first.dst or not _overlap(first.acc, first.dst)))
+                or (copy_head and first.kind == "copy" and not _overlap(first.src, first.dst))):
             while j < len(ops) and _extends(ops[i:j], ops[j]):
                 j += 1
         out.append(first if j == i + 1 else FusedReduce(tuple(ops[i:j]), min_elems))

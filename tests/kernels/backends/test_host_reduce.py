@@ -190,3 +190,16 @@ def test_fuse_reduce_chains_finds_each_ranks_chain_and_nothing_else():
     assert fuse_reduce_chains(list(p.steps[1])) == list(p.steps[1])            # copies stay ops
     ringp = program_for(ring("allreduce", 4), 8, "float32")
     assert all(not isinstance(x, FusedReduce) for s in ringp.steps for x in fuse_reduce_chains(list(s)))
+
+
+def test_a_copy_heads_a_chain_only_where_asked():
+    """Direct all-reduce, avg: rank 2 copies rank 0's piece in, then adds x1, its own, x3 (rank
+    order).  For the host backend (copy_head=True) the copy joins the chain, whose accumulator is
+    then rank 0's piece, still raw (premul); staging keeps the copy apart."""
+    p = program_for(direct("allreduce", 4), 8, "float32", op="avg")
+    step0 = fuse_reduce_chains(list(p.steps[0]), copy_head=True)
+    assert [len(f.ops) for f in step0] == [3, 3, 4, 4] and all(isinstance(f, FusedReduce) for f in step0)
+    f = step0[2]
+    assert f.ops[0].kind == "copy" and f.acc.rank == 0 and f.acc.buf == "input"
+    assert [o.src.rank for o in f.reduces] == [1, 2, 3] and f.reduces[0].premul == (True, True)
+    assert [len(getattr(f, "ops", [f])) for f in fuse_reduce_chains(list(p.steps[0]))] == [3, 3, 1, 3, 1, 3]

@@ -45,14 +45,15 @@ def bits(a: np.ndarray) -> np.ndarray:
 @pytest.mark.parametrize("n,dtype,op", [(3, "float32", "sum"), (4, "float16", "sum"), (4, "bfloat16", "sum"),
                                         (8, "float32", "sum"), (8, "bfloat16", "sum"), (4, "float32", "avg")])
 def test_one_shot_is_the_rank_order_sum_on_every_rank(n, dtype, op):
-    """Host executor (in and out of place), the native device program on its CPU emulator
+    """Host executor (in and out of place; op by op and with half-type chains fused into one
+    n-way pass, a copy heading the chain), the native device program on its CPU emulator
     (random interleavings, channels and tiles) and the reference: every rank's output is the
     rank-order fold, bit for bit.  Before the fix rank d summed x_d first and differed."""
     sched = baseline("oneshot", build_fabric(fully_connected(n)), "allreduce")
     count = 1000
     xs = inputs(n, count, dtype, 7 * n)
     want = bits(rank_order_fold(xs, op))
-    backends = [HostLayer(threads=2), EmulatedNativeLayer(seed=n), "reference"]
+    backends = [HostLayer(threads=2), HostLayer(threads=2, fuse_bytes=2), EmulatedNativeLayer(seed=n), "reference"]
     for inplace in (False, True):
         for be in backends:
             sb, rb = alloc_buffers("allreduce", n, count, xs, dtype, None, inplace)
