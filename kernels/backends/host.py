@@ -40,7 +40,7 @@ import numpy as np
 
 from kernels.backends import host_reduce
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
-from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains
+from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains, merge_copy_heads
 from kernels.backends.kernel_twins import PreMulSum, plain_ufunc, postdiv_host, reduce_copy_host
 from kernels.program.lowering import Op, Program, Region
 from topo_probe.errors import BufferLayoutError
@@ -139,10 +139,13 @@ class HostLayer(DeviceLayer):
             self._run_op(o, bufs, binop, lo, hi, n)
 
     def _fused(self, program: Program, ops: list) -> list:
-        """``ops`` with reduce chains fused (:func:`fuse_reduce_chains`) where the dtype allows."""
+        """``ops`` with a copy that starts a rank-order sum merged into its first reduce
+        (:func:`merge_copy_heads`), and reduce chains fused (:func:`fuse_reduce_chains`) where the
+        dtype allows."""
+        ops = merge_copy_heads(ops)
         if self.fuse_bytes <= 0 or program.dtype.name not in FUSED_DTYPES:
             return ops
-        return fuse_reduce_chains(ops, -(-self.fuse_bytes // program.dtype.itemsize), copy_head=True)
+        return fuse_reduce_chains(ops, -(-self.fuse_bytes // program.dtype.itemsize))
 
     def execute(self, program: Program, buffers: RankBuffers) -> None:
         item = program.dtype.itemsize
@@ -243,8 +246,8 @@ class HostLayer(DeviceLayer):
 
         def view(r: Region) -> np.ndarray:
             return bufs.bufs[r.rank][r.buf][r.start + lo:r.start + hi]
-        binops = [PreMulSum(n, *o.premul) if o.premul != (False, False) else binop for o in f.reduces]
-        host_reduce.reduce_chain(view(f.dst), [view(f.acc)] + [view(o.src) for o in f.reduces], binops,
+        binops = [PreMulSum(n, *o.premul) if o.premul != (False, False) else binop for o in f.ops]
+        host_reduce.reduce_chain(view(f.dst), [view(f.ops[0].acc)] + [view(o.src) for o in f.ops], binops,
                                  parallel=False)
 
     def _execute_steps(self, program: Program, buffers: RankBuffers) -> None:

@@ -38,7 +38,7 @@ reduce float8 as NCCL does: in half, saturating; see :func:`kernels.backends.ker
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -207,16 +207,6 @@ class FusedReduce:
     def dst(self) -> Region:
         return self.ops[0].dst
 
-    @property
-    def acc(self) -> Region:
-        """What the chain starts from: the first reduce's accumulator, or the source of the copy
-        that heads it (a rank-order sum's first peer, :mod:`synth.ir.sum_order`)."""
-        return self.ops[0].src if self.ops[0].kind == "copy" else self.ops[0].acc
-
-    @property
-    def reduces(self) -> tuple[Op, ...]:
-        return self.ops[1:] if self.ops[0].kind == "copy" else self.ops
-
 
 def _overlap(a: Region, b: Region) -> bool:
     return a.rank == b.rank and a.buf == b.buf and a.start < b.stop and b.start < a.stop
@@ -224,21 +214,37 @@ def _overlap(a: Region, b: Region) -> bool:
 
 def _extends(run: list[Op], o: Op) -> bool:
     d = run[0].dst
-    after_copy = len(run) == 1 and run[0].kind == "copy"     # its acc is the copied value, maybe still raw
-    return (o.kind == "reduce" and o.dst == d and o.acc == d and (after_copy or not o.premul[0])
+    return (o.kind == "reduce" and o.dst == d and o.acc == d and not o.premul[0]
             and not any(_overlap(x, d) for x in [o.src] + [p.src for p in run]))
 
 
-def fuse_reduce_chains(ops, min_elems: int = 0, copy_head: bool = False) -> list:
+def merge_copy_heads(ops) -> list:
+    """``ops`` with each copy followed at once by a reduce into the copy's destination (``d <- s``
+    then ``d <- d op t``: how the lowering starts a rank-order sum with two peers,
+    :mod:`synth.ir.sum_order`) as that one reduce reading ``s`` as its accumulator: the same
+    values and roundings in one pass instead of two."""
+    out: list = []
+    for o in ops:
+        prev = out[-1] if out else None
+        if (isinstance(prev, Op) and prev.kind == "copy" and isinstance(o, Op) and o.kind == "reduce"
+                and o.acc == o.dst == prev.dst and not _overlap(prev.src, prev.dst)
+                and not _overlap(o.src, o.dst)):
+            dst_deps = (set(o.dst_deps) - {prev.id}) | set(prev.dst_deps)
+            out[-1] = replace(o, acc=prev.src, dst_deps=tuple(sorted(dst_deps)),
+                              src_deps=tuple(sorted(set(o.src_deps) | set(prev.src_deps))))
+            continue
+        out.append(o)
+    return out
+
+
+def fuse_reduce_chains(ops, min_elems: int = 0) -> list:
     """``ops`` with each run of consecutive reduce ops into one region (the first may read its
-    accumulator elsewhere, no source overlaps the destination) as one :class:`FusedReduce`;
-    with ``copy_head``, a copy into that region may head the run (:attr:`FusedReduce.acc`)."""
+    accumulator elsewhere, no source overlaps the destination) as one :class:`FusedReduce`."""
     out, i = [], 0
     while i < len(ops):
         j = i + 1
         first = ops[i]
-        if ((first.kind == "reduce" and (first.acc == first.dst or not _overlap(first.acc, first.dst)))
-                or (copy_head and first.kind == "copy" and not _overlap(first.src, first.dst))):
+        if first.kind == "reduce" and (first.acc == first.dst or not _overlap(first.acc, first.dst)):
             while j < len(ops) and _extends(ops[i:j], ops[j]):
                 j += 1
         out.append(first if j == i + 1 else FusedReduce(tuple(ops[i:j]), min_elems))
@@ -246,5 +252,5 @@ def fuse_reduce_chains(ops, min_elems: int = 0, copy_head: bool = False) -> list
     return out
 
 
-__all__ = ["reduce_nway", "reduce_chain", "warm", "fuse_reduce_chains", "FusedReduce", "chain_args", "supports",
-           "PARALLEL_MIN_BYTES"]
+__all__ = ["reduce_nway", "reduce_chain", "warm", "fuse_reduce_chains", "merge_copy_heads", "FusedReduce", "chain_args",
+           "supports", "PARALLEL_MIN_BYTES"]

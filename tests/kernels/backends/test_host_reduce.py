@@ -21,6 +21,7 @@ from kernels.backends.host_reduce import (
     FusedReduce,
     chain_args,
     fuse_reduce_chains,
+    merge_copy_heads,
     reduce_chain,
     reduce_nway,
     supports,
@@ -192,14 +193,16 @@ def test_fuse_reduce_chains_finds_each_ranks_chain_and_nothing_else():
     assert all(not isinstance(x, FusedReduce) for s in ringp.steps for x in fuse_reduce_chains(list(s)))
 
 
-def test_a_copy_heads_a_chain_only_where_asked():
+
+def test_a_copy_that_starts_a_rank_order_sum_merges_into_its_first_reduce():
     """Direct all-reduce, avg: rank 2 copies rank 0's piece in, then adds x1, its own, x3 (rank
-    order).  For the host backend (copy_head=True) the copy joins the chain, whose accumulator is
-    then rank 0's piece, still raw (premul); staging keeps the copy apart."""
+    order).  Merged, the first reduce reads rank 0's piece as its accumulator (still raw: premul),
+    and the chain then fuses like ranks 0 and 1's; ops that are not such a pair stay as they are."""
     p = program_for(direct("allreduce", 4), 8, "float32", op="avg")
-    step0 = fuse_reduce_chains(list(p.steps[0]), copy_head=True)
-    assert [len(f.ops) for f in step0] == [3, 3, 4, 4] and all(isinstance(f, FusedReduce) for f in step0)
-    f = step0[2]
-    assert f.ops[0].kind == "copy" and f.acc.rank == 0 and f.acc.buf == "input"
-    assert [o.src.rank for o in f.reduces] == [1, 2, 3] and f.reduces[0].premul == (True, True)
-    assert [len(getattr(f, "ops", [f])) for f in fuse_reduce_chains(list(p.steps[0]))] == [3, 3, 1, 3, 1, 3]
+    merged = merge_copy_heads(list(p.steps[0]))
+    assert len(merged) == len(p.steps[0]) - 2 and all(o.kind == "reduce" for o in merged)
+    first = next(o for o in merged if o.rank == 2)
+    assert first.acc.rank == 0 and first.acc.buf == "input" and first.src.rank == 1 and first.premul == (True, True)
+    step0 = fuse_reduce_chains(merged)
+    assert [len(f.ops) for f in step0] == [3, 3, 3, 3] and [o.src.rank for o in step0[2].ops] == [1, 2, 3]
+    assert merge_copy_heads(list(p.steps[1])) == list(p.steps[1])               # copies of results stay
