@@ -93,7 +93,7 @@ class Expressions:
         return acc
 
     def text(self, e: int) -> str:
-        """The expression as text, e.g. ``((x0 + x1) + x2)`` (operands of a node in id order)."""
+        """The expression as text, e.g. ``((x0 + x1) + x2)`` (operands of a node in first-seen order)."""
         key = self._keys[e]
         if key[0] == "x":
             return f"x{key[1]}"
