@@ -1,6 +1,8 @@
 """Several reduces into one (rank, chunk) in one step run in rank order on every executor, so a
 one-shot all-reduce gives every rank the same bits: NumPy's left fold in rank order, bit for bit."""
 
+import random
+
 import ml_dtypes  # noqa: F401 - registers bfloat16 with NumPy
 import numpy as np
 import pytest
@@ -16,6 +18,7 @@ from kernels.program.lowering import lower
 from synth.baselines import baseline
 from synth.ir.collectives import element_range
 from synth.ir.fabric import build_fabric
+from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.sum_order import final_expressions
 from topo_probe.machines.generators import fully_connected
 from topo_probe.machines.presets import get_preset
@@ -106,3 +109,57 @@ def test_the_checker_replays_what_the_lowering_computes(make):
     state, ex = final_expressions(schedule)
     got = _program_expressions(schedule, ex)
     assert got == {key: state[key] for key in got}
+
+
+def _two_level(seed: int) -> Schedule:
+    """A random all-reduce: per chunk, step 1 reduces every rank into one of a few random heads
+    (several reduces into one rank, listed in random order), step 2 the heads into the first head
+    (a rank-order sum of peers' partials, so a copy of a partial may start it), step 3 copies."""
+    rng = random.Random(seed)
+    n = rng.randint(3, 6)
+    steps: list[list] = [[], [], []]
+    for k in range(n):
+        perm = rng.sample(range(n), n)
+        heads = perm[:rng.randint(1, max(1, n // 2))]
+        for m in perm[len(heads):]:
+            steps[0].append(Transfer(k, m, rng.choice(heads), "reduce"))
+        steps[1] += [Transfer(k, h, heads[0], "reduce") for h in rng.sample(heads[1:], len(heads) - 1)]
+        steps[2] += [Transfer(k, heads[0], r) for r in range(n) if r != heads[0]]
+    return Schedule("allreduce", n, 1, tuple(Step(1, tuple(rng.sample(s, len(s)))) for s in steps if s))
+
+
+def _evaluate(ex, e: int, leaves: list[np.ndarray]) -> np.ndarray:
+    """Expression ``e`` of the checker computed in NumPy, each addition rounded to the type."""
+    key = ex._keys[e]
+    if key[0] == "x":
+        return leaves[key[1]]
+    a, b = _evaluate(ex, key[1], leaves), _evaluate(ex, key[2], leaves)
+    return (a + b).astype(a.dtype)
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_random_two_level_sums_are_the_checkers_expressions_on_every_executor(seed):
+    """Random multi-step schedules with several reduces into one rank per step: every executor
+    (host op by op and fused, emulated native, reference; in and out of place) gives every rank
+    the checker's expression of each chunk computed in NumPy, bit for bit."""
+    schedule = _two_level(seed)
+    spec, n = schedule.spec, schedule.ranks
+    dtype = ("float32", "float16", "bfloat16")[seed % 3]
+    count = n * (5 + seed) + seed % n
+    xs = inputs(n, count, dtype, seed)
+    state, ex = final_expressions(schedule)
+    want = np.zeros(count, dtype)
+    for c in spec.chunks():
+        a, b = element_range(spec, count, spec.output_position(c.id, c.post[0]))
+        ia, ib = element_range(spec, count, spec.input_position(c.id, 0))
+        want[a:b] = _evaluate(ex, state[(c.post[0], c.id)], [x[ia:ib] for x in xs])
+    for inplace in (False, True):
+        backends = (HostLayer(threads=2), HostLayer(threads=2, fuse_bytes=2), EmulatedNativeLayer(seed=seed), "reference")
+        for be in backends:
+            sb, rb = alloc_buffers("allreduce", n, count, xs, dtype, None, inplace)
+            if be == "reference":
+                run_reference(schedule, [x.copy() for x in xs], rb)
+            else:
+                run_schedule(schedule, sb, rb, backend=be)
+            for r in range(n):
+                assert np.array_equal(bits(rb[r]), bits(want)), f"{be}: rank {r} in_place={inplace}"
