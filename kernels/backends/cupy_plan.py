@@ -162,14 +162,17 @@ def _emit_host_reduce(em: _Emitter, f: FusedReduce, pins: list[Region], done: di
 
 
 def host_chains(program: Program, routes: dict[int, str], device_of: Sequence[int]) -> dict[int, FusedReduce]:
-    """First op id -> the reduce chain reduced on the host: two or more ops, all staged, the
-    accumulator on the destination's device (none for float8, which the kernels lack)."""
+    """First op id -> the reduce chain reduced on the host: two or more ops, all staged but for
+    those that read the destination's own device (a rank-order sum adds its own value among its
+    peers', :mod:`synth.ir.sum_order`), the accumulator on the destination's device (none for
+    float8, which the kernels lack)."""
     if not supports(program.dtype):
         return {}
     out = {}
     for step in program.steps:
         for f in fuse_reduce_chains(list(step)):
-            if (isinstance(f, FusedReduce) and all(routes[o.id] == "staged" for o in f.ops)
+            if (isinstance(f, FusedReduce) and all(routes[o.id] in ("staged", "local") for o in f.ops)
+                    and any(routes[o.id] == "staged" for o in f.ops)
                     and device_of[f.ops[0].acc.rank] == device_of[f.dst.rank]):
                 out[f.ops[0].id] = f
     return out

@@ -40,7 +40,7 @@ import numpy as np
 
 from kernels.backends import host_reduce
 from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
-from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains
+from kernels.backends.host_reduce import FusedReduce, fuse_reduce_chains, merge_copy_heads
 from kernels.backends.kernel_twins import PreMulSum, plain_ufunc, postdiv_host, reduce_copy_host
 from kernels.program.lowering import Op, Program, Region
 from topo_probe.errors import BufferLayoutError
@@ -139,7 +139,10 @@ class HostLayer(DeviceLayer):
             self._run_op(o, bufs, binop, lo, hi, n)
 
     def _fused(self, program: Program, ops: list) -> list:
-        """``ops`` with reduce chains fused (:func:`fuse_reduce_chains`) where the dtype allows."""
+        """``ops`` with a copy that starts a rank-order sum merged into its first reduce
+        (:func:`merge_copy_heads`), and reduce chains fused (:func:`fuse_reduce_chains`) where the
+        dtype allows."""
+        ops = merge_copy_heads(ops)
         if self.fuse_bytes <= 0 or program.dtype.name not in FUSED_DTYPES:
             return ops
         return fuse_reduce_chains(ops, -(-self.fuse_bytes // program.dtype.itemsize))

@@ -38,7 +38,7 @@ reduce float8 as NCCL does: in half, saturating; see :func:`kernels.backends.ker
 from __future__ import annotations
 
 import threading
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -218,6 +218,25 @@ def _extends(run: list[Op], o: Op) -> bool:
             and not any(_overlap(x, d) for x in [o.src] + [p.src for p in run]))
 
 
+def merge_copy_heads(ops) -> list:
+    """``ops`` with each copy followed at once by a reduce into the copy's destination (``d <- s``
+    then ``d <- d op t``: how the lowering starts a rank-order sum with two peers,
+    :mod:`synth.ir.sum_order`) as that one reduce reading ``s`` as its accumulator: the same
+    values and roundings in one pass instead of two."""
+    out: list = []
+    for o in ops:
+        prev = out[-1] if out else None
+        if (isinstance(prev, Op) and prev.kind == "copy" and isinstance(o, Op) and o.kind == "reduce"
+                and o.acc == o.dst == prev.dst and not _overlap(prev.src, prev.dst)
+                and not _overlap(o.src, o.dst)):
+            dst_deps = (set(o.dst_deps) - {prev.id}) | set(prev.dst_deps)
+            out[-1] = replace(o, acc=prev.src, dst_deps=tuple(sorted(dst_deps)),
+                              src_deps=tuple(sorted(set(o.src_deps) | set(prev.src_deps))))
+            continue
+        out.append(o)
+    return out
+
+
 def fuse_reduce_chains(ops, min_elems: int = 0) -> list:
     """``ops`` with each run of consecutive reduce ops into one region (the first may read its
     accumulator elsewhere, no source overlaps the destination) as one :class:`FusedReduce`."""
@@ -233,5 +252,5 @@ def fuse_reduce_chains(ops, min_elems: int = 0) -> list:
     return out
 
 
-__all__ = ["reduce_nway", "reduce_chain", "warm", "fuse_reduce_chains", "FusedReduce", "chain_args", "supports",
-           "PARALLEL_MIN_BYTES"]
+__all__ = ["reduce_nway", "reduce_chain", "warm", "fuse_reduce_chains", "merge_copy_heads", "FusedReduce", "chain_args",
+           "supports", "PARALLEL_MIN_BYTES"]

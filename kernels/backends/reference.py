@@ -4,7 +4,9 @@ It follows the schedule semantics of :mod:`synth.ir.schedule` literally and shar
 the lowering: the state is a dict ``(rank, chunk) -> NumPy array`` (plus the set of ranks
 whose contributions a partial holds).  All inputs are copied into the state first, so
 in-place aliasing cannot matter; each step builds the new state from the state at its start
-(several reduces into one chunk of one rank in a step combine in listed order); at the end
+(several reduces into one chunk of one rank in a step, and nothing else into it, combine in
+:func:`synth.ir.sum_order.reduce_order`: the senders in rank order, the receiver's own value at
+its rank's position, so every rank of a one-shot all-reduce gets the same bits); at the end
 every post rank's value is written to its output position.  ``avg`` is NCCL's: integers are
 summed, then divided by n (truncating toward zero); floating inputs are multiplied by 1/n in
 their own type as they are read, then summed (``ncclDevPreMulSum``).
@@ -27,6 +29,7 @@ from kernels.backends.kernel_twins import premul_scale, reduce_copy_with
 from kernels.program.ops import is_float
 from synth.ir.collectives import REDUCE_OPS, element_range
 from synth.ir.schedule import Schedule
+from synth.ir.sum_order import reduce_order
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
 def _combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -42,6 +45,22 @@ def _divide(x: np.ndarray, n: int) -> np.ndarray:
         q = np.abs(x.astype(np.int64) if x.dtype.kind == "i" else x) // n
         return np.where(x < 0, -q, q).astype(x.dtype)
     return (x / x.dtype.type(n)).astype(x.dtype)
+
+
+def _in_rank_order(step, value: dict, new_value: dict, op: str) -> None:
+    """Recombine each (rank, chunk) that several reduces and no copy fed in this step (checked
+    in listed order already) by :func:`synth.ir.sum_order.reduce_order`."""
+    groups: dict[tuple[int, int], list] = {}
+    for tr in step.transfers:
+        groups.setdefault((tr.dst, tr.chunk), []).append(tr)
+    for (d, k), trs in groups.items():
+        if len(trs) < 2 or any(tr.op != "reduce" for tr in trs):
+            continue
+        order = reduce_order(d, [tr.src for tr in trs])
+        acc = value[(order[0], k)]
+        for r in order[1:]:
+            acc = _combine(op, acc, value[(r, k)])
+        new_value[(d, k)] = acc
 
 
 def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
@@ -103,6 +122,7 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
                                       rule="double-count", step=t, transfer=i, rank=tr.dst, chunk=tr.chunk)
             new_value[key_dst] = _combine(op, new_value[key_dst], value[key_src])
             new_owners[key_dst] = new_owners[key_dst] | owners[key_src]
+        _in_rank_order(step, value, new_value, op)
         value, owners = new_value, new_owners
     for c in chunks:
         for r in c.post:

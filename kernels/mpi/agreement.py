@@ -23,7 +23,10 @@ with its error, so the others stop at once too (:meth:`CallAgreement.failed`).  
 data (``barrier``, ``allgather_object``, a compressed all-reduce's format) agree the same way
 (:meth:`CallAgreement.check_plain`).  After a :class:`~topo_probe.errors.PeerFailed` the
 communicator is closed (:meth:`CallAgreement.start` raises at once), and each call first reads
-failure notices, so a rank that arrives late at a call a peer gave up on fails too.
+failure notices, so a rank that arrives late at a call a peer gave up on fails too.  Calls are
+numbered alike on every rank (:attr:`CallAgreement.calls`); the last one whose part a rank
+finished (:meth:`CallAgreement.done`) is what it tells its peers when it leaves
+(:mod:`kernels.mpi.leaving`), so they fail only the calls it will not make.
 """
 
 from __future__ import annotations
@@ -37,7 +40,7 @@ import numpy as np
 
 from kernels.comm.validation import check_array
 from kernels.mpi.waiter import Waiter, exchange_json
-from topo_probe.errors import PeerFailed, ProcessGroupMismatch
+from topo_probe.errors import InvalidArgument, PeerFailed, ProcessGroupMismatch
 
 #: the fields every rank's call must agree on, in the order a mismatch names them
 FIELDS = ("collective", "root", "count", "dtype", "op", "schedule")
@@ -144,7 +147,8 @@ class CallAgreement:
         waiter, MPI = self.waiter, self.waiter.MPI
         self.refuse_if_closed()
         self.calls += 1
-        waiter.check_notices()             # a peer gave up on an earlier call: stop before posting anything
+        waiter.call = self.calls
+        waiter.check_notices()             # a peer gave up on an earlier call, or left: stop before posting anything
         self.agreed = True
         if self._persistent is None or not MPI.Request.Testall(self._persistent[0]):
             out = np.empty(2, np.int64)
@@ -162,14 +166,23 @@ class CallAgreement:
         """PeerFailed at once when a call of this communicator already failed (it is closed: its
         peers stopped, or will, at that call too); every call checks first, point to point too."""
         waiter = self.waiter
+        if waiter.closed:
+            raise InvalidArgument(f"rank {self.rank}: this communicator was closed after call {self.calls} "
+                                  f"(close(), or it was collected); make a new one")
         if waiter.failure is not None:
             raise PeerFailed(f"rank {self.rank}: this communicator is closed after call {self.calls} failed "
                              f"({waiter.failure}); make a new one", rank=waiter.failed_rank, reporter=self.rank)
 
     def check(self, digest: int, header) -> None:
         """Agree on this call before anything else happens (raise ProcessGroupMismatch on every
-        rank if the ranks disagree)."""
+        rank if the ranks disagree).  The call is not :meth:`done` yet: its data may follow."""
         self.start(digest, header).wait()
+
+    def done(self) -> None:
+        """This rank finished its part of the current call (every message of it completed, or
+        every rank raised the same ProcessGroupMismatch): a peer may drain it after this rank
+        left (:mod:`kernels.mpi.leaving` tells the peers this number)."""
+        self.waiter.finished = self.calls
 
     def check_plain(self, header) -> None:
         """:meth:`check` of a call that moves no data: ``header`` is a dict of :data:`FIELDS`, or
@@ -186,6 +199,7 @@ class CallAgreement:
                                 "call agreement")
         if self.on_mismatch is not None:
             self.on_mismatch()
+        self.done()
         raise ProcessGroupMismatch(describe_mismatch(headers))
 
     def failed(self, header: dict, error: BaseException) -> None:
@@ -263,6 +277,7 @@ def agreed(collective: str):
                         except BaseException:
                             memo.drop(key)
                             raise
+                        state.done()
                         return hit[1]
                     memo.trace = []
                 if outermost:   # nested calls get views of arrays checked already
@@ -270,6 +285,8 @@ def agreed(collective: str):
                         if isinstance(a, (list, tuple)) or hasattr(a, "dtype"):  # not counts, ops, streams
                             check_array(a, name, self.rank)
                 result = method(self, *args, **kwargs)
+                if outermost:
+                    state.done()
                 if key is not None:
                     memo.keep(key, args, kwargs, result)
                 return result

@@ -29,7 +29,9 @@ Failures: waits poll with a deadline (``timeout_s``, default ``$TOPOCOLL_MPI_TIM
 the clock restarts whenever a message completes) and raise :class:`~topo_probe.errors.PeerFailed`
 naming the rank that does not answer a liveness ping.  With ``abort_on_error`` (default) an
 uncaught exception on any rank prints one line naming the rank, tells the other ranks and calls
-``MPI_Abort``: the job ends, never hangs.
+``MPI_Abort``: the job ends, never hangs.  A rank that leaves (``close()``, garbage collection,
+interpreter exit) tells its peers which calls it finished; a peer in a later call raises
+PeerFailed at once (:mod:`kernels.mpi.leaving`).
 
 GPUs: pick the device before creating CuPy arrays (``cupy.cuda.Device(comm.local_rank % n).use()``);
 ``TOPOCOLL_MPI_CUDA_AWARE=0/1`` overrides the library's answer.  Repeated calls on the same host
@@ -39,8 +41,6 @@ all-reduce (:mod:`kernels.mpi.fused`), send/recv (:mod:`kernels.mpi.p2p`), start
 
 from __future__ import annotations
 
-import sys
-import time
 from collections import OrderedDict
 
 from kernels.backends.binding import bind_call
@@ -49,6 +49,7 @@ from kernels.comm.interface import CommunicatorBase
 from kernels.comm.route import MPI_NO_NCCL, plan_route
 from kernels.comm.validation import _contig, _head, _out, _ptr, check_count, check_op, check_root
 from kernels.mpi import fused as mpi_fused
+from kernels.mpi import leaving
 from kernels.mpi import p2p as mpi_p2p
 from kernels.mpi import transport as mt
 from kernels.mpi.agreement import CallAgreement, agreed, header_digest
@@ -57,7 +58,7 @@ from kernels.mpi.native_call import NativeRunner
 from kernels.mpi.persistent import PlanRunner
 from kernels.mpi.replay import CallMemo
 from kernels.mpi.startup import agree, descriptor_of, install_abort_hook
-from kernels.mpi.waiter import Waiter, exchange_json, mpi, notify_failure
+from kernels.mpi.waiter import Waiter, exchange_json, mpi
 from kernels.mpi.wires import HostWire
 from kernels.program.ops import SCRATCH
 from synth.ir.collectives import REDUCE_OPS
@@ -138,15 +139,11 @@ class MPICommunicator(CommunicatorBase):
         self._runner, self._memo = PlanRunner(), CallMemo()   # repeated calls: kernels.mpi.persistent, .replay
         self._pending: list = []
         self._tag_ub = int(self._world.Get_attr(MPI.TAG_UB) or 32767)
-        self._start_up()
-
-    def _start_up(self) -> None:
-        """Exchange descriptors with every rank (:func:`kernels.mpi.startup.agree`); the same
-        ProcessGroupMismatch everywhere."""
-        #: descriptors of every rank, host name of every rank, and this rank's index among the
-        #: ranks on its host (choose the GPU with it: ``cupy.cuda.Device(comm.local_rank).use()``)
+        #: every rank's descriptor and host name, and this rank's index among the ranks on its host
+        #: (``cupy.cuda.Device(comm.local_rank).use()``); a mismatch: the same error on every rank
         self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
                                                               self.descriptor(), self.topology)
+        self._departure = leaving.watch_departure(self)   # close, collection or exit: tell the peers
 
     def _renew_data_comm(self) -> None:
         """After a mismatched call (every rank): a fresh data communicator for the next calls."""
@@ -159,8 +156,7 @@ class MPICommunicator(CommunicatorBase):
 
     @classmethod
     def from_mpi(cls, comm=None, **kwargs) -> "MPICommunicator":
-        """The communicator of ``comm``'s processes (``MPI.COMM_WORLD`` by default); keyword
-        arguments as for the class.  Collective: every process of ``comm`` must call it."""
+        """The communicator of ``comm``'s processes (default ``MPI.COMM_WORLD``; keywords as for the class)."""
         return cls(comm, **kwargs)
 
     def descriptor(self) -> dict:
@@ -173,13 +169,16 @@ class MPICommunicator(CommunicatorBase):
 
     # ------------------------------------------------------------------ failures
     def abort(self, reason, errorcode: int = 1, *, notify: bool = True, grace_s: float = 1.0) -> None:
-        """Print one line naming this rank, tell the other ranks, then ``MPI_Abort``."""
-        text = reason if isinstance(reason, str) else f"{type(reason).__name__}: {reason}"
-        print(f"topocoll: rank {self.rank}: error: {text}", file=sys.stderr, flush=True)
-        if notify and self.size > 1 and self._ctrl is not None and not isinstance(reason, ProcessGroupMismatch):
-            notify_failure(self._ctrl, self.rank, self.size, text, grace_s)
-            time.sleep(grace_s)
-        self._world.Abort(errorcode)
+        """One line naming this rank, a notice to the others, ``MPI_Abort`` (:func:`kernels.mpi.leaving.abort`)."""
+        leaving.abort(self, reason, errorcode, notify=notify, grace_s=grace_s)
+
+    def close(self) -> None:
+        """Leave: tell the peers how many calls this rank finished, so one waiting in a later call
+        raises PeerFailed at once (:mod:`kernels.mpi.leaving`; also done when the communicator
+        is collected or the interpreter exits).  Later calls on this rank raise InvalidArgument."""
+        self._departure()
+        self._runner.clear()
+        self._memo.clear()
 
     # ------------------------------------------------------------------ schedules
     def _wire_for(self, arr) -> HostWire:
@@ -375,11 +374,14 @@ class MPICommunicator(CommunicatorBase):
     def barrier(self) -> None:
         """All ranks reach this point (the per-call agreement with no data: a rank in another call raises)."""
         self.agreement.check_plain("barrier")   # every rank's header in: a barrier, and a mismatch check
+        self.agreement.done()
 
     def allgather_object(self, obj) -> list:
         """Every rank's JSON-able ``obj``, in rank order (small metadata only)."""
         self.agreement.check_plain("allgather_object")   # not another rank's collective
-        return exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
+        got = exchange_json(self._ctrl, self.waiter, obj, self.size, "allgather_object")
+        self.agreement.done()   # only now: a rank that leaves before this never finished the call
+        return got
 
     # ------------------------------------------------------------------ fusion and compression
     def fused_all_reduce(self, tensors, *, mode: str = "auto", bucket_mb: float = 64, split_points=None,

@@ -21,6 +21,9 @@ from kernels.comm.validation import _contig, _out, check_array
 from kernels.mpi.transport import abandon
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
+#: seconds a receive from a peer that left still waits for its message (sent before it left)
+LEFT_GRACE_S = 1.0
+
 
 def check_peer(comm, what: str, peer: int, rank: int | None) -> None:
     """The communicator must be open (not closed by a failed call: the same PeerFailed as a
@@ -70,22 +73,43 @@ def recv(comm, array, peer: int, rank: int | None = None) -> None:
 
 
 def _probe(comm, peer: int):
-    """The next message from ``peer`` (matched: no other receive can take it), its bytes and tag."""
+    """The next message from ``peer`` (matched: no other receive can take it), its bytes and tag.
+    A ``peer`` that left (:mod:`kernels.mpi.leaving`) without it: PeerFailed once nothing came for
+    :data:`LEFT_GRACE_S` after its departure notice was read (its sends went out before the notice)."""
     MPI, waiter = comm.waiter.MPI, comm.waiter
     status = MPI.Status()
-    start = time.monotonic()
+    start, gone = time.monotonic(), None
     while True:
         msg = comm._p2p.Improbe(source=peer, tag=MPI.ANY_TAG, status=status)   # in order: one source
         if msg is not None:
             return msg, status.Get_count(MPI.BYTE), status.Get_tag()
         waiter.check_notices()
-        if time.monotonic() - start > waiter.timeout_s:   # the peers stop too, the communicator closes
+        now = time.monotonic()
+        if peer in waiter.departed:
+            gone = now if gone is None else gone
+            if now - gone > LEFT_GRACE_S:
+                raise waiter._failed(f"rank {comm.rank}: recv from rank {peer}: rank {peer} left (closed its "
+                                     f"communicator or ended) without sending it", peer)
+        if now - start > waiter.timeout_s:   # the peers stop too, the communicator closes
             waiter.timed_out(f"recv from rank {peer}", [peer])
         time.sleep(2e-5)
 
 
 def wait_sends(comm) -> None:
-    """Wait (with the deadline) until every posted :func:`send` is received."""
+    """Wait (with the deadline) until every posted :func:`send` is received; PeerFailed once one
+    to a peer that left (:mod:`kernels.mpi.leaving`) is still open :data:`LEFT_GRACE_S` after its notice."""
     comm.agreement.refuse_if_closed()   # its sends stay posted (comm._pending keeps their buffers)
     pend, comm._pending = comm._pending, []
-    comm.waiter.all([p[0] for p in pend], "send", lambda i: pend[i][1])
+    waiter, reqs, gone = comm.waiter, [p[0] for p in pend], {}
+    testall = waiter.MPI.Request.Testall
+
+    def received() -> bool:
+        if testall(reqs):
+            return True
+        for peer in {p[1] for p in pend if p[1] in waiter.departed and not p[0].Get_status()}:
+            if time.monotonic() - gone.setdefault(peer, time.monotonic()) > LEFT_GRACE_S:
+                abandon(reqs, [False] * len(reqs))   # posted still: keep them (and their buffers) alive
+                raise waiter._failed(f"rank {comm.rank}: send to rank {peer}: rank {peer} left (closed its "
+                                     f"communicator or ended) without receiving it", peer)
+        return False
+    waiter._poll(received, "send", lambda: [p[1] for p in pend if not p[0].Get_status()])

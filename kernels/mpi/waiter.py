@@ -3,7 +3,8 @@
 Waiting never blocks in MPI: :class:`Waiter` polls ``Testsome`` (spinning briefly, then
 yielding the CPU), probes the control communicator for failure notices from other ranks
 (:func:`notify_failure`) and raises :class:`~topo_probe.errors.PeerFailed` naming the rank
-when a notice arrives or when nothing completes for ``timeout_s`` seconds (default
+when a notice arrives, when a peer that left (:mod:`kernels.mpi.leaving`: ``left:<rank>:<calls
+it finished>``) is awaited in a later call, or when nothing completes for ``timeout_s`` seconds (default
 ``$TOPOCOLL_MPI_TIMEOUT`` or :data:`DEFAULT_TIMEOUT_S`; the clock restarts whenever a request
 completes).  :func:`exchange_json` gathers small JSON metadata from every rank the same way.
 Used by :mod:`kernels.mpi.transport` and :mod:`kernels.mpi.communicator`.
@@ -93,6 +94,14 @@ class Waiter:
         #: communicator is closed from then on (:meth:`kernels.mpi.agreement.CallAgreement.start`)
         self.failure: str | None = None
         self.failed_rank: int | None = None
+        #: this rank's collective calls (:mod:`kernels.mpi.agreement` numbers them): the one in
+        #: progress (or last started), and the last one whose part this rank finished
+        self.call = self.finished = 0
+        #: peers that left (:func:`read_departure`): rank -> (calls it finished, the rank its own
+        #: failure named, or None when it left cleanly / its failure named none)
+        self.departed: dict[int, tuple] = {}
+        #: this rank left (:func:`kernels.mpi.leaving.notify_departure`): its calls are refused
+        self.closed = False
 
     def _failed(self, message: str, rank: int | None) -> PeerFailed:
         """Remember the first failure (the communicator is closed) and build its PeerFailed."""
@@ -111,13 +120,31 @@ class Waiter:
             src = st.Get_source()
             self.ctrl.Recv([np.zeros(1, np.uint8), MPI.BYTE], source=src, tag=TAG_PING)
             self._sent.append(self.ctrl.Isend([np.ones(1, np.uint8), MPI.BYTE], dest=src, tag=TAG_PONG))
-        if self.ctrl.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_NOTICE, status=st):
+        while self.ctrl.Iprobe(source=MPI.ANY_SOURCE, tag=TAG_NOTICE, status=st):
             buf = np.zeros(NOTICE_BYTES, np.uint8)
             src = st.Get_source()
             self.ctrl.Recv([buf, MPI.BYTE], source=src, tag=TAG_NOTICE)
-            blamed, how, text = read_notice(bytes(buf).rstrip(b"\0").decode("utf-8", "replace"), src,
-                                            self.ctrl.Get_size())
+            raw = bytes(buf).rstrip(b"\0").decode("utf-8", "replace")
+            left = read_departure(raw, self.ctrl.Get_size())
+            if left is not None:     # a peer left: fatal only to calls it will not make
+                self.departed.setdefault(src, left)
+                continue
+            blamed, how, text = read_notice(raw, src, self.ctrl.Get_size())
             raise self._failed(f"rank {self.rank}: stopping because rank {src} {how}: {text}", blamed)
+        if self.departed:
+            self.check_departed()
+
+    def check_departed(self) -> None:
+        """PeerFailed naming a peer that left after fewer calls than the one this rank is in: it
+        will never make this call (a peer that finished this call may still be drained).  A peer
+        that left cleanly is named before one that left after a failure (which may be this one's
+        consequence: that one blames the rank its failure named)."""
+        gone = [(src, left) for src, left in self.departed.items() if self.call > left[0]]
+        if gone:
+            src, (finished, failed, cause) = min(gone, key=lambda g: g[1][1])
+            why = f"after its call {finished} failed" if failed else f"after its call {finished}"
+            raise self._failed(f"rank {self.rank}: call {self.call}: stopping because rank {src} left {why} "
+                               f"(closed its communicator or ended)", cause if failed else src)
 
     def unresponsive(self, size: int, within_s: float = 1.0) -> list[int]:
         """Ranks that do not answer a ping within ``within_s`` seconds (hung, dead or busy
@@ -242,6 +269,31 @@ def read_notice(text: str, src: int, size: int) -> tuple[int | None, str, str]:
         if sep and (who == "None" or who.isdecimal() and int(who) < size):
             return (None if who == "None" else int(who)), "timed out", message
     return src, "failed", rest if kind == "failed" else text
+
+
+def departure_notice(rank: int, finished: int, failure: str | None, failed_rank: int | None) -> bytes:
+    """What a rank that leaves sends every peer (:mod:`kernels.mpi.leaving`): ``left:<rank>:<calls
+    it finished>``, plus ``:failed:<rank its failure named or None>`` when its communicator had failed."""
+    tail = "" if failure is None else f":failed:{failed_rank}"
+    return f"left:{rank}:{finished}{tail}".encode()
+
+
+def read_departure(text: str, size: int) -> tuple[int, bool, int | None] | None:
+    """(calls the peer finished before it left, whether it had failed, the rank its failure named)
+    from its :func:`departure_notice` (``size`` ranks); None for any other notice.
+
+    >>> read_departure("left:3:17", 4), read_departure("left:0:5:failed:3", 4), read_departure("left:0:5:failed:9", 4)
+    ((17, False, None), (5, True, 3), (5, True, None))
+    >>> read_departure("failed:left:3:17", 4), read_departure("left:x:y", 4)
+    (None, None)
+    """
+    kind, _, rest = text.partition(":")
+    fields = rest.split(":")
+    if kind != "left" or len(fields) < 2 or not fields[1].isdecimal():
+        return None
+    failed = fields[2:3] == ["failed"]
+    who = fields[3] if failed and len(fields) > 3 else ""
+    return int(fields[1]), failed, int(who) if who.isdecimal() and int(who) < size else None
 
 
 def exchange_json(ctrl, waiter: Waiter, obj, size: int, what: str, limit: int = 1 << 16) -> list:

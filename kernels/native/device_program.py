@@ -241,15 +241,17 @@ def _chains(lst: list, key, referenced: set, fuse: bool) -> list[list[int]]:
     """Group a block's records into chains: record B joins the chain of the record A before it
     when both are reduces, B accumulates into A's destination (B.acc = B.dst = A.dst, same
     elements) and no other block waits for A (so only a chain's last record is ever waited for,
-    and hoisting B's waits before A cannot close a cycle)."""
+    and hoisting B's waits before A cannot close a cycle).  A copy may head a chain (the lowering's
+    rank-order sum that starts with two peers): its source is then the chain's accumulator."""
     out: list[list[int]] = []
     for j, (o, c, s, lo, *shape) in enumerate(lst):
         if fuse and out and len(out[-1]) < MAX_CHAIN and o.kind == "reduce":
             i = out[-1][-1]
             a, _, _, alo, *ashape = lst[i]
-            if (a.kind == "reduce" and (key, i) not in referenced and (alo, ashape) == (lo, shape)
+            head_copy = a.kind == "copy" and len(out[-1]) == 1      # a rank-order sum's first peer
+            if ((a.kind == "reduce" or head_copy) and (key, i) not in referenced and (alo, ashape) == (lo, shape)
                     and _region(o, "acc", lo) == _region(o, "dst", lo) == _region(a, "dst", alo)
-                    and not o.premul[0]):
+                    and (head_copy or not o.premul[0])):
                 out[-1].append(j)
                 continue
         out.append([j])
@@ -306,6 +308,8 @@ def _record(members: list, slots: dict, sources: list) -> list[int]:
     d, s, a = at(o.dst, lo), at(o.src, lo), at(o.acc, lo)
     if len(members) == 1:
         return [_kind(o), d[0], d[1], s[0], s[1], a[0], a[1], n, tile, stride]
+    if o.kind == "copy":                       # a copy heads it: the copy's source is the accumulator
+        a, members, o = s, members[1:], members[1][0]
     start, mask = len(sources), 0
     for i, (m, _, _, mlo, *_) in enumerate(members):
         sources.append(at(m.src, mlo))

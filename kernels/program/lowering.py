@@ -21,6 +21,13 @@ such a write (e.g. two ranks reducing into each other, or in-place alltoall over
 not yet sent) goes to a scratch slot instead, and an **epilogue** (extra steps after the
 schedule's) copies values that did not end at home, then applies integer ``avg``'s division.
 
+Several reduces into one (rank, chunk) in one step are summed in
+:func:`synth.ir.sum_order.reduce_order` (source ranks in order, the receiver's own value at its
+rank's position), whatever order the schedule lists them in, so every rank of a one-shot
+all-reduce gets the same bits; where neither of the first two is the receiver's own value, the
+first peer's value is copied into the destination (never the own value's slot) and the rest are
+reduced into it.
+
 ``avg`` follows NCCL (``hostToDevRedOp`` in NCCL's ``src/enqueue.cc``): integers sum, then
 divide with truncation (``ncclDevSumPostDiv``); floating types multiply every contribution by
 ``1/n`` (rounded to the type through float32, float64 directly) before summing
@@ -53,6 +60,7 @@ from kernels.program.ops import (INPUT, OUTPUT, SCRATCH, Op, Program, Region, bi
                                  is_float)
 from synth.ir.collectives import REDUCE_OPS, Position, element_range
 from synth.ir.schedule import Schedule
+from synth.ir.sum_order import reduce_order
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
 
@@ -193,30 +201,22 @@ class _Lowerer:
         groups: dict[tuple[int, int], list[int]] = {}
         for i, tr in enumerate(step.transfers):
             groups.setdefault((tr.dst, tr.chunk), []).append(i)
-        moves = []
         while len(self.steps) <= t:
             self.steps.append([])
+        plans = []
         for (d, k), idxs in groups.items():
-            target = self._choose(d, k, t, read_keys)
-            value = self.loc.get((d, k))
-            contrib = self.contrib.get((d, k))
-            for i in idxs:
-                tr = step.transfers[i]
-                got = self.contrib[(tr.src, k)]
-                if tr.op == "reduce":
-                    if value is None:
-                        raise self._fail(f"rank {d} reduces chunk {k} but holds no partial of it",
-                                         "reduce-into-empty", t, i, d, k)
-                    if self.combining and contrib & got:
-                        raise self._fail(f"reduce of chunk {k} into rank {d} counts rank(s) "
-                                         f"{sorted(contrib & got)} twice", "double-count", t, i, d, k)
-                    raw = (len(contrib) == 1, len(got) == 1) if self.premul else (False, False)
-                    self._emit(t, "reduce", target, src_slot[i], value, k, i, raw)
-                    contrib = contrib | got
-                else:
-                    self._emit(t, "copy", target, src_slot[i], None, k, i)
-                    contrib = got
-                value = target
+            self._check_group(t, d, k, idxs)
+            terms = self._terms(step, d, idxs)
+            own = self.loc.get((d, k))
+            head_copy = terms is not None and terms[0] is not None and terms[1] is not None
+            target = self._choose(d, k, t, read_keys | {own[0]} if head_copy else read_keys)
+            plans.append((d, k, idxs, terms, target))
+        moves = []
+        for d, k, idxs, terms, target in plans:
+            if terms is None:
+                contrib = self._in_transfer_order(t, step, d, k, idxs, target, src_slot)
+            else:
+                contrib = self._in_rank_order(t, step, d, k, terms, target, src_slot)
             moves.append(((d, k), target, contrib))
         for (d, k), _, _ in moves:
             old = self.loc.get((d, k))
@@ -230,6 +230,74 @@ class _Lowerer:
             self.occupant[target[0]] = (d, k)
             self.loc[(d, k)] = target
             self.contrib[(d, k)] = contrib
+
+    def _check_group(self, t: int, d: int, k: int, idxs: list[int]) -> None:
+        """The reduces into (rank ``d``, chunk ``k``) of step ``t`` in transfer order: each into a
+        partial, none counting a rank twice."""
+        held = (d, k) in self.loc
+        contrib = self.contrib.get((d, k), frozenset())
+        for i in idxs:
+            tr = self.s.steps[t].transfers[i]
+            got = self.contrib[(tr.src, k)]
+            if tr.op == "reduce":
+                if not held:
+                    raise self._fail(f"rank {d} reduces chunk {k} but holds no partial of it",
+                                     "reduce-into-empty", t, i, d, k)
+                if self.combining and contrib & got:
+                    raise self._fail(f"reduce of chunk {k} into rank {d} counts rank(s) "
+                                     f"{sorted(contrib & got)} twice", "double-count", t, i, d, k)
+                contrib = contrib | got
+            else:
+                contrib = got
+            held = True
+
+    def _terms(self, step, d: int, idxs: list[int]) -> list | None:
+        """Several reduces into one (rank, chunk): their transfer indices in
+        :func:`synth.ir.sum_order.reduce_order` (None: ``d``'s own value), else None (the
+        transfers' own order: one transfer, or a copy among them)."""
+        trs = [step.transfers[i] for i in idxs]
+        if len(trs) < 2 or any(tr.op != "reduce" for tr in trs):
+            return None
+        by_src = {tr.src: i for tr, i in zip(trs, idxs)}
+        return [by_src.get(r) if r != d else None for r in reduce_order(d, by_src)]
+
+    def _in_transfer_order(self, t, step, d, k, idxs, target, src_slot) -> frozenset:
+        value, contrib = self.loc.get((d, k)), self.contrib.get((d, k))
+        for i in idxs:
+            tr = step.transfers[i]
+            got = self.contrib[(tr.src, k)]
+            if tr.op == "reduce":
+                raw = (len(contrib) == 1, len(got) == 1) if self.premul else (False, False)
+                self._emit(t, "reduce", target, src_slot[i], value, k, i, raw)
+                contrib = contrib | got
+            else:
+                self._emit(t, "copy", target, src_slot[i], None, k, i)
+                contrib = got
+            value = target
+        return contrib
+
+    def _in_rank_order(self, t, step, d, k, terms, target, src_slot) -> frozenset:
+        """Left fold over ``terms`` (:meth:`_terms`) into ``target``; where neither of the first
+        two is ``d``'s own value, the first is copied to ``target`` (a slot other than the own
+        value's, run_step) and the rest reduced into it (the device program runs the copy and
+        its reduces as one chain)."""
+        own, own_contrib = self.loc[(d, k)], self.contrib[(d, k)]
+
+        def operand(term):
+            if term is None:
+                return own, own_contrib, None
+            return src_slot[term], self.contrib[(step.transfers[term].src, k)], term
+        if terms[0] is not None and terms[1] is not None:     # two peers first: copy the first in
+            self._emit(t, "copy", target, src_slot[terms[0]], None, k, terms[0])
+            acc, contrib, rest = target, self.contrib[(step.transfers[terms[0]].src, k)], terms[1:]
+        else:
+            acc, contrib, rest = own, own_contrib, [x for x in terms[:2] if x is not None] + terms[2:]
+        for term in rest:
+            slot, got, i = operand(term)
+            raw = (len(contrib) == 1, len(got) == 1) if self.premul else (False, False)
+            self._emit(t, "reduce", target, slot, acc, k, i, raw)
+            acc, contrib = target, contrib | got
+        return contrib
 
     def epilogue(self) -> None:
         t = len(self.s.steps)

@@ -73,6 +73,7 @@ class OneRound:
             elif kind == LOCAL:
                 ops.append(("scale" if o.kind not in ("copy", "reduce") else o.kind, own(o.dst), own(o.acc),
                             own(o.src), binop_for(o.premul, op, n)))
+        ops = _merge_copy_heads(ops)
         folded = _folded(ops, count)
         ops = _in_place(folded) if folded else ops
         if not any(r is not None and r[0] == "scratch" for op in ops for r in op[1:4]):
@@ -97,6 +98,20 @@ class OneRound:
                 view(dst).copy_(view(src))
             else:                                   # scale: integer avg's division
                 postdiv(view(dst), self.n)
+
+
+def _merge_copy_heads(ops: list) -> list:
+    """``ops`` with a copy followed at once by a reduce into the copy's destination (how the
+    lowering starts a rank-order sum with two peers, :mod:`synth.ir.sum_order`) as that one
+    reduce reading the copy's source as its accumulator: the same values in one pass."""
+    out: list = []
+    for op in ops:
+        prev = out[-1] if out else None
+        if prev is not None and prev[0] == "copy" and op[0] == "reduce" and op[2] == op[1] == prev[1]:
+            out[-1] = ("reduce", op[1], prev[3], op[3], op[4])
+            continue
+        out.append(op)
+    return out
 
 
 def _in_place(ops: list) -> list:

@@ -21,6 +21,7 @@ from kernels.backends.host_reduce import (
     FusedReduce,
     chain_args,
     fuse_reduce_chains,
+    merge_copy_heads,
     reduce_chain,
     reduce_nway,
     supports,
@@ -179,9 +180,29 @@ def test_importing_the_module_does_not_import_numba():
 def test_fuse_reduce_chains_finds_each_ranks_chain_and_nothing_else():
     p = program_for(direct("allreduce", 4), 8, "float32", op="avg")
     step0 = fuse_reduce_chains(list(p.steps[0]))
-    assert [len(f.ops) for f in step0] == [3, 3, 3, 3] and all(isinstance(f, FusedReduce) for f in step0)
-    f = step0[1]
+    # rank-order sums (synth.ir.sum_order): ranks 2 and 3 first copy x0 in, then add x1, their own, ...
+    copies, chains = [step0[2], step0[4]], [step0[i] for i in (0, 1, 3, 5)]
+    assert [(o.kind, o.rank, o.src.rank) for o in copies] == [("copy", 2, 0), ("copy", 3, 0)]
+    assert [len(f.ops) for f in chains] == [3, 3, 3, 3] and all(isinstance(f, FusedReduce) for f in chains)
+    f = chains[1]
     assert f.dst.rank == 1 and f.ops[0].acc.rank == 1 and [o.src.rank for o in f.ops] == [0, 2, 3]
+    f = chains[2]
+    assert f.ops[0].acc == f.dst == copies[0].dst and [o.src.rank for o in f.ops] == [1, 2, 3]
     assert fuse_reduce_chains(list(p.steps[1])) == list(p.steps[1])            # copies stay ops
     ringp = program_for(ring("allreduce", 4), 8, "float32")
     assert all(not isinstance(x, FusedReduce) for s in ringp.steps for x in fuse_reduce_chains(list(s)))
+
+
+
+def test_a_copy_that_starts_a_rank_order_sum_merges_into_its_first_reduce():
+    """Direct all-reduce, avg: rank 2 copies rank 0's piece in, then adds x1, its own, x3 (rank
+    order).  Merged, the first reduce reads rank 0's piece as its accumulator (still raw: premul),
+    and the chain then fuses like ranks 0 and 1's; ops that are not such a pair stay as they are."""
+    p = program_for(direct("allreduce", 4), 8, "float32", op="avg")
+    merged = merge_copy_heads(list(p.steps[0]))
+    assert len(merged) == len(p.steps[0]) - 2 and all(o.kind == "reduce" for o in merged)
+    first = next(o for o in merged if o.rank == 2)
+    assert first.acc.rank == 0 and first.acc.buf == "input" and first.src.rank == 1 and first.premul == (True, True)
+    step0 = fuse_reduce_chains(merged)
+    assert [len(f.ops) for f in step0] == [3, 3, 3, 3] and [o.src.rank for o in step0[2].ops] == [1, 2, 3]
+    assert merge_copy_heads(list(p.steps[1])) == list(p.steps[1])               # copies of results stay

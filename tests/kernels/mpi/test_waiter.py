@@ -1,16 +1,21 @@
 """The MPI deadline: ``$TOPOCOLL_MPI_TIMEOUT`` and ``timeout_s`` must be finite seconds > 0
 (``nan`` and ``inf`` would disable the deadline, so a dead rank would hang the job); a timeout's
 failure notices (a fake control communicator): kept until sent, and blaming the rank the timed-out
-rank blamed, whatever bytes a notice holds."""
+rank blamed, whatever bytes a notice holds; a peer's departure notice (``left:<rank>:<calls>``,
+kernels.mpi.leaving) fails only calls beyond those it finished."""
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 import pytest
-from hypothesis import given, settings
+from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
-from kernels.mpi.waiter import DEFAULT_TIMEOUT_S, TAG_NOTICE, Waiter, checked_timeout, default_timeout, notify_failure
+from kernels.mpi.leaving import notify_departure
+from kernels.mpi.waiter import (DEFAULT_TIMEOUT_S, NOTICE_BYTES, TAG_NOTICE, Waiter, checked_timeout, default_timeout,
+                               departure_notice, notify_failure, read_departure)
 from topo_probe.errors import InvalidArgument, PeerFailed
 
 
@@ -134,8 +139,82 @@ def test_a_crash_notice_blames_its_sender_whatever_its_text(text):
 @given(st.binary(max_size=64).map(lambda b: b.rstrip(b"\0")), st.sampled_from([b"", b"timeout:", b"failed:"]),
        st.integers(1, 3))
 def test_any_notice_bytes_are_one_peer_failed_naming_a_rank_of_the_communicator_or_none(raw, head, src):
+    # every notice but a departure (``left:``, only fatal to later calls: tested below) fails the call
+    assume(not (head + raw).startswith(b"left:"))
     w = Waiter(_Ctrl(4, [(src, head + raw)]), 0, 1.0)
     with pytest.raises(PeerFailed) as e:
         w.check_notices()
     assert e.value.rank is None or 0 <= e.value.rank < 4, e.value.rank
     assert f"rank 0: stopping because rank {src} " in str(e.value)
+
+
+# ---------------------------------------------------------------- a peer that left (kernels.mpi.leaving)
+@settings(max_examples=200, deadline=None)
+@given(st.integers(0, 7), st.integers(0, 10**12), st.sampled_from([None, "rank 3: no progress"]),
+       st.sampled_from([None, 0, 5, 7]))
+def test_a_departure_notice_reads_back_as_sent(rank, finished, failure, failed_rank):
+    got = read_departure(departure_notice(rank, finished, failure, failed_rank).decode(), 8)
+    assert got == (finished, failure is not None, failed_rank if failure is not None else None)
+
+
+def test_a_peer_that_left_fails_only_calls_beyond_those_it_finished():
+    w = Waiter(_Ctrl(4, [(2, b"left:2:5")]), 0, 1.0)
+    w.call = 5                    # this rank is still in call 5, which rank 2 finished: drain it
+    w.check_notices()
+    assert w.departed == {2: (5, False, None)} and w.failure is None
+    w.call = 6                    # call 6: rank 2 will never make it
+    with pytest.raises(PeerFailed) as e:
+        w.check_notices()
+    assert e.value.rank == 2 and str(e.value) == ("rank 0: call 6: stopping because rank 2 left after its call 5 "
+                                                  "(closed its communicator or ended)")
+
+
+def test_a_peer_that_left_cleanly_is_named_before_one_that_left_after_failing_because_of_it():
+    # rank 1 failed on rank 3's departure and left; its notice may be read first
+    w = Waiter(_Ctrl(4, [(1, b"left:1:3:failed:3"), (3, b"left:3:3")]), 0, 1.0)
+    w.call = 4
+    with pytest.raises(PeerFailed) as e:
+        w.check_notices()
+    assert e.value.rank == 3 and "because rank 3 left after its call 3 (" in str(e.value)
+    alone = Waiter(_Ctrl(4, [(1, b"left:1:3:failed:3")]), 0, 1.0)
+    alone.call = 4
+    with pytest.raises(PeerFailed) as e:
+        alone.check_notices()
+    assert e.value.rank == 3 and "because rank 1 left after its call 3 failed" in str(e.value)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(max_size=40) | st.from_regex(r"[0-9]{0,3}:[0-9]{1,3}(:failed:([0-9]|None|x)?)?", fullmatch=True),
+       st.integers(0, 9))
+def test_any_left_notice_text_is_a_departure_or_a_failure_naming_its_sender(tail, call):
+    raw = ("left:" + tail).encode()[:NOTICE_BYTES - 1]
+    text = raw.rstrip(b"\0").decode("utf-8", "replace")   # what the receiver reads (NOTICE_BYTES, zero padded)
+    # reference: the documented format left:<rank>:<calls finished>[:failed:<rank>] (departure_notice)
+    form = re.fullmatch(r"left:[^:]*:(\d+)(?::(.*))?", text, re.S)
+    w = Waiter(_Ctrl(4, [(1, raw)]), 0, 1.0)
+    w.call = call
+    if form is None:            # not a departure: a failure notice of rank 1, whatever it says
+        with pytest.raises(PeerFailed) as e:
+            w.check_notices()
+        assert e.value.rank == 1 and str(e.value) == f"rank 0: stopping because rank 1 failed: {text}"
+        return
+    finished = int(form.group(1))
+    cause = re.fullmatch(r"failed:(\d+)(:.*)?", form.group(2) or "", re.S)
+    cause = int(cause.group(1)) if cause and int(cause.group(1)) < 4 else None
+    if call <= finished:        # a call rank 1 finished: drained, never failed
+        w.check_notices()
+        assert w.failure is None and w.departed[1][0] == finished
+        return
+    with pytest.raises(PeerFailed) as e:
+        w.check_notices()
+    failed = (form.group(2) or "").split(":")[0] == "failed"
+    assert e.value.rank == (cause if failed else 1), (text, e.value.rank)
+    assert f"rank 0: call {call}: stopping because rank 1 left after its call {finished}" in str(e.value)
+
+
+def test_leaving_tells_every_peer_not_yet_gone_the_calls_it_finished_and_closes_this_rank():
+    w = Waiter(_Ctrl(4, [(2, b"left:2:1")]), 0, 1.0)   # rank 2 left already: it needs no notice
+    w.finished = 7
+    notify_departure(w, 4, grace_s=0)
+    sent = {r.dest: bytes(r.buf) for r in w.ctrl.sent if r.tag == TAG_NOTICE}
+    assert sent == {1: b"left:0:7", 3: b"left:0:7"} and w.closed

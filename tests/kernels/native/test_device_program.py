@@ -151,12 +151,14 @@ def test_race_detector_finds_a_dropped_wait():
 @pytest.mark.parametrize("dtype,op", [("float16", "avg"), ("float32", "sum"), ("int8", "prod"), ("bfloat16", "avg")])
 def test_reduce_chains_fuse_and_give_the_same_bits(dtype, op):
     """Direct all-reduce on 8 ranks: each rank's 7 reduces into its chunk become one chain
-    record (hand-counted: 1 chain + 7 copies per rank instead of 14 records), and the fused
-    program gives bit-for-bit what the unfused one gives (same order, same roundings)."""
+    record (hand-counted: 1 chain + 7 copies per rank instead of 14 records; ranks 2-7 sum in
+    rank order, so their chain starts with a copy of rank 0's piece, one more unfused record
+    each, fused into the chain), and the fused program gives bit-for-bit what the unfused one
+    gives (same order, same roundings)."""
     n, count = 8, 8 * 5 + 3
     prog = lower(direct("allreduce", n), count, dtype, op=op)
     fused, plain = build_device_program(prog, 1), build_device_program(prog, 1, fuse=False)
-    assert plain.num_records == n * 14 and fused.num_records == n * 8
+    assert plain.num_records == n * 14 + (n - 2) and fused.num_records == n * 8
     kinds = fused.records[:, 0] & KIND_MASK
     assert (kinds == KINDS["reduce_chain"]).sum() == n and int(fused.records[kinds == 6, 4].min()) == n - 1
     sends = make_inputs("allreduce", n, count, dtype, op, None, np.random.default_rng(5))
@@ -204,7 +206,8 @@ def test_resolved_records_and_waits_hold_absolute_addresses():
 def test_one_shot_allreduce_is_one_record_per_rank_and_exact(dtype, op):
     """One-shot all-reduce on 8 ranks out of place: the 8 per-chunk chains of each rank join
     into one record covering the whole buffer, with no wait at all (hand-counted: 8 records,
-    0 waits); the joined program gives bit for bit what the unjoined one gives, in random
+    0 waits; unjoined, ranks 2-7 copy rank 0's chunk in before their rank-order sum: 8 more
+    records each); the joined program gives bit for bit what the unjoined one gives, in random
     interleavings, and in place it stays right (the lowering's scratch then adds waits)."""
     from synth.baselines import baseline
     from synth.ir.fabric import build_fabric
@@ -213,7 +216,7 @@ def test_one_shot_allreduce_is_one_record_per_rank_and_exact(dtype, op):
     sched = baseline("oneshot", build_fabric(fully_connected(n)), "allreduce")
     prog = lower(sched, count, dtype, op=op)
     joined, plain = build_device_program(prog, 1), build_device_program(prog, 1, fuse=False)
-    assert joined.num_records == n and len(joined.waits) == 0 and plain.num_records == n * n * (n - 1)
+    assert joined.num_records == n and len(joined.waits) == 0 and plain.num_records == n * n * (n - 1) + (n - 2) * n
     assert joined.records[:, 7].tolist() == [count] * n
     sends = make_inputs("allreduce", n, count, dtype, op, None, np.random.default_rng(11))
     outs = []

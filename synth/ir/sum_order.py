@@ -1,0 +1,151 @@
+"""The order in which a schedule's reductions are summed, and whether every rank gets the same bits.
+
+Floating addition is commutative (``a + b`` and ``b + a`` are the same bits) but not
+associative, so an all-reduce leaves the same bits on every rank only where every rank's final
+value of a chunk is the same *expression*: the same tree of binary reductions over the ranks'
+contributions, up to swapping the two operands of a node.  A ring or tree all-reduce reduces each
+chunk once and then copies it: every rank holds one expression.  A one-shot all-reduce reduces
+every chunk on every rank; its ranks agree only where they sum their peers in one order.
+
+:func:`reduce_order` is the rule every executor follows (the lowering,
+:mod:`kernels.program.lowering`, emits its ops by it, so the host, device-program, MPI and torch
+paths all do): several reductions into one (rank, chunk) within one step are summed left to
+right in rank order, the destination's own value at its own rank's position.  A one-shot
+all-reduce then computes ``((x_0 + x_1) + x_2) + ...`` on every rank.  A step that also copies
+into that (rank, chunk) keeps its transfers' order.
+
+:func:`final_expressions` replays a schedule by that rule and :func:`inconsistent_chunks` lists
+the chunks whose ranks end with different expressions.  Only a floating sum, avg, premul_sum or
+product can differ in its bits (:func:`order_matters`); integers and min/max are exact.
+
+>>> from synth.ir.schedule import Schedule, Step, Transfer
+>>> reduce_order(2, [3, 0, 1])
+(0, 1, 2, 3)
+>>> one_shot = Schedule("allreduce", 3, 1, (Step(1, tuple(Transfer(k, r, d, "reduce") for k in range(3)
+...     for d in range(3) for r in range(3) if r != d)),))
+>>> state, ex = final_expressions(one_shot)
+>>> [ex.text(state[(r, 0)]) for r in range(3)]
+['((x0 + x1) + x2)', '((x0 + x1) + x2)', '((x0 + x1) + x2)']
+>>> inconsistent_chunks(one_shot)
+[]
+"""
+
+from __future__ import annotations
+
+from typing import Iterable, Sequence
+
+from synth.ir.schedule import Schedule
+
+#: reduce ops whose floating result depends on the order of its operands (avg and premul_sum scale, then sum)
+ORDER_SENSITIVE_OPS = frozenset({"sum", "avg", "premul_sum", "prod"})
+_EXACT_KINDS = "iub"
+
+
+def order_matters(op: str, dtype) -> bool:
+    """Whether ``op`` over ``dtype`` can give other bits in another order (floating sum, avg,
+    premul_sum, prod; integers, bool and min/max are exact).
+
+    >>> order_matters("sum", "float16"), order_matters("max", "float32"), order_matters("sum", "int32")
+    (True, False, False)
+    """
+    import numpy as np
+    name = str(getattr(dtype, "name", dtype))
+    try:
+        kind = np.dtype(name).kind
+    except TypeError:                         # bfloat16 / float8 without ml_dtypes: floating
+        kind = "f"
+    return op in ORDER_SENSITIVE_OPS and (kind not in _EXACT_KINDS)
+
+
+def reduce_order(dst: int, sources: Iterable[int]) -> tuple[int, ...]:
+    """The ranks whose values one step sums into rank ``dst``, in the order they are summed:
+    ``sources`` (the sending ranks) in rank order with ``dst``'s own value at its own rank's
+    position.  The sum is the left fold over this order."""
+    return tuple(sorted({*sources, dst}))
+
+
+class Expressions:
+    """Interned reduction trees: a leaf per rank, a node per unordered pair (commutativity), so
+    two values are the same expression exactly when their ids are equal."""
+
+    def __init__(self) -> None:
+        self._ids: dict[tuple, int] = {}
+        self._keys: list[tuple] = []
+
+    def _intern(self, key: tuple) -> int:
+        got = self._ids.get(key)
+        if got is None:
+            got = self._ids[key] = len(self._keys)
+            self._keys.append(key)
+        return got
+
+    def leaf(self, rank: int) -> int:
+        return self._intern(("x", rank))
+
+    def node(self, a: int, b: int) -> int:
+        """``a + b``, the same id as ``b + a``; its text keeps the operands' first-seen order."""
+        return self._intern(("+", a, b) if ("+", b, a) not in self._ids else ("+", b, a))
+
+    def fold(self, values: Sequence[int]) -> int:
+        acc = values[0]
+        for v in values[1:]:
+            acc = self.node(acc, v)
+        return acc
+
+    def text(self, e: int) -> str:
+        """The expression as text, e.g. ``((x0 + x1) + x2)`` (operands of a node in first-seen order)."""
+        key = self._keys[e]
+        if key[0] == "x":
+            return f"x{key[1]}"
+        return f"({self.text(key[1])} + {self.text(key[2])})"
+
+
+def final_expressions(schedule: Schedule, exprs: Expressions | None = None) -> tuple[dict, Expressions]:
+    """``({(rank, chunk): expression id}, exprs)`` of every value a combining ``schedule`` leaves
+    after its last step, replayed by :func:`reduce_order` (module docstring).  Assumes a schedule
+    the verifier passed (a sender holds what it sends)."""
+    ex = Expressions() if exprs is None else exprs
+    state: dict[tuple[int, int], int] = {}
+    for c in schedule.spec.chunks():
+        for r in c.pre:
+            state[(r, c.id)] = ex.leaf(r)
+    for step in schedule.steps:
+        groups: dict[tuple[int, int], list] = {}
+        for tr in step.transfers:
+            groups.setdefault((tr.dst, tr.chunk), []).append(tr)
+        new = {}
+        for (d, k), trs in groups.items():
+            if len(trs) > 1 and all(tr.op == "reduce" for tr in trs):
+                got = {tr.src: state[(tr.src, k)] for tr in trs}
+                got[d] = state[(d, k)]
+                new[(d, k)] = ex.fold([got[r] for r in reduce_order(d, (tr.src for tr in trs))])
+                continue
+            value = state.get((d, k))
+            for tr in trs:                   # a copy among them: the transfers' own order
+                v = state[(tr.src, k)]
+                value = ex.node(value, v) if tr.op == "reduce" else v
+            new[(d, k)] = value
+        state.update(new)
+    return state, ex
+
+
+def inconsistent_chunks(schedule: Schedule) -> list[tuple[int, dict[str, tuple[int, ...]]]]:
+    """``[(chunk, {expression text: ranks})]`` for each chunk of a combining ``schedule`` whose
+    post ranks end with different reduction expressions (so other bits where :func:`order_matters`);
+    empty where every rank ends with the same expression of each chunk."""
+    if not schedule.spec.combining:
+        return []
+    state, ex = final_expressions(schedule)
+    out = []
+    for c in schedule.spec.chunks():
+        by: dict[int, list[int]] = {}
+        for r in c.post:
+            if (r, c.id) in state:
+                by.setdefault(state[(r, c.id)], []).append(r)
+        if len(by) > 1:
+            out.append((c.id, {ex.text(e): tuple(rs) for e, rs in by.items()}))
+    return out
+
+
+__all__ = ["reduce_order", "order_matters", "final_expressions", "inconsistent_chunks", "Expressions",
+           "ORDER_SENSITIVE_OPS"]

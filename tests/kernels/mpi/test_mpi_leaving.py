@@ -1,0 +1,165 @@
+"""A rank that leaves normally while its peers still call (``mpirun -n 2`` and ``-n 4``; this file
+is the worker): the peers learn it from its ``left`` notice, not from the deadline.
+
+Before (mpi67 docs/mpi.md): a rank that returned from its script (so ``MPI_Finalize`` ran) while its
+peers made another call was only seen by the deadline, ``TOPOCOLL_MPI_TIMEOUT`` + about 1.2 s
+(6.0 s with 5 s).  Now, with a 30 s deadline: the peers raise PeerFailed naming it well within
+2 s; a rank that finished the same calls as its peers and ends first fails nobody (its notice
+is read during or after the last call, which it finished); ``close()`` and garbage collection
+leave the same way."""
+
+from __future__ import annotations
+
+import gc
+import json
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+import pytest
+from _mpi import run_mpi
+
+#: calls every rank makes before one leaves
+CALLS = 3
+#: the deadline of the peers (seconds): far above what a departure may take to be seen
+DEADLINE_S = "30"
+
+
+def _attempt(fn) -> dict:
+    t0 = time.monotonic()
+    try:
+        fn()
+        got = {"raised": None}
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        got = {"raised": type(exc).__name__, "message": str(exc), "rank": getattr(exc, "rank", None)}
+    got["seconds"] = time.monotonic() - t0
+    return got
+
+
+def worker(mode: str, out: str) -> None:
+    from kernels.mpi.communicator import MPICommunicator
+    comm = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
+    leaver, x = comm.size - 1, np.arange(64, dtype=np.float32) + comm.rank
+    for _ in range(CALLS):
+        comm.all_reduce(x, np.empty_like(x))
+    res = {}
+    if mode in ("exit", "finalize"):
+        if comm.rank == leaver:
+            if mode == "finalize":      # the program finalizes MPI itself, then ends
+                from mpi4py import MPI
+                MPI.Finalize()
+            return                      # the end of the script: atexit, then MPI_Finalize
+        res["next"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
+        res["after"] = _attempt(comm.barrier)
+    elif mode == "midcall":             # the leaver's call 4 stops after its agreement (not JSON), then it ends
+        if comm.rank == leaver:
+            res["own"] = _attempt(lambda: comm.allgather_object(object()))
+            return
+        res["next"] = _attempt(lambda: comm.allgather_object(comm.rank))
+    elif mode == "finish":              # the same calls everywhere; the leaver ends first
+        if comm.rank == leaver:
+            return
+        end, res["read"] = time.monotonic() + 20, {"raised": None}   # its notice: once its interpreter exits
+        while leaver not in comm.waiter.departed and time.monotonic() < end and not res["read"]["raised"]:
+            res["read"] = _attempt(comm.waiter.check_notices)   # a loaded machine: a fixed 1 s sleep was flaky
+            time.sleep(0.01)
+        res["departed"] = {str(k): v[0] for k, v in comm.waiter.departed.items()}
+    elif mode == "p2p":                 # the leaver sends one message, then ends
+        if comm.rank == leaver:
+            comm.send(x, 0)
+            return
+        time.sleep(0.5)
+        got = np.empty_like(x)
+        res["sent"] = _attempt(lambda: comm.recv(got, leaver))
+        res["value"] = got.tolist()
+        res["never"] = _attempt(lambda: comm.recv(got, leaver))
+    elif mode == "unreceived":          # a large send (rendezvous: completes only once received) to the leaver
+        if comm.rank == 0:
+            comm.send(np.ones(1 << 20, np.float32), leaver)
+            time.sleep(0.5)
+            res["wait"] = _attempt(comm.wait_sends)
+        elif comm.rank == leaver:
+            return
+    elif mode == "close":
+        other = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
+        if comm.rank == leaver:
+            comm.close()
+            res["own"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
+            del other                   # garbage: collected, so it leaves too
+            gc.collect()
+            time.sleep(3.0)             # still running while the peers call
+        else:
+            time.sleep(0.5)
+            res["next"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
+            res["collected"] = _attempt(lambda: other.all_reduce(x, np.empty_like(x)))
+    Path(out, f"rank{comm.rank}.json").write_text(json.dumps(res))
+
+
+def _run(n: int, mode: str, tmp_path, monkeypatch) -> dict:
+    monkeypatch.setenv("TOPOCOLL_MPI_TIMEOUT", DEADLINE_S)
+    t0 = time.monotonic()
+    proc = run_mpi(n, [str(Path(__file__).resolve()), mode, str(tmp_path)], timeout=240)
+    wall = time.monotonic() - t0
+    assert proc.returncode == 0, f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
+    got = {int(p.stem[4:]): json.loads(p.read_text()) for p in tmp_path.glob("rank*.json")}
+    return {"ranks": got, "wall": wall}
+
+
+@pytest.mark.parametrize("n, how", [(2, "exit"), (4, "exit"), (2, "finalize")])
+def test_a_rank_that_ends_its_script_after_call_k_fails_the_peers_call_k_plus_1_at_once(n, how, tmp_path,
+                                                                                          monkeypatch):
+    run = _run(n, how, tmp_path, monkeypatch)
+    assert sorted(run["ranks"]) == list(range(n - 1)), run   # every peer reports
+    for r, got in run["ranks"].items():
+        nxt = got["next"]
+        assert nxt["raised"] == "PeerFailed" and nxt["rank"] == n - 1, (r, nxt)
+        assert f"call {CALLS + 1}: stopping because rank {n - 1} left after its call {CALLS}" in nxt["message"]
+        assert nxt["seconds"] < 2.0, (r, nxt)            # the deadline is 30 s
+        assert got["after"]["raised"] == "PeerFailed" and "closed after call" in got["after"]["message"], got
+    assert run["wall"] < 30, run["wall"]                  # the job did not wait for the deadline either
+
+
+def test_a_rank_that_left_during_a_call_fails_the_peers_call_at_once(tmp_path, monkeypatch):
+    # its allgather_object agreed, then raised TypeError before sending: it did not finish call 4
+    got = _run(2, "midcall", tmp_path, monkeypatch)["ranks"][0]["next"]
+    assert got["raised"] == "PeerFailed" and got["rank"] == 1 and got["seconds"] < 2.0, got
+    assert f"call {CALLS + 1}: stopping because rank 1 left after its call {CALLS} (" in got["message"], got
+
+
+@pytest.mark.parametrize("n", [2, 4])
+def test_a_rank_that_finished_the_same_calls_and_ends_first_fails_nobody(n, tmp_path, monkeypatch):
+    run = _run(n, "finish", tmp_path, monkeypatch)
+    assert sorted(run["ranks"]) == list(range(n - 1)), run
+    for r, got in run["ranks"].items():
+        assert got["read"]["raised"] is None, (r, got)
+        # its notice was read and says call 3 (so do those of survivors that ended already)
+        assert got["departed"][str(n - 1)] == CALLS and set(got["departed"].values()) == {CALLS}, (r, got)
+
+
+def test_a_receive_gets_what_a_rank_sent_before_it_left_and_then_fails_at_once(tmp_path, monkeypatch):
+    got = _run(2, "p2p", tmp_path, monkeypatch)["ranks"][0]
+    assert got["sent"]["raised"] is None and got["value"] == (np.arange(64) + 1.0).tolist(), got
+    never = got["never"]
+    assert never["raised"] == "PeerFailed" and never["rank"] == 1 and never["seconds"] < 2.5, never
+    assert "recv from rank 1: rank 1 left (closed its communicator or ended) without sending it" in never["message"]
+
+
+def test_waiting_for_a_send_a_rank_that_left_never_received_fails_at_once(tmp_path, monkeypatch):
+    got = _run(2, "unreceived", tmp_path, monkeypatch)["ranks"][0]["wait"]
+    assert got["raised"] == "PeerFailed" and got["rank"] == 1 and got["seconds"] < 2.5, got
+    assert "send to rank 1: rank 1 left (closed its communicator or ended) without receiving it" in got["message"]
+
+
+def test_close_and_collection_leave_too(tmp_path, monkeypatch):
+    run = _run(2, "close", tmp_path, monkeypatch)
+    peer, leaver = run["ranks"][0], run["ranks"][1]
+    assert leaver["own"]["raised"] == "InvalidArgument" and "closed after call 3" in leaver["own"]["message"], leaver
+    for got in (peer["next"], peer["collected"]):
+        assert got["raised"] == "PeerFailed" and got["rank"] == 1 and got["seconds"] < 2.0, got
+    assert f"call {CALLS + 1}: stopping because rank 1 left after its call {CALLS}" in peer["next"]["message"]
+    assert "call 1: stopping because rank 1 left after its call 0" in peer["collected"]["message"]
+
+
+if __name__ == "__main__" and len(sys.argv) > 2:
+    worker(sys.argv[1], sys.argv[2])
