@@ -9,6 +9,7 @@ import os
 import shutil
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -60,3 +61,15 @@ def worker_results(n: int, script: str, out) -> list:
     proc = run_mpi(n, [str(script), "worker", str(out)], timeout=240)
     assert proc.returncode == 0 and out.exists(), f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
     return json.loads(out.read_text())
+
+
+def attempt(fn) -> dict:
+    """Run ``fn`` in a worker: what it raised (class name, message, the exception's ``rank``) and how long it took."""
+    t0 = time.monotonic()
+    try:
+        fn()
+        got = {"raised": None}
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        got = {"raised": type(exc).__name__, "message": str(exc), "rank": getattr(exc, "rank", None)}
+    got["seconds"] = time.monotonic() - t0
+    return got

@@ -26,7 +26,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _mpi import worker_results
+from _mpi import attempt, worker_results
 
 #: timeout of the communicator the late-rank scenario uses (seconds)
 SHORT_S = 2.0
@@ -67,28 +67,17 @@ def _scenarios(comm) -> dict:
     }
 
 
-def _attempt(fn) -> dict:
-    t0 = time.monotonic()
-    try:
-        fn()
-        got = {"raised": None}
-    except Exception as exc:  # noqa: BLE001 - reported to the test
-        got = {"raised": type(exc).__name__, "message": str(exc), "rank": getattr(exc, "rank", None)}
-    got["seconds"] = time.monotonic() - t0
-    return got
-
-
 def _late_rank(MPICommunicator) -> dict:
     """Rank 1 joins a call after rank 0 gave up on it (timeout), then both call again."""
     comm = MPICommunicator.from_mpi(plan=False, timeout_s=SHORT_S, abort_on_error=False)
     x = np.full(4, comm.rank + 1, np.float32)
     if comm.rank == 1:
         time.sleep(SHORT_S + 2.5)
-    got = {"late": _attempt(lambda: comm.all_reduce(x, np.empty(4, np.float32)))}
-    got["next"] = _attempt(lambda: comm.all_reduce(x, np.empty(4, np.float32)))
+    got = {"late": attempt(lambda: comm.all_reduce(x, np.empty(4, np.float32)))}
+    got["next"] = attempt(lambda: comm.all_reduce(x, np.empty(4, np.float32)))
     peer = 1 - comm.rank   # point to point on the closed communicator: refused too, not exchanged
-    got["p2p"] = [_attempt(lambda: comm.send(x, peer)), _attempt(lambda: comm.recv(np.empty(4, np.float32), peer)),
-                  _attempt(comm.wait_sends)]
+    got["p2p"] = [attempt(lambda: comm.send(x, peer)), attempt(lambda: comm.recv(np.empty(4, np.float32), peer)),
+                  attempt(comm.wait_sends)]
     return got
 
 
@@ -97,8 +86,8 @@ def _recv_timeout(MPICommunicator) -> dict:
     rank 1 (deadline LONG_S) must hear of it rather than wait for its own; then both call again."""
     comm = MPICommunicator.from_mpi(plan=False, timeout_s=SHORT_S if comm_rank() == 0 else LONG_S,
                                     abort_on_error=False)
-    got = {"recv": _attempt(lambda: comm.recv(np.empty(4, np.float32), 1 - comm.rank))}
-    got["next"] = _attempt(lambda: comm.all_reduce(np.ones(4, np.float32), np.empty(4, np.float32)))
+    got = {"recv": attempt(lambda: comm.recv(np.empty(4, np.float32), 1 - comm.rank))}
+    got["next"] = attempt(lambda: comm.all_reduce(np.ones(4, np.float32), np.empty(4, np.float32)))
     return got
 
 
@@ -113,9 +102,9 @@ def worker(out_path: str) -> None:
     comm = MPICommunicator.from_mpi(plan=False, timeout_s=8, abort_on_error=False)
     res = {}
     for name, fn in _scenarios(comm).items():
-        got = _attempt(fn)
+        got = attempt(fn)
         after = np.empty(4, np.float32)   # every rank the same call: the communicator still works
-        got["after"] = _attempt(lambda: comm.all_reduce(np.full(4, comm.rank + 1, np.float32), after))
+        got["after"] = attempt(lambda: comm.all_reduce(np.full(4, comm.rank + 1, np.float32), after))
         got["after"]["value"] = after.tolist()
         res[name] = got
     res["late-rank"] = _late_rank(MPICommunicator)

@@ -18,23 +18,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from _mpi import run_mpi
+from _mpi import attempt, run_mpi
 
 #: calls every rank makes before one leaves
 CALLS = 3
 #: the deadline of the peers (seconds): far above what a departure may take to be seen
 DEADLINE_S = "30"
-
-
-def _attempt(fn) -> dict:
-    t0 = time.monotonic()
-    try:
-        fn()
-        got = {"raised": None}
-    except Exception as exc:  # noqa: BLE001 - reported to the test
-        got = {"raised": type(exc).__name__, "message": str(exc), "rank": getattr(exc, "rank", None)}
-    got["seconds"] = time.monotonic() - t0
-    return got
 
 
 def worker(mode: str, out: str) -> None:
@@ -50,19 +39,19 @@ def worker(mode: str, out: str) -> None:
                 from mpi4py import MPI
                 MPI.Finalize()
             return                      # the end of the script: atexit, then MPI_Finalize
-        res["next"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
-        res["after"] = _attempt(comm.barrier)
+        res["next"] = attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
+        res["after"] = attempt(comm.barrier)
     elif mode == "midcall":             # the leaver's call 4 stops after its agreement (not JSON), then it ends
         if comm.rank == leaver:
-            res["own"] = _attempt(lambda: comm.allgather_object(object()))
+            res["own"] = attempt(lambda: comm.allgather_object(object()))
             return
-        res["next"] = _attempt(lambda: comm.allgather_object(comm.rank))
+        res["next"] = attempt(lambda: comm.allgather_object(comm.rank))
     elif mode == "finish":              # the same calls everywhere; the leaver ends first
         if comm.rank == leaver:
             return
         end, res["read"] = time.monotonic() + 20, {"raised": None}   # its notice: once its interpreter exits
         while leaver not in comm.waiter.departed and time.monotonic() < end and not res["read"]["raised"]:
-            res["read"] = _attempt(comm.waiter.check_notices)   # a loaded machine: a fixed 1 s sleep was flaky
+            res["read"] = attempt(comm.waiter.check_notices)   # a loaded machine: a fixed 1 s sleep was flaky
             time.sleep(0.01)
         res["departed"] = {str(k): v[0] for k, v in comm.waiter.departed.items()}
     elif mode == "p2p":                 # the leaver sends one message, then ends
@@ -71,28 +60,28 @@ def worker(mode: str, out: str) -> None:
             return
         time.sleep(0.5)
         got = np.empty_like(x)
-        res["sent"] = _attempt(lambda: comm.recv(got, leaver))
+        res["sent"] = attempt(lambda: comm.recv(got, leaver))
         res["value"] = got.tolist()
-        res["never"] = _attempt(lambda: comm.recv(got, leaver))
+        res["never"] = attempt(lambda: comm.recv(got, leaver))
     elif mode == "unreceived":          # a large send (rendezvous: completes only once received) to the leaver
         if comm.rank == 0:
             comm.send(np.ones(1 << 20, np.float32), leaver)
             time.sleep(0.5)
-            res["wait"] = _attempt(comm.wait_sends)
+            res["wait"] = attempt(comm.wait_sends)
         elif comm.rank == leaver:
             return
     elif mode == "close":
         other = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
         if comm.rank == leaver:
             comm.close()
-            res["own"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
+            res["own"] = attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
             del other                   # garbage: collected, so it leaves too
             gc.collect()
             time.sleep(3.0)             # still running while the peers call
         else:
             time.sleep(0.5)
-            res["next"] = _attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
-            res["collected"] = _attempt(lambda: other.all_reduce(x, np.empty_like(x)))
+            res["next"] = attempt(lambda: comm.all_reduce(x, np.empty_like(x)))
+            res["collected"] = attempt(lambda: other.all_reduce(x, np.empty_like(x)))
     Path(out, f"rank{comm.rank}.json").write_text(json.dumps(res))
 
 

@@ -72,20 +72,15 @@ def coalesced_refusals(rec: Recorder, rank: int, n: int) -> None:
     import torch.distributed as dist
     gather = {"second_output_size_on_rank0": "BadTensor", "third_count_on_last_rank": "CollectiveMismatch",
               "second_dtype_on_last_rank": "CollectiveMismatch", "third_strided_on_rank0": "BadTensor"}
-    for bad, cls in gather.items():
-        outs, ins = _gather_parts(rank, n, bad)
-        _expect_same_error(rec, f"parts_refused:allgather:{bad}", cls,
-                           _coalesced(dist.all_gather_into_tensor, outs, ins), outs[0],
-                           torch.full_like(outs[0], SENTINEL))
-        _in_step(rec, f"parts_refused:allgather:{bad}", rank, n)
     scatter = {"second_input_size_on_rank0": "BadTensor", "third_count_on_last_rank": "CollectiveMismatch",
                "second_dtype_on_last_rank": "CollectiveMismatch"}
-    for bad, cls in scatter.items():
-        outs, ins = _scatter_parts(rank, n, bad)
-        _expect_same_error(rec, f"parts_refused:reduce_scatter:{bad}", cls,
-                           _coalesced(dist.reduce_scatter_tensor, outs, ins), outs[0],
-                           torch.full_like(outs[0], SENTINEL))
-        _in_step(rec, f"parts_refused:reduce_scatter:{bad}", rank, n)
+    for name, call, parts, cases in (("allgather", dist.all_gather_into_tensor, _gather_parts, gather),
+                                     ("reduce_scatter", dist.reduce_scatter_tensor, _scatter_parts, scatter)):
+        for bad, cls in cases.items():
+            outs, ins = parts(rank, n, bad)
+            _expect_same_error(rec, f"parts_refused:{name}:{bad}", cls, _coalesced(call, outs, ins), outs[0],
+                               torch.full_like(outs[0], SENTINEL))
+            _in_step(rec, f"parts_refused:{name}:{bad}", rank, n)
     # all_reduce_coalesced: one buffer per dtype; the float64 part's count differs on the last rank
     a = torch.full((3,), float(rank + 1))
     b = torch.arange(5 if rank == n - 1 else 4, dtype=torch.float64)
