@@ -108,21 +108,23 @@ def _discover(topology: Topology, base: Path, explicit: bool = False) -> tuple[P
     candidates = ([named] if os.path.lexists(named) else []) + others   # the own one there but unreadable: refused
     if not candidates:          # no plan to compare with: skip the fingerprint (seconds at 2,000 GPUs)
         return None, f"plan: none for {topology.name!r} in {base}/"
-    fp = topology.fingerprint()
+    fp, named_plan = topology.fingerprint(), None
     for path in candidates:
         found = _loadable(path, strict=path == named)   # the topology's own plan: loads or is refused
         if _mine(found, topology, fp, path == named):
             return found, f"plan: {path}"
-    if os.path.lexists(named):
-        return _own(topology, named)
+        if path == named:                               # the topology's own folder holds another machine's plan
+            named_plan = found
+    if named_plan is not None:
+        return _own(topology, named, loaded=(named_plan, fp))
     return None, f"plan: none for {topology.name!r} (fingerprint {fp}) in {base}/"
 
 
-def _own(topology: Topology, path: Path, own: bool = True) -> tuple[Plan | None, str]:
+def _own(topology: Topology, path: Path, own: bool = True, loaded=None) -> tuple[Plan | None, str]:
     """A discovered plan in the place the topology's own would be (``own``: ``<dir>/<name>/``, whose
     folder names the topology; else a results folder's own ``plan.json``): it loads or is refused;
-    one made for another topology is skipped with a warning."""
-    found, fp = _loadable(path, strict=True), topology.fingerprint()
+    one made for another topology is skipped with a warning.  ``loaded``: (plan, fingerprint) already read."""
+    found, fp = loaded or (_loadable(path, strict=True), topology.fingerprint())
     if _mine(found, topology, fp, own):
         return found, f"plan: {path}"
     made = (f"fingerprint {found.topology_fingerprint} != {fp}" if found.topology_fingerprint
