@@ -218,20 +218,30 @@ def _extends(run: list[Op], o: Op) -> bool:
             and not any(_overlap(x, d) for x in [o.src] + [p.src for p in run]))
 
 
+def copy_head_merges(copy: tuple, reduce: tuple, overlap) -> bool:
+    """Whether ``copy`` (dst, src), followed at once by ``reduce`` (dst, acc, src), may run as one
+    reduce ``dst <- copy's src op reduce's src``: the reduce accumulates in place into the copy's
+    destination, and neither source overlaps that destination (else the copy's write changes what
+    the reduce reads, or the one pass reads what it writes).  ``overlap(a, b)`` says whether two
+    regions share an element: the rule :func:`merge_copy_heads` and
+    :func:`kernels.pytorch.fused._merge_copy_heads` share over their own region shapes."""
+    (copy_dst, copy_src), (dst, acc, src) = copy, reduce
+    return acc == dst == copy_dst and not overlap(copy_src, copy_dst) and not overlap(src, dst)
+
+
 def merge_copy_heads(ops) -> list:
     """``ops`` with each copy followed at once by a reduce into the copy's destination (``d <- s``
     then ``d <- d op t``: how the lowering starts a rank-order sum with two peers,
-    :mod:`synth.ir.sum_order`) as that one reduce reading ``s`` as its accumulator: the same
-    values and roundings in one pass instead of two."""
+    :mod:`synth.ir.sum_order`) as that one reduce reading ``s`` as its accumulator
+    (:func:`copy_head_merges`): the same values and roundings in one pass instead of two.  The
+    merged op keeps the reduce's ``deps``: the host executor orders and chains ops by their deps
+    before it merges (``HostLayer._order``, ``_execute_steps``), never after."""
     out: list = []
     for o in ops:
         prev = out[-1] if out else None
         if (isinstance(prev, Op) and prev.kind == "copy" and isinstance(o, Op) and o.kind == "reduce"
-                and o.acc == o.dst == prev.dst and not _overlap(prev.src, prev.dst)
-                and not _overlap(o.src, o.dst)):
-            dst_deps = (set(o.dst_deps) - {prev.id}) | set(prev.dst_deps)
-            out[-1] = replace(o, acc=prev.src, dst_deps=tuple(sorted(dst_deps)),
-                              src_deps=tuple(sorted(set(o.src_deps) | set(prev.src_deps))))
+                and copy_head_merges((prev.dst, prev.src), (o.dst, o.acc, o.src), _overlap)):
+            out[-1] = replace(o, acc=prev.src)
             continue
         out.append(o)
     return out
@@ -252,5 +262,5 @@ def fuse_reduce_chains(ops, min_elems: int = 0) -> list:
     return out
 
 
-__all__ = ["reduce_nway", "reduce_chain", "warm", "fuse_reduce_chains", "merge_copy_heads", "FusedReduce", "chain_args",
+__all__ = ["reduce_nway", "reduce_chain", "warm", "fuse_reduce_chains", "merge_copy_heads", "copy_head_merges", "FusedReduce", "chain_args",
            "supports", "PARALLEL_MIN_BYTES"]

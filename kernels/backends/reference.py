@@ -29,7 +29,7 @@ from kernels.backends.kernel_twins import premul_scale, reduce_copy_with
 from kernels.program.ops import is_float
 from synth.ir.collectives import REDUCE_OPS, element_range
 from synth.ir.schedule import Schedule
-from synth.ir.sum_order import reduce_order
+from synth.ir.sum_order import rank_order_groups
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
 def _combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
@@ -47,19 +47,14 @@ def _divide(x: np.ndarray, n: int) -> np.ndarray:
     return (x / x.dtype.type(n)).astype(x.dtype)
 
 
-def _in_rank_order(step, value: dict, new_value: dict, op: str) -> None:
-    """Recombine each (rank, chunk) that several reduces and no copy fed in this step (checked
-    in listed order already) by :func:`synth.ir.sum_order.reduce_order`."""
-    groups: dict[tuple[int, int], list] = {}
-    for tr in step.transfers:
-        groups.setdefault((tr.dst, tr.chunk), []).append(tr)
-    for (d, k), trs in groups.items():
-        if len(trs) < 2 or any(tr.op != "reduce" for tr in trs):
-            continue
-        order = reduce_order(d, [tr.src for tr in trs])
-        acc = value[(order[0], k)]
-        for r in order[1:]:
-            acc = _combine(op, acc, value[(r, k)])
+def _sum_in_rank_order(step, ranked: dict, value: dict, new_value: dict, op: str) -> None:
+    """Sum each (rank, chunk) of ``ranked`` (:func:`synth.ir.sum_order.rank_order_groups`; its
+    reduces checked, not combined, in listed order) from the step's starting ``value``s."""
+    for (d, k), terms in ranked.items():
+        operands = [value[(d, k) if i is None else (step.transfers[i].src, k)] for i in terms]
+        acc = operands[0]
+        for x in operands[1:]:
+            acc = _combine(op, acc, x)
         new_value[(d, k)] = acc
 
 
@@ -101,6 +96,7 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
     name = schedule.name or spec.name
     for t, step in enumerate(schedule.steps):
         new_value, new_owners = dict(value), dict(owners)
+        ranked = rank_order_groups(step)     # these sum in rank order after the checks below
         for i, tr in enumerate(step.transfers):
             key_src, key_dst = (tr.src, tr.chunk), (tr.dst, tr.chunk)
             if key_src not in value:
@@ -120,9 +116,10 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
                 raise ScheduleInvalid(f"schedule {name!r}: step {t} transfer {i}: reduce of chunk {tr.chunk} "
                                       f"into rank {tr.dst} counts rank(s) {sorted(both)} twice",
                                       rule="double-count", step=t, transfer=i, rank=tr.dst, chunk=tr.chunk)
-            new_value[key_dst] = _combine(op, new_value[key_dst], value[key_src])
+            if key_dst not in ranked:
+                new_value[key_dst] = _combine(op, new_value[key_dst], value[key_src])
             new_owners[key_dst] = new_owners[key_dst] | owners[key_src]
-        _in_rank_order(step, value, new_value, op)
+        _sum_in_rank_order(step, ranked, value, new_value, op)
         value, owners = new_value, new_owners
     for c in chunks:
         for r in c.post:

@@ -60,7 +60,7 @@ from kernels.program.ops import (INPUT, OUTPUT, SCRATCH, Op, Program, Region, bi
                                  is_float)
 from synth.ir.collectives import REDUCE_OPS, Position, element_range
 from synth.ir.schedule import Schedule
-from synth.ir.sum_order import reduce_order
+from synth.ir.sum_order import rank_order_groups
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
 
 
@@ -204,9 +204,10 @@ class _Lowerer:
         while len(self.steps) <= t:
             self.steps.append([])
         plans = []
+        ranked = rank_order_groups(step)
         for (d, k), idxs in groups.items():
             self._check_group(t, d, k, idxs)
-            terms = self._terms(step, d, idxs)
+            terms = ranked.get((d, k))
             own = self.loc.get((d, k))
             head_copy = terms is not None and terms[0] is not None and terms[1] is not None
             target = self._choose(d, k, t, read_keys | {own[0]} if head_copy else read_keys)
@@ -251,16 +252,6 @@ class _Lowerer:
                 contrib = got
             held = True
 
-    def _terms(self, step, d: int, idxs: list[int]) -> list | None:
-        """Several reduces into one (rank, chunk): their transfer indices in
-        :func:`synth.ir.sum_order.reduce_order` (None: ``d``'s own value), else None (the
-        transfers' own order: one transfer, or a copy among them)."""
-        trs = [step.transfers[i] for i in idxs]
-        if len(trs) < 2 or any(tr.op != "reduce" for tr in trs):
-            return None
-        by_src = {tr.src: i for tr, i in zip(trs, idxs)}
-        return [by_src.get(r) if r != d else None for r in reduce_order(d, by_src)]
-
     def _in_transfer_order(self, t, step, d, k, idxs, target, src_slot) -> frozenset:
         value, contrib = self.loc.get((d, k)), self.contrib.get((d, k))
         for i in idxs:
@@ -277,8 +268,8 @@ class _Lowerer:
         return contrib
 
     def _in_rank_order(self, t, step, d, k, terms, target, src_slot) -> frozenset:
-        """Left fold over ``terms`` (:meth:`_terms`) into ``target``; where neither of the first
-        two is ``d``'s own value, the first is copied to ``target`` (a slot other than the own
+        """Left fold over ``terms`` (:func:`synth.ir.sum_order.rank_order_groups`) into ``target``;
+        where neither of the first two is ``d``'s own value, the first is copied to ``target`` (a slot other than the own
         value's, run_step) and the rest reduced into it (the device program runs the copy and
         its reduces as one chain)."""
         own, own_contrib = self.loc[(d, k)], self.contrib[(d, k)]
@@ -291,7 +282,7 @@ class _Lowerer:
             self._emit(t, "copy", target, src_slot[terms[0]], None, k, terms[0])
             acc, contrib, rest = target, self.contrib[(step.transfers[terms[0]].src, k)], terms[1:]
         else:
-            acc, contrib, rest = own, own_contrib, [x for x in terms[:2] if x is not None] + terms[2:]
+            acc, contrib, rest = own, own_contrib, [x for x in terms[:2] if x is not None] + list(terms[2:])
         for term in rest:
             slot, got, i = operand(term)
             raw = (len(contrib) == 1, len(got) == 1) if self.premul else (False, False)

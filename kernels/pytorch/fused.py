@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import torch
 
+from kernels.backends.host_reduce import copy_head_merges
 from kernels.backends.kernel_twins import binop_for
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND
 from kernels.program.ops import SCRATCH
@@ -100,14 +101,22 @@ class OneRound:
                 postdiv(view(dst), self.n)
 
 
+def _overlap(a: tuple, b: tuple) -> bool:
+    """Whether regions ``(buffer key, start, stop)`` share an element."""
+    return a[0] == b[0] and a[1] < b[2] and b[1] < a[2]
+
+
 def _merge_copy_heads(ops: list) -> list:
     """``ops`` with a copy followed at once by a reduce into the copy's destination (how the
     lowering starts a rank-order sum with two peers, :mod:`synth.ir.sum_order`) as that one
-    reduce reading the copy's source as its accumulator: the same values in one pass."""
+    reduce reading the copy's source as its accumulator: the same values in one pass.  The rule
+    is :func:`kernels.backends.host_reduce.copy_head_merges`, the host's, on this module's ops
+    ``(verb, dst, acc, src, binop)``."""
     out: list = []
     for op in ops:
         prev = out[-1] if out else None
-        if prev is not None and prev[0] == "copy" and op[0] == "reduce" and op[2] == op[1] == prev[1]:
+        if (prev is not None and prev[0] == "copy" and op[0] == "reduce"
+                and copy_head_merges((prev[1], prev[3]), op[1:4], _overlap)):
             out[-1] = ("reduce", op[1], prev[3], op[3], op[4])
             continue
         out.append(op)

@@ -12,7 +12,9 @@ every chunk on every rank; its ranks agree only where they sum their peers in on
 paths all do): several reductions into one (rank, chunk) within one step are summed left to
 right in rank order, the destination's own value at its own rank's position.  A one-shot
 all-reduce then computes ``((x_0 + x_1) + x_2) + ...`` on every rank.  A step that also copies
-into that (rank, chunk) keeps its transfers' order.
+into that (rank, chunk) keeps its transfers' order.  :func:`rank_order_groups` says which of a
+step's (rank, chunk)s sum in rank order, and in which order; the reference executor, the lowering
+and :func:`final_expressions` all take it from there.
 
 :func:`final_expressions` replays a schedule by that rule and :func:`inconsistent_chunks` lists
 the chunks whose ranks end with different expressions.  Only a floating sum, avg, premul_sum or
@@ -64,6 +66,28 @@ def reduce_order(dst: int, sources: Iterable[int]) -> tuple[int, ...]:
     return tuple(sorted({*sources, dst}))
 
 
+def rank_order_groups(step) -> dict[tuple[int, int], tuple[int | None, ...]]:
+    """``{(dst, chunk): terms}`` for each (rank, chunk) that two or more reduces and no copy feed
+    in ``step`` (a :class:`synth.ir.schedule.Step`): the indices into ``step.transfers`` of its
+    terms in :func:`reduce_order`, None at ``dst``'s own value.  Every other (rank, chunk) a step
+    writes (one transfer, or a copy among them) is absent: it combines in the transfers' order.
+
+    >>> from synth.ir.schedule import Step, Transfer
+    >>> rank_order_groups(Step(1, (Transfer(0, 2, 1, "reduce"), Transfer(0, 0, 1, "reduce"),
+    ...                            Transfer(0, 1, 2, "reduce"), Transfer(0, 0, 2))))
+    {(1, 0): (1, None, 0)}
+    """
+    groups: dict[tuple[int, int], list[int]] = {}
+    for i, tr in enumerate(step.transfers):
+        groups.setdefault((tr.dst, tr.chunk), []).append(i)
+    out = {}
+    for (d, k), idxs in groups.items():
+        if len(idxs) > 1 and all(step.transfers[i].op == "reduce" for i in idxs):
+            by_src = {step.transfers[i].src: i for i in idxs}
+            out[(d, k)] = tuple(by_src[r] if r != d else None for r in reduce_order(d, by_src))
+    return out
+
+
 class Expressions:
     """Interned reduction trees: a leaf per rank, a node per unordered pair (commutativity), so
     two values are the same expression exactly when their ids are equal."""
@@ -110,21 +134,17 @@ def final_expressions(schedule: Schedule, exprs: Expressions | None = None) -> t
         for r in c.pre:
             state[(r, c.id)] = ex.leaf(r)
     for step in schedule.steps:
-        groups: dict[tuple[int, int], list] = {}
-        for tr in step.transfers:
-            groups.setdefault((tr.dst, tr.chunk), []).append(tr)
+        ranked = rank_order_groups(step)
         new = {}
-        for (d, k), trs in groups.items():
-            if len(trs) > 1 and all(tr.op == "reduce" for tr in trs):
-                got = {tr.src: state[(tr.src, k)] for tr in trs}
-                got[d] = state[(d, k)]
-                new[(d, k)] = ex.fold([got[r] for r in reduce_order(d, (tr.src for tr in trs))])
+        for (d, k), terms in ranked.items():
+            new[(d, k)] = ex.fold([state[(d, k)] if i is None else state[(step.transfers[i].src, k)]
+                                   for i in terms])
+        for tr in step.transfers:            # the rest in the transfers' own order
+            d, k = tr.dst, tr.chunk
+            if (d, k) in ranked:
                 continue
-            value = state.get((d, k))
-            for tr in trs:                   # a copy among them: the transfers' own order
-                v = state[(tr.src, k)]
-                value = ex.node(value, v) if tr.op == "reduce" else v
-            new[(d, k)] = value
+            v = state[(tr.src, k)]
+            new[(d, k)] = ex.node(new.get((d, k), state.get((d, k))), v) if tr.op == "reduce" else v
         state.update(new)
     return state, ex
 
@@ -147,5 +167,5 @@ def inconsistent_chunks(schedule: Schedule) -> list[tuple[int, dict[str, tuple[i
     return out
 
 
-__all__ = ["reduce_order", "order_matters", "final_expressions", "inconsistent_chunks", "Expressions",
+__all__ = ["reduce_order", "rank_order_groups", "order_matters", "final_expressions", "inconsistent_chunks", "Expressions",
            "ORDER_SENSITIVE_OPS"]

@@ -27,6 +27,7 @@ from kernels.backends.host_reduce import (
     supports,
 )
 from kernels.backends.kernel_twins import PreMulSum, avg_scalar, reduce_copy_host
+from kernels.program.ops import Op, Region
 from topo_probe.errors import InvalidArgument
 
 DTYPES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "float16", "bfloat16", "float32", "float64")
@@ -206,3 +207,37 @@ def test_a_copy_that_starts_a_rank_order_sum_merges_into_its_first_reduce():
     step0 = fuse_reduce_chains(merged)
     assert [len(f.ops) for f in step0] == [3, 3, 3, 3] and [o.src.rank for o in step0[2].ops] == [1, 2, 3]
     assert merge_copy_heads(list(p.steps[1])) == list(p.steps[1])               # copies of results stay
+
+
+def _run_host_ops(ops, bufs):
+    """Hand interpreter, one op at a time: copy ``dst <- src``, reduce ``dst <- acc + src``
+    (both operands read before the write, as NumPy does)."""
+    def view(r):
+        return bufs[(r.rank, r.buf)][r.start:r.stop]
+    for o in ops:
+        view(o.dst)[:] = view(o.src) if o.kind == "copy" else view(o.acc) + view(o.src)
+    return bufs
+
+
+@pytest.mark.parametrize("reduce_src, merges", [(Region(0, "scratch", 0, 2), True),      # disjoint
+                                                (Region(0, "output", 1, 3), False),     # overlaps dst
+                                                (Region(0, "output", 2, 4), True)])     # same buf, apart
+def test_a_copy_head_merges_only_where_no_source_overlaps_the_destination(reduce_src, merges):
+    """x[0:2] <- y, then x[0:2] <- x[0:2] + t: where t overlaps x[0:2] the reduce reads what the
+    copy wrote (x = [1..6], y = [10, 20], t = x[1:3]: [30, 23] by hand), so one pass reading y
+    as the accumulator ([12, 23]) would be wrong; the merge is refused there and kept elsewhere,
+    and the ops' results are the same either way."""
+    dst, y = Region(0, "output", 0, 2), Region(1, "input", 0, 2)
+    ops = [Op(0, 0, "copy", dst, src=y), Op(1, 0, "reduce", dst, src=reduce_src, acc=dst, dst_deps=(0,))]
+    merged = merge_copy_heads(ops)
+    assert len(merged) == (1 if merges else 2)
+    if merges:
+        assert merged[0] == Op(1, 0, "reduce", dst, src=reduce_src, acc=y, dst_deps=(0,))
+    fresh = {(0, "output"): np.arange(1.0, 7.0), (1, "input"): np.array([10.0, 20.0]), (0, "scratch"): np.ones(2)}
+    want = _run_host_ops(ops, {k: v.copy() for k, v in fresh.items()})
+    got = _run_host_ops(merged, {k: v.copy() for k, v in fresh.items()})
+    assert all(np.array_equal(want[k], got[k]) for k in fresh)
+    if reduce_src.buf == "output" and reduce_src.start == 1:
+        assert want[(0, "output")][:2].tolist() == [30.0, 23.0]
+    a_copy_reading_its_own_destination = [Op(0, 0, "copy", dst, src=Region(0, "output", 1, 3)), ops[1]]
+    assert merge_copy_heads(a_copy_reading_its_own_destination) == a_copy_reading_its_own_destination
