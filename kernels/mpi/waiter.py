@@ -218,8 +218,12 @@ class Waiter:
         until all are."""
         if reqs:
             testall = self.MPI.Request.Testall
-            self._poll(lambda: testall(reqs), what,
-                       lambda: [peers(i) for i, r in enumerate(reqs) if not r.Get_status()])
+            try:
+                self._poll(lambda: testall(reqs), what,
+                           lambda: [peers(i) for i, r in enumerate(reqs) if not r.Get_status()])
+            except BaseException:   # a peer's notice or the deadline: requests may still be posted, and an
+                self._sent += reqs  # mpi4py request dropped while posted frees the buffer MPI then writes
+                raise
 
 
 def notify_failure(ctrl, rank: int, size: int, text: str, grace_s: float = 1.0, blame: tuple = ()) -> list:

@@ -10,6 +10,7 @@ import re
 
 import numpy as np
 import pytest
+from types import SimpleNamespace
 from hypothesis import assume, given, settings
 from hypothesis import strategies as st
 
@@ -97,6 +98,23 @@ def test_a_timeout_keeps_its_failure_notices_and_their_buffers_until_mpi_is_done
     for r in notices:      # still posted: referenced by the waiter, with the bytes they send
         assert any(s is r for s in w._sent), "an active notice send was dropped (mpi4py frees it)"
         assert b"no progress" in bytes(r.buf)
+
+
+def test_a_wait_stopped_by_a_notice_keeps_its_posted_requests_and_their_buffers():
+    """Seen under CI load (mpirun -n 4, a rank leaving): a peer's call-agreement wait raised on the
+    departure notice, dropped its posted header receives, and the other peers' headers then landed
+    in freed memory (glibc: corrupted double-linked list).  The requests must stay referenced."""
+    raw = departure_notice(2, 3, None, None)
+    w = Waiter(_Ctrl(3, [(2, raw)]), 0, 1.0)
+    w.call, w.spin, w.probe_s = 4, 0, 0.0
+    real = w.MPI
+    w.MPI = SimpleNamespace(**{k: getattr(real, k) for k in ("Status", "ANY_SOURCE", "ANY_TAG", "BYTE")},
+                            Request=SimpleNamespace(Testall=lambda reqs: all(r.Test() for r in reqs)))
+    pending = [_Req(False, np.zeros(8, np.uint8)) for _ in range(2)]
+    with pytest.raises(PeerFailed, match="rank 2 left after its call 3"):
+        w.all(pending, "allreduce", lambda i: i + 1)
+    for r in pending:
+        assert any(s is r for s in w._sent), "a posted request was dropped (mpi4py frees its buffer)"
 
 
 def _notice_from(size: int, src: int, sender_does) -> PeerFailed:
