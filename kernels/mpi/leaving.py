@@ -11,8 +11,9 @@ reads failure notices (every call starts with that, and every wait polls for the
 (:meth:`kernels.mpi.waiter.Waiter.check_departed`): at once instead of after the deadline.  A
 call the rank finished is not failed: its messages completed, so the peers may still drain
 them after it left (the last call of a job, whose ranks end one after another).  A ``recv``
-from it gets what it sent before it left, else raises once nothing came for
-:data:`kernels.mpi.p2p.LEFT_GRACE_S` after the notice.
+from it gets what it sent before it left, else raises once that receive has waited
+:data:`kernels.mpi.p2p.LEFT_GRACE_S` from when it first sees the departure (the notice read during
+it, or before it began); a send to it, likewise in ``wait_sends``.
 
 Interpreter exit works because :func:`weakref.finalize` runs its callbacks from an
 :mod:`atexit` hook, and Python runs those before the functions registered with ``Py_AtExit``
@@ -42,9 +43,13 @@ from topo_probe.errors import PeerFailed, ProcessGroupMismatch
 GRACE_S = 0.2
 #: departure notices MPI may still be sending: kept referenced (with their buffers) until done
 _SENT: list = []
+#: the departures still to send: :func:`_on_finalize` sends them when MPI is finalized first
+_LEAVING: list = []
+#: the keyval of :func:`_on_finalize`'s ``MPI_COMM_SELF`` attribute, once made
+_KEYVAL: list = []
 
 
-def notify_departure(waiter: Waiter, size: int, grace_s: float = GRACE_S) -> None:
+def notify_departure(waiter: Waiter, grace_s: float = GRACE_S) -> None:
     """Tell every peer of ``waiter``'s control communicator that this rank leaves after
     ``waiter.finished`` calls (module docstring); best effort, never raises.  Peers whose own
     departure notice was already read are skipped; later calls on this rank are refused
@@ -52,7 +57,10 @@ def notify_departure(waiter: Waiter, size: int, grace_s: float = GRACE_S) -> Non
     waiter.closed = True
     MPI, ctrl = waiter.MPI, waiter.ctrl
     try:
-        if ctrl is None or size < 2 or not MPI.Is_initialized() or MPI.Is_finalized():
+        if ctrl is None or not MPI.Is_initialized() or MPI.Is_finalized():
+            return
+        size = ctrl.Get_size()
+        if size < 2:
             return
         try:
             waiter.check_notices()     # read the peers' own departures first: they need no notice
@@ -75,15 +83,11 @@ def watch_departure(comm) -> weakref.finalize:
     exit while it lives, when the program calls ``MPI.Finalize()`` itself (:func:`_on_finalize`),
     or when the returned finalizer is called (``comm.close()``).  It holds ``comm``'s waiter,
     never ``comm`` itself (that would keep it alive)."""
-    leave = weakref.finalize(comm, notify_departure, comm.waiter, comm.size)
+    leave = weakref.finalize(comm, notify_departure, comm.waiter)
     _LEAVING[:] = [f for f in _LEAVING if f.alive] + [leave]
     _on_finalize(comm.waiter.MPI)
     return leave
 
-
-#: the departures still to send: :func:`_on_finalize` sends them when MPI is finalized first
-_LEAVING: list = []
-_KEYVAL: list = []
 
 
 def _on_finalize(MPI) -> None:

@@ -21,7 +21,8 @@ from kernels.comm.validation import _contig, _out, check_array
 from kernels.mpi.transport import abandon
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
-#: seconds a receive from a peer that left still waits for its message (sent before it left)
+#: seconds a receive from (a send to) a peer that left still waits for its message, from when that
+#: wait first sees the departure (the notice may have been read before it began)
 LEFT_GRACE_S = 1.0
 
 
@@ -75,7 +76,8 @@ def recv(comm, array, peer: int, rank: int | None = None) -> None:
 def _probe(comm, peer: int):
     """The next message from ``peer`` (matched: no other receive can take it), its bytes and tag.
     A ``peer`` that left (:mod:`kernels.mpi.leaving`) without it: PeerFailed once nothing came for
-    :data:`LEFT_GRACE_S` after its departure notice was read (its sends went out before the notice)."""
+    :data:`LEFT_GRACE_S` from when this wait first saw its departure (its notice read now or before;
+    its sends went out before the notice)."""
     MPI, waiter = comm.waiter.MPI, comm.waiter
     status = MPI.Status()
     start, gone = time.monotonic(), None
@@ -97,7 +99,8 @@ def _probe(comm, peer: int):
 
 def wait_sends(comm) -> None:
     """Wait (with the deadline) until every posted :func:`send` is received; PeerFailed once one
-    to a peer that left (:mod:`kernels.mpi.leaving`) is still open :data:`LEFT_GRACE_S` after its notice."""
+    to a peer that left (:mod:`kernels.mpi.leaving`) is still open :data:`LEFT_GRACE_S` after this wait
+    first saw its departure (its notice read now or before)."""
     comm.agreement.refuse_if_closed()   # its sends stay posted (comm._pending keeps their buffers)
     pend, comm._pending = comm._pending, []
     waiter, reqs, gone = comm.waiter, [p[0] for p in pend], {}

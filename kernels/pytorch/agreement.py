@@ -127,7 +127,7 @@ def compare(rows: list, local_notes: list[str], this_rank: int) -> None:
         if len(set(values)) > 1:
             first = values[0]
             odd = next(r for r, v in enumerate(values) if v != first)
-            if field == "tensor shapes" and what.endswith("_coalesced"):    # the digest covers every part
+            if field == "tensor shapes" and (what.endswith("_coalesced") or what == "allgather_list"):  # every part
                 msg = (f"rank 0 and rank {odd} pass different parts (how many, or a part's shapes, dtype or "
                        f"memory layout)")
             elif field == "tensor shapes":

@@ -100,13 +100,12 @@ class CallRunner:
         if route is not None:                # a small call: header and data in one round
             fused_allreduce(self, tensors[0], op, route)
             return
-        extra, shapes = (0, ""), None
-        if originals is not None:            # coalesced: the whole call in every header (pairs_digest)
-            extra = first_failure(*(first_failure(tensors_ok([t]), reduce_op_ok([t], op)) for t in tensors))
+        shapes = None                        # coalesced: the whole call in every header (pairs_digest)
+        if originals is not None:
             shapes = pairs_digest([(t, t) for t in originals], layouts=False)
         for t in tensors:                    # every part agreed on every rank before any part's data moves
             self.agree("allreduce" if shapes is None else "allreduce_coalesced", [t], count=t.numel(), op=op,
-                       shapes=shapes or [t.shape], originals=originals, extra=extra)
+                       shapes=shapes or [t.shape], originals=originals)
         for t in tensors:
             buf, run_op = premul(flat(t), op, factor, copy=False)
             if self.size == 1:
@@ -123,36 +122,37 @@ class CallRunner:
     def allgather_pairs(self, outputs, inputs) -> None:
         """``all_gather_into_tensor_coalesced``: every pair checked, on every rank, in one header
         (:meth:`agree_pairs`) before any pair's data moves."""
-        self.agree_pairs("allgather_coalesced", outputs, inputs, lambda o, i: (
-            i.numel(), sizes_ok([o], self.size * i.numel(), "output tensor")))
+        self.agree_pairs("allgather_coalesced", list(zip(outputs, inputs)), lambda o, i: (
+            i.numel(), sizes_ok([o], self.size * i.numel(), "output tensor")),
+            failure=_count_ok(outputs, len(inputs), "output tensors"))
         for out, inp in zip(outputs, inputs):
             self._allgather(flat(out), flat(inp))
 
     def reduce_scatter_pairs(self, outputs, inputs, op: str, factor=1.0) -> None:
         """``reduce_scatter_tensor_coalesced``, checked as :meth:`allgather_pairs`."""
-        self.agree_pairs("reducescatter_coalesced", outputs, inputs, lambda o, i: (
-            o.numel(), sizes_ok([i], self.size * o.numel(), "input tensor")), op=op)
+        self.agree_pairs("reducescatter_coalesced", list(zip(outputs, inputs)), lambda o, i: (
+            o.numel(), sizes_ok([i], self.size * o.numel(), "input tensor")), op=op,
+            failure=_count_ok(outputs, len(inputs), "output tensors"))
         for out, inp in zip(outputs, inputs):
             self._reduce_scatter(flat(out), *premul(flat(inp), op, factor))
 
-    def agree_pairs(self, collective: str, outputs, inputs, needs, op: str = "") -> None:
-        """One agreement for a coalesced call of (output, input) pairs: ``needs(out, inp)`` gives a
-        pair's elements per block and its size check; the header carries the first pair's fields,
-        the first failing pair's local failure and a digest of every pair (:func:`pairs_digest`), so
-        a bad later pair, or ranks with different pairs, raise on every rank before any byte moves."""
-        failure, count = (0, ""), 0
-        if len(outputs) != len(inputs):
-            failure = (4, f"{len(outputs)} output tensors for {len(inputs)} input tensors")
-        for k, (out, inp) in enumerate(zip(outputs, inputs)):
-            code, note = tensors_ok([out, inp], cuda_device=self.cuda_device)
+    def agree_pairs(self, collective: str, parts, needs, op: str = "", failure=(0, "")) -> None:
+        """One agreement for a coalesced call: ``parts`` holds each part's tensors (an (output,
+        input) pair, or an input and its output list), ``needs(*part)`` gives a part's elements per
+        block and its size check, ``failure`` a check of the whole call (how many parts); the header
+        carries the first part's fields, the first local failure (``pair k: ...`` where there are
+        several parts) and a digest of every part (:func:`pairs_digest`), so a bad later part, or
+        ranks with different parts, raise on every rank before any byte moves."""
+        count = 0
+        for k, part in enumerate(parts):
+            code, note = tensors_ok(list(part), cuda_device=self.cuda_device)
             if not code:
-                elements, (code, note) = needs(out, inp)
+                elements, (code, note) = needs(*part)
                 count = count if k else elements
-                code, note = first_failure((code, note), reduce_op_ok([inp], op))
+                code, note = first_failure((code, note), reduce_op_ok(list(part[-1:]), op))
             if code and not failure[0]:
-                failure = (code, f"pair {k}: {note}")
-        pairs = list(zip(outputs, inputs))
-        self.agree(collective, list(pairs[0]) if pairs else [], count=count, op=op, shapes=pairs_digest(pairs),
+                failure = (code, f"pair {k}: {note}" if len(parts) > 1 else note)
+        self.agree(collective, list(parts[0]) if parts else [], count=count, op=op, shapes=pairs_digest(parts),
                    extra=failure)
 
     def _allgather(self, out, inp) -> None:
@@ -163,18 +163,12 @@ class CallRunner:
                  nccl_call=lambda g: g.all_gather_single(out, inp, _opts("AllgatherOptions")))
 
     def allgather_lists(self, output_lists, inputs) -> None:
-        """``all_gather`` into a list per input (``all_gather_coalesced``: several): every pair agreed
-        before any pair's data moves, each header with every input's shape (ranks with other pairs
-        raise at the first)."""
-        shapes = [(len(output_lists), len(inputs)), *(tuple(i.shape) for i in inputs)]
-        failure = _count_ok(output_lists, len(inputs), "output lists")
-        for k, (outputs, inp) in enumerate(zip(output_lists, inputs)):   # the first failing pair's, in every header
-            code, note = first_failure(tensors_ok([inp, *outputs], cuda_device=self.cuda_device),
-                                       sizes_ok(outputs, inp.numel(), "output tensor"), _count_ok(outputs, self.size))
-            if code and not failure[0]:
-                failure = (code, f"pair {k}: {note}" if len(inputs) > 1 else note)
-        for outputs, inp in zip(output_lists, inputs):
-            self.agree("allgather_list", [inp, *outputs], count=inp.numel(), shapes=shapes, extra=failure)
+        """``all_gather`` into a list per input (``all_gather_coalesced``: several): one agreement for
+        every (input, output list) part (:meth:`agree_pairs`) before any part's data moves."""
+        self.agree_pairs("allgather_list", [(inp, *outputs) for outputs, inp in zip(output_lists, inputs)],
+                         lambda inp, *outputs: (inp.numel(), first_failure(
+                             sizes_ok(outputs, inp.numel(), "output tensor"), _count_ok(outputs, self.size))),
+                         failure=_count_ok(output_lists, len(inputs), "output lists"))
         for outputs, inp in zip(output_lists, inputs):
             packed = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device)
             self._allgather(packed, flat(inp))

@@ -233,6 +233,6 @@ def test_any_left_notice_text_is_a_departure_or_a_failure_naming_its_sender(tail
 def test_leaving_tells_every_peer_not_yet_gone_the_calls_it_finished_and_closes_this_rank():
     w = Waiter(_Ctrl(4, [(2, b"left:2:1")]), 0, 1.0)   # rank 2 left already: it needs no notice
     w.finished = 7
-    notify_departure(w, 4, grace_s=0)
+    notify_departure(w, grace_s=0)
     sent = {r.dest: bytes(r.buf) for r in w.ctrl.sent if r.tag == TAG_NOTICE}
     assert sent == {1: b"left:0:7", 3: b"left:0:7"} and w.closed

@@ -122,21 +122,23 @@ def _gather_lists_refused(rec: Recorder, rank: int, n: int) -> None:
 
 
 def _good_parts_still_run(rec: Recorder, rank: int, n: int) -> None:
-    """Three good parts of mixed dtypes and sizes (one empty) equal the same calls one by one."""
+    """Three good parts of mixed dtypes and sizes (one empty) equal the blocks built by hand from
+    every rank's rank-valued inputs."""
     import torch
     import torch.distributed as dist
-    ins = [torch.full((3,), float(rank)), torch.arange(2, dtype=torch.float64) + rank, torch.zeros(0)]
+
+    def gather_ins(r):
+        return [torch.full((3,), float(r)), torch.arange(2, dtype=torch.float64) + r, torch.zeros(0)]
+    ins = gather_ins(rank)
     outs = [torch.empty(n * t.numel(), dtype=t.dtype) for t in ins]
     _coalesced(dist.all_gather_into_tensor, outs, ins)()
-    for o, i in zip(outs, ins):
-        want = torch.empty_like(o)
-        dist.all_gather_into_tensor(want, i)
+    for k, o in enumerate(outs):
+        want = torch.cat([gather_ins(r)[k] for r in range(n)])
         rec.check("parts_mixed:allgather_mixed", bits_equal(o, want), f"{o.tolist()} != {want.tolist()}")
     outs = [torch.empty(3), torch.empty(2, dtype=torch.float64), torch.empty(0)]
     ins = [torch.arange(n * o.numel(), dtype=o.dtype) * (rank + 1) for o in outs]
     _coalesced(dist.reduce_scatter_tensor, outs, ins)()
-    for o, i in zip(outs, ins):
-        want = torch.empty_like(o)
-        dist.reduce_scatter_tensor(want, i.clone())
+    for o in outs:                       # sum over ranks r of arange * (r + 1), this rank's block
+        k = o.numel()
+        want = (torch.arange(n * k, dtype=o.dtype) * (n * (n + 1) // 2))[rank * k:(rank + 1) * k]
         rec.check("parts_mixed:reduce_scatter_mixed", bits_equal(o, want), f"{o.tolist()} != {want.tolist()}")
-

@@ -33,17 +33,22 @@ def _same(a, b) -> bool:
     return a == b
 
 
-def compare(rec: Recorder, name: str, ours, gloos) -> None:
-    """The two outcomes agree: both ran with equal values, or both refused."""
+def compare(rec: Recorder, name: str, ours, gloos, refused: str = "") -> None:
+    """The two outcomes agree: both ran with equal values, or (where ``refused`` names the class we
+    raise, else never) both refused, ours with that class."""
     (k1, v1), (k2, v2) = ours, gloos
-    ok = k1 == k2 == "refused" or (k1 == k2 == "ok" and _same(v1, v2))
+    if refused:
+        ok = k1 == k2 == "refused" and v1.startswith(refused + ":")
+    else:
+        ok = k1 == k2 == "ok" and _same(v1, v2)
     rec.check(name, ok, f"topocoll {k1} {v1 if k1 == 'refused' else ''} / gloo {k2} {v2 if k2 == 'refused' else ''}"
-              if k1 != k2 else f"values differ: {v1} / {v2}")
+              if k1 != k2 or k1 == "refused" else f"values differ: {v1} / {v2}")
 
 
-def both(rec: Recorder, name: str, call, gloo) -> None:
-    """``call(group)`` (returns what it wrote) on topocoll (the default group) and on gloo."""
-    compare(rec, name, outcome(lambda: call(None)), outcome(lambda: call(gloo)))
+def both(rec: Recorder, name: str, call, gloo, refused: str = "") -> None:
+    """``call(group)`` (returns what it wrote) on topocoll (the default group) and on gloo; ``refused``:
+    the class we raise where both refuse (:func:`compare`)."""
+    compare(rec, name, outcome(lambda: call(None)), outcome(lambda: call(gloo)), refused)
 
 
 def where_gloo_refuses(rec: Recorder, name: str, call, gloo, want) -> None:
@@ -141,7 +146,7 @@ def _p2p_and_lists(rec: Recorder, rank: int, n: int, gloo) -> None:
         outs = [torch.full((s + 1,), -1.0) for s in range(n)]
         dist.all_gather(outs, torch.full((rank + 1,), float(rank)), group=g)
         return outs
-    both(rec, "lists:all_gather_uneven", ag_uneven, gloo)
+    both(rec, "lists:all_gather_uneven", ag_uneven, gloo, refused="BadTensor")     # gloo: "invalid tensor size"
 
 
 def _dtypes_and_0dim(rec: Recorder, rank: int, n: int, gloo) -> None:
@@ -165,8 +170,10 @@ def _dtypes_and_0dim(rec: Recorder, rank: int, n: int, gloo) -> None:
                 dist.all_reduce(s, group=gloo)
                 where_gloo_refuses(rec, f"dtypes:allreduce_{dtype}_{name}", call, gloo,
                                    torch.div(s, n, rounding_mode="trunc").to(torch.int8))
-            else:
-                both(rec, f"dtypes:allreduce_{dtype}_{name}", call, gloo)
+            else:                                               # torch refuses complex max/min/product/band
+                both(rec, f"dtypes:allreduce_{dtype}_{name}", call, gloo, refused="ValueError" if (
+                    dtype == "complex64" and name != "sum" and name != "avg") else "UnsupportedCall" if (
+                    name == "band") else "")
 
         def gather(g, base=base):
             out = torch.empty(n * 4, dtype=base.dtype)
