@@ -12,6 +12,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _paths import ROOT
+from synth.model.nccl.constants import PROTO_NAMES
 from synth.model.nccl.tuner_config import SHAPE_TOLERANCE, tuner_lines, tuner_models, tuner_text
 from synth.model.nccl.tuner_coverage import available_pairs
 from synth.model.nccl.tuner_plugin import Query, match, parse_conf
@@ -20,7 +21,6 @@ from topo_probe import cluster, get_preset
 from topo_probe.load import load_topology
 
 P100 = str(ROOT / "tests/fixtures/family/nvsmi_p100x4_driver384_soc.txt")
-PROTO = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 _FILES: dict = {}
 _MODELS: dict = {}
 
@@ -47,7 +47,7 @@ def applied(conf, model, coll, nbytes):
     m = model.machine
     out = match(conf, Query(coll, nbytes, m.nodes, m.ranks, available_pairs(model, coll)))
     assert not out.fell_through and out.channel_cap is None
-    return model.forced(coll, out.algorithm, PROTO[out.protocol], nbytes).time_us, model.choose(coll, nbytes).time_us
+    return model.forced(coll, out.algorithm, PROTO_NAMES[out.protocol], nbytes).time_us, model.choose(coll, nbytes).time_us
 
 
 @pytest.mark.parametrize("spec, gpus, coll, nbytes, old_us, own_us", [
