@@ -100,7 +100,7 @@ def _help_table(name: str, lines, machine) -> list[str]:
     return out
 
 
-def _shape_rows(name: str, on, off, lines, shapes, n: int, seed: int) -> list[str]:
+def _shape_rows(name: str, lines, shapes, n: int, seed: int) -> list[str]:
     """Per smaller communicator: slower queries under the file as branch export68 wrote it (the
     machine's lines and a cover without the ring/LL line for machines without LL128), under the
     cover alone (the file without the shapes' lines) and under this file, strictly and beyond
@@ -153,7 +153,7 @@ def main(argv=None) -> int:
             row, ex = _row(f"{name} (fresh)", "synthesize --nccl-tuner-conf", path.read_text(), on, off,
                            args.queries, 100 + k, lines, shapes)
             rows.append(row)
-            shape_rows += _shape_rows(name, on, off, lines, shapes, args.queries // 8, 200 + k)
+            shape_rows += _shape_rows(name, lines, shapes, args.queries // 8, 200 + k)
             helps += _help_table(name, lines, on.machine)
             print(row, flush=True)
     build = next(b for b in PLUGIN_BUILDS if b.works)

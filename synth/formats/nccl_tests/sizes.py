@@ -104,6 +104,10 @@ def size_label(nbytes: float, exact: bool = False) -> str:
     >>> size_label(1 << 20), size_label((1 << 20) + 1), size_label((1 << 20) + 1, exact=True)
     ('1 MiB', '1.0 MiB', '1048577 B')
     """
+    if exact and nbytes == int(nbytes):          # integer arithmetic: a float loses bytes past 2**53
+        n = int(nbytes)
+        unit, k = next(((u, k) for u, k in _BINARY_UNITS if n >= 1 << k), ("B", 0))   # the largest unit <= n
+        return f"{n >> k} {unit}" if n % (1 << k) == 0 else f"{n} B"
     if exact:
         label = size_label(nbytes)
         return label if "." not in label else f"{int(nbytes)} B"

@@ -43,6 +43,7 @@ from pathlib import Path
 from synth.formats.nccl_tests.sizes import size_label
 from synth.ir.collectives import canonical
 from synth.ir.schedule import atomic_write_text
+from synth.model.nccl.constants import PROTO_NAMES
 from synth.model.nccl.tuner_plugin import ALGORITHMS, COLLECTIVES, KEEP_NCCL_CHANNELS, PROTOCOLS, SIZE_MAX
 from synth.model.nccl.tuning import ALGOS_FOR
 from topo_probe.errors import InvalidArgument
@@ -66,7 +67,6 @@ SHAPE_TOLERANCE = 0.02
 PROBE_MAX_BYTES = 1 << 40
 #: widest comment text per line (the plugin's fgets reads 255 bytes at a time)
 COMMENT_WIDTH = 200
-_MODEL_PROTO = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 #: probes per doubling of the size
 PROBES_PER_OCTAVE = 8
 NVLS_ALGORITHMS = ("nvls", "nvls_tree")
@@ -358,8 +358,8 @@ def _cover_holds(coll: str, shape, lines: list[TunerLine]) -> bool:
         for world in (on,) if off is None else (on, off):
             enabled = world.table.enabled(coll)
             for size in sizes:
-                pair = next(((l.algorithm, _MODEL_PROTO[l.protocol]) for l in cover if l.min_bytes <= size <= l.max_bytes
-                             and (l.algorithm, _MODEL_PROTO[l.protocol]) in enabled), None)
+                pair = next(((l.algorithm, PROTO_NAMES[l.protocol]) for l in cover if l.min_bytes <= size <= l.max_bytes
+                             and (l.algorithm, PROTO_NAMES[l.protocol]) in enabled), None)
                 if pair is None or not _holds(world, coll, pair, size):
                     return False
     return True

@@ -24,6 +24,7 @@ from __future__ import annotations
 import random
 from dataclasses import dataclass, field
 
+from synth.model.nccl.constants import PROTO_NAMES
 from synth.model.nccl.tuner_plugin import ALGORITHMS, COLLECTIVES, PROTOCOLS, ParsedConf, Query, match
 from synth.model.nccl.tuning import ALGOS_FOR
 
@@ -31,7 +32,6 @@ __all__ = ["Judged", "queries", "judge", "judge_shapes", "available_pairs", "MAX
 
 #: largest query size (bytes): 64 GiB
 MAX_QUERY_BYTES = 64 << 30
-_MODEL_PROTO = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 _EVERY = frozenset((a, p) for a in ALGORITHMS for p in PROTOCOLS)
 #: a line is "as fast" when its modelled time is within this fraction of NCCL's default
 TOLERANCE = 1e-9
@@ -133,7 +133,7 @@ def judge(conf: ParsedConf, model, model_without_nvls, qs: list[tuple[Query, str
             continue
         wm = model if world == "on" or model_without_nvls is None else model_without_nvls
         d = wm.choose(q.collective, q.nbytes)
-        c = wm.forced(q.collective, out.algorithm, _MODEL_PROTO[out.protocol], q.nbytes)
+        c = wm.forced(q.collective, out.algorithm, PROTO_NAMES[out.protocol], q.nbytes)
         if c.time_us > d.time_us * (1 + TOLERANCE):
             r.slower += 1
             r.note(f"{q.collective} {q.nbytes} B ({world}): line {out.line.number} {c.label} {c.time_us:.1f} us, "
@@ -164,7 +164,7 @@ def judge_shapes(conf: ParsedConf, shapes, n: int, seed: int = 0, tolerance: flo
                         counts[2] += 1
                         continue
                     d = world.choose(coll, size)
-                    c = world.forced(coll, o.algorithm, _MODEL_PROTO[o.protocol], size)
+                    c = world.forced(coll, o.algorithm, PROTO_NAMES[o.protocol], size)
                     counts[1] += c.time_us > d.time_us * (1 + tolerance)
         out[shape.label] = tuple(counts)
     return out

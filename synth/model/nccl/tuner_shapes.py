@@ -6,11 +6,18 @@ whole machine leaves every smaller communicator to its ``-1,-1`` cover, a guess 
 than NCCL's own choice there (a 2-GPU communicator on a P100 or a DGX-1).  So a file also carries
 lines for:
 
-* every one-host communicator of 2 .. G GPUs of the first host (subgroups, tensor-parallel groups):
-  the model of the **first k GPUs** (the representative subset) plus up to :data:`MAX_OTHER_SUBSETS`
-  other k-GPU subsets whose NCCL machine differs (on a DGX-1 GPUs 0,1 and 0,5 have different
-  NVLink counts), so a line changes NCCL's choice only where it helps on each of them;
-* for a topology of N hosts, every N' = 2 .. N-1 full hosts (GPUs of hosts 0 .. N'-1).
+* one-host communicators of k GPUs of the first host (subgroups, tensor-parallel groups) for
+  k = 2 .. 8 and the powers of two above 8, plus the whole host of a multi-host topology
+  (:func:`gpu_counts`): the model of the **first k GPUs** (the representative subset) plus up to
+  :data:`MAX_OTHER_SUBSETS` other k-GPU subsets whose NCCL machine differs (on a DGX-1 GPUs 0,1
+  and 0,5 have different NVLink counts), so a line changes NCCL's choice only where it helps on
+  each of them; subsets of :data:`MAX_GPUS_READ` GPUs in all are read, shared fairly over k;
+* for a topology of N hosts, N' = 2, 4, 8, .. < N full hosts (GPUs of hosts 0 .. N'-1), the
+  data-/pipeline-parallel group sizes users create.
+
+Other shapes (k = 12 GPUs, 3 hosts of 8) get the ``-1,-1`` cover as before.  The rule bounds the
+shapes to about ``7 + 2 log2 G + log2 N`` (a 72-GPU NVL72 rack: 10; 64 DGX H100s: 12), so the file
+is written in seconds where reading every GPU and host count took minutes.
 
 >>> from topo_probe import get_preset
 >>> [(s.nodes, s.ranks, s.subsets) for s in comm_shapes(get_preset("pcie-8gpu-2socket"))][:2]
@@ -21,14 +28,19 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+import math
 from dataclasses import dataclass
 
-__all__ = ["CommShape", "comm_shapes", "MAX_OTHER_SUBSETS", "MAX_SUBSETS_READ"]
+__all__ = ["CommShape", "comm_shapes", "gpu_counts", "MAX_OTHER_SUBSETS", "MAX_GPUS_READ"]
 
 #: other k-GPU subsets (with a different NCCL machine) a one-host shape's lines are checked on
 MAX_OTHER_SUBSETS = 3
-#: k-GPU subsets read per k to find those (in itertools.combinations order: GPU 0 first)
-MAX_SUBSETS_READ = 256
+#: GPUs in all of the subsets read (every k together) to find those, in itertools.combinations
+#: order (GPU 0 first): 1,024 reads every subset of an 8-GPU host (1,008 GPUs in 246 subsets), a
+#: larger host a fair share per k (an NVL72 rack: 51 pairs, 13 8-GPU subsets, one 64-GPU subset)
+MAX_GPUS_READ = 1024
+#: every one-host GPU count up to this; above it only powers of two (and the whole host)
+ALL_GPU_COUNTS_UP_TO = 8
 
 
 @dataclass(frozen=True)
@@ -50,14 +62,39 @@ class CommShape:
         return f"{self.nodes} host(s), {self.ranks} ranks ({first})"
 
 
-def _distinct_subsets(topo, gpus: list[int], k: int) -> tuple:
-    """The first ``k`` of ``gpus``, then other k-subsets with a different NCCL machine (at most
-    :data:`MAX_OTHER_SUBSETS`, spread over the ones found)."""
+def gpu_counts(host_gpus: int, whole_host: bool) -> list[int]:
+    """The one-host GPU counts given lines: 2 .. 8, the powers of two above 8 below
+    ``host_gpus``, and ``host_gpus`` itself when ``whole_host`` (a multi-host topology).
+
+    >>> gpu_counts(72, False)
+    [2, 3, 4, 5, 6, 7, 8, 16, 32, 64]
+    """
+    small = range(2, min(host_gpus, ALL_GPU_COUNTS_UP_TO + 1))
+    powers = [1 << e for e in range(4, host_gpus.bit_length()) if 1 << e < host_gpus]
+    return [*small, *powers, *([host_gpus] if whole_host or host_gpus <= ALL_GPU_COUNTS_UP_TO else [])]
+
+
+def _read_budget(host_gpus: int, counts: list[int]) -> dict[int, int]:
+    """Subsets read per k: :data:`MAX_GPUS_READ` (reading a subset costs about its GPU count) shared
+    over ``counts``, each k at most its C(host_gpus, k) subsets and at least one (the first k GPUs),
+    the counts needing less than their share leaving the rest to the others."""
+    need = {k: math.comb(host_gpus, k) for k in counts}
+    budget, left = {}, MAX_GPUS_READ
+    for i, k in enumerate(sorted(counts, key=lambda k: k * need[k])):
+        budget[k] = max(1, min(need[k], left // (len(counts) - i) // k))
+        left -= budget[k] * k
+    return budget
+
+
+def _distinct_subsets(host, gpus: list[int], k: int, reads: int) -> tuple:
+    """The first ``k`` of ``gpus`` (GPUs of ``host``, a one-host topology, in its own numbering
+    0 ..), then other k-subsets (of the first ``reads``) with a different NCCL machine (at most
+    :data:`MAX_OTHER_SUBSETS`, spread over the ones found), as ``gpus``' values."""
     from synth.model.nccl import NcclMachine
     seen: dict = {}
-    for sub in itertools.islice(itertools.combinations(gpus, k), MAX_SUBSETS_READ):
-        m = dataclasses.replace(NcclMachine.from_topology(topo.subset(sub)), name="")
-        seen.setdefault(m, sub)
+    for sub in itertools.islice(itertools.combinations(range(len(gpus)), k), reads):
+        m = dataclasses.replace(NcclMachine.from_topology(host.subset(sub)), name="")
+        seen.setdefault(m, tuple(gpus[i] for i in sub))
     found = list(seen.values())
     rest = found[1:]
     if len(rest) > MAX_OTHER_SUBSETS:
@@ -72,12 +109,13 @@ def comm_shapes(topo, version: tuple | None = None) -> list[CommShape]:
     hosts = sorted({topo.host_of(g) for g in range(topo.num_gpus)})
     first = [g for g in range(topo.num_gpus) if topo.host_of(g) == hosts[0]]
     out = []
-    for k in range(2, len(first) + 1):
-        if len(hosts) == 1 and k == topo.num_gpus:
-            break                                            # the machine itself
-        subs = _distinct_subsets(topo, first, k)
+    counts = [k for k in gpu_counts(len(first), len(hosts) > 1) if k < topo.num_gpus]   # not the machine itself
+    budget = _read_budget(len(first), counts)
+    host = topo.subset(tuple(first)) if len(hosts) > 1 else topo     # subsets of a 512-GPU cluster cost more
+    for k in counts:
+        subs = _distinct_subsets(host, first, k, budget[k])
         out.append(CommShape(1, k, subs, tuple(tuner_models(topo.subset(s), version) for s in subs)))
-    for n in range(2, len(hosts)):
+    for n in (1 << e for e in range(1, max(len(hosts) - 1, 0).bit_length())):
         gpus = tuple(g for g in range(topo.num_gpus) if topo.host_of(g) in hosts[:n])
         out.append(CommShape(n, len(gpus), (gpus,), (tuner_models(topo.subset(gpus), version),)))
     return out

@@ -90,3 +90,19 @@ def test_size_label_reads_back_within_half_a_tenth_of_its_unit(n):
     assert float(number) >= 1                    # never "0.9 MiB": a unit is only chosen from 1 of it
     if unit != "TiB":                            # the largest unit has no next one to move to
         assert float(number) < 1024, size_label(n)   # 1023.96 KiB reads 1.0 MiB, never 1024.0 KiB
+
+
+@pytest.mark.parametrize("nbytes, text", [(2**64 - 1, "18446744073709551615 B"), (2**60 + 1, "1152921504606846977 B"),
+                                          (3 << 40, "3 TiB"), (2**60, "1048576 TiB"), ((5 << 20) + 1024, "5243904 B"),
+                                          (1023, "1023 B"), (0, "0 B")])
+def test_exact_size_label_by_hand(nbytes, text):
+    """Exact labels past 2**53 bytes: a float rule read 2**64 - 1 as '16777216 TiB'.  A whole
+    number of the largest unit that fits, else plain bytes (5 MiB + 1 KiB is not '5121 KiB')."""
+    assert size_label(nbytes, exact=True) == text
+
+
+@settings(max_examples=300)
+@given(n=st.integers(0, 1 << 80))
+def test_exact_size_label_reads_back_to_the_same_byte_count(n):
+    number, unit = size_label(n, exact=True).split()
+    assert int(number) << {"B": 0, "KiB": 10, "MiB": 20, "GiB": 30, "TiB": 40}[unit] == n

@@ -12,15 +12,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from _paths import ROOT
+from synth.model.nccl.constants import PROTO_NAMES
 from synth.model.nccl.tuner_config import SHAPE_TOLERANCE, tuner_lines, tuner_models, tuner_text
 from synth.model.nccl.tuner_coverage import available_pairs
 from synth.model.nccl.tuner_plugin import Query, match, parse_conf
-from synth.model.nccl.tuner_shapes import comm_shapes
-from topo_probe import cluster
+from synth.model.nccl.tuner_shapes import MAX_OTHER_SUBSETS, comm_shapes
+from topo_probe import cluster, get_preset
 from topo_probe.load import load_topology
 
 P100 = str(ROOT / "tests/fixtures/family/nvsmi_p100x4_driver384_soc.txt")
-PROTO = {"ll": "LL", "ll128": "LL128", "simple": "Simple"}
 _FILES: dict = {}
 _MODELS: dict = {}
 
@@ -47,7 +47,7 @@ def applied(conf, model, coll, nbytes):
     m = model.machine
     out = match(conf, Query(coll, nbytes, m.nodes, m.ranks, available_pairs(model, coll)))
     assert not out.fell_through and out.channel_cap is None
-    return model.forced(coll, out.algorithm, PROTO[out.protocol], nbytes).time_us, model.choose(coll, nbytes).time_us
+    return model.forced(coll, out.algorithm, PROTO_NAMES[out.protocol], nbytes).time_us, model.choose(coll, nbytes).time_us
 
 
 @pytest.mark.parametrize("spec, gpus, coll, nbytes, old_us, own_us", [
@@ -97,3 +97,16 @@ def test_any_subset_any_size_gets_a_line_no_slower_than_ncclS_choice(spec, data,
     model = on if nvls or off is None else off
     line_us, nccl_us = applied(conf, model, coll, nbytes)
     assert line_us <= nccl_us * (1 + SHAPE_TOLERANCE), (gpus, coll, nbytes, line_us, nccl_us)
+
+
+def test_shapes_of_a_72_gpu_host_and_a_64_host_cluster_are_bounded():
+    """An NVL72 rack and 64 DGX H100s: one-host shapes of 2 .. 8 GPUs and the powers of two above
+    (not every count up to 72), host counts 2, 4, .. 32 (not every one up to 63), each shape with
+    at most 1 + MAX_OTHER_SUBSETS subsets; every count up to G took minutes (> 8 on the NVL72)."""
+    rack = comm_shapes(get_preset("gb200-nvl72"))
+    assert [(s.nodes, s.ranks) for s in rack] == [(1, k) for k in (2, 3, 4, 5, 6, 7, 8, 16, 32, 64)]
+    assert rack[-1].subsets == (tuple(range(64)),)            # one subset read at 64 GPUs: the first 64
+    dgx = comm_shapes(cluster("dgx-h100", 64))
+    assert [(s.nodes, s.ranks) for s in dgx] == \
+        [(1, k) for k in range(2, 9)] + [(n, 8 * n) for n in (2, 4, 8, 16, 32)]
+    assert all(1 <= len(s.subsets) <= 1 + MAX_OTHER_SUBSETS == 4 for s in rack + dgx)
