@@ -18,7 +18,7 @@ and :func:`final_expressions` all take it from there.
 
 :func:`final_expressions` replays a schedule by that rule and :func:`inconsistent_chunks` lists
 the chunks whose ranks end with different expressions.  Only a floating sum, avg, premul_sum or
-product can differ in its bits (:func:`order_matters`); integers and min/max are exact.
+product can differ in its bits; integers and min/max are exact.
 
 >>> from synth.ir.schedule import Schedule, Step, Transfer
 >>> reduce_order(2, [3, 0, 1])
@@ -37,27 +37,6 @@ from __future__ import annotations
 from typing import Iterable, Sequence
 
 from synth.ir.schedule import Schedule
-
-#: reduce ops whose floating result depends on the order of its operands (avg and premul_sum scale, then sum)
-ORDER_SENSITIVE_OPS = frozenset({"sum", "avg", "premul_sum", "prod"})
-_EXACT_KINDS = "iub"
-
-
-def order_matters(op: str, dtype) -> bool:
-    """Whether ``op`` over ``dtype`` can give other bits in another order (floating sum, avg,
-    premul_sum, prod; integers, bool and min/max are exact).
-
-    >>> order_matters("sum", "float16"), order_matters("max", "float32"), order_matters("sum", "int32")
-    (True, False, False)
-    """
-    import numpy as np
-    name = str(getattr(dtype, "name", dtype))
-    try:
-        kind = np.dtype(name).kind
-    except TypeError:                         # bfloat16 / float8 without ml_dtypes: floating
-        kind = "f"
-    return op in ORDER_SENSITIVE_OPS and (kind not in _EXACT_KINDS)
-
 
 def reduce_order(dst: int, sources: Iterable[int]) -> tuple[int, ...]:
     """The ranks whose values one step sums into rank ``dst``, in the order they are summed:
@@ -124,11 +103,11 @@ class Expressions:
         return f"({self.text(key[1])} + {self.text(key[2])})"
 
 
-def final_expressions(schedule: Schedule, exprs: Expressions | None = None) -> tuple[dict, Expressions]:
-    """``({(rank, chunk): expression id}, exprs)`` of every value a combining ``schedule`` leaves
+def final_expressions(schedule: Schedule) -> tuple[dict, Expressions]:
+    """``({(rank, chunk): expression id}, expressions)`` of every value a combining ``schedule`` leaves
     after its last step, replayed by :func:`reduce_order` (module docstring).  Assumes a schedule
     the verifier passed (a sender holds what it sends)."""
-    ex = Expressions() if exprs is None else exprs
+    ex = Expressions()
     state: dict[tuple[int, int], int] = {}
     for c in schedule.spec.chunks():
         for r in c.pre:
@@ -151,7 +130,7 @@ def final_expressions(schedule: Schedule, exprs: Expressions | None = None) -> t
 
 def inconsistent_chunks(schedule: Schedule) -> list[tuple[int, dict[str, tuple[int, ...]]]]:
     """``[(chunk, {expression text: ranks})]`` for each chunk of a combining ``schedule`` whose
-    post ranks end with different reduction expressions (so other bits where :func:`order_matters`);
+    post ranks end with different reduction expressions (so other bits for a floating sum, avg, premul_sum or product);
     empty where every rank ends with the same expression of each chunk."""
     if not schedule.spec.combining:
         return []
@@ -167,5 +146,4 @@ def inconsistent_chunks(schedule: Schedule) -> list[tuple[int, dict[str, tuple[i
     return out
 
 
-__all__ = ["reduce_order", "rank_order_groups", "order_matters", "final_expressions", "inconsistent_chunks", "Expressions",
-           "ORDER_SENSITIVE_OPS"]
+__all__ = ["reduce_order", "rank_order_groups", "final_expressions", "inconsistent_chunks", "Expressions"]
