@@ -79,6 +79,7 @@ _MODEL_STEPS = (
     _py("bound-check", f"bound_check.py --out {MV}", MV, True),
     _py("tuner-coverage", "bench_tuner_coverage.py --out results/interop", "results/interop", True,
         "reads the presets' tuner files"),
+    _py("tuner-write", "bench_tuner_write.py --out results/interop", "results/interop", True),
     _py("bwopt", "bench_bwopt.py", "results/bwopt", True),
     _py("calibration", "calibrate_cost_model.py", "results/calibration", True),
     _py("msccl-vs-rccl", "msccl_vs_rccl.py", "results/msccl_vs_rccl", True),
