@@ -24,7 +24,7 @@ from dataclasses import dataclass, replace
 from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
 from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_path
 from synth.model.nccl.pcie_path import gpu_pcie_gen, nic_gbs, pcie_path_gbs, pcie_stream_gbs
-from synth.model.nccl.pcie_share import nic_pcie_limited, nic_shares, uplink_gpus
+from synth.model.nccl.pcie_share import nic_pcie_limited, nic_shares, restated_nic, uplink_gpus
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -85,8 +85,7 @@ class NcclMachine:
     of ``pcie_gen`` (0: none; :mod:`.pcie_path`, which caps every PCIe / host-memory stream by it); ``nic_shares``
     per count of the host's first GPUs in use, ``((GB/s, link kind), ...)``: per ``link_eff`` kind, ``pcie`` or
     ``shm``, a GPU's least share of a link on their PCIe paths to the NIC (:mod:`.pcie_share`; empty: none,
-    :func:`.pcie_path.run_nic_share`); ``nic_pcie_limited`` whether the NICs' rate is their own PCIe link's, below
-    the line rate;
+    :func:`.pcie_path.run_nic_share`); ``nic_pcie_limited`` whether the NICs' rate is their PCIe slot's, below line;
     ``gpus_per_uplink`` how many of a host's GPUs without P2P between them sit behind the PCIe switch whose one
     uplink joins GPU 0 to the CPU (1: its own link; through host memory they share it, :mod:`.shm_uplink`);
     ``p2p_write_gbs`` the GB/s per direction of the slowest hop of the ring NCCL builds when a measurement of the
@@ -314,12 +313,13 @@ class NcclMachine:
         the links to the GPUs they run with: 4 GPUs of such a host reach each other over 3 links
         each, not 7 (an NVSwitch host keeps every link: each goes to the switches).  The count only
         shrinks: a machine already cut to fewer GPUs no longer knows its host's whole mesh.
+        A new ``nic_gbps`` without ``nic_pcie_limited``: rated as :meth:`from_topology` does (:func:`.restated_nic`).
 
         >>> m = NcclMachine("mi300x", "gfx942", 8, 1, "xgmi", 7)
         >>> m.with_(ranks=4).links_per_gpu, m.with_(ranks=16, nodes=2).links_per_gpu
         (3, 7)
         """
-        new = replace(self, **changes)
+        new = replace(self, **{**changes, **restated_nic(self, changes)})
         mesh = self.gpus_per_node - 1
         if (self.intra == "xgmi" and "links_per_gpu" not in changes and mesh > 0 and self.links_per_gpu % mesh == 0
                 and 2 <= new.gpus_per_node < self.gpus_per_node):

@@ -93,6 +93,27 @@ def nic_pcie_limited(topo: Topology, nics: list[str], rates: list[float]) -> boo
     return all(top < float(g.nodes[n].get("speed_gbps") or 0.0) - 1e-9 for n in fastest)
 
 
+def restated_nic(m, changes: dict) -> dict:
+    """The ``nic_gbps`` and ``nic_pcie_limited`` a copy of machine ``m`` with ``changes`` takes where these state a NIC
+    rate but not the flag, by the rule :meth:`.machine.NcclMachine.from_topology` applies: a NIC runs at its line rate,
+    at most its own PCIe link's (:func:`.pcie_path.nic_gbs`), limited where that link is below it
+    (:func:`nic_pcie_limited`).  A limited ``m``'s rate is its slot's: a faster line rate keeps it and the flag, a
+    slower one runs unlimited at its own rate; an unlimited ``m``'s slot is unknown: the new rate, unlimited.
+    ``{}`` where ``changes`` leaves the rate alone or sets the flag itself.
+
+    >>> from synth.model.nccl import NcclMachine
+    >>> slot = NcclMachine("vm", "sm80", 4, 2, "nvlink", 12, nics_per_node=1, nic_gbps=15.75, nic_pcie_limited=True)
+    >>> restated_nic(slot, {"nic_gbps": 50.0}), restated_nic(slot, {"nic_gbps": 12.5}), restated_nic(slot, {})
+    ({'nic_gbps': 15.75, 'nic_pcie_limited': True}, {'nic_gbps': 12.5, 'nic_pcie_limited': False}, {})
+    """
+    if "nic_gbps" not in changes or "nic_pcie_limited" in changes:
+        return {}
+    line = float(changes["nic_gbps"])
+    if m.nic_pcie_limited and line > m.nic_gbps + 1e-9:
+        return {"nic_gbps": m.nic_gbps, "nic_pcie_limited": True}
+    return {"nic_gbps": line, "nic_pcie_limited": False}
+
+
 def uplink_gpus(topo: Topology, local: list[int]) -> int:
     """How many of ``local`` GPUs send through host memory over one PCIe switch uplink with GPU 0: GPU 0 and every GPU
     whose PCIe path to it stays below the host (switches only, :meth:`Topology.pcie_paths`), when none of them has P2P
@@ -106,4 +127,4 @@ def uplink_gpus(topo: Topology, local: list[int]) -> int:
     return 1 + len(below)
 
 
-__all__ = ["nic_links", "nic_shares", "nic_pcie_limited", "uplink_gpus"]
+__all__ = ["nic_links", "nic_shares", "nic_pcie_limited", "restated_nic", "uplink_gpus"]

@@ -90,6 +90,20 @@ def test_a_nic_limited_by_its_slot_moves_data_at_the_pcie_efficiency():
     assert NcclMachine.from_topology(bound_check.machine(vm, 2, nic_gbps=12.5)).nic_pcie_limited is False
 
 
+@pytest.mark.parametrize("line_gbs", [12.5, 25.0, 50.0])
+def test_a_restated_nic_rate_is_rated_as_the_topology_rates_it(line_gbs):
+    """``with_(nic_gbps=...)`` on the slot-limited VM (Gen3 x16 slot, 15.75 GB/s) gives the rate and flag that
+    describing the same hosts with that NIC gives (``from_topology``: line rate at most the slot's, limited where the
+    slot is below it): 12.5 -> (12.5, unlimited), 25 and 50 -> (15.75, limited).  Before, the copy kept the flag
+    whatever the rate (12.5 GB/s NICs moving data at the PCIe efficiency) and took 25 or 50 past the slot."""
+    vm = load_topology(str(FAMILY / "nccl_topo_dump_vm_no_sysfs.xml"))
+    restated = NcclMachine.from_topology(bound_check.machine(vm, 2, nic_gbps=50.0)).with_(nic_gbps=line_gbs)
+    described = NcclMachine.from_topology(bound_check.machine(vm, 2, nic_gbps=line_gbs))
+    assert (restated.nic_gbps, restated.nic_pcie_limited) == (described.nic_gbps, described.nic_pcie_limited)
+    assert (described.nic_gbps, described.nic_pcie_limited) == ((12.5, False) if line_gbs < 15.75 else (15.75, True))
+    assert restated.with_(nic_gbps=line_gbs, nic_pcie_limited=True).nic_pcie_limited is True    # stated: kept
+
+
 @pytest.mark.parametrize("name", ["2 x 4 x L40S Gen4 x16, SHM, x4 uplinks", "2 x 4 x P100, 2 sockets, 50 GB/s NIC",
                                   "2 x 2 x A100 VM, no sysfs, 50 GB/s NIC"])
 def test_the_shared_link_machines_stay_above_the_bound(name):
