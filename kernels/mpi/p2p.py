@@ -70,7 +70,7 @@ def recv(comm, array, peer: int, rank: int | None = None) -> None:
         raise
     fin()
     wire.finish()
-    comm._pending = [p for p in comm._pending if not p[0].Test()]
+    comm._pending[:] = [p for p in comm._pending if not p[0].Test()]   # in place: leaving holds this list
 
 
 def _probe(comm, peer: int):
@@ -102,7 +102,8 @@ def wait_sends(comm) -> None:
     to a peer that left (:mod:`kernels.mpi.leaving`) is still open :data:`LEFT_GRACE_S` after this wait
     first saw its departure (its notice read now or before)."""
     comm.agreement.refuse_if_closed()   # its sends stay posted (comm._pending keeps their buffers)
-    pend, comm._pending = comm._pending, []
+    pend = comm._pending[:]   # emptied in place: kernels.mpi.leaving holds this list
+    comm._pending.clear()
     waiter, reqs, gone = comm.waiter, [p[0] for p in pend], {}
     testall = waiter.MPI.Request.Testall
 
