@@ -6,7 +6,8 @@ peers made another call was only seen by the deadline, ``TOPOCOLL_MPI_TIMEOUT`` 
 (6.0 s with 5 s).  Now, with a 30 s deadline: the peers raise PeerFailed naming it well within
 2 s; a rank that finished the same calls as its peers and ends first fails nobody (its notice
 is read during or after the last call, which it finished); ``close()`` and garbage collection
-leave the same way."""
+leave the same way, with the default abort hook too (mpi69: it held the communicator); a large send
+its peer receives after the sender left arrives whole (mpi69: the sender's MPI_Finalize crashed, SIGSEGV)."""
 
 from __future__ import annotations
 
@@ -85,6 +86,23 @@ def worker(mode: str, out: str) -> None:
         res["sent"] = attempt(lambda: comm.recv(got, leaver))
         res["wrong"] = int(np.count_nonzero(got != np.arange(LARGE, dtype=np.float32) * 3))
         res["never"] = attempt(lambda: comm.recv(got[:64], leaver))
+    elif mode == "large_dropped":       # the same through a communicator the leaver drops (collected) first
+        other = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
+        if comm.rank == leaver:
+            other.send(np.arange(LARGE, dtype=np.float32) * 3, 0)
+            del other
+            gc.collect()
+            junk = [np.full(LARGE, 7.0, np.float32) for _ in range(4)]   # memory a freed buffer would hand out
+            time.sleep(1.0)
+            del junk
+            return
+        end = time.monotonic() + 20
+        while leaver not in other.waiter.departed and time.monotonic() < end:
+            other.waiter.check_notices()
+            time.sleep(0.01)
+        got = np.zeros(LARGE, np.float32)
+        res["sent"] = attempt(lambda: other.recv(got, leaver))
+        res["wrong"] = int(np.count_nonzero(got != np.arange(LARGE, dtype=np.float32) * 3))
     elif mode == "dropped":             # a communicator with the default abort hook, dropped by one rank
         other = MPICommunicator.from_mpi(plan=False)
         if comm.rank == leaver:
@@ -170,6 +188,12 @@ def test_a_large_send_received_after_its_sender_ended_arrives_and_the_sender_exi
     assert got["sent"]["raised"] is None and got["wrong"] == 0, got
     never = got["never"]
     assert never["raised"] == "PeerFailed" and never["rank"] == 1 and never["seconds"] < 2.5, never
+
+
+def test_a_large_send_of_a_dropped_communicator_still_arrives_whole(tmp_path, monkeypatch):
+    # its posted sends must outlive the communicator: MPI reads the buffer when the peer receives
+    got = _run(2, "large_dropped", tmp_path, monkeypatch)["ranks"][0]
+    assert got["sent"]["raised"] is None and got["wrong"] == 0, got
 
 
 def test_a_dropped_communicator_leaves_with_the_default_abort_hook(tmp_path, monkeypatch):
