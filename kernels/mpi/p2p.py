@@ -102,8 +102,8 @@ def wait_sends(comm) -> None:
     to a peer that left (:mod:`kernels.mpi.leaving`) is still open :data:`LEFT_GRACE_S` after this wait
     first saw its departure (its notice read now or before)."""
     comm.agreement.refuse_if_closed()   # its sends stay posted (comm._pending keeps their buffers)
-    pend = comm._pending[:]   # emptied in place: kernels.mpi.leaving holds this list
-    comm._pending.clear()
+    pend = comm._pending[:]   # emptied in place (kernels.mpi.leaving holds this list); a send posted meanwhile stays
+    del comm._pending[:len(pend)]
     waiter, reqs, gone = comm.waiter, [p[0] for p in pend], {}
     testall = waiter.MPI.Request.Testall
 
@@ -112,8 +112,11 @@ def wait_sends(comm) -> None:
             return True
         for peer in {p[1] for p in pend if p[1] in waiter.departed and not p[0].Get_status()}:
             if time.monotonic() - gone.setdefault(peer, time.monotonic()) > LEFT_GRACE_S:
-                abandon(reqs, [False] * len(reqs))   # posted still: keep them (and their buffers) alive
                 raise waiter._failed(f"rank {comm.rank}: send to rank {peer}: rank {peer} left (closed its "
                                      f"communicator or ended) without receiving it", peer)
         return False
-    waiter._poll(received, "send", lambda: [p[1] for p in pend if not p[0].Get_status()])
+    try:
+        waiter._poll(received, "send", lambda: [p[1] for p in pend if not p[0].Get_status()])
+    except BaseException:   # a departure, a notice, the deadline, Ctrl-C: posted still, keep them (and their buffers)
+        abandon(reqs, [False] * len(reqs))
+        raise
