@@ -102,12 +102,14 @@ def keep_past_exit(requests: list) -> None:
     """Once per list: one reference to ``requests`` that is never dropped, so the requests in
     it, and the buffers mpi4py's requests hold until they complete, outlive the interpreter's
     teardown (which clears module globals) until mpi4py's ``MPI_Finalize`` runs after it.
-    ``MPI_Finalize`` is collective and keeps progressing the messages of a rank until every rank
-    has called it (Open MPI 5 ``MPI_Finalize(3)``: "At the moment when the last process calls
-    MPI_Finalize, all pending sends must be matched by a receive"): a large ``send`` that a
-    peer receives only after this rank left is read from its buffer then (seen: Open MPI 5.0.11
-    ``mca_pml_ob1_send_request_schedule_once`` under ``ompi_mpi_finalize``; with the buffer
-    freed it crashed the rank with SIGSEGV).  The memory is the process's until it exits."""
+    Open MPI's ``MPI_Finalize`` is collective and keeps progressing the messages of a rank until
+    every rank has called it: a large ``send`` that a peer receives only after this rank left is
+    read from its buffer then (seen: Open MPI 5.0.11 ``mca_pml_ob1_send_request_schedule_once``
+    under ``ompi_mpi_finalize``; with the buffer freed it crashed the rank with SIGSEGV).  This
+    relies on that library's behaviour: its ``MPI_Finalize(3)`` asks that "all pending
+    communications involving a process are complete before the process calls MPI_Finalize", so
+    ``wait_sends()`` before leaving stays the portable way.  The memory is the process's until it
+    exits.  Off CPython (no ``ctypes.pythonapi``) nothing is kept past the teardown."""
     if any(kept is requests for kept in _KEPT):
         return
     try:
