@@ -208,6 +208,10 @@ def main() -> int:
     if min(args.reps, args.exit_runs, args.deadline_runs) < 1:
         print("bench_mpi_leaving: --reps, --exit-runs and --deadline-runs must be >= 1", file=sys.stderr)
         return 2
+    out = Path(args.out)
+    if any(p.exists() and not p.is_dir() for p in (out, *out.parents)):   # refused before minutes of jobs
+        print(f"bench_mpi_leaving: --out {out}: not a folder", file=sys.stderr)
+        return 2
     try:
         _mpirun()
     except SystemExit:
@@ -217,7 +221,6 @@ def main() -> int:
     t0, before = time.monotonic(), os.getloadavg()[0]
     rows = measure(args.reps, args.exit_runs, args.deadline_runs)
     table, text = report(rows, (before, os.getloadavg()[0]), time.monotonic() - t0, args)
-    out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(out / "leaving.csv", table)
     atomic_write_text(out / "leaving.md", text)
