@@ -104,6 +104,8 @@ _OTHER_STEPS = (
       for a in ("", "rhd", "ring")),
     Step("mpi-overhead", "mpirun --oversubscribe -n 4 python benchmarks/bench_mpi_overhead.py --out results/mpi",
          "results/mpi", False),
+    _py("mpi-leaving", "bench_mpi_leaving.py --out results/mpi", "results/mpi", False,
+        "launches its own mpirun jobs (2 and 4 ranks), ~3 min"),
     _py("pytorch", "bench_pytorch.py --out results/pytorch", "results/pytorch", False),
     _py("pytorch-p2p", "bench_p2p.py", "results/pytorch", False),
     _py("fuzz-loaders", "fuzz_loaders.py --cases 10000 --workers 1 --out results/robustness", "results/robustness",

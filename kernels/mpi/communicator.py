@@ -87,7 +87,7 @@ class MPICommunicator(CommunicatorBase):
     timeout_s : float, optional
         Seconds without progress before a wait raises PeerFailed.
     abort_on_error : bool
-        Install a ``sys.excepthook`` that calls :meth:`abort` on any uncaught exception.
+        Install a ``sys.excepthook`` that calls :meth:`abort` on any uncaught exception while this communicator lives.
     wire : kernels.mpi.transport.HostWire, optional
         Force a buffer layer (tests: a fake-device DeviceWire, an IpcWire over shared memory).
     ipc : {"auto", "never"}

@@ -1,8 +1,8 @@
 """How a rank leaves a :class:`~kernels.mpi.communicator.MPICommunicator`, and what its peers learn.
 
 *Normally* (:func:`watch_departure`): when the communicator is closed (``close()``), garbage
-collected (only with ``abort_on_error=False``: the abort hook, :func:`kernels.mpi.startup.install_abort_hook`,
-holds it), or the interpreter exits (``sys.exit``, the end of the script), the rank sends every
+collected (the abort hook, :func:`kernels.mpi.startup.install_abort_hook`, holds it weakly), or the
+interpreter exits (``sys.exit``, the end of the script), the rank sends every
 peer a ``left:<rank>:<calls>`` notice (:func:`kernels.mpi.waiter.departure_notice`) on the control
 communicator (the failure notices' tag), ``<calls>`` being the number of collective calls whose
 part it finished (:meth:`kernels.mpi.agreement.CallAgreement.done`).  A peer reads it as it
@@ -13,7 +13,9 @@ call the rank finished is not failed: its messages completed, so the peers may s
 them after it left (the last call of a job, whose ranks end one after another).  A ``recv``
 from it gets what it sent before it left, else raises once that receive has waited
 :data:`kernels.mpi.p2p.LEFT_GRACE_S` from when it first sees the departure (the notice read during
-it, or before it began); a send to it, likewise in ``wait_sends``.
+it, or before it began); a send to it, likewise in ``wait_sends``.  The rank's own posted
+``send`` s stay posted, their buffers kept past the interpreter's teardown (:func:`keep_past_exit`),
+so a peer may still receive them while the rank is in ``MPI_Finalize``.
 
 Interpreter exit works because :func:`weakref.finalize` runs its callbacks from an
 :mod:`atexit` hook, and Python runs those before the functions registered with ``Py_AtExit``
@@ -35,27 +37,32 @@ import weakref
 
 import numpy as np
 
+from kernels.mpi import transport as mt
 from kernels.mpi.waiter import TAG_NOTICE, Waiter, departure_notice, notify_failure
 from topo_probe.errors import PeerFailed, ProcessGroupMismatch
 
 #: seconds a leaving rank waits for its notices to leave (they are a few bytes: MPI's eager
 #: protocol completes them at once; a peer that died must not hold up the exit)
 GRACE_S = 0.2
-#: departure notices MPI may still be sending: kept referenced (with their buffers) until done
-_SENT: list = []
 #: the departures still to send: :func:`_on_finalize` sends them when MPI is finalized first
 _LEAVING: list = []
+#: the lists :func:`keep_past_exit` holds past the interpreter's teardown
+_KEPT: list = []
 #: the keyval of :func:`_on_finalize`'s ``MPI_COMM_SELF`` attribute, once made
 _KEYVAL: list = []
 
 
-def notify_departure(waiter: Waiter, grace_s: float = GRACE_S) -> None:
+def notify_departure(waiter: Waiter, sends: list | None = None, grace_s: float = GRACE_S) -> None:
     """Tell every peer of ``waiter``'s control communicator that this rank leaves after
     ``waiter.finished`` calls (module docstring); best effort, never raises.  Peers whose own
     departure notice was already read are skipped; later calls on this rank are refused
-    (``waiter.closed``)."""
+    (``waiter.closed``).  ``sends`` (the communicator's posted ``send`` s, ``(request, peer,
+    buffer)``) move to the requests kept until MPI is done with them (:func:`keep_past_exit`)."""
     waiter.closed = True
     MPI, ctrl = waiter.MPI, waiter.ctrl
+    if sends:
+        mt.abandon([s[0] for s in sends], [False] * len(sends))   # the request holds its buffer
+        sends.clear()
     try:
         if ctrl is None or not MPI.Is_initialized() or MPI.Is_finalized():
             return
@@ -70,7 +77,8 @@ def notify_departure(waiter: Waiter, grace_s: float = GRACE_S) -> None:
         buf = np.frombuffer(raw, np.uint8).copy()
         reqs = [ctrl.Isend([buf, MPI.BYTE], dest=p, tag=TAG_NOTICE) for p in range(size)
                 if p != waiter.rank and p not in waiter.departed]
-        _SENT[:] = [r for r in _SENT if not r.Test()] + reqs
+        mt.keep_abandoned()
+        mt.abandon(reqs, [False] * len(reqs))
         end = time.monotonic() + grace_s
         while reqs and not MPI.Request.Testall(reqs) and time.monotonic() < end:
             time.sleep(1e-3)
@@ -83,10 +91,33 @@ def watch_departure(comm) -> weakref.finalize:
     exit while it lives, when the program calls ``MPI.Finalize()`` itself (:func:`_on_finalize`),
     or when the returned finalizer is called (``comm.close()``).  It holds ``comm``'s waiter,
     never ``comm`` itself (that would keep it alive)."""
-    leave = weakref.finalize(comm, notify_departure, comm.waiter)
+    leave = weakref.finalize(comm, notify_departure, comm.waiter, comm._pending)
     _LEAVING[:] = [f for f in _LEAVING if f.alive] + [leave]
     _on_finalize(comm.waiter.MPI)
+    keep_past_exit(mt._ABANDONED)
     return leave
+
+
+def keep_past_exit(requests: list) -> None:
+    """Once per list: one reference to ``requests`` that is never dropped, so the requests in
+    it, and the buffers mpi4py's requests hold until they complete, outlive the interpreter's
+    teardown (which clears module globals) until mpi4py's ``MPI_Finalize`` runs after it.
+    Open MPI's ``MPI_Finalize`` is collective and keeps progressing the messages of a rank until
+    every rank has called it: a large ``send`` that a peer receives only after this rank left is
+    read from its buffer then (seen: Open MPI 5.0.11 ``mca_pml_ob1_send_request_schedule_once``
+    under ``ompi_mpi_finalize``; with the buffer freed it crashed the rank with SIGSEGV).  This
+    relies on that library's behaviour: its ``MPI_Finalize(3)`` asks that "all pending
+    communications involving a process are complete before the process calls MPI_Finalize", so
+    ``wait_sends()`` before leaving stays the portable way.  The memory is the process's until it
+    exits.  Off CPython (no ``ctypes.pythonapi``) nothing is kept past the teardown."""
+    if any(kept is requests for kept in _KEPT):
+        return
+    try:
+        import ctypes
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(requests))
+        _KEPT.append(requests)
+    except Exception:  # noqa: BLE001 - not CPython: the buffers live until module teardown only
+        pass
 
 
 

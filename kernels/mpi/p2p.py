@@ -70,7 +70,7 @@ def recv(comm, array, peer: int, rank: int | None = None) -> None:
         raise
     fin()
     wire.finish()
-    comm._pending = [p for p in comm._pending if not p[0].Test()]
+    comm._pending[:] = [p for p in comm._pending if not p[0].Test()]   # in place: leaving holds this list
 
 
 def _probe(comm, peer: int):
@@ -102,7 +102,8 @@ def wait_sends(comm) -> None:
     to a peer that left (:mod:`kernels.mpi.leaving`) is still open :data:`LEFT_GRACE_S` after this wait
     first saw its departure (its notice read now or before)."""
     comm.agreement.refuse_if_closed()   # its sends stay posted (comm._pending keeps their buffers)
-    pend, comm._pending = comm._pending, []
+    pend = comm._pending[:]   # emptied in place (kernels.mpi.leaving holds this list); a send posted meanwhile stays
+    del comm._pending[:len(pend)]
     waiter, reqs, gone = comm.waiter, [p[0] for p in pend], {}
     testall = waiter.MPI.Request.Testall
 
@@ -111,8 +112,11 @@ def wait_sends(comm) -> None:
             return True
         for peer in {p[1] for p in pend if p[1] in waiter.departed and not p[0].Get_status()}:
             if time.monotonic() - gone.setdefault(peer, time.monotonic()) > LEFT_GRACE_S:
-                abandon(reqs, [False] * len(reqs))   # posted still: keep them (and their buffers) alive
                 raise waiter._failed(f"rank {comm.rank}: send to rank {peer}: rank {peer} left (closed its "
                                      f"communicator or ended) without receiving it", peer)
         return False
-    waiter._poll(received, "send", lambda: [p[1] for p in pend if not p[0].Get_status()])
+    try:
+        waiter._poll(received, "send", lambda: [p[1] for p in pend if not p[0].Get_status()])
+    except BaseException:   # a departure, a notice, the deadline, Ctrl-C: posted still, keep them (and their buffers)
+        abandon(reqs, [False] * len(reqs))
+        raise

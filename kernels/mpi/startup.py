@@ -109,14 +109,20 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology) -> tuple[
 
 def install_abort_hook(comm) -> None:
     """A ``sys.excepthook`` that ends the job through ``comm.abort`` on any uncaught exception
-    (a topocoll error in one line; others with their traceback first), so no rank hangs."""
+    (a topocoll error in one line; others with their traceback first), so no rank hangs.  It
+    holds ``comm`` weakly: a communicator the program drops is still collected, and so leaves
+    (:mod:`kernels.mpi.leaving`); once it is gone the hook passes the exception on."""
     import sys
+    import weakref
 
     from topo_probe.errors import PeerFailed, TopocollError
-    previous = sys.excepthook
+    previous, ref = sys.excepthook, weakref.ref(comm)
 
     def hook(tp, val, tb):
+        live = ref()
+        if live is None:
+            return previous(tp, val, tb)
         if not isinstance(val, TopocollError):
             previous(tp, val, tb)
-        comm.abort(val, 1, notify=not isinstance(val, PeerFailed) or val.rank is None)
+        live.abort(val, 1, notify=not isinstance(val, PeerFailed) or val.rank is None)
     sys.excepthook = hook

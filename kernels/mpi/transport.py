@@ -340,6 +340,8 @@ class _Run:
 
 #: requests still posted when a collective raised, kept (with the buffers they hold) until done
 _ABANDONED: list = []
+#: set while :func:`keep_abandoned` tests the kept requests
+_PRUNING: list = []
 
 
 def abandon(reqs: list, is_recv: list) -> None:
@@ -356,9 +358,17 @@ def abandon(reqs: list, is_recv: list) -> None:
 
 
 def keep_abandoned() -> int:
-    """Drop the abandoned requests MPI has finished with; returns how many are still posted."""
-    if _ABANDONED:
-        _ABANDONED[:] = [r for r in _ABANDONED if not _done(r)]
+    """Drop the abandoned requests MPI has finished with; returns how many are still posted.
+    The garbage collector may run a communicator's departure meanwhile (:mod:`kernels.mpi.leaving`),
+    which abandons its sends and calls this again: that nested call prunes nothing, and the
+    requests it appends, past the ``n`` tested here, stay."""
+    if _ABANDONED and not _PRUNING:
+        _PRUNING.append(True)
+        try:
+            n = len(_ABANDONED)
+            _ABANDONED[:n] = [r for r in _ABANDONED[:n] if not _done(r)]
+        finally:
+            _PRUNING.clear()
     return len(_ABANDONED)
 
 

@@ -6,7 +6,8 @@ peers made another call was only seen by the deadline, ``TOPOCOLL_MPI_TIMEOUT`` 
 (6.0 s with 5 s).  Now, with a 30 s deadline: the peers raise PeerFailed naming it well within
 2 s; a rank that finished the same calls as its peers and ends first fails nobody (its notice
 is read during or after the last call, which it finished); ``close()`` and garbage collection
-leave the same way."""
+leave the same way, with the default abort hook too (mpi69: it held the communicator); a large send
+its peer receives after the sender left arrives whole (mpi69: the sender's MPI_Finalize crashed, SIGSEGV)."""
 
 from __future__ import annotations
 
@@ -24,6 +25,8 @@ from _mpi import attempt, run_mpi
 CALLS = 3
 #: the deadline of the peers (seconds): far above what a departure may take to be seen
 DEADLINE_S = "30"
+#: float32 elements of a send far above Open MPI's eager limit (4 MiB: rendezvous, completes only once received)
+LARGE = 1 << 20
 
 
 def worker(mode: str, out: str) -> None:
@@ -70,6 +73,45 @@ def worker(mode: str, out: str) -> None:
             res["wait"] = attempt(comm.wait_sends)
         elif comm.rank == leaver:
             return
+    elif mode == "large":               # a large send (rendezvous) the peer receives after the leaver ended
+        if comm.rank == leaver:
+            comm.send(np.arange(LARGE, dtype=np.float32) * 3, 0)
+            return                      # no wait_sends(): atexit, then MPI_Finalize with the send posted
+        end = time.monotonic() + 20
+        while leaver not in comm.waiter.departed and time.monotonic() < end:
+            comm.waiter.check_notices()
+            time.sleep(0.01)
+        time.sleep(0.5)                 # the leaver is in (or past) its MPI_Finalize now
+        got = np.zeros(LARGE, np.float32)
+        res["sent"] = attempt(lambda: comm.recv(got, leaver))
+        res["wrong"] = int(np.count_nonzero(got != np.arange(LARGE, dtype=np.float32) * 3))
+        res["never"] = attempt(lambda: comm.recv(got[:64], leaver))
+    elif mode == "large_dropped":       # the same through a communicator the leaver drops (collected) first
+        other = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
+        if comm.rank == leaver:
+            other.send(np.arange(LARGE, dtype=np.float32) * 3, 0)
+            del other
+            gc.collect()
+            junk = [np.full(LARGE, 7.0, np.float32) for _ in range(4)]   # memory a freed buffer would hand out
+            time.sleep(1.0)
+            del junk
+            return
+        end = time.monotonic() + 20
+        while leaver not in other.waiter.departed and time.monotonic() < end:
+            other.waiter.check_notices()
+            time.sleep(0.01)
+        got = np.zeros(LARGE, np.float32)
+        res["sent"] = attempt(lambda: other.recv(got, leaver))
+        res["wrong"] = int(np.count_nonzero(got != np.arange(LARGE, dtype=np.float32) * 3))
+    elif mode == "dropped":             # a communicator with the default abort hook, dropped by one rank
+        other = MPICommunicator.from_mpi(plan=False)
+        if comm.rank == leaver:
+            del other
+            gc.collect()
+            time.sleep(5.0)             # still running (and not leaving at exit) while the peers call
+        else:
+            time.sleep(0.5)
+            res["collected"] = attempt(lambda: other.all_reduce(x, np.empty_like(x)))
     elif mode == "close":
         other = MPICommunicator.from_mpi(plan=False, abort_on_error=False)
         if comm.rank == leaver:
@@ -138,6 +180,27 @@ def test_waiting_for_a_send_a_rank_that_left_never_received_fails_at_once(tmp_pa
     got = _run(2, "unreceived", tmp_path, monkeypatch)["ranks"][0]["wait"]
     assert got["raised"] == "PeerFailed" and got["rank"] == 1 and got["seconds"] < 2.5, got
     assert "send to rank 1: rank 1 left (closed its communicator or ended) without receiving it" in got["message"]
+
+
+def test_a_large_send_received_after_its_sender_ended_arrives_and_the_sender_exits_cleanly(tmp_path, monkeypatch):
+    # before: the leaver's MPI_Finalize progressed the rendezvous from the freed buffer: SIGSEGV, mpirun rc 139
+    got = _run(2, "large", tmp_path, monkeypatch)["ranks"][0]     # _run asserts mpirun's rc 0
+    assert got["sent"]["raised"] is None and got["wrong"] == 0, got
+    never = got["never"]
+    assert never["raised"] == "PeerFailed" and never["rank"] == 1 and never["seconds"] < 2.5, never
+
+
+def test_a_large_send_of_a_dropped_communicator_still_arrives_whole(tmp_path, monkeypatch):
+    # its posted sends must outlive the communicator: MPI reads the buffer when the peer receives
+    got = _run(2, "large_dropped", tmp_path, monkeypatch)["ranks"][0]
+    assert got["sent"]["raised"] is None and got["wrong"] == 0, got
+
+
+def test_a_dropped_communicator_leaves_with_the_default_abort_hook(tmp_path, monkeypatch):
+    # before: the abort hook held the communicator, so the peer only learnt at the leaver's exit (~4.5 s later)
+    got = _run(2, "dropped", tmp_path, monkeypatch)["ranks"][0]["collected"]
+    assert got["raised"] == "PeerFailed" and got["rank"] == 1 and got["seconds"] < 2.0, got
+    assert "call 1: stopping because rank 1 left after its call 0" in got["message"], got
 
 
 def test_close_and_collection_leave_too(tmp_path, monkeypatch):

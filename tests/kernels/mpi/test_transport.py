@@ -183,6 +183,43 @@ def test_a_call_that_stops_keeps_every_posted_buffer_alive_and_cancels_its_recei
     assert mt.keep_abandoned() == 0 and mt._ABANDONED == []
 
 
+class _Posted:
+    """A request; ``done`` once MPI finished it.  Its first ``Test`` runs ``meanwhile`` (as the
+    garbage collector may, mid-call: a dropped communicator's departure)."""
+
+    def __init__(self, done=False, meanwhile=None):
+        self.done, self.meanwhile = done, meanwhile
+
+    def Test(self):
+        run, self.meanwhile = self.meanwhile, None
+        if run is not None:
+            run()
+        return self.done
+
+
+def test_requests_abandoned_while_the_kept_ones_are_tested_are_kept_too(monkeypatch):
+    """mpi69r: a communicator collected while keep_abandoned tests the kept requests moves its
+    posted sends in and prunes the list itself (kernels.mpi.leaving.notify_departure: abandon,
+    then keep_abandoned); before, the outer pass, reading a list shifted under it, skipped a
+    posted request and wrote back a list without it (MPI then reads a freed buffer)."""
+    from kernels.mpi import transport as mt
+
+    monkeypatch.setattr(mt, "_ABANDONED", [])
+    late = [_Posted(), _Posted()]
+
+    def collected():
+        mt.abandon(late, [False, False])
+        mt.keep_abandoned()
+
+    finished, busy = _Posted(done=True), _Posted(meanwhile=collected)
+    posted = _Posted()
+    mt.abandon([finished, busy, posted], [False] * 3)
+    mt.keep_abandoned()
+    kept = {id(r) for r in mt._ABANDONED}
+    assert kept == {id(r) for r in (busy, posted, *late)}, [r for r in (busy, posted, *late) if id(r) not in kept]
+    assert len(mt._ABANDONED) == 4
+
+
 def test_a_bound_call_that_stops_keeps_what_it_started_and_its_binding_is_dropped(monkeypatch):
     """The same on persistent requests (kernels.mpi.persistent): the requests a bound call started
     and MPI has not finished are kept (receives cancelled), the ones it never started are not

@@ -230,9 +230,37 @@ def test_any_left_notice_text_is_a_departure_or_a_failure_naming_its_sender(tail
     assert f"rank 0: call {call}: stopping because rank 1 left after its call {finished}" in str(e.value)
 
 
-def test_leaving_tells_every_peer_not_yet_gone_the_calls_it_finished_and_closes_this_rank():
+def test_leaving_tells_every_peer_not_yet_gone_the_calls_it_finished_and_closes_this_rank(monkeypatch):
+    from kernels.mpi import transport as mt
+    monkeypatch.setattr(mt, "_ABANDONED", [])           # the fake requests stay out of the process's list
     w = Waiter(_Ctrl(4, [(2, b"left:2:1")]), 0, 1.0)   # rank 2 left already: it needs no notice
     w.finished = 7
-    notify_departure(w, grace_s=0)
+    send = _Req(False)                                   # a send of the communicator, posted still
+    posted = [(send, 1, None)]
+    notify_departure(w, posted, grace_s=0)
     sent = {r.dest: bytes(r.buf) for r in w.ctrl.sent if r.tag == TAG_NOTICE}
     assert sent == {1: b"left:0:7", 3: b"left:0:7"} and w.closed
+    assert posted == [] and all(any(k is r for k in mt._ABANDONED) for r in [send, *w.ctrl.sent])   # kept
+
+
+def test_wait_sends_stopped_by_a_notice_keeps_its_posted_sends_and_their_buffers(monkeypatch):
+    """mpi69r: ``wait_sends`` took the posted sends off the communicator, then a peer's notice (or
+    the deadline, or Ctrl-C) raised and the sends were dropped while posted: mpi4py frees them,
+    and MPI reads the freed buffers once the peer receives.  They must stay referenced, as
+    :meth:`Waiter.all` keeps its own."""
+    from kernels.mpi import transport as mt
+    from kernels.mpi.p2p import wait_sends
+
+    monkeypatch.setattr(mt, "_ABANDONED", [])
+    w = Waiter(_Ctrl(3, [(2, departure_notice(2, 3, None, None))]), 0, 1.0)
+    w.call, w.spin, w.probe_s = 4, 0, 0.0
+    real = w.MPI
+    w.MPI = SimpleNamespace(**{k: getattr(real, k) for k in ("Status", "ANY_SOURCE", "ANY_TAG", "BYTE")},
+                            Request=SimpleNamespace(Testall=lambda reqs: all(r.Test() for r in reqs)))
+    posted = [_Req(False, np.zeros(8, np.uint8)) for _ in range(2)]
+    comm = SimpleNamespace(agreement=SimpleNamespace(refuse_if_closed=lambda: None), waiter=w,
+                           _pending=[(r, 1, r.buf) for r in posted])
+    with pytest.raises(PeerFailed, match="rank 2 left after its call 3"):
+        wait_sends(comm)
+    for r in posted:
+        assert any(s is r for s in mt._ABANDONED + w._sent), "a posted send was dropped (mpi4py frees its buffer)"
