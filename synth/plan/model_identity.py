@@ -58,11 +58,15 @@ def stale_plan_note(plan) -> str | None:
     (hand-written, or made before plans recorded it)."""
     if plan.model is None or plan.model == installed_model_version():
         return None
+    from topo_probe.machines.presets import PRESETS
     where = plan.path or "the plan given"
     folder = f" --out {plan.path.parent}" if plan.path is not None else ""
+    name = plan.topology_name       # a preset's name is --topology's value; a cluster's (2xdgx-a100), kept
+    machine = (name if name in PRESETS     # GPUs' (dgx1-v100[0,1,2]) or a user file's (its stem) is not
+               else f"<the file or preset that made {name!r}, with its --gpus/--nodes/--net>" if name else "<machine>")
     return (f"{where}: plan made by other models ({plan.model}; installed: {installed_model_version()}): its "
             f"choices between our schedules and NCCL may be stale; every schedule still runs verified; rerun "
-            f"synthesize --topology {plan.topology_name or '<machine>'}{folder} to plan with the installed models")
+            f"synthesize --topology {machine}{folder} to plan with the installed models")
 
 
 __all__ = ["RESULTS_VERSION", "MODEL_DIR", "MAX_MODEL_CHARS", "model_code_digest", "model_version",

@@ -99,6 +99,21 @@ def test_a_plan_made_in_memory_with_a_stale_model_is_said_once(topo):
     assert len(said) == 1 and said[0].startswith(f"the plan given: plan made by other models ({OLD};"), said
 
 
+@pytest.mark.parametrize("machine", ["dgx1-v100", "2xdgx-a100", "dgx1-v100[0,1,2]", "full3", "nvsmi_p100x4_driver384_soc"])
+def test_the_fix_the_warning_names_is_a_command_synthesize_takes(tmp_path, machine):
+    """``rerun synthesize --topology X``: X is what load_topology (synthesize's --topology) accepts, else a
+    placeholder naming the machine; a plan's topology name is a preset only for a whole preset machine (a
+    cluster is ``2xdgx-a100``, kept GPUs ``dgx1-v100[0,1,2]``, a user's file its stem)."""
+    from synth.plan.model_identity import stale_plan_note
+    from topo_probe import load_topology
+    note = stale_plan_note(Plan(machine, "", [], tmp_path, tmp_path / "plan.json", model=OLD))
+    arg = note.split("rerun synthesize --topology ", 1)[1].split(f" --out {tmp_path}")[0]
+    if arg.startswith("<"):
+        assert repr(machine) in arg and machine != "dgx1-v100", note
+    else:
+        assert arg == machine and load_topology(arg).name == machine, note
+
+
 def _write(tmp_path, model_json: str):
     doc = json.dumps({"format": "topocoll.plan", "version": 1, "topology": {"name": "t", "fingerprint": ""},
                       "model": "@@", "entries": []})
