@@ -6,8 +6,8 @@ Usage::
 
 For every XML in every ready ``msccl/`` folder under ``results/`` (the files a user points
 ``MSCCL_ALGO_DIR`` at; ``candidates/`` is skipped, as the runtimes skip subfolders) and in fresh
-``synthesize`` runs into a temporary folder (the README presets, ``full:33`` alltoall, a
-2-host dgx-a100 cluster and :data:`OTHER_MACHINES`, machines no preset has; allgather,
+``synthesize`` runs into a temporary folder (the README presets, ``full:33`` alltoall and
+:data:`OTHER_MACHINES`, machines no preset has, a 2-host dgx-a100 cluster first; allgather,
 reducescatter, allreduce and alltoall only, the collectives a ready folder holds, with
 ``--time-limit`` seconds per solver), it writes one row: the runtime the run targeted
 (``msccl_runtime`` in its summary.json, else the default for its GPUs), whether
@@ -38,6 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "tests"))           # the one list of machines no preset has
 
 from synth import from_msccl_xml, load_schedule  # noqa: E402
 from synth.formats.msccl.runtimes import (FULL_OPS, MSCCL_EXECUTOR_NCCL, RCCL, check_program,  # noqa: E402
@@ -50,18 +51,13 @@ from synth.model.cost import CostModel  # noqa: E402
 from synth.pipeline.msccl_export import default_runtime  # noqa: E402
 from topo_probe import load_topology  # noqa: E402
 from topo_probe.errors import TopocollError  # noqa: E402
+from _other_machines import INTEROP, selection  # noqa: E402
 
 PRESETS = ("dgx1-v100", "dgx-a100", "dgx-h100", "mi300x", "pcie-8gpu-2socket")
 READY_COLLECTIVES = "allgather,reducescatter,allreduce,alltoall"
-_FAMILY = str(ROOT / "tests" / "fixtures" / "family")
-#: fresh runs on machines no preset has: hand-written fixtures of other machines, a few GPUs of a preset, a RoCE cluster
-OTHER_MACHINES = {
-    "p100x4-soc": ["--topology", f"{_FAMILY}/nvsmi_p100x4_driver384_soc.txt"],
-    "l40sx4-pcilink": ["--topology", f"{_FAMILY}/nccl_topo_dump_bcm_pcilink.xml"],
-    "a100x2-vm-no-sysfs": ["--topology", f"{_FAMILY}/nccl_topo_dump_vm_no_sysfs.xml"],
-    "mi300x-gpus0-5": ["--topology", "mi300x", "--gpus", "0-5"],
-    "dgx-h100-2nodes-roce": ["--topology", "dgx-h100", "--nodes", "2", "--net", "roce"],
-}
+#: fresh runs on machines no preset has (tests/_other_machines.py's list, bench_interop's selection): a 2-host
+#: dgx-a100 cluster, hand-written fixtures of other machines, a few GPUs of a preset, a RoCE cluster
+OTHER_MACHINES = selection(INTEROP)
 FIELDS = ("source", "folder", "file", "runtime", "loads_on_target", "rccl", "msccl_executor_nccl",
           "every_size_picked", "picked_float32", "full_ops", "max_steps_per_tb", "max_tbs_per_gpu", "nchannels",
           "replay", "lowering_cost", "reexport_now", "reexport_rccl")
@@ -74,9 +70,8 @@ def fresh_runs(time_limit: float) -> list[tuple[str, list[str]]]:
     runs.append(("full33-alltoall", ["--topology", "full:33", "--collectives", "alltoall"]))
     runs.append(("full33-alltoall-rccl", ["--topology", "full:33", "--collectives", "alltoall",
                                           "--msccl-runtime", "rccl"]))
-    runs.append(("dgx-a100-2nodes", ["--topology", "dgx-a100", "--nodes", "2"] + quick))
-    for name, shape in OTHER_MACHINES.items():
-        runs.append((name, shape + quick))
+    for name, machine in OTHER_MACHINES.items():
+        runs.append((name, machine.synthesize_args() + quick))
     return runs
 
 

@@ -28,6 +28,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+sys.path.append(str(ROOT / "tests"))           # the one list of machines no preset has
 
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 from synth.model.nccl.tuner_config import (  # noqa: E402
@@ -36,34 +37,17 @@ from synth.model.nccl.tuner_coverage import judge, judge_shapes, queries  # noqa
 from synth.model.nccl.tuner_shapes import comm_shapes  # noqa: E402
 from synth.model.nccl.tuner_plugin import PLUGIN_BUILDS, RCCL_TUNER_LOOKUP, parse_conf  # noqa: E402
 from topo_probe import get_preset  # noqa: E402
-from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
-from topo_probe.load import load_topology, parse_gpu_list  # noqa: E402
 from topo_probe.errors import InvalidArgument  # noqa: E402
+from _other_machines import TUNER_COVERAGE, selection  # noqa: E402
 
 PRESETS = ("dgx1-v100", "dgx-a100", "dgx-h100", "pcie-8gpu-2socket", "mi300x")
-_FAMILY = "tests/fixtures/family/"
-#: machines no preset has: label -> (--topology, --gpus, --nodes, --net), as ``synthesize`` takes them
-OTHER_MACHINES = {
-    "2x dgx-a100": ("dgx-a100", None, 2, None),
-    "4 x P100, two sockets (nvidia-smi, SOC)": (_FAMILY + "nvsmi_p100x4_driver384_soc.txt", None, None, None),
-    "4 x L40S, pcilink switches (NCCL dump)": (_FAMILY + "nccl_topo_dump_bcm_pcilink.xml", None, None, None),
-    "2 x A100 PCIe, VM without sysfs (NCCL dump)": (_FAMILY + "nccl_topo_dump_vm_no_sysfs.xml", None, None, None),
-    "8 x RTX 4090 (nvidia-smi, SYS)": ("tests/fixtures/nvsmi_topo_8x_rtx4090_sys.txt", None, None, None),
-    "dgx1-v100 GPUs 0-2": ("dgx1-v100", "0-2", None, None),
-    "dgx-h100 GPUs 0-5": ("dgx-h100", "0-5", None, None),
-    "2x dgx-h100, RoCE": ("dgx-h100", None, 2, "roce"),
-    "4x dgx-a100, EFA": ("dgx-a100", None, 4, "efa"),
-}
+#: machines no preset has (tests/_other_machines.py's list, this benchmark's selection): label -> Machine
+OTHER_MACHINES = selection(TUNER_COVERAGE)
 COMMAND = "python benchmarks/bench_tuner_coverage.py --out results/interop"
 
 
 def _topology(name: str):
-    if name not in OTHER_MACHINES:
-        return get_preset(name)
-    path, gpus, nodes, net = OTHER_MACHINES[name]
-    topo = load_topology(str(ROOT / path) if path.startswith("tests/") else path,
-                         gpus=parse_gpu_list(gpus) if gpus else None)
-    return apply_machine_arguments(topo, argparse.Namespace(nodes=nodes, net=net))
+    return OTHER_MACHINES[name].load() if name in OTHER_MACHINES else get_preset(name)
 
 
 def _gains(r) -> str:

@@ -296,6 +296,9 @@ def _plan_nonsense(p) -> str | None:
             return f"predicted_us {e.predicted_us!r}"
         if e.root is not None and (not isinstance(e.root, int) or not 0 <= e.root < 4096):
             return f"root {e.root!r}"
+    if p.model is not None and (not isinstance(p.model, str) or not 0 < len(p.model) <= 256
+                                or any(c in p.model for c in "\n\r\t\0")):     # quoted in a one-line warning
+        return f"model {p.model!r}"
     return None
 
 
@@ -425,7 +428,8 @@ def _generated_seeds() -> dict[str, list[tuple[str, bytes]]]:
     plan = Plan("dgx1-v100", topo["dgx1-v100"].fingerprint(), [
         PlanEntry("allgather", 0, 65536, "schedules/allgather-ring.json", None, 7.9),
         PlanEntry("allgather", 65536, None, "schedules/allgather-lp.json"),
-        PlanEntry("broadcast", 0, None, "schedules/broadcast-tree.json", 0, 12.5)])
+        PlanEntry("broadcast", 0, None, "schedules/broadcast-tree.json", 0, 12.5)],
+        model="results 2, cost model bb99449d8dd8, NCCL model 2.28, code 6b3457645bf6")   # as synthesize writes it
     out["plan-json"] = [("plan.json", json.dumps(plan.to_dict(), indent=1).encode())]
     codes = ["OK", "CNS", "GNS", "TNS", "NS", "DR", "U"]
     rows = [" \t" + "\t".join(f"GPU{j}" for j in range(8)) + "\t"]

@@ -15,6 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from _fake_device import FakeRuntime
+from _other_machines import PLAN_TRUTH, selection
 from _schedules import alloc_buffers, check_result, make_inputs
 
 from kernels import Communicator
@@ -22,6 +23,7 @@ from kernels.backends.cupy_executor import CupyLayer
 from synth.formats.schedule_file import load_schedule
 from synth.ir.collectives import ROOTED, CollectiveSpec
 from synth.plan.size_plan import Plan
+from topo_probe.load import parse_gpu_list
 
 #: the largest size (bytes) of a sampled call that runs through the executor; larger sampled
 #: sizes check the route the same call would take (Communicator.route) without moving data
@@ -191,14 +193,9 @@ class PlanTruth:
         return max(spec.input_blocks(), spec.output_blocks()) * count * 4
 
 
-#: machines no preset has, as a user's files give them (tests/fixtures; family/README.md says what
-#: each imitates) at small rank counts: name -> (file under tests/fixtures, GPUs kept or None)
-UNSEEN = {
-    "vm-2xA100-no-sysfs": ("family/nccl_topo_dump_vm_no_sysfs.xml", None),
-    "rtx4090-gpus0-2": ("nvsmi_topo_8x_rtx4090_sys.txt", [0, 1, 2]),
-    "p100x4-soc": ("family/nvsmi_p100x4_driver384_soc.txt", None),
-    "dgx-a100-nvsmi-gpus0-5": ("nvsmi_topo_dgx_a100.txt", list(range(6))),
-}
+#: machines no preset has, as a user's files give them (tests/_other_machines.py's list, this helper's
+#: selection: fixtures only, small rank counts): name -> (file under tests/fixtures, GPUs kept or None)
+UNSEEN = {name: (m.fixture, parse_gpu_list(m.gpus) if m.gpus else None) for name, m in selection(PLAN_TRUTH).items()}
 
 
 def unseen_plan(name: str, folder):

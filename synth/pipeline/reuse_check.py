@@ -10,7 +10,6 @@ synthesizes again (:func:`synth.pipeline.synthesize.run`).
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from pathlib import Path
@@ -22,20 +21,6 @@ from topo_probe.errors import TopocollError
 
 #: a plan entry run by NCCL rather than by a schedule file
 NCCL = "nccl"
-
-#: the cost model and the NCCL model (``synth/model/``): a plan depends on their code, not only on their constants
-MODEL_DIR = Path(__file__).resolve().parent.parent / "model"
-
-
-def model_code_digest(model_dir: Path = MODEL_DIR) -> str:
-    """12 hex digits of the models' source: every ``*.py`` under ``model_dir`` and the NCCL model's fitted
-    constants, each with its path, so results made by another version of the models' code are not reused."""
-    h = hashlib.sha256()
-    for path in sorted([*model_dir.rglob("*.py"), model_dir / "nccl" / "fitted_params.json"]):
-        if path.is_file():
-            h.update(path.relative_to(model_dir).as_posix().encode() + b"\0" + path.read_bytes() + b"\0")
-    return h.hexdigest()[:12]
-
 
 def _size(n: int | None) -> str:
     """A range boundary as the plan lines print it: :func:`~synth.formats.nccl_tests.sizes.size_label` where that
@@ -66,15 +51,18 @@ def plan_lines(plan: Plan) -> list[str]:
             for (coll, root), parts in rows.items()]
 
 
-def verify_reused(out_dir: Path, fabric: Fabric) -> tuple[int, float, list[str]] | str:
+def verify_reused(out_dir: Path, fabric: Fabric, model: str) -> tuple[int, float, list[str]] | str:
     """``(schedules verified, seconds, plan lines)`` of the plan in ``out_dir`` against
     ``fabric``, or a one-line reason the results cannot be reused (a schedule missing, malformed
-    or not valid on this fabric)."""
+    or not valid on this fabric; a plan recording models other than ``model``, the run's
+    :func:`~synth.plan.model_identity.model_version`, though ``summary.json`` records this one)."""
     from synth.formats.schedule_file import load_schedule
     from synth.ir.verifier import check
     t0 = time.perf_counter()
     try:
         plan = Plan.load(out_dir / "plan.json")
+        if plan.model is not None and plan.model != model:
+            return f"{out_dir / 'plan.json'} was made by other models ({plan.model}; this run: {model})"
         done: set[str] = set()
         for e in plan.entries:
             for file in (e.schedule, e.fallback):      # a fallback runs where NCCL cannot: verified too

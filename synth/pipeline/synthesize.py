@@ -59,8 +59,9 @@ from synth.pipeline.msccl_export import default_runtime, export_msccl
 from synth.pipeline.keep import link_identical, unchanged
 from synth.pipeline.output import ResultsFolder, ResultsNotWritten, classify, not_written
 from synth.pipeline.progress import RunProgress
-from synth.pipeline.reuse_check import dropped_results, model_code_digest, verify_reused
+from synth.pipeline.reuse_check import dropped_results, verify_reused
 from synth.pipeline.wall_clock import WALL_CLOCK_META, dump_json
+from synth.plan.model_identity import model_version
 from synth.plan.planner import PLAN_SIZES, evaluate
 from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import InvalidArgument
@@ -74,9 +75,6 @@ GZIP_TRANSFERS = 100_000
 LARGE_RANKS = 16
 #: sizes (bytes) at which summary.json reports simulated times
 SUMMARY_SIZES = {"1KB": 1 << 10, "1MB": 1 << 20, "1GB": 1 << 30}
-#: raise when a change of the solvers, the plan rules or the files written changes what a run
-#: produces for the same topology and options: earlier results are then not reused
-RESULTS_VERSION = 2
 
 
 @dataclass
@@ -216,7 +214,7 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     from synth.plan.protocol import ll_ranges, report_curves, with_protocols
     from synth.plan.versus_nccl import NCCL, nccl_curve
     cost = CostModel(fabric)
-    plan = Plan(fabric.topology_name, fabric.fingerprint)
+    plan = Plan(fabric.topology_name, fabric.fingerprint, model=model_version())   # the models the decisions used
     curves, ncc = {}, {}
     executor = executor_for(fabric)
     for coll, res in results.items():
@@ -246,15 +244,6 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
         ll = ll_ranges(e for e in plan.entries if e.collective == coll)
         res.summary.update({"ll_ranges": ll} if ll else {})          # shown where a range runs LL
     return plan, curves, ncc
-
-
-def model_version() -> str:
-    """What results depend on besides topology and options: the results version, the cost model's constants, the
-    NCCL the model follows by default (NCCL's defaults, never ``NCCL_*``) and the models' code (digest)."""
-    from synth.model.nccl.tuning import NCCL_VERSION
-    from synth.model.physics import model_version as cost
-    nccl = ".".join(map(str, NCCL_VERSION))
-    return f"results {RESULTS_VERSION}, cost model {cost()}, NCCL model {nccl}, code {model_code_digest()}"
 
 
 def _options_record(opts: SynthesisOptions) -> dict:
@@ -314,7 +303,7 @@ def run(topo: Topology, out_dir: Path, opts: SynthesisOptions, *, force: bool = 
     classify(out_dir)
     with ResultsFolder(out_dir) as folder:      # a run killed earlier is finished or cleaned here
         old = None if force else _reusable(out_dir, fabric, opts)
-        checked = verify_reused(out_dir, fabric) if old is not None else None
+        checked = verify_reused(out_dir, fabric, model_version()) if old is not None else None
         if isinstance(checked, str):
             opts.log(f"not reusing {out_dir}: {checked}; synthesizing again")
         elif old is not None:

@@ -19,7 +19,9 @@ variable, else ``results`` (where ``synthesize`` writes), is searched for the pl
 fingerprint is the topology's (a ``plan.json`` in the folder itself, as ``synthesize --out``
 writes it, is that plan; else ``<dir>/<name>/plan.json`` first, then every
 ``<dir>/*/plan.json``).  The chosen path is logged once on the ``topocoll``
-logger and kept in :attr:`ScheduleSelector.notes`.
+logger and kept in :attr:`ScheduleSelector.notes`.  A plan recording models other than the
+installed ones (``model``, :mod:`synth.plan.model_identity`) still runs; a warning naming the
+file, both identities and the fix says so once per plan file per process.
 
 >>> from topo_probe.machines.generators import fully_connected
 >>> sel = ScheduleSelector(fully_connected(4), plan=False)
@@ -41,6 +43,7 @@ from pathlib import Path
 from synth.formats.schedule_file import load_schedule
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
+from synth.plan.model_identity import stale_plan_note
 from synth.plan.size_plan import Plan, PlanEntry
 from topo_probe.errors import InvalidArgument, ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError
 from topo_probe.topology.model import Topology
@@ -172,6 +175,25 @@ def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
     return _given(topology, plan)
 
 
+#: the plan files (or plans given in memory) said to be stale in this process: said once each
+_SAID_STALE: set = set()
+
+
+def _say_if_stale(plan: Plan | None, notes: list[str]) -> None:
+    """Warn once per plan file per process where ``plan`` records models other than the installed ones
+    (:func:`synth.plan.model_identity.stale_plan_note`): it still runs, every schedule verified."""
+    if plan is None or plan.model is None:            # nothing recorded: no identity computed
+        return
+    note = stale_plan_note(plan)
+    if note is None:
+        return
+    notes.append(note)
+    key = os.path.realpath(plan.path) if plan.path is not None else id(plan)
+    if key not in _SAID_STALE:
+        _SAID_STALE.add(key)
+        warnings.warn(note, stacklevel=4)
+
+
 class ScheduleSelector:
     """Selects, verifies and caches the schedule of each call on one topology (see the module
     docstring).
@@ -209,6 +231,7 @@ class ScheduleSelector:
             self.plan, note = find_plan(topology, plan)
             self.notes.append(note)
             logger.info("%s", note)
+            _say_if_stale(self.plan, self.notes)
         else:
             self._check_algo()
 

@@ -5,6 +5,7 @@ Communicator loads.  JSON document::
 
     {"format": "topocoll.plan", "version": 1,
      "topology": {"name": "dgx1-v100", "fingerprint": "0123abcd..."},
+     "model": "results 2, cost model bb99449d8dd8, NCCL model 2.28, code 6b3457645bf6",
      "entries": [
         {"collective": "allgather", "root": null, "min_bytes": 0, "max_bytes": 65536,
          "schedule": "schedules/allgather-sat-S2-R3-C2.json", "predicted_us": 7.9},
@@ -21,6 +22,11 @@ Plans made with the one decision (:mod:`synth.plan.decision`) add, per entry, ``
 (what was counted: ``executor``, ``executor_us``, ``records``, ``schedule_us``, ``nccl_us``,
 ``margin``) and, on ``nccl`` entries, ``fallback``: the schedule file that runs where NCCL
 cannot.  Both are optional (plans made before them load unchanged).
+
+``model`` names the models that made the plan (:mod:`synth.plan.model_identity`, the same line as
+``summary.json``'s ``options.model``); optional (hand-written plans and plans made before it load
+unchanged: a reader that predates it ignores it, so the version stays 1).  A plan recording other
+models than the installed ones still runs; the selector says so once per file.
 
 Each entry also says under which protocol our executor moves the schedule's steps
 (``"protocol": "simple"`` or ``"ll"``, :mod:`synth.plan.protocol`; on an ``nccl`` entry: its
@@ -39,6 +45,7 @@ from typing import Any
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule, atomic_write_text, read_json
 from synth.model.physics import LL_MAX_BYTES, PROTOCOLS
+from synth.plan.model_identity import MAX_MODEL_CHARS
 from topo_probe.errors import ScheduleFormatError, TopocollError
 from topo_probe.guard import MAX_BYTES, MAX_GPUS, MAX_TIME_US, check_float, check_int, show
 
@@ -78,6 +85,8 @@ class Plan:
     base_dir: Path = Path(".")
     #: the file it was loaded from (None: made in memory)
     path: Path | None = None
+    #: the models that made it (:func:`synth.plan.model_identity.model_version`); None: not recorded
+    model: str | None = None
 
     def select(self, collective: str, nbytes: int, root: int | None = None) -> PlanEntry | None:
         """The entry covering ``nbytes`` for this collective (and root), or None: a bisect in an
@@ -115,6 +124,7 @@ class Plan:
     def to_dict(self) -> dict:
         return {"format": PLAN_FORMAT, "version": PLAN_VERSION,
                 "topology": {"name": self.topology_name, "fingerprint": self.topology_fingerprint},
+                **({"model": self.model} if self.model is not None else {}),
                 "entries": [{"collective": e.collective, "root": e.root, "min_bytes": e.min_bytes,
                              "max_bytes": e.max_bytes, "schedule": e.schedule,
                              "predicted_us": e.predicted_us, "protocol": e.protocol,
@@ -151,7 +161,7 @@ class Plan:
             names.append(topo.get(key, ""))
             if not isinstance(names[-1], str):
                 raise ScheduleFormatError(f"{path}: topology.{key} must be a string, got {show(names[-1])}")
-        return cls(names[0], names[1], entries, path.parent, path)
+        return cls(names[0], names[1], entries, path.parent, path, _model(doc.get("model"), str(path)))
 
 
 def _groups(entries: list[PlanEntry]) -> dict:
@@ -216,6 +226,16 @@ def _decision(d: Any, where: str) -> dict | None:
         elif value is not None:
             check_float(value, f"{where}.decision.{key}", ScheduleFormatError, lo=0.0, hi=MAX_TIME_US, unit="")
     return dict(d)
+
+
+def _model(model: Any, where: str) -> str | None:
+    """The optional ``model`` identity: one printable line of at most MAX_MODEL_CHARS characters
+    (it is quoted in a warning where it is not the installed one)."""
+    if model is not None and (not isinstance(model, str) or not model.isprintable()
+                              or not 0 < len(model) <= MAX_MODEL_CHARS):
+        raise ScheduleFormatError(f"{where}: model must be one printable line of 1 to {MAX_MODEL_CHARS} characters "
+                                  f"(the models that made the plan), got {show(model)}")
+    return model
 
 
 def _inside(path: str, where: str) -> None:

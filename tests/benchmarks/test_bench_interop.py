@@ -62,3 +62,21 @@ def test_threadblock_residency_is_judged_on_the_folders_gpu(tmp_path):
     assert 32 < row["max_tbs_per_gpu"] <= 108
     assert row["loads_on_target"] == "yes" and row["msccl_executor_nccl"] == "yes", row
     assert "unnamed GPU" not in str(row)
+
+
+def test_the_fresh_runs_are_those_before_the_one_list_of_machines_no_preset_has():
+    """tests/_other_machines.py's list, filtered for this benchmark, gives the runs its own list gave
+    (the arguments as bench_interop.py spelled them before, at 4c98a676)."""
+    quick = ["--collectives", bi.READY_COLLECTIVES, "--time-limit", "10"]
+    family = str(ROOT / "tests" / "fixtures" / "family")
+    before = [("dgx-a100-2nodes", ["--topology", "dgx-a100", "--nodes", "2"]),
+              ("p100x4-soc", ["--topology", f"{family}/nvsmi_p100x4_driver384_soc.txt"]),
+              ("l40sx4-pcilink", ["--topology", f"{family}/nccl_topo_dump_bcm_pcilink.xml"]),
+              ("a100x2-vm-no-sysfs", ["--topology", f"{family}/nccl_topo_dump_vm_no_sysfs.xml"]),
+              ("mi300x-gpus0-5", ["--topology", "mi300x", "--gpus", "0-5"]),
+              ("dgx-h100-2nodes-roce", ["--topology", "dgx-h100", "--nodes", "2", "--net", "roce"])]
+    runs = bi.fresh_runs(10)
+    assert runs[:len(bi.PRESETS) + 2] == [(p, ["--topology", p] + quick) for p in bi.PRESETS] + [
+        ("full33-alltoall", ["--topology", "full:33", "--collectives", "alltoall"]),
+        ("full33-alltoall-rccl", ["--topology", "full:33", "--collectives", "alltoall", "--msccl-runtime", "rccl"])]
+    assert runs[len(bi.PRESETS) + 2:] == [(name, args + quick) for name, args in before]

@@ -29,3 +29,24 @@ def test_the_report_counts_fall_throughs_per_file(tmp_path):
     assert all(r[8] == "**0**" and r[9] == "0 |" for r in shapes)
     p100 = [r for r in shapes if r[0].startswith("| 4 x P100")]      # export68's file slowed it (the audit's case)
     assert p100 and sum(int(r[5].replace(",", "")) for r in p100) > 0   # none slower by > 2 %, no fall-through
+
+
+def test_the_machines_are_those_before_the_one_list_of_machines_no_preset_has():
+    """tests/_other_machines.py's list, filtered for this benchmark, gives the machines its own list gave
+    (label -> --topology, --gpus, --nodes, --net as bench_tuner_coverage.py spelled them before, at 4c98a676)."""
+    family = "tests/fixtures/family/"
+    before = {
+        "2x dgx-a100": ("dgx-a100", None, 2, None),
+        "4 x P100, two sockets (nvidia-smi, SOC)": (family + "nvsmi_p100x4_driver384_soc.txt", None, None, None),
+        "4 x L40S, pcilink switches (NCCL dump)": (family + "nccl_topo_dump_bcm_pcilink.xml", None, None, None),
+        "2 x A100 PCIe, VM without sysfs (NCCL dump)": (family + "nccl_topo_dump_vm_no_sysfs.xml", None, None, None),
+        "8 x RTX 4090 (nvidia-smi, SYS)": ("tests/fixtures/nvsmi_topo_8x_rtx4090_sys.txt", None, None, None),
+        "dgx1-v100 GPUs 0-2": ("dgx1-v100", "0-2", None, None),
+        "dgx-h100 GPUs 0-5": ("dgx-h100", "0-5", None, None),
+        "2x dgx-h100, RoCE": ("dgx-h100", None, 2, "roce"),
+        "4x dgx-a100, EFA": ("dgx-a100", None, 4, "efa"),
+    }
+    got = {label: (m.topology, m.gpus, m.nodes, m.net) for label, m in bench.OTHER_MACHINES.items()}
+    assert list(got.items()) == list(before.items())                # the same machines, in the same order
+    vm = bench._topology("2 x A100 PCIe, VM without sysfs (NCCL dump)")
+    assert vm.num_gpus == 2 and bench._topology("2x dgx-h100, RoCE").num_gpus == 16

@@ -175,6 +175,16 @@ def test_a_mutated_committed_plan_runs_what_it_says_or_is_refused_in_one_line(dg
 
 
 # --------------------------------------------------------------------------- machines no preset has
+def test_the_unseen_machines_are_those_before_the_one_list_of_machines_no_preset_has():
+    """tests/_other_machines.py's list, filtered for this helper, gives the machines its own list gave
+    (as tests/_plan_truth.py spelled them before, at 4c98a676; benchmarks/bench_plan_truth.py prints them in
+    this order)."""
+    assert list(UNSEEN.items()) == [("vm-2xA100-no-sysfs", ("family/nccl_topo_dump_vm_no_sysfs.xml", None)),
+                                    ("rtx4090-gpus0-2", ("nvsmi_topo_8x_rtx4090_sys.txt", [0, 1, 2])),
+                                    ("p100x4-soc", ("family/nvsmi_p100x4_driver384_soc.txt", None)),
+                                    ("dgx-a100-nvsmi-gpus0-5", ("nvsmi_topo_dgx_a100.txt", list(range(6))))]
+
+
 @pytest.mark.parametrize("name", sorted(UNSEEN))
 def test_a_plan_synthesize_writes_for_a_machine_no_preset_has_runs_what_it_says(name, tmp_path):
     """``synthesize --topology FILE [--gpus ...] --out X`` (the pipeline it runs, no SAT) for the

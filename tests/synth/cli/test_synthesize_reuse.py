@@ -11,7 +11,8 @@ import pytest
 
 from synth.cli.synthesize import main
 from synth.pipeline import synthesize as synth_mod
-from synth.pipeline.reuse_check import MODEL_DIR, model_code_digest
+from synth.plan import model_identity
+from synth.plan.model_identity import MODEL_DIR, model_code_digest
 from _synth_results import _run
 from topo_probe.cli.options import apply_machine_arguments
 from topo_probe.errors import InvalidArgument
@@ -75,7 +76,7 @@ def test_the_time_limit_counts_where_a_budgeted_solver_ran(tmp_path, synthesized
 
 def test_another_model_version_is_not_reused(tmp_path, monkeypatch, synthesized):
     topo, out = fully_connected(3), synthesized(tmp_path / "res")     # what synth_mod.run(topo, out, _opts()) writes
-    monkeypatch.setattr(synth_mod, "RESULTS_VERSION", synth_mod.RESULTS_VERSION + 1)
+    monkeypatch.setattr(model_identity, "RESULTS_VERSION", model_identity.RESULTS_VERSION + 1)
     assert not synth_mod.run(topo, out, _opts()).get("reused")
     assert synth_mod.run(topo, out, _opts()).get("reused")
 
@@ -85,9 +86,50 @@ def test_results_of_other_model_code_are_not_reused(tmp_path, monkeypatch, synth
     other plans: the digest of the models' code is part of the key."""
     topo, out = fully_connected(3), synthesized(tmp_path / "res")
     assert synth_mod.run(topo, out, _opts()).get("reused")
-    monkeypatch.setattr(synth_mod, "model_code_digest", lambda: "0" * 12)
+    monkeypatch.setattr(model_identity, "model_code_digest", lambda: "0" * 12)
     assert not synth_mod.run(topo, out, _opts()).get("reused")
     assert synth_mod.run(topo, out, _opts()).get("reused")
+
+
+def test_the_plan_records_the_models_of_its_run_and_a_plan_of_older_models_is_said(tmp_path, monkeypatch):
+    """plan.json's ``model`` is summary.json's ``options.model``; after an upgrade (here: the results version
+    moves on) the old plan still loads and is said to be stale, and the next run redoes it."""
+    import warnings
+    from synth.plan.selector import ScheduleSelector
+    topo, out = fully_connected(3), tmp_path / "res"
+    monkeypatch.setattr(model_identity, "RESULTS_VERSION", model_identity.RESULTS_VERSION + 1)   # the older install
+    synth_mod.run(topo, out, _opts())
+    old = json.loads((out / "plan.json").read_text())["model"]
+    assert old == json.loads((out / "summary.json").read_text())["options"]["model"]
+    assert old.startswith(f"results {model_identity.RESULTS_VERSION}, cost model ")
+    monkeypatch.undo()                                                 # the upgrade
+    new = synth_mod.model_version()
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        ScheduleSelector(topo, plan=out)
+    assert [str(w.message).split(": its choices")[0] for w in caught] == [
+        f"{out / 'plan.json'}: plan made by other models ({old}; installed: {new})"]
+    assert not synth_mod.run(topo, out, _opts()).get("reused")
+    assert json.loads((out / "plan.json").read_text())["model"] == new
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        sel = ScheduleSelector(topo, plan=out)
+    assert len(sel.notes) == 1, sel.notes      # the plan used only: this file was warned about already, the
+                                               # warning alone could not tell a current plan from a stale one
+
+
+def test_a_plan_recording_other_models_than_its_summary_is_not_reused(tmp_path, synthesized):
+    """summary.json says the models are this run's, plan.json (put there by hand) says otherwise: the
+    plan is not trusted, the run says why and synthesizes again."""
+    out = synthesized(tmp_path / "res")
+    doc = json.loads((out / "plan.json").read_text())
+    doc["model"] = "results 1, cost model 000000000000, NCCL model 2.18, code 111111111111"
+    (out / "plan.json").write_text(json.dumps(doc))
+    said = []
+    assert not synth_mod.run(fully_connected(3), out, _opts(log=said.append)).get("reused")
+    assert any(f"not reusing {out}: {out / 'plan.json'} was made by other models ({doc['model']}; this run: "
+               f"{synth_mod.model_version()}); synthesizing again" in line for line in said), said
+    assert synth_mod.run(fully_connected(3), out, _opts()).get("reused")
 
 
 def test_the_code_digest_follows_every_model_module_and_the_fitted_constants(tmp_path):
