@@ -105,12 +105,19 @@ def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
         raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {binop!r}")
 
 
+#: the NaN max / min write where both operands are NaN, as an integer of the float's width: the
+#: positive NaN with every payload bit set, the canonical NaN of ``__hmax`` (kernel_twins.F8_NAN_BITS)
+_NAN_BITS = {2: (torch.int16, 0x7FFF), 4: (torch.int32, 0x7FFFFFFF), 8: (torch.int64, 0x7FFFFFFFFFFFFFFF)}
+
+
 def _minmax(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, want_max: bool) -> None:
     """NCCL's max / min (v2.28.9-1 src/device/reduce_kernel.h:397-436): a NaN operand is dropped
     (NaN only when both are): ``fmaxf`` / ``fmax`` for float32 / float64 (torch.fmax), ``__hmax`` /
     ``__hmin`` for float16 / bfloat16, which put +0 above -0; integers as torch.maximum.  CUDA leaves
     ``fmaxf(+0, -0)`` open and ``torch.fmax`` returns its first operand's zero, so float32 / float64
-    take ``__hmax``'s zero rule too: max / min then give the same bits in any operand order."""
+    take ``__hmax``'s zero rule too, and a NaN of both operands is one fixed NaN (:data:`_NAN_BITS`; the
+    operands' sign and payload bits otherwise depend on their order): max / min then give the same bits
+    in any operand order."""
     if dst.dtype in (torch.float16, torch.bfloat16):
         dst.copy_(half_minmax(torch, a, b, want_max))
     elif dst.dtype.is_floating_point:
@@ -121,6 +128,10 @@ def _minmax(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, want_max: bool)
             dst[zeros] = signed
     else:
         (torch.maximum if want_max else torch.minimum)(a, b, out=dst)
+        return
+    nan = torch.isnan(dst)                  # both operands NaN: either one's bits, by their order
+    if bool(nan.any()):
+        dst.view(_NAN_BITS[dst.element_size()][0])[nan] = _NAN_BITS[dst.element_size()][1]
 
 
 def postdiv(x: torch.Tensor, n: int) -> None:

@@ -243,3 +243,25 @@ def test_max_min_give_the_same_bits_on_every_rank(name, algo, n):
             ok = math.isnan(got[i]) if math.isnan(want) else (got[i] == want and
                                                                 math.copysign(1, got[i]) == math.copysign(1, want))
             assert ok, (op, i, got[i], want)
+
+
+@pytest.mark.parametrize("name,bits", [("float32", (0x7FC00000, -0x00400000, 0x7FC00001)),      # +NaN, -NaN, payload
+                                       ("float16", (0x7E00, -0x0200, 0x7E01)),
+                                       ("bfloat16", (0x7FC0, -0x0040, 0x7FC1))])
+def test_max_min_of_nans_with_other_bits_agree_on_every_rank(name, bits):
+    """max / min where every rank holds a NaN, each with other bits (a sign or a payload: x86
+    makes -NaN of 0 * inf, ``float('nan')`` is +NaN): a one-shot's ranks each fold their own value
+    first, and ``torch.fmax`` / ``__hmax``'s twin return one of two NaN operands depending on their
+    order, so the ranks ended with different NaN bits where the rank order gave every rank the
+    same fold.  Every rank must hold the same bits, a NaN (NCCL: NaN only when both operands are)."""
+    n = 4
+    sched = baseline("oneshot", build_fabric(fully_connected(n)), "allreduce")
+    idt = torch.int16 if name != "float32" else torch.int32
+    count = 8 * n
+    for op in ("max", "min"):
+        bufs = [torch.tensor([bits[(r + i) % len(bits)] for i in range(count)], dtype=idt).view(getattr(torch, name))
+                for r in range(n)]
+        _run_all(sched, bufs, bufs, count, op)
+        for r in range(1, n):
+            assert torch.equal(bufs[r].view(idt), bufs[0].view(idt)), (op, r, bufs[r].view(idt), bufs[0].view(idt))
+        assert bool(torch.isnan(bufs[0].float()).all()), op
