@@ -96,8 +96,8 @@ def order_free(np_dtype, op: str) -> bool:
     """Whether ``op`` over ``np_dtype`` (a dtype of :func:`numpy_dtype`) gives the same bits in
     any order of its operands, so a schedule need not sum in rank order (:mod:`synth.ir.sum_order`):
     every op of an integer or bool dtype (wrapping sums and products, integer ``avg``'s sum before
-    its division) and max / min of every dtype (NaN dropped, +0 above -0:
-    :func:`kernels.pytorch.schedule_share.combine`).  Floating sum, avg, product and premul_sum
+    its division) and max / min of every dtype (NaN dropped, +0 above -0, a NaN of both operands one
+    fixed NaN: :func:`kernels.pytorch.schedule_share.combine`).  Floating sum, avg, product and premul_sum
     keep the rank order.
 
     >>> order_free(np.dtype(np.int64), "sum"), order_free(np.dtype(np.float32), "sum"), order_free(_NP[torch.bfloat16], "min")

@@ -154,7 +154,7 @@ def test_streamed_sends_give_the_numpy_sum_on_every_rank(algo, n, monkeypatch):
     type at each step, ml_dtypes for bfloat16), and as many streams ran on every rank, at least
     n - 1 per call (ring: each reduce step's result forwarded; direct: exactly n - 1, the reduced
     block to every peer, also on the last rank, whose rank-order sum ends with its own value: that
-    local reduce runs piece by piece behind the last receive's, schedule_share._trailing_local)."""
+    local reduce runs piece by piece behind the last receive's, share_order.trailing_local)."""
     import ml_dtypes
     import numpy as np
     from _socket_pair import socket_pair
