@@ -100,8 +100,8 @@ def order_free(np_dtype, op: str) -> bool:
     fixed NaN: :func:`kernels.pytorch.schedule_share.combine`).  Floating sum, avg, product and premul_sum
     keep the rank order.
 
-    >>> order_free(np.dtype(np.int64), "sum"), order_free(np.dtype(np.float32), "sum"), order_free(_NP[torch.bfloat16], "min")
-    (True, False, True)
+    >>> [order_free(np.dtype(t), op) for t, op in ((np.int64, "sum"), (np.float32, "sum"), (np.uint8, "min"))]
+    [True, False, True]
     """
     return np_dtype.kind in "iub" or op in ("max", "min")
 

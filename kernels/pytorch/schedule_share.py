@@ -15,10 +15,10 @@ the first op that writes its region waiting for it, where that provably cannot w
 reduced into, right after that receive (a ring's next step, a direct all-reduce's all-gather;
 also after a local reduce of that region that ends a rank-order sum, run piece by piece with
 the receive's, :func:`~kernels.pytorch.share_order.trailing_local`), goes out piece by piece as
-each piece is final, overlapping the two steps as gloo's pipelined ring does, where a core is free to write it
-(:func:`overlap_pays`).  Reductions are torch operations in the element type, with floating
-``avg`` as NCCL's pre-multiplied sum (:class:`kernels.backends.kernel_twins.PreMulSum`).  On CUDA tensors every operation is enqueued
-on the current stream (the internal NCCL group orders its sends and receives with it).
+each piece is final, overlapping the two steps as gloo's pipelined ring does, where a core is free
+to write it (:func:`overlap_pays`).  Reductions are torch operations in the element type, with floating
+``avg`` as NCCL's pre-multiplied sum (:class:`kernels.backends.kernel_twins.PreMulSum`).  On CUDA tensors
+every operation is enqueued on the current stream (the internal NCCL group orders its sends and receives).
 """
 
 from __future__ import annotations

@@ -118,7 +118,8 @@ def trailing_local(items: list, waits: list, i: int, view) -> int | None:
     if i + 1 >= len(items) or items[i + 1][0] != LOCAL or waits[i + 1]:
         return None
     o, dst = items[i + 1][1], items[i][1].dst
-    if o.kind != "reduce" or (o.dst.buf, o.dst.start, o.dst.stop) != (dst.buf, dst.start, dst.stop) or o.acc != o.dst:
+    same = (o.dst.buf, o.dst.start, o.dst.stop) == (dst.buf, dst.start, dst.stop)
+    if o.kind != "reduce" or not same or o.acc != o.dst:
         return None
     a, b = view(o.dst), view(o.src)
     lo, hi = a.data_ptr(), a.data_ptr() + a.numel() * a.element_size()
