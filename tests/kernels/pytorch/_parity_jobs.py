@@ -256,6 +256,7 @@ def parity_checks(rec: Recorder, rank: int, n: int, gloo) -> None:
     _work_api(rec, rank, n, gloo)
     _dtensor(rec, rank, n)
     _strides_and_coalesced_lists(rec, rank, n, gloo)
+    _exact_ops(rec, rank, n, gloo)
     from _ddp_options_jobs import ddp_options
     ddp_options(rec, rank, n, gloo)
 
@@ -310,3 +311,22 @@ def _strides_and_coalesced_lists(rec: Recorder, rank: int, n: int, gloo) -> None
     bad = torch.arange(8.0).view(2, 4).t() if rank == n - 1 else torch.zeros(4, 2)
     got = outcome(lambda: dist.all_gather([torch.zeros(4, 2) for _ in range(n)], bad))
     rec.check("strides:noncontiguous_refused", got[0] == "refused" and got[1].startswith("BadTensor:"), str(got))
+
+
+def _exact_ops(rec: Recorder, rank: int, n: int, gloo) -> None:
+    """Ops exact in any order, now reduced in the transfers' order (``dtypes.order_free``), equal
+    gloo's bit for bit: int64 / uint8 / float32 max and min, int64 sum (wrapping), on tensors over
+    the 2 MiB the fused one-round path takes, so the schedule's share runs them; float32 holds
+    infinities (no NaN or signed zeros: gloo's rule for them is its own)."""
+    import torch
+    import torch.distributed as dist
+    g = torch.Generator().manual_seed(rank)
+    big = (2 << 20) // 4 + 7                    # elements: more than 2 MiB of float32
+    values = {"int64": torch.randint(-2**62, 2**62, (big,), generator=g),
+              "uint8": torch.randint(0, 256, (big * 4,), generator=g, dtype=torch.uint8),
+              "float32": torch.randn(big, generator=g)}
+    values["float32"][rank::7] = float("inf") if rank % 2 else -float("inf")
+    cases = [(d, op) for d in values for op in (dist.ReduceOp.MAX, dist.ReduceOp.MIN)] + [("int64", dist.ReduceOp.SUM)]
+    for dtype, op in cases:
+        call = lambda grp, t=values[dtype], op=op: (lambda x: (dist.all_reduce(x, op=op, group=grp), x)[1])(t.clone())
+        both(rec, f"exact:allreduce_{dtype}_{str(op).rsplit('.', 1)[-1].lower()}", call, gloo)
