@@ -67,8 +67,10 @@ from topo_probe.errors import InvalidArgument, ScheduleInvalid
 class _Lowerer:
     """State of one lowering run: where each (rank, chunk) value lives, who wrote what."""
 
-    def __init__(self, schedule: Schedule, count: int, dtype: np.dtype, inplace: bool, op: str):
+    def __init__(self, schedule: Schedule, count: int, dtype: np.dtype, inplace: bool, op: str,
+                 rank_order: bool = True):
         self.s, self.spec, self.count, self.inplace, self.op = schedule, schedule.spec, count, inplace, op
+        self.rank_order = rank_order
         self.dtype = dtype
         n = self.spec.ranks
         self.chunks = {c.id: c for c in self.spec.chunks()}
@@ -204,7 +206,7 @@ class _Lowerer:
         while len(self.steps) <= t:
             self.steps.append([])
         plans = []
-        ranked = rank_order_groups(step)
+        ranked = rank_order_groups(step) if self.rank_order else {}
         for (d, k), idxs in groups.items():
             self._check_group(t, d, k, idxs)
             terms = ranked.get((d, k))
@@ -327,7 +329,8 @@ class _Lowerer:
             self.steps.pop()
 
 
-def lower(schedule: Schedule, count: int, dtype, *, inplace: bool = False, op: str = "sum") -> Program:
+def lower(schedule: Schedule, count: int, dtype, *, inplace: bool = False, op: str = "sum",
+          rank_order: bool = True) -> Program:
     """Lower ``schedule`` for blocks of ``count`` elements of ``dtype``.
 
     Parameters
@@ -342,6 +345,9 @@ def lower(schedule: Schedule, count: int, dtype, *, inplace: bool = False, op: s
         Whether send and receive buffers alias as in NCCL (see module docstring).
     op : str
         Reduction op, one of sum/prod/max/min/avg; ``avg`` adds the division ops.
+    rank_order : bool
+        Sum several reduces into one (rank, chunk) in rank order (module docstring); False keeps
+        the transfers' order, for a caller whose op and dtype give the same bits in any order.
 
     Raises
     ------
@@ -355,7 +361,7 @@ def lower(schedule: Schedule, count: int, dtype, *, inplace: bool = False, op: s
     if op not in REDUCE_OPS:
         raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     dt = np.dtype(dtype)
-    lw = _Lowerer(schedule, int(count), dt, bool(inplace), op)
+    lw = _Lowerer(schedule, int(count), dt, bool(inplace), op, bool(rank_order))
     for t in range(len(schedule.steps)):
         lw.run_step(t)
     lw.epilogue()

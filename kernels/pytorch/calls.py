@@ -162,13 +162,14 @@ class CallRunner:
         self.run("allgather", inp, out, inp.numel(),
                  nccl_call=lambda g: g.all_gather_single(out, inp, _opts("AllgatherOptions")))
 
-    def allgather_lists(self, output_lists, inputs) -> None:
-        """``all_gather`` into a list per input (``all_gather_coalesced``: several): one agreement for
-        every (input, output list) part (:meth:`agree_pairs`) before any part's data moves."""
+    def allgather_lists(self, output_lists, failure, inputs) -> None:
+        """``all_gather`` into a list per input (``all_gather_coalesced``: several, ``failure`` its
+        check of the caller's lists): one agreement for every (input, output list) part
+        (:meth:`agree_pairs`) before any part's data moves."""
         self.agree_pairs("allgather_list", [(inp, *outputs) for outputs, inp in zip(output_lists, inputs)],
                          lambda inp, *outputs: (inp.numel(), first_failure(
                              sizes_ok(outputs, inp.numel(), "output tensor"), _count_ok(outputs, self.size))),
-                         failure=_count_ok(output_lists, len(inputs), "output lists"))
+                         failure=first_failure(failure, _count_ok(output_lists, len(inputs), "output lists")))
         for outputs, inp in zip(output_lists, inputs):
             packed = torch.empty(self.size * inp.numel(), dtype=inp.dtype, device=inp.device)
             self._allgather(packed, flat(inp))

@@ -92,6 +92,20 @@ def reduce_op_name(reduce_op) -> str:
                               f"(supported: sum, avg, product, min, max, premul_sum)") from None
 
 
+def order_free(np_dtype, op: str) -> bool:
+    """Whether ``op`` over ``np_dtype`` (a dtype of :func:`numpy_dtype`) gives the same bits in
+    any order of its operands, so a schedule need not sum in rank order (:mod:`synth.ir.sum_order`):
+    every op of an integer or bool dtype (wrapping sums and products, integer ``avg``'s sum before
+    its division) and max / min of every dtype (NaN dropped, +0 above -0, a NaN of both operands one
+    fixed NaN: :func:`kernels.pytorch.schedule_share.combine`).  Floating sum, avg, product and premul_sum
+    keep the rank order.
+
+    >>> [order_free(np.dtype(t), op) for t, op in ((np.int64, "sum"), (np.float32, "sum"), (np.uint8, "min"))]
+    [True, False, True]
+    """
+    return np_dtype.kind in "iub" or op in ("max", "min")
+
+
 def premul_factor(reduce_op) -> float | torch.Tensor:
     """The factor of a ``premul_sum`` op (``dist._make_nccl_premul_sum(factor)``); 1.0 for
     every other op."""
@@ -101,4 +115,5 @@ def premul_factor(reduce_op) -> float | torch.Tensor:
 
 
 __all__ = ["numpy_dtype", "dtype_code", "dtype_name", "dtype_from_code", "reduce_op_name", "premul_factor", "OP_CODES",
-           "ANY_DTYPES", "ANY_DTYPE_CODES", "any_dtype_code", "any_dtype_from_code"]
+           "ANY_DTYPES", "ANY_DTYPE_CODES", "any_dtype_code", "any_dtype_from_code",
+           "order_free"]

@@ -167,7 +167,7 @@ class TopocollProcessGroup(dist.ProcessGroup):
 
     def allgather(self, output_lists, inputs, opts=None):
         def run():
-            self.runner.allgather_lists(output_lists, inputs)
+            self.runner.allgather_lists(output_lists, (0, ""), inputs)
         return self._submit(inputs, output_lists, run,
                             lambda g: g.allgather(output_lists, inputs, opts or dist.AllgatherOptions()), opts)
 
@@ -187,7 +187,13 @@ class TopocollProcessGroup(dist.ProcessGroup):
     allgather_into_tensor_coalesced = all_gather_single_coalesced
 
     def allgather_coalesced(self, output_lists, inputs, opts=None):
-        return self.allgather(output_lists, inputs, opts)
+        """``all_gather_coalesced``: ``output_lists[r][k]`` gets rank ``r``'s ``inputs[k]`` (torch's
+        documented layout, one list per rank, which gloo's ``allgather_coalesced`` checks: "output
+        lists should be equal to world size"), run as one list all-gather per input."""
+        def run():
+            self.runner.allgather_lists(*_by_input(output_lists, len(inputs), self.runner.size), inputs)
+        return self._submit(inputs, output_lists, run, lambda g: g.allgather_coalesced(
+            output_lists, inputs, opts or dist.AllgatherOptions()), opts)
 
     def reduce_scatter(self, outputs, input_lists, opts=None):
         opts = opts or dist.ReduceScatterOptions()
@@ -318,6 +324,24 @@ def cuda_messages() -> str:
     if os.environ.get("TOPOCOLL_TORCH_CUDA_TRANSPORT") == "nccl" and nccl_usable():
         return "nccl"
     return "host"
+
+
+def _by_input(per_rank, inputs: int, size: int):
+    """``(per_input, failure)``: ``per_rank[r][k]`` regrouped as ``per_input[k][r]``, and a check
+    of the layout (one list per rank, each with one tensor per input; ``(0, "")`` where it holds).
+
+    >>> _by_input([["a0", "a1"], ["b0", "b1"]], 2, 2)
+    ([['a0', 'b0'], ['a1', 'b1']], (0, ''))
+    >>> _by_input([["a0", "a1"]], 2, 2)[1][1]
+    '1 output lists, one per rank of the group (2)'
+    """
+    per_input = [[lst[k] for lst in per_rank if k < len(lst)] for k in range(inputs)]
+    if len(per_rank) != size:
+        return per_input, (4, f"{len(per_rank)} output lists, one per rank of the group ({size})")
+    odd = next((r for r, lst in enumerate(per_rank) if len(lst) != inputs), None)
+    if odd is not None:
+        return per_input, (4, f"output list {odd} holds {len(per_rank[odd])} tensors for {inputs} input tensors")
+    return per_input, (0, "")
 
 
 def _by_dtype(tensors):

@@ -2,24 +2,23 @@
 transport (:class:`kernels.pytorch.sockets.SocketMesh`; for CUDA tensors the same staged through
 host memory, or NCCL send/recv where asked for).
 
-Every process lowers the same schedule (:func:`kernels.backends.executor.program_for`) and keeps
-the ops that concern it (:func:`kernels.mpi.transport.rank_plan`, the split the MPI transport
-runs): each schedule transfer becomes a ``send`` on its source rank and a ``recv`` on its
-destination rank, tagged with the transfer's index in the schedule; local ops (the epilogue's
-copies, integer ``avg``'s division) run in place.  Ops run in the lowering's order (every op's
-dependencies come before it), sends are posted without waiting and carry a copy of their source
-region (so a later op may overwrite it), receives wait: every receive's matching send comes from
-ops earlier in that order, so the ranks cannot wait on each other in a circle.  On CPU tensors
-each send is instead posted as early as its dependencies allow and read in place, the first op
-that writes its region waiting for it, where that provably cannot wait in a circle
+Every process lowers the same schedule (:func:`kernels.program.lowering.lower`, in rank order,
+:mod:`synth.ir.sum_order`, unless the op and dtype give the same bits in any order,
+:func:`kernels.pytorch.dtypes.order_free`) and keeps the ops that concern it
+(:func:`kernels.mpi.transport.rank_plan`, the MPI transport's split): a transfer is a ``send`` on
+its source rank and a ``recv`` on its destination rank, tagged with its index in the schedule;
+local ops run in place.  Ops run in the lowering's order (every op's dependencies come before
+it), sends carry a copy of their source region, receives wait: no circle of waits is possible.
+On CPU tensors each send is instead posted as early as its dependencies allow and read in place,
+the first op that writes its region waiting for it, where that provably cannot wait in a circle
 (:mod:`kernels.pytorch.share_order`); a send of exactly the region a received message is being
-reduced into, right after that receive in this order (a ring's next step, a direct
-all-reduce's all-gather), goes out piece by piece as each piece is reduced, overlapping the
-two steps as gloo's pipelined ring does, where a core is free to write it
-(:func:`overlap_pays`).  Reductions are
-torch operations in the element type, with floating ``avg`` as NCCL's pre-multiplied sum
-(:class:`kernels.backends.kernel_twins.PreMulSum`).  On CUDA tensors every operation is enqueued
-on the current stream (the internal NCCL group orders its sends and receives with it).
+reduced into, right after that receive (a ring's next step, a direct all-reduce's all-gather;
+also after a local reduce of that region that ends a rank-order sum, run piece by piece with
+the receive's, :func:`~kernels.pytorch.share_order.trailing_local`), goes out piece by piece as
+each piece is final, overlapping the two steps as gloo's pipelined ring does, where a core is free
+to write it (:func:`overlap_pays`).  Reductions are torch operations in the element type, with floating
+``avg`` as NCCL's pre-multiplied sum (:class:`kernels.backends.kernel_twins.PreMulSum`).  On CUDA tensors
+every operation is enqueued on the current stream (the internal NCCL group orders its sends and receives).
 """
 
 from __future__ import annotations
@@ -29,11 +28,12 @@ import threading
 
 import torch
 
-from kernels.backends.executor import program_for
 from kernels.backends.kernel_twins import PreMulSum, avg_scalar, binop_for, half_minmax
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND, rank_plan
+from kernels.program.lowering import lower
 from kernels.program.ops import SCRATCH
-from kernels.pytorch.share_order import share_order
+from kernels.pytorch.dtypes import order_free
+from kernels.pytorch.share_order import share_order, trailing_local
 from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument
 
@@ -58,7 +58,7 @@ def _planned(schedule: Schedule, count: int, np_dtype, inplace: bool, op: str, r
     key = (id(schedule), count, np_dtype.str, inplace, op, rank)
     hit = _PLANS.get(key)
     if hit is None or hit[0] is not schedule:
-        prog = program_for(schedule, count, np_dtype, inplace=inplace, op=op)
+        prog = lower(schedule, count, np_dtype, inplace=inplace, op=op, rank_order=not order_free(np_dtype, op))
         hit = [schedule, prog, rank_plan(schedule, prog, rank, _TAG_UB), _UNSET]
         if len(_PLANS) > 256:
             _PLANS.clear()
@@ -105,16 +105,33 @@ def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
         raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {binop!r}")
 
 
+#: the NaN max / min write where both operands are NaN, as an integer of the float's width: the
+#: positive NaN with every payload bit set, the canonical NaN of ``__hmax`` (kernel_twins.F8_NAN_BITS)
+_NAN_BITS = {2: (torch.int16, 0x7FFF), 4: (torch.int32, 0x7FFFFFFF), 8: (torch.int64, 0x7FFFFFFFFFFFFFFF)}
+
+
 def _minmax(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, want_max: bool) -> None:
     """NCCL's max / min (v2.28.9-1 src/device/reduce_kernel.h:397-436): a NaN operand is dropped
     (NaN only when both are): ``fmaxf`` / ``fmax`` for float32 / float64 (torch.fmax), ``__hmax`` /
-    ``__hmin`` for float16 / bfloat16, which also put +0 above -0; integers as torch.maximum."""
+    ``__hmin`` for float16 / bfloat16, which put +0 above -0; integers as torch.maximum.  CUDA leaves
+    ``fmaxf(+0, -0)`` open and ``torch.fmax`` returns its first operand's zero, so float32 / float64
+    take ``__hmax``'s zero rule too, and a NaN of both operands is one fixed NaN (:data:`_NAN_BITS`; the
+    operands' sign and payload bits otherwise depend on their order): max / min then give the same bits
+    in any operand order."""
     if dst.dtype in (torch.float16, torch.bfloat16):
         dst.copy_(half_minmax(torch, a, b, want_max))
     elif dst.dtype.is_floating_point:
+        zeros = (a == 0) & (b == 0)
+        signed = (a + b if want_max else -((-a) + (-b)))[zeros] if bool(zeros.any()) else None   # +0 + -0 = +0
         (torch.fmax if want_max else torch.fmin)(a, b, out=dst)
+        if signed is not None:
+            dst[zeros] = signed
     else:
         (torch.maximum if want_max else torch.minimum)(a, b, out=dst)
+        return
+    nan = torch.isnan(dst)                  # both operands NaN: either one's bits, by their order
+    if bool(nan.any()):
+        dst.view(_NAN_BITS[dst.element_size()][0])[nan] = _NAN_BITS[dst.element_size()][1]
 
 
 def postdiv(x: torch.Tensor, n: int) -> None:
@@ -241,24 +258,29 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
     n = schedule.ranks
     posted: dict = {}
     streams: list = []
+    folded: set = set()                     # local ops run inside a receive's pieces (trailing_local)
     overlap = overlap_pays(n)
     try:
         for i, (kind, o, tag, peer) in enumerate(items):
             for j in waits[i] if waits is not None else ():
                 posted.pop(j).wait()            # a send from the region this op writes is done
-            if i in posted:
-                continue                        # streamed behind the reduction before it
+            if i in posted or i in folded:
+                continue                        # streamed (or reduced) behind the reduction before it
             if kind == SEND:
                 src = view(o.src) if waits is not None else temps.take(o.src.size).copy_(view(o.src))
                 posted[i] = transport.isend(src, peer, tag)
             elif kind == RECV_COPY:
                 transport.recv(view(o.dst), peer, tag)
             elif kind == RECV_REDUCE:
-                streams = []                    # filled as posted: a failure aborts each one
+                streams, then = [], None        # filled as posted: a failure aborts each one
                 if waits is not None and overlap:
-                    _streams(items, i, view, transport, posted, streams)
+                    last = trailing_local(items, waits, i, view)
+                    if last is not None:        # its local reduce runs piece by piece too
+                        folded.add(last)
+                        then = _piecewise(items[last][1], view, op, n)
+                    _streams(items, i if last is None else last, view, transport, posted, streams)
                 _recv_reduce(transport, temps.take(o.src.size), peer, tag, view(o.dst), view(o.acc),
-                             binop_for(o.premul, op, n), streams)
+                             binop_for(o.premul, op, n), streams, then)
             elif kind == LOCAL:
                 _local(o, view, op, n)
         transport.finish()
@@ -302,6 +324,13 @@ def _streams(items: list, i: int, view, transport, posted: dict, out: list) -> N
         out.append(s)
 
 
+def _piecewise(o, view, op: str, n: int):
+    """``o`` (a local reduce, :func:`~kernels.pytorch.share_order.trailing_local`) as
+    ``f(start, stop)`` on an element range."""
+    dst, acc, src, binop = view(o.dst), view(o.acc), view(o.src), binop_for(o.premul, op, n)
+    return lambda a, z: combine(dst[a:z], acc[a:z], src[a:z], binop)
+
+
 class _Temps:
     """Temporary buffers of one :func:`run_share` call (scratch, the copies its sends carry, its
     receives before they are reduced), like ``ref``.  On the CPU, the buffers of a thread's last
@@ -334,13 +363,16 @@ class _Temps:
             self._kept.pool = None
 
 
-
-def _recv_reduce(transport, tmp: torch.Tensor, peer: int, tag: int, dst, acc, binop, streams=()) -> None:
+def _recv_reduce(transport, tmp: torch.Tensor, peer: int, tag: int, dst, acc, binop, streams=(),
+                 then=None) -> None:
     """``dst = acc (binop) message``, the message received into ``tmp``; element by element the
     same operation whether the transport hands it over whole or in pieces; each piece of ``dst``
-    is then fed to ``streams`` (sends of ``dst``, :func:`_streams`)."""
+    is then reduced by ``then(start, stop)`` where given (:func:`_piecewise`) and fed to
+    ``streams`` (sends of ``dst``, :func:`_streams`)."""
     def piece(a: int, z: int) -> None:
         combine(dst[a:z], acc[a:z], tmp[a:z], binop)
+        if then is not None:
+            then(a, z)
         for s in streams:
             s.feed(a, z)
     if not hasattr(transport, "recv_reduce"):

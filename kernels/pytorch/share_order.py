@@ -108,6 +108,26 @@ def share_order(plans: list, keys: list) -> list | None:
     return list(zip(lists, waits))
 
 
+def trailing_local(items: list, waits: list, i: int, view) -> int | None:
+    """The index of a local reduce right after item ``i`` (a receive-reduce) into exactly the
+    region ``i`` writes, from a region apart from it, waiting for no send (a rank-order sum that
+    ends with the rank's own value: a direct all-reduce's last rank); else None.  Run range by
+    range after each received piece's reduction, every element meets the same operations in the
+    same order as run whole, and the region's sends can stream behind both
+    (:func:`kernels.pytorch.schedule_share.run_share`); ``view(region)``: the region's tensor."""
+    if i + 1 >= len(items) or items[i + 1][0] != LOCAL or waits[i + 1]:
+        return None
+    o, dst = items[i + 1][1], items[i][1].dst
+    same = (o.dst.buf, o.dst.start, o.dst.stop) == (dst.buf, dst.start, dst.stop)
+    if o.kind != "reduce" or not same or o.acc != o.dst:
+        return None
+    a, b = view(o.dst), view(o.src)
+    lo, hi = a.data_ptr(), a.data_ptr() + a.numel() * a.element_size()
+    if b.data_ptr() < hi and lo < b.data_ptr() + b.numel() * b.element_size():
+        return None                         # reads what it writes at another offset: not element-wise
+    return i + 1
+
+
 def _rows(plan) -> list:
     rows = ([(SEND, o, tag, peer, deps) for o, tag, peer, deps in plan.sends]
             + [(RECV_COPY if o.kind == "copy" else RECV_REDUCE, o, tag, peer, deps) for o, tag, peer, deps in plan.recvs]
@@ -116,4 +136,4 @@ def _rows(plan) -> list:
     return rows
 
 
-__all__ = ["hoisted", "runs_through", "send_waits", "share_order"]
+__all__ = ["hoisted", "runs_through", "send_waits", "share_order", "trailing_local"]

@@ -97,27 +97,28 @@ def coalesced_refusals(rec: Recorder, rank: int, n: int) -> None:
 
 
 def _gather_lists_refused(rec: Recorder, rank: int, n: int) -> None:
-    """``all_gather_coalesced`` (torch 2.13 keeps it, deprecated; it hands the group every (output
-    list, input) pair in one ``allgather_coalesced``): a 2nd input one element short on rank 0, a
-    3rd pair on the last rank alone.  Before, each pair was agreed and run in turn: the 1st pair's
-    outputs were written, and ranks with another number of pairs fell out of step."""
+    """``all_gather_coalesced`` (torch 2.13 keeps it, deprecated; it hands the group one output
+    list per rank, ``outs[r][k]`` for rank r's k-th input, in one ``allgather_coalesced``): a 2nd
+    input one element short on rank 0, a 3rd input on the last rank alone.  Before, each pair was
+    agreed and run in turn: the 1st pair's outputs were written, and ranks with another number of
+    pairs fell out of step."""
     import warnings
 
     import torch
     import torch.distributed as dist
     for bad, cls in (("second_input_size_on_rank0", "BadTensor"), ("third_pair_on_last_rank", "CollectiveMismatch")):
         ins = [torch.full((2,), float(rank)), torch.full((2 if bad.endswith("rank0") and rank == 0 else 3,), 1.0)]
-        outs = [[torch.full((t,), SENTINEL) for _ in range(n)] for t in (2, 3)]
-        if bad.startswith("third") and rank == n - 1:
+        third = bad.startswith("third") and rank == n - 1
+        if third:
             ins.append(torch.ones(4))
-            outs.append([torch.full((4,), SENTINEL) for _ in range(n)])
+        outs = [[torch.full((t,), SENTINEL) for t in ((2, 3, 4) if third else (2, 3))] for _ in range(n)]
 
         def call(outs=outs, ins=ins):
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", FutureWarning)
                 dist.all_gather_coalesced(outs, ins)
         name = f"parts_refused:allgather_lists:{bad}"
-        _expect_same_error(rec, name, cls, call, outs[0][1 % n], torch.full((2,), SENTINEL))
+        _expect_same_error(rec, name, cls, call, outs[1 % n][0], torch.full((2,), SENTINEL))
         _in_step(rec, name, rank, n)
 
 

@@ -255,5 +255,78 @@ def parity_checks(rec: Recorder, rank: int, n: int, gloo) -> None:
     _dtypes_and_0dim(rec, rank, n, gloo)
     _work_api(rec, rank, n, gloo)
     _dtensor(rec, rank, n)
+    _strides_and_coalesced_lists(rec, rank, n, gloo)
+    _exact_ops(rec, rank, n, gloo)
     from _ddp_options_jobs import ddp_options
     ddp_options(rec, rank, n, gloo)
+
+
+def _odd(t, rank: int):
+    """``t``'s values in a tensor whose size-1 dimensions have a stride that depends on ``rank``
+    (1 + 3 * rank): contiguous for torch (``is_contiguous()`` skips them), strides unlike another
+    rank's."""
+    import torch
+    stride = [1 + 3 * rank if d == 1 else s for d, s in zip(t.shape, t.contiguous().stride())]
+    return torch.as_strided(t.contiguous().clone(), t.shape, stride)
+
+
+def _strides_and_coalesced_lists(rec: Recorder, rank: int, n: int, gloo) -> None:
+    """Tensors whose size-1 dimensions have rank-dependent strides (a [4, 1] tensor with strides
+    (1, 1) on rank 0, (1, 4) on rank 1 ...; a [2, 3, 1, 1] one) in list all_gather,
+    all_gather_into_tensor and all_gather_coalesced equal gloo's; all_gather_coalesced in torch's
+    documented layout (``outs[r][k]``: rank r's k-th input; before, ours read ``outs[k][r]``: n
+    inputs of one size came back transposed, other shapes were refused) equals gloo's, and one
+    list for n ranks is refused by both; a transposed input on one rank: BadTensor on every rank."""
+    import warnings
+
+    import torch
+    import torch.distributed as dist
+    warnings.simplefilter("ignore", FutureWarning)
+    col = lambda r: torch.arange(4.0).view(4, 1) + 10 * r       # noqa: E731
+    img = lambda r: torch.arange(6.0).view(2, 3, 1, 1) - r       # noqa: E731
+
+    def listed(make):
+        def call(g):
+            outs = [_odd(torch.zeros_like(make(0)), (rank + k) % n) for k in range(n)]
+            dist.all_gather(outs, _odd(make(rank), rank), group=g)
+            return [o.contiguous() for o in outs]
+        return call
+    both(rec, "strides:list_col", listed(col), gloo)
+    both(rec, "strides:list_img", listed(img), gloo)
+    both(rec, "strides:into_tensor", lambda g: (lambda o: (dist.all_gather_into_tensor(
+        o, _odd(col(rank), rank), group=g), o)[1])(torch.zeros(4 * n, 1)), gloo)
+
+    def coalesced(shapes, lists=n, odd=False):
+        def call(g):
+            ins = [torch.full(s, float(10 * rank + k)) for k, s in enumerate(shapes)]
+            ins = [_odd(t, rank) for t in ins] if odd else ins
+            outs = [[torch.full(s, -1.0) for s in shapes] for _ in range(lists)]
+            dist.all_gather_coalesced(outs, ins, group=g)
+            return [[o.contiguous() for o in lst] for lst in outs]
+        return call
+    both(rec, "strides:coalesced_same_shapes", coalesced([(3,)] * n), gloo)
+    both(rec, "strides:coalesced_mixed_shapes", coalesced([(2,), (3,), (1,)]), gloo)
+    both(rec, "strides:coalesced_odd_strides", coalesced([(4, 1), (2, 3, 1, 1)], odd=True), gloo)
+    both(rec, "strides:coalesced_one_list", coalesced([(2,), (3,)], lists=1), gloo, refused="BadTensor")
+    bad = torch.arange(8.0).view(2, 4).t() if rank == n - 1 else torch.zeros(4, 2)
+    got = outcome(lambda: dist.all_gather([torch.zeros(4, 2) for _ in range(n)], bad))
+    rec.check("strides:noncontiguous_refused", got[0] == "refused" and got[1].startswith("BadTensor:"), str(got))
+
+
+def _exact_ops(rec: Recorder, rank: int, n: int, gloo) -> None:
+    """Ops exact in any order, now reduced in the transfers' order (``dtypes.order_free``), equal
+    gloo's bit for bit: int64 / uint8 / float32 max and min, int64 sum (wrapping), on tensors over
+    the 2 MiB the fused one-round path takes, so the schedule's share runs them; float32 holds
+    infinities (no NaN or signed zeros: gloo's rule for them is its own)."""
+    import torch
+    import torch.distributed as dist
+    g = torch.Generator().manual_seed(rank)
+    big = (2 << 20) // 4 + 7                    # elements: more than 2 MiB of float32
+    values = {"int64": torch.randint(-2**62, 2**62, (big,), generator=g),
+              "uint8": torch.randint(0, 256, (big * 4,), generator=g, dtype=torch.uint8),
+              "float32": torch.randn(big, generator=g)}
+    values["float32"][rank::7] = float("inf") if rank % 2 else -float("inf")
+    cases = [(d, op) for d in values for op in (dist.ReduceOp.MAX, dist.ReduceOp.MIN)] + [("int64", dist.ReduceOp.SUM)]
+    for dtype, op in cases:
+        call = lambda grp, t=values[dtype], op=op: (lambda x: (dist.all_reduce(x, op=op, group=grp), x)[1])(t.clone())
+        both(rec, f"exact:allreduce_{dtype}_{str(op).rsplit('.', 1)[-1].lower()}", call, gloo)

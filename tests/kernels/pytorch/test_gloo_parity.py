@@ -15,7 +15,7 @@ pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch]
 from _torch_dist import checked, merged  # noqa: E402
 
 #: comparisons per rank of each family (DTensor: a 1-D mesh, and a 2 x 2 one on 4 ranks)
-FAMILIES = {"objects": 4, "lists": 8, "dtypes": 4 * 8, "zero_dim": 5, "work": 1}
+FAMILIES = {"objects": 4, "lists": 8, "dtypes": 4 * 8, "zero_dim": 5, "work": 1, "strides": 8, "exact": 7}
 
 
 @pytest.mark.parametrize("family", sorted(FAMILIES))
@@ -25,7 +25,11 @@ def test_calls_equal_gloo_or_are_refused_like_it(job_results, family):
     by hand, max, product), bool / int8 / float64 / complex64 under sum, max, min, product, avg
     and band (bool avg refused as gloo; int8 avg as NCCL, truncated; band refused as NCCL),
     0-dim tensors, five async works waited in reverse order with is_completed / exception / a
-    chained future."""
+    chained future; size-1 dimensions with rank-dependent strides in list all_gather,
+    all_gather_into_tensor and all_gather_coalesced, all_gather_coalesced in torch's documented
+    layout (one output list per rank: before, ours read one list per input, n equal inputs came
+    back transposed), a transposed input refused (BadTensor on every rank); ops exact in any order
+    (int64 / uint8 / float32 max and min, int64 sum, over 2 MiB) bit for bit."""
     n, results = job_results
     assert merged(results, family) == []
     assert checked(results, family) == n * FAMILIES[family]

@@ -44,7 +44,8 @@ class QueueTransport:
     def recv(self, tensor, peer, tag):
         time.sleep(0.002)                       # the sender runs ahead meanwhile
         sent, as_sent, taken = self._box(peer, self.rank, tag).get(timeout=20)
-        assert torch.equal(sent, as_sent), f"rank {peer} wrote message {tag}'s region before rank {self.rank} took it"
+        same = torch.equal(sent.view(torch.uint8), as_sent.view(torch.uint8))     # bits: NaN != NaN
+        assert same, f"rank {peer} wrote message {tag}'s region before rank {self.rank} took it"
         tensor.copy_(sent)
         taken.set()
 
@@ -179,3 +180,88 @@ def test_postdiv_matches_the_kernel_twin(dtype):
     got = torch.from_numpy(x.copy())
     postdiv(got, 4)
     np.testing.assert_array_equal(got.numpy(), want)
+
+
+def _local_ops(algo: str, n: int, dtype, op: str):
+    """Per rank ``(local copies, local reduces)`` of an in-place all-reduce's share (64 elements a block)."""
+    from kernels.pytorch.schedule_share import rank_ops
+    sched = baseline(algo, build_fabric(fully_connected(n)), "allreduce")
+    plans = [rank_ops(sched, 64, dtype, op, r, inplace=True)[1] for r in range(n)]
+    return [(sum(o.kind == "copy" for o, _ in p.local), sum(o.kind == "reduce" for o, _ in p.local)) for p in plans]
+
+
+@pytest.mark.parametrize("n", [3, 4])
+def test_exact_ops_skip_the_rank_order_copy_in_place(n):
+    """An in-place direct all-reduce: rank d's block gets its n - 1 peers' messages.  Summed in
+    rank order (floats: ((x0 + x1) + x2) + ...) a rank d >= 2 must keep its own value aside while
+    the sum starts from rank 0's: the fold goes to scratch, its own value is one local reduce and
+    the result one local copy home; ranks 0 and 1 start from their own value (2 ops per rank d >= 2,
+    by hand).  Integers, and max / min of any dtype, give the same bits in any order: every rank
+    reduces straight into its own block, no local op at all (before: int64 paid the float's 2)."""
+    floats = _local_ops("direct", n, torch.float32, "sum")
+    assert floats == [(0, 0), (0, 0)] + [(1, 1)] * (n - 2)
+    for dtype, op in ((torch.int64, "sum"), (torch.uint8, "max"), (torch.int64, "prod"), (torch.int32, "avg"),
+                      (torch.bool, "min"), (torch.float16, "max"), (torch.bfloat16, "min")):
+        assert _local_ops("direct", n, dtype, op) == [(0, 0)] * n, (dtype, op)
+    # max / min of any dtype: NaN dropped, +0 above -0 whatever the operand order (schedule_share._minmax)
+    assert _local_ops("direct", n, torch.float32, "max") == [(0, 0)] * n
+    # one-shot: every rank reduces into scratch (its own block is sent in the same step) and copies
+    # home, in any order; in rank order a rank d >= 2 also adds its own value as a local reduce
+    assert all(reduces == 0 for _, reduces in _local_ops("oneshot", n, torch.int64, "sum"))
+
+
+@pytest.mark.parametrize("name", ["float16", "bfloat16", "float32"])
+@pytest.mark.parametrize("algo,n", [("direct", 3), ("direct", 4), ("oneshot", 4), ("ring", 3)])
+def test_max_min_give_the_same_bits_on_every_rank(name, algo, n):
+    """max / min of signed zeros, NaN and infinities over every rank: every rank the same bits
+    (before, a one-shot's float32 ranks differed in zeros' signs: torch.fmax(+0, -0) is +0,
+    torch.fmax(-0, +0) is -0, and rank r folds fmax(x_r, x_0) where rank 0 folds fmax(x_0, x_r)),
+    equal to the plain-Python NCCL rule folded over the ranks (_minmax_reference; +0 above -0, as
+    ``__hmax``, also for float32, where CUDA leaves it open)."""
+    import math
+
+    import ml_dtypes
+    from _minmax_reference import nccl_minmax
+    sched = baseline(algo, build_fabric(fully_connected(n)), "allreduce")
+    dt, tdt = np.dtype(getattr(ml_dtypes, name, None) or name), getattr(torch, name)
+    vals = np.array([0.0, -0.0, math.nan, math.inf, -math.inf, 1.5, -1.5], np.float64)
+    rng = np.random.default_rng(n)
+    count = 24 * n                       # elements (an all-reduce buffer is one block)
+    xs = [rng.choice(vals, count).astype(dt) for _ in range(n)]
+    as_torch = (lambda x: torch.from_numpy(x.view(np.int16)).view(tdt)) if dt.itemsize == 2 else torch.from_numpy
+    for op in ("max", "min"):
+        bufs = [as_torch(x.copy()) for x in xs]
+        _run_all(sched, bufs, bufs, count, op)
+        bits = [b.view(torch.int16 if dt.itemsize == 2 else torch.int32).numpy() for b in bufs]
+        for r in range(1, n):
+            assert np.array_equal(bits[r], bits[0]), (op, r)
+        got = bits[0].view(dt).astype(np.float64)
+        for i in range(count):
+            want = float(xs[0][i])
+            for r in range(1, n):
+                want = nccl_minmax(want, float(xs[r][i]), op == "max", zero_rule=True)
+            ok = math.isnan(got[i]) if math.isnan(want) else (got[i] == want and
+                                                                math.copysign(1, got[i]) == math.copysign(1, want))
+            assert ok, (op, i, got[i], want)
+
+
+@pytest.mark.parametrize("name,bits", [("float32", (0x7FC00000, -0x00400000, 0x7FC00001)),      # +NaN, -NaN, payload
+                                       ("float16", (0x7E00, -0x0200, 0x7E01)),
+                                       ("bfloat16", (0x7FC0, -0x0040, 0x7FC1))])
+def test_max_min_of_nans_with_other_bits_agree_on_every_rank(name, bits):
+    """max / min where every rank holds a NaN, each with other bits (a sign or a payload: x86
+    makes -NaN of 0 * inf, ``float('nan')`` is +NaN): a one-shot's ranks each fold their own value
+    first, and ``torch.fmax`` / ``__hmax``'s twin return one of two NaN operands depending on their
+    order, so the ranks ended with different NaN bits where the rank order gave every rank the
+    same fold.  Every rank must hold the same bits, a NaN (NCCL: NaN only when both operands are)."""
+    n = 4
+    sched = baseline("oneshot", build_fabric(fully_connected(n)), "allreduce")
+    idt = torch.int16 if name != "float32" else torch.int32
+    count = 8 * n
+    for op in ("max", "min"):
+        bufs = [torch.tensor([bits[(r + i) % len(bits)] for i in range(count)], dtype=idt).view(getattr(torch, name))
+                for r in range(n)]
+        _run_all(sched, bufs, bufs, count, op)
+        for r in range(1, n):
+            assert torch.equal(bufs[r].view(idt), bufs[0].view(idt)), (op, r, bufs[r].view(idt), bufs[0].view(idt))
+        assert bool(torch.isnan(bufs[0].float()).all()), op

@@ -68,3 +68,36 @@ def test_an_order_that_could_wait_in_a_circle_is_refused():
     assert waits[0] == [(), (0,), ()] and runs_through([r0, r1], waits)
     r1_late = [(RECV_COPY, c, 18, 0), (SEND, b, 17, 0), (RECV_COPY, a, 16, 0)]
     assert not runs_through([r0, r1_late], waits)
+
+
+def test_trailing_local_takes_only_an_element_wise_reduce_of_the_received_region():
+    """Rank 2 of a 3-rank direct all-reduce in rank order (float32): x0 is received into scratch,
+    x1 reduced into it, then its own x2 added by a local reduce of the same region: that local
+    reduce may run piece by piece behind the receive's (element k meets the same two operations
+    in the same order).  Not where the local reduce reads the region it writes at another offset
+    (piece k would read a piece not yet final), nor where it waits for a send first."""
+    import dataclasses
+
+    import torch
+
+    from kernels.pytorch.share_order import trailing_local
+    sched = baseline("direct", build_fabric(fully_connected(3)), "allreduce")
+    hit = _planned(sched, 64, np.dtype("float32"), True, "sum", 2)
+    items, waits = _cpu_order(hit, True, 2)
+    bufs = {name: torch.zeros(size) for name, size in hit[1].sizes[2].items()}
+
+    def view(region):
+        return bufs[region.buf][region.start:region.stop]
+    i = next(k for k, it in enumerate(items) if it[0] == RECV_REDUCE)
+    local = items[i + 1][1]
+    assert items[i + 1][0] == LOCAL and local.kind == "reduce" and local.dst == items[i][1].dst
+    assert trailing_local(items, waits, i, view) == i + 1
+    shifted = dataclasses.replace(local, src=dataclasses.replace(local.dst, start=local.dst.start + 1,
+                                                                 stop=local.dst.stop + 1))
+    bufs["scratch"] = torch.zeros(hit[1].sizes[2]["scratch"] + 1)
+    assert trailing_local(items[:i + 1] + [(LOCAL, shifted, None, None)] + items[i + 2:], waits, i, view) is None
+    assert trailing_local(items, waits[:i + 1] + [(0,)] + waits[i + 2:], i, view) is None
+    # integers sum in any order: no rank-order local reduce follows the receive
+    hit = _planned(sched, 64, np.dtype("int64"), True, "sum", 2)
+    items, waits = _cpu_order(hit, True, 2)
+    assert all(trailing_local(items, waits, k, view) is None for k, it in enumerate(items) if it[0] == RECV_REDUCE)

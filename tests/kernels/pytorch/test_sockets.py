@@ -146,13 +146,16 @@ def test_a_stream_fed_in_pieces_arrives_whole_between_other_messages_and_abort_s
     b.close()
 
 
-@pytest.mark.parametrize("algo,n", [("ring", 2), ("ring", 4), ("direct", 4)])
+@pytest.mark.parametrize("algo,n", [("ring", 2), ("ring", 4), ("direct", 3), ("direct", 4)])
 def test_streamed_sends_give_the_numpy_sum_on_every_rank(algo, n, monkeypatch):
     """run_share over ``n`` SocketMesh ranks with streaming forced on (and off): int64 sums
-    equal NumPy's exactly, float32 sums with and without streaming are bit for bit the same,
-    and as many streams ran on every rank, at least n - 1 per call (ring: each reduce step's
-    result forwarded; direct: exactly n - 1, the reduced block to every peer, on every rank but
-    the last, whose rank-order sum ends with its own value)."""
+    equal NumPy's exactly, float32 and bfloat16 sums with and without streaming are bit for bit
+    the same (direct: NumPy's left fold in rank order, ``((x0 + x1) + x2) + ...``, rounded to the
+    type at each step, ml_dtypes for bfloat16), and as many streams ran on every rank, at least
+    n - 1 per call (ring: each reduce step's result forwarded; direct: exactly n - 1, the reduced
+    block to every peer, also on the last rank, whose rank-order sum ends with its own value: that
+    local reduce runs piece by piece behind the last receive's, share_order.trailing_local)."""
+    import ml_dtypes
     import numpy as np
     from _socket_pair import socket_pair
 
@@ -167,12 +170,13 @@ def test_streamed_sends_give_the_numpy_sum_on_every_rank(algo, n, monkeypatch):
     monkeypatch.setattr(sockets.SocketMesh, "send_stream", lambda self, *a: streams.append(self.rank) or plain(self, *a))
     monkeypatch.setattr(sockets, "PIECE_BYTES", 16 << 10)
     g = torch.Generator().manual_seed(11)
-    ints = [torch.randint(-2**40, 2**40, (3 * (1 << 14) + 4,), generator=g) for _ in range(n)]
-    floats = [torch.randn(1 << 16, generator=g) for _ in range(n)]
+    calls = {"int": [torch.randint(-2**40, 2**40, (3 * (1 << 14) + 4,), generator=g) for _ in range(n)],
+             "float": [torch.randn(1 << 16, generator=g) for _ in range(n)],
+             "bf16": [torch.randn(3 * (1 << 14) + 6, generator=g).to(torch.bfloat16) for _ in range(n)]}
     results = {}
     for limit in (n, 1):                              # streamed, then not
         monkeypatch.setattr(share, "STREAM_MAX_RANKS", limit)
-        for name, xs in (("int", ints), ("float", floats)):
+        for name, xs in calls.items():
             bufs = [x.clone() for x in xs]
             errors: list = []
 
@@ -190,22 +194,26 @@ def test_streamed_sends_give_the_numpy_sum_on_every_rank(algo, n, monkeypatch):
             assert not errors, errors
             results[limit, name] = bufs
         if limit == n:
+            per_rank = len(streams) / n
+            assert sorted(streams) == [r for r in range(n) for _ in range(int(per_rank))], streams  # as many on each
             if algo == "direct":
-                # a block's sends stream behind the receive-reduce that finishes it; in rank order
-                # (synth.ir.sum_order) the last rank's own value ends its block's sum, a local op:
-                # ranks 0 .. n-2 stream n - 1 sends per call (two calls: int, float), the last none
-                assert sorted(streams) == [r for r in range(n - 1) for _ in range((n - 1) * 2)], streams
-            else:
-                per_rank = len(streams) / n
-                assert sorted(streams) == [r for r in range(n) for _ in range(int(per_rank))]   # as many on each
-                assert per_rank >= (n - 1) * 2, streams
+                assert per_rank == (n - 1) * len(calls), streams    # n - 1 streams per call
+            assert per_rank >= (n - 1) * len(calls), streams
             streams.clear()
     assert not streams                                 # limit 1: none streamed
-    want = np.sum(np.stack([x.numpy() for x in ints]), axis=0)
+    want = np.sum(np.stack([x.numpy() for x in calls["int"]]), axis=0)
+    folds = {"float": calls["float"][0].numpy().copy(),
+             "bf16": calls["bf16"][0].view(torch.int16).numpy().view(ml_dtypes.bfloat16).copy()}
+    for r in range(1, n):                              # NumPy's left fold in rank order
+        folds["float"] = folds["float"] + calls["float"][r].numpy()
+        folds["bf16"] = folds["bf16"] + calls["bf16"][r].view(torch.int16).numpy().view(ml_dtypes.bfloat16)
     for r in range(n):
         assert np.array_equal(results[n, "int"][r].numpy(), want)
-        assert np.array_equal(results[n, "float"][r].numpy().view(np.uint32),
-                              results[1, "float"][r].numpy().view(np.uint32))
+        for name in ("float", "bf16"):
+            bits = [results[k, name][r].view(torch.int16 if name == "bf16" else torch.int32).numpy() for k in (n, 1)]
+            assert np.array_equal(bits[0], bits[1]), (name, r)
+            if algo == "direct":
+                assert np.array_equal(bits[0], folds[name].view(bits[0].dtype)), (name, r)
     for m in meshes:
         m.close()
 
