@@ -136,7 +136,7 @@ def _main(args, argv: list[str]) -> int:
         from kernels.sweep.mpi_backend import check_launched, run_sweep_mpi
         check_launched(args.ngpus, args.topology)
         return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
-                             argv=argv, json_path=args.output_file, notes=unapplied)
+                             argv=["sweep", *argv], json_path=args.output_file, notes=unapplied)
     if args.import_log is not None:
         if args.plot is None:
             raise UsageError("--import with a COLLECTIVE overlays the log on --plot OUT.png; without --plot "

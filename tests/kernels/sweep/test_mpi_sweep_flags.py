@@ -1,0 +1,55 @@
+"""``mpirun -n N sweep ... --backend mpi`` read as nccl-tests under ``mpirun`` reads the same flags.
+
+nccl-tests (NVIDIA/nccl-tests v2.19.6, commit a0b82b2):
+
+- ``-g G`` is GPUs per process: ``nranks = nProcs*nGpus*nThreads`` (src/common.cu line 901), so
+  ``mpirun -n 2 all_reduce_perf -g 4`` is 8 ranks.  Here each process is one rank: ``-g`` other than 1 (or the
+  process count, our "ranks" meaning) cannot be honoured and must not be dropped silently.
+- ``-J FILE``: rank 0 alone opens the file (src/util.cu lines 324-330), prints ``# Writing JSON output to FILE``
+  (line 349) before the preamble, and writes every ``argv[0..argc)`` into ``args`` (lines 365-370), the program
+  name first.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from _mpi import run_mpi
+
+SWEEP = ["-c", "from kernels.entry import sweep; raise SystemExit(sweep())"]
+
+
+def test_a_gpu_count_per_process_is_refused_not_dropped():
+    """-g 4 under 2 processes: nccl-tests would run 2 x 4 = 8 ranks; it ran 2 ranks, status 0, no word of -g."""
+    proc = run_mpi(2, SWEEP + ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "--backend", "mpi", "-g", "4"],
+                   timeout=120)
+    assert proc.returncode != 0, proc.stdout
+    assert "nGpus" not in proc.stdout                   # refused before the table
+    lines = {ln for ln in proc.stderr.splitlines() if ln.startswith("sweep:")}
+    assert len(lines) == 1, proc.stderr                 # the same one line from every rank
+    (line,) = lines
+    assert "-g 4" in line and "mpirun -n 8" in line
+
+
+def test_gpu_count_of_one_per_process_or_all_ranks_runs():
+    """-g 1 is nccl-tests' own default under mpirun; -g 2 with 2 processes is our ranks meaning: both run 2 ranks."""
+    for g in ("1", "2"):
+        proc = run_mpi(2, SWEEP + ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "--backend", "mpi", "-g", g],
+                       timeout=120)
+        assert proc.returncode == 0, proc.stderr[-2000:]
+        assert proc.stdout.count("#  Rank ") == 2 and "# nThread 1 nGpus 1 " in proc.stdout
+
+
+def test_json_is_announced_and_its_args_start_with_the_program(tmp_path):
+    out = tmp_path / "mpi.json"
+    argv = ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "--backend", "mpi", "-J", str(out)]
+    proc = run_mpi(2, SWEEP + argv, timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.startswith(f"# Writing JSON output to {out}\n# Collective test starting: all_reduce_perf\n")
+    assert proc.stdout.count("# Writing JSON output") == 1          # rank 0 only
+    assert json.loads(out.read_text())["args"] == ["sweep", *argv]
+
+
+if __name__ == "__main__":       # pragma: no cover
+    sys.exit("run with pytest")
