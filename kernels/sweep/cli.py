@@ -118,6 +118,11 @@ def _main(args, argv: list[str]) -> int:
     args.min_bw = min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any output
     drop_unwritten_json(args, "sweep")
     check_output_paths(args)
+    unused = [f for f, v in (("--plot", args.plot), ("--csv", args.csv), ("--compare", args.compare),
+                             ("--import", args.import_log)) if v is not None]
+    if args.backend == "mpi" and args.collective is not None and unused:     # its one table has no use for them
+        raise UsageError(f"--backend mpi prints one nccl-tests table; {', '.join(unused)} would be ignored (use "
+                         "--backend host or sim for them)")
     if args.backend == "mpi" and parse_int(args.nthreads, "number of threads (-t)") > 1:
         raise UsageError(f"--backend mpi runs one rank per process: -t {args.nthreads} (threads per process) "
                          "does not apply; start more processes with mpirun -n")

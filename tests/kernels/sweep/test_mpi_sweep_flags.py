@@ -12,9 +12,12 @@ nccl-tests (NVIDIA/nccl-tests v2.19.6, commit a0b82b2):
 
 from __future__ import annotations
 
+import importlib.util
 import json
+import subprocess
 import sys
 
+import pytest
 from _mpi import run_mpi
 
 SWEEP = ["-c", "from kernels.entry import sweep; raise SystemExit(sweep())"]
@@ -49,6 +52,19 @@ def test_json_is_announced_and_its_args_start_with_the_program(tmp_path):
     assert proc.stdout.startswith(f"# Writing JSON output to {out}\n# Collective test starting: all_reduce_perf\n")
     assert proc.stdout.count("# Writing JSON output") == 1          # rank 0 only
     assert json.loads(out.read_text())["args"] == ["sweep", *argv]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed")
+@pytest.mark.parametrize("extra", [["--plot", "{tmp}/p.png"], ["--csv", "{tmp}/c.csv"], ["--compare", "ring,direct"],
+                                   ["--import", "tests/fixtures/real_logs/a100_8gpu_1node_all_reduce.txt"]])
+def test_options_the_mpi_path_has_no_use_for_are_refused(tmp_path, extra):
+    """The mpi path printed its table, status 0, and left --plot / --csv unwritten, --compare and --import unused."""
+    extra = [x.format(tmp=tmp_path) for x in extra]
+    res = subprocess.run([sys.executable, *SWEEP, "all_reduce", "--backend", "mpi", "-b", "8", "-e", "8", "-n", "1",
+                          *extra], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stdout == "", res.stdout
+    assert res.stderr.count("\n") == 1 and extra[0] in res.stderr and "--backend mpi" in res.stderr
+    assert list(tmp_path.iterdir()) == []
 
 
 if __name__ == "__main__":       # pragma: no cover
