@@ -118,6 +118,7 @@ def _main(args, argv: list[str]) -> int:
     args.min_bw = min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any output
     drop_unwritten_json(args, "sweep")
     check_output_paths(args)
+    _check_unused(args, argv)
     unused = [f for f, v in (("--plot", args.plot), ("--csv", args.csv), ("--compare", args.compare),
                              ("--import", args.import_log)) if v is not None]
     if args.backend == "mpi" and args.collective is not None and unused:     # its one table has no use for them
@@ -174,6 +175,27 @@ def _main(args, argv: list[str]) -> int:
     if args.backend == "sim":           # before any schedule is built (kernels.sweep.memory.sim_need_bytes)
         _admit_sim(args, cfg.nranks)
     return sweep_and_report(cfg, topo, algos, args, argv, unapplied)
+
+
+#: the machine-shape flags (:func:`topo_probe.cli.options.add_machine_arguments`), by their ``dest``
+_MACHINE_FLAGS = ("nodes", "nic_gbps", "nics_per_node", "rail_optimized", "spine_oversubscription", "hosts_per_leaf",
+                  "net", "host_path_class")
+
+
+def _check_unused(args, argv: list[str]) -> None:
+    """Refuse flags that would change nothing: a machine-shape flag without a ``--topology`` to reshape (or under
+    ``--backend mpi``, which takes the topology as it is), ``--algo`` beside a ``--compare`` list without it
+    (the list names the algorithms run)."""
+    shape = [f"--{d.replace('_', '-')}" for d in _MACHINE_FLAGS if getattr(args, d, None) not in (None, False)]
+    if shape and args.topology is None:
+        raise UsageError(f"{', '.join(shape)} reshape a --topology; name one (the fully connected -g ranks have "
+                         "no machine to reshape)")
+    if shape and args.backend == "mpi":
+        raise UsageError(f"--backend mpi takes --topology as it is; {', '.join(shape)} would be ignored")
+    compared = [a.strip() for a in (args.compare or "").split(",")]
+    if args.compare is not None and given(argv, "--algo") and args.algo not in compared:
+        raise UsageError(f"--algo {args.algo} beside --compare {args.compare}: --compare names every algorithm run; "
+                         "add it there")
 
 
 def _admit_sim(args, nranks: int) -> None:
