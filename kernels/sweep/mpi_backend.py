@@ -68,7 +68,9 @@ class MPISweepBackend:
             return
         self.comm.run_schedule(case.schedule, send, recv, op=case.op)
 
-    def measure(self, case) -> tuple[float, int | None]:
+    def measure(self, case) -> tuple[float, int | None, int]:
+        """(time µs, wrong elements over every rank or None unchecked, ranks whose own check failed: each counts in
+        nccl-tests' "Out of bounds values", :attr:`synth.sweep.driver.Result.failed`)."""
         from kernels.sweep.table import count_wrong, expected, inputs
         send, recv = self._buffers(case, 0)
         with np.errstate(all="ignore"):
@@ -83,8 +85,8 @@ class MPISweepBackend:
         times = [float(t) for t in self.comm.allgather_object(mine)]
         t = {0: times[0], 2: min(times), 3: max(times)}.get(case.average, sum(times) / len(times))
         if case.check <= 0:
-            return t, None
-        wrong = 0
+            return t, None, 0
+        wrong = failing = 0
         for _ in range(case.check):
             self._rep += 1
             s, d = self._buffers(case, self._rep)
@@ -93,10 +95,11 @@ class MPISweepBackend:
             want = expected(case.entry, sends, case.counts.count, case.dtype, case.op, case.nranks,
                             case.root)[self.comm.rank]
             mine = 0 if want is None else count_wrong(d, want, case.dtype, case.op, case.nranks)
-            wrong = sum(int(w) for w in self.comm.allgather_object(mine))
+            per_rank = [int(w) for w in self.comm.allgather_object(mine)]
+            wrong, failing = sum(per_rank), sum(1 for w in per_rank if w)
             if wrong:
                 break
-        return t, wrong
+        return t, wrong, failing
 
 
 def check_launched(ngpus: str | None, topology) -> None:

@@ -93,12 +93,16 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class Result:
-    """One measurement: time (µs), algbw and busbw (GB/s), wrong elements (None = not checked)."""
+    """One measurement: time (µs), algbw and busbw (GB/s), wrong elements (None = not checked) and the processes
+    whose own check found them (None: one, as a single process is).  nccl-tests counts a failed check once per
+    thread of each process whose GPUs hold wrong elements (NVIDIA/nccl-tests v2.19.6 src/common.cu line 478, summed
+    over processes at line 1786): its "Out of bounds values"."""
 
     time_us: float
     algbw: float
     busbw: float
     wrong: int | None
+    failed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -154,14 +158,15 @@ class Device:
 
 @dataclass
 class SweepSummary:
-    """All rows, the number of failing results (nccl-tests' "Out of bounds values") and the
+    """All rows, the number of failed checks (nccl-tests' "Out of bounds values", :attr:`Result.failed`) and the
     average bus bandwidth over both placements of every row."""
 
     rows: list[Row] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
-        return sum(1 for r in self.rows for res in (r.out_of_place, r.in_place) if res is not None and res.wrong)
+        return sum(res.failed or 1 for r in self.rows for res in (r.out_of_place, r.in_place)
+                   if res is not None and res.wrong)
 
     @property
     def avg_busbw(self) -> float:
@@ -225,9 +230,9 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
                         case = Case(ent, cfg.nranks, counts, dtype_name, "sum" if op == "none" else op,
                                     None if root < 0 else root, inplace, sched, cfg.iters, cfg.warmup,
                                     cfg.check, cfg.average, nccl=bool(choice and choice.nccl))
-                        t, wrong = backend.measure(case)
+                        t, wrong, *failed = backend.measure(case)      # (time, wrong[, failing processes])
                         algbw, busbw = ent.bandwidths(counts.size, t, cfg.nranks)
-                        results.append(Result(t, algbw, busbw, wrong))
+                        results.append(Result(t, algbw, busbw, wrong, *failed))
                     extras = tuple(backend.extras(case)) if getattr(backend, "extra_columns", ()) else ()
                     row = Row(counts.size, counts.count, dtype_name, op, root, results[0], results[1], label, extras)
                     summary.rows.append(row)

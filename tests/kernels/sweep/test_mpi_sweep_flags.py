@@ -67,5 +67,38 @@ def test_options_the_mpi_path_has_no_use_for_are_refused(tmp_path, extra):
     assert list(tmp_path.iterdir()) == []
 
 
-if __name__ == "__main__":       # pragma: no cover
-    sys.exit("run with pytest")
+def _corrupt_worker() -> None:
+    """``run_sweep_mpi`` as the CLI calls it, every rank's reductions off by one (so every rank's check fails)."""
+    import warnings
+
+    from kernels.mpi import transport as mt
+    from kernels.mpi.communicator import MPICommunicator
+    from kernels.sweep.cli import build_parser
+    from kernels.sweep.mpi_backend import run_sweep_mpi
+    from synth.cli.nccl_options import make_config
+    warnings.simplefilter("ignore")
+
+    class Corrupt(mt.HostWire):
+        def combine(self, dst, acc, src, op):
+            super().combine(dst, acc, src, op)
+            dst += 1
+
+    comm = MPICommunicator.from_mpi(plan=False, wire=Corrupt(), timeout_s=30)
+    argv = ["all_reduce", "-b", "8", "-e", "64", "-f", "2", "-n", "1", "-w", "0", "--backend", "mpi", "--algo", "ring"]
+    args = build_parser().parse_args(argv)
+    run_sweep_mpi(lambda n: make_config(args, n), None, "ring", argv=["sweep", *argv], comm=comm)
+
+
+def test_out_of_bounds_counts_each_failing_process_as_nccl_tests():
+    """nccl-tests counts a failed check once per thread whose own GPUs hold wrong elements (CheckData,
+    src/common.cu line 478 at v2.19.6: ``if (args->reportErrors && *wrongElts) args->errors[0]++`` before the sum
+    over ranks), summed over processes (MPI_Allreduce of errors, line 1786): 4 sizes x 2 placements failing on both
+    processes is 16.  It printed 8 (one per failing measurement)."""
+    proc = run_mpi(2, [__file__, "corrupt"], timeout=120)
+    rows = [ln.split() for ln in proc.stdout.splitlines() if ln.strip() and not ln.startswith("#")]
+    assert len(rows) == 4 and all(int(r[8]) > int(r[1]) and int(r[12]) > int(r[1]) for r in rows), proc.stdout
+    assert "# Out of bounds values : 16 FAILED" in proc.stdout, proc.stdout[-1500:] + proc.stderr[-1500:]
+
+
+if __name__ == "__main__" and sys.argv[1:] == ["corrupt"]:       # pragma: no cover  (under mpirun)
+    _corrupt_worker()
