@@ -58,14 +58,20 @@ _IMPORT_IGNORES = ("-b", "-e", "-i", "-f", "-g", "-n", "-w", "-c", "-o", "-d", "
                    "--compare", "--topology", "--backend", *(o.short for o in NOT_APPLIED_OPTIONS))
 
 
-def resolve_topology(args):
-    """``(topology or None, ranks)`` from ``--topology`` and ``-g``."""
+def gpu_count(args) -> int | None:
+    """``-g`` as a rank count (None: not given); one line for a value that is not one (every backend)."""
     ngpus = None if args.ngpus is None else parse_int(args.ngpus, "number of GPUs (-g)")
     if ngpus is not None and ngpus < 1:
         raise UsageError(f"invalid number of GPUs: -g {ngpus} (must be >= 1)")
     from topo_probe.guard import MAX_GPUS
     if ngpus is not None and ngpus > MAX_GPUS:
         raise UsageError(f"invalid number of GPUs: -g {ngpus} (at most {MAX_GPUS} ranks, as any topology)")
+    return ngpus
+
+
+def resolve_topology(args):
+    """``(topology or None, ranks)`` from ``--topology`` and ``-g``."""
+    ngpus = gpu_count(args)
     if args.topology is None:
         n = ngpus or 1
         if n == 1:
@@ -140,7 +146,7 @@ def _main(args, argv: list[str]) -> int:
         return import_only(args.import_log, plot_path=args.plot, csv_path=args.csv)
     if args.backend == "mpi":  # one process per rank under mpirun; rank 0 prints the table
         from kernels.sweep.mpi_backend import check_launched, run_sweep_mpi
-        check_launched(args.ngpus, args.topology)
+        check_launched(gpu_count(args), args.topology)
         return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
                              argv=["sweep", *argv], json_path=args.output_file, notes=unapplied)
     if args.import_log is not None:

@@ -102,7 +102,7 @@ class MPISweepBackend:
         return t, wrong, failing
 
 
-def check_launched(ngpus: str | None, topology) -> None:
+def check_launched(ngpus: int | None, topology) -> None:
     """Refuse ``--backend mpi`` outside ``mpirun`` when the command line asks for more than one
     rank (``-g N`` or a multi-GPU ``--topology``): one process would silently run alone.  Under ``mpirun -n P``
     refuse ``-g G`` other than 1 (nccl-tests' GPUs per process: ``nranks = nProcs*nGpus*nThreads``, NVIDIA/nccl-tests
@@ -115,7 +115,7 @@ def check_launched(ngpus: str | None, topology) -> None:
         One process, but more ranks asked for; ``-g`` GPUs per process; the message says how to start it.
     """
     from topo_probe.errors import UsageError
-    want = int(ngpus) if ngpus not in (None, "") and str(ngpus).lstrip("-").isdigit() else 1
+    want = 1 if ngpus is None else ngpus          # already checked (kernels.sweep.cli.gpu_count): >= 1
     procs = mpi().COMM_WORLD.Get_size()
     if procs > 1:
         if want not in (1, procs):

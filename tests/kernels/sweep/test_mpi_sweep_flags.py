@@ -44,6 +44,26 @@ def test_gpu_count_of_one_per_process_or_all_ranks_runs():
         assert proc.stdout.count("#  Rank ") == 2 and "# nThread 1 nGpus 1 " in proc.stdout
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed")
+@pytest.mark.parametrize("g, says", [("0", "-g 0 (must be >= 1)"), ("4x", "'4x' is not an integer"),
+                                     ("0x2", "1 process and 2 ranks")])
+def test_a_bad_or_hex_gpu_count_reads_as_on_the_host_path_in_one_process(g, says):
+    """``-g`` is read as the host path reads it (``parse_int``: 0x2 is 2, as nccl-tests' ``strtol(optarg, NULL, 0)``,
+    src/common.cu at v2.19.6), not by ``str.isdigit``: one process ran alone, status 0, for -g 0, -g 4x and -g 0x2."""
+    res = subprocess.run([sys.executable, *SWEEP, "all_reduce", "--backend", "mpi", "-b", "8", "-e", "8", "-n", "1",
+                          "-g", g], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 2 and res.stdout == "", res.stdout
+    assert res.stderr.count("\n") == 1 and says in res.stderr, res.stderr
+
+
+def test_a_bad_gpu_count_under_mpirun_is_the_host_paths_one_line():
+    """-g 0 under 2 processes said "2 x 0 = 0 ranks ... start them with mpirun -n 0"."""
+    proc = run_mpi(2, SWEEP + ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "--backend", "mpi", "-g", "0"],
+                   timeout=120)
+    lines = {ln for ln in proc.stderr.splitlines() if ln.startswith("sweep:")}
+    assert proc.returncode != 0 and lines == {"sweep: error: invalid number of GPUs: -g 0 (must be >= 1)"}, proc.stderr
+
+
 def test_json_is_announced_and_its_args_start_with_the_program(tmp_path):
     out = tmp_path / "mpi.json"
     argv = ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "--backend", "mpi", "-J", str(out)]
