@@ -220,7 +220,7 @@ def given(argv: list[str], flag: str) -> bool:
     """Whether ``flag`` (a short name of the table, or any other flag) or its long form was on the
     command line: ``-g 4``, ``-g4``, ``--ngpus=4``, and a prefix of the long name the parser took for it
     (``--datat half``: argparse's ``allow_abbrev``, as nccl-tests' ``getopt_long``, NVIDIA/nccl-tests v2.19.6
-    src/common.cu line 1245; a prefix two options share is refused by the parser before this is asked, and a
+    src/common.cu line 1205; a prefix two options share is refused by the parser before this is asked, and a
     whole long name of the table, ``--op``, is that option); nothing after ``--`` counts.
 
     >>> given(["--datat", "half"], "-d"), given(["--op", "sum"], "-J"), given(["--output=x.json"], "-J")

@@ -1,5 +1,5 @@
 """``given`` (synth/cli/nccl_options.py) must see a flag however the parser took it.  Both parsers (argparse's
-``allow_abbrev``) and nccl-tests itself (glibc ``getopt_long``, NVIDIA/nccl-tests v2.19.6 src/common.cu line 1245)
+``allow_abbrev``) and nccl-tests itself (glibc ``getopt_long``, NVIDIA/nccl-tests v2.19.6 src/common.cu line 1205)
 take an unambiguous prefix of a long name: ``--datat half`` is ``--datatype half``.  ``given`` only knew whole names,
 so ``simulate --import LOG --datat half`` printed the log's float rows (``-d half``: refused, the log has none) and
 ``--warm 3`` printed the log's warm-up 5 (``-w 3``: 3).  The reference here is argparse's own resolution."""

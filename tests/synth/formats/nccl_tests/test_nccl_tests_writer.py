@@ -120,7 +120,7 @@ def test_json_layout_is_that_of_nccl_tests_v2_19_6():
     0fdb00a, 3 from e1dc979), its config keys in the order of util.cu lines 645-664 (per_iter_timing as a "true" /
     "false" string, jsonBool lines 272-275, and per_iter_skip; -I / -K are not applied here: "false", 0), and every
     result's experiment_name as "" (common.cu line 941, ``writeBenchmarkLineTerminator(iters, "")``, since the
-    first JSON build ad956f1).  Was version 1 without the two keys, and experiment_name "AllReduce"."""
+    first JSON build 00f5281, v2.17.3).  Was version 1 without the two keys, and experiment_name "AllReduce"."""
     cfg = SweepConfig("allreduce", 2, minbytes=8, maxbytes=8, iters=3)
     ok = Result(2.0, 4.0, 4.0, 0)
     doc = json_document(cfg, [Device(0, 1, "h", 0, "cpu", "NumPy")], SweepSummary([Row(8, 2, "float", "sum", -1, ok,
@@ -148,6 +148,7 @@ def test_json_document_mirrors_nccl_tests(tmp_path):
                                            "device_hex": "cpu", "device_info": "NumPy"}
     r = doc["results"][0]
     assert r["root"] == "     1" and r["actual_iterations"] == 3
+    assert doc["topocoll"] == {"collective": "Reduce", "backend": "host"}   # nccl-tests' testColl name, reduce.cu
     assert r["out_of_place"] == {"time": 2.0, "alg_bw": 4.0, "bus_bw": 4.0, "nwrong": 0.0}
     assert r["in_place"]["nwrong"] is None
     assert doc["out_of_bounds"] == {"count": 0, "okay": "true"}
