@@ -93,10 +93,11 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class Result:
-    """One measurement: time (µs), algbw and busbw (GB/s), wrong elements (None = not checked) and the processes
-    whose own check found them (None: one, as a single process is).  nccl-tests counts a failed check once per
-    thread of each process whose GPUs hold wrong elements (NVIDIA/nccl-tests v2.19.6 src/common.cu line 478, summed
-    over processes at line 1786): its "Out of bounds values"."""
+    """One measurement: time (µs), algbw and busbw (GB/s), wrong elements (None = not checked) and the threads
+    (``-t``; under ``--backend mpi`` the processes) whose own check found them (None: one).  nccl-tests counts a
+    failed check once per thread of each process whose GPUs hold wrong elements (NVIDIA/nccl-tests v2.19.6
+    src/common.cu line 478, summed over threads at line 1776 and processes at line 1786): its "Out of bounds
+    values"."""
 
     time_us: float
     algbw: float
@@ -141,6 +142,8 @@ class Case:
     average: int = 1
     #: NCCL itself runs here (``--algo nccl`` or a plan entry ``nccl``); ``schedule`` is the fallback
     nccl: bool = False
+    #: nccl-tests' ``nGpus``: ranks ``t*g .. t*g+g-1`` are thread ``t``'s (a failed check counts once per thread)
+    gpus_per_thread: int = 1
 
 
 @dataclass(frozen=True)
@@ -229,8 +232,9 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
                     for inplace in (False, True):
                         case = Case(ent, cfg.nranks, counts, dtype_name, "sum" if op == "none" else op,
                                     None if root < 0 else root, inplace, sched, cfg.iters, cfg.warmup,
-                                    cfg.check, cfg.average, nccl=bool(choice and choice.nccl))
-                        t, wrong, *failed = backend.measure(case)      # (time, wrong[, failing processes])
+                                    cfg.check, cfg.average, nccl=bool(choice and choice.nccl),
+                                    gpus_per_thread=cfg.gpus_per_thread)
+                        t, wrong, *failed = backend.measure(case)      # (time, wrong[, failing threads or processes])
                         algbw, busbw = ent.bandwidths(counts.size, t, cfg.nranks)
                         results.append(Result(t, algbw, busbw, wrong, *failed))
                     extras = tuple(backend.extras(case)) if getattr(backend, "extra_columns", ()) else ()
