@@ -123,7 +123,7 @@ def check_launched(ngpus: int | None, topology) -> None:
                              f"{procs * want} ranks in nccl-tests (GPUs per process); start them with mpirun -n "
                              f"{procs * want} sweep ... --backend mpi (without -g)")
         return
-    if topology is not None and want == 1:
+    if topology is not None and ngpus is None:      # -g 1 beside it is one rank, as on the host path
         from topo_probe.load import load_topology
         want = load_topology(str(topology)).num_gpus
     if want > 1:

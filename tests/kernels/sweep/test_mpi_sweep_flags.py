@@ -56,6 +56,16 @@ def test_a_bad_or_hex_gpu_count_reads_as_on_the_host_path_in_one_process(g, says
     assert res.stderr.count("\n") == 1 and says in res.stderr, res.stderr
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed")
+def test_gpu_count_one_beside_a_topology_is_one_rank_in_one_process():
+    """-g 1 --topology dgx-a100 is one rank on the host path (the topology cut to its first GPU) and in nccl-tests
+    (one GPU per process); one process of --backend mpi said "8 ranks were asked for" and refused it."""
+    res = subprocess.run([sys.executable, *SWEEP, "all_reduce", "--backend", "mpi", "-b", "8", "-e", "8", "-n", "1",
+                          "--topology", "dgx-a100", "-g", "1"], capture_output=True, text=True, timeout=120)
+    assert res.returncode == 0, res.stderr
+    assert res.stdout.count("#  Rank ") == 1 and "backend: mpi (1 processes)" in res.stdout
+
+
 def test_a_bad_gpu_count_under_mpirun_is_the_host_paths_one_line():
     """-g 0 under 2 processes said "2 x 0 = 0 ranks ... start them with mpirun -n 0"."""
     proc = run_mpi(2, SWEEP + ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "--backend", "mpi", "-g", "0"],
