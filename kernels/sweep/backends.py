@@ -117,12 +117,10 @@ def _one_rank(case: Case, sends, recvs) -> None:
     _single_rank(name, s, d, case.op)
 
 
-def _wrong(case: Case, recvs, want, to_host=np.asarray) -> int:
-    total = 0
-    for got, exp in zip(recvs, want):
-        if exp is not None:
-            total += count_wrong(to_host(got), exp, case.dtype, case.op, case.nranks)
-    return total
+def _wrong(case: Case, recvs, want, to_host=np.asarray) -> list[int]:
+    """Wrong elements per rank."""
+    return [0 if exp is None else count_wrong(to_host(got), exp, case.dtype, case.op, case.nranks)
+            for got, exp in zip(recvs, want)]
 
 
 class _Checker:
@@ -131,16 +129,17 @@ class _Checker:
     def __init__(self) -> None:
         self.rep = 0
 
-    def validate(self, case: Case, run_once) -> int | None:
+    def validate(self, case: Case, run_once) -> tuple[int | None, int]:
+        """(wrong elements of the last check or None unchecked, threads whose ranks hold them)."""
         if case.check <= 0:
-            return None
-        wrong = 0
+            return None, 0
+        per_rank = []
         for _ in range(case.check):
             self.rep += 1
-            wrong = run_once(self.rep)
-            if wrong:
+            per_rank = run_once(self.rep)
+            if any(per_rank):
                 break
-        return wrong
+        return sum(per_rank), len({r // case.gpus_per_thread for r, w in enumerate(per_rank) if w})
 
 
 class HostBackend:
@@ -158,7 +157,7 @@ class HostBackend:
         return [Device(r, pid, host, r, "cpu", f"NumPy {self.executor_backend} executor")
                 for r in range(n)]
 
-    def measure(self, case: Case) -> tuple[float, int | None]:
+    def measure(self, case: Case) -> tuple[float, int | None, int]:
         sends, recvs, _ = make_buffers(case, 0, expected=False)
         with np.errstate(all="ignore"):
             for _ in range(case.warmup):
@@ -170,11 +169,11 @@ class HostBackend:
                 times.append(time.perf_counter() - t0)
         del sends, recvs                          # the check iterations get fresh buffers
 
-        def once(seed: int) -> int:
+        def once(seed: int) -> list[int]:
             s, d, want = make_buffers(case, seed)
             _run(case, s, d, self.executor_backend)
             return _wrong(case, d, want)
-        return statistics.median(times) * 1e6, self._checker.validate(case, once)
+        return statistics.median(times) * 1e6, *self._checker.validate(case, once)
 
 
 class CupyBackend:
@@ -234,7 +233,7 @@ class CupyBackend:
         return (per_rank[0] if mode == 0 else min(per_rank) if mode == 2 else max(per_rank) if mode == 3
                 else sum(per_rank) / len(per_rank))
 
-    def measure(self, case: Case) -> tuple[float, int | None]:
+    def measure(self, case: Case) -> tuple[float, int | None, int]:
         if case.dtype == "bfloat16":
             raise UnsupportedCollective("cupy backend: CuPy has no bfloat16 arrays; use -d half or float")
         sends, recvs, _ = make_buffers(case, 0, self.cp, self._dev, expected=False)
@@ -242,13 +241,13 @@ class CupyBackend:
             _run(case, sends, recvs, "cupy")
         times = [self._time_once(case, sends, recvs) for _ in range(case.iters)]
 
-        def once(seed: int) -> int:
+        def once(seed: int) -> list[int]:
             s, d, want = make_buffers(case, seed, self.cp, self._dev)
             _run(case, s, d, "cupy")
             for r in range(case.nranks):
                 self._dev(r).synchronize()
             return _wrong(case, d, want, self.cp.asnumpy)
-        return statistics.median(times), self._checker.validate(case, once)
+        return statistics.median(times), *self._checker.validate(case, once)
 
 
 def make_backend(name: str, source=None):

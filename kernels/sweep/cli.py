@@ -58,14 +58,20 @@ _IMPORT_IGNORES = ("-b", "-e", "-i", "-f", "-g", "-n", "-w", "-c", "-o", "-d", "
                    "--compare", "--topology", "--backend", *(o.short for o in NOT_APPLIED_OPTIONS))
 
 
-def resolve_topology(args):
-    """``(topology or None, ranks)`` from ``--topology`` and ``-g``."""
+def gpu_count(args) -> int | None:
+    """``-g`` as a rank count (None: not given); one line for a value that is not one (every backend)."""
     ngpus = None if args.ngpus is None else parse_int(args.ngpus, "number of GPUs (-g)")
     if ngpus is not None and ngpus < 1:
         raise UsageError(f"invalid number of GPUs: -g {ngpus} (must be >= 1)")
     from topo_probe.guard import MAX_GPUS
     if ngpus is not None and ngpus > MAX_GPUS:
         raise UsageError(f"invalid number of GPUs: -g {ngpus} (at most {MAX_GPUS} ranks, as any topology)")
+    return ngpus
+
+
+def resolve_topology(args):
+    """``(topology or None, ranks)`` from ``--topology`` and ``-g``."""
+    ngpus = gpu_count(args)
     if args.topology is None:
         n = ngpus or 1
         if n == 1:
@@ -118,6 +124,12 @@ def _main(args, argv: list[str]) -> int:
     args.min_bw = min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any output
     drop_unwritten_json(args, "sweep")
     check_output_paths(args)
+    _check_unused(args, argv)
+    unused = [f for f, v in (("--plot", args.plot), ("--csv", args.csv), ("--compare", args.compare),
+                             ("--import", args.import_log)) if v is not None]
+    if args.backend == "mpi" and args.collective is not None and unused:     # its one table has no use for them
+        raise UsageError(f"--backend mpi prints one nccl-tests table; {', '.join(unused)} would be ignored (use "
+                         "--backend host or sim for them)")
     if args.backend == "mpi" and parse_int(args.nthreads, "number of threads (-t)") > 1:
         raise UsageError(f"--backend mpi runs one rank per process: -t {args.nthreads} (threads per process) "
                          "does not apply; start more processes with mpirun -n")
@@ -134,9 +146,9 @@ def _main(args, argv: list[str]) -> int:
         return import_only(args.import_log, plot_path=args.plot, csv_path=args.csv)
     if args.backend == "mpi":  # one process per rank under mpirun; rank 0 prints the table
         from kernels.sweep.mpi_backend import check_launched, run_sweep_mpi
-        check_launched(args.ngpus, args.topology)
+        check_launched(gpu_count(args), args.topology)
         return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
-                             argv=argv, json_path=args.output_file, notes=unapplied)
+                             argv=["sweep", *argv], json_path=args.output_file, notes=unapplied)
     if args.import_log is not None:
         if args.plot is None:
             raise UsageError("--import with a COLLECTIVE overlays the log on --plot OUT.png; without --plot "
@@ -169,6 +181,27 @@ def _main(args, argv: list[str]) -> int:
     if args.backend == "sim":           # before any schedule is built (kernels.sweep.memory.sim_need_bytes)
         _admit_sim(args, cfg.nranks)
     return sweep_and_report(cfg, topo, algos, args, argv, unapplied)
+
+
+#: the machine-shape flags (:func:`topo_probe.cli.options.add_machine_arguments`), by their ``dest``
+_MACHINE_FLAGS = ("nodes", "nic_gbps", "nics_per_node", "rail_optimized", "spine_oversubscription", "hosts_per_leaf",
+                  "net", "host_path_class")
+
+
+def _check_unused(args, argv: list[str]) -> None:
+    """Refuse flags that would change nothing: a machine-shape flag without a ``--topology`` to reshape (or under
+    ``--backend mpi``, which takes the topology as it is), ``--algo`` beside a ``--compare`` list without it
+    (the list names the algorithms run)."""
+    shape = [f"--{d.replace('_', '-')}" for d in _MACHINE_FLAGS if getattr(args, d, None) not in (None, False)]
+    if shape and args.topology is None:
+        raise UsageError(f"{', '.join(shape)} reshape a --topology; name one (the fully connected -g ranks have "
+                         "no machine to reshape)")
+    if shape and args.backend == "mpi":
+        raise UsageError(f"--backend mpi takes --topology as it is; {', '.join(shape)} would be ignored")
+    compared = [a.strip() for a in (args.compare or "").split(",")]
+    if args.compare is not None and given(argv, "--algo") and args.algo not in compared:
+        raise UsageError(f"--algo {args.algo} beside --compare {args.compare}: --compare names every algorithm run; "
+                         "add it there")
 
 
 def _admit_sim(args, nranks: int) -> None:

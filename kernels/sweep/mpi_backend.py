@@ -68,7 +68,9 @@ class MPISweepBackend:
             return
         self.comm.run_schedule(case.schedule, send, recv, op=case.op)
 
-    def measure(self, case) -> tuple[float, int | None]:
+    def measure(self, case) -> tuple[float, int | None, int]:
+        """(time µs, wrong elements over every rank or None unchecked, ranks whose own check failed: each counts in
+        nccl-tests' "Out of bounds values", :attr:`synth.sweep.driver.Result.failed`)."""
         from kernels.sweep.table import count_wrong, expected, inputs
         send, recv = self._buffers(case, 0)
         with np.errstate(all="ignore"):
@@ -83,8 +85,8 @@ class MPISweepBackend:
         times = [float(t) for t in self.comm.allgather_object(mine)]
         t = {0: times[0], 2: min(times), 3: max(times)}.get(case.average, sum(times) / len(times))
         if case.check <= 0:
-            return t, None
-        wrong = 0
+            return t, None, 0
+        wrong = failing = 0
         for _ in range(case.check):
             self._rep += 1
             s, d = self._buffers(case, self._rep)
@@ -93,26 +95,35 @@ class MPISweepBackend:
             want = expected(case.entry, sends, case.counts.count, case.dtype, case.op, case.nranks,
                             case.root)[self.comm.rank]
             mine = 0 if want is None else count_wrong(d, want, case.dtype, case.op, case.nranks)
-            wrong = sum(int(w) for w in self.comm.allgather_object(mine))
+            per_rank = [int(w) for w in self.comm.allgather_object(mine)]
+            wrong, failing = sum(per_rank), sum(1 for w in per_rank if w)
             if wrong:
                 break
-        return t, wrong
+        return t, wrong, failing
 
 
-def check_launched(ngpus: str | None, topology) -> None:
+def check_launched(ngpus: int | None, topology) -> None:
     """Refuse ``--backend mpi`` outside ``mpirun`` when the command line asks for more than one
-    rank (``-g N`` or a multi-GPU ``--topology``): one process would silently run alone.
+    rank (``-g N`` or a multi-GPU ``--topology``): one process would silently run alone.  Under ``mpirun -n P``
+    refuse ``-g G`` other than 1 (nccl-tests' GPUs per process: ``nranks = nProcs*nGpus*nThreads``, NVIDIA/nccl-tests
+    v2.19.6 src/common.cu line 901, so ``P x G`` ranks) or ``P`` (our ranks): each process is one rank here, and
+    the run would silently have ``P``.
 
     Raises
     ------
     UsageError
-        One process, but more ranks asked for; the message says how to start it.
+        One process, but more ranks asked for; ``-g`` GPUs per process; the message says how to start it.
     """
     from topo_probe.errors import UsageError
-    if mpi().COMM_WORLD.Get_size() > 1:
+    want = 1 if ngpus is None else ngpus          # already checked (kernels.sweep.cli.gpu_count): >= 1
+    procs = mpi().COMM_WORLD.Get_size()
+    if procs > 1:
+        if want not in (1, procs):
+            raise UsageError(f"--backend mpi runs one rank per process: -g {ngpus} would be {procs} x {want} = "
+                             f"{procs * want} ranks in nccl-tests (GPUs per process); start them with mpirun -n "
+                             f"{procs * want} sweep ... --backend mpi (without -g)")
         return
-    want = int(ngpus) if ngpus not in (None, "") and str(ngpus).lstrip("-").isdigit() else 1
-    if topology is not None and want == 1:
+    if topology is not None and ngpus is None:      # -g 1 beside it is one rank, as on the host path
         from topo_probe.load import load_topology
         want = load_topology(str(topology)).num_gpus
     if want > 1:
@@ -135,7 +146,8 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         None: ``fully_connected(n)``; a machine with more GPUs than processes is cut to the
         first ``n``.
     algo, argv, json_path
-        ``--algo``, the command line (for the JSON) and ``-J``.
+        ``--algo``, the command line with the program name first (the JSON's ``args``, as nccl-tests' ``argv``)
+        and ``-J``.
     out : file, optional
         Where rank 0 prints (default stdout).
     notes : sequence of str
@@ -165,6 +177,9 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         devices = backend.devices(n, topo)
         start = output.now()
         root0 = comm.rank == 0
+        json_file = output.free_json_path(json_path) if json_path and root0 else None
+        if json_file is not None:        # rank 0 only, before the preamble (v2.19.6 src/util.cu lines 324-330, 349)
+            print(f"# Writing JSON output to {json_file}", file=out, flush=True)
         if root0:
             said = [f"backend: mpi ({n} processes)"] + (source.notes if source else []) + list(notes)
             print("\n".join(output.preamble_lines(cfg, devices, said)
@@ -174,10 +189,10 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         if root0:
             print("\n".join(output.footer_lines(summary, min_bw=min_bw, program=output.program_name(cfg.collective))),
                   file=out, flush=True)
-            if json_path:
+            if json_file is not None:
                 doc = output.json_document(cfg, devices, summary, argv=list(argv), start_time=start,
                                            extra={"backend": "mpi", "topology": topo.name}, min_bw=min_bw)
-                output.write_json(output.free_json_path(json_path), doc)
+                output.write_json(json_file, doc)
         comm.barrier()
     except (TopocollError, ValueError, OSError) as exc:
         comm.abort(exc)

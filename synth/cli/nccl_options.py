@@ -218,17 +218,30 @@ def drop_unwritten_json(args, prog: str) -> None:
 
 def given(argv: list[str], flag: str) -> bool:
     """Whether ``flag`` (a short name of the table, or any other flag) or its long form was on the
-    command line: ``-g 4``, ``-g4``, ``--ngpus=4``; nothing after ``--`` counts."""
+    command line: ``-g 4``, ``-g4``, ``--ngpus=4``, and a prefix of the long name the parser took for it
+    (``--datat half``: argparse's ``allow_abbrev``, as nccl-tests' ``getopt_long``, NVIDIA/nccl-tests v2.19.6
+    src/common.cu line 1205; a prefix two options share is refused by the parser before this is asked, and a
+    whole long name of the table, ``--op``, is that option); nothing after ``--`` counts.
+
+    >>> given(["--datat", "half"], "-d"), given(["--op", "sum"], "-J"), given(["--output=x.json"], "-J")
+    (True, False, True)
+    """
     opt = _BY_SHORT.get(flag)
-    names = [flag] + ([opt.long] if opt is not None else [])
+    long = opt.long if opt is not None else flag if flag.startswith("--") else None
     for tok in argv:
         if tok == "--":
             break
-        if any(tok == n or tok.startswith(n + "=") for n in names):
+        name = tok.split("=", 1)[0]
+        if name == flag or (long is not None and len(name) > 2 and long.startswith(name)
+                            and (name == long or name not in _LONG_NAMES)):
             return True
         if len(flag) == 2 and tok.startswith(flag) and not tok.startswith("--"):
             return True
     return False
+
+
+#: every long name of the table (a whole name is that option, never a prefix of another: ``--op``, ``--output_file``)
+_LONG_NAMES = frozenset(o.long for o in NCCL_TESTS_OPTIONS + NOT_APPLIED_OPTIONS)
 
 
 def parse_size(text: str, what: str) -> int:

@@ -47,6 +47,9 @@ def build_parser() -> OneLineParser:
                                "-r": "root rank of rooted collectives, -1 = every root (default 0; with --import: "
                                      "the log's root, required when it holds several)",
                                "-n": "timed iterations, printed as nccl-tests does (the model runs none)",
+                               "-w": "warm-up iterations, printed as nccl-tests does (the model runs none)",
+                               "-a": "rank times 0 rank 0, 1 mean, 2 min, 3 max: taken, no effect (the model has one "
+                                     "time for every rank)",
                                "-c": "ignored: the model validates nothing (printed as 0)"})
     p.add_argument("--import", dest="import_log", metavar="LOG",
                    help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "

@@ -93,12 +93,17 @@ class SweepConfig:
 
 @dataclass(frozen=True)
 class Result:
-    """One measurement: time (µs), algbw and busbw (GB/s), wrong elements (None = not checked)."""
+    """One measurement: time (µs), algbw and busbw (GB/s), wrong elements (None = not checked) and the threads
+    (``-t``; under ``--backend mpi`` the processes) whose own check found them (None: one).  nccl-tests counts a
+    failed check once per thread of each process whose GPUs hold wrong elements (NVIDIA/nccl-tests v2.19.6
+    src/common.cu line 478, summed over threads at line 1776 and processes at line 1786): its "Out of bounds
+    values"."""
 
     time_us: float
     algbw: float
     busbw: float
     wrong: int | None
+    failed: int | None = None
 
 
 @dataclass(frozen=True)
@@ -137,6 +142,8 @@ class Case:
     average: int = 1
     #: NCCL itself runs here (``--algo nccl`` or a plan entry ``nccl``); ``schedule`` is the fallback
     nccl: bool = False
+    #: nccl-tests' ``nGpus``: ranks ``t*g .. t*g+g-1`` are thread ``t``'s (a failed check counts once per thread)
+    gpus_per_thread: int = 1
 
 
 @dataclass(frozen=True)
@@ -154,14 +161,15 @@ class Device:
 
 @dataclass
 class SweepSummary:
-    """All rows, the number of failing results (nccl-tests' "Out of bounds values") and the
+    """All rows, the number of failed checks (nccl-tests' "Out of bounds values", :attr:`Result.failed`) and the
     average bus bandwidth over both placements of every row."""
 
     rows: list[Row] = field(default_factory=list)
 
     @property
     def errors(self) -> int:
-        return sum(1 for r in self.rows for res in (r.out_of_place, r.in_place) if res is not None and res.wrong)
+        return sum(res.failed or 1 for r in self.rows for res in (r.out_of_place, r.in_place)
+                   if res is not None and res.wrong)
 
     @property
     def avg_busbw(self) -> float:
@@ -224,10 +232,11 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
                     for inplace in (False, True):
                         case = Case(ent, cfg.nranks, counts, dtype_name, "sum" if op == "none" else op,
                                     None if root < 0 else root, inplace, sched, cfg.iters, cfg.warmup,
-                                    cfg.check, cfg.average, nccl=bool(choice and choice.nccl))
-                        t, wrong = backend.measure(case)
+                                    cfg.check, cfg.average, nccl=bool(choice and choice.nccl),
+                                    gpus_per_thread=cfg.gpus_per_thread)
+                        t, wrong, *failed = backend.measure(case)      # (time, wrong[, failing threads or processes])
                         algbw, busbw = ent.bandwidths(counts.size, t, cfg.nranks)
-                        results.append(Result(t, algbw, busbw, wrong))
+                        results.append(Result(t, algbw, busbw, wrong, *failed))
                     extras = tuple(backend.extras(case)) if getattr(backend, "extra_columns", ()) else ()
                     row = Row(counts.size, counts.count, dtype_name, op, root, results[0], results[1], label, extras)
                     summary.rows.append(row)

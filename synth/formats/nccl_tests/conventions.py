@@ -49,7 +49,7 @@ OP_NAMES = ("sum", "prod", "max", "min", "avg")
 NCCL_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
               "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",
               "alltoall": "alltoall"}
-#: nccl-tests "experiment_name" (its testColl name) per canonical collective
+#: nccl-tests' testColl name per canonical collective (in our -J "topocoll" object; its experiment_name is "")
 TEST_NAMES = {"allreduce": "AllReduce", "allgather": "AllGather", "reducescatter": "ReduceScatter",
               "broadcast": "Broadcast", "reduce": "Reduce", "gather": "Gather", "scatter": "Scatter",
               "alltoall": "AlltoAll"}

@@ -33,7 +33,8 @@ from synth.ir.schedule import atomic_write_text
 from topo_probe.errors import InvalidArgument
 from topo_probe.guard import check_float
 
-JSON_VERSION = 1
+#: nccl-tests' JSON layout version at v2.19.6 (src/util.cu line 52): 1 until v2.19.1, 2 adds per_iter_timing, 3 per_iter_skip
+JSON_VERSION = 3
 
 
 def float_str(value: float, width: int) -> str:
@@ -199,21 +200,23 @@ def _result_json(res) -> dict | None:
 
 def json_document(cfg, devices: list, summary, *, argv: list[str],
                   start_time: str, extra: dict | None = None, min_bw: float | None = None) -> dict:
-    """The ``-J`` document, key for key as nccl-tests writes it (``version`` 1), plus a
-    ``topocoll`` object with what nccl-tests has no field for (backend, topology, algorithm)
-    and an ``algorithm`` key per result.  ``env`` lists only ``NCCL_*`` and ``TOPOCOLL_*``
-    variables."""
+    """The ``-J`` document, key for key as nccl-tests v2.19.6 writes it (``version`` 3, src/util.cu lines 52, 356-378,
+    645-664; ``experiment_name`` "" as its common.cu line 941 passes it; ``-G``, ``-z``, ``-I`` not applied: 0 and
+    "false"), plus a ``topocoll`` object with what nccl-tests has no field for (backend, topology, algorithm, the
+    collective's nccl-tests name) and an ``algorithm`` key per result.  ``env`` lists only ``NCCL_*`` and
+    ``TOPOCOLL_*`` variables."""
     import os
     step = {"step_factor": cfg.stepfactor} if cfg.stepfactor > 1 else {"step_bytes": cfg.stepbytes}
     threads, gpus = threads_and_gpus(cfg)
     config = {"nthreads": threads, "ngpus": gpus, "minimum_bytes": cfg.minbytes, "maximum_bytes": cfg.maxbytes,
               **step, "warmup_iters": cfg.warmup, "iterations": cfg.iters, "aggregated_iterations": 1,
-              "validation": cfg.check, "graph": 0, "blocking_collectives": "false", "parallel_init": "false",
+              "validation": cfg.check, "graph": 0, "blocking_collectives": "false", "per_iter_timing": "false",
+              "per_iter_skip": 0, "parallel_init": "false",
               "devices": [{"rank": d.rank, "group": d.group, "pid": d.pid, "hostname": d.hostname,
                            "device": d.device, "device_hex": d.bus, "device_info": d.info} for d in devices]}
     results = [{"size": r.size, "count": r.count, "type": r.type, "redop": r.redop, "root": "%6i" % r.root,
                 "out_of_place": _result_json(r.out_of_place), "in_place": _result_json(r.in_place),
-                "actual_iterations": cfg.iters, "experiment_name": TEST_NAMES[cfg.collective],
+                "actual_iterations": cfg.iters, "experiment_name": "",
                 "algorithm": r.algorithm} for r in summary.rows]
     env = [f"{k}={v}" for k, v in sorted(os.environ.items()) if k.startswith(("NCCL_", "TOPOCOLL_"))]
     return {"version": JSON_VERSION, "start_time": start_time, "args": list(argv), "env": env,
@@ -221,7 +224,7 @@ def json_document(cfg, devices: list, summary, *, argv: list[str],
             "out_of_bounds": {"count": summary.errors, "okay": "true" if summary.errors == 0 else "false"},
             "average_bus_bandwidth": {"bandwidth": summary.avg_busbw, "okay": "unchecked" if min_bw is None else
                                       "false" if below_min_bw(summary.avg_busbw, min_bw) else "true"},
-            "errors": [], "topocoll": dict(extra or {}), "end_time": now()}
+            "errors": [], "topocoll": {"collective": TEST_NAMES[cfg.collective], **(extra or {})}, "end_time": now()}
 
 
 def free_json_path(path: str | Path) -> Path:

@@ -72,6 +72,30 @@ def test_corrupted_executor_fails_the_sweep(capsys, monkeypatch):
     assert "# Out of bounds values : 6 FAILED" in out
 
 
+@pytest.mark.parametrize("argv, corrupt_ranks, failed", [
+    (["-g", "4"], range(4), 6),                   # one thread: once per failing measurement
+    (["-t", "2", "-g", "2"], range(4), 12),       # two threads, both hold wrong elements: twice
+    (["-t", "2", "-g", "2"], [0], 6),             # only thread 0's GPUs: once
+    (["-t", "4"], [1, 3], 12)])                   # four threads of one GPU, two of them wrong
+def test_out_of_bounds_counts_each_thread_whose_gpus_hold_wrong_elements(capsys, monkeypatch, argv, corrupt_ranks,
+                                                                        failed):
+    """nccl-tests' CheckData adds one error per thread whose own GPUs hold a wrong element (NVIDIA/nccl-tests
+    v2.19.6 src/common.cu lines 474-478, ranks thread*nGpus .. +nGpus-1), summed over threads (line 1776): -t T
+    is T threads here too.  3 sizes x 2 placements fail; it printed 6 for every -t."""
+    real = kernels.backends.executor.run_schedule
+
+    def corrupt(schedule, sendbufs, recvbufs, **kw):
+        real(schedule, sendbufs, recvbufs, **kw)
+        for r in corrupt_ranks:
+            recvbufs[r][:1] += 1
+        return recvbufs
+
+    monkeypatch.setattr(kernels.backends.executor, "run_schedule", corrupt)
+    rc, out, _ = _run(capsys, ["all_reduce", "-b", "64", "-e", "256", "-f", "2", "-n", "1", "-w", "0", *argv])
+    assert rc == 1 and len(_rows(out)) == 3
+    assert f"# Out of bounds values : {failed} FAILED" in out
+
+
 def test_every_type_and_op(capsys):
     rc, out, err = _run(capsys, ["reduce_scatter", "-b", "1K", "-e", "1K", "-g", "3", "-d", "all", "-o", "all",
                                  "-n", "1", "-w", "0"])

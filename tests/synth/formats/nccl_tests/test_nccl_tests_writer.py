@@ -115,6 +115,25 @@ def test_time_and_na_formats():
                    "    27.79    0.00    0.00    N/A"
 
 
+def test_json_layout_is_that_of_nccl_tests_v2_19_6():
+    """NVIDIA/nccl-tests v2.19.6 (a0b82b2) writes JSON version 3 (src/util.cu line 52: 2 from v2.19.2, commit
+    0fdb00a, 3 from e1dc979), its config keys in the order of util.cu lines 645-664 (per_iter_timing as a "true" /
+    "false" string, jsonBool lines 272-275, and per_iter_skip; -I / -K are not applied here: "false", 0), and every
+    result's experiment_name as "" (common.cu line 941, ``writeBenchmarkLineTerminator(iters, "")``, since the
+    first JSON build 00f5281, v2.17.3).  Was version 1 without the two keys, and experiment_name "AllReduce"."""
+    cfg = SweepConfig("allreduce", 2, minbytes=8, maxbytes=8, iters=3)
+    ok = Result(2.0, 4.0, 4.0, 0)
+    doc = json_document(cfg, [Device(0, 1, "h", 0, "cpu", "NumPy")], SweepSummary([Row(8, 2, "float", "sum", -1, ok,
+                        ok, "ring")]), argv=["sweep", "all_reduce"], start_time="2025-01-01 00:00:00")
+    assert doc["version"] == 3
+    assert list(doc["config"]) == ["nthreads", "ngpus", "minimum_bytes", "maximum_bytes", "step_bytes", "warmup_iters",
+                                   "iterations", "aggregated_iterations", "validation", "graph",
+                                   "blocking_collectives", "per_iter_timing", "per_iter_skip", "parallel_init",
+                                   "devices"]
+    assert (doc["config"]["per_iter_timing"], doc["config"]["per_iter_skip"]) == ("false", 0)
+    assert doc["results"][0]["experiment_name"] == ""
+
+
 def test_json_document_mirrors_nccl_tests(tmp_path):
     cfg = SweepConfig("reduce", 2, minbytes=8, maxbytes=16, stepfactor=2, iters=3)
     ok, na = Result(2.0, 4.0, 4.0, 0), Result(2.0, 4.0, 4.0, None)
@@ -124,11 +143,12 @@ def test_json_document_mirrors_nccl_tests(tmp_path):
                         extra={"backend": "host"})
     assert list(doc)[:10] == ["version", "start_time", "args", "env", "nccl_version", "config", "results",
                               "out_of_bounds", "average_bus_bandwidth", "errors"]
-    assert doc["version"] == 1 and doc["config"]["step_factor"] == 2 and "step_bytes" not in doc["config"]
+    assert doc["config"]["step_factor"] == 2 and "step_bytes" not in doc["config"]
     assert doc["config"]["devices"][1] == {"rank": 1, "group": 0, "pid": 1, "hostname": "h", "device": 1,
                                            "device_hex": "cpu", "device_info": "NumPy"}
     r = doc["results"][0]
-    assert r["root"] == "     1" and r["experiment_name"] == "Reduce" and r["actual_iterations"] == 3
+    assert r["root"] == "     1" and r["actual_iterations"] == 3
+    assert doc["topocoll"] == {"collective": "Reduce", "backend": "host"}   # nccl-tests' testColl name, reduce.cu
     assert r["out_of_place"] == {"time": 2.0, "alg_bw": 4.0, "bus_bw": 4.0, "nwrong": 0.0}
     assert r["in_place"]["nwrong"] is None
     assert doc["out_of_bounds"] == {"count": 0, "okay": "true"}
