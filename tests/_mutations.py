@@ -429,7 +429,7 @@ def _generated_seeds() -> dict[str, list[tuple[str, bytes]]]:
         PlanEntry("allgather", 0, 65536, "schedules/allgather-ring.json", None, 7.9),
         PlanEntry("allgather", 65536, None, "schedules/allgather-lp.json"),
         PlanEntry("broadcast", 0, None, "schedules/broadcast-tree.json", 0, 12.5)],
-        model="results 2, cost model bb99449d8dd8, NCCL model 2.28, code 6b3457645bf6")   # as synthesize writes it
+        model="results 3, cost model bb99449d8dd8, NCCL model 2.28, code 6b3457645bf6")   # as synthesize writes it
     out["plan-json"] = [("plan.json", json.dumps(plan.to_dict(), indent=1).encode())]
     codes = ["OK", "CNS", "GNS", "TNS", "NS", "DR", "U"]
     rows = [" \t" + "\t".join(f"GPU{j}" for j in range(8)) + "\t"]

@@ -1,7 +1,7 @@
 """Which models made a result: the one identity ``summary.json`` (``options.model``) and ``plan.json``
 (``model``) record, and that earlier results must match to be reused (:mod:`synth.pipeline.synthesize`).
 
-The identity is one line, ``results 2, cost model bb99449d8dd8, NCCL model 2.28, code 6b3457645bf6``: the
+The identity is one line, ``results 3, cost model bb99449d8dd8, NCCL model 2.28, code 6b3457645bf6``: the
 results version (:data:`RESULTS_VERSION`), the cost model's constants (:func:`synth.model.physics.model_version`),
 the NCCL release the NCCL model follows by default and a digest of the models' code (:func:`model_code_digest`).
 A plan whose identity differs from :func:`installed_model_version` was made by other models: its decisions between
@@ -16,7 +16,7 @@ from pathlib import Path
 
 #: raise when a change of the solvers, the plan rules or the files written changes what a run
 #: produces for the same topology and options: earlier results are then not reused
-RESULTS_VERSION = 2
+RESULTS_VERSION = 3
 
 #: the cost model and the NCCL model (``synth/model/``): a plan depends on their code, not only on their constants
 MODEL_DIR = Path(__file__).resolve().parent.parent / "model"
