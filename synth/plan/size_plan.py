@@ -5,7 +5,7 @@ Communicator loads.  JSON document::
 
     {"format": "topocoll.plan", "version": 1,
      "topology": {"name": "dgx1-v100", "fingerprint": "0123abcd..."},
-     "model": "results 2, cost model bb99449d8dd8, NCCL model 2.28, code 6b3457645bf6",
+     "model": "results 3, cost model bb99449d8dd8, NCCL model 2.28, code 6b3457645bf6",
      "entries": [
         {"collective": "allgather", "root": null, "min_bytes": 0, "max_bytes": 65536,
          "schedule": "schedules/allgather-sat-S2-R3-C2.json", "predicted_us": 7.9},
