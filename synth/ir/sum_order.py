@@ -212,4 +212,35 @@ def _expression_check(schedule: Schedule) -> list[tuple[int, dict[str, tuple[int
     return out
 
 
-__all__ = ["reduce_order", "rank_order_groups", "final_expressions", "inconsistent_chunks", "Expressions"]
+def _and(items: Sequence) -> str:
+    """``0``, ``0 and 3``, ``0, 3 and 5``."""
+    words = [str(x) for x in items]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def same_bits_warning(schedule: Schedule, label: str) -> str | None:
+    """One line naming where ``schedule`` (called ``label``, e.g. its file name) can leave ranks with different
+    bits, or None where every rank gets the same bits: the first inconsistent chunk's ranks (one per expression)
+    and the chunks (the first 8, then a count).
+
+    >>> from synth.ir.schedule import Step, Transfer
+    >>> s = Schedule("allreduce", 3, 1, (    # rank 2 sums x0, x1 into x2; rank 1 sums x2 into x1, then x0
+    ...     Step(1, tuple(Transfer(k, r, d, "reduce") for k in range(3) for r, d in ((0, 2), (1, 2), (2, 1)))),
+    ...     Step(1, tuple(t for k in range(3) for t in (Transfer(k, 0, 1, "reduce"), Transfer(k, 2, 0))))))
+    >>> same_bits_warning(s, "mine.json")
+    'mine.json: ranks 0 and 1 may differ in the last bits of chunks 0, 1 and 2 (float sums in different orders); \
+integers, min and max are exact'
+    """
+    bad = inconsistent_chunks(schedule)
+    if not bad:
+        return None
+    ranks = sorted(min(rs) for rs in bad[0][1].values())
+    ids = [k for k, _ in bad]
+    chunks = f"chunk {ids[0]}" if len(ids) == 1 else f"chunks {_and(ids)}" if len(ids) <= 8 else \
+        f"chunks {', '.join(map(str, ids[:8]))}, ... ({len(ids)} chunks)"
+    return (f"{label}: ranks {_and(ranks)} may differ in the last bits of {chunks} (float sums in different orders); "
+            "integers, min and max are exact")
+
+
+__all__ = ["reduce_order", "rank_order_groups", "final_expressions", "inconsistent_chunks", "same_bits_warning",
+           "Expressions"]
