@@ -61,3 +61,11 @@ def wide_inputs(n: int, count: int, seed: int = 0) -> np.ndarray:
     """Random float32 inputs over six decades, so a sum's rounding depends on its order."""
     rng = np.random.default_rng(seed)
     return (rng.standard_normal((n, count)) * 10.0 ** rng.uniform(-3, 3, (n, count))).astype(np.float32)
+
+
+def two_trees_twin() -> Schedule:
+    """:func:`two_trees` with rank 1 copying rank 3's sum in step 2 instead of adding rank 0's input to its partial:
+    the same steps, rounds, links per step and records per rank, but every rank ends with (((x0 + x1) + x2) + x3)."""
+    s = two_trees()
+    step2 = tuple(Transfer(t.chunk, 3, 1) if t.dst == 1 else t for t in s.steps[1].transfers)
+    return s.with_(steps=(s.steps[0], Step(s.steps[1].rounds, step2)), name="two_trees_twin")
