@@ -17,8 +17,10 @@ step's (rank, chunk)s sum in rank order, and in which order; the reference execu
 and :func:`final_expressions` all take it from there.
 
 :func:`final_expressions` replays a schedule by that rule and :func:`inconsistent_chunks` lists
-the chunks whose ranks end with different expressions.  Only a floating sum, avg, premul_sum or
-product can differ in its bits; integers and min/max are exact.
+the chunks whose ranks end with different expressions (a bulk replay over arrays of ids answers first,
+:func:`_surely_consistent`); :func:`same_bits_warning` says it in one line (``simulate --schedule``,
+``sweep --algo``, an ``MPICommunicator``'s ``algo``; ``synthesize`` records it as ``same_bits``).  Only a floating
+sum, avg, premul_sum or product can differ in its bits; integers and min/max are exact.
 
 >>> from synth.ir.schedule import Schedule, Step, Transfer
 >>> reduce_order(2, [3, 0, 1])
@@ -163,7 +165,7 @@ def _surely_consistent(schedule: Schedule) -> bool:
     """True only where every post rank of every chunk provably ends with one expression (False: maybe not).
     A bulk replay over NumPy arrays of ids (:func:`_node_ids`): equal ids are equal expressions, so True is exact,
     while False (ids differ, or a step mixes copies and reduces into one (rank, chunk)) leaves the answer to
-    :func:`final_expressions`.  About 20 times faster than it on a 64-rank ring."""
+    :func:`final_expressions`, whose trees cost several times as much on a big schedule."""
     spec = schedule.spec
     chunks = spec.chunks()
     nchunks = max((c.id for c in chunks), default=-1) + 1

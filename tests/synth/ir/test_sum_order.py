@@ -20,16 +20,6 @@ def one_shot(n: int) -> Schedule:
                                                       for d in range(n) for r in range(n) if r != d)),))
 
 
-def two_trees() -> Schedule:
-    """4 ranks, each chunk: rank 3 sums its peers in one step, ((x0 + x1) + x2) + x3; rank 1 sums
-    ranks 2 and 3 in step 1, ((x1 + x2) + x3), then rank 0 in step 2; ranks 0 and 2 copy rank 3's."""
-    s1, s2 = [], []
-    for k in range(4):
-        s1 += [Transfer(k, r, 3, "reduce") for r in (2, 0, 1)] + [Transfer(k, r, 1, "reduce") for r in (3, 2)]
-        s2 += [Transfer(k, 0, 1, "reduce"), Transfer(k, 3, 0), Transfer(k, 3, 2)]
-    return Schedule("allreduce", 4, 1, (Step(1, tuple(s1)), Step(1, tuple(s2))))
-
-
 def test_reduce_order_puts_the_receiver_at_its_rank():
     assert reduce_order(2, [3, 0, 1]) == (0, 1, 2, 3)
     assert reduce_order(0, [1]) == (0, 1)
@@ -45,7 +35,7 @@ def test_one_shot_is_one_expression_on_every_rank():
 
 
 def test_two_trees_are_reported_with_their_ranks():
-    bad = inconsistent_chunks(two_trees())
+    bad = inconsistent_chunks(cases.two_trees())
     assert [k for k, _ in bad] == [0, 1, 2, 3]
     assert bad[0][1] == {"(((x0 + x1) + x2) + x3)": (0, 2, 3), "(((x1 + x2) + x3) + x0)": (1,)}
 
