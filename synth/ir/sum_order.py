@@ -198,7 +198,8 @@ def _surely_consistent(schedule: Schedule) -> bool:
         state[slot[~multi]] = new[~multi]
     post, lengths, _ = _slots(chunks, _POST, nchunks)
     values = state[post]
-    firsts = np.repeat(values[np.cumsum(lengths) - lengths], lengths) if len(values) else values
+    held = lengths[lengths > 0]                                  # chunks with post ranks (a combining one: all)
+    firsts = np.repeat(values[np.cumsum(held) - held], held)
     return bool((values == firsts).all())
 
 
