@@ -148,3 +148,43 @@ def test_the_bulk_check_never_calls_an_inconsistent_schedule_consistent():
             assert exact or not fast, (s.collective, seed)
             seen.add((exact, fast))
     assert {(True, True), (False, False)} <= seen
+
+
+def _per_chunk(n: int, steps: list[list[tuple[int, int, str]]]) -> Schedule:
+    """An all-reduce on ``n`` ranks whose every chunk runs the same ``(src, dst, op)`` steps."""
+    return Schedule("allreduce", n, 1, tuple(Step(n, tuple(Transfer(k, s, d, op) for k in range(n) for s, d, op in st_))
+                                             for st_ in steps))
+
+
+#: hand-built traps for the bulk replay, each where one careless id scheme would call differing ranks agreeing:
+#: name -> (schedule, the ranks whose bits differ from rank 0's), the final values by hand (the reference rule:
+#: docs/guarantees.md, rank order within a step)
+TRAPS = {
+    # rank 0 <- 3 and rank 1 <- 2 in one step: x0 + x3 and x1 + x2, two pairs with equal id sums; then copies.
+    # Ranks 0, 2: x0 + x3; ranks 1, 3: x1 + x2.
+    "equal_pair_sums": (_per_chunk(4, [[(3, 0, "reduce"), (2, 1, "reduce")], [(0, 2, "copy"), (1, 3, "copy")]]),
+                        {1, 3}),
+    # rank 3 gets x0 first; then rank 0 sums 2 and 1 (listed so), and rank 3 sums 2 and 1 (listed so) in one step:
+    # in rank order rank 0 makes ((x0 + x1) + x2), rank 3 ((x1 + x2) + x0); in the transfers' order, own value
+    # last, both would be ((x2 + x1) + x0).  Ranks 0, 1: ((x0 + x1) + x2); ranks 2, 3: ((x1 + x2) + x0).
+    "rank_order_not_list_order": (_per_chunk(4, [[(0, 3, "copy")],
+                                               [(2, 0, "reduce"), (1, 0, "reduce"), (2, 3, "reduce"), (1, 3, "reduce")],
+                                               [(0, 1, "copy"), (3, 2, "copy")]]), {2, 3}),
+    # rank 3 gets x2 first; then rank 2 takes a copy of x0 and a reduce of x1 (transfers' order: x0 + x1, its own
+    # x2 overwritten) while rank 3 sums 0 and 1 into its x2 in rank order: ((x0 + x1) + x2).  Folding rank 2's
+    # copy like a reduce would give ((x0 + x1) + x2) too.  Ranks 1, 2: x0 + x1; ranks 0, 3: ((x0 + x1) + x2).
+    "copy_among_reduces": (_per_chunk(4, [[(2, 3, "copy")],
+                                        [(0, 2, "copy"), (1, 2, "reduce"), (0, 3, "reduce"), (1, 3, "reduce")],
+                                        [(3, 0, "copy"), (2, 1, "copy")]]), {1, 2}),
+}
+
+
+@pytest.mark.parametrize("name", sorted(TRAPS))
+def test_the_bulk_replay_is_not_fooled_by_ids_that_look_alike(name):
+    """Each trap leaves two groups of ranks with different float32 bits (the NumPy replay, independent of the
+    checker) and different expressions (by hand, above); the bulk replay must not call them agreeing."""
+    from synth.ir.sum_order import _surely_consistent
+    s, other = TRAPS[name]
+    assert _differing_ranks(cases.float32_replay(s, cases.wide_inputs(4, 4096, seed=3))) == other
+    assert not _surely_consistent(s)
+    assert [k for k, _ in inconsistent_chunks(s)] == [0, 1, 2, 3]
