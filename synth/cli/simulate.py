@@ -228,6 +228,8 @@ def run(args) -> list[str]:
     sel = make_selector(cfg.collective, topo, algo, plan=False)
     if args.schedule:
         _check_schedule_file(sel, args, topo, cfg.collective)
+        if sel.same_bits_warning:                # a warning, not an error: the status stays what the run says
+            print(f"simulate: warning: {sel.same_bits_warning}", file=sys.stderr)
     backend = SimBackend(sel, bounds=True, measured=imported[1] if imported else None, nccl_column=algo == "nccl",
                          nccl_machine=_machine(args, imported[0] if imported else None),
                          nccl_version=version)

@@ -17,8 +17,10 @@ step's (rank, chunk)s sum in rank order, and in which order; the reference execu
 and :func:`final_expressions` all take it from there.
 
 :func:`final_expressions` replays a schedule by that rule and :func:`inconsistent_chunks` lists
-the chunks whose ranks end with different expressions.  Only a floating sum, avg, premul_sum or
-product can differ in its bits; integers and min/max are exact.
+the chunks whose ranks end with different expressions (a bulk replay over arrays of ids answers first,
+:func:`_surely_consistent`); :func:`same_bits_warning` says it in one line (``simulate --schedule``,
+``sweep --algo``, an ``MPICommunicator``'s ``algo``; ``synthesize`` records it as ``same_bits``).  Only a floating
+sum, avg, premul_sum or product can differ in its bits; integers and min/max are exact.
 
 >>> from synth.ir.schedule import Schedule, Step, Transfer
 >>> reduce_order(2, [3, 0, 1])
@@ -34,9 +36,15 @@ product can differ in its bits; integers and min/max are exact.
 
 from __future__ import annotations
 
+from itertools import chain
+from operator import attrgetter
 from typing import Iterable, Sequence
 
+import numpy as np
+
 from synth.ir.schedule import Schedule
+
+_RANKS, _OP, _PRE, _POST = attrgetter("chunk", "src", "dst"), attrgetter("op"), attrgetter("pre"), attrgetter("post")
 
 def reduce_order(dst: int, sources: Iterable[int]) -> tuple[int, ...]:
     """The ranks whose values one step sums into rank ``dst``, in the order they are summed:
@@ -128,12 +136,105 @@ def final_expressions(schedule: Schedule) -> tuple[dict, Expressions]:
     return state, ex
 
 
+def _node_ids(a: np.ndarray, b: np.ndarray, next_id: int) -> tuple[np.ndarray, int]:
+    """Ids of the nodes ``a[i] + b[i]`` (operands unordered), equal where the operand pairs are equal, numbered from
+    ``next_id``; and the next free id.  Ids are given per call, so one expression made by two calls gets two ids."""
+    lo, hi = np.minimum(a, b), np.maximum(a, b)
+    uniq, inverse = np.unique(lo * next_id + hi, return_inverse=True)
+    return next_id + inverse.reshape(-1), next_id + len(uniq)
+
+
+def _columns(transfers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """``(chunks, srcs, dsts, is_reduce)`` of a step's transfers as arrays, without a Python loop per transfer."""
+    m = len(transfers)
+    cols = np.fromiter(chain.from_iterable(map(_RANKS, transfers)), dtype=np.int64, count=3 * m).reshape(m, 3)
+    is_reduce = np.fromiter(map("reduce".__eq__, map(_OP, transfers)), dtype=bool, count=m)
+    return cols[:, 0], cols[:, 1], cols[:, 2], is_reduce
+
+
+def _slots(chunks, ranks_of, nchunks: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(slots, lengths)``: ``rank * nchunks + chunk`` of each chunk's ``ranks_of`` (``pre`` or ``post``) ranks,
+    chunk after chunk, and how many each chunk has; and those ranks."""
+    ranks = np.fromiter(chain.from_iterable(map(ranks_of, chunks)), dtype=np.int64)
+    lengths = np.fromiter(map(len, map(ranks_of, chunks)), dtype=np.int64, count=len(chunks))
+    ids = np.repeat(np.fromiter((c.id for c in chunks), dtype=np.int64, count=len(chunks)), lengths)
+    return ranks * nchunks + ids, lengths, ranks
+
+
+def _surely_consistent(schedule: Schedule) -> bool:
+    """True only where every post rank of every chunk provably ends with one expression (False: maybe not).
+    A bulk replay over NumPy arrays of ids (:func:`_node_ids`): equal ids are equal expressions, so True is exact,
+    while False (ids differ, or a step mixes copies and reduces into one (rank, chunk)) leaves the answer to
+    :func:`final_expressions`, whose trees cost several times as much on a big schedule."""
+    spec = schedule.spec
+    chunks = spec.chunks()
+    nchunks = max((c.id for c in chunks), default=-1) + 1
+    state = np.full(spec.ranks * nchunks, -1, dtype=np.int64)
+    pre, _, pre_ranks = _slots(chunks, _PRE, nchunks)
+    state[pre] = pre_ranks                                       # leaf x_r
+    next_id = spec.ranks
+    for step in schedule.steps:
+        if not step.transfers:
+            continue
+        try:
+            k, src, dst, reduce = _columns(step.transfers)
+        except (TypeError, ValueError):          # not integers: left to final_expressions
+            return False
+        slot, read = dst * nchunks + k, state[src * nchunks + k]
+        uniq, counts = np.unique(slot, return_counts=True)
+        if len(uniq) == len(slot):                               # one write per (rank, chunk): most steps
+            multi = np.zeros(len(slot), dtype=bool)
+        else:
+            multi = counts[np.searchsorted(uniq, slot)] > 1
+            if (multi & ~reduce).any():           # a copy among several writes: in the transfers' order
+                return False
+        new = read.copy()
+        one = reduce & ~multi
+        if one.any():
+            new[one], next_id = _node_ids(state[slot[one]], read[one], next_id)
+        if multi.any():                                # rank order: fold sorted(sources + destination)
+            next_id = _fold_in_rank_order(state, dst[multi], k[multi], src[multi], uniq[counts > 1], nchunks,
+                                          next_id)
+        state[slot[~multi]] = new[~multi]
+    post, lengths, _ = _slots(chunks, _POST, nchunks)
+    values = state[post]
+    held = lengths[lengths > 0]                                  # chunks with post ranks (a combining one: all)
+    firsts = np.repeat(values[np.cumsum(held) - held], held)
+    return bool((values == firsts).all())
+
+
+def _fold_in_rank_order(state: np.ndarray, dst: np.ndarray, k: np.ndarray, src: np.ndarray, groups: np.ndarray,
+                        nchunks: int, next_id: int) -> int:
+    """Write into ``state`` the (rank, chunk)s ``groups`` (slots) that several reduces (``dst``, ``k``, ``src``) feed
+    in one step, each the left fold of its ranks' values in rank order, the destination's own among them
+    (:func:`reduce_order`); returns the next free id."""
+    g_dst, g_k = groups // nchunks, groups % nchunks
+    t_dst, t_k, t_rank = np.concatenate([dst, g_dst]), np.concatenate([k, g_k]), np.concatenate([src, g_dst])
+    order = np.lexsort((t_rank, t_dst * nchunks + t_k))
+    t_slot = (t_dst * nchunks + t_k)[order]
+    t_val = state[t_rank[order] * nchunks + t_k[order]]
+    starts = np.flatnonzero(np.r_[True, t_slot[1:] != t_slot[:-1]])
+    lengths = np.diff(np.r_[starts, len(t_slot)])
+    acc = t_val[starts]
+    for j in range(1, int(lengths.max())):
+        live = lengths > j
+        acc[live], next_id = _node_ids(acc[live], t_val[starts[live] + j], next_id)
+    state[t_slot[starts]] = acc
+    return next_id
+
+
 def inconsistent_chunks(schedule: Schedule) -> list[tuple[int, dict[str, tuple[int, ...]]]]:
     """``[(chunk, {expression text: ranks})]`` for each chunk of a combining ``schedule`` whose
     post ranks end with different reduction expressions (so other bits for a floating sum, avg, premul_sum or product);
-    empty where every rank ends with the same expression of each chunk."""
-    if not schedule.spec.combining:
+    empty where every rank ends with the same expression of each chunk.  A bulk replay answers first where it can
+    (:func:`_surely_consistent`); the expression trees are built only where it cannot."""
+    if not schedule.spec.combining or _surely_consistent(schedule):
         return []
+    return _expression_check(schedule)
+
+
+def _expression_check(schedule: Schedule) -> list[tuple[int, dict[str, tuple[int, ...]]]]:
+    """:func:`inconsistent_chunks` by :func:`final_expressions` alone."""
     state, ex = final_expressions(schedule)
     out = []
     for c in schedule.spec.chunks():
@@ -146,4 +247,35 @@ def inconsistent_chunks(schedule: Schedule) -> list[tuple[int, dict[str, tuple[i
     return out
 
 
-__all__ = ["reduce_order", "rank_order_groups", "final_expressions", "inconsistent_chunks", "Expressions"]
+def _and(items: Sequence) -> str:
+    """``0``, ``0 and 3``, ``0, 3 and 5``."""
+    words = [str(x) for x in items]
+    return words[0] if len(words) == 1 else f"{', '.join(words[:-1])} and {words[-1]}"
+
+
+def same_bits_warning(schedule: Schedule, label: str) -> str | None:
+    """One line naming where ``schedule`` (called ``label``, e.g. its file name) can leave ranks with different
+    bits, or None where every rank gets the same bits: the first inconsistent chunk's ranks (one per expression)
+    and the chunks (the first 8, then a count).
+
+    >>> from synth.ir.schedule import Step, Transfer
+    >>> s = Schedule("allreduce", 3, 1, (    # rank 2 sums x0, x1 into x2; rank 1 sums x2 into x1, then x0
+    ...     Step(1, tuple(Transfer(k, r, d, "reduce") for k in range(3) for r, d in ((0, 2), (1, 2), (2, 1)))),
+    ...     Step(1, tuple(t for k in range(3) for t in (Transfer(k, 0, 1, "reduce"), Transfer(k, 2, 0))))))
+    >>> same_bits_warning(s, "mine.json")
+    'mine.json: ranks 0 and 1 may differ in the last bits of chunks 0, 1 and 2 (float sums in different orders); \
+integers, min and max are exact'
+    """
+    bad = inconsistent_chunks(schedule)
+    if not bad:
+        return None
+    ranks = sorted(min(rs) for rs in bad[0][1].values())
+    ids = [k for k, _ in bad]
+    chunks = f"chunk {ids[0]}" if len(ids) == 1 else f"chunks {_and(ids)}" if len(ids) <= 8 else \
+        f"chunks {', '.join(map(str, ids[:8]))}, ... ({len(ids)} chunks)"
+    return (f"{label}: ranks {_and(ranks)} may differ in the last bits of {chunks} (float sums in different orders); "
+            "integers, min and max are exact")
+
+
+__all__ = ["reduce_order", "rank_order_groups", "final_expressions", "inconsistent_chunks", "same_bits_warning",
+           "Expressions"]

@@ -190,11 +190,24 @@ def _per_collective_lines(summary: dict, colls: list[str]) -> list[str]:
         lines.append(f"- **{coll}**: Pareto {pts} in {wall_number(str(s['pareto_solve_s']))} s; "
                      f"bandwidth-optimal: {bw_txt}; "
                      f"bounds: {s['bounds']['latency_steps']} steps, "
-                     f"{s['bounds']['bandwidth_rounds_per_block']} rounds per block.")
+                     f"{s['bounds']['bandwidth_rounds_per_block']} rounds per block.{_same_bits_text(s)}")
     notes = [n for coll in colls for n in summary["collectives"][coll].get("notes", [])]
     if notes:
         lines += ["", "## Skipped at this scale", ""] + [f"- {n}" for n in notes]
     return lines
+
+
+def _same_bits_text(record: dict) -> str:
+    """A combining collective's ``same_bits`` (summary.json) in words: whether every rank of each saved schedule
+    ends with the same bits (float sums in one order, :mod:`synth.ir.sum_order`), naming those that do not."""
+    same = record.get("same_bits")
+    if not same:
+        return ""
+    odd = [name for name, ok in same.items() if not ok]
+    if not odd:
+        return f" Same bits on every rank: all {len(same)} schedules."
+    return (f" Same bits on every rank: {len(same) - len(odd)} of {len(same)} schedules; "
+            f"not {', '.join(f'`{n}`' for n in odd)} (ranks may differ in the last bits of a float sum).")
 
 
 def _stage_lines(summary: dict, colls: list[str]) -> list[str]:

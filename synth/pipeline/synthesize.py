@@ -51,6 +51,7 @@ from synth.ir.collectives import COLLECTIVES, ROOTED, CollectiveSpec, check_coll
 from synth.ir.fabric import Fabric, build_fabric
 from synth.formats.schedule_file import save_schedule
 from synth.ir.schedule import Schedule, atomic_write_text
+from synth.ir.sum_order import inconsistent_chunks
 from synth.ir.verifier import check
 from synth.model.cost import CostModel
 from synth.pipeline.collector import PausedCollector
@@ -110,14 +111,12 @@ class CollectiveResult:
     files: dict[str, str] = field(default_factory=dict)
     #: schedule name -> cost-model times (µs) at PLAN_SIZES (what the plan compares)
     curves: dict[str, list[float]] = field(default_factory=dict)
+    #: combining schedule name -> whether every rank ends with the same bits (synth.ir.sum_order)
+    same_bits: dict[str, bool] = field(default_factory=dict)
 
 
 def _slug(name: str) -> str:
     return "".join(c if c.isalnum() or c in "-_." else "-" for c in name)
-
-
-def _transfers(s: Schedule) -> int:
-    return sum(len(st.transfers) for st in s.steps)
 
 
 def run_independent(meta: dict) -> dict:
@@ -128,7 +127,8 @@ def run_independent(meta: dict) -> dict:
 
 def schedule_file(name: str, s: Schedule) -> str:
     """The schedule's file under the output folder: ``.json``, or ``.json.gz`` when it is big."""
-    return f"schedules/{_slug(name)}.json{'.gz' if _transfers(s) > GZIP_TRANSFERS else ''}"
+    big = sum(len(st.transfers) for st in s.steps) > GZIP_TRANSFERS
+    return f"schedules/{_slug(name)}.json{'.gz' if big else ''}"
 
 
 def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, workdir: Path,
@@ -146,6 +146,7 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
     def save(name: str, s: Schedule) -> None:
         with prog.stage("verify", coll):
             check(s, fabric)
+            res.same_bits.update({name: not inconsistent_chunks(s)} if s.spec.combining else {})
         with prog.stage("save", coll):
             res.files[name] = schedule_file(name, s)
             save_schedule(s.with_(meta=run_independent(s.meta)), workdir / res.files[name])
@@ -198,7 +199,7 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
                    **({"phased_rounds_per_block": str(bounds.phased_rounds_per_block)}
                       if bounds.phased_rounds_per_block is not None else {}),
                    **{f"time_us_{k}": bounds.time_us(nb, cost.params) for k, nb in SUMMARY_SIZES.items()}},
-        "simulated_us": sim,
+        "simulated_us": sim, **({"same_bits": res.same_bits} if res.same_bits else {}),
         "notes": notes,
     }
     return res
@@ -229,7 +230,8 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
         sizes, times, protos, nccl_t = with_protocols(cost, res.schedules, times, PLAN_SIZES, lambda sz: nccl_curve(
             topo, coll, sz, version=nccl_version)["times"], executor, nccl_t)  # LL where faster, calls <= LL_MAX_BYTES
         curves[coll] = report_curves(curves[coll], sizes, times, protos, PLAN_SIZES)
-        for name, fallback, lo, hi in decide_ranges(sizes, times, nccl_t, records, executor, protos):
+        odd = {nm for nm, same in res.same_bits.items() if not same}           # equal times: the same-bits one
+        for name, fallback, lo, hi in decide_ranges(sizes, times, nccl_t, records, executor, protos, odd):
             k = sizes.index(lo) if lo in sizes else 0
             ours = fallback if name == NCCL else name
             s = res.schedules[ours]

@@ -108,9 +108,12 @@ def busiest_rank_records(schedule) -> int:
 
 def decide_ranges(sizes: list[int], times: dict[str, list[float]], nccl_times: list[float] | None,
                   records: dict[str, int], executor: str, protocols: dict[str, list[str]] | None = None,
+                  different_bits: frozenset[str] | set[str] = frozenset(),
                   ) -> list[tuple[str, str | None, int, int | None]]:
     """Plan ranges ``(runs, fallback, min_bytes, max_bytes)``: ``runs`` is the candidate with the
-    least modelled time plus ``executor``'s fixed cost (ties: the name that sorts first), or
+    least modelled time plus ``executor``'s fixed cost (ties: one not in ``different_bits``, the candidates whose
+    ranks can end with different float bits (:func:`synth.ir.sum_order.inconsistent_chunks`), then the name that
+    sorts first), or
     ``nccl`` where that is not :data:`MARGIN` times faster than NCCL's modelled time; ``fallback`` (``nccl``
     ranges only) is that candidate.  ``nccl_times`` None: no NCCL to compare with.  ``protocols``
     (the protocol each time was modelled under, :func:`synth.plan.protocol.with_protocols`): a
@@ -122,7 +125,7 @@ def decide_ranges(sizes: list[int], times: dict[str, list[float]], nccl_times: l
     total = {nm: [t + cost.fixed_us(records.get(nm, 0)) for t in times[nm]] for nm in names}
     outcome = []
     for k in range(len(sizes)):
-        best = min(names, key=lambda nm: (total[nm][k], nm))
+        best = min(names, key=lambda nm: (total[nm][k], nm in different_bits, nm))
         nccl_wins = nccl_times is not None and nccl_times[k] / MARGIN < total[best][k]   # ours: >= 5 % faster
         proto = protocols[best][k] if protocols else None
         outcome.append((NCCL, best, proto) if nccl_wins else (best, None, proto))

@@ -226,6 +226,8 @@ class ScheduleSelector:
         self._warned: set[tuple[str, str]] = set()
         self.notes: list[str] = []
         self.file_schedule: Schedule | None = None
+        #: a schedule file's one-line warning where its ranks can end with different bits (sum_order), else None
+        self.same_bits_warning: str | None = None
         self.plan: Plan | None = None
         if self.algo is None:
             self.plan, note = find_plan(topology, plan)
@@ -274,6 +276,12 @@ class ScheduleSelector:
         check(sched, self.fabric)
         self.file_schedule = sched
         self.notes.append(f"schedule: {path} ({sched.name or 'unnamed'}, verified)")
+        from synth.ir.sum_order import same_bits_warning
+        self.same_bits_warning = same_bits_warning(sched, path.name)
+        if self.same_bits_warning:
+            self.notes.append(f"warning: {self.same_bits_warning}")
+            if self.warn_fallback:                 # a library caller; the command lines print their notes
+                warnings.warn(f"{self.owner}: {self.same_bits_warning}", stacklevel=4)
 
     # ------------------------------------------------------------------ choice
     def select(self, collective: str, nbytes: int, root: int | None = None) -> Choice:
