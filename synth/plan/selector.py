@@ -179,6 +179,15 @@ def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
 _SAID_STALE: set = set()
 
 
+def _check_roots(plan: Plan | None, topology: Topology) -> None:
+    """Refuse a plan whose rooted entry names a root the topology has no rank for (one line naming the file and
+    entry), before any call: else a call of that root fails later without naming the plan."""
+    for k, entry in enumerate(plan.entries if plan is not None else ()):
+        if entry.root is not None and entry.root >= topology.num_gpus:
+            raise ScheduleFormatError(f"{plan.path or 'plan'}: entries[{k}].root: {entry.root} is not a rank of "
+                                      f"{topology.name!r} ({topology.num_gpus} GPUs)")
+
+
 def _say_if_stale(plan: Plan | None, notes: list[str]) -> None:
     """Warn once per plan file per process where ``plan`` records models other than the installed ones
     (:func:`synth.plan.model_identity.stale_plan_note`): it still runs, every schedule verified."""
@@ -233,6 +242,7 @@ class ScheduleSelector:
             self.plan, note = find_plan(topology, plan)
             self.notes.append(note)
             logger.info("%s", note)
+            _check_roots(self.plan, topology)
             _say_if_stale(self.plan, self.notes)
         else:
             self._check_algo()

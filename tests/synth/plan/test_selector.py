@@ -218,3 +218,20 @@ def test_auto_takes_no_unfingerprinted_plan_of_another_machine_from_a_synthesize
     assert plan is None and str(folder / "plan.json") in note, note
     plan, _ = find_plan(topo, "auto")           # the topology it names: still its plan
     assert plan is not None and plan.path == folder / "plan.json"
+
+
+@pytest.mark.parametrize("collective", ["broadcast", "reduce"])
+def test_a_rooted_entry_naming_no_rank_of_the_machine_is_refused_naming_the_file(tmp_path, topo, collective):
+    """A plan entry whose root is past the machine's last rank (8 on 8 GPUs) is refused when the plan is taken, in
+    one line naming the file and entry (before: it loaded, and a call of that root later failed with
+    "broadcast: root must be a rank in 0..7, got 8", naming no file: found by the mutated-plan campaign)."""
+    folder = _copy(tmp_path / "out")
+    k = _first(json.loads((folder / "plan.json").read_text()), collective)[0]
+    _edit(folder, lambda doc: doc["entries"][k].update(root=topo.num_gpus))
+    with pytest.raises(ScheduleFormatError) as err:
+        ScheduleSelector(topo, plan=folder)
+    line = str(err.value)
+    assert "\n" not in line and line.startswith(str(folder / "plan.json")), line
+    assert f"entries[{k}].root: {topo.num_gpus} is not a rank" in line, line
+    _edit(folder, lambda doc: doc["entries"][k].update(root=topo.num_gpus - 1))     # the last rank is one
+    assert ScheduleSelector(topo, plan=folder).plan.entries[k].root == topo.num_gpus - 1
