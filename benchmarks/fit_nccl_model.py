@@ -56,7 +56,6 @@ FIT_SPEC = [
     (("link_eff", "*", "xgmi"), 0.4, 1.0),
     (("lat_scale", "*", "LL128"), 0.3, 5.0),
     (("lat_scale", "*", "NVLS"), 0.3, 8.0),
-    (("lat_scale", "sm70", "LL"), 0.3, 8.0),
     (("lat_scale", "sm80", "LL"), 0.3, 8.0),
     (("lat_scale", "sm80", "Simple"), 0.3, 8.0),
     (("lat_scale", "gfx942", "LL"), 0.3, 5.0),

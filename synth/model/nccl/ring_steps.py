@@ -191,6 +191,49 @@ def simple_ring_threads(m: NcclMachine, graphs, version: tuple = NCCL_VERSION) -
     return 256 if g.bw_intra * g.n_channels <= PCI_BW_TUNING else SIMPLE_MAX_NTHREADS
 
 
+#: NCCL's LL data bytes per thread and slice (``NCCL_LL_SLICE_LINES = NUM_LINES_PER_THREAD x NCCL_LL_MAX_NTHREADS``
+#: lines of 8 data bytes; NVIDIA/nccl v2.4.8-1 src/include/devcomm.h lines 41-44: 8 x 256; v2.5.6-1 lines 41-42:
+#: ``NCCL_LL_MAX_NTHREADS`` 512 from 2.5)
+LL_SLICE_BYTES_PER_THREAD = 8 * 8
+#: NCCL versions [from, to) that round an LL collective's last chunk up to ``nThreads x 8`` bytes (``ALIGN_SIZE
+#: (lastChunkSize, nThreads*sizeof(uint64_t))``: v2.4.8-1 src/enqueue.cc line 337 .. v2.19.3-1 line 1355; v2.20.3-1
+#: computes chunks without ``lastChunkSize``)
+LL_CHUNK_ALIGN_VERSIONS = ((2, 4), (2, 20))
+
+
+def ll_busiest_channel_factor(nbytes: int, channels: int, chunks: int, threads: int, version: tuple) -> float:
+    """How many times the even share the busiest LL channel moves (>= 1).  A loop of an LL collective holds
+    ``channels x chunks`` slices (``chunks`` = nchunksPerLoop: the ranks for a ring all_reduce / all_gather /
+    reduce_scatter, else 1); the bytes left after the whole loops are cut into chunks rounded up to ``threads``
+    x 8 bytes, so the first channels take whole rounded chunks and the last ones less or nothing (all_reduce.h
+    ``nelem = min(chunkSize, size - offset)``, ``chunkOffset = gridOffset + bid x nranks x chunkSize``).
+
+    >>> round(ll_busiest_channel_factor(1 << 20, 12, 8, 256, (2, 4)), 4)     # 10,923 B chunks -> 12,288
+    1.125
+    >>> ll_busiest_channel_factor(1 << 20, 8, 8, 512, (2, 8)), ll_busiest_channel_factor(1 << 20, 12, 8, 256, (2, 20))
+    (1.0, 1.0)
+    """
+    if not LL_CHUNK_ALIGN_VERSIONS[0] <= tuple(version) < LL_CHUNK_ALIGN_VERSIONS[1] or nbytes <= 0:
+        return 1.0
+    slice_bytes = LL_SLICE_BYTES_PER_THREAD * (256 if tuple(version) < (2, 5) else 512)
+    loop = channels * chunks * slice_bytes
+    whole, rest = divmod(nbytes, loop)
+    align = threads * 8
+    last = -(-(-(-rest // (channels * chunks))) // align) * align
+    busiest = whole * chunks * slice_bytes + sum(min(last, max(0, rest - j * last)) for j in range(chunks))
+    return max(1.0, busiest * channels / nbytes)
+
+
+def ll_chunk_factor(t, coll: str, algo: str, proto: str, channels: int, nbytes: int) -> float:
+    """:func:`ll_busiest_channel_factor` of an LL ``coll`` on the table ``t`` (:class:`.tuning.TuneTable`: its
+    version, and the threads NCCL gives LL at ``nbytes``); 1 for other protocols."""
+    if proto != "LL":
+        return 1.0
+    chunks = t.machine.ranks if algo == "ring" and coll in ("allreduce", "allgather", "reducescatter") else 1
+    threads = t.channels(algo, proto, nbytes, coll)[1]
+    return ll_busiest_channel_factor(nbytes, channels, chunks, threads, t.version)
+
+
 def ring_send_share(coll: str, ranks: int, share: float, direct_write: bool = False) -> float:
     """Fraction of a ring channel's time spent sending: ``sends / (sends + share x copies)``
     (:func:`ring_copy_steps`); the ring's link bandwidth times it is what the channels move.

@@ -45,7 +45,7 @@ from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.net_fill import critical_path_hops, net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
-from synth.model.nccl.ring_steps import ring_simple_send_share, simple_ring_threads
+from synth.model.nccl.ring_steps import ll_chunk_factor, ring_simple_send_share, simple_ring_threads
 from synth.model.nccl.pcie_path import nic_efficiency, pcie_stream_gbs
 from synth.model.nccl.shm_uplink import shm_stream_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
@@ -266,7 +266,7 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
     """Bandwidth part of the time (µs): the slower of the GPU links and the network (a Blackwell
     NVLS-tree all_reduce of at most 512 MiB at the fraction NCCL itself expects: :func:`nvls_tree_correction`;
     a one-host NVLS all_reduce fills and drains its scatter/reduce/gather loop: :func:`nvls_loop_fill_us`)."""
-    wire = nbytes * busbw_factor(coll, t.machine.ranks)
+    wire = nbytes * busbw_factor(coll, t.machine.ranks) * ll_chunk_factor(t, coll, algo, proto, channels, nbytes)
     bus = _intra_bus_gbs(t, coll, algo, proto, channels, params)     # misaligned blocks: element_copy.py
     t_intra = wire / (1000.0 * bus) * ring_element_copy_factor(t, coll, algo, proto, channels, nbytes, bus, params)
     if algo == "nvls" and coll == "allreduce" and t.machine.nodes == 1 and t.machine.gpus_per_node > 1:

@@ -17,8 +17,8 @@
   bus bandwidth capped at 235 GB/s up to 2.17; in 2.8-2.9 a ring LL128 channel at a per-collective rate
   (16.9 GB/s for all_reduce, not 20) and Ampere trees at 22.5 / 16 GB/s per channel on 2 / more nodes.
   On 8 x A100 (24 channels, 12 x 21 GB/s graph) NCCL 2.8 thus expects LL at 58.75 GB/s, not 87.7, and
-  leaves it for LL128 at 2 MiB (not 4), LL128 for Simple at 16 MiB (not 32).  Versions before 2.8 keep
-  the 2.28 rules (their refinements differ again and no log needs them).
+  leaves it for LL128 at 2 MiB (not 4), LL128 for Simple at 16 MiB (not 32).  Ring LL takes 2.8's rule from
+  2.7, a quarter for every collective in 2.5-2.6 (and 2.4); other refinements before 2.8 keep 2.28's.
 * After 2.28.3 (:func:`per_channel_tables`, :func:`latency_tables`): Blackwell's ring LL128 and (more than
   two nodes) NVLS-tree per-channel rates and the NVLS-tree network hop, by release (2.28.7, 2.28.9, 2.29,
   2.29.7, 2.30: :mod:`.versions_patch`, where a bare (major, minor) is that minor's first release).
@@ -62,8 +62,8 @@ NTHREADS_24 = 256
 
 #: first NCCL whose ring LL estimate is half the graph bandwidth (tuning.cc ``busBw * .5``, v2.21.5-1)
 RING_LL_HALF_VERSION = (2, 21)
-#: the 2.8 refinements read here start at v2.8.4-1 (2.7 has others)
-REFINE_28_VERSION = (2, 8)
+#: ring LL's estimate by collective from v2.7.3-1 (tuning.cc line 113); the 2.8 refinements from v2.8.4-1
+RING_LL_BY_COLL_VERSION, REFINE_28_VERSION = (2, 7), (2, 8)
 #: first NCCL that charges one GPU per node the tree's network hop ("With ppn=1 latencies are fully exposed, use the
 #: Tree network latency", v2.23.4-1 src/graph/tuning.cc lines 235-236; v2.22.3-1 line 225 takes the algorithm's own)
 PPN1_TREE_NET_LAT_VERSION = (2, 23)
@@ -150,18 +150,18 @@ def net_latency_algo(algo: str, ppn: int, version: tuple, coll: str = "") -> str
 
 
 def ring_ll_factor(coll: str, nodes: int, version: tuple) -> float:
-    """Share of the ring graph's bandwidth NCCL's tuner gives LL (before ``llMaxBws``' cap): 1/4 on
-    several nodes or for all_reduce / reduce, else 1/3, from 2.8 to 2.20; 1/2 from 2.21 (and in the
-    model before 2.8).
+    """Share of the ring graph's bandwidth NCCL's tuner gives LL (before ``llMaxBws``' cap): 1/4 on several nodes
+    or for all_reduce / reduce, else 1/3, from 2.7 to 2.20; 1/2 from 2.21; 1/4 for all in 2.5-2.6 (v2.5.6-1
+    src/graph/tuning.cc line 107, v2.6.4-1 line 110), and in 2.4 (no tuner), which takes 2.5's tables.
 
     >>> ring_ll_factor("allreduce", 1, (2, 8)), ring_ll_factor("broadcast", 1, (2, 8)), ring_ll_factor("allreduce", 1, (2, 21))
     (0.25, 0.3333333333333333, 0.5)
-    >>> ring_ll_factor("broadcast", 2, (2, 20))
-    0.25
+    >>> [ring_ll_factor("broadcast", n, v) for n, v in ((2, (2, 20)), (1, (2, 5, 6)), (1, (2, 4)))]
+    [0.25, 0.25, 0.25]
     """
-    if not _refined(version) or tuple(version) >= RING_LL_HALF_VERSION:
+    if tuple(version) >= RING_LL_HALF_VERSION:
         return 0.5
-    return 0.25 if (nodes > 1 or coll in ("allreduce", "reduce")) else 1.0 / 3.0
+    return 0.25 if tuple(version) < RING_LL_BY_COLL_VERSION or nodes > 1 or coll in ("allreduce", "reduce") else 1 / 3
 
 
 def ampere_bus_cap_gbs(sm: int, version: tuple) -> float:
