@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 from _schedules import alloc_buffers
 from tests.kernels.native._emulator import EmulatedNativeLayer
-from tests.synth.ir.test_sum_order import two_trees
+from _sum_order_cases import two_trees
 
 from kernels.backends.executor import run_schedule
 from kernels.backends.host import HostLayer
