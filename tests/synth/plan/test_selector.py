@@ -38,8 +38,9 @@ def _edit(folder, change):
 
 
 def _first(doc, collective):
-    """The index and entry of ``collective``'s first entry in a plan document."""
-    return next((k, e) for k, e in enumerate(doc["entries"]) if e["collective"] == collective)
+    """The index and entry of ``collective``'s first entry naming a schedule file (not ``nccl``) in a plan document."""
+    return next((k, e) for k, e in enumerate(doc["entries"])
+                if e["collective"] == collective and e["schedule"] != "nccl")
 
 
 def test_the_folder_synthesize_wrote_is_its_plan(tmp_path, topo):
@@ -48,7 +49,9 @@ def test_the_folder_synthesize_wrote_is_its_plan(tmp_path, topo):
     folder = _copy(tmp_path / "out")
     plan, note = find_plan(topo, folder)
     assert plan is not None and plan.path == folder / "plan.json", note
-    assert ScheduleSelector(topo, plan=folder).select("allreduce", 1024).label == "plan:schedules/allreduce-tree.json"
+    _, entry = _first(json.loads((folder / "plan.json").read_text()), "allreduce")
+    label = ScheduleSelector(topo, plan=folder).select("allreduce", entry["min_bytes"]).label
+    assert label == f"plan:{entry['schedule']}", label
 
 
 def test_a_folder_holding_another_machines_plan_is_refused_naming_the_file(tmp_path):
@@ -100,10 +103,11 @@ def test_discovery_takes_no_unfingerprinted_plan_of_another_machine(tmp_path, to
     assert plan is None, note
 
 
-def _entry_error(tmp_path, topo, change, collective="allreduce", nbytes=1024):
+def _entry_error(tmp_path, topo, change, collective="allreduce"):
     folder = _copy(tmp_path / "out")
     doc = json.loads((folder / "plan.json").read_text())
     k, entry = _first(doc, collective)
+    nbytes = entry["min_bytes"]
     change(folder, entry)
     (folder / "plan.json").write_text(json.dumps(doc))
     with warnings.catch_warnings():
@@ -164,9 +168,9 @@ def test_an_unfingerprinted_plan_of_another_machine_names_the_entry(tmp_path, to
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         sel = ScheduleSelector(topo.subset([0, 1, 2, 3]), plan=folder / "plan.json")
-    k, _ = _first(json.loads((folder / "plan.json").read_text()), "allreduce")
+    k, entry = _first(json.loads((folder / "plan.json").read_text()), "allreduce")
     with pytest.raises(ScheduleInvalid, match=rf"^{folder / 'plan.json'}: entries\[{k}\].schedule .*wrong-topology"):
-        sel.select("allreduce", 64)
+        sel.select("allreduce", entry["min_bytes"])
 
 
 def test_a_folder_whose_plan_json_is_a_symlink_loop_is_refused(tmp_path, topo):
@@ -226,7 +230,8 @@ def test_a_rooted_entry_naming_no_rank_of_the_machine_is_refused_naming_the_file
     one line naming the file and entry (before: it loaded, and a call of that root later failed with
     "broadcast: root must be a rank in 0..7, got 8", naming no file: found by the mutated-plan campaign)."""
     folder = _copy(tmp_path / "out")
-    k = _first(json.loads((folder / "plan.json").read_text()), collective)[0]
+    k = next(k for k, e in enumerate(json.loads((folder / "plan.json").read_text())["entries"])
+             if e["collective"] == collective)
     _edit(folder, lambda doc: doc["entries"][k].update(root=topo.num_gpus))
     with pytest.raises(ScheduleFormatError) as err:
         ScheduleSelector(topo, plan=folder)
