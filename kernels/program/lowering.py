@@ -23,8 +23,9 @@ schedule's) copies values that did not end at home, then applies integer ``avg``
 
 Several reduces into one (rank, chunk) in one step are summed in
 :func:`synth.ir.sum_order.reduce_order` (source ranks in order, the receiver's own value at its
-rank's position), whatever order the schedule lists them in, so every rank of a one-shot
-all-reduce gets the same bits; where neither of the first two is the receiver's own value, the
+rank's position), whatever order the schedule lists them in (unless ``lower(..., rank_order=False)``:
+the torch path's ops exact in any order), so every rank of a one-shot all-reduce gets the same bits;
+where neither of the first two is the receiver's own value, the
 first peer's value is copied into the destination (never the own value's slot) and the rest are
 reduced into it.
 

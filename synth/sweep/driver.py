@@ -211,7 +211,8 @@ RowCallback = Callable[[Row], None]
 def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = None) -> SweepSummary:
     """Run the sweep: one :class:`Row` per (type, op, root, size), streamed to ``on_row``.
 
-    ``backend`` implements ``measure(case) -> (time_us, wrong or None)`` for a :class:`Case`
+    ``backend`` implements ``measure(case) -> (time_us, wrong or None, failing threads or processes)`` for a
+    :class:`Case`
     and ``devices(n, topology) -> [Device]`` (see :mod:`synth.sweep.sim_backend`,
     :mod:`kernels.sweep.backends`); ``selector`` (:func:`make_selector`) picks the schedule per size.
     """
