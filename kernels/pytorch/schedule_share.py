@@ -121,17 +121,16 @@ def _minmax(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, want_max: bool)
     if dst.dtype in (torch.float16, torch.bfloat16):
         dst.copy_(half_minmax(torch, a, b, want_max))
     elif dst.dtype.is_floating_point:
-        zeros = (a == 0) & (b == 0)
-        signed = (a + b if want_max else -((-a) + (-b)))[zeros] if bool(zeros.any()) else None   # +0 + -0 = +0
+        zeros = (a == 0) & (b == 0)             # on CUDA no .any(): it would make the host wait for the GPU
+        signed = (a + b if want_max else -((-a) + (-b))) if dst.is_cuda or bool(zeros.any()) else None  # +0+-0=+0
         (torch.fmax if want_max else torch.fmin)(a, b, out=dst)
         if signed is not None:
-            dst[zeros] = signed
+            dst.copy_(torch.where(zeros, signed, dst))
     else:
         (torch.maximum if want_max else torch.minimum)(a, b, out=dst)
         return
-    nan = torch.isnan(dst)                  # both operands NaN: either one's bits, by their order
-    if bool(nan.any()):
-        dst.view(_NAN_BITS[dst.element_size()][0])[nan] = _NAN_BITS[dst.element_size()][1]
+    dtype, bits = _NAN_BITS[dst.element_size()]  # both operands NaN: either one's bits, by their order
+    dst.view(dtype).masked_fill_(torch.isnan(dst), bits)
 
 
 def postdiv(x: torch.Tensor, n: int) -> None:

@@ -191,9 +191,7 @@ def _check_roots(plan: Plan | None, topology: Topology) -> None:
 def _say_if_stale(plan: Plan | None, notes: list[str]) -> None:
     """Warn once per plan file per process where ``plan`` records models other than the installed ones
     (:func:`synth.plan.model_identity.stale_plan_note`): it still runs, every schedule verified."""
-    if plan is None or plan.model is None:            # nothing recorded: no identity computed
-        return
-    note = stale_plan_note(plan)
+    note = stale_plan_note(plan) if plan is not None else None     # None too where the plan records no models
     if note is None:
         return
     notes.append(note)
