@@ -344,7 +344,7 @@ class Communicator(CommunicatorBase):
     # ------------------------------------------------------------------ point to point
     def send_recv(self, src_rank: int, dst_rank: int, src_array, dst_array) -> None:
         """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``)."""
-        _p2p.send_recv(src_rank, dst_rank, src_array, dst_array, size=self.size)
+        _p2p.send_recv(src_rank, dst_rank, src_array, dst_array, size=self.size, devices=self.devices)
 
     def send(self, array, peer: int, *, rank: int, stream=None) -> None:
         """Post a send of ``array`` from ``rank`` to ``peer``; it completes (copies) as soon as
@@ -360,7 +360,8 @@ class Communicator(CommunicatorBase):
         return _p2p.pending(self._sends, self._recvs)
 
     def _post(self, mine, theirs, pair, array, sending: bool) -> None:
-        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv)
+        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv,
+                  devices=self.devices)
 
     def _root(self, what: str, root: int) -> int:
         return check_root(what, root, self.size)

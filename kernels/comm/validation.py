@@ -202,8 +202,9 @@ def check_count(what: str, count) -> int:
     return int(count)
 
 
-def check_root(what: str, root, size: int) -> int:
-    """``root`` as an int, or InvalidArgument when it is not a rank of ``size``.
+def check_root(what: str, root, size: int, role: str = "root") -> int:
+    """``root`` as an int, or InvalidArgument when it is not a rank of ``size`` (an int or NumPy
+    integer in 0..size-1: not a bool, float or string); ``role`` names the argument ("" for none).
 
     >>> check_root("reduce", 2, 4)
     2
@@ -217,7 +218,7 @@ def check_root(what: str, root, size: int) -> int:
     topo_probe.errors.InvalidArgument: reduce: root 1.5 is not a rank (0..3)
     """
     if isinstance(root, (bool, np.bool_)) or not isinstance(root, (int, np.integer)) or not 0 <= root < size:
-        raise InvalidArgument(f"{what}: root {root!r} is not a rank (0..{size - 1})")
+        raise InvalidArgument(f"{what}: {role + ' ' if role else ''}{root!r} is not a rank (0..{size - 1})")
     return int(root)
 
 
