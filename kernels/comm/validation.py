@@ -2,7 +2,7 @@
 
 :class:`kernels.comm.communicator.Communicator` (one process, every rank): every buffer argument
 is a list with one array per rank (NumPy or CuPy).  :func:`bind_lists` checks the lists
-(length, dtype, shape, device kind) and each array once (type, dtype, the rank's device:
+(length, dtype, shape, device kind; a rank's input and output on one device) and each array once (type, dtype, the rank's device:
 :func:`kernels.backends.binding.check_buffer`), builds the flat send / receive views, and binds
 the call (:func:`kernels.backends.binding.bind_call`: counts, NCCL's in-place aliasing, memory
 shared across ranks): one buffer passed as input and output is read and written in NCCL's
@@ -165,6 +165,9 @@ def bind_lists(what: str, name: str, ins, outs, count, root=None, in_need=None, 
         a, b = ins[r], outs[r]
         if a is not None and b is not None and a.dtype != b.dtype:
             raise BufferLayoutError(f"{what}: rank {r}: out dtype {b.dtype} differs from in dtype {a.dtype}")
+        if a is not None and b is not None and _device(a) != _device(b):    # one rank, one device (as NCCL)
+            raise BufferLayoutError(f"{what}: rank {r}: out_arrays on {_device(b)} but in_arrays on {_device(a)}; "
+                                    f"a rank's buffers live on one device")
         if same[r]:  # one buffer: NCCL's in-place layout
             buf = _flat(b, f"{what}: out_arrays rank {r}")
             _need(what, "in/out", r, buf.size, max(kin, kout) * count)

@@ -95,3 +95,46 @@ def test_sends_always_hold_the_input_values(n, count, shift, inplace):
     sends, recvs = prepare("all_reduce", "allreduce", ins, outs, count, size=n)
     assert [s.tolist() for s in sends] == [w.tolist() for w in want]
     assert all(d.size == count and (count == 0 or np.shares_memory(d, o)) for d, o in zip(recvs, outs))
+
+
+class _CupyOn0(np.ndarray):
+    """Stand-in of a CuPy array on GPU 0 (CuPy's module name and ``.device.id``, NumPy memory)."""
+
+    __module__ = "cupy._core.core"
+    device = type("Dev", (), {"id": 0})()
+
+
+class _CupyOn1(_CupyOn0):
+    __module__ = "cupy._core.core"
+    device = type("Dev", (), {"id": 1})()
+
+
+@pytest.mark.parametrize("call", ["all_reduce", "all_gather", "reduce"])
+@pytest.mark.parametrize("ins_on, outs_on, where", [
+    (None, _CupyOn0, "out_arrays on cuda:0 but in_arrays on cpu"),
+    (_CupyOn0, None, "out_arrays on cpu but in_arrays on cuda:0"),
+    (_CupyOn0, _CupyOn1, "out_arrays on cuda:1 but in_arrays on cuda:0"),
+])
+def test_a_ranks_input_and_output_on_different_devices_are_refused(call, ins_on, outs_on, where):
+    """NCCL's rank is one device: its send and receive buffers live there.  Old: NumPy inputs with
+    CuPy outputs ran the host layer and wrote the GPU arrays through NumPy; CuPy inputs went to the
+    GPU layer (here, without CuPy: DeviceUnavailable; with the CuPy stand-in of
+    tests/kernels/native/_fake_cupy.py: AttributeError, 'memoryview' has no 'ptr', on the NumPy
+    outputs).  Now one line naming the rank, before any byte moves (the outputs keep their values)."""
+    import warnings
+
+    from kernels.comm.communicator import Communicator
+    from topo_probe.errors import BufferLayoutError
+
+    on = lambda a, cls: a if cls is None else a.view(cls)  # noqa: E731
+    n, root = 4, 2
+    xs = [on(np.full(3, r, np.float32), ins_on) for r in range(n)]
+    ys = [on(np.full(3 * (n if call == "all_gather" else 1), -1, np.float32), outs_on) for _ in range(n)]
+    if call == "reduce":
+        ys = [y if r == root else None for r, y in enumerate(ys)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        comm = Communicator(n, plan=False)
+        with pytest.raises(BufferLayoutError, match=rf"^{call}: rank {root if call == 'reduce' else 0}: {where}; "):
+            getattr(comm, call)(xs, ys, **({"root": root} if call == "reduce" else {}))
+    assert all(np.asarray(y).tolist() == [-1.0] * y.size for y in ys if y is not None)
