@@ -4,8 +4,8 @@
 is a list with one array per rank (NumPy or CuPy).  :func:`bind_lists` checks the lists
 (length, dtype, shape, device kind; a rank's input and output on one device) and each array
 once (type, dtype, the rank's device: :func:`kernels.backends.binding.check_buffer`), builds
-the flat send / receive views, and binds the call (:func:`kernels.backends.binding.bind_call`: counts, NCCL's in-place aliasing, memory
-shared across ranks): one buffer passed as input and output is read and written in NCCL's
+the flat send / receive views, and binds the call (:func:`kernels.backends.binding.bind_call`:
+counts, NCCL's in-place aliasing, memory shared across ranks): one buffer passed as input and output is read and written in NCCL's
 in-place layout (all_gather's input = block r of rank r's output, reduce_scatter's output =
 block r of rank r's input, ...).  Inputs that overlap their output any other way, or in-place
 ranks mixed with out-of-place ones, are copied first so that the result is always the
