@@ -1,16 +1,16 @@
 """Argument checks and buffer preparation for the communicators.
 
 :class:`kernels.comm.communicator.Communicator` (one process, every rank): every buffer argument
-is a list with one array per rank (NumPy or CuPy).  :func:`bind_lists` checks the lists
-(length, dtype, shape, device kind; a rank's input and output on one device) and each array
-once (type, dtype, the rank's device: :func:`kernels.backends.binding.check_buffer`), builds
-the flat send / receive views, and binds the call (:func:`kernels.backends.binding.bind_call`:
-counts, NCCL's in-place aliasing, memory shared across ranks): one buffer passed as input and output is read and written in NCCL's
-in-place layout (all_gather's input = block r of rank r's output, reduce_scatter's output =
-block r of rank r's input, ...).  Inputs that overlap their output any other way, or in-place
-ranks mixed with out-of-place ones, are copied first so that the result is always the
-out-of-place one.  Memory shared across ranks (other than send buffers that are only read) and
-read-only outputs are refused first, on the caller's arrays.  Errors are one line
+is a list with one array per rank (NumPy or CuPy).  :func:`bind_lists` checks the lists (length,
+dtype, shape, device kind; a rank's input and output on one device) and each array once (type,
+dtype, the rank's device: :func:`kernels.backends.binding.check_buffer`), builds the flat send /
+receive views, and binds the call (:func:`kernels.backends.binding.bind_call`: counts, NCCL's
+in-place aliasing, memory shared across ranks): one buffer passed as input and output is read
+and written in NCCL's in-place layout (all_gather's input = block r of rank r's output,
+reduce_scatter's output = block r of rank r's input, ...).  Inputs that overlap their output any
+other way, or in-place ranks mixed with out-of-place ones, are copied first so that the result
+is always the out-of-place one.  Memory shared across ranks (other than send buffers that are
+only read) and read-only outputs are refused first, on the caller's arrays.  Errors are one line
 (:class:`~topo_probe.errors.BufferLayoutError` for buffers, InvalidArgument for values) naming
 the call, the argument and the rank.  Both communicators share :func:`check_root` and
 :func:`check_op`; the MPI one binds its rank's buffers with the same ``bind_call``.
