@@ -225,6 +225,33 @@ def check_root(what: str, root, size: int, role: str = "root") -> int:
     return int(root)
 
 
+def check_ranks_or_devices(arg) -> tuple[int, list[int] | None]:
+    """(ranks, devices) of ``Communicator(devices_or_nranks)``: an integer >= 1 (devices None),
+    or a list / tuple / 1-D array of CUDA device ids, integers >= 0 (several ranks may share
+    one).  InvalidArgument in one line otherwise: a bool, float, string or dict is not read as
+    a count or as ids.
+
+    >>> check_ranks_or_devices(3), check_ranks_or_devices((1, 0))
+    ((3, None), (2, [1, 0]))
+    >>> check_ranks_or_devices("4")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: Communicator: expected a rank count (int >= 1) or a list of CUDA device ids, got '4'
+    """
+    def is_int(x) -> bool:
+        return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+    if is_int(arg) and arg >= 1:
+        return int(arg), None
+    ids = list(arg) if isinstance(arg, (list, tuple)) or (isinstance(arg, np.ndarray) and arg.ndim == 1) else None
+    if ids is None or not ids:
+        raise InvalidArgument(f"Communicator: expected a rank count (int >= 1) or a list of CUDA device ids, "
+                              f"got {arg!r}")
+    bad = [d for d in ids if not is_int(d) or d < 0]
+    if bad:
+        raise InvalidArgument(f"Communicator: device id {bad[0]!r} is not a CUDA device (an integer >= 0)")
+    return len(ids), [int(d) for d in ids]
+
+
 def check_op(name: str, op: str) -> None:
     """InvalidArgument unless ``op`` is a reduction op of :mod:`synth.ir.collectives`."""
     if op not in REDUCE_OPS:
