@@ -91,3 +91,23 @@ def test_validation_module_is_not_consulted_on_replay(comm, monkeypatch):
     checks = _counting(monkeypatch, validation, "check_array")
     comm.all_reduce(xs, ys)
     assert checks == [] and ys[3].tolist() == [4] * 5
+
+
+@pytest.mark.parametrize("call", ["all_reduce", "broadcast", "reduce"])
+def test_a_repeat_returns_its_own_list_not_the_first_calls(comm, call):
+    """A replayed call returns the list it was given, as the full path does.  Old: it returned the
+    first call's list object, so after ``first[0] = other`` the repeat's answer for rank 0 was an
+    array no collective had written (silently wrong)."""
+    xs = [np.full(5, r + 1, np.float32) for r in range(4)]
+    ys = [np.zeros(5, np.float32) for _ in range(4)]
+    run = {"all_reduce": lambda i, o: comm.all_reduce(i, o), "broadcast": lambda i, o: comm.broadcast(i, root=1),
+           "reduce": lambda i, o: comm.reduce(i, o, root=0)}[call]
+    first = ys if call != "broadcast" else xs
+    arrays = list(first)
+    assert run(xs, ys) is first and len(comm._bound) == 1
+    first[0] = np.full(5, -7, np.float32)                  # the caller reuses its first list
+    again = list(arrays)
+    got = run(xs if call != "broadcast" else again, again)
+    assert got is again and len(comm._bound) == 1
+    want = {"all_reduce": 10.0, "broadcast": 2.0, "reduce": 10.0}[call]    # 1+2+3+4, rank 1's value
+    np.testing.assert_array_equal(got[0], np.full(5, want, np.float32))
