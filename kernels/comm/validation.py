@@ -227,7 +227,7 @@ def check_root(what: str, root, size: int, role: str = "root") -> int:
 
 def check_ranks_or_devices(arg) -> tuple[int, list[int] | None]:
     """(ranks, devices) of ``Communicator(devices_or_nranks)``: an integer >= 1 (devices None),
-    or a list / tuple / 1-D array of CUDA device ids, integers >= 0 (several ranks may share
+    or a list / tuple / range / 1-D array of CUDA device ids, integers >= 0 (several ranks may share
     one).  InvalidArgument in one line otherwise: a bool, float, string or dict is not read as
     a count or as ids.
 
@@ -242,7 +242,8 @@ def check_ranks_or_devices(arg) -> tuple[int, list[int] | None]:
         return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
     if is_int(arg) and arg >= 1:
         return int(arg), None
-    ids = list(arg) if isinstance(arg, (list, tuple)) or (isinstance(arg, np.ndarray) and arg.ndim == 1) else None
+    seq = isinstance(arg, (list, tuple, range)) or (isinstance(arg, np.ndarray) and arg.ndim == 1)
+    ids = list(arg) if seq else None
     if ids is None or not ids:
         raise InvalidArgument(f"Communicator: expected a rank count (int >= 1) or a list of CUDA device ids, "
                               f"got {arg!r}")

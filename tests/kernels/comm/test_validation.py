@@ -192,3 +192,13 @@ def test_rooted_calls_with_a_list_of_another_length_are_refused_in_one_line(call
         with pytest.raises(BufferLayoutError, match=f"^{call}: {role}, the communicator has 4 ranks$"):
             getattr(Communicator(4, plan=False), call)(xs, ys, root=3)
     assert all((y == -1).all() for y in ys)
+
+
+def test_communicator_takes_a_range_of_device_ids():
+    """``devices_or_nranks : int or sequence of int`` (Communicator's docstring): ``range(2)`` is a
+    sequence of ints, GPUs 0 and 1, as ``list(range(2))``; the branch's check took only lists, tuples
+    and 1-D arrays and refused it (before it, any iterable of ints was read)."""
+    from kernels.comm.communicator import Communicator
+    from topo_probe.machines.generators import fully_connected
+    comm = Communicator(range(1, 3), topology=fully_connected(2), plan=False)
+    assert (comm.size, comm.devices) == (2, [1, 2])
