@@ -23,13 +23,15 @@ def repeatable(method):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        arrays, scalars = [], []
+        arrays, scalars, lengths = [], [], []
         for a in args:
             if _is_list(a):
                 arrays.extend(a)
+                lengths.append(len(a))       # where each list ends: the same arrays cut otherwise differ
             else:
                 scalars.append(a)
-        key = (name, tuple(map(id, arrays)), _layouts(arrays), tuple(scalars), tuple(sorted(kwargs.items())))
+        key = (name, tuple(map(id, arrays)), tuple(lengths), _layouts(arrays), tuple(scalars),
+               tuple(sorted(kwargs.items())))
         try:
             hash(key)
         except TypeError:         # an unhashable argument (op=['sum'], a dict): no repeat; validation names it

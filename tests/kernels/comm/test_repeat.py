@@ -111,3 +111,16 @@ def test_a_repeat_returns_its_own_list_not_the_first_calls(comm, call):
     assert got is again and len(comm._bound) == 1
     want = {"all_reduce": 10.0, "broadcast": 2.0, "reduce": 10.0}[call]    # 1+2+3+4, rank 1's value
     np.testing.assert_array_equal(got[0], np.full(5, want, np.float32))
+
+
+def test_a_repeat_with_the_same_arrays_split_otherwise_is_refused_as_the_first_call_would_be(comm):
+    """``all_reduce(xs + ys[:1], ys[1:])``: the first call's eight arrays, in the same order, cut
+    into lists of 5 and 3.  Old: the replay key listed the arrays but not where each list ends,
+    so this replayed the first call and returned a 3-array list; a fresh call refuses the lists."""
+    from topo_probe.errors import BufferLayoutError
+    xs = [np.full(5, r + 1, np.float32) for r in range(4)]
+    ys = [np.zeros(5, np.float32) for _ in range(4)]
+    comm.all_reduce(xs, ys)
+    assert len(comm._bound) == 1
+    with pytest.raises(BufferLayoutError, match=r"^all_reduce: in_arrays has 5 arrays, the communicator has 4 "):
+        comm.all_reduce(xs + ys[:1], ys[1:])
