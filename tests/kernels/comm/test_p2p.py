@@ -168,3 +168,39 @@ def test_communicator_p2p_checks_each_array_against_its_ranks_gpu():
     with pytest.raises(BufferLayoutError, match=r"^send: rank 0: device cuda:1 is not its rank's cuda:0$"):
         comm.send(src, 1, rank=0)
     assert comm.pending() == [] and (dst == 0).all()
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 1), st.integers(0, 1), st.integers(1, 2)), max_size=30))
+def test_failed_pairings_keep_each_pairs_posting_order(ops):
+    """Posts of 1 or 2 elements: a post that meets one of the other count raises, is not queued,
+    and the earlier post keeps its place at the head of its queue, so the k-th successful recv of
+    a pair still gets the k-th queued send of that pair (NCCL matches a pair's sends and recvs in
+    posting order).  Model: per pair, a queue of (post number, count); a count mismatch with the
+    head drops only the new post.  Fails if the earlier post is re-queued at the tail or lost."""
+    sends, recvs, bufs, model_pairs = {}, {}, {}, []
+    model = {True: {}, False: {}}                     # sending -> pair -> deque of (k, count)
+    for k, (is_send, src, dst, count) in enumerate(ops):
+        array = np.full(count, float(k)) if is_send else np.full(count, -1.0)
+        head = model[not is_send].get((src, dst))
+        mine, theirs = (sends, recvs) if is_send else (recvs, sends)
+        if head and head[0][1] != count:
+            with pytest.raises(BufferLayoutError, match="elements but rank"):
+                post(mine, theirs, (src, dst), array, sending=is_send, size=2, deliver=_deliver(2))
+            assert (array == (float(k) if is_send else -1.0)).all()
+            continue
+        post(mine, theirs, (src, dst), array, sending=is_send, size=2, deliver=_deliver(2))
+        bufs[k] = array
+        if head:
+            other = head.popleft()[0]
+            model_pairs.append((other, k) if is_send else (k, other))   # (recv's k, send's k)
+        else:
+            model[is_send].setdefault((src, dst), deque()).append((k, count))
+    for recv_k, send_k in model_pairs:
+        assert (bufs[recv_k] == float(send_k)).all(), (recv_k, send_k)
+    for sending, queues in model.items():
+        for (src, dst), q in queues.items():
+            assert [a[0] for a in (sends if sending else recvs).get((src, dst), [])] == [float(k) if sending
+                                                                                          else -1.0 for k, _ in q]
+    assert sorted(pending(sends, recvs)) == sorted(("send" if s else "recv", *p)
+                                                   for s, qs in model.items() for p, q in qs.items() for _ in q)
