@@ -2,6 +2,7 @@
 path here; the GPU path in tests/kernels/native/test_native_gpu.py) and gives what NumPy gives
 for the arrays' new contents; anything that could change the answer takes the full path."""
 
+import re
 import warnings
 
 import numpy as np
@@ -113,14 +114,23 @@ def test_a_repeat_returns_its_own_list_not_the_first_calls(comm, call):
     np.testing.assert_array_equal(got[0], np.full(5, want, np.float32))
 
 
-def test_a_repeat_with_the_same_arrays_split_otherwise_is_refused_as_the_first_call_would_be(comm):
-    """``all_reduce(xs + ys[:1], ys[1:])``: the first call's eight arrays, in the same order, cut
-    into lists of 5 and 3.  Old: the replay key listed the arrays but not where each list ends,
-    so this replayed the first call and returned a 3-array list; a fresh call refuses the lists."""
-    from topo_probe.errors import BufferLayoutError
+
+@pytest.mark.parametrize("cut", ["5 and 3", "one list"])
+def test_a_repeat_with_the_same_arrays_split_otherwise_fails_as_a_fresh_call(comm, cut):
+    """The first call's eight arrays, in the same order, passed as lists of 5 and 3
+    (``all_reduce(xs + ys[:1], ys[1:])``) or as one list (``all_reduce(xs + ys)``).  Old: the
+    replay key listed the arrays but not where each list ends, so the first replayed the first
+    call and returned a 3-array list, and the second raised IndexError from the replay (on main:
+    replayed it).  Now each raises what the same call raises on a fresh communicator."""
     xs = [np.full(5, r + 1, np.float32) for r in range(4)]
     ys = [np.zeros(5, np.float32) for _ in range(4)]
+    args = (xs + ys[:1], ys[1:]) if cut == "5 and 3" else (xs + ys,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fresh = Communicator(4, plan=False)
+    with pytest.raises(Exception) as want:
+        fresh.all_reduce(*args)
     comm.all_reduce(xs, ys)
     assert len(comm._bound) == 1
-    with pytest.raises(BufferLayoutError, match=r"^all_reduce: in_arrays has 5 arrays, the communicator has 4 "):
-        comm.all_reduce(xs + ys[:1], ys[1:])
+    with pytest.raises(type(want.value), match=f"^{re.escape(str(want.value))}$"):
+        comm.all_reduce(*args)
