@@ -67,6 +67,7 @@ from kernels.comm.validation import (
     bind_lists,
     check_array,
     check_op,
+    check_ranks_or_devices,
     check_root,
 )
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
@@ -116,13 +117,7 @@ class Communicator(CommunicatorBase):
     """
 
     def __init__(self, devices_or_nranks, *, topology=None, plan=None, backend="auto", p2p="auto") -> None:
-        if isinstance(devices_or_nranks, (int, np.integer)):
-            n, self.devices = int(devices_or_nranks), None
-        else:
-            self.devices = [int(d) for d in devices_or_nranks]
-            n = len(self.devices)
-        if n < 1:
-            raise InvalidArgument(f"Communicator: need at least 1 rank, got {devices_or_nranks!r}")
+        n, self.devices = check_ranks_or_devices(devices_or_nranks)
         if self.devices is not None and topology is None and n > 1:
             topology = probe_devices(self.devices)
         self.topology = resolve_topology(topology, n) if (topology is not None or n > 1) else None
@@ -313,7 +308,7 @@ class Communicator(CommunicatorBase):
         """Block r of ``out[root]`` is rank r's input; other outputs may be None."""
         root = self._root("gather", root)
         count = _size(in_arrays, "gather")
-        if _is_list(out_arrays) and len(out_arrays) == self.size and out_arrays[root] is in_arrays[root] is not None:
+        if _same_slot(in_arrays, out_arrays, root, self.size):
             count = check_array(in_arrays[root], "gather", root).size // self.size
         s, d = self._prepare("gather", "gather", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)
         self._run("gather", s, d, count, root=root)
@@ -324,7 +319,7 @@ class Communicator(CommunicatorBase):
         """``out[r]`` = block r of ``in[root]`` (count = out size); other inputs may be None."""
         root = self._root("scatter", root)
         count = _size(out_arrays, "scatter")
-        if _is_list(in_arrays) and len(in_arrays) == self.size and out_arrays[root] is in_arrays[root] is not None:
+        if _same_slot(in_arrays, out_arrays, root, self.size):
             count = check_array(out_arrays[root], "scatter", root).size // self.size
         s, d = self._prepare("scatter", "scatter", in_arrays, out_arrays, count, root, in_need={root}, sized=out_arrays)
         self._run("scatter", s, d, count, root=root)
@@ -344,7 +339,7 @@ class Communicator(CommunicatorBase):
     # ------------------------------------------------------------------ point to point
     def send_recv(self, src_rank: int, dst_rank: int, src_array, dst_array) -> None:
         """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``)."""
-        _p2p.send_recv(src_rank, dst_rank, src_array, dst_array, size=self.size)
+        _p2p.send_recv(src_rank, dst_rank, src_array, dst_array, size=self.size, devices=self.devices)
 
     def send(self, array, peer: int, *, rank: int, stream=None) -> None:
         """Post a send of ``array`` from ``rank`` to ``peer``; it completes (copies) as soon as
@@ -360,7 +355,8 @@ class Communicator(CommunicatorBase):
         return _p2p.pending(self._sends, self._recvs)
 
     def _post(self, mine, theirs, pair, array, sending: bool) -> None:
-        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv)
+        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv,
+                  devices=self.devices)
 
     def _root(self, what: str, root: int) -> int:
         return check_root(what, root, self.size)
@@ -373,6 +369,13 @@ def _single_rank(name: str, sends, recvs, op: str):
     if s is not None and d is not None and _ptr(s) != _ptr(d):
         d[...] = s
     return recvs
+
+
+def _same_slot(ins, outs, root: int, n: int) -> bool:
+    """Whether the root passes one array as input and output (the in-place gather / scatter);
+    lists of another length are left to :func:`kernels.comm.validation.bind_lists` to refuse."""
+    return (_is_list(ins) and _is_list(outs) and len(ins) == len(outs) == n
+            and ins[root] is not None and ins[root] is outs[root])
 
 
 def _one_gpu(sends: list, recvs: list) -> bool:

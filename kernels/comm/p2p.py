@@ -4,7 +4,11 @@ every rank).
 :func:`send_recv` copies one rank's array into another's (NumPy or CuPy, same dtype, device
 kinds must agree).  :func:`post` pairs ``send`` / ``recv`` posts like NCCL: FIFO per (source,
 destination) pair; a post waits in its queue until the matching one arrives, then the copy
-happens.  :func:`pending` lists what is still unmatched.
+happens.  :func:`pending` lists what is still unmatched.  Ranks must be integers of the communicator (not
+bools, floats or strings), and each array is checked when it is posted (NCCL type, its rank's
+GPU where the devices are known, a receive buffer writable and C-contiguous): a bad post raises
+at once and is not queued, and a pair that cannot be copied (counts or dtypes differ) raises
+with nothing written and leaves the earlier post queued.
 
 >>> import numpy as np
 >>> sends, recvs, got = {}, {}, np.zeros(3)
@@ -21,23 +25,38 @@ from __future__ import annotations
 from collections import deque
 from typing import Callable
 
-from kernels.comm.validation import _device, _flat, _is_cupy, check_array
+from kernels.backends.binding import check_buffer
+from kernels.comm.validation import _device, _flat, _is_cupy, check_root
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 
-def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int) -> None:
+def check_p2p_array(what: str, rank: int, array, *, receiving: bool, devices: list[int] | None = None):
+    """``array`` as rank ``rank``'s send (or receive) buffer: not None, an NCCL-typed NumPy or CuPy
+    array (on ``devices[rank]`` where given); a receive buffer also C-contiguous and writable.
+    Returns its flat view (receive) or the array (send); BufferLayoutError naming ``what`` and the rank."""
+    if array is None:
+        raise BufferLayoutError(f"{what}: rank {rank}'s array is None")
+    check_buffer(array, f"{what}: rank {rank}", device=None if devices is None else devices[rank])
+    if not receiving:
+        return array
+    if not getattr(array.flags, "writeable", True):
+        raise BufferLayoutError(f"{what}: rank {rank}'s array is read-only")
+    return _flat(array, f"{what}: rank {rank}'s array")
+
+
+def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int,
+              devices: list[int] | None = None) -> None:
     """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``) of a
-    ``size``-rank communicator: NumPy or CuPy arrays of an NCCL type, the same dtype and the same
-    number of elements (BufferLayoutError otherwise, naming the ranks)."""
-    check_array(src_array, "send_recv", src_rank)
-    check_array(dst_array, "send_recv", dst_rank)
-    for what, r in (("src_rank", src_rank), ("dst_rank", dst_rank)):
-        if not 0 <= int(r) < size:
-            raise InvalidArgument(f"send_recv: {what} {r} is not a rank (0..{size - 1})")
+    ``size``-rank communicator: NumPy or CuPy arrays of an NCCL type (on their ranks' GPUs,
+    ``devices``, where given), the same dtype and the same number of elements, the destination
+    writable and C-contiguous (BufferLayoutError otherwise, naming the ranks; nothing written)."""
+    src_rank = check_root("send_recv", src_rank, size, "src_rank")
+    dst_rank = check_root("send_recv", dst_rank, size, "dst_rank")
+    check_p2p_array("send_recv", src_rank, src_array, receiving=False, devices=devices)
+    dst = check_p2p_array("send_recv", dst_rank, dst_array, receiving=True, devices=devices)
     if src_array.dtype != dst_array.dtype:
         raise InvalidArgument(f"send_recv: rank {dst_rank}: dtype {dst_array.dtype} differs from rank "
-                         f"{src_rank}'s {src_array.dtype}")
-    dst = _flat(dst_array, f"send_recv: rank {dst_rank}'s array")
+                              f"{src_rank}'s {src_array.dtype}")
     if dst.size != src_array.size:
         raise BufferLayoutError(f"send_recv: rank {dst_rank} receives {dst.size} elements but rank {src_rank} "
                                 f"sends {src_array.size}; send and recv must name the same count (as NCCL's)")
@@ -45,7 +64,7 @@ def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int) 
     if _is_cupy(dst) or _is_cupy(src):
         if not (_is_cupy(dst) and _is_cupy(src)):
             raise InvalidArgument(f"send_recv: rank {dst_rank}: device {_device(dst)} and rank {src_rank}'s "
-                             f"{_device(src)} differ in kind")
+                                  f"{_device(src)} differ in kind")
         src = src if src.flags.c_contiguous else src.copy()
         dst.data.copy_from_device(src.data, src.nbytes)
     else:
@@ -53,18 +72,23 @@ def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int) 
 
 
 def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: bool, size: int,
-         deliver: Callable) -> None:
-    """Post ``array`` for ``pair`` = (source rank, destination rank): when ``theirs`` (the
-    other direction's queues) holds a post for the pair, the oldest is matched and
-    ``deliver(src_rank, dst_rank, src_array, dst_array)`` copies; else the post is queued in
-    ``mine``."""
-    for r in pair:
-        if not 0 <= int(r) < size:
-            raise InvalidArgument(f"{'send' if sending else 'recv'}: {r} is not a rank (0..{size - 1})")
+         deliver: Callable, devices: list[int] | None = None) -> None:
+    """Post ``array`` for ``pair`` = (source rank, destination rank), checked first
+    (:func:`check_p2p_array`, the posting rank's): when ``theirs`` (the other direction's queues)
+    holds a post for the pair, the oldest is matched and ``deliver(src_rank, dst_rank, src_array,
+    dst_array)`` copies (where it raises, the matched post goes back to the head of its queue);
+    else the post is queued in ``mine``."""
+    what = "send" if sending else "recv"
+    pair = tuple(check_root(what, r, size, "") for r in pair)
+    check_p2p_array(what, pair[0] if sending else pair[1], array, receiving=not sending, devices=devices)
     if theirs.get(pair):
         other = theirs[pair].popleft()
         src, dst = (array, other) if sending else (other, array)
-        deliver(pair[0], pair[1], src, dst)
+        try:
+            deliver(pair[0], pair[1], src, dst)
+        except Exception:
+            theirs[pair].appendleft(other)
+            raise
     else:
         mine.setdefault(pair, deque()).append(array)
 

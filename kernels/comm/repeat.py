@@ -23,13 +23,15 @@ def repeatable(method):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
-        arrays, scalars = [], []
+        arrays, scalars, lengths = [], [], []
         for a in args:
             if _is_list(a):
                 arrays.extend(a)
+                lengths.append(len(a))       # where each list ends: the same arrays cut otherwise differ
             else:
                 scalars.append(a)
-        key = (name, tuple(map(id, arrays)), _layouts(arrays), tuple(scalars), tuple(sorted(kwargs.items())))
+        key = (name, tuple(map(id, arrays)), tuple(lengths), _layouts(arrays), tuple(scalars),
+               tuple(sorted(kwargs.items())))
         try:
             hash(key)
         except TypeError:         # an unhashable argument (op=['sum'], a dict): no repeat; validation names it
@@ -39,22 +41,24 @@ def repeatable(method):
             if hit is not None:
                 hit[0]()
                 self.last_route = hit[3]         # the route of the call it repeats
-                return hit[2]
+                return args[hit[2]]              # this call's list (the first call's may have changed since)
         self._bound_call = None
         out = method(self, *args, **kwargs)
-        if self._bound_call is not None:
-            _remember(self, key, tuple(arrays), out)
+        at = next((i for i, a in enumerate(args) if a is out), None)
+        if self._bound_call is not None and at is not None:
+            _remember(self, key, tuple(arrays), at)
         return out
     return wrapper
 
 
-def _remember(comm, key: tuple, arrays: tuple, out) -> None:
-    """Keep the bound launch of this call for its identical repeat (oldest dropped first); the
+def _remember(comm, key: tuple, arrays: tuple, at: int) -> None:
+    """Keep the bound launch of this call for its identical repeat (oldest dropped first) and
+    ``at``, the position of the argument the call returns (a repeat returns its own list); the
     arrays stay referenced, so their ids stay theirs."""
     call, comm._bound_call = comm._bound_call, None
     if len(comm._bound) >= BOUND_CALLS_KEPT:
         comm._bound.pop(next(iter(comm._bound)))
-    comm._bound[key] = (call, arrays, out, comm.last_route)
+    comm._bound[key] = (call, arrays, at, comm.last_route)
 
 
 def _layouts(arrays: list) -> tuple:

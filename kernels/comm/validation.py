@@ -1,16 +1,16 @@
 """Argument checks and buffer preparation for the communicators.
 
 :class:`kernels.comm.communicator.Communicator` (one process, every rank): every buffer argument
-is a list with one array per rank (NumPy or CuPy).  :func:`bind_lists` checks the lists
-(length, dtype, shape, device kind) and each array once (type, dtype, the rank's device:
-:func:`kernels.backends.binding.check_buffer`), builds the flat send / receive views, and binds
-the call (:func:`kernels.backends.binding.bind_call`: counts, NCCL's in-place aliasing, memory
-shared across ranks): one buffer passed as input and output is read and written in NCCL's
-in-place layout (all_gather's input = block r of rank r's output, reduce_scatter's output =
-block r of rank r's input, ...).  Inputs that overlap their output any other way, or in-place
-ranks mixed with out-of-place ones, are copied first so that the result is always the
-out-of-place one.  Memory shared across ranks (other than send buffers that are only read) and
-read-only outputs are refused first, on the caller's arrays.  Errors are one line
+is a list with one array per rank (NumPy or CuPy).  :func:`bind_lists` checks the lists (length,
+dtype, shape, device kind; a rank's input and output on one device) and each array once (type,
+dtype, the rank's device: :func:`kernels.backends.binding.check_buffer`), builds the flat send /
+receive views, and binds the call (:func:`kernels.backends.binding.bind_call`: counts, NCCL's
+in-place aliasing, memory shared across ranks): one buffer passed as input and output is read
+and written in NCCL's in-place layout (all_gather's input = block r of rank r's output,
+reduce_scatter's output = block r of rank r's input, ...).  Inputs that overlap their output any
+other way, or in-place ranks mixed with out-of-place ones, are copied first so that the result
+is always the out-of-place one.  Memory shared across ranks (other than send buffers that are
+only read) and read-only outputs are refused first, on the caller's arrays.  Errors are one line
 (:class:`~topo_probe.errors.BufferLayoutError` for buffers, InvalidArgument for values) naming
 the call, the argument and the rank.  Both communicators share :func:`check_root` and
 :func:`check_op`; the MPI one binds its rank's buffers with the same ``bind_call``.
@@ -165,6 +165,9 @@ def bind_lists(what: str, name: str, ins, outs, count, root=None, in_need=None, 
         a, b = ins[r], outs[r]
         if a is not None and b is not None and a.dtype != b.dtype:
             raise BufferLayoutError(f"{what}: rank {r}: out dtype {b.dtype} differs from in dtype {a.dtype}")
+        if a is not None and b is not None and _device(a) != _device(b):    # one rank, one device (as NCCL)
+            raise BufferLayoutError(f"{what}: rank {r}: out_arrays on {_device(b)} but in_arrays on {_device(a)}; "
+                                    f"a rank's buffers live on one device")
         if same[r]:  # one buffer: NCCL's in-place layout
             buf = _flat(b, f"{what}: out_arrays rank {r}")
             _need(what, "in/out", r, buf.size, max(kin, kout) * count)
@@ -202,8 +205,9 @@ def check_count(what: str, count) -> int:
     return int(count)
 
 
-def check_root(what: str, root, size: int) -> int:
-    """``root`` as an int, or InvalidArgument when it is not a rank of ``size``.
+def check_root(what: str, root, size: int, role: str = "root") -> int:
+    """``root`` as an int, or InvalidArgument when it is not a rank of ``size`` (an int or NumPy
+    integer in 0..size-1: not a bool, float or string); ``role`` names the argument ("" for none).
 
     >>> check_root("reduce", 2, 4)
     2
@@ -217,8 +221,36 @@ def check_root(what: str, root, size: int) -> int:
     topo_probe.errors.InvalidArgument: reduce: root 1.5 is not a rank (0..3)
     """
     if isinstance(root, (bool, np.bool_)) or not isinstance(root, (int, np.integer)) or not 0 <= root < size:
-        raise InvalidArgument(f"{what}: root {root!r} is not a rank (0..{size - 1})")
+        raise InvalidArgument(f"{what}: {role + ' ' if role else ''}{root!r} is not a rank (0..{size - 1})")
     return int(root)
+
+
+def check_ranks_or_devices(arg) -> tuple[int, list[int] | None]:
+    """(ranks, devices) of ``Communicator(devices_or_nranks)``: an integer >= 1 (devices None),
+    or a list / tuple / range / 1-D array of CUDA device ids, integers >= 0 (several ranks may share
+    one).  InvalidArgument in one line otherwise: a bool, float, string or dict is not read as
+    a count or as ids.
+
+    >>> check_ranks_or_devices(3), check_ranks_or_devices((1, 0))
+    ((3, None), (2, [1, 0]))
+    >>> check_ranks_or_devices("4")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: Communicator: expected a rank count (int >= 1) or a list of CUDA device ids, got '4'
+    """
+    def is_int(x) -> bool:
+        return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
+    if is_int(arg) and arg >= 1:
+        return int(arg), None
+    seq = isinstance(arg, (list, tuple, range)) or (isinstance(arg, np.ndarray) and arg.ndim == 1)
+    ids = list(arg) if seq else None
+    if ids is None or not ids:
+        raise InvalidArgument(f"Communicator: expected a rank count (int >= 1) or a list of CUDA device ids, "
+                              f"got {arg!r}")
+    bad = [d for d in ids if not is_int(d) or d < 0]
+    if bad:
+        raise InvalidArgument(f"Communicator: device id {bad[0]!r} is not a CUDA device (an integer >= 0)")
+    return len(ids), [int(d) for d in ids]
 
 
 def check_op(name: str, op: str) -> None:

@@ -86,3 +86,121 @@ def test_pairing_matches_a_fifo_queue_model(ops):
     want = sorted([("send", *p) for p, q in model_sent.items() for _ in q]
                   + [("recv", *p) for p, q in model_recv.items() for _ in q])
     assert sorted(pending(sends, recvs)) == want
+
+
+@pytest.mark.parametrize("src, dst, msg", [
+    (True, 1, r"^send_recv: src_rank True is not a rank \(0..1\)$"),
+    (0.5, 1, r"^send_recv: src_rank 0.5 is not a rank \(0..1\)$"),
+    (0, "1", r"^send_recv: dst_rank '1' is not a rank \(0..1\)$"),
+])
+def test_send_recv_refuses_ranks_that_are_not_integers(src, dst, msg):
+    """Old: ``int(r)`` read True, 0.5 and "1" as ranks 1, 0 and 1 and copied; a rank is an integer."""
+    got = np.full(2, -1.0)
+    with pytest.raises(ValueError, match=msg):
+        send_recv(src, dst, np.ones(2), got, size=2)
+    assert (got == -1.0).all()
+
+
+def _read_only(a):
+    a.flags.writeable = False
+    return a
+
+
+@pytest.mark.parametrize("src, dst, msg", [
+    (None, np.zeros(2), r"^send_recv: rank 0's array is None$"),
+    (np.ones(2), None, r"^send_recv: rank 1's array is None$"),
+    (np.ones(2), _read_only(np.zeros(2)), r"^send_recv: rank 1's array is read-only$"),
+])
+def test_send_recv_refuses_missing_and_read_only_buffers_in_one_line(src, dst, msg):
+    """Old: AttributeError ('NoneType' has no dtype) and NumPy's ValueError from inside the copy."""
+    with pytest.raises(BufferLayoutError, match=msg):
+        send_recv(0, 1, src, dst, size=2)
+
+
+@pytest.mark.parametrize("sending, array, msg", [
+    (True, np.zeros(2, complex), r"^send: rank 0: dtype complex128 is not an NCCL type"),
+    (False, _read_only(np.zeros(2)), r"^recv: rank 1's array is read-only$"),
+    (False, np.zeros(4)[::2], r"^recv: rank 1's array is not C-contiguous"),
+    (True, None, r"^send: rank 0's array is None$"),
+])
+def test_a_bad_post_raises_at_once_and_is_not_queued(sending, array, msg):
+    """Old: the post was queued unchecked, and raised (or not) only when its peer posted."""
+    sends, recvs = {}, {}
+    mine, theirs = (sends, recvs) if sending else (recvs, sends)
+    with pytest.raises(BufferLayoutError, match=msg):
+        post(mine, theirs, (0, 1), array, sending=sending, size=2, deliver=_deliver(2))
+    assert pending(sends, recvs) == []
+
+
+def test_a_pair_that_cannot_copy_leaves_the_earlier_post_queued():
+    """A recv of 4 elements meets a send of 3: refused, nothing written, and the send stays at the
+    head of its queue (old: it was dropped), so the recv of the right count then gets it."""
+    sends, recvs = {}, {}
+    post(sends, recvs, (0, 1), np.arange(3.0), sending=True, size=2, deliver=_deliver(2))
+    wrong = np.full(4, -1.0)
+    with pytest.raises(BufferLayoutError, match="rank 1 receives 4 elements but rank 0 sends 3"):
+        post(recvs, sends, (0, 1), wrong, sending=False, size=2, deliver=_deliver(2))
+    assert (wrong == -1.0).all() and pending(sends, recvs) == [("send", 0, 1)]
+    right = np.full(3, -1.0)
+    post(recvs, sends, (0, 1), right, sending=False, size=2, deliver=_deliver(2))
+    assert right.tolist() == [0.0, 1.0, 2.0] and pending(sends, recvs) == []
+
+
+def test_communicator_p2p_checks_each_array_against_its_ranks_gpu():
+    """``Communicator([0, 1])``: rank r's buffers live on GPU r (CuPy arrays, stood in for by a
+    NumPy subclass CuPy's module name and ``.device.id``); old: send_recv and send/recv copied
+    between whatever GPUs the arrays were on."""
+    import types
+    import warnings
+
+    from kernels.comm.communicator import Communicator
+    from topo_probe.machines.generators import fully_connected
+
+    class OnGpu1(np.ndarray):
+        __module__ = "cupy._core.core"
+        device = types.SimpleNamespace(id=1)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        comm = Communicator([0, 1], topology=fully_connected(2), plan=False)
+    src, dst = np.ones(2).view(OnGpu1), np.zeros(2).view(OnGpu1)
+    with pytest.raises(BufferLayoutError, match=r"^send_recv: rank 0: device cuda:1 is not its rank's cuda:0$"):
+        comm.send_recv(0, 1, src, dst)
+    with pytest.raises(BufferLayoutError, match=r"^send: rank 0: device cuda:1 is not its rank's cuda:0$"):
+        comm.send(src, 1, rank=0)
+    assert comm.pending() == [] and (dst == 0).all()
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(ops=st.lists(st.tuples(st.booleans(), st.integers(0, 1), st.integers(0, 1), st.integers(1, 2)), max_size=30))
+def test_failed_pairings_keep_each_pairs_posting_order(ops):
+    """Posts of 1 or 2 elements: a post that meets one of the other count raises, is not queued,
+    and the earlier post keeps its place at the head of its queue, so the k-th successful recv of
+    a pair still gets the k-th queued send of that pair (NCCL matches a pair's sends and recvs in
+    posting order).  Model: per pair, a queue of (post number, count); a count mismatch with the
+    head drops only the new post.  Fails if the earlier post is re-queued at the tail or lost."""
+    sends, recvs, bufs, model_pairs = {}, {}, {}, []
+    model = {True: {}, False: {}}                     # sending -> pair -> deque of (k, count)
+    for k, (is_send, src, dst, count) in enumerate(ops):
+        array = np.full(count, float(k)) if is_send else np.full(count, -1.0)
+        head = model[not is_send].get((src, dst))
+        mine, theirs = (sends, recvs) if is_send else (recvs, sends)
+        if head and head[0][1] != count:
+            with pytest.raises(BufferLayoutError, match="elements but rank"):
+                post(mine, theirs, (src, dst), array, sending=is_send, size=2, deliver=_deliver(2))
+            assert (array == (float(k) if is_send else -1.0)).all()
+            continue
+        post(mine, theirs, (src, dst), array, sending=is_send, size=2, deliver=_deliver(2))
+        bufs[k] = array
+        if head:
+            other = head.popleft()[0]
+            model_pairs.append((other, k) if is_send else (k, other))   # (recv's k, send's k)
+        else:
+            model[is_send].setdefault((src, dst), deque()).append((k, count))
+    for recv_k, send_k in model_pairs:
+        assert (bufs[recv_k] == float(send_k)).all(), (recv_k, send_k)
+    for sending, queues in model.items():
+        for (src, dst), q in queues.items():
+            assert [a[0] for a in (sends if sending else recvs).get((src, dst), [])] == [float(k) if sending
+                                                                                          else -1.0 for k, _ in q]
+    assert sorted(pending(sends, recvs)) == sorted(("send" if s else "recv", *p)
+                                                   for s, qs in model.items() for p, q in qs.items() for _ in q)

@@ -2,6 +2,7 @@
 path here; the GPU path in tests/kernels/native/test_native_gpu.py) and gives what NumPy gives
 for the arrays' new contents; anything that could change the answer takes the full path."""
 
+import re
 import warnings
 
 import numpy as np
@@ -91,3 +92,45 @@ def test_validation_module_is_not_consulted_on_replay(comm, monkeypatch):
     checks = _counting(monkeypatch, validation, "check_array")
     comm.all_reduce(xs, ys)
     assert checks == [] and ys[3].tolist() == [4] * 5
+
+
+@pytest.mark.parametrize("call", ["all_reduce", "broadcast", "reduce"])
+def test_a_repeat_returns_its_own_list_not_the_first_calls(comm, call):
+    """A replayed call returns the list it was given, as the full path does.  Old: it returned the
+    first call's list object, so after ``first[0] = other`` the repeat's answer for rank 0 was an
+    array no collective had written (silently wrong)."""
+    xs = [np.full(5, r + 1, np.float32) for r in range(4)]
+    ys = [np.zeros(5, np.float32) for _ in range(4)]
+    run = {"all_reduce": lambda i, o: comm.all_reduce(i, o), "broadcast": lambda i, o: comm.broadcast(i, root=1),
+           "reduce": lambda i, o: comm.reduce(i, o, root=0)}[call]
+    first = ys if call != "broadcast" else xs
+    arrays = list(first)
+    assert run(xs, ys) is first and len(comm._bound) == 1
+    first[0] = np.full(5, -7, np.float32)                  # the caller reuses its first list
+    again = list(arrays)
+    got = run(xs if call != "broadcast" else again, again)
+    assert got is again and len(comm._bound) == 1
+    want = {"all_reduce": 10.0, "broadcast": 2.0, "reduce": 10.0}[call]    # 1+2+3+4, rank 1's value
+    np.testing.assert_array_equal(got[0], np.full(5, want, np.float32))
+
+
+
+@pytest.mark.parametrize("cut", ["5 and 3", "one list"])
+def test_a_repeat_with_the_same_arrays_split_otherwise_fails_as_a_fresh_call(comm, cut):
+    """The first call's eight arrays, in the same order, passed as lists of 5 and 3
+    (``all_reduce(xs + ys[:1], ys[1:])``) or as one list (``all_reduce(xs + ys)``).  Old: the
+    replay key listed the arrays but not where each list ends, so the first replayed the first
+    call and returned a 3-array list, and the second raised IndexError from the replay (on main:
+    replayed it).  Now each raises what the same call raises on a fresh communicator."""
+    xs = [np.full(5, r + 1, np.float32) for r in range(4)]
+    ys = [np.zeros(5, np.float32) for _ in range(4)]
+    args = (xs + ys[:1], ys[1:]) if cut == "5 and 3" else (xs + ys,)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        fresh = Communicator(4, plan=False)
+    with pytest.raises(Exception) as want:
+        fresh.all_reduce(*args)
+    comm.all_reduce(xs, ys)
+    assert len(comm._bound) == 1
+    with pytest.raises(type(want.value), match=f"^{re.escape(str(want.value))}$"):
+        comm.all_reduce(*args)
