@@ -106,7 +106,7 @@ def check_launched(ngpus: int | None, topology) -> None:
     """Refuse ``--backend mpi`` outside ``mpirun`` when the command line asks for more than one
     rank (``-g N`` or a multi-GPU ``--topology``): one process would silently run alone.  Under ``mpirun -n P``
     refuse ``-g G`` other than 1 (nccl-tests' GPUs per process: ``nranks = nProcs*nGpus*nThreads``, NVIDIA/nccl-tests
-    v2.19.6 src/common.cu line 901, so ``P x G`` ranks) or ``P`` (our ranks): each process is one rank here, and
+    v2.19.6 src/common.cu line 901, so ``P x G`` ranks, ``-g P`` too: ``P x P``): each process is one rank here, and
     the run would silently have ``P``.
 
     Raises
@@ -118,7 +118,7 @@ def check_launched(ngpus: int | None, topology) -> None:
     want = 1 if ngpus is None else ngpus          # already checked (kernels.sweep.cli.gpu_count): >= 1
     procs = mpi().COMM_WORLD.Get_size()
     if procs > 1:
-        if want not in (1, procs):
+        if want != 1:
             raise UsageError(f"--backend mpi runs one rank per process: -g {ngpus} would be {procs} x {want} = "
                              f"{procs * want} ranks in nccl-tests (GPUs per process); start them with mpirun -n "
                              f"{procs * want} sweep ... --backend mpi (without -g)")
