@@ -252,7 +252,7 @@ def run(args) -> list[str]:
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "
                  f"rounds per block of {sel.fabric.unit_gbps:g} GB/s ({b.method}{'' if b.exact else ', not exact'})")
     path = writer.free_json_path(args.output_file) if args.output_file else None
-    lines = [f"# Writing JSON output to {path}"] if path is not None else []
+    lines = [writer.json_output_line(path)] if path is not None else []
     lines += writer.preamble_lines(cfg, backend.devices(cfg.nranks, topo), notes)
     lines += writer.header_lines(backend.extra_columns)
     start = writer.now()
