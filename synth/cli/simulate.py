@@ -95,6 +95,9 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
                      collective=args.collective)
     for note in run.notes:                  # a cut-off last row left out, -N cycles: what the reader chose
         print(f"# note: {note}", file=sys.stderr)
+    from synth.formats.nccl_tests.consistency import inconsistent_notes
+    for line in inconsistent_notes(run, args.import_log):        # a row whose numbers disagree: a mangled copy?
+        print(f"simulate: warning: {line}", file=sys.stderr)
     if rows:
         args.datatype = rows[0].type
         args.op = rows[0].redop if rows[0].redop in OP_NAMES else args.op

@@ -1,0 +1,105 @@
+"""A row of an imported nccl-tests log whose numbers disagree (a digit flipped in a copy) is said, never read
+silently; every real log under tests/fixtures/real_logs reads clean.
+
+The reference is nccl-tests' own rule (NVIDIA/nccl-tests v2.19.6): ``algbw = size / 1e9 / sec``
+(``src/all_reduce.cu`` AllReduceGetBw), ``busbw = algbw x 2 (n - 1) / n`` for all_reduce, each printed rounded to the
+decimals the log shows (``src/util.cu`` lines 487-505).  A row can have been printed by it when one true time within
+the printed time's rounding gives the printed algbw and busbw, each within theirs: intervals, computed here from
+the row's text (its decimals) and the log's rank count, not by the checker's own rounding or constants."""
+
+from __future__ import annotations
+
+import re
+import shutil
+
+import pytest
+from _paths import FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from synth.formats.nccl_tests.consistency import inconsistent_rows
+from synth.formats.nccl_tests.runs import load_runs, parse_runs
+
+LOGS = FIXTURES / "real_logs"
+#: nccl-tests 2.x, 16 ranks (2 nodes x 8 A100, one process each): size count type redop, then time algbw busbw error
+#: out of place and in place; times printed with 1 or 2 decimals, bandwidths with 2
+LOG = LOGS / "a100_16gpu_2node_all_reduce_abci_hdr.txt"
+RANKS = 16
+#: the columns of the three numbers of each placement
+PLACES = {"out-of-place": (4, 5, 6), "in-place": (8, 9, 10)}
+
+
+@pytest.mark.parametrize("path", sorted(p for p in LOGS.rglob("*") if p.is_file()), ids=lambda p: p.name)
+def test_every_real_log_reads_clean(path):
+    try:
+        runs = load_runs(path)
+    except Exception:               # noqa: BLE001 - a log the reader refuses is test_runs' business, not this one's
+        pytest.skip("not read")
+    assert [inconsistent_rows(log) for log in runs] == [[] for _ in runs]
+
+
+def _rows() -> tuple[list[str], list[int]]:
+    lines = LOG.read_text().splitlines()
+    return lines, [k for k, ln in enumerate(lines) if re.match(r"\s+\d+\s+\d+\s+float\s+sum\s", ln)]
+
+
+def _half(tok: str) -> float:
+    return 0.5 * 10.0 ** -len(tok.partition(".")[2])
+
+
+def _could_print(size: int, time: str, algbw: str, busbw: str, widen: float = 0.0) -> bool:
+    """One true algbw fits the printed time, algbw and busbw within their rounding (each widened by ``widen``)."""
+    t, a, b, f = float(time), float(algbw), float(busbw), 2 * (RANKS - 1) / RANKS
+    dt, da, db = _half(time), _half(algbw), _half(busbw)
+    lo = max(size / 1e3 / (t + dt) * (1 - widen), (a - da) * (1 - widen), (b - db) / f * (1 - widen))
+    hi = min(size / 1e3 / (t - dt) * (1 + widen), (a + da) * (1 + widen), (b + db) / f * (1 + widen))
+    return lo <= hi
+
+
+def test_the_log_is_16_ranks_and_every_row_could_have_been_printed():
+    lines, rows = _rows()
+    assert parse_runs(LOG.read_text())[0].num_ranks == RANKS and len(rows) >= 20
+    for k in rows:
+        toks = lines[k].split()
+        assert all(_could_print(int(toks[0]), *(toks[c] for c in cols)) for cols in PLACES.values()), lines[k]
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.data())
+def test_a_flipped_digit_is_said_where_no_true_time_prints_the_row(data):
+    lines, rows = _rows()
+    k = data.draw(st.sampled_from(rows))
+    place = data.draw(st.sampled_from(sorted(PLACES)))
+    col = data.draw(st.sampled_from(PLACES[place]))
+    toks = lines[k].split()
+    digits = [i for i, ch in enumerate(toks[col]) if ch.isdigit()]
+    i = data.draw(st.sampled_from(digits))
+    new = toks[col][:i] + str((int(toks[col][i]) + data.draw(st.integers(1, 9))) % 10) + toks[col][i + 1:]
+    toks[col] = new
+    mangled = lines[:k] + ["  " + "  ".join(toks)] + lines[k + 1:]
+    log = parse_runs("\n".join(mangled))[0]
+    said = [(r, p) for r, p, *_ in inconsistent_rows(log)]
+    row = [r for r, _ in enumerate(log.rows) if log.rows[r].size == int(toks[0])][0]
+    nums = (toks[c] for c in PLACES[place])
+    if said:                                            # never a false alarm: only this row, which nccl-tests
+        assert said == [(row, place)] and not _could_print(int(toks[0]), *nums)      # could not have printed
+    else:                                               # a row not said could have been printed, or nearly
+        assert _could_print(int(toks[0]), *nums, widen=0.01), (lines[k], toks)
+
+
+def test_sweep_and_simulate_import_say_the_file_line_and_column(tmp_path, capsys):
+    """0.36 -> 0.46 in a 16 KiB row's out-of-place algbw: imported silently before."""
+    from kernels.sweep.cli import main as sweep
+    from synth.cli.simulate import main as simulate
+    lines, rows = _rows()
+    k = next(k for k in rows if lines[k].split()[0] == "16384")
+    assert lines[k].split()[5] == "0.36"
+    mangled = tmp_path / LOG.name
+    shutil.copy(LOG, mangled)
+    mangled.write_text("\n".join(lines[:k] + [lines[k].replace(" 0.36 ", " 0.46 ", 1)] + lines[k + 1:]) + "\n")
+    where = f"{mangled}:{k + 1}: out-of-place algbw 0.46 disagrees with its row (size 16384)"
+    assert sweep(["--import", str(LOG)]) == 0 and "disagrees" not in capsys.readouterr().out
+    assert sweep(["--import", str(mangled)]) == 0
+    assert f"# note: warning: {where}" in capsys.readouterr().out
+    assert simulate(["--topology", "dgx-a100", "--nodes", "2", "--import", str(mangled)]) == 0
+    assert f"simulate: warning: {where}" in capsys.readouterr().err
