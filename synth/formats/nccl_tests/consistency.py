@@ -11,7 +11,9 @@ rounding, has a number that was not printed by nccl-tests as it is: :func:`incon
 
 Each constant is the median over the measurements whose ``algbw`` is at least :data:`PRECISE_GBPS` (their
 rounding below 0.5 %), so one mangled row cannot move it; a log with fewer than :data:`MIN_PRECISE` such
-measurements is not checked for that constant.
+measurements is not checked for that constant.  A ``cputime`` log (``-C 1``) is not held to its time: it prints the
+host's time to launch the iterations, while algbw and busbw still come from the GPU time (v2.19.6
+``src/common.cu`` lines 767-772, 796, 858), so only ``busbw / algbw`` is checked there.
 """
 
 from __future__ import annotations
@@ -75,7 +77,8 @@ def inconsistent_rows(log) -> list[tuple[int, str, str, float, float]]:
     where no true algbw fits its printed time, algbw and busbw at once (module docstring): the column named is
     ``algbw`` where it misses its time, ``busbw`` where it misses its algbw, else ``time`` (it misses busbw)."""
     precise = [(row, m) for _, row, _, m in _measurements(log) if m.algbw_gbps >= PRECISE_GBPS]
-    k_alg = _constant([m.algbw_gbps * m.time_us / row.size for row, m in precise])
+    k_alg = (_constant([m.algbw_gbps * m.time_us / row.size for row, m in precise])
+             if "cputime" not in log.columns else None)          # -C 1: not the time algbw was computed from
     k_bus = _constant([m.busbw_gbps / m.algbw_gbps for _, m in precise if m.busbw_gbps is not None])
     bad = []
     for k, row, place, m in _measurements(log):

@@ -103,3 +103,26 @@ def test_sweep_and_simulate_import_say_the_file_line_and_column(tmp_path, capsys
     assert f"# note: warning: {where}" in capsys.readouterr().out
     assert simulate(["--topology", "dgx-a100", "--nodes", "2", "--import", str(mangled)]) == 0
     assert f"simulate: warning: {where}" in capsys.readouterr().err
+
+
+def test_a_cputime_log_is_not_held_to_its_time_but_still_to_busbw():
+    """``-C 1`` (``--report_cputime``) prints the host's launch time in the ``cputime`` column while algbw and
+    busbw still come from the GPU time (NVIDIA/nccl-tests v2.19.6 src/common.cu lines 767-772, 796 and 858; header
+    util.cu line 743): a non-blocking launch takes a fraction of the collective, so its time says nothing of its
+    algbw.  Here every time is a launch's few µs whatever the size (as ``-C 1`` prints a non-blocking run's); a
+    flipped busbw is still said."""
+    lines, rows = _rows()
+    head = next(k for k, ln in enumerate(lines) if ln.lstrip().startswith("#") and " time " in ln)
+    out = lines[:head] + [lines[head].replace("     time ", "  cputime ")] + lines[head + 1:]
+    for j, k in enumerate(rows):
+        toks = out[k].split()
+        for t in (4, 8):
+            toks[t] = f"{5 + j % 3 / 10:.2f}"
+        out[k] = "  " + "  ".join(toks)
+    log = parse_runs("\n".join(out))[0]
+    assert "cputime" in log.columns and inconsistent_rows(log) == []
+    k = next(k for k in rows if float(out[k].split()[6]) > 10)          # a busbw printed with 4 or more digits
+    toks = out[k].split()
+    toks[6] = str(round(float(toks[6]) * 1.5, 2))
+    flipped = parse_runs("\n".join(out[:k] + ["  " + "  ".join(toks)] + out[k + 1:]))[0]
+    assert [(place, col) for _, place, col, *_ in inconsistent_rows(flipped)] == [("out-of-place", "busbw")]
