@@ -72,6 +72,15 @@ def _around(value: float, scale: float | None = None) -> tuple[float, float]:
     return (value - d) / scale * (1 - SLACK), (value + d) / scale * (1 + SLACK)
 
 
+def _time_around(time_us: float, unit: str) -> tuple[float, float]:
+    """The µs a time printed in ``unit`` may stand for: the first builds' ms (``%7.3f``, NVIDIA/nccl-tests
+    b188a15 src/common.cu line 573) are +-0.5 µs."""
+    if unit != "ms":
+        return _around(time_us)
+    d = half_unit(round(time_us / 1e3, 9)) * 1e3
+    return time_us - d, time_us + d
+
+
 def inconsistent_rows(log) -> list[tuple[int, str, str, float, float]]:
     """``(row index, placement, column, printed value, value its other columns give)`` for every measurement
     where no true algbw fits its printed time, algbw and busbw at once (module docstring): the column named is
@@ -83,7 +92,7 @@ def inconsistent_rows(log) -> list[tuple[int, str, str, float, float]]:
     bad = []
     for k, row, place, m in _measurements(log):
         a = _around(m.algbw_gbps)
-        t_lo, t_hi = _around(m.time_us)
+        t_lo, t_hi = _time_around(m.time_us, log.time_unit)
         by_time = ((k_alg * row.size / t_hi * (1 - SLACK), k_alg * row.size / t_lo * (1 + SLACK))
                    if k_alg is not None and t_lo > 0 else (-math.inf, math.inf))
         by_bus = _around(m.busbw_gbps, k_bus) if k_bus is not None and m.busbw_gbps is not None else (-math.inf,
