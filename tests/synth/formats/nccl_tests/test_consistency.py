@@ -130,8 +130,9 @@ def test_a_cputime_log_is_not_held_to_its_time_but_still_to_busbw():
 
 def test_a_first_build_log_in_ms_is_held_to_the_ms_it_printed():
     """The first nccl-tests builds print time in ms with 3 decimals (``bytes N type op time algbw busbw res``,
-    read as µs; NVIDIA/nccl-tests b188a15 src/common.cu line 573): a printed ``0.125`` is 125 µs +- 0.5, not +- 0.005.  Rows made here from true times by nccl-tests'
-    rule (algbw = bytes / s / 1e9, busbw = algbw x 2 (n - 1) / n for 8 ranks), printed as those builds print them."""
+    read as µs; NVIDIA/nccl-tests b188a15 src/common.cu line 573): a printed ``0.125`` is 125 µs +- 0.5, not
+    +- 0.005.  Rows made here from true times by nccl-tests' rule (algbw = bytes / s / 1e9, busbw = algbw x
+    2 (n - 1) / n for 8 ranks), printed as those builds print them."""
     lines = ["#  bytes  N  type  op  time  algbw  busbw  res"]
     for size, sec in ((1 << 20, 125.4e-6), (2 << 20, 244.6e-6), (4 << 20, 480.4e-6), (8 << 20, 951.45e-6),
                       (16 << 20, 1.8904e-3)):
