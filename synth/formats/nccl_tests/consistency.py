@@ -9,9 +9,10 @@ the constant is read from the log) and ``busbw / algbw`` another (the factor, ne
 log may not show), each within the rounding of the printed digits.  A row outside both, by more than its own
 rounding, has a number that was not printed by nccl-tests as it is: :func:`inconsistent_notes` says where.
 
-Each constant is the median over the measurements whose ``algbw`` is at least :data:`PRECISE_GBPS` (their
-rounding below 0.5 %), so one mangled row cannot move it; a log with fewer than :data:`MIN_PRECISE` such
-measurements is not checked for that constant.  A ``cputime`` log (``-C 1``) is not held to its time: it prints the
+Each constant is the median over the more precise half of the measurements whose ``algbw`` is at least
+:data:`PRECISE_GBPS` (their rounding below 0.5 %), so one mangled row cannot move it, and is known to the worst
+rounding among them (plus :data:`SLACK`); a log with fewer than :data:`MIN_PRECISE` such measurements is not
+checked for that constant.  A ``cputime`` log (``-C 1``) is not held to its time: it prints the
 host's time to launch the iterations, while algbw and busbw still come from the GPU time (v2.19.6
 ``src/common.cu`` lines 767-772, 796, 858), so only ``busbw / algbw`` is checked there.
 """
@@ -26,7 +27,7 @@ from pathlib import Path
 PRECISE_GBPS = 1.0
 #: measurements a log needs above PRECISE_GBPS to read its constants from
 MIN_PRECISE = 3
-#: relative slack on a constant read from the log (its measurements' own rounding)
+#: relative slack on a constant read from the log, beyond its measurements' own rounding
 SLACK = 2e-3
 
 
@@ -59,17 +60,28 @@ def _measurements(log):
                 yield k, row, place, m
 
 
-def _constant(values: list[float]) -> float | None:
-    return statistics.median(values) if len(values) >= MIN_PRECISE else None
+def _constant(pairs: list[tuple[float, float]]) -> tuple[float, float] | None:
+    """``(constant, its relative slack)`` from ``(value, relative rounding)`` pairs, or None for fewer than
+    :data:`MIN_PRECISE`: the median of the more precise half (at least :data:`MIN_PRECISE`), known to the worst
+    rounding among them plus :data:`SLACK` (a median of rows printed as ``1.00`` GB/s is itself 0.5 % off)."""
+    if len(pairs) < MIN_PRECISE:
+        return None
+    best = sorted(pairs, key=lambda p: p[1])[:max(MIN_PRECISE, (len(pairs) + 1) // 2)]
+    return statistics.median(v for v, _ in best), SLACK + max(r for _, r in best)
 
 
-def _around(value: float, scale: float | None = None) -> tuple[float, float]:
-    """The values ``value`` (+- its rounding) may stand for; divided by ``scale``, a constant read from the log,
-    widened by :data:`SLACK`."""
+def _rel(value: float, half: float | None = None) -> float:
+    return (half_unit(value) if half is None else half) / value
+
+
+def _around(value: float, scale: tuple[float, float] | None = None) -> tuple[float, float]:
+    """The values ``value`` (+- its rounding) may stand for; divided by ``scale``, a constant read from the log
+    with its slack (:func:`_constant`), widened by that slack."""
     d = half_unit(value)
     if scale is None:
         return value - d, value + d
-    return (value - d) / scale * (1 - SLACK), (value + d) / scale * (1 + SLACK)
+    (c, slack) = scale
+    return (value - d) / c * (1 - slack), (value + d) / c * (1 + slack)
 
 
 def _time_around(time_us: float, unit: str) -> tuple[float, float]:
@@ -86,23 +98,26 @@ def inconsistent_rows(log) -> list[tuple[int, str, str, float, float]]:
     where no true algbw fits its printed time, algbw and busbw at once (module docstring): the column named is
     ``algbw`` where it misses its time, ``busbw`` where it misses its algbw, else ``time`` (it misses busbw)."""
     precise = [(row, m) for _, row, _, m in _measurements(log) if m.algbw_gbps >= PRECISE_GBPS]
-    k_alg = (_constant([m.algbw_gbps * m.time_us / row.size for row, m in precise])
-             if "cputime" not in log.columns else None)          # -C 1: not the time algbw was computed from
-    k_bus = _constant([m.busbw_gbps / m.algbw_gbps for _, m in precise if m.busbw_gbps is not None])
+    half_t = [_time_around(m.time_us, log.time_unit)[1] - m.time_us for _, m in precise]
+    alg = _constant([(m.algbw_gbps * m.time_us / row.size, _rel(m.algbw_gbps) + _rel(m.time_us, h))
+                     for (row, m), h in zip(precise, half_t) if m.time_us > h])
+    alg = alg if "cputime" not in log.columns else None          # -C 1: not the time algbw was computed from
+    bus = _constant([(m.busbw_gbps / m.algbw_gbps, _rel(m.algbw_gbps) + _rel(m.busbw_gbps))
+                     for _, m in precise if m.busbw_gbps])
     bad = []
     for k, row, place, m in _measurements(log):
         a = _around(m.algbw_gbps)
         t_lo, t_hi = _time_around(m.time_us, log.time_unit)
-        by_time = ((k_alg * row.size / t_hi * (1 - SLACK), k_alg * row.size / t_lo * (1 + SLACK))
-                   if k_alg is not None and t_lo > 0 else (-math.inf, math.inf))
-        by_bus = _around(m.busbw_gbps, k_bus) if k_bus is not None and m.busbw_gbps is not None else (-math.inf,
-                                                                                                       math.inf)
+        by_time = ((alg[0] * row.size / t_hi * (1 - alg[1]), alg[0] * row.size / t_lo * (1 + alg[1]))
+                   if alg is not None and t_lo > 0 else (-math.inf, math.inf))
+        by_bus = _around(m.busbw_gbps, bus) if bus is not None and m.busbw_gbps is not None else (-math.inf,
+                                                                                                   math.inf)
         if max(a[0], by_time[0]) > min(a[1], by_time[1]):
-            bad.append((k, place, "algbw", m.algbw_gbps, k_alg * row.size / m.time_us))
+            bad.append((k, place, "algbw", m.algbw_gbps, alg[0] * row.size / m.time_us))
         elif max(a[0], by_bus[0]) > min(a[1], by_bus[1]):
-            bad.append((k, place, "busbw", m.busbw_gbps, k_bus * m.algbw_gbps))
+            bad.append((k, place, "busbw", m.busbw_gbps, bus[0] * m.algbw_gbps))
         elif max(a[0], by_time[0], by_bus[0]) > min(a[1], by_time[1], by_bus[1]):
-            bad.append((k, place, "time", m.time_us, k_alg * row.size / m.algbw_gbps if m.algbw_gbps else math.inf))
+            bad.append((k, place, "time", m.time_us, alg[0] * row.size / m.algbw_gbps if m.algbw_gbps else math.inf))
     return bad
 
 
