@@ -125,7 +125,7 @@ class Communicator(CommunicatorBase):
             raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
                              f"GPUs but {n} ranks were asked for")
         self.size = n
-        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator", stacklevel=6)
+        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
                          if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         self.backend, self.p2p = backend, p2p

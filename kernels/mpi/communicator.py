@@ -131,7 +131,7 @@ class MPICommunicator(CommunicatorBase):
         self.topology = resolve_topology(topology, self.size)
         self.algo = algo
         self.selector = ScheduleSelector(self.topology, plan=plan if algo is None else False, algo=algo,
-                                         warn_fallback=self.rank == 0, owner="MPICommunicator", stacklevel=6)
+                                         warn_fallback=self.rank == 0, owner="MPICommunicator")
         self.plan, self.last_route = self.selector.plan, None   # last_route: what the last call ran (kernels.comm.route)
         self._wire, self._native = wire, NativeRunner(self, native)
         self._wires: dict[str, HostWire] = {}

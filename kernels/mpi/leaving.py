@@ -14,7 +14,7 @@ them after it left (the last call of a job, whose ranks end one after another). 
 from it gets what it sent before it left, else raises once that receive has waited
 :data:`kernels.mpi.p2p.LEFT_GRACE_S` from when it first sees the departure (the notice read during
 it, or before it began); a send to it, likewise in ``wait_sends``.  The rank's own posted
-``send`` s stay posted, their buffers kept past the interpreter's teardown (:func:`keep_past_exit`),
+``send`` s stay posted, their buffers kept past the interpreter's teardown (:func:`keep_abandoned_past_exit`),
 so a peer may still receive them while the rank is in ``MPI_Finalize``.
 
 Interpreter exit works because :func:`weakref.finalize` runs its callbacks from an
@@ -46,7 +46,7 @@ from topo_probe.errors import PeerFailed, ProcessGroupMismatch
 GRACE_S = 0.2
 #: the departures still to send: :func:`_on_finalize` sends them when MPI is finalized first
 _LEAVING: list = []
-#: the lists :func:`keep_past_exit` holds past the interpreter's teardown
+#: set once :func:`keep_abandoned_past_exit` holds the abandoned requests past the interpreter's teardown
 _KEPT: list = []
 #: the keyval of :func:`_on_finalize`'s ``MPI_COMM_SELF`` attribute, once made
 _KEYVAL: list = []
@@ -57,7 +57,7 @@ def notify_departure(waiter: Waiter, sends: list | None = None, grace_s: float =
     ``waiter.finished`` calls (module docstring); best effort, never raises.  Peers whose own
     departure notice was already read are skipped; later calls on this rank are refused
     (``waiter.closed``).  ``sends`` (the communicator's posted ``send`` s, ``(request, peer,
-    buffer)``) move to the requests kept until MPI is done with them (:func:`keep_past_exit`)."""
+    buffer)``) move to the requests kept until MPI is done with them (:func:`keep_abandoned_past_exit`)."""
     waiter.closed = True
     MPI, ctrl = waiter.MPI, waiter.ctrl
     if sends:
@@ -94,12 +94,13 @@ def watch_departure(comm) -> weakref.finalize:
     leave = weakref.finalize(comm, notify_departure, comm.waiter, comm._pending)
     _LEAVING[:] = [f for f in _LEAVING if f.alive] + [leave]
     _on_finalize(comm.waiter.MPI)
-    keep_past_exit(mt._ABANDONED)
+    keep_abandoned_past_exit()
     return leave
 
 
-def keep_past_exit(requests: list) -> None:
-    """Once per list: one reference to ``requests`` that is never dropped, so the requests in
+def keep_abandoned_past_exit() -> None:
+    """Once per process: one reference to the abandoned requests' list (:data:`kernels.mpi.transport._ABANDONED`,
+    where every posted ``send`` of a leaving rank goes) that is never dropped, so the requests in
     it, and the buffers mpi4py's requests hold until they complete, outlive the interpreter's
     teardown (which clears module globals) until mpi4py's ``MPI_Finalize`` runs after it.
     Open MPI's ``MPI_Finalize`` is collective and keeps progressing the messages of a rank until
@@ -110,15 +111,14 @@ def keep_past_exit(requests: list) -> None:
     communications involving a process are complete before the process calls MPI_Finalize", so
     ``wait_sends()`` before leaving stays the portable way.  The memory is the process's until it
     exits.  Off CPython (no ``ctypes.pythonapi``) nothing is kept past the teardown."""
-    if any(kept is requests for kept in _KEPT):
+    if _KEPT:
         return
     try:
         import ctypes
-        ctypes.pythonapi.Py_IncRef(ctypes.py_object(requests))
-        _KEPT.append(requests)
+        ctypes.pythonapi.Py_IncRef(ctypes.py_object(mt._ABANDONED))
+        _KEPT.append(True)
     except Exception:  # noqa: BLE001 - not CPython: the buffers live until module teardown only
         pass
-
 
 
 def _on_finalize(MPI) -> None:

@@ -9,11 +9,15 @@ package of topocoll that imports torch (the ``topocoll[torch]`` extra).
 
 from __future__ import annotations
 
+import os
+
+import torch
 import torch.distributed as dist
 
 from kernels.pytorch.errors import BadTensor, CollectiveMismatch, TorchBackendError, UnsupportedCall
 from kernels.pytorch.launch import env_from_mpi
 from kernels.pytorch.process_group import BACKEND_NAME, TopocollProcessGroup, create
+from synth.plan.user_warning import skip_frames_under
 
 
 def register() -> None:
@@ -23,6 +27,7 @@ def register() -> None:
 
 
 register()
+skip_frames_under(os.path.dirname(torch.__file__))   # a plan warning points past torch.distributed, at the user
 env_from_mpi()                   # under mpirun: torch's env:// variables from the launcher's
 
 __all__ = ["register", "TopocollProcessGroup", "BACKEND_NAME", "TorchBackendError", "BadTensor",

@@ -123,14 +123,15 @@ def _wrong(case: Case, recvs, want, to_host=np.asarray) -> list[int]:
             for got, exp in zip(recvs, want)]
 
 
-class _Checker:
+class Checker:
     """nccl-tests' validation loop: ``check`` iterations with fresh data, stop at the first wrong."""
 
     def __init__(self) -> None:
         self.rep = 0
 
     def validate(self, case: Case, run_once) -> tuple[int | None, int]:
-        """(wrong elements of the last check or None unchecked, threads whose ranks hold them)."""
+        """(wrong elements of the last check or None unchecked, threads (``--backend mpi``: processes) whose ranks
+        hold them)."""
         if case.check <= 0:
             return None, 0
         per_rank = []
@@ -150,7 +151,7 @@ class HostBackend:
 
     def __init__(self, executor_backend: str = "host") -> None:
         self.executor_backend = executor_backend
-        self._checker = _Checker()
+        self._checker = Checker()
 
     def devices(self, n: int, topology) -> list[Device]:
         host, pid = socket.gethostname().split(".")[0], os.getpid()
@@ -195,7 +196,7 @@ class CupyBackend:
         if ndev < 1:
             raise DeviceUnavailable("cupy backend: no CUDA GPU found; use --backend host or sim")
         self.cp, self.ndev = cupy, ndev
-        self._checker = _Checker()
+        self._checker = Checker()
 
     def _dev(self, r: int):
         return self.cp.cuda.Device(r % self.ndev)

@@ -306,7 +306,7 @@ def sweep_and_report(cfg, topo, algos: list[str], args, argv: list[str], notes=(
     min_bw = getattr(args, "min_bw", None)
     json_path = output.free_json_path(args.output_file) if args.output_file else None
     if json_path is not None:
-        print(f"# Writing JSON output to {json_path}", flush=True)
+        print(output.json_output_line(json_path), flush=True)
     start = output.now()
     if len(algos) == 1:
         runs = [(algos[0], *_one(cfg, topo, algos[0], args.backend, extra_notes=notes, min_bw=min_bw))]

@@ -9,7 +9,8 @@ Conversions: a missing or ``-1`` root becomes ``-1``; ``#wrong`` counts are kept
 without an out-of-place measurement (rccl-tests ``-O 0``, nccl-tests' blank body) keeps None there, which the
 writer prints as nccl-tests' ``writeBenchMarkLineNullBody`` (32 blanks, util.cu:480-485 at v2.19.6) and the
 summary leaves out of its average; it plots its in-place numbers; a ``-N`` log (whole cycles of its sizes)
-re-prints every row and plots its first cycle; the reader's notes (a cut-off last row, cycles) print as ``#`` lines.
+re-prints every row and plots its first cycle; the reader's notes (a cut-off last row, cycles) print as ``#`` lines,
+as does a warning per row whose numbers disagree (:mod:`synth.formats.nccl_tests.consistency`).
 """
 
 from __future__ import annotations
@@ -17,6 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from synth.formats.nccl_tests.consistency import inconsistent_notes
 from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests
 from synth.formats.nccl_tests.runs import check_sizes_once, load_nccl_tests, one_cycle
 from synth.sweep.driver import Result, Row, SweepSummary
@@ -67,7 +69,13 @@ def read_log(path: str | Path, collective: str | None = None) -> ImportedLog:
     if collective is not None and have is not None and have != collective_of(collective):
         raise NcclTestsLogError(f"{path}: a {have} log, not {collective_of(collective)}")
     check_sizes_once(log.rows, str(path), log.cycles, log, have or collective_of(collective))
-    return from_log(log)
+    return from_log(_checked(log, path))
+
+
+def _checked(log: NcclTestsLog, path: str | Path) -> NcclTestsLog:
+    """``log`` with a warning among its notes per row whose numbers disagree (a mangled copy?)."""
+    log.notes += [f"warning: {line}" for line in inconsistent_notes(log, path)]
+    return log
 
 
 def parse_text(text: str, source: str = "nccl-tests output") -> ImportedLog:
@@ -116,7 +124,7 @@ def import_only(path: str | Path, plot_path: str | None = None, csv_path: str | 
     reported wrong results.  A log that cannot be plotted (several tests, a size twice in one
     series) is refused before any row is printed."""
     from synth.formats.nccl_tests.runs import guess_collective, load_runs
-    runs = [from_log(r) for r in load_runs(path)]
+    runs = [from_log(_checked(r, path)) for r in load_runs(path)]
     if plot_path is not None:
         if len(runs) > 1:
             raise NcclTestsLogError(f"{path} holds {len(runs)} tests; name the collective to plot one "

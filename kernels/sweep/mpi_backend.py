@@ -16,6 +16,7 @@ import numpy as np
 from kernels.comm.communicator import resolve_topology
 from kernels.mpi.communicator import MPICommunicator
 from kernels.mpi.waiter import mpi
+from kernels.sweep.backends import Checker
 from topo_probe.errors import TopocollError
 
 
@@ -34,7 +35,7 @@ class MPISweepBackend:
 
     def __init__(self, comm: MPICommunicator) -> None:
         self.comm = comm
-        self._rep = 0
+        self._checker = Checker()       # the host sweep's validation loop and failing count
 
     def devices(self, n: int, topology) -> list:
         import os
@@ -84,29 +85,23 @@ class MPISweepBackend:
             mine = (time.perf_counter() - t0) / case.iters * 1e6
         times = [float(t) for t in self.comm.allgather_object(mine)]
         t = {0: times[0], 2: min(times), 3: max(times)}.get(case.average, sum(times) / len(times))
-        if case.check <= 0:
-            return t, None, 0
-        wrong = failing = 0
-        for _ in range(case.check):
-            self._rep += 1
-            s, d = self._buffers(case, self._rep)
+
+        def once(seed: int) -> list[int]:      # wrong elements per rank (each process one rank, gpus_per_thread 1)
+            s, d = self._buffers(case, seed)
             self._run(case, s, d)
-            sends = inputs(case.entry, self._rep, case.counts.count, case.dtype, case.op, case.nranks)
+            sends = inputs(case.entry, seed, case.counts.count, case.dtype, case.op, case.nranks)
             want = expected(case.entry, sends, case.counts.count, case.dtype, case.op, case.nranks,
                             case.root)[self.comm.rank]
             mine = 0 if want is None else count_wrong(d, want, case.dtype, case.op, case.nranks)
-            per_rank = [int(w) for w in self.comm.allgather_object(mine)]
-            wrong, failing = sum(per_rank), sum(1 for w in per_rank if w)
-            if wrong:
-                break
-        return t, wrong, failing
+            return [int(w) for w in self.comm.allgather_object(mine)]
+        return t, *self._checker.validate(case, once)
 
 
 def check_launched(ngpus: int | None, topology) -> None:
     """Refuse ``--backend mpi`` outside ``mpirun`` when the command line asks for more than one
     rank (``-g N`` or a multi-GPU ``--topology``): one process would silently run alone.  Under ``mpirun -n P``
     refuse ``-g G`` other than 1 (nccl-tests' GPUs per process: ``nranks = nProcs*nGpus*nThreads``, NVIDIA/nccl-tests
-    v2.19.6 src/common.cu line 901, so ``P x G`` ranks) or ``P`` (our ranks): each process is one rank here, and
+    v2.19.6 src/common.cu line 901, so ``P x G`` ranks, ``-g P`` too: ``P x P``): each process is one rank here, and
     the run would silently have ``P``.
 
     Raises
@@ -118,7 +113,7 @@ def check_launched(ngpus: int | None, topology) -> None:
     want = 1 if ngpus is None else ngpus          # already checked (kernels.sweep.cli.gpu_count): >= 1
     procs = mpi().COMM_WORLD.Get_size()
     if procs > 1:
-        if want not in (1, procs):
+        if want != 1:
             raise UsageError(f"--backend mpi runs one rank per process: -g {ngpus} would be {procs} x {want} = "
                              f"{procs * want} ranks in nccl-tests (GPUs per process); start them with mpirun -n "
                              f"{procs * want} sweep ... --backend mpi (without -g)")
@@ -179,7 +174,7 @@ def run_sweep_mpi(cfg_for, topology=None, algo: str = "plan", *, argv=(), json_p
         root0 = comm.rank == 0
         json_file = output.free_json_path(json_path) if json_path and root0 else None
         if json_file is not None:        # rank 0 only, before the preamble (v2.19.6 src/util.cu lines 324-330, 349)
-            print(f"# Writing JSON output to {json_file}", file=out, flush=True)
+            print(output.json_output_line(json_file), file=out, flush=True)
         if root0:
             said = [f"backend: mpi ({n} processes)"] + (source.notes if source else []) + list(notes)
             print("\n".join(output.preamble_lines(cfg, devices, said)

@@ -95,6 +95,9 @@ def _imported(args) -> tuple[object, dict[int, float], list] | None:
                      collective=args.collective)
     for note in run.notes:                  # a cut-off last row left out, -N cycles: what the reader chose
         print(f"# note: {note}", file=sys.stderr)
+    from synth.formats.nccl_tests.consistency import inconsistent_notes
+    for line in inconsistent_notes(run, args.import_log):        # a row whose numbers disagree: a mangled copy?
+        print(f"simulate: warning: {line}", file=sys.stderr)
     if rows:
         args.datatype = rows[0].type
         args.op = rows[0].redop if rows[0].redop in OP_NAMES else args.op
@@ -252,7 +255,7 @@ def run(args) -> list[str]:
     notes.append(f"lower bound: {b.latency_steps} steps, {b.latency_us:g} us latency, {b.bandwidth_rounds_per_block} "
                  f"rounds per block of {sel.fabric.unit_gbps:g} GB/s ({b.method}{'' if b.exact else ', not exact'})")
     path = writer.free_json_path(args.output_file) if args.output_file else None
-    lines = [f"# Writing JSON output to {path}"] if path is not None else []
+    lines = [writer.json_output_line(path)] if path is not None else []
     lines += writer.preamble_lines(cfg, backend.devices(cfg.nranks, topo), notes)
     lines += writer.header_lines(backend.extra_columns)
     start = writer.now()

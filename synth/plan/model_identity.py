@@ -35,21 +35,29 @@ def model_code_digest(model_dir: Path = MODEL_DIR) -> str:
     return h.hexdigest()[:12]
 
 
-def model_version() -> str:
+def model_version(digest: str | None = None) -> str:
     """What results depend on besides topology and options: the results version, the cost model's constants, the
-    NCCL the model follows by default (NCCL's defaults, never ``NCCL_*``) and the models' code (digest).
-    Computed afresh on each call (a few ms: the digest reads ``synth/model/``)."""
+    NCCL the model follows by default (NCCL's defaults, never ``NCCL_*``) and the models' code (``digest``, else
+    :func:`model_code_digest`, computed afresh: a few ms, it reads ``synth/model/``)."""
     from synth.model.nccl.tuning import NCCL_VERSION
     from synth.model.physics import model_version as cost
     nccl = ".".join(map(str, NCCL_VERSION))
-    return f"results {RESULTS_VERSION}, cost model {cost()}, NCCL model {nccl}, code {model_code_digest()}"
+    digest = model_code_digest() if digest is None else digest
+    return f"results {RESULTS_VERSION}, cost model {cost()}, NCCL model {nccl}, code {digest}"
 
 
-@lru_cache(maxsize=1)
 def installed_model_version() -> str:
-    """:func:`model_version` of the installed code, computed once per process (the first time a plan
-    recording one is read), so comparing a plan with it costs nothing per call."""
-    return model_version()
+    """:func:`model_version` of the installed code, the models' code digest read once per process (the first time a
+    plan recording one is read), so comparing a plan with it costs microseconds per call.  The rest is read on every
+    call and the digest is cached per digest function: a test that replaces either (``monkeypatch``) never sees
+    another test's value, in any order."""
+    return model_version(_digest_once(model_code_digest))
+
+
+@lru_cache(maxsize=4)
+def _digest_once(digest) -> str:
+    """``digest()`` (:func:`model_code_digest`, or what replaces it), once per function."""
+    return digest()
 
 
 def stale_plan_note(plan) -> str | None:

@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import logging
 import os
-import warnings
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -45,6 +44,7 @@ from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
 from synth.plan.model_identity import stale_plan_note
 from synth.plan.size_plan import Plan, PlanEntry
+from synth.plan.user_warning import warn_user
 from topo_probe.errors import InvalidArgument, ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError
 from topo_probe.topology.model import Topology
 
@@ -133,7 +133,7 @@ def _own(topology: Topology, path: Path, own: bool = True, loaded=None) -> tuple
     made = (f"fingerprint {found.topology_fingerprint} != {fp}" if found.topology_fingerprint
             else f"{found.topology_name!r}, no fingerprint")
     note = f"{path}: plan made for another topology ({made}); not used"
-    warnings.warn(note, stacklevel=5)
+    warn_user(note)
     return None, "plan: " + note
 
 
@@ -198,7 +198,7 @@ def _say_if_stale(plan: Plan | None, notes: list[str]) -> None:
     key = os.path.realpath(plan.path) if plan.path is not None else id(plan)
     if key not in _SAID_STALE:
         _SAID_STALE.add(key)
-        warnings.warn(note, stacklevel=4)
+        warn_user(note)
 
 
 class ScheduleSelector:
@@ -218,15 +218,13 @@ class ScheduleSelector:
         Warn once per (collective, baseline) when no plan entry covers a call.
     owner : str
         Who selects, named at the start of that warning (e.g. ``Communicator``).
-    stacklevel : int
-        ``warnings.warn`` stack level of that warning, counted from :meth:`select`.
     """
 
     def __init__(self, topology: Topology, *, plan="auto", algo: str | None = None, fabric=None, cost=None,
-                 warn_fallback: bool = True, owner: str = "topocoll", stacklevel: int = 2) -> None:
+                 warn_fallback: bool = True, owner: str = "topocoll") -> None:
         self.topology = topology
         self.algo = None if algo in (None, "plan") else str(algo)
-        self.warn_fallback, self.owner, self.stacklevel = warn_fallback, owner, stacklevel
+        self.warn_fallback, self.owner = warn_fallback, owner
         self._fabric, self._cost, self._chooser = fabric, cost, None
         self._cache: dict[tuple, Schedule] = {}
         self._chosen: dict[tuple, Schedule] = {}    # (collective, nbytes, root) -> schedule_for
@@ -289,7 +287,7 @@ class ScheduleSelector:
         if self.same_bits_warning:
             self.notes.append(f"warning: {self.same_bits_warning}")
             if self.warn_fallback:                 # a library caller; the command lines print their notes
-                warnings.warn(f"{self.owner}: {self.same_bits_warning}", stacklevel=4)
+                warn_user(f"{self.owner}: {self.same_bits_warning}")
 
     # ------------------------------------------------------------------ choice
     def select(self, collective: str, nbytes: int, root: int | None = None) -> Choice:
@@ -318,14 +316,14 @@ class ScheduleSelector:
         self._verified(("best", algo, name, root), lambda: sched)
         if self.warn_fallback and self.plan is None and not self._warned:
             self._warned.add(("*", "*"))     # no plan at all: one warning for every collective
-            warnings.warn(f"{self.owner}: no plan for {self.topology.name!r} (make one with synthesize --topology "
+            warn_user(f"{self.owner}: no plan for {self.topology.name!r} (make one with synthesize --topology "
                           f"...); every call runs the fastest baseline at its size by the cost model (first: "
-                          f"{name} of {nbytes} bytes, baseline {algo!r})", stacklevel=self.stacklevel)
+                          f"{name} of {nbytes} bytes, baseline {algo!r})")
         elif self.warn_fallback and self.plan is not None and (name, algo) not in self._warned:
             self._warned.add((name, algo))
-            warnings.warn(f"{self.owner}: no plan entry for {name} of {nbytes} bytes on {self.topology.name!r}; "
+            warn_user(f"{self.owner}: no plan entry for {name} of {nbytes} bytes on {self.topology.name!r}; "
                           f"using baseline {algo!r}, the fastest baseline at this size by the cost model (said "
-                          f"once per collective and baseline)", stacklevel=self.stacklevel)
+                          f"once per collective and baseline)")
         return Choice(sched, "baseline", f"best:{algo}")
 
     def select_baseline(self, algo: str, collective: str, root: int | None = None) -> Choice | None:

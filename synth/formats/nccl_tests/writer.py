@@ -227,6 +227,11 @@ def json_document(cfg, devices: list, summary, *, argv: list[str],
             "errors": [], "topocoll": {"collective": TEST_NAMES[cfg.collective], **(extra or {})}, "end_time": now()}
 
 
+def json_output_line(path: str | Path) -> str:
+    """What nccl-tests prints for ``-J FILE`` before the preamble (rank 0 only; v2.19.6 src/util.cu line 349)."""
+    return f"# Writing JSON output to {path}"
+
+
 def free_json_path(path: str | Path) -> Path:
     """nccl-tests never overwrites: ``path``, else ``path.0``, ``path.1``, ... (first free)."""
     p = Path(path)

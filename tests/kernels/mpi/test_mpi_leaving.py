@@ -213,5 +213,18 @@ def test_close_and_collection_leave_too(tmp_path, monkeypatch):
     assert "call 1: stopping because rank 1 left after its call 0" in peer["collected"]["message"]
 
 
+def test_the_abandoned_requests_are_kept_past_exit_once_per_process():
+    """Every communicator's watch keeps the one list of abandoned requests (kernels.mpi.transport) past the
+    interpreter's teardown: one reference more in a fresh process (CPython), however many communicators."""
+    import os
+    import subprocess
+    code = ("import sys; from kernels.mpi import leaving, transport as mt; r = sys.getrefcount(mt._ABANDONED); "
+            "[leaving.keep_abandoned_past_exit() for _ in range(3)]; print(sys.getrefcount(mt._ABANDONED) - r)")
+    root = Path(__file__).resolve().parents[3]
+    res = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=root, timeout=120,
+                         env={**os.environ, "PYTHONPATH": str(root)})
+    assert res.returncode == 0 and res.stdout.split() == ["1"], res.stderr
+
+
 if __name__ == "__main__" and len(sys.argv) > 2:
     worker(sys.argv[1], sys.argv[2])

@@ -3,8 +3,8 @@
 nccl-tests (NVIDIA/nccl-tests v2.19.6, commit a0b82b2):
 
 - ``-g G`` is GPUs per process: ``nranks = nProcs*nGpus*nThreads`` (src/common.cu line 901), so
-  ``mpirun -n 2 all_reduce_perf -g 4`` is 8 ranks.  Here each process is one rank: ``-g`` other than 1 (or the
-  process count, our "ranks" meaning) cannot be honoured and must not be dropped silently.
+  ``mpirun -n 2 all_reduce_perf -g 4`` is 8 ranks.  Here each process is one rank: ``-g`` other than 1 (the
+  process count too: ``-g 2`` under 2 processes is 4 ranks there) cannot be honoured and must not be dropped silently.
 - ``-J FILE``: rank 0 alone opens the file (src/util.cu lines 324-330), prints ``# Writing JSON output to FILE``
   (line 349) before the preamble, and writes every ``argv[0..argc)`` into ``args`` (lines 365-370), the program
   name first.
@@ -35,13 +35,22 @@ def test_a_gpu_count_per_process_is_refused_not_dropped():
     assert "-g 4" in line and "mpirun -n 8" in line
 
 
-def test_gpu_count_of_one_per_process_or_all_ranks_runs():
-    """-g 1 is nccl-tests' own default under mpirun; -g 2 with 2 processes is our ranks meaning: both run 2 ranks."""
-    for g in ("1", "2"):
-        proc = run_mpi(2, SWEEP + ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "--backend", "mpi", "-g", g],
-                       timeout=120)
-        assert proc.returncode == 0, proc.stderr[-2000:]
-        assert proc.stdout.count("#  Rank ") == 2 and "# nThread 1 nGpus 1 " in proc.stdout
+def test_gpu_count_of_one_per_process_runs():
+    """-g 1 is nccl-tests' own default under mpirun: 2 processes, 2 ranks."""
+    proc = run_mpi(2, SWEEP + ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "--backend", "mpi", "-g", "1"],
+                   timeout=120)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    assert proc.stdout.count("#  Rank ") == 2 and "# nThread 1 nGpus 1 " in proc.stdout
+
+
+def test_a_gpu_count_equal_to_the_process_count_is_refused():
+    """-g 2 under 2 processes: nccl-tests runs 2 x 2 = 4 ranks (nProcs*nGpus*nThreads, src/common.cu line 901 at
+    v2.19.6); it ran 2 ranks, status 0, read as our "ranks" meaning."""
+    proc = run_mpi(2, SWEEP + ["all_reduce", "-b", "8", "-e", "8", "-n", "1", "--backend", "mpi", "-g", "2"],
+                   timeout=120)
+    lines = {ln for ln in proc.stderr.splitlines() if ln.startswith("sweep:")}
+    assert proc.returncode == 2 and "nGpus" not in proc.stdout, proc.stdout
+    assert len(lines) == 1 and "-g 2 would be 2 x 2 = 4 ranks" in next(iter(lines)), proc.stderr
 
 
 @pytest.mark.skipif(importlib.util.find_spec("mpi4py") is None, reason="mpi4py not installed")

@@ -151,3 +151,18 @@ def test_any_json_model_loads_as_itself_or_is_refused_in_one_line(tmp_path_facto
         assert Plan.load(path).model == value and fine
     except ScheduleFormatError as bad:
         assert not fine and str(bad).startswith(f"{path}: model") and "\n" not in str(bad)   # names the field
+
+
+def test_the_installed_identity_follows_what_a_test_replaces_in_any_order(monkeypatch):
+    """installed_model_version was lru_cached whole: once read (here first, as by any earlier test on the worker),
+    a test replacing RESULTS_VERSION or the code digest got the old identity, and one that read it while replaced
+    left the replaced identity to every later test (pytest -n order)."""
+    from synth.plan import model_identity
+    before = installed_model_version()
+    monkeypatch.setattr(model_identity, "RESULTS_VERSION", model_identity.RESULTS_VERSION + 1)
+    monkeypatch.setattr(model_identity, "model_code_digest", lambda model_dir=None: "f" * 12)
+    patched = installed_model_version()
+    assert patched.startswith(f"results {model_identity.RESULTS_VERSION}, ") and patched.endswith(", code " + "f" * 12)
+    assert patched == model_version() != before
+    monkeypatch.undo()
+    assert installed_model_version() == before == model_version()

@@ -1,0 +1,45 @@
+"""Warnings that point at the user's line: the first frame outside topocoll's packages.
+
+A warning raised deep in :mod:`synth.plan.selector` is reached through different call chains (a
+:class:`~kernels.comm.communicator.Communicator` call, an
+:class:`~kernels.mpi.communicator.MPICommunicator` made by ``from_mpi``, a sweep, a PyTorch process group), each
+with its own depth: a fixed ``stacklevel`` points at one of our own lines for all but one of them.
+:func:`warn_user` counts the levels instead, up to the first frame whose file is not under ``synth/``,
+``kernels/`` or ``topo_probe/`` (Python 3.12's ``warnings.warn(skip_file_prefixes=...)`` does the same; 3.10
+and 3.11 lack it).  A library that calls into ours on the user's behalf names its own folder with
+:func:`skip_frames_under` (:mod:`kernels.pytorch` names torch's: ``dist.all_reduce`` reaches our process group
+through ``torch/distributed/distributed_c10d.py``), so the warning points past it, at the user's call.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import warnings
+
+#: the packages whose frames a warning skips (absolute folder paths, each with a trailing separator)
+PACKAGE_DIRS = tuple(os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))), p, "")
+                     for p in ("synth", "kernels", "topo_probe"))
+#: more folders whose frames a warning skips (:func:`skip_frames_under`)
+_ALSO_SKIPPED: list[str] = []
+
+
+def skip_frames_under(folder: str) -> None:
+    """Also skip the frames of files under ``folder`` (a library that calls ours for the user, e.g. torch)."""
+    folder = os.path.join(os.path.abspath(folder), "")
+    if folder not in _ALSO_SKIPPED:
+        _ALSO_SKIPPED.append(folder)
+
+
+def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
+    """``warnings.warn(message)`` attributed to the first calling frame outside :data:`PACKAGE_DIRS` and the
+    folders given to :func:`skip_frames_under` (the outermost frame where every one is inside: a command line's
+    own entry)."""
+    skipped = PACKAGE_DIRS + tuple(_ALSO_SKIPPED)
+    frame, level = sys._getframe(1), 2
+    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
+
+
+__all__ = ["PACKAGE_DIRS", "skip_frames_under", "warn_user"]
