@@ -32,7 +32,6 @@ a single warning and the result is still right.  The CUDA calls themselves go th
 
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 from typing import Any, Sequence
 
@@ -44,6 +43,7 @@ from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
 from kernels.backends.host_reduce import warm
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.ops import Program, Region
+from synth.plan.user_warning import warn_user
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
 
 #: plans a CupyLayer keeps (per lowered program and GPU layout)
@@ -167,8 +167,8 @@ class CupyLayer(DeviceLayer):
                 self._peer_state[pair] = False
                 failed.append(f"GPU {pair[0]} -> GPU {pair[1]} ({type(exc).__name__}: {exc})")
         if failed:
-            warnings.warn(f"cupy backend: enabling peer access failed for {'; '.join(failed)}; "
-                          f"staging those transfers through host memory", RuntimeWarning, stacklevel=3)
+            warn_user(f"cupy backend: enabling peer access failed for {'; '.join(failed)}; "
+                      f"staging those transfers through host memory", RuntimeWarning)
             plan = plan_program(program, devs, self.peer_allowed)
         return plan
 

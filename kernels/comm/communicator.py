@@ -48,7 +48,6 @@ Example
 from __future__ import annotations
 
 import functools
-import warnings
 from collections import deque
 
 import numpy as np
@@ -73,6 +72,7 @@ from kernels.comm.validation import (
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
 from synth.plan.selector import NCCL, ScheduleSelector
+from synth.plan.user_warning import warn_user
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
 
@@ -240,9 +240,8 @@ class Communicator(CommunicatorBase):
             runtime, self._nccl_reason = nccl_runtime_or_reason(devices)
             self._nccl = runtime or False
             if not runtime and self._nccl_reason != NO_NCCL:     # NCCL is here but cannot run: say so once
-                warnings.warn(f"Communicator: NCCL cannot run this communicator: {self._nccl_reason}; the plan's "
-                              f"nccl ranges run the plan's fallback schedule (last_route says so)", RuntimeWarning,
-                              stacklevel=7)
+                warn_user(f"Communicator: NCCL cannot run this communicator: {self._nccl_reason}; the plan's "
+                          f"nccl ranges run the plan's fallback schedule (last_route says so)", RuntimeWarning)
         return "" if self._nccl else self._nccl_reason
 
     # ------------------------------------------------------------------ validation

@@ -27,13 +27,13 @@ from __future__ import annotations
 
 import contextlib
 import math
-import warnings
 from dataclasses import dataclass
 from typing import Callable
 
 import ml_dtypes
 import numpy as np
 
+from synth.plan.user_warning import warn_user
 from topo_probe.errors import InvalidArgument
 
 E32 = 2.0 ** -24
@@ -209,7 +209,7 @@ def _kernels(fmt: str, sample) -> tuple[Encode, Decode]:
     import cupy  # lazily: only reached with CuPy arrays
     if fmt not in _warned:
         _warned.add(fmt)
-        warnings.warn(f"no device kernel for {fmt} compression: casting on the host (slow)", stacklevel=3)
+        warn_user(f"no device kernel for {fmt} compression: casting on the host (slow)")
     enc, dec = CAST_KERNELS[("host", fmt)]
     return (lambda x, gs: cupy.asarray(enc(cupy.asnumpy(x), gs)),
             lambda p, b, gs: cupy.asarray(dec(cupy.asnumpy(p), b, gs)))

@@ -3,8 +3,7 @@ local GPUs, or a fully connected default."""
 
 from __future__ import annotations
 
-import warnings
-
+from synth.plan.user_warning import warn_user
 from topo_probe.topology.model import Topology
 
 
@@ -33,8 +32,8 @@ def probe_devices(devices: list[int]):
     except ImportError as exc:
         topo, reasons = None, [str(exc)]
     if topo is None:
-        warnings.warn(f"Communicator: cannot probe the GPU topology ({'; '.join(map(str, reasons))}); "
-                      f"assuming fully connected", stacklevel=3)
+        warn_user(f"Communicator: cannot probe the GPU topology ({'; '.join(map(str, reasons))}); "
+                  f"assuming fully connected")
         return None
     if list(devices) != list(range(topo.num_gpus)):
         topo = topo.subset(devices)

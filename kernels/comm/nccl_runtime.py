@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from synth.plan.user_warning import warn_user
 from topo_probe.errors import DeviceUnavailable, InvalidArgument
 
 #: why NCCL cannot run where CuPy with NCCL or a GPU is missing
@@ -72,12 +73,11 @@ def nccl_runtime_or_reason(devices: list[int], nccl=None, device_count: int | No
 def nccl_runtime_or_none(devices: list[int], nccl=None, device_count: int | None = None) -> "NcclRuntime | None":
     """:func:`nccl_runtime_or_reason`'s runtime, or None with one warning saying why (where CuPy
     with NCCL and a GPU is there at all)."""
-    import warnings
 
     runtime, why = nccl_runtime_or_reason(devices, nccl, device_count)
     if runtime is None and (nccl is not None or nccl_available()):
-        warnings.warn(f"NCCL cannot run this communicator: {why}; the plan's nccl ranges run the plan's fallback "
-                      f"schedule instead", RuntimeWarning, stacklevel=2)
+        warn_user(f"NCCL cannot run this communicator: {why}; the plan's nccl ranges run the plan's fallback "
+                  f"schedule instead", RuntimeWarning)
     return runtime
 
 

@@ -31,6 +31,7 @@ from kernels.mpi.waiter import exchange_json
 from kernels.comm.validation import _is_cupy
 from kernels.mpi.wires import Arena, DeviceWire, HostWire, _byte
 from kernels.program.ops import BUFFERS
+from synth.plan.user_warning import warn_user
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable
 
 #: largest JSON of one rank's buffer descriptors (bytes)
@@ -96,10 +97,9 @@ class IpcWire(HostWire):
         oks = exchange_json(ctrl, waiter, ok, size, "ipc: agreeing on zero-copy", limit=DESCRIPTOR_LIMIT)
         self.enabled = all(oks)
         if not self.enabled and rank == 0:
-            import warnings
             bad = [p for p, v in enumerate(oks) if not v]
-            warnings.warn(f"ipc: rank(s) {bad} cannot map their peers' memory (no peer access between "
-                          f"their devices); every rank sends through MPI instead", stacklevel=4)
+            warn_user(f"ipc: rank(s) {bad} cannot map their peers' memory (no peer access between "
+                      f"their devices); every rank sends through MPI instead")
 
     finish_completes_peers = True     # the sender's request is our ack, sent by finish()
 

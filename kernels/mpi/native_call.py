@@ -28,7 +28,6 @@ together and the exchanges above are made by all ranks or none.
 
 from __future__ import annotations
 
-import warnings
 from collections import OrderedDict
 
 import numpy as np
@@ -38,6 +37,7 @@ from kernels.mpi.native import Share, exports_digest
 from kernels.mpi.waiter import exchange_json
 from kernels.native.launcher import FUSE, channels_for, waited_for
 from kernels.native.layer import resolve_protocol
+from synth.plan.user_warning import warn_user
 from topo_probe.errors import BufferLayoutError, ExecutionTimeout, InvalidArgument
 
 #: shares (device programs with their flags) a communicator keeps
@@ -162,8 +162,8 @@ class NativeRunner:
         oks = exchange_json(comm._ctrl, comm.waiter, ok, comm.size, "native: agreeing on the native path")
         self.enabled, self.capacity = all(oks), min(int(w["cap"]) for w in where)
         if not self.enabled and comm.rank == 0:
-            warnings.warn(f"native: rank(s) {[p for p, v in enumerate(oks) if not v]} cannot map their peers' "
-                          f"memory; every rank runs collectives through MPI instead", stacklevel=5)
+            warn_user(f"native: rank(s) {[p for p, v in enumerate(oks) if not v]} cannot map their peers' "
+                      f"memory; every rank runs collectives through MPI instead")
         return self.enabled
 
     def _share(self, call: NativeCall, prog) -> Share:
