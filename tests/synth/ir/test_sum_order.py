@@ -188,3 +188,18 @@ def test_the_bulk_replay_is_not_fooled_by_ids_that_look_alike(name):
     assert _differing_ranks(cases.float32_replay(s, cases.wide_inputs(4, 4096, seed=3))) == other
     assert not _surely_consistent(s)
     assert [k for k, _ in inconsistent_chunks(s)] == [0, 1, 2, 3]
+
+
+def test_node_ids_are_equal_exactly_where_the_operand_pairs_are():
+    """Brute force over every two nodes: equal ids where the unordered pairs of operands are equal, all at or above
+    ``next_id``, and the next free id is ``next_id`` plus the distinct pairs; on pairs drawn from few values
+    (repeats) and from many (all distinct: the path that skips the inverse)."""
+    from synth.ir.sum_order import _node_ids
+    rng = np.random.default_rng(7)
+    for values, size in ((3, 40), (10**6, 300), (5, 1), (4, 0)):
+        next_id = values + 1
+        a, b = rng.integers(0, values, size), rng.integers(0, values, size)
+        ids, free = _node_ids(a, b, next_id)
+        pairs = [(min(x, y), max(x, y)) for x, y in zip(a.tolist(), b.tolist())]
+        assert all((ids[i] == ids[j]) == (pairs[i] == pairs[j]) for i in range(size) for j in range(size))
+        assert all(next_id <= i < free for i in ids.tolist()) and free == next_id + len(set(pairs))
