@@ -27,7 +27,9 @@ if TYPE_CHECKING:
 
 __all__ = ["StepColumns", "KeptColumns", "read_columns", "keeping_columns", "kept_columns"]
 
-#: a KeptColumns holds at most this many transfers' columns at once (25 bytes each: about 200 MiB)
+#: a KeptColumns holds at most this many transfers' columns at once (25 bytes each: about 200 MiB; each entry also
+#: keeps its ``steps`` alive until taken, so a schedule a builder verified and dropped holds its Transfers, 64 bytes
+#: each, until then or the end of the owner's block)
 KEEP_TRANSFERS = 1 << 23
 
 
