@@ -2,7 +2,8 @@
 
 :class:`synth.ir.verifier._Replay` checks transfer by transfer and explains every broken rule;
 most steps of a big schedule break none.  :func:`replay_clean_step` tests a whole step at once
-(ranks, chunks and ops over NumPy arrays, channels over the fabric's route table, the symbolic
+(ranks, chunks and ops over NumPy arrays read by :mod:`synth.ir.step_columns`, collected for
+the same-bits check where the replay keeps them; channels over the fabric's route table; the symbolic
 state with one pass over the transfers and nothing else) and, when every transfer passes, writes
 the step's result into the state exactly as the transfer-by-transfer replay would: a copy sets
 the destination's value, reduces into one (rank, chunk) combine the contributions.  When any
@@ -15,18 +16,9 @@ from __future__ import annotations
 import numpy as np
 
 from synth.ir.route_table import route_table
+from synth.ir.step_columns import read_columns
 
 __all__ = ["replay_clean_step"]
-
-
-def _columns(transfers) -> tuple[np.ndarray, np.ndarray, np.ndarray, list[str]] | None:
-    """``(chunks, srcs, dsts, ops)`` of ``transfers``; None unless every chunk and rank is an integer
-    (a float or a string is left to the one-by-one replay, which reports what it makes of it)."""
-    cols = [np.array(c) for c in ([t.chunk for t in transfers], [t.src for t in transfers],
-                                  [t.dst for t in transfers])]
-    if any(c.dtype.kind != "i" for c in cols):
-        return None
-    return cols[0].astype(np.int64), cols[1].astype(np.int64), cols[2].astype(np.int64), [t.op for t in transfers]
 
 
 def _channels_ok(replay, src: np.ndarray, dst: np.ndarray) -> bool:
@@ -47,18 +39,18 @@ def _channels_ok(replay, src: np.ndarray, dst: np.ndarray) -> bool:
     return True
 
 
-def _combine(state: dict, keys: list[int], vals: list[int], ops: list[str]) -> dict | None:
+def _combine(state: dict, keys: list[int], vals: list[int], reduces: list[bool]) -> dict | None:
     """The new values of the written (rank, chunk) slots of a combining collective, or None where
     some write breaks a rule (reduce into nothing, contributions counted twice, a copy that loses
     contributions or meets another write)."""
     get = state.get
     new: dict[int, int] = {}
     copied: set[int] = set()
-    for key, val, op in zip(keys, vals, ops):
+    for key, val, reduce in zip(keys, vals, reduces):
         acc = new.get(key)
         if acc is None:
             cur = get(key, 0)
-            if op == "reduce":
+            if reduce:
                 if not cur or cur & val:
                     return None
                 new[key] = cur | val
@@ -67,7 +59,7 @@ def _combine(state: dict, keys: list[int], vals: list[int], ops: list[str]) -> d
                     return None
                 new[key] = val
                 copied.add(key)
-        elif op != "reduce" or key in copied or acc & val:
+        elif not reduce or key in copied or acc & val:
             return None
         else:
             new[key] = acc | val
@@ -80,27 +72,29 @@ def replay_clean_step(replay, si: int, step) -> list[tuple[int, int]] | None:
     its transfers, in order, are returned for the capacity test (an empty list when the replay has
     no fabric).  None, with nothing changed, when some transfer may break a rule, the step
     declares fewer than 1 round."""
-    transfers = step.transfers
     if step.rounds < 1:
         return None
     n, m, state = replay.n, replay.m, replay.state
-    cols = _columns(transfers)
+    cols = replay.columns[si] if replay.columns is not None else None    # read by an earlier verification
     if cols is None:
-        return None
-    chunk, src, dst, ops = cols
+        cols = read_columns(step.transfers)
+        if cols is None:
+            return None
+        if replay.columns is not None:                    # for the same-bits check of this schedule
+            replay.columns[si] = cols
+    chunk, src, dst, is_reduce = cols
     if ((chunk < 0) | (chunk >= m) | (src < 0) | (src >= n) | (dst < 0) | (dst >= n) | (src == dst)).any():
         return None
-    reduces = ops.count("reduce")
-    if reduces + ops.count("copy") != len(ops) or (reduces and not replay.combining):
+    if not replay.combining and is_reduce.any():
         return None
     if replay.fabric is not None and not _channels_ok(replay, src, dst):
         return None
-    vals = list(map(state.get, (src * m + chunk).tolist(), [0] * len(ops)))
+    vals = list(map(state.get, (src * m + chunk).tolist(), [0] * len(chunk)))
     if not all(vals):
         return None
     keys = (dst * m + chunk).tolist()
     if replay.combining:
-        new = _combine(state, keys, vals, ops)
+        new = _combine(state, keys, vals, is_reduce.tolist())
         if new is None:
             return None
     else:

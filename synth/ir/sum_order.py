@@ -19,7 +19,8 @@ and :func:`final_expressions` all take it from there.
 :func:`final_expressions` replays a schedule by that rule and :func:`inconsistent_chunks` lists
 the chunks whose ranks end with different expressions (a bulk replay over arrays of ids answers first,
 :func:`_surely_consistent`); :func:`same_bits_warning` says it in one line (``simulate --schedule``,
-``sweep --algo``, an ``MPICommunicator``'s ``algo``; ``synthesize`` records it as ``same_bits``).  Only a floating
+``sweep --algo``, an ``MPICommunicator``'s ``algo``; ``synthesize`` records it as ``same_bits``, handing the check
+the step columns its verification read: :mod:`synth.ir.step_columns`).  Only a floating
 sum, avg, premul_sum or product can differ in its bits; integers and min/max are exact.
 
 >>> from synth.ir.schedule import Schedule, Step, Transfer
@@ -36,15 +37,16 @@ sum, avg, premul_sum or product can differ in its bits; integers and min/max are
 
 from __future__ import annotations
 
-from itertools import chain
 from operator import attrgetter
 from typing import Iterable, Sequence
 
 import numpy as np
 
 from synth.ir.schedule import Schedule
+from synth.ir.step_columns import StepColumns, read_columns
+from topo_probe.errors import InvalidArgument
 
-_RANKS, _OP, _PRE, _POST = attrgetter("chunk", "src", "dst"), attrgetter("op"), attrgetter("pre"), attrgetter("post")
+_PRE, _POST = attrgetter("pre"), attrgetter("post")
 
 def reduce_order(dst: int, sources: Iterable[int]) -> tuple[int, ...]:
     """The ranks whose values one step sums into rank ``dst``, in the order they are summed:
@@ -140,32 +142,36 @@ def _node_ids(a: np.ndarray, b: np.ndarray, next_id: int) -> tuple[np.ndarray, i
     """Ids of the nodes ``a[i] + b[i]`` (operands unordered), equal where the operand pairs are equal, numbered from
     ``next_id``; and the next free id.  Ids are given per call, so one expression made by two calls gets two ids."""
     lo, hi = np.minimum(a, b), np.maximum(a, b)
-    uniq, inverse = np.unique(lo * next_id + hi, return_inverse=True)
+    key = lo * next_id + hi
+    ordered = np.sort(key)
+    if (ordered[1:] != ordered[:-1]).all():            # every pair differs (a ring's step): no need for the inverse
+        return np.arange(next_id, next_id + len(key)), next_id + len(key)
+    uniq, inverse = np.unique(key, return_inverse=True)
     return next_id + inverse.reshape(-1), next_id + len(uniq)
-
-
-def _columns(transfers) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-    """``(chunks, srcs, dsts, is_reduce)`` of a step's transfers as arrays, without a Python loop per transfer."""
-    m = len(transfers)
-    cols = np.fromiter(chain.from_iterable(map(_RANKS, transfers)), dtype=np.int64, count=3 * m).reshape(m, 3)
-    is_reduce = np.fromiter(map("reduce".__eq__, map(_OP, transfers)), dtype=bool, count=m)
-    return cols[:, 0], cols[:, 1], cols[:, 2], is_reduce
 
 
 def _slots(chunks, ranks_of, nchunks: int) -> tuple[np.ndarray, np.ndarray]:
     """``(slots, lengths)``: ``rank * nchunks + chunk`` of each chunk's ``ranks_of`` (``pre`` or ``post``) ranks,
-    chunk after chunk, and how many each chunk has; and those ranks."""
-    ranks = np.fromiter(chain.from_iterable(map(ranks_of, chunks)), dtype=np.int64)
-    lengths = np.fromiter(map(len, map(ranks_of, chunks)), dtype=np.int64, count=len(chunks))
+    chunk after chunk, and how many each chunk has; and those ranks.  (Chunks share their ``pre``/``post`` tuples,
+    every rank's in an all-reduce: each distinct tuple becomes an array once.)"""
+    groups = list(map(ranks_of, chunks))
+    arrays: dict[int, np.ndarray] = {}               # id of a tuple `groups` holds -> its ranks
+    for g in groups:
+        if id(g) not in arrays:
+            arrays[id(g)] = np.array(g, dtype=np.int64).reshape(-1)
+    ranks = np.concatenate([arrays[id(g)] for g in groups]) if groups else np.zeros(0, dtype=np.int64)
+    lengths = np.fromiter(map(len, groups), dtype=np.int64, count=len(groups))
     ids = np.repeat(np.fromiter((c.id for c in chunks), dtype=np.int64, count=len(chunks)), lengths)
     return ranks * nchunks + ids, lengths, ranks
 
 
-def _surely_consistent(schedule: Schedule) -> bool:
+def _surely_consistent(schedule: Schedule, columns: Sequence[StepColumns | None] | None = None) -> bool:
     """True only where every post rank of every chunk provably ends with one expression (False: maybe not).
-    A bulk replay over NumPy arrays of ids (:func:`_node_ids`): equal ids are equal expressions, so True is exact,
+    A bulk replay over NumPy arrays of ids (:func:`_node_ids`; each step's transfers as ``columns`` has them, else
+    read now, :mod:`synth.ir.step_columns`): equal ids are equal expressions, so True is exact,
     while False (ids differ, or a step mixes copies and reduces into one (rank, chunk)) leaves the answer to
     :func:`final_expressions`, whose trees cost several times as much on a big schedule."""
+    columns = _step_columns(schedule, columns)
     spec = schedule.spec
     chunks = spec.chunks()
     nchunks = max((c.id for c in chunks), default=-1) + 1
@@ -173,34 +179,53 @@ def _surely_consistent(schedule: Schedule) -> bool:
     pre, _, pre_ranks = _slots(chunks, _PRE, nchunks)
     state[pre] = pre_ranks                                       # leaf x_r
     next_id = spec.ranks
-    for step in schedule.steps:
+    stamp = np.zeros(len(state), dtype=np.int64)                # which transfer last wrote each slot
+    for step, cols in zip(schedule.steps, columns):
         if not step.transfers:
             continue
-        try:
-            k, src, dst, reduce = _columns(step.transfers)
-        except (TypeError, ValueError):          # not integers: left to final_expressions
+        if cols is None:
+            cols = read_columns(step.transfers)
+        if cols is None:                         # not integers: left to final_expressions
             return False
-        slot, read = dst * nchunks + k, state[src * nchunks + k]
-        uniq, counts = np.unique(slot, return_counts=True)
-        if len(uniq) == len(slot):                               # one write per (rank, chunk): most steps
-            multi = np.zeros(len(slot), dtype=bool)
-        else:
-            multi = counts[np.searchsorted(uniq, slot)] > 1
-            if (multi & ~reduce).any():           # a copy among several writes: in the transfers' order
-                return False
-        new = read.copy()
-        one = reduce & ~multi
-        if one.any():
-            new[one], next_id = _node_ids(state[slot[one]], read[one], next_id)
-        if multi.any():                                # rank order: fold sorted(sources + destination)
-            next_id = _fold_in_rank_order(state, dst[multi], k[multi], src[multi], uniq[counts > 1], nchunks,
-                                          next_id)
-        state[slot[~multi]] = new[~multi]
+        next_id = _replay_step(state, stamp, cols, nchunks, next_id)
+        if next_id is None:
+            return False
     post, lengths, _ = _slots(chunks, _POST, nchunks)
     values = state[post]
     held = lengths[lengths > 0]                                  # chunks with post ranks (a combining one: all)
     firsts = np.repeat(values[np.cumsum(held) - held], held)
     return bool((values == firsts).all())
+
+
+def _replay_step(state: np.ndarray, stamp: np.ndarray, cols, nchunks: int, next_id: int) -> int | None:
+    """Write one step's values (ids) into ``state``; the next free id, or None where a copy meets another write
+    into one (rank, chunk) (summed in the transfers' order: left to :func:`final_expressions`).  ``stamp``: scratch
+    as long as ``state``."""
+    k, src, dst, reduce = cols
+    slot, read = dst * nchunks + k, state[src * nchunks + k]
+    order = np.arange(len(slot))
+    stamp[slot] = order
+    if (stamp[slot] == order).all():                             # one write per (rank, chunk): most steps
+        if reduce.all():
+            state[slot], next_id = _node_ids(state[slot], read, next_id)
+        elif reduce.any():                                       # (read: a copy, as fancy indexing gives)
+            read[reduce], next_id = _node_ids(state[slot[reduce]], read[reduce], next_id)
+            state[slot] = read
+        else:
+            state[slot] = read
+        return next_id
+    uniq, counts = np.unique(slot, return_counts=True)
+    multi = counts[np.searchsorted(uniq, slot)] > 1
+    if (multi & ~reduce).any():                                  # a copy among several writes
+        return None
+    new = read.copy()
+    one = reduce & ~multi
+    if one.any():
+        new[one], next_id = _node_ids(state[slot[one]], read[one], next_id)
+    # rank order: fold sorted(sources + destination)
+    next_id = _fold_in_rank_order(state, dst[multi], k[multi], src[multi], uniq[counts > 1], nchunks, next_id)
+    state[slot[~multi]] = new[~multi]
+    return next_id
 
 
 def _fold_in_rank_order(state: np.ndarray, dst: np.ndarray, k: np.ndarray, src: np.ndarray, groups: np.ndarray,
@@ -223,12 +248,29 @@ def _fold_in_rank_order(state: np.ndarray, dst: np.ndarray, k: np.ndarray, src: 
     return next_id
 
 
-def inconsistent_chunks(schedule: Schedule) -> list[tuple[int, dict[str, tuple[int, ...]]]]:
+def _step_columns(schedule: Schedule, columns) -> Sequence[StepColumns | None]:
+    """``columns`` (one per step: a :class:`StepColumns` as long as its transfers, or None), or Nones."""
+    steps = schedule.steps
+    if columns is None:
+        return [None] * len(steps)
+    if len(columns) != len(steps):
+        raise InvalidArgument(f"same-bits check: columns for {len(columns)} steps, the schedule has {len(steps)}")
+    for i, (step, cols) in enumerate(zip(steps, columns)):
+        if cols is not None and len(cols.chunk) != len(step.transfers):
+            raise InvalidArgument(f"same-bits check: step {i}'s columns hold {len(cols.chunk)} transfers, the step "
+                                  f"{len(step.transfers)}")
+    return columns
+
+
+def inconsistent_chunks(schedule: Schedule, columns: Sequence[StepColumns | None] | None = None
+                        ) -> list[tuple[int, dict[str, tuple[int, ...]]]]:
     """``[(chunk, {expression text: ranks})]`` for each chunk of a combining ``schedule`` whose
     post ranks end with different reduction expressions (so other bits for a floating sum, avg, premul_sum or product);
     empty where every rank ends with the same expression of each chunk.  A bulk replay answers first where it can
-    (:func:`_surely_consistent`); the expression trees are built only where it cannot."""
-    if not schedule.spec.combining or _surely_consistent(schedule):
+    (:func:`_surely_consistent`); the expression trees are built only where it cannot.  ``columns``: per step of
+    ``schedule``, its transfers as arrays already read (:class:`synth.ir.step_columns.StepColumns`, from
+    :meth:`~synth.ir.step_columns.KeptColumns.take` after a verification) or None; the rest are read here."""
+    if not schedule.spec.combining or _surely_consistent(schedule, columns):
         return []
     return _expression_check(schedule)
 

@@ -53,6 +53,7 @@ from synth.ir.capacity import (  # noqa: F401  (re-exported: the verifier's capa
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric, Resource
 from synth.ir.schedule import OPS, Schedule, Step
+from synth.ir.step_columns import KeptColumns, kept_columns
 from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError
 
 #: steps with at least this many transfers are first tried in bulk (:mod:`synth.ir.step_replay`)
@@ -121,6 +122,8 @@ class _Replay:
         self.known_loads = known_loads
         self.n, self.m = spec.ranks, spec.num_chunks
         self.combining = spec.combining
+        # per step, the columns the bulk replay read (None where it read none), where verify keeps them
+        self.columns: list | None = None
         self.chunks = spec.chunks()
         # state[rank * m + chunk]: contribution bit mask (combining) or 1 (held); absent: nothing
         # (a dict: an alltoall of 256 ranks has 16 million (rank, chunk) slots, few of them used)
@@ -299,7 +302,8 @@ def _topology_violations(schedule: Schedule, fabric: Fabric) -> list[Violation]:
     return out
 
 
-def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | None = None) -> VerifyReport:
+def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | None = None,
+           keep: KeptColumns | None = None) -> VerifyReport:
     """Replay ``schedule`` symbolically and report every broken rule (see module docstring).
 
     Parameters
@@ -313,6 +317,11 @@ def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | No
         Per step of ``schedule``, :func:`step_loads` of ``fabric`` for that step's transfers'
         ``(src, dst)`` pairs, as :func:`sized_steps` returns them: not computed again (a step
         with a transfer that fails a check has its loads computed without it, as always).
+    keep : KeptColumns, optional
+        Where a combining schedule that passes leaves the columns its bulk replay read, for the
+        same-bits check of the same schedule (:mod:`synth.ir.step_columns`), and where the replay
+        finds those an earlier verification of the same steps left; default: the one lent to
+        ``fabric``, if any.
 
     Returns
     -------
@@ -331,11 +340,16 @@ def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | No
             fabric = None
     if loads is not None and len(loads) != len(schedule.steps):
         raise InvalidArgument(f"verify: {len(loads)} step loads for {len(schedule.steps)} steps")
+    keep = keep if keep is not None else kept_columns(fabric)
     rep = _Replay(schedule, spec, fabric, loads if fabric is not None else None)
+    if keep is not None and spec.combining:            # columns an earlier verification of these steps read
+        rep.columns = keep.take(schedule.steps) or [None] * len(schedule.steps)
     rep.violations = pre
     for si, step in enumerate(schedule.steps):
         rep.step(si, step)
     rep.postcondition()
+    if rep.columns is not None and not rep.violations:
+        keep.offer(schedule.steps, rep.columns)
     return VerifyReport(not rep.violations, rep.violations, rep.loads, rep.rounds_needed)
 
 

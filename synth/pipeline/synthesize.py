@@ -51,6 +51,7 @@ from synth.ir.collectives import COLLECTIVES, ROOTED, CollectiveSpec, check_coll
 from synth.ir.fabric import Fabric, build_fabric
 from synth.formats.schedule_file import save_schedule
 from synth.ir.schedule import Schedule, atomic_write_text
+from synth.ir.step_columns import kept_columns, keeping_columns
 from synth.ir.sum_order import inconsistent_chunks
 from synth.ir.verifier import check
 from synth.model.cost import CostModel
@@ -131,6 +132,13 @@ def schedule_file(name: str, s: Schedule) -> str:
     return f"schedules/{_slug(name)}.json{'.gz' if big else ''}"
 
 
+def _same_bits(s: Schedule, fabric: Fabric) -> bool:
+    """Does every rank of the verified combining ``s`` end with the same bits?  Checked on the step columns its
+    verification left on ``fabric`` (:func:`synth.ir.step_columns.keeping_columns`), the others read now."""
+    kept = kept_columns(fabric)
+    return not inconsistent_chunks(s, kept.take(s.steps) if kept is not None else None)
+
+
 def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, workdir: Path,
                           prog: RunProgress | None = None, budget=None) -> CollectiveResult:
     """All candidates for one collective, saved under ``workdir/schedules`` as they appear;
@@ -146,7 +154,7 @@ def synthesize_collective(fabric: Fabric, coll: str, opts: SynthesisOptions, wor
     def save(name: str, s: Schedule) -> None:
         with prog.stage("verify", coll):
             check(s, fabric)
-            res.same_bits.update({name: not inconsistent_chunks(s)} if s.spec.combining else {})
+            res.same_bits.update({name: _same_bits(s, fabric)} if s.spec.combining else {})
         with prog.stage("save", coll):
             res.files[name] = schedule_file(name, s)
             save_schedule(s.with_(meta=run_independent(s.meta)), workdir / res.files[name])
@@ -355,7 +363,8 @@ def _synthesize_into(work: Path, topo: Topology, fabric: Fabric, opts: Synthesis
         for coll in opts.collectives:
             opts.log(f"{coll}: synthesizing on {fabric.describe()}")
             t = time.perf_counter()
-            results[coll] = synthesize_collective(fabric, coll, opts, work, prog, budget)
+            with keeping_columns(fabric):     # the verifications' step columns, for the same-bits check (_same_bits)
+                results[coll] = synthesize_collective(fabric, coll, opts, work, prog, budget)
             gcp.checkpoint()
             results[coll].summary["total_s"] = round(time.perf_counter() - t, 3)
         with prog.stage("plan"):

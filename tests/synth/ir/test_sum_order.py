@@ -9,7 +9,7 @@ from synth.baselines import baseline
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.sum_order import Expressions, final_expressions, inconsistent_chunks, reduce_order, same_bits_warning
-from synth.ir.verifier import check
+from synth.ir.verifier import check, verify
 from topo_probe.errors import TopocollError
 from topo_probe.machines.generators import fully_connected
 
@@ -188,3 +188,46 @@ def test_the_bulk_replay_is_not_fooled_by_ids_that_look_alike(name):
     assert _differing_ranks(cases.float32_replay(s, cases.wide_inputs(4, 4096, seed=3))) == other
     assert not _surely_consistent(s)
     assert [k for k, _ in inconsistent_chunks(s)] == [0, 1, 2, 3]
+
+
+def test_node_ids_are_equal_exactly_where_the_operand_pairs_are():
+    """Brute force over every two nodes: equal ids where the unordered pairs of operands are equal, all at or above
+    ``next_id``, and the next free id is ``next_id`` plus the distinct pairs; on pairs drawn from few values
+    (repeats) and from many (all distinct: the path that skips the inverse)."""
+    from synth.ir.sum_order import _node_ids
+    rng = np.random.default_rng(7)
+    for values, size in ((3, 40), (10**6, 300), (5, 1), (4, 0)):
+        next_id = values + 1
+        a, b = rng.integers(0, values, size), rng.integers(0, values, size)
+        ids, free = _node_ids(a, b, next_id)
+        pairs = [(min(x, y), max(x, y)) for x, y in zip(a.tolist(), b.tolist())]
+        assert all((ids[i] == ids[j]) == (pairs[i] == pairs[j]) for i in range(size) for j in range(size))
+        assert all(next_id <= i < free for i in ids.tolist()) and free == next_id + len(set(pairs))
+
+
+def _mixed_last_step() -> Schedule:
+    """5 ranks; chunks 0-2: ranks 1 and 3 swap inputs, then add x2 and x4 in opposite orders, then both add x0 in
+    step 3, whose other transfers copy chunks 3 and 4 (summed at rank 0 in step 0) out: a step with one write per
+    (rank, chunk) mixing copies and reduces.  Rank 1's sum is copied to ranks 0, 2 and 4.  By hand: rank 1 ends
+    with (((x1 + x3) + x2) + x4) + x0, rank 3 with (((x1 + x3) + x4) + x2) + x0, in chunks 0, 1 and 2."""
+    a, b = range(3), range(3, 5)
+    steps = [[Transfer(k, s, d, "reduce") for k in a for s, d in ((3, 1), (1, 3))]
+             + [Transfer(k, r, 0, "reduce") for k in b for r in range(1, 5)],
+             [Transfer(k, s, d, "reduce") for k in a for s, d in ((2, 1), (4, 3))],
+             [Transfer(k, s, d, "reduce") for k in a for s, d in ((4, 1), (2, 3))],
+             [Transfer(k, 0, d, "reduce") for k in a for d in (1, 3)]
+             + [Transfer(k, 0, d) for k in b for d in range(1, 5)],
+             [Transfer(k, 1, d) for k in a for d in (0, 2, 4)]]
+    return Schedule("allreduce", 5, 1, tuple(Step(1, tuple(s)) for s in steps), name="mixed_last_step")
+
+
+def test_a_reduce_in_a_step_that_also_copies_keeps_its_receivers_partial():
+    """The bulk replay's path for a step of copies and reduces, one write per (rank, chunk): each reduce combines
+    the receiver's partial (were it read as the sender's value alone, ranks 1 and 3 would look alike and the check
+    would pass); as the float32 replay says (rank 3 other bits than the rest) and by hand (_mixed_last_step)."""
+    s = _mixed_last_step()
+    assert verify(s).ok
+    assert _differing_ranks(cases.float32_replay(s, cases.wide_inputs(5, 4096, seed=11))) == {3}
+    bad = inconsistent_chunks(s)
+    assert [k for k, _ in bad] == [0, 1, 2]
+    assert bad[0][1] == {"((((x1 + x3) + x2) + x4) + x0)": (0, 1, 2, 4), "((((x1 + x3) + x4) + x2) + x0)": (3,)}
