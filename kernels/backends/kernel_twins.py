@@ -102,6 +102,41 @@ def float_minmax(xp, x, y, want_max: bool):
     >>> hex(float_minmax(np, np.array([-np.nan], np.float32), np.array([np.nan], np.float32), False).view(np.uint32)[0])
     '0x7fffffff'
     """
+    if xp is np and _same_numpy(x, y):
+        return _numpy_minmax(x, y, want_max, np.empty_like(x))
+    return _minmax_select(xp, x, y, want_max)
+
+
+def _numpy_minmax(x: np.ndarray, y: np.ndarray, want_max: bool, out: np.ndarray) -> np.ndarray:
+    """:func:`float_minmax` of NumPy arrays written to ``out`` (overlapping neither), the same bits in
+    about one ufunc pass: ``np.fmax`` / ``np.fmin`` return one operand's bits and drop a quiet NaN, so
+    only NaN results (both operands NaN, or a signalling NaN, which C's fmax turns into NaN) and a zero of
+    the wrong sign (which zero NumPy picks varies with the type and the array's length) are redone."""
+    uint = f"u{out.itemsize}"
+    bits, sign = out.view(uint), 1 << (8 * out.itemsize - 1)
+    with np.errstate(invalid="ignore"):
+        (np.fmax if want_max else np.fmin)(x, y, out=out)
+        at = np.nonzero(np.isnan(out))
+        if at[0].size:
+            out[at] = _minmax_select(np, x[at], y[at], want_max)
+    # max: -0 where an operand is +0 becomes +0; min: +0 where an operand is -0 becomes -0
+    wrong, right = (sign, 0) if want_max else (0, sign)
+    at = np.nonzero(bits == wrong)
+    if at[0].size:
+        fix = (x.view(uint)[at] == right) | (y.view(uint)[at] == right)
+        bits[tuple(i[fix] for i in at)] = right
+    return out
+
+
+def _same_numpy(*arrays) -> bool:
+    """Whether ``arrays`` are NumPy arrays of one shape (not 0-d) and one dtype: :func:`_numpy_minmax`'s inputs."""
+    first = arrays[0]
+    return all(isinstance(a, np.ndarray) and a.ndim and a.shape == first.shape and a.dtype == first.dtype
+               for a in arrays)
+
+
+def _minmax_select(xp, x, y, want_max: bool):
+    """:func:`float_minmax` by element-wise selection, for any array module (no host sync on a GPU)."""
     with np.errstate(invalid="ignore"):     # comparisons with NaN are False, as meant
         pick_x = ((x > y) if want_max else (x < y)) | xp.isnan(y)
         zeros = (x == y) & (x == 0)
@@ -183,7 +218,10 @@ def reduce_copy_with(xp, dst, a, b, op: str) -> None:
         xp.add(premul_scale(xp, a, op.n) if op.scale_a else a, premul_scale(xp, b, op.n) if op.scale_b else b, out=dst)
         return
     if op in ("max", "min") and dst.dtype.name in FLOAT_TYPES:
-        dst[...] = float_minmax(xp, a, b, op == "max")
+        if xp is np and _same_numpy(dst, a, b) and not (np.may_share_memory(dst, a) or np.may_share_memory(dst, b)):
+            _numpy_minmax(a, b, op == "max", dst)       # straight into dst: no temporary, no copy
+        else:
+            dst[...] = float_minmax(xp, a, b, op == "max")
         return
     try:
         name = UFUNC_NAMES[op]
