@@ -72,18 +72,20 @@ def check_minmax(got: np.ndarray, a: np.ndarray, b: np.ndarray, op: str, what: s
 
 def special_pairs(dtype) -> tuple[np.ndarray, np.ndarray]:
     """Every pair of :data:`SPECIAL` values in ``dtype`` (out-of-range ones saturate to +-inf or flush),
-    plus NaNs with payloads and signs against each other and against numbers."""
+    plus NaNs with payloads and signs (signalling ones among them) against each other and against numbers."""
     with np.errstate(over="ignore", under="ignore"):
         v = np.array(SPECIAL, np.float64).astype(dtype)
     u = _UINT[np.dtype(dtype).itemsize]
-    nans = np.array([_nan(dtype, payload, neg) for payload in (1, 2, 5) for neg in (False, True)], u).view(dtype)
+    nans = [_nan(dtype, payload, neg) for payload in (1, 2, 5) for neg in (False, True)]
+    nans = np.array(nans + [_nan(dtype, 1, neg, quiet=False) for neg in (False, True)], u).view(dtype)
     v = np.concatenate([v, nans])
     return np.repeat(v, v.size), np.tile(v, v.size)
 
 
-def _nan(dtype, payload: int, negative: bool) -> int:
-    """The bits of a quiet NaN of ``dtype`` with low payload bits ``payload`` (and the sign bit if ``negative``)."""
+def _nan(dtype, payload: int, negative: bool, quiet: bool = True) -> int:
+    """The bits of a NaN of ``dtype`` (quiet, or signalling: the top mantissa bit clear) with low payload
+    bits ``payload`` (non-zero) and the sign bit if ``negative``."""
     width = np.dtype(dtype).itemsize
     mant = {"float16": 10, "bfloat16": 7, "float32": 23, "float64": 52}[np.dtype(dtype).name]
     exp_all = ((1 << (width * 8 - 1)) - 1) ^ ((1 << mant) - 1)
-    return (1 << (width * 8 - 1) if negative else 0) | exp_all | (1 << (mant - 1)) | payload
+    return (1 << (width * 8 - 1) if negative else 0) | exp_all | (quiet << (mant - 1)) | payload
