@@ -12,8 +12,9 @@ a NaN operand is dropped as NCCL drops it (v2.28.9-1 src/device/reduce_kernel.h:
 ``fmax`` for float / double, ``__hmax`` / ``__hmin`` for half and bfloat16; NaN only when both operands
 are), +0 ranks above -0 (``__hmax``'s rule, cuda_fp16.hpp; CUDA leaves ``fmaxf(+0, -0)`` open), and a
 NaN result is :data:`NAN_BITS` of its width, whatever the operands' NaN bits.  NumPy's own ``fmax``
-cannot serve: which zero and which NaN it returns differs between float32 and float64 (NumPy 2.4,
-x86: ``fmax(+0, -0)`` is -0 in float32, +0 in float64).
+cannot serve alone: which zero ``fmax(+0, -0)`` gives varies with the type and the array's length, and
+its scalar loop returns NaN for a signalling NaN against a number (NumPy 2.4, x86); on NumPy arrays
+:func:`float_minmax` runs it and redoes only the NaN and zero results.
 
 float8 (``float8_e4m3fn``, ``float8_e5m2``) reduces as NCCL does on sm_90 (v2.28.9-1
 src/device/reduce_kernel.h:440-455, 619-645, 719-760; the same since v2.24.3-1): both operands
@@ -116,13 +117,15 @@ def _numpy_minmax(x: np.ndarray, y: np.ndarray, want_max: bool, out: np.ndarray)
     bits, sign = out.view(uint), 1 << (8 * out.itemsize - 1)
     with np.errstate(invalid="ignore"):
         (np.fmax if want_max else np.fmin)(x, y, out=out)
-        at = np.nonzero(np.isnan(out))
-        if at[0].size:
+        if not out.size:
+            return out
+        if np.isnan(np.max(out)):           # np.max propagates NaN: no mask unless some result is NaN
+            at = np.nonzero(np.isnan(out))
             out[at] = _minmax_select(np, x[at], y[at], want_max)
-    # max: -0 where an operand is +0 becomes +0; min: +0 where an operand is -0 becomes -0
-    wrong, right = (sign, 0) if want_max else (0, sign)
-    at = np.nonzero(bits == wrong)
-    if at[0].size:
+    wrong, right = (sign, 0) if want_max else (0, sign)   # max: -0 against +0 is +0; min: +0 against -0 is -0
+    suspect = bits == wrong
+    if suspect.any():
+        at = np.nonzero(suspect)
         fix = (x.view(uint)[at] == right) | (y.view(uint)[at] == right)
         bits[tuple(i[fix] for i in at)] = right
     return out
