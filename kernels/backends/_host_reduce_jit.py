@@ -34,8 +34,9 @@ def as_tuple(arrays) -> tuple:
 @njit(cache=True, nogil=True)
 def _combine(out, a, b, code, sa, sb, s, ge, m):
     """``out[j] = (a[j] (* s)) op (b[j] (* s))``; max / min as NCCL's fmaxf / __hmax: a NaN operand
-    is dropped (NaN only when both are), ties keep ``b`` (NumPy's fmax on float32 / float64) or, if
-    ``ge``, the zero of the right sign (``__hmax``: +0 above -0; min: -0 below +0)."""
+    is dropped (NaN only when both are; :func:`kernels.backends.host_reduce.reduce_nway` then writes
+    the one NaN of kernel_twins.NAN_BITS), ties keep ``b`` or, if ``ge`` (every floating type), the zero
+    of the right sign (+0 above -0; min: -0 below +0)."""
     if code == 0 and sa and sb:
         for j in range(m):
             out[j] = a[j] * s + b[j] * s
@@ -94,11 +95,11 @@ def _native_block(dst, srcs, k, code, scale, s, lo, hi, acc):
             for j in range(m):
                 d[j] = d[j] * s
         return
-    _combine(d if k == 2 else acc, srcs[0][lo:hi], srcs[1][lo:hi], code, scale[0], scale[1], s, False, m)
+    _combine(d if k == 2 else acc, srcs[0][lo:hi], srcs[1][lo:hi], code, scale[0], scale[1], s, True, m)
     for i in range(2, k - 1):
-        _accumulate(acc, srcs[i][lo:hi], code, scale[i], s, False, m)
+        _accumulate(acc, srcs[i][lo:hi], code, scale[i], s, True, m)
     if k > 2:
-        _combine(d, acc, srcs[k - 1][lo:hi], code, False, scale[k - 1], s, False, m)
+        _combine(d, acc, srcs[k - 1][lo:hi], code, False, scale[k - 1], s, True, m)
 
 
 @njit(cache=True, nogil=True, parallel=True)

@@ -21,10 +21,9 @@ NaN payloads and signs aside (IEEE leaves them open; NaN stays NaN):
 * floating ``avg`` is NCCL's PreMulSum: a source still one rank's raw contribution is first
   multiplied by ``1/n`` (:func:`~kernels.backends.kernel_twins.avg_scalar`) in the type,
   the product rounded, then summed; integer avg sums here and divides later (SumPostDiv);
-* max / min drop a NaN operand as NCCL does (NaN only when both are; v2.28.9-1
-  src/device/reduce_kernel.h:397-436): float32 / float64 as NumPy's fmax / fmin (equal signed
-  zeros keep the second operand, as NumPy does here; CUDA's fmaxf leaves that sign open),
-  float16 / bfloat16 as ``__hmax`` / ``__hmin`` (+0 above -0).
+* floating max / min follow :func:`kernels.backends.kernel_twins.float_minmax` bit for bit: a NaN
+  operand dropped as NCCL does (v2.28.9-1 src/device/reduce_kernel.h:397-436), +0 above -0, a NaN
+  of both operands the one NaN of ``kernel_twins.NAN_BITS`` (written after the kernel).
 
 :func:`fuse_reduce_chains` finds the reduce chains of a lowered program (a rank reducing
 several sources into one chunk in one step) that the host backend and the staged GPU path
@@ -43,7 +42,7 @@ from functools import lru_cache
 
 import numpy as np
 
-from kernels.backends.kernel_twins import PreMulSum, avg_scalar
+from kernels.backends.kernel_twins import FLOAT_TYPES, NAN_BITS, PreMulSum, avg_scalar
 from kernels.program.ops import Op, Region
 from topo_probe.errors import InvalidArgument
 
@@ -146,6 +145,8 @@ def reduce_nway(dst: np.ndarray, srcs, op="sum", scale=None, s=None, *, parallel
                 run(*args)
         else:
             run(*args)
+    if op in ("max", "min") and dt.name in FLOAT_TYPES:      # a NaN of both operands: the one NaN
+        dst.view(f"u{dt.itemsize}")[np.isnan(dst)] = NAN_BITS[dt.itemsize]
 
 
 def _check(dst, srcs, op, scale, dt) -> np.ndarray:

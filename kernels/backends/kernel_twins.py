@@ -7,11 +7,14 @@ buffer layers and the test doubles share one definition of each op (see
 native GPU kernel are checked against them bit for bit.  Integers wrap like C / NCCL;
 floating ``avg`` is NCCL's PreMulSum (:class:`PreMulSum`), integer avg SumPostDiv.
 
-Floating max / min drop a NaN operand as NCCL does (v2.28.9-1 src/device/reduce_kernel.h:397-436):
-float / double through ``fmaxf`` / ``fminf`` / ``fmax`` / ``fmin`` (NumPy's ``fmax`` / ``fmin``:
-NaN only when both operands are NaN; which zero ``max(+0, -0)`` gives is left open by CUDA's
-math API, and here is NumPy's), half and bfloat16 through ``__hmax`` / ``__hmin``
-(cuda_fp16.hpp / cuda_bf16.hpp: the same NaN rule, +0 above -0).
+Floating max / min follow one rule on every type and executor (:func:`float_minmax`, docs/guarantees.md):
+a NaN operand is dropped as NCCL drops it (v2.28.9-1 src/device/reduce_kernel.h:397-436: ``fmaxf`` /
+``fmax`` for float / double, ``__hmax`` / ``__hmin`` for half and bfloat16; NaN only when both operands
+are), +0 ranks above -0 (``__hmax``'s rule, cuda_fp16.hpp; CUDA leaves ``fmaxf(+0, -0)`` open), and a
+NaN result is :data:`NAN_BITS` of its width, whatever the operands' NaN bits.  NumPy's own ``fmax``
+cannot serve alone: which zero ``fmax(+0, -0)`` gives varies with the type and the array's length, and
+its scalar loop returns NaN for a signalling NaN against a number (NumPy 2.4, x86); on NumPy arrays
+:func:`float_minmax` runs it and redoes only the NaN and zero results.
 
 float8 (``float8_e4m3fn``, ``float8_e5m2``) reduces as NCCL does on sm_90 (v2.28.9-1
 src/device/reduce_kernel.h:440-455, 619-645, 719-760; the same since v2.24.3-1): both operands
@@ -33,8 +36,11 @@ from topo_probe.errors import InvalidArgument
 #: reduction op -> name of the ufunc that applies it (integer avg sums, then divides; floating
 #: avg sums contributions pre-multiplied by 1/n, see :class:`PreMulSum`)
 UFUNC_NAMES = {"sum": "add", "avg": "add", "prod": "multiply", "max": "fmax", "min": "fmin"}
-#: 16-bit floating types, whose max / min are ``__hmax`` / ``__hmin`` (:func:`reduce_copy_with`)
-HALF_TYPES = frozenset({"float16", "bfloat16"})
+#: the bit pattern of a NaN that floating max / min write (both operands NaN), by the type's width in
+#: bytes: the positive NaN with every payload bit set (CUDA's ``CUDART_NAN_F`` is 0x7fffffff)
+NAN_BITS = {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FFFFFFFFFFFFFFF}
+#: floating types (float8 aside) whose max / min is :func:`float_minmax`
+FLOAT_TYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
 
 #: largest finite value of each float8 type: where ``__NV_SATFINITE`` clamps (cuda_fp8.hpp FP8_MAXNORM 0x7e / 0x7b)
 F8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
@@ -87,18 +93,61 @@ def f8_from_half(xp, h, dtype):
     return out
 
 
-def half_minmax(xp, x, y, want_max: bool):
-    """``__hmax`` / ``__hmin`` (cuda_fp16.hpp, cuda_bf16.hpp) on float16 or bfloat16 arrays of module
-    ``xp`` (NumPy, CuPy or torch): the other operand when one is NaN (NaN when both), +0 above -0.
+def float_minmax(xp, x, y, want_max: bool):
+    """Floating max (``want_max``) or min of arrays of module ``xp`` (NumPy, CuPy or torch), the one rule
+    every executor follows: the other operand when one is NaN (NCCL's ``fmaxf`` / ``__hmax``), +0 above
+    -0, and where both are NaN the NaN of :data:`NAN_BITS` (so any operand order gives the same bits).
 
-    >>> half_minmax(np, np.array([np.nan, 0.0, -0.0], np.float16), np.array([2, -0.0, 0.0], np.float16), True)
+    >>> float_minmax(np, np.array([np.nan, 0.0, -0.0], np.float16), np.array([2, -0.0, 0.0], np.float16), True)
     array([2., 0., 0.], dtype=float16)
+    >>> hex(float_minmax(np, np.array([-np.nan], np.float32), np.array([np.nan], np.float32), False).view(np.uint32)[0])
+    '0x7fffffff'
     """
+    if xp is np and _same_numpy(x, y):
+        return _numpy_minmax(x, y, want_max, np.empty_like(x))
+    return _minmax_select(xp, x, y, want_max)
+
+
+def _numpy_minmax(x: np.ndarray, y: np.ndarray, want_max: bool, out: np.ndarray) -> np.ndarray:
+    """:func:`float_minmax` of NumPy arrays written to ``out`` (overlapping neither), the same bits in
+    about one ufunc pass: ``np.fmax`` / ``np.fmin`` return one operand's bits and drop a quiet NaN, so
+    only NaN results (both operands NaN, or a signalling NaN, which C's fmax turns into NaN) and a zero of
+    the wrong sign (which zero NumPy picks varies with the type and the array's length) are redone."""
+    uint = f"u{out.itemsize}"
+    bits, sign = out.view(uint), 1 << (8 * out.itemsize - 1)
+    with np.errstate(invalid="ignore"):
+        (np.fmax if want_max else np.fmin)(x, y, out=out)
+        if not out.size:
+            return out
+        if np.isnan(np.max(out)):           # np.max propagates NaN: no mask unless some result is NaN
+            at = np.nonzero(np.isnan(out))
+            out[at] = _minmax_select(np, x[at], y[at], want_max)
+    wrong, right = (sign, 0) if want_max else (0, sign)   # max: -0 against +0 is +0; min: +0 against -0 is -0
+    suspect = bits == wrong
+    if suspect.any():
+        at = np.nonzero(suspect)
+        fix = (x.view(uint)[at] == right) | (y.view(uint)[at] == right)
+        bits[tuple(i[fix] for i in at)] = right
+    return out
+
+
+def _same_numpy(*arrays) -> bool:
+    """Whether ``arrays`` are NumPy arrays of one shape (not 0-d) and one dtype: :func:`_numpy_minmax`'s inputs."""
+    first = arrays[0]
+    return all(isinstance(a, np.ndarray) and a.ndim and a.shape == first.shape and a.dtype == first.dtype
+               for a in arrays)
+
+
+def _minmax_select(xp, x, y, want_max: bool):
+    """:func:`float_minmax` by element-wise selection, for any array module (no host sync on a GPU)."""
     with np.errstate(invalid="ignore"):     # comparisons with NaN are False, as meant
-        pick_x = ((x >= y) if want_max else (x <= y)) | xp.isnan(y)
+        pick_x = ((x > y) if want_max else (x < y)) | xp.isnan(y)
         zeros = (x == y) & (x == 0)
     pick_x = xp.where(zeros, xp.signbit(x) != want_max, pick_x)
-    return xp.where(pick_x, x, y)
+    out = xp.where(pick_x, x, y)
+    ints = {2: xp.int16, 4: xp.int32, 8: xp.int64}[x.itemsize]
+    nan = xp.full_like(x.reshape(-1)[:1], NAN_BITS[x.itemsize], dtype=ints).view(x.dtype)    # on x's device
+    return xp.where(xp.isnan(out), nan, out)
 
 
 def f8_binop(xp, a, b, op: str):
@@ -106,7 +155,7 @@ def f8_binop(xp, a, b, op: str):
     (op sum / avg / prod / max / min; the result has ``a``'s dtype)."""
     x, y = a.astype(np.float16), b.astype(np.float16)
     if op in ("max", "min"):
-        h = half_minmax(xp, x, y, op == "max")
+        h = float_minmax(xp, x, y, op == "max")
     else:
         with np.errstate(over="ignore", invalid="ignore"):      # half overflow is saturated below
             h = getattr(xp, UFUNC_NAMES[op])(x, y)
@@ -138,15 +187,15 @@ def binop_for(premul: tuple[bool, bool], reduce_op: str, n: int):
 def plain_ufunc(xp, dtype, binop):
     """The array-module ufunc computing ``binop`` on ``dtype`` exactly as :func:`reduce_copy_with`
     does (``ufunc(a, b, out=dst)``), or None where only :func:`reduce_copy_with` itself gives
-    NCCL's answer: a :class:`PreMulSum`, float8 (in half, saturating), max / min of float16 and
-    bfloat16 (``__hmax``'s zero sign).  Bound call paths use it to skip the dispatch.
+    NCCL's answer: a :class:`PreMulSum`, float8 (in half, saturating), max / min of floating types
+    (:func:`float_minmax`).  Bound call paths use it to skip the dispatch.
 
-    >>> plain_ufunc(np, np.float32, "max") is np.fmax, plain_ufunc(np, np.float32, PreMulSum(2, True, False))
+    >>> plain_ufunc(np, np.int32, "max") is np.fmax, plain_ufunc(np, np.float32, "max")
     (True, None)
     """
     if isinstance(binop, PreMulSum) or is_f8(dtype):
         return None
-    if binop in ("max", "min") and np.dtype(dtype).name in HALF_TYPES:
+    if binop in ("max", "min") and np.dtype(dtype).name in FLOAT_TYPES:
         return None
     return getattr(xp, UFUNC_NAMES[binop])
 
@@ -171,8 +220,11 @@ def reduce_copy_with(xp, dst, a, b, op: str) -> None:
     if isinstance(op, PreMulSum):
         xp.add(premul_scale(xp, a, op.n) if op.scale_a else a, premul_scale(xp, b, op.n) if op.scale_b else b, out=dst)
         return
-    if op in ("max", "min") and dst.dtype.name in HALF_TYPES:
-        dst[...] = half_minmax(xp, a, b, op == "max")
+    if op in ("max", "min") and dst.dtype.name in FLOAT_TYPES:
+        if xp is np and _same_numpy(dst, a, b) and not (np.may_share_memory(dst, a) or np.may_share_memory(dst, b)):
+            _numpy_minmax(a, b, op == "max", dst)       # straight into dst: no temporary, no copy
+        else:
+            dst[...] = float_minmax(xp, a, b, op == "max")
         return
     try:
         name = UFUNC_NAMES[op]

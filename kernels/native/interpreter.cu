@@ -18,10 +18,11 @@
 // Reductions follow the NumPy twins (kernels/backends/kernel_twins.py) operation by
 // operation: 16-bit floating types compute in float32 and round once to the type, products
 // and sums are separate IEEE operations (__fmul_rn/__fadd_rn: no fused multiply-add), integer
-// sums and products wrap.  Floating max/min drop a NaN operand as NCCL does (NaN only when both
-// are; v2.28.9-1 src/device/reduce_kernel.h:397-436): float/double as fmaxf/fmax, equal values
-// keeping the second operand (NumPy's fmax on the host; CUDA leaves the sign of max(+0, -0) open),
-// half/bfloat16 as __hmax/__hmin (+0 above -0).  float8 follows NCCL (v2.28.9-1
+// sums and products wrap.  Floating max/min follow the one rule of every executor
+// (kernel_twins.float_minmax): a NaN operand dropped as NCCL's fmaxf/__hmax drop it (NaN only when
+// both are; v2.28.9-1 src/device/reduce_kernel.h:397-436), +0 above -0 for every type (__hmax's
+// rule; CUDA leaves fmaxf(+0, -0) open), and a NaN of both operands the positive NaN with every
+// payload bit set (0x7fff / 0x7fffffff / 0x7fffffffffffffff).  float8 follows NCCL (v2.28.9-1
 // src/device/reduce_kernel.h:440-455, 719-760): the op in half (__hadd/__hmul/__hmax/__hmin),
 // the result narrowed with saturation (cuda_fp8.hpp __NV_SATFINITE); see tc_f8_round.
 
@@ -177,6 +178,7 @@ __device__ __forceinline__ T tc_bin(T a, T b) {
 #if TC_DT >= TC_E4M3
     return fromf(keep ? x : y);
 #else
+    if (x != x && y != y) return (T)0x7fffu;   // both NaN: the one NaN
     return keep ? a : b;
 #endif
 #endif
@@ -185,20 +187,22 @@ __device__ __forceinline__ T tc_bin(T a, T b) {
     return __fadd_rn(a, b);
 #elif TC_OP == 1
     return __fmul_rn(a, b);
-#elif TC_OP == 2
-    return (a > b || b != b) ? a : b;      // fmaxf: NaN dropped; equal keeps b (NumPy's fmax)
 #else
-    return (a < b || b != b) ? a : b;
+    // fmaxf / fminf: NaN dropped; +0 above -0; both NaN: the one NaN
+    if (a != a && b != b) return __uint_as_float(0x7fffffffu);
+    if (a == b) return (__float_as_uint(a) >> 31) == (TC_OP == 2 ? 0u : 1u) ? a : b;
+    return ((TC_OP == 2 ? a > b : a < b) || b != b) ? a : b;
 #endif
 #else
 #if TC_OP == 0
     return __dadd_rn(a, b);
 #elif TC_OP == 1
     return __dmul_rn(a, b);
-#elif TC_OP == 2
-    return (a > b || b != b) ? a : b;      // fmaxf: NaN dropped; equal keeps b (NumPy's fmax)
 #else
-    return (a < b || b != b) ? a : b;
+    // fmax / fmin: as float above
+    if (a != a && b != b) return __longlong_as_double(0x7fffffffffffffffLL);
+    if (a == b) return ((unsigned long long)__double_as_longlong(a) >> 63) == (TC_OP == 2 ? 0ull : 1ull) ? a : b;
+    return ((TC_OP == 2 ? a > b : a < b) || b != b) ? a : b;
 #endif
 #endif
 }

@@ -28,7 +28,7 @@ import threading
 
 import torch
 
-from kernels.backends.kernel_twins import PreMulSum, avg_scalar, binop_for, half_minmax
+from kernels.backends.kernel_twins import PreMulSum, avg_scalar, binop_for, float_minmax
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND, rank_plan
 from kernels.program.lowering import lower
 from kernels.program.ops import SCRATCH
@@ -105,32 +105,14 @@ def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
         raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {binop!r}")
 
 
-#: the NaN max / min write where both operands are NaN, as an integer of the float's width: the
-#: positive NaN with every payload bit set, the canonical NaN of ``__hmax`` (kernel_twins.F8_NAN_BITS)
-_NAN_BITS = {2: (torch.int16, 0x7FFF), 4: (torch.int32, 0x7FFFFFFF), 8: (torch.int64, 0x7FFFFFFFFFFFFFFF)}
-
-
 def _minmax(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, want_max: bool) -> None:
-    """NCCL's max / min (v2.28.9-1 src/device/reduce_kernel.h:397-436): a NaN operand is dropped
-    (NaN only when both are): ``fmaxf`` / ``fmax`` for float32 / float64 (torch.fmax), ``__hmax`` /
-    ``__hmin`` for float16 / bfloat16, which put +0 above -0; integers as torch.maximum.  CUDA leaves
-    ``fmaxf(+0, -0)`` open and ``torch.fmax`` returns its first operand's zero, so float32 / float64
-    take ``__hmax``'s zero rule too, and a NaN of both operands is one fixed NaN (:data:`_NAN_BITS`; the
-    operands' sign and payload bits otherwise depend on their order): max / min then give the same bits
-    in any operand order."""
-    if dst.dtype in (torch.float16, torch.bfloat16):
-        dst.copy_(half_minmax(torch, a, b, want_max))
-    elif dst.dtype.is_floating_point:
-        zeros = (a == 0) & (b == 0)             # on CUDA no .any(): it would make the host wait for the GPU
-        signed = (a + b if want_max else -((-a) + (-b))) if dst.is_cuda or bool(zeros.any()) else None  # +0+-0=+0
-        (torch.fmax if want_max else torch.fmin)(a, b, out=dst)
-        if signed is not None:
-            dst.copy_(torch.where(zeros, signed, dst))
+    """max / min by the one rule of every executor (:func:`kernels.backends.kernel_twins.float_minmax`:
+    NaN dropped as NCCL's ``fmaxf`` / ``__hmax``, +0 above -0, a NaN of both operands one fixed NaN, so
+    any operand order gives the same bits; no host sync on CUDA tensors); integers as torch.maximum."""
+    if dst.dtype.is_floating_point:
+        dst.copy_(float_minmax(torch, a, b, want_max))
     else:
         (torch.maximum if want_max else torch.minimum)(a, b, out=dst)
-        return
-    dtype, bits = _NAN_BITS[dst.element_size()]  # both operands NaN: either one's bits, by their order
-    dst.view(dtype).masked_fill_(torch.isnan(dst), bits)
 
 
 def postdiv(x: torch.Tensor, n: int) -> None:

@@ -33,6 +33,8 @@ HARNESS = r"""
 static inline unsigned __float_as_uint(float f) { unsigned u; std::memcpy(&u, &f, 4); return u; }
 static inline float __uint_as_float(unsigned u) { float f; std::memcpy(&f, &u, 4); return f; }
 static inline float __int_as_float(int u) { float f; std::memcpy(&f, &u, 4); return f; }
+static inline long long __double_as_longlong(double d) { long long u; std::memcpy(&u, &d, 8); return u; }
+static inline double __longlong_as_double(long long u) { double d; std::memcpy(&d, &u, 8); return d; }
 static inline float __fmul_rn(float a, float b) { return a * b; }
 static inline float __fadd_rn(float a, float b) { return a + b; }
 static inline double __dmul_rn(double a, double b) { return a * b; }
@@ -110,9 +112,9 @@ MINMAX_DTYPES = {"float16": 6, "float32": 7, "float64": 8, "bfloat16": 9}   # ke
 @pytest.mark.parametrize("name", list(MINMAX_DTYPES))
 @pytest.mark.parametrize("op", ["max", "min"])
 def test_interpreter_max_min_drop_nan_like_nccl(compiled, tmp_path, name, op):
-    """NaN against a number gives the number (NaN only when both are), half / bfloat16 put +0
-    above -0 (__hmax); float / double zero signs are left open by CUDA and not checked.  Every pair
-    of special values and 4096 pairs of random bit patterns."""
+    """The one rule, bits included (tests/_minmax_reference.py): NaN against a number gives the number,
+    +0 above -0 for every type, both NaN the one NaN of all payload bits.  Every pair of special values
+    (NaNs with payloads and signs among them) and 4096 pairs of random bit patterns."""
     import ml_dtypes
     dt = np.dtype(getattr(ml_dtypes, name, None) or name)
     exe = tmp_path / "h"
