@@ -133,6 +133,11 @@ def test_parse_gpu_list(text, expect):
     ("0-2,2", "--gpus '0-2,2': GPU 2 is listed twice"),
     ("", "--gpus: empty GPU list"),
     ("-1", "--gpus '-1': '-1' is not a GPU index or range like 2-5"),
+    # MAX_GPUS is 1024 (topo_probe/guard.py): GPU indices run 0-1023; a range past them is refused before it is
+    # expanded (0-99999999 was a 10**8-item list checked item by item against it: a hang)
+    ("1024", "--gpus '1024': '1024' names a GPU beyond the 1024 a topology may have (0-1023)"),
+    ("0-99999999", "--gpus '0-99999999': '0-99999999' names a GPU beyond the 1024 a topology may have (0-1023)"),
+    ("\u0663", "--gpus '\u0663': '\u0663' is not a GPU index or range like 2-5"),     # ARABIC-INDIC DIGIT THREE
 ])
 def test_parse_gpu_list_errors(text, message):
     with pytest.raises(TopologyError) as exc:

@@ -24,3 +24,15 @@ def test_few_nics_stay_in_the_matrix():
     text = render(get_preset("dgx-h100"))                      # 8 NICs
     header = text.splitlines()[next(i for i, ln in enumerate(text.splitlines()) if ln.strip().startswith("GPU0"))]
     assert "NIC0" in header and not re.search(r"^NIC0-NIC", text, re.M)
+
+
+def test_a_big_cluster_shows_its_first_128_gpus_only():
+    """17 DGX A100 hosts (136 GPUs): the matrices stop at GPU127 (each pair's routes cost about a millisecond:
+    1,024 GPUs took minutes) and a header line says so; the NIC legend keeps the hosts of the shown GPUs."""
+    text = render(cluster("dgx-a100", nodes=17))
+    assert "  shown below: GPUs 0-127 of 136 and their hosts' NICs" in text
+    rows = re.findall(r"^GPU(\d+) ", text, re.M)
+    assert sorted({int(r) for r in rows}) == list(range(128))      # 128 = 16 hosts x 8 GPUs
+    hosts = {int(h) for h in re.findall(r"^  NIC\d+: host (\d+) ", text, re.M)}
+    assert hosts == set(range(16))
+    assert "P2P read/write: " in text and re.search(r"of 16256 ordered GPU pairs", text)   # 128 * 127
