@@ -54,6 +54,17 @@ def test_hand_written_doc_defaults_both_directions():
     assert t.graph.edges["b", "a"]["bandwidth_gbps"] == 50.0 and t.smi_label(1, 0) == "NV2"
 
 
+def test_a_misspelt_link_field_is_refused_not_dropped():
+    """"latency": 5 for latency_us was ignored: the link read with latency 0 us and no word said so."""
+    doc = {"format": "topocoll.topology", "version": 1, "name": "pair",
+           "nodes": [{"id": "a", "kind": "gpu", "index": 0}, {"id": "b", "kind": "gpu", "index": 1}],
+           "links": [{"src": "a", "dst": "b", "kind": "nvlink", "bandwidth_gbps": 50, "latency": 5.0}]}
+    with pytest.raises(TopologyError) as exc:
+        topology_from_dict(doc, source="m.json")
+    assert str(exc.value) == ("m.json: links[0]: unknown field 'latency' (a link has bandwidth_gbps, both, dst, kind, "
+                              "latency_us, links, src)")
+
+
 # ---------------------------------------------------------------- random topologies
 @st.composite
 def random_topologies(draw):
