@@ -103,6 +103,12 @@ def _check_attrs(attrs: dict, where: str, source: str) -> None:
     if attrs.get("speed_gbps") is not None:
         check_float(attrs["speed_gbps"], f"{source}: {where}.speed_gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
                     hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+    for key in ("pci_bus_id", "compute_capability", "name", "gcn_arch", "affinity"):   # read with str methods
+        if attrs.get(key) is not None and not isinstance(attrs[key], str):
+            raise TopologyError(f"{source}: {where}.{key} must be a string, got {show(attrs[key])}")
+    cc = attrs.get("compute_capability")
+    if cc is not None and not re.fullmatch(r"[0-9]{1,2}\.[0-9]{1,2}", cc):     # "9.0": what NVML reports
+        raise TopologyError(f"{source}: {where}.compute_capability {show(cc)} is not a major.minor like '9.0'")
     if attrs.get("transport") is not None and attrs["transport"] not in NIC_TRANSPORTS:
         raise TopologyError(f"{source}: {where}.transport {show(attrs['transport'])} is not one of "
                             f"{', '.join(NIC_TRANSPORTS)}")

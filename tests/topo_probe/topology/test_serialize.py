@@ -149,6 +149,12 @@ MALFORMED = [
     (_set(["p2p_overrides"], [{"src": 0, "dst": 5, "read": True, "write": True, "atomics": True}]),
      "p2p_overrides[0].dst must be a GPU index 0..2, got 5"),
     (_set(["links", 0, "both"], "yes"), "links[0].both must be true or false, got 'yes'"),
+    # read with str methods: an integer bus id ended topo-probe --nccl-xml in an AttributeError traceback
+    (_set(["nodes", 0, "pci_bus_id"], 5), "nodes[0].pci_bus_id must be a string, got 5"),
+    (_set(["nodes", 0, "compute_capability"], 9.0), "nodes[0].compute_capability must be a string, got 9.0"),
+    # was accepted, and the GPU's SM silently read as unknown
+    (_set(["nodes", 0, "compute_capability"], "abc"),
+     "nodes[0].compute_capability 'abc' is not a major.minor like '9.0'"),
 ]
 
 
