@@ -66,7 +66,8 @@ def parse_gpu_list(text: str) -> list[int]:
         m = re.fullmatch(r"([0-9]+)(?:\s*-\s*([0-9]+))?", item)    # ASCII digits: \d also takes '٣'
         if not m:
             raise TopologyError(f"--gpus {text!r}: {item!r} is not a GPU index or range like 2-5")
-        lo, hi = (min(int(d[:10]), 10**9) if d else None for d in m.groups())  # d[:10]: int() of 5,000 digits fails
+        # at most 10 significant digits (int() of 5,000 digits fails; any 10 are past MAX_GPUS); zeros first
+        lo, hi = (int(d.lstrip("0")[:10] or "0") if d else None for d in m.groups())
         hi = lo if hi is None else hi
         if hi < lo:
             raise TopologyError(f"--gpus {text!r}: range {item!r} runs backwards")

@@ -159,6 +159,20 @@ def test_parse_gpu_list_round_trip(gpus):
     assert parse_gpu_list(",".join(parts)) == gpus
 
 
+@settings(derandomize=True, max_examples=80, deadline=None)
+@given(st.integers(0, 10**12), st.integers(0, 30), st.integers(0, 30))
+def test_zero_padded_gpu_index_reads_as_int_does(g, pad_lo, pad_hi):
+    """Leading zeros change nothing (Python's int() is the reference): '00000000005' was read as GPU 0 once only
+    the first 10 digits were kept, and '00000000009999' as GPU 0, not refused."""
+    one, pair = "0" * pad_lo + str(g), f"{'0' * pad_lo}0-{'0' * pad_hi}{g}"
+    if g < 1024:    # MAX_GPUS (topo_probe/guard.py)
+        assert parse_gpu_list(one) == [int(one)] and parse_gpu_list(pair) == list(range(g + 1))
+    else:
+        for text in (one, pair):
+            with pytest.raises(TopologyError, match="names a GPU beyond the 1024"):
+                parse_gpu_list(text)
+
+
 def test_rocm_smi_showtopo_is_named_not_misread(fixtures_dir, tmp_path):
     """rocm-smi --showtopo has GPU0 rows like an nvidia-smi matrix; it is refused in one line that says what
     it is (hand-written fixture, tests/fixtures/family/README.md), whichever of its tables comes first."""
