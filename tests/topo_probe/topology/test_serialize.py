@@ -207,3 +207,16 @@ def test_check_replaceable_takes_an_empty_file_refuses_any_other(tmp_path):
         check_replaceable("--json", empty, lambda head: False, "a topology JSON")
     with pytest.raises(UsageError, match="not a regular file"):
         check_replaceable("--json", tmp_path, lambda head: True, "a topology JSON")
+
+
+@pytest.mark.parametrize("sm", [0, 5, 90, 103, 120, 1000, 1 << 20])     # 1 << 20: the most the NCCL XML loader takes
+def test_what_topo_probe_writes_from_an_nccl_xml_reads_back(sm, fixtures_dir, tmp_path):
+    """An NCCL XML ``sm`` of 1000 became compute_capability '100.0', which the JSON loader then refused as
+    'not a major.minor': a file topo-probe --json wrote could not be read back."""
+    from topo_probe.load import load_topology
+    xml = tmp_path / "t.xml"
+    xml.write_text((fixtures_dir / "nccl_topo_dump_h200_partial.xml").read_text().replace('sm="90"', f'sm="{sm}"'))
+    t = load_topology(str(xml))
+    assert {d.get("nccl_sm") for _, d in t.graph.nodes(data=True) if d.get("kind") == "gpu"} == {sm}
+    back = topology_from_dict(json.loads(json.dumps(topology_to_dict(t))), source="t.json")
+    assert back.fingerprint() == t.fingerprint() and topology_to_dict(back) == topology_to_dict(t)
