@@ -20,6 +20,7 @@ from pathlib import Path
 from topo_probe.errors import TopologyError
 from topo_probe.guard import (
     MAX_BANDWIDTH_GBPS,
+    MAX_GPUS,
     MAX_LINKS_PER_EDGE,
     MIN_BANDWIDTH_GBPS,
     check_float,
@@ -42,7 +43,8 @@ def parse_gpu_list(text: str) -> list[int]:
     Raises
     ------
     TopologyError
-        One line naming the bad item (not an index or range, reversed range, repeated GPU).
+        One line naming the bad item (not an index or range, reversed range, repeated GPU, an
+        index of :data:`~topo_probe.guard.MAX_GPUS` or more: checked before a range is expanded).
 
     Examples
     --------
@@ -56,20 +58,26 @@ def parse_gpu_list(text: str) -> list[int]:
     topo_probe.errors.TopologyError: --gpus '1,x': 'x' is not a GPU index or range like 2-5
     """
     out: list[int] = []
+    seen: set[int] = set()
     if not text.strip():
         raise TopologyError("--gpus: empty GPU list")
     for item in text.split(","):
         item = item.strip()
-        m = re.fullmatch(r"(\d+)(?:\s*-\s*(\d+))?", item)
+        m = re.fullmatch(r"([0-9]+)(?:\s*-\s*([0-9]+))?", item)    # ASCII digits: \d also takes '٣'
         if not m:
             raise TopologyError(f"--gpus {text!r}: {item!r} is not a GPU index or range like 2-5")
-        lo = int(m.group(1))
-        hi = int(m.group(2)) if m.group(2) is not None else lo
+        # at most 10 significant digits (int() of 5,000 digits fails; any 10 are past MAX_GPUS); zeros first
+        lo, hi = (int(d.lstrip("0")[:10] or "0") if d else None for d in m.groups())
+        hi = lo if hi is None else hi
         if hi < lo:
             raise TopologyError(f"--gpus {text!r}: range {item!r} runs backwards")
+        if hi >= MAX_GPUS:      # before expanding: 0-99999999 would otherwise build a list of 10**8
+            raise TopologyError(f"--gpus {show(text)}: {show(item)} names a GPU beyond the {MAX_GPUS} a topology "
+                                f"may have (0-{MAX_GPUS - 1})")
         for g in range(lo, hi + 1):
-            if g in out:
+            if g in seen:
                 raise TopologyError(f"--gpus {text!r}: GPU {g} is listed twice")
+            seen.add(g)
             out.append(g)
     return out
 

@@ -133,6 +133,11 @@ def test_parse_gpu_list(text, expect):
     ("0-2,2", "--gpus '0-2,2': GPU 2 is listed twice"),
     ("", "--gpus: empty GPU list"),
     ("-1", "--gpus '-1': '-1' is not a GPU index or range like 2-5"),
+    # MAX_GPUS is 1024 (topo_probe/guard.py): GPU indices run 0-1023; a range past them is refused before it is
+    # expanded (0-99999999 was a 10**8-item list checked item by item against it: a hang)
+    ("1024", "--gpus '1024': '1024' names a GPU beyond the 1024 a topology may have (0-1023)"),
+    ("0-99999999", "--gpus '0-99999999': '0-99999999' names a GPU beyond the 1024 a topology may have (0-1023)"),
+    ("\u0663", "--gpus '\u0663': '\u0663' is not a GPU index or range like 2-5"),     # ARABIC-INDIC DIGIT THREE
 ])
 def test_parse_gpu_list_errors(text, message):
     with pytest.raises(TopologyError) as exc:
@@ -152,6 +157,20 @@ def test_parse_gpu_list_round_trip(gpus):
         parts.append(str(gpus[k]) if e == k else f"{gpus[k]}-{gpus[e]}")
         k = e + 1
     assert parse_gpu_list(",".join(parts)) == gpus
+
+
+@settings(derandomize=True, max_examples=80, deadline=None)
+@given(st.integers(0, 10**12), st.integers(0, 30), st.integers(0, 30))
+def test_zero_padded_gpu_index_reads_as_int_does(g, pad_lo, pad_hi):
+    """Leading zeros change nothing (Python's int() is the reference): '00000000005' was read as GPU 0 once only
+    the first 10 digits were kept, and '00000000009999' as GPU 0, not refused."""
+    one, pair = "0" * pad_lo + str(g), f"{'0' * pad_lo}0-{'0' * pad_hi}{g}"
+    if g < 1024:    # MAX_GPUS (topo_probe/guard.py)
+        assert parse_gpu_list(one) == [int(one)] and parse_gpu_list(pair) == list(range(g + 1))
+    else:
+        for text in (one, pair):
+            with pytest.raises(TopologyError, match="names a GPU beyond the 1024"):
+                parse_gpu_list(text)
 
 
 def test_rocm_smi_showtopo_is_named_not_misread(fixtures_dir, tmp_path):

@@ -71,17 +71,27 @@ def _natural(name: str) -> tuple:
     return tuple(int(t) if t.isdigit() else t for t in re.split(r"(\d+)", str(name)))
 
 
-def sorted_nics(topo: Topology) -> list[str]:
-    """The NICs in host, then natural name order (``nic2`` before ``nic10``)."""
-    return sorted(topo.nodes_of_kind("nic"), key=lambda n: (topo.graph.nodes[n].get("host", 0), _natural(n)))
+def sorted_nics(topo: Topology, gpus: int | None = None) -> list[str]:
+    """The NICs in host, then natural name order (``nic2`` before ``nic10``); with ``gpus``,
+    only those on the hosts of GPUs ``0 .. gpus-1``."""
+    nics = topo.nodes_of_kind("nic")
+    if gpus is not None and gpus < topo.num_gpus:
+        hosts = {topo.host_of(i) for i in range(gpus)}
+        nics = [n for n in nics if topo.graph.nodes[n].get("host", 0) in hosts]
+    return sorted(nics, key=lambda n: (topo.graph.nodes[n].get("host", 0), _natural(n)))
 
 
-def smi_matrix(topo: Topology) -> str:
+#: Most GPUs the matrices show: each pair's routes cost about a millisecond, so 1,024 GPUs (a
+#: 128-host cluster, ``torus:32x32``) took minutes; beyond this the first ones are shown.
+SHOWN_GPUS = 128
+
+
+def smi_matrix(topo: Topology, gpus: int | None = None) -> str:
     """An ``nvidia-smi topo -m`` style matrix: GPU and NIC rows/columns, CPU and NUMA affinity,
     then the legend (and a NIC legend when there are NICs).  With more than
     :data:`NIC_COLUMNS` NICs the NIC columns move to blocks of that many below the matrix, so
-    no line grows with the NIC count."""
-    gpus, nics = topo.gpus, sorted_nics(topo)
+    no line grows with the NIC count.  ``gpus``: only GPUs ``0 .. gpus-1`` and their hosts' NICs."""
+    gpus, nics = topo.gpus[:gpus], sorted_nics(topo, gpus)
     wide = len(nics) > NIC_COLUMNS
     shown = [] if wide else nics
     names = [f"GPU{topo.graph.nodes[g]['index']}" for g in gpus] + [f"NIC{k}" for k in range(len(shown))]
@@ -140,9 +150,10 @@ def pair_bandwidth_gbps(topo: Topology, i: int, j: int) -> float:
     return min(topo.graph.edges[e]["bandwidth_gbps"] / f for e, f in load.items())
 
 
-def bandwidth_matrix(topo: Topology) -> list[list[float]]:
-    """``m[i][j]`` = :func:`pair_bandwidth_gbps` (GB/s per direction); 0 on the diagonal."""
-    n = topo.num_gpus
+def bandwidth_matrix(topo: Topology, gpus: int | None = None) -> list[list[float]]:
+    """``m[i][j]`` = :func:`pair_bandwidth_gbps` (GB/s per direction); 0 on the diagonal; GPUs
+    ``0 .. gpus-1`` (all without ``gpus``)."""
+    n = topo.num_gpus if gpus is None else min(gpus, topo.num_gpus)
     return [[0.0 if i == j else pair_bandwidth_gbps(topo, i, j) for j in range(n)] for i in range(n)]
 
 
@@ -152,9 +163,9 @@ def _num(x: float) -> str:
     return s + "0" if s.endswith(".") else s
 
 
-def format_bandwidth_matrix(topo: Topology) -> str:
+def format_bandwidth_matrix(topo: Topology, gpus: int | None = None) -> str:
     """:func:`bandwidth_matrix` as text, one row per sending GPU."""
-    m = bandwidth_matrix(topo)
+    m = bandwidth_matrix(topo, gpus)
     n = len(m)
     cells = [["X" if i == j else _num(m[i][j]) for j in range(n)] for i in range(n)]
     width = max(7, max((len(c) for r in cells for c in r), default=1) + 2)
@@ -175,11 +186,12 @@ def _wrapped(first: str, words: list[str], width: int = 100) -> list[str]:
     return lines + [cur.rstrip()]
 
 
-def p2p_gdr_summary(topo: Topology) -> str:
-    """P2P read/write per ordered GPU pair (grouped by reason) and GPUDirect RDMA per GPU."""
-    n = topo.num_gpus
+def p2p_gdr_summary(topo: Topology, gpus: int | None = None) -> str:
+    """P2P read/write per ordered GPU pair (grouped by reason) and GPUDirect RDMA per GPU
+    (GPUs ``0 .. gpus-1`` and their hosts' NICs with ``gpus``)."""
+    n = topo.num_gpus if gpus is None else min(gpus, topo.num_gpus)
     ok, why = 0, defaultdict(set)
-    for i, j in topo.gpu_pairs():
+    for i, j in ((i, j) for i in range(n) for j in range(n) if i != j):
         cap = topo.p2p(i, j)
         if cap.supported:
             ok += 1
@@ -188,7 +200,7 @@ def p2p_gdr_summary(topo: Topology) -> str:
     lines = [f"P2P read/write: {ok} of {n * (n - 1)} ordered GPU pairs"]
     for reason, pairs in sorted(why.items()):
         lines += _wrapped(f"  no P2P ({reason}): ", [f"{a}-{b}" for a, b in sorted(pairs)])
-    nics = sorted_nics(topo)
+    nics = sorted_nics(topo, n)
     if not nics:
         lines.append("GPUDirect RDMA: no NICs")
         return "\n".join(lines)
@@ -218,5 +230,9 @@ def render(topo: Topology) -> str:
     head += [f"  assumption: {a}" for a in topo.assumptions]
     host = host_assumption_line(topo)
     head += [f"  host assumption {host}"] if host else []
-    return "\n\n".join(["\n".join(head), smi_matrix(topo), format_bandwidth_matrix(topo),
-                        p2p_gdr_summary(topo)])
+    k = min(topo.num_gpus, SHOWN_GPUS)
+    if k < topo.num_gpus:
+        head.append(f"  shown below: GPUs 0-{k - 1} of {topo.num_gpus} and their hosts' NICs (--format json "
+                    f"or --json OUT gives the whole topology)")
+    return "\n\n".join(["\n".join(head), smi_matrix(topo, k), format_bandwidth_matrix(topo, k),
+                        p2p_gdr_summary(topo, k)])

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 
 from topo_probe.errors import TopologyError
+from topo_probe.guard import MAX_GPUS
 from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
 from topo_probe.topology.model import Topology
@@ -94,6 +95,9 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
     k = positive_count(nodes, 1, "cluster nodes")
     if any(int(d.get("host", 0)) != 0 for _, d in base.graph.nodes(data=True)):
         raise TopologyError(f"cluster: {base.name!r} already spans several hosts")
+    if k * base.num_gpus > MAX_GPUS:     # before building: 4,096 DGX hosts would take a minute, then be refused
+        raise TopologyError(f"cluster: {k} hosts of {base.num_gpus} GPUs is {k * base.num_gpus} GPUs, more than the "
+                            f"{MAX_GPUS} a topology may have")
     nics = base.nodes_of_kind("nic")
     if not nics:
         raise TopologyError(f"cluster: {base.name!r} has no NICs to join hosts with")

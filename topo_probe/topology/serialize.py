@@ -16,7 +16,8 @@ tree (:mod:`topo_probe.topology.host_assumption`).
 ``bandwidth_gbps`` is the edge total in GB/s per direction, ``latency_us`` one-way µs.
 ``both`` (default ``true``) adds the reverse direction with the same attributes; the writer
 folds symmetric pairs into one entry and writes one-way edges with ``"both": false``.
-Loading validates every field and names the bad one (``links[3].bandwidth_gbps must be > 0``),
+Loading validates every field and names the bad one (``links[3].bandwidth_gbps must be > 0``; a
+link field it does not know, such as ``latency`` for ``latency_us``, is refused, not ignored),
 and rejects a topology whose GPUs are not all connected.
 
 >>> from topo_probe.machines.generators import ring
@@ -57,6 +58,8 @@ from topo_probe.topology.model import LINK_KINDS, NIC_TRANSPORTS, NODE_KINDS, P2
 FORMAT = "topocoll.topology"
 VERSION = 1
 _EDGE_FIELDS = ("kind", "links", "bandwidth_gbps", "latency_us")
+#: every field a link entry may have (what :func:`topology_to_dict` writes)
+_LINK_KEYS = frozenset(("src", "dst", "both") + _EDGE_FIELDS)
 
 
 def topology_to_dict(topo: Topology) -> dict[str, Any]:
@@ -100,6 +103,13 @@ def _check_attrs(attrs: dict, where: str, source: str) -> None:
     if attrs.get("speed_gbps") is not None:
         check_float(attrs["speed_gbps"], f"{source}: {where}.speed_gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
                     hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+    for key in ("pci_bus_id", "compute_capability", "name", "gcn_arch", "affinity"):   # read with str methods
+        if attrs.get(key) is not None and not isinstance(attrs[key], str):
+            raise TopologyError(f"{source}: {where}.{key} must be a string, got {show(attrs[key])}")
+    cc = attrs.get("compute_capability")
+    # "9.0" from NVML; the NCCL XML loader writes sm // 10 . sm % 10, so an sm of 1000 is "100.0"
+    if cc is not None and not re.fullmatch(r"[0-9]{1,7}\.[0-9]{1,2}", cc):
+        raise TopologyError(f"{source}: {where}.compute_capability {show(cc)} is not a major.minor like '9.0'")
     if attrs.get("transport") is not None and attrs["transport"] not in NIC_TRANSPORTS:
         raise TopologyError(f"{source}: {where}.transport {show(attrs['transport'])} is not one of "
                             f"{', '.join(NIC_TRANSPORTS)}")
@@ -150,6 +160,9 @@ def _links(topo: Topology, links: Any, source: str) -> None:
                 raise _fail(source, f"{where}.{end} {show(ln.get(end))} is not a node")
         if ln["src"] == ln["dst"]:
             raise _fail(source, f"{where}: src and dst are both {ln['src']!r}")
+        unknown = sorted(set(ln) - _LINK_KEYS, key=str)
+        if unknown:     # a misspelt "latency" would otherwise leave latency_us at 0 without a word
+            raise _fail(source, f"{where}: unknown field {show(unknown[0])} (a link has {', '.join(sorted(_LINK_KEYS))})")
         if not isinstance(ln.get("kind"), str) or ln["kind"] not in LINK_KINDS:
             raise _fail(source, f"{where}.kind {show(ln.get('kind'))} is not one of {', '.join(LINK_KINDS)}")
         n = check_int(ln.get("links", 1), f"{source}: {where}.links", TopologyError, lo=1, hi=MAX_LINKS_PER_EDGE)

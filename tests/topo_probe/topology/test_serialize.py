@@ -54,6 +54,17 @@ def test_hand_written_doc_defaults_both_directions():
     assert t.graph.edges["b", "a"]["bandwidth_gbps"] == 50.0 and t.smi_label(1, 0) == "NV2"
 
 
+def test_a_misspelt_link_field_is_refused_not_dropped():
+    """"latency": 5 for latency_us was ignored: the link read with latency 0 us and no word said so."""
+    doc = {"format": "topocoll.topology", "version": 1, "name": "pair",
+           "nodes": [{"id": "a", "kind": "gpu", "index": 0}, {"id": "b", "kind": "gpu", "index": 1}],
+           "links": [{"src": "a", "dst": "b", "kind": "nvlink", "bandwidth_gbps": 50, "latency": 5.0}]}
+    with pytest.raises(TopologyError) as exc:
+        topology_from_dict(doc, source="m.json")
+    assert str(exc.value) == ("m.json: links[0]: unknown field 'latency' (a link has bandwidth_gbps, both, dst, kind, "
+                              "latency_us, links, src)")
+
+
 # ---------------------------------------------------------------- random topologies
 @st.composite
 def random_topologies(draw):
@@ -138,6 +149,12 @@ MALFORMED = [
     (_set(["p2p_overrides"], [{"src": 0, "dst": 5, "read": True, "write": True, "atomics": True}]),
      "p2p_overrides[0].dst must be a GPU index 0..2, got 5"),
     (_set(["links", 0, "both"], "yes"), "links[0].both must be true or false, got 'yes'"),
+    # read with str methods: an integer bus id ended topo-probe --nccl-xml in an AttributeError traceback
+    (_set(["nodes", 0, "pci_bus_id"], 5), "nodes[0].pci_bus_id must be a string, got 5"),
+    (_set(["nodes", 0, "compute_capability"], 9.0), "nodes[0].compute_capability must be a string, got 9.0"),
+    # was accepted, and the GPU's SM silently read as unknown
+    (_set(["nodes", 0, "compute_capability"], "abc"),
+     "nodes[0].compute_capability 'abc' is not a major.minor like '9.0'"),
 ]
 
 
@@ -190,3 +207,16 @@ def test_check_replaceable_takes_an_empty_file_refuses_any_other(tmp_path):
         check_replaceable("--json", empty, lambda head: False, "a topology JSON")
     with pytest.raises(UsageError, match="not a regular file"):
         check_replaceable("--json", tmp_path, lambda head: True, "a topology JSON")
+
+
+@pytest.mark.parametrize("sm", [0, 5, 90, 103, 120, 1000, 1 << 20])     # 1 << 20: the most the NCCL XML loader takes
+def test_what_topo_probe_writes_from_an_nccl_xml_reads_back(sm, fixtures_dir, tmp_path):
+    """An NCCL XML ``sm`` of 1000 became compute_capability '100.0', which the JSON loader then refused as
+    'not a major.minor': a file topo-probe --json wrote could not be read back."""
+    from topo_probe.load import load_topology
+    xml = tmp_path / "t.xml"
+    xml.write_text((fixtures_dir / "nccl_topo_dump_h200_partial.xml").read_text().replace('sm="90"', f'sm="{sm}"'))
+    t = load_topology(str(xml))
+    assert {d.get("nccl_sm") for _, d in t.graph.nodes(data=True) if d.get("kind") == "gpu"} == {sm}
+    back = topology_from_dict(json.loads(json.dumps(topology_to_dict(t))), source="t.json")
+    assert back.fingerprint() == t.fingerprint() and topology_to_dict(back) == topology_to_dict(t)
