@@ -3,11 +3,19 @@ whose inner nodes are relays of given kinds (never GPUs), in the order networkx'
 ``all_shortest_paths`` lists them on that filtered view, so routes and everything computed from
 them stay as they were.
 
-One breadth-first search per source serves every destination: a display of 8 DGX H100 hosts
-asks for the routes of 4,032 GPU pairs and their PCIe classes, and one search per pair over a
-filtered view took 40 s of CPU (64 hosts: minutes).  The search expands the source and relay
-nodes only; an endpoint it reaches (another GPU, a NIC where NICs do not relay) is recorded but
-not expanded, which is what leaving it out of the view did for every path to a destination.
+One breadth-first search per source, over the relays only, serves every destination: a display
+of 8 DGX H100 hosts asks for the routes of 4,032 GPU pairs and their PCIe classes, and one search
+per pair over a filtered view took 40 s of CPU (64 hosts: minutes).  Endpoints (GPUs, NICs where
+NICs do not relay) are never passed through, so the search never visits them: a destination
+looks up its own in-edges from the relays reached (O(in-degree)).  A search that visited them
+cost O(endpoints) per source, and ``topo-probe --topology torus:32x32`` (2,048 endpoints under
+one PCIe switch, each NIC row of the display a new source) took 663 s.
+
+Paths are counted before they are listed (one sum per relay over its predecessors, the count of
+fewest-hop paths by dynamic programming on the search's levels): a pair with more than
+:data:`MAX_PATHS` of them is refused in one line rather than listed.  The count grows
+exponentially in a grid of switches (C(2k-2, k-1) corner to corner of a k x k one); every preset and generated
+cluster has at most 18 (tests/topo_probe/topology/test_shortest_paths.py checks).
 
 >>> import networkx as nx
 >>> g = nx.DiGraph()
@@ -15,13 +23,28 @@ not expanded, which is what leaving it out of the view did for every path to a d
 ...     g.add_edge(u, v, kind="nvlink")
 >>> for n, k in [("g0", "gpu"), ("g1", "gpu"), ("g2", "gpu"), ("sw0", "nvswitch"), ("sw1", "nvswitch")]:
 ...     g.nodes[n]["kind"] = k
->>> PathIndex(g, ("nvlink",), frozenset({"sw0", "sw1"})).paths("g0", "g1")   # never through g2
-[('g0', 'sw0', 'g1'), ('g0', 'sw1', 'g1')]
+>>> index = PathIndex(g, ("nvlink",), frozenset({"sw0", "sw1"}))
+>>> index.paths("g0", "g1"), index.count("g0", "g1")   # never through g2
+([('g0', 'sw0', 'g1'), ('g0', 'sw1', 'g1')], 2)
 """
 
 from __future__ import annotations
 
-__all__ = ["PathIndex"]
+from topo_probe.errors import TopologyError
+
+__all__ = ["MAX_PATHS", "PathIndex"]
+
+#: Most fewest-hop paths one pair may have (the presets and clusters: 18 at most, gb200-nvl72's NVSwitch planes).
+MAX_PATHS = 65_536
+
+
+class _Search:
+    """The relays reached from one source: discovery rank, level, predecessors, path counts."""
+
+    __slots__ = ("rank", "level", "pred", "count")
+
+    def __init__(self, src) -> None:
+        self.rank, self.level, self.pred, self.count = {src: 0}, {src: 0}, {src: []}, {src: 1}
 
 
 class PathIndex:
@@ -29,10 +52,11 @@ class PathIndex:
     ``relays`` (node ids) only; the searches of the last ``keep`` sources are kept."""
 
     def __init__(self, graph, edge_kinds: tuple, relays: frozenset, keep: int = 64) -> None:
-        self._graph, self._adj, self._kinds = graph, graph.succ, frozenset(edge_kinds)
+        self._graph, self._kinds = graph, frozenset(edge_kinds)
         self._relays, self._keep = relays, keep
-        self._preds: dict = {}
+        self._searches: dict = {}
         self._shape = _shape(graph)
+        self._relay_succ = self._relay_adjacency()
 
     def valid_for(self, graph) -> bool:
         """Whether this index still describes ``graph``: the same object with as many nodes, checked
@@ -42,53 +66,83 @@ class PathIndex:
         destinations of one source.)"""
         return graph is self._graph and len(graph) == self._shape[0]
 
-    def _predecessors(self, src) -> dict:
-        pred = self._preds.get(src)
-        if pred is not None:
-            return pred
+    def _relay_adjacency(self) -> dict:
+        """Each relay's relay successors over the edge kinds, in the graph's adjacency order."""
+        adj, kinds, relays = self._graph.succ, self._kinds, self._relays
+        return {r: [w for w, d in adj[r].items() if d["kind"] in kinds and w in relays]
+                for r in relays if r in adj}
+
+    def _search(self, src) -> _Search:
+        found = self._searches.get(src)
+        if found is not None:
+            return found
         if _shape(self._graph) != self._shape:   # edges changed: start again
-            self._preds.clear()
-            self._shape = _shape(self._graph)
-        adj, kinds, relays = self._adj, self._kinds, self._relays
-        level, nextlevel, seen, pred = 0, [src], {src: 0}, {src: []}
-        while nextlevel:                         # networkx's ``predecessor``, level by level
+            self._searches.clear()
+            self._shape, self._relay_succ = _shape(self._graph), self._relay_adjacency()
+        s, kinds, relays, succ = _Search(src), self._kinds, self._relays, self._relay_succ
+        level, nextlevel = 1, [w for w, d in self._graph.succ[src].items() if d["kind"] in kinds and w in relays]
+        for w in nextlevel:
+            s.rank[w], s.level[w], s.pred[w], s.count[w] = len(s.rank), 1, [src], 1
+        while nextlevel:                         # networkx's ``predecessor``, level by level, relays only
             level += 1
             thislevel, nextlevel = nextlevel, []
             for v in thislevel:
-                if v != src and v not in relays:
-                    continue                     # an endpoint: reached, never passed through
-                for w, data in adj[v].items():
-                    if data["kind"] not in kinds:
-                        continue
-                    if w not in seen:
-                        pred[w], seen[w] = [v], level
+                for w in succ[v]:
+                    seen = s.level.get(w)
+                    if seen is None:
+                        s.rank[w], s.level[w], s.pred[w], s.count[w] = len(s.rank), level, [v], s.count[v]
                         nextlevel.append(w)
-                    elif seen[w] == level:
-                        pred[w].append(v)
-        if len(self._preds) >= self._keep:
-            del self._preds[next(iter(self._preds))]
-        self._preds[src] = pred
-        return pred
+                    elif seen == level:
+                        s.pred[w].append(v)
+                        s.count[w] += s.count[v]
+        if len(self._searches) >= self._keep:
+            del self._searches[next(iter(self._searches))]
+        self._searches[src] = s
+        return s
+
+    def _last_hop(self, s: _Search, dst) -> list:
+        """The nodes a fewest-hop path enters ``dst`` from, in the search's discovery order."""
+        if dst in s.pred:                        # a relay (or the source) reached: its own predecessors
+            return s.pred[dst]
+        kinds, level = self._kinds, s.level
+        ins = [v for v, d in self._graph.pred[dst].items() if v in level and d["kind"] in kinds]
+        if not ins:
+            return []
+        low = min(level[v] for v in ins)
+        return sorted((v for v in ins if level[v] == low), key=s.rank.__getitem__)
+
+    def count(self, src, dst) -> int:
+        """How many fewest-hop ``src`` -> ``dst`` paths there are (0 if none), without listing them."""
+        if dst == src:
+            return 1
+        s = self._search(src)
+        return sum(s.count[v] for v in self._last_hop(s, dst))
 
     def paths(self, src, dst) -> list[tuple]:
-        """Every fewest-hop ``src`` -> ``dst`` path (tuples of node ids); ``[]`` if there is none."""
-        pred = self._predecessors(src)
+        """Every fewest-hop ``src`` -> ``dst`` path (tuples of node ids); ``[]`` if there is none;
+        :class:`TopologyError` if there are more than :data:`MAX_PATHS`."""
         if dst == src:
             return [(src,)]
-        if dst not in pred:
-            return []
+        s = self._search(src)
+        last = self._last_hop(s, dst)
+        total = sum(s.count[v] for v in last)
+        if total > MAX_PATHS:
+            raise TopologyError(f"{src} -> {dst}: {total} fewest-hop paths over {'/'.join(sorted(self._kinds))} "
+                                f"links, more than the {MAX_PATHS} a route may spread over")
+        pred = s.pred
         out, stack, top = [], [[dst, 0]], 0      # networkx's ``_build_paths_from_predecessors``
         while top >= 0:
             node, i = stack[top]
             if node == src:
                 out.append(tuple(n for n, _ in reversed(stack[: top + 1])))
-            if len(pred[node]) > i:
+            ps = last if top == 0 else pred[node]
+            if len(ps) > i:
                 stack[top][1] = i + 1
                 top += 1
                 if top == len(stack):
-                    stack.append([pred[node][i], 0])
+                    stack.append([ps[i], 0])
                 else:
-                    stack[top][:] = [pred[node][i], 0]
+                    stack[top][:] = [ps[i], 0]
             else:
                 top -= 1
         return out
