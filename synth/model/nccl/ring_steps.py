@@ -229,6 +229,8 @@ def ll_chunk_factor(t, coll: str, algo: str, proto: str, channels: int, nbytes: 
     version, and the threads NCCL gives LL at ``nbytes``); 1 for other protocols."""
     if proto != "LL":
         return 1.0
+    # all_gather / reduce_scatter: nchunksPerLoop = nRanks on the total bytes (v2.4.8-1 enqueue.cc lines 256-257,
+    # argcheck.cc line 52), the same as their device loop's one chunk on one rank's block (all_gather.h line 87)
     chunks = t.machine.ranks if algo == "ring" and coll in ("allreduce", "allgather", "reducescatter") else 1
     threads = t.channels(algo, proto, nbytes, coll)[1]
     return ll_busiest_channel_factor(nbytes, channels, chunks, threads, t.version)
