@@ -40,6 +40,7 @@ from synth.model.nccl.constants import (
     TREE_CORRECTION,
     coll_steps,
     compcap_index,
+    ll_max_bw_gbs,
 )
 from synth.model.nccl.rccl_net import RCCL_NTHREADS, rccl_partial_host
 from synth.model.nccl.ring_steps import simple_ring_threads
@@ -145,17 +146,16 @@ class TuneTable:
         n, v = graph.n_channels, self.version
         bus = n * (graph.bw_intra if (m.nodes <= 2 or algo.startswith("collnet")) else graph.bw_inter)
         bus = min(bus, ampere_bus_cap_gbs(m.sm, v))                  # 2.8-2.17: Ampere at most 235 GB/s
-        ll_max = LL_MAX_BWS[idx1][idx2]
-        if algo == "ring" and proto == "LL":
-            bus = min(ll_max, bus * ring_ll_factor(coll, m.nodes, v))
+        if algo == "ring" and proto == "LL":                         # llMaxBws from 2.8 only
+            bus = min(ll_max_bw_gbs(idx1, idx2, v), bus * ring_ll_factor(coll, m.nodes, v))
         elif algo == "ring" and proto == "LL128":
             bus = min(bus * ll128_ring_factor(m.gpus_per_node, v),
                       ll128_ring_bus_cap_gbs(coll, n, per_channel_tables(v)[0][cc][idx2], v))
         elif algo == "tree":
             if coll == "allreduce":
                 bus = min(bus * 0.92, n * tree_per_channel_gbs(m.sm, m.nodes, PER_CH_MAX_TREE[cc][idx2], v))
-            if proto == "LL":
-                bus = min(bus / 3.8, ll_max)
+            if proto == "LL":       # before 2.8 llMaxBws stands in for maxTreeBw (v2.7.8-1 lines 114-117), not modelled
+                bus = min(bus / 3.8, LL_MAX_BWS[idx1][idx2])
             elif proto == "LL128":
                 bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0),
                           n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_TREE_LL128[cc][idx2], v))
