@@ -17,6 +17,7 @@ from synth.model.nccl.constants import (
     busbw_factor,
     compcap_index,
     ll_max_bw_gbs,
+    ll_row_index,
 )
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
@@ -73,13 +74,16 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
         return math.inf
     cc, idx2 = _table_row(m)
     if proto == "LL":
-        idx1 = cc if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
-        ll = ll_max_bw_gbs(idx1, idx2, version)                 # none before 2.8
+        if m.amd:                                               # RCCL 0cbce2a7's (2.21.5) table
+            ll = LL_MAX_BWS[cc][idx2]
+        else:                                                   # none before 2.8; rows by version
+            idx1 = ll_row_index(m.sm, version) if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
+            ll = ll_max_bw_gbs(idx1, idx2, version)
         factor = ring_ll_factor(coll, m.nodes, version)
         if factor < 0.5 and not m.amd:
             graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
             ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
-        if idx1 == cc and not m.amd:
+        if m.nodes == 1 and not m.amd:
             ll = min(ll, ll_cta_cap_gbs(m, g))
         return ll * channels / (AMD_REF_CHANNELS if m.amd else g.n_channels)
     if proto == "LL128":

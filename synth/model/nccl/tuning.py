@@ -25,6 +25,7 @@ from synth.model.nccl.constants import (
     HW_NVLINK,
     HW_PCI,
     LL_MAX_BWS,
+    LL_MAX_BWS_SINCE,
     MAX_NTHREADS,
     NCCL_MAX_NVLS_ARITY,
     NET_OVERHEAD_US,
@@ -41,6 +42,7 @@ from synth.model.nccl.constants import (
     coll_steps,
     compcap_index,
     ll_max_bw_gbs,
+    ll_row_index,
 )
 from synth.model.nccl.rccl_net import RCCL_NTHREADS, rccl_partial_host
 from synth.model.nccl.ring_steps import simple_ring_threads
@@ -121,7 +123,8 @@ class TuneTable:
     def _indices(self) -> tuple[int, int, int]:
         m = self.machine
         cc = compcap_index(m.sm)
-        return cc, (cc if m.nodes == 1 else 1 if m.cpu_vendor == "amd" else 0), min(m.nodes, 3) - 1
+        row = ll_row_index(m.sm, self.version) if m.nodes == 1 else 1 if m.cpu_vendor == "amd" else 0
+        return cc, row, min(m.nodes, 3) - 1
 
     def _nvls_bw(self, coll: str, algo: str, graph: Graph) -> float:
         m = self.machine
@@ -154,8 +157,9 @@ class TuneTable:
         elif algo == "tree":
             if coll == "allreduce":
                 bus = min(bus * 0.92, n * tree_per_channel_gbs(m.sm, m.nodes, PER_CH_MAX_TREE[cc][idx2], v))
-            if proto == "LL":       # before 2.8 llMaxBws stands in for maxTreeBw (v2.7.8-1 lines 114-117), not modelled
-                bus = min(bus / 3.8, LL_MAX_BWS[idx1][idx2])
+            if proto == "LL":       # before 2.8 2.28's llMaxBws stands in for maxTreeBw (v2.7.8-1 lines 114-117)
+                pre_28 = LL_MAX_BWS[cc if m.nodes == 1 else idx1][idx2]
+                bus = min(bus / 3.8, ll_max_bw_gbs(idx1, idx2, v) if v >= LL_MAX_BWS_SINCE else pre_28)
             elif proto == "LL128":
                 bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0),
                           n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_TREE_LL128[cc][idx2], v))
