@@ -16,6 +16,8 @@ from synth.model.nccl.constants import (
     at_sm_clock,
     busbw_factor,
     compcap_index,
+    ll_max_bw_gbs,
+    ll_row_index,
 )
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
@@ -50,7 +52,8 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
     Simple: the per-channel LL128 figure in payload terms.  Before 2.21 the LL cap is NCCL's own lower
     estimate of that version (a quarter or a third of its ring graph's bandwidth,
     :func:`~.versions.ring_ll_factor`; 8 x A100 on NCCL 2.8: 58.75 GB/s, a quarter of 235, on all 24
-    channels), as llMaxBws is of later ones.
+    channels), as llMaxBws is of later ones; before 2.8, which has no llMaxBws (:data:`.constants.LL_MAX_BWS_SINCE`),
+    that estimate alone.
 
     RCCL keeps both tables (ROCm/rccl 0cbce2a7 src/graph/tuning.cc ``llMaxBws``,
     ``perChMaxRingLL128Bws``) and picks the row by ``comm->minCompCap``, which it reads from HIP's
@@ -71,13 +74,16 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
         return math.inf
     cc, idx2 = _table_row(m)
     if proto == "LL":
-        idx1 = cc if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
-        ll = LL_MAX_BWS[idx1][idx2]
+        if m.amd:                                               # RCCL 0cbce2a7's (2.21.5) table
+            ll = LL_MAX_BWS[cc][idx2]
+        else:                                                   # none before 2.8; rows by version
+            idx1 = ll_row_index(m.sm, version) if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
+            ll = ll_max_bw_gbs(idx1, idx2, version)
         factor = ring_ll_factor(coll, m.nodes, version)
         if factor < 0.5 and not m.amd:
             graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
             ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
-        if idx1 == cc and not m.amd:
+        if m.nodes == 1 and not m.amd:
             ll = min(ll, ll_cta_cap_gbs(m, g))
         return ll * channels / (AMD_REF_CHANNELS if m.amd else g.n_channels)
     if proto == "LL128":

@@ -123,6 +123,23 @@ TREE_LAT_28 = ((4.4, 4.4, 0.0), ((.52, 1.25, 28.0), (1.0, 1.9, 28.0), (5.0, 8.5,
 TREE_LAT_28_VERSIONS = ((2, 8), (2, 18))
 #: tuning.cc llMaxBws [GPU gen on 1 node | CPU vendor (0 Intel, 1 AMD) across nodes][1, 2, >2 nodes]
 LL_MAX_BWS = ((39.0, 39.0, 20.4), (87.7, 22.5, 19.0), (141.0, 45.0, 35.0), (282.0, 90.0, 70.0))
+#: first NCCL with ``llMaxBws`` (NVIDIA/nccl v2.8.3-1 src/graph/tuning.cc line 75; no such table in v2.7.8-1, whose
+#: ring LL is ``busBw *= 1/4 or 1/3`` alone, line 113, and tree LL ``busBw *= 1.0/3.8``, line 119)
+LL_MAX_BWS_SINCE = (2, 8)
+#: ``llMaxBws`` by release: (first version, rows), the rows as :data:`LL_MAX_BWS`: Volta and Ampere only in
+#: v2.8.3-1 .. v2.14.3-1 (src/graph/tuning.cc line 75); a Hopper row equal to Ampere's in v2.15.1-1 .. v2.20.5-1
+#: (v2.15.1-1 lines 82-86); Hopper 141 / 45 / 35 from v2.21.5-1 (lines 86-90); a Blackwell row from v2.25.1-1
+#: (lines 151-156), the same to v2.30.7-1
+LL_MAX_BWS_BY_VERSION = (
+    (LL_MAX_BWS_SINCE, LL_MAX_BWS[:2]),
+    ((2, 15), LL_MAX_BWS[:2] + (LL_MAX_BWS[1],)),
+    ((2, 21), LL_MAX_BWS[:3]),
+    ((2, 25), LL_MAX_BWS),
+)
+#: first NCCL whose one-host row takes ``minCompCap >= 90 / >= 80`` (v2.17.1-1 tuning.cc line 115); before it an
+#: exact compute capability: ``compCap80`` (min == max == 80, v2.8.3-1 line 98) or exactly 80 / 90 (v2.15.1-1 line
+#: 111), any other GPU (sm86, sm89, Hopper before 2.15, Blackwell) the Volta row
+LL_ROW_AT_LEAST_VERSION = (2, 17)
 #: tuning.cc perChMaxRingLL128Bws, perChMaxTreeLL128Bws, perChMaxTreeBws, perChMaxNVLSTreeBws [gen][nodes]
 PER_CH_MAX_RING_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 36.7), (73.4, 73.4, 73.4))
 PER_CH_MAX_TREE_LL128 = ((20.0, 20.0, 20.0), (20.0, 20.0, 20.0), (36.7, 36.7, 29.0), (55.6, 31.67, 20.0))
@@ -261,6 +278,40 @@ def compcap_index(sm: int) -> int:
     return 3 if sm >= 100 else 2 if sm >= 90 else 1 if sm >= 80 else 0
 
 
+def ll_row_index(sm: int, version: tuple) -> int:
+    """The one-host ``llMaxBws`` row NCCL ``version`` picks for compute capability ``sm``
+    (:data:`LL_MAX_BWS_BY_VERSION`, :data:`LL_ROW_AT_LEAST_VERSION`).
+
+    >>> [ll_row_index(s, (2, 12)) for s in (70, 80, 86, 90, 100)], [ll_row_index(s, (2, 16)) for s in (86, 90, 100)]
+    ([0, 1, 0, 0, 0], [0, 2, 0])
+    >>> [ll_row_index(s, (2, 21)) for s in (86, 90, 100)], ll_row_index(100, (2, 25))
+    ([1, 2, 2], 3)
+    """
+    rows = len(_ll_max_bws(version))
+    if tuple(version) < LL_ROW_AT_LEAST_VERSION:
+        return {80: 1, 90: 2}.get(sm, 0) if rows > 2 else int(sm == 80)
+    return min(compcap_index(sm), rows - 1)
+
+
+def _ll_max_bws(version: tuple) -> tuple:
+    rows = LL_MAX_BWS_BY_VERSION[0][1]
+    for since, table in LL_MAX_BWS_BY_VERSION:
+        rows = table if tuple(version) >= since else rows
+    return rows
+
+
+def ll_max_bw_gbs(idx1: int, idx2: int, version: tuple) -> float:
+    """NCCL ``version``'s ``llMaxBws[idx1][idx2]`` (GB/s; ``idx1`` on one host from :func:`ll_row_index`, across
+    hosts the CPU vendor); ``inf`` before :data:`LL_MAX_BWS_SINCE`, which has none.
+
+    >>> ll_max_bw_gbs(0, 0, (2, 8, 3)), ll_max_bw_gbs(0, 0, (2, 7, 8)), ll_max_bw_gbs(0, 0, (2, 4))
+    (39.0, inf, inf)
+    >>> ll_max_bw_gbs(2, 0, (2, 15)), ll_max_bw_gbs(2, 0, (2, 21)), ll_max_bw_gbs(3, 0, (2, 25))
+    (87.7, 141.0, 282.0)
+    """
+    return _ll_max_bws(version)[idx1][idx2] if tuple(version) >= LL_MAX_BWS_SINCE else float("inf")
+
+
 def coll_steps(coll: str, n_ranks: int) -> int:
     """Ring steps NCCL counts: 2(n-1) for allreduce, n-1 for allgather / reducescatter, else n.
 
@@ -292,7 +343,8 @@ __all__ = ["ALGOS", "PROTOS", "ALGORITHMS", "PROTOCOLS", "ALGO_NAMES", "PROTO_NA
            "HW_NVLINK", "HW_PCI", "HW_NET", "NVLINK_BW_PER_LINK", "PCI_BW_BY_GEN", "PCIE_X16_GBS", "CPU_LINK_BW",
            "SPEEDS_INTRA", "SPEEDS_INTER", "MAXCHANNELS", "NVLS_NCHANNELS", "NVLS_NCHANNELS_SM100",
            "NVLS_NCHANNELS_SM100_NVL", "NCCL_MAX_NVLS_ARITY", "BASE_LAT", "HW_LAT", "RING_LAT_BY_VERSION", "TREE_LAT_28", "TREE_LAT_28_VERSIONS",
-           "LL_MAX_BWS",
+           "LL_MAX_BWS", "LL_MAX_BWS_SINCE", "LL_MAX_BWS_BY_VERSION", "LL_ROW_AT_LEAST_VERSION", "ll_max_bw_gbs",
+           "ll_row_index",
            "PER_CH_MAX_RING_LL128", "PER_CH_MAX_TREE_LL128", "PER_CH_MAX_TREE", "PER_CH_MAX_NVLS_TREE",
            "NVLS_EFFICIENCY", "TREE_CORRECTION", "NVLS_TREE_CORRECTION_SM", "NVLS_TREE_CORRECTION_COLUMNS",
            "NVLS_TREE_CORRECTION_VERSION", "THREAD_THRESHOLD", "MAX_NTHREADS", "NET_OVERHEAD_US",

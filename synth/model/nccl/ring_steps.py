@@ -41,14 +41,14 @@ The loss shrinks with the ring: 2 GPUs' all_gather sends in 1 step of 3 (with th
 copy), 8 GPUs' in 7 of 9.  Units: steps; ``share`` a fraction of a step.
 
 **Direct writes skip the final copy (NCCL < 2.23, every rank in one process).**  Two GPUs of one process
-connect through a direct pointer (NVIDIA/nccl v2.22.3-1 ``src/transport/p2p.cc`` lines 361-363:
+connect through a direct pointer (NVIDIA/nccl v2.22.3-1 ``src/transport/p2p.cc`` lines 362-364:
 ``P2P_SAME_PID`` and ``NCCL_P2P_DIRECT_DISABLE`` unset set ``NCCL_DIRECT_WRITE``, or ``NCCL_DIRECT_READ`` in
 read mode; v2.8.4-1 lines 165-166 the same as ``NCCL_DIRECT_GPU``).  A ring all_gather / all_reduce runs its
 primitives with ``Direct=1`` (v2.22.3-1 ``all_gather.h`` line 26, ``all_reduce.h`` line 26; reduce_scatter's
 ``Direct=0``, ``reduce_scatter.h`` line 27), and without a registered buffer a write-mode connection still
 becomes ``DirectWrite`` ("direct read not allowed in non-register case", ``prims_simple.h`` lines 458-465):
 the sender writes into the receiver's output and the receiver's last step, whose source is now its own
-output (lines 139-140), copies nothing.  From 2.23 direct mode needs a registered buffer (v2.23.4-1
+output (lines 143-144), copies nothing.  From 2.23 direct mode needs a registered buffer (v2.23.4-1
 ``prims_simple.h`` line 502, ``Direct && regFlag``), which nccl-tests does not give.  Read mode (Ampere over
 NVLink, :func:`p2p_read_mode`), ranks in several processes (their connections go through IPC, not a direct
 pointer) and rings that cross hosts (a GPU receiving from its NIC still copies, and the slowest GPU sets the
@@ -196,7 +196,7 @@ def simple_ring_threads(m: NcclMachine, graphs, version: tuple = NCCL_VERSION) -
 #: ``NCCL_LL_MAX_NTHREADS`` 512 from 2.5)
 LL_SLICE_BYTES_PER_THREAD = 8 * 8
 #: NCCL versions [from, to) that round an LL collective's last chunk up to ``nThreads x 8`` bytes (``ALIGN_SIZE
-#: (lastChunkSize, nThreads*sizeof(uint64_t))``: v2.4.8-1 src/enqueue.cc line 337 .. v2.19.3-1 line 1355; v2.20.3-1
+#: (lastChunkSize, nThreads*sizeof(uint64_t))``: v2.4.8-1 src/enqueue.cc line 337 .. v2.19.3-1 line 1382; v2.20.3-1
 #: computes chunks without ``lastChunkSize``)
 LL_CHUNK_ALIGN_VERSIONS = ((2, 4), (2, 20))
 
@@ -229,6 +229,8 @@ def ll_chunk_factor(t, coll: str, algo: str, proto: str, channels: int, nbytes: 
     version, and the threads NCCL gives LL at ``nbytes``); 1 for other protocols."""
     if proto != "LL":
         return 1.0
+    # all_gather / reduce_scatter: nchunksPerLoop = nRanks on the total bytes (v2.4.8-1 enqueue.cc lines 256-257,
+    # argcheck.cc line 52), the same as their device loop's one chunk on one rank's block (all_gather.h line 87)
     chunks = t.machine.ranks if algo == "ring" and coll in ("allreduce", "allgather", "reducescatter") else 1
     threads = t.channels(algo, proto, nbytes, coll)[1]
     return ll_busiest_channel_factor(nbytes, channels, chunks, threads, t.version)
@@ -275,7 +277,8 @@ def p2p_fifo_fill_factor(part_bytes: float, chunk_bytes: int, copy_share: float 
     channel's send rate over the CTA's copy rate, as :func:`ring_send_share`'s ``share``); at most one write's time
     is charged (a copy slower than the write would set the pace, not modelled).  Only a direct pointer
     (:func:`ring_direct_write`: before 2.23 with every rank in one process; from 2.23 ``Direct && ipcReg``,
-    ``prims_simple.h`` line 744, a registered buffer nccl-tests does not give) writes straight into the output.
+    v2.28.7-1 ``prims_simple.h`` line 744, a registered buffer nccl-tests does not give) writes straight into the
+    output.
 
     >>> [p2p_fifo_fill_factor(b << 10, 512 << 10, 0.2) for b in (64, 512, 1024, 2048)]
     [1.2, 1.2, 1.1, 1.05]

@@ -67,8 +67,8 @@ RING_LL_BY_COLL_VERSION, REFINE_28_VERSION = (2, 7), (2, 8)
 #: first NCCL that charges one GPU per node the tree's network hop ("With ppn=1 latencies are fully exposed, use the
 #: Tree network latency", v2.23.4-1 src/graph/tuning.cc lines 235-236; v2.22.3-1 line 225 takes the algorithm's own)
 PPN1_TREE_NET_LAT_VERSION = (2, 23)
-#: tuning.cc ``if (compCap80) busBw = std::min(busBw, 235.0f)``: up to v2.17.1-1 (gone in v2.18.1-1)
-AMPERE_BUS_CAP_GBS, AMPERE_BUS_CAP_UNTIL = 235.0, (2, 18)
+#: tuning.cc ``if (compCap80) busBw = std::min(busBw, 235.0f)``: v2.7.5-1 line 112 .. v2.17.1-1 (v2.7.3-1: ``*= .92``)
+AMPERE_BUS_CAP_GBS, AMPERE_BUS_CAP_SINCE, AMPERE_BUS_CAP_UNTIL = 235.0, (2, 7, 5), (2, 18)
 #: tuning.cc ``ll128MaxBwPerCh[NCCL_NUM_FUNCTIONS]`` of v2.8.4-1 / v2.9.9-1 (GB/s per ring channel); a scalar
 #: 20.0 from v2.10.3-1 (the model's 2.28 table holds 20.0 for Volta and Ampere)
 LL128_PER_CH_BY_COLL_28 = {"broadcast": 18.8, "reduce": 12.0, "allgather": 18.3, "reducescatter": 15.2,
@@ -165,12 +165,12 @@ def ring_ll_factor(coll: str, nodes: int, version: tuple) -> float:
 
 
 def ampere_bus_cap_gbs(sm: int, version: tuple) -> float:
-    """Most graph bus bandwidth (GB/s) NCCL 2.8-2.17's tuner credits an Ampere (sm80) communicator.
+    """Most graph bus bandwidth (GB/s) NCCL 2.7.5-2.17's tuner credits an Ampere (sm80) communicator.
 
-    >>> ampere_bus_cap_gbs(80, (2, 8)), ampere_bus_cap_gbs(80, (2, 18)), ampere_bus_cap_gbs(90, (2, 8))
-    (235.0, inf, inf)
+    >>> [ampere_bus_cap_gbs(80, v) for v in ((2, 7, 3), (2, 7, 5), (2, 8), (2, 18))], ampere_bus_cap_gbs(90, (2, 8))
+    ([inf, 235.0, 235.0, inf], inf)
     """
-    ok = sm == 80 and _refined(version) and tuple(version) < AMPERE_BUS_CAP_UNTIL
+    ok = sm == 80 and AMPERE_BUS_CAP_SINCE <= tuple(version) < AMPERE_BUS_CAP_UNTIL
     return AMPERE_BUS_CAP_GBS if ok else math.inf
 
 

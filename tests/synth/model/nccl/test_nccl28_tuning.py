@@ -85,3 +85,16 @@ def test_ring_plateau_by_hand():
     assert t.latency[("allreduce", "ring", "Simple")] == pytest.approx(122.8)
     assert t.algo_time_us("allreduce", "ring", "Simple", 65535) == pytest.approx(122.8 + 65535 / bw)
     assert t.algo_time_us("allreduce", "ring", "Simple", 65536) == pytest.approx(122.8 * 1.9 + 65536 / bw)
+
+
+def test_ll_max_bws_only_from_2_8():
+    """``llMaxBws`` first appears in v2.8.3-1 (src/graph/tuning.cc line 75); v2.7.8-1's ring LL is ``busBw *= 1/4
+    or 1/3`` alone (line 113).  DGX-1's 6 NVLink rings x 20 GB/s: all_gather LL at 2.7 is 120 / 3 = 40 GB/s bus
+    (x 8 / 7 algorithm), at 2.8 min(39, 40) = 39; the execution model's LL cap follows (40 on 2.7's 12 channels)."""
+    v100 = NcclMachine.from_topology(get_preset("dgx1-v100"))
+    t27, t28 = NcclModel(v100, version=(2, 7)).table, NcclModel(v100, version=V28).table
+    assert (t27.graphs.ring.n_channels, t27.graphs.ring.bw_intra) == (6, 20.0)
+    assert t27.bandwidth[("allgather", "ring", "LL")] == pytest.approx(40.0 * 8 / 7)
+    assert t28.bandwidth[("allgather", "ring", "LL")] == pytest.approx(39.0 * 8 / 7)
+    assert ring_channel_cap_gbs(v100, "LL", 12, t27.graphs, "allgather", (2, 7)) == pytest.approx(40.0)
+    assert ring_channel_cap_gbs(v100, "LL", 12, t28.graphs, "allgather", V28) == pytest.approx(39.0)
