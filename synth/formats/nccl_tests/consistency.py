@@ -32,23 +32,25 @@ SLACK = 2e-3
 
 
 def half_unit(value: float) -> float:
-    """Half a unit of the last digit ``value`` was printed with, read from its shortest form (a printed ``103.80``
-    reads as ``103.8``: the bound only widens).  A whole number below 1,000 was printed with 2 decimals (``0.00``,
-    ``10.00``: ``getFloatStr``'s first choice fits, as in older builds' ``%6.2f``), up to 1e6 with at most 0
-    (``123457``), above in exponent form (``1.2e+06`` is +-50,000).
+    """Half a unit of the last digit ``value`` was printed with, read from its shortest form.  A number below
+    1,000 was printed with 2 decimals (``0.00``, ``10.00``, ``1.20``: ``getFloatStr``'s first choice fits, as in
+    older builds' ``%6.2f``), so its shortest form's trailing zeros are put back (a flipped ``1.24`` -> ``1.20`` is
+    not read as ``1.2`` +- 0.05); from 1,000 the shortest form sets it (a printed ``1034.50`` reads as ``1034.5``:
+    the bound only widens), up to 1e6 with at most 0 decimals (``123457``), above in exponent form (``1.2e+06`` is
+    +-50,000).
 
-    >>> half_unit(38.85), half_unit(16330.4), half_unit(10.0), half_unit(123457.0), half_unit(1.2e6)
-    (0.005, 0.05, 0.005, 0.5, 50000.0)
+    >>> half_unit(38.85), half_unit(1.2), half_unit(16330.4), half_unit(10.0), half_unit(123457.0), half_unit(1.2e6)
+    (0.005, 0.005, 0.05, 0.005, 0.5, 50000.0)
     """
     text = repr(float(value))
     if "e" in text or not math.isfinite(value):
         return abs(value) * 0.05
     whole, _, frac = text.partition(".")
     frac = frac.rstrip("0")
+    if abs(value) < 1000:
+        return 0.5 * 10.0 ** -max(2, len(frac))
     if frac:
         return 0.5 * 10.0 ** -len(frac)
-    if abs(value) < 1000:
-        return 0.005
     digits = whole.lstrip("-")
     return 0.5 * 10.0 ** (len(digits) - len(digits.rstrip("0")) if abs(value) >= 1e6 else 0)
 

@@ -87,6 +87,19 @@ def test_a_flipped_digit_is_said_where_no_true_time_prints_the_row(data):
         assert _could_print(int(toks[0]), *nums, widen=0.01), (lines[k], toks)
 
 
+def test_a_flip_to_a_trailing_zero_is_said():
+    """1.24 -> 1.20 in a 32 KiB row's busbw (3 % off its algbw 0.66): the float 1.2 must not be read as printed
+    with one decimal (+- 0.05, which would hide it); nccl-tests prints every number below 1,000 with 2."""
+    lines, rows = _rows()
+    k = next(k for k in rows if lines[k].split()[0] == "32768")
+    toks = lines[k].split()
+    assert toks[6] == "1.24" and not _could_print(32768, toks[4], toks[5], "1.20")
+    toks[6] = "1.20"
+    log = parse_runs("\n".join(lines[:k] + ["  " + "  ".join(toks)] + lines[k + 1:]))[0]
+    row = [r for r, x in enumerate(log.rows) if x.size == 32768][0]
+    assert [(r, p, c) for r, p, c, *_ in inconsistent_rows(log)] == [(row, "out-of-place", "busbw")]
+
+
 def test_sweep_and_simulate_import_say_the_file_line_and_column(tmp_path, capsys):
     """0.36 -> 0.46 in a 16 KiB row's out-of-place algbw: imported silently before."""
     from kernels.sweep.cli import main as sweep
