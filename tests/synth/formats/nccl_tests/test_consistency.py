@@ -182,3 +182,13 @@ def test_a_log_printed_by_nccl_tests_from_true_times_reads_clean(ranks, latency_
             row += f"  {_float_str(t, 7)}  {_float_str(a, 6)}  {_float_str(a * 2 * (ranks - 1) / ranks, 6)}  0"
         lines.append(f"  {size}  {size // 4}  float  sum  -1{row}")
     assert inconsistent_rows(parse_runs("\n".join(lines) + "\n")[0]) == []
+
+
+def test_times_are_known_to_what_each_nccl_tests_build_printed():
+    """First builds: ms with 3 decimals (+-0.5 us); before getFloatStr: 2 decimals below 100 us, 1 below 10,000
+    (NVIDIA/nccl-tests 2b00b4b src/common.cu 596-602: a printed 172.0 is +-0.05); v2.19.6: 2 below 10,000."""
+    from synth.formats.nccl_tests.consistency import _time_around
+    assert _time_around(120.0, "ms") == (119.5, 120.5)
+    assert _time_around(172.0, "us") == pytest.approx((171.95, 172.05))
+    assert _time_around(49.5, "us") == pytest.approx((49.495, 49.505))
+    assert _time_around(1234.56, "us") == pytest.approx((1234.555, 1234.565))
