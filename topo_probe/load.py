@@ -66,8 +66,9 @@ def parse_gpu_list(text: str) -> list[int]:
         m = re.fullmatch(r"([0-9]+)(?:\s*-\s*([0-9]+))?", item)    # ASCII digits: \d also takes '٣'
         if not m:
             raise TopologyError(f"--gpus {text!r}: {item!r} is not a GPU index or range like 2-5")
-        # at most 10 significant digits (int() of 5,000 digits fails; any 10 are past MAX_GPUS); zeros first
-        lo, hi = (int(d.lstrip("0")[:10] or "0") if d else None for d in m.groups())
+        # int() of 5,000 digits fails: a number of more than 10 significant digits reads as 10**10 (past MAX_GPUS,
+        # and still above any shorter one, so a range of two such numbers is refused as too big, not as backwards)
+        lo, hi = (min(int(d.lstrip("0")[:11] or "0"), 10**10) if d else None for d in m.groups())
         hi = lo if hi is None else hi
         if hi < lo:
             raise TopologyError(f"--gpus {text!r}: range {item!r} runs backwards")

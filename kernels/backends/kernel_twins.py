@@ -146,7 +146,7 @@ def _minmax_select(xp, x, y, want_max: bool):
     pick_x = xp.where(zeros, xp.signbit(x) != want_max, pick_x)
     out = xp.where(pick_x, x, y)
     ints = {2: xp.int16, 4: xp.int32, 8: xp.int64}[x.itemsize]
-    nan = xp.full_like(x.reshape(-1)[:1], NAN_BITS[x.itemsize], dtype=ints).view(x.dtype)    # on x's device
+    nan = xp.full_like(x, NAN_BITS[x.itemsize], dtype=ints).view(x.dtype)    # on x's device, x's shape (0-d too)
     return xp.where(xp.isnan(out), nan, out)
 
 

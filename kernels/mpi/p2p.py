@@ -49,7 +49,9 @@ def send(comm, array, peer: int, rank: int | None = None) -> None:
 def recv(comm, array, peer: int, rank: int | None = None) -> None:
     """Receive ``array.size`` elements from ``peer`` into ``array`` (see module docstring)."""
     check_peer(comm, "recv", peer, rank)
-    array = check_array(array, "recv", comm.rank)
+    array = _out(check_array(array, "recv", comm.rank), "recv")      # before a message is matched
+    if not getattr(array.flags, "writeable", True):
+        raise BufferLayoutError(f"recv: rank {comm.rank}'s array is read-only")
     MPI, waiter, me = comm.waiter.MPI, comm.waiter, comm.rank
     msg, got, tag = _probe(comm, peer)
     want = array.size * array.dtype.itemsize
@@ -61,7 +63,7 @@ def recv(comm, array, peer: int, rank: int | None = None) -> None:
                                 f"rank {peer}, which sent {got} bytes of {sent}; send and recv must name the "
                                 f"same size and type")
     wire = comm._wire_for(array)
-    buf, fin = wire.recv_buffer(array.size, array.dtype, into=_out(array, "recv").reshape(-1))
+    buf, fin = wire.recv_buffer(array.size, array.dtype, into=array.reshape(-1))
     req = msg.Irecv([buf, MPI.BYTE])
     try:
         waiter.all([req], f"recv from rank {peer}", lambda i: peer)

@@ -174,7 +174,7 @@ _MPI: list = []
 
 def _reducer(dst, acc, tmp, binop):
     """``dst = acc (op) tmp`` as a call without arguments, as :func:`reduce_copy_with` computes it
-    (a bare ufunc only where that is the same: :func:`plain_ufunc`; float8 and avg go through it)."""
+    (a bare ufunc only where that is the same: :func:`plain_ufunc`; float8, avg and floating max/min go through it)."""
     ufunc = plain_ufunc(np, dst.dtype, binop)
     if ufunc is None:
         return lambda: reduce_copy_with(np, dst, acc, tmp, binop)

@@ -137,6 +137,9 @@ def test_parse_gpu_list(text, expect):
     # expanded (0-99999999 was a 10**8-item list checked item by item against it: a hang)
     ("1024", "--gpus '1024': '1024' names a GPU beyond the 1024 a topology may have (0-1023)"),
     ("0-99999999", "--gpus '0-99999999': '0-99999999' names a GPU beyond the 1024 a topology may have (0-1023)"),
+    # two numbers past 10 digits: cut to 10 they compared backwards (9999999999 > 1000000000)
+    ("99999999999-100000000000", "--gpus '99999999999-100000000000': '99999999999-100000000000' names a GPU "
+                                 "beyond the 1024 a topology may have (0-1023)"),
     ("\u0663", "--gpus '\u0663': '\u0663' is not a GPU index or range like 2-5"),     # ARABIC-INDIC DIGIT THREE
 ])
 def test_parse_gpu_list_errors(text, message):

@@ -81,8 +81,8 @@ def sorted_nics(topo: Topology, gpus: int | None = None) -> list[str]:
     return sorted(nics, key=lambda n: (topo.graph.nodes[n].get("host", 0), _natural(n)))
 
 
-#: Most GPUs the matrices show: each pair's routes cost about a millisecond, so 1,024 GPUs (a
-#: 128-host cluster, ``torus:32x32``) took minutes; beyond this the first ones are shown.
+#: Most GPUs the matrices show (beyond this the first ones): a matrix of 1,024 GPUs (a 128-host cluster,
+#: ``torus:32x32``) is a million pairs, each with its routes and PCIe class, and no one reads it.
 SHOWN_GPUS = 128
 
 

@@ -108,7 +108,7 @@ def _check_attrs(attrs: dict, where: str, source: str) -> None:
             raise TopologyError(f"{source}: {where}.{key} must be a string, got {show(attrs[key])}")
     cc = attrs.get("compute_capability")
     # "9.0" from NVML; the NCCL XML loader writes sm // 10 . sm % 10, so an sm of 1000 is "100.0"
-    if cc is not None and not re.fullmatch(r"[0-9]{1,7}\.[0-9]{1,2}", cc):
+    if cc is not None and not re.fullmatch(r"[0-9]{1,7}\.[0-9]", cc):      # one rule with sm_from_compute_capability
         raise TopologyError(f"{source}: {where}.compute_capability {show(cc)} is not a major.minor like '9.0'")
     if attrs.get("transport") is not None and attrs["transport"] not in NIC_TRANSPORTS:
         raise TopologyError(f"{source}: {where}.transport {show(attrs['transport'])} is not one of "

@@ -15,7 +15,7 @@ Paths are counted before they are listed (one sum per relay over its predecessor
 fewest-hop paths by dynamic programming on the search's levels): a pair with more than
 :data:`MAX_PATHS` of them is refused in one line rather than listed.  The count grows
 exponentially in a grid of switches (C(2k-2, k-1) corner to corner of a k x k one); every preset and generated
-cluster has at most 18 (tests/topo_probe/topology/test_shortest_paths.py checks).
+cluster has at most 18 over NVLink/NVSwitch and the network (tests/topo_probe/topology/test_path_counts.py checks).
 
 >>> import networkx as nx
 >>> g = nx.DiGraph()

@@ -31,24 +31,33 @@ MIN_PRECISE = 3
 SLACK = 2e-3
 
 
-def half_unit(value: float) -> float:
-    """Half a unit of the last digit ``value`` was printed with, read from its shortest form (a printed ``103.80``
-    reads as ``103.8``: the bound only widens).  A whole number below 1,000 was printed with 2 decimals (``0.00``,
-    ``10.00``: ``getFloatStr``'s first choice fits, as in older builds' ``%6.2f``), up to 1e6 with at most 0
-    (``123457``), above in exponent form (``1.2e+06`` is +-50,000).
+#: the fewest decimals nccl-tests prints a bandwidth (``BW``) or a time (``TIME``) with, below each bound:
+#: v2.19.6 ``getFloatStr`` (src/util.cu lines 487-497: width 6 for bandwidths, 2 decimals below 1,000, 1 below
+#: 10,000; width 7 for times, 2 below 10,000) and the builds before it (``%6.2f`` bandwidths; times ``%7.2f``
+#: below 100 us, ``%7.1f`` below 10,000, ``%7.0f`` above: NVIDIA/nccl-tests 2b00b4b src/common.cu lines 596-602)
+BW_DECIMALS = ((1000.0, 2), (10000.0, 1))
+TIME_DECIMALS = ((100.0, 2), (10000.0, 1))
 
-    >>> half_unit(38.85), half_unit(16330.4), half_unit(10.0), half_unit(123457.0), half_unit(1.2e6)
-    (0.005, 0.05, 0.005, 0.5, 50000.0)
+
+def half_unit(value: float, decimals: tuple = BW_DECIMALS) -> float:
+    """Half a unit of the last digit ``value`` was printed with: its shortest form's decimals, but at least the
+    ``decimals`` every nccl-tests build prints below each bound (a flipped ``1.24`` -> ``1.20`` GB/s is not read as
+    ``1.2`` +- 0.05); past them the shortest form sets it (the bound only widens), up to 1e6 with at most 0
+    decimals (``123457``), above in exponent form (``1.2e+06`` is +-50,000).
+
+    >>> half_unit(38.85), half_unit(1.2), half_unit(1034.5), half_unit(10.0), half_unit(123457.0), half_unit(1.2e6)
+    (0.005, 0.005, 0.05, 0.005, 0.5, 50000.0)
+    >>> half_unit(49.5, TIME_DECIMALS), half_unit(172.0, TIME_DECIMALS), half_unit(16330.0, TIME_DECIMALS)
+    (0.005, 0.05, 0.5)
     """
     text = repr(float(value))
     if "e" in text or not math.isfinite(value):
         return abs(value) * 0.05
     whole, _, frac = text.partition(".")
     frac = frac.rstrip("0")
-    if frac:
-        return 0.5 * 10.0 ** -len(frac)
-    if abs(value) < 1000:
-        return 0.005
+    least = next((d for bound, d in decimals if abs(value) < bound), 0)
+    if frac or least:
+        return 0.5 * 10.0 ** -max(least, len(frac))
     digits = whole.lstrip("-")
     return 0.5 * 10.0 ** (len(digits) - len(digits.rstrip("0")) if abs(value) >= 1e6 else 0)
 
@@ -87,9 +96,7 @@ def _around(value: float, scale: tuple[float, float] | None = None) -> tuple[flo
 def _time_around(time_us: float, unit: str) -> tuple[float, float]:
     """The µs a time printed in ``unit`` may stand for: the first builds' ms (``%7.3f``, NVIDIA/nccl-tests
     b188a15 src/common.cu line 573) are +-0.5 µs."""
-    if unit != "ms":
-        return _around(time_us)
-    d = half_unit(round(time_us / 1e3, 9)) * 1e3
+    d = 0.5 if unit == "ms" else half_unit(time_us, TIME_DECIMALS)
     return time_us - d, time_us + d
 
 
@@ -161,4 +168,5 @@ def inconsistent_notes(log, path: str | Path) -> list[str]:
             f"factor)" for k, place, col, value, want in bad]
 
 
-__all__ = ["MIN_PRECISE", "PRECISE_GBPS", "SLACK", "half_unit", "inconsistent_notes", "inconsistent_rows"]
+__all__ = ["BW_DECIMALS", "MIN_PRECISE", "PRECISE_GBPS", "SLACK", "TIME_DECIMALS", "half_unit", "inconsistent_notes",
+           "inconsistent_rows"]

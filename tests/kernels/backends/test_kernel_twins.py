@@ -12,8 +12,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from kernels.backends.kernel_twins import (PreMulSum, postdiv_host, postdiv_with, premul_scale, reduce_copy_host,
-                                          reduce_copy_with)
+from kernels.backends.kernel_twins import (PreMulSum, float_minmax, postdiv_host, postdiv_with, premul_scale,
+                                          reduce_copy_host, reduce_copy_with)
 from topo_probe.errors import InvalidArgument
 
 
@@ -213,3 +213,15 @@ def test_float_max_min_drop_nan_like_nccl(name, op):
     hand = {"max": [3.0, 1.0, 2.0], "min": [3.0, 1.0, -2.0]}[op]       # NaN vs 3, 1 vs NaN, 2 vs -2
     reduce_copy_with(np, d[:3], np.array([np.nan, 1, 2], dt), np.array([3, np.nan, -2], dt), op)
     assert d[:3].astype(np.float64).tolist() == hand
+
+
+@pytest.mark.parametrize("module", ["numpy", "torch"])
+def test_float_minmax_keeps_a_0d_operands_shape(module):
+    """0-d operands stay 0-d (the NaN used to be built from a 1-element slice: torch's combine then raised
+    'output with shape [] doesn't match the broadcast shape [1]'); the value follows the rule: NaN dropped."""
+    xp = pytest.importorskip(module)
+    mk = np.array if module == "numpy" else xp.tensor
+    out = float_minmax(xp, mk(float("nan"), dtype=xp.float32), mk(2.0, dtype=xp.float32), True)
+    assert tuple(out.shape) == () and float(out) == 2.0
+    both = float_minmax(xp, mk(float("nan"), dtype=xp.float32), mk(-float("nan"), dtype=xp.float32), False)
+    assert tuple(both.shape) == () and np.asarray(both).view(np.uint32) == 0x7FFFFFFF

@@ -33,8 +33,8 @@ def test_few_nics_stay_in_the_matrix():
 
 
 def test_a_big_cluster_shows_its_first_128_gpus_only():
-    """17 DGX A100 hosts (136 GPUs): the matrices stop at GPU127 (each pair's routes cost about a millisecond:
-    1,024 GPUs took minutes) and a header line says so; the NIC legend keeps the hosts of the shown GPUs."""
+    """17 DGX A100 hosts (136 GPUs): the matrices stop at GPU127 (1,024 GPUs are a million pairs, each with its
+    routes and PCIe class) and a header line says so; the NIC legend keeps the hosts of the shown GPUs."""
     text = render(cluster("dgx-a100", nodes=17))
     assert "  shown below: GPUs 0-127 of 136 and their hosts' NICs" in text
     rows = re.findall(r"^GPU(\d+) ", text, re.M)

@@ -155,6 +155,8 @@ MALFORMED = [
     # was accepted, and the GPU's SM silently read as unknown
     (_set(["nodes", 0, "compute_capability"], "abc"),
      "nodes[0].compute_capability 'abc' is not a major.minor like '9.0'"),
+    (_set(["nodes", 0, "compute_capability"], "9.10"),        # sm_from_compute_capability reads one minor digit
+     "nodes[0].compute_capability '9.10' is not a major.minor like '9.0'"),
 ]
 
 

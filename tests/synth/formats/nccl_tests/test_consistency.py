@@ -87,6 +87,19 @@ def test_a_flipped_digit_is_said_where_no_true_time_prints_the_row(data):
         assert _could_print(int(toks[0]), *nums, widen=0.01), (lines[k], toks)
 
 
+def test_a_flip_to_a_trailing_zero_is_said():
+    """1.24 -> 1.20 in a 32 KiB row's busbw (3 % off its algbw 0.66): the float 1.2 must not be read as printed
+    with one decimal (+- 0.05, which would hide it); nccl-tests prints every number below 1,000 with 2."""
+    lines, rows = _rows()
+    k = next(k for k in rows if lines[k].split()[0] == "32768")
+    toks = lines[k].split()
+    assert toks[6] == "1.24" and not _could_print(32768, toks[4], toks[5], "1.20")
+    toks[6] = "1.20"
+    log = parse_runs("\n".join(lines[:k] + ["  " + "  ".join(toks)] + lines[k + 1:]))[0]
+    row = [r for r, x in enumerate(log.rows) if x.size == 32768][0]
+    assert [(r, p, c) for r, p, c, *_ in inconsistent_rows(log)] == [(row, "out-of-place", "busbw")]
+
+
 def test_sweep_and_simulate_import_say_the_file_line_and_column(tmp_path, capsys):
     """0.36 -> 0.46 in a 16 KiB row's out-of-place algbw: imported silently before."""
     from kernels.sweep.cli import main as sweep
@@ -169,3 +182,13 @@ def test_a_log_printed_by_nccl_tests_from_true_times_reads_clean(ranks, latency_
             row += f"  {_float_str(t, 7)}  {_float_str(a, 6)}  {_float_str(a * 2 * (ranks - 1) / ranks, 6)}  0"
         lines.append(f"  {size}  {size // 4}  float  sum  -1{row}")
     assert inconsistent_rows(parse_runs("\n".join(lines) + "\n")[0]) == []
+
+
+def test_times_are_known_to_what_each_nccl_tests_build_printed():
+    """First builds: ms with 3 decimals (+-0.5 us); before getFloatStr: 2 decimals below 100 us, 1 below 10,000
+    (NVIDIA/nccl-tests 2b00b4b src/common.cu 596-602: a printed 172.0 is +-0.05); v2.19.6: 2 below 10,000."""
+    from synth.formats.nccl_tests.consistency import _time_around
+    assert _time_around(120.0, "ms") == (119.5, 120.5)
+    assert _time_around(172.0, "us") == pytest.approx((171.95, 172.05))
+    assert _time_around(49.5, "us") == pytest.approx((49.495, 49.505))
+    assert _time_around(1234.56, "us") == pytest.approx((1234.555, 1234.565))
