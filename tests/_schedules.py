@@ -373,3 +373,30 @@ def run_case(sched: Schedule, count: int, dtype: str, op: str, inplace: bool, ba
         if not inplace:
             for r, (x, y) in enumerate(zip(sb, before)):
                 assert x is None or np.array_equal(x, y), f"rank {r}: input buffer was modified"
+
+
+def persistent_run(sched: Schedule, sends, recvs, op: str) -> None:
+    """Run ``sched``'s ops in order, every reduce through ``kernels.mpi.persistent._reducer`` (the call a bound
+    MPI plan makes on a received partial ``tmp``), the other ops as the executor runs them."""
+    from kernels.backends.executor import program_for
+    from kernels.backends.kernel_twins import binop_for, postdiv_host
+    from kernels.mpi.persistent import _reducer
+    n, count = sched.ranks, recvs[0].size
+    prog = program_for(sched, count, sends[0].dtype, op=op)
+    user = [{"send": s, "recv": r} for s, r in zip(sends, recvs)]
+    bufs = [{k: user[r][w] for k, w in prog.bindings[r].items()} for r in range(n)]
+    for r, sizes in enumerate(prog.sizes):
+        if "scratch" in sizes:
+            bufs[r]["scratch"] = np.zeros(sizes["scratch"], sends[0].dtype)
+
+    def view(reg):
+        return bufs[reg.rank][reg.buf][reg.start:reg.stop]
+    for step in prog.steps:
+        staged = [(o, view(o.src).copy() if o.kind in ("copy", "reduce") else None) for o in step]
+        for o, src in staged:
+            if o.kind == "copy":
+                view(o.dst)[...] = src
+            elif o.kind == "reduce":
+                _reducer(view(o.dst), view(o.acc), src, binop_for(o.premul, op, n))()
+            else:
+                postdiv_host(view(o.dst), n)

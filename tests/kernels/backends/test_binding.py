@@ -145,24 +145,10 @@ def test_each_device_is_checked_once_per_call_on_the_native_path(checks, monkeyp
     import types
     from pathlib import Path
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
-    from _fake_cupy import DevArray, FakeCupy
+    from _fake_cupy import fake_cupy_route
 
-    import kernels.backends.cupy_executor as cupy_executor
-    import kernels.native.launcher as launcher
-    from kernels.backends.cupy_runtime import CupyRuntime
-
-    class CupyArray(DevArray):                 # what the call path knows a CuPy array by
-        __module__ = "cupy._core.core"
-        device = types.SimpleNamespace(id=0)
-    cp = FakeCupy(seed=2, sms=8)
-    cp.ndarray = CupyArray
-    rt = CupyRuntime.__new__(CupyRuntime)      # the real runtime class over the stand-in
-    rt.cp, rt.rt, rt.count = cp, cp.cuda.runtime, 1
     asked = []
-    monkeypatch.setattr(rt, "device_of_array", lambda a: asked.append(a) or 0, raising=False)
-    monkeypatch.setattr(cupy_executor, "CupyRuntime", lambda: rt)
-    monkeypatch.setattr(launcher, "_cupy", lambda: cp)
-    monkeypatch.setattr(launcher, "_KERNELS", {})
+    cp, CupyArray = fake_cupy_route(monkeypatch, seed=2, device_of_array=lambda a: asked.append(a) or 0)
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
         comm = Communicator([0] * 4, topology=fully_connected_4(), plan=False)

@@ -4,7 +4,8 @@ import threading
 
 import numpy as np
 import pytest
-from _schedules import DTYPES, OPS, alloc_buffers, check_result, direct, draw_schedule, make_inputs, ring, run_case
+from _schedules import (DTYPES, OPS, alloc_buffers, check_result, direct, draw_schedule, make_inputs, persistent_run,
+                        ring, run_case)
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -230,29 +231,6 @@ def _bound_run(sched, sends, recvs, op):
     call()
 
 
-def _persistent_run(sched, sends, recvs, op):
-    """Run ``sched``'s ops in order, every reduce through ``kernels.mpi.persistent._reducer`` (the
-    call a bound MPI plan makes on a received partial ``tmp``), the rest as execute runs them."""
-    from kernels.backends.kernel_twins import binop_for, postdiv_host
-    from kernels.mpi.persistent import _reducer
-    n, count = sched.ranks, recvs[0].size
-    prog = program_for(sched, count, sends[0].dtype, op=op)
-    user = [{"send": s, "recv": r} for s, r in zip(sends, recvs)]
-    bufs = [{k: user[r][w] for k, w in prog.bindings[r].items()} for r in range(n)]
-
-    def view(reg):
-        return bufs[reg.rank][reg.buf][reg.start:reg.stop]
-    for step in prog.steps:
-        staged = [(o, view(o.src).copy() if o.kind in ("copy", "reduce") else None) for o in step]
-        for o, src in staged:
-            if o.kind == "copy":
-                view(o.dst)[...] = src
-            elif o.kind == "reduce":
-                _reducer(view(o.dst), view(o.acc), src, binop_for(o.premul, op, n))()
-            else:
-                postdiv_host(view(o.dst), n)
-
-
 def _reference_run(sched, sends, recvs, op):
     from kernels.backends.reference import run_reference
     run_reference(sched, sends, recvs, op=op)
@@ -260,7 +238,7 @@ def _reference_run(sched, sends, recvs, op):
 
 RUNNERS = {"host": lambda sched, s, r, op: run_schedule(sched, s, r, op=op, backend="host"),
            "bound": _bound_run,             # the repeated small call's path (Communicator: layer.bound first)
-           "mpi-bound": _persistent_run,    # kernels.mpi.persistent's prepared reduces, one per received partial
+           "mpi-bound": persistent_run,    # kernels.mpi.persistent's prepared reduces, one per received partial
            "reference": _reference_run}
 
 

@@ -12,7 +12,6 @@ keeps its value."""
 from __future__ import annotations
 
 import sys
-import types
 import warnings
 from pathlib import Path
 
@@ -101,25 +100,10 @@ def gpu_route():
     """Communicators whose ranks all sit on GPU 0, with CuPy and its runtime replaced by the
     stand-in (module docstring); yields (communicators by n, the array type)."""
     sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "native"))
-    from _fake_cupy import DevArray, FakeCupy
+    from _fake_cupy import fake_cupy_route
 
-    import kernels.backends.cupy_executor as cupy_executor
-    import kernels.native.launcher as launcher
-    from kernels.backends.cupy_runtime import CupyRuntime
-
-    class CupyArray(DevArray):                 # what the call path knows a CuPy array by
-        __module__ = "cupy._core.core"
-        device = types.SimpleNamespace(id=0)
-    cp = FakeCupy(seed=3, sms=8)
-    cp.ndarray = CupyArray
-    rt = CupyRuntime.__new__(CupyRuntime)
-    rt.cp, rt.rt, rt.count = cp, cp.cuda.runtime, 1
-    rt.device_of_array = lambda a: 0
     with pytest.MonkeyPatch.context() as mp:
-        mp.setattr(cupy_executor, "CupyRuntime", lambda: rt)
-        mp.setattr(launcher, "_cupy", lambda: cp)
-        mp.setattr(launcher, "_KERNELS", {})
-        yield {}, CupyArray
+        yield {}, fake_cupy_route(mp, seed=3)[1]
 
 
 @settings(max_examples=examples(60, 1000))

@@ -351,3 +351,25 @@ class FakeCupy:
 
     def empty(self, n, dtype):
         return self._keep(np.full(n * np.dtype(dtype).itemsize, 0x7F, np.uint8).view(dtype).view(DevArray))
+
+
+def fake_cupy_route(mp, seed: int, device_of_array=lambda a: 0):
+    """Put this stand-in under a Communicator's GPU path with ``mp`` (a pytest MonkeyPatch): the real
+    ``CupyRuntime`` class over a :class:`FakeCupy` of 8 SMs, every array on GPU 0 (or where
+    ``device_of_array`` says); returns the FakeCupy and the array type the path takes for CuPy's."""
+    import kernels.backends.cupy_executor as cupy_executor
+    import kernels.native.launcher as launcher
+    from kernels.backends.cupy_runtime import CupyRuntime
+
+    class CupyArray(DevArray):                 # what the call path knows a CuPy array by
+        __module__ = "cupy._core.core"
+        device = types.SimpleNamespace(id=0)
+    cp = FakeCupy(seed=seed, sms=8)
+    cp.ndarray = CupyArray
+    rt = CupyRuntime.__new__(CupyRuntime)      # the real runtime class over the stand-in
+    rt.cp, rt.rt, rt.count = cp, cp.cuda.runtime, 1
+    rt.device_of_array = device_of_array
+    mp.setattr(cupy_executor, "CupyRuntime", lambda: rt)
+    mp.setattr(launcher, "_cupy", lambda: cp)
+    mp.setattr(launcher, "_KERNELS", {})
+    return cp, CupyArray

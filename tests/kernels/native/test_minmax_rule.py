@@ -16,7 +16,7 @@ import numpy as np
 import torch
 from _fake_cupy import DevArray, FakeCupy
 from _minmax_reference import minmax_bits
-from _schedules import alloc_buffers, direct, ring
+from _schedules import alloc_buffers, direct, persistent_run, ring
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -26,9 +26,8 @@ from kernels.backends.device import RankBuffers
 from kernels.backends.executor import program_for, run_schedule
 from kernels.backends.host import HostLayer
 from kernels.backends.host_reduce import reduce_nway
-from kernels.backends.kernel_twins import binop_for, postdiv_host, reduce_copy_with
+from kernels.backends.kernel_twins import reduce_copy_with
 from kernels.backends.reference import run_reference
-from kernels.mpi.persistent import _reducer
 from kernels.pytorch.schedule_share import combine
 
 DTYPES = {"float16": np.dtype(np.float16), "bfloat16": np.dtype(ml_dtypes.bfloat16),
@@ -78,30 +77,6 @@ def _bound(sched, sends, recvs, op):
         if "scratch" in sizes:
             d["scratch"] = np.zeros(sizes["scratch"], sends[0].dtype)
     HostLayer(threads=1).bound(prog, bufs)()
-
-
-def _mpi_persistent(sched, sends, recvs, op):
-    """Every reduce through ``kernels.mpi.persistent._reducer`` (what a bound MPI plan calls on a received
-    partial), the other ops as the executor runs them."""
-    n, count = sched.ranks, recvs[0].size
-    prog = program_for(sched, count, sends[0].dtype, op=op)
-    user = [{"send": s, "recv": r} for s, r in zip(sends, recvs)]
-    bufs = [{k: user[r][w] for k, w in prog.bindings[r].items()} for r in range(n)]
-    for r, sizes in enumerate(prog.sizes):
-        if "scratch" in sizes:
-            bufs[r]["scratch"] = np.zeros(sizes["scratch"], sends[0].dtype)
-
-    def view(reg):
-        return bufs[reg.rank][reg.buf][reg.start:reg.stop]
-    for step in prog.steps:
-        staged = [(o, view(o.src).copy() if o.kind in ("copy", "reduce") else None) for o in step]
-        for o, src in staged:
-            if o.kind == "copy":
-                view(o.dst)[...] = src
-            elif o.kind == "reduce":
-                _reducer(view(o.dst), view(o.acc), src, binop_for(o.premul, op, n))()
-            else:
-                postdiv_host(view(o.dst), n)
 
 
 @contextlib.contextmanager
@@ -154,7 +129,7 @@ def _torch_fold(xs, op):
 EXECUTORS = {"host": lambda s, sb, rb, op: run_schedule(s, sb, rb, op=op, backend=HostLayer(threads=1)),
              "host-fused": lambda s, sb, rb, op: run_schedule(s, sb, rb, op=op,
                                                                backend=HostLayer(threads=2, fuse_bytes=2)),
-             "host-bound": _bound, "mpi-persistent": _mpi_persistent,
+             "host-bound": _bound, "mpi-persistent": persistent_run,
              "reference": lambda s, sb, rb, op: run_reference(s, [x.copy() for x in sb], rb, op=op),
              "native-fake-cupy": _native_fake_cupy}
 
