@@ -41,6 +41,7 @@ import os
 import re
 import stat
 import zlib
+from numbers import Integral
 from typing import Any
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "MAX_GPUS",
@@ -279,14 +280,29 @@ def _check_string(text: str, path: tuple, source: str, error: type[Exception]) -
 
 
 # ----------------------------------------------------------------------------- numbers
+def is_int_type(kind: type) -> bool:
+    """Whether values of ``kind`` are integers: ``int``, a NumPy integer type or another
+    :class:`numbers.Integral`, but not ``bool`` or ``numpy.bool_`` (``True`` is not read as 1)."""
+    return issubclass(kind, Integral) and not issubclass(kind, bool)
+
+
+def is_int(value: Any) -> bool:
+    """Whether ``value`` is an integer by :func:`is_int_type`, the project's one rule for it.
+
+    >>> [is_int(v) for v in (3, True, 3.0, "3")]
+    [True, False, False, False]
+    """
+    return is_int_type(type(value))
+
+
 def check_int(value: Any, where: str, error: type[Exception], *, lo: int = 0, hi: int,
               what: str = "") -> int:
-    """``value`` if it is an int (not a bool) in ``lo..hi``; else ``error`` naming ``where``."""
-    if isinstance(value, bool) or not isinstance(value, int) or value < lo:
+    """``value`` as an int if it is an integer (:func:`is_int`) in ``lo..hi``; else ``error`` naming ``where``."""
+    if not is_int(value) or value < lo:
         raise error(f"{where} must be an integer >= {lo}, got {show(value)}")
     if value > hi:
         raise error(f"{where} must be at most {hi}{' ' + what if what else ''}, got {show(value)}")
-    return value
+    return int(value)
 
 
 def check_float(value: Any, where: str, error: type[Exception], *, lo: float, hi: float,
@@ -331,7 +347,7 @@ def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
     g = topo.graph
     indices = [d.get("index") for _, d in g.nodes(data=True) if d.get("kind") == "gpu"]
     gpus = len(indices)
-    if any(isinstance(i, bool) or not isinstance(i, int) for i in indices):
+    if not all(map(is_int, indices)):
         raise error(f"{source}: topology {topo.name!r}: a GPU index is not an integer: {show(indices)}")
     indices.sort()
     if gpus < 1:

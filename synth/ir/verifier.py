@@ -55,6 +55,7 @@ from synth.ir.fabric import Fabric, Resource
 from synth.ir.schedule import OPS, Schedule, Step
 from synth.ir.step_columns import KeptColumns, kept_columns
 from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError
+from topo_probe.guard import is_int
 
 #: steps with at least this many transfers are first tried in bulk (:mod:`synth.ir.step_replay`)
 CLEAN_STEP_TRANSFERS = 256
@@ -161,9 +162,9 @@ class _Replay:
         combining = self.combining
         for ti, t in enumerate(step.transfers):
             chunk, src, dst, op = t.chunk, t.src, t.dst, t.op
-            if not (0 <= chunk < m and 0 <= src < n and 0 <= dst < n and src != dst and op in OPS):
-                self._transfer_ok(si, ti, t)               # adds the violation that applies
-                continue
+            if not (type(chunk) is type(src) is type(dst) is int and 0 <= chunk < m and 0 <= src < n
+                    and 0 <= dst < n and src != dst and op in OPS) and not self._transfer_ok(si, ti, t):
+                continue                                   # (NumPy integers pass _transfer_ok's rules)
             if fabric is not None:
                 pair = (src, dst)
                 ok = channel_ok.get(pair)
@@ -210,7 +211,11 @@ class _Replay:
 
     def _transfer_ok(self, si: int, ti: int, t) -> bool:
         where = f"step {si}, transfer {ti}"
-        if not 0 <= t.chunk < self.m:
+        odd = next((f"{key} {val!r}" for key, val in (("chunk", t.chunk), ("src", t.src), ("dst", t.dst))
+                    if not is_int(val)), None)
+        if odd is not None:                # True is not chunk 1, nor 1.0 (or "1") rank 1
+            self.add("bad-transfer", f"{where}: {odd} is not an integer", si, ti)
+        elif not 0 <= t.chunk < self.m:
             self.add("bad-transfer", f"{where}: chunk {t.chunk} is out of range 0..{self.m - 1}", si, ti,
                      chunk=t.chunk)
         elif not (0 <= t.src < self.n and 0 <= t.dst < self.n):

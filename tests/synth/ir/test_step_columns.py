@@ -47,11 +47,21 @@ def test_columns_are_the_transfers_fields_in_order():
 
 @pytest.mark.parametrize("odd", [Transfer(1.0, 0, 1), Transfer(1.5, 0, 1), Transfer("1", 0, 1), Transfer(1, 0, b"2"),
                                  Transfer(2**70, 0, 1), Transfer(None, 0, 1), Transfer(1, 0, 1, "move"),
-                                 Transfer(1, 0, 1, None)])
+                                 Transfer(1, 0, 1, None), Transfer(True, 0, 1), Transfer(1, np.bool_(False), 1),
+                                 Transfer(np.uint64(2**63), 0, 1)])
 def test_anything_but_integers_and_the_two_ops_is_not_read(odd):
-    """A float, string or bytes would pass for an integer in an int64 array (NumPy converts 1.5 and "1" to 1), a
-    value past int64 cannot be held, an op other than copy/reduce has no column: None, left to the plain replays."""
+    """A float, string, bytes or bool would pass for an integer in an int64 array (NumPy converts 1.5 and "1" to 1,
+    and reads [0, True, 2] as int64), a value past int64 cannot be held, an op other than copy/reduce has no column:
+    None, left to the plain replays (which name the transfer)."""
     assert read_columns((Transfer(0, 1, 2, "reduce"), odd, Transfer(2, 2, 0))) is None
+
+
+def test_numpy_integers_are_read_as_their_values():
+    """np.int32 / np.uint8 / np.int64 fields are integers (topo_probe.guard.is_int): read as the Python ints they
+    equal, beside plain ints."""
+    got = read_columns((Transfer(np.int32(3), 0, np.uint8(1)), Transfer(0, np.int64(2), 1, "reduce")))
+    assert [c.tolist() for c in got] == [[3, 0], [0, 2], [1, 1], [False, True]]
+    assert all(c.dtype == np.int64 for c in got[:3])
 
 
 def test_a_passing_combining_verification_offers_what_it_read_in_bulk(monkeypatch):
