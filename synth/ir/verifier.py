@@ -53,7 +53,7 @@ from synth.ir.capacity import (  # noqa: F401  (re-exported: the verifier's capa
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric, Resource
 from synth.ir.schedule import OPS, Schedule, Step
-from synth.ir.step_columns import KeptColumns, kept_columns
+from synth.ir.step_columns import kept_columns
 from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError
 from topo_probe.guard import is_int
 
@@ -307,8 +307,7 @@ def _topology_violations(schedule: Schedule, fabric: Fabric) -> list[Violation]:
     return out
 
 
-def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | None = None,
-           keep: KeptColumns | None = None) -> VerifyReport:
+def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | None = None) -> VerifyReport:
     """Replay ``schedule`` symbolically and report every broken rule (see module docstring).
 
     Parameters
@@ -322,11 +321,11 @@ def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | No
         Per step of ``schedule``, :func:`step_loads` of ``fabric`` for that step's transfers'
         ``(src, dst)`` pairs, as :func:`sized_steps` returns them: not computed again (a step
         with a transfer that fails a check has its loads computed without it, as always).
-    keep : KeptColumns, optional
-        Where a combining schedule that passes leaves the columns its bulk replay read, for the
-        same-bits check of the same schedule (:mod:`synth.ir.step_columns`), and where the replay
-        finds those an earlier verification of the same steps left; default: the one lent to
-        ``fabric``, if any.
+
+    On a fabric lent a :class:`~synth.ir.step_columns.KeptColumns` (``synthesize`` lends its fabric one:
+    :func:`~synth.ir.step_columns.keeping_columns`), a combining schedule that passes leaves there the
+    columns its bulk replay read, for the same-bits check of the same schedule, and the replay takes those
+    an earlier verification of the same steps left.
 
     Returns
     -------
@@ -345,7 +344,7 @@ def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | No
             fabric = None
     if loads is not None and len(loads) != len(schedule.steps):
         raise InvalidArgument(f"verify: {len(loads)} step loads for {len(schedule.steps)} steps")
-    keep = keep if keep is not None else kept_columns(fabric)
+    keep = kept_columns(fabric)
     rep = _Replay(schedule, spec, fabric, loads if fabric is not None else None)
     if keep is not None and spec.combining:            # columns an earlier verification of these steps read
         rep.columns = keep.take(schedule.steps) or [None] * len(schedule.steps)
