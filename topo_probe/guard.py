@@ -177,6 +177,34 @@ def decode_utf8(data: bytes, source: str, error: type[Exception]) -> str:
     return text[1:] if text.startswith("\ufeff") else text
 
 
+#: an ECMA-48 control sequence (CSI: ESC [, bytes 0x30-0x3F, then 0x20-0x2F, a final 0x40-0x7E): colours, underlines
+_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+#: C0 controls but tab and the line ends, DEL and C1 controls: none is in text a tool printed for a reader
+_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
+
+
+def terminal_lines(text: str, source: str, error: type[Exception]) -> list[str]:
+    r"""The lines of ``text`` (``\r\n`` and ``\r`` ends read as ``\n``) with terminal colour sequences (CSI) taken
+    out, as a terminal shows them; any other control character is an error naming its line and column.
+
+    >>> terminal_lines("\x1b[4mGPU0\x1b[0m\tGPU1\r\nGPU0", "t.txt", ValueError)
+    ['GPU0\tGPU1', 'GPU0']
+    >>> terminal_lines("GPU0\n GPU\x071", "t.txt", ValueError)
+    Traceback (most recent call last):
+    ...
+    ValueError: t.txt: line 2 column 5: control character U+0007 is not text
+    """
+    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    for n, line in enumerate(lines):
+        if _CONTROL.search(line):
+            bad = _CONTROL.search(_CSI.sub(lambda m: " " * len(m.group()), line))   # columns as in the file
+            if bad:
+                raise error(f"{source}: line {n + 1} column {bad.start() + 1}: control character "
+                            f"U+{ord(bad.group()):04X} is not text")
+            lines[n] = _CSI.sub("", line)
+    return lines
+
+
 def read_text(path: str | os.PathLike, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> str:
     """:func:`read_capped` then :func:`decode_utf8`."""
     return decode_utf8(read_capped(path, error, limit), str(path), error)
@@ -295,8 +323,7 @@ def is_int(value: Any) -> bool:
     return is_int_type(type(value))
 
 
-def check_int(value: Any, where: str, error: type[Exception], *, lo: int = 0, hi: int,
-              what: str = "") -> int:
+def check_int(value: Any, where: str, error: type[Exception], *, lo: int = 0, hi: int, what: str = "") -> int:
     """``value`` as an int if it is an integer (:func:`is_int`) in ``lo..hi``; else ``error`` naming ``where``."""
     if not is_int(value) or value < lo:
         raise error(f"{where} must be an integer >= {lo}, got {show(value)}")

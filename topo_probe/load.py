@@ -34,7 +34,9 @@ from topo_probe.topology.model import Topology
 #: the banner and table titles rocm-smi prints (``==== Link Type between two GPUs ====``)
 _ROCM_SMI = re.compile(r"ROCm System Management Interface|^=+ (?:Weight|Hops|Link Type) between two GPUs =+",
                        re.MULTILINE)
-_GPU_HEADER = re.compile(r"^[ \t]*GPU0(\s|$)", re.MULTILINE)  # [ \t]*: \s* is quadratic on blank lines
+#: a line that starts with GPU0, after blanks and terminal colour sequences (``\x1b[4m``); [ \t]*: \s* is quadratic
+#: on blank lines
+_GPU_HEADER = re.compile(r"^[ \t]*(?:\x1b\[[0-?]*[ -/]*[@-~][ \t]*)*GPU0(?:\s|\x1b|$)", re.MULTILINE)
 
 
 def parse_gpu_list(text: str) -> list[int]:
