@@ -27,8 +27,9 @@ from typing import Callable
 ExpatError = expat.ExpatError
 MESSAGES = expat.errors.messages
 
-#: an integer attribute: a sign and at most 18 digits (within int64), blanks around it allowed
-_INT = re.compile(r"\s*[+-]?\d{1,18}\s*")
+#: an integer attribute: a sign and at most 20 digits (int64's 2**63 - 1, MSCCL's largest maxBytes, has 19; a
+#: bound on the digits int() reads, the range is the caller's), blanks around it allowed
+_INT = re.compile(r"\s*[+-]?\d{1,20}\s*")
 
 
 class XmlRefused(Exception):
