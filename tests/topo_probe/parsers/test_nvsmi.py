@@ -449,3 +449,21 @@ def test_colour_sequences_anywhere_change_nothing_and_controls_are_refused(cuts,
 
 def _inside_csi(text: str, k: int) -> bool:
     return any(m.start() < k < m.end() for m in re.finditer(r"\x1b\[[0-?]*[ -/]*[@-~]", text))
+
+
+def test_a_real_capture_with_the_underlined_header_nvidia_smi_writes_is_read():
+    """Driver 590.48.01 on an H200 host writes the header row underlined, ``\\t ESC[4m GPU0 ... GPU NUMA ID ESC[0m``,
+    into a file (the capture was redirected, not a terminal; REFERENCE.md): read by the parser and by load_topology
+    as the row says by hand (one GPU, CPU affinity 0-23, NUMA node 0) and as the text without the two sequences
+    (before: 'no header found')."""
+    from topo_probe.load import load_topology
+    name = "nvsmi_topo_h200_590_underlined.txt"
+    text = read(name)
+    head, row = text.split("\n")[:2]
+    assert head == "\t\x1b[4mGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m" and text.count("\x1b") == 2
+    assert row.split("\t") == ["GPU0", " X ", "0-23", "0", "", "N/A"]
+    got = parse_nvsmi_topo(text, source=name)
+    gpu = got.graph.nodes["gpu0"]
+    assert got.num_gpus == 1 and (gpu["cpu_affinity"], gpu["numa_node"]) == ("0-23", 0)
+    assert _same_reading(got, parse_nvsmi_topo(text.replace("\x1b[4m", "").replace("\x1b[0m", ""), source=name))
+    assert load_topology(str(FIXTURES / name)).fingerprint() == got.fingerprint()
