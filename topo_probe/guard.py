@@ -49,7 +49,7 @@ __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON
            "MAX_SCHEDULE_VALUES", "MAX_SCHEDULE_GZIP_RATIO", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
            "MAX_EDGES", "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
            "MAX_TIME_US", "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json",
-           "check_int", "check_float", "ascii_int", "check_topology"]
+           "check_int", "check_float", "ascii_int", "check_topology", "is_int", "is_int_type", "terminal_lines", "CSI"]
 
 #: Largest file (and largest gzip output) a loader reads, bytes.  Real inputs are far smaller
 #: (the largest schedule under ``results/`` is 2.3 MB).
@@ -178,7 +178,7 @@ def decode_utf8(data: bytes, source: str, error: type[Exception]) -> str:
 
 
 #: an ECMA-48 control sequence (CSI: ESC [, bytes 0x30-0x3F, then 0x20-0x2F, a final 0x40-0x7E): colours, underlines
-_CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
+CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
 #: C0 controls but tab and the line ends, DEL and C1 controls: none is in text a tool printed for a reader
 _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 
@@ -197,11 +197,11 @@ def terminal_lines(text: str, source: str, error: type[Exception]) -> list[str]:
     lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
     for n, line in enumerate(lines):
         if _CONTROL.search(line):
-            bad = _CONTROL.search(_CSI.sub(lambda m: " " * len(m.group()), line))   # columns as in the file
+            bad = _CONTROL.search(CSI.sub(lambda m: " " * len(m.group()), line))   # columns as in the file
             if bad:
                 raise error(f"{source}: line {n + 1} column {bad.start() + 1}: control character "
                             f"U+{ord(bad.group()):04X} is not text")
-            lines[n] = _CSI.sub("", line)
+            lines[n] = CSI.sub("", line)
     return lines
 
 
