@@ -30,7 +30,7 @@ import numpy as np
 from kernels.backends.binding import BoundCall, _is_cupy, bind_call, check_buffer, check_device, is_view_of
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument
-from topo_probe.guard import is_int
+from topo_probe.guard import is_int as _is_int  # the project's one integer rule (not a bool)
 
 
 def check_array(a, what: str, rank: int | None = None):
@@ -201,7 +201,7 @@ def check_count(what: str, count) -> int:
     ...
     topo_probe.errors.InvalidArgument: all_gather: rank 1: count must be an integer >= 0, got True
     """
-    if not is_int(count) or count < 0:
+    if not _is_int(count) or count < 0:
         raise InvalidArgument(f"{what}: count must be an integer >= 0, got {count!r}")
     return int(count)
 
@@ -221,7 +221,7 @@ def check_root(what: str, root, size: int, role: str = "root") -> int:
     ...
     topo_probe.errors.InvalidArgument: reduce: root 1.5 is not a rank (0..3)
     """
-    if not is_int(root) or not 0 <= root < size:
+    if not _is_int(root) or not 0 <= root < size:
         raise InvalidArgument(f"{what}: {role + ' ' if role else ''}{root!r} is not a rank (0..{size - 1})")
     return int(root)
 
@@ -239,14 +239,14 @@ def check_ranks_or_devices(arg) -> tuple[int, list[int] | None]:
     ...
     topo_probe.errors.InvalidArgument: Communicator: expected a rank count (int >= 1) or a list of CUDA device ids, got '4'
     """
-    if is_int(arg) and arg >= 1:
+    if _is_int(arg) and arg >= 1:
         return int(arg), None
     seq = isinstance(arg, (list, tuple, range)) or (isinstance(arg, np.ndarray) and arg.ndim == 1)
     ids = list(arg) if seq else None
     if ids is None or not ids:
         raise InvalidArgument(f"Communicator: expected a rank count (int >= 1) or a list of CUDA device ids, "
                               f"got {arg!r}")
-    bad = [d for d in ids if not is_int(d) or d < 0]
+    bad = [d for d in ids if not _is_int(d) or d < 0]
     if bad:
         raise InvalidArgument(f"Communicator: device id {bad[0]!r} is not a CUDA device (an integer >= 0)")
     return len(ids), [int(d) for d in ids]
