@@ -26,7 +26,8 @@ Rules (the ``rule`` string of a :class:`Violation`):
                       ``Fabric.capacity(resource, rounds)`` + 1e-9.
 ``postcondition``     after the last step a ``post`` rank lacks a chunk or holds a partial reduction.
 ``wrong-topology``    the schedule was made for another topology (fingerprint or rank count).
-``bad-transfer``      a transfer names a chunk or rank out of range, src == dst, or an unknown op.
+``bad-transfer``      a transfer names a chunk or rank that is not an integer (a bool, float or string:
+                      :func:`topo_probe.guard.is_int`) or out of range, src == dst, or an unknown op.
 ``bad-rounds``        a step declares fewer than 1 round.
 ``bad-collective``    the schedule's collective/ranks/chunks/root do not make a collective.
 
