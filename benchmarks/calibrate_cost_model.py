@@ -32,6 +32,7 @@ from dataclasses import asdict, replace
 from pathlib import Path
 
 from synth.baselines import baseline
+from synth.formats.nccl_tests.consistency import inconsistent_notes
 from synth.formats.nccl_tests.runs import load_nccl_tests
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import atomic_write_text
@@ -220,6 +221,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default=str(OUT), help="output folder")
     args = ap.parse_args(argv)
     log = load_nccl_tests(args.log)
+    for note in inconsistent_notes(log, args.log):           # a mangled row would move the fit: say which
+        print(f"warning: {note}", file=sys.stderr)
     rows = measured(log)
     fabric = build_fabric(get_preset("dgx-a100"))
     sched = baseline("ring", fabric, "allreduce")

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from topo_probe.errors import TopologyError
 from topo_probe.guard import (
+    CSI,
     MAX_BANDWIDTH_GBPS,
     MAX_GPUS,
     MAX_LINKS_PER_EDGE,
@@ -34,7 +35,9 @@ from topo_probe.topology.model import Topology
 #: the banner and table titles rocm-smi prints (``==== Link Type between two GPUs ====``)
 _ROCM_SMI = re.compile(r"ROCm System Management Interface|^=+ (?:Weight|Hops|Link Type) between two GPUs =+",
                        re.MULTILINE)
-_GPU_HEADER = re.compile(r"^[ \t]*GPU0(\s|$)", re.MULTILINE)  # [ \t]*: \s* is quadratic on blank lines
+#: a line that starts with GPU0, after blanks and terminal colour sequences (:data:`~topo_probe.guard.CSI`);
+#: [ \t]*: \s* is quadratic on blank lines
+_GPU_HEADER = re.compile(rf"^[ \t]*(?:{CSI.pattern}[ \t]*)*GPU0(?:\s|\x1b|$)", re.MULTILINE)
 
 
 def parse_gpu_list(text: str) -> list[int]:

@@ -30,6 +30,7 @@ import numpy as np
 from kernels.backends.binding import BoundCall, _is_cupy, bind_call, check_buffer, check_device, is_view_of
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument
+from topo_probe.guard import is_int as _is_int  # the project's one integer rule (not a bool)
 
 
 def check_array(a, what: str, rank: int | None = None):
@@ -203,11 +204,6 @@ def check_count(what: str, count) -> int:
     if not _is_int(count) or count < 0:
         raise InvalidArgument(f"{what}: count must be an integer >= 0, got {count!r}")
     return int(count)
-
-
-def _is_int(x) -> bool:
-    """An int or NumPy integer, not a bool (``True`` is not read as 1)."""
-    return isinstance(x, (int, np.integer)) and not isinstance(x, (bool, np.bool_))
 
 
 def check_root(what: str, root, size: int, role: str = "root") -> int:

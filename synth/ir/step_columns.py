@@ -22,6 +22,8 @@ from itertools import repeat
 from operator import eq
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Sequence
 
+from topo_probe.guard import is_int_type
+
 if TYPE_CHECKING:
     import numpy as np
 
@@ -43,13 +45,14 @@ class StepColumns(NamedTuple):
 
 
 def read_columns(transfers) -> StepColumns | None:
-    """The columns of ``transfers``; None unless every chunk and rank is an integer that fits int64 (a float or a
-    string, read as NumPy would convert it, could pass for another value) and every op is ``copy`` or ``reduce``."""
+    """The columns of ``transfers``; None unless every chunk and rank is an integer (:func:`topo_probe.guard.is_int`:
+    not a bool, which NumPy would read as 1 beside ints) that fits int64 (a float or a string, read as NumPy would
+    convert it, could pass for another value) and every op is ``copy`` or ``reduce``."""
     import numpy as np                    # (the verifier imports this module; NumPy is loaded when a step is big)
     m = len(transfers)
-    cols = [np.array(c) for c in ([t.chunk for t in transfers], [t.src for t in transfers],
-                                  [t.dst for t in transfers])]
-    if m and any(c.dtype.kind != "i" for c in cols):
+    cols = [_int_column(np, c) for c in ([t.chunk for t in transfers], [t.src for t in transfers],
+                                         [t.dst for t in transfers])]
+    if any(c is None for c in cols):
         return None
     ops = [t.op for t in transfers]
     reduces = ops.count("reduce")
@@ -61,6 +64,20 @@ def read_columns(transfers) -> StepColumns | None:
     for c in out:
         c.flags.writeable = False                  # handed from the verifier to sum_order: read only
     return out
+
+
+def _int_column(np, values: list):
+    """``values`` as an int64 array, or None unless each is an integer by :func:`is_int_type` that fits int64."""
+    kinds = set(map(type, values))
+    if kinds <= {int}:                                           # the usual case: Python ints, read without a scan
+        try:
+            return np.fromiter(values, np.int64, len(values))
+        except OverflowError:
+            return None
+    if not all(map(is_int_type, kinds)):
+        return None
+    col = np.array(values)                                      # NumPy integers: uint64 past int64 is not kind "i"
+    return col if col.dtype.kind == "i" else None
 
 
 class KeptColumns:

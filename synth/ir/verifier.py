@@ -26,7 +26,8 @@ Rules (the ``rule`` string of a :class:`Violation`):
                       ``Fabric.capacity(resource, rounds)`` + 1e-9.
 ``postcondition``     after the last step a ``post`` rank lacks a chunk or holds a partial reduction.
 ``wrong-topology``    the schedule was made for another topology (fingerprint or rank count).
-``bad-transfer``      a transfer names a chunk or rank out of range, src == dst, or an unknown op.
+``bad-transfer``      a transfer names a chunk or rank that is not an integer (a bool, float or string:
+                      :func:`topo_probe.guard.is_int`) or out of range, src == dst, or an unknown op.
 ``bad-rounds``        a step declares fewer than 1 round.
 ``bad-collective``    the schedule's collective/ranks/chunks/root do not make a collective.
 
@@ -53,8 +54,9 @@ from synth.ir.capacity import (  # noqa: F401  (re-exported: the verifier's capa
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.fabric import Fabric, Resource
 from synth.ir.schedule import OPS, Schedule, Step
-from synth.ir.step_columns import KeptColumns, kept_columns
+from synth.ir.step_columns import kept_columns
 from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError
+from topo_probe.guard import is_int
 
 #: steps with at least this many transfers are first tried in bulk (:mod:`synth.ir.step_replay`)
 CLEAN_STEP_TRANSFERS = 256
@@ -161,9 +163,9 @@ class _Replay:
         combining = self.combining
         for ti, t in enumerate(step.transfers):
             chunk, src, dst, op = t.chunk, t.src, t.dst, t.op
-            if not (0 <= chunk < m and 0 <= src < n and 0 <= dst < n and src != dst and op in OPS):
-                self._transfer_ok(si, ti, t)               # adds the violation that applies
-                continue
+            if not (type(chunk) is type(src) is type(dst) is int and 0 <= chunk < m and 0 <= src < n
+                    and 0 <= dst < n and src != dst and op in OPS) and not self._transfer_ok(si, ti, t):
+                continue                                   # (NumPy integers pass _transfer_ok's rules)
             if fabric is not None:
                 pair = (src, dst)
                 ok = channel_ok.get(pair)
@@ -210,7 +212,11 @@ class _Replay:
 
     def _transfer_ok(self, si: int, ti: int, t) -> bool:
         where = f"step {si}, transfer {ti}"
-        if not 0 <= t.chunk < self.m:
+        odd = next((f"{key} {val!r}" for key, val in (("chunk", t.chunk), ("src", t.src), ("dst", t.dst))
+                    if not is_int(val)), None)
+        if odd is not None:                # True is not chunk 1, nor 1.0 (or "1") rank 1
+            self.add("bad-transfer", f"{where}: {odd} is not an integer", si, ti)
+        elif not 0 <= t.chunk < self.m:
             self.add("bad-transfer", f"{where}: chunk {t.chunk} is out of range 0..{self.m - 1}", si, ti,
                      chunk=t.chunk)
         elif not (0 <= t.src < self.n and 0 <= t.dst < self.n):
@@ -302,8 +308,7 @@ def _topology_violations(schedule: Schedule, fabric: Fabric) -> list[Violation]:
     return out
 
 
-def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | None = None,
-           keep: KeptColumns | None = None) -> VerifyReport:
+def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | None = None) -> VerifyReport:
     """Replay ``schedule`` symbolically and report every broken rule (see module docstring).
 
     Parameters
@@ -317,11 +322,11 @@ def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | No
         Per step of ``schedule``, :func:`step_loads` of ``fabric`` for that step's transfers'
         ``(src, dst)`` pairs, as :func:`sized_steps` returns them: not computed again (a step
         with a transfer that fails a check has its loads computed without it, as always).
-    keep : KeptColumns, optional
-        Where a combining schedule that passes leaves the columns its bulk replay read, for the
-        same-bits check of the same schedule (:mod:`synth.ir.step_columns`), and where the replay
-        finds those an earlier verification of the same steps left; default: the one lent to
-        ``fabric``, if any.
+
+    On a fabric lent a :class:`~synth.ir.step_columns.KeptColumns` (``synthesize`` lends its fabric one:
+    :func:`~synth.ir.step_columns.keeping_columns`), a combining schedule that passes leaves there the
+    columns its bulk replay read, for the same-bits check of the same schedule, and the replay takes those
+    an earlier verification of the same steps left.
 
     Returns
     -------
@@ -340,7 +345,7 @@ def verify(schedule: Schedule, fabric: Fabric | None = None, *, loads: list | No
             fabric = None
     if loads is not None and len(loads) != len(schedule.steps):
         raise InvalidArgument(f"verify: {len(loads)} step loads for {len(schedule.steps)} steps")
-    keep = keep if keep is not None else kept_columns(fabric)
+    keep = kept_columns(fabric)
     rep = _Replay(schedule, spec, fabric, loads if fabric is not None else None)
     if keep is not None and spec.combining:            # columns an earlier verification of these steps read
         rep.columns = keep.take(schedule.steps) or [None] * len(schedule.steps)

@@ -37,9 +37,17 @@ def warn_user(message: str, category: type[Warning] = UserWarning) -> None:
     own entry)."""
     skipped = PACKAGE_DIRS + tuple(_ALSO_SKIPPED)
     frame, level = sys._getframe(1), 2
-    while frame.f_back is not None and os.path.abspath(frame.f_code.co_filename).startswith(skipped):
+    while frame.f_back is not None and _is_under(frame.f_code.co_filename, skipped):
         frame, level = frame.f_back, level + 1
     warnings.warn(message, category, stacklevel=level)
+
+
+def _is_under(filename: str, folders: tuple[str, ...]) -> bool:
+    """Whether a frame's ``co_filename`` is a file under one of ``folders`` (absolute, each ending in a separator).
+    Our modules' names are absolute (Python makes an imported module's path absolute); a relative name or a
+    pseudo-file (``<string>``, ``<stdin>``) is the user's, wherever the working directory is: it is not read
+    relative to it (``os.path.abspath('<string>')`` inside ``synth/`` would be ``synth/<string>``)."""
+    return os.path.isabs(filename) and filename.startswith(folders)
 
 
 __all__ = ["PACKAGE_DIRS", "skip_frames_under", "warn_user"]

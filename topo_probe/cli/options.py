@@ -28,7 +28,6 @@ from __future__ import annotations
 import argparse
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_GPUS
 from topo_probe.topology.host_assumption import DEFAULT_HOST_PATH_CLASS, HOST_PATH_CLASSES, set_host_path_class
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -75,8 +74,9 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
     rail = bool(getattr(args, "rail_optimized", False))
     ratio = getattr(args, "spine_oversubscription", None)
     per_leaf = getattr(args, "hosts_per_leaf", None)
-    if nodes is not None and not 1 <= nodes <= MAX_NODES:
-        raise TopologyError(f"--nodes must be 1 to {MAX_NODES}, got {nodes}")
+    if nodes is not None:
+        from topo_probe.machines.clusters import check_hosts
+        check_hosts(nodes, topo.num_gpus, "--nodes")
     if gbps is not None and not 0 < gbps < 1e6:
         raise TopologyError(f"--nic-gbps must be a positive number of GB/s, got {gbps}")
     if k is not None and not 1 <= k <= 64:
@@ -87,9 +87,6 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
         raise TopologyError(f"--hosts-per-leaf must be 1 to {MAX_NODES}, got {per_leaf}")
     if per_leaf is not None and ratio is None:
         raise TopologyError("--hosts-per-leaf needs --spine-oversubscription R")
-    if nodes is not None and nodes * topo.num_gpus > MAX_GPUS:
-        raise TopologyError(f"--nodes {nodes}: {nodes} hosts of {topo.num_gpus} GPUs is {nodes * topo.num_gpus} GPUs, "
-                            f"more than the {MAX_GPUS} a topology may have")
     topo = _with_host_path_class(topo, getattr(args, "host_path_class", None))
     return _with_transport(_shaped(topo, nodes, gbps, k, rail, ratio, per_leaf), getattr(args, "net", None))
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_GPUS
+from topo_probe.guard import MAX_GPUS, is_int, show
 from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
 from topo_probe.topology.model import Topology
@@ -92,12 +92,9 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
         base = preset_or_topology
     if nics_per_node is not None and nics_per_node != len(base.nodes_of_kind("nic")):
         base = with_nics(base, nics_per_node, nic_gbps)
-    k = positive_count(nodes, 1, "cluster nodes")
+    k = check_hosts(nodes, base.num_gpus, "cluster: nodes")
     if any(int(d.get("host", 0)) != 0 for _, d in base.graph.nodes(data=True)):
         raise TopologyError(f"cluster: {base.name!r} already spans several hosts")
-    if k * base.num_gpus > MAX_GPUS:     # before building: 4,096 DGX hosts would take a minute, then be refused
-        raise TopologyError(f"cluster: {k} hosts of {base.num_gpus} GPUs is {k * base.num_gpus} GPUs, more than the "
-                            f"{MAX_GPUS} a topology may have")
     nics = base.nodes_of_kind("nic")
     if not nics:
         raise TopologyError(f"cluster: {base.name!r} has no NICs to join hosts with")
@@ -116,6 +113,25 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
                        latency_us=net_latency_us / 2)
     t.assumptions = list(base.assumptions) + [f"network: {shape}, {net_latency_us} us NIC to NIC"]
     return t
+
+
+def check_hosts(nodes, gpus_per_host: int, where: str) -> int:
+    """``nodes`` (a host count) as an int: an integer (:func:`~topo_probe.guard.is_int`) >= 1 whose hosts of
+    ``gpus_per_host`` GPUs are at most :data:`~topo_probe.guard.MAX_GPUS`, checked before anything is built (4,096
+    DGX hosts took a minute, then were refused); else TopologyError in one line starting with ``where``
+    (``--nodes``, ``cluster: nodes``).
+
+    >>> check_hosts(129, 8, "--nodes")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.TopologyError: --nodes 129: 129 hosts of 8 GPUs is 1032 GPUs, more than the 1024 a topology may have
+    """
+    if not is_int(nodes) or nodes < 1:
+        raise TopologyError(f"{where} must be an integer >= 1, got {show(nodes)}")
+    if nodes * gpus_per_host > MAX_GPUS:
+        raise TopologyError(f"{where} {nodes}: {nodes} hosts of {gpus_per_host} GPUs is {nodes * gpus_per_host} GPUs, "
+                            f"more than the {MAX_GPUS} a topology may have")
+    return int(nodes)
 
 
 def _replicated_hosts(base: Topology, k: int) -> Topology:

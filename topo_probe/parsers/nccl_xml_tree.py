@@ -12,12 +12,11 @@ messages naming file, line and column.
 from __future__ import annotations
 
 import math
-import re
 from dataclasses import dataclass, field
 from xml.parsers.expat import errors as expat_errors
 
 from topo_probe.errors import TopologyError
-from topo_probe.parsers.xml_bounds import MESSAGES, ExpatError, XmlRefused, stream
+from topo_probe.parsers.xml_bounds import MESSAGES, ExpatError, XmlRefused, int_attribute, stream
 
 # PCI class codes in ``nvlink``/``xgmi`` ``tclass`` (reader and writer)
 NVSWITCH_CLASS = "0x068000"
@@ -26,7 +25,6 @@ CPU_CLASS = "0x068001"
 MAX_XML_CHARS = 16 * 2**20
 MAX_DEPTH = 48
 MAX_ELEMENTS = 500_000
-_INT = re.compile(r"\s*[+-]?\d{1,18}\s*")
 
 
 @dataclass
@@ -92,13 +90,7 @@ def attr_int(el: El, key: str, source: str, lo: int, hi: int, default: int | Non
     """A required (or defaulted) integer attribute within [lo, hi]."""
     if key not in el.attrs and default is not None:
         return default
-    val = attr(el, key, source)
-    if not _INT.fullmatch(val):
-        raise TopologyError(f"{_where(el, source)}: <{el.tag} {key}={val[:40]!r}> is not a valid int")
-    num = int(val)
-    if not lo <= num <= hi:
-        raise TopologyError(f"{_where(el, source)}: <{el.tag} {key}={num}> is out of range {lo}..{hi}")
-    return num
+    return int_attribute(attr(el, key, source), key, lo, hi, f"{_where(el, source)}: <{el.tag}>", TopologyError)
 
 
 def attr_float(el: El, key: str, source: str, lo: float, hi: float, default: float | None = None) -> float:

@@ -1,9 +1,10 @@
 """``nvidia-smi topo -m`` and ``nvidia-smi topo -p2p <r|w|n|a|p>`` output to a Topology.
 
-Accepts raw (tab-separated) or pasted (space-aligned) text, with or without NIC columns (``NIC0``... with a
-``NIC Legend:`` block, or named columns such as ``mlx5_0``), the ``CPU Affinity`` / ``NUMA Affinity`` /
-``GPU NUMA ID`` columns, the `` X `` diagonal and the empty cell nvidia-smi prints before ``GPU NUMA ID``.
-Lines before the header and after the matrix (the legends) are ignored, except the NIC legend.
+Accepts raw (tab-separated), pasted (space-aligned) or terminal-coloured text (colour sequences are taken out,
+:func:`~topo_probe.guard.terminal_lines`), with or without NIC columns (``NIC0``... with a ``NIC Legend:`` block,
+or named columns such as ``mlx5_0``), the ``CPU Affinity`` / ``NUMA Affinity`` / ``GPU NUMA ID`` columns, the
+`` X `` diagonal and the empty cell nvidia-smi prints before ``GPU NUMA ID``; lines before the header and after
+the matrix (the legends) are ignored, except the NIC legend.
 
 What is built (and what is assumed, recorded in ``topo.assumptions``):
 
@@ -40,6 +41,7 @@ from topo_probe.guard import (
     check_float,
     check_topology,
     show,
+    terminal_lines,
 )
 from topo_probe.parsers.hardware import PCIE_LANE_GBPS, nvlink_guess_from_counts
 from topo_probe.parsers.link_matrix import add_nvlinks
@@ -55,8 +57,7 @@ _GPU_LABEL = re.compile(r"GPU([0-9]+)")
 
 #: ``nvidia-smi topo -p2p`` legend.
 P2P_CODES = {"OK": "Status Ok", "CNS": "Chipset not supported", "GNS": "GPU not supported",
-             "TNS": "Topology not supported", "NS": "Not supported", "DR": "Disabled by regkey",
-             "U": "Unknown"}
+             "TNS": "Topology not supported", "NS": "Not supported", "DR": "Disabled by regkey", "U": "Unknown"}
 _P2P_CELL = re.compile("X|" + "|".join(sorted(P2P_CODES, key=len, reverse=True)))
 _P2P_MODES = {"r": "read", "w": "write", "n": "nvlink", "a": "atomics", "p": "prop"}
 
@@ -92,7 +93,7 @@ def _is_header(toks: list[tuple[int, str]], cell: re.Pattern) -> bool:
 def _read_matrix(text: str, source: str, cell: re.Pattern, what: str) -> _Matrix:
     if len(text) > MAX_INPUT_BYTES:
         raise TopologyError(f"{source}: more than the {MAX_INPUT_BYTES} characters a loader reads")
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = terminal_lines(text, source, TopologyError)
     start = next((k for k, ln in enumerate(lines) if "GPU0" in ln and _is_header(_tokens(ln), cell)), None)
     if start is None:
         raise TopologyError(f"{source}:line 1 column 1: no `{what}` header (a line starting with GPU0) found")
@@ -182,8 +183,8 @@ def _read_row(mat: _Matrix, source: str, ln: int, line: str, toks, cell, rows_se
 
 
 def _values_by_position(mat: _Matrix, line: str, n: int) -> dict[str, str]:
-    """Attribute values of a row that lacks some, each given to the nearest header column not
-    already used (tabs expanded to 8 columns, as a terminal shows them)."""
+    """Attribute values of a row that lacks some, each given to the nearest header column not already used (tabs
+    expanded to 8 columns, as a terminal shows them)."""
     head = {tok: col for col, tok in _tokens(mat.header_text.expandtabs(8), _HEADER_TOKEN) if tok in mat.attrs}
     out: dict[str, str] = {}
     free = list(mat.attrs)
@@ -197,9 +198,8 @@ def _values_by_position(mat: _Matrix, line: str, n: int) -> dict[str, str]:
 
 
 def _reconcile(mat: _Matrix) -> None:
-    """Make the matrix symmetric: where cell a/b and b/a differ, both take the slower reading
-    (fewer NVLinks; a PCIe class over NVLink; the farther PCIe class; a known cell over an
-    unknown one), said so in ``mat.notes``."""
+    """Make the matrix symmetric: where cell a/b and b/a differ, both take the slower reading (fewer NVLinks; a
+    PCIe class over NVLink; the farther PCIe class; a known cell over an unknown one), said so in ``mat.notes``."""
     rank = {c: k for k, c in enumerate(("PIX", "PXB", "PHB", "NODE", "SYS"))}
 
     def slowness(tok: str) -> tuple[int, int]:
@@ -394,7 +394,6 @@ def apply_p2p(topo: Topology, table: dict[tuple[int, int], P2PCapability]) -> To
     n = topo.num_gpus
     for (i, j), cap in sorted(table.items()):
         if not (0 <= i < n and 0 <= j < n):
-            raise TopologyError(f"p2p table: GPU pair ({i}, {j}) is outside topology {topo.name!r} "
-                                f"with {n} GPUs")
+            raise TopologyError(f"p2p table: GPU pair ({i}, {j}) is outside topology {topo.name!r} with {n} GPUs")
         topo.p2p_overrides[(i, j)] = cap
     return topo

@@ -246,6 +246,12 @@ def _build_tree(topo, eps, levels, numa, pcie_gbps, cpu_gbps) -> list[str]:
     def link(child: str, parent: str, gbps: float) -> None:
         topo.add_link(child, parent, kind="pcie", bandwidth_gbps=gbps, latency_us=PCIE_LATENCY_US)
 
+    def switch(members: list, parent: str) -> str:
+        """A new PCIe switch under ``parent``, its uplink as fast as its fastest member's."""
+        sw = new("pcie", "pcie_switch")
+        link(sw, parent, max(bw(e) for e in members))
+        return sw
+
     cpus = []
     for g, nid in zip(cpu_groups, ids):
         cpu = f"cpu{nid}"
@@ -261,26 +267,14 @@ def _build_tree(topo, eps, levels, numa, pcie_gbps, cpu_gbps) -> list[str]:
             hb = new("hb", "host_bridge", numa_node=nid)
             total = 0.0
             for up_members in up.groups(hb_members):
-                leaves = leaf.groups(up_members)
-                if len(leaves) > 1:
-                    usw = new("pcie", "pcie_switch")
-                    top = max(bw(e) for e in up_members)
-                    link(usw, hb, top)
-                    total += top
-                    for members in leaves:
-                        lsw = new("pcie", "pcie_switch")
-                        link(lsw, usw, max(bw(e) for e in members))
-                        for e in members:
-                            link(e, lsw, bw(e))
-                elif len(up_members) > 1:
-                    lsw = new("pcie", "pcie_switch")
-                    top = max(bw(e) for e in up_members)
-                    link(lsw, hb, top)
-                    total += top
-                    for e in up_members:
-                        link(e, lsw, bw(e))
-                else:
+                total += max(bw(e) for e in up_members)
+                if len(up_members) == 1:
                     link(up_members[0], hb, bw(up_members[0]))
-                    total += bw(up_members[0])
+                    continue
+                usw, leaves = switch(up_members, hb), leaf.groups(up_members)     # leaf switches under it, if any
+                for members in leaves if len(leaves) > 1 else [up_members]:
+                    lsw = switch(members, usw) if len(leaves) > 1 else usw
+                    for e in members:
+                        link(e, lsw, bw(e))
             topo.add_link(hb, cpu, kind="cpu", bandwidth_gbps=total, latency_us=CPU_LATENCY_US)
     return notes

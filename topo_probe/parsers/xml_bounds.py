@@ -20,11 +20,16 @@ topo_probe.parsers.xml_bounds.XmlRefused: line 1: DOCTYPE and ENTITY declaration
 
 from __future__ import annotations
 
+import re
 import xml.parsers.expat as expat
 from typing import Callable
 
 ExpatError = expat.ExpatError
 MESSAGES = expat.errors.messages
+
+#: an integer attribute: a sign and at most 20 digits (int64's 2**63 - 1, MSCCL's largest maxBytes, has 19; a
+#: bound on the digits int() reads, the range is the caller's), blanks around it allowed
+_INT = re.compile(r"\s*[+-]?\d{1,20}\s*")
 
 
 class XmlRefused(Exception):
@@ -56,3 +61,22 @@ def stream(text: str, *, start: Callable, end: Callable, max_chars: int, max_dep
     p.StartElementHandler, p.EndElementHandler = on_start, on_end
     p.StartDoctypeDeclHandler = p.EntityDeclHandler = refuse
     p.Parse(text, True)
+
+
+def int_attribute(val: str, key: str, lo: int, hi: int, where: str, error: type[Exception]) -> int:
+    """The XML attribute ``key="val"`` as an int in ``lo..hi``; else ``error`` in one line that starts with ``where``
+    (the file, line and element: both XML loaders' one rule).
+
+    >>> int_attribute(" 4 ", "count", 1, 8, "t.xml:line 3 column 5: <gpu>", ValueError)
+    4
+    >>> int_attribute("1e400", "speed", 0, 10, "t.xml:line 3 column 5: <nic>", ValueError)
+    Traceback (most recent call last):
+    ...
+    ValueError: t.xml:line 3 column 5: <nic> attribute speed='1e400' is not an integer
+    """
+    if not _INT.fullmatch(val):
+        raise error(f"{where} attribute {key}={val[:40]!r} is not an integer")
+    num = int(val)
+    if not lo <= num <= hi:
+        raise error(f"{where} attribute {key}={num} is out of range {lo}..{hi}")
+    return num

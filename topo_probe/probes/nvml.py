@@ -29,6 +29,7 @@ MULTIPLE = PXB, HOSTBRIDGE = PHB, NODE = NODE, SYSTEM = SYS).
 from __future__ import annotations
 
 import importlib
+from typing import Callable
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US
@@ -155,16 +156,15 @@ def gather_nvml_records(nvml=None, sysfs_root=None) -> dict:
             rec["driver_version"] = driver.decode() if isinstance(driver, bytes) else driver
         except nv.NVMLError:
             pass
-        topo = [[None] * n for _ in range(n)]
-        for i in range(n):
-            for j in range(n):
-                if i != j:
-                    try:
-                        lvl = nv.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
-                        topo[i][j] = LEVELS.get(int(lvl), str(lvl))
-                    except nv.NVMLError as exc:
-                        errors.append(f"GPUs {i},{j}: topology common ancestor: {exc}")
-        rec["topology"] = topo
+
+        def level(i: int, j: int) -> str:
+            lvl = nv.nvmlDeviceGetTopologyCommonAncestor(handles[i], handles[j])
+            return LEVELS.get(int(lvl), str(lvl))
+
+        def p2p(i: int, j: int, idx: int) -> str:
+            return P2P_STATUS.get(int(nv.nvmlDeviceGetP2PStatus(handles[i], handles[j], idx)), "UNKNOWN")
+
+        rec["topology"] = _pair_matrix(nv, n, level, "topology common ancestor", errors)
         rec["p2p"] = {}
         for key, const in (("read", "NVML_P2P_CAPS_INDEX_READ"), ("write", "NVML_P2P_CAPS_INDEX_WRITE"),
                            ("atomics", "NVML_P2P_CAPS_INDEX_ATOMICS"), ("nvlink", "NVML_P2P_CAPS_INDEX_NVLINK")):
@@ -172,22 +172,27 @@ def gather_nvml_records(nvml=None, sysfs_root=None) -> dict:
             idx = idx[0] if isinstance(idx, tuple) else idx  # nvidia-ml-py 13.x: READ is the tuple (0,)
             if idx is None:
                 continue
-            m = [[None] * n for _ in range(n)]
-            for i in range(n):
-                for j in range(n):
-                    if i != j:
-                        try:
-                            m[i][j] = P2P_STATUS.get(int(nv.nvmlDeviceGetP2PStatus(handles[i], handles[j], idx)),
-                                                     "UNKNOWN")
-                        except nv.NVMLError as exc:
-                            errors.append(f"GPUs {i},{j}: P2P {key}: {exc}")
-            rec["p2p"][key] = m
+            rec["p2p"][key] = _pair_matrix(nv, n, lambda i, j, idx=idx: p2p(i, j, idx), f"P2P {key}", errors)
         return rec
     finally:
         try:
             nv.nvmlShutdown()
         except Exception:  # noqa: BLE001 - shutting down must not hide the answer
             pass
+
+
+def _pair_matrix(nv, n: int, ask: Callable[[int, int], str], what: str, errors: list[str]) -> list[list]:
+    """``ask(i, j)`` for every ordered pair of the ``n`` GPUs (None on the diagonal, and where NVML fails: the
+    failure goes to ``errors`` as ``GPUs i,j: what: ...``)."""
+    m: list[list] = [[None] * n for _ in range(n)]
+    for i in range(n):
+        for j in range(n):
+            if i != j:
+                try:
+                    m[i][j] = ask(i, j)
+                except nv.NVMLError as exc:
+                    errors.append(f"GPUs {i},{j}: {what}: {exc}")
+    return m
 
 
 def probe_nvml(nvml=None, sysfs_root=None) -> tuple[dict | None, list[str]]:

@@ -48,6 +48,7 @@ from topo_probe.guard import (
     check_float,
     check_int,
     check_topology,
+    is_int,
     parse_json,
     read_text,
     show,
@@ -87,10 +88,6 @@ def topology_to_dict(topo: Topology) -> dict[str, Any]:
 
 def _fail(source: str, msg: str) -> TopologyError:
     return TopologyError(f"{source}: {msg}")
-
-
-def _is_int(x: Any) -> bool:
-    return isinstance(x, int) and not isinstance(x, bool)
 
 
 def _check_attrs(attrs: dict, where: str, source: str) -> None:
@@ -135,12 +132,12 @@ def _nodes(topo: Topology, nodes: Any, source: str) -> None:
         attrs = {a: v for a, v in nd.items() if a not in ("id", "kind")}
         if kind == "gpu":
             idx = attrs.get("index")
-            if not _is_int(idx) or idx < 0:
+            if not is_int(idx) or idx < 0:
                 raise _fail(source, f"{where}.index must be an integer >= 0, got {show(idx)}")
             if idx in gpu_at:
                 raise _fail(source, f"{where}.index {idx} duplicates the GPU index of nodes[{gpu_at[idx]}]")
             gpu_at[idx] = k
-        if "host" in attrs and not _is_int(attrs["host"]):
+        if "host" in attrs and not is_int(attrs["host"]):
             raise _fail(source, f"{where}.host must be an integer, got {show(attrs['host'])}")
         _check_attrs(attrs, where, source)
         topo.graph.add_node(nid, kind=kind, **attrs)
@@ -194,7 +191,7 @@ def _p2p(topo: Topology, items: Any, source: str) -> None:
         if not isinstance(it, dict):
             raise _fail(source, f"{where} must be an object")
         for end in ("src", "dst"):
-            if not _is_int(it.get(end)) or not 0 <= it[end] < n:
+            if not is_int(it.get(end)) or not 0 <= it[end] < n:
                 raise _fail(source, f"{where}.{end} must be a GPU index 0..{n - 1}, got {show(it.get(end))}")
         for f in ("read", "write", "atomics"):
             if not isinstance(it.get(f), bool):

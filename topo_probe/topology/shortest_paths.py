@@ -111,21 +111,22 @@ class PathIndex:
         low = min(level[v] for v in ins)
         return sorted((v for v in ins if level[v] == low), key=s.rank.__getitem__)
 
+    def _counted(self, src, dst) -> tuple[_Search, list, int]:
+        """``src``'s search, the nodes fewest-hop paths enter ``dst`` from, and how many such paths there are."""
+        s = self._search(src)
+        last = self._last_hop(s, dst)
+        return s, last, sum(s.count[v] for v in last)
+
     def count(self, src, dst) -> int:
         """How many fewest-hop ``src`` -> ``dst`` paths there are (0 if none), without listing them."""
-        if dst == src:
-            return 1
-        s = self._search(src)
-        return sum(s.count[v] for v in self._last_hop(s, dst))
+        return 1 if dst == src else self._counted(src, dst)[2]
 
     def paths(self, src, dst) -> list[tuple]:
         """Every fewest-hop ``src`` -> ``dst`` path (tuples of node ids); ``[]`` if there is none;
         :class:`TopologyError` if there are more than :data:`MAX_PATHS`."""
         if dst == src:
             return [(src,)]
-        s = self._search(src)
-        last = self._last_hop(s, dst)
-        total = sum(s.count[v] for v in last)
+        s, last, total = self._counted(src, dst)
         if total > MAX_PATHS:
             raise TopologyError(f"{src} -> {dst}: {total} fewest-hop paths over {'/'.join(sorted(self._kinds))} "
                                 f"links, more than the {MAX_PATHS} a route may spread over")

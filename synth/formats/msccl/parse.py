@@ -21,13 +21,11 @@ topo_probe.errors.ScheduleFormatError: x.xml: <algo>: gpu 1 is missing (ngpus=2)
 
 from __future__ import annotations
 
-import re
-
 from synth.formats.msccl.layout import PROTOCOLS, READS_SRC, RECEIVES, SENDS, STEP_TYPES, WRITES_DST
 from synth.formats.msccl.program import Program, XGpu, XStep, XThreadblock
 from synth.ir.collectives import canonical
 from topo_probe.errors import ScheduleFormatError, TopocollError
-from topo_probe.parsers.xml_bounds import MESSAGES, ExpatError, XmlRefused, stream
+from topo_probe.parsers.xml_bounds import MESSAGES, ExpatError, XmlRefused, int_attribute, stream
 
 #: bounds checked before or while parsing (far above anything a runtime runs)
 MAX_XML_CHARS = 32 * 2**20
@@ -44,7 +42,6 @@ ALGO_REQUIRED = ("nchunksperloop", "nchannels", "ngpus", "proto", "coll", "minBy
                  "inplace", "outofplace")
 #: MSCCL functions without a topocoll collective (variable counts, point to point)
 NOT_MODELLED = ("alltoallv", "send", "recv")
-_INT = re.compile(r"\s*[+-]?\d{1,20}\s*")
 
 
 class _Node:
@@ -88,12 +85,7 @@ def _int(attrs: dict, key: str, where: str, lo: int, hi: int, default: int | Non
         if default is not None:
             return default
         raise ScheduleFormatError(f"{where}: missing attribute {key!r}")
-    if not _INT.fullmatch(val):
-        raise ScheduleFormatError(f"{where}: attribute {key}={val[:40]!r} is not an integer")
-    num = int(val)
-    if not lo <= num <= hi:
-        raise ScheduleFormatError(f"{where}: attribute {key}={num} is out of range {lo}..{hi}")
-    return num
+    return int_attribute(val, key, lo, hi, f"{where}:", ScheduleFormatError)
 
 
 def _flag(attrs: dict, key: str, where: str, default: int) -> bool:

@@ -128,44 +128,13 @@ def inconsistent_rows(log) -> list[tuple[int, str, str, float, float]]:
     return bad
 
 
-def _line_numbers(log, text: str) -> list[int | None]:
-    """1-based line of each row of ``log`` in ``text``: the next line after the previous row's that starts with
-    the row's size and count and prints its time (None where none does)."""
-    lines, at, out = text.splitlines(), 0, []
-    for row in log.rows:
-        found, m = None, row.out_of_place or row.in_place
-        for j in range(at, len(lines)):
-            toks = lines[j].split()
-            if (str(row.size) in toks[:3] and str(row.count) in toks[:4]
-                    and (m is None or any(_prints(tok, m.time_us) for tok in toks))):
-                found, at = j + 1, j + 1
-                break
-        out.append(found)
-    return out
-
-
-def _prints(tok: str, time_us: float) -> bool:
-    """``tok`` is ``time_us`` as printed, in µs or (``cputime`` logs) ms."""
-    try:
-        value = float(tok)
-    except ValueError:
-        return False
-    return any(math.isclose(value, t, rel_tol=1e-9) for t in (time_us, time_us / 1e3))
-
-
 def inconsistent_notes(log, path: str | Path) -> list[str]:
-    """One line per inconsistent measurement of ``log``, read from ``path``: file, line, column, the printed value
-    and what its row's other numbers give."""
-    bad = inconsistent_rows(log)
-    if not bad:
-        return []
-    try:
-        where = _line_numbers(log, Path(path).read_text(errors="replace"))
-    except OSError:
-        where = [None] * len(log.rows)
-    return [f"{path}:{where[k] or '?'}: {place} {col} {value:g} disagrees with its row (size {log.rows[k].size}), "
+    """One line per inconsistent measurement of ``log``, read from ``path``: file, line (the row's, recorded when it
+    was read), column, the printed value and what its row's other numbers give."""
+    rows = log.rows
+    return [f"{path}:{rows[k].line or '?'}: {place} {col} {value:g} disagrees with its row (size {rows[k].size}), "
             f"which gives {want:.4g}: a mangled number? (nccl-tests prints algbw = size / time, busbw = algbw x "
-            f"factor)" for k, place, col, value, want in bad]
+            f"factor)" for k, place, col, value, want in inconsistent_rows(log)]
 
 
 __all__ = ["BW_DECIMALS", "MIN_PRECISE", "PRECISE_GBPS", "SLACK", "TIME_DECIMALS", "half_unit", "inconsistent_notes",

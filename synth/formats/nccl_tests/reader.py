@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from synth.formats.nccl_tests.rows import (MAX_MEASURED_GBPS, IterStats, Layout, Measurement, Row, ShortRow, header_of,
                                            layout_of, measured, number, row_of)
@@ -172,9 +172,11 @@ def _start(log: NcclTestsLog, cols: tuple[str, ...], lay: Layout) -> None:
     log.wrong_column = lay.wrong or "#wrong"
 
 
-def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = True) -> NcclTestsLog:
+def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = True,
+                     file_lines: list[int] | None = None) -> NcclTestsLog:
     """Parse nccl-tests output text (see the module docstring); ``cut_ok``: a short last row is
-    left out with a note (a run cut off), else it is an error too.
+    left out with a note (a run cut off), else it is an error too.  Each row records its line
+    (``Row.line``): of ``text``, or ``file_lines[i]`` for the text's line ``i + 1`` when given.
 
     Raises
     ------
@@ -209,7 +211,7 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = T
         elif s and lay is not None:       # rows before any header, NCCL INFO lines: skipped
             row, short = _table_row(s, lay, log.time_unit == "ms", where, short)
             if row is not None:
-                log.rows.append(row)
+                log.rows.append(replace(row, line=ln if file_lines is None else file_lines[ln - 1]))
     if lay is None:
         raise NcclTestsLogError(f"{source}: no nccl-tests column header (# size count type redop ...)")
     if short is not None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from topo_probe.errors import NcclTestsLogError
 from topo_probe.guard import MAX_BYTES, MAX_GPUS, MAX_TIME_US, check_float, check_int, show
@@ -54,7 +54,9 @@ class Measurement:
 @dataclass(frozen=True)
 class Row:
     """One size of the sweep.  ``root`` is None when the column is absent or shows -1;
-    ``redop`` is ``""`` when the column is absent or blank; ``timestamp`` as printed."""
+    ``redop`` is ``""`` when the column is absent or blank; ``timestamp`` as printed; ``line`` the
+    1-based line of the text it was read from (the file's, read by :func:`~synth.formats.nccl_tests.runs.parse_runs`;
+    not compared)."""
 
     size: int
     count: int
@@ -64,6 +66,7 @@ class Row:
     out_of_place: Measurement | None
     in_place: Measurement | None
     timestamp: str | None = None
+    line: int | None = field(default=None, compare=False)
 
 
 

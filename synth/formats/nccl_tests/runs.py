@@ -53,19 +53,20 @@ def strip_prefixes(text: str) -> list[str]:
     return [_TAG.sub(" ", _PREFIX.sub("", line, count=1)) for line in text.replace("\ufeff", "").splitlines()]
 
 
-def _segments(lines: list[str]) -> list[tuple[str | None, list[str]]]:
-    segs: list[tuple[str | None, list[str]]] = [(None, [])]
+def _segments(lines: list[str]) -> list[tuple[str | None, list[str], int]]:
+    """The runs of ``lines``: (test name or None, their lines, the 0-based index of the first), those with a header."""
+    segs: list[tuple[str | None, list[str], int]] = [(None, [], 0)]
     has_rows = False
-    for line in lines:
+    for i, line in enumerate(lines):
         s = line.strip()
         m = _START.match(s)
         new = m is not None or (has_rows and (_HEADER.match(s) or s.startswith("# nThread")))
         if new:
-            segs.append((m.group(1) if m else None, []))
+            segs.append((m.group(1) if m else None, [], i))
             has_rows = False
         segs[-1][1].append(line)
         has_rows |= bool(_ROW.match(line))
-    return [(name, body) for name, body in segs if any(_HEADER.match(x.strip()) for x in body)]
+    return [seg for seg in segs if any(_HEADER.match(x.strip()) for x in seg[1])]
 
 
 def guess_collective(log: NcclTestsLog, source: str | Path = "") -> str | None:
@@ -97,13 +98,16 @@ def parse_runs(text: str, source: str = "nccl-tests log") -> list[NcclTestsLog]:
     segs = _segments(lines)
     if not segs:
         raise NcclTestsLogError(f"{source}: no nccl-tests column header (# size count type redop ...)")
-    preamble = [x for x in lines[:next((i for i, x in enumerate(lines) if _HEADER.match(x.strip())), 0)]
-                if x.lstrip().startswith("#")]
+    preamble = [i for i, x in enumerate(lines[:next((i for i, x in enumerate(lines) if _HEADER.match(x.strip())), 0)])
+                if x.lstrip().startswith("#")]             # (indices of the lines)
     out = []
-    for k, (name, body) in enumerate(segs):
+    for k, (name, body, first) in enumerate(segs):
         where = source if len(segs) == 1 else f"{source} (run {k + 1}{': ' + name if name else ''})"
         has_devices = any("Rank" in x and "device" in x for x in body)
-        log = parse_nccl_tests("\n".join(body if has_devices or k else preamble + body), where, k == len(segs) - 1)
+        at = list(range(first + 1, first + 1 + len(body)))                     # each line's line in the file
+        if not (has_devices or k):
+            body, at = [lines[i] for i in preamble] + body, [i + 1 for i in preamble] + at
+        log = parse_nccl_tests("\n".join(body), where, k == len(segs) - 1, at)
         log.test = name or log.test
         # -N cycles end in one footer (common.cu:934-943, then the footer): rows below a footer are another run's
         log.cycles = cycles_of(log.rows, sizes_per_cycle(log)) if log.footer_row in (None, len(log.rows)) else 1

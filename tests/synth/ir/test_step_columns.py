@@ -3,6 +3,7 @@ a KeptColumns its owner lends, to the same-bits check of the same schedule."""
 
 import collections
 import random
+from contextlib import contextmanager
 
 import _sum_order_cases as cases
 import numpy as np
@@ -13,6 +14,7 @@ from hypothesis import strategies as st
 
 import synth.ir.step_replay as step_replay
 import synth.ir.verifier as verifier
+from synth.ir.capacity import required_rounds
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule, Step, Transfer
 from synth.ir.step_columns import KeptColumns, keeping_columns, kept_columns, read_columns
@@ -27,6 +29,21 @@ def _ring_allreduce(n: int) -> Schedule:
     red = [Step(1, tuple(Transfer(c, (c + s) % n, (c + s + 1) % n, "reduce") for c in range(n))) for s in range(n - 1)]
     cop = [Step(1, tuple(Transfer(c, (c + s) % n, (c + s + 1) % n) for c in range(n))) for s in range(n - 1, 2 * n - 2)]
     return Schedule("allreduce", n, 1, tuple(red + cop))
+
+
+@contextmanager
+def _lent(n: int):
+    """A fabric for n ranks (every pair a channel) and the KeptColumns lent to it for the block, as synthesize lends
+    its own: the public way a verification keeps columns."""
+    fab = build_fabric(fully_connected(n))
+    with keeping_columns(fab) as kept:
+        yield fab, kept
+
+
+def _fitted(s: Schedule, fab) -> Schedule:
+    """``s`` with each step given the rounds its transfers need on ``fab`` (required_rounds), so that it may pass."""
+    return s.with_(steps=tuple(Step(required_rounds(fab, [(t.src, t.dst) for t in st.transfers]), st.transfers)
+                               for st in s.steps))
 
 
 def _fields(cols) -> list[tuple]:
@@ -47,26 +64,41 @@ def test_columns_are_the_transfers_fields_in_order():
 
 @pytest.mark.parametrize("odd", [Transfer(1.0, 0, 1), Transfer(1.5, 0, 1), Transfer("1", 0, 1), Transfer(1, 0, b"2"),
                                  Transfer(2**70, 0, 1), Transfer(None, 0, 1), Transfer(1, 0, 1, "move"),
-                                 Transfer(1, 0, 1, None)])
+                                 Transfer(1, 0, 1, None), Transfer(True, 0, 1), Transfer(1, np.bool_(False), 1),
+                                 Transfer(np.uint64(2**63), 0, 1)])
 def test_anything_but_integers_and_the_two_ops_is_not_read(odd):
-    """A float, string or bytes would pass for an integer in an int64 array (NumPy converts 1.5 and "1" to 1), a
-    value past int64 cannot be held, an op other than copy/reduce has no column: None, left to the plain replays."""
+    """A float, string, bytes or bool would pass for an integer in an int64 array (NumPy converts 1.5 and "1" to 1,
+    and reads [0, True, 2] as int64), a value past int64 cannot be held, an op other than copy/reduce has no column:
+    None, left to the plain replays (which name the transfer)."""
     assert read_columns((Transfer(0, 1, 2, "reduce"), odd, Transfer(2, 2, 0))) is None
+
+
+def test_numpy_integers_are_read_as_their_values():
+    """np.int32 / np.uint8 / np.int64 fields are integers (topo_probe.guard.is_int): read as the Python ints they
+    equal, beside plain ints."""
+    got = read_columns((Transfer(np.int32(3), 0, np.uint8(1)), Transfer(0, np.int64(2), 1, "reduce")))
+    assert [c.tolist() for c in got] == [[3, 0], [0, 2], [1, 1], [False, True]]
+    assert all(c.dtype == np.int64 for c in got[:3])
 
 
 def test_a_passing_combining_verification_offers_what_it_read_in_bulk(monkeypatch):
     """A 5-rank ring all-reduce whose steps are all replayed in bulk: the columns offered are each step's transfers
     field by field; a copy-only allgather, a schedule that fails and a verification lent nothing offer none."""
     monkeypatch.setattr(verifier, "CLEAN_STEP_TRANSFERS", 1)
-    s, kept = _ring_allreduce(5), KeptColumns()
-    assert verify(s, keep=kept).ok and kept.transfers == 40
-    offered = kept.take(s.steps)
-    assert [_fields(c) for c in offered] == [[(t.chunk, t.src, t.dst, t.op) for t in st.transfers] for st in s.steps]
-    assert kept.take(s.steps) is None and kept.transfers == 0                 # given up when taken
+    s = _ring_allreduce(5)
+    with _lent(5) as (fab, kept):
+        assert verify(s).ok and kept.transfers == 0                           # no fabric: nothing lent
+        assert verify(s, fab).ok and kept.transfers == 40
+        offered = kept.take(s.steps)
+        assert [_fields(c) for c in offered] == [[(t.chunk, t.src, t.dst, t.op) for t in st.transfers]
+                                                 for st in s.steps]
+        assert kept.take(s.steps) is None and kept.transfers == 0             # given up when taken
+        broken = s.with_(steps=s.steps[:-1])                                  # one rank lacks the reduced chunk
+        assert not verify(broken, fab).ok and kept.entries == []
     ag = Schedule("allgather", 3, 1, tuple(Step(1, tuple(Transfer(c, (c + h) % 3, (c + h + 1) % 3) for c in range(3)))
                                            for h in range(2)))
-    broken = s.with_(steps=s.steps[:-1])                                      # one rank lacks the reduced chunk
-    assert verify(ag, keep=kept).ok and not verify(broken, keep=kept).ok and kept.entries == []
+    with _lent(3) as (fab, kept):
+        assert verify(ag, fab).ok and kept.entries == []
 
 
 def test_a_second_verification_of_the_same_steps_reads_nothing_again(monkeypatch):
@@ -80,28 +112,29 @@ def test_a_second_verification_of_the_same_steps_reads_nothing_again(monkeypatch
         reads.append(transfers)
         return read_columns(transfers)
     monkeypatch.setattr(step_replay, "read_columns", spy)
-    s, kept = _ring_allreduce(5), KeptColumns()
-    assert verify(s, keep=kept).ok and len(reads) == 8
-    assert verify(s.with_(name="copy"), keep=kept).ok and len(reads) == 8 and kept.transfers == 40
-    assert not verify(s.with_(steps=s.steps[:-1]), keep=kept).ok and len(reads) == 15
-    assert kept.take(s.steps) is not None
+    s = _ring_allreduce(5)
+    with _lent(5) as (fab, kept):
+        assert verify(s, fab).ok and len(reads) == 8
+        assert verify(s.with_(name="copy"), fab).ok and len(reads) == 8 and kept.transfers == 40
+        assert not verify(s.with_(steps=s.steps[:-1]), fab).ok and len(reads) == 15
+        assert kept.take(s.steps) is not None
 
 
 def test_columns_are_handed_to_the_very_schedule_only(monkeypatch):
     """An equal schedule made anew (another steps tuple) gets nothing: columns go by identity, never by value."""
     monkeypatch.setattr(verifier, "CLEAN_STEP_TRANSFERS", 1)
-    kept = KeptColumns()
-    assert verify(_ring_allreduce(4), keep=kept).ok
-    assert kept.take(_ring_allreduce(4).steps) is None and len(kept.entries) == 1
+    with _lent(4) as (fab, kept):
+        assert verify(_ring_allreduce(4), fab).ok
+        assert kept.take(_ring_allreduce(4).steps) is None and len(kept.entries) == 1
 
 
-def test_past_the_limit_the_oldest_are_dropped(monkeypatch):
+def test_past_the_limit_the_oldest_are_dropped():
     """Room for 50 transfers: two 5-rank rings (40 transfers each) do not fit, the first is dropped; one bigger than
     the limit is not kept at all and drops nothing."""
-    monkeypatch.setattr(verifier, "CLEAN_STEP_TRANSFERS", 1)
     kept = KeptColumns(limit=50)
     a, b, big = _ring_allreduce(5), _ring_allreduce(5), _ring_allreduce(6)                # 40, 40, 60 transfers
-    assert verify(a, keep=kept).ok and verify(b, keep=kept).ok and verify(big, keep=kept).ok
+    for s in (a, b, big):
+        kept.offer(s.steps, [read_columns(st.transfers) for st in s.steps])
     assert [e[0] for e in kept.entries] == [b.steps] and kept.transfers == 40
     assert kept.take(a.steps) is None and kept.take(big.steps) is None and kept.take(b.steps) is not None
 
@@ -167,8 +200,9 @@ def test_handed_columns_give_the_verdict_of_columns_read_afresh(family, n, chunk
     s = _gatherers(n, chunks, seed) if family == "gatherers" else random_schedule(family, n, chunks, root % n, seed)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(verifier, "CLEAN_STEP_TRANSFERS", 1)
-        kept = KeptColumns()
-        assert verify(s, keep=kept).ok
+        with _lent(n) as (fab, kept):
+            s = _fitted(s, fab)
+            assert verify(s, fab).ok
     handed = kept.take(s.steps)
     assert handed is not None and all(c is not None for c in handed)
     assert inconsistent_chunks(s, handed) == inconsistent_chunks(s) == _expression_check(s)
@@ -189,8 +223,9 @@ def test_handed_columns_keep_the_trap_cases_verdicts(case, monkeypatch):
     """The hand-built schedules whose ranks sum in different orders (and the twin whose ranks agree): the same
     chunks and ranks named with handed columns as without, as the float32 replay says (tests/_sum_order_cases.py)."""
     monkeypatch.setattr(verifier, "CLEAN_STEP_TRANSFERS", 1)
-    s, kept = case(), KeptColumns()
-    assert verify(s, keep=kept).ok
+    with _lent(case().ranks) as (fab, kept):
+        s = _fitted(case(), fab)
+        assert verify(s, fab).ok
     handed = kept.take(s.steps)
     got = inconsistent_chunks(s, handed)
     assert got == inconsistent_chunks(s)

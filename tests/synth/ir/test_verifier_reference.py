@@ -90,19 +90,30 @@ def _count(taken: list, real, args):
     return got
 
 
+def _with_extra(s, odd):
+    steps = list(s.steps)
+    steps[0] = Step(steps[0].rounds + 1, steps[0].transfers + (odd,))
+    return s.with_(steps=tuple(steps))
+
+
 def test_bulk_replay_leaves_odd_values_to_the_plain_replay(monkeypatch):
-    """Chunks or ranks that are floats, bools or too big for int64, and unknown ops, in big steps: the
-    report of the plain replay."""
+    """Chunks or ranks too big for int64, and unknown ops, in big steps: the report of the plain replay.  A chunk or
+    rank that is a float or a bool (1.0, 1.5, True) is not an integer: a bad transfer, left out of the state and the
+    loads as the plain replay leaves an out-of-range one (chunk 99), with its own message."""
     monkeypatch.setattr(verifier, "CLEAN_STEP_TRANSFERS", 1)
     fabric = build_fabric(fully_connected(6))
     s = random_schedule("allgather", 6, 1, 0, 3)
-    for odd in (Transfer(1.0, 1, 2), Transfer(1.5, 1, 2), Transfer(1, True, 2),
-                Transfer(1, 1, 2.0), Transfer(1, 1, 2, "move"), Transfer(1, 1, 2, "reduce"), Transfer(2**70, 1, 2)):
-        steps = list(s.steps)
-        steps[0] = Step(steps[0].rounds + 1, steps[0].transfers + (odd,))
-        case = s.with_(steps=tuple(steps))
-        got = verify(case, fabric)
-        assert _report(got) == _report(reference.verify(case, fabric))
+    for odd in (Transfer(1, 1, 2, "move"), Transfer(1, 1, 2, "reduce"), Transfer(2**70, 1, 2)):
+        case = _with_extra(s, odd)
+        assert _report(verify(case, fabric)) == _report(reference.verify(case, fabric))
+    at = len(s.steps[0].transfers)
+    for odd, text in ((Transfer(1.0, 1, 2), "chunk 1.0"), (Transfer(1.5, 1, 2), "chunk 1.5"),
+                      (Transfer(1, True, 2), "src True"), (Transfer(1, 1, 2.0), "dst 2.0")):
+        ok, violations, loads, rounds = _report(reference.verify(_with_extra(s, Transfer(99, 1, 2)), fabric))
+        ours = f"step 0, transfer {at}: {text} is not an integer (rule: bad-transfer)"
+        want = [("bad-transfer", ours, 0, at, None, None) if v[:4:2] == ("bad-transfer", 0) and v[3] == at else v
+                for v in violations]
+        assert want != violations and _report(verify(_with_extra(s, odd), fabric)) == (ok, want, loads, rounds)
 
 
 def test_capacity_tests_on_arrays_equal_the_loop(monkeypatch):

@@ -151,3 +151,18 @@ def test_a_torch_process_groups_no_plan_warning_points_at_the_users_call_not_int
     doc = json.loads(out.read_text())
     no_plan = [(f, n) for f, n, m in doc["got"] if "no plan for" in m]
     assert no_plan == [tuple(doc["want"])], doc
+
+
+@pytest.mark.parametrize("package", ["synth", "kernels"])
+def test_code_of_a_string_run_inside_a_package_folder_is_the_users(package, monkeypatch):
+    """``python -c`` (or ``exec``) in a shell whose working directory is ``synth/``: the frame's file is
+    ``<string>``, the user's, not ``synth/<string>``; the warning names it (line 2 of the string), as
+    ``warnings.warn(stacklevel=2)`` called from there would, the reference run in the same place."""
+    from synth.plan.user_warning import PACKAGE_DIRS, warn_user
+    folder = next(d for d in PACKAGE_DIRS if Path(d).name == package)
+    monkeypatch.chdir(folder)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        exec(compile("x = 1\nwarn_user('from the user')\n", "<string>", "exec"), {"warn_user": warn_user})
+        exec(compile("x = 1\nwarn('from the user')\n", "<string>", "exec"), {"warn": warnings.warn})
+    assert _where(caught) == [("<string>", 2), ("<string>", 2)]

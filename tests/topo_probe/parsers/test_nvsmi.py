@@ -382,3 +382,88 @@ def test_soc_cells_do_not_search_the_notes(monkeypatch):
     assert [a for a in t.assumptions if "SOC" in a] == [
         "cells SOC (first: row GPU0, line 2 column 8): older drivers' SYS, read as SYS"]
     assert CountingList.scans <= 4, CountingList.scans         # a few reads of the finished list, not one a cell
+
+
+# ---------------------------------------------------------------- terminal colours
+#: the ECMA-48 CSI sequences nvsmi_topo_dgx_a100_colour.txt adds (REFERENCE.md): underline, bold, bold green, reset
+COLOURS = ("\x1b[4m", "\x1b[1m", "\x1b[1;32m", "\x1b[0m")
+
+
+def _same_reading(a, b) -> bool:
+    n = a.num_gpus
+    return (a.fingerprint() == b.fingerprint() and n == b.num_gpus and a.assumptions == b.assumptions
+            and all(a.smi_label(i, j) == b.smi_label(i, j) for i in range(n) for j in range(n))
+            and dict(a.graph.nodes(data=True)) == dict(b.graph.nodes(data=True)))
+
+
+def test_coloured_output_reads_as_the_plain_one():
+    """``nvidia-smi topo -m`` as a colour terminal shows it (the DGX A100 fixture with an underlined header, bold
+    row labels and green NV12 cells): the same topology as the plain text, by the parser and by load_topology; the
+    fixture is the plain one plus exactly those sequences (before: no header found)."""
+    from topo_probe.load import load_topology
+    coloured, plain = read("nvsmi_topo_dgx_a100_colour.txt"), read("nvsmi_topo_dgx_a100.txt")
+    stripped = coloured
+    for seq in COLOURS:
+        stripped = stripped.replace(seq, "")
+    assert stripped == plain and coloured.count("\x1b") > 100
+    want = parse_nvsmi_topo(plain, source="nvsmi_topo_dgx_a100.txt")
+    assert _same_reading(parse_nvsmi_topo(coloured, source="nvsmi_topo_dgx_a100.txt"), want)
+    assert load_topology(str(FIXTURES / "nvsmi_topo_dgx_a100_colour.txt")).fingerprint() == want.fingerprint()
+
+
+@pytest.mark.parametrize("bad,shown", [("\x07", "U+0007"), ("\x1b", "U+001B"), ("\x1b]0;t\x07", "U+001B"),
+                                       ("\x00", "U+0000"), ("\x7f", "U+007F"), ("\x9b", "U+009B")])
+def test_other_control_characters_are_refused_where_they_are(bad, shown):
+    """A bell, a lone ESC, an OSC title sequence (ESC ], not a CSI), NUL, DEL, the one-byte C1 CSI: refused in one
+    line naming the file, the line and the column of the character as they are in the file."""
+    lines = read("nvsmi_topo_dgx_a100.txt").split("\n")
+    k = next(i for i, ln in enumerate(lines) if ln.startswith("GPU3"))
+    lines[k] = "\x1b[1m" + lines[k][:10] + bad + lines[k][10:]                 # after a colour, which is fine
+    with pytest.raises(TopologyError) as e:
+        parse_nvsmi_topo("\n".join(lines), source="topo.txt")
+    assert str(e.value) == f"topo.txt: line {k + 1} column 15: control character {shown} is not text"
+
+
+@settings(max_examples=40, deadline=None, derandomize=True)
+@given(cuts=st.lists(st.tuples(st.floats(0, 1), st.from_regex(r"\x1b\[[0-?]{0,4}[ -/]{0,2}[@-~]", fullmatch=True)),
+                     max_size=6),
+       control=st.one_of(st.none(), st.tuples(st.floats(0, 1), st.sampled_from("\x00\x01\x08\x0b\x0c\x1b\x7f\x85"))))
+def test_colour_sequences_anywhere_change_nothing_and_controls_are_refused(cuts, control):
+    """Any CSI sequences put anywhere in the raw-tab PCIe fixture (inside tokens too: a terminal shows none of them)
+    give its plain reading; one other control character anywhere is refused naming its line (TopologyError only)."""
+    plain = read("nvsmi_topo_2x_pcie_raw_tabs.txt")
+    text = plain
+    for at, seq in sorted(cuts, reverse=True):
+        k = int(at * len(plain))
+        text = text[:k] + seq + text[k:]
+    if control is None:
+        assert _same_reading(parse_nvsmi_topo(text), parse_nvsmi_topo(plain))
+        return
+    k = int(control[0] * len(text))
+    while text[k - 1:k] == "\x1b" or _inside_csi(text, k):
+        k -= 1
+    text = text[:k] + control[1] + text[k:]
+    with pytest.raises(TopologyError, match=f"line {text.count(chr(10), 0, k) + 1} column "):
+        parse_nvsmi_topo(text)
+
+
+def _inside_csi(text: str, k: int) -> bool:
+    return any(m.start() < k < m.end() for m in re.finditer(r"\x1b\[[0-?]*[ -/]*[@-~]", text))
+
+
+def test_a_real_capture_with_the_underlined_header_nvidia_smi_writes_is_read():
+    """Driver 590.48.01 on an H200 host writes the header row underlined, ``\\t ESC[4m GPU0 ... GPU NUMA ID ESC[0m``,
+    into a file (the capture was redirected, not a terminal; REFERENCE.md): read by the parser and by load_topology
+    as the row says by hand (one GPU, CPU affinity 0-23, NUMA node 0) and as the text without the two sequences
+    (before: 'no header found')."""
+    from topo_probe.load import load_topology
+    name = "nvsmi_topo_h200_590_underlined.txt"
+    text = read(name)
+    head, row = text.split("\n")[:2]
+    assert head == "\t\x1b[4mGPU0\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\x1b[0m" and text.count("\x1b") == 2
+    assert row.split("\t") == ["GPU0", " X ", "0-23", "0", "", "N/A"]
+    got = parse_nvsmi_topo(text, source=name)
+    gpu = got.graph.nodes["gpu0"]
+    assert got.num_gpus == 1 and (gpu["cpu_affinity"], gpu["numa_node"]) == ("0-23", 0)
+    assert _same_reading(got, parse_nvsmi_topo(text.replace("\x1b[4m", "").replace("\x1b[0m", ""), source=name))
+    assert load_topology(str(FIXTURES / name)).fingerprint() == got.fingerprint()

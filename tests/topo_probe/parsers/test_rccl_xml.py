@@ -148,9 +148,9 @@ HEAD = (RCCL / "topo_8p_940.xml").read_text()
 @pytest.mark.parametrize("edit, what", [
     (lambda x: '<!DOCTYPE system [<!ENTITY a "aaaa">]>' + x, "DOCTYPE and ENTITY declarations are refused"),
     (lambda x: x.replace('count="1"', 'count="100000"', 1), "out of range 1..64"),
-    (lambda x: x.replace('count="1"', 'count="nan"', 1), "is not a valid int"),
+    (lambda x: x.replace('count="1"', 'count="nan"', 1), "count='nan' is not an integer"),
     (lambda x: x.replace('rank="0"', 'rank="-3"', 1), "out of range"),
-    (lambda x: x.replace('speed="400000"', 'speed="1e400"', 1), "is not a valid int"),
+    (lambda x: x.replace('speed="400000"', 'speed="1e400"', 1), "speed='1e400' is not an integer"),
     (lambda x: x.replace('link_width="16"', 'link_width="99999"', 1), "out of range 0..64"),
     (lambda x: re.sub(r"<gpu .*?</gpu>", "", x, flags=re.S), "no <gpu> element"),
     (lambda x: x.replace("<system", "<system>" + "<x>" * 60 + "</x>" * 60 + "</system><system", 1), "levels"),

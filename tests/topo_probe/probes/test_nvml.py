@@ -189,3 +189,28 @@ def test_gpu_numa_node_comes_from_sysfs_and_nvml_not_supported_is_quiet(tmp_path
     assert not [e for e in got["errors"] if "NUMA" in e]
     # without sysfs, NVML's answer (here: none) is used, still quietly
     assert all(g["numa_node"] is None for g in gather_nvml_records(nv)["gpus"])
+
+
+def test_a_pair_nvml_cannot_answer_is_none_and_said():
+    """The 2-GPU PCIe records with NVML failing the common-ancestor question for (1, 0) and the P2P write question
+    for (0, 1): those cells are None, every other cell is the recorded one, and each failure is one line naming the
+    pair and the question, in the order asked (topology first)."""
+    rec = records("2x_pcie")
+    nv = fake_pynvml(rec)
+    ask_level, ask_p2p = nv.nvmlDeviceGetTopologyCommonAncestor, nv.nvmlDeviceGetP2PStatus
+
+    def level(a, b):
+        if (a, b) == (1, 0):
+            raise FakeNVMLError(999)
+        return ask_level(a, b)
+
+    def p2p(a, b, idx):
+        if (a, b, idx) == (0, 1, 1):
+            raise FakeNVMLError(3)
+        return ask_p2p(a, b, idx)
+    nv.nvmlDeviceGetTopologyCommonAncestor, nv.nvmlDeviceGetP2PStatus = level, p2p
+    got = gather_nvml_records(nv)
+    assert got["errors"] == ["GPUs 1,0: topology common ancestor: 999", "GPUs 0,1: P2P write: 3"]
+    assert got["topology"] == [[None, rec["topology"][0][1]], [None, None]]
+    assert got["p2p"]["write"] == [[None, None], [rec["p2p"]["write"][1][0], None]]
+    assert all(got["p2p"][k] == rec["p2p"][k] for k in ("read", "atomics", "nvlink"))

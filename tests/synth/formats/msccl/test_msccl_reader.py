@@ -66,6 +66,16 @@ def test_attributes_are_read_into_meta():
     assert m["max_threadblocks"] == 32
 
 
+@pytest.mark.parametrize("max_bytes", [10**18, 2**63 - 1])
+def test_a_max_bytes_of_19_digits_up_to_int64_is_read(max_bytes):
+    """RCCL reads minBytes/maxBytes as int64 (mscclXmlGetAttrInt64, RCCL 2.21.5 src/misc/msccl/msccl_parser.cc
+    lines 375-381): 10**18 and 2**63 - 1 (19 digits, the reader's own MAX_BYTES) are sizes, not 'not an integer'."""
+    text = (SAMPLES / "allreduce-allpairs-8n-ll.xml").read_text()
+    assert text.count('maxBytes="327680"') == 1
+    s = from_msccl_xml(text.replace('maxBytes="327680"', f'maxBytes="{max_bytes}"'))
+    assert s.meta["msccl"]["max_bytes"] == max_bytes
+
+
 def test_fused_ring_in_the_rccl_style_is_read_with_reduce_then_copy_hops():
     s = from_msccl_xml(ring_allreduce_fused(4))
     check(s)

@@ -192,3 +192,38 @@ def test_times_are_known_to_what_each_nccl_tests_build_printed():
     assert _time_around(172.0, "us") == pytest.approx((171.95, 172.05))
     assert _time_around(49.5, "us") == pytest.approx((49.495, 49.505))
     assert _time_around(1234.56, "us") == pytest.approx((1234.555, 1234.565))
+
+
+@pytest.mark.parametrize("path", sorted(p for p in LOGS.rglob("*") if p.is_file()), ids=lambda p: p.name)
+def test_each_row_records_the_file_line_it_was_read_from(path):
+    """Every row of every run of a real log (launcher prefixes, several runs, preambles): the file's line at
+    ``row.line``, read here from the decoded text, prints the row's size and count, and lines go down the file."""
+    from synth.formats.nccl_tests.textio import read_log_text
+    try:
+        runs = load_runs(path)
+    except Exception:               # noqa: BLE001 - a log the reader refuses is test_runs' business, not this one's
+        pytest.skip("not read")
+    lines = read_log_text(path).splitlines()
+    for log in runs:
+        at = [row.line for row in log.rows]
+        assert at == sorted(set(at)) and all(1 <= k <= len(lines) for k in at)
+        for row in log.rows:
+            toks = re.split(r"[\s:>]+", lines[row.line - 1])
+            assert str(row.size) in toks and str(row.count) in toks, (row.line, lines[row.line - 1])
+
+
+def test_a_utf16_log_names_the_mangled_rows_line():
+    """The same mangled 16 KiB row in a log saved as UTF-16 (Windows PowerShell 5's ``>``, which the reader
+    decodes): the note names its line, read when the row was (before: the file was read again as UTF-8: '?')."""
+    import tempfile
+    from pathlib import Path
+
+    from synth.formats.nccl_tests.consistency import inconsistent_notes
+    lines, rows = _rows()
+    k = next(k for k in rows if lines[k].split()[0] == "16384")
+    with tempfile.TemporaryDirectory() as tmp:
+        mangled = Path(tmp) / LOG.name
+        text = "\n".join(lines[:k] + [lines[k].replace(" 0.36 ", " 0.46 ", 1)] + lines[k + 1:]) + "\n"
+        mangled.write_bytes(text.encode("utf-16"))
+        notes = [n for log in load_runs(mangled) for n in inconsistent_notes(log, mangled)]
+    assert [n.split(" disagrees")[0] for n in notes] == [f"{mangled}:{k + 1}: out-of-place algbw 0.46"]
