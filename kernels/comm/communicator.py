@@ -56,7 +56,7 @@ from kernels.comm import p2p as _p2p
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.machine import probe_devices, resolve_topology
 from kernels.comm.repeat import repeatable as _repeatable
-from kernels.comm.route import Route, plan_route, substituted
+from kernels.comm.route import Route, check_plan_files, plan_route, substituted
 from kernels.comm.validation import (
     _inplace_count,
     _is_cupy,
@@ -128,6 +128,8 @@ class Communicator(CommunicatorBase):
         self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
                          if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
+        if self.selector is not None:
+            check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field
         self.backend, self.p2p = backend, p2p
         self._nccl, self._nccl_reason = None, ""     # NcclRuntime once made, False (and why) where it cannot run
         self._bound: dict[tuple, tuple] = {}      # repeated-call key -> (bound launch, arrays)

@@ -143,6 +143,21 @@ def plan_route(selector, collective: str, nbytes: int, root: int | None = None, 
                  f"{why}: the fastest baseline at this size by the cost model runs", choice.schedule)
 
 
+def check_plan_files(selector) -> None:
+    """Load and verify, now, every schedule file ``selector``'s plan names (each entry's ``schedule``
+    and ``fallback``), so that an entry whose file is missing, unreadable, of another collective,
+    root or rank count, or refused by the verifier is refused when the communicator is built, in
+    one line naming the plan file, the entry and the field
+    (:meth:`synth.plan.selector.ScheduleSelector.select`, whose cache then serves the calls),
+    not at the first call of that size.  Entries that name no file (``nccl`` without a
+    fallback) and empty ranges (never selected) are skipped."""
+    plan = selector.plan
+    for entry in plan.entries if plan is not None else ():
+        has_file = entry.schedule != NCCL or entry.fallback
+        if has_file and entry.covers(entry.min_bytes):
+            selector.select(entry.collective, entry.min_bytes, entry.root)    # the entry covering its own start
+
+
 def _file(label: str) -> str:
     """A choice label as a route names it: a plan entry's schedule file without ``plan:``."""
     return label[len("plan:"):] if label.startswith("plan:") else label
@@ -154,4 +169,4 @@ def substituted(route: Route, choice: Choice, why: str) -> Route:
     return dataclasses.replace(route, ran=_file(choice.label), reason=reason, schedule=choice.schedule, protocol=None)
 
 
-__all__ = ["Route", "plan_route", "why_not_nccl", "nccl_type_ok", "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]
+__all__ = ["Route", "plan_route", "check_plan_files", "why_not_nccl", "nccl_type_ok", "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]
