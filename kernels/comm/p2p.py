@@ -8,7 +8,9 @@ happens.  :func:`pending` lists what is still unmatched.  Ranks must be integers
 bools, floats or strings), and each array is checked when it is posted (NCCL type, its rank's
 GPU where the devices are known, a receive buffer writable and C-contiguous): a bad post raises
 at once and is not queued, and a pair that cannot be copied (counts or dtypes differ) raises
-with nothing written and leaves the earlier post queued.
+with nothing written and leaves the earlier post queued; a queued post that became invalid after it
+was posted (a receive buffer made read-only) is dropped when matched, with an error saying so, so
+the pair's queue never jams.
 
 >>> import numpy as np
 >>> sends, recvs, got = {}, {}, np.zeros(3)
@@ -87,10 +89,25 @@ def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: boo
         try:
             deliver(pair[0], pair[1], src, dst)
         except Exception:
-            theirs[pair].appendleft(other)
+            _requeue_or_drop(theirs[pair], other, what, pair, devices)
             raise
     else:
         mine.setdefault(pair, deque()).append(array)
+
+
+def _requeue_or_drop(queue: deque, other, what: str, pair: tuple[int, int], devices) -> None:
+    """After a failed match: the queued post goes back to the head of its queue where it is still a
+    valid post on its own (the new post was the bad one: counts or dtypes differ); a queued post that
+    became invalid after it was posted (its receive buffer made read-only) is dropped, and the error
+    says so, so that it never blocks the posts behind it (there is no cancel call, as in NCCL)."""
+    theirs = "recv" if what == "send" else "send"
+    try:
+        check_p2p_array(theirs, pair[1] if theirs == "recv" else pair[0], other, receiving=theirs == "recv",
+                        devices=devices)
+    except BufferLayoutError as err:
+        raise BufferLayoutError(f"{what}: the queued {theirs} {pair[0]}->{pair[1]} it matched is no longer "
+                                f"valid ({err}); that {theirs} is dropped, post it again") from None
+    queue.appendleft(other)
 
 
 def pending(sends: dict, recvs: dict) -> list[tuple[str, int, int]]:
