@@ -57,10 +57,10 @@ from kernels.comm.interface import CommunicatorBase
 from kernels.comm.machine import probe_devices, resolve_topology
 from kernels.comm.repeat import repeatable as _repeatable
 from kernels.comm.route import Route, check_plan_files, plan_route, substituted
+from kernels.comm.route import one_gpu as _one_gpu
 from kernels.comm.validation import (
     _inplace_count,
     _is_cupy,
-    _is_list,
     _ptr,
     _size,
     bind_lists,
@@ -68,6 +68,7 @@ from kernels.comm.validation import (
     check_op,
     check_ranks_or_devices,
     check_root,
+    same_slot,
 )
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
@@ -143,6 +144,26 @@ class Communicator(CommunicatorBase):
         self.last_route: Route | None = None
         self._sends: dict[tuple[int, int], deque] = {}
         self._recvs: dict[tuple[int, int], deque] = {}
+        self._closed = False
+
+    def close(self) -> None:
+        """Release what this communicator holds: its layers (the host layer's thread pool), bound
+        launches, NCCL's communicators (``destroy()``, as ``cupy.cuda.nccl.NcclCommunicator``) and
+        unmatched send / recv posts.  Idempotent; any later call raises InvalidArgument in one line
+        naming the call (NCCL's communicator is unusable after ``ncclCommDestroy``)."""
+        layers, self._layers, self._bound, self._routes = self._layers, {}, {}, {}
+        self._closed, self._bound_call, self._call = True, None, None
+        self._sends.clear()
+        self._recvs.clear()
+        for layer in layers.values():
+            getattr(layer, "close", lambda: None)()
+        for comm in getattr(self._nccl, "comms", None) or ():
+            getattr(comm, "destroy", lambda: None)()
+        self._nccl = None
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise InvalidArgument(f"{what}: this Communicator was closed ({self!r}); make a new one")
 
     def __repr__(self) -> str:
         name = self.topology.name if self.topology is not None else "single"
@@ -309,7 +330,7 @@ class Communicator(CommunicatorBase):
         """Block r of ``out[root]`` is rank r's input; other outputs may be None."""
         root = self._root("gather", root)
         count = _size(in_arrays, "gather")
-        if _same_slot(in_arrays, out_arrays, root, self.size):
+        if same_slot(in_arrays, out_arrays, root, self.size):
             count = check_array(in_arrays[root], "gather", root).size // self.size
         s, d = self._prepare("gather", "gather", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)
         self._run("gather", s, d, count, root=root)
@@ -320,7 +341,7 @@ class Communicator(CommunicatorBase):
         """``out[r]`` = block r of ``in[root]`` (count = out size); other inputs may be None."""
         root = self._root("scatter", root)
         count = _size(out_arrays, "scatter")
-        if _same_slot(in_arrays, out_arrays, root, self.size):
+        if same_slot(in_arrays, out_arrays, root, self.size):
             count = check_array(out_arrays[root], "scatter", root).size // self.size
         s, d = self._prepare("scatter", "scatter", in_arrays, out_arrays, count, root, in_need={root}, sized=out_arrays)
         self._run("scatter", s, d, count, root=root)
@@ -340,6 +361,7 @@ class Communicator(CommunicatorBase):
     # ------------------------------------------------------------------ point to point
     def send_recv(self, src_rank: int, dst_rank: int, src_array, dst_array) -> None:
         """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``)."""
+        self._check_open("send_recv")
         _p2p.send_recv(src_rank, dst_rank, src_array, dst_array, size=self.size, devices=self.devices)
 
     def send(self, array, peer: int, *, rank: int, stream=None) -> None:
@@ -356,6 +378,7 @@ class Communicator(CommunicatorBase):
         return _p2p.pending(self._sends, self._recvs)
 
     def _post(self, mine, theirs, pair, array, sending: bool) -> None:
+        self._check_open("send" if sending else "recv")
         _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv,
                   devices=self.devices)
 
@@ -370,17 +393,3 @@ def _single_rank(name: str, sends, recvs, op: str):
     if s is not None and d is not None and _ptr(s) != _ptr(d):
         d[...] = s
     return recvs
-
-
-def _same_slot(ins, outs, root: int, n: int) -> bool:
-    """Whether the root passes one array as input and output (the in-place gather / scatter);
-    lists of another length are left to :func:`kernels.comm.validation.bind_lists` to refuse."""
-    return (_is_list(ins) and _is_list(outs) and len(ins) == len(outs) == n
-            and ins[root] is not None and ins[root] is outs[root])
-
-
-def _one_gpu(sends: list, recvs: list) -> bool:
-    """Whether every (CuPy) buffer of a call lives on the same GPU (arrays without CuPy's
-    ``.device.id`` say nothing: False)."""
-    ids = {getattr(getattr(a, "device", None), "id", None) for a in sends + recvs if a is not None}
-    return len(ids) == 1 and None not in ids

@@ -158,6 +158,13 @@ def check_plan_files(selector) -> None:
             selector.select(entry.collective, entry.min_bytes, entry.root)    # the entry covering its own start
 
 
+def one_gpu(sends: list, recvs: list) -> bool:
+    """Whether every (CuPy) buffer of a call lives on the same GPU (arrays without CuPy's
+    ``.device.id`` say nothing: False): the fallback rule's ``direct`` instead of ring or tree."""
+    ids = {getattr(getattr(a, "device", None), "id", None) for a in sends + recvs if a is not None}
+    return len(ids) == 1 and None not in ids
+
+
 def _file(label: str) -> str:
     """A choice label as a route names it: a plan entry's schedule file without ``plan:``."""
     return label[len("plan:"):] if label.startswith("plan:") else label
@@ -169,4 +176,4 @@ def substituted(route: Route, choice: Choice, why: str) -> Route:
     return dataclasses.replace(route, ran=_file(choice.label), reason=reason, schedule=choice.schedule, protocol=None)
 
 
-__all__ = ["Route", "plan_route", "check_plan_files", "why_not_nccl", "nccl_type_ok", "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]
+__all__ = ["Route", "plan_route", "check_plan_files", "one_gpu", "why_not_nccl", "nccl_type_ok", "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]
