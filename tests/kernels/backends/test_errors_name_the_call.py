@@ -115,3 +115,19 @@ def test_a_schedule_that_does_not_implement_its_collective_names_it_on_both_path
         with pytest.raises(TopocollError) as info:
             run_schedule(broken, s, d, backend=backend)
         assert str(info.value).startswith(f"allgather: schedule {sched.name!r}: "), (backend, str(info.value))
+
+
+def test_a_layers_own_placement_error_is_named_with_the_collective():
+    """A device layer refusing a buffer when placing it (the GPU layers: a buffer on another GPU) says
+    rank and rule only; run_schedule puts the collective in front, once."""
+    from kernels.backends.host import HostLayer
+    from topo_probe.errors import BufferLayoutError
+
+    class Refusing(HostLayer):
+        def place(self, bufs):
+            raise BufferLayoutError("rank 1: recv buffer lives on GPU 3, its rank's device is GPU 1")
+
+    s, d = _bufs("reducescatter")
+    with pytest.raises(BufferLayoutError, match=r"^reducescatter: rank 1: recv buffer lives on GPU 3, its rank's "
+                                                r"device is GPU 1$"):
+        run_schedule(ring("reducescatter", N), s, d, backend=Refusing())
