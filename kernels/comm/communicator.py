@@ -183,7 +183,6 @@ class Communicator(CommunicatorBase):
         return plan_route(self.selector, collective, nbytes, root, dtype=dtype, op=op, no_nccl=no_nccl, layer=layer)
 
     def _run(self, name: str, sends: list, recvs: list, count: int, *, root=None, op="sum"):
-        check_op(name, op)
         ref = next(a for a in sends + recvs if a is not None)
         if count == 0:
             return recvs
@@ -279,6 +278,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
         """``out[r] = op over ranks of in[*]`` (count = in size). ``stream`` is accepted and ignored."""
+        check_op("all_reduce", op)
         count = _size(in_arrays, "all_reduce")
         s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count, sized=in_arrays)
         self._run("allreduce", s, d, count, op=op)
@@ -299,6 +299,7 @@ class Communicator(CommunicatorBase):
     def reduce_scatter(self, in_arrays, out_arrays, count: int | None = None, op: str = "sum",
                        stream=None) -> list:
         """``out[r]`` = reduction of block r of every input (``count`` = out size by default)."""
+        check_op("reduce_scatter", op)
         sized = None
         if count is None:
             count = _inplace_count(in_arrays, out_arrays, self.size)
@@ -319,6 +320,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def reduce(self, in_arrays, out_arrays, root: int = 0, op: str = "sum", stream=None) -> list:
         """``out[root]`` = reduction of all inputs; other outputs may be None (untouched)."""
+        check_op("reduce", op)
         root = self._root("reduce", root)
         count = _size(in_arrays, "reduce")
         s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)
