@@ -150,12 +150,18 @@ def check_plan_files(selector) -> None:
     one line naming the plan file, the entry and the field
     (:meth:`synth.plan.selector.ScheduleSelector.select`, whose cache then serves the calls),
     not at the first call of that size.  Entries that name no file (``nccl`` without a
-    fallback) and empty ranges (never selected) are skipped."""
+    fallback) and entries the plan never selects (an empty range, or one an earlier overlapping
+    entry of a plan made in memory covers whole) are skipped."""
     plan = selector.plan
     for entry in plan.entries if plan is not None else ():
-        has_file = entry.schedule != NCCL or entry.fallback
-        if has_file and entry.covers(entry.min_bytes):
-            selector.select(entry.collective, entry.min_bytes, entry.root)    # the entry covering its own start
+        if entry.schedule == NCCL and not entry.fallback:
+            continue
+        # the entry is selected at its start or where an earlier overlapping entry ends (Plan.select: list order)
+        sizes = [entry.min_bytes] + sorted(e.max_bytes for e in plan.entries if e.max_bytes is not None
+                                           and e.max_bytes > entry.min_bytes and entry.covers(e.max_bytes))
+        nbytes = next((b for b in sizes if plan.select(entry.collective, b, entry.root) is entry), None)
+        if nbytes is not None:
+            selector.select(entry.collective, nbytes, entry.root)
 
 
 def one_gpu(sends: list, recvs: list) -> bool:

@@ -101,3 +101,20 @@ def test_a_swapped_schedule_file_builds_exactly_when_its_header_fits_the_entry(f
 def test_the_committed_plan_builds():
     comm = _build(SRC / "plan.json")
     assert comm.plan is not None and len(comm.plan.entries) == len(_doc()["entries"])
+
+
+def test_an_entry_shadowed_at_its_start_by_an_earlier_overlapping_entry_is_checked_too(folder):
+    """An in-memory plan may overlap (the loader refuses overlaps; Plan.select then takes list order):
+    entry 1 starts inside entry 0's range, so a lookup at entry 1's min_bytes answers entry 0, but a
+    call above entry 0's range runs entry 1.  Entry 1's missing file is refused at build all the same."""
+    from synth.plan.size_plan import Plan, PlanEntry
+    topo = get_preset("dgx1-v100")
+    good = next(e for e in _doc()["entries"] if e["collective"] == "allgather" and e["schedule"] != "nccl")
+    plan = Plan(topo.name, topo.fingerprint(), [PlanEntry("allgather", 0, 1 << 20, good["schedule"]),
+                                                PlanEntry("allgather", 1 << 10, None, "schedules/absent.json")],
+                base_dir=folder)
+    with pytest.raises(TopocollError) as info:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            Communicator(8, topology=topo, plan=plan)
+    assert "\n" not in str(info.value) and "entries[1].schedule" in str(info.value), info.value
