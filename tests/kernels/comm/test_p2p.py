@@ -216,7 +216,8 @@ def test_a_queued_recv_made_read_only_after_posting_is_dropped_when_matched_and_
     stale = np.zeros(3)
     comm.recv(stale, 0, rank=1)
     stale.flags.writeable = False
-    with pytest.raises(BufferLayoutError, match=r"^send: the queued recv 0->1 .*read-only.*dropped, post it again$"):
+    with pytest.raises(BufferLayoutError, match=r"^send: the queued recv 0->1 .*read-only.*; nothing "
+                       r"was written, that recv is dropped and this send is not queued: post both again$"):
         comm.send(np.ones(3), 1, rank=0)
     assert (stale == 0).all() and comm.pending() == []
     fresh = np.full(3, -1.0)
@@ -249,7 +250,7 @@ def test_posts_with_recvs_frozen_while_queued_match_a_queue_model(ops):
         mine, theirs = (sends, recvs) if sending else (recvs, sends)
         head = model["recv" if sending else "send"].get(pair)
         if sending and head and head[0] in frozen:
-            with pytest.raises(BufferLayoutError, match="dropped, post it again"):
+            with pytest.raises(BufferLayoutError, match="that recv is dropped and this send is not queued: post both again"):
                 post(mine, theirs, pair, array, sending=True, size=2, deliver=_deliver(2))
             head.popleft()
             continue
