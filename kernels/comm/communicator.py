@@ -149,8 +149,11 @@ class Communicator(CommunicatorBase):
     def close(self) -> None:
         """Release what this communicator holds: its layers (the host layer's thread pool), bound
         launches, NCCL's communicators (``destroy()``, as ``cupy.cuda.nccl.NcclCommunicator``) and
-        unmatched send / recv posts.  Idempotent; any later call raises InvalidArgument in one line
-        naming the call (NCCL's communicator is unusable after ``ncclCommDestroy``)."""
+        unmatched send / recv posts.  Idempotent; every later collective, send, recv or send_recv
+        raises InvalidArgument in one line naming the call (NCCL's communicator is unusable after
+        ``ncclCommDestroy``); the lookups ``schedule_for``, ``route`` and ``pending`` still answer.
+        One thread at a time, as an NCCL communicator (NCCL user guide, Thread Safety): a close()
+        while another thread's call runs is not supported."""
         layers, self._layers, self._bound, self._routes = self._layers, {}, {}, {}
         self._closed, self._bound_call, self._call = True, None, None
         self._sends.clear()

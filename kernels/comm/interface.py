@@ -72,7 +72,7 @@ class CommunicatorBase(ABC):
 
     @abstractmethod
     def close(self) -> None:
-        """Release the communicator (idempotent); any later call raises InvalidArgument."""
+        """Release the communicator (idempotent); a later collective or send / recv raises InvalidArgument."""
 
 
 #: the methods both communicators implement with matching signatures
