@@ -170,7 +170,7 @@ def inplace_rank(spec: CollectiveSpec, r: int, send: Any, recv: Any, count: int)
         rule = "sendbuf and recvbuf must be the same array"
     if not (ok and contiguous):
         rule = rule if contiguous else "a strided buffer is never in place"
-        raise BufferLayoutError(f"rank {r}: sendbuf and recvbuf overlap but not as NCCL's in-place "
+        raise BufferLayoutError(f"{spec.name}: rank {r}: sendbuf and recvbuf overlap but not as NCCL's in-place "
                                 f"{spec.name} ({rule})")
     return True
 
@@ -245,13 +245,13 @@ def bind_call(spec: CollectiveSpec, sends: Sequence, recvs: Sequence, devices: S
     are not is copied (so the result is the out-of-place one) instead of refused; ``what``: the
     call as errors name it (default the collective); ``copied``: the caller passes copies
     already.  Raises BufferLayoutError naming the rank
-    and rule."""
-    n = spec.ranks
+    and rule, each prefixed with ``what`` (default the collective)."""
+    n, who = spec.ranks, what or spec.name
     for role, bufs in (("sendbufs", sends), ("recvbufs", recvs)):
         if not hasattr(bufs, "__len__") or not hasattr(bufs, "__getitem__") or len(bufs) != n:
             got = (f"{len(bufs)} entries" if hasattr(bufs, "__len__") else "None" if bufs is None
                    else f"a {type(bufs).__name__}")
-            raise BufferLayoutError(f"{role}: need one entry per rank ({n}), got {got}")
+            raise BufferLayoutError(f"{who}: {role}: need one entry per rank ({n}), got {got}")
     flat_s, flat_r, dtype, count = [None] * n, [None] * n, None, None
     for r in (range(n) if ranks is None else ranks):
         for role, bufs, needed, blocks, out in (
@@ -261,49 +261,50 @@ def bind_call(spec: CollectiveSpec, sends: Sequence, recvs: Sequence, devices: S
             if not needed:
                 continue
             if arr is None:
-                raise BufferLayoutError(f"rank {r}: {role} is None but {spec.name} needs one on this rank")
+                raise BufferLayoutError(f"{who}: rank {r}: {role} is None but {spec.name} needs one on this rank")
             if not checked:
-                check_buffer(arr, f"rank {r}: {role}", layer=layer, numpy_only=layer is None,
+                check_buffer(arr, f"{who}: rank {r}: {role}", layer=layer, numpy_only=layer is None,
                              device=None if devices is None else devices[r])
             if not arr.flags.c_contiguous and not (copy_overlaps and out is flat_s):
-                raise BufferLayoutError(f"rank {r}: {role} must be C-contiguous")
+                raise BufferLayoutError(f"{who}: rank {r}: {role} must be C-contiguous")
             if dtype is None:
                 dtype = arr.dtype
             elif arr.dtype != dtype:
-                raise BufferLayoutError(f"rank {r}: {role} has dtype {arr.dtype}, other buffers {dtype}")
-            c = _blocks_of(spec, r, role, arr.size, blocks, count)
+                raise BufferLayoutError(f"{who}: rank {r}: {role} has dtype {arr.dtype}, other buffers {dtype}")
+            c = _blocks_of(spec, r, role, arr.size, blocks, count, who)
             count = c if count is None else count
             out[r] = arr.reshape(-1) if layer is None else layer.flat(arr)
     if copy_overlaps:       # refused on the caller's own views, before a copy could hide an overlap
-        check_buffer_layout(what or spec.name, flat_s, flat_r)
+        check_buffer_layout(who, flat_s, flat_r)
         before = list(flat_s)
         inplace = _copied_unless_in_place(spec, flat_s, flat_r, count)
         copied = copied or any(a is not b for a, b in zip(before, flat_s))
     else:
-        inplace = _in_place(spec, flat_s, flat_r, count)
-        check_buffer_layout(what or spec.name, flat_s, flat_r)      # the bound ranks' buffers (the others None)
+        inplace = _in_place(spec, flat_s, flat_r, count, who)
+        check_buffer_layout(who, flat_s, flat_r)      # the bound ranks' buffers (the others None)
     return BoundCall(spec, count or 0, np.dtype(dtype if dtype is not None else np.uint8), inplace,
                      tuple(flat_s), tuple(flat_r), copied)
 
 
-def _blocks_of(spec: CollectiveSpec, r: int, what: str, size: int, blocks: int, count: int | None) -> int:
-    """Elements per block of a buffer of ``size`` elements holding ``blocks`` blocks."""
+def _blocks_of(spec: CollectiveSpec, r: int, what: str, size: int, blocks: int, count: int | None,
+               who: str) -> int:
+    """Elements per block of a buffer of ``size`` elements holding ``blocks`` blocks (errors name ``who``)."""
     if size % blocks:
-        raise BufferLayoutError(f"rank {r}: {what} has {size} elements, not a multiple of the "
+        raise BufferLayoutError(f"{who}: rank {r}: {what} has {size} elements, not a multiple of the "
                                 f"{blocks} blocks {spec.name} puts there")
     if count is not None and size // blocks != count:
-        raise BufferLayoutError(f"rank {r}: {what} holds {blocks} block(s) of {size // blocks} elements; "
+        raise BufferLayoutError(f"{who}: rank {r}: {what} holds {blocks} block(s) of {size // blocks} elements; "
                                 f"other buffers give count={count}")
     return size // blocks
 
 
-def _in_place(spec: CollectiveSpec, sends: list, recvs: list, count: int | None) -> bool:
-    """Whether every rank runs in place (:func:`inplace_rank`); mixing is refused."""
+def _in_place(spec: CollectiveSpec, sends: list, recvs: list, count: int | None, who: str) -> bool:
+    """Whether every rank runs in place (:func:`inplace_rank`); mixing is refused (naming ``who``)."""
     flags = {r: inplace_rank(spec, r, s, d, count)
              for r, (s, d) in enumerate(zip(sends, recvs)) if s is not None and d is not None}
     if len(set(flags.values())) > 1:
         bad = sorted(r for r, f in flags.items() if not f)
-        raise BufferLayoutError(f"ranks {bad}: buffers are out-of-place while other ranks run in-place; "
+        raise BufferLayoutError(f"{who}: ranks {bad}: buffers are out-of-place while other ranks run in-place; "
                                 f"all ranks must agree")
     return any(flags.values())
 

@@ -55,7 +55,7 @@ from kernels.backends.memory import CHECK_FROM_BYTES, admit, available_host_byte
 from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Program, lower
 from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
 from synth.ir.schedule import Schedule
-from topo_probe.errors import InvalidArgument
+from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
 
 BACKENDS = ("host", "reference", "cupy", "cupy-ops")
 P2P_MODES = ("auto", "never")
@@ -170,8 +170,11 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
         raise InvalidArgument(f"schedule must be a Schedule (load one with Schedule.load(path) or make one "
                               f"with synth.baseline(name, fabric, collective)), got {type(schedule).__name__}")
     if op not in REDUCE_OPS:
-        raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
-    layer = _layer(backend, p2p)
+        raise InvalidArgument(f"{schedule.collective}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+    try:
+        layer = _layer(backend, p2p)
+    except InvalidArgument as err:
+        raise InvalidArgument(f"{schedule.collective}: {err}") from None
     spec = schedule.spec
     call = bound if bound is not None else bind_call(spec, sendbufs, recvbufs, getattr(layer, "devices", None),
                                                      layer=layer)
@@ -185,7 +188,12 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     for r in range(spec.ranks):
         user = {"send": sends[r], "recv": recvs[r]}
         bufs.append({name: user[which] for name, which in program.bindings[r].items()})
-    layer.place(bufs)
+    try:
+        layer.place(bufs)
+    except (BufferLayoutError, DeviceUnavailable) as err:      # a layer's own errors name ranks, not the call
+        if err.args and not str(err.args[0]).startswith(f"{spec.name}:"):
+            err.args = (f"{spec.name}: {err.args[0]}", *err.args[1:])
+        raise
     _admit_scratch(program, layer)
     for r, d in enumerate(bufs):
         if SCRATCH in program.sizes[r]:

@@ -73,7 +73,7 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
     spec = schedule.spec
     n = spec.ranks
     if op not in REDUCE_OPS:
-        raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+        raise InvalidArgument(f"{spec.name}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     count = None
     for bufs, blocks in ((recvbufs, spec.output_blocks()), (sendbufs, spec.input_blocks())):
         for b in bufs:
@@ -93,14 +93,14 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
             # (tests/kernels/backends/test_kernel_twins.py)
             value[(r, c.id)] = premul_scale(np, v, n) if premul else v
             owners[(r, c.id)] = frozenset([r])
-    name = schedule.name or spec.name
+    name = f"{spec.name}: schedule {schedule.name or spec.name!r}"      # errors name the collective and schedule
     for t, step in enumerate(schedule.steps):
         new_value, new_owners = dict(value), dict(owners)
         ranked = rank_order_groups(step)     # these sum in rank order after the checks below
         for i, tr in enumerate(step.transfers):
             key_src, key_dst = (tr.src, tr.chunk), (tr.dst, tr.chunk)
             if key_src not in value:
-                raise ScheduleInvalid(f"schedule {name!r}: step {t} transfer {i}: rank {tr.src} sends chunk "
+                raise ScheduleInvalid(f"{name}: step {t} transfer {i}: rank {tr.src} sends chunk "
                                       f"{tr.chunk} but does not hold it", rule="not-held", step=t,
                                       transfer=i, rank=tr.src, chunk=tr.chunk)
             if tr.op == "copy":
@@ -108,12 +108,12 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
                 new_owners[key_dst] = owners[key_src]
                 continue
             if key_dst not in new_value:
-                raise ScheduleInvalid(f"schedule {name!r}: step {t} transfer {i}: rank {tr.dst} reduces chunk "
+                raise ScheduleInvalid(f"{name}: step {t} transfer {i}: rank {tr.dst} reduces chunk "
                                       f"{tr.chunk} but holds no partial of it", rule="reduce-into-empty",
                                       step=t, transfer=i, rank=tr.dst, chunk=tr.chunk)
             both = new_owners[key_dst] & owners[key_src]
             if spec.combining and both:
-                raise ScheduleInvalid(f"schedule {name!r}: step {t} transfer {i}: reduce of chunk {tr.chunk} "
+                raise ScheduleInvalid(f"{name}: step {t} transfer {i}: reduce of chunk {tr.chunk} "
                                       f"into rank {tr.dst} counts rank(s) {sorted(both)} twice",
                                       rule="double-count", step=t, transfer=i, rank=tr.dst, chunk=tr.chunk)
             if key_dst not in ranked:
@@ -124,10 +124,10 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
     for c in chunks:
         for r in c.post:
             if (r, c.id) not in value:
-                raise ScheduleInvalid(f"schedule {name!r}: after the last step: rank {r} does not hold chunk "
+                raise ScheduleInvalid(f"{name}: after the last step: rank {r} does not hold chunk "
                                       f"{c.id} (it is in the chunk's post)", rule="postcondition", rank=r, chunk=c.id)
             if spec.combining and owners[(r, c.id)] != frozenset(c.pre):
-                raise ScheduleInvalid(f"schedule {name!r}: after the last step: rank {r} ends with chunk {c.id} "
+                raise ScheduleInvalid(f"{name}: after the last step: rank {r} ends with chunk {c.id} "
                                       f"missing the contribution(s) of rank(s) "
                                       f"{sorted(set(c.pre) - owners[(r, c.id)])}", rule="postcondition",
                                       rank=r, chunk=c.id)

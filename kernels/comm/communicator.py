@@ -56,11 +56,11 @@ from kernels.comm import p2p as _p2p
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.machine import probe_devices, resolve_topology
 from kernels.comm.repeat import repeatable as _repeatable
-from kernels.comm.route import Route, plan_route, substituted
+from kernels.comm.route import Route, check_plan_files, plan_route, substituted
+from kernels.comm.route import one_gpu as _one_gpu
 from kernels.comm.validation import (
     _inplace_count,
     _is_cupy,
-    _is_list,
     _ptr,
     _size,
     bind_lists,
@@ -68,6 +68,7 @@ from kernels.comm.validation import (
     check_op,
     check_ranks_or_devices,
     check_root,
+    same_slot,
 )
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
@@ -128,6 +129,8 @@ class Communicator(CommunicatorBase):
         self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
                          if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
+        if self.selector is not None:
+            check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field
         self.backend, self.p2p = backend, p2p
         self._nccl, self._nccl_reason = None, ""     # NcclRuntime once made, False (and why) where it cannot run
         self._bound: dict[tuple, tuple] = {}      # repeated-call key -> (bound launch, arrays)
@@ -141,6 +144,29 @@ class Communicator(CommunicatorBase):
         self.last_route: Route | None = None
         self._sends: dict[tuple[int, int], deque] = {}
         self._recvs: dict[tuple[int, int], deque] = {}
+        self._closed = False
+
+    def close(self) -> None:
+        """Release what this communicator holds: its layers (the host layer's thread pool), bound
+        launches, NCCL's communicators (``destroy()``, as ``cupy.cuda.nccl.NcclCommunicator``) and
+        unmatched send / recv posts.  Idempotent; every later collective, send, recv or send_recv
+        raises InvalidArgument in one line naming the call (NCCL's communicator is unusable after
+        ``ncclCommDestroy``); the lookups ``schedule_for``, ``route`` and ``pending`` still answer.
+        One thread at a time, as an NCCL communicator (NCCL user guide, Thread Safety): a close()
+        while another thread's call runs is not supported."""
+        layers, self._layers, self._bound, self._routes = self._layers, {}, {}, {}
+        self._closed, self._bound_call, self._call = True, None, None
+        self._sends.clear()
+        self._recvs.clear()
+        for layer in layers.values():
+            getattr(layer, "close", lambda: None)()
+        for comm in getattr(self._nccl, "comms", None) or ():
+            getattr(comm, "destroy", lambda: None)()
+        self._nccl = None
+
+    def _check_open(self, what: str) -> None:
+        if self._closed:
+            raise InvalidArgument(f"{what}: this Communicator was closed ({self!r}); make a new one")
 
     def __repr__(self) -> str:
         name = self.topology.name if self.topology is not None else "single"
@@ -160,7 +186,6 @@ class Communicator(CommunicatorBase):
         return plan_route(self.selector, collective, nbytes, root, dtype=dtype, op=op, no_nccl=no_nccl, layer=layer)
 
     def _run(self, name: str, sends: list, recvs: list, count: int, *, root=None, op="sum"):
-        check_op(name, op)
         ref = next(a for a in sends + recvs if a is not None)
         if count == 0:
             return recvs
@@ -256,6 +281,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
         """``out[r] = op over ranks of in[*]`` (count = in size). ``stream`` is accepted and ignored."""
+        check_op("all_reduce", op)
         count = _size(in_arrays, "all_reduce")
         s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count, sized=in_arrays)
         self._run("allreduce", s, d, count, op=op)
@@ -276,6 +302,7 @@ class Communicator(CommunicatorBase):
     def reduce_scatter(self, in_arrays, out_arrays, count: int | None = None, op: str = "sum",
                        stream=None) -> list:
         """``out[r]`` = reduction of block r of every input (``count`` = out size by default)."""
+        check_op("reduce_scatter", op)
         sized = None
         if count is None:
             count = _inplace_count(in_arrays, out_arrays, self.size)
@@ -296,6 +323,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def reduce(self, in_arrays, out_arrays, root: int = 0, op: str = "sum", stream=None) -> list:
         """``out[root]`` = reduction of all inputs; other outputs may be None (untouched)."""
+        check_op("reduce", op)
         root = self._root("reduce", root)
         count = _size(in_arrays, "reduce")
         s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)
@@ -307,7 +335,7 @@ class Communicator(CommunicatorBase):
         """Block r of ``out[root]`` is rank r's input; other outputs may be None."""
         root = self._root("gather", root)
         count = _size(in_arrays, "gather")
-        if _same_slot(in_arrays, out_arrays, root, self.size):
+        if same_slot(in_arrays, out_arrays, root, self.size):
             count = check_array(in_arrays[root], "gather", root).size // self.size
         s, d = self._prepare("gather", "gather", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)
         self._run("gather", s, d, count, root=root)
@@ -318,7 +346,7 @@ class Communicator(CommunicatorBase):
         """``out[r]`` = block r of ``in[root]`` (count = out size); other inputs may be None."""
         root = self._root("scatter", root)
         count = _size(out_arrays, "scatter")
-        if _same_slot(in_arrays, out_arrays, root, self.size):
+        if same_slot(in_arrays, out_arrays, root, self.size):
             count = check_array(out_arrays[root], "scatter", root).size // self.size
         s, d = self._prepare("scatter", "scatter", in_arrays, out_arrays, count, root, in_need={root}, sized=out_arrays)
         self._run("scatter", s, d, count, root=root)
@@ -338,6 +366,7 @@ class Communicator(CommunicatorBase):
     # ------------------------------------------------------------------ point to point
     def send_recv(self, src_rank: int, dst_rank: int, src_array, dst_array) -> None:
         """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``)."""
+        self._check_open("send_recv")
         _p2p.send_recv(src_rank, dst_rank, src_array, dst_array, size=self.size, devices=self.devices)
 
     def send(self, array, peer: int, *, rank: int, stream=None) -> None:
@@ -354,6 +383,7 @@ class Communicator(CommunicatorBase):
         return _p2p.pending(self._sends, self._recvs)
 
     def _post(self, mine, theirs, pair, array, sending: bool) -> None:
+        self._check_open("send" if sending else "recv")
         _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv,
                   devices=self.devices)
 
@@ -368,17 +398,3 @@ def _single_rank(name: str, sends, recvs, op: str):
     if s is not None and d is not None and _ptr(s) != _ptr(d):
         d[...] = s
     return recvs
-
-
-def _same_slot(ins, outs, root: int, n: int) -> bool:
-    """Whether the root passes one array as input and output (the in-place gather / scatter);
-    lists of another length are left to :func:`kernels.comm.validation.bind_lists` to refuse."""
-    return (_is_list(ins) and _is_list(outs) and len(ins) == len(outs) == n
-            and ins[root] is not None and ins[root] is outs[root])
-
-
-def _one_gpu(sends: list, recvs: list) -> bool:
-    """Whether every (CuPy) buffer of a call lives on the same GPU (arrays without CuPy's
-    ``.device.id`` say nothing: False)."""
-    ids = {getattr(getattr(a, "device", None), "id", None) for a in sends + recvs if a is not None}
-    return len(ids) == 1 and None not in ids

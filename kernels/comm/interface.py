@@ -70,9 +70,13 @@ class CommunicatorBase(ABC):
     def recv(self, array, peer: int, *, rank: int | None = None, stream=None) -> None:
         """Post a receive into ``array`` at ``rank`` from ``peer``."""
 
+    @abstractmethod
+    def close(self) -> None:
+        """Release the communicator (idempotent); a later collective or send / recv raises InvalidArgument."""
+
 
 #: the methods both communicators implement with matching signatures
 INTERFACE = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "reduce", "gather", "scatter",
-             "all_to_all", "send", "recv", "schedule_for")
+             "all_to_all", "send", "recv", "schedule_for", "close")
 
 __all__ = ["CommunicatorBase", "INTERFACE"]

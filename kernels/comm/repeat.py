@@ -23,6 +23,7 @@ def repeatable(method):
 
     @functools.wraps(method)
     def wrapper(self, *args, **kwargs):
+        self._check_open(name)                   # a closed communicator refuses every call, replays too
         arrays, scalars, lengths = [], [], []
         for a in args:
             if _is_list(a):

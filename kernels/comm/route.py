@@ -143,6 +143,34 @@ def plan_route(selector, collective: str, nbytes: int, root: int | None = None, 
                  f"{why}: the fastest baseline at this size by the cost model runs", choice.schedule)
 
 
+def check_plan_files(selector) -> None:
+    """Load and verify, now, every schedule file ``selector``'s plan names (each entry's ``schedule``
+    and ``fallback``), so that an entry whose file is missing, unreadable, of another collective,
+    root or rank count, or refused by the verifier is refused when the communicator is built, in
+    one line naming the plan file, the entry and the field
+    (:meth:`synth.plan.selector.ScheduleSelector.select`, whose cache then serves the calls),
+    not at the first call of that size.  Entries that name no file (``nccl`` without a
+    fallback) and entries the plan never selects (an empty range, or one an earlier overlapping
+    entry of a plan made in memory covers whole) are skipped."""
+    plan = selector.plan
+    for entry in plan.entries if plan is not None else ():
+        if entry.schedule == NCCL and not entry.fallback:
+            continue
+        # the entry is selected at its start or where an earlier overlapping entry ends (Plan.select: list order)
+        sizes = [entry.min_bytes] + sorted(e.max_bytes for e in plan.entries if e.max_bytes is not None
+                                           and e.max_bytes > entry.min_bytes and entry.covers(e.max_bytes))
+        nbytes = next((b for b in sizes if plan.select(entry.collective, b, entry.root) is entry), None)
+        if nbytes is not None:
+            selector.select(entry.collective, nbytes, entry.root)
+
+
+def one_gpu(sends: list, recvs: list) -> bool:
+    """Whether every (CuPy) buffer of a call lives on the same GPU (arrays without CuPy's
+    ``.device.id`` say nothing: False): the fallback rule's ``direct`` instead of ring or tree."""
+    ids = {getattr(getattr(a, "device", None), "id", None) for a in sends + recvs if a is not None}
+    return len(ids) == 1 and None not in ids
+
+
 def _file(label: str) -> str:
     """A choice label as a route names it: a plan entry's schedule file without ``plan:``."""
     return label[len("plan:"):] if label.startswith("plan:") else label
@@ -154,4 +182,5 @@ def substituted(route: Route, choice: Choice, why: str) -> Route:
     return dataclasses.replace(route, ran=_file(choice.label), reason=reason, schedule=choice.schedule, protocol=None)
 
 
-__all__ = ["Route", "plan_route", "why_not_nccl", "nccl_type_ok", "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]
+__all__ = ["Route", "plan_route", "check_plan_files", "one_gpu", "why_not_nccl", "nccl_type_ok", "substituted",
+           "NCCL_LAYER", "MPI_NO_NCCL"]

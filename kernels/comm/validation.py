@@ -92,6 +92,13 @@ def _inplace_count(ins, outs, n: int) -> int | None:
     return None
 
 
+def same_slot(ins, outs, root: int, n: int) -> bool:
+    """Whether the root passes one array as input and output (the in-place gather / scatter);
+    lists of another length are left to :func:`bind_lists` to refuse."""
+    return (_is_list(ins) and _is_list(outs) and len(ins) == len(outs) == n
+            and ins[root] is not None and ins[root] is outs[root])
+
+
 def _need(what: str, role: str, r: int, have: int, need: int) -> None:
     if have < need:
         raise BufferLayoutError(f"{what}: {role} rank {r} has {have} elements, needs at least {need}")

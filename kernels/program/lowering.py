@@ -186,8 +186,8 @@ class _Lowerer:
 
     def _fail(self, msg: str, rule: str, t: int | None, i: int | None, rank: int, k: int):
         where = f"step {t} transfer {i}: " if t is not None else "after the last step: "
-        return ScheduleInvalid(f"schedule {self.s.name or self.spec.name!r}: {where}{msg}", rule=rule,
-                               step=t, transfer=i, rank=rank, chunk=k)
+        return ScheduleInvalid(f"{self.spec.name}: schedule {self.s.name or self.spec.name!r}: {where}{msg}",
+                               rule=rule, step=t, transfer=i, rank=rank, chunk=k)
 
     # ------------------------------------------------------------------ steps
     def run_step(self, t: int) -> None:

@@ -175,7 +175,7 @@ def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
     return _given(topology, plan)
 
 
-#: the plan files (or plans given in memory) said to be stale in this process: said once each
+#: the plan files said to be stale in this process: said once each (a plan in memory keeps its own flag)
 _SAID_STALE: set = set()
 
 
@@ -195,9 +195,13 @@ def _say_if_stale(plan: Plan | None, notes: list[str]) -> None:
     if note is None:
         return
     notes.append(note)
-    key = os.path.realpath(plan.path) if plan.path is not None else id(plan)
-    if key not in _SAID_STALE:
+    if plan.path is None:           # in memory: a flag on the plan itself (an id() is reused once the plan is freed)
+        said, plan.__dict__["_said_stale"] = plan.__dict__.get("_said_stale", False), True
+    else:
+        key = os.path.realpath(plan.path)
+        said = key in _SAID_STALE
         _SAID_STALE.add(key)
+    if not said:
         warn_user(note)
 
 

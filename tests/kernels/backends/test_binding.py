@@ -75,7 +75,7 @@ def test_run_schedule_checks_each_buffer_once(checks):
     recvs = [np.zeros(4, np.float32) for _ in range(n)]
     run_schedule(ring("allreduce", n), sends, recvs)
     assert recvs[2].tolist() == [3.0] * 4
-    _once(checks, [f"rank {r}: {role}" for r in range(n) for role in ("sendbuf", "recvbuf")])
+    _once(checks, [f"allreduce: rank {r}: {role}" for r in range(n) for role in ("sendbuf", "recvbuf")])
 
 
 def test_a_repeated_identical_call_checks_nothing(checks):

@@ -204,3 +204,64 @@ def test_failed_pairings_keep_each_pairs_posting_order(ops):
                                                                                           else -1.0 for k, _ in q]
     assert sorted(pending(sends, recvs)) == sorted(("send" if s else "recv", *p)
                                                    for s, qs in model.items() for p, q in qs.items() for _ in q)
+
+
+def test_a_queued_recv_made_read_only_after_posting_is_dropped_when_matched_and_never_jams():
+    """Decision (NCCL checks a post's arguments when it is posted and has no cancel call): a receive
+    buffer made read-only while its recv waits is refused when a send meets it, in one line saying the
+    queued recv is dropped; nothing is written, the send is not queued, and the pair's next recv and
+    send then pair as usual (old: the bad recv went back to the head, every later send on the pair failed)."""
+    from kernels import Communicator
+    comm = Communicator(2, plan=False)
+    stale = np.zeros(3)
+    comm.recv(stale, 0, rank=1)
+    stale.flags.writeable = False
+    with pytest.raises(BufferLayoutError, match=r"^send: the queued recv 0->1 .*read-only.*; nothing "
+                       r"was written, that recv is dropped and this send is not queued: post both again$"):
+        comm.send(np.ones(3), 1, rank=0)
+    assert (stale == 0).all() and comm.pending() == []
+    fresh = np.full(3, -1.0)
+    comm.recv(fresh, 0, rank=1)
+    comm.send(np.full(3, 2.0), 1, rank=0)
+    assert fresh.tolist() == [2.0, 2.0, 2.0] and comm.pending() == []
+
+
+@settings(derandomize=True, max_examples=150, deadline=None)
+@given(ops=st.lists(st.tuples(st.sampled_from(["send", "recv", "freeze"]), st.integers(0, 1), st.integers(0, 1)),
+                    max_size=30))
+def test_posts_with_recvs_frozen_while_queued_match_a_queue_model(ops):
+    """Sends, recvs and "freeze the oldest queued recv of a pair" in any order: the k-th successful recv
+    of a pair gets the oldest still-valid send; a frozen recv that a send meets is dropped with an error
+    (the send not queued); the queues never hold a frozen recv behind which posts wait forever.
+    Model: per pair, deques of post numbers and a set of frozen recvs."""
+    sends, recvs, bufs, frozen = {}, {}, {}, set()
+    model = {"send": {}, "recv": {}}
+    for k, (kind, src, dst) in enumerate(ops):
+        pair = (src, dst)
+        if kind == "freeze":
+            q = model["recv"].get(pair)
+            if q:
+                bufs[q[0]].flags.writeable = False
+                frozen.add(q[0])
+            continue
+        sending = kind == "send"
+        array = np.full(2, float(k)) if sending else np.full(2, -1.0)
+        bufs[k] = array
+        mine, theirs = (sends, recvs) if sending else (recvs, sends)
+        head = model["recv" if sending else "send"].get(pair)
+        if sending and head and head[0] in frozen:
+            with pytest.raises(BufferLayoutError, match="that recv is dropped and this send is not queued: post both again"):
+                post(mine, theirs, pair, array, sending=True, size=2, deliver=_deliver(2))
+            head.popleft()
+            continue
+        post(mine, theirs, pair, array, sending=sending, size=2, deliver=_deliver(2))
+        if head:
+            other = head.popleft()
+            r, s = (other, k) if sending else (k, other)
+            assert (bufs[r] == float(s)).all(), (r, s)
+        else:
+            model[kind].setdefault(pair, deque()).append(k)
+    assert sorted(pending(sends, recvs)) == sorted((kind, *p) for kind, qs in model.items()
+                                                   for p, q in qs.items() for _ in q)
+    for k in frozen:
+        assert (bufs[k] == -1.0).all()

@@ -99,6 +99,27 @@ def test_a_plan_made_in_memory_with_a_stale_model_is_said_once(topo):
     assert len(said) == 1 and said[0].startswith(f"the plan given: plan made by other models ({OLD};"), said
 
 
+def test_plans_made_in_memory_and_dropped_in_turn_are_each_said_once():
+    """Different in-memory stale plans, each made, given to a selector twice and freed in turn until CPython
+    hands a freed plan's id() to a new one: each is said exactly once (the reference: one warning per plan)."""
+    import gc
+
+    from synth.plan.size_plan import PlanEntry
+    from topo_probe.machines.generators import fully_connected
+    small, seen = fully_connected(4), set()
+    for k in range(200):
+        plan = Plan(small.name, small.fingerprint(), [PlanEntry("allreduce", 0, None, "nccl")], model=f"{OLD} #{k}")
+        said = _said(lambda: ScheduleSelector(small, plan=plan)) + _said(lambda: ScheduleSelector(small, plan=plan))
+        assert len(said) == 1 and f"#{k};" in said[0], (k, said)
+        reused, key = id(plan) in seen, id(plan)
+        seen.add(key)
+        del plan
+        gc.collect()
+        if reused:
+            return
+    pytest.fail("no id() was reused in 200 plans: the test did not exercise the reuse")
+
+
 @pytest.mark.parametrize("machine", ["dgx1-v100", "2xdgx-a100", "dgx1-v100[0,1,2]", "full3", "nvsmi_p100x4_driver384_soc"])
 def test_the_fix_the_warning_names_is_a_command_synthesize_takes(tmp_path, machine):
     """``rerun synthesize --topology X``: X is what load_topology (synthesize's --topology) accepts, else a

@@ -1,0 +1,133 @@
+"""Every refusal of ``run_schedule`` names the collective (issue 37: one line naming collective, rank,
+dtype, size), for each raise site on its path: the list lengths, a missing, strided, mistyped or
+mis-sized buffer, mixed in-place ranks, a bad in-place alias, read-only or shared memory, a bad op,
+backend or p2p, a schedule that does not implement its collective (lowering and the reference).
+The reference is the schedule's own collective and the rank / dtype / size the test broke."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from _schedules import ring
+
+from kernels.backends.executor import run_schedule
+from topo_probe.errors import TopocollError
+
+N = 4
+#: collective -> (input elements, output elements) per rank for a block of 3 elements
+SIZES = {"allreduce": (3, 3), "allgather": (3, 12), "reducescatter": (12, 3), "alltoall": (12, 12)}
+
+
+def _bufs(coll, dtype=np.float32):
+    i, o = SIZES[coll]
+    return [np.ones(i, dtype) for _ in range(N)], [np.zeros(o, dtype) for _ in range(N)]
+
+
+def _short(coll):
+    s, d = _bufs(coll)
+    return s[:3], d, {}, "need one entry per rank (4), got 3"
+
+
+def _none(coll):
+    s, d = _bufs(coll)
+    return [None] + s[1:], d, {}, "rank 0: sendbuf is None"
+
+
+def _strided(coll):
+    s, d = _bufs(coll)
+    return s, d[:3] + [np.zeros(2 * d[3].size, np.float32)[::2]], {}, "rank 3: recvbuf must be C-contiguous"
+
+
+def _dtype(coll):
+    s, d = _bufs(coll)
+    return s, d[:2] + [d[2].astype(np.float64)] + d[3:], {}, "rank 2: recvbuf has dtype float64"
+
+
+def _blocks(coll):
+    s, d = _bufs(coll)
+    return s, d[:1] + [np.zeros(d[1].size + 1, np.float32)] + d[2:], {}, "rank 1: recvbuf"
+
+
+def _nctype(coll):
+    s, d = _bufs(coll, np.complex64)
+    return s, d, {}, "rank 0: sendbuf: dtype complex64 is not an NCCL type"
+
+
+def _readonly(coll):
+    s, d = _bufs(coll)
+    d[1].flags.writeable = False
+    return s, d, {}, "rank 1's recvbuf is read-only"
+
+
+def _shared(coll):
+    s, d = _bufs(coll)
+    return s, d[:3] + [d[0]], {}, "overlaps rank 3's recvbuf"
+
+
+def _op(coll):
+    s, d = _bufs(coll)
+    return s, d, {"op": "mean"}, "op must be one of"
+
+
+def _backend(coll):
+    s, d = _bufs(coll)
+    return s, d, {"backend": "gpu"}, "backend must be one of"
+
+
+def _p2p(coll):
+    s, d = _bufs(coll)
+    return s, d, {"p2p": "always"}, "p2p must be one of"
+
+
+CASES = [_short, _none, _strided, _dtype, _blocks, _nctype, _readonly, _shared, _op, _backend, _p2p]
+
+
+@pytest.mark.parametrize("backend", ["host", "reference"])
+@pytest.mark.parametrize("case", CASES, ids=[c.__name__.strip("_") for c in CASES])
+@pytest.mark.parametrize("coll", sorted(SIZES))
+def test_every_refusal_names_the_collective_and_what_was_wrong(coll, case, backend):
+    s, d, kw, words = case(coll)
+    kw = {"backend": backend, **kw}
+    with pytest.raises(TopocollError) as info:
+        run_schedule(ring(coll, N), s, d, **kw)
+    line = str(info.value)
+    assert "\n" not in line and line.startswith(f"{coll}: ") and words in line, line
+
+
+def test_mixed_in_place_ranks_and_a_bad_alias_name_the_collective():
+    bufs = [np.zeros(3, np.float32) for _ in range(N)]
+    sends = bufs[:2] + [np.ones(3, np.float32) for _ in range(2)]
+    with pytest.raises(TopocollError, match=r"^allreduce: ranks \[2, 3\]: buffers are out-of-place"):
+        run_schedule(ring("allreduce", N), sends, bufs)
+    outs = [np.zeros(12, np.float32) for _ in range(N)]
+    with pytest.raises(TopocollError, match=r"^allgather: rank 1: sendbuf and recvbuf overlap but not as NCCL's"):
+        run_schedule(ring("allgather", N), [o[0:3] for o in outs], outs)
+
+
+def test_a_schedule_that_does_not_implement_its_collective_names_it_on_both_paths():
+    """A ring allgather without its last step: the lowering (host) and the reference both name
+    the collective and the schedule."""
+    import dataclasses
+    sched = ring("allgather", N)
+    broken = dataclasses.replace(sched, steps=sched.steps[:-1])
+    for backend in ("host", "reference"):
+        s, d = _bufs("allgather")
+        with pytest.raises(TopocollError) as info:
+            run_schedule(broken, s, d, backend=backend)
+        assert str(info.value).startswith(f"allgather: schedule {sched.name!r}: "), (backend, str(info.value))
+
+
+def test_a_layers_own_placement_error_is_named_with_the_collective():
+    """A device layer refusing a buffer when placing it (the GPU layers: a buffer on another GPU) says
+    rank and rule only; run_schedule puts the collective in front, once."""
+    from kernels.backends.host import HostLayer
+    from topo_probe.errors import BufferLayoutError
+
+    class Refusing(HostLayer):
+        def place(self, bufs):
+            raise BufferLayoutError("rank 1: recv buffer lives on GPU 3, its rank's device is GPU 1")
+
+    s, d = _bufs("reducescatter")
+    with pytest.raises(BufferLayoutError, match=r"^reducescatter: rank 1: recv buffer lives on GPU 3, its rank's "
+                                                r"device is GPU 1$"):
+        run_schedule(ring("reducescatter", N), s, d, backend=Refusing())
