@@ -37,6 +37,7 @@ from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass
+from pathlib import Path
 
 import numpy as np
 
@@ -44,6 +45,7 @@ from kernels.comm.nccl_runtime import NCCL_CALLS, NCCL_TYPES
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
 from synth.plan.selector import NCCL, Choice
+from topo_probe.errors import TopocollError
 
 #: ``Route.layer`` of a call NCCL ran
 NCCL_LAYER = "nccl"
@@ -153,6 +155,9 @@ def check_plan_files(selector) -> None:
     fallback) and entries the plan never selects (an empty range, or one an earlier overlapping
     entry of a plan made in memory covers whole) are skipped."""
     plan = selector.plan
+    seen = _files_seen(selector)
+    if seen is not None and seen in _CHECKED:
+        return
     for entry in plan.entries if plan is not None else ():
         if entry.schedule == NCCL and not entry.fallback:
             continue
@@ -162,6 +167,33 @@ def check_plan_files(selector) -> None:
         nbytes = next((b for b in sizes if plan.select(entry.collective, b, entry.root) is entry), None)
         if nbytes is not None:
             selector.select(entry.collective, nbytes, entry.root)
+    if seen is not None:
+        _CHECKED.add(seen)
+
+
+#: plan files (with every schedule file they name, each by path, modification time and size), their
+#: entries as loaded and the topology fingerprint they were checked on, in this process: a
+#: Communicator built again on unchanged files skips the check (about 0.1 s on a preset plan);
+#: its first calls verify as always
+_CHECKED: set[tuple] = set()
+
+
+def _files_seen(selector) -> tuple | None:
+    """The key of :data:`_CHECKED` for ``selector``'s plan, None for a plan made in memory or a file
+    that cannot be read (then the check runs and says so)."""
+    plan = selector.plan
+    if plan is None or plan.path is None:
+        return None
+    files = sorted({f for e in plan.entries for f in (e.schedule, e.fallback) if f and f != NCCL})
+    stats = []
+    try:
+        paths = [Path(plan.path)] + [plan.schedule_path(f) for f in files]
+        for path in paths:
+            st = path.stat()
+            stats.append((str(path.resolve()), st.st_mtime_ns, st.st_size))
+    except (OSError, ValueError, TopocollError):
+        return None
+    return selector.topology.fingerprint(), repr(plan.entries), tuple(stats)
 
 
 def one_gpu(sends: list, recvs: list) -> bool:

@@ -118,3 +118,28 @@ def test_an_entry_shadowed_at_its_start_by_an_earlier_overlapping_entry_is_check
             warnings.simplefilter("ignore")
             Communicator(8, topology=topo, plan=plan)
     assert "\n" not in str(info.value) and "entries[1].schedule" in str(info.value), info.value
+
+
+def test_a_second_build_on_unchanged_files_skips_the_check_and_a_changed_file_is_checked_again(folder, tmp_path,
+                                                                                                monkeypatch):
+    """The check is remembered per plan file, schedule files (path, time, size), entries and topology:
+    building again on the same files verifies nothing at build; a schedule file replaced afterwards by
+    one of another collective is refused at the next build, naming the entry."""
+    import os
+    import synth.ir.verifier as verifier
+    shutil.copytree(folder / "schedules", tmp_path / "schedules")
+    (tmp_path / "plan.json").write_text(json.dumps(_doc()))
+    calls = []
+    real = verifier.check
+    monkeypatch.setattr(verifier, "check", lambda *a, **k: calls.append(1) or real(*a, **k))
+    _build(tmp_path / "plan.json")
+    first = len(calls)
+    _build(tmp_path / "plan.json")
+    assert first > 0 and len(calls) == first, (first, len(calls))
+    e = next(e for e in _doc()["entries"] if e["collective"] == "allgather" and e["schedule"] != "nccl")
+    target = tmp_path / e["schedule"]
+    target.write_bytes((folder / "schedules" / "broadcast-ring.json").read_bytes())
+    os.utime(target, ns=(target.stat().st_atime_ns, target.stat().st_mtime_ns + 10**9))
+    with pytest.raises(TopocollError) as info:
+        _build(tmp_path / "plan.json")
+    assert f"{e['schedule']}: holds broadcast root 0" in str(info.value), info.value   # the first entry naming it
