@@ -65,6 +65,7 @@ from synth.model.nccl.versions import (
     ll128_ring_factor,
     per_channel_tables,
     ring_ll_factor,
+    tree_ll128_factor,
 )
 from synth.model.nccl.per_channel import (
     TREE_PER_CH_SINCE,
@@ -158,7 +159,7 @@ class TuneTable:
             if proto == "LL":
                 bus = min(bus / 3.8, ll_max_bw_gbs(idx1, idx2, v))
             elif proto == "LL128":
-                bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0),
+                bus = min(bus * tree_ll128_factor(m.nodes, v),
                           n * tree_ll128_per_channel_gbs(coll, m.sm, m.nodes, v))
         elif algo == "pat":
             bus *= 0.75

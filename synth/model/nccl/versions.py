@@ -212,6 +212,23 @@ def ll128_ring_factor(gpus_per_node: int, version: tuple) -> float:
     return 0.7 if gpus_per_node < 2 and v < LL128_PPN1_VERSIONS[1] else 0.92
 
 
+#: tree LL128's share across hosts is 0.915 up to 2.9 (v2.7.3-1 line 120, v2.8.3-1 line 129, v2.9.9-1 line 131),
+#: 120/128 from v2.10.3-1 (line 132)
+TREE_LL128_915_UNTIL = (2, 10)
+
+
+def tree_ll128_factor(nodes: int, version: tuple) -> float:
+    """NCCL's tree LL128 share of the tree bandwidth (2.7 on): 7/9 on one host, across hosts 0.915 up to 2.9
+    (:data:`TREE_LL128_915_UNTIL`), then 120/128.
+
+    >>> tree_ll128_factor(1, (2, 9)), tree_ll128_factor(2, (2, 9, 9)), tree_ll128_factor(2, (2, 10))
+    (0.7777777777777778, 0.915, 0.9375)
+    """
+    if nodes == 1:
+        return 7.0 / 9.0
+    return 0.915 if tuple(version) < TREE_LL128_915_UNTIL else 120.0 / 128.0
+
+
 #: tuning.cc ``ncclTopoTuneModel``: the compute capabilities (major*10+minor, every GPU of the communicator) LL128 is
 #: on by default for, from each NCCL version on: Volta from v2.5.6-1, Ampere (8.0 only) from v2.7.3-1, Hopper (9.0)
 #: from v2.15.1-1, Blackwell (10.0, 12.0) from v2.25.1-1; from v2.27.3-1 any of 7.0 or more (Ada 8.9, Ampere 8.6 too)
@@ -372,4 +389,5 @@ __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_
            "legacy_latency_rules", "ll128_ring_per_channel_gbs",
            "RING_LL_HALF_VERSION", "LL128_PER_CH_BY_COLL_28", "LL128_ARCHS_BY_VERSION",
            "LL128_LOC_OFF", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25", "LL128_PER_CH_BY_COLL_27",
-           "ll128_ring_bus_cap_gbs", "ll128_ring_factor", "net_latency_algo", "PPN1_TREE_NET_LAT_VERSION"]
+           "ll128_ring_bus_cap_gbs", "ll128_ring_factor", "net_latency_algo", "PPN1_TREE_NET_LAT_VERSION",
+           "tree_ll128_factor"]
