@@ -21,8 +21,11 @@ from synth.model.nccl.constants import (
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.versions import LL128_PER_CHANNEL_VERSION, ll128_ring_per_channel_gbs, per_channel_tables
 
-#: first NCCL with the CPU vendor "mixed" and with it the AMD ``llMaxBws`` row across hosts (v2.24.3-1 tuning.cc
-#: lines 213-214, ``cpuVendor == AMD || cpuVendor == MIXED``; before, each rank's own CPU: v2.23.4-1 line 151)
+#: first NCCL whose tuner reads the communicator's CPU vendor, "mixed" taking the AMD ``llMaxBws`` row across hosts
+#: (v2.24.3-1 tuning.cc lines 213-214, ``cpuVendor == AMD || cpuVendor == MIXED``); init.cc has computed "mixed"
+#: since v2.22.3-1, but up to 2.23 the tuner reads each rank's own host's CPU (v2.23.4-1 lines 148, 151).
+#: :class:`~.machine.NcclMachine` holds one vendor, so only the ``cpu_vendor`` argument of :func:`ll_max_bws_row`
+#: can say "mixed"
 LL_MIXED_VENDOR_VERSION = (2, 24)
 #: ``perChMaxTreeBws`` [generation][1, 2, > 2 nodes] by release: Volta and Ampere from v2.8.3-1 (line 76), Ampere
 #: (24.0, 23.6, 17.8) from v2.10.3-1 (line 75), a Hopper row equal to Ampere's from v2.15.1-1 (lines 88-92),

@@ -187,7 +187,7 @@ LL128_PPN1_VERSIONS = ((2, 7), (2, 23))
 def ll128_ring_bus_cap_gbs(coll: str, graph_channels: int, per_channel: float, version: tuple) -> float:
     """NCCL's own ceiling (GB/s bus bandwidth) on a ring LL128 ``coll`` whose graph has ``graph_channels``
     channels: 2.5-2.6 one figure per collective; from 2.7 ``graph_channels`` x the per-channel rate
-    (:func:`ll128_ring_per_channel_gbs`, ``per_channel`` = the 2.28 table's).
+    (:func:`ll128_ring_per_channel_gbs`, ``per_channel`` = the version's row: :mod:`.per_channel`).
 
     >>> ll128_ring_bus_cap_gbs("allreduce", 6, 20.0, (2, 5)), ll128_ring_bus_cap_gbs("reduce", 6, 20.0, (2, 5))
     (100.0, 72.0)

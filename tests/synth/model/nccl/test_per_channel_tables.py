@@ -93,7 +93,7 @@ class TestPre28TreeSeveralHosts:
     """NCCL 2.5-2.7's tree on several hosts (v2.5.6-1 line 109: ``min(busBw*.9, nNodes > 1 ? 70 : 90)``; v2.6.4-1
     line 112: 80 on > 2 nodes, else 110; v2.7.3-1 lines 115-120: Ampere LL128 105 / 130, LL / 3.8, LL128
     ``min(x .915 across hosts, ll128MaxBwPerCh[allreduce] 16.7 x channels x 7/9)``); bwIntra on <= 2 nodes, bwInter
-    on more (line 107)."""
+    on more (v2.7.3-1 line 108)."""
 
     V2 = NcclMachine.from_topology(cluster("dgx1-v100", nodes=2))
     V4 = NcclMachine.from_topology(cluster("dgx1-v100", nodes=4))
