@@ -17,12 +17,12 @@ from synth.model.nccl.constants import (
     busbw_factor,
     compcap_index,
     ll_max_bw_gbs,
-    ll_row_index,
 )
 from synth.model.nccl.graphs import CommGraphs
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
-from synth.model.nccl.versions import ampere_bus_cap_gbs, ll128_ring_bus_cap_gbs, ring_ll128_run_gbs, ring_ll_factor
+from synth.model.nccl.per_channel import graph_bus_gbs, ll_max_bws_row
+from synth.model.nccl.versions import ll128_ring_bus_cap_gbs, ring_ll128_run_gbs, ring_ll_factor
 
 
 #: NCCL's ring channels on an NVLink 4 H100 host, the channels its llMaxBws Hopper row (141 GB/s) is reached on: the
@@ -77,12 +77,11 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
         if m.amd:                                               # RCCL 0cbce2a7's (2.21.5) table
             ll = LL_MAX_BWS[cc][idx2]
         else:                                                   # none before 2.8; rows by version
-            idx1 = ll_row_index(m.sm, version) if m.nodes == 1 else (1 if m.cpu_vendor == "amd" else 0)
-            ll = ll_max_bw_gbs(idx1, idx2, version)
+            ll = ll_max_bw_gbs(ll_max_bws_row(m, version), idx2, version)
         factor = ring_ll_factor(coll, m.nodes, version)
         if factor < 0.5 and not m.amd:
             graph_bus = g.ring.n_channels * (g.ring.bw_intra if m.nodes <= 2 else g.ring.bw_inter)
-            ll = min(ll, min(graph_bus, ampere_bus_cap_gbs(m.sm, version)) * factor)
+            ll = min(ll, graph_bus_gbs(graph_bus, m.sm, version) * factor)
         if m.nodes == 1 and not m.amd:
             ll = min(ll, ll_cta_cap_gbs(m, g))
         return ll * channels / (AMD_REF_CHANNELS if m.amd else g.n_channels)
@@ -123,6 +122,8 @@ def ll_cta_cap_gbs(m: NcclMachine, g: CommGraphs) -> float:
 def ll_cta_gbs(m: NcclMachine) -> float:
     """GB/s one CTA's LL moves on a Blackwell NVLink machine ``m`` (one ring channel, or one p2p send's CTA): Hopper's
     llMaxBws row over :data:`HOPPER_LL_CHANNELS`, at ``m``'s SM clock (:func:`ll_cta_cap_gbs`); ``inf`` elsewhere.
+    The Hopper row is versioned (:func:`~.constants.ll_max_bw_gbs`) but 141 in every NCCL that runs on Blackwell: the
+    first to build for sm_100 is v2.25.1-1 (makefiles/common.mk line 42), the row is 141 from v2.21.5-1 on.
 
     >>> from topo_probe import get_preset
     >>> ll_cta_gbs(NcclMachine.from_topology(get_preset("hgx-b200")))

@@ -24,7 +24,6 @@ from synth.model.nccl.constants import (
     HW_NET,
     HW_NVLINK,
     HW_PCI,
-    LL_MAX_BWS_SINCE,
     MAX_NTHREADS,
     NCCL_MAX_NVLS_ARITY,
     NET_OVERHEAD_US,
@@ -33,8 +32,6 @@ from synth.model.nccl.constants import (
     NVLS_TREE_CORRECTION_COLUMNS,
     NVLS_TREE_CORRECTION_SM,
     NVLS_TREE_CORRECTION_VERSION,
-    PER_CH_MAX_TREE,
-    PER_CH_MAX_TREE_LL128,
     PROTOS,
     THREAD_THRESHOLD,
     TREE_CORRECTION,
@@ -58,9 +55,7 @@ from synth.model.nccl.collnet_versions import (
 )
 from synth.model.nccl.versions import (
     NTHREADS_24,
-    RING_LL_BY_COLL_VERSION,
     TUNER_VERSION,
-    ampere_bus_cap_gbs,
     kernel_info_24,
     latency_tables,
     net_latency_algo,
@@ -68,9 +63,17 @@ from synth.model.nccl.versions import (
     ll128_default_on,
     ll128_ring_bus_cap_gbs,
     ll128_ring_factor,
-    ll128_ring_per_channel_gbs,
     per_channel_tables,
     ring_ll_factor,
+    tree_ll128_factor,
+)
+from synth.model.nccl.per_channel import (
+    TREE_PER_CH_SINCE,
+    graph_bus_gbs,
+    ll_max_bws_row,
+    ring_ll128_per_channel_gbs,
+    tree_bus_pre28,
+    tree_ll128_per_channel_gbs,
     tree_per_channel_gbs,
 )
 
@@ -85,25 +88,6 @@ ALGOS_FOR = {"broadcast": ("ring",), "reduce": ("ring",),
 def _graph_for(g: CommGraphs, algo: str) -> Graph | None:
     return {"tree": g.tree, "ring": g.ring, "pat": g.ring, "nvls": g.nvls, "nvls_tree": g.nvls,
             "collnet_direct": g.collnet, "collnet_chain": g.collnet}[algo]
-
-
-def _tree_bus_pre28(bus: float, proto: str, coll: str, m: NcclMachine, n: int, v: tuple) -> float:
-    """Tree busBw (GB/s) by NCCL 2.5-2.7's tuner: ``min(busBw*.9, maxTreeBw)``, maxTreeBw 70 on several nodes else
-    90 (v2.5.6-1 src/graph/tuning.cc line 109), 80 on > 2 nodes else 110 (v2.6.4-1 line 112; v2.7.8-1 lines
-    115-118, where Ampere LL128 has 105 / 130); LL a third of it (v2.5.6-1 line 110, v2.6.4-1 line 113), 1/3.8 in
-    2.7 (v2.7.8-1 line 119); LL128 7/9 of it (lines 111, 114), in 2.7 ``min(x 7/9 on one node else .915,
-    ll128MaxBwPerCh x channels x 7/9)`` (v2.7.8-1 line 120)."""
-    ampere_ll128 = m.sm == 80 and proto == "LL128" and v >= RING_LL_BY_COLL_VERSION
-    if v < (2, 6):
-        bus = min(bus * 0.9, 70.0 if m.nodes > 1 else 90.0)
-    else:
-        bus = min(bus * 0.9, (105.0 if ampere_ll128 else 80.0) if m.nodes > 2 else (130.0 if ampere_ll128 else 110.0))
-    if proto == "LL":
-        return bus / (3.8 if v >= RING_LL_BY_COLL_VERSION else 3.0)
-    if proto == "LL128" and v >= RING_LL_BY_COLL_VERSION:
-        per_ch = ll128_ring_per_channel_gbs(coll, PER_CH_MAX_TREE_LL128[0][0], v)
-        return min(bus * (7.0 / 9.0 if m.nodes == 1 else 0.915), per_ch * n * 7.0 / 9.0)
-    return bus * 7.0 / 9.0 if proto == "LL128" else bus
 
 
 @dataclass
@@ -139,15 +123,9 @@ class TuneTable:
         return t
 
     # -- bandwidth ------------------------------------------------------------------------
-    def _indices(self) -> tuple[int, int, int]:
-        m = self.machine
-        cc = compcap_index(m.sm)
-        row = ll_row_index(m.sm, self.version) if m.nodes == 1 else 1 if m.cpu_vendor == "amd" else 0
-        return cc, row, min(m.nodes, 3) - 1
-
     def _nvls_bw(self, coll: str, algo: str, graph: Graph) -> float:
         m = self.machine
-        cc, _, idx2 = self._indices()
+        cc, idx2 = ll_row_index(m.sm, self.version), min(m.nodes, 3) - 1     # compCapIndex (per_channel)
         n = graph.n_channels
         intra = graph.bw_intra * NVLS_EFFICIENCY[cc] * (n - 1) / n
         intra *= 2.0 if coll == "allreduce" else (m.gpus_per_node - 1) / m.gpus_per_node
@@ -164,25 +142,25 @@ class TuneTable:
         chain_28 = algo == "collnet_chain" and collnet_chain_28(self.version)
         if algo in ("collnet_direct", "collnet_chain", "pat") and proto != "Simple" and not (chain_28 and proto == "LL"):
             return 0.0
-        cc, idx1, idx2 = self._indices()
+        idx1, idx2 = ll_max_bws_row(m, self.version), min(m.nodes, 3) - 1
         n, v = graph.n_channels, self.version
         bus = n * (graph.bw_intra if (m.nodes <= 2 or algo.startswith("collnet")) else graph.bw_inter)
-        bus = min(bus, ampere_bus_cap_gbs(m.sm, v))                  # 2.8-2.17: Ampere at most 235 GB/s
+        bus = graph_bus_gbs(bus, m.sm, v)                           # 2.7.3 Ampere x .92; 2.7.5-2.17 at most 235
         if algo == "ring" and proto == "LL":                         # llMaxBws from 2.8 only
             bus = min(ll_max_bw_gbs(idx1, idx2, v), bus * ring_ll_factor(coll, m.nodes, v))
         elif algo == "ring" and proto == "LL128":
             bus = min(bus * ll128_ring_factor(m.gpus_per_node, v),
-                      ll128_ring_bus_cap_gbs(coll, n, per_channel_tables(v)[0][cc][idx2], v))
-        elif algo == "tree" and v < LL_MAX_BWS_SINCE:            # 2.5-2.7 (2.4 takes 2.5's)
-            bus = _tree_bus_pre28(bus, proto, coll, m, n, v)
+                      ll128_ring_bus_cap_gbs(coll, n, ring_ll128_per_channel_gbs(coll, m.sm, m.nodes, v), v))
+        elif algo == "tree" and v < TREE_PER_CH_SINCE:           # 2.5-2.7 (2.4 takes 2.5's)
+            bus = tree_bus_pre28(bus, proto, coll, m, n, v)
         elif algo == "tree":
             if coll == "allreduce":
-                bus = min(bus * 0.92, n * tree_per_channel_gbs(m.sm, m.nodes, PER_CH_MAX_TREE[cc][idx2], v))
+                bus = min(bus * 0.92, n * tree_per_channel_gbs(m.sm, m.nodes, v))
             if proto == "LL":
                 bus = min(bus / 3.8, ll_max_bw_gbs(idx1, idx2, v))
             elif proto == "LL128":
-                bus = min(bus * (7.0 / 9.0 if m.nodes == 1 else 120.0 / 128.0),
-                          n * ll128_ring_per_channel_gbs(coll, PER_CH_MAX_TREE_LL128[cc][idx2], v))
+                bus = min(bus * tree_ll128_factor(m.nodes, v),
+                          n * tree_ll128_per_channel_gbs(coll, m.sm, m.nodes, v))
         elif algo == "pat":
             bus *= 0.75
         elif chain_28:                                               # 2.8's one CollNet (tuning.cc l. 130-131)

@@ -12,7 +12,7 @@
   2.4 reads neither ``NCCL_ALGO`` nor ``NCCL_PROTO`` (they came with 2.5's tuner), so they are ignored.
 * The tuner's bandwidth refinements before 2.21 (``ncclTopoTuneModel``, src/graph/tuning.cc, read at
   NVIDIA/nccl tags v2.8.4-1 .. v2.21.5-1; :func:`ring_ll_factor`, :func:`ll128_ring_per_channel_gbs`,
-  :func:`ampere_bus_cap_gbs`, :func:`tree_per_channel_gbs`): ring LL at a quarter of the graph's bandwidth
+  :mod:`.per_channel`: the generation rows and caps): ring LL at a quarter of the graph's bandwidth
   (a third for one-node collectives other than all_reduce / reduce) up to 2.20, half from 2.21; Ampere's
   bus bandwidth capped at 235 GB/s up to 2.17; in 2.8-2.9 a ring LL128 channel at a per-collective rate
   (16.9 GB/s for all_reduce, not 20) and Ampere trees at 22.5 / 16 GB/s per channel on 2 / more nodes.
@@ -67,8 +67,6 @@ RING_LL_BY_COLL_VERSION, REFINE_28_VERSION = (2, 7), (2, 8)
 #: first NCCL that charges one GPU per node the tree's network hop ("With ppn=1 latencies are fully exposed, use the
 #: Tree network latency", v2.23.4-1 src/graph/tuning.cc lines 235-236; v2.22.3-1 line 225 takes the algorithm's own)
 PPN1_TREE_NET_LAT_VERSION = (2, 23)
-#: tuning.cc ``if (compCap80) busBw = std::min(busBw, 235.0f)``: v2.7.5-1 line 112 .. v2.17.1-1 (v2.7.3-1: ``*= .92``)
-AMPERE_BUS_CAP_GBS, AMPERE_BUS_CAP_SINCE, AMPERE_BUS_CAP_UNTIL = 235.0, (2, 7, 5), (2, 18)
 #: tuning.cc ``ll128MaxBwPerCh[NCCL_NUM_FUNCTIONS]`` of v2.8.4-1 / v2.9.9-1 (GB/s per ring channel); a scalar
 #: 20.0 from v2.10.3-1 (the model's 2.28 table holds 20.0 for Volta and Ampere)
 LL128_PER_CH_BY_COLL_28 = {"broadcast": 18.8, "reduce": 12.0, "allgather": 18.3, "reducescatter": 15.2,
@@ -76,8 +74,6 @@ LL128_PER_CH_BY_COLL_28 = {"broadcast": 18.8, "reduce": 12.0, "allgather": 18.3,
 LL128_PER_COLL_UNTIL = (2, 10)
 #: v2.7.3-1's ``ll128MaxBwPerCh``: 2.8's but 16.7 for all_reduce
 LL128_PER_CH_BY_COLL_27 = dict(LL128_PER_CH_BY_COLL_28, allreduce=16.7)
-#: tuning.cc ``perChMaxTreeBws`` Ampere row (1, 2, > 2 nodes) of v2.8.4-1 / v2.9.9-1 ((24.0, 23.6, 17.8) from v2.10.3-1)
-TREE_PER_CH_AMPERE_28 = (24.0, 22.5, 16.0)
 
 
 #: what one Blackwell ring LL128 channel moves when it runs (GB/s): NCCL's newest estimate (v2.29.7-1),
@@ -164,16 +160,6 @@ def ring_ll_factor(coll: str, nodes: int, version: tuple) -> float:
     return 0.25 if tuple(version) < RING_LL_BY_COLL_VERSION or nodes > 1 or coll in ("allreduce", "reduce") else 1 / 3
 
 
-def ampere_bus_cap_gbs(sm: int, version: tuple) -> float:
-    """Most graph bus bandwidth (GB/s) NCCL 2.7.5-2.17's tuner credits an Ampere (sm80) communicator.
-
-    >>> [ampere_bus_cap_gbs(80, v) for v in ((2, 7, 3), (2, 7, 5), (2, 8), (2, 18))], ampere_bus_cap_gbs(90, (2, 8))
-    ([inf, 235.0, 235.0, inf], inf)
-    """
-    ok = sm == 80 and AMPERE_BUS_CAP_SINCE <= tuple(version) < AMPERE_BUS_CAP_UNTIL
-    return AMPERE_BUS_CAP_GBS if ok else math.inf
-
-
 def ll128_ring_per_channel_gbs(coll: str, default: float, version: tuple) -> float:
     """GB/s one ring LL128 channel is credited: 2.7-2.9's per-collective table, else ``default``.
 
@@ -201,7 +187,7 @@ LL128_PPN1_VERSIONS = ((2, 7), (2, 23))
 def ll128_ring_bus_cap_gbs(coll: str, graph_channels: int, per_channel: float, version: tuple) -> float:
     """NCCL's own ceiling (GB/s bus bandwidth) on a ring LL128 ``coll`` whose graph has ``graph_channels``
     channels: 2.5-2.6 one figure per collective; from 2.7 ``graph_channels`` x the per-channel rate
-    (:func:`ll128_ring_per_channel_gbs`, ``per_channel`` = the 2.28 table's).
+    (:func:`ll128_ring_per_channel_gbs`, ``per_channel`` = the version's row: :mod:`.per_channel`).
 
     >>> ll128_ring_bus_cap_gbs("allreduce", 6, 20.0, (2, 5)), ll128_ring_bus_cap_gbs("reduce", 6, 20.0, (2, 5))
     (100.0, 72.0)
@@ -226,15 +212,21 @@ def ll128_ring_factor(gpus_per_node: int, version: tuple) -> float:
     return 0.7 if gpus_per_node < 2 and v < LL128_PPN1_VERSIONS[1] else 0.92
 
 
-def tree_per_channel_gbs(sm: int, nodes: int, default: float, version: tuple) -> float:
-    """GB/s one tree channel is credited on Ampere in 2.8-2.9 (``perChMaxTreeBws``), else ``default``.
+#: tree LL128's share across hosts is 0.915 up to 2.9 (v2.7.3-1 line 120, v2.8.3-1 line 129, v2.9.9-1 line 131),
+#: 120/128 from v2.10.3-1 (line 132)
+TREE_LL128_915_UNTIL = (2, 10)
 
-    >>> tree_per_channel_gbs(80, 2, 23.6, (2, 8)), tree_per_channel_gbs(80, 4, 17.8, (2, 8)), tree_per_channel_gbs(80, 4, 17.8, (2, 10))
-    (22.5, 16.0, 17.8)
+
+def tree_ll128_factor(nodes: int, version: tuple) -> float:
+    """NCCL's tree LL128 share of the tree bandwidth (2.7 on): 7/9 on one host, across hosts 0.915 up to 2.9
+    (:data:`TREE_LL128_915_UNTIL`), then 120/128.
+
+    >>> tree_ll128_factor(1, (2, 9)), tree_ll128_factor(2, (2, 9, 9)), tree_ll128_factor(2, (2, 10))
+    (0.7777777777777778, 0.915, 0.9375)
     """
-    if sm == 80 and _refined(version) and tuple(version) < LL128_PER_COLL_UNTIL:
-        return TREE_PER_CH_AMPERE_28[min(nodes, 3) - 1]
-    return default
+    if nodes == 1:
+        return 7.0 / 9.0
+    return 0.915 if tuple(version) < TREE_LL128_915_UNTIL else 120.0 / 128.0
 
 
 #: tuning.cc ``ncclTopoTuneModel``: the compute capabilities (major*10+minor, every GPU of the communicator) LL128 is
@@ -394,7 +386,8 @@ def kernel_info_24(m: NcclMachine, coll: str, nbytes: int, n_channels: int,
 
 
 __all__ = ["TUNER_VERSION", "latency_tables", "tree_threshold_24", "kernel_info_24", "ring_ll_factor",
-           "ampere_bus_cap_gbs", "legacy_latency_rules", "ll128_ring_per_channel_gbs", "tree_per_channel_gbs",
-           "RING_LL_HALF_VERSION", "LL128_PER_CH_BY_COLL_28", "TREE_PER_CH_AMPERE_28", "LL128_ARCHS_BY_VERSION",
+           "legacy_latency_rules", "ll128_ring_per_channel_gbs",
+           "RING_LL_HALF_VERSION", "LL128_PER_CH_BY_COLL_28", "LL128_ARCHS_BY_VERSION",
            "LL128_LOC_OFF", "LL128_PXN_VERSION", "ll128_default_on", "LL128_MAX_BY_COLL_25", "LL128_PER_CH_BY_COLL_27",
-           "ll128_ring_bus_cap_gbs", "ll128_ring_factor", "net_latency_algo", "PPN1_TREE_NET_LAT_VERSION"]
+           "ll128_ring_bus_cap_gbs", "ll128_ring_factor", "net_latency_algo", "PPN1_TREE_NET_LAT_VERSION",
+           "tree_ll128_factor"]

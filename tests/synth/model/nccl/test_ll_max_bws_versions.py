@@ -81,11 +81,11 @@ def test_row_index_and_rows_against_the_source():
         ll_max_bw_gbs(2, 0, (2, 14, 3))         # two rows only
 
 
-@pytest.mark.parametrize("version, bus", [((2, 7, 3), 240.0), ((2, 7, 5), 235.0), ((2, 7, 8), 235.0)])
+@pytest.mark.parametrize("version, bus", [((2, 7, 3), 240.0 * 0.92), ((2, 7, 5), 235.0), ((2, 7, 8), 235.0)])
 def test_ampere_235_cap_from_2_7_5(version, bus):
-    """DGX A100: 12 rings x 20 GB/s = 240 GB/s; 2.7.5 and 2.7.8 cap it at 235 (line 112), 2.7.3 does not (its
-    ``*= .92`` there is not modelled).  Broadcast LL (no llMaxBws before 2.8): bus / 3; the old model left 2.7.5
-    and 2.7.8 at 80."""
+    """DGX A100: 12 rings x 20 GB/s = 240 GB/s; 2.7.5 and 2.7.8 cap it at 235 (line 112), 2.7.3 takes 92 % of it
+    (v2.7.3-1 line 110 ``if (compCap80) busBw *= 0.92``).  Broadcast LL (no llMaxBws before 2.8): bus / 3; the old
+    model left 2.7.5 and 2.7.8 at 80, and (before model71) 2.7.3 at 240 / 3."""
     bw, graph_bus = _ring_ll(A100, "broadcast", version)
     assert graph_bus == pytest.approx(240.0)
     assert bw == pytest.approx(bus / 3)
