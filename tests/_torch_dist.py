@@ -120,18 +120,16 @@ def run_job(job, n: int, *, env: dict | None = None, timeout_s: float = 240) -> 
     return results
 
 
-def on_2_and_4_ranks(job_path: str, timeout_s: float = 180):
-    """A module-scoped pytest fixture giving ``(n, run_job(job, n))`` for n = 2 and 4 ranks, the job
-    named ``"module:function"`` (imported when the fixture first runs)."""
-    import importlib
-
+def shared_part(name: str):
+    """A pytest fixture giving ``(n, run_job's per-rank results of the job part name)``: the part (a
+    job of ``_torch_jobs.PARTS``) runs first inside the shared ``job_results`` job, spawned once on
+    2 and once on 4 ranks (tests/kernels/pytorch/conftest.py)."""
     import pytest
 
-    @pytest.fixture(scope="module", params=[2, 4], ids=["2-ranks", "4-ranks"])
-    def results(request):
-        module, name = job_path.split(":")
-        return request.param, run_job(getattr(importlib.import_module(module), name), request.param,
-                                      timeout_s=timeout_s)
+    @pytest.fixture
+    def results(job_results):
+        n, ranks = job_results
+        return n, [res["__parts__"][name] for res in ranks]
     return results
 
 

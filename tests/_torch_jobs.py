@@ -6,6 +6,7 @@ held to the summation error bound (``_random_sums``)."""
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import time
@@ -15,6 +16,11 @@ DTYPES = ("float32", "bfloat16", "float16", "int64", "uint8")
 SIZES = (0, 1, 7, 1024, 1 << 20)
 #: dtypes that run 1 Mi elements on 4 ranks (all of them; narrow it here if CI's cores cannot)
 FOUR_RANK_LARGE = DTYPES
+#: other modules' jobs (tests/kernels/pytorch), run first by ``collectives_job`` in the same ranks:
+#: part name -> ("module:function", the rank counts it runs on).  Each makes and destroys its own
+#: default group on its own rendezvous (``TOPOCOLL_TEST_INIT_<NAME>``), as it did in its own spawn
+PARTS = {"fused": ("_fused_jobs:fused_job", (2, 4)), "p2p": ("_checked_p2p_jobs:p2p_job", (2, 4)),
+         "layout": ("_layout_jobs:layout_job", (2, 4)), "sum_order": ("_sum_order_jobs:sum_order_job", (4,))}
 
 
 class Recorder:
@@ -131,14 +137,30 @@ def _compare_everything(rec: Recorder, rank: int, n: int, gloo) -> None:
                     rec.check(name, not bad and len(ours) == len(ref), f"{dtype} size {size}: outputs {bad} differ")
 
 
+def _parts(rank: int, n: int) -> dict:
+    """The results of :data:`PARTS`' jobs that run on ``n`` ranks, each under its part's name."""
+    out = {}
+    for name, (path, counts) in PARTS.items():
+        if n in counts:
+            module, function = path.split(":")
+            job = getattr(importlib.import_module(module), function)
+            out[name] = job(rank, n, os.environ[f"TOPOCOLL_TEST_INIT_{name.upper()}"])
+    return out
+
+
 def collectives_job(rank: int, n: int, init: str) -> dict:
-    """Every collective, dtype and size against gloo; then the rest of the checks."""
+    """:data:`PARTS`' jobs (their results under ``__parts__``); then every collective, dtype and size
+    against gloo; then the rest of the checks."""
     import torch.distributed as dist
 
     import kernels.pytorch  # noqa: F401
+    t = time.monotonic()
+    parts = _parts(rank, n)
     dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=60))
     gloo = dist.new_group(backend="gloo")
     rec = Recorder()
+    rec.out["__parts__"] = parts
+    rec.out["__parts_s__"] = time.monotonic() - t
     t0 = time.monotonic()
     _compare_everything(rec, rank, n, gloo)
     t1 = time.monotonic()

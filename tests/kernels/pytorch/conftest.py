@@ -1,6 +1,7 @@
-"""The torch backend tests share one job per process count: ``collectives_job`` (every collective,
-bad input, subgroups, backend strings, DDP, coalesced refusals, gloo parity, a dead rank)
-spawned once on 2 and once on 4 ranks for the whole run, whichever test asks first. Under
+"""The torch backend tests share one job per process count: ``collectives_job`` (the jobs of
+test_fused, test_checked_p2p, test_layouts_and_reinit and test_sum_order_ranks, then every
+collective, bad input, subgroups, backend strings, DDP, coalesced refusals, gloo parity, a dead
+rank) spawned once on 2 and once on 4 ranks for the whole run, whichever test asks first. Under
 pytest-xdist the workers share it too: the first to ask runs it under a file lock in the run's
 common temporary folder and leaves the results there (the pattern pytest-xdist's documentation
 gives for session fixtures). ``shm_results``: the native-path job over the emulated share
@@ -17,9 +18,10 @@ import pytest
 
 def _run(n: int):
     from _torch_dist import free_port, run_job
-    from _torch_jobs import collectives_job
+    from _torch_jobs import PARTS, collectives_job
     env = {f"TOPOCOLL_TEST_INIT{k}": f"tcp://127.0.0.1:{free_port()}" for k in (2, 3, 4, 5, 6)}
-    return run_job(collectives_job, n, env=env)
+    env.update({f"TOPOCOLL_TEST_INIT_{name.upper()}": f"tcp://127.0.0.1:{free_port()}" for name in PARTS})
+    return run_job(collectives_job, n, env=env, timeout_s=360)
 
 
 @pytest.fixture(scope="session", params=[2, 4], ids=["2-ranks", "4-ranks"])

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
 
 from _checked_p2p_jobs import DTYPES, SIZES  # noqa: E402
-from _torch_dist import checked, merged, on_2_and_4_ranks  # noqa: E402
+from _torch_dist import checked, merged, shared_part  # noqa: E402
 
-p2p_results = on_2_and_4_ranks("_checked_p2p_jobs:p2p_job", timeout_s=150)
+p2p_results = shared_part("p2p")
 
 
 def test_matching_traffic_equals_gloo_bit_for_bit(p2p_results):
