@@ -20,7 +20,8 @@ FOUR_RANK_LARGE = DTYPES
 #: part name -> ("module:function", the rank counts it runs on).  Each makes and destroys its own
 #: default group on its own rendezvous (``TOPOCOLL_TEST_INIT_<NAME>``), as it did in its own spawn
 PARTS = {"fused": ("_fused_jobs:fused_job", (2, 4)), "p2p": ("_checked_p2p_jobs:p2p_job", (2, 4)),
-         "layout": ("_layout_jobs:layout_job", (2, 4)), "sum_order": ("_sum_order_jobs:sum_order_job", (4,))}
+         "layout": ("_layout_jobs:layout_job", (2, 4)), "sum_order": ("_sum_order_jobs:sum_order_job", (4,)),
+         "robust": ("_checked_p2p_jobs:robust_job", (2,))}
 
 
 class Recorder:
