@@ -120,6 +120,17 @@ def run_job(job, n: int, *, env: dict | None = None, timeout_s: float = 240) -> 
     return results
 
 
+def part_results(job_results, name: str) -> list[dict]:
+    """Every rank's result of the job part ``name`` (``_torch_jobs.PARTS``) from ``job_results``'
+    ``(n, per-rank results)``; an AssertionError with each failed rank's traceback if it raised."""
+    n, ranks = job_results
+    results = [res["__parts__"][name] for res in ranks]
+    errors = [f"rank {r}:\n{res['__error__']}" for r, res in enumerate(results) if "__error__" in res]
+    if errors:
+        raise AssertionError(f"job part {name} on {n} ranks failed:\n" + "\n".join(errors))
+    return results
+
+
 def shared_part(name: str):
     """A pytest fixture giving ``(n, run_job's per-rank results of the job part name)``: the part (a
     job of ``_torch_jobs.PARTS``) runs first inside the shared ``job_results`` job, spawned once on
@@ -128,8 +139,7 @@ def shared_part(name: str):
 
     @pytest.fixture
     def results(job_results):
-        n, ranks = job_results
-        return n, [res["__parts__"][name] for res in ranks]
+        return job_results[0], part_results(job_results, name)
     return results
 
 

@@ -20,7 +20,7 @@ def _run(n: int):
     from _torch_dist import free_port, run_job
     from _torch_jobs import PARTS, collectives_job
     env = {f"TOPOCOLL_TEST_INIT{k}": f"tcp://127.0.0.1:{free_port()}" for k in (2, 3, 4, 5, 6)}
-    env.update({f"TOPOCOLL_TEST_INIT_{name.upper()}": f"tcp://127.0.0.1:{free_port()}" for name in PARTS})
+    env.update({f"TOPOCOLL_TEST_INIT_{name.upper()}": f"tcp://127.0.0.1:{free_port()}" for name in (*PARTS, "parts")})
     return run_job(collectives_job, n, env=env, timeout_s=360)
 
 

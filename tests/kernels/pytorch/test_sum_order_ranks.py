@@ -13,9 +13,8 @@ pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch]
 def test_small_all_reduces_are_the_rank_order_sum_on_every_rank(job_results):
     """``_sum_order_jobs.sum_order_job``, a part of the shared ``job_results`` job (conftest.py) on 4 ranks."""
     from _sum_order_jobs import DTYPES, SIZES
-    from _torch_dist import checked, merged
-    n, ranks = job_results
-    results = [res["__parts__"]["sum_order"] for res in ranks]
+    from _torch_dist import checked, merged, part_results
+    results = part_results(job_results, "sum_order")
     assert checked(results, "sum_order") == 4 * (len(DTYPES) * len(SIZES) + 1)
     assert not merged(results, "sum_order")
     digests = [res["__digests__"] for res in results]
