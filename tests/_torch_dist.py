@@ -124,7 +124,8 @@ def part_results(job_results, name: str) -> list[dict]:
     """Every rank's result of the job part ``name`` (``_torch_jobs.PARTS``) from ``job_results``'
     ``(n, per-rank results)``; an AssertionError with each failed rank's traceback if it raised."""
     n, ranks = job_results
-    results = [res["__parts__"][name] for res in ranks]
+    results = [res["__parts__"][name] if "__parts__" in res else {"__error__": "the rank left no result (it died)"}
+               for res in ranks]
     errors = [f"rank {r}:\n{res['__error__']}" for r, res in enumerate(results) if "__error__" in res]
     if errors:
         raise AssertionError(f"job part {name} on {n} ranks failed:\n" + "\n".join(errors))

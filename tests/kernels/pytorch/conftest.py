@@ -3,8 +3,8 @@ test_fused, test_checked_p2p, test_layouts_and_reinit and test_sum_order_ranks, 
 collective, bad input, subgroups, backend strings, DDP, coalesced refusals, gloo parity, a dead
 rank) spawned once on 2 and once on 4 ranks for the whole run, whichever test asks first. Under
 pytest-xdist the workers share it too: the first to ask runs it under a file lock in the run's
-common temporary folder and leaves the results there (the pattern pytest-xdist's documentation
-gives for session fixtures). ``shm_results``: the native-path job over the emulated share
+common temporary folder and leaves the results (or its error) there (the pattern pytest-xdist's
+documentation gives for session fixtures). ``shm_results``: the native-path job over the emulated share
 backend (``_native_jobs.shm_job``), once per process for the tests of native_exec.py and
 native_comm.py."""
 

@@ -86,3 +86,12 @@ def test_a_failed_job_part_is_its_own_tests_error_and_the_next_part_starts_clean
         part_results((1, [{"__parts__": out}]), "broken")
     assert str(err.value).startswith("job part broken on 1 ranks failed:\nrank 0:\nTraceback")
     assert "in _raises_with_its_group_made" in str(err.value)
+
+
+def test_a_rank_that_left_no_result_is_named_in_its_parts_error():
+    """run_job gives ``{"__missing__": True}`` for a rank that died without a result: part_results
+    names it, not a KeyError for every test of the shared job."""
+    from _torch_dist import part_results
+    with pytest.raises(AssertionError) as err:
+        part_results((2, [{"__parts__": {"fused": {}}}, {"__missing__": True}]), "fused")
+    assert str(err.value) == "job part fused on 2 ranks failed:\nrank 1:\nthe rank left no result (it died)"
