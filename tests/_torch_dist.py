@@ -120,18 +120,27 @@ def run_job(job, n: int, *, env: dict | None = None, timeout_s: float = 240) -> 
     return results
 
 
-def on_2_and_4_ranks(job_path: str, timeout_s: float = 180):
-    """A module-scoped pytest fixture giving ``(n, run_job(job, n))`` for n = 2 and 4 ranks, the job
-    named ``"module:function"`` (imported when the fixture first runs)."""
-    import importlib
+def part_results(job_results, name: str) -> list[dict]:
+    """Every rank's result of the job part ``name`` (``_torch_jobs.PARTS``) from ``job_results``'
+    ``(n, per-rank results)``; an AssertionError with each failed rank's traceback if it raised."""
+    n, ranks = job_results
+    results = [res["__parts__"][name] if "__parts__" in res else {"__error__": "the rank left no result (it died)"}
+               for res in ranks]
+    errors = [f"rank {r}:\n{res['__error__']}" for r, res in enumerate(results) if "__error__" in res]
+    if errors:
+        raise AssertionError(f"job part {name} on {n} ranks failed:\n" + "\n".join(errors))
+    return results
 
+
+def shared_part(name: str):
+    """A pytest fixture giving ``(n, run_job's per-rank results of the job part name)``: the part (a
+    job of ``_torch_jobs.PARTS``) runs first inside the shared ``job_results`` job, spawned once on
+    2 and once on 4 ranks (tests/kernels/pytorch/conftest.py)."""
     import pytest
 
-    @pytest.fixture(scope="module", params=[2, 4], ids=["2-ranks", "4-ranks"])
-    def results(request):
-        module, name = job_path.split(":")
-        return request.param, run_job(getattr(importlib.import_module(module), name), request.param,
-                                      timeout_s=timeout_s)
+    @pytest.fixture
+    def results(job_results):
+        return job_results[0], part_results(job_results, name)
     return results
 
 

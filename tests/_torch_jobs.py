@@ -6,6 +6,7 @@ held to the summation error bound (``_random_sums``)."""
 
 from __future__ import annotations
 
+import importlib
 import math
 import os
 import time
@@ -15,6 +16,13 @@ DTYPES = ("float32", "bfloat16", "float16", "int64", "uint8")
 SIZES = (0, 1, 7, 1024, 1 << 20)
 #: dtypes that run 1 Mi elements on 4 ranks (all of them; narrow it here if CI's cores cannot)
 FOUR_RANK_LARGE = DTYPES
+#: other modules' jobs (tests/kernels/pytorch), run first by ``collectives_job`` in the same ranks:
+#: part name -> ("module:function", the rank counts it runs on).  Each makes and destroys its own
+#: default group on its own rendezvous (``TOPOCOLL_TEST_INIT_<NAME>``), as it did in its own spawn;
+#: they start together after a barrier on ``TOPOCOLL_TEST_INIT_PARTS``'s store (``_parts``)
+PARTS = {"fused": ("_fused_jobs:fused_job", (2, 4)), "p2p": ("_checked_p2p_jobs:p2p_job", (2, 4)),
+         "layout": ("_layout_jobs:layout_job", (2, 4)), "sum_order": ("_sum_order_jobs:sum_order_job", (4,)),
+         "robust": ("_checked_p2p_jobs:robust_job", (2,))}
 
 
 class Recorder:
@@ -131,14 +139,47 @@ def _compare_everything(rec: Recorder, rank: int, n: int, gloo) -> None:
                     rec.check(name, not bad and len(ours) == len(ref), f"{dtype} size {size}: outputs {bad} differ")
 
 
+def _parts(rank: int, n: int, store) -> dict:
+    """The results of :data:`PARTS`' jobs that run on ``n`` ranks, each under its part's name.  A part
+    that raises (or leaves its default group made) has ``__error__`` there and its group destroyed;
+    the ranks start each part together (a barrier on ``store``), so a rank that failed early does not
+    time out in the next part's rendezvous while its peers still wait in the failed one."""
+    import traceback
+
+    import torch.distributed as dist
+    out = {}
+    for name, (path, counts) in PARTS.items():
+        if n not in counts:
+            continue
+        module, function = path.split(":")
+        try:
+            out[name] = getattr(importlib.import_module(module), function)(
+                rank, n, os.environ[f"TOPOCOLL_TEST_INIT_{name.upper()}"])
+        except Exception:  # noqa: BLE001  (the part's tests report it; the next parts still run)
+            out[name] = {"__error__": traceback.format_exc()}
+        if dist.is_initialized():
+            dist.destroy_process_group()
+            out[name].setdefault("__error__", f"part {name} returned with its default group still made")
+        store.set(f"{name}:done:{rank}", "1")
+        store.wait([f"{name}:done:{r}" for r in range(n)])
+    return out
+
+
 def collectives_job(rank: int, n: int, init: str) -> dict:
-    """Every collective, dtype and size against gloo; then the rest of the checks."""
+    """:data:`PARTS`' jobs (their results under ``__parts__``); then every collective, dtype and size
+    against gloo; then the rest of the checks."""
     import torch.distributed as dist
 
     import kernels.pytorch  # noqa: F401
+    t = time.monotonic()
+    host, port = os.environ["TOPOCOLL_TEST_INIT_PARTS"].removeprefix("tcp://").rsplit(":", 1)
+    store = dist.TCPStore(host, int(port), n, rank == 0, timeout=timedelta(seconds=300))   # lives to the end
+    parts = _parts(rank, n, store)
     dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=n, timeout=timedelta(seconds=60))
     gloo = dist.new_group(backend="gloo")
     rec = Recorder()
+    rec.out["__parts__"] = parts
+    rec.out["__parts_s__"] = time.monotonic() - t
     t0 = time.monotonic()
     _compare_everything(rec, rank, n, gloo)
     t1 = time.monotonic()

@@ -1,9 +1,10 @@
-"""The torch backend tests share one job per process count: ``collectives_job`` (every collective,
-bad input, subgroups, backend strings, DDP, coalesced refusals, gloo parity, a dead rank)
-spawned once on 2 and once on 4 ranks for the whole run, whichever test asks first. Under
+"""The torch backend tests share one job per process count: ``collectives_job`` (the jobs of
+test_fused, test_checked_p2p, test_layouts_and_reinit and test_sum_order_ranks, then every
+collective, bad input, subgroups, backend strings, DDP, coalesced refusals, gloo parity, a dead
+rank) spawned once on 2 and once on 4 ranks for the whole run, whichever test asks first. Under
 pytest-xdist the workers share it too: the first to ask runs it under a file lock in the run's
-common temporary folder and leaves the results there (the pattern pytest-xdist's documentation
-gives for session fixtures). ``shm_results``: the native-path job over the emulated share
+common temporary folder and leaves the results (or its error) there (the pattern pytest-xdist's
+documentation gives for session fixtures). ``shm_results``: the native-path job over the emulated share
 backend (``_native_jobs.shm_job``), once per process for the tests of native_exec.py and
 native_comm.py."""
 
@@ -17,9 +18,10 @@ import pytest
 
 def _run(n: int):
     from _torch_dist import free_port, run_job
-    from _torch_jobs import collectives_job
+    from _torch_jobs import PARTS, collectives_job
     env = {f"TOPOCOLL_TEST_INIT{k}": f"tcp://127.0.0.1:{free_port()}" for k in (2, 3, 4, 5, 6)}
-    return run_job(collectives_job, n, env=env)
+    env.update({f"TOPOCOLL_TEST_INIT_{name.upper()}": f"tcp://127.0.0.1:{free_port()}" for name in (*PARTS, "parts")})
+    return run_job(collectives_job, n, env=env, timeout_s=360)
 
 
 @pytest.fixture(scope="session", params=[2, 4], ids=["2-ranks", "4-ranks"])
@@ -33,8 +35,15 @@ def job_results(request, tmp_path_factory):
     with open(shared / f"topocoll-torch-job-{n}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)
         if not done.exists():
-            done.write_bytes(pickle.dumps(_run(n)))
-        return n, pickle.loads(done.read_bytes())
+            try:
+                done.write_bytes(pickle.dumps(_run(n)))
+            except Exception as e:        # left for the other workers too: one failed (or timed out) run, not one each
+                done.write_bytes(pickle.dumps(f"{type(e).__name__}: {e}"))
+                raise
+        got = pickle.loads(done.read_bytes())
+    if isinstance(got, str):
+        raise AssertionError(f"the shared job on {n} ranks failed in another worker: {got}")
+    return n, got
 
 
 @pytest.fixture(scope="session")

@@ -18,9 +18,9 @@ from hypothesis import strategies as st
 torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
 
 from _checked_p2p_jobs import DTYPES, SIZES  # noqa: E402
-from _torch_dist import checked, merged, on_2_and_4_ranks  # noqa: E402
+from _torch_dist import checked, merged, shared_part  # noqa: E402
 
-p2p_results = on_2_and_4_ranks("_checked_p2p_jobs:p2p_job", timeout_s=150)
+p2p_results = shared_part("p2p")
 
 
 def test_matching_traffic_equals_gloo_bit_for_bit(p2p_results):
@@ -134,14 +134,14 @@ def test_any_header_ends_in_the_data_or_a_topocoll_error(magic, seq, count, code
         assert type(e.value).__name__ == "PeerGone" and posted == [] and "more than this host" in str(e.value)
 
 
-def test_futures_waits_timeouts_and_unchecked_gloo_beside_checked_receives():
-    """_checked_p2p_jobs.robust_job on 2 ranks (real gloo): a send's get_future does not block and
-    its wait() works twice; wait(timeout) is a RuntimeError in time; a receive on the group's gloo
-    does not take an outstanding checked receive's payload."""
-    from _torch_dist import run_job
-
-    from _checked_p2p_jobs import robust_job
-    results = run_job(robust_job, 2, timeout_s=120)
+@pytest.mark.parametrize("job_results", [2], indirect=True, ids=["2-ranks"])
+def test_futures_waits_timeouts_and_unchecked_gloo_beside_checked_receives(job_results):
+    """_checked_p2p_jobs.robust_job on 2 ranks (real gloo; a part of the shared ``job_results`` job,
+    conftest.py): a send's get_future does not block and its wait() works twice; wait(timeout) is a
+    RuntimeError in time; a receive on the group's gloo does not take an outstanding checked receive's
+    payload."""
+    from _torch_dist import part_results
+    results = part_results(job_results, "robust")
     assert not merged(results, "robust")
     assert checked(results, "robust") >= 5
 

@@ -15,9 +15,9 @@ import pytest
 
 torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
 
-from _torch_dist import on_2_and_4_ranks  # noqa: E402
+from _torch_dist import shared_part  # noqa: E402
 
-fused_results = on_2_and_4_ranks("_fused_jobs:fused_job", timeout_s=180)
+fused_results = shared_part("fused")
 
 
 def test_a_small_all_reduce_sends_one_message_per_peer_and_equals_gloo(fused_results):

@@ -15,9 +15,9 @@ from hypothesis import given, settings, strategies as st
 
 torch = pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
 
-from _torch_dist import checked, merged, on_2_and_4_ranks  # noqa: E402
+from _torch_dist import checked, merged, shared_part  # noqa: E402
 
-layout_results = on_2_and_4_ranks("_layout_jobs:layout_job", timeout_s=150)
+layout_results = shared_part("layout")
 
 
 def test_a_group_made_again_on_the_same_store_runs(layout_results):

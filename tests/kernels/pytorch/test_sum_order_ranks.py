@@ -9,10 +9,12 @@ import pytest
 pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
 
 
-def test_small_all_reduces_are_the_rank_order_sum_on_every_rank():
-    from _sum_order_jobs import DTYPES, SIZES, sum_order_job
-    from _torch_dist import checked, merged, run_job
-    results = run_job(sum_order_job, 4, timeout_s=180)
+@pytest.mark.parametrize("job_results", [4], indirect=True, ids=["4-ranks"])
+def test_small_all_reduces_are_the_rank_order_sum_on_every_rank(job_results):
+    """``_sum_order_jobs.sum_order_job``, a part of the shared ``job_results`` job (conftest.py) on 4 ranks."""
+    from _sum_order_jobs import DTYPES, SIZES
+    from _torch_dist import checked, merged, part_results
+    results = part_results(job_results, "sum_order")
     assert checked(results, "sum_order") == 4 * (len(DTYPES) * len(SIZES) + 1)
     assert not merged(results, "sum_order")
     digests = [res["__digests__"] for res in results]
