@@ -45,7 +45,7 @@ from synth.ir.collectives import canonical
 from synth.ir.schedule import atomic_write_text
 from synth.model.nccl.constants import PROTO_NAMES
 from synth.model.nccl.tuner_plugin import ALGORITHMS, COLLECTIVES, KEEP_NCCL_CHANNELS, PROTOCOLS, SIZE_MAX
-from synth.model.nccl.tuning import ALGOS_FOR
+from synth.model.nccl.tuning import ALGOS_FOR, NCCL_COLLS
 from topo_probe.errors import InvalidArgument
 
 __all__ = ["TunerLine", "tuner_models", "tuner_lines", "tuner_text", "write_tuner_config", "is_cover_file",
@@ -158,20 +158,22 @@ def tuner_models(topo, version: tuple | None = None):
 
 
 class _Memo:
-    """``model``'s :meth:`choose` and :meth:`forced`, memoised for one file: the bisection of
-    :func:`_segments`, the keep picks and the shapes' checks ask the same sizes again."""
+    """``model``'s choose/forced memoised for one file (bisection, keep picks, shapes' checks ask again); on
+    NVIDIA ``choose`` is ``forced`` of ``TuneTable.choose``'s pair (``NcclModel.choose``), timed once, not twice."""
 
     def __init__(self, model):
         self.machine, self.table, self._model, self._seen = model.machine, model.table, model, {}
 
     def choose(self, coll: str, nbytes: int):
-        key = (coll, nbytes)
-        return self._seen[key] if key in self._seen else self._seen.setdefault(key, self._model.choose(coll, nbytes))
+        if (coll, nbytes) not in self._seen:              # RCCL's pick, p2p: the model's own
+            self._seen[coll, nbytes] = self._model.choose(coll, nbytes) if self.machine.amd or coll not in \
+                NCCL_COLLS else self.forced(coll, *self.table.choose(coll, nbytes)[:2], nbytes)
+        return self._seen[coll, nbytes]
 
     def forced(self, coll: str, algorithm: str, protocol: str, nbytes: int):
         key = (coll, algorithm, protocol, nbytes)
         if key not in self._seen:
-            self._seen[key] = self._model.forced(coll, algorithm, protocol, nbytes)
+            self._seen[key] = self._model.forced(*key)
         return self._seen[key]
 
 
@@ -323,7 +325,7 @@ def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
     communicators of the machine, lines from their own models) and that collective's cover bands;
     then every collective's fallback pairs (reached only when NCCL has none of the pairs above)."""
     out: list[TunerLine] = []
-    colls = []
+    colls: list[str] = []
     for name in collectives:
         coll = canonical(name)
         if coll not in PLUGIN_COLLECTIVES:

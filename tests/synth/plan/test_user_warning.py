@@ -106,49 +106,17 @@ def test_an_mpi_communicators_warnings_point_at_from_mpi_and_the_call(tmp_path):
     assert "plan made by other models" in doc["got"][0][2] and "no plan entry" in doc["got"][1][2], doc
 
 
-TORCH_WORKER = """
-import inspect, json, sys, warnings
-from datetime import timedelta
-import torch, torch.distributed as dist
-import torch.multiprocessing as mp
-
-
-def work(rank, init, out):
-    import kernels.pytorch  # noqa: F401 - registers the backend
-    with warnings.catch_warnings(record=True) as caught:
-        warnings.simplefilter("always")
-        dist.init_process_group("topocoll", init_method=init, rank=rank, world_size=2, timeout=timedelta(seconds=60))
-        t = torch.ones(8)
-        line = inspect.currentframe().f_lineno + 1
-        dist.all_reduce(t)
-    if rank == 0:
-        json.dump({"want": [__file__, line], "got": [[w.filename, w.lineno, str(w.message)] for w in caught]},
-                  open(out, "w"))
-    dist.destroy_process_group()
-
-
-if __name__ == "__main__":
-    mp.spawn(work, args=(sys.argv[1], sys.argv[2]), nprocs=2)
-"""
-
-
 def test_a_torch_process_groups_no_plan_warning_points_at_the_users_call_not_into_torch(tmp_path):
-    """``dist.all_reduce`` on a ``topocoll`` group without a plan: rank 0's warning points at that line, past
-    torch's own frames (torch/distributed/distributed_c10d.py, which calls the backend).  Before: at
-    distributed_c10d.py, the first frame outside topocoll's packages."""
-    import os
-    import subprocess
-    import sys
+    """``dist.all_reduce`` on a ``topocoll`` group without a plan (``_torch_warning_job.no_plan_job`` on 2
+    spawned ranks): rank 0's warning points at that line, past torch's own frames
+    (torch/distributed/distributed_c10d.py, which calls the backend).  Before: at distributed_c10d.py, the
+    first frame outside topocoll's packages."""
     pytest.importorskip("torch", reason="the torch backend needs the topocoll[torch] extra (torch)")
-    script, out = tmp_path / "torch_worker.py", tmp_path / "out.json"
-    script.write_text(TORCH_WORKER)
+    from _torch_dist import run_job
+    from _torch_warning_job import no_plan_job
     (tmp_path / "empty").mkdir()
-    root = Path(__file__).resolve().parents[3]
-    env = {**os.environ, "PYTHONPATH": str(root), "TOPOCOLL_RESULTS": str(tmp_path / "empty"), "TOPOCOLL_PLAN": ""}
-    proc = subprocess.run([sys.executable, str(script), f"file://{tmp_path / 'init'}", str(out)], env=env,
-                          capture_output=True, text=True, timeout=300, cwd=tmp_path)
-    assert proc.returncode == 0, proc.stderr[-2000:]
-    doc = json.loads(out.read_text())
+    doc = run_job(no_plan_job, 2, env={"TOPOCOLL_RESULTS": str(tmp_path / "empty"), "TOPOCOLL_PLAN": ""},
+                  timeout_s=300)[0]
     no_plan = [(f, n) for f, n, m in doc["got"] if "no plan for" in m]
     assert no_plan == [tuple(doc["want"])], doc
 
