@@ -143,7 +143,9 @@ def _parts(rank: int, n: int, store) -> dict:
     """The results of :data:`PARTS`' jobs that run on ``n`` ranks, each under its part's name.  A part
     that raises (or leaves its default group made) has ``__error__`` there and its group destroyed;
     the ranks start each part together (a barrier on ``store``), so a rank that failed early does not
-    time out in the next part's rendezvous while its peers still wait in the failed one."""
+    time out in the next part's rendezvous while its peers still wait in the failed one.  Where the
+    peers of a failed rank stay blocked in one of the part's collectives, they never reach the barrier
+    and the whole shared job ends at its timeout (every module's tests then say so)."""
     import traceback
 
     import torch.distributed as dist
@@ -159,6 +161,7 @@ def _parts(rank: int, n: int, store) -> dict:
             out[name] = {"__error__": traceback.format_exc()}
         if dist.is_initialized():
             dist.destroy_process_group()
+            out[name] = dict(out[name]) if isinstance(out[name], dict) else {"__result__": out[name]}
             out[name].setdefault("__error__", f"part {name} returned with its default group still made")
         store.set(f"{name}:done:{rank}", "1")
         store.wait([f"{name}:done:{r}" for r in range(n)])

@@ -171,7 +171,7 @@ def inplace_rank(spec: CollectiveSpec, r: int, send: Any, recv: Any, count: int)
     if not (ok and contiguous):
         rule = rule if contiguous else "a strided buffer is never in place"
         raise BufferLayoutError(f"{spec.name}: rank {r}: sendbuf and recvbuf overlap but not as NCCL's in-place "
-                                f"{spec.name} ({rule})")
+                                f"call ({rule})")
     return True
 
 

@@ -162,7 +162,7 @@ class Communicator(CommunicatorBase):
             getattr(layer, "close", lambda: None)()
         for comm in getattr(self._nccl, "comms", None) or ():
             getattr(comm, "destroy", lambda: None)()
-        self._nccl = None
+        self._nccl, self._nccl_reason = False, "this Communicator was closed"   # None would start NCCL again (route)
 
     def _check_open(self, what: str) -> None:
         if self._closed:

@@ -78,7 +78,8 @@ def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: boo
     """Post ``array`` for ``pair`` = (source rank, destination rank), checked first
     (:func:`check_p2p_array`, the posting rank's): when ``theirs`` (the other direction's queues)
     holds a post for the pair, the oldest is matched and ``deliver(src_rank, dst_rank, src_array,
-    dst_array)`` copies (where it raises, the matched post goes back to the head of its queue);
+    dst_array)`` copies (where it raises, the matched post goes back to the head of its queue, or, no longer valid
+    itself, is dropped with this post: :func:`_requeue_or_drop`);
     else the post is queued in ``mine``."""
     what = "send" if sending else "recv"
     pair = tuple(check_root(what, r, size, "") for r in pair)

@@ -168,6 +168,8 @@ def check_plan_files(selector) -> None:
         if nbytes is not None:
             selector.select(entry.collective, nbytes, entry.root)
     if seen is not None:
+        if len(_CHECKED) >= 4096:             # bounded as the selector's caches
+            _CHECKED.clear()
         _CHECKED.add(seen)
 
 

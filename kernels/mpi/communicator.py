@@ -211,10 +211,10 @@ class MPICommunicator(CommunicatorBase):
     def _run(self, schedule: Schedule, sendbuf, recvbuf, op: str, protocol: str | None = None):
         spec = schedule.spec
         if spec.ranks != self.size:
-            raise InvalidArgument(f"rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
+            raise InvalidArgument(f"{spec.name}: rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
                                   f"the communicator {self.size}")
         if op not in REDUCE_OPS:
-            raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+            raise InvalidArgument(f"{spec.name}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
         me, none = self.rank, [None] * self.size     # arrays checked by the agreement (@agreed): bound once
         call = bind_call(spec, none[:me] + [sendbuf] + none[me + 1:], none[:me] + [recvbuf] + none[me + 1:],
                          checked=True, ranks=(me,))

@@ -63,6 +63,7 @@ from synth.ir.collectives import REDUCE_OPS, Position, element_range
 from synth.ir.schedule import Schedule
 from synth.ir.sum_order import rank_order_groups
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
+from topo_probe.guard import is_int
 
 
 class _Lowerer:
@@ -357,10 +358,10 @@ def lower(schedule: Schedule, count: int, dtype, *, inplace: bool = False, op: s
     UnsupportedCollective
         Bad ``count`` or ``op``.
     """
-    if isinstance(count, bool) or not isinstance(count, (int, np.integer)) or count < 0:
-        raise InvalidArgument(f"count must be an integer >= 0, got {count!r}")
+    if not is_int(count) or count < 0:
+        raise InvalidArgument(f"{schedule.collective}: count must be an integer >= 0, got {count!r}")
     if op not in REDUCE_OPS:
-        raise InvalidArgument(f"op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+        raise InvalidArgument(f"{schedule.collective}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     dt = np.dtype(dtype)
     lw = _Lowerer(schedule, int(count), dt, bool(inplace), op, bool(rank_order))
     for t in range(len(schedule.steps)):

@@ -31,7 +31,8 @@ from topo_probe.errors import TopologyError
 from topo_probe.topology.host_assumption import DEFAULT_HOST_PATH_CLASS, HOST_PATH_CLASSES, set_host_path_class
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
-#: at most this many hosts in a cluster described on the command line
+#: at most this many hosts under one leaf switch (``--hosts-per-leaf``); ``--nodes`` is bounded by the
+#: GPUs it gives (:func:`topo_probe.machines.clusters.check_hosts`)
 MAX_NODES = 4096
 
 

@@ -129,7 +129,7 @@ def inconsistent_rows(log) -> list[tuple[int, str, str, float, float]]:
 
 
 def inconsistent_notes(log, path: str | Path) -> list[str]:
-    """One line per inconsistent measurement of ``log``, read from ``path``: file, line (the row's, recorded when it
+    """One line per inconsistent measurement of ``log``, each naming ``path`` (the file it was read from), line (the row's, recorded when it
     was read), column, the printed value and what its row's other numbers give."""
     rows = log.rows
     return [f"{path}:{rows[k].line or '?'}: {place} {col} {value:g} disagrees with its row (size {rows[k].size}), "

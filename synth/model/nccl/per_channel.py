@@ -113,9 +113,11 @@ def ring_ll128_per_channel_gbs(coll: str, sm: int, nodes: int, version: tuple) -
     >>> [ring_ll128_per_channel_gbs("allreduce", 90, 1, v) for v in ((2, 8), (2, 15), (2, 17), (2, 28))]
     [16.9, 20.0, 36.7, 36.7]
     """
-    row = ll_row_index(sm, version)
     if tuple(version) < LL128_SCALAR_UNTIL:
         return ll128_ring_per_channel_gbs(coll, LL128_SCALAR_GBS, version)
+    row = ll_row_index(sm, version)
+    if tuple(version) < LL128_TABLES_SINCE:
+        return LL128_BY_GEN_17[row]
     return per_channel_tables(version)[0][row][min(nodes, 3) - 1]
 
 

@@ -79,7 +79,7 @@ def test_overlap_that_is_not_nccl_in_place_is_rejected():
     sb = [big[1:5], np.zeros(4, np.float32)]
     rb = [big[0:8], np.zeros(8, np.float32)]
     with pytest.raises(BufferLayoutError, match="rank 0: sendbuf and recvbuf overlap but not as NCCL's in-place "
-                                                r"allgather \(sendbuf must be block 0 of recvbuf\)"):
+                                                r"call \(sendbuf must be block 0 of recvbuf\)"):
         run_schedule(ring("allgather", 2), sb, rb)
     _, sb, rb = _bufs("allreduce", 2, 4, inplace=True)
     rb[1] = np.zeros(4, np.float32)

@@ -124,3 +124,19 @@ def test_hostile_arguments_give_numpys_answer_or_one_line(args):
         else:
             want = total[r * count:(r + 1) * count]      # the first n*count input elements, NCCL's recvcount
         np.testing.assert_array_equal(o, want, err_msg=f"rank {r}: {args}")
+
+
+def test_route_after_close_does_not_start_nccl_again(monkeypatch):
+    """``route`` still answers after ``close()``; where the plan says nccl it must not open NCCL
+    communicators again for the closed Communicator (nothing would destroy them): it says why."""
+    import kernels.comm.nccl_runtime as nccl_runtime
+    from synth.plan.size_plan import Plan, PlanEntry
+    from topo_probe.machines.generators import fully_connected
+    topo = fully_connected(4)
+    comm = Communicator(4, topology=topo, plan=Plan(topo.name, topo.fingerprint(),
+                                                   [PlanEntry("allreduce", 0, None, "nccl")]))
+    started = []
+    monkeypatch.setattr(nccl_runtime, "nccl_runtime_or_reason", lambda devices: started.append(devices) or (None, "x"))
+    comm.close()
+    route = comm.route("allreduce", 1024)
+    assert started == [] and "closed" in route.reason, (started, route)
