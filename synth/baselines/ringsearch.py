@@ -74,8 +74,9 @@ class RingPlan:
 
 def find_rings(fabric: Fabric, max_rings: int = 64) -> RingPlan:
     """Rings for ``fabric`` (kept on it; a searched plan is shared by fabrics of one structure); see
-    the module docstring.  A cluster of identical hosts with more than :data:`SEARCH_MAX_RANKS` ranks gets rail-aligned rings
-    built from its shape (:func:`synth.baselines.cluster_rings.cluster_rings`) instead.
+    the module docstring.  A cluster of identical hosts with more than :data:`SEARCH_MAX_RANKS`
+    ranks gets rail-aligned rings built from its shape
+    (:func:`synth.baselines.cluster_rings.cluster_rings`) instead.
 
     Raises
     ------
