@@ -19,10 +19,18 @@ When the channel graph has no Hamiltonian cycle (e.g. GPUs 0-4 of a DGX-1, where
 only NVLink peer is GPU 0), one ring is formed over all ranks in the order with the shortest
 relays, and each ring hop whose ranks share no channel follows a shortest channel path
 through intermediate GPUs (``relayed=True``).  All search loops are bounded.
+
+Every command builds its own fabric, often of one topology again (``synthesize``, ``simulate`` and
+``sweep`` of one machine; each collective's baselines), so searched plans are also kept across
+fabrics, in a bounded cache keyed by everything the search reads
+(:func:`synth.ir.shared_results.structure_key`: rank count, hosts, round unit, resource
+bandwidths, every channel's route, ``max_rings``); each fabric gets its own :class:`RingPlan` of
+the same immutable tuples.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 import random
@@ -31,6 +39,7 @@ from dataclasses import dataclass
 import networkx as nx
 
 from synth.ir.fabric import Fabric
+from synth.ir.shared_results import SharedResults, structure_key
 from synth.ir.verifier import CAPACITY_EPS, required_rounds
 from topo_probe.errors import UnsupportedCollective
 
@@ -41,6 +50,9 @@ SEARCH_BUDGET = 30_000
 RESTARTS = 12
 #: the cycle search (recursive, exponential) runs up to this many ranks
 SEARCH_MAX_RANKS = 64
+#: searched plans kept across fabrics (least recently used dropped first)
+SHARED_PLANS = 64
+_shared: SharedResults = SharedResults(SHARED_PLANS)
 
 
 @dataclass(frozen=True)
@@ -61,20 +73,28 @@ class RingPlan:
 
 
 def find_rings(fabric: Fabric, max_rings: int = 64) -> RingPlan:
-    """Rings for ``fabric`` (found once per fabric object); see the module docstring.  A cluster
-    of identical hosts with more than :data:`SEARCH_MAX_RANKS` ranks gets rail-aligned rings
-    built from its shape (:func:`synth.baselines.cluster_rings.cluster_rings`) instead.
+    """Rings for ``fabric`` (kept on it; a searched plan is shared by fabrics of one structure); see
+    the module docstring.  A cluster of identical hosts with more than :data:`SEARCH_MAX_RANKS`
+    ranks gets rail-aligned rings built from its shape
+    (:func:`synth.baselines.cluster_rings.cluster_rings`) instead.
 
     Raises
     ------
     UnsupportedCollective
         A fabric of more than :data:`SEARCH_MAX_RANKS` ranks without such rings.
     """
-    plans = fabric.memo("rings")                 # kept on the fabric (one search per fabric object)
+    plans = fabric.memo("rings")                 # kept on the fabric, and searched plans across fabrics
     if max_rings not in plans:
         plans[max_rings] = (_cluster_plan(fabric, max_rings) if fabric.num_ranks > SEARCH_MAX_RANKS
-                            else _search(fabric, max_rings))
+                            else _shared_search(fabric, max_rings))
     return plans[max_rings]
+
+
+def _shared_search(fabric: Fabric, max_rings: int) -> RingPlan:
+    """:func:`_search`, its plan kept for every fabric of the same structure (the last
+    :data:`SHARED_PLANS` structures); a fresh :class:`RingPlan` of the same tuples per call."""
+    plan = _shared.get(structure_key(fabric, "rings", max_rings), lambda: _search(fabric, max_rings))
+    return dataclasses.replace(plan)
 
 
 def _cluster_plan(fabric: Fabric, max_rings: int) -> RingPlan:

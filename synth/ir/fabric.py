@@ -104,8 +104,9 @@ class Fabric:
     # ---------------------------------------------------------------- queries
     def memo(self, kind: str) -> dict:
         """A dict of derived results of ``kind`` (cut tables, lower bounds, rings, delivery bounds)
-        kept on this fabric object and dropped with it: the fabric owns what is computed from it, no
-        module keeps results across fabrics.  Fabrics are treated as immutable once built.
+        kept on this fabric object and dropped with it: the fabric owns what is computed from it.  Only
+        immutable results keyed by the fabric's whole structure are also kept across fabrics
+        (:mod:`synth.ir.shared_results`: ring search).  Fabrics are treated as immutable once built.
 
         >>> from topo_probe.machines.generators import ring
         >>> f = build_fabric(ring(4))

@@ -1,6 +1,7 @@
-"""Results derived from a fabric are kept on that fabric object (Fabric.memo), never in a module
-across fabrics: two fabrics of one topology with different round units share a fingerprint but
-not their bounds, rings or cut tables."""
+"""Results derived from a fabric are kept on that fabric object (Fabric.memo): two fabrics of one
+topology with different round units share a fingerprint but not their bounds, rings or cut tables.
+Ring plans are also shared by fabrics of the same structure (synth.ir.shared_results, tested in
+tests/synth/baselines/test_shared_rings.py), but each fabric still holds its own plan object."""
 
 import gc
 import weakref
