@@ -186,7 +186,7 @@ class Communicator(CommunicatorBase):
         return plan_route(self.selector, collective, nbytes, root, dtype=dtype, op=op, no_nccl=no_nccl, layer=layer)
 
     def _run(self, name: str, sends: list, recvs: list, count: int, *, root=None, op="sum"):
-        ref = next(a for a in sends + recvs if a is not None)
+        ref, count = next(a for a in sends + recvs if a is not None), int(count)   # np.int8(4) x 8 bytes: -128
         if count == 0:
             return recvs
         if self.size == 1:

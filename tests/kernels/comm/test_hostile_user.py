@@ -140,3 +140,21 @@ def test_route_after_close_does_not_start_nccl_again(monkeypatch):
     comm.close()
     route = comm.route("allreduce", 1024)
     assert started == [] and "closed" in route.reason, (started, route)
+
+
+@pytest.mark.parametrize("name", ["all_gather", "reduce_scatter"])
+def test_a_narrow_numpy_integer_count_does_not_wrap(name):
+    """``count=np.int8(4)`` of float64 on 4 ranks: count x itemsize x ranks in int8 wraps to -128
+    (hypothesis found it: "nbytes must be >= 0, got np.int8(-128)"); the call equals NumPy."""
+    comm = Communicator(4, plan=False)
+    xs = [np.arange(16, dtype=np.float64) + 100 * r for r in range(4)]
+    if name == "all_gather":
+        ins, outs = [x[:4].copy() for x in xs], [np.zeros(16) for _ in range(4)]
+        comm.all_gather(ins, outs, count=np.int8(4))
+        want = [np.concatenate(ins)] * 4
+    else:
+        ins, outs = xs, [np.zeros(4) for _ in range(4)]
+        comm.reduce_scatter(ins, outs, count=np.int8(4))
+        want = [sum(ins)[4 * r:4 * r + 4] for r in range(4)]
+    for got, w in zip(outs, want):
+        np.testing.assert_array_equal(got, w)
