@@ -44,6 +44,7 @@ import numpy as np
 from kernels.comm.nccl_runtime import NCCL_CALLS, NCCL_TYPES
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
+from synth.ir.shared_results import SharedResults
 from synth.plan.selector import NCCL, Choice
 from topo_probe.errors import TopocollError
 
@@ -154,10 +155,15 @@ def check_plan_files(selector) -> None:
     not at the first call of that size.  Entries that name no file (``nccl`` without a
     fallback) and entries the plan never selects (an empty range, or one an earlier overlapping
     entry of a plan made in memory covers whole) are skipped."""
-    plan = selector.plan
     seen = _files_seen(selector)
-    if seen is not None and seen in _CHECKED:
-        return
+    if seen is None:
+        _check_entries(selector)
+    else:
+        _CHECKED.get(seen, lambda: _check_entries(selector) or True)
+
+
+def _check_entries(selector) -> None:
+    plan = selector.plan
     for entry in plan.entries if plan is not None else ():
         if entry.schedule == NCCL and not entry.fallback:
             continue
@@ -167,17 +173,13 @@ def check_plan_files(selector) -> None:
         nbytes = next((b for b in sizes if plan.select(entry.collective, b, entry.root) is entry), None)
         if nbytes is not None:
             selector.select(entry.collective, nbytes, entry.root)
-    if seen is not None:
-        if len(_CHECKED) >= 4096:             # bounded as the selector's caches
-            _CHECKED.clear()
-        _CHECKED.add(seen)
 
 
 #: plan files (with every schedule file they name, each by path, modification time and size), their
 #: entries as loaded and the topology fingerprint they were checked on, in this process: a
 #: Communicator built again on unchanged files skips the check (about 0.1 s on a preset plan);
-#: its first calls verify as always
-_CHECKED: set[tuple] = set()
+#: its first calls verify as always (a failed check raises, so nothing is kept for it)
+_CHECKED: SharedResults = SharedResults(4096)
 
 
 def _files_seen(selector) -> tuple | None:
