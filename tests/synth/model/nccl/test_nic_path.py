@@ -112,3 +112,30 @@ def test_the_socket_links_rating_follows_the_nccl_version():
     sys_, phb = (NcclModel(_lone_h100(nic_path=p, cpu_vendor="amd"), version=(2, 18, 6)).table.graphs
                  for p in ("SYS", "PHB"))
     assert (sys_.ring.n_channels, sys_.ring.bw_inter) == (phb.ring.n_channels, phb.ring.bw_inter) == (2, 24.0)
+
+
+def test_every_byte_to_a_nic_behind_the_other_socket_crosses_the_socket_link_at_its_rating():
+    """By hand: a lone H100 a host, its NIC (one of 50 GB/s) behind the other AMD socket (SYS).  Every byte between
+    the GPU and the network crosses the one LINK_SYS NCCL puts between the sockets (v2.26.2-1 src/graph/topo.cc
+    lines 262-275), rated AMD_BW 16 GB/s (topo.h line 21): the host's NIC traffic moves at most 16 GB/s per
+    direction, at the ring's network efficiency 16 x 0.96 = 15.36 GB/s (2 ranks: all_reduce busbw = algbw =
+    bytes each way; sendrecv: min(15.36, 2 p2p channels x 14.06) = 15.36).  Intel (read as Skylake): SKL_QPI_BW 10
+    -> 9.6.  Two GPUs of a host share the one link: 16 in all, 8 each.  Through a PHB path (one socket) the NIC's
+    own rate stays: 50 x 0.96 = 48, the all_reduce at ~38.7 GB/s on its 2 Simple channels (not the link)."""
+    from synth.model.nccl import DEFAULT_PARAMS
+    eff = DEFAULT_PARAMS.ring_net_efficiency("ib")
+    assert eff == pytest.approx(0.96)
+
+    def busbw(m, coll, size=8 << 30):       # algbw: on 2 ranks all_reduce's and sendrecv's busbw
+        return size / (1e3 * NcclModel(m, version=(2, 26, 2)).choose(coll, size).time_us)
+
+    far = _lone_h100(nic_path="SYS", cpu_vendor="amd")
+    assert far.gpu_net_gbps == 16.0
+    assert busbw(far, "allreduce") == pytest.approx(16.0 * eff, rel=0.01)
+    assert busbw(far, "sendrecv") == pytest.approx(16.0 * eff, rel=0.01)
+    intel = _lone_h100(nic_path="SYS", cpu_vendor="intel")
+    assert intel.gpu_net_gbps == 10.0 and busbw(intel, "allreduce") == pytest.approx(10.0 * eff, rel=0.01)
+    near = _lone_h100(nic_path="PHB", cpu_vendor="amd")
+    assert near.gpu_net_gbps == 50.0 and busbw(near, "allreduce") > 35.0
+    two = NcclMachine.from_topology(cluster("dgx-h100", nodes=2)).with_(ranks=4, nic_path="SYS", cpu_vendor="amd")
+    assert (two.used_net_gbps, two.gpu_net_gbps) == (100.0, 16.0)
