@@ -22,7 +22,7 @@ import re
 from dataclasses import dataclass, replace
 
 from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
-from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, socket_crossing_gbs, topology_nic_path
+from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_path
 from synth.model.nccl.pcie_path import gpu_pcie_gen, nic_gbs, pcie_path_gbs, pcie_stream_gbs
 from synth.model.nccl.pcie_share import nic_pcie_limited, nic_shares, restated_nic, uplink_gpus
 from topo_probe.errors import InvalidArgument
@@ -248,15 +248,15 @@ class NcclMachine:
         with GPU Direct RDMA the NIC reads and writes GPU memory itself (v2.8.4-1 src/transport/net.cc
         lines 68-94, 121-148).  ABCI 2.0's A nodes state it: 39.0 GB/s per host over 4 HDR HCAs for GPU
         buffers in the OSU runs of aistabci/abci2.0benchmark f0aa27f pt2pt/inter_anode (95 for host
-        buffers), 9.75 per HCA (docs/nccl-model.md, *A host's GPU-memory network rate*).  On a SYS path at most
-        the CPU sockets' link (:func:`.nic_path.socket_crossing_gbs`, runtime only as well).
+        buffers), 9.75 per HCA (docs/nccl-model.md, *A host's GPU-memory network rate*).
 
         >>> abci = NcclMachine("abci", "sm80", 16, 2, "nvswitch", 12, nics_per_node=4, nic_gbps=25.0, nic_dma_gbs=9.75)
         >>> abci.gpu_net_gbps, abci.with_(nic_dma_gbs=0.0).gpu_net_gbps
         (39.0, 100.0)
         """
-        rate = min(self.used_net_gbps, socket_crossing_gbs(self))
-        return min(rate, self.used_nics * self.nic_dma_gbs) if self.nic_dma_gbs > 0 else rate
+        if self.nic_dma_gbs > 0:
+            return min(self.used_net_gbps, self.used_nics * self.nic_dma_gbs)
+        return self.used_net_gbps
 
     def visible_nics(self) -> tuple[int, float]:
         """NICs as NCCL's search sees them, ``(count, GB/s each)``: at most one per GPU (NICs on

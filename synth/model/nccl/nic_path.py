@@ -5,15 +5,12 @@ NCCL's names, nearest first (NVIDIA/nccl v2.27.3-1 src/graph/topo.h lines 74-89)
 (several), PHB (through the CPU's root complex; NCCL has no NODE path, paths.cc line 97 calls any PCIe hop into a CPU
 PHB), SYS (across CPU sockets).  :attr:`.machine.NcclMachine.nic_path` states it (PXB by default);
 :func:`topology_nic_path` reads it from a topology with one GPU a host; :func:`graph_nic_path` is what the graph gets;
-:func:`net_path_gbs` the bandwidth NCCL's search sees on it (GB/s); :func:`socket_crossing_gbs` what a host's GPU <->
-NIC traffic moves at most across the CPU sockets on a ``SYS`` path (GB/s per direction).
+:func:`net_path_gbs` the bandwidth NCCL's search sees on it (GB/s).
 """
 
 from __future__ import annotations
 
-import math
-
-from synth.model.nccl.constants import CPU_LINK_BW, NCCL_VERSION, PCI_BW_BY_GEN
+from synth.model.nccl.constants import CPU_LINK_BW, PCI_BW_BY_GEN
 from synth.model.nccl.versions_patch import row_from
 
 #: NCCL's GPU-to-NIC path types, nearest first
@@ -97,24 +94,6 @@ def cpu_link_gbs(m, version: tuple) -> float:
     if m.cpu_vendor == "amd":
         return row_from(AMD_LINK_BY_RELEASE, version, LOC_GBS)
     return row_from(SKL_LINK_BY_RELEASE, version, 12.0)
-
-
-def socket_crossing_gbs(m) -> float:
-    """GB/s per direction a host's GPU <-> NIC traffic moves at most, all of its GPUs together: on a ``SYS`` path
-    (:attr:`.machine.NcclMachine.net_path`: the NIC behind the other CPU socket) every byte between a GPU and the
-    network crosses the one link NCCL places between the two sockets (NVIDIA/nccl v2.26.2-1 src/graph/topo.cc
-    ``ncclTopoConnectCpus`` lines 262-275: one ``LINK_SYS`` each way), at NCCL's rating of it
-    (:func:`cpu_link_gbs`: ``AMD_BW`` 16 GB/s for an AMD CPU, topo.h line 21, topo.cc lines 87-89), with or without
-    GPUDirect RDMA (without it the bytes are staged in the host memory of one socket and cross to the device on the
-    other: paths.cc v2.27.3-1 lines 714-723 route GPU <-> NIC through the CPU).  The rating is read at the model's
-    NCCL (``NCCL_VERSION``), as :func:`.graphs.intra_capacity_gbs` rates a ring crossing the sockets: a link of the
-    hardware, not of a release.  ``inf`` on a nearer path (PIX, PXB, PHB: one socket).
-
-    >>> from types import SimpleNamespace as M
-    >>> [socket_crossing_gbs(M(net_path=p, cpu_vendor="amd")) for p in ("SYS", "PHB")]
-    [16.0, inf]
-    """
-    return cpu_link_gbs(m, NCCL_VERSION) if m.net_path == "SYS" else math.inf
 
 
 def net_path_gbs(m, version: tuple) -> float:
