@@ -2,11 +2,13 @@
 GPUDirect RDMA, and read from the topology of a host with one GPU."""
 
 import pytest
+from _paths import ROOT
 
 from topo_probe import cluster
 from topo_probe.errors import InvalidArgument
 from topo_probe.topology.model import Topology
 
+from synth.formats.nccl_tests.runs import load_runs
 from synth.model.nccl import NcclModel
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nic_path import cpu_link_gbs
@@ -112,3 +114,22 @@ def test_the_socket_links_rating_follows_the_nccl_version():
     sys_, phb = (NcclModel(_lone_h100(nic_path=p, cpu_vendor="amd"), version=(2, 18, 6)).table.graphs
                  for p in ("SYS", "PHB"))
     assert (sys_.ring.n_channels, sys_.ring.bw_inter) == (phb.ring.n_channels, phb.ring.bw_inter) == (2, 24.0)
+
+
+#: real logs whose rings cross a two-socket AMD host's socket link (4 GPUs a socket, no NIC): each ring crosses the
+#: link once each way and every ring link carries the busbw, so the link moves at least that per direction
+_AMD_SOCKET_CROSSINGS = ("rtx4090_8gpu_1node_all_reduce_p2p_unlocked.txt",    # 2 x EPYC 7542
+                         "rtx5090_8gpu_1node_all_reduce_p2p_sys.txt")         # 2 x EPYC 9575F
+
+
+def test_a_nic_behind_the_other_amd_socket_is_not_capped_at_nccls_search_rating_of_the_link():
+    """NCCL's ``AMD_BW`` (16 GB/s, v2.26.2-1 topo.h line 21) is the rating its search gives the socket link, not
+    what the link moves: the fixtures' P2P rings across two-socket AMD hosts move 20.6 GB/s (EPYC 7542) and 45.7
+    GB/s (EPYC 9575F) busbw per direction across it.  So a lone H100's NIC (50 GB/s) behind the other AMD socket
+    (SYS) keeps at least the rate those logs moved across the link: a 16 GB/s runtime cap would be below both."""
+    logs = ROOT / "tests" / "fixtures" / "real_logs"
+    moved = {f: max(row.out_of_place.busbw_gbps for run in load_runs(logs / f) for row in run.rows)
+             for f in _AMD_SOCKET_CROSSINGS}
+    far, near = _lone_h100(nic_path="SYS", cpu_vendor="amd"), _lone_h100(nic_path="PHB", cpu_vendor="amd")
+    assert all(gbs > cpu_link_gbs(far, (2, 26, 2)) for gbs in moved.values()), moved
+    assert far.gpu_net_gbps >= min(near.gpu_net_gbps, max(moved.values())), (far.gpu_net_gbps, moved)
