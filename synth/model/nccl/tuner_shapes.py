@@ -96,16 +96,18 @@ def _read_budget(host_gpus: int, counts: list[int]) -> dict[int, int]:
 
 def subset_class(machine):
     """A key equal for two NCCL machines that differ only in their name and the numbering of their
-    GPUs (the least of the link matrix over every renumbering, up to :data:`MAX_RENUMBERED_GPUS`
-    GPUs): the model times both alike (every pair, every size: checked on every DGX-1 subset class,
+    GPUs (the least of the link matrix over every renumbering that lists GPUs by their sorted row of
+    link counts, up to :data:`MAX_RENUMBERED_GPUS` GPUs): the model times both alike (every pair, every size: checked on every DGX-1 subset class,
     ``tests/synth/model/nccl/test_tuner_shapes.py``)."""
     links = machine.link_matrix
     plain = dataclasses.replace(machine, name="", link_matrix=())
     if not links or len(links) > MAX_RENUMBERED_GPUS:
-        return plain, links
-    n = len(links)
-    return plain, min(tuple(links[p[i]][p[j]] for i in range(n) for j in range(n))
-                      for p in itertools.permutations(range(n)))
+        return plain, (), links
+    n, rows = len(links), [tuple(sorted(r)) for r in links]
+    groups = [[g for g in range(n) if rows[g] == r] for r in sorted(set(rows))]   # a GPU maps to one of like links
+    orders = (sum(p, ()) for p in itertools.product(*(itertools.permutations(g) for g in groups)))
+    return plain, tuple(sorted(rows)), min(tuple(links[p[i]][p[j]] for i in range(n) for j in range(n))
+                                           for p in orders)
 
 
 def _distinct_subsets(host, gpus: list[int], k: int, reads: int) -> tuple:
