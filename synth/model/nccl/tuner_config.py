@@ -115,6 +115,9 @@ class TunerLine:
     channels: int = KEEP_NCCL_CHANNELS
     #: the (min_bytes, max_bytes) ranges inside the line where it is a help line
     help_ranges: tuple = ()
+    #: ``(ratio, gpus)``: a shared line's largest modelled slowdown over NCCL's own pick and the GPU
+    #: subset it falls on, where that exceeds :data:`SHAPE_TOLERANCE` (a WARNING line); else empty
+    worst: tuple = ()
 
     def csv(self) -> str:
         return (f"{self.collective},{self.min_bytes},{self.max_bytes},{self.algorithm},{self.protocol},"
@@ -229,6 +232,7 @@ def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[T
         world = "" if off is None else (" with NVLS" if k == 0 and len(probes[0]) > 1 else
                                         " if NVLS is unavailable" if k else "")
         span = f"{size_label(lo)}-{'2^64-1 B' if hi == SIZE_MAX else size_label(hi)}"
+        w = max(picks, key=lambda p: p.worst)        # the probe a shared line serves worst
         if e.helps:
             note = (f"help{world}, {span}: NCCL's own pick (modelled) {mid.default_label} {mid.default_us:.1f} us, "
                     f"this line {e.algorithm}/{e.protocol} {mid.chosen_us:.1f} us, {min(gains):.2f}x-"
@@ -236,10 +240,11 @@ def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[T
         elif e.kind == "keep":
             note = f"keep{world}, {span}: NCCL's own pick (modelled) {e.algorithm}/{e.protocol}, its channels"
         else:
-            note = _shared_note(e.algorithm, e.protocol, world, span, m.ranks, max(picks, key=lambda p: p.worst))
+            note = _shared_note(e.algorithm, e.protocol, world, span, m.ranks, w)
         out.append(TunerLine(coll, lo, hi, e.algorithm, e.protocol.lower(), m.nodes, m.ranks,
                              e.kind, note, (min(gains), max(gains)) if e.helps else (1.0, 1.0),
-                             help_ranges=((lo, hi),) if e.helps else ()))
+                             help_ranges=((lo, hi),) if e.helps else (),
+                             worst=(w.worst, w.worst_gpus) if e.kind == "shared" and w.warns else ()))
     return out
 
 
@@ -262,7 +267,8 @@ def _merged(parts: list[TunerLine]) -> TunerLine:
     kind = "help" if helps else "shared" if any(p.kind == "shared" for p in parts) else "keep"
     return TunerLine(first.collective, first.min_bytes, parts[-1].max_bytes, first.algorithm, first.protocol,
                      first.nodes, first.ranks, kind, "\n".join(p.note for p in parts), gain,
-                     help_ranges=tuple(r for p in helps for r in p.help_ranges))
+                     help_ranges=tuple(r for p in helps for r in p.help_ranges),
+                     worst=max((p.worst for p in parts if p.worst), default=()))
 
 
 def _machine_lines(on, off, coll: str, min_gain: float, classes: tuple = ()) -> list[TunerLine]:
