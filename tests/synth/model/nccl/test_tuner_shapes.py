@@ -25,14 +25,27 @@ from topo_probe.load import load_topology
 P100 = str(ROOT / "tests/fixtures/family/nvsmi_p100x4_driver384_soc.txt")
 _FILES: dict = {}
 _MODELS: dict = {}
+_SHAPES: dict = {}
+
+
+def topology(spec):
+    return cluster("dgx-a100", 3) if spec == "3xdgx-a100" else load_topology(spec)
+
+
+def shapes_for(spec):
+    """``comm_shapes`` of a preset or fixture, built once per module (a DGX-1's reads and times every
+    subset class; tuner_lines wraps its models without changing them)."""
+    if spec not in _SHAPES:
+        _SHAPES[spec] = comm_shapes(topology(spec))
+    return _SHAPES[spec]
 
 
 def file_for(spec):
     """(topology, parsed file with the smaller communicators' lines) for a preset or fixture."""
     if spec not in _FILES:
-        topo = cluster("dgx-a100", 3) if spec == "3xdgx-a100" else load_topology(spec)
+        topo = topology(spec)
         on, off = tuner_models(topo)
-        lines = tuner_lines(on, off, shapes=comm_shapes(topo))
+        lines = tuner_lines(on, off, shapes=shapes_for(spec))
         _FILES[spec] = topo, lines, parse_conf(tuner_text(lines), spec)
     return _FILES[spec]
 
@@ -76,9 +89,9 @@ def test_the_cover_without_ll128_falls_to_ll_then_simple():
 
 
 def test_shapes_are_every_one_host_size_and_every_host_count():
-    assert [(s.nodes, s.ranks) for s in comm_shapes(cluster("dgx-a100", 3))] == \
+    assert [(s.nodes, s.ranks) for s in shapes_for("3xdgx-a100")] == \
         [(1, k) for k in range(2, 9)] + [(2, 16)]
-    dgx1 = comm_shapes(load_topology("dgx1-v100"))
+    dgx1 = shapes_for("dgx1-v100")
     assert [(s.nodes, s.ranks) for s in dgx1] == [(1, k) for k in range(2, 8)]
     assert dgx1[0].subsets == ((0, 1), (0, 2), (0, 5))     # 0-1 NV1, 0-2 NV1 with other links, 0-5 NV2
     _, lines, _ = file_for("3xdgx-a100")
@@ -145,7 +158,7 @@ def test_every_dgx1_subset_times_as_the_subset_its_class_is_timed_on(k):
     few sizes); every k-GPU subset of a DGX-1 with that fingerprint times every pair of every collective
     alike at other sizes (offset from the fingerprint's) too: its lines are judged on its own model."""
     topo = load_topology("dgx1-v100")
-    shape = next(s for s in comm_shapes(topo) if s.ranks == k)
+    shape = next(s for s in shapes_for("dgx1-v100") if s.ranks == k)
     sizes = _probes()[3::24]
     colls = ("allreduce", "allgather", "reducescatter", "broadcast", "reduce")
 
