@@ -164,7 +164,8 @@ def main(argv=None) -> int:
         "Every one-host communicator of 2 .. G GPUs of the first host and every count of full hosts below the "
         "machine's (`synth.model.nccl.tuner_shapes`): queries of that shape (every collective, sizes as above, NVLS "
         "on and off) on one subset of every class of its subsets (subsets whose NCCL models time alike are one class; "
-        "the first GPUs represent theirs), each class once whatever its number of subsets; slower = the applied line timed slower than NCCL's own choice on that subset, by any margin "
+        "the first GPUs represent theirs), each class once whatever its number of subsets; slower = the applied "
+        "line timed slower than NCCL's own choice on that subset, by any margin "
         f"or by more than {SHAPE_TOLERANCE:.0%}. Before: the file as branch export68 wrote it (no lines for the "
         "shape, no ring/LL line after the cover's LL128 band); cover only: this file without the shape's lines; worst: "
         "the largest ratio of the applied line's modelled time over NCCL's own over those queries.", "",

@@ -97,8 +97,8 @@ def _read_budget(host_gpus: int, counts: list[int]) -> dict[int, int]:
 def subset_class(machine):
     """A key equal for two NCCL machines that differ only in their name and the numbering of their
     GPUs (the least of the link matrix over every renumbering that lists GPUs by their sorted row of
-    link counts, up to :data:`MAX_RENUMBERED_GPUS` GPUs): the model times both alike (every pair, every size: checked on every DGX-1 subset class,
-    ``tests/synth/model/nccl/test_tuner_shapes.py``)."""
+    link counts, up to :data:`MAX_RENUMBERED_GPUS` GPUs): the model times both alike (every pair,
+    every size: checked on every DGX-1 subset class, ``tests/synth/model/nccl/test_tuner_shapes.py``)."""
     links = machine.link_matrix
     plain = dataclasses.replace(machine, name="", link_matrix=())
     if not links or len(links) > MAX_RENUMBERED_GPUS:
@@ -124,7 +124,7 @@ def _distinct_subsets(host, gpus: list[int], k: int, reads: int) -> tuple:
 def _fingerprint(models) -> tuple:
     """What tells two subset classes' models apart: NCCL's table (latency, bandwidth, graphs) and every
     available pair's time at :data:`FINGERPRINT_BYTES`, NVLS on and off; classes alike in all of it
-    are timed once (a DGX-1's 39 4-GPU classes: 8).  Any subset is checked against its own model in
+    are timed once (a DGX-1's 39 4-GPU classes: 5).  Any subset is checked against its own model in
     ``tests/synth/model/nccl/test_tuner_shapes.py``."""
     out = []
     for m in (x for x in models if x is not None):

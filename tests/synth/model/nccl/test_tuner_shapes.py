@@ -7,9 +7,9 @@ GPU subset, built independently of the file (``tuner_models(topo.subset(...))``)
 
 from __future__ import annotations
 
-import pytest
 import itertools
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
