@@ -101,7 +101,8 @@ def _shape_rows(name: str, lines, shapes, n: int, seed: int) -> list[str]:
     for s in shapes:
         mine = sum(l.nodes == s.nodes and l.ranks == s.ranks for l in lines)
         out.append(f"| {name} | {s.label} | {len(s.subsets)} | {mine} | {b[s.label][0]:,} | {z[s.label][1]:,} | "
-                   f"{a[s.label][1]:,} | **{b[s.label][1]:,}** | **{c[s.label][1]:,}** | {b[s.label][2]:,} |")
+                   f"{a[s.label][1]:,} | **{b[s.label][1]:,}** | **{c[s.label][1]:,}** | {b[s.label][2]:,} | "
+                   f"{z[s.label][3]:.2f}x | {b[s.label][3]:.2f}x |")
     return out
 
 
@@ -162,14 +163,17 @@ def main(argv=None) -> int:
         "## Smaller communicators of each machine (fresh files)", "",
         "Every one-host communicator of 2 .. G GPUs of the first host and every count of full hosts below the "
         "machine's (`synth.model.nccl.tuner_shapes`): queries of that shape (every collective, sizes as above, NVLS "
-        "on and off) on the representative subset (the first GPUs) and on up to 3 other subsets with a different "
-        "NCCL machine; slower = the applied line timed slower than NCCL's own choice on that subset, by any margin "
+        "on and off) on one subset of every class of its subsets (subsets whose NCCL models time alike are one class; "
+        "the first GPUs represent theirs), each class once whatever its number of subsets; slower = the applied "
+        "line timed slower than NCCL's own choice on that subset, by any margin "
         f"or by more than {SHAPE_TOLERANCE:.0%}. Before: the file as branch export68 wrote it (no lines for the "
-        "shape, no ring/LL line after the cover's LL128 band); cover only: this file without the shape's lines.", "",
+        "shape, no ring/LL line after the cover's LL128 band); cover only: this file without the shape's lines; worst: "
+        "the largest ratio of the applied line's modelled time over NCCL's own over those queries.", "",
         "| machine | communicator | GPU subsets timed | its lines | queries | slower, before | slower, cover only | "
         "slower, this file | "
-        f"slower by > {SHAPE_TOLERANCE:.0%}, this file | fall-throughs |",
-        "|---|---|---|---|---|---|---|---|---|---|", *shape_rows, "",
+        f"slower by > {SHAPE_TOLERANCE:.0%}, this file | fall-throughs | worst line / NCCL's own, before | "
+        "worst, this file |",
+        "|---|---|---|---|---|---|---|---|---|---|---|---|", *shape_rows, "",
         "## Notes", "", *notes, "",
         "## Lines that change NCCL's choice (fresh files)", "",
         "The model's predicted gain over the probes in each range (8 per doubling); every other line keeps "

@@ -101,6 +101,14 @@ def _write_tuner_conf(topo, path: Path, version: tuple | None = None) -> None:
         f"Use: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE={path}"))
     helps = sum(line.kind == "help" for line in lines)
     print(f"wrote {path} ({len(lines)} lines for NCCL's example tuner plugin, {helps} change NCCL's modelled choice)")
+    warned = [line for line in lines if line.worst]
+    if warned:                      # the file's WARNING comments, said where a user reads
+        ratio, gpus = max(line.worst for line in warned)
+        ranks = ", ".join(map(str, sorted({line.ranks for line in warned})))
+        gpus = ",".join(map(str, gpus))
+        print(f"warning: {len(warned)} lines (for {ranks} GPUs of one host) are up to {ratio:.2f}x slower than "
+              f"NCCL's own pick (modelled) on some GPU subset, worst on GPUs {gpus}: a line names a GPU count, not "
+              f"GPUs; for a job on a few GPUs write a file for them: synthesize --gpus {gpus} --nccl-tuner-conf FILE")
 
 
 def _check(args: argparse.Namespace) -> None:

@@ -1,7 +1,8 @@
 """benchmarks/bench_tuner_coverage.py: the table it writes has a row per committed file and per
 preset's and other machine's fresh file, fresh files with 0 fall-throughs and no query the model
 times slower than NCCL's own choice, and the AMD preset noted as not written; per smaller
-communicator of each machine (2 .. G GPUs, fewer hosts) no query slower by more than 2 %."""
+communicator of each machine (2 .. G GPUs, fewer hosts) no query slower by more than 2 % but on a
+DGX-1, and nowhere a worst slowdown above that of the file before the shapes' lines."""
 
 import sys
 
@@ -26,12 +27,14 @@ def test_the_report_counts_fall_throughs_per_file(tmp_path):
     assert {r[0][2:] for r in shapes} == {"dgx1-v100", "dgx-a100", "dgx-h100", "pcie-8gpu-2socket"} | \
         set(bench.OTHER_MACHINES) - {"2 x A100 PCIe, VM without sysfs (NCCL dump)"}    # 2 GPUs: no smaller shape
     assert len([r for r in shapes if r[0] == "| dgx-h100"]) == 6                       # 2 .. 7 of its 8 GPUs
-    assert all(r[9] == "0 |" for r in shapes)                                          # no fall-through
-    # a keep line names nRanks, not GPUs: it asks for the representative subset's pick, only measured on the others.
-    # Since the Volta LL rule (stop 69) a DGX-1's 2-4 GPU subsets (one or two NVLinks per pair) cross from LL to Simple
-    # at different sizes, and its keep lines are slower than NCCL's own pick on some of them (docs/nccl-model.md,
-    # "Help NCCL today": known, not yet mended); every other machine's shapes stay within the 2 %
-    assert all(r[8] == "**0**" for r in shapes if not r[0].startswith("| dgx1-v100")), shapes
+    assert all(r[9] == "0" for r in shapes)                                            # no fall-through
+    # a line names nRanks, not GPUs: it is judged on every class of the shape's GPU subsets (tuner_pick). Since the
+    # Volta LL rule (stop 69) a DGX-1's 2-6 GPU subsets (one or two NVLinks per pair) cross from LL to Simple at
+    # different sizes and no one pair holds within 2 % on all of them there (docs/nccl-model.md, "Help NCCL today":
+    # the line is the least worst pair and says so); every other machine's shapes stay within the 2 %
+    assert all(r[8] == "**0**" and float(r[11][:-3]) <= 1.02 for r in shapes if not r[0].startswith("| dgx1-v100")), \
+        shapes
+    assert all(float(r[11][:-3]) <= float(r[10][:-1]) for r in shapes), shapes        # worst: not above export68's
     p100 = [r for r in shapes if r[0].startswith("| 4 x P100")]      # export68's file slowed it (the audit's case)
     assert p100 and sum(int(r[5].replace(",", "")) for r in p100) > 0   # none slower by > 2 %, no fall-through
 

@@ -12,9 +12,10 @@ whenever no line applies or a line's channels field is -1, an applied line alway
   :data:`MIN_GAIN`) or a *keep* line (NCCL's modelled default); where that pair is NVLS, a
   later line for the same sizes holds the choice without NVLS (NCCL skips the NVLS line there);
 * **its smaller communicators** (:mod:`.tuner_shapes`: 2 .. G GPUs of a host, fewer full hosts;
-  exact ``nNodes``/``nRanks``): the same from the model of that shape, a help line only where it
-  holds within :data:`SHAPE_TOLERANCE` on other GPU subsets of the shape too; left out where they
-  only keep and the cover holds as well;
+  exact ``nNodes``/``nRanks``): the same from the model of that shape, judged on every class of its
+  GPU subsets (:mod:`.tuner_pick`: a help or keep line only where it holds within
+  :data:`SHAPE_TOLERANCE` on each, else the pair of least worst slowdown, with a warning naming the
+  worst subset where that exceeds the tolerance); left out where they only keep and the cover holds as well;
 * **every other shape** (``-1,-1``): a cover, since the plugin has no line that leaves NCCL's
   choice alone: ring with NCCL's own channel count, LL / LL128 / Simple by size
   (:data:`COVER_BANDS`; without LL128, LL up to :data:`COVER_LL_WITHOUT_LL128`), and at the end
@@ -44,6 +45,7 @@ from synth.formats.nccl_tests.sizes import size_label
 from synth.ir.collectives import canonical
 from synth.ir.schedule import atomic_write_text
 from synth.model.nccl.constants import PROTO_NAMES
+from synth.model.nccl.tuner_pick import SHAPE_TOLERANCE, holds, pick
 from synth.model.nccl.tuner_plugin import ALGORITHMS, COLLECTIVES, KEEP_NCCL_CHANNELS, PROTOCOLS, SIZE_MAX
 from synth.model.nccl.tuning import ALGOS_FOR, NCCL_COLLS
 from topo_probe.errors import InvalidArgument
@@ -61,8 +63,6 @@ HEADER = "collective_type,min_bytes,max_bytes,algorithm,protocol,channels,nNodes
 MAX_BYTES = SIZE_MAX
 #: a help line needs a modelled time at most (1 - MIN_GAIN) of NCCL's default
 MIN_GAIN = 0.05
-#: a shape's line may be this much slower than NCCL's modelled choice on another GPU subset of it
-SHAPE_TOLERANCE = 0.02
 #: probes run to 1 TiB; the choice at 1 TiB holds to 2^64 - 1 (the model is bandwidth-bound there)
 PROBE_MAX_BYTES = 1 << 40
 #: widest comment text per line (the plugin's fgets reads 255 bytes at a time)
@@ -98,7 +98,8 @@ _ABOUT = (
 @dataclass(frozen=True)
 class TunerLine:
     """One CSV line (byte range inclusive) with why it is there: ``kind`` is ``help`` (beats
-    NCCL's modelled default), ``keep`` (NCCL's modelled default) or ``cover`` (another shape);
+    NCCL's modelled default), ``keep`` (NCCL's modelled default), ``shared`` (a smaller communicator
+    whose GPU subsets disagree: :func:`.tuner_pick.pick`) or ``cover`` (another shape);
     ``gain`` the modelled speed-up over NCCL's default (min, max over the probes in range)."""
 
     collective: str
@@ -114,26 +115,13 @@ class TunerLine:
     channels: int = KEEP_NCCL_CHANNELS
     #: the (min_bytes, max_bytes) ranges inside the line where it is a help line
     help_ranges: tuple = ()
+    #: ``(ratio, gpus)``: a shared line's largest modelled slowdown over NCCL's own pick and the GPU
+    #: subset it falls on, where that exceeds :data:`SHAPE_TOLERANCE` (a WARNING line); else empty
+    worst: tuple = ()
 
     def csv(self) -> str:
         return (f"{self.collective},{self.min_bytes},{self.max_bytes},{self.algorithm},{self.protocol},"
                 f"{self.channels},{self.nodes},{self.ranks},-1,-1")
-
-
-@dataclass(frozen=True)
-class _Pick:
-    """What one line asks for at one size in one world (NVLS on or off)."""
-
-    algorithm: str       # model names (``ring``, ``LL128``)
-    protocol: str
-    helps: bool
-    default_label: str
-    default_us: float
-    chosen_us: float
-
-    @property
-    def pair(self) -> tuple[str, str]:
-        return self.algorithm, self.protocol
 
 
 def tuner_models(topo, version: tuple | None = None):
@@ -152,9 +140,9 @@ def tuner_models(topo, version: tuple | None = None):
                               "that applies this file (NCCL 2.30.3's, interface v5: NCCL 2.28.3 and later), so no "
                               "tuner file is written")
     on = NcclModel(machine, env=NcclEnv(), version=version)
-    off = NcclModel(machine, env=NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}), version=version)
-    nvls = any(a in NVLS_ALGORITHMS for c in PLUGIN_COLLECTIVES for a, _ in on.table.enabled(c))
-    return on, (off if nvls else None)
+    if not any(a in NVLS_ALGORITHMS for c in PLUGIN_COLLECTIVES for a, _ in on.table.enabled(c)):
+        return on, None
+    return on, NcclModel(machine, env=NcclEnv.from_environ({"NCCL_NVLS_ENABLE": "0"}), version=version)
 
 
 class _Memo:
@@ -177,43 +165,27 @@ class _Memo:
         return self._seen[key]
 
 
-def _holds(model, coll: str, pair: tuple, nbytes: int) -> bool:
-    """Whether ``pair`` is available to ``model`` and timed no slower than NCCL's own choice there."""
-    if pair not in model.table.enabled(coll):
-        return False
-    return model.forced(coll, *pair, nbytes).time_us <= model.choose(coll, nbytes).time_us * (1 + SHAPE_TOLERANCE)
-
-
-def _pick(model, coll: str, nbytes: int, min_gain: float, others: tuple = ()) -> _Pick:
-    """NCCL's modelled choice, or the fastest pair where it beats it by ``min_gain`` on ``model``
-    and holds (:func:`_holds`) on each of ``others`` (other GPU subsets of the same shape)."""
-    d = model.choose(coll, nbytes)
-    best = min((model.forced(coll, a, p, nbytes) for a, p in model.table.enabled(coll)),
-               key=lambda c: c.time_us, default=d)
-    helps = (best.algorithm, best.protocol) != (d.algorithm, d.protocol) and best.time_us <= d.time_us * (1 - min_gain)
-    helps = helps and all(_holds(o, coll, (best.algorithm, best.protocol), nbytes) for o in others)
-    c = best if helps else d
-    return _Pick(c.algorithm, c.protocol, helps, f"{d.algorithm}/{d.protocol}", d.time_us, c.time_us)
-
-
-def _entries(on, off, coll: str, nbytes: int, min_gain: float, others: tuple = ()) -> tuple:
-    """The picks one size gets, in file order: NVLS on, then (where that is NVLS) without it;
-    ``others`` the (model, model without NVLS) pairs of other GPU subsets of the shape."""
-    a = _pick(on, coll, nbytes, min_gain, tuple(o for o, _ in others))
+def _entries(on, off, coll: str, nbytes: int, min_gain: float, classes: tuple = ()) -> tuple:
+    """The picks (:func:`.tuner_pick.pick`) one size gets, in file order: NVLS on, then (where that is
+    NVLS) without it; ``classes`` the ``(gpus, (model, model without NVLS))`` of every GPU-subset class
+    of the shape (empty: the machine itself)."""
+    con = tuple((g, o) for g, (o, _) in classes)
+    a = pick(on, coll, nbytes, min_gain, con)
     if off is None:
         return (a,)
-    b = _pick(off, coll, nbytes, min_gain, tuple(f or o for o, f in others))
+    coff = tuple((g, f or o) for g, (o, f) in classes)
+    b = pick(off, coll, nbytes, min_gain, coff)
     if a.algorithm in NVLS_ALGORITHMS:
         return a, b
     if a.pair == b.pair:
         return (a,)
-    keep_a = _pick(on, coll, nbytes, math.inf)        # the lines disagree: keep NCCL's choice in both
-    keep_b = _pick(off, coll, nbytes, math.inf)
+    keep_a = pick(on, coll, nbytes, math.inf, con)        # the lines disagree: keep NCCL's choice in both
+    keep_b = pick(off, coll, nbytes, math.inf, coff)
     return (keep_a, keep_b) if keep_a.algorithm in NVLS_ALGORITHMS else (keep_a,)
 
 
 def _key(entries: tuple) -> tuple:
-    return tuple((e.pair, e.helps) for e in entries)
+    return tuple((e.pair, e.kind, e.warns) for e in entries)
 
 
 def _probes() -> list[int]:
@@ -223,11 +195,11 @@ def _probes() -> list[int]:
     return sorted(s for s in out if s <= PROBE_MAX_BYTES)
 
 
-def _segments(on, off, coll: str, min_gain: float, others: tuple = ()) -> list[tuple[int, int, list]]:
+def _segments(on, off, coll: str, min_gain: float, classes: tuple = ()) -> list[tuple[int, int, list]]:
     """``(lo, hi, [entries per probe in range])``: sizes of one key, switch points found to the
     byte by bisection between probes."""
     def at(s):
-        return _entries(on, off, coll, s, min_gain, others)
+        return _entries(on, off, coll, s, min_gain, classes)
     probes = _probes()
     segs = [[0, 0, [at(0)]]]
     for prev, s in zip(probes, probes[1:]):
@@ -260,32 +232,50 @@ def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[T
         world = "" if off is None else (" with NVLS" if k == 0 and len(probes[0]) > 1 else
                                         " if NVLS is unavailable" if k else "")
         span = f"{size_label(lo)}-{'2^64-1 B' if hi == SIZE_MAX else size_label(hi)}"
+        w = max(picks, key=lambda p: p.worst)        # the probe a shared line serves worst
         if e.helps:
             note = (f"help{world}, {span}: NCCL's own pick (modelled) {mid.default_label} {mid.default_us:.1f} us, "
                     f"this line {e.algorithm}/{e.protocol} {mid.chosen_us:.1f} us, {min(gains):.2f}x-"
                     f"{max(gains):.2f}x faster")
-        else:
+        elif e.kind == "keep":
             note = f"keep{world}, {span}: NCCL's own pick (modelled) {e.algorithm}/{e.protocol}, its channels"
+        else:
+            note = _shared_note(e.algorithm, e.protocol, world, span, m.ranks, w)
         out.append(TunerLine(coll, lo, hi, e.algorithm, e.protocol.lower(), m.nodes, m.ranks,
-                             "help" if e.helps else "keep", note, (min(gains), max(gains)) if e.helps else (1.0, 1.0),
-                             help_ranges=((lo, hi),) if e.helps else ()))
+                             e.kind, note, (min(gains), max(gains)) if e.helps else (1.0, 1.0),
+                             help_ranges=((lo, hi),) if e.helps else (),
+                             worst=(w.worst, w.worst_gpus) if e.kind == "shared" and w.warns else ()))
     return out
+
+
+def _shared_note(algorithm: str, protocol: str, world: str, span: str, ranks: int, worst) -> str:
+    """A shared line's note: the GPU subset it serves worst, and (beyond the tolerance) a warning."""
+    gpus = ",".join(map(str, worst.worst_gpus))
+    if not worst.warns:
+        return (f"shared{world}, {span}: NCCL's own pick (modelled) differs between {ranks}-GPU subsets; "
+                f"{algorithm}/{protocol} is at most {worst.worst - 1:.1%} slower than it on any (GPUs {gpus})")
+    return (f"WARNING{world}, {span}: no one pair is within {SHAPE_TOLERANCE:.0%} of NCCL's own pick (modelled) on "
+            f"every {ranks}-GPU subset; this line, {algorithm}/{protocol}, the least bad of all pairs (the cover's "
+            f"among them), is up to {worst.worst:.2f}x slower than NCCL's own on GPUs {gpus}. A file written for "
+            f"the job's GPUs is the model's exact answer there: synthesize --gpus {gpus} --nccl-tuner-conf FILE")
 
 
 def _merged(parts: list[TunerLine]) -> TunerLine:
     """One line for consecutive ranges asking for the same pair (fewer lines to check)."""
     first, helps = parts[0], [p for p in parts if p.kind == "help"]
     gain = (min(p.gain[0] for p in helps), max(p.gain[1] for p in helps)) if helps else (1.0, 1.0)
+    kind = "help" if helps else "shared" if any(p.kind == "shared" for p in parts) else "keep"
     return TunerLine(first.collective, first.min_bytes, parts[-1].max_bytes, first.algorithm, first.protocol,
-                     first.nodes, first.ranks, "help" if helps else "keep", "\n".join(p.note for p in parts), gain,
-                     help_ranges=tuple(r for p in helps for r in p.help_ranges))
+                     first.nodes, first.ranks, kind, "\n".join(p.note for p in parts), gain,
+                     help_ranges=tuple(r for p in helps for r in p.help_ranges),
+                     worst=max((p.worst for p in parts if p.worst), default=()))
 
 
-def _machine_lines(on, off, coll: str, min_gain: float, others: tuple = ()) -> list[TunerLine]:
+def _machine_lines(on, off, coll: str, min_gain: float, classes: tuple = ()) -> list[TunerLine]:
     """Every size's first pick (slot 0), then the picks without NVLS where slot 0 is NVLS (slot
     1): a size's slot-1 line comes after its slot-0 line, which NCCL skips without NVLS."""
     slots: list[list[list[TunerLine]]] = [[], []]
-    for lo, hi, probes in _segments(on, off, coll, min_gain, others):
+    for lo, hi, probes in _segments(on, off, coll, min_gain, classes):
         for k, line in enumerate(_segment_lines(on, off, coll, lo, hi, probes)):
             runs = slots[k]
             prev = runs[-1][-1] if runs else None
@@ -338,8 +328,8 @@ def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
         out += _machine_lines(model, model_without_nvls, coll, min_gain)
     for coll in colls:
         for shape in shapes:
-            (on, off), others = shape.models[0], shape.models[1:]
-            lines = _machine_lines(on, off, coll, min_gain, others)
+            (on, off), classes = shape.models[0], tuple(zip(shape.subsets, shape.models))
+            lines = _machine_lines(on, off, coll, min_gain, classes if len(classes) > 1 else ())
             if any(l.kind == "help" for l in lines) or not _cover_holds(coll, shape, lines):
                 out += _labelled(lines, shape)
         out += _cover_bands(coll)
@@ -351,7 +341,7 @@ def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
 
 def _cover_holds(coll: str, shape, lines: list[TunerLine]) -> bool:
     """Whether the ``-1,-1`` cover alone gives ``shape`` (each GPU subset, NVLS on and off) a pair
-    that :func:`_holds` at every probe size and every bound of ``lines`` (the shape's own lines,
+    that :func:`.tuner_pick.holds` at every probe size and every bound of ``lines`` (the shape's own lines,
     whose bounds are NCCL's switch points there): then those lines are left out of the file."""
     cover = _cover_bands(coll) + _cover_fallbacks(coll)
     sizes = set(_probes()) | {b + d for l in cover + lines for b in (l.min_bytes, l.max_bytes) for d in (-1, 0, 1)}
@@ -362,7 +352,7 @@ def _cover_holds(coll: str, shape, lines: list[TunerLine]) -> bool:
             for size in sizes:
                 pair = next(((l.algorithm, PROTO_NAMES[l.protocol]) for l in cover if l.min_bytes <= size <= l.max_bytes
                              and (l.algorithm, PROTO_NAMES[l.protocol]) in enabled), None)
-                if pair is None or not _holds(world, coll, pair, size):
+                if pair is None or not holds(world, coll, pair, size):
                     return False
     return True
 

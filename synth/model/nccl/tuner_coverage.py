@@ -145,15 +145,15 @@ def judge(conf: ParsedConf, model, model_without_nvls, qs: list[tuple[Query, str
 
 
 def judge_shapes(conf: ParsedConf, shapes, n: int, seed: int = 0, tolerance: float = TOLERANCE) -> dict:
-    """Per shape (:class:`~.tuner_shapes.CommShape`) label: ``(queries, slower, fell_through)``
-    over ``n`` queries per GPU subset and NVLS state of it (sizes as :func:`queries`, every
-    collective); slower: the applied line's modelled time above NCCL's own choice by more than
-    ``tolerance`` on that subset."""
+    """Per shape (:class:`~.tuner_shapes.CommShape`) label: ``(queries, slower, fell_through, worst)``
+    over ``n`` queries per GPU subset (one per class) and NVLS state of it (sizes as :func:`queries`,
+    every collective); slower: the applied line's modelled time above NCCL's own choice by more than
+    ``tolerance`` on that subset; worst: the largest ratio of the two."""
     rng = random.Random(seed)
     bounds = sorted({l.min_bytes for l in conf.lines} | {l.max_bytes + 1 for l in conf.lines})
     out = {}
     for shape in shapes:
-        counts = [0, 0, 0]
+        counts = [0, 0, 0, 1.0]
         for on, off in shape.models:
             for world in (on,) if off is None else (on, off):
                 for size in _sizes(rng, n, bounds):
@@ -166,5 +166,6 @@ def judge_shapes(conf: ParsedConf, shapes, n: int, seed: int = 0, tolerance: flo
                     d = world.choose(coll, size)
                     c = world.forced(coll, o.algorithm, PROTO_NAMES[o.protocol], size)
                     counts[1] += c.time_us > d.time_us * (1 + tolerance)
+                    counts[3] = max(counts[3], c.time_us / d.time_us)
         out[shape.label] = tuple(counts)
     return out

@@ -8,10 +8,12 @@ lines for:
 
 * one-host communicators of k GPUs of the first host (subgroups, tensor-parallel groups) for
   k = 2 .. 8 and the powers of two above 8, plus the whole host of a multi-host topology
-  (:func:`gpu_counts`): the model of the **first k GPUs** (the representative subset) plus up to
-  :data:`MAX_OTHER_SUBSETS` other k-GPU subsets whose NCCL machine differs (on a DGX-1 GPUs 0,1
-  and 0,5 have different NVLink counts), so a line changes NCCL's choice only where it helps on
-  each of them; subsets of :data:`MAX_GPUS_READ` GPUs in all are read, shared fairly over k;
+  (:func:`gpu_counts`): the model of the **first k GPUs** (the representative subset) plus one
+  k-GPU subset of **every other class** (:func:`subset_class`: subsets whose NCCL machines are
+  the same up to a renumbering of the GPUs; on a DGX-1 GPUs 0,1 and 0,5 have different NVLink
+  counts, and its 70 4-GPU subsets fall in 39 classes), since a line names ``nRanks``, not GPUs
+  (:mod:`.tuner_pick` judges it on each); subsets of :data:`MAX_GPUS_READ` GPUs in all are
+  read, shared fairly over k (every subset of a host of up to 8 GPUs);
 * for a topology of N hosts, N' = 2, 4, 8, .. < N full hosts (GPUs of hosts 0 .. N'-1), the
   data-/pipeline-parallel group sizes users create.
 
@@ -31,14 +33,20 @@ import itertools
 import math
 from dataclasses import dataclass
 
-__all__ = ["CommShape", "comm_shapes", "gpu_counts", "MAX_OTHER_SUBSETS", "MAX_GPUS_READ"]
+from synth.model.nccl.tuner_plugin import COLLECTIVES as PLUGIN_COLLECTIVES
 
-#: other k-GPU subsets (with a different NCCL machine) a one-host shape's lines are checked on
-MAX_OTHER_SUBSETS = 3
+__all__ = ["CommShape", "comm_shapes", "gpu_counts", "subset_class", "MAX_GPUS_READ", "MAX_RENUMBERED_GPUS"]
+
+#: subsets of up to this many GPUs with a link matrix are compared up to a renumbering (k! orders);
+#: larger ones only as read (the same machine in the same GPU order)
+MAX_RENUMBERED_GPUS = 8
 #: GPUs in all of the subsets read (every k together) to find those, in itertools.combinations
 #: order (GPU 0 first): 1,024 reads every subset of an 8-GPU host (1,008 GPUs in 246 subsets), a
 #: larger host a fair share per k (an NVL72 rack: 51 pairs, 13 8-GPU subsets, one 64-GPU subset)
 MAX_GPUS_READ = 1024
+#: sizes (bytes) at which :func:`_fingerprint` times every pair: one per 4 doublings, and sizes
+#: between NCCL's protocol switches on a DGX-1 (30,045 B, 64,831 B) and an odd few
+FINGERPRINT_BYTES = (*(1 << e for e in range(0, 41, 4)), 3_000, 30_045, 64_831, 300_001, 3_000_017, 30_000_001)
 #: every one-host GPU count up to this; above it only powers of two (and the whole host)
 ALL_GPU_COUNTS_UP_TO = 8
 
@@ -47,7 +55,7 @@ ALL_GPU_COUNTS_UP_TO = 8
 class CommShape:
     """One communicator shape: ``nodes`` hosts, ``ranks`` GPUs in all; ``models`` one
     ``(model, model without NVLS or None)`` pair (:func:`~.tuner_config.tuner_models`) per GPU
-    subset in ``subsets`` (GPU indices of the topology), the representative first."""
+    subset in ``subsets`` (GPU indices of the topology; one per class), the representative first."""
 
     nodes: int
     ranks: int
@@ -86,21 +94,45 @@ def _read_budget(host_gpus: int, counts: list[int]) -> dict[int, int]:
     return budget
 
 
+def subset_class(machine):
+    """A key equal for two NCCL machines that differ only in their name and the numbering of their
+    GPUs (the least of the link matrix over every renumbering that lists GPUs by their sorted row of
+    link counts, up to :data:`MAX_RENUMBERED_GPUS` GPUs): the model times both alike (every pair,
+    every size: checked on every DGX-1 subset class, ``tests/synth/model/nccl/test_tuner_shapes.py``)."""
+    links = machine.link_matrix
+    plain = dataclasses.replace(machine, name="", link_matrix=())
+    if not links or len(links) > MAX_RENUMBERED_GPUS:
+        return plain, (), links
+    n, rows = len(links), [tuple(sorted(r)) for r in links]
+    groups = [[g for g in range(n) if rows[g] == r] for r in sorted(set(rows))]   # a GPU maps to one of like links
+    orders = (sum(p, ()) for p in itertools.product(*(itertools.permutations(g) for g in groups)))
+    return plain, tuple(sorted(rows)), min(tuple(links[p[i]][p[j]] for i in range(n) for j in range(n))
+                                           for p in orders)
+
+
 def _distinct_subsets(host, gpus: list[int], k: int, reads: int) -> tuple:
     """The first ``k`` of ``gpus`` (GPUs of ``host``, a one-host topology, in its own numbering
-    0 ..), then other k-subsets (of the first ``reads``) with a different NCCL machine (at most
-    :data:`MAX_OTHER_SUBSETS`, spread over the ones found), as ``gpus``' values."""
+    0 ..), then the first-read subset of every other :func:`subset_class` among the first ``reads``
+    k-subsets, as ``gpus``' values."""
     from synth.model.nccl import NcclMachine
     seen: dict = {}
     for sub in itertools.islice(itertools.combinations(range(len(gpus)), k), reads):
-        m = dataclasses.replace(NcclMachine.from_topology(host.subset(sub)), name="")
-        seen.setdefault(m, tuple(gpus[i] for i in sub))
-    found = list(seen.values())
-    rest = found[1:]
-    if len(rest) > MAX_OTHER_SUBSETS:
-        step = len(rest) / MAX_OTHER_SUBSETS
-        rest = [rest[int(i * step)] for i in range(MAX_OTHER_SUBSETS)]
-    return (found[0], *rest)
+        seen.setdefault(subset_class(NcclMachine.from_topology(host.subset(sub))), tuple(gpus[i] for i in sub))
+    return tuple(seen.values())
+
+
+def _fingerprint(models) -> tuple:
+    """What tells two subset classes' models apart: NCCL's table (latency, bandwidth, graphs) and every
+    available pair's time at :data:`FINGERPRINT_BYTES`, NVLS on and off; classes alike in all of it
+    are timed once (a DGX-1's 39 4-GPU classes: 5).  Any subset is checked against its own model in
+    ``tests/synth/model/nccl/test_tuner_shapes.py``."""
+    out = []
+    for m in (x for x in models if x is not None):
+        t = m.table
+        out += [repr(t.graphs), tuple(sorted(t.latency.items())), tuple(sorted(t.bandwidth.items()))]
+        out += [m.forced(c, a, p, n).time_us for c in PLUGIN_COLLECTIVES for a, p in t.enabled(c)
+                for n in FINGERPRINT_BYTES]
+    return tuple(out)
 
 
 def comm_shapes(topo, version: tuple | None = None) -> list[CommShape]:
@@ -113,8 +145,11 @@ def comm_shapes(topo, version: tuple | None = None) -> list[CommShape]:
     budget = _read_budget(len(first), counts)
     host = topo.subset(tuple(first)) if len(hosts) > 1 else topo     # subsets of a 512-GPU cluster cost more
     for k in counts:
-        subs = _distinct_subsets(host, first, k, budget[k])
-        out.append(CommShape(1, k, subs, tuple(tuner_models(topo.subset(s), version) for s in subs)))
+        timed: dict = {}                  # one subset per model fingerprint, the first k GPUs first
+        for s in _distinct_subsets(host, first, k, budget[k]):
+            models = tuner_models(topo.subset(s), version)
+            timed.setdefault(_fingerprint(models), (s, models))
+        out.append(CommShape(1, k, tuple(s for s, _ in timed.values()), tuple(m for _, m in timed.values())))
     for n in (1 << e for e in range(1, max(len(hosts) - 1, 0).bit_length())):
         gpus = tuple(g for g in range(topo.num_gpus) if topo.host_of(g) in hosts[:n])
         out.append(CommShape(n, len(gpus), (gpus,), (tuner_models(topo.subset(gpus), version),)))
