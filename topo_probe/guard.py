@@ -102,8 +102,8 @@ _LONG_DIGITS = re.compile(r"(?<![0-9])[0-9]{4000,}")   # the lookbehind keeps it
 
 def show(value: Any) -> str:
     """A short repr for messages (huge numbers and strings are cut)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if is_int(value) and abs(value) >= 10**30:
+        return f"an integer of about {int(int(value).bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -292,7 +292,7 @@ def _check_scalar(val: Any, path: tuple, source: str, error: type[Exception], la
     if isinstance(val, float):
         if not lax and not math.isfinite(val):
             raise error(f"{source}: {_path_text(path)}: {val} is not a finite number")
-    elif isinstance(val, int) and not isinstance(val, bool):
+    elif is_int(val):
         if not -_INT_LIMIT < val < _INT_LIMIT:
             raise error(f"{source}: {_path_text(path)}: {show(val)} is out of range (beyond ±2**63)")
     elif isinstance(val, str):
