@@ -176,7 +176,8 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = T
                      file_lines: list[int] | None = None) -> NcclTestsLog:
     """Parse nccl-tests output text (see the module docstring); ``cut_ok``: a short last row is
     left out with a note (a run cut off), else it is an error too.  Each row records its line
-    (``Row.line``): of ``text``, or ``file_lines[i]`` for the text's line ``i + 1`` when given.
+    (``Row.line``), and each error names its line: of ``text``, or ``file_lines[i]`` for the text's
+    line ``i + 1`` when given (the line of the user's file when ``text`` is one run cut out of it).
 
     Raises
     ------
@@ -187,7 +188,8 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = T
     log, lay, banner, short = NcclTestsLog([], (), False, "#wrong"), None, None, None
     for ln, line in enumerate(text.replace("\ufeff", "").splitlines(), 1):
         s = line.strip()
-        where = f"{source}: line {ln}"
+        at = ln if file_lines is None else file_lines[ln - 1]
+        where = f"{source}: line {at}"
         cols = header_of(s) if s.startswith("#") else None
         if short is not None and (cols is not None or s.startswith(("#", "Out of bounds", "Avg bus"))
                                   and (_AVG.match(s) or _OOB.match(s))):
@@ -211,7 +213,7 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = T
         elif s and lay is not None:       # rows before any header, NCCL INFO lines: skipped
             row, short = _table_row(s, lay, log.time_unit == "ms", where, short)
             if row is not None:
-                log.rows.append(replace(row, line=ln if file_lines is None else file_lines[ln - 1]))
+                log.rows.append(replace(row, line=at))
     if lay is None:
         raise NcclTestsLogError(f"{source}: no nccl-tests column header (# size count type redop ...)")
     if short is not None:
