@@ -51,7 +51,7 @@ from dataclasses import dataclass, field, replace
 from synth.formats.nccl_tests.device_line import Device, parse_device_line
 from synth.formats.nccl_tests.rows import (MAX_MEASURED_GBPS, IterStats, Layout, Measurement, Row, ShortRow, header_of,
                                            layout_of, measured, number, row_of)
-from synth.formats.nccl_tests.textio import read_log_text
+from synth.formats.nccl_tests.textio import log_lines, read_log_text
 from topo_probe.errors import NcclTestsLogError
 from topo_probe.guard import show
 
@@ -172,7 +172,7 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = T
         number of cells / a non-number (the message names the source and line).
     """
     log, lay, banner, short = NcclTestsLog([], (), False, "#wrong"), None, None, None
-    for ln, line in enumerate(text.replace("\ufeff", "").splitlines(), 1):
+    for ln, line in enumerate(log_lines(text), 1):
         s = line.strip()
         at = ln if file_lines is None else file_lines[ln - 1]
         where = f"{source}: line {at}"

@@ -50,3 +50,18 @@ def test_the_first_row_of_a_later_run_records_its_file_line():
     runs = parse_runs("\n".join(lines), MULTI[0])
     first_of_run2 = min(i for i in row_lines(lines) if i > headers[1])
     assert len(headers) == 2 and runs[1].rows[0].line == first_of_run2 + 1 > headers[1] + 1
+
+
+@pytest.mark.parametrize("odd", ["\x0c", "\u2028", "\x1c", "\x85", "\x0b"])
+def test_a_character_python_breaks_lines_at_but_a_file_does_not_keeps_the_file_line(odd):
+    """A form feed, U+2028 and the like in a comment line are white space inside that line (the file's lines end at
+    \\n, \\r\\n or \\r only); before, str.splitlines broke there and every later line was named one too far."""
+    lines = (LOGS / MULTI[0]).read_text().splitlines()
+    rows = row_lines(lines)
+    first_comment = next(i for i, x in enumerate(lines) if x.startswith("#") and i < rows[0])
+    lines[first_comment] += odd + "note"
+    i = rows[-1]
+    lines[i] = _ROW.sub(r"\g<1>1.2.3\g<3>", lines[i])
+    with pytest.raises(NcclTestsLogError) as exc:
+        parse_runs("\r\n".join(lines) + "\r\n", MULTI[0])
+    assert f": line {i + 1}: '1.2.3' is not a number" in str(exc.value), str(exc.value)
