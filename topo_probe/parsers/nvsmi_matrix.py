@@ -2,7 +2,8 @@
 
 :func:`read_matrix` reads the text as a terminal shows it (:func:`~topo_probe.terminal_text.shown_text`: colour
 sequences out) into a :class:`Matrix` of cell tokens, each with the line of the file and its column in the text as
-shown; an error names that place (:meth:`Matrix.where`, which says when a column is counted without colour codes).
+shown; an error or a note names that place (:meth:`Matrix.where`, which says when a column is counted without
+colour codes).
 :func:`reconcile` makes the cells symmetric.  :mod:`topo_probe.parsers.nvsmi` builds the topology from them.
 """
 
@@ -139,10 +140,11 @@ def _read_row(mat: Matrix, ln: int, line: str, toks, cell, rows_seen, head) -> N
                             f"NVLinks a GPU pair can have")
         if tok == "SOC" and not mat.soc_noted:
             mat.soc_noted = True
-            mat.notes.append(f"cells SOC (first: row {label}, line {ln} column {col}): older drivers' SYS, read as SYS")
+            mat.notes.append(f"cells SOC (first: row {label}, {mat.shown.where(ln, col)}): older drivers' SYS, "
+                             "read as SYS")
         tok = "SYS" if tok == "SOC" else tok
         if (tok == "X") != (name == label):
-            mat.notes.append(f"cell {label}/{name} is {tok} (line {ln} column {col}): "
+            mat.notes.append(f"cell {label}/{name} is {tok} ({mat.shown.where(ln, col)}): "
                              + ("the diagonal, read as X" if name == label else "X off the diagonal, read as unknown"))
             tok = "X" if name == label else "?"
         mat.cells[(label, name)] = (tok, ln, col)
@@ -185,8 +187,8 @@ def reconcile(mat: Matrix) -> None:
             continue
         pick = max((tok, other[0]), key=slowness)
         said = [x if x != "?" else "unknown" for x in (tok, other[0])]
-        mat.notes.append(f"cell {a}/{b} is {said[0]} (line {ln} column {col}) but {b}/{a} is {said[1]} (line "
-                         f"{other[1]} column {other[2]}): read as {pick}")
+        mat.notes.append(f"cell {a}/{b} is {said[0]} ({mat.shown.where(ln, col)}) but {b}/{a} is {said[1]} "
+                         f"({mat.shown.where(other[1], other[2])}): read as {pick}")
         mat.cells[(a, b)], mat.cells[(b, a)] = (pick, ln, col), (pick, other[1], other[2])
 
 

@@ -85,3 +85,21 @@ def test_a_p2p_table_in_colour_names_its_places_the_same_way():
     with pytest.raises(TopologyError) as e:
         parse_nvsmi_p2p(text, source="p2p.txt")
     assert str(e.value).startswith(f"p2p.txt:line 3 column 6{SAID}: unknown cell 'QQ' in row GPU1")
+
+
+def test_a_note_on_a_coloured_row_names_the_shown_column_saying_so():
+    """The readings the parser notes (an X off the diagonal, two cells of a pair that differ) name their places as
+    errors do: on the coloured fixture every row held colour codes, so each column is the shown one, said so.
+    Reference: the cells' places counted in the plain fixture (GPU3/GPU0 and its mirror GPU0/GPU3)."""
+    row3 = next(i for i, x in enumerate(PLAIN) if x.startswith("GPU3"))
+    row0 = next(i for i, x in enumerate(PLAIN) if x.startswith("GPU0") and i > 0 and PLAIN[i].split()[1] == "X")
+    col3 = [m.start() + 1 for m in re.finditer(r"\S+", PLAIN[row3])][1]            # row GPU3, column GPU0
+    col0 = [m.start() + 1 for m in re.finditer(r"\S+", PLAIN[row0])][4]            # row GPU0, column GPU3
+    k = raw_index(COLOURED[row3], col3 - 1)
+    lines = list(COLOURED)
+    lines[row3] = COLOURED[row3][:k] + "X" + COLOURED[row3][k + len(PLAIN[row3].split()[1]):]
+    notes = [a for a in parse_nvsmi_topo("\n".join(lines), source="topo.txt").assumptions if " column " in a]
+    assert f"cell GPU3/GPU0 is X (line {row3 + 1} column {col3}{SAID}): X off the diagonal, read as unknown" in notes
+    pair = (f"cell GPU0/GPU3 is {PLAIN[row0].split()[4]} (line {row0 + 1} column {col0}{SAID}) but GPU3/GPU0 is "
+            f"unknown (line {row3 + 1} column {col3}{SAID}): read as ")
+    assert any(a.startswith(pair) for a in notes), notes
