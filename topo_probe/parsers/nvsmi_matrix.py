@@ -181,8 +181,8 @@ def reconcile(mat: Matrix) -> None:
             return 0, -int(tok[2:])
         return (1, rank[tok]) if tok in rank else (-1, 0)
 
-    for (a, b), (tok, ln, col) in sorted(mat.cells.items(), key=lambda kv: kv[1][1:]):
-        other = mat.cells[(b, a)]
+    for a, b in sorted(mat.cells, key=lambda key: mat.cells[key][1:]):      # in file order; places do not change
+        (tok, ln, col), other = mat.cells[(a, b)], mat.cells[(b, a)]       # as read now: a pair is noted once
         if other[0] == tok:
             continue
         pick = max((tok, other[0]), key=slowness)

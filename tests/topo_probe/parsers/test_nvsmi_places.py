@@ -103,3 +103,15 @@ def test_a_note_on_a_coloured_row_names_the_shown_column_saying_so():
     pair = (f"cell GPU0/GPU3 is {PLAIN[row0].split()[4]} (line {row0 + 1} column {col0}{SAID}) but GPU3/GPU0 is "
             f"unknown (line {row3 + 1} column {col3}{SAID}): read as ")
     assert any(a.startswith(pair) for a in notes), notes
+
+
+@pytest.mark.parametrize("row,k,cell", [(1, 2, "SYS"), (4, 1, "X"), (4, 1, "PIX")])
+def test_a_pair_whose_cells_differ_is_noted_once(row, k, cell):
+    """Reference: one changed cell of the plain fixture makes one pair disagree, so one note names the pair.  Before,
+    the pair was noted twice (once from each side) when the cell earlier in the file gave the reading kept."""
+    lines = list(PLAIN)
+    at = list(re.finditer(r"\S+", lines[row]))[k]                           # the row's k-th matrix cell, off the X
+    assert PLAIN[0].split()[k - 1] != lines[row].split()[0]
+    lines[row] = lines[row][:at.start()] + cell + lines[row][at.end():]
+    notes = [a for a in parse_nvsmi_topo("\n".join(lines)).assumptions if ") but " in a]
+    assert len(notes) == 1, notes
