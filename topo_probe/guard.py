@@ -49,7 +49,7 @@ __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON
            "MAX_SCHEDULE_VALUES", "MAX_SCHEDULE_GZIP_RATIO", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
            "MAX_EDGES", "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
            "MAX_TIME_US", "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json",
-           "check_int", "check_float", "ascii_int", "check_topology", "is_int", "is_int_type", "terminal_lines", "CSI"]
+           "check_int", "check_float", "ascii_int", "check_topology", "is_int", "is_int_type"]
 
 #: Largest file (and largest gzip output) a loader reads, bytes.  Real inputs are far smaller
 #: (the largest schedule under ``results/`` is 2.3 MB).
@@ -102,8 +102,8 @@ _LONG_DIGITS = re.compile(r"(?<![0-9])[0-9]{4000,}")   # the lookbehind keeps it
 
 def show(value: Any) -> str:
     """A short repr for messages (huge numbers and strings are cut)."""
-    if isinstance(value, int) and not isinstance(value, bool) and abs(value) >= 10**30:
-        return f"an integer of about {int(value.bit_length() * 0.30103) + 1} digits"
+    if is_int(value) and abs(value) >= 10**30:
+        return f"an integer of about {int(int(value).bit_length() * 0.30103) + 1} digits"
     text = repr(value)
     return text if len(text) <= 60 else text[:57] + "..."
 
@@ -175,34 +175,6 @@ def decode_utf8(data: bytes, source: str, error: type[Exception]) -> str:
         col = exc.start - (data.rfind(b"\n", 0, exc.start) + 1) + 1
         raise error(f"{source}: line {line} column {col}: not UTF-8 text (byte 0x{data[exc.start]:02x})") from None
     return text[1:] if text.startswith("\ufeff") else text
-
-
-#: an ECMA-48 control sequence (CSI: ESC [, bytes 0x30-0x3F, then 0x20-0x2F, a final 0x40-0x7E): colours, underlines
-CSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]")
-#: C0 controls but tab and the line ends, DEL and C1 controls: none is in text a tool printed for a reader
-_CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
-
-
-def terminal_lines(text: str, source: str, error: type[Exception]) -> list[str]:
-    r"""The lines of ``text`` (``\r\n`` and ``\r`` ends read as ``\n``) with terminal colour sequences (CSI) taken
-    out, as a terminal shows them; any other control character is an error naming its line and column.
-
-    >>> terminal_lines("\x1b[4mGPU0\x1b[0m\tGPU1\r\nGPU0", "t.txt", ValueError)
-    ['GPU0\tGPU1', 'GPU0']
-    >>> terminal_lines("GPU0\n GPU\x071", "t.txt", ValueError)
-    Traceback (most recent call last):
-    ...
-    ValueError: t.txt: line 2 column 5: control character U+0007 is not text
-    """
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
-    for n, line in enumerate(lines):
-        if _CONTROL.search(line):
-            bad = _CONTROL.search(CSI.sub(lambda m: " " * len(m.group()), line))   # columns as in the file
-            if bad:
-                raise error(f"{source}: line {n + 1} column {bad.start() + 1}: control character "
-                            f"U+{ord(bad.group()):04X} is not text")
-            lines[n] = CSI.sub("", line)
-    return lines
 
 
 def read_text(path: str | os.PathLike, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> str:
@@ -292,7 +264,7 @@ def _check_scalar(val: Any, path: tuple, source: str, error: type[Exception], la
     if isinstance(val, float):
         if not lax and not math.isfinite(val):
             raise error(f"{source}: {_path_text(path)}: {val} is not a finite number")
-    elif isinstance(val, int) and not isinstance(val, bool):
+    elif is_int(val):
         if not -_INT_LIMIT < val < _INT_LIMIT:
             raise error(f"{source}: {_path_text(path)}: {show(val)} is out of range (beyond ±2**63)")
     elif isinstance(val, str):

@@ -19,7 +19,6 @@ from pathlib import Path
 
 from topo_probe.errors import TopologyError
 from topo_probe.guard import (
-    CSI,
     MAX_BANDWIDTH_GBPS,
     MAX_GPUS,
     MAX_LINKS_PER_EDGE,
@@ -30,12 +29,13 @@ from topo_probe.guard import (
     read_text,
     show,
 )
+from topo_probe.terminal_text import CSI
 from topo_probe.topology.model import Topology
 
 #: the banner and table titles rocm-smi prints (``==== Link Type between two GPUs ====``)
 _ROCM_SMI = re.compile(r"ROCm System Management Interface|^=+ (?:Weight|Hops|Link Type) between two GPUs =+",
                        re.MULTILINE)
-#: a line that starts with GPU0, after blanks and terminal colour sequences (:data:`~topo_probe.guard.CSI`);
+#: a line that starts with GPU0, after blanks and terminal colour sequences (:data:`~topo_probe.terminal_text.CSI`);
 #: [ \t]*: \s* is quadratic on blank lines
 _GPU_HEADER = re.compile(rf"^[ \t]*(?:{CSI.pattern}[ \t]*)*GPU0(?:\s|\x1b|$)", re.MULTILINE)
 

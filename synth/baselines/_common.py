@@ -15,6 +15,7 @@ from synth.ir.fabric import Fabric
 from synth.ir.schedule import OPS, Schedule, Transfer
 from synth.ir.verifier import check, sized_steps
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
+from topo_probe.guard import is_int
 
 
 #: a baseline with more transfers than this is refused (a schedule in memory costs ~200 bytes a transfer)
@@ -33,9 +34,9 @@ def make_spec(algo: str, fabric: Fabric, collective: str, root: int | None, chun
     if name in ROOTED and root is None:
         root = 0
     c = default_chunks if chunks is None else chunks
-    if isinstance(c, bool) or not isinstance(c, int) or c < 1:
+    if not is_int(c) or c < 1:
         raise InvalidArgument(f"{algo} {name}: chunks must be an integer >= 1, got {c!r}")
-    return CollectiveSpec(name, fabric.num_ranks, c, root)
+    return CollectiveSpec(name, fabric.num_ranks, int(c), root)
 
 
 def require_channels(algo: str, fabric: Fabric, pairs: Iterable[tuple[int, int]], why: str) -> None:

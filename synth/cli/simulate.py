@@ -200,13 +200,14 @@ def run(args) -> list[str]:
     from synth.model.nccl.installed import resolve_nccl_version
     from synth.sweep.driver import make_selector, run_sweep
     from synth.sweep.sim_backend import SimBackend
-    from topo_probe.cli.options import apply_machine_arguments
+    from topo_probe.cli.options import apply_machine_arguments, check_host_counts
     from topo_probe.load import load_topology, parse_gpu_list
 
     args.argv = getattr(args, "argv", [])        # the command line as given (which flags were named)
     min_bw = writer.min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any work
     drop_unwritten_json(args, "simulate")         # nccl-tests writes no such file
     fold_threads(args)
+    check_host_counts(args)                       # --nodes / --hosts-per-leaf, before the topology is read
     topo = load_topology(args.topology, gpus=parse_gpu_list(args.gpus) if args.gpus is not None else None)
     topo = _first_ranks(apply_machine_arguments(topo, args), args.ngpus)
     check_collective_gpus(topo.name, topo.num_gpus)     # --gpus 0, a 1-GPU file: as synthesize

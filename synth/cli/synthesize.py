@@ -21,7 +21,7 @@ from pathlib import Path
 
 from synth.ir.collectives import COLLECTIVES, canonical
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone, stdout_may_close
-from topo_probe.cli.options import add_machine_arguments
+from topo_probe.cli.options import add_machine_arguments, check_host_counts
 from topo_probe.errors import TopocollError, UsageError
 
 DEFAULT_TOPOLOGY = "dgx1-v100"
@@ -118,6 +118,7 @@ def _check(args: argparse.Namespace) -> None:
         raise UsageError(f"--root must be a rank (0 or more), got {args.root}")
     if args.out is not None and not args.out.strip():
         raise UsageError("--out must name a folder")
+    check_host_counts(args)             # --nodes / --hosts-per-leaf, before a topology is loaded or probed
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -45,6 +45,7 @@ from topo_probe.guard import (
     MAX_SCHEDULE_GZIP_RATIO,
     decode_utf8,
     gunzip_capped,
+    is_int,
     parse_json,
     read_capped,
     show,
@@ -232,11 +233,11 @@ def _field(doc: dict, key: str, kind, where: str, optional: bool = False, defaul
             return default
         raise ScheduleFormatError(f"{where}: missing field {key!r}")
     val = doc[key]
-    if kind is int and (isinstance(val, bool) or not isinstance(val, int)):
+    if kind is int and not is_int(val):
         raise ScheduleFormatError(f"{where}.{key} must be an integer, got {show(val)}")
     if kind is not int and not isinstance(val, kind):
         raise ScheduleFormatError(f"{where}.{key} must be {getattr(kind, '__name__', kind)}, got {show(val)}")
-    return val
+    return int(val) if kind is int else val
 
 
 def _bounded(doc: dict, key: str, where: str, hi: int, what: str) -> int:
@@ -254,16 +255,16 @@ def _spec(doc: Any, source: str) -> CollectiveSpec:
     if fmt != FORMAT:
         raise ScheduleFormatError(f"{source}: format must be {FORMAT!r}, got {show(fmt)}")
     ver = doc.get("version")
-    if ver != VERSION or isinstance(ver, bool):
+    if not is_int(ver) or ver != VERSION:
         raise ScheduleFormatError(f"{source}: version {show(ver)} is not supported (this reader knows {VERSION})")
     coll = _field(doc, "collective", str, source)
     ranks = _bounded(doc, "ranks", source, MAX_GPUS, "the most ranks a schedule may have")
     cpr = _bounded(doc, "chunks_per_rank", source, MAX_CHUNKS_PER_RANK, "the most a schedule may have")
     root = doc.get("root")
-    if root is not None and (isinstance(root, bool) or not isinstance(root, int)):
+    if root is not None and not is_int(root):
         raise ScheduleFormatError(f"{source}.root must be an integer or null, got {show(root)}")
     try:
-        spec = CollectiveSpec(canonical(coll), ranks, cpr, root)
+        spec = CollectiveSpec(canonical(coll), ranks, cpr, None if root is None else int(root))
     except TopocollError as e:
         raise ScheduleFormatError(f"{source}: {e}") from None
     if spec.num_chunks * ranks > MAX_CHUNK_CELLS:
@@ -274,7 +275,7 @@ def _spec(doc: Any, source: str) -> CollectiveSpec:
 
 
 def _is_rank_list(x: Any) -> bool:
-    return isinstance(x, list) and all(isinstance(r, int) and not isinstance(r, bool) for r in x)
+    return isinstance(x, list) and all(is_int(r) for r in x)
 
 
 def _check_chunks(chunks: list, spec: CollectiveSpec, source: str) -> None:

@@ -47,7 +47,7 @@ from synth.ir.schedule import Schedule, atomic_write_text, read_json
 from synth.model.physics import LL_MAX_BYTES, PROTOCOLS
 from synth.plan.model_identity import MAX_MODEL_CHARS
 from topo_probe.errors import ScheduleFormatError, TopocollError
-from topo_probe.guard import MAX_BYTES, MAX_GPUS, MAX_TIME_US, check_float, check_int, show
+from topo_probe.guard import MAX_BYTES, MAX_GPUS, MAX_TIME_US, check_float, check_int, is_int, show
 
 PLAN_FORMAT = "topocoll.plan"
 PLAN_VERSION = 1
@@ -146,7 +146,7 @@ class Plan:
         doc = read_json(path, "plan")
         if not isinstance(doc, dict) or doc.get("format") != PLAN_FORMAT:
             raise ScheduleFormatError(f"{path}: format must be {PLAN_FORMAT!r}")
-        if doc.get("version") != PLAN_VERSION or isinstance(doc.get("version"), bool):
+        if not is_int(doc.get("version")) or doc.get("version") != PLAN_VERSION:
             raise ScheduleFormatError(f"{path}: plan version {show(doc.get('version'))} is not supported")
         topo = doc.get("topology") or {}
         if not isinstance(topo, dict):

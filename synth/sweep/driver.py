@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from synth.formats.nccl_tests.conventions import DTYPE_BYTES, OP_NAMES, Counts, nccl_dtype
+from synth.formats.nccl_tests.device_line import Device   # the backends' devices(): named here for kernels.sweep
 from synth.formats.nccl_tests.sizes import size_sweep
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
@@ -144,19 +145,6 @@ class Case:
     nccl: bool = False
     #: nccl-tests' ``nGpus``: ranks ``t*g .. t*g+g-1`` are thread ``t``'s (a failed check counts once per thread)
     gpus_per_thread: int = 1
-
-
-@dataclass(frozen=True)
-class Device:
-    """One ``#  Rank r Group g Pid p on host device d [bus] info`` line."""
-
-    rank: int
-    pid: int
-    hostname: str
-    device: int
-    bus: str
-    info: str
-    group: int = 0
 
 
 @dataclass

@@ -20,8 +20,9 @@ from __future__ import annotations
 
 import os
 
+from synth.formats.nccl_tests.device_line import Device
 from synth.model.nccl.constants import ALGOS, MAXCHANNELS, NCCL_VERSION, PROTOS
-from synth.sweep.driver import Case, Device
+from synth.sweep.driver import Case
 
 #: the modelled NCCL choice per row (``algorithm/protocol/channels``), wide enough for the longest
 #: label the model can give (``collnet_direct/Simple/32``), so no cell shifts the columns after it

@@ -65,10 +65,11 @@ def _check_outputs(args: argparse.Namespace) -> None:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from topo_probe.cli.options import apply_machine_arguments
+    from topo_probe.cli.options import apply_machine_arguments, check_host_counts
     from topo_probe.load import load_topology, parse_gpu_list
 
     _check_outputs(args)
+    check_host_counts(args)         # before a topology is loaded or this machine probed
     gpus = parse_gpu_list(args.gpus) if args.gpus is not None else None
     if args.topology is not None:
         topo = load_topology(args.topology, gpus=gpus, nvlink_gbps=args.nvlink_gbps)

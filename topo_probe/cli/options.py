@@ -12,6 +12,8 @@ change the host's NICs.  ``--net`` names the NICs' transport (``ib``, ``roce``, 
 ``tcpxo``, ``socket``), which NCCL's network model reads (InfiniBand without it).
 ``--host-path-class`` sets the class assumed between GPUs of a topology without a PCIe tree
 (:mod:`topo_probe.topology.host_assumption`).
+Host counts (``--nodes``, ``--hosts-per-leaf``) are at most :data:`MAX_NODES` hosts, checked before a
+topology is read (:func:`check_host_counts`).
 
 >>> import argparse
 >>> p = argparse.ArgumentParser()
@@ -28,12 +30,15 @@ from __future__ import annotations
 import argparse
 
 from topo_probe.errors import TopologyError
+from topo_probe.guard import check_int
 from topo_probe.topology.host_assumption import DEFAULT_HOST_PATH_CLASS, HOST_PATH_CLASSES, set_host_path_class
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
-#: at most this many hosts under one leaf switch (``--hosts-per-leaf``); ``--nodes`` is bounded by the
-#: GPUs it gives (:func:`topo_probe.machines.clusters.check_hosts`)
+#: at most this many hosts in any host count a flag gives (``--nodes``, ``--hosts-per-leaf``), checked before a
+#: topology is loaded; ``--nodes`` is also bounded by the GPUs it gives (:func:`topo_probe.machines.clusters.check_hosts`)
 MAX_NODES = 4096
+#: the flags that give a host count, with their ``argparse`` names
+HOST_COUNT_FLAGS = (("--nodes", "nodes"), ("--hosts-per-leaf", "hosts_per_leaf"))
 
 
 def add_machine_arguments(p: argparse.ArgumentParser) -> None:
@@ -59,6 +64,16 @@ def add_machine_arguments(p: argparse.ArgumentParser) -> None:
                         "it has no PCI information for)")
 
 
+def check_host_counts(args: argparse.Namespace) -> None:
+    """Each host count of :data:`HOST_COUNT_FLAGS` that is given: an integer in 1..:data:`MAX_NODES`, else
+    TopologyError in one line naming the flag (``--nodes must be at most 4096 hosts, got 5000``); needs no topology,
+    so a command can call it before loading or probing one."""
+    for flag, name in HOST_COUNT_FLAGS:
+        value = getattr(args, name, None)
+        if value is not None:
+            check_int(value, flag, TopologyError, lo=1, hi=MAX_NODES, what="hosts")
+
+
 def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topology:
     """``topo`` reshaped by the flags of :func:`add_machine_arguments` (unchanged without them;
     a copy when ``--net`` is given).
@@ -66,7 +81,8 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
     Raises
     ------
     TopologyError
-        A flag out of range (``--nodes 0``, ``--nic-gbps -1``) or a shape the topology cannot
+        A flag out of range (``--nodes 0``, ``--nodes 5000``: :func:`check_host_counts`, ``--nic-gbps -1``) or a
+        shape the topology cannot
         take (no NICs and no ``--nic-gbps``), in one line naming the flag.
     """
     nodes = getattr(args, "nodes", None)
@@ -75,6 +91,7 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
     rail = bool(getattr(args, "rail_optimized", False))
     ratio = getattr(args, "spine_oversubscription", None)
     per_leaf = getattr(args, "hosts_per_leaf", None)
+    check_host_counts(args)
     if nodes is not None:
         from topo_probe.machines.clusters import check_hosts
         check_hosts(nodes, topo.num_gpus, "--nodes")
@@ -84,8 +101,6 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
         raise TopologyError(f"--nics-per-node must be 1 to 64, got {k}")
     if ratio is not None and not 1 <= ratio <= 1024:
         raise TopologyError(f"--spine-oversubscription must be 1 to 1024 (R:1), got {ratio:g}")
-    if per_leaf is not None and not 1 <= per_leaf <= MAX_NODES:
-        raise TopologyError(f"--hosts-per-leaf must be 1 to {MAX_NODES}, got {per_leaf}")
     if per_leaf is not None and ratio is None:
         raise TopologyError("--hosts-per-leaf needs --spine-oversubscription R")
     topo = _with_host_path_class(topo, getattr(args, "host_path_class", None))
@@ -129,4 +144,4 @@ def _with_transport(topo: Topology, net: str | None) -> Topology:
     return out
 
 
-__all__ = ["add_machine_arguments", "apply_machine_arguments", "MAX_NODES"]
+__all__ = ["add_machine_arguments", "apply_machine_arguments", "check_host_counts", "HOST_COUNT_FLAGS", "MAX_NODES"]

@@ -24,7 +24,7 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
     >>> [t.graph.nodes[n]["speed_gbps"] for n in t.nodes_of_kind("nic")]
     [50.0, 50.0, 50.0, 50.0]
     """
-    k = positive_count(count, 1, "NICs per node")
+    k = positive_count(count, 1, "NICs per node", "NICs")
     if k > 64:
         raise TopologyError(f"NICs per node: at most 64, got {k}")
     old = base.nodes_of_kind("nic")
@@ -180,7 +180,7 @@ def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bo
         raise TopologyError(f"spine oversubscription must be a number from 1 to 1024, got {ratio!r}")
     per_host = 1 if rail_optimized else len(speeds)
     m = hosts_per_leaf if hosts_per_leaf is not None else max(1, LEAF_PORTS // per_host)
-    m = positive_count(m, 1, "hosts per leaf")
+    m = positive_count(m, 1, "hosts per leaf", "hosts")
     groups = -(-hosts // m)
     planes = range(len(speeds)) if rail_optimized else range(1)
     t.add_node("spine", "net_switch", host=-1, tier="spine")

@@ -25,6 +25,7 @@ from __future__ import annotations
 from typing import Sequence, Union
 
 from topo_probe.errors import TopologyError
+from topo_probe.guard import is_int, show
 from topo_probe.topology.model import GPU_LINK_KINDS, Topology
 
 NVLINK_LATENCY_US = 0.7
@@ -39,9 +40,20 @@ PCIE_X16_GBPS = {3: 15.75, 4: 31.5, 5: 63.0}
 TreeSpec = Sequence[Union[str, "TreeSpec"]]
 
 
-def positive_count(n: int, minimum: int, what: str) -> int:
-    if int(n) != n or n < minimum:
-        raise TopologyError(f"{what}: need at least {minimum} GPUs, got {n!r}")
+def positive_count(n: int, minimum: int, what: str, unit: str) -> int:
+    """``n`` as an int if it is an integer (:func:`~topo_probe.guard.is_int`) >= ``minimum``, else TopologyError
+    naming ``what`` and the ``unit`` counted (``GPUs``, ``NICs``, ``hosts``: plural, singular for a minimum of 1).
+
+    >>> positive_count(0, 1, "NICs per node", "NICs")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.TopologyError: NICs per node: need at least 1 NIC, got 0
+    """
+    if not is_int(n):
+        raise TopologyError(f"{what}: need a whole number of {unit}, got {show(n)}")
+    if n < minimum:
+        counted = unit[:-1] if minimum == 1 and unit.endswith("s") else unit
+        raise TopologyError(f"{what}: need at least {minimum} {counted}, got {show(n)}")
     return int(n)
 
 
@@ -92,7 +104,7 @@ def ring(n: int, bandwidth_gbps: float = 25.0, links: int = 1, latency_us: float
     >>> t.nvlink_count(0, 1), t.nvlink_count(0, 3), t.nvlink_count(0, 2), t.gpu_bandwidth_gbps(0)
     (2, 2, 0, 100.0)
     """
-    n = positive_count(n, 2, "ring")
+    n = positive_count(n, 2, "ring", "GPUs")
     _check_kind(kind)
     t = _gpus(f"ring{n}", n, f"ring of {n} GPUs, {links} x {bandwidth_gbps} GB/s per edge")
     for i in range(n if n > 2 else 1):
@@ -108,7 +120,7 @@ def line(n: int, bandwidth_gbps: float = 25.0, links: int = 1, latency_us: float
     >>> t.nvlink_count(0, 1), t.nvlink_count(2, 0)
     (1, 0)
     """
-    n = positive_count(n, 2, "line")
+    n = positive_count(n, 2, "line", "GPUs")
     _check_kind(kind)
     t = _gpus(f"line{n}", n, f"line of {n} GPUs, {links} x {bandwidth_gbps} GB/s per edge")
     for i in range(n - 1):
@@ -124,7 +136,7 @@ def fully_connected(n: int, bandwidth_gbps: float = 25.0, links: int = 1,
     >>> fully_connected(8, 64.0, kind="infinity_fabric").gpu_bandwidth_gbps(3)
     448.0
     """
-    n = positive_count(n, 2, "fully_connected")
+    n = positive_count(n, 2, "fully_connected", "GPUs")
     _check_kind(kind)
     t = _gpus(f"full{n}", n, f"fully connected {n} GPUs, {links} x {bandwidth_gbps} GB/s per pair")
     for i in range(n):
@@ -143,7 +155,7 @@ def parity_mesh(n: int = 8, bandwidth_gbps: float = 25.0, same_parity_links: int
     >>> parity_mesh().gpu_bandwidth_gbps(0)
     950.0
     """
-    n = positive_count(n, 2, "parity_mesh")
+    n = positive_count(n, 2, "parity_mesh", "GPUs")
     _check_kind(kind)
     t = _gpus(name, n, f"{n} GPUs, {same_parity_links} or {other_links} x {bandwidth_gbps} GB/s per pair by parity")
     for i in range(n):
@@ -164,7 +176,7 @@ def torus(x: int, y: int, bandwidth_gbps: float = 25.0, links: int = 1,
     >>> sorted(j for j in range(9) if t.nvlink_count(0, j))
     [1, 2, 3, 6]
     """
-    x, y = positive_count(x, 1, "torus x"), positive_count(y, 1, "torus y")
+    x, y = positive_count(x, 1, "torus x", "GPUs"), positive_count(y, 1, "torus y", "GPUs")
     if x * y < 2:
         raise TopologyError(f"torus: need at least 2 GPUs, got {x}x{y}")
     _check_kind(kind)
@@ -188,7 +200,7 @@ def hub_and_spoke(n: int, bandwidth_gbps: float = 25.0, links: int = 1,
     >>> t.smi_label(0, 5), t.path_class(0, 5), t.gpu_bandwidth_gbps(0)
     ('NV6', 'NVL', 150.0)
     """
-    n = positive_count(n, 2, "hub_and_spoke")
+    n = positive_count(n, 2, "hub_and_spoke", "GPUs")
     t = _gpus(f"hub{n}", n, f"{n} GPUs on one NVSwitch, {links} x {bandwidth_gbps} GB/s each")
     t.add_node("nvswitch0", "nvswitch")
     for i in range(n):

@@ -32,6 +32,7 @@ from topo_probe.guard import (
     MIN_BANDWIDTH_GBPS,
     check_float,
     check_topology,
+    is_int,
     show,
 )
 from topo_probe.machines.generators import NVLINK_LATENCY_US
@@ -64,7 +65,7 @@ def _links(doc: dict, source: str) -> list[list[int]]:
             raise TopologyError(f"{source}: links[{i}]: must be a list of {n} integers (the matrix is "
                                 f"{n} x {n}), got {got}")
         for j, v in enumerate(row):
-            if isinstance(v, bool) or not isinstance(v, int) or v < 0:
+            if not is_int(v) or v < 0:
                 raise TopologyError(f"{source}: links[{i}][{j}]: must be a non-negative integer, got {show(v)}")
             if v > MAX_LINKS_PER_EDGE:
                 raise TopologyError(f"{source}: links[{i}][{j}]: {show(v)} links, more than the "
@@ -75,7 +76,7 @@ def _links(doc: dict, source: str) -> list[list[int]]:
     if edges > MAX_EDGES:
         raise TopologyError(f"{source}: field 'links' joins {edges} GPU pairs, more than the {MAX_EDGES} edges "
                             f"a topology may have")
-    return links
+    return [[int(v) for v in row] for row in links]
 
 
 def parse_link_matrix(doc: dict, *, source: str = "<json>") -> Topology:

@@ -214,7 +214,7 @@ def topology_from_dict(doc: Any, source: str = "<dict>") -> Topology:
         raise _fail(source, "top level must be a JSON object")
     if doc.get("format") != FORMAT:
         raise _fail(source, f"format must be {FORMAT!r}, got {show(doc.get('format'))}")
-    if doc.get("version") != VERSION or isinstance(doc.get("version"), bool):
+    if not is_int(doc.get("version")) or doc.get("version") != VERSION:
         raise _fail(source, f"version {show(doc.get('version'))} is not supported (this toolkit reads {VERSION})")
     name = doc.get("name")
     if not isinstance(name, str) or not name:

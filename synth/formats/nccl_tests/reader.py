@@ -19,7 +19,8 @@ Every historic layout is accepted:
 - blank ``redop`` cells (builds that passed ``""`` as the op name, e.g. ``alltoall``), ``N/A``;
 - the preamble (``# nThread 1 nGpus 8 minBytes 8 maxBytes ...``, also ``nThread: 1`` spellings),
   device lines ``#  Rank 0 Group 0 Pid 1 on host device 0 [bus] name`` with ``Group`` and
-  ``Pid`` optional and any bus text (``[0x07]``, ``[0000:07:00]``, our own ``[cpu]``), the
+  ``Pid`` optional and any bus text (:mod:`~synth.formats.nccl_tests.device_line`; one that begins as a
+  device line and does not end as one is an error naming the line), the
   ``Out of bounds values`` and ``Avg bus bandwidth`` lines (with or without ``#``).
 
 Other lines (NCCL INFO/WARN, blanks, rows before the first header) are skipped.  Units: size in bytes,
@@ -47,9 +48,10 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
+from synth.formats.nccl_tests.device_line import Device, parse_device_line
 from synth.formats.nccl_tests.rows import (MAX_MEASURED_GBPS, IterStats, Layout, Measurement, Row, ShortRow, header_of,
                                            layout_of, measured, number, row_of)
-from synth.formats.nccl_tests.textio import read_log_text
+from synth.formats.nccl_tests.textio import log_lines, read_log_text
 from topo_probe.errors import NcclTestsLogError
 from topo_probe.guard import show
 
@@ -61,26 +63,10 @@ _PREAMBLE = {
     "validation": r"validation:\s*" + _N, "graph": r"graph:\s*" + _N,
 }
 _STEP = re.compile(r"step:\s*(\d{1,18})\((factor|bytes)\)")
-_DEVICE = re.compile(r"#\s*Rank\s+(\d{1,9})\s+(?:Group\s+(\d{1,9})\s+)?(?:Pid\s+(\d{1,9})\s+)?on\s+(\S+)\s+device\s+"
-                     r"(\d{1,9})\s+\[([^\]]*)\]\s*((?:\S+(?:\s+\S+)*)?)\s*$")   # not (.*?)\s*$: quadratic on blanks
 _AVG = re.compile(r"#?\s*Avg bus bandwidth\s*:\s*([-+]?(?:[0-9.]+(?:[eE][-+]?\d+)?|nan|inf))")
 _OOB = re.compile(r"#?\s*Out of bounds values\s*:\s*(\d+)\s*(\w*)")
 _TEST = re.compile(r"Collective test starting:\s*(\S+)")
 _BANNER = re.compile(r"#\s*((?:out-of-place\s+)?in-place)\b")
-
-
-@dataclass(frozen=True)
-class Device:
-    """A ``# Rank r Group g Pid p on host device d [bus] name`` line (group / pid None when the
-    build did not print them; ``bus_id`` is the text between the brackets)."""
-
-    rank: int
-    group: int | None
-    pid: int | None
-    host: str
-    device: int
-    bus_id: str
-    name: str
 
 
 @dataclass
@@ -176,7 +162,8 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = T
                      file_lines: list[int] | None = None) -> NcclTestsLog:
     """Parse nccl-tests output text (see the module docstring); ``cut_ok``: a short last row is
     left out with a note (a run cut off), else it is an error too.  Each row records its line
-    (``Row.line``): of ``text``, or ``file_lines[i]`` for the text's line ``i + 1`` when given.
+    (``Row.line``), and each error names its line: of ``text``, or ``file_lines[i]`` for the text's
+    line ``i + 1`` when given (the line of the user's file when ``text`` is one run cut out of it).
 
     Raises
     ------
@@ -185,9 +172,10 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = T
         number of cells / a non-number (the message names the source and line).
     """
     log, lay, banner, short = NcclTestsLog([], (), False, "#wrong"), None, None, None
-    for ln, line in enumerate(text.replace("\ufeff", "").splitlines(), 1):
+    for ln, line in enumerate(log_lines(text), 1):
         s = line.strip()
-        where = f"{source}: line {ln}"
+        at = ln if file_lines is None else file_lines[ln - 1]
+        where = f"{source}: line {at}"
         cols = header_of(s) if s.startswith("#") else None
         if short is not None and (cols is not None or s.startswith(("#", "Out of bounds", "Avg bus"))
                                   and (_AVG.match(s) or _OOB.match(s))):
@@ -211,7 +199,7 @@ def parse_nccl_tests(text: str, source: str = "nccl-tests log", cut_ok: bool = T
         elif s and lay is not None:       # rows before any header, NCCL INFO lines: skipped
             row, short = _table_row(s, lay, log.time_unit == "ms", where, short)
             if row is not None:
-                log.rows.append(replace(row, line=ln if file_lines is None else file_lines[ln - 1]))
+                log.rows.append(replace(row, line=at))
     if lay is None:
         raise NcclTestsLogError(f"{source}: no nccl-tests column header (# size count type redop ...)")
     if short is not None:
@@ -248,11 +236,9 @@ def _meta(log: NcclTestsLog, line: str, where: str = "nccl-tests log") -> None:
         if m:
             log.step, log.step_kind = int(m.group(1)), m.group(2)
         return
-    m = _DEVICE.match(line)
-    if m:
-        r, g, pid, host, dev, bus, name = m.groups()
-        log.devices.append(Device(int(r), None if g is None else int(g), None if pid is None else int(pid),
-                                  host, int(dev), bus, name))
+    dev = parse_device_line(line, where)
+    if dev is not None:
+        log.devices.append(dev)
         return
     m = _AVG.match(line)
     if m:       # nccl-tests prints nan (0 / 0) when it measured no row: None
@@ -264,5 +250,5 @@ def _meta(log: NcclTestsLog, line: str, where: str = "nccl-tests log") -> None:
         log.out_of_bounds = int(m.group(1))
 
 
-__all__ = ["IterStats", "Measurement", "Row", "Device", "NcclTestsLog", "parse_nccl_tests", "read_log_text",
+__all__ = ["IterStats", "Measurement", "Row", "NcclTestsLog", "parse_nccl_tests", "read_log_text",
            "MAX_MEASURED_GBPS"]

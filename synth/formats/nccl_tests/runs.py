@@ -38,6 +38,7 @@ from pathlib import Path
 from synth.formats.nccl_tests.conventions import collective_of
 from synth.formats.nccl_tests.network import network_of
 from synth.formats.nccl_tests.reader import NcclTestsLog, parse_nccl_tests, read_log_text
+from synth.formats.nccl_tests.textio import log_lines
 from synth.formats.nccl_tests.version import version_of
 from topo_probe.errors import NcclTestsLogError, TopocollError
 
@@ -50,7 +51,7 @@ _ROW = re.compile(r"^\s*\d+\s+\d+\s+\S")
 
 def strip_prefixes(text: str) -> list[str]:
     """The lines of ``text`` without launcher prefixes."""
-    return [_TAG.sub(" ", _PREFIX.sub("", line, count=1)) for line in text.replace("\ufeff", "").splitlines()]
+    return [_TAG.sub(" ", _PREFIX.sub("", line, count=1)) for line in log_lines(text)]
 
 
 def _segments(lines: list[str]) -> list[tuple[str | None, list[str], int]]:

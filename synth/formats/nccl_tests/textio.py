@@ -31,6 +31,18 @@ def decode_log_bytes(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
 
 
+def log_lines(text: str) -> list[str]:
+    r"""The lines of a log as an editor numbers them (so that an error's line is the file's): a line ends at
+    ``\n``, ``\r\n`` or ``\r``; a form feed, U+2028 or another character :meth:`str.splitlines` also breaks at stays
+    inside its line (it is white space to the reader); byte-order marks are dropped.
+
+    >>> log_lines("a\r\nb\x0cc\u2028d\re\n")
+    ['a', 'b\x0cc\u2028d', 'e']
+    """
+    lines = text.replace("\ufeff", "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    return lines[:-1] if lines[-1] == "" else lines
+
+
 def read_log_text(path: str | Path) -> str:
     """The text of a log file (:func:`decode_log_bytes`; errors name the file)."""
     p = Path(path)
@@ -40,4 +52,4 @@ def read_log_text(path: str | Path) -> str:
         raise NcclTestsLogError(f"{p}: cannot read: {e.strerror}") from None
 
 
-__all__ = ["decode_log_bytes", "read_log_text"]
+__all__ = ["decode_log_bytes", "log_lines", "read_log_text"]

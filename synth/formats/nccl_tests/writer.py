@@ -75,8 +75,7 @@ def preamble_lines(cfg, devices: list, notes: list[str] = ()) -> list[str]:
            f"warmup iters: {cfg.warmup} iters: {cfg.iters} agg iters: 1 validation: {cfg.check} graph: 0 unalign: 0"]
     out += [f"# {note}" for note in notes]
     out += ["#", "# Using devices"]
-    out += ["#  Rank %2d Group %2d Pid %6d on %10s device %2d [%s] %s"
-            % (d.rank, d.group, d.pid, d.hostname, d.device, d.bus, d.info) for d in devices]
+    out += [d.line() for d in devices]
     return out
 
 
@@ -212,8 +211,8 @@ def json_document(cfg, devices: list, summary, *, argv: list[str],
               **step, "warmup_iters": cfg.warmup, "iterations": cfg.iters, "aggregated_iterations": 1,
               "validation": cfg.check, "graph": 0, "blocking_collectives": "false", "per_iter_timing": "false",
               "per_iter_skip": 0, "parallel_init": "false",
-              "devices": [{"rank": d.rank, "group": d.group, "pid": d.pid, "hostname": d.hostname,
-                           "device": d.device, "device_hex": d.bus, "device_info": d.info} for d in devices]}
+              "devices": [{"rank": d.rank, "group": d.group, "pid": d.pid, "hostname": d.host,
+                           "device": d.device, "device_hex": d.bus_id, "device_info": d.name} for d in devices]}
     results = [{"size": r.size, "count": r.count, "type": r.type, "redop": r.redop, "root": "%6i" % r.root,
                 "out_of_place": _result_json(r.out_of_place), "in_place": _result_json(r.in_place),
                 "actual_iterations": cfg.iters, "experiment_name": "",

@@ -43,6 +43,7 @@ from synth.solve.bwopt.bandwidth_term import bandwidth_term
 from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.stoppable import solve_lp
 from topo_probe.errors import SolverError, UnsupportedCollective
+from topo_probe.guard import is_int
 
 
 def _partners(shape, h: int, cls: int) -> list[int]:
@@ -263,8 +264,9 @@ def cluster_alltoall(fabric: Fabric, *, max_chunks: int = 4, time_limit_s: float
     t0 = time.monotonic()
     if fabric.shape is None:
         raise UnsupportedCollective(f"alltoall LP: fabric {fabric.topology_name!r} is not a cluster of identical hosts")
-    if isinstance(max_chunks, bool) or not isinstance(max_chunks, int) or max_chunks < 1:
+    if not is_int(max_chunks) or max_chunks < 1:
         raise UnsupportedCollective(f"alltoall LP: max_chunks must be an integer >= 1, got {max_chunks!r}")
+    max_chunks = int(max_chunks)
     q = _Quotient(fabric)
     lp_T, weights = _solve_lp(q, time_limit_s, budget_or_new(budget))
     n = fabric.num_ranks

@@ -58,6 +58,7 @@ from synth.solve.cluster.leaf_relay import best_relay, leaf_partners, relay_plan
 from synth.solve.cluster.local_trees import LocalForest, local_forest
 from synth.solve.cluster.split import best_split
 from topo_probe.errors import UnsupportedCollective
+from topo_probe.guard import is_int
 
 HIERARCHICAL = ("allgather", "reducescatter", "allreduce")
 
@@ -187,12 +188,14 @@ def _broadcast_phases(forest: LocalForest, g: int, H: int, C: int, e: int,
 
 
 
-def _checked(name: str, chunks, carried) -> None:
+def _checked(name: str, chunks, carried) -> tuple[int | None, int | None]:
+    """``chunks`` and ``carried`` as Python ints (None stays None), after checking them and ``name``."""
     if name not in HIERARCHICAL:
         raise UnsupportedCollective(f"hierarchical: {name} is not supported (supported: {', '.join(HIERARCHICAL)})")
     for what, v, low in (("chunks", chunks, 1), ("carried", carried, 0)):
-        if v is not None and (isinstance(v, bool) or not isinstance(v, int) or v < low):
+        if v is not None and (not is_int(v) or v < low):
             raise UnsupportedCollective(f"hierarchical: {what} must be an integer >= {low}, got {v!r}")
+    return (None if chunks is None else int(chunks)), (None if carried is None else int(carried))
 
 
 def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, carried: int | None = None,
@@ -235,7 +238,7 @@ def hierarchical(fabric: Fabric, collective: str, *, chunks: int | None = None, 
     t0 = time.monotonic()
     budget = budget_or_new(budget)
     name = canonical(collective)
-    _checked(name, chunks, carried)
+    chunks, carried = _checked(name, chunks, carried)
     host = host_fabric(fabric)
     leaves = leaf_partners(fabric.shape.groups)
     variants: list[tuple[int, list | None, dict | None]] = [(1, None, None)]

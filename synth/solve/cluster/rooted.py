@@ -34,6 +34,7 @@ from synth.solve.bwopt.bandwidth_term import bandwidth_term
 from synth.solve.cluster.compose import host_fabric, tree_levels
 from synth.solve.cluster.local_trees import LocalForest, local_forest
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
+from topo_probe.guard import is_int
 
 ROOTED = ("broadcast", "reduce")
 
@@ -120,13 +121,14 @@ def hierarchical_rooted(fabric: Fabric, collective: str, root: int = 0, *, piece
     name = canonical(collective)
     if name not in ROOTED:
         raise UnsupportedCollective(f"hierarchical_rooted: {name} is not supported (supported: {', '.join(ROOTED)})")
-    if pieces_per_gpu is not None and (isinstance(pieces_per_gpu, bool) or not isinstance(pieces_per_gpu, int)
-                                       or pieces_per_gpu < 1):
+    if pieces_per_gpu is not None and (not is_int(pieces_per_gpu) or pieces_per_gpu < 1):
         raise UnsupportedCollective(f"hierarchical_rooted: pieces_per_gpu must be an integer >= 1, "
                                     f"got {pieces_per_gpu!r}")
     host = host_fabric(fabric)
-    if isinstance(root, bool) or not isinstance(root, int) or not 0 <= root < fabric.num_ranks:
+    if not is_int(root) or not 0 <= root < fabric.num_ranks:
         raise InvalidArgument(f"hierarchical_rooted: root must be a rank in 0..{fabric.num_ranks - 1}, got {root!r}")
+    root = int(root)
+    pieces_per_gpu = None if pieces_per_gpu is None else int(pieces_per_gpu)
     g = fabric.shape.gpus_per_host
     missing = next(((u, v) for u in range(g) for v in range(g) if u != v and not host.has_channel(u, v)), None)
     if missing is not None:

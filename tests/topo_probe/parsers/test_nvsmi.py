@@ -359,7 +359,7 @@ def test_random_matrices_with_soc_for_sys(m):
 def test_soc_cells_do_not_search_the_notes(monkeypatch):
     """The SOC note is made once, on a flag of the matrix: the parser no longer scans every note for each SOC cell
     (56 scans for 8 GPUs joined by SOC only).  The notes are a list that counts its scans; one note, as before."""
-    from topo_probe.parsers import nvsmi
+    from topo_probe.parsers import nvsmi_matrix
 
     class CountingList(list):
         scans = 0
@@ -367,13 +367,13 @@ def test_soc_cells_do_not_search_the_notes(monkeypatch):
         def __iter__(self):
             CountingList.scans += 1
             return super().__iter__()
-    real = nvsmi._Matrix
+    real = nvsmi_matrix.Matrix
 
     def matrix(*args, **kwargs):
         mat = real(*args, **kwargs)
         mat.notes = CountingList()
         return mat
-    monkeypatch.setattr(nvsmi, "_Matrix", matrix)
+    monkeypatch.setattr(nvsmi_matrix, "Matrix", matrix)
     n = 8
     rows = ["\t" + "\t".join(f"GPU{j}" for j in range(n)) + "\tCPU Affinity"]
     rows += [f"GPU{i}\t" + "\t".join("X" if i == j else "SOC" for j in range(n)) + f"\t{i // 4 * 8}-{i // 4 * 8 + 7}"
@@ -415,13 +415,15 @@ def test_coloured_output_reads_as_the_plain_one():
                                        ("\x00", "U+0000"), ("\x7f", "U+007F"), ("\x9b", "U+009B")])
 def test_other_control_characters_are_refused_where_they_are(bad, shown):
     """A bell, a lone ESC, an OSC title sequence (ESC ], not a CSI), NUL, DEL, the one-byte C1 CSI: refused in one
-    line naming the file, the line and the column of the character as they are in the file."""
+    line naming the file, the line of the file and the column of the character in the text as shown (the 4-character
+    colour sequence before it takes no column), saying so."""
     lines = read("nvsmi_topo_dgx_a100.txt").split("\n")
     k = next(i for i, ln in enumerate(lines) if ln.startswith("GPU3"))
     lines[k] = "\x1b[1m" + lines[k][:10] + bad + lines[k][10:]                 # after a colour, which is fine
     with pytest.raises(TopologyError) as e:
         parse_nvsmi_topo("\n".join(lines), source="topo.txt")
-    assert str(e.value) == f"topo.txt: line {k + 1} column 15: control character {shown} is not text"
+    assert str(e.value) == (f"topo.txt: line {k + 1} column 11 (in the text as shown, colour codes not counted): "
+                            f"control character {shown} is not text")
 
 
 @settings(max_examples=40, deadline=None, derandomize=True)

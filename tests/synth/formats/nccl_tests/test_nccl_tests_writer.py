@@ -20,7 +20,8 @@ from synth.formats.nccl_tests.writer import (
     row_line,
     write_json,
 )
-from synth.sweep.driver import Device, Result, Row, SweepConfig, SweepSummary
+from synth.formats.nccl_tests.device_line import Device
+from synth.sweep.driver import Result, Row, SweepConfig, SweepSummary
 from topo_probe.errors import InvalidArgument
 
 FIXTURE = FIXTURES / "real_logs" / "a100_8gpu_1node_all_reduce_dkh.txt"     # nccl-tests 2.19.4, NCCL 2.19.3

@@ -12,7 +12,8 @@ from hypothesis import strategies as st
 from kernels.sweep.importer import read_log
 from synth.formats.nccl_tests.runs import check_sizes_once, parse_runs, pick_rows, printed_sizes
 from synth.formats.nccl_tests.writer import footer_lines, header_lines, preamble_lines, row_line
-from synth.sweep.driver import Device, Result, Row, SweepConfig, run_sweep
+from synth.formats.nccl_tests.device_line import Device
+from synth.sweep.driver import Result, Row, SweepConfig, run_sweep
 from topo_probe.errors import NcclTestsLogError
 
 HEAD = ("#       size         count      type   redop    root     time   algbw   busbw #wrong     time   algbw   "

@@ -1,0 +1,44 @@
+"""A count that is too small or not whole names what is counted (GPUs, NICs, hosts), for every caller.
+
+Reference: the message written out by hand for each generator and option; before, every caller said
+"GPUs" ("NICs per node: need at least 1 GPUs, got 0"), and True passed as 1 (``int(True) == True``).
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from topo_probe.errors import TopologyError
+from topo_probe.machines.clusters import cluster, with_nics
+from topo_probe.machines.generators import fully_connected, hub_and_spoke, line, parity_mesh, ring, torus
+from topo_probe.machines.presets import get_preset
+
+CASES = [
+    (lambda v: ring(v), 1, "ring: need at least 2 GPUs, got 1"),
+    (lambda v: line(v), 0, "line: need at least 2 GPUs, got 0"),
+    (lambda v: fully_connected(v), 1, "fully_connected: need at least 2 GPUs, got 1"),
+    (lambda v: parity_mesh(v), 1, "parity_mesh: need at least 2 GPUs, got 1"),
+    (lambda v: hub_and_spoke(v), 1, "hub_and_spoke: need at least 2 GPUs, got 1"),
+    (lambda v: torus(v, 3), 0, "torus x: need at least 1 GPU, got 0"),
+    (lambda v: torus(3, v), -2, "torus y: need at least 1 GPU, got -2"),
+    (lambda v: with_nics(get_preset("dgx-a100"), v, 50.0), 0, "NICs per node: need at least 1 NIC, got 0"),
+    (lambda v: cluster("dgx-h100", 2, nics_per_node=v), 0, "NICs per node: need at least 1 NIC, got 0"),
+    (lambda v: cluster("dgx-h100", 4, spine_oversubscription=2, hosts_per_leaf=v), 0,
+     "hosts per leaf: need at least 1 host, got 0"),
+]
+
+
+@pytest.mark.parametrize("make,value,message", CASES, ids=[c[2].split(":")[0] for c in CASES])
+def test_a_small_count_names_what_is_counted(make, value, message):
+    with pytest.raises(TopologyError) as exc:
+        make(value)
+    assert str(exc.value) == message
+
+
+@pytest.mark.parametrize("make,value,message", CASES, ids=[c[2].split(":")[0] for c in CASES])
+def test_a_count_that_is_not_whole_names_its_unit(make, value, message):
+    what, unit = message.split(": need at least ")[0], message.split()[-3].rstrip(",s") + "s"
+    for bad in (True, 2.5, "3"):
+        with pytest.raises(TopologyError) as exc:
+            make(bad)
+        assert str(exc.value) == f"{what}: need a whole number of {unit}, got {bad!r}"
