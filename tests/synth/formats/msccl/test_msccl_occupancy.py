@@ -41,6 +41,19 @@ def oneshot():
     return baseline("oneshot", build_fabric(get_preset("dgx2")), "allreduce", chunks=2)
 
 
+@pytest.fixture(scope="module")
+def executor_xml(oneshot):
+    """gpu -> ``to_msccl_xml(oneshot, runtime="msccl-executor-nccl", gpu=gpu)``, each built once per
+    module (about 3 CPU s each; the H100 file is read by two tests, which check different things)."""
+    made: dict = {}
+
+    def xml(gpu):
+        if gpu not in made:
+            made[gpu] = to_msccl_xml(oneshot, runtime="msccl-executor-nccl", gpu=gpu)
+        return made[gpu]
+    return xml
+
+
 @pytest.mark.parametrize("preset", sorted(PRESET_SMS))
 def test_every_preset_gpu_has_its_sm_count(preset):
     assert sms_of(gpu_of(get_preset(preset))) == PRESET_SMS[preset]
@@ -69,9 +82,9 @@ def test_preset_names_and_clusters_of_presets_name_their_gpu():
 
 
 @pytest.mark.parametrize("gpu, sms", [(V100, 80), (A100, 108), (H100, 132)])
-def test_msccl_executor_export_keeps_threadblocks_resident(oneshot, gpu, sms):
+def test_msccl_executor_export_keeps_threadblocks_resident(executor_xml, gpu, sms):
     """At most one threadblock per SM; on an H100 the int8_t depid cap (128) binds first."""
-    text = to_msccl_xml(oneshot, runtime="msccl-executor-nccl", gpu=gpu)
+    text = executor_xml(gpu)
     assert _most_tbs(text) == min(136, 128, sms)
     assert max(int(d) for d in re.findall(r'depid="(-?[0-9]+)"', text)) < sms
     assert check_xml(text, MSCCL_EXECUTOR_NCCL, device=gpu, every_size=True)[1] == []
@@ -104,8 +117,8 @@ def test_smaller_gpus_are_named_before_the_names_that_contain_them():
         None, None, None, None, 114, 104, 110]
 
 
-def test_the_checker_refuses_more_threadblocks_than_the_gpu_keeps_resident(oneshot):
-    text = to_msccl_xml(oneshot, runtime="msccl-executor-nccl", gpu=H100)           # 128 per GPU
+def test_the_checker_refuses_more_threadblocks_than_the_gpu_keeps_resident(executor_xml):
+    text = executor_xml(H100)           # 128 per GPU
     for device in (V100, A100, None):
         bad = check_xml(text, MSCCL_EXECUTOR_NCCL, device=device)[1]
         cap = {V100: 80, A100: 108, None: 32}[device]

@@ -20,11 +20,19 @@ from topo_probe.machines.clusters import cluster
 from topo_probe.machines.presets import get_preset
 
 
+@pytest.fixture(scope="module")
+def rail_forest():
+    """The rail broadcast forest (2 x dgx-h100, effective capacities), solved once for the module's two
+    rail tests (about 8 CPU s; the solve runs on a deterministic clock, so a second solve gives the same
+    forest) and only read by them."""
+    fabric = build_fabric(cluster("dgx-h100", 2, rail_optimized=True))
+    return _forest(fabric, cost_params_for(fabric).efficiency)
+
+
 @pytest.fixture(scope="module", params=["rail", "dgx1-v100"])
 def forest(request):
     if request.param == "rail":
-        fabric = build_fabric(cluster("dgx-h100", 2, rail_optimized=True))
-        return _forest(fabric, cost_params_for(fabric).efficiency)
+        return request.getfixturevalue("rail_forest")
     return _forest(build_fabric(get_preset("dgx1-v100")))
 
 
@@ -54,7 +62,7 @@ def test_seed_is_a_staging_within_the_rounds(forest):
     assert found
 
 
-def test_the_seed_gives_the_rail_search_a_complete_staging_at_every_step_count_it_searches():
+def test_the_seed_gives_the_rail_search_a_complete_staging_at_every_step_count_it_searches(rail_forest):
     """Issue 38: at every step count shorter than the greedy staging's where a staging fits at all (where
     CP-SAT searches on the rail; 9 to 12 steps before the NCCL model's refits, fewer since, so derived here
     with :func:`staging_proofs.staging_possible`) the seed is a complete staging, re-checked load by load,
@@ -62,8 +70,7 @@ def test_the_seed_gives_the_rail_search_a_complete_staging_at_every_step_count_i
     the fitted link efficiencies; the search that starts from it does:
     ``test_staging.py::test_rail_broadcast_staging_is_short``."""
     from synth.solve.bwopt import staging_proofs
-    fabric = build_fabric(cluster("dgx-h100", 2, rail_optimized=True))
-    f = _forest(fabric, cost_params_for(fabric).efficiency)
+    f = rail_forest
     levels = _levels(f.model, f._stage_bundles())
     greedy = staging.greedy_staging(f.model, f.batch, 2)
     fits = [S for S in range(1, greedy.steps) if staging_proofs.staging_possible(
