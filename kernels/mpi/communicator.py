@@ -57,13 +57,12 @@ from kernels.mpi.ipc import wire_for
 from kernels.mpi.native_call import NativeRunner
 from kernels.mpi.persistent import PlanRunner
 from kernels.mpi.replay import CallMemo
-from kernels.mpi.startup import agree, descriptor_of, install_abort_hook
+from kernels.mpi.startup import agree, checked_selector, descriptor_of, install_abort_hook
 from kernels.mpi.waiter import Waiter, exchange_json, mpi
 from kernels.mpi.wires import HostWire
 from kernels.program.ops import SCRATCH
 from synth.ir.collectives import REDUCE_OPS
 from synth.ir.schedule import Schedule
-from synth.plan.selector import ScheduleSelector
 from topo_probe.errors import BufferLayoutError, InvalidArgument, ProcessGroupMismatch
 
 _CACHE_SIZE = 64
@@ -81,7 +80,8 @@ class MPICommunicator(CommunicatorBase):
     topology : Topology, preset name or file, optional
         Default ``fully_connected(size)``; its GPU count must equal the number of processes.
     plan : Plan, path, "auto", None or False
-        As for :class:`kernels.comm.communicator.Communicator`.
+        As for :class:`kernels.comm.communicator.Communicator`, and checked as it checks it, at start-up:
+        a bad entry's file raises the same error on every rank (:func:`kernels.mpi.startup.checked_selector`).
     algo : str, optional
         Force one baseline (``ring``, ``tree``, ``direct``, ``rhd``, ``bruck``) instead of the plan.
     timeout_s : float, optional
@@ -130,9 +130,8 @@ class MPICommunicator(CommunicatorBase):
         self.agreement.on_mismatch, self._retired = self._renew_data_comm, []  # old data comms
         self.topology = resolve_topology(topology, self.size)
         self.algo = algo
-        self.selector = ScheduleSelector(self.topology, plan=plan if algo is None else False, algo=algo,
-                                         warn_fallback=self.rank == 0, owner="MPICommunicator")
-        self.plan, self.last_route = self.selector.plan, None   # last_route: what the last call ran (kernels.comm.route)
+        self.selector, refused = checked_selector(self.topology, plan, algo, self.rank)   # refused: on every rank
+        self.plan, self.last_route = getattr(self.selector, "plan", None), None   # last_route: what the last call ran (kernels.comm.route)
         self._wire, self._native = wire, NativeRunner(self, native)
         self._wires: dict[str, HostWire] = {}
         self._programs: OrderedDict = OrderedDict()
@@ -142,7 +141,7 @@ class MPICommunicator(CommunicatorBase):
         #: every rank's descriptor and host name, and this rank's index among the ranks on its host
         #: (``cupy.cuda.Device(comm.local_rank).use()``); a mismatch: the same error on every rank
         self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
-                                                              self.descriptor(), self.topology)
+                                                              self.descriptor(), self.topology, refused)
         self._departure = leaving.watch_departure(self)   # close, collection or exit: tell the peers
 
     def _renew_data_comm(self) -> None:

@@ -5,6 +5,12 @@ fingerprint, GPU count, plan digest, algorithm) and its host name to every other
 (:func:`kernels.mpi.waiter.exchange_json`, deadline-bounded).  Every rank then compares the
 same list of descriptors (:func:`compare_descriptors`), so a disagreement raises
 :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
+
+The plan is checked at start-up as the one-process Communicator checks it when built
+(:func:`checked_selector`: the plan found and every entry's schedule and fallback file loaded
+and verified, :func:`kernels.comm.route.check_plan_files`); a rank whose check fails sends its
+refusal with its descriptor, so every rank raises the same error (class and line), and none
+waits for a rank that stopped.
 """
 
 from __future__ import annotations
@@ -13,8 +19,14 @@ import hashlib
 import json
 from pathlib import Path
 
+from kernels.comm.route import check_plan_files
 from kernels.mpi.waiter import Waiter, exchange_json
-from topo_probe.errors import ProcessGroupMismatch
+from synth.plan.selector import ScheduleSelector
+from topo_probe import errors
+from topo_probe.errors import ProcessGroupMismatch, TopocollError
+
+#: characters of a refusal's line sent to the other ranks (the exchange holds 64 KiB in all)
+_REFUSAL_CHARS = 4000
 
 
 def plan_digest(plan) -> str:
@@ -63,8 +75,42 @@ ranks [1] 'b'; every rank must use the same topology, plan and rank count
                                    + "; every rank must use the same topology, plan and rank count")
 
 
-def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology) -> tuple[list[dict], list[str], int]:
-    """Exchange descriptors and host names with every rank and check them.
+def checked_selector(topology, plan, algo: str | None, rank: int) -> tuple[ScheduleSelector | None, dict | None]:
+    """This rank's :class:`~synth.plan.selector.ScheduleSelector` (``plan`` found and loaded; none
+    where ``algo`` forces a baseline) with every entry's files loaded and verified now
+    (:func:`kernels.comm.route.check_plan_files`), and None; or None and the refusal (the error's
+    class name and its line) that :func:`agree` raises on every rank."""
+    try:
+        selector = ScheduleSelector(topology, plan=plan if algo is None else False, algo=algo,
+                                    warn_fallback=rank == 0, owner="MPICommunicator")
+        check_plan_files(selector)
+    except TopocollError as err:
+        return None, {"error": type(err).__name__, "message": " ".join(str(err).split())[:_REFUSAL_CHARS]}
+    return selector, None
+
+
+def raise_refusals(refusals: list) -> None:
+    """Raise, the same on every rank, the first refusal of ``refusals`` (one entry per rank: None,
+    or :func:`checked_selector`'s refusal), naming every rank that refused; nothing if none did.
+
+    >>> raise_refusals([None, {"error": "ScheduleFormatError", "message": "p.json: entries[0].schedule: missing"}])
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.ScheduleFormatError: p.json: entries[0].schedule: missing (the plan check at start-up \
+failed on ranks [1] of 2)
+    """
+    failed = [r for r, got in enumerate(refusals) if got]
+    if not failed:
+        return
+    first = refusals[failed[0]]
+    cls = getattr(errors, str(first.get("error")), None)
+    cls = cls if isinstance(cls, type) and issubclass(cls, TopocollError) else TopocollError
+    raise cls(f"{first.get('message')} (the plan check at start-up failed on ranks {failed} of {len(refusals)})")
+
+
+def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
+          refusal: dict | None = None) -> tuple[list[dict], list[str], int]:
+    """Exchange descriptors, host names and plan refusals with every rank and check them.
 
     Parameters
     ----------
@@ -78,6 +124,8 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology) -> tuple[
         This rank's :func:`descriptor_of`.
     topology : Topology
         Must have ``size`` GPUs.
+    refusal : dict, optional
+        This rank's plan refusal (:func:`checked_selector`), None where its check passed.
 
     Returns
     -------
@@ -87,13 +135,17 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology) -> tuple[
 
     Raises
     ------
+    TopocollError
+        The plan check failed on some rank: the first refusal's class and line on every rank
+        (:func:`raise_refusals`), before the descriptors are compared.
     ProcessGroupMismatch
         Ranks disagree (same message on every rank), or the topology's GPU count is not ``size``.
     """
     import socket
     rank = waiter.rank
-    hello = exchange_json(ctrl, waiter, {"agree": descriptor, "host": socket.gethostname()}, size,
-                          "start-up check")
+    hello = exchange_json(ctrl, waiter, {"agree": descriptor, "host": socket.gethostname(), "refused": refusal},
+                          size, "start-up check")
+    raise_refusals([h.get("refused") for h in hello])
     descriptors = [h["agree"] for h in hello]
     hosts = [h["host"] for h in hello]
     try:
