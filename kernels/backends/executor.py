@@ -53,7 +53,8 @@ from kernels.backends.binding import (
 from kernels.backends.device import DeviceLayer, RankBuffers
 from kernels.backends.memory import CHECK_FROM_BYTES, admit, available_host_bytes
 from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Program, lower
-from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
+from kernels.program.reduce_op import check_reduce_op
+from synth.ir.collectives import CollectiveSpec
 from synth.ir.schedule import Schedule
 from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
 
@@ -169,8 +170,7 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     if not isinstance(schedule, Schedule):
         raise InvalidArgument(f"schedule must be a Schedule (load one with Schedule.load(path) or make one "
                               f"with synth.baseline(name, fabric, collective)), got {type(schedule).__name__}")
-    if op not in REDUCE_OPS:
-        raise InvalidArgument(f"{schedule.collective}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+    check_reduce_op(op, schedule.collective)
     try:
         layer = _layer(backend, p2p)
     except InvalidArgument as err:

@@ -65,11 +65,11 @@ from kernels.comm.validation import (
     _size,
     bind_lists,
     check_array,
-    check_op,
     check_ranks_or_devices,
     check_root,
     same_slot,
 )
+from kernels.program.reduce_op import check_reduce_op
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
 from synth.plan.selector import NCCL, ScheduleSelector
@@ -281,7 +281,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
         """``out[r] = op over ranks of in[*]`` (count = in size). ``stream`` is accepted and ignored."""
-        check_op("all_reduce", op)
+        check_reduce_op(op, "all_reduce")
         count = _size(in_arrays, "all_reduce")
         s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count, sized=in_arrays)
         self._run("allreduce", s, d, count, op=op)
@@ -302,7 +302,7 @@ class Communicator(CommunicatorBase):
     def reduce_scatter(self, in_arrays, out_arrays, count: int | None = None, op: str = "sum",
                        stream=None) -> list:
         """``out[r]`` = reduction of block r of every input (``count`` = out size by default)."""
-        check_op("reduce_scatter", op)
+        check_reduce_op(op, "reduce_scatter")
         sized = None
         if count is None:
             count = _inplace_count(in_arrays, out_arrays, self.size)
@@ -323,7 +323,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def reduce(self, in_arrays, out_arrays, root: int = 0, op: str = "sum", stream=None) -> list:
         """``out[root]`` = reduction of all inputs; other outputs may be None (untouched)."""
-        check_op("reduce", op)
+        check_reduce_op(op, "reduce")
         root = self._root("reduce", root)
         count = _size(in_arrays, "reduce")
         s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)

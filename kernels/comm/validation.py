@@ -13,7 +13,7 @@ is always the out-of-place one.  Memory shared across ranks (other than send buf
 only read) and read-only outputs are refused first, on the caller's arrays.  Errors are one line
 (:class:`~topo_probe.errors.BufferLayoutError` for buffers, InvalidArgument for values) naming
 the call, the argument and the rank.  Both communicators share :func:`check_root` and
-:func:`check_op`; the MPI one binds its rank's buffers with the same ``bind_call``.
+:func:`kernels.program.reduce_op.check_reduce_op`; the MPI one binds its rank's buffers with the same ``bind_call``.
 
 >>> import numpy as np
 >>> bufs = [np.arange(8.0) for _ in range(4)]
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.backends.binding import BoundCall, _is_cupy, bind_call, check_buffer, check_device, is_view_of
-from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
+from synth.ir.collectives import CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 from topo_probe.guard import is_int as _is_int  # the project's one integer rule (not a bool)
 
@@ -257,12 +257,6 @@ def check_ranks_or_devices(arg) -> tuple[int, list[int] | None]:
     if bad:
         raise InvalidArgument(f"Communicator: device id {bad[0]!r} is not a CUDA device (an integer >= 0)")
     return len(ids), [int(d) for d in ids]
-
-
-def check_op(name: str, op: str) -> None:
-    """InvalidArgument unless ``op`` is a reduction op of :mod:`synth.ir.collectives`."""
-    if op not in REDUCE_OPS:
-        raise InvalidArgument(f"{name}: op {op!r} is not one of {', '.join(REDUCE_OPS)}")
 
 
 # ---------------------------------------------------------------------- one array per process

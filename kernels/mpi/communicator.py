@@ -47,7 +47,7 @@ from kernels.backends.binding import bind_call
 from kernels.comm.communicator import nccl_bytes, resolve_topology
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.route import MPI_NO_NCCL, plan_route
-from kernels.comm.validation import _contig, _head, _out, _ptr, check_count, check_op, check_root
+from kernels.comm.validation import _contig, _head, _out, _ptr, check_count, check_root
 from kernels.mpi import fused as mpi_fused
 from kernels.mpi import leaving
 from kernels.mpi import p2p as mpi_p2p
@@ -61,7 +61,7 @@ from kernels.mpi.startup import agree, checked_selector, descriptor_of, install_
 from kernels.mpi.waiter import Waiter, exchange_json, mpi
 from kernels.mpi.wires import HostWire
 from kernels.program.ops import SCRATCH
-from synth.ir.collectives import REDUCE_OPS
+from kernels.program.reduce_op import check_reduce_op
 from synth.ir.schedule import Schedule
 from topo_probe.errors import BufferLayoutError, InvalidArgument, ProcessGroupMismatch
 
@@ -212,8 +212,7 @@ class MPICommunicator(CommunicatorBase):
         if spec.ranks != self.size:
             raise InvalidArgument(f"{spec.name}: rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
                                   f"the communicator {self.size}")
-        if op not in REDUCE_OPS:
-            raise InvalidArgument(f"{spec.name}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+        check_reduce_op(op, spec.name)
         me, none = self.rank, [None] * self.size     # arrays checked by the agreement (@agreed): bound once
         call = bind_call(spec, none[:me] + [sendbuf] + none[me + 1:], none[:me] + [recvbuf] + none[me + 1:],
                          checked=True, ranks=(me,))
@@ -251,7 +250,7 @@ class MPICommunicator(CommunicatorBase):
         self._runner.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size, what=what, gate=gate)
 
     def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:
-        check_op(name, op)
+        check_reduce_op(op, name)
         if count == 0:
             if self.size > 1:  # still a call every rank makes: they must agree on it
                 ref = send if send is not None else recv
