@@ -48,7 +48,6 @@ Example
 from __future__ import annotations
 
 import functools
-from collections import deque
 
 import numpy as np
 
@@ -65,6 +64,7 @@ from kernels.comm.validation import (
     _size,
     bind_lists,
     check_array,
+    check_backend,
     check_ranks_or_devices,
     check_root,
     same_slot,
@@ -112,6 +112,7 @@ class Communicator(CommunicatorBase):
 
     Notes
     -----
+    Every refusal of a call is one line starting with the method's name (``all_reduce: ...``).
     ``stream`` arguments exist for signature compatibility with cupyx and are ignored (the
     executor orders its own work).  ``send``/``recv`` take the calling rank as ``rank=``
     because one process holds every rank; see :meth:`send`.
@@ -131,7 +132,7 @@ class Communicator(CommunicatorBase):
         self.plan = self.selector.plan if self.selector is not None else None
         if self.selector is not None:
             check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field
-        self.backend, self.p2p = backend, p2p
+        self.backend, self.p2p = check_backend(backend, p2p)     # refused now, naming the Communicator
         self._nccl, self._nccl_reason = None, ""     # NcclRuntime once made, False (and why) where it cannot run
         self._bound: dict[tuple, tuple] = {}      # repeated-call key -> (bound launch, arrays)
         self._bound_call = None
@@ -142,8 +143,7 @@ class Communicator(CommunicatorBase):
         self.last_schedule: Schedule | None = None
         #: what ran for the last collective call, against plan.json (:class:`kernels.comm.route.Route`)
         self.last_route: Route | None = None
-        self._sends: dict[tuple[int, int], deque] = {}
-        self._recvs: dict[tuple[int, int], deque] = {}
+        self._sends, self._recvs = {}, {}         # (src, dst) -> deque of unmatched posts (kernels.comm.p2p)
         self._closed = False
 
     def close(self) -> None:
