@@ -30,17 +30,17 @@ _REFUSAL_CHARS = 4000
 
 
 def plan_digest(plan) -> str:
-    """16 hex digits over the plan document and the bytes of every schedule it names
-    (``"none"`` without a plan), so ranks with different schedule files disagree."""
+    """16 hex digits over the plan document and the bytes of every schedule file it names, each
+    entry's ``schedule`` and ``fallback`` (``"none"`` without a plan), so ranks with different
+    schedule or fallback files disagree."""
     if plan is None:
         return "none"
     h = hashlib.sha256(json.dumps(plan.to_dict(), sort_keys=True).encode())
-    for e in plan.entries:
-        path = Path(plan.base_dir) / e.schedule
+    for name in (f for e in plan.entries for f in (e.schedule, e.fallback) if f):
         try:
-            h.update(path.read_bytes())
+            h.update(f"{len(name)}:{name}:".encode() + (Path(plan.base_dir) / name).read_bytes())
         except OSError:
-            h.update(f"missing:{e.schedule}".encode())
+            h.update(f"missing:{name}".encode())
     return h.hexdigest()[:16]
 
 

@@ -90,8 +90,8 @@ def test_a_plan_whose_files_fit_is_taken_and_runs(tmp_path):
 def write_plans(folder: Path, bad_ranks: list[int]) -> list[Path]:
     """One plan folder per rank, the same plan.json in each (allgather: ``nccl`` with fallback
     ``fb.json``; allreduce: ``ar.json``); ``fb.json`` is the allgather ring on good ranks and an
-    allreduce ring (another collective) on ``bad_ranks``.  The start-up descriptors agree (the
-    plan digest reads the entries' schedule files, not their fallbacks)."""
+    allreduce ring (another collective) on ``bad_ranks``.  The plan digests differ where ``fb.json``
+    does, but the refusal is raised on every rank before the descriptors are compared."""
     from _schedules import ring
 
     from synth.formats.schedule_file import save_schedule
@@ -154,6 +154,28 @@ def test_a_bad_entry_on_any_rank_stops_every_rank_at_start_with_the_same_line(tm
 def test_good_files_on_every_rank_start_every_rank(tmp_path):
     got = _run(tmp_path, [])
     assert [g["raised"] for g in got] == [None] * N and [g["plan"] for g in got] == [2] * N, got
+
+
+# ---------------------------------------------------------------------- review: what the start-up check missed
+def test_the_plan_digest_reads_every_fallback_file(tmp_path):
+    """Ranks whose plan folders differ only in a fallback file's bytes (or in whether it is there)
+    must disagree at start-up as ranks whose schedule files differ do: the reference is the files
+    themselves (the same plan.json and ar.json bytes, fb.json not).  Old: the digest read only each
+    entry's ``schedule``, so the three folders had one digest."""
+    from kernels.mpi.startup import plan_digest
+    from synth.plan.size_plan import Plan
+    paths = write_plans(tmp_path, [1])
+    (tmp_path / "rank2").mkdir()
+    for name in ("plan.json", "ar.json"):
+        (tmp_path / "rank2" / name).write_bytes((tmp_path / "rank0" / name).read_bytes())
+    folders = [tmp_path / f"rank{r}" for r in range(3)]
+    assert len({(d / "plan.json").read_bytes() for d in folders}) == 1
+    assert len({(d / "ar.json").read_bytes() for d in folders}) == 1
+    assert (folders[0] / "fb.json").read_bytes() != (folders[1] / "fb.json").read_bytes()
+    assert not (folders[2] / "fb.json").exists()
+    digests = [plan_digest(Plan.load(d / "plan.json")) for d in folders]
+    assert len(set(digests)) == 3, digests
+    assert plan_digest(Plan.load(paths[0])) == digests[0]            # the same files: the same digest
 
 
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "worker":
