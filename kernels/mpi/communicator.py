@@ -44,7 +44,7 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from kernels.backends.binding import bind_call
-from kernels.comm.communicator import nccl_bytes, resolve_topology
+from kernels.comm.communicator import nccl_bytes
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.route import MPI_NO_NCCL, plan_route
 from kernels.comm.validation import _contig, _head, _out, _ptr, check_count, check_root
@@ -57,7 +57,7 @@ from kernels.mpi.ipc import wire_for
 from kernels.mpi.native_call import NativeRunner
 from kernels.mpi.persistent import PlanRunner
 from kernels.mpi.replay import CallMemo
-from kernels.mpi.startup import agree, checked_selector, descriptor_of, install_abort_hook
+from kernels.mpi.startup import agree, checked_start, descriptor_of, install_abort_hook
 from kernels.mpi.waiter import Waiter, exchange_json, mpi
 from kernels.mpi.wires import HostWire
 from kernels.program.ops import SCRATCH
@@ -81,7 +81,7 @@ class MPICommunicator(CommunicatorBase):
         Default ``fully_connected(size)``; its GPU count must equal the number of processes.
     plan : Plan, path, "auto", None or False
         As for :class:`kernels.comm.communicator.Communicator`, and checked as it checks it, at start-up:
-        a bad entry's file raises the same error on every rank (:func:`kernels.mpi.startup.checked_selector`).
+        a bad entry's file raises the same error on every rank (:func:`kernels.mpi.startup.checked_start`).
     algo : str, optional
         Force one baseline (``ring``, ``tree``, ``direct``, ``rhd``, ``bruck``) instead of the plan.
     timeout_s : float, optional
@@ -128,9 +128,8 @@ class MPICommunicator(CommunicatorBase):
         #: every collective call starts with this check that all ranks make the same call
         self.agreement = CallAgreement(agree_comm, self._ctrl, self.waiter, self.size)
         self.agreement.on_mismatch, self._retired = self._renew_data_comm, []  # old data comms
-        self.topology = resolve_topology(topology, self.size)
-        self.algo = algo
-        self.selector, refused = checked_selector(self.topology, plan, algo, self.rank)   # refused: on every rank
+        self.algo = algo        # the topology and plan checked; refused: raised on every rank (agree)
+        self.topology, self.selector, refused = checked_start(topology, self.size, plan, algo, self.rank)
         self.plan, self.last_route = getattr(self.selector, "plan", None), None   # last_route: what the last call ran (kernels.comm.route)
         self._wire, self._native = wire, NativeRunner(self, native)
         self._wires: dict[str, HostWire] = {}
@@ -141,7 +140,7 @@ class MPICommunicator(CommunicatorBase):
         #: every rank's descriptor and host name, and this rank's index among the ranks on its host
         #: (``cupy.cuda.Device(comm.local_rank).use()``); a mismatch: the same error on every rank
         self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
-                                                              self.descriptor(), self.topology, refused)
+                                                              refused or self.descriptor(), self.topology, refused)
         self._departure = leaving.watch_departure(self)   # close, collection or exit: tell the peers
 
     def _renew_data_comm(self) -> None:

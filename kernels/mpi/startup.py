@@ -6,24 +6,27 @@ fingerprint, GPU count, plan digest, algorithm) and its host name to every other
 same list of descriptors (:func:`compare_descriptors`), so a disagreement raises
 :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
 
-The plan is checked at start-up as the one-process Communicator checks it when built
-(:func:`checked_selector`: the plan found and every entry's schedule and fallback file loaded
-and verified, :func:`kernels.comm.route.check_plan_files`); a rank whose check fails sends its
-refusal with its descriptor, so every rank raises the same error (class and line), and none
-waits for a rank that stopped.
+The topology and the plan are checked at start-up as the one-process Communicator checks them
+when built (:func:`checked_start`: the topology resolved, the plan found and every entry's
+schedule and fallback file loaded and verified, :func:`kernels.comm.route.check_plan_files`); a
+rank whose check fails (with any error) sends its refusal with its descriptor, so every rank
+raises the same error (class and line), and none waits for a rank that stopped.
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
+from kernels.comm.machine import resolve_topology
 from kernels.comm.route import check_plan_files
 from kernels.mpi.waiter import Waiter, exchange_json
 from synth.plan.selector import ScheduleSelector
+from synth.plan.size_plan import Plan
 from topo_probe import errors
-from topo_probe.errors import ProcessGroupMismatch, TopocollError
+from topo_probe.errors import InvalidArgument, ProcessGroupMismatch, TopocollError
 
 #: characters of a refusal's line sent to the other ranks (the exchange holds 64 KiB in all)
 _REFUSAL_CHARS = 4000
@@ -75,29 +78,38 @@ ranks [1] 'b'; every rank must use the same topology, plan and rank count
                                    + "; every rank must use the same topology, plan and rank count")
 
 
-def checked_selector(topology, plan, algo: str | None, rank: int) -> tuple[ScheduleSelector | None, dict | None]:
-    """This rank's :class:`~synth.plan.selector.ScheduleSelector` (``plan`` found and loaded; none
-    where ``algo`` forces a baseline) with every entry's files loaded and verified now
-    (:func:`kernels.comm.route.check_plan_files`), and None; or None and the refusal (the error's
-    class name and its line) that :func:`agree` raises on every rank."""
+def checked_start(topology, size: int, plan, algo: str | None, rank: int) -> tuple:
+    """``(topology, selector, None)``: this rank's Topology (``topology`` resolved for ``size``
+    ranks, :func:`kernels.comm.machine.resolve_topology`) and
+    :class:`~synth.plan.selector.ScheduleSelector` (``plan`` found and loaded; none where ``algo``
+    forces a baseline) with every entry's files loaded and verified now
+    (:func:`kernels.comm.route.check_plan_files`); or ``(None, None, refusal)``: the error's class
+    name and its line, which :func:`agree` raises on every rank.  Any error is a refusal (a rank that
+    raised alone before the exchange would leave the others waiting out their deadline)."""
     try:
-        selector = ScheduleSelector(topology, plan=plan if algo is None else False, algo=algo,
+        topo = resolve_topology(topology, size)
+        if not (plan is None or plan is False or isinstance(plan, (str, os.PathLike, Plan))):
+            raise InvalidArgument(f"MPICommunicator: plan must be a Plan, a plan.json file or folder, 'auto', None "
+                                  f"or False; got {type(plan).__name__} {plan!r}"[:200])
+        selector = ScheduleSelector(topo, plan=plan if algo is None else False, algo=algo,
                                     warn_fallback=rank == 0, owner="MPICommunicator")
         check_plan_files(selector)
-    except TopocollError as err:
-        return None, {"error": type(err).__name__, "message": " ".join(str(err).split())[:_REFUSAL_CHARS]}
-    return selector, None
+    except Exception as err:      # noqa: BLE001 - every rank must hear of it (raise_refusals)
+        line = str(err) if isinstance(err, TopocollError) else f"MPICommunicator: {type(err).__name__}: {err}"
+        return None, None, {"error": type(err).__name__, "message": " ".join(line.split())[:_REFUSAL_CHARS]}
+    return topo, selector, None
 
 
 def raise_refusals(refusals: list) -> None:
     """Raise, the same on every rank, the first refusal of ``refusals`` (one entry per rank: None,
-    or :func:`checked_selector`'s refusal), naming every rank that refused; nothing if none did.
+    or :func:`checked_start`'s refusal), naming every rank that refused; nothing if none did
+    (a class that is not a topocoll error is raised as TopocollError).
 
     >>> raise_refusals([None, {"error": "ScheduleFormatError", "message": "p.json: entries[0].schedule: missing"}])
     Traceback (most recent call last):
     ...
-    topo_probe.errors.ScheduleFormatError: p.json: entries[0].schedule: missing (the plan check at start-up \
-failed on ranks [1] of 2)
+    topo_probe.errors.ScheduleFormatError: p.json: entries[0].schedule: missing (the start-up check of \
+topology and plan failed on ranks [1] of 2)
     """
     failed = [r for r, got in enumerate(refusals) if got]
     if not failed:
@@ -105,7 +117,8 @@ failed on ranks [1] of 2)
     first = refusals[failed[0]]
     cls = getattr(errors, str(first.get("error")), None)
     cls = cls if isinstance(cls, type) and issubclass(cls, TopocollError) else TopocollError
-    raise cls(f"{first.get('message')} (the plan check at start-up failed on ranks {failed} of {len(refusals)})")
+    raise cls(f"{first.get('message')} (the start-up check of topology and plan failed on ranks {failed} of "
+              f"{len(refusals)})")
 
 
 def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
@@ -125,7 +138,8 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
     topology : Topology
         Must have ``size`` GPUs.
     refusal : dict, optional
-        This rank's plan refusal (:func:`checked_selector`), None where its check passed.
+        This rank's refusal of its topology or plan (:func:`checked_start`), None where its check
+        passed (then ``descriptor`` is not read).
 
     Returns
     -------
@@ -136,7 +150,7 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
     Raises
     ------
     TopocollError
-        The plan check failed on some rank: the first refusal's class and line on every rank
+        The topology or plan check failed on some rank: the first refusal's class and line on every rank
         (:func:`raise_refusals`), before the descriptors are compared.
     ProcessGroupMismatch
         Ranks disagree (same message on every rank), or the topology's GPU count is not ``size``.

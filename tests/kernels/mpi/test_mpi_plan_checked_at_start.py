@@ -178,5 +178,42 @@ def test_the_plan_digest_reads_every_fallback_file(tmp_path):
     assert plan_digest(Plan.load(paths[0])) == digests[0]            # the same files: the same digest
 
 
+def early_worker(case: str) -> None:
+    """Rank 1 fails before its plan is checked (its topology file missing, or a plan argument that
+    is not a plan); rank 0 is well. Each rank writes what it raised and how long it took."""
+    from mpi4py import MPI
+
+    from kernels.mpi.communicator import MPICommunicator
+    warnings.simplefilter("ignore")
+    r = MPI.COMM_WORLD.Get_rank()
+    kw = {"topology": None, "plan": False}
+    if r == 1:
+        kw = {"topology": "no-such-machine.json", "plan": False} if case == "topology" else {"plan": 123}
+    t0 = time.monotonic()
+    try:
+        MPICommunicator.from_mpi(timeout_s=15, abort_on_error=False, **kw)
+        got = {"raised": None}
+    except Exception as exc:  # noqa: BLE001 - reported to the test
+        got = {"raised": type(exc).__name__, "message": str(exc)}
+    got["seconds"] = time.monotonic() - t0
+    (Path(sys.argv[3]) / f"out{r}.json").write_text(json.dumps(got))
+
+
+@pytest.mark.parametrize("case,words", [("topology", "no-such-machine.json"), ("plan", "plan must be")])
+def test_a_rank_failing_before_its_plan_check_stops_every_rank_with_its_line(tmp_path, case, words):
+    """The topology is resolved (and the plan argument read) on each rank before the start-up exchange:
+    a failure there on one rank must reach every rank as the same line, at once.  Old: rank 1 raised
+    alone (a TypeError for plan=123) and rank 0 waited out its 15 s deadline, then named rank 1 as lost."""
+    proc = run_mpi(N, [str(Path(__file__).resolve()), "early", case, str(tmp_path)], timeout=120)
+    assert proc.returncode == 0, f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
+    got = [json.loads((tmp_path / f"out{r}.json").read_text()) for r in range(N)]
+    assert got[0]["raised"] is not None and len({(g["raised"], g["message"]) for g in got}) == 1, got
+    line = got[0]["message"]
+    assert "\n" not in line and words in line and f"failed on ranks [1] of {N}" in line, line
+    assert max(g["seconds"] for g in got) < 10, got
+
+
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "worker":
     worker(sys.argv[2])
+if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "early":
+    early_worker(sys.argv[2])
