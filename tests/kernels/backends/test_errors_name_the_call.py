@@ -210,3 +210,26 @@ def test_a_bad_backend_or_p2p_is_refused_when_the_communicator_is_made(backend, 
     with pytest.raises(TopocollError) as info:
         Communicator(N, plan=False, backend=backend, p2p=p2p)
     assert str(info.value).startswith(f"Communicator: {words}"), str(info.value)
+
+
+# ---------------------------------------------------------------------- the MPICommunicator's surface
+def _f_order(shape=(3, 3)):
+    return np.zeros(shape, np.float32, order="F")
+
+
+@pytest.mark.parametrize("method,call", [
+    ("all_reduce", lambda c: c.all_reduce(np.ones((3, 3), np.float32), _f_order())),
+    ("all_gather", lambda c: c.all_gather(np.ones(9, np.float32), _f_order())),
+    ("reduce_scatter", lambda c: (lambda a: c.reduce_scatter(a, a))(_f_order())),
+])
+def test_an_mpi_refusal_that_names_the_method_names_it_once(method, call):
+    """The MPI agreement puts ``<method>: rank <r>: `` in front of a refusal naming no rank; a refusal
+    that already starts with the method's name (the output check names it) must not name it twice.
+    Reference: the hand-written line.  Old: ``all_reduce: rank 0: all_reduce: the output array ...``."""
+    pytest.importorskip("mpi4py")
+    from kernels.mpi.communicator import MPICommunicator
+    comm = MPICommunicator(plan=False, abort_on_error=False, timeout_s=20)
+    with pytest.raises(TopocollError) as info:
+        call(comm)
+    comm.close()
+    assert str(info.value) == f"{method}: rank 0: the output array is not C-contiguous (as NCCL needs)"
