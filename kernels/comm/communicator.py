@@ -55,7 +55,7 @@ from kernels.comm import p2p as _p2p
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.machine import probe_devices, resolve_topology
 from kernels.comm.repeat import repeatable as _repeatable
-from kernels.comm.route import Route, check_plan_files, plan_route, substituted
+from kernels.comm.route import Route, check_plan_arg, check_plan_files, plan_route, substituted
 from kernels.comm.route import one_gpu as _one_gpu
 from kernels.comm.validation import (
     _inplace_count,
@@ -127,8 +127,8 @@ class Communicator(CommunicatorBase):
             raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
                              f"GPUs but {n} ranks were asked for")
         self.size = n
-        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
-                         if self.topology is not None else None)
+        self.selector = (ScheduleSelector(self.topology, plan=check_plan_arg(plan, "Communicator"),
+                                          owner="Communicator") if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         if self.selector is not None:
             check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field

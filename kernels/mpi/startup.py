@@ -17,16 +17,14 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
 from pathlib import Path
 
 from kernels.comm.machine import resolve_topology
-from kernels.comm.route import check_plan_files
+from kernels.comm.route import check_plan_arg, check_plan_files
 from kernels.mpi.waiter import Waiter, exchange_json
 from synth.plan.selector import ScheduleSelector
-from synth.plan.size_plan import Plan
 from topo_probe import errors
-from topo_probe.errors import InvalidArgument, ProcessGroupMismatch, TopocollError
+from topo_probe.errors import ProcessGroupMismatch, TopocollError
 
 #: characters of a refusal's line sent to the other ranks (the exchange holds 64 KiB in all)
 _REFUSAL_CHARS = 4000
@@ -88,9 +86,7 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int) -> tup
     raised alone before the exchange would leave the others waiting out their deadline)."""
     try:
         topo = resolve_topology(topology, size)
-        if not (plan is None or plan is False or isinstance(plan, (str, os.PathLike, Plan))):
-            raise InvalidArgument(f"MPICommunicator: plan must be a Plan, a plan.json file or folder, 'auto', None "
-                                  f"or False; got {type(plan).__name__} {plan!r}"[:200])
+        plan = check_plan_arg(plan, "MPICommunicator")
         selector = ScheduleSelector(topo, plan=plan if algo is None else False, algo=algo,
                                     warn_fallback=rank == 0, owner="MPICommunicator")
         check_plan_files(selector)

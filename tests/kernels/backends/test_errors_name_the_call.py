@@ -233,3 +233,15 @@ def test_an_mpi_refusal_that_names_the_method_names_it_once(method, call):
         call(comm)
     comm.close()
     assert str(info.value) == f"{method}: rank 0: the output array is not C-contiguous (as NCCL needs)"
+
+
+@pytest.mark.parametrize("plan", [123, 1.5, True, ["plan.json"]])
+def test_a_plan_argument_that_is_not_a_plan_is_refused_in_one_line_naming_the_communicator(plan):
+    """``plan`` is a Plan, a plan.json file or folder, "auto", None or False (the class docstring);
+    anything else is refused in one line naming the Communicator and the value, as the MPICommunicator
+    refuses it at start-up.  Old: a TypeError from pathlib ("expected str, bytes or os.PathLike object")."""
+    from kernels import Communicator
+    with pytest.raises(TopocollError) as info:
+        Communicator(N, plan=plan)
+    assert str(info.value) == (f"Communicator: plan must be a Plan, a plan.json file or folder, 'auto', None or "
+                               f"False; got {type(plan).__name__} {plan!r}"), str(info.value)
