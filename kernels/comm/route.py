@@ -237,5 +237,5 @@ def substituted(route: Route, choice: Choice, why: str) -> Route:
     return dataclasses.replace(route, ran=_file(choice.label), reason=reason, schedule=choice.schedule, protocol=None)
 
 
-__all__ = ["Route", "plan_route", "check_plan_arg", "check_plan_files", "one_gpu", "why_not_nccl", "nccl_type_ok", "substituted",
-           "NCCL_LAYER", "MPI_NO_NCCL"]
+__all__ = ["Route", "plan_route", "check_plan_arg", "check_plan_files", "one_gpu", "why_not_nccl", "nccl_type_ok",
+           "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]

@@ -130,7 +130,7 @@ class MPICommunicator(CommunicatorBase):
         self.agreement.on_mismatch, self._retired = self._renew_data_comm, []  # old data comms
         self.algo = algo        # the topology and plan checked; refused: raised on every rank (agree)
         self.topology, self.selector, refused = checked_start(topology, self.size, plan, algo, self.rank)
-        self.plan, self.last_route = getattr(self.selector, "plan", None), None   # last_route: what the last call ran (kernels.comm.route)
+        self.plan, self.last_route = getattr(self.selector, "plan", None), None   # last_route: kernels.comm.route
         self._wire, self._native = wire, NativeRunner(self, native)
         self._wires: dict[str, HostWire] = {}
         self._programs: OrderedDict = OrderedDict()
