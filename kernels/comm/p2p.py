@@ -80,7 +80,7 @@ def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: boo
     (:func:`check_p2p_array`, the posting rank's): when ``theirs`` (the other direction's queues)
     holds a post for the pair, the oldest is matched and ``deliver(src_rank, dst_rank, src_array,
     dst_array)`` copies (where it raises, the matched post goes back to the head of its queue, or, no longer valid
-    itself, is dropped with this post: :func:`_requeue_or_drop`);
+    itself, is dropped with this post: :func:`_requeue_or_drop`; an interrupt puts it back unchecked);
     else the post is queued in ``mine``."""
     what = "send" if sending else "recv"
     pair = tuple(check_root(what, r, size, "") for r in pair)
@@ -92,6 +92,9 @@ def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: boo
             deliver(pair[0], pair[1], src, dst)
         except Exception:
             _requeue_or_drop(theirs[pair], other, what, pair, devices)
+            raise
+        except BaseException:     # an interrupt (Ctrl-C): the matched post goes back as it was, never lost
+            theirs[pair].appendleft(other)
             raise
     else:
         mine.setdefault(pair, deque()).append(array)

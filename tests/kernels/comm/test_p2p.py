@@ -324,3 +324,26 @@ def test_a_queued_post_a_layer_can_no_longer_check_is_named_dropped_and_never_lo
         for pair, q in queues.items():
             assert [id(a) for a in q] == [id(bufs[k]) for k in model[key].get(pair, ())], (key, pair)
     assert all((bufs[k] == -1.0).all() for k in lost if ops[k][0] == "recv")      # a lost recv is never written
+
+
+@pytest.mark.parametrize("sending", [True, False])
+def test_an_interrupted_copy_keeps_the_queued_post_it_matched(sending):
+    """Ctrl-C (KeyboardInterrupt, not an Exception) while a matched pair is being copied: the queued
+    post goes back to the head of its queue, as after any failed copy, and meets the next post.
+    Reference: the hand-made queue.  Old: only an Exception put it back; the popped post vanished."""
+    sends, recvs = {}, {}
+    queued = np.full(2, -1.0) if sending else np.array([7.0, 8.0])
+    mine, theirs = (sends, recvs) if sending else (recvs, sends)
+    post(theirs, mine, (0, 1), queued, sending=not sending, size=2, deliver=_deliver(2))
+
+    def interrupted(*_):
+        raise KeyboardInterrupt
+    new = np.array([1.0, 2.0]) if sending else np.full(2, -1.0)
+    with pytest.raises(KeyboardInterrupt):
+        post(mine, theirs, (0, 1), new, sending=sending, size=2, deliver=interrupted)
+    assert pending(sends, recvs) == [("recv" if sending else "send", 0, 1)]
+    again = np.array([3.0, 4.0]) if sending else np.full(2, -1.0)
+    post(mine, theirs, (0, 1), again, sending=sending, size=2, deliver=_deliver(2))
+    assert pending(sends, recvs) == []
+    got = queued if sending else again
+    assert got.tolist() == ([3.0, 4.0] if sending else [7.0, 8.0])
