@@ -221,7 +221,8 @@ class BoundCall:
     """A call's buffers, checked: ``count`` elements per block, one ``dtype``, whether every
     rank runs ``inplace``, each rank's flat send / receive buffer (None where unused), and
     whether a send buffer is a copy, not the caller's memory (a replay of the call would read
-    the copy)."""
+    the copy); ``what``: the call as its errors name it (the Communicator's method, e.g.
+    ``all_reduce``; '' where the caller named none: the collective)."""
 
     spec: CollectiveSpec
     count: int
@@ -230,6 +231,7 @@ class BoundCall:
     sends: tuple
     recvs: tuple
     copied: bool = False
+    what: str = ""
 
 
 def bind_call(spec: CollectiveSpec, sends: Sequence, recvs: Sequence, devices: Sequence[int] | None = None, *,
@@ -283,7 +285,7 @@ def bind_call(spec: CollectiveSpec, sends: Sequence, recvs: Sequence, devices: S
         inplace = _in_place(spec, flat_s, flat_r, count, who)
         check_buffer_layout(who, flat_s, flat_r)      # the bound ranks' buffers (the others None)
     return BoundCall(spec, count or 0, np.dtype(dtype if dtype is not None else np.uint8), inplace,
-                     tuple(flat_s), tuple(flat_r), copied)
+                     tuple(flat_s), tuple(flat_r), copied, what or "")
 
 
 def _blocks_of(spec: CollectiveSpec, r: int, what: str, size: int, blocks: int, count: int | None,

@@ -53,9 +53,10 @@ from kernels.backends.binding import (
 from kernels.backends.device import DeviceLayer, RankBuffers
 from kernels.backends.memory import CHECK_FROM_BYTES, admit, available_host_bytes
 from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Program, lower
-from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
+from kernels.program.reduce_op import check_reduce_op
+from synth.ir.collectives import CollectiveSpec
 from synth.ir.schedule import Schedule
-from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
+from topo_probe.errors import InvalidArgument, TopocollError
 
 BACKENDS = ("host", "reference", "cupy", "cupy-ops")
 P2P_MODES = ("auto", "never")
@@ -165,16 +166,38 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     """Everything :func:`run_schedule` does before the layer runs: binding
     (:func:`kernels.backends.binding.bind_call`, with the layer's ``devices`` where it has them,
     unless the caller passes the ``bound`` call it made), lowering, scratch.  Returns (layer,
-    program, per-rank buffers); the reference backend runs at once and returns program None."""
+    program, per-rank buffers); the reference backend runs at once and returns program None.
+    Every refusal is one line that names the call once, one spelling per surface: the ``bound``
+    call's ``what`` (the Communicator's method, ``all_reduce``), else the schedule's collective
+    (``allreduce``, as :func:`run_schedule`'s caller named it)."""
     if not isinstance(schedule, Schedule):
         raise InvalidArgument(f"schedule must be a Schedule (load one with Schedule.load(path) or make one "
                               f"with synth.baseline(name, fabric, collective)), got {type(schedule).__name__}")
-    if op not in REDUCE_OPS:
-        raise InvalidArgument(f"{schedule.collective}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
     try:
-        layer = _layer(backend, p2p)
-    except InvalidArgument as err:
-        raise InvalidArgument(f"{schedule.collective}: {err}") from None
+        return _prepare(schedule, sendbufs, recvbufs, op, backend, p2p, bound)
+    except TopocollError as err:
+        name_the_call(err, (bound.what if bound is not None else "") or schedule.collective, schedule.collective)
+        raise
+
+
+def name_the_call(err: BaseException, what: str, collective: str) -> None:
+    """Start ``err``'s line with ``what``, once: a line that starts with ``collective`` (a layer's,
+    the lowering's) gets ``what`` instead, one that names no call gets it in front.
+
+    >>> err = InvalidArgument("allreduce: op must be one of sum; got 'x'")
+    >>> name_the_call(err, "all_reduce", "allreduce"); str(err)
+    "all_reduce: op must be one of sum; got 'x'"
+    """
+    text = str(err.args[0]) if err.args else ""
+    if not text.startswith(f"{what}: "):
+        err.args = (f"{what}: {text.removeprefix(f'{collective}: ')}", *err.args[1:])
+
+
+def _prepare(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, op: str, backend: Any, p2p: str,
+             bound: BoundCall | None) -> tuple[Any, Program | None, list]:
+    """:func:`prepare_call`'s work, its errors named by the caller."""
+    check_reduce_op(op, schedule.collective)
+    layer = _layer(backend, p2p)
     spec = schedule.spec
     call = bound if bound is not None else bind_call(spec, sendbufs, recvbufs, getattr(layer, "devices", None),
                                                      layer=layer)
@@ -188,12 +211,7 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     for r in range(spec.ranks):
         user = {"send": sends[r], "recv": recvs[r]}
         bufs.append({name: user[which] for name, which in program.bindings[r].items()})
-    try:
-        layer.place(bufs)
-    except (BufferLayoutError, DeviceUnavailable) as err:      # a layer's own errors name ranks, not the call
-        if err.args and not str(err.args[0]).startswith(f"{spec.name}:"):
-            err.args = (f"{spec.name}: {err.args[0]}", *err.args[1:])
-        raise
+    layer.place(bufs)        # a layer's own errors name ranks, not the call: prepare_call names it
     _admit_scratch(program, layer)
     for r, d in enumerate(bufs):
         if SCRATCH in program.sizes[r]:
@@ -210,6 +228,7 @@ __all__ = [
     "bind_buffers",
     "check_buffer_layout",
     "dtype_problem",
+    "name_the_call",
     "plain_ndarray",
     "prepare_call",
     "program_for",

@@ -44,6 +44,7 @@ import numpy as np
 
 from kernels.backends.kernel_twins import FLOAT_TYPES, NAN_BITS, PreMulSum, avg_scalar
 from kernels.program.ops import Op, Region
+from kernels.program.reduce_op import check_reduce_op
 from topo_probe.errors import InvalidArgument
 
 OPCODES = {"sum": 0, "avg": 0, "prod": 1, "max": 2, "min": 3}
@@ -162,8 +163,7 @@ def _check(dst, srcs, op, scale, dt) -> np.ndarray:
                                   f"elements; got {a.dtype} shape {a.shape}")
     if not dst.flags.writeable:
         raise InvalidArgument("host n-way reduce: the destination is read-only")
-    if op not in OPCODES:
-        raise InvalidArgument(f"host n-way reduce: op must be one of sum, prod, max, min, avg; got {op!r}")
+    check_reduce_op(op, "host n-way reduce")
     flags = np.zeros(len(srcs), np.bool_) if scale is None else np.asarray(scale, np.bool_).reshape(-1)
     if flags.shape != (len(srcs),):
         raise InvalidArgument(f"host n-way reduce: {len(srcs)} sources but {flags.size} scale flags")

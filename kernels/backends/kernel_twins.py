@@ -31,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from topo_probe.errors import InvalidArgument
+from kernels.program.reduce_op import check_reduce_op
 
 #: reduction op -> name of the ufunc that applies it (integer avg sums, then divides; floating
 #: avg sums contributions pre-multiplied by 1/n, see :class:`PreMulSum`)
@@ -226,11 +226,7 @@ def reduce_copy_with(xp, dst, a, b, op: str) -> None:
         else:
             dst[...] = float_minmax(xp, a, b, op == "max")
         return
-    try:
-        name = UFUNC_NAMES[op]
-    except (KeyError, TypeError):
-        raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {op!r}") from None
-    getattr(xp, name)(a, b, out=dst)
+    getattr(xp, UFUNC_NAMES[check_reduce_op(op)])(a, b, out=dst)
 
 
 def _reduce_copy_f8(xp, dst, a, b, op) -> None:
@@ -240,9 +236,7 @@ def _reduce_copy_f8(xp, dst, a, b, op) -> None:
         a = premul_scale(xp, a, op.n) if op.scale_a else a
         b = premul_scale(xp, b, op.n) if op.scale_b else b
         op = "sum"
-    if not isinstance(op, str) or op not in UFUNC_NAMES:
-        raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {op!r}")
-    dst[...] = f8_binop(xp, a, b, op)
+    dst[...] = f8_binop(xp, a, b, check_reduce_op(op))
 
 
 def postdiv_with(xp, x, n: int) -> None:

@@ -27,10 +27,11 @@ import numpy as np
 
 from kernels.backends.kernel_twins import premul_scale, reduce_copy_with
 from kernels.program.ops import is_float
-from synth.ir.collectives import REDUCE_OPS, element_range
+from kernels.program.reduce_op import check_reduce_op
+from synth.ir.collectives import element_range
 from synth.ir.schedule import Schedule
 from synth.ir.sum_order import rank_order_groups
-from topo_probe.errors import InvalidArgument, ScheduleInvalid
+from topo_probe.errors import ScheduleInvalid
 
 def _combine(op: str, a: np.ndarray, b: np.ndarray) -> np.ndarray:
     """``a (op) b`` in the element type as NCCL computes it (kernel_twins.reduce_copy_with: float8
@@ -72,8 +73,7 @@ def run_reference(schedule: Schedule, sendbufs, recvbufs, op: str = "sum"):
     """
     spec = schedule.spec
     n = spec.ranks
-    if op not in REDUCE_OPS:
-        raise InvalidArgument(f"{spec.name}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+    check_reduce_op(op, spec.name)
     count = None
     for bufs, blocks in ((recvbufs, spec.output_blocks()), (sendbufs, spec.input_blocks())):
         for b in bufs:

@@ -48,7 +48,6 @@ Example
 from __future__ import annotations
 
 import functools
-from collections import deque
 
 import numpy as np
 
@@ -56,7 +55,7 @@ from kernels.comm import p2p as _p2p
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.machine import probe_devices, resolve_topology
 from kernels.comm.repeat import repeatable as _repeatable
-from kernels.comm.route import Route, check_plan_files, plan_route, substituted
+from kernels.comm.route import Route, check_plan_arg, check_plan_files, plan_route, substituted
 from kernels.comm.route import one_gpu as _one_gpu
 from kernels.comm.validation import (
     _inplace_count,
@@ -65,11 +64,12 @@ from kernels.comm.validation import (
     _size,
     bind_lists,
     check_array,
-    check_op,
+    check_backend,
     check_ranks_or_devices,
     check_root,
     same_slot,
 )
+from kernels.program.reduce_op import check_reduce_op
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
 from synth.plan.selector import NCCL, ScheduleSelector
@@ -112,6 +112,7 @@ class Communicator(CommunicatorBase):
 
     Notes
     -----
+    Every refusal of a call is one line starting with the method's name (``all_reduce: ...``).
     ``stream`` arguments exist for signature compatibility with cupyx and are ignored (the
     executor orders its own work).  ``send``/``recv`` take the calling rank as ``rank=``
     because one process holds every rank; see :meth:`send`.
@@ -126,12 +127,12 @@ class Communicator(CommunicatorBase):
             raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
                              f"GPUs but {n} ranks were asked for")
         self.size = n
-        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
-                         if self.topology is not None else None)
+        self.selector = (ScheduleSelector(self.topology, plan=check_plan_arg(plan, "Communicator"),
+                                          owner="Communicator") if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         if self.selector is not None:
             check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field
-        self.backend, self.p2p = backend, p2p
+        self.backend, self.p2p = check_backend(backend, p2p)     # refused now, naming the Communicator
         self._nccl, self._nccl_reason = None, ""     # NcclRuntime once made, False (and why) where it cannot run
         self._bound: dict[tuple, tuple] = {}      # repeated-call key -> (bound launch, arrays)
         self._bound_call = None
@@ -142,8 +143,7 @@ class Communicator(CommunicatorBase):
         self.last_schedule: Schedule | None = None
         #: what ran for the last collective call, against plan.json (:class:`kernels.comm.route.Route`)
         self.last_route: Route | None = None
-        self._sends: dict[tuple[int, int], deque] = {}
-        self._recvs: dict[tuple[int, int], deque] = {}
+        self._sends, self._recvs = {}, {}         # (src, dst) -> deque of unmatched posts (kernels.comm.p2p)
         self._closed = False
 
     def close(self) -> None:
@@ -281,7 +281,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
         """``out[r] = op over ranks of in[*]`` (count = in size). ``stream`` is accepted and ignored."""
-        check_op("all_reduce", op)
+        check_reduce_op(op, "all_reduce")
         count = _size(in_arrays, "all_reduce")
         s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count, sized=in_arrays)
         self._run("allreduce", s, d, count, op=op)
@@ -302,7 +302,7 @@ class Communicator(CommunicatorBase):
     def reduce_scatter(self, in_arrays, out_arrays, count: int | None = None, op: str = "sum",
                        stream=None) -> list:
         """``out[r]`` = reduction of block r of every input (``count`` = out size by default)."""
-        check_op("reduce_scatter", op)
+        check_reduce_op(op, "reduce_scatter")
         sized = None
         if count is None:
             count = _inplace_count(in_arrays, out_arrays, self.size)
@@ -323,7 +323,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def reduce(self, in_arrays, out_arrays, root: int = 0, op: str = "sum", stream=None) -> list:
         """``out[root]`` = reduction of all inputs; other outputs may be None (untouched)."""
-        check_op("reduce", op)
+        check_reduce_op(op, "reduce")
         root = self._root("reduce", root)
         count = _size(in_arrays, "reduce")
         s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)

@@ -9,8 +9,9 @@ bools, floats or strings), and each array is checked when it is posted (NCCL typ
 GPU where the devices are known, a receive buffer writable and C-contiguous): a bad post raises
 at once and is not queued, and a pair that cannot be copied (counts or dtypes differ) raises
 with nothing written and leaves the earlier post queued; a queued post that became invalid after it
-was posted (a receive buffer made read-only) is dropped when matched, with the post that met it
-(not queued), in one error saying so: the pair's queue never jams and its later posts keep their order.
+was posted (a receive buffer made read-only), or that cannot be checked again (a layer raising
+anything else), is dropped when matched, with the post that met it (not queued), in one error naming
+it (rank, peer, count): the pair's queue never jams and its later posts keep their order.
 
 >>> import numpy as np
 >>> sends, recvs, got = {}, {}, np.zeros(3)
@@ -79,7 +80,7 @@ def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: boo
     (:func:`check_p2p_array`, the posting rank's): when ``theirs`` (the other direction's queues)
     holds a post for the pair, the oldest is matched and ``deliver(src_rank, dst_rank, src_array,
     dst_array)`` copies (where it raises, the matched post goes back to the head of its queue, or, no longer valid
-    itself, is dropped with this post: :func:`_requeue_or_drop`);
+    itself, is dropped with this post: :func:`_requeue_or_drop`; an interrupt puts it back unchecked);
     else the post is queued in ``mine``."""
     what = "send" if sending else "recv"
     pair = tuple(check_root(what, r, size, "") for r in pair)
@@ -92,6 +93,9 @@ def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: boo
         except Exception:
             _requeue_or_drop(theirs[pair], other, what, pair, devices)
             raise
+        except BaseException:     # an interrupt (Ctrl-C): the matched post goes back as it was, never lost
+            theirs[pair].appendleft(other)
+            raise
     else:
         mine.setdefault(pair, deque()).append(array)
 
@@ -99,19 +103,32 @@ def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: boo
 def _requeue_or_drop(queue: deque, other, what: str, pair: tuple[int, int], devices) -> None:
     """After a failed match: the queued post goes back to the head of its queue where it is still a
     valid post on its own (the new post was the bad one: counts or dtypes differ); a queued post that
-    became invalid after it was posted (its receive buffer made read-only) is dropped, and the error
-    says so, so that it never blocks the posts behind it (there is no cancel call, as in NCCL).  The
-    new post is not queued either: the failed pair leaves as one, so the pair's later sends and recvs
-    still meet in their posting order (the k-th remaining send the k-th remaining recv)."""
+    became invalid after it was posted (its receive buffer made read-only), or that cannot be checked
+    again at all (a layer or device raising something else), is dropped, and the error names it (its
+    rank, peer and count) and says so, so that it never blocks the posts behind it (there is no cancel
+    call, as in NCCL).  The new post is not queued either: the failed pair leaves as one, so the pair's
+    later sends and recvs still meet in their posting order (the k-th remaining send the k-th remaining recv)."""
     theirs = "recv" if what == "send" else "send"
+    rank, peer = (pair[1], pair[0]) if theirs == "recv" else pair
     try:
-        check_p2p_array(theirs, pair[1] if theirs == "recv" else pair[0], other, receiving=theirs == "recv",
-                        devices=devices)
-    except BufferLayoutError as err:
-        raise BufferLayoutError(f"{what}: the queued {theirs} {pair[0]}->{pair[1]} it matched is no longer "
-                                f"valid ({err}); nothing was written, that {theirs} is dropped and this {what} "
-                                f"is not queued: post both again") from None
+        check_p2p_array(theirs, rank, other, receiving=theirs == "recv", devices=devices)
+    except Exception as err:      # noqa: BLE001 - any failure: the queued post cannot be trusted, name it
+        invalid = isinstance(err, BufferLayoutError)
+        state, why = ("is no longer valid", err) if invalid else ("could not be checked again",
+                                                                  f"{type(err).__name__}: {err}")
+        raise BufferLayoutError(f"{what}: the queued {theirs} {pair[0]}->{pair[1]} it matched (rank {rank}, peer "
+                                f"{peer}, {_count(other)} elements) {state} ({why}); nothing was written, that "
+                                f"{theirs} is dropped and this {what} is not queued: post both again"
+                                ) from (None if invalid else err)
     queue.appendleft(other)
+
+
+def _count(array) -> str:
+    """``array``'s element count for an error line ('?' where even that cannot be read)."""
+    try:
+        return str(int(array.size))
+    except Exception:             # noqa: BLE001 - the line must still come out
+        return "?"
 
 
 def pending(sends: dict, recvs: dict) -> list[tuple[str, int, int]]:

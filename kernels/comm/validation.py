@@ -13,7 +13,7 @@ is always the out-of-place one.  Memory shared across ranks (other than send buf
 only read) and read-only outputs are refused first, on the caller's arrays.  Errors are one line
 (:class:`~topo_probe.errors.BufferLayoutError` for buffers, InvalidArgument for values) naming
 the call, the argument and the rank.  Both communicators share :func:`check_root` and
-:func:`check_op`; the MPI one binds its rank's buffers with the same ``bind_call``.
+:func:`kernels.program.reduce_op.check_reduce_op`; the MPI one binds its rank's buffers with the same ``bind_call``.
 
 >>> import numpy as np
 >>> bufs = [np.arange(8.0) for _ in range(4)]
@@ -28,7 +28,7 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.backends.binding import BoundCall, _is_cupy, bind_call, check_buffer, check_device, is_view_of
-from synth.ir.collectives import REDUCE_OPS, CollectiveSpec
+from synth.ir.collectives import CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 from topo_probe.guard import is_int as _is_int  # the project's one integer rule (not a bool)
 
@@ -233,6 +233,28 @@ def check_root(what: str, root, size: int, role: str = "root") -> int:
     return int(root)
 
 
+def check_backend(backend, p2p) -> tuple:
+    """``(backend, p2p)`` as a Communicator takes them: ``backend`` "auto", a name of
+    :data:`kernels.backends.executor.BACKENDS` or a DeviceLayer, ``p2p`` one of
+    :data:`~kernels.backends.executor.P2P_MODES`; else InvalidArgument naming the Communicator, when
+    it is made (not at its first call, in a line naming no call).
+
+    >>> check_backend("gpu", "auto")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: Communicator: backend must be one of auto, host, reference, cupy, cupy-ops \
+or a DeviceLayer, got 'gpu'
+    """
+    from kernels.backends.device import DeviceLayer
+    from kernels.backends.executor import BACKENDS, P2P_MODES
+    if not isinstance(backend, DeviceLayer) and (not isinstance(backend, str) or backend not in ("auto", *BACKENDS)):
+        raise InvalidArgument(f"Communicator: backend must be one of {', '.join(('auto', *BACKENDS))} or a "
+                              f"DeviceLayer, got {backend!r}")
+    if not isinstance(p2p, str) or p2p not in P2P_MODES:
+        raise InvalidArgument(f"Communicator: p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}")
+    return backend, p2p
+
+
 def check_ranks_or_devices(arg) -> tuple[int, list[int] | None]:
     """(ranks, devices) of ``Communicator(devices_or_nranks)``: an integer >= 1 (devices None),
     or a list / tuple / range / 1-D array of CUDA device ids, integers >= 0 (several ranks may share
@@ -257,12 +279,6 @@ def check_ranks_or_devices(arg) -> tuple[int, list[int] | None]:
     if bad:
         raise InvalidArgument(f"Communicator: device id {bad[0]!r} is not a CUDA device (an integer >= 0)")
     return len(ids), [int(d) for d in ids]
-
-
-def check_op(name: str, op: str) -> None:
-    """InvalidArgument unless ``op`` is a reduction op of :mod:`synth.ir.collectives`."""
-    if op not in REDUCE_OPS:
-        raise InvalidArgument(f"{name}: op {op!r} is not one of {', '.join(REDUCE_OPS)}")
 
 
 # ---------------------------------------------------------------------- one array per process

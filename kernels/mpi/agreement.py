@@ -293,7 +293,8 @@ def agreed(collective: str):
             except Exception as exc:
                 if outermost and not state.agreed and not isinstance(exc, (PeerFailed, ProcessGroupMismatch)):
                     if isinstance(exc, ValueError) and f"rank {self.rank}" not in str(exc):
-                        exc.args = (f"{name}: rank {self.rank}: {exc}",)  # say whose call it was
+                        text = str(exc).removeprefix(f"{collective}: ").removeprefix(f"{name}: ")   # named once
+                        exc.args = (f"{name}: rank {self.rank}: {text}",)  # say whose call it was
                     state.report(collective, exc)
                 raise
             finally:

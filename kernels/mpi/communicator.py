@@ -44,10 +44,10 @@ from __future__ import annotations
 from collections import OrderedDict
 
 from kernels.backends.binding import bind_call
-from kernels.comm.communicator import nccl_bytes, resolve_topology
+from kernels.comm.communicator import nccl_bytes
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.route import MPI_NO_NCCL, plan_route
-from kernels.comm.validation import _contig, _head, _out, _ptr, check_count, check_op, check_root
+from kernels.comm.validation import _contig, _head, _out, _ptr, check_count, check_root
 from kernels.mpi import fused as mpi_fused
 from kernels.mpi import leaving
 from kernels.mpi import p2p as mpi_p2p
@@ -57,13 +57,12 @@ from kernels.mpi.ipc import wire_for
 from kernels.mpi.native_call import NativeRunner
 from kernels.mpi.persistent import PlanRunner
 from kernels.mpi.replay import CallMemo
-from kernels.mpi.startup import agree, descriptor_of, install_abort_hook
+from kernels.mpi.startup import agree, checked_start, descriptor_of, install_abort_hook
 from kernels.mpi.waiter import Waiter, exchange_json, mpi
 from kernels.mpi.wires import HostWire
 from kernels.program.ops import SCRATCH
-from synth.ir.collectives import REDUCE_OPS
+from kernels.program.reduce_op import check_reduce_op
 from synth.ir.schedule import Schedule
-from synth.plan.selector import ScheduleSelector
 from topo_probe.errors import BufferLayoutError, InvalidArgument, ProcessGroupMismatch
 
 _CACHE_SIZE = 64
@@ -81,7 +80,8 @@ class MPICommunicator(CommunicatorBase):
     topology : Topology, preset name or file, optional
         Default ``fully_connected(size)``; its GPU count must equal the number of processes.
     plan : Plan, path, "auto", None or False
-        As for :class:`kernels.comm.communicator.Communicator`.
+        As for :class:`kernels.comm.communicator.Communicator`, and checked as it checks it, at start-up:
+        a bad entry's file raises the same error on every rank (:func:`kernels.mpi.startup.checked_start`).
     algo : str, optional
         Force one baseline (``ring``, ``tree``, ``direct``, ``rhd``, ``bruck``) instead of the plan.
     timeout_s : float, optional
@@ -128,11 +128,9 @@ class MPICommunicator(CommunicatorBase):
         #: every collective call starts with this check that all ranks make the same call
         self.agreement = CallAgreement(agree_comm, self._ctrl, self.waiter, self.size)
         self.agreement.on_mismatch, self._retired = self._renew_data_comm, []  # old data comms
-        self.topology = resolve_topology(topology, self.size)
-        self.algo = algo
-        self.selector = ScheduleSelector(self.topology, plan=plan if algo is None else False, algo=algo,
-                                         warn_fallback=self.rank == 0, owner="MPICommunicator")
-        self.plan, self.last_route = self.selector.plan, None   # last_route: what the last call ran (kernels.comm.route)
+        self.algo = algo        # the topology and plan checked; refused: raised on every rank (agree)
+        self.topology, self.selector, refused = checked_start(topology, self.size, plan, algo, self.rank)
+        self.plan, self.last_route = getattr(self.selector, "plan", None), None   # last_route: kernels.comm.route
         self._wire, self._native = wire, NativeRunner(self, native)
         self._wires: dict[str, HostWire] = {}
         self._programs: OrderedDict = OrderedDict()
@@ -142,7 +140,7 @@ class MPICommunicator(CommunicatorBase):
         #: every rank's descriptor and host name, and this rank's index among the ranks on its host
         #: (``cupy.cuda.Device(comm.local_rank).use()``); a mismatch: the same error on every rank
         self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
-                                                              self.descriptor(), self.topology)
+                                                              refused or self.descriptor(), self.topology, refused)
         self._departure = leaving.watch_departure(self)   # close, collection or exit: tell the peers
 
     def _renew_data_comm(self) -> None:
@@ -213,8 +211,7 @@ class MPICommunicator(CommunicatorBase):
         if spec.ranks != self.size:
             raise InvalidArgument(f"{spec.name}: rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
                                   f"the communicator {self.size}")
-        if op not in REDUCE_OPS:
-            raise InvalidArgument(f"{spec.name}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+        check_reduce_op(op, spec.name)
         me, none = self.rank, [None] * self.size     # arrays checked by the agreement (@agreed): bound once
         call = bind_call(spec, none[:me] + [sendbuf] + none[me + 1:], none[:me] + [recvbuf] + none[me + 1:],
                          checked=True, ranks=(me,))
@@ -252,7 +249,7 @@ class MPICommunicator(CommunicatorBase):
         self._runner.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size, what=what, gate=gate)
 
     def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:
-        check_op(name, op)
+        check_reduce_op(op, name)
         if count == 0:
             if self.size > 1:  # still a call every rank makes: they must agree on it
                 ref = send if send is not None else recv

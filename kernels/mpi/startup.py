@@ -5,6 +5,12 @@ fingerprint, GPU count, plan digest, algorithm) and its host name to every other
 (:func:`kernels.mpi.waiter.exchange_json`, deadline-bounded).  Every rank then compares the
 same list of descriptors (:func:`compare_descriptors`), so a disagreement raises
 :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
+
+The topology and the plan are checked at start-up as the one-process Communicator checks them
+when built (:func:`checked_start`: the topology resolved, the plan found and every entry's
+schedule and fallback file loaded and verified, :func:`kernels.comm.route.check_plan_files`); a
+rank whose check fails (with any error) sends its refusal with its descriptor, so every rank
+raises the same error (class and line), and none waits for a rank that stopped.
 """
 
 from __future__ import annotations
@@ -13,22 +19,29 @@ import hashlib
 import json
 from pathlib import Path
 
+from kernels.comm.machine import resolve_topology
+from kernels.comm.route import check_plan_arg, check_plan_files
 from kernels.mpi.waiter import Waiter, exchange_json
-from topo_probe.errors import ProcessGroupMismatch
+from synth.plan.selector import ScheduleSelector
+from topo_probe import errors
+from topo_probe.errors import ProcessGroupMismatch, TopocollError
+
+#: characters of a refusal's line sent to the other ranks (the exchange holds 64 KiB in all)
+_REFUSAL_CHARS = 4000
 
 
 def plan_digest(plan) -> str:
-    """16 hex digits over the plan document and the bytes of every schedule it names
-    (``"none"`` without a plan), so ranks with different schedule files disagree."""
+    """16 hex digits over the plan document and the bytes of every schedule file it names, each
+    entry's ``schedule`` and ``fallback`` (``"none"`` without a plan), so ranks with different
+    schedule or fallback files disagree."""
     if plan is None:
         return "none"
     h = hashlib.sha256(json.dumps(plan.to_dict(), sort_keys=True).encode())
-    for e in plan.entries:
-        path = Path(plan.base_dir) / e.schedule
+    for name in (f for e in plan.entries for f in (e.schedule, e.fallback) if f):
         try:
-            h.update(path.read_bytes())
+            h.update(f"{len(name)}:{name}:".encode() + (Path(plan.base_dir) / name).read_bytes())
         except OSError:
-            h.update(f"missing:{e.schedule}".encode())
+            h.update(f"missing:{name}".encode())
     return h.hexdigest()[:16]
 
 
@@ -63,8 +76,50 @@ ranks [1] 'b'; every rank must use the same topology, plan and rank count
                                    + "; every rank must use the same topology, plan and rank count")
 
 
-def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology) -> tuple[list[dict], list[str], int]:
-    """Exchange descriptors and host names with every rank and check them.
+def checked_start(topology, size: int, plan, algo: str | None, rank: int) -> tuple:
+    """``(topology, selector, None)``: this rank's Topology (``topology`` resolved for ``size``
+    ranks, :func:`kernels.comm.machine.resolve_topology`) and
+    :class:`~synth.plan.selector.ScheduleSelector` (``plan`` found and loaded; none where ``algo``
+    forces a baseline) with every entry's files loaded and verified now
+    (:func:`kernels.comm.route.check_plan_files`); or ``(None, None, refusal)``: the error's class
+    name and its line, which :func:`agree` raises on every rank.  Any error is a refusal (a rank that
+    raised alone before the exchange would leave the others waiting out their deadline)."""
+    try:
+        topo = resolve_topology(topology, size)
+        plan = check_plan_arg(plan, "MPICommunicator")
+        selector = ScheduleSelector(topo, plan=plan if algo is None else False, algo=algo,
+                                    warn_fallback=rank == 0, owner="MPICommunicator")
+        check_plan_files(selector)
+    except Exception as err:      # noqa: BLE001 - every rank must hear of it (raise_refusals)
+        line = str(err) if isinstance(err, TopocollError) else f"MPICommunicator: {type(err).__name__}: {err}"
+        return None, None, {"error": type(err).__name__, "message": " ".join(line.split())[:_REFUSAL_CHARS]}
+    return topo, selector, None
+
+
+def raise_refusals(refusals: list) -> None:
+    """Raise, the same on every rank, the first refusal of ``refusals`` (one entry per rank: None,
+    or :func:`checked_start`'s refusal), naming every rank that refused; nothing if none did
+    (a class that is not a topocoll error is raised as TopocollError).
+
+    >>> raise_refusals([None, {"error": "ScheduleFormatError", "message": "p.json: entries[0].schedule: missing"}])
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.ScheduleFormatError: p.json: entries[0].schedule: missing (the start-up check of \
+topology and plan failed on ranks [1] of 2)
+    """
+    failed = [r for r, got in enumerate(refusals) if got]
+    if not failed:
+        return
+    first = refusals[failed[0]]
+    cls = getattr(errors, str(first.get("error")), None)
+    cls = cls if isinstance(cls, type) and issubclass(cls, TopocollError) else TopocollError
+    raise cls(f"{first.get('message')} (the start-up check of topology and plan failed on ranks {failed} of "
+              f"{len(refusals)})")
+
+
+def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
+          refusal: dict | None = None) -> tuple[list[dict], list[str], int]:
+    """Exchange descriptors, host names and plan refusals with every rank and check them.
 
     Parameters
     ----------
@@ -78,6 +133,9 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology) -> tuple[
         This rank's :func:`descriptor_of`.
     topology : Topology
         Must have ``size`` GPUs.
+    refusal : dict, optional
+        This rank's refusal of its topology or plan (:func:`checked_start`), None where its check
+        passed (then ``descriptor`` is not read).
 
     Returns
     -------
@@ -87,13 +145,17 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology) -> tuple[
 
     Raises
     ------
+    TopocollError
+        The topology or plan check failed on some rank: the first refusal's class and line on every rank
+        (:func:`raise_refusals`), before the descriptors are compared.
     ProcessGroupMismatch
         Ranks disagree (same message on every rank), or the topology's GPU count is not ``size``.
     """
     import socket
     rank = waiter.rank
-    hello = exchange_json(ctrl, waiter, {"agree": descriptor, "host": socket.gethostname()}, size,
-                          "start-up check")
+    hello = exchange_json(ctrl, waiter, {"agree": descriptor, "host": socket.gethostname(), "refused": refusal},
+                          size, "start-up check")
+    raise_refusals([h.get("refused") for h in hello])
     descriptors = [h["agree"] for h in hello]
     hosts = [h["host"] for h in hello]
     try:

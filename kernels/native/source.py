@@ -19,6 +19,7 @@ from importlib import resources
 import numpy as np
 
 from kernels.native.record_format import cuda_defines
+from kernels.program.reduce_op import check_reduce_op
 from topo_probe.errors import DeviceUnavailable, InvalidArgument
 
 KERNEL_NAME = "topocoll_interpreter"
@@ -49,8 +50,7 @@ def compile_options(dtype, op: str, *, scope_sys: bool) -> tuple[str, ...]:
     if name not in DTYPE_CODES:
         raise InvalidArgument(f"native executor: dtype {name} is not an NCCL type "
                               f"(one of {', '.join(DTYPE_CODES)})")
-    if op not in OP_CODES:
-        raise InvalidArgument(f"native executor: op must be one of {', '.join(OP_CODES)}, got {op!r}")
+    check_reduce_op(op, "native executor")
     # -fmad=false: no multiply-add contraction anywhere (reductions use explicit _rn intrinsics too)
     return ("--std=c++17", "-fmad=false", f"-DTC_DT={DTYPE_CODES[name]}", f"-DTC_OP={OP_CODES[op]}",
             f"-DTC_SCOPE_SYS={int(bool(scope_sys))}", f"-DTC_THREADS={THREADS}") + cuda_defines() + tuning_defines()

@@ -59,7 +59,8 @@ import numpy as np
 
 from kernels.program.ops import (INPUT, OUTPUT, SCRATCH, Op, Program, Region, bindings, has_input, has_output,
                                  is_float)
-from synth.ir.collectives import REDUCE_OPS, Position, element_range
+from kernels.program.reduce_op import check_reduce_op
+from synth.ir.collectives import Position, element_range
 from synth.ir.schedule import Schedule
 from synth.ir.sum_order import rank_order_groups
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
@@ -360,8 +361,7 @@ def lower(schedule: Schedule, count: int, dtype, *, inplace: bool = False, op: s
     """
     if not is_int(count) or count < 0:
         raise InvalidArgument(f"{schedule.collective}: count must be an integer >= 0, got {count!r}")
-    if op not in REDUCE_OPS:
-        raise InvalidArgument(f"{schedule.collective}: op must be one of {', '.join(REDUCE_OPS)}, got {op!r}")
+    check_reduce_op(op, schedule.collective)
     dt = np.dtype(dtype)
     lw = _Lowerer(schedule, int(count), dt, bool(inplace), op, bool(rank_order))
     for t in range(len(schedule.steps)):

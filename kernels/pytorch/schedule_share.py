@@ -32,10 +32,10 @@ from kernels.backends.kernel_twins import PreMulSum, avg_scalar, binop_for, floa
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND, rank_plan
 from kernels.program.lowering import lower
 from kernels.program.ops import SCRATCH
+from kernels.program.reduce_op import check_reduce_op
 from kernels.pytorch.dtypes import order_free
 from kernels.pytorch.share_order import share_order, trailing_local
 from synth.ir.schedule import Schedule
-from topo_probe.errors import InvalidArgument
 
 #: gloo and NCCL take any non-negative int tag; the MPI transport's bound is kept for its check
 _TAG_UB = 2**31 - 1
@@ -95,14 +95,12 @@ def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
     if isinstance(binop, PreMulSum):
         s = float(avg_scalar(_np_of(dst.dtype), binop.n))
         torch.add(a * s if binop.scale_a else a, b * s if binop.scale_b else b, out=dst)
-    elif binop == "sum":
+    elif check_reduce_op(binop) in ("sum", "avg"):       # avg without a scale: its sum (binop_for)
         torch.add(a, b, out=dst)
     elif binop == "prod":
         torch.mul(a, b, out=dst)
-    elif binop in ("max", "min"):
+    else:                                   # max, min: REDUCE_OPS has no other (a test ties them)
         _minmax(dst, a, b, binop == "max")
-    else:
-        raise InvalidArgument(f"reduce op must be one of sum, prod, max, min, avg; got {binop!r}")
 
 
 def _minmax(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, want_max: bool) -> None:

@@ -23,9 +23,9 @@ from typing import Callable
 
 import numpy as np
 
-from synth.formats.nccl_tests.conventions import OP_NAMES, is_float, numpy_dtype
+from kernels.program.reduce_op import check_reduce_op
+from synth.formats.nccl_tests.conventions import is_float, numpy_dtype
 from synth.sweep.entries import Entry
-from topo_probe.errors import InvalidArgument
 
 #: largest integer every value up to which the type holds exactly (2**mantissa bits for floats)
 _EXACT = {"int8": 127, "uint8": 255, "int32": 2**31 - 1, "uint32": 2**32 - 1, "int64": 2**63 - 1,
@@ -86,9 +86,8 @@ def reduce_arrays(arrays: list[np.ndarray], op: str, dtype_name: str, n: int) ->
     [4, 2]
     """
     dt = numpy_dtype(dtype_name)
-    ufunc = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}.get(op)
-    if ufunc is None:
-        raise InvalidArgument(f"op {op!r} is not one of {', '.join(OP_NAMES)}")
+    ufunc = {"sum": np.add, "avg": np.add, "prod": np.multiply, "max": np.maximum, "min": np.minimum}[
+        check_reduce_op(op)]
     acc_dt = np.float64 if is_float(dtype_name) else dt
     acc = arrays[0].astype(acc_dt)                 # one accumulator, never a stack of every rank
     for a in arrays[1:]:

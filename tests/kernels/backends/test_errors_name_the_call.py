@@ -131,3 +131,117 @@ def test_a_layers_own_placement_error_is_named_with_the_collective():
     with pytest.raises(BufferLayoutError, match=r"^reducescatter: rank 1: recv buffer lives on GPU 3, its rank's "
                                                 r"device is GPU 1$"):
         run_schedule(ring("reducescatter", N), s, d, backend=Refusing())
+
+
+# ---------------------------------------------------------------------- the Communicator's surface
+#: method -> (canonical collective, input elements, output elements per rank for a block of 3, root)
+METHODS = {"all_reduce": ("allreduce", 3, 3, None), "all_gather": ("allgather", 3, 12, None),
+           "reduce_scatter": ("reducescatter", 12, 3, None), "all_to_all": ("alltoall", 12, 12, None),
+           "broadcast": ("broadcast", 3, 3, 0), "reduce": ("reduce", 3, 3, 0), "gather": ("gather", 3, 12, 0),
+           "scatter": ("scatter", 12, 3, 0)}
+
+
+class _RefusingLayer:
+    """The host layer refusing every placement the way a GPU layer refuses a buffer on another GPU
+    (rank and rule, no call)."""
+
+    def __new__(cls):
+        from kernels.backends.host import HostLayer
+        from topo_probe.errors import BufferLayoutError
+
+        class Refusing(HostLayer):
+            def place(self, bufs):
+                raise BufferLayoutError("rank 1: recv buffer lives on GPU 3, its rank's device is GPU 1")
+        return Refusing()
+
+
+def _method_call(method, kind):
+    """One call of ``method`` broken as ``kind`` says: the Communicator, the bound call and its args."""
+    from kernels import Communicator
+    _, i, o, root = METHODS[method]
+    ins = [np.ones(i, np.float32) for _ in range(N)]
+    outs = ins if method == "broadcast" else [np.zeros(o, np.float32) for _ in range(N)]
+    backend, kw = ("auto", {}) if kind != "layer" else (_RefusingLayer(), {})
+    if kind == "short":
+        ins = ins[:3]
+    elif kind == "dtype":        # rank 0: the root, whose output every method writes
+        outs[0] = outs[0].astype(np.float64)
+    elif kind == "readonly":
+        outs[0].flags.writeable = False
+    elif kind == "op":
+        kw["op"] = "mean"
+    if root is not None:
+        kw["root"] = root
+    comm = Communicator(N, plan=False, backend=backend)
+    args = (ins,) if method == "broadcast" else (ins, outs)
+    return lambda: getattr(comm, method)(*args, **kw)
+
+
+KINDS = ["layer", "short", "dtype", "readonly", "op"]
+
+
+@pytest.mark.filterwarnings("ignore:Communicator. no plan")       # no plan: the baselines run, said once
+@pytest.mark.parametrize("method", sorted(METHODS))
+def test_every_refusal_of_one_communicator_call_names_it_once_as_the_method(method):
+    """Issue 37: one spelling per surface.  On the Communicator every refusal of a call, from the argument
+    checks to the layer placing the buffers (inside prepare_call), starts with the method's name as its
+    user typed it (``all_reduce: ``), once, never the schedule's collective (``allreduce: ``; old: the
+    layer's refusal read ``allreduce: rank 1: ...`` while the argument checks read ``all_reduce: ...``)."""
+    canon = METHODS[method][0]
+    lines = {}
+    for kind in KINDS:
+        if kind == "op" and method not in ("all_reduce", "reduce_scatter", "reduce"):
+            continue
+        with pytest.raises(TopocollError) as info:
+            _method_call(method, kind)()
+        lines[kind] = str(info.value)
+    for kind, line in lines.items():
+        assert "\n" not in line and line.startswith(f"{method}: "), (kind, line)
+        assert line.count(f"{method}: ") == 1 and (canon == method or f"{canon}: " not in line), (kind, line)
+    assert lines["layer"] == f"{method}: rank 1: recv buffer lives on GPU 3, its rank's device is GPU 1"
+
+
+@pytest.mark.parametrize("backend,p2p,words", [("gpu", "auto", "backend must be one of auto, host"),
+                                               (object(), "auto", "backend must be one of auto, host"),
+                                               ("host", "always", "p2p must be one of auto, never")])
+def test_a_bad_backend_or_p2p_is_refused_when_the_communicator_is_made(backend, p2p, words):
+    """Old: a bad backend string was refused at the first call in a line naming no call at all."""
+    from kernels import Communicator
+    with pytest.raises(TopocollError) as info:
+        Communicator(N, plan=False, backend=backend, p2p=p2p)
+    assert str(info.value).startswith(f"Communicator: {words}"), str(info.value)
+
+
+# ---------------------------------------------------------------------- the MPICommunicator's surface
+def _f_order(shape=(3, 3)):
+    return np.zeros(shape, np.float32, order="F")
+
+
+@pytest.mark.parametrize("method,call", [
+    ("all_reduce", lambda c: c.all_reduce(np.ones((3, 3), np.float32), _f_order())),
+    ("all_gather", lambda c: c.all_gather(np.ones(9, np.float32), _f_order())),
+    ("reduce_scatter", lambda c: (lambda a: c.reduce_scatter(a, a))(_f_order())),
+])
+def test_an_mpi_refusal_that_names_the_method_names_it_once(method, call):
+    """The MPI agreement puts ``<method>: rank <r>: `` in front of a refusal naming no rank; a refusal
+    that already starts with the method's name (the output check names it) must not name it twice.
+    Reference: the hand-written line.  Old: ``all_reduce: rank 0: all_reduce: the output array ...``."""
+    pytest.importorskip("mpi4py")
+    from kernels.mpi.communicator import MPICommunicator
+    comm = MPICommunicator(plan=False, abort_on_error=False, timeout_s=20)
+    with pytest.raises(TopocollError) as info:
+        call(comm)
+    comm.close()
+    assert str(info.value) == f"{method}: rank 0: the output array is not C-contiguous (as NCCL needs)"
+
+
+@pytest.mark.parametrize("plan", [123, 1.5, True, ["plan.json"]])
+def test_a_plan_argument_that_is_not_a_plan_is_refused_in_one_line_naming_the_communicator(plan):
+    """``plan`` is a Plan, a plan.json file or folder, "auto", None or False (the class docstring);
+    anything else is refused in one line naming the Communicator and the value, as the MPICommunicator
+    refuses it at start-up.  Old: a TypeError from pathlib ("expected str, bytes or os.PathLike object")."""
+    from kernels import Communicator
+    with pytest.raises(TopocollError) as info:
+        Communicator(N, plan=plan)
+    assert str(info.value) == (f"Communicator: plan must be a Plan, a plan.json file or folder, 'auto', None or "
+                               f"False; got {type(plan).__name__} {plan!r}"), str(info.value)
