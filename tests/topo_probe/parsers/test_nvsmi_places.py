@@ -130,3 +130,22 @@ def test_a_pair_whose_cells_differ_is_noted_once(row, k, cell):
     lines[row] = lines[row][:at.start()] + cell + lines[row][at.end():]
     notes = [a for a in parse_nvsmi_topo("\n".join(lines)).assumptions if ") but " in a]
     assert len(notes) == 1, notes
+
+
+def test_the_nic_nvlink_note_on_a_coloured_row_names_the_shown_column_saying_so():
+    """The 'NVLink to a NIC is not possible' note places its cell as every other note does.  Reference: row GPU0's
+    NIC0 cell (its 10th word) and row NIC0's GPU0 cell (its 2nd) counted in the plain fixture (str.split positions);
+    both are made NV4 in the coloured fixture, and the note names row GPU0's cell."""
+    lines, at = list(COLOURED), {}
+    for name, word in (("GPU0", 9), ("NIC0", 1)):
+        i = next(k for k, x in enumerate(PLAIN) if x.startswith(name + " "))
+        cell = list(re.finditer(r"\S+", PLAIN[i]))[word]
+        k = raw_index(COLOURED[i], cell.start())
+        assert COLOURED[i][k:k + 3] == "PXB"
+        lines[i] = COLOURED[i][:k] + "NV4" + COLOURED[i][k + 3:]
+        at[name] = (i + 1, cell.start() + 1)
+    topo = parse_nvsmi_topo("\n".join(lines), source="c.txt")
+    notes = [n for n in topo.assumptions if "NVLink to a NIC is not possible" in n]
+    ln, col = at["GPU0"]
+    assert notes == [f"cell GPU0/NIC0 is NV4 (line {ln} column {col}{SAID}): NVLink to a NIC is not possible, "
+                     "read as unknown"], notes
