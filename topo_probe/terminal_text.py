@@ -78,9 +78,4 @@ def shown_text(text: str, source: str, error: type[Exception]) -> ShownText:
     return ShownText(lines, frozenset(coloured))
 
 
-def terminal_lines(text: str, source: str, error: type[Exception]) -> list[str]:
-    """The lines of :func:`shown_text`."""
-    return shown_text(text, source, error).lines
-
-
-__all__ = ["CSI", "SHOWN_COLUMN", "ShownText", "place", "shown_text", "terminal_lines"]
+__all__ = ["CSI", "SHOWN_COLUMN", "ShownText", "place", "shown_column", "shown_text"]
