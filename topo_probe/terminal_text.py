@@ -3,12 +3,14 @@ r"""Pasted terminal text as a terminal shows it: colour sequences taken out, pos
 ``nvidia-smi`` writes ECMA-48 colour sequences (CSI: ``ESC [ ... m``) into its output, even into a file (drivers
 590 to 610 underline the header row).  :func:`shown_text` takes them out; any other control character is an error
 naming its place.  A place is the line of the file (``\r\n`` and ``\r`` ends count as one line end, as editors
-count them) and the column in the text as shown: a colour sequence takes no column on a terminal, so on a line
-that held one the column is not the character's offset in the file, and :meth:`ShownText.where` says so.
+count them) and the column in the text as shown: a colour sequence takes no column on a terminal and a tab
+reaches the next multiple of 8 columns (:func:`shown_column`), so on a line that held a colour sequence the column
+is not the character's offset in the file, and :meth:`ShownText.where` says so (other lines: the character's
+offset, as editors count).
 
->>> shown = shown_text("\x1b[4mGPU0\x1b[0m\tGPU1\r\nGPU0", "t.txt", ValueError)
->>> shown.lines, shown.where(1, 6), shown.where(2, 1)
-(['GPU0\tGPU1', 'GPU0'], 'line 1 column 6 (in the text as shown, colour codes not counted)', 'line 2 column 1')
+>>> shown = shown_text("\x1b[4mGPU0\x1b[0m\tGPU1\r\nGPU0\tGPU1", "t.txt", ValueError)
+>>> shown.lines, shown.where(1, 6), shown.where(2, 6)
+(['GPU0\tGPU1', 'GPU0\tGPU1'], 'line 1 column 9 (in the text as shown, colour codes not counted)', 'line 2 column 6')
 >>> shown_text("GPU0\n \x1b[1mGPU\x071", "t", ValueError)
 Traceback (most recent call last):
 ...
@@ -28,6 +30,16 @@ _CONTROL = re.compile(r"[\x00-\x08\x0b\x0c\x0e-\x1f\x7f-\x9f]")
 SHOWN_COLUMN = " (in the text as shown, colour codes not counted)"
 
 
+def shown_column(text: str, column: int) -> int:
+    r"""The terminal column (1-based) of character ``column`` (1-based) of ``text``: tabs to the next multiple of 8
+    columns, as a terminal shows them (and as :mod:`~topo_probe.parsers.nvsmi_matrix` reads rows by position).
+
+    >>> shown_column("GPU0\tGPU1", 6), shown_column("\tX", 2), shown_column("abc", 2)
+    (9, 9, 2)
+    """
+    return len(text[:column - 1].expandtabs(8)) + 1
+
+
 def place(line: int, column: int, coloured: bool) -> str:
     """``line L column C``, with :data:`SHOWN_COLUMN` when the line held colour sequences."""
     return f"line {line} column {column}" + (SHOWN_COLUMN if coloured else "")
@@ -41,8 +53,11 @@ class ShownText:
     coloured: frozenset[int] = frozenset()
 
     def where(self, line: int, column: int) -> str:
-        """:func:`place` of ``column`` (1-based, in :attr:`lines`) on file line ``line`` (1-based)."""
-        return place(line, column, line in self.coloured)
+        """:func:`place` of ``column`` (1-based, in :attr:`lines`) on file line ``line`` (1-based); on a line that
+        held colour sequences the column a terminal shows (:func:`shown_column`)."""
+        if line in self.coloured and 0 < line <= len(self.lines):
+            return place(line, shown_column(self.lines[line - 1], column), True)
+        return place(line, column, False)
 
 
 def shown_text(text: str, source: str, error: type[Exception]) -> ShownText:
@@ -55,16 +70,12 @@ def shown_text(text: str, source: str, error: type[Exception]) -> ShownText:
             shown = CSI.sub("", line)
             bad = _CONTROL.search(shown)
             if bad:
-                raise error(f"{source}: {place(n + 1, bad.start() + 1, shown != line)}: control character "
+                col = shown_column(shown, bad.start() + 1) if shown != line else bad.start() + 1
+                raise error(f"{source}: {place(n + 1, col, shown != line)}: control character "
                             f"U+{ord(bad.group()):04X} is not text")
             lines[n] = shown
             coloured.add(n + 1)
     return ShownText(lines, frozenset(coloured))
 
 
-def terminal_lines(text: str, source: str, error: type[Exception]) -> list[str]:
-    """The lines of :func:`shown_text`."""
-    return shown_text(text, source, error).lines
-
-
-__all__ = ["CSI", "SHOWN_COLUMN", "ShownText", "place", "shown_text", "terminal_lines"]
+__all__ = ["CSI", "SHOWN_COLUMN", "ShownText", "place", "shown_column", "shown_text"]

@@ -120,6 +120,8 @@ def main(argv: list[str] | None = None) -> int:
 def _main(args, argv: list[str]) -> int:
     if args.backend not in ("host", "cupy", "sim", "mpi"):
         raise UsageError(f"invalid backend {args.backend!r}: expected host, cupy, sim or mpi")
+    from topo_probe.cli.options import check_host_counts
+    check_host_counts(args)                    # --nodes / --hosts-per-leaf, before the topology is read
     from synth.formats.nccl_tests.writer import min_bw_gbps
     args.min_bw = min_bw_gbps()                # NCCL_TESTS_MIN_BW: a bad value ends here, before any output
     drop_unwritten_json(args, "sweep")

@@ -29,6 +29,7 @@ import networkx as nx
 
 from synth.ir.cluster_shape import ClusterShape
 from synth.ir.host_graph import Share, gpu_fabric_connected, merge_parallel_switches, merged_name, parallel_switch_groups
+from topo_probe.guard import is_int
 from topo_probe.topology.model import Topology
 
 #: pair class -> index in templates
@@ -54,7 +55,10 @@ class ClusterChannels(Mapping):
             i, j = key
         except (TypeError, ValueError):
             raise KeyError(key) from None
-        if not (isinstance(i, int) and isinstance(j, int)) or not (0 <= i < self.n and 0 <= j < self.n) or i == j:
+        if not (is_int(i) and is_int(j)):        # the project's one integer rule: NumPy integers too, not bool
+            raise KeyError(key)
+        i, j = int(i), int(j)
+        if not (0 <= i < self.n and 0 <= j < self.n) or i == j:
             raise KeyError(key)
         h, a = divmod(i, self.g)
         h2, b = divmod(j, self.g)

@@ -35,7 +35,8 @@ from topo_probe.topology.host_assumption import DEFAULT_HOST_PATH_CLASS, HOST_PA
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
 #: at most this many hosts in any host count a flag gives (``--nodes``, ``--hosts-per-leaf``), checked before a
-#: topology is loaded; ``--nodes`` is also bounded by the GPUs it gives (:func:`topo_probe.machines.clusters.check_hosts`)
+#: topology is loaded; ``--nodes`` is also bounded by the GPUs it gives
+#: (:func:`topo_probe.machines.clusters.check_hosts`)
 MAX_NODES = 4096
 #: the flags that give a host count, with their ``argparse`` names
 HOST_COUNT_FLAGS = (("--nodes", "nodes"), ("--hosts-per-leaf", "hosts_per_leaf"))

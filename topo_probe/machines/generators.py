@@ -50,7 +50,7 @@ def positive_count(n: int, minimum: int, what: str, unit: str) -> int:
     topo_probe.errors.TopologyError: NICs per node: need at least 1 NIC, got 0
     """
     if not is_int(n):
-        raise TopologyError(f"{what}: need a whole number of {unit}, got {show(n)}")
+        raise TopologyError(f"{what}: need an integer count of {unit}, got {show(n)}")     # 8.0 as well
     if n < minimum:
         counted = unit[:-1] if minimum == 1 and unit.endswith("s") else unit
         raise TopologyError(f"{what}: need at least {minimum} {counted}, got {show(n)}")

@@ -120,7 +120,7 @@ def _unknown_gpu_nic_nvlinks(mat, gpu_cols: list[str], nic_cols: list[str]) -> N
     for a, b in ((a, b) for a in gpu_cols + nic_cols for b in nic_cols if a < b or a in gpu_cols):
         tok, ln, col = mat.cells[(a, b)]
         if tok.startswith("NV"):
-            mat.notes.append(f"cell {a}/{b} is {tok} (line {ln} column {col}): NVLink to a NIC is not possible, "
+            mat.notes.append(f"cell {a}/{b} is {tok} ({mat.shown.where(ln, col)}): NVLink to a NIC is not possible, "
                              "read as unknown")
             mat.cells[(a, b)] = mat.cells[(b, a)] = ("?", ln, col)
 

@@ -11,6 +11,11 @@ number, no closing bracket, a number of more than 9 digits) is an error naming t
 skipped and the run's rank count taken from the parameter line instead.  Lines that only look alike (``#  Rank  0
 .. Rank  7 on host``, a summary some logs print; a line without ``on HOST``) are not device lines.
 
+nccl-tests itself cuts one process's device lines at ``MAX_LINE`` (2,048 bytes) and ends the cut one with ``...``
+(v2.19.6 src/util.cu lines 668-694), so a process driving some 24 GPUs or more prints a cut last line:
+:func:`is_cut_device_line` tells that line apart, and the reader skips it with a note (the ranks after the cut are
+not listed) rather than refusing the log.  Any other broken device line is still an error.
+
 >>> d = parse_device_line("#  Rank  1 Group  0 Pid  77 on dgx1 device  1 [0x08] Tesla V100-SXM2-32GB", "log: line 9")
 >>> d.rank, d.group, d.pid, d.host, d.device, d.bus_id, d.name
 (1, 0, 77, 'dgx1', 1, '0x08', 'Tesla V100-SXM2-32GB')
@@ -30,6 +35,9 @@ from topo_probe.guard import show
 _START = re.compile(r"#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s")
 _DEVICE = re.compile(r"#\s*Rank\s+(\d{1,9})\s+(?:Group\s+(\d{1,9})\s+)?(?:Pid\s+(\d{1,9})\s+)?on\s+(\S+)\s+device\s+"
                      r"(\d{1,9})\s+\[([^\]]*)\]\s*((?:\S+(?:\s+\S+)*)?)\s*$")   # not (.*?)\s*$: quadratic on blanks
+_CUT_START = re.compile(r"#\s*Rank\s+\d")
+#: how nccl-tests ends a device list cut at MAX_LINE bytes (v2.19.6 src/util.cu line 693: ``"...\\n"``)
+CUT_MARK = "..."
 SHAPE = "#  Rank R [Group G] [Pid P] on HOST device D [BUS] NAME (numbers of at most 9 digits)"
 
 
@@ -55,8 +63,21 @@ class Device:
                                                               self.bus_id, self.name)
 
 
+def is_cut_device_line(line: str) -> bool:
+    """True for the device line nccl-tests cut at 2,048 bytes: ``#  Rank R`` ... ending ``...`` (blanks ignored).
+
+    >>> is_cut_device_line("#  Rank 22 Group  0 Pid 584419 on  dkh device 22 [0000:2a...")
+    True
+    >>> is_cut_device_line("#  Rank  1 on dgx1 device  1 [0x08] V100"), is_cut_device_line("# Using devices ...")
+    (False, False)
+    """
+    s = line.strip()
+    return s.endswith(CUT_MARK) and _CUT_START.match(s) is not None
+
+
 def parse_device_line(line: str, where: str) -> Device | None:
-    """The :class:`Device` of ``line`` (leading/trailing blanks ignored), None when it is not a device line.
+    """The :class:`Device` of ``line`` (leading/trailing blanks ignored), None when it is not a device line
+    or is the line nccl-tests cut (:func:`is_cut_device_line`, which the caller notes).
 
     Raises
     ------
@@ -64,7 +85,7 @@ def parse_device_line(line: str, where: str) -> Device | None:
         ``"<where>: a device line must read ..."`` for a line that begins as a device line but is not one.
     """
     s = line.strip()
-    if not _START.match(s):
+    if not _START.match(s) or is_cut_device_line(s):
         return None
     m = _DEVICE.match(s)
     if m is None:
@@ -74,4 +95,4 @@ def parse_device_line(line: str, where: str) -> Device | None:
                   None if g is None else int(g))
 
 
-__all__ = ["Device", "SHAPE", "parse_device_line"]
+__all__ = ["CUT_MARK", "Device", "SHAPE", "is_cut_device_line", "parse_device_line"]

@@ -20,7 +20,8 @@ Every historic layout is accepted:
 - the preamble (``# nThread 1 nGpus 8 minBytes 8 maxBytes ...``, also ``nThread: 1`` spellings),
   device lines ``#  Rank 0 Group 0 Pid 1 on host device 0 [bus] name`` with ``Group`` and
   ``Pid`` optional and any bus text (:mod:`~synth.formats.nccl_tests.device_line`; one that begins as a
-  device line and does not end as one is an error naming the line), the
+  device line and does not end as one is an error naming the line, except the one nccl-tests cut at 2,048 bytes with
+  ``...``: skipped, with a note), the
   ``Out of bounds values`` and ``Avg bus bandwidth`` lines (with or without ``#``).
 
 Other lines (NCCL INFO/WARN, blanks, rows before the first header) are skipped.  Units: size in bytes,
@@ -48,7 +49,7 @@ import math
 import re
 from dataclasses import dataclass, field, replace
 
-from synth.formats.nccl_tests.device_line import Device, parse_device_line
+from synth.formats.nccl_tests.device_line import Device, is_cut_device_line, parse_device_line
 from synth.formats.nccl_tests.rows import (MAX_MEASURED_GBPS, IterStats, Layout, Measurement, Row, ShortRow, header_of,
                                            layout_of, measured, number, row_of)
 from synth.formats.nccl_tests.textio import log_lines, read_log_text
@@ -81,6 +82,8 @@ class NcclTestsLog:
     avg_busbw_gbps: float | None = None
     out_of_bounds: int | None = None
     devices: list[Device] = field(default_factory=list)
+    #: device lists nccl-tests cut at 2,048 bytes (``...``, v2.19.6 src/util.cu lines 668-694): ranks missing there
+    cut_device_lists: int = 0
     n_threads: int | None = None
     n_gpus: int | None = None
     min_bytes: int | None = None
@@ -116,8 +119,13 @@ class NcclTestsLog:
     def num_ranks(self) -> int | None:
         """Ranks of the run: distinct device lines (every process lists its ``nThread * nGpus``
         ranks, util.cu:675-687 at v2.19.6), else ``nThread * nGpus`` (one process: nccl-tests'
-        ``nranks = nProcs*nGpus*nThreads``, common.cu:901)."""
+        ``nranks = nProcs*nGpus*nThreads``, common.cu:901).  Where nccl-tests cut a list (:attr:`cut_device_lists`),
+        the highest rank listed, rounded up to whole processes of :attr:`ranks_per_process` (a process's ranks are
+        ``proc*nThreads*nGpus+i``, util.cu:676, and each list keeps its first lines)."""
         distinct = {(d.rank, d.group, d.pid, d.host, d.device) for d in self.devices}
+        if distinct and self.cut_device_lists:
+            per = self.ranks_per_process
+            return max(len(distinct), -(-(max(d.rank for d in self.devices) + 1) // per) * per)
         if distinct:
             return len(distinct)
         return self.ranks_per_process if self.n_gpus else self.n_gpus
@@ -235,6 +243,11 @@ def _meta(log: NcclTestsLog, line: str, where: str = "nccl-tests log") -> None:
         m = _STEP.search(line)
         if m:
             log.step, log.step_kind = int(m.group(1)), m.group(2)
+        return
+    if is_cut_device_line(line):      # nccl-tests' own 2,048-byte cut (v2.19.6 src/util.cu lines 668-694)
+        log.cut_device_lists += 1
+        log.notes.append(f"{where}: a device list cut at 2,048 bytes by nccl-tests itself, "
+                         "the ranks after it not listed")
         return
     dev = parse_device_line(line, where)
     if dev is not None:

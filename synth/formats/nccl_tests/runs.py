@@ -116,7 +116,7 @@ def parse_runs(text: str, source: str = "nccl-tests log") -> list[NcclTestsLog]:
             log.notes.append(f"{where}: the sizes repeat {log.cycles} times (nccl-tests -N {log.cycles}): "
                              f"{log.cycles} cycles, one is compared (the first unless picked)")
         if not log.devices and out and out[-1].devices:
-            log.devices = list(out[-1].devices)
+            log.devices, log.cut_device_lists = list(out[-1].devices), out[-1].cut_device_lists
         out.append(log)
     version = next((v for v in (version_of(x) for x in lines if "version" in x) if v), None)
     network = network_of(lines)

@@ -12,13 +12,14 @@ import io
 
 import pytest
 
+from kernels.sweep.cli import main as sweep
 from synth.cli.simulate import main as simulate
 from synth.cli.synthesize import main as synthesize
 from topo_probe.cli.main import main as topo_probe
 from topo_probe.cli.options import HOST_COUNT_FLAGS, MAX_NODES
 
 COMMANDS = [("topo-probe", topo_probe, "topo-probe: error: "), ("synthesize", synthesize, "synthesize: "),
-            ("simulate", simulate, "simulate: error: ")]
+            ("simulate", simulate, "simulate: error: "), ("sweep", sweep, "sweep: error: ")]
 SHAPE = ["--spine-oversubscription", "2"]
 
 

@@ -1,4 +1,4 @@
-"""A count that is too small or not whole names what is counted (GPUs, NICs, hosts), for every caller.
+"""A count that is too small or not an integer names what is counted (GPUs, NICs, hosts), for every caller.
 
 Reference: the message written out by hand for each generator and option; before, every caller said
 "GPUs" ("NICs per node: need at least 1 GPUs, got 0"), and True passed as 1 (``int(True) == True``).
@@ -36,9 +36,10 @@ def test_a_small_count_names_what_is_counted(make, value, message):
 
 
 @pytest.mark.parametrize("make,value,message", CASES, ids=[c[2].split(":")[0] for c in CASES])
-def test_a_count_that_is_not_whole_names_its_unit(make, value, message):
+def test_a_count_that_is_not_an_integer_names_its_unit(make, value, message):
+    """3.0 is a whole number but not an integer: refused (the one integer rule), so the message says "integer"."""
     what, unit = message.split(": need at least ")[0], message.split()[-3].rstrip(",s") + "s"
-    for bad in (True, 2.5, "3"):
+    for bad in (True, 2.5, "3", 3.0):
         with pytest.raises(TopologyError) as exc:
             make(bad)
-        assert str(exc.value) == f"{what}: need a whole number of {unit}, got {bad!r}"
+        assert str(exc.value) == f"{what}: need an integer count of {unit}, got {bad!r}"

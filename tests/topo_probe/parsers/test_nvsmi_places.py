@@ -1,5 +1,5 @@
 """An error in nvidia-smi text names its place in the user's file: the line of the file and the column in the text
-as shown, and says so on a line whose colour sequences take no column on a terminal.
+as shown (tabs to 8-column stops), and says so on a line whose colour sequences take no column on a terminal.
 
 Reference: the coloured DGX A100 fixture is the plain one plus colour sequences (test_nvsmi.py checks that), so the
 place of a cell is counted here in the plain fixture's line (str.split positions, no parser code); the coloured line
@@ -84,7 +84,22 @@ def test_a_p2p_table_in_colour_names_its_places_the_same_way():
     text = "\x1b[4m \tGPU0\tGPU1\x1b[0m\n\x1b[1mGPU0\x1b[0m\tX\tOK\n\x1b[1mGPU1\x1b[0m\tQQ\tX\n"
     with pytest.raises(TopologyError) as e:
         parse_nvsmi_p2p(text, source="p2p.txt")
-    assert str(e.value).startswith(f"p2p.txt:line 3 column 6{SAID}: unknown cell 'QQ' in row GPU1")
+    # "GPU1" then a tab: QQ is the 6th character but a terminal shows it at column 9 (tab stops every 8 columns)
+    assert str(e.value).startswith(f"p2p.txt:line 3 column 9{SAID}: unknown cell 'QQ' in row GPU1")
+
+
+def test_a_header_error_on_the_real_tabbed_underlined_header_names_the_column_a_terminal_shows():
+    """Driver 590 writes the header tab-separated and underlined (the real H200 fixture): a second GPU0 put into it
+    is named at the column a terminal shows, tabs to 8-column stops (Python's str.expandtabs as the reference),
+    not at its character offset (17 shown, 10 in the text without colour codes, 14 in the file)."""
+    lines = (FIXTURES / "nvsmi_topo_h200_590_underlined.txt").read_text().split("\n")
+    lines[0] = lines[0].replace("GPU0\t", "GPU0\tGPU0\t", 1)
+    with pytest.raises(TopologyError) as e:
+        parse_nvsmi_topo("\n".join(lines), source="t.txt")
+    shown = "".join(re.split(r"\x1b\[[0-9;]*m", lines[0])).expandtabs(8)
+    col = shown.index("GPU0", shown.index("GPU0") + 1) + 1
+    assert col == 17 and str(e.value).startswith(f"t.txt:line 1 column {col}{SAID}: "), str(e.value)
+    assert "GPU0" in str(e.value)
 
 
 def test_a_note_on_a_coloured_row_names_the_shown_column_saying_so():
@@ -115,3 +130,22 @@ def test_a_pair_whose_cells_differ_is_noted_once(row, k, cell):
     lines[row] = lines[row][:at.start()] + cell + lines[row][at.end():]
     notes = [a for a in parse_nvsmi_topo("\n".join(lines)).assumptions if ") but " in a]
     assert len(notes) == 1, notes
+
+
+def test_the_nic_nvlink_note_on_a_coloured_row_names_the_shown_column_saying_so():
+    """The 'NVLink to a NIC is not possible' note places its cell as every other note does.  Reference: row GPU0's
+    NIC0 cell (its 10th word) and row NIC0's GPU0 cell (its 2nd) counted in the plain fixture (str.split positions);
+    both are made NV4 in the coloured fixture, and the note names row GPU0's cell."""
+    lines, at = list(COLOURED), {}
+    for name, word in (("GPU0", 9), ("NIC0", 1)):
+        i = next(k for k, x in enumerate(PLAIN) if x.startswith(name + " "))
+        cell = list(re.finditer(r"\S+", PLAIN[i]))[word]
+        k = raw_index(COLOURED[i], cell.start())
+        assert COLOURED[i][k:k + 3] == "PXB"
+        lines[i] = COLOURED[i][:k] + "NV4" + COLOURED[i][k + 3:]
+        at[name] = (i + 1, cell.start() + 1)
+    topo = parse_nvsmi_topo("\n".join(lines), source="c.txt")
+    notes = [n for n in topo.assumptions if "NVLink to a NIC is not possible" in n]
+    ln, col = at["GPU0"]
+    assert notes == [f"cell GPU0/NIC0 is NV4 (line {ln} column {col}{SAID}): NVLink to a NIC is not possible, "
+                     "read as unknown"], notes

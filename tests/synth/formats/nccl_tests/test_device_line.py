@@ -5,7 +5,8 @@ Reference: :func:`reference`, a word-by-word reading of the line written here wi
 line", "a broken device line" or the fields.  Every device line of the real logs under tests/fixtures/real_logs
 must read as it does; a mutated line put back into a real log must either give that Device or an error naming
 the line of the file (before, a broken device line was skipped without a word and the run's rank count came
-from the parameter line).
+from the parameter line).  The one line nccl-tests cuts itself (a process's device list past 2,048 bytes, ended
+with ``...``) is skipped with a note, as a C rebuild of nccl-tests' loop shows.
 """
 
 from __future__ import annotations
@@ -41,6 +42,8 @@ def reference(line: str):
         return None
     word, rest = _pop(s[1:])
     rank, rest = _pop(rest)
+    if word == "Rank" and rank[:1].isdecimal() and s.endswith("..."):
+        return None         # the list nccl-tests cut at 2,048 bytes: skipped (with a note by the reader)
     if word != "Rank" or not _number(rank) or not rest:
         return None
     numbers = {"Rank": rank}
@@ -156,3 +159,42 @@ def test_a_device_line_cut_short_before_a_long_run_of_blanks_is_named_at_once():
     line = "#  Rank  1 Group  0 Pid  7 on h device  1 [0x07" + " " * 300_000 + "x"
     with pytest.raises(NcclTestsLogError, match=r"^log: line 3: a device line must read"):
         parse_device_line(line, "log: line 3")
+
+
+def nccl_tests_device_block(n: int, host: str = "dkh") -> str:
+    """One process's device lines as nccl-tests v2.19.6 src/util.cu lines 668-694 build them: snprintf into a
+    2,048-byte buffer while under MAX_LINE, then ``strcpy(line+MAX_LINE-5, "...\\n")`` when it filled up."""
+    max_line, line = 2048, ""
+    for r in range(n):
+        if len(line) < max_line:
+            printed = ("#  Rank %2d Group %2d Pid %6d on %10s device %2d [%04x:%02x:%02x] %s\n"
+                       % (r, 0, 584419, host, r, 0, 0x14 + r, 0, "NVIDIA A100-SXM4-80GB"))
+            line += printed[:max_line - len(line) - 1]       # snprintf keeps room for its NUL
+    if len(line) >= max_line - 1:
+        line = line[:max_line - 5] + "...\n"
+    return line
+
+
+@pytest.mark.parametrize("n, cut", [(8, False), (23, True), (24, True), (64, True)])
+def test_a_device_list_nccl_tests_cut_at_2048_bytes_reads_with_a_note(n, cut):
+    """A process driving 24 GPUs or more (-t 8 -g 4; an MI300X host in CPX mode under rccl-tests) prints a cut
+    list: that is the tool's own output, so the rows are read, the whole ranks listed, and the cut noted."""
+    block = nccl_tests_device_block(n)
+    assert block.endswith("...\n") == cut and len(block) <= 2047
+    real = (LOGS / "a100_8gpu_1node_all_reduce_dkh.txt").read_text()
+    (whole_run,), lines = parse_runs(real, "real.txt"), real.splitlines()
+    first = next(i for i, x in enumerate(lines) if x.startswith("#  Rank"))
+    head = [x.replace("nThread 1 nGpus 8 ", f"nThread 1 nGpus {n} ") for x in lines[:first]]
+    text = "\n".join(head) + "\n" + block + "\n".join(lines[first + 8:]) + "\n"
+    (run,) = parse_runs(text, "cut.txt")
+    assert run.num_ranks == n and run.n_gpus == n      # not the 21-22 ranks listed
+    whole = [x for x in block.splitlines() if not x.endswith("...")]
+    assert run.devices == [reference(x) for x in whole] and run.rows == whole_run.rows
+    notes = [x for x in run.notes if "cut at 2,048 bytes" in x]
+    assert notes == ([f"cut.txt: line {first + len(whole) + 1}: a device list cut at 2,048 bytes by nccl-tests "
+                      "itself, the ranks after it not listed"] if cut else [])
+
+
+def test_a_broken_device_line_not_ending_in_the_cut_mark_is_still_an_error():
+    with pytest.raises(NcclTestsLogError, match=r"^log: line 4: a device line must read"):
+        parse_device_line("#  Rank 22 Group  0 Pid 584419 on        dkh device 22 [0000:2a..", "log: line 4")
