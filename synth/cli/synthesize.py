@@ -135,8 +135,9 @@ def _write_tuner_conf(topo, path: Path, version: tuple | None = None, typed: _As
         f"Use: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE={path}"
         + (f"\nWARNING lines name GPUs of {topo.name}; a file for a job on the worst of them: {command}"
            if warned else "")))
-    helps = sum(line.kind == "help" for line in lines)
-    print(f"wrote {path} ({len(lines)} lines for NCCL's example tuner plugin, {helps} change NCCL's modelled choice)")
+    helps, shared = (sum(line.kind == kind for line in lines) for kind in ("help", "shared"))
+    print(f"wrote {path} ({len(lines)} lines for NCCL's example tuner plugin; NCCL's modelled choice changed by "
+          f"{helps} help lines, faster, and {shared} shared, one pair for GPU subsets whose choices differ)")
     if warned:                      # the file's WARNING comments, said where a user reads
         ranks = ", ".join(map(str, sorted({line.ranks for line in warned})))
         print(f"warning: {len(warned)} lines (for {ranks} GPUs of one host) are up to {ratio:.2f}x slower than "

@@ -123,3 +123,21 @@ def test_a_file_without_warning_lines_says_nothing_of_them(tmp_path, capsys):
     _write_tuner_conf(load_topology(P100), conf)
     out = capsys.readouterr().out
     assert not _warned(conf.read_text()) and "slower than NCCL's own" not in out and out.startswith("wrote "), out
+
+
+def test_the_summary_counts_every_line_that_changes_nccls_choice(tmp_path, capsys):
+    """Help lines change NCCL's modelled choice and so do shared ones (a pair for GPU subsets whose own picks
+    differ); the summary once counted the help lines only.  Counted here from the file's comments."""
+    _, text, out = _written(["--topology", "dgx1-v100", "--gpus", "0-4"], tmp_path / "t.conf", capsys)
+    kinds, notes = [], []
+    for raw in text.split("# collective_type", 1)[1].splitlines()[1:]:
+        if raw.startswith("#"):
+            notes.append(raw[2:])
+            continue
+        found = set(re.findall(r"\b(help|keep|shared|WARNING)(?: with NVLS| if NVLS is unavailable)?, \d",
+                               " ".join(notes)))
+        kinds.append("help" if "help" in found else "shared" if found & {"shared", "WARNING"} else "other")
+        notes = []
+    helps, shared = kinds.count("help"), kinds.count("shared")
+    assert helps and shared, kinds
+    assert f"changed by {helps} help lines, faster, and {shared} shared," in out[0], (helps, shared, out[0])
