@@ -253,8 +253,10 @@ def _shared_note(algorithm: str, protocol: str, world: str, span: str, ranks: in
     machine, as numbered there), and (beyond the tolerance) a warning."""
     gpus = ",".join(map(str, worst.worst_gpus))
     if not worst.warns:
-        return (f"shared{world}, {span}: NCCL's own pick (modelled) differs between {ranks}-GPU subsets; "
-                f"{algorithm}/{protocol} is at most {worst.worst - 1:.1%} slower than it on any (GPUs {gpus})")
+        how = (f"is at most {worst.worst - 1:.1%} slower than it on any (GPUs {gpus})" if worst.worst >= 1 else
+               f"is faster than it on every one, by {1 - worst.worst:.1%} or more (least on GPUs {gpus})")
+        return f"shared{world}, {span}: NCCL's own pick (modelled) differs between {ranks}-GPU subsets; " \
+               f"{algorithm}/{protocol} {how}"
     return (f"WARNING{world}, {span}: no one pair is within {SHAPE_TOLERANCE:.0%} of NCCL's own pick (modelled) on "
             f"every {ranks}-GPU subset; this line, {algorithm}/{protocol}, the least bad of all pairs (the cover's "
             f"among them), is up to {worst.worst:.2f}x slower than NCCL's own on GPUs {gpus} of this file's "
