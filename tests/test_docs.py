@@ -197,3 +197,13 @@ def test_readme_and_the_model_manual_quote_the_committed_class_holdout():
     doc = " ".join((ROOT / "docs" / "nccl-model.md").read_text().split())
     assert re.search(rf"validated on {tables} real nccl-tests tables .{{0,80}}within 15 % on {within};", readme)
     assert f"within 15 % at >= 64 KiB on **{within} of {tables} tables" in doc
+
+
+def test_the_model_manual_names_the_before_the_tuner_bench_measures():
+    """The shape table's 'worst line / NCCL's own, before' column of bench_tuner_coverage.py judges the file of
+    an earlier branch with no lines for the shape; docs/nccl-model.md once called it 'lines from the first k GPUs
+    and 3 other subsets' (an intermediate rule the bench never timed)."""
+    bench = " ".join((ROOT / "benchmarks" / "bench_tuner_coverage.py").read_text().replace('"', "").split())
+    doc = " ".join((ROOT / "docs" / "nccl-model.md").read_text().split())
+    branch = re.search(r"Before: the file as branch (\w+) wrote it \(no lines for the shape", bench)[1]
+    assert f"on any subset class, before (the file with no lines for the shape, as branch {branch} wrote it" in doc

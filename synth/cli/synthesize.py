@@ -16,8 +16,10 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import shlex
 import sys
 from pathlib import Path
+from typing import NamedTuple
 
 from synth.ir.collectives import COLLECTIVES, canonical
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone, stdout_may_close
@@ -88,27 +90,59 @@ def _base_topology(args):
     return (topo.subset(gpus) if gpus else topo), True
 
 
-def _write_tuner_conf(topo, path: Path, version: tuple | None = None) -> None:
+class _AsTyped(NamedTuple):
+    """The machine ``synthesize`` used, as the user named it: ``options`` (``--topology SPEC`` where
+    given or where probing found no GPU, ``--host-path-class``, ``--nccl-version`` where set) and
+    ``gpus``, the ``--gpus`` list (GPU i of the topology used is the machine's ``gpus[i]``; None: all)."""
+
+    options: tuple = ()
+    gpus: tuple | None = None
+
+
+def _as_typed(args: argparse.Namespace, probed: bool) -> _AsTyped:
+    from topo_probe.load import parse_gpu_list
+    spec = args.topology or (None if probed else DEFAULT_TOPOLOGY)     # a probe without GPUs used the default
+    options = [*(("--topology", spec) if spec else ()),
+               *(("--host-path-class", args.host_path_class) if getattr(args, "host_path_class", None) else ()),
+               *(("--nccl-version", args.nccl_version) if args.nccl_version else ())]
+    return _AsTyped(tuple(options), tuple(parse_gpu_list(args.gpus)) if args.gpus is not None else None)
+
+
+def _remedy(gpus, typed: _AsTyped) -> tuple[str, str]:
+    """``(command, GPUs)``: the command that writes a tuner file for one host's ``gpus`` (GPUs of the
+    topology synthesize used, renumbered from 0 by ``--gpus``) as the user would type it, and those
+    GPUs in the machine's own numbering (``4,5,6,7`` for GPUs 2-5 after ``--gpus 2-7``)."""
+    mine = ",".join(map(str, (typed.gpus[g] for g in gpus) if typed.gpus is not None else gpus))
+    return shlex.join(["synthesize", *typed.options, "--gpus", mine, "--nccl-tuner-conf", "FILE"]), mine
+
+
+def _write_tuner_conf(topo, path: Path, version: tuple | None = None, typed: _AsTyped | None = None) -> None:
+    """Write the tuner file for ``topo``; ``typed`` (default: ``--topology`` ``topo``'s name, a
+    preset's) names the machine in the command a warning prints."""
     from synth.model.nccl.tuner_config import tuner_lines, tuner_models, write_tuner_config
     from synth.model.nccl.tuner_shapes import comm_shapes
+    typed = typed or _AsTyped(("--topology", topo.name))
     on, off = tuner_models(topo, version)
     lines = tuner_lines(on, off, shapes=comm_shapes(topo, version))
     m = on.machine
+    warned = [line for line in lines if line.worst]
+    ratio, gpus = max(line.worst for line in warned) if warned else (1.0, ())
+    command, mine = _remedy(gpus, typed)
     write_tuner_config(path, lines, comment=(
         f"synthesize --nccl-tuner-conf for {topo.name} ({m.ranks} ranks, {m.nodes} node(s)).\n"
         f"For NCCL's example tuner plugin as built from NCCL 2.30.3 or later (plugins/tuner/example); "
         f"the 2.27.5-2.29.x builds crash at the first matching line.\n"
-        f"Use: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE={path}"))
-    helps = sum(line.kind == "help" for line in lines)
-    print(f"wrote {path} ({len(lines)} lines for NCCL's example tuner plugin, {helps} change NCCL's modelled choice)")
-    warned = [line for line in lines if line.worst]
+        f"Use: NCCL_TUNER_PLUGIN=<path to libnccl-tuner-example.so> NCCL_TUNER_CONFIG_FILE={path}"
+        + (f"\nWARNING lines name GPUs of {topo.name}; a file for a job on the worst of them: {command}"
+           if warned else "")))
+    helps, shared = (sum(line.kind == kind for line in lines) for kind in ("help", "shared"))
+    print(f"wrote {path} ({len(lines)} lines for NCCL's example tuner plugin; NCCL's modelled choice changed by "
+          f"{helps} help lines, faster, and {shared} shared, one pair for GPU subsets whose choices differ)")
     if warned:                      # the file's WARNING comments, said where a user reads
-        ratio, gpus = max(line.worst for line in warned)
         ranks = ", ".join(map(str, sorted({line.ranks for line in warned})))
-        gpus = ",".join(map(str, gpus))
         print(f"warning: {len(warned)} lines (for {ranks} GPUs of one host) are up to {ratio:.2f}x slower than "
-              f"NCCL's own pick (modelled) on some GPU subset, worst on GPUs {gpus}: a line names a GPU count, not "
-              f"GPUs; for a job on a few GPUs write a file for them: synthesize --gpus {gpus} --nccl-tuner-conf FILE")
+              f"NCCL's own pick (modelled) on some GPU subset, worst on GPUs {mine}: a line names a "
+              f"GPU count, not GPUs; for a job on a few GPUs write a file for them: {command}")
 
 
 def _check(args: argparse.Namespace) -> None:
@@ -197,7 +231,7 @@ def _main(argv: list[str] | None, where: dict | None = None) -> int:
         return 2
     if args.nccl_tuner_conf is not None:
         try:
-            _write_tuner_conf(topo, args.nccl_tuner_conf, opts.nccl_version)
+            _write_tuner_conf(topo, args.nccl_tuner_conf, opts.nccl_version, _as_typed(args, probed))
         except (OSError, TopocollError) as e:
             why = _os_error(e) if isinstance(e, OSError) else str(e).splitlines()[0]
             print(f"synthesize: {why}; the results in {out}/ are complete, the tuner file was not written",

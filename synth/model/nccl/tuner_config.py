@@ -222,7 +222,7 @@ def _segments(on, off, coll: str, min_gain: float, classes: tuple = ()) -> list[
     return [(lo, hi, es) for lo, hi, es in segs]
 
 
-def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[TunerLine]:
+def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list, topology: str = "") -> list[TunerLine]:
     m = on.machine
     out = []
     for k, e in enumerate(probes[0]):
@@ -240,7 +240,7 @@ def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[T
         elif e.kind == "keep":
             note = f"keep{world}, {span}: NCCL's own pick (modelled) {e.algorithm}/{e.protocol}, its channels"
         else:
-            note = _shared_note(e.algorithm, e.protocol, world, span, m.ranks, w)
+            note = _shared_note(e.algorithm, e.protocol, world, span, m.ranks, w, topology)
         out.append(TunerLine(coll, lo, hi, e.algorithm, e.protocol.lower(), m.nodes, m.ranks,
                              e.kind, note, (min(gains), max(gains)) if e.helps else (1.0, 1.0),
                              help_ranges=((lo, hi),) if e.helps else (),
@@ -248,16 +248,20 @@ def _segment_lines(on, off, coll: str, lo: int, hi: int, probes: list) -> list[T
     return out
 
 
-def _shared_note(algorithm: str, protocol: str, world: str, span: str, ranks: int, worst) -> str:
-    """A shared line's note: the GPU subset it serves worst, and (beyond the tolerance) a warning."""
+def _shared_note(algorithm: str, protocol: str, world: str, span: str, ranks: int, worst, topology: str) -> str:
+    """A shared line's note: the GPU subset it serves worst (GPUs of ``topology``, the file's whole
+    machine, as numbered there), and (beyond the tolerance) a warning."""
     gpus = ",".join(map(str, worst.worst_gpus))
     if not worst.warns:
-        return (f"shared{world}, {span}: NCCL's own pick (modelled) differs between {ranks}-GPU subsets; "
-                f"{algorithm}/{protocol} is at most {worst.worst - 1:.1%} slower than it on any (GPUs {gpus})")
+        how = (f"is at most {worst.worst - 1:.1%} slower than it on any (GPUs {gpus})" if worst.worst >= 1 else
+               f"is faster than it on every one, by {1 - worst.worst:.1%} or more (least on GPUs {gpus})")
+        return f"shared{world}, {span}: NCCL's own pick (modelled) differs between {ranks}-GPU subsets; " \
+               f"{algorithm}/{protocol} {how}"
     return (f"WARNING{world}, {span}: no one pair is within {SHAPE_TOLERANCE:.0%} of NCCL's own pick (modelled) on "
             f"every {ranks}-GPU subset; this line, {algorithm}/{protocol}, the least bad of all pairs (the cover's "
-            f"among them), is up to {worst.worst:.2f}x slower than NCCL's own on GPUs {gpus}. A file written for "
-            f"the job's GPUs is the model's exact answer there: synthesize --gpus {gpus} --nccl-tuner-conf FILE")
+            f"among them), is up to {worst.worst:.2f}x slower than NCCL's own on GPUs {gpus} of this file's "
+            f"topology ({topology}). A file written for the job's GPUs alone is the model's exact answer there "
+            f"(synthesize --nccl-tuner-conf FILE with --gpus naming those GPUs as the machine numbers them)")
 
 
 def _merged(parts: list[TunerLine]) -> TunerLine:
@@ -271,12 +275,13 @@ def _merged(parts: list[TunerLine]) -> TunerLine:
                      worst=max((p.worst for p in parts if p.worst), default=()))
 
 
-def _machine_lines(on, off, coll: str, min_gain: float, classes: tuple = ()) -> list[TunerLine]:
+def _machine_lines(on, off, coll: str, min_gain: float, classes: tuple = (), topology: str = "") -> list[TunerLine]:
     """Every size's first pick (slot 0), then the picks without NVLS where slot 0 is NVLS (slot
-    1): a size's slot-1 line comes after its slot-0 line, which NCCL skips without NVLS."""
+    1): a size's slot-1 line comes after its slot-0 line, which NCCL skips without NVLS; ``topology``
+    names the file's whole machine, whose GPU numbers a warning uses."""
     slots: list[list[list[TunerLine]]] = [[], []]
     for lo, hi, probes in _segments(on, off, coll, min_gain, classes):
-        for k, line in enumerate(_segment_lines(on, off, coll, lo, hi, probes)):
+        for k, line in enumerate(_segment_lines(on, off, coll, lo, hi, probes, topology)):
             runs = slots[k]
             prev = runs[-1][-1] if runs else None
             if prev and (prev.algorithm, prev.protocol) == (line.algorithm, line.protocol) and \
@@ -329,7 +334,7 @@ def tuner_lines(model, model_without_nvls=None, collectives=PLUGIN_COLLECTIVES,
     for coll in colls:
         for shape in shapes:
             (on, off), classes = shape.models[0], tuple(zip(shape.subsets, shape.models))
-            lines = _machine_lines(on, off, coll, min_gain, classes if len(classes) > 1 else ())
+            lines = _machine_lines(on, off, coll, min_gain, classes if len(classes) > 1 else (), model.machine.name)
             if any(l.kind == "help" for l in lines) or not _cover_holds(coll, shape, lines):
                 out += _labelled(lines, shape)
         out += _cover_bands(coll)

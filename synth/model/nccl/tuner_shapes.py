@@ -10,8 +10,9 @@ lines for:
   k = 2 .. 8 and the powers of two above 8, plus the whole host of a multi-host topology
   (:func:`gpu_counts`): the model of the **first k GPUs** (the representative subset) plus one
   k-GPU subset of **every other class** (:func:`subset_class`: subsets whose NCCL machines are
-  the same up to a renumbering of the GPUs; on a DGX-1 GPUs 0,1 and 0,5 have different NVLink
-  counts, and its 70 4-GPU subsets fall in 39 classes), since a line names ``nRanks``, not GPUs
+  the same up to a renumbering of the GPUs; on a DGX-1 GPUs 0,1 have two NVLinks, 0,2 one and 0,5
+  none (``SYS``: PCIe and the inter-socket link), and its 70 4-GPU subsets fall in 39 classes), since
+  a line names ``nRanks``, not GPUs
   (:mod:`.tuner_pick` judges it on each); subsets of :data:`MAX_GPUS_READ` GPUs in all are
   read, shared fairly over k (every subset of a host of up to 8 GPUs);
 * for a topology of N hosts, N' = 2, 4, 8, .. < N full hosts (GPUs of hosts 0 .. N'-1), the

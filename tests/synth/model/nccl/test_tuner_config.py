@@ -184,3 +184,16 @@ def test_with_no_margin_met_every_line_on_the_machine_is_ncclS_own_choice():
             out = match(conf, Query(coll, size, 1, 8, available_pairs(on, coll)))
             own = on.choose(coll, size)
             assert (out.algorithm, out.protocol, out.channel_cap) == (own.algorithm, own.protocol.lower(), None)
+
+
+@pytest.mark.parametrize("worst, said", [
+    (1.013, "ring/LL is at most 1.3% slower than it on any (GPUs 0,2)"),
+    (1.0, "ring/LL is at most 0.0% slower than it on any (GPUs 0,2)"),
+    # faster than NCCL's own on every subset (by less than MIN_GAIN on the representative): never "-3.0% slower"
+    (0.97, "ring/LL is faster than it on every one, by 3.0% or more (least on GPUs 0,2)")])
+def test_a_shared_note_says_how_much_slower_or_faster_the_line_is(worst, said):
+    from synth.model.nccl.tuner_config import _shared_note
+    from synth.model.nccl.tuner_pick import Pick
+    pick = Pick("ring", "LL", "shared", "tree/LL", 10.0, 9.8, worst, (0, 2))
+    note = _shared_note("ring", "LL", "", "1 B-2 B", 2, pick, "t")
+    assert note == f"shared, 1 B-2 B: NCCL's own pick (modelled) differs between 2-GPU subsets; {said}", note

@@ -93,7 +93,8 @@ def test_shapes_are_every_one_host_size_and_every_host_count():
         [(1, k) for k in range(2, 9)] + [(2, 16)]
     dgx1 = shapes_for("dgx1-v100")
     assert [(s.nodes, s.ranks) for s in dgx1] == [(1, k) for k in range(2, 8)]
-    assert dgx1[0].subsets == ((0, 1), (0, 2), (0, 5))     # 0-1 NV1, 0-2 NV1 with other links, 0-5 NV2
+    assert dgx1[0].subsets == ((0, 1), (0, 2), (0, 5))     # 0-1 NV2, 0-2 NV1, 0-5 no NVLink (SYS)
+    assert [get_preset("dgx1-v100").smi_label(*s) for s in dgx1[0].subsets] == ["NV2", "NV1", "SYS"]
     _, lines, _ = file_for("3xdgx-a100")
     assert {(l.nodes, l.ranks) for l in lines} >= {(3, 24), (2, 16), (1, 2), (-1, -1)}
 
