@@ -139,8 +139,9 @@ class MPICommunicator(CommunicatorBase):
         self._tag_ub = int(self._world.Get_attr(MPI.TAG_UB) or 32767)
         #: every rank's descriptor and host name, and this rank's index among the ranks on its host
         #: (``cupy.cuda.Device(comm.local_rank).use()``); a mismatch: the same error on every rank
-        self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
-                                                              refused or self.descriptor(), self.topology, refused)
+        self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,   # refused: sent once
+                                                              None if refused else self.descriptor(), self.topology,
+                                                              refused)
         self._departure = leaving.watch_departure(self)   # close, collection or exit: tell the peers
 
     def _renew_data_comm(self) -> None:

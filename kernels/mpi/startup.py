@@ -26,8 +26,27 @@ from synth.plan.selector import ScheduleSelector
 from topo_probe import errors
 from topo_probe.errors import ProcessGroupMismatch, TopocollError
 
-#: characters of a refusal's line sent to the other ranks (the exchange holds 64 KiB in all)
-_REFUSAL_CHARS = 4000
+#: bytes of JSON a refusal's line may take when sent to the other ranks (the exchange holds 64 KiB in all,
+#: :func:`kernels.mpi.waiter.exchange_json`; JSON escapes a character outside ASCII as 6 or 12 bytes)
+REFUSAL_JSON_BYTES = 16 << 10
+
+
+def fit_json(line: str, limit: int = REFUSAL_JSON_BYTES) -> str:
+    """``line``, cut (ending in ``...``) so that its JSON text (``json.dumps``, ASCII) takes at most
+    ``limit`` bytes.
+
+    >>> fit_json("\u00e9" * 4, 20), len(json.dumps(fit_json("\u00e9" * 4, 20)))
+    ('\u00e9\u00e9...', 17)
+    """
+    if len(json.dumps(line)) <= limit:
+        return line
+    room, cut = limit - len('"..."'), 0
+    for ch in line:
+        room -= len(json.dumps(ch)) - 2
+        if room < 0:
+            break
+        cut += 1
+    return line[:cut] + "..."
 
 
 def plan_digest(plan) -> str:
@@ -92,7 +111,7 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int) -> tup
         check_plan_files(selector)
     except Exception as err:      # noqa: BLE001 - every rank must hear of it (raise_refusals)
         line = str(err) if isinstance(err, TopocollError) else f"MPICommunicator: {type(err).__name__}: {err}"
-        return None, None, {"error": type(err).__name__, "message": " ".join(line.split())[:_REFUSAL_CHARS]}
+        return None, None, {"error": type(err).__name__[:100], "message": fit_json(" ".join(line.split()))}
     return topo, selector, None
 
 
@@ -129,13 +148,13 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
         Deadline and failure notices; ``waiter.rank`` is this rank.
     size : int
         Number of ranks.
-    descriptor : dict
-        This rank's :func:`descriptor_of`.
+    descriptor : dict or None
+        This rank's :func:`descriptor_of`; None where it refused (the refusal travels once).
     topology : Topology
         Must have ``size`` GPUs.
     refusal : dict, optional
-        This rank's refusal of its topology or plan (:func:`checked_start`), None where its check
-        passed (then ``descriptor`` is not read).
+        This rank's refusal of its topology or plan (:func:`checked_start`, at most
+        :data:`REFUSAL_JSON_BYTES` of JSON), None where its check passed.
 
     Returns
     -------
