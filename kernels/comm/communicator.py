@@ -126,9 +126,9 @@ class Communicator(CommunicatorBase):
         if self.topology is not None and self.topology.num_gpus != n:
             raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
                              f"GPUs but {n} ranks were asked for")
-        self.size = n
-        self.selector = (ScheduleSelector(self.topology, plan=check_plan_arg(plan, "Communicator"),
-                                          owner="Communicator") if self.topology is not None else None)
+        self.size, plan = n, check_plan_arg(plan, "Communicator")     # one rank without a topology too
+        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
+                         if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         if self.selector is not None:
             check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field
