@@ -6,11 +6,13 @@ fingerprint, GPU count, plan digest, algorithm) and its host name to every other
 same list of descriptors (:func:`compare_descriptors`), so a disagreement raises
 :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
 
-The topology and the plan are checked at start-up as the one-process Communicator checks them
-when built (:func:`checked_start`: the topology resolved, the plan found and every entry's
-schedule and fallback file loaded and verified, :func:`kernels.comm.route.check_plan_files`); a
-rank whose check fails (with any error) sends its refusal with its descriptor, so every rank
-raises the same error (class and line), and none waits for a rank that stopped.
+The ``ipc`` and ``native`` arguments, the topology and the plan are checked at start-up, the latter
+two as the one-process Communicator checks them when built (:func:`checked_start`: the arguments
+checked, the topology resolved, the plan found and every entry's schedule and fallback file loaded
+and verified, :func:`kernels.comm.route.check_plan_files`); a rank whose check fails (with any
+error) sends its refusal (one line, at most :data:`REFUSAL_JSON_BYTES` of JSON) instead of its
+descriptor, so every rank raises the same error (class and line), and none waits for a rank that
+stopped.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from pathlib import Path
 
 from kernels.comm.machine import resolve_topology
 from kernels.comm.route import check_plan_arg, check_plan_files
+from kernels.mpi.native_call import check_native_mode
 from kernels.mpi.waiter import Waiter, exchange_json
 from synth.plan.selector import ScheduleSelector
 from topo_probe import errors
-from topo_probe.errors import ProcessGroupMismatch, TopocollError
+from topo_probe.errors import InvalidArgument, ProcessGroupMismatch, TopocollError
 
 #: bytes of JSON a refusal's line may take when sent to the other ranks (the exchange holds 64 KiB in all,
 #: :func:`kernels.mpi.waiter.exchange_json`; JSON escapes a character outside ASCII as 6 or 12 bytes)
@@ -95,8 +98,9 @@ ranks [1] 'b'; every rank must use the same topology, plan and rank count
                                    + "; every rank must use the same topology, plan and rank count")
 
 
-def checked_start(topology, size: int, plan, algo: str | None, rank: int) -> tuple:
-    """``(topology, selector, None)``: this rank's Topology (``topology`` resolved for ``size``
+def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc="auto", native="never") -> tuple:
+    """``(topology, selector, None)``: the ``ipc`` and ``native`` arguments checked
+    (:func:`kernels.mpi.native_call.check_native_mode`), this rank's Topology (``topology`` resolved for ``size``
     ranks, :func:`kernels.comm.machine.resolve_topology`) and
     :class:`~synth.plan.selector.ScheduleSelector` (``plan`` found and loaded; none where ``algo``
     forces a baseline) with every entry's files loaded and verified now
@@ -104,6 +108,9 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int) -> tup
     name and its line, which :func:`agree` raises on every rank.  Any error is a refusal (a rank that
     raised alone before the exchange would leave the others waiting out their deadline)."""
     try:
+        if not (isinstance(ipc, str) and ipc in ("auto", "never")):
+            raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}"[:300])
+        check_native_mode(native)
         topo = resolve_topology(topology, size)
         plan = check_plan_arg(plan, "MPICommunicator")
         selector = ScheduleSelector(topo, plan=plan if algo is None else False, algo=algo,
@@ -124,7 +131,7 @@ def raise_refusals(refusals: list) -> None:
     Traceback (most recent call last):
     ...
     topo_probe.errors.ScheduleFormatError: p.json: entries[0].schedule: missing (the start-up check of \
-topology and plan failed on ranks [1] of 2)
+arguments, topology and plan failed on ranks [1] of 2)
     """
     failed = [r for r, got in enumerate(refusals) if got]
     if not failed:
@@ -132,8 +139,8 @@ topology and plan failed on ranks [1] of 2)
     first = refusals[failed[0]]
     cls = getattr(errors, str(first.get("error")), None)
     cls = cls if isinstance(cls, type) and issubclass(cls, TopocollError) else TopocollError
-    raise cls(f"{first.get('message')} (the start-up check of topology and plan failed on ranks {failed} of "
-              f"{len(refusals)})")
+    raise cls(f"{first.get('message')} (the start-up check of arguments, topology and plan failed on ranks "
+              f"{failed} of {len(refusals)})")
 
 
 def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
@@ -153,7 +160,7 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
     topology : Topology
         Must have ``size`` GPUs.
     refusal : dict, optional
-        This rank's refusal of its topology or plan (:func:`checked_start`, at most
+        This rank's refusal of its arguments, topology or plan (:func:`checked_start`, at most
         :data:`REFUSAL_JSON_BYTES` of JSON), None where its check passed.
 
     Returns
