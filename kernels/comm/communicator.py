@@ -384,8 +384,7 @@ class Communicator(CommunicatorBase):
 
     def _post(self, mine, theirs, pair, array, sending: bool) -> None:
         self._check_open("send" if sending else "recv")
-        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv,
-                  devices=self.devices)
+        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, devices=self.devices)  # errors: send/recv
 
     def _root(self, what: str, root: int) -> int:
         return check_root(what, root, self.size)
