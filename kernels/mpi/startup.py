@@ -105,7 +105,8 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc
     :class:`~synth.plan.selector.ScheduleSelector` (``plan`` found and loaded; none where ``algo``
     forces a baseline) with every entry's files loaded and verified now
     (:func:`kernels.comm.route.check_plan_files`); or ``(None, None, refusal)``: the error's class
-    name and its line, which :func:`agree` raises on every rank.  Any error is a refusal (a rank that
+    name and its line (line breaks made spaces, cut to :data:`REFUSAL_JSON_BYTES` of JSON), which
+    :func:`agree` raises on every rank.  Any error is a refusal (a rank that
     raised alone before the exchange would leave the others waiting out their deadline)."""
     try:
         if not (isinstance(ipc, str) and ipc in ("auto", "never")):
@@ -118,7 +119,7 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc
         check_plan_files(selector)
     except Exception as err:      # noqa: BLE001 - every rank must hear of it (raise_refusals)
         line = str(err) if isinstance(err, TopocollError) else f"MPICommunicator: {type(err).__name__}: {err}"
-        return None, None, {"error": type(err).__name__[:100], "message": fit_json(" ".join(line.split()))}
+        return None, None, {"error": type(err).__name__[:100], "message": fit_json(" ".join(line.splitlines()))}
     return topo, selector, None
 
 

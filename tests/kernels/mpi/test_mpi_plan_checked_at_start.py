@@ -209,6 +209,20 @@ def test_a_long_refusal_is_cut_to_fit_the_start_up_exchange():
     assert len(json.dumps(one_more)) > REFUSAL_JSON_BYTES
 
 
+def test_a_refusal_keeps_the_blanks_of_a_path_and_only_its_line_breaks_become_spaces(tmp_path):
+    """The refusal is one line: line breaks become spaces, and nothing else changes, so a path with two
+    blanks or a tab in it is quoted exactly (old: every run of white space became one blank)."""
+    from kernels.mpi.startup import checked_start
+    folder = tmp_path / "my  plans\tv2"
+    folder.mkdir()
+    _, _, refusal = checked_start(None, N, str(folder / "plan.json"), None, 0)
+    assert str(folder / "plan.json") in refusal["message"], refusal
+    broken = tmp_path / "two\nlines\r\nplan.json"
+    _, _, refusal = checked_start(None, N, str(broken), None, 0)
+    assert str(tmp_path / "two lines plan.json") in refusal["message"], refusal
+    assert not set("\n\r") & set(refusal["message"]), refusal
+
+
 def early_worker(case: str) -> None:
     """Rank 1 fails before its plan is checked (its topology file missing, a plan, native or ipc argument
     that is not one) or there with a long line; rank 0 is well. Each rank writes what it raised and how
