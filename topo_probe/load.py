@@ -162,7 +162,11 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
         check_float(nvlink_gbps, "--nvlink-gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
                     hi=MAX_BANDWIDTH_GBPS / MAX_LINKS_PER_EDGE, unit="GB/s")
     path = Path(spec)
-    if path.is_file():
+    try:
+        is_file = path.is_file()
+    except OSError as exc:          # ENAMETOOLONG: longer than the file system takes
+        raise TopologyError(f"topology {show(spec)} ({len(spec)} characters): {exc.strerror or exc}") from None
+    if is_file:
         text = read_text(path, TopologyError)
         topo = _parse_text(text, spec, nvlink_gbps)
         is_nvsmi = not text.lstrip("\ufeff \t\r\n").startswith(("{", "<"))

@@ -126,9 +126,9 @@ class Communicator(CommunicatorBase):
         if self.topology is not None and self.topology.num_gpus != n:
             raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
                              f"GPUs but {n} ranks were asked for")
-        self.size = n
-        self.selector = (ScheduleSelector(self.topology, plan=check_plan_arg(plan, "Communicator"),
-                                          owner="Communicator") if self.topology is not None else None)
+        self.size, plan = n, check_plan_arg(plan, "Communicator")     # one rank without a topology too
+        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
+                         if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         if self.selector is not None:
             check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field
@@ -384,8 +384,7 @@ class Communicator(CommunicatorBase):
 
     def _post(self, mine, theirs, pair, array, sending: bool) -> None:
         self._check_open("send" if sending else "recv")
-        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, deliver=self.send_recv,
-                  devices=self.devices)
+        _p2p.post(mine, theirs, pair, array, sending=sending, size=self.size, devices=self.devices)  # errors: send/recv
 
     def _root(self, what: str, root: int) -> int:
         return check_root(what, root, self.size)

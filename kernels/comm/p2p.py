@@ -48,25 +48,26 @@ def check_p2p_array(what: str, rank: int, array, *, receiving: bool, devices: li
 
 
 def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int,
-              devices: list[int] | None = None) -> None:
+              devices: list[int] | None = None, what: str = "send_recv") -> None:
     """Copy ``src_array`` (held by ``src_rank``) into ``dst_array`` (held by ``dst_rank``) of a
     ``size``-rank communicator: NumPy or CuPy arrays of an NCCL type (on their ranks' GPUs,
     ``devices``, where given), the same dtype and the same number of elements, the destination
-    writable and C-contiguous (BufferLayoutError otherwise, naming the ranks; nothing written)."""
-    src_rank = check_root("send_recv", src_rank, size, "src_rank")
-    dst_rank = check_root("send_recv", dst_rank, size, "dst_rank")
-    check_p2p_array("send_recv", src_rank, src_array, receiving=False, devices=devices)
-    dst = check_p2p_array("send_recv", dst_rank, dst_array, receiving=True, devices=devices)
+    writable and C-contiguous (BufferLayoutError otherwise, naming ``what``, the method called,
+    and the ranks; nothing written)."""
+    src_rank = check_root(what, src_rank, size, "src_rank")
+    dst_rank = check_root(what, dst_rank, size, "dst_rank")
+    check_p2p_array(what, src_rank, src_array, receiving=False, devices=devices)
+    dst = check_p2p_array(what, dst_rank, dst_array, receiving=True, devices=devices)
     if src_array.dtype != dst_array.dtype:
-        raise InvalidArgument(f"send_recv: rank {dst_rank}: dtype {dst_array.dtype} differs from rank "
+        raise InvalidArgument(f"{what}: rank {dst_rank}: dtype {dst_array.dtype} differs from rank "
                               f"{src_rank}'s {src_array.dtype}")
     if dst.size != src_array.size:
-        raise BufferLayoutError(f"send_recv: rank {dst_rank} receives {dst.size} elements but rank {src_rank} "
+        raise BufferLayoutError(f"{what}: rank {dst_rank} receives {dst.size} elements but rank {src_rank} "
                                 f"sends {src_array.size}; send and recv must name the same count (as NCCL's)")
     src = src_array.reshape(-1)
     if _is_cupy(dst) or _is_cupy(src):
         if not (_is_cupy(dst) and _is_cupy(src)):
-            raise InvalidArgument(f"send_recv: rank {dst_rank}: device {_device(dst)} and rank {src_rank}'s "
+            raise InvalidArgument(f"{what}: rank {dst_rank}: device {_device(dst)} and rank {src_rank}'s "
                                   f"{_device(src)} differ in kind")
         src = src if src.flags.c_contiguous else src.copy()
         dst.data.copy_from_device(src.data, src.nbytes)
@@ -75,16 +76,18 @@ def send_recv(src_rank: int, dst_rank: int, src_array, dst_array, *, size: int,
 
 
 def post(mine: dict, theirs: dict, pair: tuple[int, int], array, *, sending: bool, size: int,
-         deliver: Callable, devices: list[int] | None = None) -> None:
+         deliver: Callable | None = None, devices: list[int] | None = None) -> None:
     """Post ``array`` for ``pair`` = (source rank, destination rank), checked first
     (:func:`check_p2p_array`, the posting rank's): when ``theirs`` (the other direction's queues)
     holds a post for the pair, the oldest is matched and ``deliver(src_rank, dst_rank, src_array,
-    dst_array)`` copies (where it raises, the matched post goes back to the head of its queue, or, no longer valid
+    dst_array)`` copies (default :func:`send_recv`, its errors naming ``send`` or ``recv``: the method
+    called; where it raises, the matched post goes back to the head of its queue, or, no longer valid
     itself, is dropped with this post: :func:`_requeue_or_drop`; an interrupt puts it back unchecked);
     else the post is queued in ``mine``."""
     what = "send" if sending else "recv"
     pair = tuple(check_root(what, r, size, "") for r in pair)
     check_p2p_array(what, pair[0] if sending else pair[1], array, receiving=not sending, devices=devices)
+    deliver = deliver or (lambda s, d, a, b: send_recv(s, d, a, b, size=size, devices=devices, what=what))
     if theirs.get(pair):
         other = theirs[pair].popleft()
         src, dst = (array, other) if sending else (other, array)

@@ -110,9 +110,7 @@ class MPICommunicator(CommunicatorBase):
     def __init__(self, comm=None, *, topology=None, plan=None, algo: str | None = None,
                  timeout_s: float | None = None, abort_on_error: bool = True, wire=None,
                  ipc: str = "auto", native="never") -> None:
-        if ipc not in ("auto", "never"):
-            raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}")
-        self.ipc = ipc
+        self.ipc = ipc      # checked with the topology and plan (checked_start): a refusal reaches every rank
         MPI = mpi()
         self._world = MPI.COMM_WORLD if comm is None else comm
         self.rank, self.size = self._world.Get_rank(), self._world.Get_size()
@@ -129,9 +127,10 @@ class MPICommunicator(CommunicatorBase):
         self.agreement = CallAgreement(agree_comm, self._ctrl, self.waiter, self.size)
         self.agreement.on_mismatch, self._retired = self._renew_data_comm, []  # old data comms
         self.algo = algo        # the topology and plan checked; refused: raised on every rank (agree)
-        self.topology, self.selector, refused = checked_start(topology, self.size, plan, algo, self.rank)
+        self.topology, self.selector, refused = checked_start(topology, self.size, plan, algo, self.rank, ipc=ipc,
+                                                              native=native)
         self.plan, self.last_route = getattr(self.selector, "plan", None), None   # last_route: kernels.comm.route
-        self._wire, self._native = wire, NativeRunner(self, native)
+        self._wire, self._native = wire, NativeRunner(self, "never" if refused else native)   # refused: agree raises
         self._wires: dict[str, HostWire] = {}
         self._programs: OrderedDict = OrderedDict()
         self._runner, self._memo = PlanRunner(), CallMemo()   # repeated calls: kernels.mpi.persistent, .replay
@@ -139,8 +138,9 @@ class MPICommunicator(CommunicatorBase):
         self._tag_ub = int(self._world.Get_attr(MPI.TAG_UB) or 32767)
         #: every rank's descriptor and host name, and this rank's index among the ranks on its host
         #: (``cupy.cuda.Device(comm.local_rank).use()``); a mismatch: the same error on every rank
-        self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,
-                                                              refused or self.descriptor(), self.topology, refused)
+        self.descriptors, self.hosts, self.local_rank = agree(self._ctrl, self.waiter, self.size,   # refused: sent once
+                                                              None if refused else self.descriptor(), self.topology,
+                                                              refused)
         self._departure = leaving.watch_departure(self)   # close, collection or exit: tell the peers
 
     def _renew_data_comm(self) -> None:

@@ -65,6 +65,13 @@ class NativeCall:
         return self.runner.run(self, gate)
 
 
+def check_native_mode(mode) -> None:
+    """Refuse, in one line (InvalidArgument), a ``native=`` that is neither ``"auto"``, ``"never"``
+    nor a backend object (None, a bool or a number is no backend)."""
+    if isinstance(mode, str) and mode not in ("auto", "never") or mode is None or isinstance(mode, (bool, int, float)):
+        raise InvalidArgument(f"MPICommunicator: native must be 'auto', 'never' or a backend, got {mode!r}"[:300])
+
+
 class NativeRunner:
     """The native path of one communicator (see module docstring).
 
@@ -72,8 +79,7 @@ class NativeRunner:
     backend object (tests: any arrays, e.g. NumPy in shared memory)."""
 
     def __init__(self, comm, mode="auto", *, fuse: bool = FUSE, graphs: bool = True) -> None:
-        if isinstance(mode, str) and mode not in ("auto", "never"):
-            raise InvalidArgument(f"MPICommunicator: native must be 'auto', 'never' or a backend, got {mode!r}")
+        check_native_mode(mode)
         self.comm, self.mode, self.fuse, self.graphs = comm, mode, fuse, graphs
         self.backend = None if isinstance(mode, str) else mode
         self.enabled: bool | None = None

@@ -6,11 +6,13 @@ fingerprint, GPU count, plan digest, algorithm) and its host name to every other
 same list of descriptors (:func:`compare_descriptors`), so a disagreement raises
 :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
 
-The topology and the plan are checked at start-up as the one-process Communicator checks them
-when built (:func:`checked_start`: the topology resolved, the plan found and every entry's
-schedule and fallback file loaded and verified, :func:`kernels.comm.route.check_plan_files`); a
-rank whose check fails (with any error) sends its refusal with its descriptor, so every rank
-raises the same error (class and line), and none waits for a rank that stopped.
+The ``ipc`` and ``native`` arguments, the topology and the plan are checked at start-up, the latter
+two as the one-process Communicator checks them when built (:func:`checked_start`: the arguments
+checked, the topology resolved, the plan found and every entry's schedule and fallback file loaded
+and verified, :func:`kernels.comm.route.check_plan_files`); a rank whose check fails (with any
+error) sends its refusal (one line, at most :data:`REFUSAL_JSON_BYTES` of JSON) instead of its
+descriptor, so every rank raises the same error (class and line), and none waits for a rank that
+stopped.
 """
 
 from __future__ import annotations
@@ -21,13 +23,33 @@ from pathlib import Path
 
 from kernels.comm.machine import resolve_topology
 from kernels.comm.route import check_plan_arg, check_plan_files
+from kernels.mpi.native_call import check_native_mode
 from kernels.mpi.waiter import Waiter, exchange_json
 from synth.plan.selector import ScheduleSelector
 from topo_probe import errors
-from topo_probe.errors import ProcessGroupMismatch, TopocollError
+from topo_probe.errors import InvalidArgument, ProcessGroupMismatch, TopocollError
 
-#: characters of a refusal's line sent to the other ranks (the exchange holds 64 KiB in all)
-_REFUSAL_CHARS = 4000
+#: bytes of JSON a refusal's line may take when sent to the other ranks (the exchange holds 64 KiB in all,
+#: :func:`kernels.mpi.waiter.exchange_json`; JSON escapes a character outside ASCII as 6 or 12 bytes)
+REFUSAL_JSON_BYTES = 16 << 10
+
+
+def fit_json(line: str, limit: int = REFUSAL_JSON_BYTES) -> str:
+    """``line``, cut (ending in ``...``) so that its JSON text (``json.dumps``, ASCII) takes at most
+    ``limit`` bytes.
+
+    >>> fit_json("\u00e9" * 4, 20), len(json.dumps(fit_json("\u00e9" * 4, 20)))
+    ('\u00e9\u00e9...', 17)
+    """
+    if len(json.dumps(line)) <= limit:
+        return line
+    room, cut = limit - len('"..."'), 0
+    for ch in line:
+        room -= len(json.dumps(ch)) - 2
+        if room < 0:
+            break
+        cut += 1
+    return line[:cut] + "..."
 
 
 def plan_digest(plan) -> str:
@@ -76,15 +98,20 @@ ranks [1] 'b'; every rank must use the same topology, plan and rank count
                                    + "; every rank must use the same topology, plan and rank count")
 
 
-def checked_start(topology, size: int, plan, algo: str | None, rank: int) -> tuple:
-    """``(topology, selector, None)``: this rank's Topology (``topology`` resolved for ``size``
+def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc="auto", native="never") -> tuple:
+    """``(topology, selector, None)``: the ``ipc`` and ``native`` arguments checked
+    (:func:`kernels.mpi.native_call.check_native_mode`), this rank's Topology (``topology`` resolved for ``size``
     ranks, :func:`kernels.comm.machine.resolve_topology`) and
     :class:`~synth.plan.selector.ScheduleSelector` (``plan`` found and loaded; none where ``algo``
     forces a baseline) with every entry's files loaded and verified now
     (:func:`kernels.comm.route.check_plan_files`); or ``(None, None, refusal)``: the error's class
-    name and its line, which :func:`agree` raises on every rank.  Any error is a refusal (a rank that
+    name and its line (line breaks made spaces, cut to :data:`REFUSAL_JSON_BYTES` of JSON), which
+    :func:`agree` raises on every rank.  Any error is a refusal (a rank that
     raised alone before the exchange would leave the others waiting out their deadline)."""
     try:
+        if not (isinstance(ipc, str) and ipc in ("auto", "never")):
+            raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}"[:300])
+        check_native_mode(native)
         topo = resolve_topology(topology, size)
         plan = check_plan_arg(plan, "MPICommunicator")
         selector = ScheduleSelector(topo, plan=plan if algo is None else False, algo=algo,
@@ -92,7 +119,7 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int) -> tup
         check_plan_files(selector)
     except Exception as err:      # noqa: BLE001 - every rank must hear of it (raise_refusals)
         line = str(err) if isinstance(err, TopocollError) else f"MPICommunicator: {type(err).__name__}: {err}"
-        return None, None, {"error": type(err).__name__, "message": " ".join(line.split())[:_REFUSAL_CHARS]}
+        return None, None, {"error": type(err).__name__[:100], "message": fit_json(" ".join(line.splitlines()))}
     return topo, selector, None
 
 
@@ -105,7 +132,7 @@ def raise_refusals(refusals: list) -> None:
     Traceback (most recent call last):
     ...
     topo_probe.errors.ScheduleFormatError: p.json: entries[0].schedule: missing (the start-up check of \
-topology and plan failed on ranks [1] of 2)
+arguments, topology and plan failed on ranks [1] of 2)
     """
     failed = [r for r, got in enumerate(refusals) if got]
     if not failed:
@@ -113,8 +140,8 @@ topology and plan failed on ranks [1] of 2)
     first = refusals[failed[0]]
     cls = getattr(errors, str(first.get("error")), None)
     cls = cls if isinstance(cls, type) and issubclass(cls, TopocollError) else TopocollError
-    raise cls(f"{first.get('message')} (the start-up check of topology and plan failed on ranks {failed} of "
-              f"{len(refusals)})")
+    raise cls(f"{first.get('message')} (the start-up check of arguments, topology and plan failed on ranks "
+              f"{failed} of {len(refusals)})")
 
 
 def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
@@ -129,13 +156,13 @@ def agree(ctrl, waiter: Waiter, size: int, descriptor: dict, topology,
         Deadline and failure notices; ``waiter.rank`` is this rank.
     size : int
         Number of ranks.
-    descriptor : dict
-        This rank's :func:`descriptor_of`.
+    descriptor : dict or None
+        This rank's :func:`descriptor_of`; None where it refused (the refusal travels once).
     topology : Topology
         Must have ``size`` GPUs.
     refusal : dict, optional
-        This rank's refusal of its topology or plan (:func:`checked_start`), None where its check
-        passed (then ``descriptor`` is not read).
+        This rank's refusal of its arguments, topology or plan (:func:`checked_start`, at most
+        :data:`REFUSAL_JSON_BYTES` of JSON), None where its check passed.
 
     Returns
     -------

@@ -189,3 +189,23 @@ def test_rocm_smi_showtopo_is_named_not_misread(fixtures_dir, tmp_path):
         msg = str(exc.value)
         assert msg.startswith(f"{f}: looks like `rocm-smi --showtopo` output") and "\n" not in msg
         assert "NCCL_TOPO_DUMP_FILE" in msg
+
+
+@settings(derandomize=True, max_examples=40, deadline=None)
+@given(st.sampled_from(["a", "\u00e9", "\U0001F600"]), st.integers(64, 6000), st.booleans())
+def test_a_name_too_long_for_a_path_is_refused_in_one_short_line(char, n, in_folder):
+    """A topology name longer than the file system takes (NAME_MAX, 255 bytes on Linux, whatever ``os.strerror``
+    says) is refused as a TopologyError in one line with the name cut, never a raw OSError; a shorter one is
+    not a file, a preset or a generator spec, so it is refused by name as before."""
+    import errno
+    import os
+    spec = ("./" if in_folder else "") + char * n      # "./": a folder that exists, so the name is looked up
+    with pytest.raises(TopologyError) as exc:
+        load_topology(spec)
+    line = str(exc.value)
+    assert "\n" not in line and char * 3 in line, line
+    if max(len(part.encode()) for part in spec.split("/")) > 255:
+        assert os.strerror(errno.ENAMETOOLONG) in line and len(line) < 300, line
+        assert f"{len(spec)} characters" in line, line
+    else:
+        assert "is neither an existing file nor a preset" in line, line

@@ -236,12 +236,14 @@ def test_an_mpi_refusal_that_names_the_method_names_it_once(method, call):
 
 
 @pytest.mark.parametrize("plan", [123, 1.5, True, ["plan.json"]])
-def test_a_plan_argument_that_is_not_a_plan_is_refused_in_one_line_naming_the_communicator(plan):
+@pytest.mark.parametrize("n", [1, N])
+def test_a_plan_argument_that_is_not_a_plan_is_refused_in_one_line_naming_the_communicator(plan, n):
     """``plan`` is a Plan, a plan.json file or folder, "auto", None or False (the class docstring);
     anything else is refused in one line naming the Communicator and the value, as the MPICommunicator
-    refuses it at start-up.  Old: a TypeError from pathlib ("expected str, bytes or os.PathLike object")."""
+    refuses it at start-up.  Old: a TypeError from pathlib ("expected str, bytes or os.PathLike object");
+    with one rank and no topology (no plan looked up), taken without a word."""
     from kernels import Communicator
     with pytest.raises(TopocollError) as info:
-        Communicator(N, plan=plan)
+        Communicator(n, plan=plan)
     assert str(info.value) == (f"Communicator: plan must be a Plan, a plan.json file or folder, 'auto', None or "
                                f"False; got {type(plan).__name__} {plan!r}"), str(info.value)

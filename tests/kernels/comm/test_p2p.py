@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from kernels.comm.p2p import pending, post, send_recv
-from topo_probe.errors import BufferLayoutError
+from topo_probe.errors import BufferLayoutError, TopocollError
 
 
 def _deliver(size):
@@ -347,3 +347,26 @@ def test_an_interrupted_copy_keeps_the_queued_post_it_matched(sending):
     assert pending(sends, recvs) == []
     got = queued if sending else again
     assert got.tolist() == ([3.0, 4.0] if sending else [7.0, 8.0])
+
+
+@pytest.mark.parametrize("first", ["send", "recv"])
+@pytest.mark.parametrize("dst,words", [
+    (np.zeros(4, np.float32), "rank 1 receives 4 elements but rank 0 sends 3"),
+    (np.zeros(3, np.float64), "rank 1: dtype float64 differs from rank 0's float32")], ids=["count", "dtype"])
+def test_a_p2p_mismatch_names_the_method_called(first, dst, words):
+    """The Communicator's Notes: every refusal of a call is one line starting with the method's name.  A
+    recv (or send) whose count or dtype differs from the queued post it meets names recv (send), not the
+    send_recv it copies with (old), and writes nothing."""
+    from kernels import Communicator
+    comm = Communicator(2, plan=False)
+    src = np.ones(3, np.float32)
+    if first == "send":
+        comm.send(src, 1, rank=0)
+        call, name = (lambda: comm.recv(dst, 0, rank=1)), "recv"
+    else:
+        comm.recv(dst, 0, rank=1)
+        call, name = (lambda: comm.send(src, 1, rank=0)), "send"
+    with pytest.raises(TopocollError) as info:
+        call()
+    assert str(info.value).startswith(f"{name}: {words}"), str(info.value)
+    assert not dst.any() and comm.pending() == [(first, 0, 1)]

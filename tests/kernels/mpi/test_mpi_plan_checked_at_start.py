@@ -178,17 +178,62 @@ def test_the_plan_digest_reads_every_fallback_file(tmp_path):
     assert plan_digest(Plan.load(paths[0])) == digests[0]            # the same files: the same digest
 
 
+#: a plan entry's schedule file named by 3,000 astral characters (12 bytes of JSON each): its refusal quotes
+#: the name whole, 36 KB of JSON, and was sent twice (as the refusal and as the descriptor): past the 64 KiB
+#: start-up exchange, so rank 1 raised alone
+LONG = "\U0001F600" * 3000
+
+
+def long_plan():
+    from synth.plan.size_plan import Plan, PlanEntry
+    from topo_probe.machines.generators import fully_connected
+    topo = fully_connected(N)
+    return Plan(topo.name, topo.fingerprint(), [PlanEntry("allreduce", 0, None, LONG)])
+
+
+EARLY = {"topology": {"topology": "no-such-machine.json", "plan": False}, "plan": {"plan": 123},
+         "long": {"topology": None, "plan": "long"}, "native": {"plan": False, "native": "bogus"},
+         "ipc": {"plan": False, "ipc": "sometimes"}}
+
+
+def test_a_long_refusal_is_cut_to_fit_the_start_up_exchange():
+    """The refusal is cut by its JSON bytes (json.dumps is the reference), not its characters: the old
+    4,000-character cut left 47,739 bytes of JSON, sent twice."""
+    from kernels.mpi.startup import REFUSAL_JSON_BYTES, checked_start
+    _, _, refusal = checked_start(None, N, long_plan(), None, 0)
+    message = refusal["message"]
+    assert len(json.dumps(refusal).encode()) <= REFUSAL_JSON_BYTES + 100 and REFUSAL_JSON_BYTES <= 1 << 14
+    head = "plan: entries[0].schedule "
+    assert message.startswith(head + LONG[:1000]) and message.endswith("...") and "\n" not in message
+    one_more = message[:-3] + (head + LONG)[len(message) - 3] + "..."                 # cut no shorter than needed
+    assert len(json.dumps(one_more)) > REFUSAL_JSON_BYTES
+
+
+def test_a_refusal_keeps_the_blanks_of_a_path_and_only_its_line_breaks_become_spaces(tmp_path):
+    """The refusal is one line: line breaks become spaces, and nothing else changes, so a path with two
+    blanks or a tab in it is quoted exactly (old: every run of white space became one blank)."""
+    from kernels.mpi.startup import checked_start
+    folder = tmp_path / "my  plans\tv2"
+    folder.mkdir()
+    _, _, refusal = checked_start(None, N, str(folder / "plan.json"), None, 0)
+    assert str(folder / "plan.json") in refusal["message"], refusal
+    broken = tmp_path / "two\nlines\r\nplan.json"
+    _, _, refusal = checked_start(None, N, str(broken), None, 0)
+    assert str(tmp_path / "two lines plan.json") in refusal["message"], refusal
+    assert not set("\n\r") & set(refusal["message"]), refusal
+
+
 def early_worker(case: str) -> None:
-    """Rank 1 fails before its plan is checked (its topology file missing, or a plan argument that
-    is not a plan); rank 0 is well. Each rank writes what it raised and how long it took."""
+    """Rank 1 fails before its plan is checked (its topology file missing, a plan, native or ipc argument
+    that is not one) or there with a long line; rank 0 is well. Each rank writes what it raised and how
+    long it took."""
     from mpi4py import MPI
 
     from kernels.mpi.communicator import MPICommunicator
     warnings.simplefilter("ignore")
     r = MPI.COMM_WORLD.Get_rank()
-    kw = {"topology": None, "plan": False}
-    if r == 1:
-        kw = {"topology": "no-such-machine.json", "plan": False} if case == "topology" else {"plan": 123}
+    kw = EARLY[case] if r == 1 else {"topology": None, "plan": False}
+    kw = {**kw, "plan": long_plan()} if kw["plan"] == "long" else kw
     t0 = time.monotonic()
     try:
         MPICommunicator.from_mpi(timeout_s=15, abort_on_error=False, **kw)
@@ -199,11 +244,16 @@ def early_worker(case: str) -> None:
     (Path(sys.argv[3]) / f"out{r}.json").write_text(json.dumps(got))
 
 
-@pytest.mark.parametrize("case,words", [("topology", "no-such-machine.json"), ("plan", "plan must be")])
+@pytest.mark.parametrize("case,words", [("topology", "no-such-machine.json"), ("plan", "plan must be"),
+                                        ("long", "entries[0].schedule " + LONG[:100]),
+                                        ("native", "native must be 'auto', 'never' or a backend, got 'bogus'"),
+                                        ("ipc", "ipc must be 'auto' or 'never', got 'sometimes'")],
+                         ids=["topology", "plan", "long", "native", "ipc"])
 def test_a_rank_failing_before_its_plan_check_stops_every_rank_with_its_line(tmp_path, case, words):
     """The topology is resolved (and the plan argument read) on each rank before the start-up exchange:
     a failure there on one rank must reach every rank as the same line, at once.  Old: rank 1 raised
-    alone (a TypeError for plan=123) and rank 0 waited out its 15 s deadline, then named rank 1 as lost."""
+    alone (a TypeError for plan=123; for the long line, the exchange's size limit; for native= and ipc=,
+    checked outside the start-up check) and rank 0 waited out its 15 s deadline, then named rank 1 as lost."""
     proc = run_mpi(N, [str(Path(__file__).resolve()), "early", case, str(tmp_path)], timeout=120)
     assert proc.returncode == 0, f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
     got = [json.loads((tmp_path / f"out{r}.json").read_text()) for r in range(N)]
