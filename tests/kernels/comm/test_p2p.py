@@ -226,6 +226,25 @@ def test_a_queued_recv_made_read_only_after_posting_is_dropped_when_matched_and_
     assert fresh.tolist() == [2.0, 2.0, 2.0] and comm.pending() == []
 
 
+def _post_and_pair(model, kind, pair, k, bufs, mine, theirs):
+    """Post number k (its array bufs[k]) and follow the queue model: where the model holds an opposite
+    post of the pair, the oldest is paired with k (its data checked); else k joins the pair's queue."""
+    sending = kind == "send"
+    head = model["recv" if sending else "send"].get(pair)
+    post(mine, theirs, pair, bufs[k], sending=sending, size=2, deliver=_deliver(2))
+    if head:
+        other = head.popleft()
+        r, s = (other, k) if sending else (k, other)
+        assert (bufs[r] == float(s)).all(), (r, s)
+    else:
+        model[kind].setdefault(pair, deque()).append(k)
+
+
+def _pending_is_the_model(sends, recvs, model):
+    assert sorted(pending(sends, recvs)) == sorted((kind, *p) for kind, qs in model.items()
+                                                   for p, q in qs.items() for _ in q)
+
+
 @settings(derandomize=True, max_examples=150, deadline=None)
 @given(ops=st.lists(st.tuples(st.sampled_from(["send", "recv", "freeze"]), st.integers(0, 1), st.integers(0, 1)),
                     max_size=30))
@@ -254,15 +273,8 @@ def test_posts_with_recvs_frozen_while_queued_match_a_queue_model(ops):
                 post(mine, theirs, pair, array, sending=True, size=2, deliver=_deliver(2))
             head.popleft()
             continue
-        post(mine, theirs, pair, array, sending=sending, size=2, deliver=_deliver(2))
-        if head:
-            other = head.popleft()
-            r, s = (other, k) if sending else (k, other)
-            assert (bufs[r] == float(s)).all(), (r, s)
-        else:
-            model[kind].setdefault(pair, deque()).append(k)
-    assert sorted(pending(sends, recvs)) == sorted((kind, *p) for kind, qs in model.items()
-                                                   for p, q in qs.items() for _ in q)
+        _post_and_pair(model, kind, pair, k, bufs, mine, theirs)
+    _pending_is_the_model(sends, recvs, model)
     for k in frozen:
         assert (bufs[k] == -1.0).all()
 
@@ -311,15 +323,8 @@ def test_a_queued_post_a_layer_can_no_longer_check_is_named_dropped_and_never_lo
                 assert str(info.value) == want
                 head.popleft()
                 continue
-            post(mine, other_q, pair, array, sending=sending, size=2, deliver=_deliver(2))
-            if head:
-                other = head.popleft()
-                r, s = (other, k) if sending else (k, other)
-                assert (bufs[r] == float(s)).all(), (r, s)
-            else:
-                model[kind].setdefault(pair, deque()).append(k)
-    assert sorted(pending(sends, recvs)) == sorted((kind, *p) for kind, qs in model.items()
-                                                   for p, q in qs.items() for _ in q)
+            _post_and_pair(model, kind, pair, k, bufs, mine, other_q)
+    _pending_is_the_model(sends, recvs, model)
     for key, queues in (("send", sends), ("recv", recvs)):
         for pair, q in queues.items():
             assert [id(a) for a in q] == [id(bufs[k]) for k in model[key].get(pair, ())], (key, pair)
