@@ -60,10 +60,20 @@ class ShownText:
         return place(line, column, False)
 
 
+def editor_lines(text: str) -> list[str]:
+    r"""``text`` split into lines as an editor numbers them: a line ends at ``\n``, ``\r\n`` or ``\r`` and nowhere
+    else (a form feed or U+2028, where :meth:`str.splitlines` also breaks, stays inside its line).
+
+    >>> editor_lines("a\r\nb\x0cc\rd")
+    ['a', 'b\x0cc', 'd']
+    """
+    return text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+
+
 def shown_text(text: str, source: str, error: type[Exception]) -> ShownText:
     """The :class:`ShownText` of ``text``; any control character other than a colour sequence, tab or line end is
     ``error`` naming ``source`` and its place (:meth:`ShownText.where`)."""
-    lines = text.replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = editor_lines(text)
     coloured = set()
     for n, line in enumerate(lines):
         if _CONTROL.search(line):
@@ -78,4 +88,4 @@ def shown_text(text: str, source: str, error: type[Exception]) -> ShownText:
     return ShownText(lines, frozenset(coloured))
 
 
-__all__ = ["CSI", "SHOWN_COLUMN", "ShownText", "place", "shown_column", "shown_text"]
+__all__ = ["CSI", "SHOWN_COLUMN", "ShownText", "editor_lines", "place", "shown_column", "shown_text"]

@@ -18,6 +18,7 @@ import codecs
 from pathlib import Path
 
 from topo_probe.errors import NcclTestsLogError
+from topo_probe.terminal_text import editor_lines
 
 #: (byte-order mark, codec), the longer marks first
 _BOMS = ((codecs.BOM_UTF8, "utf-8"), (codecs.BOM_UTF16_LE, "utf-16-le"), (codecs.BOM_UTF16_BE, "utf-16-be"))
@@ -39,7 +40,7 @@ def log_lines(text: str) -> list[str]:
     >>> log_lines("a\r\nb\x0cc\u2028d\re\n")
     ['a', 'b\x0cc\u2028d', 'e']
     """
-    lines = text.replace("\ufeff", "").replace("\r\n", "\n").replace("\r", "\n").split("\n")
+    lines = editor_lines(text.replace("\ufeff", ""))
     return lines[:-1] if lines[-1] == "" else lines
 
 
