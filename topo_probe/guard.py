@@ -41,7 +41,7 @@ import os
 import re
 import stat
 import zlib
-from numbers import Integral
+from numbers import Integral, Real
 from typing import Any
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "MAX_GPUS",
@@ -49,7 +49,7 @@ __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON
            "MAX_SCHEDULE_VALUES", "MAX_SCHEDULE_GZIP_RATIO", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
            "MAX_EDGES", "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
            "MAX_TIME_US", "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json",
-           "check_int", "check_float", "ascii_int", "check_topology", "is_int", "is_int_type"]
+           "check_int", "check_float", "ascii_int", "check_topology", "is_int", "is_int_type", "is_real"]
 
 #: Largest file (and largest gzip output) a loader reads, bytes.  Real inputs are far smaller
 #: (the largest schedule under ``results/`` is 2.3 MB).
@@ -295,6 +295,17 @@ def is_int(value: Any) -> bool:
     return is_int_type(type(value))
 
 
+def is_real(value: Any) -> bool:
+    """Whether ``value`` is a real number: an int, a float, a NumPy integer or float or another
+    :class:`numbers.Real`, but not a bool, ``numpy.bool_`` or complex; the project's one rule for it,
+    beside :func:`is_int` (finiteness and range are the caller's: :func:`check_float`).
+
+    >>> [is_real(v) for v in (3, 2.5, True, 1j, "3")]
+    [True, True, False, False, False]
+    """
+    return isinstance(value, Real) and not isinstance(value, bool)
+
+
 def check_int(value: Any, where: str, error: type[Exception], *, lo: int = 0, hi: int, what: str = "") -> int:
     """``value`` as an int if it is an integer (:func:`is_int`) in ``lo..hi``; else ``error`` naming ``where``."""
     if not is_int(value) or value < lo:
@@ -306,10 +317,10 @@ def check_int(value: Any, where: str, error: type[Exception], *, lo: int = 0, hi
 
 def check_float(value: Any, where: str, error: type[Exception], *, lo: float, hi: float,
                 lo_open: bool = False, unit: str = "") -> float:
-    """``value`` as a float if it is a finite number (not a bool) in [lo, hi] (``(lo, hi]``
+    """``value`` as a float if it is a finite real number (:func:`is_real`) in [lo, hi] (``(lo, hi]``
     with ``lo_open``); else ``error`` naming ``where``."""
     rel = ">" if lo_open else ">="
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
+    if not is_real(value):
         raise error(f"{where} must be {rel} {lo:g}, got {show(value)}")
     try:
         num = float(value)

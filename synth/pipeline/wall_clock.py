@@ -31,6 +31,7 @@ import re
 import secrets
 
 from synth.pipeline.progress import STAGES_PATTERN
+from topo_probe.guard import is_real
 
 #: schedule metadata that measures wall-clock time (left out of saved schedule files)
 WALL_CLOCK_META = frozenset({"solve_s", "wall_s", "build_s", "search_wall_s"})
@@ -51,9 +52,7 @@ def dump_json(doc) -> str:
 
 def _is_time(value) -> bool:
     """A number of seconds, or a mapping of stage names to numbers of seconds."""
-    def number(v) -> bool:
-        return isinstance(v, (int, float)) and not isinstance(v, bool)
-    return number(value) or (isinstance(value, dict) and all(number(v) for v in value.values()))
+    return is_real(value) or (isinstance(value, dict) and all(is_real(v) for v in value.values()))
 
 
 class _Shape(Exception):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import math
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_GPUS, is_int, show
+from topo_probe.guard import MAX_GPUS, is_int, is_real, show
 from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
 from topo_probe.topology.model import Topology
@@ -176,8 +176,8 @@ def _single_tier(t: Topology, rails: int, rail_optimized: bool):
 def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bool, ratio: float,
                 hosts_per_leaf: int | None, net_latency_us: float):
     """Add leaves and the spine of :func:`cluster` to ``t``; returns (leaf of (host, rail), words)."""
-    if isinstance(ratio, bool) or not isinstance(ratio, (int, float)) or not 1.0 <= ratio <= 1024.0:
-        raise TopologyError(f"spine oversubscription must be a number from 1 to 1024, got {ratio!r}")
+    if not is_real(ratio) or not 1.0 <= ratio <= 1024.0:
+        raise TopologyError(f"spine oversubscription must be a number from 1 to 1024, got {show(ratio)}")
     per_host = 1 if rail_optimized else len(speeds)
     m = hosts_per_leaf if hosts_per_leaf is not None else max(1, LEAF_PORTS // per_host)
     m = positive_count(m, 1, "hosts per leaf", "hosts")

@@ -49,6 +49,7 @@ from topo_probe.guard import (
     check_int,
     check_topology,
     is_int,
+    is_real,
     parse_json,
     read_text,
     show,
@@ -164,7 +165,7 @@ def _links(topo: Topology, links: Any, source: str) -> None:
             raise _fail(source, f"{where}.kind {show(ln.get('kind'))} is not one of {', '.join(LINK_KINDS)}")
         n = check_int(ln.get("links", 1), f"{source}: {where}.links", TopologyError, lo=1, hi=MAX_LINKS_PER_EDGE)
         bw = ln.get("bandwidth_gbps")
-        if not isinstance(bw, (int, float)) or isinstance(bw, bool) or not bw > 0:
+        if not is_real(bw) or not bw > 0:
             raise _fail(source, f"{where}.bandwidth_gbps must be > 0, got {show(bw)}")
         bw = check_float(bw, f"{source}: {where}.bandwidth_gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
                          hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
