@@ -90,8 +90,10 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
         base = get_preset(preset_or_topology)
     else:
         base = preset_or_topology
-    if nics_per_node is not None and nics_per_node != len(base.nodes_of_kind("nic")):
-        base = with_nics(base, nics_per_node, nic_gbps)
+    if nics_per_node is not None:      # checked also when it equals the host's own count (8.0 is not 8)
+        nics_per_node = positive_count(nics_per_node, 1, "NICs per node", "NICs")
+        if nics_per_node != len(base.nodes_of_kind("nic")):
+            base = with_nics(base, nics_per_node, nic_gbps)
     k = check_hosts(nodes, base.num_gpus, "cluster: nodes")
     if any(int(d.get("host", 0)) != 0 for _, d in base.graph.nodes(data=True)):
         raise TopologyError(f"cluster: {base.name!r} already spans several hosts")

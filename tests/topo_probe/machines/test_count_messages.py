@@ -6,6 +6,7 @@ Reference: the message written out by hand for each generator and option; before
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from topo_probe.errors import TopologyError
@@ -43,3 +44,18 @@ def test_a_count_that_is_not_an_integer_names_its_unit(make, value, message):
         with pytest.raises(TopologyError) as exc:
             make(bad)
         assert str(exc.value) == f"{what}: need an integer count of {unit}, got {bad!r}"
+
+
+def test_a_nic_count_equal_to_the_hosts_own_is_held_to_the_same_rule():
+    """``nics_per_node=8.0`` on a host of 8 NICs was taken (8.0 == 8 skipped the NIC count's check) while 7.0 was
+    refused; an integer equal to the host's own count (also a NumPy one) keeps the host's NICs as they are."""
+    base = get_preset("dgx-h100")
+    own = len(base.nodes_of_kind("nic"))
+    assert own == 8                                         # a DGX H100: 8 ConnectX-7 NICs for compute
+    want = cluster(base, 2)
+    assert cluster(base, 2, nics_per_node=own) == want
+    assert cluster(base, 2, nics_per_node=np.int64(own)) == want
+    for bad in (float(own), np.float64(own)):
+        with pytest.raises(TopologyError) as exc:
+            cluster(base, 2, nics_per_node=bad)
+        assert str(exc.value) == f"NICs per node: need an integer count of NICs, got {bad!r}"
