@@ -132,6 +132,13 @@ def set_nvlink_speed(topo: Topology, nvlink_gbps: float) -> None:
     topo.assumptions.append(f"NVLink speed set to {nvlink_gbps} GB/s per link per direction")
 
 
+def _quoted(spec: str) -> str:
+    """``spec`` as a message quotes it, in one line: its repr cut by :func:`~topo_probe.guard.show`, with its
+    length in characters when cut (a name can be a file name of 255 bytes, or hold newlines)."""
+    text = show(spec)
+    return text if text == repr(spec) else f"{text} ({len(spec)} characters)"
+
+
 def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float | None = None) -> Topology:
     """Load a topology from a preset name or a file (format detected from its content).
 
@@ -165,7 +172,7 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
     try:
         is_file = path.is_file()
     except OSError as exc:          # ENAMETOOLONG: longer than the file system takes
-        raise TopologyError(f"topology {show(spec)} ({len(spec)} characters): {exc.strerror or exc}") from None
+        raise TopologyError(f"topology {_quoted(spec)}: {exc.strerror or exc}") from None
     if is_file:
         text = read_text(path, TopologyError)
         topo = _parse_text(text, spec, nvlink_gbps)
@@ -177,7 +184,8 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
     elif path.exists():
         raise TopologyError(f"{spec}: is not a regular file")
     else:
-        raise TopologyError(f"{spec!r} is neither an existing file nor a preset (presets: {', '.join(sorted(PRESETS))}) "
+        raise TopologyError(f"{_quoted(spec)} is neither an existing file nor a preset (presets: "
+                            f"{', '.join(sorted(PRESETS))}) "
                             f"nor a generator spec like full:16, ring:8, torus:4x4, pcie:8")
     if nvlink_gbps is not None and not is_nvsmi:
         set_nvlink_speed(topo, nvlink_gbps)

@@ -209,3 +209,24 @@ def test_a_name_too_long_for_a_path_is_refused_in_one_short_line(char, n, in_fol
         assert f"{len(spec)} characters" in line, line
     else:
         assert "is neither an existing file nor a preset" in line, line
+
+
+@settings(derandomize=True, max_examples=60, deadline=None)
+@given(st.text(st.sampled_from("ab Z09-_.\n\t\r\x1b\u00e9"), max_size=8), st.integers(0, 115),
+       st.sampled_from("a\n\u00e9"))
+def test_a_long_or_multi_line_unknown_name_is_quoted_cut_in_one_line(head, n, filler):
+    """A name that is no file, preset or generator spec is quoted in one line, cut to a few dozen characters with
+    its length when long, as the too-long-for-a-path message quotes it; the rest of the line is the short
+    name's (the presets to choose from)."""
+    spec = "no-such-" + head + filler * n         # at most 254 bytes: a name a path lookup takes
+    with pytest.raises(TopologyError) as exc:
+        load_topology(spec)
+    line = str(exc.value)
+    short = str(pytest.raises(TopologyError, load_topology, "x").value)
+    name, rest = line.split(" is neither", 1)
+    assert "\n" not in line and "\r" not in line and rest == short.split(" is neither", 1)[1], line
+    if len(repr(spec)) <= 60:
+        assert name == repr(spec), line
+    else:                       # by hand: the repr's first characters, "...", and the name's length
+        assert name.startswith(repr(spec)[:40]) and name.endswith(f"... ({len(spec)} characters)"), line
+        assert len(name) <= 80, line
