@@ -77,14 +77,14 @@ def check_host_counts(args: argparse.Namespace) -> None:
 
 def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topology:
     """``topo`` reshaped by the flags of :func:`add_machine_arguments` (unchanged without them;
-    a copy when ``--net`` is given).
+    a copy when ``--net`` is given).  The host counts are checked once, by the command, before it reads the
+    topology (:func:`check_host_counts`); here ``--nodes`` is bounded by the GPUs it gives.
 
     Raises
     ------
     TopologyError
-        A flag out of range (``--nodes 0``, ``--nodes 5000``: :func:`check_host_counts`, ``--nic-gbps -1``) or a
-        shape the topology cannot
-        take (no NICs and no ``--nic-gbps``), in one line naming the flag.
+        A flag out of range (``--nodes 0``, ``--nodes 129`` of 8-GPU hosts, ``--nic-gbps -1``) or a shape the
+        topology cannot take (no NICs and no ``--nic-gbps``), in one line naming the flag.
     """
     nodes = getattr(args, "nodes", None)
     gbps = getattr(args, "nic_gbps", None)
@@ -92,7 +92,6 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
     rail = bool(getattr(args, "rail_optimized", False))
     ratio = getattr(args, "spine_oversubscription", None)
     per_leaf = getattr(args, "hosts_per_leaf", None)
-    check_host_counts(args)
     if nodes is not None:
         from topo_probe.machines.clusters import check_hosts
         check_hosts(nodes, topo.num_gpus, "--nodes")

@@ -53,3 +53,29 @@ def test_a_host_count_below_one_names_its_flag(flag, tmp_path):
 def test_max_nodes_hosts_per_leaf_is_taken():
     rc, err = run(topo_probe, ["--topology", "dgx-a100", "--nodes", "2", *SHAPE, "--hosts-per-leaf", "4096"])
     assert rc == 0 and err == ""
+
+
+RUNS = [(topo_probe, ["--topology", "dgx-a100"], 0),
+        (sweep, ["all_reduce", "-b", "8", "-e", "8", "--backend", "sim", "--topology", "dgx-a100"], 0),
+        (simulate, ["--topology", "dgx-a100", "--collective", "allreduce", "-b", "1M", "-e", "1M"], 0),
+        # a folder for the tuner file is refused after the machine is built, before any synthesis: exit 2
+        (synthesize, ["--topology", "dgx-a100", "--nccl-tuner-conf", "{tmp}"], 2)]
+
+
+@pytest.mark.parametrize("main,argv,status", RUNS, ids=[c[0] for c in COMMANDS])
+def test_each_host_count_is_checked_once_per_run(main, argv, status, tmp_path, monkeypatch):
+    """The commands checked --nodes and --hosts-per-leaf before reading the topology, and apply_machine_arguments
+    checked them again after: one check, the early one (counted at the integer check each host count goes
+    through)."""
+    import topo_probe.cli.options as options
+    seen: list[str] = []
+    real = options.check_int
+
+    def counted(value, where, *a, **k):
+        seen.append(where)
+        return real(value, where, *a, **k)
+    monkeypatch.setattr(options, "check_int", counted)
+    argv = [a.replace("{tmp}", str(tmp_path)) for a in argv]
+    rc, err = run(main, [*argv, "--nodes", "2", *SHAPE, "--hosts-per-leaf", "1"])
+    assert rc == status, err
+    assert sorted(seen) == ["--hosts-per-leaf", "--nodes"], seen
