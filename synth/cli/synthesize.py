@@ -68,44 +68,48 @@ def _collectives(text: str) -> tuple[str, ...]:
     return names
 
 
-def _topology(args):
-    """``(topology, probed)``: probed when it is this machine's, found by probing (its installed NCCL
-    is then the one to plan against)."""
+def _topology(args) -> tuple:
+    """``(topology, machine as typed)``: ``--topology`` loaded (or this machine probed) and cut to ``--gpus`` once,
+    then shaped by the machine flags; the :class:`_AsTyped` made from the same reading."""
     from topo_probe.cli.options import apply_machine_arguments
-    topo, probed = _base_topology(args)
-    return apply_machine_arguments(topo, args), probed
+    topo, typed = _base_topology(args)
+    return apply_machine_arguments(topo, args), typed
 
 
-def _base_topology(args):
+def _base_topology(args) -> tuple:
     from topo_probe.load import load_topology, parse_gpu_list
-    gpus = parse_gpu_list(args.gpus) if args.gpus is not None else None
-    if args.topology:
-        return load_topology(args.topology, gpus=gpus), False
-    from topo_probe.probes import probe_machine
-    topo, reasons = probe_machine()
-    if topo is None:
-        print(f"no GPUs ({'; '.join(reasons) or 'nothing found'}): using the embedded default topology "
-              f"'{DEFAULT_TOPOLOGY}' (choose another with --topology PRESET|FILE)")
-        return load_topology(DEFAULT_TOPOLOGY, gpus=gpus), False
-    return (topo.subset(gpus) if gpus else topo), True
+    gpus = tuple(parse_gpu_list(args.gpus)) if args.gpus is not None else None
+    spec, found = args.topology, None
+    if not spec:
+        from topo_probe.probes import probe_machine
+        found, reasons = probe_machine()
+        if found is None:
+            print(f"no GPUs ({'; '.join(reasons) or 'nothing found'}): using the embedded default topology "
+                  f"'{DEFAULT_TOPOLOGY}' (choose another with --topology PRESET|FILE)")
+            spec = DEFAULT_TOPOLOGY
+    typed = _as_typed(args, spec, gpus)
+    if spec:
+        return load_topology(spec, gpus=list(gpus) if gpus is not None else None), typed
+    return (found.subset(gpus) if gpus else found), typed
 
 
 class _AsTyped(NamedTuple):
     """The machine ``synthesize`` used, as the user named it: ``options`` (``--topology SPEC`` where
-    given or where probing found no GPU, ``--host-path-class``, ``--nccl-version`` where set) and
-    ``gpus``, the ``--gpus`` list (GPU i of the topology used is the machine's ``gpus[i]``; None: all)."""
+    given or where probing found no GPU, ``--host-path-class``, ``--nccl-version`` where set),
+    ``gpus``, the ``--gpus`` list (GPU i of the topology used is the machine's ``gpus[i]``; None: all), and
+    ``probed``: the machine is this one, found by probing (its installed NCCL is then the one to plan against)."""
 
     options: tuple = ()
     gpus: tuple | None = None
+    probed: bool = False
 
 
-def _as_typed(args: argparse.Namespace, probed: bool) -> _AsTyped:
-    from topo_probe.load import parse_gpu_list
-    spec = args.topology or (None if probed else DEFAULT_TOPOLOGY)     # a probe without GPUs used the default
+def _as_typed(args: argparse.Namespace, spec: str | None, gpus: tuple | None) -> _AsTyped:
+    """The :class:`_AsTyped` of a run that loaded ``spec`` (None: probed this machine) cut to ``gpus``."""
     options = [*(("--topology", spec) if spec else ()),
                *(("--host-path-class", args.host_path_class) if getattr(args, "host_path_class", None) else ()),
                *(("--nccl-version", args.nccl_version) if args.nccl_version else ())]
-    return _AsTyped(tuple(options), tuple(parse_gpu_list(args.gpus)) if args.gpus is not None else None)
+    return _AsTyped(tuple(options), gpus, probed=not spec)
 
 
 def _remedy(gpus, typed: _AsTyped) -> tuple[str, str]:
@@ -206,8 +210,8 @@ def _main(argv: list[str] | None, where: dict | None = None) -> int:
         from synth.pipeline.output import folder_name
         from synth.pipeline.synthesize import SynthesisOptions, run
         from synth.model.nccl.installed import resolve_nccl_version
-        topo, probed = _topology(args)
-        version, said = resolve_nccl_version(args.nccl_version, probed=probed)
+        topo, typed = _topology(args)
+        version, said = resolve_nccl_version(args.nccl_version, probed=typed.probed)
         opts = SynthesisOptions(collectives=_collectives(args.collectives), time_limit_s=args.time_limit,
                                 root=args.root, progress=not args.no_progress, verbose=args.verbose,
                                 msccl_runtime=args.msccl_runtime, nccl_version=version)
@@ -231,7 +235,7 @@ def _main(argv: list[str] | None, where: dict | None = None) -> int:
         return 2
     if args.nccl_tuner_conf is not None:
         try:
-            _write_tuner_conf(topo, args.nccl_tuner_conf, opts.nccl_version, _as_typed(args, probed))
+            _write_tuner_conf(topo, args.nccl_tuner_conf, opts.nccl_version, typed)
         except (OSError, TopocollError) as e:
             why = _os_error(e) if isinstance(e, OSError) else str(e).splitlines()[0]
             print(f"synthesize: {why}; the results in {out}/ are complete, the tuner file was not written",

@@ -11,7 +11,7 @@ import re
 import shlex
 
 from _paths import ROOT
-from synth.cli.synthesize import _as_typed, _parser, _remedy, _topology, _write_tuner_conf
+from synth.cli.synthesize import _parser, _remedy, _topology, _write_tuner_conf
 from synth.model.nccl import NcclMachine
 from synth.model.nccl.constants import PROTO_NAMES
 from synth.model.nccl.tuner_config import SHAPE_TOLERANCE, _probes, tuner_models
@@ -42,8 +42,8 @@ def _written(argv: list[str], conf, capsys) -> tuple:
     runs it (its own parser, topology, NCCL version and machine as typed)."""
     from synth.model.nccl.installed import resolve_nccl_version
     args = _parser().parse_args([*argv, "--nccl-tuner-conf", str(conf)])
-    topo, probed = _topology(args)
-    _write_tuner_conf(topo, conf, resolve_nccl_version(args.nccl_version, probed=probed)[0], _as_typed(args, probed))
+    topo, typed = _topology(args)
+    _write_tuner_conf(topo, conf, resolve_nccl_version(args.nccl_version, probed=typed.probed)[0], typed)
     return topo, conf.read_text(), capsys.readouterr().out.strip().splitlines()
 
 
@@ -109,13 +109,12 @@ def test_the_command_names_the_default_topology_a_machine_without_gpus_used(monk
     import topo_probe.probes
     monkeypatch.setattr(topo_probe.probes, "probe_machine", lambda: (None, ["no nvidia-smi"]))
     args = _parser().parse_args(["--gpus", "1,3"])
-    topo, probed = _topology(args)
-    assert (topo.num_gpus, probed) == (2, False)
-    assert _remedy((1,), _as_typed(args, probed)) == ("synthesize --topology dgx1-v100 --gpus 3 --nccl-tuner-conf FILE",
-                                                      "3")
+    topo, typed = _topology(args)
+    assert (topo.num_gpus, typed.probed) == (2, False)
+    assert _remedy((1,), typed) == ("synthesize --topology dgx1-v100 --gpus 3 --nccl-tuner-conf FILE", "3")
     monkeypatch.setattr(topo_probe.probes, "probe_machine", lambda: (load_topology("dgx-a100"), []))
-    topo, probed = _topology(args)
-    assert probed and _remedy((0, 1), _as_typed(args, probed))[0] == "synthesize --gpus 1,3 --nccl-tuner-conf FILE"
+    topo, typed = _topology(args)
+    assert typed.probed and _remedy((0, 1), typed)[0] == "synthesize --gpus 1,3 --nccl-tuner-conf FILE"
 
 
 def test_a_file_without_warning_lines_says_nothing_of_them(tmp_path, capsys):
@@ -141,3 +140,28 @@ def test_the_summary_counts_every_line_that_changes_nccls_choice(tmp_path, capsy
     helps, shared = kinds.count("help"), kinds.count("shared")
     assert helps and shared, kinds
     assert f"changed by {helps} help lines, faster, and {shared} shared," in out[0], (helps, shared, out[0])
+
+
+def test_a_run_loads_the_topology_and_reads_gpus_once_and_names_the_machines_gpus(tmp_path, monkeypatch, capsys):
+    """The tuner step's machine as typed came from --topology and --gpus read a second time (``_as_typed``):
+    a run now reads them once, at the topology's loading, and hands the result on.  The command the warning
+    names is as before: the machine's own GPU numbers (``--gpus 2-7`` adds 2 to the file's, by hand)."""
+    import topo_probe.load
+    from synth.cli.synthesize import main
+    calls: dict = {"load_topology": 0, "parse_gpu_list": 0}
+    for name in calls:
+        real = getattr(topo_probe.load, name)
+
+        def counted(*a, _real=real, _name=name, **k):
+            calls[_name] += 1
+            return _real(*a, **k)
+        monkeypatch.setattr(topo_probe.load, name, counted)
+    conf = tmp_path / "t.conf"
+    assert main(["--topology", "dgx1-v100", "--gpus", "2-7", "--collectives", "allgather", "--time-limit", "2",
+                 "--out", str(tmp_path / "o"), "--no-progress", "--nccl-tuner-conf", str(conf)]) == 0
+    assert calls == {"load_topology": 1, "parse_gpu_list": 1}, calls
+    said = [line for line in capsys.readouterr().out.splitlines() if "slower than NCCL's own" in line]
+    warned = _warned(conf.read_text())
+    worst, gpus = max(((r, g) for v in warned.values() for _, r, g, _ in v), key=lambda x: x[0])
+    mine = ",".join(str(int(g) + 2) for g in gpus.split(","))
+    assert len(said) == 1 and said[0].endswith(f"synthesize --topology dgx1-v100 --gpus {mine} --nccl-tuner-conf FILE")
