@@ -66,6 +66,17 @@ def test_a_numpy_spine_oversubscription_builds_the_same_cluster_and_a_bool_is_re
         assert line == f"spine oversubscription must be a number from 1 to 1024, got {bad!r}", line
 
 
+@pytest.mark.parametrize("ratio", [3.0, 1.5, 7.0, 1000.0])
+def test_a_numpy_float32_spine_oversubscription_divides_as_its_value(ratio):
+    """``numpy.float32(3.0)`` is exactly 3: the leaf's uplink is 2 hosts x 8 NICs x 50 GB/s / 3 = 266.666...67 GB/s,
+    as with the plain 3.0 (dividing by the float32 itself gave 266.6666564941406: float32 arithmetic)."""
+    want = 2 * 8 * 50.0 / ratio                                              # by hand, in Python floats
+    for r in (ratio, np.float32(ratio), np.float16(ratio), np.int64(ratio) if ratio.is_integer() else ratio):
+        got = cluster("dgx-h100", 4, spine_oversubscription=r, hosts_per_leaf=2)
+        assert got.graph.edges["leaf0", "spine"]["bandwidth_gbps"] == want, (type(r), want)
+        assert got == cluster("dgx-h100", 4, spine_oversubscription=ratio, hosts_per_leaf=2)
+
+
 def test_a_numpy_bandwidth_in_a_topology_document_reads_as_the_plain_one_and_a_bool_is_refused():
     doc = topology_to_dict(ring(3))
     plain = topology_from_dict(doc, "t.json")
@@ -90,3 +101,28 @@ def test_no_module_spells_the_rule_out_by_hand():
                     found.append(f"{path.relative_to(ROOT)}:{number}")
     # synth/model/ is another change's (its digest ties the committed results): its one site is left to it
     assert [f for f in found if not f.startswith("synth/model/")] == [], found
+
+
+@pytest.mark.parametrize("kind", [np.float32, np.float16, np.int32])
+def test_a_numpy_nic_speed_in_a_topology_document_is_kept_as_a_plain_float_and_saves(kind, tmp_path):
+    """A node's ``speed_gbps`` that passes the real-number rule is kept as the float it checked (as a link's
+    ``bandwidth_gbps`` is): a NumPy scalar kept as it was made ``save_topology`` fail with "Object of type float32
+    is not JSON serializable".  Reference: the same document with plain floats, written out."""
+    from topo_probe.machines.presets import get_preset
+    from topo_probe.topology.serialize import save_topology
+    doc = topology_to_dict(get_preset("dgx-h100"))
+    plain = topology_from_dict(doc, "t.json")
+    nodes = [dict(nd, speed_gbps=kind(nd["speed_gbps"])) if nd.get("speed_gbps") is not None else nd
+             for nd in doc["nodes"]]
+    assert any(nd is not old for nd, old in zip(nodes, doc["nodes"]))     # the NICs carry a speed
+    got = topology_from_dict(dict(doc, nodes=nodes), "t.json")
+    assert {type(d["speed_gbps"]) for _, d in got.graph.nodes(data=True) if "speed_gbps" in d} == {float}
+    save_topology(got, tmp_path / "got.json")
+    save_topology(plain, tmp_path / "plain.json")
+    assert (tmp_path / "got.json").read_text() == (tmp_path / "plain.json").read_text()
+    for bad, shown in ((np.float16("inf"), "np.float16(inf)"), (np.bool_(True), "np.True_")):
+        nodes = [dict(nd, speed_gbps=bad) if nd.get("speed_gbps") is not None else nd for nd in doc["nodes"]]
+        with pytest.raises(TopologyError) as exc:
+            topology_from_dict(dict(doc, nodes=nodes), "t.json")
+        line = str(exc.value)
+        assert "\n" not in line and line.startswith("t.json: nodes[") and line.endswith(f"got {shown}"), line

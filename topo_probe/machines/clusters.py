@@ -180,6 +180,7 @@ def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bo
     """Add leaves and the spine of :func:`cluster` to ``t``; returns (leaf of (host, rail), words)."""
     if not is_real(ratio) or not 1.0 <= ratio <= 1024.0:
         raise TopologyError(f"spine oversubscription must be a number from 1 to 1024, got {show(ratio)}")
+    ratio = float(ratio)        # a numpy.float32 would divide in float32 (800 / float32(3) = 266.66665649...)
     per_host = 1 if rail_optimized else len(speeds)
     m = hosts_per_leaf if hosts_per_leaf is not None else max(1, LEAF_PORTS // per_host)
     m = positive_count(m, 1, "hosts per leaf", "hosts")

@@ -93,14 +93,15 @@ def _fail(source: str, msg: str) -> TopologyError:
 
 def _check_attrs(attrs: dict, where: str, source: str) -> None:
     """The numeric node attributes our loaders and exporters read: in range or absent/None
-    (``host`` -1 marks a cluster's network switches; ``numa_node`` -1 is Linux's "unknown")."""
+    (``host`` -1 marks a cluster's network switches; ``numa_node`` -1 is Linux's "unknown");
+    ``speed_gbps`` is set to the float it checked."""
     for key, lo, hi in (("index", 0, MAX_GPUS - 1), ("host", -1, MAX_NODES), ("numa_node", -1, MAX_NODES),
                         ("gpu_numa_id", -1, MAX_NODES)):
         if attrs.get(key) is not None or key == "index" and "index" in attrs:
             check_int(attrs[key], f"{source}: {where}.{key}", TopologyError, lo=lo, hi=hi)
-    if attrs.get("speed_gbps") is not None:
-        check_float(attrs["speed_gbps"], f"{source}: {where}.speed_gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
-                    hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+    if attrs.get("speed_gbps") is not None:     # kept as the float checked (a NumPy scalar would not save as JSON)
+        attrs["speed_gbps"] = check_float(attrs["speed_gbps"], f"{source}: {where}.speed_gbps", TopologyError,
+                                          lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
     for key in ("pci_bus_id", "compute_capability", "name", "gcn_arch", "affinity"):   # read with str methods
         if attrs.get(key) is not None and not isinstance(attrs[key], str):
             raise TopologyError(f"{source}: {where}.{key} must be a string, got {show(attrs[key])}")
