@@ -62,7 +62,7 @@ RUNS = [(topo_probe, ["--topology", "dgx-a100"], 0),
         (synthesize, ["--topology", "dgx-a100", "--nccl-tuner-conf", "{tmp}"], 2)]
 
 
-@pytest.mark.parametrize("main,argv,status", RUNS, ids=[c[0] for c in COMMANDS])
+@pytest.mark.parametrize("main,argv,status", RUNS, ids=[next(n for n, m, _ in COMMANDS if m is r[0]) for r in RUNS])
 def test_each_host_count_is_checked_once_per_run(main, argv, status, tmp_path, monkeypatch):
     """The commands checked --nodes and --hosts-per-leaf before reading the topology, and apply_machine_arguments
     checked them again after: one check, the early one (counted at the integer check each host count goes
