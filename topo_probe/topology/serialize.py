@@ -94,12 +94,12 @@ def _fail(source: str, msg: str) -> TopologyError:
 def _check_attrs(attrs: dict, where: str, source: str) -> None:
     """The numeric node attributes our loaders and exporters read: in range or absent/None
     (``host`` -1 marks a cluster's network switches; ``numa_node`` -1 is Linux's "unknown");
-    ``speed_gbps`` is set to the float it checked."""
+    each is set to the int or float it checked (a NumPy scalar does not save as JSON)."""
     for key, lo, hi in (("index", 0, MAX_GPUS - 1), ("host", -1, MAX_NODES), ("numa_node", -1, MAX_NODES),
                         ("gpu_numa_id", -1, MAX_NODES)):
         if attrs.get(key) is not None or key == "index" and "index" in attrs:
-            check_int(attrs[key], f"{source}: {where}.{key}", TopologyError, lo=lo, hi=hi)
-    if attrs.get("speed_gbps") is not None:     # kept as the float checked (a NumPy scalar would not save as JSON)
+            attrs[key] = check_int(attrs[key], f"{source}: {where}.{key}", TopologyError, lo=lo, hi=hi)
+    if attrs.get("speed_gbps") is not None:
         attrs["speed_gbps"] = check_float(attrs["speed_gbps"], f"{source}: {where}.speed_gbps", TopologyError,
                                           lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
     for key in ("pci_bus_id", "compute_capability", "name", "gcn_arch", "affinity"):   # read with str methods

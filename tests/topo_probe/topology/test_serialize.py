@@ -222,3 +222,19 @@ def test_what_topo_probe_writes_from_an_nccl_xml_reads_back(sm, fixtures_dir, tm
     assert {d.get("nccl_sm") for _, d in t.graph.nodes(data=True) if d.get("kind") == "gpu"} == {sm}
     back = topology_from_dict(json.loads(json.dumps(topology_to_dict(t))), source="t.json")
     assert back.fingerprint() == t.fingerprint() and topology_to_dict(back) == topology_to_dict(t)
+
+
+def test_numpy_integer_node_fields_are_kept_as_the_ints_checked_and_save(tmp_path):
+    """``index``, ``host``, ``numa_node`` and ``gpu_numa_id`` pass the integer rule as NumPy integers (is_int) and
+    were kept as they were: ``save_topology`` then failed with "Object of type int64 is not JSON serializable".
+    Reference: the same document with plain ints, written out."""
+    import numpy as np
+    doc = topology_to_dict(cluster("dgx-h100", 2))
+    keys = ("index", "host", "numa_node", "gpu_numa_id")
+    nodes = [{k: (np.int64(v) if k in keys and v is not None else v) for k, v in nd.items()} for nd in doc["nodes"]]
+    assert {k for nd in nodes for k, v in nd.items() if isinstance(v, np.int64)} >= {"index", "host", "numa_node"}
+    got = topology_from_dict(dict(doc, nodes=nodes), "t.json")
+    assert {type(d[k]) for _, d in got.graph.nodes(data=True) for k in keys if d.get(k) is not None} == {int}
+    save_topology(got, tmp_path / "got.json")
+    save_topology(topology_from_dict(doc, "t.json"), tmp_path / "plain.json")
+    assert (tmp_path / "got.json").read_text() == (tmp_path / "plain.json").read_text()
