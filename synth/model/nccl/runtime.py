@@ -12,6 +12,7 @@ bus-bandwidth convention) and ``B`` the achievable bus bandwidth: data-sheet lin
 efficiency x protocol payload (LL 8 of 16 bytes, LL128 120 of 128), never more than the channels
 in use can push (NCCL's llMaxBws / perChMaxRingLL128Bws), across nodes never more than a node's
 NICs carry or a ring's CTAs move there, and for Simple never more than ``chunk / net_chunk_us`` per channel.
+The size-free terms, ``T_host`` and the latency, are :mod:`.latency`'s.
 
 Units: µs, bytes, GB/s per direction.
 """
@@ -21,62 +22,31 @@ from __future__ import annotations
 import math
 
 from synth.model.nccl.constants import (
-    ALGOS,
-    HW_LAT,
-    HW_NET,
-    HW_NVLINK,
-    HW_PCI,
     LL128_DATA_FRACTION,
     LL_DATA_FRACTION,
-    NCCL_VERSION,
     NVLINK_BW_PER_LINK,
-    PROTOS,
-    RCCL_BASE_LAT,
-    RCCL_GFX942,
     busbw_factor,
 )
 from synth.model.nccl.element_copy import ring_element_copy_factor
 from synth.model.nccl.channel_caps import (AMD_REF_CHANNELS, ll128_generation_share, ring_channel_cap_gbs,
                                           tree_ll128_cap_gbs)
 from synth.model.nccl.graphs import CommGraphs
+from synth.model.nccl.latency import host_time_us, latency_us
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes, tree_simple_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.net_fill import critical_path_hops, net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
+from synth.model.nccl.net_fill import critical_path_hops, net_chunk_fill_us
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ll_chunk_factor, ring_simple_send_share, simple_ring_threads
 from synth.model.nccl.pcie_path import nic_efficiency, pcie_stream_gbs
 from synth.model.nccl.shm_uplink import shm_stream_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
-from synth.model.nccl.versions import latency_tables, net_latency_algo
 
 
-#: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
-#: GPUs launched them with one cudaLaunchCooperativeKernelMultiDevice call (src/enqueue.cc
-#: ``ncclLaunchCooperativeKernelMultiDevice``, NVIDIA/nccl v2.4.8-1 .. v2.8.4-1)
-COOP_LAUNCH_UNTIL = (2, 9)
 #: the algorithms whose NICs carry one steady flow per direction on two nodes, as a ring's (:func:`_net_bus_gbs`)
 STEADY_NET_ALGOS = ("nvls_tree",)
-
-
-def host_time_us(params: ModelParams, gpus_per_process: int, channels: int, version: tuple = NCCL_VERSION,
-                 threads_per_process: int = 1) -> float:
-    """Host µs to enqueue one collective on the GPUs one thread of a process drives (nccl-tests ``-g``: each of its
-    ``-t`` threads enqueues and launches its own in parallel, v2.19.6 src/common.cu lines 548-619 and 1725-1768; NCCL's
-    group is per thread, NVIDIA/nccl v2.28.9-1 src/group.cc line 22, launched in turn, lines 259-315), and before NCCL
-    2.9 the cooperative multi-device launch of all the process's GPUs, every thread's (``coop_launch_us``, only when a
-    process drives several: v2.8.4-1 src/init.cc lines 595-600 count one pid's ranks, enqueue.cc lines 204-212).
-
-    >>> p = ModelParams(host_us=4.0, host_us_per_channel=0.0, coop_launch_us=10.0)
-    >>> host_time_us(p, 8, 1), host_time_us(p, 8, 1, (2, 4)), host_time_us(p, 1, 1, (2, 4))
-    (32.0, 42.0, 4.0)
-    >>> host_time_us(p, 8, 1, (2, 28), 2), host_time_us(p, 8, 1, (2, 28), 8), host_time_us(p, 8, 1, (2, 4), 8)
-    (16.0, 4.0, 14.0)
-    """
-    coop = params.coop_launch_us if gpus_per_process > 1 and tuple(version) < COOP_LAUNCH_UNTIL else 0.0
-    return gpus_per_process // threads_per_process * (params.host_us + params.host_us_per_channel * channels) + coop
 
 
 def link_kind(m: NcclMachine, p2p: bool) -> str:
@@ -282,54 +252,6 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
     return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes)
 
 
-def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams, p2p_off: bool = False,
-                     version: tuple = NCCL_VERSION, coll: str = "") -> tuple[float, float, float]:
-    """``(base, intra-node hop, inter-node hop)`` µs of ``algo``/``proto`` on ``m``: NCCL's (or
-    RCCL's) tables (the ring rows of NCCL ``version``'s, :func:`~.versions.latency_tables`) scaled by
-    the fitted real/table ratio of the architecture and protocol; an inter-node hop is the table's
-    network hop plus the transport's fitted extra (NCCL from 2.23 with one GPU a node: the tree's row but for a ring
-    ``coll`` broadcast / reduce, :func:`~.versions.net_latency_algo`).  The cost model of our schedules takes its launch
-    and per-step costs from here too (:mod:`synth.model.physics`).
-
-    >>> from topo_probe import get_preset
-    >>> from synth.model.nccl.params import ModelParams
-    >>> v100 = NcclMachine.from_topology(get_preset("dgx1-v100"))
-    >>> p = ModelParams()
-    >>> hop_latencies_us(v100, "ring", "Simple", p), hop_latencies_us(v100, "ring", "Simple", p, version=(2, 4))
-    ((8.4, 3.4, 14.0), (8.4, 5.7, 6.6))
-    """
-    p = PROTOS.index(proto)
-    intra_hw = HW_NVLINK if (not p2p_off and m.p2p and m.intra != "pcie") else HW_PCI
-    scale = params.latency_scale(m.arch, proto)
-    algo = algo if algo != "pat" else "ring"
-    base_row, hops = latency_tables(algo, version)
-    net_algo = algo if m.amd else net_latency_algo(algo, m.gpus_per_node, version, coll)  # ppn 1: tuning.cc l. 236
-    net_rows = latency_tables(net_algo, version)[1]
-    if m.amd:
-        hop = RCCL_GFX942["hw_lat_xgmi"]["tree" if algo == "tree" else "ring"][p]
-        base = RCCL_BASE_LAT[p]
-    else:
-        base, hop = base_row[p], hops[intra_hw][p]
-    return base * scale, hop * scale, net_rows[HW_NET][p] + params.net_latency_us(m.net_kind, proto, m.arch)
-
-
-def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams, channels: int = 0) -> float:
-    """Device latency (µs): NCCL's (or RCCL's) tables, scaled by the fitted real/table ratio, plus the transport's
-    extra µs per inter-node hop (:func:`hop_latencies_us`), which a rooted ring pays as its chunk fill instead; a
-    one-channel rooted ring pays one hop of its chain (:func:`~.net_fill.rooted_chain_hops`)."""
-    m = t.machine
-    n_intra, n_inter = rooted_chain_hops(coll, algo, channels, m, *critical_path_hops(m, coll, algo))
-    if algo in ("nvls", "nvls_tree"):
-        p = PROTOS.index(proto)
-        lat = HW_LAT[HW_NVLINK][ALGOS.index("nvls")][p] * params.lat_scale.get(
-            ("*", "NVLS"), params.latency_scale(m.arch, proto))
-        net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version, coll)[2]
-    else:
-        base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version, coll)
-        lat = base + n_intra * hop
-    return lat + n_inter * (net - params.net_lat_own_us(m.net_kind, proto, m.arch) * pays_rooted_fill(coll, algo, proto, m))
-
-
 def tree_intra_channel_gbs(t: TuneTable, channels: int) -> float:
     """GB/s one channel of a tree moves over one GPU-to-GPU hop inside a node: NCCL's own speed of the
     tree graph inside the node (``nChannels x bwIntra`` of its search, :mod:`.graphs`) shared by the
@@ -395,6 +317,6 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     return max(host_time_us(params, m.gpus_per_process, channels, t.version, m.threads_per_process), t_dev)
 
 
-__all__ = ["COOP_LAUNCH_UNTIL", "host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
-           "ring_capacity_gbs", "simple_chunk_bytes", "nvls_tree_chunk_bytes", "nvls_chunk_overhead_us",
-           "pipeline_fill_us", "tree_intra_channel_gbs", "hop_latencies_us", "latency_us", "collective_time_us"]
+__all__ = ["link_kind", "ring_intra_relief", "tree_net_passes", "ring_capacity_gbs", "simple_chunk_bytes",
+           "nvls_tree_chunk_bytes", "nvls_chunk_overhead_us", "pipeline_fill_us", "tree_intra_channel_gbs",
+           "collective_time_us"]
