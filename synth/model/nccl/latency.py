@@ -4,7 +4,8 @@ The size-free half of :mod:`.runtime`'s ``T = max(T_host, latency + W / B)``: ``
 enqueueing one operation on every GPU one thread drives (:func:`host_time_us`); the device latency is NCCL's (or
 RCCL's) latency table, scaled by the fitted real/table ratio of the architecture and protocol, over the hops on the
 collective's critical path, plus the transport's extra µs per inter-node hop (:func:`latency_us`,
-:func:`hop_latencies_us`).  Neither depends on the byte count.
+:func:`hop_latencies_us`).  Neither depends on the byte count, so :class:`.runtime.SizeFreeTerms` memoises
+:func:`latency_us` per model.
 
 Units: µs.
 """

@@ -12,7 +12,8 @@ bus-bandwidth convention) and ``B`` the achievable bus bandwidth: data-sheet lin
 efficiency x protocol payload (LL 8 of 16 bytes, LL128 120 of 128), never more than the channels
 in use can push (NCCL's llMaxBws / perChMaxRingLL128Bws), across nodes never more than a node's
 NICs carry or a ring's CTAs move there, and for Simple never more than ``chunk / net_chunk_us`` per channel.
-The size-free terms, ``T_host`` and the latency, are :mod:`.latency`'s.
+The size-free terms, ``T_host`` and the latency, are :mod:`.latency`'s; :class:`SizeFreeTerms` memoises the
+latency and the GPU links' bus bandwidth (neither reads the byte count) for one model's many sizes.
 
 Units: µs, bytes, GB/s per direction.
 """
@@ -232,12 +233,14 @@ def _chunk_rate_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: in
 
 
 def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
-                 params: ModelParams) -> float:
+                 params: ModelParams, terms: SizeFreeTerms | None = None) -> float:
     """Bandwidth part of the time (µs): the slower of the GPU links and the network (a Blackwell
     NVLS-tree all_reduce of at most 512 MiB at the fraction NCCL itself expects: :func:`nvls_tree_correction`;
-    a one-host NVLS all_reduce fills and drains its scatter/reduce/gather loop: :func:`nvls_loop_fill_us`)."""
+    a one-host NVLS all_reduce fills and drains its scatter/reduce/gather loop: :func:`nvls_loop_fill_us`);
+    ``terms``: the GPU links' bus bandwidth memoised for ``t`` and ``params`` (None: computed here)."""
     wire = nbytes * busbw_factor(coll, t.machine.ranks) * ll_chunk_factor(t, coll, algo, proto, channels, nbytes)
-    bus = _intra_bus_gbs(t, coll, algo, proto, channels, params)     # misaligned blocks: element_copy.py
+    bus = (terms.intra_bus_gbs(coll, algo, proto, channels) if terms is not None    # misaligned blocks: element_copy
+           else _intra_bus_gbs(t, coll, algo, proto, channels, params))
     t_intra = wire / (1000.0 * bus) * ring_element_copy_factor(t, coll, algo, proto, channels, nbytes, bus, params)
     if algo == "nvls" and coll == "allreduce" and t.machine.nodes == 1 and t.machine.gpus_per_node > 1:
         t_intra += nvls_loop_fill_us(nbytes, channels, t.graphs.nvls.n_channels if t.graphs.nvls else 1,
@@ -304,11 +307,52 @@ def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes:
     return fill
 
 
+class SizeFreeTerms:
+    """The terms of :func:`collective_time_us` that do not read the byte count, memoised for one tuning table and one
+    set of constants: :func:`~.latency.latency_us` (µs) and the bus bandwidth the GPU links allow
+    (:func:`_intra_bus_gbs`, GB/s), per (collective, algorithm, protocol, channels).
+
+    Both read nothing but the table (the machine, NCCL version and environment it was built for, the graphs and
+    NCCL's figures derived from them), ``params`` and those four arguments: a memo belongs to the table and params it
+    was made for (its owner, :class:`~.tuner.NcclModel`, makes a new one when either is replaced;
+    :func:`collective_time_us` refuses it for any other) and keys its values by the rest.  A table is not changed
+    once built, and :class:`~.params.ModelParams` is frozen.
+    """
+
+    def __init__(self, table: TuneTable, params: ModelParams):
+        self.table, self.params = table, params
+        self._latency: dict[tuple[str, str, str, int], float] = {}
+        self._intra_bus: dict[tuple[str, str, str, int], float] = {}
+
+    def serves(self, table: TuneTable, params: ModelParams) -> bool:
+        """Whether this memo holds ``table``'s terms under ``params`` (the very objects it was made for)."""
+        return table is self.table and params is self.params
+
+    def latency_us(self, coll: str, algo: str, proto: str, channels: int) -> float:
+        """:func:`~.latency.latency_us` of the table under the params (µs)."""
+        key = (coll, algo, proto, channels)
+        if key not in self._latency:
+            self._latency[key] = latency_us(self.table, coll, algo, proto, self.params, channels)
+        return self._latency[key]
+
+    def intra_bus_gbs(self, coll: str, algo: str, proto: str, channels: int) -> float:
+        """:func:`_intra_bus_gbs` of the table under the params (GB/s)."""
+        key = (coll, algo, proto, channels)
+        if key not in self._intra_bus:
+            self._intra_bus[key] = _intra_bus_gbs(self.table, coll, algo, proto, channels, self.params)
+        return self._intra_bus[key]
+
+
 def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
-                       params: ModelParams) -> float:
-    """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` as ``algo``/``proto`` on ``channels`` channels."""
-    t_dev = (latency_us(t, coll, algo, proto, params, channels)
-             + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
+                       params: ModelParams, terms: SizeFreeTerms | None = None) -> float:
+    """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` as ``algo``/``proto`` on ``channels`` channels;
+    ``terms``: the size-free terms memoised for ``t`` and ``params`` (None: a memo for this call alone)."""
+    if terms is None:
+        terms = SizeFreeTerms(t, params)
+    elif not terms.serves(t, params):
+        raise ValueError("collective_time_us: the SizeFreeTerms given were made for another table or params")
+    t_dev = (terms.latency_us(coll, algo, proto, channels)
+             + _transfer_us(t, coll, algo, proto, channels, nbytes, params, terms)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
     if t.machine.nodes > 1:             # a network hop's whole chunk (net_fill); one host has no NIC rate to ask
         t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
@@ -319,4 +363,4 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
 
 __all__ = ["link_kind", "ring_intra_relief", "tree_net_passes", "ring_capacity_gbs", "simple_chunk_bytes",
            "nvls_tree_chunk_bytes", "nvls_chunk_overhead_us", "pipeline_fill_us", "tree_intra_channel_gbs",
-           "collective_time_us"]
+           "SizeFreeTerms", "collective_time_us"]
