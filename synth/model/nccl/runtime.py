@@ -346,12 +346,11 @@ class SizeFreeTerms:
 def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
                        params: ModelParams, terms: SizeFreeTerms | None = None) -> float:
     """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` as ``algo``/``proto`` on ``channels`` channels;
-    ``terms``: the size-free terms memoised for ``t`` and ``params`` (None: a memo for this call alone)."""
-    if terms is None:
-        terms = SizeFreeTerms(t, params)
-    elif not terms.serves(t, params):
+    ``terms``: the size-free terms memoised for ``t`` and ``params`` (None: each computed here, no memo)."""
+    if terms is not None and not terms.serves(t, params):
         raise ValueError("collective_time_us: the SizeFreeTerms given were made for another table or params")
-    t_dev = (terms.latency_us(coll, algo, proto, channels)
+    t_dev = ((terms.latency_us(coll, algo, proto, channels) if terms is not None
+              else latency_us(t, coll, algo, proto, params, channels))
              + _transfer_us(t, coll, algo, proto, channels, nbytes, params, terms)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
     if t.machine.nodes > 1:             # a network hop's whole chunk (net_fill); one host has no NIC rate to ask

@@ -119,3 +119,21 @@ def test_new_params_get_a_new_memo():
     twin = dataclasses.replace(DEFAULT_PARAMS)
     memo = SizeFreeTerms(model.table, DEFAULT_PARAMS)
     assert memo.serves(model.table, DEFAULT_PARAMS) and not memo.serves(model.table, twin)
+
+
+@pytest.mark.parametrize("term, wrong", [
+    ("latency_us", lambda right: right + 1.0),          # a stale latency, 1 µs off
+    ("intra_bus_gbs", lambda right: right / 2.0),       # a stale GPU-link bus bandwidth, half the right one
+])
+def test_a_wrong_memo_is_caught_by_the_unmemoised_reference(monkeypatch, term, wrong):
+    """The comparisons above can fail: a memo serving a wrong term gives times that the reference (a call without a
+    memo) does not, so the reference does not go through the memo's code."""
+    model = NcclModel(NcclMachine.from_topology(get_preset("dgx1-v100")), DEFAULT_PARAMS, NcclEnv())
+    right = getattr(SizeFreeTerms, term)
+    monkeypatch.setattr(SizeFreeTerms, term, lambda self, *key: wrong(right(self, *key)))
+    warm = model.forced("allreduce", "ring", "Simple", 1 << 20)
+    cold = _cold_us(model, "allreduce", "ring", "Simple", warm.channels, 1 << 20)
+    assert warm.time_us != cold
+    monkeypatch.setattr(SizeFreeTerms, term, right)
+    assert NcclModel(model.machine, DEFAULT_PARAMS, NcclEnv()).forced("allreduce", "ring", "Simple", 1 << 20).time_us \
+        == cold
