@@ -316,7 +316,9 @@ class SizeFreeTerms:
     NCCL's figures derived from them), ``params`` and those four arguments: a memo belongs to the table and params it
     was made for (its owner, :class:`~.tuner.NcclModel`, makes a new one when either is replaced;
     :func:`collective_time_us` refuses it for any other) and keys its values by the rest.  A table is not changed
-    once built, and :class:`~.params.ModelParams` is frozen.
+    once built, and :class:`~.params.ModelParams` is frozen; its tables (dicts) are not changed in place either
+    (:meth:`~.params.ModelParams.with_vector` and ``dataclasses.replace`` make new params): one changed in place
+    after a model's first call would leave that model's memo stale.
     """
 
     def __init__(self, table: TuneTable, params: ModelParams):
