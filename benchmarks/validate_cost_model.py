@@ -10,7 +10,7 @@ Each log is described only by what its ``# SOURCE:`` header and its own lines sa
 (preset, nodes, NICs and their kind), the NCCL environment the run used, the NCCL version it
 names (feature gates only), and the GPUs each process drives (the log's ``nThread`` x ``nGpus``:
 :attr:`~synth.formats.nccl_tests.reader.NcclTestsLog.ranks_per_process`, as ``simulate --import`` reads it) over its
-``nThread`` threads (each enqueues its own ``nGpus``: the host time, :func:`synth.model.nccl.runtime.host_time_us`).
+``nThread`` threads (each enqueues its own ``nGpus``: the host time, :func:`synth.model.nccl.latency.host_time_us`).
 Nothing is fitted per log.  Only the out-of-place rows are compared (:data:`ROWS_COMPARED`).
 
 Targets (per log): for sizes >= 64 KiB, median |pred/real - 1| <= 10 % and worst <= 25 % on the

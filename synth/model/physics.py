@@ -201,7 +201,7 @@ def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS,
                   protocol: str = "simple") -> tuple[float, float, float]:
     """``(launch, hop inside a host, hop between hosts)`` µs of one of our schedules on
     ``topology`` under ``protocol``: what NCCL's ring charges under that protocol (Simple or LL)
-    (:func:`synth.model.nccl.runtime.hop_latencies_us`, NCCL's tables scaled by the fitted
+    (:func:`synth.model.nccl.latency.hop_latencies_us`, NCCL's tables scaled by the fitted
     real/table ratio of the GPU architecture).  Our executors move a step as Simple does (the data,
     then a flag the receiver polls), so one step of a schedule costs what one ring hop of NCCL's
     costs on the same link, and a step between hosts is one network message (on EFA's SENDRECV
@@ -216,7 +216,7 @@ def step_costs_us(topology: Topology, params: ModelParams = DEFAULT_PARAMS,
     True
     """
     from synth.model.nccl.machine import NcclMachine
-    from synth.model.nccl.runtime import hop_latencies_us
+    from synth.model.nccl.latency import hop_latencies_us
     proto = PROTOCOLS[check_protocol(protocol)]
     m = NcclMachine.from_topology(topology)
     launch, hop, net = hop_latencies_us(m, "ring", proto, params)

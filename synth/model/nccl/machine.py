@@ -74,7 +74,7 @@ class NcclMachine:
     ``cpu_vendor`` ``intel`` or ``amd`` (NCCL's llMaxBws row and net overhead across nodes);
     ``cpu_arch`` ``x86`` or ``arm`` (Grace: NCCL's ``cpuArch``, which gates a Blackwell NVLS-tree factor);
     ``gpus_per_process`` how many GPUs one process drives (nccl-tests ``-t`` x ``-g``), ``threads_per_process`` over how
-    many threads (``-t``; each enqueues its own ``-g`` GPUs: :func:`.runtime.host_time_us`); ``nic_dma_gbs``
+    many threads (``-t``; each enqueues its own ``-g`` GPUs: :func:`.latency.host_time_us`); ``nic_dma_gbs``
     the GB/s per direction at which one NIC moves GPU memory over its PCIe path when a measurement of the host states it
     (0: not stated, the line rate; :attr:`gpu_net_gbps`); ``plugin_latency_us`` the µs of inter-node latency the run's
     network plugin reported to NCCL's tuner where its release differs from today's table (aws-ofi-nccl before v1.7.0:

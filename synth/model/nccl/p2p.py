@@ -34,7 +34,8 @@ from synth.model.nccl.p2p_mesh import mesh_p2p_us
 from synth.model.nccl.pcie_path import nic_efficiency, pcie_rate_gbs, pcie_stream_gbs
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
 from synth.model.nccl.ring_steps import nvlink_p2p, p2p_read_mode, p2p_simple_fill, xgmi_p2p
-from synth.model.nccl.runtime import host_time_us, ring_capacity_gbs
+from synth.model.nccl.latency import host_time_us
+from synth.model.nccl.runtime import ring_capacity_gbs
 from synth.model.nccl.shm_uplink import uplink_share
 
 #: NCCL_P2P_NET_CHUNKSIZE / NCCL_P2P_PCI_CHUNKSIZE's default (bytes): one p2p step of every send of a

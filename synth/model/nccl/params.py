@@ -108,10 +108,10 @@ class ModelParams:
         Start-up µs of RCCL's MSCCL all-pairs and one-step LL allreduce kernels.
     coop_launch_us : float
         µs per call of the cooperative multi-device launch with which NCCL up to 2.8 started the
-        kernels of a process that drives several GPUs (:data:`.runtime.COOP_LAUNCH_UNTIL`).
+        kernels of a process that drives several GPUs (:data:`.latency.COOP_LAUNCH_UNTIL`).
     tree_ll128_channel_eff : float
         Achieved fraction of NCCL's own per-channel tree LL128 ceiling (``perChMaxTreeLL128Bws`` times the
-        tree graph's channels, :func:`.runtime.tree_ll128_cap_gbs`).
+        tree graph's channels, :func:`.channel_caps.tree_ll128_cap_gbs`).
     rccl_channel_gbs : float
         GB/s one RCCL Simple ring channel (one workgroup) moves on one host of AMD GPUs
         (:func:`.rccl_channels.rccl_channel_cap_gbs`).  Hand-set, not fitted: RCCL 2.26.6 rates each ring-graph

@@ -20,7 +20,7 @@ from synth.model.nccl.constants import (LL_DATA_FRACTION, PROTOS, RCCL_BASE_LAT,
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_net import rccl_net_choose, rccl_net_estimate_us, rccl_partial_host
-from synth.model.nccl.runtime import host_time_us
+from synth.model.nccl.latency import host_time_us
 from synth.model.nccl.tuning import TuneTable
 
 #: our names of RCCL's MSCCL allreduce kernels

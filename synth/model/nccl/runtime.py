@@ -12,6 +12,8 @@ bus-bandwidth convention) and ``B`` the achievable bus bandwidth: data-sheet lin
 efficiency x protocol payload (LL 8 of 16 bytes, LL128 120 of 128), never more than the channels
 in use can push (NCCL's llMaxBws / perChMaxRingLL128Bws), across nodes never more than a node's
 NICs carry or a ring's CTAs move there, and for Simple never more than ``chunk / net_chunk_us`` per channel.
+The size-free terms, ``T_host`` and the latency, are :mod:`.latency`'s; :class:`SizeFreeTerms` memoises the
+latency and the GPU links' bus bandwidth (neither reads the byte count) for one model's many sizes.
 
 Units: µs, bytes, GB/s per direction.
 """
@@ -21,62 +23,31 @@ from __future__ import annotations
 import math
 
 from synth.model.nccl.constants import (
-    ALGOS,
-    HW_LAT,
-    HW_NET,
-    HW_NVLINK,
-    HW_PCI,
     LL128_DATA_FRACTION,
     LL_DATA_FRACTION,
-    NCCL_VERSION,
     NVLINK_BW_PER_LINK,
-    PROTOS,
-    RCCL_BASE_LAT,
-    RCCL_GFX942,
     busbw_factor,
 )
 from synth.model.nccl.element_copy import ring_element_copy_factor
 from synth.model.nccl.channel_caps import (AMD_REF_CHANNELS, ll128_generation_share, ring_channel_cap_gbs,
                                           tree_ll128_cap_gbs)
 from synth.model.nccl.graphs import CommGraphs
+from synth.model.nccl.latency import host_time_us, latency_us
 from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.nvls_pipeline import nvls_loop_fill_us, nvls_tree_chunk_bytes, tree_simple_chunk_bytes
 from synth.model.nccl.params import ModelParams
 from synth.model.nccl.rccl_channels import rccl_channel_cap_gbs
-from synth.model.nccl.net_fill import critical_path_hops, net_chunk_fill_us, pays_rooted_fill, rooted_chain_hops
+from synth.model.nccl.net_fill import critical_path_hops, net_chunk_fill_us
 from synth.model.nccl.p2p_cta import ring_net_cta_cap_gbs
 from synth.model.nccl.ring_steps import ll_chunk_factor, ring_simple_send_share, simple_ring_threads
 from synth.model.nccl.pcie_path import nic_efficiency, pcie_stream_gbs
 from synth.model.nccl.shm_uplink import shm_stream_gbs
 from synth.model.nccl.tuning import TuneTable, nvls_tree_correction
 from synth.model.nccl.collnet_versions import collnet_chain_28
-from synth.model.nccl.versions import latency_tables, net_latency_algo
 
 
-#: the first NCCL that no longer launches a process's GPUs together: up to 2.8, a process driving several
-#: GPUs launched them with one cudaLaunchCooperativeKernelMultiDevice call (src/enqueue.cc
-#: ``ncclLaunchCooperativeKernelMultiDevice``, NVIDIA/nccl v2.4.8-1 .. v2.8.4-1)
-COOP_LAUNCH_UNTIL = (2, 9)
 #: the algorithms whose NICs carry one steady flow per direction on two nodes, as a ring's (:func:`_net_bus_gbs`)
 STEADY_NET_ALGOS = ("nvls_tree",)
-
-
-def host_time_us(params: ModelParams, gpus_per_process: int, channels: int, version: tuple = NCCL_VERSION,
-                 threads_per_process: int = 1) -> float:
-    """Host µs to enqueue one collective on the GPUs one thread of a process drives (nccl-tests ``-g``: each of its
-    ``-t`` threads enqueues and launches its own in parallel, v2.19.6 src/common.cu lines 548-619 and 1725-1768; NCCL's
-    group is per thread, NVIDIA/nccl v2.28.9-1 src/group.cc line 22, launched in turn, lines 259-315), and before NCCL
-    2.9 the cooperative multi-device launch of all the process's GPUs, every thread's (``coop_launch_us``, only when a
-    process drives several: v2.8.4-1 src/init.cc lines 595-600 count one pid's ranks, enqueue.cc lines 204-212).
-
-    >>> p = ModelParams(host_us=4.0, host_us_per_channel=0.0, coop_launch_us=10.0)
-    >>> host_time_us(p, 8, 1), host_time_us(p, 8, 1, (2, 4)), host_time_us(p, 1, 1, (2, 4))
-    (32.0, 42.0, 4.0)
-    >>> host_time_us(p, 8, 1, (2, 28), 2), host_time_us(p, 8, 1, (2, 28), 8), host_time_us(p, 8, 1, (2, 4), 8)
-    (16.0, 4.0, 14.0)
-    """
-    coop = params.coop_launch_us if gpus_per_process > 1 and tuple(version) < COOP_LAUNCH_UNTIL else 0.0
-    return gpus_per_process // threads_per_process * (params.host_us + params.host_us_per_channel * channels) + coop
 
 
 def link_kind(m: NcclMachine, p2p: bool) -> str:
@@ -262,12 +233,14 @@ def _chunk_rate_gbs(t: TuneTable, coll: str, algo: str, proto: str, channels: in
 
 
 def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
-                 params: ModelParams) -> float:
+                 params: ModelParams, terms: SizeFreeTerms | None = None) -> float:
     """Bandwidth part of the time (µs): the slower of the GPU links and the network (a Blackwell
     NVLS-tree all_reduce of at most 512 MiB at the fraction NCCL itself expects: :func:`nvls_tree_correction`;
-    a one-host NVLS all_reduce fills and drains its scatter/reduce/gather loop: :func:`nvls_loop_fill_us`)."""
+    a one-host NVLS all_reduce fills and drains its scatter/reduce/gather loop: :func:`nvls_loop_fill_us`);
+    ``terms``: the GPU links' bus bandwidth memoised for ``t`` and ``params`` (None: computed here)."""
     wire = nbytes * busbw_factor(coll, t.machine.ranks) * ll_chunk_factor(t, coll, algo, proto, channels, nbytes)
-    bus = _intra_bus_gbs(t, coll, algo, proto, channels, params)     # misaligned blocks: element_copy.py
+    bus = (terms.intra_bus_gbs(coll, algo, proto, channels) if terms is not None    # misaligned blocks: element_copy
+           else _intra_bus_gbs(t, coll, algo, proto, channels, params))
     t_intra = wire / (1000.0 * bus) * ring_element_copy_factor(t, coll, algo, proto, channels, nbytes, bus, params)
     if algo == "nvls" and coll == "allreduce" and t.machine.nodes == 1 and t.machine.gpus_per_node > 1:
         t_intra += nvls_loop_fill_us(nbytes, channels, t.graphs.nvls.n_channels if t.graphs.nvls else 1,
@@ -280,54 +253,6 @@ def _transfer_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, 
                   _chunk_rate_gbs(t, coll, algo, proto, channels, nbytes, params),
                   ring_net_cta_cap_gbs(t.machine, algo, proto, channels, params, coll, t.env.simple_step_bytes))
     return max(t_intra, wire / (1000.0 * net_bus)) / nvls_tree_correction(t.machine, coll, algo, proto, nbytes)
-
-
-def hop_latencies_us(m: NcclMachine, algo: str, proto: str, params: ModelParams, p2p_off: bool = False,
-                     version: tuple = NCCL_VERSION, coll: str = "") -> tuple[float, float, float]:
-    """``(base, intra-node hop, inter-node hop)`` µs of ``algo``/``proto`` on ``m``: NCCL's (or
-    RCCL's) tables (the ring rows of NCCL ``version``'s, :func:`~.versions.latency_tables`) scaled by
-    the fitted real/table ratio of the architecture and protocol; an inter-node hop is the table's
-    network hop plus the transport's fitted extra (NCCL from 2.23 with one GPU a node: the tree's row but for a ring
-    ``coll`` broadcast / reduce, :func:`~.versions.net_latency_algo`).  The cost model of our schedules takes its launch
-    and per-step costs from here too (:mod:`synth.model.physics`).
-
-    >>> from topo_probe import get_preset
-    >>> from synth.model.nccl.params import ModelParams
-    >>> v100 = NcclMachine.from_topology(get_preset("dgx1-v100"))
-    >>> p = ModelParams()
-    >>> hop_latencies_us(v100, "ring", "Simple", p), hop_latencies_us(v100, "ring", "Simple", p, version=(2, 4))
-    ((8.4, 3.4, 14.0), (8.4, 5.7, 6.6))
-    """
-    p = PROTOS.index(proto)
-    intra_hw = HW_NVLINK if (not p2p_off and m.p2p and m.intra != "pcie") else HW_PCI
-    scale = params.latency_scale(m.arch, proto)
-    algo = algo if algo != "pat" else "ring"
-    base_row, hops = latency_tables(algo, version)
-    net_algo = algo if m.amd else net_latency_algo(algo, m.gpus_per_node, version, coll)  # ppn 1: tuning.cc l. 236
-    net_rows = latency_tables(net_algo, version)[1]
-    if m.amd:
-        hop = RCCL_GFX942["hw_lat_xgmi"]["tree" if algo == "tree" else "ring"][p]
-        base = RCCL_BASE_LAT[p]
-    else:
-        base, hop = base_row[p], hops[intra_hw][p]
-    return base * scale, hop * scale, net_rows[HW_NET][p] + params.net_latency_us(m.net_kind, proto, m.arch)
-
-
-def latency_us(t: TuneTable, coll: str, algo: str, proto: str, params: ModelParams, channels: int = 0) -> float:
-    """Device latency (µs): NCCL's (or RCCL's) tables, scaled by the fitted real/table ratio, plus the transport's
-    extra µs per inter-node hop (:func:`hop_latencies_us`), which a rooted ring pays as its chunk fill instead; a
-    one-channel rooted ring pays one hop of its chain (:func:`~.net_fill.rooted_chain_hops`)."""
-    m = t.machine
-    n_intra, n_inter = rooted_chain_hops(coll, algo, channels, m, *critical_path_hops(m, coll, algo))
-    if algo in ("nvls", "nvls_tree"):
-        p = PROTOS.index(proto)
-        lat = HW_LAT[HW_NVLINK][ALGOS.index("nvls")][p] * params.lat_scale.get(
-            ("*", "NVLS"), params.latency_scale(m.arch, proto))
-        net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version, coll)[2]
-    else:
-        base, hop, net = hop_latencies_us(m, algo, proto, params, t.env.p2p_off, t.version, coll)
-        lat = base + n_intra * hop
-    return lat + n_inter * (net - params.net_lat_own_us(m.net_kind, proto, m.arch) * pays_rooted_fill(coll, algo, proto, m))
 
 
 def tree_intra_channel_gbs(t: TuneTable, channels: int) -> float:
@@ -382,11 +307,53 @@ def pipeline_fill_us(t: TuneTable, algo: str, proto: str, channels: int, nbytes:
     return fill
 
 
+class SizeFreeTerms:
+    """The terms of :func:`collective_time_us` that do not read the byte count, memoised for one tuning table and one
+    set of constants: :func:`~.latency.latency_us` (µs) and the bus bandwidth the GPU links allow
+    (:func:`_intra_bus_gbs`, GB/s), per (collective, algorithm, protocol, channels).
+
+    Both read nothing but the table (the machine, NCCL version and environment it was built for, the graphs and
+    NCCL's figures derived from them), ``params`` and those four arguments: a memo belongs to the table and params it
+    was made for (its owner, :class:`~.tuner.NcclModel`, makes a new one when either is replaced;
+    :func:`collective_time_us` refuses it for any other) and keys its values by the rest.  A table is not changed
+    once built, and :class:`~.params.ModelParams` is frozen; its tables (dicts) are not changed in place either
+    (:meth:`~.params.ModelParams.with_vector` and ``dataclasses.replace`` make new params): one changed in place
+    after a model's first call would leave that model's memo stale.
+    """
+
+    def __init__(self, table: TuneTable, params: ModelParams):
+        self.table, self.params = table, params
+        self._latency: dict[tuple[str, str, str, int], float] = {}
+        self._intra_bus: dict[tuple[str, str, str, int], float] = {}
+
+    def serves(self, table: TuneTable, params: ModelParams) -> bool:
+        """Whether this memo holds ``table``'s terms under ``params`` (the very objects it was made for)."""
+        return table is self.table and params is self.params
+
+    def latency_us(self, coll: str, algo: str, proto: str, channels: int) -> float:
+        """:func:`~.latency.latency_us` of the table under the params (µs)."""
+        key = (coll, algo, proto, channels)
+        if key not in self._latency:
+            self._latency[key] = latency_us(self.table, coll, algo, proto, self.params, channels)
+        return self._latency[key]
+
+    def intra_bus_gbs(self, coll: str, algo: str, proto: str, channels: int) -> float:
+        """:func:`_intra_bus_gbs` of the table under the params (GB/s)."""
+        key = (coll, algo, proto, channels)
+        if key not in self._intra_bus:
+            self._intra_bus[key] = _intra_bus_gbs(self.table, coll, algo, proto, channels, self.params)
+        return self._intra_bus[key]
+
+
 def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels: int, nbytes: int,
-                       params: ModelParams) -> float:
-    """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` as ``algo``/``proto`` on ``channels`` channels."""
-    t_dev = (latency_us(t, coll, algo, proto, params, channels)
-             + _transfer_us(t, coll, algo, proto, channels, nbytes, params)
+                       params: ModelParams, terms: SizeFreeTerms | None = None) -> float:
+    """Predicted nccl-tests time (µs) of ``coll`` of ``nbytes`` as ``algo``/``proto`` on ``channels`` channels;
+    ``terms``: the size-free terms memoised for ``t`` and ``params`` (None: each computed here, no memo)."""
+    if terms is not None and not terms.serves(t, params):
+        raise ValueError("collective_time_us: the SizeFreeTerms given were made for another table or params")
+    t_dev = ((terms.latency_us(coll, algo, proto, channels) if terms is not None
+              else latency_us(t, coll, algo, proto, params, channels))
+             + _transfer_us(t, coll, algo, proto, channels, nbytes, params, terms)
              + pipeline_fill_us(t, algo, proto, channels, nbytes, params))
     if t.machine.nodes > 1:             # a network hop's whole chunk (net_fill); one host has no NIC rate to ask
         t_dev += net_chunk_fill_us(coll, algo, proto, nbytes, channels, t.machine, _net_bw(t.machine, params, True),
@@ -395,6 +362,6 @@ def collective_time_us(t: TuneTable, coll: str, algo: str, proto: str, channels:
     return max(host_time_us(params, m.gpus_per_process, channels, t.version, m.threads_per_process), t_dev)
 
 
-__all__ = ["COOP_LAUNCH_UNTIL", "host_time_us", "link_kind", "ring_intra_relief", "tree_net_passes",
-           "ring_capacity_gbs", "simple_chunk_bytes", "nvls_tree_chunk_bytes", "nvls_chunk_overhead_us",
-           "pipeline_fill_us", "tree_intra_channel_gbs", "hop_latencies_us", "latency_us", "collective_time_us"]
+__all__ = ["link_kind", "ring_intra_relief", "tree_net_passes", "ring_capacity_gbs", "simple_chunk_bytes",
+           "nvls_tree_chunk_bytes", "nvls_chunk_overhead_us", "pipeline_fill_us", "tree_intra_channel_gbs",
+           "SizeFreeTerms", "collective_time_us"]

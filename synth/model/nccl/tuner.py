@@ -28,7 +28,7 @@ from synth.model.nccl.machine import NcclMachine
 from synth.model.nccl.p2p import p2p_protocol, p2p_time_us
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams
 from synth.model.nccl.rccl import MSCCL_ALLPAIRS, MSCCL_ONESTEP, msccl_time_us, rccl_choose
-from synth.model.nccl.runtime import collective_time_us
+from synth.model.nccl.runtime import SizeFreeTerms, collective_time_us
 from synth.model.nccl.tuning import NCCL_COLLS, NCCL_VERSION, TuneTable
 from topo_probe.errors import UnsupportedCollective
 
@@ -92,6 +92,9 @@ class NcclModel:
         self.table = TuneTable.build(machine, self.env.under(self.platform_env), version)
         #: the communicator's ring/tree channels (NCCL's comm->nChannels)
         self.channels = self.table.graphs.n_channels
+        #: the latency and GPU-link bandwidth of each (collective, algorithm, protocol, channels), memoised for
+        #: ``table`` and ``params`` (:meth:`_size_free`): a tuner file asks for thousands of sizes of each
+        self._terms = SizeFreeTerms(self.table, self.params)
 
     def candidates(self, collective: str) -> list[tuple[str, str]]:
         """``(algorithm, protocol)`` pairs NCCL compares for ``collective``."""
@@ -105,8 +108,14 @@ class NcclModel:
         if algo in (MSCCL_ALLPAIRS, MSCCL_ONESTEP):
             return NcclChoice(coll, nbytes, algo, proto, 2, msccl_time_us(t, algo, nbytes, self.params), float("nan"))
         ch, _ = t.channels(algo, proto, nbytes, coll)
-        time = collective_time_us(t, coll, algo, proto, ch, nbytes, self.params)
+        time = collective_time_us(t, coll, algo, proto, ch, nbytes, self.params, self._size_free())
         return NcclChoice(coll, nbytes, algo, proto, ch, time, t.algo_time_us(coll, algo, proto, nbytes))
+
+    def _size_free(self) -> SizeFreeTerms:
+        """The memo of the size-free terms for this model's table and params, a new one if either was replaced."""
+        if not self._terms.serves(self.table, self.params):
+            self._terms = SizeFreeTerms(self.table, self.params)
+        return self._terms
 
     def _check(self, collective: str, nbytes: int) -> str:
         if self.machine.ranks < 2:

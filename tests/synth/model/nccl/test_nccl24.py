@@ -12,7 +12,7 @@ from synth.formats.nccl_tests.runs import load_runs
 from synth.model.nccl import NcclMachine, NcclModel
 from synth.model.nccl.constants import BASE_LAT, HW_LAT
 from synth.model.nccl.params import ModelParams
-from synth.model.nccl.runtime import latency_us
+from synth.model.nccl.latency import latency_us
 from synth.model.nccl.versions import kernel_info_24, latency_tables
 from topo_probe import get_preset
 

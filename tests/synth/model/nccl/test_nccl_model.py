@@ -292,6 +292,6 @@ def test_simple_latency_is_nccls_own_table_not_a_fitted_factor():
     """Simple's intra-node latency is NCCL's tuning.cc table as is (baseLat ring/Simple 8.4 µs, hwLat
     NVLink ring/Simple 3.4 µs per hop, NVIDIA/nccl b6475625): the multi-host logs cannot separate it
     from the network's extra per hop, so it is not fitted (benchmarks/fit_nccl_model.py FIT_SPEC)."""
-    from synth.model.nccl.runtime import hop_latencies_us
+    from synth.model.nccl.latency import hop_latencies_us
     base, hop, _ = hop_latencies_us(NcclMachine.from_topology(get_preset("dgx-h100")), "ring", "Simple", P)
     assert (base, hop) == pytest.approx((8.4, 3.4))

@@ -10,7 +10,7 @@ from __future__ import annotations
 import pytest
 
 from synth.model.nccl import DEFAULT_PARAMS, NcclMachine, NcclModel
-from synth.model.nccl.runtime import hop_latencies_us
+from synth.model.nccl.latency import hop_latencies_us
 from synth.model.nccl.versions import net_latency_algo
 from topo_probe import cluster
 

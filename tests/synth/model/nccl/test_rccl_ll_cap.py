@@ -13,7 +13,7 @@ from _paths import ROOT
 from synth.formats.nccl_tests.runs import load_runs
 from synth.model.nccl import NcclMachine, NcclModel
 from synth.model.nccl.channel_caps import ring_channel_cap_gbs
-from synth.model.nccl.runtime import host_time_us, latency_us
+from synth.model.nccl.latency import host_time_us, latency_us
 from topo_probe import cluster, get_preset
 
 MI350X = NcclMachine.from_topology(get_preset("mi355x"), gpus_per_process=8)

@@ -17,7 +17,7 @@ from _paths import ROOT
 from synth.formats.nccl_tests.runs import load_runs
 from synth.model.nccl import NcclMachine, NcclModel
 from synth.model.nccl.net_fill import net_chunk_fill_us, rooted_chain_hops, rooted_chain_pipelined, rooted_chunk_bytes
-from synth.model.nccl.runtime import hop_latencies_us, latency_us
+from synth.model.nccl.latency import hop_latencies_us, latency_us
 from topo_probe import cluster
 
 LOGS = ROOT / "tests" / "fixtures" / "real_logs"

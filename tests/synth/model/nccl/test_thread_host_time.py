@@ -9,7 +9,7 @@ NVIDIA/nccl v2.28.9-1 src/group.cc line 22 (the group's communicators are ``__th
 src/init.cc lines 595-600 (``intraRanks``: the ranks of one host *and one pid*), src/enqueue.cc lines 204-212 (the
 last of the process's ranks to reach the barrier launches all of them with one cooperative multi-device launch).
 
-The expected times below are hand-computed from :func:`synth.model.nccl.runtime.host_time_us`'s formula
+The expected times below are hand-computed from :func:`synth.model.nccl.latency.host_time_us`'s formula
 ``G x (host_us + host_us_per_channel x channels) (+ coop_launch_us before 2.9)`` with a host cost large enough
 (200 µs per GPU) that it, not the device, sets the time of an 8-byte call."""
 
