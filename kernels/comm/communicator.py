@@ -55,7 +55,7 @@ from kernels.comm import p2p as _p2p
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.machine import probe_devices, resolve_topology
 from kernels.comm.repeat import repeatable as _repeatable
-from kernels.comm.route import Route, check_plan_arg, check_plan_files, plan_route, substituted
+from kernels.comm.route import Route, check_plan_files, plan_route, substituted
 from kernels.comm.route import one_gpu as _one_gpu
 from kernels.comm.validation import (
     _inplace_count,
@@ -72,7 +72,7 @@ from kernels.comm.validation import (
 from kernels.program.reduce_op import check_reduce_op
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
-from synth.plan.selector import NCCL, ScheduleSelector
+from synth.plan.selector import NCCL, ScheduleSelector, check_plan_arg
 from synth.plan.user_warning import warn_user
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
@@ -126,9 +126,9 @@ class Communicator(CommunicatorBase):
         if self.topology is not None and self.topology.num_gpus != n:
             raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
                              f"GPUs but {n} ranks were asked for")
-        self.size, plan = n, check_plan_arg(plan, "Communicator")     # one rank without a topology too
+        self.size = n        # plan: checked by the selector, or with one rank and no topology (no selector) here
         self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
-                         if self.topology is not None else None)
+                         if self.topology is not None else check_plan_arg(plan, "Communicator"))
         self.plan = self.selector.plan if self.selector is not None else None
         if self.selector is not None:
             check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field

@@ -173,7 +173,7 @@ def make_selector(collective: str, topology: Topology | None, algo: str = "plan"
     if topology is None:
         return None
     from synth.plan.selector import ScheduleSelector
-    sel = ScheduleSelector(topology, plan=plan, algo=algo, warn_fallback=False)
+    sel = ScheduleSelector(topology, plan=plan, algo=algo, warn_fallback=False, owner="sweep")
     if sel.file_schedule is not None and sel.file_schedule.collective != canonical(collective):
         raise ScheduleInvalid(f"{algo}: schedule is {sel.file_schedule.collective} on {sel.file_schedule.ranks} ranks, the sweep "
                               f"runs {canonical(collective)} on {topology.num_gpus} ranks", rule="bad-collective")
