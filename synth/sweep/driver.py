@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from synth.formats.nccl_tests.conventions import DTYPE_BYTES, OP_NAMES, Counts, nccl_dtype
+from synth.formats.nccl_tests.conventions import DTYPE_BYTES, Counts, nccl_dtype
 from synth.formats.nccl_tests.device_line import Device   # the backends' devices(): named here for kernels.sweep
 from synth.formats.nccl_tests.sizes import size_sweep
-from synth.ir.collectives import ROOTED, canonical
+from synth.ir.collectives import ROOTED, canonical, check_reduce_op
 from synth.ir.schedule import Schedule
 from synth.sweep.entries import Entry, entry
-from topo_probe.errors import InvalidArgument, ScheduleInvalid
+from topo_probe.errors import ScheduleInvalid
 from topo_probe.topology.model import Topology
 
 
@@ -210,8 +210,8 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
     for dtype_name in cfg.dtypes:
         itemsize = DTYPE_BYTES[nccl_dtype(dtype_name)]
         for op in cfg.op_list():
-            if op != "none" and op not in OP_NAMES:
-                raise InvalidArgument(f"op {op!r} is not one of {', '.join(OP_NAMES)}")
+            if op != "none":                   # the communicators' one op check and wording
+                check_reduce_op(op, "sweep")
             for root in cfg.roots():
                 for size in sizes:
                     counts = ent.counts(size, itemsize, cfg.nranks)

@@ -124,6 +124,16 @@ def test_a_plan_argument_that_is_not_a_plan_is_refused_naming_the_sweep(plan):
                                f"got {type(plan).__name__} {plan!r}")
 
 
+@pytest.mark.parametrize("collective", [7, None, ["allreduce"]])
+def test_a_collective_that_is_not_a_name_is_refused_in_the_one_line(collective):
+    """The sweep's collective check is the communicators' (synth.ir.collectives.canonical), also for a
+    value that is not a string.  Reference: the hand-written line.  Old: AttributeError / TypeError."""
+    with pytest.raises(UnsupportedCollective) as info:
+        SweepConfig(collective)
+    assert str(info.value) == (f"unknown collective {collective!r}; expected one of allgather, reducescatter, "
+                               f"allreduce, broadcast, reduce, gather, scatter, alltoall")
+
+
 def _write_plan(tmp_path, topo, fingerprint):
     fab = build_fabric(topo)
     folder = tmp_path / topo.name
