@@ -126,9 +126,11 @@ class Communicator(CommunicatorBase):
         if self.topology is not None and self.topology.num_gpus != n:
             raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
                              f"GPUs but {n} ranks were asked for")
-        self.size = n        # plan: checked by the selector, or with one rank and no topology (no selector) here
-        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
-                         if self.topology is not None else check_plan_arg(plan, "Communicator"))
+        self.size = n
+        if self.topology is None:             # one rank, no selector: its plan argument is checked all the same
+            check_plan_arg(plan, "Communicator")
+        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")   # checks the plan
+                         if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         if self.selector is not None:
             check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field
