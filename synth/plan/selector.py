@@ -199,8 +199,7 @@ def _say_if_stale(plan: Plan | None, notes: list[str]) -> None:
 
 
 def check_plan_arg(plan, owner: str = "ScheduleSelector"):
-    """``plan`` where it is one :class:`ScheduleSelector` takes (a :class:`Plan`, a plan.json file or folder as a
-    string or path, ``"auto"``, None or False); else InvalidArgument in one line naming ``owner`` and the value."""
+    """InvalidArgument, one line naming ``owner`` and the value, for a plan not a Plan, path, "auto", None or False."""
     if plan is None or plan is False or isinstance(plan, (str, os.PathLike, Plan)):
         return
     raise InvalidArgument(" ".join(f"{owner}: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
@@ -221,17 +220,18 @@ class ScheduleSelector:
         Prebuilt :class:`~synth.ir.fabric.Fabric` / :class:`~synth.model.cost.CostModel`.
     warn_fallback : bool
         Warn once per (collective, baseline) when no plan entry covers a call.
-    owner : str
-        Who selects (e.g. ``Communicator``), named at the start of that warning and of the one refusal
-        of a ``plan`` that is none of the above (checked even where ``algo`` ignores it).
+    owner : str, optional
+        Who selects (e.g. ``Communicator``), named at the start of that warning (default ``topocoll``) and of
+        the one refusal of a ``plan`` that is none of the above (default ``ScheduleSelector``; checked even where
+        ``algo`` ignores the plan).
     """
 
     def __init__(self, topology: Topology, *, plan="auto", algo: str | None = None, fabric=None, cost=None,
-                 warn_fallback: bool = True, owner: str = "ScheduleSelector") -> None:
-        check_plan_arg(plan, owner)
+                 warn_fallback: bool = True, owner: str | None = None) -> None:
+        check_plan_arg(plan, owner or "ScheduleSelector")
         self.topology = topology
         self.algo = None if algo in (None, "plan") else str(algo)
-        self.warn_fallback, self.owner = warn_fallback, owner
+        self.warn_fallback, self.owner = warn_fallback, owner or "topocoll"
         self._fabric, self._cost, self._chooser = fabric, cost, None
         self._cache: dict[tuple, Schedule] = {}
         self._chosen: dict[tuple, Schedule] = {}    # (collective, nbytes, root) -> schedule_for
