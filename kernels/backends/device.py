@@ -40,7 +40,8 @@ def check_p2p(p2p, owner: str) -> str:
     """
     if isinstance(p2p, str) and p2p in P2P_MODES:
         return p2p
-    raise InvalidArgument(" ".join(f"{owner}: p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}".split())[:300])
+    line = f"{owner}: p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}"
+    raise InvalidArgument(" ".join(line.splitlines())[:300])      # line breaks only: the value's spaces are its own
 
 
 class RankBuffers:

@@ -102,7 +102,7 @@ or a DeviceLayer, got 'gpu'
     names = ("auto", *BACKENDS) if auto else BACKENDS
     if not isinstance(backend, DeviceLayer) and not (isinstance(backend, str) and backend in names):
         raise InvalidArgument(" ".join(f"{owner}: backend must be one of {', '.join(names)} or a DeviceLayer, "
-                                       f"got {backend!r}".split())[:300])
+                                       f"got {backend!r}".splitlines())[:300])
     return backend, check_p2p(p2p, owner)
 
 

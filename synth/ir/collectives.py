@@ -76,7 +76,7 @@ def check_reduce_op(op, what: str = "") -> str:
     if isinstance(op, str) and op in REDUCE_OPS:
         return op
     head = f"{what}: op" if what else "op"
-    raise InvalidArgument(" ".join(f"{head} must be one of {', '.join(REDUCE_OPS)}; got {op!r}".split())[:300])
+    raise InvalidArgument(" ".join(f"{head} must be one of {', '.join(REDUCE_OPS)}; got {op!r}".splitlines())[:300])
 
 #: accepted spellings -> canonical name (nccl-tests, MSCCL and cupy spellings)
 ALIASES = {

@@ -203,7 +203,7 @@ def check_plan_arg(plan, owner: str = "ScheduleSelector"):
     if plan is None or plan is False or isinstance(plan, (str, os.PathLike, Plan)):
         return
     raise InvalidArgument(" ".join(f"{owner}: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
-                                   f"got {type(plan).__name__} {plan!r}".split())[:300])
+                                   f"got {type(plan).__name__} {plan!r}".splitlines())[:300])
 
 
 class ScheduleSelector:

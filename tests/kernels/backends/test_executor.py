@@ -260,3 +260,18 @@ def test_every_owner_refuses_a_bad_p2p_or_backend_in_the_one_wording():
     with pytest.raises(InvalidArgument) as info:
         run_schedule(ring("allreduce", 2), *_bufs("allreduce", 2, 4)[1:], backend="gpu")
     assert str(info.value) == f"allreduce: backend must be one of {names}"
+
+
+@pytest.mark.parametrize("bad", ["host  ", "ho  st", "never   "])
+def test_a_refused_backend_or_p2p_is_named_as_given(bad):
+    """The one line names the value as passed (its repr), spaces and all: ``'host  '`` is not ``'host '``.
+    Reference: Python's own repr.  Old: every run of spaces in the line was
+    squeezed to one, so ``'host  '`` was reported as ``'host '``, a value the caller never passed."""
+    from kernels.backends.device import check_p2p
+    from kernels.backends.executor import check_backend
+    with pytest.raises(InvalidArgument) as info:
+        check_backend(bad, "auto", "Communicator", auto=True)
+    assert str(info.value).endswith(f"or a DeviceLayer, got {bad!r}"), str(info.value)
+    with pytest.raises(InvalidArgument) as info:
+        check_p2p(bad, "CupyLayer")
+    assert str(info.value) == f"CupyLayer: p2p must be one of auto, never, got {bad!r}"

@@ -117,7 +117,7 @@ def test_every_surface_refuses_a_bad_op_in_the_one_line(make, what):
     assert str(info.value) == _line(what)
 
 
-@pytest.mark.parametrize("op", [["sum"], {"sum": 1}, None, 1, "SUM", "premul_sum"])
+@pytest.mark.parametrize("op", [["sum"], {"sum": 1}, None, 1, "SUM", "premul_sum", "sum  ", "s  u  m"])
 def test_the_check_refuses_what_is_not_one_of_the_op_names(op):
     from kernels.program.reduce_op import check_reduce_op
     with pytest.raises(InvalidArgument) as info:

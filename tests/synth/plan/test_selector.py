@@ -270,3 +270,13 @@ def test_a_plan_argument_whose_repr_spans_lines_is_refused_in_one_line(topo):
     line = str(info.value)
     assert "\n" not in line and "\r" not in line and len(line) <= 300, line
     assert line.startswith("Communicator: plan must be a Plan") and "got Odd odd plan" in line, line
+
+
+def test_a_refused_plan_argument_is_named_as_given(topo):
+    """The refusal names the value by its repr, spaces kept (only line breaks become spaces).  Reference:
+    Python's own repr.  Old: runs of spaces squeezed, ``('a  b',)`` reported as ``('a b',)``."""
+    plan = ("results  dir",)
+    with pytest.raises(TopocollError) as info:
+        ScheduleSelector(topo, plan=plan)
+    assert str(info.value) == ("ScheduleSelector: plan must be a Plan, a plan.json file or folder, 'auto', None or "
+                               f"False; got tuple {plan!r}")
