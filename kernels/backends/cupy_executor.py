@@ -39,12 +39,12 @@ import numpy as np
 
 from kernels.backends.cupy_plan import PINNED, ROUTES, STAGE, Cmd, Plan, plan_program, plan_routes  # noqa: F401
 from kernels.backends.cupy_runtime import CupyRuntime, EventPools
-from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers
+from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers, check_p2p
 from kernels.backends.host_reduce import warm
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.ops import Program, Region
 from synth.plan.user_warning import warn_user
-from topo_probe.errors import BufferLayoutError, DeviceUnavailable, InvalidArgument
+from topo_probe.errors import BufferLayoutError, DeviceUnavailable
 
 #: plans a CupyLayer keeps (per lowered program and GPU layout)
 PLANS_KEPT = 64
@@ -75,9 +75,7 @@ class CupyLayer(DeviceLayer):
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
                  runtime: Any = None, topology_ranks: bool = False):
-        if p2p not in ("auto", "never"):
-            raise InvalidArgument(f"p2p must be 'auto' or 'never', got {p2p!r}")
-        self.p2p = p2p
+        self.p2p = check_p2p(p2p, type(self).__name__)
         self.devices = None if devices is None else [int(d) for d in devices]
         self.topology, self.topology_ranks = topology, topology_ranks
         self._runtime = runtime

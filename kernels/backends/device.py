@@ -20,9 +20,28 @@ from typing import Any
 
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.lowering import Op, Program, Region
+from topo_probe.errors import InvalidArgument
 
 #: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end)
 BINARY_OP = {"sum": "sum", "avg": "sum", "prod": "prod", "max": "max", "min": "min"}
+#: a GPU layer's ``p2p``: peer access where allowed, or always staged through pinned host memory
+P2P_MODES = ("auto", "never")
+
+
+def check_p2p(p2p, owner: str) -> str:
+    """``p2p`` where it is one of :data:`P2P_MODES`; else InvalidArgument in one line naming ``owner`` and the
+    value.  The one p2p rule: :func:`kernels.backends.executor.check_backend` (a Communicator, run_schedule) and the
+    GPU layers' constructors use it (here, below both: a layer module cannot import the executor's).
+
+    >>> check_p2p("always", "CupyLayer")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: CupyLayer: p2p must be one of auto, never, got 'always'
+    """
+    if isinstance(p2p, str) and p2p in P2P_MODES:
+        return p2p
+    line = f"{owner}: p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}"
+    raise InvalidArgument(" ".join(line.splitlines())[:300])      # line breaks only: the value's spaces are its own
 
 
 class RankBuffers:

@@ -50,7 +50,7 @@ from kernels.backends.binding import (
     dtype_problem,
     plain_ndarray,
 )
-from kernels.backends.device import DeviceLayer, RankBuffers
+from kernels.backends.device import P2P_MODES, DeviceLayer, RankBuffers, check_p2p
 from kernels.backends.memory import CHECK_FROM_BYTES, admit, available_host_bytes
 from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Program, lower
 from kernels.program.reduce_op import check_reduce_op
@@ -59,7 +59,6 @@ from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, TopocollError
 
 BACKENDS = ("host", "reference", "cupy", "cupy-ops")
-P2P_MODES = ("auto", "never")
 _CACHE: "OrderedDict[tuple, Program]" = OrderedDict()
 _CACHE_SIZE = 128
 _LAYERS: dict[tuple, DeviceLayer] = {}
@@ -88,15 +87,31 @@ def bind_buffers(spec: CollectiveSpec, sendbufs: Sequence, recvbufs: Sequence,
     return call.count, call.dtype, call.inplace, list(call.sends), list(call.recvs)
 
 
+def check_backend(backend, p2p, owner: str, *, auto: bool = False) -> tuple[Any, str]:
+    """``(backend, p2p)`` where ``backend`` is a name of :data:`BACKENDS` (or ``"auto"`` where ``auto``: a
+    Communicator picks by the arrays) or a :class:`DeviceLayer`, and ``p2p`` one of :data:`P2P_MODES`
+    (:func:`kernels.backends.device.check_p2p`); else InvalidArgument in one line naming ``owner`` (the
+    Communicator when it is made; run_schedule's call) and the value.  The one check of both.
+
+    >>> check_backend("gpu", "auto", "Communicator", auto=True)
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: Communicator: backend must be one of auto, host, reference, cupy, cupy-ops \
+or a DeviceLayer, got 'gpu'
+    """
+    names = ("auto", *BACKENDS) if auto else BACKENDS
+    if not isinstance(backend, DeviceLayer) and not (isinstance(backend, str) and backend in names):
+        raise InvalidArgument(" ".join(f"{owner}: backend must be one of {', '.join(names)} or a DeviceLayer, "
+                                       f"got {backend!r}".splitlines())[:300])
+    return backend, check_p2p(p2p, owner)
+
+
 def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None = None,
                topology: Any = None) -> DeviceLayer | None:
     """A new device layer of ``backend`` (None: the reference backend), its ranks on ``devices``
     when given (else where their buffers live), the GPU layers' peer access also bounded by
-    ``topology``'s P2P facts (GPU index = rank); the caller owns it (a Communicator keeps its own)."""
-    if p2p not in P2P_MODES:
-        raise InvalidArgument(f"p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}")
-    if backend == "reference":
-        return None
+    ``topology``'s P2P facts (GPU index = rank); the caller owns it (a Communicator keeps its own).
+    ``backend`` and ``p2p`` as :func:`check_backend` passed them (a name, not ``"auto"``)."""
     if backend == "host":
         from kernels.backends.host import HostLayer
         return HostLayer()
@@ -106,14 +121,14 @@ def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None
     if backend == "cupy-ops":
         from kernels.backends.cupy_executor import CupyLayer
         return CupyLayer(p2p=p2p, devices=devices, topology=topology, topology_ranks=True)
-    raise InvalidArgument(f"backend must be one of {', '.join(BACKENDS)} or a DeviceLayer, got {backend!r}")
+    return None                  # "reference": check_backend refused every other name
 
 
-def _layer(backend: Any, p2p: str) -> DeviceLayer | None:
-    """The layer of ``backend`` for :func:`run_schedule` called without one: a layer instance as
-    given, else one kept per (backend, p2p) for this function's callers."""
-    if p2p not in P2P_MODES:
-        raise InvalidArgument(f"p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}")
+def _layer(backend: Any, p2p: str, owner: str) -> DeviceLayer | None:
+    """The layer of ``backend`` for :func:`run_schedule` called without one (both checked here,
+    :func:`check_backend`, naming ``owner``): a layer instance as given, else one kept per
+    (backend, p2p) for this function's callers."""
+    check_backend(backend, p2p, owner)
     if isinstance(backend, DeviceLayer):
         return backend
     key = (backend, p2p)
@@ -161,20 +176,34 @@ def run_schedule(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
 
 
 def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, op: str = "sum",
-                 backend: Any = "host", p2p: str = "auto",
-                 bound: BoundCall | None = None) -> tuple[Any, Program | None, list]:
-    """Everything :func:`run_schedule` does before the layer runs: binding
-    (:func:`kernels.backends.binding.bind_call`, with the layer's ``devices`` where it has them,
-    unless the caller passes the ``bound`` call it made), lowering, scratch.  Returns (layer,
-    program, per-rank buffers); the reference backend runs at once and returns program None.
-    Every refusal is one line that names the call once, one spelling per surface: the ``bound``
-    call's ``what`` (the Communicator's method, ``all_reduce``), else the schedule's collective
-    (``allreduce``, as :func:`run_schedule`'s caller named it)."""
+                 backend: Any = "host", p2p: str = "auto") -> tuple[Any, Program | None, list]:
+    """Everything :func:`run_schedule` does before the layer runs: ``backend`` and ``p2p`` checked
+    (:func:`check_backend`), binding (:func:`kernels.backends.binding.bind_call`, with the layer's
+    ``devices`` where it has them), lowering, scratch.  Returns (layer, program, per-rank buffers);
+    the reference backend runs at once and returns program None.  Every refusal is one line that
+    starts with the schedule's collective (``allreduce``, as :func:`run_schedule`'s caller named it)."""
+    def work():
+        check_reduce_op(op, schedule.collective)
+        return _prepare(schedule, sendbufs, recvbufs, op, _layer(backend, p2p, schedule.collective), None)
+    return _named(schedule, None, work)
+
+
+def prepare_bound(schedule: Schedule, call: BoundCall, layer: DeviceLayer | None, *,
+                  op: str = "sum") -> tuple[Any, Program | None, list]:
+    """:func:`prepare_call` for a caller that bound the ``call`` itself, checked ``op``, and owns its
+    ``layer`` (None: the reference backend), made from a backend and p2p it checked when it was made
+    (a Communicator: :func:`check_backend`); none of them is checked again.  Every refusal is one line
+    that starts with the ``call``'s ``what`` (the Communicator's method, ``all_reduce``), once."""
+    return _named(schedule, call, lambda: _prepare(schedule, call.sends, call.recvs, op, layer, call))
+
+
+def _named(schedule: Schedule, bound: BoundCall | None, work):
+    """``work()`` for ``schedule``, its TopocollError named by the call (:func:`name_the_call`)."""
     if not isinstance(schedule, Schedule):
         raise InvalidArgument(f"schedule must be a Schedule (load one with Schedule.load(path) or make one "
                               f"with synth.baseline(name, fabric, collective)), got {type(schedule).__name__}")
     try:
-        return _prepare(schedule, sendbufs, recvbufs, op, backend, p2p, bound)
+        return work()
     except TopocollError as err:
         name_the_call(err, (bound.what if bound is not None else "") or schedule.collective, schedule.collective)
         raise
@@ -193,11 +222,9 @@ def name_the_call(err: BaseException, what: str, collective: str) -> None:
         err.args = (f"{what}: {text.removeprefix(f'{collective}: ')}", *err.args[1:])
 
 
-def _prepare(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, op: str, backend: Any, p2p: str,
+def _prepare(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, op: str, layer: DeviceLayer | None,
              bound: BoundCall | None) -> tuple[Any, Program | None, list]:
-    """:func:`prepare_call`'s work, its errors named by the caller."""
-    check_reduce_op(op, schedule.collective)
-    layer = _layer(backend, p2p)
+    """:func:`prepare_call`'s work on ``layer``, ``op`` checked, its errors named by the caller."""
     spec = schedule.spec
     call = bound if bound is not None else bind_call(spec, sendbufs, recvbufs, getattr(layer, "devices", None),
                                                      layer=layer)
@@ -226,10 +253,12 @@ __all__ = [
     "OUTPUT",
     "P2P_MODES",
     "bind_buffers",
+    "check_backend",
     "check_buffer_layout",
     "dtype_problem",
     "name_the_call",
     "plain_ndarray",
+    "prepare_bound",
     "prepare_call",
     "program_for",
     "run_schedule",

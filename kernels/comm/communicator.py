@@ -51,11 +51,12 @@ import functools
 
 import numpy as np
 
+from kernels.backends.executor import check_backend
 from kernels.comm import p2p as _p2p
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.machine import probe_devices, resolve_topology
 from kernels.comm.repeat import repeatable as _repeatable
-from kernels.comm.route import Route, check_plan_arg, check_plan_files, plan_route, substituted
+from kernels.comm.route import Route, check_plan_files, plan_route, substituted
 from kernels.comm.route import one_gpu as _one_gpu
 from kernels.comm.validation import (
     _inplace_count,
@@ -64,7 +65,6 @@ from kernels.comm.validation import (
     _size,
     bind_lists,
     check_array,
-    check_backend,
     check_ranks_or_devices,
     check_root,
     same_slot,
@@ -72,7 +72,7 @@ from kernels.comm.validation import (
 from kernels.program.reduce_op import check_reduce_op
 from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
 from synth.ir.schedule import Schedule
-from synth.plan.selector import NCCL, ScheduleSelector
+from synth.plan.selector import NCCL, ScheduleSelector, check_plan_arg
 from synth.plan.user_warning import warn_user
 from topo_probe.errors import BufferLayoutError, InvalidArgument
 
@@ -126,13 +126,15 @@ class Communicator(CommunicatorBase):
         if self.topology is not None and self.topology.num_gpus != n:
             raise InvalidArgument(f"Communicator: topology {self.topology.name!r} has {self.topology.num_gpus} "
                              f"GPUs but {n} ranks were asked for")
-        self.size, plan = n, check_plan_arg(plan, "Communicator")     # one rank without a topology too
-        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")
+        self.size = n
+        if self.topology is None:             # one rank, no selector: its plan argument is checked all the same
+            check_plan_arg(plan, "Communicator")
+        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")   # checks the plan
                          if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         if self.selector is not None:
             check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field
-        self.backend, self.p2p = check_backend(backend, p2p)     # refused now, naming the Communicator
+        self.backend, self.p2p = check_backend(backend, p2p, "Communicator", auto=True)   # refused now, named
         self._nccl, self._nccl_reason = None, ""     # NcclRuntime once made, False (and why) where it cannot run
         self._bound: dict[tuple, tuple] = {}      # repeated-call key -> (bound launch, arrays)
         self._bound_call = None
@@ -228,9 +230,8 @@ class Communicator(CommunicatorBase):
         launch for the identical repeated call (:mod:`kernels.comm.repeat`).  ``protocol``: the
         plan entry's for the native executor (None: the layer's own)."""
         from kernels.backends.device import RankBuffers
-        from kernels.backends.executor import prepare_call
-        layer, program, bufs = prepare_call(schedule, sends, recvs, op=op, backend=self._layer(backend),
-                                            p2p=self.p2p, bound=self._call)
+        from kernels.backends.executor import prepare_bound
+        layer, program, bufs = prepare_bound(schedule, self._call, self._layer(backend), op=op)   # all checked
         if program is None or not program.num_ops:
             return recvs
         how = {"protocol": protocol} if protocol and getattr(layer, "protocol", None) else {}
@@ -247,9 +248,9 @@ class Communicator(CommunicatorBase):
 
     def _layer(self, backend):
         """This communicator's own device layer of ``backend`` (made at first use, on its devices and
-        topology: no P2P there, staging through the host);
+        topology: no P2P there, staging through the host; None: the reference backend);
         a DeviceLayer passed as ``backend`` is used as it is."""
-        if not isinstance(backend, str) or backend == "reference":
+        if not isinstance(backend, str):
             return backend
         if backend not in self._layers:
             from kernels.backends.executor import make_layer

@@ -36,7 +36,6 @@ ring or tree with every buffer on one GPU, ``direct``: see
 from __future__ import annotations
 
 import dataclasses
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -47,7 +46,6 @@ from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
 from synth.ir.shared_results import SharedResults
 from synth.plan.selector import NCCL, Choice
-from synth.plan.size_plan import Plan
 from topo_probe.errors import InvalidArgument, TopocollError
 
 #: ``Route.layer`` of a call NCCL ran
@@ -148,23 +146,6 @@ def plan_route(selector, collective: str, nbytes: int, root: int | None = None, 
                  f"{why}: the fastest baseline at this size by the cost model runs", choice.schedule)
 
 
-def check_plan_arg(plan, owner: str):
-    """``plan`` where a communicator takes it (a :class:`~synth.plan.size_plan.Plan`, a plan.json file
-    or folder as a string or path, ``"auto"``, None or False); else InvalidArgument in one line naming
-    ``owner`` and the value.
-
-    >>> check_plan_arg(7, "Communicator")
-    Traceback (most recent call last):
-    ...
-    topo_probe.errors.InvalidArgument: Communicator: plan must be a Plan, a plan.json file or folder, 'auto', \
-None or False; got int 7
-    """
-    if plan is None or plan is False or isinstance(plan, (str, os.PathLike, Plan)):
-        return plan
-    raise InvalidArgument(f"{owner}: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
-                          f"got {type(plan).__name__} {plan!r}"[:300])
-
-
 def check_plan_files(selector) -> None:
     """Load and verify, now, every schedule file ``selector``'s plan names (each entry's ``schedule``
     and ``fallback``), so that an entry whose file is missing, unreadable, of another collective,
@@ -237,5 +218,5 @@ def substituted(route: Route, choice: Choice, why: str) -> Route:
     return dataclasses.replace(route, ran=_file(choice.label), reason=reason, schedule=choice.schedule, protocol=None)
 
 
-__all__ = ["Route", "plan_route", "check_plan_arg", "check_plan_files", "one_gpu", "why_not_nccl", "nccl_type_ok",
+__all__ = ["Route", "plan_route", "check_plan_files", "one_gpu", "why_not_nccl", "nccl_type_ok",
            "substituted", "NCCL_LAYER", "MPI_NO_NCCL"]

@@ -233,28 +233,6 @@ def check_root(what: str, root, size: int, role: str = "root") -> int:
     return int(root)
 
 
-def check_backend(backend, p2p) -> tuple:
-    """``(backend, p2p)`` as a Communicator takes them: ``backend`` "auto", a name of
-    :data:`kernels.backends.executor.BACKENDS` or a DeviceLayer, ``p2p`` one of
-    :data:`~kernels.backends.executor.P2P_MODES`; else InvalidArgument naming the Communicator, when
-    it is made (not at its first call, in a line naming no call).
-
-    >>> check_backend("gpu", "auto")
-    Traceback (most recent call last):
-    ...
-    topo_probe.errors.InvalidArgument: Communicator: backend must be one of auto, host, reference, cupy, cupy-ops \
-or a DeviceLayer, got 'gpu'
-    """
-    from kernels.backends.device import DeviceLayer
-    from kernels.backends.executor import BACKENDS, P2P_MODES
-    if not isinstance(backend, DeviceLayer) and (not isinstance(backend, str) or backend not in ("auto", *BACKENDS)):
-        raise InvalidArgument(f"Communicator: backend must be one of {', '.join(('auto', *BACKENDS))} or a "
-                              f"DeviceLayer, got {backend!r}")
-    if not isinstance(p2p, str) or p2p not in P2P_MODES:
-        raise InvalidArgument(f"Communicator: p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}")
-    return backend, p2p
-
-
 def check_ranks_or_devices(arg) -> tuple[int, list[int] | None]:
     """(ranks, devices) of ``Communicator(devices_or_nranks)``: an integer >= 1 (devices None),
     or a list / tuple / range / 1-D array of CUDA device ids, integers >= 0 (several ranks may share

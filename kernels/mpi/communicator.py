@@ -83,7 +83,8 @@ class MPICommunicator(CommunicatorBase):
         As for :class:`kernels.comm.communicator.Communicator`, and checked as it checks it, at start-up:
         a bad entry's file raises the same error on every rank (:func:`kernels.mpi.startup.checked_start`).
     algo : str, optional
-        Force one baseline (``ring``, ``tree``, ``direct``, ``rhd``, ``bruck``) instead of the plan.
+        Force one baseline (``ring``, ``tree``, ``direct``, ``rhd``, ``bruck``) or a schedule file instead of
+        the plan; None or ``"plan"``: the plan (the start-up descriptor records both as ``plan``).
     timeout_s : float, optional
         Seconds without progress before a wait raises PeerFailed.
     abort_on_error : bool

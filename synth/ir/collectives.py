@@ -58,7 +58,25 @@ COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce",
                "gather", "scatter", "alltoall")
 COMBINING = frozenset({"reducescatter", "allreduce", "reduce"})
 ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
+#: the reduction ops (NCCL's ``ncclRedOp_t`` without ``premulsum``): the one list
 REDUCE_OPS = ("sum", "prod", "max", "min", "avg")
+
+
+def check_reduce_op(op, what: str = "") -> str:
+    """``op`` where it is one of :data:`REDUCE_OPS` (a string); else InvalidArgument in one line,
+    ``"{what}: op must be one of sum, prod, max, min, avg; got {op!r}"`` (without ``what``: from
+    ``op``).  The one check of a caller's op: the sweep's and, through :mod:`kernels.program.reduce_op`,
+    every executor's and communicator's.
+
+    >>> check_reduce_op("mean", "sweep")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: sweep: op must be one of sum, prod, max, min, avg; got 'mean'
+    """
+    if isinstance(op, str) and op in REDUCE_OPS:
+        return op
+    head = f"{what}: op" if what else "op"
+    raise InvalidArgument(" ".join(f"{head} must be one of {', '.join(REDUCE_OPS)}; got {op!r}".splitlines())[:300])
 
 #: accepted spellings -> canonical name (nccl-tests, MSCCL and cupy spellings)
 ALIASES = {
@@ -71,11 +89,12 @@ ALIASES = {
 }
 
 def canonical(name: str) -> str:
-    """Canonical collective name for any accepted spelling; raises UnsupportedCollective."""
-    hit = ALIASES.get(name)           # the common case: already canonical
+    """Canonical collective name for any accepted spelling; raises UnsupportedCollective (also for a
+    name that is not a string: the one collective check of the communicators and the sweep)."""
+    hit = ALIASES.get(name) if isinstance(name, str) else None     # the common case: already canonical
     if hit is not None:
         return hit
-    key = name.strip().lower().replace("-", "_")
+    key = name.strip().lower().replace("-", "_") if isinstance(name, str) else None
     if key in ALIASES:
         return ALIASES[key]
     raise UnsupportedCollective(f"unknown collective {name!r}; expected one of {', '.join(COLLECTIVES)}")

@@ -1,27 +1,25 @@
-"""Which verified schedule a collective call runs: the one selector of the Communicator, the
-MPI communicator and the sweep.
+"""Which verified schedule a collective call runs: the one selector of the Communicator, the MPI communicator and
+the sweep, and the one check of their ``plan`` argument (:func:`check_plan_arg`).
 
 Order of choice for ``(collective, nbytes, root)`` (``nbytes`` is the nccl-tests size):
 
-1. a forced algorithm (``algo``): a baseline name (:data:`synth.baselines.BASELINES`) or a
-   schedule file (JSON), the same for every size;
-2. the plan entry covering ``nbytes`` (:class:`~synth.plan.size_plan.Plan`; a bisect, the
-   decision was made when the plan was built: :mod:`synth.plan.decision`);
-3. the fastest applicable baseline at ``nbytes`` by the cost model
-   (:class:`~synth.baselines.choice.BaselineChooser`).
+1. a forced algorithm (``algo``): a baseline name (:data:`synth.baselines.BASELINES`) or a schedule file (JSON),
+   the same for every size;
+2. the plan entry covering ``nbytes`` (:class:`~synth.plan.size_plan.Plan`; a bisect, the decision was made when
+   the plan was built: :mod:`synth.plan.decision`);
+3. the fastest applicable baseline at ``nbytes`` by the cost model (:class:`~synth.baselines.choice.BaselineChooser`).
 
 Every schedule is verified on the topology's fabric before it is returned.
 
-Plan discovery (:func:`find_plan`) is explicit and said once: a :class:`Plan` or a ``plan.json``
-path passed as ``plan`` is used (it must match the topology); a results folder passed as
-``plan``, or for ``plan="auto"`` the folder named by the ``TOPOCOLL_RESULTS`` environment
-variable, else ``results`` (where ``synthesize`` writes), is searched for the plan whose topology
-fingerprint is the topology's (a ``plan.json`` in the folder itself, as ``synthesize --out``
-writes it, is that plan; else ``<dir>/<name>/plan.json`` first, then every
-``<dir>/*/plan.json``).  The chosen path is logged once on the ``topocoll``
-logger and kept in :attr:`ScheduleSelector.notes`.  A plan recording models other than the
-installed ones (``model``, :mod:`synth.plan.model_identity`) still runs; a warning naming the
-file, both identities and the fix says so once per plan file per process.
+Plan discovery (:func:`find_plan`) is explicit and said once: a :class:`Plan` or a ``plan.json`` path passed as
+``plan`` is used (it must match the topology); a results folder passed as ``plan``, or for ``plan="auto"`` the
+folder named by the ``TOPOCOLL_RESULTS`` environment variable, else ``results`` (where ``synthesize`` writes), is
+searched for the plan whose topology fingerprint is the topology's (a ``plan.json`` in the folder itself, as
+``synthesize --out`` writes it, is that plan; else ``<dir>/<name>/plan.json`` first, then every
+``<dir>/*/plan.json``).  The chosen path is logged once on the ``topocoll`` logger and kept in
+:attr:`ScheduleSelector.notes`.  A plan recording models other than the installed ones (``model``,
+:mod:`synth.plan.model_identity`) still runs; a warning naming the file, both identities and the fix says so once
+per plan file per process.
 
 >>> from topo_probe.machines.generators import fully_connected
 >>> sel = ScheduleSelector(fully_connected(4), plan=False)
@@ -52,21 +50,18 @@ logger = logging.getLogger("topocoll")
 
 #: the folder ``synthesize`` writes to by default, searched when ``TOPOCOLL_RESULTS`` is not set
 DEFAULT_RESULTS = "results"
-
-
 #: the algorithm name (and plan entry) meaning "NCCL itself": NCCL is faster there
 NCCL = "nccl"
 
 
 @dataclass(frozen=True)
 class Choice:
-    """A selected schedule: ``source`` is ``file``, ``algo``, ``plan`` or ``baseline``;
-    ``label`` names it as the sweep prints it (``ring``, ``plan:<file>``, ``best:<baseline>``).
-    ``nccl`` is True where NCCL itself should run (``algo="nccl"`` or a plan entry ``nccl``):
-    ``schedule`` is then what runs where NCCL cannot, named by ``fallback``: the entry's
-    ``fallback`` file (``plan:<file>``), or for plans made before that field and ``algo="nccl"``
-    the fastest baseline at the size by the cost model (``best:<baseline>``).  ``entry`` is the
-    plan entry the choice came from (None: not from a plan)."""
+    """A selected schedule: ``source`` is ``file``, ``algo``, ``plan`` or ``baseline``; ``label`` names it as the
+    sweep prints it (``ring``, ``plan:<file>``, ``best:<baseline>``).  ``nccl`` is True where NCCL itself should run
+    (``algo="nccl"`` or a plan entry ``nccl``): ``schedule`` is then what runs where NCCL cannot, named by
+    ``fallback``: the entry's ``fallback`` file (``plan:<file>``), or for plans made before that field and
+    ``algo="nccl"`` the fastest baseline at the size by the cost model (``best:<baseline>``).  ``entry`` is the plan
+    entry the choice came from (None: not from a plan)."""
 
     schedule: Schedule
     source: str
@@ -92,8 +87,8 @@ def results_dir() -> Path:
 
 
 def _mine(found: Plan | None, topology: Topology, fp: str, own: bool) -> bool:
-    """Whether a discovered plan is this topology's: its fingerprint, or (a plan made without one)
-    the topology's own ``<dir>/<name>/plan.json`` or a plan naming the topology."""
+    """Whether a discovered plan is this topology's: its fingerprint, or (a plan made without one) the topology's own
+    ``<dir>/<name>/plan.json`` or a plan naming the topology."""
     if found is None:
         return False
     if found.topology_fingerprint:
@@ -124,9 +119,9 @@ def _discover(topology: Topology, base: Path, explicit: bool = False) -> tuple[P
 
 
 def _own(topology: Topology, path: Path, own: bool = True, loaded=None) -> tuple[Plan | None, str]:
-    """A discovered plan in the place the topology's own would be (``own``: ``<dir>/<name>/``, whose
-    folder names the topology; else a results folder's own ``plan.json``): it loads or is refused;
-    one made for another topology is skipped with a warning.  ``loaded``: (plan, fingerprint) already read."""
+    """A discovered plan in the place the topology's own would be (``own``: ``<dir>/<name>/``, whose folder names the
+    topology; else a results folder's own ``plan.json``): it loads or is refused; one made for another topology is
+    skipped with a warning.  ``loaded``: (plan, fingerprint) already read."""
     found, fp = loaded or (_loadable(path, strict=True), topology.fingerprint())
     if _mine(found, topology, fp, own):
         return found, f"plan: {path}"
@@ -156,15 +151,13 @@ def _given(topology: Topology, plan) -> tuple[Plan, str]:
 def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
     """``(plan or None, one line saying what was found)`` for ``topology``.
 
-    ``plan``: a :class:`Plan` or a ``plan.json`` path (must match the topology's fingerprint,
-    else :class:`TopologyError`); a results folder, ``"auto"`` or None: discovery in that folder
-    or in :func:`results_dir` (a folder holding a ``plan.json``, as ``synthesize --out`` writes
-    it, is that plan: a folder passed as ``plan`` must match, one found by ``"auto"`` is skipped
-    with a warning where it does not; else ``<dir>/<name>/plan.json``, then every
-    ``<dir>/*/plan.json`` of the topology's fingerprint (one without a fingerprint: the own one,
-    or one naming the topology); a plan made for another topology is skipped with a warning;
-    the topology's own ``<dir>/<name>/plan.json`` that does not load is refused with its error);
-    False: no plan.
+    ``plan``: a :class:`Plan` or a ``plan.json`` path (must match the topology's fingerprint, else
+    :class:`TopologyError`); a results folder, ``"auto"`` or None: discovery in that folder or in :func:`results_dir`
+    (a folder holding a ``plan.json``, as ``synthesize --out`` writes it, is that plan: a folder passed as ``plan``
+    must match, one found by ``"auto"`` is skipped with a warning where it does not; else ``<dir>/<name>/plan.json``,
+    then every ``<dir>/*/plan.json`` of the topology's fingerprint (one without a fingerprint: the own one, or one
+    naming the topology); a plan made for another topology is skipped with a warning; the topology's own
+    ``<dir>/<name>/plan.json`` that does not load is refused with its error); False: no plan.
     """
     if plan is False:
         return None, "plan: none asked for"
@@ -205,9 +198,16 @@ def _say_if_stale(plan: Plan | None, notes: list[str]) -> None:
         warn_user(note)
 
 
+def check_plan_arg(plan, owner: str = "ScheduleSelector"):
+    """InvalidArgument, one line naming ``owner`` and the value, for a plan not a Plan, path, "auto", None or False."""
+    if plan is None or plan is False or isinstance(plan, (str, os.PathLike, Plan)):
+        return
+    raise InvalidArgument(" ".join(f"{owner}: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
+                                   f"got {type(plan).__name__} {plan!r}".splitlines())[:300])
+
+
 class ScheduleSelector:
-    """Selects, verifies and caches the schedule of each call on one topology (see the module
-    docstring).
+    """Selects, verifies and caches the schedule of each call on one topology (see the module docstring).
 
     Parameters
     ----------
@@ -220,15 +220,18 @@ class ScheduleSelector:
         Prebuilt :class:`~synth.ir.fabric.Fabric` / :class:`~synth.model.cost.CostModel`.
     warn_fallback : bool
         Warn once per (collective, baseline) when no plan entry covers a call.
-    owner : str
-        Who selects, named at the start of that warning (e.g. ``Communicator``).
+    owner : str, optional
+        Who selects (e.g. ``Communicator``), named at the start of that warning (default ``topocoll``) and of
+        the one refusal of a ``plan`` that is none of the above (default ``ScheduleSelector``; checked even where
+        ``algo`` ignores the plan).
     """
 
     def __init__(self, topology: Topology, *, plan="auto", algo: str | None = None, fabric=None, cost=None,
-                 warn_fallback: bool = True, owner: str = "topocoll") -> None:
+                 warn_fallback: bool = True, owner: str | None = None) -> None:
+        check_plan_arg(plan, owner or "ScheduleSelector")
         self.topology = topology
         self.algo = None if algo in (None, "plan") else str(algo)
-        self.warn_fallback, self.owner = warn_fallback, owner
+        self.warn_fallback, self.owner = warn_fallback, owner or "topocoll"
         self._fabric, self._cost, self._chooser = fabric, cost, None
         self._cache: dict[tuple, Schedule] = {}
         self._chosen: dict[tuple, Schedule] = {}    # (collective, nbytes, root) -> schedule_for
@@ -331,8 +334,7 @@ class ScheduleSelector:
         return Choice(sched, "baseline", f"best:{algo}")
 
     def select_baseline(self, algo: str, collective: str, root: int | None = None) -> Choice | None:
-        """The verified baseline ``algo`` for ``collective`` as a fallback :class:`Choice`, or None
-        where that baseline does not apply."""
+        """The verified baseline ``algo`` for ``collective`` as a fallback :class:`Choice` (None: it does not apply)."""
         name = canonical(collective)
         root = root if name in ROOTED else None
         sched = self.chooser.get(algo, name, root)
@@ -341,8 +343,8 @@ class ScheduleSelector:
         return Choice(self._verified(("best", algo, name, root), lambda: sched), "baseline", f"best:{algo}")
 
     def schedule_for(self, collective: str, nbytes: int, root: int | None = None) -> Schedule:
-        """The verified schedule of :meth:`select` (remembered per collective, size and root:
-        the MPI communicator asks on every call)."""
+        """The verified schedule of :meth:`select` (remembered per collective, size and root: the MPI communicator asks
+        on every call)."""
         key = (collective, nbytes, root)
         sched = self._chosen.get(key)
         if sched is None:
@@ -375,9 +377,9 @@ class ScheduleSelector:
         return baseline(self.algo, self.fabric, name, root=root)
 
     def _plan_schedule(self, entry: PlanEntry, field: str, name: str, root: int | None) -> Schedule:
-        """The verified schedule file of ``entry``'s ``field`` (``schedule`` or ``fallback``); an
-        error (unreadable, another collective or root, refused by the verifier) is raised as its
-        own class with one line naming the plan file, the entry and the field."""
+        """The verified schedule file of ``entry``'s ``field`` (``schedule`` or ``fallback``); an error (unreadable,
+        another collective or root, refused by the verifier) is raised as its own class with one line naming the plan
+        file, the entry and the field."""
         file = getattr(entry, field)
         try:
             return self._verified(("plan", file, name, root), self._from_plan, file, name, root)
@@ -395,4 +397,4 @@ class ScheduleSelector:
         return sched
 
 
-__all__ = ["NCCL", "Choice", "ScheduleSelector", "find_plan", "results_dir", "DEFAULT_RESULTS"]
+__all__ = ["NCCL", "Choice", "ScheduleSelector", "check_plan_arg", "find_plan", "results_dir", "DEFAULT_RESULTS"]

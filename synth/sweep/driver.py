@@ -17,13 +17,13 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Callable
 
-from synth.formats.nccl_tests.conventions import DTYPE_BYTES, OP_NAMES, Counts, nccl_dtype
+from synth.formats.nccl_tests.conventions import DTYPE_BYTES, Counts, nccl_dtype
 from synth.formats.nccl_tests.device_line import Device   # the backends' devices(): named here for kernels.sweep
 from synth.formats.nccl_tests.sizes import size_sweep
-from synth.ir.collectives import ROOTED, canonical
+from synth.ir.collectives import ROOTED, canonical, check_reduce_op
 from synth.ir.schedule import Schedule
 from synth.sweep.entries import Entry, entry
-from topo_probe.errors import InvalidArgument, ScheduleInvalid
+from topo_probe.errors import ScheduleInvalid
 from topo_probe.topology.model import Topology
 
 
@@ -173,7 +173,7 @@ def make_selector(collective: str, topology: Topology | None, algo: str = "plan"
     if topology is None:
         return None
     from synth.plan.selector import ScheduleSelector
-    sel = ScheduleSelector(topology, plan=plan, algo=algo, warn_fallback=False)
+    sel = ScheduleSelector(topology, plan=plan, algo=algo, warn_fallback=False, owner="sweep")
     if sel.file_schedule is not None and sel.file_schedule.collective != canonical(collective):
         raise ScheduleInvalid(f"{algo}: schedule is {sel.file_schedule.collective} on {sel.file_schedule.ranks} ranks, the sweep "
                               f"runs {canonical(collective)} on {topology.num_gpus} ranks", rule="bad-collective")
@@ -210,8 +210,8 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
     for dtype_name in cfg.dtypes:
         itemsize = DTYPE_BYTES[nccl_dtype(dtype_name)]
         for op in cfg.op_list():
-            if op != "none" and op not in OP_NAMES:
-                raise InvalidArgument(f"op {op!r} is not one of {', '.join(OP_NAMES)}")
+            if op != "none":                   # the communicators' one op check and wording
+                check_reduce_op(op, "sweep")
             for root in cfg.roots():
                 for size in sizes:
                     counts = ent.counts(size, itemsize, cfg.nranks)

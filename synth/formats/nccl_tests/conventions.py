@@ -31,7 +31,7 @@ from pathlib import Path
 
 import numpy as np
 
-from synth.ir.collectives import ROOTED, CollectiveSpec, canonical
+from synth.ir.collectives import REDUCE_OPS, ROOTED, CollectiveSpec, canonical
 from topo_probe.errors import InvalidArgument, TopocollError
 
 #: nccl-tests data type names (``-d``) and their sizes in bytes
@@ -43,8 +43,8 @@ DTYPE_NAMES = ("int8", "uint8", "int32", "uint32", "int64", "uint64", "half", "f
 DTYPE_ALIASES = {"char": "int8", "int": "int32", "float16": "half", "fp16": "half", "float32": "float",
                  "fp32": "float", "float64": "double", "bf16": "bfloat16", "fp8_e4m3": "f8e4m3",
                  "fp8_e5m2": "f8e5m2"}
-#: nccl-tests reduction names (``mulsum``, NCCL's pre-multiplied sum, is not supported)
-OP_NAMES = ("sum", "prod", "max", "min", "avg")
+#: nccl-tests reduction names: the reduction ops (``mulsum``, NCCL's pre-multiplied sum, is not supported)
+OP_NAMES = REDUCE_OPS
 #: nccl-tests binary name stem per canonical collective
 NCCL_NAMES = {"allreduce": "all_reduce", "allgather": "all_gather", "reducescatter": "reduce_scatter",
               "broadcast": "broadcast", "reduce": "reduce", "gather": "gather", "scatter": "scatter",

@@ -188,3 +188,90 @@ def test_scratch_that_does_not_fit_in_host_memory_is_refused_before_anything_mov
     monkeypatch.setattr(ex, "available_host_bytes", lambda: 1 << 40)
     run_schedule(ring("reducescatter", n), sends, recvs)
     assert all((r == 4).all() for r in recvs)
+
+
+# ---------------------------------------------------------------------- backend and p2p: one check, one wording
+class _Counted(tuple):
+    """A tuple that counts membership tests: how often the p2p rule ran."""
+
+    asked = 0
+
+    def __contains__(self, item):
+        type(self).asked += 1
+        return super().__contains__(item)
+
+
+def _count_p2p_checks(monkeypatch):
+    """Count every ``p2p in P2P_MODES`` from here on, wherever the rule reads the modes."""
+    import kernels.backends.device as device
+    import kernels.backends.executor as executor
+    _Counted.asked = 0
+    counted = _Counted(("auto", "never"))
+    for mod in (device, executor):
+        monkeypatch.setattr(mod, "P2P_MODES", counted, raising=False)
+
+
+@pytest.mark.parametrize("backend", ["host", "reference"])
+def test_p2p_is_checked_once_per_communicator_and_once_per_run_schedule_call(monkeypatch, backend):
+    """The Communicator checks backend and p2p when it is made, never again per call; run_schedule (no
+    state) checks them once per call.  Reference: counts by hand (1 for the Communicator and its 3
+    calls, 1 per run_schedule call).  Old: the Communicator's check, then again in executor._layer on
+    every call that prepares (host: the third replays its bound launch), and for the reference backend
+    a third time in make_layer: 3 (host), 7 (reference); run_schedule 2 per call on the reference."""
+    import warnings
+
+    from kernels import Communicator
+    _count_p2p_checks(monkeypatch)
+    comm = Communicator(4, plan=False, backend=backend)
+    xs = [np.full(8, r, np.float32) for r in range(4)]
+    ys = [np.empty(8, np.float32) for _ in range(4)]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for _ in range(3):
+            comm.all_reduce(xs, ys)
+    assert ys[2].tolist() == [6.0] * 8 and _Counted.asked == 1, _Counted.asked
+    _Counted.asked = 0
+    _, sb, rb = _bufs("allreduce", 2, 4)
+    for calls in (1, 2):
+        run_schedule(ring("allreduce", 2), sb, rb, backend=backend)
+        assert _Counted.asked == calls, (calls, _Counted.asked)
+
+
+def test_every_owner_refuses_a_bad_p2p_or_backend_in_the_one_wording():
+    """One rule, one wording; each surface names its owner: the Communicator when it is made,
+    run_schedule's call (its collective), the GPU layers' constructors.  Reference: the hand-written
+    lines.  Old: the CuPy layer said "p2p must be 'auto' or 'never', got 'always'", naming no one."""
+    from kernels import Communicator
+    from kernels.backends.cupy_executor import CupyLayer
+    from kernels.native.layer import NativeLayer
+    tail = "p2p must be one of auto, never, got 'always'"
+    lines = []
+    for make in (lambda: Communicator(4, plan=False, p2p="always"), lambda: CupyLayer("always"),
+                 lambda: NativeLayer("always"),
+                 lambda: run_schedule(ring("allreduce", 2), *_bufs("allreduce", 2, 4)[1:], p2p="always")):
+        with pytest.raises(InvalidArgument) as info:
+            make()
+        lines.append(str(info.value))
+    assert lines == [f"{who}: {tail}" for who in ("Communicator", "CupyLayer", "NativeLayer", "allreduce")]
+    names = "host, reference, cupy, cupy-ops or a DeviceLayer, got 'gpu'"
+    with pytest.raises(InvalidArgument) as info:
+        Communicator(4, plan=False, backend="gpu")
+    assert str(info.value) == f"Communicator: backend must be one of auto, {names}"
+    with pytest.raises(InvalidArgument) as info:
+        run_schedule(ring("allreduce", 2), *_bufs("allreduce", 2, 4)[1:], backend="gpu")
+    assert str(info.value) == f"allreduce: backend must be one of {names}"
+
+
+@pytest.mark.parametrize("bad", ["host  ", "ho  st", "never   "])
+def test_a_refused_backend_or_p2p_is_named_as_given(bad):
+    """The one line names the value as passed (its repr), spaces and all: ``'host  '`` is not ``'host '``.
+    Reference: Python's own repr.  Old: every run of spaces in the line was
+    squeezed to one, so ``'host  '`` was reported as ``'host '``, a value the caller never passed."""
+    from kernels.backends.device import check_p2p
+    from kernels.backends.executor import check_backend
+    with pytest.raises(InvalidArgument) as info:
+        check_backend(bad, "auto", "Communicator", auto=True)
+    assert str(info.value).endswith(f"or a DeviceLayer, got {bad!r}"), str(info.value)
+    with pytest.raises(InvalidArgument) as info:
+        check_p2p(bad, "CupyLayer")
+    assert str(info.value) == f"CupyLayer: p2p must be one of auto, never, got {bad!r}"

@@ -65,6 +65,41 @@ def test_one_process_refuses_a_bad_entry_when_made_naming_plan_entry_and_field(s
     assert "failed on ranks [0] of 1" in line, line
 
 
+@pytest.mark.parametrize("algo", [None, "ring"])
+def test_a_plan_argument_that_is_not_a_plan_is_refused_at_start_by_the_selector(algo):
+    """The start-up check refuses ``plan=123`` in the selector's one line naming the MPICommunicator,
+    also where ``algo`` forces a baseline (the plan is ignored then, but the argument is still wrong).
+    Reference: the hand-written line."""
+    from kernels.mpi.startup import checked_start
+    topo, sel, refusal = checked_start(None, 1, 123, algo, 0)
+    assert (topo, sel) == (None, None) and refusal == {
+        "error": "InvalidArgument", "message": "MPICommunicator: plan must be a Plan, a plan.json file or folder, "
+                                              "'auto', None or False; got int 123"}, refusal
+
+
+def test_algo_plan_chooses_by_the_plan_as_algo_none_does(tmp_path):
+    """``algo="plan"`` means "choose by the plan" (the selector's and the sweep's ``--algo plan``); the
+    start-up descriptor already records None and "plan" alike, so both must run the same plan.
+    Reference: the plan object passed in.  Old: ``algo="plan"`` passed ``plan=False`` to the selector:
+    no plan, every call the cost model's baseline, while the ranks agreed they ran the plan."""
+    from _schedules import direct
+    from kernels.comm.machine import resolve_topology
+    from kernels.mpi.startup import checked_start, descriptor_of
+    from synth.formats.schedule_file import save_schedule
+    from synth.plan.size_plan import Plan, PlanEntry
+    topo = resolve_topology(None, 1)
+    save_schedule(direct("allreduce", 1), tmp_path / "ar1.json")
+    Plan(topo.name, topo.fingerprint(), [PlanEntry("allreduce", 0, None, "ar1.json")]).save(tmp_path / "p.json")
+    plans = {}
+    for algo in (None, "plan"):
+        _, sel, refusal = checked_start(None, 1, str(tmp_path / "p.json"), algo, 0)
+        assert refusal is None, refusal
+        plans[algo] = sel.plan
+        assert sel.select("allreduce", 64).label == "plan:ar1.json"
+    assert plans[None].entries == plans["plan"].entries
+    assert descriptor_of(1, topo, plans[None], None)["algo"] == descriptor_of(1, topo, plans["plan"], "plan")["algo"]
+
+
 def test_a_plan_whose_files_fit_is_taken_and_runs(tmp_path):
     """The check refuses nothing good: a 1-rank allreduce entry builds (and its call is the copy)."""
     pytest.importorskip("mpi4py")

@@ -71,6 +71,11 @@ def _sweep():
     return lambda: reduce_arrays([np.ones(2, np.float32)] * 2, BAD, "float32", 2)
 
 
+def _sweep_driver():
+    from synth.sweep.driver import SweepConfig, run_sweep
+    return lambda: run_sweep(SweepConfig("allreduce", 1, 8, 8, ops=(BAD,), check=0), None, None)
+
+
 def _mpi_single():
     pytest.importorskip("mpi4py")
     from kernels.mpi.communicator import MPICommunicator
@@ -98,6 +103,7 @@ CASES = [
     ("reduce_copy_with/float32", lambda: _twin(np.float32), ""),
     ("reduce_copy_with/float8", lambda: _twin(ml_dtypes.float8_e4m3fn), ""),
     ("sweep reduce_arrays", _sweep, ""),
+    ("sweep run_sweep", _sweep_driver, "sweep"),
     ("MPICommunicator.all_reduce (one process)", _mpi_single, "all_reduce: rank 0"),
     ("torch combine", _torch_combine, ""),
 ]
@@ -111,7 +117,7 @@ def test_every_surface_refuses_a_bad_op_in_the_one_line(make, what):
     assert str(info.value) == _line(what)
 
 
-@pytest.mark.parametrize("op", [["sum"], {"sum": 1}, None, 1, "SUM", "premul_sum"])
+@pytest.mark.parametrize("op", [["sum"], {"sum": 1}, None, 1, "SUM", "premul_sum", "sum  ", "s  u  m"])
 def test_the_check_refuses_what_is_not_one_of_the_op_names(op):
     from kernels.program.reduce_op import check_reduce_op
     with pytest.raises(InvalidArgument) as info:
@@ -135,3 +141,14 @@ def test_every_op_table_holds_exactly_the_reduce_ops():
     pytest.importorskip("torch")
     from kernels.pytorch.dtypes import OP_CODES as TORCH
     assert set(TORCH) == nccl | {"premul_sum"}
+
+
+def test_the_op_rule_is_one_function_and_one_list_in_synth_that_kernels_reuse():
+    """The sweep (synth, which cannot import kernels) and every kernels surface share one check and one
+    list: the very objects, not copies.  Old: kernels.program.reduce_op wrote the check, the sweep its
+    own (``op 'mean' is not one of ...``) over nccl-tests' own OP_NAMES tuple."""
+    import kernels.program.reduce_op as kernels_side
+    import synth.ir.collectives as synth_side
+    from synth.formats.nccl_tests.conventions import OP_NAMES
+    assert kernels_side.check_reduce_op is synth_side.check_reduce_op
+    assert kernels_side.REDUCE_OPS is synth_side.REDUCE_OPS is OP_NAMES

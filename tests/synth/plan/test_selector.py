@@ -240,3 +240,43 @@ def test_a_rooted_entry_naming_no_rank_of_the_machine_is_refused_naming_the_file
     assert f"entries[{k}].root: {topo.num_gpus} is not a rank" in line, line
     _edit(folder, lambda doc: doc["entries"][k].update(root=topo.num_gpus - 1))     # the last rank is one
     assert ScheduleSelector(topo, plan=folder).plan.entries[k].root == topo.num_gpus - 1
+
+
+@pytest.mark.parametrize("plan", [7, 1.5, True, ["plan.json"], {"entries": []}, b"plan.json"])
+@pytest.mark.parametrize("algo", [None, "ring"])
+def test_a_plan_argument_that_is_not_a_plan_is_refused_by_the_selector_in_one_line(topo, plan, algo):
+    """``plan`` is a Plan, a plan.json file or folder, "auto", None or False (the class docstring); the
+    selector refuses anything else in one line naming its owner and the value, whether or not ``algo``
+    makes it ignore the plan (a wrong argument is wrong either way).  Reference: the hand-written line.
+    Old: a TypeError from pathlib ("expected str, bytes or os.PathLike object, not int"), and with
+    ``algo`` nothing at all; every caller (Communicator, MPICommunicator) wrote its own check."""
+    want = (f"plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
+            f"got {type(plan).__name__} {plan!r}")
+    with pytest.raises(TopocollError) as info:
+        ScheduleSelector(topo, plan=plan, algo=algo)
+    assert str(info.value) == f"ScheduleSelector: {want}"
+    with pytest.raises(TopocollError) as info:
+        ScheduleSelector(topo, plan=plan, algo=algo, owner="sweep")
+    assert str(info.value) == f"sweep: {want}"
+
+
+def test_a_plan_argument_whose_repr_spans_lines_is_refused_in_one_line(topo):
+    """A value whose repr holds line breaks is still named on one line (cut to 300 characters)."""
+    class Odd:
+        def __repr__(self):
+            return "odd\nplan\r\n" + "x" * 500
+    with pytest.raises(TopocollError) as info:
+        ScheduleSelector(topo, plan=Odd(), owner="Communicator")
+    line = str(info.value)
+    assert "\n" not in line and "\r" not in line and len(line) <= 300, line
+    assert line.startswith("Communicator: plan must be a Plan") and "got Odd odd plan" in line, line
+
+
+def test_a_refused_plan_argument_is_named_as_given(topo):
+    """The refusal names the value by its repr, spaces kept (only line breaks become spaces).  Reference:
+    Python's own repr.  Old: runs of spaces squeezed, ``('a  b',)`` reported as ``('a b',)``."""
+    plan = ("results  dir",)
+    with pytest.raises(TopocollError) as info:
+        ScheduleSelector(topo, plan=plan)
+    assert str(info.value) == ("ScheduleSelector: plan must be a Plan, a plan.json file or folder, 'auto', None or "
+                               f"False; got tuple {plan!r}")

@@ -114,6 +114,26 @@ def test_plan_without_file_uses_best_baseline_by_cost(tmp_path):
         assert cost.schedule_time_us(sched, nbytes) == pytest.approx(times[best])
 
 
+@pytest.mark.parametrize("plan", [7, ["plan.json"]])
+def test_a_plan_argument_that_is_not_a_plan_is_refused_naming_the_sweep(plan):
+    """The sweep relies on the selector's one check of ``plan`` (the same line as the communicators',
+    naming the sweep).  Reference: the hand-written line.  Old: a TypeError from pathlib."""
+    with pytest.raises(InvalidArgument) as info:
+        make_selector("allreduce", fully_connected(4), "plan", plan=plan)
+    assert str(info.value) == ("sweep: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
+                               f"got {type(plan).__name__} {plan!r}")
+
+
+@pytest.mark.parametrize("collective", [7, None, ["allreduce"]])
+def test_a_collective_that_is_not_a_name_is_refused_in_the_one_line(collective):
+    """The sweep's collective check is the communicators' (synth.ir.collectives.canonical), also for a
+    value that is not a string.  Reference: the hand-written line.  Old: AttributeError / TypeError."""
+    with pytest.raises(UnsupportedCollective) as info:
+        SweepConfig(collective)
+    assert str(info.value) == (f"unknown collective {collective!r}; expected one of allgather, reducescatter, "
+                               f"allreduce, broadcast, reduce, gather, scatter, alltoall")
+
+
 def _write_plan(tmp_path, topo, fingerprint):
     fab = build_fabric(topo)
     folder = tmp_path / topo.name
