@@ -126,3 +126,28 @@ def test_a_numpy_nic_speed_in_a_topology_document_is_kept_as_a_plain_float_and_s
             topology_from_dict(dict(doc, nodes=nodes), "t.json")
         line = str(exc.value)
         assert "\n" not in line and line.startswith("t.json: nodes[") and line.endswith(f"got {shown}"), line
+
+
+@pytest.mark.parametrize("bad, shown", [(True, "True"), (float("inf"), "inf"), ("62.4", "'62.4'"), (None, "None"),
+                                        (np.bool_(True), "np.True_"), (0, "0")])
+def test_the_upi_bandwidth_of_the_pcie_preset_is_a_real_number(bad, shown):
+    """``upi_gbps`` was checked with ``> 0`` only: True and inf built a machine, a string raised a raw TypeError."""
+    from topo_probe.machines.presets import pcie_8gpu_2socket
+    with pytest.raises(TopologyError) as exc:
+        pcie_8gpu_2socket(upi_gbps=bad)
+    line = str(exc.value)
+    assert "\n" not in line and line.startswith("upi_gbps must be") and line.endswith(f"got {shown}"), line
+    want = pcie_8gpu_2socket(upi_gbps=40.0)
+    got = pcie_8gpu_2socket(upi_gbps=np.float32(40.0))
+    assert got == want and {type(d["bandwidth_gbps"]) for _, _, d in got.graph.edges(data=True)} == {float}
+
+
+@pytest.mark.parametrize("speed, gen", [(2.5, 1), (8.0, 3), (16.0, 4), (32, 5)])
+def test_a_numpy_pcie_link_speed_reads_as_its_value(speed, gen):
+    """An np.float32 speed (a value from a NumPy array) was 'unknown' (None); the gens by hand: PCIe 1 is 2.5 GT/s,
+    3 is 8, 4 is 16, 5 is 32."""
+    from topo_probe.parsers.hardware import pcie_gen_from_speed
+    for v in (speed, np.float32(speed), np.float64(speed), np.int64(speed) if float(speed).is_integer() else speed):
+        assert pcie_gen_from_speed(v) == gen, (type(v), v)
+    assert pcie_gen_from_speed(True) is None and pcie_gen_from_speed(np.bool_(True)) is None
+
