@@ -151,3 +151,28 @@ def test_a_numpy_pcie_link_speed_reads_as_its_value(speed, gen):
         assert pcie_gen_from_speed(v) == gen, (type(v), v)
     assert pcie_gen_from_speed(True) is None and pcie_gen_from_speed(np.bool_(True)) is None
 
+
+def test_the_mpi_timeout_is_a_real_number_or_its_text():
+    from kernels.mpi.waiter import checked_timeout
+    from topo_probe.errors import InvalidArgument
+    for ok, want in (("2.5", 2.5), (2.5, 2.5), (np.float32(2.5), 2.5), (Fraction(5, 2), 2.5), (3, 3.0)):
+        assert checked_timeout(ok) == want and type(checked_timeout(ok)) is float, ok
+    for bad in (True, np.bool_(True), float("inf"), "nan", 0, -1.0, 1j, None, 10**400):
+        with pytest.raises(InvalidArgument) as exc:
+            checked_timeout(bad, "T")
+        assert str(exc.value) == f"T={bad!r}: expected a finite number of seconds > 0", str(exc.value)
+
+
+@pytest.mark.parametrize("bad", [True, np.bool_(True), float("inf"), float("nan"), "6", 0, -1.0])
+def test_the_bucket_capacity_is_a_finite_real_number(bad):
+    """``bucket_mb`` was checked with ``> 0`` only: True planned 1 MiB buckets, inf one bucket."""
+    from kernels.comm.fusion import MIB, plan_buckets
+    from topo_probe.errors import InvalidArgument
+    with pytest.raises(InvalidArgument) as exc:
+        plan_buckets([MIB] * 4, "size", bucket_mb=bad)
+    line = str(exc.value)
+    assert "\n" not in line and line.startswith("plan_buckets: bucket_mb must be"), line
+    # the reference: 3 MiB tensors into 6 MiB buckets, by hand two a bucket
+    for mb in (6, 6.0, np.float32(6.0), np.int64(6)):
+        assert plan_buckets([3 * MIB] * 3, "size", bucket_mb=mb) == [range(0, 2), range(2, 3)]
+
