@@ -13,7 +13,8 @@ of expat's amplification limits:
   overflowing number (``1e400``), no integer beyond ±2**63, no lone surrogate in a string;
 * **counts** before enumerating: :data:`MAX_GPUS` GPUs or ranks, :data:`MAX_CHUNKS_PER_RANK`,
   :data:`MAX_CHUNK_CELLS` (chunks x ranks, what the verifier's state holds),
-  :data:`MAX_LINKS_PER_EDGE`, :data:`MAX_MATRIX_COLUMNS`, :data:`MAX_EDGES`, :data:`MAX_NODES`;
+  :data:`MAX_LINKS_PER_EDGE` (:data:`MAX_NETWORK_LINKS_PER_EDGE`), :data:`MAX_MATRIX_COLUMNS`,
+  :data:`MAX_EDGES`, :data:`MAX_NODES`;
 * **physics**: bandwidths finite in [:data:`MIN_BANDWIDTH_GBPS`, :data:`MAX_BANDWIDTH_GBPS`]
   GB/s per direction, latencies finite in [0, :data:`MAX_LATENCY_US`] µs, sizes in
   [0, :data:`MAX_BYTES`] bytes, times finite in (0, :data:`MAX_TIME_US`] µs.
@@ -46,10 +47,12 @@ from typing import Any
 
 __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "MAX_GPUS",
            "MAX_CHUNKS_PER_RANK", "MAX_CHUNK_CELLS", "MAX_SCHEDULE_BYTES", "MAX_SCHEDULE_CONTAINERS",
-           "MAX_SCHEDULE_VALUES", "MAX_SCHEDULE_GZIP_RATIO", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
+           "MAX_SCHEDULE_VALUES", "MAX_SCHEDULE_GZIP_RATIO", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_HOSTS",
+           "MAX_NICS_PER_HOST", "MAX_OVERSUBSCRIPTION", "MAX_NETWORK_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
            "MAX_EDGES", "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
            "MAX_TIME_US", "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json",
-           "check_int", "check_float", "ascii_int", "check_topology", "is_int", "is_int_type", "is_real"]
+           "check_int", "check_float", "ascii_int", "edge_limits", "check_topology", "is_int", "is_int_type",
+           "is_real"]
 
 #: Largest file (and largest gzip output) a loader reads, bytes.  Real inputs are far smaller
 #: (the largest schedule under ``results/`` is 2.3 MB).
@@ -78,10 +81,15 @@ MAX_SCHEDULE_VALUES = 2**24
 MAX_SCHEDULE_GZIP_RATIO = 32
 #: Most fabric rounds one schedule step may declare.
 MAX_ROUNDS = 10**6
-#: Most physical links bonded in one edge (NVLink: 18 per GPU today).
+#: Most physical links bonded in one edge (NVLink: 18 per GPU today); a ``network`` edge has its own limit.
 MAX_LINKS_PER_EDGE = 64
 #: Most columns (GPUs + NICs) of one host's ``nvidia-smi topo -m`` matrix.
 MAX_MATRIX_COLUMNS = 128
+#: Most hosts in a host count (``--nodes``, ``--hosts-per-leaf``), NICs of one host a cluster joins (as many as a
+#: host's matrix has columns; GB200 NVL72: 72) and spine oversubscription (R:1) of a leaf-spine cluster.
+MAX_HOSTS, MAX_NICS_PER_HOST, MAX_OVERSUBSCRIPTION = 4096, MAX_MATRIX_COLUMNS, 1024
+#: Most ports of one ``network`` edge: a cluster's leaf uplink has hosts per leaf x NICs per host at most (R >= 1).
+MAX_NETWORK_LINKS_PER_EDGE = MAX_HOSTS * MAX_NICS_PER_HOST
 #: Most directed edges of a topology.
 MAX_EDGES = 2**15
 #: Most nodes (GPUs, switches, CPUs, NICs) of a topology.
@@ -348,6 +356,15 @@ def ascii_int(text: str | None, max_digits: int = 18) -> int | None:
 
 
 # ----------------------------------------------------------------------------- topologies
+def edge_limits(kind: Any) -> tuple[int, float, float]:
+    """(most links, least and most GB/s per direction) of an edge of ``kind``; a ``network`` edge's derive from a
+    cluster's leaf uplink: :data:`MAX_NETWORK_LINKS_PER_EDGE` NICs at most, one NIC over R at least."""
+    if kind == "network":
+        return (MAX_NETWORK_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS / MAX_OVERSUBSCRIPTION,
+                MAX_BANDWIDTH_GBPS * MAX_NETWORK_LINKS_PER_EDGE)
+    return MAX_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS, MAX_BANDWIDTH_GBPS
+
+
 def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
     """Refuse a built topology that breaks physics or the size limits: no GPU, more than
     :data:`MAX_GPUS` GPUs / :data:`MAX_NODES` nodes / :data:`MAX_EDGES` edges, GPU indices
@@ -376,8 +393,8 @@ def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
                         hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
     for u, v, d in g.edges(data=True):
         where = f"{source}: link {u}->{v}"
-        check_int(d.get("links"), f"{where}: links", error, lo=1, hi=MAX_LINKS_PER_EDGE)
-        check_float(d.get("bandwidth_gbps"), f"{where}: bandwidth_gbps", error, lo=MIN_BANDWIDTH_GBPS,
-                    hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+        most, lo, hi = edge_limits(d.get("kind"))
+        check_int(d.get("links"), f"{where}: links", error, lo=1, hi=most)
+        check_float(d.get("bandwidth_gbps"), f"{where}: bandwidth_gbps", error, lo=lo, hi=hi, unit="GB/s")
         check_float(d.get("latency_us"), f"{where}: latency_us", error, lo=0.0, hi=MAX_LATENCY_US, unit="µs")
     return topo

@@ -25,6 +25,7 @@ from typing import Sequence
 import numpy as np
 
 from topo_probe.errors import InvalidArgument
+from topo_probe.guard import MAX_BYTES, check_float
 
 MIB = 1 << 20
 MODES = ("auto", "size", "index")
@@ -73,9 +74,8 @@ def plan_buckets(sizes_bytes: Sequence[int], mode: str = "auto", *, bucket_mb: f
     if mode == "index":
         starts = _check_split_points(split_points, count)
     else:
-        if not bucket_mb > 0:
-            raise InvalidArgument(f"plan_buckets: bucket_mb must be > 0, got {bucket_mb!r}")
-        cap = bucket_mb * MIB
+        cap = check_float(bucket_mb, "plan_buckets: bucket_mb", InvalidArgument, lo=0.0, lo_open=True,
+                          hi=float(MAX_BYTES // MIB), unit="MiB") * MIB
         starts, fill = [], 0
         for i, s in enumerate(sizes):
             key_change = keys is not None and i > 0 and keys[i] != keys[i - 1]

@@ -20,6 +20,7 @@ import time
 import numpy as np
 
 from topo_probe.errors import DeviceUnavailable, InvalidArgument, PeerFailed
+from topo_probe.guard import is_real
 
 TAG_NOTICE, TAG_HELLO, TAG_PING, TAG_PONG = 1, 2, 3, 4
 #: seconds without progress before a wait gives up (``$TOPOCOLL_MPI_TIMEOUT`` overrides)
@@ -52,10 +53,10 @@ def checked_timeout(value, source: str = "timeout_s") -> float:
     topo_probe.errors.InvalidArgument: TOPOCOLL_MPI_TIMEOUT='nan': expected a finite number of seconds > 0
     """
     try:
-        seconds = float(value)
-    except (TypeError, ValueError):
+        seconds = float(value) if is_real(value) or isinstance(value, str) else math.nan
+    except (ValueError, OverflowError):
         seconds = math.nan
-    if isinstance(value, bool) or not math.isfinite(seconds) or seconds <= 0:
+    if not math.isfinite(seconds) or seconds <= 0:
         raise InvalidArgument(f"{source}={value!r}: expected a finite number of seconds > 0")
     return seconds
 

@@ -66,6 +66,7 @@ from synth.model.nccl.constants import BASE_LAT, HW_LAT, HW_NET, HW_NVLINK, LL_D
 from synth.model.nccl.machine import arch_of_topology
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams, params_to_dict
 from topo_probe.errors import InvalidArgument, TopocollError
+from topo_probe.guard import is_int
 from topo_probe.topology.model import Topology
 
 # ---------------------------------------------------------------- documented parameters
@@ -133,8 +134,9 @@ class CostParams:
             if f.name.endswith("_us") and not v >= 0.0:
                 raise InvalidArgument(f"CostParams.{f.name} must be >= 0 µs, got {v!r}")
         ks = self.pipeline_slices
-        if not ks or any(isinstance(k, bool) or not isinstance(k, int) or k < 1 for k in ks) or 1 not in ks:
+        if not ks or any(not is_int(k) or k < 1 for k in ks) or 1 not in ks:
             raise InvalidArgument(f"CostParams.pipeline_slices must be positive integers including 1, got {ks!r}")
+        object.__setattr__(self, "pipeline_slices", tuple(int(k) for k in ks))     # a numpy.int64 as its int
 
     def efficiency(self, kind: str) -> float:
         """Achievable fraction of the nominal bandwidth of a link of ``kind``.

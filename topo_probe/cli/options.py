@@ -30,14 +30,14 @@ from __future__ import annotations
 import argparse
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import check_int
+from topo_probe.guard import MAX_HOSTS, check_int
 from topo_probe.topology.host_assumption import DEFAULT_HOST_PATH_CLASS, HOST_PATH_CLASSES, set_host_path_class
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
 #: at most this many hosts in any host count a flag gives (``--nodes``, ``--hosts-per-leaf``), checked before a
 #: topology is loaded; ``--nodes`` is also bounded by the GPUs it gives
 #: (:func:`topo_probe.machines.clusters.check_hosts`)
-MAX_NODES = 4096
+MAX_NODES = MAX_HOSTS
 #: the flags that give a host count, with their ``argparse`` names
 HOST_COUNT_FLAGS = (("--nodes", "nodes"), ("--hosts-per-leaf", "hosts_per_leaf"))
 

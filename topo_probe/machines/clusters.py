@@ -5,7 +5,8 @@ from __future__ import annotations
 import math
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_GPUS, is_int, is_real, show
+from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_HOSTS, MAX_LATENCY_US, MAX_NICS_PER_HOST,
+                              MAX_NODES, MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS, check_float, is_int, is_real, show)
 from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
 from topo_probe.topology.model import Topology
@@ -32,6 +33,8 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
         speed_gbps = base.graph.nodes[old[0]].get("speed_gbps") if old else None
     if not speed_gbps or not speed_gbps > 0:
         raise TopologyError(f"{base.name!r} has no NIC speed to copy; give the NIC speed (--nic-gbps)")
+    speed_gbps = check_float(speed_gbps, "NIC speed", TopologyError, lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS,
+                             unit="GB/s")
     t = base.copy()
     for nic in old:
         t.graph.remove_node(nic)
@@ -100,9 +103,15 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
     nics = base.nodes_of_kind("nic")
     if not nics:
         raise TopologyError(f"cluster: {base.name!r} has no NICs to join hosts with")
-    t = _replicated_hosts(base, k)
+    if len(nics) > MAX_NICS_PER_HOST:
+        raise TopologyError(f"cluster: {base.name!r} has {len(nics)} NICs, more than the {MAX_NICS_PER_HOST} a host "
+                            f"may have")
+    net_latency_us = check_float(net_latency_us, "cluster: net_latency_us", TopologyError, lo=0.0,
+                                 hi=MAX_LATENCY_US, unit="µs")
     rails = sorted(nics, key=lambda x: (str(base.graph.nodes[x].get("name", x)), x))
     speeds = _rail_speeds(base, rails, nic_gbps)
+    _check_size(base, k, len(rails), rail_optimized, spine_oversubscription, hosts_per_leaf)
+    t = _replicated_hosts(base, k)
     if spine_oversubscription is None:
         leaf_of, shape = _single_tier(t, len(rails), rail_optimized)
     else:
@@ -162,8 +171,35 @@ def _rail_speeds(base: Topology, rails: list[str], nic_gbps: float | None) -> li
         if not speed or speed <= 0:
             raise TopologyError(f"cluster: NIC {nic!r} has no speed_gbps (nvidia-smi shows none); pass nic_gbps "
                                 f"(--nic-gbps G, GB/s per direction per NIC)")
-        speeds.append(float(speed))
+        speeds.append(check_float(speed, f"cluster: NIC {nic!r} speed", TopologyError, lo=MIN_BANDWIDTH_GBPS,
+                                  hi=MAX_BANDWIDTH_GBPS, unit="GB/s"))
     return speeds
+
+
+def _hosts_per_leaf(hosts_per_leaf: int | None, per_host: int) -> int:
+    """Hosts under one leaf: ``hosts_per_leaf`` (1..:data:`~topo_probe.guard.MAX_HOSTS`), by default as many as
+    fill :data:`LEAF_PORTS` NIC ports (``per_host`` a host)."""
+    m = hosts_per_leaf if hosts_per_leaf is not None else max(1, LEAF_PORTS // per_host)
+    m = positive_count(m, 1, "hosts per leaf", "hosts")
+    if m > MAX_HOSTS:
+        raise TopologyError(f"hosts per leaf: at most {MAX_HOSTS}, got {m}")
+    return m
+
+
+def _check_size(base: Topology, hosts: int, rails: int, rail_optimized: bool, ratio, hosts_per_leaf) -> None:
+    """Refuse, before building it, a cluster the topology loader would refuse: more nodes or edges than
+    :data:`~topo_probe.guard.MAX_NODES` / :data:`~topo_probe.guard.MAX_EDGES` (each host's copy of ``base``, its
+    NICs' two network edges, the switches and each leaf's two uplink edges)."""
+    switches, leaves = (rails if rail_optimized else 1), 0
+    if ratio is not None:
+        m = _hosts_per_leaf(hosts_per_leaf, 1 if rail_optimized else rails)
+        leaves = -(-hosts // m) * switches
+        switches = leaves + 1
+    nodes = hosts * base.graph.number_of_nodes() + switches
+    edges = hosts * (base.graph.number_of_edges() + 2 * rails) + 2 * leaves
+    if nodes > MAX_NODES or edges > MAX_EDGES:
+        raise TopologyError(f"cluster: {hosts} hosts of {base.name!r} are {nodes} nodes and {edges} edges; a "
+                            f"topology may have at most {MAX_NODES} and {MAX_EDGES}")
 
 
 def _single_tier(t: Topology, rails: int, rail_optimized: bool):
@@ -178,12 +214,12 @@ def _single_tier(t: Topology, rails: int, rail_optimized: bool):
 def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bool, ratio: float,
                 hosts_per_leaf: int | None, net_latency_us: float):
     """Add leaves and the spine of :func:`cluster` to ``t``; returns (leaf of (host, rail), words)."""
-    if not is_real(ratio) or not 1.0 <= ratio <= 1024.0:
-        raise TopologyError(f"spine oversubscription must be a number from 1 to 1024, got {show(ratio)}")
+    if not is_real(ratio) or not 1.0 <= ratio <= MAX_OVERSUBSCRIPTION:
+        raise TopologyError(f"spine oversubscription must be a number from 1 to {MAX_OVERSUBSCRIPTION}, "
+                            f"got {show(ratio)}")
     ratio = float(ratio)        # a numpy.float32 would divide in float32 (800 / float32(3) = 266.66665649...)
     per_host = 1 if rail_optimized else len(speeds)
-    m = hosts_per_leaf if hosts_per_leaf is not None else max(1, LEAF_PORTS // per_host)
-    m = positive_count(m, 1, "hosts per leaf", "hosts")
+    m = _hosts_per_leaf(hosts_per_leaf, per_host)
     groups = -(-hosts // m)
     planes = range(len(speeds)) if rail_optimized else range(1)
     t.add_node("spine", "net_switch", host=-1, tier="spine")
@@ -192,6 +228,7 @@ def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bo
             leaf = t.add_node(f"leaf{q}.rail{r}" if rail_optimized else f"leaf{q}", "net_switch", host=-1,
                               tier="leaf")
             down = m * (speeds[r] if rail_optimized else sum(speeds))
+            # within the loader's guard.edge_limits("network"): m <= MAX_HOSTS hosts of <= MAX_NICS_PER_HOST NICs
             t.add_link(leaf, "spine", kind="network", links=max(1, math.ceil(m * per_host / ratio)),
                        bandwidth_gbps=down / ratio, latency_us=net_latency_us / 2)
 

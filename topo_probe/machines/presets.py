@@ -21,6 +21,7 @@ from __future__ import annotations
 from typing import Callable
 
 from topo_probe.errors import TopologyError
+from topo_probe.guard import MAX_BANDWIDTH_GBPS, check_float
 from topo_probe.machines.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_X16_GBPS, add_pcie_tree
 from topo_probe.machines.presets_current import CURRENT_PRESETS
 from topo_probe.topology.model import Topology
@@ -153,8 +154,8 @@ def pcie_8gpu_2socket(upi_gbps: float = 62.4) -> Topology:
         Socket-to-socket bandwidth, GB/s per direction (default 62.4: 3 UPI links at
         11.2 GT/s; NCCL assumes 10 for Skylake UPI).
     """
-    if not upi_gbps > 0:
-        raise TopologyError(f"upi_gbps must be > 0, got {upi_gbps!r}")
+    upi_gbps = check_float(upi_gbps, "upi_gbps", TopologyError, lo=0.0, lo_open=True, hi=MAX_BANDWIDTH_GBPS,
+                           unit="GB/s")
     t = Topology("pcie-8gpu-2socket", description=PRESETS["pcie-8gpu-2socket"][1])
     numa = [0] * 4 + [1] * 4
     _gpus(t, 8, "NVIDIA A100-PCIE-40GB", "8.0",

@@ -27,6 +27,8 @@ from __future__ import annotations
 
 import re
 
+from topo_probe.guard import is_real
+
 __all__ = ["pcie_gbps", "pcie_gen_from_speed", "normalize_bus_id",
            "nvlink_gbps_for_name", "nvlink_gbps_for_sm", "PCIE_LANE_GBPS", "PCIE_SPEED_STRINGS",
            "MAX_NVLINKS_PER_GPU", "CPU_LINK_GBPS", "XGMI_GBPS", "XGMI_DEFAULT_GBPS", "gcn_arch",
@@ -90,7 +92,7 @@ def pcie_gen_from_speed(speed: str | float | None) -> int | None:
     """
     if speed is None:
         return None
-    if isinstance(speed, (int, float)):
+    if is_real(speed):
         value = float(speed)
     else:
         m = re.match(r"\s*([0-9]+(?:\.[0-9]+)?)\s*GT/s", str(speed))

@@ -42,7 +42,6 @@ from topo_probe.guard import (
     MAX_EDGES,
     MAX_GPUS,
     MAX_LATENCY_US,
-    MAX_LINKS_PER_EDGE,
     MAX_NODES,
     MIN_BANDWIDTH_GBPS,
     check_float,
@@ -50,6 +49,7 @@ from topo_probe.guard import (
     check_topology,
     is_int,
     is_real,
+    edge_limits,
     parse_json,
     read_text,
     show,
@@ -164,12 +164,12 @@ def _links(topo: Topology, links: Any, source: str) -> None:
             raise _fail(source, f"{where}: unknown field {show(unknown[0])} (a link has {', '.join(sorted(_LINK_KEYS))})")
         if not isinstance(ln.get("kind"), str) or ln["kind"] not in LINK_KINDS:
             raise _fail(source, f"{where}.kind {show(ln.get('kind'))} is not one of {', '.join(LINK_KINDS)}")
-        n = check_int(ln.get("links", 1), f"{source}: {where}.links", TopologyError, lo=1, hi=MAX_LINKS_PER_EDGE)
+        most, lo, hi = edge_limits(ln["kind"])
+        n = check_int(ln.get("links", 1), f"{source}: {where}.links", TopologyError, lo=1, hi=most)
         bw = ln.get("bandwidth_gbps")
         if not is_real(bw) or not bw > 0:
             raise _fail(source, f"{where}.bandwidth_gbps must be > 0, got {show(bw)}")
-        bw = check_float(bw, f"{source}: {where}.bandwidth_gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS,
-                         hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+        bw = check_float(bw, f"{source}: {where}.bandwidth_gbps", TopologyError, lo=lo, hi=hi, unit="GB/s")
         lat = check_float(ln.get("latency_us", 0.0), f"{source}: {where}.latency_us", TopologyError, lo=0.0,
                           hi=MAX_LATENCY_US, unit="µs")
         both = ln.get("both", True)

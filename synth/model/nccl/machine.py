@@ -26,6 +26,7 @@ from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_pa
 from synth.model.nccl.pcie_path import gpu_pcie_gen, nic_gbs, pcie_path_gbs, pcie_stream_gbs
 from synth.model.nccl.pcie_share import nic_pcie_limited, nic_shares, restated_nic, uplink_gpus
 from topo_probe.errors import InvalidArgument
+from topo_probe.guard import is_real
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
 #: GPU name patterns -> architecture (first match wins)
@@ -164,7 +165,7 @@ class NcclMachine:
                   (self.link_gbs > 0 and min(self.nic_gbps, self.nic_dma_gbs, self.p2p_write_gbs, self.pcie_path_gbs)
                    >= 0, "link and NIC bandwidths must be positive"),
                   (all(isinstance(e, tuple) and all(isinstance(x, tuple) and len(x) == 2 and x[1] in ("pcie", "shm")
-                                                     and isinstance(x[0], (int, float)) and x[0] >= 0 for x in e)
+                                                     and is_real(x[0]) and 0 <= x[0] < math.inf for x in e)
                        for e in self.nic_shares),
                    f"nic_shares {self.nic_shares!r} must be tuples of (GB/s >= 0, 'pcie' or 'shm') pairs")]
         for ok, message in checks:

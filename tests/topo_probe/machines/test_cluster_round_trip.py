@@ -1,0 +1,103 @@
+"""A cluster we build is a topology our own loader reads back: every cluster() accepts (and so every shape the CLIs
+accept) saves and loads equal, and what the loader would refuse (a 100 TB/s edge, 47,360 edges) cluster() refuses
+first, in one line.
+
+Before, a leaf-spine uplink of ``hosts_per_leaf x NICs / R`` ports (``dgx-h100``, 16 hosts a leaf, R = 1: 128) was
+written and then refused ("links must be at most 64, got 128"): the bonded-link limit of 64 is NVLink's, not a
+switch's.  The loader's limit for a ``network`` edge is now derived from what cluster() can build
+(:data:`~topo_probe.guard.MAX_NETWORK_LINKS_PER_EDGE`); every other kind keeps 64.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from topo_probe.cli.main import main
+from topo_probe.errors import TopologyError
+from topo_probe.guard import MAX_LINKS_PER_EDGE, MAX_NETWORK_LINKS_PER_EDGE
+from topo_probe.load import load_topology
+from topo_probe.machines.clusters import cluster
+from topo_probe.machines.presets import PRESETS
+from topo_probe.topology.serialize import load_topology_json, save_topology, topology_from_dict, topology_to_dict
+
+
+def round_trip(topo, tmp_path):
+    path = tmp_path / "t.json"
+    save_topology(topo, path)
+    return load_topology_json(path)
+
+
+def test_128_uplink_ports_of_a_leaf_round_trip(tmp_path):
+    t = cluster("dgx-h100", 16, spine_oversubscription=1, hosts_per_leaf=16)
+    up = t.graph.edges["leaf0", "spine"]
+    assert (up["links"], up["bandwidth_gbps"]) == (16 * 8, 16 * 8 * 50.0)      # by hand: 16 hosts x 8 NICs of 50
+    assert round_trip(t, tmp_path) == t
+
+
+@pytest.mark.parametrize("ratio", [2, 32])
+def test_4096_hosts_a_leaf_round_trip(tmp_path, ratio):
+    """The leaf's uplink: 4096 x 8 / R ports of 4096 x 8 x 50 / R GB/s (R = 2: 819,200 GB/s, past the 100 TB/s of
+    any other edge)."""
+    t = cluster("dgx-h100", 2, spine_oversubscription=ratio, hosts_per_leaf=4096)
+    up = t.graph.edges["leaf0", "spine"]
+    assert (up["links"], up["bandwidth_gbps"]) == (4096 * 8 // ratio, 4096 * 8 * 50.0 / ratio)
+    assert round_trip(t, tmp_path) == t
+
+
+def test_the_least_uplink_round_trips(tmp_path):
+    """One host of 1 NIC of the least speed (0.001 GB/s) under a leaf, R = 1024: a 0.001 / 1024 GB/s uplink."""
+    t = cluster("dgx-h100", 2, 1e-3, nics_per_node=1, spine_oversubscription=1024, hosts_per_leaf=1)
+    assert t.graph.edges["leaf0", "spine"]["bandwidth_gbps"] == 1e-3 / 1024
+    assert round_trip(t, tmp_path) == t
+
+
+def test_the_cli_writes_what_the_loader_reads(tmp_path):
+    path = tmp_path / "c.json"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--topology", "dgx-h100", "--nodes", "16", "--spine-oversubscription", "1",
+                     "--hosts-per-leaf", "16", "--json", str(path), "--format", "json"]) == 0
+    want = cluster("dgx-h100", 16, spine_oversubscription=1, hosts_per_leaf=16)
+    assert load_topology(str(path)).fingerprint() == want.fingerprint()
+
+
+def test_hostile_link_counts_are_still_refused():
+    doc = topology_to_dict(cluster("dgx-h100", 2, spine_oversubscription=1, hosts_per_leaf=2))
+    net = next(k for k, ln in enumerate(doc["links"]) if ln["kind"] == "network")
+    nvl = next(k for k, ln in enumerate(doc["links"]) if ln["kind"] == "nvlink")
+    for k, n, limit in ((net, MAX_NETWORK_LINKS_PER_EDGE + 1, MAX_NETWORK_LINKS_PER_EDGE),
+                        (nvl, MAX_LINKS_PER_EDGE + 1, MAX_LINKS_PER_EDGE), (net, 2**62, MAX_NETWORK_LINKS_PER_EDGE)):
+        links = [dict(ln, links=n) if j == k else ln for j, ln in enumerate(doc["links"])]
+        with pytest.raises(TopologyError) as exc:
+            topology_from_dict(dict(doc, links=links), "t.json")
+        assert str(exc.value) == f"t.json: links[{k}].links must be at most {limit}, got {n}", str(exc.value)
+
+
+def test_a_cluster_past_the_edge_limit_is_refused_before_it_is_built():
+    with pytest.raises(TopologyError) as exc:       # 128 hosts of 64 NICs: 47,360 edges (counted by building it)
+        cluster("dgx-h100", 128, nics_per_node=64)
+    line = str(exc.value)
+    assert "\n" not in line and line.startswith("cluster: 128 hosts") and "47360 edges" in line, line
+
+
+@settings(derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(preset=st.sampled_from(sorted(PRESETS)),
+       nodes=st.one_of(st.integers(1, 6), st.integers(1, 4096)),
+       nic_gbps=st.one_of(st.none(), st.floats(1e-7, 2e6)),
+       nics=st.one_of(st.none(), st.integers(1, 64), st.integers(-2, 100)),
+       ratio=st.one_of(st.none(), st.floats(1, 1024)),
+       per_leaf=st.one_of(st.none(), st.integers(1, 8), st.integers(1, 5000)),
+       rail=st.booleans(),
+       latency=st.one_of(st.just(2.0), st.floats(0, 3e6)))
+def test_every_cluster_accepted_round_trips(tmp_path, preset, nodes, nic_gbps, nics, ratio, per_leaf, rail, latency):
+    try:
+        t = cluster(preset, nodes, nic_gbps, latency, rail_optimized=rail, nics_per_node=nics,
+                    spine_oversubscription=ratio, hosts_per_leaf=per_leaf)
+    except TopologyError as exc:
+        assert "\n" not in str(exc)
+        return
+    assert round_trip(t, tmp_path) == t
