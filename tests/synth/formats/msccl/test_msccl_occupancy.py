@@ -12,8 +12,6 @@ import re
 
 import pytest
 
-from synth import build_fabric
-from synth.baselines import baseline
 from synth.formats.msccl.occupancy import (SMS, BLOCKS_PER_SM, gpu_of, gpu_of_topology_name, resident_threadblocks,
                                            sms_of)
 from synth.formats.msccl.runtimes import MSCCL_EXECUTOR_NCCL, RCCL, check_xml
@@ -35,23 +33,7 @@ def _most_tbs(text: str) -> int:
     return max(seg.split("</gpu>")[0].count("<tb ") for seg in text.split("<gpu ")[1:])
 
 
-@pytest.fixture(scope="module")
-def oneshot():
-    """A 16-rank DGX-2 one-shot all-reduce of 2 chunks per rank: 136 threadblocks per GPU wanted."""
-    return baseline("oneshot", build_fabric(get_preset("dgx2")), "allreduce", chunks=2)
-
-
-@pytest.fixture(scope="module")
-def executor_xml(oneshot):
-    """gpu -> ``to_msccl_xml(oneshot, runtime="msccl-executor-nccl", gpu=gpu)``, each built once per
-    module (about 3 CPU s each; the H100 file is read by two tests, which check different things)."""
-    made: dict = {}
-
-    def xml(gpu):
-        if gpu not in made:
-            made[gpu] = to_msccl_xml(oneshot, runtime="msccl-executor-nccl", gpu=gpu)
-        return made[gpu]
-    return xml
+# oneshot and executor_xml: tests/synth/formats/msccl/conftest.py (shared with test_msccl_runtimes)
 
 
 @pytest.mark.parametrize("preset", sorted(PRESET_SMS))
