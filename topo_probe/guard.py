@@ -291,7 +291,7 @@ def _check_string(text: str, path: tuple, source: str, error: type[Exception]) -
 def is_int_type(kind: type) -> bool:
     """Whether values of ``kind`` are integers: ``int``, a NumPy integer type or another
     :class:`numbers.Integral`, but not ``bool`` or ``numpy.bool_`` (``True`` is not read as 1)."""
-    return issubclass(kind, Integral) and not issubclass(kind, bool)
+    return kind is int or (issubclass(kind, Integral) and not issubclass(kind, bool))   # int first: the ABC check is slow
 
 
 def is_int(value: Any) -> bool:
@@ -311,7 +311,8 @@ def is_real(value: Any) -> bool:
     >>> [is_real(v) for v in (3, 2.5, True, 1j, "3")]
     [True, True, False, False, False]
     """
-    return isinstance(value, Real) and not isinstance(value, bool)
+    kind = type(value)
+    return kind is float or kind is int or (isinstance(value, Real) and not isinstance(value, bool))
 
 
 def check_int(value: Any, where: str, error: type[Exception], *, lo: int = 0, hi: int, what: str = "") -> int:
