@@ -280,3 +280,14 @@ def test_a_refused_plan_argument_is_named_as_given(topo):
         ScheduleSelector(topo, plan=plan)
     assert str(info.value) == ("ScheduleSelector: plan must be a Plan, a plan.json file or folder, 'auto', None or "
                                f"False; got tuple {plan!r}")
+
+
+@pytest.mark.parametrize("plan", [7, ["plan.json"]])
+def test_find_plan_refuses_a_plan_argument_that_is_not_a_plan_in_one_line(topo, plan):
+    """find_plan is public and takes the selector's ``plan`` argument: it runs the one check itself, naming
+    find_plan.  Reference: check_plan_arg's line, by hand.  Old: only ScheduleSelector checked it, so
+    find_plan raised pathlib's TypeError ("expected str, bytes or os.PathLike object, not int")."""
+    with pytest.raises(TopocollError) as info:
+        find_plan(topo, plan)
+    assert str(info.value) == ("find_plan: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
+                               f"got {type(plan).__name__} {plan!r}")
