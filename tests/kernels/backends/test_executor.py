@@ -265,8 +265,8 @@ def test_every_owner_refuses_a_bad_p2p_or_backend_in_the_one_wording():
 @pytest.mark.parametrize("bad", ["host  ", "ho  st", "never   "])
 def test_a_refused_backend_or_p2p_is_named_as_given(bad):
     """The one line names the value as passed (its repr), spaces and all: ``'host  '`` is not ``'host '``.
-    Reference: Python's own repr.  Old: every run of spaces in the line was
-    squeezed to one, so ``'host  '`` was reported as ``'host '``, a value the caller never passed."""
+    Reference: Python's own repr.  Guards the one-line rule against squeezing the value's runs of spaces
+    (only line breaks become spaces): that would report ``'host '``, a value the caller never passed."""
     from kernels.backends.device import check_p2p
     from kernels.backends.executor import check_backend
     with pytest.raises(InvalidArgument) as info:

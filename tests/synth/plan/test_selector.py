@@ -274,7 +274,7 @@ def test_a_plan_argument_whose_repr_spans_lines_is_refused_in_one_line(topo):
 
 def test_a_refused_plan_argument_is_named_as_given(topo):
     """The refusal names the value by its repr, spaces kept (only line breaks become spaces).  Reference:
-    Python's own repr.  Old: runs of spaces squeezed, ``('a  b',)`` reported as ``('a b',)``."""
+    Python's own repr.  Guards against squeezing runs of spaces, which would name ``('results dir',)``."""
     plan = ("results  dir",)
     with pytest.raises(TopocollError) as info:
         ScheduleSelector(topo, plan=plan)
