@@ -101,17 +101,24 @@ or a DeviceLayer, got 'gpu'
     """
     names = ("auto", *BACKENDS) if auto else BACKENDS
     if not isinstance(backend, DeviceLayer) and not (isinstance(backend, str) and backend in names):
-        raise InvalidArgument(" ".join(f"{owner}: backend must be one of {', '.join(names)} or a DeviceLayer, "
-                                       f"got {backend!r}".splitlines())[:300])
+        raise _backend_refusal(backend, owner, names)
     return backend, check_p2p(p2p, owner)
 
 
+def _backend_refusal(backend, owner: str, names: Sequence[str]) -> InvalidArgument:
+    """The one line refusing ``backend`` (not one of ``names`` nor a DeviceLayer), naming ``owner``."""
+    return InvalidArgument(" ".join(f"{owner}: backend must be one of {', '.join(names)} or a DeviceLayer, "
+                                    f"got {backend!r}".splitlines())[:300])
+
+
 def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None = None,
-               topology: Any = None) -> DeviceLayer | None:
+               topology: Any = None, owner: str = "make_layer") -> DeviceLayer | None:
     """A new device layer of ``backend`` (None: the reference backend), its ranks on ``devices``
     when given (else where their buffers live), the GPU layers' peer access also bounded by
     ``topology``'s P2P facts (GPU index = rank); the caller owns it (a Communicator keeps its own).
-    ``backend`` and ``p2p`` as :func:`check_backend` passed them (a name, not ``"auto"``)."""
+    ``p2p`` as :func:`check_backend` passed it; ``backend`` a name of :data:`BACKENDS`, any other value
+    (``"auto"`` too, or a name set on a Communicator after it was made) refused in check_backend's line
+    naming ``owner``."""
     if backend == "host":
         from kernels.backends.host import HostLayer
         return HostLayer()
@@ -121,7 +128,9 @@ def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None
     if backend == "cupy-ops":
         from kernels.backends.cupy_executor import CupyLayer
         return CupyLayer(p2p=p2p, devices=devices, topology=topology, topology_ranks=True)
-    return None                  # "reference": check_backend refused every other name
+    if backend == "reference":
+        return None
+    raise _backend_refusal(backend, owner, BACKENDS)
 
 
 def _layer(backend: Any, p2p: str, owner: str) -> DeviceLayer | None:
@@ -133,7 +142,7 @@ def _layer(backend: Any, p2p: str, owner: str) -> DeviceLayer | None:
         return backend
     key = (backend, p2p)
     if key not in _LAYERS:
-        layer = make_layer(backend, p2p)
+        layer = make_layer(backend, p2p, owner=owner)
         if layer is None:
             return None
         _LAYERS[key] = layer

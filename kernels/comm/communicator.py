@@ -51,7 +51,8 @@ import functools
 
 import numpy as np
 
-from kernels.backends.executor import check_backend
+from kernels.backends.device import DeviceLayer
+from kernels.backends.executor import check_backend, make_layer
 from kernels.comm import p2p as _p2p
 from kernels.comm.interface import CommunicatorBase
 from kernels.comm.machine import probe_devices, resolve_topology
@@ -247,14 +248,13 @@ class Communicator(CommunicatorBase):
         return recvs
 
     def _layer(self, backend):
-        """This communicator's own device layer of ``backend`` (made at first use, on its devices and
-        topology: no P2P there, staging through the host; None: the reference backend);
-        a DeviceLayer passed as ``backend`` is used as it is."""
-        if not isinstance(backend, str):
+        """This communicator's own layer of ``backend`` (made at first use on its devices and topology: no P2P there,
+        via the host; None: the reference); a DeviceLayer as it is; a value set later, not a name, refused."""
+        if isinstance(backend, DeviceLayer):
             return backend
-        if backend not in self._layers:
-            from kernels.backends.executor import make_layer
-            self._layers[backend] = make_layer(backend, self.p2p, devices=self.devices, topology=self.topology)
+        if not isinstance(backend, str) or backend not in self._layers:     # make_layer refuses a non-name
+            self._layers[backend] = make_layer(backend, self.p2p, devices=self.devices, topology=self.topology,
+                                               owner="Communicator")
         return self._layers[backend]
 
     def _nccl_why(self) -> str:

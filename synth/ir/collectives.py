@@ -89,15 +89,17 @@ ALIASES = {
 }
 
 def canonical(name: str) -> str:
-    """Canonical collective name for any accepted spelling; raises UnsupportedCollective (also for a
-    name that is not a string: the one collective check of the communicators and the sweep)."""
+    """Canonical collective name for any accepted spelling; raises UnsupportedCollective in one line of at
+    most 300 characters (also for a name that is not a string: the one collective check of the communicators
+    and the sweep)."""
     hit = ALIASES.get(name) if isinstance(name, str) else None     # the common case: already canonical
     if hit is not None:
         return hit
     key = name.strip().lower().replace("-", "_") if isinstance(name, str) else None
     if key in ALIASES:
         return ALIASES[key]
-    raise UnsupportedCollective(f"unknown collective {name!r}; expected one of {', '.join(COLLECTIVES)}")
+    raise UnsupportedCollective(" ".join(f"unknown collective {name!r}; expected one of {', '.join(COLLECTIVES)}"
+                                         .splitlines())[:300])
 
 
 @dataclass(frozen=True)

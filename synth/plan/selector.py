@@ -151,14 +151,14 @@ def _given(topology: Topology, plan) -> tuple[Plan, str]:
 def find_plan(topology: Topology, plan="auto") -> tuple[Plan | None, str]:
     """``(plan or None, one line saying what was found)`` for ``topology``.
 
-    ``plan``: a :class:`Plan` or a ``plan.json`` path (must match the topology's fingerprint, else
-    :class:`TopologyError`); a results folder, ``"auto"`` or None: discovery in that folder or in :func:`results_dir`
-    (a folder holding a ``plan.json``, as ``synthesize --out`` writes it, is that plan: a folder passed as ``plan``
-    must match, one found by ``"auto"`` is skipped with a warning where it does not; else ``<dir>/<name>/plan.json``,
-    then every ``<dir>/*/plan.json`` of the topology's fingerprint (one without a fingerprint: the own one, or one
-    naming the topology); a plan made for another topology is skipped with a warning; the topology's own
-    ``<dir>/<name>/plan.json`` that does not load is refused with its error); False: no plan.
-    """
+    ``plan`` (else InvalidArgument, :func:`check_plan_arg`): a :class:`Plan` or a ``plan.json`` path (must match the
+    topology's fingerprint, else :class:`TopologyError`); a results folder, ``"auto"`` or None: discovery there or in
+    :func:`results_dir` (a folder holding a ``plan.json``, as ``synthesize --out`` writes it, is that plan: a folder
+    passed as ``plan`` must match, one found by ``"auto"`` is skipped with a warning where it does not; else
+    ``<dir>/<name>/plan.json``, then every ``<dir>/*/plan.json`` of the topology's fingerprint (one without a
+    fingerprint: the own one, or one naming the topology); a plan for another topology is skipped with a warning;
+    the topology's own ``<dir>/<name>/plan.json`` that does not load is refused with its error); False: no plan."""
+    check_plan_arg(plan, "find_plan")
     if plan is False:
         return None, "plan: none asked for"
     if plan is None or plan == "auto":

@@ -207,11 +207,12 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
     summary = SweepSummary()
     ent = cfg.entry
     sizes = cfg.sizes()
+    ops = cfg.op_list()
+    for op in ops if ent.reducing else ():    # before any case runs; "none" only as op_list gives it
+        check_reduce_op(op, "sweep")          # the communicators' one op check and wording
     for dtype_name in cfg.dtypes:
         itemsize = DTYPE_BYTES[nccl_dtype(dtype_name)]
-        for op in cfg.op_list():
-            if op != "none":                   # the communicators' one op check and wording
-                check_reduce_op(op, "sweep")
+        for op in ops:
             for root in cfg.roots():
                 for size in sizes:
                     counts = ent.counts(size, itemsize, cfg.nranks)

@@ -265,8 +265,8 @@ def test_every_owner_refuses_a_bad_p2p_or_backend_in_the_one_wording():
 @pytest.mark.parametrize("bad", ["host  ", "ho  st", "never   "])
 def test_a_refused_backend_or_p2p_is_named_as_given(bad):
     """The one line names the value as passed (its repr), spaces and all: ``'host  '`` is not ``'host '``.
-    Reference: Python's own repr.  Old: every run of spaces in the line was
-    squeezed to one, so ``'host  '`` was reported as ``'host '``, a value the caller never passed."""
+    Reference: Python's own repr.  Guards the one-line rule against squeezing the value's runs of spaces
+    (only line breaks become spaces): that would report ``'host '``, a value the caller never passed."""
     from kernels.backends.device import check_p2p
     from kernels.backends.executor import check_backend
     with pytest.raises(InvalidArgument) as info:
@@ -275,3 +275,29 @@ def test_a_refused_backend_or_p2p_is_named_as_given(bad):
     with pytest.raises(InvalidArgument) as info:
         check_p2p(bad, "CupyLayer")
     assert str(info.value) == f"CupyLayer: p2p must be one of auto, never, got {bad!r}"
+
+
+@pytest.mark.filterwarnings("ignore:Communicator. no plan")
+@pytest.mark.parametrize("bad", ["gpu", 7, ["host"]])
+def test_a_backend_set_on_a_communicator_after_it_was_made_is_refused_not_run_as_the_reference(bad):
+    """Communicator.backend is a plain attribute: a value set after construction that is not a backend
+    name is refused at the call in check_backend's one line, never run silently on the reference backend.
+    Reference: the line check_backend gives the same value, by hand.  Old: make_layer returned None (the
+    reference backend) for any unknown name, and the call summed on the reference without a word."""
+    from kernels import Communicator
+    from kernels.backends.executor import make_layer
+    comm = Communicator(2, plan=False, backend="host")
+    comm.backend = bad
+    xs = [np.full(4, r + 1, np.float32) for r in range(2)]
+    ys = [np.zeros(4, np.float32) for _ in range(2)]
+    names = "host, reference, cupy, cupy-ops or a DeviceLayer"
+    with pytest.raises(InvalidArgument) as info:
+        comm.all_reduce(xs, ys)
+    assert str(info.value) == f"Communicator: backend must be one of {names}, got {bad!r}"
+    assert ys[0].tolist() == [0.0] * 4                          # nothing ran
+    with pytest.raises(InvalidArgument) as info:
+        make_layer(bad)
+    assert str(info.value) == f"make_layer: backend must be one of {names}, got {bad!r}"
+    with pytest.raises(InvalidArgument, match="got 'auto'"):       # the Communicator resolves auto itself
+        make_layer("auto")
+    assert make_layer("reference") is None

@@ -63,3 +63,16 @@ def test_spellings_and_bad_input():
         CollectiveSpec("broadcast", 4, 1, 4)
     with pytest.raises(InvalidArgument, match="takes no root"):
         CollectiveSpec("allgather", 4, 1, 0)
+
+
+@pytest.mark.parametrize("value", [np.zeros((12, 12)), list(range(5000)), "all\nreduce" + "x" * 400],
+                         ids=["2d-array", "long-list", "string-with-line-break"])
+def test_an_unknown_collective_is_refused_in_one_short_line(value):
+    """Like the other one-line checks: line breaks become spaces, the line is cut at 300 characters.
+    Reference: that rule, and the line's start by hand.  Old: a bare repr (12 lines for a 12x12 array,
+    29 000 characters for a 5000-item list)."""
+    with pytest.raises(UnsupportedCollective) as info:
+        canonical(value)
+    line = str(info.value)
+    assert "\n" not in line and len(line) <= 300, (line.count("\n"), len(line))
+    assert line.startswith(f"unknown collective {' '.join(repr(value).splitlines())[:40]}"), line

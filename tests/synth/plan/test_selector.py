@@ -274,9 +274,20 @@ def test_a_plan_argument_whose_repr_spans_lines_is_refused_in_one_line(topo):
 
 def test_a_refused_plan_argument_is_named_as_given(topo):
     """The refusal names the value by its repr, spaces kept (only line breaks become spaces).  Reference:
-    Python's own repr.  Old: runs of spaces squeezed, ``('a  b',)`` reported as ``('a b',)``."""
+    Python's own repr.  Guards against squeezing runs of spaces, which would name ``('results dir',)``."""
     plan = ("results  dir",)
     with pytest.raises(TopocollError) as info:
         ScheduleSelector(topo, plan=plan)
     assert str(info.value) == ("ScheduleSelector: plan must be a Plan, a plan.json file or folder, 'auto', None or "
                                f"False; got tuple {plan!r}")
+
+
+@pytest.mark.parametrize("plan", [7, ["plan.json"]])
+def test_find_plan_refuses_a_plan_argument_that_is_not_a_plan_in_one_line(topo, plan):
+    """find_plan is public and takes the selector's ``plan`` argument: it runs the one check itself, naming
+    find_plan.  Reference: check_plan_arg's line, by hand.  Old: only ScheduleSelector checked it, so
+    find_plan raised pathlib's TypeError ("expected str, bytes or os.PathLike object, not int")."""
+    with pytest.raises(TopocollError) as info:
+        find_plan(topo, plan)
+    assert str(info.value) == ("find_plan: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
+                               f"got {type(plan).__name__} {plan!r}")

@@ -185,3 +185,47 @@ def test_sim_backend_reports_the_cost_model():
     for r in s.rows:
         assert r.out_of_place.time_us == pytest.approx(cost.schedule_time_us(sched, r.size))
         assert r.in_place == r.out_of_place and r.out_of_place.wrong is None
+
+
+def _recording_backend(seen):
+    """A backend that records each measured case's op and times every case 1 us, never wrong."""
+    class Recording:
+        def measure(self, case):
+            seen.append(case.op)
+            return 1.0, None
+
+        def devices(self, n, topology):
+            return []
+    return Recording()
+
+
+def test_the_sweep_refuses_op_none_for_a_reducing_collective():
+    """``none`` is only what op_list gives a non-reducing collective itself: an all-reduce asked with op
+    ``none`` is refused in the one op line before anything is measured.  Reference: check_reduce_op's line
+    for any other bad op.  Old: the check was skipped for ``none`` and the case ran as a sum labelled none."""
+    seen: list = []
+    with pytest.raises(InvalidArgument) as info:
+        run_sweep(SweepConfig("allreduce", 1, 8, 8, ops=("none",), check=0), _recording_backend(seen), None)
+    assert str(info.value) == "sweep: op must be one of sum, prod, max, min, avg; got 'none'"
+    assert seen == []
+
+
+def test_a_non_reducing_collective_keeps_op_none():
+    """A non-reducing collective sweeps once with redop ``none`` whatever ops says.  Reference: nccl-tests
+    prints ``none`` for all-gather (one row per size: 1024, 2048 bytes at stepfactor 2)."""
+    seen: list = []
+    s = run_sweep(SweepConfig("allgather", 1, 1024, 2048, stepfactor=2, ops=("sum", "max"), check=0),
+                  _recording_backend(seen), None)
+    assert [(r.size, r.redop) for r in s.rows] == [(1024, "none"), (2048, "none")]
+    assert len(seen) == 4                           # out-of-place and in-place per size
+
+
+def test_the_sweep_refuses_a_bad_op_before_measuring_anything():
+    """Every op is checked once before any case runs (as the CLI's -o parser does).  Reference: no case
+    measured.  Old: the check sat inside the dtype x op loop, so every ``sum`` size ran before ``mean``
+    was refused."""
+    seen: list = []
+    with pytest.raises(InvalidArgument, match="got 'mean'"):
+        run_sweep(SweepConfig("allreduce", 1, 8, 64, stepfactor=2, ops=("sum", "mean"), check=0),
+                  _recording_backend(seen), None)
+    assert seen == [], f"{len(seen)} cases measured before the refusal"
