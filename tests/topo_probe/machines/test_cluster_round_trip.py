@@ -19,7 +19,8 @@ from hypothesis import strategies as st
 
 from topo_probe.cli.main import main
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_LINKS_PER_EDGE, MAX_NETWORK_LINKS_PER_EDGE
+from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_LINKS_PER_EDGE, MAX_NETWORK_LINKS_PER_EDGE,
+                              MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS)
 from topo_probe.load import load_topology
 from topo_probe.machines.clusters import cluster
 from topo_probe.machines.presets import PRESETS
@@ -84,6 +85,20 @@ def test_a_cluster_past_the_edge_limit_is_refused_before_it_is_built():
     assert "\n" not in line and line.startswith("cluster: 128 hosts") and "47360 edges" in line, line
 
 
+@pytest.mark.parametrize("rail", [False, True])
+@pytest.mark.parametrize("ratio, per_leaf, gbps", [(1.0, 4, 50.0), (1024.0, 1, 1e-3), (3.0, 7, 1e5)])
+def test_cluster_network_edges_are_within_one_nic_per_port(rail, ratio, per_leaf, gbps):
+    """What the loader checks of a network edge (bandwidth_gbps / links within [MIN_BANDWIDTH_GBPS /
+    MAX_OVERSUBSCRIPTION, MAX_BANDWIDTH_GBPS]) holds for cluster()'s edges at the ends of its ranges: the uplink
+    carries m*S/R GB/s over ceil(m*P/R) ports."""
+    t = cluster("dgx-h100", 3, nic_gbps=gbps, spine_oversubscription=ratio, hosts_per_leaf=per_leaf,
+                rail_optimized=rail)
+    for _, _, d in t.graph.edges(data=True):
+        if d["kind"] == "network":
+            per_port = d["bandwidth_gbps"] / d["links"]
+            assert MIN_BANDWIDTH_GBPS / MAX_OVERSUBSCRIPTION * (1 - 1e-12) <= per_port <= MAX_BANDWIDTH_GBPS
+
+
 @settings(derandomize=True, max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(preset=st.sampled_from(sorted(PRESETS)),
        nodes=st.one_of(st.integers(1, 6), st.integers(1, 4096)),
@@ -101,3 +116,18 @@ def test_every_cluster_accepted_round_trips(tmp_path, preset, nodes, nic_gbps, n
         assert "\n" not in str(exc)
         return
     assert round_trip(t, tmp_path) == t
+
+
+def test_an_uplink_an_ulp_over_one_nic_a_port_round_trips(tmp_path):
+    """23 hosts of one rail NIC of 100,000 GB/s, R = 2.3: 23 x 1e5 / 2.3 GB/s over ceil(23 / 2.3) = 10 ports is
+    1e5 GB/s a port by hand, 100000.00000000001 in floats; the loader's per-port bound allows that rounding (and no
+    more: 1e5 x (1 + 1e-9) a port is refused)."""
+    t = cluster("dgx-h100", 23, nic_gbps=1e5, spine_oversubscription=2.3, hosts_per_leaf=23, rail_optimized=True)
+    up = t.graph.edges["leaf0.rail0", "spine"]
+    assert up["links"] == 10 and up["bandwidth_gbps"] / 10 > 1e5
+    assert round_trip(t, tmp_path) == t
+    doc = topology_to_dict(t)
+    k = next(k for k, ln in enumerate(doc["links"]) if {ln["src"], ln["dst"]} == {"leaf0.rail0", "spine"})
+    doc["links"][k]["bandwidth_gbps"] = 10 * 1e5 * (1 + 1e-9)
+    with pytest.raises(TopologyError, match=rf"t.json: links\[{k}\].bandwidth_gbps must be at most 1e\+06 GB/s"):
+        topology_from_dict(doc, "t.json")
