@@ -24,6 +24,7 @@ from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_LINKS_PER_EDGE, MAX_NETWOR
 from topo_probe.load import load_topology
 from topo_probe.machines.clusters import cluster
 from topo_probe.machines.presets import PRESETS
+from topo_probe.parsers.nccl_xml_export import to_nccl_xml
 from topo_probe.topology.serialize import load_topology_json, save_topology, topology_from_dict, topology_to_dict
 
 
@@ -83,6 +84,40 @@ def test_a_cluster_past_the_edge_limit_is_refused_before_it_is_built():
         cluster("dgx-h100", 128, nics_per_node=64)
     line = str(exc.value)
     assert "\n" not in line and line.startswith("cluster: 128 hosts") and "47360 edges" in line, line
+
+
+def _xml_round_trips(tmp_path, t):
+    save_topology(t, tmp_path / "c.json")
+    assert load_topology(str(tmp_path / "c.json")).fingerprint() == t.fingerprint()
+    (tmp_path / "c.xml").write_text(to_nccl_xml(t))
+    assert load_topology(str(tmp_path / "c.xml")).fingerprint() == t.fingerprint()
+
+
+def test_an_uplink_of_8192_ports_reads_back_from_nccl_xml(tmp_path):
+    """1024 hosts a leaf x 8 NICs / R 1 = 8192 ports on each leaf's uplink: the NCCL XML's <topocoll> block took
+    at most 4096 links an edge, where the JSON loader takes 524,288 (guard.edge_limits("network"))."""
+    t = cluster("dgx-h100", 128, spine_oversubscription=1.0, hosts_per_leaf=1024)
+    assert max(d["links"] for _, _, d in t.graph.edges(data=True)) == 8192
+    _xml_round_trips(tmp_path, t)
+
+
+def test_an_uplink_over_1e7_gbps_reads_back_from_nccl_xml(tmp_path):
+    """128 hosts a leaf x 8 NICs x 12,000 GB/s = 1.23e7 GB/s per direction over 1024 ports: past the <topocoll>
+    block's old cap of 1e7 GB/s, within the JSON loader's limits."""
+    t = cluster("dgx-h100", 4, nic_gbps=12000.0, spine_oversubscription=1.0, hosts_per_leaf=128)
+    assert max(d["bandwidth_gbps"] for _, _, d in t.graph.edges(data=True)) == 128 * 8 * 12000.0
+    _xml_round_trips(tmp_path, t)
+
+
+def test_topo_probe_reads_back_the_nccl_xml_it_wrote(tmp_path):
+    out = tmp_path / "c.xml"
+    with contextlib.redirect_stdout(io.StringIO()):
+        assert main(["--topology", "dgx-h100", "--nodes", "128", "--spine-oversubscription", "1",
+                     "--hosts-per-leaf", "1024", "--nccl-xml", str(out)]) == 0
+    err = io.StringIO()
+    with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(err):
+        rc = main(["--topology", str(out)])
+    assert rc == 0, err.getvalue()
 
 
 @pytest.mark.parametrize("rail", [False, True])
