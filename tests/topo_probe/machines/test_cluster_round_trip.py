@@ -23,7 +23,7 @@ from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_LINKS_PER_EDGE, MAX_NETWOR
                               MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS)
 from topo_probe.load import load_topology
 from topo_probe.machines.clusters import cluster
-from topo_probe.machines.presets import PRESETS
+from topo_probe.machines.presets import PRESETS, get_preset
 from topo_probe.parsers.nccl_xml_export import to_nccl_xml
 from topo_probe.topology.serialize import load_topology_json, save_topology, topology_from_dict, topology_to_dict
 
@@ -84,6 +84,16 @@ def test_a_cluster_past_the_edge_limit_is_refused_before_it_is_built():
         cluster("dgx-h100", 128, nics_per_node=64)
     line = str(exc.value)
     assert "\n" not in line and line.startswith("cluster: 128 hosts") and "47360 edges" in line, line
+
+
+def test_a_long_topology_name_is_cut_in_the_size_refusal():
+    """A topology file's name may be any string up to the 32 MiB a loader reads; the one-line refusal cuts it
+    (guard.show) as the loader's own unknown-name message does, instead of quoting 100,000 characters."""
+    base = get_preset("dgx-h100")
+    base.name = "n" * 100_000
+    with pytest.raises(TopologyError) as exc:
+        cluster(base, 128, nics_per_node=64)
+    assert len(str(exc.value)) < 1000, len(str(exc.value))
 
 
 def _xml_round_trips(tmp_path, t):
