@@ -1,26 +1,23 @@
 """The limits every loader applies to hostile input, and the checks that enforce them.
 
-Every loader of a user's file (``nvidia-smi topo -m`` / ``-p2p`` text, topology JSON,
-link-matrix JSON, schedule JSON and ``.json.gz``, plan JSON, nccl-tests logs) reads through
-these helpers, so that each refuses early and cheaply, before it builds anything, in the manner
-of expat's amplification limits:
+Every loader of a user's file (``nvidia-smi topo -m`` / ``-p2p`` text, topology JSON, link-matrix JSON, schedule
+JSON and ``.json.gz``, plan JSON, nccl-tests logs) reads through these helpers, so that each refuses early and
+cheaply, before it builds anything, in the manner of expat's amplification limits:
 
-* **size**: at most :data:`MAX_INPUT_BYTES` read from a file, also after gzip decompression
-  (read with a cap: a gzip bomb stops at the cap);
+* **size**: at most :data:`MAX_INPUT_BYTES` read from a file, also after gzip decompression (a gzip bomb stops there);
 * **text**: strict UTF-8 (the error names the line and column of the bad byte);
-* **JSON**: at most :data:`MAX_JSON_DEPTH` levels, :data:`MAX_JSON_CONTAINERS` objects and
-  arrays and :data:`MAX_JSON_VALUES` values (counted before parsing); no NaN, Infinity or
-  overflowing number (``1e400``), no integer beyond ±2**63, no lone surrogate in a string;
-* **counts** before enumerating: :data:`MAX_GPUS` GPUs or ranks, :data:`MAX_CHUNKS_PER_RANK`,
-  :data:`MAX_CHUNK_CELLS` (chunks x ranks, what the verifier's state holds),
-  :data:`MAX_LINKS_PER_EDGE` (:data:`MAX_NETWORK_LINKS_PER_EDGE`), :data:`MAX_MATRIX_COLUMNS`,
-  :data:`MAX_EDGES`, :data:`MAX_NODES`;
-* **physics**: bandwidths finite in [:data:`MIN_BANDWIDTH_GBPS`, :data:`MAX_BANDWIDTH_GBPS`]
-  GB/s per direction, latencies finite in [0, :data:`MAX_LATENCY_US`] µs, sizes in
+* **JSON**: at most :data:`MAX_JSON_DEPTH` levels, :data:`MAX_JSON_CONTAINERS` objects and arrays and
+  :data:`MAX_JSON_VALUES` values (counted before parsing); no NaN, Infinity or overflowing number (``1e400``), no
+  integer beyond ±2**63, no lone surrogate in a string;
+* **counts** before enumerating: :data:`MAX_GPUS` GPUs or ranks, :data:`MAX_CHUNKS_PER_RANK`, :data:`MAX_CHUNK_CELLS`
+  (chunks x ranks, what the verifier's state holds), :data:`MAX_LINKS_PER_EDGE` (:data:`MAX_NETWORK_LINKS_PER_EDGE`),
+  :data:`MAX_MATRIX_COLUMNS`, :data:`MAX_EDGES`, :data:`MAX_NODES`;
+* **physics**: bandwidths finite in [:data:`MIN_BANDWIDTH_GBPS`, :data:`MAX_BANDWIDTH_GBPS`] GB/s per direction (a
+  network edge's per port: :func:`edge_limits`), latencies finite in [0, :data:`MAX_LATENCY_US`] µs, sizes in
   [0, :data:`MAX_BYTES`] bytes, times finite in (0, :data:`MAX_TIME_US`] µs.
 
-Every failure is one line of the caller's error class (a
-:class:`~topo_probe.errors.TopocollError`) naming the file and the field path or line.
+Every failure is one line of the caller's error class (a :class:`~topo_probe.errors.TopocollError`) naming the file
+and the field path or line.
 
 >>> from topo_probe.errors import TopologyError
 >>> parse_json('{"links": [[0, 1e400]]}', "m.json", TopologyError)
@@ -48,14 +45,12 @@ from typing import Any
 __all__ = ["MAX_INPUT_BYTES", "MAX_JSON_DEPTH", "MAX_JSON_CONTAINERS", "MAX_JSON_VALUES", "MAX_GPUS",
            "MAX_CHUNKS_PER_RANK", "MAX_CHUNK_CELLS", "MAX_SCHEDULE_BYTES", "MAX_SCHEDULE_CONTAINERS",
            "MAX_SCHEDULE_VALUES", "MAX_SCHEDULE_GZIP_RATIO", "MAX_ROUNDS", "MAX_LINKS_PER_EDGE", "MAX_HOSTS",
-           "MAX_NICS_PER_HOST", "MAX_OVERSUBSCRIPTION", "MAX_NETWORK_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS",
-           "MAX_EDGES", "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES",
-           "MAX_TIME_US", "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json",
-           "check_int", "check_float", "ascii_int", "edge_limits", "check_topology", "is_int", "is_int_type",
-           "is_real"]
+           "MAX_NICS_PER_HOST", "MAX_OVERSUBSCRIPTION", "MAX_NETWORK_LINKS_PER_EDGE", "MAX_MATRIX_COLUMNS", "MAX_EDGES",
+           "MAX_NODES", "MIN_BANDWIDTH_GBPS", "MAX_BANDWIDTH_GBPS", "MAX_LATENCY_US", "MAX_BYTES", "MAX_TIME_US",
+           "show", "read_capped", "gunzip_capped", "decode_utf8", "read_text", "parse_json", "check_int", "check_float",
+           "ascii_int", "edge_limits", "check_edge", "check_topology", "is_int", "is_int_type", "is_real"]
 
-#: Largest file (and largest gzip output) a loader reads, bytes.  Real inputs are far smaller
-#: (the largest schedule under ``results/`` is 2.3 MB).
+#: Largest file (and largest gzip output) a loader reads, bytes (the largest schedule under ``results/``: 2.3 MB).
 MAX_INPUT_BYTES = 32 * 2**20
 #: Deepest JSON nesting accepted (our documents use at most 5 levels).
 MAX_JSON_DEPTH = 32
@@ -67,12 +62,10 @@ MAX_JSON_VALUES = 2**21
 MAX_GPUS = 1024
 #: Most chunks per rank of a schedule.
 MAX_CHUNKS_PER_RANK = 4096
-#: Most chunks x ranks of a schedule (the verifier keeps one dict entry per pair it touches; an
-#: AllToAll of 256 ranks has 256**3 pairs).
+#: Most chunks x ranks of a schedule (the verifier keeps a dict entry per pair it touches; a 256-rank AllToAll: 256**3).
 MAX_CHUNK_CELLS = 2**24
-#: Schedules are the one document that grows with the cluster (a 1,024-rank AllReduce is about
-#: 2.1 million transfers: ~100 MB of JSON, ~10 million values), so schedule JSON has its own
-#: limits: bytes read (also after gunzip), objects + arrays, values.
+#: Schedules are the one document that grows with the cluster (a 1,024-rank AllReduce is about 2.1 million
+#: transfers: ~100 MB of JSON, ~10 million values): own limits of bytes read (also after gunzip), containers, values.
 MAX_SCHEDULE_BYTES = 256 * 2**20
 MAX_SCHEDULE_CONTAINERS = 2**23
 MAX_SCHEDULE_VALUES = 2**24
@@ -118,8 +111,7 @@ def show(value: Any) -> str:
 
 # ----------------------------------------------------------------------------- bytes and text
 def read_capped(path: str | os.PathLike, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> bytes:
-    """The bytes of regular file ``path``, refusing more than ``limit`` bytes (reads at most
-    ``limit + 1``)."""
+    """The bytes of regular file ``path``, refusing more than ``limit`` bytes (reads at most ``limit + 1``)."""
     try:
         info = os.stat(path)
     except (OSError, ValueError) as exc:       # ValueError: a NUL in the path
@@ -139,8 +131,7 @@ def read_capped(path: str | os.PathLike, error: type[Exception], limit: int = MA
 
 
 def _read_up_to(fh, most: int) -> bytes:
-    """At most ``most`` bytes of ``fh``, in 1 MiB reads (``read(n)`` allocates ``n`` bytes up
-    front, so one read of a large cap would cost the cap in memory for a small file)."""
+    """At most ``most`` bytes of ``fh``, in 1 MiB reads (``read(n)`` allocates ``n`` bytes up front)."""
     parts, total = [], 0
     while total < most:
         part = fh.read(min(1 << 20, most - total))
@@ -152,8 +143,7 @@ def _read_up_to(fh, most: int) -> bytes:
 
 
 def gunzip_capped(data: bytes, source: str, error: type[Exception], limit: int = MAX_INPUT_BYTES) -> bytes:
-    """Decompress gzip ``data`` (one or more members), stopping with ``error`` as soon as the
-    output passes ``limit`` bytes: a gzip bomb costs at most ``limit`` bytes of memory."""
+    """Decompress gzip ``data`` (one or more members), stopping with ``error`` once the output passes ``limit``."""
     out, rest = bytearray(), data
     while rest:
         unz = zlib.decompressobj(wbits=31)
@@ -174,8 +164,7 @@ def gunzip_capped(data: bytes, source: str, error: type[Exception], limit: int =
 
 
 def decode_utf8(data: bytes, source: str, error: type[Exception]) -> str:
-    """``data`` as UTF-8 text (a leading byte-order mark dropped); a bad byte is an error naming
-    its line and column."""
+    """``data`` as UTF-8 text (a leading byte-order mark dropped); a bad byte is an error naming its line and column."""
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -219,11 +208,10 @@ def _deep_place(text: str, max_depth: int) -> str:
 
 def parse_json(text: str, source: str, error: type[Exception], max_depth: int = MAX_JSON_DEPTH,
                free_form: tuple[str, ...] = (), *, schedule: bool = False) -> Any:
-    """Decode JSON ``text`` within the limits of the module docstring; errors name ``source``
-    and the line/column (syntax) or the field path (values).  Under the top-level keys
-    ``free_form`` (e.g. a schedule's ``meta``, where a solver records an unbounded LP as
-    ``Infinity``) non-finite floats are allowed; every other limit holds there too.  With
-    ``schedule`` the schedule limits (:data:`MAX_SCHEDULE_BYTES`, ...) replace the general ones."""
+    """Decode JSON ``text`` within the limits of the module docstring; errors name ``source`` and the line/column
+    (syntax) or the field path (values).  Under the top-level keys ``free_form`` (e.g. a schedule's ``meta``, where a
+    solver records an unbounded LP as ``Infinity``) non-finite floats are allowed; every other limit holds there too.
+    With ``schedule`` the schedule limits (:data:`MAX_SCHEDULE_BYTES`, ...) replace the general ones."""
     max_bytes, max_containers, max_values = ((MAX_SCHEDULE_BYTES, MAX_SCHEDULE_CONTAINERS, MAX_SCHEDULE_VALUES)
                                              if schedule else (MAX_INPUT_BYTES, MAX_JSON_CONTAINERS, MAX_JSON_VALUES))
     if len(text) > max_bytes:
@@ -289,9 +277,8 @@ def _check_string(text: str, path: tuple, source: str, error: type[Exception]) -
 
 # ----------------------------------------------------------------------------- numbers
 def is_int_type(kind: type) -> bool:
-    """Whether values of ``kind`` are integers: ``int``, a NumPy integer type or another
-    :class:`numbers.Integral`, but not ``bool`` or ``numpy.bool_`` (``True`` is not read as 1)."""
-    return kind is int or (issubclass(kind, Integral) and not issubclass(kind, bool))   # int first: the ABC check is slow
+    """Whether ``kind`` is an integer type (``int``, NumPy's, :class:`numbers.Integral`), but not ``bool``/``bool_``."""
+    return kind is int or (issubclass(kind, Integral) and not issubclass(kind, bool))   # int first: ABC check is slow
 
 
 def is_int(value: Any) -> bool:
@@ -326,8 +313,7 @@ def check_int(value: Any, where: str, error: type[Exception], *, lo: int = 0, hi
 
 def check_float(value: Any, where: str, error: type[Exception], *, lo: float, hi: float,
                 lo_open: bool = False, unit: str = "") -> float:
-    """``value`` as a float if it is a finite real number (:func:`is_real`) in [lo, hi] (``(lo, hi]``
-    with ``lo_open``); else ``error`` naming ``where``."""
+    """``value`` as a float if finite real (:func:`is_real`) in [lo, hi] (``(lo, hi]`` with ``lo_open``); else error."""
     rel = ">" if lo_open else ">="
     if not is_real(value):
         raise error(f"{where} must be {rel} {lo:g}, got {show(value)}")
@@ -358,20 +344,34 @@ def ascii_int(text: str | None, max_digits: int = 18) -> int | None:
 
 # ----------------------------------------------------------------------------- topologies
 def edge_limits(kind: Any) -> tuple[int, float, float]:
-    """(most links, least and most GB/s per direction) of an edge of ``kind``; a ``network`` edge's derive from a
-    cluster's leaf uplink: :data:`MAX_NETWORK_LINKS_PER_EDGE` NICs at most, one NIC over R at least."""
+    """(most links, least and most GB/s per direction) of an edge of ``kind``; a ``network`` edge's bandwidth is
+    bounded per port (``bandwidth_gbps / links``: one NIC over R .. one NIC; a cluster's leaf uplink has
+    :data:`MAX_NETWORK_LINKS_PER_EDGE` ports at most)."""
     if kind == "network":
-        return (MAX_NETWORK_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS / MAX_OVERSUBSCRIPTION,
-                MAX_BANDWIDTH_GBPS * MAX_NETWORK_LINKS_PER_EDGE)
+        return MAX_NETWORK_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS / MAX_OVERSUBSCRIPTION, MAX_BANDWIDTH_GBPS
     return MAX_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS, MAX_BANDWIDTH_GBPS
 
 
+def check_edge(kind: Any, links: Any, bw: Any, where: str, error: type[Exception]) -> tuple[int, float]:
+    """(links, bandwidth_gbps) of an edge of ``kind`` checked by :func:`edge_limits`; errors start ``where`` + field.
+    A network port's upper bound has a rounding's slack: cluster()'s m*S/R GB/s over ceil(m*P/R) ports can pass S
+    by an ulp (S = 1e5, R = 2.3, m*P = 23)."""
+    most, lo, hi = edge_limits(kind)
+    n = check_int(links, f"{where}links", error, lo=1, hi=most)
+    if kind != "network":
+        return n, check_float(bw, f"{where}bandwidth_gbps", error, lo=lo, hi=hi, unit="GB/s")
+    total = check_float(bw, f"{where}bandwidth_gbps", error, lo=lo, hi=hi * n * (1 + 1e-12), unit="GB/s")
+    if total < lo * n:
+        raise error(f"{where}bandwidth_gbps {total:g} GB/s over {n} links is {total / n:g} GB/s a port, less than "
+                    f"the {lo:g} GB/s of a network port")
+    return n, total
+
+
 def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
-    """Refuse a built topology that breaks physics or the size limits: no GPU, more than
-    :data:`MAX_GPUS` GPUs / :data:`MAX_NODES` nodes / :data:`MAX_EDGES` edges, GPU indices
-    (ranks) other than 0..n-1, an edge whose ``links``, ``bandwidth_gbps`` or ``latency_us``
-    is out of range, a node whose ``numa_node``/``host``/``gpu_numa_id`` is not an integer in
-    -1..:data:`MAX_NODES` or whose NIC ``speed_gbps`` is out of range.  Returns ``topo``."""
+    """Refuse a built topology that breaks physics or the size limits: no GPU, more than :data:`MAX_GPUS` GPUs /
+    :data:`MAX_NODES` nodes / :data:`MAX_EDGES` edges, GPU indices (ranks) other than 0..n-1, an edge whose ``links``,
+    ``bandwidth_gbps`` (:func:`check_edge`) or ``latency_us`` is out of range, a node whose ``numa_node``/``host``/
+    ``gpu_numa_id`` is not an integer in -1..:data:`MAX_NODES` or whose NIC ``speed_gbps`` is.  Returns ``topo``."""
     g = topo.graph
     indices = [d.get("index") for _, d in g.nodes(data=True) if d.get("kind") == "gpu"]
     gpus = len(indices)
@@ -394,8 +394,6 @@ def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
                         hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
     for u, v, d in g.edges(data=True):
         where = f"{source}: link {u}->{v}"
-        most, lo, hi = edge_limits(d.get("kind"))
-        check_int(d.get("links"), f"{where}: links", error, lo=1, hi=most)
-        check_float(d.get("bandwidth_gbps"), f"{where}: bandwidth_gbps", error, lo=lo, hi=hi, unit="GB/s")
+        check_edge(d.get("kind"), d.get("links"), d.get("bandwidth_gbps"), f"{where}: ", error)
         check_float(d.get("latency_us"), f"{where}: latency_us", error, lo=0.0, hi=MAX_LATENCY_US, unit="µs")
     return topo

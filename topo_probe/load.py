@@ -182,7 +182,7 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
     elif is_generator_spec(spec):
         topo, is_nvsmi = parse_generator_spec(spec), False
     elif path.exists():
-        raise TopologyError(f"{spec}: is not a regular file")
+        raise TopologyError(f"{_quoted(spec)}: is not a regular file")
     else:
         raise TopologyError(f"{_quoted(spec)} is neither an existing file nor a preset (presets: "
                             f"{', '.join(sorted(PRESETS))}) "

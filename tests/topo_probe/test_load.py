@@ -230,3 +230,23 @@ def test_a_long_or_multi_line_unknown_name_is_quoted_cut_in_one_line(head, n, fi
     else:                       # by hand: the repr's first characters, "...", and the name's length
         assert name.startswith(repr(spec)[:40]) and name.endswith(f"... ({len(spec)} characters)"), line
         assert len(name) <= 80, line
+
+
+def test_a_folder_named_with_a_newline_is_refused_in_one_line(tmp_path):
+    folder = tmp_path / "rack\nA"
+    folder.mkdir()
+    with pytest.raises(TopologyError) as exc:
+        load_topology(str(folder))
+    line = str(exc.value)
+    assert len(line.splitlines()) == 1 and "is not a regular file" in line, line
+
+
+def test_a_deep_folder_name_is_cut(tmp_path):
+    """20 levels of 200 characters: the message quotes the path cut, with its length, not 4000 characters."""
+    folder = tmp_path
+    for _ in range(20):
+        folder = folder / ("d" * 200)
+    folder.mkdir(parents=True)
+    with pytest.raises(TopologyError) as exc:
+        load_topology(str(folder))
+    assert len(str(exc.value)) < 400, len(str(exc.value))

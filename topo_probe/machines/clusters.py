@@ -32,7 +32,7 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
     if speed_gbps is None:
         speed_gbps = base.graph.nodes[old[0]].get("speed_gbps") if old else None
     if not speed_gbps or not speed_gbps > 0:
-        raise TopologyError(f"{base.name!r} has no NIC speed to copy; give the NIC speed (--nic-gbps)")
+        raise TopologyError(f"{show(base.name)} has no NIC speed to copy; give the NIC speed (--nic-gbps)")
     speed_gbps = check_float(speed_gbps, "NIC speed", TopologyError, lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS,
                              unit="GB/s")
     t = base.copy()
@@ -99,13 +99,13 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
             base = with_nics(base, nics_per_node, nic_gbps)
     k = check_hosts(nodes, base.num_gpus, "cluster: nodes")
     if any(int(d.get("host", 0)) != 0 for _, d in base.graph.nodes(data=True)):
-        raise TopologyError(f"cluster: {base.name!r} already spans several hosts")
+        raise TopologyError(f"cluster: {show(base.name)} already spans several hosts")
     nics = base.nodes_of_kind("nic")
     if not nics:
-        raise TopologyError(f"cluster: {base.name!r} has no NICs to join hosts with")
+        raise TopologyError(f"cluster: {show(base.name)} has no NICs to join hosts with")
     if len(nics) > MAX_NICS_PER_HOST:
-        raise TopologyError(f"cluster: {base.name!r} has {len(nics)} NICs, more than the {MAX_NICS_PER_HOST} a host "
-                            f"may have")
+        raise TopologyError(f"cluster: {show(base.name)} has {len(nics)} NICs, more than the {MAX_NICS_PER_HOST} a "
+                            f"host may have")
     net_latency_us = check_float(net_latency_us, "cluster: net_latency_us", TopologyError, lo=0.0,
                                  hi=MAX_LATENCY_US, unit="µs")
     rails = sorted(nics, key=lambda x: (str(base.graph.nodes[x].get("name", x)), x))
@@ -198,7 +198,7 @@ def _check_size(base: Topology, hosts: int, rails: int, rail_optimized: bool, ra
     nodes = hosts * base.graph.number_of_nodes() + switches
     edges = hosts * (base.graph.number_of_edges() + 2 * rails) + 2 * leaves
     if nodes > MAX_NODES or edges > MAX_EDGES:
-        raise TopologyError(f"cluster: {hosts} hosts of {base.name!r} are {nodes} nodes and {edges} edges; a "
+        raise TopologyError(f"cluster: {hosts} hosts of {show(base.name)} are {nodes} nodes and {edges} edges; a "
                             f"topology may have at most {MAX_NODES} and {MAX_EDGES}")
 
 

@@ -26,13 +26,16 @@ entries naming nodes the file does not have (say, after a hand edit) are skipped
 from __future__ import annotations
 
 from topo_probe.errors import TopologyError
+from topo_probe.guard import MAX_LATENCY_US, edge_limits
 from topo_probe.parsers.nccl_xml_tree import El, attr, attr_float, attr_int
 from topo_probe.topology.host_assumption import GRAPH_KEY, set_host_path_class
 from topo_probe.topology.model import LINK_KINDS, NODE_KINDS, Topology
 
 TAG = "topocoll"
-MAX_LINKS = 4096
-MAX_GBPS = 1e7
+# The widest edge any kind may have: a network edge's (a cluster's leaf uplink); check_topology, after the file is
+# read, holds each edge to its own kind's limits (guard.edge_limits: a network edge's GB/s per port).
+MAX_LINKS, _LEAST_GBPS_PER_LINK, _MOST_GBPS_PER_LINK = edge_limits("network")
+MIN_GBPS, MAX_GBPS = _LEAST_GBPS_PER_LINK, _MOST_GBPS_PER_LINK * MAX_LINKS
 
 
 def apply_exact(t: Topology, block: El, source: str) -> None:
@@ -66,8 +69,8 @@ def apply_exact(t: Topology, block: El, source: str) -> None:
                 raise TopologyError(f"{source}:line {el.line} column {el.col}: <link kind={kind[:40]!r}> is not one "
                                     f"of {', '.join(LINK_KINDS)}")
             t.graph.add_edge(a, b, kind=kind, links=attr_int(el, "links", source, 1, MAX_LINKS),
-                             bandwidth_gbps=attr_float(el, "gbps", source, 1e-9, MAX_GBPS),
-                             latency_us=attr_float(el, "latency_us", source, 0.0, 1e6))
+                             bandwidth_gbps=attr_float(el, "gbps", source, MIN_GBPS, MAX_GBPS),
+                             latency_us=attr_float(el, "latency_us", source, 0.0, MAX_LATENCY_US))
     if skipped:
         t.assumptions.append(f"{skipped} exact-value entries of the <{TAG}> block name nodes this file does "
                              f"not have: skipped")

@@ -44,12 +44,12 @@ from topo_probe.guard import (
     MAX_LATENCY_US,
     MAX_NODES,
     MIN_BANDWIDTH_GBPS,
+    check_edge,
     check_float,
     check_int,
     check_topology,
     is_int,
     is_real,
-    edge_limits,
     parse_json,
     read_text,
     show,
@@ -164,12 +164,10 @@ def _links(topo: Topology, links: Any, source: str) -> None:
             raise _fail(source, f"{where}: unknown field {show(unknown[0])} (a link has {', '.join(sorted(_LINK_KEYS))})")
         if not isinstance(ln.get("kind"), str) or ln["kind"] not in LINK_KINDS:
             raise _fail(source, f"{where}.kind {show(ln.get('kind'))} is not one of {', '.join(LINK_KINDS)}")
-        most, lo, hi = edge_limits(ln["kind"])
-        n = check_int(ln.get("links", 1), f"{source}: {where}.links", TopologyError, lo=1, hi=most)
         bw = ln.get("bandwidth_gbps")
         if not is_real(bw) or not bw > 0:
             raise _fail(source, f"{where}.bandwidth_gbps must be > 0, got {show(bw)}")
-        bw = check_float(bw, f"{source}: {where}.bandwidth_gbps", TopologyError, lo=lo, hi=hi, unit="GB/s")
+        n, bw = check_edge(ln["kind"], ln.get("links", 1), bw, f"{source}: {where}.", TopologyError)
         lat = check_float(ln.get("latency_us", 0.0), f"{source}: {where}.latency_us", TopologyError, lo=0.0,
                           hi=MAX_LATENCY_US, unit="µs")
         both = ln.get("both", True)

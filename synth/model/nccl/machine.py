@@ -68,11 +68,10 @@ def arch_of_topology(topo: Topology) -> str:
 class NcclMachine:
     """A machine as NCCL's tuner models it (see the module docstring).
 
-    ``intra`` is ``nvswitch``, ``nvlink`` (point-to-point NVLink mesh, ``link_matrix`` gives the
-    link counts between GPUs), ``xgmi`` or ``pcie``; ``links_per_gpu`` the GPU's NVLink / xGMI
-    links, ``link_gbs`` the data-sheet GB/s per direction of one link; ``nic_gbps`` the line
-    rate of one NIC (GB/s per direction) and ``net_kind`` one of :data:`NET_KINDS`;
-    ``cpu_vendor`` ``intel`` or ``amd`` (NCCL's llMaxBws row and net overhead across nodes);
+    ``intra`` is ``nvswitch``, ``nvlink`` (point-to-point NVLink mesh, ``link_matrix`` gives the link counts between
+    GPUs), ``xgmi`` or ``pcie``; ``links_per_gpu`` the GPU's NVLink / xGMI links, ``link_gbs`` the data-sheet GB/s per
+    direction of one link; ``nic_gbps`` the line rate of one NIC (GB/s per direction) and ``net_kind`` one of
+    :data:`NET_KINDS`; ``cpu_vendor`` ``intel`` or ``amd`` (NCCL's llMaxBws row and net overhead across nodes);
     ``cpu_arch`` ``x86`` or ``arm`` (Grace: NCCL's ``cpuArch``, which gates a Blackwell NVLS-tree factor);
     ``gpus_per_process`` how many GPUs one process drives (nccl-tests ``-t`` x ``-g``), ``threads_per_process`` over how
     many threads (``-t``; each enqueues its own ``-g`` GPUs: :func:`.latency.host_time_us`); ``nic_dma_gbs``
@@ -112,8 +111,7 @@ class NcclMachine:
     topo.h line 24), so GPUs on several NUMA nodes of one socket meet through that link as across sockets
     (:func:`.graphs.intra_capacity_gbs`).  The cap is not versioned: ``_pcie_ring_bw`` rates the crossing with
     ``cpu_link_gbs(m, NCCL_VERSION)``, so a 2.16.5-2.18.x case, whose NCCL had no AMD cap, would still get 16 GB/s
-    (no current case does).  It applies to Intel sub-NUMA clustering too (one CPU node per NUMA node), rated with
-    the model's Skylake assumption (:func:`.nic_path.cpu_link_gbs`).
+    (no current case does).  It applies to Intel sub-NUMA clustering too (Skylake rate: :func:`.nic_path.cpu_link_gbs`).
     """
 
     name: str
@@ -171,6 +169,8 @@ class NcclMachine:
         for ok, message in checks:
             if not ok:
                 raise InvalidArgument(message)
+        # a NumPy share kept as the float it holds: float32 * float stays float32 under NumPy 2 (NEP 50)
+        object.__setattr__(self, "nic_shares", tuple(tuple((float(s), k) for s, k in e) for e in self.nic_shares))
 
     @property
     def family(self) -> str:

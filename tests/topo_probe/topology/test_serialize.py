@@ -238,3 +238,18 @@ def test_numpy_integer_node_fields_are_kept_as_the_ints_checked_and_save(tmp_pat
     save_topology(got, tmp_path / "got.json")
     save_topology(topology_from_dict(doc, "t.json"), tmp_path / "plain.json")
     assert (tmp_path / "got.json").read_text() == (tmp_path / "plain.json").read_text()
+
+
+def _cluster_doc_with_nic_edge(bw, links):
+    doc = json.loads(json.dumps(topology_to_dict(cluster("dgx-h100", 2))))
+    ln = next(ln for ln in doc["links"] if ln["kind"] == "network")
+    ln["bandwidth_gbps"], ln["links"] = bw, links
+    return doc
+
+
+@pytest.mark.parametrize("bw, links", [(1e9, 1),                 # one port of 1e9 GB/s: 10,000x the fastest NIC
+                                       (1e-6, 524_288)])        # 524,288 ports of 1.9e-12 GB/s each
+def test_a_network_edge_out_of_the_per_port_range_is_refused(bw, links):
+    """A network edge's bandwidth is bounded per port (what one NIC over R .. one NIC carries), not as a total."""
+    with pytest.raises(TopologyError, match="bandwidth_gbps"):
+        topology_from_dict(_cluster_doc_with_nic_edge(bw, links), "c.json")
