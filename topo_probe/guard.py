@@ -376,14 +376,14 @@ def check_topology(topo: Any, source: str, error: type[Exception]) -> Any:
     indices = [d.get("index") for _, d in g.nodes(data=True) if d.get("kind") == "gpu"]
     gpus = len(indices)
     if not all(map(is_int, indices)):
-        raise error(f"{source}: topology {topo.name!r}: a GPU index is not an integer: {show(indices)}")
+        raise error(f"{source}: topology {show(topo.name)}: a GPU index is not an integer: {show(indices)}")
     indices.sort()
     if gpus < 1:
-        raise error(f"{source}: topology {topo.name!r} has no GPU")
+        raise error(f"{source}: topology {show(topo.name)} has no GPU")
     if indices != list(range(gpus)):
-        raise error(f"{source}: topology {topo.name!r}: GPU indices must be 0..{gpus - 1}, got {show(indices)}")
+        raise error(f"{source}: topology {show(topo.name)}: GPU indices must be 0..{gpus - 1}, got {show(indices)}")
     if gpus > MAX_GPUS or g.number_of_nodes() > MAX_NODES or g.number_of_edges() > MAX_EDGES:
-        raise error(f"{source}: topology {topo.name!r} has {gpus} GPUs, {g.number_of_nodes()} nodes and "
+        raise error(f"{source}: topology {show(topo.name)} has {gpus} GPUs, {g.number_of_nodes()} nodes and "
                     f"{g.number_of_edges()} edges; the limits are {MAX_GPUS}, {MAX_NODES} and {MAX_EDGES}")
     for n, d in g.nodes(data=True):
         for key in ("numa_node", "host", "gpu_numa_id"):

@@ -219,6 +219,17 @@ def test_zero_gpus_is_refused_for_any_format(monkeypatch, tmp_path):
     _refused("topology", _write(tmp_path, "t.xml", "<system/>"), r"t.xml: topology 'empty' has no GPU")
 
 
+@pytest.mark.parametrize("name", ["n" * 500, "rack A\n" * 40, "x\r\n\x1b[2J" + "y" * 100])
+def test_check_topology_cuts_a_long_topology_name(name):
+    """check_topology names the topology as show() cuts it (60 characters, one line), not its whole repr."""
+    topo = Topology(name)
+    with pytest.raises(TopologyError) as exc:
+        guard.check_topology(topo, "t.json", TopologyError)
+    line = str(exc.value)
+    # by hand: the repr's first 57 characters, then "..."
+    assert line == f"t.json: topology {repr(name)[:57]}... has no GPU", line
+
+
 NVSMI = ("\tGPU0\tGPU1\tCPU Affinity\tNUMA Affinity\tGPU NUMA ID\n"
          "GPU0\t X \tPHB\t0-7\t{n}\t{g}\nGPU1\tPHB\t X \t0-7\t{n}\tN/A\n")
 
