@@ -221,3 +221,44 @@ def test_a_numpy_nic_share_models_as_its_plain_float(kind):
     json.dumps(rate)
     assert {type(s) for run in got.nic_shares for s, _ in run} == {float}
     assert hash(got) == hash(plain)
+
+
+#: every float field of NcclMachine, at values float32 rounds (so float32 arithmetic downstream shows)
+FLOAT_FIELDS = {"nic_gbps": 24.3, "link_gbs": 23.7, "nic_dma_gbs": 21.1, "plugin_latency_us": 150.3,
+                "p2p_write_gbs": 19.9, "pcie_path_gbs": 13.3}
+
+
+@pytest.mark.parametrize("preset", ["dgx-a100", "l40s-8gpu-pcie"])
+def test_numpy_float_machine_fields_model_as_their_plain_floats(preset):
+    """A NumPy scalar in any float field of NcclMachine is kept as the plain float it holds, as nic_shares are:
+    kept as NumPy, float32 * float stays float32 under NumPy 2 (NEP 50), so the model's times were float32-rounded
+    and the machine would not save as JSON.  Reference: the same machine with the plain Python floats."""
+    from dataclasses import asdict, fields, replace
+    from synth.model.nccl import NcclMachine, NcclModel
+    assert {f.name for f in fields(NcclMachine) if f.type == "float"} == set(FLOAT_FIELDS)
+    base = NcclMachine.from_topology(cluster(preset, nodes=2))
+    plain = replace(base, **{k: float(np.float32(v)) for k, v in FLOAT_FIELDS.items()})
+    got = replace(base, **{k: np.float32(v) for k, v in FLOAT_FIELDS.items()})
+    assert {type(getattr(got, k)) for k in FLOAT_FIELDS} == {float} and got == plain and hash(got) == hash(plain)
+    json.dumps(asdict(got))
+    for coll in ("allreduce", "allgather", "reducescatter", "broadcast"):
+        for size in (1024, 2**20, 2**28):
+            want, have = NcclModel(plain).choose(coll, size), NcclModel(got).choose(coll, size)
+            assert have == want and type(have.time_us) is float, (coll, size, have, want)
+
+
+@pytest.mark.parametrize("field", ["nvlink_efficiency", "pcie_efficiency", "cpu_efficiency", "network_efficiency",
+                                   "infinity_fabric_efficiency", "launch_us", "step_overhead_us",
+                                   "slice_overhead_us", "network_latency_us"])
+def test_cost_params_floats_follow_the_real_rule(field):
+    """CostParams' efficiencies and µs are real numbers (is_real / check_float): True, numpy.bool_, a string,
+    nan and inf are refused in one line naming the field; a NumPy float is kept as the plain float it holds."""
+    from synth.model.physics import CostParams
+    from topo_probe.errors import InvalidArgument
+    got = CostParams(**{field: np.float32(0.5)})
+    assert getattr(got, field) == 0.5 and type(getattr(got, field)) is float and got == CostParams(**{field: 0.5})
+    for bad in (True, np.bool_(True), "0.5", None, float("nan"), float("inf"), -0.25):
+        with pytest.raises(InvalidArgument) as exc:
+            CostParams(**{field: bad})
+        line = str(exc.value)
+        assert "\n" not in line and line.startswith(f"CostParams.{field} must be"), (bad, line)

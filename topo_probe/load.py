@@ -191,4 +191,4 @@ def load_topology(spec: str, gpus: list[int] | None = None, nvlink_gbps: float |
         set_nvlink_speed(topo, nvlink_gbps)
     if gpus is not None:
         topo = topo.subset(gpus)
-    return check_topology(topo, spec, TopologyError)
+    return check_topology(topo, _quoted(spec), TopologyError)

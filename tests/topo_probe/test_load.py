@@ -250,3 +250,21 @@ def test_a_deep_folder_name_is_cut(tmp_path):
     with pytest.raises(TopologyError) as exc:
         load_topology(str(folder))
     assert len(str(exc.value)) < 400, len(str(exc.value))
+
+
+def test_a_long_file_name_is_cut_in_the_topology_checks(monkeypatch, tmp_path):
+    """A file whose topology check_topology refuses (no GPU) is named there as the other messages of load_topology
+    name it: its repr cut, with its length, in one line (not the whole multi-line path)."""
+    import topo_probe.parsers.nccl_xml as nccl_xml
+    from topo_probe.topology.model import Topology
+    monkeypatch.setattr(nccl_xml, "parse_nccl_xml", lambda text, source: Topology("empty"))
+    folder = tmp_path / "rack\nA"
+    folder.mkdir()
+    path = folder / ("t" * 200 + ".xml")
+    path.write_text("<system/>")
+    with pytest.raises(TopologyError) as exc:
+        load_topology(str(path))
+    line = str(exc.value)
+    spec = str(path)
+    # by hand: the repr's first 57 characters, "...", the length, then check_topology's words
+    assert line == f"{repr(spec)[:57]}... ({len(spec)} characters): topology 'empty' has no GPU", line
