@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import math
 import re
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 
 from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
 from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_path
@@ -169,7 +169,8 @@ class NcclMachine:
         for ok, message in checks:
             if not ok:
                 raise InvalidArgument(message)
-        # a NumPy share kept as the float it holds: float32 * float stays float32 under NumPy 2 (NEP 50)
+        for f in (f for f in fields(self) if f.type == "float"):    # NumPy as its float: float32 * float stays float32
+            object.__setattr__(self, f.name, float(getattr(self, f.name)))
         object.__setattr__(self, "nic_shares", tuple(tuple((float(s), k) for s, k in e) for e in self.nic_shares))
 
     @property
@@ -234,9 +235,7 @@ class NcclMachine:
         >>> NcclMachine("p5", "sm90", 16, 2, "nvswitch", 18, pcie_gen=5, nics_per_node=32, nic_gbps=12.5).used_nics
         32
         """
-        if self.nics_per_node == 0:
-            return 0
-        return min(self.nics_per_node, self.gpus_per_node * self._nics_per_gpu())
+        return min(self.nics_per_node, self.gpus_per_node * self._nics_per_gpu()) if self.nics_per_node else 0
 
     @property
     def gpu_net_gbps(self) -> float:
