@@ -245,3 +245,20 @@ def test_numpy_float_machine_fields_model_as_their_plain_floats(preset):
         for size in (1024, 2**20, 2**28):
             want, have = NcclModel(plain).choose(coll, size), NcclModel(got).choose(coll, size)
             assert have == want and type(have.time_us) is float, (coll, size, have, want)
+
+
+@pytest.mark.parametrize("field", ["nvlink_efficiency", "pcie_efficiency", "cpu_efficiency", "network_efficiency",
+                                   "infinity_fabric_efficiency", "launch_us", "step_overhead_us",
+                                   "slice_overhead_us", "network_latency_us"])
+def test_cost_params_floats_follow_the_real_rule(field):
+    """CostParams' efficiencies and µs are real numbers (is_real / check_float): True, numpy.bool_, a string,
+    nan and inf are refused in one line naming the field; a NumPy float is kept as the plain float it holds."""
+    from synth.model.physics import CostParams
+    from topo_probe.errors import InvalidArgument
+    got = CostParams(**{field: np.float32(0.5)})
+    assert getattr(got, field) == 0.5 and type(getattr(got, field)) is float and got == CostParams(**{field: 0.5})
+    for bad in (True, np.bool_(True), "0.5", None, float("nan"), float("inf"), -0.25):
+        with pytest.raises(InvalidArgument) as exc:
+            CostParams(**{field: bad})
+        line = str(exc.value)
+        assert "\n" not in line and line.startswith(f"CostParams.{field} must be"), (bad, line)

@@ -66,7 +66,7 @@ from synth.model.nccl.constants import BASE_LAT, HW_LAT, HW_NET, HW_NVLINK, LL_D
 from synth.model.nccl.machine import arch_of_topology
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams, params_to_dict
 from topo_probe.errors import InvalidArgument, TopocollError
-from topo_probe.guard import is_int
+from topo_probe.guard import MAX_LATENCY_US, check_float, is_int
 from topo_probe.topology.model import Topology
 
 # ---------------------------------------------------------------- documented parameters
@@ -127,12 +127,13 @@ class CostParams:
     network_latency_us: float = 0.0
 
     def __post_init__(self) -> None:
-        for f in fields(self):
-            v = getattr(self, f.name)
-            if f.name.endswith("_efficiency") and not 0.0 < v <= 1.0:
-                raise InvalidArgument(f"CostParams.{f.name} must be in (0, 1], got {v!r}")
-            if f.name.endswith("_us") and not v >= 0.0:
-                raise InvalidArgument(f"CostParams.{f.name} must be >= 0 µs, got {v!r}")
+        for f in fields(self):      # real numbers by the project's rule (not True), kept as plain floats
+            v, where = getattr(self, f.name), f"CostParams.{f.name}"
+            if f.name.endswith("_efficiency"):
+                object.__setattr__(self, f.name, check_float(v, where, InvalidArgument, lo=0.0, hi=1.0, lo_open=True))
+            if f.name.endswith("_us"):
+                object.__setattr__(self, f.name, check_float(v, where, InvalidArgument, lo=0.0, hi=MAX_LATENCY_US,
+                                                             unit="µs"))
         ks = self.pipeline_slices
         if not ks or any(not is_int(k) or k < 1 for k in ks) or 1 not in ks:
             raise InvalidArgument(f"CostParams.pipeline_slices must be positive integers including 1, got {ks!r}")
