@@ -21,7 +21,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from topo_probe.errors import TopologyError
+from topo_probe.errors import InvalidArgument, TopologyError
 from topo_probe.guard import check_float, is_real
 from topo_probe.machines.clusters import cluster
 from topo_probe.machines.generators import ring
@@ -262,3 +262,14 @@ def test_cost_params_floats_follow_the_real_rule(field):
             CostParams(**{field: bad})
         line = str(exc.value)
         assert "\n" not in line and line.startswith(f"CostParams.{field} must be"), (bad, line)
+
+
+@pytest.mark.parametrize("field", ["link_gbs", "nic_gbps", "plugin_latency_us", "pcie_path_gbs"])
+@pytest.mark.parametrize("value", ["150", None, True, np.bool_(True), 1j])
+def test_a_machine_float_field_that_is_not_a_real_number_is_refused_in_one_line(field, value):
+    """A string such as "150" was turned into 150.0 without a word (plugin_latency_us has no other check), True into
+    1.0: each float field of NcclMachine must be a real number by the one rule, refused in one line naming it."""
+    from synth.model.nccl.machine import NcclMachine
+    with pytest.raises(InvalidArgument) as err:
+        NcclMachine("m", "sm80", 8, 1, "nvswitch", 12, **{field: value})
+    assert field in str(err.value) and "\n" not in str(err.value)

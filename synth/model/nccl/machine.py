@@ -26,7 +26,7 @@ from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_pa
 from synth.model.nccl.pcie_path import gpu_pcie_gen, nic_gbs, pcie_path_gbs, pcie_stream_gbs
 from synth.model.nccl.pcie_share import nic_pcie_limited, nic_shares, restated_nic, uplink_gpus
 from topo_probe.errors import InvalidArgument
-from topo_probe.guard import is_real
+from topo_probe.guard import is_real, show
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
 #: GPU name patterns -> architecture (first match wins)
@@ -109,9 +109,8 @@ class NcclMachine:
     per socket): NCCL makes one CPU node per NUMA node (NVIDIA/nccl v2.29.3-1 src/graph/topo.cc lines 524-529,
     ``numaid``) and joins every pair by a ``LINK_SYS`` at ``ncclTopoGetInterCpuBw`` (lines 265-277; AMD_BW 16 GB/s,
     topo.h line 24), so GPUs on several NUMA nodes of one socket meet through that link as across sockets
-    (:func:`.graphs.intra_capacity_gbs`).  The cap is not versioned: ``_pcie_ring_bw`` rates the crossing with
-    ``cpu_link_gbs(m, NCCL_VERSION)``, so a 2.16.5-2.18.x case, whose NCCL had no AMD cap, would still get 16 GB/s
-    (no current case does).  It applies to Intel sub-NUMA clustering too (Skylake rate: :func:`.nic_path.cpu_link_gbs`).
+    (:func:`.graphs.intra_capacity_gbs`).  Not versioned (``cpu_link_gbs(m, NCCL_VERSION)``): a 2.16.5-2.18.x case,
+    with no AMD cap, would get 16 GB/s too (none does); Intel sub-NUMA too (:func:`.nic_path.cpu_link_gbs`).
     """
 
     name: str
@@ -146,6 +145,10 @@ class NcclMachine:
     nic_pcie_limited: bool = False
 
     def __post_init__(self) -> None:
+        for f in (f for f in fields(self) if f.type == "float"):    # NumPy as its float: float32 * float stays float32
+            if not is_real(value := getattr(self, f.name)):
+                raise InvalidArgument(f"NcclMachine {f.name} must be a real number, got {show(value)}")
+            object.__setattr__(self, f.name, float(value))
         checks = [(self.arch in ARCH_FAMILY, f"GPU architecture {self.arch!r} is not one of {', '.join(ARCH_FAMILY)}"),
                   (self.net_kind in NET_KINDS, f"NIC kind {self.net_kind!r} is not one of {', '.join(NET_KINDS)}"),
                   (self.intra in INTRA_KINDS, f"intra-node fabric {self.intra!r} is not one of {', '.join(INTRA_KINDS)}"),
@@ -169,8 +172,6 @@ class NcclMachine:
         for ok, message in checks:
             if not ok:
                 raise InvalidArgument(message)
-        for f in (f for f in fields(self) if f.type == "float"):    # NumPy as its float: float32 * float stays float32
-            object.__setattr__(self, f.name, float(getattr(self, f.name)))
         object.__setattr__(self, "nic_shares", tuple(tuple((float(s), k) for s, k in e) for e in self.nic_shares))
 
     @property
