@@ -106,6 +106,8 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
     if len(nics) > MAX_NICS_PER_HOST:
         raise TopologyError(f"cluster: {show(base.name)} has {len(nics)} NICs, more than the {MAX_NICS_PER_HOST} a "
                             f"host may have")
+    if hosts_per_leaf is not None and spine_oversubscription is None:   # a single-tier network has no leaves
+        raise TopologyError("cluster: hosts_per_leaf needs spine_oversubscription R")
     net_latency_us = check_float(net_latency_us, "cluster: net_latency_us", TopologyError, lo=0.0,
                                  hi=MAX_LATENCY_US, unit="µs")
     rails = sorted(nics, key=lambda x: (str(base.graph.nodes[x].get("name", x)), x))

@@ -176,3 +176,14 @@ def test_an_uplink_an_ulp_over_one_nic_a_port_round_trips(tmp_path):
     doc["links"][k]["bandwidth_gbps"] = 10 * 1e5 * (1 + 1e-9)
     with pytest.raises(TopologyError, match=rf"t.json: links\[{k}\].bandwidth_gbps must be at most 1e\+06 GB/s"):
         topology_from_dict(doc, "t.json")
+
+
+@pytest.mark.parametrize("per_leaf", [1, 2, 4096])
+def test_hosts_per_leaf_without_a_spine_is_refused_not_ignored(per_leaf):
+    """A single-tier network has no leaves: ``hosts_per_leaf`` without ``spine_oversubscription`` built the same
+    one-switch cluster as without it, the argument dropped without a word. The library now says what the CLIs say
+    (``--hosts-per-leaf needs --spine-oversubscription R``), in one line; with a spine it is still taken."""
+    with pytest.raises(TopologyError, match=r"^cluster: hosts_per_leaf needs spine_oversubscription R$"):
+        cluster("dgx-h100", 4, hosts_per_leaf=per_leaf)
+    two_leaves = cluster("dgx-h100", 4, spine_oversubscription=1, hosts_per_leaf=2)
+    assert {n for n in two_leaves.graph.nodes if n.startswith("leaf")} == {"leaf0", "leaf1"}
