@@ -200,7 +200,7 @@ def _say_if_stale(plan: Plan | None, notes: list[str]) -> None:
 
 def check_plan_arg(plan, owner: str = "ScheduleSelector"):
     """InvalidArgument, one line naming ``owner`` and the value, for a plan not a Plan, path, "auto", None or False."""
-    if plan is None or plan is False or isinstance(plan, (str, os.PathLike, Plan)):
+    if plan is None or plan is False or isinstance(plan, (os.PathLike, Plan)) or (isinstance(plan, str) and plan):
         return
     raise InvalidArgument(" ".join(f"{owner}: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
                                    f"got {type(plan).__name__} {plan!r}".splitlines())[:300])

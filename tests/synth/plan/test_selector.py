@@ -291,3 +291,14 @@ def test_find_plan_refuses_a_plan_argument_that_is_not_a_plan_in_one_line(topo, 
         find_plan(topo, plan)
     assert str(info.value) == ("find_plan: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
                                f"got {type(plan).__name__} {plan!r}")
+
+
+def test_an_empty_plan_path_is_refused_not_read_as_the_current_folder(topo):
+    """``plan=""`` went to ``Path("")``, which is ``.``: the selector searched whatever folder the process ran in
+    for a plan.json, a plan the caller never named.  Reference: the refusal line written out by hand; ``"auto"``
+    and None still choose without an error (an unset or empty TOPOCOLL_PLAN is read as "auto" before this)."""
+    with pytest.raises(TopocollError) as info:
+        ScheduleSelector(topo, plan="")
+    assert str(info.value) == ("ScheduleSelector: plan must be a Plan, a plan.json file or folder, 'auto', None or "
+                               "False; got str ''")
+    ScheduleSelector(topo, plan=None)
