@@ -102,10 +102,11 @@ _LONG_DIGITS = re.compile(r"(?<![0-9])[0-9]{4000,}")   # the lookbehind keeps it
 
 
 def show(value: Any) -> str:
-    """A short repr for messages (huge numbers and strings are cut)."""
+    """A short repr for messages, in one line (huge numbers and long strings are cut; a repr's line breaks become
+    spaces, its own spaces are kept)."""
     if is_int(value) and abs(value) >= 10**30:
         return f"an integer of about {int(int(value).bit_length() * 0.30103) + 1} digits"
-    text = repr(value)
+    text = " ".join(repr(value).splitlines())
     return text if len(text) <= 60 else text[:57] + "..."
 
 

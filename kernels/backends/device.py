@@ -21,6 +21,7 @@ from typing import Any
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.lowering import Op, Program, Region
 from topo_probe.errors import InvalidArgument
+from topo_probe.guard import show
 
 #: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end)
 BINARY_OP = {"sum": "sum", "avg": "sum", "prod": "prod", "max": "max", "min": "min"}
@@ -40,8 +41,7 @@ def check_p2p(p2p, owner: str) -> str:
     """
     if isinstance(p2p, str) and p2p in P2P_MODES:
         return p2p
-    line = f"{owner}: p2p must be one of {', '.join(P2P_MODES)}, got {p2p!r}"
-    raise InvalidArgument(" ".join(line.splitlines())[:300])      # line breaks only: the value's spaces are its own
+    raise InvalidArgument(f"{owner}: p2p must be one of {', '.join(P2P_MODES)}, got {show(p2p)}")
 
 
 class RankBuffers:

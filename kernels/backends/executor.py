@@ -57,6 +57,7 @@ from kernels.program.reduce_op import check_reduce_op
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.schedule import Schedule
 from topo_probe.errors import InvalidArgument, TopocollError
+from topo_probe.guard import show
 
 BACKENDS = ("host", "reference", "cupy", "cupy-ops")
 _CACHE: "OrderedDict[tuple, Program]" = OrderedDict()
@@ -107,8 +108,7 @@ or a DeviceLayer, got 'gpu'
 
 def _backend_refusal(backend, owner: str, names: Sequence[str]) -> InvalidArgument:
     """The one line refusing ``backend`` (not one of ``names`` nor a DeviceLayer), naming ``owner``."""
-    return InvalidArgument(" ".join(f"{owner}: backend must be one of {', '.join(names)} or a DeviceLayer, "
-                                    f"got {backend!r}".splitlines())[:300])
+    return InvalidArgument(f"{owner}: backend must be one of {', '.join(names)} or a DeviceLayer, got {show(backend)}")
 
 
 def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None = None,

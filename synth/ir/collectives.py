@@ -53,6 +53,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
+from topo_probe.guard import show
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce",
                "gather", "scatter", "alltoall")
@@ -76,7 +77,7 @@ def check_reduce_op(op, what: str = "") -> str:
     if isinstance(op, str) and op in REDUCE_OPS:
         return op
     head = f"{what}: op" if what else "op"
-    raise InvalidArgument(" ".join(f"{head} must be one of {', '.join(REDUCE_OPS)}; got {op!r}".splitlines())[:300])
+    raise InvalidArgument(f"{head} must be one of {', '.join(REDUCE_OPS)}; got {show(op)}")
 
 #: accepted spellings -> canonical name (nccl-tests, MSCCL and cupy spellings)
 ALIASES = {
@@ -89,17 +90,16 @@ ALIASES = {
 }
 
 def canonical(name: str) -> str:
-    """Canonical collective name for any accepted spelling; raises UnsupportedCollective in one line of at
-    most 300 characters (also for a name that is not a string: the one collective check of the communicators
-    and the sweep)."""
+    """Canonical collective name for any accepted spelling; raises UnsupportedCollective in one line, the name cut
+    (:func:`topo_probe.guard.show`), also for a name that is not a string: the one collective check of the
+    communicators and the sweep."""
     hit = ALIASES.get(name) if isinstance(name, str) else None     # the common case: already canonical
     if hit is not None:
         return hit
     key = name.strip().lower().replace("-", "_") if isinstance(name, str) else None
     if key in ALIASES:
         return ALIASES[key]
-    raise UnsupportedCollective(" ".join(f"unknown collective {name!r}; expected one of {', '.join(COLLECTIVES)}"
-                                         .splitlines())[:300])
+    raise UnsupportedCollective(f"unknown collective {show(name)}; expected one of {', '.join(COLLECTIVES)}")
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ from synth.plan.model_identity import stale_plan_note
 from synth.plan.size_plan import Plan, PlanEntry
 from synth.plan.user_warning import warn_user
 from topo_probe.errors import InvalidArgument, ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError
+from topo_probe.guard import show
 from topo_probe.topology.model import Topology
 
 logger = logging.getLogger("topocoll")
@@ -202,8 +203,8 @@ def check_plan_arg(plan, owner: str = "ScheduleSelector"):
     """InvalidArgument, one line naming ``owner`` and the value, for a plan not a Plan, path, "auto", None or False."""
     if plan is None or plan is False or isinstance(plan, (os.PathLike, Plan)) or (isinstance(plan, str) and plan):
         return
-    raise InvalidArgument(" ".join(f"{owner}: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
-                                   f"got {type(plan).__name__} {plan!r}".splitlines())[:300])
+    raise InvalidArgument(f"{owner}: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
+                          f"got {type(plan).__name__} {show(plan)}")
 
 
 class ScheduleSelector:
@@ -222,8 +223,7 @@ class ScheduleSelector:
         Warn once per (collective, baseline) when no plan entry covers a call.
     owner : str, optional
         Who selects (e.g. ``Communicator``), named at the start of that warning (default ``topocoll``) and of
-        the one refusal of a ``plan`` that is none of the above (default ``ScheduleSelector``; checked even where
-        ``algo`` ignores the plan).
+        the one refusal of a ``plan`` not as above (default ``ScheduleSelector``; checked with ``algo`` too).
     """
 
     def __init__(self, topology: Topology, *, plan="auto", algo: str | None = None, fabric=None, cost=None,
