@@ -228,7 +228,7 @@ def long_plan():
 
 EARLY = {"topology": {"topology": "no-such-machine.json", "plan": False}, "plan": {"plan": 123},
          "long": {"topology": None, "plan": "long"}, "native": {"plan": False, "native": "bogus"},
-         "ipc": {"plan": False, "ipc": "sometimes"}}
+         "ipc": {"plan": False, "ipc": "sometimes"}, "algo": {"plan": False, "algo": "bogus"}}
 
 
 def test_a_long_refusal_is_cut_to_fit_the_start_up_exchange():
@@ -282,13 +282,15 @@ def early_worker(case: str) -> None:
 @pytest.mark.parametrize("case,words", [("topology", "no-such-machine.json"), ("plan", "plan must be"),
                                         ("long", "entries[0].schedule " + LONG[:100]),
                                         ("native", "native must be 'auto', 'never' or a backend, got 'bogus'"),
-                                        ("ipc", "ipc must be 'auto' or 'never', got 'sometimes'")],
-                         ids=["topology", "plan", "long", "native", "ipc"])
+                                        ("ipc", "ipc must be 'auto' or 'never', got 'sometimes'"),
+                                        ("algo", "MPICommunicator: algorithm 'bogus': not 'plan', 'nccl', a baseline")],
+                         ids=["topology", "plan", "long", "native", "ipc", "algo"])
 def test_a_rank_failing_before_its_plan_check_stops_every_rank_with_its_line(tmp_path, case, words):
     """The topology is resolved (and the plan argument read) on each rank before the start-up exchange:
     a failure there on one rank must reach every rank as the same line, at once.  Old: rank 1 raised
     alone (a TypeError for plan=123; for the long line, the exchange's size limit; for native= and ipc=,
-    checked outside the start-up check) and rank 0 waited out its 15 s deadline, then named rank 1 as lost."""
+    checked outside the start-up check) and rank 0 waited out its 15 s deadline, then named rank 1 as lost.
+    The algorithm refusal names the MPICommunicator as the plan refusal does (old: "algorithm 'bogus': ...")."""
     proc = run_mpi(N, [str(Path(__file__).resolve()), "early", case, str(tmp_path)], timeout=120)
     assert proc.returncode == 0, f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
     got = [json.loads((tmp_path / f"out{r}.json").read_text()) for r in range(N)]

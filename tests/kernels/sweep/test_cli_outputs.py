@@ -111,3 +111,18 @@ def test_empty_files_such_as_mktemp_makes_are_written(tmp_path, capsys):
     rc, out, err = _run(SMALL + ["--plot", str(png), "--csv", str(csv)], capsys)
     assert rc == 0 and "would replace" not in err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and csv.read_text().startswith("series,")
+
+
+@pytest.mark.parametrize("argv", [["-g", "1", "--algo", "foo"], ["-g", "4", "--algo", "foo"],
+                                  ["-g", "4", "--compare", "ring,foo"],
+                                  ["-g", "2", "--algo", "foo", "--backend", "sim"]])
+def test_an_unknown_algorithm_is_the_selectors_one_line_naming_sweep_once(capsys, argv):
+    """One algorithm rule, one wording (the selector's, as the MPICommunicator's start-up check says it), the
+    owner named once: ``sweep: error:``, status 2, nothing on stdout, whichever path the sweep takes (one rank,
+    a topology, --compare, the sim backend).  Reference: the line by hand, the baselines of synth.baselines.
+    Old: the command line's own copy of the rule said "or a schedule file", the selector "or an existing
+    schedule file"."""
+    rc, out, err = _run(["all_reduce", "-b", "8", "-e", "64", *argv], capsys)
+    assert (rc, out) == (2, "")
+    assert err == ("sweep: error: algorithm 'foo': not 'plan', 'nccl', a baseline (ring, tree, direct, rhd, bruck, "
+                   "oneshot) or an existing schedule file\n"), err
