@@ -118,7 +118,7 @@ class MPICommunicator(CommunicatorBase):
         self._ctrl = None
         if abort_on_error:
             install_abort_hook(self)
-        self.waiter = Waiter(None, self.rank, timeout_s)
+        self.waiter = Waiter(None, self.rank, timeout_s, source="MPICommunicator: timeout_s")
         dups = [self._world.Idup() for _ in range(5)]     # non-blocking: a missing rank times out
         self.waiter.all([d[1] for d in dups], "start-up (MPICommunicator.from_mpi on every rank)",
                         lambda i: -1)

@@ -300,6 +300,43 @@ def test_a_rank_failing_before_its_plan_check_stops_every_rank_with_its_line(tmp
     assert max(g["seconds"] for g in got) < 10, got
 
 
+# ---------------------------------------------------------------------- review (issue 37): one check, named owner
+def test_native_is_checked_once_per_mpi_communicator(monkeypatch):
+    """``native=`` is checked once, by the start-up check (where a refusal reaches every rank), not again by the
+    NativeRunner the communicator makes from the value it checked.  Reference: the count by hand (1).  Old: 2,
+    checked_start's check and NativeRunner.__init__'s."""
+    pytest.importorskip("mpi4py")
+    import kernels.mpi.native_call as native_call
+    import kernels.mpi.startup as startup
+    from kernels.mpi.communicator import MPICommunicator
+    seen = []
+    rule = native_call.check_native_mode
+
+    def counted(mode):
+        seen.append(mode)
+        return rule(mode)
+    for mod in (native_call, startup):
+        monkeypatch.setattr(mod, "check_native_mode", counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        comm = MPICommunicator(plan=False, abort_on_error=False, timeout_s=20)
+    assert seen == ["never"], seen
+    comm.close()
+
+
+@pytest.mark.parametrize("arg", ["ipc", "native"])
+def test_an_ipc_or_native_refusal_quotes_the_value_through_show(arg):
+    """The MPICommunicator's ``ipc=`` and ``native=`` refusals quote the value as every one-line refusal does
+    (topo_probe.guard.show: line breaks joined, a long repr cut to 60 characters).  Reference: the line by hand.
+    Old: the repr cut by hand with the whole line at 300 characters."""
+    from kernels.mpi.startup import checked_start
+    value = "x" * 100
+    _, _, refusal = checked_start(None, 1, False, None, 0, **{arg: value})
+    allowed = "'auto' or 'never'" if arg == "ipc" else "'auto', 'never' or a backend"
+    assert refusal == {"error": "InvalidArgument",
+                       "message": f"MPICommunicator: {arg} must be {allowed}, got '{'x' * 56}..."}, refusal
+
+
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "worker":
     worker(sys.argv[2])
 if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "early":
