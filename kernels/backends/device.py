@@ -20,11 +20,14 @@ from typing import Any
 
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.lowering import Op, Program, Region
+from synth.ir.collectives import CheckedOp
 from topo_probe.errors import InvalidArgument
 from topo_probe.guard import show
 
-#: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end)
-BINARY_OP = {"sum": "sum", "avg": "sum", "prod": "prod", "max": "max", "min": "min"}
+#: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end); checked ops
+#: (:class:`synth.ir.collectives.CheckedOp`), so the kernels applying them take them as they are
+BINARY_OP = {op: CheckedOp(binop) for op, binop in
+             {"sum": "sum", "avg": "sum", "prod": "prod", "max": "max", "min": "min"}.items()}
 #: a GPU layer's ``p2p``: peer access where allowed, or always staged through pinned host memory
 P2P_MODES = ("auto", "never")
 
@@ -48,7 +51,7 @@ def check_p2p(p2p, owner: str) -> CheckedP2P:
     topo_probe.errors.InvalidArgument: CupyLayer: p2p must be one of auto, never, got 'always'
     """
     if isinstance(p2p, str) and p2p in P2P_MODES:
-        return CheckedP2P(p2p)
+        return CheckedP2P(str.__str__(p2p))    # the value itself (a str Enum's str() is its member's name)
     raise InvalidArgument(f"{owner}: p2p must be one of {', '.join(P2P_MODES)}, got {show(p2p)}")
 
 

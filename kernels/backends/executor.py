@@ -193,8 +193,8 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     the reference backend runs at once and returns program None.  Every refusal is one line that
     starts with the schedule's collective (``allreduce``, as :func:`run_schedule`'s caller named it)."""
     def work():
-        check_reduce_op(op, schedule.collective)
-        return _prepare(schedule, sendbufs, recvbufs, op, _layer(backend, p2p, schedule.collective), None)
+        checked = check_reduce_op(op, schedule.collective)      # once: the lowering takes it as is
+        return _prepare(schedule, sendbufs, recvbufs, checked, _layer(backend, p2p, schedule.collective), None)
     return _named(schedule, None, work)
 
 
