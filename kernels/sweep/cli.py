@@ -171,20 +171,18 @@ def _main(args, argv: list[str]) -> int:
         if ranks and ranks != n:            # its busbw would sit beside a curve of another machine
             raise UsageError(f"{args.import_log}: a run of {ranks} ranks; this sweep has {n} (-g or --topology)")
     cfg = make_config(args, n)
-    if topo is None:                    # one rank runs locally (no selector): still check the name
-        check_algo_arg(args.algo, "sweep")
+    algos = [a.strip() for a in args.compare.split(",") if a.strip()] if args.compare else [args.algo]
+    if not algos:
+        raise UsageError("--compare: empty list of algorithms")
+    # every name checked once, before the first runs (one rank too); each selector takes its name as checked
+    algos = [check_algo_arg(algo, "sweep") for algo in algos]
     if args.backend == "sim" and topo is None:
         raise UsageError("the sim backend needs at least 2 ranks (-g) or a --topology")
     if args.backend == "sim":
         cfg.check = 0  # nothing runs, nothing to validate
-    algos = [a.strip() for a in args.compare.split(",") if a.strip()] if args.compare else [args.algo]
-    if not algos:
-        raise UsageError("--compare: empty list of algorithms")
     if args.backend == "sim" and "nccl" in algos:   # NCCL's model of 1 GPU: no collective (synthesize's line);
         from synth.ir.collectives import check_collective_gpus   # ring / plan time a one-rank call
         check_collective_gpus(topo.name, n)
-    for algo in algos:                  # every name checked before the first one runs (the selector's rule)
-        check_algo_arg(algo, "sweep")
     if args.backend == "sim":           # before any schedule is built (kernels.sweep.memory.sim_need_bytes)
         _admit_sim(args, cfg.nranks)
     return sweep_and_report(cfg, topo, algos, args, argv, unapplied)

@@ -31,16 +31,26 @@ def check_plan_arg(plan, owner: str = "ScheduleSelector"):
                           f"got {type(plan).__name__} {show(plan)}")
 
 
-def check_algo_arg(algo, owner: str = "ScheduleSelector") -> str:
-    """``algo`` (a path as its string) where it is ``plan``, ``nccl``, a baseline name
-    (:data:`synth.baselines.BASELINES`) or an existing schedule file; else InvalidArgument in one line naming
-    ``owner`` and the value as given.  Whether the file holds a schedule that fits is the selector's to say."""
+class CheckedAlgo(str):
+    """An algorithm :func:`check_algo_arg` accepted: a selector made with one (the sweep's, whose command line
+    checked every name before the first ran) takes it as it is."""
+
+    __slots__ = ()
+
+
+def check_algo_arg(algo, owner: str = "ScheduleSelector") -> CheckedAlgo:
+    """``algo`` (a path as its string, a :class:`CheckedAlgo`) where it is ``plan``, ``nccl``, a baseline name
+    (:data:`synth.baselines.BASELINES`) or an existing schedule file, or already a CheckedAlgo; else
+    InvalidArgument in one line naming ``owner`` and the value as given.  Whether the file holds a schedule that
+    fits is the selector's to say."""
+    if type(algo) is CheckedAlgo:          # checked once already, by its owner
+        return algo
     from synth.baselines import BASELINES
     name = os.fspath(algo) if isinstance(algo, os.PathLike) else algo
     if isinstance(name, str) and (name in ("plan", NCCL) or name in BASELINES or Path(name).is_file()):
-        return name
+        return CheckedAlgo(str.__str__(name))      # the value itself (a str Enum's str() is its member's name)
     raise InvalidArgument(f"{owner}: algorithm {show(algo)}: not 'plan', 'nccl', a baseline ({', '.join(BASELINES)}) "
                           f"or an existing schedule file")
 
 
-__all__ = ["NCCL", "check_algo_arg", "check_plan_arg"]
+__all__ = ["NCCL", "CheckedAlgo", "check_algo_arg", "check_plan_arg"]
