@@ -39,7 +39,7 @@ import numpy as np
 
 from kernels.backends.cupy_plan import PINNED, ROUTES, STAGE, Cmd, Plan, plan_program, plan_routes  # noqa: F401
 from kernels.backends.cupy_runtime import CupyRuntime, EventPools
-from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers, check_p2p
+from kernels.backends.device import BINARY_OP, DeviceLayer, RankBuffers, layer_p2p
 from kernels.backends.host_reduce import warm
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.ops import Program, Region
@@ -75,7 +75,7 @@ class CupyLayer(DeviceLayer):
 
     def __init__(self, p2p: str = "auto", *, devices: Sequence[int] | None = None, topology: Any = None,
                  runtime: Any = None, topology_ranks: bool = False):
-        self.p2p = check_p2p(p2p, type(self).__name__)
+        self.p2p = layer_p2p(p2p, type(self).__name__)       # checked once: here, or by who made the layer
         self.devices = None if devices is None else [int(d) for d in devices]
         self.topology, self.topology_ranks = topology, topology_ranks
         self._runtime = runtime

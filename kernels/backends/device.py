@@ -20,19 +20,30 @@ from typing import Any
 
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.lowering import Op, Program, Region
+from synth.ir.collectives import CheckedOp
 from topo_probe.errors import InvalidArgument
 from topo_probe.guard import show
 
-#: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end)
-BINARY_OP = {"sum": "sum", "avg": "sum", "prod": "prod", "max": "max", "min": "min"}
+#: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end); checked ops
+#: (:class:`synth.ir.collectives.CheckedOp`), so the kernels applying them take them as they are
+BINARY_OP = {op: CheckedOp(binop) for op, binop in
+             {"sum": "sum", "avg": "sum", "prod": "prod", "max": "max", "min": "min"}.items()}
 #: a GPU layer's ``p2p``: peer access where allowed, or always staged through pinned host memory
 P2P_MODES = ("auto", "never")
 
 
-def check_p2p(p2p, owner: str) -> str:
-    """``p2p`` where it is one of :data:`P2P_MODES`; else InvalidArgument in one line naming ``owner`` and the
-    value.  The one p2p rule: :func:`kernels.backends.executor.check_backend` (a Communicator, run_schedule) and the
-    GPU layers' constructors use it (here, below both: a layer module cannot import the executor's).
+class CheckedP2P(str):
+    """A p2p mode :func:`check_p2p` accepted.  A GPU layer made from one (by ``make_layer``, for the
+    Communicator or run_schedule call that checked it) takes it as it is; any other value it checks itself."""
+
+    __slots__ = ()
+
+
+def check_p2p(p2p, owner: str) -> CheckedP2P:
+    """``p2p`` (as a :class:`CheckedP2P`) where it is one of :data:`P2P_MODES`; else InvalidArgument in one line
+    naming ``owner`` and the value.  The one p2p rule, once per value: :func:`kernels.backends.executor.check_backend`
+    (a Communicator when it is made, each run_schedule call) and the GPU layers' constructors for a value no one
+    checked (:func:`layer_p2p`); here, below both: a layer module cannot import the executor's.
 
     >>> check_p2p("always", "CupyLayer")
     Traceback (most recent call last):
@@ -40,8 +51,14 @@ def check_p2p(p2p, owner: str) -> str:
     topo_probe.errors.InvalidArgument: CupyLayer: p2p must be one of auto, never, got 'always'
     """
     if isinstance(p2p, str) and p2p in P2P_MODES:
-        return p2p
+        return CheckedP2P(str.__str__(p2p))    # the value itself (a str Enum's str() is its member's name)
     raise InvalidArgument(f"{owner}: p2p must be one of {', '.join(P2P_MODES)}, got {show(p2p)}")
+
+
+def layer_p2p(p2p, owner: str) -> CheckedP2P:
+    """A GPU layer's ``p2p``: as it is where :func:`check_p2p` already accepted it (the layer's maker
+    checked it, naming itself), else checked now naming ``owner`` (a layer made directly)."""
+    return p2p if type(p2p) is CheckedP2P else check_p2p(p2p, owner)
 
 
 class RankBuffers:

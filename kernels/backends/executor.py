@@ -116,7 +116,8 @@ def make_layer(backend: str, p2p: str = "auto", *, devices: Sequence[int] | None
     """A new device layer of ``backend`` (None: the reference backend), its ranks on ``devices``
     when given (else where their buffers live), the GPU layers' peer access also bounded by
     ``topology``'s P2P facts (GPU index = rank); the caller owns it (a Communicator keeps its own).
-    ``p2p`` as :func:`check_backend` passed it; ``backend`` a name of :data:`BACKENDS`, any other value
+    ``p2p`` as :func:`check_backend` returned it (the GPU layers take that as checked, a plain string they check
+    themselves, naming the layer); ``backend`` a name of :data:`BACKENDS`, any other value
     (``"auto"`` too, or a name set on a Communicator after it was made) refused in check_backend's line
     naming ``owner``."""
     if backend == "host":
@@ -137,7 +138,7 @@ def _layer(backend: Any, p2p: str, owner: str) -> DeviceLayer | None:
     """The layer of ``backend`` for :func:`run_schedule` called without one (both checked here,
     :func:`check_backend`, naming ``owner``): a layer instance as given, else one kept per
     (backend, p2p) for this function's callers."""
-    check_backend(backend, p2p, owner)
+    backend, p2p = check_backend(backend, p2p, owner)     # p2p checked: the layer made below takes it as is
     if isinstance(backend, DeviceLayer):
         return backend
     key = (backend, p2p)
@@ -192,8 +193,8 @@ def prepare_call(schedule: Schedule, sendbufs: Sequence, recvbufs: Sequence, *, 
     the reference backend runs at once and returns program None.  Every refusal is one line that
     starts with the schedule's collective (``allreduce``, as :func:`run_schedule`'s caller named it)."""
     def work():
-        check_reduce_op(op, schedule.collective)
-        return _prepare(schedule, sendbufs, recvbufs, op, _layer(backend, p2p, schedule.collective), None)
+        checked = check_reduce_op(op, schedule.collective)      # once: the lowering takes it as is
+        return _prepare(schedule, sendbufs, recvbufs, checked, _layer(backend, p2p, schedule.collective), None)
     return _named(schedule, None, work)
 
 

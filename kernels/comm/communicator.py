@@ -282,7 +282,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def all_reduce(self, in_arrays, out_arrays, op: str = "sum", stream=None) -> list:
         """``out[r] = op over ranks of in[*]`` (count = in size). ``stream`` is accepted and ignored."""
-        check_reduce_op(op, "all_reduce")
+        op = check_reduce_op(op, "all_reduce")     # checked: the lowering takes it as is
         count = _size(in_arrays, "all_reduce")
         s, d = self._prepare("all_reduce", "allreduce", in_arrays, out_arrays, count, sized=in_arrays)
         self._run("allreduce", s, d, count, op=op)
@@ -303,7 +303,7 @@ class Communicator(CommunicatorBase):
     def reduce_scatter(self, in_arrays, out_arrays, count: int | None = None, op: str = "sum",
                        stream=None) -> list:
         """``out[r]`` = reduction of block r of every input (``count`` = out size by default)."""
-        check_reduce_op(op, "reduce_scatter")
+        op = check_reduce_op(op, "reduce_scatter")
         sized = None
         if count is None:
             count = _inplace_count(in_arrays, out_arrays, self.size)
@@ -324,7 +324,7 @@ class Communicator(CommunicatorBase):
     @_repeatable
     def reduce(self, in_arrays, out_arrays, root: int = 0, op: str = "sum", stream=None) -> list:
         """``out[root]`` = reduction of all inputs; other outputs may be None (untouched)."""
-        check_reduce_op(op, "reduce")
+        op = check_reduce_op(op, "reduce")
         root = self._root("reduce", root)
         count = _size(in_arrays, "reduce")
         s, d = self._prepare("reduce", "reduce", in_arrays, out_arrays, count, root, out_need={root}, sized=in_arrays)

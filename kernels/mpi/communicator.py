@@ -118,7 +118,7 @@ class MPICommunicator(CommunicatorBase):
         self._ctrl = None
         if abort_on_error:
             install_abort_hook(self)
-        self.waiter = Waiter(None, self.rank, timeout_s)
+        self.waiter = Waiter(None, self.rank, timeout_s, source="MPICommunicator: timeout_s")
         dups = [self._world.Idup() for _ in range(5)]     # non-blocking: a missing rank times out
         self.waiter.all([d[1] for d in dups], "start-up (MPICommunicator.from_mpi on every rank)",
                         lambda i: -1)
@@ -212,7 +212,7 @@ class MPICommunicator(CommunicatorBase):
         if spec.ranks != self.size:
             raise InvalidArgument(f"{spec.name}: rank {self.rank}: schedule {schedule.name!r} has {spec.ranks} ranks, "
                                   f"the communicator {self.size}")
-        check_reduce_op(op, spec.name)
+        op = check_reduce_op(op, spec.name)
         me, none = self.rank, [None] * self.size     # arrays checked by the agreement (@agreed): bound once
         call = bind_call(spec, none[:me] + [sendbuf] + none[me + 1:], none[:me] + [recvbuf] + none[me + 1:],
                          checked=True, ranks=(me,))
@@ -250,7 +250,7 @@ class MPICommunicator(CommunicatorBase):
         self._runner.execute(plan, bufs, wire, self._data, self.waiter, op=op, nranks=self.size, what=what, gate=gate)
 
     def _collective(self, name: str, send, recv, count: int, *, root=None, op="sum") -> None:
-        check_reduce_op(op, name)
+        op = check_reduce_op(op, name)
         if count == 0:
             if self.size > 1:  # still a call every rank makes: they must agree on it
                 ref = send if send is not None else recv

@@ -39,6 +39,7 @@ from kernels.native.launcher import FUSE, channels_for, waited_for
 from kernels.native.layer import resolve_protocol
 from synth.plan.user_warning import warn_user
 from topo_probe.errors import BufferLayoutError, ExecutionTimeout, InvalidArgument
+from topo_probe.guard import show
 
 #: shares (device programs with their flags) a communicator keeps
 SHARES_KEPT = 8
@@ -69,17 +70,17 @@ def check_native_mode(mode) -> None:
     """Refuse, in one line (InvalidArgument), a ``native=`` that is neither ``"auto"``, ``"never"``
     nor a backend object (None, a bool or a number is no backend)."""
     if isinstance(mode, str) and mode not in ("auto", "never") or mode is None or isinstance(mode, (bool, int, float)):
-        raise InvalidArgument(f"MPICommunicator: native must be 'auto', 'never' or a backend, got {mode!r}"[:300])
+        raise InvalidArgument(f"MPICommunicator: native must be 'auto', 'never' or a backend, got {show(mode)}")
 
 
 class NativeRunner:
     """The native path of one communicator (see module docstring).
 
     ``mode``: ``"auto"`` (CuPy arrays, every rank on one node, ``ipc="auto"``), ``"never"``, or a
-    backend object (tests: any arrays, e.g. NumPy in shared memory)."""
+    backend object (tests: any arrays, e.g. NumPy in shared memory), as its maker checked it (the
+    MPICommunicator's start-up check, :func:`check_native_mode`, where a refusal reaches every rank)."""
 
     def __init__(self, comm, mode="auto", *, fuse: bool = FUSE, graphs: bool = True) -> None:
-        check_native_mode(mode)
         self.comm, self.mode, self.fuse, self.graphs = comm, mode, fuse, graphs
         self.backend = None if isinstance(mode, str) else mode
         self.enabled: bool | None = None

@@ -28,6 +28,7 @@ from kernels.mpi.waiter import Waiter, exchange_json
 from synth.plan.selector import ScheduleSelector
 from topo_probe import errors
 from topo_probe.errors import InvalidArgument, ProcessGroupMismatch, TopocollError
+from topo_probe.guard import show
 
 #: bytes of JSON a refusal's line may take when sent to the other ranks (the exchange holds 64 KiB in all,
 #: :func:`kernels.mpi.waiter.exchange_json`; JSON escapes a character outside ASCII as 6 or 12 bytes)
@@ -110,7 +111,7 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc
     raised alone before the exchange would leave the others waiting out their deadline)."""
     try:
         if not (isinstance(ipc, str) and ipc in ("auto", "never")):
-            raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {ipc!r}"[:300])
+            raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {show(ipc)}")
         check_native_mode(native)
         topo = resolve_topology(topology, size)
         selector = ScheduleSelector(topo, plan=plan, algo=algo, warn_fallback=rank == 0, owner="MPICommunicator")

@@ -79,6 +79,8 @@ class Waiter:
         This process's rank (named in timeout messages).
     timeout_s : float
         Seconds without any completed request before :class:`PeerFailed` is raised.
+    source : str
+        How a refused ``timeout_s`` is named (its owner's argument: ``MPICommunicator: timeout_s``).
     """
 
     spin = 20           # Testsome calls before yielding the CPU
@@ -86,9 +88,9 @@ class Waiter:
     nap_after_s = 0.01  # seconds without progress before sleeping between tries
     nap_s = 2e-4        # sleep between tries after that
 
-    def __init__(self, ctrl, rank: int, timeout_s: float | None = None) -> None:
+    def __init__(self, ctrl, rank: int, timeout_s: float | None = None, *, source: str = "timeout_s") -> None:
         self.ctrl, self.rank = ctrl, rank
-        self.timeout_s = default_timeout() if timeout_s is None else checked_timeout(timeout_s)
+        self.timeout_s = default_timeout() if timeout_s is None else checked_timeout(timeout_s, source)
         self.MPI = mpi()
         self._sent: list = []   # ping / pong / notice sends (each holds its buffer) until MPI completes them
         #: the first PeerFailed this waiter raised (its text) and the rank it named: the

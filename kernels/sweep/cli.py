@@ -30,6 +30,7 @@ from kernels.sweep.output_paths import check_output_paths
 from synth.cli.nccl_options import (NOT_APPLIED_OPTIONS, add_nccl_tests_options, drop_unwritten_json, flag_notes,
                                     fold_threads, given, make_config, parse_int)
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
+from synth.plan.arguments import check_algo_arg
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import DeviceUnavailable, TopocollError, UsageError
@@ -102,7 +103,7 @@ def main(argv: list[str] | None = None) -> int:
     except SystemExit as e:  # --help
         return int(e.code or 0)
     except UsageError as e:
-        print(f"sweep: error: {e}", file=sys.stderr)
+        print(f"sweep: error: {_unnamed(str(e))}", file=sys.stderr)
         return 2
     except BrokenPipeError:  # stdout closed early (sweep ... | head): the reader has what it wanted
         return stdout_gone()
@@ -113,8 +114,13 @@ def main(argv: list[str] | None = None) -> int:
         print(f"sweep: skipped: {e}", file=sys.stderr)
         return 3
     except (TopocollError, ValueError, OSError) as e:
-        print(f"sweep: error: {str(e).splitlines()[0] if str(e) else type(e).__name__}", file=sys.stderr)
+        print(f"sweep: error: {_unnamed(str(e).splitlines()[0]) if str(e) else type(e).__name__}", file=sys.stderr)
         return 2
+
+
+def _unnamed(line: str) -> str:
+    """``line`` without a leading ``sweep: `` (a refusal naming its owner, the sweep): ``sweep: error:`` names it."""
+    return line.removeprefix("sweep: ")
 
 
 def _main(args, argv: list[str]) -> int:
@@ -165,21 +171,18 @@ def _main(args, argv: list[str]) -> int:
         if ranks and ranks != n:            # its busbw would sit beside a curve of another machine
             raise UsageError(f"{args.import_log}: a run of {ranks} ranks; this sweep has {n} (-g or --topology)")
     cfg = make_config(args, n)
-    if topo is None and args.algo not in ("plan", "nccl"):      # one rank runs locally: still check the name
-        _check_algo_name(args.algo)
+    algos = [a.strip() for a in args.compare.split(",") if a.strip()] if args.compare else [args.algo]
+    if not algos:
+        raise UsageError("--compare: empty list of algorithms")
+    # every name checked once, before the first runs (one rank too); each selector takes its name as checked
+    algos = [check_algo_arg(algo, "sweep") for algo in algos]
     if args.backend == "sim" and topo is None:
         raise UsageError("the sim backend needs at least 2 ranks (-g) or a --topology")
     if args.backend == "sim":
         cfg.check = 0  # nothing runs, nothing to validate
-    algos = [a.strip() for a in args.compare.split(",") if a.strip()] if args.compare else [args.algo]
-    if not algos:
-        raise UsageError("--compare: empty list of algorithms")
     if args.backend == "sim" and "nccl" in algos:   # NCCL's model of 1 GPU: no collective (synthesize's line);
         from synth.ir.collectives import check_collective_gpus   # ring / plan time a one-rank call
         check_collective_gpus(topo.name, n)
-    for algo in algos:                  # every name checked before the first one runs
-        if algo not in ("plan", "nccl"):
-            _check_algo_name(algo)
     if args.backend == "sim":           # before any schedule is built (kernels.sweep.memory.sim_need_bytes)
         _admit_sim(args, cfg.nranks)
     return sweep_and_report(cfg, topo, algos, args, argv, unapplied)
@@ -211,13 +214,6 @@ def _admit_sim(args, nranks: int) -> None:
     from topo_probe.guard import MAX_GPUS
     if 2 <= nranks <= MAX_GPUS:                    # other counts: resolve_topology's own one line
         admit_sim(nranks, max(1, len([a for a in (args.compare or "").split(",") if a.strip()])))
-
-
-def _check_algo_name(algo: str) -> None:
-    from synth.baselines import BASELINES
-    if algo not in BASELINES and not Path(algo).is_file():
-        raise UsageError(f"algorithm {algo!r}: not 'plan', 'nccl', a baseline ({', '.join(BASELINES)}) "
-                         f"or a schedule file")
 
 
 def _busy(what: str):

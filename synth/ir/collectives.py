@@ -63,8 +63,16 @@ ROOTED = frozenset({"broadcast", "reduce", "gather", "scatter"})
 REDUCE_OPS = ("sum", "prod", "max", "min", "avg")
 
 
-def check_reduce_op(op, what: str = "") -> str:
-    """``op`` where it is one of :data:`REDUCE_OPS` (a string); else InvalidArgument in one line,
+class CheckedOp(str):
+    """A reduction op :func:`check_reduce_op` accepted: passed on (to a lowering, the reference run), it is
+    taken as it is, so a call's op is checked once, by the call's owner."""
+
+    __slots__ = ()
+
+
+def check_reduce_op(op, what: str = "") -> CheckedOp:
+    """``op`` (as a :class:`CheckedOp`) where it is one of :data:`REDUCE_OPS` (a string), or already a
+    CheckedOp; else InvalidArgument in one line,
     ``"{what}: op must be one of sum, prod, max, min, avg; got {op!r}"`` (without ``what``: from
     ``op``).  The one check of a caller's op: the sweep's and, through :mod:`kernels.program.reduce_op`,
     every executor's and communicator's.
@@ -74,8 +82,10 @@ def check_reduce_op(op, what: str = "") -> str:
     ...
     topo_probe.errors.InvalidArgument: sweep: op must be one of sum, prod, max, min, avg; got 'mean'
     """
-    if isinstance(op, str) and op in REDUCE_OPS:
+    if type(op) is CheckedOp:          # checked once already, by the call's owner
         return op
+    if isinstance(op, str) and op in REDUCE_OPS:
+        return CheckedOp(str.__str__(op))     # the value itself (a str Enum's str() is its member's name)
     head = f"{what}: op" if what else "op"
     raise InvalidArgument(f"{head} must be one of {', '.join(REDUCE_OPS)}; got {show(op)}")
 

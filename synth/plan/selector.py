@@ -1,5 +1,5 @@
 """Which verified schedule a collective call runs: the one selector of the Communicator, the MPI communicator and
-the sweep, and the one check of their ``plan`` argument (:func:`check_plan_arg`).
+the sweep; its arguments' one check, naming the caller, is :mod:`synth.plan.arguments`.
 
 Order of choice for ``(collective, nbytes, root)`` (``nbytes`` is the nccl-tests size):
 
@@ -40,19 +40,17 @@ from pathlib import Path
 from synth.formats.schedule_file import load_schedule
 from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule
+from synth.plan.arguments import NCCL, check_algo_arg, check_plan_arg
 from synth.plan.model_identity import stale_plan_note
 from synth.plan.size_plan import Plan, PlanEntry
 from synth.plan.user_warning import warn_user
 from topo_probe.errors import InvalidArgument, ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError
-from topo_probe.guard import show
 from topo_probe.topology.model import Topology
 
 logger = logging.getLogger("topocoll")
 
 #: the folder ``synthesize`` writes to by default, searched when ``TOPOCOLL_RESULTS`` is not set
 DEFAULT_RESULTS = "results"
-#: the algorithm name (and plan entry) meaning "NCCL itself": NCCL is faster there
-NCCL = "nccl"
 
 
 @dataclass(frozen=True)
@@ -199,14 +197,6 @@ def _say_if_stale(plan: Plan | None, notes: list[str]) -> None:
         warn_user(note)
 
 
-def check_plan_arg(plan, owner: str = "ScheduleSelector"):
-    """InvalidArgument, one line naming ``owner`` and the value, for a plan not a Plan, path, "auto", None or False."""
-    if plan is None or plan is False or isinstance(plan, (os.PathLike, Plan)) or (isinstance(plan, str) and plan):
-        return
-    raise InvalidArgument(f"{owner}: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
-                          f"got {type(plan).__name__} {show(plan)}")
-
-
 class ScheduleSelector:
     """Selects, verifies and caches the schedule of each call on one topology (see the module docstring).
 
@@ -230,7 +220,8 @@ class ScheduleSelector:
                  warn_fallback: bool = True, owner: str | None = None) -> None:
         check_plan_arg(plan, owner or "ScheduleSelector")
         self.topology = topology
-        self.algo = None if algo in (None, "plan") else str(algo)
+        name = None if algo is None else check_algo_arg(algo, owner or "ScheduleSelector")    # refused now, named
+        self.algo = None if name in (None, "plan") else name
         self.warn_fallback, self.owner = warn_fallback, owner or "topocoll"
         self._fabric, self._cost, self._chooser = fabric, cost, None
         self._cache: dict[tuple, Schedule] = {}
@@ -248,7 +239,7 @@ class ScheduleSelector:
             _check_roots(self.plan, topology)
             _say_if_stale(self.plan, self.notes)
         else:
-            self._check_algo()
+            self._check_algo_file()
 
     # ------------------------------------------------------------------ lazily built
     @property
@@ -273,14 +264,13 @@ class ScheduleSelector:
             self._chooser = BaselineChooser(self.fabric, self.cost)
         return self._chooser
 
-    def _check_algo(self) -> None:
+    def _check_algo_file(self) -> None:
+        """A forced algorithm that is a file (:func:`check_algo_arg` checked the name): its schedule loaded and
+        verified on this topology, its same-bits warning said."""
         from synth.baselines import BASELINES
         if self.algo in BASELINES or self.algo == NCCL:
             return
         path = Path(self.algo)
-        if not path.is_file():
-            raise InvalidArgument(f"algorithm {self.algo!r}: not 'plan', 'nccl', a baseline ({', '.join(BASELINES)}) "
-                                  f"or an existing schedule file")
         from synth.ir.verifier import check
         sched = load_schedule(path, fabric=self.fabric)
         if sched.ranks != self.topology.num_gpus:

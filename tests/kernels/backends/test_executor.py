@@ -237,6 +237,95 @@ def test_p2p_is_checked_once_per_communicator_and_once_per_run_schedule_call(mon
         assert _Counted.asked == calls, (calls, _Counted.asked)
 
 
+@pytest.mark.filterwarnings("ignore:Communicator. no plan")
+@pytest.mark.parametrize("backend", ["cupy", "cupy-ops"])
+def test_p2p_is_checked_once_per_communicator_and_per_run_schedule_call_on_the_gpu_layers(monkeypatch, backend):
+    """On the GPU backends too (NativeLayer, CupyLayer, on the fake CUDA runtime of ``tests/_fake_device.py``):
+    the Communicator's check when it is made is the only one, the layer it makes at the first call takes that
+    checked value as it is; run_schedule checks once per call, its first call making the layer included.
+    Reference: counts by hand (1 for the Communicator and its 3 calls; 1 per run_schedule call) and the sums
+    by NumPy.  Old: the layer's constructor checked again: 2 for the Communicator, 2 for run_schedule's first
+    call.  A layer made directly still refuses a bad p2p in its one line (test below)."""
+    from _fake_device import FakeRuntime
+
+    import kernels.backends.cupy_executor as cupy_executor
+    import kernels.backends.executor as executor
+    from kernels import Communicator
+    rt = FakeRuntime(4)
+    monkeypatch.setattr(cupy_executor, "CupyRuntime", lambda: rt)
+    monkeypatch.setattr(executor, "_LAYERS", {})         # run_schedule's layers: made here, on the fake
+    _count_p2p_checks(monkeypatch)
+    comm = Communicator(4, plan=False, backend=backend)
+    xs = [rt.to_device(r, np.full(8, r, np.float32)) for r in range(4)]
+    ys = [rt.alloc(r, 8, np.float32) for r in range(4)]
+    for _ in range(3):
+        comm.all_reduce(xs, ys)
+    rt.synchronize()
+    assert rt.to_host(ys[2]).tolist() == [6.0] * 8 and _Counted.asked == 1, _Counted.asked
+    _Counted.asked = 0
+    rt = FakeRuntime(2)                                   # run_schedule's layer: its own GPUs
+    for calls in (1, 2):
+        sb = [rt.to_device(r, np.full(4, r + 1, np.float32)) for r in range(2)]
+        rb = [rt.alloc(r, 4, np.float32) for r in range(2)]
+        run_schedule(ring("allreduce", 2), sb, rb, backend=backend)
+        rt.synchronize()
+        assert rt.to_host(rb[1]).tolist() == [3.0] * 4
+        assert _Counted.asked == calls, (calls, _Counted.asked)
+    comm.p2p = "always"                                   # a plain value set later: the layer checks it
+    comm._layers.clear()
+    with pytest.raises(InvalidArgument) as info:
+        comm.all_reduce(xs, ys)
+    layer = "NativeLayer" if backend == "cupy" else "CupyLayer"
+    assert str(info.value) == f"{layer}: p2p must be one of auto, never, got 'always'"
+
+
+@pytest.mark.filterwarnings("ignore:Communicator. no plan")
+@pytest.mark.parametrize("backend", ["host", "reference"])
+def test_the_op_is_checked_once_per_communicator_or_run_schedule_call(monkeypatch, backend):
+    """The reduction op is checked once per call, by the call's owner (Communicator.all_reduce, run_schedule):
+    the lowering of a new program and the reference run take the op it checked as it is.  Reference: counts
+    by hand (Communicator, 3 calls: host 1, its 2nd and 3rd calls replaying the first's bound launch, reference
+    3; run_schedule: 1 per call) and the results by NumPy.  Old: the first call's lowering checked it again, and
+    the reference run on every call: Communicator 2 (host) / 6 (reference), run_schedule's first call 2."""
+    import synth.ir.collectives as collectives
+    from kernels import Communicator
+    _Counted.asked = 0
+    monkeypatch.setattr(collectives, "REDUCE_OPS", _Counted(collectives.REDUCE_OPS))
+    monkeypatch.setattr(executor_module(), "_CACHE", type(executor_module()._CACHE)())   # lowered afresh
+    comm = Communicator(4, plan=False, backend=backend)
+    xs = [np.full(8, r, np.float32) for r in range(4)]
+    ys = [np.empty(8, np.float32) for _ in range(4)]
+    for _ in range(3):
+        comm.all_reduce(xs, ys, op="max")
+    assert ys[1].tolist() == [3.0] * 8 and _Counted.asked == {"host": 1, "reference": 3}[backend], _Counted.asked
+    _Counted.asked = 0
+    for calls in (1, 2):
+        _, sb, rb = _bufs("allreduce", 2, 4)
+        run_schedule(ring("allreduce", 2), sb, rb, op="prod", backend=backend)
+        assert np.array_equal(rb[0], sb[0] * sb[1]) and _Counted.asked == calls, (calls, _Counted.asked)
+
+
+def test_a_str_enum_op_or_p2p_is_checked_as_its_value():
+    """A ``str`` Enum member equal to an allowed value is that value (as NumPy and a plain ``==`` see it), also once
+    checked: the checked op is ``'max'``, the checked p2p ``'never'``, not the members' ``str()`` (``Op.MAX``).
+    Reference: the plain strings.  Guards the checked-value types against ``str(member)``."""
+    import enum
+
+    from kernels.backends.device import check_p2p
+    from synth.ir.collectives import check_reduce_op
+
+    class Op(str, enum.Enum):
+        MAX = "max"
+        NEVER = "never"
+    assert check_reduce_op(Op.MAX, "all_reduce") == "max" and str(check_reduce_op(Op.MAX)) == "max"
+    assert str(check_p2p(Op.NEVER, "Communicator")) == "never"
+
+
+def executor_module():
+    import kernels.backends.executor as executor
+    return executor
+
+
 def test_every_owner_refuses_a_bad_p2p_or_backend_in_the_one_wording():
     """One rule, one wording; each surface names its owner: the Communicator when it is made,
     run_schedule's call (its collective), the GPU layers' constructors.  Reference: the hand-written

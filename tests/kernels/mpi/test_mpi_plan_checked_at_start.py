@@ -228,7 +228,7 @@ def long_plan():
 
 EARLY = {"topology": {"topology": "no-such-machine.json", "plan": False}, "plan": {"plan": 123},
          "long": {"topology": None, "plan": "long"}, "native": {"plan": False, "native": "bogus"},
-         "ipc": {"plan": False, "ipc": "sometimes"}}
+         "ipc": {"plan": False, "ipc": "sometimes"}, "algo": {"plan": False, "algo": "bogus"}}
 
 
 def test_a_long_refusal_is_cut_to_fit_the_start_up_exchange():
@@ -282,13 +282,15 @@ def early_worker(case: str) -> None:
 @pytest.mark.parametrize("case,words", [("topology", "no-such-machine.json"), ("plan", "plan must be"),
                                         ("long", "entries[0].schedule " + LONG[:100]),
                                         ("native", "native must be 'auto', 'never' or a backend, got 'bogus'"),
-                                        ("ipc", "ipc must be 'auto' or 'never', got 'sometimes'")],
-                         ids=["topology", "plan", "long", "native", "ipc"])
+                                        ("ipc", "ipc must be 'auto' or 'never', got 'sometimes'"),
+                                        ("algo", "MPICommunicator: algorithm 'bogus': not 'plan', 'nccl', a baseline")],
+                         ids=["topology", "plan", "long", "native", "ipc", "algo"])
 def test_a_rank_failing_before_its_plan_check_stops_every_rank_with_its_line(tmp_path, case, words):
     """The topology is resolved (and the plan argument read) on each rank before the start-up exchange:
     a failure there on one rank must reach every rank as the same line, at once.  Old: rank 1 raised
     alone (a TypeError for plan=123; for the long line, the exchange's size limit; for native= and ipc=,
-    checked outside the start-up check) and rank 0 waited out its 15 s deadline, then named rank 1 as lost."""
+    checked outside the start-up check) and rank 0 waited out its 15 s deadline, then named rank 1 as lost.
+    The algorithm refusal names the MPICommunicator as the plan refusal does (old: "algorithm 'bogus': ...")."""
     proc = run_mpi(N, [str(Path(__file__).resolve()), "early", case, str(tmp_path)], timeout=120)
     assert proc.returncode == 0, f"mpirun failed (rc {proc.returncode}): {proc.stderr[-3000:]}"
     got = [json.loads((tmp_path / f"out{r}.json").read_text()) for r in range(N)]
@@ -296,6 +298,43 @@ def test_a_rank_failing_before_its_plan_check_stops_every_rank_with_its_line(tmp
     line = got[0]["message"]
     assert "\n" not in line and words in line and f"failed on ranks [1] of {N}" in line, line
     assert max(g["seconds"] for g in got) < 10, got
+
+
+# ---------------------------------------------------------------------- review (issue 37): one check, named owner
+def test_native_is_checked_once_per_mpi_communicator(monkeypatch):
+    """``native=`` is checked once, by the start-up check (where a refusal reaches every rank), not again by the
+    NativeRunner the communicator makes from the value it checked.  Reference: the count by hand (1).  Old: 2,
+    checked_start's check and NativeRunner.__init__'s."""
+    pytest.importorskip("mpi4py")
+    import kernels.mpi.native_call as native_call
+    import kernels.mpi.startup as startup
+    from kernels.mpi.communicator import MPICommunicator
+    seen = []
+    rule = native_call.check_native_mode
+
+    def counted(mode):
+        seen.append(mode)
+        return rule(mode)
+    for mod in (native_call, startup):
+        monkeypatch.setattr(mod, "check_native_mode", counted)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        comm = MPICommunicator(plan=False, abort_on_error=False, timeout_s=20)
+    assert seen == ["never"], seen
+    comm.close()
+
+
+@pytest.mark.parametrize("arg", ["ipc", "native"])
+def test_an_ipc_or_native_refusal_quotes_the_value_through_show(arg):
+    """The MPICommunicator's ``ipc=`` and ``native=`` refusals quote the value as every one-line refusal does
+    (topo_probe.guard.show: line breaks joined, a long repr cut to 60 characters).  Reference: the line by hand.
+    Old: the repr cut by hand with the whole line at 300 characters."""
+    from kernels.mpi.startup import checked_start
+    value = "x" * 100
+    _, _, refusal = checked_start(None, 1, False, None, 0, **{arg: value})
+    allowed = "'auto' or 'never'" if arg == "ipc" else "'auto', 'never' or a backend"
+    assert refusal == {"error": "InvalidArgument",
+                       "message": f"MPICommunicator: {arg} must be {allowed}, got '{'x' * 56}..."}, refusal
 
 
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "worker":

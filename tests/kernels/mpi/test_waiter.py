@@ -51,6 +51,17 @@ def test_waiter_timeout_argument_checked(bad):
     assert checked_timeout(2) == 2.0
 
 
+@pytest.mark.parametrize("bad", ["nan", -1.0])
+def test_an_mpi_communicators_timeout_refusal_names_it(bad):
+    """The MPICommunicator's ``timeout_s`` refusal starts with its owner, as its plan, algo, ipc and native
+    refusals do.  Reference: the line by hand.  Old: "timeout_s='nan': ..." naming no one."""
+    pytest.importorskip("mpi4py")
+    from kernels.mpi.communicator import MPICommunicator
+    with pytest.raises(InvalidArgument) as e:
+        MPICommunicator(plan=False, abort_on_error=False, timeout_s=bad)
+    assert str(e.value) == f"MPICommunicator: timeout_s={bad!r}: expected a finite number of seconds > 0"
+
+
 class _Req:
     """A fake mpi4py request: ``done`` says whether Test() completes it; ``buf`` is what it sends."""
 

@@ -111,3 +111,44 @@ def test_empty_files_such_as_mktemp_makes_are_written(tmp_path, capsys):
     rc, out, err = _run(SMALL + ["--plot", str(png), "--csv", str(csv)], capsys)
     assert rc == 0 and "would replace" not in err
     assert png.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and csv.read_text().startswith("series,")
+
+
+@pytest.mark.parametrize("argv", [["-g", "1", "--algo", "foo"], ["-g", "4", "--algo", "foo"],
+                                  ["-g", "4", "--compare", "ring,foo"],
+                                  ["-g", "2", "--algo", "foo", "--backend", "sim"]])
+def test_an_unknown_algorithm_is_the_selectors_one_line_naming_sweep_once(capsys, argv):
+    """One algorithm rule, one wording (the selector's, as the MPICommunicator's start-up check says it), the
+    owner named once: ``sweep: error:``, status 2, nothing on stdout, whichever path the sweep takes (one rank,
+    a topology, --compare, the sim backend).  Reference: the line by hand, the baselines of synth.baselines.
+    Old: the command line's own copy of the rule said "or a schedule file", the selector "or an existing
+    schedule file"."""
+    rc, out, err = _run(["all_reduce", "-b", "8", "-e", "64", *argv], capsys)
+    assert (rc, out) == (2, "")
+    assert err == ("sweep: error: algorithm 'foo': not 'plan', 'nccl', a baseline (ring, tree, direct, rhd, bruck, "
+                   "oneshot) or an existing schedule file\n"), err
+
+
+@pytest.mark.parametrize("ngpus", ["1", "4"])
+def test_a_schedule_file_algorithm_is_checked_once_per_sweep(capsys, tmp_path, monkeypatch, ngpus):
+    """The command line checks every name before the first runs; the selector it makes takes that name as
+    checked (the rule's one look at the file: 1, counted).  Reference: the count by hand, and the sweep's own
+    notes naming the file.  Old: the command line's rule, then the selector's again (2; with one rank, the
+    one-rank check and the loop over the names: 2)."""
+    import synth.plan.arguments as arguments
+    from synth.baselines import baseline
+    from synth.ir.fabric import build_fabric
+    from topo_probe.machines.generators import fully_connected
+    n = int(ngpus)
+    sched = tmp_path / "ring.json"
+    baseline("ring", build_fabric(fully_connected(max(n, 2))), "allgather").save(sched)    # 1 rank: only named
+    looked = []
+
+    class CountedPath(type(Path())):
+        def is_file(self):
+            looked.append(str(self))
+            return super().is_file()
+    monkeypatch.setattr(arguments, "Path", CountedPath)
+    rc, out, err = _run(["all_gather", "-b", "1K", "-e", "1K", "-g", ngpus, "-n", "1", "-w", "0",
+                         "--algo", str(sched)], capsys)
+    assert rc == 0, err
+    assert looked == [str(sched)], looked

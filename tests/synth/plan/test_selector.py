@@ -293,6 +293,25 @@ def test_find_plan_refuses_a_plan_argument_that_is_not_a_plan_in_one_line(topo, 
                                f"got {type(plan).__name__} {plan!r}")
 
 
+#: the algorithm rule's tail, written out by hand from synth.baselines.BASELINES
+ALGO_TAIL = "not 'plan', 'nccl', a baseline (ring, tree, direct, rhd, bruck, oneshot) or an existing schedule file"
+
+
+@pytest.mark.parametrize("owner", [None, "MPICommunicator", "sweep"])
+@pytest.mark.parametrize("algo", ["bogus", "", "ring  ", "a\nb", 7])
+def test_an_algorithm_refusal_names_the_owner_the_plan_refusal_names(topo, owner, algo):
+    """The algorithm refusal starts with the same owner as the plan refusal (the caller that made the
+    selector; ScheduleSelector by default), the value by its repr, in one line.  Reference: the lines by hand.
+    Old: "algorithm 'bogus': not 'plan', ..." naming no one; an algo of 7 was quoted as the string '7'."""
+    who = owner or "ScheduleSelector"
+    with pytest.raises(TopocollError) as info:
+        ScheduleSelector(topo, plan=False, algo=algo, owner=owner)
+    assert str(info.value) == f"{who}: algorithm {algo!r}: {ALGO_TAIL}", str(info.value)
+    with pytest.raises(TopocollError) as info:            # the plan refusal: the same owner
+        ScheduleSelector(topo, plan=7, algo="ring", owner=owner)
+    assert str(info.value).startswith(f"{who}: plan must be"), str(info.value)
+
+
 def test_an_empty_plan_path_is_refused_not_read_as_the_current_folder(topo):
     """``plan=""`` went to ``Path("")``, which is ``.``: the selector searched whatever folder the process ran in
     for a plan.json, a plan the caller never named.  Reference: the refusal line written out by hand; ``"auto"``

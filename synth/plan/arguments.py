@@ -1,0 +1,56 @@
+"""The one check of each argument a caller hands the schedule selector (:class:`synth.plan.selector.ScheduleSelector`):
+``plan`` (:func:`check_plan_arg`) and ``algo`` (:func:`check_algo_arg`).  Each refusal is one InvalidArgument line
+that starts with the caller that owns the argument (Communicator, MPICommunicator, sweep, find_plan; the selector
+itself by default) and quotes the value through :func:`topo_probe.guard.show`.
+
+>>> check_algo_arg("bogus", "sweep")
+Traceback (most recent call last):
+...
+topo_probe.errors.InvalidArgument: sweep: algorithm 'bogus': not 'plan', 'nccl', a baseline (ring, tree, direct, \
+rhd, bruck, oneshot) or an existing schedule file
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from synth.plan.size_plan import Plan
+from topo_probe.errors import InvalidArgument
+from topo_probe.guard import show
+
+#: the algorithm name (and plan entry) meaning "NCCL itself": NCCL is faster there
+NCCL = "nccl"
+
+
+def check_plan_arg(plan, owner: str = "ScheduleSelector"):
+    """InvalidArgument, one line naming ``owner`` and the value, for a plan not a Plan, path, "auto", None or False."""
+    if plan is None or plan is False or isinstance(plan, (os.PathLike, Plan)) or (isinstance(plan, str) and plan):
+        return
+    raise InvalidArgument(f"{owner}: plan must be a Plan, a plan.json file or folder, 'auto', None or False; "
+                          f"got {type(plan).__name__} {show(plan)}")
+
+
+class CheckedAlgo(str):
+    """An algorithm :func:`check_algo_arg` accepted: a selector made with one (the sweep's, whose command line
+    checked every name before the first ran) takes it as it is."""
+
+    __slots__ = ()
+
+
+def check_algo_arg(algo, owner: str = "ScheduleSelector") -> CheckedAlgo:
+    """``algo`` (a path as its string, a :class:`CheckedAlgo`) where it is ``plan``, ``nccl``, a baseline name
+    (:data:`synth.baselines.BASELINES`) or an existing schedule file, or already a CheckedAlgo; else
+    InvalidArgument in one line naming ``owner`` and the value as given.  Whether the file holds a schedule that
+    fits is the selector's to say."""
+    if type(algo) is CheckedAlgo:          # checked once already, by its owner
+        return algo
+    from synth.baselines import BASELINES
+    name = os.fspath(algo) if isinstance(algo, os.PathLike) else algo
+    if isinstance(name, str) and (name in ("plan", NCCL) or name in BASELINES or Path(name).is_file()):
+        return CheckedAlgo(str.__str__(name))      # the value itself (a str Enum's str() is its member's name)
+    raise InvalidArgument(f"{owner}: algorithm {show(algo)}: not 'plan', 'nccl', a baseline ({', '.join(BASELINES)}) "
+                          f"or an existing schedule file")
+
+
+__all__ = ["NCCL", "CheckedAlgo", "check_algo_arg", "check_plan_arg"]
