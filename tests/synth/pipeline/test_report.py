@@ -127,8 +127,9 @@ def test_a_row_times_the_schedule_the_plan_picks_not_the_fastest_candidate():
     picked = [20.0] * len(PLAN_SIZES)                # what the plan runs (under LL to 1 MiB)
     picked_ll = [16.0] * len(PLAN_SIZES)
     curves = {"bc-fast (LL)": fast, "bc-fast": fast, "bc-pick": picked, "bc-pick (LL)": picked_ll}
-    plan = Plan("t", "0" * 16, [PlanEntry("broadcast", 0, (1 << 20) + 1, "schedules/bc-pick.json", root=0, protocol="ll"),
-                                PlanEntry("broadcast", (1 << 20) + 1, None, "schedules/bc-pick.json", root=0)])
+    ll_end = (1 << 20) + 1
+    plan = Plan("t", "0" * 16, [PlanEntry("broadcast", 0, ll_end, "schedules/bc-pick.json", root=0, protocol="ll"),
+                                PlanEntry("broadcast", ll_end, None, "schedules/bc-pick.json", root=0)])
     nccl = {"times": [40.0] * len(PLAN_SIZES), "choices": ["ring/Simple/8"] * len(PLAN_SIZES)}
     series = {"ours": _plan_curve(curves), "nccl": nccl, "ring": None, "bound": [1.0] * len(PLAN_SIZES),
               "candidates": curves}
