@@ -193,8 +193,12 @@ def run_fresh(tmp: Path, time_limit: float, log) -> list[tuple[str, Path, str, f
         with contextlib.redirect_stdout(io.StringIO()):
             rc = main(argv + ["--out", str(folder), "--no-progress", "--force"])
         secs = time.perf_counter() - t
-        log(f"synthesize {' '.join(argv)}: exit {rc}, {secs:.0f} s")
-        out.append((name, folder, "synthesize " + " ".join(argv), secs))
+        shown = " ".join(a.replace(f"{ROOT}/", "") for a in argv)     # a fixture by its path in the repository
+        log(f"synthesize {shown}: exit {rc}, {secs:.0f} s")
+        if rc != 0:       # 130: SIGTERM or Ctrl-C reached it; a report without its files would replace the last
+            print(f"bench_interop: synthesize {shown} exited {rc}: stopped, no report written", file=sys.stderr)
+            raise SystemExit(rc)
+        out.append((name, folder, "synthesize " + shown, secs))
     return out
 
 

@@ -77,7 +77,8 @@ def write_report(folder: Path, topo: Topology, fabric: Fabric, summary: dict,
         c = curves[coll]
         root = summary["collectives"][coll].get("root")
         bound = fabric_bounds(fabric, coll, root)
-        series = {"ours": _plan_curve(c), "nccl": nccl.get(coll), "ring": _baseline_curve(c, coll, "ring"),
+        series = {"ours": _plan_curve(c), "candidates": c, "nccl": nccl.get(coll),
+                  "ring": _baseline_curve(c, coll, "ring"),
                   "tree": _baseline_curve(c, coll, "tree"),
                   "bound": [bound.time_us(nb, params) for nb in PLAN_SIZES]}
         lines += _size_rows(coll, n, root, plan, series)
@@ -147,7 +148,10 @@ def _size_rows(coll: str, n: int, root, plan: Plan, series: dict) -> list[str]:
         pick = Path(entry.schedule).name.split(".json")[0] if entry else "-"
         pick += " (LL)" if entry and entry.protocol == "ll" and pick != "nccl" else ""
         fmt = lambda v: f"{v[k]:.1f}" if v else "-"  # noqa: E731
-        plan_t = nc["times"][k] if nc and pick == "nccl" else ours[k]     # what the drop-in runs
+        # what the drop-in runs: NCCL, or the picked schedule's curve (the fastest candidate may lose
+        # the decision on its executor cost, so the best of all curves is not necessarily the plan's)
+        picked = series.get("candidates", {}).get(pick)
+        plan_t = nc["times"][k] if nc and pick == "nccl" else (picked or ours)[k]
         vs = f"{nc['times'][k] / plan_t:.2f}x" if nc else "-"
         out.append(f"| {coll} | {label} | {pick} | {plan_t:.1f} | {fmt(nc['times']) if nc else '-'} | "
                    f"{nc['choices'][k] if nc else '-'} | {vs} | {fmt(ring)} | {bound_t[k]:.1f} | "

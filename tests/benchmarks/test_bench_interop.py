@@ -80,3 +80,26 @@ def test_the_fresh_runs_are_those_before_the_one_list_of_machines_no_preset_has(
         ("full33-alltoall", ["--topology", "full:33", "--collectives", "alltoall"]),
         ("full33-alltoall-rccl", ["--topology", "full:33", "--collectives", "alltoall", "--msccl-runtime", "rccl"])]
     assert runs[len(bi.PRESETS) + 2:] == [(name, args + quick) for name, args in before]
+
+
+def test_an_interrupted_fresh_run_stops_the_benchmark_and_commands_name_fixtures_from_the_root(tmp_path, monkeypatch):
+    """A fresh synthesize that fails (exit 130: SIGTERM or Ctrl-C reached it) ends the benchmark
+    with its exit code before report.md is written: the benchmark went on before and wrote a report
+    missing that run's files over the committed one (47 of 52 files after one `timeout`). The
+    commands it reports name fixtures by their path in the repository, not by this checkout's."""
+    import synth.cli.synthesize as cli
+    calls = []
+    fixture = str(ROOT / "tests" / "fixtures" / "family" / "x.txt")
+    monkeypatch.setattr(bi, "fresh_runs", lambda t: [("a", ["--topology", "full:2"]), ("b", ["--topology", fixture]),
+                                                     ("c", ["--topology", "full:3"])])
+    monkeypatch.setattr(cli, "main", lambda argv: calls.append(argv) or 0)
+    done = bi.run_fresh(tmp_path, 10, lambda s: None)
+    assert [cmd for _, _, cmd, _ in done] == ["synthesize --topology full:2",
+                                              "synthesize --topology tests/fixtures/family/x.txt",
+                                              "synthesize --topology full:3"]
+    calls.clear()
+    monkeypatch.setattr(cli, "main", lambda argv: calls.append(argv) or (130 if len(calls) == 2 else 0))
+    with pytest.raises(SystemExit) as stop:
+        bi.run_fresh(tmp_path, 10, lambda s: None)
+    assert len(calls) == 2, "the run after the interrupted one started"
+    assert stop.value.code == 130

@@ -112,3 +112,30 @@ def test_busbw_png_panels_and_title_fit_the_figure_without_overlapping(tmp_path,
         assert not box.overlaps(title), f"panel {k} overlaps the figure's title"
         for j in range(k):
             assert not box.overlaps(boxes[j]), f"panels {j} and {k} overlap"
+
+
+def test_a_row_times_the_schedule_the_plan_picks_not_the_fastest_candidate():
+    """A row's plan µs, ratio and busbw are those of the schedule the plan runs at that size: the
+    plan may pass over a faster candidate for its executor cost (dgx-a100 broadcast at 1 MiB:
+    the plan runs broadcast-tree (LL), 43.0 µs, beside broadcast-bwopt (LL), 39.9 µs, and the row
+    printed 39.9 µs and NCCL's 81.2 / 39.9 = 2.03x where the plan gives 81.2 / 43.0 = 1.89x)."""
+    from synth.pipeline.report import _plan_curve, _size_rows
+    from synth.plan.planner import PLAN_SIZES
+    from synth.plan.size_plan import Plan, PlanEntry
+    k = {nb: PLAN_SIZES.index(nb) for nb in SIZES.values()}
+    fast = [10.0] * len(PLAN_SIZES)                  # the fastest candidate, not in the plan
+    picked = [20.0] * len(PLAN_SIZES)                # what the plan runs (under LL to 1 MiB)
+    picked_ll = [16.0] * len(PLAN_SIZES)
+    curves = {"bc-fast (LL)": fast, "bc-fast": fast, "bc-pick": picked, "bc-pick (LL)": picked_ll}
+    ll_end = (1 << 20) + 1
+    plan = Plan("t", "0" * 16, [PlanEntry("broadcast", 0, ll_end, "schedules/bc-pick.json", root=0, protocol="ll"),
+                                PlanEntry("broadcast", ll_end, None, "schedules/bc-pick.json", root=0)])
+    nccl = {"times": [40.0] * len(PLAN_SIZES), "choices": ["ring/Simple/8"] * len(PLAN_SIZES)}
+    series = {"ours": _plan_curve(curves), "nccl": nccl, "ring": None, "bound": [1.0] * len(PLAN_SIZES),
+              "candidates": curves}
+    rows = [r.split(" | ") for r in _size_rows("broadcast", 8, 0, plan, series)]
+    got = {r[1]: (r[2], float(r[3]), r[6]) for r in rows}
+    assert got["1 KiB"] == ("bc-pick (LL)", 16.0, "2.50x"), got       # 40 / 16
+    assert got["1 MiB"] == ("bc-pick (LL)", 16.0, "2.50x"), got
+    assert got["1 GiB"] == ("bc-pick", 20.0, "2.00x"), got            # Simple above 1 MiB: 40 / 20
+    assert rows[0][9] == f"{1024 / 16e-6 / 1e9:.1f}"                   # broadcast busbw factor 1
