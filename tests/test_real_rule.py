@@ -1,4 +1,4 @@
-"""One rule for "a real number" (topo_probe.guard.is_real), beside the integer rule (is_int).
+"""One rule for "a real number" (topo_probe.number_rules.is_real), beside the integer rule (is_int).
 
 The rule: an int, a float, a NumPy integer or float, or another numbers.Real is a real number;
 True/False, numpy.bool_, complex numbers, strings and None are not.  Each site below spelt it out
@@ -22,9 +22,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topo_probe.errors import InvalidArgument, TopologyError
-from topo_probe.guard import check_float, is_real
 from topo_probe.machines.clusters import cluster
 from topo_probe.machines.generators import ring
+from topo_probe.number_checks import check_float
+from topo_probe.number_rules import is_real
 from topo_probe.topology.serialize import topology_from_dict, topology_to_dict
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -89,13 +90,14 @@ def test_a_numpy_bandwidth_in_a_topology_document_reads_as_the_plain_one_and_a_b
 
 
 def test_no_module_spells_the_rule_out_by_hand():
-    """``isinstance(v, bool)`` beside an ``int``/``float`` check outside guard.py is the rule written again."""
+    """``isinstance(v, bool)`` beside an ``int``/``float`` check outside topo_probe/number_rules.py is the rule
+    written again."""
     by_hand = re.compile(r"isinstance\([^()]*,\s*bool\)")
     numeric = re.compile(r"isinstance\([^()]*,\s*\(?\s*(?:int|float)\b")
     found = []
     for package in ("topo_probe", "synth", "kernels"):
         for path in sorted((ROOT / package).rglob("*.py")):
-            if path == ROOT / "topo_probe" / "guard.py":
+            if path == ROOT / "topo_probe" / "number_rules.py":
                 continue
             for number, line in enumerate(path.read_text().splitlines(), 1):
                 if by_hand.search(line) and numeric.search(line):

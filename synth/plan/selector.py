@@ -43,8 +43,7 @@ from synth.ir.schedule import Schedule
 from synth.plan.model_identity import stale_plan_note
 from synth.plan.size_plan import Plan, PlanEntry
 from synth.plan.user_warning import warn_user
-from topo_probe.errors import InvalidArgument, ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError
-from topo_probe.guard import show
+from topo_probe.errors import InvalidArgument, ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError, show
 from topo_probe.topology.model import Topology
 
 logger = logging.getLogger("topocoll")

@@ -30,7 +30,8 @@ from __future__ import annotations
 import argparse
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_HOSTS, check_int
+from topo_probe.limits import MAX_HOSTS
+from topo_probe.number_checks import check_int
 from topo_probe.topology.host_assumption import DEFAULT_HOST_PATH_CLASS, HOST_PATH_CLASSES, set_host_path_class
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
-from topo_probe.errors import TopologyError
-from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_HOSTS, MAX_LATENCY_US, MAX_NICS_PER_HOST,
-                              MAX_NODES, MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS, check_float, is_int, is_real, show)
+from topo_probe.errors import TopologyError, show
+from topo_probe.limits import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_HOSTS, MAX_LATENCY_US, MAX_NICS_PER_HOST,
+                               MAX_NODES, MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS)
 from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
+from topo_probe.number_checks import check_float
+from topo_probe.number_rules import is_int, is_real
 from topo_probe.topology.model import Topology
 
 #: NIC ports of one leaf switch of :func:`cluster`'s leaf-spine network (a 64-port switch, half down)
@@ -129,8 +131,8 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
 
 
 def check_hosts(nodes, gpus_per_host: int, where: str) -> int:
-    """``nodes`` (a host count) as an int: an integer (:func:`~topo_probe.guard.is_int`) >= 1 whose hosts of
-    ``gpus_per_host`` GPUs are at most :data:`~topo_probe.guard.MAX_GPUS`, checked before anything is built (4,096
+    """``nodes`` (a host count) as an int: an integer (:func:`~topo_probe.number_rules.is_int`) >= 1 whose hosts of
+    ``gpus_per_host`` GPUs are at most :data:`~topo_probe.limits.MAX_GPUS`, checked before anything is built (4,096
     DGX hosts took a minute, then were refused); else TopologyError in one line starting with ``where``
     (``--nodes``, ``cluster: nodes``).
 
@@ -179,7 +181,7 @@ def _rail_speeds(base: Topology, rails: list[str], nic_gbps: float | None) -> li
 
 
 def _hosts_per_leaf(hosts_per_leaf: int | None, per_host: int) -> int:
-    """Hosts under one leaf: ``hosts_per_leaf`` (1..:data:`~topo_probe.guard.MAX_HOSTS`), by default as many as
+    """Hosts under one leaf: ``hosts_per_leaf`` (1..:data:`~topo_probe.limits.MAX_HOSTS`), by default as many as
     fill :data:`LEAF_PORTS` NIC ports (``per_host`` a host)."""
     m = hosts_per_leaf if hosts_per_leaf is not None else max(1, LEAF_PORTS // per_host)
     m = positive_count(m, 1, "hosts per leaf", "hosts")
@@ -190,7 +192,7 @@ def _hosts_per_leaf(hosts_per_leaf: int | None, per_host: int) -> int:
 
 def _check_size(base: Topology, hosts: int, rails: int, rail_optimized: bool, ratio, hosts_per_leaf) -> None:
     """Refuse, before building it, a cluster the topology loader would refuse: more nodes or edges than
-    :data:`~topo_probe.guard.MAX_NODES` / :data:`~topo_probe.guard.MAX_EDGES` (each host's copy of ``base``, its
+    :data:`~topo_probe.limits.MAX_NODES` / :data:`~topo_probe.limits.MAX_EDGES` (each host's copy of ``base``, its
     NICs' two network edges, the switches and each leaf's two uplink edges)."""
     switches, leaves = (rails if rail_optimized else 1), 0
     if ratio is not None:
@@ -230,7 +232,8 @@ def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bo
             leaf = t.add_node(f"leaf{q}.rail{r}" if rail_optimized else f"leaf{q}", "net_switch", host=-1,
                               tier="leaf")
             down = m * (speeds[r] if rail_optimized else sum(speeds))
-            # within the loader's guard.edge_limits("network"): m <= MAX_HOSTS hosts of <= MAX_NICS_PER_HOST NICs
+            # within the loader's edge_limits("network") (topo_probe.topology.checks): m <= MAX_HOSTS hosts of
+            # <= MAX_NICS_PER_HOST NICs
             t.add_link(leaf, "spine", kind="network", links=max(1, math.ceil(m * per_host / ratio)),
                        bandwidth_gbps=down / ratio, latency_us=net_latency_us / 2)
 

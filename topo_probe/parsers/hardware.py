@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import re
 
-from topo_probe.guard import is_real
+from topo_probe.number_rules import is_real
 
 __all__ = ["pcie_gbps", "pcie_gen_from_speed", "normalize_bus_id",
            "nvlink_gbps_for_name", "nvlink_gbps_for_sm", "PCIE_LANE_GBPS", "PCIE_SPEED_STRINGS",
