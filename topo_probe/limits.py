@@ -51,8 +51,9 @@ MAX_ROUNDS = 10**6
 MAX_LINKS_PER_EDGE = 64
 #: Most columns (GPUs + NICs) of one host's ``nvidia-smi topo -m`` matrix.
 MAX_MATRIX_COLUMNS = 128
-#: Most hosts in a host count (``--nodes``, ``--hosts-per-leaf``), NICs of one host a cluster joins (as many as a
-#: host's matrix has columns; GB200 NVL72: 72) and spine oversubscription (R:1) of a leaf-spine cluster.
+#: Most hosts in a host count (``--nodes``, ``--hosts-per-leaf``), NICs of one host (a host a cluster joins, and
+#: ``with_nics``/``--nics-per-node``: as many as a host's matrix has columns; GB200 NVL72: 72) and spine
+#: oversubscription (R:1) of a leaf-spine cluster.
 MAX_HOSTS, MAX_NICS_PER_HOST, MAX_OVERSUBSCRIPTION = 4096, MAX_MATRIX_COLUMNS, 1024
 #: Most ports of one ``network`` edge: a cluster's leaf uplink has hosts per leaf x NICs per host at most (R >= 1).
 MAX_NETWORK_LINKS_PER_EDGE = MAX_HOSTS * MAX_NICS_PER_HOST

@@ -28,8 +28,8 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
     [50.0, 50.0, 50.0, 50.0]
     """
     k = positive_count(count, 1, "NICs per node", "NICs")
-    if k > 64:
-        raise TopologyError(f"NICs per node: at most 64, got {k}")
+    if k > MAX_NICS_PER_HOST:
+        raise TopologyError(f"NICs per node: at most {MAX_NICS_PER_HOST}, got {k}")
     old = base.nodes_of_kind("nic")
     if speed_gbps is None:
         speed_gbps = base.graph.nodes[old[0]].get("speed_gbps") if old else None
