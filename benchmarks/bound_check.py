@@ -33,10 +33,10 @@ from synth.model.nccl import NcclMachine, NcclModel  # noqa: E402
 from synth.model.physics import cost_params_for  # noqa: E402
 from topo_probe.cli.options import apply_machine_arguments  # noqa: E402
 from topo_probe.errors import TopologyError  # noqa: E402
-from topo_probe.guard import check_topology  # noqa: E402
 from topo_probe.load import load_topology  # noqa: E402
 from topo_probe.machines.presets import get_preset  # noqa: E402
 from topo_probe.parsers.nccl_xml import parse_nccl_xml  # noqa: E402
+from topo_probe.topology.checks import check_topology  # noqa: E402
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall", "gather", "scatter")
 ROOTED = ("broadcast", "reduce", "gather", "scatter")

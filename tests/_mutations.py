@@ -8,7 +8,8 @@ byte flips, truncation, deletion/duplication/swaps of lines, invalid UTF-8, unic
 duplicated fields, for XML attribute values and duplicated elements, for gzip the inner JSON.
 
 ``nonsense(result)`` says what in an *accepted* result breaks physics (NaN/inf/negative numbers,
-no GPU, absurd link counts...), written without :mod:`topo_probe.guard` so it checks the guard.
+no GPU, absurd link counts...), written without the loaders' own checks (:mod:`topo_probe.topology.checks`)
+so it checks them.
 """
 
 from __future__ import annotations
@@ -343,7 +344,7 @@ def nonsense(result) -> str | None:
 # ----------------------------------------------------------------------------- the loaders
 def _nvsmi_p2p(path):
     from topo_probe.errors import TopologyError
-    from topo_probe.guard import read_text
+    from topo_probe.capped_read import read_text
     from topo_probe.parsers.nvsmi import parse_nvsmi_p2p
     return parse_nvsmi_p2p(read_text(path, TopologyError), source=str(path))
 

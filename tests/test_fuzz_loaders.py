@@ -5,7 +5,7 @@ JSON type swaps and deleted/duplicated fields, gzip.
 
 Each case must end, within a time limit, either refused with a one-line TopocollError naming the
 file, or accepted with a result that passes the physics check (``_mutations.nonsense``, written
-without topo_probe.guard).  Seeded and derandomized; the full campaign (10,000 cases per loader,
+without the loaders' own checks).  Seeded and derandomized; the full campaign (10,000 cases per loader,
 a worker process per case) is ``benchmarks/fuzz_loaders.py``.
 """
 

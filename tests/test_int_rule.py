@@ -1,4 +1,4 @@
-"""One rule for "an integer" (topo_probe.guard.is_int) wherever a count, rank or version is checked.
+"""One rule for "an integer" (topo_probe.number_rules.is_int) wherever a count, rank or version is checked.
 
 The rule: an int, a NumPy integer or another numbers.Integral is an integer; True/False and 1.0
 are not.  Each site below spelt it out by hand before (``isinstance(v, int) and not

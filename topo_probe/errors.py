@@ -6,10 +6,18 @@ can catch them by situation.  Messages carry the offending value and the rule it
 "Infeasible" and "gave up" are different classes: never ``None`` for both.
 
 All package layers (topo_probe, synth, kernels) import their errors from here so that
-imports keep pointing one way (kernels -> synth -> topo_probe).
+imports keep pointing one way (kernels -> synth -> topo_probe).  :func:`show` is how every
+message quotes the offending value: in one line, huge numbers and long strings cut.
+
+>>> show(10**40), show("x" * 100)[-5:], show("x" * 10)
+('an integer of about 41 digits', 'xx...', "'xxxxxxxxxx'")
 """
 
 from __future__ import annotations
+
+from typing import Any
+
+from topo_probe.number_rules import is_int
 
 
 class TopocollError(Exception):
@@ -106,3 +114,12 @@ class PeerFailed(TopocollError, RuntimeError):
 class ProcessGroupMismatch(TopocollError, ValueError):
     """MPI ranks disagree at start-up on the topology fingerprint, the plan or the rank count;
     every rank raises it with the same message."""
+
+
+def show(value: Any) -> str:
+    """A short repr for messages, in one line (huge numbers and long strings are cut; a repr's line breaks become
+    spaces, its own spaces are kept)."""
+    if is_int(value) and abs(value) >= 10**30:
+        return f"an integer of about {int(int(value).bit_length() * 0.30103) + 1} digits"
+    text = " ".join(repr(value).splitlines())
+    return text if len(text) <= 60 else text[:57] + "..."

@@ -17,19 +17,13 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from topo_probe.errors import TopologyError
-from topo_probe.guard import (
-    MAX_BANDWIDTH_GBPS,
-    MAX_GPUS,
-    MAX_LINKS_PER_EDGE,
-    MIN_BANDWIDTH_GBPS,
-    check_float,
-    check_topology,
-    parse_json,
-    read_text,
-    show,
-)
+from topo_probe.capped_read import read_text
+from topo_probe.errors import TopologyError, show
+from topo_probe.json_guard import parse_json
+from topo_probe.limits import MAX_BANDWIDTH_GBPS, MAX_GPUS, MAX_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS
+from topo_probe.number_checks import check_float
 from topo_probe.terminal_text import CSI
+from topo_probe.topology.checks import check_topology
 from topo_probe.topology.model import Topology
 
 #: the banner and table titles rocm-smi prints (``==== Link Type between two GPUs ====``)
@@ -47,7 +41,7 @@ def parse_gpu_list(text: str) -> list[int]:
     ------
     TopologyError
         One line naming the bad item (not an index or range, reversed range, repeated GPU, an
-        index of :data:`~topo_probe.guard.MAX_GPUS` or more: checked before a range is expanded).
+        index of :data:`~topo_probe.limits.MAX_GPUS` or more: checked before a range is expanded).
 
     Examples
     --------
@@ -133,7 +127,7 @@ def set_nvlink_speed(topo: Topology, nvlink_gbps: float) -> None:
 
 
 def _quoted(spec: str) -> str:
-    """``spec`` as a message quotes it, in one line: its repr cut by :func:`~topo_probe.guard.show`, with its
+    """``spec`` as a message quotes it, in one line: its repr cut by :func:`~topo_probe.errors.show`, with its
     length in characters when cut (a name can be a file name of 255 bytes, or hold newlines)."""
     text = show(spec)
     return text if text == repr(spec) else f"{text} ({len(spec)} characters)"

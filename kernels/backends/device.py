@@ -21,8 +21,7 @@ from typing import Any
 from kernels.backends.kernel_twins import binop_for
 from kernels.program.lowering import Op, Program, Region
 from synth.ir.collectives import CheckedOp
-from topo_probe.errors import InvalidArgument
-from topo_probe.guard import show
+from topo_probe.errors import InvalidArgument, show
 
 #: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end); checked ops
 #: (:class:`synth.ir.collectives.CheckedOp`), so the kernels applying them take them as they are

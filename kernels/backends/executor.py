@@ -56,8 +56,7 @@ from kernels.program.lowering import INPUT, OUTPUT, SCRATCH, Program, lower
 from kernels.program.reduce_op import check_reduce_op
 from synth.ir.collectives import CollectiveSpec
 from synth.ir.schedule import Schedule
-from topo_probe.errors import InvalidArgument, TopocollError
-from topo_probe.guard import show
+from topo_probe.errors import InvalidArgument, TopocollError, show
 
 BACKENDS = ("host", "reference", "cupy", "cupy-ops")
 _CACHE: "OrderedDict[tuple, Program]" = OrderedDict()

@@ -25,7 +25,8 @@ from typing import Sequence
 import numpy as np
 
 from topo_probe.errors import InvalidArgument
-from topo_probe.guard import MAX_BYTES, check_float
+from topo_probe.limits import MAX_BYTES
+from topo_probe.number_checks import check_float
 
 MIB = 1 << 20
 MODES = ("auto", "size", "index")

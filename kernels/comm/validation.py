@@ -30,7 +30,7 @@ import numpy as np
 from kernels.backends.binding import BoundCall, _is_cupy, bind_call, check_buffer, check_device, is_view_of
 from synth.ir.collectives import CollectiveSpec
 from topo_probe.errors import BufferLayoutError, InvalidArgument
-from topo_probe.guard import is_int as _is_int  # the project's one integer rule (not a bool)
+from topo_probe.number_rules import is_int as _is_int  # the project's one integer rule (not a bool)
 
 
 def check_array(a, what: str, rank: int | None = None):

@@ -38,8 +38,7 @@ from kernels.mpi.waiter import exchange_json
 from kernels.native.launcher import FUSE, channels_for, waited_for
 from kernels.native.layer import resolve_protocol
 from synth.plan.user_warning import warn_user
-from topo_probe.errors import BufferLayoutError, ExecutionTimeout, InvalidArgument
-from topo_probe.guard import show
+from topo_probe.errors import BufferLayoutError, ExecutionTimeout, InvalidArgument, show
 
 #: shares (device programs with their flags) a communicator keeps
 SHARES_KEPT = 8

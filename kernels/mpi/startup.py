@@ -27,8 +27,7 @@ from kernels.mpi.native_call import check_native_mode
 from kernels.mpi.waiter import Waiter, exchange_json
 from synth.plan.selector import ScheduleSelector
 from topo_probe import errors
-from topo_probe.errors import InvalidArgument, ProcessGroupMismatch, TopocollError
-from topo_probe.guard import show
+from topo_probe.errors import InvalidArgument, ProcessGroupMismatch, TopocollError, show
 
 #: bytes of JSON a refusal's line may take when sent to the other ranks (the exchange holds 64 KiB in all,
 #: :func:`kernels.mpi.waiter.exchange_json`; JSON escapes a character outside ASCII as 6 or 12 bytes)

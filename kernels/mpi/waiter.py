@@ -20,7 +20,7 @@ import time
 import numpy as np
 
 from topo_probe.errors import DeviceUnavailable, InvalidArgument, PeerFailed
-from topo_probe.guard import is_real
+from topo_probe.number_rules import is_real
 
 TAG_NOTICE, TAG_HELLO, TAG_PING, TAG_PONG = 1, 2, 3, 4
 #: seconds without progress before a wait gives up (``$TOPOCOLL_MPI_TIMEOUT`` overrides)

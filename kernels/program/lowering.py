@@ -64,7 +64,7 @@ from synth.ir.collectives import Position, element_range
 from synth.ir.schedule import Schedule
 from synth.ir.sum_order import rank_order_groups
 from topo_probe.errors import InvalidArgument, ScheduleInvalid
-from topo_probe.guard import is_int
+from topo_probe.number_rules import is_int
 
 
 class _Lowerer:

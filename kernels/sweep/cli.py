@@ -64,7 +64,7 @@ def gpu_count(args) -> int | None:
     ngpus = None if args.ngpus is None else parse_int(args.ngpus, "number of GPUs (-g)")
     if ngpus is not None and ngpus < 1:
         raise UsageError(f"invalid number of GPUs: -g {ngpus} (must be >= 1)")
-    from topo_probe.guard import MAX_GPUS
+    from topo_probe.limits import MAX_GPUS
     if ngpus is not None and ngpus > MAX_GPUS:
         raise UsageError(f"invalid number of GPUs: -g {ngpus} (at most {MAX_GPUS} ranks, as any topology)")
     return ngpus
@@ -211,7 +211,7 @@ def _check_unused(args, argv: list[str]) -> None:
 
 def _admit_sim(args, nranks: int) -> None:
     from kernels.sweep.memory import admit_sim
-    from topo_probe.guard import MAX_GPUS
+    from topo_probe.limits import MAX_GPUS
     if 2 <= nranks <= MAX_GPUS:                    # other counts: resolve_topology's own one line
         admit_sim(nranks, max(1, len([a for a in (args.compare or "").split(",") if a.strip()])))
 

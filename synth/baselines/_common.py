@@ -15,7 +15,7 @@ from synth.ir.fabric import Fabric
 from synth.ir.schedule import OPS, Schedule, Transfer
 from synth.ir.verifier import check, sized_steps
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
-from topo_probe.guard import is_int
+from topo_probe.number_rules import is_int
 
 
 #: a baseline with more transfers than this is refused (a schedule in memory costs ~200 bytes a transfer)

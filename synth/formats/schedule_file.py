@@ -18,8 +18,10 @@ import os
 from pathlib import Path
 
 from synth.ir.schedule import Schedule, atomic_write_bytes, check_transfer_count, read_schedule_bytes
+from topo_probe.capped_read import decode_utf8
 from topo_probe.errors import ScheduleFormatError
-from topo_probe.guard import MAX_INPUT_BYTES, decode_utf8, parse_json
+from topo_probe.json_guard import parse_json
+from topo_probe.limits import MAX_INPUT_BYTES
 
 def load_schedule(path: str | os.PathLike, *, fabric=None) -> Schedule:
     """The schedule in ``path`` (topocoll JSON, gzip JSON or MSCCL XML).
@@ -28,7 +30,7 @@ def load_schedule(path: str | os.PathLike, *, fabric=None) -> Schedule:
     their own.  Errors are :class:`~topo_probe.errors.ScheduleFormatError` naming the file, or
     :class:`~topo_probe.errors.ScheduleInvalid` for a schedule with fewer transfers than its
     collective needs (:func:`~synth.ir.schedule.check_transfer_count`).  The limits of
-    :mod:`topo_probe.guard` apply.
+    :mod:`topo_probe.limits` apply.
     """
     path = Path(path)
     text = decode_utf8(read_schedule_bytes(path), str(path), ScheduleFormatError)

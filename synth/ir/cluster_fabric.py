@@ -29,7 +29,7 @@ import networkx as nx
 
 from synth.ir.cluster_shape import ClusterShape
 from synth.ir.host_graph import Share, gpu_fabric_connected, merge_parallel_switches, merged_name, parallel_switch_groups
-from topo_probe.guard import is_int
+from topo_probe.number_rules import is_int
 from topo_probe.topology.model import Topology
 
 #: pair class -> index in templates

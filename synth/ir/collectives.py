@@ -52,8 +52,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from topo_probe.errors import InvalidArgument, UnsupportedCollective
-from topo_probe.guard import show
+from topo_probe.errors import InvalidArgument, UnsupportedCollective, show
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce",
                "gather", "scatter", "alltoall")
@@ -101,7 +100,7 @@ ALIASES = {
 
 def canonical(name: str) -> str:
     """Canonical collective name for any accepted spelling; raises UnsupportedCollective in one line, the name cut
-    (:func:`topo_probe.guard.show`), also for a name that is not a string: the one collective check of the
+    (:func:`topo_probe.errors.show`), also for a name that is not a string: the one collective check of the
     communicators and the sweep."""
     hit = ALIASES.get(name) if isinstance(name, str) else None     # the common case: already canonical
     if hit is not None:

@@ -34,22 +34,12 @@ from typing import Any
 
 from synth.ir.collectives import CollectiveSpec, canonical
 from synth.ir.schedule_text import STEPS_HOLE, compact_steps, indented_steps
-from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError
-from topo_probe.guard import (
-    MAX_CHUNK_CELLS,
-    MAX_CHUNKS_PER_RANK,
-    MAX_GPUS,
-    MAX_ROUNDS,
-    MAX_INPUT_BYTES,
-    MAX_SCHEDULE_BYTES,
-    MAX_SCHEDULE_GZIP_RATIO,
-    decode_utf8,
-    gunzip_capped,
-    is_int,
-    parse_json,
-    read_capped,
-    show,
-)
+from topo_probe.capped_read import decode_utf8, gunzip_capped, read_capped
+from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError, show
+from topo_probe.json_guard import parse_json
+from topo_probe.limits import (MAX_CHUNKS_PER_RANK, MAX_CHUNK_CELLS, MAX_GPUS, MAX_INPUT_BYTES, MAX_ROUNDS,
+                               MAX_SCHEDULE_BYTES, MAX_SCHEDULE_GZIP_RATIO)
+from topo_probe.number_rules import is_int
 from topo_probe.topology.serialize import atomic_write
 
 FORMAT = "topocoll.schedule"
@@ -172,7 +162,7 @@ class Schedule:
 
 def read_json(path: Path, what: str = "") -> Any:
     """Parse a JSON file, gzip-compressed or not (``.json.gz``, told by its magic bytes), within
-    the limits of :mod:`topo_probe.guard` (size before and after gunzip, UTF-8, depth, finite
+    the limits of :mod:`topo_probe.limits` (size before and after gunzip, UTF-8, depth, finite
     numbers); every failure is a ScheduleFormatError naming the file (and line/column or field;
     a top-level ``meta`` may hold ``Infinity``, as solvers write it).  ``what`` is unused (kept
     for callers naming the document)."""
@@ -182,9 +172,9 @@ def read_json(path: Path, what: str = "") -> Any:
 
 def read_schedule_bytes(path: Path) -> bytes:
     """The bytes of a schedule file, gunzipped when they start with the gzip magic; the file and
-    its decompressed content are both capped at :data:`topo_probe.guard.MAX_SCHEDULE_BYTES`, and
-    the decompressed content also at :data:`~topo_probe.guard.MAX_SCHEDULE_GZIP_RATIO` times the
-    file (at least :data:`~topo_probe.guard.MAX_INPUT_BYTES`): a gzip bomb stops there."""
+    its decompressed content are both capped at :data:`topo_probe.limits.MAX_SCHEDULE_BYTES`, and
+    the decompressed content also at :data:`~topo_probe.limits.MAX_SCHEDULE_GZIP_RATIO` times the
+    file (at least :data:`~topo_probe.limits.MAX_INPUT_BYTES`): a gzip bomb stops there."""
     data = read_capped(path, ScheduleFormatError, MAX_SCHEDULE_BYTES)
     if data[:2] == b"\x1f\x8b":
         cap = min(MAX_SCHEDULE_BYTES, max(MAX_INPUT_BYTES, MAX_SCHEDULE_GZIP_RATIO * len(data)))

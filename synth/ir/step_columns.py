@@ -22,7 +22,7 @@ from itertools import repeat
 from operator import eq
 from typing import TYPE_CHECKING, Iterator, NamedTuple, Sequence
 
-from topo_probe.guard import is_int_type
+from topo_probe.number_rules import is_int_type
 
 if TYPE_CHECKING:
     import numpy as np
@@ -45,9 +45,10 @@ class StepColumns(NamedTuple):
 
 
 def read_columns(transfers) -> StepColumns | None:
-    """The columns of ``transfers``; None unless every chunk and rank is an integer (:func:`topo_probe.guard.is_int`:
-    not a bool, which NumPy would read as 1 beside ints) that fits int64 (a float or a string, read as NumPy would
-    convert it, could pass for another value) and every op is ``copy`` or ``reduce``."""
+    """The columns of ``transfers``; None unless every chunk and rank is an integer
+    (:func:`topo_probe.number_rules.is_int`: not a bool, which NumPy would read as 1 beside ints) that fits int64
+    (a float or a string, read as NumPy would convert it, could pass for another value) and every op is ``copy`` or
+    ``reduce``."""
     import numpy as np                    # (the verifier imports this module; NumPy is loaded when a step is big)
     m = len(transfers)
     cols = [_int_column(np, c) for c in ([t.chunk for t in transfers], [t.src for t in transfers],

@@ -27,7 +27,7 @@ Rules (the ``rule`` string of a :class:`Violation`):
 ``postcondition``     after the last step a ``post`` rank lacks a chunk or holds a partial reduction.
 ``wrong-topology``    the schedule was made for another topology (fingerprint or rank count).
 ``bad-transfer``      a transfer names a chunk or rank that is not an integer (a bool, float or string:
-                      :func:`topo_probe.guard.is_int`) or out of range, src == dst, or an unknown op.
+                      :func:`topo_probe.number_rules.is_int`) or out of range, src == dst, or an unknown op.
 ``bad-rounds``        a step declares fewer than 1 round.
 ``bad-collective``    the schedule's collective/ranks/chunks/root do not make a collective.
 
@@ -56,7 +56,7 @@ from synth.ir.fabric import Fabric, Resource
 from synth.ir.schedule import OPS, Schedule, Step
 from synth.ir.step_columns import kept_columns
 from topo_probe.errors import InvalidArgument, ScheduleInvalid, TopocollError
-from topo_probe.guard import is_int
+from topo_probe.number_rules import is_int
 
 #: steps with at least this many transfers are first tried in bulk (:mod:`synth.ir.step_replay`)
 CLEAN_STEP_TRANSFERS = 256

@@ -66,7 +66,9 @@ from synth.model.nccl.constants import BASE_LAT, HW_LAT, HW_NET, HW_NVLINK, LL_D
 from synth.model.nccl.machine import arch_of_topology
 from synth.model.nccl.params import DEFAULT_PARAMS, ModelParams, params_to_dict
 from topo_probe.errors import InvalidArgument, TopocollError
-from topo_probe.guard import MAX_LATENCY_US, check_float, is_int
+from topo_probe.limits import MAX_LATENCY_US
+from topo_probe.number_checks import check_float
+from topo_probe.number_rules import is_int
 from topo_probe.topology.model import Topology
 
 # ---------------------------------------------------------------- documented parameters

@@ -31,7 +31,7 @@ import re
 import secrets
 
 from synth.pipeline.progress import STAGES_PATTERN
-from topo_probe.guard import is_real
+from topo_probe.number_rules import is_real
 
 #: schedule metadata that measures wall-clock time (left out of saved schedule files)
 WALL_CLOCK_META = frozenset({"solve_s", "wall_s", "build_s", "search_wall_s"})

@@ -1,7 +1,7 @@
 """The one check of each argument a caller hands the schedule selector (:class:`synth.plan.selector.ScheduleSelector`):
 ``plan`` (:func:`check_plan_arg`) and ``algo`` (:func:`check_algo_arg`).  Each refusal is one InvalidArgument line
 that starts with the caller that owns the argument (Communicator, MPICommunicator, sweep, find_plan; the selector
-itself by default) and quotes the value through :func:`topo_probe.guard.show`.
+itself by default) and quotes the value through :func:`topo_probe.errors.show`.
 
 >>> check_algo_arg("bogus", "sweep")
 Traceback (most recent call last):
@@ -16,8 +16,7 @@ import os
 from pathlib import Path
 
 from synth.plan.size_plan import Plan
-from topo_probe.errors import InvalidArgument
-from topo_probe.guard import show
+from topo_probe.errors import InvalidArgument, show
 
 #: the algorithm name (and plan entry) meaning "NCCL itself": NCCL is faster there
 NCCL = "nccl"

@@ -46,8 +46,10 @@ from synth.ir.collectives import ROOTED, canonical
 from synth.ir.schedule import Schedule, atomic_write_text, read_json
 from synth.model.physics import LL_MAX_BYTES, PROTOCOLS
 from synth.plan.model_identity import MAX_MODEL_CHARS
-from topo_probe.errors import ScheduleFormatError, TopocollError
-from topo_probe.guard import MAX_BYTES, MAX_GPUS, MAX_TIME_US, check_float, check_int, is_int, show
+from topo_probe.errors import ScheduleFormatError, TopocollError, show
+from topo_probe.limits import MAX_BYTES, MAX_GPUS, MAX_TIME_US
+from topo_probe.number_checks import check_float, check_int
+from topo_probe.number_rules import is_int
 
 PLAN_FORMAT = "topocoll.plan"
 PLAN_VERSION = 1
@@ -140,7 +142,7 @@ class Plan:
 
     @classmethod
     def load(cls, path: str | Path) -> "Plan":
-        """Read and check a plan file (the limits of :mod:`topo_probe.guard` apply); every
+        """Read and check a plan file (the limits of :mod:`topo_probe.limits` apply); every
         failure is a ScheduleFormatError naming the file and the field."""
         path = Path(path)
         doc = read_json(path, "plan")

@@ -1,4 +1,5 @@
-"""topo_probe.guard and the loaders that use it: each bug the fuzz campaign of issue 15 found in a
+"""The loaders' guard against hostile input (topo_probe.limits, capped_read, json_guard, number_checks,
+topology.checks) and the loaders that use it: each bug the fuzz campaign of issue 15 found in a
 loader, as the hostile input that showed it, now refused with one project error naming the file
 and the field or line (generic exceptions and nonsense accepts before the fix)."""
 
@@ -13,11 +14,15 @@ from synth.formats.schedule_file import load_schedule
 from synth.ir.fabric import build_fabric
 from synth.ir.schedule import Schedule
 from synth.plan.size_plan import Plan
-from topo_probe import guard
-from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError
+from topo_probe.capped_read import gunzip_capped, read_capped
+from topo_probe.errors import ScheduleFormatError, ScheduleInvalid, TopocollError, TopologyError, show
+from topo_probe.json_guard import parse_json
+from topo_probe.limits import MAX_JSON_DEPTH, MAX_SCHEDULE_BYTES
 from topo_probe.load import _parse_text, load_topology
+from topo_probe.number_checks import check_float, check_int
 from topo_probe.parsers.link_matrix import parse_link_matrix
 from topo_probe.parsers.nvsmi import parse_nvsmi_p2p, parse_nvsmi_topo
+from topo_probe.topology.checks import check_topology
 from topo_probe.topology.model import Topology
 from topo_probe.topology.serialize import load_topology_json, topology_to_dict
 from topo_probe.machines.generators import ring
@@ -67,7 +72,7 @@ def test_numbers_over_4300_digits_are_a_project_error_with_the_line(tmp_path, lo
 def test_deep_json_is_refused_not_a_recursion_error(tmp_path, loader):
     # before: RecursionError: maximum recursion depth exceeded while decoding a JSON array
     p = _write(tmp_path, "a.json", '{"meta": ' + "[" * 100_000 + "]" * 100_000 + "}")
-    _refused(loader, p, rf"line 1 column {9 + guard.MAX_JSON_DEPTH}: JSON nested deeper than 32 levels")
+    _refused(loader, p, rf"line 1 column {9 + MAX_JSON_DEPTH}: JSON nested deeper than 32 levels")
     p = _write(tmp_path, "b.json", '{"meta": ' + "[" * 40 + "]" * 40 + "}")      # shallow enough for json.loads
     _refused(loader, p, r"meta\[0\]\[0\].*: JSON nested deeper than 32 levels")
 
@@ -103,7 +108,7 @@ def test_meta_may_hold_infinity_as_solvers_write_it(tmp_path):
 
 
 def test_size_limit_and_gzip_bomb(tmp_path, monkeypatch):
-    monkeypatch.setattr(guard, "MAX_INPUT_BYTES", 1 << 20)
+    monkeypatch.setattr("topo_probe.json_guard.MAX_INPUT_BYTES", 1 << 20)
     monkeypatch.setattr("synth.ir.schedule.MAX_SCHEDULE_BYTES", 1 << 20)    # schedules have their own cap
     big = _write(tmp_path, "big.json", b" " * (2 << 20))
     _refused("schedule", big, r"bytes a loader reads")
@@ -111,9 +116,9 @@ def test_size_limit_and_gzip_bomb(tmp_path, monkeypatch):
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     _refused("schedule", bomb, r"gzip data decompresses to more than the 1048576 bytes")
     assert resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - before < 32 << 10   # KiB: never inflated
-    assert guard.gunzip_capped(gzip.compress(b"ab") + gzip.compress(b"cd"), "x", ScheduleFormatError) == b"abcd"
+    assert gunzip_capped(gzip.compress(b"ab") + gzip.compress(b"cd"), "x", ScheduleFormatError) == b"abcd"
     with pytest.raises(ScheduleFormatError, match="x: broken gzip data"):
-        guard.gunzip_capped(gzip.compress(b"abc")[:-3], "x", ScheduleFormatError)
+        gunzip_capped(gzip.compress(b"abc")[:-3], "x", ScheduleFormatError)
 
 
 # ----------------------------------------------------------------------------- wrong types
@@ -226,7 +231,7 @@ def test_check_topology_cuts_a_long_topology_name(name):
     """check_topology names the topology as show() cuts it (60 characters, one line), not its whole repr."""
     topo = Topology(name)
     with pytest.raises(TopologyError) as exc:
-        guard.check_topology(topo, "t.json", TopologyError)
+        check_topology(topo, "t.json", TopologyError)
     line = str(exc.value)
     # by hand: the repr's first 57 characters, then "..."
     assert line == f"t.json: topology {repr(name)[:57]}... has no GPU", line
@@ -265,16 +270,16 @@ def test_nvsmi_bounds_and_parameters():
 
 
 def test_check_helpers():
-    assert guard.check_int(5, "f", TopologyError, lo=1, hi=9) == 5
+    assert check_int(5, "f", TopologyError, lo=1, hi=9) == 5
     for bad, match in ((True, ">= 1, got True"), (0, ">= 1, got 0"), (10, "at most 9")):
         with pytest.raises(TopologyError, match=match):
-            guard.check_int(bad, "f", TopologyError, lo=1, hi=9)
-    assert guard.check_float(3, "f", TopologyError, lo=0, hi=9) == 3.0
+            check_int(bad, "f", TopologyError, lo=1, hi=9)
+    assert check_float(3, "f", TopologyError, lo=0, hi=9) == 3.0
     with pytest.raises(TopologyError, match="f must be > 0, got 0"):
-        guard.check_float(0, "f", TopologyError, lo=0, hi=9, lo_open=True)
+        check_float(0, "f", TopologyError, lo=0, hi=9, lo_open=True)
     with pytest.raises(TopologyError, match="f must be a finite number, got an integer of about 401 digits"):
-        guard.check_float(10**400, "f", TopologyError, lo=0, hi=9)
-    assert guard.show("x" * 100).endswith("...'") is False and len(guard.show("x" * 100)) == 60
+        check_float(10**400, "f", TopologyError, lo=0, hi=9)
+    assert show("x" * 100).endswith("...'") is False and len(show("x" * 100)) == 60
 
 
 # ----------------------------------------------------------------------------- nccl-tests logs
@@ -332,21 +337,21 @@ def test_nccl_tests_device_line_with_a_long_blank_run_is_linear():
 def test_read_errors_are_one_line_naming_the_file(tmp_path):
     (tmp_path / "sub").mkdir()
     with pytest.raises(TopologyError, match=r"^[^\n]*/sub: is not a regular file$"):
-        guard.read_capped(tmp_path / "sub", TopologyError)
+        read_capped(tmp_path / "sub", TopologyError)
     with pytest.raises(ScheduleFormatError, match=r"missing.json: cannot read: No such file or directory$"):
         load_schedule(tmp_path / "missing.json")
     with pytest.raises(ScheduleFormatError, match=r"cannot read: embedded null byte"):
-        guard.read_capped("a\0b", ScheduleFormatError)
+        read_capped("a\0b", ScheduleFormatError)
     big = _write(tmp_path, "big.txt", b"x" * 100)
     with pytest.raises(TopologyError, match=r"big.txt: 100 bytes is more than the 10 bytes a loader reads"):
-        guard.read_capped(big, TopologyError, limit=10)
+        read_capped(big, TopologyError, limit=10)
 
 
 def test_the_long_number_locator_is_linear():
     text = "[" + ("9" * 3999 + ",") * 2000 + "9" * 5000 + "]"          # 8 MB: runs just under the limit first
     start = time.process_time()
     with pytest.raises(ScheduleFormatError, match=r"line 1 column 8000002: a number with thousands of digits"):
-        guard.parse_json(text, "x.json", ScheduleFormatError)
+        parse_json(text, "x.json", ScheduleFormatError)
     assert time.process_time() - start < 5      # a hang guard: [0-9]{4000,} alone took ~90 s here
 
 
@@ -358,7 +363,7 @@ def test_a_small_file_costs_little_memory_under_a_large_cap(tmp_path):
     small.write_bytes(b" " * 1000)
     tracemalloc.start()
     try:
-        assert guard.read_capped(small, ScheduleFormatError, guard.MAX_SCHEDULE_BYTES) == b" " * 1000
+        assert read_capped(small, ScheduleFormatError, MAX_SCHEDULE_BYTES) == b" " * 1000
         peak = tracemalloc.get_traced_memory()[1]
     finally:
         tracemalloc.stop()

@@ -133,7 +133,7 @@ def test_parse_gpu_list(text, expect):
     ("0-2,2", "--gpus '0-2,2': GPU 2 is listed twice"),
     ("", "--gpus: empty GPU list"),
     ("-1", "--gpus '-1': '-1' is not a GPU index or range like 2-5"),
-    # MAX_GPUS is 1024 (topo_probe/guard.py): GPU indices run 0-1023; a range past them is refused before it is
+    # MAX_GPUS is 1024 (topo_probe/limits.py): GPU indices run 0-1023; a range past them is refused before it is
     # expanded (0-99999999 was a 10**8-item list checked item by item against it: a hang)
     ("1024", "--gpus '1024': '1024' names a GPU beyond the 1024 a topology may have (0-1023)"),
     ("0-99999999", "--gpus '0-99999999': '0-99999999' names a GPU beyond the 1024 a topology may have (0-1023)"),
@@ -168,7 +168,7 @@ def test_zero_padded_gpu_index_reads_as_int_does(g, pad_lo, pad_hi):
     """Leading zeros change nothing (Python's int() is the reference): '00000000005' was read as GPU 0 once only
     the first 10 digits were kept, and '00000000009999' as GPU 0, not refused."""
     one, pair = "0" * pad_lo + str(g), f"{'0' * pad_lo}0-{'0' * pad_hi}{g}"
-    if g < 1024:    # MAX_GPUS (topo_probe/guard.py)
+    if g < 1024:    # MAX_GPUS (topo_probe/limits.py)
         assert parse_gpu_list(one) == [int(one)] and parse_gpu_list(pair) == list(range(g + 1))
     else:
         for text in (one, pair):

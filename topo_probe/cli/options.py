@@ -30,7 +30,8 @@ from __future__ import annotations
 import argparse
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_HOSTS, check_int
+from topo_probe.limits import MAX_HOSTS, MAX_NICS_PER_HOST
+from topo_probe.number_checks import check_int
 from topo_probe.topology.host_assumption import DEFAULT_HOST_PATH_CLASS, HOST_PATH_CLASSES, set_host_path_class
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -48,7 +49,8 @@ def add_machine_arguments(p: argparse.ArgumentParser) -> None:
     g = p.add_argument_group("machine shape (applied to --topology)")
     g.add_argument("--nodes", type=int, metavar="N", help="join N copies of the host into a cluster")
     g.add_argument("--nic-gbps", type=float, metavar="G", help="NIC speed, GB/s per direction per NIC")
-    g.add_argument("--nics-per-node", type=int, metavar="K", help="NICs per host (spread over the GPUs)")
+    g.add_argument("--nics-per-node", type=int, metavar="K",
+                   help=f"NICs per host (spread over the GPUs), at most {MAX_NICS_PER_HOST}")
     g.add_argument("--rail-optimized", action="store_true",
                    help="one network switch per NIC rail (default: one switch for all NICs)")
     g.add_argument("--spine-oversubscription", type=float, metavar="R",
@@ -97,8 +99,8 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
         check_hosts(nodes, topo.num_gpus, "--nodes")
     if gbps is not None and not 0 < gbps < 1e6:
         raise TopologyError(f"--nic-gbps must be a positive number of GB/s, got {gbps}")
-    if k is not None and not 1 <= k <= 64:
-        raise TopologyError(f"--nics-per-node must be 1 to 64, got {k}")
+    if k is not None:
+        check_int(k, "--nics-per-node", TopologyError, lo=1, hi=MAX_NICS_PER_HOST, what="NICs")
     if ratio is not None and not 1 <= ratio <= 1024:
         raise TopologyError(f"--spine-oversubscription must be 1 to 1024 (R:1), got {ratio:g}")
     if per_leaf is not None and ratio is None:

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import math
 
-from topo_probe.errors import TopologyError
-from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_HOSTS, MAX_LATENCY_US, MAX_NICS_PER_HOST,
-                              MAX_NODES, MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS, check_float, is_int, is_real, show)
+from topo_probe.errors import TopologyError, show
+from topo_probe.limits import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_HOSTS, MAX_LATENCY_US, MAX_NICS_PER_HOST,
+                               MAX_NODES, MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS)
 from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
+from topo_probe.number_checks import check_float
+from topo_probe.number_rules import is_int
 from topo_probe.topology.model import Topology
 
 #: NIC ports of one leaf switch of :func:`cluster`'s leaf-spine network (a 64-port switch, half down)
@@ -26,8 +28,8 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
     [50.0, 50.0, 50.0, 50.0]
     """
     k = positive_count(count, 1, "NICs per node", "NICs")
-    if k > 64:
-        raise TopologyError(f"NICs per node: at most 64, got {k}")
+    if k > MAX_NICS_PER_HOST:
+        raise TopologyError(f"NICs per node: at most {MAX_NICS_PER_HOST}, got {k}")
     old = base.nodes_of_kind("nic")
     if speed_gbps is None:
         speed_gbps = base.graph.nodes[old[0]].get("speed_gbps") if old else None
@@ -112,13 +114,14 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
                                  hi=MAX_LATENCY_US, unit="µs")
     rails = sorted(nics, key=lambda x: (str(base.graph.nodes[x].get("name", x)), x))
     speeds = _rail_speeds(base, rails, nic_gbps)
-    _check_size(base, k, len(rails), rail_optimized, spine_oversubscription, hosts_per_leaf)
+    per_leaf = None if spine_oversubscription is None else _hosts_per_leaf(hosts_per_leaf,
+                                                                           1 if rail_optimized else len(rails))
+    _check_size(base, k, len(rails), rail_optimized, per_leaf)
     t = _replicated_hosts(base, k)
     if spine_oversubscription is None:
         leaf_of, shape = _single_tier(t, len(rails), rail_optimized)
     else:
-        leaf_of, shape = _leaf_spine(t, k, speeds, rail_optimized, spine_oversubscription, hosts_per_leaf,
-                                     net_latency_us)
+        leaf_of, shape = _leaf_spine(t, k, speeds, rail_optimized, spine_oversubscription, per_leaf, net_latency_us)
     for h in range(k):
         for r, nic in enumerate(rails):
             t.graph.nodes[f"h{h}.{nic}"]["speed_gbps"] = speeds[r]
@@ -129,8 +132,8 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
 
 
 def check_hosts(nodes, gpus_per_host: int, where: str) -> int:
-    """``nodes`` (a host count) as an int: an integer (:func:`~topo_probe.guard.is_int`) >= 1 whose hosts of
-    ``gpus_per_host`` GPUs are at most :data:`~topo_probe.guard.MAX_GPUS`, checked before anything is built (4,096
+    """``nodes`` (a host count) as an int: an integer (:func:`~topo_probe.number_rules.is_int`) >= 1 whose hosts of
+    ``gpus_per_host`` GPUs are at most :data:`~topo_probe.limits.MAX_GPUS`, checked before anything is built (4,096
     DGX hosts took a minute, then were refused); else TopologyError in one line starting with ``where``
     (``--nodes``, ``cluster: nodes``).
 
@@ -179,7 +182,7 @@ def _rail_speeds(base: Topology, rails: list[str], nic_gbps: float | None) -> li
 
 
 def _hosts_per_leaf(hosts_per_leaf: int | None, per_host: int) -> int:
-    """Hosts under one leaf: ``hosts_per_leaf`` (1..:data:`~topo_probe.guard.MAX_HOSTS`), by default as many as
+    """Hosts under one leaf: ``hosts_per_leaf`` (1..:data:`~topo_probe.limits.MAX_HOSTS`), by default as many as
     fill :data:`LEAF_PORTS` NIC ports (``per_host`` a host)."""
     m = hosts_per_leaf if hosts_per_leaf is not None else max(1, LEAF_PORTS // per_host)
     m = positive_count(m, 1, "hosts per leaf", "hosts")
@@ -188,14 +191,14 @@ def _hosts_per_leaf(hosts_per_leaf: int | None, per_host: int) -> int:
     return m
 
 
-def _check_size(base: Topology, hosts: int, rails: int, rail_optimized: bool, ratio, hosts_per_leaf) -> None:
+def _check_size(base: Topology, hosts: int, rails: int, rail_optimized: bool, per_leaf: int | None) -> None:
     """Refuse, before building it, a cluster the topology loader would refuse: more nodes or edges than
-    :data:`~topo_probe.guard.MAX_NODES` / :data:`~topo_probe.guard.MAX_EDGES` (each host's copy of ``base``, its
-    NICs' two network edges, the switches and each leaf's two uplink edges)."""
+    :data:`~topo_probe.limits.MAX_NODES` / :data:`~topo_probe.limits.MAX_EDGES` (each host's copy of ``base``, its
+    NICs' two network edges, the switches and each leaf's two uplink edges); ``per_leaf``: hosts under one leaf
+    (:func:`_hosts_per_leaf`), None for a single-tier network."""
     switches, leaves = (rails if rail_optimized else 1), 0
-    if ratio is not None:
-        m = _hosts_per_leaf(hosts_per_leaf, 1 if rail_optimized else rails)
-        leaves = -(-hosts // m) * switches
+    if per_leaf is not None:
+        leaves = -(-hosts // per_leaf) * switches
         switches = leaves + 1
     nodes = hosts * base.graph.number_of_nodes() + switches
     edges = hosts * (base.graph.number_of_edges() + 2 * rails) + 2 * leaves
@@ -213,15 +216,13 @@ def _single_tier(t: Topology, rails: int, rail_optimized: bool):
     return (lambda h, r: switch[r]), shape
 
 
-def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bool, ratio: float,
-                hosts_per_leaf: int | None, net_latency_us: float):
-    """Add leaves and the spine of :func:`cluster` to ``t``; returns (leaf of (host, rail), words)."""
-    if not is_real(ratio) or not 1.0 <= ratio <= MAX_OVERSUBSCRIPTION:
-        raise TopologyError(f"spine oversubscription must be a number from 1 to {MAX_OVERSUBSCRIPTION}, "
-                            f"got {show(ratio)}")
-    ratio = float(ratio)        # a numpy.float32 would divide in float32 (800 / float32(3) = 266.66665649...)
+def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bool, ratio: float, m: int,
+                net_latency_us: float):
+    """Add leaves of ``m`` hosts each and the spine of :func:`cluster` to ``t``; returns (leaf of (host, rail),
+    words)."""
+    # a Python float: a numpy.float32 would divide in float32 (800 / float32(3) = 266.66665649...)
+    ratio = check_float(ratio, "cluster: spine_oversubscription", TopologyError, lo=1.0, hi=MAX_OVERSUBSCRIPTION)
     per_host = 1 if rail_optimized else len(speeds)
-    m = _hosts_per_leaf(hosts_per_leaf, per_host)
     groups = -(-hosts // m)
     planes = range(len(speeds)) if rail_optimized else range(1)
     t.add_node("spine", "net_switch", host=-1, tier="spine")
@@ -230,7 +231,8 @@ def _leaf_spine(t: Topology, hosts: int, speeds: list[float], rail_optimized: bo
             leaf = t.add_node(f"leaf{q}.rail{r}" if rail_optimized else f"leaf{q}", "net_switch", host=-1,
                               tier="leaf")
             down = m * (speeds[r] if rail_optimized else sum(speeds))
-            # within the loader's guard.edge_limits("network"): m <= MAX_HOSTS hosts of <= MAX_NICS_PER_HOST NICs
+            # within the loader's edge_limits("network") (topo_probe.topology.checks): m <= MAX_HOSTS hosts of
+            # <= MAX_NICS_PER_HOST NICs
             t.add_link(leaf, "spine", kind="network", links=max(1, math.ceil(m * per_host / ratio)),
                        bandwidth_gbps=down / ratio, latency_us=net_latency_us / 2)
 

@@ -24,8 +24,8 @@ from __future__ import annotations
 
 from typing import Sequence, Union
 
-from topo_probe.errors import TopologyError
-from topo_probe.guard import is_int, show
+from topo_probe.errors import TopologyError, show
+from topo_probe.number_rules import is_int
 from topo_probe.topology.model import GPU_LINK_KINDS, Topology
 
 NVLINK_LATENCY_US = 0.7
@@ -41,7 +41,7 @@ TreeSpec = Sequence[Union[str, "TreeSpec"]]
 
 
 def positive_count(n: int, minimum: int, what: str, unit: str) -> int:
-    """``n`` as an int if it is an integer (:func:`~topo_probe.guard.is_int`) >= ``minimum``, else TopologyError
+    """``n`` as an int if it is an integer (:func:`~topo_probe.number_rules.is_int`) >= ``minimum``, else TopologyError
     naming ``what`` and the ``unit`` counted (``GPUs``, ``NICs``, ``hosts``: plural, singular for a minimum of 1).
 
     >>> positive_count(0, 1, "NICs per node", "NICs")

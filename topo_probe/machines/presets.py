@@ -21,9 +21,10 @@ from __future__ import annotations
 from typing import Callable
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_BANDWIDTH_GBPS, check_float
+from topo_probe.limits import MAX_BANDWIDTH_GBPS
 from topo_probe.machines.generators import NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_X16_GBPS, add_pcie_tree
 from topo_probe.machines.presets_current import CURRENT_PRESETS
+from topo_probe.number_checks import check_float
 from topo_probe.topology.model import Topology
 
 NVLINK_GBPS = 25.0

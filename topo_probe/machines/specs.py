@@ -40,7 +40,7 @@ from __future__ import annotations
 import re
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_GPUS    # a spec asks for no more GPUs than any topology may have
+from topo_probe.limits import MAX_GPUS    # a spec asks for no more GPUs than any topology may have
 from topo_probe.machines.generators import (
     PCIE_X16_GBPS,
     add_pcie_tree,

@@ -27,12 +27,13 @@ from __future__ import annotations
 
 import re
 
-from topo_probe.guard import is_real
+from topo_probe.limits import MAX_BANDWIDTH_GBPS
+from topo_probe.number_rules import is_real
 
 __all__ = ["pcie_gbps", "pcie_gen_from_speed", "normalize_bus_id",
            "nvlink_gbps_for_name", "nvlink_gbps_for_sm", "PCIE_LANE_GBPS", "PCIE_SPEED_STRINGS",
            "MAX_NVLINKS_PER_GPU", "CPU_LINK_GBPS", "XGMI_GBPS", "XGMI_DEFAULT_GBPS", "gcn_arch",
-           "xgmi_gbps_for_arch", "nvlink_guess_from_counts"]
+           "xgmi_gbps_for_arch", "nvlink_guess_from_counts", "MAX_NIC_MBPS"]
 
 #: Theoretical PCIe bandwidth per lane per direction (GB/s) by generation.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.984375, 4: 1.96875, 5: 3.9375, 6: 7.875}
@@ -42,6 +43,12 @@ PCIE_SPEED_STRINGS = {1: "2.5 GT/s PCIe", 2: "5.0 GT/s PCIe", 3: "8.0 GT/s PCIe"
                       4: "16.0 GT/s PCIe", 5: "32.0 GT/s PCIe", 6: "64.0 GT/s PCIe"}
 
 _GT_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
+
+#: Fastest NIC ``speed`` of an NCCL topology XML ``<net>`` (Mb/s, 8000 per GB/s): as fast as the loaders take a NIC
+#: (MAX_BANDWIDTH_GBPS: 8e8 Mb/s), so every file ``to_nccl_xml`` writes reads back.  NCCL reads it into an int
+#: (v2.28.9-1 src/graph/topo.cc line 371, ``xmlGetAttrIntDefault(xmlNet, "speed", &mbps, 0)``; src/graph/xml.h
+#: line 116, ``strtol``), which 8e8 fits.
+MAX_NIC_MBPS = int(MAX_BANDWIDTH_GBPS * 8000)
 
 #: Most NVLinks any NVIDIA GPU has had (H100/H200/B200: 18).  A GPU showing more links to its
 #: peers than this is behind NVSwitches.

@@ -22,22 +22,15 @@ from __future__ import annotations
 
 from typing import Sequence
 
-from topo_probe.errors import TopologyError
-from topo_probe.guard import (
-    MAX_BANDWIDTH_GBPS,
-    MAX_EDGES,
-    MAX_GPUS,
-    MAX_LATENCY_US,
-    MAX_LINKS_PER_EDGE,
-    MIN_BANDWIDTH_GBPS,
-    check_float,
-    check_topology,
-    is_int,
-    show,
-)
+from topo_probe.errors import TopologyError, show
+from topo_probe.limits import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_LATENCY_US, MAX_LINKS_PER_EDGE,
+                               MIN_BANDWIDTH_GBPS)
 from topo_probe.machines.generators import NVLINK_LATENCY_US
+from topo_probe.number_checks import check_float
+from topo_probe.number_rules import is_int
 from topo_probe.parsers.hardware import MAX_NVLINKS_PER_GPU
 from topo_probe.parsers.pcie_classes import rank_ranges
+from topo_probe.topology.checks import check_topology
 from topo_probe.topology.host_assumption import set_host_path_class
 from topo_probe.topology.model import GPU_LINK_KINDS, Topology
 
@@ -86,12 +79,12 @@ def parse_link_matrix(doc: dict, *, source: str = "<json>") -> Topology:
     ----------
     doc : dict
         The decoded JSON.  Required: ``links`` (square list of lists of ints in
-        0..:data:`~topo_probe.guard.MAX_LINKS_PER_EDGE`, zero diagonal), ``link_bandwidth_gbps``
+        0..:data:`~topo_probe.limits.MAX_LINKS_PER_EDGE`, zero diagonal), ``link_bandwidth_gbps``
         (GB/s per link per direction).  Optional: ``format`` (must be ``"link-matrix"`` if
         present), ``name``, ``description``, ``link_latency_us`` (default 0.7 µs per edge),
         ``link_kind`` (``"nvlink"`` or ``"infinity_fabric"``), ``host_path_class`` (see the module
         docstring).  Numbers must be finite and
-        within the limits of :mod:`topo_probe.guard`.
+        within the limits of :mod:`topo_probe.limits`.
     source : str
         Name used in error messages.
 

@@ -52,8 +52,8 @@ from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import CPU_LATENCY_US, NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_LATENCY_US
-from topo_probe.parsers.hardware import (CPU_LINK_GBPS, PCIE_LANE_GBPS, XGMI_DEFAULT_GBPS, gcn_arch, normalize_bus_id,
-                                         nvlink_gbps_for_sm, pcie_gen_from_speed, xgmi_gbps_for_arch)
+from topo_probe.parsers.hardware import (CPU_LINK_GBPS, MAX_NIC_MBPS, PCIE_LANE_GBPS, XGMI_DEFAULT_GBPS, gcn_arch,
+                                         normalize_bus_id, nvlink_gbps_for_sm, pcie_gen_from_speed, xgmi_gbps_for_arch)
 from topo_probe.parsers.nccl_xml_exact import TAG as EXACT_TAG
 from topo_probe.parsers.nccl_xml_exact import apply_exact
 from topo_probe.parsers.nccl_xml_tree import CPU_CLASS, NVSWITCH_CLASS, El, attr, attr_float, attr_int, read_tree, walk
@@ -67,7 +67,6 @@ __all__ = ["parse_nccl_xml"]
 #: bounds of counts in the file
 MAX_RANK = 1 << 20
 MAX_LINKS = 64
-MAX_MBPS = 100_000_000
 #: node ids the reader takes from ``topocoll_node`` attributes (letters, digits and ._:-[],)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.:\-\[\],]{1,200}")
 _GPU_LINKS = ("nvlink", "xgmi")
@@ -245,7 +244,7 @@ class _Importer:
 
     def nic(self, el: El, parent: str, pci, numa: int, host: int) -> None:
         for net in (c for c in el.children if c.tag == "net" and "dev" in c.attrs):
-            mbps = attr_int(net, "speed", self.source, 0, MAX_MBPS, 0) if net.attrs.get("speed", "") != "" else 0
+            mbps = attr_int(net, "speed", self.source, 0, MAX_NIC_MBPS, 0) if net.attrs.get("speed", "") != "" else 0
             attrs = {"name": net.attrs.get("name", f"net{net.attrs['dev']}")[:200], "numa_node": numa, "host": host,
                      "speed_gbps": (mbps if mbps > 0 else 10000) / 8000.0,
                      "nccl_dev": attr_int(net, "dev", self.source, 0, MAX_RANK),

@@ -26,14 +26,16 @@ entries naming nodes the file does not have (say, after a hand edit) are skipped
 from __future__ import annotations
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_LATENCY_US, edge_limits
+from topo_probe.limits import MAX_LATENCY_US
 from topo_probe.parsers.nccl_xml_tree import El, attr, attr_float, attr_int
+from topo_probe.topology.checks import edge_limits
 from topo_probe.topology.host_assumption import GRAPH_KEY, set_host_path_class
 from topo_probe.topology.model import LINK_KINDS, NODE_KINDS, Topology
 
 TAG = "topocoll"
 # The widest edge any kind may have: a network edge's (a cluster's leaf uplink); check_topology, after the file is
-# read, holds each edge to its own kind's limits (guard.edge_limits: a network edge's GB/s per port).
+# read, holds each edge to its own kind's limits (topo_probe.topology.checks.edge_limits: a network edge's GB/s
+# per port).
 MAX_LINKS, _LEAST_GBPS_PER_LINK, _MOST_GBPS_PER_LINK = edge_limits("network")
 MIN_GBPS, MAX_GBPS = _LEAST_GBPS_PER_LINK, _MOST_GBPS_PER_LINK * MAX_LINKS
 

@@ -23,6 +23,9 @@ from __future__ import annotations
 
 import re
 
+from topo_probe.errors import TopologyError, show
+from topo_probe.limits import MAX_BANDWIDTH_GBPS, MIN_BANDWIDTH_GBPS
+from topo_probe.number_checks import check_float
 from topo_probe.parsers.hardware import (
     AMD_SM,
     PCIE_LANE_GBPS,
@@ -290,8 +293,10 @@ class _Exporter:
         d = self.g.nodes[n]
         nics = sorted(self.t.nodes_of_kind("nic"), key=_natural)
         attrs = {"name": d.get("name", n), "dev": d.get("nccl_dev", nics.index(n)), **self._id("topocoll_node", n)}
-        if d.get("speed_gbps"):
-            attrs["speed"] = int(round(float(d["speed_gbps"]) * 8000))
+        if d.get("speed_gbps") is not None:     # whole Mb/s; the loaders' range, so that the file reads back
+            gbps = check_float(d["speed_gbps"], f"to_nccl_xml: NIC {show(n)}: speed_gbps", TopologyError,
+                               lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
+            attrs["speed"] = int(round(gbps * 8000))
         attrs["port"] = d.get("port", 1)
         attrs["latency"] = d.get("latency", "0.000000")
         attrs.update({k: d[k] for k in ("guid", "maxconn") if k in d})

@@ -29,12 +29,14 @@ from __future__ import annotations
 from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
-from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS, ascii_int, check_float,
-                              check_topology)
+from topo_probe.limits import MAX_BANDWIDTH_GBPS, MAX_LINKS_PER_EDGE, MIN_BANDWIDTH_GBPS
+from topo_probe.number_checks import check_float
+from topo_probe.number_rules import ascii_int
 from topo_probe.parsers.hardware import PCIE_LANE_GBPS, nvlink_guess_from_counts
 from topo_probe.parsers.link_matrix import add_nvlinks
 from topo_probe.parsers.nvsmi_matrix import GPU_LABEL, P2P_CELL, P2P_CODES, TOPO_CELL, read_matrix, reconcile
 from topo_probe.parsers.pcie_classes import add_pcie_tree_from_classes
+from topo_probe.topology.checks import check_topology
 from topo_probe.topology.model import P2PCapability, Topology
 
 __all__ = ["parse_nvsmi_topo", "parse_nvsmi_p2p", "apply_p2p", "P2P_CODES"]

@@ -12,8 +12,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_INPUT_BYTES, MAX_LINKS_PER_EDGE, MAX_MATRIX_COLUMNS, ascii_int, show
+from topo_probe.errors import TopologyError, show
+from topo_probe.limits import MAX_INPUT_BYTES, MAX_LINKS_PER_EDGE, MAX_MATRIX_COLUMNS
+from topo_probe.number_rules import ascii_int
 from topo_probe.terminal_text import ShownText, shown_text
 
 _ATTR_COLUMNS = ("CPU Affinity", "NUMA Affinity", "GPU NUMA ID")

@@ -36,24 +36,13 @@ import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
-from topo_probe.errors import TopologyError, UsageError
-from topo_probe.guard import (
-    MAX_BANDWIDTH_GBPS,
-    MAX_EDGES,
-    MAX_GPUS,
-    MAX_LATENCY_US,
-    MAX_NODES,
-    MIN_BANDWIDTH_GBPS,
-    check_edge,
-    check_float,
-    check_int,
-    check_topology,
-    is_int,
-    is_real,
-    parse_json,
-    read_text,
-    show,
-)
+from topo_probe.capped_read import read_text
+from topo_probe.errors import TopologyError, UsageError, show
+from topo_probe.json_guard import parse_json
+from topo_probe.limits import MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_LATENCY_US, MAX_NODES, MIN_BANDWIDTH_GBPS
+from topo_probe.number_checks import check_float, check_int
+from topo_probe.number_rules import is_int, is_real
+from topo_probe.topology.checks import check_edge, check_topology
 from topo_probe.topology.host_assumption import GRAPH_KEY, set_host_path_class
 from topo_probe.topology.model import LINK_KINDS, NIC_TRANSPORTS, NODE_KINDS, P2PCapability, Topology
 
@@ -317,6 +306,6 @@ def save_topology(topo: Topology, path: str | os.PathLike) -> None:
 
 def load_topology_json(path: str | os.PathLike) -> Topology:
     """Read and validate a ``topocoll.topology`` JSON file (errors name ``path``; the limits of
-    :mod:`topo_probe.guard` apply)."""
+    :mod:`topo_probe.limits` apply)."""
     doc = parse_json(read_text(path, TopologyError), str(path), TopologyError)
     return topology_from_dict(doc, source=str(path))

@@ -28,8 +28,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from topo_probe.errors import NcclTestsLogError
-from topo_probe.guard import show
+from topo_probe.errors import NcclTestsLogError, show
 
 #: the start that makes a line a device line; linear on long runs of blanks (each alternative fails at once)
 _START = re.compile(r"#\s*Rank\s+\d+\s+(?:Group\s+\d+\s+)?(?:Pid\s+\d+\s+)?on\s")

@@ -53,8 +53,7 @@ from synth.formats.nccl_tests.device_line import Device, is_cut_device_line, par
 from synth.formats.nccl_tests.rows import (MAX_MEASURED_GBPS, IterStats, Layout, Measurement, Row, ShortRow, header_of,
                                            layout_of, measured, number, row_of)
 from synth.formats.nccl_tests.textio import log_lines, read_log_text
-from topo_probe.errors import NcclTestsLogError
-from topo_probe.guard import show
+from topo_probe.errors import NcclTestsLogError, show
 
 _N = r"(\d{1,18})(?!\d)"     # at most 18 digits: int() of thousands raises, and no count is that large
 _PREAMBLE = {

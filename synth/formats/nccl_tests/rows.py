@@ -12,8 +12,9 @@ import math
 import re
 from dataclasses import dataclass, field
 
-from topo_probe.errors import NcclTestsLogError
-from topo_probe.guard import MAX_BYTES, MAX_GPUS, MAX_TIME_US, check_float, check_int, show
+from topo_probe.errors import NcclTestsLogError, show
+from topo_probe.limits import MAX_BYTES, MAX_GPUS, MAX_TIME_US
+from topo_probe.number_checks import check_float, check_int
 
 #: Largest algbw / busbw a row may show (GB/s): far above any machine, but no overflow-sized figure.
 MAX_MEASURED_GBPS = 1e9

@@ -31,7 +31,7 @@ from pathlib import Path
 from synth.formats.nccl_tests.conventions import NCCL_NAMES, TEST_NAMES
 from synth.ir.schedule import atomic_write_text
 from topo_probe.errors import InvalidArgument
-from topo_probe.guard import check_float
+from topo_probe.number_checks import check_float
 
 #: nccl-tests' JSON layout version at v2.19.6 (src/util.cu line 52): 1 until v2.19.1, 2 adds per_iter_timing, 3 per_iter_skip
 JSON_VERSION = 3

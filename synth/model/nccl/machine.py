@@ -25,8 +25,8 @@ from synth.model.nccl.constants import NCCL_VERSION, PCI_BW_BY_GEN, PCIE_X16_GBS
 from synth.model.nccl.nic_path import NIC_PATHS, graph_nic_path, topology_nic_path
 from synth.model.nccl.pcie_path import gpu_pcie_gen, nic_gbs, pcie_path_gbs, pcie_stream_gbs
 from synth.model.nccl.pcie_share import nic_pcie_limited, nic_shares, restated_nic, uplink_gpus
-from topo_probe.errors import InvalidArgument
-from topo_probe.guard import is_real, show
+from topo_probe.errors import InvalidArgument, show
+from topo_probe.number_rules import is_real
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
 #: GPU name patterns -> architecture (first match wins)

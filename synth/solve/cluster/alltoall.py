@@ -43,7 +43,7 @@ from synth.solve.bwopt.bandwidth_term import bandwidth_term
 from synth.solve.budget import SolveBudget, budget_or_new
 from synth.solve.stoppable import solve_lp
 from topo_probe.errors import SolverError, UnsupportedCollective
-from topo_probe.guard import is_int
+from topo_probe.number_rules import is_int
 
 
 def _partners(shape, h: int, cls: int) -> list[int]:

@@ -58,7 +58,7 @@ from synth.solve.cluster.leaf_relay import best_relay, leaf_partners, relay_plan
 from synth.solve.cluster.local_trees import LocalForest, local_forest
 from synth.solve.cluster.split import best_split
 from topo_probe.errors import UnsupportedCollective
-from topo_probe.guard import is_int
+from topo_probe.number_rules import is_int
 
 HIERARCHICAL = ("allgather", "reducescatter", "allreduce")
 

@@ -34,7 +34,7 @@ from synth.solve.bwopt.bandwidth_term import bandwidth_term
 from synth.solve.cluster.compose import host_fabric, tree_levels
 from synth.solve.cluster.local_trees import LocalForest, local_forest
 from topo_probe.errors import InvalidArgument, UnsupportedCollective
-from topo_probe.guard import is_int
+from topo_probe.number_rules import is_int
 
 ROOTED = ("broadcast", "reduce")
 

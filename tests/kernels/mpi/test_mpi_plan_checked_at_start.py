@@ -327,7 +327,7 @@ def test_native_is_checked_once_per_mpi_communicator(monkeypatch):
 @pytest.mark.parametrize("arg", ["ipc", "native"])
 def test_an_ipc_or_native_refusal_quotes_the_value_through_show(arg):
     """The MPICommunicator's ``ipc=`` and ``native=`` refusals quote the value as every one-line refusal does
-    (topo_probe.guard.show: line breaks joined, a long repr cut to 60 characters).  Reference: the line by hand.
+    (topo_probe.errors.show: line breaks joined, a long repr cut to 60 characters).  Reference: the line by hand.
     Old: the repr cut by hand with the whole line at 300 characters."""
     from kernels.mpi.startup import checked_start
     value = "x" * 100

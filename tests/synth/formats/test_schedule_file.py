@@ -56,12 +56,12 @@ def test_a_cluster_scale_schedule_passes_the_schedule_limits(tmp_path):
     """A one-step direct AllGather of 520 ranks: 269,880 transfers, more JSON objects than the
     general loader limit (2**18) but within the schedule limits, so it loads back equal from
     .json.gz through both readers."""
-    from topo_probe import guard
+    from topo_probe.limits import MAX_JSON_CONTAINERS
     n = 520
     s = Schedule("allgather", n, 1, (Step(1, tuple(Transfer(c, c, d) for c in range(n) for d in range(n) if d != c)),))
     path = tmp_path / "big.json.gz"
     save_schedule(s, path)
     text = gzip.decompress(path.read_bytes()).decode()
-    assert text.count("{") + text.count("[") > guard.MAX_JSON_CONTAINERS
+    assert text.count("{") + text.count("[") > MAX_JSON_CONTAINERS
     assert load_schedule(path) == s
     assert Schedule.load(path) == s

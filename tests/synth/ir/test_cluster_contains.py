@@ -1,7 +1,7 @@
 """``(i, j) in channels`` of a cluster fabric (the fast path for int pairs) says what the
 template lookup says, and what the explicit all-pairs fabric holds, for every key tried:
 all pairs, equal ranks, out of range, bools, floats, lists and junk.  NumPy integer ranks are ranks (the project's
-one integer rule, topo_probe.guard.is_int, as on a single-host fabric's dict of int pairs)."""
+one integer rule, topo_probe.number_rules.is_int, as on a single-host fabric's dict of int pairs)."""
 
 from __future__ import annotations
 

@@ -74,7 +74,7 @@ def test_anything_but_integers_and_the_two_ops_is_not_read(odd):
 
 
 def test_numpy_integers_are_read_as_their_values():
-    """np.int32 / np.uint8 / np.int64 fields are integers (topo_probe.guard.is_int): read as the Python ints they
+    """np.int32 / np.uint8 / np.int64 fields are integers (topo_probe.number_rules.is_int): read as the Python ints they
     equal, beside plain ints."""
     got = read_columns((Transfer(np.int32(3), 0, np.uint8(1)), Transfer(0, np.int64(2), 1, "reduce")))
     assert [c.tolist() for c in got] == [[3, 0], [0, 2], [1, 1], [False, True]]

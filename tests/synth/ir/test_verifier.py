@@ -344,8 +344,8 @@ def test_random_drop_or_move_is_rejected_or_correct(name, ops, seed):
 @pytest.mark.parametrize("odd", [True, np.bool_(True), 1.0, "1"])
 def test_a_field_equal_to_1_but_not_an_integer_is_a_bad_transfer(field, ti, odd):
     """The ring allgather's step 0 transfers 0 and 1 are (0, 0, 1) and (1, 1, 2): a field 1 written as True (NumPy
-    reads ``[0, True]`` as int64), 1.0 or "1" is refused by the one integer rule (topo_probe.guard.is_int), in bulk
-    and one by one, naming step, transfer, field and value; as np.int64(1) it is the same schedule and passes."""
+    reads ``[0, True]`` as int64), 1.0 or "1" is refused by the one integer rule (topo_probe.number_rules.is_int), in
+    bulk and one by one, naming step, transfer, field and value; as np.int64(1) it is the same schedule and passes."""
     good = ring_allgather()
     ts = list(good.steps[0].transfers)
     assert [(t.chunk, t.src, t.dst) for t in ts[:2]] == [(0, 0, 1), (1, 1, 2)] and getattr(ts[ti], field) == 1

@@ -1,5 +1,5 @@
 """--nodes N joins N hosts: the product with the host's GPUs may not pass MAX_GPUS (1,024,
-topo_probe/guard.py). Refused in one line before the cluster is built (4,096 DGX hosts took 38 s
+topo_probe/limits.py). Refused in one line before the cluster is built (4,096 DGX hosts took 38 s
 to build, then the 32,768 GPUs were refused downstream; topo-probe then hung drawing them)."""
 
 import contextlib

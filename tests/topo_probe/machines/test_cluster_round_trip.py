@@ -5,7 +5,7 @@ first, in one line.
 Before, a leaf-spine uplink of ``hosts_per_leaf x NICs / R`` ports (``dgx-h100``, 16 hosts a leaf, R = 1: 128) was
 written and then refused ("links must be at most 64, got 128"): the bonded-link limit of 64 is NVLink's, not a
 switch's.  The loader's limit for a ``network`` edge is now derived from what cluster() can build
-(:data:`~topo_probe.guard.MAX_NETWORK_LINKS_PER_EDGE`); every other kind keeps 64.
+(:data:`~topo_probe.limits.MAX_NETWORK_LINKS_PER_EDGE`); every other kind keeps 64.
 """
 
 from __future__ import annotations
@@ -19,8 +19,8 @@ from hypothesis import strategies as st
 
 from topo_probe.cli.main import main
 from topo_probe.errors import TopologyError
-from topo_probe.guard import (MAX_BANDWIDTH_GBPS, MAX_LINKS_PER_EDGE, MAX_NETWORK_LINKS_PER_EDGE,
-                              MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS)
+from topo_probe.limits import (MAX_BANDWIDTH_GBPS, MAX_LINKS_PER_EDGE, MAX_NETWORK_LINKS_PER_EDGE,
+                               MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS)
 from topo_probe.load import load_topology
 from topo_probe.machines.clusters import cluster
 from topo_probe.machines.presets import PRESETS, get_preset
@@ -88,7 +88,7 @@ def test_a_cluster_past_the_edge_limit_is_refused_before_it_is_built():
 
 def test_a_long_topology_name_is_cut_in_the_size_refusal():
     """A topology file's name may be any string up to the 32 MiB a loader reads; the one-line refusal cuts it
-    (guard.show) as the loader's own unknown-name message does, instead of quoting 100,000 characters."""
+    (topo_probe.errors.show) as the loader's own unknown-name message does, instead of quoting 100,000 characters."""
     base = get_preset("dgx-h100")
     base.name = "n" * 100_000
     with pytest.raises(TopologyError) as exc:
@@ -105,7 +105,8 @@ def _xml_round_trips(tmp_path, t):
 
 def test_an_uplink_of_8192_ports_reads_back_from_nccl_xml(tmp_path):
     """1024 hosts a leaf x 8 NICs / R 1 = 8192 ports on each leaf's uplink: the NCCL XML's <topocoll> block took
-    at most 4096 links an edge, where the JSON loader takes 524,288 (guard.edge_limits("network"))."""
+    at most 4096 links an edge, where the JSON loader takes 524,288
+    (topo_probe.topology.checks.edge_limits("network"))."""
     t = cluster("dgx-h100", 128, spine_oversubscription=1.0, hosts_per_leaf=1024)
     assert max(d["links"] for _, _, d in t.graph.edges(data=True)) == 8192
     _xml_round_trips(tmp_path, t)

@@ -9,7 +9,7 @@ from hypothesis import strategies as st
 
 from topo_probe.cli.options import add_machine_arguments, apply_machine_arguments
 from topo_probe.errors import TopologyError
-from topo_probe.guard import MAX_GPUS
+from topo_probe.limits import MAX_GPUS
 from topo_probe.load import load_topology
 from topo_probe.machines.clusters import with_nics
 from topo_probe.machines.presets import get_preset
@@ -166,7 +166,7 @@ def test_plans_compare_with_nccl_on_the_same_network_footing_as_our_schedules():
 @pytest.mark.parametrize("spec", ["ring:1025", "full:10000", "torus:40x40", "pcie:2000"])
 def test_a_spec_past_the_loaders_gpu_limit_is_refused_with_that_limit(spec):
     """Audit 65: specs said "need 2 to 4096 GPUs", then the loader refused 1,025 ("the limits are
-    1024").  The spec parser's limit is the loader's (topo_probe.guard.MAX_GPUS)."""
+    1024").  The spec parser's limit is the loader's (topo_probe.limits.MAX_GPUS)."""
     with pytest.raises(TopologyError) as e:
         load_topology(spec)
     assert f"need 2 to {MAX_GPUS} GPUs" in str(e.value) and "\n" not in str(e.value)

@@ -1,0 +1,82 @@
+"""cluster() and with_nics() (topo_probe/machines/clusters.py): one NIC limit for the library and the command line,
+and a leaf's host count worked out once per cluster.
+
+Before, three NIC limits disagreed: with_nics() and ``--nics-per-node`` took at most 64 NICs a host while cluster()
+joined hosts of up to 128 (``MAX_NICS_PER_HOST``), so ``cluster("gb200-nvl72", 2)`` joined its 72 NICs a host but
+``--nics-per-node 72`` on the same preset was refused.  A host of the most NICs must build and load back through
+load_topology; one more is refused in one line (exit 2 from the CLI).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+
+import pytest
+
+from topo_probe.cli.main import main
+from topo_probe.errors import TopologyError
+from topo_probe.limits import MAX_NICS_PER_HOST
+from topo_probe.load import load_topology
+from topo_probe.machines import clusters
+from topo_probe.machines.clusters import cluster, with_nics
+from topo_probe.machines.presets import get_preset
+from topo_probe.topology.serialize import save_topology
+
+
+def _cli(argv):
+    err = io.StringIO()
+    with contextlib.redirect_stderr(err), contextlib.redirect_stdout(io.StringIO()):
+        rc = main(argv)
+    return rc, err.getvalue()
+
+
+def test_the_nic_limit_is_a_host_matrix_of_columns():
+    """128: as many NICs as a host's ``nvidia-smi topo -m`` matrix has columns (the GB200 NVL72 preset has 72)."""
+    assert MAX_NICS_PER_HOST == 128
+    assert len(get_preset("gb200-nvl72").nodes_of_kind("nic")) == 72
+
+
+def test_a_cluster_of_hosts_of_the_most_nics_loads_back_and_one_more_is_refused(tmp_path):
+    t = cluster("dgx-a100", 2, 25.0, nics_per_node=128)
+    assert len(t.nodes_of_kind("nic")) == 2 * 128           # by hand: 2 hosts x 128 NICs
+    save_topology(t, tmp_path / "t.json")
+    assert load_topology(str(tmp_path / "t.json")) == t
+    one = with_nics(get_preset("dgx-a100"), 128, 25.0)
+    save_topology(one, tmp_path / "one.json")
+    assert load_topology(str(tmp_path / "one.json")) == one
+    for make in (lambda: cluster("dgx-a100", 2, 25.0, nics_per_node=129),
+                 lambda: with_nics(get_preset("dgx-a100"), 129, 25.0)):
+        with pytest.raises(TopologyError) as exc:
+            make()
+        assert str(exc.value) == "NICs per node: at most 128, got 129"
+
+
+@pytest.mark.parametrize("nodes", ["1", "2"])
+def test_the_cli_builds_hosts_of_the_most_nics_and_refuses_one_more(tmp_path, nodes):
+    path = tmp_path / "c.json"
+    shape = ["--topology", "dgx-a100", "--nodes", nodes, "--nic-gbps", "25"]
+    rc, err = _cli(shape + ["--nics-per-node", "128", "--json", str(path), "--format", "json"])
+    assert rc == 0, err
+    want = cluster("dgx-a100", 2, 25.0, nics_per_node=128) if nodes == "2" else with_nics(get_preset("dgx-a100"),
+                                                                                           128, 25.0)
+    assert load_topology(str(path)).fingerprint() == want.fingerprint()
+    rc, err = _cli(shape + ["--nics-per-node", "129", "--json", str(tmp_path / "d.json"), "--format", "json"])
+    assert (rc, err) == (2, "topo-probe: error: --nics-per-node must be at most 128 NICs, got 129\n")
+    assert not (tmp_path / "d.json").exists()
+
+
+def test_the_cli_takes_as_many_nics_as_a_preset_has():
+    """gb200-nvl72 has 72 NICs a host: ``--nics-per-node 72`` is its own shape, not a refusal."""
+    rc, err = _cli(["--topology", "gb200-nvl72", "--nodes", "2", "--nics-per-node", "72"])
+    assert rc == 0, err
+
+
+def test_hosts_per_leaf_is_worked_out_once_per_cluster(monkeypatch):
+    """cluster() checked the leaf size before building (the loader's size limits) and again while building."""
+    calls = []
+    real = clusters._hosts_per_leaf
+    monkeypatch.setattr(clusters, "_hosts_per_leaf", lambda *a: calls.append(a) or real(*a))
+    t = cluster("dgx-h100", 5, spine_oversubscription=2.0, hosts_per_leaf=2)
+    assert calls == [(2, 8)]                    # 2 hosts a leaf, 8 NICs a host (one shared leaf per group)
+    assert sorted(n for n in t.graph if n.startswith("leaf")) == ["leaf0", "leaf1", "leaf2"]   # by hand: 5 / 2 up

@@ -1,0 +1,124 @@
+"""JSON decoded within the loaders' limits (:mod:`topo_probe.limits`): :func:`parse_json` refuses, in one line of
+the caller's error class naming the file and the line/column (syntax) or the field path (values), more than
+:data:`~topo_probe.limits.MAX_JSON_DEPTH` levels, :data:`~topo_probe.limits.MAX_JSON_CONTAINERS` objects and arrays
+or :data:`~topo_probe.limits.MAX_JSON_VALUES` values (counted before parsing), NaN, Infinity or an overflowing
+number (``1e400``), an integer beyond ±2**63 and a lone surrogate in a string.
+
+>>> from topo_probe.errors import TopologyError
+>>> parse_json('{"links": [[0, 1e400]]}', "m.json", TopologyError)
+Traceback (most recent call last):
+...
+topo_probe.errors.TopologyError: m.json: links[0][1]: inf is not a finite number
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+from typing import Any
+
+from topo_probe.errors import show
+from topo_probe.limits import (MAX_INPUT_BYTES, MAX_JSON_CONTAINERS, MAX_JSON_DEPTH, MAX_JSON_VALUES,
+                               MAX_SCHEDULE_BYTES, MAX_SCHEDULE_CONTAINERS, MAX_SCHEDULE_VALUES)
+from topo_probe.number_rules import is_int
+
+__all__ = ["parse_json"]
+
+_INT_LIMIT = 2**63
+_LONG_DIGITS = re.compile(r"(?<![0-9])[0-9]{4000,}")   # the lookbehind keeps it linear
+
+
+def _path_text(path: tuple) -> str:
+    out = ""
+    for key in path:
+        out += f"[{key}]" if isinstance(key, int) else (f".{key}" if out else str(key))
+    return out or "top level"
+
+
+def _line_col(text: str, pos: int) -> str:
+    line = text.count("\n", 0, pos) + 1
+    return f"line {line} column {pos - (text.rfind(chr(10), 0, pos) + 1) + 1}"
+
+
+def _deep_place(text: str, max_depth: int) -> str:
+    """Where the nesting first passes ``max_depth`` (strings skipped), for the RecursionError case."""
+    depth = 0
+    for m in re.finditer(r'"[^"\\]*(?:\\.[^"\\]*)*"|[\[\]{}]', text, re.DOTALL):
+        tok = m.group()
+        if tok in "[{":
+            depth += 1
+            if depth > max_depth:
+                return _line_col(text, m.start())
+        elif tok in "]}":
+            depth -= 1
+    return "somewhere"
+
+
+def parse_json(text: str, source: str, error: type[Exception], max_depth: int = MAX_JSON_DEPTH,
+               free_form: tuple[str, ...] = (), *, schedule: bool = False) -> Any:
+    """Decode JSON ``text`` within the limits of the module docstring; errors name ``source`` and the line/column
+    (syntax) or the field path (values).  Under the top-level keys ``free_form`` (e.g. a schedule's ``meta``, where a
+    solver records an unbounded LP as ``Infinity``) non-finite floats are allowed; every other limit holds there too.
+    With ``schedule`` the schedule limits (:data:`MAX_SCHEDULE_BYTES`, ...) replace the general ones."""
+    max_bytes, max_containers, max_values = ((MAX_SCHEDULE_BYTES, MAX_SCHEDULE_CONTAINERS, MAX_SCHEDULE_VALUES)
+                                             if schedule else (MAX_INPUT_BYTES, MAX_JSON_CONTAINERS, MAX_JSON_VALUES))
+    if len(text) > max_bytes:
+        raise error(f"{source}: more than the {max_bytes} bytes a loader reads")
+    containers = text.count("[") + text.count("{")
+    if containers > max_containers:
+        raise error(f"{source}: {containers} JSON objects/arrays, more than the {max_containers} a loader takes")
+    if text.count(",") >= max_values:
+        raise error(f"{source}: more than the {max_values} JSON values a loader takes")
+    try:
+        doc = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise error(f"{source}: line {exc.lineno} column {exc.colno}: invalid JSON: {exc.msg}") from None
+    except RecursionError:
+        raise error(f"{source}: {_deep_place(text, max_depth)}: JSON nested deeper than {max_depth} levels") from None
+    except ValueError:   # int() of a number over sys.get_int_max_str_digits() digits
+        m = _LONG_DIGITS.search(text)
+        where = _line_col(text, m.start()) if m else "a number"
+        raise error(f"{source}: {where}: a number with thousands of digits") from None
+    _check_values(doc, source, error, max_depth, free_form)
+    return doc
+
+
+def _check_values(doc: Any, source: str, error: type[Exception], max_depth: int, free_form: tuple[str, ...]) -> None:
+    """Walk ``doc`` (iteratively): depth, finite floats, ints within ±2**63, encodable strings."""
+    if not isinstance(doc, (dict, list)):
+        _check_scalar(doc, (), source, error, False)
+        return
+    stack: list[tuple[Any, tuple, bool]] = [(doc, (), False)]
+    while stack:
+        obj, path, lax = stack.pop()
+        if len(path) >= max_depth:
+            raise error(f"{source}: {_path_text(path)}: JSON nested deeper than {max_depth} levels")
+        inner = []
+        for key, val in (obj.items() if isinstance(obj, dict) else enumerate(obj)):
+            if isinstance(key, str) and not key.isascii():
+                _check_string(key, path, source, error)
+            if isinstance(val, (dict, list)):
+                inner.append((val, path + (key,), lax or (not path and key in free_form)))
+            elif not (isinstance(val, str) and val.isascii()) and val is not None:
+                _check_scalar(val, path + (key,), source, error, lax or (not path and key in free_form))
+        stack.extend(reversed(inner))     # first child on top: errors come in document order
+
+
+def _check_scalar(val: Any, path: tuple, source: str, error: type[Exception], lax: bool) -> None:
+    if isinstance(val, float):
+        if not lax and not math.isfinite(val):
+            raise error(f"{source}: {_path_text(path)}: {val} is not a finite number")
+    elif is_int(val):
+        if not -_INT_LIMIT < val < _INT_LIMIT:
+            raise error(f"{source}: {_path_text(path)}: {show(val)} is out of range (beyond ±2**63)")
+    elif isinstance(val, str):
+        _check_string(val, path, source, error)
+
+
+def _check_string(text: str, path: tuple, source: str, error: type[Exception]) -> None:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise error(f"{source}: {_path_text(path)}: string holds an unpaired surrogate "
+                    f"{text[exc.start]!r}") from None
