@@ -294,6 +294,19 @@ def _check_chunks(chunks: list, spec: CollectiveSpec, source: str) -> None:
                                       f"{spec.name} (expected {show(list(e.pre))}/{show(list(e.post))})")
 
 
+def _plain_transfer(t: Any, chunks: int, ranks: int) -> Transfer | None:
+    """The Transfer of ``t`` when it is a plain JSON object of valid plain ints and op, else None
+    (then :func:`_transfer` checks it and names what is wrong): the common case without building
+    each transfer's place in the document."""
+    if type(t) is not dict:
+        return None
+    chunk, src, dst, op = t.get("chunk"), t.get("src"), t.get("dst"), t.get("op", "copy")
+    if (type(chunk) is int and type(src) is int and type(dst) is int and type(op) is str and 0 <= chunk < chunks
+            and 0 <= src < ranks and 0 <= dst < ranks and src != dst and op in OPS):
+        return Transfer(chunk, src, dst, op)
+    return None
+
+
 def _transfer(t: Any, spec: CollectiveSpec, tw: str) -> Transfer:
     if not isinstance(t, dict):
         raise ScheduleFormatError(f"{tw} must be an object")
@@ -323,7 +336,9 @@ def _steps(doc: dict, spec: CollectiveSpec, source: str) -> tuple[Step, ...]:
         if not 1 <= rounds <= MAX_ROUNDS:
             raise ScheduleFormatError(f"{where}.rounds must be >= 1 and at most {MAX_ROUNDS}, got {show(rounds)}")
         transfers = _field(s, "transfers", list, where)
-        steps.append(Step(rounds, tuple(_transfer(t, spec, f"{where}.transfers[{ti}]")
+        chunks, ranks = spec.num_chunks, spec.ranks
+        steps.append(Step(rounds, tuple(_plain_transfer(t, chunks, ranks)
+                                        or _transfer(t, spec, f"{where}.transfers[{ti}]")
                                         for ti, t in enumerate(transfers))))
     return tuple(steps)
 

@@ -57,7 +57,22 @@ class Emulator:
 
     def __init__(self, dp: DeviceProgram, *, torn: bool = True):
         self.dp = dp
-        self.flags = np.zeros(dp.num_blocks, np.int64)
+        self.flags = [0] * dp.num_blocks
+        # the program's arrays as Python ints, read once (NumPy scalars made the scheduling loop slow)
+        self._recs = dp.records.tolist()
+        self._words = [rec[0] for rec in self._recs]
+        self._block_start = dp.block_start.tolist()
+        self._wait_start = dp.wait_start.tolist()
+        self._waits = [tuple(w) for w in dp.waits.tolist()]
+        self._touched: dict[int, tuple] = {}          # record -> _touched(record), which depends on the program only
+        self._ll_in: dict[tuple, list] = {}           # (kind word, src slot, src offset) -> _ll_inputs
+        # _ll_fresh answers kept while they hold: a line's flag words are only ever set to the run's
+        # epoch (_land), so a fresh record stays fresh in its run unless a record writes into LL lines
+        # (_apply; none does in a well-formed program); a stale one is asked again after any landing
+        self._ll_slots = {i for i, (_, name) in enumerate(dp.slots) if name == LL_BUF}
+        self._fresh: set[int] = set()
+        self._stale: dict[int, int] = {}               # record -> self._landings when last found stale
+        self._landings = 0
         self.epoch = 0
         #: LL lines of each LL slot (uint32 words ``data, flag, data, flag`` per line), kept across
         #: calls as the GPU's are; ``torn``: each 8-byte half of a store lands on its own, some late
@@ -70,17 +85,19 @@ class Emulator:
         lines); ``split`` cuts Simple records into parts run between other blocks' work.  The
         records of an LL pass are all in flight at once and run in any order, each when the LL
         lines it reads are fresh."""
-        dp, rng = self.dp, random.Random(seed)
+        dp, recs, rng = self.dp, self._recs, random.Random(seed)
         self.epoch += 1
+        self._fresh.clear()
+        self._stale.clear()
         arrays = [self.lines.get(i) if name == LL_BUF else buffers[(r, name)] for i, (r, name) in enumerate(dp.slots)]
-        nxt = [int(dp.block_start[b]) for b in range(dp.num_blocks)]
+        nxt = self._block_start[:-1]
         left = [0] * dp.num_blocks                    # elements of the current record still to do
         inflight: dict[tuple[int, int], tuple] = {}  # (block, record) -> regions it touches
         passes: dict[int, list[int]] = {}             # block -> LL records of its open pass not yet run
-        todo = set(b for b in range(dp.num_blocks) if nxt[b] < dp.block_start[b + 1])
+        todo = set(b for b in range(dp.num_blocks) if nxt[b] < self._block_start[b + 1])
         while todo:
             moves = [(b, i) for b in sorted(todo) for i in passes.get(b, [])
-                     if self._ll_fresh(dp.records[i])]
+                     if self._ll_ready(i)]
             moves += [(b, None) for b in sorted(todo) if not passes.get(b) and (
                 (b, nxt[b]) in inflight or self._waits_met(nxt[b], self._pass_end(b, nxt[b])))]
             if not moves:
@@ -91,31 +108,31 @@ class Emulator:
             self._land(rng.randint(0, len(self.pending)))
             b, i = rng.choice(moves)
             if i is not None:                         # one record of an open LL pass, whole
-                self._apply(dp.records[i], arrays, 0, int(dp.records[i][7]))
-                self._ll_store(dp.records[i], arrays, rng)
+                self._apply(recs[i], arrays, 0, recs[i][7])
+                self._ll_store(recs[i], arrays, rng)
                 del inflight[(b, i)]
                 passes[b].remove(i)
                 if not passes[b]:
                     self._finish(b, nxt[b] - 1, todo, nxt, step=False)
                 continue
             i = nxt[b]
-            rec = dp.records[i]
-            if int(rec[0]) & LL:
+            rec = recs[i]
+            if rec[0] & LL:
                 members = list(range(i, self._pass_end(b, i)))
                 for m in members:
-                    touched = _touched(dp.records[m], dp.sources)
+                    touched = self._touched_by(m)
                     self._check_race(b, m, touched, inflight)
                     inflight[(b, m)] = touched
                 passes[b], nxt[b] = members, members[-1] + 1
                 continue
             if (b, i) not in inflight:
-                touched = _touched(rec, dp.sources)
+                touched = self._touched_by(i)
                 self._check_race(b, i, touched, inflight)
                 inflight[(b, i)] = touched
-                left[b] = int(rec[7])
+                left[b] = rec[7]
             part = rng.randint(1, left[b]) if split else left[b]
-            done = int(rec[7]) - left[b]
-            for off, n in record_runs(int(rec[7]), int(rec[8]), int(rec[9]), done, done + part):
+            done = rec[7] - left[b]
+            for off, n in record_runs(rec[7], rec[8], rec[9], done, done + part):
                 self._apply(rec, arrays, off, off + n)
             left[b] -= part
             if left[b] == 0:
@@ -125,37 +142,61 @@ class Emulator:
 
     def _finish(self, b: int, i: int, todo: set, nxt: list, step: bool) -> None:
         """Record ``i`` of block ``b`` (the last of a pass) is done: publish, move on."""
-        dp = self.dp
-        if dp.records[i][0] & PUBLISH:
-            self.flags[b] = self.epoch * dp.stride + (i - dp.block_start[b]) + 1
+        if self._words[i] & PUBLISH:
+            self.flags[b] = self.epoch * self.dp.stride + (i - self._block_start[b]) + 1
         if step:
             nxt[b] += 1
-        if nxt[b] == dp.block_start[b + 1]:
+        if nxt[b] == self._block_start[b + 1]:
             todo.discard(b)
 
     def _pass_end(self, b: int, i: int) -> int:
-        recs, end = self.dp.records, int(self.dp.block_start[b + 1])
+        words, end = self._words, self._block_start[b + 1]
         j = i + 1
-        if int(recs[i][0]) & LL:
-            while j < end and int(recs[j][0]) & BATCH:
+        if words[i] & LL:
+            while j < end and words[j] & BATCH:
                 j += 1
         return j
 
+    def _touched_by(self, i: int) -> tuple:
+        """:func:`_touched` of record ``i``, worked out once per program."""
+        if i not in self._touched:
+            self._touched[i] = _touched(self._recs[i], self.dp.sources)
+        return self._touched[i]
+
     # ---------------------------------------------------------------- LL lines
     def _ll_inputs(self, rec: np.ndarray) -> list[tuple[int, int, int]]:
-        """(source position, LL slot, first line) of each LL input of a record."""
+        """(source position, LL slot, first line) of each LL input of a record (worked out once per
+        kind word and sources: nothing else of the record or the run changes it)."""
+        key = (int(rec[0]), int(rec[3]), int(rec[4]))
+        if key not in self._ll_in:
+            self._ll_in[key] = self._ll_inputs_of(rec)
+        return self._ll_in[key]
+
+    def _ll_inputs_of(self, rec: np.ndarray) -> list[tuple[int, int, int]]:
         word, item = int(rec[0]), self.dp.dtype.itemsize
         rows = (self.dp.sources[int(rec[3]):int(rec[3]) + int(rec[4])] if word & KIND_MASK == KINDS["reduce_chain"]
                 else [rec[3:5]])
         return [(j, int(slot), int(off) * item // LL_LINE_BYTES) for j, (slot, off) in enumerate(rows)
                 if ll_source(word, j)]
 
+    def _ll_ready(self, i: int) -> bool:
+        """:meth:`_ll_fresh` of record ``i``, asked again only when its answer may have changed."""
+        if i in self._fresh:
+            return True
+        if self._stale.get(i) == self._landings:
+            return False
+        if self._ll_fresh(self._recs[i]):
+            self._fresh.add(i)
+            return True
+        self._stale[i] = self._landings
+        return False
+
     def _ll_fresh(self, rec: np.ndarray) -> bool:
         units = ll_units(int(rec[7]), self.dp.dtype.itemsize)
         ep = np.uint32(self.epoch & 0xFFFFFFFF)
         for _, slot, line in self._ll_inputs(rec):
-            words = self.lines[slot][4 * line:4 * (line + units)].reshape(-1, 4)
-            if not ((words[:, 1] == ep).all() and (words[:, 3] == ep).all()):
+            flags = self.lines[slot][4 * line + 1:4 * (line + units):2]     # words 1 and 3 of each line
+            if not (flags == ep).all():
                 return False
         return True
 
@@ -183,14 +224,15 @@ class Emulator:
 
     def _land(self, k: int) -> None:
         """The first ``k`` held-back halves land."""
+        self._landings += k > 0
         for slot, word, value in self.pending[:k]:
             self.lines[slot][word:word + 2] = (value, self.epoch & 0xFFFFFFFF)
         self.pending = self.pending[k:]
 
     def _waits_met(self, i: int, j: int | None = None) -> bool:
-        dp = self.dp
-        for wb, wj in dp.waits[dp.wait_start[i]:dp.wait_start[j or i + 1]]:
-            if self.flags[wb] < self.epoch * dp.stride + wj + 1:
+        flags, first = self.flags, self.epoch * self.dp.stride + 1      # a flag must reach first + index
+        for wb, wj in self._waits[self._wait_start[i]:self._wait_start[j or i + 1]]:
+            if flags[wb] < first + wj:
                 return False
         return True
 
@@ -217,6 +259,9 @@ class Emulator:
         """Memory elements ``lo:hi`` (offsets from the record's first element) of one record."""
         kind, ds, do, ss, so, as_, ao = (int(x) for x in rec[:7])
         word, kind = kind, kind & KIND_MASK
+        if ds in self._ll_slots:                         # LL lines written as memory: ask afresh
+            self._landings += 1
+            self._fresh.clear()
         dst = arrays[ds][do + lo:do + hi]
         base = "sum" if self.dp.op == "avg" else self.dp.op
         if kind == KINDS["reduce_chain"]:

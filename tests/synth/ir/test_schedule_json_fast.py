@@ -1,17 +1,21 @@
 """Schedule JSON written one string format per transfer is byte for byte what the indenting
 encoder writes (``json.dumps(schedule.to_dict(), indent=1)``, the reference), empty steps,
-reductions and schedules past the compact threshold included."""
+reductions and schedules past the compact threshold included; a document's plain transfers are read
+by a fast path that gives what the checked path gives (the reference), hostile ones included."""
 
 from __future__ import annotations
 
 import json
 
+import numpy as np
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from synth.baselines import baseline
 from synth.ir import schedule as schedule_mod
 from synth.ir.fabric import build_fabric
-from synth.ir.schedule import Schedule, Step, Transfer
+from synth.ir.schedule import OPS, Schedule, Step, Transfer
 from topo_probe.machines.clusters import cluster
 
 
@@ -53,3 +57,50 @@ def test_compact_json_matches_the_encoder(fabric16, monkeypatch, coll, name):
     monkeypatch.setattr(schedule_mod, "INDENT_TRANSFERS", 0)
     assert idle.to_json() == json.dumps(idle.to_dict(), separators=(",", ":"))
     assert Schedule.from_dict(json.loads(idle.to_json())) == idle
+
+
+class _Dict(dict):
+    pass
+
+
+class _Str(str):
+    pass
+
+
+#: per field, values the checked path refuses or reads differently (5 ranks x 10 chunks below)
+_HOSTILE = {"chunk": [-1, 10, True, None, 2.0, np.int64(3), "1"],
+            "src": [-1, 5, False, None, 1.0, np.int64(1), "0"],
+            "dst": [-1, 5, True, None, 4.0, np.int64(2), "4"],
+            "op": ["send", "", None, 3, "COPY", _Str("copy"), _Str("send")]}
+
+
+def _changed(t: dict):
+    """``t`` and every one-change variant of it: each hostile value of each field, dst set to src, each key
+    dropped, a dict subclass, the values as a list."""
+    yield t
+    for key, values in _HOSTILE.items():
+        yield from ({**t, key: v} for v in values)
+    yield {**t, "dst": t["src"]}
+    yield from ({k: v for k, v in t.items() if k != drop} for drop in t)
+    yield _Dict(t)
+    yield list(t.values())
+
+
+@settings(max_examples=100, deadline=None, derandomize=True)
+@given(st.fixed_dictionaries({"chunk": st.integers(0, 9), "src": st.integers(0, 4), "dst": st.integers(0, 4)},
+                             optional={"op": st.sampled_from(OPS)}))
+def test_the_plain_transfer_fast_path_reads_what_the_checked_path_reads(valid):
+    """Transfers of 5 ranks x 10 chunks, each with every one change of :func:`_changed`: every transfer the
+    fast path takes is the checked path's Transfer (same field types); every other one goes to the checked
+    path, whose line names what is wrong."""
+    from synth.ir.collectives import CollectiveSpec
+    spec = CollectiveSpec("allgather", 5, 2, None)
+    for t in _changed(valid):
+        fast = schedule_mod._plain_transfer(t, spec.num_chunks, spec.ranks)
+        try:
+            checked = schedule_mod._transfer(t, spec, "where")
+        except Exception as exc:
+            assert fast is None, (t, fast, exc)
+            continue
+        assert fast is None or (fast == checked and [type(getattr(fast, k)) for k in ("chunk", "src", "dst", "op")]
+                                == [type(getattr(checked, k)) for k in ("chunk", "src", "dst", "op")]), (t, fast)
