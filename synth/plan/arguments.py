@@ -49,10 +49,18 @@ def check_algo_arg(algo, owner: str = "ScheduleSelector") -> CheckedAlgo:
     name = os.fspath(algo) if isinstance(algo, os.PathLike) else algo
     # the value itself (not a str Enum's name), and the rule asked of it, not of a str subclass's own __eq__
     value = str.__str__(name) if isinstance(name, str) else None
-    if value is not None and (value in ("plan", NCCL) or value in BASELINES or Path(value).is_file()):
+    if value is not None and (value in ("plan", NCCL) or value in BASELINES or _is_file(value)):
         return CheckedAlgo(value)
     raise InvalidArgument(f"{owner}: algorithm {show(algo)}: not 'plan', 'nccl', a baseline ({', '.join(BASELINES)}) "
                           f"or an existing schedule file")
+
+
+def _is_file(name: str) -> bool:
+    """Whether ``name`` is an existing file; a name the system cannot look up (too long: ENAMETOOLONG) is none."""
+    try:
+        return Path(name).is_file()
+    except OSError:
+        return False
 
 
 __all__ = ["NCCL", "CheckedAlgo", "check_algo_arg", "check_plan_arg"]
