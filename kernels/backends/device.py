@@ -49,8 +49,9 @@ def check_p2p(p2p, owner: str) -> CheckedP2P:
     ...
     topo_probe.errors.InvalidArgument: CupyLayer: p2p must be one of auto, never, got 'always'
     """
-    if isinstance(p2p, str) and p2p in P2P_MODES:
-        return CheckedP2P(str.__str__(p2p))    # the value itself (a str Enum's str() is its member's name)
+    value = str.__str__(p2p) if isinstance(p2p, str) else None   # the value itself (not a str Enum's name), and the
+    if value in P2P_MODES:                                        # rule asked of it, not of a subclass's own __eq__
+        return CheckedP2P(value)
     raise InvalidArgument(f"{owner}: p2p must be one of {', '.join(P2P_MODES)}, got {show(p2p)}")
 
 

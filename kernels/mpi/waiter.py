@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 
-from topo_probe.errors import DeviceUnavailable, InvalidArgument, PeerFailed
+from topo_probe.errors import DeviceUnavailable, InvalidArgument, PeerFailed, show
 from topo_probe.number_rules import is_real
 
 TAG_NOTICE, TAG_HELLO, TAG_PING, TAG_PONG = 1, 2, 3, 4
@@ -57,7 +57,7 @@ def checked_timeout(value, source: str = "timeout_s") -> float:
     except (ValueError, OverflowError):
         seconds = math.nan
     if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidArgument(f"{source}={value!r}: expected a finite number of seconds > 0")
+        raise InvalidArgument(f"{source}={show(value)}: expected a finite number of seconds > 0")
     return seconds
 
 

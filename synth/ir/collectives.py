@@ -83,8 +83,9 @@ def check_reduce_op(op, what: str = "") -> CheckedOp:
     """
     if type(op) is CheckedOp:          # checked once already, by the call's owner
         return op
-    if isinstance(op, str) and op in REDUCE_OPS:
-        return CheckedOp(str.__str__(op))     # the value itself (a str Enum's str() is its member's name)
+    value = str.__str__(op) if isinstance(op, str) else None   # the value itself (not a str Enum's name), and the
+    if value in REDUCE_OPS:                                     # rule asked of it, not of a subclass's own __eq__
+        return CheckedOp(value)
     head = f"{what}: op" if what else "op"
     raise InvalidArgument(f"{head} must be one of {', '.join(REDUCE_OPS)}; got {show(op)}")
 

@@ -46,10 +46,20 @@ def check_algo_arg(algo, owner: str = "ScheduleSelector") -> CheckedAlgo:
         return algo
     from synth.baselines import BASELINES
     name = os.fspath(algo) if isinstance(algo, os.PathLike) else algo
-    if isinstance(name, str) and (name in ("plan", NCCL) or name in BASELINES or Path(name).is_file()):
-        return CheckedAlgo(str.__str__(name))      # the value itself (a str Enum's str() is its member's name)
+    # the value itself (not a str Enum's name), and the rule asked of it, not of a str subclass's own __eq__
+    value = str.__str__(name) if isinstance(name, str) else None
+    if value is not None and (value in ("plan", NCCL) or value in BASELINES or _is_file(value)):
+        return CheckedAlgo(value)
     raise InvalidArgument(f"{owner}: algorithm {show(algo)}: not 'plan', 'nccl', a baseline ({', '.join(BASELINES)}) "
                           f"or an existing schedule file")
+
+
+def _is_file(name: str) -> bool:
+    """Whether ``name`` is an existing file; a name the system cannot look up (too long: ENAMETOOLONG) is none."""
+    try:
+        return Path(name).is_file()
+    except OSError:
+        return False
 
 
 __all__ = ["NCCL", "CheckedAlgo", "check_algo_arg", "check_plan_arg"]

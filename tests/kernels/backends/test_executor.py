@@ -320,6 +320,45 @@ def test_a_str_enum_op_or_p2p_is_checked_as_its_value():
     assert check_reduce_op(Op.MAX, "all_reduce") == "max" and str(check_reduce_op(Op.MAX)) == "max"
     assert str(check_p2p(Op.NEVER, "Communicator")) == "never"
 
+class _Liar(str):
+    """A hostile ``str``: equal to everything (so ``x in REDUCE_OPS`` is True whatever it holds)."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.one_of(st.sampled_from(["sum", "max", "avg", "auto", "never", "always", "bogus", ""]), st.text(max_size=8)))
+def test_a_checked_value_is_one_the_rule_accepts_whatever_the_str_subclass_says(value):
+    """The checked-value types (CheckedOp, CheckedP2P) are taken later without a second look, so they must
+    only ever hold a value the rule accepts: the rule is applied to the value that is marked, not to the
+    object's own ``__eq__``.  Reference: plain membership of the plain string in the hand-written lists.
+    Old (kern74): a str subclass equal to everything was marked as checked holding 'bogus', which the
+    kernels then met as an unknown op (KeyError traceback from BINARY_OP)."""
+    from kernels.backends.device import check_p2p
+    from synth.ir.collectives import check_reduce_op
+    for rule, allowed in ((lambda v: check_reduce_op(v, "all_reduce"), ("sum", "prod", "max", "min", "avg")),
+                          (lambda v: check_p2p(v, "Communicator"), ("auto", "never"))):
+        if value in allowed:
+            assert str.__str__(rule(_Liar(value))) == value
+        else:
+            with pytest.raises(InvalidArgument):
+                rule(_Liar(value))
+
+
+@pytest.mark.filterwarnings("ignore:Communicator. no plan")
+def test_a_hostile_op_is_refused_in_the_calls_one_line_not_a_traceback():
+    """Communicator.all_reduce with a str subclass that claims to equal every op: the call's one-line refusal.
+    Reference: the line by hand.  Old: KeyError 'bogus' from the host layer's BINARY_OP lookup."""
+    from kernels import Communicator
+    comm = Communicator(2, plan=False, backend="host")
+    xs = [np.ones(4, np.float32) for _ in range(2)]
+    with pytest.raises(InvalidArgument) as info:
+        comm.all_reduce(xs, [np.empty(4, np.float32) for _ in range(2)], op=_Liar("bogus"))
+    assert str(info.value) == "all_reduce: op must be one of sum, prod, max, min, avg; got 'bogus'"
+
 
 def executor_module():
     import kernels.backends.executor as executor

@@ -62,6 +62,17 @@ def test_an_mpi_communicators_timeout_refusal_names_it(bad):
     assert str(e.value) == f"MPICommunicator: timeout_s={bad!r}: expected a finite number of seconds > 0"
 
 
+@pytest.mark.parametrize("bad,shown", [("x" * 300, f"'{'x' * 56}..."),
+                                       (10**400, "an integer of about 401 digits")], ids=["long-str", "huge-int"])
+def test_a_timeout_refusal_quotes_the_value_through_show(bad, shown):
+    """A refused ``timeout_s`` is quoted as every one-line refusal quotes its value (topo_probe.errors.show), as
+    the MPICommunicator's ipc= and native= refusals now are.  Reference: the lines by hand.  Old: the whole repr,
+    a 370-character line for 300 x's, 469 for 10**400."""
+    with pytest.raises(InvalidArgument) as e:
+        checked_timeout(bad, "MPICommunicator: timeout_s")
+    assert str(e.value) == f"MPICommunicator: timeout_s={shown}: expected a finite number of seconds > 0"
+
+
 class _Req:
     """A fake mpi4py request: ``done`` says whether Test() completes it; ``buf`` is what it sends."""
 

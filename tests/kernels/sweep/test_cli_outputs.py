@@ -152,3 +152,12 @@ def test_a_schedule_file_algorithm_is_checked_once_per_sweep(capsys, tmp_path, m
                          "--algo", str(sched)], capsys)
     assert rc == 0, err
     assert looked == [str(sched)], looked
+
+
+def test_an_algorithm_name_too_long_for_a_path_is_one_short_line(capsys):
+    """``--algo`` of 5000 characters: the algorithm rule's line, the name cut as every refusal cuts it, status 2.
+    Reference: the line by hand.  Old: "sweep: error: [Errno 36] File name too long: '<5000 x>'" (5060 characters)."""
+    rc, out, err = _run(["all_reduce", "-b", "8", "-e", "64", "-g", "1", "--algo", "x" * 5000], capsys)
+    assert (rc, out) == (2, "")
+    assert err == (f"sweep: error: algorithm '{'x' * 56}...: not 'plan', 'nccl', a baseline (ring, tree, direct, rhd, "
+                   "bruck, oneshot) or an existing schedule file\n"), err[:200]

@@ -312,6 +312,36 @@ def test_an_algorithm_refusal_names_the_owner_the_plan_refusal_names(topo, owner
     assert str(info.value).startswith(f"{who}: plan must be"), str(info.value)
 
 
+def test_an_algorithm_that_only_claims_to_be_a_baseline_is_refused(topo):
+    """A str subclass equal to everything passes ``name in BASELINES`` by its own ``__eq__``; the rule must look
+    at the value it marks as checked (CheckedAlgo, taken later without a second look).  Reference: the line
+    by hand.  Old (kern74): marked CheckedAlgo('bogus'), then the selector tried to load a file 'bogus'."""
+    from synth.plan.arguments import check_algo_arg
+
+    class Liar(str):
+        def __eq__(self, other):
+            return True
+        __hash__ = str.__hash__
+    with pytest.raises(TopocollError) as info:
+        check_algo_arg(Liar("bogus"), "sweep")
+    assert str(info.value) == f"sweep: algorithm 'bogus': {ALGO_TAIL}", str(info.value)
+    with pytest.raises(TopocollError) as info:
+        ScheduleSelector(topo, plan=False, algo=Liar("bogus"), owner="MPICommunicator")
+    assert str(info.value) == f"MPICommunicator: algorithm 'bogus': {ALGO_TAIL}", str(info.value)
+    assert str.__str__(check_algo_arg(Liar("ring"))) == "ring"
+
+
+@pytest.mark.parametrize("algo", ["x" * 5000, "a/" * 3000])
+def test_an_algorithm_name_too_long_for_a_path_is_the_rules_one_line(topo, algo):
+    """A name the file system cannot even look up (ENAMETOOLONG) is no schedule file: the rule's one line
+    naming the owner, the value cut by topo_probe.errors.show.  Reference: the line by hand.  Old: OSError
+    "[Errno 36] File name too long: '<the whole name>'" from Path.is_file, naming no one (the sweep printed
+    it as a 5000-character line)."""
+    with pytest.raises(TopocollError) as info:
+        ScheduleSelector(topo, plan=False, algo=algo, owner="sweep")
+    assert str(info.value) == f"sweep: algorithm {repr(algo)[:57]}...: {ALGO_TAIL}", str(info.value)
+
+
 def test_an_empty_plan_path_is_refused_not_read_as_the_current_folder(topo):
     """``plan=""`` went to ``Path("")``, which is ``.``: the selector searched whatever folder the process ran in
     for a plan.json, a plan the caller never named.  Reference: the refusal line written out by hand; ``"auto"``
