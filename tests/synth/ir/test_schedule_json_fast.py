@@ -104,3 +104,41 @@ def test_the_plain_transfer_fast_path_reads_what_the_checked_path_reads(valid):
             continue
         assert fast is None or (fast == checked and [type(getattr(fast, k)) for k in ("chunk", "src", "dst", "op")]
                                 == [type(getattr(checked, k)) for k in ("chunk", "src", "dst", "op")]), (t, fast)
+
+
+#: values of a transfer field beyond :data:`_HOSTILE`: huge, negative zero, NumPy bool/unsigned, bool for op
+_MORE = [2**63, -(10**30), -0.0, np.bool_(True), np.uint64(1), 1 + 0j]
+
+
+@settings(max_examples=60, deadline=None, derandomize=True)
+@given(coll=st.sampled_from(["allgather", "broadcast", "reduce", "alltoall"]), ranks=st.integers(2, 6),
+       cpr=st.integers(1, 3), data=st.data())
+def test_a_document_reads_the_same_with_and_without_the_fast_path(coll, ranks, cpr, data):
+    """Whole documents through :meth:`Schedule.from_dict`, as read with the fast path and with it turned off
+    (every transfer checked, the reference): the same Schedule (same field types) or the same error line.
+    Collectives with more chunks than ranks and fewer (broadcast, reduce) catch a fast path handed the
+    wrong bounds by the step reader."""
+    from synth.ir.collectives import CollectiveSpec
+    spec = CollectiveSpec(coll, ranks, cpr, 0 if coll in ("broadcast", "reduce") else None)
+    n, r = spec.num_chunks, ranks
+    edge = st.sampled_from([0, 1, n - 1, n, r - 1, r, max(n, r), *_MORE])
+    field = st.one_of(st.integers(0, max(n, r)), edge)
+    valid = {"chunk": data.draw(st.integers(0, n - 1)), "src": data.draw(st.integers(0, r - 1)),
+             "dst": data.draw(st.integers(0, r - 1)), "op": data.draw(st.sampled_from(OPS))}
+    odd = data.draw(st.fixed_dictionaries({}, optional={"chunk": field, "src": field, "dst": field,
+                                                         "op": st.sampled_from([*OPS, "Copy", True]), "x": edge}))
+    for t in (*_changed(valid), {**valid, **odd}):
+        doc = {"format": schedule_mod.FORMAT, "version": 1, "collective": coll, "ranks": r, "chunks_per_rank": cpr,
+               "root": spec.root, "steps": [{"rounds": 1, "transfers": [dict(valid, dst=(valid["src"] + 1) % r), t]}]}
+        read = []
+        for fast in (True, False):
+            with pytest.MonkeyPatch.context() as mp:
+                if not fast:
+                    mp.setattr(schedule_mod, "_plain_transfer", lambda *_: None)
+                try:
+                    got = Schedule.from_dict(doc, "doc")
+                    read.append((got, [[type(v) for v in (x.chunk, x.src, x.dst, x.op)]
+                                       for s in got.steps for x in s.transfers]))
+                except Exception as exc:                 # noqa: BLE001 -- the refusal itself is compared
+                    read.append((type(exc), str(exc)))
+        assert read[0] == read[1], (t, read)
