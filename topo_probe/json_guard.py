@@ -85,24 +85,48 @@ def parse_json(text: str, source: str, error: type[Exception], max_depth: int = 
 
 
 def _check_values(doc: Any, source: str, error: type[Exception], max_depth: int, free_form: tuple[str, ...]) -> None:
-    """Walk ``doc`` (iteratively): depth, finite floats, ints within ±2**63, encodable strings."""
+    """Walk ``doc`` (iteratively): depth, finite floats, ints within ±2**63, encodable strings.
+
+    A container's place is kept as a link ``(parent's link, key)``; the path tuple is built only for a refusal, and
+    the common values (an int within range, a finite float, an ASCII string, null) are passed over first."""
     if not isinstance(doc, (dict, list)):
         _check_scalar(doc, (), source, error, False)
         return
-    stack: list[tuple[Any, tuple, bool]] = [(doc, (), False)]
+    stack: list[tuple[Any, tuple | None, int, bool]] = [(doc, None, 0, False)]
     while stack:
-        obj, path, lax = stack.pop()
-        if len(path) >= max_depth:
-            raise error(f"{source}: {_path_text(path)}: JSON nested deeper than {max_depth} levels")
+        obj, link, depth, lax = stack.pop()
+        if depth >= max_depth:
+            raise error(f"{source}: {_path_text(_path(link))}: JSON nested deeper than {max_depth} levels")
         inner = []
         for key, val in (obj.items() if isinstance(obj, dict) else enumerate(obj)):
-            if isinstance(key, str) and not key.isascii():
-                _check_string(key, path, source, error)
-            if isinstance(val, (dict, list)):
-                inner.append((val, path + (key,), lax or (not path and key in free_form)))
-            elif not (isinstance(val, str) and val.isascii()) and val is not None:
-                _check_scalar(val, path + (key,), source, error, lax or (not path and key in free_form))
+            if type(key) is str and not key.isascii():
+                _check_string(key, _path(link), source, error)
+            kind = type(val)
+            if kind is int:
+                if -_INT_LIMIT < val < _INT_LIMIT:
+                    continue
+            elif kind is float:
+                if val - val == 0.0:       # finite (inf - inf and nan - nan are nan)
+                    continue
+            elif kind is str:
+                if val.isascii():
+                    continue
+            elif val is None or kind is bool:
+                continue
+            elif kind is dict or kind is list or isinstance(val, (dict, list)):
+                inner.append((val, (link, key), depth + 1, lax or (not depth and key in free_form)))
+                continue
+            _check_scalar(val, _path((link, key)), source, error, lax or (not depth and key in free_form))
         stack.extend(reversed(inner))     # first child on top: errors come in document order
+
+
+def _path(link: tuple | None) -> tuple:
+    """The path tuple of a place kept as nested ``(parent's link, key)`` pairs (``None``: the top level)."""
+    keys = []
+    while link is not None:
+        link, key = link
+        keys.append(key)
+    return tuple(reversed(keys))
 
 
 def _check_scalar(val: Any, path: tuple, source: str, error: type[Exception], lax: bool) -> None:
