@@ -1,6 +1,7 @@
 """json_guard's value walk (``_check_values``) against the walk it replaced, kept here as the reference: the new one
-builds a field path only when it refuses a value; on every document, hostile ones included, both accept the same
-documents and refuse with byte-identical messages (the first refusal in document order)."""
+first checks the whole document without paths (``_accepted``) and walks it in order, building a field path, only
+when that refuses; on every document, hostile ones included, both accept the same documents and refuse with
+byte-identical messages (the first refusal in document order)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from topo_probe.errors import ScheduleFormatError, TopologyError, show
-from topo_probe.json_guard import _check_values, parse_json
+from topo_probe.json_guard import _accepted, _check_values, parse_json
 from topo_probe.number_rules import is_int
 
 _LIMIT = 2**63
@@ -87,6 +88,14 @@ def _outcome(check, doc, max_depth, free_form):
 @given(doc=_docs, max_depth=st.integers(1, 8), free_form=st.sampled_from([(), ("meta",), ("free", "ok", "")]))
 def test_the_walk_refuses_as_the_reference_does(doc, max_depth, free_form):
     assert _outcome(_check_values, doc, max_depth, free_form) == _outcome(_ref_check_values, doc, max_depth, free_form)
+
+
+@settings(max_examples=250, deadline=None, derandomize=True)
+@given(doc=_docs, max_depth=st.integers(0, 8), free_form=st.sampled_from([(), ("meta",), ("free", "ok", "")]))
+def test_the_quick_check_accepts_exactly_what_the_reference_accepts(doc, max_depth, free_form):
+    """``_accepted`` is not only safe (never passes a document the reference refuses) but exact, so a refused
+    document is the only one walked twice."""
+    assert _accepted(doc, max_depth, free_form) == (_outcome(_ref_check_values, doc, max_depth, free_form) is None)
 
 
 @pytest.mark.parametrize("text, want", [
