@@ -85,24 +85,98 @@ def parse_json(text: str, source: str, error: type[Exception], max_depth: int = 
 
 
 def _check_values(doc: Any, source: str, error: type[Exception], max_depth: int, free_form: tuple[str, ...]) -> None:
-    """Walk ``doc`` (iteratively): depth, finite floats, ints within ±2**63, encodable strings."""
+    """Walk ``doc`` (iteratively): depth, finite floats, ints within ±2**63, encodable strings.
+
+    A document :func:`_accepted` passes is done with; else the walk below finds the first refusal in document order
+    (a container's scalars, then its containers), keeping a container's place as a link ``(parent's link, key)``
+    and building the path tuple only for the refusal."""
+    if _accepted(doc, max_depth, free_form):
+        return
     if not isinstance(doc, (dict, list)):
         _check_scalar(doc, (), source, error, False)
         return
-    stack: list[tuple[Any, tuple, bool]] = [(doc, (), False)]
+    stack: list[tuple[Any, tuple | None, int, bool]] = [(doc, None, 0, False)]
     while stack:
-        obj, path, lax = stack.pop()
-        if len(path) >= max_depth:
-            raise error(f"{source}: {_path_text(path)}: JSON nested deeper than {max_depth} levels")
+        obj, link, depth, lax = stack.pop()
+        if depth >= max_depth:
+            raise error(f"{source}: {_path_text(_path(link))}: JSON nested deeper than {max_depth} levels")
         inner = []
         for key, val in (obj.items() if isinstance(obj, dict) else enumerate(obj)):
-            if isinstance(key, str) and not key.isascii():
-                _check_string(key, path, source, error)
-            if isinstance(val, (dict, list)):
-                inner.append((val, path + (key,), lax or (not path and key in free_form)))
-            elif not (isinstance(val, str) and val.isascii()) and val is not None:
-                _check_scalar(val, path + (key,), source, error, lax or (not path and key in free_form))
+            if type(key) is str and not key.isascii():
+                _check_string(key, _path(link), source, error)
+            kind = type(val)
+            if kind is int:
+                if -_INT_LIMIT < val < _INT_LIMIT:
+                    continue
+            elif kind is float:
+                if val - val == 0.0:       # finite (inf - inf and nan - nan are nan)
+                    continue
+            elif kind is str:
+                if val.isascii():
+                    continue
+            elif val is None or kind is bool:
+                continue
+            elif kind is dict or kind is list or isinstance(val, (dict, list)):
+                inner.append((val, (link, key), depth + 1, lax or (not depth and key in free_form)))
+                continue
+            _check_scalar(val, _path((link, key)), source, error, lax or (not depth and key in free_form))
         stack.extend(reversed(inner))     # first child on top: errors come in document order
+
+
+def _accepted(doc: Any, max_depth: int, free_form: tuple[str, ...]) -> bool:
+    """Whether :func:`_check_values` accepts ``doc`` (a :func:`json.loads` result), checked level by level in no
+    particular order and without paths; non-finite floats are let through under the top-level keys ``free_form``."""
+    if isinstance(doc, dict) and max_depth > 0 and any(key in free_form for key in doc):
+        return (_plain(list(doc), 1, max_depth, False)          # the top-level keys, as strings
+                and _plain([v for k, v in doc.items() if k not in free_form], 1, max_depth, False)
+                and _plain([v for k, v in doc.items() if k in free_form], 1, max_depth, True))
+    return _plain([doc], 0, max_depth, False)
+
+
+def _plain(values: list, depth: int, max_depth: int, lax: bool) -> bool:
+    """Whether ``values`` (at nesting ``depth``) and all below them pass: ints within ±2**63, finite floats (any
+    with ``lax``), UTF-8-encodable strings (a dict's keys too), null, bools, containers less than ``max_depth``
+    deep."""
+    while values:
+        deeper: list = []
+        for val in values:
+            kind = type(val)
+            if kind is int:
+                if not -_INT_LIMIT < val < _INT_LIMIT:
+                    return False
+            elif kind is float:
+                if val - val != 0.0 and not lax:       # inf - inf and nan - nan are nan; finite x - x is 0.0
+                    return False
+            elif kind is str:
+                if not val.isascii() and not _encodes(val):
+                    return False
+            elif kind is dict or kind is list:
+                if depth >= max_depth:
+                    return False
+                deeper.extend(val)                      # a dict's keys: strings, checked as values one level down
+                if kind is dict:
+                    deeper.extend(val.values())
+            elif val is not None and kind is not bool:
+                return False                            # anything else: the walk decides
+        values, depth = deeper, depth + 1
+    return True
+
+
+def _encodes(text: str) -> bool:
+    try:
+        text.encode("utf-8")
+    except UnicodeEncodeError:
+        return False
+    return True
+
+
+def _path(link: tuple | None) -> tuple:
+    """The path tuple of a place kept as nested ``(parent's link, key)`` pairs (``None``: the top level)."""
+    keys = []
+    while link is not None:
+        link, key = link
+        keys.append(key)
+    return tuple(reversed(keys))
 
 
 def _check_scalar(val: Any, path: tuple, source: str, error: type[Exception], lax: bool) -> None:
