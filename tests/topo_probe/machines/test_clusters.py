@@ -80,3 +80,39 @@ def test_hosts_per_leaf_is_worked_out_once_per_cluster(monkeypatch):
     t = cluster("dgx-h100", 5, spine_oversubscription=2.0, hosts_per_leaf=2)
     assert calls == [(2, 8)]                    # 2 hosts a leaf, 8 NICs a host (one shared leaf per group)
     assert sorted(n for n in t.graph if n.startswith("leaf")) == ["leaf0", "leaf1", "leaf2"]   # by hand: 5 / 2 up
+
+
+def _rule(make) -> str:
+    """The part of a refusal after the name of what was refused (``... must be at most 100000 GB/s, got 2e5``)."""
+    with pytest.raises(TopologyError) as exc:
+        make()
+    text = str(exc.value)
+    assert "\n" not in text and " must be " in text, text
+    return text.split(" must be ", 1)[1]
+
+
+@pytest.mark.parametrize("flag,value,make", [
+    ("--nic-gbps", "0.0005", lambda v: cluster("dgx-a100", 2, v)),          # under MIN_BANDWIDTH_GBPS (1e-3)
+    ("--nic-gbps", "100000.5", lambda v: cluster("dgx-a100", 2, v)),        # over MAX_BANDWIDTH_GBPS (1e5)
+    ("--nic-gbps", "500000", lambda v: cluster("dgx-a100", 2, v)),          # taken by the CLI's own '< 1e6' before
+    ("--nic-gbps", "inf", lambda v: cluster("dgx-a100", 2, v)),
+    ("--spine-oversubscription", "0.5", lambda v: cluster("dgx-a100", 2, spine_oversubscription=v)),
+    ("--spine-oversubscription", "1024.5", lambda v: cluster("dgx-a100", 2, spine_oversubscription=v)),
+    ("--spine-oversubscription", "nan", lambda v: cluster("dgx-a100", 2, spine_oversubscription=v)),
+    ("--spine-oversubscription", "inf", lambda v: cluster("dgx-a100", 2, spine_oversubscription=v)),
+])
+def test_the_cli_and_cluster_refuse_a_number_by_the_same_rule(flag, value, make):
+    """``--nic-gbps`` and ``--spine-oversubscription`` are refused by the one number rule (check_float with the limits
+    constants), as cluster() refuses the same value: exit 2, one line naming the flag, the rest of the message as
+    cluster()'s.  Before, the CLI let 1e5 < G < 1e6 GB/s through to cluster() (whose message named no flag) and
+    wrote its own 'must be 1 to 1024 (R:1)' for R."""
+    rc, err = _cli(["--topology", "dgx-a100", "--nodes", "2", flag, value])
+    assert rc == 2 and err.count("\n") == 1, err
+    assert err == f"topo-probe: error: {flag} must be {_rule(lambda: make(float(value)))}\n"
+
+
+@pytest.mark.parametrize("flag,value", [("--nic-gbps", "0.001"), ("--nic-gbps", "100000"),
+                                        ("--spine-oversubscription", "1"), ("--spine-oversubscription", "1024")])
+def test_the_cli_takes_the_limits_themselves(flag, value):
+    rc, err = _cli(["--topology", "dgx-a100", "--nodes", "2", flag, value])
+    assert rc == 0, err
