@@ -116,3 +116,30 @@ def test_the_cli_and_cluster_refuse_a_number_by_the_same_rule(flag, value, make)
 def test_the_cli_takes_the_limits_themselves(flag, value):
     rc, err = _cli(["--topology", "dgx-a100", "--nodes", "2", flag, value])
     assert rc == 0, err
+
+
+@pytest.mark.parametrize("speed,rule", [(0.0, "must be >= 0.001 GB/s, got 0.0"),
+                                        (-1.0, "must be >= 0.001 GB/s, got -1.0"),
+                                        (float("nan"), "must be a finite number, got nan"),
+                                        ("25", "must be >= 0.001, got '25'"), (1j, "must be >= 0.001, got 1j")])
+def test_a_given_nic_speed_is_refused_for_what_it_is(speed, rule):
+    """A NIC speed the caller gives is checked as given: before, 0, -1 and nan were refused as 'has no NIC speed
+    to copy' / 'has no speed_gbps (nvidia-smi shows none); pass nic_gbps' (it was passed), and a str or complex
+    speed raised a bare TypeError from '<=' / '>'."""
+    with pytest.raises(TopologyError) as exc:
+        cluster("dgx-a100", 2, speed)
+    assert str(exc.value) == f"cluster: NIC 'nic0' speed {rule}"
+    with pytest.raises(TopologyError) as exc:
+        with_nics(get_preset("dgx-a100"), 4, speed)
+    assert str(exc.value) == f"NIC speed {rule}"
+
+
+def test_a_nic_without_a_speed_still_asks_for_one():
+    base = get_preset("dgx-a100")
+    bare = base.copy()
+    for n in bare.nodes_of_kind("nic"):
+        del bare.graph.nodes[n]["speed_gbps"]
+    with pytest.raises(TopologyError, match=r"^'dgx-a100' has no NIC speed to copy; give the NIC speed"):
+        with_nics(bare, 4)
+    with pytest.raises(TopologyError, match=r"^cluster: NIC 'nic0' has no speed_gbps \(nvidia-smi shows none\)"):
+        cluster(bare, 2)
