@@ -9,7 +9,7 @@ from topo_probe.limits import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_HOST
                                MAX_NODES, MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS)
 from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
-from topo_probe.number_checks import check_float
+from topo_probe.number_checks import check_float, check_int
 from topo_probe.number_rules import is_int, is_real
 from topo_probe.topology.model import Topology
 
@@ -27,9 +27,8 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
     >>> [t.graph.nodes[n]["speed_gbps"] for n in t.nodes_of_kind("nic")]
     [50.0, 50.0, 50.0, 50.0]
     """
-    k = positive_count(count, 1, "NICs per node", "NICs")
-    if k > MAX_NICS_PER_HOST:
-        raise TopologyError(f"NICs per node: at most {MAX_NICS_PER_HOST}, got {k}")
+    k = check_int(positive_count(count, 1, "NICs per node", "NICs"), "NICs per node", TopologyError, lo=1,
+                  hi=MAX_NICS_PER_HOST, what="NICs")       # the rule and form of --nics-per-node's refusal
     old = base.nodes_of_kind("nic")
     if speed_gbps is None:      # a given speed is checked as given (check_float below)
         speed_gbps = base.graph.nodes[old[0]].get("speed_gbps") if old else None

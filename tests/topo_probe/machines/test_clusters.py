@@ -49,7 +49,8 @@ def test_a_cluster_of_hosts_of_the_most_nics_loads_back_and_one_more_is_refused(
                  lambda: with_nics(get_preset("dgx-a100"), 129, 25.0)):
         with pytest.raises(TopologyError) as exc:
             make()
-        assert str(exc.value) == "NICs per node: at most 128, got 129"
+        # the form of the CLI's refusal ('--nics-per-node must be at most 128 NICs, got 129'): one rule, check_int
+        assert str(exc.value) == "NICs per node must be at most 128 NICs, got 129"
 
 
 @pytest.mark.parametrize("nodes", ["1", "2"])
