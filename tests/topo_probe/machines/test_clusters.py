@@ -67,10 +67,15 @@ def test_the_cli_builds_hosts_of_the_most_nics_and_refuses_one_more(tmp_path, no
     assert not (tmp_path / "d.json").exists()
 
 
-def test_the_cli_takes_as_many_nics_as_a_preset_has():
+def test_the_cli_takes_as_many_nics_as_a_preset_has(tmp_path):
     """gb200-nvl72 has 72 NICs a host: ``--nics-per-node 72`` is its own shape, not a refusal."""
-    rc, err = _cli(["--topology", "gb200-nvl72", "--nodes", "2", "--nics-per-node", "72"])
+    path = tmp_path / "c.json"
+    rc, err = _cli(["--topology", "gb200-nvl72", "--nodes", "2", "--nics-per-node", "72", "--json", str(path),
+                    "--format", "json"])
     assert rc == 0, err
+    back = load_topology(str(path))
+    assert back.num_gpus == 144 and len(back.nodes_of_kind("nic")) == 144      # by hand: 2 hosts x 72
+    assert back.fingerprint() == cluster("gb200-nvl72", 2).fingerprint()       # its own NICs: the same cluster
 
 
 def test_hosts_per_leaf_is_worked_out_once_per_cluster(monkeypatch):
