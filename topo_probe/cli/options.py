@@ -30,8 +30,8 @@ from __future__ import annotations
 import argparse
 
 from topo_probe.errors import TopologyError
-from topo_probe.limits import MAX_HOSTS, MAX_NICS_PER_HOST
-from topo_probe.number_checks import check_int
+from topo_probe.limits import MAX_BANDWIDTH_GBPS, MAX_HOSTS, MAX_NICS_PER_HOST, MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS
+from topo_probe.number_checks import check_float, check_int
 from topo_probe.topology.host_assumption import DEFAULT_HOST_PATH_CLASS, HOST_PATH_CLASSES, set_host_path_class
 from topo_probe.topology.model import NIC_TRANSPORTS, Topology
 
@@ -97,12 +97,12 @@ def apply_machine_arguments(topo: Topology, args: argparse.Namespace) -> Topolog
     if nodes is not None:
         from topo_probe.machines.clusters import check_hosts
         check_hosts(nodes, topo.num_gpus, "--nodes")
-    if gbps is not None and not 0 < gbps < 1e6:
-        raise TopologyError(f"--nic-gbps must be a positive number of GB/s, got {gbps}")
+    if gbps is not None:        # the rules cluster() and with_nics() use, so both refuse a value alike
+        check_float(gbps, "--nic-gbps", TopologyError, lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
     if k is not None:
         check_int(k, "--nics-per-node", TopologyError, lo=1, hi=MAX_NICS_PER_HOST, what="NICs")
-    if ratio is not None and not 1 <= ratio <= 1024:
-        raise TopologyError(f"--spine-oversubscription must be 1 to 1024 (R:1), got {ratio:g}")
+    if ratio is not None:
+        check_float(ratio, "--spine-oversubscription", TopologyError, lo=1.0, hi=MAX_OVERSUBSCRIPTION)
     if per_leaf is not None and ratio is None:
         raise TopologyError("--hosts-per-leaf needs --spine-oversubscription R")
     topo = _with_host_path_class(topo, getattr(args, "host_path_class", None))

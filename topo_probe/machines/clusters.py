@@ -9,8 +9,8 @@ from topo_probe.limits import (MAX_BANDWIDTH_GBPS, MAX_EDGES, MAX_GPUS, MAX_HOST
                                MAX_NODES, MAX_OVERSUBSCRIPTION, MIN_BANDWIDTH_GBPS)
 from topo_probe.machines.generators import NET_LATENCY_US, PCIE_LATENCY_US, PCIE_X16_GBPS, positive_count
 from topo_probe.machines.presets import get_preset
-from topo_probe.number_checks import check_float
-from topo_probe.number_rules import is_int
+from topo_probe.number_checks import check_float, check_int
+from topo_probe.number_rules import is_int, is_real
 from topo_probe.topology.model import Topology
 
 #: NIC ports of one leaf switch of :func:`cluster`'s leaf-spine network (a 64-port switch, half down)
@@ -27,14 +27,13 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
     >>> [t.graph.nodes[n]["speed_gbps"] for n in t.nodes_of_kind("nic")]
     [50.0, 50.0, 50.0, 50.0]
     """
-    k = positive_count(count, 1, "NICs per node", "NICs")
-    if k > MAX_NICS_PER_HOST:
-        raise TopologyError(f"NICs per node: at most {MAX_NICS_PER_HOST}, got {k}")
+    k = check_int(positive_count(count, 1, "NICs per node", "NICs"), "NICs per node", TopologyError, lo=1,
+                  hi=MAX_NICS_PER_HOST, what="NICs")       # the rule and form of --nics-per-node's refusal
     old = base.nodes_of_kind("nic")
-    if speed_gbps is None:
+    if speed_gbps is None:      # a given speed is checked as given (check_float below)
         speed_gbps = base.graph.nodes[old[0]].get("speed_gbps") if old else None
-    if not speed_gbps or not speed_gbps > 0:
-        raise TopologyError(f"{show(base.name)} has no NIC speed to copy; give the NIC speed (--nic-gbps)")
+        if _no_speed(speed_gbps):
+            raise TopologyError(f"{show(base.name)} has no NIC speed to copy; give the NIC speed (--nic-gbps)")
     speed_gbps = check_float(speed_gbps, "NIC speed", TopologyError, lo=MIN_BANDWIDTH_GBPS, hi=MAX_BANDWIDTH_GBPS,
                              unit="GB/s")
     t = base.copy()
@@ -168,12 +167,17 @@ def _replicated_hosts(base: Topology, k: int) -> Topology:
     return t
 
 
+def _no_speed(speed) -> bool:
+    """Whether a NIC's own ``speed_gbps`` is missing (None, or 0 / negative as nvidia-smi-derived NICs may carry)."""
+    return speed is None or (is_real(speed) and speed <= 0)
+
+
 def _rail_speeds(base: Topology, rails: list[str], nic_gbps: float | None) -> list[float]:
     """GB/s of each rail's NIC: ``nic_gbps`` when given, else the NIC's own ``speed_gbps``."""
     speeds = []
     for nic in rails:
         speed = nic_gbps if nic_gbps is not None else base.graph.nodes[nic].get("speed_gbps")
-        if not speed or speed <= 0:
+        if nic_gbps is None and _no_speed(speed):      # a given nic_gbps is checked as given
             raise TopologyError(f"cluster: NIC {nic!r} has no speed_gbps (nvidia-smi shows none); pass nic_gbps "
                                 f"(--nic-gbps G, GB/s per direction per NIC)")
         speeds.append(check_float(speed, f"cluster: NIC {nic!r} speed", TopologyError, lo=MIN_BANDWIDTH_GBPS,

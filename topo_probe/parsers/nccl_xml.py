@@ -67,6 +67,8 @@ __all__ = ["parse_nccl_xml"]
 #: bounds of counts in the file
 MAX_RANK = 1 << 20
 MAX_LINKS = 64
+#: Lowest <net speed>, Mb/s (an int): NCCL takes <= 0 as 10,000 (v2.28.9-1 src/graph/topo.cc lines 370-373)
+MIN_NIC_MBPS = -2**31
 #: node ids the reader takes from ``topocoll_node`` attributes (letters, digits and ._:-[],)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.:\-\[\],]{1,200}")
 _GPU_LINKS = ("nvlink", "xgmi")
@@ -244,7 +246,7 @@ class _Importer:
 
     def nic(self, el: El, parent: str, pci, numa: int, host: int) -> None:
         for net in (c for c in el.children if c.tag == "net" and "dev" in c.attrs):
-            mbps = attr_int(net, "speed", self.source, 0, MAX_NIC_MBPS, 0) if net.attrs.get("speed", "") != "" else 0
+            mbps = attr_int(net, "speed", self.source, MIN_NIC_MBPS, MAX_NIC_MBPS, 0) if net.attrs.get("speed") else 0
             attrs = {"name": net.attrs.get("name", f"net{net.attrs['dev']}")[:200], "numa_node": numa, "host": host,
                      "speed_gbps": (mbps if mbps > 0 else 10000) / 8000.0,
                      "nccl_dev": attr_int(net, "dev", self.source, 0, MAX_RANK),

@@ -49,7 +49,8 @@ def test_a_cluster_of_hosts_of_the_most_nics_loads_back_and_one_more_is_refused(
                  lambda: with_nics(get_preset("dgx-a100"), 129, 25.0)):
         with pytest.raises(TopologyError) as exc:
             make()
-        assert str(exc.value) == "NICs per node: at most 128, got 129"
+        # the form of the CLI's refusal ('--nics-per-node must be at most 128 NICs, got 129'): one rule, check_int
+        assert str(exc.value) == "NICs per node must be at most 128 NICs, got 129"
 
 
 @pytest.mark.parametrize("nodes", ["1", "2"])
@@ -66,10 +67,15 @@ def test_the_cli_builds_hosts_of_the_most_nics_and_refuses_one_more(tmp_path, no
     assert not (tmp_path / "d.json").exists()
 
 
-def test_the_cli_takes_as_many_nics_as_a_preset_has():
+def test_the_cli_takes_as_many_nics_as_a_preset_has(tmp_path):
     """gb200-nvl72 has 72 NICs a host: ``--nics-per-node 72`` is its own shape, not a refusal."""
-    rc, err = _cli(["--topology", "gb200-nvl72", "--nodes", "2", "--nics-per-node", "72"])
+    path = tmp_path / "c.json"
+    rc, err = _cli(["--topology", "gb200-nvl72", "--nodes", "2", "--nics-per-node", "72", "--json", str(path),
+                    "--format", "json"])
     assert rc == 0, err
+    back = load_topology(str(path))
+    assert back.num_gpus == 144 and len(back.nodes_of_kind("nic")) == 144      # by hand: 2 hosts x 72
+    assert back.fingerprint() == cluster("gb200-nvl72", 2).fingerprint()       # its own NICs: the same cluster
 
 
 def test_hosts_per_leaf_is_worked_out_once_per_cluster(monkeypatch):
@@ -80,3 +86,66 @@ def test_hosts_per_leaf_is_worked_out_once_per_cluster(monkeypatch):
     t = cluster("dgx-h100", 5, spine_oversubscription=2.0, hosts_per_leaf=2)
     assert calls == [(2, 8)]                    # 2 hosts a leaf, 8 NICs a host (one shared leaf per group)
     assert sorted(n for n in t.graph if n.startswith("leaf")) == ["leaf0", "leaf1", "leaf2"]   # by hand: 5 / 2 up
+
+
+def _rule(make) -> str:
+    """The part of a refusal after the name of what was refused (``... must be at most 100000 GB/s, got 2e5``)."""
+    with pytest.raises(TopologyError) as exc:
+        make()
+    text = str(exc.value)
+    assert "\n" not in text and " must be " in text, text
+    return text.split(" must be ", 1)[1]
+
+
+@pytest.mark.parametrize("flag,value,make", [
+    ("--nic-gbps", "0.0005", lambda v: cluster("dgx-a100", 2, v)),          # under MIN_BANDWIDTH_GBPS (1e-3)
+    ("--nic-gbps", "100000.5", lambda v: cluster("dgx-a100", 2, v)),        # over MAX_BANDWIDTH_GBPS (1e5)
+    ("--nic-gbps", "500000", lambda v: cluster("dgx-a100", 2, v)),          # taken by the CLI's own '< 1e6' before
+    ("--nic-gbps", "inf", lambda v: cluster("dgx-a100", 2, v)),
+    ("--spine-oversubscription", "0.5", lambda v: cluster("dgx-a100", 2, spine_oversubscription=v)),
+    ("--spine-oversubscription", "1024.5", lambda v: cluster("dgx-a100", 2, spine_oversubscription=v)),
+    ("--spine-oversubscription", "nan", lambda v: cluster("dgx-a100", 2, spine_oversubscription=v)),
+    ("--spine-oversubscription", "inf", lambda v: cluster("dgx-a100", 2, spine_oversubscription=v)),
+])
+def test_the_cli_and_cluster_refuse_a_number_by_the_same_rule(flag, value, make):
+    """``--nic-gbps`` and ``--spine-oversubscription`` are refused by the one number rule (check_float with the limits
+    constants), as cluster() refuses the same value: exit 2, one line naming the flag, the rest of the message as
+    cluster()'s.  Before, the CLI let 1e5 < G < 1e6 GB/s through to cluster() (whose message named no flag) and
+    wrote its own 'must be 1 to 1024 (R:1)' for R."""
+    rc, err = _cli(["--topology", "dgx-a100", "--nodes", "2", flag, value])
+    assert rc == 2 and err.count("\n") == 1, err
+    assert err == f"topo-probe: error: {flag} must be {_rule(lambda: make(float(value)))}\n"
+
+
+@pytest.mark.parametrize("flag,value", [("--nic-gbps", "0.001"), ("--nic-gbps", "100000"),
+                                        ("--spine-oversubscription", "1"), ("--spine-oversubscription", "1024")])
+def test_the_cli_takes_the_limits_themselves(flag, value):
+    rc, err = _cli(["--topology", "dgx-a100", "--nodes", "2", flag, value])
+    assert rc == 0, err
+
+
+@pytest.mark.parametrize("speed,rule", [(0.0, "must be >= 0.001 GB/s, got 0.0"),
+                                        (-1.0, "must be >= 0.001 GB/s, got -1.0"),
+                                        (float("nan"), "must be a finite number, got nan"),
+                                        ("25", "must be >= 0.001, got '25'"), (1j, "must be >= 0.001, got 1j")])
+def test_a_given_nic_speed_is_refused_for_what_it_is(speed, rule):
+    """A NIC speed the caller gives is checked as given: before, 0, -1 and nan were refused as 'has no NIC speed
+    to copy' / 'has no speed_gbps (nvidia-smi shows none); pass nic_gbps' (it was passed), and a str or complex
+    speed raised a bare TypeError from '<=' / '>'."""
+    with pytest.raises(TopologyError) as exc:
+        cluster("dgx-a100", 2, speed)
+    assert str(exc.value) == f"cluster: NIC 'nic0' speed {rule}"
+    with pytest.raises(TopologyError) as exc:
+        with_nics(get_preset("dgx-a100"), 4, speed)
+    assert str(exc.value) == f"NIC speed {rule}"
+
+
+def test_a_nic_without_a_speed_still_asks_for_one():
+    base = get_preset("dgx-a100")
+    bare = base.copy()
+    for n in bare.nodes_of_kind("nic"):
+        del bare.graph.nodes[n]["speed_gbps"]
+    with pytest.raises(TopologyError, match=r"^'dgx-a100' has no NIC speed to copy; give the NIC speed"):
+        with_nics(bare, 4)
+    with pytest.raises(TopologyError, match=r"^cluster: NIC 'nic0' has no speed_gbps \(nvidia-smi shows none\)"):
+        cluster(bare, 2)

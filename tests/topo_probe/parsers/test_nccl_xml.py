@@ -334,3 +334,27 @@ def test_pcilink_to_anything_else_is_ignored_or_one_line(target):
         return
     links = [(u, v) for u, v in t.graph.edges if t.kind(u) == t.kind(v) == "pcie_switch"]
     assert len(links) == 2  # the other switch's <pcilink> back still joins them (both directions)
+
+
+@pytest.mark.parametrize("speed,gbps", [("-1", 1.25), ("-2147483648", 1.25), ("0", 1.25), ("", 1.25),
+                                        ("200000", 25.0), ("800000000", 1e5)])
+def test_a_net_speed_nccl_reads_as_none_is_its_default_10000_mbps(speed, gbps):
+    """NCCL reads ``<net speed>`` into an int and takes any value <= 0 as 10,000 Mb/s ("Some NICs define speed =
+    -1": v2.28.9-1 src/graph/topo.cc lines 370-373), and dumps a NIC's own speed as it is (line 1352,
+    ``xmlInitAttrInt(netNode, "speed", props.speed)``), so a dump can hold speed="-1".  The reader refused it
+    ('speed=-1 is out of range 0..800000000'); by hand: 10000 / 8000 = 1.25 GB/s, 200000 / 8000 = 25."""
+    x = (FIXTURES / "rccl_topo" / "topo_8p_pcie.xml").read_text()
+    y = re.sub(r'(<net name="mlx5_0" [^>]*?speed=")[0-9]+"', rf'\g<1>{speed}"', x, count=1)
+    assert y != x
+    t = parse_nccl_xml(y)
+    nic = next(n for n in t.nodes_of_kind("nic") if t.graph.nodes[n]["name"] == "mlx5_0")
+    assert t.graph.nodes[nic]["speed_gbps"] == gbps
+
+
+@pytest.mark.parametrize("speed", ["-2147483649", "800000001"])
+def test_a_net_speed_past_an_int_or_the_loaders_nic_limit_is_refused_in_one_line(speed):
+    x = (FIXTURES / "rccl_topo" / "topo_8p_pcie.xml").read_text()
+    y = re.sub(r'(<net name="mlx5_0" [^>]*?speed=")[0-9]+"', rf'\g<1>{speed}"', x, count=1)
+    with pytest.raises(TopologyError, match=rf"^<xml>:line \d+ column \d+: <net> attribute speed={speed} is out of "
+                                            r"range -2147483648\.\.800000000$"):
+        parse_nccl_xml(y)
