@@ -24,41 +24,50 @@ from synth.ir.collectives import CheckedOp
 from topo_probe.errors import InvalidArgument, show
 
 #: reduction op -> the binary op applied by reduce-copy (avg sums, then scales at the end); checked ops
-#: (:class:`synth.ir.collectives.CheckedOp`), so the kernels applying them take them as they are
+#: (:class:`synth.ir.collectives.CheckedOp`, each made by the rule), so the kernels applying them take them as they are
 BINARY_OP = {op: CheckedOp(binop) for op, binop in
              {"sum": "sum", "avg": "sum", "prod": "prod", "max": "max", "min": "min"}.items()}
 #: a GPU layer's ``p2p``: peer access where allowed, or always staged through pinned host memory
 P2P_MODES = ("auto", "never")
 
 
-class CheckedP2P(str):
-    """A p2p mode :func:`check_p2p` accepted.  A GPU layer made from one (by ``make_layer``, for the
-    Communicator or run_schedule call that checked it) takes it as it is; any other value it checks itself."""
+class CheckedP2PMode(str):
+    """A p2p mode the rule accepted: one of :data:`P2P_MODES`, as a plain value.  Made only by the rule: the
+    constructor applies it (to the plain value, ``str.__str__``) and refuses anything else in :func:`check_p2p`'s
+    one line (naming ``owner`` where given), so no CheckedP2PMode holds a refused value.  A GPU layer made from one
+    (by ``make_layer``, for the Communicator or run_schedule call that checked it) takes it as it is.  Internal: in
+    no ``__all__`` (callers pass plain strings).  Not :class:`kernels.pytorch.checked_p2p.CheckedP2P` (a send/recv
+    group)."""
 
     __slots__ = ()
 
+    def __new__(cls, p2p, owner: str = ""):
+        value = str.__str__(p2p) if isinstance(p2p, str) else None   # the value itself (not a str Enum's name),
+        if value in P2P_MODES:                                        # the rule asked of it, not of p2p's __eq__
+            return super().__new__(cls, value)
+        head = f"{owner}: p2p" if owner else "p2p"
+        raise InvalidArgument(f"{head} must be one of {', '.join(P2P_MODES)}, got {show(p2p)}")
 
-def check_p2p(p2p, owner: str) -> CheckedP2P:
-    """``p2p`` (as a :class:`CheckedP2P`) where it is one of :data:`P2P_MODES`; else InvalidArgument in one line
-    naming ``owner`` and the value.  The one p2p rule, once per value: :func:`kernels.backends.executor.check_backend`
-    (a Communicator when it is made, each run_schedule call) and the GPU layers' constructors for a value no one
-    checked (:func:`layer_p2p`); here, below both: a layer module cannot import the executor's.
+
+def check_p2p(p2p, owner: str) -> CheckedP2PMode:
+    """``p2p`` as a :class:`CheckedP2PMode`: the same object where it is one already, else a new one, whose
+    constructor applies the rule: one of :data:`P2P_MODES`, else InvalidArgument in one line naming ``owner`` and
+    the value.  The one p2p rule, once per value: :func:`kernels.backends.executor.check_backend` (a Communicator
+    when it is made, each run_schedule call) and the GPU layers' constructors for a value no one checked
+    (:func:`layer_p2p`); here, below both: a layer module cannot import the executor's.
 
     >>> check_p2p("always", "CupyLayer")
     Traceback (most recent call last):
     ...
     topo_probe.errors.InvalidArgument: CupyLayer: p2p must be one of auto, never, got 'always'
     """
-    value = str.__str__(p2p) if isinstance(p2p, str) else None   # the value itself (not a str Enum's name), and the
-    if value in P2P_MODES:                                        # rule asked of it, not of a subclass's own __eq__
-        return CheckedP2P(value)
-    raise InvalidArgument(f"{owner}: p2p must be one of {', '.join(P2P_MODES)}, got {show(p2p)}")
+    return p2p if type(p2p) is CheckedP2PMode else CheckedP2PMode(p2p, owner)
 
 
-def layer_p2p(p2p, owner: str) -> CheckedP2P:
-    """A GPU layer's ``p2p``: as it is where :func:`check_p2p` already accepted it (the layer's maker
-    checked it, naming itself), else checked now naming ``owner`` (a layer made directly)."""
-    return p2p if type(p2p) is CheckedP2P else check_p2p(p2p, owner)
+def layer_p2p(p2p, owner: str) -> CheckedP2PMode:
+    """A GPU layer's ``p2p``: as it is where the rule already accepted it (a :class:`CheckedP2PMode`: the layer's
+    maker checked it, naming itself), else checked now naming ``owner`` (a layer made directly)."""
+    return check_p2p(p2p, owner)
 
 
 class RankBuffers:

@@ -41,6 +41,8 @@ UFUNC_NAMES = {"sum": "add", "avg": "add", "prod": "multiply", "max": "fmax", "m
 NAN_BITS = {2: 0x7FFF, 4: 0x7FFFFFFF, 8: 0x7FFFFFFFFFFFFFFF}
 #: floating types (float8 aside) whose max / min is :func:`float_minmax`
 FLOAT_TYPES = frozenset({"float16", "bfloat16", "float32", "float64"})
+#: avg's binary op where no operand is scaled (integer avg sums, then divides), checked once here
+CHECKED_SUM = check_reduce_op("sum")
 
 #: largest finite value of each float8 type: where ``__NV_SATFINITE`` clamps (cuda_fp8.hpp FP8_MAXNORM 0x7e / 0x7b)
 F8_MAX = {"float8_e4m3fn": 448.0, "float8_e5m2": 57344.0}
@@ -178,10 +180,11 @@ def premul_scale(xp, v, n: int):
 
 def binop_for(premul: tuple[bool, bool], reduce_op: str, n: int):
     """The binary op of one reduce op: ``PreMulSum`` when it scales an operand (floating avg),
-    else the collective's op name (sum for avg)."""
+    else the collective's op name (sum for avg: a checked op, :data:`CHECKED_SUM`, so a caller that
+    checked ``reduce_op`` hands on checked ops only)."""
     if premul[0] or premul[1]:
         return PreMulSum(n, premul[0], premul[1])
-    return "sum" if reduce_op == "avg" else reduce_op
+    return CHECKED_SUM if reduce_op == "avg" else reduce_op
 
 
 def plain_ufunc(xp, dtype, binop):

@@ -36,6 +36,7 @@ from kernels.backends.host_reduce import copy_head_merges
 from kernels.backends.kernel_twins import binop_for
 from kernels.mpi.transport import LOCAL, RECV_COPY, RECV_REDUCE, SEND
 from kernels.program.ops import SCRATCH
+from kernels.program.reduce_op import check_reduce_op
 from kernels.pytorch.agreement import DATA_BYTES_MAX, Header, agree_with_data, shape_digest
 from kernels.pytorch.checks import dense, flat, layout_bits, reduce_op_ok, tensors_ok
 from kernels.pytorch.dtypes import dtype_code
@@ -55,6 +56,7 @@ class OneRound:
     def __init__(self, schedule, count: int, dtype: torch.dtype, op: str, rank: int) -> None:
         if len(schedule.steps) != 1:
             raise ValueError(f"{schedule.name}: {len(schedule.steps)} steps")
+        op = check_reduce_op(op, schedule.collective)     # once: each op's binop below is a checked one
         prog, plan = rank_ops(schedule, count, dtype, op, rank)
         n, mine = schedule.ranks, prog.bindings[rank]
         self.scratch = prog.sizes[rank].get(SCRATCH, 0)

@@ -87,6 +87,8 @@ def _cpu_order(hit: list, inplace: bool, rank: int):
 def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
     """``dst = a (binop) b`` in the element type (``dst`` may alias ``a``); ``binop`` is an op
     name (sum/prod/max/min; max / min drop NaN as NCCL does, :func:`_minmax`) or a :class:`PreMulSum`.
+    A checked op (:func:`~kernels.backends.kernel_twins.binop_for` of :func:`run_share`'s checked op) is taken
+    as it is; a plain name is checked here.
 
     >>> d = torch.zeros(2, dtype=torch.float16); x = torch.tensor([60000.0, 2.0], dtype=torch.float16)
     >>> combine(d, x, x, PreMulSum(4, True, True)); d.tolist()
@@ -95,7 +97,7 @@ def combine(dst: torch.Tensor, a: torch.Tensor, b: torch.Tensor, binop) -> None:
     if isinstance(binop, PreMulSum):
         s = float(avg_scalar(_np_of(dst.dtype), binop.n))
         torch.add(a * s if binop.scale_a else a, b * s if binop.scale_b else b, out=dst)
-    elif check_reduce_op(binop) in ("sum", "avg"):       # avg without a scale: its sum (binop_for)
+    elif check_reduce_op(binop) in ("sum", "avg"):       # a checked op as it is; avg without a scale: its sum
         torch.add(a, b, out=dst)
     elif binop == "prod":
         torch.mul(a, b, out=dst)
@@ -218,6 +220,7 @@ def run_share(schedule: Schedule, send: torch.Tensor | None, recv: torch.Tensor 
     """Run this rank's share of ``schedule`` on flat contiguous ``send`` / ``recv`` tensors
     (layout of :mod:`synth.ir.collectives`; blocks of ``count`` elements; ``send is recv`` is
     NCCL's in-place layout where the collective has one) — see the module docstring."""
+    op = check_reduce_op(op, schedule.collective)      # once per call: the lowering and each piece take it as it is
     ref = send if send is not None else recv
     inplace = send is not None and recv is not None and send.data_ptr() == recv.data_ptr() and send is recv
     hit = _planned(schedule, count, _np_of(ref.dtype), inplace, op, rank)
@@ -373,6 +376,7 @@ def _local(o, view, op: str, n: int) -> None:
 def rank_ops(schedule: Schedule, count: int, dtype: torch.dtype, op: str, rank: int, inplace: bool = True):
     """``(program, rank plan)`` of ``schedule`` on blocks of ``count`` elements of ``dtype`` for
     ``rank`` (:func:`kernels.mpi.transport.rank_plan`; made once per call shape)."""
+    op = check_reduce_op(op, schedule.collective)
     return _rank_plan(schedule, count, _np_of(dtype), inplace, op, rank)
 
 

@@ -63,16 +63,32 @@ REDUCE_OPS = ("sum", "prod", "max", "min", "avg")
 
 
 class CheckedOp(str):
-    """A reduction op :func:`check_reduce_op` accepted: passed on (to a lowering, the reference run), it is
-    taken as it is, so a call's op is checked once, by the call's owner."""
+    """A reduction op the rule accepted: one of :data:`REDUCE_OPS`, as a plain value.  Made only by the rule:
+    the constructor applies it (to the plain value, ``str.__str__``, not a subclass's ``__eq__`` or ``__str__``)
+    and refuses anything else in :func:`check_reduce_op`'s one line, so no CheckedOp holds a refused value.
+    Passed on (to a lowering, the reference run, a kernel), it is taken as it is: a call's op is checked once, by
+    the call's owner.  Internal: in no ``__all__`` (callers pass plain strings).
+
+    >>> CheckedOp("mean", "all_reduce")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: all_reduce: op must be one of sum, prod, max, min, avg; got 'mean'
+    """
 
     __slots__ = ()
 
+    def __new__(cls, op, what: str = ""):
+        value = str.__str__(op) if isinstance(op, str) else None   # the value itself (not a str Enum's name), and
+        if value in REDUCE_OPS:                                     # the rule asked of it, not of op's own __eq__
+            return super().__new__(cls, value)
+        head = f"{what}: op" if what else "op"
+        raise InvalidArgument(f"{head} must be one of {', '.join(REDUCE_OPS)}; got {show(op)}")
+
 
 def check_reduce_op(op, what: str = "") -> CheckedOp:
-    """``op`` (as a :class:`CheckedOp`) where it is one of :data:`REDUCE_OPS` (a string), or already a
-    CheckedOp; else InvalidArgument in one line,
-    ``"{what}: op must be one of sum, prod, max, min, avg; got {op!r}"`` (without ``what``: from
+    """``op`` as a :class:`CheckedOp`: the same object where it is one already (checked once, by the call's owner),
+    else a new one, whose constructor applies the rule: one of :data:`REDUCE_OPS` (a string), else InvalidArgument
+    in one line, ``"{what}: op must be one of sum, prod, max, min, avg; got {op!r}"`` (without ``what``: from
     ``op``).  The one check of a caller's op: the sweep's and, through :mod:`kernels.program.reduce_op`,
     every executor's and communicator's.
 
@@ -81,13 +97,7 @@ def check_reduce_op(op, what: str = "") -> CheckedOp:
     ...
     topo_probe.errors.InvalidArgument: sweep: op must be one of sum, prod, max, min, avg; got 'mean'
     """
-    if type(op) is CheckedOp:          # checked once already, by the call's owner
-        return op
-    value = str.__str__(op) if isinstance(op, str) else None   # the value itself (not a str Enum's name), and the
-    if value in REDUCE_OPS:                                     # rule asked of it, not of a subclass's own __eq__
-        return CheckedOp(value)
-    head = f"{what}: op" if what else "op"
-    raise InvalidArgument(f"{head} must be one of {', '.join(REDUCE_OPS)}; got {show(op)}")
+    return op if type(op) is CheckedOp else CheckedOp(op, what)
 
 #: accepted spellings -> canonical name (nccl-tests, MSCCL and cupy spellings)
 ALIASES = {

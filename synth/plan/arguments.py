@@ -31,27 +31,31 @@ def check_plan_arg(plan, owner: str = "ScheduleSelector"):
 
 
 class CheckedAlgo(str):
-    """An algorithm :func:`check_algo_arg` accepted: a selector made with one (the sweep's, whose command line
-    checked every name before the first ran) takes it as it is."""
+    """An algorithm the rule accepted: ``plan``, ``nccl``, a baseline name (:data:`synth.baselines.BASELINES`) or
+    an existing schedule file (a path as its string), as a plain value.  Made only by the rule: the constructor
+    applies it (to the plain value, ``str.__str__``) and refuses anything else in :func:`check_algo_arg`'s one line
+    naming ``owner``, so no CheckedAlgo holds a refused value.  A selector made with one (the sweep's, whose command
+    line checked every name before the first ran) takes it as it is.  Internal: in no ``__all__`` a user reads
+    (callers pass plain strings or paths).  Whether the file holds a schedule that fits is the selector's to say."""
 
     __slots__ = ()
 
+    def __new__(cls, algo, owner: str = "ScheduleSelector"):
+        from synth.baselines import BASELINES
+        name = os.fspath(algo) if isinstance(algo, os.PathLike) else algo
+        # the value itself (not a str Enum's name), and the rule asked of it, not of a str subclass's own __eq__
+        value = str.__str__(name) if isinstance(name, str) else None
+        if value is not None and (value in ("plan", NCCL) or value in BASELINES or _is_file(value)):
+            return super().__new__(cls, value)
+        raise InvalidArgument(f"{owner}: algorithm {show(algo)}: not 'plan', 'nccl', a baseline "
+                              f"({', '.join(BASELINES)}) or an existing schedule file")
+
 
 def check_algo_arg(algo, owner: str = "ScheduleSelector") -> CheckedAlgo:
-    """``algo`` (a path as its string, a :class:`CheckedAlgo`) where it is ``plan``, ``nccl``, a baseline name
-    (:data:`synth.baselines.BASELINES`) or an existing schedule file, or already a CheckedAlgo; else
-    InvalidArgument in one line naming ``owner`` and the value as given.  Whether the file holds a schedule that
-    fits is the selector's to say."""
-    if type(algo) is CheckedAlgo:          # checked once already, by its owner
-        return algo
-    from synth.baselines import BASELINES
-    name = os.fspath(algo) if isinstance(algo, os.PathLike) else algo
-    # the value itself (not a str Enum's name), and the rule asked of it, not of a str subclass's own __eq__
-    value = str.__str__(name) if isinstance(name, str) else None
-    if value is not None and (value in ("plan", NCCL) or value in BASELINES or _is_file(value)):
-        return CheckedAlgo(value)
-    raise InvalidArgument(f"{owner}: algorithm {show(algo)}: not 'plan', 'nccl', a baseline ({', '.join(BASELINES)}) "
-                          f"or an existing schedule file")
+    """``algo`` (a path as its string) as a :class:`CheckedAlgo`: the same object where it is one already (checked
+    once, by its owner), else a new one, whose constructor applies the rule (see CheckedAlgo) and refuses in one
+    line naming ``owner`` and the value as given."""
+    return algo if type(algo) is CheckedAlgo else CheckedAlgo(algo, owner)
 
 
 def _is_file(name: str) -> bool:
@@ -62,4 +66,4 @@ def _is_file(name: str) -> bool:
         return False
 
 
-__all__ = ["NCCL", "CheckedAlgo", "check_algo_arg", "check_plan_arg"]
+__all__ = ["NCCL", "check_algo_arg", "check_plan_arg"]

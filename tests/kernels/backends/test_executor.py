@@ -332,7 +332,7 @@ class _Liar(str):
 @settings(max_examples=60, deadline=None)
 @given(st.one_of(st.sampled_from(["sum", "max", "avg", "auto", "never", "always", "bogus", ""]), st.text(max_size=8)))
 def test_a_checked_value_is_one_the_rule_accepts_whatever_the_str_subclass_says(value):
-    """The checked-value types (CheckedOp, CheckedP2P) are taken later without a second look, so they must
+    """The checked-value types (CheckedOp, CheckedP2PMode) are taken later without a second look, so they must
     only ever hold a value the rule accepts: the rule is applied to the value that is marked, not to the
     object's own ``__eq__``.  Reference: plain membership of the plain string in the hand-written lists.
     Old (kern74): a str subclass equal to everything was marked as checked holding 'bogus', which the

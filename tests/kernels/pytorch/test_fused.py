@@ -222,3 +222,34 @@ def test_run_shares_temporary_buffers_are_kept_per_thread_and_forgotten_after_an
     t.start()
     t.join(30)
     assert failed[0] > 0 and failed[1:] == [None]                        # kept, then none after the error
+
+
+@pytest.mark.parametrize("op", ["max", "avg"])
+def test_a_one_round_program_checks_its_op_once_not_on_each_run(monkeypatch, op):
+    """OneRound (kept per call shape by fused_route) checks its op once, when it is made, and every run takes the
+    checked ops as they are.  Reference: 1 check for 3 runs, counted by hand; the result by NumPy (avg on integers:
+    the sum halved, truncated toward zero).  Old: combine checked a plain op name on every reduce of every run
+    (4 checks here for max)."""
+    import numpy as np
+
+    import synth.ir.collectives as collectives
+    from kernels.pytorch.fused import OneRound
+    from synth import baseline, build_fabric
+    from topo_probe.machines.generators import fully_connected
+
+    class Counted(tuple):
+        asked = 0
+
+        def __contains__(self, item):
+            type(self).asked += 1
+            return super().__contains__(item)
+    monkeypatch.setattr(collectives, "REDUCE_OPS", Counted(collectives.REDUCE_OPS))
+    sched = baseline("oneshot", build_fabric(fully_connected(2)), "allreduce")
+    mine, peer = np.arange(16, dtype=np.int64) * 3 - 20, np.arange(16, dtype=np.int64) * -5 + 7
+    program = OneRound(sched, 16, torch.int64, op, 0)
+    for _ in range(3):
+        ours = torch.from_numpy(mine.copy())
+        program.run(ours, [None, torch.from_numpy(peer.copy())])
+        want = np.maximum(mine, peer) if op == "max" else np.trunc((mine + peer) / 2).astype(np.int64)
+        np.testing.assert_array_equal(ours.numpy(), want)
+    assert Counted.asked == 1, Counted.asked

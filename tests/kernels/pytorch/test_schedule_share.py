@@ -265,3 +265,37 @@ def test_max_min_of_nans_with_other_bits_agree_on_every_rank(name, bits):
         for r in range(1, n):
             assert torch.equal(bufs[r].view(idt), bufs[0].view(idt)), (op, r, bufs[r].view(idt), bufs[0].view(idt))
         assert bool(torch.isnan(bufs[0].float()).all()), op
+
+
+class _Counted(tuple):
+    """A tuple that counts membership tests: how often the op rule ran."""
+
+    asked = 0
+
+    def __contains__(self, item):
+        type(self).asked += 1
+        return super().__contains__(item)
+
+
+@pytest.mark.parametrize("op", ["max", "avg"])
+def test_the_op_is_checked_once_per_run_share_call(monkeypatch, op):
+    """Each rank's run_share call checks its op once, where the call enters, and hands the checked op down (the
+    lowering, every combined piece, avg's sum).  Reference: 2 ranks x 2 calls = 4 checks, counted by hand, and the
+    result by NumPy (avg on integers: the sum divided by 2, truncated toward zero).  Old: the op was checked again
+    by the lowering and by combine on every reduced piece (and avg's plain 'sum' on every piece)."""
+    import synth.ir.collectives as collectives
+    import kernels.pytorch.schedule_share as share
+    monkeypatch.setattr(collectives, "REDUCE_OPS", _Counted(collectives.REDUCE_OPS))
+    monkeypatch.setattr(share, "_PLANS", {})                 # lowered afresh
+    _Counted.asked = 0
+    sched = baseline("ring", build_fabric(fully_connected(2)), "allreduce")
+    xs = [np.arange(64, dtype=np.int64) * (3 - 7 * r) for r in range(2)]
+    for _ in range(2):
+        sends = [torch.from_numpy(x.copy()) for x in xs]
+        recvs = [torch.zeros(64, dtype=torch.int64) for _ in range(2)]
+        _run_all(sched, sends, recvs, 64, op)
+    total = xs[0] + xs[1]
+    want = np.maximum(xs[0], xs[1]) if op == "max" else np.trunc(total / 2).astype(np.int64)
+    for r in range(2):
+        np.testing.assert_array_equal(recvs[r].numpy(), want)
+    assert _Counted.asked == 4, _Counted.asked
