@@ -130,7 +130,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--bucket-mb", type=float, default=64.0, help="bucket size for --fusion size (MiB)")
     p.add_argument("--split", type=int, nargs="+", default=[2], help="bucket starts for --fusion index")
     p.add_argument("--compression", choices=("none", "fp16", "bf16", "fp8"), default="none")
-    p.add_argument("--topology", default=None, help="preset or topology file (default fully connected)")
+    p.add_argument("--topology", default=None, help="preset, spec or topology file (default fully connected)")
     p.add_argument("--json", default=None, help="write losses and accuracy here (rank 0)")
     p.add_argument("--single", action="store_true", help="train in this process only (the reference)")
     return p

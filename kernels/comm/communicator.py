@@ -55,7 +55,7 @@ from kernels.backends.device import DeviceLayer
 from kernels.backends.executor import check_backend, make_layer
 from kernels.comm import p2p as _p2p
 from kernels.comm.interface import CommunicatorBase
-from kernels.comm.machine import probe_devices, resolve_topology
+from kernels.comm.machine import probe_devices, resolve_topology, typed_topology
 from kernels.comm.repeat import repeatable as _repeatable
 from kernels.comm.route import Route, check_plan_files, plan_route, substituted
 from kernels.comm.route import one_gpu as _one_gpu
@@ -130,8 +130,8 @@ class Communicator(CommunicatorBase):
         self.size = n
         if self.topology is None:             # one rank, no selector: its plan argument is checked all the same
             check_plan_arg(plan, "Communicator")
-        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator")   # checks the plan
-                         if self.topology is not None else None)
+        self.selector = (ScheduleSelector(self.topology, plan=plan, owner="Communicator",
+                                          typed=typed_topology(topology)) if self.topology is not None else None)
         self.plan = self.selector.plan if self.selector is not None else None
         if self.selector is not None:
             check_plan_files(self.selector)     # a bad entry is refused now, naming file, entry, field

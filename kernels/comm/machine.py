@@ -3,6 +3,8 @@ local GPUs, or a fully connected default."""
 
 from __future__ import annotations
 
+import os
+
 from synth.plan.user_warning import warn_user
 from topo_probe.topology.model import Topology
 
@@ -40,4 +42,10 @@ def probe_devices(devices: list[int]):
     return topo
 
 
-__all__ = ["probe_devices", "resolve_topology"]
+def typed_topology(topology) -> str | None:
+    """``topology`` as the user typed it (a preset name, spec or file path), else None (a Topology
+    or nothing): the "no plan" warning names the ``synthesize`` command for it."""
+    return os.fspath(topology) if isinstance(topology, (str, os.PathLike)) else None
+
+
+__all__ = ["probe_devices", "resolve_topology", "typed_topology"]

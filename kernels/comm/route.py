@@ -31,6 +31,9 @@ ring or tree with every buffer on one GPU, ``direct``: see
 >>> r = plan_route(sel, "allreduce", 4096, dtype=np.float32, no_nccl="NumPy arrays: NCCL runs on GPUs only")
 >>> r.planned, r.ran, r.range, r.reason
 ('nccl', 'best:oneshot', (0, None), "NumPy arrays: NCCL runs on GPUs only; the plan's fallback runs")
+>>> print(r.with_layer("host"))  # doctest: +NORMALIZE_WHITESPACE
+Route(allreduce of 4 KiB: plan given 0 B-inf: nccl; ran best:oneshot on host (simple); NumPy arrays: NCCL runs
+      on GPUs only; the plan's fallback runs)
 """
 
 from __future__ import annotations
@@ -85,6 +88,26 @@ class Route:
 
     def with_layer(self, layer: str) -> "Route":
         return dataclasses.replace(self, layer=layer)
+
+    def __repr__(self) -> str:
+        """One line (``print(comm.last_route)``): the call, what plan.json decided for its range, what ran, on
+        which layer and protocol, its schedule's name, the reason; the schedule itself stays ``.schedule``."""
+        from synth.formats.nccl_tests.sizes import size_label
+        from synth.pipeline.reuse_check import range_text
+        root = "" if self.root is None else f" root {self.root}"
+        call = f"{self.collective}{root} of {size_label(self.nbytes, exact=True)}"
+        if self.plan is None:
+            decided = "no plan"
+        else:
+            where = f"plan {self.plan}"
+            decided = (f"{where} {range_text(*self.range)}: {self.planned}" if self.range is not None
+                       else f"{where}: no entry")
+        ran = f"ran {self.ran}" + (f" on {self.layer}" if self.layer else "") + (
+            f" ({self.protocol})" if self.protocol else "")
+        name = getattr(self.schedule, "name", None)
+        tail = (f", schedule {name!r}" if name and name not in self.ran else "") + (
+            f"; {self.reason}" if self.reason else "")
+        return f"Route({call}: {decided}; {ran}{tail})"
 
 
 def nccl_type_ok(dtype) -> bool:

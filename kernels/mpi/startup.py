@@ -21,7 +21,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from kernels.comm.machine import resolve_topology
+from kernels.comm.machine import resolve_topology, typed_topology
 from kernels.comm.route import check_plan_files
 from kernels.mpi.native_call import check_native_mode
 from kernels.mpi.waiter import Waiter, exchange_json
@@ -113,7 +113,8 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc
             raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {show(ipc)}")
         check_native_mode(native)
         topo = resolve_topology(topology, size)
-        selector = ScheduleSelector(topo, plan=plan, algo=algo, warn_fallback=rank == 0, owner="MPICommunicator")
+        selector = ScheduleSelector(topo, plan=plan, algo=algo, warn_fallback=rank == 0, owner="MPICommunicator",
+                                    typed=typed_topology(topology))
         check_plan_files(selector)
     except Exception as err:      # noqa: BLE001 - every rank must hear of it (raise_refusals)
         line = str(err) if isinstance(err, TopocollError) else f"MPICommunicator: {type(err).__name__}: {err}"

@@ -43,7 +43,8 @@ def make_selector(group_size: int, *, rank: int = 0) -> ScheduleSelector:
         raise TopologyError(f"TOPOCOLL_TOPOLOGY={os.environ['TOPOCOLL_TOPOLOGY']} has {topology.num_gpus} GPUs, "
                             f"the process group {group_size} ranks")
     plan = os.environ.get("TOPOCOLL_PLAN") or "auto"
-    return ScheduleSelector(topology, plan=plan, warn_fallback=rank == 0, owner="topocoll process group")
+    return ScheduleSelector(topology, plan=plan, warn_fallback=rank == 0, owner="topocoll process group",
+                            typed=os.environ.get("TOPOCOLL_TOPOLOGY") or None)
 
 
 def choose(selector: ScheduleSelector, collective: str, count: int, itemsize: int = 4,

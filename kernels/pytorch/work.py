@@ -19,6 +19,7 @@ import torch
 import torch.distributed as dist
 
 from kernels.pytorch.errors import PeerGone
+from synth.plan.user_warning import user_location, warnings_from
 
 
 class TopocollWork(dist._Work):
@@ -123,8 +124,8 @@ class CallQueue:
         stream = torch.cuda.current_stream(device) if device is not None and device.type == "cuda" else None
         work = TopocollWork(result, stream, ran_inline=inline)
         with self._order:
-            if not inline:
-                work._call = self._last = self._pool.submit(work._run, fn)
+            if not inline:         # its warnings point at the user's line that queued it, not at the thread's
+                work._call = self._last = self._pool.submit(_run_from, user_location(), work, fn)
                 return work
             if self._last is not None:
                 concurrent.futures.wait([self._last])
@@ -139,6 +140,13 @@ class CallQueue:
 
     def shutdown(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
+
+
+def _run_from(where: tuple, work: TopocollWork, fn) -> None:
+    """``work._run(fn)`` on the worker thread, its warnings pointing at ``where``
+    (:func:`synth.plan.user_warning.user_location`, taken on the caller's thread)."""
+    with warnings_from(where):
+        work._run(fn)
 
 
 def done_work(result: list) -> TopocollWork:

@@ -28,26 +28,51 @@ def _size(n: int | None) -> str:
     return "inf" if n is None else size_label(n, exact=True)
 
 
+def range_text(lo: int, hi: int | None) -> str:
+    """A plan range ``[lo, hi)`` (plan.json's ``min_bytes`` inclusive, ``max_bytes`` exclusive:
+    :meth:`~synth.plan.size_plan.PlanEntry.covers`) as the plan lines print it: ``1 KiB-64 KiB``, ``64 KiB-inf``;
+    a range of one size alone (``1 MiB``, not ``1 MiB-1048577 B``).
+
+    >>> range_text(1 << 10, 1 << 16), range_text(1 << 20, (1 << 20) + 1), range_text(0, None)
+    ('1 KiB-64 KiB', '1 MiB', '0 B-inf')
+    """
+    return _size(lo) if hi == lo + 1 else f"{_size(lo)}-{_size(hi)}"
+
+
 def _runner(entry: PlanEntry) -> str:
-    return NCCL if entry.schedule == NCCL else Path(entry.schedule).name.split(".")[0]
+    """What an entry runs: its schedule's name, ``(LL)`` where our executor runs it under LL; an ``nccl`` entry
+    with the fallback that runs where NCCL cannot (what tells adjacent ``nccl`` ranges apart)."""
+    ll = entry.protocol == "ll"
+    if entry.schedule != NCCL:
+        return Path(entry.schedule).name.split(".")[0] + (" (LL)" if ll else "")
+    if not entry.fallback:
+        return NCCL
+    return f"{NCCL} (fallback {Path(entry.fallback).name.split('.')[0]}{' under LL' if ll else ''})"
 
 
 def plan_lines(plan: Plan) -> list[str]:
     """One line per collective (and root): ``allreduce: 0 B-64 KiB oneshot, 64 KiB-inf nccl``; a
-    schedule our executor runs under LL says so.
+    schedule our executor runs under LL says so, an ``nccl`` range names its fallback; adjacent ranges that
+    print the same are printed as one.
 
     >>> p = Plan("t", "f", [PlanEntry("allreduce", 0, 1 << 10, "schedules/allreduce-tree.json", protocol="ll"),
     ...                     PlanEntry("allreduce", 1 << 10, 1 << 16, "schedules/allreduce-oneshot.json"),
-    ...                     PlanEntry("allreduce", 1 << 16, None, "nccl")])
-    >>> plan_lines(p)
-    ['allreduce: 0 B-1 KiB allreduce-tree (LL), 1 KiB-64 KiB allreduce-oneshot, 64 KiB-inf nccl']
+    ...                     PlanEntry("allreduce", 1 << 16, 1 << 20, "nccl", fallback="allreduce-direct.json"),
+    ...                     PlanEntry("allreduce", 1 << 20, 1 << 30, "nccl", fallback="allreduce-ring.json"),
+    ...                     PlanEntry("allreduce", 1 << 30, None, "nccl", fallback="allreduce-ring.json")])
+    >>> plan_lines(p)[0].split(": ", 1)[1].split(", ")  # doctest: +NORMALIZE_WHITESPACE
+    ['0 B-1 KiB allreduce-tree (LL)', '1 KiB-64 KiB allreduce-oneshot', '64 KiB-1 MiB nccl (fallback allreduce-direct)',
+     '1 MiB-inf nccl (fallback allreduce-ring)']
     """
-    rows: dict[tuple, list[str]] = {}
+    rows: dict[tuple, list[list]] = {}
     for e in plan.entries:
-        key = (e.collective, e.root)
-        ll = " (LL)" if e.protocol == "ll" and e.schedule != NCCL else ""
-        rows.setdefault(key, []).append(f"{_size(e.min_bytes)}-{_size(e.max_bytes)} {_runner(e)}{ll}")
-    return [f"{coll}{'' if root is None else f' (root {root})'}: {', '.join(parts)}"
+        parts, runs = rows.setdefault((e.collective, e.root), []), _runner(e)
+        if parts and parts[-1][1] == e.min_bytes and parts[-1][2] == runs:    # adjacent, printed the same: one
+            parts[-1][1] = e.max_bytes
+        else:
+            parts.append([e.min_bytes, e.max_bytes, runs])
+    return [f"{coll}{'' if root is None else f' (root {root})'}: "
+            + ", ".join(f"{range_text(lo, hi)} {runs}" for lo, hi, runs in parts)
             for (coll, root), parts in rows.items()]
 
 
@@ -110,4 +135,4 @@ def dropped_results(out_dir: Path, fingerprint: str, wanted: dict[str, int | Non
     return f"holds results for {', '.join(gone)} that this run ({asked}) would drop"
 
 
-__all__ = ["verify_reused", "plan_lines", "dropped_results"]
+__all__ = ["verify_reused", "plan_lines", "range_text", "dropped_results"]

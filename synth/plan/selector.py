@@ -214,12 +214,14 @@ class ScheduleSelector:
     owner : str, optional
         Who selects (e.g. ``Communicator``), named at the start of that warning (default ``topocoll``) and of
         the one refusal of a ``plan`` not as above (default ``ScheduleSelector``; checked with ``algo`` too).
+    typed : str, optional
+        The topology as the user gave it (preset, spec or file), named by the "no plan" warning's command.
     """
 
     def __init__(self, topology: Topology, *, plan="auto", algo: str | None = None, fabric=None, cost=None,
-                 warn_fallback: bool = True, owner: str | None = None) -> None:
+                 warn_fallback: bool = True, owner: str | None = None, typed: str | None = None) -> None:
         check_plan_arg(plan, owner or "ScheduleSelector")
-        self.topology = topology
+        self.topology, self.typed = topology, typed
         name = None if algo is None else check_algo_arg(algo, owner or "ScheduleSelector")    # refused now, named
         self.algo = None if name in (None, "plan") else name
         self.warn_fallback, self.owner = warn_fallback, owner or "topocoll"
@@ -313,9 +315,10 @@ class ScheduleSelector:
         self._verified(("best", algo, name, root), lambda: sched)
         if self.warn_fallback and self.plan is None and not self._warned:
             self._warned.add(("*", "*"))     # no plan at all: one warning for every collective
-            warn_user(f"{self.owner}: no plan for {self.topology.name!r} (make one with synthesize --topology "
-                          f"...); every call runs the fastest baseline at its size by the cost model (first: "
-                          f"{name} of {nbytes} bytes, baseline {algo!r})")
+            from synth.plan.plan_command import plan_command
+            warn_user(f"{self.owner}: no plan for {self.topology.name!r} ({plan_command(self.topology, self.typed)})"
+                      f"; every call runs the fastest baseline at its size by the cost model (first: {name} of "
+                      f"{nbytes} bytes, baseline {algo!r})")
         elif self.warn_fallback and self.plan is not None and (name, algo) not in self._warned:
             self._warned.add((name, algo))
             warn_user(f"{self.owner}: no plan entry for {name} of {nbytes} bytes on {self.topology.name!r}; "

@@ -58,3 +58,9 @@ def test_torchrun_with_topocoll_prints_the_losses_of_single_process_training(tmp
     for step, loss in printed.items():
         assert loss == pytest.approx(ref[step], rel=1e-4, abs=1e-6), (step, loss, ref[step])
     assert "backend topocoll hook off: 2 ranks, median step" in res.stdout
+    # no plan: rank 0's one warning points at the script's DDP(...) line, whose start-up all-gather runs on the
+    # group's worker thread (before: concurrent/futures/thread.py:58)
+    script = ROOT / "examples" / "pytorch" / "train_ddp.py"
+    line = next(k for k, text in enumerate(script.read_text().splitlines(), 1) if " = DDP(" in text)
+    warned = re.findall(r"^(\S+):(\d+): UserWarning: topocoll process group: no plan for", res.stderr, re.M)
+    assert warned == [(str(script), str(line))], res.stderr[-3000:]

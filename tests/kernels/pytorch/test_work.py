@@ -62,3 +62,23 @@ def test_wait_past_its_timeout_raises_peer_gone_a_runtime_error_and_the_call_run
     gate.set()                                       # the call was not cancelled: it ends, wait() then returns
     assert work.wait() and t.tolist() == [1.0, 1.0]
     q.shutdown()
+
+
+def test_a_queued_calls_warning_points_at_the_line_that_queued_it_not_at_the_worker_thread():
+    """A call queued for the worker thread (``async_op=True``, DDP's start-up all-gather) that warns (the
+    selector's "no plan"): the warning names this file and the ``submit`` line, read from this frame
+    (``inspect``), as the same call made inline does.  The call is ``warn_user`` itself (a ``partial``: no frame of
+this file on the worker's stack, as a selector's).  Before: concurrent/futures/thread.py, line 58."""
+    import functools
+    import inspect
+    import warnings
+
+    from synth.plan.user_warning import warn_user
+    q, seen = CallQueue("t"), []
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        for inline in (False, True):
+            seen.append(inspect.currentframe().f_lineno + 1)
+            q.submit(functools.partial(warn_user, "no plan for 'full2'"), [], inline=inline).wait()   # no frame here
+    q.shutdown()
+    assert [(w.filename, w.lineno) for w in caught] == [(__file__, n) for n in seen], [w.filename for w in caught]

@@ -4,6 +4,7 @@ errors, JSON, the sim comparison plot and the import overlay."""
 import csv
 import importlib.util
 import json
+import warnings
 from pathlib import Path
 
 import pytest
@@ -361,3 +362,51 @@ def test_one_gpu_sim_times_the_one_rank_call_without_nccl(capsys, algo):
     assert rc == 0 and "needs at least 2 GPUs" not in err
     assert len(rows) == 1 and rows[0].split()[0] == "33554432"
     assert float(rows[0].split()[5]) > 0            # the call's cost, not a no-op
+
+
+def _runs_parts(line: str) -> list[tuple[int, int, str]]:
+    """``# runs (...): 8 B-256 KiB best:oneshot, 2 MiB best:direct (...)`` read back: (first, last size, label)."""
+    import re
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    body = line.split("): ", 1)[1].split(" (no plan")[0]
+    out = []
+    for part in body.split(", "):
+        m = re.fullmatch(r"(\d+) (B|KiB|MiB|GiB)(?:-(\d+) (B|KiB|MiB|GiB))? (\S+)", part)
+        assert m, part
+        lo = int(m[1]) * units[m[2]]
+        out.append((lo, int(m[3]) * units[m[4]] if m[3] else lo, m[5]))
+    return out
+
+
+@pytest.mark.parametrize("argv, plan_dir, why", [
+    (["all_reduce", "-g", "4", "-b", "8", "-e", "1M", "-f", "8", "-n", "1", "-w", "0"], None, "(no plan: "),
+    (["broadcast", "--topology", "dgx-a100", "--backend", "sim", "-b", "8", "-e", "1G", "-f", "4"], "results", ""),
+])
+def test_the_header_names_the_schedule_each_row_ran(capsys, monkeypatch, tmp_path, argv, plan_dir, why):
+    """One ``# runs`` line says which schedule ran at which sizes; before, a sweep without a plan said only
+    ``algo plan`` and ``plan: none for 'full4'``.  The reference is the schedule each row ran, as the sweep
+    driver records it while it runs (``Row.algorithm``), independently of the header computed before the table."""
+    import synth.sweep.driver as driver
+    from _paths import ROOT
+    monkeypatch.setenv("TOPOCOLL_RESULTS", str(ROOT / plan_dir) if plan_dir else str(tmp_path))
+    ran = []
+    real = driver.run_sweep
+
+    def recording(cfg, backend, selector, on_row=None):
+        summary = real(cfg, backend, selector, on_row)
+        ran.extend((row.size, row.algorithm) for row in summary.rows)
+        return summary
+    monkeypatch.setattr(driver, "run_sweep", recording)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")                 # a committed plan made by other models says so
+        rc, out, err = _run(capsys, argv)
+    assert rc == 0, err[-2000:]
+    line = [ln for ln in out.splitlines() if ln.startswith("# runs (algo plan")]
+    assert len(line) == 1 and why in line[0], out[:1500]
+    parts = _runs_parts(line[0])
+    assert ran and sorted({size for size, _ in ran}) == sorted(size for size, _ in ran)   # one type, op, root
+    for size, label in ran:
+        assert [p[2] for p in parts if p[0] <= size <= p[1]] == [label], (size, label, line[0])
+    assert all(a[2] != b[2] for a, b in zip(parts, parts[1:])), line[0]
+    if plan_dir:
+        assert {label for _, label in ran} >= {"plan:nccl", "plan:schedules/broadcast-bwopt.json"}, ran

@@ -4,6 +4,7 @@ ran, the model version (constants and code) and the topology with its NIC transp
 
 import argparse
 import json
+import re
 import shutil
 from pathlib import Path
 
@@ -13,6 +14,7 @@ from synth.cli.synthesize import main
 from synth.pipeline import synthesize as synth_mod
 from synth.plan import model_identity
 from synth.plan.model_identity import MODEL_DIR, model_code_digest
+from _paths import ROOT
 from _synth_results import _run
 from topo_probe.cli.options import apply_machine_arguments
 from topo_probe.errors import InvalidArgument
@@ -186,9 +188,49 @@ def test_plan_lines_print_every_range_boundary_exactly():
     mib = 1 << 20
     plan = Plan("t", "f", [PlanEntry("broadcast", mib, mib + 1, "schedules/broadcast-tree.json", root=0),
                            PlanEntry("broadcast", mib + 1, 2 * mib, "nccl", root=0),
-                           PlanEntry("allgather", 0, 1536, "nccl"), PlanEntry("allgather", 1536, None, "nccl")])
-    assert plan_lines(plan) == ["broadcast (root 0): 1 MiB-1048577 B broadcast-tree, 1048577 B-2 MiB nccl",
-                                "allgather: 0 B-1536 B nccl, 1536 B-inf nccl"]
+                           PlanEntry("allgather", 0, 1536, "nccl", fallback="ring.json"),
+                           PlanEntry("allgather", 1536, None, "nccl", fallback="direct.json")])
+    assert plan_lines(plan) == ["broadcast (root 0): 1 MiB broadcast-tree, 1048577 B-2 MiB nccl",
+                                "allgather: 0 B-1536 B nccl (fallback ring), 1536 B-inf nccl (fallback direct)"]
+
+
+def _printed_ranges(line: str) -> list[tuple[int, int | None, str]]:
+    """A plan line read back: (first size, end (exclusive; None: no end), what runs) per printed range."""
+    units = {"B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30}
+    out = []
+    for part in line.split(": ", 1)[1].split(", "):
+        m = re.fullmatch(r"(\d+) (B|KiB|MiB|GiB)(?:-(?:(\d+) (B|KiB|MiB|GiB)|(inf)))? (.+)", part)
+        assert m, part
+        lo = int(m[1]) * units[m[2]]
+        hi = int(m[3]) * units[m[4]] if m[3] else None if m[5] else lo + 1     # one size alone: [lo, lo + 1)
+        out.append((lo, hi, m[6]))
+    return out
+
+
+def test_plan_lines_read_back_give_what_the_selector_runs_at_each_size():
+    """The committed dgx-a100 plan printed: a range of one size alone (``1 MiB broadcast-tree (LL)``, before
+    ``1 MiB-1048577 B``), adjacent ``nccl`` ranges told apart by the fallback each runs where NCCL cannot (before:
+    ``64 KiB-512 KiB nccl, 512 KiB-1 MiB nccl`` with nothing to say why), and no two adjacent ranges printed the
+    same.  Read back, every printed range's first and last size select (``Plan.select``, the selector's lookup)
+    entries with that schedule and fallback, the ranges tile 0 B-inf, and neighbours differ."""
+    from synth.plan.size_plan import Plan
+    from synth.pipeline.reuse_check import plan_lines
+    plan = Plan.load(ROOT / "results" / "dgx-a100" / "plan.json")
+    lines = {line.split(": ", 1)[0]: line for line in plan_lines(plan)}
+    assert "1 MiB broadcast-tree (LL)," in lines["broadcast (root 0)"], lines["broadcast (root 0)"]
+    assert "512 KiB-1 MiB nccl (fallback allreduce-direct under LL)" in lines["allreduce"], lines["allreduce"]
+    for head, line in lines.items():
+        coll, root = head.split(" (root ")[0], (int(head.split("(root ")[1][:-1]) if "(root" in head else None)
+        ranges = _printed_ranges(line)
+        assert ranges[0][0] == 0 and ranges[-1][1] is None and all(a[1] == b[0] for a, b in zip(ranges, ranges[1:]))
+        assert all(a[2] != b[2] for a, b in zip(ranges, ranges[1:])), line
+        for lo, hi, runs in ranges:
+            for size in (lo, (hi or lo + 1) - 1):
+                e = plan.select(coll, size, root)
+                name = Path(e.schedule).stem
+                want = (f"nccl (fallback {Path(e.fallback).stem}{' under LL' if e.protocol == 'll' else ''})"
+                        if e.schedule == "nccl" else name + (" (LL)" if e.protocol == "ll" else ""))
+                assert runs == want, (head, size, runs, want)
 
 
 def test_report_plan_table_prints_every_range_boundary_exactly():
