@@ -27,6 +27,7 @@ import sys
 from pathlib import Path
 
 from kernels.sweep.output_paths import check_output_paths
+from kernels.sweep.runs_header import runs_lines
 from synth.cli.nccl_options import (NOT_APPLIED_OPTIONS, add_nccl_tests_options, drop_unwritten_json, flag_notes,
                                     fold_threads, given, make_config, parse_int)
 from synth.formats.nccl_tests.conventions import DTYPE_NAMES, NCCL_NAMES, OP_NAMES
@@ -253,37 +254,11 @@ def _prepare(cfg, topo, algo: str, backend_name: str):
         backend.extra_columns = NCCL_ALGO_COLUMN
     where = topo.name if topo is not None else "single rank"
     notes = ([f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"]
-             + (source.notes if source else []) + _runs_line(cfg, source, algo))
+             + (source.notes if source else []) + runs_lines(cfg, source, algo))
     if algo == "nccl":                   # the NCCL model's validated error for this machine class, as simulate says it
         from synth.model.nccl.confidence import confidence_line
         notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective))
     return source, backend, backend.devices(cfg.nranks, topo), notes
-
-
-def _runs_line(cfg, source, algo: str) -> list[str]:
-    """One ``#`` line naming the schedule each run of sizes runs (sizes as swept, both ends included:
-    ``runs (algo plan): 8 B-32 KiB best:oneshot, 256 KiB-1 MiB best:ring (no plan: ...)``), for the first type and
-    root swept; none for a single local rank."""
-    from synth.formats.nccl_tests.conventions import DTYPE_BYTES, nccl_dtype
-    from synth.formats.nccl_tests.sizes import size_label
-    from synth.sweep.driver import schedule_at
-    if source is None:
-        return []
-    itemsize, root, parts = DTYPE_BYTES[nccl_dtype(cfg.dtypes[0])], cfg.roots()[0], []
-    for size in cfg.sizes():
-        nbytes = cfg.entry.counts(size, itemsize, cfg.nranks).size
-        label = schedule_at(source, cfg.collective, root, nbytes)[1]
-        if parts and parts[-1][2] == label:
-            parts[-1][1] = nbytes
-        else:
-            parts.append([nbytes, nbytes, label])
-    text = ", ".join(size_label(lo, exact=True) + ("" if hi == lo else f"-{size_label(hi, exact=True)}")
-                     + f" {label}" for lo, hi, label in parts)
-    why = ""
-    if any(label.startswith("best:") for *_, label in parts):
-        why = f" ({'no plan' if source.plan is None else 'no plan entry'}: best:X is the fastest baseline at its " \
-              f"size by the cost model)"
-    return [f"runs (algo {algo}{'' if root < 0 else f', root {root}'}): {text}{why}"]
 
 
 def _one(cfg, topo, algo: str, backend_name: str, *, extra_notes=(), min_bw: float | None = None):

@@ -45,8 +45,8 @@ def _runner(entry: PlanEntry) -> str:
     ll = entry.protocol == "ll"
     if entry.schedule != NCCL:
         return Path(entry.schedule).name.split(".")[0] + (" (LL)" if ll else "")
-    if not entry.fallback:
-        return NCCL
+    if not entry.fallback:       # a plan made before that field: the cost model's baseline runs, under the protocol
+        return NCCL + (" (fallback under LL)" if ll else "")
     return f"{NCCL} (fallback {Path(entry.fallback).name.split('.')[0]}{' under LL' if ll else ''})"
 
 

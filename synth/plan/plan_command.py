@@ -66,7 +66,9 @@ def plan_command(topology: Topology, typed: str | None = None) -> str:
     from topo_probe.machines.presets import PRESETS
     from topo_probe.machines.specs import is_generator_spec
     if typed is not None and (typed in PRESETS or is_generator_spec(typed) or Path(typed).is_file()):
-        return f"make one with `synthesize --topology {shlex.quote(typed)}`"
+        # a path starting with '-' joined by '=' (argparse reads ``--topology -m.json`` as a missing value)
+        given = f"--topology={shlex.quote(typed)}" if typed.startswith("-") else f"--topology {shlex.quote(typed)}"
+        return f"make one with `synthesize {given}`"
     spec, cut = spec_of_name(topology.name), _CUT.fullmatch(topology.name)
     for candidate in (topology.name, spec):
         if candidate is not None and (candidate in PRESETS or candidate == spec) and _rebuilds(candidate, topology):

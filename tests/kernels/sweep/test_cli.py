@@ -410,3 +410,41 @@ def test_the_header_names_the_schedule_each_row_ran(capsys, monkeypatch, tmp_pat
     assert all(a[2] != b[2] for a, b in zip(parts, parts[1:])), line[0]
     if plan_dir:
         assert {label for _, label in ran} >= {"plan:nccl", "plan:schedules/broadcast-bwopt.json"}, ran
+
+
+def test_with_every_root_swept_the_header_names_what_ran_for_each_root(capsys, monkeypatch):
+    """``reduce -r -1`` sweeps every root; dgx-a100's committed plan has entries for root 0 only, so roots 1-7
+    run the cost model's baselines.  Each ``# runs`` line names its roots; read back, every row (size, root) lies
+    in exactly one line whose range names the schedule that row ran (``Row.algorithm``).  Before: one line for
+    root 0, nothing said of the other seven roots' rows."""
+    import re
+
+    import synth.sweep.driver as driver
+    from _paths import ROOT
+    monkeypatch.setenv("TOPOCOLL_RESULTS", str(ROOT / "results"))
+    ran, real = [], driver.run_sweep
+
+    def recording(cfg, backend, selector, on_row=None):
+        summary = real(cfg, backend, selector, on_row)
+        ran.extend((row.size, row.root, row.algorithm) for row in summary.rows)
+        return summary
+    monkeypatch.setattr(driver, "run_sweep", recording)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        rc, out, err = _run(capsys, ["reduce", "--topology", "dgx-a100", "--backend", "sim", "-b", "8", "-e", "1G",
+                                     "-f", "8", "-r", "-1"])
+    assert rc == 0, err[-2000:]
+    lines = {}
+    for ln in out.splitlines():
+        m = re.match(r"# runs \(algo plan, roots? ([\d, -]+)\): ", ln)
+        if m:
+            roots = set()
+            for part in m[1].split(", "):
+                a, _, b = part.partition("-")
+                roots.update(range(int(a), int(b or a) + 1))
+            lines[frozenset(roots)] = _runs_parts(ln)
+    assert sorted(r for roots in lines for r in roots) == list(range(8)), out[:2000]
+    assert {root for _, root, _ in ran} == set(range(8))
+    for size, root, label in ran:
+        parts = next(p for roots, p in lines.items() if root in roots)
+        assert [p[2] for p in parts if p[0] <= size <= p[1]] == [label], (size, root, label, parts)

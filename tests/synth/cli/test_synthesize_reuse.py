@@ -207,6 +207,18 @@ def _printed_ranges(line: str) -> list[tuple[int, int | None, str]]:
     return out
 
 
+def test_adjacent_nccl_ranges_without_a_fallback_but_of_another_protocol_stay_apart():
+    """An ``nccl`` entry without a ``fallback`` (plans made before that field) still gives its ``protocol`` to the
+    baseline that runs where NCCL cannot (``plan_route`` passes the entry's protocol with it): two such adjacent
+    entries, Simple then LL, run differently there, so the printout must not merge them into one ``nccl`` range.
+    Before: ``0 B-inf nccl``."""
+    from synth.pipeline.reuse_check import plan_lines
+    from synth.plan.size_plan import Plan, PlanEntry
+    plan = Plan("t", "f", [PlanEntry("allreduce", 0, 1 << 16, "nccl"),
+                           PlanEntry("allreduce", 1 << 16, None, "nccl", protocol="ll")])
+    assert plan_lines(plan) == ["allreduce: 0 B-64 KiB nccl, 64 KiB-inf nccl (fallback under LL)"]
+
+
 def test_plan_lines_read_back_give_what_the_selector_runs_at_each_size():
     """The committed dgx-a100 plan printed: a range of one size alone (``1 MiB broadcast-tree (LL)``, before
     ``1 MiB-1048577 B``), adjacent ``nccl`` ranges told apart by the fallback each runs where NCCL cannot (before:

@@ -82,3 +82,17 @@ def test_the_command_as_written_makes_the_plan_the_next_communicator_uses(tmp_pa
     assert main(argv[1:] + ["--collectives", "allreduce"]) == 0
     comm = Communicator(2, topology=topology, plan="auto")
     assert comm.plan is not None and comm.plan.topology_fingerprint == topology.fingerprint()
+
+
+@pytest.mark.parametrize("name", ["-m.json", "--gpus", "it's a \"machine\".json"])
+def test_a_file_named_like_an_option_or_with_quotes_is_named_so_synthesize_parses_it(tmp_path, monkeypatch, name):
+    """A file the user gave by a relative path that starts with ``-`` (``synthesize --topology -m.json`` exits 2:
+    argparse reads ``-m.json`` as an option) or holds quotes: the command named, split as a shell does, must parse
+    in ``synthesize``'s own argument parser to that file and load the same machine."""
+    from synth.cli.synthesize import _parser
+    monkeypatch.chdir(tmp_path)
+    topology = load_topology("dgx1-v100").subset([0, 1])
+    save_topology(topology, tmp_path / name)
+    argv = _command(_no_plan_warning(load_topology(name), typed=name))
+    args = _parser().parse_args(argv[1:])                   # SystemExit(2) where synthesize refuses the command
+    assert args.topology == name and load_topology(args.topology).fingerprint() == topology.fingerprint(), argv
