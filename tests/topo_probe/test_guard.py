@@ -108,10 +108,11 @@ def test_meta_may_hold_infinity_as_solvers_write_it(tmp_path):
 
 
 def test_size_limit_and_gzip_bomb(tmp_path, monkeypatch):
-    monkeypatch.setattr("topo_probe.json_guard.MAX_INPUT_BYTES", 1 << 20)
-    monkeypatch.setattr("synth.ir.schedule.MAX_SCHEDULE_BYTES", 1 << 20)    # schedules have their own cap
+    # schedules are read by synth.ir.schedule.read_schedule_bytes under their own cap, the name patched here (before,
+    # the test also patched topo_probe.json_guard.MAX_INPUT_BYTES, which no schedule read looks at)
+    monkeypatch.setattr("synth.ir.schedule.MAX_SCHEDULE_BYTES", 1 << 20)
     big = _write(tmp_path, "big.json", b" " * (2 << 20))
-    _refused("schedule", big, r"bytes a loader reads")
+    _refused("schedule", big, r"big.json: 2097152 bytes is more than the 1048576 bytes a loader reads$")
     bomb = _write(tmp_path, "bomb.json.gz", gzip.compress(b" " * (64 << 20)))   # 64 KB -> 64 MB
     before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     _refused("schedule", bomb, r"gzip data decompresses to more than the 1048576 bytes")
@@ -119,6 +120,17 @@ def test_size_limit_and_gzip_bomb(tmp_path, monkeypatch):
     assert gunzip_capped(gzip.compress(b"ab") + gzip.compress(b"cd"), "x", ScheduleFormatError) == b"abcd"
     with pytest.raises(ScheduleFormatError, match="x: broken gzip data"):
         gunzip_capped(gzip.compress(b"abc")[:-3], "x", ScheduleFormatError)
+
+
+def test_a_small_gzip_bomb_stops_at_the_general_input_limit(tmp_path, monkeypatch):
+    """Gzip content is capped at max(MAX_INPUT_BYTES, MAX_SCHEDULE_GZIP_RATIO (32) x the file) under
+    MAX_SCHEDULE_BYTES: with the floor at 1 MiB, 16 MiB of spaces (about 16 KB gzipped, 32 x that under 1 MiB) stop at
+    1 MiB; with the floor ignored (32 MiB) they would be inflated whole and refused as JSON instead."""
+    monkeypatch.setattr("synth.ir.schedule.MAX_INPUT_BYTES", 1 << 20)
+    data = gzip.compress(b" " * (16 << 20))
+    assert 32 * len(data) < 1 << 20
+    _refused("schedule", _write(tmp_path, "bomb.json.gz", data),
+             r"bomb.json.gz: gzip data decompresses to more than the 1048576 bytes a loader reads$")
 
 
 # ----------------------------------------------------------------------------- wrong types

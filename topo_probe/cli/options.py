@@ -119,7 +119,7 @@ def _with_host_path_class(topo: Topology, cls: str | None) -> Topology:
 
 
 def _shaped(topo, nodes, gbps, k, rail, ratio, per_leaf) -> Topology:
-    from topo_probe.machines.clusters import cluster, with_nics
+    from topo_probe.machines.clusters import check_one_host, cluster, with_nics
     if (nodes or 1) > 1:
         return cluster(topo, nodes, gbps, rail_optimized=rail, nics_per_node=k, spine_oversubscription=ratio,
                        hosts_per_leaf=per_leaf)
@@ -127,6 +127,7 @@ def _shaped(topo, nodes, gbps, k, rail, ratio, per_leaf) -> Topology:
         flag = "--rail-optimized" if rail else "--spine-oversubscription"
         raise TopologyError(f"{flag} needs --nodes N with N > 1")
     if k is not None or gbps is not None:
+        check_one_host(topo, f"{'--nics-per-node' if k is not None else '--nic-gbps'} without --nodes N > 1")
         count = k if k is not None else len(topo.nodes_of_kind("nic")) or 1
         return with_nics(topo, count, gbps)
     return topo

@@ -22,6 +22,7 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
     the speed of base's first NIC): NIC k hangs where GPU ``k * G // count``'s first PCIe
     neighbour is (its PCIe switch or host bridge; the GPU itself when it has none), so NICs
     spread evenly over the GPUs as on real hosts (e.g. 32 EFA NICs on 8 GPUs: 4 per GPU).
+    A ``base`` of several hosts is refused (:func:`check_one_host`): its NICs carry the network.
 
     >>> t = with_nics(get_preset("dgx-a100"), 4, 50.0)
     >>> [t.graph.nodes[n]["speed_gbps"] for n in t.nodes_of_kind("nic")]
@@ -29,6 +30,7 @@ def with_nics(base: Topology, count: int, speed_gbps: float | None = None) -> To
     """
     k = check_int(positive_count(count, 1, "NICs per node", "NICs"), "NICs per node", TopologyError, lo=1,
                   hi=MAX_NICS_PER_HOST, what="NICs")       # the rule and form of --nics-per-node's refusal
+    check_one_host(base, "with_nics")
     old = base.nodes_of_kind("nic")
     if speed_gbps is None:      # a given speed is checked as given (check_float below)
         speed_gbps = base.graph.nodes[old[0]].get("speed_gbps") if old else None
@@ -94,13 +96,12 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
         base = get_preset(preset_or_topology)
     else:
         base = preset_or_topology
+    check_one_host(base, "cluster")
     if nics_per_node is not None:      # checked also when it equals the host's own count (8.0 is not 8)
         nics_per_node = positive_count(nics_per_node, 1, "NICs per node", "NICs")
         if nics_per_node != len(base.nodes_of_kind("nic")):
             base = with_nics(base, nics_per_node, nic_gbps)
     k = check_hosts(nodes, base.num_gpus, "cluster: nodes")
-    if any(int(d.get("host", 0)) != 0 for _, d in base.graph.nodes(data=True)):
-        raise TopologyError(f"cluster: {show(base.name)} already spans several hosts")
     nics = base.nodes_of_kind("nic")
     if not nics:
         raise TopologyError(f"cluster: {show(base.name)} has no NICs to join hosts with")
@@ -128,6 +129,14 @@ def cluster(preset_or_topology: str | Topology, nodes: int, nic_gbps: float | No
                        latency_us=net_latency_us / 2)
     t.assumptions = list(base.assumptions) + [f"network: {shape}, {net_latency_us} us NIC to NIC"]
     return t
+
+
+def check_one_host(base: Topology, where: str) -> None:
+    """Refuse a ``base`` of several hosts (a node with a ``host`` other than 0, e.g. a saved :func:`cluster`) in one
+    line starting with ``where``: :func:`with_nics` would drop its NICs, and the network edges with them, leaving
+    every other host cut off."""
+    if any(int(d.get("host", 0)) != 0 for _, d in base.graph.nodes(data=True)):
+        raise TopologyError(f"{where}: {show(base.name)} already spans several hosts")
 
 
 def check_hosts(nodes, gpus_per_host: int, where: str) -> int:

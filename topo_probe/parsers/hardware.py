@@ -25,15 +25,17 @@ Bandwidths are theoretical GB/s (1e9 bytes/s) per direction:
 
 from __future__ import annotations
 
+import math
 import re
 
-from topo_probe.limits import MAX_BANDWIDTH_GBPS
+from topo_probe.limits import MAX_BANDWIDTH_GBPS, MIN_BANDWIDTH_GBPS
 from topo_probe.number_rules import is_real
 
 __all__ = ["pcie_gbps", "pcie_gen_from_speed", "normalize_bus_id",
            "nvlink_gbps_for_name", "nvlink_gbps_for_sm", "PCIE_LANE_GBPS", "PCIE_SPEED_STRINGS",
            "MAX_NVLINKS_PER_GPU", "CPU_LINK_GBPS", "XGMI_GBPS", "XGMI_DEFAULT_GBPS", "gcn_arch",
-           "xgmi_gbps_for_arch", "nvlink_guess_from_counts", "MAX_NIC_MBPS"]
+           "xgmi_gbps_for_arch", "nvlink_guess_from_counts", "MAX_NIC_MBPS",
+           "SLOWEST_NIC_MBPS"]
 
 #: Theoretical PCIe bandwidth per lane per direction (GB/s) by generation.
 PCIE_LANE_GBPS = {1: 0.25, 2: 0.5, 3: 0.984375, 4: 1.96875, 5: 3.9375, 6: 7.875}
@@ -49,6 +51,10 @@ _GT_TO_GEN = {2.5: 1, 5.0: 2, 8.0: 3, 16.0: 4, 32.0: 5, 64.0: 6}
 #: (v2.28.9-1 src/graph/topo.cc line 371, ``xmlGetAttrIntDefault(xmlNet, "speed", &mbps, 0)``; src/graph/xml.h
 #: line 116, ``strtol``), which 8e8 fits.
 MAX_NIC_MBPS = int(MAX_BANDWIDTH_GBPS * 8000)
+
+#: Slowest positive NIC ``speed`` of an NCCL topology XML ``<net>`` (Mb/s): the least whole Mb/s the loaders take
+#: (MIN_BANDWIDTH_GBPS: 0.001 GB/s = 8 Mb/s), so every NIC the reader keeps is one ``to_nccl_xml`` writes back.
+SLOWEST_NIC_MBPS = math.ceil(MIN_BANDWIDTH_GBPS * 8000)
 
 #: Most NVLinks any NVIDIA GPU has had (H100/H200/B200: 18).  A GPU showing more links to its
 #: peers than this is behind NVSwitches.

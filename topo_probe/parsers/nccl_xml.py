@@ -23,8 +23,8 @@ CPU is PHB to each other; our ``hostbridge="k"`` attribute on a top-level ``pci`
 ``link_width`` x per-lane rate of ``link_speed`` (theoretical: "16.0 GT/s PCIe" x16 = Gen4 = 31.5 GB/s; NCCL assumes
 24). ``nvlink`` with ``tclass="0x068000"`` targets an NVSwitch: one ``nvswitch`` node per distinct target bus id.
 NVLink speed per link from the GPU's ``sm``: 60 -> 20 GB/s, 70/80/90 -> 25 (NVLink2/3/4), 100+ -> 50 (NCCL itself
-assumes 20 / 20.6 / 40.1). Net ``speed`` is Mb/s; NIC ``speed_gbps`` = speed / 8000 GB/s. GPU rank -> index
-(renumbered 0.. in rank order).
+assumes 20 / 20.6 / 40.1). Net ``speed`` is Mb/s; NIC ``speed_gbps`` = speed / 8000 GB/s (<= 0: NCCL's 10,000;
+1..7, under the slowest NIC the loaders take, refused). GPU rank -> index (renumbered 0.. in rank order).
 
 RCCL (AMD) dumps and models describe Infinity Fabric as ``<xgmi target=BUSID count=N tclass=...>`` under each GPU
 and add ``gcn`` (``gfx942``, or an older dump's number such as ``910`` = gfx90a) and ``arch`` to ``<gpu>``: each
@@ -52,11 +52,12 @@ from pathlib import PurePath
 
 from topo_probe.errors import TopologyError
 from topo_probe.machines.generators import CPU_LATENCY_US, NVLINK_LATENCY_US, NVSWITCH_LATENCY_US, PCIE_LATENCY_US
-from topo_probe.parsers.hardware import (CPU_LINK_GBPS, MAX_NIC_MBPS, PCIE_LANE_GBPS, XGMI_DEFAULT_GBPS, gcn_arch,
-                                         normalize_bus_id, nvlink_gbps_for_sm, pcie_gen_from_speed, xgmi_gbps_for_arch)
+from topo_probe.parsers.hardware import (CPU_LINK_GBPS, PCIE_LANE_GBPS, XGMI_DEFAULT_GBPS, gcn_arch, normalize_bus_id,
+                                         nvlink_gbps_for_sm, pcie_gen_from_speed, xgmi_gbps_for_arch)
 from topo_probe.parsers.nccl_xml_exact import TAG as EXACT_TAG
 from topo_probe.parsers.nccl_xml_exact import apply_exact
-from topo_probe.parsers.nccl_xml_tree import CPU_CLASS, NVSWITCH_CLASS, El, attr, attr_float, attr_int, read_tree, walk
+from topo_probe.parsers.nccl_xml_tree import (CPU_CLASS, NVSWITCH_CLASS, El, attr, attr_float, attr_int, net_speed_gbps,
+                                              read_tree, walk)
 from topo_probe.topology.model import Topology
 
 #: NCCL's rate of a link inside one device, a ``<pcilink>`` between two virtual switches (v2.28.9-1 topo.h line 15)
@@ -67,8 +68,6 @@ __all__ = ["parse_nccl_xml"]
 #: bounds of counts in the file
 MAX_RANK = 1 << 20
 MAX_LINKS = 64
-#: Lowest <net speed>, Mb/s (an int): NCCL takes <= 0 as 10,000 (v2.28.9-1 src/graph/topo.cc lines 370-373)
-MIN_NIC_MBPS = -2**31
 #: node ids the reader takes from ``topocoll_node`` attributes (letters, digits and ._:-[],)
 _SAFE_ID = re.compile(r"[A-Za-z0-9_.:\-\[\],]{1,200}")
 _GPU_LINKS = ("nvlink", "xgmi")
@@ -246,9 +245,8 @@ class _Importer:
 
     def nic(self, el: El, parent: str, pci, numa: int, host: int) -> None:
         for net in (c for c in el.children if c.tag == "net" and "dev" in c.attrs):
-            mbps = attr_int(net, "speed", self.source, MIN_NIC_MBPS, MAX_NIC_MBPS, 0) if net.attrs.get("speed") else 0
             attrs = {"name": net.attrs.get("name", f"net{net.attrs['dev']}")[:200], "numa_node": numa, "host": host,
-                     "speed_gbps": (mbps if mbps > 0 else 10000) / 8000.0,
+                     "speed_gbps": net_speed_gbps(net, self.source),
                      "nccl_dev": attr_int(net, "dev", self.source, 0, MAX_RANK),
                      "gdr": net.attrs.get("gdr", "0") == "1"}
             attrs.update({k: net.attrs[k] for k in ("port", "guid", "maxconn", "latency") if k in net.attrs})

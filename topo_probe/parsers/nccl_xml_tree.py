@@ -16,6 +16,8 @@ from dataclasses import dataclass, field
 from xml.parsers.expat import errors as expat_errors
 
 from topo_probe.errors import TopologyError
+from topo_probe.limits import MIN_BANDWIDTH_GBPS
+from topo_probe.parsers.hardware import MAX_NIC_MBPS, SLOWEST_NIC_MBPS
 from topo_probe.parsers.xml_bounds import MESSAGES, ExpatError, XmlRefused, int_attribute, stream
 
 # PCI class codes in ``nvlink``/``xgmi`` ``tclass`` (reader and writer)
@@ -25,6 +27,9 @@ CPU_CLASS = "0x068001"
 MAX_XML_CHARS = 16 * 2**20
 MAX_DEPTH = 48
 MAX_ELEMENTS = 500_000
+#: Lowest <net speed>, Mb/s (an int): NCCL takes <= 0 as 10,000 (v2.28.9-1 src/graph/topo.cc lines 370-373)
+MIN_NIC_MBPS = -2**31
+NCCL_DEFAULT_NIC_MBPS = 10000
 
 
 @dataclass
@@ -105,6 +110,18 @@ def attr_float(el: El, key: str, source: str, lo: float, hi: float, default: flo
     if not (math.isfinite(num) and lo <= num <= hi):
         raise TopologyError(f"{_where(el, source)}: <{el.tag} {key}={val[:40]!r}> is not a number in {lo:g}..{hi:g}")
     return num
+
+
+def net_speed_gbps(net: El, source: str) -> float:
+    """GB/s per direction of a ``<net speed="Mb/s">`` (8000 Mb/s per GB/s): none, empty or <= 0 is NCCL's default
+    10,000 Mb/s; 1 .. :data:`~topo_probe.parsers.hardware.SLOWEST_NIC_MBPS` - 1 (under the loaders'
+    MIN_BANDWIDTH_GBPS) and anything past an int or MAX_NIC_MBPS are refused at the attribute."""
+    mbps = attr_int(net, "speed", source, MIN_NIC_MBPS, MAX_NIC_MBPS, 0) if net.attrs.get("speed") else 0
+    if 0 < mbps < SLOWEST_NIC_MBPS:
+        raise TopologyError(f"{_where(net, source)}: <net> attribute speed={mbps} is under {SLOWEST_NIC_MBPS} Mb/s, "
+                            f"the slowest NIC the loaders take ({MIN_BANDWIDTH_GBPS:g} GB/s); <= 0 means NCCL's "
+                            f"default {NCCL_DEFAULT_NIC_MBPS}")
+    return (mbps if mbps > 0 else NCCL_DEFAULT_NIC_MBPS) / 8000.0
 
 
 def walk(el: El, tag: str):

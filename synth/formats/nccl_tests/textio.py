@@ -17,6 +17,7 @@ from __future__ import annotations
 import codecs
 from pathlib import Path
 
+from topo_probe.capped_read import read_capped
 from topo_probe.errors import NcclTestsLogError
 from topo_probe.terminal_text import editor_lines
 
@@ -45,12 +46,10 @@ def log_lines(text: str) -> list[str]:
 
 
 def read_log_text(path: str | Path) -> str:
-    """The text of a log file (:func:`decode_log_bytes`; errors name the file)."""
-    p = Path(path)
-    try:
-        return decode_log_bytes(p.read_bytes())
-    except OSError as e:
-        raise NcclTestsLogError(f"{p}: cannot read: {e.strerror}") from None
+    """The text of a log file (:func:`decode_log_bytes`), read through the one input guard
+    (:func:`topo_probe.capped_read.read_capped`: a regular file of at most MAX_INPUT_BYTES = 32 MiB); errors
+    (:class:`NcclTestsLogError`) name the file."""
+    return decode_log_bytes(read_capped(Path(path), NcclTestsLogError))
 
 
 __all__ = ["decode_log_bytes", "log_lines", "read_log_text"]

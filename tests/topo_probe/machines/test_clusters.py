@@ -149,3 +149,27 @@ def test_a_nic_without_a_speed_still_asks_for_one():
         with_nics(bare, 4)
     with pytest.raises(TopologyError, match=r"^cluster: NIC 'nic0' has no speed_gbps \(nvidia-smi shows none\)"):
         cluster(bare, 2)
+
+
+@pytest.mark.parametrize("hosts", [2, 16])
+@pytest.mark.parametrize("flags,named", [(["--nic-gbps", "50"], "--nic-gbps"),
+                                         (["--nics-per-node", "4"], "--nics-per-node"),
+                                         (["--nics-per-node", "4", "--nic-gbps", "50"], "--nics-per-node")])
+def test_nic_flags_without_nodes_refuse_a_saved_multi_host_topology(tmp_path, hosts, flags, named):
+    """``--nic-gbps`` / ``--nics-per-node`` without ``--nodes`` reshape one host's NICs (with_nics()).  On a saved
+    cluster, with_nics() removed every NIC of every host and hung the new ones on host 0 with no network edge, and
+    the CLI wrote a file the loader refuses ('GPUs [8, ...] are cut off'); now exit 2, one line naming the flag,
+    nothing written."""
+    save_topology(cluster("dgx-h100", hosts), tmp_path / "c.json")
+    out = tmp_path / "o.json"
+    rc, err = _cli(["--topology", str(tmp_path / "c.json"), *flags, "--json", str(out), "--format", "json"])
+    assert rc == 2 and err.count("\n") == 1, err
+    assert err.startswith(f"topo-probe: error: {named} ") and "already spans several hosts" in err, err
+    assert not out.exists()
+
+
+def test_with_nics_refuses_a_multi_host_topology_as_cluster_does():
+    two = cluster("dgx-h100", 2)
+    for make in (lambda: with_nics(two, 8, 50.0), lambda: with_nics(two, 8), lambda: cluster(two, 2)):
+        with pytest.raises(TopologyError, match=r"^(with_nics|cluster): '2xdgx-h100' already spans several hosts$"):
+            make()

@@ -358,3 +358,31 @@ def test_a_net_speed_past_an_int_or_the_loaders_nic_limit_is_refused_in_one_line
     with pytest.raises(TopologyError, match=rf"^<xml>:line \d+ column \d+: <net> attribute speed={speed} is out of "
                                             r"range -2147483648\.\.800000000$"):
         parse_nccl_xml(y)
+
+
+def test_the_slowest_net_speed_is_the_least_whole_mbps_the_loaders_take():
+    from topo_probe.limits import MIN_BANDWIDTH_GBPS
+    from topo_probe.parsers.hardware import SLOWEST_NIC_MBPS
+    assert SLOWEST_NIC_MBPS == 8                    # by hand: 0.001 GB/s x 8000 Mb/s per GB/s
+    assert (SLOWEST_NIC_MBPS - 1) / 8000 < MIN_BANDWIDTH_GBPS <= SLOWEST_NIC_MBPS / 8000
+
+
+@pytest.mark.parametrize("speed", ["1", "5", "7"])
+def test_a_net_speed_under_the_slowest_nic_is_refused_at_its_attribute(speed):
+    """1..7 Mb/s is 0.000125..0.000875 GB/s, under MIN_BANDWIDTH_GBPS (0.001): the reader took it, and it was refused
+    later, far from its line (to_nccl_xml: 'speed_gbps must be >= 0.001 GB/s')."""
+    y = re.sub(r'(<net name="mlx5_0" [^>]*?speed=")[0-9]+"', rf'\g<1>{speed}"',
+               (FIXTURES / "rccl_topo" / "topo_8p_pcie.xml").read_text(), count=1)
+    line = next(i for i, text in enumerate(y.splitlines(), 1) if '<net name="mlx5_0"' in text)
+    with pytest.raises(TopologyError, match=rf"^<xml>:line {line} column \d+: <net> attribute speed={speed} is under "
+                                            r"8 Mb/s, the slowest NIC the loaders take \(0\.001 GB/s\)"):
+        parse_nccl_xml(y)
+
+
+def test_the_slowest_net_speed_reads_and_exports_again():
+    y = re.sub(r'(<net name="mlx5_0" [^>]*?speed=")[0-9]+"', r'\g<1>8"',
+               (FIXTURES / "rccl_topo" / "topo_8p_pcie.xml").read_text(), count=1)
+    t = parse_nccl_xml(y)
+    assert t.graph.nodes[nic(t, "mlx5_0")]["speed_gbps"] == 0.001       # by hand: 8 / 8000
+    back = parse_nccl_xml(to_nccl_xml(t))
+    assert back.graph.nodes[nic(back, "mlx5_0")]["speed_gbps"] == 0.001

@@ -88,3 +88,21 @@ def test_the_nccl_version_a_log_prints_is_read():
     assert [r.nccl_version for r in load_runs(LOGS / "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt")] == [(2, 22, 3)]
     assert load_runs(LOGS / "h100_8gpu_1node_all_reduce_nvls.txt")[0].nccl_version == (2, 26, 2)
     assert load_runs(LOGS / "a100_aws_p4de_16gpu_2node_all_reduce.txt")[0].nccl_version is None
+
+
+@pytest.mark.parametrize("load", [load_runs, load_nccl_tests])
+def test_a_log_over_the_input_limit_is_refused_before_it_is_read(tmp_path, load):
+    """docs/guarantees.md: every file a user hands us, nccl-tests logs included, goes through the one guard
+    (topo_probe.capped_read, 32 MiB).  The log reader read the whole file (Path.read_bytes): no cap, no
+    regular-file check."""
+    from topo_probe.limits import MAX_INPUT_BYTES
+    assert MAX_INPUT_BYTES == 32 * 2**20
+    p = tmp_path / "big.log"
+    with open(p, "wb") as fh:
+        fh.truncate(MAX_INPUT_BYTES + 1)        # sparse: 32 MiB + 1 of NUL bytes, no disk used
+    with pytest.raises(NcclTestsLogError) as exc:
+        load(p)
+    assert str(exc.value) == f"{p}: 33554433 bytes is more than the 33554432 bytes a loader reads"
+    with pytest.raises(NcclTestsLogError) as exc:
+        load(tmp_path)
+    assert str(exc.value) == f"{tmp_path}: is not a regular file"
