@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
 from pathlib import Path
 
 from kernels.comm.machine import resolve_topology, typed_topology
@@ -72,7 +73,14 @@ def descriptor_of(size: int, topology, plan, algo: str | None) -> dict:
     and the forced baseline ``algo`` (None: the plan)."""
     return {"ranks": size, "topology": topology.name,
             "fingerprint": topology.fingerprint(), "gpus": topology.num_gpus,
-            "plan": plan_digest(plan), "algo": algo or "plan"}
+            "plan": plan_digest(plan), "algo": _algo_text(algo)}
+
+
+def _algo_text(algo) -> str:
+    """``algo`` as the start-up record's text: a path as its string (a schedule file given as a Path)."""
+    if not algo:
+        return "plan"
+    return os.fspath(algo) if isinstance(algo, os.PathLike) else str(algo)
 
 
 def compare_descriptors(descs: list[dict]) -> None:

@@ -155,8 +155,9 @@ def _main(args, argv: list[str]) -> int:
         return import_only(args.import_log, plot_path=args.plot, csv_path=args.csv)
     if args.backend == "mpi":  # one process per rank under mpirun; rank 0 prints the table
         from kernels.sweep.mpi_backend import check_launched, run_sweep_mpi
+        algo = check_algo_arg(args.algo, "sweep")          # on every rank alike, one rank too, before start-up
         check_launched(gpu_count(args), args.topology)
-        return run_sweep_mpi(lambda n: make_config(args, n), args.topology, args.algo,
+        return run_sweep_mpi(lambda n: make_config(args, n), args.topology, algo,
                              argv=["sweep", *argv], json_path=args.output_file, notes=unapplied)
     if args.import_log is not None:
         if args.plot is None:
