@@ -77,9 +77,10 @@ from kernels.comm.compression_casts import (
     payload_bytes,
     register_cast,
 )
-from topo_probe.errors import InvalidArgument
+from topo_probe.errors import InvalidArgument, show
 
-__all__ = ["compressed_all_gather", "compressed_all_reduce", "error_bound", "CAST_KERNELS", "DEFAULT_GROUP",
+__all__ = ["check_compressed_op", "compressed_all_gather", "compressed_all_reduce", "error_bound",
+           "COMPRESSED_OPS", "CAST_KERNELS", "DEFAULT_GROUP",
            "E32", "FORMATS", "Decode", "Encode", "Format", "decode_bf16", "decode_bf16_bits", "decode_fp16",
            "decode_fp8", "encode_bf16", "encode_bf16_bits", "encode_fp16", "encode_fp8", "get_format",
            "payload_bytes", "register_cast"]
@@ -95,6 +96,28 @@ def _check(comm, in_arrays, out_arrays, what: str) -> None:
             if not np.issubdtype(np.dtype(a.dtype), np.floating) and np.dtype(a.dtype) != ml_dtypes.bfloat16:
                 raise InvalidArgument(f"{what}: {name} rank {r}: compression needs floating-point "
                                             f"arrays, got {a.dtype}")
+
+
+COMPRESSED_OPS = ("sum", "avg")
+"""Reductions of :func:`compressed_all_reduce` (computed in float32)."""
+
+
+def check_compressed_op(op, owner: str) -> str:
+    """``op`` as a plain str when it is one of :data:`COMPRESSED_OPS`, else InvalidArgument in one line naming
+    ``owner`` (the caller, e.g. ``"MPICommunicator.compressed_all_reduce"``), the value through
+    :func:`topo_probe.errors.show`.  The one rule for a compressed all-reduce's op; it reads the plain string
+    (``str.__str__``), so a str subclass cannot pass by lying in ``__eq__``.
+
+    >>> check_compressed_op("max", "demo")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: demo: compressed all_reduce op must be one of sum, avg; got 'max'
+    """
+    plain = str.__str__(op) if isinstance(op, str) else None
+    if plain not in COMPRESSED_OPS:
+        raise InvalidArgument(f"{owner}: compressed all_reduce op must be one of {', '.join(COMPRESSED_OPS)}; "
+                              f"got {show(op)}")
+    return plain
 
 
 def compressed_all_reduce(comm, in_arrays, out_arrays, *, compression: str = "bf16", op: str = "sum",
@@ -119,9 +142,9 @@ def compressed_all_reduce(comm, in_arrays, out_arrays, *, compression: str = "bf
     list of arrays
         ``out_arrays``; the error obeys :func:`error_bound`.
     """
-    if op not in ("sum", "avg"):
-        raise InvalidArgument(f"compressed all_reduce supports op 'sum' and 'avg', got {op!r}")
-    fmt = get_format(compression)
+    owner = f"{type(comm).__name__}.compressed_all_reduce"
+    op = check_compressed_op(op, owner)
+    fmt = get_format(compression, owner)
     _check(comm, in_arrays, out_arrays, "compressed all_reduce")
     n, count = comm.size, int(in_arrays[0].size)
     for r in range(n):
@@ -168,7 +191,7 @@ def compressed_all_gather(comm, in_arrays, out_arrays, *, compression: str = "bf
     ``out_arrays[r]`` needs ``n * in_arrays[0].size`` elements; the error of each element is
     at most ``u'|x| + alpha' s`` (module docstring).
     """
-    fmt = get_format(compression)
+    fmt = get_format(compression, f"{type(comm).__name__}.compressed_all_gather")
     _check(comm, in_arrays, out_arrays, "compressed all_gather")
     n, count = comm.size, int(in_arrays[0].size)
     for r in range(n):
@@ -225,7 +248,7 @@ def error_bound(in_arrays, compression: str, *, op: str = "sum", group_size: int
     >>> float(error_bound(xs, "bf16")[0]) < 2 * 2 * 2**-8 * 1.01
     True
     """
-    fmt = get_format(compression)
+    fmt = get_format(compression, "error_bound")
     xs = [np.abs(np.asarray(x, np.float64).reshape(-1)) for x in in_arrays]
     n, count = len(xs), xs[0].size
     up, ap = fmt.u + 4 * E32, fmt.alpha * (1 + E32)

@@ -34,7 +34,7 @@ import ml_dtypes
 import numpy as np
 
 from synth.plan.user_warning import warn_user
-from topo_probe.errors import InvalidArgument
+from topo_probe.errors import InvalidArgument, show
 
 E32 = 2.0 ** -24
 """float32 unit roundoff."""
@@ -61,11 +61,22 @@ DEFAULT_GROUP = 512
 """Elements per fp8 scale (4 bytes of scale per 512 bytes of payload: < 1% overhead)."""
 
 
-def get_format(name: str) -> Format:
-    """The :class:`Format` called ``name`` (fp16, bf16, fp8; e4m3 is an alias of fp8)."""
-    key = {"e4m3": "fp8", "float16": "fp16", "bfloat16": "bf16"}.get(str(name).lower(), str(name).lower())
+def get_format(name: str, owner: str = "get_format") -> Format:
+    """The :class:`Format` called ``name`` (fp16, bf16, fp8; e4m3, float16 and bfloat16 are aliases), else
+    InvalidArgument in one line naming ``owner`` (the caller, e.g. ``"Communicator.compressed_all_reduce"``),
+    the value through :func:`topo_probe.errors.show`.  The one rule for a compression name; it reads the plain
+    string (``str.__str__``), so a str subclass cannot pass by lying in ``__eq__``/``__hash__``/``lower``.
+
+    >>> get_format("fp4", "Communicator.compressed_all_reduce")
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: Communicator.compressed_all_reduce: compression must be one of fp16, \
+bf16, fp8; got 'fp4'
+    """
+    key = str.lower(str.__str__(name)) if isinstance(name, str) else None
+    key = {"e4m3": "fp8", "float16": "fp16", "bfloat16": "bf16"}.get(key, key)
     if key not in FORMATS:
-        raise InvalidArgument(f"compression {name!r} is not one of {', '.join(FORMATS)}")
+        raise InvalidArgument(f"{owner}: compression must be one of {', '.join(FORMATS)}; got {show(name)}")
     return FORMATS[key]
 
 

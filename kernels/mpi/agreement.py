@@ -293,8 +293,11 @@ def agreed(collective: str):
             except Exception as exc:
                 if outermost and not state.agreed and not isinstance(exc, (PeerFailed, ProcessGroupMismatch)):
                     if isinstance(exc, ValueError) and f"rank {self.rank}" not in str(exc):
-                        text = str(exc).removeprefix(f"{collective}: ").removeprefix(f"{name}: ")   # named once
-                        exc.args = (f"{name}: rank {self.rank}: {text}",)  # say whose call it was
+                        owner = f"{type(self).__name__}.{name}"     # a rule that names its owner keeps it
+                        head = owner if str(exc).startswith(f"{owner}: ") else name
+                        text = str(exc).removeprefix(f"{owner}: ").removeprefix(f"{collective}: ")
+                        text = text.removeprefix(f"{name}: ")   # named once
+                        exc.args = (f"{head}: rank {self.rank}: {text}",)  # say whose call it was
                     state.report(collective, exc)
                 raise
             finally:

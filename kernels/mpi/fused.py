@@ -13,8 +13,6 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.comm.validation import _is_cupy, check_array
-from topo_probe.errors import InvalidArgument
-
 
 def fused_all_reduce(comm, tensors, *, mode: str = "auto", bucket_mb: float = 64, split_points=None,
                      op: str = "sum", compression: str | None = None) -> list[range]:
@@ -51,9 +49,9 @@ def compressed_all_reduce(comm, in_array, out_array, *, compression: str = "bf16
     """This rank's part of :func:`kernels.comm.compression.compressed_all_reduce` over ``comm``
     (see module docstring).  Returns ``out_array``."""
     from kernels.comm import compression as cz
-    if op not in ("sum", "avg"):
-        raise InvalidArgument(f"compressed all_reduce supports op 'sum' and 'avg', got {op!r}")
-    fmt = cz.get_format(compression)
+    owner = f"{type(comm).__name__}.compressed_all_reduce"
+    op = cz.check_compressed_op(op, owner)
+    fmt = cz.get_format(compression, owner)
     group_size = cz.DEFAULT_GROUP if group_size is None else group_size
     n, count = comm.size, int(in_array.size)
     # every rank must use the same format, group and op (the wire is bytes: no dtype would differ)

@@ -15,8 +15,10 @@ from topo_probe.errors import InvalidArgument
 def test_format_names_and_aliases():
     assert cc.get_format("E4M3") is cc.FORMATS["fp8"] and cc.get_format("bfloat16").name == "bf16"
     assert (cc.FORMATS["fp16"].u, cc.FORMATS["bf16"].u, cc.FORMATS["fp8"].u) == (2 ** -11, 2 ** -8, 2 ** -4)
-    with pytest.raises(InvalidArgument, match=r"^compression 'fp4' is not one of fp16, bf16, fp8$"):
+    with pytest.raises(InvalidArgument, match=r"^get_format: compression must be one of fp16, bf16, fp8; got 'fp4'$"):
         cc.get_format("fp4")
+    with pytest.raises(InvalidArgument, match=r"^payload: compression must be one of fp16, bf16, fp8; got 'fp4'$"):
+        cc.get_format("fp4", "payload")
 
 
 @pytest.mark.parametrize("fmt, b, gs, want", [
