@@ -54,7 +54,7 @@ from kernels.mpi import p2p as mpi_p2p
 from kernels.mpi import transport as mt
 from kernels.mpi.agreement import CallAgreement, agreed, header_digest
 from kernels.mpi.ipc import wire_for
-from kernels.mpi.native_call import NativeRunner
+from kernels.mpi.native_call import NativeRunner, plain_value
 from kernels.mpi.persistent import PlanRunner
 from kernels.mpi.replay import CallMemo
 from kernels.mpi.startup import agree, checked_start, descriptor_of, install_abort_hook
@@ -111,7 +111,7 @@ class MPICommunicator(CommunicatorBase):
     def __init__(self, comm=None, *, topology=None, plan=None, algo: str | None = None,
                  timeout_s: float | None = None, abort_on_error: bool = True, wire=None,
                  ipc: str = "auto", native="never") -> None:
-        self.ipc = ipc      # checked with the topology and plan (checked_start): a refusal reaches every rank
+        self.ipc, native = plain_value(ipc), plain_value(native)   # no str subclass lies to checked_start or later
         MPI = mpi()
         self._world = MPI.COMM_WORLD if comm is None else comm
         self.rank, self.size = self._world.Get_rank(), self._world.Get_size()
@@ -128,7 +128,7 @@ class MPICommunicator(CommunicatorBase):
         self.agreement = CallAgreement(agree_comm, self._ctrl, self.waiter, self.size)
         self.agreement.on_mismatch, self._retired = self._renew_data_comm, []  # old data comms
         self.algo = algo        # the topology and plan checked; refused: raised on every rank (agree)
-        self.topology, self.selector, refused = checked_start(topology, self.size, plan, algo, self.rank, ipc=ipc,
+        self.topology, self.selector, refused = checked_start(topology, self.size, plan, algo, self.rank, ipc=self.ipc,
                                                               native=native)
         self.plan, self.last_route = getattr(self.selector, "plan", None), None   # last_route: kernels.comm.route
         self._wire, self._native = wire, NativeRunner(self, "never" if refused else native)   # refused: agree raises

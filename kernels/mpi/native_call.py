@@ -65,11 +65,20 @@ class NativeCall:
         return self.runner.run(self, gate)
 
 
-def check_native_mode(mode) -> None:
-    """Refuse, in one line (InvalidArgument), a ``native=`` that is neither ``"auto"``, ``"never"``
-    nor a backend object (None, a bool or a number is no backend)."""
+def plain_value(value):
+    """``value`` itself where it is no str, else its plain str (``str.__str__``: the characters, not a subclass's
+    ``__eq__``, ``__hash__`` or ``__str__``), the value a rule asks about and the communicator keeps."""
+    return str.__str__(value) if isinstance(value, str) else value
+
+
+def check_native_mode(mode):
+    """``mode`` as the communicator keeps it: ``"auto"`` or ``"never"`` as a plain str (the rule asked of the plain
+    value, :func:`plain_value`), or a backend object as it is; else InvalidArgument in one line (None, a bool or a
+    number is no backend)."""
+    mode = plain_value(mode)
     if isinstance(mode, str) and mode not in ("auto", "never") or mode is None or isinstance(mode, (bool, int, float)):
         raise InvalidArgument(f"MPICommunicator: native must be 'auto', 'never' or a backend, got {show(mode)}")
+    return mode
 
 
 class NativeRunner:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 from kernels.comm.machine import resolve_topology, typed_topology
 from kernels.comm.route import check_plan_files
-from kernels.mpi.native_call import check_native_mode
+from kernels.mpi.native_call import check_native_mode, plain_value
 from kernels.mpi.waiter import Waiter, exchange_json
 from synth.plan.selector import ScheduleSelector
 from topo_probe import errors
@@ -106,6 +106,15 @@ ranks [1] 'b'; every rank must use the same topology, plan and rank count
                                    + "; every rank must use the same topology, plan and rank count")
 
 
+def check_ipc_mode(ipc) -> str:
+    """``ipc`` as a plain str (:func:`kernels.mpi.native_call.plain_value`) when that is ``"auto"`` or
+    ``"never"``, else InvalidArgument in one line (the value through :func:`topo_probe.errors.show`)."""
+    ipc = plain_value(ipc)
+    if not (isinstance(ipc, str) and ipc in ("auto", "never")):
+        raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {show(ipc)}")
+    return ipc
+
+
 def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc="auto", native="never") -> tuple:
     """``(topology, selector, None)``: the ``ipc`` and ``native`` arguments checked
     (:func:`kernels.mpi.native_call.check_native_mode`), this rank's Topology (``topology`` resolved for ``size``
@@ -117,8 +126,7 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc
     :func:`agree` raises on every rank.  Any error is a refusal (a rank that
     raised alone before the exchange would leave the others waiting out their deadline)."""
     try:
-        if not (isinstance(ipc, str) and ipc in ("auto", "never")):
-            raise InvalidArgument(f"MPICommunicator: ipc must be 'auto' or 'never', got {show(ipc)}")
+        check_ipc_mode(ipc)
         check_native_mode(native)
         topo = resolve_topology(topology, size)
         selector = ScheduleSelector(topo, plan=plan, algo=algo, warn_fallback=rank == 0, owner="MPICommunicator",

@@ -337,6 +337,56 @@ def test_an_ipc_or_native_refusal_quotes_the_value_through_show(arg):
                        "message": f"MPICommunicator: {arg} must be {allowed}, got '{'x' * 56}..."}, refusal
 
 
+class _Liar(str):
+    """A str whose ``__eq__`` says it equals anything (and ``__str__`` says 'auto')."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+    def __str__(self):
+        return "auto"
+
+
+class _Shy(str):
+    """A str whose ``__eq__`` says it equals nothing."""
+
+    def __eq__(self, other):
+        return False
+
+    __hash__ = str.__hash__
+
+
+@pytest.mark.parametrize("arg", ["ipc", "native"])
+def test_a_lying_str_subclass_is_refused_on_its_plain_value(arg):
+    """The rule asks about the characters (str.__str__), not the subclass's __eq__ or __str__.  Reference: the
+    line by hand.  Old: ``value in ("auto", "never")`` asked _Liar.__eq__, which said yes: 'bogus' passed."""
+    from kernels.mpi.startup import checked_start
+    _, _, refusal = checked_start(None, 1, False, None, 0, **{arg: _Liar("bogus")})
+    allowed = "'auto' or 'never'" if arg == "ipc" else "'auto', 'never' or a backend"
+    assert refusal == {"error": "InvalidArgument",
+                       "message": f"MPICommunicator: {arg} must be {allowed}, got 'bogus'"}, refusal
+
+
+def test_the_communicator_keeps_the_plain_str():
+    """A str subclass that really is 'never' is accepted and kept as a plain str, so no later ``== "auto"`` test
+    asks its __eq__.  Reference: type() is str, the value by hand.  Old: _Shy('never') was refused (its __eq__
+    said no) and a kept subclass answered every later test with its own __eq__."""
+    pytest.importorskip("mpi4py")
+    from kernels.mpi.communicator import MPICommunicator
+    from kernels.mpi.native_call import check_native_mode
+    from kernels.mpi.startup import check_ipc_mode
+    assert [type(check_ipc_mode(_Shy("never"))), type(check_native_mode(_Shy("auto")))] == [str, str]
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        comm = MPICommunicator(plan=False, abort_on_error=False, timeout_s=20, ipc=_Shy("never"), native=_Shy("never"))
+    try:
+        assert (type(comm.ipc), comm.ipc, type(comm._native.mode), comm._native.mode) == (str, "never", str, "never")
+    finally:
+        comm.close()
+
+
 if __name__ == "__main__" and len(sys.argv) > 2 and sys.argv[1] == "worker":
     worker(sys.argv[2])
 if __name__ == "__main__" and len(sys.argv) > 3 and sys.argv[1] == "early":
