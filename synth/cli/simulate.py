@@ -20,7 +20,6 @@ and exits with status 1, as nccl-tests.
 
 from __future__ import annotations
 
-import math
 import sys
 
 from synth.cli.nccl_options import (add_nccl_tests_options, drop_unwritten_json, flag_notes, fold_threads, given,
@@ -29,6 +28,8 @@ from synth.ir.collectives import ROOTED, canonical, check_collective_gpus
 from topo_probe.cli.exits import OneLineParser, signals_interrupt, stdout_gone
 from topo_probe.cli.options import add_machine_arguments
 from topo_probe.errors import TopocollError, UsageError
+from topo_probe.limits import MAX_BANDWIDTH_GBPS, MIN_BANDWIDTH_GBPS
+from topo_probe.number_checks import check_float
 
 #: the baselines ``--baseline`` takes
 BASELINE_CHOICES = ("nccl", "ring", "tree", "direct", "rhd", "bruck", "oneshot")
@@ -138,10 +139,9 @@ def _machine(args, run) -> dict:
     if not args.net and run is not None and run.network is not None:
         out["net_kind"] = run.network.kind
     dma = getattr(args, "nic_dma_gbps", None)
-    if dma is not None:
-        if not 0 < dma < math.inf:
-            raise UsageError(f"--nic-dma-gbps must be a positive number of GB/s, got {dma}")
-        out["nic_dma_gbs"] = dma
+    if dma is not None:     # the bandwidth rule of every CLI bandwidth flag (topo_probe.cli.options: --nic-gbps)
+        out["nic_dma_gbs"] = check_float(dma, "--nic-dma-gbps", UsageError, lo=MIN_BANDWIDTH_GBPS,
+                                         hi=MAX_BANDWIDTH_GBPS, unit="GB/s")
     return out
 
 

@@ -245,7 +245,7 @@ def test_nic_dma_gbps_caps_the_nccl_models_network_at_the_stated_gpu_memory_rate
     assert 0.5 * 39.0 < capped <= 39.0 < free
     assert main(base + ["--nic-dma-gbps", "0"]) == 2
     err = capsys.readouterr().err
-    assert "--nic-dma-gbps must be a positive number" in err and err.count("\n") == 1
+    assert "--nic-dma-gbps must be >= 0.001 GB/s, got 0.0" in err and err.count("\n") == 1
     ring = [a if a != "nccl" else "ring" for a in base]            # our own cost model: the flag has no meaning
     one_host = ["--topology", "dgx-a100", "--collective", "allreduce", "--baseline", "nccl", "-b", "1G", "-e", "1G"]
     for argv, said in ((ring, "applies to the NCCL model only"), (one_host, "is one host")):
@@ -254,13 +254,28 @@ def test_nic_dma_gbps_caps_the_nccl_models_network_at_the_stated_gpu_memory_rate
         assert said in err and err.count("\n") == 1
 
 
-@pytest.mark.parametrize("value", ["inf", "nan", "-1"])
-def test_nic_dma_gbps_refuses_a_figure_no_measurement_gives(capsys, value):
-    """inf is no measured rate (it would print 'GPU memory at inf GB/s per NIC'): one line, exit 2."""
-    assert main(["--topology", "dgx-a100", "--nodes", "2", "--baseline", "nccl", "--collective", "allreduce",
-                 "-b", "1M", "-e", "1M", "--nic-dma-gbps", value]) == 2
+@pytest.mark.parametrize("value, line", [
+    ("inf", "--nic-dma-gbps must be a finite number, got inf"),
+    ("nan", "--nic-dma-gbps must be a finite number, got nan"),
+    ("1e400", "--nic-dma-gbps must be a finite number, got inf"),
+    ("0", "--nic-dma-gbps must be >= 0.001 GB/s, got 0.0"),
+    ("-1", "--nic-dma-gbps must be >= 0.001 GB/s, got -1.0"),
+    ("0.000999", "--nic-dma-gbps must be >= 0.001 GB/s, got 0.000999"),
+    ("100001", "--nic-dma-gbps must be at most 100000 GB/s, got 100001.0"),
+    ("0.001", None), ("100000", None),
+])
+def test_nic_dma_gbps_follows_the_bandwidth_limits_of_every_bandwidth_flag(capsys, value, line):
+    """The rule of --nic-gbps (topo_probe.number_checks.check_float with topo_probe.limits' 1e-3 and 1e5 GB/s):
+    the limits themselves run (exit 0), one step past them, inf, nan and 0 are refused in one line, exit 2.
+    Reference: the lines by hand from the limits.  Old: a hand-written 0 < G < inf that let 0.000999 and 100001
+    through and said 'a positive number' of 0."""
+    got = main(["--topology", "dgx-a100", "--nodes", "2", "--baseline", "nccl", "--collective", "allreduce",
+                "-b", "1M", "-e", "1M", "--nic-dma-gbps", value])
     err = capsys.readouterr().err
-    assert "--nic-dma-gbps must be a positive number" in err and err.count("\n") == 1
+    if line is None:
+        assert (got, err) == (0, "")
+    else:
+        assert got == 2 and err == f"simulate: error: {line}\n", err
 
 
 def _two_sections(tmp_path, second: dict, name: str = "all_reduce.txt"):
