@@ -164,7 +164,9 @@ def main(argv=None) -> int:
             rows += [(algo, n, ops, s, times[s]) for s in SIZES]
             per_op.append((ops, times[SIZES[0]]))
     slope, icpt = np.polyfit([o for o, _ in per_op], [t for _, t in per_op], 1)
-    cmd = "python benchmarks/bench_cupy_gpu.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from shown_paths import shown_command           # --out /tmp/gpu is recorded as --out <tmp>/gpu
+    cmd = shown_command("python benchmarks/bench_cupy_gpu.py", sys.argv[1:] if argv is None else argv)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = ["series,ranks,gpus,ops,size_bytes,time_us,busbw_gbps"]

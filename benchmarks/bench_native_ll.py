@@ -113,7 +113,8 @@ def report(rows: list, empty_us: float, wrong: list) -> str:
     import os
     tuning = " ".join(f"{k}={os.environ[k]}" for k in ("TOPOCOLL_NATIVE_DEFINES", "TOPOCOLL_LL_PIECE_BYTES")
                       if os.environ.get(k))
-    command = " ".join(["benchmarks/bench_native_ll.py", *sys.argv[1:]])
+    from shown_paths import shown_command           # --out /tmp/pass is recorded as --out <tmp>/pass
+    command = shown_command("benchmarks/bench_native_ll.py", sys.argv[1:])
     lines = [f"# LL protocol of the native executor on one GPU ({gpu}), ranks sharing the card", "",
              f"Made by `{tuning + ' ' if tuning else ''}python {command}` "
              f"(float32, sum, root 0; us per call, best of 3 rounds). Empty graph launch {empty_us:.2f} us.", "",

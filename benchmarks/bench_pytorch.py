@@ -372,7 +372,9 @@ def main(argv=None) -> int:
     from synth.ir.schedule import atomic_write_text
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    command = "python benchmarks/bench_pytorch.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command           # --out /tmp/x is recorded as --out <tmp>/x
+    command = shown_command("python benchmarks/bench_pytorch.py", argv if argv is not None else sys.argv[1:])
     if args.gpu:
         import torch
         if not torch.cuda.is_available():

@@ -41,6 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
+from shown_paths import shown_command, shown_path  # noqa: E402
 from tests._mutations import LOADERS, billion_laughs, mutate, nonsense, seed_format, seeds  # noqa: E402
 
 SLOW_S = 1.0
@@ -52,18 +53,20 @@ FAILURES = ("generic", "hang", "crash", "nonsense")
 
 # ----------------------------------------------------------------------------- worker side
 def _run_one(loader: str, path: Path) -> tuple[str, str]:
+    """(outcome, detail); the detail names the case's folder ``<tmp>`` (before it is cut short, so how
+    much of a message a report shows does not hang on the temporary folder's name)."""
     from topo_probe.errors import TopocollError
     try:
         result = LOADERS[loader][1](path)
     except TopocollError as exc:
-        msg = str(exc)
+        msg = str(exc).replace(str(path.parent), "<tmp>")
         return ("generic", f"multi-line project error: {msg[:200]!r}") if "\n" in msg else ("refused", msg[:200])
     except Exception as exc:   # noqa: BLE001 - counting these is the point
         frame = traceback.extract_tb(exc.__traceback__)[-1]
-        where = f"{Path(frame.filename).relative_to(ROOT) if frame.filename.startswith(str(ROOT)) else frame.filename}"
-        return "generic", f"{type(exc).__name__}: {str(exc)[:160]} (at {where}:{frame.lineno})"
+        msg = str(exc).replace(str(path.parent), "<tmp>")
+        return "generic", f"{type(exc).__name__}: {msg[:160]} (at {shown_path(frame.filename)}:{frame.lineno})"
     bad = nonsense(result)
-    return ("nonsense", bad) if bad else ("accepted", "")
+    return ("nonsense", bad.replace(str(path.parent), "<tmp>")) if bad else ("accepted", "")
 
 
 def _worker(conn, mem_limit_bytes: int, tmp: Path) -> None:
@@ -345,7 +348,7 @@ def main(argv=None) -> int:
     ap.add_argument("--big", type=int, default=1 << 20, help="size the amplifying mutations aim at (bytes)")
     ap.add_argument("--out", default=str(ROOT / "results" / "robustness"))
     args = ap.parse_args(argv)
-    command = "python benchmarks/fuzz_loaders.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    command = shown_command("python benchmarks/fuzz_loaders.py", sys.argv[1:] if argv is None else argv)
     start = time.time()
     tally = campaign(args)
     write_report(tally, args, command.strip(), time.time() - start)

@@ -18,14 +18,16 @@ OUT=${OUT:-results/pytorch/gpu}
 PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
+# logs name the repository, the Python environment and the temporary folder by placeholders, not this machine's paths
+scrub() { $PY benchmarks/shown_paths.py; }
 rc=0
 { nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv,noheader
   timeout 30 $PY -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, \
 'nccl', torch.cuda.nccl.version() if torch.cuda.is_available() else None, 'cupy', cupy.__version__, \
 'numpy', numpy.__version__, 'gpus', torch.cuda.device_count())"
-} 2>&1 | tee "$OUT/pytorch_machine.txt"
+} 2>&1 | scrub | tee "$OUT/pytorch_machine.txt"
 echo "== kernel builds the tests use (system scope), in parallel"
-timeout ${WARM_S:-90} $PY - <<'PYEOF' 2>&1 | tail -2 | tee "$OUT/pytorch_warm.txt"
+timeout ${WARM_S:-90} $PY - <<'PYEOF' 2>&1 | tail -2 | scrub | tee "$OUT/pytorch_warm.txt"
 import multiprocessing as mp, sys, time
 sys.path.insert(0, "benchmarks")
 from native_warm_cache import build
@@ -37,11 +39,11 @@ print(f"{len(done)} builds in {time.perf_counter() - t:.1f} s; slowest {max(done
 PYEOF
 echo "== gpu-marked tests of tests/kernels/pytorch"
 timeout ${TESTS_S:-150} $PY -m pytest -v -m gpu -rs -p no:cacheprovider -o addopts= tests/kernels/pytorch 2>&1 \
-  | tee "$OUT/pytorch_gpu_tests.txt" | tail -30
+  | scrub | tee "$OUT/pytorch_gpu_tests.txt" | tail -30
 r=$?; echo "tests rc=$r" | tee -a "$OUT/pytorch_gpu_tests.txt"; [ $r -ne 0 ] && rc=1
 echo "== all_reduce on CUDA tensors, 2 processes on one card"
 timeout ${BENCH_S:-60} $PY benchmarks/bench_pytorch.py --gpu --quick --out "$OUT" --note "CUDA MPS: off" 2>&1 \
-  | tee "$OUT/pytorch_gpu_bench_log.txt" | tail -24
+  | scrub | tee "$OUT/pytorch_gpu_bench_log.txt" | tail -24
 r=$?; echo "bench rc=$r" | tee -a "$OUT/pytorch_gpu_bench_log.txt"; [ $r -ne 0 ] && rc=1
 if [ "${MPS:-1}" != 0 ] && command -v nvidia-cuda-mps-control >/dev/null; then
   echo "== the same under CUDA MPS (informational)"
@@ -49,7 +51,8 @@ if [ "${MPS:-1}" != 0 ] && command -v nvidia-cuda-mps-control >/dev/null; then
   if nvidia-cuda-mps-control -d; then
     trap 'echo quit | nvidia-cuda-mps-control' EXIT
     timeout ${BENCH_S:-40} $PY benchmarks/bench_pytorch.py --gpu --quick --out "$OUT/mps" \
-      --note "CUDA MPS: on (nvidia-cuda-mps-control -d)" 2>&1 | tee "$OUT/pytorch_gpu_bench_mps_log.txt" | tail -12
+      --note "CUDA MPS: on (nvidia-cuda-mps-control -d)" 2>&1 | scrub \
+      | tee "$OUT/pytorch_gpu_bench_mps_log.txt" | tail -12
     echo "mps bench rc=$?" | tee -a "$OUT/pytorch_gpu_bench_mps_log.txt"
     echo quit | nvidia-cuda-mps-control; trap - EXIT
   else
@@ -61,7 +64,7 @@ if [ "${DDP_S:-0}" -gt 0 ]; then   # optional: DDP_S=40 trains the example on th
   echo "== DDP example, 2 ranks on one card: topocoll then gloo"
   for b in topocoll gloo; do
     timeout $DDP_S $PY -m torch.distributed.run --nproc-per-node 2 examples/pytorch/train_ddp.py --backend $b \
-      --device cuda --steps 20 2>&1 | tee "$OUT/pytorch_gpu_ddp_$b.txt" | tail -3
+      --device cuda --steps 20 2>&1 | scrub | tee "$OUT/pytorch_gpu_ddp_$b.txt" | tail -3
     r=$?; echo "ddp $b rc=$r" | tee -a "$OUT/pytorch_gpu_ddp_$b.txt"; [ $r -ne 0 ] && rc=1
   done
 fi

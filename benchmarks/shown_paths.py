@@ -1,0 +1,84 @@
+"""Paths as committed results show them: never this machine's own folders.
+
+A results file is read from a clone, so a command line or a log it records names the repository's
+files by their path in the repository, the temporary folder as ``<tmp>``, the repository itself (where
+a tool prints it whole) as ``<repo>``, the Python environment as ``<venv>`` and the home folder as ``~``.
+
+* ``shown_path(path)``: one path, shown that way;
+* ``shown_command(prefix, argv)``: a benchmark's command line (``--out /tmp/x`` -> ``--out <tmp>/x``);
+* ``scrub(text)``: every such prefix inside free text (logs, tracebacks);
+* ``python benchmarks/shown_paths.py``: ``scrub`` as a line filter, for the GPU shell scripts' logs
+  (``cmd 2>&1 | python3 benchmarks/shown_paths.py | tee "$OUT/log.txt"``).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import sys
+import tempfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+__all__ = ["ROOT", "scrub", "shown_command", "shown_path"]
+
+
+def _prefixes() -> list[tuple[str, str]]:
+    """(machine prefix, placeholder), longest first, each both as given and resolved (symlinks)."""
+    named = [(ROOT, "<repo>"), (Path(sys.prefix), "<venv>"), (Path(tempfile.gettempdir()), "<tmp>"),
+             (Path("/tmp"), "<tmp>"), (Path.home(), "~")]
+    out: dict[str, str] = {}
+    for path, placeholder in named:
+        for form in (str(path), os.path.realpath(path)):
+            if len(form) > 1 and form not in out:          # never "/" itself
+                out[form] = placeholder
+    return sorted(out.items(), key=lambda kv: -len(kv[0]))
+
+
+def shown_path(path: str | os.PathLike) -> str:
+    """``path`` as a results file shows it: relative inside the repository, else with its machine prefix
+    replaced by ``<tmp>``, ``<venv>`` or ``~``; a relative path or one under no such prefix as given."""
+    text = os.fspath(path)
+    if not os.path.isabs(text):
+        return text
+    for prefix, placeholder in _prefixes():
+        if text == prefix or text.startswith(prefix + os.sep):
+            rest = text[len(prefix):].lstrip(os.sep)
+            if placeholder == "<repo>":
+                return rest or "."
+            return placeholder + ("/" + rest if rest else "")
+    return text
+
+
+def _shown_arg(arg: str) -> str:
+    name, eq, value = arg.partition("=")
+    if eq and name.startswith("-") and os.path.isabs(value):       # --out=/tmp/x
+        return f"{name}={shown_path(value)}"
+    return shown_path(arg) if os.path.isabs(arg) else arg
+
+
+def shown_command(prefix: str, argv: list[str]) -> str:
+    """``prefix`` and ``argv`` joined by spaces, every absolute path in ``argv`` through ``shown_path``."""
+    return " ".join([prefix, *(_shown_arg(a) for a in argv)]).strip()
+
+
+def scrub(text: str) -> str:
+    """``text`` with every machine prefix (repository, environment, temporary and home folder) replaced
+    by its placeholder; a path inside the repository keeps ``<repo>/`` so a traceback still reads as one."""
+    for prefix, placeholder in _prefixes():
+        text = re.sub(r"(?<![\w./-])" + re.escape(prefix) + r"(?![\w.-])", placeholder, text)
+    return text
+
+
+def main() -> int:
+    sys.stdin.reconfigure(errors="surrogateescape")        # a log's stray bytes pass through as they came
+    sys.stdout.reconfigure(errors="surrogateescape")
+    for line in sys.stdin:
+        sys.stdout.write(scrub(line))
+        sys.stdout.flush()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,81 @@
+"""benchmarks/shown_paths.py: the paths a results file records, checked against hand-written expectations
+for this checkout, the temporary folder, the Python environment and the home folder; the filter form
+that the GPU scripts pipe their logs through; and the fuzz campaign's details, which name its case
+folder ``<tmp>`` before they are cut short."""
+
+from __future__ import annotations
+
+import importlib.util
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+from _paths import ROOT
+
+
+def _load(name: str):
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    try:
+        spec = importlib.util.spec_from_file_location(name, ROOT / "benchmarks" / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(str(ROOT / "benchmarks"))
+
+
+shown = _load("shown_paths")
+TMP = tempfile.gettempdir()
+
+
+@pytest.mark.parametrize("path,expected", [
+    (f"{ROOT}/results/gpu", "results/gpu"),
+    (str(ROOT), "."),
+    (f"{TMP}/gpu", "<tmp>/gpu"),
+    (f"{TMP}/pass/pytorch", "<tmp>/pass/pytorch"),
+    (f"{sys.prefix}/bin/python3", "<venv>/bin/python3"),
+    ("results/robustness", "results/robustness"),
+    (f"{TMP}gpu", f"{TMP}gpu"),                      # a sibling of the temporary folder is not inside it
+])
+def test_shown_path(path, expected):
+    assert shown.shown_path(path) == expected
+
+
+def test_shown_command_shows_each_absolute_argument_and_keeps_the_rest():
+    argv = ["--out", f"{TMP}/gpu", f"--before={ROOT}/results/gpu/native.csv", "--ranks", "8,4,2", "-n", "2"]
+    assert shown.shown_command("python benchmarks/bench_cupy_gpu.py", argv) == (
+        "python benchmarks/bench_cupy_gpu.py --out <tmp>/gpu --before=results/gpu/native.csv --ranks 8,4,2 -n 2")
+    assert shown.shown_command("python benchmarks/x.py", []) == "python benchmarks/x.py"
+
+
+def test_scrub_replaces_prefixes_but_not_longer_names_or_other_folders():
+    text = (f'rootdir: {ROOT}\n  File "{ROOT}/tests/_torch_dist.py", line 40\n'
+            f"{sys.prefix}/lib/site-packages/x.py:3: W\n{TMP}/fuzz-abc/case.xml and /tmpfs/x and /var/tmp/y\n")
+    assert shown.scrub(text) == ('rootdir: <repo>\n  File "<repo>/tests/_torch_dist.py", line 40\n'
+                                 "<venv>/lib/site-packages/x.py:3: W\n"
+                                 "<tmp>/fuzz-abc/case.xml and /tmpfs/x and /var/tmp/y\n")
+
+
+def test_the_filter_passes_every_line_and_stray_bytes_through():
+    raw = f"a {ROOT}/kernels/x.py:1\n\xff not utf-8\nlast {TMP}/gpu/y.png".encode("latin-1")
+    out = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "shown_paths.py")], input=raw,
+                         capture_output=True, check=True).stdout
+    assert out == "a <repo>/kernels/x.py:1\n\xff not utf-8\nlast <tmp>/gpu/y.png".encode("latin-1")
+
+
+def test_fuzz_details_name_the_case_folder_before_they_are_cut(tmp_path):
+    """A long folder name must not eat the message: the detail is the same 200 characters wherever the
+    worker's folder is (``fuzz_loaders._run_one``, as its worker calls it)."""
+    fuzz = _load("fuzz_loaders")
+    details = []
+    for folder in (tmp_path / "a", tmp_path / ("b" * 80)):
+        folder.mkdir()
+        case = folder / "case.json"
+        case.write_bytes(b"")
+        details.append(fuzz._run_one("topology-json", case))
+    assert details[0] == details[1]
+    outcome, detail = details[0]
+    assert outcome == "refused" and detail.startswith("<tmp>/case.json: cannot tell the format"), detail
+    assert str(tmp_path) not in detail and len(detail) <= 200
