@@ -79,3 +79,34 @@ def test_fuzz_details_name_the_case_folder_before_they_are_cut(tmp_path):
     outcome, detail = details[0]
     assert outcome == "refused" and detail.startswith("<tmp>/case.json: cannot tell the format"), detail
     assert str(tmp_path) not in detail and len(detail) <= 200
+
+
+SCRIPTS = ("gpu_check.sh", "gpu_native_check.sh", "gpu_pytorch_check.sh", "gpu_session_check.sh", "native_sanitizer.sh")
+LOG = "rootdir: /tmp/r\n....F.s\nlast line, no newline"
+
+
+def _shim(tmp_path, filter_rc: int | None) -> dict:
+    """PATH with a ``python3`` that runs everything as this interpreter, except ``benchmarks/shown_paths.py``
+    when ``filter_rc`` is set: then it exits with that status at once, reading nothing (a missing or broken filter)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    broken = f'[ "$1" = benchmarks/shown_paths.py ] && exit {filter_rc}\n' if filter_rc is not None else ""
+    (bin_dir / "python3").write_text(f"#!/bin/bash\n{broken}exec {sys.executable} \"$@\"\n")
+    (bin_dir / "python3").chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PY": "python3", "HOME": str(tmp_path)}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("filter_rc", [None, 1, 127])
+def test_a_broken_filter_loses_no_log_and_no_exit_status(tmp_path, script, filter_rc):
+    """Each GPU script's ``scrub`` (its own definition, run by bash under pipefail as the scripts run it): the log
+    reaches the file scrubbed, or whole as it came when the filter fails before it reads a byte (1; 127: no
+    interpreter), and the producer's exit status is the pipeline's either way."""
+    line = next(s for s in (ROOT / "benchmarks" / script).read_text().splitlines() if s.startswith("scrub()"))
+    out = tmp_path / "log.txt"
+    code = f'set -o pipefail; {line}\n{{ printf %s "$LOG"; exit 5; }} | scrub | tee "{out}" >/dev/null; echo "rc=$?"'
+    got = subprocess.run(["bash", "-c", code], cwd=ROOT, env={**_shim(tmp_path, filter_rc), "LOG": LOG},
+                         capture_output=True, text=True, timeout=60)
+    assert got.stdout == "rc=5\n", (got.stdout, got.stderr)
+    assert out.read_text() == (LOG.replace("/tmp/r", "<tmp>/r") if filter_rc is None else LOG)
+
