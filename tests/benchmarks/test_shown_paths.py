@@ -110,3 +110,28 @@ def test_a_broken_filter_loses_no_log_and_no_exit_status(tmp_path, script, filte
     assert got.stdout == "rc=5\n", (got.stdout, got.stderr)
     assert out.read_text() == (LOG.replace("/tmp/r", "<tmp>/r") if filter_rc is None else LOG)
 
+
+def test_the_filter_without_a_home_folder(tmp_path, monkeypatch):
+    """No HOME and no password entry (a container's bare user id): Path.home() raises; the other prefixes
+    still apply."""
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(shown.Path, "home", staticmethod(no_home))
+    assert shown.shown_path(f"{TMP}/gpu") == "<tmp>/gpu"
+    assert shown.shown_command("python b.py", ["--out", f"{TMP}/gpu"]) == "python b.py --out <tmp>/gpu"
+    assert shown.scrub(f"rootdir: {ROOT}\n") == "rootdir: <repo>\n"
+
+
+def test_a_system_interpreter_names_only_its_library_folders(monkeypatch):
+    """python3 from /usr (no virtual environment): /usr/local/cuda and /usr/bin/nvidia-smi are the same on every
+    machine and stay as they are; only the interpreter's own library folders become ``<venv>``."""
+    monkeypatch.setattr(sys, "prefix", "/usr")
+    system = "/usr/local/cuda/bin/nvcc; /usr/bin/nvidia-smi; /usr/lib/x86_64-linux-gnu/libcuda.so.1; "
+    text = system + "/usr/lib/python3/dist-packages/numpy/a.py:3; /usr/lib/python3.12/site-packages/b.py"
+    assert shown.scrub(text) == system + (
+        "<venv>/lib/python3/dist-packages/numpy/a.py:3; <venv>/lib/python3.12/site-packages/b.py")
+    assert shown.shown_path("/usr/local/cuda/bin/nvcc") == "/usr/local/cuda/bin/nvcc"
+    assert shown.shown_path("/usr/lib/python3.12/site-packages/b.py") == "<venv>/lib/python3.12/site-packages/b.py"
+    monkeypatch.setattr(sys, "prefix", "/usr/local")
+    assert shown.scrub("/usr/local/cuda/lib64 /usr/local/lib/python3.12/site-packages/c.py") == (
+        "/usr/local/cuda/lib64 <venv>/lib/python3.12/site-packages/c.py")
