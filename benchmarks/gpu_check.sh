@@ -10,7 +10,7 @@ mkdir -p "$OUT"
 snap() { if [ -n "$TAR_TO" ]; then tar czf "$TAR_TO" -C "$OUT" .; fi; }
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD${PYTHONPATH:+:$PYTHONPATH}
 # logs name the repository, the Python environment and the temporary folder by placeholders, not this machine's paths
-scrub() { python3 benchmarks/shown_paths.py; }
+scrub() { python3 benchmarks/shown_paths.py || cat; }   # a filter that cannot start: the log as it came
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import cupy, numba, numpy; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numba', numba.__version__, 'numpy', numpy.__version__)"
 } 2>&1 | scrub | tee "$OUT/machine.txt"

@@ -9,7 +9,7 @@ OUT=${OUT:-results/gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
 # logs name the repository, the Python environment and the temporary folder by placeholders, not this machine's paths
-scrub() { python3 benchmarks/shown_paths.py; }
+scrub() { python3 benchmarks/shown_paths.py || cat; }   # a filter that cannot start: the log as it came
 { nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv,noheader
   python3 -c "import cupy, numpy; from cupy.cuda import nccl; print('cupy', cupy.__version__, 'nccl', nccl.get_version(), 'numpy', numpy.__version__)"
 } 2>&1 | scrub | tee "$OUT/native_machine.txt"

@@ -19,7 +19,7 @@ PY=${PYTHON:-python3}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
 # logs name the repository, the Python environment and the temporary folder by placeholders, not this machine's paths
-scrub() { $PY benchmarks/shown_paths.py; }
+scrub() { $PY benchmarks/shown_paths.py || cat; }   # a filter that cannot start: the log as it came
 rc=0
 { nvidia-smi --query-gpu=name,memory.total,driver_version,compute_mode --format=csv,noheader
   timeout 30 $PY -c "import torch, numpy, cupy; print('torch', torch.__version__, 'cuda', torch.version.cuda, \

@@ -10,7 +10,7 @@ OUT=${OUT:-results/gpu}
 mkdir -p "$OUT"
 export PYTHONUNBUFFERED=1 PYTHONPATH=$PWD:$PWD/tests${PYTHONPATH:+:$PYTHONPATH}
 # logs name the repository, the Python environment and the temporary folder by placeholders, not this machine's paths
-scrub() { python3 benchmarks/shown_paths.py; }
+scrub() { python3 benchmarks/shown_paths.py || cat; }   # a filter that cannot start: the log as it came
 # FINAL (optional): a folder that gets $OUT packed as gpu_pass.tgz after every step (a cut-off run keeps its steps)
 step() { [ -n "${FINAL:-}" ] && tar czf "$FINAL/gpu_pass.tgz" -C "$OUT" . 2>/dev/null; echo "== $1 ($(date +%T))"; }
 step machine

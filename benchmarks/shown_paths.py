@@ -24,16 +24,34 @@ ROOT = Path(__file__).resolve().parents[1]
 __all__ = ["ROOT", "scrub", "shown_command", "shown_path"]
 
 
-def _prefixes() -> list[tuple[str, str]]:
-    """(machine prefix, placeholder), longest first, each both as given and resolved (symlinks)."""
-    named = [(ROOT, "<repo>"), (Path(sys.prefix), "<venv>"), (Path(tempfile.gettempdir()), "<tmp>"),
-             (Path("/tmp"), "<tmp>"), (Path.home(), "~")]
-    out: dict[str, str] = {}
-    for path, placeholder in named:
+#: A system interpreter's prefix holds every other tool of the machine too (/usr/local/cuda, /usr/bin/nvidia-smi):
+#: there only its Python library folders (``lib/python3...``) stand for the environment.
+SYSTEM_PREFIXES = ("/usr", "/usr/local")
+_PYTHON_LIB = r"/lib/python3[\w.]*(?![\w.-])"
+
+
+def _home() -> Path | None:
+    """The home folder, or None where there is none to find (no HOME and no password entry: a container's bare id)."""
+    try:
+        return Path.home()
+    except (RuntimeError, KeyError):
+        return None
+
+
+def _prefixes() -> list[tuple[str, str, str]]:
+    """(machine prefix, placeholder, what must follow the prefix: a regular expression, '' for anything), longest
+    first, each both as given and resolved (symlinks)."""
+    env = (Path(sys.prefix), "<venv>", _PYTHON_LIB if os.path.realpath(sys.prefix) in SYSTEM_PREFIXES
+           or sys.prefix in SYSTEM_PREFIXES else "")
+    named = [(ROOT, "<repo>", ""), env, (Path(tempfile.gettempdir()), "<tmp>", ""), (Path("/tmp"), "<tmp>", "")]
+    home = _home()
+    named += [(home, "~", "")] if home is not None else []
+    out: dict[str, tuple[str, str]] = {}
+    for path, placeholder, follow in named:
         for form in (str(path), os.path.realpath(path)):
             if len(form) > 1 and form not in out:          # never "/" itself
-                out[form] = placeholder
-    return sorted(out.items(), key=lambda kv: -len(kv[0]))
+                out[form] = (placeholder, follow)
+    return sorted(((k, *v) for k, v in out.items()), key=lambda kv: -len(kv[0]))
 
 
 def shown_path(path: str | os.PathLike) -> str:
@@ -42,7 +60,9 @@ def shown_path(path: str | os.PathLike) -> str:
     text = os.fspath(path)
     if not os.path.isabs(text):
         return text
-    for prefix, placeholder in _prefixes():
+    for prefix, placeholder, follow in _prefixes():
+        if follow and not re.match(re.escape(prefix) + follow, text):
+            continue
         if text == prefix or text.startswith(prefix + os.sep):
             rest = text[len(prefix):].lstrip(os.sep)
             if placeholder == "<repo>":
@@ -63,19 +83,31 @@ def shown_command(prefix: str, argv: list[str]) -> str:
     return " ".join([prefix, *(_shown_arg(a) for a in argv)]).strip()
 
 
-def scrub(text: str) -> str:
-    """``text`` with every machine prefix (repository, environment, temporary and home folder) replaced
-    by its placeholder; a path inside the repository keeps ``<repo>/`` so a traceback still reads as one."""
-    for prefix, placeholder in _prefixes():
-        text = re.sub(r"(?<![\w./-])" + re.escape(prefix) + r"(?![\w.-])", placeholder, text)
+def _patterns() -> list[tuple[re.Pattern, str]]:
+    return [(re.compile(r"(?<![\w./-])" + re.escape(prefix) + (f"(?={follow})" if follow else r"(?![\w.-])")),
+             placeholder) for prefix, placeholder, follow in _prefixes()]
+
+
+def _scrubbed(text: str, patterns: list[tuple[re.Pattern, str]]) -> str:
+    for pattern, placeholder in patterns:
+        text = pattern.sub(placeholder, text)
     return text
 
 
+def scrub(text: str) -> str:
+    """``text`` with every machine prefix (repository, environment, temporary and home folder) replaced
+    by its placeholder; a path inside the repository keeps ``<repo>/`` so a traceback still reads as one."""
+    return _scrubbed(text, _patterns())
+
+
 def main() -> int:
+    """The filter, line by line as they come.  Everything that could fail (the prefixes) is settled before the
+    first byte is read, so the GPU scripts' fallback (``|| cat``) still gets the whole log."""
     sys.stdin.reconfigure(errors="surrogateescape")        # a log's stray bytes pass through as they came
     sys.stdout.reconfigure(errors="surrogateescape")
+    patterns = _patterns()
     for line in sys.stdin:
-        sys.stdout.write(scrub(line))
+        sys.stdout.write(_scrubbed(line, patterns))
         sys.stdout.flush()
     return 0
 

@@ -79,3 +79,59 @@ def test_fuzz_details_name_the_case_folder_before_they_are_cut(tmp_path):
     outcome, detail = details[0]
     assert outcome == "refused" and detail.startswith("<tmp>/case.json: cannot tell the format"), detail
     assert str(tmp_path) not in detail and len(detail) <= 200
+
+
+SCRIPTS = ("gpu_check.sh", "gpu_native_check.sh", "gpu_pytorch_check.sh", "gpu_session_check.sh", "native_sanitizer.sh")
+LOG = "rootdir: /tmp/r\n....F.s\nlast line, no newline"
+
+
+def _shim(tmp_path, filter_rc: int | None) -> dict:
+    """PATH with a ``python3`` that runs everything as this interpreter, except ``benchmarks/shown_paths.py``
+    when ``filter_rc`` is set: then it exits with that status at once, reading nothing (a missing or broken filter)."""
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    broken = f'[ "$1" = benchmarks/shown_paths.py ] && exit {filter_rc}\n' if filter_rc is not None else ""
+    (bin_dir / "python3").write_text(f"#!/bin/bash\n{broken}exec {sys.executable} \"$@\"\n")
+    (bin_dir / "python3").chmod(0o755)
+    return {"PATH": f"{bin_dir}:/usr/bin:/bin", "PY": "python3", "HOME": str(tmp_path)}
+
+
+@pytest.mark.parametrize("script", SCRIPTS)
+@pytest.mark.parametrize("filter_rc", [None, 1, 127])
+def test_a_broken_filter_loses_no_log_and_no_exit_status(tmp_path, script, filter_rc):
+    """Each GPU script's ``scrub`` (its own definition, run by bash under pipefail as the scripts run it): the log
+    reaches the file scrubbed, or whole as it came when the filter fails before it reads a byte (1; 127: no
+    interpreter), and the producer's exit status is the pipeline's either way."""
+    line = next(s for s in (ROOT / "benchmarks" / script).read_text().splitlines() if s.startswith("scrub()"))
+    out = tmp_path / "log.txt"
+    code = f'set -o pipefail; {line}\n{{ printf %s "$LOG"; exit 5; }} | scrub | tee "{out}" >/dev/null; echo "rc=$?"'
+    got = subprocess.run(["bash", "-c", code], cwd=ROOT, env={**_shim(tmp_path, filter_rc), "LOG": LOG},
+                         capture_output=True, text=True, timeout=60)
+    assert got.stdout == "rc=5\n", (got.stdout, got.stderr)
+    assert out.read_text() == (LOG.replace("/tmp/r", "<tmp>/r") if filter_rc is None else LOG)
+
+
+def test_the_filter_without_a_home_folder(tmp_path, monkeypatch):
+    """No HOME and no password entry (a container's bare user id): Path.home() raises; the other prefixes
+    still apply."""
+    def no_home():
+        raise RuntimeError("Could not determine home directory.")
+    monkeypatch.setattr(shown.Path, "home", staticmethod(no_home))
+    assert shown.shown_path(f"{TMP}/gpu") == "<tmp>/gpu"
+    assert shown.shown_command("python b.py", ["--out", f"{TMP}/gpu"]) == "python b.py --out <tmp>/gpu"
+    assert shown.scrub(f"rootdir: {ROOT}\n") == "rootdir: <repo>\n"
+
+
+def test_a_system_interpreter_names_only_its_library_folders(monkeypatch):
+    """python3 from /usr (no virtual environment): /usr/local/cuda and /usr/bin/nvidia-smi are the same on every
+    machine and stay as they are; only the interpreter's own library folders become ``<venv>``."""
+    monkeypatch.setattr(sys, "prefix", "/usr")
+    system = "/usr/local/cuda/bin/nvcc; /usr/bin/nvidia-smi; /usr/lib/x86_64-linux-gnu/libcuda.so.1; "
+    text = system + "/usr/lib/python3/dist-packages/numpy/a.py:3; /usr/lib/python3.12/site-packages/b.py"
+    assert shown.scrub(text) == system + (
+        "<venv>/lib/python3/dist-packages/numpy/a.py:3; <venv>/lib/python3.12/site-packages/b.py")
+    assert shown.shown_path("/usr/local/cuda/bin/nvcc") == "/usr/local/cuda/bin/nvcc"
+    assert shown.shown_path("/usr/lib/python3.12/site-packages/b.py") == "<venv>/lib/python3.12/site-packages/b.py"
+    monkeypatch.setattr(sys, "prefix", "/usr/local")
+    assert shown.scrub("/usr/local/cuda/lib64 /usr/local/lib/python3.12/site-packages/c.py") == (
+        "/usr/local/cuda/lib64 <venv>/lib/python3.12/site-packages/c.py")
