@@ -256,6 +256,7 @@ def _prepare(cfg, topo, algo: str, backend_name: str):
     where = topo.name if topo is not None else "single rank"
     notes = ([f"sweep: {cfg.entry.nccl_name} backend {backend.name} topology {where} algo {algo}"]
              + (source.notes if source else []) + runs_lines(cfg, source, algo))
+    notes += [backend.counts_note] if getattr(backend, "counts_note", None) else []     # what sim's times count
     if algo == "nccl":                   # the NCCL model's validated error for this machine class, as simulate says it
         from synth.model.nccl.confidence import confidence_line
         notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective))

@@ -114,6 +114,8 @@ def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
     from synth.model.nccl import NcclMachine
     from synth.model.nccl.confidence import confidence_line
     from synth.model.nccl.tuning import NCCL_VERSION
+    from synth.plan.decision import EXECUTOR_COSTS
+    native = EXECUTOR_COSTS["native"]
     version = tuple(summary.get("options", {}).get("nccl_version") or NCCL_VERSION)       # the rules followed
     nccl = ".".join(map(str, version))
     sure = confidence_line(NcclMachine.from_topology(topo), version=version) if topo.num_gpus > 1 else ""
@@ -132,6 +134,11 @@ def _header_lines(topo: Topology, fabric: Fabric, summary: dict) -> list[str]:
             "twice the bytes (our LL path); busbw in GB/s with nccl-tests factors; the "
             "bound is the links' physics alone (path latency plus the cut at those rates), so it bounds both sides.",
             "", *([sure + ".", ""] if sure else []),
+            "*plan µs* is what the drop-in runs: where the plan picks a schedule, its modelled time plus the "
+            "measured fixed cost of the executor that runs it, as the plan's decision counted it (*Plan* below names "
+            f"the executor, its records and µs; native: {native.call_us:g} µs + {native.record_us:g} µs per record "
+            "of the busiest rank); where it picks `nccl`, NCCL's time. *plan vs NCCL* (NCCL µs / plan µs) and "
+            "*plan busbw* are of that time.", "",
             "| collective | size | plan picks | plan µs | NCCL µs (modelled) | NCCL picks | plan vs NCCL | ring µs | "
             "bound µs | plan busbw | NCCL busbw |",
             "|---|---|---|---|---|---|---|---|---|---|---|"]
@@ -150,14 +157,22 @@ def _size_rows(coll: str, n: int, root, plan: Plan, series: dict) -> list[str]:
         fmt = lambda v: f"{v[k]:.1f}" if v else "-"  # noqa: E731
         # what the drop-in runs: NCCL, or the picked schedule's curve (the fastest candidate may lose
         # the decision on its executor cost, so the best of all curves is not necessarily the plan's)
+        # plus the fixed cost of the executor that runs it, as the decision counted it
         picked = series.get("candidates", {}).get(pick)
-        plan_t = nc["times"][k] if nc and pick == "nccl" else (picked or ours)[k]
+        plan_t = nc["times"][k] if nc and pick == "nccl" else (picked or ours)[k] + _executor_us(entry)
         vs = f"{nc['times'][k] / plan_t:.2f}x" if nc else "-"
         out.append(f"| {coll} | {label} | {pick} | {plan_t:.1f} | {fmt(nc['times']) if nc else '-'} | "
                    f"{nc['choices'][k] if nc else '-'} | {vs} | {fmt(ring)} | {bound_t[k]:.1f} | "
                    f"{busbw_gbps(coll, n, nb, plan_t):.1f} | "
                    f"{busbw_gbps(coll, n, nb, nc['times'][k]) if nc else 0:.1f} |")
     return out
+
+
+def _executor_us(entry) -> float:
+    """The fixed cost (µs) of the executor that runs ``entry``'s schedule, as its decision counted it; 0 for none."""
+    from synth.plan.decision import counted_executor_us
+    return 0.0 if entry is None else counted_executor_us(entry.decision, f"plan entry {entry.collective} from "
+                                                                          f"{entry.min_bytes} bytes")
 
 
 def _plot_panel(ax, coll: str, n: int, series: dict) -> None:

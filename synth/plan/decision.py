@@ -138,6 +138,19 @@ def decide_ranges(sizes: list[int], times: dict[str, list[float]], nccl_times: l
     return ranges
 
 
+def counted_executor_us(decision: dict | None, where: str) -> float:
+    """The executor fixed cost (µs) a plan range's ``decision`` (:func:`range_record`, ``plan.json``) counted:
+    :data:`EXECUTOR_COSTS` of its ``executor`` for its ``records``, unrounded (``executor_us`` is rounded to
+    0.001 µs).  ValueError naming ``where`` for a decision without a known executor.
+
+    >>> counted_executor_us({"executor": "native", "records": 2}, "broadcast")
+    6.0
+    """
+    if not isinstance(decision, dict) or decision.get("executor") not in EXECUTOR_COSTS:
+        raise ValueError(f"{where}: no decision naming a known executor ({decision!r}), so its fixed cost is unknown")
+    return EXECUTOR_COSTS[decision["executor"]].fixed_us(int(decision.get("records") or 0))
+
+
 def range_record(executor: str, records: int, schedule_us: float, nccl_us: float | None) -> dict:
     """What ``plan.json`` says a range's decision counted (µs at the range's first plan size):
     the executor, its fixed cost for ``records`` records, our schedule's modelled time, NCCL's
@@ -153,4 +166,4 @@ def range_record(executor: str, records: int, schedule_us: float, nccl_us: float
 
 
 __all__ = ["ExecutorCost", "EXECUTOR_COSTS", "MAX_CHAIN", "executor_for", "busiest_rank_records", "decide_ranges",
-           "range_record"]
+           "counted_executor_us", "range_record"]

@@ -56,6 +56,10 @@ class SimBackend:
 
     name = "sim"
     checks = False
+    #: what a row's time counts, for the ``#`` notes of every sim sweep: a schedule row is not a plan's
+    #: headline time (``report.md``'s *plan µs* adds the executor's fixed cost and runs LL where the plan says)
+    counts_note = ("sim: a schedule's time is the cost model's under Simple, without our executor's fixed cost "
+                   "or LL (a plan's report.md adds both to plan us and plan vs NCCL); nccl: the NCCL model's")
 
     def __init__(self, source, *, bounds: bool = False, measured: dict[int, float] | None = None,
                  nccl_column: bool = False, nccl_env=None, nccl_machine: dict | None = None,

@@ -293,6 +293,18 @@ def test_compare_states_the_nccl_model_class_wherever_nccl_stands(capsys):
         assert "algo ring" in head and "algo nccl" in head
 
 
+def test_a_sim_comparison_states_once_what_its_times_count(capsys):
+    """A sim sweep's plan series is the schedules' cost-model time alone (Simple, no executor fixed cost), not
+    report.md's plan µs: its preamble says so, once for a comparison, and the host backend's does not."""
+    base = ["all_reduce", "--topology", "dgx-a100", "-b", "64K", "-e", "64K"]
+    rc, out, _ = _run(capsys, base + ["--backend", "sim", "--compare", "plan,nccl,ring"])
+    head = out[:out.index("# Using devices")]
+    assert rc == 0 and head.count("# sim: a schedule's time is the cost model's under Simple, without our "
+                                  "executor's fixed cost or LL") == 1, head
+    rc, out, _ = _run(capsys, ["all_reduce", "-b", "8", "-e", "8", "-g", "2"])
+    assert rc == 0 and "# sim:" not in out
+
+
 def test_min_bw_fails_a_sweep_below_nine_tenths_of_it(capsys, monkeypatch):
     """NCCL_TESTS_MIN_BW: nccl-tests prints FAILED and exits non-zero when the average busbw is below 0.9 x the
     value (common.cu lines 1829-1830, 1853; util.cu line 778), OK otherwise."""

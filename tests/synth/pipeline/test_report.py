@@ -115,27 +115,74 @@ def test_busbw_png_panels_and_title_fit_the_figure_without_overlapping(tmp_path,
 
 
 def test_a_row_times_the_schedule_the_plan_picks_not_the_fastest_candidate():
-    """A row's plan µs, ratio and busbw are those of the schedule the plan runs at that size: the
-    plan may pass over a faster candidate for its executor cost (dgx-a100 broadcast at 1 MiB:
-    the plan runs broadcast-tree (LL), 43.0 µs, beside broadcast-bwopt (LL), 39.9 µs, and the row
-    printed 39.9 µs and NCCL's 81.2 / 39.9 = 2.03x where the plan gives 81.2 / 43.0 = 1.89x)."""
+    """A row's plan µs, ratio and busbw are those of the schedule the plan runs at that size, plus its
+    executor's fixed cost: the plan may pass over a faster candidate for its executor cost (dgx-a100
+    broadcast at 1 MiB: the plan runs broadcast-tree (LL), 43.0 µs, beside broadcast-bwopt (LL), 39.9 µs,
+    and the row printed 39.9 µs and NCCL's 81.2 / 39.9 = 2.03x where the plan gives 81.2 / 43.0 = 1.89x,
+    before the executor's 6 µs: 1.66x)."""
     from synth.pipeline.report import _plan_curve, _size_rows
     from synth.plan.planner import PLAN_SIZES
     from synth.plan.size_plan import Plan, PlanEntry
-    k = {nb: PLAN_SIZES.index(nb) for nb in SIZES.values()}
     fast = [10.0] * len(PLAN_SIZES)                  # the fastest candidate, not in the plan
     picked = [20.0] * len(PLAN_SIZES)                # what the plan runs (under LL to 1 MiB)
     picked_ll = [16.0] * len(PLAN_SIZES)
     curves = {"bc-fast (LL)": fast, "bc-fast": fast, "bc-pick": picked, "bc-pick (LL)": picked_ll}
     ll_end = (1 << 20) + 1
-    plan = Plan("t", "0" * 16, [PlanEntry("broadcast", 0, ll_end, "schedules/bc-pick.json", root=0, protocol="ll"),
-                                PlanEntry("broadcast", ll_end, None, "schedules/bc-pick.json", root=0)])
+    two = {"executor": "native", "records": 2, "executor_us": 6.0}     # native: 4 µs + 1 µs per record
+    plan = Plan("t", "0" * 16, [PlanEntry("broadcast", 0, ll_end, "schedules/bc-pick.json", root=0, protocol="ll",
+                                          decision=two),
+                                PlanEntry("broadcast", ll_end, None, "schedules/bc-pick.json", root=0,
+                                          decision={**two, "records": 0})])
     nccl = {"times": [40.0] * len(PLAN_SIZES), "choices": ["ring/Simple/8"] * len(PLAN_SIZES)}
     series = {"ours": _plan_curve(curves), "nccl": nccl, "ring": None, "bound": [1.0] * len(PLAN_SIZES),
               "candidates": curves}
     rows = [r.split(" | ") for r in _size_rows("broadcast", 8, 0, plan, series)]
     got = {r[1]: (r[2], float(r[3]), r[6]) for r in rows}
-    assert got["1 KiB"] == ("bc-pick (LL)", 16.0, "2.50x"), got       # 40 / 16
-    assert got["1 MiB"] == ("bc-pick (LL)", 16.0, "2.50x"), got
-    assert got["1 GiB"] == ("bc-pick", 20.0, "2.00x"), got            # Simple above 1 MiB: 40 / 20
-    assert rows[0][9] == f"{1024 / 16e-6 / 1e9:.1f}"                   # broadcast busbw factor 1
+    assert got["1 KiB"] == ("bc-pick (LL)", 22.0, "1.82x"), got       # 40 / (16 + 4 + 2)
+    assert got["1 MiB"] == ("bc-pick (LL)", 22.0, "1.82x"), got
+    assert got["1 GiB"] == ("bc-pick", 24.0, "1.67x"), got            # Simple above 1 MiB, no records: 40 / (20 + 4)
+    assert rows[0][9] == f"{1024 / 22e-6 / 1e9:.1f}"                   # broadcast busbw factor 1
+
+
+def test_a_row_refuses_a_plan_entry_without_a_decision():
+    """An entry whose decision does not name its executor has no known fixed cost: the row is refused
+    rather than printed with the schedule's time alone."""
+    from synth.pipeline.report import _size_rows
+    from synth.plan.planner import PLAN_SIZES
+    from synth.plan.size_plan import Plan, PlanEntry
+    plan = Plan("t", "0" * 16, [PlanEntry("allgather", 0, None, "schedules/ag.json")])
+    series = {"ours": [5.0] * len(PLAN_SIZES), "nccl": None, "ring": None, "bound": [1.0] * len(PLAN_SIZES),
+              "candidates": {"ag": [5.0] * len(PLAN_SIZES)}}
+    with pytest.raises(ValueError, match="allgather from 0 bytes: no decision"):
+        _size_rows("allgather", 4, None, plan, series)
+
+
+@pytest.mark.parametrize("report", REPORTS, ids=lambda p: p.parent.name)
+def test_a_schedule_row_is_its_curve_plus_the_executor_cost_its_decision_counted(report):
+    """Every row whose pick is a schedule: plan µs = that schedule's modelled time at the size (summary.json's
+    ``simulated_us``; under LL the plan entry's decision at its first size, where that is the row's size) plus
+    EXECUTOR_COSTS of the executor and records plan.json's decision names, independent of the report's code."""
+    from synth.plan.decision import EXECUTOR_COSTS
+    plan = json.loads((report.parent / "plan.json").read_text())
+    summary = json.loads((report.parent / "summary.json").read_text())
+    checked = 0
+    for coll, size, pick, plan_us, *_ in _rows(report):
+        nb, pick = SIZES[size], pick.strip()
+        if pick == "nccl":
+            continue
+        root = 0 if coll in ("broadcast", "reduce", "gather", "scatter") else None
+        entry = next(e for e in plan["entries"] if e["collective"] == coll and e["root"] in (None, root)
+                     and e["min_bytes"] <= nb and (e["max_bytes"] is None or nb < e["max_bytes"]))
+        d = entry["decision"]
+        fixed = EXECUTOR_COSTS[d["executor"]].call_us + EXECUTOR_COSTS[d["executor"]].record_us * d["records"]
+        simple = summary["collectives"][coll]["simulated_us"][pick.removesuffix(" (LL)")]   # µs under Simple
+        if entry["min_bytes"] == nb:
+            sched = d["schedule_us"]
+        elif entry.get("protocol") == "ll":
+            continue                       # an LL time is recorded only at its range's first size
+        else:
+            sched = simple[size.replace("i", "").replace(" ", "")]
+        assert abs(float(plan_us) - (sched + fixed)) <= 0.051, \
+            f"{report.parent.name} {coll} {size}: plan µs {plan_us}, schedule {sched} + executor {fixed}"
+        checked += 1
+    assert checked or report.parent.name == "dgx-h100", f"{report}: no schedule row checked"
