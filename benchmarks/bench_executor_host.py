@@ -71,12 +71,20 @@ def measure(n: int, algo: str, size: int, rounds: int) -> tuple[int, dict[str, f
     return ops, {v: statistics.median(ts) for v, ts in times.items()}
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command line the report records: this script by its path in the repository, then ``argv`` with every
+    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command
+    return shown_command("python benchmarks/bench_executor_host.py", argv)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=200)
     args = ap.parse_args(argv)
-    cmd = "python benchmarks/bench_executor_host.py " + " ".join(sys.argv[1:] if argv is None else argv)
+    cmd = recorded_command(sys.argv[1:] if argv is None else argv)
     md = ["# CuPy executor: host time of its own Python (no GPU, CUDA calls that do nothing)", "",
           f"Command: `{cmd}`. Median of {args.rounds} calls per variant, variants alternating call by "
           f"call; all_reduce, float32, ranks on one (null) GPU. µs per call (µs per op).", "",

@@ -79,6 +79,14 @@ def _mib(x: str) -> int:
     return int(float(x) * (1 << 20))
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command line the report records: this script by its path in the repository, then ``argv`` with every
+    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command
+    return shown_command("python benchmarks/bench_host_reduce.py", argv)
+
+
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
@@ -111,7 +119,7 @@ def write(out: Path, rows: list[dict], argv, load: list[float]) -> None:
         w.writeheader()
         w.writerows(rows)
     lines = ["# Host n-way reduce: fused Numba kernel vs chained NumPy twins", "",
-             "Command: `python benchmarks/bench_host_reduce.py " + " ".join(argv) + "`", "",
+             "Command: `" + recorded_command(argv) + "`", "",
              f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores (Numba's threads: "
              f"{os.cpu_count()}), Python {platform.python_version()}, NumPy {np.__version__}.  "
              f"With {os.cpu_count()} cores the parallel speed-up is bounded by {os.cpu_count()}.  The cores "

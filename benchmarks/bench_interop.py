@@ -186,6 +186,8 @@ def folder_rows(source: str, folder: Path, label: str) -> list[dict]:
 def run_fresh(tmp: Path, time_limit: float, log) -> list[tuple[str, Path, str, float]]:
     """Run every fresh synthesize into ``tmp``; (name, folder, command, seconds) each."""
     from synth.cli.synthesize import main
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command
     out = []
     for name, argv in fresh_runs(time_limit):
         folder = tmp / name
@@ -193,12 +195,12 @@ def run_fresh(tmp: Path, time_limit: float, log) -> list[tuple[str, Path, str, f
         with contextlib.redirect_stdout(io.StringIO()):
             rc = main(argv + ["--out", str(folder), "--no-progress", "--force"])
         secs = time.perf_counter() - t
-        shown = " ".join(a.replace(f"{ROOT}/", "") for a in argv)     # a fixture by its path in the repository
-        log(f"synthesize {shown}: exit {rc}, {secs:.0f} s")
+        shown = shown_command("synthesize", argv)     # a fixture by its path in the repository
+        log(f"{shown}: exit {rc}, {secs:.0f} s")
         if rc != 0:       # 130: SIGTERM or Ctrl-C reached it; a report without its files would replace the last
-            print(f"bench_interop: synthesize {shown} exited {rc}: stopped, no report written", file=sys.stderr)
+            print(f"bench_interop: {shown} exited {rc}: stopped, no report written", file=sys.stderr)
             raise SystemExit(rc)
-        out.append((name, folder, "synthesize " + shown, secs))
+        out.append((name, folder, shown, secs))
     return out
 
 
@@ -254,6 +256,14 @@ def write_report(out: Path, rows: list[dict], command: str, fresh: list, seconds
     atomic_write_text(out / "interop.csv", buf.getvalue())
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command line the report records: this script by its path in the repository, then ``argv`` with every
+    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command
+    return shown_command("python benchmarks/bench_interop.py", argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "results" / "interop"))
@@ -270,7 +280,7 @@ def main(argv: list[str] | None = None) -> int:
             fresh = run_fresh(Path(tmp), args.time_limit, lambda s: print(s, flush=True))
             for name, folder, _, _ in fresh:
                 rows += folder_rows("fresh", folder, name)
-    command = "python benchmarks/bench_interop.py" + "".join(f" {a}" for a in (argv or sys.argv[1:]))
+    command = recorded_command(argv or sys.argv[1:])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_report(out, rows, command, fresh, time.perf_counter() - t0)

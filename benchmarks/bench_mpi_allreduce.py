@@ -150,6 +150,15 @@ def write_report(out: Path) -> Path:
     return path
 
 
+def recorded_command(argv: list[str], ranks: int, cores: int) -> str:
+    """The mpirun line the CSV records for ``ranks`` ranks on ``cores`` cores: this script by its path in the
+    repository, then ``argv`` with every absolute path as ``benchmarks/shown_paths.py`` shows it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command
+    over = " --oversubscribe" if ranks > cores else ""
+    return f"mpirun{over} -n {ranks} " + shown_command("python benchmarks/bench_mpi_allreduce.py", argv)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--min", default="1K")
@@ -183,9 +192,7 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     world = MPI.COMM_WORLD
     comm = MPICommunicator.from_mpi(world, plan="auto" if args.algo is None else False, algo=args.algo)
-    args_text = " ".join([sys.argv[0]] + list(sys.argv[1:] if argv is None else argv))
-    over = "--oversubscribe " if comm.size > (os.cpu_count() or 1) else ""
-    command = f"mpirun {over}-n {comm.size} python {args_text}"
+    command = recorded_command(sys.argv[1:] if argv is None else argv, comm.size, os.cpu_count() or 1)
     sizes, size = [], lo
     while size <= hi:
         sizes.append(size)

@@ -38,6 +38,15 @@ import numpy as np
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 
+def recorded_command(argv: list[str], ranks: int, cores: int) -> str:
+    """The mpirun line the CSV records for ``ranks`` ranks on ``cores`` cores: this script by its path in the
+    repository, then ``argv`` with every absolute path as ``benchmarks/shown_paths.py`` shows it."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command
+    over = " --oversubscribe" if ranks > cores else ""
+    return f"mpirun{over} -n {ranks} " + shown_command("python benchmarks/bench_mpi_overhead.py", argv)
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--bytes", type=int, default=1 << 20, help="message size (nccl-tests size), bytes")
@@ -152,8 +161,7 @@ def main() -> int:
                          "median_us": round(sorted(ts)[len(ts) // 2] * 1e6, 1),
                          "ratio_to_mpi": round(ratios[len(ratios) // 2], 3), "rounds": args.rounds,
                          "iters": args.iters, "load_avg": round(os.getloadavg()[0], 2),
-                         "command": f"mpirun{' --oversubscribe' if n > (os.cpu_count() or 1) else ''} -n {n} "
-                                    f"python {' '.join(sys.argv)}"})
+                         "command": recorded_command(sys.argv[1:], n, os.cpu_count() or 1)})
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"overhead_n{n}.csv"

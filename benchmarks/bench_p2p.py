@@ -143,6 +143,14 @@ def report(res: dict, command: str, opts: dict) -> str:
     return "\n".join(lines)
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command line the report records: this script by its path in the repository, then ``argv`` with every
+    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command
+    return shown_command("python benchmarks/bench_p2p.py", argv)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/pytorch")
@@ -159,7 +167,7 @@ def main(argv=None) -> int:
         mp.start_processes(_rank_job, args=(f"tcp://127.0.0.1:{free_port()}", tmp, opts), nprocs=2,
                            start_method="spawn")
         res = json.loads(Path(tmp, "p2p.json").read_text())
-    command = "python benchmarks/bench_p2p.py " + " ".join(argv if argv is not None else sys.argv[1:])
+    command = recorded_command(argv if argv is not None else sys.argv[1:])
     text = report(res, command.strip(), opts)
     atomic_write_text(Path(args.out) / "p2p.md", text + "\n")  # makes the folder
     print(text)

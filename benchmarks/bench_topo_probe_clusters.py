@@ -33,6 +33,14 @@ def _cpu_run(tree: Path, preset: str, nodes: int) -> tuple[float, str]:
     return cpu, hashlib.sha256(out).hexdigest()[:12]
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command line the report records: this script by its path in the repository, then ``argv`` with every
+    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command
+    return shown_command("python benchmarks/bench_topo_probe_clusters.py", argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--preset", default="dgx-h100")
@@ -58,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.before:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], check=False)
     if args.out:
-        cmd = "python benchmarks/bench_topo_probe_clusters.py " + " ".join(argv if argv is not None else sys.argv[1:])
+        cmd = recorded_command(argv if argv is not None else sys.argv[1:])
         lines = [f"# topo-probe on clusters of {args.preset}: CPU seconds per run", "", f"Command: `{cmd}`", "",
                  "| tree | hosts | CPU s | output SHA-256 (12) |", "|---|---|---|---|"]
         lines += [f"| {t} | {n} | {c:.2f} | `{d}` |" for t, n, c, d in rows]

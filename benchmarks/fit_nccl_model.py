@@ -167,6 +167,14 @@ def fit_from_prior(cases, max_nfev: int = 4000):
     return params, fitted
 
 
+def recorded_command(argv: list[str]) -> str:
+    """The command line the report records: this script by its path in the repository, then ``argv`` with every
+    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent))
+    from shown_paths import shown_command
+    return shown_command("python benchmarks/fit_nccl_model.py", argv)
+
+
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--write", action="store_true", help=f"write the fit to {FITTED.relative_to(ROOT)}")
@@ -184,7 +192,7 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     if args.write:
         atomic_write_text(FITTED, json.dumps(params_to_dict(params), indent=1, sort_keys=True) + "\n")
-        command = f"python benchmarks/fit_nccl_model.py {' '.join(sys.argv[1:] if argv is None else argv)}".strip()
+        command = recorded_command(sys.argv[1:] if argv is None else argv)
         atomic_write_text(FIT_REPORT, "\n".join([f"Command: `{command}`", *lines,
                                                   f"wrote {FITTED.relative_to(ROOT)}"]) + "\n")
         print(f"wrote {FITTED} and {FIT_REPORT}")

@@ -1,12 +1,17 @@
 """Committed results and documents name no machine's own paths: a reader of a clone has no /tmp/fuzz-x1y2z3w4,
 /work/main or /opt/torch/.venv.  Every committed text file under results/ and docs/, and README.md,
 ARCHITECTURE.md and CONTRIBUTING.md, is scanned; a hit fails naming file:line.  Writers show such paths as
-``<tmp>``, ``<repo>``, ``<venv>`` or ``~`` (``benchmarks/shown_paths.py``)."""
+``<tmp>``, ``<repo>``, ``<venv>`` or ``~`` (``benchmarks/shown_paths.py``): each benchmark that records its own
+command line builds it with ``recorded_command`` through ``shown_command``, checked here on an absolute ``--out``
+and, for a repository-relative run, against the line its committed results file holds."""
 
 from __future__ import annotations
 
+import importlib.util
 import re
 import subprocess
+import sys
+import tempfile
 
 import pytest
 from _paths import ROOT
@@ -92,3 +97,94 @@ def test_no_committed_result_or_document_names_a_machine_path():
     shown = "\n".join(hits[:40]) + (f"\n... and {len(hits) - 40} more" if len(hits) > 40 else "")
     assert not hits, (f"{len(hits)} line(s) name this machine's paths (write <tmp>, <repo>, <venv> or ~ instead; "
                       f"benchmarks/shown_paths.py):\n{shown}")
+
+
+# --- the writers: every benchmark that records its own command line does so through shown_paths ---------------------
+
+#: (benchmark, the repository-relative arguments of a committed run, (ranks, cores) for an mpirun line or None,
+#: the committed file, how the command stands in it).  Each recorded line must come out byte for byte as it was.
+WRITERS = [
+    ("bench_executor_host", "--out results/gpu", None, "results/gpu/executor_host_cpu.md", "Command: `{}`."),
+    ("bench_host_allreduce", "--out results/host_allreduce --max-mem-gib 17", None,
+     "results/host_allreduce/report.md", "Command: `{}`\n"),
+    ("bench_host_reduce", "--repeats 5 --out results/host_reduce", None, "results/host_reduce/host_reduce.md",
+     "Command: `{}`\n"),
+    ("bench_p2p", "", None, "results/pytorch/p2p.md", "Command: `{}`\n"),
+    ("bench_synthesis", "", None, "results/synthesis/sccl_comparison.md", "Command: `{}`\n"),
+    ("bench_scale", "--out results/scale", None, "results/scale/report.md", "Command: `{}` (from"),
+    ("bound_check", "--out results/model_validation", None, "results/model_validation/bound_check.md",
+     "Command: `{}`\n"),
+    ("fit_nccl_model", "--write", None, "results/model_validation/fit.txt", "Command: `{}`\n"),
+    ("holdout_nccl_model", "--out results/model_validation", None, "results/model_validation/holdout.md",
+     "Command: `{}`\n"),
+    ("holdout_nccl_model", "--by-class --out results/model_validation --write", None,
+     "results/model_validation/class_validation.json", '"command": "{}"\n'),
+    ("bench_call_path", "--label after --out results/call_path --iters 500 --rounds 5", None,
+     "results/call_path/after.json", '"command": "{}",'),
+    ("bench_interop", "", None, "results/interop/report.md", "\n    {}\n"),
+    ("bench_topo_probe_clusters", "--nodes 4,8,16,32 --before d309b56 --before-nodes 4,8,16 "
+     "--out results/scale/topo_probe_clusters.md", None, "results/scale/topo_probe_clusters.md", "Command: `{}`\n"),
+    ("ctrl_c_startup", "--out results/robustness", None, "results/robustness/ctrl_c_startup.md", "\n    {}\n"),
+    ("new_user_pass", "--out results/new_user", None, "results/new_user/report.md", "Made by `{}` on"),
+    ("bench_oversubscribed", "--out results/scale/oversubscribed", None, "results/scale/oversubscribed.md",
+     "Command: `{}`."),
+    ("compare_cli_outputs", "4a5d9a0 HEAD --out results/layout", None, "results/layout/cli_outputs.md",
+     "Command: `{}`\n"),
+    ("bench_mpi_overhead", "--out results/mpi", (4, 2), "results/mpi/overhead_n4.csv", ",{}\r\n"),
+    ("bench_mpi_allreduce", "--out results/mpi --rounds 12", (2, 2), "results/mpi/allreduce_n2.csv", ",{}\r\n"),
+    ("bench_mpi_allreduce", "--out results/mpi --rounds 12 --algo rhd", (4, 2), "results/mpi/allreduce_n4_rhd.csv",
+     ",{}\r\n"),
+]
+
+#: benchmarks that join an argument list of their own (not their command line) into a report
+_OWN_ARGUMENT_LISTS = {"fault_campaign.py"}       # MEMORY_CASES: the tools' arguments, written in that file
+_JOINED_ARGV = re.compile(r"\.join\([^\n]*\bargv\b")
+
+
+def _writer(name: str):
+    """benchmarks/NAME.py as a module, with benchmarks/ importable while it loads (as when it runs)."""
+    folder = str(ROOT / "benchmarks")
+    sys.path.insert(0, folder)
+    try:
+        spec = importlib.util.spec_from_file_location(f"_writer_{name}", ROOT / "benchmarks" / f"{name}.py")
+        mod = importlib.util.module_from_spec(spec)
+        sys.modules[spec.name] = mod                     # dataclasses look their module up while it loads
+        spec.loader.exec_module(mod)
+        return mod
+    finally:
+        sys.path.remove(folder)
+
+
+def _recorded(name: str, argv: list[str], mpi: tuple[int, int] | None) -> str:
+    return _writer(name).recorded_command(argv, *(mpi or ()))
+
+
+@pytest.mark.parametrize("name,args,mpi,committed,shape", WRITERS, ids=[f"{w[0]}:{w[3]}" for w in WRITERS])
+def test_a_writer_records_an_absolute_out_folder_without_the_machines_path(name, args, mpi, committed, shape):
+    tmp = tempfile.gettempdir()
+    argv = [a for a in args.split() if a] or ["--quick"]
+    argv = argv[:argv.index("--out")] + argv[argv.index("--out") + 2:] if "--out" in argv else argv
+    argv += ["--out", f"{tmp}/writers-{name}", f"--before={ROOT}/results/gpu"]
+    cmd = _recorded(name, argv, mpi)
+    assert not machine_paths(cmd) and tmp not in cmd and str(ROOT) not in cmd, cmd
+    script = f"python benchmarks/{name}.py "
+    assert script in cmd and cmd.endswith(f"--out <tmp>/writers-{name} --before=results/gpu"), cmd
+
+
+@pytest.mark.parametrize("name,args,mpi,committed,shape", WRITERS, ids=[f"{w[0]}:{w[3]}" for w in WRITERS])
+def test_a_writer_records_a_repository_relative_run_as_its_committed_results_show_it(name, args, mpi, committed,
+                                                                                       shape):
+    cmd = _recorded(name, args.split(), mpi)
+    text = text_of(committed)
+    assert text is not None and shape.format(cmd) in text, f"{committed} does not record {shape.format(cmd)!r}"
+
+
+def test_every_writer_of_its_command_line_is_checked_and_none_joins_its_arguments_raw():
+    """A benchmark that defines ``recorded_command`` is in WRITERS; none joins ``argv`` into text itself."""
+    files = sorted((ROOT / "benchmarks").glob("*.py"))
+    writers = {p.stem for p in files if "def recorded_command(" in p.read_text()}
+    assert writers == {w[0] for w in WRITERS}, writers ^ {w[0] for w in WRITERS}
+    raw = [f"benchmarks/{p.name}:{k}: {line.strip()}" for p in files
+           if p.name not in _OWN_ARGUMENT_LISTS | {"shown_paths.py"}
+           for k, line in enumerate(p.read_text().splitlines(), 1) if _JOINED_ARGV.search(line)]
+    assert not raw, "command lines joined without benchmarks/shown_paths.py:\n" + "\n".join(raw)
