@@ -38,6 +38,7 @@ import numpy as np
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from shown_paths import script_command  # noqa: E402
 PACKAGES = tuple(str(ROOT / p) + os.sep for p in ("kernels", "synth", "topo_probe"))
 PLAN = ROOT / "results" / "dgx-a100" / "plan.json"
 RANKS, COUNT = 8, 256          # 256 float32 = 1 KiB per rank
@@ -192,14 +193,6 @@ def report(out: Path) -> str:
     return "\n".join(lines) + "\n"
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_call_path.py", argv)
-
-
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--label", default="after", help="name of this run in the report (before, after)")
@@ -217,7 +210,7 @@ def main() -> int:
         return 0
     commit = args.commit or subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True,
                                            cwd=ROOT).stdout.strip()
-    run = {"command": recorded_command(sys.argv[1:]), "commit": commit,
+    run = {"command": script_command(__file__, sys.argv[1:]), "commit": commit,
            "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}, "
                       f"load average {os.getloadavg()[0]:.1f} at the start",
            "host": host_path(args.iters, args.rounds), "native": native_path(args.iters, args.rounds),

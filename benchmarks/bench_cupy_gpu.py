@@ -32,6 +32,7 @@ from kernels.backends.executor import program_for, run_schedule  # noqa: E402
 from kernels.comm.nccl_runtime import NcclRuntime  # noqa: E402
 from synth.sweep.driver import make_selector, schedule_at  # noqa: E402
 from topo_probe.machines.generators import fully_connected  # noqa: E402
+from shown_paths import script_command  # noqa: E402
 
 SIZES = [8, 1 << 10, 1 << 16, 1 << 20, 1 << 24, 1 << 28]
 
@@ -164,9 +165,7 @@ def main(argv=None) -> int:
             rows += [(algo, n, ops, s, times[s]) for s in SIZES]
             per_op.append((ops, times[SIZES[0]]))
     slope, icpt = np.polyfit([o for o, _ in per_op], [t for _, t in per_op], 1)
-    sys.path.insert(0, str(ROOT / "benchmarks"))
-    from shown_paths import shown_command           # --out /tmp/gpu is recorded as --out <tmp>/gpu
-    cmd = shown_command("python benchmarks/bench_cupy_gpu.py", sys.argv[1:] if argv is None else argv)
+    cmd = script_command(__file__, sys.argv[1:] if argv is None else argv)     # --out /tmp/gpu: --out <tmp>/gpu
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     lines = ["series,ranks,gpus,ops,size_bytes,time_us,busbw_gbps"]

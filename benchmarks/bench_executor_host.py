@@ -30,6 +30,7 @@ from kernels.backends.cupy_executor import CupyLayer  # noqa: E402
 from kernels.backends.executor import program_for, run_schedule  # noqa: E402
 from synth.sweep.driver import make_selector, schedule_at  # noqa: E402
 from topo_probe.machines.generators import fully_connected  # noqa: E402
+from shown_paths import script_command  # noqa: E402
 
 CASES = [(2, "ring", 8), (4, "ring", 8), (4, "direct", 1024), (8, "direct", 1024), (8, "ring", 1024)]
 VARIANTS = ("replan", "plan kept", "both kept")
@@ -71,20 +72,12 @@ def measure(n: int, algo: str, size: int, rounds: int) -> tuple[int, dict[str, f
     return ops, {v: statistics.median(ts) for v, ts in times.items()}
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_executor_host.py", argv)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
     ap.add_argument("--rounds", type=int, default=200)
     args = ap.parse_args(argv)
-    cmd = recorded_command(sys.argv[1:] if argv is None else argv)
+    cmd = script_command(__file__, sys.argv[1:] if argv is None else argv)
     md = ["# CuPy executor: host time of its own Python (no GPU, CUDA calls that do nothing)", "",
           f"Command: `{cmd}`. Median of {args.rounds} calls per variant, variants alternating call by "
           f"call; all_reduce, float32, ranks on one (null) GPU. µs per call (µs per op).", "",

@@ -46,6 +46,7 @@ from synth.ir.fabric import build_fabric  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 from topo_probe.pictures import save_png  # noqa: E402
 from topo_probe.machines.generators import fully_connected  # noqa: E402
+from shown_paths import script_command  # noqa: E402
 
 MB = 1 << 20
 
@@ -199,14 +200,6 @@ def plot(rows: list[dict], path: Path) -> None:
     save_png(fig, path, "benchmarks/bench_host_allreduce.py", dpi=110)
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_host_allreduce.py", argv)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--ranks", type=int, nargs="+", default=[4, 8])
@@ -253,7 +246,7 @@ def main(argv: list[str] | None = None) -> int:
     if step_layer is not None:
         step_layer.close()
     args.load_note += f" Load average after: {os.getloadavg()[0]:.1f}."
-    cmd = recorded_command(argv if argv is not None else sys.argv[1:])
+    cmd = script_command(__file__, argv if argv is not None else sys.argv[1:])
     csv_text, md = render(rows, args, cmd.strip())
     args.out.mkdir(parents=True, exist_ok=True)
     atomic_write_text(args.out / "results.csv", csv_text)

@@ -33,6 +33,7 @@ sys.path.insert(0, str(ROOT))
 
 from kernels.backends.host_reduce import reduce_nway  # noqa: E402
 from kernels.backends.kernel_twins import reduce_copy_host  # noqa: E402
+from shown_paths import script_command  # noqa: E402
 
 VARIANTS = ("numpy chained", "fused, 1 thread", "fused, all threads")
 
@@ -79,14 +80,6 @@ def _mib(x: str) -> int:
     return int(float(x) * (1 << 20))
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_host_reduce.py", argv)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--dtypes", nargs="+", default=["float32", "bfloat16"])
@@ -119,7 +112,7 @@ def write(out: Path, rows: list[dict], argv, load: list[float]) -> None:
         w.writeheader()
         w.writerows(rows)
     lines = ["# Host n-way reduce: fused Numba kernel vs chained NumPy twins", "",
-             "Command: `" + recorded_command(argv) + "`", "",
+             "Command: `" + script_command(__file__, argv) + "`", "",
              f"Machine: {platform.machine()}, {os.cpu_count()} CPU cores (Numba's threads: "
              f"{os.cpu_count()}), Python {platform.python_version()}, NumPy {np.__version__}.  "
              f"With {os.cpu_count()} cores the parallel speed-up is bounded by {os.cpu_count()}.  The cores "

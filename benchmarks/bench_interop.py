@@ -52,6 +52,7 @@ from synth.pipeline.msccl_export import default_runtime  # noqa: E402
 from topo_probe import load_topology  # noqa: E402
 from topo_probe.errors import TopocollError  # noqa: E402
 from _other_machines import INTEROP, selection  # noqa: E402
+from shown_paths import script_command, shown_command  # noqa: E402
 
 PRESETS = ("dgx1-v100", "dgx-a100", "dgx-h100", "mi300x", "pcie-8gpu-2socket")
 READY_COLLECTIVES = "allgather,reducescatter,allreduce,alltoall"
@@ -186,8 +187,6 @@ def folder_rows(source: str, folder: Path, label: str) -> list[dict]:
 def run_fresh(tmp: Path, time_limit: float, log) -> list[tuple[str, Path, str, float]]:
     """Run every fresh synthesize into ``tmp``; (name, folder, command, seconds) each."""
     from synth.cli.synthesize import main
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
     out = []
     for name, argv in fresh_runs(time_limit):
         folder = tmp / name
@@ -256,14 +255,6 @@ def write_report(out: Path, rows: list[dict], command: str, fresh: list, seconds
     atomic_write_text(out / "interop.csv", buf.getvalue())
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_interop.py", argv)
-
-
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default=str(ROOT / "results" / "interop"))
@@ -280,7 +271,7 @@ def main(argv: list[str] | None = None) -> int:
             fresh = run_fresh(Path(tmp), args.time_limit, lambda s: print(s, flush=True))
             for name, folder, _, _ in fresh:
                 rows += folder_rows("fresh", folder, name)
-    command = recorded_command(argv or sys.argv[1:])
+    command = script_command(__file__, argv or sys.argv[1:])
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     write_report(out, rows, command, fresh, time.perf_counter() - t0)

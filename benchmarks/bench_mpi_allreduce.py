@@ -31,6 +31,8 @@ from pathlib import Path
 import numpy as np
 
 from synth.formats.nccl_tests.sizes import parse_size  # noqa: F401  (the -b/-e syntax, also used by the tests)
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # benchmarks/, also where a test loads this file
+from shown_paths import mpirun_python, script_command  # noqa: E402
 
 FIELDS = ("ranks", "bytes", "count", "schedule", "steps", "chunks_per_rank", "ours_us", "mpi_us", "ratio",
           "ours_busbw_gbps", "mpi_busbw_gbps", "correct", "rounds", "iters", "load_avg", "command")
@@ -150,15 +152,6 @@ def write_report(out: Path) -> Path:
     return path
 
 
-def recorded_command(argv: list[str], ranks: int, cores: int) -> str:
-    """The mpirun line the CSV records for ``ranks`` ranks on ``cores`` cores: this script by its path in the
-    repository, then ``argv`` with every absolute path as ``benchmarks/shown_paths.py`` shows it."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    over = " --oversubscribe" if ranks > cores else ""
-    return f"mpirun{over} -n {ranks} " + shown_command("python benchmarks/bench_mpi_allreduce.py", argv)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--min", default="1K")
@@ -192,7 +185,8 @@ def main(argv=None) -> int:
     warnings.simplefilter("ignore")
     world = MPI.COMM_WORLD
     comm = MPICommunicator.from_mpi(world, plan="auto" if args.algo is None else False, algo=args.algo)
-    command = recorded_command(sys.argv[1:] if argv is None else argv, comm.size, os.cpu_count() or 1)
+    command = script_command(__file__, sys.argv[1:] if argv is None else argv,
+                             mpirun_python(comm.size, os.cpu_count() or 1))
     sizes, size = [], lo
     while size <= hi:
         sizes.append(size)

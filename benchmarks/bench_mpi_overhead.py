@@ -36,15 +36,7 @@ from pathlib import Path
 import numpy as np
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
-
-def recorded_command(argv: list[str], ranks: int, cores: int) -> str:
-    """The mpirun line the CSV records for ``ranks`` ranks on ``cores`` cores: this script by its path in the
-    repository, then ``argv`` with every absolute path as ``benchmarks/shown_paths.py`` shows it."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    over = " --oversubscribe" if ranks > cores else ""
-    return f"mpirun{over} -n {ranks} " + shown_command("python benchmarks/bench_mpi_overhead.py", argv)
+from shown_paths import mpirun_python, script_command  # noqa: E402
 
 
 def main() -> int:
@@ -161,7 +153,8 @@ def main() -> int:
                          "median_us": round(sorted(ts)[len(ts) // 2] * 1e6, 1),
                          "ratio_to_mpi": round(ratios[len(ratios) // 2], 3), "rounds": args.rounds,
                          "iters": args.iters, "load_avg": round(os.getloadavg()[0], 2),
-                         "command": recorded_command(sys.argv[1:], n, os.cpu_count() or 1)})
+                         "command": script_command(__file__, sys.argv[1:],
+                                                    mpirun_python(n, os.cpu_count() or 1))})
         out = Path(args.out)
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"overhead_n{n}.csv"

@@ -29,6 +29,7 @@ from bench_native_gpu import (COLLS, METHOD, buffers, call_args, check_once, emp
 
 from kernels import Communicator
 from kernels.comm.communicator import nccl_bytes
+from shown_paths import script_command
 
 SIZES = [8, 1 << 10, 1 << 12, 1 << 14, 1 << 16, 1 << 18, 1 << 20]
 EXECUTORS = ("ll_graph", "simple_graph", "ll_launch", "simple_launch", "plain_cupy", "nccl_1rank")
@@ -113,10 +114,9 @@ def report(rows: list, empty_us: float, wrong: list) -> str:
     import os
     tuning = " ".join(f"{k}={os.environ[k]}" for k in ("TOPOCOLL_NATIVE_DEFINES", "TOPOCOLL_LL_PIECE_BYTES")
                       if os.environ.get(k))
-    from shown_paths import shown_command           # --out /tmp/pass is recorded as --out <tmp>/pass
-    command = shown_command("benchmarks/bench_native_ll.py", sys.argv[1:])
+    command = script_command(__file__, sys.argv[1:], f"{tuning + ' ' if tuning else ''}python")   # --out <tmp>/pass
     lines = [f"# LL protocol of the native executor on one GPU ({gpu}), ranks sharing the card", "",
-             f"Made by `{tuning + ' ' if tuning else ''}python {command}` "
+             f"Made by `{command}` "
              f"(float32, sum, root 0; us per call, best of 3 rounds). Empty graph launch {empty_us:.2f} us.", "",
              "| collective | ranks | bytes | schedule | LL graph | Simple graph | Simple / LL | LL launched "
              "| Simple launched | plain CuPy | NCCL 1 rank |", "|---|---|---|---|---|---|---|---|---|---|---|"]

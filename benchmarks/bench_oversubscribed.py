@@ -36,6 +36,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from shown_paths import script_command  # noqa: E402
 
 COLLS = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall")
 CASES = [  # hosts, hosts per leaf, rail-optimized
@@ -84,14 +85,6 @@ def run_case(H: int, L: int, R: int, rail: bool) -> dict:
     return row
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_oversubscribed.py", argv)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="results/scale/oversubscribed")
@@ -115,7 +108,7 @@ def main(argv: list[str] | None = None) -> int:
         w.writerows(rows)
     lines = [
         "# Oversubscribed leaf-spine clusters: bound and schedules", "",
-        f"Command: `{recorded_command(['--out', str(args.out)])}`.  Machine: {platform.machine()}, "
+        f"Command: `{script_command(__file__, ['--out', str(args.out)])}`.  Machine: {platform.machine()}, "
         f"Python {platform.python_version()}; {time.monotonic() - t0:.0f} s in all.", "",
         "DGX H100 hosts (8 GPUs, 8 NICs of 50 GB/s); `R`: spine oversubscription (a leaf's uplink is 1/R of its "
         "NICs' bandwidth); cuts in rounds per block (allgather), counted by hand; `bound`: the max-flow cut bound "

@@ -34,6 +34,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from synth.formats.nccl_tests.sizes import size_label  # noqa: E402  (the tables' sizes: "4 B", "16 KiB", "4 MiB")
+from shown_paths import script_command  # noqa: E402
 
 SIZES_BYTES = (4, 64, 1 << 10, 16 << 10, 256 << 10, 4 << 20)
 VARIANTS = ("unchecked", "checked", "thread_per_recv")
@@ -143,14 +144,6 @@ def report(res: dict, command: str, opts: dict) -> str:
     return "\n".join(lines)
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_p2p.py", argv)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", default="results/pytorch")
@@ -167,7 +160,7 @@ def main(argv=None) -> int:
         mp.start_processes(_rank_job, args=(f"tcp://127.0.0.1:{free_port()}", tmp, opts), nprocs=2,
                            start_method="spawn")
         res = json.loads(Path(tmp, "p2p.json").read_text())
-    command = recorded_command(argv if argv is not None else sys.argv[1:])
+    command = script_command(__file__, argv if argv is not None else sys.argv[1:])
     text = report(res, command.strip(), opts)
     atomic_write_text(Path(args.out) / "p2p.md", text + "\n")  # makes the folder
     print(text)

@@ -45,7 +45,9 @@ from datetime import timedelta
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path.insert(0, str(Path(__file__).resolve().parent))     # benchmarks/, also where a test loads this file
 from synth.formats.nccl_tests.sizes import size_label  # noqa: E402  (the tables' sizes: "4 B", "16 KiB", "4 MiB")
+from shown_paths import script_command  # noqa: E402
 
 SIZES_BYTES = (4, 1 << 10, 64 << 10, 1 << 20, 16 << 20)
 GPU_SIZES_BYTES = (1 << 10, 64 << 10, 1 << 20, 16 << 20, 64 << 20)
@@ -372,9 +374,7 @@ def main(argv=None) -> int:
     from synth.ir.schedule import atomic_write_text
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command           # --out /tmp/x is recorded as --out <tmp>/x
-    command = shown_command("python benchmarks/bench_pytorch.py", argv if argv is not None else sys.argv[1:])
+    command = script_command(__file__, argv if argv is not None else sys.argv[1:])   # --out /tmp/x: --out <tmp>/x
     if args.gpu:
         import torch
         if not torch.cuda.is_available():

@@ -38,6 +38,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+from shown_paths import script_command  # noqa: E402
 
 COLLS = ("allgather", "reducescatter", "allreduce")
 FIELDS = ("network", "gpus", "collective", "method", "fabric_s", "solve_s", "total_s", "peak_rss_mb", "ratio",
@@ -186,7 +187,7 @@ def _fmt(v, nd=2) -> str:
 
 def _report(rows: list[dict], slopes: dict, out: Path, argv: list[str], wall: float, loads: tuple) -> None:
     lines = ["# Synthesis at cluster scale (DGX H100 clusters, 8 to 1,024 GPUs)", "",
-             f"Command: `{recorded_command(argv)}` (from the repository root).  Machine: "
+             f"Command: `{script_command(__file__, argv)}` (from the repository root).  Machine: "
              f"{platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; load average "
              f"(1 min) {loads[0]:.2f} at the start, {loads[1]:.2f} at the end (the machine is shared); total "
              f"{wall:.0f} s.", "",
@@ -215,14 +216,6 @@ def _report(rows: list[dict], slopes: dict, out: Path, argv: list[str], wall: fl
     w.writerows(rows)
     (out / "results.csv").write_text(buf.getvalue())
     (out / "report.md").write_text("\n".join(lines) + "\n")
-
-
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_scale.py", argv)
 
 
 def main(argv: list[str] | None = None) -> int:

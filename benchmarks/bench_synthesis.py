@@ -37,6 +37,7 @@ from topo_probe.machines.clusters import cluster  # noqa: E402
 from topo_probe.machines.generators import add_pcie_tree, hub_and_spoke, line  # noqa: E402
 from topo_probe.machines.presets import get_preset  # noqa: E402
 from topo_probe.topology.model import Topology  # noqa: E402
+from shown_paths import script_command  # noqa: E402
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "gather", "scatter", "alltoall")
 
@@ -198,14 +199,6 @@ def _markdown(rows: list[dict], eight: list[dict], totals: list[float], extra: l
     return "\n".join(out)
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_synthesis.py", argv)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", default=str(ROOT / "results" / "synthesis"))
@@ -245,7 +238,7 @@ def main(argv: list[str] | None = None) -> int:
     env = {"machine": f"{platform.machine()} Linux, {os.cpu_count()} cores, Python {platform.python_version()}, "
                       f"OR-Tools {ortools.__version__}, load average at the end {load}",
            "workers": a.workers, "repeat": a.repeat}
-    cmd = recorded_command(argv if argv is not None else sys.argv[1:])
+    cmd = script_command(__file__, argv if argv is not None else sys.argv[1:])
     atomic_write_text(out / "sccl_comparison.md", _markdown(rows, eight, totals, extra, env, cmd.strip()))
     atomic_write_text(out / "bench.json", json.dumps({"env": env, "runs": rows, "all_eight": eight,
                                                        "all_eight_total_s": totals, "extra": extra}, indent=1, default=str))

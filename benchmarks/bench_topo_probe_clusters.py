@@ -20,6 +20,8 @@ import sys
 import tempfile
 from pathlib import Path
 
+from shown_paths import script_command    # a sibling: this script runs from benchmarks/
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -31,14 +33,6 @@ def _cpu_run(tree: Path, preset: str, nodes: int) -> tuple[float, str]:
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     return cpu, hashlib.sha256(out).hexdigest()[:12]
-
-
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bench_topo_probe_clusters.py", argv)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -66,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
             if args.before:
                 subprocess.run(["git", "-C", str(ROOT), "worktree", "remove", "--force", str(wt)], check=False)
     if args.out:
-        cmd = recorded_command(argv if argv is not None else sys.argv[1:])
+        cmd = script_command(__file__, argv if argv is not None else sys.argv[1:])
         lines = [f"# topo-probe on clusters of {args.preset}: CPU seconds per run", "", f"Command: `{cmd}`", "",
                  "| tree | hosts | CPU s | output SHA-256 (12) |", "|---|---|---|---|"]
         lines += [f"| {t} | {n} | {c:.2f} | `{d}` |" for t, n, c, d in rows]

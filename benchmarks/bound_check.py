@@ -37,6 +37,7 @@ from topo_probe.load import load_topology  # noqa: E402
 from topo_probe.machines.presets import get_preset  # noqa: E402
 from topo_probe.parsers.nccl_xml import parse_nccl_xml  # noqa: E402
 from topo_probe.topology.checks import check_topology  # noqa: E402
+from shown_paths import script_command  # noqa: E402
 
 COLLECTIVES = ("allgather", "reducescatter", "allreduce", "broadcast", "reduce", "alltoall", "gather", "scatter")
 ROOTED = ("broadcast", "reduce", "gather", "scatter")
@@ -143,14 +144,6 @@ def check(topo, *, sizes=SIZES, max_schedule_ranks: int = 32) -> tuple[int, list
     return cells, below, closest
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/bound_check.py", argv)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, default=ROOT / "results" / "model_validation")
@@ -161,7 +154,7 @@ def main(argv=None) -> int:
                  for pr, k, net, rail in CLUSTERS]
     machines += pcie_limited() + family()
     lines = ["# The lower bound against both sides", "",
-             f"Command: `{recorded_command(sys.argv[1:] if argv is None else argv)}`", "",
+             f"Command: `{script_command(__file__, sys.argv[1:] if argv is None else argv)}`", "",
              "Per machine: cells timed (NCCL's modelled choice and every baseline schedule by the cost model, 8 "
              "collectives, 8 B - 8 GiB every 4x), how many fall below the lower bound computed from the same link "
              "constants, and the closest NCCL comes to the bound (its time / the bound).", "",

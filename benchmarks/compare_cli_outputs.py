@@ -24,6 +24,8 @@ from pathlib import Path
 
 import tomllib
 
+from shown_paths import script_command    # a sibling: this script runs from benchmarks/
+
 ROOT = Path(__file__).resolve().parents[1]
 COMMANDS = {
     "topo-probe dgx1-v100 gpus 0-5": ["topo-probe", "--topology", "dgx1-v100", "--gpus", "0-5"],
@@ -114,14 +116,6 @@ def compare(name: str, a: tuple, b: tuple, out_a: Path, out_b: Path) -> str:
     return "identical (printed text)" if name.startswith("topo-probe") else f"identical ({len(ta)} table rows)"
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/compare_cli_outputs.py", argv)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("before")
@@ -131,7 +125,7 @@ def main(argv=None) -> int:
     revs = [subprocess.run(["git", "rev-parse", "--short", r], cwd=ROOT, capture_output=True, text=True).stdout.strip()
              for r in (args.before, args.after)]
     lines = [f"# CLI outputs: {revs[0]} vs {revs[1]}", "",
-             f"Command: `{recorded_command([args.before, args.after, '--out', str(args.out)])}`", "",
+             f"Command: `{script_command(__file__, [args.before, args.after, '--out', str(args.out)])}`", "",
              "| command | result |", "|---|---|"]
     with tempfile.TemporaryDirectory() as tmp:
         trees = []

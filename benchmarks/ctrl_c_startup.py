@@ -17,6 +17,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
+from shown_paths import script_command  # noqa: E402
 
 COMMANDS = {
     "simulate": ["--topology", "dgx-a100", "--collective", "allreduce", "--baseline", "ring", "-b", "8", "-e", "4G",
@@ -39,14 +40,6 @@ def trial(script: str, args: list, delay_ms: int, tmp: str) -> tuple[int, bool]:
     return p.returncode, "Traceback" in err
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/ctrl_c_startup.py", argv)
-
-
 def main(argv=None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True)
@@ -58,7 +51,7 @@ def main(argv=None) -> int:
         for script, cargs in COMMANDS.items():
             rows.append((script, [trial(script, cargs, d, tmp) for d in DELAYS_MS]))
     head = "| command | " + " | ".join(f"{d} ms" for d in DELAYS_MS) + " |"
-    lines = ["# Ctrl-C while a command starts", "", "    " + recorded_command(argv or sys.argv[1:]),
+    lines = ["# Ctrl-C while a command starts", "", "    " + script_command(__file__, argv or sys.argv[1:]),
              "", f"Each console script of this checkout's interpreter ({Path(sys.executable).parent.name}/), started in a "
              f"temporary folder and sent SIGINT that many ms after its start; a cell is the exit code, with "
              f"`TRACEBACK` where stderr held one (130: the command's one line `<command>: interrupted`; 0: it "

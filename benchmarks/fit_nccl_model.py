@@ -31,6 +31,7 @@ import validate_cost_model as validation  # noqa: E402
 from synth.model.nccl.params import DEFAULT_PARAMS, FITTED, TABLES, ModelParams, params_to_dict  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 from topo_probe.errors import InvalidArgument  # noqa: E402
+from shown_paths import script_command  # noqa: E402
 
 #: (constant, lower bound, upper bound): ``(scalar,)`` or ``(table, key...)`` of ModelParams.
 #: ``lat_scale/*/Simple`` is not fitted: Simple's latency is NCCL's own table (tuning.cc baseLat /
@@ -167,14 +168,6 @@ def fit_from_prior(cases, max_nfev: int = 4000):
     return params, fitted
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/fit_nccl_model.py", argv)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--write", action="store_true", help=f"write the fit to {FITTED.relative_to(ROOT)}")
@@ -192,7 +185,7 @@ def main(argv=None) -> int:
     print("\n".join(lines))
     if args.write:
         atomic_write_text(FITTED, json.dumps(params_to_dict(params), indent=1, sort_keys=True) + "\n")
-        command = recorded_command(sys.argv[1:] if argv is None else argv)
+        command = script_command(__file__, sys.argv[1:] if argv is None else argv)
         atomic_write_text(FIT_REPORT, "\n".join([f"Command: `{command}`", *lines,
                                                   f"wrote {FITTED.relative_to(ROOT)}"]) + "\n")
         print(f"wrote {FITTED} and {FIT_REPORT}")

@@ -41,7 +41,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from shown_paths import shown_command, shown_path  # noqa: E402
+from shown_paths import script_command, shown_path  # noqa: E402
 from tests._mutations import LOADERS, billion_laughs, mutate, nonsense, seed_format, seeds  # noqa: E402
 
 SLOW_S = 1.0
@@ -348,7 +348,7 @@ def main(argv=None) -> int:
     ap.add_argument("--big", type=int, default=1 << 20, help="size the amplifying mutations aim at (bytes)")
     ap.add_argument("--out", default=str(ROOT / "results" / "robustness"))
     args = ap.parse_args(argv)
-    command = shown_command("python benchmarks/fuzz_loaders.py", sys.argv[1:] if argv is None else argv)
+    command = script_command(__file__, sys.argv[1:] if argv is None else argv)
     start = time.time()
     tally = campaign(args)
     write_report(tally, args, command.strip(), time.time() - start)

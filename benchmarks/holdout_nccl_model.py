@@ -37,6 +37,7 @@ import validate_cost_model as validation  # noqa: E402
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 from synth.model.nccl.confidence import PRIMITIVES_REWRITE, TARGET_MEDIAN  # noqa: E402
 from synth.model.nccl.confidence import VALIDATION as CLASS_VALIDATION  # noqa: E402
+from shown_paths import script_command  # noqa: E402
 
 
 def holdout(file: str, max_nfev: int = 4000) -> tuple[list[dict], list[str]]:
@@ -72,14 +73,6 @@ def _score(s: dict) -> str:
     return f"{s['median_big']:.1%} | {s['worst_big']:.1%} | {s['worst_small']:.1%}"
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/holdout_nccl_model.py", argv)
-
-
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--out", type=Path, required=True,
@@ -89,7 +82,7 @@ def main(argv=None) -> int:
     p.add_argument("--write", action="store_true", help="with --by-class: also write the per-class summary to "
                    "synth/model/nccl/class_validation.json (what the reports quote)")
     args = p.parse_args(argv)
-    command = recorded_command(sys.argv[1:] if argv is None else argv)
+    command = script_command(__file__, sys.argv[1:] if argv is None else argv)
     if args.by_class:
         return by_class_report(args.out, command, args.write)
     from rich.progress import Progress

@@ -44,6 +44,7 @@ from _docs import python_snippets, shell_commands  # noqa: E402
 from new_user_bad_inputs import bad_inputs_issue38  # noqa: E402
 
 from synth.ir.schedule import atomic_write_text  # noqa: E402
+from shown_paths import script_command  # noqa: E402
 
 TOOLS = {"topo-probe": "topo_probe.cli.main", "synthesize": "synth.cli.synthesize",
          "simulate": "synth.cli.simulate", "sweep": "kernels.sweep.cli"}
@@ -445,14 +446,6 @@ def make_clone(work: Path, rev: str = "HEAD") -> tuple[Path, str]:
     return clone, head
 
 
-def recorded_command(argv: list[str]) -> str:
-    """The command line the report records: this script by its path in the repository, then ``argv`` with every
-    absolute path as ``benchmarks/shown_paths.py`` shows it (``--out /tmp/x`` -> ``--out <tmp>/x``)."""
-    sys.path.insert(0, str(Path(__file__).resolve().parent))
-    from shown_paths import shown_command
-    return shown_command("python benchmarks/new_user_pass.py", argv)
-
-
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--out", default="results/new_user", help="folder for report.md")
@@ -474,7 +467,7 @@ def main(argv: list[str] | None = None) -> int:
         outcomes = run_pass(cmds, clone, work / "runs", env, args.timeout)
         status = subprocess.run(["git", "-C", str(clone), "status", "--porcelain"], capture_output=True,
                                 text=True).stdout
-    text = render(outcomes, recorded_command(sys.argv[1:] if argv is None else argv),
+    text = render(outcomes, script_command(__file__, sys.argv[1:] if argv is None else argv),
                   head, status, time.perf_counter() - t0, blas)
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)

@@ -6,6 +6,9 @@ a tool prints it whole) as ``<repo>``, the Python environment as ``<venv>`` and 
 
 * ``shown_path(path)``: one path, shown that way;
 * ``shown_command(prefix, argv)``: a benchmark's command line (``--out /tmp/x`` -> ``--out <tmp>/x``);
+* ``script_command(__file__, argv)``: the line a benchmark records for its own run, the script by its path in the
+  repository (``python benchmarks/bench_p2p.py --out <tmp>/x``); ``mpirun_python(ranks, cores)`` its prefix
+  under mpirun;
 * ``scrub(text)``: every such prefix inside free text (logs, tracebacks);
 * ``python benchmarks/shown_paths.py``: ``scrub`` as a line filter, for the GPU shell scripts' logs
   (``cmd 2>&1 | python3 benchmarks/shown_paths.py | tee "$OUT/log.txt"``).
@@ -21,7 +24,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-__all__ = ["ROOT", "scrub", "shown_command", "shown_path"]
+__all__ = ["ROOT", "mpirun_python", "script_command", "scrub", "shown_command", "shown_path"]
 
 
 #: A system interpreter's prefix holds every other tool of the machine too (/usr/local/cuda, /usr/bin/nvidia-smi):
@@ -81,6 +84,19 @@ def _shown_arg(arg: str) -> str:
 def shown_command(prefix: str, argv: list[str]) -> str:
     """``prefix`` and ``argv`` joined by spaces, every absolute path in ``argv`` through ``shown_path``."""
     return " ".join([prefix, *(_shown_arg(a) for a in argv)]).strip()
+
+
+def script_command(script_file: str | os.PathLike, argv: list[str], prefix: str = "python") -> str:
+    """The command line a benchmark records for its own run: ``prefix``, the script ``script_file`` (its
+    ``__file__``) by its path in the repository, then ``argv`` through ``shown_command``."""
+    return shown_command(f"{prefix} {shown_path(os.path.realpath(script_file))}", argv)
+
+
+def mpirun_python(ranks: int, cores: int) -> str:
+    """``script_command``'s prefix for a run of ``ranks`` ranks on a machine of ``cores`` cores:
+    ``mpirun -n 2 python``, with ``--oversubscribe`` where the ranks outnumber the cores."""
+    over = " --oversubscribe" if ranks > cores else ""
+    return f"mpirun{over} -n {ranks} python"
 
 
 def _patterns() -> list[tuple[re.Pattern, str]]:

@@ -2,8 +2,8 @@
 /work/main or /opt/torch/.venv.  Every committed text file under results/ and docs/, and README.md,
 ARCHITECTURE.md and CONTRIBUTING.md, is scanned; a hit fails naming file:line.  Writers show such paths as
 ``<tmp>``, ``<repo>``, ``<venv>`` or ``~`` (``benchmarks/shown_paths.py``): each benchmark that records its own
-command line builds it with ``recorded_command`` through ``shown_command``, checked here on an absolute ``--out``
-and, for a repository-relative run, against the line its committed results file holds."""
+command line builds it with the one ``script_command(__file__, argv)`` there, checked here on an absolute ``--out``
+and, for a run as its committed results file shows it, against the line that file holds."""
 
 from __future__ import annotations
 
@@ -101,8 +101,8 @@ def test_no_committed_result_or_document_names_a_machine_path():
 
 # --- the writers: every benchmark that records its own command line does so through shown_paths ---------------------
 
-#: (benchmark, the repository-relative arguments of a committed run, (ranks, cores) for an mpirun line or None,
-#: the committed file, how the command stands in it).  Each recorded line must come out byte for byte as it was.
+#: (benchmark, the arguments of a committed run ({tmp}: the temporary folder), (ranks, cores) for an mpirun line or
+#: None, the committed file, how the command stands in it).  Each recorded line must come out byte for byte as it was.
 WRITERS = [
     ("bench_executor_host", "--out results/gpu", None, "results/gpu/executor_host_cpu.md", "Command: `{}`."),
     ("bench_host_allreduce", "--out results/host_allreduce --max-mem-gib 17", None,
@@ -130,6 +130,14 @@ WRITERS = [
      "Command: `{}`."),
     ("compare_cli_outputs", "4a5d9a0 HEAD --out results/layout", None, "results/layout/cli_outputs.md",
      "Command: `{}`\n"),
+    ("bench_pytorch", "--out results/pytorch", None, "results/pytorch/report.md", "\n    {}\n"),
+    ("bench_pytorch", "--gpu --quick --out {tmp}/pass/pytorch", None, "results/pytorch/gpu/gpu_report.md",
+     "\n    {}\n"),
+    ("bench_cupy_gpu", "--out {tmp}/gpu", None, "results/gpu/cupy_gpu_run2.md", "Command: `{}`\n"),
+    ("bench_native_ll", "--out {tmp}/pass --ranks 8,4,2", None, "results/gpu/pass_2026-11-28/native_ll_host_bound.md",
+     "Made by `{}` (float32"),
+    ("fuzz_loaders", "--cases 10000 --workers 1 --out results/robustness", None, "results/robustness/report.md",
+     "Command: `{}`"),
     ("bench_mpi_overhead", "--out results/mpi", (4, 2), "results/mpi/overhead_n4.csv", ",{}\r\n"),
     ("bench_mpi_allreduce", "--out results/mpi --rounds 12", (2, 2), "results/mpi/allreduce_n2.csv", ",{}\r\n"),
     ("bench_mpi_allreduce", "--out results/mpi --rounds 12 --algo rhd", (4, 2), "results/mpi/allreduce_n4_rhd.csv",
@@ -139,6 +147,7 @@ WRITERS = [
 #: benchmarks that join an argument list of their own (not their command line) into a report
 _OWN_ARGUMENT_LISTS = {"fault_campaign.py"}       # MEMORY_CASES: the tools' arguments, written in that file
 _JOINED_ARGV = re.compile(r"\.join\([^\n]*\bargv\b")
+_OWN_SCRIPT_PATH = re.compile(r"shown_command\(\s*f?[\"'](?:python )?benchmarks/")
 
 
 def _writer(name: str):
@@ -156,13 +165,23 @@ def _writer(name: str):
 
 
 def _recorded(name: str, argv: list[str], mpi: tuple[int, int] | None) -> str:
-    return _writer(name).recorded_command(argv, *(mpi or ()))
+    """The line benchmarks/NAME.py records for ``argv``: its own ``script_command(__file__, ...)`` (the names it
+    imports), under ``mpirun_python(ranks, cores)`` for an mpirun line; sys.path as it was before."""
+    writer = _writer(name)
+    before = list(sys.path)
+    cmd = writer.script_command(writer.__file__, argv, writer.mpirun_python(*mpi) if mpi else "python")
+    assert sys.path == before, "recording a command line changed sys.path"
+    return cmd
+
+
+def _argv(args: str) -> list[str]:
+    return args.format(tmp=tempfile.gettempdir()).split()
 
 
 @pytest.mark.parametrize("name,args,mpi,committed,shape", WRITERS, ids=[f"{w[0]}:{w[3]}" for w in WRITERS])
 def test_a_writer_records_an_absolute_out_folder_without_the_machines_path(name, args, mpi, committed, shape):
     tmp = tempfile.gettempdir()
-    argv = [a for a in args.split() if a] or ["--quick"]
+    argv = _argv(args) or ["--quick"]
     argv = argv[:argv.index("--out")] + argv[argv.index("--out") + 2:] if "--out" in argv else argv
     argv += ["--out", f"{tmp}/writers-{name}", f"--before={ROOT}/results/gpu"]
     cmd = _recorded(name, argv, mpi)
@@ -172,18 +191,21 @@ def test_a_writer_records_an_absolute_out_folder_without_the_machines_path(name,
 
 
 @pytest.mark.parametrize("name,args,mpi,committed,shape", WRITERS, ids=[f"{w[0]}:{w[3]}" for w in WRITERS])
-def test_a_writer_records_a_repository_relative_run_as_its_committed_results_show_it(name, args, mpi, committed,
-                                                                                       shape):
-    cmd = _recorded(name, args.split(), mpi)
+def test_a_writer_records_a_committed_run_as_its_results_file_shows_it(name, args, mpi, committed, shape):
+    cmd = _recorded(name, _argv(args), mpi)
     text = text_of(committed)
     assert text is not None and shape.format(cmd) in text, f"{committed} does not record {shape.format(cmd)!r}"
 
 
 def test_every_writer_of_its_command_line_is_checked_and_none_joins_its_arguments_raw():
-    """A benchmark that defines ``recorded_command`` is in WRITERS; none joins ``argv`` into text itself."""
+    """A benchmark that records its command line with ``script_command(__file__, ...)`` is in WRITERS; none names
+    its own script to ``shown_command`` or joins ``argv`` into text itself."""
     files = sorted((ROOT / "benchmarks").glob("*.py"))
-    writers = {p.stem for p in files if "def recorded_command(" in p.read_text()}
+    writers = {p.stem for p in files if p.name != "shown_paths.py" and "script_command(__file__," in p.read_text()}
     assert writers == {w[0] for w in WRITERS}, writers ^ {w[0] for w in WRITERS}
+    own = [f"benchmarks/{p.name}:{k}: {line.strip()}" for p in files
+           for k, line in enumerate(p.read_text().splitlines(), 1) if _OWN_SCRIPT_PATH.search(line)]
+    assert not own, "a script's own path written out (use script_command(__file__, argv)):\n" + "\n".join(own)
     raw = [f"benchmarks/{p.name}:{k}: {line.strip()}" for p in files
            if p.name not in _OWN_ARGUMENT_LISTS | {"shown_paths.py"}
            for k, line in enumerate(p.read_text().splitlines(), 1) if _JOINED_ARGV.search(line)]

@@ -50,6 +50,26 @@ def test_shown_command_shows_each_absolute_argument_and_keeps_the_rest():
     assert shown.shown_command("python benchmarks/x.py", []) == "python benchmarks/x.py"
 
 
+def test_script_command_names_the_script_by_its_path_in_the_repository():
+    before = list(sys.path)
+    script = ROOT / "benchmarks" / "bench_p2p.py"
+    assert shown.script_command(script, ["--out", f"{TMP}/x", "--ranks", "2"]) == (
+        "python benchmarks/bench_p2p.py --out <tmp>/x --ranks 2")
+    assert shown.script_command(str(script), []) == "python benchmarks/bench_p2p.py"
+    assert shown.script_command(script, ["--out", "results/mpi"], "mpirun -n 2 python") == (
+        "mpirun -n 2 python benchmarks/bench_p2p.py --out results/mpi")
+    assert shown.script_command(f"{TMP}/elsewhere/x.py", []) == "python <tmp>/elsewhere/x.py"
+    assert sys.path == before                    # recording a command line leaves the import path alone
+
+
+@pytest.mark.parametrize("ranks,cores,expected", [
+    (2, 2, "mpirun -n 2 python"), (4, 2, "mpirun --oversubscribe -n 4 python"), (1, 16, "mpirun -n 1 python"),
+    (3, 2, "mpirun --oversubscribe -n 3 python"),
+])
+def test_mpirun_python_oversubscribes_only_when_the_ranks_outnumber_the_cores(ranks, cores, expected):
+    assert shown.mpirun_python(ranks, cores) == expected
+
+
 def test_scrub_replaces_prefixes_but_not_longer_names_or_other_folders():
     text = (f'rootdir: {ROOT}\n  File "{ROOT}/tests/_torch_dist.py", line 40\n'
             f"{sys.prefix}/lib/site-packages/x.py:3: W\n{TMP}/fuzz-abc/case.xml and /tmpfs/x and /var/tmp/y\n")
