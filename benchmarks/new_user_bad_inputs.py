@@ -1,15 +1,16 @@
-"""The bad inputs and abuses of issue 38 (a new user's pass and a fault campaign) for
-``benchmarks/new_user_pass.py``: pipes closed early, impossible flag combinations, a timeout that
-would disable itself, ``synthesize`` runs that could drop or delete results or a user's files,
-``sweep`` output paths that do not exist or belong to the user.  Each is one command of the pass
-(a dict of :class:`new_user_pass.Cmd` fields): refused in one line (exit 2) or handled (exit 0),
-never a traceback, never a file of the clone touched outside its declared output.
+"""The bad inputs and abuses users have tried, for ``benchmarks/new_user_pass.py``: issue 24's (``--plot``
+beside a user's CSV or over a folder, ``-f 0``, ``--root 3`` into a root-0 folder, 32 NICs per node, a
+missing topology file, a malformed schedule) and issue 38's (a new user's pass and a fault campaign): pipes
+closed early, impossible flag combinations, a timeout that would disable itself, ``synthesize`` runs that
+could drop or delete results or a user's files, ``sweep`` output paths that do not exist or belong to the
+user.  Each is one command of the pass (a dict of :class:`new_user_pass.Cmd` fields): refused in one line
+(exit 2) or handled (exit 0), never a traceback, never a file of the clone touched outside its declared output.
 """
-
 from __future__ import annotations
 
 import re
 from pathlib import Path
+from typing import Callable
 
 LOG = "tests/fixtures/nccl_tests_allreduce_a100x8_single_process.txt"
 SMALL = "sweep all_reduce -b 8 -e 64 -f 2 -g 2"
@@ -50,6 +51,89 @@ def _user_csv(out: Path) -> None:
 def _sibling(out: Path) -> None:
     (out / ".res.old-999999").mkdir()
     (out / ".res.old-999999" / "user.txt").write_text("mine\n")
+
+
+def _cmd(label: str, shell: str, expect: tuple[int, ...] = (0,), **fields) -> dict:
+    """One command as :class:`new_user_pass.Cmd` takes it."""
+    return dict(label=label, shell=shell, expect=expect, **fields)
+
+
+def _file(name: str, text: str) -> Callable[[Path], None]:
+    return lambda out: (out / name).write_text(text)
+
+
+def _unchanged(name: str, text: str) -> Callable[[Path, str], str | None]:
+    return lambda out, _: None if (out / name).read_text() == text else f"{name} was overwritten"
+
+
+def _not_written(*names: str) -> Callable[[Path, str], str | None]:
+    return lambda out, _: next((f"{n} was written" for n in names if (out / n).exists()), None)
+
+
+def _probe_table(out: Path, text: str) -> str | None:
+    """Lines <= 200 characters; NIC columns in natural order (NIC2 before NIC10)."""
+    long = [x for x in text.splitlines() if len(x) > 200]
+    if long:
+        return f"{len(long)} lines over 200 characters (longest {max(map(len, long))})"
+    for line in text.splitlines():
+        nics = [int(m) for m in re.findall(r"\bNIC(\d+)\b", line)]
+        if len(nics) > 2 and nics != sorted(nics):
+            return f"NIC columns out of order: {' '.join(f'NIC{n}' for n in nics[:12])} ..."
+    return None
+
+
+def _one_rank_row(out: Path, text: str) -> str | None:
+    rows = [x.split() for x in text.splitlines() if re.match(r"\s+\d+\s+\d+\s+float", x)]
+    times = [float(r[9]) for r in rows] if rows else []
+    return "no rows" if not rows else (f"in-place time {min(times)} us: a no-op timed" if min(times) < 1 else None)
+
+
+def _safe_folder(out: Path, text: str) -> str | None:
+    names = [p.name for p in (out / "results").iterdir()] if (out / "results").is_dir() else []
+    bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9._-]+", n)]
+    return f"default folder {bad[0]!r} needs shell quoting" if bad or not names else None
+
+
+def bad_inputs_issue24() -> list[dict]:
+    """The inputs of issue 24, each refused in one line (exit 2) or handled (exit 0)."""
+    small = "sweep all_reduce -b 8 -e 1K -f 2 -g 2"
+    csv = "size,mine\n1,2\n"
+    h100 = "synthesize --topology dgx-h100 --collectives broadcast --time-limit 2 --no-progress --out {out}/res"
+    schedule = '{"format": "topocoll.schedule", "version": 1, "collective": "allgather", "steps": [{"rounds": 1,'
+    return [
+        _cmd("root 3 after a root-0 run", f"{h100} && {h100} --root 3", (2,),
+             check=lambda out, text: None if "would drop; add --force" in text else "root 0's results dropped silently",
+             note="--collectives broadcast --time-limit 2: the full run takes minutes"),
+        _cmd("root 3 after a root-0 run, --force", f"{h100} && {h100} --root 3 --force",
+             check=lambda out, text: "reused the root-0 results" if "reusing" in text else None),
+        _cmd("--plot beside a user's CSV", f"{small} --plot {{out}}/mydata.png", (2,), setup=_file("mydata.csv", csv),
+             check=_unchanged("mydata.csv", csv)),
+        _cmd("--plot notes.txt", f"{small} --plot {{out}}/notes.txt", (2,), check=_not_written("notes.txt")),
+        _cmd("--plot p.jpg", f"{small} --plot {{out}}/p.jpg", (2,), check=_not_written("p.jpg")),
+        _cmd("--csv without --plot", f"{small} --csv {{out}}/only.csv",
+             check=lambda out, _: "no sweep CSV" if not (out / "only.csv").read_text().startswith("series,") else
+             _not_written("only.png")(out, _)),
+        _cmd("a folder as --plot", f"{small} --plot {{out}}/dir.png", (2,),
+             setup=lambda out: (out / "dir.png").mkdir()),
+        _cmd("a folder as --csv", f"{small} --csv {{out}}/dir.csv", (2,), setup=lambda out: (out / "dir.csv").mkdir()),
+        _cmd("--nccl-tuner-conf a folder", "synthesize --topology dgx-h100 --nccl-tuner-conf {out}", (2,),
+             targets=("results/dgx-h100/",)),
+        _cmd("sweep -f 0", "sweep all_reduce -b 8 -e 1K -f 0 -g 2", (2,)),
+        _cmd("sweep -f -2", "sweep all_reduce -b 8 -e 1K -f -2 -g 2", (2,)),
+        _cmd("sweep --algo foo, one rank", "sweep all_reduce -b 8 -e 1K -g 1 --algo foo", (2,)),
+        _cmd("one rank in place", "sweep all_reduce -b 32M -e 32M -g 1", check=_one_rank_row),
+        _cmd("32 NICs per node", "topo-probe --topology dgx-h100 --nodes 2 --nics-per-node 32", check=_probe_table),
+        _cmd("default folder of --gpus 0-4",
+             "cd {out} && synthesize --topology dgx1-v100 --gpus 0-4 --collectives allgather --time-limit 2",
+             check=_safe_folder),
+        _cmd("a topology file that does not exist", "topo-probe --topology {out}/nonexistent.json", (2,)),
+        _cmd("the same, simulate", "simulate --topology {out}/nonexistent.json --collective allreduce", (2,)),
+        _cmd("a malformed JSON schedule",
+             "simulate --topology dgx1-v100 --collective allgather --schedule {out}/bad.json",
+             (2,), setup=_file("bad.json", schedule)),
+        _cmd("the same, sweep --algo", "sweep all_gather --backend sim --topology dgx1-v100 --algo {out}/bad.json",
+             (2,), setup=_file("bad.json", schedule)),
+    ]
 
 
 def bad_inputs_issue38() -> list[dict]:
@@ -97,4 +181,4 @@ def bad_inputs_issue38() -> list[dict]:
     ]
 
 
-__all__ = ["bad_inputs_issue38"]
+__all__ = ["bad_inputs_issue24", "bad_inputs_issue38"]

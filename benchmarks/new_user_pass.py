@@ -16,7 +16,8 @@ records; each must leave ``git status --porcelain`` of its folder empty and touc
     python benchmarks/new_user_pass.py --out results/new_user [--quick]
 
 Commands that need a GPU, a build of nccl-tests, an install or minutes of benchmarking are listed
-as skipped with the reason; ``mpirun -n 4`` runs as ``-n 2``.
+as skipped with the reason; ``mpirun -n 4`` runs as ``-n 2``.  The bad inputs are
+``benchmarks/new_user_bad_inputs.py``'s, the report is ``benchmarks/new_user_report.py``'s.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "tests"))
 
 from _docs import python_snippets, shell_commands  # noqa: E402
-from new_user_bad_inputs import bad_inputs_issue38  # noqa: E402
+from new_user_bad_inputs import bad_inputs_issue24, bad_inputs_issue38  # noqa: E402
+from new_user_report import render, totals  # noqa: E402
 
 from synth.ir.schedule import atomic_write_text  # noqa: E402
 from shown_paths import script_command  # noqa: E402
@@ -233,82 +235,6 @@ def doc_commands(clone: Path) -> list[Cmd]:
     return cmds
 
 
-def _file(name: str, text: str) -> Callable[[Path], None]:
-    return lambda out: (out / name).write_text(text)
-
-
-def _unchanged(name: str, text: str) -> Callable[[Path, str], str | None]:
-    return lambda out, _: None if (out / name).read_text() == text else f"{name} was overwritten"
-
-
-def _absent(*names: str) -> Callable[[Path, str], str | None]:
-    return lambda out, _: next((f"{n} was written" for n in names if (out / n).exists()), None)
-
-
-def _probe_table(out: Path, text: str) -> str | None:
-    """Lines <= 200 characters; NIC columns in natural order (NIC2 before NIC10)."""
-    long = [x for x in text.splitlines() if len(x) > 200]
-    if long:
-        return f"{len(long)} lines over 200 characters (longest {max(map(len, long))})"
-    for line in text.splitlines():
-        nics = [int(m) for m in re.findall(r"\bNIC(\d+)\b", line)]
-        if len(nics) > 2 and nics != sorted(nics):
-            return f"NIC columns out of order: {' '.join(f'NIC{n}' for n in nics[:12])} ..."
-    return None
-
-
-def _one_rank_row(out: Path, text: str) -> str | None:
-    rows = [x.split() for x in text.splitlines() if re.match(r"\s+\d+\s+\d+\s+float", x)]
-    times = [float(r[9]) for r in rows] if rows else []
-    return "no rows" if not rows else (f"in-place time {min(times)} us: a no-op timed" if min(times) < 1 else None)
-
-
-def _safe_folder(out: Path, text: str) -> str | None:
-    names = [p.name for p in (out / "results").iterdir()] if (out / "results").is_dir() else []
-    bad = [n for n in names if not re.fullmatch(r"[A-Za-z0-9._-]+", n)]
-    return f"default folder {bad[0]!r} needs shell quoting" if bad or not names else None
-
-
-def bad_inputs() -> list[Cmd]:
-    """The inputs of issue 24, each refused in one line (exit 2) or handled (exit 0)."""
-    small = "sweep all_reduce -b 8 -e 1K -f 2 -g 2"
-    csv = "size,mine\n1,2\n"
-    h100 = "synthesize --topology dgx-h100 --collectives broadcast --time-limit 2 --no-progress --out {out}/res"
-    schedule = '{"format": "topocoll.schedule", "version": 1, "collective": "allgather", "steps": [{"rounds": 1,'
-    return [
-        Cmd("root 3 after a root-0 run", f"{h100} && {h100} --root 3", (2,),
-            check=lambda out, text: None if "would drop; add --force" in text else "root 0's results dropped silently",
-            note="--collectives broadcast --time-limit 2: the full run takes minutes"),
-        Cmd("root 3 after a root-0 run, --force", f"{h100} && {h100} --root 3 --force",
-            check=lambda out, text: "reused the root-0 results" if "reusing" in text else None),
-        Cmd("--plot beside a user's CSV", f"{small} --plot {{out}}/mydata.png", (2,), setup=_file("mydata.csv", csv),
-            check=_unchanged("mydata.csv", csv)),
-        Cmd("--plot notes.txt", f"{small} --plot {{out}}/notes.txt", (2,), check=_absent("notes.txt")),
-        Cmd("--plot p.jpg", f"{small} --plot {{out}}/p.jpg", (2,), check=_absent("p.jpg")),
-        Cmd("--csv without --plot", f"{small} --csv {{out}}/only.csv",
-            check=lambda out, _: "no sweep CSV" if not (out / "only.csv").read_text().startswith("series,") else
-            _absent("only.png")(out, _)),
-        Cmd("a folder as --plot", f"{small} --plot {{out}}/dir.png", (2,), setup=lambda out: (out / "dir.png").mkdir()),
-        Cmd("a folder as --csv", f"{small} --csv {{out}}/dir.csv", (2,), setup=lambda out: (out / "dir.csv").mkdir()),
-        Cmd("--nccl-tuner-conf a folder", "synthesize --topology dgx-h100 --nccl-tuner-conf {out}", (2,),
-            targets=("results/dgx-h100/",)),
-        Cmd("sweep -f 0", "sweep all_reduce -b 8 -e 1K -f 0 -g 2", (2,)),
-        Cmd("sweep -f -2", "sweep all_reduce -b 8 -e 1K -f -2 -g 2", (2,)),
-        Cmd("sweep --algo foo, one rank", "sweep all_reduce -b 8 -e 1K -g 1 --algo foo", (2,)),
-        Cmd("one rank in place", "sweep all_reduce -b 32M -e 32M -g 1", check=_one_rank_row),
-        Cmd("32 NICs per node", "topo-probe --topology dgx-h100 --nodes 2 --nics-per-node 32", check=_probe_table),
-        Cmd("default folder of --gpus 0-4",
-            "cd {out} && synthesize --topology dgx1-v100 --gpus 0-4 --collectives allgather --time-limit 2",
-            check=_safe_folder),
-        Cmd("a topology file that does not exist", "topo-probe --topology {out}/nonexistent.json", (2,)),
-        Cmd("the same, simulate", "simulate --topology {out}/nonexistent.json --collective allreduce", (2,)),
-        Cmd("a malformed JSON schedule", "simulate --topology dgx1-v100 --collective allgather --schedule {out}/bad.json",
-            (2,), setup=_file("bad.json", schedule)),
-        Cmd("the same, sweep --algo", "sweep all_gather --backend sim --topology dgx1-v100 --algo {out}/bad.json",
-            (2,), setup=_file("bad.json", schedule)),
-    ]
-
-
 # ---------------------------------------------------------------- regenerating the committed results
 def regen_commands(clone: Path) -> list[Cmd]:
     """One command per committed ``synthesize`` result of ``clone``: ``synthesize --force`` into
@@ -368,40 +294,6 @@ def _git_clean(clone: Path, folder: str) -> str | None:
     return f"git status not clean: {', '.join(status[:5])}" if status else None
 
 
-# ---------------------------------------------------------------- report
-def totals(outcomes: list[Outcome]) -> str:
-    ran = [o for o in outcomes if not o.cmd.skip]
-    return (f"{len(ran)} commands, {sum(o.failed for o in ran)} failures, {sum(o.traceback for o in ran)} tracebacks, "
-            f"{sum(len(o.touched) for o in ran)} files touched outside their target")
-
-
-def _cell(text: str) -> str:
-    return text.replace("|", "\\|")
-
-
-def render(outcomes: list[Outcome], argv: str, head: str, git_status: str, seconds: float, blas: str = "") -> str:
-    lines = ["# New-user pass", "", f"Made by `{argv}` on {head}; {seconds:.0f} s in all.", "",
-             f"**{totals(outcomes)}**", "",
-             "Each command ran under bash in a fresh clone with nothing installed (the four tools are shims that run "
-             "this interpreter on the clone); `{out}` is the command's own temporary folder, where the documented "
-             "outputs were redirected. Expected exit: 0, or 2 for bad input (one line, no traceback).", "",
-             "| command | where | expected | exit | seconds | traceback? | touched outside target | notes |",
-             "|---|---|---|---|---|---|---|---|"]
-    for o in outcomes:
-        if o.cmd.skip or o.cmd.regen:
-            continue
-        note = "; ".join([x for x in (o.cmd.note, *o.problems) if x])
-        lines.append(f"| `{_cell(o.cmd.shell)}` | {o.cmd.label} | {'/'.join(map(str, o.cmd.expect))} | "
-                     f"{'-' if o.rc is None else o.rc}{'' if not o.failed else ' **FAIL**'} | {o.seconds:.1f} | "
-                     f"{'yes' if o.traceback else 'no'} | {_cell(', '.join(o.touched)) or '0'} | {_cell(note)} |")
-    lines += _regen_lines([o for o in outcomes if o.cmd.regen], blas)
-    lines += ["", "## Skipped", ""]
-    lines += [f"- `{o.cmd.shell}` ({o.cmd.label}): {o.cmd.skip}" for o in outcomes if o.cmd.skip] or ["- none"]
-    lines += ["", "## `git status --porcelain` of the clone afterwards", "",
-              "```", git_status.rstrip() or "(empty)", "```", ""]
-    return "\n".join(lines)
-
-
 #: prints the BLAS libraries numpy loads and the CPU kernels they chose (floats can differ in the last
 #: digit from one kernel to another)
 BLAS_PROBE = ("import numpy, threadpoolctl; print(', '.join(f\"{i['internal_api']} {i.get('architecture', '?')} "
@@ -416,25 +308,6 @@ def blas_info(clone: Path, env: dict) -> str:
     except (OSError, subprocess.TimeoutExpired):
         return "unknown"
     return done.stdout.strip() if done.returncode == 0 and done.stdout.strip() else "unknown"
-
-
-def _regen_lines(outcomes: list[Outcome], blas: str = "") -> list[str]:
-    """The section on regenerating the committed results."""
-    ran = [o for o in outcomes if not o.cmd.skip]
-    clean = sum(not any(p.startswith("git status") for p in o.problems) for o in ran)
-    lines = ["", "## Regenerating the committed results", "",
-             f"**{len(ran)} of {len(outcomes)} committed results regenerated, {clean} with `git status` of their "
-             f"folder clean, {sum(o.failed for o in ran)} failures**", "",
-             "Each `results/<name>/` holding a `summary.json` of `synthesize`, regenerated in the clone with "
-             "`--force` and the topology, collectives, root and time limit its summary records. Expected: exit 0, "
-             "`git status --porcelain` of the folder empty, and no file written but its `nccl_tuner.conf`."
-             + (f" BLAS in the clone's environment: {blas}." if blas else ""), "",
-             "| folder | command | exit | seconds | files written | problems |", "|---|---|---|---|---|---|"]
-    for o in ran:
-        lines.append(f"| `{o.cmd.regen}/` | `{_cell(o.cmd.shell)}` | {'-' if o.rc is None else o.rc}"
-                     f"{' **FAIL**' if o.failed else ''} | {o.seconds:.1f} | {_cell(', '.join(o.written)) or '0'} | "
-                     f"{_cell('; '.join(o.problems)) or '-'} |")
-    return lines
 
 
 def make_clone(work: Path, rev: str = "HEAD") -> tuple[Path, str]:
@@ -458,7 +331,8 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tmp)
         clone, head = make_clone(work, args.rev)
         env = tool_env(clone, work / "bin", work / "home")
-        cmds = doc_commands(clone) + bad_inputs() + [Cmd(**c) for c in bad_inputs_issue38()] + regen_commands(clone)
+        bad = [Cmd(**c) for c in bad_inputs_issue24() + bad_inputs_issue38()]
+        cmds = doc_commands(clone) + bad + regen_commands(clone)
         if shutil.which("mpirun", path=env["PATH"]) is None:
             cmds = [c if "mpirun" not in c.shell else Cmd(c.label, c.shell, skip="mpirun is not installed") for c in cmds]
         if args.quick:
