@@ -96,7 +96,7 @@ def _graphs_and_asks(draw):
     return g, relays, tuple(draw(st.sets(st.sampled_from(("nvlink", "pcie")), min_size=1))), asks
 
 
-@settings(derandomize=True, max_examples=120, deadline=None)
+@settings(derandomize=True, max_examples=80, deadline=None)
 @given(_graphs_and_asks(), st.integers(1, 4), st.integers(1, 6))
 def test_kept_path_lists_answer_as_networkx(case, keep, kept_pairs):
     """Pairs asked again (after other pairs, other sources, and evictions of both searches and kept lists:
@@ -117,17 +117,17 @@ def test_kept_path_lists_answer_as_networkx(case, keep, kept_pairs):
 
 def test_each_pair_is_built_once(monkeypatch):
     """A display asks for a pair's fabric paths three times (matrix cell, bandwidth, P2P), each time after the
-    other 127 sources of a 128-GPU view (more than the 64 searches kept): each pair's list is built once (before:
-    three times, 48,768 builds), and the lists are networkx's."""
-    t = cluster("dgx-h100", nodes=16)
+    other sources of its view (9 hosts: 72, more than the 64 searches kept): each pair's list is built once
+    (before: three times), and the lists are networkx's."""
+    t = cluster("dgx-h100", nodes=9)
     built = []
     orig = PathIndex._last_hop
     monkeypatch.setattr(PathIndex, "_last_hop", lambda self, s, dst: built.append(dst) or orig(self, s, dst))
     pairs = [(i, j) for i in range(t.num_gpus) for j in range(t.num_gpus) if i != j]
     answers = [[t.gpu_fabric_paths(i, j) for i, j in pairs] for _ in range(3)]
-    assert len(built) == len(pairs) == 128 * 127
+    assert len(built) == len(pairs) == 72 * 71
     assert answers[0] == answers[1] == answers[2]
     relays = frozenset(t.nodes_of_kind("nvswitch"))
-    for k in range(0, len(pairs), 509):
+    for k in range(0, len(pairs), 157):
         a, b = (t.gpu(x) for x in pairs[k])
         assert answers[2][k] == _networkx_paths(t.graph, a, b, GPU_LINK_KINDS, relays), pairs[k]
