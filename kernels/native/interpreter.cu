@@ -272,10 +272,21 @@ __device__ __forceinline__ T tc_pre(T x, bool scale, double avg) { return scale 
 #define TC_SMEM_RECORDS 64
 #define TC_SMEM_WAITS 128
 
+// 8-bit float builds call the two record loops below (one call per record) rather than inline them
+// into the kernel: their vector loops hold 16 elements x every record kind's float8 roundings
+// (tc_to_f8, a branchy function where 16-bit types have one cvt), and NVVM's optimizer took ten
+// times the 16-bit time on the one inlined kernel function, twice what it takes on three.
+// Every other type inlines them as before.
+#if TC_DT >= TC_E4M3
+#define TC_RECORD_INLINE __noinline__
+#else
+#define TC_RECORD_INLINE __forceinline__
+#endif
+
 // dst = acc op src[0] op src[1] ... (a chain), all threads of the block; the sources' elements
 // start `off` elements past their listed addresses (the tile being run)
-__device__ __forceinline__ void tc_run_chain(T* dst, const T* acc, const u64* srcs_at, int nsrc, unsigned mask,
-                                             bool pacc, i64 count, double avg, i64 off) {
+__device__ TC_RECORD_INLINE void tc_run_chain(T* dst, const T* acc, const u64* srcs_at, int nsrc, unsigned mask,
+                                              bool pacc, i64 count, double avg, i64 off) {
     unsigned tid = threadIdx.x;
 #define TC_SRC(j) ((const T*)srcs_at[j] + off)
     u64 d = (u64)dst, diff = (d ^ (u64)acc) & 15u;
@@ -316,8 +327,8 @@ __device__ __forceinline__ void tc_run_chain(T* dst, const T* acc, const u64* sr
 }
 
 // one copy / reduce / scale record, all threads of the block
-__device__ __forceinline__ void tc_run_record(int kind, T* dst, const T* src, const T* acc, i64 count, double avg,
-                                              int n) {
+__device__ TC_RECORD_INLINE void tc_run_record(int kind, T* dst, const T* src, const T* acc, i64 count, double avg,
+                                               int n) {
     unsigned tid = threadIdx.x;
     if (kind == TC_KIND_SCALE) { src = dst; acc = dst; }
     if (kind == TC_KIND_COPY) acc = dst;

@@ -125,16 +125,17 @@ def smi_matrix(topo: Topology, gpus: int | None = None) -> str:
 
 
 def _nic_blocks(topo: Topology, gpus: list[str], nics: list[str]) -> str:
-    """GPU and NIC rows against NIC columns, :data:`NIC_COLUMNS` columns per block."""
+    """GPU and NIC rows against NIC columns, :data:`NIC_COLUMNS` columns per block.  Each row's cells are
+    found once, row by row (one PCIe search per row, not one per row and block), then cut into blocks."""
+    names = [f"GPU{topo.graph.nodes[a]['index']}" for a in gpus] + [f"NIC{k}" for k in range(len(nics))]
+    cells = [[_label(topo.pcie_class, a, n) for n in nics] for a in gpus]
+    cells += [["X" if a == b else _label(topo.pcie_class, a, b) for b in nics] for a in nics]
     blocks = []
     for lo in range(0, len(nics), NIC_COLUMNS):
-        cols = nics[lo:lo + NIC_COLUMNS]
-        rows = [[""] + [f"NIC{lo + k}" for k in range(len(cols))] + ["", ""]]
-        for a in gpus:
-            rows.append([f"GPU{topo.graph.nodes[a]['index']}"] + [_label(topo.pcie_class, a, n) for n in cols] + ["", ""])
-        for k, a in enumerate(nics):
-            rows.append([f"NIC{k}"] + ["X" if a == b else _label(topo.pcie_class, a, b) for b in cols] + ["", ""])
-        blocks.append(f"NIC{lo}-NIC{lo + len(cols) - 1}:\n" + _table(rows))
+        hi = min(lo + NIC_COLUMNS, len(nics))
+        rows = [[""] + [f"NIC{k}" for k in range(lo, hi)] + ["", ""]]
+        rows += [[name] + row[lo:hi] + ["", ""] for name, row in zip(names, cells)]
+        blocks.append(f"NIC{lo}-NIC{hi - 1}:\n" + _table(rows))
     return "\n\n".join(blocks)
 
 

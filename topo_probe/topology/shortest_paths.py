@@ -36,6 +36,10 @@ __all__ = ["MAX_PATHS", "PathIndex"]
 
 #: Most fewest-hop paths one pair may have (the presets and clusters: 18 at most, gb200-nvl72's NVSwitch planes).
 MAX_PATHS = 65_536
+#: Pairs whose path lists an index keeps: a display asks for a GPU pair's fabric paths up to three times (its
+#: matrix cell, its bandwidth, its P2P class), each time after all sources of one view (128 GPUs: more sources
+#: than the searches kept), so the lists are kept by pair (128 GPUs: 16,256 pairs).
+KEPT_PAIRS = 65_536
 
 
 class _Search:
@@ -55,6 +59,7 @@ class PathIndex:
         self._graph, self._kinds = graph, frozenset(edge_kinds)
         self._relays, self._keep = relays, keep
         self._searches: dict = {}
+        self._built: dict = {}                   # (src, dst) -> tuple of paths, the last KEPT_PAIRS asked
         self._shape = _shape(graph)
         self._relay_succ = self._relay_adjacency()
 
@@ -78,6 +83,7 @@ class PathIndex:
             return found
         if _shape(self._graph) != self._shape:   # edges changed: start again
             self._searches.clear()
+            self._built.clear()
             self._shape, self._relay_succ = _shape(self._graph), self._relay_adjacency()
         s, kinds, relays, succ = _Search(src), self._kinds, self._relays, self._relay_succ
         level, nextlevel = 1, [w for w, d in self._graph.succ[src].items() if d["kind"] in kinds and w in relays]
@@ -126,6 +132,16 @@ class PathIndex:
         :class:`TopologyError` if there are more than :data:`MAX_PATHS`."""
         if dst == src:
             return [(src,)]
+        built = self._built.get((src, dst))
+        if built is None:
+            built = tuple(self._build(src, dst))
+            if len(self._built) >= KEPT_PAIRS:
+                del self._built[next(iter(self._built))]
+            self._built[src, dst] = built
+        return list(built)
+
+    def _build(self, src, dst) -> list[tuple]:
+        """The paths of :meth:`paths`, from ``src``'s search."""
         s, last, total = self._counted(src, dst)
         if total > MAX_PATHS:
             raise TopologyError(f"{src} -> {dst}: {total} fewest-hop paths over {'/'.join(sorted(self._kinds))} "

@@ -65,11 +65,18 @@ def test_scope_follows_devices_and_processes():
     assert not system_scope([0, 0], process_of=[5, 5])
 
 
+_RECORD_LOOPS = re.compile(r"^\.func\s+(?:\(.*?\)\s*)?(\w*tc_run_(?:record|chain)\w*)\(", re.M)
+
+
 @pytest.mark.parametrize("dtype", sorted(DTYPE_CODES))
 def test_every_dtype_compiles_without_fma(dtype):
+    """No fma; 8-bit float builds call their two record loops (a .func each: inlined into the kernel, NVVM took
+    twice as long on them), every other type inlines them (no such .func)."""
     for op in ("sum", "max"):
         ptx = _ptx(dtype, op, False, "compute_90")
         assert not _FMA.search(ptx), f"{dtype} {op}: fused multiply-add in the PTX"
+        loops = len(set(_RECORD_LOOPS.findall(ptx)))
+        assert loops == (2 if dtype.startswith("float8") else 0), (dtype, op, loops)
 
 
 @pytest.mark.parametrize("op", sorted(OP_CODES))

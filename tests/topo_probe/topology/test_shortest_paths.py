@@ -4,9 +4,13 @@ from __future__ import annotations
 
 import networkx as nx
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from topo_probe.machines.clusters import cluster
 from topo_probe.machines.presets import PRESETS, get_preset
+from topo_probe.topology import shortest_paths
+from topo_probe.topology.model import GPU_LINK_KINDS
 from topo_probe.topology.shortest_paths import PathIndex
 
 KINDS = [(("nvlink", "xgmi"), ("nvswitch",)),
@@ -71,3 +75,59 @@ def test_a_changed_graph_gets_fresh_paths():
     t.graph.remove_node(t.nodes_of_kind("nvswitch")[0])          # a node fewer: a new index at once
     assert t.gpu_fabric_paths(0, 1) == _networkx_paths(t.graph, t.gpu(0), t.gpu(1), KINDS[0][0],
                                                         frozenset(t.nodes_of_kind("nvswitch")))
+
+
+@st.composite
+def _graphs_and_asks(draw):
+    """A small random graph (the kinds of test_path_counts' graphs), its relays and edge kinds, and a sequence of
+    (src, dst) asks with repeats, so kept path lists are asked for again, after other sources and evictions."""
+    n = draw(st.integers(2, 8))
+    kinds = ("gpu", "nvswitch", "nic", "pcie_switch")
+    g = nx.DiGraph()
+    for v in range(n):
+        g.add_node(f"n{v}", kind=draw(st.sampled_from(kinds)))
+    for u, v in draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=n, max_size=30)):
+        if u != v:
+            g.add_edge(f"n{u}", f"n{v}", kind=draw(st.sampled_from(("nvlink", "pcie"))))
+    relays = frozenset(v for v, d in g.nodes(data=True) if d["kind"] in {"nvswitch"} | draw(st.sets(
+        st.sampled_from(kinds[2:]))))
+    node = st.sampled_from(sorted(g))
+    asks = draw(st.lists(st.tuples(node, node), min_size=1, max_size=3 * n * n))
+    return g, relays, tuple(draw(st.sets(st.sampled_from(("nvlink", "pcie")), min_size=1))), asks
+
+
+@settings(derandomize=True, max_examples=80, deadline=None)
+@given(_graphs_and_asks(), st.integers(1, 4), st.integers(1, 6))
+def test_kept_path_lists_answer_as_networkx(case, keep, kept_pairs):
+    """Pairs asked again (after other pairs, other sources, and evictions of both searches and kept lists:
+    KEPT_PAIRS made small) answer as networkx does, and each answer is a fresh list: changing it changes no later
+    answer."""
+    g, relays, kinds, asks = case
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(shortest_paths, "KEPT_PAIRS", kept_pairs)
+        index, wants = PathIndex(g, kinds, relays, keep=keep), {}
+        for a, b in asks:
+            if (a, b) not in wants:
+                wants[a, b] = _networkx_paths(g, a, b, kinds, relays) if a != b else [(a,)]
+            got = index.paths(a, b)
+            assert got == wants[a, b], (a, b)
+            got.append(("junk",))
+        assert len(index._built) <= kept_pairs
+
+
+def test_each_pair_is_built_once(monkeypatch):
+    """A display asks for a pair's fabric paths three times (matrix cell, bandwidth, P2P), each time after the
+    other sources of its view (9 hosts: 72, more than the 64 searches kept): each pair's list is built once
+    (before: three times), and the lists are networkx's."""
+    t = cluster("dgx-h100", nodes=9)
+    built = []
+    orig = PathIndex._last_hop
+    monkeypatch.setattr(PathIndex, "_last_hop", lambda self, s, dst: built.append(dst) or orig(self, s, dst))
+    pairs = [(i, j) for i in range(t.num_gpus) for j in range(t.num_gpus) if i != j]
+    answers = [[t.gpu_fabric_paths(i, j) for i, j in pairs] for _ in range(3)]
+    assert len(built) == len(pairs) == 72 * 71
+    assert answers[0] == answers[1] == answers[2]
+    relays = frozenset(t.nodes_of_kind("nvswitch"))
+    for k in range(0, len(pairs), 157):
+        a, b = (t.gpu(x) for x in pairs[k])
+        assert answers[2][k] == _networkx_paths(t.graph, a, b, GPU_LINK_KINDS, relays), pairs[k]
