@@ -59,17 +59,31 @@ class PathIndex:
         self._graph, self._kinds = graph, frozenset(edge_kinds)
         self._relays, self._keep = relays, keep
         self._searches: dict = {}
-        self._built: dict = {}                   # (src, dst) -> tuple of paths, the last KEPT_PAIRS asked
-        self._shape = _shape(graph)
+        self._built: dict = {}                   # (src, dst) -> tuple of paths, the first kept dropped first
+        self._shape, self._last_src = _shape(graph), None
         self._relay_succ = self._relay_adjacency()
 
     def valid_for(self, graph) -> bool:
         """Whether this index still describes ``graph``: the same object with as many nodes, checked
-        on every call (O(1)), and as many edges, checked when a source is searched anew (O(edges),
-        the order of the search itself): a graph changed between two sources gets a new index.
-        (Topologies are built before their paths are asked; nothing changes one between two
-        destinations of one source.)"""
+        on every call (O(1)), and as many edges, checked when the source asked differs from the last
+        one and when a source is searched anew (O(nodes)): a graph changed between two sources gets
+        fresh searches and path lists.  (Topologies are built before their paths are asked; nothing
+        changes one between two destinations of one source.)"""
         return graph is self._graph and len(graph) == self._shape[0]
+
+    def _check_edges(self, src) -> None:
+        """Forget every search and kept list if the graph's edges changed; checked when ``src`` is not the
+        source last asked (a kept list outlives its source's search, so a new search alone would miss it)."""
+        if src != self._last_src:
+            self._last_src = src
+            if _shape(self._graph) != self._shape:
+                self._forget()
+
+    def _forget(self) -> None:
+        """Drop every search and kept list, and take the graph's adjacency again (its edges changed)."""
+        self._searches.clear()
+        self._built.clear()
+        self._shape, self._relay_succ = _shape(self._graph), self._relay_adjacency()
 
     def _relay_adjacency(self) -> dict:
         """Each relay's relay successors over the edge kinds, in the graph's adjacency order."""
@@ -82,9 +96,7 @@ class PathIndex:
         if found is not None:
             return found
         if _shape(self._graph) != self._shape:   # edges changed: start again
-            self._searches.clear()
-            self._built.clear()
-            self._shape, self._relay_succ = _shape(self._graph), self._relay_adjacency()
+            self._forget()
         s, kinds, relays, succ = _Search(src), self._kinds, self._relays, self._relay_succ
         level, nextlevel = 1, [w for w, d in self._graph.succ[src].items() if d["kind"] in kinds and w in relays]
         for w in nextlevel:
@@ -125,13 +137,17 @@ class PathIndex:
 
     def count(self, src, dst) -> int:
         """How many fewest-hop ``src`` -> ``dst`` paths there are (0 if none), without listing them."""
-        return 1 if dst == src else self._counted(src, dst)[2]
+        if dst == src:
+            return 1
+        self._check_edges(src)
+        return self._counted(src, dst)[2]
 
     def paths(self, src, dst) -> list[tuple]:
         """Every fewest-hop ``src`` -> ``dst`` path (tuples of node ids); ``[]`` if there is none;
         :class:`TopologyError` if there are more than :data:`MAX_PATHS`."""
         if dst == src:
             return [(src,)]
+        self._check_edges(src)
         built = self._built.get((src, dst))
         if built is None:
             built = tuple(self._build(src, dst))

@@ -131,3 +131,45 @@ def test_each_pair_is_built_once(monkeypatch):
     for k in range(0, len(pairs), 157):
         a, b = (t.gpu(x) for x in pairs[k])
         assert answers[2][k] == _networkx_paths(t.graph, a, b, GPU_LINK_KINDS, relays), pairs[k]
+
+
+def test_a_kept_list_is_not_answered_after_its_graph_changed():
+    """A pair's kept list whose source's search was dropped (more sources asked since than the searches kept):
+    edges removed after it, the pair asked again answers the graph as it is now, as it did before lists were
+    kept (a source not kept is searched anew, and the search sees the edges changed)."""
+    g = nx.DiGraph()
+    for u, v in [("g0", "sw"), ("sw", "g1"), ("g2", "sw"), ("sw", "g3")]:
+        g.add_edge(u, v, kind="nvlink")
+    index = PathIndex(g, ("nvlink",), frozenset({"sw"}), keep=1)
+    assert index.paths("g0", "g1") == [("g0", "sw", "g1")]
+    assert index.paths("g2", "g3") == [("g2", "sw", "g3")]      # g0's search dropped, its list kept
+    g.remove_edge("sw", "g1")
+    assert index.paths("g0", "g1") == [] == _networkx_paths(g, "g0", "g1", ("nvlink",), frozenset({"sw"}))
+    assert index.paths("g2", "g3") == [("g2", "sw", "g3")]
+
+
+def test_a_display_sized_cluster_changed_after_every_source_answers_afresh():
+    """72 GPUs (more sources than the 64 searches kept): GPU 0 -> GPU 1 asked, then one pair of every other
+    source, then GPU 0's NVLinks cut: GPU 0 -> GPU 1 asked again answers the cut graph."""
+    t = cluster("dgx-h100", nodes=9)
+    assert t.gpu_fabric_paths(0, 1)
+    for i in range(1, t.num_gpus):
+        t.gpu_fabric_paths(i, (i + 1) % t.num_gpus)
+    for u, v in list(t.graph.edges()):
+        if t.graph.edges[u, v]["kind"] == "nvlink" and t.gpu(0) in (u, v):
+            t.graph.remove_edge(u, v)
+    assert t.gpu_fabric_paths(0, 1) == [] == _networkx_paths(t.graph, t.gpu(0), t.gpu(1), GPU_LINK_KINDS,
+                                                             frozenset(t.nodes_of_kind("nvswitch")))
+
+
+def test_a_count_in_between_does_not_hide_a_change():
+    """A count of another source (dropping the first source's search) between a pair's list and an edge change:
+    the pair asked again answers the changed graph."""
+    g = nx.DiGraph()
+    for u, v in [("g0", "sw"), ("sw", "g1"), ("g2", "sw"), ("sw", "g3")]:
+        g.add_edge(u, v, kind="nvlink")
+    index = PathIndex(g, ("nvlink",), frozenset({"sw"}), keep=1)
+    assert index.paths("g0", "g1") == [("g0", "sw", "g1")]
+    assert index.count("g2", "g3") == 1
+    g.remove_edge("sw", "g1")
+    assert index.paths("g0", "g1") == [] and index.count("g0", "g1") == 0
