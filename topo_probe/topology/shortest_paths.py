@@ -40,6 +40,11 @@ MAX_PATHS = 65_536
 #: matrix cell, its bandwidth, its P2P class), each time after all sources of one view (128 GPUs: more sources
 #: than the searches kept), so the lists are kept by pair (128 GPUs: 16,256 pairs).
 KEPT_PAIRS = 65_536
+#: Nodes over all the paths an index keeps (8 bytes of reference each, and about 60 bytes a path: 1,048,576 nodes
+#: of 3-node paths, about 30 MB): pairs with many long paths (a grid of switches) would otherwise keep memory
+#: without bound.  The display of 2 gb200-nvl72 racks keeps 442,368 in its NVLink index, 16 DGX H100 hosts' 107,520
+#: in their network index (the most of any index of either).
+KEPT_PATH_NODES = 1 << 20
 
 
 class _Search:
@@ -59,7 +64,8 @@ class PathIndex:
         self._graph, self._kinds = graph, frozenset(edge_kinds)
         self._relays, self._keep = relays, keep
         self._searches: dict = {}
-        self._built: dict = {}                   # (src, dst) -> tuple of paths, the first kept dropped first
+        self._built: dict = {}                   # (src, dst) -> (tuple of paths, their nodes), first kept dropped first
+        self._built_nodes = 0                    # nodes over the kept paths
         self._shape, self._last_src = _shape(graph), None
         self._relay_succ = self._relay_adjacency()
 
@@ -83,6 +89,7 @@ class PathIndex:
         """Drop every search and kept list, and take the graph's adjacency again (its edges changed)."""
         self._searches.clear()
         self._built.clear()
+        self._built_nodes = 0
         self._shape, self._relay_succ = _shape(self._graph), self._relay_adjacency()
 
     def _relay_adjacency(self) -> dict:
@@ -148,13 +155,17 @@ class PathIndex:
         if dst == src:
             return [(src,)]
         self._check_edges(src)
-        built = self._built.get((src, dst))
-        if built is None:
-            built = tuple(self._build(src, dst))
-            if len(self._built) >= KEPT_PAIRS:
-                del self._built[next(iter(self._built))]
-            self._built[src, dst] = built
-        return list(built)
+        kept = self._built.get((src, dst))
+        if kept is not None:
+            return list(kept[0])
+        built = self._build(src, dst)
+        nodes = sum(map(len, built))
+        if nodes <= KEPT_PATH_NODES:             # kept within both bounds, the first kept dropped first
+            while self._built and (len(self._built) >= KEPT_PAIRS or self._built_nodes + nodes > KEPT_PATH_NODES):
+                self._built_nodes -= self._built.pop(next(iter(self._built)))[1]
+            self._built[src, dst] = (tuple(built), nodes)
+            self._built_nodes += nodes
+        return built
 
     def _build(self, src, dst) -> list[tuple]:
         """The paths of :meth:`paths`, from ``src``'s search."""

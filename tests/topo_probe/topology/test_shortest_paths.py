@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import sys
+
 import networkx as nx
 import pytest
 from hypothesis import given, settings
@@ -97,14 +99,15 @@ def _graphs_and_asks(draw):
 
 
 @settings(derandomize=True, max_examples=80, deadline=None)
-@given(_graphs_and_asks(), st.integers(1, 4), st.integers(1, 6))
-def test_kept_path_lists_answer_as_networkx(case, keep, kept_pairs):
+@given(_graphs_and_asks(), st.integers(1, 4), st.integers(1, 6), st.integers(0, 40))
+def test_kept_path_lists_answer_as_networkx(case, keep, kept_pairs, kept_nodes):
     """Pairs asked again (after other pairs, other sources, and evictions of both searches and kept lists:
-    KEPT_PAIRS made small) answer as networkx does, and each answer is a fresh list: changing it changes no later
-    answer."""
+    KEPT_PAIRS and KEPT_PATH_NODES made small) answer as networkx does, and each answer is a fresh list: changing
+    it changes no later answer."""
     g, relays, kinds, asks = case
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(shortest_paths, "KEPT_PAIRS", kept_pairs)
+        mp.setattr(shortest_paths, "KEPT_PATH_NODES", kept_nodes)
         index, wants = PathIndex(g, kinds, relays, keep=keep), {}
         for a, b in asks:
             if (a, b) not in wants:
@@ -113,6 +116,7 @@ def test_kept_path_lists_answer_as_networkx(case, keep, kept_pairs):
             assert got == wants[a, b], (a, b)
             got.append(("junk",))
         assert len(index._built) <= kept_pairs
+        assert index._built_nodes == sum(len(p) for paths, _ in index._built.values() for p in paths) <= kept_nodes
 
 
 def test_each_pair_is_built_once(monkeypatch):
@@ -173,3 +177,51 @@ def test_a_count_in_between_does_not_hide_a_change():
     assert index.count("g2", "g3") == 1
     g.remove_edge("sw", "g1")
     assert index.paths("g0", "g1") == [] and index.count("g0", "g1") == 0
+
+
+def _gpu_on_every_switch(k: int) -> tuple[nx.DiGraph, list, frozenset]:
+    """A k x k grid of NVSwitches (links both ways), a GPU on each: corner to corner C(2k-2, k-1) paths."""
+    g = nx.DiGraph()
+    for a in range(k):
+        for b in range(k):
+            for u, v in [((a, b), (a + 1, b)), ((a, b), (a, b + 1))]:
+                if v[0] < k and v[1] < k:
+                    g.add_edge(f"sw{u}", f"sw{v}", kind="nvlink")
+                    g.add_edge(f"sw{v}", f"sw{u}", kind="nvlink")
+            g.add_edge(f"gpu{a * k + b}", f"sw{(a, b)}", kind="nvlink")
+            g.add_edge(f"sw{(a, b)}", f"gpu{a * k + b}", kind="nvlink")
+    return g, [f"gpu{i}" for i in range(k * k)], frozenset(n for n in g if n.startswith("sw"))
+
+
+def _held_bytes(index) -> int:
+    """Bytes of the containers an index holds (its searches, kept lists, adjacency), by walking them (sys.getsizeof
+    each once); node ids, the graph and the relays are the caller's, not counted."""
+    seen, todo, total = set(), [v for k, v in vars(index).items() if k not in ("_graph", "_relays")], 0
+    while todo:
+        o = todo.pop()
+        if id(o) in seen or isinstance(o, (str, int, float, type(None))):
+            continue
+        seen.add(id(o))
+        total += sys.getsizeof(o)
+        if isinstance(o, dict):
+            todo += [*o.keys(), *o.values()]
+        elif isinstance(o, (list, tuple, set, frozenset)):
+            todo += o
+        elif hasattr(o, "__slots__"):
+            todo += [getattr(o, a) for a in o.__slots__]
+    return total
+
+
+def test_kept_lists_hold_a_bounded_memory():
+    """Every pair of a 6 x 6 switch grid's GPUs (13,024 paths, 127,928 nodes), 4 searches kept: the lists kept stay
+    within the node budget (made 20,000: 8 bytes a node and about 60 a path, so about 0.4 MB), where keeping every
+    pair's list held about 2 MB; and the answers stay networkx's."""
+    g, gpus, relays = _gpu_on_every_switch(6)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(shortest_paths, "KEPT_PATH_NODES", 20_000, raising=False)
+        index = PathIndex(g, ("nvlink",), relays, keep=4)
+        assert sum(sum(map(len, index.paths(a, b))) for a in gpus for b in gpus if a != b) == 127_928
+        held = _held_bytes(index)
+        assert held < 600_000, held
+        for a, b in [(gpus[0], gpus[-1]), (gpus[5], gpus[30]), (gpus[7], gpus[8])]:
+            assert index.paths(a, b) == _networkx_paths(g, a, b, ("nvlink",), relays)
