@@ -40,6 +40,11 @@ MAX_PATHS = 65_536
 #: matrix cell, its bandwidth, its P2P class), each time after all sources of one view (128 GPUs: more sources
 #: than the searches kept), so the lists are kept by pair (128 GPUs: 16,256 pairs).
 KEPT_PAIRS = 65_536
+#: Nodes over all the paths an index keeps (8 bytes of reference each, and about 60 bytes a path: 1,048,576 nodes
+#: of 3-node paths, about 30 MB): pairs with many long paths (a grid of switches) would otherwise keep memory
+#: without bound.  The display of 2 gb200-nvl72 racks keeps 442,368 in its NVLink index, 16 DGX H100 hosts' 107,520
+#: in their network index (the most of any index of either).
+KEPT_PATH_NODES = 1 << 20
 
 
 class _Search:
@@ -59,17 +64,33 @@ class PathIndex:
         self._graph, self._kinds = graph, frozenset(edge_kinds)
         self._relays, self._keep = relays, keep
         self._searches: dict = {}
-        self._built: dict = {}                   # (src, dst) -> tuple of paths, the last KEPT_PAIRS asked
-        self._shape = _shape(graph)
+        self._built: dict = {}                   # (src, dst) -> (tuple of paths, their nodes), first kept dropped first
+        self._built_nodes = 0                    # nodes over the kept paths
+        self._shape, self._last_src = _shape(graph), None
         self._relay_succ = self._relay_adjacency()
 
     def valid_for(self, graph) -> bool:
         """Whether this index still describes ``graph``: the same object with as many nodes, checked
-        on every call (O(1)), and as many edges, checked when a source is searched anew (O(edges),
-        the order of the search itself): a graph changed between two sources gets a new index.
-        (Topologies are built before their paths are asked; nothing changes one between two
-        destinations of one source.)"""
+        on every call (O(1)), and as many edges, checked when the source asked differs from the last
+        one and when a source is searched anew (O(nodes)): a graph changed between two sources gets
+        fresh searches and path lists.  (Topologies are built before their paths are asked; nothing
+        changes one between two destinations of one source.)"""
         return graph is self._graph and len(graph) == self._shape[0]
+
+    def _check_edges(self, src) -> None:
+        """Forget every search and kept list if the graph's edges changed; checked when ``src`` is not the
+        source last asked (a kept list outlives its source's search, so a new search alone would miss it)."""
+        if src != self._last_src:
+            self._last_src = src
+            if _shape(self._graph) != self._shape:
+                self._forget()
+
+    def _forget(self) -> None:
+        """Drop every search and kept list, and take the graph's adjacency again (its edges changed)."""
+        self._searches.clear()
+        self._built.clear()
+        self._built_nodes = 0
+        self._shape, self._relay_succ = _shape(self._graph), self._relay_adjacency()
 
     def _relay_adjacency(self) -> dict:
         """Each relay's relay successors over the edge kinds, in the graph's adjacency order."""
@@ -82,9 +103,7 @@ class PathIndex:
         if found is not None:
             return found
         if _shape(self._graph) != self._shape:   # edges changed: start again
-            self._searches.clear()
-            self._built.clear()
-            self._shape, self._relay_succ = _shape(self._graph), self._relay_adjacency()
+            self._forget()
         s, kinds, relays, succ = _Search(src), self._kinds, self._relays, self._relay_succ
         level, nextlevel = 1, [w for w, d in self._graph.succ[src].items() if d["kind"] in kinds and w in relays]
         for w in nextlevel:
@@ -125,20 +144,28 @@ class PathIndex:
 
     def count(self, src, dst) -> int:
         """How many fewest-hop ``src`` -> ``dst`` paths there are (0 if none), without listing them."""
-        return 1 if dst == src else self._counted(src, dst)[2]
+        if dst == src:
+            return 1
+        self._check_edges(src)
+        return self._counted(src, dst)[2]
 
     def paths(self, src, dst) -> list[tuple]:
         """Every fewest-hop ``src`` -> ``dst`` path (tuples of node ids); ``[]`` if there is none;
         :class:`TopologyError` if there are more than :data:`MAX_PATHS`."""
         if dst == src:
             return [(src,)]
-        built = self._built.get((src, dst))
-        if built is None:
-            built = tuple(self._build(src, dst))
-            if len(self._built) >= KEPT_PAIRS:
-                del self._built[next(iter(self._built))]
-            self._built[src, dst] = built
-        return list(built)
+        self._check_edges(src)
+        kept = self._built.get((src, dst))
+        if kept is not None:
+            return list(kept[0])
+        built = self._build(src, dst)
+        nodes = sum(map(len, built))
+        if nodes <= KEPT_PATH_NODES:             # kept within both bounds, the first kept dropped first
+            while self._built and (len(self._built) >= KEPT_PAIRS or self._built_nodes + nodes > KEPT_PATH_NODES):
+                self._built_nodes -= self._built.pop(next(iter(self._built)))[1]
+            self._built[src, dst] = (tuple(built), nodes)
+            self._built_nodes += nodes
+        return built
 
     def _build(self, src, dst) -> list[tuple]:
         """The paths of :meth:`paths`, from ``src``'s search."""
