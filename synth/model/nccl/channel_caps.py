@@ -34,7 +34,7 @@ HOPPER_LL_CHANNELS = 24
 #: fall when RCCL 2.26 runs more copies of the rings (112 on 8 x MI350X, whose 64-512 KiB LL rows this fits:
 #: tests/synth/model/nccl/test_rccl_ll_cap.py): more workgroups, not more link
 AMD_REF_CHANNELS = 56
-#: first RCCL whose gfx950 LL kernels are inlined again: RCCL 2.26.6 (ROCm 7.0.0) "Fixed broken functionality within
+#: first RCCL after gfx950's LL kernels without inlining: RCCL 2.26.6 (ROCm 7.0.0) "Fixed broken functionality within
 #: the LL protocol on gfx950 by disabling inlining of LLGenericOp kernels"; RCCL 2.27.7 (ROCm 7.1.0) "Changed code
 #: inlining to improve latency for small message sizes for AllReduce, AllGather, and ReduceScatter" (ROCm/rccl
 #: CHANGELOG.md, both entries).  The one-host LL cap on gfx950 stands for 2.26's slow LL kernels and ends here
@@ -65,9 +65,9 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
     141 GB/s) but applies ``min(llMaxBw, ...)`` only in the CUDA branch (lines 376-383: under HIP its
     ``bwRatio`` tables alone).  The model keeps 141 GB/s over :data:`AMD_REF_CHANNELS` as the rate of RCCL's LL
     channels on one host, what the one-host MI300X / MI350X rows of RCCL up to 2.26 show; on gfx950 only before
-    :data:`GFX950_LL_INLINED` (RCCL 2.26.6 ran gfx950's LL kernels without inlining, 2.27 inlines them for
-    latency).  Across hosts RCCL takes LL's bandwidth from its ``bwRatio`` tables, which this model does not
-    hold, so there it stays uncapped.
+    :data:`GFX950_LL_INLINED` (RCCL 2.26.6 ran gfx950's LL kernels without inlining, 2.27 changed its inlining
+    for small-message latency).  Across hosts RCCL takes LL's bandwidth from its ``bwRatio`` tables, which this
+    model does not hold, so there it stays uncapped.
 
     >>> from topo_probe import get_preset
     >>> from synth.model.nccl.env import NcclEnv

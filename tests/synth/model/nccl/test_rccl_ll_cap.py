@@ -1,7 +1,7 @@
 """The model caps LL's bus bandwidth on one AMD host at NCCL's ``llMaxBws`` row for compute capability
 >= 90 (ROCm/rccl 0cbce2a7 src/graph/tuning.cc; HIP reports 9.x on gfx9, src/misc/utils.cc): 141 GB/s
 with every channel, the channels' share of it with fewer (RCCL's tuner itself applies the row only in its
-CUDA branch); on gfx950 only before RCCL 2.27, which inlines the LL kernels 2.26.6 ran without inlining.
+CUDA branch); on gfx950 only before RCCL 2.27 (2.26.6 ran its LL kernels without inlining, 2.27 changed inlining).
 Checked by hand and against the real 8 x MI350X log (RCCL 2.26; tests/fixtures/real_logs, SOURCE header inside)."""
 
 from __future__ import annotations
