@@ -34,6 +34,11 @@ HOPPER_LL_CHANNELS = 24
 #: fall when RCCL 2.26 runs more copies of the rings (112 on 8 x MI350X, whose 64-512 KiB LL rows this fits:
 #: tests/synth/model/nccl/test_rccl_ll_cap.py): more workgroups, not more link
 AMD_REF_CHANNELS = 56
+#: first RCCL after gfx950's LL kernels without inlining: RCCL 2.26.6 (ROCm 7.0.0) "Fixed broken functionality within
+#: the LL protocol on gfx950 by disabling inlining of LLGenericOp kernels"; RCCL 2.27.7 (ROCm 7.1.0) "Changed code
+#: inlining to improve latency for small message sizes for AllReduce, AllGather, and ReduceScatter" (ROCm/rccl
+#: CHANGELOG.md, both entries).  The one-host LL cap on gfx950 stands for 2.26's slow LL kernels and ends here
+GFX950_LL_INLINED = (2, 27)
 
 
 def _table_row(m: NcclMachine) -> tuple[int, int]:
@@ -55,12 +60,14 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
     channels), as llMaxBws is of later ones; before 2.8, which has no llMaxBws (:data:`.constants.LL_MAX_BWS_SINCE`),
     that estimate alone.
 
-    RCCL keeps both tables (ROCm/rccl 0cbce2a7 src/graph/tuning.cc ``llMaxBws``,
-    ``perChMaxRingLL128Bws``) and picks the row by ``comm->minCompCap``, which it reads from HIP's
-    compute capability (src/misc/utils.cc ``ncclCudaCompCap``: major*10+minor, 9.x on every gfx9
-    GPU), so MI300X / MI350X on one host take the ">= 90" row: 141 GB/s for LL.  Across hosts RCCL
-    takes LL's bandwidth from its per-platform ``bwRatio`` tables instead, which this model does not
-    hold, so there it stays uncapped.
+    On AMD GPUs the LL cap is the model's, not RCCL's tuner's: RCCL keeps the tables (ROCm/rccl 0cbce2a7
+    src/graph/tuning.cc lines 269-273, row by ``comm->minCompCap``, 9.x on every gfx9 GPU: the ">= 90" row,
+    141 GB/s) but applies ``min(llMaxBw, ...)`` only in the CUDA branch (lines 376-383: under HIP its
+    ``bwRatio`` tables alone).  The model keeps 141 GB/s over :data:`AMD_REF_CHANNELS` as the rate of RCCL's LL
+    channels on one host, what the one-host MI300X / MI350X rows of RCCL up to 2.26 show; on gfx950 only before
+    :data:`GFX950_LL_INLINED` (RCCL 2.26.6 ran gfx950's LL kernels without inlining, 2.27 changed its inlining
+    for small-message latency).  Across hosts RCCL takes LL's bandwidth from its ``bwRatio`` tables, which this
+    model does not hold, so there it stays uncapped.
 
     >>> from topo_probe import get_preset
     >>> from synth.model.nccl.env import NcclEnv
@@ -70,7 +77,7 @@ def ring_channel_cap_gbs(m: NcclMachine, proto: str, channels: int, g: CommGraph
     >>> round(ring_channel_cap_gbs(m, "LL", 4, g) * g.n_channels / 4, 6)
     141.0
     """
-    if m.amd and m.nodes > 1:
+    if m.amd and (m.nodes > 1 or (proto == "LL" and m.arch == "gfx950" and tuple(version) >= GFX950_LL_INLINED)):
         return math.inf
     cc, idx2 = _table_row(m)
     if proto == "LL":
@@ -178,4 +185,5 @@ def tree_ll128_cap_gbs(m: NcclMachine, g: CommGraphs, coll: str, params: ModelPa
     return params.tree_ll128_channel_eff * per_channel * g.tree.n_channels * 0.5 * busbw_factor(coll, m.ranks)
 
 
-__all__ = ["HOPPER_LL_CHANNELS", "ll_cta_cap_gbs", "ll_cta_gbs", "ring_channel_cap_gbs", "ll128_generation_share", "tree_ll128_cap_gbs"]
+__all__ = ["HOPPER_LL_CHANNELS", "GFX950_LL_INLINED", "ll_cta_cap_gbs", "ll_cta_gbs", "ring_channel_cap_gbs",
+           "ll128_generation_share", "tree_ll128_cap_gbs"]
