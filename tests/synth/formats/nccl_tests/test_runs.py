@@ -90,6 +90,19 @@ def test_the_nccl_version_a_log_prints_is_read():
     assert load_runs(LOGS / "a100_aws_p4de_16gpu_2node_all_reduce.txt")[0].nccl_version is None
 
 
+def test_the_rccl_library_code_of_rccl_tests_headers_is_read():
+    """rccl-tests prints ``rccl-library=22707`` where nccl-tests prints ``nccl-library=``: the unseen 8 x MI355X
+    Vultr log runs RCCL 2.27.7 (its SOURCE header says so) with no other version line, and a version the reader
+    misses falls back to the model's default, which the gfx950 LL cap's end at RCCL 2.27 reads."""
+    path = LOGS / "unseen" / "mi355x_8gpu_1node_all_reduce_vultr.txt"
+    (run,) = load_runs(path)
+    assert run.nccl_version == (2, 27, 7)
+    text = path.read_text(encoding="utf-8")
+    assert "rccl-headers=22803 rccl-library=22707" in text
+    (older,) = parse_runs(text.replace("rccl-library=22707", "rccl-library=22606"))
+    assert older.nccl_version == (2, 26, 6)
+
+
 @pytest.mark.parametrize("load", [load_runs, load_nccl_tests])
 def test_a_log_over_the_input_limit_is_refused_before_it_is_read(tmp_path, load):
     """docs/guarantees.md: every file a user hands us, nccl-tests logs included, goes through the one guard
