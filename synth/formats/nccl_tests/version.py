@@ -1,12 +1,13 @@
 """The NCCL (or RCCL) version an nccl-tests log prints: an ``NCCL INFO NCCL version 2.22.3`` line (rccl-tests'
-``RCCL version : 2.27.7-HEAD``), or the ``nccl-library=22602`` code in the header of newer nccl-tests."""
+``RCCL version : 2.27.7-HEAD``), or the ``nccl-library=22602`` code in the header of newer nccl-tests (rccl-tests':
+``rccl-library=22707``)."""
 
 from __future__ import annotations
 
 import re
 
 _VERSION = re.compile(r"(?:NCCL|RCCL) version\s*:?\s*(\d{1,2})\.(\d{1,3})\.(\d{1,3})")
-_LIBRARY = re.compile(r"nccl-library=(\d{4,6})(?!\d)")
+_LIBRARY = re.compile(r"[nr]ccl-library=(\d{4,6})(?!\d)")
 
 
 def version_of(line: str) -> tuple[int, int, int] | None:
@@ -14,8 +15,8 @@ def version_of(line: str) -> tuple[int, int, int] | None:
 
     >>> version_of("host:25:25 [0] NCCL INFO NCCL version 2.22.3+cuda12.2"), version_of("# nccl-library=22602")
     ((2, 22, 3), (2, 26, 2))
-    >>> version_of("RCCL version : 2.27.7-HEAD:0d2c4fd")
-    (2, 27, 7)
+    >>> version_of("RCCL version : 2.27.7-HEAD:0d2c4fd"), version_of("# rccl-headers=22803 rccl-library=22707")
+    ((2, 27, 7), (2, 27, 7))
     >>> version_of("# nccl-tests version 2.13.8") is None
     True
     """

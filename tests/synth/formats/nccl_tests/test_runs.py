@@ -16,6 +16,7 @@ from synth.formats.nccl_tests.runs import (
     select_run,
     strip_prefixes,
 )
+from synth.formats.nccl_tests.version import version_of
 from topo_probe.errors import NcclTestsLogError
 
 LOGS = FIXTURES / "real_logs"
@@ -88,6 +89,32 @@ def test_the_nccl_version_a_log_prints_is_read():
     assert [r.nccl_version for r in load_runs(LOGS / "h100_aws_p5_16gpu_2node_all_reduce_nccl2.22.3.txt")] == [(2, 22, 3)]
     assert load_runs(LOGS / "h100_8gpu_1node_all_reduce_nvls.txt")[0].nccl_version == (2, 26, 2)
     assert load_runs(LOGS / "a100_aws_p4de_16gpu_2node_all_reduce.txt")[0].nccl_version is None
+
+
+def test_the_rccl_library_code_of_rccl_tests_headers_is_read():
+    """rccl-tests prints ``rccl-library=22707`` where nccl-tests prints ``nccl-library=``: the unseen 8 x MI355X
+    Vultr log runs RCCL 2.27.7 (its SOURCE header says so) with no other version line, and a version the reader
+    misses falls back to the model's default, which the gfx950 LL cap's end at RCCL 2.27 reads."""
+    path = LOGS / "unseen" / "mi355x_8gpu_1node_all_reduce_vultr.txt"
+    (run,) = load_runs(path)
+    assert run.nccl_version == (2, 27, 7)
+    text = path.read_text(encoding="utf-8")
+    assert "rccl-headers=22803 rccl-library=22707" in text
+    (older,) = parse_runs(text.replace("rccl-library=22707", "rccl-library=22606"))
+    assert older.nccl_version == (2, 26, 6)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.integers(2, 9), st.integers(0, 99), st.integers(0, 99), st.sampled_from(["nccl", "rccl"]),
+       st.integers(0, 99999))
+def test_a_library_code_reads_as_its_release_and_a_headers_code_never(major, minor, patch, lib, headers):
+    """NCCL_VERSION_CODE major*10000 + minor*100 + patch, after ``nccl-library=`` or rccl-tests' ``rccl-library=``,
+    whatever ``*-headers=`` code (the build's, not the library that ran) stands before it; a headers code alone is
+    no release."""
+    code = major * 10000 + minor * 100 + patch
+    line = f"# {lib}-tests version 2.17.9 {lib}-headers={headers} {lib}-library={code}"
+    assert version_of(line) == (major, minor, patch)
+    assert version_of(f"# {lib}-tests version 2.17.9 {lib}-headers={code}") is None
 
 
 @pytest.mark.parametrize("load", [load_runs, load_nccl_tests])

@@ -90,3 +90,21 @@ def test_gfx950_ll_faster_from_227():
     lat = 12.0 + 14 * 0.8
     assert old.time_us == pytest.approx(lat + 2 * 7 / 8 * 65536 / (1000.0 * 141.0 * 2 / 56))
     assert lat < new.time_us < old.time_us - 5.0
+
+
+@pytest.mark.parametrize("library, capped", [("22707", False), ("22606", True)])
+def test_simulate_follows_the_rccl_release_an_rccl_tests_header_prints(tmp_path, capsys, library, capped):
+    """``simulate --import`` of the unseen 8 x MI355X log (RCCL 2.27.7, printed only as rccl-tests'
+    ``rccl-library=22707``) follows the release it prints; the same table headed ``rccl-library=22606`` (RCCL 2.26.6)
+    keeps the cap: 64 KiB at the by-hand 45.98 us of :func:`test_gfx950_ll_faster_from_227`, not the default's rules."""
+    from synth.cli.simulate import main as simulate_main
+    text = (ROOT / "tests" / "fixtures" / "real_logs" / "unseen" / "mi355x_8gpu_1node_all_reduce_vultr.txt").read_text()
+    log = tmp_path / "mi355x.txt"
+    log.write_text(text.replace("rccl-library=22707", f"rccl-library={library}"))
+    assert simulate_main(["--import", str(log), "--topology", "mi355x", "--baseline", "nccl"]) == 0
+    out = capsys.readouterr().out.splitlines()
+    release = "2.26.6" if capped else "2.27.7"
+    assert any(f"NCCL {release} rules: the log" in line for line in out), [x for x in out if "rules" in x]
+    (row,) = [line.split() for line in out if line.split()[:1] == ["65536"]]
+    by_hand = 12.0 + 14 * 0.8 + 2 * 7 / 8 * 65536 / (1000.0 * 141.0 * 2 / 56)
+    assert (float(row[5]) == pytest.approx(by_hand, abs=0.01)) == capped, row
