@@ -1,6 +1,6 @@
-"""MPICommunicator.compressed_all_reduce (and fused_all_reduce, which forwards compression=) refuses a bad op or compression with the rule of
-:mod:`kernels.comm.compression`: one line naming the owner, the value through topo_probe.errors.show, the same
-line on every rank but for the rank's number (``mpirun -n 2``)."""
+"""MPICommunicator.compressed_all_reduce (and fused_all_reduce, which forwards compression=) refuses a bad op or
+compression with the rule of :mod:`kernels.comm.compression`: one line naming the owner, the value through
+topo_probe.errors.show, the same line on every rank but for the rank's number (``mpirun -n 2``)."""
 
 from __future__ import annotations
 
