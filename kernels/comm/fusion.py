@@ -155,7 +155,8 @@ def fused_all_reduce(comm, tensors_per_rank, *, mode: str = "auto", bucket_mb: f
         Bucketing, see :func:`plan_buckets`.
     op : {"sum", "prod", "max", "min", "avg"}
     compression : {None, "fp16", "bf16", "fp8"}
-        Use :func:`kernels.comm.compression.compressed_all_reduce` per bucket (op sum/avg).
+        Use :func:`kernels.comm.compression.compressed_all_reduce` per bucket (op sum/avg); the op and name are
+        checked first, by that function's rules, refusals naming ``<Communicator class>.fused_all_reduce``.
 
     Returns
     -------
@@ -173,6 +174,11 @@ def fused_all_reduce(comm, tensors_per_rank, *, mode: str = "auto", bucket_mb: f
     [[7.0, 7.0], [7.0, 7.0]]
     """
     _check_tensors(comm, tensors_per_rank, "fused_all_reduce")
+    if compression is not None:   # refused here, naming the method called (not the per-bucket one it calls)
+        from kernels.comm.compression import check_compressed_op, get_format
+        owner = f"{type(comm).__name__}.fused_all_reduce"
+        op = check_compressed_op(op, owner)
+        compression = get_format(compression, owner).name
     if not tensors_per_rank[0]:
         return []
     buckets = _buckets(tensors_per_rank[0], mode, bucket_mb, split_points)

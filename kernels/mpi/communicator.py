@@ -57,7 +57,7 @@ from kernels.mpi.ipc import wire_for
 from kernels.mpi.native_call import NativeRunner, plain_value
 from kernels.mpi.persistent import PlanRunner
 from kernels.mpi.replay import CallMemo
-from kernels.mpi.startup import agree, checked_start, descriptor_of, install_abort_hook
+from kernels.mpi.startup import agree, checked_start, descriptor_of, install_abort_hook, start_timeout
 from kernels.mpi.waiter import Waiter, exchange_json, mpi
 from kernels.mpi.wires import HostWire
 from kernels.program.ops import SCRATCH
@@ -86,7 +86,8 @@ class MPICommunicator(CommunicatorBase):
         Force one baseline (``ring``, ``tree``, ``direct``, ``rhd``, ``bruck``) or a schedule file instead of
         the plan; None or ``"plan"``: the plan (the start-up descriptor records both as ``plan``).
     timeout_s : float, optional
-        Seconds without progress before a wait raises PeerFailed.
+        Seconds without progress before a wait raises PeerFailed; a refused value (or ``$TOPOCOLL_MPI_TIMEOUT``)
+        is raised on every rank at start-up, as a refused plan is (:func:`kernels.mpi.startup.checked_start`).
     abort_on_error : bool
         Install a ``sys.excepthook`` that calls :meth:`abort` on any uncaught exception while this communicator lives.
     wire : kernels.mpi.transport.HostWire, optional
@@ -118,7 +119,7 @@ class MPICommunicator(CommunicatorBase):
         self._ctrl = None
         if abort_on_error:
             install_abort_hook(self)
-        self.waiter = Waiter(None, self.rank, timeout_s, source="MPICommunicator: timeout_s")
+        self.waiter = Waiter(None, self.rank, start_timeout(timeout_s))   # refused: checked_start (every rank)
         dups = [self._world.Idup() for _ in range(5)]     # non-blocking: a missing rank times out
         self.waiter.all([d[1] for d in dups], "start-up (MPICommunicator.from_mpi on every rank)",
                         lambda i: -1)
@@ -129,7 +130,7 @@ class MPICommunicator(CommunicatorBase):
         self.agreement.on_mismatch, self._retired = self._renew_data_comm, []  # old data comms
         self.algo = algo        # the topology and plan checked; refused: raised on every rank (agree)
         self.topology, self.selector, refused = checked_start(topology, self.size, plan, algo, self.rank, ipc=self.ipc,
-                                                              native=native)
+                                                              native=native, timeout_s=timeout_s)
         self.plan, self.last_route = getattr(self.selector, "plan", None), None   # last_route: kernels.comm.route
         self._wire, self._native = wire, NativeRunner(self, "never" if refused else native)   # refused: agree raises
         self._wires: dict[str, HostWire] = {}

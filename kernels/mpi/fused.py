@@ -13,13 +13,18 @@ from __future__ import annotations
 import numpy as np
 
 from kernels.comm.validation import _is_cupy, check_array
+from topo_probe.errors import InvalidArgument
+
 
 def fused_all_reduce(comm, tensors, *, mode: str = "auto", bucket_mb: float = 64, split_points=None,
                      op: str = "sum", compression: str | None = None) -> list[range]:
     """All-reduce this rank's ``tensors`` in place over ``comm``, one collective per fusion
-    bucket; ``compression`` as :func:`compressed_all_reduce`.  Returns the buckets."""
+    bucket; ``compression`` as :func:`compressed_all_reduce`, its op and name checked first by the same rules,
+    a refusal naming ``MPICommunicator.fused_all_reduce`` and the rank.  Returns the buckets."""
     from kernels.comm.fusion import plan_buckets
     try:      # this rank's own errors reach the peers (waiting in the first bucket's call) at once
+        if compression is not None:
+            op, compression = _checked_compression(comm, op, compression)
         for i, t in enumerate(tensors):
             check_array(t, f"fused_all_reduce: tensors[{i}]", comm.rank)
         buckets = plan_buckets([t.nbytes for t in tensors], mode, bucket_mb=bucket_mb,
@@ -42,6 +47,18 @@ def fused_all_reduce(comm, tensors, *, mode: str = "auto", bucket_mb: float = 64
                 t[...] = buf[off:off + t.size].reshape(t.shape)
                 off += t.size
     return buckets
+
+
+def _checked_compression(comm, op, compression) -> tuple[str, str]:
+    """``(op, format name)`` by :mod:`kernels.comm.compression`'s rules, a refusal (InvalidArgument, one line)
+    naming ``<class>.fused_all_reduce`` and this rank, as the communicator's collectives name theirs."""
+    from kernels.comm import compression as cz
+    owner = f"{type(comm).__name__}.fused_all_reduce"
+    try:
+        return cz.check_compressed_op(op, owner), cz.get_format(compression, owner).name
+    except InvalidArgument as exc:
+        exc.args = (f"{owner}: rank {comm.rank}: {str(exc).removeprefix(f'{owner}: ')}",)
+        raise
 
 
 def compressed_all_reduce(comm, in_array, out_array, *, compression: str = "bf16", op: str = "sum",

@@ -6,7 +6,8 @@ fingerprint, GPU count, plan digest, algorithm) and its host name to every other
 same list of descriptors (:func:`compare_descriptors`), so a disagreement raises
 :class:`~topo_probe.errors.ProcessGroupMismatch` with the same message on every rank.
 
-The ``ipc`` and ``native`` arguments, the topology and the plan are checked at start-up, the latter
+The ``timeout_s`` (or ``$TOPOCOLL_MPI_TIMEOUT``), ``ipc`` and ``native`` arguments, the topology and the plan are
+checked at start-up, the latter
 two as the one-process Communicator checks them when built (:func:`checked_start`: the arguments
 checked, the topology resolved, the plan found and every entry's schedule and fallback file loaded
 and verified, :func:`kernels.comm.route.check_plan_files`); a rank whose check fails (with any
@@ -25,7 +26,7 @@ from pathlib import Path
 from kernels.comm.machine import resolve_topology, typed_topology
 from kernels.comm.route import check_plan_files
 from kernels.mpi.native_call import check_native_mode, plain_value
-from kernels.mpi.waiter import Waiter, exchange_json
+from kernels.mpi.waiter import DEFAULT_TIMEOUT_S, Waiter, checked_timeout, default_timeout, exchange_json
 from synth.plan.selector import ScheduleSelector
 from topo_probe import errors
 from topo_probe.errors import InvalidArgument, ProcessGroupMismatch, TopocollError, show
@@ -115,8 +116,31 @@ def check_ipc_mode(ipc) -> str:
     return ipc
 
 
-def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc="auto", native="never") -> tuple:
-    """``(topology, selector, None)``: the ``ipc`` and ``native`` arguments checked
+def start_timeout(timeout_s) -> float:
+    """This rank's deadline in seconds (``timeout_s``, None: ``$TOPOCOLL_MPI_TIMEOUT`` or :data:`DEFAULT_TIMEOUT_S`),
+    :data:`DEFAULT_TIMEOUT_S` where that is refused: the start-up must run on to the exchange, where
+    :func:`checked_start`'s refusal of the value reaches every rank (a rank that raised here alone would leave the
+    others waiting out their deadlines).  Ranks may differ here: the deadline is each rank's own.
+
+    >>> start_timeout(2), start_timeout(float("nan")) == DEFAULT_TIMEOUT_S
+    (2.0, True)
+    """
+    try:
+        return checked_mpi_timeout(timeout_s)
+    except InvalidArgument:
+        return DEFAULT_TIMEOUT_S
+
+
+def checked_mpi_timeout(timeout_s) -> float:
+    """The MPICommunicator's ``timeout_s`` in seconds (None: :func:`kernels.mpi.waiter.default_timeout`), refused by
+    :func:`kernels.mpi.waiter.checked_timeout` in one line naming ``MPICommunicator: timeout_s`` (or the variable)."""
+    return default_timeout() if timeout_s is None else checked_timeout(timeout_s, "MPICommunicator: timeout_s")
+
+
+def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc="auto", native="never",
+                  timeout_s=None) -> tuple:
+    """``(topology, selector, None)``: the ``timeout_s`` (:func:`checked_mpi_timeout`), ``ipc`` and ``native``
+    arguments checked
     (:func:`kernels.mpi.native_call.check_native_mode`), this rank's Topology (``topology`` resolved for ``size``
     ranks, :func:`kernels.comm.machine.resolve_topology`) and
     :class:`~synth.plan.selector.ScheduleSelector` (``plan`` found and loaded; none where ``algo``
@@ -126,6 +150,7 @@ def checked_start(topology, size: int, plan, algo: str | None, rank: int, *, ipc
     :func:`agree` raises on every rank.  Any error is a refusal (a rank that
     raised alone before the exchange would leave the others waiting out their deadline)."""
     try:
+        checked_mpi_timeout(timeout_s)
         check_ipc_mode(ipc)
         check_native_mode(native)
         topo = resolve_topology(topology, size)

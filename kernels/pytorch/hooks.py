@@ -21,15 +21,45 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
+from kernels.comm.compression_casts import get_format
 from kernels.pytorch.errors import UnsupportedCall
+from topo_probe.errors import InvalidArgument, show
 
 WIRE_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
+OWNER = "TopocollHookState.create"
+
+
+def hook_compression(compression) -> str:
+    """``compression`` as the hook's wire format name: ``"none"`` (any case), else the format of
+    :func:`kernels.comm.compression_casts.get_format` (the project's one compression-name rule, owner
+    :data:`OWNER`; the same line the communicators' refusals give, aliases such as ``"bfloat16"`` taken) when the
+    hook runs it (fp16, bf16); :class:`~kernels.pytorch.errors.UnsupportedCall` (a TopocollError and a
+    RuntimeError, as the backend's other refusals) in one line otherwise.
+
+    >>> hook_compression("BFloat16"), hook_compression("NONE")
+    ('bf16', 'none')
+    >>> hook_compression("fp4")
+    Traceback (most recent call last):
+    ...
+    kernels.pytorch.errors.UnsupportedCall: TopocollHookState.create: compression must be one of fp16, bf16, \
+fp8; got 'fp4'
+    """
+    if isinstance(compression, str) and str.lower(str.__str__(compression)) == "none":
+        return "none"
+    try:
+        name = get_format(compression, OWNER).name
+    except InvalidArgument as exc:
+        raise UnsupportedCall(str(exc)) from None
+    if name not in WIRE_DTYPES:
+        raise UnsupportedCall(f"{OWNER}: compression {show(compression)} ({name}) is not run by the DDP hook; "
+                              f"use none, fp16 or bf16")
+    return name
 
 
 @dataclass
 class TopocollHookState:
     """The hook's state: the ``topocoll`` group that carries the buckets and the wire format
-    (``"none"``, ``"fp16"`` or ``"bf16"``)."""
+    (``"none"``, ``"fp16"`` or ``"bf16"``: :func:`hook_compression`)."""
 
     group: "dist.ProcessGroup"
     compression: str = "none"
@@ -38,8 +68,7 @@ class TopocollHookState:
     def create(cls, compression: str = "none", ranks=None) -> "TopocollHookState":  # noqa: D102
         """A new ``topocoll`` group of ``ranks`` (all by default; every rank must call this)."""
         import kernels.pytorch  # noqa: F401  (registers the backend)
-        if compression not in ("none", *WIRE_DTYPES):
-            raise UnsupportedCall(f"compression {compression!r}: expected none, fp16 or bf16")
+        compression = hook_compression(compression)   # refused on this rank before the group is made
         return cls(dist.new_group(ranks, backend="topocoll"), compression)
 
 
@@ -73,4 +102,4 @@ def topocoll_hook(state: TopocollHookState, bucket: dist.GradBucket) -> torch.fu
     return work.get_future().then(lambda f: f.value()[0])
 
 
-__all__ = ["TopocollHookState", "topocoll_hook", "compressed_mean", "WIRE_DTYPES"]
+__all__ = ["TopocollHookState", "topocoll_hook", "compressed_mean", "hook_compression", "WIRE_DTYPES", "OWNER"]

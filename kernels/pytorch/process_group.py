@@ -37,6 +37,7 @@ from kernels.pytorch.checked_p2p import make_p2p
 from kernels.pytorch.plan_choice import make_selector
 from kernels.pytorch.schedule_share import HostStagedGroup
 from kernels.pytorch.sockets import SocketMesh
+from kernels.pytorch.start_check import check_timeouts
 from kernels.pytorch.work import CallQueue
 
 BACKEND_NAME = "topocoll"
@@ -369,9 +370,12 @@ def create(store, rank: int, size: int, timeout: timedelta) -> TopocollProcessGr
     store prefix, and under torchrun (whose agent's store outlives the group) the destroyed
     group's addresses are still there: the new group's connections went to closed listeners and
     the second ``init_process_group`` hung.  Every rank of one making adds 1 before any connects,
-    so ``(count - 1) // size`` is the same on all of them and new for each making."""
+    so ``(count - 1) // size`` is the same on all of them and new for each making.  Each rank's
+    ``timeout`` is checked first, every rank hearing of a refusal (:mod:`kernels.pytorch.start_check`)."""
     generation = (store.add("topocoll/makings", 1) - 1) // size
-    return TopocollProcessGroup(dist.PrefixStore(f"topocoll/{generation}/", store), rank, size, timeout)
+    store = dist.PrefixStore(f"topocoll/{generation}/", store)
+    check_timeouts(store, rank, size, timeout)   # refused on any rank: raised on every rank (start_check)
+    return TopocollProcessGroup(store, rank, size, timeout)
 
 
 __all__ = ["TopocollProcessGroup", "create", "BACKEND_NAME"]

@@ -10,6 +10,7 @@ import pytest
 
 from kernels.comm.communicator import Communicator
 from kernels.comm.fusion import MIB, fused_all_gather, fused_all_reduce, plan_buckets
+from topo_probe.errors import InvalidArgument
 
 pytestmark = pytest.mark.filterwarnings("ignore:Communicator")
 
@@ -168,6 +169,38 @@ def test_fused_all_reduce_with_compression(comm4):
     fused_all_reduce(comm4, ts, compression="bf16", op="sum")
     for i in range(2):  # first-order bound of kernels.comm.compression: 2u * sum|x|
         assert np.all(np.abs(ts[1][i] - exact[i]) <= 2.01 * 2.0 ** -8 * S[i] + 1e-30)
+
+
+class _Liar(str):
+    """A str subclass whose ``__eq__`` says yes to everything."""
+
+    def __eq__(self, other):
+        return True
+
+    __hash__ = str.__hash__
+
+
+_RULE = "Communicator.fused_all_reduce: compression must be one of fp16, bf16, fp8; got "
+
+
+@pytest.mark.parametrize("tensors,kw,line", [
+    ("two", {"compression": "fp4"}, _RULE + "'fp4'"),
+    ("two", {"compression": _Liar("fp4")}, _RULE + "'fp4'"),
+    ("two", {"compression": "x" * 6000}, _RULE + "'" + "x" * 56 + "..."),
+    ("two", {"compression": 16}, _RULE + "16"),
+    ("none", {"compression": "fp4"}, _RULE + "'fp4'"),
+    ("two", {"compression": "fp16", "op": "max"},
+     "Communicator.fused_all_reduce: compressed all_reduce op must be one of sum, avg; got 'max'"),
+], ids=["fp4", "liar", "huge", "int", "no-tensors", "op-max"])
+def test_fused_all_reduce_compression_refusal_names_fused_all_reduce(comm4, tensors, kw, line):
+    """fused_all_reduce(compression=...) checks the op and name by kernels.comm.compression's rules, first, and the
+    refusal names the function the user called.  Reference: the lines written by hand from the rule.  Old: the
+    refusal named Communicator.compressed_all_reduce (called per bucket), and with no tensors a bad name ran."""
+    ts = [[np.ones(3, np.float32), np.ones(5, np.float32)] if tensors == "two" else [] for _ in range(4)]
+    with pytest.raises(InvalidArgument) as e:
+        fused_all_reduce(comm4, ts, **kw)
+    assert str(e.value) == line
+    assert [t.tolist() for t in ts[0]] == ([[1.0] * 3, [1.0] * 5] if tensors == "two" else [])   # nothing ran
 
 
 def test_fused_all_gather(comm4):

@@ -54,12 +54,14 @@ def test_waiter_timeout_argument_checked(bad):
 @pytest.mark.parametrize("bad", ["nan", -1.0])
 def test_an_mpi_communicators_timeout_refusal_names_it(bad):
     """The MPICommunicator's ``timeout_s`` refusal starts with its owner, as its plan, algo, ipc and native
-    refusals do.  Reference: the line by hand.  Old: "timeout_s='nan': ..." naming no one."""
+    refusals do, through the start-up check that raises it on every rank (test_mpi_timeout_at_start).  Reference: the
+    line by hand.  Old: "timeout_s='nan': ..." naming no one."""
     pytest.importorskip("mpi4py")
     from kernels.mpi.communicator import MPICommunicator
     with pytest.raises(InvalidArgument) as e:
         MPICommunicator(plan=False, abort_on_error=False, timeout_s=bad)
-    assert str(e.value) == f"MPICommunicator: timeout_s={bad!r}: expected a finite number of seconds > 0"
+    assert str(e.value) == (f"MPICommunicator: timeout_s={bad!r}: expected a finite number of seconds > 0 "
+                            "(the start-up check of arguments, topology and plan failed on ranks [0] of 1)")
 
 
 @pytest.mark.parametrize("bad,shown", [("x" * 300, f"'{'x' * 56}..."),

@@ -1,0 +1,66 @@
+"""The start-up check of a ``topocoll`` group's ``timeout`` (``init_process_group(timeout=...)``,
+``new_group(timeout=...)``), made through the group's store before any of its connections.
+
+torch hands the backend's creator each rank's own timeout; where the store is the caller's
+(``init_process_group(store=...)``) nothing checked it first, and a ``timedelta`` of 0 or less on one
+rank ended that rank alone in gloo's check (``timeout.count() >= 0``, gloo ``context.cc``, as bundled
+with torch 2.13) with a multi-line C++ error, its peers waiting out their whole timeout for its
+connections.  Here each rank writes its verdict (``ok`` or its one-line refusal) under
+``start/<rank>`` and reads every rank's, so a refusal on any rank ends the group's making on every
+rank at once, with the same line naming the value and the ranks that refused
+(:class:`~kernels.pytorch.errors.UnsupportedCall`).  Ranks may give different good timeouts: a
+deadline is each rank's own.  The rule for the seconds is the MPI communicator's
+(:func:`kernels.mpi.waiter.checked_timeout`).
+"""
+
+from __future__ import annotations
+
+import math
+from datetime import timedelta
+
+from kernels.mpi.waiter import checked_timeout
+from kernels.pytorch.errors import UnsupportedCall
+from topo_probe.errors import InvalidArgument
+
+OK = "ok"
+
+
+def checked_group_timeout(timeout) -> float:
+    """``timeout`` (a :class:`datetime.timedelta`) in seconds when they are finite and > 0, else
+    InvalidArgument in one line.
+
+    >>> checked_group_timeout(timedelta(minutes=1))
+    60.0
+    >>> checked_group_timeout(timedelta(0))
+    Traceback (most recent call last):
+    ...
+    topo_probe.errors.InvalidArgument: topocoll process group: timeout.total_seconds()=0.0: expected a finite \
+number of seconds > 0
+    """
+    seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else math.nan
+    return checked_timeout(seconds, "topocoll process group: timeout.total_seconds()")
+
+
+def check_timeouts(store, rank: int, size: int, timeout) -> None:
+    """Every rank's verdict on its own ``timeout`` through ``store`` (module docstring); raises
+    UnsupportedCall, the same line on every rank, when any rank refused its timeout.  A rank whose
+    timeout is refused waits for the others' verdicts within the store's own timeout."""
+    try:
+        checked_group_timeout(timeout)
+        verdict, wait = OK, timeout
+    except InvalidArgument as exc:
+        verdict, wait = " ".join(str(exc).splitlines()), None
+    store.set(f"start/{rank}", verdict)
+    keys = [f"start/{r}" for r in range(size)]
+    if wait is None:
+        store.wait(keys)
+    else:
+        store.wait(keys, wait)
+    verdicts = [store.get(k).decode("utf-8", "replace") for k in keys]
+    failed = [r for r, v in enumerate(verdicts) if v != OK]
+    if failed:
+        raise UnsupportedCall(f"{verdicts[failed[0]]} (the start-up check of the timeout failed on ranks {failed} "
+                              f"of {size})")
+
+
+__all__ = ["check_timeouts", "checked_group_timeout", "OK"]
