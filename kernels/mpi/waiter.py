@@ -54,7 +54,7 @@ def checked_timeout(value, source: str = "timeout_s") -> float:
     """
     try:
         seconds = float(value) if is_real(value) or isinstance(value, str) else math.nan
-    except (ValueError, OverflowError):
+    except Exception:   # noqa: BLE001 - a subclass's __float__ may raise anything: not a number of seconds
         seconds = math.nan
     if not math.isfinite(seconds) or seconds <= 0:
         raise InvalidArgument(f"{source}={show(value)}: expected a finite number of seconds > 0")

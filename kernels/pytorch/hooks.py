@@ -22,7 +22,7 @@ import torch
 import torch.distributed as dist
 
 from kernels.comm.compression_casts import get_format
-from kernels.pytorch.errors import UnsupportedCall
+from kernels.pytorch.errors import CollectiveMismatch, UnsupportedCall
 from topo_probe.errors import InvalidArgument, show
 
 WIRE_DTYPES = {"fp16": torch.float16, "bf16": torch.bfloat16}
@@ -68,8 +68,40 @@ class TopocollHookState:
     def create(cls, compression: str = "none", ranks=None) -> "TopocollHookState":  # noqa: D102
         """A new ``topocoll`` group of ``ranks`` (all by default; every rank must call this)."""
         import kernels.pytorch  # noqa: F401  (registers the backend)
-        compression = hook_compression(compression)   # refused on this rank before the group is made
-        return cls(dist.new_group(ranks, backend="topocoll"), compression)
+        try:
+            answer = ("ok", hook_compression(compression))
+        except UnsupportedCall as exc:     # raised after the group is made, on every rank (agreed_compression)
+            if not dist.is_initialized():  # no group can be made, so no peer waits in one: refused here
+                raise
+            answer = ("refused", str(exc))
+        group = dist.new_group(ranks, backend="topocoll")
+        return cls(group, agreed_compression(group, answer))
+
+
+def agreed_compression(group, answer: tuple[str, str]) -> str:
+    """The wire format every rank of ``group`` read (``answer``: this rank's ``("ok", name)`` or
+    ``("refused", line)``), compared over the group (``all_gather_object``, once per group made): a refusal on any
+    rank raises its line on every rank, naming the ranks that refused (UnsupportedCall), and ranks that read
+    different formats raise CollectiveMismatch (their buckets would go out in different wire dtypes).  A rank
+    outside ``group`` (``new_group``'s non-member) answers for itself."""
+    if not isinstance(group, dist.ProcessGroup):   # not a member: nothing to compare with
+        if answer[0] != "ok":
+            raise UnsupportedCall(answer[1])
+        return answer[1]
+    answers, members = [None] * group.size(), dist.get_process_group_ranks(group)
+    dist.all_gather_object(answers, answer, group=group)
+    refused = [members[i] for i, (kind, _) in enumerate(answers) if kind != "ok"]
+    if refused:
+        line = next(text for kind, text in answers if kind != "ok")
+        raise UnsupportedCall(f"{line} (refused on ranks {refused} of the group's ranks {members})")
+    names: dict[str, list[int]] = {}
+    for rank, (_, name) in zip(members, answers):
+        names.setdefault(name, []).append(rank)
+    if len(names) > 1:
+        said = ", ".join(f"ranks {rs} {name!r}" for name, rs in names.items())
+        raise CollectiveMismatch(f"{OWNER}: ranks disagree on compression: {said}; every rank must give the same "
+                                 f"wire format")
+    return answer[1]
 
 
 def compressed_mean(runner, flat: torch.Tensor, wire_dtype: torch.dtype) -> None:
@@ -102,4 +134,5 @@ def topocoll_hook(state: TopocollHookState, bucket: dist.GradBucket) -> torch.fu
     return work.get_future().then(lambda f: f.value()[0])
 
 
-__all__ = ["TopocollHookState", "topocoll_hook", "compressed_mean", "hook_compression", "WIRE_DTYPES", "OWNER"]
+__all__ = ["TopocollHookState", "topocoll_hook", "compressed_mean", "hook_compression", "agreed_compression",
+           "WIRE_DTYPES", "OWNER"]

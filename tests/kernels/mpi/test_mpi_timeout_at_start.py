@@ -16,6 +16,15 @@ from _mpi import run_mpi
 
 GOOD_S = 20
 RULE = "expected a finite number of seconds > 0"
+
+
+class FloatThatRaises(float):
+    """A real number whose ``float()`` raises (a hostile or broken wrapper)."""
+
+    def __float__(self):
+        raise ZeroDivisionError("no float today")
+
+
 #: case -> (rank 1's timeout_s, its $TOPOCOLL_MPI_TIMEOUT or None, the refusal's head written by hand)
 CASES = {
     "nan": (float("nan"), None, f"MPICommunicator: timeout_s=nan: {RULE}"),
@@ -23,6 +32,7 @@ CASES = {
     "long-str": ("x" * 300, None, f"MPICommunicator: timeout_s='{'x' * 56}...: {RULE}"),
     "bool": (True, None, f"MPICommunicator: timeout_s=True: {RULE}"),
     "env": (None, "inf", f"TOPOCOLL_MPI_TIMEOUT='inf': {RULE}"),
+    "float-raises": (FloatThatRaises(3.0), None, f"MPICommunicator: timeout_s=3.0: {RULE}"),
 }
 
 
@@ -53,7 +63,8 @@ def worker(case: str, out: str) -> None:
     (Path(out) / f"out{r}.json").write_text(json.dumps(got))
 
 
-@pytest.mark.parametrize("n,case", [(2, "nan"), (2, "long-str"), (2, "env"), (3, "negative"), (3, "bool")])
+@pytest.mark.parametrize("n,case", [(2, "nan"), (2, "long-str"), (2, "env"), (3, "negative"), (3, "bool"),
+                                    (2, "float-raises")])
 def test_a_bad_timeout_on_one_rank_stops_every_rank_at_once(tmp_path, n, case):
     """Reference: the line written by hand from the rule (checked_timeout, errors.show) and the start-up refusal's
     suffix; the sum 1 + ... + n by hand.  Old: rank 1 raised alone before the start-up exchange and the other ranks

@@ -75,6 +75,33 @@ def test_a_timeout_refusal_quotes_the_value_through_show(bad, shown):
     assert str(e.value) == f"MPICommunicator: timeout_s={shown}: expected a finite number of seconds > 0"
 
 
+class _FloatThatRaises(float):
+    """A real number (a float subclass) whose ``__float__`` raises, as a hostile or broken wrapper might."""
+
+    def __float__(self):
+        raise ZeroDivisionError("no float today")
+
+
+class _StrThatRaises(str):
+    """A str subclass whose ``__float__`` raises."""
+
+    def __float__(self):
+        raise TypeError("no float today")
+
+
+@pytest.mark.parametrize("bad", [_FloatThatRaises(2.0), _StrThatRaises("2")], ids=["float-subclass", "str-subclass"])
+def test_a_value_whose_float_raises_is_refused_in_one_line(bad):
+    """A value whose ``float()`` raises is not a number of seconds: InvalidArgument in the rule's line, so
+    :func:`kernels.mpi.startup.start_timeout` runs the start-up on to the exchange (that rank's error reaches every
+    rank) instead of raising it alone.  Reference: the lines by hand.  Old: the ZeroDivisionError / TypeError
+    escaped checked_timeout and start_timeout, before the start-up exchange."""
+    from kernels.mpi.startup import start_timeout
+    with pytest.raises(InvalidArgument) as e:
+        checked_timeout(bad, "MPICommunicator: timeout_s")
+    assert str(e.value) == f"MPICommunicator: timeout_s={bad!r}: expected a finite number of seconds > 0"
+    assert start_timeout(bad) == DEFAULT_TIMEOUT_S
+
+
 class _Req:
     """A fake mpi4py request: ``done`` says whether Test() completes it; ``buf`` is what it sends."""
 

@@ -69,3 +69,36 @@ def test_ranks_with_different_good_timeouts_make_the_group():
     sum 1 + 2 by hand."""
     results = run_job(differ_job, 2, timeout_s=120)
     assert [g.get("sum") for g in results] == [[3.0] * 4] * 2, results
+
+
+def subgroup_job(rank: int, n: int, init_method: str) -> dict:
+    """A world of ``n`` gloo ranks; ranks 1..n-1 make a ``topocoll`` subgroup, the last of them with a timeout of
+    -1 s (its group rank is n-2, not its own)."""
+    import torch.distributed as dist
+
+    import kernels.pytorch  # noqa: F401  (registers the backend)
+    dist.init_process_group("gloo", init_method=init_method, rank=rank, world_size=n,
+                            timeout=timedelta(seconds=GOOD_S))
+    t0 = time.monotonic()
+    try:
+        dist.new_group(list(range(1, n)), backend="topocoll",
+                       timeout=timedelta(seconds=-1) if rank == n - 1 else timedelta(seconds=GOOD_S))
+        got = {"raised": None}
+    except Exception as exc:  # noqa: BLE001 - compared by the test
+        got = {"raised": type(exc).__name__, "message": str(exc)}
+    got["seconds"] = time.monotonic() - t0
+    dist.destroy_process_group()
+    return got
+
+
+def test_a_subgroups_refusal_names_the_global_rank():
+    """In new_group([1, 2]) of 3 ranks the refusing rank is named by its global rank (2), as the user knows it,
+    with the group's ranks; rank 0, outside the group, makes nothing and raises nothing.  Reference: the line by
+    hand.  Old: "failed on ranks [1] of 2", the group rank, which names a rank that did not refuse."""
+    results = run_job(subgroup_job, 3, timeout_s=120)
+    want = (f"topocoll process group: timeout.total_seconds()=-1.0: {RULE} (the start-up check of the timeout "
+            f"failed on ranks [2] of the group's ranks [1, 2])")
+    assert results[0]["raised"] is None, results
+    for r in (1, 2):
+        assert (results[r]["raised"], results[r].get("message")) == ("UnsupportedCall", want), (r, results)
+        assert results[r]["seconds"] < 10, (r, results)
