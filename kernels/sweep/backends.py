@@ -16,8 +16,9 @@ cupy
     rank times are combined by ``-a`` (0 rank 0, 1 mean, 2 min, 3 max) and the median run
     is reported.  Without CuPy or a GPU the backend raises DeviceUnavailable.
 sim
-    the cost model's prediction (:class:`synth.sweep.sim_backend.SimBackend`), same for both
-    placements.
+    the cost model's prediction (:class:`synth.sweep.sim_backend.SimBackend`) of what cupy would measure: a
+    schedule's modelled time under its plan entry's protocol plus our executor's measured fixed cost, as the
+    plan's decision counts it (NCCL's rows: the NCCL model's), same for both placements.
 one rank
     no schedule runs, but the call does, as NCCL runs a one-rank call: host and cupy time the
     call's argument checks and the copy where the buffers differ (in place: the checks alone),

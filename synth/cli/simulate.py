@@ -11,7 +11,9 @@ It is ``sweep COLLECTIVE --backend sim --algo BASELINE|FILE -c 0``: the same ncc
 nccl-tests' defaults (:mod:`synth.cli.nccl_options`: ``-b 32M -e 32M``, so name the range, e.g.
 ``-b 8 -e 4G -f 2``), the ring baseline by default, and three columns after nccl-tests' ones: ``slices``
 (the pipelining the cost model chose), and the lower bound of any schedule on the fabric
-(:func:`synth.model.bounds.lower_bounds` with the same efficiency factors) as a time and a busbw.
+(:func:`synth.model.bounds.lower_bounds` with the same efficiency factors) as a time and a busbw.  A schedule's
+row counts our executor's measured fixed cost beside its modelled time, as the sweep's ``sim`` rows do (a ``# sim:``
+line says so); ``--baseline nccl`` rows are the NCCL model's alone.
 Sizes take K/M/G suffixes (powers of 1024); ``size`` and ``count`` follow nccl-tests.  A schedule
 file is topocoll JSON (also ``.json.gz``) or MSCCL XML.  Bad input prints one line on stderr and
 exits with status 2; an average bus bandwidth below 0.9 x ``NCCL_TESTS_MIN_BW`` (GB/s) prints ``FAILED``
@@ -245,7 +247,7 @@ def run(args) -> list[str]:
     notes = [f"simulate: {cfg.collective} on {topo.name} ({topo.num_gpus} GPUs), {what}",
              f"cost model: launch {p.launch_us:.4g} us, step overhead {p.step_overhead_us:.4g} us, slice overhead "
              f"{p.slice_overhead_us:.4g} us, nvlink x{p.nvlink_efficiency:.3g}, pcie x{p.pcie_efficiency:.3g}, "
-             f"network x{p.network_efficiency:.3g} (link constants shared with the NCCL model)"]
+             f"network x{p.network_efficiency:.3g} (link constants shared with the NCCL model)", backend.counts_note]
     if algo == "nccl":
         from synth.model.nccl.confidence import confidence_line
         notes.append(confidence_line(backend.nccl.machine, collective=cfg.collective,

@@ -145,6 +145,9 @@ class Case:
     nccl: bool = False
     #: nccl-tests' ``nGpus``: ranks ``t*g .. t*g+g-1`` are thread ``t``'s (a failed check counts once per thread)
     gpus_per_thread: int = 1
+    #: the plan entry the schedule came from (:class:`synth.plan.size_plan.PlanEntry`: its protocol and the
+    #: executor cost its decision counted); None: not from a plan (``--algo`` ring, a file, the fastest baseline)
+    plan_entry: object | None = None
 
 
 @dataclass
@@ -223,7 +226,7 @@ def run_sweep(cfg: SweepConfig, backend, selector, on_row: RowCallback | None = 
                         case = Case(ent, cfg.nranks, counts, dtype_name, "sum" if op == "none" else op,
                                     None if root < 0 else root, inplace, sched, cfg.iters, cfg.warmup,
                                     cfg.check, cfg.average, nccl=bool(choice and choice.nccl),
-                                    gpus_per_thread=cfg.gpus_per_thread)
+                                    gpus_per_thread=cfg.gpus_per_thread, plan_entry=choice and choice.entry)
                         t, wrong, *failed = backend.measure(case)      # (time, wrong[, failing threads or processes])
                         algbw, busbw = ent.bandwidths(counts.size, t, cfg.nranks)
                         results.append(Result(t, algbw, busbw, wrong, *failed))

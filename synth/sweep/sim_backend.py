@@ -2,8 +2,12 @@
 
 It has the interface of every sweep backend (:func:`synth.sweep.driver.run_sweep`): ``name``,
 ``checks``, ``devices(n, topology)`` for the ``# Using devices`` lines and ``measure(case)``
-returning ``(time_us, None)``: the cost model's prediction (:class:`synth.model.cost.CostModel`)
-for the schedule at the nccl-tests size, same for both placements, never validated (``N/A``).
+returning ``(time_us, None)``: what ``sweep --backend cupy`` would measure, as the plan's decision predicts it
+(:mod:`synth.plan.decision`): the cost model's time (:class:`synth.model.cost.CostModel`) of the schedule at the
+nccl-tests size, under the protocol its plan entry records (LL where it says LL; Simple otherwise), plus the
+measured fixed cost of our executor that runs it (:func:`SimBackend.executor_us`), same for both placements, never
+validated (``N/A``): a ``--algo plan`` row is ``report.md``'s *plan µs* at that size.  Where NCCL runs, the NCCL
+model's time alone.
 One rank: no schedule runs, but NCCL still makes the call, so the row is the cost model's fixed
 cost of a call (``launch_us``).  A call of 0 elements costs 0 µs (:meth:`SimBackend.empty_call_free`)
 from NCCL 2.20 (:data:`EMPTY_CALL_DISCARDED_FROM`): NCCL discards an empty collective before it enqueues or
@@ -22,6 +26,8 @@ import os
 
 from synth.formats.nccl_tests.device_line import Device
 from synth.model.nccl.constants import ALGOS, MAXCHANNELS, NCCL_VERSION, PROTOS
+from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records, counted_executor_us, executor_for
+from synth.plan.protocol import SIMPLE
 from synth.sweep.driver import Case
 
 #: the modelled NCCL choice per row (``algorithm/protocol/channels``), wide enough for the longest
@@ -46,7 +52,7 @@ def _bus(pci_bus_id) -> str:
 class SimBackend:
     """The cost model's prediction; nothing runs, so nothing is validated (``N/A``).
 
-    Schedules are timed by :class:`synth.model.cost.CostModel`; where NCCL itself runs
+    Schedules are timed by :class:`synth.model.cost.CostModel` plus our executor's fixed cost; where NCCL itself runs
     (``--algo nccl``, a plan entry ``nccl``) by :class:`synth.model.nccl.NcclModel`, with the
     algorithm / protocol / channels NCCL would pick in a ``nccl`` column.  With ``bounds=True``
     each row also shows the pipelining the model chose (``slices``) and the lower bound of any
@@ -56,10 +62,10 @@ class SimBackend:
 
     name = "sim"
     checks = False
-    #: what a row's time counts, for the ``#`` notes of every sim sweep: a schedule row is not a plan's
-    #: headline time (``report.md``'s *plan µs* adds the executor's fixed cost and runs LL where the plan says)
-    counts_note = ("sim: a schedule's time is the cost model's under Simple, without our executor's fixed cost "
-                   "or LL (a plan's report.md adds both to plan us and plan vs NCCL); nccl: the NCCL model's")
+    #: what a row's time counts, for the ``#`` notes of every sim sweep (``report.md``'s *plan µs* for a plan row)
+    counts_note = ("sim: a schedule's time is the cost model's under the protocol its plan entry records (LL where "
+                   "it says LL, else Simple) plus our executor's measured fixed cost as the plan's decision counts "
+                   "it (a plan row is report.md's plan us); nccl: the NCCL model's alone")
 
     def __init__(self, source, *, bounds: bool = False, measured: dict[int, float] | None = None,
                  nccl_column: bool = False, nccl_env=None, nccl_machine: dict | None = None,
@@ -73,6 +79,8 @@ class SimBackend:
         if measured is not None:
             self.extra_columns += (("real", "busbw"), ("pred/", "real"))
         self._bounds: dict = {}
+        #: our executor's fixed cost (µs) per schedule not from a plan entry, by ``id``
+        self._fixed: dict = {}
         self._nccl = None
         self._nccl_env = nccl_env
         #: what a real log says of the run (``arch``, ``gpus_per_process``), applied to the machine
@@ -92,9 +100,36 @@ class SimBackend:
         return self._nccl
 
     def time_us(self, case: Case) -> float:
+        """The row's time (µs): NCCL's by the NCCL model, or our schedule's modelled time under its protocol
+        (:meth:`protocol`) plus :meth:`executor_us`."""
         if case.nccl:
             return self.nccl.time_us(case.entry.name, case.counts.size)
-        return float(self.source.cost.schedule_time_us(case.schedule, case.counts.size))
+        sched_us = self.source.cost.schedule_time_us(case.schedule, case.counts.size, self.protocol(case))
+        return float(sched_us + self.executor_us(case))
+
+    @staticmethod
+    def protocol(case: Case) -> str:
+        """The protocol our executor moves ``case``'s schedule with: the plan entry's (``ll`` or ``simple``,
+        :mod:`synth.plan.protocol`); Simple for a schedule not from a plan (``--algo ring``, a file)."""
+        if case.nccl or case.plan_entry is None:
+            return SIMPLE
+        return getattr(case.plan_entry, "protocol", None) or SIMPLE
+
+    def executor_us(self, case: Case) -> float:
+        """The fixed cost (µs) of our executor running ``case``'s schedule, as the plan's decision counts it
+        (:func:`synth.plan.decision.counted_executor_us`): the plan entry's recorded executor and records, or for a
+        schedule not from a plan (or a plan entry without a decision) the executor the decision would count on this
+        fabric (:func:`synth.plan.decision.executor_for`) for the schedule's busiest rank's records
+        (:func:`synth.plan.decision.busiest_rank_records`; none where that executor has no per-record cost)."""
+        decision = getattr(case.plan_entry, "decision", None)
+        if isinstance(decision, dict) and decision.get("executor") in EXECUTOR_COSTS:
+            return counted_executor_us(decision, f"plan entry {case.entry.name} from {case.plan_entry.min_bytes} bytes")
+        key = id(case.schedule)
+        if key not in self._fixed:
+            cost = EXECUTOR_COSTS[executor_for(self.source.fabric)]
+            records = busiest_rank_records(case.schedule) if cost.record_us > 0 else 0
+            self._fixed[key] = (case.schedule, cost.fixed_us(records))     # the schedule kept: its id stays its own
+        return self._fixed[key][1]
 
     def empty_call_free(self, case: Case) -> bool:
         """Whether ``case`` moves 0 elements and so launches nothing: our schedules
@@ -143,7 +178,7 @@ class SimBackend:
         key = (sched.collective, sched.root)
         if key not in self._bounds:
             self._bounds[key] = lower_bounds(self.source.fabric, sched.collective, sched.root)
-        slices = "-" if case.nccl else str(self.source.cost.estimate(sched, size).slices)
+        slices = "-" if case.nccl else str(self.source.cost.estimate(sched, size, self.protocol(case)).slices)
         lb = self._bounds[key].time_us(size, self.source.cost.params)
         return (slices, fmt_time(lb).strip(), f"{busbw_gbps(sched.collective, case.nranks, size, lb):.2f}")
 

@@ -294,13 +294,15 @@ def test_compare_states_the_nccl_model_class_wherever_nccl_stands(capsys):
 
 
 def test_a_sim_comparison_states_once_what_its_times_count(capsys):
-    """A sim sweep's plan series is the schedules' cost-model time alone (Simple, no executor fixed cost), not
-    report.md's plan µs: its preamble says so, once for a comparison, and the host backend's does not."""
+    """A sim sweep's plan series is report.md's plan µs (the schedule under the entry's protocol plus our executor's
+    fixed cost as the decision counts it): its preamble says so, once for a comparison, and the host backend's does
+    not."""
     base = ["all_reduce", "--topology", "dgx-a100", "-b", "64K", "-e", "64K"]
     rc, out, _ = _run(capsys, base + ["--backend", "sim", "--compare", "plan,nccl,ring"])
     head = out[:out.index("# Using devices")]
-    assert rc == 0 and head.count("# sim: a schedule's time is the cost model's under Simple, without our "
-                                  "executor's fixed cost or LL") == 1, head
+    assert rc == 0 and head.count("# sim: a schedule's time is the cost model's under the protocol its plan entry "
+                                  "records (LL where it says LL, else Simple) plus our executor's measured fixed "
+                                  "cost as the plan's decision counts it") == 1, head
     rc, out, _ = _run(capsys, ["all_reduce", "-b", "8", "-e", "8", "-g", "2"])
     assert rc == 0 and "# sim:" not in out
 

@@ -4,11 +4,18 @@ v2.19.4-1, where a one-rank call goes to ``ncclLaunchOneRank``, line 1565, and t
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
+
 import pytest
 
+from synth.baselines import baseline
 from synth.cli.simulate import main
-from synth.sweep.driver import SweepConfig, run_sweep
+from synth.ir.fabric import build_fabric
+from synth.model.cost import CostModel
+from synth.sweep.driver import SweepConfig, make_selector, run_sweep
 from synth.sweep.sim_backend import SimBackend
+from topo_probe.load import load_topology
 
 
 def _row(out: str) -> list[str]:
@@ -46,3 +53,63 @@ def test_an_empty_one_rank_call_launches_before_2_20(version, time_us):
     cfg = SweepConfig("broadcast", nranks=1, minbytes=0, maxbytes=0)
     (row,) = run_sweep(cfg, SimBackend(None, nccl_version=version), None).rows
     assert row.out_of_place.time_us == row.in_place.time_us == time_us
+
+
+_ROOT = Path(__file__).resolve().parents[3]
+_DGX_A100 = _ROOT / "results" / "dgx-a100"
+
+
+def _plan_row_us(collective: str, nbytes: int, root: int = 0) -> float:
+    """The out-of-place time (µs) of ``sweep COLLECTIVE --backend sim --algo plan`` on dgx-a100 at ``nbytes``, the
+    committed plan (results/dgx-a100/plan.json) selecting."""
+    topo = load_topology("dgx-a100")
+    sel = make_selector(collective, topo, "plan", plan=_DGX_A100 / "plan.json")
+    cfg = SweepConfig(collective, topo.num_gpus, minbytes=nbytes, maxbytes=nbytes, check=0, root=root)
+    (row,) = run_sweep(cfg, SimBackend(sel), sel).rows
+    assert row.in_place == row.out_of_place
+    return row.out_of_place.time_us
+
+
+def test_a_plan_row_counts_the_executor_the_decision_counted():
+    """dgx-a100 all_reduce of 4 MiB: the plan runs allreduce-direct (Simple) from 4 MiB, whose decision counted the
+    native executor for 8 records (4 µs + 8 x 1 µs = 12 µs) beside the schedule's 65.68 µs: the row is 77.68 µs, as
+    report.md's plan µs (the row was 65.68 µs, the schedule alone)."""
+    entry = next(e for e in json.loads((_DGX_A100 / "plan.json").read_text())["entries"]
+                 if e["collective"] == "allreduce" and e["min_bytes"] == 1 << 22)
+    assert entry["schedule"].endswith("allreduce-direct.json") and entry["protocol"] == "simple"
+    assert (entry["decision"]["executor"], entry["decision"]["records"]) == ("native", 8)
+    assert entry["decision"]["schedule_us"] == 65.68
+    assert _plan_row_us("allreduce", 1 << 22) == pytest.approx(65.68 + 4.0 + 8 * 1.0, abs=1e-3)
+
+
+def _report_plan_us() -> dict[tuple[str, str], float]:
+    """report.md's *plan µs* per (collective, size label) of the dgx-a100 table."""
+    cells = [ln.split("|")[1:-1] for ln in (_DGX_A100 / "report.md").read_text().splitlines() if ln.startswith("| ")]
+    rows = [r for r in cells if len(r) == 11 and r[1].strip().endswith(("KiB", "MiB", "GiB"))]
+    return {(r[0].strip(), r[1].strip()): float(r[3]) for r in rows}
+
+
+@pytest.mark.parametrize("label, nbytes", [("1 KiB", 1 << 10), ("1 MiB", 1 << 20), ("1 GiB", 1 << 30)])
+def test_every_plan_row_is_report_md_plan_us(label, nbytes):
+    """Every collective of the dgx-a100 table: the sim plan row is report.md's plan µs (printed to 0.1 µs): NCCL's
+    time where the plan runs nccl, else the schedule under the entry's protocol (LL: broadcast/reduce at 1 MiB, 49.0
+    µs) plus the executor's fixed cost (gather at 1 GiB: 4267.1 µs)."""
+    want = {coll: us for (coll, size), us in _report_plan_us().items() if size == label}
+    assert len(want) == 8 and want["broadcast" if nbytes == 1 << 20 else "gather"] in (49.0, 4267.1, 8.7, 10.0)
+    for coll, us in want.items():
+        assert _plan_row_us(coll, nbytes) == pytest.approx(us, abs=0.051), coll
+
+
+def test_a_baseline_row_counts_its_busiest_ranks_records():
+    """--algo ring on dgx-a100 (one host: the native executor): the ring all_reduce there is 12 rings (12 chunks per
+    rank) over 2 x 7 steps.  Each rank's first step reduces into its chunks from the rings' sources: one chain, one
+    record; each of the 6 later reduce steps 12 records (a chunk each) and each of the 7 copy steps 12: 1 + 6 x 12 +
+    7 x 12 = 157 records, 4 + 157 x 1 µs = 161 µs over the cost model's Simple time."""
+    topo = load_topology("dgx-a100")
+    sel = make_selector("allreduce", topo, "ring")
+    cfg = SweepConfig("all_reduce", 8, minbytes=1 << 20, maxbytes=1 << 20, check=0)
+    (row,) = run_sweep(cfg, SimBackend(sel), sel).rows
+    sched = baseline("ring", build_fabric(topo), "allreduce")
+    assert (sched.num_steps, sched.chunks_per_rank) == (14, 12)
+    assert row.out_of_place.time_us == pytest.approx(CostModel(build_fabric(topo)).schedule_time_us(sched, 1 << 20)
+                                                     + 4.0 + 157 * 1.0)
