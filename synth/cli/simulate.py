@@ -13,7 +13,9 @@ nccl-tests' defaults (:mod:`synth.cli.nccl_options`: ``-b 32M -e 32M``, so name 
 (the pipelining the cost model chose), and the lower bound of any schedule on the fabric
 (:func:`synth.model.bounds.lower_bounds` with the same efficiency factors) as a time and a busbw.  A schedule's
 row counts our executor's measured fixed cost beside its modelled time, as the sweep's ``sim`` rows do (a ``# sim:``
-line says so); ``--baseline nccl`` rows are the NCCL model's alone.
+line says so); ``--baseline nccl`` rows are the NCCL model's alone.  So against an ``--import`` log only
+``--baseline nccl``'s pred/real is a prediction of the log; a schedule's is ours over the log's NCCL run (a
+``# pred/real:`` line says so).
 Sizes take K/M/G suffixes (powers of 1024); ``size`` and ``count`` follow nccl-tests.  A schedule
 file is topocoll JSON (also ``.json.gz``) or MSCCL XML.  Bad input prints one line on stderr and
 exits with status 2; an average bus bandwidth below 0.9 x ``NCCL_TESTS_MIN_BW`` (GB/s) prints ``FAILED``
@@ -55,9 +57,11 @@ def build_parser() -> OneLineParser:
                                      "time for every rank)",
                                "-c": "ignored: the model validates nothing (printed as 0)"})
     p.add_argument("--import", dest="import_log", metavar="LOG",
-                   help="a real nccl-tests log: predict exactly its sizes, collective and type, with its busbw "
-                        "and pred/real beside the prediction (a log of several types / ops / roots: pick one with "
-                        "-d / -o / -r)")
+                   help="a real nccl-tests log: model exactly its sizes, collective and type, with its busbw "
+                        "and pred/real beside each row (a log of several types / ops / roots: pick one with "
+                        "-d / -o / -r); --baseline nccl predicts the log; a schedule or other baseline is ours "
+                        "as our executor would run it, so its pred/real is ours over the log's NCCL run, not a "
+                        "prediction of that run")
     p.add_argument("--cycle", metavar="K", help="with --import of an nccl-tests -N log (its sizes repeated K or more "
                    "times): compare cycle K, 1-based (default 1)")
     add_machine_arguments(p)     # its --net default here: what the --import log's NCCL INFO lines name
@@ -300,8 +304,19 @@ def _flag_notes(args, cfg, imported) -> list[str]:
     taken but not applied, ``-r`` of an unrooted collective, ``-o all``'s mulsum, the log's launches and sizes."""
     notes = flag_notes(args, cfg.collective, args.argv)
     if imported:
-        notes += [_log_launch_note(imported[0]), _dropped_sizes_note(imported[2], cfg)]
+        notes += [_log_launch_note(imported[0]), _dropped_sizes_note(imported[2], cfg), _pred_real_note(args)]
     return [n for n in notes if n]
+
+
+def _pred_real_note(args) -> str | None:
+    """What ``pred/real`` compares where ours meets an ``--import`` log: a schedule's row is our schedule as our
+    executor would run it (its fixed cost counted, :mod:`synth.sweep.sim_backend`), so its ratio is ours over the
+    log's NCCL run, not the model's error on it; None under ``--baseline nccl``, whose row predicts the log."""
+    if args.baseline == "nccl":
+        return None
+    name = args.baseline or (f"schedule {args.schedule}" if args.schedule else "ring")
+    return (f"pred/real: {name} is our schedule as our executor would run it (executor fixed cost counted) over the "
+            f"log's NCCL run, not a prediction of that run (--baseline nccl predicts the log)")
 
 
 def _dropped_sizes_note(rows, cfg) -> str | None:
