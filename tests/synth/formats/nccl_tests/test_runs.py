@@ -133,3 +133,15 @@ def test_a_log_over_the_input_limit_is_refused_before_it_is_read(tmp_path, load)
     with pytest.raises(NcclTestsLogError) as exc:
         load(tmp_path)
     assert str(exc.value) == f"{tmp_path}: is not a regular file"
+
+
+def test_a_four_digit_library_code_is_read_with_the_codes_of_nccl_2_8_and_before():
+    """NCCL up to 2.8 codes its version X*1000 + Y*100 + Z (NVIDIA/nccl v2.8.4-1 src/nccl.h.in line 19; from 2.9
+    X*10000 + Y*100 + Z, v2.9.6-1 line 19), and nccl-tests prints that code as ``nccl-library=``: 2804 is 2.8.4,
+    not 0.28.4; a field name glued to another word is not the header's field."""
+    from synth.formats.nccl_tests.version import version_of
+    assert version_of("# nccl-tests version 2.10.0 nccl-headers=2804 nccl-library=2804") == (2, 8, 4)
+    assert version_of("# nccl-headers=2708 nccl-library=2708") == (2, 7, 8)
+    assert version_of("# nccl-headers=20903 nccl-library=20906") == (2, 9, 6)
+    assert version_of("# foo-xrccl-library=22707") is None
+    assert version_of("# xnccl-library=22707") is None
