@@ -41,8 +41,13 @@ def mpi():
     return MPI
 
 
+#: the shortest deadline taken (seconds): torch's c10d store counts waits in whole milliseconds, so a shorter one
+#: waits 0 ms on that rank alone (its store's error, not ours) while the peers wait out theirs
+MIN_TIMEOUT_S = 0.001
+
+
 def checked_timeout(value, source: str = "timeout_s") -> float:
-    """``value`` as a finite number of seconds > 0; :class:`InvalidArgument` naming ``source``
+    """``value`` as a finite number of seconds >= :data:`MIN_TIMEOUT_S`; :class:`InvalidArgument` naming ``source``
     otherwise (``nan`` or ``inf`` would disable the deadline, a negative one fail every wait).
 
     >>> checked_timeout("2.5")
@@ -50,20 +55,20 @@ def checked_timeout(value, source: str = "timeout_s") -> float:
     >>> checked_timeout("nan", "TOPOCOLL_MPI_TIMEOUT")
     Traceback (most recent call last):
     ...
-    topo_probe.errors.InvalidArgument: TOPOCOLL_MPI_TIMEOUT='nan': expected a finite number of seconds > 0
+    topo_probe.errors.InvalidArgument: TOPOCOLL_MPI_TIMEOUT='nan': expected a finite number of seconds >= 0.001
     """
     try:
         seconds = float(value) if is_real(value) or isinstance(value, str) else math.nan
     except Exception:   # noqa: BLE001 - a subclass's __float__ may raise anything: not a number of seconds
         seconds = math.nan
-    if not math.isfinite(seconds) or seconds <= 0:
-        raise InvalidArgument(f"{source}={show(value)}: expected a finite number of seconds > 0")
+    if not math.isfinite(seconds) or seconds < MIN_TIMEOUT_S:
+        raise InvalidArgument(f"{source}={show(value)}: expected a finite number of seconds >= {MIN_TIMEOUT_S:g}")
     return seconds
 
 
 def default_timeout() -> float:
     """``$TOPOCOLL_MPI_TIMEOUT`` (seconds) or :data:`DEFAULT_TIMEOUT_S`; a value that is not a
-    finite number > 0 is refused in one line (:func:`checked_timeout`)."""
+    finite number >= 0.001 is refused in one line (:func:`checked_timeout`)."""
     raw = os.environ.get("TOPOCOLL_MPI_TIMEOUT")
     return DEFAULT_TIMEOUT_S if raw is None or raw.strip() == "" else checked_timeout(raw, "TOPOCOLL_MPI_TIMEOUT")
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 import math
 from datetime import timedelta
 
-from kernels.mpi.waiter import checked_timeout
+from kernels.mpi.waiter import DEFAULT_TIMEOUT_S, checked_timeout
 from kernels.pytorch.errors import UnsupportedCall
 from topo_probe.errors import InvalidArgument
 
@@ -35,7 +35,7 @@ def checked_group_timeout(timeout) -> float:
     Traceback (most recent call last):
     ...
     topo_probe.errors.InvalidArgument: topocoll process group: timeout.total_seconds()=0.0: expected a finite \
-number of seconds > 0
+number of seconds >= 0.001
     """
     seconds = timeout.total_seconds() if isinstance(timeout, timedelta) else math.nan
     return checked_timeout(seconds, "topocoll process group: timeout.total_seconds()")
@@ -45,18 +45,15 @@ def check_timeouts(store, rank: int, size: int, timeout) -> None:
     """Every rank's verdict on its own ``timeout`` through ``store`` (module docstring); raises
     UnsupportedCall, the same line on every rank, when any rank refused its timeout, naming the refusing ranks by
     their global rank (:func:`global_rank`; with the group's ranks where the group is not the world).  A rank whose
-    timeout is refused waits for the others' verdicts within the store's own timeout."""
+    timeout is refused waits for the others' verdicts within :data:`~kernels.mpi.waiter.DEFAULT_TIMEOUT_S`."""
     try:
         checked_group_timeout(timeout)
         verdict, wait = OK, timeout
-    except InvalidArgument as exc:
-        verdict, wait = " ".join(str(exc).splitlines()), None
+    except InvalidArgument as exc:     # waits on a deadline of its own: the store may carry the refused one
+        verdict, wait = " ".join(str(exc).splitlines()), timedelta(seconds=DEFAULT_TIMEOUT_S)
     store.set(f"start/{rank}", f"{global_rank(rank)} {verdict}")
     keys = [f"start/{r}" for r in range(size)]
-    if wait is None:
-        store.wait(keys)
-    else:
-        store.wait(keys, wait)
+    store.wait(keys, wait)
     said = [store.get(k).decode("utf-8", "replace").split(" ", 1) for k in keys]
     members = [int(g) for g, _ in said]
     failed = [g for g, (_, v) in zip(members, said) if v != OK]

@@ -1,4 +1,4 @@
-"""The MPI deadline: ``$TOPOCOLL_MPI_TIMEOUT`` and ``timeout_s`` must be finite seconds > 0
+"""The MPI deadline: ``$TOPOCOLL_MPI_TIMEOUT`` and ``timeout_s`` must be finite seconds >= 0.001
 (``nan`` and ``inf`` would disable the deadline, so a dead rank would hang the job); a timeout's
 failure notices (a fake control communicator): kept until sent, and blaming the rank the timed-out
 rank blamed, whatever bytes a notice holds; a peer's departure notice (``left:<rank>:<calls>``,
@@ -20,12 +20,12 @@ from kernels.mpi.waiter import (DEFAULT_TIMEOUT_S, NOTICE_BYTES, TAG_NOTICE, Wai
 from topo_probe.errors import InvalidArgument, PeerFailed
 
 
-@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "-5", "0", "abc", "1e999"])
+@pytest.mark.parametrize("raw", ["nan", "inf", "-inf", "-5", "0", "abc", "1e999", "1e-6", "0.0009"])
 def test_env_timeout_refused_in_one_line(monkeypatch, raw):
     monkeypatch.setenv("TOPOCOLL_MPI_TIMEOUT", raw)
     with pytest.raises(InvalidArgument) as e:
         default_timeout()
-    assert str(e.value) == f"TOPOCOLL_MPI_TIMEOUT={raw!r}: expected a finite number of seconds > 0"
+    assert str(e.value) == f"TOPOCOLL_MPI_TIMEOUT={raw!r}: expected a finite number of seconds >= 0.001"
 
 
 @pytest.mark.parametrize("raw, seconds", [("30", 30.0), ("0.25", 0.25), (" 7 ", 7.0)])
@@ -60,7 +60,7 @@ def test_an_mpi_communicators_timeout_refusal_names_it(bad):
     from kernels.mpi.communicator import MPICommunicator
     with pytest.raises(InvalidArgument) as e:
         MPICommunicator(plan=False, abort_on_error=False, timeout_s=bad)
-    assert str(e.value) == (f"MPICommunicator: timeout_s={bad!r}: expected a finite number of seconds > 0 "
+    assert str(e.value) == (f"MPICommunicator: timeout_s={bad!r}: expected a finite number of seconds >= 0.001 "
                             "(the start-up check of arguments, topology and plan failed on ranks [0] of 1)")
 
 
@@ -72,7 +72,7 @@ def test_a_timeout_refusal_quotes_the_value_through_show(bad, shown):
     a 370-character line for 300 x's, 469 for 10**400."""
     with pytest.raises(InvalidArgument) as e:
         checked_timeout(bad, "MPICommunicator: timeout_s")
-    assert str(e.value) == f"MPICommunicator: timeout_s={shown}: expected a finite number of seconds > 0"
+    assert str(e.value) == f"MPICommunicator: timeout_s={shown}: expected a finite number of seconds >= 0.001"
 
 
 class _FloatThatRaises(float):
@@ -98,7 +98,7 @@ def test_a_value_whose_float_raises_is_refused_in_one_line(bad):
     from kernels.mpi.startup import start_timeout
     with pytest.raises(InvalidArgument) as e:
         checked_timeout(bad, "MPICommunicator: timeout_s")
-    assert str(e.value) == f"MPICommunicator: timeout_s={bad!r}: expected a finite number of seconds > 0"
+    assert str(e.value) == f"MPICommunicator: timeout_s={bad!r}: expected a finite number of seconds >= 0.001"
     assert start_timeout(bad) == DEFAULT_TIMEOUT_S
 
 
@@ -315,3 +315,12 @@ def test_wait_sends_stopped_by_a_notice_keeps_its_posted_sends_and_their_buffers
         wait_sends(comm)
     for r in posted:
         assert any(s is r for s in mt._ABANDONED + w._sent), "a posted send was dropped (mpi4py frees its buffer)"
+
+
+def test_the_shortest_deadline_is_a_millisecond():
+    """torch's c10d store counts waits in whole milliseconds: 1 ms is taken, anything shorter refused (a 500 us
+    deadline waited 0 ms on its rank alone while the peers waited out theirs)."""
+    assert checked_timeout(0.001) == 0.001 and checked_timeout("0.0010") == 0.001
+    for bad in (0.000999, 5e-4, 1e-6, "1e-6"):
+        with pytest.raises(InvalidArgument, match=r"expected a finite number of seconds >= 0\.001$"):
+            checked_timeout(bad)
