@@ -32,24 +32,25 @@ OWNER = "TopocollHookState.create"
 def hook_compression(compression) -> str:
     """``compression`` as the hook's wire format name: ``"none"`` (any case), else the format of
     :func:`kernels.comm.compression_casts.get_format` (the project's one compression-name rule, owner
-    :data:`OWNER`; the same line the communicators' refusals give, aliases such as ``"bfloat16"`` taken) when the
-    hook runs it (fp16, bf16); :class:`~kernels.pytorch.errors.UnsupportedCall` (a TopocollError and a
-    RuntimeError, as the backend's other refusals) in one line otherwise.
+    :data:`OWNER`, aliases such as ``"bfloat16"`` taken) when the hook runs it (fp16, bf16);
+    :class:`~kernels.pytorch.errors.UnsupportedCall` (a TopocollError and a RuntimeError, as the backend's other
+    refusals) in one line otherwise: a name the rule refuses gets the rule's line with the hook's own choices.
 
     >>> hook_compression("BFloat16"), hook_compression("NONE")
     ('bf16', 'none')
     >>> hook_compression("fp4")
     Traceback (most recent call last):
     ...
-    kernels.pytorch.errors.UnsupportedCall: TopocollHookState.create: compression must be one of fp16, bf16, \
-fp8; got 'fp4'
+    kernels.pytorch.errors.UnsupportedCall: TopocollHookState.create: compression must be one of none, fp16, \
+bf16; got 'fp4'
     """
     if isinstance(compression, str) and str.lower(str.__str__(compression)) == "none":
         return "none"
     try:
         name = get_format(compression, OWNER).name
-    except InvalidArgument as exc:
-        raise UnsupportedCall(str(exc)) from None
+    except InvalidArgument:         # the rule's line would offer fp8, which the hook does not run, and not none
+        raise UnsupportedCall(f"{OWNER}: compression must be one of none, fp16, bf16; got {show(compression)}") \
+            from None
     if name not in WIRE_DTYPES:
         raise UnsupportedCall(f"{OWNER}: compression {show(compression)} ({name}) is not run by the DDP hook; "
                               f"use none, fp16 or bf16")

@@ -47,7 +47,7 @@ def create_job(rank: int, n: int, init_method: str) -> dict:
 
 
 @pytest.mark.parametrize("case,cls,want", [
-    ("fp4-on-1", "UnsupportedCall", "TopocollHookState.create: compression must be one of fp16, bf16, fp8; got "
+    ("fp4-on-1", "UnsupportedCall", "TopocollHookState.create: compression must be one of none, fp16, bf16; got "
                                     "'fp4' (refused on ranks [1] of the group's ranks [0, 1])"),
     ("fp8-on-2", "UnsupportedCall", "TopocollHookState.create: compression 'e4m3' (fp8) is not run by the DDP hook; "
                                     "use none, fp16 or bf16 (refused on ranks [2] of the group's ranks [0, 1, 2])"),
