@@ -219,7 +219,7 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
     curve per collective (NCCL ``nccl_version``'s rules): the one decision of :mod:`synth.plan.decision`
     (modelled time plus the executor's measured fixed cost; with ``topo`` and >= 2 ranks, ``nccl``
     where NCCL is predicted faster by the margin), recorded per entry."""
-    from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records, decide_ranges, executor_for, range_record
+    from synth.plan.decision import counted_records, decide_ranges, executor_for, range_record
     from synth.plan.protocol import ll_ranges, report_curves, with_protocols
     from synth.plan.versus_nccl import NCCL, nccl_curve
     cost = CostModel(fabric)
@@ -233,8 +233,7 @@ def build_plan(fabric: Fabric, results: dict[str, CollectiveResult], topo: Topol
         if topo is not None and fabric.num_ranks > 1:
             ncc[coll] = nccl_curve(topo, coll, PLAN_SIZES, version=nccl_version)
         nccl_t = ncc[coll]["times"] if coll in ncc else None
-        counted = EXECUTOR_COSTS[executor].record_us > 0      # clusters: a per-call cost only, no count
-        records = {name: busiest_rank_records(s) if counted else 0 for name, s in res.schedules.items()}
+        records = {name: counted_records(s, executor) for name, s in res.schedules.items()}
         sizes, times, protos, nccl_t = with_protocols(cost, res.schedules, times, PLAN_SIZES, lambda sz: nccl_curve(
             topo, coll, sz, version=nccl_version)["times"], executor, nccl_t)  # LL where faster, calls <= LL_MAX_BYTES
         curves[coll] = report_curves(curves[coll], sizes, times, protos, PLAN_SIZES)

@@ -108,6 +108,18 @@ def busiest_rank_records(schedule) -> int:
     return max(per_rank.values(), default=0) + own
 
 
+def counted_records(schedule, executor: str) -> int:
+    """The records the decision counts for ``schedule`` on ``executor``: :func:`busiest_rank_records` where that
+    executor has a cost per record, else 0 (clusters: a per-call cost only, no count).
+
+    >>> from synth.ir.schedule import Schedule, Step, Transfer
+    >>> one = Schedule("allgather", 2, 2, (Step(1, (Transfer(0, 0, 1), Transfer(1, 1, 0))),))
+    >>> counted_records(one, "native"), counted_records(one, "mpi")
+    (2, 0)
+    """
+    return busiest_rank_records(schedule) if EXECUTOR_COSTS[executor].record_us > 0 else 0
+
+
 def decide_ranges(sizes: list[int], times: dict[str, list[float]], nccl_times: list[float] | None,
                   records: dict[str, int], executor: str, protocols: dict[str, list[str]] | None = None,
                   different_bits: frozenset[str] | set[str] = frozenset(),
@@ -167,5 +179,6 @@ def range_record(executor: str, records: int, schedule_us: float, nccl_us: float
     return out
 
 
-__all__ = ["ExecutorCost", "EXECUTOR_COSTS", "MAX_CHAIN", "executor_for", "busiest_rank_records", "decide_ranges",
+__all__ = ["ExecutorCost", "EXECUTOR_COSTS", "MAX_CHAIN", "executor_for", "busiest_rank_records", "counted_records",
+           "decide_ranges",
            "counted_executor_us", "range_record"]

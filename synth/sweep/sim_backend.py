@@ -26,7 +26,7 @@ import os
 
 from synth.formats.nccl_tests.device_line import Device
 from synth.model.nccl.constants import ALGOS, MAXCHANNELS, NCCL_VERSION, PROTOS
-from synth.plan.decision import EXECUTOR_COSTS, busiest_rank_records, counted_executor_us, executor_for
+from synth.plan.decision import EXECUTOR_COSTS, counted_executor_us, counted_records, executor_for
 from synth.plan.protocol import SIMPLE
 from synth.sweep.driver import Case
 
@@ -120,15 +120,15 @@ class SimBackend:
         (:func:`synth.plan.decision.counted_executor_us`): the plan entry's recorded executor and records, or for a
         schedule not from a plan (or a plan entry without a decision) the executor the decision would count on this
         fabric (:func:`synth.plan.decision.executor_for`) for the schedule's busiest rank's records
-        (:func:`synth.plan.decision.busiest_rank_records`; none where that executor has no per-record cost)."""
+        (:func:`synth.plan.decision.counted_records`, as the decision counts them)."""
         decision = getattr(case.plan_entry, "decision", None)
         if isinstance(decision, dict) and decision.get("executor") in EXECUTOR_COSTS:
             return counted_executor_us(decision, f"plan entry {case.entry.name} from {case.plan_entry.min_bytes} bytes")
         key = id(case.schedule)
         if key not in self._fixed:
-            cost = EXECUTOR_COSTS[executor_for(self.source.fabric)]
-            records = busiest_rank_records(case.schedule) if cost.record_us > 0 else 0
-            self._fixed[key] = (case.schedule, cost.fixed_us(records))     # the schedule kept: its id stays its own
+            executor = executor_for(self.source.fabric)
+            fixed = EXECUTOR_COSTS[executor].fixed_us(counted_records(case.schedule, executor))
+            self._fixed[key] = (case.schedule, fixed)     # the schedule kept: its id stays its own
         return self._fixed[key][1]
 
     def empty_call_free(self, case: Case) -> bool:
