@@ -17,6 +17,7 @@ from topo_probe.machines.presets import PRESETS, get_preset
 from topo_probe.machines.specs import parse_generator_spec
 from topo_probe.topology.model import Topology
 from topo_probe.topology.shortest_paths import MAX_PATHS, PathIndex
+from _drawn_graphs import graphs
 from tests.topo_probe.topology.test_shortest_paths import _networkx_paths
 
 
@@ -72,21 +73,12 @@ def test_presets_stay_far_below_the_bound(name):
     assert max(index.count(a, b) for a in ends for b in ends) <= 18 < MAX_PATHS
 
 
+#: NVSwitches drawn twice as often (most graphs relay a lot)
 _KINDS = ("gpu", "nvswitch", "nic", "pcie_switch", "nvswitch")
 
 
-@st.composite
-def _graphs(draw):
-    n = draw(st.integers(3, 9))
-    g = nx.DiGraph()
-    for v in range(n):
-        g.add_node(f"n{v}", kind=draw(st.sampled_from(_KINDS)))
-    for u, v in draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=n, max_size=40)):
-        if u != v:
-            g.add_edge(f"n{u}", f"n{v}", kind=draw(st.sampled_from(("nvlink", "pcie"))))
-    relay_kinds = {"nvswitch"} | draw(st.sets(st.sampled_from(_KINDS[2:])))     # most graphs relay a lot
-    relays = frozenset(v for v, d in g.nodes(data=True) if d["kind"] in relay_kinds)
-    return g, relays, tuple(draw(st.sets(st.sampled_from(("nvlink", "pcie")), min_size=1)))
+def _graphs():
+    return graphs(3, 9, 40, _KINDS)
 
 
 @settings(max_examples=300, deadline=None)

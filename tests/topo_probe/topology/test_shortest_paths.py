@@ -14,6 +14,7 @@ from topo_probe.machines.presets import PRESETS, get_preset
 from topo_probe.topology import shortest_paths
 from topo_probe.topology.model import GPU_LINK_KINDS
 from topo_probe.topology.shortest_paths import PathIndex
+from _drawn_graphs import graphs
 
 KINDS = [(("nvlink", "xgmi"), ("nvswitch",)),
          (("pcie", "cpu"), ("pcie_switch", "host_bridge", "cpu")),
@@ -81,21 +82,13 @@ def test_a_changed_graph_gets_fresh_paths():
 
 @st.composite
 def _graphs_and_asks(draw):
-    """A small random graph (the kinds of test_path_counts' graphs), its relays and edge kinds, and a sequence of
-    (src, dst) asks with repeats, so kept path lists are asked for again, after other sources and evictions."""
-    n = draw(st.integers(2, 8))
-    kinds = ("gpu", "nvswitch", "nic", "pcie_switch")
-    g = nx.DiGraph()
-    for v in range(n):
-        g.add_node(f"n{v}", kind=draw(st.sampled_from(kinds)))
-    for u, v in draw(st.lists(st.tuples(st.integers(0, n - 1), st.integers(0, n - 1)), min_size=n, max_size=30)):
-        if u != v:
-            g.add_edge(f"n{u}", f"n{v}", kind=draw(st.sampled_from(("nvlink", "pcie"))))
-    relays = frozenset(v for v, d in g.nodes(data=True) if d["kind"] in {"nvswitch"} | draw(st.sets(
-        st.sampled_from(kinds[2:]))))
+    """A small random graph (``_drawn_graphs.graphs``, as test_path_counts draws them), its relays and edge kinds,
+    and a sequence of (src, dst) asks with repeats, so kept path lists are asked for again, after other sources and
+    evictions."""
+    g, relays, edge_kinds = draw(graphs(2, 8, 30))
     node = st.sampled_from(sorted(g))
-    asks = draw(st.lists(st.tuples(node, node), min_size=1, max_size=3 * n * n))
-    return g, relays, tuple(draw(st.sets(st.sampled_from(("nvlink", "pcie")), min_size=1))), asks
+    asks = draw(st.lists(st.tuples(node, node), min_size=1, max_size=3 * len(g) ** 2))
+    return g, relays, edge_kinds, asks
 
 
 @settings(derandomize=True, max_examples=80, deadline=None)
